@@ -1,0 +1,4 @@
+//! API types (Kueue, KubeRay, Gateway API), quantities and validation. No I/O.
+
+pub mod quantity;
+pub mod validation;

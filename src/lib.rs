@@ -1,0 +1,10 @@
+//! quotagate: Kueue-compatible quota admission with an embedded, quota-gated KubeRay-compatible Ray operator.
+//!
+//! Dependency direction is the layout: `api` <- `queue` <- `jobframework` <- `rayservice` <- wiring;
+//! `embedded` depends on `api` and serves everything else through `kube::Client`.
+
+pub mod api;
+pub mod embedded;
+pub mod jobframework;
+pub mod queue;
+pub mod rayservice;

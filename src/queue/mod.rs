@@ -1,0 +1,1 @@
+//! See ../shared/DESIGN.md for what lives here.
