@@ -2,3 +2,5 @@
 //! metrics endpoints.
 
 pub mod leader;
+pub mod metrics;
+pub mod health;
