@@ -2,3 +2,5 @@
 
 pub mod quantity;
 pub mod validation;
+pub mod gateway;
+pub mod ray;
