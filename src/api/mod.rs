@@ -3,3 +3,5 @@
 pub mod kueue;
 pub mod quantity;
 pub mod validation;
+pub mod gateway;
+pub mod ray;
