@@ -50,7 +50,13 @@ stop() {
     echo "ray-peer: no Ray in $VENV; nothing to stop" >&2
     return 0
   fi
-  "$VENV/bin/ray" stop >&2 || "$VENV/bin/ray" stop --force >&2
+  mkdir -p "$TEMP_DIR"
+  # `ray stop` prints every process command line; keep that in a log, not on the terminal.
+  if "$VENV/bin/ray" stop >"$TEMP_DIR/ray-stop.log" 2>&1 || "$VENV/bin/ray" stop --force >>"$TEMP_DIR/ray-stop.log" 2>&1; then
+    echo "ray-peer: stopped ($(grep -o 'Stopped all [0-9]* Ray processes' "$TEMP_DIR/ray-stop.log" || echo 'no Ray processes found'))" >&2
+  else
+    die "ray stop failed; see $TEMP_DIR/ray-stop.log"
+  fi
 }
 
 case "${1:-}" in
