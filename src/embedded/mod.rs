@@ -10,6 +10,7 @@ mod http;
 pub mod meta;
 pub mod patch;
 pub mod protobuf;
+pub mod raysim;
 pub mod registry;
 pub mod selector;
 pub mod sim;
