@@ -189,11 +189,3 @@ fn builders_make_what_they_say() {
     assert_eq!(a.pod_set_assignments[0].flavors["cpu"], "on-demand");
     assert_eq!(a.pod_set_assignments[0].count, Some(3));
 }
-
-#[test]
-#[ignore]
-fn dump_crds() {
-    for c in crds() {
-        println!("---\n{}", serde_json::to_string_pretty(&c).unwrap());
-    }
-}
