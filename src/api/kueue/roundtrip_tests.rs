@@ -183,9 +183,11 @@ fn builders_make_what_they_say() {
     assert_eq!(groups[1].flavors[0].resources[0].nominal_quota.0, "8");
     assert_eq!(cq.spec.cohort(), Some("c"));
 
-    let wl = Workload::build("w", "ns").queue("lq").podset("main", 3, [("cpu", "1")]).reserve_quota("cq", "on-demand").build();
+    let wl = Workload::build("w", "ns").queue("lq").podset("main", 3, [("cpu", "500m"), ("memory", "1Gi")]).reserve_quota("cq", "on-demand").build();
     assert!(wl.has_quota_reservation() && !wl.is_admitted());
     let a = wl.admission().unwrap();
     assert_eq!(a.pod_set_assignments[0].flavors["cpu"], "on-demand");
     assert_eq!(a.pod_set_assignments[0].count, Some(3));
+    let usage = &a.pod_set_assignments[0].resource_usage;
+    assert_eq!((usage["cpu"].0.as_str(), usage["memory"].0.as_str()), ("1500m", "3Gi"));
 }
