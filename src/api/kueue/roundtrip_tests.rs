@@ -123,6 +123,9 @@ fn crds_carry_kueue_names_scope_and_columns() {
         let got: Vec<String> = v.additional_printer_columns.iter().flatten().map(|c| c.name.clone()).collect();
         assert_eq!(got, columns, "{name}");
     }
+    let wl = &find("workloads.kueue.x-k8s.io").spec.versions[0];
+    let selectable: Vec<&str> = wl.selectable_fields.iter().flatten().map(|f| f.json_path.as_str()).collect();
+    assert_eq!(selectable, [".status.admission.clusterQueue"]);
     // Kueue: status subresource on CQ, Cohort, LQ and Workload; none on RF, WPC, Topology.
     for (name, has_status) in [("clusterqueues", true), ("cohorts", true), ("localqueues", true), ("workloads", true), ("resourceflavors", false), ("workloadpriorityclasses", false)] {
         let crd = find(&format!("{name}.kueue.x-k8s.io"));
