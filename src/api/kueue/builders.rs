@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, ResourceRe
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, ObjectMeta, Time};
 
-use super::constants::condition;
+use super::constants::{condition, reason};
 use super::*;
 
 fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
@@ -327,7 +327,6 @@ impl WorkloadBuilder {
     }
 }
 
-use super::constants::reason;
 
 fn set_condition(status: &mut WorkloadStatus, c: Condition) {
     match status.conditions.iter_mut().find(|x| x.type_ == c.type_) {
@@ -336,21 +335,23 @@ fn set_condition(status: &mut WorkloadStatus, c: Condition) {
     }
 }
 
-/// Assigns `flavor` to every resource the podset requests, for its full count. `resourceUsage`
-/// stays empty: summing quantities exactly is the admission core's job.
+/// Assigns `flavor` to every resource the podset requests, for its full count, with the usage
+/// Kueue records: the containers' summed requests times the count (unparsable requests skipped).
 fn assignment_for(ps: &PodSet, flavor: &str) -> PodSetAssignment {
-    let resources: Vec<String> = ps
-        .template
-        .spec
-        .iter()
-        .flat_map(|s| s.containers.iter())
-        .filter_map(|c| c.resources.as_ref().and_then(|r| r.requests.as_ref()))
-        .flat_map(|r| r.keys().cloned())
-        .collect();
+    let mut per_pod: BTreeMap<String, crate::api::quantity::Quantity> = BTreeMap::new();
+    let requests = ps.template.spec.iter().flat_map(|s| s.containers.iter()).filter_map(|c| c.resources.as_ref().and_then(|r| r.requests.as_ref()));
+    for (name, q) in requests.flatten() {
+        let Ok(v) = crate::api::quantity::Quantity::try_from(q) else { continue };
+        let sum = match per_pod.get(name) {
+            Some(prev) => prev.checked_add(&v).unwrap_or(*prev),
+            None => v,
+        };
+        per_pod.insert(name.clone(), sum);
+    }
     PodSetAssignment {
         name: ps.name().to_string(),
-        flavors: resources.into_iter().map(|r| (r, flavor.to_string())).collect(),
-        resource_usage: ResourceList::new(),
+        flavors: per_pod.keys().map(|r| (r.clone(), flavor.to_string())).collect(),
+        resource_usage: per_pod.iter().map(|(r, q)| (r.clone(), q.saturating_mul(i64::from(ps.count())).into())).collect(),
         count: Some(ps.count()),
         topology_assignment: None,
         delayed_topology_request: None,

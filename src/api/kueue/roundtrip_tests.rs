@@ -123,6 +123,9 @@ fn crds_carry_kueue_names_scope_and_columns() {
         let got: Vec<String> = v.additional_printer_columns.iter().flatten().map(|c| c.name.clone()).collect();
         assert_eq!(got, columns, "{name}");
     }
+    let wl = &find("workloads.kueue.x-k8s.io").spec.versions[0];
+    let selectable: Vec<&str> = wl.selectable_fields.iter().flatten().map(|f| f.json_path.as_str()).collect();
+    assert_eq!(selectable, [".status.admission.clusterQueue"]);
     // Kueue: status subresource on CQ, Cohort, LQ and Workload; none on RF, WPC, Topology.
     for (name, has_status) in [("clusterqueues", true), ("cohorts", true), ("localqueues", true), ("workloads", true), ("resourceflavors", false), ("workloadpriorityclasses", false)] {
         let crd = find(&format!("{name}.kueue.x-k8s.io"));
@@ -183,17 +186,11 @@ fn builders_make_what_they_say() {
     assert_eq!(groups[1].flavors[0].resources[0].nominal_quota.0, "8");
     assert_eq!(cq.spec.cohort(), Some("c"));
 
-    let wl = Workload::build("w", "ns").queue("lq").podset("main", 3, [("cpu", "1")]).reserve_quota("cq", "on-demand").build();
+    let wl = Workload::build("w", "ns").queue("lq").podset("main", 3, [("cpu", "500m"), ("memory", "1Gi")]).reserve_quota("cq", "on-demand").build();
     assert!(wl.has_quota_reservation() && !wl.is_admitted());
     let a = wl.admission().unwrap();
     assert_eq!(a.pod_set_assignments[0].flavors["cpu"], "on-demand");
     assert_eq!(a.pod_set_assignments[0].count, Some(3));
-}
-
-#[test]
-#[ignore]
-fn dump_crds() {
-    for c in crds() {
-        println!("---\n{}", serde_json::to_string_pretty(&c).unwrap());
-    }
+    let usage = &a.pod_set_assignments[0].resource_usage;
+    assert_eq!((usage["cpu"].0.as_str(), usage["memory"].0.as_str()), ("1500m", "3Gi"));
 }
