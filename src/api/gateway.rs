@@ -27,10 +27,10 @@ pub type Extra = BTreeMap<String, Value>;
     derive = "PartialEq",
     shortname = "gc",
     category = "gateway-api",
-    printcolumn(name = "Controller", type_ = "string", json_path = ".spec.controllerName"),
-    printcolumn(name = "Accepted", type_ = "string", json_path = r#".status.conditions[?(@.type=="Accepted")].status"#),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
-    printcolumn(name = "Description", type_ = "string", json_path = ".spec.description", priority = "1")
+    printcolumn = r#"{"name": "Controller", "type": "string", "jsonPath": ".spec.controllerName"}"#,
+    printcolumn = r#"{"name": "Accepted", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Accepted\")].status"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name": "Description", "type": "string", "jsonPath": ".spec.description", "priority": 1}"#
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
@@ -65,10 +65,10 @@ pub struct GatewayClassStatus {
     derive = "PartialEq",
     shortname = "gtw",
     category = "gateway-api",
-    printcolumn(name = "Class", type_ = "string", json_path = ".spec.gatewayClassName"),
-    printcolumn(name = "Address", type_ = "string", json_path = ".status.addresses[*].value"),
-    printcolumn(name = "Programmed", type_ = "string", json_path = r#".status.conditions[?(@.type=="Programmed")].status"#),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn = r#"{"name": "Class", "type": "string", "jsonPath": ".spec.gatewayClassName"}"#,
+    printcolumn = r#"{"name": "Address", "type": "string", "jsonPath": ".status.addresses[*].value"}"#,
+    printcolumn = r#"{"name": "Programmed", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Programmed\")].status"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
@@ -167,8 +167,8 @@ pub struct ListenerStatus {
     status = "HTTPRouteStatus",
     derive = "PartialEq",
     category = "gateway-api",
-    printcolumn(name = "Hostnames", type_ = "string", json_path = ".spec.hostnames"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn = r#"{"name": "Hostnames", "type": "string", "jsonPath": ".spec.hostnames"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
@@ -298,7 +298,10 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
 
 /// True when a condition of this type has status "True".
 pub fn condition_true(conditions: Option<&[Condition]>, type_: &str) -> bool {
-    conditions.unwrap_or(&[]).iter().any(|c| c.type_ == type_ && c.status == "True")
+    conditions
+        .unwrap_or(&[])
+        .iter()
+        .any(|c| c.type_ == type_ && c.status == "True")
 }
 
 impl Gateway {
@@ -312,10 +315,15 @@ impl Gateway {
 impl HTTPRoute {
     /// Ready for traffic through `gateway` (in `namespace`): that parent accepted it and resolved its backends.
     pub fn is_ready_for(&self, gateway: &str, namespace: &str) -> bool {
-        let Some(status) = &self.status else { return false };
+        let Some(status) = &self.status else {
+            return false;
+        };
         status.parents.iter().any(|p| {
             p.parent_ref.name == gateway
-                && p.parent_ref.namespace.as_deref().is_none_or(|ns| ns == namespace)
+                && p.parent_ref
+                    .namespace
+                    .as_deref()
+                    .is_none_or(|ns| ns == namespace)
                 && condition_true(p.conditions.as_deref(), COND_ACCEPTED)
                 && condition_true(p.conditions.as_deref(), COND_RESOLVED_REFS)
         })

@@ -7,12 +7,14 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    EnvFromSource, EnvVar, EnvVarSource, PodTemplateSpec, ResourceRequirements, SecurityContext, Service,
-    ServiceSpec, ServiceStatus, VolumeMount,
+    EnvFromSource, EnvVar, EnvVarSource, PodTemplateSpec, ResourceRequirements, SecurityContext,
+    Service, ServiceSpec, ServiceStatus, VolumeMount,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::api::networking::v1::{IngressTLS, NetworkPolicyEgressRule, NetworkPolicyIngressRule};
+use k8s_openapi::api::networking::v1::{
+    IngressTLS, NetworkPolicyEgressRule, NetworkPolicyIngressRule,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -28,16 +30,16 @@ use serde::{Deserialize, Serialize};
     status = "RayClusterStatus",
     derive = "PartialEq",
     category = "all",
-    printcolumn(name = "desired workers", type_ = "integer", json_path = ".status.desiredWorkerReplicas"),
-    printcolumn(name = "available workers", type_ = "integer", json_path = ".status.availableWorkerReplicas"),
-    printcolumn(name = "cpus", type_ = "string", json_path = ".status.desiredCPU"),
-    printcolumn(name = "memory", type_ = "string", json_path = ".status.desiredMemory"),
-    printcolumn(name = "gpus", type_ = "string", json_path = ".status.desiredGPU"),
-    printcolumn(name = "tpus", type_ = "string", json_path = ".status.desiredTPU", priority = "1"),
-    printcolumn(name = "status", type_ = "string", json_path = ".status.state"),
-    printcolumn(name = "age", type_ = "date", json_path = ".metadata.creationTimestamp"),
-    printcolumn(name = "head pod IP", type_ = "string", json_path = ".status.head.podIP", priority = "1"),
-    printcolumn(name = "head service IP", type_ = "string", json_path = ".status.head.serviceIP", priority = "1")
+    printcolumn = r#"{"name": "desired workers", "type": "integer", "jsonPath": ".status.desiredWorkerReplicas"}"#,
+    printcolumn = r#"{"name": "available workers", "type": "integer", "jsonPath": ".status.availableWorkerReplicas"}"#,
+    printcolumn = r#"{"name": "cpus", "type": "string", "jsonPath": ".status.desiredCPU"}"#,
+    printcolumn = r#"{"name": "memory", "type": "string", "jsonPath": ".status.desiredMemory"}"#,
+    printcolumn = r#"{"name": "gpus", "type": "string", "jsonPath": ".status.desiredGPU"}"#,
+    printcolumn = r#"{"name": "tpus", "type": "string", "jsonPath": ".status.desiredTPU", "priority": 1}"#,
+    printcolumn = r#"{"name": "status", "type": "string", "jsonPath": ".status.state"}"#,
+    printcolumn = r#"{"name": "age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name": "head pod IP", "type": "string", "jsonPath": ".status.head.podIP", "priority": 1}"#,
+    printcolumn = r#"{"name": "head service IP", "type": "string", "jsonPath": ".status.head.serviceIP", "priority": 1}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct RayClusterSpec {
@@ -62,7 +64,11 @@ pub struct RayClusterSpec {
     pub history_server_options: Option<HistoryServerOptions>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_policy: Option<NetworkPolicyConfig>,
-    #[serde(default, rename = "tlsOptions", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "tlsOptions",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub tls_options: Option<TlsOptions>,
     pub head_group_spec: HeadGroupSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -102,11 +108,15 @@ pub enum AuthMode {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct AuthOptions {
-    #[serde(default, rename = "enableK8sTokenAuth", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "enableK8sTokenAuth",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub enable_k8s_token_auth: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_name: Option<String>,
-    /// KubeRay treats an unset mode as `token` when authOptions is present.
+    /// KubeRay documents `token` as the default, but its validation and controller act only on an explicit `token`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<AuthMode>,
 }
@@ -277,7 +287,11 @@ fn is_empty_meta(m: &ObjectMeta) -> bool {
 impl EmbeddedService {
     /// The full Service object this template describes.
     pub fn to_service(&self) -> Service {
-        Service { metadata: self.metadata.clone(), spec: self.spec.clone(), status: self.status.clone() }
+        Service {
+            metadata: self.metadata.clone(),
+            spec: self.spec.clone(),
+            status: self.status.clone(),
+        }
     }
 }
 
@@ -385,7 +399,9 @@ pub struct AutoscalerOptions {
 }
 
 /// Deprecated overall state (conditions replace it); `failed` is kept only so old objects still parse.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum ClusterState {
     Ready,
@@ -399,13 +415,25 @@ pub enum ClusterState {
 pub struct RayClusterStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<ClusterState>,
-    #[serde(default, rename = "desiredCPU", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "desiredCPU",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub desired_cpu: Option<Quantity>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub desired_memory: Option<Quantity>,
-    #[serde(default, rename = "desiredGPU", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "desiredGPU",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub desired_gpu: Option<Quantity>,
-    #[serde(default, rename = "desiredTPU", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "desiredTPU",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub desired_tpu: Option<Quantity>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_update_time: Option<Time>,
@@ -459,7 +487,10 @@ impl WorkerGroupSpec {
         self.num_of_hosts.unwrap_or(1)
     }
     pub fn workers_to_delete(&self) -> &[String] {
-        self.scale_strategy.as_ref().and_then(|s| s.workers_to_delete.as_deref()).unwrap_or(&[])
+        self.scale_strategy
+            .as_ref()
+            .and_then(|s| s.workers_to_delete.as_deref())
+            .unwrap_or(&[])
     }
     pub fn is_suspended(&self) -> bool {
         self.suspend.unwrap_or(false)

@@ -19,8 +19,8 @@ use super::raycluster::{EmbeddedService, RayClusterSpec, RayClusterStatus};
     status = "RayServiceStatuses",
     derive = "PartialEq",
     category = "all",
-    printcolumn(name = "service status", type_ = "string", json_path = ".status.serviceStatus"),
-    printcolumn(name = "num serve endpoints", type_ = "string", json_path = ".status.numServeEndpoints")
+    printcolumn = r#"{"name": "service status", "type": "string", "jsonPath": ".status.serviceStatus"}"#,
+    printcolumn = r#"{"name": "num serve endpoints", "type": "string", "jsonPath": ".status.numServeEndpoints"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct RayServiceSpec {
@@ -41,7 +41,11 @@ pub struct RayServiceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub managed_by: Option<String>,
     /// Ray Serve multi-application config as a YAML string.
-    #[serde(default, rename = "serveConfigV2", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "serveConfigV2",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub serve_config_v2: Option<String>,
     #[serde(rename = "rayClusterConfig")]
     pub ray_cluster_config: RayClusterSpec,
@@ -118,7 +122,11 @@ pub struct RayServiceStatuses {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct RayServiceStatus {
-    #[serde(default, rename = "applicationStatuses", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "applicationStatuses",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub applications: Option<BTreeMap<String, AppStatus>>,
     /// Serve `target_capacity` percent (incremental upgrade).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -140,7 +148,11 @@ pub struct RayServiceStatus {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct AppStatus {
-    #[serde(default, rename = "serveDeploymentStatuses", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "serveDeploymentStatuses",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub deployments: Option<BTreeMap<String, ServeDeploymentStatus>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
@@ -162,13 +174,16 @@ impl RayServiceSpec {
         self.upgrade_strategy.as_ref().and_then(|s| s.type_)
     }
     pub fn cluster_upgrade_options(&self) -> Option<&ClusterUpgradeOptions> {
-        self.upgrade_strategy.as_ref().and_then(|s| s.cluster_upgrade_options.as_ref())
+        self.upgrade_strategy
+            .as_ref()
+            .and_then(|s| s.cluster_upgrade_options.as_ref())
     }
     pub fn is_incremental_upgrade(&self) -> bool {
         self.upgrade_type() == Some(RayServiceUpgradeType::NewClusterWithIncrementalUpgrade)
     }
     pub fn deletion_delay_seconds(&self) -> i32 {
-        self.ray_cluster_deletion_delay_seconds.unwrap_or(super::constants::DEFAULT_RAY_CLUSTER_DELETION_DELAY_SECONDS)
+        self.ray_cluster_deletion_delay_seconds
+            .unwrap_or(super::constants::DEFAULT_RAY_CLUSTER_DELETION_DELAY_SECONDS)
     }
     pub fn is_suspended(&self) -> bool {
         self.suspend.unwrap_or(false)

@@ -16,7 +16,10 @@ fn manifest_dir() -> PathBuf {
 
 pub(crate) fn kuberay_docs() -> Vec<(String, Value)> {
     let mut out = Vec::new();
-    let mut files: Vec<_> = std::fs::read_dir(manifest_dir()).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut files: Vec<_> = std::fs::read_dir(manifest_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     files.sort();
     for path in files {
         if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
@@ -42,9 +45,14 @@ fn same_tree(original: &Value, back: &Value) -> bool {
     match (original, back) {
         (Value::Object(a), Value::Object(b)) => {
             let kept: Vec<_> = a.iter().filter(|(_, v)| !v.is_null()).collect();
-            kept.len() == b.len() && kept.iter().all(|(k, v)| b.get(k.as_str()).is_some_and(|w| same_tree(v, w)))
+            kept.len() == b.len()
+                && kept
+                    .iter()
+                    .all(|(k, v)| b.get(k.as_str()).is_some_and(|w| same_tree(v, w)))
         }
-        (Value::Array(a), Value::Array(b)) => a.len() == b.len() && a.iter().zip(b).all(|(v, w)| same_tree(v, w)),
+        (Value::Array(a), Value::Array(b)) => {
+            a.len() == b.len() && a.iter().zip(b).all(|(v, w)| same_tree(v, w))
+        }
         (Value::Number(n), Value::String(s)) => n.to_string() == *s,
         _ => original == back,
     }
@@ -67,7 +75,9 @@ fn every_kuberay_sample_round_trips() {
     for (file, doc) in kuberay_docs() {
         let api_version = doc["apiVersion"].as_str().unwrap_or_default();
         let kind = doc["kind"].as_str().unwrap_or_default().to_string();
-        if !(api_version.starts_with("ray.io/") || api_version.starts_with("gateway.networking.k8s.io/")) {
+        if !(api_version.starts_with("ray.io/")
+            || api_version.starts_with("gateway.networking.k8s.io/"))
+        {
             continue;
         }
         match kind.as_str() {
@@ -81,9 +91,18 @@ fn every_kuberay_sample_round_trips() {
         *counts.entry(kind).or_default() += 1;
     }
     // The folder holds 18 RayClusters, 15 RayServices and one GatewayClass; guard against a silent empty walk.
-    assert!(counts.get("RayCluster").copied().unwrap_or(0) >= 18, "{counts:?}");
-    assert!(counts.get("RayService").copied().unwrap_or(0) >= 15, "{counts:?}");
-    assert!(counts.get("GatewayClass").copied().unwrap_or(0) >= 1, "{counts:?}");
+    assert!(
+        counts.get("RayCluster").copied().unwrap_or(0) >= 18,
+        "{counts:?}"
+    );
+    assert!(
+        counts.get("RayService").copied().unwrap_or(0) >= 15,
+        "{counts:?}"
+    );
+    assert!(
+        counts.get("GatewayClass").copied().unwrap_or(0) >= 1,
+        "{counts:?}"
+    );
 }
 
 #[test]
@@ -106,29 +125,74 @@ fn unknown_gateway_fields_are_preserved() {
     });
     roundtrip::<HTTPRoute>("inline", &route);
     let typed: HTTPRoute = serde_json::from_value(route).unwrap();
-    assert!(!typed.is_ready_for("g", "ns"), "ResolvedRefs is missing, so the route is not ready");
+    assert!(
+        !typed.is_ready_for("g", "ns"),
+        "ResolvedRefs is missing, so the route is not ready"
+    );
 }
 
 #[test]
 fn crds_have_kuberay_names_and_columns() {
     let crds = crate::api::ray::crds();
-    let names: Vec<_> = crds.iter().map(|c| c.metadata.name.clone().unwrap()).collect();
+    let names: Vec<_> = crds
+        .iter()
+        .map(|c| c.metadata.name.clone().unwrap())
+        .collect();
     assert_eq!(names, ["rayclusters.ray.io", "rayservices.ray.io"]);
     let rc = &crds[0].spec;
-    assert_eq!(rc.names.categories.as_deref(), Some(&["all".to_string()][..]));
-    let cols: Vec<_> = rc.versions[0].additional_printer_columns.as_ref().unwrap().iter().map(|c| c.name.clone()).collect();
+    assert_eq!(
+        rc.names.categories.as_deref(),
+        Some(&["all".to_string()][..])
+    );
+    let cols: Vec<_> = rc.versions[0]
+        .additional_printer_columns
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|c| c.name.clone())
+        .collect();
     assert_eq!(
         cols,
-        ["desired workers", "available workers", "cpus", "memory", "gpus", "tpus", "status", "age", "head pod IP", "head service IP"]
+        [
+            "desired workers",
+            "available workers",
+            "cpus",
+            "memory",
+            "gpus",
+            "tpus",
+            "status",
+            "age",
+            "head pod IP",
+            "head service IP"
+        ]
     );
-    assert!(rc.versions[0].subresources.as_ref().unwrap().status.is_some());
-    let gw: Vec<_> = crate::api::gateway::crds().iter().map(|c| (c.metadata.name.clone().unwrap(), c.spec.scope.clone())).collect();
+    assert!(
+        rc.versions[0]
+            .subresources
+            .as_ref()
+            .unwrap()
+            .status
+            .is_some()
+    );
+    let gw: Vec<_> = crate::api::gateway::crds()
+        .iter()
+        .map(|c| (c.metadata.name.clone().unwrap(), c.spec.scope.clone()))
+        .collect();
     assert_eq!(
         gw,
         [
-            ("gatewayclasses.gateway.networking.k8s.io".to_string(), "Cluster".to_string()),
-            ("gateways.gateway.networking.k8s.io".to_string(), "Namespaced".to_string()),
-            ("httproutes.gateway.networking.k8s.io".to_string(), "Namespaced".to_string()),
+            (
+                "gatewayclasses.gateway.networking.k8s.io".to_string(),
+                "Cluster".to_string()
+            ),
+            (
+                "gateways.gateway.networking.k8s.io".to_string(),
+                "Namespaced".to_string()
+            ),
+            (
+                "httproutes.gateway.networking.k8s.io".to_string(),
+                "Namespaced".to_string()
+            ),
         ]
     );
 }
@@ -138,8 +202,16 @@ fn gateway_schemas_preserve_unknown_fields() {
     let crds = crate::api::gateway::crds();
     let route = serde_json::to_value(&crds[2]).unwrap();
     let spec = &route["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
-    assert_eq!(spec["x-kubernetes-preserve-unknown-fields"], Value::Bool(true), "{spec}");
+    assert_eq!(
+        spec["x-kubernetes-preserve-unknown-fields"],
+        Value::Bool(true),
+        "{spec}"
+    );
     let backend = &spec["properties"]["rules"]["items"]["properties"]["backendRefs"]["items"];
-    assert_eq!(backend["x-kubernetes-preserve-unknown-fields"], Value::Bool(true), "{backend}");
+    assert_eq!(
+        backend["x-kubernetes-preserve-unknown-fields"],
+        Value::Bool(true),
+        "{backend}"
+    );
     assert!(backend.get("additionalProperties").is_none(), "{backend}");
 }
