@@ -1,2 +1,3 @@
 //! See ../shared/DESIGN.md for what lives here.
+pub mod dashboard;
 pub mod service;
