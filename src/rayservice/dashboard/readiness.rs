@@ -105,9 +105,7 @@ pub fn deploy_failure_summary(message: &str) -> String {
     let line = clean
         .lines()
         .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .filter(|l| !l.chars().all(|c| matches!(c, '^' | '~' | ' ')))
-        .next_back()
+        .rfind(|l| !l.is_empty() && !l.chars().all(|c| matches!(c, '^' | '~' | ' ')))
         .unwrap_or("");
     truncate_chars(line, MAX_SUMMARY)
 }
@@ -115,22 +113,20 @@ pub fn deploy_failure_summary(message: &str) -> String {
 /// Removes ANSI CSI sequences (`ESC [ params final`) and other two-byte ESC sequences.
 pub fn strip_ansi(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars().peekable();
+    let mut chars = s.chars();
     while let Some(c) = chars.next() {
         if c != '\u{1b}' {
             out.push(c);
             continue;
         }
-        match chars.next() {
-            Some('[') => {
-                // Parameters and intermediates, then one final byte in '@'..='~'.
-                for c in chars.by_ref() {
-                    if ('@'..='~').contains(&c) {
-                        break;
-                    }
+        // Other ESC sequences are two characters; the second one is dropped with the ESC.
+        if chars.next() == Some('[') {
+            // Parameters and intermediates, then one final byte in '@'..='~'.
+            for c in chars.by_ref() {
+                if ('@'..='~').contains(&c) {
+                    break;
                 }
             }
-            Some(_) | None => {}
         }
     }
     out
