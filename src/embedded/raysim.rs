@@ -6,7 +6,8 @@
 //!   later, as DEPLOY_FAILED with a traceback-like message;
 //! * a new or changed app is DEPLOYING for `build_delay`, then its replicas are STARTING for
 //!   `replica_start_delay`, then RUNNING; a replica-count or `target_capacity` change on a running
-//!   app is lightweight (app stays RUNNING, deployment UPSCALING);
+//!   app only adds replicas (deployment UPSCALING) or stops some (STOPPING, DOWNSCALING), and the app
+//!   is DEPLOYING until every deployment is HEALTHY again, as Ray 2.60 does;
 //! * `target_num_replicas` = `num_replicas` scaled by `target_capacity` with Serve's rounding;
 //! * apps missing from a PUT are removed (the API is declarative); a failed in-place update shows
 //!   `deployments: {}` while the old replicas keep existing.
@@ -38,6 +39,8 @@ pub struct SimOptions {
     pub build_delay: Duration,
     /// Replica created -> RUNNING.
     pub replica_start_delay: Duration,
+    /// A replica removed by a downscale stays STOPPING this long (graceful shutdown).
+    pub replica_stop_delay: Duration,
     /// PUT -> DEPLOY_FAILED for a failing app (a real head retries the build 4 times, ~9 s).
     pub fail_delay: Duration,
     /// An endpoint never seen before behaves like a freshly started head (true) or is unreachable
@@ -50,6 +53,7 @@ impl Default for SimOptions {
         Self {
             build_delay: Duration::from_secs(1),
             replica_start_delay: Duration::from_secs(2),
+            replica_stop_delay: Duration::from_secs(2),
             fail_delay: Duration::from_secs(3),
             auto_start: true,
         }
@@ -100,18 +104,25 @@ enum Phase {
 }
 
 struct SimDeployment {
-    configured: u32,
     target: u32,
     replicas: Vec<SimReplica>,
-    /// Set by a lightweight scale-up, for Ray's "Upscaling from a to b replicas." message.
-    upscale_from: Option<u32>,
+    /// Set by a replica-count change, for Ray's "Upscaling from a to b replicas." messages.
+    scaling: Option<Scaling>,
+}
+
+#[derive(Clone, Copy)]
+enum Scaling {
+    Up { from: u32 },
+    Down { from: u32 },
 }
 
 struct SimReplica {
     id: String,
     running_at: Instant,
-    /// Old-version replicas keep serving until the new ones run, then disappear.
+    /// When the replica disappears: old-version replicas serve until the new ones run; replicas
+    /// removed by a downscale are STOPPING until then.
     retire_at: Option<Instant>,
+    stopping: bool,
 }
 
 impl RaySim {
@@ -510,7 +521,7 @@ impl SimCluster {
         let mut next = self.next_replica;
         for app in self.apps.values_mut() {
             if matches!(app.phase, Phase::Live) {
-                scale_live(app, tc, now, opts.replica_start_delay, &mut next);
+                scale_live(app, tc, now, opts, &mut next);
             }
         }
         self.next_replica = next;
@@ -534,8 +545,13 @@ impl SimCluster {
             }
             for d in app.deployments.values_mut() {
                 d.replicas.retain(|r| r.retire_at.is_none_or(|t| t > now));
-                if d.upscale_from.is_some() && running(d, now) >= d.target {
-                    d.upscale_from = None;
+                let done = match d.scaling {
+                    Some(Scaling::Up { .. }) => running(d, now) >= d.target,
+                    Some(Scaling::Down { .. }) => !d.replicas.iter().any(|r| r.stopping),
+                    None => false,
+                };
+                if done {
+                    d.scaling = None;
                 }
             }
         }
@@ -569,7 +585,7 @@ fn failure_message(app: &ParsedApp, failing: &HashSet<String>, fail_all: bool) -
 
 fn new_replica(next: &mut u64, running_at: Instant) -> SimReplica {
     *next += 1;
-    SimReplica { id: format!("sim{:05}", *next), running_at, retire_at: None }
+    SimReplica { id: format!("sim{:05}", *next), running_at, retire_at: None, stopping: false }
 }
 
 fn running(d: &SimDeployment, now: Instant) -> u32 {
@@ -595,29 +611,28 @@ fn rebuild(app: &mut SimApp, tc: Option<f64>, built_at: Instant, start_delay: Du
             None => Vec::new(),
         };
         replicas.extend((0..target).map(|_| new_replica(next, running_at)));
-        deployments.insert(name.clone(), SimDeployment { configured: *configured, target, replicas, upscale_from: None });
+        deployments.insert(name.clone(), SimDeployment { target, replicas, scaling: None });
     }
     app.deployments = deployments;
 }
 
 /// Replica counts or capacity changed on a running app: add or drop replicas, keep the version.
-fn scale_live(app: &mut SimApp, tc: Option<f64>, now: Instant, start_delay: Duration, next: &mut u64) {
+fn scale_live(app: &mut SimApp, tc: Option<f64>, now: Instant, opts: &SimOptions, next: &mut u64) {
     let mut deployments = IndexMap::new();
     for (name, configured) in &app.spec {
         let target = capacity_adjusted_replicas(*configured, tc);
         let mut d = app.deployments.shift_remove(name).unwrap_or(SimDeployment {
-            configured: *configured,
             target: 0,
             replicas: Vec::new(),
-            upscale_from: None,
+            scaling: None,
         });
         let current = d.replicas.iter().filter(|r| r.retire_at.is_none()).count();
         let current = u32::try_from(current).unwrap_or(u32::MAX);
         if target > current {
-            d.upscale_from = Some(current);
-            d.replicas.extend((current..target).map(|_| new_replica(next, now + start_delay)));
+            d.scaling = Some(Scaling::Up { from: current });
+            d.replicas.extend((current..target).map(|_| new_replica(next, now + opts.replica_start_delay)));
         } else if target < current {
-            // Drop the youngest (still starting) replicas first, as Serve prefers.
+            // Stop the youngest (still starting) replicas first.
             d.replicas.sort_by_key(|r| r.running_at);
             let mut excess = current - target;
             for r in d.replicas.iter_mut().rev() {
@@ -625,14 +640,14 @@ fn scale_live(app: &mut SimApp, tc: Option<f64>, now: Instant, start_delay: Dura
                     break;
                 }
                 if r.retire_at.is_none() {
-                    r.retire_at = Some(now);
+                    r.retire_at = Some(now + opts.replica_stop_delay);
+                    r.stopping = true;
                     excess -= 1;
                 }
             }
             d.replicas.retain(|r| r.retire_at.is_none_or(|t| t > now));
-            d.upscale_from = None;
+            d.scaling = Some(Scaling::Down { from: current });
         }
-        d.configured = *configured;
         d.target = target;
         deployments.insert(name.clone(), d);
     }
@@ -649,21 +664,30 @@ fn render_app(name: &str, app: &SimApp, started: Instant, now: Instant) -> AppDe
     if !matches!(app.phase, Phase::Failed { .. }) {
         for (dname, d) in &app.deployments {
             let live = running(d, now);
-            let (status, message) = if building {
-                (DeploymentStatus::Updating, String::new())
-            } else if live >= d.target {
-                (DeploymentStatus::Healthy, String::new())
-            } else if let Some(from) = d.upscale_from {
-                (DeploymentStatus::Upscaling, format!("Upscaling from {from} to {} replicas.", d.target))
-            } else {
-                (DeploymentStatus::Updating, String::new())
+            let stopping = d.replicas.iter().any(|r| r.stopping);
+            let (status, message) = match d.scaling {
+                _ if building => (DeploymentStatus::Updating, String::new()),
+                Some(Scaling::Up { from }) if live < d.target => {
+                    (DeploymentStatus::Upscaling, format!("Upscaling from {from} to {} replicas.", d.target))
+                }
+                Some(Scaling::Down { from }) if stopping => {
+                    (DeploymentStatus::Downscaling, format!("Downscaling from {from} to {} replicas.", d.target))
+                }
+                _ if live >= d.target => (DeploymentStatus::Healthy, String::new()),
+                _ => (DeploymentStatus::Updating, String::new()),
             };
             let replicas = d
                 .replicas
                 .iter()
                 .map(|r| ReplicaDetails {
                     replica_id: r.id.clone(),
-                    state: if r.running_at <= now { ReplicaState::Running } else { ReplicaState::Starting },
+                    state: if r.stopping {
+                        ReplicaState::Stopping
+                    } else if r.running_at <= now {
+                        ReplicaState::Running
+                    } else {
+                        ReplicaState::Starting
+                    },
                     pid: None,
                     start_time_s: Some(secs(started, r.running_at)),
                 })
@@ -684,8 +708,9 @@ fn render_app(name: &str, app: &SimApp, started: Instant, now: Instant) -> AppDe
     let (status, message) = match &app.phase {
         Phase::Failed { message } => (AppStatus::DeployFailed, message.clone()),
         Phase::Building { .. } | Phase::Failing { .. } => (AppStatus::Deploying, String::new()),
-        // Serve keeps an app RUNNING while a deployment upscales; only a version change deploys.
-        Phase::Live if deployments.values().any(|d| d.status == DeploymentStatus::Updating) => {
+        // Ray 2.60 (observed) reports the app DEPLOYING until every deployment is HEALTHY again,
+        // scaling included.
+        Phase::Live if deployments.values().any(|d| d.status != DeploymentStatus::Healthy) => {
             (AppStatus::Deploying, String::new())
         }
         Phase::Live => (AppStatus::Running, String::new()),
@@ -776,16 +801,21 @@ mod tests {
         let sim = sim();
         running_hello(&sim, 2).await;
 
+        // Downscale: a replica STOPPING, app DEPLOYING until it is gone (as seen on Ray 2.60).
         sim.deploy(&ep(), &config(vec![hello(2)]), Some(50.0)).await.unwrap();
+        assert_eq!(hello_state(&sim).await, st("DEPLOYING", "DOWNSCALING", 1, &["RUNNING", "STOPPING"]));
+        let d = details(&sim).await;
+        assert_eq!(d.target_capacity, Some(50.0));
+        assert_eq!(d.applications["hello"].deployments["Hello"].message, "Downscaling from 2 to 1 replicas.");
+        tokio::time::advance(2 * S).await;
         assert_eq!(hello_state(&sim).await, st("RUNNING", "HEALTHY", 1, &["RUNNING"]));
-        assert_eq!(details(&sim).await.target_capacity, Some(50.0));
 
-        // Upscaling keeps the app RUNNING; only our readiness notices the missing replica.
+        // Upscale: one replica STARTING, app DEPLOYING until it runs.
         sim.deploy(&ep(), &config(vec![hello(2)]), Some(100.0)).await.unwrap();
-        assert_eq!(hello_state(&sim).await, st("RUNNING", "UPSCALING", 2, &["RUNNING", "STARTING"]));
+        assert_eq!(hello_state(&sim).await, st("DEPLOYING", "UPSCALING", 2, &["RUNNING", "STARTING"]));
         let d = details(&sim).await;
         assert_eq!(d.applications["hello"].deployments["Hello"].message, "Upscaling from 1 to 2 replicas.");
-        assert!(serve_readiness(&d, None).reason().contains("1/2 replicas RUNNING"));
+        assert!(!serve_readiness(&d, None).is_ready());
         tokio::time::advance(2 * S).await;
         assert_eq!(hello_state(&sim).await, st("RUNNING", "HEALTHY", 2, &["RUNNING", "RUNNING"]));
 

@@ -1,8 +1,11 @@
 //! Pure readiness decision over a Serve status snapshot, and the summary of Ray's failure messages.
 //!
-//! KubeRay calls a cluster ready when every app is RUNNING. That is too weak for moving traffic: an
-//! app stays RUNNING while its deployments are still UPSCALING after a `target_capacity` change. We
-//! also require every deployment to have at least `target_num_replicas` RUNNING replicas.
+//! KubeRay calls a cluster ready when every app is RUNNING, and reads that status before its own
+//! `target_capacity` PUT in the same pass (kuberay.md §3.6). We also require every deployment to
+//! have at least `target_num_replicas` RUNNING replicas and, given the config that was sent, the
+//! reported `target_capacity` and app names to match it, so a status read before Ray applied a
+//! change is never taken as ready. (Ray 2.60 itself keeps an app DEPLOYING while a deployment
+//! scales; the replica check keeps us correct on versions or states where it does not.)
 
 use super::config::ServeConfig;
 use super::types::{AppStatus, ServeDetails};
@@ -35,8 +38,9 @@ impl ServeReadiness {
     }
 }
 
-/// Decides readiness. With `expected`, apps named in the config but absent from Ray (a PUT not yet
-/// applied, or a head that restarted without GCS fault tolerance) also make it not ready.
+/// Decides readiness. `expected` is the config as last sent (after `with_target_capacity`): apps
+/// named in it but absent from Ray (a PUT not yet applied, or a head that restarted without GCS
+/// fault tolerance) or a different reported `target_capacity` also make it not ready.
 pub fn serve_readiness(details: &ServeDetails, expected: Option<&ServeConfig>) -> ServeReadiness {
     // Failures first: they need a user's fix, so they outrank "still starting".
     for (key, app) in &details.applications {
@@ -52,6 +56,19 @@ pub fn serve_readiness(details: &ServeDetails, expected: Option<&ServeConfig>) -
         return not_ready("no Serve applications reported yet".into());
     }
     if let Some(config) = expected {
+        let (want, got) = (config.target_capacity(), details.target_capacity);
+        let same = match (want, got) {
+            (Some(a), Some(b)) => (a - b).abs() < 1e-6,
+            (None, None) => true,
+            _ => false,
+        };
+        if !same {
+            return not_ready(format!(
+                "Ray reports target_capacity {}, the config sent has {}",
+                fmt_capacity(got),
+                fmt_capacity(want)
+            ));
+        }
         for name in config.app_names() {
             let present = details.applications.iter().any(|(key, app)| app_name(key, &app.name) == name);
             if !present {
@@ -85,6 +102,10 @@ pub fn serve_readiness(details: &ServeDetails, expected: Option<&ServeConfig>) -
         }
     }
     ServeReadiness::Ready
+}
+
+fn fmt_capacity(tc: Option<f64>) -> String {
+    tc.map_or_else(|| "unset".to_owned(), |v| format!("{v}%"))
 }
 
 fn not_ready(reason: String) -> ServeReadiness {
@@ -240,7 +261,22 @@ mod tests {
         let r = serve_readiness(&details(v.clone()), Some(&cfg));
         assert!(r.reason().contains("\"new\" is not reported"), "{}", r.reason());
         let cfg = ServeConfig::from_yaml("applications:\n  - name: hello\n    import_path: a:b\n").unwrap();
-        assert!(serve_readiness(&details(v), Some(&cfg)).is_ready());
+        assert!(serve_readiness(&details(v.clone()), Some(&cfg)).is_ready());
+
+        // Capacity sent vs reported.
+        let with_tc = |tc: Option<f64>| {
+            let mut v = v.clone();
+            v["target_capacity"] = tc.map_or(serde_json::Value::Null, |t| json!(t));
+            details(v)
+        };
+        let sent = cfg.with_target_capacity(Some(50.0)).unwrap();
+        assert!(serve_readiness(&with_tc(Some(50.0)), Some(&sent)).is_ready());
+        let r = serve_readiness(&with_tc(None), Some(&sent));
+        assert_eq!(r.reason(), "Ray reports target_capacity unset, the config sent has 50%");
+        let r = serve_readiness(&with_tc(Some(50.0)), Some(&cfg));
+        assert_eq!(r.reason(), "Ray reports target_capacity 50%, the config sent has unset");
+        let r = serve_readiness(&with_tc(Some(100.0)), Some(&sent));
+        assert!(!r.is_ready());
     }
 
     #[test]
