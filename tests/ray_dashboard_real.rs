@@ -1,6 +1,9 @@
 //! The dashboard client against a real Ray head (Ray Serve 2.60 on loopback, see
 //! ../shared/research/ray-peer.md). Needs `scripts/install-ray.sh`; the test starts and stops the head
-//! with `scripts/ray-peer.sh`, or reuses the one at `QUOTAGATE_RAY_DASHBOARD`.
+//! with `scripts/ray-peer.sh` (with token auth on), or reuses the one at `QUOTAGATE_RAY_DASHBOARD`
+//! (token from `QUOTAGATE_RAY_TOKEN` if that head uses one).
+//!
+//!   scripts/install-ray.sh && cargo test --test ray_dashboard_real -- --nocapture
 //!
 //! One #[test] on purpose: there is one head at a time and `ray stop` is host-wide.
 
@@ -13,6 +16,7 @@ use quotagate::rayservice::dashboard::{
     DashboardEndpoint, DashboardError, RayDashboard, ServeConfig, ServeDetails, ServeReadiness, serve_readiness,
 };
 use serde_json::json;
+use sha2::{Digest, Sha256};
 
 /// Serve proxy port for the test apps: not 8000, which other local tools like to use.
 const SERVE_PORT: u16 = 18000;
@@ -24,12 +28,24 @@ fn repo_root() -> PathBuf {
 /// Stops the head on drop, including when an assertion fails, if this test started it.
 struct Head {
     url: String,
+    token: Option<String>,
     started_here: bool,
+}
+
+/// 64 hex characters, the token format Ray's token auth uses; fresh per run.
+fn fresh_token() -> String {
+    let seed = format!("{:?}-{}", std::time::SystemTime::now(), std::process::id());
+    Sha256::digest(seed.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl Head {
     fn start(root: &Path) -> Head {
-        let out = Command::new(root.join("scripts/ray-peer.sh")).arg("start").output().unwrap();
+        let token = fresh_token();
+        let out = Command::new(root.join("scripts/ray-peer.sh"))
+            .arg("start")
+            .env("RAY_PEER_AUTH_TOKEN", &token)
+            .output()
+            .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
@@ -38,7 +54,7 @@ impl Head {
             String::from_utf8_lossy(&out.stderr)
         );
         let url = stdout.lines().last().unwrap().trim().to_owned();
-        Head { url, started_here: true }
+        Head { url, token: Some(token), started_here: true }
     }
 }
 
@@ -65,13 +81,17 @@ fn ray_dashboard_against_real_head() {
     }
     let t = Instant::now();
     let head = match reuse {
-        Some(url) => Head { url, started_here: false },
+        Some(url) => Head {
+            url,
+            token: std::env::var("QUOTAGATE_RAY_TOKEN").ok().filter(|t| !t.is_empty()),
+            started_here: false,
+        },
         None => Head::start(&root),
     };
     println!("head at {} (ready after {:.1?})", head.url, t.elapsed());
 
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    rt.block_on(scenarios(&head.url, &root));
+    rt.block_on(scenarios(&head, &root));
 }
 
 fn app_config(root: &Path, target_capacity: Option<f64>, extra_apps: Vec<serde_json::Value>) -> ServeConfig {
@@ -97,6 +117,7 @@ async fn wait_for(
     ep: &DashboardEndpoint,
     what: &str,
     limit: Duration,
+    sent: &ServeConfig,
     done: impl Fn(&ServeDetails, &ServeReadiness) -> bool,
 ) -> ServeDetails {
     let started = Instant::now();
@@ -104,7 +125,7 @@ async fn wait_for(
     loop {
         match client.serve_details(ep).await {
             Ok(details) => {
-                let readiness = serve_readiness(&details, None);
+                let readiness = serve_readiness(&details, Some(sent));
                 if done(&details, &readiness) {
                     println!("  {what}: reached after {:.1?} ({})", started.elapsed(), readiness.reason());
                     return details;
@@ -127,29 +148,49 @@ fn hello_target_and_running(d: &ServeDetails) -> Option<(u32, usize)> {
     Some((dep.target_num_replicas?, dep.running_replicas()))
 }
 
-async fn scenarios(url: &str, root: &Path) {
+async fn scenarios(head: &Head, root: &Path) {
     let client = HttpDashboard::new(HttpDashboardOptions {
         // The first PUT starts the Serve controller synchronously (1.6–3.2 s measured).
         request_timeout: Duration::from_secs(30),
         ..Default::default()
     });
-    let ep = DashboardEndpoint::new(url);
+    let mut ep = DashboardEndpoint::new(&head.url);
+
+    if let Some(token) = &head.token {
+        println!("0. token auth: x-ray-authorization");
+        match client.serve_details(&ep).await {
+            Err(DashboardError::Unauthorized { status: 401, body }) => println!("  no token -> 401 {body}"),
+            other => panic!(
+                "want 401 without a token, got {other:?}; is a head without token auth already running? \
+                 stop it with scripts/ray-peer.sh stop"
+            ),
+        }
+        match client.serve_details(&ep.clone().with_token("0".repeat(64))).await {
+            Err(DashboardError::Unauthorized { status: 403, .. }) => println!("  wrong token -> 403"),
+            other => panic!("want 403 with a wrong token, got {other:?}"),
+        }
+        ep = ep.with_token(token.clone());
+        client.serve_details(&ep).await.unwrap();
+        println!("  right token -> 200");
+    }
 
     // A reused head may run Serve already; start clean so http_options of the first PUT apply.
     client.delete_applications(&ep).await.unwrap();
 
     println!("1. deploy hello with 2 replicas");
     let t = Instant::now();
-    client.deploy(&ep, &app_config(root, None, vec![]), None).await.unwrap();
+    let sent = app_config(root, None, vec![]);
+    client.deploy(&ep, &sent, None).await.unwrap();
     println!("  PUT accepted in {:.1?}", t.elapsed());
-    let d = wait_for(&client, &ep, "hello ready", Duration::from_secs(90), |_, r| r.is_ready()).await;
+    let d = wait_for(&client, &ep, "hello ready", Duration::from_secs(90), &sent, |_, r| r.is_ready()).await;
     assert_eq!(d.applications["hello"].status.as_str(), "RUNNING");
     assert_eq!(hello_target_and_running(&d), Some((2, 2)));
     assert_eq!(d.target_capacity, None);
 
     println!("2. target_capacity 50 -> target_num_replicas follows");
-    client.deploy(&ep, &app_config(root, Some(50.0), vec![]), None).await.unwrap();
-    let d = wait_for(&client, &ep, "capacity 50", Duration::from_secs(60), |d, r| {
+    let sent = app_config(root, Some(50.0), vec![]);
+    client.deploy(&ep, &sent, None).await.unwrap();
+    let d = wait_for(&client, &ep, "capacity 50", Duration::from_secs(60), &sent, |d, r| {
         d.target_capacity == Some(50.0) && hello_target_and_running(d).map(|(t, _)| t) == Some(1) && r.is_ready()
     })
     .await;
@@ -158,7 +199,8 @@ async fn scenarios(url: &str, root: &Path) {
     // The same through the trait's own injection argument, as the controller calls it.
     let plain = app_config(root, None, vec![]);
     client.deploy(&ep, &plain, Some(100.0)).await.unwrap();
-    let d = wait_for(&client, &ep, "capacity 100", Duration::from_secs(60), |d, r| {
+    let sent = plain.with_target_capacity(Some(100.0)).unwrap();
+    let d = wait_for(&client, &ep, "capacity 100", Duration::from_secs(60), &sent, |d, r| {
         d.target_capacity == Some(100.0) && hello_target_and_running(d).map(|(t, _)| t) == Some(2) && r.is_ready()
     })
     .await;
@@ -180,9 +222,10 @@ async fn scenarios(url: &str, root: &Path) {
     let broken = json!({"name": "broken", "route_prefix": "/broken", "import_path": "no_such_module:app",
                         "runtime_env": {"working_dir": working_dir}});
     let t = Instant::now();
-    client.deploy(&ep, &app_config(root, None, vec![broken]), None).await.unwrap();
+    let sent = app_config(root, None, vec![broken]);
+    client.deploy(&ep, &sent, None).await.unwrap();
     println!("  PUT accepted in {:.1?} (validation of imports is asynchronous)", t.elapsed());
-    let d = wait_for(&client, &ep, "broken fails", Duration::from_secs(60), |_, r| {
+    let d = wait_for(&client, &ep, "broken fails", Duration::from_secs(60), &sent, |_, r| {
         matches!(r, ServeReadiness::Failed { .. })
     })
     .await;
