@@ -17,10 +17,16 @@ const MAX_SUMMARY: usize = 300;
 pub enum ServeReadiness {
     Ready,
     /// Still converging (or nothing deployed yet); `reason` says what is missing.
-    NotReady { reason: String },
+    NotReady {
+        reason: String,
+    },
     /// An app failed to deploy (DEPLOY_FAILED) or became UNHEALTHY; `message` is the last meaningful
     /// line of Ray's message. Old replicas may still serve traffic (ray-peer.md pitfall 4).
-    Failed { app: String, status: AppStatus, message: String },
+    Failed {
+        app: String,
+        status: AppStatus,
+        message: String,
+    },
 }
 
 impl ServeReadiness {
@@ -33,7 +39,11 @@ impl ServeReadiness {
         match self {
             Self::Ready => "all Serve applications are RUNNING with their target replicas".into(),
             Self::NotReady { reason } => reason.clone(),
-            Self::Failed { app, status, message } => format!("application {app:?} is {status}: {message}"),
+            Self::Failed {
+                app,
+                status,
+                message,
+            } => format!("application {app:?} is {status}: {message}"),
         }
     }
 }
@@ -70,7 +80,10 @@ pub fn serve_readiness(details: &ServeDetails, expected: Option<&ServeConfig>) -
             ));
         }
         for name in config.app_names() {
-            let present = details.applications.iter().any(|(key, app)| app_name(key, &app.name) == name);
+            let present = details
+                .applications
+                .iter()
+                .any(|(key, app)| app_name(key, &app.name) == name);
             if !present {
                 return not_ready(format!("application {name:?} is not reported by Ray yet"));
             }
@@ -115,7 +128,11 @@ fn not_ready(reason: String) -> ServeReadiness {
 /// KubeRay shows an app with an empty name as "default", as Ray names it.
 fn app_name(key: &str, name: &str) -> String {
     let n = if name.is_empty() { key } else { name };
-    if n.is_empty() { super::config::DEFAULT_APP_NAME.to_owned() } else { n.to_owned() }
+    if n.is_empty() {
+        super::config::DEFAULT_APP_NAME.to_owned()
+    } else {
+        n.to_owned()
+    }
 }
 
 /// The last meaningful line of a Ray failure message: for a traceback that is the line naming the
@@ -177,14 +194,21 @@ mod tests {
     }
 
     fn dep(status: &str, target: u32, states: &[&str]) -> serde_json::Value {
-        let replicas: Vec<_> = states.iter().map(|s| json!({"replica_id": "r", "state": s})).collect();
+        let replicas: Vec<_> = states
+            .iter()
+            .map(|s| json!({"replica_id": "r", "state": s}))
+            .collect();
         json!({"name": "Hello", "status": status, "target_num_replicas": target, "replicas": replicas})
     }
 
     #[test]
     fn readiness_table() {
         let cases: Vec<(&str, serde_json::Value, Option<&str>)> = vec![
-            ("no apps", json!({"applications": {}}), Some("no Serve applications")),
+            (
+                "no apps",
+                json!({"applications": {}}),
+                Some("no Serve applications"),
+            ),
             (
                 "running with all replicas",
                 json!({"applications": {"hello": app("RUNNING", json!({"Hello": dep("HEALTHY", 2, &["RUNNING", "RUNNING"])}))}}),
@@ -259,8 +283,13 @@ mod tests {
         let cfg = ServeConfig::from_yaml("applications:\n  - name: hello\n    import_path: a:b\n  - name: new\n    import_path: c:d\n").unwrap();
         let v = json!({"applications": {"hello": app("RUNNING", json!({"Hello": dep("HEALTHY", 1, &["RUNNING"])}))}});
         let r = serve_readiness(&details(v.clone()), Some(&cfg));
-        assert!(r.reason().contains("\"new\" is not reported"), "{}", r.reason());
-        let cfg = ServeConfig::from_yaml("applications:\n  - name: hello\n    import_path: a:b\n").unwrap();
+        assert!(
+            r.reason().contains("\"new\" is not reported"),
+            "{}",
+            r.reason()
+        );
+        let cfg = ServeConfig::from_yaml("applications:\n  - name: hello\n    import_path: a:b\n")
+            .unwrap();
         assert!(serve_readiness(&details(v.clone()), Some(&cfg)).is_ready());
 
         // Capacity sent vs reported.
@@ -272,9 +301,15 @@ mod tests {
         let sent = cfg.with_target_capacity(Some(50.0)).unwrap();
         assert!(serve_readiness(&with_tc(Some(50.0)), Some(&sent)).is_ready());
         let r = serve_readiness(&with_tc(None), Some(&sent));
-        assert_eq!(r.reason(), "Ray reports target_capacity unset, the config sent has 50%");
+        assert_eq!(
+            r.reason(),
+            "Ray reports target_capacity unset, the config sent has 50%"
+        );
         let r = serve_readiness(&with_tc(Some(50.0)), Some(&cfg));
-        assert_eq!(r.reason(), "Ray reports target_capacity 50%, the config sent has unset");
+        assert_eq!(
+            r.reason(),
+            "Ray reports target_capacity 50%, the config sent has unset"
+        );
         let r = serve_readiness(&with_tc(Some(100.0)), Some(&sent));
         assert!(!r.is_ready());
     }
@@ -283,7 +318,10 @@ mod tests {
     fn summary_of_real_traceback() {
         // Shape of a real Ray 2.60 DEPLOY_FAILED message (paths shortened), ANSI escapes included.
         let msg = "Deploying app 'broken' failed with exception:\nTraceback (most recent call last):\n  File \"/v/ray/serve/_private/application_state.py\", line 926, in _reconcile_build_app_task\n    serialized, args, err = ray.get(\n                            ^^^^^^^^\nray.exceptions.RayTaskError(RuntimeError): \u{1b}[36mray::build_serve_application()\u{1b}[39m (pid=9418, ip=127.0.0.1)\n  File \"/v/ray/serve/_private/application_state.py\", line 1843, in build_serve_application\n    raise RuntimeError(err_str) from None\nRuntimeError: Traceback (most recent call last):\n  File \"<frozen importlib._bootstrap>\", line 1140, in _find_and_load_unlocked\nModuleNotFoundError: No module named 'no_such_module'\n";
-        assert_eq!(deploy_failure_summary(msg), "ModuleNotFoundError: No module named 'no_such_module'");
+        assert_eq!(
+            deploy_failure_summary(msg),
+            "ModuleNotFoundError: No module named 'no_such_module'"
+        );
     }
 
     #[test]
@@ -291,7 +329,10 @@ mod tests {
         let cases: &[(&str, &str)] = &[
             ("", ""),
             ("plain message", "plain message"),
-            ("\u{1b}[31mValueError: red\u{1b}[0m\n\n   \n", "ValueError: red"),
+            (
+                "\u{1b}[31mValueError: red\u{1b}[0m\n\n   \n",
+                "ValueError: red",
+            ),
             ("Error: x\n    ^^^^ ~~~\n", "Error: x"),
             ("dangling escape \u{1b}", "dangling escape"),
         ];
