@@ -130,7 +130,7 @@ fn ray_dashboard_against_real_head() {
         )
         .await;
 
-        println!("5. closed port -> unreachable, fast");
+        println!("6. closed port -> unreachable, fast");
         let closed = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -399,7 +399,7 @@ async fn scenarios(
     // The healthy app next to it is untouched.
     assert_eq!(d.applications["hello"].status.as_str(), "RUNNING");
 
-    println!("6. delete -> no applications");
+    println!("5. delete -> no applications");
     client.delete_applications(&ep).await.unwrap();
     let d = client.serve_details(&ep).await.unwrap();
     assert!(
