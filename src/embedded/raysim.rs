@@ -17,6 +17,7 @@
 //! Failure injection: an `import_path` whose module starts with `no_such_` fails, as do paths
 //! registered with `fail_import_path`; `set_fail_deploys` makes every later deploy on one cluster
 //! fail; `set_reachable(false)` and `stop_cluster` make calls fail as Unreachable.
+
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
