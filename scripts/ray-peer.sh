@@ -6,7 +6,8 @@
 #   scripts/ray-peer.sh stop
 #
 # Environment: RAY_PEER_DASHBOARD_PORT (8265), RAY_PEER_GCS_PORT (6379),
-# RAY_PEER_TEMP_DIR (<tmp>/quotagate-ray), RAY_PEER_VENV (<repo>/.venv-ray).
+# RAY_PEER_TEMP_DIR (<tmp>/quotagate-ray), RAY_PEER_VENV (<repo>/.venv-ray),
+# RAY_PEER_AUTH_TOKEN (unset: no auth; set: the head requires this token, RAY_AUTH_MODE=token).
 # Note: `ray stop` stops every Ray process of this user on the host, not only this head.
 set -euo pipefail
 
@@ -21,6 +22,10 @@ DASH="http://127.0.0.1:$DASH_PORT"
 export RAY_USAGE_STATS_ENABLED=0
 # Without this Ray replaces 127.0.0.1 with the host's routable IP on Linux; every `ray` call needs it.
 export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
+
+if [ -n "${RAY_PEER_AUTH_TOKEN:-}" ]; then
+  export RAY_AUTH_MODE=token RAY_AUTH_TOKEN="$RAY_PEER_AUTH_TOKEN"
+fi
 
 die() { echo "ray-peer: $*" >&2; exit 1; }
 

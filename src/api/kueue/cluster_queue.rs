@@ -17,10 +17,10 @@ use super::common::{AdmissionScope, FairSharing, FairSharingStatus, FlavorUsage,
     shortname = "cq",
     status = "ClusterQueueStatus",
     derive = "PartialEq",
-    printcolumn(name = "Cohort", type_ = "string", json_path = ".spec.cohortName", description = "Cohort that this ClusterQueue belongs to"),
-    printcolumn(name = "Strategy", type_ = "string", json_path = ".spec.queueingStrategy", description = "The queueing strategy used to prioritize workloads", priority = 1),
-    printcolumn(name = "Pending Workloads", type_ = "integer", json_path = ".status.pendingWorkloads", description = "Number of pending workloads"),
-    printcolumn(name = "Admitted Workloads", type_ = "integer", json_path = ".status.admittedWorkloads", description = "Number of admitted workloads that haven't finished yet", priority = 1)
+    printcolumn = r#"{"name": "Cohort", "type": "string", "jsonPath": ".spec.cohortName", "description": "Cohort that this ClusterQueue belongs to"}"#,
+    printcolumn = r#"{"name": "Strategy", "type": "string", "jsonPath": ".spec.queueingStrategy", "description": "The queueing strategy used to prioritize workloads", "priority": 1}"#,
+    printcolumn = r#"{"name": "Pending Workloads", "type": "integer", "jsonPath": ".status.pendingWorkloads", "description": "Number of pending workloads"}"#,
+    printcolumn = r#"{"name": "Admitted Workloads", "type": "integer", "jsonPath": ".status.admittedWorkloads", "description": "Number of admitted workloads that haven't finished yet", "priority": 1}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterQueueSpec {

@@ -20,9 +20,9 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     shortname = "lq",
     status = "LocalQueueStatus",
     derive = "PartialEq",
-    printcolumn(name = "ClusterQueue", type_ = "string", json_path = ".spec.clusterQueue", description = "Backing ClusterQueue"),
-    printcolumn(name = "Pending Workloads", type_ = "integer", json_path = ".status.pendingWorkloads", description = "Number of pending workloads"),
-    printcolumn(name = "Admitted Workloads", type_ = "integer", json_path = ".status.admittedWorkloads", description = "Number of admitted workloads that haven't finished yet.")
+    printcolumn = r#"{"name": "ClusterQueue", "type": "string", "jsonPath": ".spec.clusterQueue", "description": "Backing ClusterQueue"}"#,
+    printcolumn = r#"{"name": "Pending Workloads", "type": "integer", "jsonPath": ".status.pendingWorkloads", "description": "Number of pending workloads"}"#,
+    printcolumn = r#"{"name": "Admitted Workloads", "type": "integer", "jsonPath": ".status.admittedWorkloads", "description": "Number of admitted workloads that haven't finished yet."}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct LocalQueueSpec {

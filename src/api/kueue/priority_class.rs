@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
     shortname = "wpc",
     no_spec,
     derive = "PartialEq",
-    printcolumn(name = "Value", type_ = "integer", json_path = ".value", description = "Value of workloadPriorityClass's Priority")
+    printcolumn = r#"{"name": "Value", "type": "integer", "jsonPath": ".value", "description": "Value of workloadPriorityClass's Priority"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct WorkloadPriorityClassFields {

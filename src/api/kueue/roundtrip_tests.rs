@@ -123,7 +123,12 @@ fn crds_carry_kueue_names_scope_and_columns() {
         let got: Vec<String> = v.additional_printer_columns.iter().flatten().map(|c| c.name.clone()).collect();
         assert_eq!(got, columns, "{name}");
     }
+    let cq = &find("clusterqueues.kueue.x-k8s.io").spec.versions[0];
+    let priorities: Vec<Option<i32>> = cq.additional_printer_columns.iter().flatten().map(|c| c.priority).collect();
+    assert_eq!(priorities, [None, Some(1), None, Some(1)], "Strategy and Admitted Workloads only with -o wide");
     let wl = &find("workloads.kueue.x-k8s.io").spec.versions[0];
+    let age = wl.additional_printer_columns.iter().flatten().find(|c| c.name == "Age").unwrap();
+    assert_eq!((age.type_.as_str(), age.json_path.as_str()), ("date", ".metadata.creationTimestamp"));
     let selectable: Vec<&str> = wl.selectable_fields.iter().flatten().map(|f| f.json_path.as_str()).collect();
     assert_eq!(selectable, [".status.admission.clusterQueue"]);
     // Kueue: status subresource on CQ, Cohort, LQ and Workload; none on RF, WPC, Topology.

@@ -24,11 +24,11 @@ use super::constants::{DEFAULT_PODSET_NAME, condition};
     status = "WorkloadStatus",
     derive = "PartialEq",
     selectable = ".status.admission.clusterQueue",
-    printcolumn(name = "Queue", type_ = "string", json_path = ".spec.queueName", description = "Name of the queue this workload was submitted to"),
-    printcolumn(name = "Reserved in", type_ = "string", json_path = ".status.admission.clusterQueue", description = "Name of the ClusterQueue where the workload is reserving quota"),
-    printcolumn(name = "Admitted", type_ = "string", json_path = ".status.conditions[?(@.type=='Admitted')].status", description = "Admission status"),
-    printcolumn(name = "Finished", type_ = "string", json_path = ".status.conditions[?(@.type=='Finished')].status", description = "Workload finished"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time this workload was created")
+    printcolumn = r#"{"name": "Queue", "type": "string", "jsonPath": ".spec.queueName", "description": "Name of the queue this workload was submitted to"}"#,
+    printcolumn = r#"{"name": "Reserved in", "type": "string", "jsonPath": ".status.admission.clusterQueue", "description": "Name of the ClusterQueue where the workload is reserving quota"}"#,
+    printcolumn = r#"{"name": "Admitted", "type": "string", "jsonPath": ".status.conditions[?(@.type=='Admitted')].status", "description": "Admission status"}"#,
+    printcolumn = r#"{"name": "Finished", "type": "string", "jsonPath": ".status.conditions[?(@.type=='Finished')].status", "description": "Workload finished"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp", "description": "Time this workload was created"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct WorkloadSpec {

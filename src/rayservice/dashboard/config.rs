@@ -18,15 +18,18 @@ impl ServeConfig {
     /// Parses `serveConfigV2`. Only the shape needed to build a body is checked here; Ray's schema
     /// validation (a 400 from the PUT) stays the authority on the rest.
     pub fn from_yaml(yaml: &str) -> Result<Self, DashboardError> {
-        let value: Value = serde_saphyr::from_str(yaml)
-            .map_err(|e| DashboardError::InvalidConfig(format!("serveConfigV2 is not valid YAML: {e}")))?;
+        let value: Value = serde_saphyr::from_str(yaml).map_err(|e| {
+            DashboardError::InvalidConfig(format!("serveConfigV2 is not valid YAML: {e}"))
+        })?;
         Self::from_json(value)
     }
 
     pub fn from_json(value: Value) -> Result<Self, DashboardError> {
         match value {
             Value::Object(root) => Ok(Self { root }),
-            Value::Null => Err(DashboardError::InvalidConfig("serveConfigV2 is empty".into())),
+            Value::Null => Err(DashboardError::InvalidConfig(
+                "serveConfigV2 is empty".into(),
+            )),
             other => Err(DashboardError::InvalidConfig(format!(
                 "serveConfigV2 must be a mapping with `applications`, got {}",
                 json_kind(&other)
@@ -62,16 +65,25 @@ impl ServeConfig {
     /// Returns a copy with `target_capacity` set (0–100 %). `None` leaves the user's value alone, as
     /// KubeRay does outside incremental upgrades. Note Serve resets the capacity to null when a PUT
     /// omits it.
-    pub fn with_target_capacity(&self, target_capacity: Option<f64>) -> Result<Self, DashboardError> {
+    pub fn with_target_capacity(
+        &self,
+        target_capacity: Option<f64>,
+    ) -> Result<Self, DashboardError> {
         let mut out = self.clone();
         if let Some(tc) = target_capacity {
             let number = serde_json::Number::from_f64(tc)
                 .filter(|_| (0.0..=100.0).contains(&tc))
                 .ok_or_else(|| {
-                    DashboardError::InvalidConfig(format!("target_capacity must be within 0..=100, got {tc}"))
+                    DashboardError::InvalidConfig(format!(
+                        "target_capacity must be within 0..=100, got {tc}"
+                    ))
                 })?;
             // Whole percentages are sent as integers, which is what users write in YAML.
-            let value = if tc.fract() == 0.0 { Value::from(tc as i64) } else { Value::Number(number) };
+            let value = if tc.fract() == 0.0 {
+                Value::from(tc as i64)
+            } else {
+                Value::Number(number)
+            };
             out.root.insert("target_capacity".into(), value);
         }
         Ok(out)
@@ -88,7 +100,9 @@ impl ServeConfig {
 /// (`ray/serve/_private/utils.py::get_capacity_adjusted_num_replicas`): round half up, never below 1
 /// unless the capacity or the replica count is 0.
 pub fn capacity_adjusted_replicas(num_replicas: u32, target_capacity: Option<f64>) -> u32 {
-    let Some(tc) = target_capacity else { return num_replicas };
+    let Some(tc) = target_capacity else {
+        return num_replicas;
+    };
     // Serve rejects capacities above 100; treat them as full capacity rather than over-scaling.
     if tc >= 100.0 {
         return num_replicas;
@@ -138,10 +152,19 @@ applications:
     fn yaml_becomes_the_json_body() {
         let c = ServeConfig::from_yaml(YAML).unwrap();
         let body: Value = serde_json::from_slice(&c.to_body()).unwrap();
-        assert_eq!(body["applications"][0]["deployments"][0]["num_replicas"], json!(2));
-        assert_eq!(body["applications"][0]["deployments"][0]["ray_actor_options"]["num_cpus"], json!(0.1));
+        assert_eq!(
+            body["applications"][0]["deployments"][0]["num_replicas"],
+            json!(2)
+        );
+        assert_eq!(
+            body["applications"][0]["deployments"][0]["ray_actor_options"]["num_cpus"],
+            json!(0.1)
+        );
         assert_eq!(body["applications"][0]["route_prefix"], json!("/fruit"));
-        assert_eq!(c.app_names(), vec!["fruit_app".to_string(), "default".to_string()]);
+        assert_eq!(
+            c.app_names(),
+            vec!["fruit_app".to_string(), "default".to_string()]
+        );
         assert_eq!(c.target_capacity(), None);
     }
 
@@ -162,8 +185,16 @@ applications:
         }
         // The user's own value survives when nothing is injected, and is replaced when something is.
         let user = ServeConfig::from_yaml("target_capacity: 30\napplications: []\n").unwrap();
-        assert_eq!(user.with_target_capacity(None).unwrap().target_capacity(), Some(30.0));
-        assert_eq!(user.with_target_capacity(Some(70.0)).unwrap().target_capacity(), Some(70.0));
+        assert_eq!(
+            user.with_target_capacity(None).unwrap().target_capacity(),
+            Some(30.0)
+        );
+        assert_eq!(
+            user.with_target_capacity(Some(70.0))
+                .unwrap()
+                .target_capacity(),
+            Some(70.0)
+        );
     }
 
     #[test]
@@ -196,14 +227,18 @@ applications:
             (0, Some(50.0), 0),
             (2, Some(50.0), 1),
             (3, Some(34.0), 1),
-            (3, Some(50.0), 2), // 1.5 rounds half up
-            (1, Some(10.0), 1), // never below 1 while capacity > 0
+            (3, Some(50.0), 2),  // 1.5 rounds half up
+            (1, Some(10.0), 1),  // never below 1 while capacity > 0
             (10, Some(25.0), 3), // 2.5 -> 3
             (5, Some(20.0), 1),
             (4, Some(60.0), 2), // 2.4 -> 2
         ];
         for (n, tc, want) in cases {
-            assert_eq!(capacity_adjusted_replicas(*n, *tc), *want, "n={n} tc={tc:?}");
+            assert_eq!(
+                capacity_adjusted_replicas(*n, *tc),
+                *want,
+                "n={n} tc={tc:?}"
+            );
         }
     }
 }

@@ -62,7 +62,10 @@ impl DashboardError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            Self::Server { .. } | Self::Timeout { .. } | Self::Unreachable { .. } | Self::Transport { .. }
+            Self::Server { .. }
+                | Self::Timeout { .. }
+                | Self::Unreachable { .. }
+                | Self::Transport { .. }
         )
     }
 
@@ -70,10 +73,21 @@ impl DashboardError {
     pub fn from_status(status: u16, body: &[u8]) -> Self {
         let text = String::from_utf8_lossy(body);
         match status {
-            400 => Self::Rejected { message: text.trim().to_owned() },
-            401 | 403 => Self::Unauthorized { status, body: shorten(&text) },
-            500..=599 => Self::Server { status, body: shorten(&text) },
-            _ => Self::Client { status, body: shorten(&text) },
+            400 => Self::Rejected {
+                message: text.trim().to_owned(),
+            },
+            401 | 403 => Self::Unauthorized {
+                status,
+                body: shorten(&text),
+            },
+            500..=599 => Self::Server {
+                status,
+                body: shorten(&text),
+            },
+            _ => Self::Client {
+                status,
+                body: shorten(&text),
+            },
         }
     }
 }
@@ -104,8 +118,18 @@ mod tests {
     #[test]
     fn status_classification() {
         let cases: &[(u16, &str, &str, bool)] = &[
-            (400, "1 validation error for ServeDeploySchema", "rejected", false),
-            (401, "Unauthorized: Missing authentication token", "unauthorized", false),
+            (
+                400,
+                "1 validation error for ServeDeploySchema",
+                "rejected",
+                false,
+            ),
+            (
+                401,
+                "Unauthorized: Missing authentication token",
+                "unauthorized",
+                false,
+            ),
             (403, "Forbidden", "unauthorized", false),
             (404, "Not Found", "client_error", false),
             (500, "Traceback ... JSONDecodeError", "server_error", true),
@@ -120,10 +144,13 @@ mod tests {
 
     #[test]
     fn rejected_keeps_rays_message() {
-        let e = DashboardError::from_status(400, b"1 validation error\napplications.0.import_path\n");
+        let e =
+            DashboardError::from_status(400, b"1 validation error\napplications.0.import_path\n");
         assert_eq!(
             e,
-            DashboardError::Rejected { message: "1 validation error\napplications.0.import_path".into() }
+            DashboardError::Rejected {
+                message: "1 validation error\napplications.0.import_path".into()
+            }
         );
     }
 

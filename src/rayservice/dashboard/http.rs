@@ -70,11 +70,13 @@ impl HttpDashboard {
         json_body: Option<Vec<u8>>,
     ) -> Result<(StatusCode, Bytes), DashboardError> {
         let url = format!("{}{}", endpoint.base_url, path_and_query);
-        let uri: Uri = url
-            .parse()
-            .map_err(|e| DashboardError::InvalidEndpoint(format!("{url:?} is not a valid URL: {e}")))?;
+        let uri: Uri = url.parse().map_err(|e| {
+            DashboardError::InvalidEndpoint(format!("{url:?} is not a valid URL: {e}"))
+        })?;
         if uri.scheme_str() != Some("http") {
-            return Err(DashboardError::InvalidEndpoint(format!("{url:?}: only http:// is supported")));
+            return Err(DashboardError::InvalidEndpoint(format!(
+                "{url:?}: only http:// is supported"
+            )));
         }
         let mut builder = Request::builder().method(method).uri(uri);
         if let Some(token) = &endpoint.auth_token {
@@ -89,22 +91,34 @@ impl HttpDashboard {
         };
         // Only the header values can fail here, and only the token is caller-provided.
         let request = builder.body(body).map_err(|_| {
-            DashboardError::InvalidEndpoint("auth token contains characters not allowed in an HTTP header".into())
+            DashboardError::InvalidEndpoint(
+                "auth token contains characters not allowed in an HTTP header".into(),
+            )
         })?;
 
         let exchange = async {
-            let response = self.client.request(request).await.map_err(|e| classify(&url, &e))?;
+            let response = self
+                .client
+                .request(request)
+                .await
+                .map_err(|e| classify(&url, &e))?;
             let status = response.status();
             let body = Limited::new(response.into_body(), self.options.max_body_bytes)
                 .collect()
                 .await
-                .map_err(|e| DashboardError::Transport { url: url.clone(), reason: error_chain(e.as_ref()) })?
+                .map_err(|e| DashboardError::Transport {
+                    url: url.clone(),
+                    reason: error_chain(e.as_ref()),
+                })?
                 .to_bytes();
             Ok((status, body))
         };
         match tokio::time::timeout(self.options.request_timeout, exchange).await {
             Ok(result) => result,
-            Err(_) => Err(DashboardError::Timeout { url, after: self.options.request_timeout }),
+            Err(_) => Err(DashboardError::Timeout {
+                url,
+                after: self.options.request_timeout,
+            }),
         }
     }
 }
@@ -118,9 +132,15 @@ impl Default for HttpDashboard {
 fn classify(url: &str, e: &hyper_util::client::legacy::Error) -> DashboardError {
     let reason = error_chain(e);
     if e.is_connect() {
-        DashboardError::Unreachable { url: url.to_owned(), reason }
+        DashboardError::Unreachable {
+            url: url.to_owned(),
+            reason,
+        }
     } else {
-        DashboardError::Transport { url: url.to_owned(), reason }
+        DashboardError::Transport {
+            url: url.to_owned(),
+            reason,
+        }
     }
 }
 
@@ -139,7 +159,11 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 }
 
 fn check_status(status: StatusCode, body: &[u8]) -> Result<(), DashboardError> {
-    if status.is_success() { Ok(()) } else { Err(DashboardError::from_status(status.as_u16(), body)) }
+    if status.is_success() {
+        Ok(())
+    } else {
+        Err(DashboardError::from_status(status.as_u16(), body))
+    }
 }
 
 /// Decodes a GET body; separate so it is testable without a server.
@@ -159,13 +183,18 @@ impl RayDashboard for HttpDashboard {
     ) -> BoxFuture<'a, Result<(), DashboardError>> {
         async move {
             let body = config.with_target_capacity(target_capacity)?.to_body();
-            let (status, resp) = self.send(endpoint, Method::PUT, SERVE_APPLICATIONS_PATH, Some(body)).await?;
+            let (status, resp) = self
+                .send(endpoint, Method::PUT, SERVE_APPLICATIONS_PATH, Some(body))
+                .await?;
             check_status(status, &resp)
         }
         .boxed()
     }
 
-    fn serve_details<'a>(&'a self, endpoint: &'a DashboardEndpoint) -> BoxFuture<'a, Result<ServeDetails, DashboardError>> {
+    fn serve_details<'a>(
+        &'a self,
+        endpoint: &'a DashboardEndpoint,
+    ) -> BoxFuture<'a, Result<ServeDetails, DashboardError>> {
         async move {
             let path = format!("{SERVE_APPLICATIONS_PATH}?{SERVE_DETAILS_QUERY}");
             let (status, body) = self.send(endpoint, Method::GET, &path, None).await?;
@@ -175,9 +204,14 @@ impl RayDashboard for HttpDashboard {
         .boxed()
     }
 
-    fn delete_applications<'a>(&'a self, endpoint: &'a DashboardEndpoint) -> BoxFuture<'a, Result<(), DashboardError>> {
+    fn delete_applications<'a>(
+        &'a self,
+        endpoint: &'a DashboardEndpoint,
+    ) -> BoxFuture<'a, Result<(), DashboardError>> {
         async move {
-            let (status, body) = self.send(endpoint, Method::DELETE, SERVE_APPLICATIONS_PATH, None).await?;
+            let (status, body) = self
+                .send(endpoint, Method::DELETE, SERVE_APPLICATIONS_PATH, None)
+                .await?;
             check_status(status, &body)
         }
         .boxed()

@@ -39,7 +39,12 @@ impl Stub {
 async fn handler(State(stub): State<Stub>, req: Request) -> impl IntoResponse {
     // Scoped so no borrow of the (non-Sync) request lives across the await below.
     let mut seen = {
-        let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let header = |name: &str| {
+            req.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
         Seen {
             method: req.method().to_string(),
             uri: req.uri().to_string(),
@@ -48,7 +53,10 @@ async fn handler(State(stub): State<Stub>, req: Request) -> impl IntoResponse {
             body: Vec::new(),
         }
     };
-    seen.body = axum::body::to_bytes(req.into_body(), 1 << 20).await.unwrap().to_vec();
+    seen.body = axum::body::to_bytes(req.into_body(), 1 << 20)
+        .await
+        .unwrap()
+        .to_vec();
     stub.seen.lock().unwrap().push(seen);
     let (status, body) = stub.reply.lock().unwrap().clone();
     (StatusCode::from_u16(status).unwrap(), Bytes::from(body))
@@ -72,7 +80,10 @@ fn config() -> ServeConfig {
 async fn deploy_puts_json_with_token_and_capacity() {
     let (stub, ep) = serve_stub().await;
     let client = HttpDashboard::default();
-    client.deploy(&ep.clone().with_token("t0k"), &config(), Some(50.0)).await.unwrap();
+    client
+        .deploy(&ep.clone().with_token("t0k"), &config(), Some(50.0))
+        .await
+        .unwrap();
     let seen = stub.last();
     assert_eq!(seen.method, "PUT");
     assert_eq!(seen.uri, "/api/serve/applications/");
@@ -99,14 +110,23 @@ async fn serve_details_gets_declarative_and_decodes() {
     );
     let details = HttpDashboard::default().serve_details(&ep).await.unwrap();
     assert_eq!(stub.last().method, "GET");
-    assert_eq!(stub.last().uri, "/api/serve/applications/?api_type=declarative");
-    assert_eq!(details.applications["a"].status, crate::rayservice::dashboard::AppStatus::Deploying);
+    assert_eq!(
+        stub.last().uri,
+        "/api/serve/applications/?api_type=declarative"
+    );
+    assert_eq!(
+        details.applications["a"].status,
+        crate::rayservice::dashboard::AppStatus::Deploying
+    );
 }
 
 #[tokio::test]
 async fn delete_sends_delete() {
     let (stub, ep) = serve_stub().await;
-    HttpDashboard::default().delete_applications(&ep).await.unwrap();
+    HttpDashboard::default()
+        .delete_applications(&ep)
+        .await
+        .unwrap();
     assert_eq!(stub.last().method, "DELETE");
     assert_eq!(stub.last().uri, "/api/serve/applications/");
 }
@@ -115,10 +135,21 @@ async fn delete_sends_delete() {
 async fn error_statuses_are_classified() {
     let (stub, ep) = serve_stub().await;
     let client = HttpDashboard::default();
-    let traceback = format!("Traceback (most recent call last):\n{}json.decoder.JSONDecodeError: x", "  line\n".repeat(500));
+    let traceback = format!(
+        "Traceback (most recent call last):\n{}json.decoder.JSONDecodeError: x",
+        "  line\n".repeat(500)
+    );
     let cases: &[(u16, &str, &str)] = &[
-        (400, "1 validation error for ServeDeploySchema\napplications.0.import_path\n  Field required", "rejected"),
-        (401, "Unauthorized: Missing authentication token", "unauthorized"),
+        (
+            400,
+            "1 validation error for ServeDeploySchema\napplications.0.import_path\n  Field required",
+            "rejected",
+        ),
+        (
+            401,
+            "Unauthorized: Missing authentication token",
+            "unauthorized",
+        ),
         (404, "not found", "client_error"),
         (500, &traceback, "server_error"),
     ];
@@ -129,9 +160,14 @@ async fn error_statuses_are_classified() {
         let err = client.serve_details(&ep).await.unwrap_err();
         assert_eq!(err.category(), *category, "{status}: {err}");
     }
-    stub.reply(400, "1 validation error for ServeDeploySchema\napplications.0.import_path\n  Field required");
+    stub.reply(
+        400,
+        "1 validation error for ServeDeploySchema\napplications.0.import_path\n  Field required",
+    );
     match client.deploy(&ep, &config(), None).await.unwrap_err() {
-        DashboardError::Rejected { message } => assert!(message.contains("applications.0.import_path")),
+        DashboardError::Rejected { message } => {
+            assert!(message.contains("applications.0.import_path"))
+        }
         other => panic!("want Rejected, got {other:?}"),
     }
     stub.reply(500, &traceback);
@@ -149,7 +185,10 @@ async fn error_statuses_are_classified() {
 async fn undecodable_body_is_a_decode_error() {
     let (stub, ep) = serve_stub().await;
     stub.reply(200, "<html>proxy says hi</html>");
-    let err = HttpDashboard::default().serve_details(&ep).await.unwrap_err();
+    let err = HttpDashboard::default()
+        .serve_details(&ep)
+        .await
+        .unwrap_err();
     assert_eq!(err.category(), "decode");
     assert!(err.to_string().contains("proxy says hi"), "{err}");
 }
@@ -170,7 +209,10 @@ async fn silent_server_times_out() {
         ..Default::default()
     });
     let started = Instant::now();
-    let err = client.serve_details(&DashboardEndpoint::new(format!("http://{addr}"))).await.unwrap_err();
+    let err = client
+        .serve_details(&DashboardEndpoint::new(format!("http://{addr}")))
+        .await
+        .unwrap_err();
     assert!(matches!(err, DashboardError::Timeout { .. }), "{err:?}");
     assert!(err.is_transient());
     assert!(started.elapsed() < Duration::from_secs(2));
@@ -179,7 +221,10 @@ async fn silent_server_times_out() {
 #[tokio::test]
 async fn closed_port_is_unreachable() {
     // Bind then drop to get a port nothing listens on.
-    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
     let started = Instant::now();
     let err = HttpDashboard::default()
         .serve_details(&DashboardEndpoint::new(format!("http://{addr}")))

@@ -17,7 +17,8 @@ pub use config::{DEFAULT_APP_NAME, ServeConfig, capacity_adjusted_replicas};
 pub use error::DashboardError;
 pub use readiness::{ServeReadiness, deploy_failure_summary, serve_readiness, strip_ansi};
 pub use types::{
-    AppDetails, AppStatus, DeploymentDetails, DeploymentStatus, ReplicaDetails, ReplicaState, ServeDetails,
+    AppDetails, AppStatus, DeploymentDetails, DeploymentStatus, ReplicaDetails, ReplicaState,
+    ServeDetails,
 };
 
 /// Default port of the head Service's `dashboard` port.
@@ -38,7 +39,10 @@ impl DashboardEndpoint {
         while base_url.ends_with('/') {
             base_url.pop();
         }
-        Self { base_url, auth_token: None }
+        Self {
+            base_url,
+            auth_token: None,
+        }
     }
 
     pub fn with_token(mut self, token: impl Into<String>) -> Self {
@@ -48,8 +52,15 @@ impl DashboardEndpoint {
 
     /// The in-cluster URL KubeRay builds from a RayCluster's head Service:
     /// `http://<svc>.<ns>.svc.<domain>:<dashboard port>`.
-    pub fn for_head_service(service: &str, namespace: &str, cluster_domain: &str, port: u16) -> Self {
-        Self::new(format!("http://{service}.{namespace}.svc.{cluster_domain}:{port}"))
+    pub fn for_head_service(
+        service: &str,
+        namespace: &str,
+        cluster_domain: &str,
+        port: u16,
+    ) -> Self {
+        Self::new(format!(
+            "http://{service}.{namespace}.svc.{cluster_domain}:{port}"
+        ))
     }
 }
 
@@ -58,7 +69,10 @@ impl std::fmt::Debug for DashboardEndpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DashboardEndpoint")
             .field("base_url", &self.base_url)
-            .field("auth_token", &self.auth_token.as_ref().map(|_| "<redacted>"))
+            .field(
+                "auth_token",
+                &self.auth_token.as_ref().map(|_| "<redacted>"),
+            )
             .finish()
     }
 }
@@ -78,10 +92,16 @@ pub trait RayDashboard: Send + Sync {
 
     /// `GET /api/serve/applications/?api_type=declarative`, the status of the apps deployed through
     /// this API.
-    fn serve_details<'a>(&'a self, endpoint: &'a DashboardEndpoint) -> BoxFuture<'a, Result<ServeDetails, DashboardError>>;
+    fn serve_details<'a>(
+        &'a self,
+        endpoint: &'a DashboardEndpoint,
+    ) -> BoxFuture<'a, Result<ServeDetails, DashboardError>>;
 
     /// `DELETE /api/serve/applications/`: shuts Serve down with all its applications.
-    fn delete_applications<'a>(&'a self, endpoint: &'a DashboardEndpoint) -> BoxFuture<'a, Result<(), DashboardError>>;
+    fn delete_applications<'a>(
+        &'a self,
+        endpoint: &'a DashboardEndpoint,
+    ) -> BoxFuture<'a, Result<(), DashboardError>>;
 }
 
 #[cfg(test)]
@@ -90,13 +110,24 @@ mod tests {
 
     #[test]
     fn endpoint_urls() {
-        assert_eq!(DashboardEndpoint::new("http://127.0.0.1:8265//").base_url, "http://127.0.0.1:8265");
         assert_eq!(
-            DashboardEndpoint::for_head_service("rs-abcde-head-svc", "ml", "cluster.local", DEFAULT_DASHBOARD_PORT)
-                .base_url,
+            DashboardEndpoint::new("http://127.0.0.1:8265//").base_url,
+            "http://127.0.0.1:8265"
+        );
+        assert_eq!(
+            DashboardEndpoint::for_head_service(
+                "rs-abcde-head-svc",
+                "ml",
+                "cluster.local",
+                DEFAULT_DASHBOARD_PORT
+            )
+            .base_url,
             "http://rs-abcde-head-svc.ml.svc.cluster.local:8265"
         );
-        let dbg = format!("{:?}", DashboardEndpoint::new("http://h:1").with_token("secret"));
+        let dbg = format!(
+            "{:?}",
+            DashboardEndpoint::new("http://h:1").with_token("secret")
+        );
         assert!(!dbg.contains("secret"), "{dbg}");
     }
 }

@@ -139,7 +139,10 @@ pub struct DeploymentDetails {
 
 impl DeploymentDetails {
     pub fn running_replicas(&self) -> usize {
-        self.replicas.iter().filter(|r| r.state == ReplicaState::Running).count()
+        self.replicas
+            .iter()
+            .filter(|r| r.state == ReplicaState::Running)
+            .count()
     }
 }
 
