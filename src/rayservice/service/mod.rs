@@ -11,8 +11,10 @@
 //! dangling-cluster deletion deadlines that KubeRay held only in memory.
 
 mod bluegreen;
+pub mod build;
 pub mod conditions;
 pub mod duration;
+pub mod observe;
 mod lifecycle;
 pub mod plan;
 pub mod schedule;
