@@ -6,6 +6,7 @@ pub mod labels;
 pub mod names;
 pub mod pod;
 mod pod_env;
+pub mod pod_features;
 pub mod quantity;
 pub mod replicas;
 pub mod service;

@@ -1,8 +1,7 @@
 //! Head and worker Pods from a RayCluster spec, following KubeRay's `DefaultHeadPodTemplate`,
 //! `DefaultWorkerPodTemplate` and `BuildPod`.
 //!
-//! Not covered yet (KubeRay does them; the caller gets a Pod without them): GCS fault-tolerance wiring
-//! (Redis env/`RAY_external_storage_namespace`, RocksDB volume), token-auth Secret env/volumes, mTLS and the
+//! Not covered (KubeRay gates them behind alpha feature gates that are off by default): mTLS and the
 //! history-server collector sidecar.
 
 use std::collections::BTreeMap;
@@ -15,6 +14,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::pod_env::{autoscaler_container, set_container_env, set_init_container_env, set_probes};
+use super::pod_features::{configure_gcs_ft, configure_token_auth};
 use super::startcmd::{self, NodeType};
 use super::{BuildError, BuildOptions, Creator, labels, names};
 use crate::api::ray::constants as c;
@@ -111,6 +111,7 @@ pub fn build_head_pod(cluster: &RayCluster, opts: &BuildOptions) -> Result<Pod, 
         }
     }
     ensure_metrics_port(&mut pod_spec.containers[0]);
+    add_features(cluster, NodeType::Head, &mut template, &mut params);
 
     let fqdn = names::head_fqdn(
         &name,
@@ -209,6 +210,7 @@ pub fn build_worker_pod(
     meta.labels = Some(pod_labels);
     startcmd::fill_missing(&mut params, NodeType::Worker, &head_port, &fqdn);
     mark_overwrite_cmd(cluster, meta);
+    add_features(cluster, NodeType::Worker, &mut template, &mut params);
 
     Ok(build_pod(
         template,
@@ -318,6 +320,20 @@ fn build_pod(
         spec: Some(spec),
         status: None,
     }
+}
+
+/// GCS fault tolerance and token auth, which touch annotations, params, env and volumes together.
+fn add_features(
+    cluster: &RayCluster,
+    node: NodeType,
+    template: &mut PodTemplateSpec,
+    params: &mut BTreeMap<String, String>,
+) {
+    let meta = template.metadata.get_or_insert_with(ObjectMeta::default);
+    let annotations = meta.annotations.get_or_insert_with(BTreeMap::new);
+    let spec = template.spec.get_or_insert_with(Default::default);
+    configure_gcs_ft(cluster, node, annotations, params, spec);
+    configure_token_auth(cluster, spec);
 }
 
 /// `bash -c --` (or `-lc` with login shells), KubeRay's wrapper for generated commands.

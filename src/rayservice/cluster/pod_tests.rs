@@ -335,3 +335,134 @@ fn every_sample_cluster_builds() {
             .unwrap_or_else(|e| panic!("{file}: {e}"));
     }
 }
+
+#[test]
+fn redis_fault_tolerance_wiring() {
+    let mut rc = cluster(
+        json!({"gcsFaultToleranceOptions": {"redisAddress": "redis:6379",
+            "redisPassword": {"valueFrom": {"secretKeyRef": {"name": "redis-pw", "key": "pw"}}}}}),
+        json!({}),
+    );
+    rc.metadata.uid = Some("uid-1".into());
+    let head = build_head_pod(&rc, &BuildOptions::default()).unwrap();
+    let ann = head.metadata.annotations.as_ref().unwrap();
+    assert_eq!(ann["ray.io/ft-enabled"], "true");
+    assert_eq!(ann["ray.io/external-storage-namespace"], "uid-1");
+    let e = env(&head);
+    assert_eq!(e["RAY_REDIS_ADDRESS"], "redis:6379");
+    assert_eq!(e["RAY_external_storage_namespace"], "uid-1");
+    assert!(e.contains_key("REDIS_PASSWORD"));
+    assert!(e["KUBERAY_GEN_RAY_START_CMD"].contains(" --redis-password=$REDIS_PASSWORD "));
+    let worker = build_worker_pod(
+        &rc,
+        "small",
+        &WorkerSlot::default(),
+        &BuildOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        env(&worker)["RAY_gcs_rpc_server_reconnect_timeout_s"],
+        "600"
+    );
+    let plain = build_head_pod(&cluster(json!({}), json!({})), &BuildOptions::default()).unwrap();
+    assert_eq!(
+        plain.metadata.annotations.unwrap()["ray.io/ft-enabled"],
+        "false"
+    );
+}
+
+#[test]
+fn embedded_fault_tolerance_mounts_the_pvc() {
+    let rc = cluster(
+        json!({"gcsFaultToleranceOptions": {"backend": "rocksdb", "storage": {"subPath": "gcs"}}}),
+        json!({}),
+    );
+    let head = build_head_pod(&rc, &BuildOptions::default()).unwrap();
+    let e = env(&head);
+    assert_eq!(
+        (
+            e["RAY_gcs_storage"].as_str(),
+            e["RAY_gcs_storage_path"].as_str()
+        ),
+        ("rocksdb", "/data/gcs")
+    );
+    let spec = head.spec.unwrap();
+    let vol = spec
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == "gcs-storage")
+        .unwrap();
+    assert_eq!(
+        vol.persistent_volume_claim.as_ref().unwrap().claim_name,
+        "rc-gcs-pvc"
+    );
+    assert!(
+        spec.containers[0]
+            .volume_mounts
+            .iter()
+            .flatten()
+            .any(|m| m.mount_path == "/data/gcs" && m.sub_path.as_deref() == Some("gcs"))
+    );
+}
+
+#[test]
+fn token_auth_wiring() {
+    let rc = cluster(
+        json!({"authOptions": {"mode": "token"}, "enableInTreeAutoscaling": true}),
+        json!({}),
+    );
+    let head = build_head_pod(&rc, &BuildOptions::default()).unwrap();
+    let spec = head.spec.as_ref().unwrap();
+    for c in &spec.containers {
+        let token = c
+            .env
+            .iter()
+            .flatten()
+            .find(|e| e.name == "RAY_AUTH_TOKEN")
+            .unwrap_or_else(|| panic!("{} has no token", c.name));
+        let sel = token
+            .value_from
+            .as_ref()
+            .unwrap()
+            .secret_key_ref
+            .as_ref()
+            .unwrap();
+        assert_eq!((sel.name.as_str(), sel.key.as_str()), ("rc", "auth_token"));
+    }
+    let worker = build_worker_pod(
+        &rc,
+        "small",
+        &WorkerSlot::default(),
+        &BuildOptions::default(),
+    )
+    .unwrap();
+    let init = &worker
+        .spec
+        .as_ref()
+        .unwrap()
+        .init_containers
+        .as_ref()
+        .unwrap()[0];
+    assert!(init.env.iter().flatten().any(|e| e.name == "RAY_AUTH_MODE"));
+
+    let rc = cluster(
+        json!({"authOptions": {"mode": "token", "enableK8sTokenAuth": true}}),
+        json!({}),
+    );
+    let head = build_head_pod(&rc, &BuildOptions::default()).unwrap();
+    let spec = head.spec.unwrap();
+    assert!(
+        spec.volumes
+            .iter()
+            .flatten()
+            .any(|v| v.name == "ray-token" && v.projected.is_some())
+    );
+    assert!(
+        spec.containers[0]
+            .env
+            .iter()
+            .flatten()
+            .any(|e| e.name == "RAY_ENABLE_K8S_TOKEN_AUTH")
+    );
+}
