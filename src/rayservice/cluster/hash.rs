@@ -7,9 +7,65 @@
 //! stamped by KubeRay is re-stamped through the `ray.io/kuberay-version` mismatch path, as KubeRay itself does
 //! after an operator upgrade.
 
+use std::collections::BTreeMap;
+
 use sha2::Digest;
 
-use crate::api::ray::RayClusterSpec;
+use crate::api::ray::constants as c;
+use crate::api::ray::raycluster::RayClusterUpgradeType;
+use crate::api::ray::{RayCluster, RayClusterSpec};
+
+/// What the `Recreate` upgrade strategy asks for, given the head Pod's stamped annotations.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecreateDecision {
+    /// Not a Recreate cluster, no head Pod yet, an unstamped head Pod, or the spec is unchanged.
+    Keep,
+    /// The head Pod was stamped by another operator version: re-stamp it with these annotations instead of
+    /// recreating (hash inputs may differ between versions without a user change).
+    Restamp(BTreeMap<String, String>),
+    /// The spec changed since the head Pod was created: delete all Pods.
+    RecreateAll,
+}
+
+/// KubeRay's `shouldRecreatePodsForUpgrade` as a pure decision.
+pub fn recreate_decision(
+    cluster: &RayCluster,
+    head_pod_annotations: Option<&BTreeMap<String, String>>,
+    operator_version: &str,
+) -> RecreateDecision {
+    if cluster.spec.upgrade_type() != Some(RayClusterUpgradeType::Recreate) {
+        return RecreateDecision::Keep;
+    }
+    let Some(ann) = head_pod_annotations else {
+        return RecreateDecision::Keep;
+    };
+    let expected = hash_without_replicas_and_workers_to_delete(&cluster.spec);
+    let version = ann
+        .get(c::ANNOTATION_KUBERAY_VERSION)
+        .map(String::as_str)
+        .unwrap_or("");
+    if !version.is_empty() && version != operator_version {
+        return RecreateDecision::Restamp(head_pod_stamp(&expected, operator_version));
+    }
+    match ann.get(c::ANNOTATION_UPGRADE_STRATEGY_RECREATE_HASH) {
+        Some(actual) if !actual.is_empty() && *actual != expected => RecreateDecision::RecreateAll,
+        _ => RecreateDecision::Keep,
+    }
+}
+
+/// Annotations stamped on a new head Pod of a Recreate cluster.
+pub fn head_pod_stamp(hash: &str, operator_version: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (
+            c::ANNOTATION_UPGRADE_STRATEGY_RECREATE_HASH.to_string(),
+            hash.to_string(),
+        ),
+        (
+            c::ANNOTATION_KUBERAY_VERSION.to_string(),
+            operator_version.to_string(),
+        ),
+    ])
+}
 
 /// Hash of the spec with replicas, min/max replicas, workersToDelete, tolerations, scheduling gates and
 /// upgradeStrategy blanked. Suspend is not blanked here; the RayService controller clears it itself.
@@ -136,6 +192,43 @@ mod tests {
         assert_eq!(
             hash_of_first_groups(&new, 1),
             hash_without_replicas_and_workers_to_delete(&old)
+        );
+    }
+
+    #[test]
+    fn recreate_strategy_decisions() {
+        let mut v = serde_json::json!({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "rc"}, "spec": base()});
+        v["spec"]["upgradeStrategy"] = json!({"type": "Recreate"});
+        let rc: RayCluster = serde_json::from_value(v.clone()).unwrap();
+        let h = hash_without_replicas_and_workers_to_delete(&rc.spec);
+        let same = head_pod_stamp(&h, "v1.7.0");
+        let stale = head_pod_stamp("OLDHASH", "v1.7.0");
+        let other_version = head_pod_stamp("OLDHASH", "v1.6.0");
+        assert_eq!(
+            recreate_decision(&rc, None, "v1.7.0"),
+            RecreateDecision::Keep
+        );
+        assert_eq!(
+            recreate_decision(&rc, Some(&same), "v1.7.0"),
+            RecreateDecision::Keep
+        );
+        assert_eq!(
+            recreate_decision(&rc, Some(&stale), "v1.7.0"),
+            RecreateDecision::RecreateAll
+        );
+        assert_eq!(
+            recreate_decision(&rc, Some(&other_version), "v1.7.0"),
+            RecreateDecision::Restamp(same.clone())
+        );
+        assert_eq!(
+            recreate_decision(&rc, Some(&BTreeMap::new()), "v1.7.0"),
+            RecreateDecision::Keep
+        );
+        v["spec"]["upgradeStrategy"] = json!({"type": "None"});
+        let none: RayCluster = serde_json::from_value(v).unwrap();
+        assert_eq!(
+            recreate_decision(&none, Some(&stale), "v1.7.0"),
+            RecreateDecision::Keep
         );
     }
 

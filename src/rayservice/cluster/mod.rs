@@ -1,6 +1,7 @@
 //! Pure building blocks of the embedded RayCluster operator: object names, labels, the head and worker Pods
 //! (KubeRay's `BuildPod`), the head Service, the spec hash and replica/resource arithmetic. No I/O.
 
+pub mod child;
 pub mod hash;
 pub mod labels;
 pub mod names;
