@@ -1,4 +1,7 @@
-//! See ../shared/DESIGN.md for what lives here.
+//! The embedded Ray operator: RayCluster and RayService controllers, the Ray dashboard client, traffic,
+//! and the pure building blocks they decide with. See ../shared/DESIGN.md.
+
+pub mod cluster;
 pub mod dashboard;
 pub mod clusterctl;
 pub mod service;

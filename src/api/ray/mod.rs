@@ -6,7 +6,7 @@ pub mod rayservice;
 pub mod validation;
 
 #[cfg(test)]
-mod roundtrip_tests;
+pub(crate) mod roundtrip_tests;
 
 pub use raycluster::{RayCluster, RayClusterSpec, RayClusterStatus, WorkerGroupSpec};
 pub use rayservice::{RayService, RayServiceSpec, RayServiceStatuses};

@@ -215,3 +215,4 @@ fn gateway_schemas_preserve_unknown_fields() {
     );
     assert!(backend.get("additionalProperties").is_none(), "{backend}");
 }
+
