@@ -59,17 +59,16 @@ fn child_annotations(rs: &RayService, stamp: &Stamp) -> BTreeMap<String, String>
     ann
 }
 
-/// A new child RayCluster named `name`, owned by the RayService; `gated` adds the admission gate.
-pub fn new_child(rs: &RayService, name: &str, stamp: &Stamp, gated: bool) -> RayCluster {
-    let mut annotations = child_annotations(rs, stamp);
+/// A new child RayCluster named `name` (the cluster module's KubeRay construction), without our own
+/// RayService bookkeeping annotations; `gated` adds the admission gate.
+pub fn new_child(rs: &RayService, name: &str, operator_version: &str, gated: bool) -> RayCluster {
+    let mut rc = crate::rayservice::cluster::child::child_cluster(rs, name, operator_version, false);
+    let annotations = rc.metadata.annotations.get_or_insert_with(BTreeMap::new);
+    annotations.remove(schedule::ANNOTATION);
+    annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
     if gated {
         annotations.insert(GATE_ANNOTATION.into(), "true".into());
     }
-    let mut rc = RayCluster::new(name, rs.spec.ray_cluster_config.clone());
-    rc.metadata.namespace = rs.metadata.namespace.clone();
-    rc.metadata.labels = Some(child_labels(rs));
-    rc.metadata.annotations = Some(annotations);
-    rc.metadata.owner_references = rs.controller_owner_ref(&()).map(|o| vec![o]);
     rc
 }
 
@@ -205,23 +204,23 @@ mod tests {
 
     #[test]
     fn child_carries_origin_labels_hash_owner_and_gate() {
-        let rc = new_child(&rs(), "svc-abcde", &stamp("H"), true);
+        let rc = new_child(&rs(), "svc-abcde", "v1.7.0", true);
         let labels = rc.metadata.labels.clone().unwrap();
         assert_eq!(labels[c::LABEL_ORIGINATED_FROM_CR_NAME], "svc");
         assert_eq!(labels[c::LABEL_ORIGINATED_FROM_CRD], "RayService");
         assert_eq!(labels["kueue.x-k8s.io/queue-name"], "q");
         let ann = rc.metadata.annotations.clone().unwrap();
-        assert_eq!(ann[c::ANNOTATION_HASH_WITHOUT_REPLICAS], "H");
+        assert!(!ann[c::ANNOTATION_HASH_WITHOUT_REPLICAS].is_empty());
         assert_eq!(ann[GATE_ANNOTATION], "true");
         assert!(!ann.contains_key(schedule::ANNOTATION));
         let owner = &rc.metadata.owner_references.unwrap()[0];
         assert_eq!((owner.kind.as_str(), owner.controller), ("RayService", Some(true)));
-        assert!(!new_child(&rs(), "svc-abcde", &stamp("H"), false).metadata.annotations.unwrap().contains_key(GATE_ANNOTATION));
+        assert!(!new_child(&rs(), "svc-abcde", "v1.7.0", false).metadata.annotations.unwrap().contains_key(GATE_ANNOTATION));
     }
 
     #[test]
     fn update_keeps_suspend_gate_and_served_config() {
-        let mut existing = new_child(&rs(), "svc-abcde", &stamp("H"), true);
+        let mut existing = new_child(&rs(), "svc-abcde", "v1.7.0", true);
         existing.spec.suspend = Some(true);
         existing.metadata.annotations.as_mut().unwrap().insert(super::super::observe::SERVED_CONFIG_ANNOTATION.into(), "cfg".into());
         let mut rs2 = rs();

@@ -332,7 +332,7 @@ async fn act(rs: &RayService, ns: &str, name: &str, action: &Action, ctx: &Conte
             ignore_not_found(rs_api.patch(name, &PatchParams::default(), &merge(json!({ "metadata": { "finalizers": finalizers } }))).await)
         }
         Action::CreateCluster { name: cname, gated } => {
-            let rc = build::new_child(rs, cname, &stamp(rs, ctx), *gated);
+            let rc = build::new_child(rs, cname, &ctx.config.operator_version, *gated);
             match rc_api.create(&PostParams::default(), &rc).await {
                 Ok(_) => Ok(()),
                 // Created by a pass whose status write was lost: same name, nothing to do.

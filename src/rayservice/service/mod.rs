@@ -13,7 +13,9 @@
 mod bluegreen;
 pub mod build;
 pub mod conditions;
+pub mod controller;
 pub mod duration;
+pub mod error;
 pub mod observe;
 mod lifecycle;
 pub mod plan;
