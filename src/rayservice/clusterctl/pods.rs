@@ -15,14 +15,11 @@ pub struct PodView {
     /// Failed or Succeeded, or the Ray container terminated with restartPolicy Never: replace it.
     pub unhealthy: bool,
     pub deleting: bool,
-    /// Head only: `ray.io/upgrade-strategy-recreate-hash`.
-    pub recreate_hash: Option<String>,
-    /// Head only: `ray.io/kuberay-version`.
-    pub operator_version: Option<String>,
     /// `ray.io/worker-group-replica-index`.
     pub replica_index: Option<usize>,
     /// `ray.io/worker-group-replica-name` (multi-host groups).
     pub replica_name: Option<String>,
+    pub ip: Option<String>,
 }
 
 /// One worker group: desired replicas already clamped to [min, max] (0 when the group is suspended).
@@ -45,6 +42,17 @@ pub struct NewWorker {
     pub replica_ordinal: usize,
 }
 
+/// The Recreate strategy's verdict (the cluster module's `recreate_decision`, over the head pod's stamp).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Recreate {
+    #[default]
+    Keep,
+    /// Head stamped by another operator version: re-stamp, keep the pods.
+    Restamp,
+    /// The spec changed under `upgradeStrategy: Recreate`: all pods go.
+    All,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PodAction {
     /// Delete every pod of the cluster (suspend, gate, Recreate).
@@ -61,11 +69,7 @@ pub enum PodAction {
 pub struct PodInputs {
     /// Closed admission gate: no pod may exist.
     pub gated: bool,
-    /// `upgradeStrategy.type: Recreate`.
-    pub recreate: bool,
-    /// Current spec hash (Recreate compares it with the head pod's annotation).
-    pub spec_hash: String,
-    pub operator_version: String,
+    pub recreate: Recreate,
     /// With the autoscaler on, only it removes surplus workers (KubeRay).
     pub autoscaling: bool,
     pub groups: Vec<GroupView>,
@@ -80,15 +84,10 @@ pub fn plan_pods(i: &PodInputs) -> Vec<PodAction> {
     }
     let mut out = Vec::new();
     let heads: Vec<&PodView> = live.iter().copied().filter(|p| p.head).collect();
-    if i.recreate {
-        if let Some(h) = heads.first() {
-            if h.operator_version.as_deref() != Some(i.operator_version.as_str()) {
-                // Our hash may have been computed differently by another version: re-stamp, keep pods.
-                out.push(PodAction::RestampHead { name: h.name.clone() });
-            } else if h.recreate_hash.as_deref() != Some(i.spec_hash.as_str()) {
-                return vec![PodAction::DeleteAll { reason: "the spec changed and upgradeStrategy is Recreate" }];
-            }
-        }
+    match (i.recreate, heads.first()) {
+        (Recreate::All, _) => return vec![PodAction::DeleteAll { reason: "the spec changed and upgradeStrategy is Recreate" }],
+        (Recreate::Restamp, Some(h)) => out.push(PodAction::RestampHead { name: h.name.clone() }),
+        _ => {}
     }
     let head_terminating = i.pods.iter().any(|p| p.head && p.deleting);
     match heads.as_slice() {

@@ -1,7 +1,7 @@
 //! Table tests of the RayCluster pod plan and lifecycle.
 
 use super::lifecycle::{Phase, decide, facts, running_conditions};
-use super::pods::{GroupView, NewWorker, PodAction, PodInputs, PodView, plan_pods};
+use super::pods::{GroupView, NewWorker, PodAction, PodInputs, PodView, Recreate, plan_pods};
 
 fn head(name: &str) -> PodView {
     PodView {
@@ -10,8 +10,6 @@ fn head(name: &str) -> PodView {
         group: "headgroup".into(),
         running: true,
         ready: true,
-        recreate_hash: Some("H1".into()),
-        operator_version: Some("v1.7.0".into()),
         ..Default::default()
     }
 }
@@ -27,9 +25,7 @@ fn group(name: &str, replicas: usize) -> GroupView {
 fn inputs(pods: Vec<PodView>, groups: Vec<GroupView>) -> PodInputs {
     PodInputs {
         gated: false,
-        recreate: false,
-        spec_hash: "H1".into(),
-        operator_version: "v1.7.0".into(),
+        recreate: Recreate::Keep,
         autoscaling: false,
         groups,
         pods,
@@ -124,23 +120,13 @@ fn pod_plan_table() {
         ),
         (
             "Recreate: spec hash changed, everything goes",
-            PodInputs { recreate: true, spec_hash: "H2".into(), ..inputs(vec![head("h"), worker("w0", "g", 0)], vec![group("g", 1)]) },
+            PodInputs { recreate: Recreate::All, ..inputs(vec![head("h"), worker("w0", "g", 0)], vec![group("g", 1)]) },
             vec![PodAction::DeleteAll { reason: "the spec changed and upgradeStrategy is Recreate" }],
         ),
         (
             "Recreate: operator version change only re-stamps",
-            PodInputs {
-                recreate: true,
-                spec_hash: "H2".into(),
-                operator_version: "v1.8.0".into(),
-                ..inputs(vec![head("h"), worker("w0", "g", 0)], vec![group("g", 1)])
-            },
+            PodInputs { recreate: Recreate::Restamp, ..inputs(vec![head("h"), worker("w0", "g", 0)], vec![group("g", 1)]) },
             vec![PodAction::RestampHead { name: "h".into() }],
-        ),
-        (
-            "no Recreate strategy: template changes are not rolled out",
-            PodInputs { spec_hash: "H2".into(), ..inputs(vec![head("h")], vec![]) },
-            vec![],
         ),
     ];
     for (name, input, want) in cases {

@@ -124,7 +124,7 @@ pub fn prior_status(status: Option<&RayServiceStatuses>) -> PriorStatus {
     }
 }
 
-fn merge_condition(existing: &mut Vec<Condition>, plan: &ConditionPlan, now: &Time, generation: i64) {
+pub(crate) fn merge_condition(existing: &mut Vec<Condition>, plan: &ConditionPlan, now: &Time, generation: i64) {
     if plan.refresh {
         existing.retain(|c| c.type_ != plan.type_);
     }
