@@ -582,6 +582,15 @@ impl Store {
         inner.compacted = inner.rv;
     }
 
+    /// Fault: advance the RV (as writes elsewhere in a real cluster would) and compact, so every RV a
+    /// client holds is expired: its next watch resume gets a 410 ERROR event and must relist.
+    pub fn expire_all(&self) {
+        let mut inner = self.lock();
+        inner.rv += 1;
+        inner.history.clear();
+        inner.compacted = inner.rv;
+    }
+
     /// Fault: end every open watch stream (clients resume from their last RV).
     pub fn close_watches(&self) {
         self.closer.send_modify(|g| *g += 1);
