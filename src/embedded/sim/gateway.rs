@@ -88,10 +88,10 @@ fn backend_services(route: &Value) -> Vec<String> {
     for rule in route.pointer("/spec/rules").and_then(Value::as_array).into_iter().flatten() {
         for b in rule.get("backendRefs").and_then(Value::as_array).into_iter().flatten() {
             let kind = b.get("kind").and_then(Value::as_str).unwrap_or("Service");
-            if let (Some(name), "Service") = (b.get("name").and_then(Value::as_str), kind) {
-                if !out.iter().any(|n| n == name) {
-                    out.push(name.to_string());
-                }
+            if let (Some(name), "Service") = (b.get("name").and_then(Value::as_str), kind)
+                && !out.iter().any(|n| n == name)
+            {
+                out.push(name.to_string());
             }
         }
     }
