@@ -207,3 +207,42 @@ async fn kubectl_wait_describe_and_watch() {
     assert!(saw.iter().any(|l| l.contains("MODIFIED") && l.contains('9')), "{saw:?}");
     assert!(k.ok(&["delete", "widget", "w1", "--wait=true"]).await.contains("deleted"));
 }
+
+#[tokio::test]
+async fn kubectl_more_verbs() {
+    let Some(k) = Kube::start("more").await else { return };
+    let w = WIDGET.replace("w1", "w2");
+    assert!(k.run_with(&["create", "-f", "-"], Some(&w)).await.ok);
+    let dup = k.run_with(&["create", "-f", "-"], Some(&w)).await;
+    assert!(!dup.ok && dup.stderr.contains("AlreadyExists"), "{}", dup.stderr);
+    assert!(k.run_with(&["replace", "-f", "-"], Some(&w.replace("size: 3", "size: 8"))).await.ok);
+    assert_eq!(k.ok(&["get", "widget", "w2", "-o", "jsonpath={.spec.size}"]).await, "8");
+    let ssa = k.run_with(&["apply", "--server-side", "-f", "-"], Some(&w.replace("size: 3", "size: 10"))).await;
+    assert!(ssa.ok && ssa.stdout.contains("serverside-applied"), "{}{}", ssa.stdout, ssa.stderr);
+    assert!(k.ok(&["annotate", "widget", "w2", "note=hi"]).await.contains("annotated"));
+    let st = k.ok(&["patch", "widget", "w2", "--subresource=status", "--type=merge", "-p", r#"{"status":{"seen":"kubectl"}}"#]).await;
+    assert!(st.contains("patched"), "{st}");
+    assert_eq!(k.ok(&["get", "widget", "w2", "-o", "jsonpath={.status.seen}"]).await, "kubectl");
+    let editor = k.dir.join("editor.sh");
+    std::fs::write(&editor, "#!/bin/sh\nsed -i 's/size: 10/size: 11/' \"$1\"\n").unwrap();
+    std::fs::set_permissions(&editor, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut cmd = tokio::process::Command::new(&k.bin);
+    let edit = cmd
+        .args(["edit", "widget", "w2"])
+        .env("KUBECONFIG", &k.kubeconfig)
+        .env("KUBECACHEDIR", k.dir.join("cache"))
+        .env("HOME", &k.dir)
+        .env("KUBE_EDITOR", &editor)
+        .output()
+        .await
+        .unwrap();
+    assert!(edit.status.success(), "{}", String::from_utf8_lossy(&edit.stderr));
+    assert_eq!(k.ok(&["get", "widget", "w2", "-o", "jsonpath={.spec.size}"]).await, "11");
+    let all = k.ok(&["get", "all"]).await;
+    assert!(all.contains("widget.example.quotagate.io/w2"), "{all}");
+    assert!(k.ok(&["api-resources"]).await.contains("widgets"));
+    assert!(k.ok(&["get", "widgets", "-A"]).await.contains("default"));
+    assert!(k.ok(&["delete", "widgets", "-l", "app=demo"]).await.contains("deleted"));
+    let gone = k.run_with(&["wait", "--for=delete", "widget/w2", "--timeout=10s"], None).await;
+    assert!(gone.ok, "{}", gone.stderr);
+}
