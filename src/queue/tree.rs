@@ -323,9 +323,11 @@ impl QuotaTree {
             let Some(p) = self.nodes[cur].parent else {
                 return self.nodes[cur].height;
             };
-            // What the parent must provide on top of what this subtree has.
-            let over = need - self.subtree_quota(cur, fr);
-            need = self.usage(p, fr) + over;
+            // The parent's usage with this subtree's share replaced by what it would become.
+            let g = self.guaranteed(cur, fr);
+            let old_in_parent = (self.usage(cur, fr) - g).clamp_zero();
+            let new_in_parent = (need - g).clamp_zero();
+            need = self.usage(p, fr) - old_in_parent + new_in_parent;
             cur = p;
         }
     }
