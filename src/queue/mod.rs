@@ -7,6 +7,7 @@
 //! returned admissions, evictions and pending reasons to the API.
 
 pub mod amount;
+pub mod convert;
 pub mod flavor;
 pub mod model;
 pub mod pending;
