@@ -119,6 +119,8 @@ struct Cursor {
     after: Option<OrderKey>,
     retry: Option<OrderKey>,
     done: bool,
+    /// The head that stopped this ClusterQueue for the cycle (StrictFIFO or a preemptor).
+    blocked_by: Option<WorkloadKey>,
 }
 
 fn validate_groups(field: &str, groups: &[super::model::ResourceGroup], has_parent: bool) -> Result<(), QueueError> {
@@ -575,12 +577,42 @@ impl AdmissionCore {
                 self.process(e, now, &mut cursors, &mut attempted, &mut cycle_targets, &mut res);
             }
         }
+        self.explain_blocked(&cursors, &mut attempted);
         for k in &attempted {
             if let Some(p) = self.pending.get(k) {
                 res.pending.push(PendingStatus { key: k.clone(), reason: p.reason, message: p.message.clone() });
             }
         }
         res
+    }
+
+    /// Workloads never evaluated because their ClusterQueue's head blocked still get a reason,
+    /// once (they keep it until evaluated).
+    fn explain_blocked(&mut self, cursors: &BTreeMap<String, Cursor>, reported: &mut BTreeSet<WorkloadKey>) {
+        for (name, cur) in cursors {
+            let Some(blocker) = &cur.blocked_by else {
+                continue;
+            };
+            let Some(q) = self.queues.get(name) else {
+                continue;
+            };
+            let mut unexplained = Vec::new();
+            let mut at = None;
+            while let Some(k) = q.next_after(at.as_ref()).cloned() {
+                if &k.key != blocker
+                    && self.pending.get(&k.key).is_some_and(|p| p.reason == PendingReason::Pending && p.message.is_empty())
+                {
+                    unexplained.push(k.key.clone());
+                }
+                at = Some(k);
+            }
+            for k in unexplained {
+                if let Some(p) = self.pending.get_mut(&k) {
+                    p.message = format!("waiting behind {blocker}, the head of ClusterQueue {name}");
+                    reported.insert(k);
+                }
+            }
+        }
     }
 
     fn park_whole_queue(&mut self, name: &str, reason: PendingReason, message: &str, attempted: &mut BTreeSet<WorkloadKey>) {
@@ -695,6 +727,7 @@ impl AdmissionCore {
                 }
                 if let Some(c) = cursors.get_mut(&e.cq) {
                     c.done = true;
+                    c.blocked_by = Some(key.clone());
                 }
                 if targets.iter().any(|t| cycle_targets.contains(&t.key)) {
                     // Another preemptor of this cycle already claimed these victims; retry next cycle.
@@ -746,6 +779,7 @@ impl AdmissionCore {
             // The head keeps blocking newer workloads.
             if let Some(c) = cursors.get_mut(cq) {
                 c.done = true;
+                c.blocked_by = Some(key.clone());
             }
             self.set_pending(key, reason, msg, false);
         } else {

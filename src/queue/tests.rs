@@ -332,7 +332,7 @@ fn queueing_scenarios() {
             cqs: vec![cq(QueueingStrategy::StrictFifo)],
             admitted: vec![(wl("running", "cq", 5), "default", 1)],
             pending: vec![wl("big", "cq", 8).at(1), wl("small", "cq", 2).at(2)],
-            want_pending: vec![("big", PendingReason::WaitingForQuota)],
+            want_pending: vec![("big", PendingReason::WaitingForQuota), ("small", PendingReason::Pending)],
             ..Default::default()
         },
         Scenario {
