@@ -678,3 +678,48 @@ fn invalid_input_is_rejected_with_the_field() {
     let w = WorkloadModel::build("ns", "w", "cq").podset(PodSetModel::build("main", -1, &[("cpu", 1)]));
     assert!(core.add_workload(w).unwrap_err().to_string().contains("spec.podSets[0].count"));
 }
+
+#[test]
+fn fungibility_when_can_preempt_and_hierarchical_reclaim() {
+    let cq = |when_can_preempt| {
+        ClusterQueueModel::build("cq")
+            .flavor("f1", &[("cpu", 10)])
+            .flavor("f2", &[("cpu", 10)])
+            .within(WithinClusterQueue::LowerPriority)
+            .fungibility(FlavorFungibility { when_can_preempt, ..Default::default() })
+    };
+    let base = |p| Scenario {
+        flavors: vec![FlavorModel::build("f1"), FlavorModel::build("f2")],
+        cqs: vec![cq(p)],
+        admitted: vec![(wl("low", "cq", 8), "f1", 1)],
+        pending: vec![wl("x", "cq", 5).priority(9)],
+        ..Default::default()
+    };
+    run(Scenario {
+        name: "whenCanPreempt TryNextFlavor (default) uses the free flavor",
+        want_admitted: vec![("x", "f2")],
+        ..base(FungibilityPolicy::TryNextFlavor)
+    });
+    run(Scenario {
+        name: "whenCanPreempt MayStopSearch preempts in the first flavor",
+        want_evicted: vec![("low", preempted(PreemptedReason::InClusterQueue))],
+        want_pending: vec![("x", PendingReason::WaitingForPreemptedWorkloads)],
+        ..base(FungibilityPolicy::MayStopSearch)
+    });
+    run(Scenario {
+        name: "reclaim across cohort levels from a borrowing ClusterQueue in another subtree",
+        cqs: vec![
+            ClusterQueueModel::build("a").cohort("left").flavor("default", &[("cpu", 5)]).reclaim(ReclaimWithinCohort::Any),
+            ClusterQueueModel::build("b").cohort("right").flavor("default", &[("cpu", 5)]),
+        ],
+        cohorts: vec![
+            CohortModel::build("root"),
+            CohortModel::build("left").parent("root"),
+            CohortModel::build("right").parent("root"),
+        ],
+        admitted: vec![(wl("b-borrow", "b", 9), "default", 1)],
+        pending: vec![wl("x", "a", 3)],
+        want_evicted: vec![("b-borrow", preempted(PreemptedReason::InCohortReclamation))],
+        ..Default::default()
+    });
+}
