@@ -8,3 +8,4 @@ pub mod embedded;
 pub mod jobframework;
 pub mod queue;
 pub mod rayservice;
+pub mod wiring;

@@ -1,1 +1,137 @@
-//! See ../shared/DESIGN.md for what lives here.
+//! An in-process Kubernetes API server (the store behind an axum router) and the simulated cluster
+//! components that run against it. The router serves `kube::Client::new` in-process and a loopback
+//! TCP port for kubectl. See `README.md` beside this file for where it differs from a real server.
+
+pub mod admission;
+pub mod discovery;
+pub mod error;
+pub mod faults;
+mod http;
+pub mod meta;
+pub mod patch;
+pub mod protobuf;
+pub mod raysim;
+pub mod registry;
+pub mod selector;
+pub mod sim;
+pub mod store;
+pub mod table;
+pub mod watch;
+
+pub use admission::{AdmissionHook, AllowAll, Operation};
+pub use error::ApiError;
+pub use faults::WriteMatch;
+pub use registry::{Registry, ResourceInfo};
+pub use store::{Store, StoreConfig};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    pub store: StoreConfig,
+    /// How often an idle watch that asked for bookmarks gets one.
+    pub bookmark_interval: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig { store: StoreConfig::default(), bookmark_interval: Duration::from_secs(30) }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("the embedded API server only listens on loopback, not {0}")]
+    NotLoopback(SocketAddr),
+    #[error("binding {addr}: {source}")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("writing the kubeconfig to {path}: {source}")]
+    Kubeconfig { path: String, source: std::io::Error },
+    #[error("serving: {0}")]
+    Serve(std::io::Error),
+}
+
+pub struct EmbeddedServer {
+    pub registry: Arc<Registry>,
+    pub store: Arc<Store>,
+    pub config: ServerConfig,
+}
+
+impl EmbeddedServer {
+    /// Serves the built-in kinds plus every served version of `crds`; `hook` admits every write.
+    pub fn new(crds: &[CustomResourceDefinition], hook: Arc<dyn AdmissionHook>) -> Arc<Self> {
+        Self::with_config(crds, hook, ServerConfig::default())
+    }
+
+    pub fn with_config(crds: &[CustomResourceDefinition], hook: Arc<dyn AdmissionHook>, config: ServerConfig) -> Arc<Self> {
+        Arc::new(EmbeddedServer {
+            registry: Arc::new(Registry::new(crds)),
+            store: Arc::new(Store::new(config.store.clone(), hook)),
+            config,
+        })
+    }
+
+    /// The router: a tower service accepted by `kube::Client::new` and by `axum::serve`.
+    pub fn router(self: &Arc<Self>) -> axum::Router {
+        axum::Router::new().fallback(http::handle).with_state(self.clone())
+    }
+
+    /// An in-process client (default namespace "default").
+    pub fn client(self: &Arc<Self>) -> kube::Client {
+        kube::Client::new(self.router(), "default")
+    }
+
+    /// Binds `listen` (loopback only; port 0 picks one), writes a kubeconfig pointing at it if asked,
+    /// and serves in a background task until `cancel` fires. Returns the bound address.
+    pub async fn spawn_tcp(
+        self: &Arc<Self>,
+        listen: SocketAddr,
+        kubeconfig_out: Option<&Path>,
+        cancel: CancellationToken,
+    ) -> Result<(SocketAddr, tokio::task::JoinHandle<Result<(), ServeError>>), ServeError> {
+        if !listen.ip().is_loopback() {
+            return Err(ServeError::NotLoopback(listen));
+        }
+        let listener = tokio::net::TcpListener::bind(listen).await.map_err(|source| ServeError::Bind { addr: listen, source })?;
+        let addr = listener.local_addr().map_err(|source| ServeError::Bind { addr: listen, source })?;
+        if let Some(path) = kubeconfig_out {
+            std::fs::write(path, kubeconfig(addr))
+                .map_err(|source| ServeError::Kubeconfig { path: path.display().to_string(), source })?;
+        }
+        let router = self.router();
+        let handle = tokio::spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async move { cancel.cancelled().await })
+                .await
+                .map_err(ServeError::Serve)
+        });
+        Ok((addr, handle))
+    }
+}
+
+/// Serves on `listen` until `cancel` fires (what `quotagate run --embedded` calls).
+pub async fn serve_tcp(
+    server: Arc<EmbeddedServer>,
+    listen: SocketAddr,
+    kubeconfig_out: Option<&Path>,
+    cancel: CancellationToken,
+) -> Result<(), ServeError> {
+    let (addr, handle) = server.spawn_tcp(listen, kubeconfig_out, cancel).await?;
+    tracing::info!(%addr, "embedded API server listening");
+    match handle.await {
+        Ok(r) => r,
+        Err(e) => Err(ServeError::Serve(std::io::Error::other(e))),
+    }
+}
+
+/// A kubeconfig for `http://ADDR`, no auth, namespace default.
+pub fn kubeconfig(addr: SocketAddr) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: quotagate-embedded\n  cluster:\n    server: http://{addr}\nusers:\n- name: quotagate\n  user: {{}}\ncontexts:\n- name: quotagate-embedded\n  context:\n    cluster: quotagate-embedded\n    user: quotagate\n    namespace: default\ncurrent-context: quotagate-embedded\n"
+    )
+}

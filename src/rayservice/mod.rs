@@ -1,1 +1,2 @@
 //! See ../shared/DESIGN.md for what lives here.
+pub mod dashboard;

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The test command of the README: installs the outside tools the tests talk to (real kubectl, a real Ray
+# head), then runs every test. Safe to run again: installs are skipped when already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/install-kubectl.sh
+bash scripts/install-ray.sh
+
+# With the tools installed, a test that cannot find them fails instead of skipping.
+export QUOTAGATE_REQUIRE_TOOLS=1
+
+# One kube and one k8s-openapi in the dependency graph, always.
+if cargo tree -d --locked -e normal,build 2>/dev/null | grep -E '^(kube|k8s-openapi) v'; then
+  echo "error: more than one version of kube or k8s-openapi in the dependency graph" >&2
+  exit 1
+fi
+
+cargo test --locked --no-fail-fast "$@"

@@ -1,0 +1,20 @@
+//! KubeRay-compatible `ray.io/v1` types (RayCluster, RayService), their constants and validation.
+
+pub mod constants;
+pub mod raycluster;
+pub mod rayservice;
+pub mod validation;
+
+#[cfg(test)]
+mod roundtrip_tests;
+
+pub use raycluster::{RayCluster, RayClusterSpec, RayClusterStatus, WorkerGroupSpec};
+pub use rayservice::{RayService, RayServiceSpec, RayServiceStatuses};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+
+/// CRDs the embedded API server serves for KubeRay.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    vec![RayCluster::crd(), RayService::crd()]
+}

@@ -1,0 +1,115 @@
+//! Syntax checks: Kubernetes names and labels, Go durations, Ray versions.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use crate::api::ray::constants as c;
+
+/// `ray.io/initializing-timeout`: a Go duration (`30m`, `1h30m`) or integer seconds, positive.
+pub fn parse_initializing_timeout(raw: &str) -> Result<std::time::Duration, String> {
+    if let Ok(secs) = raw.parse::<i64>() {
+        return u64::try_from(secs)
+            .ok()
+            .filter(|s| *s > 0)
+            .map(std::time::Duration::from_secs)
+            .ok_or_else(|| {
+                format!(
+                    "annotation {} must be a positive integer (seconds), got {raw}",
+                    c::ANNOTATION_INITIALIZING_TIMEOUT
+                )
+            });
+    }
+    match parse_go_duration(raw) {
+        Some(d) if d > 0.0 => Ok(std::time::Duration::from_secs_f64(d)),
+        Some(_) => Err(format!(
+            "annotation {} must be a positive duration, got {raw}",
+            c::ANNOTATION_INITIALIZING_TIMEOUT
+        )),
+        None => Err(format!(
+            "annotation {} has invalid format {raw:?}: expected a Go duration such as 5m or 1h, or positive integer seconds",
+            c::ANNOTATION_INITIALIZING_TIMEOUT
+        )),
+    }
+}
+
+/// Seconds of a Go `time.ParseDuration` string; `None` if it is not one.
+fn parse_go_duration(raw: &str) -> Option<f64> {
+    static RE: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^([0-9]*\.?[0-9]*)(ns|us|µs|μs|ms|s|m|h)").expect("static regex")
+    });
+    let (sign, mut rest) = match raw.strip_prefix('-') {
+        Some(r) => (-1.0, r),
+        None => (1.0, raw.strip_prefix('+').unwrap_or(raw)),
+    };
+    if rest == "0" {
+        return Some(0.0);
+    }
+    if rest.is_empty() {
+        return None;
+    }
+    let mut total = 0.0;
+    while !rest.is_empty() {
+        let caps = RE.captures(rest)?;
+        let num = caps.get(1)?.as_str();
+        if num.is_empty() || num == "." {
+            return None;
+        }
+        let value: f64 = num.parse().ok()?;
+        let unit = match caps.get(2)?.as_str() {
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            _ => 3600.0,
+        };
+        total += value * unit;
+        rest = &rest[caps.get(0)?.end()..];
+    }
+    Some(sign * total)
+}
+
+/// `major.minor[.patch]` with an optional `v` prefix and `-`/`+` suffix, like apimachinery's ParseGeneric.
+pub(super) fn parse_version(raw: &str) -> Option<(u64, u64, u64)> {
+    let core = raw.trim().trim_start_matches('v');
+    let core = core.split(['-', '+']).next()?;
+    let parts: Vec<&str> = core.split('.').collect();
+    if !(2..=3).contains(&parts.len()) {
+        return None;
+    }
+    let num = |s: &str| s.parse::<u64>().ok();
+    Some((
+        num(parts[0])?,
+        num(parts[1])?,
+        if parts.len() == 3 { num(parts[2])? } else { 0 },
+    ))
+}
+
+pub(crate) fn is_dns1035_label(s: &str) -> bool {
+    static RE: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"^[a-z]([-a-z0-9]*[a-z0-9])?$").expect("static regex"));
+    s.len() <= 63 && RE.is_match(s)
+}
+
+pub(super) fn is_label_value(s: &str) -> bool {
+    static RE: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$").expect("static regex")
+    });
+    s.len() <= 63 && RE.is_match(s)
+}
+
+pub(super) fn is_qualified_name(s: &str) -> bool {
+    static SUBDOMAIN: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+            .expect("static regex")
+    });
+    let (prefix, name) = match s.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, s),
+    };
+    if prefix.is_some_and(|p| p.is_empty() || p.len() > 253 || !SUBDOMAIN.is_match(p)) {
+        return false;
+    }
+    !name.is_empty() && is_label_value(name)
+}

@@ -1,0 +1,127 @@
+//! API errors, rendered as the `Status` bodies a real API server sends (kubectl and kube parse them).
+
+use crate::api::validation::FieldError;
+use serde_json::{Value, json};
+
+/// One `details.causes[]` entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cause {
+    pub reason: String,
+    pub field: String,
+    pub message: String,
+}
+
+/// An error the server answers with; `code` and `reason` follow the real server's table.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{code} {reason}: {message}")]
+pub struct ApiError {
+    pub code: u16,
+    pub reason: String,
+    pub message: String,
+    /// `details.name`, `details.group`, `details.kind` (kind is the plural, as the real server puts it).
+    pub name: String,
+    pub group: String,
+    pub kind: String,
+    pub causes: Vec<Cause>,
+}
+
+impl ApiError {
+    pub fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            reason: reason.into(),
+            message: message.into(),
+            name: String::new(),
+            group: String::new(),
+            kind: String::new(),
+            causes: Vec::new(),
+        }
+    }
+    pub fn details(mut self, name: &str, group: &str, kind: &str) -> Self {
+        self.name = name.into();
+        self.group = group.into();
+        self.kind = kind.into();
+        self
+    }
+    pub fn not_found(qualified: &str, name: &str) -> Self {
+        ApiError::new(404, "NotFound", format!("{qualified} \"{name}\" not found"))
+    }
+    pub fn already_exists(qualified: &str, name: &str) -> Self {
+        ApiError::new(409, "AlreadyExists", format!("{qualified} \"{name}\" already exists"))
+    }
+    pub fn conflict(qualified: &str, name: &str) -> Self {
+        ApiError::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {qualified} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+            ),
+        )
+    }
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        ApiError::new(400, "BadRequest", message)
+    }
+    pub fn method_not_allowed(message: impl Into<String>) -> Self {
+        ApiError::new(405, "MethodNotAllowed", message)
+    }
+    pub fn unsupported_media(message: impl Into<String>) -> Self {
+        ApiError::new(415, "UnsupportedMediaType", message)
+    }
+    pub fn internal(message: impl Into<String>) -> Self {
+        ApiError::new(500, "InternalError", message)
+    }
+    pub fn expired(message: impl Into<String>) -> Self {
+        ApiError::new(410, "Expired", message)
+    }
+    /// 422 Invalid, formatted as the real server does: `<Kind> "<name>" is invalid: [<e1>, <e2>]`.
+    pub fn invalid(kind: &str, name: &str, errors: &[FieldError]) -> Self {
+        let joined = if errors.len() == 1 {
+            errors[0].to_string()
+        } else {
+            format!("[{}]", errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", "))
+        };
+        let mut e = ApiError::new(422, "Invalid", format!("{kind} \"{name}\" is invalid: {joined}"));
+        e.causes = errors
+            .iter()
+            .map(|fe| Cause { reason: fe.kind.reason().into(), field: fe.field.clone(), message: fe.to_string() })
+            .collect();
+        e
+    }
+
+    pub fn to_status(&self) -> Value {
+        let mut details = serde_json::Map::new();
+        if !self.name.is_empty() {
+            details.insert("name".into(), json!(self.name));
+        }
+        if !self.group.is_empty() {
+            details.insert("group".into(), json!(self.group));
+        }
+        if !self.kind.is_empty() {
+            details.insert("kind".into(), json!(self.kind));
+        }
+        if !self.causes.is_empty() {
+            details.insert(
+                "causes".into(),
+                Value::Array(
+                    self.causes
+                        .iter()
+                        .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                        .collect(),
+                ),
+            );
+        }
+        let mut s = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if !details.is_empty() {
+            s["details"] = Value::Object(details);
+        }
+        s
+    }
+}

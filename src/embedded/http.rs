@@ -1,0 +1,327 @@
+//! The HTTP face of the store: path routing, query parsing, body decoding and response shaping.
+//! One handler serves both the in-process tower service and the loopback TCP listener.
+
+use super::discovery;
+use super::error::ApiError;
+use super::patch::PatchKind;
+use super::protobuf;
+use super::registry::ResourceInfo;
+use super::selector::{FieldSelector, LabelSelector};
+use super::store::{DeleteOptions, ListOptions, Store, WatchFrom};
+use super::table;
+use super::watch::{self, WatchRequest};
+use super::EmbeddedServer;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use http::{HeaderValue, Method, StatusCode, header};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+const MAX_BODY: usize = 64 * 1024 * 1024;
+
+fn json_response(code: u16, body: &Value, content_type: &str) -> Response {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let mut r = Response::new(Body::from(bytes));
+    *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if let Ok(v) = HeaderValue::from_str(content_type) {
+        r.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    r
+}
+
+fn ok(code: u16, body: &Value) -> Response {
+    json_response(code, body, "application/json")
+}
+
+fn error(e: &ApiError) -> Response {
+    ok(e.code, &e.to_status())
+}
+
+fn not_found_path(path: &str) -> Response {
+    error(&ApiError::new(404, "NotFound", "the server could not find the requested resource").details(path, "", ""))
+}
+
+struct Query(HashMap<String, String>);
+
+impl Query {
+    fn parse(q: Option<&str>) -> Self {
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(q.unwrap_or("")).unwrap_or_default();
+        Query(pairs.into_iter().collect())
+    }
+    fn get(&self, k: &str) -> Option<&str> {
+        self.0.get(k).map(String::as_str).filter(|v| !v.is_empty())
+    }
+    fn flag(&self, k: &str) -> bool {
+        matches!(self.get(k), Some("true" | "1"))
+    }
+    fn dry_run(&self) -> bool {
+        self.get("dryRun").is_some()
+    }
+}
+
+/// A request for a resource: which kind, which namespace, which object, which subresource.
+struct Target {
+    info: Arc<ResourceInfo>,
+    namespace: Option<String>,
+    name: Option<String>,
+    status: bool,
+}
+
+enum Route {
+    Version,
+    Api,
+    Apis,
+    Group(String),
+    GroupVersion(String, String),
+    OpenApiRoot,
+    OpenApiGv(String),
+    Resource(Target),
+    UnknownSub,
+    NotFound,
+}
+
+fn route(srv: &EmbeddedServer, path: &str) -> Route {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+    let (group, version, rest) = match segs.as_slice() {
+        ["version"] => return Route::Version,
+        ["api"] => return Route::Api,
+        ["apis"] => return Route::Apis,
+        ["apis", g] => return Route::Group(g.to_string()),
+        ["openapi", "v3"] => return Route::OpenApiRoot,
+        ["openapi", "v3", rest @ ..] => return Route::OpenApiGv(rest.join("/")),
+        ["api", v] => return Route::GroupVersion(String::new(), v.to_string()),
+        ["apis", g, v] => return Route::GroupVersion(g.to_string(), v.to_string()),
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return Route::NotFound,
+    };
+    let reg = &srv.registry;
+    let (namespace, plural, name, sub) = match rest {
+        ["namespaces", ns, plural, tail @ ..] if reg.find(group, version, plural).is_some_and(|r| r.namespaced) => {
+            (Some(ns.to_string()), *plural, tail.first().copied(), tail.get(1).copied())
+        }
+        [plural, tail @ ..] => (None, *plural, tail.first().copied(), tail.get(1).copied()),
+        [] => return Route::NotFound,
+    };
+    let Some(info) = reg.find(group, version, plural) else { return Route::NotFound };
+    let status = match sub {
+        None => false,
+        Some("status") if info.has_status => true,
+        Some(_) => return Route::UnknownSub,
+    };
+    Route::Resource(Target { info, namespace, name: name.map(String::from), status })
+}
+
+pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Response {
+    if let Some(d) = srv.store.faults.delay() {
+        tokio::time::sleep(d).await;
+    }
+    let (parts, body) = req.into_parts();
+    let path = parts.uri.path().to_string();
+    let query = Query::parse(parts.uri.query());
+    let header = |h: header::HeaderName| parts.headers.get(h).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let accept = header(header::ACCEPT);
+    let content_type = header(header::CONTENT_TYPE);
+    let body = match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(b) => b,
+        Err(e) => return error(&ApiError::bad_request(format!("reading the request body: {e}"))),
+    };
+    let aggregated = accept.contains("as=APIGroupDiscoveryList");
+    match route(&srv, &path) {
+        Route::Version => ok(200, &discovery::version()),
+        Route::Api if aggregated => json_response(200, &discovery::aggregated(&srv.registry, true), discovery::AGGREGATED_CONTENT_TYPE),
+        Route::Apis if aggregated => json_response(200, &discovery::aggregated(&srv.registry, false), discovery::AGGREGATED_CONTENT_TYPE),
+        Route::Api => ok(200, &discovery::legacy_api()),
+        Route::Apis => ok(200, &discovery::legacy_apis(&srv.registry)),
+        Route::Group(g) => discovery::api_group(&srv.registry, &g).map(|v| ok(200, &v)).unwrap_or_else(|| not_found_path(&path)),
+        Route::GroupVersion(g, v) => {
+            discovery::resource_list(&srv.registry, &g, &v).map(|d| ok(200, &d)).unwrap_or_else(|| not_found_path(&path))
+        }
+        Route::OpenApiRoot => ok(200, &discovery::openapi_v3_root(&srv.registry)),
+        Route::OpenApiGv(p) => discovery::openapi_v3_gv(&srv.registry, &p).map(|d| ok(200, &d)).unwrap_or_else(|| not_found_path(&path)),
+        Route::UnknownSub | Route::NotFound => not_found_path(&path),
+        Route::Resource(t) => {
+            let r = Req { srv: &srv, t, query, accept, content_type, body: &body, method: parts.method };
+            match r.serve() {
+                Ok(resp) => resp,
+                Err(e) => error(&e),
+            }
+        }
+    }
+}
+
+struct Req<'a> {
+    srv: &'a Arc<EmbeddedServer>,
+    t: Target,
+    query: Query,
+    accept: String,
+    content_type: String,
+    body: &'a [u8],
+    method: Method,
+}
+
+impl Req<'_> {
+    fn store(&self) -> &Arc<Store> {
+        &self.srv.store
+    }
+
+    fn ns(&self) -> Option<&str> {
+        self.t.namespace.as_deref()
+    }
+
+    fn as_table(&self) -> bool {
+        self.accept.contains("as=Table")
+    }
+
+    fn decode_body(&self) -> Result<Value, ApiError> {
+        let ct = self.content_type.split(';').next().unwrap_or("").trim();
+        if ct == "application/vnd.kubernetes.protobuf" {
+            return protobuf::decode(self.body, &self.t.info.kind).map_err(|e| ApiError::unsupported_media(e.to_string()));
+        }
+        match serde_json::from_slice(self.body) {
+            Ok(v) => Ok(v),
+            Err(json_err) if ct.ends_with("yaml") => serde_saphyr::from_slice::<Value>(self.body)
+                .map_err(|e| ApiError::bad_request(format!("the request body is neither JSON ({json_err}) nor YAML ({e})"))),
+            Err(e) => Err(ApiError::bad_request(format!("the request body is not valid JSON: {e}"))),
+        }
+    }
+
+    fn object(&self, code: u16, obj: Arc<Value>) -> Response {
+        if self.as_table() && self.method == Method::GET {
+            return ok(code, &table::table(&self.t.info, &[&obj], "", None));
+        }
+        ok(code, &Store::at_version(&self.t.info, obj))
+    }
+
+    fn serve(&self) -> Result<Response, ApiError> {
+        let info = self.t.info.clone();
+        let name = self.t.name.clone();
+        match (&self.method, name) {
+            (&Method::GET, None) if self.query.flag("watch") => self.watch(),
+            (&Method::GET, None) => self.list(),
+            (&Method::GET, Some(n)) => Ok(self.object(200, self.store().get(&info, self.ns(), &n)?)),
+            (&Method::POST, None) => {
+                let obj = self.decode_body()?;
+                Ok(self.object(201, self.store().create(&info, self.ns(), obj, self.query.dry_run())?))
+            }
+            (&Method::PUT, Some(n)) => {
+                let obj = self.decode_body()?;
+                Ok(self.object(200, self.store().update(&info, self.ns(), &n, obj, self.t.status, self.query.dry_run())?))
+            }
+            (&Method::PATCH, Some(n)) => {
+                let kind = PatchKind::from_content_type(&self.content_type).ok_or_else(|| {
+                    ApiError::unsupported_media(format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {:?})", self.content_type))
+                })?;
+                let body = self.decode_body()?;
+                let manager = self.query.get("fieldManager").unwrap_or("unknown");
+                let (obj, created) =
+                    self.store().patch(&info, self.ns(), &n, kind, body, self.t.status, manager, self.query.dry_run())?;
+                Ok(self.object(if created { 201 } else { 200 }, obj))
+            }
+            (&Method::DELETE, Some(n)) => {
+                let opts = self.delete_options()?;
+                Ok(self.object(200, self.store().delete(&info, self.ns(), &n, &opts)?))
+            }
+            (&Method::DELETE, None) => self.delete_collection(),
+            (m, _) => Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource: {m}"))),
+        }
+    }
+
+    fn delete_options(&self) -> Result<DeleteOptions, ApiError> {
+        let body: Value = if self.body.is_empty() { json!({}) } else { self.decode_body()? };
+        Ok(DeleteOptions {
+            propagation: body
+                .get("propagationPolicy")
+                .and_then(Value::as_str)
+                .or(self.query.get("propagationPolicy"))
+                .map(String::from),
+            grace_period_seconds: body
+                .get("gracePeriodSeconds")
+                .and_then(Value::as_i64)
+                .or_else(|| self.query.get("gracePeriodSeconds").and_then(|g| g.parse().ok())),
+            dry_run: body.get("dryRun").is_some_and(|d| d.as_array().is_some_and(|a| !a.is_empty())) || self.query.dry_run(),
+        })
+    }
+
+    fn list_options(&self) -> Result<ListOptions, ApiError> {
+        let bad = |e: super::selector::SelectorError| ApiError::bad_request(e.to_string());
+        Ok(ListOptions {
+            labels: LabelSelector::parse(self.query.get("labelSelector").unwrap_or("")).map_err(bad)?,
+            fields: FieldSelector::parse(self.query.get("fieldSelector").unwrap_or("")).map_err(bad)?,
+            limit: self.query.get("limit").and_then(|l| l.parse().ok()),
+            continue_token: self.query.get("continue").map(String::from),
+        })
+    }
+
+    fn list(&self) -> Result<Response, ApiError> {
+        let opts = self.list_options()?;
+        let res = self.store().list(&self.t.info, self.ns(), &opts)?;
+        let rv = res.rv.to_string();
+        if self.as_table() {
+            let objs: Vec<&Value> = res.items.iter().map(|o| &**o).collect();
+            return Ok(ok(200, &table::table(&self.t.info, &objs, &rv, res.continue_token.as_deref())));
+        }
+        let mut md = json!({"resourceVersion": rv});
+        if let Some(c) = &res.continue_token {
+            md["continue"] = json!(c);
+            md["remainingItemCount"] = json!(res.remaining);
+        }
+        let items: Vec<Value> = res.items.into_iter().map(|o| (*Store::at_version(&self.t.info, o)).clone()).collect();
+        Ok(ok(
+            200,
+            &json!({"kind": format!("{}List", self.t.info.kind), "apiVersion": self.t.info.api_version(), "metadata": md, "items": items}),
+        ))
+    }
+
+    fn delete_collection(&self) -> Result<Response, ApiError> {
+        let opts = self.list_options()?;
+        let dopts = self.delete_options()?;
+        let res = self.store().list(&self.t.info, self.ns(), &opts)?;
+        let mut items = Vec::new();
+        for o in res.items {
+            let ns = o.pointer("/metadata/namespace").and_then(Value::as_str);
+            let name = o.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+            match self.store().delete(&self.t.info, ns, name, &dopts) {
+                Ok(d) => items.push((*d).clone()),
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let rv = self.store().resource_version().to_string();
+        Ok(ok(
+            200,
+            &json!({"kind": format!("{}List", self.t.info.kind), "apiVersion": self.t.info.api_version(), "metadata": {"resourceVersion": rv}, "items": items}),
+        ))
+    }
+
+    fn watch(&self) -> Result<Response, ApiError> {
+        let opts = self.list_options()?;
+        let from = match self.query.get("resourceVersion") {
+            None | Some("0") => WatchFrom::Current,
+            Some(rv) => WatchFrom::Rv(rv.parse().map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {rv:?}")))?),
+        };
+        let send_initial_events = self.query.flag("sendInitialEvents");
+        let bookmarks = self.query.flag("allowWatchBookmarks");
+        if send_initial_events && !bookmarks {
+            return Err(ApiError::new(422, "Invalid", "sendInitialEvents requires allowWatchBookmarks=true"));
+        }
+        let req = WatchRequest {
+            info: self.t.info.clone(),
+            namespace: if self.t.info.namespaced { self.t.namespace.clone() } else { None },
+            labels: opts.labels,
+            fields: opts.fields,
+            from,
+            send_initial_events,
+            bookmarks,
+            timeout: self.query.get("timeoutSeconds").and_then(|t| t.parse().ok()).map(Duration::from_secs),
+            as_table: self.as_table(),
+        };
+        let rx = watch::start(self.store().clone(), req, self.srv.config.bookmark_interval);
+        let mut r = Response::new(Body::from_stream(rx));
+        r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        Ok(r)
+    }
+}

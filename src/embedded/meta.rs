@@ -1,0 +1,265 @@
+//! Pure object-metadata rules: what the real API server stamps on create and keeps on update.
+
+use super::error::ApiError;
+use super::registry::ResourceInfo;
+use serde_json::{Map, Value, json};
+
+/// `2026-11-22T04:15:50Z`: seconds precision, as the API server writes timestamps.
+pub fn now_rfc3339() -> String {
+    let now = jiff::Timestamp::now();
+    jiff::Timestamp::from_second(now.as_second()).map(|t| t.to_string()).unwrap_or_else(|_| now.to_string())
+}
+
+pub fn new_uid() -> String {
+    let v: u128 = rand::random();
+    let h = format!("{v:032x}");
+    format!("{}-{}-4{}-a{}-{}", &h[0..8], &h[8..12], &h[13..16], &h[17..20], &h[20..32])
+}
+
+/// Random suffix for `generateName`, from the same alphabet as the real server (no vowels).
+pub fn name_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    (0..5).map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char).collect()
+}
+
+pub fn meta(obj: &Value) -> Option<&Map<String, Value>> {
+    obj.get("metadata").and_then(Value::as_object)
+}
+
+pub fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
+    meta(obj).and_then(|m| m.get(field)).and_then(Value::as_str).unwrap_or("")
+}
+
+pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj.is_object() {
+        *obj = Value::Object(Map::new());
+    }
+    let root = match obj.as_object_mut() {
+        Some(r) => r,
+        None => unreachable_object(),
+    };
+    let m = root.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
+    if !m.is_object() {
+        *m = Value::Object(Map::new());
+    }
+    match m.as_object_mut() {
+        Some(m) => m,
+        None => unreachable_object(),
+    }
+}
+
+// Both call sites have just made the value an object; this keeps the no-panic rule honest.
+fn unreachable_object() -> ! {
+    unreachable!("value was just set to an object")
+}
+
+pub fn finalizers(obj: &Value) -> Vec<String> {
+    meta(obj)
+        .and_then(|m| m.get("finalizers"))
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|f| f.as_str().map(String::from)).collect())
+        .unwrap_or_default()
+}
+
+pub fn is_deleting(obj: &Value) -> bool {
+    meta(obj).and_then(|m| m.get("deletionTimestamp")).is_some_and(|v| !v.is_null())
+}
+
+/// Kinds whose objects carry `metadata.generation` (all CRDs, and Pods as in recent Kubernetes).
+pub fn tracks_generation(info: &ResourceInfo) -> bool {
+    info.is_crd || info.plural == "pods"
+}
+
+/// The parts of an object whose change bumps `generation`: everything but metadata, and status too
+/// when a status subresource exists.
+fn spec_view(info: &ResourceInfo, obj: &Value) -> Value {
+    let mut v = obj.clone();
+    if let Some(o) = v.as_object_mut() {
+        o.remove("metadata");
+        o.remove("apiVersion");
+        o.remove("kind");
+        if info.has_status {
+            o.remove("status");
+        }
+    }
+    v
+}
+
+/// Fields a client may not set: stamped by the server on create.
+pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, namespace: Option<&str>, uid: String, now: &str) -> Result<(), ApiError> {
+    if !obj.is_object() {
+        return Err(ApiError::bad_request("the request body must be a JSON object"));
+    }
+    let body_ns = meta_str(obj, "namespace").to_string();
+    match namespace {
+        Some(ns) if !body_ns.is_empty() && body_ns != ns => {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        _ => {}
+    }
+    let m = meta_mut(obj);
+    match namespace {
+        Some(ns) => {
+            m.insert("namespace".into(), json!(ns));
+        }
+        None => {
+            m.remove("namespace");
+        }
+    }
+    m.insert("uid".into(), json!(uid));
+    m.insert("creationTimestamp".into(), json!(now));
+    m.remove("deletionTimestamp");
+    m.remove("deletionGracePeriodSeconds");
+    m.remove("managedFields");
+    if tracks_generation(info) {
+        m.insert("generation".into(), json!(1));
+    } else {
+        m.remove("generation");
+    }
+    if let Some(o) = obj.as_object_mut() {
+        o.insert("apiVersion".into(), json!(info.api_version()));
+        o.insert("kind".into(), json!(info.kind));
+        if info.is_crd && info.has_status {
+            o.remove("status");
+        }
+        match info.plural.as_str() {
+            "pods" => {
+                o.insert("status".into(), json!({"phase": "Pending"}));
+            }
+            "namespaces" => {
+                o.insert("status".into(), json!({"phase": "Active"}));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The object to store for an update of `old` by `new`: a main-resource write keeps the stored status
+/// (when a status subresource exists), a `/status` write keeps everything but status. System metadata
+/// always comes from `old`; `generation` is bumped when the spec view changed.
+pub fn prepare_update(info: &ResourceInfo, old: &Value, new: &Value, status_write: bool) -> Value {
+    let mut out = if status_write {
+        let mut o = old.clone();
+        if let Some(obj) = o.as_object_mut() {
+            match new.get("status") {
+                Some(s) => {
+                    obj.insert("status".into(), s.clone());
+                }
+                None => {
+                    obj.remove("status");
+                }
+            }
+        }
+        o
+    } else {
+        let mut n = new.clone();
+        if let Some(obj) = n.as_object_mut() {
+            if info.has_status {
+                match old.get("status") {
+                    Some(s) => {
+                        obj.insert("status".into(), s.clone());
+                    }
+                    None => {
+                        obj.remove("status");
+                    }
+                }
+            }
+        }
+        n
+    };
+    if let Some(o) = out.as_object_mut() {
+        o.insert("apiVersion".into(), json!(info.api_version()));
+        o.insert("kind".into(), json!(info.kind));
+    }
+    let old_meta = meta(old).cloned().unwrap_or_default();
+    let m = meta_mut(&mut out);
+    for f in ["name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+        match old_meta.get(f) {
+            Some(v) => {
+                m.insert(f.into(), v.clone());
+            }
+            None => {
+                m.remove(f);
+            }
+        }
+    }
+    m.remove("managedFields");
+    if tracks_generation(info) && spec_view(info, old) != spec_view(info, &out) {
+        let g = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(0);
+        meta_mut(&mut out).insert("generation".into(), json!(g + 1));
+    }
+    out
+}
+
+/// Equal apart from `resourceVersion`: such an update is a no-op (no new RV, no event).
+pub fn same_content(a: &Value, b: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        meta_mut(&mut v).remove("resourceVersion");
+        v
+    };
+    strip(a) == strip(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embedded::registry::{ResourceInfo, builtins};
+
+    fn crd(has_status: bool) -> ResourceInfo {
+        ResourceInfo {
+            group: "example.io".into(),
+            version: "v1".into(),
+            kind: "Thing".into(),
+            plural: "things".into(),
+            singular: "thing".into(),
+            short_names: vec![],
+            categories: vec![],
+            namespaced: true,
+            has_status,
+            is_crd: true,
+            printer_columns: vec![],
+        }
+    }
+
+    fn base() -> Value {
+        json!({"metadata": {"name": "a", "namespace": "d", "uid": "u", "generation": 1, "creationTimestamp": "t", "resourceVersion": "5"},
+               "spec": {"x": 1}, "status": {"s": 1}})
+    }
+
+    #[test]
+    fn update_rules_table() {
+        // (has_status, status_write, new, want spec.x, want status.s, want generation)
+        let cases = [
+            (true, false, json!({"metadata": {"name": "a"}, "spec": {"x": 2}, "status": {"s": 9}}), 2, Some(1), 2),
+            (true, false, json!({"metadata": {"name": "a", "labels": {"l": "v"}}, "spec": {"x": 1}}), 1, Some(1), 1),
+            (true, true, json!({"metadata": {"name": "a"}, "spec": {"x": 7}, "status": {"s": 9}}), 1, Some(9), 1),
+            (true, true, json!({"metadata": {"name": "a"}, "spec": {"x": 7}}), 1, None, 1),
+            (false, false, json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"s": 9}}), 1, Some(9), 2),
+        ];
+        for (i, (has_status, status_write, new, x, s, g)) in cases.into_iter().enumerate() {
+            let out = prepare_update(&crd(has_status), &base(), &new, status_write);
+            assert_eq!(out.pointer("/spec/x").and_then(Value::as_i64), Some(x), "case {i}");
+            assert_eq!(out.pointer("/status/s").and_then(Value::as_i64), s, "case {i}");
+            assert_eq!(out.pointer("/metadata/generation").and_then(Value::as_i64), Some(g), "case {i}");
+            assert_eq!(meta_str(&out, "uid"), "u", "case {i}");
+        }
+    }
+
+    #[test]
+    fn create_stamps_system_fields_and_drops_crd_status() {
+        let mut o = json!({"metadata": {"name": "a", "uid": "forged", "generation": 9}, "status": {"s": 1}});
+        prepare_create(&crd(true), &mut o, Some("d"), "u1".into(), "t").unwrap();
+        assert_eq!(meta_str(&o, "uid"), "u1");
+        assert_eq!(meta_str(&o, "namespace"), "d");
+        assert_eq!(o.pointer("/metadata/generation"), Some(&json!(1)));
+        assert!(o.get("status").is_none());
+        let cm = builtins().into_iter().find(|b| b.plural == "configmaps").unwrap();
+        let mut o = json!({"metadata": {"name": "a", "namespace": "other"}});
+        assert_eq!(prepare_create(&cm, &mut o, Some("d"), "u".into(), "t").unwrap_err().code, 400);
+        assert!(new_uid().len() == 36 && name_suffix().len() == 5);
+    }
+}

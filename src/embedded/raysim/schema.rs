@@ -1,0 +1,241 @@
+//! Validation of a PUT body in the shape of Ray's pydantic errors: "N validation error(s) for
+//! ServeDeploySchema\n<location>\n  <message> [type=<kind>]", as a real head answers with a 400.
+
+use std::collections::HashSet;
+
+use serde_json::{Map, Value};
+
+pub(super) struct ParsedConfig {
+    pub(super) target_capacity: Option<f64>,
+    pub(super) apps: Vec<ParsedApp>,
+}
+
+pub(super) struct ParsedApp {
+    pub(super) name: String,
+    pub(super) import_path: String,
+    pub(super) route_prefix: Option<String>,
+    pub(super) config: Value,
+    pub(super) code_key: String,
+    pub(super) deployments: Vec<(String, u32)>,
+}
+
+pub(super) fn validate(root: &Value) -> Result<ParsedConfig, String> {
+    let mut errors: Vec<(String, String, &str)> = Vec::new();
+    let Some(obj) = root.as_object() else {
+        return Err(render_errors(&[(
+            "".into(),
+            "Input should be a valid dictionary".into(),
+            "dict_type",
+        )]));
+    };
+    let target_capacity = match obj.get("target_capacity") {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_f64() {
+            Some(tc) if (0.0..=100.0).contains(&tc) => Some(tc),
+            Some(_) => {
+                errors.push((
+                    "target_capacity".into(),
+                    "Input should be within 0 and 100".into(),
+                    "range",
+                ));
+                None
+            }
+            None => {
+                errors.push((
+                    "target_capacity".into(),
+                    "Input should be a valid number".into(),
+                    "float_type",
+                ));
+                None
+            }
+        },
+    };
+    let apps_value = match obj.get("applications") {
+        Some(Value::Array(apps)) => apps.as_slice(),
+        Some(_) => {
+            errors.push((
+                "applications".into(),
+                "Input should be a valid list".into(),
+                "list_type",
+            ));
+            &[]
+        }
+        None => {
+            errors.push(("applications".into(), "Field required".into(), "missing"));
+            &[]
+        }
+    };
+    let mut apps = Vec::new();
+    for (i, app) in apps_value.iter().enumerate() {
+        let loc = format!("applications.{i}");
+        let Some(a) = app.as_object() else {
+            errors.push((
+                loc,
+                "Input should be a valid dictionary".into(),
+                "dict_type",
+            ));
+            continue;
+        };
+        let import_path = match a.get("import_path") {
+            Some(Value::String(s)) => s.clone(),
+            Some(_) => {
+                errors.push((
+                    format!("{loc}.import_path"),
+                    "Input should be a valid string".into(),
+                    "string_type",
+                ));
+                String::new()
+            }
+            None => {
+                errors.push((
+                    format!("{loc}.import_path"),
+                    "Field required".into(),
+                    "missing",
+                ));
+                String::new()
+            }
+        };
+        let route_prefix = match a.get("route_prefix") {
+            None => Some("/".to_owned()),
+            Some(Value::Null) => None,
+            Some(Value::String(s)) if s.starts_with('/') => Some(s.clone()),
+            Some(_) => {
+                errors.push((
+                    format!("{loc}.route_prefix"),
+                    "Value error, route_prefix must start with \"/\"".into(),
+                    "value_error",
+                ));
+                None
+            }
+        };
+        if let Some(wd) = a
+            .get("runtime_env")
+            .and_then(|r| r.get("working_dir"))
+            .and_then(Value::as_str)
+            && !wd.contains("://")
+        {
+            errors.push((
+                format!("{loc}.runtime_env"),
+                format!("Value error, runtime_envs in the Serve config support only remote URIs in working_dir and py_modules, or \"local://\" URIs. Got error when parsing URI: Expected URI but received path {wd}"),
+                "value_error",
+            ));
+        }
+        let mut deployments = Vec::new();
+        if let Some(deps) = a.get("deployments") {
+            let Some(deps) = deps.as_array() else {
+                errors.push((
+                    format!("{loc}.deployments"),
+                    "Input should be a valid list".into(),
+                    "list_type",
+                ));
+                continue;
+            };
+            for (j, d) in deps.iter().enumerate() {
+                let dloc = format!("{loc}.deployments.{j}");
+                match d.get("name").and_then(Value::as_str) {
+                    Some(name) => match configured_replicas(d) {
+                        Ok(n) => deployments.push((name.to_owned(), n)),
+                        Err(msg) => {
+                            errors.push((format!("{dloc}.num_replicas"), msg, "greater_than"))
+                        }
+                    },
+                    None => {
+                        errors.push((format!("{dloc}.name"), "Field required".into(), "missing"))
+                    }
+                }
+            }
+        }
+        if deployments.is_empty() && !import_path.is_empty() {
+            // Without overrides Ray takes the deployments from the code; the sim assumes one,
+            // named after the attribute being imported, with one replica.
+            let attr = import_path.rsplit([':', '.']).next().unwrap_or("app");
+            deployments.push((attr.to_owned(), 1));
+        }
+        let name = a
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .unwrap_or("default")
+            .to_owned();
+        apps.push(ParsedApp {
+            code_key: code_key(a),
+            name,
+            import_path,
+            route_prefix,
+            config: app.clone(),
+            deployments,
+        });
+    }
+    let mut seen_names = HashSet::new();
+    let mut seen_routes = HashSet::new();
+    for app in &apps {
+        if !seen_names.insert(app.name.as_str()) {
+            errors.push((
+                "applications".into(),
+                format!("Value error, Found multiple configs for application \"{}\". Please remove all duplicates.", app.name),
+                "value_error",
+            ));
+        }
+        if let Some(r) = &app.route_prefix
+            && !seen_routes.insert(r.as_str())
+        {
+            errors.push((
+                "applications".into(),
+                format!("Value error, Found duplicate route prefix \"{r}\". Please remove all duplicates."),
+                "value_error",
+            ));
+        }
+    }
+    if errors.is_empty() {
+        Ok(ParsedConfig {
+            target_capacity,
+            apps,
+        })
+    } else {
+        Err(render_errors(&errors))
+    }
+}
+
+/// `num_replicas` (int > 0, or "auto") or the autoscaling start size; Ray's default is 1.
+pub(super) fn configured_replicas(d: &Value) -> Result<u32, String> {
+    let autoscaling_start = |cfg: Option<&Value>| {
+        let get = |k: &str| cfg.and_then(|c| c.get(k)).and_then(Value::as_u64);
+        get("initial_replicas")
+            .or_else(|| get("min_replicas"))
+            .unwrap_or(1)
+    };
+    let n = match d.get("num_replicas") {
+        None | Some(Value::Null) => autoscaling_start(d.get("autoscaling_config")),
+        Some(Value::String(s)) if s == "auto" => autoscaling_start(d.get("autoscaling_config")),
+        Some(v) => match v.as_u64() {
+            Some(n) if n > 0 => n,
+            _ => return Err("Input should be greater than 0".into()),
+        },
+    };
+    u32::try_from(n).map_err(|_| "Input should be less than 4294967296".into())
+}
+
+fn code_key(app: &Map<String, Value>) -> String {
+    let mut a = app.clone();
+    if let Some(Value::Array(deps)) = a.get_mut("deployments") {
+        for d in deps.iter_mut() {
+            if let Some(d) = d.as_object_mut() {
+                d.remove("num_replicas");
+                d.remove("autoscaling_config");
+            }
+        }
+    }
+    Value::Object(a).to_string()
+}
+
+fn render_errors(errors: &[(String, String, &str)]) -> String {
+    let n = errors.len();
+    let mut out = format!(
+        "{n} validation error{} for ServeDeploySchema",
+        if n == 1 { "" } else { "s" }
+    );
+    for (loc, msg, kind) in errors {
+        out.push_str(&format!("\n{loc}\n  {msg} [type={kind}]"));
+    }
+    out
+}

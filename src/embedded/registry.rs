@@ -1,0 +1,204 @@
+//! The kinds the embedded server serves: built from CRDs plus a hand-written table of built-in kinds.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use std::sync::Arc;
+
+/// One server-rendered Table column (a CRD `additionalPrinterColumn`, or a built-in column).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PrinterColumn {
+    pub name: String,
+    pub type_: String,
+    pub format: String,
+    pub json_path: String,
+    pub priority: i32,
+    pub description: String,
+}
+
+/// Everything the server needs to know about one resource at one version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceInfo {
+    /// Empty for the core group.
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub plural: String,
+    pub singular: String,
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    pub namespaced: bool,
+    /// A `/status` subresource exists: main writes keep the stored status, `generation` tracks the rest.
+    pub has_status: bool,
+    /// Defined by a CRD (merge-patch only, strategic merge is refused as the real server does).
+    pub is_crd: bool,
+    pub printer_columns: Vec<PrinterColumn>,
+}
+
+impl ResourceInfo {
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
+    }
+    /// `configmaps` or `clusterqueues.kueue.x-k8s.io`, as error messages name a resource.
+    pub fn qualified_plural(&self) -> String {
+        if self.group.is_empty() { self.plural.clone() } else { format!("{}.{}", self.plural, self.group) }
+    }
+    /// The storage key: every version of one resource shares one set of objects.
+    pub fn key(&self) -> ResourceKey {
+        ResourceKey { group: self.group.clone(), plural: self.plural.clone() }
+    }
+}
+
+/// Group + plural: identifies stored objects independently of the served version.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ResourceKey {
+    pub group: String,
+    pub plural: String,
+}
+
+/// All served resources, in registration order (discovery lists them in this order).
+#[derive(Clone, Debug, Default)]
+pub struct Registry {
+    resources: Vec<Arc<ResourceInfo>>,
+}
+
+impl Registry {
+    /// Built-in kinds plus every served version of every CRD given.
+    pub fn new(crds: &[CustomResourceDefinition]) -> Self {
+        let mut r = Registry { resources: builtins().into_iter().map(Arc::new).collect() };
+        for crd in crds {
+            for info in from_crd(crd) {
+                r.add(info);
+            }
+        }
+        r
+    }
+
+    pub fn add(&mut self, info: ResourceInfo) {
+        self.resources.retain(|r| !(r.group == info.group && r.version == info.version && r.plural == info.plural));
+        self.resources.push(Arc::new(info));
+    }
+
+    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceInfo>> {
+        self.resources.iter().find(|r| r.group == group && r.version == version && r.plural == plural).cloned()
+    }
+
+    /// Any version of a stored resource (for cascade deletion and fault matching).
+    pub fn by_key(&self, key: &ResourceKey) -> Option<Arc<ResourceInfo>> {
+        self.resources.iter().find(|r| r.group == key.group && r.plural == key.plural).cloned()
+    }
+
+    pub fn all(&self) -> &[Arc<ResourceInfo>] {
+        &self.resources
+    }
+
+    /// Distinct (group, version) pairs, core first, in registration order.
+    pub fn group_versions(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        for r in &self.resources {
+            let gv = (r.group.clone(), r.version.clone());
+            if !out.contains(&gv) {
+                out.push(gv);
+            }
+        }
+        out
+    }
+}
+
+/// One `ResourceInfo` per served version of the CRD.
+pub fn from_crd(crd: &CustomResourceDefinition) -> Vec<ResourceInfo> {
+    let spec = &crd.spec;
+    let names = &spec.names;
+    spec.versions
+        .iter()
+        .filter(|v| v.served)
+        .map(|v| ResourceInfo {
+            group: spec.group.clone(),
+            version: v.name.clone(),
+            kind: names.kind.clone(),
+            plural: names.plural.clone(),
+            singular: names.singular.clone().unwrap_or_else(|| names.kind.to_lowercase()),
+            short_names: names.short_names.clone().unwrap_or_default(),
+            categories: names.categories.clone().unwrap_or_default(),
+            namespaced: spec.scope == "Namespaced",
+            has_status: v.subresources.as_ref().and_then(|s| s.status.as_ref()).is_some(),
+            is_crd: true,
+            printer_columns: v
+                .additional_printer_columns
+                .iter()
+                .flatten()
+                .map(|c| PrinterColumn {
+                    name: c.name.clone(),
+                    type_: c.type_.clone(),
+                    format: c.format.clone().unwrap_or_default(),
+                    json_path: c.json_path.clone(),
+                    priority: c.priority.unwrap_or(0),
+                    description: c.description.clone().unwrap_or_default(),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+struct B {
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    short: &'static [&'static str],
+    categories: &'static [&'static str],
+    namespaced: bool,
+    has_status: bool,
+}
+
+const BUILTINS: &[B] = &[
+    B { group: "", version: "v1", kind: "Namespace", plural: "namespaces", short: &["ns"], categories: &[], namespaced: false, has_status: true },
+    B { group: "", version: "v1", kind: "Pod", plural: "pods", short: &["po"], categories: &["all"], namespaced: true, has_status: true },
+    B { group: "", version: "v1", kind: "Service", plural: "services", short: &["svc"], categories: &["all"], namespaced: true, has_status: true },
+    B { group: "", version: "v1", kind: "Event", plural: "events", short: &["ev"], categories: &[], namespaced: true, has_status: false },
+    B { group: "", version: "v1", kind: "ConfigMap", plural: "configmaps", short: &["cm"], categories: &[], namespaced: true, has_status: false },
+    B { group: "", version: "v1", kind: "Secret", plural: "secrets", short: &[], categories: &[], namespaced: true, has_status: false },
+    B { group: "", version: "v1", kind: "ServiceAccount", plural: "serviceaccounts", short: &["sa"], categories: &[], namespaced: true, has_status: false },
+    B { group: "events.k8s.io", version: "v1", kind: "Event", plural: "events", short: &["ev"], categories: &[], namespaced: true, has_status: false },
+    B { group: "coordination.k8s.io", version: "v1", kind: "Lease", plural: "leases", short: &[], categories: &[], namespaced: true, has_status: false },
+    B { group: "discovery.k8s.io", version: "v1", kind: "EndpointSlice", plural: "endpointslices", short: &[], categories: &[], namespaced: true, has_status: false },
+    B { group: "rbac.authorization.k8s.io", version: "v1", kind: "Role", plural: "roles", short: &[], categories: &[], namespaced: true, has_status: false },
+    B { group: "rbac.authorization.k8s.io", version: "v1", kind: "RoleBinding", plural: "rolebindings", short: &[], categories: &[], namespaced: true, has_status: false },
+];
+
+fn col(name: &str, type_: &str, json_path: &str) -> PrinterColumn {
+    PrinterColumn {
+        name: name.into(),
+        type_: type_.into(),
+        format: String::new(),
+        json_path: json_path.into(),
+        priority: 0,
+        description: String::new(),
+    }
+}
+
+/// The built-in kinds quotagate touches. Pods get kubectl's familiar columns; the others Name + Age.
+pub fn builtins() -> Vec<ResourceInfo> {
+    BUILTINS
+        .iter()
+        .map(|b| ResourceInfo {
+            group: b.group.into(),
+            version: b.version.into(),
+            kind: b.kind.into(),
+            plural: b.plural.into(),
+            singular: b.kind.to_lowercase(),
+            short_names: b.short.iter().map(|s| s.to_string()).collect(),
+            categories: b.categories.iter().map(|s| s.to_string()).collect(),
+            namespaced: b.namespaced,
+            has_status: b.has_status,
+            is_crd: false,
+            printer_columns: match b.plural {
+                "pods" => vec![
+                    col("Status", "string", ".status.phase"),
+                    col("IP", "string", ".status.podIP"),
+                    col("Age", "date", ".metadata.creationTimestamp"),
+                ],
+                "namespaces" => vec![col("Status", "string", ".status.phase"), col("Age", "date", ".metadata.creationTimestamp")],
+                _ => Vec::new(),
+            },
+        })
+        .collect()
+}

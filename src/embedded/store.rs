@@ -1,0 +1,603 @@
+//! The object store: one monotonically increasing resourceVersion shared by every object and by the
+//! bounded event history that watches replay from. All writes take one lock, so an RV order is a
+//! total order of changes (what "events newer than N" needs).
+
+use super::admission::{AdmissionHook, Operation};
+use super::error::ApiError;
+use super::faults::Faults;
+use super::meta::{self, finalizers, is_deleting, meta_mut, meta_str};
+use super::patch::{self, PatchKind};
+use super::registry::{ResourceInfo, ResourceKey};
+use super::selector::{FieldSelector, LabelSelector};
+use base64::Engine;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::{broadcast, watch};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct WatchEvent {
+    pub rv: u64,
+    pub key: ResourceKey,
+    pub type_: EventType,
+    pub object: Arc<Value>,
+}
+
+/// Where a watch starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WatchFrom {
+    /// RV unset or "0": synthetic ADDED events for the current objects, then live events.
+    Current,
+    /// Replay the retained events newer than this RV, then live events (410 if compacted away).
+    Rv(u64),
+}
+
+pub struct WatchStart {
+    /// Current objects to send as ADDED (only for `WatchFrom::Current`).
+    pub initial: Vec<Arc<Value>>,
+    /// Retained events newer than the requested RV (only for `WatchFrom::Rv`).
+    pub replay: Vec<Arc<WatchEvent>>,
+    pub live: broadcast::Receiver<Arc<WatchEvent>>,
+    /// The store's RV when the watch started (initial-events-end bookmark).
+    pub rv: u64,
+    /// Changes when `close_watches` is called.
+    pub closed: watch::Receiver<u64>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct ListOptions {
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+    pub limit: Option<usize>,
+    pub continue_token: Option<String>,
+}
+
+pub struct ListResult {
+    pub items: Vec<Arc<Value>>,
+    pub rv: u64,
+    pub continue_token: Option<String>,
+    pub remaining: usize,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct DeleteOptions {
+    /// "Background" (default), "Foreground" (treated like Background) or "Orphan".
+    pub propagation: Option<String>,
+    pub grace_period_seconds: Option<i64>,
+    pub dry_run: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct StoreConfig {
+    /// Events kept for watch replay; older RVs get 410 Expired.
+    pub history_limit: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig { history_limit: 100_000 }
+    }
+}
+
+type ObjKey = (ResourceKey, String, String);
+
+struct Inner {
+    rv: u64,
+    objects: HashMap<ResourceKey, BTreeMap<(String, String), Arc<Value>>>,
+    by_uid: HashMap<String, ObjKey>,
+    dependents: HashMap<String, BTreeSet<ObjKey>>,
+    history: VecDeque<Arc<WatchEvent>>,
+    history_limit: usize,
+    /// Events with an RV at or below this are gone from history.
+    compacted: u64,
+    /// Last config each field manager applied, per (uid, manager, status): SSA pruning.
+    applied: HashMap<(String, String, bool), Value>,
+    tx: broadcast::Sender<Arc<WatchEvent>>,
+}
+
+pub struct Store {
+    inner: Mutex<Inner>,
+    closer: watch::Sender<u64>,
+    admission: Arc<dyn AdmissionHook>,
+    pub faults: Faults,
+}
+
+fn ns_key() -> ResourceKey {
+    ResourceKey { group: String::new(), plural: "namespaces".into() }
+}
+
+fn owner_uids(obj: &Value) -> Vec<String> {
+    obj.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|r| r.get("uid").and_then(Value::as_str).map(String::from)).collect())
+        .unwrap_or_default()
+}
+
+impl Inner {
+    fn lookup(&self, key: &ResourceKey, ns: &str, name: &str) -> Option<&Arc<Value>> {
+        self.objects.get(key).and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+    }
+
+    fn emit(&mut self, key: &ResourceKey, type_: EventType, object: Arc<Value>) {
+        let ev = Arc::new(WatchEvent { rv: self.rv, key: key.clone(), type_, object });
+        self.history.push_back(ev.clone());
+        while self.history.len() > self.history_limit {
+            if let Some(old) = self.history.pop_front() {
+                self.compacted = old.rv;
+            }
+        }
+        // No receivers is fine: nobody is watching.
+        let _ = self.tx.send(ev);
+    }
+
+    /// Stores `obj` under a fresh RV and emits ADDED or MODIFIED.
+    fn put(&mut self, key: &ResourceKey, mut obj: Value, type_: EventType) -> Arc<Value> {
+        self.rv += 1;
+        meta_mut(&mut obj).insert("resourceVersion".into(), json!(self.rv.to_string()));
+        let ns = meta_str(&obj, "namespace").to_string();
+        let name = meta_str(&obj, "name").to_string();
+        let uid = meta_str(&obj, "uid").to_string();
+        let okey = (key.clone(), ns.clone(), name.clone());
+        let obj = Arc::new(obj);
+        let old = self.objects.entry(key.clone()).or_default().insert((ns, name), obj.clone());
+        if let Some(old) = old {
+            for o in owner_uids(&old) {
+                if let Some(set) = self.dependents.get_mut(&o) {
+                    set.remove(&okey);
+                }
+            }
+        }
+        for o in owner_uids(&obj) {
+            self.dependents.entry(o).or_default().insert(okey.clone());
+        }
+        self.by_uid.insert(uid, okey);
+        self.emit(key, type_, obj.clone());
+        obj
+    }
+
+    /// Removes an object for good (DELETED event at a fresh RV), then garbage-collects what it owned.
+    fn remove(&mut self, key: &ResourceKey, ns: &str, name: &str, cascade: bool) -> Option<Arc<Value>> {
+        let old = self.objects.get_mut(key)?.remove(&(ns.to_string(), name.to_string()))?;
+        self.rv += 1;
+        let mut gone = (*old).clone();
+        meta_mut(&mut gone).insert("resourceVersion".into(), json!(self.rv.to_string()));
+        let gone = Arc::new(gone);
+        let uid = meta_str(&old, "uid").to_string();
+        self.by_uid.remove(&uid);
+        let okey = (key.clone(), ns.to_string(), name.to_string());
+        for o in owner_uids(&old) {
+            if let Some(set) = self.dependents.get_mut(&o) {
+                set.remove(&okey);
+            }
+        }
+        self.applied.retain(|(u, _, _), _| *u != uid);
+        self.emit(key, EventType::Deleted, gone.clone());
+        if cascade {
+            self.collect_garbage(&uid);
+            if *key == ns_key() {
+                self.empty_namespace(name);
+            }
+        }
+        Some(gone)
+    }
+
+    /// Background cascade: a dependent goes once none of its owners exists any more.
+    fn collect_garbage(&mut self, owner_uid: &str) {
+        let deps: Vec<ObjKey> = self.dependents.remove(owner_uid).map(|s| s.into_iter().collect()).unwrap_or_default();
+        for (k, ns, name) in deps {
+            let Some(obj) = self.lookup(&k, &ns, &name).cloned() else { continue };
+            if owner_uids(&obj).iter().any(|u| self.by_uid.contains_key(u)) {
+                continue;
+            }
+            self.delete_now(&k, &ns, &name, &obj, true);
+        }
+    }
+
+    fn empty_namespace(&mut self, ns: &str) {
+        let keys: Vec<ResourceKey> = self.objects.keys().cloned().collect();
+        for k in keys {
+            let names: Vec<String> = self
+                .objects
+                .get(&k)
+                .map(|m| m.keys().filter(|(n, _)| n == ns).map(|(_, name)| name.clone()).collect())
+                .unwrap_or_default();
+            for name in names {
+                self.remove(&k, ns, &name, true);
+            }
+        }
+    }
+
+    /// Delete honouring finalizers: with finalizers the object only gets a deletionTimestamp.
+    fn delete_now(&mut self, key: &ResourceKey, ns: &str, name: &str, obj: &Arc<Value>, cascade: bool) -> Arc<Value> {
+        if finalizers(obj).is_empty() {
+            return self.remove(key, ns, name, cascade).unwrap_or_else(|| obj.clone());
+        }
+        if is_deleting(obj) {
+            return obj.clone();
+        }
+        let mut marked = (**obj).clone();
+        mark_deleting(&mut marked, 0);
+        self.put(key, marked, EventType::Modified)
+    }
+}
+
+fn mark_deleting(obj: &mut Value, grace: i64) {
+    let m = meta_mut(obj);
+    m.insert("deletionTimestamp".into(), json!(meta::now_rfc3339()));
+    m.insert("deletionGracePeriodSeconds".into(), json!(grace));
+    if let Some(g) = m.get("generation").and_then(Value::as_i64) {
+        m.insert("generation".into(), json!(g + 1));
+    }
+}
+
+fn encode_continue(rv: u64, ns: &str, name: &str) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{rv}|{ns}|{name}"))
+}
+
+fn decode_continue(tok: &str) -> Result<(u64, String, String), ApiError> {
+    let bad = || ApiError::bad_request(format!("continue key is not valid: {tok}"));
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(tok).map_err(|_| bad())?;
+    let s = String::from_utf8(raw).map_err(|_| bad())?;
+    let mut parts = s.splitn(3, '|');
+    let rv = parts.next().and_then(|r| r.parse().ok()).ok_or_else(bad)?;
+    let ns = parts.next().ok_or_else(bad)?.to_string();
+    let name = parts.next().ok_or_else(bad)?.to_string();
+    Ok((rv, ns, name))
+}
+
+impl Store {
+    pub fn new(config: StoreConfig, admission: Arc<dyn AdmissionHook>) -> Self {
+        let (tx, _) = broadcast::channel(4096);
+        let inner = Inner {
+            rv: 0,
+            objects: HashMap::new(),
+            by_uid: HashMap::new(),
+            dependents: HashMap::new(),
+            history: VecDeque::new(),
+            history_limit: config.history_limit.max(1),
+            compacted: 0,
+            applied: HashMap::new(),
+            tx,
+        };
+        let (closer, _) = watch::channel(0);
+        let store = Store { inner: Mutex::new(inner), closer, admission, faults: Faults::default() };
+        // A real cluster starts with these namespaces.
+        for ns in ["default", "kube-system", "kube-public"] {
+            let mut obj = json!({"metadata": {"name": ns}});
+            let info = super::registry::builtins().into_iter().find(|b| b.plural == "namespaces");
+            if let Some(info) = info {
+                let _ = meta::prepare_create(&info, &mut obj, None, meta::new_uid(), &meta::now_rfc3339());
+                store.lock().put(&ns_key(), obj, EventType::Added);
+            }
+        }
+        store
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave a half-written object (writes are single inserts).
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn resource_version(&self) -> u64 {
+        self.lock().rv
+    }
+
+    fn admit(&self, op: Operation, info: &ResourceInfo, new: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
+        self.admission
+            .admit(op, info, new, old)
+            .map_err(|errs| ApiError::invalid(&info.kind, meta_str(new, "name"), &errs).details(meta_str(new, "name"), &info.group, &info.plural))
+    }
+
+    fn fault(&self, verb: &str, info: &ResourceInfo, name: &str, status: bool) -> Result<(), ApiError> {
+        match self.faults.check_write(verb, &info.plural, name, status) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn not_found(info: &ResourceInfo, name: &str) -> ApiError {
+        ApiError::not_found(&info.qualified_plural(), name).details(name, &info.group, &info.plural)
+    }
+
+    /// Rewrites apiVersion for the version being served (all versions share storage, no conversion).
+    pub fn at_version(info: &ResourceInfo, obj: Arc<Value>) -> Arc<Value> {
+        let want = info.api_version();
+        if obj.get("apiVersion").and_then(Value::as_str) == Some(want.as_str()) {
+            return obj;
+        }
+        let mut o = (*obj).clone();
+        if let Some(m) = o.as_object_mut() {
+            m.insert("apiVersion".into(), json!(want));
+        }
+        Arc::new(o)
+    }
+
+    pub fn create(&self, info: &ResourceInfo, ns: Option<&str>, obj: Value, dry_run: bool) -> Result<Arc<Value>, ApiError> {
+        let mut inner = self.lock();
+        self.create_locked(&mut inner, info, ns, obj, dry_run)
+    }
+
+    fn create_locked(&self, inner: &mut Inner, info: &ResourceInfo, ns: Option<&str>, mut obj: Value, dry_run: bool) -> Result<Arc<Value>, ApiError> {
+        let ns = if info.namespaced { Some(ns.unwrap_or("default")) } else { None };
+        meta::prepare_create(info, &mut obj, ns, meta::new_uid(), &meta::now_rfc3339())?;
+        let key = info.key();
+        let nsk = ns.unwrap_or("").to_string();
+        if meta_str(&obj, "name").is_empty() {
+            let prefix = meta_str(&obj, "generateName").to_string();
+            if prefix.is_empty() {
+                let fe = crate::api::validation::FieldError::required("metadata.name", "name or generateName is required");
+                return Err(ApiError::invalid(&info.kind, "", &[fe]));
+            }
+            let name = loop {
+                let candidate = format!("{prefix}{}", meta::name_suffix());
+                if inner.lookup(&key, &nsk, &candidate).is_none() {
+                    break candidate;
+                }
+            };
+            meta_mut(&mut obj).insert("name".into(), json!(name));
+        }
+        let name = meta_str(&obj, "name").to_string();
+        self.fault("create", info, &name, false)?;
+        if let Some(ns) = ns {
+            if inner.lookup(&ns_key(), "", ns).is_none() {
+                return Err(ApiError::not_found("namespaces", ns).details(ns, "", "namespaces"));
+            }
+        }
+        if inner.lookup(&key, &nsk, &name).is_some() {
+            return Err(ApiError::already_exists(&info.qualified_plural(), &name).details(&name, &info.group, &info.plural));
+        }
+        self.admit(Operation::Create, info, &mut obj, None)?;
+        if dry_run {
+            return Ok(Arc::new(obj));
+        }
+        Ok(inner.put(&key, obj, EventType::Added))
+    }
+
+    pub fn get(&self, info: &ResourceInfo, ns: Option<&str>, name: &str) -> Result<Arc<Value>, ApiError> {
+        let inner = self.lock();
+        let ns = if info.namespaced { ns.unwrap_or("default") } else { "" };
+        inner.lookup(&info.key(), ns, name).cloned().ok_or_else(|| Self::not_found(info, name))
+    }
+
+    /// `ns = None` lists across namespaces (or a cluster-scoped resource).
+    pub fn list(&self, info: &ResourceInfo, ns: Option<&str>, opts: &ListOptions) -> Result<ListResult, ApiError> {
+        let inner = self.lock();
+        let (rv, after) = match &opts.continue_token {
+            Some(t) if !t.is_empty() => {
+                let (rv, ns, name) = decode_continue(t)?;
+                (rv, Some((ns, name)))
+            }
+            _ => (inner.rv, None),
+        };
+        let ns = if info.namespaced { ns } else { None };
+        let mut items = Vec::new();
+        let mut remaining = 0usize;
+        let mut last: Option<(String, String)> = None;
+        if let Some(m) = inner.objects.get(&info.key()) {
+            let range: Box<dyn Iterator<Item = (&(String, String), &Arc<Value>)>> = match &after {
+                Some(a) => Box::new(m.range((std::ops::Bound::Excluded(a.clone()), std::ops::Bound::Unbounded))),
+                None => Box::new(m.iter()),
+            };
+            for ((ons, oname), obj) in range {
+                if ns.is_some_and(|n| n != ons) {
+                    continue;
+                }
+                if !opts.labels.matches(obj) || !opts.fields.matches(obj) {
+                    continue;
+                }
+                if opts.limit.is_some_and(|l| l > 0 && items.len() >= l) {
+                    remaining += 1;
+                    continue;
+                }
+                last = Some((ons.clone(), oname.clone()));
+                items.push(obj.clone());
+            }
+        }
+        let continue_token = if remaining > 0 { last.map(|(n, name)| encode_continue(rv, &n, &name)) } else { None };
+        Ok(ListResult { items, rv, continue_token, remaining })
+    }
+
+    /// PUT. A stale `metadata.resourceVersion` is 409; CRDs require one, built-in kinds allow none.
+    pub fn update(&self, info: &ResourceInfo, ns: Option<&str>, name: &str, obj: Value, status: bool, dry_run: bool) -> Result<Arc<Value>, ApiError> {
+        let mut inner = self.lock();
+        let ns = if info.namespaced { ns.unwrap_or("default") } else { "" };
+        let body_name = meta_str(&obj, "name");
+        if !body_name.is_empty() && body_name != name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        self.fault("update", info, name, status)?;
+        let Some(old) = inner.lookup(&info.key(), ns, name).cloned() else {
+            return Err(Self::not_found(info, name));
+        };
+        let rv = meta_str(&obj, "resourceVersion");
+        if rv.is_empty() && info.is_crd {
+            let fe = crate::api::validation::FieldError::invalid("metadata.resourceVersion", "must be specified for an update");
+            return Err(ApiError::invalid(&info.kind, name, &[fe]));
+        }
+        if !rv.is_empty() && rv != meta_str(&old, "resourceVersion") {
+            return Err(ApiError::conflict(&info.qualified_plural(), name).details(name, &info.group, &info.plural));
+        }
+        self.commit_update(&mut inner, info, &old, obj, status, dry_run)
+    }
+
+    fn commit_update(&self, inner: &mut Inner, info: &ResourceInfo, old: &Arc<Value>, new: Value, status: bool, dry_run: bool) -> Result<Arc<Value>, ApiError> {
+        let mut next = meta::prepare_update(info, old, &new, status);
+        let op = if status { Operation::UpdateStatus } else { Operation::Update };
+        self.admit(op, info, &mut next, Some(old))?;
+        if meta::same_content(&next, old) {
+            return Ok(old.clone());
+        }
+        if dry_run {
+            return Ok(Arc::new(next));
+        }
+        let key = info.key();
+        let (ns, name) = (meta_str(old, "namespace").to_string(), meta_str(old, "name").to_string());
+        let grace = next.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0);
+        if is_deleting(&next) && finalizers(&next).is_empty() && grace == 0 {
+            // The last finalizer went: the pending deletion completes.
+            return Ok(inner.remove(&key, &ns, &name, true).unwrap_or_else(|| old.clone()));
+        }
+        Ok(inner.put(&key, next, EventType::Modified))
+    }
+
+    /// PATCH of any kind. Apply creates a missing object. Returns (object, created).
+    #[allow(clippy::too_many_arguments)]
+    pub fn patch(
+        &self,
+        info: &ResourceInfo,
+        ns: Option<&str>,
+        name: &str,
+        kind: PatchKind,
+        body: Value,
+        status: bool,
+        manager: &str,
+        dry_run: bool,
+    ) -> Result<(Arc<Value>, bool), ApiError> {
+        let mut inner = self.lock();
+        let nsk = if info.namespaced { ns.unwrap_or("default") } else { "" };
+        if kind == PatchKind::Strategic && info.is_crd {
+            return Err(ApiError::unsupported_media(format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+            )));
+        }
+        self.fault("patch", info, name, status)?;
+        let old = match inner.lookup(&info.key(), nsk, name).cloned() {
+            Some(o) => o,
+            None if kind == PatchKind::Apply && !status => {
+                let mut obj = body.clone();
+                meta_mut(&mut obj).insert("name".into(), json!(name));
+                let created = self.create_locked(&mut inner, info, ns, obj, dry_run)?;
+                if !dry_run {
+                    inner.applied.insert((meta_str(&created, "uid").to_string(), manager.to_string(), status), body);
+                }
+                return Ok((created, true));
+            }
+            None => return Err(Self::not_found(info, name)),
+        };
+        let mut doc = (*old).clone();
+        match kind {
+            PatchKind::Json => patch::json_patch(&mut doc, &body).map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?,
+            PatchKind::Merge => patch::merge_patch(&mut doc, &body),
+            PatchKind::Strategic => patch::strategic_merge(&mut doc, &body),
+            PatchKind::Apply => {
+                let akey = (meta_str(&old, "uid").to_string(), manager.to_string(), status);
+                patch::apply(&mut doc, &body, inner.applied.get(&akey));
+                if !dry_run {
+                    inner.applied.insert(akey, body.clone());
+                }
+            }
+        }
+        // A resourceVersion written by the patch is a precondition, as on the real server.
+        if meta_str(&doc, "resourceVersion") != meta_str(&old, "resourceVersion") {
+            return Err(ApiError::conflict(&info.qualified_plural(), name).details(name, &info.group, &info.plural));
+        }
+        if meta_str(&doc, "name") != name {
+            return Err(ApiError::bad_request("metadata.name cannot be changed by a patch"));
+        }
+        Ok((self.commit_update(&mut inner, info, &old, doc, status, dry_run)?, false))
+    }
+
+    pub fn delete(&self, info: &ResourceInfo, ns: Option<&str>, name: &str, opts: &DeleteOptions) -> Result<Arc<Value>, ApiError> {
+        let mut inner = self.lock();
+        let nsk = if info.namespaced { ns.unwrap_or("default") } else { "" };
+        self.fault("delete", info, name, false)?;
+        let key = info.key();
+        let Some(obj) = inner.lookup(&key, nsk, name).cloned() else {
+            return Err(Self::not_found(info, name));
+        };
+        if opts.dry_run {
+            return Ok(obj);
+        }
+        let cascade = opts.propagation.as_deref() != Some("Orphan");
+        // A pod bound to a node terminates gracefully: the node agent removes it.
+        if info.plural == "pods" && !obj.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("").is_empty() {
+            let grace = opts
+                .grace_period_seconds
+                .or_else(|| obj.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64))
+                .unwrap_or(30);
+            if grace > 0 && !is_deleting(&obj) {
+                let mut marked = (*obj).clone();
+                mark_deleting(&mut marked, grace);
+                return Ok(inner.put(&key, marked, EventType::Modified));
+            }
+            if grace == 0 && finalizers(&obj).is_empty() {
+                return Ok(inner.remove(&key, nsk, name, cascade).unwrap_or(obj));
+            }
+        }
+        Ok(inner.delete_now(&key, nsk, name, &obj, cascade))
+    }
+
+    pub fn watch(&self, key: &ResourceKey, from: WatchFrom) -> Result<WatchStart, ApiError> {
+        let inner = self.lock();
+        let live = inner.tx.subscribe();
+        let closed = self.closer.subscribe();
+        match from {
+            WatchFrom::Current => {
+                let initial = inner.objects.get(key).map(|m| m.values().cloned().collect()).unwrap_or_default();
+                Ok(WatchStart { initial, replay: Vec::new(), live, rv: inner.rv, closed })
+            }
+            WatchFrom::Rv(rv) => {
+                let replay = Self::since(&inner, key, rv)?;
+                Ok(WatchStart { initial: Vec::new(), replay, live, rv: inner.rv, closed })
+            }
+        }
+    }
+
+    fn since(inner: &Inner, key: &ResourceKey, rv: u64) -> Result<Vec<Arc<WatchEvent>>, ApiError> {
+        if rv < inner.compacted {
+            return Err(ApiError::expired(format!("too old resource version: {rv} ({})", inner.compacted + 1)));
+        }
+        let start = inner.history.partition_point(|e| e.rv <= rv);
+        Ok(inner.history.range(start..).filter(|e| e.key == *key).cloned().collect())
+    }
+
+    /// Retained events newer than `rv` (a watch that fell behind the live channel catches up here).
+    pub fn events_since(&self, key: &ResourceKey, rv: u64) -> Result<Vec<Arc<WatchEvent>>, ApiError> {
+        Self::since(&self.lock(), key, rv)
+    }
+
+    /// Fault: forget all history, so any watch resuming from an older RV gets 410 Expired.
+    pub fn compact(&self) {
+        let mut inner = self.lock();
+        inner.history.clear();
+        inner.compacted = inner.rv;
+    }
+
+    /// Fault: end every open watch stream (clients resume from their last RV).
+    pub fn close_watches(&self) {
+        self.closer.send_modify(|g| *g += 1);
+    }
+
+    /// Number of stored objects and their total compact-JSON size in bytes.
+    pub fn stored_size(&self) -> (usize, usize) {
+        let inner = self.lock();
+        let mut n = 0;
+        let mut bytes = 0;
+        for m in inner.objects.values() {
+            for o in m.values() {
+                n += 1;
+                bytes += serde_json::to_vec(&**o).map(|v| v.len()).unwrap_or(0);
+            }
+        }
+        (n, bytes)
+    }
+}

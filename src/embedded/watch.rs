@@ -1,0 +1,149 @@
+//! WATCH streams: newline-delimited events, replay then live, BOOKMARKs, WatchList's
+//! initial-events-end bookmark, and 410 as HTTP 200 + one ERROR event (what kube-runtime relists on).
+
+use super::error::ApiError;
+use super::registry::ResourceInfo;
+use super::selector::{FieldSelector, LabelSelector};
+use super::store::{EventType, Store, WatchFrom};
+use super::table;
+use bytes::Bytes;
+use futures::SinkExt;
+use futures::channel::mpsc;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
+
+pub struct WatchRequest {
+    pub info: Arc<ResourceInfo>,
+    pub namespace: Option<String>,
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+    pub from: WatchFrom,
+    pub send_initial_events: bool,
+    pub bookmarks: bool,
+    pub timeout: Option<Duration>,
+    pub as_table: bool,
+}
+
+impl WatchRequest {
+    fn matches(&self, obj: &Value) -> bool {
+        if let Some(ns) = &self.namespace {
+            if obj.pointer("/metadata/namespace").and_then(Value::as_str) != Some(ns.as_str()) {
+                return false;
+            }
+        }
+        self.labels.matches(obj) && self.fields.matches(obj)
+    }
+
+    fn line(&self, type_: &str, obj: &Value) -> Bytes {
+        let object = if self.as_table {
+            table::table(&self.info, &[obj], "", None)
+        } else {
+            (*Store::at_version(&self.info, Arc::new(obj.clone()))).clone()
+        };
+        event_line(type_, object)
+    }
+
+    fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
+        let mut md = json!({"resourceVersion": rv.to_string()});
+        if initial_end {
+            md["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        event_line("BOOKMARK", json!({"kind": self.info.kind, "apiVersion": self.info.api_version(), "metadata": md}))
+    }
+}
+
+fn event_line(type_: &str, object: Value) -> Bytes {
+    let mut v = serde_json::to_vec(&json!({"type": type_, "object": object})).unwrap_or_default();
+    v.push(b'\n');
+    Bytes::from(v)
+}
+
+pub fn error_line(e: &ApiError) -> Bytes {
+    event_line("ERROR", e.to_status())
+}
+
+type Tx = mpsc::Sender<Result<Bytes, std::io::Error>>;
+
+/// Starts the watch; the returned receiver is the response body. The task ends when the client goes
+/// away, the timeout passes, the store closes watches, or history no longer covers a lagging reader.
+pub fn start(store: Arc<Store>, req: WatchRequest, bookmark_interval: Duration) -> mpsc::Receiver<Result<Bytes, std::io::Error>> {
+    let (tx, rx) = mpsc::channel(64);
+    tokio::spawn(async move {
+        let run = run(store, &req, tx.clone(), bookmark_interval);
+        match req.timeout {
+            Some(t) => {
+                let _ = tokio::time::timeout(t, run).await;
+            }
+            None => run.await,
+        }
+    });
+    rx
+}
+
+async fn run(store: Arc<Store>, req: &WatchRequest, mut tx: Tx, bookmark_interval: Duration) {
+    let key = req.info.key();
+    let from = if req.send_initial_events { WatchFrom::Current } else { req.from };
+    let mut start = match store.watch(&key, from) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = tx.send(Ok(error_line(&e))).await;
+            return;
+        }
+    };
+    for obj in &start.initial {
+        if req.matches(obj) && tx.send(Ok(req.line("ADDED", obj))).await.is_err() {
+            return;
+        }
+    }
+    if req.send_initial_events && tx.send(Ok(req.bookmark(start.rv, true))).await.is_err() {
+        return;
+    }
+    for ev in &start.replay {
+        if req.matches(&ev.object) && tx.send(Ok(req.line(ev.type_.as_str(), &ev.object))).await.is_err() {
+            return;
+        }
+    }
+    let mut last = start.rv;
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + bookmark_interval, bookmark_interval);
+    loop {
+        let batch = tokio::select! {
+            r = start.live.recv() => match r {
+                Ok(ev) => vec![ev],
+                Err(RecvError::Lagged(_)) => match store.events_since(&key, last) {
+                    Ok(evs) => evs,
+                    Err(e) => {
+                        let _ = tx.send(Ok(error_line(&e))).await;
+                        return;
+                    }
+                },
+                Err(RecvError::Closed) => return,
+            },
+            _ = start.closed.changed() => return,
+            _ = ticker.tick() => {
+                if req.bookmarks && tx.send(Ok(req.bookmark(last, false))).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+        };
+        for ev in batch {
+            if ev.rv <= last {
+                continue;
+            }
+            last = ev.rv;
+            if ev.key != key || !req.matches(&ev.object) {
+                continue;
+            }
+            let t = match ev.type_ {
+                EventType::Added => "ADDED",
+                EventType::Modified => "MODIFIED",
+                EventType::Deleted => "DELETED",
+            };
+            if tx.send(Ok(req.line(t, &ev.object))).await.is_err() {
+                return;
+            }
+        }
+    }
+}

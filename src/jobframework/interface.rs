@@ -1,0 +1,148 @@
+//! The job interface, after Kueue's `GenericJob`: a small required trait plus optional capability
+//! traits reached through `as_*` accessors (Kueue's type assertions). Implementations work on the
+//! job object they wrap; anything they need from the cluster (e.g. a RayService's live child
+//! clusters) is loaded into the wrapper by the reconciler before these are called.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::GroupVersionKind;
+
+use super::JobFrameworkError;
+use super::podset_info::PodSetInfo;
+use crate::api::kueue::constants::label;
+use crate::api::kueue::{PodSet, ReclaimablePod};
+
+/// How a finished job ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finished {
+    pub success: bool,
+    /// Becomes the message of the workload's Finished condition.
+    pub message: String,
+}
+
+/// Why a job is being stopped (Kueue's StopReason values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    WorkloadDeleted,
+    WorkloadEvicted,
+    NoMatchingWorkload,
+    NotAdmitted,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::WorkloadDeleted => "WorkloadDeleted",
+            StopReason::WorkloadEvicted => "WorkloadEvicted",
+            StopReason::NoMatchingWorkload => "NoMatchingWorkload",
+            StopReason::NotAdmitted => "NotAdmitted",
+        }
+    }
+}
+
+/// A kind of job Kueue-style admission can manage.
+pub trait GenericJob {
+    /// Metadata of the job object (name, namespace, uid, labels, annotations, generation).
+    fn meta(&self) -> &ObjectMeta;
+    fn gvk(&self) -> GroupVersionKind;
+
+    fn is_suspended(&self) -> bool;
+    fn suspend(&mut self);
+    /// Injects the admitted podset info (counts, node selectors, tolerations, labels) into the
+    /// job's pod templates and unsuspends it. `infos` is in `pod_sets()` order.
+    fn run_with_podsets_info(&mut self, infos: &[PodSetInfo]) -> Result<(), JobFrameworkError>;
+    /// Puts back the templates' original info; true when anything changed.
+    fn restore_podsets_info(&mut self, infos: &[PodSetInfo]) -> bool;
+    /// `Some` once the job completed or failed.
+    fn finished(&self) -> Option<Finished>;
+    /// The podsets the job's workload should request.
+    fn pod_sets(&self) -> Result<Vec<PodSet>, JobFrameworkError>;
+    /// True while any pod of the job may be running.
+    fn is_active(&self) -> bool;
+    /// True when every pod of the job is ready.
+    fn pods_ready(&self) -> bool;
+
+    fn as_with_reclaimable_pods(&self) -> Option<&dyn JobWithReclaimablePods> {
+        None
+    }
+    fn as_with_skip(&self) -> Option<&dyn JobWithSkip> {
+        None
+    }
+    fn as_with_on_hold(&self) -> Option<&dyn JobWithOnHold> {
+        None
+    }
+    fn as_with_priority_class(&self) -> Option<&dyn JobWithPriorityClass> {
+        None
+    }
+    fn as_with_custom_workload_activation(&self) -> Option<&dyn JobWithCustomWorkloadActivation> {
+        None
+    }
+    fn as_elastic_workload_name_provider(&self) -> Option<&dyn ElasticWorkloadNameProvider> {
+        None
+    }
+    fn as_top_level(&self) -> Option<&dyn TopLevelJob> {
+        None
+    }
+    fn as_with_custom_stop(&mut self) -> Option<&mut dyn JobWithCustomStop> {
+        None
+    }
+}
+
+/// Pods that finished and whose quota can be given back before the whole job ends.
+pub trait JobWithReclaimablePods {
+    fn reclaimable_pods(&self) -> Vec<ReclaimablePod>;
+}
+
+/// The job should not be reconciled at all in its current state (e.g. a RayJob using an existing cluster).
+pub trait JobWithSkip {
+    fn skip(&self) -> bool;
+}
+
+/// The job asks for its workload to be held (e.g. it failed validation).
+pub trait JobWithOnHold {
+    fn is_on_hold(&self) -> bool;
+}
+
+/// The job names its own pod PriorityClass instead of the podsets' `priorityClassName`.
+pub trait JobWithPriorityClass {
+    fn priority_class(&self) -> Option<String>;
+}
+
+/// The job decides whether its workload is active (`spec.active`).
+pub trait JobWithCustomWorkloadActivation {
+    fn is_workload_active(&self) -> bool;
+}
+
+/// Extra part of an elastic job's workload name, instead of its generation.
+pub trait ElasticWorkloadNameProvider {
+    fn workload_name_extra(&self) -> String;
+}
+
+/// The job owns its workload whatever its own owner references say.
+pub trait TopLevelJob {
+    fn is_top_level(&self) -> bool;
+}
+
+/// A job that stops differently from `suspend` + `restore_podsets_info`. Returns whether it changed.
+pub trait JobWithCustomStop {
+    fn stop(&mut self, infos: &[PodSetInfo], reason: StopReason) -> bool;
+}
+
+/// The LocalQueue named by the job's `kueue.x-k8s.io/queue-name` label, if any.
+pub fn queue_name(meta: &ObjectMeta) -> Option<&str> {
+    meta.labels.as_ref().and_then(|l| l.get(label::QUEUE_NAME)).map(String::as_str).filter(|q| !q.is_empty())
+}
+
+/// The WorkloadPriorityClass named by the job's `kueue.x-k8s.io/priority-class` label, if any.
+pub fn workload_priority_class_name(meta: &ObjectMeta) -> Option<&str> {
+    meta.labels.as_ref().and_then(|l| l.get(label::PRIORITY_CLASS)).map(String::as_str).filter(|q| !q.is_empty())
+}
+
+/// `kueue.x-k8s.io/max-exec-time-seconds`; ignored unless a positive int32, as Kueue does.
+pub fn maximum_execution_time_seconds(meta: &ObjectMeta) -> Option<i32> {
+    meta.labels.as_ref().and_then(|l| l.get(label::MAX_EXEC_TIME_SECONDS)).and_then(|v| v.parse::<i32>().ok()).filter(|v| *v > 0)
+}
+
+/// The job is elastic (resized through workload slices): annotation `kueue.x-k8s.io/elastic-job: "true"`.
+pub fn workload_slice_enabled(meta: &ObjectMeta) -> bool {
+    meta.annotations.as_ref().and_then(|a| a.get(label::ELASTIC_JOB)).is_some_and(|v| v == "true")
+}
