@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use quotagate::queue::{
-    AdmissionCore, ClusterQueueModel, FlavorModel, ReclaimWithinCohort, WithinClusterQueue, WorkloadKey, WorkloadModel,
+    AdmissionCore, ClusterQueueModel, FlavorModel, ReclaimWithinCohort, WithinClusterQueue,
+    WorkloadKey, WorkloadModel,
 };
 
 struct Counting;
@@ -73,10 +74,11 @@ fn workloads(shape: &Shape) -> Vec<WorkloadModel> {
             let cq = format!("cq-{c}-{q}");
             for (class, n, cpu, prio, every) in shape.classes {
                 for i in 0..n {
-                    let w = WorkloadModel::build(&format!("ns-{c}"), &format!("{cq}-{class}-{i}"), &cq)
-                        .request(&[("cpu", cpu * 1000)])
-                        .priority(prio)
-                        .at(i as i64 * every);
+                    let w =
+                        WorkloadModel::build(&format!("ns-{c}"), &format!("{cq}-{class}-{i}"), &cq)
+                            .request(&[("cpu", cpu * 1000)])
+                            .priority(prio)
+                            .at(i as i64 * every);
                     out.push(w);
                 }
             }
@@ -97,7 +99,8 @@ fn run(shape: &Shape) {
     let wls = workloads(shape);
     let total = wls.len();
     let mut core = core_for(shape);
-    let by_key: std::collections::HashMap<WorkloadKey, WorkloadModel> = wls.iter().map(|w| (w.key.clone(), w.clone())).collect();
+    let by_key: std::collections::HashMap<WorkloadKey, WorkloadModel> =
+        wls.iter().map(|w| (w.key.clone(), w.clone())).collect();
     for w in wls {
         if let Err(e) = core.add_workload(w) {
             eprintln!("bad workload: {e}");
@@ -140,15 +143,25 @@ fn run(shape: &Shape) {
     }
     let busy: Duration = times.iter().sum();
     times.sort();
-    println!("== {} ({} ClusterQueues, {} workloads pending at once)", shape.name, shape.cohorts * shape.cqs_per_cohort, total);
-    println!("  cycles {cycles}, admissions {admissions}, preemptions {evictions}, admission attempts {attempts}");
+    println!(
+        "== {} ({} ClusterQueues, {} workloads pending at once)",
+        shape.name,
+        shape.cohorts * shape.cqs_per_cohort,
+        total
+    );
+    println!(
+        "  cycles {cycles}, admissions {admissions}, preemptions {evictions}, admission attempts {attempts}"
+    );
     println!(
         "  attempts/s {:.0} (attempts / time inside schedule_cycle {:.3} s; wall incl. harness {:.3} s)",
         attempts as f64 / busy.as_secs_f64(),
         busy.as_secs_f64(),
         wall.elapsed().as_secs_f64()
     );
-    println!("  admissions/s {:.0}", admissions as f64 / busy.as_secs_f64());
+    println!(
+        "  admissions/s {:.0}",
+        admissions as f64 / busy.as_secs_f64()
+    );
     println!(
         "  cycle p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms; first cycle (full backlog) {:.3} ms for {} attempts",
         pct(&times, 0.5).as_secs_f64() * 1e3,
@@ -180,13 +193,21 @@ fn main() {
         name: "baseline: 5 cohorts x 6 ClusterQueues",
         cohorts: 5,
         cqs_per_cohort: 6,
-        classes: [("small", 350, 1, 50, 100), ("medium", 100, 5, 100, 500), ("large", 50, 20, 200, 1200)],
+        classes: [
+            ("small", 350, 1, 50, 100),
+            ("medium", 100, 5, 100, 500),
+            ("large", 50, 20, 200, 1200),
+        ],
     };
     let large = Shape {
         name: "large-scale: 10 cohorts x 100 ClusterQueues",
         cohorts: 10,
         cqs_per_cohort: 100,
-        classes: [("small", 35, 1, 50, 60), ("medium", 11, 5, 100, 300), ("large", 4, 20, 200, 700)],
+        classes: [
+            ("small", 35, 1, 50, 60),
+            ("medium", 11, 5, 100, 300),
+            ("large", 4, 20, 200, 700),
+        ],
     };
     run(&baseline);
     run(&large);

@@ -78,7 +78,11 @@ impl SubAssign for Amount {
 
 impl fmt::Display for Amount {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.is_unlimited() { f.write_str("unlimited") } else { write!(f, "{}", self.0) }
+        if self.is_unlimited() {
+            f.write_str("unlimited")
+        } else {
+            write!(f, "{}", self.0)
+        }
     }
 }
 
@@ -91,7 +95,10 @@ pub struct FlavorResource {
 
 impl FlavorResource {
     pub fn new(flavor: impl Into<String>, resource: impl Into<String>) -> Self {
-        FlavorResource { flavor: flavor.into(), resource: resource.into() }
+        FlavorResource {
+            flavor: flavor.into(),
+            resource: resource.into(),
+        }
     }
 }
 
@@ -119,10 +126,30 @@ mod tests {
     fn saturating_table() {
         let cases = [
             (Amount(1), Amount(2), Amount(3), Amount(-1)),
-            (Amount::UNLIMITED, Amount(5), Amount::UNLIMITED, Amount::UNLIMITED),
-            (Amount(5), Amount::UNLIMITED, Amount::UNLIMITED, Amount(i64::MIN)),
-            (Amount(i64::MAX - 1), Amount(10), Amount(i64::MAX - 1), Amount(i64::MAX - 11)),
-            (Amount(i64::MIN), Amount(1), Amount(i64::MIN + 1), Amount(i64::MIN)),
+            (
+                Amount::UNLIMITED,
+                Amount(5),
+                Amount::UNLIMITED,
+                Amount::UNLIMITED,
+            ),
+            (
+                Amount(5),
+                Amount::UNLIMITED,
+                Amount::UNLIMITED,
+                Amount(i64::MIN),
+            ),
+            (
+                Amount(i64::MAX - 1),
+                Amount(10),
+                Amount(i64::MAX - 1),
+                Amount(i64::MAX - 11),
+            ),
+            (
+                Amount(i64::MIN),
+                Amount(1),
+                Amount(i64::MIN + 1),
+                Amount(i64::MIN),
+            ),
         ];
         for (a, b, sum, diff) in cases {
             assert_eq!(a + b, sum, "{a} + {b}");

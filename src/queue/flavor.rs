@@ -3,13 +3,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::PendingReason;
 use super::amount::{Amount, FlavorResource, FrAmounts};
 use super::model::{
-    ClusterQueueModel, FlavorModel, FungibilityPolicy, FungibilityPreference, PodSetAssignment, PodSetModel,
-    ReclaimWithinCohort, ResourceGroup, TaintEffect, WithinClusterQueue, WorkloadModel,
+    ClusterQueueModel, FlavorModel, FungibilityPolicy, FungibilityPreference, PodSetAssignment,
+    PodSetModel, ReclaimWithinCohort, ResourceGroup, TaintEffect, WithinClusterQueue,
+    WorkloadModel,
 };
 use super::tree::QuotaTree;
-use super::PendingReason;
 
 /// Ordered worst to best: a podset's mode is its worst resource's, a workload's its worst podset's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -69,10 +70,12 @@ impl Rank {
         }
         match pref {
             FungibilityPreference::BorrowingOverPreemption => {
-                (self.mode, std::cmp::Reverse(self.borrowing)) > (other.mode, std::cmp::Reverse(other.borrowing))
+                (self.mode, std::cmp::Reverse(self.borrowing))
+                    > (other.mode, std::cmp::Reverse(other.borrowing))
             }
             FungibilityPreference::PreemptionOverBorrowing => {
-                (std::cmp::Reverse(self.borrowing), self.mode) > (std::cmp::Reverse(other.borrowing), other.mode)
+                (std::cmp::Reverse(self.borrowing), self.mode)
+                    > (std::cmp::Reverse(other.borrowing), other.mode)
             }
         }
     }
@@ -88,7 +91,8 @@ impl AssignCtx<'_> {
     fn fits_quota(&self, fr: &FlavorResource, val: Amount) -> FitOutcome {
         let max = self.tree.potential_available(self.cq_idx, fr);
         if val > max {
-            let msg = format!("insufficient quota for {fr}: request {val} > maximum capacity {max}");
+            let msg =
+                format!("insufficient quota for {fr}: request {val} > maximum capacity {max}");
             return FitOutcome::NoFit(PendingReason::ExceedsMaxQuota, msg, None);
         }
         let level = self.tree.borrowing_level(self.cq_idx, fr, val);
@@ -96,7 +100,11 @@ impl AssignCtx<'_> {
         if val <= available {
             return FitOutcome::Fit(level);
         }
-        let short = Shortfall { fr: fr.clone(), needed: val, available: available.clamp_zero() };
+        let short = Shortfall {
+            fr: fr.clone(),
+            needed: val,
+            available: available.clamp_zero(),
+        };
         if self.can_preempt() {
             return FitOutcome::Preempt(level);
         }
@@ -108,7 +116,12 @@ impl AssignCtx<'_> {
         FitOutcome::NoFit(PendingReason::WaitingForQuota, msg, Some(short))
     }
 
-    fn eligible(&self, group: &ResourceGroup, flavor: &str, ps: &PodSetModel) -> Result<(), String> {
+    fn eligible(
+        &self,
+        group: &ResourceGroup,
+        flavor: &str,
+        ps: &PodSetModel,
+    ) -> Result<(), String> {
         let Some(f) = self.flavors.get(flavor) else {
             return Err(format!("flavor {flavor} not found"));
         };
@@ -116,9 +129,16 @@ impl AssignCtx<'_> {
             if t.effect == TaintEffect::PreferNoSchedule {
                 continue;
             }
-            let tolerated = ps.tolerations.iter().chain(&f.tolerations).any(|tol| tol.tolerates(t));
+            let tolerated = ps
+                .tolerations
+                .iter()
+                .chain(&f.tolerations)
+                .any(|tol| tol.tolerates(t));
             if !tolerated {
-                return Err(format!("untolerated taint {{{}={}:{:?}}} in flavor {flavor}", t.key, t.value, t.effect));
+                return Err(format!(
+                    "untolerated taint {{{}={}:{:?}}} in flavor {flavor}",
+                    t.key, t.value, t.effect
+                ));
             }
         }
         // Only label keys that some flavor of this group defines constrain the choice.
@@ -130,12 +150,16 @@ impl AssignCtx<'_> {
             .collect();
         for (k, v) in &ps.node_selector {
             if keys.contains(k) && f.node_labels.get(k) != Some(v) {
-                return Err(format!("flavor {flavor} doesn't match node selector {k}={v}"));
+                return Err(format!(
+                    "flavor {flavor} doesn't match node selector {k}={v}"
+                ));
             }
         }
         if !ps.affinity_terms.is_empty() {
             let any = ps.affinity_terms.iter().any(|term| {
-                term.iter().filter(|r| keys.contains(&r.key)).all(|r| r.matches(&f.node_labels))
+                term.iter()
+                    .filter(|r| keys.contains(&r.key))
+                    .all(|r| r.matches(&f.node_labels))
             });
             if !any {
                 return Err(format!("flavor {flavor} doesn't match node affinity"));
@@ -161,7 +185,11 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
     let mut reasons: Vec<PendingReason> = Vec::new();
     let fung = ctx.cq.flavor_fungibility;
     for ps in &wl.podsets {
-        let mut psa = PodSetAssignment { name: ps.name.clone(), count: ps.count, ..Default::default() };
+        let mut psa = PodSetAssignment {
+            name: ps.name.clone(),
+            count: ps.count,
+            ..Default::default()
+        };
         let requested: Vec<(&String, Amount)> = ps
             .requests
             .iter()
@@ -170,20 +198,31 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
             .collect();
         let mut ps_mode = Mode::Fit;
         for (r, _) in &requested {
-            if !ctx.cq.resource_groups.iter().any(|g| g.covered_resources.contains(r)) {
+            if !ctx
+                .cq
+                .resource_groups
+                .iter()
+                .any(|g| g.covered_resources.contains(r))
+            {
                 ps_mode = Mode::NoFit;
                 reasons.push(PendingReason::NoMatchingFlavor);
-                messages.push(format!("podset {}: resource {r} unavailable in ClusterQueue", ps.name));
+                messages.push(format!(
+                    "podset {}: resource {r} unavailable in ClusterQueue",
+                    ps.name
+                ));
             }
         }
         for group in &ctx.cq.resource_groups {
-            let rs: Vec<&(&String, Amount)> =
-                requested.iter().filter(|(r, _)| group.covered_resources.contains(r)).collect();
+            let rs: Vec<&(&String, Amount)> = requested
+                .iter()
+                .filter(|(r, _)| group.covered_resources.contains(r))
+                .collect();
             if rs.is_empty() {
                 continue;
             }
-            let forced: Option<&String> =
-                ctx.forced.and_then(|f| rs.iter().find_map(|(r, _)| f.get(r.as_str())));
+            let forced: Option<&String> = ctx
+                .forced
+                .and_then(|f| rs.iter().find_map(|(r, _)| f.get(r.as_str())));
             let mut best: Option<(usize, Rank, Vec<FlavorResource>)> = None;
             let mut notes: Vec<String> = Vec::new();
             let mut group_reasons: Vec<PendingReason> = Vec::new();
@@ -204,7 +243,10 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
                     group_reasons.push(PendingReason::NoMatchingFlavor);
                     continue;
                 }
-                let mut rank = Rank { mode: Mode::Fit, borrowing: 0 };
+                let mut rank = Rank {
+                    mode: Mode::Fit,
+                    borrowing: 0,
+                };
                 let mut preempt = Vec::new();
                 for (r, v) in &rs {
                     let fr = FlavorResource::new(&fq.name, r.as_str());
@@ -224,11 +266,17 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
                         }
                     }
                 }
-                if best.as_ref().is_none_or(|(_, b, _)| rank.better_than(*b, fung.preference)) {
+                if best
+                    .as_ref()
+                    .is_none_or(|(_, b, _)| rank.better_than(*b, fung.preference))
+                {
                     best = Some((fi, rank, preempt));
                 }
                 let stop = match rank.mode {
-                    Mode::Fit => rank.borrowing == 0 || fung.when_can_borrow == FungibilityPolicy::MayStopSearch,
+                    Mode::Fit => {
+                        rank.borrowing == 0
+                            || fung.when_can_borrow == FungibilityPolicy::MayStopSearch
+                    }
                     Mode::Preempt => fung.when_can_preempt == FungibilityPolicy::MayStopSearch,
                     Mode::NoFit => false,
                 };
@@ -242,7 +290,9 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
                     for (r, v) in &rs {
                         psa.flavors.insert((*r).clone(), fname.clone());
                         psa.resource_usage.insert((*r).clone(), *v);
-                        *out.usage.entry(FlavorResource::new(fname, r.as_str())).or_default() += *v;
+                        *out.usage
+                            .entry(FlavorResource::new(fname, r.as_str()))
+                            .or_default() += *v;
                     }
                     out.preempt_frs.extend(preempt);
                     out.borrowing = out.borrowing.max(rank.borrowing);
@@ -254,7 +304,11 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
                         notes.push("no flavor in the resource group".to_string());
                         group_reasons.push(PendingReason::NoMatchingFlavor);
                     }
-                    messages.push(format!("couldn't assign flavors to podset {}: {}", ps.name, notes.join(", ")));
+                    messages.push(format!(
+                        "couldn't assign flavors to podset {}: {}",
+                        ps.name,
+                        notes.join(", ")
+                    ));
                     reasons.extend(group_reasons);
                     out.shortfalls.extend(shorts);
                 }
@@ -265,10 +319,14 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
     }
     if out.mode == Mode::NoFit {
         // The most actionable reason wins: quota that may free up, then capacity, then labels.
-        out.reason = [PendingReason::WaitingForQuota, PendingReason::ExceedsMaxQuota, PendingReason::NoMatchingFlavor]
-            .into_iter()
-            .find(|r| reasons.contains(r))
-            .unwrap_or(PendingReason::NoMatchingFlavor);
+        out.reason = [
+            PendingReason::WaitingForQuota,
+            PendingReason::ExceedsMaxQuota,
+            PendingReason::NoMatchingFlavor,
+        ]
+        .into_iter()
+        .find(|r| reasons.contains(r))
+        .unwrap_or(PendingReason::NoMatchingFlavor);
         out.message = messages.join("; ");
     }
     out

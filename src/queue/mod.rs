@@ -26,7 +26,8 @@ pub use amount::{Amount, FlavorResource, FrAmounts};
 pub use model::*;
 pub use preemption::PreemptedReason;
 pub use scheduler::{
-    AdmissionCore, AdmissionResult, CycleResult, Eviction, EvictionReason, FinishedSlice, PendingStatus,
+    AdmissionCore, AdmissionResult, CycleResult, Eviction, EvictionReason, FinishedSlice,
+    PendingStatus,
 };
 pub use status::{ClusterQueueStatus, CohortStatus, FlavorUsage, ResourceUsage};
 
@@ -69,13 +70,30 @@ pub enum QueueError {
         "workload {new} replaces {old}, but {existing} is already the pending replacement in that chain; \
          at most one replacement may be pending"
     )]
-    ReplacementAlreadyPending { old: WorkloadKey, existing: WorkloadKey, new: WorkloadKey },
-    #[error("workload {new} replaces {old}, which is itself pending; a replacement must name the admitted slice")]
+    ReplacementAlreadyPending {
+        old: WorkloadKey,
+        existing: WorkloadKey,
+        new: WorkloadKey,
+    },
+    #[error(
+        "workload {new} replaces {old}, which is itself pending; a replacement must name the admitted slice"
+    )]
     ReplacesPending { old: WorkloadKey, new: WorkloadKey },
-    #[error("update of admitted workload {key} grows {fr} from {old} to {new}; growth needs a new workload slice")]
-    NotAShrink { key: WorkloadKey, fr: FlavorResource, old: Amount, new: Amount },
+    #[error(
+        "update of admitted workload {key} grows {fr} from {old} to {new}; growth needs a new workload slice"
+    )]
+    NotAShrink {
+        key: WorkloadKey,
+        fr: FlavorResource,
+        old: Amount,
+        new: Amount,
+    },
     #[error("invalid quantity {value:?} in {field}: {message}")]
-    InvalidQuantity { field: String, value: String, message: String },
+    InvalidQuantity {
+        field: String,
+        value: String,
+        message: String,
+    },
 }
 
 impl QueueError {
@@ -84,12 +102,17 @@ impl QueueError {
         match self {
             QueueError::Invalid { .. } | QueueError::InvalidQuantity { .. } => "invalid",
             QueueError::AlreadyAdmitted(_) | QueueError::NotAdmitted(_) => "state",
-            QueueError::ReplacementAlreadyPending { .. } | QueueError::ReplacesPending { .. } => "slice",
+            QueueError::ReplacementAlreadyPending { .. } | QueueError::ReplacesPending { .. } => {
+                "slice"
+            }
             QueueError::NotAShrink { .. } => "slice",
         }
     }
 
     pub(crate) fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
-        QueueError::Invalid { field: field.into(), message: message.into() }
+        QueueError::Invalid {
+            field: field.into(),
+            message: message.into(),
+        }
     }
 }

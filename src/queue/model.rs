@@ -14,7 +14,10 @@ pub struct WorkloadKey {
 
 impl WorkloadKey {
     pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
-        WorkloadKey { namespace: namespace.into(), name: name.into() }
+        WorkloadKey {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
     }
 }
 
@@ -155,12 +158,17 @@ impl Requirement {
             SelectorOp::Exists => v.is_some(),
             SelectorOp::DoesNotExist => v.is_none(),
             SelectorOp::Gt | SelectorOp::Lt => {
-                let (Some(have), Some(want)) =
-                    (v.and_then(|v| int(v)), self.values.first().and_then(|w| int(w)))
-                else {
+                let (Some(have), Some(want)) = (
+                    v.and_then(|v| int(v)),
+                    self.values.first().and_then(|w| int(w)),
+                ) else {
                     return false;
                 };
-                if self.op == SelectorOp::Gt { have > want } else { have < want }
+                if self.op == SelectorOp::Gt {
+                    have > want
+                } else {
+                    have < want
+                }
             }
         }
     }
@@ -176,7 +184,9 @@ pub struct LabelSelector {
 
 impl LabelSelector {
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+        self.match_labels
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
             && self.match_expressions.iter().all(|r| r.matches(labels))
     }
 }
@@ -258,7 +268,11 @@ pub struct PodSetModel {
 
 impl PodSetModel {
     pub fn total(&self, resource: &str) -> Amount {
-        self.requests.get(resource).copied().unwrap_or_default().times(self.count)
+        self.requests
+            .get(resource)
+            .copied()
+            .unwrap_or_default()
+            .times(self.count)
     }
 }
 
@@ -316,7 +330,10 @@ impl ClusterQueueModel {
     }
     /// Adds a flavor with nominal quotas; consecutive flavors over the same resources share a group.
     pub fn flavor(self, flavor: &str, quotas: &[(&str, i64)]) -> Self {
-        let q = quotas.iter().map(|(r, n)| (*r, *n, None, None)).collect::<Vec<_>>();
+        let q = quotas
+            .iter()
+            .map(|(r, n)| (*r, *n, None, None))
+            .collect::<Vec<_>>();
         self.flavor_limits(flavor, &q)
     }
     /// (resource, nominal, borrowingLimit, lendingLimit)
@@ -325,7 +342,8 @@ impl ClusterQueueModel {
         flavor: &str,
         quotas: &[(&str, i64, Option<i64>, Option<i64>)],
     ) -> Self {
-        self.resource_groups = push_flavor(std::mem::take(&mut self.resource_groups), flavor, quotas);
+        self.resource_groups =
+            push_flavor(std::mem::take(&mut self.resource_groups), flavor, quotas);
         self
     }
     pub fn strategy(mut self, s: QueueingStrategy) -> Self {
@@ -356,7 +374,10 @@ impl ClusterQueueModel {
 
 impl CohortModel {
     pub fn build(name: &str) -> Self {
-        CohortModel { name: name.to_string(), ..Default::default() }
+        CohortModel {
+            name: name.to_string(),
+            ..Default::default()
+        }
     }
     pub fn parent(mut self, p: &str) -> Self {
         self.parent = Some(p.to_string());
@@ -367,7 +388,8 @@ impl CohortModel {
         flavor: &str,
         quotas: &[(&str, i64, Option<i64>, Option<i64>)],
     ) -> Self {
-        self.resource_groups = push_flavor(std::mem::take(&mut self.resource_groups), flavor, quotas);
+        self.resource_groups =
+            push_flavor(std::mem::take(&mut self.resource_groups), flavor, quotas);
         self
     }
 }
@@ -394,21 +416,31 @@ fn push_flavor(
     };
     match groups.iter_mut().find(|g| g.covered_resources == covered) {
         Some(g) => g.flavors.push(fq),
-        None => groups.push(ResourceGroup { covered_resources: covered, flavors: vec![fq] }),
+        None => groups.push(ResourceGroup {
+            covered_resources: covered,
+            flavors: vec![fq],
+        }),
     }
     groups
 }
 
 impl FlavorModel {
     pub fn build(name: &str) -> Self {
-        FlavorModel { name: name.to_string(), ..Default::default() }
+        FlavorModel {
+            name: name.to_string(),
+            ..Default::default()
+        }
     }
     pub fn label(mut self, k: &str, v: &str) -> Self {
         self.node_labels.insert(k.to_string(), v.to_string());
         self
     }
     pub fn taint(mut self, k: &str, v: &str, effect: TaintEffect) -> Self {
-        self.node_taints.push(Taint { key: k.to_string(), value: v.to_string(), effect });
+        self.node_taints.push(Taint {
+            key: k.to_string(),
+            value: v.to_string(),
+            effect,
+        });
         self
     }
 }
@@ -418,7 +450,10 @@ impl PodSetModel {
         PodSetModel {
             name: name.to_string(),
             count,
-            requests: requests.iter().map(|(r, v)| (r.to_string(), Amount(*v))).collect(),
+            requests: requests
+                .iter()
+                .map(|(r, v)| (r.to_string(), Amount(*v)))
+                .collect(),
             ..Default::default()
         }
     }

@@ -7,7 +7,8 @@ use std::collections::BTreeSet;
 
 use super::amount::{Amount, FlavorResource, FrAmounts};
 use super::model::{
-    BorrowWithinCohortPolicy, ClusterQueueModel, ReclaimWithinCohort, WithinClusterQueue, WorkloadKey,
+    BorrowWithinCohortPolicy, ClusterQueueModel, ReclaimWithinCohort, WithinClusterQueue,
+    WorkloadKey,
 };
 use super::tree::QuotaTree;
 
@@ -60,7 +61,9 @@ pub struct Target {
 }
 
 fn uses_contested(c: &Candidate<'_>, contested: &BTreeSet<FlavorResource>) -> bool {
-    contested.iter().any(|fr| c.usage.get(fr).is_some_and(|v| *v > Amount::ZERO))
+    contested
+        .iter()
+        .any(|fr| c.usage.get(fr).is_some_and(|v| *v > Amount::ZERO))
 }
 
 fn cq_borrowing(tree: &QuotaTree, cq: usize, contested: &BTreeSet<FlavorResource>) -> bool {
@@ -117,7 +120,9 @@ fn order(a: &Candidate<'_>, b: &Candidate<'_>, own: usize) -> Ordering {
 }
 
 fn under_nominal(tree: &QuotaTree, p: &Preemptor<'_>) -> bool {
-    p.usage.iter().all(|(fr, v)| tree.usage(p.cq_idx, fr) + *v <= tree.subtree_quota(p.cq_idx, fr))
+    p.usage
+        .iter()
+        .all(|(fr, v)| tree.usage(p.cq_idx, fr) + *v <= tree.subtree_quota(p.cq_idx, fr))
 }
 
 fn workload_fits(tree: &QuotaTree, p: &Preemptor<'_>, allow_borrowing: bool) -> bool {
@@ -134,12 +139,20 @@ fn workload_fits(tree: &QuotaTree, p: &Preemptor<'_>, allow_borrowing: bool) -> 
 
 /// The victims to evict so the preemptor fits, or empty when no set of candidates makes it fit.
 /// The tree is left as it was found.
-pub fn find_targets(tree: &mut QuotaTree, p: &Preemptor<'_>, admitted: &[Candidate<'_>]) -> Vec<Target> {
+pub fn find_targets(
+    tree: &mut QuotaTree,
+    p: &Preemptor<'_>,
+    admitted: &[Candidate<'_>],
+) -> Vec<Target> {
     let candidates = find_candidates(tree, p, admitted);
     if candidates.is_empty() {
         return Vec::new();
     }
-    let same: Vec<Candidate<'_>> = candidates.iter().filter(|c| c.cq_idx == p.cq_idx).cloned().collect();
+    let same: Vec<Candidate<'_>> = candidates
+        .iter()
+        .filter(|c| c.cq_idx == p.cq_idx)
+        .cloned()
+        .collect();
     let reclaim_reason = if under_nominal(tree, p) {
         PreemptedReason::InCohortReclamation
     } else {
@@ -151,7 +164,10 @@ pub fn find_targets(tree: &mut QuotaTree, p: &Preemptor<'_>, admitted: &[Candida
         let cands: Vec<Candidate<'_>> = if under_nominal(tree, p) {
             candidates
         } else {
-            candidates.into_iter().filter(|c| c.cq_idx == p.cq_idx || c.priority < threshold).collect()
+            candidates
+                .into_iter()
+                .filter(|c| c.cq_idx == p.cq_idx || c.priority < threshold)
+                .collect()
         };
         minimal(tree, p, &cands, true, Some(threshold))
     } else {
@@ -168,7 +184,11 @@ pub fn find_targets(tree: &mut QuotaTree, p: &Preemptor<'_>, admitted: &[Candida
         .into_iter()
         .map(|c| Target {
             key: c.key.clone(),
-            reason: if c.cq_idx == p.cq_idx { PreemptedReason::InClusterQueue } else { reclaim_reason },
+            reason: if c.cq_idx == p.cq_idx {
+                PreemptedReason::InClusterQueue
+            } else {
+                reclaim_reason
+            },
         })
         .collect()
 }

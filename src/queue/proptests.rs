@@ -8,12 +8,19 @@ use super::*;
 
 #[derive(Clone, Debug)]
 enum Op {
-    Add { cq: usize, cpu: i64, prio: i32 },
+    Add {
+        cq: usize,
+        cpu: i64,
+        prio: i32,
+    },
     Cycle,
     /// Release the n-th admitted workload (modulo their number).
     Release(usize),
     /// Replace the n-th admitted workload with a slice of the given size.
-    Replace { n: usize, cpu: i64 },
+    Replace {
+        n: usize,
+        cpu: i64,
+    },
     /// Shrink the n-th admitted workload in place.
     Shrink(usize),
 }
@@ -30,16 +37,37 @@ fn op() -> impl Strategy<Value = Op> {
 
 fn config() -> impl Strategy<Value = Vec<(i64, Option<i64>, Option<i64>, u8, u8)>> {
     // per ClusterQueue: nominal, borrowingLimit, lendingLimit, within policy, reclaim policy
-    prop::collection::vec((0..12i64, prop::option::of(0..6i64), prop::option::of(0..6i64), 0..3u8, 0..3u8), 3)
+    prop::collection::vec(
+        (
+            0..12i64,
+            prop::option::of(0..6i64),
+            prop::option::of(0..6i64),
+            0..3u8,
+            0..3u8,
+        ),
+        3,
+    )
 }
 
 fn build(cfg: &[(i64, Option<i64>, Option<i64>, u8, u8)], strict: bool) -> AdmissionCore {
     let mut core = AdmissionCore::new();
     core.upsert_flavor(FlavorModel::build("default"));
     for (i, (nominal, borrow, lend, within, reclaim)) in cfg.iter().enumerate() {
-        let within = [WithinClusterQueue::Never, WithinClusterQueue::LowerPriority, WithinClusterQueue::LowerOrNewerEqualPriority][*within as usize];
-        let reclaim = [ReclaimWithinCohort::Never, ReclaimWithinCohort::LowerPriority, ReclaimWithinCohort::Any][*reclaim as usize];
-        let strategy = if strict { QueueingStrategy::StrictFifo } else { QueueingStrategy::BestEffortFifo };
+        let within = [
+            WithinClusterQueue::Never,
+            WithinClusterQueue::LowerPriority,
+            WithinClusterQueue::LowerOrNewerEqualPriority,
+        ][*within as usize];
+        let reclaim = [
+            ReclaimWithinCohort::Never,
+            ReclaimWithinCohort::LowerPriority,
+            ReclaimWithinCohort::Any,
+        ][*reclaim as usize];
+        let strategy = if strict {
+            QueueingStrategy::StrictFifo
+        } else {
+            QueueingStrategy::BestEffortFifo
+        };
         let cq = ClusterQueueModel::build(&format!("cq{i}"))
             .cohort("c")
             .flavor_limits("default", &[("cpu", *nominal, *borrow, *lend)])
@@ -62,8 +90,15 @@ fn check_quota(core: &AdmissionCore) -> Result<(), TestCaseError> {
     let fr = FlavorResource::new("default", "cpu");
     for name in core.cqs.keys() {
         let i = fresh.cq(name).unwrap();
-        prop_assert!(fresh.available(i, &fr) >= Amount::ZERO, "{name} over quota: available {}", fresh.available(i, &fr));
-        prop_assert_eq!(fresh.usage(i, &fr), core.tree.usage(core.tree.cq(name).unwrap(), &fr));
+        prop_assert!(
+            fresh.available(i, &fr) >= Amount::ZERO,
+            "{name} over quota: available {}",
+            fresh.available(i, &fr)
+        );
+        prop_assert_eq!(
+            fresh.usage(i, &fr),
+            core.tree.usage(core.tree.cq(name).unwrap(), &fr)
+        );
     }
     let root = fresh.cohort("c").unwrap();
     prop_assert!(fresh.usage(root, &fr) <= fresh.subtree_quota(root, &fr));
@@ -74,7 +109,10 @@ fn apply(core: &mut AdmissionCore, op: &Op, n: &mut i64, released: &mut Vec<Work
     match op {
         Op::Add { cq, cpu, prio } => {
             *n += 1;
-            let w = WorkloadModel::build("ns", &format!("w{n}"), &format!("cq{cq}")).request(&[("cpu", *cpu)]).priority(*prio).at(*n);
+            let w = WorkloadModel::build("ns", &format!("w{n}"), &format!("cq{cq}"))
+                .request(&[("cpu", *cpu)])
+                .priority(*prio)
+                .at(*n);
             core.add_workload(w).unwrap();
         }
         Op::Cycle => {
@@ -99,7 +137,10 @@ fn apply(core: &mut AdmissionCore, op: &Op, n: &mut i64, released: &mut Vec<Work
                 let old = keys[i % keys.len()].clone();
                 let cq = core.admission(&old).unwrap().cluster_queue.clone();
                 *n += 1;
-                let w = WorkloadModel::build("ns", &format!("w{n}"), &cq).request(&[("cpu", *cpu)]).at(*n).replaces(&old);
+                let w = WorkloadModel::build("ns", &format!("w{n}"), &cq)
+                    .request(&[("cpu", *cpu)])
+                    .at(*n)
+                    .replaces(&old);
                 // Refused when a replacement is already pending: that is the invariant at work.
                 let _ = core.add_workload(w);
             }

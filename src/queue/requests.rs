@@ -13,7 +13,10 @@ use crate::api::quantity::{Quantity, resource_value};
 
 pub type Requests = BTreeMap<String, Amount>;
 
-fn parse_list(field: &str, list: Option<&BTreeMap<String, K8sQuantity>>) -> Result<Requests, QueueError> {
+fn parse_list(
+    field: &str,
+    list: Option<&BTreeMap<String, K8sQuantity>>,
+) -> Result<Requests, QueueError> {
     let mut out = Requests::new();
     for (r, q) in list.into_iter().flatten() {
         let parsed = Quantity::try_from(q).map_err(|e| QueueError::InvalidQuantity {
@@ -67,14 +70,23 @@ fn is_sidecar(c: &Container) -> bool {
 pub fn pod_requests(field: &str, spec: &PodSpec) -> Result<Requests, QueueError> {
     let mut reqs = Requests::new();
     for (i, c) in spec.containers.iter().enumerate() {
-        add(&mut reqs, &effective(&format!("{field}.containers[{i}].resources"), c.resources.as_ref())?);
+        add(
+            &mut reqs,
+            &effective(
+                &format!("{field}.containers[{i}].resources"),
+                c.resources.as_ref(),
+            )?,
+        );
     }
     // Sidecars run for the pod's lifetime, so they add to the regular containers; a regular init
     // container runs alone, next to the sidecars started before it.
     let mut sidecars = Requests::new();
     let mut init_peak = Requests::new();
     for (i, c) in spec.init_containers.iter().flatten().enumerate() {
-        let r = effective(&format!("{field}.initContainers[{i}].resources"), c.resources.as_ref())?;
+        let r = effective(
+            &format!("{field}.initContainers[{i}].resources"),
+            c.resources.as_ref(),
+        )?;
         if is_sidecar(c) {
             add(&mut reqs, &r);
             add(&mut sidecars, &r);
@@ -90,13 +102,19 @@ pub fn pod_requests(field: &str, spec: &PodSpec) -> Result<Requests, QueueError>
     for (r, v) in effective(&format!("{field}.resources"), spec.resources.as_ref())? {
         reqs.insert(r, v);
     }
-    add(&mut reqs, &parse_list(&format!("{field}.overhead"), spec.overhead.as_ref())?);
+    add(
+        &mut reqs,
+        &parse_list(&format!("{field}.overhead"), spec.overhead.as_ref())?,
+    );
     Ok(reqs)
 }
 
 /// Total requests of `count` pods.
 pub fn podset_total(per_pod: &Requests, count: i64) -> Requests {
-    per_pod.iter().map(|(r, v)| (r.clone(), v.times(count))).collect()
+    per_pod
+        .iter()
+        .map(|(r, v)| (r.clone(), v.times(count)))
+        .collect()
 }
 
 #[cfg(test)]
@@ -105,9 +123,17 @@ mod tests {
 
     fn res(req: &[(&str, &str)], lim: &[(&str, &str)]) -> Option<ResourceRequirements> {
         let m = |l: &[(&str, &str)]| {
-            (!l.is_empty()).then(|| l.iter().map(|(k, v)| (k.to_string(), K8sQuantity(v.to_string()))).collect())
+            (!l.is_empty()).then(|| {
+                l.iter()
+                    .map(|(k, v)| (k.to_string(), K8sQuantity(v.to_string())))
+                    .collect()
+            })
         };
-        Some(ResourceRequirements { requests: m(req), limits: m(lim), ..Default::default() })
+        Some(ResourceRequirements {
+            requests: m(req),
+            limits: m(lim),
+            ..Default::default()
+        })
     }
 
     fn c(req: &[(&str, &str)], lim: &[(&str, &str)], sidecar: bool) -> Container {
@@ -120,7 +146,10 @@ mod tests {
     }
 
     fn cpu_mem(r: &Requests) -> (i64, i64) {
-        (r.get("cpu").copied().unwrap_or_default().0, r.get("memory").copied().unwrap_or_default().0)
+        (
+            r.get("cpu").copied().unwrap_or_default().0,
+            r.get("memory").copied().unwrap_or_default().0,
+        )
     }
 
     #[test]
@@ -135,14 +164,20 @@ mod tests {
         let cases = vec![
             Case {
                 name: "containers summed",
-                containers: vec![c(&[("cpu", "1"), ("memory", "1Gi")], &[], false), c(&[("cpu", "500m")], &[], false)],
+                containers: vec![
+                    c(&[("cpu", "1"), ("memory", "1Gi")], &[], false),
+                    c(&[("cpu", "500m")], &[], false),
+                ],
                 init: vec![],
                 overhead: &[],
                 want: (1500, 1 << 30),
             },
             Case {
                 name: "limits stand in for requests",
-                containers: vec![c(&[], &[("cpu", "2")], false), c(&[("cpu", "1")], &[("cpu", "3")], false)],
+                containers: vec![
+                    c(&[], &[("cpu", "2")], false),
+                    c(&[("cpu", "1")], &[("cpu", "3")], false),
+                ],
                 init: vec![],
                 overhead: &[],
                 want: (3000, 0),
@@ -157,7 +192,10 @@ mod tests {
             Case {
                 name: "sidecar adds to containers and to later init containers",
                 containers: vec![c(&[("cpu", "1")], &[], false)],
-                init: vec![c(&[("cpu", "500m")], &[], true), c(&[("cpu", "2")], &[], false)],
+                init: vec![
+                    c(&[("cpu", "500m")], &[], true),
+                    c(&[("cpu", "2")], &[], false),
+                ],
                 overhead: &[],
                 // containers + sidecar = 1.5; init phase = 2 + 0.5 = 2.5
                 want: (2500, 0),
@@ -165,7 +203,10 @@ mod tests {
             Case {
                 name: "init before sidecar does not see it",
                 containers: vec![c(&[("cpu", "1")], &[], false)],
-                init: vec![c(&[("cpu", "1200m")], &[], false), c(&[("cpu", "1")], &[], true)],
+                init: vec![
+                    c(&[("cpu", "1200m")], &[], false),
+                    c(&[("cpu", "1")], &[], true),
+                ],
                 overhead: &[],
                 want: (2000, 0),
             },
@@ -181,8 +222,12 @@ mod tests {
             let spec = PodSpec {
                 containers: case.containers,
                 init_containers: Some(case.init),
-                overhead: (!case.overhead.is_empty())
-                    .then(|| case.overhead.iter().map(|(k, v)| (k.to_string(), K8sQuantity(v.to_string()))).collect()),
+                overhead: (!case.overhead.is_empty()).then(|| {
+                    case.overhead
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), K8sQuantity(v.to_string())))
+                        .collect()
+                }),
                 ..Default::default()
             };
             let got = pod_requests("spec", &spec).unwrap();
@@ -192,11 +237,21 @@ mod tests {
 
     #[test]
     fn count_and_invalid_quantity() {
-        let spec = PodSpec { containers: vec![c(&[("cpu", "1500m")], &[], false)], ..Default::default() };
+        let spec = PodSpec {
+            containers: vec![c(&[("cpu", "1500m")], &[], false)],
+            ..Default::default()
+        };
         let per = pod_requests("spec", &spec).unwrap();
         assert_eq!(podset_total(&per, 4).get("cpu"), Some(&Amount(6000)));
-        let bad = PodSpec { containers: vec![c(&[("cpu", "lots")], &[], false)], ..Default::default() };
+        let bad = PodSpec {
+            containers: vec![c(&[("cpu", "lots")], &[], false)],
+            ..Default::default()
+        };
         let err = pod_requests("spec.template.spec", &bad).unwrap_err();
-        assert!(err.to_string().contains("spec.template.spec.containers[0].resources.requests[cpu]"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("spec.template.spec.containers[0].resources.requests[cpu]"),
+            "{err}"
+        );
     }
 }

@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use super::amount::{Amount, FlavorResource, FrAmounts, add_into};
 use super::flavor::{AssignCtx, Assignment, Mode, Shortfall, assign};
 use super::model::{
-    Admission, ClusterQueueModel, CohortModel, FlavorModel, QueueingStrategy, StopPolicy, WorkloadKey,
-    WorkloadModel,
+    Admission, ClusterQueueModel, CohortModel, FlavorModel, QueueingStrategy, StopPolicy,
+    WorkloadKey, WorkloadModel,
 };
 use super::pending::{OrderKey, PendingQueue};
 use super::preemption::{Candidate, PreemptedReason, Preemptor, find_targets};
@@ -123,7 +123,11 @@ struct Cursor {
     blocked_by: Option<WorkloadKey>,
 }
 
-fn validate_groups(field: &str, groups: &[super::model::ResourceGroup], has_parent: bool) -> Result<(), QueueError> {
+fn validate_groups(
+    field: &str,
+    groups: &[super::model::ResourceGroup],
+    has_parent: bool,
+) -> Result<(), QueueError> {
     for (gi, g) in groups.iter().enumerate() {
         for (fi, f) in g.flavors.iter().enumerate() {
             let covered: BTreeSet<&String> = g.covered_resources.iter().collect();
@@ -131,19 +135,31 @@ fn validate_groups(field: &str, groups: &[super::model::ResourceGroup], has_pare
             if covered != listed {
                 return Err(QueueError::invalid(
                     format!("{field}.resourceGroups[{gi}].flavors[{fi}].resources"),
-                    format!("flavor {} must list exactly the covered resources {covered:?}", f.name),
+                    format!(
+                        "flavor {} must list exactly the covered resources {covered:?}",
+                        f.name
+                    ),
                 ));
             }
             for (r, q) in &f.resources {
                 let path = format!("{field}.resourceGroups[{gi}].flavors[{fi}].resources[{r}]");
                 if q.nominal < Amount::ZERO {
-                    return Err(QueueError::invalid(format!("{path}.nominalQuota"), "must be non-negative"));
+                    return Err(QueueError::invalid(
+                        format!("{path}.nominalQuota"),
+                        "must be non-negative",
+                    ));
                 }
                 if q.borrowing_limit.is_some_and(|b| b < Amount::ZERO) {
-                    return Err(QueueError::invalid(format!("{path}.borrowingLimit"), "must be non-negative"));
+                    return Err(QueueError::invalid(
+                        format!("{path}.borrowingLimit"),
+                        "must be non-negative",
+                    ));
                 }
                 if q.lending_limit.is_some_and(|b| b < Amount::ZERO) {
-                    return Err(QueueError::invalid(format!("{path}.lendingLimit"), "must be non-negative"));
+                    return Err(QueueError::invalid(
+                        format!("{path}.lendingLimit"),
+                        "must be non-negative",
+                    ));
                 }
                 if !has_parent && (q.borrowing_limit.is_some() || q.lending_limit.is_some()) {
                     return Err(QueueError::invalid(
@@ -233,11 +249,17 @@ impl AdmissionCore {
 
     fn validate_workload(w: &WorkloadModel) -> Result<(), QueueError> {
         if w.podsets.is_empty() {
-            return Err(QueueError::invalid("spec.podSets", "at least one podset is required"));
+            return Err(QueueError::invalid(
+                "spec.podSets",
+                "at least one podset is required",
+            ));
         }
         for (i, ps) in w.podsets.iter().enumerate() {
             if ps.count < 0 {
-                return Err(QueueError::invalid(format!("spec.podSets[{i}].count"), "must be non-negative"));
+                return Err(QueueError::invalid(
+                    format!("spec.podSets[{i}].count"),
+                    "must be non-negative",
+                ));
             }
             for (r, v) in &ps.requests {
                 if *v < Amount::ZERO {
@@ -259,7 +281,10 @@ impl AdmissionCore {
         }
         if let Some(old) = &w.replacement_for {
             if self.pending.contains_key(old) {
-                return Err(QueueError::ReplacesPending { old: old.clone(), new: w.key.clone() });
+                return Err(QueueError::ReplacesPending {
+                    old: old.clone(),
+                    new: w.key.clone(),
+                });
             }
             if let Some(existing) = self.replacements.get(old)
                 && *existing != w.key
@@ -276,10 +301,18 @@ impl AdmissionCore {
             self.replacements.insert(old.clone(), w.key.clone());
         }
         let order = OrderKey::of(&w);
-        self.queues.entry(w.cluster_queue.clone()).or_default().push(order.clone());
+        self.queues
+            .entry(w.cluster_queue.clone())
+            .or_default()
+            .push(order.clone());
         self.pending.insert(
             w.key.clone(),
-            PendingWorkload { model: w, order, reason: PendingReason::Pending, message: String::new() },
+            PendingWorkload {
+                model: w,
+                order,
+                reason: PendingReason::Pending,
+                message: String::new(),
+            },
         );
         Ok(())
     }
@@ -302,7 +335,12 @@ impl AdmissionCore {
 
     /// Records a workload admitted outside this core's cycle (e.g. read back from Workload status
     /// after a restart). Its usage counts even if it exceeds today's quota.
-    pub fn record_admitted(&mut self, w: WorkloadModel, admission: Admission, admitted_at: i64) -> Result<(), QueueError> {
+    pub fn record_admitted(
+        &mut self,
+        w: WorkloadModel,
+        admission: Admission,
+        admitted_at: i64,
+    ) -> Result<(), QueueError> {
         Self::validate_workload(&w)?;
         self.remove_pending(&w.key);
         self.release(&w.key);
@@ -310,8 +348,20 @@ impl AdmissionCore {
         if let Some(i) = self.tree.cq(&admission.cluster_queue) {
             self.tree.add_all(i, &usage);
         }
-        self.admitted_by_cq.entry(admission.cluster_queue.clone()).or_default().insert(w.key.clone());
-        self.admitted.insert(w.key.clone(), AdmittedWorkload { model: w, admission, usage, admitted_at, evicting: false });
+        self.admitted_by_cq
+            .entry(admission.cluster_queue.clone())
+            .or_default()
+            .insert(w.key.clone());
+        self.admitted.insert(
+            w.key.clone(),
+            AdmittedWorkload {
+                model: w,
+                admission,
+                usage,
+                admitted_at,
+                evicting: false,
+            },
+        );
         Ok(())
     }
 
@@ -350,16 +400,29 @@ impl AdmissionCore {
                 any_flavor.entry(r).or_insert(f);
             }
         }
-        let mut admission = Admission { cluster_queue: a.admission.cluster_queue.clone(), pod_set_assignments: vec![] };
+        let mut admission = Admission {
+            cluster_queue: a.admission.cluster_queue.clone(),
+            pod_set_assignments: vec![],
+        };
         for (i, ps) in w.podsets.iter().enumerate() {
-            let old_ps = a.admission.pod_set_assignments.iter().find(|p| p.name == ps.name);
-            let mut psa = super::model::PodSetAssignment { name: ps.name.clone(), count: ps.count, ..Default::default() };
+            let old_ps = a
+                .admission
+                .pod_set_assignments
+                .iter()
+                .find(|p| p.name == ps.name);
+            let mut psa = super::model::PodSetAssignment {
+                name: ps.name.clone(),
+                count: ps.count,
+                ..Default::default()
+            };
             for r in ps.requests.keys() {
                 let total = ps.total(r);
                 if total <= Amount::ZERO {
                     continue;
                 }
-                let f = old_ps.and_then(|p| p.flavors.get(r)).or_else(|| any_flavor.get(r).copied());
+                let f = old_ps
+                    .and_then(|p| p.flavors.get(r))
+                    .or_else(|| any_flavor.get(r).copied());
                 let Some(f) = f else {
                     return Err(QueueError::invalid(
                         format!("spec.podSets[{i}].requests[{r}]"),
@@ -375,7 +438,12 @@ impl AdmissionCore {
         for (fr, v) in &usage {
             let old = a.usage.get(fr).copied().unwrap_or_default();
             if *v > old {
-                return Err(QueueError::NotAShrink { key: w.key.clone(), fr: fr.clone(), old, new: *v });
+                return Err(QueueError::NotAShrink {
+                    key: w.key.clone(),
+                    fr: fr.clone(),
+                    old,
+                    new: *v,
+                });
             }
         }
         let old_usage = a.usage.clone();
@@ -404,7 +472,9 @@ impl AdmissionCore {
     }
 
     pub fn pending_reason(&self, key: &WorkloadKey) -> Option<(PendingReason, &str)> {
-        self.pending.get(key).map(|p| (p.reason, p.message.as_str()))
+        self.pending
+            .get(key)
+            .map(|p| (p.reason, p.message.as_str()))
     }
 
     pub fn pending_count(&self) -> usize {
@@ -441,11 +511,17 @@ impl AdmissionCore {
     /// Why a ClusterQueue cannot admit, if it cannot.
     pub fn inactive_reason(&self, cq: &str) -> Option<(PendingReason, String)> {
         let Some(model) = self.cqs.get(cq) else {
-            return Some((PendingReason::Misconfigured, format!("ClusterQueue {cq} doesn't exist")));
+            return Some((
+                PendingReason::Misconfigured,
+                format!("ClusterQueue {cq} doesn't exist"),
+            ));
         };
         let idx = self.tree.cq(cq)?;
         if let Some(r) = self.tree.disabled_reason(idx) {
-            return Some((PendingReason::Misconfigured, format!("ClusterQueue {cq} is inactive: {r}")));
+            return Some((
+                PendingReason::Misconfigured,
+                format!("ClusterQueue {cq} is inactive: {r}"),
+            ));
         }
         for g in &model.resource_groups {
             for f in &g.flavors {
@@ -458,7 +534,10 @@ impl AdmissionCore {
             }
         }
         if model.stop_policy != StopPolicy::None {
-            return Some((PendingReason::Suspended, format!("ClusterQueue {cq} is stopped ({:?})", model.stop_policy)));
+            return Some((
+                PendingReason::Suspended,
+                format!("ClusterQueue {cq} is stopped ({:?})", model.stop_policy),
+            ));
         }
         None
     }
@@ -478,7 +557,10 @@ impl AdmissionCore {
             return;
         }
         for (name, q) in self.queues.iter_mut() {
-            let root = self.tree.cq(name).map(|i| self.tree.nodes[self.tree.root(i)].name.as_str());
+            let root = self
+                .tree
+                .cq(name)
+                .map(|i| self.tree.nodes[self.tree.root(i)].name.as_str());
             if root.is_some_and(|r| dirty.contains(r)) {
                 q.requeue_all();
             }
@@ -514,14 +596,29 @@ impl AdmissionCore {
         self.drain_stopped(&mut res);
         let mut attempted: BTreeSet<WorkloadKey> = BTreeSet::new();
         let mut cursors: BTreeMap<String, Cursor> = BTreeMap::new();
-        let names: Vec<String> = self.queues.iter().filter(|(_, q)| q.active_len() > 0).map(|(n, _)| n.clone()).collect();
+        let names: Vec<String> = self
+            .queues
+            .iter()
+            .filter(|(_, q)| q.active_len() > 0)
+            .map(|(n, _)| n.clone())
+            .collect();
         for name in names {
             if let Some((reason, message)) = self.inactive_reason(&name) {
                 self.park_whole_queue(&name, reason, &message, &mut attempted);
                 continue;
             }
-            let first = self.waiting_preemptor.get(&name).and_then(|k| self.pending.get(k)).map(|p| p.order.clone());
-            cursors.insert(name, Cursor { first, ..Default::default() });
+            let first = self
+                .waiting_preemptor
+                .get(&name)
+                .and_then(|k| self.pending.get(k))
+                .map(|p| p.order.clone());
+            cursors.insert(
+                name,
+                Cursor {
+                    first,
+                    ..Default::default()
+                },
+            );
         }
         let mut cycle_targets: HashSet<WorkloadKey> = HashSet::new();
         loop {
@@ -574,13 +671,24 @@ impl AdmissionCore {
                 ka.cmp(&kb)
             });
             for e in entries {
-                self.process(e, now, &mut cursors, &mut attempted, &mut cycle_targets, &mut res);
+                self.process(
+                    e,
+                    now,
+                    &mut cursors,
+                    &mut attempted,
+                    &mut cycle_targets,
+                    &mut res,
+                );
             }
         }
         self.explain_blocked(&cursors, &mut attempted);
         for k in &attempted {
             if let Some(p) = self.pending.get(k) {
-                res.pending.push(PendingStatus { key: k.clone(), reason: p.reason, message: p.message.clone() });
+                res.pending.push(PendingStatus {
+                    key: k.clone(),
+                    reason: p.reason,
+                    message: p.message.clone(),
+                });
             }
         }
         res
@@ -588,7 +696,11 @@ impl AdmissionCore {
 
     /// Workloads never evaluated because their ClusterQueue's head blocked still get a reason,
     /// once (they keep it until evaluated).
-    fn explain_blocked(&mut self, cursors: &BTreeMap<String, Cursor>, reported: &mut BTreeSet<WorkloadKey>) {
+    fn explain_blocked(
+        &mut self,
+        cursors: &BTreeMap<String, Cursor>,
+        reported: &mut BTreeSet<WorkloadKey>,
+    ) {
         for (name, cur) in cursors {
             let Some(blocker) = &cur.blocked_by else {
                 continue;
@@ -600,7 +712,10 @@ impl AdmissionCore {
             let mut at = None;
             while let Some(k) = q.next_after(at.as_ref()).cloned() {
                 if &k.key != blocker
-                    && self.pending.get(&k.key).is_some_and(|p| p.reason == PendingReason::Pending && p.message.is_empty())
+                    && self
+                        .pending
+                        .get(&k.key)
+                        .is_some_and(|p| p.reason == PendingReason::Pending && p.message.is_empty())
                 {
                     unexplained.push(k.key.clone());
                 }
@@ -608,14 +723,21 @@ impl AdmissionCore {
             }
             for k in unexplained {
                 if let Some(p) = self.pending.get_mut(&k) {
-                    p.message = format!("waiting behind {blocker}, the head of ClusterQueue {name}");
+                    p.message =
+                        format!("waiting behind {blocker}, the head of ClusterQueue {name}");
                     reported.insert(k);
                 }
             }
         }
     }
 
-    fn park_whole_queue(&mut self, name: &str, reason: PendingReason, message: &str, attempted: &mut BTreeSet<WorkloadKey>) {
+    fn park_whole_queue(
+        &mut self,
+        name: &str,
+        reason: PendingReason,
+        message: &str,
+        attempted: &mut BTreeSet<WorkloadKey>,
+    ) {
         let mut keys = Vec::new();
         if let Some(q) = self.queues.get(name) {
             let mut cur = None;
@@ -631,7 +753,13 @@ impl AdmissionCore {
     }
 
     /// Records a pending reason; `park` moves the workload to the inadmissible set.
-    fn set_pending(&mut self, key: &WorkloadKey, reason: PendingReason, message: String, park: bool) {
+    fn set_pending(
+        &mut self,
+        key: &WorkloadKey,
+        reason: PendingReason,
+        message: String,
+        park: bool,
+    ) {
         let Some(p) = self.pending.get_mut(key) else {
             return;
         };
@@ -649,23 +777,34 @@ impl AdmissionCore {
     }
 
     fn nominate(&mut self, head: &OrderKey) -> Result<Entry, (PendingReason, String)> {
-        let p = self
-            .pending
-            .get(&head.key)
-            .ok_or((PendingReason::Misconfigured, "workload vanished".to_string()))?;
+        let p = self.pending.get(&head.key).ok_or((
+            PendingReason::Misconfigured,
+            "workload vanished".to_string(),
+        ))?;
         let w = &p.model;
         let cq_name = w.cluster_queue.clone();
         let (Some(cq), Some(cq_idx)) = (self.cqs.get(&cq_name), self.tree.cq(&cq_name)) else {
-            return Err((PendingReason::Misconfigured, format!("ClusterQueue {cq_name} doesn't exist")));
+            return Err((
+                PendingReason::Misconfigured,
+                format!("ClusterQueue {cq_name} doesn't exist"),
+            ));
         };
-        let ns_ok = cq.namespace_selector.as_ref().is_some_and(|s| s.matches(&w.namespace_labels));
+        let ns_ok = cq
+            .namespace_selector
+            .as_ref()
+            .is_some_and(|s| s.matches(&w.namespace_labels));
         if !ns_ok {
             return Err((
                 PendingReason::Misconfigured,
-                format!("Workload namespace {} doesn't match ClusterQueue {cq_name} namespaceSelector", w.key.namespace),
+                format!(
+                    "Workload namespace {} doesn't match ClusterQueue {cq_name} namespaceSelector",
+                    w.key.namespace
+                ),
             ));
         }
-        let old = self.replaced_slice(w).map(|o| (o.usage.clone(), forced_flavors(&o.admission)));
+        let old = self
+            .replaced_slice(w)
+            .map(|o| (o.usage.clone(), forced_flavors(&o.admission)));
         if let Some((u, _)) = &old {
             self.tree.remove_all(cq_idx, u);
         }
@@ -680,7 +819,12 @@ impl AdmissionCore {
         if let Some((u, _)) = &old {
             self.tree.add_all(cq_idx, u);
         }
-        Ok(Entry { order: head.clone(), cq: cq_name, cq_idx, assignment })
+        Ok(Entry {
+            order: head.clone(),
+            cq: cq_name,
+            cq_idx,
+            assignment,
+        })
     }
 
     fn process(
@@ -692,13 +836,25 @@ impl AdmissionCore {
         cycle_targets: &mut HashSet<WorkloadKey>,
         res: &mut CycleResult,
     ) {
-        let strict = self.cqs.get(&e.cq).is_some_and(|c| c.queueing_strategy == QueueingStrategy::StrictFifo);
+        let strict = self
+            .cqs
+            .get(&e.cq)
+            .is_some_and(|c| c.queueing_strategy == QueueingStrategy::StrictFifo);
         let key = e.order.key.clone();
-        let old = self.pending.get(&key).and_then(|p| self.replaced_slice(&p.model)).map(|o| (o.model.key.clone(), o.usage.clone()));
+        let old = self
+            .pending
+            .get(&key)
+            .and_then(|p| self.replaced_slice(&p.model))
+            .map(|o| (o.model.key.clone(), o.usage.clone()));
         match e.assignment.mode {
             Mode::NoFit => {
                 attempted.insert(key.clone());
-                let msg = self.explain(&e.cq, e.cq_idx, &e.assignment.message, &e.assignment.shortfalls);
+                let msg = self.explain(
+                    &e.cq,
+                    e.cq_idx,
+                    &e.assignment.message,
+                    &e.assignment.shortfalls,
+                );
                 self.fail(&key, e.assignment.reason, msg, strict, cursors, &e.cq);
             }
             Mode::Preempt => {
@@ -721,8 +877,20 @@ impl AdmissionCore {
                             available: self.tree.available(e.cq_idx, fr).clamp_zero(),
                         })
                         .collect();
-                    let msg = self.explain(&e.cq, e.cq_idx, "insufficient unused quota and no workload can be preempted", &shorts);
-                    self.fail(&key, PendingReason::WaitingForQuota, msg, strict, cursors, &e.cq);
+                    let msg = self.explain(
+                        &e.cq,
+                        e.cq_idx,
+                        "insufficient unused quota and no workload can be preempted",
+                        &shorts,
+                    );
+                    self.fail(
+                        &key,
+                        PendingReason::WaitingForQuota,
+                        msg,
+                        strict,
+                        cursors,
+                        &e.cq,
+                    );
                     return;
                 }
                 if let Some(c) = cursors.get_mut(&e.cq) {
@@ -731,7 +899,12 @@ impl AdmissionCore {
                 }
                 if targets.iter().any(|t| cycle_targets.contains(&t.key)) {
                     // Another preemptor of this cycle already claimed these victims; retry next cycle.
-                    self.set_pending(&key, PendingReason::WaitingForQuota, "waiting for workloads preempted in this cycle".into(), false);
+                    self.set_pending(
+                        &key,
+                        PendingReason::WaitingForQuota,
+                        "waiting for workloads preempted in this cycle".into(),
+                        false,
+                    );
                     return;
                 }
                 let n = targets.len();
@@ -742,14 +915,23 @@ impl AdmissionCore {
                     {
                         a.evicting = true;
                         res.evictions.push(Eviction {
-                            message: format!("Preempted to accommodate a workload (UID: {}) due to {}", e.order.uid, preempt_text(t.reason)),
+                            message: format!(
+                                "Preempted to accommodate a workload (UID: {}) due to {}",
+                                e.order.uid,
+                                preempt_text(t.reason)
+                            ),
                             key: t.key,
                             reason: EvictionReason::Preempted(t.reason),
                         });
                     }
                 }
                 self.waiting_preemptor.insert(e.cq.clone(), key.clone());
-                self.set_pending(&key, PendingReason::WaitingForPreemptedWorkloads, format!("Pending the preemption of {n} workload(s)"), false);
+                self.set_pending(
+                    &key,
+                    PendingReason::WaitingForPreemptedWorkloads,
+                    format!("Pending the preemption of {n} workload(s)"),
+                    false,
+                );
             }
             Mode::Fit => {
                 if let Some((_, u)) = &old {
@@ -771,7 +953,15 @@ impl AdmissionCore {
         }
     }
 
-    fn fail(&mut self, key: &WorkloadKey, reason: PendingReason, msg: String, strict: bool, cursors: &mut BTreeMap<String, Cursor>, cq: &str) {
+    fn fail(
+        &mut self,
+        key: &WorkloadKey,
+        reason: PendingReason,
+        msg: String,
+        strict: bool,
+        cursors: &mut BTreeMap<String, Cursor>,
+        cq: &str,
+    ) {
         if self.waiting_preemptor.get(cq) == Some(key) {
             self.waiting_preemptor.remove(cq);
         }
@@ -787,7 +977,11 @@ impl AdmissionCore {
         }
     }
 
-    fn preemption_targets(&mut self, e: &Entry, replaced: Option<&WorkloadKey>) -> Vec<super::preemption::Target> {
+    fn preemption_targets(
+        &mut self,
+        e: &Entry,
+        replaced: Option<&WorkloadKey>,
+    ) -> Vec<super::preemption::Target> {
         let Some(p) = self.pending.get(&e.order.key) else {
             return Vec::new();
         };
@@ -838,15 +1032,34 @@ impl AdmissionCore {
             {
                 s.remove(old);
             }
-            res.finished_slices.push(FinishedSlice { key: old.clone(), replaced_by: e.order.key.clone() });
+            res.finished_slices.push(FinishedSlice {
+                key: old.clone(),
+                replaced_by: e.order.key.clone(),
+            });
         }
-        let admission = Admission { cluster_queue: e.cq.clone(), pod_set_assignments: e.assignment.podsets };
+        let admission = Admission {
+            cluster_queue: e.cq.clone(),
+            pod_set_assignments: e.assignment.podsets,
+        };
         self.tree.add_all(e.cq_idx, &e.assignment.usage);
-        self.admitted_by_cq.entry(e.cq.clone()).or_default().insert(e.order.key.clone());
-        res.admissions.push(AdmissionResult { key: e.order.key.clone(), admission: admission.clone(), replaced });
+        self.admitted_by_cq
+            .entry(e.cq.clone())
+            .or_default()
+            .insert(e.order.key.clone());
+        res.admissions.push(AdmissionResult {
+            key: e.order.key.clone(),
+            admission: admission.clone(),
+            replaced,
+        });
         self.admitted.insert(
             e.order.key,
-            AdmittedWorkload { model: p.model, admission, usage: e.assignment.usage, admitted_at: now, evicting: false },
+            AdmittedWorkload {
+                model: p.model,
+                admission,
+                usage: e.assignment.usage,
+                admitted_at: now,
+                evicting: false,
+            },
         );
     }
 
@@ -877,7 +1090,11 @@ impl AdmissionCore {
             if holders.is_empty() {
                 continue;
             }
-            let list: Vec<String> = holders.iter().take(3).map(|(u, n)| format!("ClusterQueue {n} uses {u}")).collect();
+            let list: Vec<String> = holders
+                .iter()
+                .take(3)
+                .map(|(u, n)| format!("ClusterQueue {n} uses {u}"))
+                .collect();
             msg.push_str(&format!("; held by {}", list.join(", ")));
             if holders.len() > 3 {
                 msg.push_str(&format!(" and {} more", holders.len() - 3));
@@ -891,7 +1108,11 @@ impl AdmissionCore {
                 .collect();
             own.sort_by_key(|(u, k)| (Reverse(*u), *k));
             if !own.is_empty() {
-                let list: Vec<String> = own.iter().take(3).map(|(u, k)| format!("{k} ({u})")).collect();
+                let list: Vec<String> = own
+                    .iter()
+                    .take(3)
+                    .map(|(u, k)| format!("{k} ({u})"))
+                    .collect();
                 msg.push_str(&format!("; in {cq}: {}", list.join(", ")));
             }
         }
@@ -903,7 +1124,9 @@ fn preempt_text(r: PreemptedReason) -> &'static str {
     match r {
         PreemptedReason::InClusterQueue => "prioritization in the ClusterQueue",
         PreemptedReason::InCohortReclamation => "reclamation within the cohort",
-        PreemptedReason::InCohortReclaimWhileBorrowing => "reclamation within the cohort while borrowing",
+        PreemptedReason::InCohortReclaimWhileBorrowing => {
+            "reclamation within the cohort while borrowing"
+        }
     }
 }
 

@@ -49,13 +49,20 @@ impl AdmissionCore {
             let entry = match out.iter_mut().position(|f| f.name == fr.flavor) {
                 Some(p) => &mut out[p],
                 None => {
-                    out.push(FlavorUsage { name: fr.flavor.clone(), resources: Vec::new() });
+                    out.push(FlavorUsage {
+                        name: fr.flavor.clone(),
+                        resources: Vec::new(),
+                    });
                     let last = out.len() - 1;
                     &mut out[last]
                 }
             };
             if !entry.resources.iter().any(|r| r.name == fr.resource) {
-                entry.resources.push(ResourceUsage { name: fr.resource.clone(), total, borrowed });
+                entry.resources.push(ResourceUsage {
+                    name: fr.resource.clone(),
+                    total,
+                    borrowed,
+                });
             }
         }
         out
@@ -85,10 +92,18 @@ impl AdmissionCore {
         for (fr, q) in &node.subtree {
             let borrowed = (self.tree.usage(idx, fr) - *q).clamp_zero();
             match quota.iter_mut().find(|f| f.name == fr.flavor) {
-                Some(f) => f.resources.push(ResourceUsage { name: fr.resource.clone(), total: *q, borrowed }),
+                Some(f) => f.resources.push(ResourceUsage {
+                    name: fr.resource.clone(),
+                    total: *q,
+                    borrowed,
+                }),
                 None => quota.push(FlavorUsage {
                     name: fr.flavor.clone(),
-                    resources: vec![ResourceUsage { name: fr.resource.clone(), total: *q, borrowed }],
+                    resources: vec![ResourceUsage {
+                        name: fr.resource.clone(),
+                        total: *q,
+                        borrowed,
+                    }],
                 }),
             }
         }

@@ -59,7 +59,12 @@ impl QuotaTree {
     ) -> QuotaTree {
         let mut t = QuotaTree::default();
         let mut parents: Vec<Option<String>> = Vec::new();
-        let add = |t: &mut QuotaTree, parents: &mut Vec<Option<String>>, name: &str, kind, groups: &[ResourceGroup], parent| {
+        let add = |t: &mut QuotaTree,
+                   parents: &mut Vec<Option<String>>,
+                   name: &str,
+                   kind,
+                   groups: &[ResourceGroup],
+                   parent| {
             let idx = t.nodes.len();
             t.nodes.push(Node {
                 name: name.to_string(),
@@ -77,11 +82,25 @@ impl QuotaTree {
         };
         let nonempty = |s: &Option<String>| s.clone().filter(|s| !s.is_empty());
         for c in cohorts.values() {
-            let i = add(&mut t, &mut parents, &c.name, NodeKind::Cohort, &c.resource_groups, nonempty(&c.parent));
+            let i = add(
+                &mut t,
+                &mut parents,
+                &c.name,
+                NodeKind::Cohort,
+                &c.resource_groups,
+                nonempty(&c.parent),
+            );
             t.cohorts.insert(c.name.clone(), i);
         }
         for cq in cqs {
-            let i = add(&mut t, &mut parents, &cq.name, NodeKind::ClusterQueue, &cq.resource_groups, nonempty(&cq.cohort));
+            let i = add(
+                &mut t,
+                &mut parents,
+                &cq.name,
+                NodeKind::ClusterQueue,
+                &cq.resource_groups,
+                nonempty(&cq.cohort),
+            );
             t.cqs.insert(cq.name.clone(), i);
         }
         // Implicit cohorts, created until every named parent exists.
@@ -117,7 +136,10 @@ impl QuotaTree {
             let mut cur = start;
             while let Some(p) = self.nodes[cur].parent {
                 if let Some(pos) = path.iter().position(|&x| x == p) {
-                    let mut names: Vec<&str> = path[pos..].iter().map(|&x| self.nodes[x].name.as_str()).collect();
+                    let mut names: Vec<&str> = path[pos..]
+                        .iter()
+                        .map(|&x| self.nodes[x].name.as_str())
+                        .collect();
                     names.push(&self.nodes[p].name);
                     let reason = format!("cohort cycle: {}", names.join(" -> "));
                     cyclic_members.push((start, reason));
@@ -170,7 +192,11 @@ impl QuotaTree {
         let depths: Vec<usize> = order.iter().map(|&i| self.depth(i)).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(depths[i]));
         for i in order {
-            let mut subtree: FrAmounts = self.nodes[i].quotas.iter().map(|(fr, q)| (fr.clone(), q.nominal)).collect();
+            let mut subtree: FrAmounts = self.nodes[i]
+                .quotas
+                .iter()
+                .map(|(fr, q)| (fr.clone(), q.nominal))
+                .collect();
             let mut height = 0;
             for &c in &self.nodes[i].children {
                 height = height.max(self.nodes[c].height + 1);
@@ -304,7 +330,9 @@ impl QuotaTree {
 
     /// Whether `usage` more fits under node `i` right now.
     pub fn fits(&self, i: usize, usage: &FrAmounts) -> bool {
-        usage.iter().all(|(fr, v)| *v <= Amount::ZERO || *v <= self.available(i, fr))
+        usage
+            .iter()
+            .all(|(fr, v)| *v <= Amount::ZERO || *v <= self.available(i, fr))
     }
 
     /// The node uses more of `fr` than its own subtree quota provides.
@@ -342,17 +370,28 @@ mod tests {
     }
 
     fn tree(cqs: &[ClusterQueueModel], cohorts: &[CohortModel]) -> QuotaTree {
-        let cohorts = cohorts.iter().map(|c| (c.name.clone(), c.clone())).collect();
+        let cohorts = cohorts
+            .iter()
+            .map(|c| (c.name.clone(), c.clone()))
+            .collect();
         QuotaTree::build(cqs, &cohorts)
     }
 
     #[test]
     fn lending_and_borrowing_limits() {
         // a: nominal 10, lends at most 4 (keeps 6); b: nominal 10, may borrow at most 3.
-        let a = ClusterQueueModel::build("a").cohort("c").flavor_limits("default", &[("cpu", 10, None, Some(4))]);
-        let b = ClusterQueueModel::build("b").cohort("c").flavor_limits("default", &[("cpu", 10, Some(3), None)]);
+        let a = ClusterQueueModel::build("a")
+            .cohort("c")
+            .flavor_limits("default", &[("cpu", 10, None, Some(4))]);
+        let b = ClusterQueueModel::build("b")
+            .cohort("c")
+            .flavor_limits("default", &[("cpu", 10, Some(3), None)]);
         let mut t = tree(&[a, b], &[]);
-        let (ia, ib, ic) = (t.cq("a").unwrap(), t.cq("b").unwrap(), t.cohort("c").unwrap());
+        let (ia, ib, ic) = (
+            t.cq("a").unwrap(),
+            t.cq("b").unwrap(),
+            t.cohort("c").unwrap(),
+        );
         // cohort subtree = (10 - 6) + (10 - 0) = 14
         assert_eq!(t.subtree_quota(ic, &fr()), Amount(14));
         assert_eq!(t.available(ia, &fr()), Amount(20));
@@ -373,14 +412,21 @@ mod tests {
 
     #[test]
     fn hierarchical_cohorts_and_levels() {
-        let a = ClusterQueueModel::build("a").cohort("left").flavor("default", &[("cpu", 5)]);
-        let b = ClusterQueueModel::build("b").cohort("right").flavor("default", &[("cpu", 5)]);
+        let a = ClusterQueueModel::build("a")
+            .cohort("left")
+            .flavor("default", &[("cpu", 5)]);
+        let b = ClusterQueueModel::build("b")
+            .cohort("right")
+            .flavor("default", &[("cpu", 5)]);
         let root = CohortModel::build("root").flavor_limits("default", &[("cpu", 10, None, None)]);
         let left = CohortModel::build("left").parent("root");
         let right = CohortModel::build("right").parent("root");
         let t = tree(&[a, b], &[root, left, right]);
         let ia = t.cq("a").unwrap();
-        assert_eq!(t.subtree_quota(t.cohort("root").unwrap(), &fr()), Amount(20));
+        assert_eq!(
+            t.subtree_quota(t.cohort("root").unwrap(), &fr()),
+            Amount(20)
+        );
         assert_eq!(t.available(ia, &fr()), Amount(20));
         assert_eq!(t.borrowing_level(ia, &fr(), Amount(5)), 0);
         assert_eq!(t.borrowing_level(ia, &fr(), Amount(6)), 2);
@@ -389,9 +435,19 @@ mod tests {
 
     #[test]
     fn cycle_disables_tree() {
-        let a = ClusterQueueModel::build("a").cohort("x").flavor("default", &[("cpu", 5)]);
-        let other = ClusterQueueModel::build("o").cohort("z").flavor("default", &[("cpu", 5)]);
-        let t = tree(&[a, other], &[CohortModel::build("x").parent("y"), CohortModel::build("y").parent("x")]);
+        let a = ClusterQueueModel::build("a")
+            .cohort("x")
+            .flavor("default", &[("cpu", 5)]);
+        let other = ClusterQueueModel::build("o")
+            .cohort("z")
+            .flavor("default", &[("cpu", 5)]);
+        let t = tree(
+            &[a, other],
+            &[
+                CohortModel::build("x").parent("y"),
+                CohortModel::build("y").parent("x"),
+            ],
+        );
         let reason = t.disabled_reason(t.cq("a").unwrap()).unwrap();
         assert!(reason.contains("cohort cycle"), "{reason}");
         assert!(t.disabled_reason(t.cq("o").unwrap()).is_none());
