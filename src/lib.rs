@@ -4,6 +4,7 @@
 //! `embedded` depends on `api` and serves everything else through `kube::Client`.
 
 pub mod api;
+pub mod cli;
 pub mod embedded;
 pub mod jobframework;
 pub mod queue;

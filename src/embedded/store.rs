@@ -355,10 +355,10 @@ impl Store {
         }
         let name = meta_str(&obj, "name").to_string();
         self.fault("create", info, &name, false)?;
-        if let Some(ns) = ns {
-            if inner.lookup(&ns_key(), "", ns).is_none() {
-                return Err(ApiError::not_found("namespaces", ns).details(ns, "", "namespaces"));
-            }
+        if let Some(ns) = ns
+            && inner.lookup(&ns_key(), "", ns).is_none()
+        {
+            return Err(ApiError::not_found("namespaces", ns).details(ns, "", "namespaces"));
         }
         if inner.lookup(&key, &nsk, &name).is_some() {
             return Err(ApiError::already_exists(&info.qualified_plural(), &name).details(&name, &info.group, &info.plural));
@@ -391,7 +391,8 @@ impl Store {
         let mut remaining = 0usize;
         let mut last: Option<(String, String)> = None;
         if let Some(m) = inner.objects.get(&info.key()) {
-            let range: Box<dyn Iterator<Item = (&(String, String), &Arc<Value>)>> = match &after {
+            type Entries<'a> = Box<dyn Iterator<Item = (&'a (String, String), &'a Arc<Value>)> + 'a>;
+            let range: Entries<'_> = match &after {
                 Some(a) => Box::new(m.range((std::ops::Bound::Excluded(a.clone()), std::ops::Bound::Unbounded))),
                 None => Box::new(m.iter()),
             };
@@ -475,9 +476,9 @@ impl Store {
         let mut inner = self.lock();
         let nsk = if info.namespaced { ns.unwrap_or("default") } else { "" };
         if kind == PatchKind::Strategic && info.is_crd {
-            return Err(ApiError::unsupported_media(format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
-            )));
+            return Err(ApiError::unsupported_media(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+            ));
         }
         self.fault("patch", info, name, status)?;
         let old = match inner.lookup(&info.key(), nsk, name).cloned() {
@@ -578,6 +579,15 @@ impl Store {
     /// Fault: forget all history, so any watch resuming from an older RV gets 410 Expired.
     pub fn compact(&self) {
         let mut inner = self.lock();
+        inner.history.clear();
+        inner.compacted = inner.rv;
+    }
+
+    /// Fault: advance the RV (as writes elsewhere in a real cluster would) and compact, so every RV a
+    /// client holds is expired: its next watch resume gets a 410 ERROR event and must relist.
+    pub fn expire_all(&self) {
+        let mut inner = self.lock();
+        inner.rv += 1;
         inner.history.clear();
         inner.compacted = inner.rv;
     }

@@ -28,10 +28,10 @@ pub struct WatchRequest {
 
 impl WatchRequest {
     fn matches(&self, obj: &Value) -> bool {
-        if let Some(ns) = &self.namespace {
-            if obj.pointer("/metadata/namespace").and_then(Value::as_str) != Some(ns.as_str()) {
-                return false;
-            }
+        if let Some(ns) = &self.namespace
+            && obj.pointer("/metadata/namespace").and_then(Value::as_str) != Some(ns.as_str())
+        {
+            return false;
         }
         self.labels.matches(obj) && self.fields.matches(obj)
     }

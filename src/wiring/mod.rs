@@ -4,3 +4,4 @@
 pub mod leader;
 pub mod metrics;
 pub mod health;
+pub mod webhook;

@@ -1,0 +1,145 @@
+//! The validating and defaulting webhook: AdmissionReview in, AdmissionReview out, over TLS. The
+//! decision is `api::admission::admit`, the same function the embedded API server calls in-process.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::Router;
+use axum::routing::post;
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation as KubeOp};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use serde_json::Value;
+use thiserror::Error;
+
+use crate::api::admission::{Operation, admit};
+use crate::api::validation::FieldError;
+
+#[derive(Debug, Error)]
+pub enum WebhookError {
+    #[error("cannot read TLS certificate {path}: {source}")]
+    Cert { path: String, source: rustls_pki_types::pem::Error },
+    #[error("TLS configuration rejected: {0}")]
+    Tls(#[from] rustls::Error),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+}
+
+/// The message a real API server prints for an invalid object: `Kind "name" is invalid: [a, b]`.
+pub fn invalid_message(kind: &str, name: &str, errors: &[FieldError]) -> String {
+    let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    if list.len() == 1 {
+        format!("{kind} {name:?} is invalid: {}", list[0])
+    } else {
+        format!("{kind} {name:?} is invalid: [{}]", list.join(", "))
+    }
+}
+
+/// Decides one request. `mutate` allows a defaulting patch; a validating webhook must not return one.
+pub fn review(req: &AdmissionRequest<DynamicObject>, mutate: bool) -> AdmissionResponse {
+    let resp = AdmissionResponse::from(req);
+    let op = match req.operation {
+        KubeOp::Create => Operation::Create,
+        KubeOp::Update => Operation::Update,
+        KubeOp::Delete | KubeOp::Connect => return resp,
+    };
+    // Status writes carry no user intent we validate here (and the webhook is not registered for them).
+    if req.sub_resource.is_some() {
+        return resp;
+    }
+    let Some(obj) = req.object.as_ref() else { return resp.deny("the request carries no object") };
+    let new = match serde_json::to_value(obj) {
+        Ok(v) => v,
+        Err(e) => return resp.deny(format!("cannot read the object: {e}")),
+    };
+    let old = req.old_object.as_ref().and_then(|o| serde_json::to_value(o).ok());
+    let mut defaulted = new.clone();
+    if let Err(errors) = admit(op, &mut defaulted, old.as_ref()) {
+        let name = obj.metadata.name.clone().or_else(|| obj.metadata.generate_name.clone()).unwrap_or_default();
+        return resp.deny(invalid_message(&req.kind.kind, &name, &errors));
+    }
+    if !mutate || defaulted == new {
+        return resp;
+    }
+    let patch = json_patch::diff(&new, &defaulted);
+    match resp.clone().with_patch(patch) {
+        Ok(r) => r,
+        Err(e) => resp.deny(format!("cannot encode the defaulting patch: {e}")),
+    }
+}
+
+fn answer(body: Value, mutate: bool) -> Json<AdmissionReview<DynamicObject>> {
+    let parsed: Result<AdmissionReview<DynamicObject>, _> = serde_json::from_value(body);
+    let response = match parsed.map_err(|e| e.to_string()).and_then(|r| {
+        let req: Result<AdmissionRequest<DynamicObject>, _> = r.try_into();
+        req.map_err(|e| e.to_string())
+    }) {
+        Ok(req) => review(&req, mutate),
+        Err(e) => AdmissionResponse::invalid(format!("malformed AdmissionReview: {e}")),
+    };
+    Json(response.into_review())
+}
+
+/// `/mutate` (defaulting, then validation) and `/validate` (validation only).
+pub fn router() -> Router {
+    Router::new()
+        .route("/mutate", post(|Json(body): Json<Value>| async move { answer(body, true) }))
+        .route("/validate", post(|Json(body): Json<Value>| async move { answer(body, false) }))
+}
+
+/// Loads `tls.crt` and `tls.key` from a directory, as controller-runtime's webhook server does.
+pub fn tls_config(cert_dir: &Path) -> Result<Arc<rustls::ServerConfig>, WebhookError> {
+    let cert_path = cert_dir.join("tls.crt");
+    let key_path = cert_dir.join("tls.key");
+    let certs = CertificateDer::pem_file_iter(&cert_path)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|source| WebhookError::Cert { path: cert_path.display().to_string(), source })?;
+    let key = PrivateKeyDer::from_pem_file(&key_path).map_err(|source| WebhookError::Cert { path: key_path.display().to_string(), source })?;
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)?;
+    Ok(Arc::new(config))
+}
+
+/// Serves the webhook over TLS until `shutdown` completes. Returns the bound address through `bound`.
+pub async fn serve(
+    addr: SocketAddr,
+    tls: Arc<rustls::ServerConfig>,
+    bound: tokio::sync::oneshot::Sender<SocketAddr>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), WebhookError> {
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| WebhookError::Bind { addr, source })?;
+    let _ = bound.send(listener.local_addr().unwrap_or(addr));
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    let app = router();
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            _ = &mut shutdown => return Ok(()),
+            accepted = listener.accept() => match accepted {
+                Ok(x) => x,
+                Err(e) => { tracing::warn!(error = %e, "webhook accept failed"); continue; }
+            },
+        };
+        let acceptor = acceptor.clone();
+        let app = app.clone();
+        tokio::spawn(async move {
+            let stream = match acceptor.accept(tcp).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::debug!(%peer, error = %e, "webhook TLS handshake failed");
+                    return;
+                }
+            };
+            let service = hyper_util::service::TowerToHyperService::new(app);
+            let io = hyper_util::rt::TokioIo::new(stream);
+            if let Err(e) = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await {
+                tracing::debug!(%peer, error = %e, "webhook connection ended with an error");
+            }
+        });
+    }
+}

@@ -1,0 +1,97 @@
+//! The binary's offline commands: `quotagate crds` matches the committed CRDs, and `quotagate validate`
+//! accepts the samples and rejects broken manifests with messages that name the field and the rule.
+
+use std::path::Path;
+use std::process::Command;
+
+fn quotagate(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_quotagate"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("the quotagate binary runs");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn committed_crds_are_exactly_what_the_binary_prints() {
+    let (code, printed) = quotagate(&["crds"]);
+    assert_eq!(code, 0, "{printed}");
+    let committed = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/crd/bases/quotagate.yaml"))
+        .expect("config/crd/bases/quotagate.yaml exists");
+    assert!(
+        printed == committed,
+        "config/crd/bases/quotagate.yaml is stale: run `cargo run -- crds > config/crd/bases/quotagate.yaml`"
+    );
+    for kind in ["ClusterQueue", "LocalQueue", "ResourceFlavor", "Cohort", "Workload", "WorkloadPriorityClass", "RayCluster", "RayService", "HTTPRoute", "Gateway"] {
+        assert!(printed.contains(&format!("kind: {kind}\n")), "CRD for {kind} missing");
+    }
+}
+
+#[test]
+fn samples_are_valid() {
+    let (code, out) = quotagate(&["validate", "-f", "config/samples/"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("5 document(s) valid"), "{out}");
+}
+
+#[test]
+fn kueue_rules_name_the_field() {
+    let (code, out) = quotagate(&["validate", "-f", "tests/fixtures/validate/cq-bad-flavor.yaml"]);
+    assert_eq!(code, 1, "{out}");
+    let want = [
+        "document 0: ClusterQueue/team-a: spec.resourceGroups[0].flavors[0].resources[0].name: Invalid value: \"memory\": must match the name in coveredResources",
+        "spec.resourceGroups[0].flavors[0].resources[1].borrowingLimit: Invalid value: 5: must be nil when cohort is empty",
+        "spec.resourceGroups[0].flavors[0].resources[1].lendingLimit: Invalid value: 20: must be nil when cohort is empty",
+        "spec.resourceGroups[0].flavors[0].resources[1].lendingLimit: Invalid value: 20: must be less than or equal to the nominalQuota",
+        "5 problem(s) in 1 document(s)",
+    ];
+    for w in want {
+        assert!(out.contains(w), "missing {w:?} in\n{out}");
+    }
+}
+
+#[test]
+fn kuberay_rules_name_the_field() {
+    let (code, out) = quotagate(&["validate", "-f", "tests/fixtures/validate/rayservice-bad.yaml"]);
+    assert_eq!(code, 1, "{out}");
+    let want = [
+        "metadata.name: Too long: RayService name should be no more than 47 characters",
+        "spec.rayClusterConfig.workerGroupSpecs[0].groupName: Invalid value: worker group name \"head\" is reserved for the head group",
+        "spec.rayClusterConfig.workerGroupSpecs[0].minReplicas: Invalid value: worker group head has minReplicas 3 greater than maxReplicas 2",
+    ];
+    for w in want {
+        assert!(out.contains(w), "missing {w:?} in\n{out}");
+    }
+}
+
+#[test]
+fn unknown_kinds_fail_foreign_kinds_are_listed_and_built_ins_are_parsed() {
+    let (code, out) = quotagate(&["validate", "-f", "tests/fixtures/validate/mixed.yaml"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("document 0: RayJob/not-ours (ray.io/v1): not managed by quotagate"), "{out}");
+    assert!(out.contains("document 1: RayTrainer/no-such-kind: kind: Unsupported value: ray.io/v1 does not define kind \"RayTrainer\""), "{out}");
+    assert!(out.contains("document 2: Pod/broken-pod: spec.containers: Invalid value: invalid type: string \"not a list\", expected a sequence"), "{out}");
+}
+
+#[test]
+fn unparsable_yaml_reports_its_line() {
+    let (code, out) = quotagate(&["validate", "-f", "tests/fixtures/validate/unparsable.yaml"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("unparsable.yaml: line 5: unparsable YAML"), "{out}");
+}
+
+#[test]
+fn a_directory_is_searched_and_every_problem_counted() {
+    let (code, out) = quotagate(&["validate", "-f", "tests/fixtures/validate"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("11 problem(s)"), "{out}");
+}
+
+#[test]
+fn a_missing_file_is_a_problem_not_a_panic() {
+    let (code, out) = quotagate(&["validate", "-f", "tests/fixtures/validate/does-not-exist.yaml"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("does-not-exist.yaml: cannot read"), "{out}");
+}
