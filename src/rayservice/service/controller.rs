@@ -66,6 +66,8 @@ pub struct Config {
     pub dashboard_timeout: Duration,
     /// Requeue after a failed pass.
     pub error_backoff: Duration,
+    /// Poll interval while the plan has work in flight (KubeRay: 2 s; tests shorten it).
+    pub requeue: Duration,
 }
 
 impl Default for Config {
@@ -77,6 +79,7 @@ impl Default for Config {
             dashboard_port: crate::rayservice::dashboard::DEFAULT_DASHBOARD_PORT,
             dashboard_timeout: Duration::from_secs(2),
             error_backoff: Duration::from_secs(5),
+            requeue: super::lifecycle::REQUEUE,
         }
     }
 }
@@ -179,7 +182,7 @@ pub async fn reconcile(rs: Arc<RayService>, ctx: Arc<Context>) -> Result<Requeue
     let plan = super::plan(&snapshot);
     execute(&rs, &ns, &name, &plan, &ctx).await?;
     Ok(match plan.requeue {
-        Some(d) => Requeue::requeue(d),
+        Some(_) => Requeue::requeue(ctx.config.requeue),
         None => Requeue::await_change(),
     })
 }

@@ -17,7 +17,7 @@ pub mod controller;
 pub mod duration;
 pub mod error;
 pub mod observe;
-mod lifecycle;
+pub mod lifecycle;
 pub mod plan;
 pub mod schedule;
 pub mod snapshot;
