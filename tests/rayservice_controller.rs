@@ -26,7 +26,12 @@ const NS: &str = "default";
 /// handles each request inside the caller's poll, and debug builds of these deep futures exceed the
 /// default 2 MiB test-thread stack.
 fn scenario<F: std::future::Future<Output = ()> + Send + 'static>(f: F) {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).thread_stack_size(8 << 20).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_stack_size(8 << 20)
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async move { tokio::spawn(f).await.unwrap() });
 }
 const WAIT: Duration = Duration::from_secs(60);
@@ -44,7 +49,10 @@ impl Harness {
         let server = EmbeddedServer::new(&quotagate::api::all_crds(), Arc::new(AllowAll));
         let client = server.client();
         let cancel = CancellationToken::new();
-        let config = SimConfig { gateway: None, ..SimConfig::default() };
+        let config = SimConfig {
+            gateway: None,
+            ..SimConfig::default()
+        };
         sim::spawn(client.clone(), &config, cancel.clone());
         let sim = Arc::new(RaySim::new(SimOptions {
             build_delay: Duration::from_millis(50),
@@ -56,7 +64,13 @@ impl Harness {
         let mut rc_ctx = clusterctl::Context::new(client.clone());
         rc_ctx.config.busy_requeue = Duration::from_millis(200);
         tokio::spawn(clusterctl::run(Arc::new(rc_ctx)));
-        let mut h = Harness { client, sim, cancel, rs_controller: None, _server: server };
+        let mut h = Harness {
+            client,
+            sim,
+            cancel,
+            rs_controller: None,
+            _server: server,
+        };
         h.start_rayservice_controller();
         h
     }
@@ -87,23 +101,51 @@ impl Harness {
         Api::namespaced(self.client.clone(), NS)
     }
 
-    async fn wait_rs(&self, name: &str, what: &str, cond: impl Fn(&RayService) -> bool + Send + 'static) -> RayService {
-        let got = timeout(WAIT, await_condition(self.services(), name, move |o: Option<&RayService>| o.is_some_and(&cond))).await;
+    async fn wait_rs(
+        &self,
+        name: &str,
+        what: &str,
+        cond: impl Fn(&RayService) -> bool + Send + 'static,
+    ) -> RayService {
+        let got = timeout(
+            WAIT,
+            await_condition(self.services(), name, move |o: Option<&RayService>| {
+                o.is_some_and(&cond)
+            }),
+        )
+        .await;
         match got {
             Ok(Ok(Some(rs))) => rs,
             other => {
                 let now = self.services().get(name).await.ok();
-                panic!("timed out waiting for {what}: {other:?}\nlast status: {:#?}", now.and_then(|r| r.status));
+                panic!(
+                    "timed out waiting for {what}: {other:?}\nlast status: {:#?}",
+                    now.and_then(|r| r.status)
+                );
             }
         }
     }
 
     async fn patch_spec(&self, name: &str, spec: serde_json::Value) {
-        self.services().patch(name, &PatchParams::default(), &Patch::Merge(json!({ "spec": spec }))).await.unwrap();
+        self.services()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "spec": spec })),
+            )
+            .await
+            .unwrap();
     }
 
     async fn cluster_names(&self) -> Vec<String> {
-        self.clusters().list(&ListParams::default()).await.unwrap().items.iter().map(|c| c.name_any()).collect()
+        self.clusters()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|c| c.name_any())
+            .collect()
     }
 }
 
@@ -143,8 +185,16 @@ fn rayservice(name: &str, image: &str) -> RayService {
     .unwrap()
 }
 
-fn cond<'a>(rs: &'a RayService, type_: &str) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
-    rs.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == type_)
+fn cond<'a>(
+    rs: &'a RayService,
+    type_: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    rs.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
 }
 
 fn is_true(rs: &RayService, type_: &str) -> bool {
@@ -152,15 +202,28 @@ fn is_true(rs: &RayService, type_: &str) -> bool {
 }
 
 fn active(rs: &RayService) -> Option<String> {
-    rs.status.as_ref()?.active_service_status.as_ref()?.ray_cluster_name.clone()
+    rs.status
+        .as_ref()?
+        .active_service_status
+        .as_ref()?
+        .ray_cluster_name
+        .clone()
 }
 
 fn pending(rs: &RayService) -> Option<String> {
-    rs.status.as_ref()?.pending_service_status.as_ref()?.ray_cluster_name.clone()
+    rs.status
+        .as_ref()?
+        .pending_service_status
+        .as_ref()?
+        .ray_cluster_name
+        .clone()
 }
 
 fn endpoints(rs: &RayService) -> i32 {
-    rs.status.as_ref().and_then(|s| s.num_serve_endpoints).unwrap_or(0)
+    rs.status
+        .as_ref()
+        .and_then(|s| s.num_serve_endpoints)
+        .unwrap_or(0)
 }
 
 async fn selector_cluster(h: &Harness, svc: &str) -> Option<String> {
@@ -169,13 +232,33 @@ async fn selector_cluster(h: &Harness, svc: &str) -> Option<String> {
 }
 
 async fn create_and_wait_ready(h: &Harness, name: &str) -> RayService {
-    h.services().create(&PostParams::default(), &rayservice(name, "rayproject/ray:2.46.0")).await.unwrap();
-    let rs = h.wait_rs(name, "Ready=True", |rs| is_true(rs, "Ready") && active(rs).is_some()).await;
+    h.services()
+        .create(
+            &PostParams::default(),
+            &rayservice(name, "rayproject/ray:2.46.0"),
+        )
+        .await
+        .unwrap();
+    let rs = h
+        .wait_rs(name, "Ready=True", |rs| {
+            is_true(rs, "Ready") && active(rs).is_some()
+        })
+        .await;
     let a = active(&rs).unwrap();
     assert!(a.starts_with(&format!("{name}-")), "{a}");
     assert!(endpoints(&rs) > 0);
-    assert_eq!(selector_cluster(h, &format!("{name}-head-svc")).await.as_deref(), Some(a.as_str()));
-    assert_eq!(selector_cluster(h, &format!("{name}-serve-svc")).await.as_deref(), Some(a.as_str()));
+    assert_eq!(
+        selector_cluster(h, &format!("{name}-head-svc"))
+            .await
+            .as_deref(),
+        Some(a.as_str())
+    );
+    assert_eq!(
+        selector_cluster(h, &format!("{name}-serve-svc"))
+            .await
+            .as_deref(),
+        Some(a.as_str())
+    );
     rs
 }
 
@@ -193,19 +276,37 @@ async fn create_then_serve_update_in_place_body() {
     let rs = create_and_wait_ready(&h, "fruit").await;
     let a = active(&rs).unwrap();
     let pods: Api<Pod> = Api::namespaced(h.client.clone(), NS);
-    let cluster_pods = pods.list(&ListParams::default().labels(&format!("ray.io/cluster={a}"))).await.unwrap().items;
+    let cluster_pods = pods
+        .list(&ListParams::default().labels(&format!("ray.io/cluster={a}")))
+        .await
+        .unwrap()
+        .items;
     assert_eq!(cluster_pods.len(), 2, "head + 1 worker");
     let puts = h.sim.put_count(&endpoint_of(&a));
     assert_eq!(puts, 1, "the config is pushed once");
 
-    h.patch_spec("fruit", json!({ "serveConfigV2": serve_config("fruit.deployment_graph", 4) })).await;
-    let rs = h.wait_rs("fruit", "second push applied", {
-        let sim = h.sim.clone();
-        let url = endpoint_of(&a);
-        move |rs| sim.put_count(&url) == 2 && is_true(rs, "Ready") && rs.status.as_ref().and_then(|s| s.observed_generation) == rs.metadata.generation
-    })
+    h.patch_spec(
+        "fruit",
+        json!({ "serveConfigV2": serve_config("fruit.deployment_graph", 4) }),
+    )
     .await;
-    assert_eq!(active(&rs).as_deref(), Some(a.as_str()), "serve config changes are applied in place");
+    let rs = h
+        .wait_rs("fruit", "second push applied", {
+            let sim = h.sim.clone();
+            let url = endpoint_of(&a);
+            move |rs| {
+                sim.put_count(&url) == 2
+                    && is_true(rs, "Ready")
+                    && rs.status.as_ref().and_then(|s| s.observed_generation)
+                        == rs.metadata.generation
+            }
+        })
+        .await;
+    assert_eq!(
+        active(&rs).as_deref(),
+        Some(a.as_str()),
+        "serve config changes are applied in place"
+    );
     assert_eq!(pending(&rs), None);
     assert_eq!(h.cluster_names().await, vec![a]);
 }
@@ -220,28 +321,58 @@ async fn blue_green_upgrade_switches_services_and_deletes_the_old_cluster_later_
     let rs = create_and_wait_ready(&h, "bg").await;
     let old = active(&rs).unwrap();
 
-    h.patch_spec("bg", json!({ "rayClusterConfig": { "rayVersion": "2.47.0" } })).await;
-    let rs = h.wait_rs("bg", "a pending cluster", |rs| pending(rs).is_some()).await;
+    h.patch_spec(
+        "bg",
+        json!({ "rayClusterConfig": { "rayVersion": "2.47.0" } }),
+    )
+    .await;
+    let rs = h
+        .wait_rs("bg", "a pending cluster", |rs| pending(rs).is_some())
+        .await;
     let new = pending(&rs).unwrap();
     assert_ne!(new, old);
-    assert_eq!(active(&rs).as_deref(), Some(old.as_str()), "the active keeps serving meanwhile");
+    assert_eq!(
+        active(&rs).as_deref(),
+        Some(old.as_str()),
+        "the active keeps serving meanwhile"
+    );
 
-    let rs = h.wait_rs("bg", "promotion", {
-        let new = new.clone();
-        move |rs| active(rs).as_deref() == Some(new.as_str()) && pending(rs).is_none() && is_true(rs, "Ready")
-    })
-    .await;
+    let rs = h
+        .wait_rs("bg", "promotion", {
+            let new = new.clone();
+            move |rs| {
+                active(rs).as_deref() == Some(new.as_str())
+                    && pending(rs).is_none()
+                    && is_true(rs, "Ready")
+            }
+        })
+        .await;
     assert!(endpoints(&rs) > 0);
-    assert_eq!(selector_cluster(&h, "bg-serve-svc").await.as_deref(), Some(new.as_str()));
-    assert_eq!(selector_cluster(&h, "bg-head-svc").await.as_deref(), Some(new.as_str()));
+    assert_eq!(
+        selector_cluster(&h, "bg-serve-svc").await.as_deref(),
+        Some(new.as_str())
+    );
+    assert_eq!(
+        selector_cluster(&h, "bg-head-svc").await.as_deref(),
+        Some(new.as_str())
+    );
     let upgrade = cond(&rs, "UpgradeInProgress").unwrap();
-    assert_eq!((upgrade.status.as_str(), upgrade.reason.as_str()), ("False", "NoPendingCluster"));
+    assert_eq!(
+        (upgrade.status.as_str(), upgrade.reason.as_str()),
+        ("False", "NoPendingCluster")
+    );
 
     // The old cluster goes after rayClusterDeletionDelaySeconds (1 s here), with its deadline persisted.
     let old_rc = h.clusters().get_opt(&old).await.unwrap();
     if let Some(old_rc) = old_rc {
         let uid = old_rc.uid().unwrap();
-        timeout(WAIT, await_condition(h.clusters(), &old, conditions::is_deleted(&uid))).await.unwrap().unwrap();
+        timeout(
+            WAIT,
+            await_condition(h.clusters(), &old, conditions::is_deleted(&uid)),
+        )
+        .await
+        .unwrap()
+        .unwrap();
     }
     assert_eq!(h.cluster_names().await, vec![new]);
 }
@@ -255,14 +386,20 @@ async fn suspend_deletes_everything_and_resume_recreates_body() {
     let h = Harness::start();
     create_and_wait_ready(&h, "sus").await;
     h.patch_spec("sus", json!({ "suspend": true })).await;
-    let rs = h.wait_rs("sus", "Suspended=True", |rs| is_true(rs, "Suspended")).await;
+    let rs = h
+        .wait_rs("sus", "Suspended=True", |rs| is_true(rs, "Suspended"))
+        .await;
     assert!(!is_true(&rs, "Suspending"));
     assert_eq!((active(&rs), pending(&rs), endpoints(&rs)), (None, None, 0));
     assert!(h.cluster_names().await.is_empty());
     assert!(h.svcs().get_opt("sus-serve-svc").await.unwrap().is_none());
 
     h.patch_spec("sus", json!({ "suspend": false })).await;
-    let rs = h.wait_rs("sus", "Ready again", |rs| is_true(rs, "Ready") && active(rs).is_some()).await;
+    let rs = h
+        .wait_rs("sus", "Ready again", |rs| {
+            is_true(rs, "Ready") && active(rs).is_some()
+        })
+        .await;
     assert_eq!(cond(&rs, "Suspended").unwrap().reason, "RayServiceResumed");
 }
 
@@ -276,25 +413,49 @@ async fn broken_serve_config_keeps_the_active_serving_body() {
     let rs = create_and_wait_ready(&h, "broken").await;
     let a = active(&rs).unwrap();
     // In place: the new config fails to import on the active cluster.
-    h.patch_spec("broken", json!({ "serveConfigV2": serve_config("no_such_module.app", 3) })).await;
-    let rs = h.wait_rs("broken", "ServeDeployFailed", |rs| cond(rs, "Ready").is_some_and(|c| c.reason == "ServeDeployFailed")).await;
+    h.patch_spec(
+        "broken",
+        json!({ "serveConfigV2": serve_config("no_such_module.app", 3) }),
+    )
+    .await;
+    let rs = h
+        .wait_rs("broken", "ServeDeployFailed", |rs| {
+            cond(rs, "Ready").is_some_and(|c| c.reason == "ServeDeployFailed")
+        })
+        .await;
     let ready = cond(&rs, "Ready").unwrap();
     assert_eq!(ready.status, "False");
     assert!(ready.message.contains("DEPLOY_FAILED"), "{}", ready.message);
     assert!(endpoints(&rs) > 0, "old replicas keep serving");
     assert_eq!(active(&rs).as_deref(), Some(a.as_str()));
-    assert_eq!(selector_cluster(&h, "broken-serve-svc").await.as_deref(), Some(a.as_str()));
+    assert_eq!(
+        selector_cluster(&h, "broken-serve-svc").await.as_deref(),
+        Some(a.as_str())
+    );
 
     // With a cluster change too: the pending never gets traffic, the active keeps it.
-    h.patch_spec("broken", json!({ "rayClusterConfig": { "rayVersion": "2.47.0" } })).await;
-    let rs = h.wait_rs("broken", "pending with a failed app", |rs| {
-        rs.status.as_ref().and_then(|s| s.pending_service_status.as_ref()).and_then(|p| p.applications.as_ref()).is_some_and(|apps| {
-            apps.values().any(|a| a.status.as_deref() == Some("DEPLOY_FAILED"))
-        })
-    })
+    h.patch_spec(
+        "broken",
+        json!({ "rayClusterConfig": { "rayVersion": "2.47.0" } }),
+    )
     .await;
+    let rs = h
+        .wait_rs("broken", "pending with a failed app", |rs| {
+            rs.status
+                .as_ref()
+                .and_then(|s| s.pending_service_status.as_ref())
+                .and_then(|p| p.applications.as_ref())
+                .is_some_and(|apps| {
+                    apps.values()
+                        .any(|a| a.status.as_deref() == Some("DEPLOY_FAILED"))
+                })
+        })
+        .await;
     assert_eq!(active(&rs).as_deref(), Some(a.as_str()));
-    assert_eq!(selector_cluster(&h, "broken-serve-svc").await.as_deref(), Some(a.as_str()));
+    assert_eq!(
+        selector_cluster(&h, "broken-serve-svc").await.as_deref(),
+        Some(a.as_str())
+    );
     assert!(endpoints(&rs) > 0);
 }
 
@@ -306,16 +467,23 @@ fn operator_restart_mid_upgrade_resumes_without_a_second_pending() {
 async fn operator_restart_mid_upgrade_resumes_without_a_second_pending_body() {
     let mut h = Harness::start();
     create_and_wait_ready(&h, "crash").await;
-    h.patch_spec("crash", json!({ "rayClusterConfig": { "rayVersion": "2.47.0" } })).await;
-    let rs = h.wait_rs("crash", "a pending cluster", |rs| pending(rs).is_some()).await;
+    h.patch_spec(
+        "crash",
+        json!({ "rayClusterConfig": { "rayVersion": "2.47.0" } }),
+    )
+    .await;
+    let rs = h
+        .wait_rs("crash", "a pending cluster", |rs| pending(rs).is_some())
+        .await;
     let new = pending(&rs).unwrap();
     h.stop_rayservice_controller();
     h.start_rayservice_controller();
-    let rs = h.wait_rs("crash", "promotion after restart", {
-        let new = new.clone();
-        move |rs| active(rs).as_deref() == Some(new.as_str()) && pending(rs).is_none()
-    })
-    .await;
+    let rs = h
+        .wait_rs("crash", "promotion after restart", {
+            let new = new.clone();
+            move |rs| active(rs).as_deref() == Some(new.as_str()) && pending(rs).is_none()
+        })
+        .await;
     assert!(is_true(&rs, "Ready"));
     // The cluster promoted is the one named before the crash, and no third cluster exists.
     let names = h.cluster_names().await;
@@ -331,29 +499,60 @@ async fn queue_managed_upgrade_creates_a_gated_pending_without_pods_body() {
     let h = Harness::start();
     let mut rs = rayservice("gated", "rayproject/ray:2.46.0");
     rs.metadata.labels = Some([("kueue.x-k8s.io/queue-name".to_string(), "lq".to_string())].into());
-    h.services().create(&PostParams::default(), &rs).await.unwrap();
-    let rs = h.wait_rs("gated", "Ready=True", |rs| is_true(rs, "Ready") && active(rs).is_some()).await;
+    h.services()
+        .create(&PostParams::default(), &rs)
+        .await
+        .unwrap();
+    let rs = h
+        .wait_rs("gated", "Ready=True", |rs| {
+            is_true(rs, "Ready") && active(rs).is_some()
+        })
+        .await;
     let a = active(&rs).unwrap();
     let active_before = h.clusters().get(&a).await.unwrap();
 
-    h.patch_spec("gated", json!({ "rayClusterConfig": { "rayVersion": "2.47.0" } })).await;
-    let rs = h.wait_rs("gated", "a pending cluster", |rs| pending(rs).is_some()).await;
+    h.patch_spec(
+        "gated",
+        json!({ "rayClusterConfig": { "rayVersion": "2.47.0" } }),
+    )
+    .await;
+    let rs = h
+        .wait_rs("gated", "a pending cluster", |rs| pending(rs).is_some())
+        .await;
     let p = pending(&rs).unwrap();
     // Wait until the RayCluster controller has reconciled the gated cluster (it writes status).
-    let gated = timeout(WAIT, await_condition(h.clusters(), &p, |c: Option<&RayCluster>| {
-        c.and_then(|c| c.status.as_ref()).and_then(|s| s.observed_generation).is_some()
-    }))
+    let gated = timeout(
+        WAIT,
+        await_condition(h.clusters(), &p, |c: Option<&RayCluster>| {
+            c.and_then(|c| c.status.as_ref())
+                .and_then(|s| s.observed_generation)
+                .is_some()
+        }),
+    )
     .await
     .unwrap()
     .unwrap()
     .unwrap();
-    assert_eq!(gated.annotations().get("quotagate.io/admission-gated").map(String::as_str), Some("true"));
+    assert_eq!(
+        gated
+            .annotations()
+            .get("quotagate.io/admission-gated")
+            .map(String::as_str),
+        Some("true")
+    );
     let pods: Api<Pod> = Api::namespaced(h.client.clone(), NS);
-    assert!(pods.list(&ListParams::default().labels(&format!("ray.io/cluster={p}"))).await.unwrap().items.is_empty());
+    assert!(
+        pods.list(&ListParams::default().labels(&format!("ray.io/cluster={p}")))
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
     // The active is untouched and keeps serving (I4).
     let rs = h
         .wait_rs("gated", "the wait explained in status", |rs| {
-            cond(rs, "UpgradeInProgress").is_some_and(|c| c.message.contains("waits for quota admission"))
+            cond(rs, "UpgradeInProgress")
+                .is_some_and(|c| c.message.contains("waits for quota admission"))
         })
         .await;
     assert_eq!(active(&rs).as_deref(), Some(a.as_str()));

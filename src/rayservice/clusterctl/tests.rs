@@ -15,11 +15,23 @@ fn head(name: &str) -> PodView {
 }
 
 fn worker(name: &str, group: &str, index: usize) -> PodView {
-    PodView { name: name.into(), group: group.into(), running: true, ready: true, replica_index: Some(index), ..Default::default() }
+    PodView {
+        name: name.into(),
+        group: group.into(),
+        running: true,
+        ready: true,
+        replica_index: Some(index),
+        ..Default::default()
+    }
 }
 
 fn group(name: &str, replicas: usize) -> GroupView {
-    GroupView { name: name.into(), replicas, hosts: 1, workers_to_delete: vec![] }
+    GroupView {
+        name: name.into(),
+        replicas,
+        hosts: 1,
+        workers_to_delete: vec![],
+    }
 }
 
 fn inputs(pods: Vec<PodView>, groups: Vec<GroupView>) -> PodInputs {
@@ -33,11 +45,20 @@ fn inputs(pods: Vec<PodView>, groups: Vec<GroupView>) -> PodInputs {
 }
 
 fn single(n: usize) -> Vec<NewWorker> {
-    (0..n).map(|i| NewWorker { replica_index: i, host_index: 0, replica_ordinal: i }).collect()
+    (0..n)
+        .map(|i| NewWorker {
+            replica_index: i,
+            host_index: 0,
+            replica_ordinal: i,
+        })
+        .collect()
 }
 
 fn del(name: &str, reason: &'static str) -> PodAction {
-    PodAction::DeletePod { name: name.into(), reason }
+    PodAction::DeletePod {
+        name: name.into(),
+        reason,
+    }
 }
 
 #[test]
@@ -46,42 +67,108 @@ fn pod_plan_table() {
         (
             "empty cluster: head and all workers",
             inputs(vec![], vec![group("g", 2)]),
-            vec![PodAction::CreateHead, PodAction::CreateWorkers { group: "g".into(), workers: single(2) }],
+            vec![
+                PodAction::CreateHead,
+                PodAction::CreateWorkers {
+                    group: "g".into(),
+                    workers: single(2),
+                },
+            ],
         ),
-        ("steady", inputs(vec![head("h"), worker("w0", "g", 0), worker("w1", "g", 1)], vec![group("g", 2)]), vec![]),
+        (
+            "steady",
+            inputs(
+                vec![head("h"), worker("w0", "g", 0), worker("w1", "g", 1)],
+                vec![group("g", 2)],
+            ),
+            vec![],
+        ),
         (
             "missing worker gets the free index",
             inputs(vec![head("h"), worker("w1", "g", 1)], vec![group("g", 2)]),
-            vec![PodAction::CreateWorkers { group: "g".into(), workers: vec![NewWorker { replica_index: 0, host_index: 0, replica_ordinal: 0 }] }],
+            vec![PodAction::CreateWorkers {
+                group: "g".into(),
+                workers: vec![NewWorker {
+                    replica_index: 0,
+                    host_index: 0,
+                    replica_ordinal: 0,
+                }],
+            }],
         ),
         (
             "surplus removed, not-ready first, without autoscaling",
             inputs(
-                vec![head("h"), worker("w0", "g", 0), PodView { ready: false, ..worker("w1", "g", 1) }, worker("w2", "g", 2)],
+                vec![
+                    head("h"),
+                    worker("w0", "g", 0),
+                    PodView {
+                        ready: false,
+                        ..worker("w1", "g", 1)
+                    },
+                    worker("w2", "g", 2),
+                ],
                 vec![group("g", 1)],
             ),
-            vec![del("w1", "more replicas than desired"), del("w2", "more replicas than desired")],
+            vec![
+                del("w1", "more replicas than desired"),
+                del("w2", "more replicas than desired"),
+            ],
         ),
         (
             "failed worker replaced on the next pass",
-            inputs(vec![head("h"), PodView { unhealthy: true, ..worker("w0", "g", 0) }], vec![group("g", 1)]),
+            inputs(
+                vec![
+                    head("h"),
+                    PodView {
+                        unhealthy: true,
+                        ..worker("w0", "g", 0)
+                    },
+                ],
+                vec![group("g", 1)],
+            ),
             vec![del("w0", "unhealthy worker replica")],
         ),
         (
             "failed head deleted",
-            inputs(vec![PodView { unhealthy: true, ..head("h") }], vec![]),
+            inputs(
+                vec![PodView {
+                    unhealthy: true,
+                    ..head("h")
+                }],
+                vec![],
+            ),
             vec![del("h", "the head pod failed")],
         ),
-        ("terminating head: wait, no second head", inputs(vec![PodView { deleting: true, ..head("h") }], vec![]), vec![]),
+        (
+            "terminating head: wait, no second head",
+            inputs(
+                vec![PodView {
+                    deleting: true,
+                    ..head("h")
+                }],
+                vec![],
+            ),
+            vec![],
+        ),
         (
             "workersToDelete then refill to the desired count",
             inputs(
                 vec![head("h"), worker("w0", "g", 0), worker("w1", "g", 1)],
-                vec![GroupView { workers_to_delete: vec!["w0".into()], ..group("g", 2) }],
+                vec![GroupView {
+                    workers_to_delete: vec!["w0".into()],
+                    ..group("g", 2)
+                }],
             ),
             vec![
                 del("w0", "listed in workersToDelete"),
-                PodAction::CreateWorkers { group: "g".into(), workers: vec![NewWorker { replica_index: 0, host_index: 0, replica_ordinal: 0 }] },
+                PodAction::CreateWorkers {
+                    group: "g".into(),
+                    workers: vec![NewWorker {
+                        replica_index: 0,
+                        host_index: 0,
+                        replica_ordinal: 0,
+                    }],
+                },
             ],
         ),
         (
@@ -91,41 +178,80 @@ fn pod_plan_table() {
         ),
         (
             "multi-host: whole replicas of numOfHosts pods",
-            inputs(vec![head("h")], vec![GroupView { hosts: 2, ..group("tpu", 1) }]),
+            inputs(
+                vec![head("h")],
+                vec![GroupView {
+                    hosts: 2,
+                    ..group("tpu", 1)
+                }],
+            ),
             vec![PodAction::CreateWorkers {
                 group: "tpu".into(),
                 workers: vec![
-                    NewWorker { replica_index: 0, host_index: 0, replica_ordinal: 0 },
-                    NewWorker { replica_index: 0, host_index: 1, replica_ordinal: 0 },
+                    NewWorker {
+                        replica_index: 0,
+                        host_index: 0,
+                        replica_ordinal: 0,
+                    },
+                    NewWorker {
+                        replica_index: 0,
+                        host_index: 1,
+                        replica_ordinal: 0,
+                    },
                 ],
             }],
         ),
         (
             "multi-host: an incomplete replica is deleted as a whole",
             inputs(
-                vec![head("h"), PodView { replica_name: Some("tpu-abc".into()), ..worker("t0", "tpu", 0) }],
-                vec![GroupView { hosts: 2, ..group("tpu", 1) }],
+                vec![
+                    head("h"),
+                    PodView {
+                        replica_name: Some("tpu-abc".into()),
+                        ..worker("t0", "tpu", 0)
+                    },
+                ],
+                vec![GroupView {
+                    hosts: 2,
+                    ..group("tpu", 1)
+                }],
             ),
             vec![del("t0", "unhealthy worker replica")],
         ),
         (
             "gated: nothing is created",
-            PodInputs { gated: true, ..inputs(vec![], vec![group("g", 3)]) },
+            PodInputs {
+                gated: true,
+                ..inputs(vec![], vec![group("g", 3)])
+            },
             vec![],
         ),
         (
             "gated with pods: they go",
-            PodInputs { gated: true, ..inputs(vec![head("h")], vec![]) },
-            vec![PodAction::DeleteAll { reason: "the admission gate is closed" }],
+            PodInputs {
+                gated: true,
+                ..inputs(vec![head("h")], vec![])
+            },
+            vec![PodAction::DeleteAll {
+                reason: "the admission gate is closed",
+            }],
         ),
         (
             "Recreate: spec hash changed, everything goes",
-            PodInputs { recreate: Recreate::All, ..inputs(vec![head("h"), worker("w0", "g", 0)], vec![group("g", 1)]) },
-            vec![PodAction::DeleteAll { reason: "the spec changed and upgradeStrategy is Recreate" }],
+            PodInputs {
+                recreate: Recreate::All,
+                ..inputs(vec![head("h"), worker("w0", "g", 0)], vec![group("g", 1)])
+            },
+            vec![PodAction::DeleteAll {
+                reason: "the spec changed and upgradeStrategy is Recreate",
+            }],
         ),
         (
             "Recreate: operator version change only re-stamps",
-            PodInputs { recreate: Recreate::Restamp, ..inputs(vec![head("h"), worker("w0", "g", 0)], vec![group("g", 1)]) },
+            PodInputs {
+                recreate: Recreate::Restamp,
+                ..inputs(vec![head("h"), worker("w0", "g", 0)], vec![group("g", 1)])
+            },
             vec![PodAction::RestampHead { name: "h".into() }],
         ),
     ];
@@ -136,7 +262,10 @@ fn pod_plan_table() {
 
 #[test]
 fn autoscaler_owns_scale_down() {
-    let mut i = inputs(vec![head("h"), worker("w0", "g", 0), worker("w1", "g", 1)], vec![group("g", 1)]);
+    let mut i = inputs(
+        vec![head("h"), worker("w0", "g", 0), worker("w1", "g", 1)],
+        vec![group("g", 1)],
+    );
     i.autoscaling = true;
     assert_eq!(plan_pods(&i), vec![]);
 }
@@ -150,17 +279,38 @@ fn suspend_machine() {
     assert_eq!(d.conditions[0].type_, "RayClusterSuspending");
     // Suspending: delete all, even when suspend flipped back.
     let d = decide(false, true, false, &i);
-    assert_eq!(d.pods, vec![PodAction::DeleteAll { reason: "the cluster is suspending" }]);
+    assert_eq!(
+        d.pods,
+        vec![PodAction::DeleteAll {
+            reason: "the cluster is suspending"
+        }]
+    );
     // Pods terminating: wait.
-    let terminating = inputs(vec![PodView { deleting: true, ..head("h") }], vec![]);
+    let terminating = inputs(
+        vec![PodView {
+            deleting: true,
+            ..head("h")
+        }],
+        vec![],
+    );
     assert!(decide(false, true, false, &terminating).pods.is_empty());
-    assert_eq!(decide(false, true, false, &terminating).phase, Phase::Suspending);
+    assert_eq!(
+        decide(false, true, false, &terminating).phase,
+        Phase::Suspending
+    );
     // Gone: Suspended and no longer provisioned.
     let empty = inputs(vec![], vec![group("g", 1)]);
     let d = decide(true, true, false, &empty);
     assert_eq!(d.phase, Phase::Suspended);
     let types: Vec<(&str, &str)> = d.conditions.iter().map(|c| (c.type_, c.status)).collect();
-    assert_eq!(types, [("RayClusterSuspending", "False"), ("RayClusterSuspended", "True"), ("RayClusterProvisioned", "False")]);
+    assert_eq!(
+        types,
+        [
+            ("RayClusterSuspending", "False"),
+            ("RayClusterSuspended", "True"),
+            ("RayClusterProvisioned", "False")
+        ]
+    );
     // Stays suspended.
     assert_eq!(decide(true, false, true, &empty).pods, vec![]);
     // Resume: pods planned in the same pass.
@@ -172,15 +322,34 @@ fn suspend_machine() {
 
 #[test]
 fn facts_and_conditions() {
-    let pods = vec![head("h"), worker("w0", "g", 0), PodView { ready: false, ..worker("w1", "g", 1) }];
+    let pods = vec![
+        head("h"),
+        worker("w0", "g", 0),
+        PodView {
+            ready: false,
+            ..worker("w1", "g", 1)
+        },
+    ];
     let f = facts(&pods, 2);
-    assert_eq!((f.ready_workers, f.available_workers, f.all_ready), (1, 2, false));
+    assert_eq!(
+        (f.ready_workers, f.available_workers, f.all_ready),
+        (1, 2, false)
+    );
     let c = running_conditions(&f, false);
-    assert_eq!((c[0].status, c[0].reason), ("True", "HeadPodRunningAndReady"));
-    assert_eq!((c[1].status, c[1].reason), ("False", "RayClusterPodsProvisioning"));
+    assert_eq!(
+        (c[0].status, c[0].reason),
+        ("True", "HeadPodRunningAndReady")
+    );
+    assert_eq!(
+        (c[1].status, c[1].reason),
+        ("False", "RayClusterPodsProvisioning")
+    );
     // Provisioned is sticky once reached.
     assert_eq!(running_conditions(&f, true)[1].status, "True");
     let all = vec![head("h"), worker("w0", "g", 0)];
     assert!(facts(&all, 1).all_ready);
-    assert_eq!(running_conditions(&facts(&[], 1), false)[0].reason, "HeadPodNotFound");
+    assert_eq!(
+        running_conditions(&facts(&[], 1), false)[0].reason,
+        "HeadPodNotFound"
+    );
 }

@@ -32,8 +32,14 @@ pub(crate) fn step(s: &Snapshot, p: &mut Plan) {
     match &decision {
         SpecDecision::NewPending => {
             let message = match &pending {
-                Some(old) => format!("cluster spec changed again: pending cluster {old} is replaced by {}", s.fresh_name),
-                None if active.is_some() => format!("cluster spec changed: preparing pending cluster {}", s.fresh_name),
+                Some(old) => format!(
+                    "cluster spec changed again: pending cluster {old} is replaced by {}",
+                    s.fresh_name
+                ),
+                None if active.is_some() => format!(
+                    "cluster spec changed: preparing pending cluster {}",
+                    s.fresh_name
+                ),
                 None => format!("preparing the first cluster {}", s.fresh_name),
             };
             p.event(EventType::Normal, "PreparingNewCluster", message);
@@ -53,23 +59,51 @@ pub(crate) fn step(s: &Snapshot, p: &mut Plan) {
     let fresh = matches!(decision, SpecDecision::NewPending);
     let active_obj = active.as_deref().and_then(|n| s.cluster(n));
     // A pending named in this pass is created on the next one, once its name is durable in status.
-    let pending_obj = if fresh { None } else { pending.as_deref().and_then(|n| s.cluster(n)) };
+    let pending_obj = if fresh {
+        None
+    } else {
+        pending.as_deref().and_then(|n| s.cluster(n))
+    };
 
     // 2. Create the named pending cluster (gated when queue-managed and not yet admitted).
     if let (false, Some(name), None) = (fresh, &pending, pending_obj) {
         let gated = s.admission.gate_new_cluster(name, active_obj.is_some());
-        p.actions.push(Action::CreateCluster { name: name.clone(), gated });
-        let why = if gated { " behind the admission gate (no pods until quota admits it)" } else { "" };
-        p.event(EventType::Normal, "CreatedRayCluster", format!("creating RayCluster {name}{why}"));
+        p.actions.push(Action::CreateCluster {
+            name: name.clone(),
+            gated,
+        });
+        let why = if gated {
+            " behind the admission gate (no pods until quota admits it)"
+        } else {
+            ""
+        };
+        p.event(
+            EventType::Normal,
+            "CreatedRayCluster",
+            format!("creating RayCluster {name}{why}"),
+        );
     }
 
     // 3. Open gates the quota now covers.
-    for c in [active_obj, pending_obj].into_iter().flatten().filter(|c| c.gated) {
+    for c in [active_obj, pending_obj]
+        .into_iter()
+        .flatten()
+        .filter(|c| c.gated)
+    {
         if s.admission.admits(&c.name) {
-            p.actions.push(Action::OpenGate { name: c.name.clone() });
-            p.event(EventType::Normal, "OpenedAdmissionGate", format!("quota admits RayCluster {}: its pods may start", c.name));
+            p.actions.push(Action::OpenGate {
+                name: c.name.clone(),
+            });
+            p.event(
+                EventType::Normal,
+                "OpenedAdmissionGate",
+                format!("quota admits RayCluster {}: its pods may start", c.name),
+            );
         } else {
-            notes.push(format!("pending cluster {} waits for quota admission", c.name));
+            notes.push(format!(
+                "pending cluster {} waits for quota admission",
+                c.name
+            ));
         }
     }
 
@@ -80,8 +114,14 @@ pub(crate) fn step(s: &Snapshot, p: &mut Plan) {
     for c in in_place.into_iter().flatten() {
         let restamp = c.operator_version.as_deref() != Some(s.operator_version.as_str());
         if restamp || s.desired.compare(c) == HashMatch::Appended {
-            p.actions.push(Action::UpdateCluster { name: c.name.clone() });
-            p.event(EventType::Normal, "UpdatedRayCluster", format!("updating RayCluster {} in place", c.name));
+            p.actions.push(Action::UpdateCluster {
+                name: c.name.clone(),
+            });
+            p.event(
+                EventType::Normal,
+                "UpdatedRayCluster",
+                format!("updating RayCluster {} in place", c.name),
+            );
         }
     }
 
@@ -91,8 +131,14 @@ pub(crate) fn step(s: &Snapshot, p: &mut Plan) {
     let serve_targets = [pending_obj, active_obj.filter(|_| may_touch_active)];
     for c in serve_targets.into_iter().flatten() {
         if let Some(reason) = push_reason(s, c) {
-            p.actions.push(Action::PushServeConfig { cluster: c.name.clone() });
-            p.event(EventType::Normal, "UpdatedServeApplications", format!("deploying the Serve config to {} ({reason})", c.name));
+            p.actions.push(Action::PushServeConfig {
+                cluster: c.name.clone(),
+            });
+            p.event(
+                EventType::Normal,
+                "UpdatedServeApplications",
+                format!("deploying the Serve config to {} ({reason})", c.name),
+            );
             pushed.insert(&c.name);
         }
         if let ServeObservation::Unreachable(e) = &c.serve {
@@ -101,12 +147,16 @@ pub(crate) fn step(s: &Snapshot, p: &mut Plan) {
     }
     // A status read before this pass's PUT says nothing about the new config (KubeRay §3.6).
     let ready = |c: &ChildCluster| {
-        !c.gated && c.head_ready && !pushed.contains(c.name.as_str()) && matches!(c.serve, ServeObservation::Apps { ready: true, .. })
+        !c.gated
+            && c.head_ready
+            && !pushed.contains(c.name.as_str())
+            && matches!(c.serve, ServeObservation::Apps { ready: true, .. })
     };
 
     // 6. Services follow the pending cluster once it is ready, else the active one. Once they point at
     //    the pending cluster they never swing back: that switch is the commit point of the upgrade.
-    let serve_on_pending = pending.is_some() && !fresh && s.serve_service.as_deref() == pending.as_deref();
+    let serve_on_pending =
+        pending.is_some() && !fresh && s.serve_service.as_deref() == pending.as_deref();
     let target: Option<String> = if serve_on_pending {
         pending.clone()
     } else if let Some(c) = pending_obj.filter(|c| ready(c)) {
@@ -114,12 +164,22 @@ pub(crate) fn step(s: &Snapshot, p: &mut Plan) {
     } else {
         active_obj.filter(|c| ready(c)).map(|c| c.name.clone())
     };
-    if let Some(t) = target.as_deref() {
-        if s.head_service.as_deref() != Some(t) || s.serve_service.as_deref() != Some(t) {
-            p.actions.push(Action::PointServices { cluster: t.to_string() });
-            let (reason, verb) = if s.serve_service.is_none() { ("CreatedService", "creating") } else { ("UpdatedService", "switching") };
-            p.event(EventType::Normal, reason, format!("{verb} the head and serve Services to RayCluster {t}"));
-        }
+    if let Some(t) = target.as_deref()
+        && (s.head_service.as_deref() != Some(t) || s.serve_service.as_deref() != Some(t))
+    {
+        p.actions.push(Action::PointServices {
+            cluster: t.to_string(),
+        });
+        let (reason, verb) = if s.serve_service.is_none() {
+            ("CreatedService", "creating")
+        } else {
+            ("UpdatedService", "switching")
+        };
+        p.event(
+            EventType::Normal,
+            reason,
+            format!("{verb} the head and serve Services to RayCluster {t}"),
+        );
     }
     let serving: Option<String> = target.or_else(|| s.serve_service.clone());
 
@@ -127,32 +187,57 @@ pub(crate) fn step(s: &Snapshot, p: &mut Plan) {
     if pending.is_some() && !fresh && serving == pending {
         let promoted = pending.take();
         if let (Some(new), Some(old)) = (&promoted, &active) {
-            p.event(EventType::Normal, "PromotedPendingCluster", format!("RayCluster {new} is now active; {old} will be deleted after {}s", s.deletion_delay.as_secs()));
+            p.event(
+                EventType::Normal,
+                "PromotedPendingCluster",
+                format!(
+                    "RayCluster {new} is now active; {old} will be deleted after {}s",
+                    s.deletion_delay.as_secs()
+                ),
+            );
         }
         active = promoted;
     }
 
     // 8. Head pods as serve endpoints (`ray.io/serve`), unless excluded.
     for name in [&active, &pending].into_iter().flatten() {
-        let Some(c) = s.cluster(name).filter(|c| !c.gated) else { continue };
-        let Some(current) = c.head_serve_label else { continue };
+        let Some(c) = s.cluster(name).filter(|c| !c.gated) else {
+            continue;
+        };
+        let Some(current) = c.head_serve_label else {
+            continue;
+        };
         let wanted = if s.exclude_head_from_serve {
             false
         } else {
             matches!(c.serve, ServeObservation::Apps { .. }) || current
         };
         if wanted != current {
-            p.actions.push(Action::SetHeadServeLabel { cluster: name.clone(), serving: wanted });
+            p.actions.push(Action::SetHeadServeLabel {
+                cluster: name.clone(),
+                serving: wanted,
+            });
         }
     }
 
     // 9. Dangling clusters: deadline first, deletion on a later pass.
-    let kept: Vec<&str> = [&active, &pending].into_iter().flatten().map(String::as_str).collect();
-    let was_named: Vec<&str> = [&s.status.active, &s.status.pending].into_iter().flatten().map(String::as_str).collect();
+    let kept: Vec<&str> = [&active, &pending]
+        .into_iter()
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    let was_named: Vec<&str> = [&s.status.active, &s.status.pending]
+        .into_iter()
+        .flatten()
+        .map(String::as_str)
+        .collect();
     reap_dangling(s, &kept, &was_named, p);
 
     // 10. Status.
-    let endpoints = serving.as_deref().and_then(|n| s.cluster(n)).map_or(0, |c| c.ready_serve_pods);
+    let endpoints = serving
+        .as_deref()
+        .and_then(|n| s.cluster(n))
+        .map_or(0, |c| c.ready_serve_pods);
     let failure = [&active, &pending]
         .into_iter()
         .flatten()
@@ -163,7 +248,12 @@ pub(crate) fn step(s: &Snapshot, p: &mut Plan) {
     }
     let ready_cond = cond::ready(&s.status, endpoints, failure.as_deref());
     let note = (!notes.is_empty()).then(|| notes.join("; "));
-    let upgrade_cond = cond::upgrade(active.as_deref(), pending.as_deref(), ready_cond.reason, note);
+    let upgrade_cond = cond::upgrade(
+        active.as_deref(),
+        pending.as_deref(),
+        ready_cond.reason,
+        note,
+    );
     p.status = Some(StatusPlan {
         active: active.as_deref().map(|n| service_status(s, n)),
         pending: pending.as_deref().map(|n| service_status(s, n)),
@@ -192,7 +282,10 @@ fn spec_decision(s: &Snapshot, notes: &mut Vec<String>) -> SpecDecision {
         }
         return match s.cluster(pending) {
             None => SpecDecision::Keep, // about to be created from the current spec
-            Some(c) if s.desired.compare(c) == HashMatch::Different && s.strategy.prepares_new_cluster() => {
+            Some(c)
+                if s.desired.compare(c) == HashMatch::Different
+                    && s.strategy.prepares_new_cluster() =>
+            {
                 SpecDecision::NewPending
             }
             Some(_) => SpecDecision::Keep,
@@ -222,8 +315,12 @@ fn push_reason(s: &Snapshot, c: &ChildCluster) -> Option<&'static str> {
     match &c.serve {
         ServeObservation::Unreachable(_) => None,
         // Apps vanish when the head restarted without GCS fault tolerance.
-        ServeObservation::Apps { apps, .. } if apps.is_empty() => Some("the cluster reports no applications"),
-        _ if c.served_config_hash.as_deref() != Some(wanted) => Some("new or changed serveConfigV2"),
+        ServeObservation::Apps { apps, .. } if apps.is_empty() => {
+            Some("the cluster reports no applications")
+        }
+        _ if c.served_config_hash.as_deref() != Some(wanted) => {
+            Some("new or changed serveConfigV2")
+        }
         _ => None,
     }
 }
@@ -233,5 +330,8 @@ fn service_status(s: &Snapshot, name: &str) -> ServiceStatusPlan {
         Some(ServeObservation::Apps { apps, .. }) => Some(apps.clone()),
         _ => None,
     };
-    ServiceStatusPlan { cluster: name.to_string(), applications }
+    ServiceStatusPlan {
+        cluster: name.to_string(),
+        applications,
+    }
 }

@@ -34,12 +34,19 @@ pub fn serve_service_name(rs: &str) -> String {
 pub fn origin_labels(rs: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         (c::LABEL_ORIGINATED_FROM_CR_NAME.to_string(), rs.to_string()),
-        (c::LABEL_ORIGINATED_FROM_CRD.to_string(), c::CRD_RAY_SERVICE.to_string()),
+        (
+            c::LABEL_ORIGINATED_FROM_CRD.to_string(),
+            c::CRD_RAY_SERVICE.to_string(),
+        ),
     ])
 }
 
 pub fn origin_selector(rs: &str) -> String {
-    origin_labels(rs).iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
+    origin_labels(rs)
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn child_labels(rs: &RayService) -> BTreeMap<String, String> {
@@ -53,16 +60,26 @@ fn child_annotations(rs: &RayService, stamp: &Stamp) -> BTreeMap<String, String>
     // Our own bookkeeping on the RayService is not the child's business.
     ann.remove(schedule::ANNOTATION);
     ann.remove("kubectl.kubernetes.io/last-applied-configuration");
-    ann.insert(c::ANNOTATION_HASH_WITHOUT_REPLICAS.into(), stamp.hash.clone());
-    ann.insert(c::ANNOTATION_NUM_WORKER_GROUPS.into(), stamp.num_worker_groups.to_string());
-    ann.insert(c::ANNOTATION_KUBERAY_VERSION.into(), stamp.operator_version.clone());
+    ann.insert(
+        c::ANNOTATION_HASH_WITHOUT_REPLICAS.into(),
+        stamp.hash.clone(),
+    );
+    ann.insert(
+        c::ANNOTATION_NUM_WORKER_GROUPS.into(),
+        stamp.num_worker_groups.to_string(),
+    );
+    ann.insert(
+        c::ANNOTATION_KUBERAY_VERSION.into(),
+        stamp.operator_version.clone(),
+    );
     ann
 }
 
 /// A new child RayCluster named `name` (the cluster module's KubeRay construction), without our own
 /// RayService bookkeeping annotations; `gated` adds the admission gate.
 pub fn new_child(rs: &RayService, name: &str, operator_version: &str, gated: bool) -> RayCluster {
-    let mut rc = crate::rayservice::cluster::child::child_cluster(rs, name, operator_version, false);
+    let mut rc =
+        crate::rayservice::cluster::child::child_cluster(rs, name, operator_version, false);
     let annotations = rc.metadata.annotations.get_or_insert_with(BTreeMap::new);
     annotations.remove(schedule::ANNOTATION);
     annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
@@ -109,18 +126,40 @@ fn owned_meta(rs: &RayService, name: String, extra_labels: &[(&str, String)]) ->
 
 /// `<rs>-head-svc` pointing at `cluster`: ports, type and headlessness copied from the cluster's own
 /// head Service (KubeRay builds both from the same template), selector pinned to that cluster's head.
-pub fn rayservice_head_service(rs: &RayService, cluster: &str, cluster_head_svc: Option<&Service>) -> Service {
+pub fn rayservice_head_service(
+    rs: &RayService,
+    cluster: &str,
+    cluster_head_svc: Option<&Service>,
+) -> Service {
     let rs_name = rs.metadata.name.clone().unwrap_or_default();
-    let src = cluster_head_svc.and_then(|s| s.spec.clone()).unwrap_or_default();
+    let src = cluster_head_svc
+        .and_then(|s| s.spec.clone())
+        .unwrap_or_default();
     let selector = BTreeMap::from([
         (c::LABEL_CLUSTER.to_string(), cluster.to_string()),
-        (c::LABEL_NODE_TYPE.to_string(), c::NODE_TYPE_HEAD.to_string()),
-        (c::LABEL_IDENTIFIER.to_string(), format!("{cluster}-{}", c::NODE_TYPE_HEAD)),
-        (c::LABEL_APP_NAME.to_string(), c::APPLICATION_NAME.to_string()),
-        (c::LABEL_CREATED_BY.to_string(), c::COMPONENT_NAME.to_string()),
+        (
+            c::LABEL_NODE_TYPE.to_string(),
+            c::NODE_TYPE_HEAD.to_string(),
+        ),
+        (
+            c::LABEL_IDENTIFIER.to_string(),
+            format!("{cluster}-{}", c::NODE_TYPE_HEAD),
+        ),
+        (
+            c::LABEL_APP_NAME.to_string(),
+            c::APPLICATION_NAME.to_string(),
+        ),
+        (
+            c::LABEL_CREATED_BY.to_string(),
+            c::COMPONENT_NAME.to_string(),
+        ),
     ]);
     Service {
-        metadata: owned_meta(rs, head_service_name(&rs_name), &[(c::LABEL_NODE_TYPE, c::NODE_TYPE_HEAD.to_string())]),
+        metadata: owned_meta(
+            rs,
+            head_service_name(&rs_name),
+            &[(c::LABEL_NODE_TYPE, c::NODE_TYPE_HEAD.to_string())],
+        ),
         spec: Some(ServiceSpec {
             ports: src.ports.clone(),
             type_: src.type_.clone(),
@@ -145,7 +184,11 @@ pub fn rayservice_serve_service(rs: &RayService, cluster: &str) -> Service {
         .and_then(|ctr| ctr.ports.as_ref())
         .map(|ps| {
             ps.iter()
-                .filter(|p| p.name.as_deref().is_some_and(|n| n == c::SERVING_PORT_NAME || n.starts_with("serve-")))
+                .filter(|p| {
+                    p.name
+                        .as_deref()
+                        .is_some_and(|n| n == c::SERVING_PORT_NAME || n.starts_with("serve-"))
+                })
                 .map(|p| ServicePort {
                     name: p.name.clone(),
                     port: p.container_port,
@@ -165,7 +208,11 @@ pub fn rayservice_serve_service(rs: &RayService, cluster: &str) -> Service {
         });
     }
     Service {
-        metadata: owned_meta(rs, serve_service_name(&rs_name), &[(c::LABEL_SERVE, format!("{rs_name}-serve"))]),
+        metadata: owned_meta(
+            rs,
+            serve_service_name(&rs_name),
+            &[(c::LABEL_SERVE, format!("{rs_name}-serve"))],
+        ),
         spec: Some(ServiceSpec {
             ports: Some(ports),
             type_: head.service_type.clone(),
@@ -181,7 +228,12 @@ pub fn rayservice_serve_service(rs: &RayService, cluster: &str) -> Service {
 
 /// The cluster a RayService Service currently selects (`ray.io/cluster` in its selector).
 pub fn selected_cluster(svc: &Service) -> Option<String> {
-    svc.spec.as_ref()?.selector.as_ref()?.get(c::LABEL_CLUSTER).cloned()
+    svc.spec
+        .as_ref()?
+        .selector
+        .as_ref()?
+        .get(c::LABEL_CLUSTER)
+        .cloned()
 }
 
 #[cfg(test)]
@@ -193,13 +245,23 @@ mod tests {
         let mut rs = RayService::new("svc", RayServiceSpec::default());
         rs.metadata.namespace = Some("ml".into());
         rs.metadata.uid = Some("uid-1".into());
-        rs.metadata.labels = Some(BTreeMap::from([("kueue.x-k8s.io/queue-name".to_string(), "q".to_string())]));
-        rs.metadata.annotations = Some(BTreeMap::from([(schedule::ANNOTATION.to_string(), "{}".to_string())]));
+        rs.metadata.labels = Some(BTreeMap::from([(
+            "kueue.x-k8s.io/queue-name".to_string(),
+            "q".to_string(),
+        )]));
+        rs.metadata.annotations = Some(BTreeMap::from([(
+            schedule::ANNOTATION.to_string(),
+            "{}".to_string(),
+        )]));
         rs
     }
 
     fn stamp(h: &str) -> Stamp {
-        Stamp { hash: h.into(), num_worker_groups: 1, operator_version: "v1.7.0".into() }
+        Stamp {
+            hash: h.into(),
+            num_worker_groups: 1,
+            operator_version: "v1.7.0".into(),
+        }
     }
 
     #[test]
@@ -214,22 +276,40 @@ mod tests {
         assert_eq!(ann[GATE_ANNOTATION], "true");
         assert!(!ann.contains_key(schedule::ANNOTATION));
         let owner = &rc.metadata.owner_references.unwrap()[0];
-        assert_eq!((owner.kind.as_str(), owner.controller), ("RayService", Some(true)));
-        assert!(!new_child(&rs(), "svc-abcde", "v1.7.0", false).metadata.annotations.unwrap().contains_key(GATE_ANNOTATION));
+        assert_eq!(
+            (owner.kind.as_str(), owner.controller),
+            ("RayService", Some(true))
+        );
+        assert!(
+            !new_child(&rs(), "svc-abcde", "v1.7.0", false)
+                .metadata
+                .annotations
+                .unwrap()
+                .contains_key(GATE_ANNOTATION)
+        );
     }
 
     #[test]
     fn update_keeps_suspend_gate_and_served_config() {
         let mut existing = new_child(&rs(), "svc-abcde", "v1.7.0", true);
         existing.spec.suspend = Some(true);
-        existing.metadata.annotations.as_mut().unwrap().insert(super::super::observe::SERVED_CONFIG_ANNOTATION.into(), "cfg".into());
+        existing.metadata.annotations.as_mut().unwrap().insert(
+            super::super::observe::SERVED_CONFIG_ANNOTATION.into(),
+            "cfg".into(),
+        );
         let mut rs2 = rs();
         rs2.spec.ray_cluster_config.ray_version = Some("2.60.0".into());
         let rc = updated_child(&existing, &rs2, &stamp("H2"));
         assert_eq!(rc.spec.suspend, Some(true));
         assert_eq!(rc.spec.ray_version.as_deref(), Some("2.60.0"));
         let ann = rc.metadata.annotations.unwrap();
-        assert_eq!((ann[GATE_ANNOTATION].as_str(), ann[c::ANNOTATION_HASH_WITHOUT_REPLICAS].as_str()), ("true", "H2"));
+        assert_eq!(
+            (
+                ann[GATE_ANNOTATION].as_str(),
+                ann[c::ANNOTATION_HASH_WITHOUT_REPLICAS].as_str()
+            ),
+            ("true", "H2")
+        );
         assert_eq!(ann[super::super::observe::SERVED_CONFIG_ANNOTATION], "cfg");
     }
 
@@ -241,8 +321,14 @@ mod tests {
         let serve = rayservice_serve_service(&rs(), "svc-b");
         assert_eq!(serve.metadata.name.as_deref(), Some("svc-serve-svc"));
         let sel = serve.spec.as_ref().unwrap().selector.clone().unwrap();
-        assert_eq!((sel[c::LABEL_CLUSTER].as_str(), sel[c::LABEL_SERVE].as_str()), ("svc-b", "true"));
+        assert_eq!(
+            (sel[c::LABEL_CLUSTER].as_str(), sel[c::LABEL_SERVE].as_str()),
+            ("svc-b", "true")
+        );
         assert_eq!(serve.spec.unwrap().ports.unwrap()[0].port, 8000);
-        assert_eq!(origin_selector("svc"), "ray.io/originated-from-cr-name=svc,ray.io/originated-from-crd=RayService");
+        assert_eq!(
+            origin_selector("svc"),
+            "ray.io/originated-from-cr-name=svc,ray.io/originated-from-crd=RayService"
+        );
     }
 }

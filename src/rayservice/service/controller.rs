@@ -27,7 +27,9 @@ use crate::api::ray::constants as c;
 use crate::api::ray::validation::validate_ray_service;
 use crate::api::ray::{RayCluster, RayService};
 use crate::rayservice::cluster::child::spec_for_hashing;
-use crate::rayservice::cluster::hash::{hash_of_first_groups, hash_without_replicas_and_workers_to_delete};
+use crate::rayservice::cluster::hash::{
+    hash_of_first_groups, hash_without_replicas_and_workers_to_delete,
+};
 use crate::rayservice::clusterctl::GATE_ANNOTATION;
 use crate::rayservice::dashboard::{DashboardEndpoint, RayDashboard, ServeConfig};
 
@@ -48,7 +50,9 @@ pub struct NoAdmissions;
 impl AdmissionSource for NoAdmissions {
     fn admission(&self, rs: &RayService) -> Admission {
         if rs.labels().contains_key(QUEUE_NAME_LABEL) {
-            Admission::QueueManaged { admitted: BTreeSet::new() }
+            Admission::QueueManaged {
+                admitted: BTreeSet::new(),
+            }
         } else {
             Admission::NotQueueManaged
         }
@@ -94,7 +98,10 @@ pub struct Context {
 
 impl Context {
     pub fn new(client: Client, dashboards: DashboardFactory) -> Self {
-        let reporter = Reporter { controller: "quotagate-rayservice".into(), instance: None };
+        let reporter = Reporter {
+            controller: "quotagate-rayservice".into(),
+            instance: None,
+        };
         Self {
             recorder: Recorder::new(client.clone(), reporter),
             client,
@@ -106,23 +113,34 @@ impl Context {
 
     fn endpoint(&self, cluster: &str, ns: &str) -> DashboardEndpoint {
         let svc = format!("{cluster}-{}", c::HEAD_SERVICE_SUFFIX);
-        DashboardEndpoint::for_head_service(&svc, ns, &self.config.cluster_domain, self.config.dashboard_port)
+        DashboardEndpoint::for_head_service(
+            &svc,
+            ns,
+            &self.config.cluster_domain,
+            self.config.dashboard_port,
+        )
     }
 }
 
 /// Runs the controller until the stream ends (watches RayServices and the RayClusters and Services they own).
 pub async fn run(ctx: Arc<Context>) {
     let client = ctx.client.clone();
-    Controller::new(Api::<RayService>::all(client.clone()), watcher::Config::default())
-        .owns(Api::<RayCluster>::all(client.clone()), watcher::Config::default())
-        .owns(Api::<Service>::all(client), watcher::Config::default())
-        .run(reconcile, error_policy, ctx)
-        .for_each(|res| async move {
-            if let Err(e) = res {
-                warn!(error = %e, "rayservice reconcile failed");
-            }
-        })
-        .await;
+    Controller::new(
+        Api::<RayService>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .owns(
+        Api::<RayCluster>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .owns(Api::<Service>::all(client), watcher::Config::default())
+    .run(reconcile, error_policy, ctx)
+    .for_each(|res| async move {
+        if let Err(e) = res {
+            warn!(error = %e, "rayservice reconcile failed");
+        }
+    })
+    .await;
 }
 
 fn error_policy(_rs: Arc<RayService>, err: &Error, ctx: Arc<Context>) -> Requeue {
@@ -134,7 +152,9 @@ fn error_policy(_rs: Arc<RayService>, err: &Error, ctx: Arc<Context>) -> Requeue
 fn random_suffix() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut rng = rand::rng();
-    (0..5).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()
+    (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
 }
 
 fn desired_cluster(rs: &RayService) -> DesiredCluster {
@@ -142,8 +162,14 @@ fn desired_cluster(rs: &RayService) -> DesiredCluster {
     let groups = spec.worker_groups().len();
     DesiredCluster {
         hash: hash_without_replicas_and_workers_to_delete(&spec),
-        prefix_hashes: (0..groups).map(|n| hash_of_first_groups(&spec, n)).collect(),
-        serve_config_hash: rs.spec.serve_config_v2.as_deref().map(observe::serve_config_hash),
+        prefix_hashes: (0..groups)
+            .map(|n| hash_of_first_groups(&spec, n))
+            .collect(),
+        serve_config_hash: rs
+            .spec
+            .serve_config_v2
+            .as_deref()
+            .map(observe::serve_config_hash),
     }
 }
 
@@ -161,22 +187,27 @@ fn validation_error(rs: &RayService) -> Option<String> {
     if let Some(e) = validate_ray_service(rs).first() {
         return Some(e.to_string());
     }
-    if let Some(v) = rs.annotations().get(c::ANNOTATION_INITIALIZING_TIMEOUT) {
-        if let Err(e) = duration::parse_timeout(v) {
-            return Some(format!("metadata.annotations[{}]: {e}", c::ANNOTATION_INITIALIZING_TIMEOUT));
-        }
+    if let Some(v) = rs.annotations().get(c::ANNOTATION_INITIALIZING_TIMEOUT)
+        && let Err(e) = duration::parse_timeout(v)
+    {
+        return Some(format!(
+            "metadata.annotations[{}]: {e}",
+            c::ANNOTATION_INITIALIZING_TIMEOUT
+        ));
     }
-    if let Some(yaml) = rs.spec.serve_config_v2.as_deref() {
-        if let Err(e) = ServeConfig::from_yaml(yaml) {
-            return Some(format!("spec.serveConfigV2: {e}"));
-        }
+    if let Some(yaml) = rs.spec.serve_config_v2.as_deref()
+        && let Err(e) = ServeConfig::from_yaml(yaml)
+    {
+        return Some(format!("spec.serveConfigV2: {e}"));
     }
     None
 }
 
 #[instrument(skip_all, fields(name = %rs.name_any(), ns = rs.namespace().unwrap_or_default()))]
 pub async fn reconcile(rs: Arc<RayService>, ctx: Arc<Context>) -> Result<Requeue, Error> {
-    let ns = rs.namespace().ok_or(Error::MissingField("metadata.namespace"))?;
+    let ns = rs
+        .namespace()
+        .ok_or(Error::MissingField("metadata.namespace"))?;
     let name = rs.name_any();
     let snapshot = observe_snapshot(&rs, &ns, &ctx).await?;
     let plan = super::plan(&snapshot);
@@ -193,24 +224,42 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
     let clusters_api: Api<RayCluster> = Api::namespaced(client.clone(), ns);
     let pods_api: Api<Pod> = Api::namespaced(client.clone(), ns);
     let svc_api: Api<Service> = Api::namespaced(client, ns);
-    let clusters = clusters_api.list(&ListParams::default().labels(&build::origin_selector(&name))).await?.items;
+    let clusters = clusters_api
+        .list(&ListParams::default().labels(&build::origin_selector(&name)))
+        .await?
+        .items;
     let prior = observe::prior_status(rs.status.as_ref());
     let invalid = validation_error(rs);
-    let expected = rs.spec.serve_config_v2.as_deref().and_then(|y| ServeConfig::from_yaml(y).ok());
+    let expected = rs
+        .spec
+        .serve_config_v2
+        .as_deref()
+        .and_then(|y| ServeConfig::from_yaml(y).ok());
 
     let mut children = Vec::with_capacity(clusters.len());
     for rc in &clusters {
         let cname = rc.name_any();
-        let pods = pods_api.list(&ListParams::default().labels(&format!("{}={cname}", c::LABEL_CLUSTER))).await?.items;
+        let pods = pods_api
+            .list(&ListParams::default().labels(&format!("{}={cname}", c::LABEL_CLUSTER)))
+            .await?
+            .items;
         let mut view = observe::child_view(rc, &pods, ServeObservation::NotQueried);
-        let current = prior.active.as_deref() == Some(cname.as_str()) || prior.pending.as_deref() == Some(cname.as_str());
+        let current = prior.active.as_deref() == Some(cname.as_str())
+            || prior.pending.as_deref() == Some(cname.as_str());
         if current && view.head_ready && !view.gated && invalid.is_none() {
             let dashboard = (ctx.dashboards)(&ctx.endpoint(&cname, ns));
             let endpoint = ctx.endpoint(&cname, ns);
-            let answer = tokio::time::timeout(ctx.config.dashboard_timeout, dashboard.serve_details(&endpoint)).await;
+            let answer = tokio::time::timeout(
+                ctx.config.dashboard_timeout,
+                dashboard.serve_details(&endpoint),
+            )
+            .await;
             view.serve = match answer {
                 Ok(result) => observe::serve_observation(result, expected.as_ref()),
-                Err(_) => ServeObservation::Unreachable(format!("no answer within {:?}", ctx.config.dashboard_timeout)),
+                Err(_) => ServeObservation::Unreachable(format!(
+                    "no answer within {:?}",
+                    ctx.config.dashboard_timeout
+                )),
             };
         }
         children.push(view);
@@ -218,7 +267,11 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
     let selected = |svc: Option<Service>| svc.as_ref().and_then(build::selected_cluster);
     let head_service = selected(svc_api.get_opt(&build::head_service_name(&name)).await?);
     let serve_service = selected(svc_api.get_opt(&build::serve_service_name(&name)).await?);
-    let managed_externally = rs.spec.managed_by.as_deref().is_some_and(|m| m != c::MANAGED_BY_KUBERAY);
+    let managed_externally = rs
+        .spec
+        .managed_by
+        .as_deref()
+        .is_some_and(|m| m != c::MANAGED_BY_KUBERAY);
 
     Ok(Snapshot {
         now: Timestamp::now(),
@@ -229,12 +282,21 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
         invalid,
         suspend: rs.spec.is_suspended(),
         strategy: observe::strategy(&rs.spec, ctx.config.zero_downtime),
-        deletion_delay: jiff::SignedDuration::from_secs(i64::from(rs.spec.deletion_delay_seconds().max(0))),
-        initializing_timeout: rs.annotations().get(c::ANNOTATION_INITIALIZING_TIMEOUT).and_then(|v| duration::parse_timeout(v).ok()),
+        deletion_delay: jiff::SignedDuration::from_secs(i64::from(
+            rs.spec.deletion_delay_seconds().max(0),
+        )),
+        initializing_timeout: rs
+            .annotations()
+            .get(c::ANNOTATION_INITIALIZING_TIMEOUT)
+            .and_then(|v| duration::parse_timeout(v).ok()),
         exclude_head_from_serve: rs.spec.excludes_head_from_serve(),
         desired: desired_cluster(rs),
         status: prior,
-        deletion_schedule: schedule::decode(rs.annotations().get(schedule::ANNOTATION).map(String::as_str)),
+        deletion_schedule: schedule::decode(
+            rs.annotations()
+                .get(schedule::ANNOTATION)
+                .map(String::as_str),
+        ),
         clusters: children,
         head_service,
         serve_service,
@@ -244,14 +306,26 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
     })
 }
 
-async fn execute(rs: &RayService, ns: &str, name: &str, plan: &Plan, ctx: &Context) -> Result<(), Error> {
+async fn execute(
+    rs: &RayService,
+    ns: &str,
+    name: &str,
+    plan: &Plan,
+    ctx: &Context,
+) -> Result<(), Error> {
     let reference = rs.object_ref(&());
     for ev in &plan.events {
         let type_ = match ev.type_ {
             EventType::Normal => KEventType::Normal,
             EventType::Warning => KEventType::Warning,
         };
-        let event = Event { type_, reason: ev.reason.into(), note: Some(ev.message.clone()), action: ev.reason.into(), secondary: None };
+        let event = Event {
+            type_,
+            reason: ev.reason.into(),
+            note: Some(ev.message.clone()),
+            action: ev.reason.into(),
+            secondary: None,
+        };
         if let Err(e) = ctx.recorder.publish(&event, &reference).await {
             warn!(error = %e, reason = ev.reason, "could not record event");
         }
@@ -275,25 +349,41 @@ async fn execute(rs: &RayService, ns: &str, name: &str, plan: &Plan, ctx: &Conte
     let api: Api<RayService> = Api::namespaced(ctx.client.clone(), ns);
     if let Some(status_plan) = &plan.status {
         let clusters: Api<RayCluster> = Api::namespaced(ctx.client.clone(), ns);
-        let children = clusters.list(&ListParams::default().labels(&build::origin_selector(name))).await?.items;
+        let children = clusters
+            .list(&ListParams::default().labels(&build::origin_selector(name)))
+            .await?
+            .items;
         let now = Timestamp::now();
         let mut next = observe::apply_status(rs.status.as_ref(), status_plan, &children, now);
         if rs.status.as_ref() != Some(&next) {
             next.last_update_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
-            let mut value = serde_json::to_value(&next).map_err(|source| Error::Encode { what: "status", source })?;
+            let mut value = serde_json::to_value(&next).map_err(|source| Error::Encode {
+                what: "status",
+                source,
+            })?;
             // A merge patch only removes what it names with null.
             if let Value::Object(m) = &mut value {
                 for key in ["activeServiceStatus", "pendingServiceStatus"] {
                     m.entry(key).or_insert(Value::Null);
                 }
             }
-            api.patch_status(name, &PatchParams::default(), &Patch::Merge(json!({ "status": value }))).await?;
+            api.patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": value })),
+            )
+            .await?;
         }
     }
     if let Some(sched) = &plan.schedule {
-        let v = if sched.is_empty() { Value::Null } else { Value::String(schedule::encode(sched)) };
+        let v = if sched.is_empty() {
+            Value::Null
+        } else {
+            Value::String(schedule::encode(sched))
+        };
         let patch = json!({ "metadata": { "annotations": { schedule::ANNOTATION: v } } });
-        api.patch(name, &PatchParams::default(), &Patch::Merge(patch)).await?;
+        api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await?;
     }
     Ok(())
 }
@@ -319,7 +409,13 @@ fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<(), Error> {
     }
 }
 
-async fn act(rs: &RayService, ns: &str, name: &str, action: &Action, ctx: &Context) -> Result<(), Error> {
+async fn act(
+    rs: &RayService,
+    ns: &str,
+    name: &str,
+    action: &Action,
+    ctx: &Context,
+) -> Result<(), Error> {
     let client = ctx.client.clone();
     let rs_api: Api<RayService> = Api::namespaced(client.clone(), ns);
     let rc_api: Api<RayCluster> = Api::namespaced(client.clone(), ns);
@@ -328,11 +424,24 @@ async fn act(rs: &RayService, ns: &str, name: &str, action: &Action, ctx: &Conte
     let merge = |v: Value| Patch::Merge(v);
     match action {
         Action::AddFinalizer | Action::RemoveFinalizer => {
-            let mut finalizers: Vec<String> = rs.finalizers().iter().filter(|f| *f != c::FINALIZER_RAYSERVICE).cloned().collect();
+            let mut finalizers: Vec<String> = rs
+                .finalizers()
+                .iter()
+                .filter(|f| *f != c::FINALIZER_RAYSERVICE)
+                .cloned()
+                .collect();
             if matches!(action, Action::AddFinalizer) {
                 finalizers.push(c::FINALIZER_RAYSERVICE.into());
             }
-            ignore_not_found(rs_api.patch(name, &PatchParams::default(), &merge(json!({ "metadata": { "finalizers": finalizers } }))).await)
+            ignore_not_found(
+                rs_api
+                    .patch(
+                        name,
+                        &PatchParams::default(),
+                        &merge(json!({ "metadata": { "finalizers": finalizers } })),
+                    )
+                    .await,
+            )
         }
         Action::CreateCluster { name: cname, gated } => {
             let rc = build::new_child(rs, cname, &ctx.config.operator_version, *gated);
@@ -344,41 +453,85 @@ async fn act(rs: &RayService, ns: &str, name: &str, action: &Action, ctx: &Conte
             }
         }
         Action::UpdateCluster { name: cname } => {
-            let existing = rc_api.get_opt(cname).await?.ok_or_else(|| Error::ClusterGone(cname.clone()))?;
+            let existing = rc_api
+                .get_opt(cname)
+                .await?
+                .ok_or_else(|| Error::ClusterGone(cname.clone()))?;
             let updated = build::updated_child(&existing, rs, &stamp(rs, ctx));
-            rc_api.replace(cname, &PostParams::default(), &updated).await?;
+            rc_api
+                .replace(cname, &PostParams::default(), &updated)
+                .await?;
             Ok(())
         }
         Action::OpenGate { name: cname } => {
             let patch = json!({ "metadata": { "annotations": { GATE_ANNOTATION: Value::Null } } });
-            rc_api.patch(cname, &PatchParams::default(), &merge(patch)).await?;
+            rc_api
+                .patch(cname, &PatchParams::default(), &merge(patch))
+                .await?;
             Ok(())
         }
         Action::PushServeConfig { cluster } => {
-            let yaml = rs.spec.serve_config_v2.as_deref().ok_or(Error::MissingField("spec.serveConfigV2"))?;
-            let config = ServeConfig::from_yaml(yaml).map_err(|source| Error::Dashboard { cluster: cluster.clone(), source })?;
+            let yaml = rs
+                .spec
+                .serve_config_v2
+                .as_deref()
+                .ok_or(Error::MissingField("spec.serveConfigV2"))?;
+            let config = ServeConfig::from_yaml(yaml).map_err(|source| Error::Dashboard {
+                cluster: cluster.clone(),
+                source,
+            })?;
             let endpoint = ctx.endpoint(cluster, ns);
             let dashboard = (ctx.dashboards)(&endpoint);
             let secs = ctx.config.dashboard_timeout.as_secs();
-            tokio::time::timeout(ctx.config.dashboard_timeout, dashboard.deploy(&endpoint, &config, None))
-                .await
-                .map_err(|_| Error::DashboardTimeout { cluster: cluster.clone(), secs })?
-                .map_err(|source| Error::Dashboard { cluster: cluster.clone(), source })?;
+            tokio::time::timeout(
+                ctx.config.dashboard_timeout,
+                dashboard.deploy(&endpoint, &config, None),
+            )
+            .await
+            .map_err(|_| Error::DashboardTimeout {
+                cluster: cluster.clone(),
+                secs,
+            })?
+            .map_err(|source| Error::Dashboard {
+                cluster: cluster.clone(),
+                source,
+            })?;
             let patch = json!({ "metadata": { "annotations": { SERVED_CONFIG_ANNOTATION: observe::serve_config_hash(yaml) } } });
-            rc_api.patch(cluster, &PatchParams::default(), &merge(patch)).await?;
+            rc_api
+                .patch(cluster, &PatchParams::default(), &merge(patch))
+                .await?;
             Ok(())
         }
         Action::SetHeadServeLabel { cluster, serving } => {
-            let selector = format!("{}={cluster},{}={}", c::LABEL_CLUSTER, c::LABEL_NODE_TYPE, c::NODE_TYPE_HEAD);
-            for pod in pods_api.list(&ListParams::default().labels(&selector)).await?.items {
-                let patch = json!({ "metadata": { "labels": { c::LABEL_SERVE: serving.to_string() } } });
-                ignore_not_found(pods_api.patch(&pod.name_any(), &PatchParams::default(), &merge(patch)).await)?;
+            let selector = format!(
+                "{}={cluster},{}={}",
+                c::LABEL_CLUSTER,
+                c::LABEL_NODE_TYPE,
+                c::NODE_TYPE_HEAD
+            );
+            for pod in pods_api
+                .list(&ListParams::default().labels(&selector))
+                .await?
+                .items
+            {
+                let patch =
+                    json!({ "metadata": { "labels": { c::LABEL_SERVE: serving.to_string() } } });
+                ignore_not_found(
+                    pods_api
+                        .patch(&pod.name_any(), &PatchParams::default(), &merge(patch))
+                        .await,
+                )?;
             }
             Ok(())
         }
         Action::PointServices { cluster } => {
-            let cluster_head = svc_api.get_opt(&format!("{cluster}-{}", c::HEAD_SERVICE_SUFFIX)).await?;
-            let wanted = [build::rayservice_head_service(rs, cluster, cluster_head.as_ref()), build::rayservice_serve_service(rs, cluster)];
+            let cluster_head = svc_api
+                .get_opt(&format!("{cluster}-{}", c::HEAD_SERVICE_SUFFIX))
+                .await?;
+            let wanted = [
+                build::rayservice_head_service(rs, cluster, cluster_head.as_ref()),
+                build::rayservice_serve_service(rs, cluster),
+            ];
             for svc in wanted {
                 let sname = svc.name_any();
                 match svc_api.get_opt(&sname).await? {
@@ -391,18 +544,26 @@ async fn act(rs: &RayService, ns: &str, name: &str, action: &Action, ctx: &Conte
                         let spec = existing.spec.get_or_insert_with(Default::default);
                         spec.selector = want.selector;
                         spec.ports = want.ports;
-                        svc_api.replace(&sname, &PostParams::default(), &existing).await?;
+                        svc_api
+                            .replace(&sname, &PostParams::default(), &existing)
+                            .await?;
                     }
                 }
             }
             Ok(())
         }
         Action::DeleteCluster { name: cname } => {
-            let dp = DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..Default::default() };
+            let dp = DeleteParams {
+                propagation_policy: Some(PropagationPolicy::Background),
+                ..Default::default()
+            };
             ignore_not_found(rc_api.delete(cname, &dp).await)
         }
         Action::DeleteServices => {
-            for sname in [build::head_service_name(name), build::serve_service_name(name)] {
+            for sname in [
+                build::head_service_name(name),
+                build::serve_service_name(name),
+            ] {
                 ignore_not_found(svc_api.delete(&sname, &DeleteParams::default()).await)?;
             }
             Ok(())

@@ -10,7 +10,9 @@ pub fn parse_timeout(value: &str) -> Result<SignedDuration, String> {
         return Err("empty duration".into());
     }
     let d = if v.bytes().all(|b| b.is_ascii_digit()) {
-        let secs: i64 = v.parse().map_err(|_| format!("{v:?}: seconds out of range"))?;
+        let secs: i64 = v
+            .parse()
+            .map_err(|_| format!("{v:?}: seconds out of range"))?;
         SignedDuration::from_secs(secs)
     } else {
         parse_go_duration(v)?
@@ -34,12 +36,16 @@ fn parse_go_duration(v: &str) -> Result<SignedDuration, String> {
     }
     let mut total_nanos: i128 = 0;
     while !rest.is_empty() {
-        let num_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(bad)?;
+        let num_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
         let (num, tail) = rest.split_at(num_end);
         if num.is_empty() || num == "." {
             return Err(bad());
         }
-        let unit_end = tail.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(tail.len());
+        let unit_end = tail
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(tail.len());
         let (unit, tail) = tail.split_at(unit_end);
         let unit_nanos: i128 = match unit {
             "ns" => 1,
@@ -54,7 +60,11 @@ fn parse_go_duration(v: &str) -> Result<SignedDuration, String> {
         if !frac_part.bytes().all(|b| b.is_ascii_digit()) {
             return Err(bad());
         }
-        let int: i128 = if int_part.is_empty() { 0 } else { int_part.parse().map_err(|_| bad())? };
+        let int: i128 = if int_part.is_empty() {
+            0
+        } else {
+            int_part.parse().map_err(|_| bad())?
+        };
         let mut term = int.checked_mul(unit_nanos).ok_or_else(bad)?;
         let mut scale = unit_nanos;
         for digit in frac_part.bytes() {
@@ -88,13 +98,27 @@ mod tests {
             ("2m0.5s", 120, 500_000_000),
         ];
         for (input, secs, nanos) in cases {
-            assert_eq!(parse_timeout(input), Ok(SignedDuration::new(secs, nanos)), "{input}");
+            assert_eq!(
+                parse_timeout(input),
+                Ok(SignedDuration::new(secs, nanos)),
+                "{input}"
+            );
         }
     }
 
     #[test]
     fn rejected_forms() {
-        for input in ["", "abc", "-5m", "0", "0s", "5x", "m", "1..5h", "99999999999999999999h"] {
+        for input in [
+            "",
+            "abc",
+            "-5m",
+            "0",
+            "0s",
+            "5x",
+            "m",
+            "1..5h",
+            "99999999999999999999h",
+        ] {
             assert!(parse_timeout(input).is_err(), "{input} should be rejected");
         }
     }

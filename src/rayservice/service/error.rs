@@ -9,13 +9,19 @@ pub enum Error {
     #[error("RayService has no {0}")]
     MissingField(&'static str),
     #[error("Serve config of RayCluster {cluster}: {source}")]
-    Dashboard { cluster: String, source: DashboardError },
+    Dashboard {
+        cluster: String,
+        source: DashboardError,
+    },
     #[error("Ray dashboard of RayCluster {cluster} did not answer within {secs}s")]
     DashboardTimeout { cluster: String, secs: u64 },
     #[error("RayCluster {0} named in the plan was not found")]
     ClusterGone(String),
     #[error("encoding {what}: {source}")]
-    Encode { what: &'static str, source: serde_json::Error },
+    Encode {
+        what: &'static str,
+        source: serde_json::Error,
+    },
 }
 
 impl Error {

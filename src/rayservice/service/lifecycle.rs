@@ -34,7 +34,15 @@ pub fn plan(s: &Snapshot) -> Plan {
     }
     if let Some(err) = &s.invalid {
         p.event(EventType::Warning, "InvalidRayServiceSpec", err.clone());
-        p.status = Some(bare_status(s, vec![set(cond::READY, cond::FALSE, cond::VALIDATION_FAILED, err.clone())]));
+        p.status = Some(bare_status(
+            s,
+            vec![set(
+                cond::READY,
+                cond::FALSE,
+                cond::VALIDATION_FAILED,
+                err.clone(),
+            )],
+        ));
         return p;
     }
     if !s.has_finalizer {
@@ -46,29 +54,65 @@ pub fn plan(s: &Snapshot) -> Plan {
     } else if s.status.is_true(cond::SUSPENDED) {
         suspended(s, &mut p);
     } else if s.suspend {
-        p.event(EventType::Normal, cond::SUSPEND_REQUESTED, "spec.suspend is true: deleting the RayService's clusters and Services");
+        p.event(
+            EventType::Normal,
+            cond::SUSPEND_REQUESTED,
+            "spec.suspend is true: deleting the RayService's clusters and Services",
+        );
         p.status = Some(bare_status(
             s,
             vec![
-                set(cond::SUSPENDING, cond::TRUE, cond::SUSPEND_REQUESTED, "deleting owned clusters and Services"),
-                set(cond::READY, cond::FALSE, cond::SUSPEND_IN_PROGRESS, "the RayService is being suspended"),
-                set(cond::UPGRADE_IN_PROGRESS, cond::FALSE, cond::SUSPEND_IN_PROGRESS, "the RayService is being suspended"),
+                set(
+                    cond::SUSPENDING,
+                    cond::TRUE,
+                    cond::SUSPEND_REQUESTED,
+                    "deleting owned clusters and Services",
+                ),
+                set(
+                    cond::READY,
+                    cond::FALSE,
+                    cond::SUSPEND_IN_PROGRESS,
+                    "the RayService is being suspended",
+                ),
+                set(
+                    cond::UPGRADE_IN_PROGRESS,
+                    cond::FALSE,
+                    cond::SUSPEND_IN_PROGRESS,
+                    "the RayService is being suspended",
+                ),
             ],
         ));
     } else if s.status.reason_is(cond::READY, cond::INITIALIZING_TIMEOUT) {
         // Terminal as in KubeRay: the RayService must be recreated. Only finish deleting its clusters.
-        p.requeue = if s.clusters.is_empty() { None } else { Some(REQUEUE) };
+        p.requeue = if s.clusters.is_empty() {
+            None
+        } else {
+            Some(REQUEUE)
+        };
         reap_dangling(s, &[], &[], &mut p);
     } else if let Some(message) = initializing_timed_out(s) {
-        p.event(EventType::Warning, cond::INITIALIZING_TIMEOUT, message.clone());
+        p.event(
+            EventType::Warning,
+            cond::INITIALIZING_TIMEOUT,
+            message.clone(),
+        );
         p.status = Some(bare_status(
             s,
             vec![
-                set(cond::READY, cond::FALSE, cond::INITIALIZING_TIMEOUT, message),
+                set(
+                    cond::READY,
+                    cond::FALSE,
+                    cond::INITIALIZING_TIMEOUT,
+                    message,
+                ),
                 cond::upgrade(None, None, cond::INITIALIZING_TIMEOUT, None),
             ],
         ));
-        let named: Vec<&str> = [&s.status.active, &s.status.pending].into_iter().flatten().map(String::as_str).collect();
+        let named: Vec<&str> = [&s.status.active, &s.status.pending]
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .collect();
         reap_dangling(s, &[], &named, &mut p);
     } else {
         bluegreen::step(s, &mut p);
@@ -78,13 +122,28 @@ pub fn plan(s: &Snapshot) -> Plan {
 
 /// Status with no clusters named and no endpoints.
 fn bare_status(s: &Snapshot, conditions: Vec<ConditionPlan>) -> StatusPlan {
-    StatusPlan { active: None, pending: None, num_serve_endpoints: 0, conditions, observed_generation: s.generation }
+    StatusPlan {
+        active: None,
+        pending: None,
+        num_serve_endpoints: 0,
+        conditions,
+        observed_generation: s.generation,
+    }
 }
 
 fn deleting(s: &Snapshot, p: &mut Plan) {
     for c in s.clusters.iter().filter(|c| !c.deleting) {
-        p.actions.push(Action::DeleteCluster { name: c.name.clone() });
-        p.event(EventType::Normal, "DeletedRayCluster", format!("deleting RayCluster {}: the RayService is being deleted", c.name));
+        p.actions.push(Action::DeleteCluster {
+            name: c.name.clone(),
+        });
+        p.event(
+            EventType::Normal,
+            "DeletedRayCluster",
+            format!(
+                "deleting RayCluster {}: the RayService is being deleted",
+                c.name
+            ),
+        );
     }
     if s.clusters.is_empty() {
         if s.has_finalizer {
@@ -98,23 +157,50 @@ fn deleting(s: &Snapshot, p: &mut Plan) {
 /// Second and later passes of a suspend: runs to completion whatever `spec.suspend` says now.
 fn suspending(s: &Snapshot, p: &mut Plan) {
     for c in s.clusters.iter().filter(|c| !c.deleting) {
-        p.actions.push(Action::DeleteCluster { name: c.name.clone() });
-        p.event(EventType::Normal, "DeletedRayCluster", format!("deleting RayCluster {}: the RayService is suspending", c.name));
+        p.actions.push(Action::DeleteCluster {
+            name: c.name.clone(),
+        });
+        p.event(
+            EventType::Normal,
+            "DeletedRayCluster",
+            format!(
+                "deleting RayCluster {}: the RayService is suspending",
+                c.name
+            ),
+        );
     }
     if s.head_service.is_some() || s.serve_service.is_some() {
         p.actions.push(Action::DeleteServices);
-        p.event(EventType::Normal, "DeletedService", "deleting the RayService's head and serve Services: suspending");
+        p.event(
+            EventType::Normal,
+            "DeletedService",
+            "deleting the RayService's head and serve Services: suspending",
+        );
     }
     if !s.deletion_schedule.is_empty() {
         p.schedule = Some(Default::default());
     }
     if s.clusters.is_empty() && s.head_service.is_none() && s.serve_service.is_none() {
-        p.event(EventType::Normal, cond::SUSPEND_COMPLETE, "every owned resource is deleted");
+        p.event(
+            EventType::Normal,
+            cond::SUSPEND_COMPLETE,
+            "every owned resource is deleted",
+        );
         p.status = Some(bare_status(
             s,
             vec![
-                set(cond::SUSPENDING, cond::FALSE, cond::SUSPEND_COMPLETE, "every owned resource is deleted"),
-                set(cond::SUSPENDED, cond::TRUE, cond::SUSPEND_COMPLETE, "every owned resource is deleted"),
+                set(
+                    cond::SUSPENDING,
+                    cond::FALSE,
+                    cond::SUSPEND_COMPLETE,
+                    "every owned resource is deleted",
+                ),
+                set(
+                    cond::SUSPENDED,
+                    cond::TRUE,
+                    cond::SUSPEND_COMPLETE,
+                    "every owned resource is deleted",
+                ),
             ],
         ));
         p.requeue = None;
@@ -126,16 +212,35 @@ fn suspended(s: &Snapshot, p: &mut Plan) {
         p.requeue = None;
         return;
     }
-    p.event(EventType::Normal, cond::RAY_SERVICE_RESUMED, "spec.suspend is false: recreating the cluster");
-    let mut ready = set(cond::READY, cond::FALSE, cond::INITIALIZING, "resumed: waiting for the first cluster to serve");
+    p.event(
+        EventType::Normal,
+        cond::RAY_SERVICE_RESUMED,
+        "spec.suspend is false: recreating the cluster",
+    );
+    let mut ready = set(
+        cond::READY,
+        cond::FALSE,
+        cond::INITIALIZING,
+        "resumed: waiting for the first cluster to serve",
+    );
     // Restart lastTransitionTime so the initializing timeout counts from the resume (KubeRay #4894).
     ready.refresh = true;
     p.status = Some(bare_status(
         s,
         vec![
-            set(cond::SUSPENDED, cond::FALSE, cond::RAY_SERVICE_RESUMED, "spec.suspend is false"),
+            set(
+                cond::SUSPENDED,
+                cond::FALSE,
+                cond::RAY_SERVICE_RESUMED,
+                "spec.suspend is false",
+            ),
             ready,
-            set(cond::UPGRADE_IN_PROGRESS, cond::FALSE, cond::INITIALIZING, "no cluster has served yet"),
+            set(
+                cond::UPGRADE_IN_PROGRESS,
+                cond::FALSE,
+                cond::INITIALIZING,
+                "no cluster has served yet",
+            ),
         ],
     ));
 }

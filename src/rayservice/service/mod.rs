@@ -1,4 +1,4 @@
-//! RayService: decisions (pure) and, later, the controller shell that executes them.
+//! RayService: decisions (pure) and the controller shell that executes them (`controller`).
 //!
 //! The controller reads a [`Snapshot`] (the RayService as data, its child RayClusters, what the Ray
 //! dashboard reported, the Services' selectors, the clock) and calls [`plan`], which returns a [`Plan`]:
@@ -16,8 +16,8 @@ pub mod conditions;
 pub mod controller;
 pub mod duration;
 pub mod error;
-pub mod observe;
 pub mod lifecycle;
+pub mod observe;
 pub mod plan;
 pub mod schedule;
 pub mod snapshot;
@@ -28,6 +28,6 @@ mod tests;
 pub use lifecycle::plan;
 pub use plan::{Action, EventPlan, EventType, Plan, ServiceStatusPlan, StatusPlan};
 pub use snapshot::{
-    Admission, AppView, ChildCluster, DesiredCluster, HashMatch, PriorCondition, PriorStatus, ServeObservation,
-    Snapshot, UpgradeStrategy,
+    Admission, AppView, ChildCluster, DesiredCluster, HashMatch, PriorCondition, PriorStatus,
+    ServeObservation, Snapshot, UpgradeStrategy,
 };

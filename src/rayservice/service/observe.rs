@@ -8,9 +8,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use sha2::Digest;
 
 use super::plan::{ConditionPlan, ServiceStatusPlan, StatusPlan};
-use super::snapshot::{AppView, ChildCluster, PriorCondition, PriorStatus, ServeObservation, UpgradeStrategy};
+use super::snapshot::{
+    AppView, ChildCluster, PriorCondition, PriorStatus, ServeObservation, UpgradeStrategy,
+};
 use crate::api::ray::constants as c;
-use crate::api::ray::rayservice::{AppStatus, RayServiceStatus, ServeDeploymentStatus, ServiceStatus};
+use crate::api::ray::rayservice::{
+    AppStatus, RayServiceStatus, ServeDeploymentStatus, ServiceStatus,
+};
 use crate::api::ray::{RayCluster, RayServiceSpec, RayServiceStatuses};
 use crate::rayservice::clusterctl::GATE_ANNOTATION;
 use crate::rayservice::dashboard::{DashboardError, ServeConfig, ServeDetails, serve_readiness};
@@ -30,7 +34,9 @@ pub fn strategy(spec: &RayServiceSpec, zero_downtime: bool) -> UpgradeStrategy {
     use crate::api::ray::rayservice::RayServiceUpgradeType as T;
     match spec.upgrade_type() {
         Some(T::NewCluster) => UpgradeStrategy::NewCluster,
-        Some(T::NewClusterWithIncrementalUpgrade) => UpgradeStrategy::NewClusterWithIncrementalUpgrade,
+        Some(T::NewClusterWithIncrementalUpgrade) => {
+            UpgradeStrategy::NewClusterWithIncrementalUpgrade
+        }
         Some(T::None) => UpgradeStrategy::None,
         None if zero_downtime => UpgradeStrategy::NewCluster,
         None => UpgradeStrategy::None,
@@ -48,19 +54,38 @@ fn pod_ready(p: &Pod) -> bool {
 }
 
 fn label<'a>(p: &'a Pod, key: &str) -> Option<&'a str> {
-    p.metadata.labels.as_ref().and_then(|l| l.get(key)).map(String::as_str)
+    p.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .map(String::as_str)
 }
 
 /// A child cluster as the decisions see it. `pods` are the pods labelled `ray.io/cluster=<name>`.
 pub fn child_view(rc: &RayCluster, pods: &[Pod], serve: ServeObservation) -> ChildCluster {
-    let ann = |k: &str| rc.metadata.annotations.as_ref().and_then(|a| a.get(k)).cloned();
+    let ann = |k: &str| {
+        rc.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(k))
+            .cloned()
+    };
     let head_ready = rc
         .status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == c::COND_HEAD_POD_READY && c.status == "True"));
-    let head = pods.iter().find(|p| label(p, c::LABEL_NODE_TYPE) == Some(c::NODE_TYPE_HEAD) && p.metadata.deletion_timestamp.is_none());
-    let ready_serve_pods = pods.iter().filter(|p| label(p, c::LABEL_SERVE) == Some("true") && pod_ready(p)).count();
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == c::COND_HEAD_POD_READY && c.status == "True")
+        });
+    let head = pods.iter().find(|p| {
+        label(p, c::LABEL_NODE_TYPE) == Some(c::NODE_TYPE_HEAD)
+            && p.metadata.deletion_timestamp.is_none()
+    });
+    let ready_serve_pods = pods
+        .iter()
+        .filter(|p| label(p, c::LABEL_SERVE) == Some("true") && pod_ready(p))
+        .count();
     ChildCluster {
         name: rc.metadata.name.clone().unwrap_or_default(),
         hash: ann(c::ANNOTATION_HASH_WITHOUT_REPLICAS),
@@ -77,7 +102,10 @@ pub fn child_view(rc: &RayCluster, pods: &[Pod], serve: ServeObservation) -> Chi
 }
 
 /// The dashboard's answer as an observation; readiness is the dashboard module's stricter verdict.
-pub fn serve_observation(result: Result<ServeDetails, DashboardError>, expected: Option<&ServeConfig>) -> ServeObservation {
+pub fn serve_observation(
+    result: Result<ServeDetails, DashboardError>,
+    expected: Option<&ServeConfig>,
+) -> ServeObservation {
     match result {
         Err(e) => ServeObservation::Unreachable(e.to_string()),
         Ok(details) => {
@@ -86,13 +114,24 @@ pub fn serve_observation(result: Result<ServeDetails, DashboardError>, expected:
                 .applications
                 .iter()
                 .map(|(key, app)| {
-                    let name = if key.is_empty() { c::DEFAULT_SERVE_APP_NAME.to_string() } else { key.clone() };
+                    let name = if key.is_empty() {
+                        c::DEFAULT_SERVE_APP_NAME.to_string()
+                    } else {
+                        key.clone()
+                    };
                     let deployments = app
                         .deployments
                         .iter()
                         .map(|(d, dep)| (d.clone(), (dep.status.to_string(), dep.message.clone())))
                         .collect();
-                    (name, AppView { status: app.status.to_string(), message: app.message.clone(), deployments })
+                    (
+                        name,
+                        AppView {
+                            status: app.status.to_string(),
+                            message: app.message.clone(),
+                            deployments,
+                        },
+                    )
                 })
                 .collect();
             ServeObservation::Apps { apps, ready }
@@ -105,8 +144,14 @@ fn to_ts(t: &Time) -> Timestamp {
 }
 
 pub fn prior_status(status: Option<&RayServiceStatuses>) -> PriorStatus {
-    let Some(s) = status else { return PriorStatus::default() };
-    let name = |x: &Option<RayServiceStatus>| x.as_ref().and_then(|x| x.ray_cluster_name.clone()).filter(|n| !n.is_empty());
+    let Some(s) = status else {
+        return PriorStatus::default();
+    };
+    let name = |x: &Option<RayServiceStatus>| {
+        x.as_ref()
+            .and_then(|x| x.ray_cluster_name.clone())
+            .filter(|n| !n.is_empty())
+    };
     PriorStatus {
         active: name(&s.active_service_status),
         pending: name(&s.pending_service_status),
@@ -124,7 +169,12 @@ pub fn prior_status(status: Option<&RayServiceStatuses>) -> PriorStatus {
     }
 }
 
-pub(crate) fn merge_condition(existing: &mut Vec<Condition>, plan: &ConditionPlan, now: &Time, generation: i64) {
+pub(crate) fn merge_condition(
+    existing: &mut Vec<Condition>,
+    plan: &ConditionPlan,
+    now: &Time,
+    generation: i64,
+) {
     if plan.refresh {
         existing.retain(|c| c.type_ != plan.type_);
     }
@@ -148,7 +198,11 @@ pub(crate) fn merge_condition(existing: &mut Vec<Condition>, plan: &ConditionPla
     }
 }
 
-fn service_status(prior: Option<&RayServiceStatus>, plan: &ServiceStatusPlan, clusters: &[RayCluster]) -> RayServiceStatus {
+fn service_status(
+    prior: Option<&RayServiceStatus>,
+    plan: &ServiceStatusPlan,
+    clusters: &[RayCluster],
+) -> RayServiceStatus {
     let same = prior.filter(|p| p.ray_cluster_name.as_deref() == Some(plan.cluster.as_str()));
     let applications = match &plan.applications {
         Some(apps) => Some(
@@ -157,9 +211,21 @@ fn service_status(prior: Option<&RayServiceStatus>, plan: &ServiceStatusPlan, cl
                     let deployments: BTreeMap<String, ServeDeploymentStatus> = a
                         .deployments
                         .iter()
-                        .map(|(d, (st, msg))| (d.clone(), ServeDeploymentStatus { status: Some(st.clone()), message: Some(msg.clone()) }))
+                        .map(|(d, (st, msg))| {
+                            (
+                                d.clone(),
+                                ServeDeploymentStatus {
+                                    status: Some(st.clone()),
+                                    message: Some(msg.clone()),
+                                },
+                            )
+                        })
                         .collect();
-                    let app = AppStatus { deployments: Some(deployments), status: Some(a.status.clone()), message: Some(a.message.clone()) };
+                    let app = AppStatus {
+                        deployments: Some(deployments),
+                        status: Some(a.status.clone()),
+                        message: Some(a.message.clone()),
+                    };
                     (name.clone(), app)
                 })
                 .collect(),
@@ -180,19 +246,36 @@ fn service_status(prior: Option<&RayServiceStatus>, plan: &ServiceStatusPlan, cl
 
 /// The status to write: the plan merged into what is stored. `lastUpdateTime` is left as stored so the
 /// caller can compare and write only on a real change (then stamp it).
-pub fn apply_status(prior: Option<&RayServiceStatuses>, plan: &StatusPlan, clusters: &[RayCluster], now: Timestamp) -> RayServiceStatuses {
+pub fn apply_status(
+    prior: Option<&RayServiceStatuses>,
+    plan: &StatusPlan,
+    clusters: &[RayCluster],
+    now: Timestamp,
+) -> RayServiceStatuses {
     let mut s = prior.cloned().unwrap_or_default();
     let now = Time(now);
     let mut conditions = s.conditions.take().unwrap_or_default();
     for cp in &plan.conditions {
         merge_condition(&mut conditions, cp, &now, plan.observed_generation);
     }
-    let ready = conditions.iter().any(|c| c.type_ == c::COND_READY && c.status == "True");
+    let ready = conditions
+        .iter()
+        .any(|c| c.type_ == c::COND_READY && c.status == "True");
     s.conditions = Some(conditions);
-    s.active_service_status = plan.active.as_ref().map(|a| service_status(s.active_service_status.as_ref(), a, clusters));
-    s.pending_service_status = plan.pending.as_ref().map(|p| service_status(s.pending_service_status.as_ref(), p, clusters));
+    s.active_service_status = plan
+        .active
+        .as_ref()
+        .map(|a| service_status(s.active_service_status.as_ref(), a, clusters));
+    s.pending_service_status = plan
+        .pending
+        .as_ref()
+        .map(|p| service_status(s.pending_service_status.as_ref(), p, clusters));
     s.num_serve_endpoints = Some(plan.num_serve_endpoints);
     s.observed_generation = Some(plan.observed_generation);
-    s.service_status = Some(if ready { ServiceStatus::Running } else { ServiceStatus::NotRunning });
+    s.service_status = Some(if ready {
+        ServiceStatus::Running
+    } else {
+        ServiceStatus::NotRunning
+    });
     s
 }

@@ -15,18 +15,34 @@ pub enum Action {
     RemoveFinalizer,
     /// Build the child RayCluster from `spec.rayClusterConfig` under this name (already in status).
     /// `gated`: carries the admission gate, so its controller creates no pods until the gate opens.
-    CreateCluster { name: String, gated: bool },
+    CreateCluster {
+        name: String,
+        gated: bool,
+    },
     /// Replace the child's spec (keeping its `suspend`), labels and annotations; re-stamps the hash.
-    UpdateCluster { name: String },
+    UpdateCluster {
+        name: String,
+    },
     /// Remove the admission gate from a cluster the quota now covers.
-    OpenGate { name: String },
+    OpenGate {
+        name: String,
+    },
     /// PUT `spec.serveConfigV2` to this cluster's dashboard, then stamp the served-config annotation.
-    PushServeConfig { cluster: String },
+    PushServeConfig {
+        cluster: String,
+    },
     /// Set the head pod's `ray.io/serve` label (whether the head is a serve endpoint).
-    SetHeadServeLabel { cluster: String, serving: bool },
+    SetHeadServeLabel {
+        cluster: String,
+        serving: bool,
+    },
     /// Create `<rs>-head-svc` and `<rs>-serve-svc`, or switch their selectors, to this cluster.
-    PointServices { cluster: String },
-    DeleteCluster { name: String },
+    PointServices {
+        cluster: String,
+    },
+    DeleteCluster {
+        name: String,
+    },
     /// Delete the RayService-owned Services (suspend).
     DeleteServices,
 }
@@ -93,7 +109,16 @@ pub struct Plan {
 }
 
 impl Plan {
-    pub(crate) fn event(&mut self, type_: EventType, reason: &'static str, message: impl Into<String>) {
-        self.events.push(EventPlan { type_, reason, message: message.into() });
+    pub(crate) fn event(
+        &mut self,
+        type_: EventType,
+        reason: &'static str,
+        message: impl Into<String>,
+    ) {
+        self.events.push(EventPlan {
+            type_,
+            reason,
+            message: message.into(),
+        });
     }
 }

@@ -14,13 +14,20 @@ pub const ANNOTATION: &str = "quotagate.io/cluster-deletion-deadlines";
 /// Reads the annotation. A value we cannot read is treated as empty: the only effect is that deadlines
 /// are re-recorded from now, which delays a deletion but never hastens one.
 pub fn decode(value: Option<&str>) -> BTreeMap<String, Timestamp> {
-    let Some(v) = value else { return BTreeMap::new() };
+    let Some(v) = value else {
+        return BTreeMap::new();
+    };
     let raw: BTreeMap<String, String> = serde_json::from_str(v).unwrap_or_default();
-    raw.into_iter().filter_map(|(name, at)| at.parse::<Timestamp>().ok().map(|t| (name, t))).collect()
+    raw.into_iter()
+        .filter_map(|(name, at)| at.parse::<Timestamp>().ok().map(|t| (name, t)))
+        .collect()
 }
 
 pub fn encode(schedule: &BTreeMap<String, Timestamp>) -> String {
-    let raw: BTreeMap<&str, String> = schedule.iter().map(|(k, v)| (k.as_str(), v.to_string())).collect();
+    let raw: BTreeMap<&str, String> = schedule
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.to_string()))
+        .collect();
     serde_json::to_string(&raw).unwrap_or_else(|_| "{}".to_string())
 }
 
@@ -40,11 +47,17 @@ pub(crate) fn reap_dangling(s: &Snapshot, kept: &[&str], was_named: &[&str], pla
             .copied()
             .unwrap_or_else(|| s.now.checked_add(s.deletion_delay).unwrap_or(s.now));
         if !was_named.contains(&c.name.as_str()) && s.now >= deadline {
-            plan.actions.push(Action::DeleteCluster { name: c.name.clone() });
+            plan.actions.push(Action::DeleteCluster {
+                name: c.name.clone(),
+            });
             plan.event(
                 EventType::Normal,
                 "DeletedRayCluster",
-                format!("deleting RayCluster {} ({}s after it stopped being active or pending)", c.name, s.deletion_delay.as_secs()),
+                format!(
+                    "deleting RayCluster {} ({}s after it stopped being active or pending)",
+                    c.name,
+                    s.deletion_delay.as_secs()
+                ),
             );
         } else {
             next.insert(c.name.clone(), deadline);
@@ -62,7 +75,10 @@ mod tests {
     #[test]
     fn round_trip_and_garbage() {
         let mut s = BTreeMap::new();
-        s.insert("rs-abcde".to_string(), "2026-11-22T05:00:00Z".parse::<Timestamp>().unwrap());
+        s.insert(
+            "rs-abcde".to_string(),
+            "2026-11-22T05:00:00Z".parse::<Timestamp>().unwrap(),
+        );
         assert_eq!(decode(Some(&encode(&s))), s);
         assert!(decode(Some("not json")).is_empty());
         assert!(decode(None).is_empty());

@@ -48,12 +48,16 @@ pub enum HashMatch {
 
 impl DesiredCluster {
     pub fn compare(&self, cluster: &ChildCluster) -> HashMatch {
-        let Some(hash) = cluster.hash.as_deref() else { return HashMatch::Different };
+        let Some(hash) = cluster.hash.as_deref() else {
+            return HashMatch::Different;
+        };
         if hash == self.hash {
             return HashMatch::Equal;
         }
         match cluster.num_worker_groups {
-            Some(n) if n < self.prefix_hashes.len() && self.prefix_hashes[n] == hash => HashMatch::Appended,
+            Some(n) if n < self.prefix_hashes.len() && self.prefix_hashes[n] == hash => {
+                HashMatch::Appended
+            }
             _ => HashMatch::Different,
         }
     }
@@ -78,7 +82,10 @@ pub enum ServeObservation {
     Unreachable(String),
     /// `ready` is the dashboard module's verdict: at least one app, every app RUNNING and every
     /// deployment with its target number of RUNNING replicas.
-    Apps { apps: BTreeMap<String, AppView>, ready: bool },
+    Apps {
+        apps: BTreeMap<String, AppView>,
+        ready: bool,
+    },
 }
 
 /// A RayCluster owned by this RayService (found by the `ray.io/originated-from-*` labels).

@@ -5,9 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use jiff::{SignedDuration, Timestamp};
 
 use super::conditions as cond;
+use super::plan;
 use super::plan::{Action, Plan};
 use super::snapshot::*;
-use super::plan;
 
 const V: &str = "v1.7.0";
 
@@ -54,8 +54,18 @@ fn base() -> Snapshot {
 
 fn running_apps(status: &str, message: &str) -> ServeObservation {
     let mut apps = BTreeMap::new();
-    apps.insert("app".to_string(), AppView { status: status.into(), message: message.into(), deployments: BTreeMap::new() });
-    ServeObservation::Apps { ready: status == "RUNNING", apps }
+    apps.insert(
+        "app".to_string(),
+        AppView {
+            status: status.into(),
+            message: message.into(),
+            deployments: BTreeMap::new(),
+        },
+    );
+    ServeObservation::Apps {
+        ready: status == "RUNNING",
+        apps,
+    }
 }
 
 /// A healthy cluster built from spec hash `hash`, serving config `cfg1`.
@@ -76,11 +86,21 @@ fn cluster(name: &str, hash: &str) -> ChildCluster {
 }
 
 fn cond_true(type_: &str, reason: &str) -> PriorCondition {
-    PriorCondition { type_: type_.into(), status: "True".into(), reason: reason.into(), last_transition: ts("2026-11-22T04:00:00Z") }
+    PriorCondition {
+        type_: type_.into(),
+        status: "True".into(),
+        reason: reason.into(),
+        last_transition: ts("2026-11-22T04:00:00Z"),
+    }
 }
 
 fn cond_false(type_: &str, reason: &str, at: &str) -> PriorCondition {
-    PriorCondition { type_: type_.into(), status: "False".into(), reason: reason.into(), last_transition: ts(at) }
+    PriorCondition {
+        type_: type_.into(),
+        status: "False".into(),
+        reason: reason.into(),
+        last_transition: ts(at),
+    }
 }
 
 /// Steady state: active `rs-a` on spec A, Services on it, Ready.
@@ -114,12 +134,23 @@ fn pending_mut<'a>(s: &'a mut Snapshot, name: &str) -> &'a mut ChildCluster {
 
 fn names(p: &Plan) -> (Option<String>, Option<String>) {
     let st = p.status.as_ref().expect("status planned");
-    (st.active.as_ref().map(|a| a.cluster.clone()), st.pending.as_ref().map(|a| a.cluster.clone()))
+    (
+        st.active.as_ref().map(|a| a.cluster.clone()),
+        st.pending.as_ref().map(|a| a.cluster.clone()),
+    )
 }
 
 fn cond_of(p: &Plan, type_: &str) -> (String, String, String) {
-    let c = p.status.as_ref().and_then(|s| s.condition(type_)).unwrap_or_else(|| panic!("no {type_} planned"));
-    (c.status.to_string(), c.reason.to_string(), c.message.clone())
+    let c = p
+        .status
+        .as_ref()
+        .and_then(|s| s.condition(type_))
+        .unwrap_or_else(|| panic!("no {type_} planned"));
+    (
+        c.status.to_string(),
+        c.reason.to_string(),
+        c.message.clone(),
+    )
 }
 
 fn reasons(p: &Plan) -> Vec<&'static str> {
@@ -132,7 +163,9 @@ fn touches(p: &Plan, cluster: &str) -> bool {
         | Action::UpdateCluster { name }
         | Action::OpenGate { name }
         | Action::DeleteCluster { name } => name == cluster,
-        Action::PushServeConfig { cluster: c } | Action::SetHeadServeLabel { cluster: c, .. } => c == cluster,
+        Action::PushServeConfig { cluster: c } | Action::SetHeadServeLabel { cluster: c, .. } => {
+            c == cluster
+        }
         _ => false,
     })
 }
@@ -145,19 +178,37 @@ fn first_pass_names_the_first_cluster_before_creating_it() {
     assert_eq!(p.actions, vec![Action::AddFinalizer]);
     assert_eq!(names(&p), (None, Some("rs-fresh".into())));
     assert_eq!(cond_of(&p, cond::READY).1, cond::INITIALIZING);
-    assert_eq!(cond_of(&p, cond::UPGRADE_IN_PROGRESS), ("False".into(), cond::INITIALIZING.into(), "no cluster has served yet".into()));
+    assert_eq!(
+        cond_of(&p, cond::UPGRADE_IN_PROGRESS),
+        (
+            "False".into(),
+            cond::INITIALIZING.into(),
+            "no cluster has served yet".into()
+        )
+    );
     assert_eq!(reasons(&p), ["PreparingNewCluster"]);
     assert_eq!(p.requeue, Some(std::time::Duration::from_secs(2)));
 }
 
 #[test]
 fn named_first_cluster_is_created_ungated_even_when_queue_managed() {
-    for admission in [Admission::NotQueueManaged, Admission::QueueManaged { admitted: BTreeSet::new() }] {
+    for admission in [
+        Admission::NotQueueManaged,
+        Admission::QueueManaged {
+            admitted: BTreeSet::new(),
+        },
+    ] {
         let mut s = base();
         s.status.pending = Some("rs-a".into());
         s.admission = admission;
         let p = plan(&s);
-        assert_eq!(p.actions, vec![Action::CreateCluster { name: "rs-a".into(), gated: false }]);
+        assert_eq!(
+            p.actions,
+            vec![Action::CreateCluster {
+                name: "rs-a".into(),
+                gated: false
+            }]
+        );
         assert_eq!(names(&p), (None, Some("rs-a".into())));
     }
 }
@@ -179,7 +230,12 @@ fn first_cluster_progression_push_then_services_then_promotion() {
     // Head ready: push the config; its apps are not ready in the same pass.
     pending_mut(&mut s, "rs-a").head_ready = true;
     let p = plan(&s);
-    assert_eq!(p.actions, vec![Action::PushServeConfig { cluster: "rs-a".into() }]);
+    assert_eq!(
+        p.actions,
+        vec![Action::PushServeConfig {
+            cluster: "rs-a".into()
+        }]
+    );
     assert_eq!(names(&p), (None, Some("rs-a".into())));
 
     // Config stamped, apps RUNNING: create the Services and promote in the same pass.
@@ -188,7 +244,12 @@ fn first_cluster_progression_push_then_services_then_promotion() {
     c.serve = running_apps("RUNNING", "");
     c.ready_serve_pods = 2;
     let p = plan(&s);
-    assert_eq!(p.actions, vec![Action::PointServices { cluster: "rs-a".into() }]);
+    assert_eq!(
+        p.actions,
+        vec![Action::PointServices {
+            cluster: "rs-a".into()
+        }]
+    );
     assert_eq!(names(&p), (Some("rs-a".into()), None));
     assert_eq!(cond_of(&p, cond::READY).0, "True");
     assert_eq!(p.status.as_ref().unwrap().num_serve_endpoints, 2);
@@ -201,8 +262,18 @@ fn steady_state_plans_no_writes() {
     assert!(p.actions.is_empty(), "{:?}", p.actions);
     assert!(p.schedule.is_none());
     assert_eq!(names(&p), (Some("rs-a".into()), None));
-    assert_eq!(cond_of(&p, cond::READY), ("True".into(), cond::NON_ZERO_SERVE_ENDPOINTS.into(), "3 serve endpoint(s) ready".into()));
-    assert_eq!(cond_of(&p, cond::UPGRADE_IN_PROGRESS).1, cond::NO_PENDING_CLUSTER);
+    assert_eq!(
+        cond_of(&p, cond::READY),
+        (
+            "True".into(),
+            cond::NON_ZERO_SERVE_ENDPOINTS.into(),
+            "3 serve endpoint(s) ready".into()
+        )
+    );
+    assert_eq!(
+        cond_of(&p, cond::UPGRADE_IN_PROGRESS).1,
+        cond::NO_PENDING_CLUSTER
+    );
 }
 
 #[test]
@@ -210,7 +281,12 @@ fn serve_config_only_change_is_pushed_in_place() {
     let mut s = serving();
     s.desired.serve_config_hash = Some("cfg2".into());
     let p = plan(&s);
-    assert_eq!(p.actions, vec![Action::PushServeConfig { cluster: "rs-a".into() }]);
+    assert_eq!(
+        p.actions,
+        vec![Action::PushServeConfig {
+            cluster: "rs-a".into()
+        }]
+    );
     assert_eq!(names(&p), (Some("rs-a".into()), None));
     // Services stay where they are, endpoints are still counted.
     assert_eq!(p.status.as_ref().unwrap().num_serve_endpoints, 3);
@@ -222,12 +298,22 @@ fn appended_worker_groups_and_version_restamp_update_in_place() {
     s.desired = desired("A2");
     s.desired.prefix_hashes = vec!["x".into(), "y".into(), "A".into()]; // first 2 groups hash to A
     let p = plan(&s);
-    assert_eq!(p.actions, vec![Action::UpdateCluster { name: "rs-a".into() }]);
+    assert_eq!(
+        p.actions,
+        vec![Action::UpdateCluster {
+            name: "rs-a".into()
+        }]
+    );
     assert_eq!(names(&p), (Some("rs-a".into()), None));
 
     let mut s = serving();
     pending_mut(&mut s, "rs-a").operator_version = Some("v1.6.0".into());
-    assert_eq!(plan(&s).actions, vec![Action::UpdateCluster { name: "rs-a".into() }]);
+    assert_eq!(
+        plan(&s).actions,
+        vec![Action::UpdateCluster {
+            name: "rs-a".into()
+        }]
+    );
 }
 
 #[test]
@@ -238,7 +324,10 @@ fn cluster_change_prepares_a_pending_and_leaves_the_active_alone() {
     let p = plan(&s);
     assert!(p.actions.is_empty(), "{:?}", p.actions);
     assert_eq!(names(&p), (Some("rs-a".into()), Some("rs-fresh".into())));
-    assert_eq!(cond_of(&p, cond::UPGRADE_IN_PROGRESS).1, cond::BOTH_ACTIVE_PENDING_CLUSTERS_EXIST);
+    assert_eq!(
+        cond_of(&p, cond::UPGRADE_IN_PROGRESS).1,
+        cond::BOTH_ACTIVE_PENDING_CLUSTERS_EXIST
+    );
     assert_eq!(reasons(&p), ["PreparingNewCluster"]);
 }
 
@@ -249,11 +338,19 @@ fn strategy_none_ignores_cluster_changes_but_applies_serve_config() {
     s.desired = desired("B");
     s.desired.serve_config_hash = Some("cfg2".into());
     let p = plan(&s);
-    assert_eq!(p.actions, vec![Action::PushServeConfig { cluster: "rs-a".into() }]);
+    assert_eq!(
+        p.actions,
+        vec![Action::PushServeConfig {
+            cluster: "rs-a".into()
+        }]
+    );
     assert_eq!(names(&p), (Some("rs-a".into()), None));
     let (_, reason, message) = cond_of(&p, cond::UPGRADE_IN_PROGRESS);
     assert_eq!(reason, cond::NO_PENDING_CLUSTER);
-    assert!(message.contains("upgradeStrategy.type is None"), "{message}");
+    assert!(
+        message.contains("upgradeStrategy.type is None"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -262,7 +359,11 @@ fn upgrade_waits_for_the_pending_without_touching_the_active() {
     s.desired.serve_config_hash = Some("cfg2".into());
     let p = plan(&s);
     assert!(!touches(&p, "rs-a"), "{:?}", p.actions);
-    assert!(!p.actions.iter().any(|a| matches!(a, Action::PointServices { .. })));
+    assert!(
+        !p.actions
+            .iter()
+            .any(|a| matches!(a, Action::PointServices { .. }))
+    );
     assert_eq!(names(&p), (Some("rs-a".into()), Some("rs-b".into())));
     assert_eq!(cond_of(&p, cond::READY).0, "True");
 }
@@ -276,13 +377,27 @@ fn ready_pending_gets_the_services_and_is_promoted_then_old_is_deleted_after_the
     b.serve = running_apps("RUNNING", "");
     b.ready_serve_pods = 4;
     let p = plan(&s);
-    assert_eq!(p.actions, vec![Action::PointServices { cluster: "rs-b".into() }, Action::SetHeadServeLabel { cluster: "rs-b".into(), serving: true }]);
+    assert_eq!(
+        p.actions,
+        vec![
+            Action::PointServices {
+                cluster: "rs-b".into()
+            },
+            Action::SetHeadServeLabel {
+                cluster: "rs-b".into(),
+                serving: true
+            }
+        ]
+    );
     assert_eq!(names(&p), (Some("rs-b".into()), None));
     assert_eq!(p.status.as_ref().unwrap().num_serve_endpoints, 4);
     assert_eq!(reasons(&p), ["UpdatedService", "PromotedPendingCluster"]);
     // The old active only gets its deadline now; no delete in the pass that un-names it.
     let deadline = now().checked_add(SignedDuration::from_secs(60)).unwrap();
-    assert_eq!(p.schedule, Some(BTreeMap::from([("rs-a".to_string(), deadline)])));
+    assert_eq!(
+        p.schedule,
+        Some(BTreeMap::from([("rs-a".to_string(), deadline)]))
+    );
 
     // Next pass after promotion, before the deadline: nothing; after it: delete.
     let mut next = serving();
@@ -298,7 +413,12 @@ fn ready_pending_gets_the_services_and_is_promoted_then_old_is_deleted_after_the
     assert!(p.schedule.is_none());
     next.now = deadline;
     let p = plan(&next);
-    assert_eq!(p.actions, vec![Action::DeleteCluster { name: "rs-a".into() }]);
+    assert_eq!(
+        p.actions,
+        vec![Action::DeleteCluster {
+            name: "rs-a".into()
+        }]
+    );
     assert_eq!(p.schedule, Some(BTreeMap::new()));
     assert_eq!(reasons(&p), ["DeletedRayCluster"]);
 }
@@ -309,11 +429,19 @@ fn dangling_cluster_without_a_deadline_gets_one_and_zero_delay_deletes_on_the_ne
     s.clusters.push(cluster("rs-old", "Z"));
     let p = plan(&s);
     assert!(p.actions.is_empty());
-    assert_eq!(p.schedule.as_ref().and_then(|m| m.get("rs-old")).copied(), now().checked_add(SignedDuration::from_secs(60)).ok());
+    assert_eq!(
+        p.schedule.as_ref().and_then(|m| m.get("rs-old")).copied(),
+        now().checked_add(SignedDuration::from_secs(60)).ok()
+    );
 
     s.deletion_delay = SignedDuration::ZERO;
     let p = plan(&s);
-    assert_eq!(p.actions, vec![Action::DeleteCluster { name: "rs-old".into() }]);
+    assert_eq!(
+        p.actions,
+        vec![Action::DeleteCluster {
+            name: "rs-old".into()
+        }]
+    );
 }
 
 #[test]
@@ -349,13 +477,23 @@ fn restart_mid_upgrade_resumes_without_a_second_pending() {
     // Everything the decision needs is in status: same plan whether or not the process restarted.
     let s = upgrading();
     let p = plan(&s);
-    assert!(!p.actions.iter().any(|a| matches!(a, Action::CreateCluster { .. })));
+    assert!(
+        !p.actions
+            .iter()
+            .any(|a| matches!(a, Action::CreateCluster { .. }))
+    );
     assert!(!reasons(&p).contains(&"PreparingNewCluster"));
     // Pending named but the create was lost in the crash: created under the same name.
     let mut s = upgrading();
     s.clusters.retain(|c| c.name != "rs-b");
     let p = plan(&s);
-    assert_eq!(p.actions, vec![Action::CreateCluster { name: "rs-b".into(), gated: false }]);
+    assert_eq!(
+        p.actions,
+        vec![Action::CreateCluster {
+            name: "rs-b".into(),
+            gated: false
+        }]
+    );
 }
 
 #[test]
@@ -365,20 +503,36 @@ fn services_already_on_pending_finish_the_promotion_and_never_swing_back() {
     s.serve_service = Some("rs-b".into());
     // The pending is momentarily not ready (e.g. a push this pass); still no switch back to rs-a.
     let p = plan(&s);
-    assert!(!p.actions.iter().any(|a| matches!(a, Action::PointServices { .. })), "{:?}", p.actions);
+    assert!(
+        !p.actions
+            .iter()
+            .any(|a| matches!(a, Action::PointServices { .. })),
+        "{:?}",
+        p.actions
+    );
     assert_eq!(names(&p), (Some("rs-b".into()), None));
 }
 
 #[test]
 fn queue_managed_pending_is_gated_until_admitted() {
     let mut s = upgrading();
-    s.admission = Admission::QueueManaged { admitted: BTreeSet::new() };
+    s.admission = Admission::QueueManaged {
+        admitted: BTreeSet::new(),
+    };
     s.clusters.retain(|c| c.name != "rs-b");
     let p = plan(&s);
-    assert_eq!(p.actions, vec![Action::CreateCluster { name: "rs-b".into(), gated: true }]);
+    assert_eq!(
+        p.actions,
+        vec![Action::CreateCluster {
+            name: "rs-b".into(),
+            gated: true
+        }]
+    );
 
     let mut s = upgrading();
-    s.admission = Admission::QueueManaged { admitted: BTreeSet::new() };
+    s.admission = Admission::QueueManaged {
+        admitted: BTreeSet::new(),
+    };
     let b = pending_mut(&mut s, "rs-b");
     b.gated = true;
     b.head_ready = true; // even if something claims so, a gated cluster is never pushed to or switched to
@@ -386,11 +540,22 @@ fn queue_managed_pending_is_gated_until_admitted() {
     s.desired.serve_config_hash = Some("cfg2".into());
     let p = plan(&s);
     assert!(p.actions.is_empty(), "{:?}", p.actions);
-    assert!(cond_of(&p, cond::UPGRADE_IN_PROGRESS).2.contains("rs-b waits for quota admission"));
+    assert!(
+        cond_of(&p, cond::UPGRADE_IN_PROGRESS)
+            .2
+            .contains("rs-b waits for quota admission")
+    );
 
-    s.admission = Admission::QueueManaged { admitted: BTreeSet::from(["rs-b".to_string()]) };
+    s.admission = Admission::QueueManaged {
+        admitted: BTreeSet::from(["rs-b".to_string()]),
+    };
     let p = plan(&s);
-    assert_eq!(p.actions, vec![Action::OpenGate { name: "rs-b".into() }]);
+    assert_eq!(
+        p.actions,
+        vec![Action::OpenGate {
+            name: "rs-b".into()
+        }]
+    );
     assert!(!touches(&p, "rs-a"));
 }
 
@@ -401,15 +566,33 @@ fn broken_serve_config_on_the_pending_keeps_the_active_serving() {
     b.head_ready = true;
     b.served_config_hash = Some("cfg1".into());
     b.head_serve_label = Some(true);
-    b.serve = running_apps("DEPLOY_FAILED", "Traceback (most recent call last):\n  File x\nImportError: no module named foo\n");
+    b.serve = running_apps(
+        "DEPLOY_FAILED",
+        "Traceback (most recent call last):\n  File x\nImportError: no module named foo\n",
+    );
     let p = plan(&s);
     assert!(p.actions.is_empty(), "{:?}", p.actions);
     assert_eq!(names(&p), (Some("rs-a".into()), Some("rs-b".into())));
     let (status, reason, message) = cond_of(&p, cond::READY);
-    assert_eq!((status.as_str(), reason.as_str()), ("False", cond::SERVE_DEPLOY_FAILED));
-    assert!(message.ends_with("rs-b: application app DEPLOY_FAILED: ImportError: no module named foo"), "{message}");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", cond::SERVE_DEPLOY_FAILED)
+    );
+    assert!(
+        message.ends_with("rs-b: application app DEPLOY_FAILED: ImportError: no module named foo"),
+        "{message}"
+    );
     assert_eq!(p.status.as_ref().unwrap().num_serve_endpoints, 3);
-    let pending_apps = p.status.as_ref().unwrap().pending.as_ref().unwrap().applications.as_ref().unwrap();
+    let pending_apps = p
+        .status
+        .as_ref()
+        .unwrap()
+        .pending
+        .as_ref()
+        .unwrap()
+        .applications
+        .as_ref()
+        .unwrap();
     assert_eq!(pending_apps["app"].status, "DEPLOY_FAILED");
 }
 
@@ -436,23 +619,41 @@ fn broken_first_config_stays_initializing_with_the_error() {
     s.clusters = vec![a];
     let p = plan(&s);
     let (status, reason, message) = cond_of(&p, cond::READY);
-    assert_eq!((status.as_str(), reason.as_str()), ("False", cond::INITIALIZING));
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", cond::INITIALIZING)
+    );
     assert!(message.contains("boom"));
 }
 
 #[test]
 fn zero_apps_after_head_restart_repushes_and_unreachable_dashboard_does_not() {
     let mut s = serving();
-    pending_mut(&mut s, "rs-a").serve = ServeObservation::Apps { apps: BTreeMap::new(), ready: false };
-    assert_eq!(plan(&s).actions, vec![Action::PushServeConfig { cluster: "rs-a".into() }]);
+    pending_mut(&mut s, "rs-a").serve = ServeObservation::Apps {
+        apps: BTreeMap::new(),
+        ready: false,
+    };
+    assert_eq!(
+        plan(&s).actions,
+        vec![Action::PushServeConfig {
+            cluster: "rs-a".into()
+        }]
+    );
 
     let mut s = serving();
     s.desired.serve_config_hash = Some("cfg2".into());
     pending_mut(&mut s, "rs-a").serve = ServeObservation::Unreachable("timeout after 2s".into());
     let p = plan(&s);
     assert!(p.actions.is_empty());
-    assert!(cond_of(&p, cond::UPGRADE_IN_PROGRESS).2.contains("timeout after 2s"));
-    assert!(p.status.unwrap().active.unwrap().applications.is_none(), "stored app statuses are kept");
+    assert!(
+        cond_of(&p, cond::UPGRADE_IN_PROGRESS)
+            .2
+            .contains("timeout after 2s")
+    );
+    assert!(
+        p.status.unwrap().active.unwrap().applications.is_none(),
+        "stored app statuses are kept"
+    );
 }
 
 #[test]
@@ -468,7 +669,13 @@ fn vanished_active_gets_a_replacement_and_endpoints_drop_to_zero() {
 fn head_serve_label_follows_exclusion() {
     let mut s = serving();
     s.exclude_head_from_serve = true;
-    assert_eq!(plan(&s).actions, vec![Action::SetHeadServeLabel { cluster: "rs-a".into(), serving: false }]);
+    assert_eq!(
+        plan(&s).actions,
+        vec![Action::SetHeadServeLabel {
+            cluster: "rs-a".into(),
+            serving: false
+        }]
+    );
 }
 
 #[test]
@@ -485,12 +692,23 @@ fn suspend_state_machine() {
 
     // 2. Suspending: delete everything, even though suspend flipped back to false meanwhile.
     s.suspend = false;
-    s.status = PriorStatus { conditions: vec![cond_true(cond::SUSPENDING, cond::SUSPEND_REQUESTED)], ..Default::default() };
+    s.status = PriorStatus {
+        conditions: vec![cond_true(cond::SUSPENDING, cond::SUSPEND_REQUESTED)],
+        ..Default::default()
+    };
     s.deletion_schedule = BTreeMap::from([("rs-x".to_string(), now())]);
     let p = plan(&s);
     assert_eq!(
         p.actions,
-        vec![Action::DeleteCluster { name: "rs-a".into() }, Action::DeleteCluster { name: "rs-b".into() }, Action::DeleteServices]
+        vec![
+            Action::DeleteCluster {
+                name: "rs-a".into()
+            },
+            Action::DeleteCluster {
+                name: "rs-b".into()
+            },
+            Action::DeleteServices
+        ]
     );
     assert!(p.status.is_none());
     assert_eq!(p.schedule, Some(BTreeMap::new()));
@@ -503,7 +721,14 @@ fn suspend_state_machine() {
     let p = plan(&s);
     assert!(p.actions.is_empty());
     assert_eq!(cond_of(&p, cond::SUSPENDING).0, "False");
-    assert_eq!(cond_of(&p, cond::SUSPENDED), ("True".into(), cond::SUSPEND_COMPLETE.into(), "every owned resource is deleted".into()));
+    assert_eq!(
+        cond_of(&p, cond::SUSPENDED),
+        (
+            "True".into(),
+            cond::SUSPEND_COMPLETE.into(),
+            "every owned resource is deleted".into()
+        )
+    );
 
     // 4. Suspended and still suspend=true: nothing, no polling.
     s.suspend = true;
@@ -537,14 +762,22 @@ fn initializing_timeout_is_terminal() {
     let mut s = base();
     s.initializing_timeout = Some(SignedDuration::from_mins(30));
     s.status.pending = Some("rs-a".into());
-    s.status.conditions = vec![cond_false(cond::READY, cond::INITIALIZING, "2026-11-22T04:29:59Z")];
+    s.status.conditions = vec![cond_false(
+        cond::READY,
+        cond::INITIALIZING,
+        "2026-11-22T04:29:59Z",
+    )];
     let mut a = cluster("rs-a", "A");
     a.serve = running_apps("DEPLOYING", "");
     s.clusters = vec![a];
     let p = plan(&s);
     assert_eq!(cond_of(&p, cond::READY).1, cond::INITIALIZING_TIMEOUT);
     assert_eq!(names(&p), (None, None));
-    assert!(p.actions.is_empty(), "the just-unnamed cluster is only scheduled: {:?}", p.actions);
+    assert!(
+        p.actions.is_empty(),
+        "the just-unnamed cluster is only scheduled: {:?}",
+        p.actions
+    );
     assert!(p.schedule.as_ref().is_some_and(|m| m.contains_key("rs-a")));
 
     // Not yet timed out one second earlier.
@@ -553,11 +786,20 @@ fn initializing_timeout_is_terminal() {
 
     // Terminal: afterwards only reaping, never a new cluster.
     let mut t = base();
-    t.status.conditions = vec![cond_false(cond::READY, cond::INITIALIZING_TIMEOUT, "2026-11-22T04:40:00Z")];
+    t.status.conditions = vec![cond_false(
+        cond::READY,
+        cond::INITIALIZING_TIMEOUT,
+        "2026-11-22T04:40:00Z",
+    )];
     t.clusters = vec![cluster("rs-a", "A")];
     t.deletion_schedule = BTreeMap::from([("rs-a".to_string(), now())]);
     let p = plan(&t);
-    assert_eq!(p.actions, vec![Action::DeleteCluster { name: "rs-a".into() }]);
+    assert_eq!(
+        p.actions,
+        vec![Action::DeleteCluster {
+            name: "rs-a".into()
+        }]
+    );
     assert!(p.status.is_none());
 }
 
@@ -567,13 +809,17 @@ fn invalid_spec_creates_and_deletes_nothing() {
         s.invalid = Some("spec.rayClusterConfig.headGroupSpec.template: Required value".into());
         s.has_finalizer = false;
         s.clusters.push(cluster("rs-dangling", "Z"));
-        s.deletion_schedule = BTreeMap::from([("rs-dangling".to_string(), ts("2026-01-01T00:00:00Z"))]);
+        s.deletion_schedule =
+            BTreeMap::from([("rs-dangling".to_string(), ts("2026-01-01T00:00:00Z"))]);
         let p = plan(&s);
         assert!(p.actions.is_empty(), "{:?}", p.actions);
         assert!(p.schedule.is_none());
         assert_eq!(p.requeue, None);
         let (status, reason, message) = cond_of(&p, cond::READY);
-        assert_eq!((status.as_str(), reason.as_str()), ("False", cond::VALIDATION_FAILED));
+        assert_eq!(
+            (status.as_str(), reason.as_str()),
+            ("False", cond::VALIDATION_FAILED)
+        );
         assert!(message.contains("headGroupSpec"));
         assert_eq!(reasons(&p), ["InvalidRayServiceSpec"]);
     }
@@ -584,7 +830,17 @@ fn deletion_deletes_children_now_then_releases_the_finalizer() {
     let mut s = upgrading();
     s.deleting = true;
     let p = plan(&s);
-    assert_eq!(p.actions, vec![Action::DeleteCluster { name: "rs-a".into() }, Action::DeleteCluster { name: "rs-b".into() }]);
+    assert_eq!(
+        p.actions,
+        vec![
+            Action::DeleteCluster {
+                name: "rs-a".into()
+            },
+            Action::DeleteCluster {
+                name: "rs-b".into()
+            }
+        ]
+    );
     s.clusters.iter_mut().for_each(|c| c.deleting = true);
     assert!(plan(&s).actions.is_empty());
     s.clusters.clear();
@@ -603,8 +859,15 @@ mod properties {
     use proptest::prelude::*;
 
     fn arb_cluster(name: &'static str) -> impl Strategy<Value = Option<ChildCluster>> {
-        (any::<bool>(), prop::sample::select(vec!["A", "B", "C"]), any::<bool>(), any::<bool>(), 0..3u8, any::<bool>()).prop_map(
-            move |(exists, hash, gated, head_ready, serve, served)| {
+        (
+            any::<bool>(),
+            prop::sample::select(vec!["A", "B", "C"]),
+            any::<bool>(),
+            any::<bool>(),
+            0..3u8,
+            any::<bool>(),
+        )
+            .prop_map(move |(exists, hash, gated, head_ready, serve, served)| {
                 exists.then(|| {
                     let mut c = cluster(name, hash);
                     c.gated = gated;
@@ -619,8 +882,7 @@ mod properties {
                     }
                     c
                 })
-            },
-        )
+            })
     }
 
     prop_compose! {
