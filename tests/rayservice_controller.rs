@@ -559,3 +559,35 @@ async fn queue_managed_upgrade_creates_a_gated_pending_without_pods_body() {
     assert!(is_true(&rs, "Ready") && endpoints(&rs) > 0);
     assert_eq!(h.clusters().get(&a).await.unwrap().spec, active_before.spec);
 }
+
+#[test]
+fn config_refused_by_ray_is_reported_once_and_the_active_keeps_serving() {
+    scenario(async {
+        let h = Harness::start();
+        let rs = create_and_wait_ready(&h, "refused").await;
+        let a = active(&rs).unwrap();
+        // No import_path: Ray's schema check answers 400.
+        let bad = "applications:\n  - name: fruit_app\n    route_prefix: /fruit\n";
+        h.patch_spec("refused", json!({ "serveConfigV2": bad }))
+            .await;
+        let rs = h
+            .wait_rs("refused", "the refusal in Ready", |rs| {
+                cond(rs, "Ready")
+                    .is_some_and(|c| c.message.contains("Ray rejected the Serve config"))
+            })
+            .await;
+        assert_eq!(cond(&rs, "Ready").unwrap().reason, "ServeDeployFailed");
+        assert!(endpoints(&rs) > 0);
+        assert_eq!(active(&rs).as_deref(), Some(a.as_str()));
+        let rc = h.clusters().get(&a).await.unwrap();
+        assert!(
+            rc.annotations()
+                .contains_key("quotagate.io/rejected-serve-config")
+        );
+        assert_eq!(
+            h.sim.put_count(&endpoint_of(&a)),
+            1,
+            "only the first, valid config was accepted"
+        );
+    });
+}

@@ -242,7 +242,7 @@ pub(crate) fn step(s: &Snapshot, p: &mut Plan) {
         .into_iter()
         .flatten()
         .filter_map(|n| s.cluster(n))
-        .find_map(|c| cond::deploy_failure(&c.name, &c.serve));
+        .find_map(|c| rejection(s, c).or_else(|| cond::deploy_failure(&c.name, &c.serve)));
     if let Some(f) = &failure {
         notes.push(f.clone());
     }
@@ -309,7 +309,7 @@ fn spec_decision(s: &Snapshot, notes: &mut Vec<String>) -> SpecDecision {
 /// Why the Serve config must be (re)deployed to this cluster, if it must.
 fn push_reason(s: &Snapshot, c: &ChildCluster) -> Option<&'static str> {
     let wanted = s.desired.serve_config_hash.as_deref()?;
-    if c.gated || !c.head_ready {
+    if c.gated || !c.head_ready || rejection(s, c).is_some() {
         return None;
     }
     match &c.serve {
@@ -323,6 +323,13 @@ fn push_reason(s: &Snapshot, c: &ChildCluster) -> Option<&'static str> {
         }
         _ => None,
     }
+}
+
+/// The failure message when Ray refused the currently desired config on this cluster.
+fn rejection(s: &Snapshot, c: &ChildCluster) -> Option<String> {
+    let wanted = s.desired.serve_config_hash.as_deref()?;
+    let (hash, message) = c.rejected_config.as_ref()?;
+    (hash == wanted).then(|| format!("{}: Ray rejected the Serve config: {message}", c.name))
 }
 
 fn service_status(s: &Snapshot, name: &str) -> ServiceStatusPlan {

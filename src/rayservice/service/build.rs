@@ -99,7 +99,11 @@ pub fn updated_child(existing: &RayCluster, rs: &RayService, stamp: &Stamp) -> R
     rc.spec.suspend = suspend;
     let mut annotations = child_annotations(rs, stamp);
     let old = existing.metadata.annotations.clone().unwrap_or_default();
-    for key in [GATE_ANNOTATION, super::observe::SERVED_CONFIG_ANNOTATION] {
+    for key in [
+        GATE_ANNOTATION,
+        super::observe::SERVED_CONFIG_ANNOTATION,
+        super::observe::REJECTED_CONFIG_ANNOTATION,
+    ] {
         if let Some(v) = old.get(key) {
             annotations.insert(key.to_string(), v.clone());
         }

@@ -19,7 +19,7 @@ use tracing::{info, instrument, warn};
 
 use super::build::{self, Stamp};
 use super::error::Error;
-use super::observe::{self, SERVED_CONFIG_ANNOTATION};
+use super::observe::{self, REJECTED_CONFIG_ANNOTATION, SERVED_CONFIG_ANNOTATION};
 use super::plan::{Action, EventType, Plan};
 use super::snapshot::{Admission, DesiredCluster, ServeObservation, Snapshot};
 use super::{duration, schedule};
@@ -31,7 +31,7 @@ use crate::rayservice::cluster::hash::{
     hash_of_first_groups, hash_without_replicas_and_workers_to_delete,
 };
 use crate::rayservice::clusterctl::GATE_ANNOTATION;
-use crate::rayservice::dashboard::{DashboardEndpoint, RayDashboard, ServeConfig};
+use crate::rayservice::dashboard::{DashboardEndpoint, DashboardError, RayDashboard, ServeConfig};
 
 /// Label that makes a RayService queue-managed (Kueue's).
 pub const QUEUE_NAME_LABEL: &str = "kueue.x-k8s.io/queue-name";
@@ -483,7 +483,8 @@ async fn act(
             let endpoint = ctx.endpoint(cluster, ns);
             let dashboard = (ctx.dashboards)(&endpoint);
             let secs = ctx.config.dashboard_timeout.as_secs();
-            tokio::time::timeout(
+            let hash = observe::serve_config_hash(yaml);
+            let answer = tokio::time::timeout(
                 ctx.config.dashboard_timeout,
                 dashboard.deploy(&endpoint, &config, None),
             )
@@ -491,12 +492,43 @@ async fn act(
             .map_err(|_| Error::DashboardTimeout {
                 cluster: cluster.clone(),
                 secs,
-            })?
-            .map_err(|source| Error::Dashboard {
-                cluster: cluster.clone(),
-                source,
             })?;
-            let patch = json!({ "metadata": { "annotations": { SERVED_CONFIG_ANNOTATION: observe::serve_config_hash(yaml) } } });
+            let annotations = match answer {
+                Ok(()) => {
+                    json!({ SERVED_CONFIG_ANNOTATION: hash, REJECTED_CONFIG_ANNOTATION: Value::Null })
+                }
+                // Ray refused this config: record it (status and an event say why) instead of
+                // failing the pass and re-sending the same broken config every few seconds.
+                Err(
+                    source @ (DashboardError::Rejected { .. } | DashboardError::InvalidConfig(_)),
+                ) => {
+                    let message = source.to_string();
+                    let last = message
+                        .lines()
+                        .rev()
+                        .map(str::trim)
+                        .find(|l| !l.is_empty())
+                        .unwrap_or("");
+                    let ev = Event {
+                        type_: KEventType::Warning,
+                        reason: "FailedToUpdateServeApplications".into(),
+                        note: Some(format!("{cluster}: {message}")),
+                        action: "PushServeConfig".into(),
+                        secondary: None,
+                    };
+                    if let Err(e) = ctx.recorder.publish(&ev, &rs.object_ref(&())).await {
+                        warn!(error = %e, "could not record event");
+                    }
+                    json!({ REJECTED_CONFIG_ANNOTATION: format!("{hash} {last}") })
+                }
+                Err(source) => {
+                    return Err(Error::Dashboard {
+                        cluster: cluster.clone(),
+                        source,
+                    });
+                }
+            };
+            let patch = json!({ "metadata": { "annotations": annotations } });
             rc_api
                 .patch(cluster, &PatchParams::default(), &merge(patch))
                 .await?;

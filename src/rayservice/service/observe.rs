@@ -23,6 +23,10 @@ use crate::rayservice::dashboard::{DashboardError, ServeConfig, ServeDetails, se
 /// re-push, unlike KubeRay's in-memory cache).
 pub const SERVED_CONFIG_ANNOTATION: &str = "quotagate.io/served-config-hash";
 
+/// On a child RayCluster: `"<config hash> <Ray's message>"` when Ray refused that config (HTTP 400), so
+/// the same broken config is not re-sent every pass.
+pub const REJECTED_CONFIG_ANNOTATION: &str = "quotagate.io/rejected-serve-config";
+
 /// Short stable hash of `serveConfigV2` as written by the user.
 pub fn serve_config_hash(yaml: &str) -> String {
     let digest = sha2::Sha256::digest(yaml.as_bytes());
@@ -94,6 +98,10 @@ pub fn child_view(rc: &RayCluster, pods: &[Pod], serve: ServeObservation) -> Chi
         gated: ann(GATE_ANNOTATION).is_some_and(|v| v == "true"),
         head_ready,
         served_config_hash: ann(SERVED_CONFIG_ANNOTATION),
+        rejected_config: ann(REJECTED_CONFIG_ANNOTATION).and_then(|v| {
+            v.split_once(' ')
+                .map(|(h, m)| (h.to_string(), m.to_string()))
+        }),
         serve,
         head_serve_label: head.map(|h| label(h, c::LABEL_SERVE) == Some("true")),
         ready_serve_pods: i32::try_from(ready_serve_pods).unwrap_or(i32::MAX),

@@ -105,6 +105,9 @@ pub struct ChildCluster {
     /// Hash of the Serve config last accepted by this cluster's dashboard (annotation stamped after a
     /// successful PUT, so a restart does not re-push).
     pub served_config_hash: Option<String>,
+    /// `(config hash, Ray's message)` when Ray refused that config outright (HTTP 400): it is not
+    /// pushed again until the config changes.
+    pub rejected_config: Option<(String, String)>,
     pub serve: ServeObservation,
     /// Current `ray.io/serve` label on the head pod, if there is a head pod.
     pub head_serve_label: Option<bool>,

@@ -78,6 +78,7 @@ fn cluster(name: &str, hash: &str) -> ChildCluster {
         gated: false,
         head_ready: true,
         served_config_hash: Some("cfg1".into()),
+        rejected_config: None,
         serve: running_apps("RUNNING", ""),
         head_serve_label: Some(true),
         ready_serve_pods: 3,
@@ -607,6 +608,38 @@ fn broken_serve_config_on_the_active_reports_and_keeps_serving() {
     assert!(p.actions.is_empty(), "{:?}", p.actions);
     assert_eq!(cond_of(&p, cond::READY).1, cond::SERVE_DEPLOY_FAILED);
     assert_eq!(p.status.as_ref().unwrap().num_serve_endpoints, 3);
+}
+
+#[test]
+fn config_rejected_by_ray_is_reported_and_not_resent_until_it_changes() {
+    let mut s = serving();
+    s.desired.serve_config_hash = Some("cfg2".into());
+    pending_mut(&mut s, "rs-a").rejected_config = Some((
+        "cfg2".into(),
+        "applications.0.import_path Field required".into(),
+    ));
+    let p = plan(&s);
+    assert!(p.actions.is_empty(), "{:?}", p.actions);
+    let (status, reason, message) = cond_of(&p, cond::READY);
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", cond::SERVE_DEPLOY_FAILED)
+    );
+    assert!(message.contains("rs-a: Ray rejected the Serve config: applications.0.import_path"));
+    // Even a cluster reporting no apps (first deploy refused) is not re-sent the same config.
+    pending_mut(&mut s, "rs-a").serve = ServeObservation::Apps {
+        apps: BTreeMap::new(),
+        ready: false,
+    };
+    assert!(plan(&s).actions.is_empty());
+    // A corrected config goes out again.
+    s.desired.serve_config_hash = Some("cfg3".into());
+    assert_eq!(
+        plan(&s).actions,
+        vec![Action::PushServeConfig {
+            cluster: "rs-a".into()
+        }]
+    );
 }
 
 #[test]
