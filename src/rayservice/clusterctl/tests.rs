@@ -353,3 +353,100 @@ fn facts_and_conditions() {
         "HeadPodNotFound"
     );
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn arb_pod() -> impl Strategy<Value = PodView> {
+        (
+            any::<bool>(),
+            0..3usize,
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            0..4usize,
+        )
+            .prop_map(|(head, group, ready, unhealthy, deleting, idx)| PodView {
+                name: format!("p-{head}-{group}-{idx}-{ready}-{unhealthy}-{deleting}"),
+                head,
+                group: if head {
+                    "headgroup".into()
+                } else {
+                    format!("g{group}")
+                },
+                running: true,
+                ready,
+                unhealthy,
+                deleting,
+                replica_index: Some(idx),
+                ..Default::default()
+            })
+    }
+
+    fn arb_inputs() -> impl Strategy<Value = PodInputs> {
+        (
+            prop::collection::vec(arb_pod(), 0..8),
+            prop::collection::vec((0..4usize, 1..3usize), 0..3),
+            any::<bool>(),
+            any::<bool>(),
+            prop::sample::select(vec![Recreate::Keep, Recreate::Restamp, Recreate::All]),
+        )
+            .prop_map(|(pods, groups, gated, autoscaling, recreate)| {
+                let mut seen = std::collections::BTreeSet::new();
+                let pods = pods
+                    .into_iter()
+                    .filter(|p| seen.insert(p.name.clone()))
+                    .collect();
+                let groups = groups
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, (replicas, hosts))| GroupView {
+                        name: format!("g{i}"),
+                        replicas,
+                        hosts,
+                        workers_to_delete: vec![],
+                    })
+                    .collect();
+                PodInputs {
+                    gated,
+                    recreate,
+                    autoscaling,
+                    groups,
+                    pods,
+                }
+            })
+    }
+
+    proptest! {
+        /// I2 where pods are created: a gated cluster never gets a pod.
+        #[test]
+        fn gated_clusters_create_nothing(i in arb_inputs()) {
+            let mut i = i;
+            i.gated = true;
+            let plan = plan_pods(&i);
+            prop_assert!(!plan.iter().any(|a| matches!(a, PodAction::CreateHead | PodAction::CreateWorkers { .. })), "{:?}", plan);
+        }
+
+        /// Never more than one head, never more workers per group than desired, never a delete of a
+        /// pod that is already terminating.
+        #[test]
+        fn creates_stay_within_the_desired_counts(i in arb_inputs()) {
+            let plan = plan_pods(&i);
+            let heads = plan.iter().filter(|a| matches!(a, PodAction::CreateHead)).count();
+            prop_assert!(heads <= 1);
+            for a in &plan {
+                match a {
+                    PodAction::CreateWorkers { group, workers } => {
+                        let g = i.groups.iter().find(|g| &g.name == group).unwrap();
+                        prop_assert!(workers.len() <= g.replicas * g.hosts.max(1));
+                    }
+                    PodAction::DeletePod { name, .. } => {
+                        prop_assert!(i.pods.iter().any(|p| &p.name == name && !p.deleting));
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
