@@ -233,7 +233,10 @@ async fn admission_errors_are_422_with_causes() {
     }
     // The raw body carries details.causes (kube's Status type drops details).
     let resp = raw(&srv, "POST", "/apis/example.quotagate.io/v1/namespaces/default/widgets", json!({"apiVersion": "example.quotagate.io/v1", "kind": "Widget", "metadata": {"name": "b"}, "spec": {"size": -2}})).await;
-    assert_eq!(resp["details"]["causes"][0], json!({"reason": "FieldValueInvalid", "field": "spec.size", "message": "spec.size: Invalid value: must be >= 0"}));
+    // As a real server: the cause's message leaves the field out (kubectl prints `* <field>: <message>`),
+    // and details.kind is the Kind, not the plural.
+    assert_eq!(resp["details"]["causes"][0], json!({"reason": "FieldValueInvalid", "field": "spec.size", "message": "Invalid value: must be >= 0"}));
+    assert_eq!(resp["details"]["kind"], "Widget");
     api.create(&PostParams::default(), &widget("good", 0)).await.unwrap();
     let err = api.patch("good", &PatchParams::default(), &Patch::Merge(json!({"spec": {"size": -5}}))).await.unwrap_err();
     assert_eq!(err_code(err).0, 422, "updates are admitted too");

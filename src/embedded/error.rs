@@ -85,7 +85,7 @@ impl ApiError {
         let mut e = ApiError::new(422, "Invalid", format!("{kind} \"{name}\" is invalid: {joined}"));
         e.details.causes = errors
             .iter()
-            .map(|fe| Cause { reason: fe.kind.reason().into(), field: fe.field.clone(), message: fe.to_string() })
+            .map(|fe| Cause { reason: fe.kind.reason().into(), field: fe.field.clone(), message: fe.body() })
             .collect();
         e
     }

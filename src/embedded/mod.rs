@@ -18,7 +18,7 @@ pub mod store;
 pub mod table;
 pub mod watch;
 
-pub use admission::{AdmissionHook, AllowAll, Operation};
+pub use admission::{AdmissionHook, AllowAll, Operation, QuotagateAdmission};
 pub use error::ApiError;
 pub use faults::WriteMatch;
 pub use registry::{Registry, ResourceInfo};

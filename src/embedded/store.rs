@@ -302,7 +302,7 @@ impl Store {
     fn admit(&self, op: Operation, info: &ResourceInfo, new: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
         self.admission
             .admit(op, info, new, old)
-            .map_err(|errs| ApiError::invalid(&info.kind, meta_str(new, "name"), &errs).details(meta_str(new, "name"), &info.group, &info.plural))
+            .map_err(|errs| ApiError::invalid(&info.kind, meta_str(new, "name"), &errs).details(meta_str(new, "name"), &info.group, &info.kind))
     }
 
     fn fault(&self, verb: &str, info: &ResourceInfo, name: &str, status: bool) -> Result<(), ApiError> {
