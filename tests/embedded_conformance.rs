@@ -375,3 +375,40 @@ async fn pods_terminate_gracefully_when_bound() {
 async fn next_event(s: &mut futures::stream::BoxStream<'static, kube::Result<WatchEvent<ConfigMap>>>) -> WatchEvent<ConfigMap> {
     timeout(WAIT, s.next()).await.expect("an event in time").expect("stream open").expect("a decodable event")
 }
+
+#[tokio::test]
+async fn filtered_watch_sees_objects_enter_and_leave_the_selection() {
+    let srv = server();
+    let api: Api<ConfigMap> = Api::namespaced(srv.client(), "default");
+    let c = api.create(&PostParams::default(), &cm("a")).await.unwrap();
+    let pp = PatchParams::default();
+    api.patch("a", &pp, &Patch::Merge(json!({"metadata": {"labels": {"sel": "yes"}}}))).await.unwrap();
+    api.patch("a", &pp, &Patch::Merge(json!({"data": {"b": "2"}}))).await.unwrap();
+    api.patch("a", &pp, &Patch::Merge(json!({"metadata": {"labels": {"sel": "no"}}}))).await.unwrap();
+    let wp = WatchParams::default().labels("sel=yes").timeout(1);
+    let events: Vec<_> = api.watch(&wp, &c.metadata.resource_version.unwrap()).await.unwrap().try_collect().await.unwrap();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| match e {
+            WatchEvent::Added(_) => "ADDED",
+            WatchEvent::Modified(_) => "MODIFIED",
+            WatchEvent::Deleted(_) => "DELETED",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(kinds, ["ADDED", "MODIFIED", "DELETED"]);
+}
+
+#[tokio::test]
+async fn deleting_a_namespace_deletes_its_objects() {
+    let srv = server();
+    let nss: Api<Namespace> = Api::all(srv.client());
+    nss.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "team"}})).unwrap()).await.unwrap();
+    let team: Api<ConfigMap> = Api::namespaced(srv.client(), "team");
+    team.create(&PostParams::default(), &cm("x")).await.unwrap();
+    let default: Api<ConfigMap> = Api::namespaced(srv.client(), "default");
+    default.create(&PostParams::default(), &cm("x")).await.unwrap();
+    nss.delete("team", &DeleteParams::default()).await.unwrap();
+    assert_eq!(err_code(team.get("x").await.unwrap_err()).0, 404);
+    default.get("x").await.unwrap();
+}

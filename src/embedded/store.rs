@@ -38,6 +38,8 @@ pub struct WatchEvent {
     pub key: ResourceKey,
     pub type_: EventType,
     pub object: Arc<Value>,
+    /// The object before a MODIFIED: lets a filtered watch turn "stopped matching" into DELETED.
+    pub previous: Option<Arc<Value>>,
 }
 
 /// Where a watch starts.
@@ -135,8 +137,8 @@ impl Inner {
         self.objects.get(key).and_then(|m| m.get(&(ns.to_string(), name.to_string())))
     }
 
-    fn emit(&mut self, key: &ResourceKey, type_: EventType, object: Arc<Value>) {
-        let ev = Arc::new(WatchEvent { rv: self.rv, key: key.clone(), type_, object });
+    fn emit(&mut self, key: &ResourceKey, type_: EventType, object: Arc<Value>, previous: Option<Arc<Value>>) {
+        let ev = Arc::new(WatchEvent { rv: self.rv, key: key.clone(), type_, object, previous });
         self.history.push_back(ev.clone());
         while self.history.len() > self.history_limit {
             if let Some(old) = self.history.pop_front() {
@@ -157,8 +159,8 @@ impl Inner {
         let okey = (key.clone(), ns.clone(), name.clone());
         let obj = Arc::new(obj);
         let old = self.objects.entry(key.clone()).or_default().insert((ns, name), obj.clone());
-        if let Some(old) = old {
-            for o in owner_uids(&old) {
+        if let Some(old) = &old {
+            for o in owner_uids(old) {
                 if let Some(set) = self.dependents.get_mut(&o) {
                     set.remove(&okey);
                 }
@@ -168,7 +170,7 @@ impl Inner {
             self.dependents.entry(o).or_default().insert(okey.clone());
         }
         self.by_uid.insert(uid, okey);
-        self.emit(key, type_, obj.clone());
+        self.emit(key, type_, obj.clone(), old);
         obj
     }
 
@@ -188,7 +190,7 @@ impl Inner {
             }
         }
         self.applied.retain(|(u, _, _), _| *u != uid);
-        self.emit(key, EventType::Deleted, gone.clone());
+        self.emit(key, EventType::Deleted, gone.clone(), None);
         if cascade {
             self.collect_garbage(&uid);
             if *key == ns_key() {
