@@ -227,12 +227,13 @@ async fn admission_errors_are_422_with_causes() {
     match api.create(&PostParams::default(), &widget("bad", -1)).await.unwrap_err() {
         kube::Error::Api(s) => {
             assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"));
-            assert_eq!(s.message, "Widget \"bad\" is invalid: spec.size: Invalid value: must be >= 0");
+            assert_eq!(s.message, "Widget.example.quotagate.io \"bad\" is invalid: spec.size: Invalid value: must be >= 0");
         }
         e => panic!("{e:?}"),
     }
     // The raw body carries details.causes (kube's Status type drops details).
     let resp = raw(&srv, "POST", "/apis/example.quotagate.io/v1/namespaces/default/widgets", json!({"apiVersion": "example.quotagate.io/v1", "kind": "Widget", "metadata": {"name": "b"}, "spec": {"size": -2}})).await;
+    assert_eq!((resp["details"]["kind"].as_str(), resp["details"]["group"].as_str()), (Some("Widget"), Some("example.quotagate.io")));
     assert_eq!(resp["details"]["causes"][0], json!({"reason": "FieldValueInvalid", "field": "spec.size", "message": "spec.size: Invalid value: must be >= 0"}));
     api.create(&PostParams::default(), &widget("good", 0)).await.unwrap();
     let err = api.patch("good", &PatchParams::default(), &Patch::Merge(json!({"spec": {"size": -5}}))).await.unwrap_err();

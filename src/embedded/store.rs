@@ -304,7 +304,7 @@ impl Store {
     fn admit(&self, op: Operation, info: &ResourceInfo, new: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
         self.admission
             .admit(op, info, new, old)
-            .map_err(|errs| ApiError::invalid(&info.kind, meta_str(new, "name"), &errs).details(meta_str(new, "name"), &info.group, &info.plural))
+            .map_err(|errs| ApiError::invalid(&info.qualified_kind(), meta_str(new, "name"), &errs).details(meta_str(new, "name"), &info.group, &info.kind))
     }
 
     fn fault(&self, verb: &str, info: &ResourceInfo, name: &str, status: bool) -> Result<(), ApiError> {
@@ -345,7 +345,7 @@ impl Store {
             let prefix = meta_str(&obj, "generateName").to_string();
             if prefix.is_empty() {
                 let fe = crate::api::validation::FieldError::required("metadata.name", "name or generateName is required");
-                return Err(ApiError::invalid(&info.kind, "", &[fe]));
+                return Err(ApiError::invalid(&info.qualified_kind(), "", &[fe]).details("", &info.group, &info.kind));
             }
             let name = loop {
                 let candidate = format!("{prefix}{}", meta::name_suffix());
@@ -434,7 +434,7 @@ impl Store {
         let rv = meta_str(&obj, "resourceVersion");
         if rv.is_empty() && info.is_crd {
             let fe = crate::api::validation::FieldError::invalid("metadata.resourceVersion", "must be specified for an update");
-            return Err(ApiError::invalid(&info.kind, name, &[fe]));
+            return Err(ApiError::invalid(&info.qualified_kind(), name, &[fe]).details(name, &info.group, &info.kind));
         }
         if !rv.is_empty() && rv != meta_str(&old, "resourceVersion") {
             return Err(ApiError::conflict(&info.qualified_plural(), name).details(name, &info.group, &info.plural));
