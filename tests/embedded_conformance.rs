@@ -413,3 +413,34 @@ async fn deleting_a_namespace_deletes_its_objects() {
     assert_eq!(err_code(team.get("x").await.unwrap_err()).0, 404);
     default.get("x").await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_writers_one_total_order() {
+    let srv = server();
+    let api: Api<ConfigMap> = Api::namespaced(srv.client(), "default");
+    let start_rv = srv.store.resource_version().to_string();
+    let mut tasks = Vec::new();
+    for t in 0..8 {
+        let api = api.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..25 {
+                let name = format!("t{t}-{i}");
+                api.create(&PostParams::default(), &cm(&name)).await.unwrap();
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"data": {"n": i.to_string()}}))).await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let events: Vec<_> = api.watch(&WatchParams::default().timeout(1), &start_rv).await.unwrap().try_collect().await.unwrap();
+    let rvs: Vec<u64> = events
+        .iter()
+        .filter_map(|e| match e {
+            WatchEvent::Added(c) | WatchEvent::Modified(c) => c.metadata.resource_version.as_deref().and_then(|r| r.parse().ok()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rvs.len(), 400, "every create and patch is one event");
+    assert!(rvs.windows(2).all(|w| w[0] < w[1]), "strictly increasing resourceVersions");
+}
