@@ -51,3 +51,23 @@ async fn injected_response_delay() {
     api.get("default").await.unwrap();
     assert!(t.elapsed() < Duration::from_millis(300));
 }
+
+#[tokio::test]
+async fn embedded_cluster_starts_server_listener_and_simulators() {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::PostParams;
+    use kube::runtime::wait::await_condition;
+    use quotagate::embedded::{AllowAll, ClusterOptions, EmbeddedCluster};
+    let dir = std::env::temp_dir().join(format!("quotagate-cluster-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let opts = ClusterOptions { listen: Some("127.0.0.1:0".parse().unwrap()), kubeconfig_out: Some(dir.join("kc")), ..Default::default() };
+    let cluster = EmbeddedCluster::start(&[], std::sync::Arc::new(AllowAll), opts).await.unwrap();
+    assert!(cluster.addr.is_some() && dir.join("kc").exists());
+    let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
+    let p: Pod = serde_json::from_value(serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}})).unwrap();
+    pods.create(&PostParams::default(), &p).await.unwrap();
+    let running = |p: Option<&Pod>| p.and_then(|p| p.status.as_ref()).and_then(|s| s.phase.as_deref()) == Some("Running");
+    tokio::time::timeout(WAIT, await_condition(pods, "p", running)).await.unwrap().unwrap();
+    tokio::time::timeout(WAIT, cluster.stopped()).await.expect("simulators stop on shutdown");
+    let _ = std::fs::remove_dir_all(&dir);
+}
