@@ -75,7 +75,8 @@ impl ApiError {
     pub fn expired(message: impl Into<String>) -> Self {
         ApiError::new(410, "Expired", message)
     }
-    /// 422 Invalid, formatted as the real server does: `<Kind> "<name>" is invalid: [<e1>, <e2>]`.
+    /// 422 Invalid, formatted as the real server does: `<Kind>[.<group>] "<name>" is invalid: [<e1>, <e2>]`
+    /// (`kind` is passed already qualified, see `ResourceInfo::qualified_kind`).
     pub fn invalid(kind: &str, name: &str, errors: &[FieldError]) -> Self {
         let joined = if errors.len() == 1 {
             errors[0].to_string()
