@@ -75,24 +75,20 @@ async fn shutdown_signal() {
 }
 
 async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulators: bool, pod_start_delay: Duration) -> anyhow::Result<()> {
-    use quotagate::embedded::{EmbeddedServer, QuotagateAdmission, sim};
-    let server = EmbeddedServer::new(&quotagate::api::all_crds(), Arc::new(QuotagateAdmission));
-    let cancel = tokio_util::sync::CancellationToken::new();
-    if simulators {
-        let mut config = sim::SimConfig::default();
-        if let Some(node) = config.node.as_mut() {
-            node.start_delay = pod_start_delay;
-        }
-        sim::spawn(server.client(), &config, cancel.clone());
+    use quotagate::embedded::{ClusterOptions, EmbeddedCluster, QuotagateAdmission, sim};
+    let mut sims = if simulators { sim::SimConfig::default() } else { sim::SimConfig { node: None, gateway: None, endpoints: false } };
+    if let Some(node) = sims.node.as_mut() {
+        node.start_delay = pod_start_delay;
     }
-    let (addr, handle) = server.spawn_tcp(listen, kubeconfig_out.as_deref(), cancel.clone()).await?;
+    let opts = ClusterOptions { sims, listen: Some(listen), kubeconfig_out: kubeconfig_out.clone(), ..Default::default() };
+    let cluster = EmbeddedCluster::start(&quotagate::api::all_crds(), Arc::new(QuotagateAdmission), opts).await?;
+    let addr = cluster.addr.unwrap_or(listen);
     match &kubeconfig_out {
         Some(path) => println!("embedded API server on http://{addr}; kubeconfig written to {}", path.display()),
         None => println!("embedded API server on http://{addr}"),
     }
     shutdown_signal().await;
-    cancel.cancel();
-    handle.await??;
+    cluster.stopped().await;
     Ok(())
 }
 
