@@ -75,7 +75,8 @@ impl ApiError {
     pub fn expired(message: impl Into<String>) -> Self {
         ApiError::new(410, "Expired", message)
     }
-    /// 422 Invalid, formatted as the real server does: `<Kind> "<name>" is invalid: [<e1>, <e2>]`.
+    /// 422 Invalid, formatted as the real server does: `<Kind>[.<group>] "<name>" is invalid: [<e1>, <e2>]`
+    /// (`kind` is passed already qualified, see `ResourceInfo::qualified_kind`).
     pub fn invalid(kind: &str, name: &str, errors: &[FieldError]) -> Self {
         let joined = if errors.len() == 1 {
             errors[0].to_string()
@@ -85,7 +86,7 @@ impl ApiError {
         let mut e = ApiError::new(422, "Invalid", format!("{kind} \"{name}\" is invalid: {joined}"));
         e.details.causes = errors
             .iter()
-            .map(|fe| Cause { reason: fe.kind.reason().into(), field: fe.field.clone(), message: fe.to_string() })
+            .map(|fe| Cause { reason: fe.kind.reason().into(), field: fe.field.clone(), message: fe.body() })
             .collect();
         e
     }

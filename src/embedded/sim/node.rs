@@ -128,6 +128,8 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, SimError> {
                 api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"nodeName": ctx.cfg.node_name}}))).await?;
             }
             api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({"status": status}))).await?;
+            // Started (or failed): the start clock is no longer needed.
+            ctx.first_seen.lock().unwrap_or_else(|p| p.into_inner()).remove(&uid);
             Ok(Action::await_change())
         }
     }
