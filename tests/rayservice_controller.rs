@@ -591,3 +591,29 @@ fn config_refused_by_ray_is_reported_once_and_the_active_keeps_serving() {
         );
     });
 }
+
+#[test]
+fn deleting_the_rayservice_deletes_its_clusters_then_releases_the_finalizer() {
+    scenario(async {
+        let h = Harness::start();
+        let rs = create_and_wait_ready(&h, "gone").await;
+        assert!(
+            rs.finalizers()
+                .iter()
+                .any(|f| f == "ray.io/rayservice-finalizer")
+        );
+        h.services()
+            .delete("gone", &Default::default())
+            .await
+            .unwrap();
+        let uid = rs.uid().unwrap();
+        timeout(
+            WAIT,
+            await_condition(h.services(), "gone", conditions::is_deleted(&uid)),
+        )
+        .await
+        .expect("RayService deleted")
+        .unwrap();
+        assert!(h.cluster_names().await.is_empty());
+    });
+}
