@@ -42,6 +42,22 @@ pub struct Assignment {
     pub shortfalls: Vec<Shortfall>,
 }
 
+impl Assignment {
+    /// An outcome known without evaluating (an equivalent workload just got it).
+    pub fn no_fit(reason: PendingReason, message: String) -> Assignment {
+        Assignment {
+            podsets: Vec::new(),
+            usage: FrAmounts::new(),
+            mode: Mode::NoFit,
+            borrowing: 0,
+            preempt_frs: BTreeSet::new(),
+            reason,
+            message,
+            shortfalls: Vec::new(),
+        }
+    }
+}
+
 pub struct AssignCtx<'a> {
     pub tree: &'a QuotaTree,
     pub cq_idx: usize,
