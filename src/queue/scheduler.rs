@@ -114,7 +114,7 @@ pub struct AdmissionCore {
     unfit_cache: HashMap<ShapeKey, (u64, PendingReason, String)>,
 }
 
-type ShapeKey = (String, i32, u64);
+type ShapeKey = (usize, i32, u64);
 
 struct Entry {
     order: OrderKey,
@@ -616,7 +616,7 @@ impl AdmissionCore {
         self.unfit_cache.clear();
         self.apply_requeues();
         self.drain_stopped(&mut res);
-        let mut attempted: BTreeSet<WorkloadKey> = BTreeSet::new();
+        let mut attempted: HashSet<WorkloadKey> = HashSet::new();
         let mut cursors: BTreeMap<String, Cursor> = BTreeMap::new();
         let names: Vec<String> = self
             .queues
@@ -704,15 +704,18 @@ impl AdmissionCore {
             }
         }
         self.explain_blocked(&cursors, &mut attempted);
-        for k in &attempted {
-            if let Some(p) = self.pending.get(k) {
+        for k in attempted {
+            if let Some(p) = self.pending.get(&k) {
+                let (reason, message) = (p.reason, p.message.clone());
                 res.pending.push(PendingStatus {
-                    key: k.clone(),
-                    reason: p.reason,
-                    message: p.message.clone(),
+                    key: k,
+                    reason,
+                    message,
                 });
             }
         }
+        // Hash order is not deterministic; the report is.
+        res.pending.sort_by(|a, b| a.key.cmp(&b.key));
         res
     }
 
@@ -721,7 +724,7 @@ impl AdmissionCore {
     fn explain_blocked(
         &mut self,
         cursors: &BTreeMap<String, Cursor>,
-        reported: &mut BTreeSet<WorkloadKey>,
+        reported: &mut HashSet<WorkloadKey>,
     ) {
         for (name, cur) in cursors {
             let Some(blocker) = &cur.blocked_by else {
@@ -758,7 +761,7 @@ impl AdmissionCore {
         name: &str,
         reason: PendingReason,
         message: &str,
-        attempted: &mut BTreeSet<WorkloadKey>,
+        attempted: &mut HashSet<WorkloadKey>,
     ) {
         let mut keys = Vec::new();
         if let Some(q) = self.queues.get(name) {
@@ -832,7 +835,7 @@ impl AdmissionCore {
         let cache_as = (old.is_none()
             && cq.preemption.within_cluster_queue
                 != super::model::WithinClusterQueue::LowerOrNewerEqualPriority)
-            .then(|| ((cq_name.clone(), w.priority, p.shape), self.generation));
+            .then(|| ((cq_idx, w.priority, p.shape), self.generation));
         if let Some(((_, now_gen), (cached_gen, reason, msg))) = cache_as
             .as_ref()
             .and_then(|c| Some((c, self.unfit_cache.get(&c.0)?)))
@@ -876,7 +879,7 @@ impl AdmissionCore {
         e: Entry,
         now: i64,
         cursors: &mut BTreeMap<String, Cursor>,
-        attempted: &mut BTreeSet<WorkloadKey>,
+        attempted: &mut HashSet<WorkloadKey>,
         cycle_targets: &mut HashSet<WorkloadKey>,
         res: &mut CycleResult,
     ) {

@@ -984,7 +984,11 @@ fn equivalent_workloads_share_an_outcome_within_a_cycle() {
     let mut core = setup(&Scenario {
         cqs: vec![ClusterQueueModel::build("cq").flavor("default", &[("cpu", 10)])],
         admitted: vec![(wl("running", "cq", 8), "default", 1)],
-        pending: vec![wl("a", "cq", 5).at(1), wl("b", "cq", 5).at(2), wl("fits", "cq", 2).at(3)],
+        pending: vec![
+            wl("a", "cq", 5).at(1),
+            wl("b", "cq", 5).at(2),
+            wl("fits", "cq", 2).at(3),
+        ],
         ..Default::default()
     });
     let r = core.schedule_cycle(1);
