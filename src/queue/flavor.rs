@@ -208,8 +208,8 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
         };
         let requested: Vec<(&String, Amount)> = ps
             .requests
-            .iter()
-            .map(|(r, _)| (r, ps.total(r)))
+            .keys()
+            .map(|r| (r, ps.total(r)))
             .filter(|(_, v)| *v > Amount::ZERO)
             .collect();
         let mut ps_mode = Mode::Fit;

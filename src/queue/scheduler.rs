@@ -304,9 +304,9 @@ impl AdmissionCore {
                 && *existing != w.key
             {
                 return Err(QueueError::ReplacementAlreadyPending {
-                    old: old.clone(),
-                    existing: existing.clone(),
-                    new: w.key.clone(),
+                    old: Box::new(old.clone()),
+                    existing: Box::new(existing.clone()),
+                    new: Box::new(w.key.clone()),
                 });
             }
         }
@@ -460,8 +460,8 @@ impl AdmissionCore {
             let old = a.usage.get(fr).copied().unwrap_or_default();
             if *v > old {
                 return Err(QueueError::NotAShrink {
-                    key: w.key.clone(),
-                    fr: fr.clone(),
+                    key: Box::new(w.key.clone()),
+                    fr: Box::new(fr.clone()),
                     old,
                     new: *v,
                 });
@@ -835,7 +835,7 @@ impl AdmissionCore {
         let cache_as = (old.is_none()
             && cq.preemption.within_cluster_queue
                 != super::model::WithinClusterQueue::LowerOrNewerEqualPriority)
-            .then(|| ((cq_idx, w.priority, p.shape), self.generation));
+            .then_some(((cq_idx, w.priority, p.shape), self.generation));
         if let Some(((_, now_gen), (cached_gen, reason, msg))) = cache_as
             .as_ref()
             .and_then(|c| Some((c, self.unfit_cache.get(&c.0)?)))
