@@ -5,3 +5,5 @@ pub mod leader;
 pub mod metrics;
 pub mod health;
 pub mod webhook;
+pub mod ray;
+pub mod demo;

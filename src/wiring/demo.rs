@@ -1,0 +1,213 @@
+//! `quotagate demo`: a scripted walk through quota admission and a RayService blue/green upgrade on the
+//! embedded cluster, printing what happens and how long each step took. Every step waits on the API
+//! (a watch with a deadline) for the state a user would check with kubectl; a step that does not
+//! happen in time fails the demo with the state it found.
+
+use std::fmt::Debug;
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use thiserror::Error;
+
+use crate::api::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Workload};
+use crate::api::ray::{RayCluster, RayService};
+
+const NS: &str = "default";
+
+#[derive(Debug, Error)]
+pub enum DemoError {
+    #[error("step {step:?} did not happen within {secs} s; last seen: {last}")]
+    Timeout { step: String, secs: u64, last: String },
+    #[error("API call failed during {step:?}: {source}")]
+    Api { step: String, source: kube::Error },
+    #[error("demo object {what} does not deserialize: {source}")]
+    Object { what: &'static str, source: serde_json::Error },
+}
+
+/// Prints progress lines with the time since the demo started.
+struct Clock(Instant);
+
+impl Clock {
+    fn say(&self, line: &str) {
+        println!("[{:>6.1}s] {line}", self.0.elapsed().as_secs_f64());
+    }
+}
+
+fn typed<T: DeserializeOwned>(what: &'static str, v: Value) -> Result<T, DemoError> {
+    serde_json::from_value(v).map_err(|source| DemoError::Object { what, source })
+}
+
+fn api_err(step: &str) -> impl FnOnce(kube::Error) -> DemoError + '_ {
+    move |source| DemoError::Api { step: step.to_string(), source }
+}
+
+/// Waits until `check` over the listed objects returns Some, re-listing on every watch event.
+async fn wait_list<K, R>(api: &Api<K>, lp: &ListParams, step: &str, timeout: Duration, check: impl Fn(&[K]) -> Option<R>) -> Result<R, DemoError>
+where
+    K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Default,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut events = watcher(api.clone(), watcher::Config::default()).boxed();
+    loop {
+        let items = api.list(lp).await.map_err(api_err(step))?.items;
+        if let Some(r) = check(&items) {
+            return Ok(r);
+        }
+        let last = format!("{} object(s): {}", items.len(), items.iter().map(|o| o.name_any()).collect::<Vec<_>>().join(", "));
+        match tokio::time::timeout_at(deadline, events.try_next()).await {
+            Ok(_) => continue,
+            Err(_) => return Err(DemoError::Timeout { step: step.to_string(), secs: timeout.as_secs(), last }),
+        }
+    }
+}
+
+fn condition<'a>(conds: Option<&'a Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>>, t: &str) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    conds.and_then(|cs| cs.iter().find(|c| c.type_ == t))
+}
+
+fn workload_of<'a>(wls: &'a [Workload], owner: &str) -> Option<&'a Workload> {
+    wls.iter().find(|w| w.owner_references().iter().any(|o| o.name == owner))
+}
+
+fn running_pods(pods: &[Pod], cluster: &str) -> usize {
+    pods.iter()
+        .filter(|p| p.labels().get("ray.io/cluster").map(String::as_str) == Some(cluster))
+        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        .count()
+}
+
+fn ray_cluster(name: &str, head_cpu: &str, workers: i32, worker_cpu: &str) -> Value {
+    let container = |n: &str, cpu: &str, mem: &str| {
+        json!({"name": n, "image": "rayproject/ray:2.46.0",
+               "resources": {"requests": {"cpu": cpu, "memory": mem}, "limits": {"cpu": cpu, "memory": mem}}})
+    };
+    json!({
+        "apiVersion": "ray.io/v1", "kind": "RayCluster",
+        "metadata": {"name": name, "namespace": NS, "labels": {"kueue.x-k8s.io/queue-name": "demo-queue"}},
+        "spec": {
+            "rayVersion": "2.46.0",
+            "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [container("ray-head", head_cpu, "4Gi")]}}},
+            "workerGroupSpecs": [{"groupName": "workers", "replicas": workers, "minReplicas": 0, "maxReplicas": 10, "rayStartParams": {},
+                "template": {"spec": {"containers": [container("ray-worker", worker_cpu, "2Gi")]}}}]
+        }
+    })
+}
+
+fn ray_service(version: &str) -> Value {
+    let image = format!("rayproject/ray:{version}");
+    json!({
+        "apiVersion": "ray.io/v1", "kind": "RayService",
+        "metadata": {"name": "fruit-stand", "namespace": NS},
+        "spec": {
+            "rayClusterDeletionDelaySeconds": 3,
+            "serveConfigV2": "applications:\n  - name: fruit_app\n    import_path: fruit.deployment_graph\n    route_prefix: /fruit\n    deployments:\n      - name: FruitMarket\n        num_replicas: 2\n",
+            "rayClusterConfig": {
+                "rayVersion": version,
+                "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head", "image": image,
+                    "ports": [{"containerPort": 6379, "name": "gcs-server"}, {"containerPort": 8265, "name": "dashboard"},
+                              {"containerPort": 10001, "name": "client"}, {"containerPort": 8000, "name": "serve"}]}]}}},
+                "workerGroupSpecs": [{"groupName": "small-group", "replicas": 1, "minReplicas": 1, "maxReplicas": 3, "rayStartParams": {},
+                    "template": {"spec": {"containers": [{"name": "ray-worker", "image": image}]}}}]
+            }
+        }
+    })
+}
+
+fn active_cluster(rs: &RayService) -> Option<String> {
+    rs.status.as_ref()?.active_service_status.as_ref()?.ray_cluster_name.clone().filter(|n| !n.is_empty())
+}
+
+fn is_ready(rs: &RayService) -> bool {
+    rs.status.as_ref().and_then(|s| condition(s.conditions.as_ref(), "Ready")).is_some_and(|c| c.status == "True")
+}
+
+/// Runs the scripted walk-through against a cluster whose manager and Ray operator are running.
+pub async fn run(client: Client, step_timeout: Duration) -> Result<(), DemoError> {
+    let clock = Clock(Instant::now());
+    let pp = PostParams::default();
+    let lp = ListParams::default();
+    let flavors: Api<ResourceFlavor> = Api::all(client.clone());
+    let cqs: Api<ClusterQueue> = Api::all(client.clone());
+    let lqs: Api<LocalQueue> = Api::namespaced(client.clone(), NS);
+    let wls: Api<Workload> = Api::namespaced(client.clone(), NS);
+    let rcs: Api<RayCluster> = Api::namespaced(client.clone(), NS);
+    let rss: Api<RayService> = Api::namespaced(client.clone(), NS);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+
+    // 1. Quota.
+    let step = "create the quota";
+    flavors.create(&pp, &typed("ResourceFlavor", json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default-flavor"}}))?).await.map_err(api_err(step))?;
+    let cq = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "demo"},
+        "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default-flavor",
+            "resources": [{"name": "cpu", "nominalQuota": "8"}, {"name": "memory", "nominalQuota": "32Gi"}]}]}]}});
+    cqs.create(&pp, &typed("ClusterQueue", cq)?).await.map_err(api_err(step))?;
+    let lq = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "demo-queue", "namespace": NS}, "spec": {"clusterQueue": "demo"}});
+    lqs.create(&pp, &typed("LocalQueue", lq)?).await.map_err(api_err(step))?;
+    clock.say("quota: ClusterQueue demo (8 CPU, 32Gi in default-flavor), LocalQueue default/demo-queue");
+
+    // 2. A RayCluster that fits: created suspended, admitted, then its pods run.
+    let step = "admit RayCluster alpha";
+    rcs.create(&pp, &typed("RayCluster", ray_cluster("alpha", "2", 2, "1"))?).await.map_err(api_err(step))?;
+    clock.say("RayCluster alpha created with kueue.x-k8s.io/queue-name=demo-queue (head 2 CPU + 2 workers x 1 CPU)");
+    let wl = wait_list(&wls, &lp, step, step_timeout, |w| {
+        workload_of(w, "alpha").filter(|w| w.has_quota_reservation()).map(|w| w.name_any())
+    })
+    .await?;
+    clock.say(&format!("Workload {wl} admitted into ClusterQueue demo"));
+    let step = "start alpha's pods";
+    let n = wait_list(&pods, &lp, step, step_timeout, |p| Some(running_pods(p, "alpha")).filter(|n| *n == 3)).await?;
+    clock.say(&format!("RayCluster alpha unsuspended: {n} pods Running"));
+
+    // 3. A RayCluster that does not fit while alpha holds quota: pending with a reason a person can act on.
+    let step = "queue RayCluster beta";
+    rcs.create(&pp, &typed("RayCluster", ray_cluster("beta", "2", 3, "1"))?).await.map_err(api_err(step))?;
+    clock.say("RayCluster beta created (head 2 CPU + 3 workers x 1 CPU = 5 CPU; 4 of 8 CPU are in use)");
+    let (reason, message) = wait_list(&wls, &lp, step, step_timeout, |w| {
+        let c = condition(workload_of(w, "beta")?.status.as_ref().map(|s| &s.conditions), "QuotaReserved")?;
+        (c.status == "False" && !c.message.is_empty()).then(|| (c.reason.clone(), c.message.clone()))
+    })
+    .await?;
+    clock.say(&format!("beta pending: QuotaReserved=False {reason}: {message}"));
+    let beta_pods = running_pods(&pods.list(&lp).await.map_err(api_err(step))?.items, "beta");
+    clock.say(&format!("beta has {beta_pods} pods while it waits"));
+
+    // 4. Freeing quota admits the waiting cluster.
+    let step = "admit beta after alpha is deleted";
+    rcs.delete("alpha", &DeleteParams::default()).await.map_err(api_err(step))?;
+    clock.say("RayCluster alpha deleted");
+    wait_list(&wls, &lp, step, step_timeout, |w| {
+        workload_of(w, "beta").filter(|w| w.has_quota_reservation()).map(|_| ())
+    })
+    .await?;
+    let n = wait_list(&pods, &lp, step, step_timeout, |p| Some(running_pods(p, "beta")).filter(|n| *n == 4)).await?;
+    clock.say(&format!("beta admitted: {n} pods Running"));
+
+    // 5. A RayService becomes Ready, then a rayVersion change is rolled out blue/green.
+    let step = "make RayService fruit-stand Ready";
+    rss.create(&pp, &typed("RayService", ray_service("2.46.0"))?).await.map_err(api_err(step))?;
+    clock.say("RayService fruit-stand created (rayVersion 2.46.0)");
+    let first = wait_list(&rss, &lp, step, step_timeout, |s| s.iter().find(|r| is_ready(r)).and_then(active_cluster)).await?;
+    clock.say(&format!("fruit-stand Ready, serving from RayCluster {first}"));
+    let step = "upgrade fruit-stand to 2.47.0";
+    let patch = json!({"spec": {"rayClusterConfig": {"rayVersion": "2.47.0"}}});
+    rss.patch("fruit-stand", &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(api_err(step))?;
+    clock.say("rayVersion changed to 2.47.0");
+    let pending = wait_list(&rss, &lp, step, step_timeout, |s| {
+        s.first()?.status.as_ref()?.pending_service_status.as_ref()?.ray_cluster_name.clone().filter(|n| !n.is_empty())
+    })
+    .await?;
+    clock.say(&format!("pending RayCluster {pending} created beside {first}"));
+    let second = wait_list(&rss, &lp, step, step_timeout, |s| s.first().and_then(active_cluster).filter(|n| *n != first)).await?;
+    clock.say(&format!("traffic switched: fruit-stand-serve-svc now selects {second}"));
+    wait_list(&rcs, &lp, step, step_timeout, |c| (!c.iter().any(|c| c.name_any() == first)).then_some(())).await?;
+    clock.say(&format!("old RayCluster {first} deleted after rayClusterDeletionDelaySeconds"));
+    clock.say("demo complete");
+    Ok(())
+}

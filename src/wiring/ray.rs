@@ -1,0 +1,44 @@
+//! Starting the embedded Ray operator (RayCluster and RayService controllers) with a Ray dashboard:
+//! the HTTP client against real Ray heads in a cluster, the simulator on the embedded cluster.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+use crate::embedded::raysim::{RaySim, SimOptions};
+use crate::rayservice::clusterctl::controller as clusterctl;
+use crate::rayservice::dashboard::http::{HttpDashboard, HttpDashboardOptions};
+use crate::rayservice::dashboard::{DashboardEndpoint, RayDashboard};
+use crate::rayservice::service::controller::{self as rsctl, DashboardFactory};
+
+/// Which Ray dashboard the RayService controller talks to.
+#[derive(Clone)]
+pub enum Dashboards {
+    /// Real Ray heads over HTTP (`quotagate run`).
+    Http,
+    /// One simulator for every cluster (`quotagate run --embedded`, `quotagate demo`).
+    Simulated(Arc<RaySim>),
+}
+
+impl Dashboards {
+    /// A simulator whose Serve apps become RUNNING after the given delays.
+    pub fn simulated(build_delay: Duration, replica_start_delay: Duration) -> Self {
+        Dashboards::Simulated(Arc::new(RaySim::new(SimOptions { build_delay, replica_start_delay, ..SimOptions::default() })))
+    }
+
+    fn factory(&self) -> DashboardFactory {
+        let dashboard: Arc<dyn RayDashboard> = match self {
+            Dashboards::Http => Arc::new(HttpDashboard::new(HttpDashboardOptions::default())),
+            Dashboards::Simulated(sim) => sim.clone(),
+        };
+        Arc::new(move |_: &DashboardEndpoint| dashboard.clone())
+    }
+}
+
+/// Spawns both Ray controllers; they run until the returned tasks are aborted.
+pub fn spawn_ray_operator(client: kube::Client, dashboards: &Dashboards) -> Vec<JoinHandle<()>> {
+    let clusters = Arc::new(clusterctl::Context::new(client.clone()));
+    let services = Arc::new(rsctl::Context::new(client, dashboards.factory()));
+    vec![tokio::spawn(clusterctl::run(clusters)), tokio::spawn(rsctl::run(services))]
+}
