@@ -5,6 +5,7 @@
 //! podset info (flavor node selectors and tolerations) on a job's pod templates. No kube I/O here:
 //! the reconcilers read what these functions need and write what they return.
 
+pub mod core;
 pub mod error;
 pub mod interface;
 pub mod names;
