@@ -5,3 +5,4 @@ pub mod leader;
 pub mod metrics;
 pub mod health;
 pub mod webhook;
+pub mod manager;

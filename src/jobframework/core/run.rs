@@ -31,6 +31,9 @@ pub struct AdmissionLoop {
     pub leader: watch::Receiver<bool>,
     /// Re-run at least this often even without a change (time-based requeues).
     pub resync: Duration,
+    /// Turns true once every cache has listed. (Waiting on the stores from two tasks at once can
+    /// lose a wake-up: their readiness signal keeps a single waker.)
+    pub synced: watch::Receiver<bool>,
 }
 
 fn now() -> jiff::Timestamp {
@@ -45,12 +48,18 @@ impl AdmissionLoop {
     pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
         let mut state = AdmissionState::new();
         tokio::pin!(shutdown);
-        self.caches.ready().await;
+        let mut leader_open = true;
+        if self.synced.wait_for(|s| *s).await.is_err() {
+            return;
+        }
         loop {
             tokio::select! {
                 _ = &mut shutdown => return,
                 _ = self.notify.notified() => {}
-                _ = self.leader.changed() => {}
+                r = self.leader.changed(), if leader_open => {
+                    // Nobody can change leadership any more: stop watching it (no busy loop).
+                    leader_open = r.is_ok();
+                }
                 _ = tokio::time::sleep(self.resync) => {}
             }
             if !*self.leader.borrow() {
@@ -59,7 +68,9 @@ impl AdmissionLoop {
             }
             let started = std::time::Instant::now();
             let snap = self.caches.snapshot();
+            tracing::trace!(workloads = snap.workloads.len(), "admission step");
             let actions = state.step(&snap, now().as_millisecond());
+            tracing::trace!(actions = actions.len(), "admission step done");
             let admitted = actions.iter().any(|a| matches!(a, Action::Admit { .. }));
             let by_key: HashMap<WorkloadKey, Arc<Workload>> = snap.workloads.iter().map(|w| (key_of(w), w.clone())).collect();
             for action in actions {
