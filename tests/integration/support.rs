@@ -192,6 +192,8 @@ struct WatchState {
 pub struct QuotaWatch {
     state: Arc<Mutex<WatchState>>,
     limits: Arc<Mutex<Limits>>,
+    /// Bumped on every observed event, so tests can wait on the watch state.
+    seen: tokio::sync::watch::Receiver<u64>,
     task: Arc<tokio::task::JoinHandle<()>>,
 }
 
@@ -201,6 +203,7 @@ impl QuotaWatch {
         let s = state.clone();
         let limits = Arc::new(Mutex::new(limits));
         let l = limits.clone();
+        let (seen_tx, seen) = tokio::sync::watch::channel(0u64);
         let api: Api<Workload> = Api::all(client);
         let task = tokio::spawn(async move {
             let stream = watcher(api, watcher::Config::default()).default_backoff();
@@ -261,9 +264,51 @@ impl QuotaWatch {
                     }
                 }
                 st.violations.extend(bad);
+                let n = st.events;
+                drop(st);
+                let _ = seen_tx.send(n);
             }
         });
-        QuotaWatch { state, limits, task: Arc::new(task) }
+        QuotaWatch { state, limits, seen, task: Arc::new(task) }
+    }
+
+    /// Waits (on the watch, not on a timer) until `count` workloads hold quota in `cq`.
+    pub async fn wait_reserved(&self, cq: &str, count: usize) {
+        let mut seen = self.seen.clone();
+        let reached = tokio::time::timeout(WAIT, async {
+            loop {
+                if self.reserved_in(cq) == count {
+                    return;
+                }
+                if seen.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+        .await;
+        assert!(reached.is_ok() && self.reserved_in(cq) == count, "expected {count} reserved in {cq}, have {}", self.reserved_in(cq));
+    }
+
+    pub async fn wait_reserved_at_least(&self, cq: &str, count: usize) {
+        let mut seen = self.seen.clone();
+        let reached = tokio::time::timeout(WAIT, async {
+            while self.reserved_in(cq) < count {
+                if seen.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+        .await;
+        assert!(reached.is_ok(), "expected at least {count} reserved in {cq}, have {}", self.reserved_in(cq));
+    }
+
+    pub fn reserved_in(&self, cq: &str) -> usize {
+        self.state.lock().unwrap().usage.values().filter(|(c, _)| c == cq).count()
+    }
+
+    /// Workloads that were reserved more than once.
+    pub fn readmitted(&self) -> Vec<(String, u32)> {
+        self.state.lock().unwrap().admissions.iter().filter(|(_, n)| **n > 1).map(|(k, n)| (k.clone(), *n)).collect()
     }
 
     /// Call before raising a ClusterQueue's quota.
