@@ -8,9 +8,11 @@
 pub mod core;
 pub mod error;
 pub mod interface;
+pub mod job_controller;
 pub mod names;
 pub mod podset_info;
 pub mod priority;
+pub mod raycluster;
 pub mod workload;
 
 pub use error::JobFrameworkError;

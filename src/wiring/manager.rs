@@ -1,6 +1,7 @@
 //! The manager: what `quotagate run` starts. Leader election on a coordination Lease (only the
 //! leader writes; losing the lease ends `run_manager` with an error so the process exits),
-//! `/healthz`, `/readyz` (after the caches synced) and `/metrics`, and the admission loop.
+//! `/healthz`, `/readyz` (after the caches synced) and `/metrics`, the admission loop and the
+//! RayCluster job controller.
 //! `run_embedded` runs the same manager against the in-process API server.
 
 use std::net::SocketAddr;
@@ -21,6 +22,7 @@ use super::metrics::{Metrics, Role};
 use crate::api::validation::FieldError;
 use crate::embedded::{self, AdmissionHook, EmbeddedServer, ResourceInfo};
 use crate::jobframework::core::{AdmissionLoop, Caches};
+use crate::jobframework::job_controller::{JobContext, run_raycluster_controller};
 
 #[derive(Clone, Debug)]
 pub struct ManagerOptions {
@@ -115,6 +117,9 @@ pub async fn run_manager(client: Client, opts: ManagerOptions, shutdown: impl Fu
         tracing::info!("caches synced");
     }));
     let recorder = Recorder::new(client.clone(), Reporter { controller: "quotagate".into(), instance: Some(opts.identity.clone()) });
+    let jobs = JobContext { client: client.clone(), recorder: recorder.clone(), leader: rx.clone() };
+    let c = cancel.clone();
+    tasks.push(tokio::spawn(run_raycluster_controller(jobs, async move { c.cancelled().await })));
     let admission = AdmissionLoop { client: client.clone(), caches, notify, recorder, metrics: metrics.clone(), leader: rx, resync: opts.resync, synced };
     let c = cancel.clone();
     let mut loop_task = tokio::spawn(admission.run(async move { c.cancelled().await }));

@@ -2,6 +2,7 @@
 //! embedded API server, driven and observed only through `kube::Client`.
 
 mod kubectl;
+mod raycluster;
 mod resilience;
 mod scenarios;
 mod support;

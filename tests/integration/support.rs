@@ -302,6 +302,13 @@ impl QuotaWatch {
         assert!(reached.is_ok(), "expected at least {count} reserved in {cq}, have {}", self.reserved_in(cq));
     }
 
+    /// Returns after the next Workload event (or after `WAIT`).
+    pub async fn wait_any_event(&self) {
+        let mut seen = self.seen.clone();
+        seen.mark_unchanged();
+        let _ = tokio::time::timeout(WAIT, seen.changed()).await;
+    }
+
     pub fn reserved_in(&self, cq: &str) -> usize {
         self.state.lock().unwrap().usage.values().filter(|(c, _)| c == cq).count()
     }

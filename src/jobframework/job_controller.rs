@@ -1,0 +1,233 @@
+//! The GenericJob reconciler (after Kueue's `ReconcileGenericJob`), run with kube-runtime's
+//! `Controller` for RayCluster. A queue-labelled job gets exactly one Workload; admission starts it
+//! with the podset info, eviction stops it and releases the reservation, a job running without a
+//! reservation is suspended. Deleting the job deletes the Workload through its owner reference.
+//! The decision is [`plan`] (pure); [`reconcile`] executes it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource, ResourceExt};
+use tokio::sync::watch;
+
+use super::core::conditions::{self, is_evicted};
+use super::interface::{GenericJob, queue_name};
+use super::podset_info::{InfoOptions, PodSetInfo, podsets_equivalent, podsets_info_from_status};
+use super::priority::{Priority, PrioritySource, priority_source, resolve_priority};
+use super::raycluster::RayClusterJob;
+use super::workload::{WorkloadOptions, construct_workload};
+use super::JobFrameworkError;
+use crate::api::kueue::constants::label;
+use crate::api::kueue::{ResourceFlavor, Workload, WorkloadPriorityClass};
+use crate::api::ray::RayCluster;
+
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    #[error("kube: {0}")]
+    Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Job(#[from] JobFrameworkError),
+}
+
+impl JobError {
+    pub fn category(&self) -> &'static str {
+        match self {
+            JobError::Kube(_) => "api",
+            JobError::Job(e) => e.category(),
+        }
+    }
+}
+
+/// What to do with a job, given its workloads.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// Not queue-managed (or already finished): leave it alone.
+    Ignore,
+    /// Stop a running job that has no workload yet, then create one.
+    SuspendThenCreate,
+    CreateWorkload,
+    /// Duplicates, or a workload whose podsets no longer match the unadmitted job.
+    DeleteWorkloads(Vec<String>),
+    /// Reserved and not evicted while the job is suspended.
+    Start(String),
+    /// Evicted: stop the job (if running) and release the reservation.
+    Stop(String),
+    /// Running without a reservation.
+    Suspend,
+    Nothing,
+}
+
+/// Kueue's reconcile order, reduced to what quotagate's jobs need.
+pub fn plan(job: &dyn GenericJob, workloads: &[&Workload]) -> Result<Step, JobFrameworkError> {
+    if queue_name(job.meta()).is_none() || job.meta().deletion_timestamp.is_some() {
+        return Ok(Step::Ignore);
+    }
+    let live: Vec<&&Workload> = workloads.iter().filter(|w| w.metadata.deletion_timestamp.is_none()).collect();
+    let Some((first, rest)) = live.split_first() else {
+        return Ok(if job.is_suspended() { Step::CreateWorkload } else { Step::SuspendThenCreate });
+    };
+    if !rest.is_empty() {
+        return Ok(Step::DeleteWorkloads(rest.iter().filter_map(|w| w.metadata.name.clone()).collect()));
+    }
+    let wl = *first;
+    let name = wl.metadata.name.clone().unwrap_or_default();
+    if wl.is_finished() {
+        return Ok(Step::Nothing);
+    }
+    let reserved = wl.admission().is_some() && wl.has_quota_reservation();
+    if !reserved && !podsets_equivalent(&job.pod_sets()?, &wl.spec.pod_sets, false) {
+        return Ok(Step::DeleteWorkloads(vec![name]));
+    }
+    if reserved && is_evicted(wl) {
+        return Ok(Step::Stop(name));
+    }
+    if reserved && job.is_suspended() && wl.is_admitted() {
+        return Ok(Step::Start(name));
+    }
+    if !reserved && !job.is_suspended() {
+        return Ok(Step::Suspend);
+    }
+    Ok(Step::Nothing)
+}
+
+pub struct JobContext {
+    pub client: Client,
+    pub recorder: Recorder,
+    pub leader: watch::Receiver<bool>,
+}
+
+async fn event(ctx: &JobContext, obj: &k8s_openapi::api::core::v1::ObjectReference, why: &str, note: String) {
+    let ev = Event { type_: EventType::Normal, reason: why.into(), note: Some(note), action: why.into(), secondary: None };
+    if let Err(e) = ctx.recorder.publish(&ev, obj).await {
+        tracing::debug!(error = %e, "publishing event failed");
+    }
+}
+
+async fn priority(ctx: &JobContext, source: PrioritySource) -> Result<Priority, JobError> {
+    let wpcs = Api::<WorkloadPriorityClass>::all(ctx.client.clone()).list(&ListParams::default()).await?.items;
+    match resolve_priority(&source, &wpcs, &[]) {
+        // Pod PriorityClasses are not read yet: such jobs get the default priority.
+        Err(JobFrameworkError::PriorityClassNotFound(_)) => Ok(Priority { class_ref: None, value: super::priority::DEFAULT_PRIORITY }),
+        other => Ok(other?),
+    }
+}
+
+#[tracing::instrument(skip(rc, ctx), fields(name = %rc.name_any(), ns = rc.namespace().unwrap_or_default()))]
+pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<JobContext>) -> Result<Action, JobError> {
+    if !*ctx.leader.borrow() {
+        return Ok(Action::requeue(Duration::from_secs(2)));
+    }
+    let ns = rc.namespace().unwrap_or_default();
+    let uid = rc.uid().unwrap_or_default();
+    let wl_api: Api<Workload> = Api::namespaced(ctx.client.clone(), &ns);
+    let rc_api: Api<RayCluster> = Api::namespaced(ctx.client.clone(), &ns);
+    let owned = wl_api.list(&ListParams::default().labels(&format!("{}={uid}", label::JOB_UID))).await?.items;
+    let owned: Vec<Workload> = owned.into_iter().filter(|w| w.metadata.owner_references.iter().flatten().any(|o| o.uid == uid)).collect();
+    let mut job = RayClusterJob((*rc).clone());
+    let refs: Vec<&Workload> = owned.iter().collect();
+    let step = plan(&job, &refs)?;
+    tracing::debug!(?step, "job step");
+    let obj_ref = rc.object_ref(&());
+    match step {
+        Step::Ignore | Step::Nothing => {}
+        Step::SuspendThenCreate => {
+            job.suspend();
+            rc_api.replace(&rc.name_any(), &PostParams::default(), &job.0).await?;
+        }
+        Step::CreateWorkload => {
+            let podsets = job.pod_sets()?;
+            let source = priority_source(&job, &podsets);
+            let prio = priority(&ctx, source).await?;
+            let wl = construct_workload(&job, podsets, prio, &WorkloadOptions::default())?;
+            match wl_api.create(&PostParams::default(), &wl).await {
+                Ok(w) => event(&ctx, &obj_ref, "CreatedWorkload", format!("Created Workload: {}/{}", ns, w.name_any())).await,
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Step::DeleteWorkloads(names) => {
+            for n in names {
+                match wl_api.delete(&n, &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        Step::Start(name) => {
+            let wl = owned.iter().find(|w| w.name_any() == name).ok_or(JobFrameworkError::NotAdmitted(name.clone()))?;
+            let flavors: BTreeMap<String, ResourceFlavor> =
+                Api::<ResourceFlavor>::all(ctx.client.clone()).list(&ListParams::default()).await?.items.into_iter().map(|f| (f.name_any(), f)).collect();
+            let infos = podsets_info_from_status(wl, &flavors, InfoOptions::default())?;
+            job.run_with_podsets_info(&infos)?;
+            rc_api.replace(&rc.name_any(), &PostParams::default(), &job.0).await?;
+            let cq = wl.admission().map(|a| a.cluster_queue.clone()).unwrap_or_default();
+            event(&ctx, &obj_ref, "Started", format!("Admitted by clusterQueue {cq}")).await;
+        }
+        Step::Stop(name) => {
+            let wl = owned.iter().find(|w| w.name_any() == name).ok_or(JobFrameworkError::NotAdmitted(name.clone()))?;
+            if !job.is_suspended() {
+                job.suspend();
+                let originals: Vec<PodSetInfo> = wl.spec.pod_sets.iter().map(PodSetInfo::from_podset).collect();
+                job.restore_podsets_info(&originals);
+                rc_api.replace(&rc.name_any(), &PostParams::default(), &job.0).await?;
+                let msg = wl.status.as_ref().and_then(|s| s.condition("Evicted")).map(|c| c.message.clone()).unwrap_or_default();
+                event(&ctx, &obj_ref, "Stopped", msg).await;
+            }
+            // Suspended means no pods run any more: give the quota back so the workload requeues.
+            if let Some(status) = conditions::clear_reservation(wl, jiff::Timestamp::now()) {
+                let mut obj = wl.clone();
+                obj.status = Some(status);
+                wl_api.replace_status(&name, &PostParams::default(), &obj).await?;
+            }
+        }
+        Step::Suspend => {
+            job.suspend();
+            rc_api.replace(&rc.name_any(), &PostParams::default(), &job.0).await?;
+        }
+    }
+    Ok(Action::await_change())
+}
+
+fn error_policy(_: Arc<RayCluster>, e: &JobError, _: Arc<JobContext>) -> Action {
+    tracing::info!(error = %e, category = e.category(), "job reconcile failed; retrying");
+    Action::requeue(Duration::from_secs(1))
+}
+
+/// Runs the RayCluster job controller until `shutdown` completes.
+pub async fn run_raycluster_controller(ctx: JobContext, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+    let client = ctx.client.clone();
+    let mut leader = ctx.leader.clone();
+    let ctx = Arc::new(ctx);
+    let controller = Controller::new(Api::<RayCluster>::all(client.clone()), watcher::Config::default())
+        .owns(Api::<Workload>::all(client), watcher::Config::default())
+        .graceful_shutdown_on(shutdown);
+    // Becoming leader re-checks every job (the followers skipped their writes).
+    let trigger = controller.reconcile_all_on(async_stream_leader(&mut leader));
+    trigger
+        .run(reconcile, error_policy, ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "job controller");
+            }
+        })
+        .await;
+}
+
+fn async_stream_leader(leader: &mut watch::Receiver<bool>) -> impl futures::Stream<Item = ()> + Send + Sync + 'static {
+    let rx = leader.clone();
+    futures::stream::unfold(rx, |mut rx| async move {
+        loop {
+            rx.changed().await.ok()?;
+            if *rx.borrow() {
+                return Some(((), rx));
+            }
+        }
+    })
+}

@@ -1,0 +1,69 @@
+//! The job framework with RayCluster: one Workload per queue-labelled cluster, started on
+//! admission with the flavor's node labels, and deleting the cluster frees its quota.
+
+use kube::api::{Api, DeleteParams, PostParams};
+use quotagate::api::kueue::ResourceFlavor;
+use quotagate::api::kueue::constants::label;
+use quotagate::api::ray::RayCluster;
+
+use crate::support::*;
+
+fn cluster(name: &str) -> RayCluster {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "ray.io/v1", "kind": "RayCluster",
+        "metadata": {"name": name, "namespace": "default", "labels": {label::QUEUE_NAME: "lq"}},
+        "spec": {
+            "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray:2.9.0", "resources": {"requests": {"cpu": "1"}}}]}}},
+            "workerGroupSpecs": [{"groupName": "workers", "replicas": 2, "minReplicas": 0, "maxReplicas": 4, "rayStartParams": {},
+                "template": {"spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray:2.9.0", "resources": {"requests": {"cpu": "1"}}}]}}}]
+        }
+    }))
+    .unwrap()
+}
+
+fn owned_by<'a>(wls: &'a [quotagate::api::kueue::Workload], rc: &RayCluster) -> Vec<&'a quotagate::api::kueue::Workload> {
+    wls.iter().filter(|w| w.metadata.owner_references.iter().flatten().any(|o| Some(&o.uid) == rc.metadata.uid.as_ref())).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raycluster_gets_one_workload_runs_when_admitted_and_frees_quota_when_deleted() {
+    let c = Cluster::start(Limits::default().cq("cq", 4000)).await;
+    // The flavor has a node label, which admission injects into the pod templates.
+    let rf: Api<ResourceFlavor> = Api::all(c.client.clone());
+    rf.create(&PostParams::default(), &ResourceFlavor::build("default").node_label("pool", "blue").build()).await.unwrap();
+    c.cluster_queue(with_all_namespaces(cq_with("cq", "4").build())).await;
+    c.local_queue("lq", "cq").await;
+    let rcs: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
+    let first = rcs.create(&PostParams::default(), &cluster("first")).await.unwrap();
+    assert_eq!(first.spec.suspend, Some(true), "a queue-labelled cluster is created suspended");
+    let first = wait_for(&rcs, "first", "running", |r| r.spec.suspend == Some(false)).await;
+    let head_sel = first.spec.head_group_spec.template.spec.as_ref().unwrap().node_selector.clone().unwrap();
+    assert_eq!(head_sel["pool"], "blue");
+    let labels = first.spec.worker_group_specs.as_ref().unwrap()[0].template.metadata.as_ref().unwrap().labels.clone().unwrap();
+    assert_eq!(labels[label::PODSET], "workers");
+    let wls = c.workloads();
+    let all = wls.list(&Default::default()).await.unwrap().items;
+    let mine = owned_by(&all, &first);
+    assert_eq!(mine.len(), 1, "exactly one workload per job");
+    let wl = mine[0];
+    assert!(wl.metadata.name.as_deref().unwrap().starts_with("raycluster-first-"), "{:?}", wl.metadata.name);
+    let counts: Vec<(String, i32)> = wl.spec.pod_sets.iter().map(|p| (p.name.clone().unwrap(), p.count.unwrap())).collect();
+    assert_eq!(counts, vec![("head".to_string(), 1), ("workers".to_string(), 2)]);
+
+    // A second cluster does not fit next to the first and stays suspended.
+    rcs.create(&PostParams::default(), &cluster("second")).await.unwrap();
+    let second = wait_for(&rcs, "second", "has a workload", |r| r.metadata.uid.is_some()).await;
+    let second_wl = loop {
+        let all = wls.list(&Default::default()).await.unwrap().items;
+        if let Some(w) = owned_by(&all, &second).first() {
+            break w.metadata.name.clone().unwrap();
+        }
+        c.quota.wait_any_event().await;
+    };
+    wait_for(&wls, &second_wl, "waiting for quota", |w| condition(w, "QuotaReserved").is_some_and(|c| c.1 == "WaitingForQuota")).await;
+    assert_eq!(rcs.get("second").await.unwrap().spec.suspend, Some(true));
+
+    rcs.delete("first", &DeleteParams::default()).await.unwrap();
+    wait_for(&rcs, "second", "running after the first was deleted", |r| r.spec.suspend == Some(false)).await;
+    c.quota.assert_safe();
+}
