@@ -67,3 +67,34 @@ async fn raycluster_gets_one_workload_runs_when_admitted_and_frees_quota_when_de
     wait_for(&rcs, "second", "running after the first was deleted", |r| r.spec.suspend == Some(false)).await;
     c.quota.assert_safe();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preempted_raycluster_is_suspended_restored_and_requeued() {
+    let c = Cluster::start(Limits::default().cq("cq", 4000)).await;
+    let rf: Api<ResourceFlavor> = Api::all(c.client.clone());
+    rf.create(&PostParams::default(), &ResourceFlavor::build("default").node_label("pool", "blue").build()).await.unwrap();
+    let mut q = with_all_namespaces(cq_with("cq", "4").build());
+    q.spec.preemption = Some(serde_json::from_value(serde_json::json!({"withinClusterQueue": "LowerPriority"})).unwrap());
+    c.cluster_queue(q).await;
+    c.local_queue("lq", "cq").await;
+    let wpc: Api<quotagate::api::kueue::WorkloadPriorityClass> = Api::all(c.client.clone());
+    wpc.create(&PostParams::default(), &quotagate::api::kueue::builders::workload_priority_class("high", 1000)).await.unwrap();
+    let rcs: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
+    rcs.create(&PostParams::default(), &cluster("low")).await.unwrap();
+    wait_for(&rcs, "low", "running", |r| r.spec.suspend == Some(false)).await;
+    let mut high = cluster("high");
+    high.metadata.labels.get_or_insert_with(Default::default).insert(label::PRIORITY_CLASS.to_string(), "high".to_string());
+    rcs.create(&PostParams::default(), &high).await.unwrap();
+    // The low-priority cluster is stopped and its templates lose the flavor's node selector.
+    let low = wait_for(&rcs, "low", "suspended by preemption", |r| r.spec.suspend == Some(true)).await;
+    let sel = low.spec.head_group_spec.template.spec.as_ref().unwrap().node_selector.clone().unwrap_or_default();
+    assert!(!sel.contains_key("pool"), "{sel:?}");
+    wait_for(&rcs, "high", "running", |r| r.spec.suspend == Some(false)).await;
+    let wls = c.workloads();
+    let all = wls.list(&Default::default()).await.unwrap().items;
+    let high = rcs.get("high").await.unwrap();
+    assert_eq!(owned_by(&all, &high)[0].spec.priority, Some(1000));
+    let low_wl = owned_by(&all, &low)[0].metadata.name.clone().unwrap();
+    wait_for(&wls, &low_wl, "requeued", |w| !reserved(w) && condition(w, "Requeued").is_some_and(|c| c.0 == "True" && c.1 == "Preempted")).await;
+    c.quota.assert_safe();
+}

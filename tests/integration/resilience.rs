@@ -1,5 +1,6 @@
 //! Restarts and API faults: nothing is lost, nothing is admitted twice, quota is never exceeded.
 
+use kube::Api;
 use quotagate::embedded::WriteMatch;
 
 use crate::support::*;
@@ -58,4 +59,27 @@ async fn conflicts_closed_watches_and_expired_versions_lose_nothing() {
     }
     assert!(c.quota.readmitted().is_empty(), "admitted twice: {:?}", c.quota.readmitted());
     c.quota.assert_safe();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_with_leader_election_admit_each_workload_once() {
+    let mut c = Cluster::start(Limits::default().cq("cq", 5_000)).await;
+    // Replace the default (election-less) manager by two electing replicas.
+    if let Some(m) = c.manager.take() {
+        m.stop().await;
+    }
+    let a = Manager::start(c.client.clone(), true, "replica-a");
+    let b = Manager::start(c.client.clone(), true, "replica-b");
+    c.simple("cq", "lq", "5").await;
+    for i in 0..8 {
+        c.workload(&format!("w{i}"), "lq", 0, "1").await;
+    }
+    c.quota.wait_reserved("cq", 5).await;
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(c.client.clone(), "default");
+    let holder = leases.get("quotagate-leader").await.unwrap().spec.unwrap().holder_identity.unwrap();
+    assert!(holder == "replica-a" || holder == "replica-b", "{holder}");
+    assert!(c.quota.readmitted().is_empty(), "admitted twice: {:?}", c.quota.readmitted());
+    c.quota.assert_safe();
+    a.stop().await;
+    b.stop().await;
 }
