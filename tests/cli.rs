@@ -95,3 +95,44 @@ fn a_missing_file_is_a_problem_not_a_panic() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("does-not-exist.yaml: cannot read"), "{out}");
 }
+
+#[test]
+fn apiserver_serves_on_loopback_and_writes_a_kubeconfig() {
+    use std::io::{Read, Write};
+    let dir = std::env::temp_dir().join(format!("quotagate-cli-apiserver-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_quotagate"))
+        .args(["apiserver", "--listen", "127.0.0.1:0", "--kubeconfig-out"])
+        .arg(&kubeconfig)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let text = loop {
+        if let Ok(t) = std::fs::read_to_string(&kubeconfig) {
+            if t.contains("server: http://127.0.0.1:") {
+                break t;
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "no kubeconfig written");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let server = text.lines().find_map(|l| l.trim().strip_prefix("server: http://")).unwrap().to_string();
+    let mut tcp = std::net::TcpStream::connect(&server).unwrap();
+    write!(tcp, "GET /apis/kueue.x-k8s.io/v1beta2/clusterqueues HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut resp = String::new();
+    tcp.read_to_string(&mut resp).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    assert!(resp.contains("\"kind\":\"ClusterQueueList\""), "{resp}");
+}
+
+#[test]
+fn apiserver_refuses_a_non_loopback_address() {
+    let (code, out) = quotagate(&["apiserver", "--listen", "0.0.0.0:0"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("only listens on loopback"), "{out}");
+}

@@ -227,13 +227,16 @@ async fn admission_errors_are_422_with_causes() {
     match api.create(&PostParams::default(), &widget("bad", -1)).await.unwrap_err() {
         kube::Error::Api(s) => {
             assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"));
-            assert_eq!(s.message, "Widget \"bad\" is invalid: spec.size: Invalid value: must be >= 0");
+            assert_eq!(s.message, "Widget.example.quotagate.io \"bad\" is invalid: spec.size: Invalid value: must be >= 0");
         }
         e => panic!("{e:?}"),
     }
     // The raw body carries details.causes (kube's Status type drops details).
     let resp = raw(&srv, "POST", "/apis/example.quotagate.io/v1/namespaces/default/widgets", json!({"apiVersion": "example.quotagate.io/v1", "kind": "Widget", "metadata": {"name": "b"}, "spec": {"size": -2}})).await;
-    assert_eq!(resp["details"]["causes"][0], json!({"reason": "FieldValueInvalid", "field": "spec.size", "message": "spec.size: Invalid value: must be >= 0"}));
+    // As a real server: the cause's message leaves the field out (kubectl prints `* <field>: <message>`),
+    // and details.kind is the Kind, not the plural.
+    assert_eq!((resp["details"]["kind"].as_str(), resp["details"]["group"].as_str()), (Some("Widget"), Some("example.quotagate.io")));
+    assert_eq!(resp["details"]["causes"][0], json!({"reason": "FieldValueInvalid", "field": "spec.size", "message": "Invalid value: must be >= 0"}));
     api.create(&PostParams::default(), &widget("good", 0)).await.unwrap();
     let err = api.patch("good", &PatchParams::default(), &Patch::Merge(json!({"spec": {"size": -5}}))).await.unwrap_err();
     assert_eq!(err_code(err).0, 422, "updates are admitted too");
@@ -374,4 +377,72 @@ async fn pods_terminate_gracefully_when_bound() {
 
 async fn next_event(s: &mut futures::stream::BoxStream<'static, kube::Result<WatchEvent<ConfigMap>>>) -> WatchEvent<ConfigMap> {
     timeout(WAIT, s.next()).await.expect("an event in time").expect("stream open").expect("a decodable event")
+}
+
+#[tokio::test]
+async fn filtered_watch_sees_objects_enter_and_leave_the_selection() {
+    let srv = server();
+    let api: Api<ConfigMap> = Api::namespaced(srv.client(), "default");
+    let c = api.create(&PostParams::default(), &cm("a")).await.unwrap();
+    let pp = PatchParams::default();
+    api.patch("a", &pp, &Patch::Merge(json!({"metadata": {"labels": {"sel": "yes"}}}))).await.unwrap();
+    api.patch("a", &pp, &Patch::Merge(json!({"data": {"b": "2"}}))).await.unwrap();
+    api.patch("a", &pp, &Patch::Merge(json!({"metadata": {"labels": {"sel": "no"}}}))).await.unwrap();
+    let wp = WatchParams::default().labels("sel=yes").timeout(1);
+    let events: Vec<_> = api.watch(&wp, &c.metadata.resource_version.unwrap()).await.unwrap().try_collect().await.unwrap();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| match e {
+            WatchEvent::Added(_) => "ADDED",
+            WatchEvent::Modified(_) => "MODIFIED",
+            WatchEvent::Deleted(_) => "DELETED",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(kinds, ["ADDED", "MODIFIED", "DELETED"]);
+}
+
+#[tokio::test]
+async fn deleting_a_namespace_deletes_its_objects() {
+    let srv = server();
+    let nss: Api<Namespace> = Api::all(srv.client());
+    nss.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "team"}})).unwrap()).await.unwrap();
+    let team: Api<ConfigMap> = Api::namespaced(srv.client(), "team");
+    team.create(&PostParams::default(), &cm("x")).await.unwrap();
+    let default: Api<ConfigMap> = Api::namespaced(srv.client(), "default");
+    default.create(&PostParams::default(), &cm("x")).await.unwrap();
+    nss.delete("team", &DeleteParams::default()).await.unwrap();
+    assert_eq!(err_code(team.get("x").await.unwrap_err()).0, 404);
+    default.get("x").await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_writers_one_total_order() {
+    let srv = server();
+    let api: Api<ConfigMap> = Api::namespaced(srv.client(), "default");
+    let start_rv = srv.store.resource_version().to_string();
+    let mut tasks = Vec::new();
+    for t in 0..8 {
+        let api = api.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..25 {
+                let name = format!("t{t}-{i}");
+                api.create(&PostParams::default(), &cm(&name)).await.unwrap();
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"data": {"n": i.to_string()}}))).await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let events: Vec<_> = api.watch(&WatchParams::default().timeout(1), &start_rv).await.unwrap().try_collect().await.unwrap();
+    let rvs: Vec<u64> = events
+        .iter()
+        .filter_map(|e| match e {
+            WatchEvent::Added(c) | WatchEvent::Modified(c) => c.metadata.resource_version.as_deref().and_then(|r| r.parse().ok()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rvs.len(), 400, "every create and patch is one event");
+    assert!(rvs.windows(2).all(|w| w[0] < w[1]), "strictly increasing resourceVersions");
 }

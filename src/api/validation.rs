@@ -65,9 +65,17 @@ impl FieldError {
     }
 }
 
+impl FieldError {
+    /// The error without its field, as a real API server puts it in a `StatusCause.message`
+    /// (kubectl prints `* <field>: <body>`).
+    pub fn body(&self) -> String {
+        format!("{}: {}", self.kind.label(), self.message)
+    }
+}
+
 impl fmt::Display for FieldError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}: {}", self.field, self.kind.label(), self.message)
+        write!(f, "{}: {}", self.field, self.body())
     }
 }
 

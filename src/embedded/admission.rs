@@ -26,3 +26,40 @@ impl AdmissionHook for AllowAll {
         Ok(())
     }
 }
+
+/// quotagate's own admission (`api::admission::admit`): the same defaulting and validation the webhook
+/// applies in a real cluster, so the embedded server rejects what a real cluster with quotagate would.
+pub struct QuotagateAdmission;
+
+impl AdmissionHook for QuotagateAdmission {
+    fn admit(&self, op: Operation, _: &ResourceInfo, new: &mut Value, old: Option<&Value>) -> Result<(), Vec<FieldError>> {
+        let op = match op {
+            Operation::Create => crate::api::admission::Operation::Create,
+            // Status writes are validated as updates too: a real server checks the whole object's schema.
+            Operation::Update | Operation::UpdateStatus => crate::api::admission::Operation::Update,
+        };
+        crate::api::admission::admit(op, new, old)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embedded::Registry;
+
+    #[test]
+    fn quotagate_admission_defaults_and_rejects() {
+        let registry = Registry::new(&crate::api::all_crds());
+        let info = registry.find("ray.io", "v1", "rayclusters").expect("RayCluster is served");
+        let mut rc = serde_json::json!({
+            "apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": "rc", "namespace": "default", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+            "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "h", "image": "ray"}]}}}}
+        });
+        QuotagateAdmission.admit(Operation::Create, &info, &mut rc, None).expect("valid");
+        assert_eq!(rc["spec"]["suspend"], true, "queue-managed jobs start suspended");
+        rc["spec"]["headGroupSpec"]["template"]["spec"]["containers"] = serde_json::json!([]);
+        let errs = QuotagateAdmission.admit(Operation::Update, &info, &mut rc.clone(), Some(&rc)).expect_err("no head container");
+        assert!(errs.iter().any(|e| e.field.starts_with("spec.headGroupSpec")), "{errs:?}");
+    }
+}

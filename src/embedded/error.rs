@@ -18,7 +18,12 @@ pub struct ApiError {
     pub code: u16,
     pub reason: String,
     pub message: String,
-    /// `details.name`, `details.group`, `details.kind` (kind is the plural, as the real server puts it).
+    pub details: Box<Details>,
+}
+
+/// `details.name`, `details.group`, `details.kind` (the plural, as the real server puts it), causes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Details {
     pub name: String,
     pub group: String,
     pub kind: String,
@@ -31,16 +36,13 @@ impl ApiError {
             code,
             reason: reason.into(),
             message: message.into(),
-            name: String::new(),
-            group: String::new(),
-            kind: String::new(),
-            causes: Vec::new(),
+            details: Box::default(),
         }
     }
     pub fn details(mut self, name: &str, group: &str, kind: &str) -> Self {
-        self.name = name.into();
-        self.group = group.into();
-        self.kind = kind.into();
+        self.details.name = name.into();
+        self.details.group = group.into();
+        self.details.kind = kind.into();
         self
     }
     pub fn not_found(qualified: &str, name: &str) -> Self {
@@ -73,7 +75,8 @@ impl ApiError {
     pub fn expired(message: impl Into<String>) -> Self {
         ApiError::new(410, "Expired", message)
     }
-    /// 422 Invalid, formatted as the real server does: `<Kind> "<name>" is invalid: [<e1>, <e2>]`.
+    /// 422 Invalid, formatted as the real server does: `<Kind>[.<group>] "<name>" is invalid: [<e1>, <e2>]`
+    /// (`kind` is passed already qualified, see `ResourceInfo::qualified_kind`).
     pub fn invalid(kind: &str, name: &str, errors: &[FieldError]) -> Self {
         let joined = if errors.len() == 1 {
             errors[0].to_string()
@@ -81,29 +84,30 @@ impl ApiError {
             format!("[{}]", errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", "))
         };
         let mut e = ApiError::new(422, "Invalid", format!("{kind} \"{name}\" is invalid: {joined}"));
-        e.causes = errors
+        e.details.causes = errors
             .iter()
-            .map(|fe| Cause { reason: fe.kind.reason().into(), field: fe.field.clone(), message: fe.to_string() })
+            .map(|fe| Cause { reason: fe.kind.reason().into(), field: fe.field.clone(), message: fe.body() })
             .collect();
         e
     }
 
     pub fn to_status(&self) -> Value {
+        let d = &self.details;
         let mut details = serde_json::Map::new();
-        if !self.name.is_empty() {
-            details.insert("name".into(), json!(self.name));
+        if !d.name.is_empty() {
+            details.insert("name".into(), json!(d.name));
         }
-        if !self.group.is_empty() {
-            details.insert("group".into(), json!(self.group));
+        if !d.group.is_empty() {
+            details.insert("group".into(), json!(d.group));
         }
-        if !self.kind.is_empty() {
-            details.insert("kind".into(), json!(self.kind));
+        if !d.kind.is_empty() {
+            details.insert("kind".into(), json!(d.kind));
         }
-        if !self.causes.is_empty() {
+        if !d.causes.is_empty() {
             details.insert(
                 "causes".into(),
                 Value::Array(
-                    self.causes
+                    d.causes
                         .iter()
                         .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
                         .collect(),

@@ -156,15 +156,15 @@ pub fn prepare_update(info: &ResourceInfo, old: &Value, new: &Value, status_writ
         o
     } else {
         let mut n = new.clone();
-        if let Some(obj) = n.as_object_mut() {
-            if info.has_status {
-                match old.get("status") {
-                    Some(s) => {
-                        obj.insert("status".into(), s.clone());
-                    }
-                    None => {
-                        obj.remove("status");
-                    }
+        if let Some(obj) = n.as_object_mut()
+            && info.has_status
+        {
+            match old.get("status") {
+                Some(s) => {
+                    obj.insert("status".into(), s.clone());
+                }
+                None => {
+                    obj.remove("status");
                 }
             }
         }

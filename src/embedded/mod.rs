@@ -3,6 +3,7 @@
 //! TCP port for kubectl. See `README.md` beside this file for where it differs from a real server.
 
 pub mod admission;
+pub mod cluster;
 pub mod discovery;
 pub mod error;
 pub mod faults;
@@ -18,7 +19,8 @@ pub mod store;
 pub mod table;
 pub mod watch;
 
-pub use admission::{AdmissionHook, AllowAll, Operation};
+pub use admission::{AdmissionHook, AllowAll, Operation, QuotagateAdmission};
+pub use cluster::{ClusterOptions, EmbeddedCluster};
 pub use error::ApiError;
 pub use faults::WriteMatch;
 pub use registry::{Registry, ResourceInfo};

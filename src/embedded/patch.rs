@@ -240,3 +240,33 @@ mod tests {
         assert!(json_patch(&mut doc, &json!({"op": "add"})).is_err());
     }
 }
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![Just(Value::Null), any::<bool>().prop_map(Value::from), "[a-c$/]{0,3}".prop_map(Value::from)];
+        leaf.prop_recursive(3, 16, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
+                prop::collection::btree_map("[a-c$/]{1,2}|containers|name|finalizers|\\$patch", inner, 0..3)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        // Patch bodies come from users: no input may panic the server.
+        #[test]
+        fn patches_never_panic(doc in json_value(), body in json_value()) {
+            let mut d = doc.clone();
+            strategic_merge(&mut d, &body);
+            let mut d = doc.clone();
+            apply(&mut d, &body, Some(&doc));
+            let mut d = doc;
+            let _ = json_patch(&mut d, &body);
+        }
+    }
+}

@@ -41,6 +41,10 @@ impl ResourceInfo {
     pub fn qualified_plural(&self) -> String {
         if self.group.is_empty() { self.plural.clone() } else { format!("{}.{}", self.plural, self.group) }
     }
+    /// `ClusterQueue.kueue.x-k8s.io` or `Pod`: how the real server names a kind in Invalid messages.
+    pub fn qualified_kind(&self) -> String {
+        if self.group.is_empty() { self.kind.clone() } else { format!("{}.{}", self.kind, self.group) }
+    }
     /// The storage key: every version of one resource shares one set of objects.
     pub fn key(&self) -> ResourceKey {
         ResourceKey { group: self.group.clone(), plural: self.plural.clone() }

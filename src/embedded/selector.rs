@@ -181,3 +181,19 @@ mod tests {
         assert!(FieldSelector::parse("nonsense").is_err());
     }
 }
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        // Whatever a user types into -l or --field-selector, parsing and matching never panic.
+        #[test]
+        fn selectors_never_panic(s in ".{0,40}") {
+            let obj = serde_json::json!({"metadata": {"name": "a", "labels": {"a": "b"}}});
+            if let Ok(l) = LabelSelector::parse(&s) { let _ = l.matches(&obj); }
+            if let Ok(f) = FieldSelector::parse(&s) { let _ = f.matches(&obj); }
+        }
+    }
+}

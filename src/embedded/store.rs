@@ -38,6 +38,8 @@ pub struct WatchEvent {
     pub key: ResourceKey,
     pub type_: EventType,
     pub object: Arc<Value>,
+    /// The object before a MODIFIED: lets a filtered watch turn "stopped matching" into DELETED.
+    pub previous: Option<Arc<Value>>,
 }
 
 /// Where a watch starts.
@@ -135,8 +137,8 @@ impl Inner {
         self.objects.get(key).and_then(|m| m.get(&(ns.to_string(), name.to_string())))
     }
 
-    fn emit(&mut self, key: &ResourceKey, type_: EventType, object: Arc<Value>) {
-        let ev = Arc::new(WatchEvent { rv: self.rv, key: key.clone(), type_, object });
+    fn emit(&mut self, key: &ResourceKey, type_: EventType, object: Arc<Value>, previous: Option<Arc<Value>>) {
+        let ev = Arc::new(WatchEvent { rv: self.rv, key: key.clone(), type_, object, previous });
         self.history.push_back(ev.clone());
         while self.history.len() > self.history_limit {
             if let Some(old) = self.history.pop_front() {
@@ -157,8 +159,8 @@ impl Inner {
         let okey = (key.clone(), ns.clone(), name.clone());
         let obj = Arc::new(obj);
         let old = self.objects.entry(key.clone()).or_default().insert((ns, name), obj.clone());
-        if let Some(old) = old {
-            for o in owner_uids(&old) {
+        if let Some(old) = &old {
+            for o in owner_uids(old) {
                 if let Some(set) = self.dependents.get_mut(&o) {
                     set.remove(&okey);
                 }
@@ -168,7 +170,7 @@ impl Inner {
             self.dependents.entry(o).or_default().insert(okey.clone());
         }
         self.by_uid.insert(uid, okey);
-        self.emit(key, type_, obj.clone());
+        self.emit(key, type_, obj.clone(), old);
         obj
     }
 
@@ -188,7 +190,7 @@ impl Inner {
             }
         }
         self.applied.retain(|(u, _, _), _| *u != uid);
-        self.emit(key, EventType::Deleted, gone.clone());
+        self.emit(key, EventType::Deleted, gone.clone(), None);
         if cascade {
             self.collect_garbage(&uid);
             if *key == ns_key() {
@@ -302,7 +304,7 @@ impl Store {
     fn admit(&self, op: Operation, info: &ResourceInfo, new: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
         self.admission
             .admit(op, info, new, old)
-            .map_err(|errs| ApiError::invalid(&info.kind, meta_str(new, "name"), &errs).details(meta_str(new, "name"), &info.group, &info.plural))
+            .map_err(|errs| ApiError::invalid(&info.qualified_kind(), meta_str(new, "name"), &errs).details(meta_str(new, "name"), &info.group, &info.kind))
     }
 
     fn fault(&self, verb: &str, info: &ResourceInfo, name: &str, status: bool) -> Result<(), ApiError> {
@@ -343,7 +345,7 @@ impl Store {
             let prefix = meta_str(&obj, "generateName").to_string();
             if prefix.is_empty() {
                 let fe = crate::api::validation::FieldError::required("metadata.name", "name or generateName is required");
-                return Err(ApiError::invalid(&info.kind, "", &[fe]));
+                return Err(ApiError::invalid(&info.qualified_kind(), "", &[fe]).details("", &info.group, &info.kind));
             }
             let name = loop {
                 let candidate = format!("{prefix}{}", meta::name_suffix());
@@ -355,10 +357,10 @@ impl Store {
         }
         let name = meta_str(&obj, "name").to_string();
         self.fault("create", info, &name, false)?;
-        if let Some(ns) = ns {
-            if inner.lookup(&ns_key(), "", ns).is_none() {
-                return Err(ApiError::not_found("namespaces", ns).details(ns, "", "namespaces"));
-            }
+        if let Some(ns) = ns
+            && inner.lookup(&ns_key(), "", ns).is_none()
+        {
+            return Err(ApiError::not_found("namespaces", ns).details(ns, "", "namespaces"));
         }
         if inner.lookup(&key, &nsk, &name).is_some() {
             return Err(ApiError::already_exists(&info.qualified_plural(), &name).details(&name, &info.group, &info.plural));
@@ -391,7 +393,8 @@ impl Store {
         let mut remaining = 0usize;
         let mut last: Option<(String, String)> = None;
         if let Some(m) = inner.objects.get(&info.key()) {
-            let range: Box<dyn Iterator<Item = (&(String, String), &Arc<Value>)>> = match &after {
+            type Entries<'a> = Box<dyn Iterator<Item = (&'a (String, String), &'a Arc<Value>)> + 'a>;
+            let range: Entries<'_> = match &after {
                 Some(a) => Box::new(m.range((std::ops::Bound::Excluded(a.clone()), std::ops::Bound::Unbounded))),
                 None => Box::new(m.iter()),
             };
@@ -431,7 +434,7 @@ impl Store {
         let rv = meta_str(&obj, "resourceVersion");
         if rv.is_empty() && info.is_crd {
             let fe = crate::api::validation::FieldError::invalid("metadata.resourceVersion", "must be specified for an update");
-            return Err(ApiError::invalid(&info.kind, name, &[fe]));
+            return Err(ApiError::invalid(&info.qualified_kind(), name, &[fe]).details(name, &info.group, &info.kind));
         }
         if !rv.is_empty() && rv != meta_str(&old, "resourceVersion") {
             return Err(ApiError::conflict(&info.qualified_plural(), name).details(name, &info.group, &info.plural));
@@ -475,9 +478,9 @@ impl Store {
         let mut inner = self.lock();
         let nsk = if info.namespaced { ns.unwrap_or("default") } else { "" };
         if kind == PatchKind::Strategic && info.is_crd {
-            return Err(ApiError::unsupported_media(format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
-            )));
+            return Err(ApiError::unsupported_media(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+            ));
         }
         self.fault("patch", info, name, status)?;
         let old = match inner.lookup(&info.key(), nsk, name).cloned() {
@@ -578,6 +581,15 @@ impl Store {
     /// Fault: forget all history, so any watch resuming from an older RV gets 410 Expired.
     pub fn compact(&self) {
         let mut inner = self.lock();
+        inner.history.clear();
+        inner.compacted = inner.rv;
+    }
+
+    /// Fault: advance the RV (as writes elsewhere in a real cluster would) and compact, so every RV a
+    /// client holds is expired: its next watch resume gets a 410 ERROR event and must relist.
+    pub fn expire_all(&self) {
+        let mut inner = self.lock();
+        inner.rv += 1;
         inner.history.clear();
         inner.compacted = inner.rv;
     }

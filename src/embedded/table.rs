@@ -69,7 +69,7 @@ fn index<'a>(v: &'a Value, inner: &str) -> Vec<&'a Value> {
             .filter(|e| {
                 jsonpath(e, field).first().is_some_and(|x| match x {
                     Value::String(s) => s == want,
-                    other => other.to_string() == want,
+                    other => serde_json::to_string(other).is_ok_and(|s| s == want),
                 })
             })
             .collect();

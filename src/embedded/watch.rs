@@ -4,7 +4,7 @@
 use super::error::ApiError;
 use super::registry::ResourceInfo;
 use super::selector::{FieldSelector, LabelSelector};
-use super::store::{EventType, Store, WatchFrom};
+use super::store::{EventType, Store, WatchEvent, WatchFrom};
 use super::table;
 use bytes::Bytes;
 use futures::SinkExt;
@@ -28,10 +28,10 @@ pub struct WatchRequest {
 
 impl WatchRequest {
     fn matches(&self, obj: &Value) -> bool {
-        if let Some(ns) = &self.namespace {
-            if obj.pointer("/metadata/namespace").and_then(Value::as_str) != Some(ns.as_str()) {
-                return false;
-            }
+        if let Some(ns) = &self.namespace
+            && obj.pointer("/metadata/namespace").and_then(Value::as_str) != Some(ns.as_str())
+        {
+            return false;
         }
         self.labels.matches(obj) && self.fields.matches(obj)
     }
@@ -62,6 +62,24 @@ fn event_line(type_: &str, object: Value) -> Bytes {
 
 pub fn error_line(e: &ApiError) -> Bytes {
     event_line("ERROR", e.to_status())
+}
+
+/// The event type a filtered watch sees, as the real server reports it: an object that starts matching
+/// is ADDED, one that stops matching is DELETED, others pass or are skipped.
+pub fn filtered_type(req: &WatchRequest, ev: &WatchEvent) -> Option<&'static str> {
+    let now = req.matches(&ev.object);
+    match ev.type_ {
+        EventType::Modified => {
+            let before = ev.previous.as_ref().is_some_and(|p| req.matches(p));
+            match (before, now) {
+                (true, true) => Some("MODIFIED"),
+                (false, true) => Some("ADDED"),
+                (true, false) => Some("DELETED"),
+                (false, false) => None,
+            }
+        }
+        t => now.then_some(t.as_str()),
+    }
 }
 
 type Tx = mpsc::Sender<Result<Bytes, std::io::Error>>;
@@ -101,7 +119,9 @@ async fn run(store: Arc<Store>, req: &WatchRequest, mut tx: Tx, bookmark_interva
         return;
     }
     for ev in &start.replay {
-        if req.matches(&ev.object) && tx.send(Ok(req.line(ev.type_.as_str(), &ev.object))).await.is_err() {
+        if let Some(t) = filtered_type(req, ev)
+            && tx.send(Ok(req.line(t, &ev.object))).await.is_err()
+        {
             return;
         }
     }
@@ -133,14 +153,10 @@ async fn run(store: Arc<Store>, req: &WatchRequest, mut tx: Tx, bookmark_interva
                 continue;
             }
             last = ev.rv;
-            if ev.key != key || !req.matches(&ev.object) {
+            if ev.key != key {
                 continue;
             }
-            let t = match ev.type_ {
-                EventType::Added => "ADDED",
-                EventType::Modified => "MODIFIED",
-                EventType::Deleted => "DELETED",
-            };
+            let Some(t) = filtered_type(req, &ev) else { continue };
             if tx.send(Ok(req.line(t, &ev.object))).await.is_err() {
                 return;
             }

@@ -1,1 +1,118 @@
-//! See ../shared/DESIGN.md for what lives here.
+//! The admission core: quota tree, pending queues, flavor assignment, preemption and workload
+//! slices, as Kueue's scheduler does them. Pure and synchronous: no clock, no I/O, no randomness;
+//! time comes in as an argument. See ../shared/DESIGN.md (invariants I1, I3, I6).
+//!
+//! Entry point: [`AdmissionCore`]. Callers feed it ClusterQueues, Cohorts, ResourceFlavors and
+//! Workloads in the [`model`] types, call [`AdmissionCore::schedule_cycle`] and apply the
+//! returned admissions, evictions and pending reasons to the API.
+
+pub mod amount;
+pub mod convert;
+pub mod flavor;
+pub mod model;
+pub mod pending;
+pub mod preemption;
+pub mod requests;
+mod scheduler;
+mod status;
+pub mod tree;
+
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;
+
+pub use amount::{Amount, FlavorResource, FrAmounts};
+pub use model::*;
+pub use preemption::PreemptedReason;
+pub use scheduler::{
+    AdmissionCore, AdmissionResult, CycleResult, Eviction, EvictionReason, FinishedSlice,
+    PendingStatus,
+};
+pub use status::{ClusterQueueStatus, CohortStatus, FlavorUsage, ResourceUsage};
+
+/// Why a workload is still pending: Kueue's `QuotaReserved=False` reasons.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PendingReason {
+    /// Not evaluated yet.
+    Pending,
+    NoMatchingFlavor,
+    WaitingForQuota,
+    ExceedsMaxQuota,
+    WaitingForPreemptedWorkloads,
+    Misconfigured,
+    Suspended,
+}
+
+impl PendingReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PendingReason::Pending => "Pending",
+            PendingReason::NoMatchingFlavor => "NoMatchingFlavor",
+            PendingReason::WaitingForQuota => "WaitingForQuota",
+            PendingReason::ExceedsMaxQuota => "ExceedsMaxQuota",
+            PendingReason::WaitingForPreemptedWorkloads => "WaitingForPreemptedWorkloads",
+            PendingReason::Misconfigured => "Misconfigured",
+            PendingReason::Suspended => "Suspended",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum QueueError {
+    #[error("{field}: {message}")]
+    Invalid { field: String, message: String },
+    #[error("workload {0} is already admitted")]
+    AlreadyAdmitted(WorkloadKey),
+    #[error("workload {0} is not admitted")]
+    NotAdmitted(WorkloadKey),
+    #[error(
+        "workload {new} replaces {old}, but {existing} is already the pending replacement in that chain; \
+         at most one replacement may be pending"
+    )]
+    ReplacementAlreadyPending {
+        old: WorkloadKey,
+        existing: WorkloadKey,
+        new: WorkloadKey,
+    },
+    #[error(
+        "workload {new} replaces {old}, which is itself pending; a replacement must name the admitted slice"
+    )]
+    ReplacesPending { old: WorkloadKey, new: WorkloadKey },
+    #[error(
+        "update of admitted workload {key} grows {fr} from {old} to {new}; growth needs a new workload slice"
+    )]
+    NotAShrink {
+        key: WorkloadKey,
+        fr: FlavorResource,
+        old: Amount,
+        new: Amount,
+    },
+    #[error("invalid quantity {value:?} in {field}: {message}")]
+    InvalidQuantity {
+        field: String,
+        value: String,
+        message: String,
+    },
+}
+
+impl QueueError {
+    /// Low-cardinality label for metrics.
+    pub fn category(&self) -> &'static str {
+        match self {
+            QueueError::Invalid { .. } | QueueError::InvalidQuantity { .. } => "invalid",
+            QueueError::AlreadyAdmitted(_) | QueueError::NotAdmitted(_) => "state",
+            QueueError::ReplacementAlreadyPending { .. } | QueueError::ReplacesPending { .. } => {
+                "slice"
+            }
+            QueueError::NotAShrink { .. } => "slice",
+        }
+    }
+
+    pub(crate) fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        QueueError::Invalid {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}

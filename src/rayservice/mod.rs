@@ -3,3 +3,5 @@
 
 pub mod cluster;
 pub mod dashboard;
+pub mod clusterctl;
+pub mod service;

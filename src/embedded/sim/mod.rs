@@ -1,1 +1,70 @@
-//! Simulated cluster components.
+//! Simulated cluster components. Each is a small kube-runtime controller that talks to the API through
+//! a `kube::Client`, like the real component would; each can be switched off, delays are configurable.
+//! (The Ray dashboard simulator lives in `embedded::raysim`.)
+
+pub mod endpoints;
+pub mod gateway;
+pub mod node;
+
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Which simulators run, and how.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    pub node: Option<node::NodeAgentConfig>,
+    pub gateway: Option<gateway::GatewayConfig>,
+    pub endpoints: bool,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig { node: Some(node::NodeAgentConfig::default()), gateway: Some(gateway::GatewayConfig::default()), endpoints: true }
+    }
+}
+
+/// Starts the enabled simulators; they stop when `cancel` fires.
+pub fn spawn(client: kube::Client, config: &SimConfig, cancel: CancellationToken) -> Vec<JoinHandle<()>> {
+    let mut handles = Vec::new();
+    if let Some(n) = &config.node {
+        handles.push(tokio::spawn(until(cancel.clone(), node::run(client.clone(), n.clone()))));
+    }
+    if let Some(g) = &config.gateway {
+        handles.push(tokio::spawn(until(cancel.clone(), gateway::run(client.clone(), g.clone()))));
+    }
+    if config.endpoints {
+        handles.push(tokio::spawn(until(cancel.clone(), endpoints::run(client.clone()))));
+    }
+    handles
+}
+
+async fn until(cancel: CancellationToken, fut: impl std::future::Future<Output = ()>) {
+    tokio::select! {
+        _ = cancel.cancelled() => {}
+        _ = fut => {}
+    }
+}
+
+/// Retry delay after a failed reconcile (the API said no; try again soon).
+pub(crate) const RETRY: Duration = Duration::from_millis(200);
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("kube API: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+pub(crate) fn condition(type_: &str, status: bool, reason: &str, message: &str, generation: Option<i64>) -> serde_json::Value {
+    let mut c = serde_json::json!({
+        "type": type_,
+        "status": if status { "True" } else { "False" },
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": super::meta::now_rfc3339(),
+    });
+    if let Some(g) = generation {
+        c["observedGeneration"] = serde_json::json!(g);
+    }
+    c
+}

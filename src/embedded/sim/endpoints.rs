@@ -1,0 +1,106 @@
+//! An endpoints controller: one EndpointSlice per Service with a selector (`<svc>-sim`, labelled
+//! `kubernetes.io/service-name`, owned by the Service), listing the matching pods that are Ready.
+
+use super::{RETRY, SimError};
+use crate::embedded::selector::{LabelReq, LabelSelector};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+pub const MANAGER: &str = "quotagate-sim-endpoints";
+
+fn pod_ready(p: &Pod) -> bool {
+    p.metadata.deletion_timestamp.is_none()
+        && p.status.as_ref().is_some_and(|s| {
+            s.pod_ip.as_deref().is_some_and(|ip| !ip.is_empty())
+                && s.conditions.iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True")
+        })
+}
+
+/// The desired slice for `svc` given every pod in its namespace; None when the Service has no selector.
+pub fn desired_slice(svc: &Service, pods: &[Pod]) -> Option<Value> {
+    let selector = svc.spec.as_ref()?.selector.as_ref().filter(|s| !s.is_empty())?;
+    let sel = LabelSelector(selector.iter().map(|(k, v)| LabelReq::Eq(k.clone(), v.clone())).collect());
+    let name = svc.metadata.name.clone()?;
+    let ns = svc.metadata.namespace.clone().unwrap_or_default();
+    let mut endpoints: Vec<Value> = pods
+        .iter()
+        .filter(|p| pod_ready(p) && sel.matches(&serde_json::to_value(&p.metadata).map(|m| json!({"metadata": m})).unwrap_or(Value::Null)))
+        .map(|p| {
+            let ip = p.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap_or_default();
+            json!({"addresses": [ip], "conditions": {"ready": true, "serving": true, "terminating": false},
+                   "nodeName": p.spec.as_ref().and_then(|s| s.node_name.clone()),
+                   "targetRef": {"kind": "Pod", "namespace": ns, "name": p.metadata.name, "uid": p.metadata.uid}})
+        })
+        .collect();
+    endpoints.sort_by_key(|e| e.pointer("/targetRef/name").and_then(Value::as_str).unwrap_or("").to_string());
+    let ports: Vec<Value> = svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.ports.as_ref())
+        .map(|ps| {
+            ps.iter()
+                .map(|p| {
+                    let target = p.target_port.as_ref().map(|t| match t {
+                        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(i) => *i,
+                        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(_) => p.port,
+                    });
+                    json!({"name": p.name.clone().unwrap_or_default(), "port": target.unwrap_or(p.port), "protocol": p.protocol.clone().unwrap_or("TCP".into())})
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": format!("{name}-sim"), "namespace": ns,
+                     "labels": {"kubernetes.io/service-name": name, "endpointslice.kubernetes.io/managed-by": MANAGER},
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": name, "uid": svc.metadata.uid, "controller": true, "blockOwnerDeletion": true}]},
+        "addressType": "IPv4",
+        "endpoints": endpoints,
+        "ports": ports,
+    }))
+}
+
+async fn reconcile(svc: Arc<Service>, client: Arc<kube::Client>) -> Result<Action, SimError> {
+    let ns = svc.metadata.namespace.clone().unwrap_or_default();
+    let pods: Vec<Pod> = Api::<Pod>::namespaced((*client).clone(), &ns).list(&ListParams::default()).await?.items;
+    let Some(slice) = desired_slice(&svc, &pods) else { return Ok(Action::await_change()) };
+    let name = slice.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+    let api: Api<EndpointSlice> = Api::namespaced((*client).clone(), &ns);
+    if let Some(current) = api.get_opt(&name).await? {
+        let cur = serde_json::to_value(&current).unwrap_or(Value::Null);
+        if cur.get("endpoints").unwrap_or(&json!([])) == &slice["endpoints"] && cur.get("ports") == slice.get("ports") {
+            return Ok(Action::await_change());
+        }
+    }
+    api.patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(slice)).await?;
+    Ok(Action::await_change())
+}
+
+fn error_policy(_: Arc<Service>, _: &SimError, _: Arc<kube::Client>) -> Action {
+    Action::requeue(RETRY)
+}
+
+pub async fn run(client: kube::Client) {
+    let ctrl = Controller::new(Api::<Service>::all(client.clone()), watcher::Config::default());
+    let services = ctrl.store();
+    // Any pod change may change any Service's slice in its namespace.
+    ctrl.watches(Api::<Pod>::all(client.clone()), watcher::Config::default(), move |pod: Pod| {
+        let ns = pod.metadata.namespace.clone();
+        services
+            .state()
+            .into_iter()
+            .filter(|s| s.metadata.namespace == ns)
+            .map(|s| ObjectRef::from_obj(&*s))
+            .collect::<Vec<_>>()
+    })
+    .run(reconcile, error_policy, Arc::new(client))
+    .for_each(|_| async {})
+    .await;
+}

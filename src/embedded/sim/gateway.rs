@@ -1,0 +1,198 @@
+//! A gateway controller: Gateways get Accepted/Programmed and an address; HTTPRoutes get, per parent,
+//! Accepted and ResolvedRefs (False with BackendNotFound while a backend Service is missing).
+
+use super::{RETRY, SimError, condition};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub const CONTROLLER_NAME: &str = "quotagate.io/sim-gateway";
+
+#[derive(Clone, Debug)]
+pub struct GatewayConfig {
+    /// From first sight of a Gateway to Programmed.
+    pub program_delay: Duration,
+    pub address: String,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        GatewayConfig { program_delay: Duration::ZERO, address: "10.96.0.100".into() }
+    }
+}
+
+fn resource(kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", kind), plural)
+}
+
+pub fn gateway_resource() -> ApiResource {
+    resource("Gateway", "gateways")
+}
+
+pub fn httproute_resource() -> ApiResource {
+    resource("HTTPRoute", "httproutes")
+}
+
+/// The Gateway status the simulator writes.
+pub fn gateway_status(gw: &Value, cfg: &GatewayConfig) -> Value {
+    let generation = gw.pointer("/metadata/generation").and_then(Value::as_i64);
+    let listeners: Vec<Value> = gw
+        .pointer("/spec/listeners")
+        .and_then(Value::as_array)
+        .map(|ls| {
+            ls.iter()
+                .map(|l| {
+                    json!({"name": l.get("name").cloned().unwrap_or(json!("")), "attachedRoutes": 0,
+                           "supportedKinds": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}],
+                           "conditions": [condition("Accepted", true, "Accepted", "", generation), condition("Programmed", true, "Programmed", "", generation)]})
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    json!({
+        "addresses": [{"type": "IPAddress", "value": cfg.address}],
+        "conditions": [condition("Accepted", true, "Accepted", "Accepted by the simulated gateway controller", generation),
+                       condition("Programmed", true, "Programmed", "Programmed by the simulated gateway controller", generation)],
+        "listeners": listeners,
+    })
+}
+
+/// The HTTPRoute status: one entry per parentRef; `missing` lists backend Services that do not exist.
+pub fn route_status(route: &Value, missing: &[String]) -> Value {
+    let generation = route.pointer("/metadata/generation").and_then(Value::as_i64);
+    let resolved = if missing.is_empty() {
+        condition("ResolvedRefs", true, "ResolvedRefs", "", generation)
+    } else {
+        condition("ResolvedRefs", false, "BackendNotFound", &format!("backend Service(s) not found: {}", missing.join(", ")), generation)
+    };
+    let parents: Vec<Value> = route
+        .pointer("/spec/parentRefs")
+        .and_then(Value::as_array)
+        .map(|ps| {
+            ps.iter()
+                .map(|p| json!({"parentRef": p, "controllerName": CONTROLLER_NAME,
+                                "conditions": [condition("Accepted", true, "Accepted", "", generation), resolved.clone()]}))
+                .collect()
+        })
+        .unwrap_or_default();
+    json!({"parents": parents})
+}
+
+fn backend_services(route: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for rule in route.pointer("/spec/rules").and_then(Value::as_array).into_iter().flatten() {
+        for b in rule.get("backendRefs").and_then(Value::as_array).into_iter().flatten() {
+            let kind = b.get("kind").and_then(Value::as_str).unwrap_or("Service");
+            if let (Some(name), "Service") = (b.get("name").and_then(Value::as_str), kind)
+                && !out.iter().any(|n| n == name)
+            {
+                out.push(name.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Writes `status` unless the stored one already has the same shape (ignoring timestamps).
+fn same_ignoring_time(a: Option<&Value>, b: &Value) -> bool {
+    fn strip(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(m.iter().filter(|(k, _)| *k != "lastTransitionTime").map(|(k, v)| (k.clone(), strip(v))).collect()),
+            Value::Array(a) => Value::Array(a.iter().map(strip).collect()),
+            other => other.clone(),
+        }
+    }
+    a.is_some_and(|a| strip(a) == strip(b))
+}
+
+struct Ctx {
+    client: kube::Client,
+    cfg: GatewayConfig,
+}
+
+async fn reconcile_gateway(gw: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, SimError> {
+    let v = serde_json::to_value(&*gw).unwrap_or(Value::Null);
+    let status = gateway_status(&v, &ctx.cfg);
+    if same_ignoring_time(v.get("status"), &status) {
+        return Ok(Action::await_change());
+    }
+    if !ctx.cfg.program_delay.is_zero() && v.get("status").and_then(|s| s.get("conditions")).is_none() {
+        // First sight: come back once the gateway would be programmed.
+        let age = v
+            .pointer("/metadata/creationTimestamp")
+            .and_then(Value::as_str)
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+            .map(|t| Duration::from_secs((jiff::Timestamp::now().as_second() - t.as_second()).max(0) as u64))
+            .unwrap_or_default();
+        if age < ctx.cfg.program_delay {
+            return Ok(Action::requeue(ctx.cfg.program_delay - age));
+        }
+    }
+    let ns = gw.metadata.namespace.clone().unwrap_or_default();
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &gateway_resource());
+    api.patch_status(&gw.metadata.name.clone().unwrap_or_default(), &PatchParams::default(), &Patch::Merge(json!({"status": status})))
+        .await?;
+    Ok(Action::await_change())
+}
+
+async fn reconcile_route(route: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, SimError> {
+    let v = serde_json::to_value(&*route).unwrap_or(Value::Null);
+    let ns = route.metadata.namespace.clone().unwrap_or_default();
+    let svcs: Api<Service> = Api::namespaced(ctx.client.clone(), &ns);
+    let mut missing = Vec::new();
+    for name in backend_services(&v) {
+        if svcs.get_opt(&name).await?.is_none() {
+            missing.push(name);
+        }
+    }
+    let status = route_status(&v, &missing);
+    if !same_ignoring_time(v.get("status"), &status) {
+        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &httproute_resource());
+        api.patch_status(&route.metadata.name.clone().unwrap_or_default(), &PatchParams::default(), &Patch::Merge(json!({"status": status})))
+            .await?;
+    }
+    // Backends may appear later; look again while any is missing.
+    Ok(if missing.is_empty() { Action::await_change() } else { Action::requeue(Duration::from_secs(1)) })
+}
+
+fn error_policy(_: Arc<DynamicObject>, _: &SimError, _: Arc<Ctx>) -> Action {
+    Action::requeue(RETRY)
+}
+
+pub async fn run(client: kube::Client, cfg: GatewayConfig) {
+    let ctx = Arc::new(Ctx { client: client.clone(), cfg });
+    let gws = Controller::new_with(Api::<DynamicObject>::all_with(client.clone(), &gateway_resource()), watcher::Config::default(), gateway_resource())
+        .run(reconcile_gateway, error_policy, ctx.clone())
+        .for_each(|_| async {});
+    let routes = Controller::new_with(Api::<DynamicObject>::all_with(client, &httproute_resource()), watcher::Config::default(), httproute_resource())
+        .run(reconcile_route, error_policy, ctx)
+        .for_each(|_| async {});
+    futures::join!(gws, routes);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn route_status_per_parent() {
+        let route = json!({"metadata": {"generation": 3}, "spec": {"parentRefs": [{"name": "gw"}],
+                           "rules": [{"backendRefs": [{"name": "a", "weight": 90}, {"name": "b", "weight": 10}]}]}});
+        assert_eq!(backend_services(&route), ["a", "b"]);
+        let s = route_status(&route, &["b".into()]);
+        let conds = &s["parents"][0]["conditions"];
+        assert_eq!(s["parents"][0]["parentRef"]["name"], "gw");
+        assert_eq!((conds[0]["type"].as_str(), conds[0]["status"].as_str()), (Some("Accepted"), Some("True")));
+        assert_eq!((conds[1]["status"].as_str(), conds[1]["reason"].as_str()), (Some("False"), Some("BackendNotFound")));
+        assert_eq!(conds[1]["observedGeneration"], 3);
+        assert!(same_ignoring_time(Some(&s), &route_status(&route, &["b".into()])));
+        let g = gateway_status(&json!({"metadata": {"generation": 1}, "spec": {"listeners": [{"name": "http"}]}}), &GatewayConfig::default());
+        assert_eq!(g["conditions"][1]["type"], "Programmed");
+        assert_eq!(g["listeners"][0]["name"], "http");
+    }
+}

@@ -1,0 +1,333 @@
+//! Flavor assignment: per podset and resource group, flavors in ClusterQueue order, eligibility by
+//! node labels and taints, flavor fungibility, borrowing level; NoFit / Preempt / Fit with a reason.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::PendingReason;
+use super::amount::{Amount, FlavorResource, FrAmounts};
+use super::model::{
+    ClusterQueueModel, FlavorModel, FungibilityPolicy, FungibilityPreference, PodSetAssignment,
+    PodSetModel, ReclaimWithinCohort, ResourceGroup, TaintEffect, WithinClusterQueue,
+    WorkloadModel,
+};
+use super::tree::QuotaTree;
+
+/// Ordered worst to best: a podset's mode is its worst resource's, a workload's its worst podset's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Mode {
+    NoFit,
+    Preempt,
+    Fit,
+}
+
+/// A resource short in a flavor, kept to explain who holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shortfall {
+    pub fr: FlavorResource,
+    pub needed: Amount,
+    pub available: Amount,
+}
+
+#[derive(Clone, Debug)]
+pub struct Assignment {
+    pub podsets: Vec<PodSetAssignment>,
+    pub usage: FrAmounts,
+    pub mode: Mode,
+    /// Highest borrowing level over all resources; 0 means within the ClusterQueue's own quota.
+    pub borrowing: u32,
+    /// Resources (in their chosen flavors) that only fit after preemption.
+    pub preempt_frs: BTreeSet<FlavorResource>,
+    pub reason: PendingReason,
+    pub message: String,
+    pub shortfalls: Vec<Shortfall>,
+}
+
+pub struct AssignCtx<'a> {
+    pub tree: &'a QuotaTree,
+    pub cq_idx: usize,
+    pub cq: &'a ClusterQueueModel,
+    pub flavors: &'a BTreeMap<String, FlavorModel>,
+    /// resource -> flavor the replaced slice holds; a replacement must keep it.
+    pub forced: Option<&'a BTreeMap<String, String>>,
+}
+
+enum FitOutcome {
+    Fit(u32),
+    Preempt(u32),
+    NoFit(PendingReason, String, Option<Shortfall>),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Rank {
+    mode: Mode,
+    borrowing: u32,
+}
+
+impl Rank {
+    fn better_than(self, other: Rank, pref: FungibilityPreference) -> bool {
+        if self.mode == Mode::NoFit || other.mode == Mode::NoFit {
+            return self.mode > other.mode;
+        }
+        match pref {
+            FungibilityPreference::BorrowingOverPreemption => {
+                (self.mode, std::cmp::Reverse(self.borrowing))
+                    > (other.mode, std::cmp::Reverse(other.borrowing))
+            }
+            FungibilityPreference::PreemptionOverBorrowing => {
+                (std::cmp::Reverse(self.borrowing), self.mode)
+                    > (std::cmp::Reverse(other.borrowing), other.mode)
+            }
+        }
+    }
+}
+
+impl AssignCtx<'_> {
+    fn can_preempt(&self) -> bool {
+        self.cq.preemption.within_cluster_queue != WithinClusterQueue::Never
+            || (self.tree.nodes[self.cq_idx].parent.is_some()
+                && self.cq.preemption.reclaim_within_cohort != ReclaimWithinCohort::Never)
+    }
+
+    fn fits_quota(&self, fr: &FlavorResource, val: Amount) -> FitOutcome {
+        let max = self.tree.potential_available(self.cq_idx, fr);
+        if val > max {
+            let msg =
+                format!("insufficient quota for {fr}: request {val} > maximum capacity {max}");
+            return FitOutcome::NoFit(PendingReason::ExceedsMaxQuota, msg, None);
+        }
+        let level = self.tree.borrowing_level(self.cq_idx, fr, val);
+        let available = self.tree.available(self.cq_idx, fr);
+        if val <= available {
+            return FitOutcome::Fit(level);
+        }
+        let short = Shortfall {
+            fr: fr.clone(),
+            needed: val,
+            available: available.clamp_zero(),
+        };
+        if self.can_preempt() {
+            return FitOutcome::Preempt(level);
+        }
+        let msg = format!(
+            "insufficient unused quota for {fr}, {} more needed (requested {val}, available {})",
+            val - short.available,
+            short.available
+        );
+        FitOutcome::NoFit(PendingReason::WaitingForQuota, msg, Some(short))
+    }
+
+    fn eligible(
+        &self,
+        group: &ResourceGroup,
+        flavor: &str,
+        ps: &PodSetModel,
+    ) -> Result<(), String> {
+        let Some(f) = self.flavors.get(flavor) else {
+            return Err(format!("flavor {flavor} not found"));
+        };
+        for t in &f.node_taints {
+            if t.effect == TaintEffect::PreferNoSchedule {
+                continue;
+            }
+            let tolerated = ps
+                .tolerations
+                .iter()
+                .chain(&f.tolerations)
+                .any(|tol| tol.tolerates(t));
+            if !tolerated {
+                return Err(format!(
+                    "untolerated taint {{{}={}:{:?}}} in flavor {flavor}",
+                    t.key, t.value, t.effect
+                ));
+            }
+        }
+        // Only label keys that some flavor of this group defines constrain the choice.
+        let keys: BTreeSet<&String> = group
+            .flavors
+            .iter()
+            .filter_map(|fq| self.flavors.get(&fq.name))
+            .flat_map(|fm| fm.node_labels.keys())
+            .collect();
+        for (k, v) in &ps.node_selector {
+            if keys.contains(k) && f.node_labels.get(k) != Some(v) {
+                return Err(format!(
+                    "flavor {flavor} doesn't match node selector {k}={v}"
+                ));
+            }
+        }
+        if !ps.affinity_terms.is_empty() {
+            let any = ps.affinity_terms.iter().any(|term| {
+                term.iter()
+                    .filter(|r| keys.contains(&r.key))
+                    .all(|r| r.matches(&f.node_labels))
+            });
+            if !any {
+                return Err(format!("flavor {flavor} doesn't match node affinity"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Assigns flavors to every podset of `wl` against the tree as it is now.
+pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
+    let mut out = Assignment {
+        podsets: Vec::new(),
+        usage: FrAmounts::new(),
+        mode: Mode::Fit,
+        borrowing: 0,
+        preempt_frs: BTreeSet::new(),
+        reason: PendingReason::Pending,
+        message: String::new(),
+        shortfalls: Vec::new(),
+    };
+    let mut messages: Vec<String> = Vec::new();
+    let mut reasons: Vec<PendingReason> = Vec::new();
+    let fung = ctx.cq.flavor_fungibility;
+    for ps in &wl.podsets {
+        let mut psa = PodSetAssignment {
+            name: ps.name.clone(),
+            count: ps.count,
+            ..Default::default()
+        };
+        let requested: Vec<(&String, Amount)> = ps
+            .requests
+            .iter()
+            .map(|(r, _)| (r, ps.total(r)))
+            .filter(|(_, v)| *v > Amount::ZERO)
+            .collect();
+        let mut ps_mode = Mode::Fit;
+        for (r, _) in &requested {
+            if !ctx
+                .cq
+                .resource_groups
+                .iter()
+                .any(|g| g.covered_resources.contains(r))
+            {
+                ps_mode = Mode::NoFit;
+                reasons.push(PendingReason::NoMatchingFlavor);
+                messages.push(format!(
+                    "podset {}: resource {r} unavailable in ClusterQueue",
+                    ps.name
+                ));
+            }
+        }
+        for group in &ctx.cq.resource_groups {
+            let rs: Vec<&(&String, Amount)> = requested
+                .iter()
+                .filter(|(r, _)| group.covered_resources.contains(r))
+                .collect();
+            if rs.is_empty() {
+                continue;
+            }
+            let forced: Option<&String> = ctx
+                .forced
+                .and_then(|f| rs.iter().find_map(|(r, _)| f.get(r.as_str())));
+            let mut best: Option<(usize, Rank, Vec<FlavorResource>)> = None;
+            let mut notes: Vec<String> = Vec::new();
+            let mut group_reasons: Vec<PendingReason> = Vec::new();
+            let mut shorts: Vec<Shortfall> = Vec::new();
+            for (fi, fq) in group.flavors.iter().enumerate() {
+                if let Some(ff) = forced
+                    && *ff != fq.name
+                {
+                    notes.push(format!(
+                        "could not assign {} flavor since the original workload is assigned: {ff}",
+                        fq.name
+                    ));
+                    group_reasons.push(PendingReason::NoMatchingFlavor);
+                    continue;
+                }
+                if let Err(e) = ctx.eligible(group, &fq.name, ps) {
+                    notes.push(e);
+                    group_reasons.push(PendingReason::NoMatchingFlavor);
+                    continue;
+                }
+                let mut rank = Rank {
+                    mode: Mode::Fit,
+                    borrowing: 0,
+                };
+                let mut preempt = Vec::new();
+                for (r, v) in &rs {
+                    let fr = FlavorResource::new(&fq.name, r.as_str());
+                    let val = out.usage.get(&fr).copied().unwrap_or_default() + *v;
+                    match ctx.fits_quota(&fr, val) {
+                        FitOutcome::Fit(l) => rank.borrowing = rank.borrowing.max(l),
+                        FitOutcome::Preempt(l) => {
+                            rank.borrowing = rank.borrowing.max(l);
+                            rank.mode = rank.mode.min(Mode::Preempt);
+                            preempt.push(fr);
+                        }
+                        FitOutcome::NoFit(reason, msg, short) => {
+                            rank.mode = Mode::NoFit;
+                            group_reasons.push(reason);
+                            notes.push(msg);
+                            shorts.extend(short);
+                        }
+                    }
+                }
+                if best
+                    .as_ref()
+                    .is_none_or(|(_, b, _)| rank.better_than(*b, fung.preference))
+                {
+                    best = Some((fi, rank, preempt));
+                }
+                let stop = match rank.mode {
+                    Mode::Fit => {
+                        rank.borrowing == 0
+                            || fung.when_can_borrow == FungibilityPolicy::MayStopSearch
+                    }
+                    Mode::Preempt => fung.when_can_preempt == FungibilityPolicy::MayStopSearch,
+                    Mode::NoFit => false,
+                };
+                if stop {
+                    break;
+                }
+            }
+            match best {
+                Some((fi, rank, preempt)) if rank.mode != Mode::NoFit => {
+                    let fname = &group.flavors[fi].name;
+                    for (r, v) in &rs {
+                        psa.flavors.insert((*r).clone(), fname.clone());
+                        psa.resource_usage.insert((*r).clone(), *v);
+                        *out.usage
+                            .entry(FlavorResource::new(fname, r.as_str()))
+                            .or_default() += *v;
+                    }
+                    out.preempt_frs.extend(preempt);
+                    out.borrowing = out.borrowing.max(rank.borrowing);
+                    ps_mode = ps_mode.min(rank.mode);
+                }
+                _ => {
+                    ps_mode = Mode::NoFit;
+                    if notes.is_empty() {
+                        notes.push("no flavor in the resource group".to_string());
+                        group_reasons.push(PendingReason::NoMatchingFlavor);
+                    }
+                    messages.push(format!(
+                        "couldn't assign flavors to podset {}: {}",
+                        ps.name,
+                        notes.join(", ")
+                    ));
+                    reasons.extend(group_reasons);
+                    out.shortfalls.extend(shorts);
+                }
+            }
+        }
+        out.mode = out.mode.min(ps_mode);
+        out.podsets.push(psa);
+    }
+    if out.mode == Mode::NoFit {
+        // The most actionable reason wins: quota that may free up, then capacity, then labels.
+        out.reason = [
+            PendingReason::WaitingForQuota,
+            PendingReason::ExceedsMaxQuota,
+            PendingReason::NoMatchingFlavor,
+        ]
+        .into_iter()
+        .find(|r| reasons.contains(r))
+        .unwrap_or(PendingReason::NoMatchingFlavor);
+        out.message = messages.join("; ");
+    }
+    out
+}

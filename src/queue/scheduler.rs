@@ -1,0 +1,1142 @@
+//! `AdmissionCore`: the state (models, quota tree, queues, admitted workloads) and the
+//! scheduling cycle over it.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use super::amount::{Amount, FlavorResource, FrAmounts, add_into};
+use super::flavor::{AssignCtx, Assignment, Mode, Shortfall, assign};
+use super::model::{
+    Admission, ClusterQueueModel, CohortModel, FlavorModel, QueueingStrategy, StopPolicy,
+    WorkloadKey, WorkloadModel,
+};
+use super::pending::{OrderKey, PendingQueue};
+use super::preemption::{Candidate, PreemptedReason, Preemptor, find_targets};
+use super::tree::QuotaTree;
+use super::{PendingReason, QueueError};
+
+#[derive(Clone, Debug)]
+pub(super) struct AdmittedWorkload {
+    pub model: WorkloadModel,
+    pub admission: Admission,
+    pub usage: FrAmounts,
+    pub admitted_at: i64,
+    pub evicting: bool,
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct PendingWorkload {
+    pub model: WorkloadModel,
+    pub order: OrderKey,
+    pub reason: PendingReason,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdmissionResult {
+    pub key: WorkloadKey,
+    pub admission: Admission,
+    /// The slice this admission replaces (reported finished in `CycleResult::finished_slices`).
+    pub replaced: Option<WorkloadKey>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EvictionReason {
+    Preempted(PreemptedReason),
+    ClusterQueueStopped,
+}
+
+impl EvictionReason {
+    /// Kueue's `Evicted` condition reason.
+    pub fn evicted_reason(&self) -> &'static str {
+        match self {
+            EvictionReason::Preempted(_) => "Preempted",
+            EvictionReason::ClusterQueueStopped => "ClusterQueueStopped",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Eviction {
+    pub key: WorkloadKey,
+    pub reason: EvictionReason,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingStatus {
+    pub key: WorkloadKey,
+    pub reason: PendingReason,
+    pub message: String,
+}
+
+/// A slice finished because its replacement was admitted (`Finished`, reason `WorkloadSliceReplaced`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FinishedSlice {
+    pub key: WorkloadKey,
+    pub replaced_by: WorkloadKey,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct CycleResult {
+    pub admissions: Vec<AdmissionResult>,
+    pub evictions: Vec<Eviction>,
+    pub pending: Vec<PendingStatus>,
+    pub finished_slices: Vec<FinishedSlice>,
+    /// Workloads evaluated in this cycle (admission attempts).
+    pub attempts: usize,
+}
+
+#[derive(Default)]
+pub struct AdmissionCore {
+    pub(super) cqs: BTreeMap<String, ClusterQueueModel>,
+    pub(super) cohorts: BTreeMap<String, CohortModel>,
+    pub(super) flavors: BTreeMap<String, FlavorModel>,
+    pub(super) tree: QuotaTree,
+    pub(super) queues: BTreeMap<String, PendingQueue>,
+    pub(super) pending: HashMap<WorkloadKey, PendingWorkload>,
+    pub(super) admitted: HashMap<WorkloadKey, AdmittedWorkload>,
+    pub(super) admitted_by_cq: BTreeMap<String, BTreeSet<WorkloadKey>>,
+    /// replaced (admitted) slice -> its pending replacement
+    pub(super) replacements: HashMap<WorkloadKey, WorkloadKey>,
+    /// A workload that issued preemptions is retried first in its ClusterQueue, so others
+    /// don't take the quota its victims free.
+    waiting_preemptor: HashMap<String, WorkloadKey>,
+    dirty_roots: BTreeSet<String>,
+    requeue_everything: bool,
+}
+
+struct Entry {
+    order: OrderKey,
+    cq: String,
+    cq_idx: usize,
+    assignment: Assignment,
+}
+
+#[derive(Default)]
+struct Cursor {
+    first: Option<OrderKey>,
+    after: Option<OrderKey>,
+    retry: Option<OrderKey>,
+    done: bool,
+    /// The head that stopped this ClusterQueue for the cycle (StrictFIFO or a preemptor).
+    blocked_by: Option<WorkloadKey>,
+}
+
+fn validate_groups(
+    field: &str,
+    groups: &[super::model::ResourceGroup],
+    has_parent: bool,
+) -> Result<(), QueueError> {
+    for (gi, g) in groups.iter().enumerate() {
+        for (fi, f) in g.flavors.iter().enumerate() {
+            let covered: BTreeSet<&String> = g.covered_resources.iter().collect();
+            let listed: BTreeSet<&String> = f.resources.keys().collect();
+            if covered != listed {
+                return Err(QueueError::invalid(
+                    format!("{field}.resourceGroups[{gi}].flavors[{fi}].resources"),
+                    format!(
+                        "flavor {} must list exactly the covered resources {covered:?}",
+                        f.name
+                    ),
+                ));
+            }
+            for (r, q) in &f.resources {
+                let path = format!("{field}.resourceGroups[{gi}].flavors[{fi}].resources[{r}]");
+                if q.nominal < Amount::ZERO {
+                    return Err(QueueError::invalid(
+                        format!("{path}.nominalQuota"),
+                        "must be non-negative",
+                    ));
+                }
+                if q.borrowing_limit.is_some_and(|b| b < Amount::ZERO) {
+                    return Err(QueueError::invalid(
+                        format!("{path}.borrowingLimit"),
+                        "must be non-negative",
+                    ));
+                }
+                if q.lending_limit.is_some_and(|b| b < Amount::ZERO) {
+                    return Err(QueueError::invalid(
+                        format!("{path}.lendingLimit"),
+                        "must be non-negative",
+                    ));
+                }
+                if !has_parent && (q.borrowing_limit.is_some() || q.lending_limit.is_some()) {
+                    return Err(QueueError::invalid(
+                        format!("{path}.borrowingLimit"),
+                        "borrowingLimit and lendingLimit need a cohort (parent)",
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn usage_of_admission(a: &Admission) -> FrAmounts {
+    let mut u = FrAmounts::new();
+    for ps in &a.pod_set_assignments {
+        for (r, v) in &ps.resource_usage {
+            if let Some(f) = ps.flavors.get(r) {
+                *u.entry(FlavorResource::new(f, r)).or_default() += *v;
+            }
+        }
+    }
+    u
+}
+
+impl AdmissionCore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    // ---- configuration ----
+
+    pub fn upsert_cluster_queue(&mut self, cq: ClusterQueueModel) -> Result<(), QueueError> {
+        let has_cohort = cq.cohort.as_ref().is_some_and(|c| !c.is_empty());
+        validate_groups("spec", &cq.resource_groups, has_cohort)?;
+        self.queues.entry(cq.name.clone()).or_default();
+        self.cqs.insert(cq.name.clone(), cq);
+        self.rebuild();
+        Ok(())
+    }
+
+    pub fn delete_cluster_queue(&mut self, name: &str) {
+        if self.cqs.remove(name).is_some() {
+            self.rebuild();
+        }
+    }
+
+    pub fn upsert_cohort(&mut self, c: CohortModel) -> Result<(), QueueError> {
+        let has_parent = c.parent.as_ref().is_some_and(|p| !p.is_empty());
+        validate_groups("spec", &c.resource_groups, has_parent)?;
+        self.cohorts.insert(c.name.clone(), c);
+        self.rebuild();
+        Ok(())
+    }
+
+    pub fn delete_cohort(&mut self, name: &str) {
+        if self.cohorts.remove(name).is_some() {
+            self.rebuild();
+        }
+    }
+
+    pub fn upsert_flavor(&mut self, f: FlavorModel) {
+        self.flavors.insert(f.name.clone(), f);
+        self.requeue_everything = true;
+    }
+
+    pub fn delete_flavor(&mut self, name: &str) {
+        self.flavors.remove(name);
+        self.requeue_everything = true;
+    }
+
+    /// Rebuilds the tree from the models and re-applies the usage of every admitted workload.
+    fn rebuild(&mut self) {
+        self.tree = QuotaTree::build(self.cqs.values(), &self.cohorts);
+        let mut keys: Vec<&WorkloadKey> = self.admitted.keys().collect();
+        keys.sort();
+        for k in keys {
+            let a = &self.admitted[k];
+            if let Some(i) = self.tree.cq(&a.admission.cluster_queue) {
+                self.tree.add_all(i, &a.usage);
+            }
+        }
+        self.requeue_everything = true;
+    }
+
+    // ---- workloads ----
+
+    fn validate_workload(w: &WorkloadModel) -> Result<(), QueueError> {
+        if w.podsets.is_empty() {
+            return Err(QueueError::invalid(
+                "spec.podSets",
+                "at least one podset is required",
+            ));
+        }
+        for (i, ps) in w.podsets.iter().enumerate() {
+            if ps.count < 0 {
+                return Err(QueueError::invalid(
+                    format!("spec.podSets[{i}].count"),
+                    "must be non-negative",
+                ));
+            }
+            for (r, v) in &ps.requests {
+                if *v < Amount::ZERO {
+                    return Err(QueueError::invalid(
+                        format!("spec.podSets[{i}].requests[{r}]"),
+                        "must be non-negative",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds or updates a pending workload.
+    pub fn add_workload(&mut self, w: WorkloadModel) -> Result<(), QueueError> {
+        Self::validate_workload(&w)?;
+        if self.admitted.contains_key(&w.key) {
+            return Err(QueueError::AlreadyAdmitted(w.key.clone()));
+        }
+        if let Some(old) = &w.replacement_for {
+            if self.pending.contains_key(old) {
+                return Err(QueueError::ReplacesPending {
+                    old: old.clone(),
+                    new: w.key.clone(),
+                });
+            }
+            if let Some(existing) = self.replacements.get(old)
+                && *existing != w.key
+            {
+                return Err(QueueError::ReplacementAlreadyPending {
+                    old: old.clone(),
+                    existing: existing.clone(),
+                    new: w.key.clone(),
+                });
+            }
+        }
+        self.remove_pending(&w.key);
+        if let Some(old) = &w.replacement_for {
+            self.replacements.insert(old.clone(), w.key.clone());
+        }
+        let order = OrderKey::of(&w);
+        self.queues
+            .entry(w.cluster_queue.clone())
+            .or_default()
+            .push(order.clone());
+        self.pending.insert(
+            w.key.clone(),
+            PendingWorkload {
+                model: w,
+                order,
+                reason: PendingReason::Pending,
+                message: String::new(),
+            },
+        );
+        Ok(())
+    }
+
+    fn remove_pending(&mut self, key: &WorkloadKey) -> Option<PendingWorkload> {
+        let p = self.pending.remove(key)?;
+        if let Some(q) = self.queues.get_mut(&p.model.cluster_queue) {
+            q.remove(&p.order);
+        }
+        if let Some(old) = &p.model.replacement_for
+            && self.replacements.get(old) == Some(key)
+        {
+            self.replacements.remove(old);
+        }
+        if self.waiting_preemptor.get(&p.model.cluster_queue) == Some(key) {
+            self.waiting_preemptor.remove(&p.model.cluster_queue);
+        }
+        Some(p)
+    }
+
+    /// Records a workload admitted outside this core's cycle (e.g. read back from Workload status
+    /// after a restart). Its usage counts even if it exceeds today's quota.
+    pub fn record_admitted(
+        &mut self,
+        w: WorkloadModel,
+        admission: Admission,
+        admitted_at: i64,
+    ) -> Result<(), QueueError> {
+        Self::validate_workload(&w)?;
+        self.remove_pending(&w.key);
+        self.release(&w.key);
+        let usage = usage_of_admission(&admission);
+        if let Some(i) = self.tree.cq(&admission.cluster_queue) {
+            self.tree.add_all(i, &usage);
+        }
+        self.admitted_by_cq
+            .entry(admission.cluster_queue.clone())
+            .or_default()
+            .insert(w.key.clone());
+        self.admitted.insert(
+            w.key.clone(),
+            AdmittedWorkload {
+                model: w,
+                admission,
+                usage,
+                admitted_at,
+                evicting: false,
+            },
+        );
+        Ok(())
+    }
+
+    /// Releases the quota of a finished, evicted or deleted admitted workload. Returns whether it was admitted.
+    pub fn release(&mut self, key: &WorkloadKey) -> bool {
+        let Some(a) = self.admitted.remove(key) else {
+            return false;
+        };
+        if let Some(i) = self.tree.cq(&a.admission.cluster_queue) {
+            self.tree.remove_all(i, &a.usage);
+            let root = self.tree.root(i);
+            self.dirty_roots.insert(self.tree.nodes[root].name.clone());
+        }
+        if let Some(s) = self.admitted_by_cq.get_mut(&a.admission.cluster_queue) {
+            s.remove(key);
+        }
+        true
+    }
+
+    /// Removes a workload wherever it is (pending or admitted).
+    pub fn delete_workload(&mut self, key: &WorkloadKey) -> bool {
+        let was_pending = self.remove_pending(key).is_some();
+        self.release(key) || was_pending
+    }
+
+    /// Applies a scale-down of an admitted workload in place, keeping its flavors, and frees the
+    /// difference at once. Growth is refused: it needs a new slice.
+    pub fn shrink_admitted(&mut self, w: WorkloadModel) -> Result<Admission, QueueError> {
+        Self::validate_workload(&w)?;
+        let Some(a) = self.admitted.get(&w.key) else {
+            return Err(QueueError::NotAdmitted(w.key.clone()));
+        };
+        let mut any_flavor: BTreeMap<&String, &String> = BTreeMap::new();
+        for ps in &a.admission.pod_set_assignments {
+            for (r, f) in &ps.flavors {
+                any_flavor.entry(r).or_insert(f);
+            }
+        }
+        let mut admission = Admission {
+            cluster_queue: a.admission.cluster_queue.clone(),
+            pod_set_assignments: vec![],
+        };
+        for (i, ps) in w.podsets.iter().enumerate() {
+            let old_ps = a
+                .admission
+                .pod_set_assignments
+                .iter()
+                .find(|p| p.name == ps.name);
+            let mut psa = super::model::PodSetAssignment {
+                name: ps.name.clone(),
+                count: ps.count,
+                ..Default::default()
+            };
+            for r in ps.requests.keys() {
+                let total = ps.total(r);
+                if total <= Amount::ZERO {
+                    continue;
+                }
+                let f = old_ps
+                    .and_then(|p| p.flavors.get(r))
+                    .or_else(|| any_flavor.get(r).copied());
+                let Some(f) = f else {
+                    return Err(QueueError::invalid(
+                        format!("spec.podSets[{i}].requests[{r}]"),
+                        format!("resource {r} was not admitted for workload {}", w.key),
+                    ));
+                };
+                psa.flavors.insert(r.clone(), f.clone());
+                psa.resource_usage.insert(r.clone(), total);
+            }
+            admission.pod_set_assignments.push(psa);
+        }
+        let usage = usage_of_admission(&admission);
+        for (fr, v) in &usage {
+            let old = a.usage.get(fr).copied().unwrap_or_default();
+            if *v > old {
+                return Err(QueueError::NotAShrink {
+                    key: w.key.clone(),
+                    fr: fr.clone(),
+                    old,
+                    new: *v,
+                });
+            }
+        }
+        let old_usage = a.usage.clone();
+        if let Some(i) = self.tree.cq(&admission.cluster_queue) {
+            self.tree.remove_all(i, &old_usage);
+            self.tree.add_all(i, &usage);
+            let root = self.tree.root(i);
+            self.dirty_roots.insert(self.tree.nodes[root].name.clone());
+        }
+        if let Some(a) = self.admitted.get_mut(&w.key) {
+            a.model = w;
+            a.admission = admission.clone();
+            a.usage = usage;
+        }
+        Ok(admission)
+    }
+
+    // ---- queries ----
+
+    pub fn is_admitted(&self, key: &WorkloadKey) -> bool {
+        self.admitted.contains_key(key)
+    }
+
+    pub fn admission(&self, key: &WorkloadKey) -> Option<&Admission> {
+        self.admitted.get(key).map(|a| &a.admission)
+    }
+
+    pub fn pending_reason(&self, key: &WorkloadKey) -> Option<(PendingReason, &str)> {
+        self.pending
+            .get(key)
+            .map(|p| (p.reason, p.message.as_str()))
+    }
+
+    pub fn pending_count(&self) -> usize {
+        self.pending.len()
+    }
+
+    pub fn admitted_keys(&self) -> Vec<WorkloadKey> {
+        let mut v: Vec<WorkloadKey> = self.admitted.keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    pub fn pending_keys(&self) -> Vec<WorkloadKey> {
+        let mut v: Vec<WorkloadKey> = self.pending.keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// Total admitted usage per (flavor, resource) of one ClusterQueue.
+    pub fn cq_usage(&self, cq: &str) -> FrAmounts {
+        let mut u = FrAmounts::new();
+        for k in self.admitted_by_cq.get(cq).into_iter().flatten() {
+            if let Some(a) = self.admitted.get(k) {
+                add_into(&mut u, &a.usage);
+            }
+        }
+        u
+    }
+
+    pub fn tree(&self) -> &QuotaTree {
+        &self.tree
+    }
+
+    /// Why a ClusterQueue cannot admit, if it cannot.
+    pub fn inactive_reason(&self, cq: &str) -> Option<(PendingReason, String)> {
+        let Some(model) = self.cqs.get(cq) else {
+            return Some((
+                PendingReason::Misconfigured,
+                format!("ClusterQueue {cq} doesn't exist"),
+            ));
+        };
+        let idx = self.tree.cq(cq)?;
+        if let Some(r) = self.tree.disabled_reason(idx) {
+            return Some((
+                PendingReason::Misconfigured,
+                format!("ClusterQueue {cq} is inactive: {r}"),
+            ));
+        }
+        for g in &model.resource_groups {
+            for f in &g.flavors {
+                if !self.flavors.contains_key(&f.name) {
+                    return Some((
+                        PendingReason::Misconfigured,
+                        format!("ClusterQueue {cq} is inactive: flavor {} not found", f.name),
+                    ));
+                }
+            }
+        }
+        if model.stop_policy != StopPolicy::None {
+            return Some((
+                PendingReason::Suspended,
+                format!("ClusterQueue {cq} is stopped ({:?})", model.stop_policy),
+            ));
+        }
+        None
+    }
+
+    // ---- the cycle ----
+
+    fn apply_requeues(&mut self) {
+        if std::mem::take(&mut self.requeue_everything) {
+            self.dirty_roots.clear();
+            for q in self.queues.values_mut() {
+                q.requeue_all();
+            }
+            return;
+        }
+        let dirty = std::mem::take(&mut self.dirty_roots);
+        if dirty.is_empty() {
+            return;
+        }
+        for (name, q) in self.queues.iter_mut() {
+            let root = self
+                .tree
+                .cq(name)
+                .map(|i| self.tree.nodes[self.tree.root(i)].name.as_str());
+            if root.is_some_and(|r| dirty.contains(r)) {
+                q.requeue_all();
+            }
+        }
+    }
+
+    fn drain_stopped(&mut self, res: &mut CycleResult) {
+        for (name, cq) in &self.cqs {
+            if cq.stop_policy != StopPolicy::HoldAndDrain {
+                continue;
+            }
+            for k in self.admitted_by_cq.get(name).into_iter().flatten() {
+                if let Some(a) = self.admitted.get_mut(k)
+                    && !a.evicting
+                {
+                    a.evicting = true;
+                    res.evictions.push(Eviction {
+                        key: k.clone(),
+                        reason: EvictionReason::ClusterQueueStopped,
+                        message: format!("The ClusterQueue {name} is stopped"),
+                    });
+                }
+            }
+        }
+    }
+
+    /// One scheduling cycle at time `now`: every ClusterQueue's heads are evaluated in rounds
+    /// against the live quota tree until none is left to try, so several workloads per
+    /// ClusterQueue can be admitted in one cycle while StrictFIFO order is kept.
+    pub fn schedule_cycle(&mut self, now: i64) -> CycleResult {
+        let mut res = CycleResult::default();
+        self.apply_requeues();
+        self.drain_stopped(&mut res);
+        let mut attempted: BTreeSet<WorkloadKey> = BTreeSet::new();
+        let mut cursors: BTreeMap<String, Cursor> = BTreeMap::new();
+        let names: Vec<String> = self
+            .queues
+            .iter()
+            .filter(|(_, q)| q.active_len() > 0)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in names {
+            if let Some((reason, message)) = self.inactive_reason(&name) {
+                self.park_whole_queue(&name, reason, &message, &mut attempted);
+                continue;
+            }
+            let first = self
+                .waiting_preemptor
+                .get(&name)
+                .and_then(|k| self.pending.get(k))
+                .map(|p| p.order.clone());
+            cursors.insert(
+                name,
+                Cursor {
+                    first,
+                    ..Default::default()
+                },
+            );
+        }
+        let mut cycle_targets: HashSet<WorkloadKey> = HashSet::new();
+        loop {
+            let mut entries: Vec<Entry> = Vec::new();
+            for (name, cur) in cursors.iter_mut() {
+                if cur.done {
+                    continue;
+                }
+                let head = if let Some(r) = cur.retry.take() {
+                    Some(r)
+                } else if let Some(f) = cur.first.take() {
+                    Some(f)
+                } else {
+                    let q = &self.queues[name];
+                    let mut h = q.next_after(cur.after.as_ref()).cloned();
+                    while let Some(k) = &h {
+                        if !attempted.contains(&k.key) {
+                            break;
+                        }
+                        h = q.next_after(Some(k)).cloned();
+                    }
+                    if let Some(k) = &h {
+                        cur.after = Some(k.clone());
+                    }
+                    h
+                };
+                let Some(head) = head else {
+                    cur.done = true;
+                    continue;
+                };
+                res.attempts += 1;
+                match self.nominate(&head) {
+                    Ok(e) => entries.push(e),
+                    Err((reason, message)) => {
+                        attempted.insert(head.key.clone());
+                        // Misconfiguration does not block StrictFIFO: the workload cannot be admitted here at all.
+                        self.set_pending(&head.key, reason, message, true);
+                    }
+                }
+            }
+            if entries.is_empty() {
+                if cursors.values().all(|c| c.done) {
+                    break;
+                }
+                continue;
+            }
+            entries.sort_by(|a, b| {
+                let ka = (a.assignment.borrowing > 0, &a.order);
+                let kb = (b.assignment.borrowing > 0, &b.order);
+                ka.cmp(&kb)
+            });
+            for e in entries {
+                self.process(
+                    e,
+                    now,
+                    &mut cursors,
+                    &mut attempted,
+                    &mut cycle_targets,
+                    &mut res,
+                );
+            }
+        }
+        self.explain_blocked(&cursors, &mut attempted);
+        for k in &attempted {
+            if let Some(p) = self.pending.get(k) {
+                res.pending.push(PendingStatus {
+                    key: k.clone(),
+                    reason: p.reason,
+                    message: p.message.clone(),
+                });
+            }
+        }
+        res
+    }
+
+    /// Workloads never evaluated because their ClusterQueue's head blocked still get a reason,
+    /// once (they keep it until evaluated).
+    fn explain_blocked(
+        &mut self,
+        cursors: &BTreeMap<String, Cursor>,
+        reported: &mut BTreeSet<WorkloadKey>,
+    ) {
+        for (name, cur) in cursors {
+            let Some(blocker) = &cur.blocked_by else {
+                continue;
+            };
+            let Some(q) = self.queues.get(name) else {
+                continue;
+            };
+            let mut unexplained = Vec::new();
+            let mut at = None;
+            while let Some(k) = q.next_after(at.as_ref()).cloned() {
+                if &k.key != blocker
+                    && self
+                        .pending
+                        .get(&k.key)
+                        .is_some_and(|p| p.reason == PendingReason::Pending && p.message.is_empty())
+                {
+                    unexplained.push(k.key.clone());
+                }
+                at = Some(k);
+            }
+            for k in unexplained {
+                if let Some(p) = self.pending.get_mut(&k) {
+                    p.message =
+                        format!("waiting behind {blocker}, the head of ClusterQueue {name}");
+                    reported.insert(k);
+                }
+            }
+        }
+    }
+
+    fn park_whole_queue(
+        &mut self,
+        name: &str,
+        reason: PendingReason,
+        message: &str,
+        attempted: &mut BTreeSet<WorkloadKey>,
+    ) {
+        let mut keys = Vec::new();
+        if let Some(q) = self.queues.get(name) {
+            let mut cur = None;
+            while let Some(k) = q.next_after(cur.as_ref()).cloned() {
+                keys.push(k.clone());
+                cur = Some(k);
+            }
+        }
+        for k in keys {
+            attempted.insert(k.key.clone());
+            self.set_pending(&k.key, reason, message.to_string(), true);
+        }
+    }
+
+    /// Records a pending reason; `park` moves the workload to the inadmissible set.
+    fn set_pending(
+        &mut self,
+        key: &WorkloadKey,
+        reason: PendingReason,
+        message: String,
+        park: bool,
+    ) {
+        let Some(p) = self.pending.get_mut(key) else {
+            return;
+        };
+        p.reason = reason;
+        p.message = message;
+        if park && let Some(q) = self.queues.get_mut(&p.model.cluster_queue) {
+            q.park(&p.order);
+        }
+    }
+
+    /// The admitted slice a pending replacement replaces, when it is admitted in the same ClusterQueue.
+    fn replaced_slice(&self, w: &WorkloadModel) -> Option<&AdmittedWorkload> {
+        let old = self.admitted.get(w.replacement_for.as_ref()?)?;
+        (old.admission.cluster_queue == w.cluster_queue).then_some(old)
+    }
+
+    fn nominate(&mut self, head: &OrderKey) -> Result<Entry, (PendingReason, String)> {
+        let p = self.pending.get(&head.key).ok_or((
+            PendingReason::Misconfigured,
+            "workload vanished".to_string(),
+        ))?;
+        let w = &p.model;
+        let cq_name = w.cluster_queue.clone();
+        let (Some(cq), Some(cq_idx)) = (self.cqs.get(&cq_name), self.tree.cq(&cq_name)) else {
+            return Err((
+                PendingReason::Misconfigured,
+                format!("ClusterQueue {cq_name} doesn't exist"),
+            ));
+        };
+        let ns_ok = cq
+            .namespace_selector
+            .as_ref()
+            .is_some_and(|s| s.matches(&w.namespace_labels));
+        if !ns_ok {
+            return Err((
+                PendingReason::Misconfigured,
+                format!(
+                    "Workload namespace {} doesn't match ClusterQueue {cq_name} namespaceSelector",
+                    w.key.namespace
+                ),
+            ));
+        }
+        let old = self
+            .replaced_slice(w)
+            .map(|o| (o.usage.clone(), forced_flavors(&o.admission)));
+        if let Some((u, _)) = &old {
+            self.tree.remove_all(cq_idx, u);
+        }
+        let ctx = AssignCtx {
+            tree: &self.tree,
+            cq_idx,
+            cq,
+            flavors: &self.flavors,
+            forced: old.as_ref().map(|(_, f)| f),
+        };
+        let assignment = assign(&ctx, w);
+        if let Some((u, _)) = &old {
+            self.tree.add_all(cq_idx, u);
+        }
+        Ok(Entry {
+            order: head.clone(),
+            cq: cq_name,
+            cq_idx,
+            assignment,
+        })
+    }
+
+    fn process(
+        &mut self,
+        e: Entry,
+        now: i64,
+        cursors: &mut BTreeMap<String, Cursor>,
+        attempted: &mut BTreeSet<WorkloadKey>,
+        cycle_targets: &mut HashSet<WorkloadKey>,
+        res: &mut CycleResult,
+    ) {
+        let strict = self
+            .cqs
+            .get(&e.cq)
+            .is_some_and(|c| c.queueing_strategy == QueueingStrategy::StrictFifo);
+        let key = e.order.key.clone();
+        let old = self
+            .pending
+            .get(&key)
+            .and_then(|p| self.replaced_slice(&p.model))
+            .map(|o| (o.model.key.clone(), o.usage.clone()));
+        match e.assignment.mode {
+            Mode::NoFit => {
+                attempted.insert(key.clone());
+                let msg = self.explain(
+                    &e.cq,
+                    e.cq_idx,
+                    &e.assignment.message,
+                    &e.assignment.shortfalls,
+                );
+                self.fail(&key, e.assignment.reason, msg, strict, cursors, &e.cq);
+            }
+            Mode::Preempt => {
+                attempted.insert(key.clone());
+                if let Some((_, u)) = &old {
+                    self.tree.remove_all(e.cq_idx, u);
+                }
+                let targets = self.preemption_targets(&e, old.as_ref().map(|(k, _)| k));
+                if let Some((_, u)) = &old {
+                    self.tree.add_all(e.cq_idx, u);
+                }
+                if targets.is_empty() {
+                    let shorts: Vec<Shortfall> = e
+                        .assignment
+                        .preempt_frs
+                        .iter()
+                        .map(|fr| Shortfall {
+                            fr: fr.clone(),
+                            needed: e.assignment.usage.get(fr).copied().unwrap_or_default(),
+                            available: self.tree.available(e.cq_idx, fr).clamp_zero(),
+                        })
+                        .collect();
+                    let msg = self.explain(
+                        &e.cq,
+                        e.cq_idx,
+                        "insufficient unused quota and no workload can be preempted",
+                        &shorts,
+                    );
+                    self.fail(
+                        &key,
+                        PendingReason::WaitingForQuota,
+                        msg,
+                        strict,
+                        cursors,
+                        &e.cq,
+                    );
+                    return;
+                }
+                if let Some(c) = cursors.get_mut(&e.cq) {
+                    c.done = true;
+                    c.blocked_by = Some(key.clone());
+                }
+                if targets.iter().any(|t| cycle_targets.contains(&t.key)) {
+                    // Another preemptor of this cycle already claimed these victims; retry next cycle.
+                    self.set_pending(
+                        &key,
+                        PendingReason::WaitingForQuota,
+                        "waiting for workloads preempted in this cycle".into(),
+                        false,
+                    );
+                    return;
+                }
+                let n = targets.len();
+                for t in targets {
+                    cycle_targets.insert(t.key.clone());
+                    if let Some(a) = self.admitted.get_mut(&t.key)
+                        && !a.evicting
+                    {
+                        a.evicting = true;
+                        res.evictions.push(Eviction {
+                            message: format!(
+                                "Preempted to accommodate a workload (UID: {}) due to {}",
+                                e.order.uid,
+                                preempt_text(t.reason)
+                            ),
+                            key: t.key,
+                            reason: EvictionReason::Preempted(t.reason),
+                        });
+                    }
+                }
+                self.waiting_preemptor.insert(e.cq.clone(), key.clone());
+                self.set_pending(
+                    &key,
+                    PendingReason::WaitingForPreemptedWorkloads,
+                    format!("Pending the preemption of {n} workload(s)"),
+                    false,
+                );
+            }
+            Mode::Fit => {
+                if let Some((_, u)) = &old {
+                    self.tree.remove_all(e.cq_idx, u);
+                }
+                if !self.tree.fits(e.cq_idx, &e.assignment.usage) {
+                    if let Some((_, u)) = &old {
+                        self.tree.add_all(e.cq_idx, u);
+                    }
+                    // Quota changed under it in this cycle: evaluate again in the next round.
+                    if let Some(c) = cursors.get_mut(&e.cq) {
+                        c.retry = Some(e.order.clone());
+                    }
+                    return;
+                }
+                attempted.insert(key.clone());
+                self.admit(e, old.map(|(k, _)| k), now, res);
+            }
+        }
+    }
+
+    fn fail(
+        &mut self,
+        key: &WorkloadKey,
+        reason: PendingReason,
+        msg: String,
+        strict: bool,
+        cursors: &mut BTreeMap<String, Cursor>,
+        cq: &str,
+    ) {
+        if self.waiting_preemptor.get(cq) == Some(key) {
+            self.waiting_preemptor.remove(cq);
+        }
+        if strict {
+            // The head keeps blocking newer workloads.
+            if let Some(c) = cursors.get_mut(cq) {
+                c.done = true;
+                c.blocked_by = Some(key.clone());
+            }
+            self.set_pending(key, reason, msg, false);
+        } else {
+            self.set_pending(key, reason, msg, true);
+        }
+    }
+
+    fn preemption_targets(
+        &mut self,
+        e: &Entry,
+        replaced: Option<&WorkloadKey>,
+    ) -> Vec<super::preemption::Target> {
+        let Some(p) = self.pending.get(&e.order.key) else {
+            return Vec::new();
+        };
+        let Some(cq) = self.cqs.get(&e.cq) else {
+            return Vec::new();
+        };
+        let root = self.tree.root(e.cq_idx);
+        let mut cands: Vec<Candidate<'_>> = Vec::new();
+        for ci in self.tree.cqs_under(root) {
+            let name = &self.tree.nodes[ci].name;
+            for k in self.admitted_by_cq.get(name).into_iter().flatten() {
+                if Some(k) == replaced {
+                    continue;
+                }
+                if let Some(a) = self.admitted.get(k) {
+                    cands.push(Candidate {
+                        key: k,
+                        cq_idx: ci,
+                        priority: a.model.priority,
+                        queue_timestamp: a.model.timestamp,
+                        admitted_at: a.admitted_at,
+                        uid: &a.model.uid,
+                        usage: &a.usage,
+                        evicting: a.evicting,
+                    });
+                }
+            }
+        }
+        let pre = Preemptor {
+            cq_idx: e.cq_idx,
+            cq,
+            priority: p.model.priority,
+            queue_timestamp: p.model.timestamp,
+            usage: &e.assignment.usage,
+            contested: &e.assignment.preempt_frs,
+        };
+        find_targets(&mut self.tree, &pre, &cands)
+    }
+
+    fn admit(&mut self, e: Entry, replaced: Option<WorkloadKey>, now: i64, res: &mut CycleResult) {
+        let Some(p) = self.remove_pending(&e.order.key) else {
+            return;
+        };
+        // The replaced slice's usage was removed by the caller; now it is gone for good.
+        if let Some(old) = &replaced {
+            if let Some(o) = self.admitted.remove(old)
+                && let Some(s) = self.admitted_by_cq.get_mut(&o.admission.cluster_queue)
+            {
+                s.remove(old);
+            }
+            res.finished_slices.push(FinishedSlice {
+                key: old.clone(),
+                replaced_by: e.order.key.clone(),
+            });
+        }
+        let admission = Admission {
+            cluster_queue: e.cq.clone(),
+            pod_set_assignments: e.assignment.podsets,
+        };
+        self.tree.add_all(e.cq_idx, &e.assignment.usage);
+        self.admitted_by_cq
+            .entry(e.cq.clone())
+            .or_default()
+            .insert(e.order.key.clone());
+        res.admissions.push(AdmissionResult {
+            key: e.order.key.clone(),
+            admission: admission.clone(),
+            replaced,
+        });
+        self.admitted.insert(
+            e.order.key,
+            AdmittedWorkload {
+                model: p.model,
+                admission,
+                usage: e.assignment.usage,
+                admitted_at: now,
+                evicting: false,
+            },
+        );
+    }
+
+    /// Appends who holds the short resources, so a person can act on the message.
+    fn explain(&self, cq: &str, cq_idx: usize, base: &str, shortfalls: &[Shortfall]) -> String {
+        let mut msg = base.to_string();
+        let mut seen: BTreeSet<&FlavorResource> = BTreeSet::new();
+        for s in shortfalls {
+            if !seen.insert(&s.fr) {
+                continue;
+            }
+            msg.push_str(&format!(
+                ". {}: needs {}, {} available, short by {}",
+                s.fr,
+                s.needed,
+                s.available,
+                s.needed - s.available
+            ));
+            let root = self.tree.root(cq_idx);
+            let mut holders: Vec<(Amount, &str)> = self
+                .tree
+                .cqs_under(root)
+                .into_iter()
+                .map(|i| (self.tree.usage(i, &s.fr), self.tree.nodes[i].name.as_str()))
+                .filter(|(u, _)| *u > Amount::ZERO)
+                .collect();
+            holders.sort_by_key(|(u, n)| (Reverse(*u), *n));
+            if holders.is_empty() {
+                continue;
+            }
+            let list: Vec<String> = holders
+                .iter()
+                .take(3)
+                .map(|(u, n)| format!("ClusterQueue {n} uses {u}"))
+                .collect();
+            msg.push_str(&format!("; held by {}", list.join(", ")));
+            if holders.len() > 3 {
+                msg.push_str(&format!(" and {} more", holders.len() - 3));
+            }
+            let mut own: Vec<(Amount, &WorkloadKey)> = self
+                .admitted_by_cq
+                .get(cq)
+                .into_iter()
+                .flatten()
+                .filter_map(|k| Some((self.admitted.get(k)?.usage.get(&s.fr).copied()?, k)))
+                .collect();
+            own.sort_by_key(|(u, k)| (Reverse(*u), *k));
+            if !own.is_empty() {
+                let list: Vec<String> = own
+                    .iter()
+                    .take(3)
+                    .map(|(u, k)| format!("{k} ({u})"))
+                    .collect();
+                msg.push_str(&format!("; in {cq}: {}", list.join(", ")));
+            }
+        }
+        msg
+    }
+}
+
+fn preempt_text(r: PreemptedReason) -> &'static str {
+    match r {
+        PreemptedReason::InClusterQueue => "prioritization in the ClusterQueue",
+        PreemptedReason::InCohortReclamation => "reclamation within the cohort",
+        PreemptedReason::InCohortReclaimWhileBorrowing => {
+            "reclamation within the cohort while borrowing"
+        }
+    }
+}
+
+/// resource -> flavor held by a slice; its replacement keeps them.
+fn forced_flavors(a: &Admission) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    for ps in &a.pod_set_assignments {
+        for (r, f) in &ps.flavors {
+            m.entry(r.clone()).or_insert_with(|| f.clone());
+        }
+    }
+    m
+}

@@ -1,0 +1,116 @@
+//! Usage and counts per ClusterQueue and Cohort, in the shape of their Kueue status fields.
+
+use super::amount::{Amount, FlavorResource};
+use super::scheduler::AdmissionCore;
+use super::tree::NodeKind;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceUsage {
+    pub name: String,
+    pub total: Amount,
+    /// Usage above the node's own (subtree) quota, drawn from its cohort.
+    pub borrowed: Amount,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlavorUsage {
+    pub name: String,
+    pub resources: Vec<ResourceUsage>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterQueueStatus {
+    /// `status.flavorsReservation`; equal to `flavors_usage` since this core has no admission checks.
+    pub flavors_reservation: Vec<FlavorUsage>,
+    pub flavors_usage: Vec<FlavorUsage>,
+    pub pending_workloads: usize,
+    pub reserving_workloads: usize,
+    pub admitted_workloads: usize,
+    /// Why the ClusterQueue is not active (`Active=False` message), if it is not.
+    pub inactive: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CohortStatus {
+    pub usage: Vec<FlavorUsage>,
+    /// Subtree quota per flavor and resource (`total` = quota, `borrowed` = borrowed from the parent).
+    pub quota: Vec<FlavorUsage>,
+    pub disabled: Option<String>,
+}
+
+impl AdmissionCore {
+    fn flavor_usage(&self, idx: usize) -> Vec<FlavorUsage> {
+        let node = &self.tree.nodes[idx];
+        let mut out: Vec<FlavorUsage> = Vec::new();
+        let frs: Vec<&FlavorResource> = node.quotas.keys().chain(node.usage.keys()).collect();
+        for fr in frs {
+            let total = self.tree.usage(idx, fr);
+            let borrowed = (total - self.tree.subtree_quota(idx, fr)).clamp_zero();
+            let entry = match out.iter_mut().position(|f| f.name == fr.flavor) {
+                Some(p) => &mut out[p],
+                None => {
+                    out.push(FlavorUsage {
+                        name: fr.flavor.clone(),
+                        resources: Vec::new(),
+                    });
+                    let last = out.len() - 1;
+                    &mut out[last]
+                }
+            };
+            if !entry.resources.iter().any(|r| r.name == fr.resource) {
+                entry.resources.push(ResourceUsage {
+                    name: fr.resource.clone(),
+                    total,
+                    borrowed,
+                });
+            }
+        }
+        out
+    }
+
+    pub fn cluster_queue_status(&self, name: &str) -> Option<ClusterQueueStatus> {
+        let idx = self.tree.cq(name)?;
+        let usage = self.flavor_usage(idx);
+        let admitted = self.admitted_by_cq.get(name).map_or(0, |s| s.len());
+        Some(ClusterQueueStatus {
+            flavors_reservation: usage.clone(),
+            flavors_usage: usage,
+            pending_workloads: self.queues.get(name).map_or(0, |q| q.len()),
+            reserving_workloads: admitted,
+            admitted_workloads: admitted,
+            inactive: self.inactive_reason(name).map(|(_, m)| m),
+        })
+    }
+
+    pub fn cohort_status(&self, name: &str) -> Option<CohortStatus> {
+        let idx = self.tree.cohort(name)?;
+        let node = &self.tree.nodes[idx];
+        if node.kind != NodeKind::Cohort {
+            return None;
+        }
+        let mut quota: Vec<FlavorUsage> = Vec::new();
+        for (fr, q) in &node.subtree {
+            let borrowed = (self.tree.usage(idx, fr) - *q).clamp_zero();
+            match quota.iter_mut().find(|f| f.name == fr.flavor) {
+                Some(f) => f.resources.push(ResourceUsage {
+                    name: fr.resource.clone(),
+                    total: *q,
+                    borrowed,
+                }),
+                None => quota.push(FlavorUsage {
+                    name: fr.flavor.clone(),
+                    resources: vec![ResourceUsage {
+                        name: fr.resource.clone(),
+                        total: *q,
+                        borrowed,
+                    }],
+                }),
+            }
+        }
+        Some(CohortStatus {
+            usage: self.flavor_usage(idx),
+            quota,
+            disabled: self.tree.disabled_reason(idx).map(str::to_string),
+        })
+    }
+}

@@ -1,0 +1,596 @@
+//! The RayCluster controller's I/O shell: Services, then pods as planned by `lifecycle::decide`, then status.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Pod, Service, ServicePort, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action as Requeue;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::{Controller, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use rand::Rng;
+use serde_json::json;
+use tracing::{instrument, warn};
+
+use super::GATE_ANNOTATION;
+use super::lifecycle::{Facts, Phase, decide, facts, running_conditions};
+use super::pods::{GroupView, PodAction, PodInputs, PodView, Recreate};
+use crate::api::ray::constants as c;
+use crate::api::ray::raycluster::{ClusterState, HeadInfo};
+use crate::api::ray::validation::validate_ray_cluster;
+use crate::api::ray::{RayCluster, RayClusterStatus};
+use crate::rayservice::cluster::hash::{
+    RecreateDecision, hash_without_replicas_and_workers_to_delete, head_pod_stamp,
+    recreate_decision,
+};
+use crate::rayservice::cluster::pod::{WorkerSlot, build_head_pod, build_worker_pod};
+use crate::rayservice::cluster::replicas::{
+    desired_replicas, desired_resources, worker_pod_bounds,
+};
+use crate::rayservice::cluster::service::{
+    head_service, headless_worker_service, needs_headless_service,
+};
+use crate::rayservice::cluster::{BuildError, BuildOptions, names};
+use crate::rayservice::service::observe::merge_condition;
+use crate::rayservice::service::plan::ConditionPlan;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("building objects for RayCluster: {0}")]
+    Build(#[from] BuildError),
+    #[error("RayCluster has no {0}")]
+    MissingField(&'static str),
+}
+
+impl Error {
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::Kube(_) => "kube",
+            Error::Build(e) => e.category(),
+            Error::MissingField(_) => "invalid_object",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub build: BuildOptions,
+    /// While pods are changing.
+    pub busy_requeue: Duration,
+    /// KubeRay's `RAYCLUSTER_DEFAULT_REQUEUE_SECONDS` (300 s).
+    pub idle_requeue: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            build: BuildOptions::default(),
+            busy_requeue: Duration::from_secs(2),
+            idle_requeue: Duration::from_secs(c::RAY_CLUSTER_DEFAULT_REQUEUE_SECONDS),
+        }
+    }
+}
+
+pub struct Context {
+    pub client: Client,
+    pub recorder: Recorder,
+    pub config: Config,
+}
+
+impl Context {
+    pub fn new(client: Client) -> Self {
+        let reporter = Reporter {
+            controller: "quotagate-raycluster".into(),
+            instance: None,
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            config: Config::default(),
+        }
+    }
+}
+
+pub async fn run(ctx: Arc<Context>) {
+    let client = ctx.client.clone();
+    let pods = watcher::Config::default().labels(&format!(
+        "{} in ({},{})",
+        c::LABEL_NODE_TYPE,
+        c::NODE_TYPE_HEAD,
+        c::NODE_TYPE_WORKER
+    ));
+    Controller::new(
+        Api::<RayCluster>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .owns(Api::<Pod>::all(client.clone()), pods)
+    .owns(Api::<Service>::all(client), watcher::Config::default())
+    .run(reconcile, error_policy, ctx)
+    .for_each(|res| async move {
+        if let Err(e) = res {
+            warn!(error = %e, "raycluster reconcile failed");
+        }
+    })
+    .await;
+}
+
+fn error_policy(_rc: Arc<RayCluster>, err: &Error, ctx: Arc<Context>) -> Requeue {
+    warn!(error = %err, category = err.category(), "raycluster pass failed; retrying");
+    Requeue::requeue(ctx.config.busy_requeue)
+}
+
+fn label<'a>(p: &'a Pod, key: &str) -> Option<&'a str> {
+    p.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .map(String::as_str)
+}
+
+fn pod_view(p: &Pod) -> PodView {
+    let status = p.status.as_ref();
+    let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("");
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    let never_restart = p.spec.as_ref().and_then(|s| s.restart_policy.as_deref()) == Some("Never");
+    let ray_terminated = status
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|cs| cs.first())
+        .is_some_and(|cs| cs.state.as_ref().is_some_and(|st| st.terminated.is_some()));
+    PodView {
+        name: p.name_any(),
+        head: label(p, c::LABEL_NODE_TYPE) == Some(c::NODE_TYPE_HEAD),
+        group: label(p, c::LABEL_GROUP).unwrap_or("").to_string(),
+        running: phase == "Running",
+        ready,
+        unhealthy: phase == "Failed" || phase == "Succeeded" || (never_restart && ray_terminated),
+        deleting: p.metadata.deletion_timestamp.is_some(),
+        replica_index: label(p, c::LABEL_WORKER_REPLICA_INDEX).and_then(|v| v.parse().ok()),
+        replica_name: label(p, c::LABEL_WORKER_REPLICA_NAME).map(str::to_string),
+        ip: status.and_then(|s| s.pod_ip.clone()),
+    }
+}
+
+fn owned<K: Resource<DynamicType = ()>>(obj: &mut K, rc: &RayCluster) {
+    if let Some(owner) = rc.controller_owner_ref(&()) {
+        obj.meta_mut().owner_references = Some(vec![owner]);
+    }
+}
+
+fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+fn has_condition(rc: &RayCluster, type_: &str) -> bool {
+    rc.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == type_ && c.status == "True"))
+}
+
+#[instrument(skip_all, fields(name = %rc.name_any(), ns = rc.namespace().unwrap_or_default()))]
+pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue, Error> {
+    let ns = rc
+        .namespace()
+        .ok_or(Error::MissingField("metadata.namespace"))?;
+    let name = rc.name_any();
+    if rc
+        .spec
+        .managed_by
+        .as_deref()
+        .is_some_and(|m| m != c::MANAGED_BY_KUBERAY)
+        || rc.metadata.deletion_timestamp.is_some()
+    {
+        return Ok(Requeue::await_change());
+    }
+    if let Some(e) = validate_ray_cluster(&rc).first() {
+        publish(
+            &ctx,
+            &rc,
+            EventType::Warning,
+            "InvalidRayClusterSpec",
+            e.to_string(),
+        )
+        .await;
+        return Ok(Requeue::await_change());
+    }
+    let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let svc_api: Api<Service> = Api::namespaced(ctx.client.clone(), &ns);
+    let head_svc = ensure_services(&rc, &svc_api, &ctx).await?;
+
+    let pods = pods_api
+        .list(&ListParams::default().labels(&format!("{}={name}", c::LABEL_CLUSTER)))
+        .await?
+        .items;
+    let views: Vec<PodView> = pods.iter().map(pod_view).collect();
+    let head_pod = pods.iter().find(|p| {
+        label(p, c::LABEL_NODE_TYPE) == Some(c::NODE_TYPE_HEAD)
+            && p.metadata.deletion_timestamp.is_none()
+    });
+    let recreate = match recreate_decision(
+        &rc,
+        head_pod.and_then(|p| p.metadata.annotations.as_ref()),
+        &ctx.config.build.kuberay_version,
+    ) {
+        RecreateDecision::Keep => Recreate::Keep,
+        RecreateDecision::Restamp(_) => Recreate::Restamp,
+        RecreateDecision::RecreateAll => Recreate::All,
+    };
+    let groups = rc
+        .spec
+        .worker_groups()
+        .iter()
+        .map(|g| GroupView {
+            name: g.group_name.clone(),
+            replicas: usize::try_from(desired_replicas(g)).unwrap_or(0),
+            hosts: usize::try_from(g.num_of_hosts_or_default()).unwrap_or(1),
+            workers_to_delete: g.workers_to_delete().to_vec(),
+        })
+        .collect();
+    let inputs = PodInputs {
+        gated: rc
+            .annotations()
+            .get(GATE_ANNOTATION)
+            .is_some_and(|v| v == "true"),
+        recreate,
+        autoscaling: rc.spec.autoscaling_enabled(),
+        groups,
+        pods: views.clone(),
+    };
+    let decision = decide(
+        rc.spec.is_suspended(),
+        has_condition(&rc, c::COND_RAY_CLUSTER_SUSPENDING),
+        has_condition(&rc, c::COND_RAY_CLUSTER_SUSPENDED),
+        &inputs,
+    );
+    let failure = execute_pods(&rc, &decision.pods, &views, &pods_api, &ctx).await;
+    if let Some((reason, msg)) = &failure {
+        publish(&ctx, &rc, EventType::Warning, reason, msg.clone()).await;
+    }
+
+    let (desired_workers, min_workers, max_workers) = worker_pod_bounds(&rc.spec);
+    let f = facts(&views, desired_workers);
+    let mut conditions = decision.conditions.clone();
+    if decision.phase == Phase::Running {
+        conditions.extend(running_conditions(
+            &f,
+            has_condition(&rc, c::COND_RAY_CLUSTER_PROVISIONED),
+        ));
+    }
+    let status = next_status(
+        &rc,
+        &f,
+        decision.phase,
+        &conditions,
+        failure.as_ref(),
+        head_svc.as_ref(),
+        (desired_workers, min_workers, max_workers),
+    );
+    if rc.status.as_ref() != Some(&status) {
+        let mut status = status;
+        status.last_update_time = Some(Time(Timestamp::now()));
+        let api: Api<RayCluster> = Api::namespaced(ctx.client.clone(), &ns);
+        api.patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await?;
+    }
+    let busy = !decision.pods.is_empty()
+        || failure.is_some()
+        || decision.phase == Phase::Suspending
+        || (decision.phase == Phase::Running && !f.all_ready);
+    Ok(Requeue::requeue(if busy {
+        ctx.config.busy_requeue
+    } else {
+        ctx.config.idle_requeue
+    }))
+}
+
+async fn publish(ctx: &Context, rc: &RayCluster, type_: EventType, reason: &str, note: String) {
+    let ev = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note),
+        action: reason.into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&ev, &rc.object_ref(&())).await {
+        warn!(error = %e, reason, "could not record event");
+    }
+}
+
+/// Head Service (always), headless worker Service (multi-host groups), `<cluster>-serve-svc` when the
+/// `ray.io/enable-serve-service` annotation asks for it. Created if absent, never rewritten.
+async fn ensure_services(
+    rc: &RayCluster,
+    api: &Api<Service>,
+    ctx: &Context,
+) -> Result<Option<Service>, Error> {
+    let name = rc.name_any();
+    let mut wanted = vec![head_service(rc, &ctx.config.build)?];
+    if needs_headless_service(rc) {
+        wanted.push(headless_worker_service(rc));
+    }
+    if rc
+        .annotations()
+        .get(c::ANNOTATION_ENABLE_SERVE_SERVICE)
+        .is_some_and(|v| v == "true")
+    {
+        wanted.push(Service {
+            metadata: kube::api::ObjectMeta {
+                name: Some(names::serve_service_name(&name)),
+                namespace: rc.namespace(),
+                ..Default::default()
+            },
+            spec: Some(ServiceSpec {
+                selector: Some(BTreeMap::from([(
+                    c::LABEL_CLUSTER.to_string(),
+                    name.clone(),
+                )])),
+                ports: Some(vec![ServicePort {
+                    name: Some(c::SERVING_PORT_NAME.into()),
+                    port: c::DEFAULT_SERVING_PORT,
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            status: None,
+        });
+    }
+    let mut head = None;
+    for (i, mut svc) in wanted.into_iter().enumerate() {
+        let sname = svc.name_any();
+        let existing = match api.get_opt(&sname).await? {
+            Some(s) => s,
+            None => {
+                owned(&mut svc, rc);
+                match api.create(&PostParams::default(), &svc).await {
+                    Ok(s) => {
+                        publish(
+                            ctx,
+                            rc,
+                            EventType::Normal,
+                            "CreatedService",
+                            format!("created Service {sname}"),
+                        )
+                        .await;
+                        s
+                    }
+                    Err(kube::Error::Api(s)) if s.code == 409 => api.get(&sname).await?,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        };
+        if i == 0 {
+            head = Some(existing);
+        }
+    }
+    Ok(head)
+}
+
+/// Executes pod actions; the first failure stops the chain (KubeRay) and is returned as
+/// `(ReplicaFailure reason, message)`.
+async fn execute_pods(
+    rc: &RayCluster,
+    actions: &[PodAction],
+    views: &[PodView],
+    api: &Api<Pod>,
+    ctx: &Context,
+) -> Option<(&'static str, String)> {
+    let opts = &ctx.config.build;
+    for action in actions {
+        let result: Result<(), (&'static str, String)> = match action {
+            PodAction::DeleteAll { reason } => {
+                let mut r = Ok(());
+                for p in views.iter().filter(|p| !p.deleting) {
+                    if let Err(e) = delete_pod(api, &p.name).await {
+                        r = Err((
+                            c::REASON_FAILED_DELETE_ALL_PODS,
+                            format!("deleting pod {}: {e}", p.name),
+                        ));
+                        break;
+                    }
+                }
+                if r.is_ok() {
+                    publish(
+                        ctx,
+                        rc,
+                        EventType::Normal,
+                        "DeletedPod",
+                        format!("deleted all pods: {reason}"),
+                    )
+                    .await;
+                }
+                r
+            }
+            PodAction::CreateHead => match build_head_pod(rc, opts) {
+                Err(e) => Err((c::REASON_FAILED_CREATE_HEAD_POD, e.to_string())),
+                Ok(mut pod) => {
+                    owned(&mut pod, rc);
+                    let hash = hash_without_replicas_and_workers_to_delete(&rc.spec);
+                    pod.metadata
+                        .annotations
+                        .get_or_insert_with(BTreeMap::new)
+                        .extend(head_pod_stamp(&hash, &opts.kuberay_version));
+                    match api.create(&PostParams::default(), &pod).await {
+                        Ok(p) => {
+                            publish(
+                                ctx,
+                                rc,
+                                EventType::Normal,
+                                "CreatedHeadPod",
+                                format!("created head pod {}", p.name_any()),
+                            )
+                            .await;
+                            Ok(())
+                        }
+                        Err(e) => Err((c::REASON_FAILED_CREATE_HEAD_POD, e.to_string())),
+                    }
+                }
+            },
+            PodAction::RestampHead { name } => {
+                let hash = hash_without_replicas_and_workers_to_delete(&rc.spec);
+                let patch = json!({ "metadata": { "annotations": head_pod_stamp(&hash, &opts.kuberay_version) } });
+                api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| (c::REASON_FAILED_CREATE_HEAD_POD, e.to_string()))
+            }
+            PodAction::DeletePod { name, reason } => {
+                let head = views.iter().any(|p| p.head && &p.name == name);
+                let failed = if head {
+                    c::REASON_FAILED_DELETE_HEAD_POD
+                } else {
+                    c::REASON_FAILED_DELETE_WORKER_POD
+                };
+                match delete_pod(api, name).await {
+                    Ok(()) => {
+                        publish(
+                            ctx,
+                            rc,
+                            EventType::Normal,
+                            "DeletedPod",
+                            format!("deleted pod {name}: {reason}"),
+                        )
+                        .await;
+                        Ok(())
+                    }
+                    Err(e) => Err((failed, e.to_string())),
+                }
+            }
+            PodAction::CreateWorkers { group, workers } => {
+                create_workers(rc, group, workers, api, ctx).await
+            }
+        };
+        if let Err(f) = result {
+            return Some(f);
+        }
+    }
+    None
+}
+
+async fn create_workers(
+    rc: &RayCluster,
+    group: &str,
+    workers: &[super::pods::NewWorker],
+    api: &Api<Pod>,
+    ctx: &Context,
+) -> Result<(), (&'static str, String)> {
+    let mut replica_names: BTreeMap<usize, String> = BTreeMap::new();
+    for w in workers {
+        let replica_name = replica_names
+            .entry(w.replica_ordinal)
+            .or_insert_with(|| format!("{group}-{}", random_suffix()))
+            .clone();
+        let slot = WorkerSlot {
+            replica_index: w.replica_index,
+            host_index: w.host_index,
+            replica_name,
+        };
+        let mut pod = build_worker_pod(rc, group, &slot, &ctx.config.build)
+            .map_err(|e| (c::REASON_FAILED_CREATE_WORKER_POD, e.to_string()))?;
+        owned(&mut pod, rc);
+        api.create(&PostParams::default(), &pod)
+            .await
+            .map_err(|e| (c::REASON_FAILED_CREATE_WORKER_POD, e.to_string()))?;
+    }
+    publish(
+        ctx,
+        rc,
+        EventType::Normal,
+        "CreatedWorkerPod",
+        format!("created {} worker pod(s) in group {group}", workers.len()),
+    )
+    .await;
+    Ok(())
+}
+
+async fn delete_pod(api: &Api<Pod>, name: &str) -> Result<(), kube::Error> {
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.is_not_found() => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+fn next_status(
+    rc: &RayCluster,
+    f: &Facts,
+    phase: Phase,
+    conditions: &[ConditionPlan],
+    failure: Option<&(&'static str, String)>,
+    head_svc: Option<&Service>,
+    (desired, min, max): (i64, i64, i64),
+) -> RayClusterStatus {
+    let mut s = rc.status.clone().unwrap_or_default();
+    let generation = rc.metadata.generation.unwrap_or(0);
+    let now = Time(Timestamp::now());
+    let mut conds: Vec<Condition> = s.conditions.take().unwrap_or_default();
+    for cp in conditions {
+        merge_condition(&mut conds, cp, &now, generation);
+    }
+    match failure {
+        Some((reason, msg)) => {
+            let cp = ConditionPlan {
+                type_: c::COND_REPLICA_FAILURE,
+                status: "True",
+                reason,
+                message: msg.clone(),
+                refresh: false,
+            };
+            merge_condition(&mut conds, &cp, &now, generation);
+        }
+        None => conds.retain(|c| c.type_ != c::COND_REPLICA_FAILURE),
+    }
+    s.conditions = Some(conds);
+    s.state = match phase {
+        Phase::Suspended => Some(ClusterState::Suspended),
+        Phase::Running if f.all_ready && failure.is_none() => Some(ClusterState::Ready),
+        _ if s.state == Some(ClusterState::Suspended) => None,
+        _ => s.state,
+    };
+    let to_i32 = |v: i64| i32::try_from(v).unwrap_or(i32::MAX);
+    s.ready_worker_replicas = Some(f.ready_workers);
+    s.available_worker_replicas = Some(f.available_workers);
+    s.desired_worker_replicas = Some(to_i32(desired));
+    s.min_worker_replicas = Some(to_i32(min));
+    s.max_worker_replicas = Some(to_i32(max));
+    let res = desired_resources(&rc.spec);
+    s.desired_cpu = Some(Quantity(res.cpu));
+    s.desired_memory = Some(Quantity(res.memory));
+    s.desired_gpu = Some(Quantity(res.gpu));
+    s.desired_tpu = Some(Quantity(res.tpu));
+    let svc_spec = head_svc.and_then(|svc| svc.spec.as_ref());
+    s.head = Some(HeadInfo {
+        pod_ip: f.head.as_ref().and_then(|h| h.ip.clone()),
+        pod_name: f.head.as_ref().map(|h| h.name.clone()),
+        service_name: head_svc.map(|svc| svc.name_any()),
+        service_ip: svc_spec
+            .and_then(|sp| sp.cluster_ip.clone())
+            .filter(|ip| ip != "None"),
+    });
+    s.endpoints = svc_spec.and_then(|sp| sp.ports.as_ref()).map(|ports| {
+        ports
+            .iter()
+            .filter_map(|p| p.name.clone().map(|n| (n, p.port.to_string())))
+            .collect()
+    });
+    s.observed_generation = Some(generation);
+    s.last_update_time = rc.status.as_ref().and_then(|o| o.last_update_time.clone());
+    s
+}

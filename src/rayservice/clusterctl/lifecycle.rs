@@ -1,0 +1,192 @@
+//! The RayCluster's suspend state machine and status facts, pure.
+//!
+//! ```text
+//! suspend=true          -> RayClusterSuspending=True (commit point; nothing deleted this pass)
+//! Suspending            -> delete all pods (even if suspend flipped back) -> when none:
+//!                          Suspending=False, Suspended=True, RayClusterProvisioned=False, state=suspended
+//! Suspended, suspend    -> nothing
+//! Suspended, !suspend   -> Suspended=False and pods are planned again in the same pass
+//! ```
+
+use crate::api::ray::constants as c;
+
+use super::pods::{PodAction, PodInputs, PodView, plan_pods};
+use crate::rayservice::service::conditions::{FALSE, TRUE};
+use crate::rayservice::service::plan::ConditionPlan;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Running,
+    Suspending,
+    Suspended,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterDecision {
+    pub phase: Phase,
+    pub pods: Vec<PodAction>,
+    /// Suspend-machine conditions to set (the status computation adds the rest).
+    pub conditions: Vec<ConditionPlan>,
+}
+
+fn cond(
+    type_: &'static str,
+    status: &'static str,
+    reason: &'static str,
+    message: &str,
+) -> ConditionPlan {
+    ConditionPlan {
+        type_,
+        status,
+        reason,
+        message: message.to_string(),
+        refresh: false,
+    }
+}
+
+pub fn decide(
+    suspend: bool,
+    was_suspending: bool,
+    was_suspended: bool,
+    inputs: &PodInputs,
+) -> ClusterDecision {
+    let live = inputs.pods.iter().filter(|p| !p.deleting).count();
+    if was_suspending {
+        if inputs.pods.is_empty() {
+            return ClusterDecision {
+                phase: Phase::Suspended,
+                pods: vec![],
+                conditions: vec![
+                    cond(
+                        c::COND_RAY_CLUSTER_SUSPENDING,
+                        FALSE,
+                        "RayClusterSuspended",
+                        "all pods are deleted",
+                    ),
+                    cond(
+                        c::COND_RAY_CLUSTER_SUSPENDED,
+                        TRUE,
+                        "RayClusterSuspended",
+                        "all pods are deleted",
+                    ),
+                    cond(
+                        c::COND_RAY_CLUSTER_PROVISIONED,
+                        FALSE,
+                        "RayClusterSuspended",
+                        "the cluster is suspended",
+                    ),
+                ],
+            };
+        }
+        let pods = if live > 0 {
+            vec![PodAction::DeleteAll {
+                reason: "the cluster is suspending",
+            }]
+        } else {
+            vec![]
+        };
+        return ClusterDecision {
+            phase: Phase::Suspending,
+            pods,
+            conditions: vec![],
+        };
+    }
+    if was_suspended && suspend {
+        return ClusterDecision {
+            phase: Phase::Suspended,
+            pods: vec![],
+            conditions: vec![],
+        };
+    }
+    if suspend {
+        return ClusterDecision {
+            phase: Phase::Suspending,
+            pods: vec![],
+            conditions: vec![cond(
+                c::COND_RAY_CLUSTER_SUSPENDING,
+                TRUE,
+                "RayClusterSuspending",
+                "spec.suspend is true: deleting all pods",
+            )],
+        };
+    }
+    let mut conditions = vec![];
+    if was_suspended {
+        conditions.push(cond(
+            c::COND_RAY_CLUSTER_SUSPENDED,
+            FALSE,
+            "RayClusterResumed",
+            "spec.suspend is false",
+        ));
+    }
+    ClusterDecision {
+        phase: Phase::Running,
+        pods: plan_pods(inputs),
+        conditions,
+    }
+}
+
+/// What the pods say about the cluster, for status.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Facts {
+    pub ready_workers: i32,
+    pub available_workers: i32,
+    pub head: Option<PodView>,
+    /// Exactly desired workers + 1 head, all running and ready.
+    pub all_ready: bool,
+}
+
+pub fn facts(pods: &[PodView], desired_workers: i64) -> Facts {
+    let live: Vec<&PodView> = pods.iter().filter(|p| !p.deleting).collect();
+    let workers = live.iter().filter(|p| !p.head);
+    let ready_workers = workers.clone().filter(|p| p.running && p.ready).count();
+    let available_workers = workers.filter(|p| p.running).count();
+    let all_ready =
+        live.len() as i64 == desired_workers + 1 && live.iter().all(|p| p.running && p.ready);
+    Facts {
+        ready_workers: i32::try_from(ready_workers).unwrap_or(i32::MAX),
+        available_workers: i32::try_from(available_workers).unwrap_or(i32::MAX),
+        head: live.iter().find(|p| p.head).map(|p| (*p).clone()),
+        all_ready,
+    }
+}
+
+/// `HeadPodReady` and `RayClusterProvisioned` (sticky once True, reset only by suspend).
+pub fn running_conditions(f: &Facts, was_provisioned: bool) -> Vec<ConditionPlan> {
+    let head = match &f.head {
+        None => cond(
+            c::COND_HEAD_POD_READY,
+            FALSE,
+            c::REASON_HEAD_POD_NOT_FOUND,
+            "no head pod",
+        ),
+        Some(h) if h.running && h.ready => cond(
+            c::COND_HEAD_POD_READY,
+            TRUE,
+            c::REASON_HEAD_POD_RUNNING_AND_READY,
+            "the head pod is running and ready",
+        ),
+        Some(h) => cond(
+            c::COND_HEAD_POD_READY,
+            FALSE,
+            c::REASON_UNKNOWN,
+            &format!("head pod {} is not ready", h.name),
+        ),
+    };
+    let provisioned = if was_provisioned || f.all_ready {
+        cond(
+            c::COND_RAY_CLUSTER_PROVISIONED,
+            TRUE,
+            c::REASON_ALL_POD_RUNNING_AND_READY_FIRST_TIME,
+            "all pods were running and ready",
+        )
+    } else {
+        cond(
+            c::COND_RAY_CLUSTER_PROVISIONED,
+            FALSE,
+            c::REASON_RAY_CLUSTER_PODS_PROVISIONING,
+            "waiting for all pods to be running and ready",
+        )
+    };
+    vec![head, provisioned]
+}

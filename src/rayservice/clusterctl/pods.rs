@@ -1,0 +1,239 @@
+//! Which pods a RayCluster should create or delete this pass (KubeRay's `reconcilePods`), as a pure
+//! function of the cluster's lifecycle flags and the pods that exist.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A pod of this cluster as the decisions see it.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct PodView {
+    pub name: String,
+    pub head: bool,
+    /// `ray.io/group` (`headgroup` for the head).
+    pub group: String,
+    pub running: bool,
+    pub ready: bool,
+    /// Failed or Succeeded, or the Ray container terminated with restartPolicy Never: replace it.
+    pub unhealthy: bool,
+    pub deleting: bool,
+    /// `ray.io/worker-group-replica-index`.
+    pub replica_index: Option<usize>,
+    /// `ray.io/worker-group-replica-name` (multi-host groups).
+    pub replica_name: Option<String>,
+    pub ip: Option<String>,
+}
+
+/// One worker group: desired replicas already clamped to [min, max] (0 when the group is suspended).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct GroupView {
+    pub name: String,
+    pub replicas: usize,
+    /// `numOfHosts`: pods per replica.
+    pub hosts: usize,
+    pub workers_to_delete: Vec<String>,
+}
+
+/// Where a new worker pod sits: KubeRay stamps these as labels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewWorker {
+    pub replica_index: usize,
+    pub host_index: usize,
+    /// Which new replica of this action the pod belongs to: pods with the same ordinal share one
+    /// replica name (multi-host); the shell picks the random name.
+    pub replica_ordinal: usize,
+}
+
+/// The Recreate strategy's verdict (the cluster module's `recreate_decision`, over the head pod's stamp).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Recreate {
+    #[default]
+    Keep,
+    /// Head stamped by another operator version: re-stamp, keep the pods.
+    Restamp,
+    /// The spec changed under `upgradeStrategy: Recreate`: all pods go.
+    All,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PodAction {
+    /// Delete every pod of the cluster (suspend, gate, Recreate).
+    DeleteAll {
+        reason: &'static str,
+    },
+    CreateHead,
+    /// Head stamped by another operator version: re-stamp hash and version, do not recreate.
+    RestampHead {
+        name: String,
+    },
+    DeletePod {
+        name: String,
+        reason: &'static str,
+    },
+    CreateWorkers {
+        group: String,
+        workers: Vec<NewWorker>,
+    },
+}
+
+/// Pod-level inputs of one pass.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct PodInputs {
+    /// Closed admission gate: no pod may exist.
+    pub gated: bool,
+    pub recreate: Recreate,
+    /// With the autoscaler on, only it removes surplus workers (KubeRay).
+    pub autoscaling: bool,
+    pub groups: Vec<GroupView>,
+    pub pods: Vec<PodView>,
+}
+
+/// Plans pod writes for a cluster that is neither suspending nor suspended.
+pub fn plan_pods(i: &PodInputs) -> Vec<PodAction> {
+    let live: Vec<&PodView> = i.pods.iter().filter(|p| !p.deleting).collect();
+    if i.gated {
+        return if live.is_empty() {
+            vec![]
+        } else {
+            vec![PodAction::DeleteAll {
+                reason: "the admission gate is closed",
+            }]
+        };
+    }
+    let mut out = Vec::new();
+    let heads: Vec<&PodView> = live.iter().copied().filter(|p| p.head).collect();
+    match (i.recreate, heads.first()) {
+        (Recreate::All, _) => {
+            return vec![PodAction::DeleteAll {
+                reason: "the spec changed and upgradeStrategy is Recreate",
+            }];
+        }
+        (Recreate::Restamp, Some(h)) => out.push(PodAction::RestampHead {
+            name: h.name.clone(),
+        }),
+        _ => {}
+    }
+    let head_terminating = i.pods.iter().any(|p| p.head && p.deleting);
+    match heads.as_slice() {
+        [] if !head_terminating => out.push(PodAction::CreateHead),
+        [] => {}
+        [h] if h.unhealthy => out.push(PodAction::DeletePod {
+            name: h.name.clone(),
+            reason: "the head pod failed",
+        }),
+        [_] => {}
+        // More than one head: keep the oldest by name order, which is stable; remove the others.
+        [_, rest @ ..] => {
+            for h in rest {
+                out.push(PodAction::DeletePod {
+                    name: h.name.clone(),
+                    reason: "more than one head pod",
+                });
+            }
+        }
+    }
+    for g in &i.groups {
+        let pods: Vec<&PodView> = live
+            .iter()
+            .copied()
+            .filter(|p| !p.head && p.group == g.name)
+            .collect();
+        plan_group(g, &pods, i.autoscaling, &mut out);
+    }
+    // Pods of groups that no longer exist in the spec.
+    let known: BTreeSet<&str> = i.groups.iter().map(|g| g.name.as_str()).collect();
+    for p in live
+        .iter()
+        .filter(|p| !p.head && !known.contains(p.group.as_str()))
+    {
+        out.push(PodAction::DeletePod {
+            name: p.name.clone(),
+            reason: "its worker group was removed",
+        });
+    }
+    out
+}
+
+fn plan_group(g: &GroupView, pods: &[&PodView], autoscaling: bool, out: &mut Vec<PodAction>) {
+    let hosts = g.hosts.max(1);
+    // Group pods into replicas: by replica name for multi-host groups, one pod per replica otherwise.
+    let mut replicas: BTreeMap<String, Vec<&PodView>> = BTreeMap::new();
+    for p in pods {
+        let key = if hosts > 1 {
+            p.replica_name.clone().unwrap_or_else(|| p.name.clone())
+        } else {
+            p.name.clone()
+        };
+        replicas.entry(key).or_default().push(p);
+    }
+    // 1. Unhealthy replicas go first; KubeRay creates nothing in such a pass (the next one refills).
+    let mut broken = false;
+    for members in replicas.values() {
+        let incomplete = hosts > 1 && members.len() < hosts;
+        if members.iter().any(|p| p.unhealthy) || incomplete {
+            broken = true;
+            for p in members {
+                out.push(PodAction::DeletePod {
+                    name: p.name.clone(),
+                    reason: "unhealthy worker replica",
+                });
+            }
+        }
+    }
+    if broken {
+        return;
+    }
+    // 2. workersToDelete (the autoscaler's or the user's choice), whole replicas for multi-host.
+    let mut removed: BTreeSet<String> = BTreeSet::new();
+    for (key, members) in &replicas {
+        if members
+            .iter()
+            .any(|p| g.workers_to_delete.contains(&p.name))
+        {
+            removed.insert(key.clone());
+            for p in members {
+                out.push(PodAction::DeletePod {
+                    name: p.name.clone(),
+                    reason: "listed in workersToDelete",
+                });
+            }
+        }
+    }
+    let remaining: Vec<(&String, &Vec<&PodView>)> = replicas
+        .iter()
+        .filter(|(k, _)| !removed.contains(*k))
+        .collect();
+    // 3. Scale to the desired count.
+    if remaining.len() < g.replicas {
+        let used: BTreeSet<usize> = remaining
+            .iter()
+            .flat_map(|(_, m)| m.iter().filter_map(|p| p.replica_index))
+            .collect();
+        let free = (0..).filter(|i| !used.contains(i));
+        let mut workers = Vec::new();
+        for (ordinal, replica_index) in free.take(g.replicas - remaining.len()).enumerate() {
+            for host_index in 0..hosts {
+                workers.push(NewWorker {
+                    replica_index,
+                    host_index,
+                    replica_ordinal: ordinal,
+                });
+            }
+        }
+        out.push(PodAction::CreateWorkers {
+            group: g.name.clone(),
+            workers,
+        });
+    } else if remaining.len() > g.replicas && !autoscaling {
+        // Surplus: remove not-ready replicas first, then the highest names (deterministic stand-in for
+        // KubeRay's random pick).
+        let mut order: Vec<&(&String, &Vec<&PodView>)> = remaining.iter().collect();
+        order.sort_by_key(|(k, m)| (m.iter().all(|p| p.ready), std::cmp::Reverse((*k).clone())));
+        for (_, members) in order.into_iter().take(remaining.len() - g.replicas) {
+            for p in members.iter() {
+                out.push(PodAction::DeletePod {
+                    name: p.name.clone(),
+                    reason: "more replicas than desired",
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! KubeRay's RayService conditions (`Ready`, `UpgradeInProgress`, `Suspending`, `Suspended`) and how a
+//! running service computes them.
+
+use super::plan::ConditionPlan;
+use super::snapshot::{PriorStatus, ServeObservation};
+
+pub const READY: &str = "Ready";
+pub const UPGRADE_IN_PROGRESS: &str = "UpgradeInProgress";
+pub const SUSPENDING: &str = "Suspending";
+pub const SUSPENDED: &str = "Suspended";
+
+pub const INITIALIZING: &str = "Initializing";
+pub const INITIALIZING_TIMEOUT: &str = "InitializingTimeout";
+pub const ZERO_SERVE_ENDPOINTS: &str = "ZeroServeEndpoints";
+pub const NON_ZERO_SERVE_ENDPOINTS: &str = "NonZeroServeEndpoints";
+pub const BOTH_ACTIVE_PENDING_CLUSTERS_EXIST: &str = "BothActivePendingClustersExist";
+pub const NO_PENDING_CLUSTER: &str = "NoPendingCluster";
+pub const NO_ACTIVE_CLUSTER: &str = "NoActiveCluster";
+pub const VALIDATION_FAILED: &str = "ValidationFailed";
+pub const SUSPEND_REQUESTED: &str = "SuspendRequested";
+pub const SUSPEND_IN_PROGRESS: &str = "SuspendInProgress";
+pub const SUSPEND_COMPLETE: &str = "SuspendComplete";
+pub const RAY_SERVICE_RESUMED: &str = "RayServiceResumed";
+/// Ours, not KubeRay's: something is serving but a Serve application failed to deploy (DESIGN: "a broken
+/// Serve config gets Ready=False with the real error's last line, and the active cluster keeps serving").
+pub const SERVE_DEPLOY_FAILED: &str = "ServeDeployFailed";
+
+pub const TRUE: &str = "True";
+pub const FALSE: &str = "False";
+pub const UNKNOWN: &str = "Unknown";
+
+const DEPLOY_FAILED: &str = "DEPLOY_FAILED";
+
+pub(crate) fn set(
+    type_: &'static str,
+    status: &'static str,
+    reason: &'static str,
+    message: impl Into<String>,
+) -> ConditionPlan {
+    ConditionPlan {
+        type_,
+        status,
+        reason,
+        message: message.into(),
+        refresh: false,
+    }
+}
+
+/// `"<cluster>: application <app> DEPLOY_FAILED: <last line of Serve's message>"` for the first failed app.
+pub fn deploy_failure(cluster: &str, serve: &ServeObservation) -> Option<String> {
+    let ServeObservation::Apps { apps, .. } = serve else {
+        return None;
+    };
+    apps.iter()
+        .find(|(_, a)| a.status == DEPLOY_FAILED)
+        .map(|(name, app)| {
+            let last = app
+                .message
+                .lines()
+                .rev()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .unwrap_or("no message from Serve");
+            format!("{cluster}: application {name} {DEPLOY_FAILED}: {last}")
+        })
+}
+
+/// `Ready` for a running service: True iff something is serving and no Serve config failed; while nothing
+/// has ever served it stays `Initializing` (its lastTransitionTime drives the initializing timeout).
+pub fn ready(prior: &PriorStatus, endpoints: i32, failure: Option<&str>) -> ConditionPlan {
+    let initializing = match prior.condition(READY) {
+        None => true,
+        Some(c) => c.status != TRUE && c.reason == INITIALIZING,
+    };
+    match (endpoints > 0, failure) {
+        (true, Some(f)) => set(
+            READY,
+            FALSE,
+            SERVE_DEPLOY_FAILED,
+            format!("still serving from {endpoints} endpoint(s); {f}"),
+        ),
+        (true, None) => set(
+            READY,
+            TRUE,
+            NON_ZERO_SERVE_ENDPOINTS,
+            format!("{endpoints} serve endpoint(s) ready"),
+        ),
+        (false, f) if initializing => set(
+            READY,
+            FALSE,
+            INITIALIZING,
+            f.map_or_else(
+                || "waiting for the first cluster to serve".to_string(),
+                str::to_string,
+            ),
+        ),
+        (false, f) => set(
+            READY,
+            FALSE,
+            ZERO_SERVE_ENDPOINTS,
+            f.map_or_else(|| "no serve endpoint is ready".to_string(), str::to_string),
+        ),
+    }
+}
+
+/// `UpgradeInProgress` from which clusters are named; `note` explains a wait (quota gate, failed config,
+/// an ignored change).
+pub fn upgrade(
+    active: Option<&str>,
+    pending: Option<&str>,
+    ready_reason: &str,
+    note: Option<String>,
+) -> ConditionPlan {
+    let with_note = |base: String| match &note {
+        Some(n) => format!("{base}; {n}"),
+        None => base,
+    };
+    match (active, pending) {
+        (Some(a), Some(p)) => set(
+            UPGRADE_IN_PROGRESS,
+            TRUE,
+            BOTH_ACTIVE_PENDING_CLUSTERS_EXIST,
+            with_note(format!(
+                "active cluster {a} serves while pending cluster {p} is prepared"
+            )),
+        ),
+        (Some(a), None) => set(
+            UPGRADE_IN_PROGRESS,
+            FALSE,
+            NO_PENDING_CLUSTER,
+            with_note(format!("active cluster {a}")),
+        ),
+        (None, _) if ready_reason == INITIALIZING || ready_reason == INITIALIZING_TIMEOUT => set(
+            UPGRADE_IN_PROGRESS,
+            FALSE,
+            INITIALIZING,
+            with_note("no cluster has served yet".to_string()),
+        ),
+        (None, _) => set(
+            UPGRADE_IN_PROGRESS,
+            UNKNOWN,
+            NO_ACTIVE_CLUSTER,
+            with_note("no active cluster".to_string()),
+        ),
+    }
+}

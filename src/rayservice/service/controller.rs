@@ -1,0 +1,604 @@
+//! The RayService controller's I/O shell: read a snapshot, call [`plan`](super::plan), execute the
+//! actions in order, write status and the deletion schedule, record events. Nothing is decided here.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::runtime::controller::Action as Requeue;
+use kube::runtime::events::{Event, EventType as KEventType, Recorder, Reporter};
+use kube::runtime::{Controller, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use rand::Rng;
+use serde_json::{Value, json};
+use tracing::{info, instrument, warn};
+
+use super::build::{self, Stamp};
+use super::error::Error;
+use super::observe::{self, REJECTED_CONFIG_ANNOTATION, SERVED_CONFIG_ANNOTATION};
+use super::plan::{Action, EventType, Plan};
+use super::snapshot::{Admission, DesiredCluster, ServeObservation, Snapshot};
+use super::{duration, schedule};
+use crate::api::ray::constants as c;
+use crate::api::ray::validation::validate_ray_service;
+use crate::api::ray::{RayCluster, RayService};
+use crate::rayservice::cluster::child::spec_for_hashing;
+use crate::rayservice::cluster::hash::{
+    hash_of_first_groups, hash_without_replicas_and_workers_to_delete,
+};
+use crate::rayservice::clusterctl::GATE_ANNOTATION;
+use crate::rayservice::dashboard::{DashboardEndpoint, DashboardError, RayDashboard, ServeConfig};
+
+/// Label that makes a RayService queue-managed (Kueue's).
+pub const QUEUE_NAME_LABEL: &str = "kueue.x-k8s.io/queue-name";
+
+/// Builds a dashboard client for one cluster's endpoint (HTTP in production, the simulator in tests).
+pub type DashboardFactory = Arc<dyn Fn(&DashboardEndpoint) -> Arc<dyn RayDashboard> + Send + Sync>;
+
+/// Which of a RayService's clusters the quota admission covers. The quota-gated upgrade plugs in here.
+pub trait AdmissionSource: Send + Sync {
+    fn admission(&self, rs: &RayService) -> Admission;
+}
+
+/// Until the workload-slice adapter provides admissions: queue-managed services keep upgrade clusters gated.
+pub struct NoAdmissions;
+
+impl AdmissionSource for NoAdmissions {
+    fn admission(&self, rs: &RayService) -> Admission {
+        if rs.labels().contains_key(QUEUE_NAME_LABEL) {
+            Admission::QueueManaged {
+                admitted: BTreeSet::new(),
+            }
+        } else {
+            Admission::NotQueueManaged
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Operator env `ENABLE_ZERO_DOWNTIME` (default true): blue/green when `upgradeStrategy` is unset.
+    pub zero_downtime: bool,
+    pub operator_version: String,
+    pub cluster_domain: String,
+    pub dashboard_port: u16,
+    /// Per dashboard call; KubeRay uses 2 s for direct calls.
+    pub dashboard_timeout: Duration,
+    /// Requeue after a failed pass.
+    pub error_backoff: Duration,
+    /// Poll interval while the plan has work in flight (KubeRay: 2 s; tests shorten it).
+    pub requeue: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            zero_downtime: true,
+            operator_version: c::KUBERAY_COMPAT_VERSION.into(),
+            cluster_domain: "cluster.local".into(),
+            dashboard_port: crate::rayservice::dashboard::DEFAULT_DASHBOARD_PORT,
+            dashboard_timeout: Duration::from_secs(2),
+            error_backoff: Duration::from_secs(5),
+            requeue: super::lifecycle::REQUEUE,
+        }
+    }
+}
+
+pub struct Context {
+    pub client: Client,
+    pub dashboards: DashboardFactory,
+    pub recorder: Recorder,
+    pub admission: Arc<dyn AdmissionSource>,
+    pub config: Config,
+}
+
+impl Context {
+    pub fn new(client: Client, dashboards: DashboardFactory) -> Self {
+        let reporter = Reporter {
+            controller: "quotagate-rayservice".into(),
+            instance: None,
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            dashboards,
+            admission: Arc::new(NoAdmissions),
+            config: Config::default(),
+        }
+    }
+
+    fn endpoint(&self, cluster: &str, ns: &str) -> DashboardEndpoint {
+        let svc = format!("{cluster}-{}", c::HEAD_SERVICE_SUFFIX);
+        DashboardEndpoint::for_head_service(
+            &svc,
+            ns,
+            &self.config.cluster_domain,
+            self.config.dashboard_port,
+        )
+    }
+}
+
+/// Runs the controller until the stream ends (watches RayServices and the RayClusters and Services they own).
+pub async fn run(ctx: Arc<Context>) {
+    let client = ctx.client.clone();
+    Controller::new(
+        Api::<RayService>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .owns(
+        Api::<RayCluster>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .owns(Api::<Service>::all(client), watcher::Config::default())
+    .run(reconcile, error_policy, ctx)
+    .for_each(|res| async move {
+        if let Err(e) = res {
+            warn!(error = %e, "rayservice reconcile failed");
+        }
+    })
+    .await;
+}
+
+fn error_policy(_rs: Arc<RayService>, err: &Error, ctx: Arc<Context>) -> Requeue {
+    warn!(error = %err, category = err.category(), "rayservice pass failed; retrying");
+    Requeue::requeue(ctx.config.error_backoff)
+}
+
+/// KubeRay's `rand.String(5)` alphabet (no vowels, no confusable digits).
+fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+fn desired_cluster(rs: &RayService) -> DesiredCluster {
+    let spec = spec_for_hashing(rs);
+    let groups = spec.worker_groups().len();
+    DesiredCluster {
+        hash: hash_without_replicas_and_workers_to_delete(&spec),
+        prefix_hashes: (0..groups)
+            .map(|n| hash_of_first_groups(&spec, n))
+            .collect(),
+        serve_config_hash: rs
+            .spec
+            .serve_config_v2
+            .as_deref()
+            .map(observe::serve_config_hash),
+    }
+}
+
+fn stamp(rs: &RayService, ctx: &Context) -> Stamp {
+    let spec = spec_for_hashing(rs);
+    Stamp {
+        hash: hash_without_replicas_and_workers_to_delete(&spec),
+        num_worker_groups: spec.worker_groups().len(),
+        operator_version: ctx.config.operator_version.clone(),
+    }
+}
+
+/// The first validation error, naming the field; `None` when the object is acceptable.
+fn validation_error(rs: &RayService) -> Option<String> {
+    if let Some(e) = validate_ray_service(rs).first() {
+        return Some(e.to_string());
+    }
+    if let Some(v) = rs.annotations().get(c::ANNOTATION_INITIALIZING_TIMEOUT)
+        && let Err(e) = duration::parse_timeout(v)
+    {
+        return Some(format!(
+            "metadata.annotations[{}]: {e}",
+            c::ANNOTATION_INITIALIZING_TIMEOUT
+        ));
+    }
+    if let Some(yaml) = rs.spec.serve_config_v2.as_deref()
+        && let Err(e) = ServeConfig::from_yaml(yaml)
+    {
+        return Some(format!("spec.serveConfigV2: {e}"));
+    }
+    None
+}
+
+#[instrument(skip_all, fields(name = %rs.name_any(), ns = rs.namespace().unwrap_or_default()))]
+pub async fn reconcile(rs: Arc<RayService>, ctx: Arc<Context>) -> Result<Requeue, Error> {
+    let ns = rs
+        .namespace()
+        .ok_or(Error::MissingField("metadata.namespace"))?;
+    let name = rs.name_any();
+    let snapshot = observe_snapshot(&rs, &ns, &ctx).await?;
+    let plan = super::plan(&snapshot);
+    execute(&rs, &ns, &name, &plan, &ctx).await?;
+    Ok(match plan.requeue {
+        Some(_) => Requeue::requeue(ctx.config.requeue),
+        None => Requeue::await_change(),
+    })
+}
+
+async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Snapshot, Error> {
+    let name = rs.name_any();
+    let client = ctx.client.clone();
+    let clusters_api: Api<RayCluster> = Api::namespaced(client.clone(), ns);
+    let pods_api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let svc_api: Api<Service> = Api::namespaced(client, ns);
+    let clusters = clusters_api
+        .list(&ListParams::default().labels(&build::origin_selector(&name)))
+        .await?
+        .items;
+    let prior = observe::prior_status(rs.status.as_ref());
+    let invalid = validation_error(rs);
+    let expected = rs
+        .spec
+        .serve_config_v2
+        .as_deref()
+        .and_then(|y| ServeConfig::from_yaml(y).ok());
+
+    let mut children = Vec::with_capacity(clusters.len());
+    for rc in &clusters {
+        let cname = rc.name_any();
+        let pods = pods_api
+            .list(&ListParams::default().labels(&format!("{}={cname}", c::LABEL_CLUSTER)))
+            .await?
+            .items;
+        let mut view = observe::child_view(rc, &pods, ServeObservation::NotQueried);
+        let current = prior.active.as_deref() == Some(cname.as_str())
+            || prior.pending.as_deref() == Some(cname.as_str());
+        if current && view.head_ready && !view.gated && invalid.is_none() {
+            let dashboard = (ctx.dashboards)(&ctx.endpoint(&cname, ns));
+            let endpoint = ctx.endpoint(&cname, ns);
+            let answer = tokio::time::timeout(
+                ctx.config.dashboard_timeout,
+                dashboard.serve_details(&endpoint),
+            )
+            .await;
+            view.serve = match answer {
+                Ok(result) => observe::serve_observation(result, expected.as_ref()),
+                Err(_) => ServeObservation::Unreachable(format!(
+                    "no answer within {:?}",
+                    ctx.config.dashboard_timeout
+                )),
+            };
+        }
+        children.push(view);
+    }
+    let selected = |svc: Option<Service>| svc.as_ref().and_then(build::selected_cluster);
+    let head_service = selected(svc_api.get_opt(&build::head_service_name(&name)).await?);
+    let serve_service = selected(svc_api.get_opt(&build::serve_service_name(&name)).await?);
+    let managed_externally = rs
+        .spec
+        .managed_by
+        .as_deref()
+        .is_some_and(|m| m != c::MANAGED_BY_KUBERAY);
+
+    Ok(Snapshot {
+        now: Timestamp::now(),
+        generation: rs.metadata.generation.unwrap_or(0),
+        deleting: rs.metadata.deletion_timestamp.is_some(),
+        has_finalizer: rs.finalizers().iter().any(|f| f == c::FINALIZER_RAYSERVICE),
+        managed_externally,
+        invalid,
+        suspend: rs.spec.is_suspended(),
+        strategy: observe::strategy(&rs.spec, ctx.config.zero_downtime),
+        deletion_delay: jiff::SignedDuration::from_secs(i64::from(
+            rs.spec.deletion_delay_seconds().max(0),
+        )),
+        initializing_timeout: rs
+            .annotations()
+            .get(c::ANNOTATION_INITIALIZING_TIMEOUT)
+            .and_then(|v| duration::parse_timeout(v).ok()),
+        exclude_head_from_serve: rs.spec.excludes_head_from_serve(),
+        desired: desired_cluster(rs),
+        status: prior,
+        deletion_schedule: schedule::decode(
+            rs.annotations()
+                .get(schedule::ANNOTATION)
+                .map(String::as_str),
+        ),
+        clusters: children,
+        head_service,
+        serve_service,
+        admission: ctx.admission.admission(rs),
+        fresh_name: format!("{name}-{}", random_suffix()),
+        operator_version: ctx.config.operator_version.clone(),
+    })
+}
+
+async fn execute(
+    rs: &RayService,
+    ns: &str,
+    name: &str,
+    plan: &Plan,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let reference = rs.object_ref(&());
+    for ev in &plan.events {
+        let type_ = match ev.type_ {
+            EventType::Normal => KEventType::Normal,
+            EventType::Warning => KEventType::Warning,
+        };
+        let event = Event {
+            type_,
+            reason: ev.reason.into(),
+            note: Some(ev.message.clone()),
+            action: ev.reason.into(),
+            secondary: None,
+        };
+        if let Err(e) = ctx.recorder.publish(&event, &reference).await {
+            warn!(error = %e, reason = ev.reason, "could not record event");
+        }
+    }
+    for action in &plan.actions {
+        info!(?action, "rayservice action");
+        if let Err(e) = act(rs, ns, name, action, ctx).await {
+            let event = Event {
+                type_: KEventType::Warning,
+                reason: failure_reason(action).into(),
+                note: Some(e.to_string()),
+                action: failure_reason(action).into(),
+                secondary: None,
+            };
+            if let Err(pe) = ctx.recorder.publish(&event, &reference).await {
+                warn!(error = %pe, "could not record failure event");
+            }
+            return Err(e);
+        }
+    }
+    let api: Api<RayService> = Api::namespaced(ctx.client.clone(), ns);
+    if let Some(status_plan) = &plan.status {
+        let clusters: Api<RayCluster> = Api::namespaced(ctx.client.clone(), ns);
+        let children = clusters
+            .list(&ListParams::default().labels(&build::origin_selector(name)))
+            .await?
+            .items;
+        let now = Timestamp::now();
+        let mut next = observe::apply_status(rs.status.as_ref(), status_plan, &children, now);
+        if rs.status.as_ref() != Some(&next) {
+            next.last_update_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
+            let mut value = serde_json::to_value(&next).map_err(|source| Error::Encode {
+                what: "status",
+                source,
+            })?;
+            // A merge patch only removes what it names with null.
+            if let Value::Object(m) = &mut value {
+                for key in ["activeServiceStatus", "pendingServiceStatus"] {
+                    m.entry(key).or_insert(Value::Null);
+                }
+            }
+            api.patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": value })),
+            )
+            .await?;
+        }
+    }
+    if let Some(sched) = &plan.schedule {
+        let v = if sched.is_empty() {
+            Value::Null
+        } else {
+            Value::String(schedule::encode(sched))
+        };
+        let patch = json!({ "metadata": { "annotations": { schedule::ANNOTATION: v } } });
+        api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await?;
+    }
+    Ok(())
+}
+
+fn failure_reason(action: &Action) -> &'static str {
+    match action {
+        Action::CreateCluster { .. } => "FailedToCreateRayCluster",
+        Action::UpdateCluster { .. } | Action::OpenGate { .. } => "FailedToUpdateRayCluster",
+        Action::DeleteCluster { .. } => "FailedToDeleteRayCluster",
+        Action::PushServeConfig { .. } => "FailedToUpdateServeApplications",
+        Action::PointServices { .. } => "FailedToUpdateService",
+        Action::DeleteServices => "FailedToDeleteService",
+        Action::SetHeadServeLabel { .. } => "FailedToUpdateHeadPodServeLabel",
+        Action::AddFinalizer | Action::RemoveFinalizer => "FailedToUpdateFinalizer",
+    }
+}
+
+fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<(), Error> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.is_not_found() => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn act(
+    rs: &RayService,
+    ns: &str,
+    name: &str,
+    action: &Action,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let client = ctx.client.clone();
+    let rs_api: Api<RayService> = Api::namespaced(client.clone(), ns);
+    let rc_api: Api<RayCluster> = Api::namespaced(client.clone(), ns);
+    let svc_api: Api<Service> = Api::namespaced(client.clone(), ns);
+    let pods_api: Api<Pod> = Api::namespaced(client, ns);
+    let merge = |v: Value| Patch::Merge(v);
+    match action {
+        Action::AddFinalizer | Action::RemoveFinalizer => {
+            let mut finalizers: Vec<String> = rs
+                .finalizers()
+                .iter()
+                .filter(|f| *f != c::FINALIZER_RAYSERVICE)
+                .cloned()
+                .collect();
+            if matches!(action, Action::AddFinalizer) {
+                finalizers.push(c::FINALIZER_RAYSERVICE.into());
+            }
+            ignore_not_found(
+                rs_api
+                    .patch(
+                        name,
+                        &PatchParams::default(),
+                        &merge(json!({ "metadata": { "finalizers": finalizers } })),
+                    )
+                    .await,
+            )
+        }
+        Action::CreateCluster { name: cname, gated } => {
+            let rc = build::new_child(rs, cname, &ctx.config.operator_version, *gated);
+            match rc_api.create(&PostParams::default(), &rc).await {
+                Ok(_) => Ok(()),
+                // Created by a pass whose status write was lost: same name, nothing to do.
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+                Err(e) => Err(e.into()),
+            }
+        }
+        Action::UpdateCluster { name: cname } => {
+            let existing = rc_api
+                .get_opt(cname)
+                .await?
+                .ok_or_else(|| Error::ClusterGone(cname.clone()))?;
+            let updated = build::updated_child(&existing, rs, &stamp(rs, ctx));
+            rc_api
+                .replace(cname, &PostParams::default(), &updated)
+                .await?;
+            Ok(())
+        }
+        Action::OpenGate { name: cname } => {
+            let patch = json!({ "metadata": { "annotations": { GATE_ANNOTATION: Value::Null } } });
+            rc_api
+                .patch(cname, &PatchParams::default(), &merge(patch))
+                .await?;
+            Ok(())
+        }
+        Action::PushServeConfig { cluster } => {
+            let yaml = rs
+                .spec
+                .serve_config_v2
+                .as_deref()
+                .ok_or(Error::MissingField("spec.serveConfigV2"))?;
+            let config = ServeConfig::from_yaml(yaml).map_err(|source| Error::Dashboard {
+                cluster: cluster.clone(),
+                source,
+            })?;
+            let endpoint = ctx.endpoint(cluster, ns);
+            let dashboard = (ctx.dashboards)(&endpoint);
+            let secs = ctx.config.dashboard_timeout.as_secs();
+            let hash = observe::serve_config_hash(yaml);
+            let answer = tokio::time::timeout(
+                ctx.config.dashboard_timeout,
+                dashboard.deploy(&endpoint, &config, None),
+            )
+            .await
+            .map_err(|_| Error::DashboardTimeout {
+                cluster: cluster.clone(),
+                secs,
+            })?;
+            let annotations = match answer {
+                Ok(()) => {
+                    json!({ SERVED_CONFIG_ANNOTATION: hash, REJECTED_CONFIG_ANNOTATION: Value::Null })
+                }
+                // Ray refused this config: record it (status and an event say why) instead of
+                // failing the pass and re-sending the same broken config every few seconds.
+                Err(
+                    source @ (DashboardError::Rejected { .. } | DashboardError::InvalidConfig(_)),
+                ) => {
+                    let message = source.to_string();
+                    let last = message
+                        .lines()
+                        .rev()
+                        .map(str::trim)
+                        .find(|l| !l.is_empty())
+                        .unwrap_or("");
+                    let ev = Event {
+                        type_: KEventType::Warning,
+                        reason: "FailedToUpdateServeApplications".into(),
+                        note: Some(format!("{cluster}: {message}")),
+                        action: "PushServeConfig".into(),
+                        secondary: None,
+                    };
+                    if let Err(e) = ctx.recorder.publish(&ev, &rs.object_ref(&())).await {
+                        warn!(error = %e, "could not record event");
+                    }
+                    json!({ REJECTED_CONFIG_ANNOTATION: format!("{hash} {last}") })
+                }
+                Err(source) => {
+                    return Err(Error::Dashboard {
+                        cluster: cluster.clone(),
+                        source,
+                    });
+                }
+            };
+            let patch = json!({ "metadata": { "annotations": annotations } });
+            rc_api
+                .patch(cluster, &PatchParams::default(), &merge(patch))
+                .await?;
+            Ok(())
+        }
+        Action::SetHeadServeLabel { cluster, serving } => {
+            let selector = format!(
+                "{}={cluster},{}={}",
+                c::LABEL_CLUSTER,
+                c::LABEL_NODE_TYPE,
+                c::NODE_TYPE_HEAD
+            );
+            for pod in pods_api
+                .list(&ListParams::default().labels(&selector))
+                .await?
+                .items
+            {
+                let patch =
+                    json!({ "metadata": { "labels": { c::LABEL_SERVE: serving.to_string() } } });
+                ignore_not_found(
+                    pods_api
+                        .patch(&pod.name_any(), &PatchParams::default(), &merge(patch))
+                        .await,
+                )?;
+            }
+            Ok(())
+        }
+        Action::PointServices { cluster } => {
+            let cluster_head = svc_api
+                .get_opt(&format!("{cluster}-{}", c::HEAD_SERVICE_SUFFIX))
+                .await?;
+            let wanted = [
+                build::rayservice_head_service(rs, cluster, cluster_head.as_ref()),
+                build::rayservice_serve_service(rs, cluster),
+            ];
+            for svc in wanted {
+                let sname = svc.name_any();
+                match svc_api.get_opt(&sname).await? {
+                    None => {
+                        svc_api.create(&PostParams::default(), &svc).await?;
+                    }
+                    Some(mut existing) => {
+                        // Keep the existing clusterIP (immutable); switch selector and ports only.
+                        let want = svc.spec.unwrap_or_default();
+                        let spec = existing.spec.get_or_insert_with(Default::default);
+                        spec.selector = want.selector;
+                        spec.ports = want.ports;
+                        svc_api
+                            .replace(&sname, &PostParams::default(), &existing)
+                            .await?;
+                    }
+                }
+            }
+            Ok(())
+        }
+        Action::DeleteCluster { name: cname } => {
+            let dp = DeleteParams {
+                propagation_policy: Some(PropagationPolicy::Background),
+                ..Default::default()
+            };
+            ignore_not_found(rc_api.delete(cname, &dp).await)
+        }
+        Action::DeleteServices => {
+            for sname in [
+                build::head_service_name(name),
+                build::serve_service_name(name),
+            ] {
+                ignore_not_found(svc_api.delete(&sname, &DeleteParams::default()).await)?;
+            }
+            Ok(())
+        }
+    }
+}

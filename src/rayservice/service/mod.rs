@@ -1,0 +1,34 @@
+//! RayService: decisions (pure) and the controller shell that executes them (`controller`).
+//!
+//! The controller reads a [`Snapshot`] (the RayService as data, its child RayClusters, what the Ray
+//! dashboard reported, the Services' selectors, the clock) and calls [`plan`], which returns a [`Plan`]:
+//! actions to execute in order, events to record, the status to write and the durable deletion schedule.
+//! Only `controller` performs I/O, so every transition is covered by table tests.
+//!
+//! Layout: `lifecycle` decides which top-level phase applies (deleting, invalid, suspending, suspended,
+//! timed out, running); `bluegreen` is the per-strategy state machine for a running service
+//! (`NewCluster` and `None`); `conditions` computes KubeRay's conditions; `schedule` keeps the
+//! dangling-cluster deletion deadlines that KubeRay held only in memory; `observe` maps API objects
+//! to the snapshot and the planned status back; `build` makes child clusters and Services.
+
+mod bluegreen;
+pub mod build;
+pub mod conditions;
+pub mod controller;
+pub mod duration;
+pub mod error;
+pub mod lifecycle;
+pub mod observe;
+pub mod plan;
+pub mod schedule;
+pub mod snapshot;
+
+#[cfg(test)]
+mod tests;
+
+pub use lifecycle::plan;
+pub use plan::{Action, EventPlan, EventType, Plan, ServiceStatusPlan, StatusPlan};
+pub use snapshot::{
+    Admission, AppView, ChildCluster, DesiredCluster, HashMatch, PriorCondition, PriorStatus,
+    ServeObservation, Snapshot, UpgradeStrategy,
+};

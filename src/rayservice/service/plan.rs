@@ -1,0 +1,124 @@
+//! What one reconcile pass decided: actions (executed in order), events, status, deletion schedule.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use super::snapshot::AppView;
+
+/// One write the shell performs. Order in [`Plan::actions`] is execution order; the first failure ends
+/// the pass without writing status, so the next pass re-plans from what really happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    AddFinalizer,
+    RemoveFinalizer,
+    /// Build the child RayCluster from `spec.rayClusterConfig` under this name (already in status).
+    /// `gated`: carries the admission gate, so its controller creates no pods until the gate opens.
+    CreateCluster {
+        name: String,
+        gated: bool,
+    },
+    /// Replace the child's spec (keeping its `suspend`), labels and annotations; re-stamps the hash.
+    UpdateCluster {
+        name: String,
+    },
+    /// Remove the admission gate from a cluster the quota now covers.
+    OpenGate {
+        name: String,
+    },
+    /// PUT `spec.serveConfigV2` to this cluster's dashboard, then stamp the served-config annotation.
+    PushServeConfig {
+        cluster: String,
+    },
+    /// Set the head pod's `ray.io/serve` label (whether the head is a serve endpoint).
+    SetHeadServeLabel {
+        cluster: String,
+        serving: bool,
+    },
+    /// Create `<rs>-head-svc` and `<rs>-serve-svc`, or switch their selectors, to this cluster.
+    PointServices {
+        cluster: String,
+    },
+    DeleteCluster {
+        name: String,
+    },
+    /// Delete the RayService-owned Services (suspend).
+    DeleteServices,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+/// A Kubernetes Event to record on the RayService.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventPlan {
+    pub type_: EventType,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// A condition to set. `refresh`: remove and re-add so lastTransitionTime restarts even if the status
+/// did not change (KubeRay #4894, re-arming Initializing on resume).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConditionPlan {
+    pub type_: &'static str,
+    pub status: &'static str,
+    pub reason: &'static str,
+    pub message: String,
+    pub refresh: bool,
+}
+
+/// `activeServiceStatus` / `pendingServiceStatus`. `applications: None` keeps what is stored (the
+/// dashboard was not reachable this pass).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServiceStatusPlan {
+    pub cluster: String,
+    pub applications: Option<BTreeMap<String, AppView>>,
+}
+
+/// The status to write. Conditions not listed keep their stored value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatusPlan {
+    pub active: Option<ServiceStatusPlan>,
+    pub pending: Option<ServiceStatusPlan>,
+    pub num_serve_endpoints: i32,
+    pub conditions: Vec<ConditionPlan>,
+    pub observed_generation: i64,
+}
+
+impl StatusPlan {
+    pub fn condition(&self, type_: &str) -> Option<&ConditionPlan> {
+        self.conditions.iter().find(|c| c.type_ == type_)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Plan {
+    pub actions: Vec<Action>,
+    pub events: Vec<EventPlan>,
+    /// `None`: leave status untouched.
+    pub status: Option<StatusPlan>,
+    /// `Some`: the new deletion schedule to persist (it changed).
+    pub schedule: Option<BTreeMap<String, Timestamp>>,
+    /// `None`: wait for the next watch event.
+    pub requeue: Option<Duration>,
+}
+
+impl Plan {
+    pub(crate) fn event(
+        &mut self,
+        type_: EventType,
+        reason: &'static str,
+        message: impl Into<String>,
+    ) {
+        self.events.push(EventPlan {
+            type_,
+            reason,
+            message: message.into(),
+        });
+    }
+}

@@ -1,0 +1,214 @@
+//! What the RayService decisions look at: plain data gathered by the controller shell in one pass.
+//! Names and hashes only — the decisions never need the full CRD types, which keeps the tables small.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use jiff::{SignedDuration, Timestamp};
+
+/// How a cluster-spec change is rolled out (`spec.upgradeStrategy.type`, resolved with the operator's
+/// `ENABLE_ZERO_DOWNTIME` default when unset).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpgradeStrategy {
+    /// Blue/green: a pending cluster, Services switched when it is ready.
+    NewCluster,
+    /// Stepwise traffic through an HTTPRoute. Until its own state machine lands, it runs as blue/green,
+    /// which is what KubeRay's incremental upgrade degenerates to with `maxSurgePercent: 100`.
+    NewClusterWithIncrementalUpgrade,
+    /// Cluster-spec changes are ignored (serve config changes still apply in place).
+    None,
+}
+
+impl UpgradeStrategy {
+    /// Whether a cluster-spec change that cannot be applied in place gets a new (pending) cluster.
+    pub fn prepares_new_cluster(self) -> bool {
+        !matches!(self, UpgradeStrategy::None)
+    }
+}
+
+/// The desired child cluster, summarised by the spec hashes KubeRay compares.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct DesiredCluster {
+    /// `ray.io/hash-without-replicas-and-workers-to-delete` of `spec.rayClusterConfig`.
+    pub hash: String,
+    /// `prefix_hashes[n]` = the same hash computed with only the first `n` worker groups; used to
+    /// recognise "groups appended at the end", which is applied in place. Length = number of groups.
+    pub prefix_hashes: Vec<String>,
+    /// Hash of `spec.serveConfigV2`; `None` when the RayService has no Serve config.
+    pub serve_config_hash: Option<String>,
+}
+
+/// How an existing cluster relates to the desired spec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HashMatch {
+    Equal,
+    /// Only worker groups were appended: update the RayCluster in place.
+    Appended,
+    Different,
+}
+
+impl DesiredCluster {
+    pub fn compare(&self, cluster: &ChildCluster) -> HashMatch {
+        let Some(hash) = cluster.hash.as_deref() else {
+            return HashMatch::Different;
+        };
+        if hash == self.hash {
+            return HashMatch::Equal;
+        }
+        match cluster.num_worker_groups {
+            Some(n) if n < self.prefix_hashes.len() && self.prefix_hashes[n] == hash => {
+                HashMatch::Appended
+            }
+            _ => HashMatch::Different,
+        }
+    }
+}
+
+/// One Serve application as the dashboard reported it.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct AppView {
+    pub status: String,
+    pub message: String,
+    /// deployment name -> (status, message)
+    pub deployments: BTreeMap<String, (String, String)>,
+}
+
+/// What the shell learned from a cluster's dashboard this pass.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum ServeObservation {
+    /// Not asked (head not ready, cluster gated, or not a current cluster).
+    #[default]
+    NotQueried,
+    /// The dashboard errored or timed out; the message says why.
+    Unreachable(String),
+    /// `ready` is the dashboard module's verdict: at least one app, every app RUNNING and every
+    /// deployment with its target number of RUNNING replicas.
+    Apps {
+        apps: BTreeMap<String, AppView>,
+        ready: bool,
+    },
+}
+
+/// A RayCluster owned by this RayService (found by the `ray.io/originated-from-*` labels).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ChildCluster {
+    pub name: String,
+    /// `ray.io/hash-without-replicas-and-workers-to-delete` annotation.
+    pub hash: Option<String>,
+    /// `ray.io/num-worker-groups` annotation.
+    pub num_worker_groups: Option<usize>,
+    /// `ray.io/kuberay-version` annotation.
+    pub operator_version: Option<String>,
+    /// The admission gate is closed: the RayCluster controller creates no pods for it.
+    pub gated: bool,
+    /// `HeadPodReady=True` on the RayCluster.
+    pub head_ready: bool,
+    /// Hash of the Serve config last accepted by this cluster's dashboard (annotation stamped after a
+    /// successful PUT, so a restart does not re-push).
+    pub served_config_hash: Option<String>,
+    /// `(config hash, Ray's message)` when Ray refused that config outright (HTTP 400): it is not
+    /// pushed again until the config changes.
+    pub rejected_config: Option<(String, String)>,
+    pub serve: ServeObservation,
+    /// Current `ray.io/serve` label on the head pod, if there is a head pod.
+    pub head_serve_label: Option<bool>,
+    /// Ready pods selected by `{ray.io/cluster: name, ray.io/serve: "true"}`.
+    pub ready_serve_pods: i32,
+    /// `deletionTimestamp` is set.
+    pub deleting: bool,
+}
+
+/// Which clusters the quota admission covers. The gate is driven from outside; the decisions only read it.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum Admission {
+    /// No `kueue.x-k8s.io/queue-name` label: no gate.
+    #[default]
+    NotQueueManaged,
+    /// Queue-managed: a pending cluster created during an upgrade stays gated until named here.
+    /// (The first cluster needs no entry: the RayService itself stays suspended until admitted.)
+    QueueManaged { admitted: BTreeSet<String> },
+}
+
+impl Admission {
+    /// Whether a cluster created now must be gated. The first cluster (no active one) is not.
+    pub fn gate_new_cluster(&self, name: &str, has_active: bool) -> bool {
+        match self {
+            Admission::NotQueueManaged => false,
+            Admission::QueueManaged { admitted } => has_active && !admitted.contains(name),
+        }
+    }
+    pub fn admits(&self, name: &str) -> bool {
+        match self {
+            Admission::NotQueueManaged => true,
+            Admission::QueueManaged { admitted } => admitted.contains(name),
+        }
+    }
+}
+
+/// A condition as it stands in the stored status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PriorCondition {
+    pub type_: String,
+    /// "True", "False" or "Unknown".
+    pub status: String,
+    pub reason: String,
+    pub last_transition: Timestamp,
+}
+
+/// The parts of the stored status the decisions build on.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct PriorStatus {
+    pub active: Option<String>,
+    pub pending: Option<String>,
+    pub conditions: Vec<PriorCondition>,
+}
+
+impl PriorStatus {
+    pub fn condition(&self, type_: &str) -> Option<&PriorCondition> {
+        self.conditions.iter().find(|c| c.type_ == type_)
+    }
+    pub fn is_true(&self, type_: &str) -> bool {
+        self.condition(type_).is_some_and(|c| c.status == "True")
+    }
+    pub fn reason_is(&self, type_: &str, reason: &str) -> bool {
+        self.condition(type_).is_some_and(|c| c.reason == reason)
+    }
+}
+
+/// Everything one reconcile pass decides from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    pub now: Timestamp,
+    pub generation: i64,
+    /// `deletionTimestamp` is set on the RayService.
+    pub deleting: bool,
+    pub has_finalizer: bool,
+    /// `spec.managedBy` names another controller (e.g. MultiKueue): do nothing.
+    pub managed_externally: bool,
+    /// Validation result of spec and metadata; `Some` = the first error, naming the field.
+    pub invalid: Option<String>,
+    pub suspend: bool,
+    pub strategy: UpgradeStrategy,
+    pub deletion_delay: SignedDuration,
+    /// Parsed `ray.io/initializing-timeout` annotation.
+    pub initializing_timeout: Option<SignedDuration>,
+    pub exclude_head_from_serve: bool,
+    pub desired: DesiredCluster,
+    pub status: PriorStatus,
+    /// Durable deletion deadlines of dangling clusters (see `schedule`).
+    pub deletion_schedule: BTreeMap<String, Timestamp>,
+    pub clusters: Vec<ChildCluster>,
+    /// Cluster named in the `ray.io/cluster` selector of `<rs>-head-svc` / `<rs>-serve-svc` (None = absent).
+    pub head_service: Option<String>,
+    pub serve_service: Option<String>,
+    pub admission: Admission,
+    /// A name to use if this pass prepares a new cluster (`<rs>-<5 random chars>`), chosen by the shell.
+    pub fresh_name: String,
+    /// Value we stamp into `ray.io/kuberay-version`.
+    pub operator_version: String,
+}
+
+impl Snapshot {
+    pub fn cluster(&self, name: &str) -> Option<&ChildCluster> {
+        self.clusters.iter().find(|c| c.name == name)
+    }
+}

@@ -1,0 +1,248 @@
+//! The real kubectl against the embedded server over loopback TCP.
+//! kubectl comes from env QUOTAGATE_KUBECTL or .venv-kubectl/bin/kubectl (scripts/install-kubectl.sh).
+//! Missing kubectl: the tests print a skip line, or fail when QUOTAGATE_REQUIRE_TOOLS=1.
+
+mod embedded_support;
+
+use embedded_support::*;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use tokio::io::AsyncWriteExt;
+use tokio_util::sync::CancellationToken;
+
+fn kubectl_path() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("QUOTAGATE_KUBECTL") {
+        return Some(PathBuf::from(p));
+    }
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv-kubectl/bin/kubectl");
+    p.exists().then_some(p)
+}
+
+struct Kube {
+    bin: PathBuf,
+    dir: PathBuf,
+    kubeconfig: PathBuf,
+    srv: Arc<quotagate::embedded::EmbeddedServer>,
+    cancel: CancellationToken,
+}
+
+impl Drop for Kube {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+struct Out {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+impl Kube {
+    /// None (after printing the skip line) when kubectl is not installed and not required.
+    async fn start(test: &str) -> Option<Kube> {
+        let Some(bin) = kubectl_path() else {
+            if std::env::var("QUOTAGATE_REQUIRE_TOOLS").as_deref() == Ok("1") {
+                panic!("kubectl not installed and QUOTAGATE_REQUIRE_TOOLS=1: run scripts/install-kubectl.sh");
+            }
+            println!("skipped: kubectl not installed, run scripts/install-kubectl.sh");
+            return None;
+        };
+        let dir = std::env::temp_dir().join(format!("quotagate-kubectl-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let kubeconfig = dir.join("kubeconfig");
+        let srv = server();
+        let cancel = CancellationToken::new();
+        srv.spawn_tcp("127.0.0.1:0".parse().unwrap(), Some(&kubeconfig), cancel.clone()).await.unwrap();
+        Some(Kube { bin, dir, kubeconfig, srv, cancel })
+    }
+
+    async fn run_with(&self, args: &[&str], stdin: Option<&str>) -> Out {
+        let mut cmd = tokio::process::Command::new(&self.bin);
+        cmd.args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("KUBECACHEDIR", self.dir.join("cache"))
+            .env("HOME", &self.dir)
+            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().unwrap();
+        if let Some(input) = stdin {
+            let mut s = child.stdin.take().unwrap();
+            s.write_all(input.as_bytes()).await.unwrap();
+        }
+        let out = tokio::time::timeout(std::time::Duration::from_secs(60), child.wait_with_output())
+            .await
+            .unwrap_or_else(|_| panic!("kubectl {args:?} did not finish in 60s"))
+            .unwrap();
+        Out { ok: out.status.success(), stdout: String::from_utf8_lossy(&out.stdout).into(), stderr: String::from_utf8_lossy(&out.stderr).into() }
+    }
+
+    async fn ok(&self, args: &[&str]) -> String {
+        let o = self.run_with(args, None).await;
+        assert!(o.ok, "kubectl {args:?} failed:\n{}\n{}", o.stdout, o.stderr);
+        o.stdout
+    }
+
+    async fn apply(&self, yaml: &str) -> String {
+        let o = self.run_with(&["apply", "-f", "-"], Some(yaml)).await;
+        assert!(o.ok, "kubectl apply failed:\n{}\n{}", o.stdout, o.stderr);
+        o.stdout
+    }
+}
+
+const WIDGET: &str = "apiVersion: example.quotagate.io/v1\nkind: Widget\nmetadata:\n  name: w1\n  labels:\n    app: demo\nspec:\n  size: 3\n";
+
+#[tokio::test]
+async fn kubectl_apply_get_patch_label_delete() {
+    let Some(k) = Kube::start("crud").await else { return };
+    assert!(k.ok(&["version"]).await.contains("Server Version"));
+    assert!(k.apply(WIDGET).await.contains("widget.example.quotagate.io/w1 created"));
+    assert!(k.apply(WIDGET).await.contains("unchanged"));
+    assert!(k.apply(&WIDGET.replace("size: 3", "size: 4")).await.contains("configured"));
+    // Table with the CRD's printer columns, via a short name.
+    let table = k.ok(&["get", "wd"]).await;
+    assert!(table.contains("NAME") && table.contains("SIZE") && table.contains("w1") && table.contains('4'), "{table}");
+    let json: serde_json::Value = serde_json::from_str(&k.ok(&["get", "widget", "w1", "-o", "json"]).await).unwrap();
+    assert_eq!(json["spec"]["size"], 4);
+    assert!(k.ok(&["get", "widgets", "-o", "yaml"]).await.contains("size: 4"));
+    assert_eq!(k.ok(&["get", "widget", "w1", "-o", "jsonpath={.metadata.labels.app}"]).await, "demo");
+    assert!(k.ok(&["patch", "widget", "w1", "--type=merge", "-p", r#"{"spec":{"size":5}}"#]).await.contains("patched"));
+    assert!(k.ok(&["patch", "widget", "w1", "--type=json", "-p", r#"[{"op":"replace","path":"/spec/size","value":6}]"#]).await.contains("patched"));
+    assert!(k.ok(&["label", "widget", "w1", "tier=gold"]).await.contains("labeled"));
+    assert_eq!(k.ok(&["get", "widgets", "-l", "tier=gold", "-o", "jsonpath={.items[*].spec.size}"]).await, "6");
+    let bad = k.run_with(&["patch", "widget", "w1", "--type=merge", "-p", r#"{"spec":{"size":-1}}"#], None).await;
+    assert!(!bad.ok && bad.stderr.contains("spec.size: Invalid value: must be >= 0"), "{}", bad.stderr);
+    // Cluster-scoped kind, and a built-in kind through strategic merge on re-apply.
+    assert!(k.apply("apiVersion: example.quotagate.io/v1\nkind: Gadget\nmetadata:\n  name: g1\nspec:\n  color: red\n").await.contains("created"));
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c1\ndata:\n  a: \"1\"\n  b: \"2\"\n";
+    k.apply(cm).await;
+    k.apply(&cm.replace("  b: \"2\"\n", "")).await;
+    assert_eq!(k.ok(&["get", "cm", "c1", "-o", "jsonpath={.data}"]).await, r#"{"a":"1"}"#);
+    assert!(k.ok(&["delete", "widget", "w1"]).await.contains("deleted"));
+    assert!(k.ok(&["delete", "gadget", "g1"]).await.contains("deleted"));
+    let gone = k.run_with(&["get", "widget", "w1"], None).await;
+    assert!(!gone.ok && gone.stderr.contains("NotFound"), "{}", gone.stderr);
+}
+
+#[tokio::test]
+async fn kubectl_create_generators_send_protobuf() {
+    let Some(k) = Kube::start("proto").await else { return };
+    assert!(k.ok(&["create", "configmap", "p1", "--from-literal=a=1"]).await.contains("created"));
+    assert_eq!(k.ok(&["get", "cm", "p1", "-o", "jsonpath={.data.a}"]).await, "1");
+    assert!(k.ok(&["create", "secret", "generic", "s1", "--from-literal=k=v"]).await.contains("created"));
+    assert_eq!(k.ok(&["get", "secret", "s1", "-o", "jsonpath={.data.k}"]).await, "dg==");
+    assert!(k.ok(&["create", "namespace", "team-a"]).await.contains("created"));
+    assert!(k.ok(&["get", "ns"]).await.contains("team-a"));
+}
+
+#[tokio::test]
+async fn kubectl_wait_describe_and_watch() {
+    let Some(k) = Kube::start("wait").await else { return };
+    k.apply(WIDGET).await;
+    // wait --for=condition: a WatchList watch that must see the initial-events-end bookmark.
+    let waiter = {
+        let bin = k.bin.clone();
+        let (kc, cache, home) = (k.kubeconfig.clone(), k.dir.join("cache"), k.dir.clone());
+        tokio::spawn(async move {
+            tokio::process::Command::new(bin)
+                .args(["wait", "--for=condition=Ready", "widget/w1", "--timeout=30s"])
+                .env("KUBECONFIG", kc)
+                .env("KUBECACHEDIR", cache)
+                .env("HOME", home)
+                .output()
+                .await
+                .unwrap()
+        })
+    };
+    let api: kube::Api<Widget> = kube::Api::namespaced(k.srv.client(), "default");
+    // The condition is written once; kubectl sees it either live or in
+    // its initial events (WatchList), both through its watch.
+    let status = serde_json::json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Test", "message": "",
+        "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1}]}});
+    api.patch_status("w1", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(status)).await.unwrap();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(40), waiter).await.unwrap().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("condition met"));
+    let table = k.ok(&["get", "widget", "w1"]).await;
+    assert!(table.contains("True"), "Ready printer column: {table}");
+
+    let d = k.ok(&["describe", "widget", "w1"]).await;
+    assert!(d.contains("Name:") && d.contains("w1") && d.contains("Size:"), "{d}");
+    k.apply("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c1\ndata:\n  a: \"1\"\n").await;
+    assert!(k.ok(&["describe", "cm", "c1"]).await.contains("c1"));
+
+    // get -w: prints the current row, then a change; kubectl keeps the stream open, so kill it.
+    let mut child = tokio::process::Command::new(&k.bin)
+        .args(["get", "widgets", "-w", "--output-watch-events"])
+        .env("KUBECONFIG", &k.kubeconfig)
+        .env("KUBECACHEDIR", k.dir.join("cache"))
+        .env("HOME", &k.dir)
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
+    let mut saw = Vec::new();
+    let mut patched = false;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    while let Ok(Ok(Some(line))) = tokio::time::timeout_at(deadline, lines.next_line()).await {
+        saw.push(line.clone());
+        if !patched && line.contains("w1") {
+            api.patch("w1", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(serde_json::json!({"spec": {"size": 9}})))
+                .await
+                .unwrap();
+            patched = true;
+        }
+        if line.contains("MODIFIED") {
+            break;
+        }
+    }
+    let _ = child.kill().await;
+    assert!(saw.iter().any(|l| l.contains("MODIFIED") && l.contains('9')), "{saw:?}");
+    assert!(k.ok(&["delete", "widget", "w1", "--wait=true"]).await.contains("deleted"));
+}
+
+#[tokio::test]
+async fn kubectl_more_verbs() {
+    let Some(k) = Kube::start("more").await else { return };
+    let w = WIDGET.replace("w1", "w2");
+    assert!(k.run_with(&["create", "-f", "-"], Some(&w)).await.ok);
+    let dup = k.run_with(&["create", "-f", "-"], Some(&w)).await;
+    assert!(!dup.ok && dup.stderr.contains("AlreadyExists"), "{}", dup.stderr);
+    assert!(k.run_with(&["replace", "-f", "-"], Some(&w.replace("size: 3", "size: 8"))).await.ok);
+    assert_eq!(k.ok(&["get", "widget", "w2", "-o", "jsonpath={.spec.size}"]).await, "8");
+    let ssa = k.run_with(&["apply", "--server-side", "-f", "-"], Some(&w.replace("size: 3", "size: 10"))).await;
+    assert!(ssa.ok && ssa.stdout.contains("serverside-applied"), "{}{}", ssa.stdout, ssa.stderr);
+    assert!(k.ok(&["annotate", "widget", "w2", "note=hi"]).await.contains("annotated"));
+    let st = k.ok(&["patch", "widget", "w2", "--subresource=status", "--type=merge", "-p", r#"{"status":{"seen":"kubectl"}}"#]).await;
+    assert!(st.contains("patched"), "{st}");
+    assert_eq!(k.ok(&["get", "widget", "w2", "-o", "jsonpath={.status.seen}"]).await, "kubectl");
+    let editor = k.dir.join("editor.sh");
+    std::fs::write(&editor, "#!/bin/sh\nsed -i 's/size: 10/size: 11/' \"$1\"\n").unwrap();
+    std::fs::set_permissions(&editor, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut cmd = tokio::process::Command::new(&k.bin);
+    let edit = cmd
+        .args(["edit", "widget", "w2"])
+        .env("KUBECONFIG", &k.kubeconfig)
+        .env("KUBECACHEDIR", k.dir.join("cache"))
+        .env("HOME", &k.dir)
+        .env("KUBE_EDITOR", &editor)
+        .output()
+        .await
+        .unwrap();
+    assert!(edit.status.success(), "{}", String::from_utf8_lossy(&edit.stderr));
+    assert_eq!(k.ok(&["get", "widget", "w2", "-o", "jsonpath={.spec.size}"]).await, "11");
+    let all = k.ok(&["get", "all"]).await;
+    assert!(all.contains("widget.example.quotagate.io/w2"), "{all}");
+    assert!(k.ok(&["api-resources"]).await.contains("widgets"));
+    assert!(k.ok(&["get", "widgets", "-A"]).await.contains("default"));
+    assert!(k.ok(&["delete", "widgets", "-l", "app=demo"]).await.contains("deleted"));
+    let gone = k.run_with(&["wait", "--for=delete", "widget/w2", "--timeout=10s"], None).await;
+    assert!(gone.ok, "{}", gone.stderr);
+}

@@ -1,0 +1,619 @@
+//! The RayService and RayCluster controllers on the embedded API server, with the simulated node agent
+//! and Ray dashboard. Every wait is a watch with a timeout.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Client, ResourceExt};
+use quotagate::api::ray::{RayCluster, RayService};
+use quotagate::embedded::raysim::{RaySim, SimOptions};
+use quotagate::embedded::sim::{self, SimConfig};
+use quotagate::embedded::{AllowAll, EmbeddedServer};
+use quotagate::rayservice::clusterctl::controller as clusterctl;
+use quotagate::rayservice::dashboard::{DashboardEndpoint, RayDashboard};
+use quotagate::rayservice::service::controller::{self as rsctl, DashboardFactory};
+use serde_json::json;
+use tokio::task::JoinHandle;
+use tokio::time::timeout;
+use tokio_util::sync::CancellationToken;
+
+const NS: &str = "default";
+
+/// Runs a scenario on a multi-thread runtime whose workers have 8 MiB stacks: the in-process API server
+/// handles each request inside the caller's poll, and debug builds of these deep futures exceed the
+/// default 2 MiB test-thread stack.
+fn scenario<F: std::future::Future<Output = ()> + Send + 'static>(f: F) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_stack_size(8 << 20)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move { tokio::spawn(f).await.unwrap() });
+}
+const WAIT: Duration = Duration::from_secs(60);
+
+struct Harness {
+    client: Client,
+    sim: Arc<RaySim>,
+    cancel: CancellationToken,
+    rs_controller: Option<JoinHandle<()>>,
+    _server: Arc<EmbeddedServer>,
+}
+
+impl Harness {
+    fn start() -> Self {
+        let server = EmbeddedServer::new(&quotagate::api::all_crds(), Arc::new(AllowAll));
+        let client = server.client();
+        let cancel = CancellationToken::new();
+        let config = SimConfig {
+            gateway: None,
+            ..SimConfig::default()
+        };
+        sim::spawn(client.clone(), &config, cancel.clone());
+        let sim = Arc::new(RaySim::new(SimOptions {
+            build_delay: Duration::from_millis(50),
+            replica_start_delay: Duration::from_millis(50),
+            replica_stop_delay: Duration::from_millis(50),
+            fail_delay: Duration::from_millis(100),
+            auto_start: true,
+        }));
+        let mut rc_ctx = clusterctl::Context::new(client.clone());
+        rc_ctx.config.busy_requeue = Duration::from_millis(200);
+        tokio::spawn(clusterctl::run(Arc::new(rc_ctx)));
+        let mut h = Harness {
+            client,
+            sim,
+            cancel,
+            rs_controller: None,
+            _server: server,
+        };
+        h.start_rayservice_controller();
+        h
+    }
+
+    fn start_rayservice_controller(&mut self) {
+        let dash: Arc<dyn RayDashboard> = self.sim.clone();
+        let factory: DashboardFactory = Arc::new(move |_: &DashboardEndpoint| dash.clone());
+        let mut ctx = rsctl::Context::new(self.client.clone(), factory);
+        ctx.config.requeue = Duration::from_millis(200);
+        ctx.config.error_backoff = Duration::from_millis(300);
+        self.rs_controller = Some(tokio::spawn(rsctl::run(Arc::new(ctx))));
+    }
+
+    /// Simulates an operator crash: the controller task stops, all its memory is gone.
+    fn stop_rayservice_controller(&mut self) {
+        if let Some(h) = self.rs_controller.take() {
+            h.abort();
+        }
+    }
+
+    fn services(&self) -> Api<RayService> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+    fn clusters(&self) -> Api<RayCluster> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+    fn svcs(&self) -> Api<Service> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    async fn wait_rs(
+        &self,
+        name: &str,
+        what: &str,
+        cond: impl Fn(&RayService) -> bool + Send + 'static,
+    ) -> RayService {
+        let got = timeout(
+            WAIT,
+            await_condition(self.services(), name, move |o: Option<&RayService>| {
+                o.is_some_and(&cond)
+            }),
+        )
+        .await;
+        match got {
+            Ok(Ok(Some(rs))) => rs,
+            other => {
+                let now = self.services().get(name).await.ok();
+                panic!(
+                    "timed out waiting for {what}: {other:?}\nlast status: {:#?}",
+                    now.and_then(|r| r.status)
+                );
+            }
+        }
+    }
+
+    async fn patch_spec(&self, name: &str, spec: serde_json::Value) {
+        self.services()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "spec": spec })),
+            )
+            .await
+            .unwrap();
+    }
+
+    async fn cluster_names(&self) -> Vec<String> {
+        self.clusters()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|c| c.name_any())
+            .collect()
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+        self.stop_rayservice_controller();
+    }
+}
+
+fn serve_config(import_path: &str, price: u32) -> String {
+    format!(
+        "applications:\n  - name: fruit_app\n    import_path: {import_path}\n    route_prefix: /fruit\n    deployments:\n      - name: MangoStand\n        num_replicas: 1\n        user_config:\n          price: {price}\n"
+    )
+}
+
+fn rayservice(name: &str, image: &str) -> RayService {
+    serde_json::from_value(json!({
+        "apiVersion": "ray.io/v1", "kind": "RayService",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "rayClusterDeletionDelaySeconds": 1,
+            "serveConfigV2": serve_config("fruit.deployment_graph", 3),
+            "rayClusterConfig": {
+                "rayVersion": "2.46.0",
+                "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{
+                    "name": "ray-head", "image": image,
+                    "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}},
+                    "ports": [{"containerPort": 6379, "name": "gcs-server"}, {"containerPort": 8265, "name": "dashboard"},
+                              {"containerPort": 10001, "name": "client"}, {"containerPort": 8000, "name": "serve"}]}]}}},
+                "workerGroupSpecs": [{"groupName": "small", "replicas": 1, "minReplicas": 1, "maxReplicas": 2, "rayStartParams": {},
+                    "template": {"spec": {"containers": [{"name": "ray-worker", "image": image,
+                        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}}]}}}]
+            }
+        }
+    }))
+    .unwrap()
+}
+
+fn cond<'a>(
+    rs: &'a RayService,
+    type_: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    rs.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+fn is_true(rs: &RayService, type_: &str) -> bool {
+    cond(rs, type_).is_some_and(|c| c.status == "True")
+}
+
+fn active(rs: &RayService) -> Option<String> {
+    rs.status
+        .as_ref()?
+        .active_service_status
+        .as_ref()?
+        .ray_cluster_name
+        .clone()
+}
+
+fn pending(rs: &RayService) -> Option<String> {
+    rs.status
+        .as_ref()?
+        .pending_service_status
+        .as_ref()?
+        .ray_cluster_name
+        .clone()
+}
+
+fn endpoints(rs: &RayService) -> i32 {
+    rs.status
+        .as_ref()
+        .and_then(|s| s.num_serve_endpoints)
+        .unwrap_or(0)
+}
+
+async fn selector_cluster(h: &Harness, svc: &str) -> Option<String> {
+    let s = h.svcs().get_opt(svc).await.unwrap()?;
+    s.spec?.selector?.get("ray.io/cluster").cloned()
+}
+
+async fn create_and_wait_ready(h: &Harness, name: &str) -> RayService {
+    h.services()
+        .create(
+            &PostParams::default(),
+            &rayservice(name, "rayproject/ray:2.46.0"),
+        )
+        .await
+        .unwrap();
+    let rs = h
+        .wait_rs(name, "Ready=True", |rs| {
+            is_true(rs, "Ready") && active(rs).is_some()
+        })
+        .await;
+    let a = active(&rs).unwrap();
+    assert!(a.starts_with(&format!("{name}-")), "{a}");
+    assert!(endpoints(&rs) > 0);
+    assert_eq!(
+        selector_cluster(h, &format!("{name}-head-svc"))
+            .await
+            .as_deref(),
+        Some(a.as_str())
+    );
+    assert_eq!(
+        selector_cluster(h, &format!("{name}-serve-svc"))
+            .await
+            .as_deref(),
+        Some(a.as_str())
+    );
+    rs
+}
+
+fn endpoint_of(cluster: &str) -> String {
+    format!("http://{cluster}-head-svc.{NS}.svc.cluster.local:8265")
+}
+
+#[test]
+fn create_then_serve_update_in_place() {
+    scenario(create_then_serve_update_in_place_body());
+}
+
+async fn create_then_serve_update_in_place_body() {
+    let h = Harness::start();
+    let rs = create_and_wait_ready(&h, "fruit").await;
+    let a = active(&rs).unwrap();
+    let pods: Api<Pod> = Api::namespaced(h.client.clone(), NS);
+    let cluster_pods = pods
+        .list(&ListParams::default().labels(&format!("ray.io/cluster={a}")))
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(cluster_pods.len(), 2, "head + 1 worker");
+    let puts = h.sim.put_count(&endpoint_of(&a));
+    assert_eq!(puts, 1, "the config is pushed once");
+
+    h.patch_spec(
+        "fruit",
+        json!({ "serveConfigV2": serve_config("fruit.deployment_graph", 4) }),
+    )
+    .await;
+    let rs = h
+        .wait_rs("fruit", "second push applied", {
+            let sim = h.sim.clone();
+            let url = endpoint_of(&a);
+            move |rs| {
+                sim.put_count(&url) == 2
+                    && is_true(rs, "Ready")
+                    && rs.status.as_ref().and_then(|s| s.observed_generation)
+                        == rs.metadata.generation
+            }
+        })
+        .await;
+    assert_eq!(
+        active(&rs).as_deref(),
+        Some(a.as_str()),
+        "serve config changes are applied in place"
+    );
+    assert_eq!(pending(&rs), None);
+    assert_eq!(h.cluster_names().await, vec![a]);
+}
+
+#[test]
+fn blue_green_upgrade_switches_services_and_deletes_the_old_cluster_later() {
+    scenario(blue_green_upgrade_switches_services_and_deletes_the_old_cluster_later_body());
+}
+
+async fn blue_green_upgrade_switches_services_and_deletes_the_old_cluster_later_body() {
+    let h = Harness::start();
+    let rs = create_and_wait_ready(&h, "bg").await;
+    let old = active(&rs).unwrap();
+
+    h.patch_spec(
+        "bg",
+        json!({ "rayClusterConfig": { "rayVersion": "2.47.0" } }),
+    )
+    .await;
+    let rs = h
+        .wait_rs("bg", "a pending cluster", |rs| pending(rs).is_some())
+        .await;
+    let new = pending(&rs).unwrap();
+    assert_ne!(new, old);
+    assert_eq!(
+        active(&rs).as_deref(),
+        Some(old.as_str()),
+        "the active keeps serving meanwhile"
+    );
+
+    let rs = h
+        .wait_rs("bg", "promotion", {
+            let new = new.clone();
+            move |rs| {
+                active(rs).as_deref() == Some(new.as_str())
+                    && pending(rs).is_none()
+                    && is_true(rs, "Ready")
+            }
+        })
+        .await;
+    assert!(endpoints(&rs) > 0);
+    assert_eq!(
+        selector_cluster(&h, "bg-serve-svc").await.as_deref(),
+        Some(new.as_str())
+    );
+    assert_eq!(
+        selector_cluster(&h, "bg-head-svc").await.as_deref(),
+        Some(new.as_str())
+    );
+    let upgrade = cond(&rs, "UpgradeInProgress").unwrap();
+    assert_eq!(
+        (upgrade.status.as_str(), upgrade.reason.as_str()),
+        ("False", "NoPendingCluster")
+    );
+
+    // The old cluster goes after rayClusterDeletionDelaySeconds (1 s here), with its deadline persisted.
+    let old_rc = h.clusters().get_opt(&old).await.unwrap();
+    if let Some(old_rc) = old_rc {
+        let uid = old_rc.uid().unwrap();
+        timeout(
+            WAIT,
+            await_condition(h.clusters(), &old, conditions::is_deleted(&uid)),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    }
+    assert_eq!(h.cluster_names().await, vec![new]);
+}
+
+#[test]
+fn suspend_deletes_everything_and_resume_recreates() {
+    scenario(suspend_deletes_everything_and_resume_recreates_body());
+}
+
+async fn suspend_deletes_everything_and_resume_recreates_body() {
+    let h = Harness::start();
+    create_and_wait_ready(&h, "sus").await;
+    h.patch_spec("sus", json!({ "suspend": true })).await;
+    let rs = h
+        .wait_rs("sus", "Suspended=True", |rs| is_true(rs, "Suspended"))
+        .await;
+    assert!(!is_true(&rs, "Suspending"));
+    assert_eq!((active(&rs), pending(&rs), endpoints(&rs)), (None, None, 0));
+    assert!(h.cluster_names().await.is_empty());
+    assert!(h.svcs().get_opt("sus-serve-svc").await.unwrap().is_none());
+
+    h.patch_spec("sus", json!({ "suspend": false })).await;
+    let rs = h
+        .wait_rs("sus", "Ready again", |rs| {
+            is_true(rs, "Ready") && active(rs).is_some()
+        })
+        .await;
+    assert_eq!(cond(&rs, "Suspended").unwrap().reason, "RayServiceResumed");
+}
+
+#[test]
+fn broken_serve_config_keeps_the_active_serving() {
+    scenario(broken_serve_config_keeps_the_active_serving_body());
+}
+
+async fn broken_serve_config_keeps_the_active_serving_body() {
+    let h = Harness::start();
+    let rs = create_and_wait_ready(&h, "broken").await;
+    let a = active(&rs).unwrap();
+    // In place: the new config fails to import on the active cluster.
+    h.patch_spec(
+        "broken",
+        json!({ "serveConfigV2": serve_config("no_such_module.app", 3) }),
+    )
+    .await;
+    let rs = h
+        .wait_rs("broken", "ServeDeployFailed", |rs| {
+            cond(rs, "Ready").is_some_and(|c| c.reason == "ServeDeployFailed")
+        })
+        .await;
+    let ready = cond(&rs, "Ready").unwrap();
+    assert_eq!(ready.status, "False");
+    assert!(ready.message.contains("DEPLOY_FAILED"), "{}", ready.message);
+    assert!(endpoints(&rs) > 0, "old replicas keep serving");
+    assert_eq!(active(&rs).as_deref(), Some(a.as_str()));
+    assert_eq!(
+        selector_cluster(&h, "broken-serve-svc").await.as_deref(),
+        Some(a.as_str())
+    );
+
+    // With a cluster change too: the pending never gets traffic, the active keeps it.
+    h.patch_spec(
+        "broken",
+        json!({ "rayClusterConfig": { "rayVersion": "2.47.0" } }),
+    )
+    .await;
+    let rs = h
+        .wait_rs("broken", "pending with a failed app", |rs| {
+            rs.status
+                .as_ref()
+                .and_then(|s| s.pending_service_status.as_ref())
+                .and_then(|p| p.applications.as_ref())
+                .is_some_and(|apps| {
+                    apps.values()
+                        .any(|a| a.status.as_deref() == Some("DEPLOY_FAILED"))
+                })
+        })
+        .await;
+    assert_eq!(active(&rs).as_deref(), Some(a.as_str()));
+    assert_eq!(
+        selector_cluster(&h, "broken-serve-svc").await.as_deref(),
+        Some(a.as_str())
+    );
+    assert!(endpoints(&rs) > 0);
+}
+
+#[test]
+fn operator_restart_mid_upgrade_resumes_without_a_second_pending() {
+    scenario(operator_restart_mid_upgrade_resumes_without_a_second_pending_body());
+}
+
+async fn operator_restart_mid_upgrade_resumes_without_a_second_pending_body() {
+    let mut h = Harness::start();
+    create_and_wait_ready(&h, "crash").await;
+    h.patch_spec(
+        "crash",
+        json!({ "rayClusterConfig": { "rayVersion": "2.47.0" } }),
+    )
+    .await;
+    let rs = h
+        .wait_rs("crash", "a pending cluster", |rs| pending(rs).is_some())
+        .await;
+    let new = pending(&rs).unwrap();
+    h.stop_rayservice_controller();
+    h.start_rayservice_controller();
+    let rs = h
+        .wait_rs("crash", "promotion after restart", {
+            let new = new.clone();
+            move |rs| active(rs).as_deref() == Some(new.as_str()) && pending(rs).is_none()
+        })
+        .await;
+    assert!(is_true(&rs, "Ready"));
+    // The cluster promoted is the one named before the crash, and no third cluster exists.
+    let names = h.cluster_names().await;
+    assert!(names.contains(&new) && names.len() <= 2, "{names:?}");
+}
+
+#[test]
+fn queue_managed_upgrade_creates_a_gated_pending_without_pods() {
+    scenario(queue_managed_upgrade_creates_a_gated_pending_without_pods_body());
+}
+
+async fn queue_managed_upgrade_creates_a_gated_pending_without_pods_body() {
+    let h = Harness::start();
+    let mut rs = rayservice("gated", "rayproject/ray:2.46.0");
+    rs.metadata.labels = Some([("kueue.x-k8s.io/queue-name".to_string(), "lq".to_string())].into());
+    h.services()
+        .create(&PostParams::default(), &rs)
+        .await
+        .unwrap();
+    let rs = h
+        .wait_rs("gated", "Ready=True", |rs| {
+            is_true(rs, "Ready") && active(rs).is_some()
+        })
+        .await;
+    let a = active(&rs).unwrap();
+    let active_before = h.clusters().get(&a).await.unwrap();
+
+    h.patch_spec(
+        "gated",
+        json!({ "rayClusterConfig": { "rayVersion": "2.47.0" } }),
+    )
+    .await;
+    let rs = h
+        .wait_rs("gated", "a pending cluster", |rs| pending(rs).is_some())
+        .await;
+    let p = pending(&rs).unwrap();
+    // Wait until the RayCluster controller has reconciled the gated cluster (it writes status).
+    let gated = timeout(
+        WAIT,
+        await_condition(h.clusters(), &p, |c: Option<&RayCluster>| {
+            c.and_then(|c| c.status.as_ref())
+                .and_then(|s| s.observed_generation)
+                .is_some()
+        }),
+    )
+    .await
+    .unwrap()
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        gated
+            .annotations()
+            .get("quotagate.io/admission-gated")
+            .map(String::as_str),
+        Some("true")
+    );
+    let pods: Api<Pod> = Api::namespaced(h.client.clone(), NS);
+    assert!(
+        pods.list(&ListParams::default().labels(&format!("ray.io/cluster={p}")))
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    // The active is untouched and keeps serving (I4).
+    let rs = h
+        .wait_rs("gated", "the wait explained in status", |rs| {
+            cond(rs, "UpgradeInProgress")
+                .is_some_and(|c| c.message.contains("waits for quota admission"))
+        })
+        .await;
+    assert_eq!(active(&rs).as_deref(), Some(a.as_str()));
+    assert!(is_true(&rs, "Ready") && endpoints(&rs) > 0);
+    assert_eq!(h.clusters().get(&a).await.unwrap().spec, active_before.spec);
+}
+
+#[test]
+fn config_refused_by_ray_is_reported_once_and_the_active_keeps_serving() {
+    scenario(async {
+        let h = Harness::start();
+        let rs = create_and_wait_ready(&h, "refused").await;
+        let a = active(&rs).unwrap();
+        // No import_path: Ray's schema check answers 400.
+        let bad = "applications:\n  - name: fruit_app\n    route_prefix: /fruit\n";
+        h.patch_spec("refused", json!({ "serveConfigV2": bad }))
+            .await;
+        let rs = h
+            .wait_rs("refused", "the refusal in Ready", |rs| {
+                cond(rs, "Ready")
+                    .is_some_and(|c| c.message.contains("Ray rejected the Serve config"))
+            })
+            .await;
+        assert_eq!(cond(&rs, "Ready").unwrap().reason, "ServeDeployFailed");
+        assert!(endpoints(&rs) > 0);
+        assert_eq!(active(&rs).as_deref(), Some(a.as_str()));
+        let rc = h.clusters().get(&a).await.unwrap();
+        assert!(
+            rc.annotations()
+                .contains_key("quotagate.io/rejected-serve-config")
+        );
+        assert_eq!(
+            h.sim.put_count(&endpoint_of(&a)),
+            1,
+            "only the first, valid config was accepted"
+        );
+    });
+}
+
+#[test]
+fn deleting_the_rayservice_deletes_its_clusters_then_releases_the_finalizer() {
+    scenario(async {
+        let h = Harness::start();
+        let rs = create_and_wait_ready(&h, "gone").await;
+        assert!(
+            rs.finalizers()
+                .iter()
+                .any(|f| f == "ray.io/rayservice-finalizer")
+        );
+        h.services()
+            .delete("gone", &Default::default())
+            .await
+            .unwrap();
+        let uid = rs.uid().unwrap();
+        timeout(
+            WAIT,
+            await_condition(h.services(), "gone", conditions::is_deleted(&uid)),
+        )
+        .await
+        .expect("RayService deleted")
+        .unwrap();
+        assert!(h.cluster_names().await.is_empty());
+    });
+}
