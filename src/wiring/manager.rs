@@ -2,7 +2,7 @@
 //! leader writes; losing the lease ends `run_manager` with an error so the process exits),
 //! `/healthz`, `/readyz` (after the caches synced) and `/metrics`, the admission loop and the
 //! RayCluster job controller.
-//! `run_embedded` runs the same manager against the in-process API server.
+//! `run_embedded` runs the same manager against the in-process API server, with its simulators.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -153,6 +153,8 @@ pub struct EmbeddedOptions {
     /// Where to write a kubeconfig pointing at `listen`.
     pub kubeconfig_out: Option<PathBuf>,
     pub manager: ManagerOptions,
+    /// Simulated node agent (pod start delay), gateway controller and endpoints; all on by default.
+    pub sims: embedded::sim::SimConfig,
 }
 
 /// The shared admission path (`api::admission::admit`) as the embedded server's hook, so objects
@@ -187,5 +189,11 @@ pub async fn run_embedded_on(server: Arc<EmbeddedServer>, opts: EmbeddedOptions,
         let (addr, _handle) = server.spawn_tcp(listen, opts.kubeconfig_out.as_deref(), cancel.clone()).await?;
         tracing::info!(%addr, "embedded API server listening");
     }
-    run_manager(server.client(), opts.manager, shutdown).await
+    let sims = embedded::sim::spawn(server.client(), &opts.sims, cancel.clone());
+    let result = run_manager(server.client(), opts.manager, shutdown).await;
+    cancel.cancel();
+    for s in sims {
+        s.abort();
+    }
+    result
 }

@@ -70,6 +70,7 @@ async fn kubectl_applies_kueue_setup_and_sees_admission() {
         listen: Some("127.0.0.1:0".parse().unwrap()),
         kubeconfig_out: Some(dir.join("kubeconfig")),
         manager: ManagerOptions { leader_election: true, resync: Duration::from_millis(300), ..Default::default() },
+        sims: Default::default(),
     };
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let manager = tokio::spawn(run_embedded(opts, async move {
