@@ -231,3 +231,64 @@ fn async_stream_leader(leader: &mut watch::Receiver<bool>) -> impl futures::Stre
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::kueue::Admission;
+
+    fn rc(suspended: bool, queue: bool) -> RayClusterJob {
+        let mut labels = serde_json::Map::new();
+        if queue {
+            labels.insert(label::QUEUE_NAME.into(), "lq".into());
+        }
+        let mut rc: RayCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": "rc", "namespace": "default", "uid": "u1", "labels": labels},
+            "spec": {"headGroupSpec": {"template": {"spec": {"containers": [{"name": "h", "resources": {"requests": {"cpu": "1"}}}]}}}}
+        }))
+        .unwrap();
+        rc.spec.suspend = Some(suspended);
+        RayClusterJob(rc)
+    }
+
+    fn wl_for(job: &RayClusterJob, name: &str, reserved: bool, evicted: bool) -> Workload {
+        let mut w = Workload::build(name, "default").queue("lq").build();
+        w.spec.pod_sets = job.pod_sets().unwrap();
+        let now = jiff::Timestamp::UNIX_EPOCH;
+        if reserved {
+            w.status = Some(conditions::admitted(&w, Admission { cluster_queue: "cq".into(), pod_set_assignments: vec![] }, now));
+        }
+        if evicted {
+            let cause = conditions::EvictionCause { reason: "Preempted".into(), preempted_reason: None, message: "m".into() };
+            w.status = conditions::evicted(&w, &cause, now);
+        }
+        w
+    }
+
+    #[test]
+    fn plan_follows_kueue_reconcile_order() {
+        let suspended = rc(true, true);
+        let running = rc(false, true);
+        let unqueued = rc(false, false);
+        let mut other = rc(true, true);
+        other.0.spec.head_group_spec.template.spec.as_mut().unwrap().containers[0].name = "changed".into();
+        let other_wl = wl_for(&other, "w", false, false);
+        let cases: Vec<(&str, &RayClusterJob, Vec<Workload>, Step)> = vec![
+            ("no queue label", &unqueued, vec![], Step::Ignore),
+            ("suspended, no workload", &suspended, vec![], Step::CreateWorkload),
+            ("running, no workload", &running, vec![], Step::SuspendThenCreate),
+            ("duplicates", &suspended, vec![wl_for(&suspended, "w1", false, false), wl_for(&suspended, "w2", false, false)], Step::DeleteWorkloads(vec!["w2".into()])),
+            ("podsets changed while pending", &suspended, vec![other_wl], Step::DeleteWorkloads(vec!["w".into()])),
+            ("admitted, suspended", &suspended, vec![wl_for(&suspended, "w", true, false)], Step::Start("w".into())),
+            ("admitted, running", &running, vec![wl_for(&running, "w", true, false)], Step::Nothing),
+            ("evicted", &running, vec![wl_for(&running, "w", true, true)], Step::Stop("w".into())),
+            ("pending, running", &running, vec![wl_for(&running, "w", false, false)], Step::Suspend),
+            ("pending, suspended", &suspended, vec![wl_for(&suspended, "w", false, false)], Step::Nothing),
+        ];
+        for (name, job, wls, want) in cases {
+            let refs: Vec<&Workload> = wls.iter().collect();
+            assert_eq!(plan(job, &refs).unwrap(), want, "{name}");
+        }
+    }
+}
