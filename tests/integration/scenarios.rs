@@ -34,6 +34,18 @@ async fn admits_when_quota_fits_then_waits_then_admits_after_quota_raised() {
     assert_eq!((active.status.as_str(), active.reason.as_str()), ("True", "Ready"));
 
     let patch = serde_json::json!({"spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": "5"}]}]}]}});
+    let lqs: Api<quotagate::api::kueue::LocalQueue> = Api::namespaced(c.client.clone(), "default");
+    let lq = wait_for(&lqs, "lq", "status counts", |q| q.status.as_ref().is_some_and(|s| s.pending_workloads == 1 && s.admitted_workloads == 1)).await;
+    let lst = lq.status.unwrap();
+    assert_eq!(lst.flavors_usage[0].resources[0].total.as_ref().unwrap().0, "3");
+    assert_eq!(lst.conditions[0].reason, "Ready");
+    // Every admission is also a Kubernetes Event on the Workload.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.client.clone(), "default");
+    let evs = events.list(&Default::default()).await.unwrap().items;
+    assert!(
+        evs.iter().any(|e| e.reason.as_deref() == Some("QuotaReserved") && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("a")),
+        "{evs:?}"
+    );
     c.quota.set_cq_limit("cq", 5000);
     cqs.patch("cq", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
     wait_for(&wls, "b", "admitted after the quota was raised", |w| w.is_admitted()).await;

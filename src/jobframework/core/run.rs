@@ -218,6 +218,10 @@ impl AdmissionLoop {
                     .set(i64::from(v));
             }
             if let Some(c) = &core {
+                self.metrics
+                    .pending_workloads
+                    .get_or_create(&crate::wiring::metrics::CqStatusLabels { cluster_queue: name.clone(), status: "active".into(), replica_role: self.metrics.role() })
+                    .set(i64::try_from(c.pending_workloads).unwrap_or(i64::MAX));
                 self.metrics.reserving_active_workloads.get_or_create(&self.metrics.cq(&name)).set(i64::try_from(c.reserving_workloads).unwrap_or(i64::MAX));
                 self.metrics.admitted_active_workloads.get_or_create(&self.metrics.cq(&name)).set(i64::try_from(c.admitted_workloads).unwrap_or(i64::MAX));
             }
