@@ -17,11 +17,11 @@ use kube::{Api, Client, Resource, ResourceExt};
 use tokio::sync::watch;
 
 use super::core::conditions::{self, is_evicted};
-use super::interface::{GenericJob, queue_name};
+use super::interface::{GenericJob, queue_name, workload_slice_enabled};
 use super::podset_info::{InfoOptions, PodSetInfo, podsets_equivalent, podsets_info_from_status};
 use super::priority::{Priority, PrioritySource, priority_source, resolve_priority};
 use super::raycluster::RayClusterJob;
-use super::workload::{WorkloadOptions, construct_workload};
+use super::workload::{WorkloadOptions, construct_workload, prepare_workload_slice};
 use super::JobFrameworkError;
 use crate::api::kueue::constants::label;
 use crate::api::kueue::{ResourceFlavor, Workload, WorkloadPriorityClass};
@@ -60,7 +60,18 @@ pub enum Step {
     Stop(String),
     /// Running without a reservation.
     Suspend,
+    /// Elastic job, pending workload: take the job's new pod counts in place.
+    UpdateCounts(String),
+    /// Elastic job grew while admitted: a new workload slice replacing this one.
+    CreateSlice { replaces: String },
     Nothing,
+}
+
+/// Same podsets by name and containers; only counts may differ. (Labels, node selectors and
+/// tolerations are ignored: admission injects them into a running job's templates.)
+fn same_shape(a: &[crate::api::kueue::PodSet], b: &[crate::api::kueue::PodSet]) -> bool {
+    let containers = |p: &crate::api::kueue::PodSet| p.template.spec.as_ref().map(|s| (s.containers.clone(), s.init_containers.clone()));
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.name() == y.name() && containers(x) == containers(y))
 }
 
 /// Kueue's reconcile order, reduced to what quotagate's jobs need.
@@ -68,7 +79,19 @@ pub fn plan(job: &dyn GenericJob, workloads: &[&Workload]) -> Result<Step, JobFr
     if queue_name(job.meta()).is_none() || job.meta().deletion_timestamp.is_some() {
         return Ok(Step::Ignore);
     }
-    let live: Vec<&&Workload> = workloads.iter().filter(|w| w.metadata.deletion_timestamp.is_none()).collect();
+    let mut live: Vec<&&Workload> = workloads.iter().filter(|w| w.metadata.deletion_timestamp.is_none() && !w.is_finished()).collect();
+    // A pending scale-up slice waits beside the slice it replaces, which stays the active one.
+    let mut slice_pending = false;
+    if live.len() == 2 {
+        let replaces = |a: &Workload, b: &Workload| super::core::sync::replacement_for(a).is_some_and(|k| Some(k.name.as_str()) == b.metadata.name.as_deref());
+        if replaces(live[1], live[0]) {
+            live.truncate(1);
+            slice_pending = true;
+        } else if replaces(live[0], live[1]) {
+            live.remove(0);
+            slice_pending = true;
+        }
+    }
     let Some((first, rest)) = live.split_first() else {
         return Ok(if job.is_suspended() { Step::CreateWorkload } else { Step::SuspendThenCreate });
     };
@@ -81,7 +104,19 @@ pub fn plan(job: &dyn GenericJob, workloads: &[&Workload]) -> Result<Step, JobFr
         return Ok(Step::Nothing);
     }
     let reserved = wl.admission().is_some() && wl.has_quota_reservation();
-    if !reserved && !podsets_equivalent(&job.pod_sets()?, &wl.spec.pod_sets, false) {
+    let podsets = job.pod_sets()?;
+    let counts_differ = podsets.iter().zip(&wl.spec.pod_sets).any(|(a, b)| a.count() != b.count());
+    if workload_slice_enabled(job.meta()) && same_shape(&podsets, &wl.spec.pod_sets) && counts_differ {
+        let grows = podsets.iter().zip(&wl.spec.pod_sets).any(|(a, b)| a.count() > b.count());
+        if !reserved {
+            return Ok(Step::UpdateCounts(name));
+        }
+        if grows && !is_evicted(wl) {
+            // At most one pending replacement per chain (DESIGN I6); a further resize waits for it.
+            return Ok(if slice_pending { Step::Nothing } else { Step::CreateSlice { replaces: name } });
+        }
+        // Shrinking an admitted slice in place is not supported yet: keep the larger reservation.
+    } else if !reserved && !podsets_equivalent(&podsets, &wl.spec.pod_sets, false) {
         return Ok(Step::DeleteWorkloads(vec![name]));
     }
     if reserved && is_evicted(wl) {
@@ -132,19 +167,34 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<JobContext>) -> Result<Acti
     let mut job = RayClusterJob((*rc).clone());
     let refs: Vec<&Workload> = owned.iter().collect();
     let step = plan(&job, &refs)?;
+    let step_ref = step.clone();
     tracing::debug!(?step, "job step");
     let obj_ref = rc.object_ref(&());
-    match step {
+    match step_ref {
         Step::Ignore | Step::Nothing => {}
+        Step::UpdateCounts(name) => {
+            if let Some(wl) = owned.iter().find(|w| w.name_any() == name) {
+                let mut wl = wl.clone();
+                wl.spec.pod_sets = job.pod_sets()?;
+                wl_api.replace(&name, &PostParams::default(), &wl).await?;
+            }
+        }
         Step::SuspendThenCreate => {
             job.suspend();
             rc_api.replace(&rc.name_any(), &PostParams::default(), &job.0).await?;
         }
-        Step::CreateWorkload => {
+        Step::CreateWorkload | Step::CreateSlice { .. } => {
             let podsets = job.pod_sets()?;
             let source = priority_source(&job, &podsets);
             let prio = priority(&ctx, source).await?;
-            let wl = construct_workload(&job, podsets, prio, &WorkloadOptions::default())?;
+            let mut wl = construct_workload(&job, podsets, prio, &WorkloadOptions::default())?;
+            if workload_slice_enabled(job.meta()) {
+                let old: Vec<&Workload> = match &step {
+                    Step::CreateSlice { replaces } => owned.iter().filter(|w| w.name_any() == *replaces).collect(),
+                    _ => Vec::new(),
+                };
+                prepare_workload_slice(&mut wl, &old)?;
+            }
             match wl_api.create(&PostParams::default(), &wl).await {
                 Ok(w) => event(&ctx, &obj_ref, "CreatedWorkload", format!("Created Workload: {}/{}", ns, w.name_any())).await,
                 Err(kube::Error::Api(s)) if s.code == 409 => {}
@@ -289,6 +339,30 @@ mod tests {
         for (name, job, wls, want) in cases {
             let refs: Vec<&Workload> = wls.iter().collect();
             assert_eq!(plan(job, &refs).unwrap(), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn elastic_jobs_resize_through_slices() {
+        let elastic = |suspended: bool, workers: i32| {
+            let mut j = rc(suspended, true);
+            j.0.metadata.annotations = Some([(label::ELASTIC_JOB.to_string(), "true".to_string())].into());
+            j.0.spec.worker_group_specs = Some(vec![serde_json::from_value(serde_json::json!({"groupName": "w", "replicas": workers, "template": {"spec": {"containers": [{"name": "w"}]}}})).unwrap()]);
+            j
+        };
+        let small_pending = wl_for(&elastic(true, 1), "w1", false, false);
+        let small_running = wl_for(&elastic(false, 1), "w1", true, false);
+        let mut slice = wl_for(&elastic(false, 3), "w2", false, false);
+        slice.metadata.annotations = Some([(label::WORKLOAD_SLICE_REPLACEMENT_FOR.to_string(), "default/w1".to_string())].into());
+        let cases: Vec<(&str, RayClusterJob, Vec<Workload>, Step)> = vec![
+            ("pending grows in place", elastic(true, 2), vec![small_pending], Step::UpdateCounts("w1".into())),
+            ("admitted grows by a slice", elastic(false, 2), vec![small_running.clone()], Step::CreateSlice { replaces: "w1".into() }),
+            ("admitted shrink keeps the reservation", elastic(false, 0), vec![small_running.clone()], Step::Nothing),
+            ("a pending slice waits beside the active one", elastic(false, 3), vec![small_running, slice], Step::Nothing),
+        ];
+        for (name, job, wls, want) in cases {
+            let refs: Vec<&Workload> = wls.iter().collect();
+            assert_eq!(plan(&job, &refs).unwrap(), want, "{name}");
         }
     }
 }

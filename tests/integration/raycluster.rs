@@ -1,6 +1,7 @@
 //! The job framework with RayCluster: one Workload per queue-labelled cluster, started on
 //! admission with the flavor's node labels, and deleting the cluster frees its quota.
 
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams};
 use quotagate::api::kueue::ResourceFlavor;
 use quotagate::api::kueue::constants::label;
@@ -96,5 +97,46 @@ async fn preempted_raycluster_is_suspended_restored_and_requeued() {
     assert_eq!(owned_by(&all, &high)[0].spec.priority, Some(1000));
     let low_wl = owned_by(&all, &low)[0].metadata.name.clone().unwrap();
     wait_for(&wls, &low_wl, "requeued", |w| !reserved(w) && condition(w, "Requeued").is_some_and(|c| c.0 == "True" && c.1 == "Preempted")).await;
+    c.quota.assert_safe();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elastic_raycluster_grows_through_workload_slices() {
+    let c = Cluster::start(Limits::default().cq("cq", 5000)).await;
+    c.simple("cq", "lq", "5").await;
+    let rcs: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
+    let mut rc = cluster("el");
+    rc.metadata.annotations.get_or_insert_with(Default::default).insert(label::ELASTIC_JOB.to_string(), "true".to_string());
+    rcs.create(&PostParams::default(), &rc).await.unwrap();
+    let rc = wait_for(&rcs, "el", "running", |r| r.spec.suspend == Some(false)).await;
+    let wls = c.workloads();
+    let first = owned_by(&wls.list(&Default::default()).await.unwrap().items, &rc)[0].metadata.name.clone().unwrap();
+
+    // 2 -> 3 workers: the 1-cpu delta fits, a new slice replaces the first one.
+    let scale = |n: i32| serde_json::json!({"spec": {"workerGroupSpecs": [{"groupName": "workers", "replicas": n, "minReplicas": 0, "maxReplicas": 8, "rayStartParams": {},
+        "template": {"spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray:2.9.0", "resources": {"requests": {"cpu": "1"}}}]}}}]}});
+    rcs.patch("el", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&scale(3))).await.unwrap();
+    let old = wait_for(&wls, &first, "replaced", |w| condition(w, "Finished").is_some_and(|c| c.0 == "True")).await;
+    assert_eq!(condition(&old, "Finished").unwrap().1, "WorkloadSliceReplaced");
+    c.quota.wait_reserved("cq", 1).await;
+    let all = wls.list(&Default::default()).await.unwrap().items;
+    let live: Vec<_> = owned_by(&all, &rc).into_iter().filter(|w| !w.is_finished()).collect();
+    assert_eq!(live.len(), 1);
+    let second = live[0].metadata.name.clone().unwrap();
+    assert_eq!(live[0].annotations()[label::WORKLOAD_SLICE_REPLACEMENT_FOR], format!("default/{first}"));
+    assert!(reserved(live[0]));
+
+    // 3 -> 5 workers needs 6 cpu, more than the ClusterQueue can ever give: the new slice is
+    // refused, the running one keeps its quota.
+    rcs.patch("el", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&scale(5))).await.unwrap();
+    let third = loop {
+        let all = wls.list(&Default::default()).await.unwrap().items;
+        if let Some(w) = owned_by(&all, &rc).into_iter().find(|w| w.annotations().get(label::WORKLOAD_SLICE_REPLACEMENT_FOR) == Some(&format!("default/{second}"))) {
+            break w.metadata.name.clone().unwrap();
+        }
+        c.quota.wait_any_event().await;
+    };
+    wait_for(&wls, &third, "exceeds the quota", |w| condition(w, "QuotaReserved").is_some_and(|c| c.1 == "ExceedsMaxQuota")).await;
+    assert!(reserved(&wls.get(&second).await.unwrap()), "the running slice keeps its reservation");
     c.quota.assert_safe();
 }

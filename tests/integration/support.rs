@@ -180,6 +180,8 @@ impl Limits {
 #[derive(Default)]
 struct WatchState {
     usage: HashMap<String, (String, i64)>,
+    /// reserved slice -> the slice it replaces (only the latest slice of a chain counts).
+    replaces: HashMap<String, String>,
     /// Times each workload went from unreserved to reserved.
     admissions: HashMap<String, u32>,
     violations: Vec<String>,
@@ -231,10 +233,16 @@ impl QuotaWatch {
                                 if !before {
                                     *st.admissions.entry(key.clone()).or_default() += 1;
                                 }
+                                let old = w.annotations().get("kueue.x-k8s.io/workload-slice-replacement-for").cloned();
+                                match old {
+                                    Some(o) => st.replaces.insert(key.clone(), o),
+                                    None => st.replaces.remove(&key),
+                                };
                                 st.usage.insert(key, u);
                             }
                             None => {
                                 st.usage.remove(&key);
+                                st.replaces.remove(&key);
                             }
                         }
                     }
@@ -245,8 +253,11 @@ impl QuotaWatch {
                 }
                 st.events += 1;
                 let mut per_cq: BTreeMap<String, i64> = BTreeMap::new();
-                for (cq, cpu) in st.usage.values() {
-                    *per_cq.entry(cq.clone()).or_default() += cpu;
+                let superseded: std::collections::HashSet<&String> = st.replaces.values().collect();
+                for (k, (cq, cpu)) in &st.usage {
+                    if !superseded.contains(k) {
+                        *per_cq.entry(cq.clone()).or_default() += cpu;
+                    }
                 }
                 let mut bad = Vec::new();
                 let limits = l.lock().unwrap().clone();

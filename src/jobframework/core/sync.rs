@@ -151,6 +151,13 @@ impl AdmissionState {
         let lqs: HashMap<(String, String), &LocalQueue> =
             snap.local_queues.iter().map(|lq| ((lq.metadata.namespace.clone().unwrap_or_default(), lq.metadata.name.clone().unwrap_or_default()), lq.as_ref())).collect();
         let mut present: HashSet<WorkloadKey> = HashSet::new();
+        // Slices whose successor holds quota: they are finished, their usage is the successor's.
+        let replaced: HashMap<WorkloadKey, WorkloadKey> = snap
+            .workloads
+            .iter()
+            .filter(|w| w.admission().is_some() && w.has_quota_reservation() && !w.is_finished())
+            .filter_map(|w| Some((replacement_for(w)?, key_of(w))))
+            .collect();
         for wl in &snap.workloads {
             let key = key_of(wl);
             present.insert(key.clone());
@@ -164,6 +171,11 @@ impl AdmissionState {
             let lq = super::queue_status::local_queue_key(wl).and_then(|k| lqs.get(&k).copied());
             let lq_stop = lq.and_then(|l| l.spec.stop_policy).unwrap_or_default();
             let reserved = wl.admission().is_some() && wl.has_quota_reservation();
+            if reserved && let Some(by) = replaced.get(&key) {
+                self.drop_workload(&key);
+                actions.push(Action::FinishSlice { key, replaced_by: by.clone() });
+                continue;
+            }
             if reserved {
                 self.assumed.remove(&key);
                 if !self.core.is_admitted(&key)
@@ -277,6 +289,15 @@ impl AdmissionState {
         self.evicting.remove(key);
         self.core.delete_workload(key);
     }
+}
+
+/// `kueue.x-k8s.io/workload-slice-replacement-for: <ns>/<name>` of a scale-up slice.
+pub fn replacement_for(wl: &Workload) -> Option<WorkloadKey> {
+    let v = wl.metadata.annotations.as_ref()?.get(crate::api::kueue::constants::label::WORKLOAD_SLICE_REPLACEMENT_FOR)?;
+    Some(match v.split_once('/') {
+        Some((ns, n)) => WorkloadKey::new(ns, n),
+        None => WorkloadKey::new(wl.metadata.namespace.clone().unwrap_or_default(), v.clone()),
+    })
 }
 
 fn preempted_reason(r: queue::PreemptedReason) -> &'static str {
