@@ -181,7 +181,7 @@ fn memory(shape: &Shape) {
     }
     let after = LIVE.load(Ordering::Relaxed);
     println!(
-        "== memory: {:.2} MiB live for 10,000 pending workloads ({} bytes each, counting global allocator; models moved in, not counted twice)",
+        "== memory: {:.2} MiB live for 10,000 pending workloads ({} bytes each, counting global allocator: live bytes after adding minus before building them)",
         (after - before) as f64 / (1024.0 * 1024.0),
         (after - before) / 10_000
     );

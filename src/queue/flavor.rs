@@ -42,6 +42,22 @@ pub struct Assignment {
     pub shortfalls: Vec<Shortfall>,
 }
 
+impl Assignment {
+    /// An outcome known without evaluating (an equivalent workload just got it).
+    pub fn no_fit(reason: PendingReason, message: String) -> Assignment {
+        Assignment {
+            podsets: Vec::new(),
+            usage: FrAmounts::new(),
+            mode: Mode::NoFit,
+            borrowing: 0,
+            preempt_frs: BTreeSet::new(),
+            reason,
+            message,
+            shortfalls: Vec::new(),
+        }
+    }
+}
+
 pub struct AssignCtx<'a> {
     pub tree: &'a QuotaTree,
     pub cq_idx: usize,
@@ -192,8 +208,8 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
         };
         let requested: Vec<(&String, Amount)> = ps
             .requests
-            .iter()
-            .map(|(r, _)| (r, ps.total(r)))
+            .keys()
+            .map(|r| (r, ps.total(r)))
             .filter(|(_, v)| *v > Amount::ZERO)
             .collect();
         let mut ps_mode = Mode::Fit;

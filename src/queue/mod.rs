@@ -70,10 +70,11 @@ pub enum QueueError {
         "workload {new} replaces {old}, but {existing} is already the pending replacement in that chain; \
          at most one replacement may be pending"
     )]
+    // Boxed so every `Result<_, QueueError>` stays small.
     ReplacementAlreadyPending {
-        old: WorkloadKey,
-        existing: WorkloadKey,
-        new: WorkloadKey,
+        old: Box<WorkloadKey>,
+        existing: Box<WorkloadKey>,
+        new: Box<WorkloadKey>,
     },
     #[error(
         "workload {new} replaces {old}, which is itself pending; a replacement must name the admitted slice"
@@ -83,8 +84,8 @@ pub enum QueueError {
         "update of admitted workload {key} grows {fr} from {old} to {new}; growth needs a new workload slice"
     )]
     NotAShrink {
-        key: WorkloadKey,
-        fr: FlavorResource,
+        key: Box<WorkloadKey>,
+        fr: Box<FlavorResource>,
         old: Amount,
         new: Amount,
     },

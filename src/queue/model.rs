@@ -131,7 +131,7 @@ pub struct ResourceGroup {
     pub flavors: Vec<FlavorQuotas>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum SelectorOp {
     In,
     NotIn,
@@ -141,7 +141,7 @@ pub enum SelectorOp {
     Lt,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Requirement {
     pub key: String,
     pub op: SelectorOp,
@@ -210,7 +210,7 @@ pub struct CohortModel {
     pub resource_groups: Vec<ResourceGroup>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum TaintEffect {
     NoSchedule,
     PreferNoSchedule,
@@ -224,7 +224,7 @@ pub struct Taint {
     pub effect: TaintEffect,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Toleration {
     /// Empty key with `exists` tolerates every taint.
     pub key: String,
@@ -254,7 +254,7 @@ pub struct FlavorModel {
     pub tolerations: Vec<Toleration>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct PodSetModel {
     pub name: String,
     pub count: i64,

@@ -35,7 +35,10 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn config() -> impl Strategy<Value = Vec<(i64, Option<i64>, Option<i64>, u8, u8)>> {
+/// Per ClusterQueue: nominal, borrowingLimit, lendingLimit, within policy, reclaim policy.
+type CqCfg = (i64, Option<i64>, Option<i64>, u8, u8);
+
+fn config() -> impl Strategy<Value = Vec<CqCfg>> {
     // per ClusterQueue: nominal, borrowingLimit, lendingLimit, within policy, reclaim policy
     prop::collection::vec(
         (
@@ -49,7 +52,7 @@ fn config() -> impl Strategy<Value = Vec<(i64, Option<i64>, Option<i64>, u8, u8)
     )
 }
 
-fn build(cfg: &[(i64, Option<i64>, Option<i64>, u8, u8)], strict: bool) -> AdmissionCore {
+fn build(cfg: &[CqCfg], strict: bool) -> AdmissionCore {
     let mut core = AdmissionCore::new();
     core.upsert_flavor(FlavorModel::build("default"));
     for (i, (nominal, borrow, lend, within, reclaim)) in cfg.iter().enumerate() {

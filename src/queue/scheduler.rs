@@ -28,6 +28,8 @@ pub(super) struct AdmittedWorkload {
 pub(super) struct PendingWorkload {
     pub model: WorkloadModel,
     pub order: OrderKey,
+    /// Hash of what decides the assignment (podsets); equal shapes get equal outcomes.
+    pub shape: u64,
     pub reason: PendingReason,
     pub message: String,
 }
@@ -104,13 +106,25 @@ pub struct AdmissionCore {
     waiting_preemptor: HashMap<String, WorkloadKey>,
     dirty_roots: BTreeSet<String>,
     requeue_everything: bool,
+    /// Bumped whenever usage grows inside a cycle; cached outcomes are valid for one generation.
+    generation: u64,
+    /// (ClusterQueue, priority, shape) -> generation, reason, message of a workload that could
+    /// not be admitted: an equivalent workload gets the same answer without a new search
+    /// (Kueue's scheduling-equivalence hashing, kept for one cycle).
+    unfit_cache: HashMap<ShapeKey, (u64, PendingReason, String)>,
 }
+
+type ShapeKey = (usize, i32, u64);
 
 struct Entry {
     order: OrderKey,
     cq: String,
     cq_idx: usize,
     assignment: Assignment,
+    /// The outcome came from `unfit_cache`: message already final.
+    cached: bool,
+    /// Key and generation to cache an unfit outcome under; `None` when it must not be cached.
+    cache_as: Option<(ShapeKey, u64)>,
 }
 
 #[derive(Default)]
@@ -290,9 +304,9 @@ impl AdmissionCore {
                 && *existing != w.key
             {
                 return Err(QueueError::ReplacementAlreadyPending {
-                    old: old.clone(),
-                    existing: existing.clone(),
-                    new: w.key.clone(),
+                    old: Box::new(old.clone()),
+                    existing: Box::new(existing.clone()),
+                    new: Box::new(w.key.clone()),
                 });
             }
         }
@@ -301,6 +315,12 @@ impl AdmissionCore {
             self.replacements.insert(old.clone(), w.key.clone());
         }
         let order = OrderKey::of(&w);
+        let shape = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::hash::DefaultHasher::new();
+            w.podsets.hash(&mut h);
+            h.finish()
+        };
         self.queues
             .entry(w.cluster_queue.clone())
             .or_default()
@@ -310,6 +330,7 @@ impl AdmissionCore {
             PendingWorkload {
                 model: w,
                 order,
+                shape,
                 reason: PendingReason::Pending,
                 message: String::new(),
             },
@@ -439,8 +460,8 @@ impl AdmissionCore {
             let old = a.usage.get(fr).copied().unwrap_or_default();
             if *v > old {
                 return Err(QueueError::NotAShrink {
-                    key: w.key.clone(),
-                    fr: fr.clone(),
+                    key: Box::new(w.key.clone()),
+                    fr: Box::new(fr.clone()),
                     old,
                     new: *v,
                 });
@@ -592,9 +613,10 @@ impl AdmissionCore {
     /// ClusterQueue can be admitted in one cycle while StrictFIFO order is kept.
     pub fn schedule_cycle(&mut self, now: i64) -> CycleResult {
         let mut res = CycleResult::default();
+        self.unfit_cache.clear();
         self.apply_requeues();
         self.drain_stopped(&mut res);
-        let mut attempted: BTreeSet<WorkloadKey> = BTreeSet::new();
+        let mut attempted: HashSet<WorkloadKey> = HashSet::new();
         let mut cursors: BTreeMap<String, Cursor> = BTreeMap::new();
         let names: Vec<String> = self
             .queues
@@ -682,15 +704,18 @@ impl AdmissionCore {
             }
         }
         self.explain_blocked(&cursors, &mut attempted);
-        for k in &attempted {
-            if let Some(p) = self.pending.get(k) {
+        for k in attempted {
+            if let Some(p) = self.pending.get(&k) {
+                let (reason, message) = (p.reason, p.message.clone());
                 res.pending.push(PendingStatus {
-                    key: k.clone(),
-                    reason: p.reason,
-                    message: p.message.clone(),
+                    key: k,
+                    reason,
+                    message,
                 });
             }
         }
+        // Hash order is not deterministic; the report is.
+        res.pending.sort_by(|a, b| a.key.cmp(&b.key));
         res
     }
 
@@ -699,7 +724,7 @@ impl AdmissionCore {
     fn explain_blocked(
         &mut self,
         cursors: &BTreeMap<String, Cursor>,
-        reported: &mut BTreeSet<WorkloadKey>,
+        reported: &mut HashSet<WorkloadKey>,
     ) {
         for (name, cur) in cursors {
             let Some(blocker) = &cur.blocked_by else {
@@ -736,7 +761,7 @@ impl AdmissionCore {
         name: &str,
         reason: PendingReason,
         message: &str,
-        attempted: &mut BTreeSet<WorkloadKey>,
+        attempted: &mut HashSet<WorkloadKey>,
     ) {
         let mut keys = Vec::new();
         if let Some(q) = self.queues.get(name) {
@@ -805,6 +830,26 @@ impl AdmissionCore {
         let old = self
             .replaced_slice(w)
             .map(|o| (o.usage.clone(), forced_flavors(&o.admission)));
+        // Outcomes depend on the queue timestamp only under LowerOrNewerEqualPriority, and
+        // slices depend on their old slice: those are never shared.
+        let cache_as = (old.is_none()
+            && cq.preemption.within_cluster_queue
+                != super::model::WithinClusterQueue::LowerOrNewerEqualPriority)
+            .then_some(((cq_idx, w.priority, p.shape), self.generation));
+        if let Some(((_, now_gen), (cached_gen, reason, msg))) = cache_as
+            .as_ref()
+            .and_then(|c| Some((c, self.unfit_cache.get(&c.0)?)))
+            && cached_gen == now_gen
+        {
+            return Ok(Entry {
+                order: head.clone(),
+                cq: cq_name,
+                cq_idx,
+                assignment: Assignment::no_fit(*reason, msg.clone()),
+                cached: true,
+                cache_as: None,
+            });
+        }
         if let Some((u, _)) = &old {
             self.tree.remove_all(cq_idx, u);
         }
@@ -824,6 +869,8 @@ impl AdmissionCore {
             cq: cq_name,
             cq_idx,
             assignment,
+            cached: false,
+            cache_as,
         })
     }
 
@@ -832,7 +879,7 @@ impl AdmissionCore {
         e: Entry,
         now: i64,
         cursors: &mut BTreeMap<String, Cursor>,
-        attempted: &mut BTreeSet<WorkloadKey>,
+        attempted: &mut HashSet<WorkloadKey>,
         cycle_targets: &mut HashSet<WorkloadKey>,
         res: &mut CycleResult,
     ) {
@@ -846,6 +893,18 @@ impl AdmissionCore {
             .get(&key)
             .and_then(|p| self.replaced_slice(&p.model))
             .map(|o| (o.model.key.clone(), o.usage.clone()));
+        if e.cached {
+            attempted.insert(key.clone());
+            self.fail(
+                &key,
+                e.assignment.reason,
+                e.assignment.message,
+                strict,
+                cursors,
+                &e.cq,
+            );
+            return;
+        }
         match e.assignment.mode {
             Mode::NoFit => {
                 attempted.insert(key.clone());
@@ -855,6 +914,10 @@ impl AdmissionCore {
                     &e.assignment.message,
                     &e.assignment.shortfalls,
                 );
+                if let Some((ck, generation)) = e.cache_as {
+                    self.unfit_cache
+                        .insert(ck, (generation, e.assignment.reason, msg.clone()));
+                }
                 self.fail(&key, e.assignment.reason, msg, strict, cursors, &e.cq);
             }
             Mode::Preempt => {
@@ -883,6 +946,15 @@ impl AdmissionCore {
                         "insufficient unused quota and no workload can be preempted",
                         &shorts,
                     );
+                    // Only cache when nothing changed between assignment and the search.
+                    if let Some((ck, generation)) = e.cache_as
+                        && generation == self.generation
+                    {
+                        self.unfit_cache.insert(
+                            ck,
+                            (generation, PendingReason::WaitingForQuota, msg.clone()),
+                        );
+                    }
                     self.fail(
                         &key,
                         PendingReason::WaitingForQuota,
@@ -990,7 +1062,23 @@ impl AdmissionCore {
         };
         let root = self.tree.root(e.cq_idx);
         let mut cands: Vec<Candidate<'_>> = Vec::new();
+        let within = cq.preemption.within_cluster_queue != super::model::WithinClusterQueue::Never;
+        let reclaim =
+            cq.preemption.reclaim_within_cohort != super::model::ReclaimWithinCohort::Never;
         for ci in self.tree.cqs_under(root) {
+            // Skip whole ClusterQueues that cannot give anything back before looking at workloads.
+            let useful = if ci == e.cq_idx {
+                within
+            } else {
+                reclaim
+                    && e.assignment
+                        .preempt_frs
+                        .iter()
+                        .any(|fr| self.tree.is_borrowing(ci, fr))
+            };
+            if !useful {
+                continue;
+            }
             let name = &self.tree.nodes[ci].name;
             for k in self.admitted_by_cq.get(name).into_iter().flatten() {
                 if Some(k) == replaced {
@@ -1042,6 +1130,7 @@ impl AdmissionCore {
             pod_set_assignments: e.assignment.podsets,
         };
         self.tree.add_all(e.cq_idx, &e.assignment.usage);
+        self.generation += 1;
         self.admitted_by_cq
             .entry(e.cq.clone())
             .or_default()

@@ -978,3 +978,29 @@ fn fungibility_when_can_preempt_and_hierarchical_reclaim() {
         ..Default::default()
     });
 }
+
+#[test]
+fn equivalent_workloads_share_an_outcome_within_a_cycle() {
+    let mut core = setup(&Scenario {
+        cqs: vec![ClusterQueueModel::build("cq").flavor("default", &[("cpu", 10)])],
+        admitted: vec![(wl("running", "cq", 8), "default", 1)],
+        pending: vec![
+            wl("a", "cq", 5).at(1),
+            wl("b", "cq", 5).at(2),
+            wl("fits", "cq", 2).at(3),
+        ],
+        ..Default::default()
+    });
+    let r = core.schedule_cycle(1);
+    assert_eq!(r.admissions.len(), 1);
+    let (ra, ma) = core.pending_reason(&k("a")).unwrap();
+    let (rb, mb) = core.pending_reason(&k("b")).unwrap();
+    assert_eq!((ra, ma), (rb, mb));
+    assert_eq!(ra, PendingReason::WaitingForQuota);
+    // The cache lives for one cycle: a later equal shape is evaluated afresh and names the
+    // available amount after "fits" was admitted (0), not the 2 of the cached message.
+    core.add_workload(wl("c", "cq", 5).at(4)).unwrap();
+    core.schedule_cycle(2);
+    let (_, mc) = core.pending_reason(&k("c")).unwrap();
+    assert!(mc.contains("0 available"), "{mc}");
+}

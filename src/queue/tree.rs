@@ -46,6 +46,16 @@ fn quotas_of(groups: &[ResourceGroup]) -> BTreeMap<FlavorResource, ResourceQuota
     out
 }
 
+/// Adds to an entry, cloning the key only when it is new (this runs in every preemption simulation).
+fn bump(m: &mut FrAmounts, fr: &FlavorResource, val: Amount) {
+    match m.get_mut(fr) {
+        Some(v) => *v += val,
+        None => {
+            m.insert(fr.clone(), val);
+        }
+    }
+}
+
 fn get(m: &FrAmounts, fr: &FlavorResource) -> Amount {
     m.get(fr).copied().unwrap_or_default()
 }
@@ -297,7 +307,7 @@ impl QuotaTree {
 
     pub fn add_usage(&mut self, i: usize, fr: &FlavorResource, val: Amount) {
         let local = (self.guaranteed(i, fr) - self.usage(i, fr)).clamp_zero();
-        *self.nodes[i].usage.entry(fr.clone()).or_default() += val;
+        bump(&mut self.nodes[i].usage, fr, val);
         if let Some(p) = self.nodes[i].parent
             && val > local
         {
@@ -307,7 +317,7 @@ impl QuotaTree {
 
     pub fn remove_usage(&mut self, i: usize, fr: &FlavorResource, val: Amount) {
         let stored_in_parent = self.usage(i, fr) - self.guaranteed(i, fr);
-        *self.nodes[i].usage.entry(fr.clone()).or_default() -= val;
+        bump(&mut self.nodes[i].usage, fr, Amount::ZERO - val);
         if stored_in_parent <= Amount::ZERO {
             return;
         }
