@@ -24,15 +24,37 @@ const AUTOSCALER_MEMORY: &str = "512Mi";
 pub struct RayClusterJob(pub RayCluster);
 
 fn autoscaler_container(rc: &RayCluster) -> Container {
-    let resources = rc.spec.autoscaler_options.as_ref().and_then(|o| o.resources.clone()).unwrap_or_else(|| {
-        let list = [("cpu".to_string(), Quantity(AUTOSCALER_CPU.into())), ("memory".to_string(), Quantity(AUTOSCALER_MEMORY.into()))].into_iter().collect();
-        ResourceRequirements { requests: Some(list), ..Default::default() }
-    });
-    Container { name: "autoscaler".into(), resources: Some(resources), ..Default::default() }
+    let resources = rc
+        .spec
+        .autoscaler_options
+        .as_ref()
+        .and_then(|o| o.resources.clone())
+        .unwrap_or_else(|| {
+            let list = [
+                ("cpu".to_string(), Quantity(AUTOSCALER_CPU.into())),
+                ("memory".to_string(), Quantity(AUTOSCALER_MEMORY.into())),
+            ]
+            .into_iter()
+            .collect();
+            ResourceRequirements {
+                requests: Some(list),
+                ..Default::default()
+            }
+        });
+    Container {
+        name: "autoscaler".into(),
+        resources: Some(resources),
+        ..Default::default()
+    }
 }
 
 fn podset(name: &str, count: i32, template: PodTemplateSpec) -> PodSet {
-    PodSet { name: Some(name.to_string()), template, count: Some(count), ..Default::default() }
+    PodSet {
+        name: Some(name.to_string()),
+        template,
+        count: Some(count),
+        ..Default::default()
+    }
 }
 
 impl GenericJob for RayClusterJob {
@@ -41,7 +63,11 @@ impl GenericJob for RayClusterJob {
     }
 
     fn gvk(&self) -> GroupVersionKind {
-        GroupVersionKind::gvk(&RayCluster::group(&()), &RayCluster::version(&()), &RayCluster::kind(&()))
+        GroupVersionKind::gvk(
+            &RayCluster::group(&()),
+            &RayCluster::version(&()),
+            &RayCluster::kind(&()),
+        )
     }
 
     fn is_suspended(&self) -> bool {
@@ -55,11 +81,18 @@ impl GenericJob for RayClusterJob {
     fn run_with_podsets_info(&mut self, infos: &[PodSetInfo]) -> Result<(), JobFrameworkError> {
         let spec = &mut self.0.spec;
         let head = &mut spec.head_group_spec.template;
-        let mut templates: Vec<(&mut ObjectMeta, &mut k8s_openapi::api::core::v1::PodSpec)> = Vec::new();
-        templates.push((head.metadata.get_or_insert_with(Default::default), head.spec.get_or_insert_with(Default::default)));
+        let mut templates: Vec<(&mut ObjectMeta, &mut k8s_openapi::api::core::v1::PodSpec)> =
+            Vec::new();
+        templates.push((
+            head.metadata.get_or_insert_with(Default::default),
+            head.spec.get_or_insert_with(Default::default),
+        ));
         for g in spec.worker_group_specs.iter_mut().flatten() {
             let t = &mut g.template;
-            templates.push((t.metadata.get_or_insert_with(Default::default), t.spec.get_or_insert_with(Default::default)));
+            templates.push((
+                t.metadata.get_or_insert_with(Default::default),
+                t.spec.get_or_insert_with(Default::default),
+            ));
         }
         merge_all(templates.into_iter(), infos)?;
         spec.suspend = Some(false);
@@ -71,11 +104,24 @@ impl GenericJob for RayClusterJob {
         let mut changed = false;
         let head = &mut spec.head_group_spec.template;
         if let Some(info) = infos.first() {
-            changed |= restore_template(head.metadata.get_or_insert_with(Default::default), head.spec.get_or_insert_with(Default::default), info);
+            changed |= restore_template(
+                head.metadata.get_or_insert_with(Default::default),
+                head.spec.get_or_insert_with(Default::default),
+                info,
+            );
         }
-        for (g, info) in spec.worker_group_specs.iter_mut().flatten().zip(infos.iter().skip(1)) {
+        for (g, info) in spec
+            .worker_group_specs
+            .iter_mut()
+            .flatten()
+            .zip(infos.iter().skip(1))
+        {
             let t = &mut g.template;
-            changed |= restore_template(t.metadata.get_or_insert_with(Default::default), t.spec.get_or_insert_with(Default::default), info);
+            changed |= restore_template(
+                t.metadata.get_or_insert_with(Default::default),
+                t.spec.get_or_insert_with(Default::default),
+                info,
+            );
         }
         changed
     }
@@ -89,18 +135,29 @@ impl GenericJob for RayClusterJob {
         let spec = &self.0.spec;
         let mut head = spec.head_group_spec.template.clone();
         if spec.enable_in_tree_autoscaling == Some(true) {
-            head.spec.get_or_insert_with(Default::default).containers.push(autoscaler_container(&self.0));
+            head.spec
+                .get_or_insert_with(Default::default)
+                .containers
+                .push(autoscaler_container(&self.0));
         }
         let mut out = vec![podset(HEAD_PODSET, 1, head)];
         for g in spec.worker_group_specs.iter().flatten() {
-            let count = g.replicas.unwrap_or(1).saturating_mul(g.num_of_hosts_or_default().max(1));
-            out.push(podset(&g.group_name.to_lowercase(), count, g.template.clone()));
+            let count = g
+                .replicas
+                .unwrap_or(1)
+                .saturating_mul(g.num_of_hosts_or_default().max(1));
+            out.push(podset(
+                &g.group_name.to_lowercase(),
+                count,
+                g.template.clone(),
+            ));
         }
         Ok(out)
     }
 
     fn is_active(&self) -> bool {
-        !self.is_suspended() && self.0.status.as_ref().and_then(|s| s.state) == Some(ClusterState::Ready)
+        !self.is_suspended()
+            && self.0.status.as_ref().and_then(|s| s.state) == Some(ClusterState::Ready)
     }
 
     fn pods_ready(&self) -> bool {
@@ -133,9 +190,24 @@ mod tests {
     #[test]
     fn podsets_are_head_then_groups_with_hosts_counted() {
         let ps = RayClusterJob(cluster(false)).pod_sets().unwrap();
-        let got: Vec<(String, i32, usize)> =
-            ps.iter().map(|p| (p.name.clone().unwrap(), p.count.unwrap(), p.template.spec.as_ref().map_or(0, |s| s.containers.len()))).collect();
-        assert_eq!(got, vec![("head".into(), 1, 1), ("small".into(), 2, 1), ("multi".into(), 6, 1)]);
+        let got: Vec<(String, i32, usize)> = ps
+            .iter()
+            .map(|p| {
+                (
+                    p.name.clone().unwrap(),
+                    p.count.unwrap(),
+                    p.template.spec.as_ref().map_or(0, |s| s.containers.len()),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("head".into(), 1, 1),
+                ("small".into(), 2, 1),
+                ("multi".into(), 6, 1)
+            ]
+        );
     }
 
     #[test]
@@ -143,7 +215,13 @@ mod tests {
         let ps = RayClusterJob(cluster(true)).pod_sets().unwrap();
         let head = ps[0].template.spec.as_ref().unwrap();
         assert_eq!(head.containers.len(), 2);
-        let req = head.containers[1].resources.as_ref().unwrap().requests.as_ref().unwrap();
+        let req = head.containers[1]
+            .resources
+            .as_ref()
+            .unwrap()
+            .requests
+            .as_ref()
+            .unwrap();
         assert_eq!(req["cpu"].0, "500m");
         assert_eq!(req["memory"].0, "512Mi");
     }
@@ -152,15 +230,46 @@ mod tests {
     fn run_injects_flavor_info_and_unsuspends_and_restore_undoes_it() {
         let mut job = RayClusterJob(cluster(false));
         job.suspend();
-        let info = |n: &str| PodSetInfo { name: n.into(), count: 1, node_selector: [("pool".to_string(), "a".to_string())].into(), ..Default::default() };
+        let info = |n: &str| PodSetInfo {
+            name: n.into(),
+            count: 1,
+            node_selector: [("pool".to_string(), "a".to_string())].into(),
+            ..Default::default()
+        };
         let infos = vec![info("head"), info("small"), info("multi")];
         job.run_with_podsets_info(&infos).unwrap();
         assert!(!job.is_suspended());
-        let sel = job.0.spec.worker_group_specs.as_ref().unwrap()[1].template.spec.as_ref().unwrap().node_selector.clone().unwrap();
+        let sel = job.0.spec.worker_group_specs.as_ref().unwrap()[1]
+            .template
+            .spec
+            .as_ref()
+            .unwrap()
+            .node_selector
+            .clone()
+            .unwrap();
         assert_eq!(sel["pool"], "a");
-        assert!(matches!(job.run_with_podsets_info(&infos[..2]), Err(JobFrameworkError::PodSetsInfoLength { want: 3, got: 2 })));
-        let originals: Vec<PodSetInfo> = RayClusterJob(cluster(false)).pod_sets().unwrap().iter().map(PodSetInfo::from_podset).collect();
+        assert!(matches!(
+            job.run_with_podsets_info(&infos[..2]),
+            Err(JobFrameworkError::PodSetsInfoLength { want: 3, got: 2 })
+        ));
+        let originals: Vec<PodSetInfo> = RayClusterJob(cluster(false))
+            .pod_sets()
+            .unwrap()
+            .iter()
+            .map(PodSetInfo::from_podset)
+            .collect();
         assert!(job.restore_podsets_info(&originals));
-        assert!(job.0.spec.head_group_spec.template.spec.as_ref().unwrap().node_selector.as_ref().is_none_or(|s| s.is_empty()));
+        assert!(
+            job.0
+                .spec
+                .head_group_spec
+                .template
+                .spec
+                .as_ref()
+                .unwrap()
+                .node_selector
+                .as_ref()
+                .is_none_or(|s| s.is_empty())
+        );
     }
 }

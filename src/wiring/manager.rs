@@ -59,24 +59,36 @@ pub enum ManagerError {
     #[error("leader election task ended unexpectedly")]
     LeaderTaskDied,
     #[error("health endpoint on {addr}: {source}")]
-    Health { addr: SocketAddr, source: std::io::Error },
+    Health {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("embedded API server: {0}")]
     Embedded(#[from] embedded::ServeError),
 }
 
 /// Runs the controllers until `shutdown` completes (Ok) or the lease is lost (Err).
-pub async fn run_manager(client: Client, opts: ManagerOptions, shutdown: impl Future<Output = ()>) -> Result<(), ManagerError> {
+pub async fn run_manager(
+    client: Client,
+    opts: ManagerOptions,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ManagerError> {
     let cancel = CancellationToken::new();
     let _guard = cancel.clone().drop_guard();
     let metrics = Arc::new(Metrics::new());
     let health = Health::new(metrics.clone());
     let mut tasks: Vec<tokio::task::JoinHandle<()>> = Vec::new();
     if let Some(addr) = opts.health_addr {
-        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| ManagerError::Health { addr, source })?;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| ManagerError::Health { addr, source })?;
         let router = health::router(health.clone());
         let c = cancel.clone();
         tasks.push(tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(async move { c.cancelled().await }).await {
+            if let Err(e) = axum::serve(listener, router)
+                .with_graceful_shutdown(async move { c.cancelled().await })
+                .await
+            {
                 tracing::error!(error = %e, "health endpoint failed");
             }
         }));
@@ -100,7 +112,11 @@ pub async fn run_manager(client: Client, opts: ManagerOptions, shutdown: impl Fu
         let m = metrics.clone();
         tasks.push(tokio::spawn(async move {
             while r.changed().await.is_ok() {
-                m.set_role(if *r.borrow() { Role::Leader } else { Role::Follower });
+                m.set_role(if *r.borrow() {
+                    Role::Leader
+                } else {
+                    Role::Follower
+                });
             }
         }));
     }
@@ -116,11 +132,32 @@ pub async fn run_manager(client: Client, opts: ManagerOptions, shutdown: impl Fu
         let _ = synced_tx.send(true);
         tracing::info!("caches synced");
     }));
-    let recorder = Recorder::new(client.clone(), Reporter { controller: "quotagate".into(), instance: Some(opts.identity.clone()) });
-    let jobs = JobContext { client: client.clone(), recorder: recorder.clone(), leader: rx.clone() };
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "quotagate".into(),
+            instance: Some(opts.identity.clone()),
+        },
+    );
+    let jobs = JobContext {
+        client: client.clone(),
+        recorder: recorder.clone(),
+        leader: rx.clone(),
+    };
     let c = cancel.clone();
-    tasks.push(tokio::spawn(run_raycluster_controller(jobs, async move { c.cancelled().await })));
-    let admission = AdmissionLoop { client: client.clone(), caches, notify, recorder, metrics: metrics.clone(), leader: rx, resync: opts.resync, synced };
+    tasks.push(tokio::spawn(run_raycluster_controller(jobs, async move {
+        c.cancelled().await
+    })));
+    let admission = AdmissionLoop {
+        client: client.clone(),
+        caches,
+        notify,
+        recorder,
+        metrics: metrics.clone(),
+        leader: rx,
+        resync: opts.resync,
+        synced,
+    };
     let c = cancel.clone();
     let mut loop_task = tokio::spawn(admission.run(async move { c.cancelled().await }));
     tokio::pin!(shutdown);
@@ -162,10 +199,18 @@ pub struct EmbeddedOptions {
 pub struct ApiAdmission;
 
 impl AdmissionHook for ApiAdmission {
-    fn admit(&self, op: embedded::Operation, _: &ResourceInfo, new: &mut Value, old: Option<&Value>) -> Result<(), Vec<FieldError>> {
+    fn admit(
+        &self,
+        op: embedded::Operation,
+        _: &ResourceInfo,
+        new: &mut Value,
+        old: Option<&Value>,
+    ) -> Result<(), Vec<FieldError>> {
         let op = match op {
             embedded::Operation::Create => crate::api::admission::Operation::Create,
-            embedded::Operation::Update | embedded::Operation::UpdateStatus => crate::api::admission::Operation::Update,
+            embedded::Operation::Update | embedded::Operation::UpdateStatus => {
+                crate::api::admission::Operation::Update
+            }
         };
         crate::api::admission::admit(op, new, old)
     }
@@ -177,16 +222,25 @@ pub fn embedded_server() -> Arc<EmbeddedServer> {
 }
 
 /// The embedded API server and the manager in one process, until `shutdown` completes.
-pub async fn run_embedded(opts: EmbeddedOptions, shutdown: impl Future<Output = ()>) -> Result<(), ManagerError> {
+pub async fn run_embedded(
+    opts: EmbeddedOptions,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ManagerError> {
     run_embedded_on(embedded_server(), opts, shutdown).await
 }
 
 /// As [`run_embedded`], on a server the caller already holds (tests inspect or fault it).
-pub async fn run_embedded_on(server: Arc<EmbeddedServer>, opts: EmbeddedOptions, shutdown: impl Future<Output = ()>) -> Result<(), ManagerError> {
+pub async fn run_embedded_on(
+    server: Arc<EmbeddedServer>,
+    opts: EmbeddedOptions,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ManagerError> {
     let cancel = CancellationToken::new();
     let _guard = cancel.clone().drop_guard();
     if let Some(listen) = opts.listen {
-        let (addr, _handle) = server.spawn_tcp(listen, opts.kubeconfig_out.as_deref(), cancel.clone()).await?;
+        let (addr, _handle) = server
+            .spawn_tcp(listen, opts.kubeconfig_out.as_deref(), cancel.clone())
+            .await?;
         tracing::info!(%addr, "embedded API server listening");
     }
     let sims = embedded::sim::spawn(server.client(), &opts.sims, cancel.clone());

@@ -6,7 +6,12 @@ use quotagate::embedded::WriteMatch;
 use crate::support::*;
 
 fn status_writes() -> WriteMatch {
-    WriteMatch { verb: Some("update".into()), plural: Some("workloads".into()), name: None, status: Some(true) }
+    WriteMatch {
+        verb: Some("update".into()),
+        plural: Some("workloads".into()),
+        name: None,
+        status: Some(true),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -24,9 +29,16 @@ async fn manager_restart_mid_flight_converges_without_double_admission() {
     // A new manager reading the same state changes nothing.
     c.workload("late", "lq", 0, "1").await;
     let wls = c.workloads();
-    wait_for(&wls, "late", "pending behind the full queue", |w| condition(w, "QuotaReserved").is_some_and(|c| c.0 == "False" && c.1 == "WaitingForQuota")).await;
+    wait_for(&wls, "late", "pending behind the full queue", |w| {
+        condition(w, "QuotaReserved").is_some_and(|c| c.0 == "False" && c.1 == "WaitingForQuota")
+    })
+    .await;
     assert_eq!(c.quota.reserved_in("cq"), 10);
-    assert!(c.quota.readmitted().is_empty(), "admitted twice: {:?}", c.quota.readmitted());
+    assert!(
+        c.quota.readmitted().is_empty(),
+        "admitted twice: {:?}",
+        c.quota.readmitted()
+    );
     c.quota.assert_safe();
 }
 
@@ -55,9 +67,17 @@ async fn conflicts_closed_watches_and_expired_versions_lose_nothing() {
     assert_eq!(pending.len(), 4);
     for w in pending {
         let name = w.metadata.name.clone().unwrap();
-        wait_for(&wls, &name, "pending with a reason", |w| condition(w, "QuotaReserved").is_some_and(|c| c.0 == "False" && c.1 == "WaitingForQuota")).await;
+        wait_for(&wls, &name, "pending with a reason", |w| {
+            condition(w, "QuotaReserved")
+                .is_some_and(|c| c.0 == "False" && c.1 == "WaitingForQuota")
+        })
+        .await;
     }
-    assert!(c.quota.readmitted().is_empty(), "admitted twice: {:?}", c.quota.readmitted());
+    assert!(
+        c.quota.readmitted().is_empty(),
+        "admitted twice: {:?}",
+        c.quota.readmitted()
+    );
     c.quota.assert_safe();
 }
 
@@ -75,10 +95,22 @@ async fn two_replicas_with_leader_election_admit_each_workload_once() {
         c.workload(&format!("w{i}"), "lq", 0, "1").await;
     }
     c.quota.wait_reserved("cq", 5).await;
-    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(c.client.clone(), "default");
-    let holder = leases.get("quotagate-leader").await.unwrap().spec.unwrap().holder_identity.unwrap();
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(c.client.clone(), "default");
+    let holder = leases
+        .get("quotagate-leader")
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .holder_identity
+        .unwrap();
     assert!(holder == "replica-a" || holder == "replica-b", "{holder}");
-    assert!(c.quota.readmitted().is_empty(), "admitted twice: {:?}", c.quota.readmitted());
+    assert!(
+        c.quota.readmitted().is_empty(),
+        "admitted twice: {:?}",
+        c.quota.readmitted()
+    );
     c.quota.assert_safe();
     a.stop().await;
     b.stop().await;

@@ -27,7 +27,12 @@ pub struct Manager {
 impl Manager {
     pub fn start(client: Client, leader_election: bool, identity: &str) -> Manager {
         let (tx, rx) = oneshot::channel::<()>();
-        let opts = ManagerOptions { leader_election, identity: identity.to_string(), resync: Duration::from_millis(300), ..Default::default() };
+        let opts = ManagerOptions {
+            leader_election,
+            identity: identity.to_string(),
+            resync: Duration::from_millis(300),
+            ..Default::default()
+        };
         let handle = tokio::spawn(async move {
             if let Err(e) = run_manager(client, opts, async move {
                 let _ = rx.await;
@@ -37,7 +42,10 @@ impl Manager {
                 panic!("manager failed: {e}");
             }
         });
-        Manager { stop: Some(tx), handle }
+        Manager {
+            stop: Some(tx),
+            handle,
+        }
     }
 
     pub async fn stop(mut self) {
@@ -64,12 +72,20 @@ pub struct Cluster {
 impl Cluster {
     /// Server, quota watch and one manager (no leader election unless asked).
     pub async fn start(limits: Limits) -> Cluster {
-        let _ = tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).with_test_writer().try_init();
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
         let server = embedded_server();
         let client = server.client();
         let quota = QuotaWatch::start(client.clone(), limits).await;
         let manager = Some(Manager::start(client.clone(), false, "m1"));
-        Cluster { server, client, manager, quota }
+        Cluster {
+            server,
+            client,
+            manager,
+            quota,
+        }
     }
 
     pub async fn restart_manager(&mut self, identity: &str) {
@@ -85,7 +101,9 @@ impl Cluster {
 
     pub async fn flavor(&self, name: &str) {
         let api: Api<ResourceFlavor> = Api::all(self.client.clone());
-        api.create(&PostParams::default(), &ResourceFlavor::build(name).build()).await.unwrap();
+        api.create(&PostParams::default(), &ResourceFlavor::build(name).build())
+            .await
+            .unwrap();
     }
 
     pub async fn cluster_queue(&self, cq: ClusterQueue) {
@@ -95,19 +113,33 @@ impl Cluster {
 
     pub async fn local_queue(&self, name: &str, cq: &str) {
         let api: Api<LocalQueue> = Api::namespaced(self.client.clone(), "default");
-        api.create(&PostParams::default(), &LocalQueue::build(name, "default").cluster_queue(cq).build()).await.unwrap();
+        api.create(
+            &PostParams::default(),
+            &LocalQueue::build(name, "default").cluster_queue(cq).build(),
+        )
+        .await
+        .unwrap();
     }
 
     /// A one-podset workload asking `cpu` per pod.
     pub async fn workload(&self, name: &str, lq: &str, priority: i32, cpu: &str) -> Workload {
-        let wl = Workload::build(name, "default").queue(lq).priority(priority).podset("main", 1, [("cpu", cpu)]).build();
-        self.workloads().create(&PostParams::default(), &wl).await.unwrap()
+        let wl = Workload::build(name, "default")
+            .queue(lq)
+            .priority(priority)
+            .podset("main", 1, [("cpu", cpu)])
+            .build();
+        self.workloads()
+            .create(&PostParams::default(), &wl)
+            .await
+            .unwrap()
     }
 
     /// Simple setup: flavor "default", CQ `cq` (StrictFIFO or not) with `cpu` nominal, LQ `lq`.
     pub async fn simple(&self, cq: &str, lq: &str, cpu: &str) {
         self.flavor("default").await;
-        let mut q = ClusterQueue::build(cq).flavor("default", [("cpu", cpu)]).build();
+        let mut q = ClusterQueue::build(cq)
+            .flavor("default", [("cpu", cpu)])
+            .build();
         q.spec.namespace_selector = Some(Default::default());
         self.cluster_queue(q).await;
         self.local_queue(lq, cq).await;
@@ -127,10 +159,21 @@ pub fn with_all_namespaces(mut cq: ClusterQueue) -> ClusterQueue {
 /// state seen after `WAIT`.
 pub async fn wait_for<K>(api: &Api<K>, name: &str, what: &str, cond: impl Fn(&K) -> bool) -> K
 where
-    K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug + Send + Sync + 'static,
+    K: Resource
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
 {
     let mut last: Option<K> = None;
-    let stream = watcher(api.clone(), watcher::Config::default().fields(&format!("metadata.name={name}"))).default_backoff();
+    let stream = watcher(
+        api.clone(),
+        watcher::Config::default().fields(&format!("metadata.name={name}")),
+    )
+    .default_backoff();
     futures::pin_mut!(stream);
     let found = tokio::time::timeout(WAIT, async {
         while let Some(ev) = stream.next().await {
@@ -146,12 +189,18 @@ where
     .await;
     match found {
         Ok(Some(o)) => o,
-        _ => panic!("timed out waiting for {name}: {what}; last seen: {:#?}", last.map(|o| serde_json::to_string(&o).unwrap_or_default())),
+        _ => panic!(
+            "timed out waiting for {name}: {what}; last seen: {:#?}",
+            last.map(|o| serde_json::to_string(&o).unwrap_or_default())
+        ),
     }
 }
 
 pub fn condition(wl: &Workload, type_: &str) -> Option<(String, String, String)> {
-    wl.status.as_ref()?.condition(type_).map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+    wl.status
+        .as_ref()?
+        .condition(type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
 }
 
 pub fn reserved(wl: &Workload) -> bool {
@@ -172,7 +221,8 @@ impl Limits {
         self
     }
     pub fn group(mut self, cqs: &[&str], milli_cpu: i64) -> Self {
-        self.groups.push((cqs.iter().map(|s| s.to_string()).collect(), milli_cpu));
+        self.groups
+            .push((cqs.iter().map(|s| s.to_string()).collect(), milli_cpu));
         self
     }
 }
@@ -233,7 +283,10 @@ impl QuotaWatch {
                                 if !before {
                                     *st.admissions.entry(key.clone()).or_default() += 1;
                                 }
-                                let old = w.annotations().get("kueue.x-k8s.io/workload-slice-replacement-for").cloned();
+                                let old = w
+                                    .annotations()
+                                    .get("kueue.x-k8s.io/workload-slice-replacement-for")
+                                    .cloned();
                                 match old {
                                     Some(o) => st.replaces.insert(key.clone(), o),
                                     None => st.replaces.remove(&key),
@@ -247,7 +300,11 @@ impl QuotaWatch {
                         }
                     }
                     Ok(watcher::Event::Delete(w)) => {
-                        st.usage.remove(&format!("{}/{}", w.namespace().unwrap_or_default(), w.name_any()));
+                        st.usage.remove(&format!(
+                            "{}/{}",
+                            w.namespace().unwrap_or_default(),
+                            w.name_any()
+                        ));
                     }
                     _ => {}
                 }
@@ -265,13 +322,19 @@ impl QuotaWatch {
                     if let Some(limit) = limits.cq.get(cq)
                         && used > limit
                     {
-                        bad.push(format!("ClusterQueue {cq} uses {used}m cpu > {limit}m: {:?}", st.usage));
+                        bad.push(format!(
+                            "ClusterQueue {cq} uses {used}m cpu > {limit}m: {:?}",
+                            st.usage
+                        ));
                     }
                 }
                 for (cqs, limit) in &limits.groups {
                     let used: i64 = cqs.iter().filter_map(|c| per_cq.get(c)).sum();
                     if used > *limit {
-                        bad.push(format!("cohort {cqs:?} uses {used}m cpu > {limit}m: {:?}", st.usage));
+                        bad.push(format!(
+                            "cohort {cqs:?} uses {used}m cpu > {limit}m: {:?}",
+                            st.usage
+                        ));
                     }
                 }
                 st.violations.extend(bad);
@@ -280,7 +343,12 @@ impl QuotaWatch {
                 let _ = seen_tx.send(n);
             }
         });
-        QuotaWatch { state, limits, seen, task: Arc::new(task) }
+        QuotaWatch {
+            state,
+            limits,
+            seen,
+            task: Arc::new(task),
+        }
     }
 
     /// Waits (on the watch, not on a timer) until `count` workloads hold quota in `cq`.
@@ -297,7 +365,11 @@ impl QuotaWatch {
             }
         })
         .await;
-        assert!(reached.is_ok() && self.reserved_in(cq) == count, "expected {count} reserved in {cq}, have {}", self.reserved_in(cq));
+        assert!(
+            reached.is_ok() && self.reserved_in(cq) == count,
+            "expected {count} reserved in {cq}, have {}",
+            self.reserved_in(cq)
+        );
     }
 
     pub async fn wait_reserved_at_least(&self, cq: &str, count: usize) {
@@ -310,7 +382,11 @@ impl QuotaWatch {
             }
         })
         .await;
-        assert!(reached.is_ok(), "expected at least {count} reserved in {cq}, have {}", self.reserved_in(cq));
+        assert!(
+            reached.is_ok(),
+            "expected at least {count} reserved in {cq}, have {}",
+            self.reserved_in(cq)
+        );
     }
 
     /// Returns after the next Workload event (or after `WAIT`).
@@ -321,28 +397,55 @@ impl QuotaWatch {
     }
 
     pub fn reserved_in(&self, cq: &str) -> usize {
-        self.state.lock().unwrap().usage.values().filter(|(c, _)| c == cq).count()
+        self.state
+            .lock()
+            .unwrap()
+            .usage
+            .values()
+            .filter(|(c, _)| c == cq)
+            .count()
     }
 
     /// Workloads that were reserved more than once.
     pub fn readmitted(&self) -> Vec<(String, u32)> {
-        self.state.lock().unwrap().admissions.iter().filter(|(_, n)| **n > 1).map(|(k, n)| (k.clone(), *n)).collect()
+        self.state
+            .lock()
+            .unwrap()
+            .admissions
+            .iter()
+            .filter(|(_, n)| **n > 1)
+            .map(|(k, n)| (k.clone(), *n))
+            .collect()
     }
 
     /// Call before raising a ClusterQueue's quota.
     pub fn set_cq_limit(&self, cq: &str, milli_cpu: i64) {
-        self.limits.lock().unwrap().cq.insert(cq.to_string(), milli_cpu);
+        self.limits
+            .lock()
+            .unwrap()
+            .cq
+            .insert(cq.to_string(), milli_cpu);
     }
 
     /// Fails the test on any observed over-commitment.
     pub fn assert_safe(&self) {
         let st = self.state.lock().unwrap();
-        assert!(st.violations.is_empty(), "quota exceeded at some moment: {:#?}", st.violations);
+        assert!(
+            st.violations.is_empty(),
+            "quota exceeded at some moment: {:#?}",
+            st.violations
+        );
         assert!(st.events > 0, "the quota watch saw no event");
     }
 
     pub fn admissions(&self, ns_name: &str) -> u32 {
-        self.state.lock().unwrap().admissions.get(ns_name).copied().unwrap_or(0)
+        self.state
+            .lock()
+            .unwrap()
+            .admissions
+            .get(ns_name)
+            .copied()
+            .unwrap_or(0)
     }
 }
 

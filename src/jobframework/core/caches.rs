@@ -26,7 +26,11 @@ pub struct Caches {
     pub namespaces: Store<Namespace>,
 }
 
-fn reflect<K>(api: Api<K>, notify: Arc<Notify>, tasks: &mut Vec<tokio::task::JoinHandle<()>>) -> Store<K>
+fn reflect<K>(
+    api: Api<K>,
+    notify: Arc<Notify>,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> Store<K>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
@@ -49,7 +53,10 @@ where
 
 impl Caches {
     /// Starts one watch per kind; the returned tasks run until aborted.
-    pub fn start(client: &Client, notify: Arc<Notify>) -> (Caches, Vec<tokio::task::JoinHandle<()>>) {
+    pub fn start(
+        client: &Client,
+        notify: Arc<Notify>,
+    ) -> (Caches, Vec<tokio::task::JoinHandle<()>>) {
         let mut tasks = Vec::new();
         let caches = Caches {
             cluster_queues: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
@@ -78,14 +85,35 @@ impl Caches {
     pub fn snapshot(&self) -> Snapshot {
         let mut workloads = self.workloads.state();
         // Deterministic order: creation time, then name (the core orders queues itself).
-        workloads.sort_by(|a, b| (a.metadata.creation_timestamp.as_ref().map(|t| t.0), &a.metadata.namespace, &a.metadata.name).cmp(&(b.metadata.creation_timestamp.as_ref().map(|t| t.0), &b.metadata.namespace, &b.metadata.name)));
+        workloads.sort_by(|a, b| {
+            (
+                a.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                &a.metadata.namespace,
+                &a.metadata.name,
+            )
+                .cmp(&(
+                    b.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                    &b.metadata.namespace,
+                    &b.metadata.name,
+                ))
+        });
         Snapshot {
             cluster_queues: self.cluster_queues.state(),
             cohorts: self.cohorts.state(),
             flavors: self.flavors.state(),
             local_queues: self.local_queues.state(),
             workloads,
-            namespaces: self.namespaces.state().iter().map(|n| (n.metadata.name.clone().unwrap_or_default(), n.metadata.labels.clone().unwrap_or_default())).collect::<BTreeMap<_, _>>(),
+            namespaces: self
+                .namespaces
+                .state()
+                .iter()
+                .map(|n| {
+                    (
+                        n.metadata.name.clone().unwrap_or_default(),
+                        n.metadata.labels.clone().unwrap_or_default(),
+                    )
+                })
+                .collect::<BTreeMap<_, _>>(),
         }
     }
 }

@@ -10,7 +10,11 @@ use crate::api::kueue::{Admission, Workload, WorkloadStatus};
 pub fn set_condition(conds: &mut Vec<Condition>, mut c: Condition) -> bool {
     match conds.iter_mut().find(|x| x.type_ == c.type_) {
         Some(old) => {
-            if old.status == c.status && old.reason == c.reason && old.message == c.message && old.observed_generation == c.observed_generation {
+            if old.status == c.status
+                && old.reason == c.reason
+                && old.message == c.message
+                && old.observed_generation == c.observed_generation
+            {
                 return false;
             }
             if old.status == c.status {
@@ -26,7 +30,14 @@ pub fn set_condition(conds: &mut Vec<Condition>, mut c: Condition) -> bool {
     }
 }
 
-fn cond(type_: &str, status: bool, reason: &str, message: &str, generation: Option<i64>, now: jiff::Timestamp) -> Condition {
+fn cond(
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+    now: jiff::Timestamp,
+) -> Condition {
     Condition {
         type_: type_.to_string(),
         status: if status { "True" } else { "False" }.to_string(),
@@ -49,11 +60,41 @@ pub fn admitted(wl: &Workload, admission: Admission, now: jiff::Timestamp) -> Wo
     let msg = format!("Quota reserved in ClusterQueue {}", admission.cluster_queue);
     s.admission = Some(admission);
     s.requeue_state = None;
-    set_condition(&mut s.conditions, cond(condition::QUOTA_RESERVED, true, reason::QUOTA_RESERVED, &msg, g, now));
-    set_condition(&mut s.conditions, cond(condition::ADMITTED, true, reason::ADMITTED, "The workload is admitted", g, now));
+    set_condition(
+        &mut s.conditions,
+        cond(
+            condition::QUOTA_RESERVED,
+            true,
+            reason::QUOTA_RESERVED,
+            &msg,
+            g,
+            now,
+        ),
+    );
+    set_condition(
+        &mut s.conditions,
+        cond(
+            condition::ADMITTED,
+            true,
+            reason::ADMITTED,
+            "The workload is admitted",
+            g,
+            now,
+        ),
+    );
     for t in [condition::EVICTED, condition::PREEMPTED] {
         if s.condition_true(t) {
-            set_condition(&mut s.conditions, cond(t, false, reason::QUOTA_RESERVED, "Previously: evicted, now quota is reserved again", g, now));
+            set_condition(
+                &mut s.conditions,
+                cond(
+                    t,
+                    false,
+                    reason::QUOTA_RESERVED,
+                    "Previously: evicted, now quota is reserved again",
+                    g,
+                    now,
+                ),
+            );
         }
     }
     s
@@ -61,12 +102,28 @@ pub fn admitted(wl: &Workload, admission: Admission, now: jiff::Timestamp) -> Wo
 
 /// Still pending: QuotaReserved=False with the admission core's reason and message. `None` when the
 /// workload already says exactly that (Kueue #8095: don't rewrite unchanged pending status).
-pub fn pending(wl: &Workload, reason: &str, message: &str, now: jiff::Timestamp) -> Option<WorkloadStatus> {
+pub fn pending(
+    wl: &Workload,
+    reason: &str,
+    message: &str,
+    now: jiff::Timestamp,
+) -> Option<WorkloadStatus> {
     let mut s = status_of(wl);
     if s.admission.is_some() {
         return None;
     }
-    set_condition(&mut s.conditions, cond(condition::QUOTA_RESERVED, false, reason, message, wl.metadata.generation, now)).then_some(s)
+    set_condition(
+        &mut s.conditions,
+        cond(
+            condition::QUOTA_RESERVED,
+            false,
+            reason,
+            message,
+            wl.metadata.generation,
+            now,
+        ),
+    )
+    .then_some(s)
 }
 
 /// What evicts a workload.
@@ -81,12 +138,29 @@ pub struct EvictionCause {
 
 /// Marks the workload evicted (Evicted=True, and Preempted=True for preemptions). The reservation
 /// stays until the job has stopped; see [`clear_reservation`]. `None` if already marked so.
-pub fn evicted(wl: &Workload, cause: &EvictionCause, now: jiff::Timestamp) -> Option<WorkloadStatus> {
+pub fn evicted(
+    wl: &Workload,
+    cause: &EvictionCause,
+    now: jiff::Timestamp,
+) -> Option<WorkloadStatus> {
     let g = wl.metadata.generation;
     let mut s = status_of(wl);
-    let mut changed = set_condition(&mut s.conditions, cond(condition::EVICTED, true, &cause.reason, &cause.message, g, now));
+    let mut changed = set_condition(
+        &mut s.conditions,
+        cond(
+            condition::EVICTED,
+            true,
+            &cause.reason,
+            &cause.message,
+            g,
+            now,
+        ),
+    );
     if let Some(r) = &cause.preempted_reason {
-        changed |= set_condition(&mut s.conditions, cond(condition::PREEMPTED, true, r, &cause.message, g, now));
+        changed |= set_condition(
+            &mut s.conditions,
+            cond(condition::PREEMPTED, true, r, &cause.message, g, now),
+        );
     }
     changed.then_some(s)
 }
@@ -103,23 +177,69 @@ pub fn clear_reservation(wl: &Workload, now: jiff::Timestamp) -> Option<Workload
         .condition(condition::EVICTED)
         .filter(|c| c.status == "True")
         .map(|c| (c.reason.clone(), c.message.clone()))
-        .unwrap_or_else(|| (reason::PENDING.to_string(), "The workload has no reservation".to_string()));
+        .unwrap_or_else(|| {
+            (
+                reason::PENDING.to_string(),
+                "The workload has no reservation".to_string(),
+            )
+        });
     s.admission = None;
-    set_condition(&mut s.conditions, cond(condition::QUOTA_RESERVED, false, reason::PENDING, &msg, g, now));
-    set_condition(&mut s.conditions, cond(condition::ADMITTED, false, reason::NO_RESERVATION, "The workload has no reservation", g, now));
-    set_condition(&mut s.conditions, cond(condition::REQUEUED, true, &why, &msg, g, now));
+    set_condition(
+        &mut s.conditions,
+        cond(
+            condition::QUOTA_RESERVED,
+            false,
+            reason::PENDING,
+            &msg,
+            g,
+            now,
+        ),
+    );
+    set_condition(
+        &mut s.conditions,
+        cond(
+            condition::ADMITTED,
+            false,
+            reason::NO_RESERVATION,
+            "The workload has no reservation",
+            g,
+            now,
+        ),
+    );
+    set_condition(
+        &mut s.conditions,
+        cond(condition::REQUEUED, true, &why, &msg, g, now),
+    );
     Some(s)
 }
 
 /// Finished=True with `reason` (e.g. `WorkloadSliceReplaced`).
-pub fn finished(wl: &Workload, reason: &str, message: &str, now: jiff::Timestamp) -> Option<WorkloadStatus> {
+pub fn finished(
+    wl: &Workload,
+    reason: &str,
+    message: &str,
+    now: jiff::Timestamp,
+) -> Option<WorkloadStatus> {
     let mut s = status_of(wl);
-    set_condition(&mut s.conditions, cond(condition::FINISHED, true, reason, message, wl.metadata.generation, now)).then_some(s)
+    set_condition(
+        &mut s.conditions,
+        cond(
+            condition::FINISHED,
+            true,
+            reason,
+            message,
+            wl.metadata.generation,
+            now,
+        ),
+    )
+    .then_some(s)
 }
 
 /// An eviction is in progress: Evicted=True while quota is still reserved.
 pub fn is_evicted(wl: &Workload) -> bool {
-    wl.status.as_ref().is_some_and(|s| s.condition_true(condition::EVICTED))
+    wl.status
+        .as_ref()
+        .is_some_and(|s| s.condition_true(condition::EVICTED))
 }
 
 /// `spec.active` unset means active.
@@ -128,6 +248,12 @@ pub fn is_active(wl: &Workload) -> bool {
 }
 
 /// The job that owns the workload (controller owner reference), if any.
-pub fn controller_owner(wl: &Workload) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
-    wl.metadata.owner_references.iter().flatten().find(|o| o.controller == Some(true))
+pub fn controller_owner(
+    wl: &Workload,
+) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
+    wl.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
 }

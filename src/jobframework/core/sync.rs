@@ -29,17 +29,39 @@ pub struct Snapshot {
 /// A write the loop must make.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
-    Admit { key: WorkloadKey, admission: queue::Admission, replaced: Option<WorkloadKey> },
+    Admit {
+        key: WorkloadKey,
+        admission: queue::Admission,
+        replaced: Option<WorkloadKey>,
+    },
     /// Mark evicted; `clear` also releases the reservation at once (no job has to stop first).
-    Evict { key: WorkloadKey, cause: EvictionCause, clear: bool },
-    ClearReservation { key: WorkloadKey },
-    Pending { key: WorkloadKey, reason: String, message: String },
-    FinishSlice { key: WorkloadKey, replaced_by: WorkloadKey },
-    RemoveFinalizer { key: WorkloadKey },
+    Evict {
+        key: WorkloadKey,
+        cause: EvictionCause,
+        clear: bool,
+    },
+    ClearReservation {
+        key: WorkloadKey,
+    },
+    Pending {
+        key: WorkloadKey,
+        reason: String,
+        message: String,
+    },
+    FinishSlice {
+        key: WorkloadKey,
+        replaced_by: WorkloadKey,
+    },
+    RemoveFinalizer {
+        key: WorkloadKey,
+    },
 }
 
 pub fn key_of(wl: &Workload) -> WorkloadKey {
-    WorkloadKey::new(wl.metadata.namespace.clone().unwrap_or_default(), wl.metadata.name.clone().unwrap_or_default())
+    WorkloadKey::new(
+        wl.metadata.namespace.clone().unwrap_or_default(),
+        wl.metadata.name.clone().unwrap_or_default(),
+    )
 }
 
 fn rv(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
@@ -49,7 +71,8 @@ fn rv(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Stri
 fn namespace_labels(snap: &Snapshot, ns: &str) -> BTreeMap<String, String> {
     // A real API server always sets this label; the embedded one may not have a Namespace object.
     let mut l = snap.namespaces.get(ns).cloned().unwrap_or_default();
-    l.entry("kubernetes.io/metadata.name".to_string()).or_insert_with(|| ns.to_string());
+    l.entry("kubernetes.io/metadata.name".to_string())
+        .or_insert_with(|| ns.to_string());
     l
 }
 
@@ -89,12 +112,15 @@ impl AdmissionState {
                 continue;
             }
             self.config_rv.insert(k, rv(&cq.metadata));
-            match queue::ClusterQueueModel::try_from(cq.as_ref()).and_then(|m| self.core.upsert_cluster_queue(m)) {
+            match queue::ClusterQueueModel::try_from(cq.as_ref())
+                .and_then(|m| self.core.upsert_cluster_queue(m))
+            {
                 Ok(()) => {
                     self.config_errors.remove(&format!("ClusterQueue {name}"));
                 }
                 Err(e) => {
-                    self.config_errors.insert(format!("ClusterQueue {name}"), e.to_string());
+                    self.config_errors
+                        .insert(format!("ClusterQueue {name}"), e.to_string());
                 }
             }
         }
@@ -106,12 +132,14 @@ impl AdmissionState {
                 continue;
             }
             self.config_rv.insert(k, rv(&c.metadata));
-            match queue::CohortModel::try_from(c.as_ref()).and_then(|m| self.core.upsert_cohort(m)) {
+            match queue::CohortModel::try_from(c.as_ref()).and_then(|m| self.core.upsert_cohort(m))
+            {
                 Ok(()) => {
                     self.config_errors.remove(&format!("Cohort {name}"));
                 }
                 Err(e) => {
-                    self.config_errors.insert(format!("Cohort {name}"), e.to_string());
+                    self.config_errors
+                        .insert(format!("Cohort {name}"), e.to_string());
                 }
             }
         }
@@ -129,11 +157,17 @@ impl AdmissionState {
                     self.config_errors.remove(&format!("ResourceFlavor {name}"));
                 }
                 Err(e) => {
-                    self.config_errors.insert(format!("ResourceFlavor {name}"), e.to_string());
+                    self.config_errors
+                        .insert(format!("ResourceFlavor {name}"), e.to_string());
                 }
             }
         }
-        let gone: Vec<(char, String)> = self.config_rv.keys().filter(|k| !seen.contains(*k)).cloned().collect();
+        let gone: Vec<(char, String)> = self
+            .config_rv
+            .keys()
+            .filter(|k| !seen.contains(*k))
+            .cloned()
+            .collect();
         for k in gone {
             self.config_rv.remove(&k);
             match k.0 {
@@ -148,8 +182,19 @@ impl AdmissionState {
     pub fn step(&mut self, snap: &Snapshot, now_ms: i64) -> Vec<Action> {
         let mut actions = Vec::new();
         self.sync_config(snap);
-        let lqs: HashMap<(String, String), &LocalQueue> =
-            snap.local_queues.iter().map(|lq| ((lq.metadata.namespace.clone().unwrap_or_default(), lq.metadata.name.clone().unwrap_or_default()), lq.as_ref())).collect();
+        let lqs: HashMap<(String, String), &LocalQueue> = snap
+            .local_queues
+            .iter()
+            .map(|lq| {
+                (
+                    (
+                        lq.metadata.namespace.clone().unwrap_or_default(),
+                        lq.metadata.name.clone().unwrap_or_default(),
+                    ),
+                    lq.as_ref(),
+                )
+            })
+            .collect();
         let mut present: HashSet<WorkloadKey> = HashSet::new();
         // Slices whose successor holds quota: they are finished, their usage is the successor's.
         let replaced: HashMap<WorkloadKey, WorkloadKey> = snap
@@ -162,7 +207,14 @@ impl AdmissionState {
             let key = key_of(wl);
             present.insert(key.clone());
             if wl.metadata.deletion_timestamp.is_some() || wl.is_finished() {
-                if wl.metadata.deletion_timestamp.is_some() && wl.metadata.finalizers.iter().flatten().any(|f| f == RESOURCE_IN_USE_FINALIZER) {
+                if wl.metadata.deletion_timestamp.is_some()
+                    && wl
+                        .metadata
+                        .finalizers
+                        .iter()
+                        .flatten()
+                        .any(|f| f == RESOURCE_IN_USE_FINALIZER)
+                {
                     actions.push(Action::RemoveFinalizer { key: key.clone() });
                 }
                 self.drop_workload(&key);
@@ -173,7 +225,10 @@ impl AdmissionState {
             let reserved = wl.admission().is_some() && wl.has_quota_reservation();
             if reserved && let Some(by) = replaced.get(&key) {
                 self.drop_workload(&key);
-                actions.push(Action::FinishSlice { key, replaced_by: by.clone() });
+                actions.push(Action::FinishSlice {
+                    key,
+                    replaced_by: by.clone(),
+                });
                 continue;
             }
             if reserved {
@@ -182,9 +237,10 @@ impl AdmissionState {
                     && let Some(a) = wl.admission()
                 {
                     let ns = key.namespace.clone();
-                    let admitted = convert::workload_model(wl, &a.cluster_queue, namespace_labels(snap, &ns))
-                        .and_then(|m| Ok((m, convert::admission_model(a)?)))
-                        .and_then(|(m, am)| self.core.record_admitted(m, am, now_ms));
+                    let admitted =
+                        convert::workload_model(wl, &a.cluster_queue, namespace_labels(snap, &ns))
+                            .and_then(|m| Ok((m, convert::admission_model(a)?)))
+                            .and_then(|(m, am)| self.core.record_admitted(m, am, now_ms));
                     if let Err(e) = admitted {
                         tracing::warn!(workload = %key, error = %e, "cannot account an admitted workload");
                     }
@@ -200,15 +256,27 @@ impl AdmissionState {
                 let cause = if let Some(c) = self.evicting.get(&key) {
                     Some(c.clone())
                 } else if !is_active(wl) {
-                    Some(EvictionCause { reason: reason::DEACTIVATED.into(), preempted_reason: None, message: "The workload is deactivated".into() })
+                    Some(EvictionCause {
+                        reason: reason::DEACTIVATED.into(),
+                        preempted_reason: None,
+                        message: "The workload is deactivated".into(),
+                    })
                 } else if lq_stop == StopPolicy::HoldAndDrain {
-                    Some(EvictionCause { reason: reason::LOCAL_QUEUE_STOPPED.into(), preempted_reason: None, message: "The LocalQueue is stopped".into() })
+                    Some(EvictionCause {
+                        reason: reason::LOCAL_QUEUE_STOPPED.into(),
+                        preempted_reason: None,
+                        message: "The LocalQueue is stopped".into(),
+                    })
                 } else {
                     None
                 };
                 if let Some(cause) = cause {
                     self.evicting.insert(key.clone(), cause.clone());
-                    actions.push(Action::Evict { key, cause, clear: !owned });
+                    actions.push(Action::Evict {
+                        key,
+                        cause,
+                        clear: !owned,
+                    });
                 }
                 continue;
             }
@@ -224,26 +292,51 @@ impl AdmissionState {
                 if is_active(wl)
                     && let Some((_, name)) = super::queue_status::local_queue_key(wl)
                 {
-                    actions.push(Action::Pending { key, reason: reason::INADMISSIBLE.into(), message: format!("LocalQueue {name} doesn't exist") });
+                    actions.push(Action::Pending {
+                        key,
+                        reason: reason::INADMISSIBLE.into(),
+                        message: format!("LocalQueue {name} doesn't exist"),
+                    });
                 }
                 continue;
             };
             if lq_stop != StopPolicy::None {
                 self.unqueue(&key);
-                let message = format!("LocalQueue {} is stopped", lq.metadata.name.as_deref().unwrap_or_default());
-                actions.push(Action::Pending { key, reason: reason::INADMISSIBLE.into(), message });
+                let message = format!(
+                    "LocalQueue {} is stopped",
+                    lq.metadata.name.as_deref().unwrap_or_default()
+                );
+                actions.push(Action::Pending {
+                    key,
+                    reason: reason::INADMISSIBLE.into(),
+                    message,
+                });
                 continue;
             }
             if self.queued_rv.get(&key) == Some(&rv(&wl.metadata)) {
                 continue;
             }
             self.queued_rv.insert(key.clone(), rv(&wl.metadata));
-            let added = convert::workload_model(wl, lq.spec.cluster_queue(), namespace_labels(snap, &key.namespace)).and_then(|m| self.core.add_workload(m));
+            let added = convert::workload_model(
+                wl,
+                lq.spec.cluster_queue(),
+                namespace_labels(snap, &key.namespace),
+            )
+            .and_then(|m| self.core.add_workload(m));
             if let Err(e) = added {
-                actions.push(Action::Pending { key, reason: reason::MISCONFIGURED.into(), message: e.to_string() });
+                actions.push(Action::Pending {
+                    key,
+                    reason: reason::MISCONFIGURED.into(),
+                    message: e.to_string(),
+                });
             }
         }
-        let known: Vec<WorkloadKey> = self.core.admitted_keys().into_iter().chain(self.core.pending_keys()).collect();
+        let known: Vec<WorkloadKey> = self
+            .core
+            .admitted_keys()
+            .into_iter()
+            .chain(self.core.pending_keys())
+            .collect();
         for k in known {
             if !present.contains(&k) {
                 self.drop_workload(&k);
@@ -252,7 +345,11 @@ impl AdmissionState {
         let res = self.core.schedule_cycle(now_ms);
         for a in res.admissions {
             self.assumed.insert(a.key.clone());
-            actions.push(Action::Admit { key: a.key, admission: a.admission, replaced: a.replaced });
+            actions.push(Action::Admit {
+                key: a.key,
+                admission: a.admission,
+                replaced: a.replaced,
+            });
         }
         for e in res.evictions {
             let cause = EvictionCause {
@@ -264,14 +361,29 @@ impl AdmissionState {
                 message: e.message,
             };
             self.evicting.insert(e.key.clone(), cause.clone());
-            let clear = snap.workloads.iter().find(|w| key_of(w) == e.key).is_some_and(|w| controller_owner(w).is_none());
-            actions.push(Action::Evict { key: e.key, cause, clear });
+            let clear = snap
+                .workloads
+                .iter()
+                .find(|w| key_of(w) == e.key)
+                .is_some_and(|w| controller_owner(w).is_none());
+            actions.push(Action::Evict {
+                key: e.key,
+                cause,
+                clear,
+            });
         }
         for p in res.pending {
-            actions.push(Action::Pending { key: p.key, reason: p.reason.as_str().to_string(), message: p.message });
+            actions.push(Action::Pending {
+                key: p.key,
+                reason: p.reason.as_str().to_string(),
+                message: p.message,
+            });
         }
         for f in res.finished_slices {
-            actions.push(Action::FinishSlice { key: f.key, replaced_by: f.replaced_by });
+            actions.push(Action::FinishSlice {
+                key: f.key,
+                replaced_by: f.replaced_by,
+            });
         }
         actions
     }
@@ -293,7 +405,11 @@ impl AdmissionState {
 
 /// `kueue.x-k8s.io/workload-slice-replacement-for: <ns>/<name>` of a scale-up slice.
 pub fn replacement_for(wl: &Workload) -> Option<WorkloadKey> {
-    let v = wl.metadata.annotations.as_ref()?.get(crate::api::kueue::constants::label::WORKLOAD_SLICE_REPLACEMENT_FOR)?;
+    let v = wl
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(crate::api::kueue::constants::label::WORKLOAD_SLICE_REPLACEMENT_FOR)?;
     Some(match v.split_once('/') {
         Some((ns, n)) => WorkloadKey::new(ns, n),
         None => WorkloadKey::new(wl.metadata.namespace.clone().unwrap_or_default(), v.clone()),
@@ -304,6 +420,8 @@ fn preempted_reason(r: queue::PreemptedReason) -> &'static str {
     match r {
         queue::PreemptedReason::InClusterQueue => reason::IN_CLUSTER_QUEUE,
         queue::PreemptedReason::InCohortReclamation => reason::IN_COHORT_RECLAMATION,
-        queue::PreemptedReason::InCohortReclaimWhileBorrowing => reason::IN_COHORT_RECLAIM_WHILE_BORROWING,
+        queue::PreemptedReason::InCohortReclaimWhileBorrowing => {
+            reason::IN_COHORT_RECLAIM_WHILE_BORROWING
+        }
     }
 }
