@@ -352,3 +352,54 @@ async fn inactive_workload_is_evicted_and_not_requeued() {
     .await;
     c.quota.assert_safe();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_queue_hold_and_drain_evicts_and_holds_new_workloads() {
+    let c = Cluster::start(Limits::default().cq("cq", 4000)).await;
+    c.simple("cq", "lq", "4").await;
+    let wls = c.workloads();
+    c.workload("a", "lq", 0, "2").await;
+    wait_for(&wls, "a", "admitted", |w| w.is_admitted()).await;
+    let lqs: Api<quotagate::api::kueue::LocalQueue> = Api::namespaced(c.client.clone(), "default");
+    lqs.patch(
+        "lq",
+        &PatchParams::default(),
+        &Patch::Merge(&serde_json::json!({"spec": {"stopPolicy": "HoldAndDrain"}})),
+    )
+    .await
+    .unwrap();
+    let a = wait_for(&wls, "a", "drained", |w| {
+        !reserved(w) && condition(w, condition::EVICTED).is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    assert_eq!(
+        condition(&a, condition::EVICTED).unwrap().1,
+        reason::LOCAL_QUEUE_STOPPED
+    );
+    c.workload("b", "lq", 0, "1").await;
+    let b = wait_for(&wls, "b", "held", |w| {
+        condition(w, condition::QUOTA_RESERVED).is_some_and(|c| c.0 == "False")
+    })
+    .await;
+    assert_eq!(
+        condition(&b, condition::QUOTA_RESERVED).unwrap().2,
+        "LocalQueue lq is stopped"
+    );
+    let lq = wait_for(&lqs, "lq", "inactive", |q| {
+        q.status
+            .as_ref()
+            .is_some_and(|s| s.conditions.iter().any(|c| c.reason == "Stopped"))
+    })
+    .await;
+    assert_eq!(lq.status.unwrap().reserving_workloads, 0);
+    lqs.patch(
+        "lq",
+        &PatchParams::default(),
+        &Patch::Merge(&serde_json::json!({"spec": {"stopPolicy": "None"}})),
+    )
+    .await
+    .unwrap();
+    wait_for(&wls, "a", "admitted again", |w| w.is_admitted()).await;
+    wait_for(&wls, "b", "admitted", |w| w.is_admitted()).await;
+    c.quota.assert_safe();
+}
