@@ -5,11 +5,14 @@
 //! podset info (flavor node selectors and tolerations) on a job's pod templates. No kube I/O here:
 //! the reconcilers read what these functions need and write what they return.
 
+pub mod core;
 pub mod error;
 pub mod interface;
+pub mod job_controller;
 pub mod names;
 pub mod podset_info;
 pub mod priority;
+pub mod raycluster;
 pub mod workload;
 
 pub use error::JobFrameworkError;

@@ -1,5 +1,5 @@
-//! Process wiring shared by `quotagate run` and `quotagate run --embedded`: leader election, health and
-//! metrics endpoints.
+//! Process wiring: leader election, health and metrics endpoints, the webhook, the manager (`quotagate
+//! run`, `run --embedded`), the Ray operator start-up and the demo.
 
 pub mod leader;
 pub mod metrics;
@@ -7,3 +7,4 @@ pub mod health;
 pub mod webhook;
 pub mod ray;
 pub mod demo;
+pub mod manager;

@@ -1,0 +1,119 @@
+//! Reflector caches of the kinds the admission loop reads; every change wakes the loop.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::Arc;
+
+use futures::{Future, StreamExt};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::runtime::reflector::{self, Store, reflector};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::Notify;
+
+use super::sync::Snapshot;
+use crate::api::kueue::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload};
+
+#[derive(Clone)]
+pub struct Caches {
+    pub cluster_queues: Store<ClusterQueue>,
+    pub cohorts: Store<Cohort>,
+    pub flavors: Store<ResourceFlavor>,
+    pub local_queues: Store<LocalQueue>,
+    pub workloads: Store<Workload>,
+    pub namespaces: Store<Namespace>,
+}
+
+fn reflect<K>(
+    api: Api<K>,
+    notify: Arc<Notify>,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> Store<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
+    let (reader, writer) = reflector::store();
+    let stream = reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
+    let kind = K::kind(&K::DynamicType::default()).to_string();
+    tasks.push(tokio::spawn(async move {
+        futures::pin_mut!(stream);
+        while let Some(ev) = stream.next().await {
+            if let Err(e) = ev {
+                // The watcher re-lists or resumes by itself; just say so.
+                tracing::debug!(kind = %kind, error = %e, "watch interrupted");
+            }
+            notify.notify_one();
+        }
+    }));
+    reader
+}
+
+impl Caches {
+    /// Starts one watch per kind; the returned tasks run until aborted.
+    pub fn start(
+        client: &Client,
+        notify: Arc<Notify>,
+    ) -> (Caches, Vec<tokio::task::JoinHandle<()>>) {
+        let mut tasks = Vec::new();
+        let caches = Caches {
+            cluster_queues: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
+            cohorts: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
+            flavors: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
+            local_queues: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
+            workloads: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
+            namespaces: reflect(Api::all(client.clone()), notify, &mut tasks),
+        };
+        (caches, tasks)
+    }
+
+    /// Resolves once every cache has listed its kind.
+    pub fn ready(&self) -> impl Future<Output = ()> + Send + 'static {
+        let c = self.clone();
+        async move {
+            let _ = c.cluster_queues.wait_until_ready().await;
+            let _ = c.cohorts.wait_until_ready().await;
+            let _ = c.flavors.wait_until_ready().await;
+            let _ = c.local_queues.wait_until_ready().await;
+            let _ = c.workloads.wait_until_ready().await;
+            let _ = c.namespaces.wait_until_ready().await;
+        }
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        let mut workloads = self.workloads.state();
+        // Deterministic order: creation time, then name (the core orders queues itself).
+        workloads.sort_by(|a, b| {
+            (
+                a.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                &a.metadata.namespace,
+                &a.metadata.name,
+            )
+                .cmp(&(
+                    b.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                    &b.metadata.namespace,
+                    &b.metadata.name,
+                ))
+        });
+        Snapshot {
+            cluster_queues: self.cluster_queues.state(),
+            cohorts: self.cohorts.state(),
+            flavors: self.flavors.state(),
+            local_queues: self.local_queues.state(),
+            workloads,
+            namespaces: self
+                .namespaces
+                .state()
+                .iter()
+                .map(|n| {
+                    (
+                        n.metadata.name.clone().unwrap_or_default(),
+                        n.metadata.labels.clone().unwrap_or_default(),
+                    )
+                })
+                .collect::<BTreeMap<_, _>>(),
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! Workload status transitions as pure functions: each takes the current status and returns the new
+//! one, or `None` when nothing would change (so no write is made for a no-op).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use crate::api::kueue::constants::{condition, reason};
+use crate::api::kueue::{Admission, Workload, WorkloadStatus};
+
+/// Sets `c` in `conds`; keeps the transition time when the status did not flip. True when changed.
+pub fn set_condition(conds: &mut Vec<Condition>, mut c: Condition) -> bool {
+    match conds.iter_mut().find(|x| x.type_ == c.type_) {
+        Some(old) => {
+            if old.status == c.status
+                && old.reason == c.reason
+                && old.message == c.message
+                && old.observed_generation == c.observed_generation
+            {
+                return false;
+            }
+            if old.status == c.status {
+                c.last_transition_time = old.last_transition_time.clone();
+            }
+            *old = c;
+            true
+        }
+        None => {
+            conds.push(c);
+            true
+        }
+    }
+}
+
+fn cond(
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+    now: jiff::Timestamp,
+) -> Condition {
+    Condition {
+        type_: type_.to_string(),
+        status: if status { "True" } else { "False" }.to_string(),
+        reason: reason.to_string(),
+        message: message.to_string(),
+        last_transition_time: Time(now),
+        observed_generation: generation,
+    }
+}
+
+fn status_of(wl: &Workload) -> WorkloadStatus {
+    wl.status.clone().unwrap_or_default()
+}
+
+/// Quota reserved in `admission.cluster_queue`: admission written, QuotaReserved and Admitted true
+/// (there are no admission checks), and any earlier eviction marked over.
+pub fn admitted(wl: &Workload, admission: Admission, now: jiff::Timestamp) -> WorkloadStatus {
+    let g = wl.metadata.generation;
+    let mut s = status_of(wl);
+    let msg = format!("Quota reserved in ClusterQueue {}", admission.cluster_queue);
+    s.admission = Some(admission);
+    s.requeue_state = None;
+    set_condition(
+        &mut s.conditions,
+        cond(
+            condition::QUOTA_RESERVED,
+            true,
+            reason::QUOTA_RESERVED,
+            &msg,
+            g,
+            now,
+        ),
+    );
+    set_condition(
+        &mut s.conditions,
+        cond(
+            condition::ADMITTED,
+            true,
+            reason::ADMITTED,
+            "The workload is admitted",
+            g,
+            now,
+        ),
+    );
+    for t in [condition::EVICTED, condition::PREEMPTED] {
+        if s.condition_true(t) {
+            set_condition(
+                &mut s.conditions,
+                cond(
+                    t,
+                    false,
+                    reason::QUOTA_RESERVED,
+                    "Previously: evicted, now quota is reserved again",
+                    g,
+                    now,
+                ),
+            );
+        }
+    }
+    s
+}
+
+/// Still pending: QuotaReserved=False with the admission core's reason and message. `None` when the
+/// workload already says exactly that (Kueue #8095: don't rewrite unchanged pending status).
+pub fn pending(
+    wl: &Workload,
+    reason: &str,
+    message: &str,
+    now: jiff::Timestamp,
+) -> Option<WorkloadStatus> {
+    let mut s = status_of(wl);
+    if s.admission.is_some() {
+        return None;
+    }
+    set_condition(
+        &mut s.conditions,
+        cond(
+            condition::QUOTA_RESERVED,
+            false,
+            reason,
+            message,
+            wl.metadata.generation,
+            now,
+        ),
+    )
+    .then_some(s)
+}
+
+/// What evicts a workload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EvictionCause {
+    /// Evicted condition reason (`Preempted`, `ClusterQueueStopped`, `Deactivated`, ...).
+    pub reason: String,
+    /// Preempted condition reason, only for preemptions.
+    pub preempted_reason: Option<String>,
+    pub message: String,
+}
+
+/// Marks the workload evicted (Evicted=True, and Preempted=True for preemptions). The reservation
+/// stays until the job has stopped; see [`clear_reservation`]. `None` if already marked so.
+pub fn evicted(
+    wl: &Workload,
+    cause: &EvictionCause,
+    now: jiff::Timestamp,
+) -> Option<WorkloadStatus> {
+    let g = wl.metadata.generation;
+    let mut s = status_of(wl);
+    let mut changed = set_condition(
+        &mut s.conditions,
+        cond(
+            condition::EVICTED,
+            true,
+            &cause.reason,
+            &cause.message,
+            g,
+            now,
+        ),
+    );
+    if let Some(r) = &cause.preempted_reason {
+        changed |= set_condition(
+            &mut s.conditions,
+            cond(condition::PREEMPTED, true, r, &cause.message, g, now),
+        );
+    }
+    changed.then_some(s)
+}
+
+/// Releases the reservation of an evicted workload whose job has stopped: admission cleared,
+/// QuotaReserved/Admitted false, and Requeued=True so it queues again.
+pub fn clear_reservation(wl: &Workload, now: jiff::Timestamp) -> Option<WorkloadStatus> {
+    let g = wl.metadata.generation;
+    let mut s = status_of(wl);
+    if s.admission.is_none() && !s.condition_true(condition::QUOTA_RESERVED) {
+        return None;
+    }
+    let (why, msg) = s
+        .condition(condition::EVICTED)
+        .filter(|c| c.status == "True")
+        .map(|c| (c.reason.clone(), c.message.clone()))
+        .unwrap_or_else(|| {
+            (
+                reason::PENDING.to_string(),
+                "The workload has no reservation".to_string(),
+            )
+        });
+    s.admission = None;
+    set_condition(
+        &mut s.conditions,
+        cond(
+            condition::QUOTA_RESERVED,
+            false,
+            reason::PENDING,
+            &msg,
+            g,
+            now,
+        ),
+    );
+    set_condition(
+        &mut s.conditions,
+        cond(
+            condition::ADMITTED,
+            false,
+            reason::NO_RESERVATION,
+            "The workload has no reservation",
+            g,
+            now,
+        ),
+    );
+    set_condition(
+        &mut s.conditions,
+        cond(condition::REQUEUED, true, &why, &msg, g, now),
+    );
+    Some(s)
+}
+
+/// Finished=True with `reason` (e.g. `WorkloadSliceReplaced`).
+pub fn finished(
+    wl: &Workload,
+    reason: &str,
+    message: &str,
+    now: jiff::Timestamp,
+) -> Option<WorkloadStatus> {
+    let mut s = status_of(wl);
+    set_condition(
+        &mut s.conditions,
+        cond(
+            condition::FINISHED,
+            true,
+            reason,
+            message,
+            wl.metadata.generation,
+            now,
+        ),
+    )
+    .then_some(s)
+}
+
+/// An eviction is in progress: Evicted=True while quota is still reserved.
+pub fn is_evicted(wl: &Workload) -> bool {
+    wl.status
+        .as_ref()
+        .is_some_and(|s| s.condition_true(condition::EVICTED))
+}
+
+/// `spec.active` unset means active.
+pub fn is_active(wl: &Workload) -> bool {
+    wl.spec.active != Some(false)
+}
+
+/// The job that owns the workload (controller owner reference), if any.
+pub fn controller_owner(
+    wl: &Workload,
+) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
+    wl.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+}

@@ -1,0 +1,17 @@
+//! The core controllers and the scheduler loop: the async shell around [`crate::queue`]. ClusterQueue,
+//! Cohort, ResourceFlavor, LocalQueue and Workload changes reach the loop through reflector caches;
+//! it feeds the admission core ([`sync`]), runs a cycle, writes Workload conditions ([`conditions`])
+//! and ClusterQueue / LocalQueue status ([`queue_status`]).
+
+pub mod caches;
+pub mod conditions;
+pub mod queue_status;
+pub mod run;
+pub mod sync;
+
+#[cfg(test)]
+mod tests;
+
+pub use caches::Caches;
+pub use run::AdmissionLoop;
+pub use sync::{Action, AdmissionState, Snapshot};

@@ -1,0 +1,420 @@
+//! The scheduler loop: wait for a cache change, step the admission state, execute the writes, then
+//! bring ClusterQueue and LocalQueue status up to date. Only the leader runs it; a follower keeps its
+//! caches warm and starts from scratch when it becomes leader.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Api, Client, Resource, ResourceExt};
+use tokio::sync::{Notify, watch};
+
+use super::caches::Caches;
+use super::conditions::{self, EvictionCause};
+use super::queue_status;
+use super::sync::{Action, AdmissionState, Snapshot, key_of};
+use crate::api::kueue::constants::{RESOURCE_IN_USE_FINALIZER, reason};
+use crate::api::kueue::{ClusterQueue, LocalQueue, Workload, WorkloadStatus};
+use crate::queue::{WorkloadKey, convert};
+use crate::wiring::metrics::Metrics;
+
+/// Everything the loop needs.
+pub struct AdmissionLoop {
+    pub client: Client,
+    pub caches: Caches,
+    pub notify: Arc<Notify>,
+    pub recorder: Recorder,
+    pub metrics: Arc<Metrics>,
+    pub leader: watch::Receiver<bool>,
+    /// Re-run at least this often even without a change (time-based requeues).
+    pub resync: Duration,
+    /// Turns true once every cache has listed. (Waiting on the stores from two tasks at once can
+    /// lose a wake-up: their readiness signal keeps a single waker.)
+    pub synced: watch::Receiver<bool>,
+}
+
+fn now() -> jiff::Timestamp {
+    jiff::Timestamp::now()
+}
+
+fn wl_api(client: &Client, key: &WorkloadKey) -> Api<Workload> {
+    Api::namespaced(client.clone(), &key.namespace)
+}
+
+impl AdmissionLoop {
+    pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
+        let mut state = AdmissionState::new();
+        tokio::pin!(shutdown);
+        let mut leader_open = true;
+        if self.synced.wait_for(|s| *s).await.is_err() {
+            return;
+        }
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => return,
+                _ = self.notify.notified() => {}
+                r = self.leader.changed(), if leader_open => {
+                    // Nobody can change leadership any more: stop watching it (no busy loop).
+                    leader_open = r.is_ok();
+                }
+                _ = tokio::time::sleep(self.resync) => {}
+            }
+            if !*self.leader.borrow() {
+                state = AdmissionState::new();
+                continue;
+            }
+            let started = std::time::Instant::now();
+            let snap = self.caches.snapshot();
+            tracing::trace!(workloads = snap.workloads.len(), "admission step");
+            let actions = state.step(&snap, now().as_millisecond());
+            tracing::trace!(actions = actions.len(), "admission step done");
+            let admitted = actions.iter().any(|a| matches!(a, Action::Admit { .. }));
+            let by_key: HashMap<WorkloadKey, Arc<Workload>> = snap
+                .workloads
+                .iter()
+                .map(|w| (key_of(w), w.clone()))
+                .collect();
+            for action in actions {
+                self.execute(&mut state, action, &by_key).await;
+            }
+            self.metrics
+                .admission_attempt_duration_seconds
+                .get_or_create(&self.metrics.result(if admitted {
+                    "success"
+                } else {
+                    "inadmissible"
+                }))
+                .observe(started.elapsed().as_secs_f64());
+            self.write_queue_status(&state, &snap).await;
+            if admitted {
+                // Kueue runs the next cycle at once after an admission.
+                self.notify.notify_one();
+            }
+        }
+    }
+
+    async fn event(&self, obj: &ObjectReference, type_: EventType, why: &str, note: String) {
+        let ev = Event {
+            type_,
+            reason: why.to_string(),
+            note: Some(note),
+            action: why.to_string(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&ev, obj).await {
+            tracing::debug!(error = %e, "publishing event failed");
+        }
+    }
+
+    async fn execute(
+        &self,
+        state: &mut AdmissionState,
+        action: Action,
+        by_key: &HashMap<WorkloadKey, Arc<Workload>>,
+    ) {
+        let key = match &action {
+            Action::Admit { key, .. }
+            | Action::Evict { key, .. }
+            | Action::ClearReservation { key }
+            | Action::Pending { key, .. }
+            | Action::FinishSlice { key, .. }
+            | Action::RemoveFinalizer { key } => key.clone(),
+        };
+        let Some(wl) = by_key.get(&key) else {
+            if matches!(action, Action::Admit { .. }) {
+                state.forget(&key);
+            }
+            return;
+        };
+        let api = wl_api(&self.client, &key);
+        match action {
+            Action::Admit {
+                admission,
+                replaced,
+                ..
+            } => {
+                let admission = convert::admission_api(&admission);
+                let cq = admission.cluster_queue.clone();
+                match admit_with_retry(&api, wl, admission).await {
+                    Ok(w) => {
+                        self.metrics
+                            .quota_reserved_workloads_total
+                            .get_or_create(&self.metrics.cq(&cq))
+                            .inc();
+                        self.metrics
+                            .admitted_workloads_total
+                            .get_or_create(&self.metrics.cq(&cq))
+                            .inc();
+                        let r = w.object_ref(&());
+                        let waited = wl
+                            .metadata
+                            .creation_timestamp
+                            .as_ref()
+                            .map_or(0, |t| (now() - t.0).get_seconds());
+                        self.event(&r, EventType::Normal, reason::QUOTA_RESERVED, format!("Quota reserved in ClusterQueue {cq}, wait time since queued was {waited}s")).await;
+                        self.event(
+                            &r,
+                            EventType::Normal,
+                            reason::ADMITTED,
+                            format!(
+                                "Admitted by ClusterQueue {cq}, wait time since reservation was 0s"
+                            ),
+                        )
+                        .await;
+                        if replaced.is_some() {
+                            self.metrics
+                                .replaced_workload_slices_total
+                                .get_or_create(&self.metrics.cq(&cq))
+                                .inc();
+                        }
+                    }
+                    Err(e) => {
+                        tracing::info!(workload = %key, error = %e, "admission write failed; requeueing");
+                        state.forget(&key);
+                    }
+                }
+            }
+            Action::Evict { cause, clear, .. } => {
+                let Some(mut status) = conditions::evicted(wl, &cause, now()) else {
+                    return;
+                };
+                if clear {
+                    let mut tmp = (**wl).clone();
+                    tmp.status = Some(status.clone());
+                    status = conditions::clear_reservation(&tmp, now()).unwrap_or(status);
+                }
+                if self.write(&api, wl, status).await {
+                    self.record_eviction(wl, &cause).await;
+                }
+            }
+            Action::ClearReservation { .. } => {
+                if let Some(status) = conditions::clear_reservation(wl, now()) {
+                    self.write(&api, wl, status).await;
+                }
+            }
+            Action::Pending {
+                reason: why,
+                message,
+                ..
+            } => {
+                if let Some(status) = conditions::pending(wl, &why, &message, now()) {
+                    self.write(&api, wl, status).await;
+                }
+            }
+            Action::FinishSlice { replaced_by, .. } => {
+                let msg = format!("Replaced by workload slice {replaced_by}");
+                if let Some(status) =
+                    conditions::finished(wl, reason::WORKLOAD_SLICE_REPLACED, &msg, now())
+                {
+                    self.write(&api, wl, status).await;
+                }
+            }
+            Action::RemoveFinalizer { .. } => {
+                let kept: Vec<String> = wl
+                    .finalizers()
+                    .iter()
+                    .filter(|f| *f != RESOURCE_IN_USE_FINALIZER)
+                    .cloned()
+                    .collect();
+                let patch = serde_json::json!({"metadata": {"finalizers": kept, "resourceVersion": wl.resource_version()}});
+                if let Err(e) = api
+                    .patch(
+                        &wl.name_any(),
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    )
+                    .await
+                {
+                    tracing::debug!(workload = %key, error = %e, "removing finalizer failed; will retry");
+                }
+            }
+        }
+    }
+
+    async fn record_eviction(&self, wl: &Workload, cause: &EvictionCause) {
+        let cq = wl
+            .admission()
+            .map(|a| a.cluster_queue.clone())
+            .unwrap_or_default();
+        self.metrics
+            .evicted_workloads_total
+            .get_or_create(&crate::wiring::metrics::CqReasonLabels {
+                cluster_queue: cq.clone(),
+                reason: cause.reason.clone(),
+                replica_role: self.metrics.role(),
+            })
+            .inc();
+        let r = wl.object_ref(&());
+        if let Some(pr) = &cause.preempted_reason {
+            self.metrics
+                .preempted_workloads_total
+                .get_or_create(&crate::wiring::metrics::PreemptedLabels {
+                    preempting_cluster_queue: cq,
+                    reason: pr.clone(),
+                    replica_role: self.metrics.role(),
+                })
+                .inc();
+            self.event(
+                &r,
+                EventType::Normal,
+                reason::PREEMPTED,
+                cause.message.clone(),
+            )
+            .await;
+        }
+        self.event(
+            &r,
+            EventType::Normal,
+            &format!("EvictedDueTo{}", cause.reason),
+            cause.message.clone(),
+        )
+        .await;
+    }
+
+    /// Replaces the status at the cached resourceVersion. A conflict means the cache is behind: the
+    /// next step sees the new object and decides again.
+    async fn write(&self, api: &Api<Workload>, wl: &Workload, status: WorkloadStatus) -> bool {
+        let mut obj = wl.clone();
+        obj.status = Some(status);
+        match api
+            .replace_status(&wl.name_any(), &PostParams::default(), &obj)
+            .await
+        {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::debug!(workload = %wl.name_any(), error = %e, "status write failed; will retry");
+                false
+            }
+        }
+    }
+
+    async fn write_queue_status(&self, state: &AdmissionState, snap: &Snapshot) {
+        let t = now();
+        let flavors: BTreeSet<String> = snap
+            .flavors
+            .iter()
+            .filter_map(|f| f.metadata.name.clone())
+            .collect();
+        let mut active: HashMap<String, bool> = HashMap::new();
+        let cq_api: Api<ClusterQueue> = Api::all(self.client.clone());
+        for cq in &snap.cluster_queues {
+            let name = cq.name_any();
+            let core = state.core.cluster_queue_status(&name);
+            let (ok, ..) = queue_status::cluster_queue_active(
+                cq,
+                &flavors,
+                core.as_ref().and_then(|c| c.inactive.as_deref()),
+            );
+            active.insert(name.clone(), ok);
+            for (status, v) in [("active", ok), ("pending", !ok)] {
+                self.metrics
+                    .cluster_queue_status
+                    .get_or_create(&crate::wiring::metrics::CqStatusLabels {
+                        cluster_queue: name.clone(),
+                        status: status.into(),
+                        replica_role: self.metrics.role(),
+                    })
+                    .set(i64::from(v));
+            }
+            if let Some(c) = &core {
+                self.metrics
+                    .pending_workloads
+                    .get_or_create(&crate::wiring::metrics::CqStatusLabels {
+                        cluster_queue: name.clone(),
+                        status: "active".into(),
+                        replica_role: self.metrics.role(),
+                    })
+                    .set(i64::try_from(c.pending_workloads).unwrap_or(i64::MAX));
+                self.metrics
+                    .reserving_active_workloads
+                    .get_or_create(&self.metrics.cq(&name))
+                    .set(i64::try_from(c.reserving_workloads).unwrap_or(i64::MAX));
+                self.metrics
+                    .admitted_active_workloads
+                    .get_or_create(&self.metrics.cq(&name))
+                    .set(i64::try_from(c.admitted_workloads).unwrap_or(i64::MAX));
+            }
+            if let Some(status) = queue_status::cluster_queue(cq, core.as_ref(), &flavors, t) {
+                let mut obj = (**cq).clone();
+                obj.status = Some(status);
+                if let Err(e) = cq_api
+                    .replace_status(&name, &PostParams::default(), &obj)
+                    .await
+                {
+                    tracing::debug!(cluster_queue = %name, error = %e, "status write failed; will retry");
+                }
+            }
+        }
+        let mut by_lq: HashMap<(String, String), Vec<&Workload>> = HashMap::new();
+        for wl in &snap.workloads {
+            if let Some(k) = queue_status::local_queue_key(wl) {
+                by_lq.entry(k).or_default().push(wl);
+            }
+        }
+        for lq in &snap.local_queues {
+            let ns = lq.namespace().unwrap_or_default();
+            let cq_name = lq.spec.cluster_queue();
+            let cq = snap
+                .cluster_queues
+                .iter()
+                .find(|c| c.name_any() == cq_name)
+                .map(|c| c.as_ref());
+            let wls = by_lq
+                .get(&(ns.clone(), lq.name_any()))
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            if let Some(status) = queue_status::local_queue(
+                lq,
+                cq,
+                active.get(cq_name).copied().unwrap_or(false),
+                wls,
+                t,
+            ) {
+                let api: Api<LocalQueue> = Api::namespaced(self.client.clone(), &ns);
+                let mut obj = (**lq).clone();
+                obj.status = Some(status);
+                if let Err(e) = api
+                    .replace_status(&lq.name_any(), &PostParams::default(), &obj)
+                    .await
+                {
+                    tracing::debug!(local_queue = %lq.name_any(), error = %e, "status write failed; will retry");
+                }
+            }
+        }
+    }
+}
+
+/// Writes the admission. On a conflict, re-reads once: if the workload is still unreserved and its
+/// spec unchanged, the same admission is written on the fresh object; otherwise the error stands.
+async fn admit_with_retry(
+    api: &Api<Workload>,
+    wl: &Workload,
+    admission: crate::api::kueue::Admission,
+) -> Result<Workload, kube::Error> {
+    let mut obj = wl.clone();
+    obj.status = Some(conditions::admitted(wl, admission.clone(), now()));
+    match api
+        .replace_status(&wl.name_any(), &PostParams::default(), &obj)
+        .await
+    {
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            let fresh = api.get(&wl.name_any()).await?;
+            let same = fresh.metadata.generation == wl.metadata.generation && fresh.spec == wl.spec;
+            if !same
+                || fresh.admission().is_some()
+                || fresh.metadata.deletion_timestamp.is_some()
+                || fresh.is_finished()
+            {
+                return Err(kube::Error::Api(s));
+            }
+            let mut obj = fresh.clone();
+            obj.status = Some(conditions::admitted(&fresh, admission, now()));
+            api.replace_status(&fresh.name_any(), &PostParams::default(), &obj)
+                .await
+        }
+        other => other,
+    }
+}

@@ -1,0 +1,427 @@
+//! Level-triggered bookkeeping between the API (a cache snapshot) and the admission core: feed the
+//! core what changed, run a cycle, and return the writes to make. Synchronous and I/O-free; the
+//! async loop executes the returned actions and reports failures back (`forget`).
+//!
+//! Crash safety (DESIGN I5): everything here is rebuilt from the snapshot. A reservation counts in
+//! the core from the moment it is assumed until the API shows it cleared, so usage seen through the
+//! API never exceeds what the core allowed.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use super::conditions::{EvictionCause, controller_owner, is_active, is_evicted};
+use crate::api::kueue::constants::{RESOURCE_IN_USE_FINALIZER, reason};
+use crate::api::kueue::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor, StopPolicy, Workload};
+use crate::queue::{self, AdmissionCore, EvictionReason, WorkloadKey, convert};
+
+/// What the caches hold at one moment.
+#[derive(Clone, Default)]
+pub struct Snapshot {
+    pub cluster_queues: Vec<Arc<ClusterQueue>>,
+    pub cohorts: Vec<Arc<Cohort>>,
+    pub flavors: Vec<Arc<ResourceFlavor>>,
+    pub local_queues: Vec<Arc<LocalQueue>>,
+    pub workloads: Vec<Arc<Workload>>,
+    /// Namespace labels by namespace name (for ClusterQueue namespaceSelector).
+    pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+/// A write the loop must make.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    Admit {
+        key: WorkloadKey,
+        admission: queue::Admission,
+        replaced: Option<WorkloadKey>,
+    },
+    /// Mark evicted; `clear` also releases the reservation at once (no job has to stop first).
+    Evict {
+        key: WorkloadKey,
+        cause: EvictionCause,
+        clear: bool,
+    },
+    ClearReservation {
+        key: WorkloadKey,
+    },
+    Pending {
+        key: WorkloadKey,
+        reason: String,
+        message: String,
+    },
+    FinishSlice {
+        key: WorkloadKey,
+        replaced_by: WorkloadKey,
+    },
+    RemoveFinalizer {
+        key: WorkloadKey,
+    },
+}
+
+pub fn key_of(wl: &Workload) -> WorkloadKey {
+    WorkloadKey::new(
+        wl.metadata.namespace.clone().unwrap_or_default(),
+        wl.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+fn rv(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+    meta.resource_version.clone().unwrap_or_default()
+}
+
+fn namespace_labels(snap: &Snapshot, ns: &str) -> BTreeMap<String, String> {
+    // A real API server always sets this label; the embedded one may not have a Namespace object.
+    let mut l = snap.namespaces.get(ns).cloned().unwrap_or_default();
+    l.entry("kubernetes.io/metadata.name".to_string())
+        .or_insert_with(|| ns.to_string());
+    l
+}
+
+/// The admission core plus what the API has not confirmed yet.
+#[derive(Default)]
+pub struct AdmissionState {
+    pub core: AdmissionCore,
+    config_rv: HashMap<(char, String), String>,
+    queued_rv: HashMap<WorkloadKey, String>,
+    /// Admissions written (or being written) but not yet seen in the cache.
+    assumed: HashSet<WorkloadKey>,
+    /// Evictions decided but not yet seen in the cache (retried until they are).
+    evicting: HashMap<WorkloadKey, EvictionCause>,
+    /// Configuration errors by object ("ClusterQueue x" -> message), logged once per change.
+    pub config_errors: BTreeMap<String, String>,
+}
+
+impl AdmissionState {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An admission write failed: drop the assumption; the next sync queues the workload again.
+    pub fn forget(&mut self, key: &WorkloadKey) {
+        self.assumed.remove(key);
+        self.queued_rv.remove(key);
+        self.core.delete_workload(key);
+    }
+
+    fn sync_config(&mut self, snap: &Snapshot) {
+        let mut seen: HashSet<(char, String)> = HashSet::new();
+        for cq in &snap.cluster_queues {
+            let name = cq.metadata.name.clone().unwrap_or_default();
+            let k = ('q', name.clone());
+            seen.insert(k.clone());
+            if self.config_rv.get(&k) == Some(&rv(&cq.metadata)) {
+                continue;
+            }
+            self.config_rv.insert(k, rv(&cq.metadata));
+            match queue::ClusterQueueModel::try_from(cq.as_ref())
+                .and_then(|m| self.core.upsert_cluster_queue(m))
+            {
+                Ok(()) => {
+                    self.config_errors.remove(&format!("ClusterQueue {name}"));
+                }
+                Err(e) => {
+                    self.config_errors
+                        .insert(format!("ClusterQueue {name}"), e.to_string());
+                }
+            }
+        }
+        for c in &snap.cohorts {
+            let name = c.metadata.name.clone().unwrap_or_default();
+            let k = ('c', name.clone());
+            seen.insert(k.clone());
+            if self.config_rv.get(&k) == Some(&rv(&c.metadata)) {
+                continue;
+            }
+            self.config_rv.insert(k, rv(&c.metadata));
+            match queue::CohortModel::try_from(c.as_ref()).and_then(|m| self.core.upsert_cohort(m))
+            {
+                Ok(()) => {
+                    self.config_errors.remove(&format!("Cohort {name}"));
+                }
+                Err(e) => {
+                    self.config_errors
+                        .insert(format!("Cohort {name}"), e.to_string());
+                }
+            }
+        }
+        for f in &snap.flavors {
+            let name = f.metadata.name.clone().unwrap_or_default();
+            let k = ('f', name.clone());
+            seen.insert(k.clone());
+            if self.config_rv.get(&k) == Some(&rv(&f.metadata)) {
+                continue;
+            }
+            self.config_rv.insert(k, rv(&f.metadata));
+            match queue::FlavorModel::try_from(f.as_ref()) {
+                Ok(m) => {
+                    self.core.upsert_flavor(m);
+                    self.config_errors.remove(&format!("ResourceFlavor {name}"));
+                }
+                Err(e) => {
+                    self.config_errors
+                        .insert(format!("ResourceFlavor {name}"), e.to_string());
+                }
+            }
+        }
+        let gone: Vec<(char, String)> = self
+            .config_rv
+            .keys()
+            .filter(|k| !seen.contains(*k))
+            .cloned()
+            .collect();
+        for k in gone {
+            self.config_rv.remove(&k);
+            match k.0 {
+                'q' => self.core.delete_cluster_queue(&k.1),
+                'c' => self.core.delete_cohort(&k.1),
+                _ => self.core.delete_flavor(&k.1),
+            }
+        }
+    }
+
+    /// Feeds the snapshot to the core, runs one cycle at `now_ms`, and returns the writes to make.
+    pub fn step(&mut self, snap: &Snapshot, now_ms: i64) -> Vec<Action> {
+        let mut actions = Vec::new();
+        self.sync_config(snap);
+        let lqs: HashMap<(String, String), &LocalQueue> = snap
+            .local_queues
+            .iter()
+            .map(|lq| {
+                (
+                    (
+                        lq.metadata.namespace.clone().unwrap_or_default(),
+                        lq.metadata.name.clone().unwrap_or_default(),
+                    ),
+                    lq.as_ref(),
+                )
+            })
+            .collect();
+        let mut present: HashSet<WorkloadKey> = HashSet::new();
+        // Slices whose successor holds quota: they are finished, their usage is the successor's.
+        let replaced: HashMap<WorkloadKey, WorkloadKey> = snap
+            .workloads
+            .iter()
+            .filter(|w| w.admission().is_some() && w.has_quota_reservation() && !w.is_finished())
+            .filter_map(|w| Some((replacement_for(w)?, key_of(w))))
+            .collect();
+        for wl in &snap.workloads {
+            let key = key_of(wl);
+            present.insert(key.clone());
+            if wl.metadata.deletion_timestamp.is_some() || wl.is_finished() {
+                if wl.metadata.deletion_timestamp.is_some()
+                    && wl
+                        .metadata
+                        .finalizers
+                        .iter()
+                        .flatten()
+                        .any(|f| f == RESOURCE_IN_USE_FINALIZER)
+                {
+                    actions.push(Action::RemoveFinalizer { key: key.clone() });
+                }
+                self.drop_workload(&key);
+                continue;
+            }
+            let lq = super::queue_status::local_queue_key(wl).and_then(|k| lqs.get(&k).copied());
+            let lq_stop = lq.and_then(|l| l.spec.stop_policy).unwrap_or_default();
+            let reserved = wl.admission().is_some() && wl.has_quota_reservation();
+            if reserved && let Some(by) = replaced.get(&key) {
+                self.drop_workload(&key);
+                actions.push(Action::FinishSlice {
+                    key,
+                    replaced_by: by.clone(),
+                });
+                continue;
+            }
+            if reserved {
+                self.assumed.remove(&key);
+                if !self.core.is_admitted(&key)
+                    && let Some(a) = wl.admission()
+                {
+                    let ns = key.namespace.clone();
+                    let admitted =
+                        convert::workload_model(wl, &a.cluster_queue, namespace_labels(snap, &ns))
+                            .and_then(|m| Ok((m, convert::admission_model(a)?)))
+                            .and_then(|(m, am)| self.core.record_admitted(m, am, now_ms));
+                    if let Err(e) = admitted {
+                        tracing::warn!(workload = %key, error = %e, "cannot account an admitted workload");
+                    }
+                }
+                let owned = controller_owner(wl).is_some();
+                if is_evicted(wl) {
+                    self.evicting.remove(&key);
+                    if !owned {
+                        actions.push(Action::ClearReservation { key });
+                    }
+                    continue;
+                }
+                let cause = if let Some(c) = self.evicting.get(&key) {
+                    Some(c.clone())
+                } else if !is_active(wl) {
+                    Some(EvictionCause {
+                        reason: reason::DEACTIVATED.into(),
+                        preempted_reason: None,
+                        message: "The workload is deactivated".into(),
+                    })
+                } else if lq_stop == StopPolicy::HoldAndDrain {
+                    Some(EvictionCause {
+                        reason: reason::LOCAL_QUEUE_STOPPED.into(),
+                        preempted_reason: None,
+                        message: "The LocalQueue is stopped".into(),
+                    })
+                } else {
+                    None
+                };
+                if let Some(cause) = cause {
+                    self.evicting.insert(key.clone(), cause.clone());
+                    actions.push(Action::Evict {
+                        key,
+                        cause,
+                        clear: !owned,
+                    });
+                }
+                continue;
+            }
+            if self.assumed.contains(&key) {
+                continue;
+            }
+            self.evicting.remove(&key);
+            if self.core.is_admitted(&key) {
+                self.core.release(&key);
+            }
+            let Some(lq) = lq.filter(|_| is_active(wl)) else {
+                self.unqueue(&key);
+                if is_active(wl)
+                    && let Some((_, name)) = super::queue_status::local_queue_key(wl)
+                {
+                    actions.push(Action::Pending {
+                        key,
+                        reason: reason::INADMISSIBLE.into(),
+                        message: format!("LocalQueue {name} doesn't exist"),
+                    });
+                }
+                continue;
+            };
+            if lq_stop != StopPolicy::None {
+                self.unqueue(&key);
+                let message = format!(
+                    "LocalQueue {} is stopped",
+                    lq.metadata.name.as_deref().unwrap_or_default()
+                );
+                actions.push(Action::Pending {
+                    key,
+                    reason: reason::INADMISSIBLE.into(),
+                    message,
+                });
+                continue;
+            }
+            if self.queued_rv.get(&key) == Some(&rv(&wl.metadata)) {
+                continue;
+            }
+            self.queued_rv.insert(key.clone(), rv(&wl.metadata));
+            let added = convert::workload_model(
+                wl,
+                lq.spec.cluster_queue(),
+                namespace_labels(snap, &key.namespace),
+            )
+            .and_then(|m| self.core.add_workload(m));
+            if let Err(e) = added {
+                actions.push(Action::Pending {
+                    key,
+                    reason: reason::MISCONFIGURED.into(),
+                    message: e.to_string(),
+                });
+            }
+        }
+        let known: Vec<WorkloadKey> = self
+            .core
+            .admitted_keys()
+            .into_iter()
+            .chain(self.core.pending_keys())
+            .collect();
+        for k in known {
+            if !present.contains(&k) {
+                self.drop_workload(&k);
+            }
+        }
+        let res = self.core.schedule_cycle(now_ms);
+        for a in res.admissions {
+            self.assumed.insert(a.key.clone());
+            actions.push(Action::Admit {
+                key: a.key,
+                admission: a.admission,
+                replaced: a.replaced,
+            });
+        }
+        for e in res.evictions {
+            let cause = EvictionCause {
+                reason: e.reason.evicted_reason().to_string(),
+                preempted_reason: match &e.reason {
+                    EvictionReason::Preempted(r) => Some(preempted_reason(*r).to_string()),
+                    EvictionReason::ClusterQueueStopped => None,
+                },
+                message: e.message,
+            };
+            self.evicting.insert(e.key.clone(), cause.clone());
+            let clear = snap
+                .workloads
+                .iter()
+                .find(|w| key_of(w) == e.key)
+                .is_some_and(|w| controller_owner(w).is_none());
+            actions.push(Action::Evict {
+                key: e.key,
+                cause,
+                clear,
+            });
+        }
+        for p in res.pending {
+            actions.push(Action::Pending {
+                key: p.key,
+                reason: p.reason.as_str().to_string(),
+                message: p.message,
+            });
+        }
+        for f in res.finished_slices {
+            actions.push(Action::FinishSlice {
+                key: f.key,
+                replaced_by: f.replaced_by,
+            });
+        }
+        actions
+    }
+
+    fn unqueue(&mut self, key: &WorkloadKey) {
+        self.queued_rv.remove(key);
+        if !self.core.is_admitted(key) {
+            self.core.delete_workload(key);
+        }
+    }
+
+    fn drop_workload(&mut self, key: &WorkloadKey) {
+        self.queued_rv.remove(key);
+        self.assumed.remove(key);
+        self.evicting.remove(key);
+        self.core.delete_workload(key);
+    }
+}
+
+/// `kueue.x-k8s.io/workload-slice-replacement-for: <ns>/<name>` of a scale-up slice.
+pub fn replacement_for(wl: &Workload) -> Option<WorkloadKey> {
+    let v = wl
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(crate::api::kueue::constants::label::WORKLOAD_SLICE_REPLACEMENT_FOR)?;
+    Some(match v.split_once('/') {
+        Some((ns, n)) => WorkloadKey::new(ns, n),
+        None => WorkloadKey::new(wl.metadata.namespace.clone().unwrap_or_default(), v.clone()),
+    })
+}
+
+fn preempted_reason(r: queue::PreemptedReason) -> &'static str {
+    match r {
+        queue::PreemptedReason::InClusterQueue => reason::IN_CLUSTER_QUEUE,
+        queue::PreemptedReason::InCohortReclamation => reason::IN_COHORT_RECLAMATION,
+        queue::PreemptedReason::InCohortReclaimWhileBorrowing => {
+            reason::IN_COHORT_RECLAIM_WHILE_BORROWING
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! Table-style tests of the pure parts: the sync step over snapshots, and the status transitions.
+
+use std::sync::Arc;
+
+use super::conditions;
+use super::sync::{Action, AdmissionState, Snapshot};
+use crate::api::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Workload};
+
+fn cq(name: &str, cpu: &str) -> Arc<ClusterQueue> {
+    let mut q = ClusterQueue::build(name)
+        .flavor("default", [("cpu", cpu)])
+        .build();
+    q.metadata.resource_version = Some("1".into());
+    Arc::new(q)
+}
+
+fn wl(name: &str, cpu: &str, rv: &str) -> Arc<Workload> {
+    let mut w = Workload::build(name, "default")
+        .queue("lq")
+        .podset("main", 1, [("cpu", cpu)])
+        .build();
+    w.metadata.resource_version = Some(rv.into());
+    Arc::new(w)
+}
+
+fn snapshot(cqs: Vec<Arc<ClusterQueue>>, flavors: &[&str], wls: Vec<Arc<Workload>>) -> Snapshot {
+    Snapshot {
+        cluster_queues: cqs,
+        flavors: flavors
+            .iter()
+            .map(|f| Arc::new(ResourceFlavor::build(f).build()))
+            .collect(),
+        local_queues: vec![Arc::new(
+            LocalQueue::build("lq", "default")
+                .cluster_queue("cq")
+                .build(),
+        )],
+        workloads: wls,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn cluster_queue_with_missing_flavor_steps_without_admitting() {
+    let mut st = AdmissionState::new();
+    let actions = st.step(&snapshot(vec![cq("cq", "4")], &[], vec![]), 0);
+    assert!(actions.is_empty(), "{actions:?}");
+    let actions = st.step(
+        &snapshot(vec![cq("cq", "4")], &[], vec![wl("a", "1", "1")]),
+        0,
+    );
+    assert!(
+        matches!(&actions[..], [Action::Pending { reason, .. }] if reason == "Misconfigured"),
+        "{actions:?}"
+    );
+}
+
+fn admission(cq: &str) -> crate::api::kueue::Admission {
+    crate::api::kueue::Admission {
+        cluster_queue: cq.into(),
+        pod_set_assignments: vec![],
+    }
+}
+
+fn t(s: i64) -> jiff::Timestamp {
+    jiff::Timestamp::from_second(1_800_000_000 + s).unwrap()
+}
+
+#[test]
+fn admitted_sets_reservation_and_ends_a_previous_eviction() {
+    let w = wl("a", "1", "1");
+    let cause = conditions::EvictionCause {
+        reason: "Preempted".into(),
+        preempted_reason: Some("InClusterQueue".into()),
+        message: "m".into(),
+    };
+    let mut evicted = (*w).clone();
+    evicted.status = conditions::evicted(&w, &cause, t(0));
+    let s = conditions::admitted(&evicted, admission("cq"), t(5));
+    let got: Vec<(&str, &str, &str)> = s
+        .conditions
+        .iter()
+        .map(|c| (c.type_.as_str(), c.status.as_str(), c.reason.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("Evicted", "False", "QuotaReserved"),
+            ("Preempted", "False", "QuotaReserved"),
+            ("QuotaReserved", "True", "QuotaReserved"),
+            ("Admitted", "True", "Admitted")
+        ]
+    );
+    assert_eq!(s.admission.unwrap().cluster_queue, "cq");
+}
+
+#[test]
+fn pending_is_written_only_when_reason_or_message_changes() {
+    let w = wl("a", "1", "1");
+    let first = conditions::pending(&w, "WaitingForQuota", "short by 1", t(0)).unwrap();
+    let mut again = (*w).clone();
+    again.status = Some(first.clone());
+    assert!(conditions::pending(&again, "WaitingForQuota", "short by 1", t(9)).is_none());
+    let changed = conditions::pending(&again, "WaitingForQuota", "short by 2", t(9)).unwrap();
+    // Same status: the transition time stays.
+    assert_eq!(
+        changed.conditions[0].last_transition_time,
+        first.conditions[0].last_transition_time
+    );
+}
+
+#[test]
+fn clearing_a_reservation_requeues_with_the_eviction_reason() {
+    let w = wl("a", "1", "1");
+    let mut admitted = (*w).clone();
+    admitted.status = Some(conditions::admitted(&w, admission("cq"), t(0)));
+    assert!(
+        conditions::clear_reservation(&w, t(1)).is_none(),
+        "nothing reserved, nothing to clear"
+    );
+    let cause = conditions::EvictionCause {
+        reason: "ClusterQueueStopped".into(),
+        preempted_reason: None,
+        message: "The ClusterQueue cq is stopped".into(),
+    };
+    admitted.status = conditions::evicted(&admitted, &cause, t(1));
+    let s = conditions::clear_reservation(&admitted, t(2)).unwrap();
+    assert!(s.admission.is_none());
+    let requeued = s.condition("Requeued").unwrap();
+    assert_eq!(
+        (requeued.status.as_str(), requeued.reason.as_str()),
+        ("True", "ClusterQueueStopped")
+    );
+    assert_eq!(s.condition("QuotaReserved").unwrap().status, "False");
+    assert_eq!(s.condition("Admitted").unwrap().reason, "NoReservation");
+}
+
+#[test]
+fn cluster_queue_active_condition_reasons() {
+    use super::queue_status::cluster_queue_active;
+    use crate::api::kueue::StopPolicy;
+    let known: std::collections::BTreeSet<String> = ["default".to_string()].into();
+    let none = std::collections::BTreeSet::new();
+    let stopped = ClusterQueue::build("cq")
+        .flavor("default", [("cpu", "1")])
+        .stop_policy(StopPolicy::Hold)
+        .build();
+    let cases: Vec<(
+        ClusterQueue,
+        &std::collections::BTreeSet<String>,
+        (bool, &str, &str),
+    )> = vec![
+        (
+            (*cq("cq", "1")).clone(),
+            &known,
+            (true, "Ready", "Can admit new workloads"),
+        ),
+        (
+            (*cq("cq", "1")).clone(),
+            &none,
+            (
+                false,
+                "FlavorNotFound",
+                "Can't admit new workloads: references missing ResourceFlavor(s): default.",
+            ),
+        ),
+        (
+            stopped.clone(),
+            &known,
+            (false, "Stopped", "Can't admit new workloads: is stopped."),
+        ),
+        (
+            stopped,
+            &none,
+            (
+                false,
+                "Stopped",
+                "Can't admit new workloads: is stopped, references missing ResourceFlavor(s): default.",
+            ),
+        ),
+    ];
+    for (q, flavors, want) in cases {
+        let (ok, reason, msg) = cluster_queue_active(&q, flavors, None);
+        assert_eq!((ok, reason.as_str(), msg.as_str()), want);
+    }
+}
+
+#[test]
+fn step_admits_then_waits_for_the_api_before_releasing() {
+    let mut st = AdmissionState::new();
+    let a = wl("a", "3", "1");
+    let snap = snapshot(vec![cq("cq", "4")], &["default"], vec![a.clone()]);
+    let actions = st.step(&snap, 0);
+    assert!(
+        matches!(&actions[..], [Action::Admit { key, .. }] if key.name == "a"),
+        "{actions:?}"
+    );
+    // The cache has not caught up: the assumed admission still holds the quota.
+    let b = wl("b", "2", "1");
+    let snap = snapshot(
+        vec![cq("cq", "4")],
+        &["default"],
+        vec![a.clone(), b.clone()],
+    );
+    let actions = st.step(&snap, 1);
+    assert!(
+        matches!(&actions[..], [Action::Pending { key, reason, .. }] if key.name == "b" && reason == "WaitingForQuota"),
+        "{actions:?}"
+    );
+    // The write failed: forgetting frees the quota and both queue again; only one fits.
+    st.forget(&super::sync::key_of(&a));
+    let actions = st.step(&snap, 2);
+    let admitted: Vec<&str> = actions
+        .iter()
+        .filter_map(|x| {
+            if let Action::Admit { key, .. } = x {
+                Some(key.name.as_str())
+            } else {
+                None
+            }
+        })
+        .collect();
+    assert_eq!(admitted.len(), 1, "{actions:?}");
+}
+
+#[test]
+fn step_records_admissions_found_in_the_api_after_a_restart() {
+    let mut st = AdmissionState::new();
+    let mut a = (*wl("a", "3", "1")).clone();
+    let assignment = crate::api::kueue::PodSetAssignment {
+        name: "main".into(),
+        flavors: [("cpu".to_string(), "default".to_string())].into(),
+        resource_usage: [(
+            "cpu".to_string(),
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity("3".into()),
+        )]
+        .into(),
+        count: Some(1),
+        ..Default::default()
+    };
+    let adm = crate::api::kueue::Admission {
+        cluster_queue: "cq".into(),
+        pod_set_assignments: vec![assignment],
+    };
+    a.status = Some(conditions::admitted(&a, adm, t(0)));
+    let b = wl("b", "2", "1");
+    let actions = st.step(
+        &snapshot(vec![cq("cq", "4")], &["default"], vec![Arc::new(a), b]),
+        0,
+    );
+    assert!(
+        matches!(&actions[..], [Action::Pending { key, .. }] if key.name == "b"),
+        "no second admission after a restart: {actions:?}"
+    );
+}

@@ -1,0 +1,229 @@
+//! The manager: what `quotagate run` starts. Leader election on a coordination Lease (only the
+//! leader writes; losing the lease ends `run_manager` with an error so the process exits),
+//! `/healthz`, `/readyz` (after the caches synced) and `/metrics`, the admission loop and the
+//! RayCluster job controller.
+//! `run_embedded` runs the same manager against the in-process API server, with its simulators.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::{Api, Client};
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::health::{self, Health};
+use super::leader::{self, LeaderConfig, LeaderError};
+use super::metrics::{Metrics, Role};
+use crate::embedded::{self, EmbeddedServer};
+use crate::jobframework::core::{AdmissionLoop, Caches};
+use crate::jobframework::job_controller::{JobContext, run_raycluster_controller};
+
+#[derive(Clone, Debug)]
+pub struct ManagerOptions {
+    /// Where `/healthz`, `/readyz` and `/metrics` are served; `None` serves nothing.
+    pub health_addr: Option<SocketAddr>,
+    /// Off: this replica is the only writer (tests, single-replica dev runs).
+    pub leader_election: bool,
+    pub lease_namespace: String,
+    pub lease_name: String,
+    /// This replica's identity in the Lease (defaults to the host name plus a random suffix).
+    pub identity: String,
+    /// How often the admission loop runs without a cache change.
+    pub resync: Duration,
+}
+
+impl Default for ManagerOptions {
+    fn default() -> Self {
+        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "quotagate".to_string());
+        ManagerOptions {
+            health_addr: None,
+            leader_election: true,
+            lease_namespace: "default".to_string(),
+            lease_name: "quotagate-leader".to_string(),
+            identity: format!("{host}-{:08x}", rand::random::<u32>()),
+            resync: Duration::from_secs(1),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ManagerError {
+    #[error("leader election: {0}")]
+    Leader(#[from] LeaderError),
+    #[error("leader election task ended unexpectedly")]
+    LeaderTaskDied,
+    #[error("health endpoint on {addr}: {source}")]
+    Health {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("embedded API server: {0}")]
+    Embedded(#[from] embedded::ServeError),
+}
+
+/// Runs the controllers until `shutdown` completes (Ok) or the lease is lost (Err).
+pub async fn run_manager(
+    client: Client,
+    opts: ManagerOptions,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ManagerError> {
+    let cancel = CancellationToken::new();
+    let _guard = cancel.clone().drop_guard();
+    let metrics = Arc::new(Metrics::new());
+    let health = Health::new(metrics.clone());
+    let mut tasks: Vec<tokio::task::JoinHandle<()>> = Vec::new();
+    if let Some(addr) = opts.health_addr {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| ManagerError::Health { addr, source })?;
+        let router = health::router(health.clone());
+        let c = cancel.clone();
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, router)
+                .with_graceful_shutdown(async move { c.cancelled().await })
+                .await
+            {
+                tracing::error!(error = %e, "health endpoint failed");
+            }
+        }));
+    }
+    let (tx, rx) = watch::channel(!opts.leader_election);
+    let mut lease_task = if opts.leader_election {
+        metrics.set_role(Role::Follower);
+        let api: Api<Lease> = Api::namespaced(client.clone(), &opts.lease_namespace);
+        let cfg = LeaderConfig::new(&opts.lease_name, &opts.identity);
+        Some(tokio::spawn(leader::run(api, cfg, tx)))
+    } else {
+        metrics.set_role(Role::Standalone);
+        // Kept alive (moved into a task that only ends with the manager) so leadership stays fixed.
+        tasks.push(tokio::spawn(async move {
+            tx.closed().await;
+        }));
+        None
+    };
+    if opts.leader_election {
+        let mut r = rx.clone();
+        let m = metrics.clone();
+        tasks.push(tokio::spawn(async move {
+            while r.changed().await.is_ok() {
+                m.set_role(if *r.borrow() {
+                    Role::Leader
+                } else {
+                    Role::Follower
+                });
+            }
+        }));
+    }
+    let notify = Arc::new(Notify::new());
+    let (caches, cache_tasks) = Caches::start(&client, notify.clone());
+    tasks.extend(cache_tasks);
+    let ready = caches.ready();
+    let h = health.clone();
+    let (synced_tx, synced) = watch::channel(false);
+    tasks.push(tokio::spawn(async move {
+        ready.await;
+        h.set_ready(true);
+        let _ = synced_tx.send(true);
+        tracing::info!("caches synced");
+    }));
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "quotagate".into(),
+            instance: Some(opts.identity.clone()),
+        },
+    );
+    let jobs = JobContext {
+        client: client.clone(),
+        recorder: recorder.clone(),
+        leader: rx.clone(),
+    };
+    let c = cancel.clone();
+    tasks.push(tokio::spawn(run_raycluster_controller(jobs, async move {
+        c.cancelled().await
+    })));
+    let admission = AdmissionLoop {
+        client: client.clone(),
+        caches,
+        notify,
+        recorder,
+        metrics: metrics.clone(),
+        leader: rx,
+        resync: opts.resync,
+        synced,
+    };
+    let c = cancel.clone();
+    let mut loop_task = tokio::spawn(admission.run(async move { c.cancelled().await }));
+    tokio::pin!(shutdown);
+    let result = tokio::select! {
+        _ = &mut shutdown => Ok(()),
+        r = async { match lease_task.as_mut() { Some(t) => t.await, None => std::future::pending().await } } => match r {
+            Ok(Err(e)) => Err(ManagerError::Leader(e)),
+            _ => Err(ManagerError::LeaderTaskDied),
+        },
+        _ = &mut loop_task => Ok(()),
+    };
+    tracing::info!("manager shutting down");
+    cancel.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(5), &mut loop_task).await;
+    loop_task.abort();
+    if let Some(t) = lease_task {
+        t.abort();
+    }
+    for t in tasks {
+        t.abort();
+    }
+    result
+}
+
+/// Options of `quotagate run --embedded`.
+#[derive(Clone, Debug, Default)]
+pub struct EmbeddedOptions {
+    /// Loopback address for kubectl (port 0 picks one); `None` keeps the API in-process only.
+    pub listen: Option<SocketAddr>,
+    /// Where to write a kubeconfig pointing at `listen`.
+    pub kubeconfig_out: Option<PathBuf>,
+    pub manager: ManagerOptions,
+    /// Simulated node agent (pod start delay), gateway controller and endpoints; all on by default.
+    pub sims: embedded::sim::SimConfig,
+}
+
+/// A new embedded API server serving every quotagate CRD, with the shared admission path.
+pub fn embedded_server() -> Arc<EmbeddedServer> {
+    EmbeddedServer::new(&crate::api::all_crds(), Arc::new(embedded::QuotagateAdmission))
+}
+
+/// The embedded API server and the manager in one process, until `shutdown` completes.
+pub async fn run_embedded(
+    opts: EmbeddedOptions,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ManagerError> {
+    run_embedded_on(embedded_server(), opts, shutdown).await
+}
+
+/// As [`run_embedded`], on a server the caller already holds (tests inspect or fault it).
+pub async fn run_embedded_on(
+    server: Arc<EmbeddedServer>,
+    opts: EmbeddedOptions,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ManagerError> {
+    let cancel = CancellationToken::new();
+    let _guard = cancel.clone().drop_guard();
+    if let Some(listen) = opts.listen {
+        let (addr, _handle) = server
+            .spawn_tcp(listen, opts.kubeconfig_out.as_deref(), cancel.clone())
+            .await?;
+        tracing::info!(%addr, "embedded API server listening");
+    }
+    let sims = embedded::sim::spawn(server.client(), &opts.sims, cancel.clone());
+    let result = run_manager(server.client(), opts.manager, shutdown).await;
+    cancel.cancel();
+    for s in sims {
+        s.abort();
+    }
+    result
+}

@@ -1,0 +1,203 @@
+//! kubectl against `run_embedded` listening on loopback: apply Kueue's single-ClusterQueue setup and
+//! a Workload, then read ClusterQueue status and Workload conditions.
+//! kubectl comes from QUOTAGATE_KUBECTL, .venv-kubectl/bin/kubectl or PATH; without it the test
+//! prints a skip line (or fails when QUOTAGATE_REQUIRE_TOOLS=1).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use quotagate::wiring::manager::{EmbeddedOptions, ManagerOptions, run_embedded};
+
+fn kubectl_path() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("QUOTAGATE_KUBECTL") {
+        return Some(PathBuf::from(p));
+    }
+    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv-kubectl/bin/kubectl");
+    if venv.exists() {
+        return Some(venv);
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("kubectl"))
+            .find(|p| p.exists())
+    })
+}
+
+async fn kubectl(bin: &Path, dir: &Path, args: &[&str]) -> (bool, String) {
+    let out = tokio::process::Command::new(bin)
+        .args(args)
+        .env("KUBECONFIG", dir.join("kubeconfig"))
+        .env("KUBECACHEDIR", dir.join("cache"))
+        .env("HOME", dir)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+const WORKLOAD: &str = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata:
+  name: sample
+  namespace: default
+spec:
+  queueName: user-queue
+  podSets:
+  - name: main
+    count: 2
+    template:
+      spec:
+        restartPolicy: Never
+        containers:
+        - name: c
+          image: busybox
+          resources:
+            requests:
+              cpu: "1"
+              memory: 200Mi
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_applies_kueue_setup_and_sees_admission() {
+    let Some(bin) = kubectl_path() else {
+        assert!(
+            std::env::var("QUOTAGATE_REQUIRE_TOOLS").as_deref() != Ok("1"),
+            "kubectl not installed and QUOTAGATE_REQUIRE_TOOLS=1"
+        );
+        println!("skipped: kubectl not installed, run scripts/install-kubectl.sh");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!(
+        "quotagate-integration-kubectl-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let opts = EmbeddedOptions {
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        kubeconfig_out: Some(dir.join("kubeconfig")),
+        manager: ManagerOptions {
+            leader_election: true,
+            resync: Duration::from_millis(300),
+            ..Default::default()
+        },
+        sims: Default::default(),
+    };
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let manager = tokio::spawn(run_embedded(opts, async move {
+        let _ = stop_rx.await;
+    }));
+    // The kubeconfig is written once the listener is bound (process start-up, not cluster state).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !dir.join("kubeconfig").exists() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "run_embedded wrote no kubeconfig"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let setup = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/manifests/kueue/admin.single-clusterqueue-setup.yaml"
+    );
+    let (ok, out) = kubectl(&bin, &dir, &["apply", "-f", setup]).await;
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("clusterqueue.kueue.x-k8s.io/cluster-queue created"),
+        "{out}"
+    );
+    std::fs::write(dir.join("wl.yaml"), WORKLOAD).unwrap();
+    let (ok, out) = kubectl(
+        &bin,
+        &dir,
+        &["apply", "-f", dir.join("wl.yaml").to_str().unwrap()],
+    )
+    .await;
+    assert!(ok, "{out}");
+    // kubectl waits on a watch.
+    let (ok, out) = kubectl(
+        &bin,
+        &dir,
+        &[
+            "wait",
+            "--for=condition=Admitted",
+            "workload/sample",
+            "--timeout=30s",
+        ],
+    )
+    .await;
+    assert!(ok, "{out}");
+    let (ok, reason) = kubectl(
+        &bin,
+        &dir,
+        &[
+            "get",
+            "workload",
+            "sample",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"QuotaReserved\")].message}",
+        ],
+    )
+    .await;
+    assert!(ok, "{reason}");
+    assert_eq!(reason, "Quota reserved in ClusterQueue cluster-queue");
+    let (ok, out) = kubectl(
+        &bin,
+        &dir,
+        &[
+            "wait",
+            "--for=jsonpath={.status.admittedWorkloads}=1",
+            "clusterqueue/cluster-queue",
+            "--timeout=30s",
+        ],
+    )
+    .await;
+    assert!(ok, "{out}");
+    let (ok, usage) = kubectl(
+        &bin,
+        &dir,
+        &[
+            "get",
+            "clusterqueue",
+            "cluster-queue",
+            "-o",
+            "jsonpath={.status.flavorsUsage[0].resources[0].total}",
+        ],
+    )
+    .await;
+    assert!(ok, "{usage}");
+    assert_eq!(usage, "2");
+    let (ok, table) = kubectl(&bin, &dir, &["get", "workloads"]).await;
+    assert!(
+        ok && table.contains("sample") && table.contains("cluster-queue"),
+        "{table}"
+    );
+    let (ok, active) = kubectl(
+        &bin,
+        &dir,
+        &[
+            "get",
+            "cq",
+            "cluster-queue",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Active\")].reason}",
+        ],
+    )
+    .await;
+    assert!(ok, "{active}");
+    assert_eq!(active, "Ready");
+    let _ = stop_tx.send(());
+    let result = tokio::time::timeout(Duration::from_secs(10), manager)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(result.is_ok(), "{result:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,8 @@
+//! End-to-end scenarios: the real manager (kube-runtime watches, the scheduler loop) against the
+//! embedded API server, driven and observed only through `kube::Client`.
+
+mod kubectl;
+mod raycluster;
+mod resilience;
+mod scenarios;
+mod support;

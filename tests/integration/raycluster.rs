@@ -1,0 +1,288 @@
+//! The job framework with RayCluster: one Workload per queue-labelled cluster, started on
+//! admission with the flavor's node labels, and deleting the cluster frees its quota.
+
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, PostParams};
+use quotagate::api::kueue::ResourceFlavor;
+use quotagate::api::kueue::constants::label;
+use quotagate::api::ray::RayCluster;
+
+use crate::support::*;
+
+fn cluster(name: &str) -> RayCluster {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "ray.io/v1", "kind": "RayCluster",
+        "metadata": {"name": name, "namespace": "default", "labels": {label::QUEUE_NAME: "lq"}},
+        "spec": {
+            "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray:2.9.0", "resources": {"requests": {"cpu": "1"}}}]}}},
+            "workerGroupSpecs": [{"groupName": "workers", "replicas": 2, "minReplicas": 0, "maxReplicas": 4, "rayStartParams": {},
+                "template": {"spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray:2.9.0", "resources": {"requests": {"cpu": "1"}}}]}}}]
+        }
+    }))
+    .unwrap()
+}
+
+fn owned_by<'a>(
+    wls: &'a [quotagate::api::kueue::Workload],
+    rc: &RayCluster,
+) -> Vec<&'a quotagate::api::kueue::Workload> {
+    wls.iter()
+        .filter(|w| {
+            w.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| Some(&o.uid) == rc.metadata.uid.as_ref())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raycluster_gets_one_workload_runs_when_admitted_and_frees_quota_when_deleted() {
+    let c = Cluster::start(Limits::default().cq("cq", 4000)).await;
+    // The flavor has a node label, which admission injects into the pod templates.
+    let rf: Api<ResourceFlavor> = Api::all(c.client.clone());
+    rf.create(
+        &PostParams::default(),
+        &ResourceFlavor::build("default")
+            .node_label("pool", "blue")
+            .build(),
+    )
+    .await
+    .unwrap();
+    c.cluster_queue(with_all_namespaces(cq_with("cq", "4").build()))
+        .await;
+    c.local_queue("lq", "cq").await;
+    let rcs: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
+    let first = rcs
+        .create(&PostParams::default(), &cluster("first"))
+        .await
+        .unwrap();
+    assert_eq!(
+        first.spec.suspend,
+        Some(true),
+        "a queue-labelled cluster is created suspended"
+    );
+    let first = wait_for(&rcs, "first", "running", |r| r.spec.suspend == Some(false)).await;
+    let head_sel = first
+        .spec
+        .head_group_spec
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .node_selector
+        .clone()
+        .unwrap();
+    assert_eq!(head_sel["pool"], "blue");
+    let labels = first.spec.worker_group_specs.as_ref().unwrap()[0]
+        .template
+        .metadata
+        .as_ref()
+        .unwrap()
+        .labels
+        .clone()
+        .unwrap();
+    assert_eq!(labels[label::PODSET], "workers");
+    let wls = c.workloads();
+    let all = wls.list(&Default::default()).await.unwrap().items;
+    let mine = owned_by(&all, &first);
+    assert_eq!(mine.len(), 1, "exactly one workload per job");
+    let wl = mine[0];
+    assert!(
+        wl.metadata
+            .name
+            .as_deref()
+            .unwrap()
+            .starts_with("raycluster-first-"),
+        "{:?}",
+        wl.metadata.name
+    );
+    let counts: Vec<(String, i32)> = wl
+        .spec
+        .pod_sets
+        .iter()
+        .map(|p| (p.name.clone().unwrap(), p.count.unwrap()))
+        .collect();
+    assert_eq!(
+        counts,
+        vec![("head".to_string(), 1), ("workers".to_string(), 2)]
+    );
+
+    // A second cluster does not fit next to the first and stays suspended.
+    rcs.create(&PostParams::default(), &cluster("second"))
+        .await
+        .unwrap();
+    let second = wait_for(&rcs, "second", "has a workload", |r| {
+        r.metadata.uid.is_some()
+    })
+    .await;
+    let second_wl = loop {
+        let all = wls.list(&Default::default()).await.unwrap().items;
+        if let Some(w) = owned_by(&all, &second).first() {
+            break w.metadata.name.clone().unwrap();
+        }
+        c.quota.wait_any_event().await;
+    };
+    wait_for(&wls, &second_wl, "waiting for quota", |w| {
+        condition(w, "QuotaReserved").is_some_and(|c| c.1 == "WaitingForQuota")
+    })
+    .await;
+    assert_eq!(rcs.get("second").await.unwrap().spec.suspend, Some(true));
+
+    rcs.delete("first", &DeleteParams::default()).await.unwrap();
+    wait_for(&rcs, "second", "running after the first was deleted", |r| {
+        r.spec.suspend == Some(false)
+    })
+    .await;
+    c.quota.assert_safe();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preempted_raycluster_is_suspended_restored_and_requeued() {
+    let c = Cluster::start(Limits::default().cq("cq", 4000)).await;
+    let rf: Api<ResourceFlavor> = Api::all(c.client.clone());
+    rf.create(
+        &PostParams::default(),
+        &ResourceFlavor::build("default")
+            .node_label("pool", "blue")
+            .build(),
+    )
+    .await
+    .unwrap();
+    let mut q = with_all_namespaces(cq_with("cq", "4").build());
+    q.spec.preemption = Some(
+        serde_json::from_value(serde_json::json!({"withinClusterQueue": "LowerPriority"})).unwrap(),
+    );
+    c.cluster_queue(q).await;
+    c.local_queue("lq", "cq").await;
+    let wpc: Api<quotagate::api::kueue::WorkloadPriorityClass> = Api::all(c.client.clone());
+    wpc.create(
+        &PostParams::default(),
+        &quotagate::api::kueue::builders::workload_priority_class("high", 1000),
+    )
+    .await
+    .unwrap();
+    let rcs: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
+    rcs.create(&PostParams::default(), &cluster("low"))
+        .await
+        .unwrap();
+    wait_for(&rcs, "low", "running", |r| r.spec.suspend == Some(false)).await;
+    let mut high = cluster("high");
+    high.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(label::PRIORITY_CLASS.to_string(), "high".to_string());
+    rcs.create(&PostParams::default(), &high).await.unwrap();
+    // The low-priority cluster is stopped and its templates lose the flavor's node selector.
+    let low = wait_for(&rcs, "low", "suspended by preemption", |r| {
+        r.spec.suspend == Some(true)
+    })
+    .await;
+    let sel = low
+        .spec
+        .head_group_spec
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .node_selector
+        .clone()
+        .unwrap_or_default();
+    assert!(!sel.contains_key("pool"), "{sel:?}");
+    wait_for(&rcs, "high", "running", |r| r.spec.suspend == Some(false)).await;
+    let wls = c.workloads();
+    let all = wls.list(&Default::default()).await.unwrap().items;
+    let high = rcs.get("high").await.unwrap();
+    assert_eq!(owned_by(&all, &high)[0].spec.priority, Some(1000));
+    let low_wl = owned_by(&all, &low)[0].metadata.name.clone().unwrap();
+    wait_for(&wls, &low_wl, "requeued", |w| {
+        !reserved(w)
+            && condition(w, "Requeued").is_some_and(|c| c.0 == "True" && c.1 == "Preempted")
+    })
+    .await;
+    c.quota.assert_safe();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elastic_raycluster_grows_through_workload_slices() {
+    let c = Cluster::start(Limits::default().cq("cq", 5000)).await;
+    c.simple("cq", "lq", "5").await;
+    let rcs: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
+    let mut rc = cluster("el");
+    rc.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(label::ELASTIC_JOB.to_string(), "true".to_string());
+    rcs.create(&PostParams::default(), &rc).await.unwrap();
+    let rc = wait_for(&rcs, "el", "running", |r| r.spec.suspend == Some(false)).await;
+    let wls = c.workloads();
+    let first = owned_by(&wls.list(&Default::default()).await.unwrap().items, &rc)[0]
+        .metadata
+        .name
+        .clone()
+        .unwrap();
+
+    // 2 -> 3 workers: the 1-cpu delta fits, a new slice replaces the first one.
+    let scale = |n: i32| {
+        serde_json::json!({"spec": {"workerGroupSpecs": [{"groupName": "workers", "replicas": n, "minReplicas": 0, "maxReplicas": 8, "rayStartParams": {},
+        "template": {"spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray:2.9.0", "resources": {"requests": {"cpu": "1"}}}]}}}]}})
+    };
+    rcs.patch(
+        "el",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&scale(3)),
+    )
+    .await
+    .unwrap();
+    let old = wait_for(&wls, &first, "replaced", |w| {
+        condition(w, "Finished").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    assert_eq!(
+        condition(&old, "Finished").unwrap().1,
+        "WorkloadSliceReplaced"
+    );
+    c.quota.wait_reserved("cq", 1).await;
+    let all = wls.list(&Default::default()).await.unwrap().items;
+    let live: Vec<_> = owned_by(&all, &rc)
+        .into_iter()
+        .filter(|w| !w.is_finished())
+        .collect();
+    assert_eq!(live.len(), 1);
+    let second = live[0].metadata.name.clone().unwrap();
+    assert_eq!(
+        live[0].annotations()[label::WORKLOAD_SLICE_REPLACEMENT_FOR],
+        format!("default/{first}")
+    );
+    assert!(reserved(live[0]));
+
+    // 3 -> 5 workers needs 6 cpu, more than the ClusterQueue can ever give: the new slice is
+    // refused, the running one keeps its quota.
+    rcs.patch(
+        "el",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&scale(5)),
+    )
+    .await
+    .unwrap();
+    let third = loop {
+        let all = wls.list(&Default::default()).await.unwrap().items;
+        if let Some(w) = owned_by(&all, &rc).into_iter().find(|w| {
+            w.annotations().get(label::WORKLOAD_SLICE_REPLACEMENT_FOR)
+                == Some(&format!("default/{second}"))
+        }) {
+            break w.metadata.name.clone().unwrap();
+        }
+        c.quota.wait_any_event().await;
+    };
+    wait_for(&wls, &third, "exceeds the quota", |w| {
+        condition(w, "QuotaReserved").is_some_and(|c| c.1 == "ExceedsMaxQuota")
+    })
+    .await;
+    assert!(
+        reserved(&wls.get(&second).await.unwrap()),
+        "the running slice keeps its reservation"
+    );
+    c.quota.assert_safe();
+}

@@ -1,0 +1,458 @@
+//! A cluster for the scenarios: the embedded API server, the real manager against it, and a watch
+//! that checks quota safety (DESIGN I1) on every Workload event, not only at the end.
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{Api, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource, ResourceExt};
+use quotagate::api::kueue::builders::ClusterQueueBuilder;
+use quotagate::api::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Workload};
+use quotagate::api::quantity::{Quantity, resource_value};
+use quotagate::embedded::EmbeddedServer;
+use quotagate::wiring::manager::{ManagerOptions, embedded_server, run_manager};
+use tokio::sync::oneshot;
+
+pub const WAIT: Duration = Duration::from_secs(20);
+
+pub struct Manager {
+    stop: Option<oneshot::Sender<()>>,
+    handle: tokio::task::JoinHandle<()>,
+}
+
+impl Manager {
+    pub fn start(client: Client, leader_election: bool, identity: &str) -> Manager {
+        let (tx, rx) = oneshot::channel::<()>();
+        let opts = ManagerOptions {
+            leader_election,
+            identity: identity.to_string(),
+            resync: Duration::from_millis(300),
+            ..Default::default()
+        };
+        let handle = tokio::spawn(async move {
+            if let Err(e) = run_manager(client, opts, async move {
+                let _ = rx.await;
+            })
+            .await
+            {
+                panic!("manager failed: {e}");
+            }
+        });
+        Manager {
+            stop: Some(tx),
+            handle,
+        }
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        let _ = tokio::time::timeout(WAIT, &mut self.handle).await;
+    }
+}
+
+impl Drop for Manager {
+    fn drop(&mut self) {
+        self.handle.abort();
+    }
+}
+
+pub struct Cluster {
+    pub server: Arc<EmbeddedServer>,
+    pub client: Client,
+    pub manager: Option<Manager>,
+    pub quota: QuotaWatch,
+}
+
+impl Cluster {
+    /// Server, quota watch and one manager (no leader election unless asked).
+    pub async fn start(limits: Limits) -> Cluster {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+        let server = embedded_server();
+        let client = server.client();
+        let quota = QuotaWatch::start(client.clone(), limits).await;
+        let manager = Some(Manager::start(client.clone(), false, "m1"));
+        Cluster {
+            server,
+            client,
+            manager,
+            quota,
+        }
+    }
+
+    pub async fn restart_manager(&mut self, identity: &str) {
+        if let Some(m) = self.manager.take() {
+            m.stop().await;
+        }
+        self.manager = Some(Manager::start(self.client.clone(), false, identity));
+    }
+
+    pub fn workloads(&self) -> Api<Workload> {
+        Api::namespaced(self.client.clone(), "default")
+    }
+
+    pub async fn flavor(&self, name: &str) {
+        let api: Api<ResourceFlavor> = Api::all(self.client.clone());
+        api.create(&PostParams::default(), &ResourceFlavor::build(name).build())
+            .await
+            .unwrap();
+    }
+
+    pub async fn cluster_queue(&self, cq: ClusterQueue) {
+        let api: Api<ClusterQueue> = Api::all(self.client.clone());
+        api.create(&PostParams::default(), &cq).await.unwrap();
+    }
+
+    pub async fn local_queue(&self, name: &str, cq: &str) {
+        let api: Api<LocalQueue> = Api::namespaced(self.client.clone(), "default");
+        api.create(
+            &PostParams::default(),
+            &LocalQueue::build(name, "default").cluster_queue(cq).build(),
+        )
+        .await
+        .unwrap();
+    }
+
+    /// A one-podset workload asking `cpu` per pod.
+    pub async fn workload(&self, name: &str, lq: &str, priority: i32, cpu: &str) -> Workload {
+        let wl = Workload::build(name, "default")
+            .queue(lq)
+            .priority(priority)
+            .podset("main", 1, [("cpu", cpu)])
+            .build();
+        self.workloads()
+            .create(&PostParams::default(), &wl)
+            .await
+            .unwrap()
+    }
+
+    /// Simple setup: flavor "default", CQ `cq` (StrictFIFO or not) with `cpu` nominal, LQ `lq`.
+    pub async fn simple(&self, cq: &str, lq: &str, cpu: &str) {
+        self.flavor("default").await;
+        let mut q = ClusterQueue::build(cq)
+            .flavor("default", [("cpu", cpu)])
+            .build();
+        q.spec.namespace_selector = Some(Default::default());
+        self.cluster_queue(q).await;
+        self.local_queue(lq, cq).await;
+    }
+}
+
+pub fn cq_with(name: &str, cpu: &str) -> ClusterQueueBuilder {
+    ClusterQueue::build(name).flavor("default", [("cpu", cpu)])
+}
+
+pub fn with_all_namespaces(mut cq: ClusterQueue) -> ClusterQueue {
+    cq.spec.namespace_selector = Some(Default::default());
+    cq
+}
+
+/// Waits until the named object satisfies `cond`, watching (never sleeping); panics with the last
+/// state seen after `WAIT`.
+pub async fn wait_for<K>(api: &Api<K>, name: &str, what: &str, cond: impl Fn(&K) -> bool) -> K
+where
+    K: Resource
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let mut last: Option<K> = None;
+    let stream = watcher(
+        api.clone(),
+        watcher::Config::default().fields(&format!("metadata.name={name}")),
+    )
+    .default_backoff();
+    futures::pin_mut!(stream);
+    let found = tokio::time::timeout(WAIT, async {
+        while let Some(ev) = stream.next().await {
+            if let Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = ev {
+                if cond(&o) {
+                    return Some(o);
+                }
+                last = Some(o);
+            }
+        }
+        None
+    })
+    .await;
+    match found {
+        Ok(Some(o)) => o,
+        _ => panic!(
+            "timed out waiting for {name}: {what}; last seen: {:#?}",
+            last.map(|o| serde_json::to_string(&o).unwrap_or_default())
+        ),
+    }
+}
+
+pub fn condition(wl: &Workload, type_: &str) -> Option<(String, String, String)> {
+    wl.status
+        .as_ref()?
+        .condition(type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+pub fn reserved(wl: &Workload) -> bool {
+    wl.admission().is_some() && wl.has_quota_reservation()
+}
+
+/// Quota limits (milli-cpu) the watch enforces: per ClusterQueue, and per group of ClusterQueues
+/// sharing a cohort.
+#[derive(Clone, Default)]
+pub struct Limits {
+    pub cq: BTreeMap<String, i64>,
+    pub groups: Vec<(Vec<String>, i64)>,
+}
+
+impl Limits {
+    pub fn cq(mut self, name: &str, milli_cpu: i64) -> Self {
+        self.cq.insert(name.to_string(), milli_cpu);
+        self
+    }
+    pub fn group(mut self, cqs: &[&str], milli_cpu: i64) -> Self {
+        self.groups
+            .push((cqs.iter().map(|s| s.to_string()).collect(), milli_cpu));
+        self
+    }
+}
+
+#[derive(Default)]
+struct WatchState {
+    usage: HashMap<String, (String, i64)>,
+    /// reserved slice -> the slice it replaces (only the latest slice of a chain counts).
+    replaces: HashMap<String, String>,
+    /// Times each workload went from unreserved to reserved.
+    admissions: HashMap<String, u32>,
+    violations: Vec<String>,
+    events: u64,
+}
+
+/// Watches every Workload and checks, at every event, that reserved cpu per ClusterQueue (and per
+/// cohort group) stays within the limits.
+#[derive(Clone)]
+pub struct QuotaWatch {
+    state: Arc<Mutex<WatchState>>,
+    limits: Arc<Mutex<Limits>>,
+    /// Bumped on every observed event, so tests can wait on the watch state.
+    seen: tokio::sync::watch::Receiver<u64>,
+    task: Arc<tokio::task::JoinHandle<()>>,
+}
+
+impl QuotaWatch {
+    pub async fn start(client: Client, limits: Limits) -> QuotaWatch {
+        let state = Arc::new(Mutex::new(WatchState::default()));
+        let s = state.clone();
+        let limits = Arc::new(Mutex::new(limits));
+        let l = limits.clone();
+        let (seen_tx, seen) = tokio::sync::watch::channel(0u64);
+        let api: Api<Workload> = Api::all(client);
+        let task = tokio::spawn(async move {
+            let stream = watcher(api, watcher::Config::default()).default_backoff();
+            futures::pin_mut!(stream);
+            while let Some(ev) = stream.next().await {
+                let mut st = s.lock().unwrap();
+                match ev {
+                    Ok(watcher::Event::Apply(w) | watcher::Event::InitApply(w)) => {
+                        let key = format!("{}/{}", w.namespace().unwrap_or_default(), w.name_any());
+                        let now = if reserved(&w) && !w.is_finished() {
+                            let a = w.admission().unwrap();
+                            let cpu: i64 = a
+                                .pod_set_assignments
+                                .iter()
+                                .filter_map(|p| p.resource_usage.get("cpu"))
+                                .map(|q| resource_value("cpu", &Quantity::try_from(q).unwrap()))
+                                .sum();
+                            Some((a.cluster_queue.clone(), cpu))
+                        } else {
+                            None
+                        };
+                        let before = st.usage.contains_key(&key);
+                        match now {
+                            Some(u) => {
+                                if !before {
+                                    *st.admissions.entry(key.clone()).or_default() += 1;
+                                }
+                                let old = w
+                                    .annotations()
+                                    .get("kueue.x-k8s.io/workload-slice-replacement-for")
+                                    .cloned();
+                                match old {
+                                    Some(o) => st.replaces.insert(key.clone(), o),
+                                    None => st.replaces.remove(&key),
+                                };
+                                st.usage.insert(key, u);
+                            }
+                            None => {
+                                st.usage.remove(&key);
+                                st.replaces.remove(&key);
+                            }
+                        }
+                    }
+                    Ok(watcher::Event::Delete(w)) => {
+                        st.usage.remove(&format!(
+                            "{}/{}",
+                            w.namespace().unwrap_or_default(),
+                            w.name_any()
+                        ));
+                    }
+                    _ => {}
+                }
+                st.events += 1;
+                let mut per_cq: BTreeMap<String, i64> = BTreeMap::new();
+                let superseded: std::collections::HashSet<&String> = st.replaces.values().collect();
+                for (k, (cq, cpu)) in &st.usage {
+                    if !superseded.contains(k) {
+                        *per_cq.entry(cq.clone()).or_default() += cpu;
+                    }
+                }
+                let mut bad = Vec::new();
+                let limits = l.lock().unwrap().clone();
+                for (cq, used) in &per_cq {
+                    if let Some(limit) = limits.cq.get(cq)
+                        && used > limit
+                    {
+                        bad.push(format!(
+                            "ClusterQueue {cq} uses {used}m cpu > {limit}m: {:?}",
+                            st.usage
+                        ));
+                    }
+                }
+                for (cqs, limit) in &limits.groups {
+                    let used: i64 = cqs.iter().filter_map(|c| per_cq.get(c)).sum();
+                    if used > *limit {
+                        bad.push(format!(
+                            "cohort {cqs:?} uses {used}m cpu > {limit}m: {:?}",
+                            st.usage
+                        ));
+                    }
+                }
+                st.violations.extend(bad);
+                let n = st.events;
+                drop(st);
+                let _ = seen_tx.send(n);
+            }
+        });
+        QuotaWatch {
+            state,
+            limits,
+            seen,
+            task: Arc::new(task),
+        }
+    }
+
+    /// Waits (on the watch, not on a timer) until `count` workloads hold quota in `cq`.
+    pub async fn wait_reserved(&self, cq: &str, count: usize) {
+        let mut seen = self.seen.clone();
+        let reached = tokio::time::timeout(WAIT, async {
+            loop {
+                if self.reserved_in(cq) == count {
+                    return;
+                }
+                if seen.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+        .await;
+        assert!(
+            reached.is_ok() && self.reserved_in(cq) == count,
+            "expected {count} reserved in {cq}, have {}",
+            self.reserved_in(cq)
+        );
+    }
+
+    pub async fn wait_reserved_at_least(&self, cq: &str, count: usize) {
+        let mut seen = self.seen.clone();
+        let reached = tokio::time::timeout(WAIT, async {
+            while self.reserved_in(cq) < count {
+                if seen.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+        .await;
+        assert!(
+            reached.is_ok(),
+            "expected at least {count} reserved in {cq}, have {}",
+            self.reserved_in(cq)
+        );
+    }
+
+    /// Returns after the next Workload event (or after `WAIT`).
+    pub async fn wait_any_event(&self) {
+        let mut seen = self.seen.clone();
+        seen.mark_unchanged();
+        let _ = tokio::time::timeout(WAIT, seen.changed()).await;
+    }
+
+    pub fn reserved_in(&self, cq: &str) -> usize {
+        self.state
+            .lock()
+            .unwrap()
+            .usage
+            .values()
+            .filter(|(c, _)| c == cq)
+            .count()
+    }
+
+    /// Workloads that were reserved more than once.
+    pub fn readmitted(&self) -> Vec<(String, u32)> {
+        self.state
+            .lock()
+            .unwrap()
+            .admissions
+            .iter()
+            .filter(|(_, n)| **n > 1)
+            .map(|(k, n)| (k.clone(), *n))
+            .collect()
+    }
+
+    /// Call before raising a ClusterQueue's quota.
+    pub fn set_cq_limit(&self, cq: &str, milli_cpu: i64) {
+        self.limits
+            .lock()
+            .unwrap()
+            .cq
+            .insert(cq.to_string(), milli_cpu);
+    }
+
+    /// Fails the test on any observed over-commitment.
+    pub fn assert_safe(&self) {
+        let st = self.state.lock().unwrap();
+        assert!(
+            st.violations.is_empty(),
+            "quota exceeded at some moment: {:#?}",
+            st.violations
+        );
+        assert!(st.events > 0, "the quota watch saw no event");
+    }
+
+    pub fn admissions(&self, ns_name: &str) -> u32 {
+        self.state
+            .lock()
+            .unwrap()
+            .admissions
+            .get(ns_name)
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for QuotaWatch {
+    fn drop(&mut self) {
+        if Arc::strong_count(&self.task) == 1 {
+            self.task.abort();
+        }
+    }
+}
