@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use quotagate::wiring::ray::Dashboards;
 
 #[derive(Parser)]
 #[command(name = "quotagate", version, about = "Kueue-compatible quota admission with a quota-gated, KubeRay-compatible Ray operator")]
@@ -25,6 +26,26 @@ enum Command {
         #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
         files: Vec<PathBuf>,
     },
+    /// Run the controllers: quota admission, the RayCluster job integration and the Ray operator.
+    Run(RunArgs),
+    /// A scripted walk-through on the embedded cluster: quota admission of RayClusters, then a RayService
+    /// blue/green upgrade. Prints each step and how long it took; exits 1 if a step does not happen.
+    Demo {
+        /// Also serve the embedded API on this loopback address, to watch with kubectl.
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        /// With --listen: write a kubeconfig for that address here.
+        #[arg(long, requires = "listen")]
+        kubeconfig_out: Option<PathBuf>,
+        /// How long each step may take.
+        #[arg(long, default_value = "60s", value_parser = parse_duration)]
+        step_timeout: Duration,
+        /// Keep the embedded cluster running after the demo (until Ctrl-C), to look around with kubectl.
+        #[arg(long, requires = "listen")]
+        keep_running: bool,
+        #[command(flatten)]
+        sim: SimArgs,
+    },
     /// Run the embedded Kubernetes API server (with the node, endpoints and gateway simulators) on a
     /// loopback port, for kubectl and for `quotagate run` pointed at it.
     Apiserver {
@@ -41,6 +62,74 @@ enum Command {
         #[arg(long, default_value = "500ms", value_parser = parse_duration)]
         pod_start_delay: Duration,
     },
+}
+
+/// Flags of `quotagate run`.
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Run against the embedded API server (with simulated nodes, gateway and Ray dashboards) instead of
+    /// a real cluster.
+    #[arg(long)]
+    embedded: bool,
+    /// With --embedded: also serve the API on this loopback address, for kubectl.
+    #[arg(long, requires = "embedded")]
+    listen: Option<SocketAddr>,
+    /// With --embedded and --listen: write a kubeconfig for that address here.
+    #[arg(long, requires = "listen")]
+    kubeconfig_out: Option<PathBuf>,
+    /// Without --embedded: the kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long, conflicts_with = "embedded")]
+    kubeconfig: Option<PathBuf>,
+    /// Serve /healthz, /readyz and /metrics here.
+    #[arg(long)]
+    health_addr: Option<SocketAddr>,
+    /// Elect a leader on a coordination Lease; only the leader writes (default: on, off with --embedded).
+    #[arg(long)]
+    leader_elect: Option<bool>,
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    lease_namespace: String,
+    #[arg(long, default_value = "quotagate-leader")]
+    lease_name: String,
+    /// This replica's identity in the Lease.
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    /// Serve the validating/defaulting webhook over TLS with tls.crt and tls.key from this directory.
+    #[arg(long, conflicts_with = "embedded")]
+    webhook_cert_dir: Option<PathBuf>,
+    #[arg(long, default_value = "0.0.0.0:9443")]
+    webhook_addr: SocketAddr,
+    /// Do not run the Ray operator (RayCluster and RayService controllers): admission only.
+    #[arg(long)]
+    no_ray_operator: bool,
+    #[command(flatten)]
+    sim: SimArgs,
+}
+
+/// Delays of the embedded cluster's simulators.
+#[derive(clap::Args, Clone)]
+struct SimArgs {
+    /// Simulated node agent: how long a pod takes to become Running and Ready.
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    pod_start_delay: Duration,
+    /// Simulated Ray dashboard: how long a Serve deploy takes before replicas are created.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    serve_build_delay: Duration,
+    /// Simulated Ray dashboard: how long a Serve replica takes to become RUNNING.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    replica_start_delay: Duration,
+}
+
+impl SimArgs {
+    fn sims(&self) -> quotagate::embedded::sim::SimConfig {
+        let mut sims = quotagate::embedded::sim::SimConfig::default();
+        if let Some(node) = sims.node.as_mut() {
+            node.start_delay = self.pod_start_delay;
+        }
+        sims
+    }
+    fn dashboards(&self) -> Dashboards {
+        Dashboards::simulated(self.serve_build_delay, self.replica_start_delay)
+    }
 }
 
 /// `250ms`, `2s`, `1m`.
@@ -92,13 +181,85 @@ async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulato
     Ok(())
 }
 
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    use quotagate::wiring::manager::{self, EmbeddedOptions, ManagerOptions};
+    let mut opts = ManagerOptions {
+        health_addr: args.health_addr,
+        leader_election: args.leader_elect.unwrap_or(!args.embedded),
+        lease_namespace: args.lease_namespace.clone(),
+        lease_name: args.lease_name.clone(),
+        ray: (!args.no_ray_operator).then(|| if args.embedded { args.sim.dashboards() } else { Dashboards::Http }),
+        ..ManagerOptions::default()
+    };
+    if let Some(id) = &args.identity {
+        opts.identity = id.clone();
+    }
+    if args.embedded {
+        let embedded = EmbeddedOptions { listen: args.listen, kubeconfig_out: args.kubeconfig_out.clone(), manager: opts, sims: args.sim.sims() };
+        manager::run_embedded(embedded, shutdown_signal()).await?;
+        return Ok(());
+    }
+    let client = match &args.kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)?;
+            let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await?;
+            kube::Client::try_from(config)?
+        }
+        None => kube::Client::try_default().await?,
+    };
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let _stop_webhook = cancel.clone().drop_guard();
+    if let Some(dir) = &args.webhook_cert_dir {
+        let tls = quotagate::wiring::webhook::tls_config(dir)?;
+        let (tx, _rx) = tokio::sync::oneshot::channel();
+        let c = cancel.clone();
+        let addr = args.webhook_addr;
+        tokio::spawn(async move {
+            if let Err(e) = quotagate::wiring::webhook::serve(addr, tls, tx, c.cancelled_owned()).await {
+                tracing::error!(error = %e, "webhook server stopped");
+            }
+        });
+    }
+    manager::run_manager(client, opts, shutdown_signal()).await?;
+    Ok(())
+}
+
+async fn demo(listen: Option<SocketAddr>, kubeconfig_out: Option<PathBuf>, step_timeout: Duration, keep_running: bool, sim: SimArgs) -> anyhow::Result<()> {
+    use quotagate::wiring::manager::{self, EmbeddedOptions, ManagerOptions};
+    let server = manager::embedded_server();
+    let client = server.client();
+    let opts = EmbeddedOptions {
+        listen,
+        kubeconfig_out: kubeconfig_out.clone(),
+        manager: ManagerOptions { leader_election: false, ray: Some(sim.dashboards()), ..ManagerOptions::default() },
+        sims: sim.sims(),
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    let stopped = stop.clone();
+    let cluster = tokio::spawn(manager::run_embedded_on(server, opts, async move { stopped.cancelled().await }));
+    if let Some(path) = &kubeconfig_out {
+        println!("embedded cluster: kubectl --kubeconfig {} get rayclusters,workloads,clusterqueues", path.display());
+    }
+    let result = quotagate::wiring::demo::run(client, step_timeout).await;
+    if result.is_ok() && keep_running {
+        println!("the embedded cluster keeps running; Ctrl-C to stop");
+        shutdown_signal().await;
+    }
+    stop.cancel();
+    cluster.await??;
+    result?;
+    Ok(())
+}
+
+/// Logs to stderr, filtered by RUST_LOG (default: `default_level`).
+fn init_tracing(default_level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }
 
 fn run_async(fut: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
-    let runtime = match tokio::runtime::Runtime::new() {
+    // Debug builds of the controllers' futures nest deeply; 8 MiB worker stacks leave room.
+    let runtime = match tokio::runtime::Builder::new_multi_thread().thread_stack_size(8 << 20).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -116,8 +277,13 @@ fn run_async(fut: impl std::future::Future<Output = anyhow::Result<()>>) -> Exit
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    // The demo prints its own story on stdout; controller logs would drown it.
+    init_tracing(if matches!(cli.command, Command::Demo { .. }) { "warn" } else { "info" });
     match cli.command {
+        Command::Run(args) => run_async(run(args)),
+        Command::Demo { listen, kubeconfig_out, step_timeout, keep_running, sim } => {
+            run_async(demo(listen, kubeconfig_out, step_timeout, keep_running, sim))
+        }
         Command::Apiserver { listen, kubeconfig_out, no_simulators, pod_start_delay } => {
             run_async(apiserver(listen, kubeconfig_out, !no_simulators, pod_start_delay))
         }

@@ -136,3 +136,22 @@ fn apiserver_refuses_a_non_loopback_address() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("only listens on loopback"), "{out}");
 }
+
+#[test]
+fn demo_walks_through_admission_and_a_blue_green_upgrade() {
+    let (code, out) = quotagate(&["demo", "--pod-start-delay", "100ms", "--serve-build-delay", "200ms", "--replica-start-delay", "200ms"]);
+    assert_eq!(code, 0, "{out}");
+    for step in [
+        "admitted into ClusterQueue demo",
+        "RayCluster alpha unsuspended: 3 pods Running",
+        "beta pending: QuotaReserved=False WaitingForQuota: couldn't assign flavors to podset workers: insufficient unused quota for cpu in flavor default-flavor, 1 more needed (requested 5, available 4)",
+        "beta has 0 pods while it waits",
+        "beta admitted: 4 pods Running",
+        "fruit-stand Ready, serving from RayCluster fruit-stand-",
+        "traffic switched: fruit-stand-serve-svc now selects fruit-stand-",
+        "deleted after rayClusterDeletionDelaySeconds",
+        "demo complete",
+    ] {
+        assert!(out.contains(step), "missing {step:?} in\n{out}");
+    }
+}

@@ -102,6 +102,17 @@ impl FlavorResource {
     }
 }
 
+impl FlavorResource {
+    /// An amount of this resource as a person reads it: a Kubernetes quantity (`5` CPU, not `5000`
+    /// milli-CPU; `4Gi`, not `4294967296`).
+    pub fn show(&self, a: Amount) -> String {
+        if a.is_unlimited() {
+            return "unlimited".to_string();
+        }
+        crate::api::quantity::resource_quantity(&self.resource, a.0).canonical()
+    }
+}
+
 impl fmt::Display for FlavorResource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} in flavor {}", self.resource, self.flavor)

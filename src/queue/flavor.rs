@@ -108,7 +108,7 @@ impl AssignCtx<'_> {
         let max = self.tree.potential_available(self.cq_idx, fr);
         if val > max {
             let msg =
-                format!("insufficient quota for {fr}: request {val} > maximum capacity {max}");
+                format!("insufficient quota for {fr}: request {} > maximum capacity {}", fr.show(val), fr.show(max));
             return FitOutcome::NoFit(PendingReason::ExceedsMaxQuota, msg, None);
         }
         let level = self.tree.borrowing_level(self.cq_idx, fr, val);
@@ -125,9 +125,10 @@ impl AssignCtx<'_> {
             return FitOutcome::Preempt(level);
         }
         let msg = format!(
-            "insufficient unused quota for {fr}, {} more needed (requested {val}, available {})",
-            val - short.available,
-            short.available
+            "insufficient unused quota for {fr}, {} more needed (requested {}, available {})",
+            fr.show(val - short.available),
+            fr.show(val),
+            fr.show(short.available)
         );
         FitOutcome::NoFit(PendingReason::WaitingForQuota, msg, Some(short))
     }

@@ -1163,9 +1163,9 @@ impl AdmissionCore {
             msg.push_str(&format!(
                 ". {}: needs {}, {} available, short by {}",
                 s.fr,
-                s.needed,
-                s.available,
-                s.needed - s.available
+                s.fr.show(s.needed),
+                s.fr.show(s.available),
+                s.fr.show(s.needed - s.available)
             ));
             let root = self.tree.root(cq_idx);
             let mut holders: Vec<(Amount, &str)> = self
@@ -1182,7 +1182,7 @@ impl AdmissionCore {
             let list: Vec<String> = holders
                 .iter()
                 .take(3)
-                .map(|(u, n)| format!("ClusterQueue {n} uses {u}"))
+                .map(|(u, n)| format!("ClusterQueue {n} uses {}", s.fr.show(*u)))
                 .collect();
             msg.push_str(&format!("; held by {}", list.join(", ")));
             if holders.len() > 3 {
@@ -1200,7 +1200,7 @@ impl AdmissionCore {
                 let list: Vec<String> = own
                     .iter()
                     .take(3)
-                    .map(|(u, k)| format!("{k} ({u})"))
+                    .map(|(u, k)| format!("{k} ({})", s.fr.show(*u)))
                     .collect();
                 msg.push_str(&format!("; in {cq}: {}", list.join(", ")));
             }

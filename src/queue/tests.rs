@@ -170,7 +170,7 @@ fn flavor_assignment_scenarios() {
             cqs: vec![ClusterQueueModel::build("cq").flavor("default", &[("cpu", 10)])],
             pending: vec![wl("a", "cq", 11)],
             want_pending: vec![("a", PendingReason::ExceedsMaxQuota)],
-            want_message: vec!["cpu in flavor default", "maximum capacity 10"],
+            want_message: vec!["cpu in flavor default", "maximum capacity 10m"],
             ..Default::default()
         },
         Scenario {
@@ -323,7 +323,7 @@ fn borrowing_and_fungibility_scenarios() {
             cqs: cohort_pair(Some(2), None),
             pending: vec![wl("x", "a", 15)],
             want_pending: vec![("x", PendingReason::ExceedsMaxQuota)],
-            want_message: vec!["maximum capacity 12"],
+            want_message: vec!["maximum capacity 12m"],
             ..Default::default()
         },
         Scenario {
@@ -331,7 +331,7 @@ fn borrowing_and_fungibility_scenarios() {
             cqs: cohort_pair(None, Some(4)),
             pending: vec![wl("x", "a", 15)],
             want_pending: vec![("x", PendingReason::ExceedsMaxQuota)],
-            want_message: vec!["maximum capacity 14"],
+            want_message: vec!["maximum capacity 14m"],
             ..Default::default()
         },
         Scenario {
@@ -340,7 +340,7 @@ fn borrowing_and_fungibility_scenarios() {
             admitted: vec![(wl("held", "b", 8), "default", 1)],
             pending: vec![wl("x", "a", 15)],
             want_pending: vec![("x", PendingReason::WaitingForQuota)],
-            want_message: vec!["3 more needed", "ClusterQueue b uses 8"],
+            want_message: vec!["3m more needed", "ClusterQueue b uses 8m"],
             ..Default::default()
         },
         Scenario {
@@ -569,7 +569,7 @@ fn preemption_scenarios() {
             admitted: vec![(wl("low", "cq", 6).priority(1), "default", 1)],
             pending: vec![wl("high", "cq", 5).priority(10)],
             want_pending: vec![("high", PendingReason::WaitingForQuota)],
-            want_message: vec!["ns/low (6)"],
+            want_message: vec!["ns/low (6m)"],
             ..Default::default()
         },
         Scenario {
@@ -778,7 +778,7 @@ fn workload_slices() {
     let (reason, msg) = core.pending_reason(&k("new")).unwrap();
     assert_eq!(reason, PendingReason::ExceedsMaxQuota, "{msg}");
     assert!(msg.contains("original workload is assigned: f2"), "{msg}");
-    assert!(msg.contains("request 7 > maximum capacity 6"), "{msg}");
+    assert!(msg.contains("request 7m > maximum capacity 6m"), "{msg}");
 }
 
 #[test]

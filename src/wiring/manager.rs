@@ -34,6 +34,9 @@ pub struct ManagerOptions {
     pub identity: String,
     /// How often the admission loop runs without a cache change.
     pub resync: Duration,
+    /// Run the embedded Ray operator (RayCluster and RayService controllers) with these dashboards;
+    /// `None` runs admission only.
+    pub ray: Option<super::ray::Dashboards>,
 }
 
 impl Default for ManagerOptions {
@@ -46,6 +49,7 @@ impl Default for ManagerOptions {
             lease_name: "quotagate-leader".to_string(),
             identity: format!("{host}-{:08x}", rand::random::<u32>()),
             resync: Duration::from_secs(1),
+            ray: None,
         }
     }
 }
@@ -146,6 +150,20 @@ pub async fn run_manager(
     tasks.push(tokio::spawn(run_raycluster_controller(jobs, async move {
         c.cancelled().await
     })));
+    if let Some(dashboards) = opts.ray.clone() {
+        let mut leader = rx.clone();
+        let c = client.clone();
+        tasks.push(tokio::spawn(async move {
+            // Only the leader runs the Ray operator: it creates pods and Services and writes status.
+            while !*leader.borrow() {
+                if leader.changed().await.is_err() {
+                    return;
+                }
+            }
+            let _operator = super::ray::spawn_ray_operator(c, &dashboards);
+            std::future::pending::<()>().await
+        }));
+    }
     let admission = AdmissionLoop {
         client: client.clone(),
         caches,

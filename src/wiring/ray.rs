@@ -36,9 +36,29 @@ impl Dashboards {
     }
 }
 
-/// Spawns both Ray controllers; they run until the returned tasks are aborted.
-pub fn spawn_ray_operator(client: kube::Client, dashboards: &Dashboards) -> Vec<JoinHandle<()>> {
+impl std::fmt::Debug for Dashboards {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Dashboards::Http => "Dashboards::Http",
+            Dashboards::Simulated(_) => "Dashboards::Simulated",
+        })
+    }
+}
+
+/// The running Ray controllers; dropping it stops them.
+pub struct RayOperator(Vec<JoinHandle<()>>);
+
+impl Drop for RayOperator {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
+        }
+    }
+}
+
+/// Spawns both Ray controllers; they run until the returned handle is dropped.
+pub fn spawn_ray_operator(client: kube::Client, dashboards: &Dashboards) -> RayOperator {
     let clusters = Arc::new(clusterctl::Context::new(client.clone()));
     let services = Arc::new(rsctl::Context::new(client, dashboards.factory()));
-    vec![tokio::spawn(clusterctl::run(clusters)), tokio::spawn(rsctl::run(services))]
+    RayOperator(vec![tokio::spawn(clusterctl::run(clusters)), tokio::spawn(rsctl::run(services))])
 }
