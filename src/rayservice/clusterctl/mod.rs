@@ -9,4 +9,4 @@ mod tests;
 
 /// Admission gate on a RayCluster: while present, the controller creates no pods for it (DESIGN step 4).
 /// Set by the RayService controller on a queue-managed upgrade's pending cluster, removed once quota admits it.
-pub const GATE_ANNOTATION: &str = "quotagate.io/admission-gated";
+pub const GATE_ANNOTATION: &str = crate::api::ray::constants::ANNOTATION_ADMISSION_GATED;

@@ -11,6 +11,7 @@
 //! dangling-cluster deletion deadlines that KubeRay held only in memory; `observe` maps API objects
 //! to the snapshot and the planned status back; `build` makes child clusters and Services.
 
+pub mod auth;
 mod bluegreen;
 pub mod build;
 pub mod conditions;
