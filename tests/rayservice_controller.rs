@@ -617,3 +617,143 @@ fn deleting_the_rayservice_deletes_its_clusters_then_releases_the_finalizer() {
         assert!(h.cluster_names().await.is_empty());
     });
 }
+
+/// Ready endpoints listed by the EndpointSlices of Service `svc` (what the endpoints simulator maintains).
+async fn slice_endpoints(h: &Harness, svc: &str) -> usize {
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    let slices: Api<EndpointSlice> = Api::namespaced(h.client.clone(), NS);
+    slices
+        .list(&ListParams::default().labels(&format!("kubernetes.io/service-name={svc}")))
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .flat_map(|s| s.endpoints.iter())
+        .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
+        .count()
+}
+
+async fn head_serve_label(h: &Harness, cluster: &str) -> Option<String> {
+    let pods: Api<Pod> = Api::namespaced(h.client.clone(), NS);
+    let head = pods
+        .list(&ListParams::default().labels(&format!("ray.io/cluster={cluster},ray.io/node-type=head")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .next()?;
+    head.labels().get("ray.io/serve").cloned()
+}
+
+#[test]
+fn serve_endpoints_come_from_slices_and_the_head_label_from_proxy_health() {
+    scenario(serve_endpoints_body());
+}
+
+async fn serve_endpoints_body() {
+    let h = Harness::start();
+    let rs = create_and_wait_ready(&h, "ep").await;
+    let a = active(&rs).unwrap();
+    // Head (healthy proxy) and worker both serve: the slices list two pods, and so does the status.
+    let rs = h
+        .wait_rs("ep", "two serve endpoints", |rs| endpoints(rs) == 2)
+        .await;
+    assert_eq!(slice_endpoints(&h, "ep-serve-svc").await, 2);
+    assert_eq!(head_serve_label(&h, &a).await.as_deref(), Some("true"));
+    assert!(is_true(&rs, "Ready"));
+
+    // The head's proxy stops answering: its label goes false, the slices drop it, the count follows.
+    h.sim.set_reachable(&endpoint_of(&a), false);
+    let rs = h
+        .wait_rs("ep", "head dropped from the serve endpoints", |rs| endpoints(rs) == 1)
+        .await;
+    assert_eq!(head_serve_label(&h, &a).await.as_deref(), Some("false"));
+    assert_eq!(slice_endpoints(&h, "ep-serve-svc").await, 1);
+    assert!(is_true(&rs, "Ready"), "the worker still serves");
+    h.sim.set_reachable(&endpoint_of(&a), true);
+    h.wait_rs("ep", "head back", |rs| endpoints(rs) == 2).await;
+
+    // excludeHeadPodFromServeSvc wins over a healthy proxy.
+    h.patch_spec("ep", json!({ "excludeHeadPodFromServeSvc": true }))
+        .await;
+    h.wait_rs("ep", "head excluded", |rs| endpoints(rs) == 1).await;
+    assert_eq!(head_serve_label(&h, &a).await.as_deref(), Some("false"));
+}
+
+#[test]
+fn token_auth_reads_the_clusters_secret() {
+    scenario(token_auth_body());
+}
+
+async fn token_auth_body() {
+    use k8s_openapi::api::core::v1::Secret;
+    let h = Harness::start();
+    let mut rs = rayservice("auth", "rayproject/ray:2.52.0");
+    // Token auth needs Ray 2.52 or later (validation says so).
+    rs.spec.ray_cluster_config.ray_version = Some("2.52.0".into());
+    rs.spec.ray_cluster_config.auth_options = Some(
+        serde_json::from_value(json!({"mode": "token", "secretName": "auth-token"})).unwrap(),
+    );
+    h.services().create(&PostParams::default(), &rs).await.unwrap();
+    let rs = h
+        .wait_rs("auth", "a pending cluster", |rs| pending(rs).is_some())
+        .await;
+    let cluster = pending(&rs).unwrap();
+    // The simulated head demands the token; until the Secret exists nothing can be pushed.
+    h.sim.set_auth_token(&endpoint_of(&cluster), Some("s3cret".into()));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(h.sim.put_count(&endpoint_of(&cluster)), 0);
+    let rs = h.services().get("auth").await.unwrap();
+    assert!(!is_true(&rs, "Ready"));
+
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "auth-token", "namespace": NS},
+        "stringData": {"auth_token": "s3cret"}
+    }))
+    .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), NS);
+    secrets.create(&PostParams::default(), &secret).await.unwrap();
+    let rs = h
+        .wait_rs("auth", "Ready with the token", |rs| is_true(rs, "Ready"))
+        .await;
+    assert_eq!(active(&rs).as_deref(), Some(cluster.as_str()));
+    assert_eq!(h.sim.put_count(&endpoint_of(&cluster)), 1);
+}
+
+#[test]
+fn custom_serve_service_is_honoured() {
+    scenario(custom_serve_service_body());
+}
+
+async fn custom_serve_service_body() {
+    let h = Harness::start();
+    let mut rs = rayservice("custom", "rayproject/ray:2.46.0");
+    rs.spec.serve_service = Some(
+        serde_json::from_value(json!({
+            "metadata": {"name": "custom-public", "annotations": {"lb.example/internal": "true"},
+                         "labels": {"team": "ml"}},
+            "spec": {"type": "NodePort"}
+        }))
+        .unwrap(),
+    );
+    h.services().create(&PostParams::default(), &rs).await.unwrap();
+    let rs = h
+        .wait_rs("custom", "Ready through the custom Service", |rs| {
+            is_true(rs, "Ready") && endpoints(rs) > 0
+        })
+        .await;
+    let a = active(&rs).unwrap();
+    assert!(h.svcs().get_opt("custom-serve-svc").await.unwrap().is_none());
+    let svc = h.svcs().get("custom-public").await.unwrap();
+    assert_eq!(svc.annotations()["lb.example/internal"], "true");
+    assert_eq!(svc.labels()["team"], "ml");
+    assert_eq!(svc.labels()["ray.io/serve"], "custom-serve");
+    let spec = svc.spec.unwrap();
+    assert_eq!(spec.type_.as_deref(), Some("NodePort"));
+    assert_eq!(spec.selector.unwrap()["ray.io/cluster"], a);
+    assert_eq!(
+        usize::try_from(endpoints(&rs)).unwrap(),
+        slice_endpoints(&h, "custom-public").await
+    );
+}
