@@ -23,7 +23,8 @@ use tokio_util::sync::CancellationToken;
 const NS: &str = "default";
 const WAIT: Duration = Duration::from_secs(60);
 
-/// See tests/rayservice_controller.rs: the in-process API server needs deeper stacks than the test thread's.
+/// See tests/rayservice_controller.rs: in debug builds, watching and decoding the large Ray types needs
+/// deeper stacks than the default 2 MiB.
 fn scenario<F: std::future::Future<Output = ()> + Send + 'static>(f: F) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
