@@ -1,12 +1,11 @@
 //! The RayService and RayCluster controllers on the embedded API server, with the simulated node agent
-//! and Ray dashboard. Every wait is a watch with a timeout.
+//! and Ray dashboard. Every wait polls with a deadline (see `scenario` for why not a watch).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, ResourceExt};
 use quotagate::api::ray::{RayCluster, RayService};
 use quotagate::embedded::raysim::{RaySim, SimOptions};
@@ -17,26 +16,55 @@ use quotagate::rayservice::dashboard::{DashboardEndpoint, RayDashboard};
 use quotagate::rayservice::service::controller::{self as rsctl, DashboardFactory};
 use serde_json::json;
 use tokio::task::JoinHandle;
-use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
 
 const NS: &str = "default";
 
-/// Runs a scenario on a multi-thread runtime whose workers have 8 MiB stacks. Measured (gdb, debug build,
-/// 2 MiB stack): the overflow is not the in-process API server but a watch on RayService, i.e. kube-runtime's
-/// watcher state machine (one ~470 KiB frame) plus serde's derived `Deserialize` for the ~7 KiB
-/// `RayService` (nested `deserialize_struct` frames of 30-90 KiB each), ~2 MiB in all. Debug builds give
-/// every temporary its own stack slot, so frames scale with `size_of::<RayService>()`; boxing the pod
-/// templates in the API types would shrink them, release builds do not have the problem.
+/// Runs a scenario on a multi-thread runtime with default (2 MiB) worker stacks.
+///
+/// Waits poll with GET instead of watching. Measured with gdb on a debug build: a watch on RayService
+/// from inside the scenario overflowed 2 MiB, not because of the in-process API server but because of
+/// kube-runtime's watcher state machine (one ~470 KiB frame) plus serde's derived `Deserialize` for the
+/// ~7 KiB `RayService` (nested `deserialize_struct` frames of 30-90 KiB each) on top of the scenario's
+/// own frame. Debug builds give every temporary its own stack slot, so these frames scale with
+/// `size_of::<RayService>()`; the controllers' own watches fit (they start from a fresh task stack).
 fn scenario<F: std::future::Future<Output = ()> + Send + 'static>(f: F) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
-        .thread_stack_size(8 << 20)
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async move { tokio::spawn(f).await.unwrap() });
 }
+
+/// Polls `name` every 50 ms until `cond` holds (its argument is `None` while the object is absent),
+/// for at most `WAIT`. `Err` carries the last object seen.
+async fn poll_until<K>(
+    api: &Api<K>,
+    name: &str,
+    cond: impl Fn(Option<&K>) -> bool,
+) -> Result<Option<K>, Option<K>>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let got = api.get_opt(name).await.unwrap();
+        if cond(got.as_ref()) {
+            return Ok(got);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(got);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The object named `name` is gone, or replaced by one with another uid.
+fn deleted<K: kube::Resource>(uid: String) -> impl Fn(Option<&K>) -> bool {
+    move |o: Option<&K>| o.is_none_or(|o| o.meta().uid.as_deref() != Some(uid.as_str()))
+}
+
 const WAIT: Duration = Duration::from_secs(60);
 
 struct Harness {
@@ -110,22 +138,12 @@ impl Harness {
         what: &str,
         cond: impl Fn(&RayService) -> bool + Send + 'static,
     ) -> RayService {
-        let got = timeout(
-            WAIT,
-            await_condition(self.services(), name, move |o: Option<&RayService>| {
-                o.is_some_and(&cond)
-            }),
-        )
-        .await;
-        match got {
-            Ok(Ok(Some(rs))) => rs,
-            other => {
-                let now = self.services().get(name).await.ok();
-                panic!(
-                    "timed out waiting for {what}: {other:?}\nlast status: {:#?}",
-                    now.and_then(|r| r.status)
-                );
-            }
+        match poll_until(&self.services(), name, |o| o.is_some_and(&cond)).await {
+            Ok(Some(rs)) => rs,
+            other => panic!(
+                "timed out waiting for {what}\nlast status: {:#?}",
+                other.unwrap_or_else(|last| last).and_then(|r| r.status)
+            ),
         }
     }
 
@@ -369,13 +387,9 @@ async fn blue_green_upgrade_switches_services_and_deletes_the_old_cluster_later_
     let old_rc = h.clusters().get_opt(&old).await.unwrap();
     if let Some(old_rc) = old_rc {
         let uid = old_rc.uid().unwrap();
-        timeout(
-            WAIT,
-            await_condition(h.clusters(), &old, conditions::is_deleted(&uid)),
-        )
-        .await
-        .unwrap()
-        .unwrap();
+        poll_until(&h.clusters(), &old, deleted(uid))
+            .await
+            .expect("old cluster deleted");
     }
     assert_eq!(h.cluster_names().await, vec![new]);
 }
@@ -524,17 +538,13 @@ async fn queue_managed_upgrade_creates_a_gated_pending_without_pods_body() {
         .await;
     let p = pending(&rs).unwrap();
     // Wait until the RayCluster controller has reconciled the gated cluster (it writes status).
-    let gated = timeout(
-        WAIT,
-        await_condition(h.clusters(), &p, |c: Option<&RayCluster>| {
-            c.and_then(|c| c.status.as_ref())
-                .and_then(|s| s.observed_generation)
-                .is_some()
-        }),
-    )
+    let gated = poll_until(&h.clusters(), &p, |c: Option<&RayCluster>| {
+        c.and_then(|c| c.status.as_ref())
+            .and_then(|s| s.observed_generation)
+            .is_some()
+    })
     .await
-    .unwrap()
-    .unwrap()
+    .expect("gated cluster reconciled")
     .unwrap();
     assert_eq!(
         gated
@@ -610,13 +620,9 @@ fn deleting_the_rayservice_deletes_its_clusters_then_releases_the_finalizer() {
             .await
             .unwrap();
         let uid = rs.uid().unwrap();
-        timeout(
-            WAIT,
-            await_condition(h.services(), "gone", conditions::is_deleted(&uid)),
-        )
-        .await
-        .expect("RayService deleted")
-        .unwrap();
+        poll_until(&h.services(), "gone", deleted(uid))
+            .await
+            .expect("RayService deleted");
         assert!(h.cluster_names().await.is_empty());
     });
 }
