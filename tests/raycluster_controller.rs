@@ -1,5 +1,5 @@
 //! The RayCluster controller on the embedded API server with the simulated node agent: pods, Services,
-//! status, Recreate, suspend, failed pod replacement. Every wait is a watch with a timeout.
+//! status, Recreate, suspend, failed pod replacement. Waits poll the cluster and watch pods, with a deadline.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
