@@ -645,7 +645,10 @@ async fn slice_endpoints(h: &Harness, svc: &str) -> usize {
 async fn head_serve_label(h: &Harness, cluster: &str) -> Option<String> {
     let pods: Api<Pod> = Api::namespaced(h.client.clone(), NS);
     let head = pods
-        .list(&ListParams::default().labels(&format!("ray.io/cluster={cluster},ray.io/node-type=head")))
+        .list(
+            &ListParams::default()
+                .labels(&format!("ray.io/cluster={cluster},ray.io/node-type=head")),
+        )
         .await
         .unwrap()
         .items
@@ -674,7 +677,9 @@ async fn serve_endpoints_body() {
     // The head's proxy stops answering: its label goes false, the slices drop it, the count follows.
     h.sim.set_reachable(&endpoint_of(&a), false);
     let rs = h
-        .wait_rs("ep", "head dropped from the serve endpoints", |rs| endpoints(rs) == 1)
+        .wait_rs("ep", "head dropped from the serve endpoints", |rs| {
+            endpoints(rs) == 1
+        })
         .await;
     assert_eq!(head_serve_label(&h, &a).await.as_deref(), Some("false"));
     assert_eq!(slice_endpoints(&h, "ep-serve-svc").await, 1);
@@ -685,7 +690,8 @@ async fn serve_endpoints_body() {
     // excludeHeadPodFromServeSvc wins over a healthy proxy.
     h.patch_spec("ep", json!({ "excludeHeadPodFromServeSvc": true }))
         .await;
-    h.wait_rs("ep", "head excluded", |rs| endpoints(rs) == 1).await;
+    h.wait_rs("ep", "head excluded", |rs| endpoints(rs) == 1)
+        .await;
     assert_eq!(head_serve_label(&h, &a).await.as_deref(), Some("false"));
 }
 
@@ -700,16 +706,19 @@ async fn token_auth_body() {
     let mut rs = rayservice("auth", "rayproject/ray:2.52.0");
     // Token auth needs Ray 2.52 or later (validation says so).
     rs.spec.ray_cluster_config.ray_version = Some("2.52.0".into());
-    rs.spec.ray_cluster_config.auth_options = Some(
-        serde_json::from_value(json!({"mode": "token", "secretName": "auth-token"})).unwrap(),
-    );
-    h.services().create(&PostParams::default(), &rs).await.unwrap();
+    rs.spec.ray_cluster_config.auth_options =
+        Some(serde_json::from_value(json!({"mode": "token", "secretName": "auth-token"})).unwrap());
+    h.services()
+        .create(&PostParams::default(), &rs)
+        .await
+        .unwrap();
     let rs = h
         .wait_rs("auth", "a pending cluster", |rs| pending(rs).is_some())
         .await;
     let cluster = pending(&rs).unwrap();
     // The simulated head demands the token; until the Secret exists nothing can be pushed.
-    h.sim.set_auth_token(&endpoint_of(&cluster), Some("s3cret".into()));
+    h.sim
+        .set_auth_token(&endpoint_of(&cluster), Some("s3cret".into()));
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(h.sim.put_count(&endpoint_of(&cluster)), 0);
     let rs = h.services().get("auth").await.unwrap();
@@ -722,7 +731,10 @@ async fn token_auth_body() {
     }))
     .unwrap();
     let secrets: Api<Secret> = Api::namespaced(h.client.clone(), NS);
-    secrets.create(&PostParams::default(), &secret).await.unwrap();
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
     let rs = h
         .wait_rs("auth", "Ready with the token", |rs| is_true(rs, "Ready"))
         .await;
@@ -746,14 +758,23 @@ async fn custom_serve_service_body() {
         }))
         .unwrap(),
     );
-    h.services().create(&PostParams::default(), &rs).await.unwrap();
+    h.services()
+        .create(&PostParams::default(), &rs)
+        .await
+        .unwrap();
     let rs = h
         .wait_rs("custom", "Ready through the custom Service", |rs| {
             is_true(rs, "Ready") && endpoints(rs) > 0
         })
         .await;
     let a = active(&rs).unwrap();
-    assert!(h.svcs().get_opt("custom-serve-svc").await.unwrap().is_none());
+    assert!(
+        h.svcs()
+            .get_opt("custom-serve-svc")
+            .await
+            .unwrap()
+            .is_none()
+    );
     let svc = h.svcs().get("custom-public").await.unwrap();
     assert_eq!(svc.annotations()["lb.example/internal"], "true");
     assert_eq!(svc.labels()["team"], "ml");

@@ -493,7 +493,10 @@ async fn proxy_is_healthy_once_an_app_runs_and_needs_no_token() {
     sim.deploy(&authed, &config(vec![hello(1)]), None)
         .await
         .unwrap();
-    assert!(!sim.proxy_healthy(&ep(), proxy).await.unwrap(), "still deploying");
+    assert!(
+        !sim.proxy_healthy(&ep(), proxy).await.unwrap(),
+        "still deploying"
+    );
     tokio::time::advance(10 * S).await;
     assert!(sim.proxy_healthy(&ep(), proxy).await.unwrap());
     sim.set_reachable(URL, false);

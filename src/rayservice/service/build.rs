@@ -407,7 +407,10 @@ mod tests {
         // Default: `<rs>-serve-svc`, detected serve ports, no annotations.
         assert_eq!(serve_service_name(&r), "svc-serve-svc");
         let plain = rayservice_serve_service(&r, "svc-b");
-        assert_eq!(plain.spec.as_ref().unwrap().ports.as_ref().unwrap().len(), 2);
+        assert_eq!(
+            plain.spec.as_ref().unwrap().ports.as_ref().unwrap().len(),
+            2
+        );
         assert!(plain.metadata.annotations.is_none());
 
         let mut custom = EmbeddedService::default();

@@ -28,10 +28,10 @@ use crate::api::ray::constants as c;
 use crate::api::ray::validation::validate_ray_service;
 use crate::api::ray::{RayCluster, RayService};
 use crate::rayservice::cluster::child::spec_for_hashing;
-use crate::rayservice::cluster::names;
 use crate::rayservice::cluster::hash::{
     hash_of_first_groups, hash_without_replicas_and_workers_to_delete,
 };
+use crate::rayservice::cluster::names;
 use crate::rayservice::clusterctl::GATE_ANNOTATION;
 use crate::rayservice::dashboard::{DashboardEndpoint, DashboardError, RayDashboard, ServeConfig};
 

@@ -392,10 +392,7 @@ mod endpoint_tests {
         let mut worker = head.clone();
         worker.metadata.labels = None;
         worker.status.as_mut().unwrap().pod_ip = Some("10.9.9.9".into());
-        assert_eq!(
-            head_pod_ip(&[worker, head]).as_deref(),
-            Some("10.1.2.3")
-        );
+        assert_eq!(head_pod_ip(&[worker, head]).as_deref(), Some("10.1.2.3"));
 
         let mut spec = crate::api::ray::RayClusterSpec::default();
         assert_eq!(serve_port(&spec), 8000);

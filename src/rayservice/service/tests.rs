@@ -280,7 +280,14 @@ fn first_cluster_progression_push_then_services_then_promotion() {
     pending_mut(&mut s, "rs-a").head_serve_label = Some(true);
     let p = plan(&s);
     assert!(p.actions.is_empty(), "{:?}", p.actions);
-    assert_eq!(cond_of(&p, cond::READY), ("True".into(), cond::NON_ZERO_SERVE_ENDPOINTS.into(), "2 serve endpoint(s) ready".into()));
+    assert_eq!(
+        cond_of(&p, cond::READY),
+        (
+            "True".into(),
+            cond::NON_ZERO_SERVE_ENDPOINTS.into(),
+            "2 serve endpoint(s) ready".into()
+        )
+    );
     assert_eq!(p.status.as_ref().unwrap().num_serve_endpoints, 2);
 }
 
