@@ -77,6 +77,11 @@ struct Harness {
 
 impl Harness {
     fn start() -> Self {
+        Self::start_with(true)
+    }
+
+    /// `auto_start: false`: a head's dashboard answers only once the test starts it in the simulator.
+    fn start_with(auto_start: bool) -> Self {
         let server = EmbeddedServer::new(&quotagate::api::all_crds(), Arc::new(AllowAll));
         let client = server.client();
         let cancel = CancellationToken::new();
@@ -90,7 +95,7 @@ impl Harness {
             replica_start_delay: Duration::from_millis(50),
             replica_stop_delay: Duration::from_millis(50),
             fail_delay: Duration::from_millis(100),
-            auto_start: true,
+            auto_start,
         }));
         let mut rc_ctx = clusterctl::Context::new(client.clone());
         rc_ctx.config.busy_requeue = Duration::from_millis(200);
@@ -785,5 +790,62 @@ async fn custom_serve_service_body() {
     assert_eq!(
         usize::try_from(endpoints(&rs)).unwrap(),
         slice_endpoints(&h, "custom-public").await
+    );
+}
+
+#[test]
+fn operator_generated_token_secret_is_used() {
+    scenario(generated_token_body());
+}
+
+async fn generated_token_body() {
+    use k8s_openapi::api::core::v1::Secret;
+    // Heads stay silent until started here, so the one below demands the token from its first answer.
+    let h = Harness::start_with(false);
+    let mut rs = rayservice("gen", "rayproject/ray:2.52.0");
+    rs.spec.ray_cluster_config.ray_version = Some("2.52.0".into());
+    rs.spec.ray_cluster_config.auth_options =
+        Some(serde_json::from_value(json!({"mode": "token"})).unwrap());
+    h.services()
+        .create(&PostParams::default(), &rs)
+        .await
+        .unwrap();
+    let rs = h
+        .wait_rs("gen", "a pending cluster", |rs| pending(rs).is_some())
+        .await;
+    let cluster = pending(&rs).unwrap();
+    // The RayCluster controller creates `<cluster>` with a random token; the head is started with it.
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), NS);
+    let secret = poll_until(&secrets, &cluster, |s: Option<&Secret>| s.is_some())
+        .await
+        .expect("token Secret created")
+        .unwrap();
+    let token = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get("auth_token"))
+        .map(|b| String::from_utf8(b.0.clone()).unwrap())
+        .or_else(|| {
+            secret
+                .string_data
+                .as_ref()
+                .and_then(|d| d.get("auth_token"))
+                .cloned()
+        })
+        .unwrap();
+    assert!(token.len() >= 40, "32 random bytes in base64: {token}");
+    assert_eq!(h.sim.put_count(&endpoint_of(&cluster)), 0);
+    h.sim.set_auth_token(&endpoint_of(&cluster), Some(token));
+    let rs = h
+        .wait_rs("gen", "Ready with the generated token", |rs| {
+            is_true(rs, "Ready")
+        })
+        .await;
+    assert_eq!(active(&rs).as_deref(), Some(cluster.as_str()));
+    assert_eq!(h.sim.put_count(&endpoint_of(&cluster)), 1);
+    let anonymous = DashboardEndpoint::new(endpoint_of(&cluster));
+    assert!(
+        h.sim.serve_details(&anonymous).await.is_err(),
+        "the head requires the token"
     );
 }

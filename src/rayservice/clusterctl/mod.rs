@@ -1,5 +1,6 @@
 //! RayCluster controller: pure pod and lifecycle decisions (`pods`, `lifecycle`), and the I/O shell.
 
+pub mod auth_secret;
 pub mod controller;
 pub mod lifecycle;
 pub mod pods;
