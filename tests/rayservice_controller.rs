@@ -1,12 +1,11 @@
 //! The RayService and RayCluster controllers on the embedded API server, with the simulated node agent
-//! and Ray dashboard. Every wait is a watch with a timeout.
+//! and Ray dashboard. Every wait polls with a deadline (see `scenario` for why not a watch).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, ResourceExt};
 use quotagate::api::ray::{RayCluster, RayService};
 use quotagate::embedded::raysim::{RaySim, SimOptions};
@@ -17,23 +16,55 @@ use quotagate::rayservice::dashboard::{DashboardEndpoint, RayDashboard};
 use quotagate::rayservice::service::controller::{self as rsctl, DashboardFactory};
 use serde_json::json;
 use tokio::task::JoinHandle;
-use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
 
 const NS: &str = "default";
 
-/// Runs a scenario on a multi-thread runtime whose workers have 8 MiB stacks: the in-process API server
-/// handles each request inside the caller's poll, and debug builds of these deep futures exceed the
-/// default 2 MiB test-thread stack.
+/// Runs a scenario on a multi-thread runtime with default (2 MiB) worker stacks.
+///
+/// Waits poll with GET instead of watching. Measured with gdb on a debug build: a watch on RayService
+/// from inside the scenario overflowed 2 MiB, not because of the in-process API server but because of
+/// kube-runtime's watcher state machine (one ~470 KiB frame) plus serde's derived `Deserialize` for the
+/// ~7 KiB `RayService` (nested `deserialize_struct` frames of 30-90 KiB each) on top of the scenario's
+/// own frame. Debug builds give every temporary its own stack slot, so these frames scale with
+/// `size_of::<RayService>()`; the controllers' own watches fit (they start from a fresh task stack).
 fn scenario<F: std::future::Future<Output = ()> + Send + 'static>(f: F) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
-        .thread_stack_size(8 << 20)
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async move { tokio::spawn(f).await.unwrap() });
 }
+
+/// Polls `name` every 50 ms until `cond` holds (its argument is `None` while the object is absent),
+/// for at most `WAIT`. `Err` carries the last object seen.
+async fn poll_until<K>(
+    api: &Api<K>,
+    name: &str,
+    cond: impl Fn(Option<&K>) -> bool,
+) -> Result<Option<K>, Option<K>>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let got = api.get_opt(name).await.unwrap();
+        if cond(got.as_ref()) {
+            return Ok(got);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(got);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The object named `name` is gone, or replaced by one with another uid.
+fn deleted<K: kube::Resource>(uid: String) -> impl Fn(Option<&K>) -> bool {
+    move |o: Option<&K>| o.is_none_or(|o| o.meta().uid.as_deref() != Some(uid.as_str()))
+}
+
 const WAIT: Duration = Duration::from_secs(60);
 
 struct Harness {
@@ -46,6 +77,11 @@ struct Harness {
 
 impl Harness {
     fn start() -> Self {
+        Self::start_with(true)
+    }
+
+    /// `auto_start: false`: a head's dashboard answers only once the test starts it in the simulator.
+    fn start_with(auto_start: bool) -> Self {
         let server = EmbeddedServer::new(&quotagate::api::all_crds(), Arc::new(AllowAll));
         let client = server.client();
         let cancel = CancellationToken::new();
@@ -59,7 +95,7 @@ impl Harness {
             replica_start_delay: Duration::from_millis(50),
             replica_stop_delay: Duration::from_millis(50),
             fail_delay: Duration::from_millis(100),
-            auto_start: true,
+            auto_start,
         }));
         let mut rc_ctx = clusterctl::Context::new(client.clone());
         rc_ctx.config.busy_requeue = Duration::from_millis(200);
@@ -107,22 +143,12 @@ impl Harness {
         what: &str,
         cond: impl Fn(&RayService) -> bool + Send + 'static,
     ) -> RayService {
-        let got = timeout(
-            WAIT,
-            await_condition(self.services(), name, move |o: Option<&RayService>| {
-                o.is_some_and(&cond)
-            }),
-        )
-        .await;
-        match got {
-            Ok(Ok(Some(rs))) => rs,
-            other => {
-                let now = self.services().get(name).await.ok();
-                panic!(
-                    "timed out waiting for {what}: {other:?}\nlast status: {:#?}",
-                    now.and_then(|r| r.status)
-                );
-            }
+        match poll_until(&self.services(), name, |o| o.is_some_and(&cond)).await {
+            Ok(Some(rs)) => rs,
+            other => panic!(
+                "timed out waiting for {what}\nlast status: {:#?}",
+                other.unwrap_or_else(|last| last).and_then(|r| r.status)
+            ),
         }
     }
 
@@ -366,13 +392,9 @@ async fn blue_green_upgrade_switches_services_and_deletes_the_old_cluster_later_
     let old_rc = h.clusters().get_opt(&old).await.unwrap();
     if let Some(old_rc) = old_rc {
         let uid = old_rc.uid().unwrap();
-        timeout(
-            WAIT,
-            await_condition(h.clusters(), &old, conditions::is_deleted(&uid)),
-        )
-        .await
-        .unwrap()
-        .unwrap();
+        poll_until(&h.clusters(), &old, deleted(uid))
+            .await
+            .expect("old cluster deleted");
     }
     assert_eq!(h.cluster_names().await, vec![new]);
 }
@@ -521,17 +543,13 @@ async fn queue_managed_upgrade_creates_a_gated_pending_without_pods_body() {
         .await;
     let p = pending(&rs).unwrap();
     // Wait until the RayCluster controller has reconciled the gated cluster (it writes status).
-    let gated = timeout(
-        WAIT,
-        await_condition(h.clusters(), &p, |c: Option<&RayCluster>| {
-            c.and_then(|c| c.status.as_ref())
-                .and_then(|s| s.observed_generation)
-                .is_some()
-        }),
-    )
+    let gated = poll_until(&h.clusters(), &p, |c: Option<&RayCluster>| {
+        c.and_then(|c| c.status.as_ref())
+            .and_then(|s| s.observed_generation)
+            .is_some()
+    })
     .await
-    .unwrap()
-    .unwrap()
+    .expect("gated cluster reconciled")
     .unwrap();
     assert_eq!(
         gated
@@ -607,13 +625,227 @@ fn deleting_the_rayservice_deletes_its_clusters_then_releases_the_finalizer() {
             .await
             .unwrap();
         let uid = rs.uid().unwrap();
-        timeout(
-            WAIT,
-            await_condition(h.services(), "gone", conditions::is_deleted(&uid)),
-        )
-        .await
-        .expect("RayService deleted")
-        .unwrap();
+        poll_until(&h.services(), "gone", deleted(uid))
+            .await
+            .expect("RayService deleted");
         assert!(h.cluster_names().await.is_empty());
     });
+}
+
+/// Ready endpoints listed by the EndpointSlices of Service `svc` (what the endpoints simulator maintains).
+async fn slice_endpoints(h: &Harness, svc: &str) -> usize {
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    let slices: Api<EndpointSlice> = Api::namespaced(h.client.clone(), NS);
+    slices
+        .list(&ListParams::default().labels(&format!("kubernetes.io/service-name={svc}")))
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .flat_map(|s| s.endpoints.iter())
+        .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
+        .count()
+}
+
+async fn head_serve_label(h: &Harness, cluster: &str) -> Option<String> {
+    let pods: Api<Pod> = Api::namespaced(h.client.clone(), NS);
+    let head = pods
+        .list(
+            &ListParams::default()
+                .labels(&format!("ray.io/cluster={cluster},ray.io/node-type=head")),
+        )
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .next()?;
+    head.labels().get("ray.io/serve").cloned()
+}
+
+#[test]
+fn serve_endpoints_come_from_slices_and_the_head_label_from_proxy_health() {
+    scenario(serve_endpoints_body());
+}
+
+async fn serve_endpoints_body() {
+    let h = Harness::start();
+    let rs = create_and_wait_ready(&h, "ep").await;
+    let a = active(&rs).unwrap();
+    // Head (healthy proxy) and worker both serve: the slices list two pods, and so does the status.
+    let rs = h
+        .wait_rs("ep", "two serve endpoints", |rs| endpoints(rs) == 2)
+        .await;
+    assert_eq!(slice_endpoints(&h, "ep-serve-svc").await, 2);
+    assert_eq!(head_serve_label(&h, &a).await.as_deref(), Some("true"));
+    assert!(is_true(&rs, "Ready"));
+
+    // The head's proxy stops answering: its label goes false, the slices drop it, the count follows.
+    h.sim.set_reachable(&endpoint_of(&a), false);
+    let rs = h
+        .wait_rs("ep", "head dropped from the serve endpoints", |rs| {
+            endpoints(rs) == 1
+        })
+        .await;
+    assert_eq!(head_serve_label(&h, &a).await.as_deref(), Some("false"));
+    assert_eq!(slice_endpoints(&h, "ep-serve-svc").await, 1);
+    assert!(is_true(&rs, "Ready"), "the worker still serves");
+    h.sim.set_reachable(&endpoint_of(&a), true);
+    h.wait_rs("ep", "head back", |rs| endpoints(rs) == 2).await;
+
+    // excludeHeadPodFromServeSvc wins over a healthy proxy.
+    h.patch_spec("ep", json!({ "excludeHeadPodFromServeSvc": true }))
+        .await;
+    h.wait_rs("ep", "head excluded", |rs| endpoints(rs) == 1)
+        .await;
+    assert_eq!(head_serve_label(&h, &a).await.as_deref(), Some("false"));
+}
+
+#[test]
+fn token_auth_reads_the_clusters_secret() {
+    scenario(token_auth_body());
+}
+
+async fn token_auth_body() {
+    use k8s_openapi::api::core::v1::Secret;
+    let h = Harness::start();
+    let mut rs = rayservice("auth", "rayproject/ray:2.52.0");
+    // Token auth needs Ray 2.52 or later (validation says so).
+    rs.spec.ray_cluster_config.ray_version = Some("2.52.0".into());
+    rs.spec.ray_cluster_config.auth_options =
+        Some(serde_json::from_value(json!({"mode": "token", "secretName": "auth-token"})).unwrap());
+    h.services()
+        .create(&PostParams::default(), &rs)
+        .await
+        .unwrap();
+    let rs = h
+        .wait_rs("auth", "a pending cluster", |rs| pending(rs).is_some())
+        .await;
+    let cluster = pending(&rs).unwrap();
+    // The simulated head demands the token; until the Secret exists nothing can be pushed.
+    h.sim
+        .set_auth_token(&endpoint_of(&cluster), Some("s3cret".into()));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(h.sim.put_count(&endpoint_of(&cluster)), 0);
+    let rs = h.services().get("auth").await.unwrap();
+    assert!(!is_true(&rs, "Ready"));
+
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "auth-token", "namespace": NS},
+        "stringData": {"auth_token": "s3cret"}
+    }))
+    .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), NS);
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let rs = h
+        .wait_rs("auth", "Ready with the token", |rs| is_true(rs, "Ready"))
+        .await;
+    assert_eq!(active(&rs).as_deref(), Some(cluster.as_str()));
+    assert_eq!(h.sim.put_count(&endpoint_of(&cluster)), 1);
+}
+
+#[test]
+fn custom_serve_service_is_honoured() {
+    scenario(custom_serve_service_body());
+}
+
+async fn custom_serve_service_body() {
+    let h = Harness::start();
+    let mut rs = rayservice("custom", "rayproject/ray:2.46.0");
+    rs.spec.serve_service = Some(
+        serde_json::from_value(json!({
+            "metadata": {"name": "custom-public", "annotations": {"lb.example/internal": "true"},
+                         "labels": {"team": "ml"}},
+            "spec": {"type": "NodePort"}
+        }))
+        .unwrap(),
+    );
+    h.services()
+        .create(&PostParams::default(), &rs)
+        .await
+        .unwrap();
+    let rs = h
+        .wait_rs("custom", "Ready through the custom Service", |rs| {
+            is_true(rs, "Ready") && endpoints(rs) > 0
+        })
+        .await;
+    let a = active(&rs).unwrap();
+    assert!(
+        h.svcs()
+            .get_opt("custom-serve-svc")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let svc = h.svcs().get("custom-public").await.unwrap();
+    assert_eq!(svc.annotations()["lb.example/internal"], "true");
+    assert_eq!(svc.labels()["team"], "ml");
+    assert_eq!(svc.labels()["ray.io/serve"], "custom-serve");
+    let spec = svc.spec.unwrap();
+    assert_eq!(spec.type_.as_deref(), Some("NodePort"));
+    assert_eq!(spec.selector.unwrap()["ray.io/cluster"], a);
+    assert_eq!(
+        usize::try_from(endpoints(&rs)).unwrap(),
+        slice_endpoints(&h, "custom-public").await
+    );
+}
+
+#[test]
+fn operator_generated_token_secret_is_used() {
+    scenario(generated_token_body());
+}
+
+async fn generated_token_body() {
+    use k8s_openapi::api::core::v1::Secret;
+    // Heads stay silent until started here, so the one below demands the token from its first answer.
+    let h = Harness::start_with(false);
+    let mut rs = rayservice("gen", "rayproject/ray:2.52.0");
+    rs.spec.ray_cluster_config.ray_version = Some("2.52.0".into());
+    rs.spec.ray_cluster_config.auth_options =
+        Some(serde_json::from_value(json!({"mode": "token"})).unwrap());
+    h.services()
+        .create(&PostParams::default(), &rs)
+        .await
+        .unwrap();
+    let rs = h
+        .wait_rs("gen", "a pending cluster", |rs| pending(rs).is_some())
+        .await;
+    let cluster = pending(&rs).unwrap();
+    // The RayCluster controller creates `<cluster>` with a random token; the head is started with it.
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), NS);
+    let secret = poll_until(&secrets, &cluster, |s: Option<&Secret>| s.is_some())
+        .await
+        .expect("token Secret created")
+        .unwrap();
+    let token = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get("auth_token"))
+        .map(|b| String::from_utf8(b.0.clone()).unwrap())
+        .or_else(|| {
+            secret
+                .string_data
+                .as_ref()
+                .and_then(|d| d.get("auth_token"))
+                .cloned()
+        })
+        .unwrap();
+    assert!(token.len() >= 40, "32 random bytes in base64: {token}");
+    assert_eq!(h.sim.put_count(&endpoint_of(&cluster)), 0);
+    h.sim.set_auth_token(&endpoint_of(&cluster), Some(token));
+    let rs = h
+        .wait_rs("gen", "Ready with the generated token", |rs| {
+            is_true(rs, "Ready")
+        })
+        .await;
+    assert_eq!(active(&rs).as_deref(), Some(cluster.as_str()));
+    assert_eq!(h.sim.put_count(&endpoint_of(&cluster)), 1);
+    let anonymous = DashboardEndpoint::new(endpoint_of(&cluster));
+    assert!(
+        h.sim.serve_details(&anonymous).await.is_err(),
+        "the head requires the token"
+    );
 }

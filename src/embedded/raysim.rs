@@ -251,6 +251,35 @@ impl RayDashboard for RaySim {
         }
         .boxed()
     }
+
+    /// Healthy while the cluster has a RUNNING app (there is no proxy process to probe); an unknown or
+    /// partitioned head does not answer. No auth: the proxy's health route has none.
+    fn proxy_healthy<'a>(
+        &'a self,
+        dashboard: &'a DashboardEndpoint,
+        proxy_url: &'a str,
+    ) -> BoxFuture<'a, Result<bool, DashboardError>> {
+        async move {
+            let now = Instant::now();
+            let mut state = self.lock();
+            let url = format!("{proxy_url}/-/healthz");
+            let cluster = state
+                .clusters
+                .get_mut(&key(&dashboard.base_url))
+                .filter(|c| c.reachable)
+                .ok_or_else(|| DashboardError::Unreachable {
+                    url,
+                    reason: "connection refused (no simulated proxy)".into(),
+                })?;
+            cluster.tick(now, self.options.replica_start_delay);
+            Ok(cluster
+                .render(now)
+                .applications
+                .values()
+                .any(|a| a.status == crate::rayservice::dashboard::AppStatus::Running))
+        }
+        .boxed()
+    }
 }
 
 #[cfg(test)]

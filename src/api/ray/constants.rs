@@ -174,3 +174,19 @@ pub const ENV_RAY_ENABLE_AUTOSCALER_V2: &str = "RAY_enable_autoscaler_v2";
 pub const ENV_RAY_AUTH_MODE: &str = "RAY_AUTH_MODE";
 pub const ENV_RAY_AUTH_TOKEN: &str = "RAY_AUTH_TOKEN";
 pub const DEFAULT_WORKER_GCS_RECONNECT_TIMEOUT_S: &str = "600";
+
+// ---------------------------------------------------------------------------------------------------------
+// quotagate extensions: not KubeRay's. Bookkeeping that KubeRay keeps in memory (or does not have) and that
+// we persist on objects so a restart or a second replica decides the same way.
+// ---------------------------------------------------------------------------------------------------------
+
+/// On a RayCluster: while `"true"` the RayCluster controller creates no pods (the quota admission gate).
+pub const ANNOTATION_ADMISSION_GATED: &str = "quotagate.io/admission-gated";
+/// On a RayService: durable deletion deadlines of its dangling clusters.
+pub const ANNOTATION_CLUSTER_DELETION_DEADLINES: &str = "quotagate.io/cluster-deletion-deadlines";
+/// On a child RayCluster: hash of the Serve config its dashboard last accepted (a restart does not re-push).
+pub const ANNOTATION_SERVED_CONFIG_HASH: &str = "quotagate.io/served-config-hash";
+/// On a child RayCluster: `"<config hash> <Ray's message>"` when Ray refused that config (HTTP 400).
+pub const ANNOTATION_REJECTED_SERVE_CONFIG: &str = "quotagate.io/rejected-serve-config";
+/// RayService `Ready=False` reason: something serves but a Serve application failed to deploy.
+pub const REASON_SERVE_DEPLOY_FAILED: &str = "ServeDeployFailed";

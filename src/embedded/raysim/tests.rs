@@ -480,3 +480,25 @@ fn autoscaling_and_auto_replicas_start_at_initial_or_min() {
         assert_eq!(configured_replicas(d).map_err(|_| ()), *want, "{d}");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn proxy_is_healthy_once_an_app_runs_and_needs_no_token() {
+    let sim = sim();
+    let proxy = "http://10.0.0.7:8000";
+    // A head never seen answers nothing (there is no proxy process yet).
+    assert!(sim.proxy_healthy(&ep(), proxy).await.is_err());
+    sim.set_auth_token(URL, Some("tok".into()));
+    assert!(!sim.proxy_healthy(&ep(), proxy).await.unwrap());
+    let authed = ep().with_token("tok");
+    sim.deploy(&authed, &config(vec![hello(1)]), None)
+        .await
+        .unwrap();
+    assert!(
+        !sim.proxy_healthy(&ep(), proxy).await.unwrap(),
+        "still deploying"
+    );
+    tokio::time::advance(10 * S).await;
+    assert!(sim.proxy_healthy(&ep(), proxy).await.unwrap());
+    sim.set_reachable(URL, false);
+    assert!(sim.proxy_healthy(&ep(), proxy).await.is_err());
+}

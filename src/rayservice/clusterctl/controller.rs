@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Pod, Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::core::v1::{Pod, Secret, Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -207,6 +207,7 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
         .await;
         return Ok(Requeue::await_change());
     }
+    ensure_auth_secret(&rc, &ns, &ctx).await?;
     let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     let svc_api: Api<Service> = Api::namespaced(ctx.client.clone(), &ns);
     let head_svc = ensure_services(&rc, &svc_api, &ctx).await?;
@@ -299,6 +300,28 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
     } else {
         ctx.config.idle_requeue
     }))
+}
+
+/// Creates the operator-managed token Secret if the cluster needs one and it is absent (never rotates it).
+async fn ensure_auth_secret(rc: &RayCluster, ns: &str, ctx: &Context) -> Result<(), Error> {
+    let Some(wanted) = super::auth_secret::generated_secret(rc, "") else {
+        return Ok(());
+    };
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
+    let name = wanted.metadata.name.clone().unwrap_or_default();
+    if api.get_opt(&name).await?.is_some() {
+        return Ok(());
+    }
+    let token = super::auth_secret::random_token();
+    let Some(secret) = super::auth_secret::generated_secret(rc, &token) else {
+        return Ok(());
+    };
+    match api.create(&PostParams::default(), &secret).await {
+        Ok(_) => Ok(()),
+        // Created concurrently: keep theirs.
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 async fn publish(ctx: &Context, rc: &RayCluster, type_: EventType, reason: &str, note: String) {

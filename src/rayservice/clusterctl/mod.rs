@@ -1,5 +1,6 @@
 //! RayCluster controller: pure pod and lifecycle decisions (`pods`, `lifecycle`), and the I/O shell.
 
+pub mod auth_secret;
 pub mod controller;
 pub mod lifecycle;
 pub mod pods;
@@ -9,4 +10,4 @@ mod tests;
 
 /// Admission gate on a RayCluster: while present, the controller creates no pods for it (DESIGN step 4).
 /// Set by the RayService controller on a queue-managed upgrade's pending cluster, removed once quota admits it.
-pub const GATE_ANNOTATION: &str = "quotagate.io/admission-gated";
+pub const GATE_ANNOTATION: &str = crate::api::ray::constants::ANNOTATION_ADMISSION_GATED;

@@ -216,6 +216,21 @@ impl RayDashboard for HttpDashboard {
         }
         .boxed()
     }
+
+    fn proxy_healthy<'a>(
+        &'a self,
+        _dashboard: &'a DashboardEndpoint,
+        proxy_url: &'a str,
+    ) -> BoxFuture<'a, Result<bool, DashboardError>> {
+        async move {
+            // The proxy's health route needs no token (KubeRay's proxy client sends none).
+            let proxy = DashboardEndpoint::new(proxy_url);
+            let path = crate::api::ray::constants::SERVE_PROXY_HEALTH_PATH;
+            let (status, _) = self.send(&proxy, Method::GET, path, None).await?;
+            Ok(status.is_success())
+        }
+        .boxed()
+    }
 }
 
 #[cfg(test)]

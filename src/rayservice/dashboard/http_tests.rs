@@ -255,3 +255,40 @@ fn decode_rejects_wrong_shapes() {
     assert!(decode_serve_details(b"").is_err());
     assert!(decode_serve_details(br#"{"applications": {}}"#).is_ok());
 }
+
+#[tokio::test]
+async fn proxy_health_gets_healthz_on_the_proxy_url_without_token() {
+    let (stub, proxy) = serve_stub().await;
+    let client = HttpDashboard::default();
+    let dashboard = DashboardEndpoint::new("http://127.0.0.1:9").with_token("t0k");
+    stub.reply(200, "success");
+    assert!(
+        client
+            .proxy_healthy(&dashboard, &proxy.base_url)
+            .await
+            .unwrap()
+    );
+    let seen = stub.last();
+    assert_eq!(
+        (seen.method.as_str(), seen.uri.as_str()),
+        ("GET", "/-/healthz")
+    );
+    assert_eq!(seen.auth, None, "the proxy's health route takes no token");
+    stub.reply(503, "This node is being drained.");
+    assert!(
+        !client
+            .proxy_healthy(&dashboard, &proxy.base_url)
+            .await
+            .unwrap()
+    );
+    // Nothing listening: an error, which the controller reads as unhealthy.
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = closed.local_addr().unwrap();
+    drop(closed);
+    assert!(matches!(
+        client
+            .proxy_healthy(&dashboard, &format!("http://{addr}"))
+            .await,
+        Err(DashboardError::Unreachable { .. })
+    ));
+}

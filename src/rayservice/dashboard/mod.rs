@@ -102,6 +102,16 @@ pub trait RayDashboard: Send + Sync {
         &'a self,
         endpoint: &'a DashboardEndpoint,
     ) -> BoxFuture<'a, Result<(), DashboardError>>;
+
+    /// `GET <proxy_url>/-/healthz` (`proxy_url` = `http://<head pod IP>:<serve port>`): whether the Serve
+    /// proxy on the head answers, which KubeRay turns into the head pod's `ray.io/serve` label. A non-2xx
+    /// answer is `Ok(false)`; no answer is an error (the caller treats both as unhealthy). `dashboard`
+    /// names the cluster: the HTTP client ignores it, the simulator keys its clusters on it.
+    fn proxy_healthy<'a>(
+        &'a self,
+        dashboard: &'a DashboardEndpoint,
+        proxy_url: &'a str,
+    ) -> BoxFuture<'a, Result<bool, DashboardError>>;
 }
 
 #[cfg(test)]

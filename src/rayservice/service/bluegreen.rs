@@ -207,10 +207,11 @@ pub(crate) fn step(s: &Snapshot, p: &mut Plan) {
         let Some(current) = c.head_serve_label else {
             continue;
         };
-        let wanted = if s.exclude_head_from_serve {
-            false
-        } else {
-            matches!(c.serve, ServeObservation::Apps { .. }) || current
+        // KubeRay: the label is the proxy's health, forced false when the head is excluded.
+        let wanted = match (s.exclude_head_from_serve, c.proxy_healthy) {
+            (true, _) => false,
+            (false, Some(healthy)) => healthy,
+            (false, None) => current,
         };
         if wanted != current {
             p.actions.push(Action::SetHeadServeLabel {
@@ -234,10 +235,13 @@ pub(crate) fn step(s: &Snapshot, p: &mut Plan) {
     reap_dangling(s, &kept, &was_named, p);
 
     // 10. Status.
-    let endpoints = serving
-        .as_deref()
-        .and_then(|n| s.cluster(n))
-        .map_or(0, |c| c.ready_serve_pods);
+    // What the serve Service's EndpointSlices list (KubeRay); a Service created or switched in this
+    // pass is counted on the next one, once the slices follow.
+    let endpoints = if s.serve_service.is_some() {
+        s.serve_endpoints
+    } else {
+        0
+    };
     let failure = [&active, &pending]
         .into_iter()
         .flatten()

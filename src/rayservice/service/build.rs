@@ -12,6 +12,7 @@ use kube::Resource;
 use super::schedule;
 use crate::api::ray::constants as c;
 use crate::api::ray::{RayCluster, RayService};
+use crate::rayservice::cluster::names;
 use crate::rayservice::clusterctl::GATE_ANNOTATION;
 
 /// Hashes of the desired child spec, computed by the caller with the cluster module.
@@ -22,12 +23,19 @@ pub struct Stamp {
     pub operator_version: String,
 }
 
+/// `<rs>-head-svc`, never user-overridden.
 pub fn head_service_name(rs: &str) -> String {
-    format!("{rs}-{}", c::HEAD_SERVICE_SUFFIX)
+    names::owner_head_service_name(rs)
 }
 
-pub fn serve_service_name(rs: &str) -> String {
-    format!("{rs}-{}", c::SERVE_SERVICE_SUFFIX)
+/// `spec.serveService.metadata.name` when the user customised the serve Service, else `<rs>-serve-svc`.
+pub fn serve_service_name(rs: &RayService) -> String {
+    rs.spec
+        .serve_service
+        .as_ref()
+        .and_then(|s| s.metadata.name.clone())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| names::serve_service_name(&rs.metadata.name.clone().unwrap_or_default()))
 }
 
 /// Labels that mark an object as this RayService's (used to list its children).
@@ -176,11 +184,11 @@ pub fn rayservice_head_service(
     }
 }
 
-/// `<rs>-serve-svc` pointing at `cluster`'s serve endpoints (`ray.io/serve=true` pods).
-pub fn rayservice_serve_service(rs: &RayService, cluster: &str) -> Service {
-    let rs_name = rs.metadata.name.clone().unwrap_or_default();
-    let head = &rs.spec.ray_cluster_config.head_group_spec;
-    let mut ports: Vec<ServicePort> = head
+/// Head container ports named `serve` or `serve-*` (HTTP and gRPC serving), as Service ports.
+fn detected_serve_ports(rs: &RayService) -> Vec<ServicePort> {
+    rs.spec
+        .ray_cluster_config
+        .head_group_spec
         .template
         .spec
         .as_ref()
@@ -202,30 +210,66 @@ pub fn rayservice_serve_service(rs: &RayService, cluster: &str) -> Service {
                 })
                 .collect()
         })
+        .unwrap_or_default()
+}
+
+/// The RayService serve Service pointing at `cluster`'s serve endpoints (`ray.io/serve=true` pods).
+/// With `spec.serveService` the user's Service is the base, as KubeRay's `BuildServeService` does: its
+/// name, annotations, type and other spec fields are kept, its labels merged under ours, a user port
+/// replaces the detected port of the same name, the namespace is ours and the selector always ours.
+pub fn rayservice_serve_service(rs: &RayService, cluster: &str) -> Service {
+    let rs_name = rs.metadata.name.clone().unwrap_or_default();
+    let head = &rs.spec.ray_cluster_config.head_group_spec;
+    let custom = rs.spec.serve_service.as_ref();
+    let detected = detected_serve_ports(rs);
+    let user_ports = custom
+        .and_then(|s| s.spec.as_ref())
+        .and_then(|s| s.ports.clone())
         .unwrap_or_default();
-    if ports.is_empty() {
-        ports.push(ServicePort {
+    let ports = if !detected.is_empty() {
+        detected
+            .into_iter()
+            .map(|auto| {
+                user_ports
+                    .iter()
+                    .find(|u| u.name == auto.name)
+                    .cloned()
+                    .unwrap_or(auto)
+            })
+            .collect()
+    } else if !user_ports.is_empty() {
+        user_ports
+    } else {
+        vec![ServicePort {
             name: Some(c::SERVING_PORT_NAME.into()),
             port: c::DEFAULT_SERVING_PORT,
             target_port: Some(IntOrString::Int(c::DEFAULT_SERVING_PORT)),
             ..Default::default()
-        });
+        }]
+    };
+    let mut meta = owned_meta(
+        rs,
+        serve_service_name(rs),
+        &[(c::LABEL_SERVE, names::serve_service_label(&rs_name))],
+    );
+    let mut spec = custom.and_then(|s| s.spec.clone()).unwrap_or_default();
+    if let Some(user) = custom {
+        let mut labels = user.metadata.labels.clone().unwrap_or_default();
+        labels.extend(meta.labels.take().unwrap_or_default());
+        meta.labels = Some(labels);
+        meta.annotations = user.metadata.annotations.clone();
     }
+    spec.ports = Some(ports);
+    if spec.type_.as_deref().is_none_or(str::is_empty) {
+        spec.type_ = head.service_type.clone();
+    }
+    spec.selector = Some(BTreeMap::from([
+        (c::LABEL_CLUSTER.to_string(), cluster.to_string()),
+        (c::LABEL_SERVE.to_string(), "true".to_string()),
+    ]));
     Service {
-        metadata: owned_meta(
-            rs,
-            serve_service_name(&rs_name),
-            &[(c::LABEL_SERVE, format!("{rs_name}-serve"))],
-        ),
-        spec: Some(ServiceSpec {
-            ports: Some(ports),
-            type_: head.service_type.clone(),
-            selector: Some(BTreeMap::from([
-                (c::LABEL_CLUSTER.to_string(), cluster.to_string()),
-                (c::LABEL_SERVE.to_string(), "true".to_string()),
-            ])),
-            ..Default::default()
-        }),
+        metadata: meta,
+        spec: Some(spec),
         status: None,
     }
 }
@@ -334,5 +378,102 @@ mod tests {
             origin_selector("svc"),
             "ray.io/originated-from-cr-name=svc,ray.io/originated-from-crd=RayService"
         );
+    }
+
+    #[test]
+    fn custom_serve_service_is_the_base_with_our_selector_and_labels() {
+        use crate::api::ray::raycluster::EmbeddedService;
+        use k8s_openapi::api::core::v1::{Container, ContainerPort, PodSpec};
+        let mut r = rs();
+        r.spec.ray_cluster_config.head_group_spec.template.spec = Some(PodSpec {
+            containers: vec![Container {
+                name: "ray-head".into(),
+                ports: Some(vec![
+                    ContainerPort {
+                        name: Some("serve".into()),
+                        container_port: 8000,
+                        ..Default::default()
+                    },
+                    ContainerPort {
+                        name: Some("serve-grpc".into()),
+                        container_port: 9000,
+                        ..Default::default()
+                    },
+                ]),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        // Default: `<rs>-serve-svc`, detected serve ports, no annotations.
+        assert_eq!(serve_service_name(&r), "svc-serve-svc");
+        let plain = rayservice_serve_service(&r, "svc-b");
+        assert_eq!(
+            plain.spec.as_ref().unwrap().ports.as_ref().unwrap().len(),
+            2
+        );
+        assert!(plain.metadata.annotations.is_none());
+
+        let mut custom = EmbeddedService::default();
+        custom.metadata.name = Some("public".into());
+        custom.metadata.namespace = Some("elsewhere".into());
+        custom.metadata.annotations = Some(BTreeMap::from([(
+            "lb.example/internal".to_string(),
+            "true".to_string(),
+        )]));
+        custom.metadata.labels = Some(BTreeMap::from([
+            ("team".to_string(), "ml".to_string()),
+            (c::LABEL_SERVE.to_string(), "hijack".to_string()),
+        ]));
+        custom.spec = Some(ServiceSpec {
+            type_: Some("LoadBalancer".into()),
+            ports: Some(vec![ServicePort {
+                name: Some("serve-grpc".into()),
+                port: 12345,
+                app_protocol: Some("kubernetes.io/h2c".into()),
+                ..Default::default()
+            }]),
+            selector: Some(BTreeMap::from([("app".to_string(), "x".to_string())])),
+            ..Default::default()
+        });
+        r.spec.serve_service = Some(custom);
+        assert_eq!(serve_service_name(&r), "public");
+        let svc = rayservice_serve_service(&r, "svc-b");
+        assert_eq!(svc.metadata.name.as_deref(), Some("public"));
+        assert_eq!(svc.metadata.namespace.as_deref(), Some("ml"));
+        assert_eq!(
+            svc.metadata.annotations.as_ref().unwrap()["lb.example/internal"],
+            "true"
+        );
+        let labels = svc.metadata.labels.clone().unwrap();
+        assert_eq!(labels["team"], "ml");
+        assert_eq!(labels[c::LABEL_SERVE], "svc-serve", "our labels win");
+        let spec = svc.spec.unwrap();
+        assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
+        assert_eq!(
+            spec.selector.unwrap(),
+            BTreeMap::from([
+                (c::LABEL_CLUSTER.to_string(), "svc-b".to_string()),
+                (c::LABEL_SERVE.to_string(), "true".to_string()),
+            ])
+        );
+        let ports: Vec<(Option<String>, i32, Option<String>)> = spec
+            .ports
+            .unwrap()
+            .into_iter()
+            .map(|p| (p.name, p.port, p.app_protocol))
+            .collect();
+        assert_eq!(
+            ports,
+            vec![
+                (Some("serve".into()), 8000, None),
+                (
+                    Some("serve-grpc".into()),
+                    12345,
+                    Some("kubernetes.io/h2c".into())
+                ),
+            ],
+            "a user port replaces the detected one of the same name"
+        );
+        assert!(svc.metadata.owner_references.is_some());
     }
 }

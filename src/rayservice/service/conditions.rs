@@ -4,32 +4,27 @@
 use super::plan::ConditionPlan;
 use super::snapshot::{PriorStatus, ServeObservation};
 
-pub const READY: &str = "Ready";
-pub const UPGRADE_IN_PROGRESS: &str = "UpgradeInProgress";
-pub const SUSPENDING: &str = "Suspending";
-pub const SUSPENDED: &str = "Suspended";
-
-pub const INITIALIZING: &str = "Initializing";
-pub const INITIALIZING_TIMEOUT: &str = "InitializingTimeout";
-pub const ZERO_SERVE_ENDPOINTS: &str = "ZeroServeEndpoints";
-pub const NON_ZERO_SERVE_ENDPOINTS: &str = "NonZeroServeEndpoints";
-pub const BOTH_ACTIVE_PENDING_CLUSTERS_EXIST: &str = "BothActivePendingClustersExist";
-pub const NO_PENDING_CLUSTER: &str = "NoPendingCluster";
-pub const NO_ACTIVE_CLUSTER: &str = "NoActiveCluster";
-pub const VALIDATION_FAILED: &str = "ValidationFailed";
-pub const SUSPEND_REQUESTED: &str = "SuspendRequested";
-pub const SUSPEND_IN_PROGRESS: &str = "SuspendInProgress";
-pub const SUSPEND_COMPLETE: &str = "SuspendComplete";
-pub const RAY_SERVICE_RESUMED: &str = "RayServiceResumed";
-/// Ours, not KubeRay's: something is serving but a Serve application failed to deploy (DESIGN: "a broken
-/// Serve config gets Ready=False with the real error's last line, and the active cluster keeps serving").
-pub const SERVE_DEPLOY_FAILED: &str = "ServeDeployFailed";
+// The strings live in the API constants (KubeRay's names, plus our `ServeDeployFailed`); these short
+// aliases keep the decision code readable.
+pub use crate::api::ray::constants::{
+    COND_READY as READY, COND_SUSPENDED as SUSPENDED, COND_SUSPENDING as SUSPENDING,
+    COND_UPGRADE_IN_PROGRESS as UPGRADE_IN_PROGRESS,
+    REASON_BOTH_ACTIVE_PENDING_CLUSTERS_EXIST as BOTH_ACTIVE_PENDING_CLUSTERS_EXIST,
+    REASON_INITIALIZING as INITIALIZING, REASON_INITIALIZING_TIMEOUT as INITIALIZING_TIMEOUT,
+    REASON_NO_ACTIVE_CLUSTER as NO_ACTIVE_CLUSTER, REASON_NO_PENDING_CLUSTER as NO_PENDING_CLUSTER,
+    REASON_NON_ZERO_SERVE_ENDPOINTS as NON_ZERO_SERVE_ENDPOINTS,
+    REASON_RAY_SERVICE_RESUMED as RAY_SERVICE_RESUMED,
+    REASON_SERVE_DEPLOY_FAILED as SERVE_DEPLOY_FAILED, REASON_SUSPEND_COMPLETE as SUSPEND_COMPLETE,
+    REASON_SUSPEND_IN_PROGRESS as SUSPEND_IN_PROGRESS,
+    REASON_SUSPEND_REQUESTED as SUSPEND_REQUESTED, REASON_VALIDATION_FAILED as VALIDATION_FAILED,
+    REASON_ZERO_SERVE_ENDPOINTS as ZERO_SERVE_ENDPOINTS,
+};
 
 pub const TRUE: &str = "True";
 pub const FALSE: &str = "False";
 pub const UNKNOWN: &str = "Unknown";
 
-const DEPLOY_FAILED: &str = "DEPLOY_FAILED";
+const DEPLOY_FAILED: &str = crate::api::ray::constants::app_status::DEPLOY_FAILED;
 
 pub(crate) fn set(
     type_: &'static str,

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::runtime::controller::Action as Requeue;
 use kube::runtime::events::{Event, EventType as KEventType, Recorder, Reporter};
@@ -22,7 +23,7 @@ use super::error::Error;
 use super::observe::{self, REJECTED_CONFIG_ANNOTATION, SERVED_CONFIG_ANNOTATION};
 use super::plan::{Action, EventType, Plan};
 use super::snapshot::{Admission, DesiredCluster, ServeObservation, Snapshot};
-use super::{duration, schedule};
+use super::{auth, duration, schedule};
 use crate::api::ray::constants as c;
 use crate::api::ray::validation::validate_ray_service;
 use crate::api::ray::{RayCluster, RayService};
@@ -30,6 +31,7 @@ use crate::rayservice::cluster::child::spec_for_hashing;
 use crate::rayservice::cluster::hash::{
     hash_of_first_groups, hash_without_replicas_and_workers_to_delete,
 };
+use crate::rayservice::cluster::names;
 use crate::rayservice::clusterctl::GATE_ANNOTATION;
 use crate::rayservice::dashboard::{DashboardEndpoint, DashboardError, RayDashboard, ServeConfig};
 
@@ -111,14 +113,31 @@ impl Context {
         }
     }
 
-    fn endpoint(&self, cluster: &str, ns: &str) -> DashboardEndpoint {
-        let svc = format!("{cluster}-{}", c::HEAD_SERVICE_SUFFIX);
-        DashboardEndpoint::for_head_service(
+    /// The dashboard of `rc` (its head Service, custom name honoured), with its token when the cluster
+    /// uses token auth.
+    async fn endpoint(&self, rc: &RayCluster, ns: &str) -> Result<DashboardEndpoint, Error> {
+        let cluster = rc.name_any();
+        let svc = names::head_service_name(&cluster, &rc.spec);
+        let endpoint = DashboardEndpoint::for_head_service(
             &svc,
             ns,
             &self.config.cluster_domain,
             self.config.dashboard_port,
-        )
+        );
+        let Some(secret_name) = auth::token_secret_name(rc) else {
+            return Ok(endpoint);
+        };
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), ns);
+        let auth_error = |reason: String| Error::AuthToken {
+            cluster: cluster.clone(),
+            reason,
+        };
+        let secret = secrets
+            .get_opt(&secret_name)
+            .await?
+            .ok_or_else(|| auth_error(format!("Secret {ns}/{secret_name} not found")))?;
+        let token = auth::token_from_secret(&secret).map_err(auth_error)?;
+        Ok(endpoint.with_token(token))
     }
 }
 
@@ -246,9 +265,23 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
         let mut view = observe::child_view(rc, &pods, ServeObservation::NotQueried);
         let current = prior.active.as_deref() == Some(cname.as_str())
             || prior.pending.as_deref() == Some(cname.as_str());
-        if current && view.head_ready && !view.gated && invalid.is_none() {
-            let dashboard = (ctx.dashboards)(&ctx.endpoint(&cname, ns));
-            let endpoint = ctx.endpoint(&cname, ns);
+        if !current || view.gated {
+            children.push(view);
+            continue;
+        }
+        let endpoint = match ctx.endpoint(rc, ns).await {
+            Ok(e) => e,
+            // A missing token Secret is reported like an unreachable dashboard: visible in the status
+            // and retried, without blocking the rest of the pass.
+            Err(e @ Error::AuthToken { .. }) => {
+                view.serve = ServeObservation::Unreachable(e.to_string());
+                children.push(view);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let dashboard = (ctx.dashboards)(&endpoint);
+        if view.head_ready && invalid.is_none() {
             let answer = tokio::time::timeout(
                 ctx.config.dashboard_timeout,
                 dashboard.serve_details(&endpoint),
@@ -262,11 +295,34 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
                 )),
             };
         }
+        if let Some(ip) = observe::head_pod_ip(&pods) {
+            let proxy = format!("http://{ip}:{}", observe::serve_port(&rc.spec));
+            let answer = tokio::time::timeout(
+                ctx.config.dashboard_timeout,
+                dashboard.proxy_healthy(&endpoint, &proxy),
+            )
+            .await;
+            // KubeRay: any failure to get a healthy answer means "not a serve endpoint".
+            view.proxy_healthy = Some(matches!(answer, Ok(Ok(true))));
+        }
         children.push(view);
     }
     let selected = |svc: Option<Service>| svc.as_ref().and_then(build::selected_cluster);
     let head_service = selected(svc_api.get_opt(&build::head_service_name(&name)).await?);
-    let serve_service = selected(svc_api.get_opt(&build::serve_service_name(&name)).await?);
+    let serve_svc_name = build::serve_service_name(rs);
+    let serve_service = selected(svc_api.get_opt(&serve_svc_name).await?);
+    let serve_endpoints = if serve_service.is_some() {
+        let slices: Api<EndpointSlice> = Api::namespaced(ctx.client.clone(), ns);
+        let selector = format!("{}={serve_svc_name}", observe::SERVICE_NAME_LABEL);
+        observe::ready_serve_endpoints(
+            &slices
+                .list(&ListParams::default().labels(&selector))
+                .await?
+                .items,
+        )
+    } else {
+        0
+    };
     let managed_externally = rs
         .spec
         .managed_by
@@ -300,6 +356,7 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
         clusters: children,
         head_service,
         serve_service,
+        serve_endpoints,
         admission: ctx.admission.admission(rs),
         fresh_name: format!("{name}-{}", random_suffix()),
         operator_version: ctx.config.operator_version.clone(),
@@ -480,7 +537,11 @@ async fn act(
                 cluster: cluster.clone(),
                 source,
             })?;
-            let endpoint = ctx.endpoint(cluster, ns);
+            let rc = rc_api
+                .get_opt(cluster)
+                .await?
+                .ok_or_else(|| Error::ClusterGone(cluster.clone()))?;
+            let endpoint = ctx.endpoint(&rc, ns).await?;
             let dashboard = (ctx.dashboards)(&endpoint);
             let secs = ctx.config.dashboard_timeout.as_secs();
             let hash = observe::serve_config_hash(yaml);
@@ -558,7 +619,10 @@ async fn act(
         }
         Action::PointServices { cluster } => {
             let cluster_head = svc_api
-                .get_opt(&format!("{cluster}-{}", c::HEAD_SERVICE_SUFFIX))
+                .get_opt(&names::head_service_name(
+                    cluster,
+                    &rs.spec.ray_cluster_config,
+                ))
                 .await?;
             let wanted = [
                 build::rayservice_head_service(rs, cluster, cluster_head.as_ref()),
@@ -571,11 +635,14 @@ async fn act(
                         svc_api.create(&PostParams::default(), &svc).await?;
                     }
                     Some(mut existing) => {
-                        // Keep the existing clusterIP (immutable); switch selector and ports only.
+                        // Keep the existing clusterIP (immutable); switch selector, ports and type.
                         let want = svc.spec.unwrap_or_default();
                         let spec = existing.spec.get_or_insert_with(Default::default);
                         spec.selector = want.selector;
                         spec.ports = want.ports;
+                        if want.type_.is_some() {
+                            spec.type_ = want.type_;
+                        }
                         svc_api
                             .replace(&sname, &PostParams::default(), &existing)
                             .await?;
@@ -594,7 +661,7 @@ async fn act(
         Action::DeleteServices => {
             for sname in [
                 build::head_service_name(name),
-                build::serve_service_name(name),
+                build::serve_service_name(rs),
             ] {
                 ignore_not_found(svc_api.delete(&sname, &DeleteParams::default()).await)?;
             }

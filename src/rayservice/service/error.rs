@@ -15,6 +15,8 @@ pub enum Error {
     },
     #[error("Ray dashboard of RayCluster {cluster} did not answer within {secs}s")]
     DashboardTimeout { cluster: String, secs: u64 },
+    #[error("auth token of RayCluster {cluster}: {reason}")]
+    AuthToken { cluster: String, reason: String },
     #[error("RayCluster {0} named in the plan was not found")]
     ClusterGone(String),
     #[error("encoding {what}: {source}")]
@@ -31,6 +33,7 @@ impl Error {
             Error::Kube(_) => "kube",
             Error::MissingField(_) => "invalid_object",
             Error::Dashboard { .. } | Error::DashboardTimeout { .. } => "dashboard",
+            Error::AuthToken { .. } => "auth",
             Error::ClusterGone(_) => "stale_snapshot",
             Error::Encode { .. } => "encode",
         }

@@ -9,8 +9,11 @@
 //! timed out, running); `bluegreen` is the per-strategy state machine for a running service
 //! (`NewCluster` and `None`); `conditions` computes KubeRay's conditions; `schedule` keeps the
 //! dangling-cluster deletion deadlines that KubeRay held only in memory; `observe` maps API objects
-//! to the snapshot and the planned status back; `build` makes child clusters and Services.
+//! to the snapshot and the planned status back (including `numServeEndpoints` from the serve Service's
+//! EndpointSlices); `build` makes child clusters and Services (honouring `spec.serveService`); `auth`
+//! finds a token-auth cluster's dashboard token.
 
+pub mod auth;
 mod bluegreen;
 pub mod build;
 pub mod conditions;

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use sha2::Digest;
 
@@ -21,11 +22,11 @@ use crate::rayservice::dashboard::{DashboardError, ServeConfig, ServeDetails, se
 
 /// On a child RayCluster: hash of the Serve config its dashboard last accepted (so a restart does not
 /// re-push, unlike KubeRay's in-memory cache).
-pub const SERVED_CONFIG_ANNOTATION: &str = "quotagate.io/served-config-hash";
+pub const SERVED_CONFIG_ANNOTATION: &str = c::ANNOTATION_SERVED_CONFIG_HASH;
 
 /// On a child RayCluster: `"<config hash> <Ray's message>"` when Ray refused that config (HTTP 400), so
 /// the same broken config is not re-sent every pass.
-pub const REJECTED_CONFIG_ANNOTATION: &str = "quotagate.io/rejected-serve-config";
+pub const REJECTED_CONFIG_ANNOTATION: &str = c::ANNOTATION_REJECTED_SERVE_CONFIG;
 
 /// Short stable hash of `serveConfigV2` as written by the user.
 pub fn serve_config_hash(yaml: &str) -> String {
@@ -47,14 +48,46 @@ pub fn strategy(spec: &RayServiceSpec, zero_downtime: bool) -> UpgradeStrategy {
     }
 }
 
-fn pod_ready(p: &Pod) -> bool {
-    let running = p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
-    let ready = p
-        .status
+/// Label the EndpointSlice controller puts on a Service's slices.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+/// `numServeEndpoints` as KubeRay counts it: distinct pods (by `targetRef.uid`) that some slice of the
+/// serve Service lists as explicitly ready. Dual-stack slices list a pod twice; it counts once.
+pub fn ready_serve_endpoints(slices: &[EndpointSlice]) -> i32 {
+    let uids: std::collections::BTreeSet<&str> = slices
+        .iter()
+        .flat_map(|s| s.endpoints.iter())
+        .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
+        .filter_map(|e| e.target_ref.as_ref()?.uid.as_deref())
+        .filter(|uid| !uid.is_empty())
+        .collect();
+    i32::try_from(uids.len()).unwrap_or(i32::MAX)
+}
+
+/// The head pod's IP, once it has one and is not being deleted (where its Serve proxy answers).
+pub fn head_pod_ip(pods: &[Pod]) -> Option<String> {
+    pods.iter()
+        .find(|p| {
+            label(p, c::LABEL_NODE_TYPE) == Some(c::NODE_TYPE_HEAD)
+                && p.metadata.deletion_timestamp.is_none()
+        })
+        .and_then(|p| p.status.as_ref()?.pod_ip.clone())
+        .filter(|ip| !ip.is_empty())
+}
+
+/// The head container's `serve` port (KubeRay's `GetServePort`), default 8000.
+pub fn serve_port(spec: &crate::api::ray::RayClusterSpec) -> i32 {
+    spec.head_group_spec
+        .template
+        .spec
         .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-    running && ready && p.metadata.deletion_timestamp.is_none()
+        .and_then(|s| s.containers.first())
+        .and_then(|ctr| ctr.ports.as_ref())
+        .and_then(|ps| {
+            ps.iter()
+                .find(|p| p.name.as_deref() == Some(c::SERVING_PORT_NAME))
+        })
+        .map_or(c::DEFAULT_SERVING_PORT, |p| p.container_port)
 }
 
 fn label<'a>(p: &'a Pod, key: &str) -> Option<&'a str> {
@@ -65,7 +98,8 @@ fn label<'a>(p: &'a Pod, key: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
-/// A child cluster as the decisions see it. `pods` are the pods labelled `ray.io/cluster=<name>`.
+/// A child cluster as the decisions see it. `pods` are the pods labelled `ray.io/cluster=<name>`; the
+/// shell fills in `proxy_healthy` after probing.
 pub fn child_view(rc: &RayCluster, pods: &[Pod], serve: ServeObservation) -> ChildCluster {
     let ann = |k: &str| {
         rc.metadata
@@ -86,10 +120,6 @@ pub fn child_view(rc: &RayCluster, pods: &[Pod], serve: ServeObservation) -> Chi
         label(p, c::LABEL_NODE_TYPE) == Some(c::NODE_TYPE_HEAD)
             && p.metadata.deletion_timestamp.is_none()
     });
-    let ready_serve_pods = pods
-        .iter()
-        .filter(|p| label(p, c::LABEL_SERVE) == Some("true") && pod_ready(p))
-        .count();
     ChildCluster {
         name: rc.metadata.name.clone().unwrap_or_default(),
         hash: ann(c::ANNOTATION_HASH_WITHOUT_REPLICAS),
@@ -104,7 +134,7 @@ pub fn child_view(rc: &RayCluster, pods: &[Pod], serve: ServeObservation) -> Chi
         }),
         serve,
         head_serve_label: head.map(|h| label(h, c::LABEL_SERVE) == Some("true")),
-        ready_serve_pods: i32::try_from(ready_serve_pods).unwrap_or(i32::MAX),
+        proxy_healthy: None,
         deleting: rc.metadata.deletion_timestamp.is_some(),
     }
 }
@@ -286,4 +316,98 @@ pub fn apply_status(
         ServiceStatus::NotRunning
     });
     s
+}
+
+#[cfg(test)]
+mod endpoint_tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{ObjectReference, PodStatus};
+    use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions};
+
+    fn ep(uid: Option<&str>, ready: Option<bool>) -> Endpoint {
+        Endpoint {
+            addresses: vec!["10.0.0.1".into()],
+            conditions: Some(EndpointConditions {
+                ready,
+                ..Default::default()
+            }),
+            target_ref: uid.map(|u| ObjectReference {
+                uid: Some(u.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn slice(endpoints: Vec<Endpoint>) -> EndpointSlice {
+        EndpointSlice {
+            address_type: "IPv4".into(),
+            endpoints,
+            metadata: Default::default(),
+            ports: None,
+        }
+    }
+
+    #[test]
+    fn counts_distinct_explicitly_ready_pods() {
+        let cases: Vec<(Vec<EndpointSlice>, i32)> = vec![
+            (vec![], 0),
+            (vec![slice(vec![ep(Some("a"), Some(true))])], 1),
+            // Ready unknown or false, or no pod behind the address: not counted.
+            (
+                vec![slice(vec![
+                    ep(Some("a"), None),
+                    ep(Some("b"), Some(false)),
+                    ep(None, Some(true)),
+                    ep(Some(""), Some(true)),
+                ])],
+                0,
+            ),
+            // Dual stack: the same pod in an IPv4 and an IPv6 slice counts once.
+            (
+                vec![
+                    slice(vec![ep(Some("a"), Some(true)), ep(Some("b"), Some(true))]),
+                    slice(vec![ep(Some("a"), Some(true))]),
+                ],
+                2,
+            ),
+        ];
+        for (slices, want) in cases {
+            assert_eq!(ready_serve_endpoints(&slices), want, "{slices:?}");
+        }
+    }
+
+    #[test]
+    fn head_ip_and_serve_port() {
+        let mut head = Pod::default();
+        head.metadata.labels = Some(BTreeMap::from([(
+            c::LABEL_NODE_TYPE.to_string(),
+            c::NODE_TYPE_HEAD.to_string(),
+        )]));
+        assert_eq!(head_pod_ip(std::slice::from_ref(&head)), None);
+        head.status = Some(PodStatus {
+            pod_ip: Some("10.1.2.3".into()),
+            ..Default::default()
+        });
+        let mut worker = head.clone();
+        worker.metadata.labels = None;
+        worker.status.as_mut().unwrap().pod_ip = Some("10.9.9.9".into());
+        assert_eq!(head_pod_ip(&[worker, head]).as_deref(), Some("10.1.2.3"));
+
+        let mut spec = crate::api::ray::RayClusterSpec::default();
+        assert_eq!(serve_port(&spec), 8000);
+        spec.head_group_spec.template.spec = Some(k8s_openapi::api::core::v1::PodSpec {
+            containers: vec![k8s_openapi::api::core::v1::Container {
+                name: "ray-head".into(),
+                ports: Some(vec![k8s_openapi::api::core::v1::ContainerPort {
+                    name: Some("serve".into()),
+                    container_port: 9000,
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        assert_eq!(serve_port(&spec), 9000);
+    }
 }

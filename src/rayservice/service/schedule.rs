@@ -9,7 +9,7 @@ use jiff::Timestamp;
 use super::plan::{Action, EventType, Plan};
 use super::snapshot::Snapshot;
 
-pub const ANNOTATION: &str = "quotagate.io/cluster-deletion-deadlines";
+pub const ANNOTATION: &str = crate::api::ray::constants::ANNOTATION_CLUSTER_DELETION_DEADLINES;
 
 /// Reads the annotation. A value we cannot read is treated as empty: the only effect is that deadlines
 /// are re-recorded from now, which delays a deletion but never hastens one.

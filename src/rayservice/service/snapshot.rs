@@ -111,8 +111,9 @@ pub struct ChildCluster {
     pub serve: ServeObservation,
     /// Current `ray.io/serve` label on the head pod, if there is a head pod.
     pub head_serve_label: Option<bool>,
-    /// Ready pods selected by `{ray.io/cluster: name, ray.io/serve: "true"}`.
-    pub ready_serve_pods: i32,
+    /// Answer of the head's Serve proxy (`GET /-/healthz` on the serve port); `None` = not probed (no
+    /// head pod IP yet, or gated). Drives the head pod's `ray.io/serve` label, as in KubeRay.
+    pub proxy_healthy: Option<bool>,
     /// `deletionTimestamp` is set.
     pub deleting: bool,
 }
@@ -200,6 +201,8 @@ pub struct Snapshot {
     /// Cluster named in the `ray.io/cluster` selector of `<rs>-head-svc` / `<rs>-serve-svc` (None = absent).
     pub head_service: Option<String>,
     pub serve_service: Option<String>,
+    /// Ready endpoints in the serve Service's EndpointSlices (`numServeEndpoints`); 0 without the Service.
+    pub serve_endpoints: i32,
     pub admission: Admission,
     /// A name to use if this pass prepares a new cluster (`<rs>-<5 random chars>`), chosen by the shell.
     pub fresh_name: String,

@@ -46,6 +46,7 @@ fn base() -> Snapshot {
         clusters: vec![],
         head_service: None,
         serve_service: None,
+        serve_endpoints: 0,
         admission: Admission::NotQueueManaged,
         fresh_name: "rs-fresh".into(),
         operator_version: V.into(),
@@ -81,7 +82,7 @@ fn cluster(name: &str, hash: &str) -> ChildCluster {
         rejected_config: None,
         serve: running_apps("RUNNING", ""),
         head_serve_label: Some(true),
-        ready_serve_pods: 3,
+        proxy_healthy: Some(true),
         deleting: false,
     }
 }
@@ -112,6 +113,7 @@ fn serving() -> Snapshot {
     s.clusters = vec![cluster("rs-a", "A")];
     s.head_service = Some("rs-a".into());
     s.serve_service = Some("rs-a".into());
+    s.serve_endpoints = 3;
     s
 }
 
@@ -125,6 +127,7 @@ fn upgrading() -> Snapshot {
     b.serve = ServeObservation::NotQueried;
     b.served_config_hash = None;
     b.head_serve_label = Some(false);
+    b.proxy_healthy = Some(false);
     s.clusters.push(b);
     s
 }
@@ -223,7 +226,8 @@ fn first_cluster_progression_push_then_services_then_promotion() {
     a.head_ready = false;
     a.serve = ServeObservation::NotQueried;
     a.served_config_hash = None;
-    a.ready_serve_pods = 0;
+    a.proxy_healthy = Some(false);
+    a.head_serve_label = Some(false);
     s.clusters = vec![a];
     let p = plan(&s);
     assert!(p.actions.is_empty(), "{:?}", p.actions);
@@ -243,18 +247,48 @@ fn first_cluster_progression_push_then_services_then_promotion() {
     let c = pending_mut(&mut s, "rs-a");
     c.served_config_hash = Some("cfg1".into());
     c.serve = running_apps("RUNNING", "");
-    c.ready_serve_pods = 2;
+    c.proxy_healthy = Some(true);
     let p = plan(&s);
     assert_eq!(
         p.actions,
-        vec![Action::PointServices {
-            cluster: "rs-a".into()
-        }]
+        vec![
+            Action::PointServices {
+                cluster: "rs-a".into()
+            },
+            Action::SetHeadServeLabel {
+                cluster: "rs-a".into(),
+                serving: true
+            }
+        ]
     );
     assert_eq!(names(&p), (Some("rs-a".into()), None));
-    assert_eq!(cond_of(&p, cond::READY).0, "True");
-    assert_eq!(p.status.as_ref().unwrap().num_serve_endpoints, 2);
+    // The serve Service has no EndpointSlice yet: not Ready until one lists a ready endpoint.
+    assert_eq!(
+        cond_of(&p, cond::READY).1,
+        cond::INITIALIZING,
+        "no endpoints counted before the Service exists"
+    );
+    assert_eq!(p.status.as_ref().unwrap().num_serve_endpoints, 0);
     assert_eq!(reasons(&p), ["CreatedService"]);
+
+    // Next pass: the Services exist and their slices list two ready pods.
+    s.status.active = Some("rs-a".into());
+    s.status.pending = None;
+    s.head_service = Some("rs-a".into());
+    s.serve_service = Some("rs-a".into());
+    s.serve_endpoints = 2;
+    pending_mut(&mut s, "rs-a").head_serve_label = Some(true);
+    let p = plan(&s);
+    assert!(p.actions.is_empty(), "{:?}", p.actions);
+    assert_eq!(
+        cond_of(&p, cond::READY),
+        (
+            "True".into(),
+            cond::NON_ZERO_SERVE_ENDPOINTS.into(),
+            "2 serve endpoint(s) ready".into()
+        )
+    );
+    assert_eq!(p.status.as_ref().unwrap().num_serve_endpoints, 2);
 }
 
 #[test]
@@ -376,7 +410,7 @@ fn ready_pending_gets_the_services_and_is_promoted_then_old_is_deleted_after_the
     b.head_ready = true;
     b.served_config_hash = Some("cfg1".into());
     b.serve = running_apps("RUNNING", "");
-    b.ready_serve_pods = 4;
+    b.proxy_healthy = Some(true);
     let p = plan(&s);
     assert_eq!(
         p.actions,
@@ -391,7 +425,8 @@ fn ready_pending_gets_the_services_and_is_promoted_then_old_is_deleted_after_the
         ]
     );
     assert_eq!(names(&p), (Some("rs-b".into()), None));
-    assert_eq!(p.status.as_ref().unwrap().num_serve_endpoints, 4);
+    // Counted from the slices as they stand: the old cluster's until the endpoints follow the switch.
+    assert_eq!(p.status.as_ref().unwrap().num_serve_endpoints, 3);
     assert_eq!(reasons(&p), ["UpdatedService", "PromotedPendingCluster"]);
     // The old active only gets its deadline now; no delete in the pass that un-names it.
     let deadline = now().checked_add(SignedDuration::from_secs(60)).unwrap();
@@ -567,6 +602,7 @@ fn broken_serve_config_on_the_pending_keeps_the_active_serving() {
     b.head_ready = true;
     b.served_config_hash = Some("cfg1".into());
     b.head_serve_label = Some(true);
+    b.proxy_healthy = Some(true);
     b.serve = running_apps(
         "DEPLOY_FAILED",
         "Traceback (most recent call last):\n  File x\nImportError: no module named foo\n",
@@ -648,7 +684,6 @@ fn broken_first_config_stays_initializing_with_the_error() {
     s.status.pending = Some("rs-a".into());
     let mut a = cluster("rs-a", "A");
     a.serve = running_apps("DEPLOY_FAILED", "boom");
-    a.ready_serve_pods = 0;
     s.clusters = vec![a];
     let p = plan(&s);
     let (status, reason, message) = cond_of(&p, cond::READY);
@@ -693,6 +728,8 @@ fn zero_apps_after_head_restart_repushes_and_unreachable_dashboard_does_not() {
 fn vanished_active_gets_a_replacement_and_endpoints_drop_to_zero() {
     let mut s = serving();
     s.clusters.clear();
+    // Its pods went with it, so the serve Service's slices list nothing.
+    s.serve_endpoints = 0;
     let p = plan(&s);
     assert_eq!(names(&p), (Some("rs-a".into()), Some("rs-fresh".into())));
     assert_eq!(cond_of(&p, cond::READY).1, cond::ZERO_SERVE_ENDPOINTS);
@@ -709,6 +746,52 @@ fn head_serve_label_follows_exclusion() {
             serving: false
         }]
     );
+}
+
+#[test]
+fn head_serve_label_follows_the_proxy_health() {
+    // (proxy answer, current label, excluded) -> wanted label change
+    let cases = [
+        (Some(false), Some(true), false, Some(false)),
+        (Some(true), Some(false), false, Some(true)),
+        (Some(true), Some(true), false, None),
+        (None, Some(true), false, None),
+        (None, Some(true), true, Some(false)),
+        (Some(true), Some(false), true, None),
+        (Some(true), None, false, None),
+    ];
+    for (healthy, current, excluded, want) in cases {
+        let mut s = serving();
+        s.exclude_head_from_serve = excluded;
+        let a = pending_mut(&mut s, "rs-a");
+        a.proxy_healthy = healthy;
+        a.head_serve_label = current;
+        let got = plan(&s).actions.into_iter().find_map(|a| match a {
+            Action::SetHeadServeLabel { serving, .. } => Some(serving),
+            _ => None,
+        });
+        assert_eq!(got, want, "{healthy:?} {current:?} excluded={excluded}");
+    }
+}
+
+#[test]
+fn endpoints_come_from_the_serve_service_slices() {
+    let mut s = serving();
+    s.serve_endpoints = 0;
+    let p = plan(&s);
+    assert_eq!(
+        cond_of(&p, cond::READY),
+        (
+            "False".into(),
+            cond::ZERO_SERVE_ENDPOINTS.into(),
+            "no serve endpoint is ready".into()
+        )
+    );
+    // Slices of a Service that is gone are not counted.
+    let mut s = serving();
+    s.serve_service = None;
+    s.head_service = None;
+    assert_eq!(plan(&s).status.unwrap().num_serve_endpoints, 0);
 }
 
 #[test]
