@@ -253,3 +253,84 @@ fn step_records_admissions_found_in_the_api_after_a_restart() {
         "no second admission after a restart: {actions:?}"
     );
 }
+
+#[test]
+fn scaled_down_needs_an_elastic_workload_asking_for_fewer_pods() {
+    use crate::api::kueue::constants::label;
+    let admitted = |elastic: bool, admitted_count: i32, want: i32| {
+        let mut b = Workload::build("e", "default")
+            .queue("lq")
+            .podset("main", admitted_count, [("cpu", "1")])
+            .reserve_quota("cq", "default");
+        if elastic {
+            b = b.annotation(label::ELASTIC_JOB, "true");
+        }
+        let mut w = b.build();
+        w.spec.pod_sets[0].count = Some(want);
+        w
+    };
+    let cases = [
+        ("elastic, 3 -> 1", admitted(true, 3, 1), true),
+        ("elastic, unchanged", admitted(true, 3, 3), false),
+        ("elastic, grown (needs a slice)", admitted(true, 3, 4), false),
+        ("not elastic", admitted(false, 3, 1), false),
+        (
+            "not admitted",
+            Workload::build("p", "default")
+                .annotation(label::ELASTIC_JOB, "true")
+                .podset("main", 1, [("cpu", "1")])
+                .build(),
+            false,
+        ),
+    ];
+    for (name, w, want) in cases {
+        assert_eq!(super::sync::scaled_down(&w), want, "{name}");
+    }
+}
+
+#[test]
+fn step_shrinks_an_elastic_workload_in_place_and_admits_into_the_freed_quota() {
+    use crate::api::kueue::constants::label;
+    let mut big = Workload::build("elastic", "default")
+        .annotation(label::ELASTIC_JOB, "true")
+        .queue("lq")
+        .podset("main", 3, [("cpu", "1")])
+        .reserve_quota("cq", "default")
+        .admitted()
+        .build();
+    big.metadata.resource_version = Some("1".into());
+    let mut st = AdmissionState::new();
+    let waiting = wl("waiting", "3", "1");
+    let actions = st.step(
+        &snapshot(vec![cq("cq", "4")], &["default"], vec![Arc::new(big.clone()), waiting.clone()]),
+        0,
+    );
+    assert!(
+        !actions.iter().any(|a| matches!(a, Action::Admit { .. })),
+        "3 of 4 cpu in use, 3 more do not fit: {actions:?}"
+    );
+    big.spec.pod_sets[0].count = Some(1);
+    big.metadata.resource_version = Some("2".into());
+    let actions = st.step(
+        &snapshot(vec![cq("cq", "4")], &["default"], vec![Arc::new(big), waiting]),
+        1,
+    );
+    let psa = st
+        .core
+        .admission(&crate::queue::WorkloadKey::new("default", "elastic"))
+        .map(|a| a.pod_set_assignments[0].clone())
+        .expect("still admitted");
+    assert_eq!(psa.count, 1);
+    assert_eq!(psa.flavors.get("cpu").map(String::as_str), Some("default"));
+    // Milli-cpu: 1 cpu left to the shrunk workload + 3 cpu admitted into the freed quota.
+    assert_eq!(
+        st.core.cq_usage("cq").values().next().map(|a| a.to_string()),
+        Some("4000".into())
+    );
+    assert!(
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::Admit { key, .. } if key.name == "waiting")),
+        "the freed quota admits the waiting workload: {actions:?}"
+    );
+}
