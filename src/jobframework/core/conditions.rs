@@ -30,7 +30,7 @@ pub fn set_condition(conds: &mut Vec<Condition>, mut c: Condition) -> bool {
     }
 }
 
-fn cond(
+pub(super) fn cond(
     type_: &str,
     status: bool,
     reason: &str,
@@ -48,7 +48,7 @@ fn cond(
     }
 }
 
-fn status_of(wl: &Workload) -> WorkloadStatus {
+pub(super) fn status_of(wl: &Workload) -> WorkloadStatus {
     wl.status.clone().unwrap_or_default()
 }
 

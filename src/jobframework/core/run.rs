@@ -121,6 +121,7 @@ impl AdmissionLoop {
             | Action::ClearReservation { key }
             | Action::Pending { key, .. }
             | Action::FinishSlice { key, .. }
+            | Action::BackoffFinished { key }
             | Action::RemoveFinalizer { key } => key.clone(),
         };
         let Some(wl) = by_key.get(&key) else {
@@ -181,6 +182,13 @@ impl AdmissionLoop {
                 let Some(mut status) = conditions::evicted(wl, &cause, now()) else {
                     return;
                 };
+                if super::backoff::applies_to(&cause.reason) {
+                    status.requeue_state = Some(state.backoff.next_state(
+                        status.requeue_state.as_ref(),
+                        now(),
+                        rand::random::<f64>(),
+                    ));
+                }
                 if clear {
                     let mut tmp = (**wl).clone();
                     tmp.status = Some(status.clone());
@@ -209,6 +217,11 @@ impl AdmissionLoop {
                 if let Some(status) =
                     conditions::finished(wl, reason::WORKLOAD_SLICE_REPLACED, &msg, now())
                 {
+                    self.write(&api, wl, status).await;
+                }
+            }
+            Action::BackoffFinished { .. } => {
+                if let Some(status) = super::backoff::finished(wl, now()) {
                     self.write(&api, wl, status).await;
                 }
             }

@@ -55,6 +55,10 @@ pub enum Action {
     RemoveFinalizer {
         key: WorkloadKey,
     },
+    /// The requeue backoff has elapsed: Requeued=True/BackoffFinished, `requeueAt` cleared.
+    BackoffFinished {
+        key: WorkloadKey,
+    },
 }
 
 pub fn key_of(wl: &Workload) -> WorkloadKey {
@@ -88,6 +92,8 @@ pub struct AdmissionState {
     evicting: HashMap<WorkloadKey, EvictionCause>,
     /// Configuration errors by object ("ClusterQueue x" -> message), logged once per change.
     pub config_errors: BTreeMap<String, String>,
+    /// Requeueing backoff after a PodsReady-timeout eviction.
+    pub backoff: super::backoff::RequeueBackoff,
 }
 
 impl AdmissionState {
@@ -322,6 +328,14 @@ impl AdmissionState {
                     reason: reason::INADMISSIBLE.into(),
                     message,
                 });
+                continue;
+            }
+            // In backoff: kept out of the queue until requeueAt, then released by the write.
+            if let Some(at) = super::backoff::requeue_at(wl) {
+                self.unqueue(&key);
+                if at.as_millisecond() <= now_ms {
+                    actions.push(Action::BackoffFinished { key });
+                }
                 continue;
             }
             if self.queued_rv.get(&key) == Some(&rv(&wl.metadata)) {

@@ -334,3 +334,79 @@ fn step_shrinks_an_elastic_workload_in_place_and_admits_into_the_freed_quota() {
         "the freed quota admits the waiting workload: {actions:?}"
     );
 }
+
+#[test]
+fn backoff_doubles_from_the_base_and_stops_at_the_cap() {
+    use super::backoff::RequeueBackoff;
+    let kueue = RequeueBackoff::default();
+    let fast = RequeueBackoff {
+        base_seconds: 1,
+        max_seconds: 5,
+    };
+    let cases = [
+        ("first requeue waits the base", kueue, 1, 0.0, 60_000),
+        ("second doubles", kueue, 2, 0.0, 120_000),
+        ("sixth", kueue, 6, 0.0, 1_920_000),
+        ("seventh is capped at an hour", kueue, 7, 0.0, 3_600_000),
+        ("huge counts stay capped", kueue, 1000, 0.0, 3_600_000),
+        ("jitter adds at most 1/10000", kueue, 1, 0.999_999, 60_005),
+        ("configurable base", fast, 1, 0.0, 1_000),
+        ("configurable cap", fast, 4, 0.0, 5_000),
+    ];
+    for (name, b, count, jitter, want) in cases {
+        assert_eq!(b.delay_ms(count, jitter), want, "{name}");
+    }
+    let s1 = kueue.next_state(None, t(0), 0.0);
+    assert_eq!(s1.count, Some(1));
+    assert_eq!(s1.requeue_at.as_ref().map(|x| x.0), Some(t(60)));
+    let s2 = kueue.next_state(Some(&s1), t(100), 0.0);
+    assert_eq!((s2.count, s2.requeue_at.map(|x| x.0)), (Some(2), Some(t(220))));
+    assert!(super::backoff::applies_to("PodsReadyTimeout"));
+    for r in ["Preempted", "ClusterQueueStopped", "LocalQueueStopped", "Deactivated"] {
+        assert!(!super::backoff::applies_to(r), "{r} is requeued without backoff");
+    }
+}
+
+fn in_backoff(until: jiff::Timestamp) -> Workload {
+    let mut w = (*wl("b", "1", "1")).clone();
+    let s = w.status.get_or_insert_with(Default::default);
+    s.requeue_state = Some(crate::api::kueue::RequeueState {
+        count: Some(1),
+        requeue_at: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(until)),
+    });
+    s.conditions.push(crate::api::kueue::builders::condition(
+        "Requeued",
+        false,
+        "PodsReadyTimeout",
+        "Exceeded the PodsReady timeout",
+    ));
+    w
+}
+
+#[test]
+fn a_workload_in_backoff_waits_for_requeue_at_then_is_released() {
+    let mut st = AdmissionState::new();
+    let w = in_backoff(t(10));
+    let snap = |w: Workload| snapshot(vec![cq("cq", "4")], &["default"], vec![Arc::new(w)]);
+    let before = st.step(&snap(w.clone()), t(9).as_millisecond());
+    assert!(before.is_empty(), "kept out of the queue: {before:?}");
+    let after = st.step(&snap(w.clone()), t(10).as_millisecond());
+    assert!(
+        matches!(&after[..], [Action::BackoffFinished { key }] if key.name == "b"),
+        "{after:?}"
+    );
+    let status = super::backoff::finished(&w, t(10)).unwrap();
+    let rq = status.condition("Requeued").unwrap();
+    assert_eq!((rq.status.as_str(), rq.reason.as_str()), ("True", "BackoffFinished"));
+    let state = status.requeue_state.clone().unwrap();
+    assert_eq!((state.count, state.requeue_at), (Some(1), None), "count kept, requeueAt cleared");
+    assert!(super::backoff::finished(&w, t(9)).is_none(), "not before requeueAt");
+    let mut released = w;
+    released.status = Some(status);
+    released.metadata.resource_version = Some("2".into());
+    let admitted = st.step(&snap(released), t(11).as_millisecond());
+    assert!(
+        matches!(&admitted[..], [Action::Admit { key, .. }] if key.name == "b"),
+        "{admitted:?}"
+    );
+}
