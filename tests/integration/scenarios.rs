@@ -296,6 +296,9 @@ async fn stop_policy_hold_and_drain_evicts() {
     })
     .await;
     assert!(!reserved(&a));
+    // Kueue parks it (Requeued=False) until the ClusterQueue is restarted.
+    let rq = condition(&a, condition::REQUEUED).unwrap();
+    assert_eq!((rq.0.as_str(), rq.1.as_str()), ("False", reason::CLUSTER_QUEUE_STOPPED));
     cqs.patch(
         "cq",
         &PatchParams::default(),
@@ -303,7 +306,9 @@ async fn stop_policy_hold_and_drain_evicts() {
     )
     .await
     .unwrap();
-    wait_for(&wls, "a", "admitted again", |w| w.is_admitted()).await;
+    let a = wait_for(&wls, "a", "admitted again", |w| w.is_admitted()).await;
+    let rq = condition(&a, condition::REQUEUED).unwrap();
+    assert_eq!((rq.0.as_str(), rq.1.as_str()), ("True", reason::CLUSTER_QUEUE_RESTARTED));
     c.quota.assert_safe();
 }
 

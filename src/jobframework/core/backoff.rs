@@ -90,3 +90,36 @@ pub fn finished(wl: &Workload, now: jiff::Timestamp) -> Option<WorkloadStatus> {
     );
     Some(s)
 }
+
+/// A workload parked with Requeued=False whose cause is gone: the Requeued=True reason and message
+/// to write. `cq_stopped` tells whether its ClusterQueue is still stopped. (LocalQueue stops and
+/// deactivation are checked before a workload gets this far.) Other reasons stay as they are.
+pub fn release(wl: &Workload, cq_stopped: bool) -> Option<(&'static str, &'static str)> {
+    let rq = wl.status.as_ref()?.condition(condition::REQUEUED)?;
+    if rq.status != "False" || requeue_at(wl).is_some() {
+        return None;
+    }
+    match rq.reason.as_str() {
+        reason::CLUSTER_QUEUE_STOPPED if !cq_stopped => Some((
+            reason::CLUSTER_QUEUE_RESTARTED,
+            "The ClusterQueue was restarted after being stopped",
+        )),
+        reason::LOCAL_QUEUE_STOPPED => Some((
+            reason::LOCAL_QUEUE_RESTARTED,
+            "The LocalQueue was restarted after being stopped",
+        )),
+        reason::DEACTIVATED => Some((reason::REACTIVATED, "The workload was reactivated")),
+        reason::PODS_READY_TIMEOUT => Some((reason::BACKOFF_FINISHED, "The workload backoff was finished")),
+        _ => None,
+    }
+}
+
+/// Requeued=True with `why`.
+pub fn requeued(wl: &Workload, why: &str, message: &str, now: jiff::Timestamp) -> Option<WorkloadStatus> {
+    let mut s = status_of(wl);
+    set_condition(
+        &mut s.conditions,
+        cond(condition::REQUEUED, true, why, message, wl.metadata.generation, now),
+    )
+    .then_some(s)
+}

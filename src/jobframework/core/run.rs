@@ -122,6 +122,7 @@ impl AdmissionLoop {
             | Action::Pending { key, .. }
             | Action::FinishSlice { key, .. }
             | Action::BackoffFinished { key }
+            | Action::Requeue { key, .. }
             | Action::RemoveFinalizer { key } => key.clone(),
         };
         let Some(wl) = by_key.get(&key) else {
@@ -217,6 +218,15 @@ impl AdmissionLoop {
                 if let Some(status) =
                     conditions::finished(wl, reason::WORKLOAD_SLICE_REPLACED, &msg, now())
                 {
+                    self.write(&api, wl, status).await;
+                }
+            }
+            Action::Requeue {
+                reason: why,
+                message,
+                ..
+            } => {
+                if let Some(status) = super::backoff::requeued(wl, &why, &message, now()) {
                     self.write(&api, wl, status).await;
                 }
             }

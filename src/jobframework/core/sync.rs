@@ -59,6 +59,12 @@ pub enum Action {
     BackoffFinished {
         key: WorkloadKey,
     },
+    /// The cause of a Requeued=False is gone: Requeued=True with `reason`.
+    Requeue {
+        key: WorkloadKey,
+        reason: String,
+        message: String,
+    },
 }
 
 pub fn key_of(wl: &Workload) -> WorkloadKey {
@@ -336,6 +342,21 @@ impl AdmissionState {
                 if at.as_millisecond() <= now_ms {
                     actions.push(Action::BackoffFinished { key });
                 }
+                continue;
+            }
+            let cq_stopped = snap
+                .cluster_queues
+                .iter()
+                .find(|q| q.metadata.name.as_deref() == Some(lq.spec.cluster_queue()))
+                .is_some_and(|q| q.spec.stop_policy() != StopPolicy::None);
+            if let Some((why, message)) = super::backoff::release(wl, cq_stopped) {
+                // Queued once the API shows Requeued=True (the write changes the resourceVersion).
+                self.unqueue(&key);
+                actions.push(Action::Requeue {
+                    key,
+                    reason: why.into(),
+                    message: message.into(),
+                });
                 continue;
             }
             if self.queued_rv.get(&key) == Some(&rv(&wl.metadata)) {

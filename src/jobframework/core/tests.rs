@@ -129,7 +129,8 @@ fn clearing_a_reservation_requeues_with_the_eviction_reason() {
     let requeued = s.condition("Requeued").unwrap();
     assert_eq!(
         (requeued.status.as_str(), requeued.reason.as_str()),
-        ("True", "ClusterQueueStopped")
+        ("False", "ClusterQueueStopped"),
+        "parked until the ClusterQueue restarts"
     );
     assert_eq!(s.condition("QuotaReserved").unwrap().status, "False");
     assert_eq!(s.condition("Admitted").unwrap().reason, "NoReservation");
@@ -409,4 +410,58 @@ fn a_workload_in_backoff_waits_for_requeue_at_then_is_released() {
         matches!(&admitted[..], [Action::Admit { key, .. }] if key.name == "b"),
         "{admitted:?}"
     );
+}
+
+#[test]
+fn a_parked_workload_is_released_when_its_cause_is_gone() {
+    let parked = |status: bool, why: &str| {
+        let mut w = (*wl("p", "1", "1")).clone();
+        w.status.get_or_insert_with(Default::default).conditions.push(
+            crate::api::kueue::builders::condition("Requeued", status, why, "m"),
+        );
+        w
+    };
+    let cases = [
+        ("CQ restarted", parked(false, "ClusterQueueStopped"), false, Some("ClusterQueueRestarted")),
+        ("CQ still stopped", parked(false, "ClusterQueueStopped"), true, None),
+        ("LQ restarted", parked(false, "LocalQueueStopped"), false, Some("LocalQueueRestarted")),
+        ("reactivated", parked(false, "Deactivated"), false, Some("Reactivated")),
+        ("backoff over", parked(false, "PodsReadyTimeout"), false, Some("BackoffFinished")),
+        ("backoff still running", in_backoff(t(10)), false, None),
+        ("already requeued", parked(true, "Preempted"), false, None),
+        ("unknown reason left alone", parked(false, "Other"), false, None),
+        ("never evicted", (*wl("n", "1", "1")).clone(), false, None),
+    ];
+    for (name, w, cq_stopped, want) in cases {
+        assert_eq!(
+            super::backoff::release(&w, cq_stopped).map(|r| r.0),
+            want,
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn only_preemption_requeues_at_once_when_the_reservation_is_cleared() {
+    let w = wl("a", "1", "1");
+    let mut admitted = (*w).clone();
+    admitted.status = Some(conditions::admitted(&w, admission("cq"), t(0)));
+    for (why, want) in [
+        ("Preempted", "True"),
+        ("ClusterQueueStopped", "False"),
+        ("LocalQueueStopped", "False"),
+        ("Deactivated", "False"),
+        ("PodsReadyTimeout", "False"),
+    ] {
+        let mut e = admitted.clone();
+        let cause = conditions::EvictionCause {
+            reason: why.into(),
+            preempted_reason: None,
+            message: "m".into(),
+        };
+        e.status = conditions::evicted(&e, &cause, t(1));
+        let s = conditions::clear_reservation(&e, t(2)).unwrap();
+        let rq = s.condition("Requeued").unwrap();
+        assert_eq!((rq.status.as_str(), rq.reason.as_str()), (want, why), "{why}");
+    }
 }
