@@ -3,8 +3,8 @@
 
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams};
-use quotagate::api::kueue::{ClusterQueue, ResourceFlavor};
 use quotagate::api::kueue::constants::label;
+use quotagate::api::kueue::{ClusterQueue, ResourceFlavor};
 use quotagate::api::ray::RayCluster;
 
 use crate::support::*;
@@ -306,8 +306,7 @@ async fn elastic_raycluster_scaled_down_frees_quota_in_place() {
     // Head 1 cpu + 3 workers: 4 of 5 cpu.
     let rc = wait_for(&rcs, "el", "running", |r| r.spec.suspend == Some(false)).await;
     let wls = c.workloads();
-    let name = owned_by(&wls.list(&Default::default()).await.unwrap().items, &rc)[0]
-        .name_any();
+    let name = owned_by(&wls.list(&Default::default()).await.unwrap().items, &rc)[0].name_any();
     c.workload("waiting", "lq", 0, "3").await;
     wait_for(&wls, "waiting", "waiting for quota", |w| {
         condition(w, "QuotaReserved").is_some_and(|c| c.0 == "False")
@@ -329,21 +328,28 @@ async fn elastic_raycluster_scaled_down_frees_quota_in_place() {
             .any(|p| p.name.as_deref() == Some("workers") && p.count == Some(1))
     })
     .await;
-    assert!(reserved(&shrunk), "the same workload keeps its (smaller) reservation");
+    assert!(
+        reserved(&shrunk),
+        "the same workload keeps its (smaller) reservation"
+    );
     wait_for(&wls, "waiting", "admitted into the freed quota", reserved).await;
     // ClusterQueue usage: 2 cpu of the shrunk cluster + 3 of the newly admitted workload.
     let cqs: Api<ClusterQueue> = Api::all(c.client.clone());
     wait_for(&cqs, "cq", "usage of 5 cpu", |q| {
         q.status.as_ref().is_some_and(|s| {
             s.flavors_reservation.iter().any(|f| {
-                f.resources.iter().any(|r| {
-                    r.name == "cpu" && r.total.as_ref().is_some_and(|t| t.0 == "5")
-                })
+                f.resources
+                    .iter()
+                    .any(|r| r.name == "cpu" && r.total.as_ref().is_some_and(|t| t.0 == "5"))
             })
         })
     })
     .await;
     let all = wls.list(&Default::default()).await.unwrap().items;
-    assert_eq!(owned_by(&all, &rc).len(), 1, "no new slice for a scale-down");
+    assert_eq!(
+        owned_by(&all, &rc).len(),
+        1,
+        "no new slice for a scale-down"
+    );
     c.quota.assert_safe();
 }

@@ -214,7 +214,10 @@ async fn higher_priority_preempts_lower_priority() {
     );
     // Kueue backs off only after a PodsReady timeout: a preempted workload requeues at once.
     assert!(
-        low.status.as_ref().and_then(|s| s.requeue_state.as_ref()).is_none(),
+        low.status
+            .as_ref()
+            .and_then(|s| s.requeue_state.as_ref())
+            .is_none(),
         "no requeueState after a preemption"
     );
     c.quota.assert_safe();
@@ -298,7 +301,10 @@ async fn stop_policy_hold_and_drain_evicts() {
     assert!(!reserved(&a));
     // Kueue parks it (Requeued=False) until the ClusterQueue is restarted.
     let rq = condition(&a, condition::REQUEUED).unwrap();
-    assert_eq!((rq.0.as_str(), rq.1.as_str()), ("False", reason::CLUSTER_QUEUE_STOPPED));
+    assert_eq!(
+        (rq.0.as_str(), rq.1.as_str()),
+        ("False", reason::CLUSTER_QUEUE_STOPPED)
+    );
     cqs.patch(
         "cq",
         &PatchParams::default(),
@@ -308,7 +314,10 @@ async fn stop_policy_hold_and_drain_evicts() {
     .unwrap();
     let a = wait_for(&wls, "a", "admitted again", |w| w.is_admitted()).await;
     let rq = condition(&a, condition::REQUEUED).unwrap();
-    assert_eq!((rq.0.as_str(), rq.1.as_str()), ("True", reason::CLUSTER_QUEUE_RESTARTED));
+    assert_eq!(
+        (rq.0.as_str(), rq.1.as_str()),
+        ("True", reason::CLUSTER_QUEUE_RESTARTED)
+    );
     c.quota.assert_safe();
 }
 
@@ -395,13 +404,13 @@ async fn local_queue_hold_and_drain_evicts_and_holds_new_workloads() {
         condition(&b, condition::QUOTA_RESERVED).unwrap().2,
         "LocalQueue lq is stopped"
     );
-    let lq = wait_for(&lqs, "lq", "inactive", |q| {
-        q.status
-            .as_ref()
-            .is_some_and(|s| s.conditions.iter().any(|c| c.reason == "Stopped"))
+    // The Stopped condition may be written before the drained reservation is seen: wait for both.
+    wait_for(&lqs, "lq", "inactive with nothing reserved", |q| {
+        q.status.as_ref().is_some_and(|s| {
+            s.conditions.iter().any(|c| c.reason == "Stopped") && s.reserving_workloads == 0
+        })
     })
     .await;
-    assert_eq!(lq.status.unwrap().reserving_workloads, 0);
     lqs.patch(
         "lq",
         &PatchParams::default(),
@@ -421,21 +430,24 @@ async fn workload_in_backoff_is_admitted_only_after_requeue_at() {
     let wls = c.workloads();
     // Queued to a LocalQueue that does not exist yet, so nothing admits it before the backoff is set.
     c.workload("b", "later", 0, "1").await;
-    let requeue_at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(2);
+    let requeue_at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(4);
     loop {
         let mut w = wls.get("b").await.unwrap();
         let s = w.status.get_or_insert_with(Default::default);
         s.requeue_state = Some(quotagate::api::kueue::RequeueState {
             count: Some(1),
-            requeue_at: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(requeue_at)),
+            requeue_at: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                requeue_at,
+            )),
         });
         s.conditions.retain(|c| c.type_ != condition::REQUEUED);
-        s.conditions.push(quotagate::api::kueue::builders::condition(
-            condition::REQUEUED,
-            false,
-            reason::PODS_READY_TIMEOUT,
-            "Exceeded the PodsReady timeout default/b",
-        ));
+        s.conditions
+            .push(quotagate::api::kueue::builders::condition(
+                condition::REQUEUED,
+                false,
+                reason::PODS_READY_TIMEOUT,
+                "Exceeded the PodsReady timeout default/b",
+            ));
         match wls.replace_status("b", &Default::default(), &w).await {
             Ok(_) => break,
             Err(kube::Error::Api(e)) if e.code == 409 => continue,
@@ -444,12 +456,21 @@ async fn workload_in_backoff_is_admitted_only_after_requeue_at() {
     }
     c.local_queue("later", "cq").await;
     // Quota is free, yet the workload waits out its backoff.
-    tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+    let until = requeue_at - jiff::SignedDuration::from_millis(1500);
+    let left = until.duration_since(jiff::Timestamp::now());
+    assert!(
+        left.is_positive(),
+        "setup took too long to observe the backoff"
+    );
+    tokio::time::sleep(left.unsigned_abs()).await;
     let w = wls.get("b").await.unwrap();
     assert!(!reserved(&w), "admitted before requeueAt");
     let w = wait_for(&wls, "b", "admitted after the backoff", reserved).await;
     let rq = condition(&w, condition::REQUEUED).unwrap();
-    assert_eq!((rq.0.as_str(), rq.1.as_str()), ("True", reason::BACKOFF_FINISHED));
+    assert_eq!(
+        (rq.0.as_str(), rq.1.as_str()),
+        ("True", reason::BACKOFF_FINISHED)
+    );
     let state = w.status.as_ref().and_then(|s| s.requeue_state.clone());
     assert!(
         state.is_none_or(|s| s.requeue_at.is_none()),
@@ -462,6 +483,9 @@ async fn workload_in_backoff_is_admitted_only_after_requeue_at() {
         .map(|c| c.last_transition_time.0)
         .unwrap();
     // Condition times have second precision.
-    assert!(reserved_at.as_second() >= requeue_at.as_second(), "{reserved_at} < {requeue_at}");
+    assert!(
+        reserved_at.as_second() >= requeue_at.as_second(),
+        "{reserved_at} < {requeue_at}"
+    );
     c.quota.assert_safe();
 }

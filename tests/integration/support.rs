@@ -273,7 +273,10 @@ impl QuotaWatch {
                                 .pod_set_assignments
                                 .iter()
                                 .filter_map(|p| {
-                                    let total = resource_value("cpu", &Quantity::try_from(p.resource_usage.get("cpu")?).unwrap());
+                                    let total = resource_value(
+                                        "cpu",
+                                        &Quantity::try_from(p.resource_usage.get("cpu")?).unwrap(),
+                                    );
                                     let admitted = i64::from(p.count.unwrap_or(1)).max(1);
                                     let now = w
                                         .spec

@@ -208,7 +208,8 @@ pub fn clear_reservation(wl: &Workload, now: jiff::Timestamp) -> Option<Workload
     );
     // Kueue requeues at once only after a preemption or node failures; after any other eviction
     // Requeued=False parks the workload until its cause is gone (queue restarted, reactivated).
-    let at_once = why == reason::PREEMPTED || why == reason::NODE_FAILURES || why == reason::PENDING;
+    let at_once =
+        why == reason::PREEMPTED || why == reason::NODE_FAILURES || why == reason::PENDING;
     set_condition(
         &mut s.conditions,
         cond(condition::REQUEUED, at_once, &why, &msg, g, now),

@@ -261,7 +261,10 @@ impl AdmissionState {
                 // counted is scaled to the smaller spec counts, so the difference is free at once.
                 if !is_evicted(wl) && scaled_down(wl) && !self.core_counts_match(&key, wl) {
                     let ns = key.namespace.clone();
-                    let cq = wl.admission().map(|a| a.cluster_queue.clone()).unwrap_or_default();
+                    let cq = wl
+                        .admission()
+                        .map(|a| a.cluster_queue.clone())
+                        .unwrap_or_default();
                     if let Err(e) = convert::workload_model(wl, &cq, namespace_labels(snap, &ns))
                         .and_then(|m| self.core.shrink_admitted(m))
                     {

@@ -273,7 +273,11 @@ fn scaled_down_needs_an_elastic_workload_asking_for_fewer_pods() {
     let cases = [
         ("elastic, 3 -> 1", admitted(true, 3, 1), true),
         ("elastic, unchanged", admitted(true, 3, 3), false),
-        ("elastic, grown (needs a slice)", admitted(true, 3, 4), false),
+        (
+            "elastic, grown (needs a slice)",
+            admitted(true, 3, 4),
+            false,
+        ),
         ("not elastic", admitted(false, 3, 1), false),
         (
             "not admitted",
@@ -303,7 +307,11 @@ fn step_shrinks_an_elastic_workload_in_place_and_admits_into_the_freed_quota() {
     let mut st = AdmissionState::new();
     let waiting = wl("waiting", "3", "1");
     let actions = st.step(
-        &snapshot(vec![cq("cq", "4")], &["default"], vec![Arc::new(big.clone()), waiting.clone()]),
+        &snapshot(
+            vec![cq("cq", "4")],
+            &["default"],
+            vec![Arc::new(big.clone()), waiting.clone()],
+        ),
         0,
     );
     assert!(
@@ -313,7 +321,11 @@ fn step_shrinks_an_elastic_workload_in_place_and_admits_into_the_freed_quota() {
     big.spec.pod_sets[0].count = Some(1);
     big.metadata.resource_version = Some("2".into());
     let actions = st.step(
-        &snapshot(vec![cq("cq", "4")], &["default"], vec![Arc::new(big), waiting]),
+        &snapshot(
+            vec![cq("cq", "4")],
+            &["default"],
+            vec![Arc::new(big), waiting],
+        ),
         1,
     );
     let psa = st
@@ -325,7 +337,11 @@ fn step_shrinks_an_elastic_workload_in_place_and_admits_into_the_freed_quota() {
     assert_eq!(psa.flavors.get("cpu").map(String::as_str), Some("default"));
     // Milli-cpu: 1 cpu left to the shrunk workload + 3 cpu admitted into the freed quota.
     assert_eq!(
-        st.core.cq_usage("cq").values().next().map(|a| a.to_string()),
+        st.core
+            .cq_usage("cq")
+            .values()
+            .next()
+            .map(|a| a.to_string()),
         Some("4000".into())
     );
     assert!(
@@ -361,10 +377,21 @@ fn backoff_doubles_from_the_base_and_stops_at_the_cap() {
     assert_eq!(s1.count, Some(1));
     assert_eq!(s1.requeue_at.as_ref().map(|x| x.0), Some(t(60)));
     let s2 = kueue.next_state(Some(&s1), t(100), 0.0);
-    assert_eq!((s2.count, s2.requeue_at.map(|x| x.0)), (Some(2), Some(t(220))));
+    assert_eq!(
+        (s2.count, s2.requeue_at.map(|x| x.0)),
+        (Some(2), Some(t(220)))
+    );
     assert!(super::backoff::applies_to("PodsReadyTimeout"));
-    for r in ["Preempted", "ClusterQueueStopped", "LocalQueueStopped", "Deactivated"] {
-        assert!(!super::backoff::applies_to(r), "{r} is requeued without backoff");
+    for r in [
+        "Preempted",
+        "ClusterQueueStopped",
+        "LocalQueueStopped",
+        "Deactivated",
+    ] {
+        assert!(
+            !super::backoff::applies_to(r),
+            "{r} is requeued without backoff"
+        );
     }
 }
 
@@ -398,10 +425,20 @@ fn a_workload_in_backoff_waits_for_requeue_at_then_is_released() {
     );
     let status = super::backoff::finished(&w, t(10)).unwrap();
     let rq = status.condition("Requeued").unwrap();
-    assert_eq!((rq.status.as_str(), rq.reason.as_str()), ("True", "BackoffFinished"));
+    assert_eq!(
+        (rq.status.as_str(), rq.reason.as_str()),
+        ("True", "BackoffFinished")
+    );
     let state = status.requeue_state.clone().unwrap();
-    assert_eq!((state.count, state.requeue_at), (Some(1), None), "count kept, requeueAt cleared");
-    assert!(super::backoff::finished(&w, t(9)).is_none(), "not before requeueAt");
+    assert_eq!(
+        (state.count, state.requeue_at),
+        (Some(1), None),
+        "count kept, requeueAt cleared"
+    );
+    assert!(
+        super::backoff::finished(&w, t(9)).is_none(),
+        "not before requeueAt"
+    );
     let mut released = w;
     released.status = Some(status);
     released.metadata.resource_version = Some("2".into());
@@ -416,20 +453,53 @@ fn a_workload_in_backoff_waits_for_requeue_at_then_is_released() {
 fn a_parked_workload_is_released_when_its_cause_is_gone() {
     let parked = |status: bool, why: &str| {
         let mut w = (*wl("p", "1", "1")).clone();
-        w.status.get_or_insert_with(Default::default).conditions.push(
-            crate::api::kueue::builders::condition("Requeued", status, why, "m"),
-        );
+        w.status
+            .get_or_insert_with(Default::default)
+            .conditions
+            .push(crate::api::kueue::builders::condition(
+                "Requeued", status, why, "m",
+            ));
         w
     };
     let cases = [
-        ("CQ restarted", parked(false, "ClusterQueueStopped"), false, Some("ClusterQueueRestarted")),
-        ("CQ still stopped", parked(false, "ClusterQueueStopped"), true, None),
-        ("LQ restarted", parked(false, "LocalQueueStopped"), false, Some("LocalQueueRestarted")),
-        ("reactivated", parked(false, "Deactivated"), false, Some("Reactivated")),
-        ("backoff over", parked(false, "PodsReadyTimeout"), false, Some("BackoffFinished")),
+        (
+            "CQ restarted",
+            parked(false, "ClusterQueueStopped"),
+            false,
+            Some("ClusterQueueRestarted"),
+        ),
+        (
+            "CQ still stopped",
+            parked(false, "ClusterQueueStopped"),
+            true,
+            None,
+        ),
+        (
+            "LQ restarted",
+            parked(false, "LocalQueueStopped"),
+            false,
+            Some("LocalQueueRestarted"),
+        ),
+        (
+            "reactivated",
+            parked(false, "Deactivated"),
+            false,
+            Some("Reactivated"),
+        ),
+        (
+            "backoff over",
+            parked(false, "PodsReadyTimeout"),
+            false,
+            Some("BackoffFinished"),
+        ),
         ("backoff still running", in_backoff(t(10)), false, None),
         ("already requeued", parked(true, "Preempted"), false, None),
-        ("unknown reason left alone", parked(false, "Other"), false, None),
+        (
+            "unknown reason left alone",
+            parked(false, "Other"),
+            false,
+            None,
+        ),
         ("never evicted", (*wl("n", "1", "1")).clone(), false, None),
     ];
     for (name, w, cq_stopped, want) in cases {
@@ -462,6 +532,10 @@ fn only_preemption_requeues_at_once_when_the_reservation_is_cleared() {
         e.status = conditions::evicted(&e, &cause, t(1));
         let s = conditions::clear_reservation(&e, t(2)).unwrap();
         let rq = s.condition("Requeued").unwrap();
-        assert_eq!((rq.status.as_str(), rq.reason.as_str()), (want, why), "{why}");
+        assert_eq!(
+            (rq.status.as_str(), rq.reason.as_str()),
+            (want, why),
+            "{why}"
+        );
     }
 }
