@@ -489,3 +489,27 @@ async fn workload_in_backoff_is_admitted_only_after_requeue_at() {
     );
     c.quota.assert_safe();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_cohort_fair_share_is_cleared_without_fair_sharing() {
+    use quotagate::api::kueue::{Cohort, CohortStatus, FairSharingStatus};
+    let c = Cluster::start(Limits::default()).await;
+    let cohorts: Api<Cohort> = Api::all(c.client.clone());
+    let mut co = cohorts
+        .create(&Default::default(), &Cohort::build("co").build())
+        .await
+        .unwrap();
+    co.status = Some(CohortStatus {
+        fair_sharing: Some(FairSharingStatus { weighted_share: 3 }),
+    });
+    // The manager may write first; it writes nothing for a cohort without a stale share.
+    let written = cohorts
+        .replace_status("co", &Default::default(), &co)
+        .await
+        .unwrap();
+    assert!(written.status.and_then(|s| s.fair_sharing).is_some());
+    wait_for(&cohorts, "co", "fairSharing cleared", |c| {
+        c.status.as_ref().is_none_or(|s| s.fair_sharing.is_none())
+    })
+    .await;
+}

@@ -17,7 +17,7 @@ use super::conditions::{self, EvictionCause};
 use super::queue_status;
 use super::sync::{Action, AdmissionState, Snapshot, key_of};
 use crate::api::kueue::constants::{RESOURCE_IN_USE_FINALIZER, reason};
-use crate::api::kueue::{ClusterQueue, LocalQueue, Workload, WorkloadStatus};
+use crate::api::kueue::{ClusterQueue, Cohort, LocalQueue, Workload, WorkloadStatus};
 use crate::queue::{WorkloadKey, convert};
 use crate::wiring::metrics::Metrics;
 
@@ -368,6 +368,19 @@ impl AdmissionLoop {
                     .await
                 {
                     tracing::debug!(cluster_queue = %name, error = %e, "status write failed; will retry");
+                }
+            }
+        }
+        let cohort_api: Api<Cohort> = Api::all(self.client.clone());
+        for co in &snap.cohorts {
+            if let Some(status) = queue_status::cohort(co) {
+                let mut obj = (**co).clone();
+                obj.status = Some(status);
+                if let Err(e) = cohort_api
+                    .replace_status(&co.name_any(), &PostParams::default(), &obj)
+                    .await
+                {
+                    tracing::debug!(cohort = %co.name_any(), error = %e, "status write failed; will retry");
                 }
             }
         }

@@ -539,3 +539,28 @@ fn only_preemption_requeues_at_once_when_the_reservation_is_cleared() {
         );
     }
 }
+
+#[test]
+fn cohort_status_is_written_only_to_clear_a_stale_fair_share() {
+    use crate::api::kueue::{Cohort, CohortStatus, FairSharingStatus};
+    let with = |status: Option<CohortStatus>| {
+        let mut c = Cohort::build("co").build();
+        c.status = status;
+        c
+    };
+    let stale = Some(CohortStatus {
+        fair_sharing: Some(FairSharingStatus { weighted_share: 3 }),
+    });
+    let cases = [
+        ("no status", with(None), None),
+        ("empty status", with(Some(CohortStatus::default())), None),
+        (
+            "stale weighted share",
+            with(stale),
+            Some(CohortStatus::default()),
+        ),
+    ];
+    for (name, c, want) in cases {
+        assert_eq!(super::queue_status::cohort(&c), want, "{name}");
+    }
+}
