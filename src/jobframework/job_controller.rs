@@ -60,7 +60,7 @@ pub enum Step {
     Stop(String),
     /// Running without a reservation.
     Suspend,
-    /// Elastic job, pending workload: take the job's new pod counts in place.
+    /// Elastic job, pending workload or admitted and shrinking: take the job's new pod counts in place.
     UpdateCounts(String),
     /// Elastic job grew while admitted: a new workload slice replacing this one.
     CreateSlice {
@@ -152,7 +152,11 @@ pub fn plan(job: &dyn GenericJob, workloads: &[&Workload]) -> Result<Step, JobFr
                 Step::CreateSlice { replaces: name }
             });
         }
-        // Shrinking an admitted slice in place is not supported yet: keep the larger reservation.
+        if !grows && !is_evicted(wl) {
+            // Kueue shrinks an admitted slice in place; the admission controller then shrinks
+            // status.admission and frees the difference.
+            return Ok(Step::UpdateCounts(name));
+        }
     } else if !reserved && !podsets_equivalent(&podsets, &wl.spec.pod_sets, false) {
         return Ok(Step::DeleteWorkloads(vec![name]));
     }
@@ -240,8 +244,15 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<JobContext>) -> Result<Acti
         Step::Ignore | Step::Nothing => {}
         Step::UpdateCounts(name) => {
             if let Some(wl) = owned.iter().find(|w| w.name_any() == name) {
+                // Counts only (Kueue's ApplyPodSetCounts): a running job's templates carry
+                // injected flavor info, and the rest of a reserved workload's podsets is immutable.
                 let mut wl = wl.clone();
-                wl.spec.pod_sets = job.pod_sets()?;
+                let counts = job.pod_sets()?;
+                for ps in &mut wl.spec.pod_sets {
+                    if let Some(c) = counts.iter().find(|c| c.name == ps.name) {
+                        ps.count = c.count;
+                    }
+                }
                 wl_api.replace(&name, &PostParams::default(), &wl).await?;
             }
         }
@@ -570,10 +581,16 @@ mod tests {
                 },
             ),
             (
-                "admitted shrink keeps the reservation",
+                "admitted shrink updates the counts in place",
                 elastic(false, 0),
                 vec![small_running.clone()],
-                Step::Nothing,
+                Step::UpdateCounts("w1".into()),
+            ),
+            (
+                "an evicted workload is stopped, not shrunk",
+                elastic(false, 0),
+                vec![wl_for(&elastic(false, 1), "w1", true, true)],
+                Step::Stop("w1".into()),
             ),
             (
                 "a pending slice waits beside the active one",

@@ -3,8 +3,8 @@
 
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams};
-use quotagate::api::kueue::ResourceFlavor;
 use quotagate::api::kueue::constants::label;
+use quotagate::api::kueue::{ClusterQueue, ResourceFlavor};
 use quotagate::api::ray::RayCluster;
 
 use crate::support::*;
@@ -283,6 +283,73 @@ async fn elastic_raycluster_grows_through_workload_slices() {
     assert!(
         reserved(&wls.get(&second).await.unwrap()),
         "the running slice keeps its reservation"
+    );
+    c.quota.assert_safe();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elastic_raycluster_scaled_down_frees_quota_in_place() {
+    let c = Cluster::start(Limits::default().cq("cq", 5000)).await;
+    c.simple("cq", "lq", "5").await;
+    let rcs: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
+    let workers = |n: i32| {
+        serde_json::json!([{"groupName": "workers", "replicas": n, "minReplicas": 0, "maxReplicas": 4, "rayStartParams": {},
+            "template": {"spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray:2.9.0", "resources": {"requests": {"cpu": "1"}}}]}}}])
+    };
+    let mut rc = cluster("el");
+    rc.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(label::ELASTIC_JOB.to_string(), "true".to_string());
+    rc.spec.worker_group_specs = serde_json::from_value(workers(3)).unwrap();
+    rcs.create(&PostParams::default(), &rc).await.unwrap();
+    // Head 1 cpu + 3 workers: 4 of 5 cpu.
+    let rc = wait_for(&rcs, "el", "running", |r| r.spec.suspend == Some(false)).await;
+    let wls = c.workloads();
+    let name = owned_by(&wls.list(&Default::default()).await.unwrap().items, &rc)[0].name_any();
+    c.workload("waiting", "lq", 0, "3").await;
+    wait_for(&wls, "waiting", "waiting for quota", |w| {
+        condition(w, "QuotaReserved").is_some_and(|c| c.0 == "False")
+    })
+    .await;
+
+    rcs.patch(
+        "el",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&serde_json::json!({"spec": {"workerGroupSpecs": workers(1)}})),
+    )
+    .await
+    .unwrap();
+    // The same workload asks for 1 worker; its admission stays as written (immutable in Kueue).
+    let shrunk = wait_for(&wls, &name, "spec shrunk to 1 worker", |w| {
+        w.spec
+            .pod_sets
+            .iter()
+            .any(|p| p.name.as_deref() == Some("workers") && p.count == Some(1))
+    })
+    .await;
+    assert!(
+        reserved(&shrunk),
+        "the same workload keeps its (smaller) reservation"
+    );
+    wait_for(&wls, "waiting", "admitted into the freed quota", reserved).await;
+    // ClusterQueue usage: 2 cpu of the shrunk cluster + 3 of the newly admitted workload.
+    let cqs: Api<ClusterQueue> = Api::all(c.client.clone());
+    wait_for(&cqs, "cq", "usage of 5 cpu", |q| {
+        q.status.as_ref().is_some_and(|s| {
+            s.flavors_reservation.iter().any(|f| {
+                f.resources
+                    .iter()
+                    .any(|r| r.name == "cpu" && r.total.as_ref().is_some_and(|t| t.0 == "5"))
+            })
+        })
+    })
+    .await;
+    let all = wls.list(&Default::default()).await.unwrap().items;
+    assert_eq!(
+        owned_by(&all, &rc).len(),
+        1,
+        "no new slice for a scale-down"
     );
     c.quota.assert_safe();
 }

@@ -212,6 +212,14 @@ async fn higher_priority_preempts_lower_priority() {
         condition(&low, condition::QUOTA_RESERVED).unwrap().0,
         "False"
     );
+    // Kueue backs off only after a PodsReady timeout: a preempted workload requeues at once.
+    assert!(
+        low.status
+            .as_ref()
+            .and_then(|s| s.requeue_state.as_ref())
+            .is_none(),
+        "no requeueState after a preemption"
+    );
     c.quota.assert_safe();
 }
 
@@ -291,6 +299,12 @@ async fn stop_policy_hold_and_drain_evicts() {
     })
     .await;
     assert!(!reserved(&a));
+    // Kueue parks it (Requeued=False) until the ClusterQueue is restarted.
+    let rq = condition(&a, condition::REQUEUED).unwrap();
+    assert_eq!(
+        (rq.0.as_str(), rq.1.as_str()),
+        ("False", reason::CLUSTER_QUEUE_STOPPED)
+    );
     cqs.patch(
         "cq",
         &PatchParams::default(),
@@ -298,7 +312,12 @@ async fn stop_policy_hold_and_drain_evicts() {
     )
     .await
     .unwrap();
-    wait_for(&wls, "a", "admitted again", |w| w.is_admitted()).await;
+    let a = wait_for(&wls, "a", "admitted again", |w| w.is_admitted()).await;
+    let rq = condition(&a, condition::REQUEUED).unwrap();
+    assert_eq!(
+        (rq.0.as_str(), rq.1.as_str()),
+        ("True", reason::CLUSTER_QUEUE_RESTARTED)
+    );
     c.quota.assert_safe();
 }
 
@@ -385,13 +404,13 @@ async fn local_queue_hold_and_drain_evicts_and_holds_new_workloads() {
         condition(&b, condition::QUOTA_RESERVED).unwrap().2,
         "LocalQueue lq is stopped"
     );
-    let lq = wait_for(&lqs, "lq", "inactive", |q| {
-        q.status
-            .as_ref()
-            .is_some_and(|s| s.conditions.iter().any(|c| c.reason == "Stopped"))
+    // The Stopped condition may be written before the drained reservation is seen: wait for both.
+    wait_for(&lqs, "lq", "inactive with nothing reserved", |q| {
+        q.status.as_ref().is_some_and(|s| {
+            s.conditions.iter().any(|c| c.reason == "Stopped") && s.reserving_workloads == 0
+        })
     })
     .await;
-    assert_eq!(lq.status.unwrap().reserving_workloads, 0);
     lqs.patch(
         "lq",
         &PatchParams::default(),
@@ -402,4 +421,95 @@ async fn local_queue_hold_and_drain_evicts_and_holds_new_workloads() {
     wait_for(&wls, "a", "admitted again", |w| w.is_admitted()).await;
     wait_for(&wls, "b", "admitted", |w| w.is_admitted()).await;
     c.quota.assert_safe();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workload_in_backoff_is_admitted_only_after_requeue_at() {
+    let c = Cluster::start(Limits::default().cq("cq", 4000)).await;
+    c.simple("cq", "lq", "4").await;
+    let wls = c.workloads();
+    // Queued to a LocalQueue that does not exist yet, so nothing admits it before the backoff is set.
+    c.workload("b", "later", 0, "1").await;
+    let requeue_at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(6);
+    loop {
+        let mut w = wls.get("b").await.unwrap();
+        let s = w.status.get_or_insert_with(Default::default);
+        s.requeue_state = Some(quotagate::api::kueue::RequeueState {
+            count: Some(1),
+            requeue_at: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                requeue_at,
+            )),
+        });
+        s.conditions.retain(|c| c.type_ != condition::REQUEUED);
+        s.conditions
+            .push(quotagate::api::kueue::builders::condition(
+                condition::REQUEUED,
+                false,
+                reason::PODS_READY_TIMEOUT,
+                "Exceeded the PodsReady timeout default/b",
+            ));
+        match wls.replace_status("b", &Default::default(), &w).await {
+            Ok(_) => break,
+            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    c.local_queue("later", "cq").await;
+    // Quota is free, yet the workload waits out its backoff.
+    let until = requeue_at - jiff::SignedDuration::from_millis(2500);
+    let left = until.duration_since(jiff::Timestamp::now());
+    assert!(
+        left.is_positive(),
+        "setup took too long to observe the backoff"
+    );
+    tokio::time::sleep(left.unsigned_abs()).await;
+    let w = wls.get("b").await.unwrap();
+    assert!(!reserved(&w), "admitted before requeueAt");
+    let w = wait_for(&wls, "b", "admitted after the backoff", reserved).await;
+    let rq = condition(&w, condition::REQUEUED).unwrap();
+    assert_eq!(
+        (rq.0.as_str(), rq.1.as_str()),
+        ("True", reason::BACKOFF_FINISHED)
+    );
+    let state = w.status.as_ref().and_then(|s| s.requeue_state.clone());
+    assert!(
+        state.is_none_or(|s| s.requeue_at.is_none()),
+        "requeueAt cleared once the backoff finished"
+    );
+    let reserved_at = w
+        .status
+        .as_ref()
+        .and_then(|s| s.condition(condition::QUOTA_RESERVED))
+        .map(|c| c.last_transition_time.0)
+        .unwrap();
+    // Condition times have second precision.
+    assert!(
+        reserved_at.as_second() >= requeue_at.as_second(),
+        "{reserved_at} < {requeue_at}"
+    );
+    c.quota.assert_safe();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_cohort_fair_share_is_cleared_without_fair_sharing() {
+    use quotagate::api::kueue::{Cohort, CohortStatus, FairSharingStatus};
+    let c = Cluster::start(Limits::default()).await;
+    let cohorts: Api<Cohort> = Api::all(c.client.clone());
+    let mut co = cohorts
+        .create(&Default::default(), &Cohort::build("co").build())
+        .await
+        .unwrap();
+    co.status = Some(CohortStatus {
+        fair_sharing: Some(FairSharingStatus { weighted_share: 3 }),
+    });
+    // The manager may write first; it writes nothing for a cohort without a stale share.
+    let written = cohorts
+        .replace_status("co", &Default::default(), &co)
+        .await
+        .unwrap();
+    assert!(written.status.and_then(|s| s.fair_sharing).is_some());
+    wait_for(&cohorts, "co", "fairSharing cleared", |c| {
+        c.status.as_ref().is_none_or(|s| s.fair_sharing.is_none())
+    })
+    .await;
 }

@@ -267,11 +267,25 @@ impl QuotaWatch {
                         let key = format!("{}/{}", w.namespace().unwrap_or_default(), w.name_any());
                         let now = if reserved(&w) && !w.is_finished() {
                             let a = w.admission().unwrap();
+                            // As Kueue counts it: an elastic workload scaled down in place keeps
+                            // its admission, and uses only the share of its spec's pod count.
                             let cpu: i64 = a
                                 .pod_set_assignments
                                 .iter()
-                                .filter_map(|p| p.resource_usage.get("cpu"))
-                                .map(|q| resource_value("cpu", &Quantity::try_from(q).unwrap()))
+                                .filter_map(|p| {
+                                    let total = resource_value(
+                                        "cpu",
+                                        &Quantity::try_from(p.resource_usage.get("cpu")?).unwrap(),
+                                    );
+                                    let admitted = i64::from(p.count.unwrap_or(1)).max(1);
+                                    let now = w
+                                        .spec
+                                        .pod_sets
+                                        .iter()
+                                        .find(|s| s.name.as_deref().unwrap_or("main") == p.name)
+                                        .map_or(admitted, |s| i64::from(s.count.unwrap_or(1)));
+                                    Some(total / admitted * now.min(admitted))
+                                })
                                 .sum();
                             Some((a.cluster_queue.clone(), cpu))
                         } else {

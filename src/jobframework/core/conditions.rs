@@ -30,7 +30,7 @@ pub fn set_condition(conds: &mut Vec<Condition>, mut c: Condition) -> bool {
     }
 }
 
-fn cond(
+pub(super) fn cond(
     type_: &str,
     status: bool,
     reason: &str,
@@ -48,7 +48,7 @@ fn cond(
     }
 }
 
-fn status_of(wl: &Workload) -> WorkloadStatus {
+pub(super) fn status_of(wl: &Workload) -> WorkloadStatus {
     wl.status.clone().unwrap_or_default()
 }
 
@@ -166,7 +166,7 @@ pub fn evicted(
 }
 
 /// Releases the reservation of an evicted workload whose job has stopped: admission cleared,
-/// QuotaReserved/Admitted false, and Requeued=True so it queues again.
+/// QuotaReserved/Admitted false, and Requeued with the eviction reason.
 pub fn clear_reservation(wl: &Workload, now: jiff::Timestamp) -> Option<WorkloadStatus> {
     let g = wl.metadata.generation;
     let mut s = status_of(wl);
@@ -206,9 +206,13 @@ pub fn clear_reservation(wl: &Workload, now: jiff::Timestamp) -> Option<Workload
             now,
         ),
     );
+    // Kueue requeues at once only after a preemption or node failures; after any other eviction
+    // Requeued=False parks the workload until its cause is gone (queue restarted, reactivated).
+    let at_once =
+        why == reason::PREEMPTED || why == reason::NODE_FAILURES || why == reason::PENDING;
     set_condition(
         &mut s.conditions,
-        cond(condition::REQUEUED, true, &why, &msg, g, now),
+        cond(condition::REQUEUED, at_once, &why, &msg, g, now),
     );
     Some(s)
 }

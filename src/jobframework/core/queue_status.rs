@@ -241,3 +241,13 @@ pub fn local_queue(
     s.flavors_usage = to_api(used);
     (s != old).then_some(s)
 }
+
+/// The Cohort status to write, if any. Without fair sharing Kueue's cohort controller computes
+/// nothing: it only clears a stale `fairSharing` (e.g. left by an earlier fair-sharing config).
+pub fn cohort(c: &crate::api::kueue::Cohort) -> Option<crate::api::kueue::CohortStatus> {
+    let s = c.status.as_ref()?;
+    s.fair_sharing.as_ref()?;
+    let mut cleared = s.clone();
+    cleared.fair_sharing = None;
+    Some(cleared)
+}

@@ -17,7 +17,7 @@ use super::conditions::{self, EvictionCause};
 use super::queue_status;
 use super::sync::{Action, AdmissionState, Snapshot, key_of};
 use crate::api::kueue::constants::{RESOURCE_IN_USE_FINALIZER, reason};
-use crate::api::kueue::{ClusterQueue, LocalQueue, Workload, WorkloadStatus};
+use crate::api::kueue::{ClusterQueue, Cohort, LocalQueue, Workload, WorkloadStatus};
 use crate::queue::{WorkloadKey, convert};
 use crate::wiring::metrics::Metrics;
 
@@ -121,6 +121,8 @@ impl AdmissionLoop {
             | Action::ClearReservation { key }
             | Action::Pending { key, .. }
             | Action::FinishSlice { key, .. }
+            | Action::BackoffFinished { key }
+            | Action::Requeue { key, .. }
             | Action::RemoveFinalizer { key } => key.clone(),
         };
         let Some(wl) = by_key.get(&key) else {
@@ -181,6 +183,13 @@ impl AdmissionLoop {
                 let Some(mut status) = conditions::evicted(wl, &cause, now()) else {
                     return;
                 };
+                if super::backoff::applies_to(&cause.reason) {
+                    status.requeue_state = Some(state.backoff.next_state(
+                        status.requeue_state.as_ref(),
+                        now(),
+                        rand::random::<f64>(),
+                    ));
+                }
                 if clear {
                     let mut tmp = (**wl).clone();
                     tmp.status = Some(status.clone());
@@ -209,6 +218,20 @@ impl AdmissionLoop {
                 if let Some(status) =
                     conditions::finished(wl, reason::WORKLOAD_SLICE_REPLACED, &msg, now())
                 {
+                    self.write(&api, wl, status).await;
+                }
+            }
+            Action::Requeue {
+                reason: why,
+                message,
+                ..
+            } => {
+                if let Some(status) = super::backoff::requeued(wl, &why, &message, now()) {
+                    self.write(&api, wl, status).await;
+                }
+            }
+            Action::BackoffFinished { .. } => {
+                if let Some(status) = super::backoff::finished(wl, now()) {
                     self.write(&api, wl, status).await;
                 }
             }
@@ -345,6 +368,19 @@ impl AdmissionLoop {
                     .await
                 {
                     tracing::debug!(cluster_queue = %name, error = %e, "status write failed; will retry");
+                }
+            }
+        }
+        let cohort_api: Api<Cohort> = Api::all(self.client.clone());
+        for co in &snap.cohorts {
+            if let Some(status) = queue_status::cohort(co) {
+                let mut obj = (**co).clone();
+                obj.status = Some(status);
+                if let Err(e) = cohort_api
+                    .replace_status(&co.name_any(), &PostParams::default(), &obj)
+                    .await
+                {
+                    tracing::debug!(cohort = %co.name_any(), error = %e, "status write failed; will retry");
                 }
             }
         }

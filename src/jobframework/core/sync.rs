@@ -55,6 +55,16 @@ pub enum Action {
     RemoveFinalizer {
         key: WorkloadKey,
     },
+    /// The requeue backoff has elapsed: Requeued=True/BackoffFinished, `requeueAt` cleared.
+    BackoffFinished {
+        key: WorkloadKey,
+    },
+    /// The cause of a Requeued=False is gone: Requeued=True with `reason`.
+    Requeue {
+        key: WorkloadKey,
+        reason: String,
+        message: String,
+    },
 }
 
 pub fn key_of(wl: &Workload) -> WorkloadKey {
@@ -88,6 +98,8 @@ pub struct AdmissionState {
     evicting: HashMap<WorkloadKey, EvictionCause>,
     /// Configuration errors by object ("ClusterQueue x" -> message), logged once per change.
     pub config_errors: BTreeMap<String, String>,
+    /// Requeueing backoff after a PodsReady-timeout eviction.
+    pub backoff: super::backoff::RequeueBackoff,
 }
 
 impl AdmissionState {
@@ -245,6 +257,20 @@ impl AdmissionState {
                         tracing::warn!(workload = %key, error = %e, "cannot account an admitted workload");
                     }
                 }
+                // Like Kueue, status.admission stays as admitted (it is immutable); the usage
+                // counted is scaled to the smaller spec counts, so the difference is free at once.
+                if !is_evicted(wl) && scaled_down(wl) && !self.core_counts_match(&key, wl) {
+                    let ns = key.namespace.clone();
+                    let cq = wl
+                        .admission()
+                        .map(|a| a.cluster_queue.clone())
+                        .unwrap_or_default();
+                    if let Err(e) = convert::workload_model(wl, &cq, namespace_labels(snap, &ns))
+                        .and_then(|m| self.core.shrink_admitted(m))
+                    {
+                        tracing::warn!(workload = %key, error = %e, "cannot shrink an admitted workload");
+                    }
+                }
                 let owned = controller_owner(wl).is_some();
                 if is_evicted(wl) {
                     self.evicting.remove(&key);
@@ -310,6 +336,29 @@ impl AdmissionState {
                     key,
                     reason: reason::INADMISSIBLE.into(),
                     message,
+                });
+                continue;
+            }
+            // In backoff: kept out of the queue until requeueAt, then released by the write.
+            if let Some(at) = super::backoff::requeue_at(wl) {
+                self.unqueue(&key);
+                if at.as_millisecond() <= now_ms {
+                    actions.push(Action::BackoffFinished { key });
+                }
+                continue;
+            }
+            let cq_stopped = snap
+                .cluster_queues
+                .iter()
+                .find(|q| q.metadata.name.as_deref() == Some(lq.spec.cluster_queue()))
+                .is_some_and(|q| q.spec.stop_policy() != StopPolicy::None);
+            if let Some((why, message)) = super::backoff::release(wl, cq_stopped) {
+                // Queued once the API shows Requeued=True (the write changes the resourceVersion).
+                self.unqueue(&key);
+                actions.push(Action::Requeue {
+                    key,
+                    reason: why.into(),
+                    message: message.into(),
                 });
                 continue;
             }
@@ -388,6 +437,22 @@ impl AdmissionState {
         actions
     }
 
+    /// The core already counts the workload's spec pod counts (a shrink was applied).
+    fn core_counts_match(&self, key: &WorkloadKey, wl: &Workload) -> bool {
+        let Some(a) = self.core.admission(key) else {
+            return false;
+        };
+        wl.spec.pod_sets.iter().all(|ps| {
+            let name = ps
+                .name
+                .as_deref()
+                .unwrap_or(crate::api::kueue::constants::DEFAULT_PODSET_NAME);
+            a.pod_set_assignments
+                .iter()
+                .any(|p| p.name == name && p.count == i64::from(ps.count.unwrap_or(1)))
+        })
+    }
+
     fn unqueue(&mut self, key: &WorkloadKey) {
         self.queued_rv.remove(key);
         if !self.core.is_admitted(key) {
@@ -401,6 +466,39 @@ impl AdmissionState {
         self.evicting.remove(key);
         self.core.delete_workload(key);
     }
+}
+
+/// An elastic workload whose spec asks for fewer pods than `status.admission` holds (and for no
+/// more anywhere): Kueue shrinks such a slice in place instead of creating a new one, and counts
+/// only the spec's pods against the quota.
+pub fn scaled_down(wl: &Workload) -> bool {
+    if !crate::jobframework::interface::workload_slice_enabled(&wl.metadata) {
+        return false;
+    }
+    let Some(a) = wl.admission() else {
+        return false;
+    };
+    let mut smaller = false;
+    for ps in &wl.spec.pod_sets {
+        let name = ps
+            .name
+            .as_deref()
+            .unwrap_or(crate::api::kueue::constants::DEFAULT_PODSET_NAME);
+        let Some(admitted) = a
+            .pod_set_assignments
+            .iter()
+            .find(|p| p.name == name)
+            .and_then(|p| p.count)
+        else {
+            return false;
+        };
+        let want = ps.count.unwrap_or(1);
+        if want > admitted {
+            return false;
+        }
+        smaller |= want < admitted;
+    }
+    smaller
 }
 
 /// `kueue.x-k8s.io/workload-slice-replacement-for: <ns>/<name>` of a scale-up slice.

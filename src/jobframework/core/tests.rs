@@ -129,7 +129,8 @@ fn clearing_a_reservation_requeues_with_the_eviction_reason() {
     let requeued = s.condition("Requeued").unwrap();
     assert_eq!(
         (requeued.status.as_str(), requeued.reason.as_str()),
-        ("True", "ClusterQueueStopped")
+        ("False", "ClusterQueueStopped"),
+        "parked until the ClusterQueue restarts"
     );
     assert_eq!(s.condition("QuotaReserved").unwrap().status, "False");
     assert_eq!(s.condition("Admitted").unwrap().reason, "NoReservation");
@@ -252,4 +253,314 @@ fn step_records_admissions_found_in_the_api_after_a_restart() {
         matches!(&actions[..], [Action::Pending { key, .. }] if key.name == "b"),
         "no second admission after a restart: {actions:?}"
     );
+}
+
+#[test]
+fn scaled_down_needs_an_elastic_workload_asking_for_fewer_pods() {
+    use crate::api::kueue::constants::label;
+    let admitted = |elastic: bool, admitted_count: i32, want: i32| {
+        let mut b = Workload::build("e", "default")
+            .queue("lq")
+            .podset("main", admitted_count, [("cpu", "1")])
+            .reserve_quota("cq", "default");
+        if elastic {
+            b = b.annotation(label::ELASTIC_JOB, "true");
+        }
+        let mut w = b.build();
+        w.spec.pod_sets[0].count = Some(want);
+        w
+    };
+    let cases = [
+        ("elastic, 3 -> 1", admitted(true, 3, 1), true),
+        ("elastic, unchanged", admitted(true, 3, 3), false),
+        (
+            "elastic, grown (needs a slice)",
+            admitted(true, 3, 4),
+            false,
+        ),
+        ("not elastic", admitted(false, 3, 1), false),
+        (
+            "not admitted",
+            Workload::build("p", "default")
+                .annotation(label::ELASTIC_JOB, "true")
+                .podset("main", 1, [("cpu", "1")])
+                .build(),
+            false,
+        ),
+    ];
+    for (name, w, want) in cases {
+        assert_eq!(super::sync::scaled_down(&w), want, "{name}");
+    }
+}
+
+#[test]
+fn step_shrinks_an_elastic_workload_in_place_and_admits_into_the_freed_quota() {
+    use crate::api::kueue::constants::label;
+    let mut big = Workload::build("elastic", "default")
+        .annotation(label::ELASTIC_JOB, "true")
+        .queue("lq")
+        .podset("main", 3, [("cpu", "1")])
+        .reserve_quota("cq", "default")
+        .admitted()
+        .build();
+    big.metadata.resource_version = Some("1".into());
+    let mut st = AdmissionState::new();
+    let waiting = wl("waiting", "3", "1");
+    let actions = st.step(
+        &snapshot(
+            vec![cq("cq", "4")],
+            &["default"],
+            vec![Arc::new(big.clone()), waiting.clone()],
+        ),
+        0,
+    );
+    assert!(
+        !actions.iter().any(|a| matches!(a, Action::Admit { .. })),
+        "3 of 4 cpu in use, 3 more do not fit: {actions:?}"
+    );
+    big.spec.pod_sets[0].count = Some(1);
+    big.metadata.resource_version = Some("2".into());
+    let actions = st.step(
+        &snapshot(
+            vec![cq("cq", "4")],
+            &["default"],
+            vec![Arc::new(big), waiting],
+        ),
+        1,
+    );
+    let psa = st
+        .core
+        .admission(&crate::queue::WorkloadKey::new("default", "elastic"))
+        .map(|a| a.pod_set_assignments[0].clone())
+        .expect("still admitted");
+    assert_eq!(psa.count, 1);
+    assert_eq!(psa.flavors.get("cpu").map(String::as_str), Some("default"));
+    // Milli-cpu: 1 cpu left to the shrunk workload + 3 cpu admitted into the freed quota.
+    assert_eq!(
+        st.core
+            .cq_usage("cq")
+            .values()
+            .next()
+            .map(|a| a.to_string()),
+        Some("4000".into())
+    );
+    assert!(
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::Admit { key, .. } if key.name == "waiting")),
+        "the freed quota admits the waiting workload: {actions:?}"
+    );
+}
+
+#[test]
+fn backoff_doubles_from_the_base_and_stops_at_the_cap() {
+    use super::backoff::RequeueBackoff;
+    let kueue = RequeueBackoff::default();
+    let fast = RequeueBackoff {
+        base_seconds: 1,
+        max_seconds: 5,
+    };
+    let cases = [
+        ("first requeue waits the base", kueue, 1, 0.0, 60_000),
+        ("second doubles", kueue, 2, 0.0, 120_000),
+        ("sixth", kueue, 6, 0.0, 1_920_000),
+        ("seventh is capped at an hour", kueue, 7, 0.0, 3_600_000),
+        ("huge counts stay capped", kueue, 1000, 0.0, 3_600_000),
+        ("jitter adds at most 1/10000", kueue, 1, 0.999_999, 60_005),
+        ("configurable base", fast, 1, 0.0, 1_000),
+        ("configurable cap", fast, 4, 0.0, 5_000),
+    ];
+    for (name, b, count, jitter, want) in cases {
+        assert_eq!(b.delay_ms(count, jitter), want, "{name}");
+    }
+    let s1 = kueue.next_state(None, t(0), 0.0);
+    assert_eq!(s1.count, Some(1));
+    assert_eq!(s1.requeue_at.as_ref().map(|x| x.0), Some(t(60)));
+    let s2 = kueue.next_state(Some(&s1), t(100), 0.0);
+    assert_eq!(
+        (s2.count, s2.requeue_at.map(|x| x.0)),
+        (Some(2), Some(t(220)))
+    );
+    assert!(super::backoff::applies_to("PodsReadyTimeout"));
+    for r in [
+        "Preempted",
+        "ClusterQueueStopped",
+        "LocalQueueStopped",
+        "Deactivated",
+    ] {
+        assert!(
+            !super::backoff::applies_to(r),
+            "{r} is requeued without backoff"
+        );
+    }
+}
+
+fn in_backoff(until: jiff::Timestamp) -> Workload {
+    let mut w = (*wl("b", "1", "1")).clone();
+    let s = w.status.get_or_insert_with(Default::default);
+    s.requeue_state = Some(crate::api::kueue::RequeueState {
+        count: Some(1),
+        requeue_at: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(until)),
+    });
+    s.conditions.push(crate::api::kueue::builders::condition(
+        "Requeued",
+        false,
+        "PodsReadyTimeout",
+        "Exceeded the PodsReady timeout",
+    ));
+    w
+}
+
+#[test]
+fn a_workload_in_backoff_waits_for_requeue_at_then_is_released() {
+    let mut st = AdmissionState::new();
+    let w = in_backoff(t(10));
+    let snap = |w: Workload| snapshot(vec![cq("cq", "4")], &["default"], vec![Arc::new(w)]);
+    let before = st.step(&snap(w.clone()), t(9).as_millisecond());
+    assert!(before.is_empty(), "kept out of the queue: {before:?}");
+    let after = st.step(&snap(w.clone()), t(10).as_millisecond());
+    assert!(
+        matches!(&after[..], [Action::BackoffFinished { key }] if key.name == "b"),
+        "{after:?}"
+    );
+    let status = super::backoff::finished(&w, t(10)).unwrap();
+    let rq = status.condition("Requeued").unwrap();
+    assert_eq!(
+        (rq.status.as_str(), rq.reason.as_str()),
+        ("True", "BackoffFinished")
+    );
+    let state = status.requeue_state.clone().unwrap();
+    assert_eq!(
+        (state.count, state.requeue_at),
+        (Some(1), None),
+        "count kept, requeueAt cleared"
+    );
+    assert!(
+        super::backoff::finished(&w, t(9)).is_none(),
+        "not before requeueAt"
+    );
+    let mut released = w;
+    released.status = Some(status);
+    released.metadata.resource_version = Some("2".into());
+    let admitted = st.step(&snap(released), t(11).as_millisecond());
+    assert!(
+        matches!(&admitted[..], [Action::Admit { key, .. }] if key.name == "b"),
+        "{admitted:?}"
+    );
+}
+
+#[test]
+fn a_parked_workload_is_released_when_its_cause_is_gone() {
+    let parked = |status: bool, why: &str| {
+        let mut w = (*wl("p", "1", "1")).clone();
+        w.status
+            .get_or_insert_with(Default::default)
+            .conditions
+            .push(crate::api::kueue::builders::condition(
+                "Requeued", status, why, "m",
+            ));
+        w
+    };
+    let cases = [
+        (
+            "CQ restarted",
+            parked(false, "ClusterQueueStopped"),
+            false,
+            Some("ClusterQueueRestarted"),
+        ),
+        (
+            "CQ still stopped",
+            parked(false, "ClusterQueueStopped"),
+            true,
+            None,
+        ),
+        (
+            "LQ restarted",
+            parked(false, "LocalQueueStopped"),
+            false,
+            Some("LocalQueueRestarted"),
+        ),
+        (
+            "reactivated",
+            parked(false, "Deactivated"),
+            false,
+            Some("Reactivated"),
+        ),
+        (
+            "backoff over",
+            parked(false, "PodsReadyTimeout"),
+            false,
+            Some("BackoffFinished"),
+        ),
+        ("backoff still running", in_backoff(t(10)), false, None),
+        ("already requeued", parked(true, "Preempted"), false, None),
+        (
+            "unknown reason left alone",
+            parked(false, "Other"),
+            false,
+            None,
+        ),
+        ("never evicted", (*wl("n", "1", "1")).clone(), false, None),
+    ];
+    for (name, w, cq_stopped, want) in cases {
+        assert_eq!(
+            super::backoff::release(&w, cq_stopped).map(|r| r.0),
+            want,
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn only_preemption_requeues_at_once_when_the_reservation_is_cleared() {
+    let w = wl("a", "1", "1");
+    let mut admitted = (*w).clone();
+    admitted.status = Some(conditions::admitted(&w, admission("cq"), t(0)));
+    for (why, want) in [
+        ("Preempted", "True"),
+        ("ClusterQueueStopped", "False"),
+        ("LocalQueueStopped", "False"),
+        ("Deactivated", "False"),
+        ("PodsReadyTimeout", "False"),
+    ] {
+        let mut e = admitted.clone();
+        let cause = conditions::EvictionCause {
+            reason: why.into(),
+            preempted_reason: None,
+            message: "m".into(),
+        };
+        e.status = conditions::evicted(&e, &cause, t(1));
+        let s = conditions::clear_reservation(&e, t(2)).unwrap();
+        let rq = s.condition("Requeued").unwrap();
+        assert_eq!(
+            (rq.status.as_str(), rq.reason.as_str()),
+            (want, why),
+            "{why}"
+        );
+    }
+}
+
+#[test]
+fn cohort_status_is_written_only_to_clear_a_stale_fair_share() {
+    use crate::api::kueue::{Cohort, CohortStatus, FairSharingStatus};
+    let with = |status: Option<CohortStatus>| {
+        let mut c = Cohort::build("co").build();
+        c.status = status;
+        c
+    };
+    let stale = Some(CohortStatus {
+        fair_sharing: Some(FairSharingStatus { weighted_share: 3 }),
+    });
+    let cases = [
+        ("no status", with(None), None),
+        ("empty status", with(Some(CohortStatus::default())), None),
+        (
+            "stale weighted share",
+            with(stale),
+            Some(CohortStatus::default()),
+        ),
+    ];
+    for (name, c, want) in cases {
+        assert_eq!(super::queue_status::cohort(&c), want, "{name}");
+    }
 }
