@@ -430,7 +430,7 @@ async fn workload_in_backoff_is_admitted_only_after_requeue_at() {
     let wls = c.workloads();
     // Queued to a LocalQueue that does not exist yet, so nothing admits it before the backoff is set.
     c.workload("b", "later", 0, "1").await;
-    let requeue_at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(6);
+    let requeue_at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(10);
     loop {
         let mut w = wls.get("b").await.unwrap();
         let s = w.status.get_or_insert_with(Default::default);
@@ -456,7 +456,7 @@ async fn workload_in_backoff_is_admitted_only_after_requeue_at() {
     }
     c.local_queue("later", "cq").await;
     // Quota is free, yet the workload waits out its backoff.
-    let until = requeue_at - jiff::SignedDuration::from_millis(2500);
+    let until = requeue_at - jiff::SignedDuration::from_millis(4000);
     let left = until.duration_since(jiff::Timestamp::now());
     assert!(
         left.is_positive(),

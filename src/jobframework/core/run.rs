@@ -423,8 +423,10 @@ impl AdmissionLoop {
     }
 }
 
-/// Writes the admission. On a conflict, re-reads once: if the workload is still unreserved and its
-/// spec unchanged, the same admission is written on the fresh object; otherwise the error stands.
+/// Writes the admission. On a conflict, re-reads once: if the workload is exactly as the decision saw
+/// it (spec and status; only its resourceVersion moved), the same admission is written on the fresh
+/// object; otherwise the error stands and the next cycle decides again on the fresh state (a status
+/// change such as a requeue backoff can make the workload ineligible).
 async fn admit_with_retry(
     api: &Api<Workload>,
     wl: &Workload,
@@ -438,7 +440,7 @@ async fn admit_with_retry(
     {
         Err(kube::Error::Api(s)) if s.code == 409 => {
             let fresh = api.get(&wl.name_any()).await?;
-            let same = fresh.metadata.generation == wl.metadata.generation && fresh.spec == wl.spec;
+            let same = fresh.metadata.generation == wl.metadata.generation && fresh.spec == wl.spec && fresh.status == wl.status;
             if !same
                 || fresh.admission().is_some()
                 || fresh.metadata.deletion_timestamp.is_some()
