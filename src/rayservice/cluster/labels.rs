@@ -113,3 +113,8 @@ mod tests {
         assert_eq!((m["a"].as_str(), m["b"].as_str()), ("1", "2"));
     }
 }
+
+/// The value of one label on a Pod, if set.
+pub fn pod_label<'a>(p: &'a k8s_openapi::api::core::v1::Pod, key: &str) -> Option<&'a str> {
+    p.metadata.labels.as_ref().and_then(|l| l.get(key)).map(String::as_str)
+}

@@ -1,5 +1,6 @@
 //! The RayCluster controller's I/O shell: Services, then pods as planned by `lifecycle::decide`, then status.
 
+use crate::rayservice::cluster::labels::pod_label;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -127,13 +128,6 @@ fn error_policy(_rc: Arc<RayCluster>, err: &Error, ctx: Arc<Context>) -> Requeue
     Requeue::requeue(ctx.config.busy_requeue)
 }
 
-fn label<'a>(p: &'a Pod, key: &str) -> Option<&'a str> {
-    p.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(key))
-        .map(String::as_str)
-}
 
 fn pod_view(p: &Pod) -> PodView {
     let status = p.status.as_ref();
@@ -148,14 +142,14 @@ fn pod_view(p: &Pod) -> PodView {
         .is_some_and(|cs| cs.state.as_ref().is_some_and(|st| st.terminated.is_some()));
     PodView {
         name: p.name_any(),
-        head: label(p, c::LABEL_NODE_TYPE) == Some(c::NODE_TYPE_HEAD),
-        group: label(p, c::LABEL_GROUP).unwrap_or("").to_string(),
+        head: pod_label(p, c::LABEL_NODE_TYPE) == Some(c::NODE_TYPE_HEAD),
+        group: pod_label(p, c::LABEL_GROUP).unwrap_or("").to_string(),
         running: phase == "Running",
         ready,
         unhealthy: phase == "Failed" || phase == "Succeeded" || (never_restart && ray_terminated),
         deleting: p.metadata.deletion_timestamp.is_some(),
-        replica_index: label(p, c::LABEL_WORKER_REPLICA_INDEX).and_then(|v| v.parse().ok()),
-        replica_name: label(p, c::LABEL_WORKER_REPLICA_NAME).map(str::to_string),
+        replica_index: pod_label(p, c::LABEL_WORKER_REPLICA_INDEX).and_then(|v| v.parse().ok()),
+        replica_name: pod_label(p, c::LABEL_WORKER_REPLICA_NAME).map(str::to_string),
         ip: status.and_then(|s| s.pod_ip.clone()),
     }
 }
@@ -218,7 +212,7 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
         .items;
     let views: Vec<PodView> = pods.iter().map(pod_view).collect();
     let head_pod = pods.iter().find(|p| {
-        label(p, c::LABEL_NODE_TYPE) == Some(c::NODE_TYPE_HEAD)
+        pod_label(p, c::LABEL_NODE_TYPE) == Some(c::NODE_TYPE_HEAD)
             && p.metadata.deletion_timestamp.is_none()
     });
     let recreate = match recreate_decision(

@@ -1,5 +1,6 @@
 //! From API objects to the decision snapshot, and from a planned status back to the API status. Pure.
 
+use crate::rayservice::cluster::labels::pod_label;
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
@@ -68,7 +69,7 @@ pub fn ready_serve_endpoints(slices: &[EndpointSlice]) -> i32 {
 pub fn head_pod_ip(pods: &[Pod]) -> Option<String> {
     pods.iter()
         .find(|p| {
-            label(p, c::LABEL_NODE_TYPE) == Some(c::NODE_TYPE_HEAD)
+            pod_label(p, c::LABEL_NODE_TYPE) == Some(c::NODE_TYPE_HEAD)
                 && p.metadata.deletion_timestamp.is_none()
         })
         .and_then(|p| p.status.as_ref()?.pod_ip.clone())
@@ -90,13 +91,6 @@ pub fn serve_port(spec: &crate::api::ray::RayClusterSpec) -> i32 {
         .map_or(c::DEFAULT_SERVING_PORT, |p| p.container_port)
 }
 
-fn label<'a>(p: &'a Pod, key: &str) -> Option<&'a str> {
-    p.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(key))
-        .map(String::as_str)
-}
 
 /// A child cluster as the decisions see it. `pods` are the pods labelled `ray.io/cluster=<name>`; the
 /// shell fills in `proxy_healthy` after probing.
@@ -117,7 +111,7 @@ pub fn child_view(rc: &RayCluster, pods: &[Pod], serve: ServeObservation) -> Chi
                 .any(|c| c.type_ == c::COND_HEAD_POD_READY && c.status == "True")
         });
     let head = pods.iter().find(|p| {
-        label(p, c::LABEL_NODE_TYPE) == Some(c::NODE_TYPE_HEAD)
+        pod_label(p, c::LABEL_NODE_TYPE) == Some(c::NODE_TYPE_HEAD)
             && p.metadata.deletion_timestamp.is_none()
     });
     ChildCluster {
@@ -133,7 +127,7 @@ pub fn child_view(rc: &RayCluster, pods: &[Pod], serve: ServeObservation) -> Chi
                 .map(|(h, m)| (h.to_string(), m.to_string()))
         }),
         serve,
-        head_serve_label: head.map(|h| label(h, c::LABEL_SERVE) == Some("true")),
+        head_serve_label: head.map(|h| pod_label(h, c::LABEL_SERVE) == Some("true")),
         proxy_healthy: None,
         deleting: rc.metadata.deletion_timestamp.is_some(),
     }
