@@ -1,6 +1,7 @@
 //! API types (Kueue, KubeRay, Gateway API), quantities, validation and admission. No I/O.
 
 pub mod admission;
+pub mod conditions;
 pub mod gateway;
 pub mod kueue;
 pub mod manifest;

@@ -23,16 +23,9 @@ fn resource_list<'a>(items: impl IntoIterator<Item = (&'a str, &'a str)>) -> Res
     items.into_iter().map(|(k, v)| (k.to_string(), q(v))).collect()
 }
 
-/// A condition with the given status and reason, at the Unix epoch unless set otherwise.
+/// A condition with the given status and reason, at the Unix epoch.
 pub fn condition(type_: &str, status: bool, reason: &str, message: &str) -> Condition {
-    Condition {
-        type_: type_.to_string(),
-        status: if status { "True" } else { "False" }.to_string(),
-        reason: reason.to_string(),
-        message: message.to_string(),
-        last_transition_time: Time(jiff::Timestamp::UNIX_EPOCH),
-        observed_generation: None,
-    }
+    crate::api::conditions::new(type_, status, reason, message, None, jiff::Timestamp::UNIX_EPOCH)
 }
 
 /// Builds a [`FlavorQuotas`] resource by resource.
@@ -329,10 +322,7 @@ impl WorkloadBuilder {
 
 
 fn set_condition(status: &mut WorkloadStatus, c: Condition) {
-    match status.conditions.iter_mut().find(|x| x.type_ == c.type_) {
-        Some(x) => *x = c,
-        None => status.conditions.push(c),
-    }
+    crate::api::conditions::set(&mut status.conditions, c);
 }
 
 /// Assigns `flavor` to every resource the podset requests, for its full count, with the usage

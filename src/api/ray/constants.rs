@@ -190,3 +190,6 @@ pub const ANNOTATION_SERVED_CONFIG_HASH: &str = "quotagate.io/served-config-hash
 pub const ANNOTATION_REJECTED_SERVE_CONFIG: &str = "quotagate.io/rejected-serve-config";
 /// RayService `Ready=False` reason: something serves but a Serve application failed to deploy.
 pub const REASON_SERVE_DEPLOY_FAILED: &str = "ServeDeployFailed";
+
+/// Key of the token in the operator-managed auth Secret (KubeRay's `RAY_AUTH_TOKEN_SECRET_KEY`).
+pub const AUTH_TOKEN_KEY: &str = "auth_token";

@@ -1,34 +1,12 @@
 //! Workload status transitions as pure functions: each takes the current status and returns the new
 //! one, or `None` when nothing would change (so no write is made for a no-op).
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use crate::api::kueue::constants::{condition, reason};
 use crate::api::kueue::{Admission, Workload, WorkloadStatus};
 
-/// Sets `c` in `conds`; keeps the transition time when the status did not flip. True when changed.
-pub fn set_condition(conds: &mut Vec<Condition>, mut c: Condition) -> bool {
-    match conds.iter_mut().find(|x| x.type_ == c.type_) {
-        Some(old) => {
-            if old.status == c.status
-                && old.reason == c.reason
-                && old.message == c.message
-                && old.observed_generation == c.observed_generation
-            {
-                return false;
-            }
-            if old.status == c.status {
-                c.last_transition_time = old.last_transition_time.clone();
-            }
-            *old = c;
-            true
-        }
-        None => {
-            conds.push(c);
-            true
-        }
-    }
-}
+pub use crate::api::conditions::set as set_condition;
 
 pub(super) fn cond(
     type_: &str,
@@ -38,14 +16,7 @@ pub(super) fn cond(
     generation: Option<i64>,
     now: jiff::Timestamp,
 ) -> Condition {
-    Condition {
-        type_: type_.to_string(),
-        status: if status { "True" } else { "False" }.to_string(),
-        reason: reason.to_string(),
-        message: message.to_string(),
-        last_transition_time: Time(now),
-        observed_generation: generation,
-    }
+    crate::api::conditions::new(type_, status, reason, message, generation, now)
 }
 
 pub(super) fn status_of(wl: &Workload) -> WorkloadStatus {

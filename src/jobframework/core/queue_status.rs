@@ -4,9 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
-use super::conditions::set_condition;
+use super::conditions::{cond, set_condition};
 use crate::api::kueue::constants::{condition, reason};
 use crate::api::kueue::{
     ClusterQueue, ClusterQueueStatus, FlavorUsage, LocalQueue, LocalQueueFlavorUsage,
@@ -17,24 +16,6 @@ use crate::queue;
 
 fn q(resource: &str, v: i64) -> Quantity {
     resource_quantity(resource, v).into()
-}
-
-fn cond(
-    type_: &str,
-    ok: bool,
-    why: &str,
-    message: &str,
-    generation: Option<i64>,
-    now: jiff::Timestamp,
-) -> Condition {
-    Condition {
-        type_: type_.to_string(),
-        status: if ok { "True" } else { "False" }.to_string(),
-        reason: why.to_string(),
-        message: message.to_string(),
-        last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now),
-        observed_generation: generation,
-    }
 }
 
 /// Kueue's `Active` condition of a ClusterQueue: reason and message.

@@ -2,12 +2,14 @@
 //! (KubeRay's `BuildPod`), the head Service, the spec hash and replica/resource arithmetic. No I/O.
 
 pub mod child;
+pub mod conditions;
 pub mod hash;
 pub mod labels;
 pub mod names;
 pub mod pod;
 mod pod_env;
 pub mod pod_features;
+pub mod podsets;
 pub mod quantity;
 pub mod replicas;
 pub mod service;

@@ -42,7 +42,7 @@ pub fn generated_secret(rc: &RayCluster, token: &str) -> Option<Secret> {
             ..Default::default()
         },
         string_data: Some(BTreeMap::from([(
-            crate::rayservice::service::auth::TOKEN_KEY.to_string(),
+            c::AUTH_TOKEN_KEY.to_string(),
             token.to_string(),
         )])),
         ..Default::default()

@@ -11,8 +11,7 @@
 use crate::api::ray::constants as c;
 
 use super::pods::{PodAction, PodInputs, PodView, plan_pods};
-use crate::rayservice::service::conditions::{FALSE, TRUE};
-use crate::rayservice::service::plan::ConditionPlan;
+use crate::rayservice::cluster::conditions::{ConditionPlan, FALSE, TRUE};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {

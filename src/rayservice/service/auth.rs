@@ -8,8 +8,7 @@ use crate::api::ray::RayCluster;
 use crate::api::ray::raycluster::AuthMode;
 use crate::rayservice::cluster::names;
 
-/// Key of the token in the Secret (KubeRay's `RAY_AUTH_TOKEN_SECRET_KEY`).
-pub const TOKEN_KEY: &str = "auth_token";
+pub use crate::api::ray::constants::AUTH_TOKEN_KEY as TOKEN_KEY;
 
 /// The Secret holding the cluster's token, or `None` when the cluster does not use token auth.
 pub fn token_secret_name(rc: &RayCluster) -> Option<String> {

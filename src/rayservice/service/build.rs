@@ -11,9 +11,9 @@ use kube::Resource;
 
 use super::schedule;
 use crate::api::ray::constants as c;
+use crate::api::ray::constants::ANNOTATION_ADMISSION_GATED as GATE_ANNOTATION;
 use crate::api::ray::{RayCluster, RayService};
 use crate::rayservice::cluster::names;
-use crate::rayservice::clusterctl::GATE_ANNOTATION;
 
 /// Hashes of the desired child spec, computed by the caller with the cluster module.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -20,9 +20,7 @@ pub use crate::api::ray::constants::{
     REASON_ZERO_SERVE_ENDPOINTS as ZERO_SERVE_ENDPOINTS,
 };
 
-pub const TRUE: &str = "True";
-pub const FALSE: &str = "False";
-pub const UNKNOWN: &str = "Unknown";
+pub use crate::rayservice::cluster::conditions::{FALSE, TRUE, UNKNOWN};
 
 const DEPLOY_FAILED: &str = crate::api::ray::constants::app_status::DEPLOY_FAILED;
 

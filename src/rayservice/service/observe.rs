@@ -6,19 +6,19 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use sha2::Digest;
 
-use super::plan::{ConditionPlan, ServiceStatusPlan, StatusPlan};
+use super::plan::{ServiceStatusPlan, StatusPlan};
 use super::snapshot::{
     AppView, ChildCluster, PriorCondition, PriorStatus, ServeObservation, UpgradeStrategy,
 };
 use crate::api::ray::constants as c;
+use crate::api::ray::constants::ANNOTATION_ADMISSION_GATED as GATE_ANNOTATION;
 use crate::api::ray::rayservice::{
     AppStatus, RayServiceStatus, ServeDeploymentStatus, ServiceStatus,
 };
 use crate::api::ray::{RayCluster, RayServiceSpec, RayServiceStatuses};
-use crate::rayservice::clusterctl::GATE_ANNOTATION;
 use crate::rayservice::dashboard::{DashboardError, ServeConfig, ServeDetails, serve_readiness};
 
 /// On a child RayCluster: hash of the Serve config its dashboard last accepted (so a restart does not
@@ -90,7 +90,6 @@ pub fn serve_port(spec: &crate::api::ray::RayClusterSpec) -> i32 {
         })
         .map_or(c::DEFAULT_SERVING_PORT, |p| p.container_port)
 }
-
 
 /// A child cluster as the decisions see it. `pods` are the pods labelled `ray.io/cluster=<name>`; the
 /// shell fills in `proxy_healthy` after probing.
@@ -201,34 +200,7 @@ pub fn prior_status(status: Option<&RayServiceStatuses>) -> PriorStatus {
     }
 }
 
-pub(crate) fn merge_condition(
-    existing: &mut Vec<Condition>,
-    plan: &ConditionPlan,
-    now: &Time,
-    generation: i64,
-) {
-    if plan.refresh {
-        existing.retain(|c| c.type_ != plan.type_);
-    }
-    let new = Condition {
-        type_: plan.type_.to_string(),
-        status: plan.status.to_string(),
-        reason: plan.reason.to_string(),
-        message: plan.message.clone(),
-        observed_generation: Some(generation),
-        last_transition_time: now.clone(),
-    };
-    match existing.iter_mut().find(|c| c.type_ == plan.type_) {
-        // lastTransitionTime moves only when the status does (metav1 SetStatusCondition semantics).
-        Some(c) if c.status == new.status => {
-            c.reason = new.reason;
-            c.message = new.message;
-            c.observed_generation = new.observed_generation;
-        }
-        Some(c) => *c = new,
-        None => existing.push(new),
-    }
-}
+pub(crate) use crate::rayservice::cluster::conditions::merge_condition;
 
 fn service_status(
     prior: Option<&RayServiceStatus>,

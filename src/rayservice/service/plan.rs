@@ -61,16 +61,7 @@ pub struct EventPlan {
     pub message: String,
 }
 
-/// A condition to set. `refresh`: remove and re-add so lastTransitionTime restarts even if the status
-/// did not change (KubeRay #4894, re-arming Initializing on resume).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConditionPlan {
-    pub type_: &'static str,
-    pub status: &'static str,
-    pub reason: &'static str,
-    pub message: String,
-    pub refresh: bool,
-}
+pub use crate::rayservice::cluster::conditions::ConditionPlan;
 
 /// `activeServiceStatus` / `pendingServiceStatus`. `applications: None` keeps what is stored (the
 /// dashboard was not reachable this pass).

@@ -1,0 +1,58 @@
+//! A RayCluster's Kueue podsets (Kueue's `BuildPodSets`: `head`, then one per worker group named
+//! `lower(groupName)`), computed from the very pods the RayCluster controller builds: each podset's template
+//! spec is the built pod's spec and its count the pods the controller keeps, so what a podset requests is
+//! exactly what its pods request (the autoscaler sidecar and the `wait-gcs-ready` init container included,
+//! which Kueue's hand-kept copy misses).
+
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+
+use super::pod::{WorkerSlot, build_head_pod, build_worker_pod};
+use super::replicas::desired_pods;
+use super::{BuildError, BuildOptions};
+use crate::api::kueue::PodSet;
+use crate::api::ray::RayCluster;
+
+/// Podset name of the head group.
+pub const HEAD_PODSET: &str = "head";
+
+fn podset(name: String, count: i32, template: PodTemplateSpec) -> PodSet {
+    PodSet {
+        name: Some(name),
+        template,
+        count: Some(count),
+        ..Default::default()
+    }
+}
+
+/// The head podset (count 1) and one per worker group (count = the worker pods the controller keeps:
+/// desired replicas x numOfHosts). Templates keep the user's metadata and carry the built pod's spec.
+pub fn cluster_podsets(rc: &RayCluster, opts: &BuildOptions) -> Result<Vec<PodSet>, BuildError> {
+    let spec = &rc.spec;
+    let head = build_head_pod(rc, opts)?;
+    let mut out = vec![podset(
+        HEAD_PODSET.to_string(),
+        1,
+        PodTemplateSpec {
+            metadata: spec.head_group_spec.template.metadata.clone(),
+            spec: head.spec,
+        },
+    )];
+    for g in spec.worker_groups() {
+        let slot = WorkerSlot {
+            replica_index: 0,
+            host_index: 0,
+            replica_name: String::new(),
+        };
+        let pod = build_worker_pod(rc, &g.group_name, &slot, opts)?;
+        let count = i32::try_from(desired_pods(g)).unwrap_or(i32::MAX);
+        out.push(podset(
+            g.group_name.to_lowercase(),
+            count,
+            PodTemplateSpec {
+                metadata: g.template.metadata.clone(),
+                spec: pod.spec,
+            },
+        ));
+    }
+    Ok(out)
+}
