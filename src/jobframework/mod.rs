@@ -12,7 +12,7 @@ pub mod job_controller;
 pub mod names;
 pub mod podset_info;
 pub mod priority;
-pub mod raycluster;
+pub mod shell;
 pub mod workload;
 
 pub use error::JobFrameworkError;

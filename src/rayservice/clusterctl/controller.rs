@@ -5,19 +5,17 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Pod, Secret, Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action as Requeue;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
-use rand::Rng;
 use serde_json::json;
-use tracing::{instrument, warn};
+use tracing::instrument;
 
 use super::GATE_ANNOTATION;
 use super::lifecycle::{Facts, Phase, decide, facts, running_conditions};
@@ -26,6 +24,8 @@ use crate::api::ray::constants as c;
 use crate::api::ray::raycluster::{ClusterState, HeadInfo};
 use crate::api::ray::validation::validate_ray_cluster;
 use crate::api::ray::{RayCluster, RayClusterStatus};
+use crate::jobframework::shell;
+use crate::rayservice::cluster::conditions::{ConditionPlan, merge_condition};
 use crate::rayservice::cluster::hash::{
     RecreateDecision, hash_without_replicas_and_workers_to_delete, head_pod_stamp,
     recreate_decision,
@@ -38,8 +38,6 @@ use crate::rayservice::cluster::service::{
     head_service, headless_worker_service, needs_headless_service,
 };
 use crate::rayservice::cluster::{BuildError, BuildOptions, names};
-use crate::rayservice::service::observe::merge_condition;
-use crate::rayservice::service::plan::ConditionPlan;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -108,26 +106,26 @@ pub async fn run(ctx: Arc<Context>) {
         c::NODE_TYPE_HEAD,
         c::NODE_TYPE_WORKER
     ));
-    Controller::new(
+    let controller = Controller::new(
         Api::<RayCluster>::all(client.clone()),
         watcher::Config::default(),
     )
     .owns(Api::<Pod>::all(client.clone()), pods)
-    .owns(Api::<Service>::all(client), watcher::Config::default())
-    .run(reconcile, error_policy, ctx)
-    .for_each(|res| async move {
-        if let Err(e) = res {
-            warn!(error = %e, "raycluster reconcile failed");
-        }
+    .owns(Api::<Service>::all(client), watcher::Config::default());
+    shell::run(controller, "raycluster", reconcile, ctx, |c| {
+        c.config.busy_requeue
     })
     .await;
 }
 
-fn error_policy(_rc: Arc<RayCluster>, err: &Error, ctx: Arc<Context>) -> Requeue {
-    warn!(error = %err, category = err.category(), "raycluster pass failed; retrying");
-    Requeue::requeue(ctx.config.busy_requeue)
+impl shell::ReconcileError for Error {
+    fn category(&self) -> &'static str {
+        Error::category(self)
+    }
+    fn is_gone(&self) -> bool {
+        matches!(self, Error::Kube(e) if shell::is_not_found(e))
+    }
 }
-
 
 fn pod_view(p: &Pod) -> PodView {
     let status = p.status.as_ref();
@@ -158,14 +156,6 @@ fn owned<K: Resource<DynamicType = ()>>(obj: &mut K, rc: &RayCluster) {
     if let Some(owner) = rc.controller_owner_ref(&()) {
         obj.meta_mut().owner_references = Some(vec![owner]);
     }
-}
-
-fn random_suffix() -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut rng = rand::rng();
-    (0..5)
-        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
-        .collect()
 }
 
 fn has_condition(rc: &RayCluster, type_: &str) -> bool {
@@ -310,25 +300,13 @@ async fn ensure_auth_secret(rc: &RayCluster, ns: &str, ctx: &Context) -> Result<
     let Some(secret) = super::auth_secret::generated_secret(rc, &token) else {
         return Ok(());
     };
-    match api.create(&PostParams::default(), &secret).await {
-        Ok(_) => Ok(()),
-        // Created concurrently: keep theirs.
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    // Created concurrently: keep theirs.
+    shell::ignore_already_exists(api.create(&PostParams::default(), &secret).await)?;
+    Ok(())
 }
 
 async fn publish(ctx: &Context, rc: &RayCluster, type_: EventType, reason: &str, note: String) {
-    let ev = Event {
-        type_,
-        reason: reason.into(),
-        note: Some(note),
-        action: reason.into(),
-        secondary: None,
-    };
-    if let Err(e) = ctx.recorder.publish(&ev, &rc.object_ref(&())).await {
-        warn!(error = %e, reason, "could not record event");
-    }
+    shell::publish(&ctx.recorder, &rc.object_ref(&()), type_, reason, note).await;
 }
 
 /// Head Service (always), headless worker Service (multi-host groups), `<cluster>-serve-svc` when the
@@ -376,8 +354,8 @@ async fn ensure_services(
             Some(s) => s,
             None => {
                 owned(&mut svc, rc);
-                match api.create(&PostParams::default(), &svc).await {
-                    Ok(s) => {
+                match shell::ignore_already_exists(api.create(&PostParams::default(), &svc).await) {
+                    Ok(Some(s)) => {
                         publish(
                             ctx,
                             rc,
@@ -388,7 +366,7 @@ async fn ensure_services(
                         .await;
                         s
                     }
-                    Err(kube::Error::Api(s)) if s.code == 409 => api.get(&sname).await?,
+                    Ok(None) => api.get(&sname).await?,
                     Err(e) => return Err(e.into()),
                 }
             }
@@ -512,7 +490,7 @@ async fn create_workers(
     for w in workers {
         let replica_name = replica_names
             .entry(w.replica_ordinal)
-            .or_insert_with(|| format!("{group}-{}", random_suffix()))
+            .or_insert_with(|| format!("{group}-{}", shell::random_suffix()))
             .clone();
         let slot = WorkerSlot {
             replica_index: w.replica_index,
@@ -538,11 +516,7 @@ async fn create_workers(
 }
 
 async fn delete_pod(api: &Api<Pod>, name: &str) -> Result<(), kube::Error> {
-    match api.delete(name, &DeleteParams::default()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.is_not_found() => Ok(()),
-        Err(e) => Err(e),
-    }
+    shell::ignore_not_found(api.delete(name, &DeleteParams::default()).await).map(|_| ())
 }
 
 fn next_status(

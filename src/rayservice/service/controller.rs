@@ -5,18 +5,16 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::runtime::controller::Action as Requeue;
-use kube::runtime::events::{Event, EventType as KEventType, Recorder, Reporter};
+use kube::runtime::events::{EventType as KEventType, Recorder, Reporter};
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
-use rand::Rng;
 use serde_json::{Value, json};
-use tracing::{info, instrument, warn};
+use tracing::{info, instrument};
 
 use super::build::{self, Stamp};
 use super::error::Error;
@@ -25,14 +23,15 @@ use super::plan::{Action, EventType, Plan};
 use super::snapshot::{Admission, DesiredCluster, ServeObservation, Snapshot};
 use super::{auth, duration, schedule};
 use crate::api::ray::constants as c;
+use crate::api::ray::constants::ANNOTATION_ADMISSION_GATED as GATE_ANNOTATION;
 use crate::api::ray::validation::validate_ray_service;
 use crate::api::ray::{RayCluster, RayService};
+use crate::jobframework::shell;
 use crate::rayservice::cluster::child::spec_for_hashing;
 use crate::rayservice::cluster::hash::{
     hash_of_first_groups, hash_without_replicas_and_workers_to_delete,
 };
 use crate::rayservice::cluster::names;
-use crate::rayservice::clusterctl::GATE_ANNOTATION;
 use crate::rayservice::dashboard::{DashboardEndpoint, DashboardError, RayDashboard, ServeConfig};
 
 /// Label that makes a RayService queue-managed (Kueue's).
@@ -144,7 +143,7 @@ impl Context {
 /// Runs the controller until the stream ends (watches RayServices and the RayClusters and Services they own).
 pub async fn run(ctx: Arc<Context>) {
     let client = ctx.client.clone();
-    Controller::new(
+    let controller = Controller::new(
         Api::<RayService>::all(client.clone()),
         watcher::Config::default(),
     )
@@ -152,28 +151,20 @@ pub async fn run(ctx: Arc<Context>) {
         Api::<RayCluster>::all(client.clone()),
         watcher::Config::default(),
     )
-    .owns(Api::<Service>::all(client), watcher::Config::default())
-    .run(reconcile, error_policy, ctx)
-    .for_each(|res| async move {
-        if let Err(e) = res {
-            warn!(error = %e, "rayservice reconcile failed");
-        }
+    .owns(Api::<Service>::all(client), watcher::Config::default());
+    shell::run(controller, "rayservice", reconcile, ctx, |c| {
+        c.config.error_backoff
     })
     .await;
 }
 
-fn error_policy(_rs: Arc<RayService>, err: &Error, ctx: Arc<Context>) -> Requeue {
-    warn!(error = %err, category = err.category(), "rayservice pass failed; retrying");
-    Requeue::requeue(ctx.config.error_backoff)
-}
-
-/// KubeRay's `rand.String(5)` alphabet (no vowels, no confusable digits).
-fn random_suffix() -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut rng = rand::rng();
-    (0..5)
-        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
-        .collect()
+impl shell::ReconcileError for Error {
+    fn category(&self) -> &'static str {
+        Error::category(self)
+    }
+    fn is_gone(&self) -> bool {
+        matches!(self, Error::Kube(e) if shell::is_not_found(e))
+    }
 }
 
 fn desired_cluster(rs: &RayService) -> DesiredCluster {
@@ -358,7 +349,7 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
         serve_service,
         serve_endpoints,
         admission: ctx.admission.admission(rs),
-        fresh_name: format!("{name}-{}", random_suffix()),
+        fresh_name: format!("{name}-{}", shell::random_suffix()),
         operator_version: ctx.config.operator_version.clone(),
     })
 }
@@ -376,30 +367,27 @@ async fn execute(
             EventType::Normal => KEventType::Normal,
             EventType::Warning => KEventType::Warning,
         };
-        let event = Event {
+        shell::publish(
+            &ctx.recorder,
+            &reference,
             type_,
-            reason: ev.reason.into(),
-            note: Some(ev.message.clone()),
-            action: ev.reason.into(),
-            secondary: None,
-        };
-        if let Err(e) = ctx.recorder.publish(&event, &reference).await {
-            warn!(error = %e, reason = ev.reason, "could not record event");
-        }
+            ev.reason,
+            ev.message.clone(),
+        )
+        .await;
     }
     for action in &plan.actions {
         info!(?action, "rayservice action");
         if let Err(e) = act(rs, ns, name, action, ctx).await {
-            let event = Event {
-                type_: KEventType::Warning,
-                reason: failure_reason(action).into(),
-                note: Some(e.to_string()),
-                action: failure_reason(action).into(),
-                secondary: None,
-            };
-            if let Err(pe) = ctx.recorder.publish(&event, &reference).await {
-                warn!(error = %pe, "could not record failure event");
-            }
+            let reason = failure_reason(action);
+            shell::publish(
+                &ctx.recorder,
+                &reference,
+                KEventType::Warning,
+                reason,
+                e.to_string(),
+            )
+            .await;
             return Err(e);
         }
     }
@@ -459,11 +447,8 @@ fn failure_reason(action: &Action) -> &'static str {
 }
 
 fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<(), Error> {
-    match r {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.is_not_found() => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    shell::ignore_not_found(r)?;
+    Ok(())
 }
 
 async fn act(
@@ -502,12 +487,9 @@ async fn act(
         }
         Action::CreateCluster { name: cname, gated } => {
             let rc = build::new_child(rs, cname, &ctx.config.operator_version, *gated);
-            match rc_api.create(&PostParams::default(), &rc).await {
-                Ok(_) => Ok(()),
-                // Created by a pass whose status write was lost: same name, nothing to do.
-                Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-                Err(e) => Err(e.into()),
-            }
+            // Created by a pass whose status write was lost: same name, nothing to do.
+            shell::ignore_already_exists(rc_api.create(&PostParams::default(), &rc).await)?;
+            Ok(())
         }
         Action::UpdateCluster { name: cname } => {
             let existing = rc_api
@@ -570,16 +552,14 @@ async fn act(
                         .map(str::trim)
                         .find(|l| !l.is_empty())
                         .unwrap_or("");
-                    let ev = Event {
-                        type_: KEventType::Warning,
-                        reason: "FailedToUpdateServeApplications".into(),
-                        note: Some(format!("{cluster}: {message}")),
-                        action: "PushServeConfig".into(),
-                        secondary: None,
-                    };
-                    if let Err(e) = ctx.recorder.publish(&ev, &rs.object_ref(&())).await {
-                        warn!(error = %e, "could not record event");
-                    }
+                    shell::publish(
+                        &ctx.recorder,
+                        &rs.object_ref(&()),
+                        KEventType::Warning,
+                        "FailedToUpdateServeApplications",
+                        format!("{cluster}: {message}"),
+                    )
+                    .await;
                     json!({ REJECTED_CONFIG_ANNOTATION: format!("{hash} {last}") })
                 }
                 Err(source) => {
