@@ -24,6 +24,9 @@ pub enum JobFrameworkError {
     MissingField { kind: String, field: &'static str },
     #[error("unexpected workload slices count: {0}")]
     SliceCount(usize),
+    /// The job's podsets cannot be built from its spec (the message names the field).
+    #[error("podsets of the job: {0}")]
+    PodSets(String),
 }
 
 impl JobFrameworkError {
@@ -36,6 +39,7 @@ impl JobFrameworkError {
             Self::NotAdmitted(_) => "not_admitted",
             Self::MissingField { .. } => "job",
             Self::SliceCount(_) => "slices",
+            Self::PodSets(_) => "podsets",
         }
     }
 

@@ -39,6 +39,20 @@ impl StopReason {
     }
 }
 
+/// How a job's demand relates to a workload's podsets.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DemandChange {
+    Same,
+    /// Only counts differ, and the workload can take them in place (pending, or shrinking).
+    Counts,
+    /// The workload can take these podsets in place (pending, or shrinking with its podsets kept).
+    PodSets(Vec<PodSet>),
+    /// More than the reserved workload holds: a new slice.
+    Grow,
+    /// Not comparable podset by podset.
+    Incompatible,
+}
+
 /// A kind of job Kueue-style admission can manage.
 pub trait GenericJob {
     /// Metadata of the job object (name, namespace, uid, labels, annotations, generation).
@@ -60,6 +74,16 @@ pub trait GenericJob {
     fn is_active(&self) -> bool;
     /// True when every pod of the job is ready.
     fn pods_ready(&self) -> bool;
+
+    /// Whether the job's demand changes go through workload slices (Kueue: the `elastic-job`
+    /// annotation).
+    fn uses_slices(&self) -> bool {
+        workload_slice_enabled(self.meta())
+    }
+    /// How the job's `desired` podsets relate to a workload's (`reserved`: it holds quota).
+    fn compare_demand(&self, desired: &[PodSet], workload: &[PodSet], reserved: bool) -> DemandChange {
+        compare_counts(desired, workload, reserved)
+    }
 
     fn as_with_reclaimable_pods(&self) -> Option<&dyn JobWithReclaimablePods> {
         None
@@ -142,7 +166,32 @@ pub fn maximum_execution_time_seconds(meta: &ObjectMeta) -> Option<i32> {
     meta.labels.as_ref().and_then(|l| l.get(label::MAX_EXEC_TIME_SECONDS)).and_then(|v| v.parse::<i32>().ok()).filter(|v| *v > 0)
 }
 
-/// The job is elastic (resized through workload slices): annotation `kueue.x-k8s.io/elastic-job: "true"`.
-pub fn workload_slice_enabled(meta: &ObjectMeta) -> bool {
-    meta.annotations.as_ref().and_then(|a| a.get(label::ELASTIC_JOB)).is_some_and(|v| v == "true")
+pub use crate::api::kueue::is_elastic_job as workload_slice_enabled;
+
+/// Kueue's comparison for elastic jobs: same podsets by name and containers, only counts may differ.
+/// (Labels, node selectors and tolerations are ignored: admission injects them into a running job's
+/// templates.)
+pub fn compare_counts(desired: &[PodSet], workload: &[PodSet], reserved: bool) -> DemandChange {
+    let containers = |p: &PodSet| {
+        p.template
+            .spec
+            .as_ref()
+            .map(|s| (s.containers.clone(), s.init_containers.clone()))
+    };
+    let same_shape = desired.len() == workload.len()
+        && desired
+            .iter()
+            .zip(workload)
+            .all(|(x, y)| x.name() == y.name() && containers(x) == containers(y));
+    if !same_shape {
+        return DemandChange::Incompatible;
+    }
+    let pairs = || desired.iter().zip(workload);
+    if pairs().all(|(a, b)| a.count() == b.count()) {
+        DemandChange::Same
+    } else if reserved && pairs().any(|(a, b)| a.count() > b.count()) {
+        DemandChange::Grow
+    } else {
+        DemandChange::Counts
+    }
 }

@@ -1,31 +1,69 @@
-//! The GenericJob reconciler (after Kueue's `ReconcileGenericJob`), run with kube-runtime's
-//! `Controller` for RayCluster. A queue-labelled job gets exactly one Workload; admission starts it
-//! with the podset info, eviction stops it and releases the reservation, a job running without a
-//! reservation is suspended. Deleting the job deletes the Workload through its owner reference.
-//! The decision is [`plan`] (pure); [`reconcile`] executes it.
+//! The GenericJob reconciler (after Kueue's `NewGenericReconciler` / `ReconcileGenericJob`), generic over
+//! the job kind and run with kube-runtime's `Controller`. A queue-labelled job gets exactly one Workload
+//! chain; admission starts it with the podset info, eviction stops it and releases the reservation, a job
+//! running without a reservation is suspended, and a job whose demand changes while admitted gets a new
+//! workload slice. Deleting the job deletes its Workloads through their owner references. Job kinds live
+//! with their operator and are registered by the wiring. The decision is [`plan`] (pure); [`reconcile`]
+//! executes it.
 
 use std::collections::BTreeMap;
+use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::core::GroupVersionKind;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{EventType, Recorder};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use super::JobFrameworkError;
 use super::core::conditions::{self, is_evicted};
-use super::interface::{GenericJob, queue_name, workload_slice_enabled};
+use super::interface::{DemandChange, GenericJob, queue_name};
 use super::podset_info::{InfoOptions, PodSetInfo, podsets_equivalent, podsets_info_from_status};
 use super::priority::{Priority, PrioritySource, priority_source, resolve_priority};
-use super::raycluster::RayClusterJob;
+use super::shell;
 use super::workload::{WorkloadOptions, construct_workload, prepare_workload_slice};
 use crate::api::kueue::constants::label;
-use crate::api::kueue::{ResourceFlavor, Workload, WorkloadPriorityClass};
-use crate::api::ray::RayCluster;
+use crate::api::kueue::{PodSet, ResourceFlavor, Workload, WorkloadPriorityClass};
+
+/// A job kind the generic reconciler manages (Kueue's `IntegrationCallbacks`): the object it watches,
+/// how a job is loaded from it (with whatever the job reads from the cluster, e.g. its live children),
+/// and the object to write back.
+pub trait JobKind: GenericJob + Send + Sync + Sized + 'static {
+    type Object: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + Serialize
+        + Send
+        + Sync
+        + 'static;
+    /// Wraps the object, reading what the job's decisions need (`workloads`: those it owns).
+    fn load(
+        obj: &Self::Object,
+        workloads: &[Workload],
+        client: &Client,
+    ) -> impl Future<Output = Result<Self, kube::Error>> + Send;
+    fn object(&self) -> &Self::Object;
+    /// Extra watches that should wake the job (beyond its own object and its Workloads).
+    fn watches(controller: Controller<Self::Object>, _client: &Client) -> Controller<Self::Object> {
+        controller
+    }
+    /// Work after the framework's step, given the job's workloads as they were read.
+    fn after_step(
+        &self,
+        _workloads: &[Workload],
+        _ctx: &JobContext,
+    ) -> impl Future<Output = Result<(), kube::Error>> + Send {
+        async { Ok(()) }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {
@@ -52,7 +90,8 @@ pub enum Step {
     /// Stop a running job that has no workload yet, then create one.
     SuspendThenCreate,
     CreateWorkload,
-    /// Duplicates, or a workload whose podsets no longer match the unadmitted job.
+    /// Duplicates, a workload whose podsets no longer match the unadmitted job, or a pending
+    /// replacement slice the job no longer needs.
     DeleteWorkloads(Vec<String>),
     /// Reserved and not evicted while the job is suspended.
     Start(String),
@@ -62,6 +101,12 @@ pub enum Step {
     Suspend,
     /// Elastic job, pending workload or admitted and shrinking: take the job's new pod counts in place.
     UpdateCounts(String),
+    /// The workload's podsets become these (a pending workload or replacement following the job's
+    /// demand, or an admitted slice shrinking in place with its podsets kept).
+    ReplacePodSets {
+        name: String,
+        pod_sets: Vec<PodSet>,
+    },
     /// Elastic job grew while admitted: a new workload slice replacing this one.
     CreateSlice {
         replaces: String,
@@ -69,19 +114,22 @@ pub enum Step {
     Nothing,
 }
 
-/// Same podsets by name and containers; only counts may differ. (Labels, node selectors and
-/// tolerations are ignored: admission injects them into a running job's templates.)
-fn same_shape(a: &[crate::api::kueue::PodSet], b: &[crate::api::kueue::PodSet]) -> bool {
-    let containers = |p: &crate::api::kueue::PodSet| {
-        p.template
-            .spec
-            .as_ref()
-            .map(|s| (s.containers.clone(), s.init_containers.clone()))
+/// Splits live workloads into the active one and a pending replacement slice beside it.
+fn split_chain<'a>(live: &mut Vec<&'a Workload>) -> Option<&'a Workload> {
+    if live.len() != 2 {
+        return None;
+    }
+    let replaces = |a: &Workload, b: &Workload| {
+        super::core::sync::replacement_for(a)
+            .is_some_and(|k| Some(k.name.as_str()) == b.metadata.name.as_deref())
     };
-    a.len() == b.len()
-        && a.iter()
-            .zip(b)
-            .all(|(x, y)| x.name() == y.name() && containers(x) == containers(y))
+    if replaces(live[1], live[0]) {
+        live.pop()
+    } else if replaces(live[0], live[1]) {
+        Some(live.remove(0))
+    } else {
+        None
+    }
 }
 
 /// Kueue's reconcile order, reduced to what quotagate's jobs need.
@@ -89,25 +137,13 @@ pub fn plan(job: &dyn GenericJob, workloads: &[&Workload]) -> Result<Step, JobFr
     if queue_name(job.meta()).is_none() || job.meta().deletion_timestamp.is_some() {
         return Ok(Step::Ignore);
     }
-    let mut live: Vec<&&Workload> = workloads
+    let mut live: Vec<&Workload> = workloads
         .iter()
+        .copied()
         .filter(|w| w.metadata.deletion_timestamp.is_none() && !w.is_finished())
         .collect();
     // A pending scale-up slice waits beside the slice it replaces, which stays the active one.
-    let mut slice_pending = false;
-    if live.len() == 2 {
-        let replaces = |a: &Workload, b: &Workload| {
-            super::core::sync::replacement_for(a)
-                .is_some_and(|k| Some(k.name.as_str()) == b.metadata.name.as_deref())
-        };
-        if replaces(live[1], live[0]) {
-            live.truncate(1);
-            slice_pending = true;
-        } else if replaces(live[0], live[1]) {
-            live.remove(0);
-            slice_pending = true;
-        }
-    }
+    let replacement = split_chain(&mut live);
     let Some((first, rest)) = live.split_first() else {
         return Ok(if job.is_suspended() {
             Step::CreateWorkload
@@ -124,38 +160,37 @@ pub fn plan(job: &dyn GenericJob, workloads: &[&Workload]) -> Result<Step, JobFr
     }
     let wl = *first;
     let name = wl.metadata.name.clone().unwrap_or_default();
-    if wl.is_finished() {
-        return Ok(Step::Nothing);
-    }
     let reserved = wl.admission().is_some() && wl.has_quota_reservation();
     let podsets = job.pod_sets()?;
-    let counts_differ = podsets
-        .iter()
-        .zip(&wl.spec.pod_sets)
-        .any(|(a, b)| a.count() != b.count());
-    if workload_slice_enabled(job.meta())
-        && same_shape(&podsets, &wl.spec.pod_sets)
-        && counts_differ
-    {
-        let grows = podsets
-            .iter()
-            .zip(&wl.spec.pod_sets)
-            .any(|(a, b)| a.count() > b.count());
-        if !reserved {
-            return Ok(Step::UpdateCounts(name));
+    if job.uses_slices() && !is_evicted(wl) {
+        let change = job.compare_demand(&podsets, &wl.spec.pod_sets, reserved);
+        if let Some(r) = replacement {
+            let r_name = r.metadata.name.clone().unwrap_or_default();
+            match change {
+                // At most one pending replacement per chain (DESIGN I6): it follows the job's demand.
+                DemandChange::Grow => {
+                    if job.compare_demand(&podsets, &r.spec.pod_sets, false) != DemandChange::Same {
+                        return Ok(Step::ReplacePodSets {
+                            name: r_name,
+                            pod_sets: podsets,
+                        });
+                    }
+                }
+                // The admitted slice covers the demand again (e.g. the change was rolled back).
+                _ => return Ok(Step::DeleteWorkloads(vec![r_name])),
+            }
+        } else {
+            match change {
+                DemandChange::Same | DemandChange::Incompatible => {}
+                DemandChange::Counts => return Ok(Step::UpdateCounts(name)),
+                DemandChange::PodSets(pod_sets) => {
+                    return Ok(Step::ReplacePodSets { name, pod_sets });
+                }
+                DemandChange::Grow => return Ok(Step::CreateSlice { replaces: name }),
+            }
         }
-        if grows && !is_evicted(wl) {
-            // At most one pending replacement per chain (DESIGN I6); a further resize waits for it.
-            return Ok(if slice_pending {
-                Step::Nothing
-            } else {
-                Step::CreateSlice { replaces: name }
-            });
-        }
-        if !grows && !is_evicted(wl) {
-            // Kueue shrinks an admitted slice in place; the admission controller then shrinks
-            // status.admission and frees the difference.
-            return Ok(Step::UpdateCounts(name));
+        if matches!(change, DemandChange::Incompatible) && !reserved {
+            return Ok(Step::DeleteWorkloads(vec![name]));
         }
     } else if !reserved && !podsets_equivalent(&podsets, &wl.spec.pod_sets, false) {
         return Ok(Step::DeleteWorkloads(vec![name]));
@@ -172,27 +207,27 @@ pub fn plan(job: &dyn GenericJob, workloads: &[&Workload]) -> Result<Step, JobFr
     Ok(Step::Nothing)
 }
 
+/// What every job controller shares: the client, the event recorder, leadership, and which job kinds
+/// are managed (a job whose controller owner is one of them is its parent's business).
+#[derive(Clone)]
 pub struct JobContext {
     pub client: Client,
     pub recorder: Recorder,
     pub leader: watch::Receiver<bool>,
+    pub managed_kinds: Arc<Vec<GroupVersionKind>>,
 }
 
-async fn event(
-    ctx: &JobContext,
-    obj: &k8s_openapi::api::core::v1::ObjectReference,
-    why: &str,
-    note: String,
-) {
-    let ev = Event {
-        type_: EventType::Normal,
-        reason: why.into(),
-        note: Some(note),
-        action: why.into(),
-        secondary: None,
-    };
-    if let Err(e) = ctx.recorder.publish(&ev, obj).await {
-        tracing::debug!(error = %e, "publishing event failed");
+impl JobContext {
+    /// True when `meta`'s controller owner is a managed job kind (Kueue: such a job gets no Workload of
+    /// its own; its parent's Workload covers it).
+    pub fn owned_by_managed_parent(&self, meta: &ObjectMeta) -> bool {
+        meta.owner_references.iter().flatten().any(|o| {
+            o.controller == Some(true)
+                && self
+                    .managed_kinds
+                    .iter()
+                    .any(|g| g.kind == o.kind && g.api_version() == o.api_version)
+        })
     }
 }
 
@@ -211,20 +246,17 @@ async fn priority(ctx: &JobContext, source: PrioritySource) -> Result<Priority, 
     }
 }
 
-#[tracing::instrument(skip(rc, ctx), fields(name = %rc.name_any(), ns = rc.namespace().unwrap_or_default()))]
-pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<JobContext>) -> Result<Action, JobError> {
-    if !*ctx.leader.borrow() {
-        return Ok(Action::requeue(Duration::from_secs(2)));
-    }
-    let ns = rc.namespace().unwrap_or_default();
-    let uid = rc.uid().unwrap_or_default();
-    let wl_api: Api<Workload> = Api::namespaced(ctx.client.clone(), &ns);
-    let rc_api: Api<RayCluster> = Api::namespaced(ctx.client.clone(), &ns);
-    let owned = wl_api
+/// The Workloads a job owns (label `kueue.x-k8s.io/job-uid` and an owner reference to it).
+pub async fn owned_workloads(
+    client: &Client,
+    ns: &str,
+    uid: &str,
+) -> Result<Vec<Workload>, kube::Error> {
+    let wl_api: Api<Workload> = Api::namespaced(client.clone(), ns);
+    Ok(wl_api
         .list(&ListParams::default().labels(&format!("{}={uid}", label::JOB_UID)))
         .await?
-        .items;
-    let owned: Vec<Workload> = owned
+        .items
         .into_iter()
         .filter(|w| {
             w.metadata
@@ -233,33 +265,68 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<JobContext>) -> Result<Acti
                 .flatten()
                 .any(|o| o.uid == uid)
         })
-        .collect();
-    let mut job = RayClusterJob((*rc).clone());
+        .collect())
+}
+
+#[tracing::instrument(skip(obj, ctx), fields(name = %obj.name_any(), ns = obj.namespace().unwrap_or_default()))]
+pub async fn reconcile<J: JobKind>(
+    obj: Arc<J::Object>,
+    ctx: Arc<JobContext>,
+) -> Result<Action, JobError> {
+    if !*ctx.leader.borrow() {
+        return Ok(Action::requeue(Duration::from_secs(2)));
+    }
+    if ctx.owned_by_managed_parent(obj.meta()) {
+        return Ok(Action::await_change());
+    }
+    let ns = obj.namespace().unwrap_or_default();
+    let uid = obj.uid().unwrap_or_default();
+    let name_of_job = obj.name_any();
+    let wl_api: Api<Workload> = Api::namespaced(ctx.client.clone(), &ns);
+    let job_api: Api<J::Object> = Api::namespaced(ctx.client.clone(), &ns);
+    let owned = owned_workloads(&ctx.client, &ns, &uid).await?;
+    let mut job = J::load(&obj, &owned, &ctx.client).await?;
     let refs: Vec<&Workload> = owned.iter().collect();
     let step = plan(&job, &refs)?;
-    let step_ref = step.clone();
     tracing::debug!(?step, "job step");
-    let obj_ref = rc.object_ref(&());
-    match step_ref {
+    let obj_ref = obj.object_ref(&());
+    let find = |name: &str| {
+        owned
+            .iter()
+            .find(|w| w.name_any() == name)
+            .ok_or_else(|| JobFrameworkError::NotAdmitted(name.to_string()))
+    };
+    match &step {
         Step::Ignore | Step::Nothing => {}
         Step::UpdateCounts(name) => {
-            if let Some(wl) = owned.iter().find(|w| w.name_any() == name) {
-                // Counts only (Kueue's ApplyPodSetCounts): a running job's templates carry
-                // injected flavor info, and the rest of a reserved workload's podsets is immutable.
-                let mut wl = wl.clone();
-                let counts = job.pod_sets()?;
-                for ps in &mut wl.spec.pod_sets {
-                    if let Some(c) = counts.iter().find(|c| c.name == ps.name) {
-                        ps.count = c.count;
-                    }
+            // Counts only (Kueue's ApplyPodSetCounts): a running job's templates carry injected
+            // flavor info, and the rest of a reserved workload's podsets is immutable.
+            let mut wl = find(name)?.clone();
+            let counts = job.pod_sets()?;
+            for ps in &mut wl.spec.pod_sets {
+                if let Some(c) = counts.iter().find(|c| c.name == ps.name) {
+                    ps.count = c.count;
                 }
-                wl_api.replace(&name, &PostParams::default(), &wl).await?;
             }
+            wl_api.replace(name, &PostParams::default(), &wl).await?;
         }
-        Step::SuspendThenCreate => {
+        Step::ReplacePodSets { name, pod_sets } => {
+            let mut wl = find(name)?.clone();
+            wl.spec.pod_sets = pod_sets.clone();
+            wl_api.replace(name, &PostParams::default(), &wl).await?;
+            shell::publish(
+                &ctx.recorder,
+                &obj_ref,
+                EventType::Normal,
+                "UpdatedWorkload",
+                format!("Workload {ns}/{name} follows the job's demand"),
+            )
+            .await;
+        }
+        Step::SuspendThenCreate | Step::Suspend => {
             job.suspend();
-            rc_api
-                .replace(&rc.name_any(), &PostParams::default(), &job.0)
+            job_api
+                .replace(&name_of_job, &PostParams::default(), job.object())
                 .await?;
         }
         Step::CreateWorkload | Step::CreateSlice { .. } => {
@@ -267,7 +334,7 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<JobContext>) -> Result<Acti
             let source = priority_source(&job, &podsets);
             let prio = priority(&ctx, source).await?;
             let mut wl = construct_workload(&job, podsets, prio, &WorkloadOptions::default())?;
-            if workload_slice_enabled(job.meta()) {
+            if job.uses_slices() {
                 let old: Vec<&Workload> = match &step {
                     Step::CreateSlice { replaces } => {
                         owned.iter().filter(|w| w.name_any() == *replaces).collect()
@@ -276,34 +343,31 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<JobContext>) -> Result<Acti
                 };
                 prepare_workload_slice(&mut wl, &old)?;
             }
-            match wl_api.create(&PostParams::default(), &wl).await {
-                Ok(w) => {
-                    event(
-                        &ctx,
-                        &obj_ref,
-                        "CreatedWorkload",
-                        format!("Created Workload: {}/{}", ns, w.name_any()),
-                    )
-                    .await
-                }
-                Err(kube::Error::Api(s)) if s.code == 409 => {}
-                Err(e) => return Err(e.into()),
+            if let Some(w) =
+                shell::ignore_already_exists(wl_api.create(&PostParams::default(), &wl).await)?
+            {
+                let what = if matches!(step, Step::CreateSlice { .. }) {
+                    "workload slice "
+                } else {
+                    ""
+                };
+                shell::publish(
+                    &ctx.recorder,
+                    &obj_ref,
+                    EventType::Normal,
+                    "CreatedWorkload",
+                    format!("Created {what}Workload: {}/{}", ns, w.name_any()),
+                )
+                .await;
             }
         }
         Step::DeleteWorkloads(names) => {
             for n in names {
-                match wl_api.delete(&n, &DeleteParams::default()).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(s)) if s.code == 404 => {}
-                    Err(e) => return Err(e.into()),
-                }
+                shell::ignore_not_found(wl_api.delete(n, &DeleteParams::default()).await)?;
             }
         }
         Step::Start(name) => {
-            let wl = owned
-                .iter()
-                .find(|w| w.name_any() == name)
-                .ok_or(JobFrameworkError::NotAdmitted(name.clone()))?;
+            let wl = find(name)?;
             let flavors: BTreeMap<String, ResourceFlavor> =
                 Api::<ResourceFlavor>::all(ctx.client.clone())
                     .list(&ListParams::default())
@@ -314,26 +378,24 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<JobContext>) -> Result<Acti
                     .collect();
             let infos = podsets_info_from_status(wl, &flavors, InfoOptions::default())?;
             job.run_with_podsets_info(&infos)?;
-            rc_api
-                .replace(&rc.name_any(), &PostParams::default(), &job.0)
+            job_api
+                .replace(&name_of_job, &PostParams::default(), job.object())
                 .await?;
             let cq = wl
                 .admission()
                 .map(|a| a.cluster_queue.clone())
                 .unwrap_or_default();
-            event(
-                &ctx,
+            shell::publish(
+                &ctx.recorder,
                 &obj_ref,
+                EventType::Normal,
                 "Started",
                 format!("Admitted by clusterQueue {cq}"),
             )
             .await;
         }
         Step::Stop(name) => {
-            let wl = owned
-                .iter()
-                .find(|w| w.name_any() == name)
-                .ok_or(JobFrameworkError::NotAdmitted(name.clone()))?;
+            let wl = find(name)?;
             if !job.is_suspended() {
                 job.suspend();
                 let originals: Vec<PodSetInfo> = wl
@@ -343,8 +405,8 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<JobContext>) -> Result<Acti
                     .map(PodSetInfo::from_podset)
                     .collect();
                 job.restore_podsets_info(&originals);
-                rc_api
-                    .replace(&rc.name_any(), &PostParams::default(), &job.0)
+                job_api
+                    .replace(&name_of_job, &PostParams::default(), job.object())
                     .await?;
                 let msg = wl
                     .status
@@ -352,34 +414,39 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<JobContext>) -> Result<Acti
                     .and_then(|s| s.condition("Evicted"))
                     .map(|c| c.message.clone())
                     .unwrap_or_default();
-                event(&ctx, &obj_ref, "Stopped", msg).await;
+                shell::publish(&ctx.recorder, &obj_ref, EventType::Normal, "Stopped", msg).await;
             }
             // Suspended means no pods run any more: give the quota back so the workload requeues.
-            if let Some(status) = conditions::clear_reservation(wl, jiff::Timestamp::now()) {
+            if !job.is_active()
+                && let Some(status) = conditions::clear_reservation(wl, jiff::Timestamp::now())
+            {
                 let mut obj = wl.clone();
                 obj.status = Some(status);
                 wl_api
-                    .replace_status(&name, &PostParams::default(), &obj)
+                    .replace_status(name, &PostParams::default(), &obj)
                     .await?;
             }
         }
-        Step::Suspend => {
-            job.suspend();
-            rc_api
-                .replace(&rc.name_any(), &PostParams::default(), &job.0)
-                .await?;
-        }
     }
-    Ok(Action::await_change())
+    job.after_step(&owned, &ctx).await?;
+    Ok(match step {
+        // Stopping waits for the job to become inactive before the quota is given back.
+        Step::Stop(_) if job.is_active() => Action::requeue(Duration::from_secs(1)),
+        _ => Action::await_change(),
+    })
 }
 
-fn error_policy(_: Arc<RayCluster>, e: &JobError, _: Arc<JobContext>) -> Action {
-    tracing::info!(error = %e, category = e.category(), "job reconcile failed; retrying");
-    Action::requeue(Duration::from_secs(1))
+impl shell::ReconcileError for JobError {
+    fn category(&self) -> &'static str {
+        JobError::category(self)
+    }
+    fn is_gone(&self) -> bool {
+        matches!(self, JobError::Kube(e) if shell::is_not_found(e))
+    }
 }
 
-/// Runs the RayCluster job controller until `shutdown` completes.
-pub async fn run_raycluster_controller(
+/// Runs the job controller for kind `J` until `shutdown` completes.
+pub async fn run<J: JobKind>(
     ctx: JobContext,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
@@ -387,21 +454,20 @@ pub async fn run_raycluster_controller(
     let mut leader = ctx.leader.clone();
     let ctx = Arc::new(ctx);
     let controller = Controller::new(
-        Api::<RayCluster>::all(client.clone()),
+        Api::<J::Object>::all(client.clone()),
         watcher::Config::default(),
     )
-    .owns(Api::<Workload>::all(client), watcher::Config::default())
-    .graceful_shutdown_on(shutdown);
+    .owns(
+        Api::<Workload>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let controller = J::watches(controller, &client).graceful_shutdown_on(shutdown);
     // Becoming leader re-checks every job (the followers skipped their writes).
-    let trigger = controller.reconcile_all_on(async_stream_leader(&mut leader));
-    trigger
-        .run(reconcile, error_policy, ctx)
-        .for_each(|r| async move {
-            if let Err(e) = r {
-                tracing::debug!(error = %e, "job controller");
-            }
-        })
-        .await;
+    let controller = controller.reconcile_all_on(async_stream_leader(&mut leader));
+    shell::run(controller, "job", reconcile::<J>, ctx, |_| {
+        Duration::from_secs(1)
+    })
+    .await;
 }
 
 fn async_stream_leader(
@@ -416,192 +482,4 @@ fn async_stream_leader(
             }
         }
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::api::kueue::Admission;
-
-    fn rc(suspended: bool, queue: bool) -> RayClusterJob {
-        let mut labels = serde_json::Map::new();
-        if queue {
-            labels.insert(label::QUEUE_NAME.into(), "lq".into());
-        }
-        let mut rc: RayCluster = serde_json::from_value(serde_json::json!({
-            "apiVersion": "ray.io/v1", "kind": "RayCluster",
-            "metadata": {"name": "rc", "namespace": "default", "uid": "u1", "labels": labels},
-            "spec": {"headGroupSpec": {"template": {"spec": {"containers": [{"name": "h", "resources": {"requests": {"cpu": "1"}}}]}}}}
-        }))
-        .unwrap();
-        rc.spec.suspend = Some(suspended);
-        RayClusterJob(rc)
-    }
-
-    fn wl_for(job: &RayClusterJob, name: &str, reserved: bool, evicted: bool) -> Workload {
-        let mut w = Workload::build(name, "default").queue("lq").build();
-        w.spec.pod_sets = job.pod_sets().unwrap();
-        let now = jiff::Timestamp::UNIX_EPOCH;
-        if reserved {
-            w.status = Some(conditions::admitted(
-                &w,
-                Admission {
-                    cluster_queue: "cq".into(),
-                    pod_set_assignments: vec![],
-                },
-                now,
-            ));
-        }
-        if evicted {
-            let cause = conditions::EvictionCause {
-                reason: "Preempted".into(),
-                preempted_reason: None,
-                message: "m".into(),
-            };
-            w.status = conditions::evicted(&w, &cause, now);
-        }
-        w
-    }
-
-    #[test]
-    fn plan_follows_kueue_reconcile_order() {
-        let suspended = rc(true, true);
-        let running = rc(false, true);
-        let unqueued = rc(false, false);
-        let mut other = rc(true, true);
-        other
-            .0
-            .spec
-            .head_group_spec
-            .template
-            .spec
-            .as_mut()
-            .unwrap()
-            .containers[0]
-            .name = "changed".into();
-        let other_wl = wl_for(&other, "w", false, false);
-        let cases: Vec<(&str, &RayClusterJob, Vec<Workload>, Step)> = vec![
-            ("no queue label", &unqueued, vec![], Step::Ignore),
-            (
-                "suspended, no workload",
-                &suspended,
-                vec![],
-                Step::CreateWorkload,
-            ),
-            (
-                "running, no workload",
-                &running,
-                vec![],
-                Step::SuspendThenCreate,
-            ),
-            (
-                "duplicates",
-                &suspended,
-                vec![
-                    wl_for(&suspended, "w1", false, false),
-                    wl_for(&suspended, "w2", false, false),
-                ],
-                Step::DeleteWorkloads(vec!["w2".into()]),
-            ),
-            (
-                "podsets changed while pending",
-                &suspended,
-                vec![other_wl],
-                Step::DeleteWorkloads(vec!["w".into()]),
-            ),
-            (
-                "admitted, suspended",
-                &suspended,
-                vec![wl_for(&suspended, "w", true, false)],
-                Step::Start("w".into()),
-            ),
-            (
-                "admitted, running",
-                &running,
-                vec![wl_for(&running, "w", true, false)],
-                Step::Nothing,
-            ),
-            (
-                "evicted",
-                &running,
-                vec![wl_for(&running, "w", true, true)],
-                Step::Stop("w".into()),
-            ),
-            (
-                "pending, running",
-                &running,
-                vec![wl_for(&running, "w", false, false)],
-                Step::Suspend,
-            ),
-            (
-                "pending, suspended",
-                &suspended,
-                vec![wl_for(&suspended, "w", false, false)],
-                Step::Nothing,
-            ),
-        ];
-        for (name, job, wls, want) in cases {
-            let refs: Vec<&Workload> = wls.iter().collect();
-            assert_eq!(plan(job, &refs).unwrap(), want, "{name}");
-        }
-    }
-
-    #[test]
-    fn elastic_jobs_resize_through_slices() {
-        let elastic = |suspended: bool, workers: i32| {
-            let mut j = rc(suspended, true);
-            j.0.metadata.annotations =
-                Some([(label::ELASTIC_JOB.to_string(), "true".to_string())].into());
-            j.0.spec.worker_group_specs = Some(vec![serde_json::from_value(serde_json::json!({"groupName": "w", "replicas": workers, "template": {"spec": {"containers": [{"name": "w"}]}}})).unwrap()]);
-            j
-        };
-        let small_pending = wl_for(&elastic(true, 1), "w1", false, false);
-        let small_running = wl_for(&elastic(false, 1), "w1", true, false);
-        let mut slice = wl_for(&elastic(false, 3), "w2", false, false);
-        slice.metadata.annotations = Some(
-            [(
-                label::WORKLOAD_SLICE_REPLACEMENT_FOR.to_string(),
-                "default/w1".to_string(),
-            )]
-            .into(),
-        );
-        let cases: Vec<(&str, RayClusterJob, Vec<Workload>, Step)> = vec![
-            (
-                "pending grows in place",
-                elastic(true, 2),
-                vec![small_pending],
-                Step::UpdateCounts("w1".into()),
-            ),
-            (
-                "admitted grows by a slice",
-                elastic(false, 2),
-                vec![small_running.clone()],
-                Step::CreateSlice {
-                    replaces: "w1".into(),
-                },
-            ),
-            (
-                "admitted shrink updates the counts in place",
-                elastic(false, 0),
-                vec![small_running.clone()],
-                Step::UpdateCounts("w1".into()),
-            ),
-            (
-                "an evicted workload is stopped, not shrunk",
-                elastic(false, 0),
-                vec![wl_for(&elastic(false, 1), "w1", true, true)],
-                Step::Stop("w1".into()),
-            ),
-            (
-                "a pending slice waits beside the active one",
-                elastic(false, 3),
-                vec![small_running, slice],
-                Step::Nothing,
-            ),
-        ];
-        for (name, job, wls, want) in cases {
-            let refs: Vec<&Workload> = wls.iter().collect();
-            assert_eq!(plan(&job, &refs).unwrap(), want, "{name}");
-        }
-    }
 }

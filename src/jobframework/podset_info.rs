@@ -176,7 +176,7 @@ pub fn podsets_info_from_status(wl: &Workload, flavors: &BTreeMap<String, Resour
     let name = wl.metadata.name.clone().unwrap_or_default();
     let admission = wl.admission().ok_or_else(|| JobFrameworkError::NotAdmitted(name.clone()))?;
     let status = wl.status.as_ref().ok_or_else(|| JobFrameworkError::NotAdmitted(name.clone()))?;
-    let elastic = super::interface::workload_slice_enabled(&wl.metadata);
+    let elastic = crate::api::kueue::is_elastic_job(&wl.metadata);
     let mut out = Vec::with_capacity(admission.pod_set_assignments.len());
     for (i, assignment) in admission.pod_set_assignments.iter().enumerate() {
         // Kueue pairs assignments and podsets by position; a name mismatch means the admission is stale.

@@ -2,6 +2,7 @@
 //! and the pure building blocks they decide with. See ../shared/DESIGN.md.
 
 pub mod cluster;
-pub mod dashboard;
 pub mod clusterctl;
+pub mod dashboard;
+pub mod job;
 pub mod service;

@@ -20,7 +20,8 @@ use super::leader::{self, LeaderConfig, LeaderError};
 use super::metrics::{Metrics, Role};
 use crate::embedded::{self, EmbeddedServer};
 use crate::jobframework::core::{AdmissionLoop, Caches};
-use crate::jobframework::job_controller::{JobContext, run_raycluster_controller};
+use crate::jobframework::job_controller::{self, JobContext};
+use crate::rayservice::job::raycluster::RayClusterJob;
 
 #[derive(Clone, Debug)]
 pub struct ManagerOptions {
@@ -145,11 +146,13 @@ pub async fn run_manager(
         client: client.clone(),
         recorder: recorder.clone(),
         leader: rx.clone(),
+        managed_kinds: Arc::new(crate::rayservice::job::managed_kinds()),
     };
     let c = cancel.clone();
-    tasks.push(tokio::spawn(run_raycluster_controller(jobs, async move {
-        c.cancelled().await
-    })));
+    tasks.push(tokio::spawn(job_controller::run::<RayClusterJob>(
+        jobs,
+        async move { c.cancelled().await },
+    )));
     if let Some(dashboards) = opts.ray.clone() {
         let mut leader = rx.clone();
         let c = client.clone();
@@ -212,7 +215,10 @@ pub struct EmbeddedOptions {
 
 /// A new embedded API server serving every quotagate CRD, with the shared admission path.
 pub fn embedded_server() -> Arc<EmbeddedServer> {
-    EmbeddedServer::new(&crate::api::all_crds(), Arc::new(embedded::QuotagateAdmission))
+    EmbeddedServer::new(
+        &crate::api::all_crds(),
+        Arc::new(embedded::QuotagateAdmission),
+    )
 }
 
 /// The embedded API server and the manager in one process, until `shutdown` completes.

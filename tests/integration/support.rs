@@ -137,17 +137,17 @@ impl Cluster {
     /// Simple setup: flavor "default", CQ `cq` (StrictFIFO or not) with `cpu` nominal, LQ `lq`.
     pub async fn simple(&self, cq: &str, lq: &str, cpu: &str) {
         self.flavor("default").await;
-        let mut q = ClusterQueue::build(cq)
-            .flavor("default", [("cpu", cpu)])
-            .build();
+        let mut q = cq_with(cq, cpu).build();
         q.spec.namespace_selector = Some(Default::default());
         self.cluster_queue(q).await;
         self.local_queue(lq, cq).await;
     }
 }
 
+/// A ClusterQueue with `cpu` in flavor `default`, and memory enough for any test (RayCluster workers
+/// request memory through the operator's `wait-gcs-ready` init container even when their templates do not).
 pub fn cq_with(name: &str, cpu: &str) -> ClusterQueueBuilder {
-    ClusterQueue::build(name).flavor("default", [("cpu", cpu)])
+    ClusterQueue::build(name).flavor("default", [("cpu", cpu), ("memory", "64Gi")])
 }
 
 pub fn with_all_namespaces(mut cq: ClusterQueue) -> ClusterQueue {

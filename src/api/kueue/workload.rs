@@ -412,3 +412,12 @@ pub struct PreemptionGateState {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<Time>,
 }
+
+/// The object is resized through workload slices: annotation `kueue.x-k8s.io/elastic-job: "true"` (on a
+/// job, or on the Workloads it creates).
+pub fn is_elastic_job(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(super::constants::label::ELASTIC_JOB))
+        .is_some_and(|v| v == "true")
+}

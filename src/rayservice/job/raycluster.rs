@@ -1,60 +1,40 @@
 //! RayCluster as a Kueue job (after Kueue's `jobs/raycluster`): podset `head` plus one per worker
-//! group (count = replicas x numOfHosts), the autoscaler sidecar counted in the head when in-tree
-//! autoscaling is on, suspend through `spec.suspend`.
+//! group, built by the same code that builds the pods (`cluster::podsets`), suspend through `spec.suspend`.
 
-use k8s_openapi::api::core::v1::{Container, PodTemplateSpec, ResourceRequirements};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::core::GroupVersionKind;
 
-use super::JobFrameworkError;
-use super::interface::{Finished, GenericJob};
-use super::podset_info::{PodSetInfo, merge_all, restore_template};
-use crate::api::kueue::PodSet;
+use crate::api::kueue::{PodSet, Workload};
 use crate::api::ray::RayCluster;
 use crate::api::ray::raycluster::ClusterState;
+use crate::jobframework::JobFrameworkError;
+use crate::jobframework::interface::{Finished, GenericJob};
+use crate::jobframework::job_controller::JobKind;
+use crate::jobframework::podset_info::{PodSetInfo, merge_all, restore_template};
+use crate::rayservice::cluster::BuildOptions;
+use crate::rayservice::cluster::podsets::cluster_podsets;
 
-/// Podset name of the head group.
-pub const HEAD_PODSET: &str = "head";
-/// What KubeRay gives the autoscaler sidecar when `autoscalerOptions.resources` is unset.
-const AUTOSCALER_CPU: &str = "500m";
-const AUTOSCALER_MEMORY: &str = "512Mi";
+pub use crate::rayservice::cluster::podsets::HEAD_PODSET;
 
 pub struct RayClusterJob(pub RayCluster);
 
-fn autoscaler_container(rc: &RayCluster) -> Container {
-    let resources = rc
-        .spec
-        .autoscaler_options
-        .as_ref()
-        .and_then(|o| o.resources.clone())
-        .unwrap_or_else(|| {
-            let list = [
-                ("cpu".to_string(), Quantity(AUTOSCALER_CPU.into())),
-                ("memory".to_string(), Quantity(AUTOSCALER_MEMORY.into())),
-            ]
-            .into_iter()
-            .collect();
-            ResourceRequirements {
-                requests: Some(list),
-                ..Default::default()
-            }
-        });
-    Container {
-        name: "autoscaler".into(),
-        resources: Some(resources),
-        ..Default::default()
+impl JobKind for RayClusterJob {
+    type Object = RayCluster;
+
+    async fn load(obj: &RayCluster, _: &[Workload], _: &kube::Client) -> Result<Self, kube::Error> {
+        Ok(RayClusterJob(obj.clone()))
+    }
+
+    fn object(&self) -> &RayCluster {
+        &self.0
     }
 }
 
-fn podset(name: &str, count: i32, template: PodTemplateSpec) -> PodSet {
-    PodSet {
-        name: Some(name.to_string()),
-        template,
-        count: Some(count),
-        ..Default::default()
-    }
+/// The podsets of a RayCluster, or an error naming what is wrong with its spec.
+pub fn raycluster_podsets(rc: &RayCluster) -> Result<Vec<PodSet>, JobFrameworkError> {
+    cluster_podsets(rc, &BuildOptions::default())
+        .map_err(|e| JobFrameworkError::PodSets(e.to_string()))
 }
 
 impl GenericJob for RayClusterJob {
@@ -132,27 +112,7 @@ impl GenericJob for RayClusterJob {
     }
 
     fn pod_sets(&self) -> Result<Vec<PodSet>, JobFrameworkError> {
-        let spec = &self.0.spec;
-        let mut head = spec.head_group_spec.template.clone();
-        if spec.enable_in_tree_autoscaling == Some(true) {
-            head.spec
-                .get_or_insert_with(Default::default)
-                .containers
-                .push(autoscaler_container(&self.0));
-        }
-        let mut out = vec![podset(HEAD_PODSET, 1, head)];
-        for g in spec.worker_group_specs.iter().flatten() {
-            let count = g
-                .replicas
-                .unwrap_or(1)
-                .saturating_mul(g.num_of_hosts_or_default().max(1));
-            out.push(podset(
-                &g.group_name.to_lowercase(),
-                count,
-                g.template.clone(),
-            ));
-        }
-        Ok(out)
+        raycluster_podsets(&self.0)
     }
 
     fn is_active(&self) -> bool {
@@ -271,5 +231,197 @@ mod tests {
                 .as_ref()
                 .is_none_or(|s| s.is_empty())
         );
+    }
+}
+
+/// The generic reconciler's decisions for RayCluster jobs (Kueue's `ReconcileGenericJob` order).
+#[cfg(test)]
+mod plan_tests {
+    use super::*;
+    use crate::api::kueue::Admission;
+    use crate::api::kueue::constants::label;
+    use crate::jobframework::core::conditions;
+    use crate::jobframework::job_controller::{Step, plan};
+
+    fn rc(suspended: bool, queue: bool) -> RayClusterJob {
+        let mut labels = serde_json::Map::new();
+        if queue {
+            labels.insert(label::QUEUE_NAME.into(), "lq".into());
+        }
+        let mut rc: RayCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": "rc", "namespace": "default", "uid": "u1", "labels": labels},
+            "spec": {"headGroupSpec": {"template": {"spec": {"containers": [{"name": "h", "resources": {"requests": {"cpu": "1"}}}]}}}}
+        }))
+        .unwrap();
+        rc.spec.suspend = Some(suspended);
+        RayClusterJob(rc)
+    }
+
+    fn wl_for(job: &RayClusterJob, name: &str, reserved: bool, evicted: bool) -> Workload {
+        let mut w = Workload::build(name, "default").queue("lq").build();
+        w.spec.pod_sets = job.pod_sets().unwrap();
+        let now = jiff::Timestamp::UNIX_EPOCH;
+        if reserved {
+            w.status = Some(conditions::admitted(
+                &w,
+                Admission {
+                    cluster_queue: "cq".into(),
+                    pod_set_assignments: vec![],
+                },
+                now,
+            ));
+        }
+        if evicted {
+            let cause = conditions::EvictionCause {
+                reason: "Preempted".into(),
+                preempted_reason: None,
+                message: "m".into(),
+            };
+            w.status = conditions::evicted(&w, &cause, now);
+        }
+        w
+    }
+
+    #[test]
+    fn plan_follows_kueue_reconcile_order() {
+        let suspended = rc(true, true);
+        let running = rc(false, true);
+        let unqueued = rc(false, false);
+        let mut other = rc(true, true);
+        other
+            .0
+            .spec
+            .head_group_spec
+            .template
+            .spec
+            .as_mut()
+            .unwrap()
+            .containers[0]
+            .name = "changed".into();
+        let other_wl = wl_for(&other, "w", false, false);
+        let cases: Vec<(&str, &RayClusterJob, Vec<Workload>, Step)> = vec![
+            ("no queue label", &unqueued, vec![], Step::Ignore),
+            (
+                "suspended, no workload",
+                &suspended,
+                vec![],
+                Step::CreateWorkload,
+            ),
+            (
+                "running, no workload",
+                &running,
+                vec![],
+                Step::SuspendThenCreate,
+            ),
+            (
+                "duplicates",
+                &suspended,
+                vec![
+                    wl_for(&suspended, "w1", false, false),
+                    wl_for(&suspended, "w2", false, false),
+                ],
+                Step::DeleteWorkloads(vec!["w2".into()]),
+            ),
+            (
+                "podsets changed while pending",
+                &suspended,
+                vec![other_wl],
+                Step::DeleteWorkloads(vec!["w".into()]),
+            ),
+            (
+                "admitted, suspended",
+                &suspended,
+                vec![wl_for(&suspended, "w", true, false)],
+                Step::Start("w".into()),
+            ),
+            (
+                "admitted, running",
+                &running,
+                vec![wl_for(&running, "w", true, false)],
+                Step::Nothing,
+            ),
+            (
+                "evicted",
+                &running,
+                vec![wl_for(&running, "w", true, true)],
+                Step::Stop("w".into()),
+            ),
+            (
+                "pending, running",
+                &running,
+                vec![wl_for(&running, "w", false, false)],
+                Step::Suspend,
+            ),
+            (
+                "pending, suspended",
+                &suspended,
+                vec![wl_for(&suspended, "w", false, false)],
+                Step::Nothing,
+            ),
+        ];
+        for (name, job, wls, want) in cases {
+            let refs: Vec<&Workload> = wls.iter().collect();
+            assert_eq!(plan(job, &refs).unwrap(), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn elastic_jobs_resize_through_slices() {
+        let elastic = |suspended: bool, workers: i32| {
+            let mut j = rc(suspended, true);
+            j.0.metadata.annotations =
+                Some([(label::ELASTIC_JOB.to_string(), "true".to_string())].into());
+            j.0.spec.worker_group_specs = Some(vec![serde_json::from_value(serde_json::json!({"groupName": "w", "replicas": workers, "template": {"spec": {"containers": [{"name": "w"}]}}})).unwrap()]);
+            j
+        };
+        let small_pending = wl_for(&elastic(true, 1), "w1", false, false);
+        let small_running = wl_for(&elastic(false, 1), "w1", true, false);
+        let mut slice = wl_for(&elastic(false, 3), "w2", false, false);
+        slice.metadata.annotations = Some(
+            [(
+                label::WORKLOAD_SLICE_REPLACEMENT_FOR.to_string(),
+                "default/w1".to_string(),
+            )]
+            .into(),
+        );
+        let cases: Vec<(&str, RayClusterJob, Vec<Workload>, Step)> = vec![
+            (
+                "pending grows in place",
+                elastic(true, 2),
+                vec![small_pending],
+                Step::UpdateCounts("w1".into()),
+            ),
+            (
+                "admitted grows by a slice",
+                elastic(false, 2),
+                vec![small_running.clone()],
+                Step::CreateSlice {
+                    replaces: "w1".into(),
+                },
+            ),
+            (
+                "admitted shrink updates the counts in place",
+                elastic(false, 0),
+                vec![small_running.clone()],
+                Step::UpdateCounts("w1".into()),
+            ),
+            (
+                "an evicted workload is stopped, not shrunk",
+                elastic(false, 0),
+                vec![wl_for(&elastic(false, 1), "w1", true, true)],
+                Step::Stop("w1".into()),
+            ),
+            (
+                "a pending slice waits beside the active one",
+                elastic(false, 3),
+                vec![small_running, slice],
+                Step::Nothing,
+            ),
+        ];
+        for (name, job, wls, want) in cases {
+            let refs: Vec<&Workload> = wls.iter().collect();
+            assert_eq!(plan(&job, &refs).unwrap(), want, "{name}");
+        }
     }
 }

@@ -1,0 +1,22 @@
+//! RayCluster and RayService as Kueue jobs (Kueue's `pkg/controller/jobs/ray*`): the `GenericJob`
+//! implementations the generic job reconciler runs, registered by the wiring.
+
+pub mod raycluster;
+
+use kube::Resource;
+use kube::core::GroupVersionKind;
+
+use crate::api::ray::{RayCluster, RayService};
+
+fn gvk<K: Resource<DynamicType = ()>>() -> GroupVersionKind {
+    GroupVersionKind::gvk(&K::group(&()), &K::version(&()), &K::kind(&()))
+}
+
+/// The job kinds this operator registers with the job framework.
+pub fn managed_kinds() -> Vec<GroupVersionKind> {
+    vec![gvk::<RayCluster>(), gvk::<RayService>()]
+}
+
+
+#[cfg(test)]
+mod tests;
