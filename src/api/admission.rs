@@ -28,11 +28,29 @@ fn is_ray_job(api_version: &str, kind: &str) -> bool {
     api_version == "ray.io/v1" && (kind == "RayCluster" || kind == "RayService")
 }
 
+/// The object's controller owner is a RayService: a child RayCluster, which its parent's Workload covers
+/// (Kueue's webhook skips jobs whose owner is a managed job).
+fn owned_by_ray_service(obj: &Value) -> bool {
+    obj.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|o| {
+            o.get("controller") == Some(&Value::Bool(true))
+                && o.get("kind").and_then(Value::as_str) == Some("RayService")
+                && o.get("apiVersion").and_then(Value::as_str) == Some("ray.io/v1")
+        })
+}
+
 /// Kueue's job defaulting: a queue-managed job is created suspended, so nothing runs before admission.
 /// Returns true when the object was changed.
 pub fn default_object(op: Operation, obj: &mut Value) -> bool {
     let (api_version, kind) = kind_of(obj);
-    if op != Operation::Create || !is_ray_job(api_version, kind) || queue_name(obj).is_none() {
+    if op != Operation::Create
+        || !is_ray_job(api_version, kind)
+        || queue_name(obj).is_none()
+        || owned_by_ray_service(obj)
+    {
         return false;
     }
     match obj.get_mut("spec").and_then(Value::as_object_mut) {
@@ -60,14 +78,15 @@ fn validate_update(new: &Value, old: &Value) -> Vec<FieldError> {
             }
         }
         (av, k) if is_ray_job(av, k) => {
+            // A child of a RayService answers to its parent's gate (and says so).
+            let mut errs = if k == "RayCluster" { super::ray::child_guard::validate_child_update(new, old) } else { Vec::new() };
             // Kueue: the queue of a job cannot change while the job runs (it is admitted).
             let running = old.pointer("/spec/suspend") != Some(&Value::Bool(true));
-            if queue_name(old).is_some() && running && queue_name(old) != queue_name(new) {
+            if errs.is_empty() && queue_name(old).is_some() && running && queue_name(old) != queue_name(new) {
                 let path = Path::root("metadata").child("labels").key(QUEUE_NAME_LABEL);
-                vec![FieldError::invalid(&path, "field is immutable while the job is admitted (unsuspended)")]
-            } else {
-                Vec::new()
+                errs.push(FieldError::invalid(&path, "field is immutable while the job is admitted (unsuspended)"));
             }
+            errs
         }
         _ => Vec::new(),
     }

@@ -440,8 +440,11 @@ impl shell::ReconcileError for JobError {
     fn category(&self) -> &'static str {
         JobError::category(self)
     }
-    fn is_gone(&self) -> bool {
-        matches!(self, JobError::Kube(e) if shell::is_not_found(e))
+    fn kube_error(&self) -> Option<&kube::Error> {
+        match self {
+            JobError::Kube(e) => Some(e),
+            _ => None,
+        }
     }
 }
 

@@ -20,8 +20,14 @@ use serde::de::DeserializeOwned;
 pub trait ReconcileError: std::error::Error + Send + Sync + 'static {
     /// Low-cardinality label for logs and metrics.
     fn category(&self) -> &'static str;
-    /// The object (or something it needed) was deleted meanwhile: normal, the next event settles it.
-    fn is_gone(&self) -> bool;
+    /// The API error behind this one, if any.
+    fn kube_error(&self) -> Option<&kube::Error>;
+}
+
+/// A deleted object (404) or a write that lost a race (409) is normal between controllers: the next
+/// event settles it, so it is not worth a warning.
+fn is_expected<E: ReconcileError>(e: &E) -> bool {
+    e.kube_error().is_some_and(|k| is_not_found(k) || is_conflict(k))
 }
 
 /// True for the API's 404 answer.
@@ -81,8 +87,8 @@ pub fn random_suffix() -> String {
         .collect()
 }
 
-/// Runs `controller` until its stream ends. A failed pass is logged (as debug when the object is gone,
-/// which is normal after a delete) and retried after `backoff(ctx)`.
+/// Runs `controller` until its stream ends. A failed pass is logged (as debug when it only raced a
+/// delete or another write) and retried after `backoff(ctx)`.
 pub async fn run<K, C, E, F, Fut>(
     controller: Controller<K>,
     name: &'static str,
@@ -97,8 +103,8 @@ pub async fn run<K, C, E, F, Fut>(
     Fut: std::future::Future<Output = Result<Action, E>> + Send + 'static,
 {
     let policy = move |_: Arc<K>, e: &E, ctx: Arc<C>| {
-        if e.is_gone() {
-            tracing::debug!(controller = name, error = %e, "object gone during reconcile");
+        if is_expected(e) {
+            tracing::debug!(controller = name, error = %e, "reconcile raced a delete or a write; retrying");
         } else {
             tracing::warn!(controller = name, error = %e, category = e.category(), "reconcile failed; retrying");
         }

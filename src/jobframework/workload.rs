@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::JobFrameworkError;
-use super::interface::{GenericJob, maximum_execution_time_seconds, queue_name, workload_slice_enabled};
+use super::interface::{GenericJob, maximum_execution_time_seconds, queue_name};
 use super::names::{NameLength, workload_name};
 use super::priority::Priority;
 use crate::api::kueue::constants::{RESOURCE_IN_USE_FINALIZER, label};
@@ -30,7 +30,7 @@ pub fn workload_name_for_job(job: &dyn GenericJob, len: NameLength) -> Result<St
     let gvk = job.gvk();
     let name = meta.name.as_deref().ok_or_else(|| JobFrameworkError::MissingField { kind: gvk.kind.clone(), field: "metadata.name" })?;
     let uid = meta.uid.as_deref().unwrap_or_default();
-    let extra = if workload_slice_enabled(meta) {
+    let extra = if job.uses_slices() {
         match job.as_elastic_workload_name_provider() {
             Some(p) => p.workload_name_extra(),
             None => meta.generation.unwrap_or(0).to_string(),

@@ -102,22 +102,38 @@ fn ray_cluster(name: &str, head_cpu: &str, workers: i32, worker_cpu: &str) -> Va
 
 fn ray_service(version: &str) -> Value {
     let image = format!("rayproject/ray:{version}");
+    let res = |cpu: &str, mem: &str| json!({"requests": {"cpu": cpu, "memory": mem}, "limits": {"cpu": cpu, "memory": mem}});
     json!({
         "apiVersion": "ray.io/v1", "kind": "RayService",
-        "metadata": {"name": "fruit-stand", "namespace": NS},
+        "metadata": {"name": "fruit-stand", "namespace": NS, "labels": {"kueue.x-k8s.io/queue-name": "demo-queue"}},
         "spec": {
             "rayClusterDeletionDelaySeconds": 3,
             "serveConfigV2": "applications:\n  - name: fruit_app\n    import_path: fruit.deployment_graph\n    route_prefix: /fruit\n    deployments:\n      - name: FruitMarket\n        num_replicas: 2\n",
             "rayClusterConfig": {
                 "rayVersion": version,
-                "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head", "image": image,
+                "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head", "image": image, "resources": res("1", "2Gi"),
                     "ports": [{"containerPort": 6379, "name": "gcs-server"}, {"containerPort": 8265, "name": "dashboard"},
                               {"containerPort": 10001, "name": "client"}, {"containerPort": 8000, "name": "serve"}]}]}}},
                 "workerGroupSpecs": [{"groupName": "small-group", "replicas": 1, "minReplicas": 1, "maxReplicas": 3, "rayStartParams": {},
-                    "template": {"spec": {"containers": [{"name": "ray-worker", "image": image}]}}}]
+                    "template": {"spec": {"containers": [{"name": "ray-worker", "image": image, "resources": res("1", "2Gi")}]}}}]
             }
         }
     })
+}
+
+/// CPU in use in the ClusterQueue (its flavorsUsage), as Kubernetes prints it.
+fn cq_cpu_used(cq: &ClusterQueue) -> Option<String> {
+    let status = cq.status.as_ref()?;
+    status
+        .flavors_usage
+        .iter()
+        .flat_map(|f| f.resources.iter())
+        .find(|r| r.name == "cpu")
+        .map(|r| r.total.as_ref().map(|q| q.0.clone()).unwrap_or_else(|| "0".into()))
+}
+
+fn owned_by_service<'a>(wls: &'a [Workload], rs: &str) -> impl Iterator<Item = &'a Workload> {
+    wls.iter().filter(move |w| w.owner_references().iter().any(|o| o.kind == "RayService" && o.name == rs))
 }
 
 fn active_cluster(rs: &RayService) -> Option<String> {
@@ -189,13 +205,21 @@ pub async fn run(client: Client, step_timeout: Duration) -> Result<(), DemoError
     let n = wait_list(&pods, &lp, step, step_timeout, |p| Some(running_pods(p, "beta")).filter(|n| *n == 4)).await?;
     clock.say(&format!("beta admitted: {n} pods Running"));
 
-    // 5. A RayService becomes Ready, then a rayVersion change is rolled out blue/green.
-    let step = "make RayService fruit-stand Ready";
+    // 5. A queue-managed RayService: admitted as one workload, Ready on its first cluster.
+    let step = "admit and serve RayService fruit-stand";
     rss.create(&pp, &typed("RayService", ray_service("2.46.0"))?).await.map_err(api_err(step))?;
-    clock.say("RayService fruit-stand created (rayVersion 2.46.0)");
+    clock.say("RayService fruit-stand created with kueue.x-k8s.io/queue-name=demo-queue (head 1 CPU + 1 worker x 1 CPU)");
+    let first_wl = wait_list(&wls, &lp, step, step_timeout, |w| {
+        owned_by_service(w, "fruit-stand").find(|w| w.has_quota_reservation()).map(|w| w.name_any())
+    })
+    .await?;
+    clock.say(&format!("Workload {first_wl} admitted: fruit-stand unsuspended"));
     let first = wait_list(&rss, &lp, step, step_timeout, |s| s.iter().find(|r| is_ready(r)).and_then(active_cluster)).await?;
-    clock.say(&format!("fruit-stand Ready, serving from RayCluster {first}"));
-    let step = "upgrade fruit-stand to 2.47.0";
+    let used = wait_list(&cqs, &lp, step, step_timeout, |q| q.iter().find(|q| q.name_any() == "demo").and_then(cq_cpu_used)).await?;
+    clock.say(&format!("fruit-stand Ready, serving from RayCluster {first}; ClusterQueue demo uses {used} of 8 CPU"));
+
+    // 6. The upgrade needs 2 more CPU than the ClusterQueue has left: its cluster waits behind the gate.
+    let step = "gate the upgrade of fruit-stand";
     let patch = json!({"spec": {"rayClusterConfig": {"rayVersion": "2.47.0"}}});
     rss.patch("fruit-stand", &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(api_err(step))?;
     clock.say("rayVersion changed to 2.47.0");
@@ -203,11 +227,40 @@ pub async fn run(client: Client, step_timeout: Duration) -> Result<(), DemoError
         s.first()?.status.as_ref()?.pending_service_status.as_ref()?.ray_cluster_name.clone().filter(|n| !n.is_empty())
     })
     .await?;
-    clock.say(&format!("pending RayCluster {pending} created beside {first}"));
+    let (slice, why) = wait_list(&wls, &lp, step, step_timeout, |w| {
+        owned_by_service(w, "fruit-stand").find_map(|w| {
+            let c = condition(w.status.as_ref().map(|s| &s.conditions), "QuotaReserved")?;
+            (c.status == "False" && !c.message.is_empty()).then(|| (w.name_any(), c.message.clone()))
+        })
+    })
+    .await?;
+    clock.say(&format!("pending RayCluster {pending} created beside {first}, gated: workload slice {slice} waits: {why}"));
+    let all_pods = pods.list(&lp).await.map_err(api_err(step))?.items;
+    clock.say(&format!(
+        "while gated: {pending} has {} pods, {first} keeps its {} pods and serves",
+        all_pods.iter().filter(|p| p.labels().get("ray.io/cluster") == Some(&pending)).count(),
+        running_pods(&all_pods, &first)
+    ));
+
+    // 7. Raising the quota admits the slice: the gate opens, traffic moves, the old cluster goes.
+    let step = "open the gate by raising the quota";
+    let raise = json!({"spec": {"resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default-flavor",
+        "resources": [{"name": "cpu", "nominalQuota": "10"}, {"name": "memory", "nominalQuota": "32Gi"}]}]}]}});
+    cqs.patch("demo", &PatchParams::default(), &Patch::Merge(&raise)).await.map_err(api_err(step))?;
+    clock.say("ClusterQueue demo raised to 10 CPU");
+    wait_list(&wls, &lp, step, step_timeout, |w| w.iter().find(|w| w.name_any() == slice && w.has_quota_reservation()).map(|_| ())).await?;
+    clock.say(&format!("workload slice {slice} admitted; {first_wl} finished as WorkloadSliceReplaced"));
+    let n = wait_list(&pods, &lp, step, step_timeout, |p| Some(running_pods(p, &pending)).filter(|n| *n == 2)).await?;
+    clock.say(&format!("gate open: {pending} has {n} pods Running"));
     let second = wait_list(&rss, &lp, step, step_timeout, |s| s.first().and_then(active_cluster).filter(|n| *n != first)).await?;
     clock.say(&format!("traffic switched: fruit-stand-serve-svc now selects {second}"));
     wait_list(&rcs, &lp, step, step_timeout, |c| (!c.iter().any(|c| c.name_any() == first)).then_some(())).await?;
     clock.say(&format!("old RayCluster {first} deleted after rayClusterDeletionDelaySeconds"));
+    let settled = wait_list(&cqs, &lp, step, step_timeout, |q| {
+        q.iter().find(|q| q.name_any() == "demo").and_then(cq_cpu_used).filter(|u| *u == used)
+    })
+    .await?;
+    clock.say(&format!("usage settled: ClusterQueue demo uses {settled} CPU, as before the upgrade"));
     clock.say("demo complete");
     Ok(())
 }

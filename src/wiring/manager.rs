@@ -22,6 +22,7 @@ use crate::embedded::{self, EmbeddedServer};
 use crate::jobframework::core::{AdmissionLoop, Caches};
 use crate::jobframework::job_controller::{self, JobContext};
 use crate::rayservice::job::raycluster::RayClusterJob;
+use crate::rayservice::job::rayservice::RayServiceJob;
 
 #[derive(Clone, Debug)]
 pub struct ManagerOptions {
@@ -150,6 +151,11 @@ pub async fn run_manager(
     };
     let c = cancel.clone();
     tasks.push(tokio::spawn(job_controller::run::<RayClusterJob>(
+        jobs.clone(),
+        async move { c.cancelled().await },
+    )));
+    let c = cancel.clone();
+    tasks.push(tokio::spawn(job_controller::run::<RayServiceJob>(
         jobs,
         async move { c.cancelled().await },
     )));

@@ -1,5 +1,6 @@
 //! KubeRay-compatible `ray.io/v1` types (RayCluster, RayService), their constants and validation.
 
+pub mod child_guard;
 pub mod constants;
 pub mod raycluster;
 pub mod rayservice;

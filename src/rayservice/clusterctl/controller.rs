@@ -12,19 +12,21 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action as Requeue;
 use kube::runtime::events::{EventType, Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 use tracing::instrument;
 
-use super::GATE_ANNOTATION;
 use super::lifecycle::{Facts, Phase, decide, facts, running_conditions};
 use super::pods::{GroupView, PodAction, PodInputs, PodView, Recreate};
 use crate::api::ray::constants as c;
 use crate::api::ray::raycluster::{ClusterState, HeadInfo};
 use crate::api::ray::validation::validate_ray_cluster;
+use crate::api::kueue::Workload;
 use crate::api::ray::{RayCluster, RayClusterStatus};
 use crate::jobframework::shell;
+use crate::rayservice::job::gate;
 use crate::rayservice::cluster::conditions::{ConditionPlan, merge_condition};
 use crate::rayservice::cluster::hash::{
     RecreateDecision, hash_without_replicas_and_workers_to_delete, head_pod_stamp,
@@ -111,7 +113,31 @@ pub async fn run(ctx: Arc<Context>) {
         watcher::Config::default(),
     )
     .owns(Api::<Pod>::all(client.clone()), pods)
-    .owns(Api::<Service>::all(client), watcher::Config::default());
+    .owns(Api::<Service>::all(client.clone()), watcher::Config::default());
+    // A workload slice admitted or evicted opens or closes the gate of its RayService's children.
+    let clusters = controller.store();
+    let controller = controller.watches(
+        Api::<Workload>::all(client),
+        watcher::Config::default(),
+        move |wl: Workload| {
+            let ns = wl.namespace();
+            let services: Vec<String> = wl
+                .owner_references()
+                .iter()
+                .filter(|o| o.kind == c::CRD_RAY_SERVICE)
+                .map(|o| o.name.clone())
+                .collect();
+            clusters
+                .state()
+                .into_iter()
+                .filter(|rc| {
+                    rc.namespace() == ns
+                        && gate::parent_service(rc).is_some_and(|p| services.contains(&p))
+                })
+                .map(|rc| ObjectRef::from_obj(rc.as_ref()))
+                .collect::<Vec<_>>()
+        },
+    );
     shell::run(controller, "raycluster", reconcile, ctx, |c| {
         c.config.busy_requeue
     })
@@ -122,8 +148,11 @@ impl shell::ReconcileError for Error {
     fn category(&self) -> &'static str {
         Error::category(self)
     }
-    fn is_gone(&self) -> bool {
-        matches!(self, Error::Kube(e) if shell::is_not_found(e))
+    fn kube_error(&self) -> Option<&kube::Error> {
+        match self {
+            Error::Kube(e) => Some(e),
+            _ => None,
+        }
     }
 }
 
@@ -225,11 +254,12 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
             workers_to_delete: g.workers_to_delete().to_vec(),
         })
         .collect();
+    // The quota gate: computed from the parent's admitted workload slice, never from a field of this
+    // object a user could edit.
+    let quota = gate::cluster_allowance(&ctx.client, &rc).await?;
     let inputs = PodInputs {
-        gated: rc
-            .annotations()
-            .get(GATE_ANNOTATION)
-            .is_some_and(|v| v == "true"),
+        gated: false,
+        quota,
         recreate,
         autoscaling: rc.spec.autoscaling_enabled(),
         groups,

@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::rayservice::cluster::podsets::HEAD_PODSET;
+
 /// A pod of this cluster as the decisions see it.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct PodView {
@@ -84,12 +86,21 @@ pub struct PodInputs {
     pub autoscaling: bool,
     pub groups: Vec<GroupView>,
     pub pods: Vec<PodView>,
+    /// Quota-gated child of a queue-managed RayService: pods per group (`head` for the head) the latest
+    /// admitted workload slice covers. Creation never goes past it; `None` means not quota-gated.
+    pub quota: Option<BTreeMap<String, i64>>,
 }
 
 /// Plans pod writes for a cluster that is neither suspending nor suspended.
 pub fn plan_pods(i: &PodInputs) -> Vec<PodAction> {
     let live: Vec<&PodView> = i.pods.iter().filter(|p| !p.deleting).collect();
-    if i.gated {
+    let allowed = |group: &str| i.quota.as_ref().map(|q| q.get(group).copied().unwrap_or(0));
+    // Nothing covered at all (never admitted, or evicted): the gate is closed.
+    let closed = i
+        .quota
+        .as_ref()
+        .is_some_and(|q| q.values().all(|n| *n <= 0));
+    if i.gated || closed {
         return if live.is_empty() {
             vec![]
         } else {
@@ -112,8 +123,9 @@ pub fn plan_pods(i: &PodInputs) -> Vec<PodAction> {
         _ => {}
     }
     let head_terminating = i.pods.iter().any(|p| p.head && p.deleting);
+    let head_covered = allowed(HEAD_PODSET).is_none_or(|n| n >= 1);
     match heads.as_slice() {
-        [] if !head_terminating => out.push(PodAction::CreateHead),
+        [] if !head_terminating && head_covered => out.push(PodAction::CreateHead),
         [] => {}
         [h] if h.unhealthy => out.push(PodAction::DeletePod {
             name: h.name.clone(),
@@ -136,7 +148,19 @@ pub fn plan_pods(i: &PodInputs) -> Vec<PodAction> {
             .copied()
             .filter(|p| !p.head && p.group == g.name)
             .collect();
-        plan_group(g, &pods, i.autoscaling, &mut out);
+        match allowed(&g.name.to_lowercase()) {
+            // Creation stops at what the admitted slice covers; running pods are never taken away
+            // here (a slice only shrinks once they are gone).
+            Some(pods_allowed) => {
+                let limit = usize::try_from(pods_allowed.max(0)).unwrap_or(0) / g.hosts.max(1);
+                let capped = GroupView {
+                    replicas: g.replicas.min(limit.max(replica_count(g, &pods))),
+                    ..g.clone()
+                };
+                plan_group(&capped, &pods, i.autoscaling, &mut out);
+            }
+            None => plan_group(g, &pods, i.autoscaling, &mut out),
+        }
     }
     // Pods of groups that no longer exist in the spec.
     let known: BTreeSet<&str> = i.groups.iter().map(|g| g.name.as_str()).collect();
@@ -150,6 +174,18 @@ pub fn plan_pods(i: &PodInputs) -> Vec<PodAction> {
         });
     }
     out
+}
+
+/// Replicas a group has now (multi-host replicas counted once).
+fn replica_count(g: &GroupView, pods: &[&PodView]) -> usize {
+    if g.hosts > 1 {
+        pods.iter()
+            .map(|p| p.replica_name.clone().unwrap_or_else(|| p.name.clone()))
+            .collect::<BTreeSet<_>>()
+            .len()
+    } else {
+        pods.len()
+    }
 }
 
 fn plan_group(g: &GroupView, pods: &[&PodView], autoscaling: bool, out: &mut Vec<PodAction>) {

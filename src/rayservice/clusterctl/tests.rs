@@ -37,6 +37,7 @@ fn group(name: &str, replicas: usize) -> GroupView {
 fn inputs(pods: Vec<PodView>, groups: Vec<GroupView>) -> PodInputs {
     PodInputs {
         gated: false,
+        quota: None,
         recreate: Recreate::Keep,
         autoscaling: false,
         groups,
@@ -410,6 +411,7 @@ mod properties {
                     .collect();
                 PodInputs {
                     gated,
+                    quota: None,
                     recreate,
                     autoscaling,
                     groups,

@@ -1,7 +1,10 @@
 //! RayCluster and RayService as Kueue jobs (Kueue's `pkg/controller/jobs/ray*`): the `GenericJob`
 //! implementations the generic job reconciler runs, registered by the wiring.
 
+pub mod demand;
+pub mod gate;
 pub mod raycluster;
+pub mod rayservice;
 
 use kube::Resource;
 use kube::core::GroupVersionKind;

@@ -157,3 +157,134 @@ proptest! {
         prop_assert_eq!(nonzero(from_podsets), nonzero(planned_pod_requests(&rc)));
     }
 }
+
+mod demand_and_gate {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use crate::api::kueue::PodSet;
+    use crate::api::ray::RayCluster;
+    use crate::jobframework::interface::DemandChange;
+    use crate::rayservice::cluster::BuildOptions;
+    use crate::rayservice::job::demand::{
+        ChildDemand, allowed_pods, child_demand, compare, covers, podsets,
+    };
+
+    /// A child with a head of `head_cpu` and `workers` workers of 1 CPU, image tag `tag`.
+    fn child(name: &str, head_cpu: &str, workers: i32, tag: &str) -> RayCluster {
+        let c = |n: &str, cpu: &str| json!({"name": n, "image": format!("rayproject/ray:{tag}"), "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}});
+        serde_json::from_value(json!({
+            "apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [c("ray-head", head_cpu)]}}},
+                     "workerGroupSpecs": [{"groupName": "small", "replicas": workers, "minReplicas": 0, "maxReplicas": 9, "rayStartParams": {},
+                                           "template": {"spec": {"containers": [c("ray-worker", "1")]}}}]}
+        }))
+        .unwrap()
+    }
+
+    fn demand(children: &[RayCluster]) -> Vec<ChildDemand> {
+        children.iter().map(|c| child_demand(c, &BuildOptions::default()).unwrap()).collect()
+    }
+
+    fn counts(ps: &[PodSet]) -> Vec<(String, i32)> {
+        ps.iter().map(|p| (p.name.clone().unwrap(), p.count())).collect()
+    }
+
+    #[test]
+    fn an_image_bump_stays_one_podset_per_group_with_counts_summed() {
+        let d = demand(&[child("a", "2", 1, "2.46.0"), child("b", "2", 1, "2.47.0")]);
+        let ps = podsets(&d).unwrap();
+        assert_eq!(counts(&ps), vec![("head".into(), 2), ("small".into(), 2)]);
+    }
+
+    #[test]
+    fn a_resized_head_is_a_podset_of_its_own_with_its_own_requests() {
+        let d = demand(&[child("a", "2", 1, "2.46.0"), child("b", "3", 1, "2.46.0")]);
+        let ps = podsets(&d).unwrap();
+        let names: Vec<String> = ps.iter().map(|p| p.name.clone().unwrap()).collect();
+        assert_eq!(names.len(), 3, "{names:?}");
+        assert!(names[0].starts_with("head-") && names[2].starts_with("head-") && names[0] != names[2], "{names:?}");
+        assert_eq!(names[1], "small");
+        assert_eq!(counts(&ps).iter().map(|c| c.1).collect::<Vec<_>>(), vec![1, 2, 1]);
+    }
+
+    #[test]
+    fn compare_classifies_growth_shrink_and_pending_changes() {
+        let one = podsets(&demand(&[child("a", "2", 1, "x")])).unwrap();
+        let two = podsets(&demand(&[child("a", "2", 1, "x"), child("b", "2", 1, "y")])).unwrap();
+        let resized = podsets(&demand(&[child("a", "2", 1, "x"), child("b", "3", 1, "x")])).unwrap();
+        assert_eq!(compare(&one, &one, true), DemandChange::Same);
+        assert_eq!(compare(&two, &one, true), DemandChange::Grow, "a second cluster needs a slice");
+        assert_eq!(compare(&resized, &one, true), DemandChange::Grow, "a new shape needs a slice");
+        match compare(&one, &two, true) {
+            DemandChange::PodSets(ps) => assert_eq!(counts(&ps), vec![("head".into(), 1), ("small".into(), 1)]),
+            other => panic!("old cluster gone: shrink in place, got {other:?}"),
+        }
+        // The new shape alone, against the slice holding both shapes: kept podsets, the old one at 0.
+        let only_new = podsets(&demand(&[child("b", "3", 1, "x")])).unwrap();
+        match compare(&only_new, &resized, true) {
+            DemandChange::PodSets(ps) => {
+                assert_eq!(ps.len(), 3);
+                assert_eq!(ps.iter().map(|p| p.count()).collect::<Vec<_>>(), vec![0, 1, 1]);
+            }
+            other => panic!("expected a shrink keeping the podsets, got {other:?}"),
+        }
+        assert_eq!(compare(&two, &one, false), DemandChange::PodSets(two.clone()), "pending: taken as is");
+        assert_eq!(compare(&one, &one, false), DemandChange::Same);
+    }
+
+    #[test]
+    fn the_gate_covers_the_serving_child_first_and_the_new_one_only_once_its_slice_is_admitted() {
+        let children = [child("active", "2", 1, "x"), child("pending", "2", 1, "y")];
+        let d = demand(&children);
+        let old_slice = podsets(&d[..1]).unwrap();
+        let allowed = allowed_pods(Some(&old_slice), &d);
+        assert!(covers(&allowed["active"], &d[0]));
+        assert_eq!(allowed["pending"], BTreeMap::from([("head".to_string(), 0), ("small".to_string(), 0)]));
+        let new_slice = podsets(&d).unwrap();
+        let allowed = allowed_pods(Some(&new_slice), &d);
+        assert!(covers(&allowed["active"], &d[0]) && covers(&allowed["pending"], &d[1]));
+        let none = allowed_pods(None, &d);
+        assert!(!covers(&none["active"], &d[0]), "no admitted slice covers nothing");
+    }
+
+    #[test]
+    fn a_resized_child_is_not_covered_by_the_old_shape() {
+        let children = [child("active", "2", 1, "x"), child("pending", "3", 1, "x")];
+        let d = demand(&children);
+        // The old slice holds two 2-CPU heads' worth of count, but of the old shape only.
+        let mut old = podsets(&d[..1]).unwrap();
+        old[0].count = Some(2);
+        old[1].count = Some(2);
+        let allowed = allowed_pods(Some(&old), &d);
+        assert!(covers(&allowed["active"], &d[0]));
+        assert_eq!(allowed["pending"]["head"], 0, "a 3-CPU head needs a slice with a 3-CPU podset");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+        /// I2 and I3 on the pure rule: whatever the children, the pods the gate allows never exceed the
+        /// slice's counts per identity, and a slice built from the children covers every one of them.
+        #[test]
+        fn gate_never_allows_more_than_the_slice_and_an_exact_slice_covers_all(
+            shapes in proptest::collection::vec((1u8..4, 0i32..4, 0u8..2), 1..4),
+            admitted_prefix in 0usize..4,
+        ) {
+            let children: Vec<RayCluster> = shapes.iter().enumerate()
+                .map(|(i, (cpu, w, tag))| child(&format!("c{i}"), &cpu.to_string(), *w, &tag.to_string()))
+                .collect();
+            let d = demand(&children);
+            let k = admitted_prefix.min(d.len());
+            let slice = podsets(&d[..k.max(1)]).unwrap();
+            let allowed = allowed_pods(Some(&slice), &d);
+            let granted: i64 = allowed.values().flat_map(|g| g.values()).sum();
+            let held: i64 = slice.iter().map(|p| i64::from(p.count())).sum();
+            proptest::prop_assert!(granted <= held);
+            for c in &d[..k.max(1)] {
+                proptest::prop_assert!(covers(&allowed[&c.name], c), "{} is in the slice", c.name);
+            }
+        }
+    }
+}

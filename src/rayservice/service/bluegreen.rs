@@ -20,7 +20,7 @@ use std::collections::BTreeSet;
 use super::conditions as cond;
 use super::plan::{Action, EventType, Plan, ServiceStatusPlan, StatusPlan};
 use super::schedule::reap_dangling;
-use super::snapshot::{ChildCluster, HashMatch, ServeObservation, Snapshot};
+use super::snapshot::{Admission, ChildCluster, HashMatch, ServeObservation, Snapshot};
 
 pub(crate) fn step(s: &Snapshot, p: &mut Plan) {
     let mut notes: Vec<String> = Vec::new();
@@ -100,10 +100,12 @@ pub(crate) fn step(s: &Snapshot, p: &mut Plan) {
                 format!("quota admits RayCluster {}: its pods may start", c.name),
             );
         } else {
-            notes.push(format!(
-                "pending cluster {} waits for quota admission",
-                c.name
-            ));
+            notes.push(match &s.admission {
+                Admission::QueueManaged {
+                    waiting: Some(why), ..
+                } => format!("pending cluster {} is gated: {why}", c.name),
+                _ => format!("pending cluster {} waits for quota admission", c.name),
+            });
         }
     }
 

@@ -38,24 +38,7 @@ pub fn serve_service_name(rs: &RayService) -> String {
         .unwrap_or_else(|| names::serve_service_name(&rs.metadata.name.clone().unwrap_or_default()))
 }
 
-/// Labels that mark an object as this RayService's (used to list its children).
-pub fn origin_labels(rs: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (c::LABEL_ORIGINATED_FROM_CR_NAME.to_string(), rs.to_string()),
-        (
-            c::LABEL_ORIGINATED_FROM_CRD.to_string(),
-            c::CRD_RAY_SERVICE.to_string(),
-        ),
-    ])
-}
-
-pub fn origin_selector(rs: &str) -> String {
-    origin_labels(rs)
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",")
-}
+pub use crate::rayservice::cluster::labels::{origin_labels, origin_selector};
 
 fn child_labels(rs: &RayService) -> BTreeMap<String, String> {
     let mut labels = rs.metadata.labels.clone().unwrap_or_default();
@@ -92,7 +75,10 @@ pub fn new_child(rs: &RayService, name: &str, operator_version: &str, gated: boo
     annotations.remove(schedule::ANNOTATION);
     annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
     if gated {
+        // Born held: suspended, and marked so the RayService controller knows to release it once an
+        // admitted slice covers it.
         annotations.insert(GATE_ANNOTATION.into(), "true".into());
+        rc.spec.suspend = Some(true);
     }
     rc
 }

@@ -1,7 +1,6 @@
 //! The RayService controller's I/O shell: read a snapshot, call [`plan`](super::plan), execute the
 //! actions in order, write status and the deletion schedule, record events. Nothing is decided here.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,6 +26,7 @@ use crate::api::ray::constants::ANNOTATION_ADMISSION_GATED as GATE_ANNOTATION;
 use crate::api::ray::validation::validate_ray_service;
 use crate::api::ray::{RayCluster, RayService};
 use crate::jobframework::shell;
+use crate::rayservice::job::gate;
 use crate::rayservice::cluster::child::spec_for_hashing;
 use crate::rayservice::cluster::hash::{
     hash_of_first_groups, hash_without_replicas_and_workers_to_delete,
@@ -39,26 +39,6 @@ pub const QUEUE_NAME_LABEL: &str = "kueue.x-k8s.io/queue-name";
 
 /// Builds a dashboard client for one cluster's endpoint (HTTP in production, the simulator in tests).
 pub type DashboardFactory = Arc<dyn Fn(&DashboardEndpoint) -> Arc<dyn RayDashboard> + Send + Sync>;
-
-/// Which of a RayService's clusters the quota admission covers. The quota-gated upgrade plugs in here.
-pub trait AdmissionSource: Send + Sync {
-    fn admission(&self, rs: &RayService) -> Admission;
-}
-
-/// Until the workload-slice adapter provides admissions: queue-managed services keep upgrade clusters gated.
-pub struct NoAdmissions;
-
-impl AdmissionSource for NoAdmissions {
-    fn admission(&self, rs: &RayService) -> Admission {
-        if rs.labels().contains_key(QUEUE_NAME_LABEL) {
-            Admission::QueueManaged {
-                admitted: BTreeSet::new(),
-            }
-        } else {
-            Admission::NotQueueManaged
-        }
-    }
-}
 
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -93,7 +73,6 @@ pub struct Context {
     pub client: Client,
     pub dashboards: DashboardFactory,
     pub recorder: Recorder,
-    pub admission: Arc<dyn AdmissionSource>,
     pub config: Config,
 }
 
@@ -107,7 +86,6 @@ impl Context {
             recorder: Recorder::new(client.clone(), reporter),
             client,
             dashboards,
-            admission: Arc::new(NoAdmissions),
             config: Config::default(),
         }
     }
@@ -162,8 +140,11 @@ impl shell::ReconcileError for Error {
     fn category(&self) -> &'static str {
         Error::category(self)
     }
-    fn is_gone(&self) -> bool {
-        matches!(self, Error::Kube(e) if shell::is_not_found(e))
+    fn kube_error(&self) -> Option<&kube::Error> {
+        match self {
+            Error::Kube(e) => Some(e),
+            _ => None,
+        }
     }
 }
 
@@ -190,6 +171,25 @@ fn stamp(rs: &RayService, ctx: &Context) -> Stamp {
         num_worker_groups: spec.worker_groups().len(),
         operator_version: ctx.config.operator_version.clone(),
     }
+}
+
+/// Which children the quota admission covers, from the service's workload slices (not queue-managed:
+/// no gate), and why a waiting one waits.
+async fn admission(rs: &RayService, client: &Client) -> Result<Admission, Error> {
+    if !gate::queue_managed(rs) {
+        return Ok(Admission::NotQueueManaged);
+    }
+    let g = gate::load(client, rs).await?;
+    let waiting = g.pending.map(|p| {
+        format!(
+            "waiting for workload slice {} (LocalQueue {}): {}",
+            p.workload, p.local_queue, p.message
+        )
+    });
+    Ok(Admission::QueueManaged {
+        admitted: g.covered,
+        waiting,
+    })
 }
 
 /// The first validation error, naming the field; `None` when the object is acceptable.
@@ -246,6 +246,7 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
         .as_deref()
         .and_then(|y| ServeConfig::from_yaml(y).ok());
 
+    let admission = admission(rs, &ctx.client).await?;
     let mut children = Vec::with_capacity(clusters.len());
     for rc in &clusters {
         let cname = rc.name_any();
@@ -254,6 +255,11 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
             .await?
             .items;
         let mut view = observe::child_view(rc, &pods, ServeObservation::NotQueried);
+        // A queue-managed child still suspended has not been released (even if the gate marker is
+        // already gone: a release interrupted between its two writes is finished on the next pass).
+        if matches!(admission, Admission::QueueManaged { .. }) && rc.spec.suspend == Some(true) {
+            view.gated = true;
+        }
         let current = prior.active.as_deref() == Some(cname.as_str())
             || prior.pending.as_deref() == Some(cname.as_str());
         if !current || view.gated {
@@ -348,7 +354,7 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
         head_service,
         serve_service,
         serve_endpoints,
-        admission: ctx.admission.admission(rs),
+        admission,
         fresh_name: format!("{name}-{}", shell::random_suffix()),
         operator_version: ctx.config.operator_version.clone(),
     })
@@ -503,9 +509,17 @@ async fn act(
             Ok(())
         }
         Action::OpenGate { name: cname } => {
-            let patch = json!({ "metadata": { "annotations": { GATE_ANNOTATION: Value::Null } } });
+            // Released only once an admitted slice covers it (the plan checked); the RayCluster
+            // controller still caps its pods by the slice.
+            // Two writes: the gate marker goes first, then the child may resume (admission refuses
+            // resuming a child that is still marked held).
+            let unmark = json!({ "metadata": { "annotations": { GATE_ANNOTATION: Value::Null } } });
             rc_api
-                .patch(cname, &PatchParams::default(), &merge(patch))
+                .patch(cname, &PatchParams::default(), &merge(unmark))
+                .await?;
+            let resume = json!({ "spec": { "suspend": false } });
+            rc_api
+                .patch(cname, &PatchParams::default(), &merge(resume))
                 .await?;
             Ok(())
         }

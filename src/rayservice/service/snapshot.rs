@@ -126,7 +126,11 @@ pub enum Admission {
     NotQueueManaged,
     /// Queue-managed: a pending cluster created during an upgrade stays gated until named here.
     /// (The first cluster needs no entry: the RayService itself stays suspended until admitted.)
-    QueueManaged { admitted: BTreeSet<String> },
+    QueueManaged {
+        admitted: BTreeSet<String>,
+        /// Why the upgrade's slice waits (its name, LocalQueue and Kueue's reason), when one does.
+        waiting: Option<String>,
+    },
 }
 
 impl Admission {
@@ -134,13 +138,13 @@ impl Admission {
     pub fn gate_new_cluster(&self, name: &str, has_active: bool) -> bool {
         match self {
             Admission::NotQueueManaged => false,
-            Admission::QueueManaged { admitted } => has_active && !admitted.contains(name),
+            Admission::QueueManaged { admitted, .. } => has_active && !admitted.contains(name),
         }
     }
     pub fn admits(&self, name: &str) -> bool {
         match self {
             Admission::NotQueueManaged => true,
-            Admission::QueueManaged { admitted } => admitted.contains(name),
+            Admission::QueueManaged { admitted, .. } => admitted.contains(name),
         }
     }
 }

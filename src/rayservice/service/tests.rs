@@ -200,6 +200,7 @@ fn named_first_cluster_is_created_ungated_even_when_queue_managed() {
         Admission::NotQueueManaged,
         Admission::QueueManaged {
             admitted: BTreeSet::new(),
+            waiting: None,
         },
     ] {
         let mut s = base();
@@ -554,6 +555,7 @@ fn queue_managed_pending_is_gated_until_admitted() {
     let mut s = upgrading();
     s.admission = Admission::QueueManaged {
         admitted: BTreeSet::new(),
+        waiting: None,
     };
     s.clusters.retain(|c| c.name != "rs-b");
     let p = plan(&s);
@@ -568,6 +570,7 @@ fn queue_managed_pending_is_gated_until_admitted() {
     let mut s = upgrading();
     s.admission = Admission::QueueManaged {
         admitted: BTreeSet::new(),
+        waiting: None,
     };
     let b = pending_mut(&mut s, "rs-b");
     b.gated = true;
@@ -584,6 +587,7 @@ fn queue_managed_pending_is_gated_until_admitted() {
 
     s.admission = Admission::QueueManaged {
         admitted: BTreeSet::from(["rs-b".to_string()]),
+        waiting: None,
     };
     let p = plan(&s);
     assert_eq!(
@@ -1020,7 +1024,7 @@ mod properties {
             if none_strategy { s.strategy = UpgradeStrategy::None; }
             if managed {
                 let admitted = if admitted { BTreeSet::from(["rs-b".to_string()]) } else { BTreeSet::new() };
-                s.admission = Admission::QueueManaged { admitted };
+                s.admission = Admission::QueueManaged { admitted, waiting: None };
             }
             if sched_past {
                 for c in ["rs-a", "rs-b", "rs-old"] { s.deletion_schedule.insert(c.to_string(), ts("2026-01-01T00:00:00Z")); }

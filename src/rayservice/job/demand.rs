@@ -1,0 +1,288 @@
+//! What a queue-managed RayService demands, from its live child RayClusters, and what an admitted workload
+//! slice lets each child run (the gate). Pure: the job reconciler, the RayService controller and the
+//! RayCluster controller all decide with these same functions.
+//!
+//! A child's podsets are its RayCluster podsets (`cluster::podsets`: built from the very pods the RayCluster
+//! controller creates). Across children, podsets of the same group with the same *quota identity* (per-pod
+//! requests, node selector, affinity, tolerations: what quota and flavor assignment depend on) are one podset
+//! with the counts summed, so an image or rayVersion bump stays one podset per group; a resized group becomes
+//! a podset of its own with its own requests (exact accounting, where Kueue's proof of concept counted every
+//! child with the first child's template).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use sha2::{Digest, Sha256};
+
+use crate::api::kueue::{PodSet, Workload};
+use crate::api::ray::RayCluster;
+use crate::api::ray::constants as c;
+use crate::jobframework::interface::DemandChange;
+use crate::queue::amount::Amount;
+use crate::queue::requests::pod_requests;
+use crate::rayservice::cluster::BuildOptions;
+use crate::rayservice::cluster::podsets::cluster_podsets;
+
+/// Kueue's limit on podsets per Workload.
+pub const MAX_PODSETS: usize = 8;
+
+/// What quota and flavor assignment see of a pod: its group and per-pod requests, and its scheduling
+/// constraints. Two pods with equal identities are interchangeable for quota.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct QuotaIdentity {
+    pub group: String,
+    requests: BTreeMap<String, Amount>,
+    /// nodeSelector, affinity and tolerations as JSON (compared, never interpreted here).
+    constraints: String,
+}
+
+/// Why a demand cannot be computed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DemandError {
+    #[error("RayCluster {cluster}: {message}")]
+    Cluster { cluster: String, message: String },
+    #[error(
+        "the RayService's clusters need {count} podsets (one per worker group and distinct resource shape), more than Kueue's limit of {MAX_PODSETS} per Workload"
+    )]
+    TooManyPodSets { count: usize },
+}
+
+/// The quota identity of a podset template of `group`.
+pub fn identity(group: &str, template: &PodTemplateSpec) -> Result<QuotaIdentity, String> {
+    let spec = template.spec.clone().unwrap_or_default();
+    let requests = pod_requests("template.spec", &spec)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .filter(|(_, v)| *v != Amount::ZERO)
+        .collect();
+    let constraints = serde_json::json!({
+        "nodeSelector": spec.node_selector,
+        "affinity": spec.affinity,
+        "tolerations": spec.tolerations,
+    })
+    .to_string();
+    Ok(QuotaIdentity {
+        group: group.to_string(),
+        requests,
+        constraints,
+    })
+}
+
+/// One child's share: its name and, per quota identity, how many pods it keeps.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChildDemand {
+    pub name: String,
+    pub pods: Vec<(QuotaIdentity, i64, PodTemplateSpec)>,
+}
+
+/// The demand of one child RayCluster.
+pub fn child_demand(rc: &RayCluster, opts: &BuildOptions) -> Result<ChildDemand, DemandError> {
+    let name = rc.metadata.name.clone().unwrap_or_default();
+    let err = |message: String| DemandError::Cluster {
+        cluster: name.clone(),
+        message,
+    };
+    let podsets = cluster_podsets(rc, opts).map_err(|e| err(e.to_string()))?;
+    let mut pods = Vec::with_capacity(podsets.len());
+    for ps in podsets {
+        let group = ps.name.clone().unwrap_or_default();
+        let id = identity(&group, &ps.template).map_err(err)?;
+        pods.push((id, i64::from(ps.count()), ps.template));
+    }
+    Ok(ChildDemand { name, pods })
+}
+
+/// Children in the order they were created (name breaks ties): older children are covered first, so the
+/// serving cluster keeps its coverage while a newer one waits.
+pub fn in_creation_order(children: &mut [&RayCluster]) {
+    children.sort_by(|a, b| {
+        let key = |r: &RayCluster| {
+            (
+                r.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                r.metadata.name.clone(),
+            )
+        };
+        key(a).cmp(&key(b))
+    });
+}
+
+fn short_hash(id: &QuotaIdentity) -> String {
+    let mut h = Sha256::new();
+    h.update(format!("{:?}{}", id.requests, id.constraints));
+    let digest = h.finalize();
+    digest
+        .iter()
+        .take(3)
+        .map(|b| format!("{b:02x}"))
+        .collect::<String>()[..5]
+        .to_string()
+}
+
+/// The podsets of a whole demand: one per quota identity, counts summed, in first-seen order. A group with
+/// one identity keeps its plain name (`head`, `<group>`); a group with several gets `<group>-<hash>` per
+/// identity. Each template carries the group as `ray.io/group` so the identity can be read back.
+pub fn podsets(children: &[ChildDemand]) -> Result<Vec<PodSet>, DemandError> {
+    let mut merged: Vec<(QuotaIdentity, i64, PodTemplateSpec)> = Vec::new();
+    for child in children {
+        for (id, count, template) in &child.pods {
+            match merged.iter_mut().find(|(m, _, _)| m == id) {
+                Some((_, n, _)) => *n = n.saturating_add(*count),
+                None => merged.push((id.clone(), *count, template.clone())),
+            }
+        }
+    }
+    if merged.len() > MAX_PODSETS {
+        return Err(DemandError::TooManyPodSets {
+            count: merged.len(),
+        });
+    }
+    let shapes = |group: &str| merged.iter().filter(|(m, _, _)| m.group == group).count();
+    Ok(merged
+        .iter()
+        .map(|(id, count, template)| {
+            let name = if shapes(&id.group) > 1 {
+                let base: String = id.group.chars().take(57).collect();
+                format!("{}-{}", base.trim_end_matches('-'), short_hash(id))
+            } else {
+                id.group.clone()
+            };
+            let mut template = template.clone();
+            template
+                .metadata
+                .get_or_insert_with(Default::default)
+                .labels
+                .get_or_insert_with(BTreeMap::new)
+                .insert(c::LABEL_GROUP.to_string(), id.group.clone());
+            PodSet {
+                name: Some(name),
+                template,
+                count: Some(i32::try_from(*count).unwrap_or(i32::MAX)),
+                ..Default::default()
+            }
+        })
+        .collect())
+}
+
+/// The quota identity a stored podset stands for (its group from the `ray.io/group` label, else its name).
+fn podset_identity(ps: &PodSet) -> Option<QuotaIdentity> {
+    let group = ps
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.as_ref())
+        .and_then(|l| l.get(c::LABEL_GROUP))
+        .cloned()
+        .or_else(|| ps.name.clone())?;
+    identity(&group, &ps.template).ok()
+}
+
+/// Pods per quota identity that `podsets` provide.
+fn capacity(podsets: &[PodSet]) -> Vec<(Option<QuotaIdentity>, i64)> {
+    podsets
+        .iter()
+        .map(|p| (podset_identity(p), i64::from(p.count())))
+        .collect()
+}
+
+/// How `desired` (from the live children) relates to a workload's podsets. Unreserved: anything is taken in
+/// place. Reserved: a demand every identity of which the workload holds enough of is a shrink in place (the
+/// workload keeps its podsets, counts lowered: Kueue keeps an admitted workload's podsets immutable but for
+/// counts going down); anything more is a new slice.
+pub fn compare(desired: &[PodSet], workload: &[PodSet], reserved: bool) -> DemandChange {
+    let want = capacity(desired);
+    let have = capacity(workload);
+    if !reserved {
+        return if want == have && names(desired) == names(workload) {
+            DemandChange::Same
+        } else {
+            DemandChange::PodSets(desired.to_vec())
+        };
+    }
+    let mut counts: Vec<i64> = vec![0; have.len()];
+    for (id, n) in &want {
+        if *n == 0 {
+            continue;
+        }
+        let slot = have.iter().position(|(h, _)| h.is_some() && h == id);
+        match slot {
+            Some(i) if counts[i] + n <= have[i].1 => counts[i] += n,
+            _ => return DemandChange::Grow,
+        }
+    }
+    if counts.iter().zip(&have).all(|(c, (_, h))| c == h) {
+        return DemandChange::Same;
+    }
+    let mut shrunk = workload.to_vec();
+    for (ps, n) in shrunk.iter_mut().zip(counts) {
+        ps.count = Some(i32::try_from(n).unwrap_or(i32::MAX));
+    }
+    DemandChange::PodSets(shrunk)
+}
+
+fn names(podsets: &[PodSet]) -> Vec<Option<&str>> {
+    podsets.iter().map(|p| p.name.as_deref()).collect()
+}
+
+/// The latest admitted slice of a chain: quota reserved, admitted, not finished, not evicted. While a
+/// replacement and the slice it replaces are both admitted (the moment between the two writes), the
+/// replacement.
+pub fn admitted_slice(workloads: &[Workload]) -> Option<&Workload> {
+    let admitted: Vec<&Workload> = workloads
+        .iter()
+        .filter(|w| {
+            w.metadata.deletion_timestamp.is_none()
+                && !w.is_finished()
+                && w.has_quota_reservation()
+                && w.is_admitted()
+                && !crate::jobframework::core::conditions::is_evicted(w)
+        })
+        .collect();
+    admitted
+        .iter()
+        .find(|w| {
+            crate::jobframework::core::sync::replacement_for(w).is_some_and(|k| {
+                admitted
+                    .iter()
+                    .any(|o| o.metadata.name.as_deref() == Some(k.name.as_str()))
+            })
+        })
+        .or(admitted.first())
+        .copied()
+}
+
+/// The gate: how many pods of each group each child may have, given the latest admitted slice's podsets.
+/// Children are covered in order (pass them oldest first); a child gets, per identity, what is left after
+/// the children before it.
+pub fn allowed_pods(
+    admitted: Option<&[PodSet]>,
+    children: &[ChildDemand],
+) -> BTreeMap<String, BTreeMap<String, i64>> {
+    let mut left = admitted.map(capacity).unwrap_or_default();
+    let mut out = BTreeMap::new();
+    for child in children {
+        let mut groups: BTreeMap<String, i64> = BTreeMap::new();
+        for (id, want, _) in &child.pods {
+            let mut granted = 0;
+            for (h, n) in left.iter_mut() {
+                if h.as_ref() == Some(id) && granted < *want {
+                    let take = (*n).min(want - granted);
+                    *n -= take;
+                    granted += take;
+                }
+            }
+            *groups.entry(id.group.clone()).or_default() += granted;
+        }
+        out.insert(child.name.clone(), groups);
+    }
+    out
+}
+
+/// True when the allowance covers every pod the child wants.
+pub fn covers(allowed: &BTreeMap<String, i64>, child: &ChildDemand) -> bool {
+    let mut want: BTreeMap<&str, i64> = BTreeMap::new();
+    for (id, n, _) in &child.pods {
+        *want.entry(id.group.as_str()).or_default() += n;
+    }
+    want.iter()
+        .all(|(g, n)| allowed.get(*g).copied().unwrap_or(0) >= *n)
+}
