@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use quotagate::embedded::raysim::{RaySim, SimOptions};
+use quotagate::rayservice::dashboard::sim::{RaySim, SimOptions};
 use quotagate::rayservice::dashboard::http::{HttpDashboard, HttpDashboardOptions};
 use quotagate::rayservice::dashboard::{
     DashboardEndpoint, DashboardError, RayDashboard, ServeConfig, ServeDetails, ServeReadiness,

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use quotagate::api::ray::{RayCluster, RayService};
-use quotagate::embedded::raysim::{RaySim, SimOptions};
+use quotagate::rayservice::dashboard::sim::{RaySim, SimOptions};
 use quotagate::embedded::sim::{self, SimConfig};
 use quotagate::embedded::{AllowAll, EmbeddedServer};
 use quotagate::rayservice::clusterctl::controller as clusterctl;

@@ -11,7 +11,6 @@ mod http;
 pub mod meta;
 pub mod patch;
 pub mod protobuf;
-pub mod raysim;
 pub mod registry;
 pub mod selector;
 pub mod sim;

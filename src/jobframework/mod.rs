@@ -9,6 +9,7 @@ pub mod core;
 pub mod error;
 pub mod interface;
 pub mod job_controller;
+pub mod metrics;
 pub mod names;
 pub mod podset_info;
 pub mod priority;

@@ -2,7 +2,7 @@
 //! run`, `run --embedded`), the Ray operator start-up and the demo.
 
 pub mod leader;
-pub mod metrics;
+pub use crate::jobframework::metrics;
 pub mod health;
 pub mod webhook;
 pub mod ray;

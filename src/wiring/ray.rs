@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use crate::embedded::raysim::{RaySim, SimOptions};
+use crate::rayservice::dashboard::sim::{RaySim, SimOptions};
 use crate::rayservice::clusterctl::controller as clusterctl;
 use crate::rayservice::dashboard::http::{HttpDashboard, HttpDashboardOptions};
 use crate::rayservice::dashboard::{DashboardEndpoint, RayDashboard};

@@ -1,6 +1,6 @@
 //! Simulated cluster components. Each is a small kube-runtime controller that talks to the API through
 //! a `kube::Client`, like the real component would; each can be switched off, delays are configurable.
-//! (The Ray dashboard simulator lives in `embedded::raysim`.)
+//! (The Ray dashboard simulator lives beside the dashboard client, in `rayservice::dashboard::sim`.)
 
 pub mod endpoints;
 pub mod gateway;

@@ -19,7 +19,7 @@ use super::sync::{Action, AdmissionState, Snapshot, key_of};
 use crate::api::kueue::constants::{RESOURCE_IN_USE_FINALIZER, reason};
 use crate::api::kueue::{ClusterQueue, Cohort, LocalQueue, Workload, WorkloadStatus};
 use crate::queue::{WorkloadKey, convert};
-use crate::wiring::metrics::Metrics;
+use crate::jobframework::metrics::Metrics;
 
 /// Everything the loop needs.
 pub struct AdmissionLoop {
@@ -264,7 +264,7 @@ impl AdmissionLoop {
             .unwrap_or_default();
         self.metrics
             .evicted_workloads_total
-            .get_or_create(&crate::wiring::metrics::CqReasonLabels {
+            .get_or_create(&crate::jobframework::metrics::CqReasonLabels {
                 cluster_queue: cq.clone(),
                 reason: cause.reason.clone(),
                 replica_role: self.metrics.role(),
@@ -274,7 +274,7 @@ impl AdmissionLoop {
         if let Some(pr) = &cause.preempted_reason {
             self.metrics
                 .preempted_workloads_total
-                .get_or_create(&crate::wiring::metrics::PreemptedLabels {
+                .get_or_create(&crate::jobframework::metrics::PreemptedLabels {
                     preempting_cluster_queue: cq,
                     reason: pr.clone(),
                     replica_role: self.metrics.role(),
@@ -335,7 +335,7 @@ impl AdmissionLoop {
             for (status, v) in [("active", ok), ("pending", !ok)] {
                 self.metrics
                     .cluster_queue_status
-                    .get_or_create(&crate::wiring::metrics::CqStatusLabels {
+                    .get_or_create(&crate::jobframework::metrics::CqStatusLabels {
                         cluster_queue: name.clone(),
                         status: status.into(),
                         replica_role: self.metrics.role(),
@@ -345,7 +345,7 @@ impl AdmissionLoop {
             if let Some(c) = &core {
                 self.metrics
                     .pending_workloads
-                    .get_or_create(&crate::wiring::metrics::CqStatusLabels {
+                    .get_or_create(&crate::jobframework::metrics::CqStatusLabels {
                         cluster_queue: name.clone(),
                         status: "active".into(),
                         replica_role: self.metrics.role(),

@@ -2,13 +2,14 @@
 //! applications and read their status (../shared/research/kuberay.md §2.4, §2.5, §8).
 //!
 //! `RayDashboard` is the seam: `http::HttpDashboard` talks to a real head, the embedded simulator
-//! (`crate::embedded::raysim`) stands in for one in tests and demos. Both are keyed by the
+//! (`crate::rayservice::dashboard::sim`) stands in for one in tests and demos. Both are keyed by the
 //! cluster's dashboard endpoint, so one instance serves every RayCluster.
 
 pub mod config;
 pub mod error;
 pub mod http;
 pub mod readiness;
+pub mod sim;
 pub mod types;
 
 use futures::future::BoxFuture;
