@@ -161,6 +161,14 @@ pub fn plan(job: &dyn GenericJob, workloads: &[&Workload]) -> Result<Step, JobFr
     let wl = *first;
     let name = wl.metadata.name.clone().unwrap_or_default();
     let reserved = wl.admission().is_some() && wl.has_quota_reservation();
+    // A replacement stands only beside a slice that holds quota: once that slice is evicted the job is
+    // stopped and requeued whole, and the replacement has nothing left to replace. It goes first, so
+    // the chain never has two pending slices.
+    if let Some(r) = replacement.filter(|_| !reserved || is_evicted(wl)) {
+        return Ok(Step::DeleteWorkloads(vec![
+            r.metadata.name.clone().unwrap_or_default(),
+        ]));
+    }
     let podsets = job.pod_sets()?;
     if job.uses_slices() && !is_evicted(wl) {
         let change = job.compare_demand(&podsets, &wl.spec.pod_sets, reserved);

@@ -1,6 +1,8 @@
 //! End-to-end scenarios: the real manager (kube-runtime watches, the scheduler loop) against the
 //! embedded API server, driven and observed only through `kube::Client`.
 
+mod gated;
+mod invariants;
 mod kubectl;
 mod raycluster;
 mod resilience;

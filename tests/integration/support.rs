@@ -15,6 +15,7 @@ use quotagate::api::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Workload};
 use quotagate::api::quantity::{Quantity, resource_value};
 use quotagate::embedded::EmbeddedServer;
 use quotagate::wiring::manager::{ManagerOptions, embedded_server, run_manager};
+use quotagate::wiring::ray::Dashboards;
 use tokio::sync::oneshot;
 
 pub const WAIT: Duration = Duration::from_secs(20);
@@ -26,11 +27,22 @@ pub struct Manager {
 
 impl Manager {
     pub fn start(client: Client, leader_election: bool, identity: &str) -> Manager {
+        Self::start_with(client, leader_election, identity, None)
+    }
+
+    /// As [`Manager::start`], with the embedded Ray operator on these dashboards.
+    pub fn start_with(
+        client: Client,
+        leader_election: bool,
+        identity: &str,
+        ray: Option<Dashboards>,
+    ) -> Manager {
         let (tx, rx) = oneshot::channel::<()>();
         let opts = ManagerOptions {
             leader_election,
             identity: identity.to_string(),
             resync: Duration::from_millis(300),
+            ray,
             ..Default::default()
         };
         let handle = tokio::spawn(async move {
@@ -67,16 +79,23 @@ pub struct Cluster {
     pub client: Client,
     pub manager: Option<Manager>,
     pub quota: QuotaWatch,
+    /// The Ray operator's dashboards, when the cluster runs it (kept across manager restarts).
+    pub ray: Option<Dashboards>,
+    _sims: Option<tokio_util::sync::DropGuard>,
 }
 
 impl Cluster {
     /// Server, quota watch and one manager (no leader election unless asked).
     pub async fn start(limits: Limits) -> Cluster {
+        Self::start_on(embedded_server(), limits).await
+    }
+
+    /// As [`Cluster::start`], on a server the caller built (e.g. with admission off).
+    pub async fn start_on(server: Arc<EmbeddedServer>, limits: Limits) -> Cluster {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .with_test_writer()
             .try_init();
-        let server = embedded_server();
         let client = server.client();
         let quota = QuotaWatch::start(client.clone(), limits).await;
         let manager = Some(Manager::start(client.clone(), false, "m1"));
@@ -85,14 +104,45 @@ impl Cluster {
             client,
             manager,
             quota,
+            ray: None,
+            _sims: None,
         }
+    }
+
+    /// As [`Cluster::start`], with the Ray operator on simulated dashboards and the simulated node agent
+    /// and endpoints controller, so RayServices become Ready.
+    pub async fn start_with_ray(limits: Limits) -> Cluster {
+        Self::start_with_ray_on(embedded_server(), limits).await
+    }
+
+    /// As [`Cluster::start_with_ray`], on a server the caller built.
+    pub async fn start_with_ray_on(server: Arc<EmbeddedServer>, limits: Limits) -> Cluster {
+        let mut c = Cluster::start_on(server, limits).await;
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let sims = quotagate::embedded::sim::SimConfig {
+            gateway: None,
+            ..Default::default()
+        };
+        quotagate::embedded::sim::spawn(c.client.clone(), &sims, cancel.clone());
+        c._sims = Some(cancel.drop_guard());
+        c.ray = Some(Dashboards::simulated(
+            Duration::from_millis(50),
+            Duration::from_millis(50),
+        ));
+        c.restart_manager("m1").await;
+        c
     }
 
     pub async fn restart_manager(&mut self, identity: &str) {
         if let Some(m) = self.manager.take() {
             m.stop().await;
         }
-        self.manager = Some(Manager::start(self.client.clone(), false, identity));
+        self.manager = Some(Manager::start_with(
+            self.client.clone(),
+            false,
+            identity,
+            self.ray.clone(),
+        ));
     }
 
     pub fn workloads(&self) -> Api<Workload> {

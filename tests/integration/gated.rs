@@ -1,0 +1,679 @@
+//! The quota-gated RayService upgrade (DESIGN "The gated upgrade, step by step"), end to end on the
+//! embedded cluster with the real manager and Ray operator, every scenario under the invariant watcher.
+//! Scenario (a) is the happy path of Kueue's proof of concept (kubernetes-sigs/kueue PR #11264,
+//! `test/e2e/singlecluster/extended/kuberay_test.go`: ClusterQueue 3 CPU, a 2-CPU RayService, the upgrade
+//! waits until the quota is raised to 4, then settles back at 2).
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use quotagate::api::kueue::{ClusterQueue, Workload};
+use quotagate::api::ray::{RayCluster, RayService};
+use serde_json::json;
+
+use super::invariants::Invariants;
+use super::support::*;
+
+const NS: &str = "default";
+
+/// A queue-managed RayService: head `head_cpu` + one worker of 1 CPU, rayVersion `version`.
+fn service(name: &str, head_cpu: &str, version: &str) -> RayService {
+    let res = |cpu: &str| json!({"requests": {"cpu": cpu, "memory": "1Gi"}});
+    serde_json::from_value(json!({
+        "apiVersion": "ray.io/v1", "kind": "RayService",
+        "metadata": {"name": name, "namespace": NS, "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+        "spec": {
+            "rayClusterDeletionDelaySeconds": 1,
+            "serveConfigV2": "applications:\n  - name: app\n    import_path: app.graph\n    route_prefix: /\n    deployments:\n      - name: D\n        num_replicas: 1\n",
+            "rayClusterConfig": {
+                "rayVersion": version,
+                "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head",
+                    "image": format!("rayproject/ray:{version}"), "resources": res(head_cpu)}]}}},
+                "workerGroupSpecs": [{"groupName": "workers", "replicas": 1, "minReplicas": 1, "maxReplicas": 2, "rayStartParams": {},
+                    "template": {"spec": {"containers": [{"name": "ray-worker", "image": format!("rayproject/ray:{version}"), "resources": res("1")}]}}}]
+            }
+        }
+    }))
+    .unwrap()
+}
+
+struct Scenario {
+    c: Cluster,
+    inv: Invariants,
+}
+
+impl Scenario {
+    /// A ClusterQueue `cq` of `cpu` (and ample memory), LocalQueue `lq`, the invariant watcher on.
+    async fn start(cpu: &str, max_cpu_milli: i64) -> Scenario {
+        Self::start_on(
+            quotagate::wiring::manager::embedded_server(),
+            cpu,
+            max_cpu_milli,
+        )
+        .await
+    }
+
+    async fn start_on(
+        server: std::sync::Arc<quotagate::embedded::EmbeddedServer>,
+        cpu: &str,
+        max_cpu_milli: i64,
+    ) -> Scenario {
+        let c = Cluster::start_with_ray_on(server, Limits::default().cq("cq", max_cpu_milli)).await;
+        let inv = Invariants::start(c.client.clone());
+        c.simple("cq", "lq", cpu).await;
+        Scenario { c, inv }
+    }
+
+    fn services(&self) -> Api<RayService> {
+        Api::namespaced(self.c.client.clone(), NS)
+    }
+
+    fn clusters(&self) -> Api<RayCluster> {
+        Api::namespaced(self.c.client.clone(), NS)
+    }
+
+    async fn set_quota(&self, cpu: &str) {
+        let cqs: Api<ClusterQueue> = Api::all(self.c.client.clone());
+        let patch = json!({"spec": {"resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default",
+            "resources": [{"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": "64Gi"}]}]}]}});
+        cqs.patch("cq", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
+
+    async fn patch_version(&self, name: &str, version: &str) {
+        let patch = json!({"spec": {"rayClusterConfig": {"rayVersion": version}}});
+        self.services()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
+
+    /// Polls the RayService (GET, not a watch: see tests/rayservice_controller.rs on debug stacks).
+    async fn wait_rs(
+        &self,
+        name: &str,
+        what: &str,
+        cond: impl Fn(&RayService) -> bool,
+    ) -> RayService {
+        poll(what, || async {
+            self.services()
+                .get_opt(name)
+                .await
+                .unwrap()
+                .filter(|r| cond(r))
+        })
+        .await
+    }
+
+    /// The ClusterQueue's reserved cpu, in millis, once it equals `want`.
+    async fn wait_cq_cpu(&self, want: i64) {
+        let cqs: Api<ClusterQueue> = Api::all(self.c.client.clone());
+        poll(
+            &format!("ClusterQueue cq to reserve {want}m cpu"),
+            || async {
+                let cq = cqs.get("cq").await.unwrap();
+                (cq_cpu(&cq) == want).then_some(())
+            },
+        )
+        .await
+    }
+
+    async fn pods_of(&self, cluster: &str) -> Vec<Pod> {
+        let pods: Api<Pod> = Api::namespaced(self.c.client.clone(), NS);
+        pods.list(&ListParams::default().labels(&format!("ray.io/cluster={cluster}")))
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect()
+    }
+
+    async fn workloads_of(&self, rs: &str) -> Vec<Workload> {
+        self.c
+            .workloads()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|w| {
+                w.owner_references()
+                    .iter()
+                    .any(|o| o.kind == "RayService" && o.name == rs)
+            })
+            .collect()
+    }
+
+    /// Creates the service and waits until it serves; returns its active cluster.
+    async fn serving(&self, rs: RayService) -> String {
+        let name = rs.name_any();
+        self.services()
+            .create(&PostParams::default(), &rs)
+            .await
+            .unwrap();
+        let rs = self
+            .wait_rs(&name, "Ready", |r| ready(r) && active(r).is_some())
+            .await;
+        active(&rs).unwrap()
+    }
+
+    /// Upgrades and waits until a gated pending cluster exists; returns its name.
+    async fn gated_upgrade(&self, name: &str, version: &str) -> String {
+        self.patch_version(name, version).await;
+        let rs = self
+            .wait_rs(name, "a pending cluster", |r| pending(r).is_some())
+            .await;
+        let p = pending(&rs).unwrap();
+        poll("the pending cluster to exist", || async {
+            self.clusters().get_opt(&p).await.unwrap()
+        })
+        .await;
+        p
+    }
+
+    /// No Workload is owned by a RayCluster: the children of a queue-managed RayService have none.
+    async fn assert_children_have_no_workloads(&self) {
+        let all = self
+            .c
+            .workloads()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items;
+        let owned_by_clusters: Vec<String> = all
+            .iter()
+            .filter(|w| w.owner_references().iter().any(|o| o.kind == "RayCluster"))
+            .map(|w| w.name_any())
+            .collect();
+        assert!(
+            owned_by_clusters.is_empty(),
+            "child RayClusters got workloads: {owned_by_clusters:?}"
+        );
+    }
+}
+
+async fn poll<T, F, Fut>(what: &str, f: F) -> T
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn cq_cpu(cq: &ClusterQueue) -> i64 {
+    cq.status
+        .as_ref()
+        .map(|s| s.flavors_reservation.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .flat_map(|f| f.resources.iter())
+        .filter(|r| r.name == "cpu")
+        .filter_map(|r| r.total.as_ref())
+        .map(|q| {
+            let v = quotagate::api::quantity::Quantity::try_from(q).unwrap();
+            quotagate::api::quantity::resource_value("cpu", &v)
+        })
+        .sum()
+}
+
+fn active(rs: &RayService) -> Option<String> {
+    rs.status
+        .as_ref()?
+        .active_service_status
+        .as_ref()?
+        .ray_cluster_name
+        .clone()
+        .filter(|n| !n.is_empty())
+}
+
+fn pending(rs: &RayService) -> Option<String> {
+    rs.status
+        .as_ref()?
+        .pending_service_status
+        .as_ref()?
+        .ray_cluster_name
+        .clone()
+        .filter(|n| !n.is_empty())
+}
+
+fn ready(rs: &RayService) -> bool {
+    quotagate::api::conditions::is_true(
+        rs.status.as_ref().and_then(|s| s.conditions.as_deref()),
+        "Ready",
+    )
+}
+
+fn finished_reason(w: &Workload) -> Option<String> {
+    w.status
+        .as_ref()?
+        .condition("Finished")
+        .filter(|c| c.status == "True")
+        .map(|c| c.reason.clone())
+}
+
+fn pod_names(pods: &[Pod]) -> Vec<String> {
+    let mut v: Vec<String> = pods.iter().map(|p| p.name_any()).collect();
+    v.sort();
+    v
+}
+
+/// (a) The proof of concept's happy path, and the children never get workloads of their own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gated_upgrade_waits_for_quota_then_switches_and_settles() {
+    let s = Scenario::start("3", 4000).await;
+    let a = s.serving(service("rs", "1", "2.46.0")).await;
+    s.wait_cq_cpu(2000).await;
+    let first_wl = s.workloads_of("rs").await;
+    assert_eq!(first_wl.len(), 1, "one workload for the service");
+    let active_pods = pod_names(&s.pods_of(&a).await);
+
+    let p = s.gated_upgrade("rs", "2.47.0").await;
+    // The slice for both clusters (4 CPU) does not fit in 3: the pending cluster runs nothing, the active
+    // is untouched and serves, usage stays 2.
+    let rs = s
+        .wait_rs("rs", "the wait explained in status", |r| {
+            r.status
+                .as_ref()
+                .and_then(|st| st.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .any(|c| {
+                    c.type_ == "UpgradeInProgress"
+                        && c.message.contains("is gated: waiting for workload slice")
+                })
+        })
+        .await;
+    assert_eq!(active(&rs).as_deref(), Some(a.as_str()));
+    assert!(ready(&rs));
+    assert!(
+        s.pods_of(&p).await.is_empty(),
+        "a gated cluster runs no pod"
+    );
+    assert_eq!(
+        pod_names(&s.pods_of(&a).await),
+        active_pods,
+        "I4: the active cluster is not touched"
+    );
+    s.wait_cq_cpu(2000).await;
+    let gated = s.clusters().get(&p).await.unwrap();
+    assert_eq!(gated.spec.suspend, Some(true), "born held");
+    s.assert_children_have_no_workloads().await;
+
+    // Raise the quota: the slice is admitted, the gate opens, traffic moves, the old cluster goes.
+    s.set_quota("4").await;
+    let rs = s
+        .wait_rs("rs", "traffic on the new cluster", |r| {
+            active(r).as_deref() == Some(p.as_str()) && ready(r)
+        })
+        .await;
+    assert!(pending(&rs).is_none());
+    poll("the old cluster to be deleted", || async {
+        s.clusters()
+            .get_opt(&a)
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    s.wait_cq_cpu(2000).await;
+    let wls = s.workloads_of("rs").await;
+    let old = wls
+        .iter()
+        .find(|w| w.name_any() == first_wl[0].name_any())
+        .unwrap();
+    assert_eq!(
+        finished_reason(old).as_deref(),
+        Some("WorkloadSliceReplaced")
+    );
+    assert_eq!(
+        wls.iter().filter(|w| !w.is_finished()).count(),
+        1,
+        "one live slice"
+    );
+    s.assert_children_have_no_workloads().await;
+    s.inv.assert_clean();
+    s.c.quota.assert_safe();
+}
+
+/// (b) A resource-changing upgrade reserves the true mix while both clusters live (old head 1 CPU + new
+/// head 2 CPU + two 1-CPU workers = 5), then settles at the new size (3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resized_upgrade_reserves_the_true_mix_then_settles_at_the_new_size() {
+    let s = Scenario::start("5", 5000).await;
+    let a = s.serving(service("rs", "1", "2.46.0")).await;
+    s.wait_cq_cpu(2000).await;
+    let patch = json!({"spec": {"rayClusterConfig": {"headGroupSpec": {"template": {"spec": {"containers": [{"name": "ray-head",
+        "image": "rayproject/ray:2.46.0", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}]}}}}}});
+    s.services()
+        .patch("rs", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let rs = s
+        .wait_rs("rs", "a pending cluster", |r| pending(r).is_some())
+        .await;
+    let p = pending(&rs).unwrap();
+    s.wait_cq_cpu(5000).await;
+    let live: Vec<Workload> = s
+        .workloads_of("rs")
+        .await
+        .into_iter()
+        .filter(|w| !w.is_finished())
+        .collect();
+    assert_eq!(live.len(), 1);
+    let heads: Vec<(String, i32)> = live[0]
+        .spec
+        .pod_sets
+        .iter()
+        .filter(|p| p.name.as_deref().is_some_and(|n| n.starts_with("head")))
+        .map(|p| (p.name.clone().unwrap(), p.count()))
+        .collect();
+    assert_eq!(
+        heads.len(),
+        2,
+        "each head shape is its own podset: {heads:?}"
+    );
+    s.wait_rs("rs", "traffic on the resized cluster", |r| {
+        active(r).as_deref() == Some(p.as_str())
+    })
+    .await;
+    poll("the old cluster to be deleted", || async {
+        s.clusters()
+            .get_opt(&a)
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    s.wait_cq_cpu(3000).await;
+    s.inv.assert_clean();
+}
+
+/// (c) Every tampering path on a gated child is refused with a reason, and the pending cluster runs no
+/// pod meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tampering_with_a_gated_child_is_refused_and_opens_nothing() {
+    let s = Scenario::start("3", 3000).await;
+    s.serving(service("rs", "1", "2.46.0")).await;
+    let p = s.gated_upgrade("rs", "2.47.0").await;
+    let pp = PatchParams::default();
+    let tries: Vec<(&str, serde_json::Value, &str)> = vec![
+        (
+            "resume it",
+            json!({"spec": {"suspend": false}}),
+            "only quotagate releases it",
+        ),
+        (
+            "resume it and drop the marker",
+            json!({"metadata": {"annotations": {"quotagate.io/admission-gated": null}}, "spec": {"suspend": false}}),
+            "only quotagate releases it",
+        ),
+        (
+            "take it from its owner",
+            json!({"metadata": {"ownerReferences": []}}),
+            "controller owner reference",
+        ),
+        (
+            "drop its origin label",
+            json!({"metadata": {"labels": {"ray.io/originated-from-cr-name": null}}}),
+            "RayService rs",
+        ),
+        (
+            "move it to another queue",
+            json!({"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "other"}}}),
+            "RayService rs",
+        ),
+        (
+            "hand it to another manager",
+            json!({"spec": {"managedBy": "kueue.x-k8s.io/multikueue"}}),
+            "RayService rs",
+        ),
+    ];
+    for (what, patch, why) in tries {
+        let err = s
+            .clusters()
+            .patch(&p, &pp, &Patch::Merge(&patch))
+            .await
+            .expect_err(what);
+        let kube::Error::Api(status) = err else {
+            panic!("{what}: not an API error")
+        };
+        assert_eq!(status.code, 422, "{what}");
+        assert!(status.message.contains(why), "{what}: {}", status.message);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(s.pods_of(&p).await.is_empty(), "no pending pod runs");
+    s.inv.assert_clean();
+}
+
+/// (c, continued) With admission off (no webhook installed, so no edit is refused), resuming the gated
+/// child and stripping its gate marker still starts no pod: the RayCluster controller caps pods by the
+/// admitted slice, whatever the child's fields say.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_admission_off_a_resumed_gated_child_still_runs_no_pod() {
+    let server = quotagate::embedded::EmbeddedServer::new(
+        &quotagate::api::all_crds(),
+        std::sync::Arc::new(quotagate::embedded::AllowAll),
+    );
+    let s = Scenario::start_on(server, "3", 3000).await;
+    // Without the webhook's defaulting the service is not created suspended: the job reconciler
+    // suspends it until its workload is admitted.
+    s.serving(service("rs", "1", "2.46.0")).await;
+    let p = s.gated_upgrade("rs", "2.47.0").await;
+    let resume = json!({"metadata": {"annotations": {"quotagate.io/admission-gated": null}}, "spec": {"suspend": false}});
+    s.clusters()
+        .patch(&p, &PatchParams::default(), &Patch::Merge(&resume))
+        .await
+        .unwrap();
+    poll(
+        "the RayCluster controller to see the resumed child",
+        || async {
+            let rc = s.clusters().get(&p).await.unwrap();
+            rc.status
+                .as_ref()
+                .and_then(|st| st.observed_generation)
+                .filter(|g| Some(*g) == rc.metadata.generation)
+                .map(|_| ())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(
+        s.pods_of(&p).await.is_empty(),
+        "the gate holds without admission"
+    );
+    s.set_quota("4").await;
+    poll(
+        "the pending cluster's pods once its slice is admitted",
+        || async { (s.pods_of(&p).await.len() == 2).then_some(()) },
+    )
+    .await;
+    s.inv.assert_clean();
+}
+
+/// (d) A higher-priority workload preempts the service during its upgrade: the whole service is
+/// suspended, requeued, and resumes on its latest spec once the quota is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preemption_during_an_upgrade_suspends_the_service_and_it_resumes_later() {
+    let s = Scenario::start("3", 3000).await;
+    let cqs: Api<ClusterQueue> = Api::all(s.c.client.clone());
+    let preempt = json!({"spec": {"preemption": {"withinClusterQueue": "LowerPriority"}}});
+    cqs.patch("cq", &PatchParams::default(), &Patch::Merge(&preempt))
+        .await
+        .unwrap();
+    s.serving(service("rs", "1", "2.46.0")).await;
+    s.gated_upgrade("rs", "2.47.0").await;
+    s.c.workload("urgent", "lq", 1000, "3").await;
+    s.wait_rs("rs", "suspended by preemption", |r| {
+        r.spec.suspend == Some(true)
+    })
+    .await;
+    poll("the children to be deleted", || async {
+        s.clusters()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+    s.c.workloads()
+        .delete("urgent", &DeleteParams::default())
+        .await
+        .unwrap();
+    let rs = s
+        .wait_rs("rs", "Ready again", |r| {
+            r.spec.suspend != Some(true) && ready(r) && active(r).is_some()
+        })
+        .await;
+    let now = s.clusters().get(&active(&rs).unwrap()).await.unwrap();
+    assert_eq!(
+        now.spec.ray_version.as_deref(),
+        Some("2.47.0"),
+        "resumed on the latest spec"
+    );
+    s.wait_cq_cpu(2000).await;
+    s.inv.assert_clean();
+}
+
+/// (e) Reverting the spec while gated deletes the pending cluster and its pending slice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollback_while_gated_releases_the_pending_demand() {
+    let s = Scenario::start("3", 3000).await;
+    let a = s.serving(service("rs", "1", "2.46.0")).await;
+    let p = s.gated_upgrade("rs", "2.47.0").await;
+    poll("a pending slice", || async {
+        (s.workloads_of("rs")
+            .await
+            .iter()
+            .filter(|w| !w.is_finished())
+            .count()
+            == 2)
+            .then_some(())
+    })
+    .await;
+    s.patch_version("rs", "2.46.0").await;
+    poll("the pending cluster to go", || async {
+        s.clusters()
+            .get_opt(&p)
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    poll("the pending slice to go", || async {
+        (s.workloads_of("rs")
+            .await
+            .iter()
+            .filter(|w| !w.is_finished())
+            .count()
+            == 1)
+            .then_some(())
+    })
+    .await;
+    let rs = s.services().get("rs").await.unwrap();
+    assert_eq!(active(&rs).as_deref(), Some(a.as_str()));
+    s.wait_cq_cpu(2000).await;
+    s.inv.assert_clean();
+}
+
+/// (f) A second change while gated replaces the pending cluster without a second pending slice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn second_change_while_gated_keeps_one_pending_slice() {
+    let s = Scenario::start("3", 4000).await;
+    s.serving(service("rs", "1", "2.46.0")).await;
+    let p1 = s.gated_upgrade("rs", "2.47.0").await;
+    s.patch_version("rs", "2.48.0").await;
+    let rs = s
+        .wait_rs("rs", "a new pending cluster", |r| {
+            pending(r).is_some_and(|p| p != p1)
+        })
+        .await;
+    let p2 = pending(&rs).unwrap();
+    poll("the first pending cluster to go", || async {
+        s.clusters()
+            .get_opt(&p1)
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let live = s
+        .workloads_of("rs")
+        .await
+        .into_iter()
+        .filter(|w| !w.is_finished())
+        .count();
+    assert!(
+        live <= 2,
+        "the admitted slice and at most one pending one, got {live}"
+    );
+    s.set_quota("4").await;
+    s.wait_rs("rs", "traffic on the second pending cluster", |r| {
+        active(r).as_deref() == Some(p2.as_str())
+    })
+    .await;
+    s.wait_cq_cpu(2000).await;
+    s.inv.assert_clean();
+}
+
+/// (g) The manager restarts while gated and again once the quota is raised: no duplicate workload, no
+/// pod outside a slice, and the upgrade completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manager_restarts_during_a_gated_upgrade_converge() {
+    let mut s = Scenario::start("3", 4000).await;
+    let a = s.serving(service("rs", "1", "2.46.0")).await;
+    s.c.restart_manager("m2").await;
+    let p = s.gated_upgrade("rs", "2.47.0").await;
+    s.c.restart_manager("m3").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(s.pods_of(&p).await.is_empty());
+    let live = s
+        .workloads_of("rs")
+        .await
+        .into_iter()
+        .filter(|w| !w.is_finished())
+        .count();
+    assert!(live <= 2, "no duplicate slice after a restart, got {live}");
+    s.set_quota("4").await;
+    s.c.restart_manager("m4").await;
+    s.wait_rs("rs", "traffic on the new cluster", |r| {
+        active(r).as_deref() == Some(p.as_str())
+    })
+    .await;
+    poll("the old cluster to be deleted", || async {
+        s.clusters()
+            .get_opt(&a)
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    s.wait_cq_cpu(2000).await;
+    assert_eq!(
+        s.workloads_of("rs")
+            .await
+            .iter()
+            .filter(|w| !w.is_finished())
+            .count(),
+        1
+    );
+    s.inv.assert_clean();
+    s.c.quota.assert_safe();
+}
