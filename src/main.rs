@@ -43,6 +43,10 @@ enum Command {
         /// Keep the embedded cluster running after the demo (until Ctrl-C), to look around with kubectl.
         #[arg(long, requires = "listen")]
         keep_running: bool,
+        /// Print the timeline as JSON (one object per step: seconds since start and what happened)
+        /// instead of the text story.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         sim: SimArgs,
     },
@@ -224,7 +228,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn demo(listen: Option<SocketAddr>, kubeconfig_out: Option<PathBuf>, step_timeout: Duration, keep_running: bool, sim: SimArgs) -> anyhow::Result<()> {
+async fn demo(listen: Option<SocketAddr>, kubeconfig_out: Option<PathBuf>, step_timeout: Duration, keep_running: bool, json: bool, sim: SimArgs) -> anyhow::Result<()> {
     use quotagate::wiring::manager::{self, EmbeddedOptions, ManagerOptions};
     let server = manager::embedded_server();
     let client = server.client();
@@ -240,7 +244,7 @@ async fn demo(listen: Option<SocketAddr>, kubeconfig_out: Option<PathBuf>, step_
     if let Some(path) = &kubeconfig_out {
         println!("embedded cluster: kubectl --kubeconfig {} get rayclusters,workloads,clusterqueues", path.display());
     }
-    let result = quotagate::wiring::demo::run(client, step_timeout).await;
+    let result = quotagate::wiring::demo::run(client, step_timeout, json).await;
     if result.is_ok() && keep_running {
         println!("the embedded cluster keeps running; Ctrl-C to stop");
         shutdown_signal().await;
@@ -281,8 +285,8 @@ fn main() -> ExitCode {
     init_tracing(if matches!(cli.command, Command::Demo { .. }) { "warn" } else { "info" });
     match cli.command {
         Command::Run(args) => run_async(run(args)),
-        Command::Demo { listen, kubeconfig_out, step_timeout, keep_running, sim } => {
-            run_async(demo(listen, kubeconfig_out, step_timeout, keep_running, sim))
+        Command::Demo { listen, kubeconfig_out, step_timeout, keep_running, json, sim } => {
+            run_async(demo(listen, kubeconfig_out, step_timeout, keep_running, json, sim))
         }
         Command::Apiserver { listen, kubeconfig_out, no_simulators, pod_start_delay } => {
             run_async(apiserver(listen, kubeconfig_out, !no_simulators, pod_start_delay))

@@ -30,12 +30,26 @@ pub enum DemoError {
     Object { what: &'static str, source: serde_json::Error },
 }
 
-/// Prints progress lines with the time since the demo started.
-struct Clock(Instant);
+/// Prints progress lines with the time since the demo started, or, for `--json`, keeps them for one JSON
+/// timeline at the end.
+struct Clock {
+    start: Instant,
+    json: Option<std::cell::RefCell<Vec<Value>>>,
+}
 
 impl Clock {
     fn say(&self, line: &str) {
-        println!("[{:>6.1}s] {line}", self.0.elapsed().as_secs_f64());
+        let t = self.start.elapsed().as_secs_f64();
+        match &self.json {
+            Some(steps) => steps.borrow_mut().push(json!({"seconds": (t * 1000.0).round() / 1000.0, "event": line})),
+            None => println!("[{t:>6.1}s] {line}"),
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(steps) = &self.json {
+            println!("{}", Value::Array(steps.borrow().clone()));
+        }
     }
 }
 
@@ -145,8 +159,15 @@ fn is_ready(rs: &RayService) -> bool {
 }
 
 /// Runs the scripted walk-through against a cluster whose manager and Ray operator are running.
-pub async fn run(client: Client, step_timeout: Duration) -> Result<(), DemoError> {
-    let clock = Clock(Instant::now());
+pub async fn run(client: Client, step_timeout: Duration, json_timeline: bool) -> Result<(), DemoError> {
+    let clock = Clock { start: Instant::now(), json: json_timeline.then(Default::default) };
+    let result = story(&client, step_timeout, &clock).await;
+    // The timeline so far is printed even when a step failed: it shows where.
+    clock.finish();
+    result
+}
+
+async fn story(client: &Client, step_timeout: Duration, clock: &Clock) -> Result<(), DemoError> {
     let pp = PostParams::default();
     let lp = ListParams::default();
     let flavors: Api<ResourceFlavor> = Api::all(client.clone());

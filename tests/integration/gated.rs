@@ -306,7 +306,14 @@ async fn gated_upgrade_waits_for_quota_then_switches_and_settles() {
         "I4: the active cluster is not touched"
     );
     s.wait_cq_cpu(2000).await;
-    let gated = s.clusters().get(&p).await.unwrap();
+    let gated = poll("the gated cluster to say why", || async {
+        let rc = s.clusters().get(&p).await.unwrap();
+        let says = rc.status.as_ref().and_then(|st| st.conditions.as_ref()).into_iter().flatten().any(|c| {
+            c.type_ == "QuotaGated" && c.status == "True" && c.message.contains("waiting for workload slice")
+        });
+        says.then_some(rc)
+    })
+    .await;
     assert_eq!(gated.spec.suspend, Some(true), "born held");
     s.assert_children_have_no_workloads().await;
 

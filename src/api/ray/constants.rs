@@ -193,3 +193,8 @@ pub const REASON_SERVE_DEPLOY_FAILED: &str = "ServeDeployFailed";
 
 /// Key of the token in the operator-managed auth Secret (KubeRay's `RAY_AUTH_TOKEN_SECRET_KEY`).
 pub const AUTH_TOKEN_KEY: &str = "auth_token";
+
+/// quotagate's condition on a RayService's child RayCluster: its pods wait for an admitted workload slice.
+pub const COND_QUOTA_GATED: &str = "QuotaGated";
+pub const REASON_WAITING_FOR_WORKLOAD_SLICE: &str = "WaitingForWorkloadSlice";
+pub const REASON_WORKLOAD_SLICE_ADMITTED: &str = "WorkloadSliceAdmitted";

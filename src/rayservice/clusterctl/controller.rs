@@ -27,7 +27,7 @@ use crate::api::kueue::Workload;
 use crate::api::ray::{RayCluster, RayClusterStatus};
 use crate::jobframework::shell;
 use crate::rayservice::job::gate;
-use crate::rayservice::cluster::conditions::{ConditionPlan, merge_condition};
+use crate::rayservice::cluster::conditions::{ConditionPlan, FALSE, TRUE, merge_condition};
 use crate::rayservice::cluster::hash::{
     RecreateDecision, hash_without_replicas_and_workers_to_delete, head_pod_stamp,
     recreate_decision,
@@ -187,6 +187,18 @@ fn owned<K: Resource<DynamicType = ()>>(obj: &mut K, rc: &RayCluster) {
     }
 }
 
+/// `QuotaGated`: True while the cluster's pods are not all covered by an admitted workload slice, with
+/// the slice it waits for and Kueue's reason; False once covered.
+fn quota_gated_condition(g: &gate::ClusterGate) -> ConditionPlan {
+    ConditionPlan {
+        type_: c::COND_QUOTA_GATED,
+        status: if g.covered { FALSE } else { TRUE },
+        reason: if g.covered { c::REASON_WORKLOAD_SLICE_ADMITTED } else { c::REASON_WAITING_FOR_WORKLOAD_SLICE },
+        message: g.message(),
+        refresh: false,
+    }
+}
+
 fn has_condition(rc: &RayCluster, type_: &str) -> bool {
     rc.status
         .as_ref()
@@ -256,10 +268,10 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
         .collect();
     // The quota gate: computed from the parent's admitted workload slice, never from a field of this
     // object a user could edit.
-    let quota = gate::cluster_allowance(&ctx.client, &rc).await?;
+    let cluster_gate = gate::cluster_gate(&ctx.client, &rc).await?;
     let inputs = PodInputs {
         gated: false,
-        quota,
+        quota: cluster_gate.as_ref().map(|g| g.allowed.clone()),
         recreate,
         autoscaling: rc.spec.autoscaling_enabled(),
         groups,
@@ -284,6 +296,15 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
             &f,
             has_condition(&rc, c::COND_RAY_CLUSTER_PROVISIONED),
         ));
+    }
+    if let Some(g) = &cluster_gate {
+        let gated = quota_gated_condition(g);
+        // An event when the gate closes or opens (not on every pass).
+        if has_condition(&rc, c::COND_QUOTA_GATED) != (gated.status == TRUE) {
+            let note = format!("{}: {}", gated.reason, gated.message);
+            publish(&ctx, &rc, EventType::Normal, gated.reason, note).await;
+        }
+        conditions.push(gated);
     }
     let status = next_status(
         &rc,

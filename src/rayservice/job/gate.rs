@@ -113,28 +113,49 @@ pub fn parent_service(rc: &RayCluster) -> Option<String> {
     by_owner.or(by_label)
 }
 
-/// Pods per group the gate lets `rc` have, or `None` when `rc` is not quota-gated (no queue-managed
-/// parent). A parent that cannot be found covers nothing.
-pub async fn cluster_allowance(
-    client: &Client,
-    rc: &RayCluster,
-) -> Result<Option<BTreeMap<String, i64>>, kube::Error> {
+/// What the gate lets one RayCluster run, and the slice it waits for, if any.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterGate {
+    /// Pods per group (`head` for the head).
+    pub allowed: BTreeMap<String, i64>,
+    /// Every pod the cluster wants is covered.
+    pub covered: bool,
+    pub waiting: Option<PendingSlice>,
+}
+
+impl ClusterGate {
+    /// The `QuotaGated` condition's message: why the cluster waits, or what covers it.
+    pub fn message(&self) -> String {
+        match (&self.waiting, self.covered) {
+            (_, true) => "an admitted workload slice covers every pod".to_string(),
+            (Some(p), false) => format!(
+                "waiting for workload slice {} (LocalQueue {}): {}",
+                p.workload, p.local_queue, p.message
+            ),
+            (None, false) => "no admitted workload slice covers this cluster".to_string(),
+        }
+    }
+}
+
+/// The gate of `rc`, or `None` when `rc` is not quota-gated (no queue-managed parent). A parent that
+/// cannot be found covers nothing.
+pub async fn cluster_gate(client: &Client, rc: &RayCluster) -> Result<Option<ClusterGate>, kube::Error> {
     let Some(parent) = parent_service(rc) else {
         return Ok(None);
     };
     let ns = rc.namespace().unwrap_or_default();
     let api: Api<RayService> = Api::namespaced(client.clone(), &ns);
     let Some(rs) = api.get_opt(&parent).await? else {
-        return Ok(Some(BTreeMap::new()));
+        return Ok(Some(ClusterGate::default()));
     };
     if !queue_managed(&rs) {
         return Ok(None);
     }
     let gate = load(client, &rs).await?;
-    Ok(Some(
-        gate.allowed
-            .get(&rc.name_any())
-            .cloned()
-            .unwrap_or_default(),
-    ))
+    let name = rc.name_any();
+    Ok(Some(ClusterGate {
+        allowed: gate.allowed.get(&name).cloned().unwrap_or_default(),
+        covered: gate.covered.contains(&name),
+        waiting: gate.pending,
+    }))
 }
