@@ -1,9 +1,10 @@
-//! See ../shared/DESIGN.md for what lives here.
-//!
-//! Pure parts of Kueue's job framework: the `GenericJob` interface a job kind implements, workload
-//! names, building a Workload for a job, priority resolution, and applying / restoring the admitted
-//! podset info (flavor node selectors and tolerations) on a job's pod templates. No kube I/O here:
-//! the reconcilers read what these functions need and write what they return.
+//! Kueue's job framework, for any job kind (see ../shared/DESIGN.md): the `GenericJob` interface a kind
+//! implements (`interface`), the generic job reconciler that gives each queue-managed job one Workload chain
+//! (`job_controller`), the admission loop around the pure core in `queue` with ClusterQueue and LocalQueue
+//! status (`core`), their metrics, and the one controller shell every controller runs in (`shell`). Pure
+//! helpers: workload names, building a Workload for a job, priority resolution, applying and restoring the
+//! admitted podset info on a job's templates. No job kind and no Ray import here: kinds live with their
+//! operator (`rayservice::job`) and are registered by the wiring.
 
 pub mod core;
 pub mod error;

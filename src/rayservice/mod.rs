@@ -1,5 +1,7 @@
-//! The embedded Ray operator: RayCluster and RayService controllers, the Ray dashboard client, traffic,
-//! and the pure building blocks they decide with. See ../shared/DESIGN.md.
+//! The embedded Ray operator (see ../shared/DESIGN.md): pure building blocks (`cluster`), the RayCluster
+//! controller where the quota gate is enforced (`clusterctl`), the RayService controller (`service`), the
+//! Ray dashboard client and its simulator (`dashboard`), and RayCluster and RayService as Kueue jobs with
+//! the gate rule (`job`).
 
 pub mod cluster;
 pub mod clusterctl;

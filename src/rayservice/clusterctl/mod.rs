@@ -1,4 +1,5 @@
-//! RayCluster controller: pure pod and lifecycle decisions (`pods`, `lifecycle`), and the I/O shell.
+//! RayCluster controller: pure pod and lifecycle decisions (`pods`, `lifecycle`: pod creation capped by the
+//! quota gate of `rayservice::job::gate`), and the I/O shell.
 
 pub mod auth_secret;
 pub mod controller;
@@ -7,7 +8,3 @@ pub mod pods;
 
 #[cfg(test)]
 mod tests;
-
-/// Admission gate on a RayCluster: while present, the controller creates no pods for it (DESIGN step 4).
-/// Set by the RayService controller on a queue-managed upgrade's pending cluster, removed once quota admits it.
-pub const GATE_ANNOTATION: &str = crate::api::ray::constants::ANNOTATION_ADMISSION_GATED;
