@@ -17,7 +17,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, ResourceExt};
+use kube::Client;
 use quotagate::api::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Workload};
 use quotagate::api::ray::RayService;
 use quotagate::wiring::manager::{ManagerOptions, embedded_server, run_manager};

@@ -295,7 +295,23 @@ pub async fn reconcile<J: JobKind>(
     let owned = owned_workloads(&ctx.client, &ns, &uid).await?;
     let mut job = J::load(&obj, &owned, &ctx.client).await?;
     let refs: Vec<&Workload> = owned.iter().collect();
-    let step = plan(&job, &refs)?;
+    let step = match plan(&job, &refs) {
+        Ok(step) => step,
+        // The job's demand cannot be a Workload (e.g. more podsets than Kueue allows): retrying the same
+        // spec cannot fix it, so say so on the job and wait for it to change.
+        Err(JobFrameworkError::PodSets(why)) => {
+            shell::publish(
+                &ctx.recorder,
+                &obj.object_ref(&()),
+                EventType::Warning,
+                "InvalidPodSets",
+                format!("no Workload can be built for the job: {why}"),
+            )
+            .await;
+            return Ok(Action::requeue(Duration::from_secs(60)));
+        }
+        Err(e) => return Err(e.into()),
+    };
     tracing::debug!(?step, "job step");
     let obj_ref = obj.object_ref(&());
     let find = |name: &str| {

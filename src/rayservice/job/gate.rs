@@ -36,6 +36,8 @@ pub struct Gate {
     pub admitted: Option<String>,
     /// A replacement (or first) slice still waiting for quota.
     pub pending: Option<PendingSlice>,
+    /// Why no slice can be made for the current children at all (e.g. Kueue's podset limit).
+    pub blocked: Option<String>,
 }
 
 /// True when the RayService's clusters run only under admitted quota.
@@ -53,6 +55,7 @@ pub fn decide(rs: &RayService, children: &[RayCluster], workloads: &[Workload]) 
             .filter_map(|rc| demand::child_demand(rc, &Default::default()).ok())
             .collect(),
     };
+    let blocked = demand::podsets(&demands).err().map(|e| e.to_string());
     let admitted = demand::admitted_slice(workloads);
     let allowed = demand::allowed_pods(admitted.map(|w| w.spec.pod_sets.as_slice()), &demands);
     let covered = demands
@@ -83,6 +86,7 @@ pub fn decide(rs: &RayService, children: &[RayCluster], workloads: &[Workload]) 
         covered,
         admitted: admitted.map(|w| w.name_any()),
         pending,
+        blocked,
     }
 }
 

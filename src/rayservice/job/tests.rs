@@ -263,6 +263,13 @@ mod demand_and_gate {
         assert_eq!(allowed["pending"]["head"], 0, "a 3-CPU head needs a slice with a 3-CPU podset");
     }
 
+    #[test]
+    fn more_shapes_than_kueues_podset_limit_is_refused_with_a_reason() {
+        let children: Vec<RayCluster> = (1..=8).map(|i| child(&format!("c{i}"), &i.to_string(), 1, "x")).collect();
+        let err = podsets(&demand(&children)).unwrap_err();
+        assert!(err.to_string().contains("9 podsets") && err.to_string().contains("limit of 8"), "{err}");
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
         /// I2 and I3 on the pure rule: whatever the children, the pods the gate allows never exceed the

@@ -180,12 +180,14 @@ async fn admission(rs: &RayService, client: &Client) -> Result<Admission, Error>
         return Ok(Admission::NotQueueManaged);
     }
     let g = gate::load(client, rs).await?;
-    let waiting = g.pending.map(|p| {
-        format!(
+    let waiting = match (g.blocked, g.pending) {
+        (Some(why), _) => Some(format!("the upgrade cannot be admitted: {why}")),
+        (None, Some(p)) => Some(format!(
             "waiting for workload slice {} (LocalQueue {}): {}",
             p.workload, p.local_queue, p.message
-        )
-    });
+        )),
+        (None, None) => None,
+    };
     Ok(Admission::QueueManaged {
         admitted: g.covered,
         waiting,
