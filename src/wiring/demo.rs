@@ -83,7 +83,7 @@ where
 }
 
 fn condition<'a>(conds: Option<&'a Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>>, t: &str) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
-    conds.and_then(|cs| cs.iter().find(|c| c.type_ == t))
+    crate::api::conditions::find(conds.map(Vec::as_slice), t)
 }
 
 fn workload_of<'a>(wls: &'a [Workload], owner: &str) -> Option<&'a Workload> {
@@ -155,7 +155,7 @@ fn active_cluster(rs: &RayService) -> Option<String> {
 }
 
 fn is_ready(rs: &RayService) -> bool {
-    rs.status.as_ref().and_then(|s| condition(s.conditions.as_ref(), "Ready")).is_some_and(|c| c.status == "True")
+    crate::api::conditions::is_true(rs.status.as_ref().and_then(|s| s.conditions.as_deref()), "Ready")
 }
 
 /// Runs the scripted walk-through against a cluster whose manager and Ray operator are running.

@@ -200,10 +200,7 @@ fn quota_gated_condition(g: &gate::ClusterGate) -> ConditionPlan {
 }
 
 fn has_condition(rc: &RayCluster, type_: &str) -> bool {
-    rc.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == type_ && c.status == "True"))
+    crate::api::conditions::is_true(rc.status.as_ref().and_then(|s| s.conditions.as_deref()), type_)
 }
 
 #[instrument(skip_all, fields(name = %rc.name_any(), ns = rc.namespace().unwrap_or_default()))]

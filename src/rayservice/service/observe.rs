@@ -101,14 +101,10 @@ pub fn child_view(rc: &RayCluster, pods: &[Pod], serve: ServeObservation) -> Chi
             .and_then(|a| a.get(k))
             .cloned()
     };
-    let head_ready = rc
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c.type_ == c::COND_HEAD_POD_READY && c.status == "True")
-        });
+    let head_ready = crate::api::conditions::is_true(
+        rc.status.as_ref().and_then(|s| s.conditions.as_deref()),
+        c::COND_HEAD_POD_READY,
+    );
     let head = pods.iter().find(|p| {
         pod_label(p, c::LABEL_NODE_TYPE) == Some(c::NODE_TYPE_HEAD)
             && p.metadata.deletion_timestamp.is_none()
@@ -262,9 +258,7 @@ pub fn apply_status(
     for cp in &plan.conditions {
         merge_condition(&mut conditions, cp, &now, plan.observed_generation);
     }
-    let ready = conditions
-        .iter()
-        .any(|c| c.type_ == c::COND_READY && c.status == "True");
+    let ready = crate::api::conditions::is_true(Some(&conditions), c::COND_READY);
     s.conditions = Some(conditions);
     s.active_service_status = plan
         .active
