@@ -175,6 +175,26 @@ impl Scenario {
         p
     }
 
+    async fn wait_gone(&self, cluster: &str) {
+        poll(&format!("RayCluster {cluster} to be deleted"), || async {
+            self.clusters()
+                .get_opt(cluster)
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        })
+        .await
+    }
+
+    /// Waits until `cluster` is the service's active cluster (traffic moved to it).
+    async fn wait_active(&self, rs: &str, cluster: &str) -> RayService {
+        self.wait_rs(rs, &format!("traffic on {cluster}"), |r| {
+            active(r).as_deref() == Some(cluster)
+        })
+        .await
+    }
+
     /// No Workload is owned by a RayCluster: the children of a queue-managed RayService have none.
     async fn assert_children_have_no_workloads(&self) {
         let all = self
@@ -308,9 +328,17 @@ async fn gated_upgrade_waits_for_quota_then_switches_and_settles() {
     s.wait_cq_cpu(2000).await;
     let gated = poll("the gated cluster to say why", || async {
         let rc = s.clusters().get(&p).await.unwrap();
-        let says = rc.status.as_ref().and_then(|st| st.conditions.as_ref()).into_iter().flatten().any(|c| {
-            c.type_ == "QuotaGated" && c.status == "True" && c.message.contains("waiting for workload slice")
-        });
+        let says = rc
+            .status
+            .as_ref()
+            .and_then(|st| st.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .any(|c| {
+                c.type_ == "QuotaGated"
+                    && c.status == "True"
+                    && c.message.contains("waiting for workload slice")
+            });
         says.then_some(rc)
     })
     .await;
@@ -325,15 +353,7 @@ async fn gated_upgrade_waits_for_quota_then_switches_and_settles() {
         })
         .await;
     assert!(pending(&rs).is_none());
-    poll("the old cluster to be deleted", || async {
-        s.clusters()
-            .get_opt(&a)
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    s.wait_gone(&a).await;
     s.wait_cq_cpu(2000).await;
     let wls = s.workloads_of("rs").await;
     let old = wls
@@ -391,19 +411,8 @@ async fn resized_upgrade_reserves_the_true_mix_then_settles_at_the_new_size() {
         2,
         "each head shape is its own podset: {heads:?}"
     );
-    s.wait_rs("rs", "traffic on the resized cluster", |r| {
-        active(r).as_deref() == Some(p.as_str())
-    })
-    .await;
-    poll("the old cluster to be deleted", || async {
-        s.clusters()
-            .get_opt(&a)
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    s.wait_active("rs", &p).await;
+    s.wait_gone(&a).await;
     s.wait_cq_cpu(3000).await;
     s.inv.assert_clean();
 }
@@ -573,15 +582,7 @@ async fn rollback_while_gated_releases_the_pending_demand() {
     })
     .await;
     s.patch_version("rs", "2.46.0").await;
-    poll("the pending cluster to go", || async {
-        s.clusters()
-            .get_opt(&p)
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    s.wait_gone(&p).await;
     poll("the pending slice to go", || async {
         (s.workloads_of("rs")
             .await
@@ -611,15 +612,7 @@ async fn second_change_while_gated_keeps_one_pending_slice() {
         })
         .await;
     let p2 = pending(&rs).unwrap();
-    poll("the first pending cluster to go", || async {
-        s.clusters()
-            .get_opt(&p1)
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    s.wait_gone(&p1).await;
     let live = s
         .workloads_of("rs")
         .await
@@ -631,10 +624,7 @@ async fn second_change_while_gated_keeps_one_pending_slice() {
         "the admitted slice and at most one pending one, got {live}"
     );
     s.set_quota("4").await;
-    s.wait_rs("rs", "traffic on the second pending cluster", |r| {
-        active(r).as_deref() == Some(p2.as_str())
-    })
-    .await;
+    s.wait_active("rs", &p2).await;
     s.wait_cq_cpu(2000).await;
     s.inv.assert_clean();
 }
@@ -659,19 +649,8 @@ async fn manager_restarts_during_a_gated_upgrade_converge() {
     assert!(live <= 2, "no duplicate slice after a restart, got {live}");
     s.set_quota("4").await;
     s.c.restart_manager("m4").await;
-    s.wait_rs("rs", "traffic on the new cluster", |r| {
-        active(r).as_deref() == Some(p.as_str())
-    })
-    .await;
-    poll("the old cluster to be deleted", || async {
-        s.clusters()
-            .get_opt(&a)
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    s.wait_active("rs", &p).await;
+    s.wait_gone(&a).await;
     s.wait_cq_cpu(2000).await;
     assert_eq!(
         s.workloads_of("rs")

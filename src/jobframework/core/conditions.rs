@@ -1,23 +1,13 @@
 //! Workload status transitions as pure functions: each takes the current status and returns the new
 //! one, or `None` when nothing would change (so no write is made for a no-op).
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use crate::api::kueue::constants::{condition, reason};
 use crate::api::kueue::{Admission, Workload, WorkloadStatus};
 
 pub use crate::api::conditions::set as set_condition;
 
-pub(super) fn cond(
-    type_: &str,
-    status: bool,
-    reason: &str,
-    message: &str,
-    generation: Option<i64>,
-    now: jiff::Timestamp,
-) -> Condition {
-    crate::api::conditions::new(type_, status, reason, message, generation, now)
-}
+pub(super) use crate::api::conditions::new as cond;
 
 pub(super) fn status_of(wl: &Workload) -> WorkloadStatus {
     wl.status.clone().unwrap_or_default()

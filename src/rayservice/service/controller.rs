@@ -24,6 +24,7 @@ use super::{auth, duration, schedule};
 use crate::api::ray::constants as c;
 use crate::api::ray::constants::ANNOTATION_ADMISSION_GATED as GATE_ANNOTATION;
 use crate::api::ray::validation::validate_ray_service;
+use crate::api::kueue::Workload;
 use crate::api::ray::{RayCluster, RayService};
 use crate::jobframework::shell;
 use crate::rayservice::job::gate;
@@ -129,7 +130,9 @@ pub async fn run(ctx: Arc<Context>) {
         Api::<RayCluster>::all(client.clone()),
         watcher::Config::default(),
     )
-    .owns(Api::<Service>::all(client), watcher::Config::default());
+    .owns(Api::<Service>::all(client.clone()), watcher::Config::default())
+    // A workload slice admitted (or waiting with a new reason) releases a held child or says why not.
+    .owns(Api::<Workload>::all(client), watcher::Config::default());
     shell::run(controller, "rayservice", reconcile, ctx, |c| {
         c.config.error_backoff
     })
