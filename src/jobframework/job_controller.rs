@@ -142,8 +142,14 @@ pub fn plan(job: &dyn GenericJob, workloads: &[&Workload]) -> Result<Step, JobFr
         .copied()
         .filter(|w| w.metadata.deletion_timestamp.is_none() && !w.is_finished())
         .collect();
-    // A pending scale-up slice waits beside the slice it replaces, which stays the active one.
-    let replacement = split_chain(&mut live);
+    // A pending scale-up slice waits beside the slice it replaces, which stays the active one. Once the
+    // replacement holds quota it is the active one: the slice it replaced is finished by the admission
+    // controller, and is no longer compared with.
+    let mut replacement = split_chain(&mut live);
+    if let Some(r) = replacement.filter(|r| r.admission().is_some() && r.has_quota_reservation()) {
+        live = vec![r];
+        replacement = None;
+    }
     let Some((first, rest)) = live.split_first() else {
         return Ok(if job.is_suspended() {
             Step::CreateWorkload

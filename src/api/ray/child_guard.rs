@@ -5,8 +5,10 @@
 //!
 //! Refused on a child (a RayCluster whose stored controller owner is a RayService): removing or changing
 //! that owner reference, changing or removing its `ray.io/originated-from-*` labels or its
-//! `kueue.x-k8s.io/queue-name` label, changing `spec.managedBy`, and clearing `spec.suspend` while the child
-//! is still held by the gate (`quotagate.io/admission-gated` present, or being removed in the same write).
+//! `kueue.x-k8s.io/queue-name` label, changing `spec.managedBy`, and, for a queue-managed child, clearing
+//! `spec.suspend` before its stored status says an admitted slice covers it (`QuotaGated=False`). That
+//! status is written through the status subresource by the RayCluster controller: users who may edit a
+//! RayCluster but not its status (the usual RBAC) cannot forge it, so only quotagate releases a held child.
 
 use serde_json::Value;
 
@@ -32,8 +34,16 @@ fn label<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
     obj.pointer("/metadata/labels")?.get(key)?.as_str()
 }
 
-fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
-    obj.pointer("/metadata/annotations")?.get(key)?.as_str()
+/// The stored status carries `QuotaGated=False`: the RayCluster controller found it covered.
+fn covered_in_status(obj: &Value) -> bool {
+    obj.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c.get("type").and_then(Value::as_str) == Some(c::COND_QUOTA_GATED)
+                && c.get("status").and_then(Value::as_str) == Some("False")
+        })
 }
 
 fn suspended(obj: &Value) -> bool {
@@ -78,8 +88,8 @@ pub fn validate_child_update(new: &Value, old: &Value) -> Vec<FieldError> {
             format!("cannot be changed: {why}"),
         ));
     }
-    let held = annotation(old, c::ANNOTATION_ADMISSION_GATED).is_some();
-    if held && suspended(old) && !suspended(new) {
+    let queue_managed = label(old, QUEUE_NAME).is_some_and(|q| !q.is_empty());
+    if queue_managed && suspended(old) && !suspended(new) && !covered_in_status(old) {
         errs.push(FieldError::forbidden(
             Path::root("spec").child("suspend").as_str(),
             format!(
@@ -95,17 +105,19 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn child(suspend: bool, held: bool) -> Value {
+    /// A queue-managed child; `covered`: its status says an admitted slice covers it.
+    fn child(suspend: bool, covered: bool) -> Value {
         let mut annotations = serde_json::Map::new();
-        if held {
-            annotations.insert(c::ANNOTATION_ADMISSION_GATED.into(), json!("true"));
-        }
+        annotations.insert(c::ANNOTATION_ADMISSION_GATED.into(), json!("true"));
+        let gated = if covered { "False" } else { "True" };
         json!({
             "apiVersion": "ray.io/v1", "kind": "RayCluster",
             "metadata": {"name": "rs-b", "namespace": "default", "annotations": annotations,
                 "labels": {c::LABEL_ORIGINATED_FROM_CR_NAME: "rs", c::LABEL_ORIGINATED_FROM_CRD: "RayService", QUEUE_NAME: "lq"},
                 "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayService", "name": "rs", "uid": "u1", "controller": true}]},
-            "spec": {"suspend": suspend}
+            "spec": {"suspend": suspend},
+            "status": {"conditions": [{"type": c::COND_QUOTA_GATED, "status": gated, "reason": "r", "message": "",
+                "lastTransitionTime": "2026-11-22T00:00:00Z"}]}
         })
     }
 
@@ -115,7 +127,7 @@ mod tests {
 
     #[test]
     fn every_tampering_path_is_refused_with_a_reason() {
-        let old = child(true, true);
+        let old = child(true, false);
         let cases: Vec<(&str, Box<dyn Fn(&mut Value)>, &str)> = vec![
             (
                 "clear suspend while held",
@@ -175,20 +187,27 @@ mod tests {
     }
 
     #[test]
-    fn ordinary_edits_and_released_children_pass() {
-        let released = child(false, false);
-        let mut scaled = released.clone();
-        scaled["spec"]["suspend"] = json!(true);
+    fn ordinary_edits_and_covered_children_pass() {
+        let released = child(false, true);
+        let mut suspended = released.clone();
+        suspended["spec"]["suspend"] = json!(true);
         assert!(
-            validate_child_update(&scaled, &released).is_empty(),
+            validate_child_update(&suspended, &released).is_empty(),
             "suspending is the user's right"
         );
-        let mut resumed = child(true, false);
         assert!(
-            validate_child_update(&released, &resumed).is_empty(),
-            "a child no longer held may resume"
+            validate_child_update(&released, &child(true, true)).is_empty(),
+            "a covered child may resume"
         );
-        resumed["metadata"]["ownerReferences"] = json!([]);
+        let mut no_status = child(true, false);
+        no_status.as_object_mut().unwrap().remove("status");
+        let mut resumed = no_status.clone();
+        resumed["spec"]["suspend"] = json!(false);
+        assert_eq!(
+            validate_child_update(&resumed, &no_status).len(),
+            1,
+            "no status yet: not known to be covered"
+        );
         assert!(
             validate_child_update(&json!({"metadata": {}}), &json!({"metadata": {}})).is_empty(),
             "not a child"

@@ -176,6 +176,12 @@ fn stamp(rs: &RayService, ctx: &Context) -> Stamp {
     }
 }
 
+/// The RayCluster controller's `QuotaGated=False`: an admitted slice covers every pod of the cluster.
+fn quota_covered_in_status(rc: &RayCluster) -> bool {
+    crate::api::conditions::find(rc.status.as_ref().and_then(|s| s.conditions.as_deref()), c::COND_QUOTA_GATED)
+        .is_some_and(|c| c.status == crate::api::conditions::FALSE)
+}
+
 /// Which children the quota admission covers, from the service's workload slices (not queue-managed:
 /// no gate), and why a waiting one waits.
 async fn admission(rs: &RayService, client: &Client) -> Result<Admission, Error> {
@@ -251,7 +257,16 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
         .as_deref()
         .and_then(|y| ServeConfig::from_yaml(y).ok());
 
-    let admission = admission(rs, &ctx.client).await?;
+    let mut admission = admission(rs, &ctx.client).await?;
+    // A held child is released only once the RayCluster controller has recorded in its status that an
+    // admitted slice covers it (QuotaGated=False): admission refuses the release before that.
+    if let Admission::QueueManaged { admitted, .. } = &mut admission {
+        admitted.retain(|name| {
+            clusters.iter().find(|rc| rc.name_any() == *name).is_none_or(|rc| {
+                rc.spec.suspend != Some(true) || quota_covered_in_status(rc)
+            })
+        });
+    }
     let mut children = Vec::with_capacity(clusters.len());
     for rc in &clusters {
         let cname = rc.name_any();
@@ -516,15 +531,14 @@ async fn act(
         Action::OpenGate { name: cname } => {
             // Released only once an admitted slice covers it (the plan checked); the RayCluster
             // controller still caps its pods by the slice.
-            // Two writes: the gate marker goes first, then the child may resume (admission refuses
-            // resuming a child that is still marked held).
-            let unmark = json!({ "metadata": { "annotations": { GATE_ANNOTATION: Value::Null } } });
+            // Admission lets the release through only because the child's status (written by the
+            // RayCluster controller, which users cannot write) says an admitted slice covers it.
+            let release = json!({
+                "metadata": { "annotations": { GATE_ANNOTATION: Value::Null } },
+                "spec": { "suspend": false },
+            });
             rc_api
-                .patch(cname, &PatchParams::default(), &merge(unmark))
-                .await?;
-            let resume = json!({ "spec": { "suspend": false } });
-            rc_api
-                .patch(cname, &PatchParams::default(), &merge(resume))
+                .patch(cname, &PatchParams::default(), &merge(release))
                 .await?;
             Ok(())
         }
