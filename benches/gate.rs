@@ -187,4 +187,7 @@ fn main() {
         let _ = Arc::clone(&server);
         cancel.cancel();
     });
+    // The controllers are still running: drop them without waiting (kube-runtime's reconcile tasks
+    // panic when a runtime shutting down cancels them under it).
+    rt.shutdown_background();
 }
