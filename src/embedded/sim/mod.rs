@@ -56,15 +56,6 @@ pub enum SimError {
 }
 
 pub(crate) fn condition(type_: &str, status: bool, reason: &str, message: &str, generation: Option<i64>) -> serde_json::Value {
-    let mut c = serde_json::json!({
-        "type": type_,
-        "status": if status { "True" } else { "False" },
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": super::meta::now_rfc3339(),
-    });
-    if let Some(g) = generation {
-        c["observedGeneration"] = serde_json::json!(g);
-    }
-    c
+    let c = crate::api::conditions::new(type_, status, reason, message, generation, jiff::Timestamp::now());
+    serde_json::to_value(c).unwrap_or_default()
 }
