@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::conditions::{EvictionCause, controller_owner, is_active, is_evicted};
 use crate::api::kueue::constants::{RESOURCE_IN_USE_FINALIZER, reason};
@@ -86,11 +87,32 @@ fn namespace_labels(snap: &Snapshot, ns: &str) -> BTreeMap<String, String> {
     l
 }
 
+/// The kinds of configuration object the core is built from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum ConfigKind {
+    ClusterQueue,
+    Cohort,
+    ResourceFlavor,
+}
+
+impl ConfigKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            ConfigKind::ClusterQueue => "ClusterQueue",
+            ConfigKind::Cohort => "Cohort",
+            ConfigKind::ResourceFlavor => "ResourceFlavor",
+        }
+    }
+}
+
+/// A configuration object by kind and name.
+type ConfigKey = (ConfigKind, String);
+
 /// The admission core plus what the API has not confirmed yet.
 #[derive(Default)]
 pub struct AdmissionState {
     pub core: AdmissionCore,
-    config_rv: HashMap<(char, String), String>,
+    config_rv: HashMap<ConfigKey, String>,
     queued_rv: HashMap<WorkloadKey, String>,
     /// Admissions written (or being written) but not yet seen in the cache.
     assumed: HashSet<WorkloadKey>,
@@ -114,79 +136,69 @@ impl AdmissionState {
         self.core.delete_workload(key);
     }
 
+    /// Takes one configuration object into the core when its resourceVersion changed; a conversion or
+    /// model error is kept (and logged by the shell) under "<Kind> <name>".
+    fn sync_one(
+        &mut self,
+        seen: &mut HashSet<ConfigKey>,
+        kind: ConfigKind,
+        meta: &ObjectMeta,
+        apply: impl FnOnce(&mut AdmissionCore) -> Result<(), String>,
+    ) {
+        let name = meta.name.clone().unwrap_or_default();
+        let key = (kind, name.clone());
+        seen.insert(key.clone());
+        if self.config_rv.get(&key) == Some(&rv(meta)) {
+            return;
+        }
+        self.config_rv.insert(key, rv(meta));
+        let label = format!("{} {name}", kind.as_str());
+        match apply(&mut self.core) {
+            Ok(()) => {
+                self.config_errors.remove(&label);
+            }
+            Err(e) => {
+                self.config_errors.insert(label, e);
+            }
+        }
+    }
+
     fn sync_config(&mut self, snap: &Snapshot) {
-        let mut seen: HashSet<(char, String)> = HashSet::new();
+        let mut seen: HashSet<ConfigKey> = HashSet::new();
         for cq in &snap.cluster_queues {
-            let name = cq.metadata.name.clone().unwrap_or_default();
-            let k = ('q', name.clone());
-            seen.insert(k.clone());
-            if self.config_rv.get(&k) == Some(&rv(&cq.metadata)) {
-                continue;
-            }
-            self.config_rv.insert(k, rv(&cq.metadata));
-            match queue::ClusterQueueModel::try_from(cq.as_ref())
-                .and_then(|m| self.core.upsert_cluster_queue(m))
-            {
-                Ok(()) => {
-                    self.config_errors.remove(&format!("ClusterQueue {name}"));
-                }
-                Err(e) => {
-                    self.config_errors
-                        .insert(format!("ClusterQueue {name}"), e.to_string());
-                }
-            }
+            self.sync_one(&mut seen, ConfigKind::ClusterQueue, &cq.metadata, |core| {
+                queue::ClusterQueueModel::try_from(cq.as_ref())
+                    .and_then(|m| core.upsert_cluster_queue(m))
+                    .map_err(|e| e.to_string())
+            });
         }
         for c in &snap.cohorts {
-            let name = c.metadata.name.clone().unwrap_or_default();
-            let k = ('c', name.clone());
-            seen.insert(k.clone());
-            if self.config_rv.get(&k) == Some(&rv(&c.metadata)) {
-                continue;
-            }
-            self.config_rv.insert(k, rv(&c.metadata));
-            match queue::CohortModel::try_from(c.as_ref()).and_then(|m| self.core.upsert_cohort(m))
-            {
-                Ok(()) => {
-                    self.config_errors.remove(&format!("Cohort {name}"));
-                }
-                Err(e) => {
-                    self.config_errors
-                        .insert(format!("Cohort {name}"), e.to_string());
-                }
-            }
+            self.sync_one(&mut seen, ConfigKind::Cohort, &c.metadata, |core| {
+                queue::CohortModel::try_from(c.as_ref())
+                    .and_then(|m| core.upsert_cohort(m))
+                    .map_err(|e| e.to_string())
+            });
         }
         for f in &snap.flavors {
-            let name = f.metadata.name.clone().unwrap_or_default();
-            let k = ('f', name.clone());
-            seen.insert(k.clone());
-            if self.config_rv.get(&k) == Some(&rv(&f.metadata)) {
-                continue;
-            }
-            self.config_rv.insert(k, rv(&f.metadata));
-            match queue::FlavorModel::try_from(f.as_ref()) {
-                Ok(m) => {
-                    self.core.upsert_flavor(m);
-                    self.config_errors.remove(&format!("ResourceFlavor {name}"));
-                }
-                Err(e) => {
-                    self.config_errors
-                        .insert(format!("ResourceFlavor {name}"), e.to_string());
-                }
-            }
+            self.sync_one(&mut seen, ConfigKind::ResourceFlavor, &f.metadata, |core| {
+                queue::FlavorModel::try_from(f.as_ref())
+                    .map(|m| core.upsert_flavor(m))
+                    .map_err(|e| e.to_string())
+            });
         }
-        let gone: Vec<(char, String)> = self
+        let gone: Vec<ConfigKey> = self
             .config_rv
             .keys()
             .filter(|k| !seen.contains(*k))
             .cloned()
             .collect();
-        for k in gone {
-            self.config_rv.remove(&k);
-            match k.0 {
-                'q' => self.core.delete_cluster_queue(&k.1),
-                'c' => self.core.delete_cohort(&k.1),
-                _ => self.core.delete_flavor(&k.1),
-            }
+        for (kind, name) in gone {
+            self.config_rv.remove(&(kind, name.clone()));
+            match kind {
+                ConfigKind::ClusterQueue => self.core.delete_cluster_queue(&name),
+                ConfigKind::Cohort => self.core.delete_cohort(&name),
+                ConfigKind::ResourceFlavor => self.core.delete_flavor(&name),
+            };
         }
     }
 
