@@ -850,20 +850,20 @@ impl AdmissionCore {
                 cache_as: None,
             });
         }
+        // A replacement slice is assigned as if its old slice's usage were gone (only the delta must fit).
+        let mut without = self.tree.without();
         if let Some((u, _)) = &old {
-            self.tree.remove_all(cq_idx, u);
+            without.remove(cq_idx, u);
         }
         let ctx = AssignCtx {
-            tree: &self.tree,
+            tree: without.tree(),
             cq_idx,
             cq,
             flavors: &self.flavors,
             forced: old.as_ref().map(|(_, f)| f),
         };
         let assignment = assign(&ctx, w);
-        if let Some((u, _)) = &old {
-            self.tree.add_all(cq_idx, u);
-        }
+        drop(without);
         Ok(Entry {
             order: head.clone(),
             cq: cq_name,
