@@ -63,6 +63,13 @@ ray_status!(
     }
 );
 
+/// An application Ray has not reported on yet.
+impl Default for AppStatus {
+    fn default() -> Self {
+        AppStatus::NotStarted
+    }
+}
+
 ray_status!(
     /// `deployments.<name>.status`.
     DeploymentStatus {

@@ -22,7 +22,7 @@ pub use crate::api::ray::constants::{
 
 pub use crate::rayservice::cluster::conditions::{FALSE, TRUE, UNKNOWN};
 
-const DEPLOY_FAILED: &str = crate::api::ray::constants::app_status::DEPLOY_FAILED;
+use crate::rayservice::dashboard::types::AppStatus;
 
 pub(crate) fn set(
     type_: &'static str,
@@ -45,7 +45,7 @@ pub fn deploy_failure(cluster: &str, serve: &ServeObservation) -> Option<String>
         return None;
     };
     apps.iter()
-        .find(|(_, a)| a.status == DEPLOY_FAILED)
+        .find(|(_, a)| a.status == AppStatus::DeployFailed)
         .map(|(name, app)| {
             let last = app
                 .message
@@ -54,7 +54,7 @@ pub fn deploy_failure(cluster: &str, serve: &ServeObservation) -> Option<String>
                 .map(str::trim)
                 .find(|l| !l.is_empty())
                 .unwrap_or("no message from Serve");
-            format!("{cluster}: application {name} {DEPLOY_FAILED}: {last}")
+            format!("{cluster}: application {name} {}: {last}", AppStatus::DeployFailed)
         })
 }
 

@@ -154,7 +154,7 @@ pub fn serve_observation(
                     (
                         name,
                         AppView {
-                            status: app.status.to_string(),
+                            status: app.status.clone(),
                             message: app.message.clone(),
                             deployments,
                         },
@@ -223,7 +223,7 @@ fn service_status(
                         .collect();
                     let app = AppStatus {
                         deployments: Some(deployments),
-                        status: Some(a.status.clone()),
+                        status: Some(a.status.to_string()),
                         message: Some(a.message.clone()),
                     };
                     (name.clone(), app)

@@ -66,7 +66,7 @@ impl DesiredCluster {
 /// One Serve application as the dashboard reported it.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct AppView {
-    pub status: String,
+    pub status: crate::rayservice::dashboard::types::AppStatus,
     pub message: String,
     /// deployment name -> (status, message)
     pub deployments: BTreeMap<String, (String, String)>,

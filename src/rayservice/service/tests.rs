@@ -58,7 +58,7 @@ fn running_apps(status: &str, message: &str) -> ServeObservation {
     apps.insert(
         "app".to_string(),
         AppView {
-            status: status.into(),
+            status: status.to_string().into(),
             message: message.into(),
             deployments: BTreeMap::new(),
         },
@@ -634,7 +634,7 @@ fn broken_serve_config_on_the_pending_keeps_the_active_serving() {
         .applications
         .as_ref()
         .unwrap();
-    assert_eq!(pending_apps["app"].status, "DEPLOY_FAILED");
+    assert_eq!(pending_apps["app"].status.as_str(), "DEPLOY_FAILED");
 }
 
 #[test]
