@@ -28,20 +28,6 @@ fn is_ray_job(api_version: &str, kind: &str) -> bool {
     api_version == "ray.io/v1" && (kind == "RayCluster" || kind == "RayService")
 }
 
-/// The object's controller owner is a RayService: a child RayCluster, which its parent's Workload covers
-/// (Kueue's webhook skips jobs whose owner is a managed job).
-fn owned_by_ray_service(obj: &Value) -> bool {
-    obj.pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .any(|o| {
-            o.get("controller") == Some(&Value::Bool(true))
-                && o.get("kind").and_then(Value::as_str) == Some("RayService")
-                && o.get("apiVersion").and_then(Value::as_str) == Some("ray.io/v1")
-        })
-}
-
 /// Kueue's job defaulting: a queue-managed job is created suspended, so nothing runs before admission.
 /// Returns true when the object was changed.
 pub fn default_object(op: Operation, obj: &mut Value) -> bool {
@@ -49,7 +35,9 @@ pub fn default_object(op: Operation, obj: &mut Value) -> bool {
     if op != Operation::Create
         || !is_ray_job(api_version, kind)
         || queue_name(obj).is_none()
-        || owned_by_ray_service(obj)
+        // A child RayCluster: its parent's Workload covers it (Kueue's webhook skips jobs whose owner is a
+        // managed job).
+        || super::ray::child_guard::owned_by_service(obj)
     {
         return false;
     }

@@ -23,7 +23,8 @@ fn controller_owner(obj: &Value) -> Option<&Value> {
         .find(|o| o.get("controller") == Some(&Value::Bool(true)))
 }
 
-fn owned_by_service(obj: &Value) -> bool {
+/// The object's controller owner is a RayService (`ray.io/v1`).
+pub fn owned_by_service(obj: &Value) -> bool {
     controller_owner(obj).is_some_and(|o| {
         o.get("kind").and_then(Value::as_str) == Some(c::CRD_RAY_SERVICE)
             && o.get("apiVersion").and_then(Value::as_str) == Some("ray.io/v1")

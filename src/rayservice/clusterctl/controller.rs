@@ -34,7 +34,7 @@ use crate::rayservice::cluster::hash::{
 };
 use crate::rayservice::cluster::pod::{WorkerSlot, build_head_pod, build_worker_pod};
 use crate::rayservice::cluster::replicas::{
-    desired_replicas, desired_resources, worker_pod_bounds,
+    desired_resources, worker_pod_bounds,
 };
 use crate::rayservice::cluster::service::{
     head_service, headless_worker_service, needs_headless_service,
@@ -252,17 +252,7 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
         RecreateDecision::Restamp(_) => Recreate::Restamp,
         RecreateDecision::RecreateAll => Recreate::All,
     };
-    let groups = rc
-        .spec
-        .worker_groups()
-        .iter()
-        .map(|g| GroupView {
-            name: g.group_name.clone(),
-            replicas: usize::try_from(desired_replicas(g)).unwrap_or(0),
-            hosts: usize::try_from(g.num_of_hosts_or_default()).unwrap_or(1),
-            workers_to_delete: g.workers_to_delete().to_vec(),
-        })
-        .collect();
+    let groups = GroupView::of(&rc);
     // The quota gate: computed from the parent's admitted workload slice, never from a field of this
     // object a user could edit.
     let cluster_gate = gate::cluster_gate(&ctx.client, &rc).await?;

@@ -34,6 +34,23 @@ pub struct GroupView {
     pub workers_to_delete: Vec<String>,
 }
 
+impl GroupView {
+    /// The worker groups of a RayCluster as the pod planner sees them.
+    pub fn of(rc: &crate::api::ray::RayCluster) -> Vec<GroupView> {
+        rc.spec
+            .worker_groups()
+            .iter()
+            .map(|g| GroupView {
+                name: g.group_name.clone(),
+                replicas: usize::try_from(crate::rayservice::cluster::replicas::desired_replicas(g))
+                    .unwrap_or(0),
+                hosts: usize::try_from(g.num_of_hosts_or_default()).unwrap_or(1),
+                workers_to_delete: g.workers_to_delete().to_vec(),
+            })
+            .collect()
+    }
+}
+
 /// Where a new worker pod sits: KubeRay stamps these as labels.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewWorker {

@@ -11,7 +11,6 @@ use crate::queue::amount::Amount;
 use crate::queue::requests::{Requests, pod_requests, podset_total};
 use crate::rayservice::cluster::BuildOptions;
 use crate::rayservice::cluster::pod::{WorkerSlot, build_head_pod, build_worker_pod};
-use crate::rayservice::cluster::replicas::desired_replicas;
 use crate::rayservice::clusterctl::pods::{GroupView, PodAction, PodInputs, plan_pods};
 
 use super::raycluster::RayClusterJob;
@@ -102,17 +101,7 @@ fn planned_pod_requests(rc: &RayCluster) -> Requests {
     let opts = BuildOptions::default();
     let inputs = PodInputs {
         autoscaling: rc.spec.autoscaling_enabled(),
-        groups: rc
-            .spec
-            .worker_groups()
-            .iter()
-            .map(|g| GroupView {
-                name: g.group_name.clone(),
-                replicas: usize::try_from(desired_replicas(g)).unwrap_or(0),
-                hosts: usize::try_from(g.num_of_hosts_or_default()).unwrap_or(1),
-                workers_to_delete: vec![],
-            })
-            .collect(),
+        groups: GroupView::of(rc),
         ..Default::default()
     };
     let mut total = Requests::new();
