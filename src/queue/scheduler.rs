@@ -453,6 +453,7 @@ impl AdmissionCore {
                 psa.flavors.insert(r.clone(), f.clone());
                 psa.resource_usage.insert(r.clone(), total);
             }
+            super::flavor::charge_pods_on_shrink(old_ps, &mut psa);
             admission.pod_set_assignments.push(psa);
         }
         let usage = usage_of_admission(&admission);

@@ -1004,3 +1004,38 @@ fn equivalent_workloads_share_an_outcome_within_a_cycle() {
     let (_, mc) = core.pending_reason(&k("c")).unwrap();
     assert!(mc.contains("0 available"), "{mc}");
 }
+
+/// Kueue's flavorassigner (`assignFlavors`: "if a.cq.RGByResource(corev1.ResourcePods) != nil" sets
+/// each podset's `pods` request to its count): a ClusterQueue covering `pods` never admits more
+/// pods than its quota.
+#[test]
+fn pods_quota_is_charged_per_podset_count() {
+    let cq = ClusterQueueModel::build("cq").flavor("default", &[("cpu", 100), ("pods", 5)]);
+    let four_pods = |n: &str, ts| {
+        WorkloadModel::build("ns", n, "cq")
+            .podset(PodSetModel::build("main", 4, &[("cpu", 1)]))
+            .at(ts)
+    };
+    let mut core = setup(&Scenario {
+        cqs: vec![cq.clone()],
+        pending: vec![four_pods("a", 1), four_pods("b", 2)],
+        ..Default::default()
+    });
+    let res = core.schedule_cycle(1);
+    let names: Vec<&str> = res.admissions.iter().map(|a| a.key.name.as_str()).collect();
+    assert_eq!(names, vec!["a"], "8 pods must not fit a quota of 5");
+    let psa = &res.admissions[0].admission.pod_set_assignments[0];
+    assert_eq!(psa.resource_usage["pods"], Amount(4));
+    assert_eq!(psa.flavors["pods"], "default");
+    let (reason, msg) = core.pending_reason(&k("b")).unwrap();
+    assert_eq!(reason, PendingReason::WaitingForQuota, "{msg}");
+    assert!(msg.contains("pods"), "{msg}");
+
+    // A ClusterQueue that does not cover `pods` charges nothing for it.
+    let mut core = setup(&Scenario {
+        cqs: vec![ClusterQueueModel::build("cq").flavor("default", &[("cpu", 100)])],
+        pending: vec![four_pods("a", 1), four_pods("b", 2)],
+        ..Default::default()
+    });
+    assert_eq!(core.schedule_cycle(1).admissions.len(), 2);
+}
