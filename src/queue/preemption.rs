@@ -119,10 +119,13 @@ fn order(a: &Candidate<'_>, b: &Candidate<'_>, own: usize) -> Ordering {
         .then_with(|| a.uid.cmp(b.uid))
 }
 
+/// Kueue's `queueUnderNominalInResourcesNeedingPreemption`: the preemptor's ClusterQueue uses, right
+/// now, less than its own quota of every contested resource (its request not counted). Only then
+/// may it reclaim from the cohort with the combined candidate set.
 fn under_nominal(tree: &QuotaTree, p: &Preemptor<'_>) -> bool {
-    p.usage
+    p.contested
         .iter()
-        .all(|(fr, v)| tree.usage(p.cq_idx, fr) + *v <= tree.subtree_quota(p.cq_idx, fr))
+        .all(|fr| tree.usage(p.cq_idx, fr) < tree.subtree_quota(p.cq_idx, fr))
 }
 
 fn workload_fits(tree: &QuotaTree, p: &Preemptor<'_>, allow_borrowing: bool) -> bool {
@@ -153,14 +156,13 @@ pub fn find_targets(
         .filter(|c| c.cq_idx == p.cq_idx)
         .cloned()
         .collect();
-    let reclaim_reason = if under_nominal(tree, p) {
-        PreemptedReason::InCohortReclamation
-    } else {
-        PreemptedReason::InCohortReclaimWhileBorrowing
-    };
+    // Kueue names a cohort victim InCohortReclaimWhileBorrowing only when it was taken under
+    // borrowWithinCohort (below the priority threshold); otherwise InCohortReclamation.
+    let mut while_borrowing_below: Option<i32> = None;
     let chosen = if same.len() == candidates.len() {
         minimal(tree, p, &candidates, true, None)
     } else if let Some(threshold) = borrow_threshold(p) {
+        while_borrowing_below = Some(threshold);
         let cands: Vec<Candidate<'_>> = if under_nominal(tree, p) {
             candidates
         } else {
@@ -186,8 +188,10 @@ pub fn find_targets(
             key: c.key.clone(),
             reason: if c.cq_idx == p.cq_idx {
                 PreemptedReason::InClusterQueue
+            } else if while_borrowing_below.is_some_and(|t| c.priority < t) {
+                PreemptedReason::InCohortReclaimWhileBorrowing
             } else {
-                reclaim_reason
+                PreemptedReason::InCohortReclamation
             },
         })
         .collect()

@@ -1039,3 +1039,35 @@ fn pods_quota_is_charged_per_podset_count() {
     });
     assert_eq!(core.schedule_cycle(1).admissions.len(), 2);
 }
+
+/// Kueue `preemption_test.go` ("reclaim quota from borrower" family with `withinClusterQueue:
+/// LowerPriority`) and `preemption.go` `queueUnderNominalInResourcesNeedingPreemption`: a
+/// ClusterQueue whose current usage is under its nominal quota searches its own lower-priority
+/// workloads and the cohort's borrowers together, evicting both when the fit needs both.
+#[test]
+fn reclaim_searches_the_combined_candidate_set() {
+    run(Scenario {
+        name: "InClusterQueue + InCohortReclamation",
+        cqs: vec![
+            ClusterQueueModel::build("a")
+                .cohort("co")
+                .flavor("default", &[("cpu", 10)])
+                .within(WithinClusterQueue::LowerPriority)
+                .reclaim(ReclaimWithinCohort::Any),
+            ClusterQueueModel::build("b")
+                .cohort("co")
+                .flavor("default", &[("cpu", 0)]),
+        ],
+        admitted: vec![
+            (wl("a-low", "a", 4), "default", 1),
+            (wl("b-borrow", "b", 6), "default", 1),
+        ],
+        pending: vec![wl("x", "a", 8).priority(9)],
+        want_evicted: vec![
+            ("a-low", preempted(PreemptedReason::InClusterQueue)),
+            ("b-borrow", preempted(PreemptedReason::InCohortReclamation)),
+        ],
+        want_pending: vec![("x", PendingReason::WaitingForPreemptedWorkloads)],
+        ..Default::default()
+    });
+}
