@@ -13,6 +13,7 @@ pub mod model;
 pub mod pending;
 pub mod preemption;
 pub mod requests;
+mod simulate;
 mod scheduler;
 mod status;
 pub mod tree;

@@ -219,45 +219,41 @@ fn minimal<'a>(
     mut allow_borrowing: bool,
     borrow_below: Option<i32>,
 ) -> Vec<Candidate<'a>> {
+    // Every removal below is undone when `sim` drops, on every return path.
+    let mut sim = tree.without();
     let mut removed: Vec<Candidate<'a>> = Vec::new();
     let mut fits = false;
     for c in candidates {
-        if c.cq_idx != p.cq_idx && !cq_borrowing(tree, c.cq_idx, p.contested) {
+        if c.cq_idx != p.cq_idx && !cq_borrowing(&sim, c.cq_idx, p.contested) {
             continue;
         }
         if c.cq_idx != p.cq_idx && borrow_below.is_some_and(|t| c.priority >= t) {
             allow_borrowing = false;
         }
-        tree.remove_all(c.cq_idx, c.usage);
+        sim.remove(c.cq_idx, c.usage);
         removed.push(c.clone());
-        if workload_fits(tree, p, allow_borrowing) {
+        if workload_fits(&sim, p, allow_borrowing) {
             fits = true;
             break;
         }
     }
     if !fits {
-        for c in &removed {
-            tree.add_all(c.cq_idx, c.usage);
-        }
         return Vec::new();
     }
-    // Add back, most recently removed first (except the last, which made it fit), whatever is
+    // Put back, most recently removed first (except the last, which made it fit), whatever is
     // not needed.
     let mut keep = vec![true; removed.len()];
     for i in (0..removed.len().saturating_sub(1)).rev() {
-        tree.add_all(removed[i].cq_idx, removed[i].usage);
-        if workload_fits(tree, p, allow_borrowing) {
+        sim.put_back(removed[i].cq_idx, removed[i].usage);
+        if workload_fits(&sim, p, allow_borrowing) {
             keep[i] = false;
         } else {
-            tree.remove_all(removed[i].cq_idx, removed[i].usage);
+            sim.remove(removed[i].cq_idx, removed[i].usage);
         }
     }
-    let mut out = Vec::new();
-    for (c, k) in removed.into_iter().zip(keep) {
-        if k {
-            tree.add_all(c.cq_idx, c.usage);
-            out.push(c);
-        }
-    }
-    out
+    removed
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(c, k)| k.then_some(c))
+        .collect()
 }

@@ -851,20 +851,18 @@ impl AdmissionCore {
                 cache_as: None,
             });
         }
-        if let Some((u, _)) = &old {
-            self.tree.remove_all(cq_idx, u);
-        }
+        let sim = self
+            .tree
+            .without_usage(cq_idx, old.as_ref().map(|(u, _)| u));
         let ctx = AssignCtx {
-            tree: &self.tree,
+            tree: &sim,
             cq_idx,
             cq,
             flavors: &self.flavors,
             forced: old.as_ref().map(|(_, f)| f),
         };
         let assignment = assign(&ctx, w);
-        if let Some((u, _)) = &old {
-            self.tree.add_all(cq_idx, u);
-        }
+        drop(sim);
         Ok(Entry {
             order: head.clone(),
             cq: cq_name,
