@@ -65,6 +65,9 @@ pub struct AssignCtx<'a> {
     pub flavors: &'a BTreeMap<String, FlavorModel>,
     /// resource -> flavor the replaced slice holds; a replacement must keep it.
     pub forced: Option<&'a BTreeMap<String, String>>,
+    /// Whether preemption has any candidate for these flavor-resources (Kueue's preemption
+    /// oracle). `whenCanPreempt: MayStopSearch` only stops at a flavor where it has.
+    pub has_candidates: Option<&'a dyn Fn(&[FlavorResource]) -> bool>,
 }
 
 enum FitOutcome {
@@ -315,20 +318,23 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
                         }
                     }
                 }
+                let stop = match rank.mode {
+                    Mode::Fit => {
+                        rank.borrowing == 0
+                            || fung.when_can_borrow == FungibilityPolicy::MayStopSearch
+                    }
+                    Mode::Preempt => {
+                        fung.when_can_preempt == FungibilityPolicy::MayStopSearch
+                            && ctx.has_candidates.is_none_or(|f| f(&preempt))
+                    }
+                    Mode::NoFit => false,
+                };
                 if best
                     .as_ref()
                     .is_none_or(|(_, b, _)| rank.better_than(*b, fung.preference))
                 {
                     best = Some((fi, rank, preempt));
                 }
-                let stop = match rank.mode {
-                    Mode::Fit => {
-                        rank.borrowing == 0
-                            || fung.when_can_borrow == FungibilityPolicy::MayStopSearch
-                    }
-                    Mode::Preempt => fung.when_can_preempt == FungibilityPolicy::MayStopSearch,
-                    Mode::NoFit => false,
-                };
                 if stop {
                     break;
                 }

@@ -13,8 +13,8 @@ pub mod model;
 pub mod pending;
 pub mod preemption;
 pub mod requests;
-mod simulate;
 mod scheduler;
+mod simulate;
 mod status;
 pub mod tree;
 

@@ -110,6 +110,40 @@ pub fn find_candidates<'a>(
     out
 }
 
+/// Whether the preemptor's policies allow any of `admitted` as a victim for `frs`.
+pub fn any_candidate<'a>(
+    tree: &QuotaTree,
+    p: &Preemptor<'_>,
+    admitted: impl IntoIterator<Item = (usize, i32, i64, &'a FrAmounts)>,
+) -> bool {
+    let pol = p.cq.preemption;
+    admitted.into_iter().any(|(cq_idx, priority, ts, usage)| {
+        if !p
+            .contested
+            .iter()
+            .any(|fr| usage.get(fr).is_some_and(|v| *v > Amount::ZERO))
+        {
+            return false;
+        }
+        if cq_idx == p.cq_idx {
+            match pol.within_cluster_queue {
+                WithinClusterQueue::Never => false,
+                WithinClusterQueue::LowerPriority => priority < p.priority,
+                WithinClusterQueue::LowerOrNewerEqualPriority => {
+                    priority < p.priority || (priority == p.priority && p.queue_timestamp < ts)
+                }
+            }
+        } else {
+            let ok = match pol.reclaim_within_cohort {
+                ReclaimWithinCohort::Never => false,
+                ReclaimWithinCohort::LowerPriority => priority < p.priority,
+                ReclaimWithinCohort::Any => true,
+            };
+            ok && cq_borrowing(tree, cq_idx, p.contested)
+        }
+    })
+}
+
 fn order(a: &Candidate<'_>, b: &Candidate<'_>, own: usize) -> Ordering {
     b.evicting
         .cmp(&a.evicting)

@@ -851,6 +851,7 @@ impl AdmissionCore {
                 cache_as: None,
             });
         }
+        let replaced = w.replacement_for.clone();
         let sim = self
             .tree
             .without_usage(cq_idx, old.as_ref().map(|(u, _)| u));
@@ -860,6 +861,10 @@ impl AdmissionCore {
             cq,
             flavors: &self.flavors,
             forced: old.as_ref().map(|(_, f)| f),
+            has_candidates: Some(&|frs| {
+                let held = (&self.admitted, &self.admitted_by_cq);
+                has_preemption_candidates(held, &sim, cq_idx, cq, w, frs, replaced.as_ref())
+            }),
         };
         let assignment = assign(&ctx, w);
         drop(sim);
@@ -1227,4 +1232,45 @@ fn forced_flavors(a: &Admission) -> BTreeMap<String, String> {
         }
     }
     m
+}
+
+/// Kueue's preemption oracle for flavor assignment: any admitted workload in the tree that
+/// `w`'s ClusterQueue policies would let it preempt for `frs`.
+#[allow(clippy::too_many_arguments)]
+fn has_preemption_candidates(
+    (admitted, admitted_by_cq): (
+        &HashMap<WorkloadKey, AdmittedWorkload>,
+        &BTreeMap<String, BTreeSet<WorkloadKey>>,
+    ),
+    tree: &super::tree::QuotaTree,
+    cq_idx: usize,
+    cq: &ClusterQueueModel,
+    w: &WorkloadModel,
+    frs: &[FlavorResource],
+    replaced: Option<&WorkloadKey>,
+) -> bool {
+    let contested: BTreeSet<FlavorResource> = frs.iter().cloned().collect();
+    let empty = FrAmounts::new();
+    let p = super::preemption::Preemptor {
+        cq_idx,
+        cq,
+        priority: w.priority,
+        queue_timestamp: w.timestamp,
+        usage: &empty,
+        contested: &contested,
+    };
+    let admitted = tree
+        .cqs_under(tree.root(cq_idx))
+        .into_iter()
+        .flat_map(|ci| {
+            let name = &tree.nodes[ci].name;
+            admitted_by_cq
+                .get(name)
+                .into_iter()
+                .flatten()
+                .filter(|k| Some(*k) != replaced)
+                .filter_map(|k| admitted.get(k))
+                .map(move |a| (ci, a.model.priority, a.model.timestamp, &a.usage))
+        });
+    super::preemption::any_candidate(tree, &p, admitted)
 }

@@ -1071,3 +1071,27 @@ fn reclaim_searches_the_combined_candidate_set() {
         ..Default::default()
     });
 }
+
+/// Kueue `flavorassigner_test.go` (preemption oracle returning no candidates) and the scheduler
+/// integration test for `whenCanPreempt: MayStopSearch`: a flavor where preemption would find
+/// nothing does not stop the search, so the workload lands in the next flavor.
+#[test]
+fn may_stop_search_without_candidates_moves_to_the_next_flavor() {
+    let cq = ClusterQueueModel::build("cq")
+        .flavor("f1", &[("cpu", 10)])
+        .flavor("f2", &[("cpu", 10)])
+        .within(WithinClusterQueue::LowerPriority)
+        .fungibility(FlavorFungibility {
+            when_can_preempt: FungibilityPolicy::MayStopSearch,
+            ..Default::default()
+        });
+    run(Scenario {
+        name: "only a higher-priority workload in f1: nothing to preempt, use f2",
+        flavors: vec![FlavorModel::build("f1"), FlavorModel::build("f2")],
+        cqs: vec![cq],
+        admitted: vec![(wl("high", "cq", 8).priority(20), "f1", 1)],
+        pending: vec![wl("x", "cq", 5).priority(9)],
+        want_admitted: vec![("x", "f2")],
+        ..Default::default()
+    });
+}
