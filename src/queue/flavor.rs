@@ -65,6 +65,9 @@ pub struct AssignCtx<'a> {
     pub flavors: &'a BTreeMap<String, FlavorModel>,
     /// resource -> flavor the replaced slice holds; a replacement must keep it.
     pub forced: Option<&'a BTreeMap<String, String>>,
+    /// Whether preemption has any candidate for these flavor-resources (Kueue's preemption
+    /// oracle). `whenCanPreempt: MayStopSearch` only stops at a flavor where it has.
+    pub has_candidates: Option<&'a dyn Fn(&[FlavorResource]) -> bool>,
 }
 
 enum FitOutcome {
@@ -107,8 +110,11 @@ impl AssignCtx<'_> {
     fn fits_quota(&self, fr: &FlavorResource, val: Amount) -> FitOutcome {
         let max = self.tree.potential_available(self.cq_idx, fr);
         if val > max {
-            let msg =
-                format!("insufficient quota for {fr}: request {} > maximum capacity {}", fr.show(val), fr.show(max));
+            let msg = format!(
+                "insufficient quota for {fr}: request {} > maximum capacity {}",
+                fr.show(val),
+                fr.show(max)
+            );
             return FitOutcome::NoFit(PendingReason::ExceedsMaxQuota, msg, None);
         }
         let level = self.tree.borrowing_level(self.cq_idx, fr, val);
@@ -186,6 +192,23 @@ impl AssignCtx<'_> {
     }
 }
 
+/// The resource Kueue charges one unit of per pod.
+pub const POD_RESOURCE: &str = "pods";
+
+/// A shrunk podset keeps paying `pods` (its new count) in the flavor it was admitted with.
+pub fn charge_pods_on_shrink(old: Option<&PodSetAssignment>, psa: &mut PodSetAssignment) {
+    let Some(f) = old.and_then(|p| p.flavors.get(POD_RESOURCE)) else {
+        return;
+    };
+    psa.flavors.remove(POD_RESOURCE);
+    psa.resource_usage.remove(POD_RESOURCE);
+    if psa.count > 0 {
+        psa.flavors.insert(POD_RESOURCE.to_string(), f.clone());
+        psa.resource_usage
+            .insert(POD_RESOURCE.to_string(), Amount(psa.count));
+    }
+}
+
 /// Assigns flavors to every podset of `wl` against the tree as it is now.
 pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
     let mut out = Assignment {
@@ -201,18 +224,30 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
     let mut messages: Vec<String> = Vec::new();
     let mut reasons: Vec<PendingReason> = Vec::new();
     let fung = ctx.cq.flavor_fungibility;
+    // Kueue charges each podset's pod count to `pods` when the ClusterQueue covers it, in place of
+    // any `pods` a container asked for.
+    let pods_key = POD_RESOURCE.to_string();
+    let charge_pods = ctx
+        .cq
+        .resource_groups
+        .iter()
+        .any(|g| g.covered_resources.contains(&pods_key));
     for ps in &wl.podsets {
         let mut psa = PodSetAssignment {
             name: ps.name.clone(),
             count: ps.count,
             ..Default::default()
         };
-        let requested: Vec<(&String, Amount)> = ps
+        let mut requested: Vec<(&String, Amount)> = ps
             .requests
             .keys()
+            .filter(|r| !charge_pods || **r != pods_key)
             .map(|r| (r, ps.total(r)))
             .filter(|(_, v)| *v > Amount::ZERO)
             .collect();
+        if charge_pods && ps.count > 0 {
+            requested.push((&pods_key, Amount(ps.count)));
+        }
         let mut ps_mode = Mode::Fit;
         for (r, _) in &requested {
             if !ctx
@@ -283,20 +318,23 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
                         }
                     }
                 }
+                let stop = match rank.mode {
+                    Mode::Fit => {
+                        rank.borrowing == 0
+                            || fung.when_can_borrow == FungibilityPolicy::MayStopSearch
+                    }
+                    Mode::Preempt => {
+                        fung.when_can_preempt == FungibilityPolicy::MayStopSearch
+                            && ctx.has_candidates.is_none_or(|f| f(&preempt))
+                    }
+                    Mode::NoFit => false,
+                };
                 if best
                     .as_ref()
                     .is_none_or(|(_, b, _)| rank.better_than(*b, fung.preference))
                 {
                     best = Some((fi, rank, preempt));
                 }
-                let stop = match rank.mode {
-                    Mode::Fit => {
-                        rank.borrowing == 0
-                            || fung.when_can_borrow == FungibilityPolicy::MayStopSearch
-                    }
-                    Mode::Preempt => fung.when_can_preempt == FungibilityPolicy::MayStopSearch,
-                    Mode::NoFit => false,
-                };
                 if stop {
                     break;
                 }

@@ -14,6 +14,7 @@ pub mod pending;
 pub mod preemption;
 pub mod requests;
 mod scheduler;
+mod simulate;
 mod status;
 pub mod tree;
 

@@ -110,6 +110,40 @@ pub fn find_candidates<'a>(
     out
 }
 
+/// Whether the preemptor's policies allow any of `admitted` as a victim for `frs`.
+pub fn any_candidate<'a>(
+    tree: &QuotaTree,
+    p: &Preemptor<'_>,
+    admitted: impl IntoIterator<Item = (usize, i32, i64, &'a FrAmounts)>,
+) -> bool {
+    let pol = p.cq.preemption;
+    admitted.into_iter().any(|(cq_idx, priority, ts, usage)| {
+        if !p
+            .contested
+            .iter()
+            .any(|fr| usage.get(fr).is_some_and(|v| *v > Amount::ZERO))
+        {
+            return false;
+        }
+        if cq_idx == p.cq_idx {
+            match pol.within_cluster_queue {
+                WithinClusterQueue::Never => false,
+                WithinClusterQueue::LowerPriority => priority < p.priority,
+                WithinClusterQueue::LowerOrNewerEqualPriority => {
+                    priority < p.priority || (priority == p.priority && p.queue_timestamp < ts)
+                }
+            }
+        } else {
+            let ok = match pol.reclaim_within_cohort {
+                ReclaimWithinCohort::Never => false,
+                ReclaimWithinCohort::LowerPriority => priority < p.priority,
+                ReclaimWithinCohort::Any => true,
+            };
+            ok && cq_borrowing(tree, cq_idx, p.contested)
+        }
+    })
+}
+
 fn order(a: &Candidate<'_>, b: &Candidate<'_>, own: usize) -> Ordering {
     b.evicting
         .cmp(&a.evicting)
@@ -119,10 +153,13 @@ fn order(a: &Candidate<'_>, b: &Candidate<'_>, own: usize) -> Ordering {
         .then_with(|| a.uid.cmp(b.uid))
 }
 
+/// Kueue's `queueUnderNominalInResourcesNeedingPreemption`: the preemptor's ClusterQueue uses, right
+/// now, less than its own quota of every contested resource (its request not counted). Only then
+/// may it reclaim from the cohort with the combined candidate set.
 fn under_nominal(tree: &QuotaTree, p: &Preemptor<'_>) -> bool {
-    p.usage
+    p.contested
         .iter()
-        .all(|(fr, v)| tree.usage(p.cq_idx, fr) + *v <= tree.subtree_quota(p.cq_idx, fr))
+        .all(|fr| tree.usage(p.cq_idx, fr) < tree.subtree_quota(p.cq_idx, fr))
 }
 
 fn workload_fits(tree: &QuotaTree, p: &Preemptor<'_>, allow_borrowing: bool) -> bool {
@@ -153,14 +190,13 @@ pub fn find_targets(
         .filter(|c| c.cq_idx == p.cq_idx)
         .cloned()
         .collect();
-    let reclaim_reason = if under_nominal(tree, p) {
-        PreemptedReason::InCohortReclamation
-    } else {
-        PreemptedReason::InCohortReclaimWhileBorrowing
-    };
+    // Kueue names a cohort victim InCohortReclaimWhileBorrowing only when it was taken under
+    // borrowWithinCohort (below the priority threshold); otherwise InCohortReclamation.
+    let mut while_borrowing_below: Option<i32> = None;
     let chosen = if same.len() == candidates.len() {
         minimal(tree, p, &candidates, true, None)
     } else if let Some(threshold) = borrow_threshold(p) {
+        while_borrowing_below = Some(threshold);
         let cands: Vec<Candidate<'_>> = if under_nominal(tree, p) {
             candidates
         } else {
@@ -186,8 +222,10 @@ pub fn find_targets(
             key: c.key.clone(),
             reason: if c.cq_idx == p.cq_idx {
                 PreemptedReason::InClusterQueue
+            } else if while_borrowing_below.is_some_and(|t| c.priority < t) {
+                PreemptedReason::InCohortReclaimWhileBorrowing
             } else {
-                reclaim_reason
+                PreemptedReason::InCohortReclamation
             },
         })
         .collect()
@@ -215,20 +253,20 @@ fn minimal<'a>(
     mut allow_borrowing: bool,
     borrow_below: Option<i32>,
 ) -> Vec<Candidate<'a>> {
-    // Everything here is a simulation: the guard puts every removal back when it drops.
+    // Every removal below is undone when `sim` drops, on every return path.
     let mut sim = tree.without();
-    let mut removed: Vec<(Candidate<'a>, usize)> = Vec::new();
+    let mut removed: Vec<Candidate<'a>> = Vec::new();
     let mut fits = false;
     for c in candidates {
-        if c.cq_idx != p.cq_idx && !cq_borrowing(sim.tree(), c.cq_idx, p.contested) {
+        if c.cq_idx != p.cq_idx && !cq_borrowing(&sim, c.cq_idx, p.contested) {
             continue;
         }
         if c.cq_idx != p.cq_idx && borrow_below.is_some_and(|t| c.priority >= t) {
             allow_borrowing = false;
         }
-        let k = sim.remove(c.cq_idx, c.usage);
-        removed.push((c.clone(), k));
-        if workload_fits(sim.tree(), p, allow_borrowing) {
+        sim.remove(c.cq_idx, c.usage);
+        removed.push(c.clone());
+        if workload_fits(&sim, p, allow_borrowing) {
             fits = true;
             break;
         }
@@ -236,20 +274,20 @@ fn minimal<'a>(
     if !fits {
         return Vec::new();
     }
-    // Add back, most recently removed first (except the last, which made it fit), whatever is
+    // Put back, most recently removed first (except the last, which made it fit), whatever is
     // not needed.
     let mut keep = vec![true; removed.len()];
     for i in (0..removed.len().saturating_sub(1)).rev() {
-        sim.restore(removed[i].1);
-        if workload_fits(sim.tree(), p, allow_borrowing) {
+        sim.put_back(removed[i].cq_idx, removed[i].usage);
+        if workload_fits(&sim, p, allow_borrowing) {
             keep[i] = false;
         } else {
-            sim.remove_again(removed[i].1);
+            sim.remove(removed[i].cq_idx, removed[i].usage);
         }
     }
     removed
         .into_iter()
         .zip(keep)
-        .filter_map(|((c, _), k)| k.then_some(c))
+        .filter_map(|(c, k)| k.then_some(c))
         .collect()
 }

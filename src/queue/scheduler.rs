@@ -453,6 +453,7 @@ impl AdmissionCore {
                 psa.flavors.insert(r.clone(), f.clone());
                 psa.resource_usage.insert(r.clone(), total);
             }
+            super::flavor::charge_pods_on_shrink(old_ps, &mut psa);
             admission.pod_set_assignments.push(psa);
         }
         let usage = usage_of_admission(&admission);
@@ -850,20 +851,23 @@ impl AdmissionCore {
                 cache_as: None,
             });
         }
-        // A replacement slice is assigned as if its old slice's usage were gone (only the delta must fit).
-        let mut without = self.tree.without();
-        if let Some((u, _)) = &old {
-            without.remove(cq_idx, u);
-        }
+        let replaced = w.replacement_for.clone();
+        let sim = self
+            .tree
+            .without_usage(cq_idx, old.as_ref().map(|(u, _)| u));
         let ctx = AssignCtx {
-            tree: without.tree(),
+            tree: &sim,
             cq_idx,
             cq,
             flavors: &self.flavors,
             forced: old.as_ref().map(|(_, f)| f),
+            has_candidates: Some(&|frs| {
+                let held = (&self.admitted, &self.admitted_by_cq);
+                has_preemption_candidates(held, &sim, cq_idx, cq, w, frs, replaced.as_ref())
+            }),
         };
         let assignment = assign(&ctx, w);
-        drop(without);
+        drop(sim);
         Ok(Entry {
             order: head.clone(),
             cq: cq_name,
@@ -1228,4 +1232,45 @@ fn forced_flavors(a: &Admission) -> BTreeMap<String, String> {
         }
     }
     m
+}
+
+/// Kueue's preemption oracle for flavor assignment: any admitted workload in the tree that
+/// `w`'s ClusterQueue policies would let it preempt for `frs`.
+#[allow(clippy::too_many_arguments)]
+fn has_preemption_candidates(
+    (admitted, admitted_by_cq): (
+        &HashMap<WorkloadKey, AdmittedWorkload>,
+        &BTreeMap<String, BTreeSet<WorkloadKey>>,
+    ),
+    tree: &super::tree::QuotaTree,
+    cq_idx: usize,
+    cq: &ClusterQueueModel,
+    w: &WorkloadModel,
+    frs: &[FlavorResource],
+    replaced: Option<&WorkloadKey>,
+) -> bool {
+    let contested: BTreeSet<FlavorResource> = frs.iter().cloned().collect();
+    let empty = FrAmounts::new();
+    let p = super::preemption::Preemptor {
+        cq_idx,
+        cq,
+        priority: w.priority,
+        queue_timestamp: w.timestamp,
+        usage: &empty,
+        contested: &contested,
+    };
+    let admitted = tree
+        .cqs_under(tree.root(cq_idx))
+        .into_iter()
+        .flat_map(|ci| {
+            let name = &tree.nodes[ci].name;
+            admitted_by_cq
+                .get(name)
+                .into_iter()
+                .flatten()
+                .filter(|k| Some(*k) != replaced)
+                .filter_map(|k| admitted.get(k))
+                .map(move |a| (ci, a.model.priority, a.model.timestamp, &a.usage))
+        });
+    super::preemption::any_candidate(tree, &p, admitted)
 }

@@ -1004,3 +1004,94 @@ fn equivalent_workloads_share_an_outcome_within_a_cycle() {
     let (_, mc) = core.pending_reason(&k("c")).unwrap();
     assert!(mc.contains("0 available"), "{mc}");
 }
+
+/// Kueue's flavorassigner (`assignFlavors`: "if a.cq.RGByResource(corev1.ResourcePods) != nil" sets
+/// each podset's `pods` request to its count): a ClusterQueue covering `pods` never admits more
+/// pods than its quota.
+#[test]
+fn pods_quota_is_charged_per_podset_count() {
+    let cq = ClusterQueueModel::build("cq").flavor("default", &[("cpu", 100), ("pods", 5)]);
+    let four_pods = |n: &str, ts| {
+        WorkloadModel::build("ns", n, "cq")
+            .podset(PodSetModel::build("main", 4, &[("cpu", 1)]))
+            .at(ts)
+    };
+    let mut core = setup(&Scenario {
+        cqs: vec![cq.clone()],
+        pending: vec![four_pods("a", 1), four_pods("b", 2)],
+        ..Default::default()
+    });
+    let res = core.schedule_cycle(1);
+    let names: Vec<&str> = res.admissions.iter().map(|a| a.key.name.as_str()).collect();
+    assert_eq!(names, vec!["a"], "8 pods must not fit a quota of 5");
+    let psa = &res.admissions[0].admission.pod_set_assignments[0];
+    assert_eq!(psa.resource_usage["pods"], Amount(4));
+    assert_eq!(psa.flavors["pods"], "default");
+    let (reason, msg) = core.pending_reason(&k("b")).unwrap();
+    assert_eq!(reason, PendingReason::WaitingForQuota, "{msg}");
+    assert!(msg.contains("pods"), "{msg}");
+
+    // A ClusterQueue that does not cover `pods` charges nothing for it.
+    let mut core = setup(&Scenario {
+        cqs: vec![ClusterQueueModel::build("cq").flavor("default", &[("cpu", 100)])],
+        pending: vec![four_pods("a", 1), four_pods("b", 2)],
+        ..Default::default()
+    });
+    assert_eq!(core.schedule_cycle(1).admissions.len(), 2);
+}
+
+/// Kueue `preemption_test.go` ("reclaim quota from borrower" family with `withinClusterQueue:
+/// LowerPriority`) and `preemption.go` `queueUnderNominalInResourcesNeedingPreemption`: a
+/// ClusterQueue whose current usage is under its nominal quota searches its own lower-priority
+/// workloads and the cohort's borrowers together, evicting both when the fit needs both.
+#[test]
+fn reclaim_searches_the_combined_candidate_set() {
+    run(Scenario {
+        name: "InClusterQueue + InCohortReclamation",
+        cqs: vec![
+            ClusterQueueModel::build("a")
+                .cohort("co")
+                .flavor("default", &[("cpu", 10)])
+                .within(WithinClusterQueue::LowerPriority)
+                .reclaim(ReclaimWithinCohort::Any),
+            ClusterQueueModel::build("b")
+                .cohort("co")
+                .flavor("default", &[("cpu", 0)]),
+        ],
+        admitted: vec![
+            (wl("a-low", "a", 4), "default", 1),
+            (wl("b-borrow", "b", 6), "default", 1),
+        ],
+        pending: vec![wl("x", "a", 8).priority(9)],
+        want_evicted: vec![
+            ("a-low", preempted(PreemptedReason::InClusterQueue)),
+            ("b-borrow", preempted(PreemptedReason::InCohortReclamation)),
+        ],
+        want_pending: vec![("x", PendingReason::WaitingForPreemptedWorkloads)],
+        ..Default::default()
+    });
+}
+
+/// Kueue `flavorassigner_test.go` (preemption oracle returning no candidates) and the scheduler
+/// integration test for `whenCanPreempt: MayStopSearch`: a flavor where preemption would find
+/// nothing does not stop the search, so the workload lands in the next flavor.
+#[test]
+fn may_stop_search_without_candidates_moves_to_the_next_flavor() {
+    let cq = ClusterQueueModel::build("cq")
+        .flavor("f1", &[("cpu", 10)])
+        .flavor("f2", &[("cpu", 10)])
+        .within(WithinClusterQueue::LowerPriority)
+        .fungibility(FlavorFungibility {
+            when_can_preempt: FungibilityPolicy::MayStopSearch,
+            ..Default::default()
+        });
+    run(Scenario {
+        name: "only a higher-priority workload in f1: nothing to preempt, use f2",
+        flavors: vec![FlavorModel::build("f1"), FlavorModel::build("f2")],
+        cqs: vec![cq],
+        admitted: vec![(wl("high", "cq", 8).priority(20), "f1", 1)],
+        pending: vec![wl("x", "cq", 5).priority(9)],
+        want_admitted: vec![("x", "f2")],
+        ..Default::default()
+    });
+}

@@ -388,30 +388,6 @@ mod tests {
     }
 
     #[test]
-    fn removals_under_a_guard_come_back_unless_kept() {
-        let a = ClusterQueueModel::build("a").flavor_limits("default", &[("cpu", 10, None, None)]);
-        let mut t = tree(&[a], &[]);
-        let ia = t.cq("a").unwrap();
-        t.add_usage(ia, &fr(), Amount(6));
-        let u: FrAmounts = [(fr(), Amount(4))].into();
-        {
-            let mut g = t.without();
-            let k = g.remove(ia, &u);
-            assert_eq!(g.tree().usage(ia, &fr()), Amount(2));
-            g.restore(k);
-            assert_eq!(g.tree().usage(ia, &fr()), Amount(6));
-            g.remove_again(k);
-            g.remove(ia, &[(fr(), Amount(1))].into());
-            assert_eq!(g.tree().usage(ia, &fr()), Amount(1));
-        }
-        assert_eq!(t.usage(ia, &fr()), Amount(6), "every removal put back on drop");
-        let mut g = t.without();
-        g.remove(ia, &u);
-        g.keep_removed();
-        assert_eq!(t.usage(ia, &fr()), Amount(2), "kept removals stay");
-    }
-
-    #[test]
     fn lending_and_borrowing_limits() {
         // a: nominal 10, lends at most 4 (keeps 6); b: nominal 10, may borrow at most 3.
         let a = ClusterQueueModel::build("a")
@@ -487,72 +463,5 @@ mod tests {
         assert!(t.disabled_reason(t.cq("o").unwrap()).is_none());
         // Still computable without looping.
         assert!(t.available(t.cq("a").unwrap(), &fr()) >= Amount(5));
-    }
-}
-
-/// Usage taken out of the tree for as long as the guard lives: Kueue's scheduler simulates a removal and
-/// defers the revert; here the revert cannot be forgotten. Every removal made through the guard is added
-/// back when it drops, except those [`Without::keep_removed`] makes permanent.
-pub struct Without<'t> {
-    tree: &'t mut QuotaTree,
-    /// (node, usage, still removed)
-    removed: Vec<(usize, FrAmounts, bool)>,
-}
-
-impl QuotaTree {
-    /// A guard under which usage can be removed temporarily.
-    pub fn without(&mut self) -> Without<'_> {
-        Without {
-            tree: self,
-            removed: Vec::new(),
-        }
-    }
-}
-
-impl Without<'_> {
-    /// Removes `usage` from node `i` until the guard drops; returns its index among the removals.
-    pub fn remove(&mut self, i: usize, usage: &FrAmounts) -> usize {
-        self.tree.remove_all(i, usage);
-        self.removed.push((i, usage.clone(), true));
-        self.removed.len() - 1
-    }
-
-    /// Puts removal `k` back now.
-    pub fn restore(&mut self, k: usize) {
-        if let Some((i, u, active)) = self.removed.get_mut(k)
-            && *active
-        {
-            self.tree.add_all(*i, u);
-            *active = false;
-        }
-    }
-
-    /// Takes removal `k` out again after [`Without::restore`].
-    pub fn remove_again(&mut self, k: usize) {
-        if let Some((i, u, active)) = self.removed.get_mut(k)
-            && !*active
-        {
-            self.tree.remove_all(*i, u);
-            *active = true;
-        }
-    }
-
-    /// The removals stay: nothing is added back when the guard drops.
-    pub fn keep_removed(mut self) {
-        self.removed.clear();
-    }
-
-    pub fn tree(&self) -> &QuotaTree {
-        self.tree
-    }
-}
-
-impl Drop for Without<'_> {
-    fn drop(&mut self) {
-        for (i, u, active) in self.removed.drain(..).rev() {
-            if active {
-                self.tree.add_all(i, &u);
-            }
-        }
     }
 }

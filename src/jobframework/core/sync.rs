@@ -374,16 +374,16 @@ impl AdmissionState {
                 });
                 continue;
             }
-            if self.queued_rv.get(&key) == Some(&rv(&wl.metadata)) {
+            // The namespace's labels count too: relabelling a namespace requeues its workloads,
+            // as Kueue does on namespace events.
+            let labels = namespace_labels(snap, &key.namespace);
+            let seen = format!("{}|{labels:?}", rv(&wl.metadata));
+            if self.queued_rv.get(&key) == Some(&seen) {
                 continue;
             }
-            self.queued_rv.insert(key.clone(), rv(&wl.metadata));
-            let added = convert::workload_model(
-                wl,
-                lq.spec.cluster_queue(),
-                namespace_labels(snap, &key.namespace),
-            )
-            .and_then(|m| self.core.add_workload(m));
+            self.queued_rv.insert(key.clone(), seen);
+            let added = convert::workload_model(wl, lq.spec.cluster_queue(), labels)
+                .and_then(|m| self.core.add_workload(m));
             if let Err(e) = added {
                 actions.push(Action::Pending {
                     key,

@@ -564,3 +564,36 @@ fn cohort_status_is_written_only_to_clear_a_stale_fair_share() {
         assert_eq!(super::queue_status::cohort(&c), want, "{name}");
     }
 }
+
+/// Kueue's ClusterQueue controller namespace handler (a namespace whose labels change requeues its
+/// inadmissible workloads): relabelling a namespace to match the namespaceSelector admits its
+/// workloads without any change to the workloads themselves.
+#[test]
+fn relabelling_a_namespace_requeues_its_workloads() {
+    let mut q = ClusterQueue::build("cq")
+        .flavor("default", [("cpu", "4")])
+        .namespace_selector(Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+                match_labels: Some([("team".to_string(), "a".to_string())].into()),
+                ..Default::default()
+            },
+        ))
+        .build();
+    q.metadata.resource_version = Some("1".into());
+    let mut snap = snapshot(vec![Arc::new(q)], &["default"], vec![wl("a", "1", "1")]);
+    let mut st = AdmissionState::new();
+    let actions = st.step(&snap, 0);
+    assert!(
+        matches!(&actions[..], [Action::Pending { reason, .. }] if reason == "Misconfigured"),
+        "{actions:?}"
+    );
+    snap.namespaces
+        .insert("default".into(), [("team".into(), "a".into())].into());
+    let actions = st.step(&snap, 1);
+    assert!(
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::Admit { key, .. } if key.name == "a")),
+        "{actions:?}"
+    );
+}
