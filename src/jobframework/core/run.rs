@@ -77,8 +77,26 @@ impl AdmissionLoop {
                 .iter()
                 .map(|w| (key_of(w), w.clone()))
                 .collect();
+            // A replaced slice is finished only once its successor's admission is written: finishing
+            // it after a failed write (a conflict, a deleted successor) would leave the job with no
+            // quota at all while its pods run (invariant I6).
+            let mut failed_admits: BTreeSet<WorkloadKey> = BTreeSet::new();
             for action in actions {
-                self.execute(&mut state, action, &by_key).await;
+                if let Action::FinishSlice { key, replaced_by } = &action
+                    && failed_admits.contains(replaced_by)
+                {
+                    tracing::debug!(workload = %key, successor = %replaced_by, "successor not admitted; the slice stays");
+                    continue;
+                }
+                let admit = match &action {
+                    Action::Admit { key, .. } => Some(key.clone()),
+                    _ => None,
+                };
+                if !self.execute(&mut state, action, &by_key).await
+                    && let Some(k) = admit
+                {
+                    failed_admits.insert(k);
+                }
             }
             self.metrics
                 .admission_attempt_duration_seconds
@@ -114,7 +132,7 @@ impl AdmissionLoop {
         state: &mut AdmissionState,
         action: Action,
         by_key: &HashMap<WorkloadKey, Arc<Workload>>,
-    ) {
+    ) -> bool {
         let key = match &action {
             Action::Admit { key, .. }
             | Action::Evict { key, .. }
@@ -129,7 +147,7 @@ impl AdmissionLoop {
             if matches!(action, Action::Admit { .. }) {
                 state.forget(&key);
             }
-            return;
+            return false;
         };
         let api = wl_api(&self.client, &key);
         match action {
@@ -176,12 +194,13 @@ impl AdmissionLoop {
                     Err(e) => {
                         tracing::info!(workload = %key, error = %e, "admission write failed; requeueing");
                         state.forget(&key);
+                        return false;
                     }
                 }
             }
             Action::Evict { cause, clear, .. } => {
                 let Some(mut status) = conditions::evicted(wl, &cause, now()) else {
-                    return;
+                    return true;
                 };
                 if super::backoff::applies_to(&cause.reason) {
                     status.requeue_state = Some(state.backoff.next_state(
@@ -255,6 +274,7 @@ impl AdmissionLoop {
                 }
             }
         }
+        true
     }
 
     async fn record_eviction(&self, wl: &Workload, cause: &EvictionCause) {
