@@ -402,9 +402,13 @@ async fn execute(
         )
         .await;
     }
+    // Every write to the RayService names the resourceVersion its plan was made from, so a pass on a
+    // stale cache conflicts and re-plans instead of overwriting a newer status (e.g. erasing a pending
+    // cluster's name and creating a second one).
+    let mut rv = rs.resource_version().unwrap_or_default();
     for action in &plan.actions {
         info!(?action, "rayservice action");
-        if let Err(e) = act(rs, ns, name, action, ctx).await {
+        if let Err(e) = act(rs, ns, name, action, ctx, &mut rv).await {
             let reason = failure_reason(action);
             shell::publish(
                 &ctx.recorder,
@@ -438,12 +442,14 @@ async fn execute(
                     m.entry(key).or_insert(Value::Null);
                 }
             }
-            api.patch_status(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({ "status": value })),
-            )
-            .await?;
+            let written = api
+                .patch_status(
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Merge(guarded(json!({ "metadata": {}, "status": value }), &rv)),
+                )
+                .await?;
+            rv = written.resource_version().unwrap_or_default();
         }
     }
     if let Some(sched) = &plan.schedule {
@@ -452,7 +458,10 @@ async fn execute(
         } else {
             Value::String(schedule::encode(sched))
         };
-        let patch = json!({ "metadata": { "annotations": { schedule::ANNOTATION: v } } });
+        let patch = guarded(
+            json!({ "metadata": { "annotations": { schedule::ANNOTATION: v } } }),
+            &rv,
+        );
         api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
             .await?;
     }
@@ -472,6 +481,16 @@ fn failure_reason(action: &Action) -> &'static str {
     }
 }
 
+/// `patch` with `metadata.resourceVersion` set to `rv` (a precondition of the write), when known.
+fn guarded(mut patch: Value, rv: &str) -> Value {
+    if !rv.is_empty()
+        && let Some(meta) = patch.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        meta.insert("resourceVersion".into(), Value::String(rv.into()));
+    }
+    patch
+}
+
 fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<(), Error> {
     shell::ignore_not_found(r)?;
     Ok(())
@@ -483,6 +502,7 @@ async fn act(
     name: &str,
     action: &Action,
     ctx: &Context,
+    rv: &mut String,
 ) -> Result<(), Error> {
     let client = ctx.client.clone();
     let rs_api: Api<RayService> = Api::namespaced(client.clone(), ns);
@@ -501,15 +521,19 @@ async fn act(
             if matches!(action, Action::AddFinalizer) {
                 finalizers.push(c::FINALIZER_RAYSERVICE.into());
             }
-            ignore_not_found(
-                rs_api
-                    .patch(
-                        name,
-                        &PatchParams::default(),
-                        &merge(json!({ "metadata": { "finalizers": finalizers } })),
-                    )
-                    .await,
-            )
+            // Guarded by the resourceVersion the plan was made from, like every write to the
+            // RayService itself: a pass on a stale cache must conflict, not overwrite.
+            let patch = guarded(json!({ "metadata": { "finalizers": finalizers } }), rv);
+            match rs_api
+                .patch(name, &PatchParams::default(), &merge(patch))
+                .await
+            {
+                Ok(updated) => {
+                    *rv = updated.resource_version().unwrap_or_default();
+                    Ok(())
+                }
+                Err(e) => ignore_not_found(Err::<RayService, _>(e)),
+            }
         }
         Action::CreateCluster { name: cname, gated } => {
             let rc = build::new_child(rs, cname, &ctx.config.operator_version, *gated);
