@@ -663,3 +663,63 @@ async fn manager_restarts_during_a_gated_upgrade_converge() {
     s.inv.assert_clean();
     s.c.quota.assert_safe();
 }
+
+/// (h) The replacement slice's admission write fails (a 500, as from an overloaded API server) several
+/// times: the admitted slice keeps its quota and is finished as replaced only after the successor's
+/// admission is on record, in the order one watch of all Workloads delivers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_replacement_admission_keeps_the_admitted_slice() {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    use quotagate::embedded::faults::WriteMatch;
+
+    let s = Scenario::start("3", 4000).await;
+    s.serving(service("rs", "1", "2.46.0")).await;
+    s.gated_upgrade("rs", "2.47.0").await;
+    let (old, new) = poll("an admitted slice and a pending one", || async {
+        let wls = s.workloads_of("rs").await;
+        let live: Vec<&Workload> = wls.iter().filter(|w| !w.is_finished()).collect();
+        let old = live.iter().find(|w| w.has_quota_reservation())?;
+        let new = live.iter().find(|w| !w.has_quota_reservation())?;
+        Some((old.name_any(), new.name_any()))
+    })
+    .await;
+
+    // Every Workload change from here on, in resourceVersion order.
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(String, bool, bool)>::new()));
+    let api: Api<Workload> = Api::all(s.c.client.clone());
+    let record = seen.clone();
+    let watch = tokio::spawn(async move {
+        let stream = watcher(api, watcher::Config::default()).applied_objects();
+        futures::pin_mut!(stream);
+        while let Some(Ok(w)) = stream.next().await {
+            let entry = (w.name_any(), w.has_quota_reservation(), w.is_finished());
+            record.lock().unwrap().push(entry);
+        }
+    });
+    let faults = &s.c.server.store.faults;
+    for _ in 0..8 {
+        let only_new = WriteMatch {
+            verb: Some("update".into()),
+            plural: Some("workloads".into()),
+            name: Some(new.clone()),
+            status: Some(true),
+        };
+        faults.fail_nth_write_500(only_new, 1);
+    }
+    s.set_quota("4").await;
+    let (a, f) = poll("the successor admitted and the old slice finished", || async {
+        let seen = seen.lock().unwrap();
+        let admitted = seen.iter().position(|(n, reserved, _)| *n == new && *reserved)?;
+        let finished = seen.iter().position(|(n, _, finished)| *n == old && *finished)?;
+        Some((admitted, finished))
+    })
+    .await;
+    watch.abort();
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        a < f,
+        "{old} was finished before its successor {new} was admitted: {seen:?}"
+    );
+    s.inv.assert_clean();
+}
