@@ -50,6 +50,9 @@ enum Command {
         #[command(flatten)]
         sim: SimArgs,
     },
+    /// Benchmarks: `bench e2e --config baseline`.
+    #[command(subcommand)]
+    Bench(BenchCommand),
     /// Run the embedded Kubernetes API server (with the node, endpoints and gateway simulators) on a
     /// loopback port, for kubectl and for `quotagate run` pointed at it.
     Apiserver {
@@ -65,6 +68,29 @@ enum Command {
         /// How long the simulated node agent takes to start a pod.
         #[arg(long, default_value = "500ms", value_parser = parse_duration)]
         pod_start_delay: Duration,
+    },
+}
+
+/// Benchmarks users can run.
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Kueue's scheduler performance runner end to end through the API: a generator config's queues and
+    /// workloads against the embedded API server and the real manager; prints wall time, time to
+    /// admission per class and ClusterQueue usage beside Kueue's published figures and the physical
+    /// lower bound. Exits 1 when a rangespec threshold is missed.
+    E2e {
+        /// A shipped config (baseline, large-scale, ci) or a generator.yaml in Kueue's format.
+        #[arg(long, default_value = "baseline")]
+        config: String,
+        /// Thresholds in Kueue's rangespec format (default: the shipped config's own).
+        #[arg(long)]
+        rangespec: Option<PathBuf>,
+        /// Multiply every workload set's count (0.25, 0.5, 2, ...).
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
+        /// Print the figures as JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -282,7 +308,8 @@ fn run_async(fut: impl std::future::Future<Output = anyhow::Result<()>>) -> Exit
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The demo prints its own story on stdout; controller logs would drown it.
-    init_tracing(if matches!(cli.command, Command::Demo { .. }) { "warn" } else { "info" });
+    // So does a benchmark's table.
+    init_tracing(if matches!(cli.command, Command::Demo { .. } | Command::Bench(_)) { "warn" } else { "info" });
     match cli.command {
         Command::Run(args) => run_async(run(args)),
         Command::Demo { listen, kubeconfig_out, step_timeout, keep_running, json, sim } => {
@@ -291,6 +318,12 @@ fn main() -> ExitCode {
         Command::Apiserver { listen, kubeconfig_out, no_simulators, pod_start_delay } => {
             run_async(apiserver(listen, kubeconfig_out, !no_simulators, pod_start_delay))
         }
+        Command::Bench(BenchCommand::E2e { config, rangespec, scale, json }) => run_async(async move {
+            let misses = quotagate::cli::bench::e2e(&config, rangespec.as_deref(), scale, json, !json)
+                .await
+                .map_err(anyhow::Error::msg)?;
+            if misses.is_empty() { Ok(()) } else { anyhow::bail!("{} rangespec threshold(s) missed", misses.len()) }
+        }),
         Command::Crds => match quotagate::cli::crds_yaml() {
             Ok(yaml) => {
                 print!("{yaml}");

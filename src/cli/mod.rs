@@ -13,3 +13,4 @@ pub fn crds_yaml() -> Result<String, serde_saphyr::SerializeError> {
     }
     Ok(out)
 }
+pub mod bench;

@@ -1,0 +1,515 @@
+//! Drives a generator config through the embedded API server and the real manager (what `quotagate run
+//! --embedded` runs, admission only), as Kueue's runner drives minimalkueue: the queues first, then each
+//! workload set on its own schedule; a workload is marked Finished its runtime after it was admitted.
+//! Everything the run measures is taken here, from one watch of all Workloads.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::config::{Plan, QueuePlan};
+use crate::api::kueue::constants::condition;
+use crate::api::kueue::{
+    ClusterQueue, ClusterQueuePreemption, FlavorQuotas, LocalQueue, ResourceFlavor, Workload,
+};
+use crate::wiring::manager::{ManagerOptions, embedded_server, run_manager};
+
+/// Kueue's generator labels: the runtime and the class of a workload.
+pub const RUNNING_TIME_LABEL: &str = "kueue.x-k8s.io/performance-scheduler-running-ms";
+pub const CLASS_LABEL: &str = "kueue.x-k8s.io/performance-scheduler-class";
+
+/// No workload finished for this long while some are unfinished: the run stops with what is stuck.
+const STALL: Duration = Duration::from_secs(120);
+
+/// One workload as the runner saw it.
+#[derive(Clone, Debug)]
+struct Rec {
+    class: String,
+    queue: usize,
+    request_m: i64,
+    runtime: Duration,
+    created: Instant,
+    first_admitted: Option<Instant>,
+    admitted: Option<Instant>,
+    finished: bool,
+    /// Bumped on every admission, so a finish timer of an earlier admission does nothing.
+    epoch: u32,
+    events: u32,
+}
+
+/// Raw figures of one run; `report` turns them into the table.
+#[derive(Clone, Debug, Default)]
+pub struct Measured {
+    pub wall: Duration,
+    /// Per workload class, every time to admission.
+    pub admission: BTreeMap<String, Vec<Duration>>,
+    /// Per ClusterQueue class: CPU-milli·seconds used, and nominal milli-CPU of the class.
+    pub usage: BTreeMap<String, (f64, i64)>,
+    pub workloads: u64,
+    pub watch_events: u64,
+    pub evictions: u64,
+    pub requests: u64,
+    /// Requests by verb and resource ("PUT workloads/status").
+    pub requests_by: BTreeMap<String, u64>,
+    pub cpu: Option<Duration>,
+    pub max_rss_kib: Option<u64>,
+}
+
+type Records = Arc<Mutex<HashMap<(usize, String), Rec>>>;
+
+/// A client of `server` that counts its requests by verb and resource.
+fn counting_client(
+    server: &Arc<crate::embedded::EmbeddedServer>,
+    by: Arc<Mutex<BTreeMap<String, u64>>>,
+) -> Client {
+    let svc = tower::ServiceBuilder::new()
+        .map_request(move |r: http::Request<kube::client::Body>| {
+            let segs: Vec<&str> = r
+                .uri()
+                .path()
+                .split('/')
+                .filter(|s| !s.is_empty())
+                .collect();
+            let plural = plural_of(&segs).unwrap_or("?");
+            let status = if segs.last() == Some(&"status") {
+                "/status"
+            } else {
+                ""
+            };
+            let key = format!("{} {plural}{status}", r.method());
+            if let Ok(mut m) = by.lock() {
+                *m.entry(key).or_default() += 1;
+            }
+            r
+        })
+        .service(server.router());
+    Client::new(svc, "default")
+}
+
+/// The resource plural of an API path (`/apis/g/v/namespaces/ns/plural/name`, `/api/v1/plural`).
+fn plural_of<'a>(segs: &[&'a str]) -> Option<&'a str> {
+    let rest = match segs.first()? {
+        &"api" => segs.get(2..)?,
+        &"apis" => segs.get(3..)?,
+        _ => return None,
+    };
+    match rest {
+        ["namespaces", _, plural, ..] => Some(plural),
+        [plural, ..] => Some(plural),
+        [] => None,
+    }
+}
+
+fn cpu_and_rss() -> (Option<Duration>, Option<u64>) {
+    // /proc exports CPU time in USER_HZ, fixed at 100 per second on Linux.
+    let cpu = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            let after = s.rsplit_once(')')?.1;
+            let f: Vec<&str> = after.split_whitespace().collect();
+            let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+            Some(Duration::from_millis(ticks * 10))
+        });
+    let rss = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))?
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()
+        });
+    (cpu, rss)
+}
+
+async fn create_queues(client: &Client, plan: &Plan) -> Result<(), String> {
+    let pp = PostParams::default();
+    let rf = ResourceFlavor::build(&plan.flavor).build();
+    Api::<ResourceFlavor>::all(client.clone())
+        .create(&pp, &rf)
+        .await
+        .map_err(|e| format!("creating ResourceFlavor {}: {e}", plan.flavor))?;
+    for q in &plan.queues {
+        let nominal = format!("{}m", q.nominal_m);
+        let limit = q.borrowing_limit_m.map(|b| format!("{b}m"));
+        let quotas: FlavorQuotas = FlavorQuotas::build(&plan.flavor)
+            .resource_with_limits("cpu", &nominal, limit.as_deref(), None)
+            .build();
+        let cq = ClusterQueue::build(&q.name)
+            .cohort(&q.cohort)
+            .flavor_quotas(quotas)
+            .preemption(ClusterQueuePreemption {
+                reclaim_within_cohort: Some(q.reclaim_within_cohort),
+                within_cluster_queue: Some(q.within_cluster_queue),
+                ..Default::default()
+            })
+            .build();
+        let mut ns = Namespace::default();
+        ns.metadata.name = Some(q.name.clone());
+        Api::<Namespace>::all(client.clone())
+            .create(&pp, &ns)
+            .await
+            .map_err(|e| format!("creating Namespace {}: {e}", q.name))?;
+        Api::<ClusterQueue>::all(client.clone())
+            .create(&pp, &cq)
+            .await
+            .map_err(|e| format!("creating ClusterQueue {}: {e}", q.name))?;
+        let lq = LocalQueue::build(&q.name, &q.name)
+            .cluster_queue(&q.name)
+            .build();
+        Api::<LocalQueue>::namespaced(client.clone(), &q.name)
+            .create(&pp, &lq)
+            .await
+            .map_err(|e| format!("creating LocalQueue {}: {e}", q.name))?;
+    }
+    // The run starts once the manager has every ClusterQueue active, as Kueue's runner starts after
+    // its generation.
+    let api = Api::<ClusterQueue>::all(client.clone());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let cqs = api
+            .list(&Default::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let active = cqs
+            .items
+            .iter()
+            .filter(|c| {
+                c.status.as_ref().is_some_and(|s| {
+                    s.conditions
+                        .iter()
+                        .any(|c| c.type_ == "Active" && c.status == "True")
+                })
+            })
+            .count();
+        if active == plan.queues.len() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "only {active} of {} ClusterQueues became Active within 60 s",
+                plan.queues.len()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Creates one workload set of one queue on its schedule (the k-th at t0 + k·interval).
+async fn create_set(
+    client: Client,
+    records: Records,
+    q_idx: usize,
+    q: QueuePlan,
+    set_idx: usize,
+    t0: Instant,
+) -> Result<(), String> {
+    let set = &q.sets[set_idx];
+    let api: Api<Workload> = Api::namespaced(client, &q.name);
+    let interval = Duration::from_millis(set.creation_interval_ms);
+    let mut k: u32 = 0;
+    for si in 0..set.count {
+        for (i, w) in set.workloads.iter().enumerate() {
+            k += 1;
+            tokio::time::sleep_until(t0 + interval * k).await;
+            let name = format!("{}-{set_idx}-{si}-{i}", w.class_name);
+            let pods = w.pod_count.unwrap_or(1).max(1);
+            let request_m = super::config::milli_cpu(&w.request, "request")?;
+            let cpu = format!("{request_m}m");
+            let wl = Workload::build(&name, &q.name)
+                .queue(&q.name)
+                .priority(w.priority)
+                .label(RUNNING_TIME_LABEL, &w.runtime_ms.to_string())
+                .label(CLASS_LABEL, &w.class_name)
+                .podset("main", pods as i32, [("cpu", cpu.as_str())])
+                .build();
+            records.lock().map_err(|_| "poisoned")?.insert(
+                (q_idx, name.clone()),
+                Rec {
+                    class: w.class_name.clone(),
+                    queue: q_idx,
+                    request_m: request_m * i64::from(pods),
+                    runtime: Duration::from_millis(w.runtime_ms),
+                    created: Instant::now(),
+                    first_admitted: None,
+                    admitted: None,
+                    finished: false,
+                    epoch: 0,
+                    events: 0,
+                },
+            );
+            api.create(&PostParams::default(), &wl)
+                .await
+                .map_err(|e| format!("creating Workload {}/{name}: {e}", q.name))?;
+        }
+    }
+    Ok(())
+}
+
+/// Marks `name` Finished (reason ByTest, as Kueue's runner does), only while it is still admitted in
+/// the ClusterQueue the runner saw: a JSON patch whose test fails if it was evicted meanwhile.
+async fn finish(client: &Client, ns: &str, name: &str, cq: &str) {
+    let now = jiff::Timestamp::now().to_string();
+    let patch: json_patch::Patch = match serde_json::from_value(serde_json::json!([
+        {"op": "test", "path": "/status/admission/clusterQueue", "value": cq},
+        {"op": "add", "path": "/status/conditions/-", "value": {
+            "type": condition::FINISHED, "status": "True", "reason": "ByTest",
+            "message": "By test runner", "lastTransitionTime": now, "observedGeneration": 1}},
+    ])) {
+        Ok(p) => p,
+        Err(_) => return,
+    };
+    let api: Api<Workload> = Api::namespaced(client.clone(), ns);
+    if let Err(e) = api
+        .patch_status(name, &PatchParams::default(), &Patch::<()>::Json(patch))
+        .await
+    {
+        tracing::debug!(workload = %name, error = %e, "finishing failed (evicted meanwhile?)");
+    }
+}
+
+fn is_admitted(w: &Workload) -> bool {
+    w.is_admitted() && !w.is_finished()
+}
+
+/// Runs `plan` to the last finish. `progress` draws a line on stderr (only on a terminal).
+pub async fn run(plan: &Plan, progress: bool) -> Result<Measured, String> {
+    let server = embedded_server();
+    let by = Arc::new(Mutex::new(BTreeMap::new()));
+    let client = counting_client(&server, by.clone());
+    let cancel = CancellationToken::new();
+    let _stop = cancel.clone().drop_guard();
+    let opts = ManagerOptions {
+        leader_election: false,
+        ..ManagerOptions::default()
+    };
+    let c = cancel.clone();
+    let manager = tokio::spawn(run_manager(client.clone(), opts, async move {
+        c.cancelled().await
+    }));
+    create_queues(&client, plan).await?;
+    let (cpu0, _) = cpu_and_rss();
+    let requests0: u64 = by.lock().map_err(|_| "poisoned")?.values().sum();
+
+    let records: Records = Arc::new(Mutex::new(HashMap::new()));
+    let queue_index: HashMap<String, usize> = plan
+        .queues
+        .iter()
+        .enumerate()
+        .map(|(i, q)| (q.name.clone(), i))
+        .collect();
+    let finished = Arc::new(AtomicU64::new(0));
+    let admitted_n = Arc::new(AtomicU64::new(0));
+    let evictions = Arc::new(AtomicU64::new(0));
+    let usage: Arc<Mutex<Vec<f64>>> = Arc::new(Mutex::new(vec![0.0; plan.queues.len()]));
+    let last_finish = Arc::new(Mutex::new(None::<Instant>));
+
+    // One watch of all Workloads: admission, eviction and finish times, and the finish timers.
+    let watch = {
+        let (client, records, finished, admitted_n, evictions, usage, last_finish) = (
+            client.clone(),
+            records.clone(),
+            finished.clone(),
+            admitted_n.clone(),
+            evictions.clone(),
+            usage.clone(),
+            last_finish.clone(),
+        );
+        let queues: Vec<String> = plan.queues.iter().map(|q| q.name.clone()).collect();
+        tokio::spawn(async move {
+            let api: Api<Workload> = Api::all(client.clone());
+            let stream = watcher(api, watcher::Config::default()).applied_objects();
+            futures::pin_mut!(stream);
+            while let Some(ev) = stream.next().await {
+                let Ok(w) = ev else { continue };
+                let ns = w.namespace().unwrap_or_default();
+                let Some(&qi) = queue_index.get(&ns) else {
+                    continue;
+                };
+                let now = Instant::now();
+                let mut timer = None;
+                {
+                    let Ok(mut recs) = records.lock() else { return };
+                    let Some(r) = recs.get_mut(&(qi, w.name_any())) else {
+                        continue;
+                    };
+                    r.events += 1;
+                    let on = is_admitted(&w);
+                    match (r.admitted, on) {
+                        (None, true) if !r.finished => {
+                            r.admitted = Some(now);
+                            r.first_admitted.get_or_insert(now);
+                            r.epoch += 1;
+                            admitted_n.fetch_add(1, Ordering::Relaxed);
+                            let cq = w
+                                .admission()
+                                .map(|a| a.cluster_queue.clone())
+                                .unwrap_or_default();
+                            timer = Some((r.runtime, r.epoch, cq));
+                        }
+                        (Some(since), false) => {
+                            r.admitted = None;
+                            if let Ok(mut u) = usage.lock() {
+                                u[r.queue] += r.request_m as f64 * (now - since).as_secs_f64();
+                            }
+                            if w.is_finished() {
+                                r.finished = true;
+                                finished.fetch_add(1, Ordering::Relaxed);
+                                if let Ok(mut l) = last_finish.lock() {
+                                    *l = Some(now);
+                                }
+                            } else {
+                                evictions.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                if let Some((runtime, epoch, cq)) = timer {
+                    let (client, records, name, ns) = (
+                        client.clone(),
+                        records.clone(),
+                        w.name_any(),
+                        queues[qi].clone(),
+                    );
+                    tokio::spawn(async move {
+                        tokio::time::sleep(runtime).await;
+                        let current = records.lock().ok().and_then(|r| {
+                            r.get(&(qi, name.clone()))
+                                .map(|r| r.epoch == epoch && r.admitted.is_some())
+                        });
+                        if current == Some(true) {
+                            finish(&client, &ns, &name, &cq).await;
+                        }
+                    });
+                }
+            }
+        })
+    };
+
+    let t0 = Instant::now();
+    let mut creators = tokio::task::JoinSet::new();
+    for (qi, q) in plan.queues.iter().enumerate() {
+        for si in 0..q.sets.len() {
+            creators.spawn(create_set(
+                client.clone(),
+                records.clone(),
+                qi,
+                q.clone(),
+                si,
+                t0,
+            ));
+        }
+    }
+    let tty = progress && std::io::stderr().is_terminal();
+    let total = plan.workloads;
+    let mut last_progress = (0u64, Instant::now());
+    let outcome = loop {
+        tokio::select! {
+            Some(r) = creators.join_next() => {
+                match r {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => break Err(e),
+                    Err(e) => break Err(format!("a workload creator failed: {e}")),
+                }
+            }
+            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+        }
+        let done = finished.load(Ordering::Relaxed);
+        if tty {
+            let created = records.lock().map(|r| r.len()).unwrap_or(0);
+            eprint!(
+                "\r{:>6.1} s  created {created}/{total}  admitted {}  finished {done}/{total}   ",
+                t0.elapsed().as_secs_f64(),
+                admitted_n.load(Ordering::Relaxed),
+            );
+        }
+        if done >= total {
+            break Ok(());
+        }
+        if done != last_progress.0 {
+            last_progress = (done, Instant::now());
+        } else if last_progress.1.elapsed() > STALL && creators.is_empty() {
+            break Err(format!(
+                "stalled: {} of {total} workloads unfinished and none finished for {} s",
+                total - done,
+                STALL.as_secs()
+            ));
+        }
+        if manager.is_finished() {
+            break Err("the manager stopped during the run".into());
+        }
+    };
+    if tty {
+        eprintln!();
+    }
+    watch.abort();
+    outcome?;
+    let end = last_finish
+        .lock()
+        .map_err(|_| "poisoned")?
+        .unwrap_or_else(Instant::now);
+    let (cpu1, rss) = cpu_and_rss();
+    let requests_by = by.lock().map_err(|_| "poisoned")?.clone();
+    let recs = records.lock().map_err(|_| "poisoned")?;
+    let mut m = Measured {
+        wall: end - t0,
+        workloads: total,
+        evictions: evictions.load(Ordering::Relaxed),
+        requests: requests_by.values().sum::<u64>() - requests0,
+        requests_by,
+        cpu: cpu0.zip(cpu1).map(|(a, b)| b.saturating_sub(a)),
+        max_rss_kib: rss,
+        ..Measured::default()
+    };
+    for r in recs.values() {
+        m.watch_events += u64::from(r.events);
+        if let Some(a) = r.first_admitted {
+            m.admission
+                .entry(r.class.clone())
+                .or_default()
+                .push(a - r.created);
+        }
+    }
+    let used = usage.lock().map_err(|_| "poisoned")?;
+    for (q, u) in plan.queues.iter().zip(used.iter()) {
+        let e = m.usage.entry(q.class.clone()).or_default();
+        e.0 += u;
+        e.1 += q.nominal_m;
+    }
+    cancel.cancel();
+    let _ = manager.await;
+    Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plural_of;
+
+    #[test]
+    fn request_paths_name_their_resource() {
+        let segs = |p: &'static str| p.split('/').filter(|s| !s.is_empty()).collect::<Vec<_>>();
+        assert_eq!(
+            plural_of(&segs(
+                "/apis/kueue.x-k8s.io/v1beta2/namespaces/a/workloads/w"
+            )),
+            Some("workloads")
+        );
+        assert_eq!(plural_of(&segs("/api/v1/namespaces")), Some("namespaces"));
+        assert_eq!(
+            plural_of(&segs("/apis/kueue.x-k8s.io/v1beta2/clusterqueues")),
+            Some("clusterqueues")
+        );
+    }
+}
