@@ -1,7 +1,6 @@
 //! `AdmissionCore`: the state (models, quota tree, queues, admitted workloads) and the
 //! scheduling cycle over it.
 
-use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::amount::{Amount, FlavorResource, FrAmounts, add_into};
@@ -749,8 +748,10 @@ impl AdmissionCore {
             }
             for k in unexplained {
                 if let Some(p) = self.pending.get_mut(&k) {
-                    p.message =
-                        format!("waiting behind {blocker}, the head of ClusterQueue {name}");
+                    // Not naming the head: it changes, and the message should not.
+                    p.message = format!(
+                        "waiting behind the head of ClusterQueue {name}, which does not fit (StrictFIFO)"
+                    );
                     reported.insert(k);
                 }
             }
@@ -912,12 +913,8 @@ impl AdmissionCore {
         match e.assignment.mode {
             Mode::NoFit => {
                 attempted.insert(key.clone());
-                let msg = self.explain(
-                    &e.cq,
-                    e.cq_idx,
-                    &e.assignment.message,
-                    &e.assignment.shortfalls,
-                );
+                // The assignment's own message already names what is short, in Kueue's words.
+                let msg = e.assignment.message.clone();
                 if let Some((ck, generation)) = e.cache_as {
                     self.unfit_cache
                         .insert(ck, (generation, e.assignment.reason, msg.clone()));
@@ -944,9 +941,7 @@ impl AdmissionCore {
                             available: self.tree.available(e.cq_idx, fr).clamp_zero(),
                         })
                         .collect();
-                    let msg = self.explain(
-                        &e.cq,
-                        e.cq_idx,
+                    let msg = explain(
                         "insufficient unused quota and no workload can be preempted",
                         &shorts,
                     );
@@ -1155,62 +1150,27 @@ impl AdmissionCore {
             },
         );
     }
+}
 
-    /// Appends who holds the short resources, so a person can act on the message.
-    fn explain(&self, cq: &str, cq_idx: usize, base: &str, shortfalls: &[Shortfall]) -> String {
-        let mut msg = base.to_string();
-        let mut seen: BTreeSet<&FlavorResource> = BTreeSet::new();
-        for s in shortfalls {
-            if !seen.insert(&s.fr) {
-                continue;
-            }
-            msg.push_str(&format!(
-                ". {}: needs {}, {} available, short by {}",
-                s.fr,
-                s.fr.show(s.needed),
-                s.fr.show(s.available),
-                s.fr.show(s.needed - s.available)
-            ));
-            let root = self.tree.root(cq_idx);
-            let mut holders: Vec<(Amount, &str)> = self
-                .tree
-                .cqs_under(root)
-                .into_iter()
-                .map(|i| (self.tree.usage(i, &s.fr), self.tree.nodes[i].name.as_str()))
-                .filter(|(u, _)| *u > Amount::ZERO)
-                .collect();
-            holders.sort_by_key(|(u, n)| (Reverse(*u), *n));
-            if holders.is_empty() {
-                continue;
-            }
-            let list: Vec<String> = holders
-                .iter()
-                .take(3)
-                .map(|(u, n)| format!("ClusterQueue {n} uses {}", s.fr.show(*u)))
-                .collect();
-            msg.push_str(&format!("; held by {}", list.join(", ")));
-            if holders.len() > 3 {
-                msg.push_str(&format!(" and {} more", holders.len() - 3));
-            }
-            let mut own: Vec<(Amount, &WorkloadKey)> = self
-                .admitted_by_cq
-                .get(cq)
-                .into_iter()
-                .flatten()
-                .filter_map(|k| Some((self.admitted.get(k)?.usage.get(&s.fr).copied()?, k)))
-                .collect();
-            own.sort_by_key(|(u, k)| (Reverse(*u), *k));
-            if !own.is_empty() {
-                let list: Vec<String> = own
-                    .iter()
-                    .take(3)
-                    .map(|(u, k)| format!("{k} ({})", s.fr.show(*u)))
-                    .collect();
-                msg.push_str(&format!("; in {cq}: {}", list.join(", ")));
-            }
+/// `base` and, per flavor-resource short, what is needed and available. Who holds the quota is left
+/// out on purpose: it changes every cycle, and this text becomes a Workload condition written only
+/// when what it says changes in substance (the holders belong to an on-demand explanation).
+fn explain(base: &str, shortfalls: &[Shortfall]) -> String {
+    let mut msg = base.to_string();
+    let mut seen: BTreeSet<&FlavorResource> = BTreeSet::new();
+    for s in shortfalls {
+        if !seen.insert(&s.fr) {
+            continue;
         }
-        msg
+        msg.push_str(&format!(
+            ". {}: needs {}, {} available, short by {}",
+            s.fr,
+            s.fr.show(s.needed),
+            s.fr.show(s.available),
+            s.fr.show(s.needed - s.available)
+        ));
     }
+    msg
 }
 
 fn preempt_text(r: PreemptedReason) -> &'static str {

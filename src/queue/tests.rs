@@ -335,12 +335,12 @@ fn borrowing_and_fungibility_scenarios() {
             ..Default::default()
         },
         Scenario {
-            name: "waiting for quota held by the peer, message names the holder",
+            name: "waiting for quota held by the peer, the message says what is short",
             cqs: cohort_pair(None, None),
             admitted: vec![(wl("held", "b", 8), "default", 1)],
             pending: vec![wl("x", "a", 15)],
             want_pending: vec![("x", PendingReason::WaitingForQuota)],
-            want_message: vec!["3m more needed", "ClusterQueue b uses 8m"],
+            want_message: vec!["3m more needed (requested 15m, available 12m)"],
             ..Default::default()
         },
         Scenario {
@@ -569,7 +569,7 @@ fn preemption_scenarios() {
             admitted: vec![(wl("low", "cq", 6).priority(1), "default", 1)],
             pending: vec![wl("high", "cq", 5).priority(10)],
             want_pending: vec![("high", PendingReason::WaitingForQuota)],
-            want_message: vec!["ns/low (6m)"],
+            want_message: vec!["1m more needed (requested 5m, available 4m)"],
             ..Default::default()
         },
         Scenario {
@@ -618,7 +618,7 @@ fn preemption_scenarios() {
             admitted: vec![(wl("borrower", "b", 16).priority(100), "default", 2)],
             pending: vec![wl("x", "a", 6)],
             want_pending: vec![("x", PendingReason::WaitingForQuota)],
-            want_message: vec!["ClusterQueue b uses 16"],
+            want_message: vec!["cpu in flavor default: needs 6m, 4m available, short by 2m"],
             ..Default::default()
         },
         Scenario {
@@ -1002,7 +1002,7 @@ fn equivalent_workloads_share_an_outcome_within_a_cycle() {
     core.add_workload(wl("c", "cq", 5).at(4)).unwrap();
     core.schedule_cycle(2);
     let (_, mc) = core.pending_reason(&k("c")).unwrap();
-    assert!(mc.contains("0 available"), "{mc}");
+    assert!(mc.contains("available 0"), "{mc}");
 }
 
 /// Kueue's flavorassigner (`assignFlavors`: "if a.cq.RGByResource(corev1.ResourcePods) != nil" sets

@@ -73,6 +73,17 @@ pub fn pending(
     if s.admission.is_some() {
         return None;
     }
+    // Rewritten only when what it says changes in substance: the amounts in a message move every
+    // cycle while the backlog drains, and a write per pending workload per cycle is what held the
+    // scheduler back (and woke every watcher of Workloads).
+    if s.conditions.iter().any(|c| {
+        c.type_ == condition::QUOTA_RESERVED
+            && c.status == "False"
+            && c.reason == reason
+            && substance(&c.message) == substance(message)
+    }) {
+        return None;
+    }
     set_condition(
         &mut s.conditions,
         cond(
@@ -85,6 +96,22 @@ pub fn pending(
         ),
     )
     .then_some(s)
+}
+
+/// The words of a message without its amounts: every token that starts with a digit ("3", "500m",
+/// "1.5Gi") reads as `#`. Names keep their letters ("cq-0-1" reads as "cq-#-#").
+pub fn substance(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut in_amount = false;
+    for ch in message.chars() {
+        let token = ch.is_ascii_alphanumeric() || ch == '.';
+        if in_amount && token {
+            continue;
+        }
+        in_amount = ch.is_ascii_digit();
+        out.push(if in_amount { '#' } else { ch });
+    }
+    out
 }
 
 /// What evicts a workload.
@@ -221,4 +248,19 @@ pub fn controller_owner(
         .iter()
         .flatten()
         .find(|o| o.controller == Some(true))
+}
+
+#[cfg(test)]
+mod substance_tests {
+    use super::substance;
+
+    #[test]
+    fn amounts_do_not_change_what_a_message_says() {
+        let a = "insufficient unused quota for cpu in flavor rf, 3 more needed (requested 5, available 2)";
+        let b = "insufficient unused quota for cpu in flavor rf, 500m more needed (requested 5, available 4.5)";
+        assert_eq!(substance(a), substance(b));
+        let other = "insufficient unused quota for memory in flavor rf, 3 more needed (requested 5, available 2)";
+        assert_ne!(substance(a), substance(other));
+        assert_eq!(substance("cq-0-1 holds 1.5Gi"), "cq-#-# holds #");
+    }
 }

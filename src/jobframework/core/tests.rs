@@ -95,18 +95,21 @@ fn admitted_sets_reservation_and_ends_a_previous_eviction() {
 }
 
 #[test]
-fn pending_is_written_only_when_reason_or_message_changes() {
+fn pending_is_written_only_when_what_it_says_changes_in_substance() {
     let w = wl("a", "1", "1");
-    let first = conditions::pending(&w, "WaitingForQuota", "short by 1", t(0)).unwrap();
+    let first = conditions::pending(&w, "WaitingForQuota", "cpu short by 1", t(0)).unwrap();
     let mut again = (*w).clone();
     again.status = Some(first.clone());
-    assert!(conditions::pending(&again, "WaitingForQuota", "short by 1", t(9)).is_none());
-    let changed = conditions::pending(&again, "WaitingForQuota", "short by 2", t(9)).unwrap();
+    assert!(conditions::pending(&again, "WaitingForQuota", "cpu short by 1", t(9)).is_none());
+    // Only the amount moved: not rewritten (the backlog would rewrite every pending workload per cycle).
+    assert!(conditions::pending(&again, "WaitingForQuota", "cpu short by 2", t(9)).is_none());
+    let changed = conditions::pending(&again, "WaitingForQuota", "memory short by 2", t(9)).unwrap();
     // Same status: the transition time stays.
     assert_eq!(
         changed.conditions[0].last_transition_time,
         first.conditions[0].last_transition_time
     );
+    assert!(conditions::pending(&again, "Inadmissible", "cpu short by 1", t(9)).is_some());
 }
 
 #[test]
