@@ -210,6 +210,8 @@ impl Generator {
         let mut workloads: u64 = 0;
         let mut arrival_bound: u64 = 0;
         let mut cohort_work: BTreeMap<String, (f64, i64)> = BTreeMap::new();
+        // Per workload template: its cohort, its queue's ceiling, its request, where it is written.
+        let mut too_big: Vec<(String, i64, i64, String, String, String)> = Vec::new();
         for (ci, cset) in self.cohorts.iter().enumerate() {
             if u64::from(cset.count) > MAX_CLUSTER_QUEUES {
                 return Err(format!(
@@ -266,15 +268,14 @@ impl Generator {
                             let pods = i64::from(w.pod_count.unwrap_or(1).max(1));
                             let req = milli_cpu(&w.request, &format!("{at}.request"))?
                                 .saturating_mul(pods);
-                            if req > ceiling {
-                                return Err(format!(
-                                    "{at}: class {} requests {} CPU but ClusterQueue class {} holds at most {} (nominalQuota + borrowingLimit): it could never be admitted",
-                                    w.class_name,
-                                    req as f64 / 1000.0,
-                                    qset.class_name,
-                                    ceiling as f64 / 1000.0
-                                ));
-                            }
+                            too_big.push((
+                                cohort.clone(),
+                                ceiling,
+                                req,
+                                at,
+                                w.class_name.clone(),
+                                qset.class_name.clone(),
+                            ));
                             queue_work += req as f64 * w.runtime_ms as f64 * f64::from(count);
                         }
                         sets.push(WorkloadsSet {
@@ -315,6 +316,16 @@ impl Generator {
         }
         if workloads == 0 {
             return Err("generator config: no workloads".into());
+        }
+        for (cohort, ceiling, req, at, class, qclass) in too_big {
+            let cap = ceiling.min(cohort_work.get(&cohort).map_or(0, |c| c.1));
+            if req > cap {
+                return Err(format!(
+                    "{at}: class {class} requests {} CPU but a ClusterQueue of class {qclass} can hold at most {} (its nominalQuota + borrowingLimit, within its cohort's quota): it could never be admitted",
+                    req as f64 / 1000.0,
+                    cap as f64 / 1000.0
+                ));
+            }
         }
         let work_bound = cohort_work
             .values()
