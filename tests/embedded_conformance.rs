@@ -333,7 +333,7 @@ async fn watch_from_compacted_rv_is_200_with_error_410() {
 
 #[tokio::test]
 async fn bounded_history_expires_old_rvs() {
-    let cfg = quotagate::embedded::ServerConfig { store: quotagate::embedded::StoreConfig { history_limit: 5 }, ..Default::default() };
+    let cfg = quotagate::embedded::ServerConfig { store: quotagate::embedded::StoreConfig { history_limit: 5, ..Default::default() }, ..Default::default() };
     let srv = server_with(cfg);
     let api: Api<ConfigMap> = Api::namespaced(srv.client(), "default");
     let first = api.create(&PostParams::default(), &cm("a")).await.unwrap();

@@ -4,96 +4,9 @@
 
 mod embedded_support;
 
+use embedded_support::kubectl::Kube;
 use embedded_support::*;
-use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::Arc;
-use tokio::io::AsyncWriteExt;
-use tokio_util::sync::CancellationToken;
-
-fn kubectl_path() -> Option<PathBuf> {
-    if let Ok(p) = std::env::var("QUOTAGATE_KUBECTL") {
-        return Some(PathBuf::from(p));
-    }
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv-kubectl/bin/kubectl");
-    p.exists().then_some(p)
-}
-
-struct Kube {
-    bin: PathBuf,
-    dir: PathBuf,
-    kubeconfig: PathBuf,
-    srv: Arc<quotagate::embedded::EmbeddedServer>,
-    cancel: CancellationToken,
-}
-
-impl Drop for Kube {
-    fn drop(&mut self) {
-        self.cancel.cancel();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-struct Out {
-    ok: bool,
-    stdout: String,
-    stderr: String,
-}
-
-impl Kube {
-    /// None (after printing the skip line) when kubectl is not installed and not required.
-    async fn start(test: &str) -> Option<Kube> {
-        let Some(bin) = kubectl_path() else {
-            if std::env::var("QUOTAGATE_REQUIRE_TOOLS").as_deref() == Ok("1") {
-                panic!("kubectl not installed and QUOTAGATE_REQUIRE_TOOLS=1: run scripts/install-kubectl.sh");
-            }
-            println!("skipped: kubectl not installed, run scripts/install-kubectl.sh");
-            return None;
-        };
-        let dir = std::env::temp_dir().join(format!("quotagate-kubectl-{test}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let kubeconfig = dir.join("kubeconfig");
-        let srv = server();
-        let cancel = CancellationToken::new();
-        srv.spawn_tcp("127.0.0.1:0".parse().unwrap(), Some(&kubeconfig), cancel.clone()).await.unwrap();
-        Some(Kube { bin, dir, kubeconfig, srv, cancel })
-    }
-
-    async fn run_with(&self, args: &[&str], stdin: Option<&str>) -> Out {
-        let mut cmd = tokio::process::Command::new(&self.bin);
-        cmd.args(args)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env("KUBECACHEDIR", self.dir.join("cache"))
-            .env("HOME", &self.dir)
-            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = cmd.spawn().unwrap();
-        if let Some(input) = stdin {
-            let mut s = child.stdin.take().unwrap();
-            s.write_all(input.as_bytes()).await.unwrap();
-        }
-        let out = tokio::time::timeout(std::time::Duration::from_secs(60), child.wait_with_output())
-            .await
-            .unwrap_or_else(|_| panic!("kubectl {args:?} did not finish in 60s"))
-            .unwrap();
-        Out { ok: out.status.success(), stdout: String::from_utf8_lossy(&out.stdout).into(), stderr: String::from_utf8_lossy(&out.stderr).into() }
-    }
-
-    async fn ok(&self, args: &[&str]) -> String {
-        let o = self.run_with(args, None).await;
-        assert!(o.ok, "kubectl {args:?} failed:\n{}\n{}", o.stdout, o.stderr);
-        o.stdout
-    }
-
-    async fn apply(&self, yaml: &str) -> String {
-        let o = self.run_with(&["apply", "-f", "-"], Some(yaml)).await;
-        assert!(o.ok, "kubectl apply failed:\n{}\n{}", o.stdout, o.stderr);
-        o.stdout
-    }
-}
 
 const WIDGET: &str = "apiVersion: example.quotagate.io/v1\nkind: Widget\nmetadata:\n  name: w1\n  labels:\n    app: demo\nspec:\n  size: 3\n";
 

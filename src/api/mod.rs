@@ -5,6 +5,7 @@ pub mod conditions;
 pub mod gateway;
 pub mod kueue;
 pub mod manifest;
+pub mod names;
 pub mod quantity;
 pub mod ray;
 pub mod validation;

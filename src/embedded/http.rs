@@ -20,7 +20,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-const MAX_BODY: usize = 64 * 1024 * 1024;
+/// The real API server's request body limit (3 MiB); larger bodies get 413.
+pub const MAX_BODY: usize = 3 * 1024 * 1024;
 
 fn json_response(code: u16, body: &Value, content_type: &str) -> Response {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
@@ -38,6 +39,21 @@ fn ok(code: u16, body: &Value) -> Response {
 
 fn error(e: &ApiError) -> Response {
     ok(e.code, &e.to_status())
+}
+
+fn too_large() -> Response {
+    error(&ApiError::new(413, "RequestEntityTooLarge", format!("Request entity too large: limit is {MAX_BODY}")))
+}
+
+fn is_length_limit(e: &axum::Error) -> bool {
+    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = src {
+        if err.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        src = err.source();
+    }
+    false
 }
 
 fn not_found_path(path: &str) -> Response {
@@ -83,8 +99,17 @@ enum Route {
     NotFound,
 }
 
+/// The path's segments, percent-decoded; `None` when a segment does not decode to UTF-8.
+fn segments(path: &str) -> Option<Vec<String>> {
+    path.split('/')
+        .filter(|s| !s.is_empty())
+        .map(|s| percent_encoding::percent_decode_str(s).decode_utf8().ok().map(|c| c.into_owned()))
+        .collect()
+}
+
 fn route(srv: &EmbeddedServer, path: &str) -> Route {
-    let segs: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+    let Some(owned) = segments(path) else { return Route::NotFound };
+    let segs: Vec<&str> = owned.iter().map(String::as_str).collect();
     let (group, version, rest) = match segs.as_slice() {
         ["version"] => return Route::Version,
         ["api"] => return Route::Api,
@@ -106,6 +131,15 @@ fn route(srv: &EmbeddedServer, path: &str) -> Route {
         [plural, tail @ ..] => (None, *plural, tail.first().copied(), tail.get(1).copied()),
         [] => return Route::NotFound,
     };
+    // `<plural>[/<name>[/<subresource>]]`: anything longer names nothing.
+    let tail_len = match rest {
+        ["namespaces", _, p, tail @ ..] if *p == plural => tail.len(),
+        [_, tail @ ..] => tail.len(),
+        [] => 0,
+    };
+    if tail_len > 2 {
+        return Route::NotFound;
+    }
     let Some(info) = reg.find(group, version, plural) else { return Route::NotFound };
     let status = match sub {
         None => false,
@@ -125,12 +159,24 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
     let header = |h: header::HeaderName| parts.headers.get(h).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     let accept = header(header::ACCEPT);
     let content_type = header(header::CONTENT_TYPE);
+    let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY) {
+        return too_large();
+    }
     let body = match axum::body::to_bytes(body, MAX_BODY).await {
         Ok(b) => b,
+        Err(e) if is_length_limit(&e) => return too_large(),
         Err(e) => return error(&ApiError::bad_request(format!("reading the request body: {e}"))),
     };
     let aggregated = accept.contains("as=APIGroupDiscoveryList");
-    match route(&srv, &path) {
+    let route = route(&srv, &path);
+    if !matches!(route, Route::Resource(_) | Route::UnknownSub | Route::NotFound) && parts.method != Method::GET {
+        return error(&ApiError::method_not_allowed(format!(
+            "the server does not allow this method on the requested resource: {} {path}",
+            parts.method
+        )));
+    }
+    match route {
         Route::Version => ok(200, &discovery::version()),
         Route::Api if aggregated => json_response(200, &discovery::aggregated(&srv.registry, true), discovery::AGGREGATED_CONTENT_TYPE),
         Route::Apis if aggregated => json_response(200, &discovery::aggregated(&srv.registry, false), discovery::AGGREGATED_CONTENT_TYPE),
@@ -250,7 +296,9 @@ impl Req<'_> {
         let bad = |e: super::selector::SelectorError| ApiError::bad_request(e.to_string());
         Ok(ListOptions {
             labels: LabelSelector::parse(self.query.get("labelSelector").unwrap_or("")).map_err(bad)?,
-            fields: FieldSelector::parse(self.query.get("fieldSelector").unwrap_or("")).map_err(bad)?,
+            fields: FieldSelector::parse(self.query.get("fieldSelector").unwrap_or(""))
+                .and_then(|f| f.check_supported(&self.t.info.group, &self.t.info.plural).map(|()| f))
+                .map_err(bad)?,
             limit: self.query.get("limit").and_then(|l| l.parse().ok()),
             continue_token: self.query.get("continue").map(String::from),
         })

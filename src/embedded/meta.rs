@@ -1,6 +1,8 @@
 //! Pure object-metadata rules: what the real API server stamps on create and keeps on update.
 
 use super::error::ApiError;
+use crate::api::names::{self, NameRule};
+use crate::api::validation::{FieldError, Path};
 use super::registry::ResourceInfo;
 use serde_json::{Map, Value, json};
 
@@ -89,6 +91,15 @@ fn spec_view(info: &ResourceInfo, obj: &Value) -> Value {
 pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, namespace: Option<&str>, uid: String, now: &str) -> Result<(), ApiError> {
     if !obj.is_object() {
         return Err(ApiError::bad_request("the request body must be a JSON object"));
+    }
+    if let Some(kind) = obj.get("kind").and_then(Value::as_str)
+        && !kind.is_empty()
+        && kind != info.kind
+    {
+        return Err(ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {}): its kind is {kind}",
+            info.kind
+        )));
     }
     let body_ns = meta_str(obj, "namespace").to_string();
     match namespace {
@@ -192,6 +203,72 @@ pub fn prepare_update(info: &ResourceInfo, old: &Value, new: &Value, status_writ
         meta_mut(&mut out).insert("generation".into(), json!(g + 1));
     }
     out
+}
+
+/// The name rule of a kind, as the real API server's registry strategies choose it.
+pub fn name_rule(info: &ResourceInfo) -> NameRule {
+    match (info.group.as_str(), info.plural.as_str()) {
+        ("", "namespaces") => NameRule::Label,
+        ("", "services") => NameRule::Dns1035Label,
+        _ => NameRule::Subdomain,
+    }
+}
+
+/// `ValidateObjectMeta` as far as a client can get it wrong: the name under its kind's rule, label
+/// keys and values, annotation keys and total size, finalizer names.
+pub fn validate_meta(info: &ResourceInfo, obj: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let path = Path::root("metadata");
+    names::object_name(&path.child("name"), name_rule(info), meta_str(obj, "name"), false, &mut errs);
+    let Some(m) = meta(obj) else { return errs };
+    let map_of = |field: &str, errs: &mut Vec<FieldError>| match m.get(field) {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(o)) => Some(o),
+        Some(_) => {
+            errs.push(FieldError::invalid(&path.child(field), "must be a map of strings"));
+            None
+        }
+    };
+    if let Some(labels) = map_of("labels", &mut errs) {
+        names::label_map(&path.child("labels"), labels, &mut errs);
+    }
+    if let Some(ann) = map_of("annotations", &mut errs) {
+        names::annotations(&path.child("annotations"), ann, &mut errs);
+    }
+    for (i, f) in finalizers(obj).iter().enumerate() {
+        names::qualified_name(&path.child("finalizers").index(i), f, &mut errs);
+    }
+    errs
+}
+
+/// What a write may not change about an object's identity, checked on the object a PUT or PATCH would
+/// store against the stored one. The real server refuses these instead of dropping them silently.
+pub fn check_identity(info: &ResourceInfo, old: &Value, new: &Value) -> Result<(), ApiError> {
+    let name = meta_str(old, "name");
+    for (field, what) in [("kind", "kind"), ("apiVersion", "API version")] {
+        let (was, now) = (old.get(field).and_then(Value::as_str), new.get(field).and_then(Value::as_str));
+        if let (Some(was), Some(now)) = (was, now)
+            && was != now
+            && !(field == "apiVersion" && now == info.api_version())
+        {
+            return Err(ApiError::bad_request(format!(
+                "the {what} in the data ({now}) does not match the expected {what} ({was}) of {} {name:?}",
+                info.qualified_plural()
+            )));
+        }
+    }
+    let new_ns = meta_str(new, "namespace");
+    if !new_ns.is_empty() && new_ns != meta_str(old, "namespace") {
+        return Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        ));
+    }
+    let new_uid = meta_str(new, "uid");
+    if !new_uid.is_empty() && new_uid != meta_str(old, "uid") {
+        let fe = FieldError::invalid("metadata.uid", format!("{new_uid:?}: field is immutable"));
+        return Err(ApiError::invalid(&info.qualified_kind(), name, &[fe]).details(name, &info.group, &info.kind));
+    }
+    Ok(())
 }
 
 /// Equal apart from `resourceVersion`: such an update is a no-op (no new RV, no event).

@@ -23,6 +23,15 @@ pub enum PatchKind {
 }
 
 impl PatchKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PatchKind::Json => "json",
+            PatchKind::Merge => "merge",
+            PatchKind::Strategic => "strategic merge",
+            PatchKind::Apply => "apply",
+        }
+    }
+
     pub fn from_content_type(ct: &str) -> Option<Self> {
         let base = ct.split(';').next().unwrap_or("").trim();
         match base {

@@ -40,6 +40,8 @@ pub struct WatchEvent {
     pub object: Arc<Value>,
     /// The object before a MODIFIED: lets a filtered watch turn "stopped matching" into DELETED.
     pub previous: Option<Arc<Value>>,
+    /// The object's size as compact JSON: what the history's byte bound counts.
+    pub bytes: usize,
 }
 
 /// Where a watch starts.
@@ -90,12 +92,53 @@ pub struct DeleteOptions {
 pub struct StoreConfig {
     /// Events kept for watch replay; older RVs get 410 Expired.
     pub history_limit: usize,
+    /// The same bound in bytes of the events' objects as compact JSON: a few large objects written
+    /// and deleted cannot hold memory that a count alone would let through.
+    pub history_bytes: usize,
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        StoreConfig { history_limit: 100_000 }
+        StoreConfig { history_limit: 100_000, history_bytes: 64 * 1024 * 1024 }
     }
+}
+
+/// The largest object the store keeps, as compact JSON: etcd's default request limit (1.5 MiB).
+pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
+
+/// An object's size as compact JSON, counted without building the bytes.
+pub fn json_len(v: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    // Writing a Value into a sink that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut c, v);
+    c.0
+}
+
+/// 413 for an object over [`MAX_OBJECT_BYTES`], naming its size; the size otherwise.
+fn sized(info: &ResourceInfo, obj: &Value) -> Result<usize, ApiError> {
+    let n = json_len(obj);
+    if n > MAX_OBJECT_BYTES {
+        return Err(ApiError::new(
+            413,
+            "RequestEntityTooLarge",
+            format!(
+                "{} {:?} is {n} bytes as JSON; the limit for one object is {MAX_OBJECT_BYTES} bytes",
+                info.qualified_plural(),
+                meta_str(obj, "name")
+            ),
+        ));
+    }
+    Ok(n)
 }
 
 type ObjKey = (ResourceKey, String, String);
@@ -107,6 +150,8 @@ struct Inner {
     dependents: HashMap<String, BTreeSet<ObjKey>>,
     history: VecDeque<Arc<WatchEvent>>,
     history_limit: usize,
+    history_bytes: usize,
+    history_byte_limit: usize,
     /// Events with an RV at or below this are gone from history.
     compacted: u64,
     /// Last config each field manager applied, per (uid, manager, status): SSA pruning.
@@ -119,6 +164,30 @@ pub struct Store {
     closer: watch::Sender<u64>,
     admission: Arc<dyn AdmissionHook>,
     pub faults: Faults,
+}
+
+/// Namespaces the real API server refuses to delete.
+const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
+
+/// A 422 naming every metadata field that breaks the API server's object-metadata rules.
+fn invalid_meta(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
+    let errs = meta::validate_meta(info, obj);
+    if errs.is_empty() {
+        return Ok(());
+    }
+    let name = meta_str(obj, "name");
+    Err(ApiError::invalid(&info.qualified_kind(), name, &errs).details(name, &info.group, &info.kind))
+}
+
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
 }
 
 fn ns_key() -> ResourceKey {
@@ -137,12 +206,14 @@ impl Inner {
         self.objects.get(key).and_then(|m| m.get(&(ns.to_string(), name.to_string())))
     }
 
-    fn emit(&mut self, key: &ResourceKey, type_: EventType, object: Arc<Value>, previous: Option<Arc<Value>>) {
-        let ev = Arc::new(WatchEvent { rv: self.rv, key: key.clone(), type_, object, previous });
+    fn emit(&mut self, key: &ResourceKey, type_: EventType, object: Arc<Value>, previous: Option<Arc<Value>>, bytes: usize) {
+        let ev = Arc::new(WatchEvent { rv: self.rv, key: key.clone(), type_, object, previous, bytes });
         self.history.push_back(ev.clone());
-        while self.history.len() > self.history_limit {
+        self.history_bytes += bytes;
+        while self.history.len() > self.history_limit || (self.history_bytes > self.history_byte_limit && self.history.len() > 1) {
             if let Some(old) = self.history.pop_front() {
                 self.compacted = old.rv;
+                self.history_bytes -= old.bytes;
             }
         }
         // No receivers is fine: nobody is watching.
@@ -150,7 +221,13 @@ impl Inner {
     }
 
     /// Stores `obj` under a fresh RV and emits ADDED or MODIFIED.
-    fn put(&mut self, key: &ResourceKey, mut obj: Value, type_: EventType) -> Arc<Value> {
+    fn put(&mut self, key: &ResourceKey, obj: Value, type_: EventType) -> Arc<Value> {
+        let bytes = json_len(&obj);
+        self.put_sized(key, obj, type_, bytes)
+    }
+
+    /// [`Inner::put`] of an object whose JSON size the caller has measured.
+    fn put_sized(&mut self, key: &ResourceKey, mut obj: Value, type_: EventType, bytes: usize) -> Arc<Value> {
         self.rv += 1;
         meta_mut(&mut obj).insert("resourceVersion".into(), json!(self.rv.to_string()));
         let ns = meta_str(&obj, "namespace").to_string();
@@ -170,7 +247,7 @@ impl Inner {
             self.dependents.entry(o).or_default().insert(okey.clone());
         }
         self.by_uid.insert(uid, okey);
-        self.emit(key, type_, obj.clone(), old);
+        self.emit(key, type_, obj.clone(), old, bytes);
         obj
     }
 
@@ -190,7 +267,8 @@ impl Inner {
             }
         }
         self.applied.retain(|(u, _, _), _| *u != uid);
-        self.emit(key, EventType::Deleted, gone.clone(), None);
+        let bytes = json_len(&gone);
+        self.emit(key, EventType::Deleted, gone.clone(), None, bytes);
         if cascade {
             self.collect_garbage(&uid);
             if *key == ns_key() {
@@ -274,6 +352,8 @@ impl Store {
             dependents: HashMap::new(),
             history: VecDeque::new(),
             history_limit: config.history_limit.max(1),
+            history_bytes: 0,
+            history_byte_limit: config.history_bytes,
             compacted: 0,
             applied: HashMap::new(),
             tx,
@@ -356,6 +436,7 @@ impl Store {
             meta_mut(&mut obj).insert("name".into(), json!(name));
         }
         let name = meta_str(&obj, "name").to_string();
+        invalid_meta(info, &obj)?;
         self.fault("create", info, &name, false)?;
         if let Some(ns) = ns
             && inner.lookup(&ns_key(), "", ns).is_none()
@@ -366,10 +447,11 @@ impl Store {
             return Err(ApiError::already_exists(&info.qualified_plural(), &name).details(&name, &info.group, &info.plural));
         }
         self.admit(Operation::Create, info, &mut obj, None)?;
+        let bytes = sized(info, &obj)?;
         if dry_run {
             return Ok(Arc::new(obj));
         }
-        Ok(inner.put(&key, obj, EventType::Added))
+        Ok(inner.put_sized(&key, obj, EventType::Added, bytes))
     }
 
     pub fn get(&self, info: &ResourceInfo, ns: Option<&str>, name: &str) -> Result<Arc<Value>, ApiError> {
@@ -431,6 +513,7 @@ impl Store {
         let Some(old) = inner.lookup(&info.key(), ns, name).cloned() else {
             return Err(Self::not_found(info, name));
         };
+        meta::check_identity(info, &old, &obj)?;
         let rv = meta_str(&obj, "resourceVersion");
         if rv.is_empty() && info.is_crd {
             let fe = crate::api::validation::FieldError::invalid("metadata.resourceVersion", "must be specified for an update");
@@ -444,11 +527,15 @@ impl Store {
 
     fn commit_update(&self, inner: &mut Inner, info: &ResourceInfo, old: &Arc<Value>, new: Value, status: bool, dry_run: bool) -> Result<Arc<Value>, ApiError> {
         let mut next = meta::prepare_update(info, old, &new, status);
+        if !status {
+            invalid_meta(info, &next)?;
+        }
         let op = if status { Operation::UpdateStatus } else { Operation::Update };
         self.admit(op, info, &mut next, Some(old))?;
         if meta::same_content(&next, old) {
             return Ok(old.clone());
         }
+        let bytes = sized(info, &next)?;
         if dry_run {
             return Ok(Arc::new(next));
         }
@@ -459,7 +546,7 @@ impl Store {
             // The last finalizer went: the pending deletion completes.
             return Ok(inner.remove(&key, &ns, &name, true).unwrap_or_else(|| old.clone()));
         }
-        Ok(inner.put(&key, next, EventType::Modified))
+        Ok(inner.put_sized(&key, next, EventType::Modified, bytes))
     }
 
     /// PATCH of any kind. Apply creates a missing object. Returns (object, created).
@@ -481,6 +568,21 @@ impl Store {
             return Err(ApiError::unsupported_media(
                 "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
             ));
+        }
+        if kind != PatchKind::Json && !body.is_object() {
+            return Err(ApiError::bad_request(format!(
+                "the body of a {} patch must be a JSON object, not {}",
+                kind.as_str(),
+                json_type(&body)
+            )));
+        }
+        if kind == PatchKind::Apply {
+            let body_name = meta_str(&body, "name");
+            if !body_name.is_empty() && body_name != name {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({body_name}) does not match the name on the URL ({name})"
+                )));
+            }
         }
         self.fault("patch", info, name, status)?;
         let old = match inner.lookup(&info.key(), nsk, name).cloned() {
@@ -509,6 +611,7 @@ impl Store {
                 }
             }
         }
+        meta::check_identity(info, &old, &doc)?;
         // A resourceVersion written by the patch is a precondition, as on the real server.
         if meta_str(&doc, "resourceVersion") != meta_str(&old, "resourceVersion") {
             return Err(ApiError::conflict(&info.qualified_plural(), name).details(name, &info.group, &info.plural));
@@ -527,6 +630,10 @@ impl Store {
         let Some(obj) = inner.lookup(&key, nsk, name).cloned() else {
             return Err(Self::not_found(info, name));
         };
+        if key == ns_key() && IMMORTAL_NAMESPACES.contains(&name) {
+            return Err(ApiError::new(403, "Forbidden", format!("namespaces {name:?} is forbidden: this namespace may not be deleted"))
+                .details(name, "", "namespaces"));
+        }
         if opts.dry_run {
             return Ok(obj);
         }
@@ -582,6 +689,7 @@ impl Store {
     pub fn compact(&self) {
         let mut inner = self.lock();
         inner.history.clear();
+        inner.history_bytes = 0;
         inner.compacted = inner.rv;
     }
 
@@ -591,6 +699,7 @@ impl Store {
         let mut inner = self.lock();
         inner.rv += 1;
         inner.history.clear();
+        inner.history_bytes = 0;
         inner.compacted = inner.rv;
     }
 
@@ -600,6 +709,12 @@ impl Store {
     }
 
     /// Number of stored objects and their total compact-JSON size in bytes.
+    /// Events retained for watch replay, and their objects' size as compact JSON.
+    pub fn history_size(&self) -> (usize, usize) {
+        let inner = self.lock();
+        (inner.history.len(), inner.history_bytes)
+    }
+
     pub fn stored_size(&self) -> (usize, usize) {
         let inner = self.lock();
         let mut n = 0;
@@ -607,7 +722,7 @@ impl Store {
         for m in inner.objects.values() {
             for o in m.values() {
                 n += 1;
-                bytes += serde_json::to_vec(&**o).map(|v| v.len()).unwrap_or(0);
+                bytes += json_len(o);
             }
         }
         (n, bytes)

@@ -1,6 +1,8 @@
 //! Test kinds and helpers shared by the embedded-server test files.
 #![allow(dead_code)]
 
+pub mod kubectl;
+
 use kube::CustomResource;
 use kube::CustomResourceExt;
 use quotagate::api::validation::FieldError;
@@ -12,9 +14,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-#[kube(group = "example.quotagate.io", version = "v1", kind = "Widget", namespaced, status = "WidgetStatus", shortname = "wd",
-       category = "all", printcolumn = r#"{"name":"Size","type":"integer","jsonPath":".spec.size"}"#,
-       printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#)]
+#[kube(
+    group = "example.quotagate.io",
+    version = "v1",
+    kind = "Widget",
+    namespaced,
+    status = "WidgetStatus",
+    shortname = "wd",
+    category = "all",
+    printcolumn = r#"{"name":"Size","type":"integer","jsonPath":".spec.size"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#
+)]
 pub struct WidgetSpec {
     pub size: i32,
 }
@@ -39,7 +49,13 @@ pub struct GadgetSpec {
 pub struct TestHook;
 
 impl AdmissionHook for TestHook {
-    fn admit(&self, op: Operation, res: &ResourceInfo, new: &mut Value, _old: Option<&Value>) -> Result<(), Vec<FieldError>> {
+    fn admit(
+        &self,
+        op: Operation,
+        res: &ResourceInfo,
+        new: &mut Value,
+        _old: Option<&Value>,
+    ) -> Result<(), Vec<FieldError>> {
         if res.kind != "Widget" {
             return Ok(());
         }

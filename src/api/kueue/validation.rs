@@ -2,7 +2,7 @@
 //! real API server would enforce. Every error names the field path and the rule, with Kueue's or
 //! Kubernetes' own wording where one exists. Pure functions; the webhook/API server call them.
 
-mod names;
+use crate::api::names;
 mod queues;
 mod workload;
 

@@ -2,7 +2,7 @@
 //! `kubernetes.io/service-name`, owned by the Service), listing the matching pods that are Ready.
 
 use super::{RETRY, SimError};
-use crate::embedded::selector::{LabelReq, LabelSelector};
+use crate::embedded::selector::LabelSelector;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -26,12 +26,12 @@ fn pod_ready(p: &Pod) -> bool {
 /// The desired slice for `svc` given every pod in its namespace; None when the Service has no selector.
 pub fn desired_slice(svc: &Service, pods: &[Pod]) -> Option<Value> {
     let selector = svc.spec.as_ref()?.selector.as_ref().filter(|s| !s.is_empty())?;
-    let sel = LabelSelector(selector.iter().map(|(k, v)| LabelReq::Eq(k.clone(), v.clone())).collect());
+    let sel = LabelSelector::from_map(selector);
     let name = svc.metadata.name.clone()?;
     let ns = svc.metadata.namespace.clone().unwrap_or_default();
     let mut endpoints: Vec<Value> = pods
         .iter()
-        .filter(|p| pod_ready(p) && sel.matches(&serde_json::to_value(&p.metadata).map(|m| json!({"metadata": m})).unwrap_or(Value::Null)))
+        .filter(|p| pod_ready(p) && p.metadata.labels.as_ref().is_some_and(|l| sel.matches_labels(l)))
         .map(|p| {
             let ip = p.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap_or_default();
             json!({"addresses": [ip], "conditions": {"ready": true, "serving": true, "terminating": false},
