@@ -49,6 +49,11 @@ impl Faults {
         self.fail_nth_write(matcher, nth, e);
     }
 
+    /// Injected write faults not yet spent.
+    pub fn pending_write_faults(&self) -> usize {
+        self.writes.lock().map_or(0, |w| w.len())
+    }
+
     /// Delay every response by `d` (None: no delay).
     pub fn set_delay(&self, d: Option<Duration>) {
         if let Ok(mut x) = self.delay.lock() {

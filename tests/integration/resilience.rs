@@ -115,3 +115,39 @@ async fn two_replicas_with_leader_election_admit_each_workload_once() {
     a.stop().await;
     b.stop().await;
 }
+
+// Issue 13 item 1: an admission write the API server refuses for good (a 422, as for an object a
+// later-installed validation rejects) is reported once, backs off, and gives back the quota it
+// assumed, so the workloads queued behind it are admitted; before, the loop retried at once forever
+// and kept the quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_admission_write_backs_off_and_releases_its_quota() {
+    let c = Cluster::start(Limits::default().cq("cq", 2_000)).await;
+    c.simple("cq", "lq", "2").await;
+    let faults = &c.server.store.faults;
+    let refused = WriteMatch { name: Some("refused".into()), ..status_writes() };
+    for _ in 0..50 {
+        let e = quotagate::embedded::ApiError::new(422, "Invalid", "Workload.kueue.x-k8s.io \"refused\" is invalid: injected");
+        faults.fail_nth_write(refused.clone(), 1, e);
+    }
+    c.workload("refused", "lq", 100, "2").await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    c.workload("behind", "lq", 0, "2").await;
+    let wls = c.workloads();
+    wait_for(&wls, "behind", "admitted in the quota the refused write gave back", reserved).await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let attempts = 50 - faults.pending_write_faults();
+    assert!((1..=4).contains(&attempts), "{attempts} admission writes in ~2.5 s: the loop must back off");
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.client.clone(), "default");
+    let warned: Vec<_> = events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("AdmissionWriteFailed"))
+        .collect();
+    assert_eq!(warned.len(), 1, "reported once per streak: {warned:?}");
+    assert!(warned[0].note.as_deref().unwrap_or("").contains("quota released"), "{warned:?}");
+    c.quota.assert_safe();
+}

@@ -9,6 +9,7 @@ pub mod conditions;
 pub mod queue_status;
 pub mod run;
 pub mod sync;
+pub mod write_backoff;
 
 #[cfg(test)]
 mod tests;

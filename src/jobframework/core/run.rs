@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -16,6 +16,7 @@ use super::caches::Caches;
 use super::conditions::{self, EvictionCause};
 use super::queue_status;
 use super::sync::{Action, AdmissionState, Snapshot, key_of};
+use super::write_backoff::{self, WriteBackoff};
 use crate::api::kueue::constants::{RESOURCE_IN_USE_FINALIZER, reason};
 use crate::api::kueue::{ClusterQueue, Cohort, LocalQueue, Workload, WorkloadStatus};
 use crate::queue::{WorkloadKey, convert};
@@ -47,6 +48,7 @@ fn wl_api(client: &Client, key: &WorkloadKey) -> Api<Workload> {
 impl AdmissionLoop {
     pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
         let mut state = AdmissionState::new();
+        let mut backoff = WriteBackoff::default();
         tokio::pin!(shutdown);
         let mut leader_open = true;
         if self.synced.wait_for(|s| *s).await.is_err() {
@@ -60,18 +62,24 @@ impl AdmissionLoop {
                     // Nobody can change leadership any more: stop watching it (no busy loop).
                     leader_open = r.is_ok();
                 }
-                _ = tokio::time::sleep(self.resync) => {}
+                _ = tokio::time::sleep(backoff.next_wake(Instant::now()).map_or(self.resync, |d| d.min(self.resync))) => {}
             }
             if !*self.leader.borrow() {
                 state = AdmissionState::new();
+                backoff = WriteBackoff::default();
                 continue;
             }
             let started = std::time::Instant::now();
-            let snap = self.caches.snapshot();
+            let mut snap = self.caches.snapshot();
+            let t = Instant::now();
+            let live: std::collections::HashSet<WorkloadKey> = snap.workloads.iter().map(|w| key_of(w)).collect();
+            backoff.retain(|k| live.contains(k));
+            // A pending workload whose admission write failed sits out its backoff: it takes no
+            // quota in this cycle, so it cannot starve the workloads queued behind it.
+            snap.workloads.retain(|w| w.admission().is_some() || !backoff.blocked(&key_of(w), t));
             tracing::trace!(workloads = snap.workloads.len(), "admission step");
             let actions = state.step(&snap, now().as_millisecond());
             tracing::trace!(actions = actions.len(), "admission step done");
-            let admitted = actions.iter().any(|a| matches!(a, Action::Admit { .. }));
             let by_key: HashMap<WorkloadKey, Arc<Workload>> = snap
                 .workloads
                 .iter()
@@ -81,6 +89,7 @@ impl AdmissionLoop {
             // it after a failed write (a conflict, a deleted successor) would leave the job with no
             // quota at all while its pods run (invariant I6).
             let mut failed_admits: BTreeSet<WorkloadKey> = BTreeSet::new();
+            let mut admitted = false;
             for action in actions {
                 if let Action::FinishSlice { key, replaced_by } = &action
                     && failed_admits.contains(replaced_by)
@@ -92,10 +101,13 @@ impl AdmissionLoop {
                     Action::Admit { key, .. } => Some(key.clone()),
                     _ => None,
                 };
-                if !self.execute(&mut state, action, &by_key).await
-                    && let Some(k) = admit
-                {
-                    failed_admits.insert(k);
+                let ok = self.execute(&mut state, &mut backoff, action, &by_key).await;
+                if let Some(k) = admit {
+                    if ok {
+                        admitted = true;
+                    } else {
+                        failed_admits.insert(k);
+                    }
                 }
             }
             self.metrics
@@ -130,6 +142,7 @@ impl AdmissionLoop {
     async fn execute(
         &self,
         state: &mut AdmissionState,
+        backoff: &mut WriteBackoff,
         action: Action,
         by_key: &HashMap<WorkloadKey, Arc<Workload>>,
     ) -> bool {
@@ -160,6 +173,7 @@ impl AdmissionLoop {
                 let cq = admission.cluster_queue.clone();
                 match admit_with_retry(&api, wl, admission).await {
                     Ok(w) => {
+                        backoff.succeeded(&key);
                         self.metrics
                             .quota_reserved_workloads_total
                             .get_or_create(&self.metrics.cq(&cq))
@@ -192,8 +206,17 @@ impl AdmissionLoop {
                         }
                     }
                     Err(e) => {
-                        tracing::info!(workload = %key, error = %e, "admission write failed; requeueing");
                         state.forget(&key);
+                        let permanent = write_backoff::is_permanent(&e);
+                        let (failures, delay) = backoff.failed(&key, permanent, Instant::now());
+                        if permanent && failures == 1 {
+                            // Reported once per streak: retrying the same write cannot succeed.
+                            tracing::warn!(workload = %key, error = %e, retry_in = ?delay, "admission write refused; quota released");
+                            let note = format!("Admission to ClusterQueue {cq} could not be written: {e}; quota released, retrying in {}s", delay.as_secs());
+                            self.event(&wl.object_ref(&()), EventType::Warning, "AdmissionWriteFailed", note).await;
+                        } else {
+                            tracing::info!(workload = %key, error = %e, failures, retry_in = ?delay, "admission write failed; quota released");
+                        }
                         return false;
                     }
                 }
