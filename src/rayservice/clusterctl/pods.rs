@@ -108,6 +108,10 @@ pub struct PodInputs {
     pub quota: Option<BTreeMap<String, i64>>,
 }
 
+/// Worker pods created in one pass at most, as the ReplicaSet controller's burst (500): a group asking
+/// for millions of replicas gets them batch by batch, each batch bounded in memory and API calls.
+pub const MAX_PODS_PER_PASS: usize = 500;
+
 /// Plans pod writes for a cluster that is neither suspending nor suspended.
 pub fn plan_pods(i: &PodInputs) -> Vec<PodAction> {
     let live: Vec<&PodView> = i.pods.iter().filter(|p| !p.deleting).collect();
@@ -261,8 +265,11 @@ fn plan_group(g: &GroupView, pods: &[&PodView], autoscaling: bool, out: &mut Vec
             .flat_map(|(_, m)| m.iter().filter_map(|p| p.replica_index))
             .collect();
         let free = (0..).filter(|i| !used.contains(i));
+        // In bounded batches, never in proportion to a number the user wrote: the next pass (the
+        // created pods' events trigger it) creates the next batch.
+        let batch = (MAX_PODS_PER_PASS / hosts).max(1);
         let mut workers = Vec::new();
-        for (ordinal, replica_index) in free.take(g.replicas - remaining.len()).enumerate() {
+        for (ordinal, replica_index) in free.take((g.replicas - remaining.len()).min(batch)).enumerate() {
             for host_index in 0..hosts {
                 workers.push(NewWorker {
                     replica_index,

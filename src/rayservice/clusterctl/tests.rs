@@ -452,3 +452,27 @@ mod properties {
         }
     }
 }
+
+// Issue 13 item 2: `replicas: 2147483647` used to materialise every missing pod in one plan (RSS
+// grew by 500 MB/s). A pass creates at most MAX_PODS_PER_PASS pods; multi-host replicas stay whole.
+#[test]
+fn huge_replica_counts_are_created_in_bounded_batches() {
+    use super::pods::MAX_PODS_PER_PASS;
+    let created = |plan: &[PodAction]| -> usize {
+        plan.iter()
+            .map(|a| match a {
+                PodAction::CreateWorkers { workers, .. } => workers.len(),
+                _ => 0,
+            })
+            .sum()
+    };
+    let huge = usize::try_from(i32::MAX).unwrap();
+    let plan = plan_pods(&inputs(vec![head("h")], vec![group("g", huge)]));
+    assert_eq!(created(&plan), MAX_PODS_PER_PASS);
+    let multi = GroupView { hosts: 64, ..group("m", huge) };
+    let plan = plan_pods(&inputs(vec![head("h")], vec![multi]));
+    assert_eq!(created(&plan), (MAX_PODS_PER_PASS / 64) * 64, "whole replicas of 64 hosts");
+    let wide = GroupView { hosts: 2_000, ..group("w", huge) };
+    let plan = plan_pods(&inputs(vec![head("h")], vec![wide]));
+    assert_eq!(created(&plan), 2_000, "one replica wider than a batch is still created whole");
+}

@@ -12,6 +12,10 @@ use crate::api::ray::raycluster::{
 };
 use crate::api::validation::{ErrorType, FieldError, Path};
 
+/// The most hosts one multi-host replica may have: its pods are created in one pass, so this bounds a
+/// pass's memory. The largest TPU slices have a few thousand hosts.
+pub const MAX_NUM_OF_HOSTS: i32 = 10_000;
+
 const AUTOSCALER_V2_ENV: &str = c::ENV_RAY_ENABLE_AUTOSCALER_V2;
 const GEN_AUTOSCALER_START_CMD: &str = "KUBERAY_GEN_AUTOSCALER_START_CMD";
 const GCS_STORAGE_ENVS: [&str; 2] = ["RAY_gcs_storage", "RAY_gcs_storage_path"];
@@ -173,6 +177,12 @@ fn validate_worker_group(
         errs.push(FieldError::invalid(
             &p.child("numOfHosts"),
             format!("worker group {name}: numOfHosts must be at least 1, got {n}"),
+        ));
+    }
+    if let Some(n) = wg.num_of_hosts.filter(|n| *n > MAX_NUM_OF_HOSTS) {
+        errs.push(FieldError::invalid(
+            &p.child("numOfHosts"),
+            format!("worker group {name}: numOfHosts must be at most {MAX_NUM_OF_HOSTS} (a multi-host replica's pods are created together), got {n}"),
         ));
     }
     let empty = BTreeMap::new();

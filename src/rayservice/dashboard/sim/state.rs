@@ -239,6 +239,11 @@ fn new_replica(next: &mut u64, running_at: Instant) -> SimReplica {
     }
 }
 
+/// Replicas of one deployment the simulated cluster places at most; a larger target leaves the rest
+/// unscheduled, as a real Ray cluster without the resources does, instead of allocating in
+/// proportion to a number in the Serve config.
+pub const SIM_MAX_REPLICAS: u32 = 1024;
+
 fn running(d: &SimDeployment, now: Instant) -> u32 {
     let n = d
         .replicas
@@ -271,7 +276,7 @@ fn rebuild(
                 .collect(),
             None => Vec::new(),
         };
-        replicas.extend((0..target).map(|_| new_replica(next, running_at)));
+        replicas.extend((0..target.min(SIM_MAX_REPLICAS)).map(|_| new_replica(next, running_at)));
         deployments.insert(
             name.clone(),
             SimDeployment {
@@ -299,7 +304,8 @@ fn scale_live(app: &mut SimApp, tc: Option<f64>, now: Instant, opts: &SimOptions
         if target > current {
             d.scaling = Some(Scaling::Up { from: current });
             d.replicas.extend(
-                (current..target).map(|_| new_replica(next, now + opts.replica_start_delay)),
+                (current..target.min(SIM_MAX_REPLICAS).max(current))
+                    .map(|_| new_replica(next, now + opts.replica_start_delay)),
             );
         } else if target < current {
             // Stop the youngest (still starting) replicas first.
@@ -337,6 +343,13 @@ fn render_app(name: &str, app: &SimApp, started: Instant, now: Instant) -> AppDe
             let stopping = d.replicas.iter().any(|r| r.stopping);
             let (status, message) = match d.scaling {
                 _ if building => (DeploymentStatus::Updating, String::new()),
+                _ if d.target > SIM_MAX_REPLICAS => (
+                    DeploymentStatus::Upscaling,
+                    format!(
+                        "Deployment '{dname}' in application '{name}' has {} replicas that cannot be scheduled: the cluster places at most {SIM_MAX_REPLICAS}.",
+                        d.target - SIM_MAX_REPLICAS
+                    ),
+                ),
                 Some(Scaling::Up { from }) if live < d.target => (
                     DeploymentStatus::Upscaling,
                     format!("Upscaling from {from} to {} replicas.", d.target),

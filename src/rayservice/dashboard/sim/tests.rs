@@ -502,3 +502,26 @@ async fn proxy_is_healthy_once_an_app_runs_and_needs_no_token() {
     sim.set_reachable(URL, false);
     assert!(sim.proxy_healthy(&ep(), proxy).await.is_err());
 }
+
+// Issue 13 item 3: `num_replicas: 1000000000` made the simulator allocate every replica (64 GB) and
+// abort the process. It places at most SIM_MAX_REPLICAS and reports the rest unscheduled; the app is
+// never ready, as on a real Ray cluster without the resources.
+#[tokio::test(start_paused = true)]
+async fn a_billion_replicas_stay_unscheduled_without_allocating_them() {
+    let sim = sim();
+    sim.deploy(&ep(), &config(vec![hello(1_000_000_000)]), None).await.unwrap();
+    tokio::time::advance(10 * S).await;
+    let d = details(&sim).await;
+    let dep = &d.applications["hello"].deployments["Hello"];
+    assert_eq!(dep.target_num_replicas, Some(1_000_000_000));
+    assert_eq!(dep.replicas.len(), usize::try_from(state::SIM_MAX_REPLICAS).unwrap());
+    assert!(dep.message.contains("cannot be scheduled"), "{}", dep.message);
+    assert!(!serve_readiness(&d, None).is_ready());
+    // Scaling a running app up to the same absurd number is bounded the same way.
+    let sim = super::RaySim::new(SimOptions::default());
+    running_hello(&sim, 2).await;
+    sim.deploy(&ep(), &config(vec![hello(u32::MAX)]), None).await.unwrap();
+    tokio::time::advance(10 * S).await;
+    let d = details(&sim).await;
+    assert_eq!(d.applications["hello"].deployments["Hello"].replicas.len(), usize::try_from(state::SIM_MAX_REPLICAS).unwrap());
+}
