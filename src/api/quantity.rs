@@ -104,7 +104,8 @@ impl FromStr for Quantity {
     type Err = QuantityError;
 
     fn from_str(raw: &str) -> Result<Self, Self::Err> {
-        let s = raw.trim();
+        // No trimming: the API server's quantity pattern refuses surrounding whitespace.
+        let s = raw;
         if s.is_empty() {
             return Err(QuantityError::Empty);
         }

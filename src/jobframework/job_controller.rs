@@ -373,9 +373,24 @@ pub async fn reconcile<J: JobKind>(
                 };
                 prepare_workload_slice(&mut wl, &old)?;
             }
-            if let Some(w) =
-                shell::ignore_already_exists(wl_api.create(&PostParams::default(), &wl).await)?
-            {
+            let created = match wl_api.create(&PostParams::default(), &wl).await {
+                // The API server refused the Workload for what it is (say a negative request in the
+                // job's pod template): retrying cannot fix it, so say why on the job and wait for a change.
+                Err(kube::Error::Api(s)) if s.code == 422 || s.code == 400 => {
+                    shell::publish(
+                        &ctx.recorder,
+                        &obj_ref,
+                        EventType::Warning,
+                        "FailedCreateWorkload",
+                        format!("the Workload for the job was refused: {}", s.message),
+                    )
+                    .await;
+                    tracing::info!(error = %s.message, "workload refused by the API server; waiting for the job to change");
+                    return Ok(Action::requeue(Duration::from_secs(60)));
+                }
+                other => other,
+            };
+            if let Some(w) = shell::ignore_already_exists(created)? {
                 let what = if matches!(step, Step::CreateSlice { .. }) {
                     "workload slice "
                 } else {

@@ -193,6 +193,25 @@ async fn kubectl_applies_kueue_setup_and_sees_admission() {
     .await;
     assert!(ok, "{active}");
     assert_eq!(active, "Ready");
+
+    // Issue 13 items 1 and 6, as a careless user hits them: each refused with the field named, and
+    // the admitted workload and the server unaffected.
+    let bad_name = WORKLOAD.replace("name: sample", "name: stuck wl");
+    let space_quota = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata:\n  name: spaced\nspec:\n  resourceGroups:\n  - coveredResources: [cpu]\n    flavors:\n    - name: default-flavor\n      resources:\n      - name: cpu\n        nominalQuota: \" 1\"\n";
+    let negative_cpu = "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata:\n  name: neg\n  labels:\n    kueue.x-k8s.io/queue-name: user-queue\nspec:\n  headGroupSpec:\n    rayStartParams: {}\n    template:\n      spec:\n        containers:\n        - name: head\n          image: rayproject/ray\n          resources:\n            requests:\n              cpu: \"-1\"\n";
+    for (file, yaml, want) in [
+        ("badname.yaml", bad_name.as_str(), "metadata.name"),
+        ("spaced.yaml", space_quota, "nominalQuota"),
+        ("neg.yaml", negative_cpu, "resources.requests[cpu]"),
+    ] {
+        std::fs::write(dir.join(file), yaml).unwrap();
+        let (ok, out) = kubectl(&bin, &dir, &["apply", "-f", dir.join(file).to_str().unwrap()]).await;
+        assert!(!ok && out.contains(want), "{file} must be refused naming {want}: {out}");
+    }
+    let (ok, out) = kubectl(&bin, &dir, &["get", "ns"]).await;
+    assert!(ok && out.contains("default"), "{out}");
+    let (ok, names) = kubectl(&bin, &dir, &["get", "workloads", "-o", "jsonpath={.items[*].metadata.name}"]).await;
+    assert!(ok && names == "sample", "nothing else stored: {names}");
     let _ = stop_tx.send(());
     let result = tokio::time::timeout(Duration::from_secs(10), manager)
         .await

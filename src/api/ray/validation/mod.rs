@@ -3,6 +3,7 @@
 //!
 //! Unlike KubeRay, which stops at the first broken rule, every broken rule is reported.
 
+mod pod_resources;
 mod spec;
 mod syntax;
 

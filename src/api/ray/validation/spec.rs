@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{Container, EnvVar};
 
+use super::pod_resources::validate_pod_resources;
 use super::syntax::{is_label_value, is_qualified_name, parse_version};
 use super::{RayFeatureGates, validate_managed_by};
 use crate::api::ray::constants as c;
@@ -57,6 +58,7 @@ pub fn validate_ray_cluster_spec_with(
     let head_params = head.ray_start_params.as_ref().unwrap_or(&empty);
     validate_group_resources(head_params, head.resources.as_ref(), &head_path, &mut errs);
     validate_group_labels(head_params, head.labels.as_ref(), &head_path, &mut errs);
+    validate_pod_resources(&head.template, &head_path.child("template"), &mut errs);
 
     let autoscaling = spec.autoscaling_enabled();
     let head_env = head_container.and_then(|c| c.env.as_deref()).unwrap_or(&[]);
@@ -188,6 +190,7 @@ fn validate_worker_group(
     let empty = BTreeMap::new();
     let params = wg.ray_start_params.as_ref().unwrap_or(&empty);
     validate_group_resources(params, wg.resources.as_ref(), p, errs);
+    validate_pod_resources(&wg.template, &p.child("template"), errs);
     validate_group_labels(params, wg.labels.as_ref(), p, errs);
     if let Some(t) = wg.idle_timeout_seconds {
         if t < 0 {
