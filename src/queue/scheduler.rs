@@ -47,16 +47,6 @@ pub enum EvictionReason {
     ClusterQueueStopped,
 }
 
-impl EvictionReason {
-    /// Kueue's `Evicted` condition reason.
-    pub fn evicted_reason(&self) -> &'static str {
-        match self {
-            EvictionReason::Preempted(_) => "Preempted",
-            EvictionReason::ClusterQueueStopped => "ClusterQueueStopped",
-        }
-    }
-}
-
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Eviction {
     pub key: WorkloadKey,
@@ -124,6 +114,18 @@ struct Entry {
     cached: bool,
     /// Key and generation to cache an unfit outcome under; `None` when it must not be cached.
     cache_as: Option<(ShapeKey, u64)>,
+}
+
+/// What one scheduling cycle carries from ClusterQueue to ClusterQueue.
+#[derive(Default)]
+struct Cycle {
+    /// Per ClusterQueue: where its walk through the queue stands.
+    cursors: BTreeMap<String, Cursor>,
+    /// Workloads evaluated in this cycle (each gets its pending status reported once).
+    attempted: HashSet<WorkloadKey>,
+    /// Workloads a preemptor of this cycle has already chosen as victims.
+    targets: HashSet<WorkloadKey>,
+    res: CycleResult,
 }
 
 #[derive(Default)]
@@ -612,12 +614,10 @@ impl AdmissionCore {
     /// against the live quota tree until none is left to try, so several workloads per
     /// ClusterQueue can be admitted in one cycle while StrictFIFO order is kept.
     pub fn schedule_cycle(&mut self, now: i64) -> CycleResult {
-        let mut res = CycleResult::default();
+        let mut cy = Cycle::default();
         self.unfit_cache.clear();
         self.apply_requeues();
-        self.drain_stopped(&mut res);
-        let mut attempted: HashSet<WorkloadKey> = HashSet::new();
-        let mut cursors: BTreeMap<String, Cursor> = BTreeMap::new();
+        self.drain_stopped(&mut cy.res);
         let names: Vec<String> = self
             .queues
             .iter()
@@ -626,7 +626,7 @@ impl AdmissionCore {
             .collect();
         for name in names {
             if let Some((reason, message)) = self.inactive_reason(&name) {
-                self.park_whole_queue(&name, reason, &message, &mut attempted);
+                self.park_whole_queue(&name, reason, &message, &mut cy.attempted);
                 continue;
             }
             let first = self
@@ -634,7 +634,7 @@ impl AdmissionCore {
                 .get(&name)
                 .and_then(|k| self.pending.get(k))
                 .map(|p| p.order.clone());
-            cursors.insert(
+            cy.cursors.insert(
                 name,
                 Cursor {
                     first,
@@ -642,10 +642,9 @@ impl AdmissionCore {
                 },
             );
         }
-        let mut cycle_targets: HashSet<WorkloadKey> = HashSet::new();
         loop {
             let mut entries: Vec<Entry> = Vec::new();
-            for (name, cur) in cursors.iter_mut() {
+            for (name, cur) in cy.cursors.iter_mut() {
                 if cur.done {
                     continue;
                 }
@@ -657,7 +656,7 @@ impl AdmissionCore {
                     let q = &self.queues[name];
                     let mut h = q.next_after(cur.after.as_ref()).cloned();
                     while let Some(k) = &h {
-                        if !attempted.contains(&k.key) {
+                        if !cy.attempted.contains(&k.key) {
                             break;
                         }
                         h = q.next_after(Some(k)).cloned();
@@ -671,18 +670,18 @@ impl AdmissionCore {
                     cur.done = true;
                     continue;
                 };
-                res.attempts += 1;
+                cy.res.attempts += 1;
                 match self.nominate(&head) {
                     Ok(e) => entries.push(e),
                     Err((reason, message)) => {
-                        attempted.insert(head.key.clone());
+                        cy.attempted.insert(head.key.clone());
                         // Misconfiguration does not block StrictFIFO: the workload cannot be admitted here at all.
                         self.set_pending(&head.key, reason, message, true);
                     }
                 }
             }
             if entries.is_empty() {
-                if cursors.values().all(|c| c.done) {
+                if cy.cursors.values().all(|c| c.done) {
                     break;
                 }
                 continue;
@@ -693,18 +692,12 @@ impl AdmissionCore {
                 ka.cmp(&kb)
             });
             for e in entries {
-                self.process(
-                    e,
-                    now,
-                    &mut cursors,
-                    &mut attempted,
-                    &mut cycle_targets,
-                    &mut res,
-                );
+                self.process(e, now, &mut cy);
             }
         }
-        self.explain_blocked(&cursors, &mut attempted);
-        for k in attempted {
+        self.explain_blocked(&cy.cursors, &mut cy.attempted);
+        let mut res = cy.res;
+        for k in cy.attempted {
             if let Some(p) = self.pending.get(&k) {
                 let (reason, message) = (p.reason, p.message.clone());
                 res.pending.push(PendingStatus {
@@ -879,15 +872,7 @@ impl AdmissionCore {
         })
     }
 
-    fn process(
-        &mut self,
-        e: Entry,
-        now: i64,
-        cursors: &mut BTreeMap<String, Cursor>,
-        attempted: &mut HashSet<WorkloadKey>,
-        cycle_targets: &mut HashSet<WorkloadKey>,
-        res: &mut CycleResult,
-    ) {
+    fn process(&mut self, e: Entry, now: i64, cy: &mut Cycle) {
         let strict = self
             .cqs
             .get(&e.cq)
@@ -899,37 +884,31 @@ impl AdmissionCore {
             .and_then(|p| self.replaced_slice(&p.model))
             .map(|o| (o.model.key.clone(), o.usage.clone()));
         if e.cached {
-            attempted.insert(key.clone());
+            cy.attempted.insert(key.clone());
             self.fail(
                 &key,
                 e.assignment.reason,
                 e.assignment.message,
                 strict,
-                cursors,
+                cy,
                 &e.cq,
             );
             return;
         }
         match e.assignment.mode {
             Mode::NoFit => {
-                attempted.insert(key.clone());
+                cy.attempted.insert(key.clone());
                 // The assignment's own message already names what is short, in Kueue's words.
                 let msg = e.assignment.message.clone();
                 if let Some((ck, generation)) = e.cache_as {
                     self.unfit_cache
                         .insert(ck, (generation, e.assignment.reason, msg.clone()));
                 }
-                self.fail(&key, e.assignment.reason, msg, strict, cursors, &e.cq);
+                self.fail(&key, e.assignment.reason, msg, strict, cy, &e.cq);
             }
             Mode::Preempt => {
-                attempted.insert(key.clone());
-                if let Some((_, u)) = &old {
-                    self.tree.remove_all(e.cq_idx, u);
-                }
-                let targets = self.preemption_targets(&e, old.as_ref().map(|(k, _)| k));
-                if let Some((_, u)) = &old {
-                    self.tree.add_all(e.cq_idx, u);
-                }
+                cy.attempted.insert(key.clone());
+                let targets = self.preemption_targets(&e, old.as_ref());
                 if targets.is_empty() {
                     let shorts: Vec<Shortfall> = e
                         .assignment
@@ -954,21 +933,14 @@ impl AdmissionCore {
                             (generation, PendingReason::WaitingForQuota, msg.clone()),
                         );
                     }
-                    self.fail(
-                        &key,
-                        PendingReason::WaitingForQuota,
-                        msg,
-                        strict,
-                        cursors,
-                        &e.cq,
-                    );
+                    self.fail(&key, PendingReason::WaitingForQuota, msg, strict, cy, &e.cq);
                     return;
                 }
-                if let Some(c) = cursors.get_mut(&e.cq) {
+                if let Some(c) = cy.cursors.get_mut(&e.cq) {
                     c.done = true;
                     c.blocked_by = Some(key.clone());
                 }
-                if targets.iter().any(|t| cycle_targets.contains(&t.key)) {
+                if targets.iter().any(|t| cy.targets.contains(&t.key)) {
                     // Another preemptor of this cycle already claimed these victims; retry next cycle.
                     self.set_pending(
                         &key,
@@ -980,12 +952,12 @@ impl AdmissionCore {
                 }
                 let n = targets.len();
                 for t in targets {
-                    cycle_targets.insert(t.key.clone());
+                    cy.targets.insert(t.key.clone());
                     if let Some(a) = self.admitted.get_mut(&t.key)
                         && !a.evicting
                     {
                         a.evicting = true;
-                        res.evictions.push(Eviction {
+                        cy.res.evictions.push(Eviction {
                             message: format!(
                                 "Preempted to accommodate a workload (UID: {}) due to {}",
                                 e.order.uid,
@@ -1005,21 +977,21 @@ impl AdmissionCore {
                 );
             }
             Mode::Fit => {
-                if let Some((_, u)) = &old {
-                    self.tree.remove_all(e.cq_idx, u);
-                }
-                if !self.tree.fits(e.cq_idx, &e.assignment.usage) {
-                    if let Some((_, u)) = &old {
-                        self.tree.add_all(e.cq_idx, u);
-                    }
+                // The replaced slice's usage makes room for its successor; it stays out only
+                // when the successor is admitted.
+                let without = self
+                    .tree
+                    .without_usage(e.cq_idx, old.as_ref().map(|(_, u)| u));
+                if !without.fits(e.cq_idx, &e.assignment.usage) {
                     // Quota changed under it in this cycle: evaluate again in the next round.
-                    if let Some(c) = cursors.get_mut(&e.cq) {
+                    if let Some(c) = cy.cursors.get_mut(&e.cq) {
                         c.retry = Some(e.order.clone());
                     }
                     return;
                 }
-                attempted.insert(key.clone());
-                self.admit(e, old.map(|(k, _)| k), now, res);
+                without.keep();
+                cy.attempted.insert(key.clone());
+                self.admit(e, old.map(|(k, _)| k), now, &mut cy.res);
             }
         }
     }
@@ -1030,7 +1002,7 @@ impl AdmissionCore {
         reason: PendingReason,
         msg: String,
         strict: bool,
-        cursors: &mut BTreeMap<String, Cursor>,
+        cy: &mut Cycle,
         cq: &str,
     ) {
         if self.waiting_preemptor.get(cq) == Some(key) {
@@ -1038,7 +1010,7 @@ impl AdmissionCore {
         }
         if strict {
             // The head keeps blocking newer workloads.
-            if let Some(c) = cursors.get_mut(cq) {
+            if let Some(c) = cy.cursors.get_mut(cq) {
                 c.done = true;
                 c.blocked_by = Some(key.clone());
             }
@@ -1048,10 +1020,12 @@ impl AdmissionCore {
         }
     }
 
+    /// Victims that make room for `e`, searched with the slice it replaces (if any) taken out of
+    /// the tree for the search only.
     fn preemption_targets(
         &mut self,
         e: &Entry,
-        replaced: Option<&WorkloadKey>,
+        replaced: Option<&(WorkloadKey, FrAmounts)>,
     ) -> Vec<super::preemption::Target> {
         let Some(p) = self.pending.get(&e.order.key) else {
             return Vec::new();
@@ -1059,12 +1033,13 @@ impl AdmissionCore {
         let Some(cq) = self.cqs.get(&e.cq) else {
             return Vec::new();
         };
-        let root = self.tree.root(e.cq_idx);
+        let mut tree = self.tree.without_usage(e.cq_idx, replaced.map(|(_, u)| u));
+        let root = tree.root(e.cq_idx);
         let mut cands: Vec<Candidate<'_>> = Vec::new();
         let within = cq.preemption.within_cluster_queue != super::model::WithinClusterQueue::Never;
         let reclaim =
             cq.preemption.reclaim_within_cohort != super::model::ReclaimWithinCohort::Never;
-        for ci in self.tree.cqs_under(root) {
+        for ci in tree.cqs_under(root) {
             // Skip whole ClusterQueues that cannot give anything back before looking at workloads.
             let useful = if ci == e.cq_idx {
                 within
@@ -1073,14 +1048,14 @@ impl AdmissionCore {
                     && e.assignment
                         .preempt_frs
                         .iter()
-                        .any(|fr| self.tree.is_borrowing(ci, fr))
+                        .any(|fr| tree.is_borrowing(ci, fr))
             };
             if !useful {
                 continue;
             }
-            let name = &self.tree.nodes[ci].name;
+            let name = &tree.nodes[ci].name;
             for k in self.admitted_by_cq.get(name).into_iter().flatten() {
-                if Some(k) == replaced {
+                if Some(k) == replaced.map(|(k, _)| k) {
                     continue;
                 }
                 if let Some(a) = self.admitted.get(k) {
@@ -1105,7 +1080,7 @@ impl AdmissionCore {
             usage: &e.assignment.usage,
             contested: &e.assignment.preempt_frs,
         };
-        find_targets(&mut self.tree, &pre, &cands)
+        find_targets(tree.tree_mut(), &pre, &cands)
     }
 
     fn admit(&mut self, e: Entry, replaced: Option<WorkloadKey>, now: i64, res: &mut CycleResult) {

@@ -63,6 +63,12 @@ impl<'u> Without<'_, 'u> {
         true
     }
 
+    /// The tree itself, for a simulation that scopes its own changes (they must be undone before
+    /// this guard drops, or they stay).
+    pub fn tree_mut(&mut self) -> &mut QuotaTree {
+        self.tree
+    }
+
     /// Keeps the removals: the tree stays without them after the guard drops.
     pub fn keep(mut self) {
         self.removed.clear();

@@ -208,7 +208,7 @@ async fn story(client: &Client, step_timeout: Duration, clock: &Clock) -> Result
     clock.say("RayCluster beta created (head 2 CPU + 3 workers x 1 CPU = 5 CPU; 4 of 8 CPU are in use)");
     let (reason, message) = wait_list(&wls, &lp, step, step_timeout, |w| {
         let c = condition(workload_of(w, "beta")?.status.as_ref().map(|s| &s.conditions), "QuotaReserved")?;
-        (c.status == "False" && !c.message.is_empty()).then(|| (c.reason.clone(), c.message.clone()))
+        (c.status == crate::api::conditions::FALSE && !c.message.is_empty()).then(|| (c.reason.clone(), c.message.clone()))
     })
     .await?;
     clock.say(&format!("beta pending: QuotaReserved=False {reason}: {message}"));
@@ -251,7 +251,7 @@ async fn story(client: &Client, step_timeout: Duration, clock: &Clock) -> Result
     let (slice, why) = wait_list(&wls, &lp, step, step_timeout, |w| {
         owned_by_service(w, "fruit-stand").find_map(|w| {
             let c = condition(w.status.as_ref().map(|s| &s.conditions), "QuotaReserved")?;
-            (c.status == "False" && !c.message.is_empty()).then(|| (w.name_any(), c.message.clone()))
+            (c.status == crate::api::conditions::FALSE && !c.message.is_empty()).then(|| (w.name_any(), c.message.clone()))
         })
     })
     .await?;

@@ -189,7 +189,7 @@ async fn create_queues(client: &Client, plan: &Plan) -> Result<(), String> {
                 c.status.as_ref().is_some_and(|s| {
                     s.conditions
                         .iter()
-                        .any(|c| c.type_ == "Active" && c.status == "True")
+                        .any(|c| c.type_ == "Active" && c.status == crate::api::conditions::TRUE)
                 })
             })
             .count();

@@ -19,7 +19,7 @@ fn pod_ready(p: &Pod) -> bool {
     p.metadata.deletion_timestamp.is_none()
         && p.status.as_ref().is_some_and(|s| {
             s.pod_ip.as_deref().is_some_and(|ip| !ip.is_empty())
-                && s.conditions.iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True")
+                && s.conditions.iter().flatten().any(|c| c.type_ == "Ready" && c.status == crate::api::conditions::TRUE)
         })
 }
 

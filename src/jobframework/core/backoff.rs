@@ -61,11 +61,6 @@ impl RequeueBackoff {
     }
 }
 
-/// Whether eviction for `evicted_reason` is followed by a backoff (only the PodsReady timeout).
-pub fn applies_to(evicted_reason: &str) -> bool {
-    evicted_reason == reason::PODS_READY_TIMEOUT
-}
-
 /// `requeueAt` of a workload in backoff.
 pub fn requeue_at(wl: &Workload) -> Option<jiff::Timestamp> {
     wl.status
@@ -103,7 +98,7 @@ pub fn finished(wl: &Workload, now: jiff::Timestamp) -> Option<WorkloadStatus> {
 /// deactivation are checked before a workload gets this far.) Other reasons stay as they are.
 pub fn release(wl: &Workload, cq_stopped: bool) -> Option<(&'static str, &'static str)> {
     let rq = wl.status.as_ref()?.condition(condition::REQUEUED)?;
-    if rq.status != "False" || requeue_at(wl).is_some() {
+    if rq.status != crate::api::conditions::FALSE || requeue_at(wl).is_some() {
         return None;
     }
     match rq.reason.as_str() {

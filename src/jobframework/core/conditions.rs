@@ -1,9 +1,9 @@
 //! Workload status transitions as pure functions: each takes the current status and returns the new
 //! one, or `None` when nothing would change (so no write is made for a no-op).
 
-
 use crate::api::kueue::constants::{condition, reason};
 use crate::api::kueue::{Admission, Workload, WorkloadStatus};
+use crate::queue::{EvictionReason, PreemptedReason};
 
 pub use crate::api::conditions::set as set_condition;
 
@@ -78,7 +78,7 @@ pub fn pending(
     // scheduler back (and woke every watcher of Workloads).
     if s.conditions.iter().any(|c| {
         c.type_ == condition::QUOTA_RESERVED
-            && c.status == "False"
+            && c.status == crate::api::conditions::FALSE
             && c.reason == reason
             && substance(&c.message) == substance(message)
     }) {
@@ -114,13 +114,61 @@ pub fn substance(message: &str) -> String {
     out
 }
 
-/// What evicts a workload.
+/// Why a workload is evicted: Kueue's `Evicted` condition reasons, typed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EvictedBy {
+    Preempted(PreemptedReason),
+    ClusterQueueStopped,
+    LocalQueueStopped,
+    Deactivated,
+    PodsReadyTimeout,
+}
+
+impl EvictedBy {
+    /// The `Evicted` condition reason.
+    pub fn reason(self) -> &'static str {
+        match self {
+            EvictedBy::Preempted(_) => reason::PREEMPTED,
+            EvictedBy::ClusterQueueStopped => reason::CLUSTER_QUEUE_STOPPED,
+            EvictedBy::LocalQueueStopped => reason::LOCAL_QUEUE_STOPPED,
+            EvictedBy::Deactivated => reason::DEACTIVATED,
+            EvictedBy::PodsReadyTimeout => reason::PODS_READY_TIMEOUT,
+        }
+    }
+
+    /// The `Preempted` condition reason, only for preemptions.
+    pub fn preempted_reason(self) -> Option<&'static str> {
+        let EvictedBy::Preempted(r) = self else {
+            return None;
+        };
+        Some(match r {
+            PreemptedReason::InClusterQueue => reason::IN_CLUSTER_QUEUE,
+            PreemptedReason::InCohortReclamation => reason::IN_COHORT_RECLAMATION,
+            PreemptedReason::InCohortReclaimWhileBorrowing => {
+                reason::IN_COHORT_RECLAIM_WHILE_BORROWING
+            }
+        })
+    }
+
+    /// Whether the eviction is followed by a requeue backoff (Kueue: only the PodsReady timeout).
+    pub fn backs_off(self) -> bool {
+        self == EvictedBy::PodsReadyTimeout
+    }
+}
+
+impl From<EvictionReason> for EvictedBy {
+    fn from(r: EvictionReason) -> Self {
+        match r {
+            EvictionReason::Preempted(p) => EvictedBy::Preempted(p),
+            EvictionReason::ClusterQueueStopped => EvictedBy::ClusterQueueStopped,
+        }
+    }
+}
+
+/// What evicts a workload, and the message its conditions and event carry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EvictionCause {
-    /// Evicted condition reason (`Preempted`, `ClusterQueueStopped`, `Deactivated`, ...).
-    pub reason: String,
-    /// Preempted condition reason, only for preemptions.
-    pub preempted_reason: Option<String>,
+    pub by: EvictedBy,
     pub message: String,
 }
 
@@ -138,13 +186,13 @@ pub fn evicted(
         cond(
             condition::EVICTED,
             true,
-            &cause.reason,
+            cause.by.reason(),
             &cause.message,
             g,
             now,
         ),
     );
-    if let Some(r) = &cause.preempted_reason {
+    if let Some(r) = cause.by.preempted_reason() {
         changed |= set_condition(
             &mut s.conditions,
             cond(condition::PREEMPTED, true, r, &cause.message, g, now),
@@ -163,7 +211,7 @@ pub fn clear_reservation(wl: &Workload, now: jiff::Timestamp) -> Option<Workload
     }
     let (why, msg) = s
         .condition(condition::EVICTED)
-        .filter(|c| c.status == "True")
+        .filter(|c| c.status == crate::api::conditions::TRUE)
         .map(|c| (c.reason.clone(), c.message.clone()))
         .unwrap_or_else(|| {
             (

@@ -5,6 +5,7 @@
 
 pub mod backoff;
 pub mod caches;
+mod classify;
 pub mod conditions;
 pub mod queue_status;
 pub mod run;

@@ -225,7 +225,7 @@ impl AdmissionLoop {
                 let Some(mut status) = conditions::evicted(wl, &cause, now()) else {
                     return true;
                 };
-                if super::backoff::applies_to(&cause.reason) {
+                if cause.by.backs_off() {
                     status.requeue_state = Some(state.backoff.next_state(
                         status.requeue_state.as_ref(),
                         now(),
@@ -309,17 +309,17 @@ impl AdmissionLoop {
             .evicted_workloads_total
             .get_or_create(&crate::jobframework::metrics::CqReasonLabels {
                 cluster_queue: cq.clone(),
-                reason: cause.reason.clone(),
+                reason: cause.by.reason().to_string(),
                 replica_role: self.metrics.role(),
             })
             .inc();
         let r = wl.object_ref(&());
-        if let Some(pr) = &cause.preempted_reason {
+        if let Some(pr) = cause.by.preempted_reason() {
             self.metrics
                 .preempted_workloads_total
                 .get_or_create(&crate::jobframework::metrics::PreemptedLabels {
                     preempting_cluster_queue: cq,
-                    reason: pr.clone(),
+                    reason: pr.to_string(),
                     replica_role: self.metrics.role(),
                 })
                 .inc();
@@ -334,7 +334,7 @@ impl AdmissionLoop {
         self.event(
             &r,
             EventType::Normal,
-            &format!("EvictedDueTo{}", cause.reason),
+            &format!("EvictedDueTo{}", cause.by.reason()),
             cause.message.clone(),
         )
         .await;

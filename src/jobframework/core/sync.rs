@@ -6,14 +6,15 @@
 //! the core from the moment it is assumed until the API shows it cleared, so usage seen through the
 //! API never exceeds what the core allowed.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::conditions::{EvictionCause, controller_owner, is_active, is_evicted};
-use crate::api::kueue::constants::{RESOURCE_IN_USE_FINALIZER, reason};
-use crate::api::kueue::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor, StopPolicy, Workload};
-use crate::queue::{self, AdmissionCore, EvictionReason, WorkloadKey, convert};
+use super::classify::{Class, View};
+use super::conditions::{EvictionCause, controller_owner, is_evicted};
+use crate::api::kueue::constants::reason;
+use crate::api::kueue::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload};
+use crate::queue::{self, AdmissionCore, WorkloadKey, convert};
 
 /// What the caches hold at one moment.
 #[derive(Clone, Default)]
@@ -206,191 +207,13 @@ impl AdmissionState {
     pub fn step(&mut self, snap: &Snapshot, now_ms: i64) -> Vec<Action> {
         let mut actions = Vec::new();
         self.sync_config(snap);
-        let lqs: HashMap<(String, String), &LocalQueue> = snap
-            .local_queues
-            .iter()
-            .map(|lq| {
-                (
-                    (
-                        lq.metadata.namespace.clone().unwrap_or_default(),
-                        lq.metadata.name.clone().unwrap_or_default(),
-                    ),
-                    lq.as_ref(),
-                )
-            })
-            .collect();
+        let view = View::new(snap);
         let mut present: HashSet<WorkloadKey> = HashSet::new();
-        // Slices whose successor holds quota: they are finished, their usage is the successor's.
-        let replaced: HashMap<WorkloadKey, WorkloadKey> = snap
-            .workloads
-            .iter()
-            .filter(|w| w.admission().is_some() && w.has_quota_reservation() && !w.is_finished())
-            .filter_map(|w| Some((replacement_for(w)?, key_of(w))))
-            .collect();
         for wl in &snap.workloads {
             let key = key_of(wl);
             present.insert(key.clone());
-            if wl.metadata.deletion_timestamp.is_some() || wl.is_finished() {
-                if wl.metadata.deletion_timestamp.is_some()
-                    && wl
-                        .metadata
-                        .finalizers
-                        .iter()
-                        .flatten()
-                        .any(|f| f == RESOURCE_IN_USE_FINALIZER)
-                {
-                    actions.push(Action::RemoveFinalizer { key: key.clone() });
-                }
-                self.drop_workload(&key);
-                continue;
-            }
-            let lq = super::queue_status::local_queue_key(wl).and_then(|k| lqs.get(&k).copied());
-            let lq_stop = lq.and_then(|l| l.spec.stop_policy).unwrap_or_default();
-            let reserved = wl.admission().is_some() && wl.has_quota_reservation();
-            if reserved && let Some(by) = replaced.get(&key) {
-                self.drop_workload(&key);
-                actions.push(Action::FinishSlice {
-                    key,
-                    replaced_by: by.clone(),
-                });
-                continue;
-            }
-            if reserved {
-                self.assumed.remove(&key);
-                if !self.core.is_admitted(&key)
-                    && let Some(a) = wl.admission()
-                {
-                    let ns = key.namespace.clone();
-                    let admitted =
-                        convert::workload_model(wl, &a.cluster_queue, namespace_labels(snap, &ns))
-                            .and_then(|m| Ok((m, convert::admission_model(a)?)))
-                            .and_then(|(m, am)| self.core.record_admitted(m, am, now_ms));
-                    if let Err(e) = admitted {
-                        tracing::warn!(workload = %key, error = %e, "cannot account an admitted workload");
-                    }
-                }
-                // Like Kueue, status.admission stays as admitted (it is immutable); the usage
-                // counted is scaled to the smaller spec counts, so the difference is free at once.
-                if !is_evicted(wl) && scaled_down(wl) && !self.core_counts_match(&key, wl) {
-                    let ns = key.namespace.clone();
-                    let cq = wl
-                        .admission()
-                        .map(|a| a.cluster_queue.clone())
-                        .unwrap_or_default();
-                    if let Err(e) = convert::workload_model(wl, &cq, namespace_labels(snap, &ns))
-                        .and_then(|m| self.core.shrink_admitted(m))
-                    {
-                        tracing::warn!(workload = %key, error = %e, "cannot shrink an admitted workload");
-                    }
-                }
-                let owned = controller_owner(wl).is_some();
-                if is_evicted(wl) {
-                    self.evicting.remove(&key);
-                    if !owned {
-                        actions.push(Action::ClearReservation { key });
-                    }
-                    continue;
-                }
-                let cause = if let Some(c) = self.evicting.get(&key) {
-                    Some(c.clone())
-                } else if !is_active(wl) {
-                    Some(EvictionCause {
-                        reason: reason::DEACTIVATED.into(),
-                        preempted_reason: None,
-                        message: "The workload is deactivated".into(),
-                    })
-                } else if lq_stop == StopPolicy::HoldAndDrain {
-                    Some(EvictionCause {
-                        reason: reason::LOCAL_QUEUE_STOPPED.into(),
-                        preempted_reason: None,
-                        message: "The LocalQueue is stopped".into(),
-                    })
-                } else {
-                    None
-                };
-                if let Some(cause) = cause {
-                    self.evicting.insert(key.clone(), cause.clone());
-                    actions.push(Action::Evict {
-                        key,
-                        cause,
-                        clear: !owned,
-                    });
-                }
-                continue;
-            }
-            if self.assumed.contains(&key) {
-                continue;
-            }
-            self.evicting.remove(&key);
-            if self.core.is_admitted(&key) {
-                self.core.release(&key);
-            }
-            let Some(lq) = lq.filter(|_| is_active(wl)) else {
-                self.unqueue(&key);
-                if is_active(wl)
-                    && let Some((_, name)) = super::queue_status::local_queue_key(wl)
-                {
-                    actions.push(Action::Pending {
-                        key,
-                        reason: reason::INADMISSIBLE.into(),
-                        message: format!("LocalQueue {name} doesn't exist"),
-                    });
-                }
-                continue;
-            };
-            if lq_stop != StopPolicy::None {
-                self.unqueue(&key);
-                let message = format!(
-                    "LocalQueue {} is stopped",
-                    lq.metadata.name.as_deref().unwrap_or_default()
-                );
-                actions.push(Action::Pending {
-                    key,
-                    reason: reason::INADMISSIBLE.into(),
-                    message,
-                });
-                continue;
-            }
-            // In backoff: kept out of the queue until requeueAt, then released by the write.
-            if let Some(at) = super::backoff::requeue_at(wl) {
-                self.unqueue(&key);
-                if at.as_millisecond() <= now_ms {
-                    actions.push(Action::BackoffFinished { key });
-                }
-                continue;
-            }
-            let cq_stopped = snap
-                .cluster_queues
-                .iter()
-                .find(|q| q.metadata.name.as_deref() == Some(lq.spec.cluster_queue()))
-                .is_some_and(|q| q.spec.stop_policy() != StopPolicy::None);
-            if let Some((why, message)) = super::backoff::release(wl, cq_stopped) {
-                // Queued once the API shows Requeued=True (the write changes the resourceVersion).
-                self.unqueue(&key);
-                actions.push(Action::Requeue {
-                    key,
-                    reason: why.into(),
-                    message: message.into(),
-                });
-                continue;
-            }
-            // The namespace's labels count too: relabelling a namespace requeues its workloads,
-            // as Kueue does on namespace events.
-            let labels = namespace_labels(snap, &key.namespace);
-            let seen = format!("{}|{labels:?}", rv(&wl.metadata));
-            if self.queued_rv.get(&key) == Some(&seen) {
-                continue;
-            }
-            self.queued_rv.insert(key.clone(), seen);
-            let added = convert::workload_model(wl, lq.spec.cluster_queue(), labels)
-                .and_then(|m| self.core.add_workload(m));
-            if let Err(e) = added {
-                actions.push(Action::Pending {
-                    key,
-                    reason: reason::MISCONFIGURED.into(),
-                    message: e.to_string(),
-                });
-            }
+            let class = view.classify(wl, now_ms);
+            self.take(key, wl, class, snap, now_ms, &mut actions);
         }
         let known: Vec<WorkloadKey> = self
             .core
@@ -414,11 +237,7 @@ impl AdmissionState {
         }
         for e in res.evictions {
             let cause = EvictionCause {
-                reason: e.reason.evicted_reason().to_string(),
-                preempted_reason: match &e.reason {
-                    EvictionReason::Preempted(r) => Some(preempted_reason(*r).to_string()),
-                    EvictionReason::ClusterQueueStopped => None,
-                },
+                by: e.reason.into(),
                 message: e.message,
             };
             self.evicting.insert(e.key.clone(), cause.clone());
@@ -447,6 +266,140 @@ impl AdmissionState {
             });
         }
         actions
+    }
+
+    /// Brings the core in line with one Workload's case and pushes the writes it needs.
+    fn take(
+        &mut self,
+        key: WorkloadKey,
+        wl: &Workload,
+        class: Class,
+        snap: &Snapshot,
+        now_ms: i64,
+        actions: &mut Vec<Action>,
+    ) {
+        let waiting = match class {
+            Class::Gone { remove_finalizer } => {
+                if remove_finalizer {
+                    actions.push(Action::RemoveFinalizer { key: key.clone() });
+                }
+                self.drop_workload(&key);
+                return;
+            }
+            Class::Replaced { by } => {
+                self.drop_workload(&key);
+                actions.push(Action::FinishSlice {
+                    key,
+                    replaced_by: by,
+                });
+                return;
+            }
+            Class::Reserved {
+                evicted,
+                owned,
+                stop,
+            } => {
+                self.assumed.remove(&key);
+                self.account_reserved(&key, wl, snap, now_ms);
+                if evicted {
+                    self.evicting.remove(&key);
+                    if !owned {
+                        actions.push(Action::ClearReservation { key });
+                    }
+                } else if let Some(cause) = self.evicting.get(&key).cloned().or(stop) {
+                    self.evicting.insert(key.clone(), cause.clone());
+                    actions.push(Action::Evict {
+                        key,
+                        cause,
+                        clear: !owned,
+                    });
+                }
+                return;
+            }
+            waiting => waiting,
+        };
+        // Not reserved in the API. An admission being written is left alone until it shows.
+        if self.assumed.contains(&key) {
+            return;
+        }
+        self.evicting.remove(&key);
+        if self.core.is_admitted(&key) {
+            self.core.release(&key);
+        }
+        match waiting {
+            Class::Held { why } => {
+                self.unqueue(&key);
+                if let Some((reason, message)) = why {
+                    actions.push(Action::Pending {
+                        key,
+                        reason: reason.into(),
+                        message,
+                    });
+                }
+            }
+            // Kept out of the queue until requeueAt, then released by the write.
+            Class::Backoff { elapsed } => {
+                self.unqueue(&key);
+                if elapsed {
+                    actions.push(Action::BackoffFinished { key });
+                }
+            }
+            // Queued once the API shows Requeued=True (the write changes the resourceVersion).
+            Class::Release { reason, message } => {
+                self.unqueue(&key);
+                actions.push(Action::Requeue {
+                    key,
+                    reason: reason.into(),
+                    message: message.into(),
+                });
+            }
+            Class::Queue { cluster_queue } => {
+                // The namespace's labels count too: relabelling a namespace requeues its
+                // workloads, as Kueue does on namespace events.
+                let labels = namespace_labels(snap, &key.namespace);
+                let seen = format!("{}|{labels:?}", rv(&wl.metadata));
+                if self.queued_rv.get(&key) == Some(&seen) {
+                    return;
+                }
+                self.queued_rv.insert(key.clone(), seen);
+                let added = convert::workload_model(wl, &cluster_queue, labels)
+                    .and_then(|m| self.core.add_workload(m));
+                if let Err(e) = added {
+                    actions.push(Action::Pending {
+                        key,
+                        reason: reason::MISCONFIGURED.into(),
+                        message: e.to_string(),
+                    });
+                }
+            }
+            Class::Gone { .. } | Class::Replaced { .. } | Class::Reserved { .. } => {}
+        }
+    }
+
+    /// Counts a workload the API shows reserved: recorded when the core does not know it (after
+    /// a restart, or admitted by another writer), shrunk when its elastic slice was scaled down.
+    fn account_reserved(&mut self, key: &WorkloadKey, wl: &Workload, snap: &Snapshot, now_ms: i64) {
+        let Some(a) = wl.admission() else {
+            return;
+        };
+        let labels = || namespace_labels(snap, &key.namespace);
+        if !self.core.is_admitted(key) {
+            let admitted = convert::workload_model(wl, &a.cluster_queue, labels())
+                .and_then(|m| Ok((m, convert::admission_model(a)?)))
+                .and_then(|(m, am)| self.core.record_admitted(m, am, now_ms));
+            if let Err(e) = admitted {
+                tracing::warn!(workload = %key, error = %e, "cannot account an admitted workload");
+            }
+        }
+        // Like Kueue, status.admission stays as admitted (it is immutable); the usage counted is
+        // scaled to the smaller spec counts, so the difference is free at once.
+        if !is_evicted(wl) && scaled_down(wl) && !self.core_counts_match(key, wl) {
+            if let Err(e) = convert::workload_model(wl, &a.cluster_queue, labels())
+                .and_then(|m| self.core.shrink_admitted(m))
+            {
+                tracing::warn!(workload = %key, error = %e, "cannot shrink an admitted workload");
+            }
+        }
     }
 
     /// The core already counts the workload's spec pod counts (a shrink was applied).
@@ -524,14 +477,4 @@ pub fn replacement_for(wl: &Workload) -> Option<WorkloadKey> {
         Some((ns, n)) => WorkloadKey::new(ns, n),
         None => WorkloadKey::new(wl.metadata.namespace.clone().unwrap_or_default(), v.clone()),
     })
-}
-
-fn preempted_reason(r: queue::PreemptedReason) -> &'static str {
-    match r {
-        queue::PreemptedReason::InClusterQueue => reason::IN_CLUSTER_QUEUE,
-        queue::PreemptedReason::InCohortReclamation => reason::IN_COHORT_RECLAMATION,
-        queue::PreemptedReason::InCohortReclaimWhileBorrowing => {
-            reason::IN_COHORT_RECLAIM_WHILE_BORROWING
-        }
-    }
 }

@@ -70,8 +70,7 @@ fn t(s: i64) -> jiff::Timestamp {
 fn admitted_sets_reservation_and_ends_a_previous_eviction() {
     let w = wl("a", "1", "1");
     let cause = conditions::EvictionCause {
-        reason: "Preempted".into(),
-        preempted_reason: Some("InClusterQueue".into()),
+        by: conditions::EvictedBy::Preempted(crate::queue::PreemptedReason::InClusterQueue),
         message: "m".into(),
     };
     let mut evicted = (*w).clone();
@@ -103,7 +102,8 @@ fn pending_is_written_only_when_what_it_says_changes_in_substance() {
     assert!(conditions::pending(&again, "WaitingForQuota", "cpu short by 1", t(9)).is_none());
     // Only the amount moved: not rewritten (the backlog would rewrite every pending workload per cycle).
     assert!(conditions::pending(&again, "WaitingForQuota", "cpu short by 2", t(9)).is_none());
-    let changed = conditions::pending(&again, "WaitingForQuota", "memory short by 2", t(9)).unwrap();
+    let changed =
+        conditions::pending(&again, "WaitingForQuota", "memory short by 2", t(9)).unwrap();
     // Same status: the transition time stays.
     assert_eq!(
         changed.conditions[0].last_transition_time,
@@ -122,8 +122,7 @@ fn clearing_a_reservation_requeues_with_the_eviction_reason() {
         "nothing reserved, nothing to clear"
     );
     let cause = conditions::EvictionCause {
-        reason: "ClusterQueueStopped".into(),
-        preempted_reason: None,
+        by: conditions::EvictedBy::ClusterQueueStopped,
         message: "The ClusterQueue cq is stopped".into(),
     };
     admitted.status = conditions::evicted(&admitted, &cause, t(1));
@@ -384,17 +383,14 @@ fn backoff_doubles_from_the_base_and_stops_at_the_cap() {
         (s2.count, s2.requeue_at.map(|x| x.0)),
         (Some(2), Some(t(220)))
     );
-    assert!(super::backoff::applies_to("PodsReadyTimeout"));
+    assert!(conditions::EvictedBy::PodsReadyTimeout.backs_off());
     for r in [
-        "Preempted",
-        "ClusterQueueStopped",
-        "LocalQueueStopped",
-        "Deactivated",
+        conditions::EvictedBy::Preempted(crate::queue::PreemptedReason::InClusterQueue),
+        conditions::EvictedBy::ClusterQueueStopped,
+        conditions::EvictedBy::LocalQueueStopped,
+        conditions::EvictedBy::Deactivated,
     ] {
-        assert!(
-            !super::backoff::applies_to(r),
-            "{r} is requeued without backoff"
-        );
+        assert!(!r.backs_off(), "{r:?} is requeued without backoff");
     }
 }
 
@@ -519,17 +515,25 @@ fn only_preemption_requeues_at_once_when_the_reservation_is_cleared() {
     let w = wl("a", "1", "1");
     let mut admitted = (*w).clone();
     admitted.status = Some(conditions::admitted(&w, admission("cq"), t(0)));
-    for (why, want) in [
-        ("Preempted", "True"),
-        ("ClusterQueueStopped", "False"),
-        ("LocalQueueStopped", "False"),
-        ("Deactivated", "False"),
-        ("PodsReadyTimeout", "False"),
+    use conditions::EvictedBy;
+    for (by, why, want) in [
+        (
+            EvictedBy::Preempted(crate::queue::PreemptedReason::InClusterQueue),
+            "Preempted",
+            "True",
+        ),
+        (
+            EvictedBy::ClusterQueueStopped,
+            "ClusterQueueStopped",
+            "False",
+        ),
+        (EvictedBy::LocalQueueStopped, "LocalQueueStopped", "False"),
+        (EvictedBy::Deactivated, "Deactivated", "False"),
+        (EvictedBy::PodsReadyTimeout, "PodsReadyTimeout", "False"),
     ] {
         let mut e = admitted.clone();
         let cause = conditions::EvictionCause {
-            reason: why.into(),
-            preempted_reason: None,
+            by,
             message: "m".into(),
         };
         e.status = conditions::evicted(&e, &cause, t(1));
@@ -599,4 +603,65 @@ fn relabelling_a_namespace_requeues_its_workloads() {
             .any(|a| matches!(a, Action::Admit { key, .. } if key.name == "a")),
         "{actions:?}"
     );
+}
+
+#[test]
+fn each_workload_is_classified_from_the_snapshot_alone() {
+    use super::classify::{Class, View};
+    use crate::api::kueue::constants::RESOURCE_IN_USE_FINALIZER;
+    let mut deleted = (*wl("deleted", "1", "1")).clone();
+    deleted.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t(0)));
+    deleted.metadata.finalizers = Some(vec![RESOURCE_IN_USE_FINALIZER.into()]);
+    let mut reserved = (*wl("reserved", "1", "1")).clone();
+    reserved.status = Some(conditions::admitted(&reserved, admission("cq"), t(0)));
+    let mut deactivated = reserved.clone();
+    deactivated.metadata.name = Some("deactivated".into());
+    deactivated.spec.active = Some(false);
+    let mut no_queue = (*wl("no-queue", "1", "1")).clone();
+    no_queue.spec.queue_name = None;
+    let mut missing_queue = (*wl("missing-queue", "1", "1")).clone();
+    missing_queue.spec.queue_name = Some("nope".into());
+    let queued = (*wl("queued", "1", "1")).clone();
+    let all = [
+        deleted,
+        reserved,
+        deactivated,
+        no_queue,
+        missing_queue,
+        queued,
+    ];
+    let snap = snapshot(
+        vec![cq("cq", "4")],
+        &["default"],
+        all.iter().cloned().map(Arc::new).collect(),
+    );
+    let view = View::new(&snap);
+    let got: Vec<Class> = all.iter().map(|w| view.classify(w, 0)).collect();
+    let want = vec![
+        Class::Gone {
+            remove_finalizer: true,
+        },
+        Class::Reserved {
+            evicted: false,
+            owned: false,
+            stop: None,
+        },
+        Class::Reserved {
+            evicted: false,
+            owned: false,
+            stop: Some(conditions::EvictionCause {
+                by: conditions::EvictedBy::Deactivated,
+                message: "The workload is deactivated".into(),
+            }),
+        },
+        Class::Held { why: None },
+        Class::Held {
+            why: Some(("Inadmissible", "LocalQueue nope doesn't exist".into())),
+        },
+        Class::Queue {
+            cluster_queue: "cq".into(),
+        },
+    ];
+    assert_eq!(got, want);
 }

@@ -161,7 +161,7 @@ fn pod_view(p: &Pod) -> PodView {
     let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("");
     let ready = status
         .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == crate::api::conditions::TRUE));
     let never_restart = p.spec.as_ref().and_then(|s| s.restart_policy.as_deref()) == Some("Never");
     let ray_terminated = status
         .and_then(|s| s.container_statuses.as_ref())

@@ -274,8 +274,9 @@ mod plan_tests {
         }
         if evicted {
             let cause = conditions::EvictionCause {
-                reason: "Preempted".into(),
-                preempted_reason: None,
+                by: conditions::EvictedBy::Preempted(
+                    crate::queue::PreemptedReason::InClusterQueue,
+                ),
                 message: "m".into(),
             };
             w.status = conditions::evicted(&w, &cause, now);

@@ -172,7 +172,7 @@ impl PriorStatus {
         self.conditions.iter().find(|c| c.type_ == type_)
     }
     pub fn is_true(&self, type_: &str) -> bool {
-        self.condition(type_).is_some_and(|c| c.status == "True")
+        self.condition(type_).is_some_and(|c| c.status == crate::api::conditions::TRUE)
     }
     pub fn reason_is(&self, type_: &str, reason: &str) -> bool {
         self.condition(type_).is_some_and(|c| c.reason == reason)

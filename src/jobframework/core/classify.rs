@@ -1,0 +1,164 @@
+//! What each Workload of a snapshot is to the admission loop, decided from the snapshot alone.
+//!
+//! `classify` is pure: it reads one Workload and the objects around it (its LocalQueue, its
+//! ClusterQueue's stop policy, the slices that replace others) and names the case. What the loop
+//! then does with each case, given what it has assumed or is evicting, is in `sync.rs`.
+
+use std::collections::HashMap;
+
+use super::conditions::{EvictedBy, EvictionCause, controller_owner, is_active, is_evicted};
+use super::sync::{Snapshot, key_of, replacement_for};
+use crate::api::kueue::constants::{RESOURCE_IN_USE_FINALIZER, reason};
+use crate::api::kueue::{LocalQueue, StopPolicy, Workload};
+use crate::queue::WorkloadKey;
+
+/// One Workload's case.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum Class {
+    /// Deleted or finished: forgotten. A deleted one still carrying the in-use finalizer loses it.
+    Gone { remove_finalizer: bool },
+    /// A slice whose successor holds quota: finished, its usage is the successor's.
+    Replaced { by: WorkloadKey },
+    /// Quota reserved. `evicted`: the API shows it evicted; `stop`: why it must be evicted now;
+    /// `owned`: a job stops it before the reservation is cleared.
+    Reserved {
+        evicted: bool,
+        owned: bool,
+        stop: Option<EvictionCause>,
+    },
+    /// Not reserved, and kept out of the queue; `why` is the pending reason and message to write.
+    Held { why: Option<(&'static str, String)> },
+    /// In requeue backoff; `elapsed`: the backoff is over and `BackoffFinished` is to be written.
+    Backoff { elapsed: bool },
+    /// The cause of a `Requeued=False` is gone: write `Requeued=True` first, then queue.
+    Release {
+        reason: &'static str,
+        message: &'static str,
+    },
+    /// To be queued in this ClusterQueue.
+    Queue { cluster_queue: String },
+}
+
+/// The objects around the Workloads of one snapshot.
+pub(super) struct View<'a> {
+    snap: &'a Snapshot,
+    local_queues: HashMap<(String, String), &'a LocalQueue>,
+    /// Replaced slice -> the slice that holds quota in its place.
+    replaced: HashMap<WorkloadKey, WorkloadKey>,
+}
+
+impl<'a> View<'a> {
+    pub(super) fn new(snap: &'a Snapshot) -> Self {
+        let local_queues = snap
+            .local_queues
+            .iter()
+            .map(|lq| {
+                let ns = lq.metadata.namespace.clone().unwrap_or_default();
+                (
+                    (ns, lq.metadata.name.clone().unwrap_or_default()),
+                    lq.as_ref(),
+                )
+            })
+            .collect();
+        let replaced = snap
+            .workloads
+            .iter()
+            .filter(|w| w.admission().is_some() && w.has_quota_reservation() && !w.is_finished())
+            .filter_map(|w| Some((replacement_for(w)?, key_of(w))))
+            .collect();
+        View {
+            snap,
+            local_queues,
+            replaced,
+        }
+    }
+
+    fn local_queue(&self, wl: &Workload) -> Option<&'a LocalQueue> {
+        let k = super::queue_status::local_queue_key(wl)?;
+        self.local_queues.get(&k).copied()
+    }
+
+    fn cluster_queue_stopped(&self, name: &str) -> bool {
+        self.snap
+            .cluster_queues
+            .iter()
+            .find(|q| q.metadata.name.as_deref() == Some(name))
+            .is_some_and(|q| q.spec.stop_policy() != StopPolicy::None)
+    }
+
+    /// The case of `wl` at `now_ms`.
+    pub(super) fn classify(&self, wl: &Workload, now_ms: i64) -> Class {
+        let deleted = wl.metadata.deletion_timestamp.is_some();
+        if deleted || wl.is_finished() {
+            let finalizer = wl
+                .metadata
+                .finalizers
+                .iter()
+                .flatten()
+                .any(|f| f == RESOURCE_IN_USE_FINALIZER);
+            return Class::Gone {
+                remove_finalizer: deleted && finalizer,
+            };
+        }
+        let lq = self.local_queue(wl);
+        let lq_stop = lq.and_then(|l| l.spec.stop_policy).unwrap_or_default();
+        if wl.admission().is_some() && wl.has_quota_reservation() {
+            if let Some(by) = self.replaced.get(&key_of(wl)) {
+                return Class::Replaced { by: by.clone() };
+            }
+            let stop = if !is_active(wl) {
+                Some(EvictionCause {
+                    by: EvictedBy::Deactivated,
+                    message: "The workload is deactivated".into(),
+                })
+            } else if lq_stop == StopPolicy::HoldAndDrain {
+                Some(EvictionCause {
+                    by: EvictedBy::LocalQueueStopped,
+                    message: "The LocalQueue is stopped".into(),
+                })
+            } else {
+                None
+            };
+            return Class::Reserved {
+                evicted: is_evicted(wl),
+                owned: controller_owner(wl).is_some(),
+                stop,
+            };
+        }
+        if !is_active(wl) {
+            return Class::Held { why: None };
+        }
+        let Some(lq) = lq else {
+            let why = super::queue_status::local_queue_key(wl).map(|(_, name)| {
+                (
+                    reason::INADMISSIBLE,
+                    format!("LocalQueue {name} doesn't exist"),
+                )
+            });
+            return Class::Held { why };
+        };
+        if lq_stop != StopPolicy::None {
+            let name = lq.metadata.name.as_deref().unwrap_or_default();
+            return Class::Held {
+                why: Some((
+                    reason::INADMISSIBLE,
+                    format!("LocalQueue {name} is stopped"),
+                )),
+            };
+        }
+        if let Some(at) = super::backoff::requeue_at(wl) {
+            return Class::Backoff {
+                elapsed: at.as_millisecond() <= now_ms,
+            };
+        }
+        let cluster_queue = lq.spec.cluster_queue();
+        if let Some((reason, message)) =
+            super::backoff::release(wl, self.cluster_queue_stopped(cluster_queue))
+        {
+            return Class::Release { reason, message };
+        }
+        Class::Queue {
+            cluster_queue: cluster_queue.to_string(),
+        }
+    }
+}
