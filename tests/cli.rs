@@ -96,9 +96,35 @@ fn a_missing_file_is_a_problem_not_a_panic() {
     assert!(out.contains("does-not-exist.yaml: cannot read"), "{out}");
 }
 
-#[test]
-fn apiserver_serves_on_loopback_and_writes_a_kubeconfig() {
+/// One HTTP/1.1 GET over TLS, trusting only `ca_pem`; the raw response.
+fn tls_get(server: &str, ca_pem: &[u8], path: &str, token: Option<&str>) -> String {
+    use rustls_pki_types::pem::PemObject;
     use std::io::{Read, Write};
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(ca_pem) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let host = server.rsplit_once(':').unwrap().0.to_string();
+    let name = rustls_pki_types::ServerName::try_from(host).unwrap();
+    let conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, std::net::TcpStream::connect(server).unwrap());
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    write!(tls, "GET {path} HTTP/1.1\r\nHost: {server}\r\n{auth}Connection: close\r\n\r\n").unwrap();
+    let mut resp = Vec::new();
+    // A server that closes without close_notify still gave its whole response.
+    let _ = tls.read_to_end(&mut resp);
+    String::from_utf8_lossy(&resp).into_owned()
+}
+
+#[test]
+fn apiserver_serves_tls_on_loopback_and_only_to_the_kubeconfig_token() {
+    use base64::Engine;
     let dir = std::env::temp_dir().join(format!("quotagate-cli-apiserver-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let kubeconfig = dir.join("kubeconfig");
@@ -112,22 +138,53 @@ fn apiserver_serves_on_loopback_and_writes_a_kubeconfig() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let text = loop {
         if let Ok(t) = std::fs::read_to_string(&kubeconfig) {
-            if t.contains("server: http://127.0.0.1:") {
+            if t.contains("server: https://127.0.0.1:") && t.contains("token: ") {
                 break t;
             }
         }
         assert!(std::time::Instant::now() < deadline, "no kubeconfig written");
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
-    let server = text.lines().find_map(|l| l.trim().strip_prefix("server: http://")).unwrap().to_string();
-    let mut tcp = std::net::TcpStream::connect(&server).unwrap();
-    write!(tcp, "GET /apis/kueue.x-k8s.io/v1beta2/clusterqueues HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\n\r\n").unwrap();
-    let mut resp = String::new();
-    tcp.read_to_string(&mut resp).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&kubeconfig).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "the kubeconfig holds a token: owner only");
+    }
+    let field = |key: &str| {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(key))
+            .unwrap()
+            .to_string()
+    };
+    let server = field("server: https://");
+    let token = field("token: ");
+    let ca = base64::engine::general_purpose::STANDARD
+        .decode(field("certificate-authority-data: "))
+        .unwrap();
+    let path = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues";
+    let anonymous = tls_get(&server, &ca, path, None);
+    let wrong = tls_get(&server, &ca, path, Some("not-the-token"));
+    let ok = tls_get(&server, &ca, path, Some(&token));
+    // Plain HTTP to the TLS port gets no answer that serves it.
+    let plain = {
+        use std::io::{Read, Write};
+        let mut tcp = std::net::TcpStream::connect(&server).unwrap();
+        let _ = write!(tcp, "GET {path} HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\n\r\n");
+        let mut resp = Vec::new();
+        let _ = tcp.read_to_end(&mut resp);
+        String::from_utf8_lossy(&resp).into_owned()
+    };
     let _ = child.kill();
     let _ = child.wait();
-    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
-    assert!(resp.contains("\"kind\":\"ClusterQueueList\""), "{resp}");
+    for resp in [&anonymous, &wrong] {
+        assert!(resp.starts_with("HTTP/1.1 401"), "{resp}");
+        assert!(resp.contains("\"reason\":\"Unauthorized\""), "{resp}");
+    }
+    assert!(!plain.contains("ClusterQueueList"), "{plain}");
+    assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+    assert!(ok.contains("\"kind\":\"ClusterQueueList\""), "{ok}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

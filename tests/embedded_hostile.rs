@@ -370,3 +370,49 @@ async fn api_semantics_match_the_real_server() {
     );
     still_up(&k).await;
 }
+
+// Issue 13 item 8: the loopback listener serves TLS under its own CA and only to the kubeconfig's
+// token. kubectl without the token, with a wrong one, or over plain HTTP gets nothing; the
+// kubeconfig is the owner's alone.
+#[tokio::test]
+async fn only_the_kubeconfig_credentials_reach_the_listener() {
+    let Some(k) = Kube::start("auth").await else {
+        return;
+    };
+    let text = std::fs::read_to_string(&k.kubeconfig).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&k.kubeconfig).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let token = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("token: "))
+        .expect("the kubeconfig carries a token")
+        .to_string();
+    assert!(text.contains(&format!("server: https://{}", k.addr)), "{text}");
+    let variants = [
+        ("no-token", text.replace(&format!("token: {token}"), "{}").replace("user:\n    {}", "user: {}")),
+        ("wrong-token", text.replace(&token, "not-the-token")),
+    ];
+    for (name, config) in &variants {
+        let path = k.dir.join(name);
+        std::fs::write(&path, config).unwrap();
+        let o = k
+            .run_with(&["--kubeconfig", path.to_str().unwrap(), "get", "ns"], None)
+            .await;
+        // Without any credentials kubectl asks for a username (stdin is closed); with a wrong
+        // token it reports the 401.
+        let said = format!("{}{}", o.stdout, o.stderr);
+        assert!(!o.ok && !said.contains("kube-system"), "{name}: {said}");
+        assert!(
+            said.contains("must be logged in") || said.contains("Please enter Username"),
+            "{name}: {said}"
+        );
+    }
+    let server = format!("http://{}", k.addr);
+    let o = k.run_with(&["--server", &server, "get", "ns"], None).await;
+    assert!(!o.ok && !o.stdout.contains("default"), "plain HTTP: {}", o.stdout);
+    still_up(&k).await;
+}

@@ -20,7 +20,7 @@ async fn kubeconfig_client_and_cancellation() {
     let (addr, handle) = srv.spawn_tcp("127.0.0.1:0".parse().unwrap(), Some(&path), cancel.clone()).await.unwrap();
     let kc = kube::config::Kubeconfig::read_from(&path).unwrap();
     let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
-    assert_eq!(config.cluster_url.to_string(), format!("http://{addr}/"));
+    assert_eq!(config.cluster_url.to_string(), format!("https://{addr}/"));
     let client = kube::Client::try_from(config).unwrap();
     let names: Vec<String> = Api::<Namespace>::all(client).list(&ListParams::default()).await.unwrap().items.into_iter().filter_map(|n| n.metadata.name).collect();
     assert!(names.contains(&"default".to_string()), "{names:?}");

@@ -3,11 +3,13 @@
 //! TCP port for kubectl. See `README.md` beside this file for where it differs from a real server.
 
 pub mod admission;
+pub mod auth;
 pub mod cluster;
 pub mod discovery;
 pub mod error;
 pub mod faults;
 mod http;
+mod listener;
 pub mod meta;
 pub mod patch;
 pub mod protobuf;
@@ -55,6 +57,8 @@ pub enum ServeError {
     Kubeconfig { path: String, source: std::io::Error },
     #[error("serving: {0}")]
     Serve(std::io::Error),
+    #[error("making the listener's credentials: {0}")]
+    Credentials(#[from] auth::AuthError),
 }
 
 pub struct EmbeddedServer {
@@ -87,8 +91,10 @@ impl EmbeddedServer {
         kube::Client::new(self.router(), "default")
     }
 
-    /// Binds `listen` (loopback only; port 0 picks one), writes a kubeconfig pointing at it if asked,
-    /// and serves in a background task until `cancel` fires. Returns the bound address.
+    /// Binds `listen` (loopback only; port 0 picks one) and serves it over TLS with fresh
+    /// credentials (`auth`): a self-signed CA and a bearer token, written only into the kubeconfig
+    /// at `kubeconfig_out` (mode 0600); without it nobody can authenticate. Serves in a background
+    /// task until `cancel` fires. Returns the bound address.
     pub async fn spawn_tcp(
         self: &Arc<Self>,
         listen: SocketAddr,
@@ -98,18 +104,17 @@ impl EmbeddedServer {
         if !listen.ip().is_loopback() {
             return Err(ServeError::NotLoopback(listen));
         }
+        let creds = Arc::new(auth::Credentials::generate()?);
         let listener = tokio::net::TcpListener::bind(listen).await.map_err(|source| ServeError::Bind { addr: listen, source })?;
         let addr = listener.local_addr().map_err(|source| ServeError::Bind { addr: listen, source })?;
         if let Some(path) = kubeconfig_out {
-            std::fs::write(path, kubeconfig(addr))
+            creds
+                .write_kubeconfig(path, addr)
                 .map_err(|source| ServeError::Kubeconfig { path: path.display().to_string(), source })?;
         }
-        let router = self.router();
+        let router = listener::authenticated(self.router(), creds.clone());
         let handle = tokio::spawn(async move {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(async move { cancel.cancelled().await })
-                .await
-                .map_err(ServeError::Serve)
+            listener::serve_tls(listener, router, creds.tls.clone(), cancel).await.map_err(ServeError::Serve)
         });
         Ok((addr, handle))
     }
@@ -130,9 +135,3 @@ pub async fn serve_tcp(
     }
 }
 
-/// A kubeconfig for `http://ADDR`, no auth, namespace default.
-pub fn kubeconfig(addr: SocketAddr) -> String {
-    format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: quotagate-embedded\n  cluster:\n    server: http://{addr}\nusers:\n- name: quotagate\n  user: {{}}\ncontexts:\n- name: quotagate-embedded\n  context:\n    cluster: quotagate-embedded\n    user: quotagate\n    namespace: default\ncurrent-context: quotagate-embedded\n"
-    )
-}

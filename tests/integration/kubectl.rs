@@ -64,55 +64,97 @@ spec:
               memory: 200Mi
 "#;
 
+/// `run_embedded` on a loopback port with its kubeconfig in a fresh directory.
+struct Running {
+    bin: PathBuf,
+    dir: PathBuf,
+    stop: tokio::sync::oneshot::Sender<()>,
+    manager: tokio::task::JoinHandle<Result<(), quotagate::wiring::manager::ManagerError>>,
+}
+
+impl Running {
+    /// `None` (after a skip line) when kubectl is not installed and not required.
+    async fn start(name: &str) -> Option<Running> {
+        let Some(bin) = kubectl_path() else {
+            assert!(
+                std::env::var("QUOTAGATE_REQUIRE_TOOLS").as_deref() != Ok("1"),
+                "kubectl not installed and QUOTAGATE_REQUIRE_TOOLS=1"
+            );
+            println!("skipped: kubectl not installed, run scripts/install-kubectl.sh");
+            return None;
+        };
+        let dir = std::env::temp_dir().join(format!(
+            "quotagate-integration-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let opts = EmbeddedOptions {
+            listen: Some("127.0.0.1:0".parse().unwrap()),
+            kubeconfig_out: Some(dir.join("kubeconfig")),
+            manager: ManagerOptions {
+                leader_election: true,
+                resync: Duration::from_millis(300),
+                ..Default::default()
+            },
+            sims: Default::default(),
+        };
+        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let manager = tokio::spawn(run_embedded(opts, async move {
+            let _ = stop_rx.await;
+        }));
+        // The kubeconfig is written once the listener is bound (process start-up, not cluster state).
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !dir.join("kubeconfig").exists() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "run_embedded wrote no kubeconfig"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Some(Running {
+            bin,
+            dir,
+            stop,
+            manager,
+        })
+    }
+
+    async fn kubectl(&self, args: &[&str]) -> (bool, String) {
+        kubectl(&self.bin, &self.dir, args).await
+    }
+
+    async fn apply_setup(&self) {
+        let setup = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../shared/manifests/kueue/admin.single-clusterqueue-setup.yaml"
+        );
+        let (ok, out) = self.kubectl(&["apply", "-f", setup]).await;
+        assert!(ok, "{out}");
+        assert!(
+            out.contains("clusterqueue.kueue.x-k8s.io/cluster-queue created"),
+            "{out}"
+        );
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        let result = tokio::time::timeout(Duration::from_secs(10), self.manager)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(result.is_ok(), "{result:?}");
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_applies_kueue_setup_and_sees_admission() {
-    let Some(bin) = kubectl_path() else {
-        assert!(
-            std::env::var("QUOTAGATE_REQUIRE_TOOLS").as_deref() != Ok("1"),
-            "kubectl not installed and QUOTAGATE_REQUIRE_TOOLS=1"
-        );
-        println!("skipped: kubectl not installed, run scripts/install-kubectl.sh");
+    let Some(run) = Running::start("kubectl").await else {
         return;
     };
-    let dir = std::env::temp_dir().join(format!(
-        "quotagate-integration-kubectl-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let opts = EmbeddedOptions {
-        listen: Some("127.0.0.1:0".parse().unwrap()),
-        kubeconfig_out: Some(dir.join("kubeconfig")),
-        manager: ManagerOptions {
-            leader_election: true,
-            resync: Duration::from_millis(300),
-            ..Default::default()
-        },
-        sims: Default::default(),
-    };
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let manager = tokio::spawn(run_embedded(opts, async move {
-        let _ = stop_rx.await;
-    }));
-    // The kubeconfig is written once the listener is bound (process start-up, not cluster state).
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !dir.join("kubeconfig").exists() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "run_embedded wrote no kubeconfig"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let setup = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/manifests/kueue/admin.single-clusterqueue-setup.yaml"
-    );
-    let (ok, out) = kubectl(&bin, &dir, &["apply", "-f", setup]).await;
-    assert!(ok, "{out}");
-    assert!(
-        out.contains("clusterqueue.kueue.x-k8s.io/cluster-queue created"),
-        "{out}"
-    );
+    let (bin, dir) = (run.bin.clone(), run.dir.clone());
+    run.apply_setup().await;
     std::fs::write(dir.join("wl.yaml"), WORKLOAD).unwrap();
     let (ok, out) = kubectl(
         &bin,
@@ -212,11 +254,62 @@ async fn kubectl_applies_kueue_setup_and_sees_admission() {
     assert!(ok && out.contains("default"), "{out}");
     let (ok, names) = kubectl(&bin, &dir, &["get", "workloads", "-o", "jsonpath={.items[*].metadata.name}"]).await;
     assert!(ok && names == "sample", "nothing else stored: {names}");
-    let _ = stop_tx.send(());
-    let result = tokio::time::timeout(Duration::from_secs(10), manager)
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(result.is_ok(), "{result:?}");
-    let _ = std::fs::remove_dir_all(&dir);
+    run.stop().await;
+}
+
+/// Issue 13: a bounded load through kubectl with authentication on. 2,000 Workloads of 10m CPU
+/// each against the 9-CPU ClusterQueue: exactly 900 admitted, 1,100 pending, none over quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_thousand_workloads_through_kubectl_are_admitted_to_the_quota() {
+    let Some(run) = Running::start("kubectl-load").await else {
+        return;
+    };
+    run.apply_setup().await;
+    let docs: Vec<String> = (0..2000)
+        .map(|i| {
+            WORKLOAD
+                .replace("name: sample", &format!("name: load-{i:04}"))
+                .replace("count: 2", "count: 1")
+                .replace("cpu: \"1\"", "cpu: 10m")
+                .replace("memory: 200Mi", "memory: 1Mi")
+        })
+        .collect();
+    let file = run.dir.join("load.yaml");
+    std::fs::write(&file, docs.join("---\n")).unwrap();
+    let (ok, out) = run.kubectl(&["create", "-f", file.to_str().unwrap()]).await;
+    assert!(ok, "{}", &out[out.len().saturating_sub(2000)..]);
+    let (ok, out) = run
+        .kubectl(&[
+            "wait",
+            "--for=jsonpath={.status.admittedWorkloads}=900",
+            "clusterqueue/cluster-queue",
+            "--timeout=120s",
+        ])
+        .await;
+    assert!(ok, "{out}");
+    // Settled: the count stays at the quota, and the rest wait.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (ok, out) = run
+        .kubectl(&[
+            "get",
+            "clusterqueue",
+            "cluster-queue",
+            "-o",
+            "jsonpath={.status.admittedWorkloads} {.status.pendingWorkloads} {.status.flavorsUsage[0].resources[0].total}",
+        ])
+        .await;
+    assert!(ok, "{out}");
+    assert_eq!(out, "900 1100 9");
+    let (ok, out) = run
+        .kubectl(&[
+            "get",
+            "workloads",
+            "-o",
+            "jsonpath={range .items[*]}{.status.conditions[?(@.type==\"QuotaReserved\")].status}{\"\\n\"}{end}",
+        ])
+        .await;
+    assert!(ok, "{out}");
+    let reserved = out.lines().filter(|l| *l == "True").count();
+    assert_eq!((reserved, out.lines().count()), (900, 2000));
+    run.stop().await;
 }

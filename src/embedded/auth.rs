@@ -1,0 +1,187 @@
+//! Credentials of the loopback listener, as a single-node Kubernetes hands them out: a self-signed CA
+//! and a serving certificate for the loopback names, and a random bearer token. Both are written only
+//! into the kubeconfig the server emits (mode 0600); a request without the token is answered 401.
+//! The in-process client (`EmbeddedServer::client`) does not go through the listener and needs none.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use sha2::{Digest, Sha256};
+
+/// Why credentials could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    #[error("generating the serving certificate: {0}")]
+    Cert(#[from] rcgen::Error),
+    #[error("building the TLS configuration: {0}")]
+    Tls(#[from] rustls::Error),
+}
+
+/// What a client needs to reach the listener, and what the listener checks.
+pub struct Credentials {
+    /// PEM of the CA that signed the serving certificate (the kubeconfig's
+    /// `certificate-authority-data`).
+    pub ca_pem: String,
+    /// The bearer token every request must carry.
+    pub token: String,
+    /// The listener's TLS configuration (HTTP/1.1 only, as ALPN says).
+    pub tls: Arc<rustls::ServerConfig>,
+    token_digest: [u8; 32],
+}
+
+impl Credentials {
+    /// A fresh CA, a serving certificate for `127.0.0.1`, `::1` and `localhost` signed by it, and a
+    /// 256-bit random token.
+    pub fn generate() -> Result<Self, AuthError> {
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "quotagate-embedded-ca");
+        ca_params.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::DigitalSignature,
+        ];
+        let ca_key = rcgen::KeyPair::generate()?;
+        let ca_cert = ca_params.self_signed(&ca_key)?;
+        let issuer = rcgen::Issuer::new(ca_params, ca_key);
+
+        let names: Vec<String> = vec!["127.0.0.1".into(), "::1".into(), "localhost".into()];
+        let mut params = rcgen::CertificateParams::new(names)?;
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "quotagate-embedded");
+        params.use_authority_key_identifier_extension = true;
+        params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        let key = rcgen::KeyPair::generate()?;
+        let cert = params.signed_by(&key, &issuer)?;
+
+        let chain = vec![
+            CertificateDer::from(cert.der().to_vec()),
+            CertificateDer::from(ca_cert.der().to_vec()),
+        ];
+        let key_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut tls = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_no_client_auth()
+            .with_single_cert(chain, key_der)?;
+        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+
+        let token = URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>());
+        Ok(Credentials {
+            ca_pem: ca_cert.pem(),
+            token_digest: Sha256::digest(token.as_bytes()).into(),
+            token,
+            tls: Arc::new(tls),
+        })
+    }
+
+    /// Whether an `Authorization` header value carries the token (`Bearer <token>`, the scheme in
+    /// any case, as the API server reads it). Compared as digests, so the time taken says nothing
+    /// about how much of a guess was right.
+    pub fn accepts(&self, authorization: Option<&str>) -> bool {
+        let Some((scheme, rest)) = authorization.and_then(|v| v.split_once(' ')) else {
+            return false;
+        };
+        let given = rest.split(' ').next().unwrap_or_default();
+        if !scheme.eq_ignore_ascii_case("bearer") || given.is_empty() {
+            return false;
+        }
+        let d: [u8; 32] = Sha256::digest(given.as_bytes()).into();
+        d.iter()
+            .zip(self.token_digest.iter())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+    }
+
+    /// A kubeconfig for `https://ADDR` with the CA and the token, namespace default.
+    pub fn kubeconfig(&self, addr: SocketAddr) -> String {
+        let host = match addr {
+            SocketAddr::V4(a) => a.to_string(),
+            SocketAddr::V6(a) => format!("[{}]:{}", a.ip(), a.port()),
+        };
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: quotagate-embedded\n  cluster:\n    server: https://{host}\n    certificate-authority-data: {ca}\nusers:\n- name: quotagate\n  user:\n    token: {token}\ncontexts:\n- name: quotagate-embedded\n  context:\n    cluster: quotagate-embedded\n    user: quotagate\n    namespace: default\ncurrent-context: quotagate-embedded\n",
+            ca = STANDARD.encode(self.ca_pem.as_bytes()),
+            token = self.token,
+        )
+    }
+
+    /// Writes the kubeconfig readable by its owner only (0600), also over an existing file.
+    pub fn write_kubeconfig(&self, path: &Path, addr: SocketAddr) -> std::io::Result<()> {
+        use std::io::Write;
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+            opts.mode(0o600);
+            // An existing file keeps its mode when opened: narrow it before writing the token.
+            if path.exists() {
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+            }
+        }
+        let mut f = opts.open(path)?;
+        f.write_all(self.kubeconfig(addr).as_bytes())
+    }
+}
+
+/// The Status a real API server sends for a request without valid credentials.
+pub fn unauthorized() -> serde_json::Value {
+    serde_json::json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": "Unauthorized",
+        "reason": "Unauthorized",
+        "code": 401
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_exact_token_is_accepted() {
+        let c = Credentials::generate().unwrap();
+        assert!(c.accepts(Some(&format!("Bearer {}", c.token))));
+        assert!(c.accepts(Some(&format!("bearer {}", c.token))));
+        for bad in [
+            None,
+            Some(""),
+            Some("Bearer"),
+            Some("Bearer "),
+            Some(c.token.as_str()),
+            Some(&format!("Basic {}", c.token)),
+            Some(&format!("Bearer {}x", c.token)),
+            Some(&format!("Bearer {}", &c.token[1..])),
+        ] {
+            assert!(!c.accepts(bad), "{bad:?}");
+        }
+        let other = Credentials::generate().unwrap();
+        assert_ne!(c.token, other.token);
+        assert_ne!(c.ca_pem, other.ca_pem);
+    }
+
+    #[test]
+    fn the_kubeconfig_carries_https_the_ca_and_the_token() {
+        let c = Credentials::generate().unwrap();
+        let text = c.kubeconfig("127.0.0.1:6443".parse().unwrap());
+        assert!(text.contains("server: https://127.0.0.1:6443\n"), "{text}");
+        assert!(text.contains(&format!("token: {}\n", c.token)), "{text}");
+        let kc = kube::config::Kubeconfig::from_yaml(&text).unwrap();
+        let cluster = kc.clusters[0].cluster.as_ref().unwrap();
+        let ca = cluster.certificate_authority_data.as_deref().unwrap();
+        assert_eq!(STANDARD.decode(ca).unwrap(), c.ca_pem.as_bytes());
+        let v6 = c.kubeconfig("[::1]:6443".parse().unwrap());
+        assert!(v6.contains("server: https://[::1]:6443\n"), "{v6}");
+    }
+}
