@@ -2,6 +2,8 @@
 
 pub mod admission;
 pub mod conditions;
+#[cfg(test)]
+mod fuzz;
 pub mod gateway;
 pub mod kueue;
 pub mod manifest;

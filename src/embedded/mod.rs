@@ -8,6 +8,8 @@ pub mod cluster;
 pub mod discovery;
 pub mod error;
 pub mod faults;
+#[cfg(test)]
+mod fuzz;
 mod http;
 mod listener;
 pub mod meta;

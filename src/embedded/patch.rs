@@ -54,10 +54,16 @@ pub enum PatchError {
     JsonPatchFailed(String),
 }
 
+/// Applies an RFC 6902 patch all or nothing. Applied to a copy that replaces `doc` only on success:
+/// `json_patch::patch` undoes a failed patch in place, and its undo panics on some sequences a
+/// client can send (a `move` followed by a failing operation; found by `fuzz.rs`).
 pub fn json_patch(doc: &mut Value, body: &Value) -> Result<(), PatchError> {
     let p: json_patch::Patch =
         serde_json::from_value(body.clone()).map_err(|e| PatchError::BadJsonPatch(e.to_string()))?;
-    json_patch::patch(doc, &p.0).map_err(|e| PatchError::JsonPatchFailed(e.to_string()))
+    let mut patched = doc.clone();
+    json_patch::patch_unsafe(&mut patched, &p.0).map_err(|e| PatchError::JsonPatchFailed(e.to_string()))?;
+    *doc = patched;
+    Ok(())
 }
 
 pub fn merge_patch(doc: &mut Value, body: &Value) {
@@ -203,6 +209,19 @@ fn prune(doc: &mut Value, prev: &Value, new: &Value) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_failed_json_patch_leaves_the_object_as_it_was_without_panicking() {
+        // Found by fuzz.rs: json_patch::patch's in-place undo panics on this sequence.
+        let before = json!({"metadata": {"labels": {"app": "web"}}});
+        let mut doc = before.clone();
+        let ops = json!([
+            {"op": "move", "from": "/metadata/labels/app", "path": ""},
+            {"op": "add", "path": "/metadata/labels/app", "value": null}
+        ]);
+        assert!(matches!(json_patch(&mut doc, &ops), Err(PatchError::JsonPatchFailed(_))));
+        assert_eq!(doc, before);
+    }
 
     #[test]
     fn strategic_merge_table() {
