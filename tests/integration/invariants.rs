@@ -7,7 +7,8 @@
 //!   holding quota covers with that child's own requests (an evicted slice still holding quota counts
 //!   until it lets go, since its pods are being stopped);
 //! - I6 slices: at most one pending replacement per chain, and a slice finished as replaced has an
-//!   admitted (or since finished) successor.
+//!   admitted (or since finished) successor; a successor deleted since (its job was stopped and its
+//!   Workload no longer matched) counts when the watcher saw it admitted before.
 //!
 //! I3 (exact accounting) and I4 (the active cluster untouched while gated) are checked by the scenarios at
 //! their settle points, where "exact" is well defined.
@@ -54,10 +55,31 @@ fn amount(q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity, resource:
     })
 }
 
-async fn check(client: &Client) -> Result<Vec<String>, kube::Error> {
+/// What earlier checks saw: replaced slices (`<ns>/<name>`) whose successor was admitted.
+#[derive(Default)]
+struct Seen {
+    handed_over: std::collections::HashSet<String>,
+}
+
+impl Seen {
+    fn record(&mut self, wls: &[Workload]) {
+        for w in wls.iter().filter(|w| reserved(w) || w.is_finished()) {
+            if let Some(old) = w.annotations().get(label::WORKLOAD_SLICE_REPLACEMENT_FOR) {
+                self.handed_over.insert(old.clone());
+            }
+        }
+    }
+
+    fn successor_was_admitted(&self, replaced: &str) -> bool {
+        self.handed_over.contains(replaced)
+    }
+}
+
+async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Error> {
     let lp = ListParams::default();
     let pods = Api::<Pod>::all(client.clone()).list(&lp).await?.items;
     let wls = Api::<Workload>::all(client.clone()).list(&lp).await?.items;
+    seen.record(&wls);
     let rcs = Api::<RayCluster>::all(client.clone())
         .list(&lp)
         .await?
@@ -190,7 +212,9 @@ async fn check(client: &Client) -> Result<Vec<String>, kube::Error> {
         // I6.
         let pending: Vec<String> = mine
             .iter()
-            .filter(|w| !w.is_finished() && !reserved(w))
+            .filter(|w| {
+                !w.is_finished() && !reserved(w) && w.metadata.deletion_timestamp.is_none()
+            })
             .map(|w| w.name_any())
             .collect();
         if pending.len() > 1 {
@@ -210,7 +234,7 @@ async fn check(client: &Client) -> Result<Vec<String>, kube::Error> {
             let successor = mine.iter().any(|w| {
                 w.annotations().get(label::WORKLOAD_SLICE_REPLACEMENT_FOR) == Some(&key)
                     && (reserved(w) || w.is_finished())
-            });
+            }) || seen.successor_was_admitted(&key);
             if !successor {
                 bad.push(format!(
                     "I6: slice {key} finished as replaced without an admitted successor"
@@ -248,10 +272,11 @@ impl Invariants {
         trigger!(ClusterQueue);
         let (v, n) = (violations.clone(), checks.clone());
         tasks.push(tokio::spawn(async move {
+            let mut seen = Seen::default();
             while rx.recv().await.is_some() {
                 // One check covers every event that arrived meanwhile.
                 while rx.try_recv().is_ok() {}
-                match check(&client).await {
+                match check(&client, &mut seen).await {
                     Ok(found) => {
                         n.fetch_add(1, Ordering::SeqCst);
                         v.lock().unwrap().extend(found);

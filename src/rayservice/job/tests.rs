@@ -284,3 +284,32 @@ mod demand_and_gate {
         }
     }
 }
+
+/// A RayService preempted after an upgrade keeps the first chain's `workload-slice-name` in its
+/// templates; its next Workload may start a new chain. Starting it replaces the stale name instead
+/// of failing on a merge conflict forever.
+#[test]
+fn a_new_slice_chain_replaces_the_stale_chain_name_in_the_service_templates() {
+    use crate::api::kueue::constants::label::WORKLOAD_SLICE_NAME;
+    use crate::api::ray::RayService;
+    use crate::jobframework::podset_info::PodSetInfo;
+    let annotated = json!({"annotations": {WORKLOAD_SLICE_NAME: "rayservice-rs-old", "user": "kept"}});
+    let rs: RayService = serde_json::from_value(json!({
+        "apiVersion": "ray.io/v1", "kind": "RayService",
+        "metadata": {"name": "rs", "namespace": "default"},
+        "spec": {"rayClusterConfig": {
+            "headGroupSpec": {"rayStartParams": {}, "template": {"metadata": annotated,
+                "spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray"}]}}},
+            "workerGroupSpecs": []
+        }}
+    }))
+    .unwrap();
+    let mut job = super::rayservice::RayServiceJob { rs, children: vec![], slices: 1 };
+    let mut info = PodSetInfo { name: "head".into(), count: 1, ..Default::default() };
+    info.annotations.insert(WORKLOAD_SLICE_NAME.into(), "rayservice-rs-new".into());
+    job.run_with_podsets_info(&[info]).expect("a new chain is not a conflict");
+    let meta = job.rs.spec.ray_cluster_config.head_group_spec.template.metadata.unwrap();
+    let a = meta.annotations.unwrap();
+    assert_eq!(a.get(WORKLOAD_SLICE_NAME).map(String::as_str), Some("rayservice-rs-new"));
+    assert_eq!(a.get("user").map(String::as_str), Some("kept"));
+}
