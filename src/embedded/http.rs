@@ -5,6 +5,7 @@ use super::discovery;
 use super::error::ApiError;
 use super::patch::PatchKind;
 use super::protobuf;
+use super::rbac;
 use super::registry::ResourceInfo;
 use super::selector::{FieldSelector, LabelSelector};
 use super::store::{DeleteOptions, ListOptions, Store, WatchFrom};
@@ -149,6 +150,34 @@ fn route(srv: &EmbeddedServer, path: &str) -> Route {
     Route::Resource(Target { info, namespace, name: name.map(String::from), status })
 }
 
+/// RBAC for an in-process principal (`EmbeddedServer::client_as`): the request itself, and on a
+/// create the owners its references block deletion of (`update` on `<owner>/finalizers`).
+fn authorize(srv: &EmbeddedServer, authz: &rbac::Authorizer, t: &Target, method: &Method, query: &Query, body: &[u8]) -> Result<(), ApiError> {
+    let resource = if t.status { format!("{}/status", t.info.plural) } else { t.info.plural.clone() };
+    let verb = rbac::verb(method, t.name.is_some(), query.flag("watch"));
+    let access = rbac::Access { group: t.info.group.clone(), resource, verb: verb.to_string(), name: t.name.clone(), namespace: t.namespace.clone() };
+    let forbidden = |a: &rbac::Access| ApiError::new(403, "Forbidden", authz.forbidden_message(a));
+    if !authz.allows(&access) {
+        return Err(forbidden(&access));
+    }
+    if *method != Method::POST {
+        return Ok(());
+    }
+    let obj: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    for (api_version, kind, name) in rbac::blocking_owners(&obj) {
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version.as_str()));
+        let Some(owner) = srv.registry.all().iter().find(|r| r.group == group && r.version == version && r.kind == kind).cloned() else {
+            continue;
+        };
+        let namespace = if owner.namespaced { t.namespace.clone() } else { None };
+        let a = rbac::Access { group: owner.group.clone(), resource: format!("{}/finalizers", owner.plural), verb: "update".into(), name: Some(name), namespace };
+        if !authz.allows(&a) {
+            return Err(forbidden(&a));
+        }
+    }
+    Ok(())
+}
+
 pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Response {
     if let Some(d) = srv.store.faults.delay() {
         tokio::time::sleep(d).await;
@@ -190,6 +219,11 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
         Route::OpenApiGv(p) => discovery::openapi_v3_gv(&srv.registry, &p).map(|d| ok(200, &d)).unwrap_or_else(|| not_found_path(&path)),
         Route::UnknownSub | Route::NotFound => not_found_path(&path),
         Route::Resource(t) => {
+            if let Some(rbac::Principal(authz)) = parts.extensions.get::<rbac::Principal>()
+                && let Err(e) = authorize(&srv, authz, &t, &parts.method, &query, &body)
+            {
+                return error(&e);
+            }
             let r = Req { srv: &srv, t, query, accept, content_type, body: &body, method: parts.method };
             match r.serve() {
                 Ok(resp) => resp,

@@ -15,6 +15,7 @@ mod listener;
 pub mod meta;
 pub mod patch;
 pub mod protobuf;
+pub mod rbac;
 pub mod registry;
 pub mod selector;
 pub mod sim;
@@ -91,6 +92,19 @@ impl EmbeddedServer {
     /// An in-process client (default namespace "default").
     pub fn client(self: &Arc<Self>) -> kube::Client {
         kube::Client::new(self.router(), "default")
+    }
+
+    /// An in-process client whose every request is authorized by `authz` (403 when no rule allows
+    /// it) and recorded there: the manager run under a Role in tests.
+    pub fn client_as(self: &Arc<Self>, authz: Arc<rbac::Authorizer>) -> kube::Client {
+        let principal = rbac::Principal(authz);
+        let service = tower::ServiceBuilder::new()
+            .map_request(move |mut req: ::http::Request<kube::client::Body>| {
+                req.extensions_mut().insert(principal.clone());
+                req
+            })
+            .service(self.router());
+        kube::Client::new(service, "default")
     }
 
     /// Binds `listen` (loopback only; port 0 picks one) and serves it over TLS with fresh

@@ -37,7 +37,6 @@ impl Manager {
         identity: &str,
         ray: Option<Dashboards>,
     ) -> Manager {
-        let (tx, rx) = oneshot::channel::<()>();
         let opts = ManagerOptions {
             leader_election,
             identity: identity.to_string(),
@@ -45,6 +44,11 @@ impl Manager {
             ray,
             ..Default::default()
         };
+        Self::start_opts(client, opts)
+    }
+
+    pub fn start_opts(client: Client, opts: ManagerOptions) -> Manager {
+        let (tx, rx) = oneshot::channel::<()>();
         let handle = tokio::spawn(async move {
             if let Err(e) = run_manager(client, opts, async move {
                 let _ = rx.await;
@@ -81,6 +85,9 @@ pub struct Cluster {
     pub quota: QuotaWatch,
     /// The Ray operator's dashboards, when the cluster runs it (kept across manager restarts).
     pub ray: Option<Dashboards>,
+    /// When set, managers run on this client (a principal under a Role) with leader election in
+    /// this namespace, as deployed.
+    pub restricted: Option<(Client, String)>,
     _sims: Option<tokio_util::sync::DropGuard>,
 }
 
@@ -105,6 +112,7 @@ impl Cluster {
             manager,
             quota,
             ray: None,
+            restricted: None,
             _sims: None,
         }
     }
@@ -137,12 +145,32 @@ impl Cluster {
         if let Some(m) = self.manager.take() {
             m.stop().await;
         }
-        self.manager = Some(Manager::start_with(
-            self.client.clone(),
-            false,
-            identity,
-            self.ray.clone(),
-        ));
+        self.manager = Some(match &self.restricted {
+            Some((client, lease_namespace)) => Manager::start_opts(
+                client.clone(),
+                ManagerOptions {
+                    leader_election: true,
+                    lease_namespace: lease_namespace.clone(),
+                    identity: identity.to_string(),
+                    resync: Duration::from_millis(300),
+                    ray: self.ray.clone(),
+                    ..Default::default()
+                },
+            ),
+            None => Manager::start_with(self.client.clone(), false, identity, self.ray.clone()),
+        });
+    }
+
+    /// From now on the manager runs as the principal of `authz` (every request authorized by the
+    /// Roles it was built from), with leader election in `lease_namespace`.
+    pub async fn restrict_manager(
+        &mut self,
+        authz: Arc<quotagate::embedded::rbac::Authorizer>,
+        lease_namespace: &str,
+    ) {
+        let client = self.server.client_as(authz);
+        self.restricted = Some((client, lease_namespace.to_string()));
+        self.restart_manager("m1").await;
     }
 
     pub fn workloads(&self) -> Api<Workload> {
