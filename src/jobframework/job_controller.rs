@@ -206,7 +206,11 @@ pub fn plan(job: &dyn GenericJob, workloads: &[&Workload]) -> Result<Step, JobFr
         if matches!(change, DemandChange::Incompatible) && !reserved {
             return Ok(Step::DeleteWorkloads(vec![name]));
         }
-    } else if !reserved && !podsets_equivalent(&podsets, &wl.spec.pod_sets, false) {
+    } else if (!reserved || job.is_suspended())
+        && !podsets_equivalent(&podsets, &wl.spec.pod_sets, false)
+    {
+        // A suspended job's templates are its own (injected info is restored on stop), so a
+        // mismatch is an edit: the reservation no longer describes the pods it would start.
         return Ok(Step::DeleteWorkloads(vec![name]));
     }
     if reserved && is_evicted(wl) {

@@ -336,6 +336,14 @@ mod plan_tests {
                 vec![wl_for(&suspended, "w", true, false)],
                 Step::Start("w".into()),
             ),
+            // Kueue deletes a Workload that no longer matches its suspended job even when it holds
+            // quota: starting the job on it would run pods the reservation does not describe.
+            (
+                "admitted, suspended, podsets changed",
+                &suspended,
+                vec![wl_for(&other, "w", true, false)],
+                Step::DeleteWorkloads(vec!["w".into()]),
+            ),
             (
                 "admitted, running",
                 &running,
