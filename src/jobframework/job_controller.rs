@@ -27,6 +27,7 @@ use super::core::conditions::{self, is_evicted};
 use super::interface::{DemandChange, GenericJob, queue_name};
 use super::podset_info::{InfoOptions, PodSetInfo, podsets_equivalent, podsets_info_from_status};
 use super::priority::{Priority, PrioritySource, priority_source, resolve_priority};
+use super::refusal;
 use super::shell;
 use super::workload::{WorkloadOptions, construct_workload, prepare_workload_slice};
 use crate::api::kueue::constants::label;
@@ -310,19 +311,30 @@ pub async fn reconcile<J: JobKind>(
         // The job's demand cannot be a Workload (e.g. more podsets than Kueue allows): retrying the same
         // spec cannot fix it, so say so on the job and wait for it to change.
         Err(JobFrameworkError::PodSets(why)) => {
+            let msg = format!("no Workload can be built for the job: {why}");
             shell::publish(
                 &ctx.recorder,
                 &obj.object_ref(&()),
                 EventType::Warning,
                 "InvalidPodSets",
-                format!("no Workload can be built for the job: {why}"),
+                msg.clone(),
             )
             .await;
+            let why = Some((refusal::REASON_INVALID_PODSETS, msg.as_str()));
+            if let Err(e) = refusal::record(&job_api, &obj, why).await {
+                tracing::debug!(error = %e, "recording the refusal on the job failed; will retry");
+            }
             return Ok(Action::requeue(Duration::from_secs(60)));
         }
         Err(e) => return Err(e.into()),
     };
     tracing::debug!(?step, "job step");
+    // Has a Workload: a refusal said on the job earlier is over.
+    if !owned.is_empty()
+        && let Err(e) = refusal::record(&job_api, &obj, None).await
+    {
+        tracing::debug!(error = %e, "clearing the refusal on the job failed; will retry");
+    }
     let obj_ref = obj.object_ref(&());
     let find = |name: &str| {
         owned
@@ -381,14 +393,19 @@ pub async fn reconcile<J: JobKind>(
                 // The API server refused the Workload for what it is (say a negative request in the
                 // job's pod template): retrying cannot fix it, so say why on the job and wait for a change.
                 Err(kube::Error::Api(s)) if s.code == 422 || s.code == 400 => {
+                    let msg = format!("the Workload for the job was refused: {}", s.message);
                     shell::publish(
                         &ctx.recorder,
                         &obj_ref,
                         EventType::Warning,
                         "FailedCreateWorkload",
-                        format!("the Workload for the job was refused: {}", s.message),
+                        msg.clone(),
                     )
                     .await;
+                    let why = Some((refusal::REASON_WORKLOAD_REFUSED, msg.as_str()));
+                    if let Err(e) = refusal::record(&job_api, job.object(), why).await {
+                        tracing::debug!(error = %e, "recording the refusal on the job failed; will retry");
+                    }
                     tracing::info!(error = %s.message, "workload refused by the API server; waiting for the job to change");
                     return Ok(Action::requeue(Duration::from_secs(60)));
                 }

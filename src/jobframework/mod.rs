@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod names;
 pub mod podset_info;
 pub mod priority;
+pub mod refusal;
 pub mod shell;
 pub mod workload;
 

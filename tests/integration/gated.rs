@@ -83,6 +83,15 @@ impl Scenario {
             .unwrap();
     }
 
+    /// Lets higher-priority workloads preempt lower ones in `cq`; `spec` adds more to its spec.
+    async fn preempt_lower_priority(&self, mut spec: serde_json::Value) {
+        spec["preemption"] = json!({"withinClusterQueue": "LowerPriority"});
+        let cqs: Api<ClusterQueue> = Api::all(self.c.client.clone());
+        cqs.patch("cq", &PatchParams::default(), &Patch::Merge(&json!({"spec": spec})))
+            .await
+            .unwrap();
+    }
+
     async fn patch_version(&self, name: &str, version: &str) {
         let patch = json!({"spec": {"rayClusterConfig": {"rayVersion": version}}});
         self.services()
@@ -524,11 +533,7 @@ async fn with_admission_off_a_resumed_gated_child_still_runs_no_pod() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preemption_during_an_upgrade_suspends_the_service_and_it_resumes_later() {
     let s = Scenario::start("3", 3000).await;
-    let cqs: Api<ClusterQueue> = Api::all(s.c.client.clone());
-    let preempt = json!({"spec": {"preemption": {"withinClusterQueue": "LowerPriority"}}});
-    cqs.patch("cq", &PatchParams::default(), &Patch::Merge(&preempt))
-        .await
-        .unwrap();
+    s.preempt_lower_priority(json!({})).await;
     s.serving(service("rs", "1", "2.46.0")).await;
     s.gated_upgrade("rs", "2.47.0").await;
     s.c.workload("urgent", "lq", 1000, "3").await;
@@ -571,11 +576,7 @@ async fn preemption_during_an_upgrade_suspends_the_service_and_it_resumes_later(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_service_preempted_after_an_upgrade_and_edited_resumes_on_a_new_slice_chain() {
     let s = Scenario::start("3", 3000).await;
-    let cqs: Api<ClusterQueue> = Api::all(s.c.client.clone());
-    let preempt = json!({"spec": {"preemption": {"withinClusterQueue": "LowerPriority"}}});
-    cqs.patch("cq", &PatchParams::default(), &Patch::Merge(&preempt))
-        .await
-        .unwrap();
+    s.preempt_lower_priority(json!({})).await;
     s.set_quota("4").await;
     let a = s.serving(service("rs", "1", "2.46.0")).await;
     let p = s.gated_upgrade("rs", "2.47.0").await;
@@ -809,11 +810,7 @@ async fn the_manager_needs_exactly_the_shipped_role() {
         .replace_status("co", &PostParams::default(), &co)
         .await
         .unwrap();
-    let cqs: Api<ClusterQueue> = Api::all(s.c.client.clone());
-    let preempt = json!({"spec": {"cohortName": "co", "preemption": {"withinClusterQueue": "LowerPriority"}}});
-    cqs.patch("cq", &PatchParams::default(), &Patch::Merge(&preempt))
-        .await
-        .unwrap();
+    s.preempt_lower_priority(json!({"cohortName": "co"})).await;
 
     let mut rs = service("rs", "1", "2.52.0");
     rs.spec.ray_cluster_config.auth_options = Some(serde_json::from_value(json!({"mode": "token"})).unwrap());

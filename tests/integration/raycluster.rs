@@ -2,7 +2,7 @@
 //! admission with the flavor's node labels, and deleting the cluster frees its quota.
 
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use quotagate::api::kueue::constants::label;
 use quotagate::api::kueue::{ClusterQueue, ResourceFlavor};
 use quotagate::api::ray::RayCluster;
@@ -352,4 +352,44 @@ async fn elastic_raycluster_scaled_down_frees_quota_in_place() {
         "no new slice for a scale-down"
     );
     c.quota.assert_safe();
+}
+
+/// Issue 13 item 6: a queue-managed RayCluster whose Workload the API server refuses (19 worker
+/// groups: more podsets than Kueue's 18) says why on its own status (`QuotaGated=True`,
+/// `WorkloadRefused`) and in a Warning event, runs nothing, and once fixed gets its Workload and
+/// loses the condition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_raycluster_whose_workload_is_refused_says_why_on_its_status() {
+    let c = Cluster::start(Limits::default().cq("cq", 40000)).await;
+    c.simple("cq", "lq", "40").await;
+    let group = |i: usize| {
+        serde_json::json!({"groupName": format!("g{i}"), "replicas": 1, "minReplicas": 0, "maxReplicas": 1, "rayStartParams": {},
+            "template": {"spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray:2.9.0",
+                "resources": {"requests": {"cpu": "100m"}}}]}}})
+    };
+    let mut rc = cluster("many");
+    rc.spec.worker_group_specs = Some((0..19).map(|i| serde_json::from_value(group(i)).unwrap()).collect());
+    let rcs: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
+    rcs.create(&PostParams::default(), &rc).await.unwrap();
+    let refused = |r: &RayCluster| {
+        r.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .any(|c| c.type_ == "QuotaGated" && c.status == "True" && c.reason == "WorkloadRefused" && c.message.contains("podSets"))
+    };
+    let seen = wait_for(&rcs, "many", "the refusal on the RayCluster's status", refused).await;
+    assert_eq!(seen.spec.suspend, Some(true), "nothing runs without a Workload");
+    assert!(c.workloads().list(&ListParams::default()).await.unwrap().items.is_empty());
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.client.clone(), "default");
+    let warned = events.list(&ListParams::default()).await.unwrap().items.into_iter().any(|e| {
+        e.reason.as_deref() == Some("FailedCreateWorkload") && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("many")
+    });
+    assert!(warned, "a Warning event says it too");
+
+    let fixed = serde_json::json!({"spec": {"workerGroupSpecs": [group(0)]}});
+    rcs.patch("many", &PatchParams::default(), &Patch::Merge(&fixed)).await.unwrap();
+    wait_for(&rcs, "many", "the refusal cleared once the Workload exists", |r| !refused(r) && r.spec.suspend == Some(false)).await;
+    assert_eq!(c.workloads().list(&ListParams::default()).await.unwrap().items.len(), 1);
 }

@@ -13,7 +13,7 @@ pub use queues::{
     validate_cluster_queue, validate_cluster_queue_update, validate_cohort, validate_local_queue, validate_local_queue_update, validate_resource_flavor,
     validate_resource_flavor_update,
 };
-pub use workload::{validate_workload, validate_workload_priority_class, validate_workload_update};
+pub use workload::{MAX_PODSETS, validate_workload, validate_workload_priority_class, validate_workload_update};
 
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as WireQuantity;

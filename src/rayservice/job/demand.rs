@@ -24,7 +24,7 @@ use crate::rayservice::cluster::BuildOptions;
 use crate::rayservice::cluster::podsets::cluster_podsets;
 
 /// Kueue's limit on podsets per Workload.
-pub const MAX_PODSETS: usize = 8;
+pub const MAX_PODSETS: usize = crate::api::kueue::validation::MAX_PODSETS;
 
 /// What quota and flavor assignment see of a pod: its group and per-pod requests, and its scheduling
 /// constraints. Two pods with equal identities are interchangeable for quota.

@@ -254,9 +254,11 @@ mod demand_and_gate {
 
     #[test]
     fn more_shapes_than_kueues_podset_limit_is_refused_with_a_reason() {
-        let children: Vec<RayCluster> = (1..=8).map(|i| child(&format!("c{i}"), &i.to_string(), 1, "x")).collect();
+        // Kueue v1beta2 allows 18 podsets per Workload: 18 head shapes plus the workers make 19.
+        let children: Vec<RayCluster> = (1..=18).map(|i| child(&format!("c{i}"), &i.to_string(), 1, "x")).collect();
         let err = podsets(&demand(&children)).unwrap_err();
-        assert!(err.to_string().contains("9 podsets") && err.to_string().contains("limit of 8"), "{err}");
+        assert!(err.to_string().contains("19 podsets") && err.to_string().contains("limit of 18"), "{err}");
+        assert!(podsets(&demand(&children[..17])).is_ok(), "18 podsets fit");
     }
 
     proptest::proptest! {

@@ -12,7 +12,8 @@ use crate::api::kueue::workload::{Admission, PodSet, PriorityClassGroup, Priorit
 use crate::api::quantity::resource_value;
 use crate::api::validation::{ErrorType, FieldError, Path};
 
-const MAX_PODSETS: usize = 18;
+/// `spec.podSets` maxItems in Kueue v1beta2 (it was 8 in v1beta1).
+pub const MAX_PODSETS: usize = 18;
 const MAX_PREEMPTION_GATES: usize = 8;
 
 pub fn validate_workload_priority_class(wpc: &WorkloadPriorityClass) -> Vec<FieldError> {
