@@ -31,8 +31,9 @@ enum Command {
     /// A scripted walk-through on the embedded cluster: quota admission of RayClusters, then a RayService
     /// blue/green upgrade. Prints each step and how long it took; exits 1 if a step does not happen.
     Demo {
-        /// Also serve the embedded API on this loopback address, to watch with kubectl.
-        #[arg(long)]
+        /// Also serve the embedded API on this loopback address, to watch with kubectl (its
+        /// credentials go to --kubeconfig-out).
+        #[arg(long, requires = "kubeconfig_out")]
         listen: Option<SocketAddr>,
         /// With --listen: write a kubeconfig for that address here.
         #[arg(long, requires = "listen")]
@@ -59,7 +60,8 @@ enum Command {
         /// Loopback address to listen on (port 0 picks a free one).
         #[arg(long, default_value = "127.0.0.1:6443")]
         listen: SocketAddr,
-        /// Write a kubeconfig for the server here (use with `kubectl --kubeconfig FILE`).
+        /// Write a kubeconfig for the server here (use with `kubectl --kubeconfig FILE`): its CA and
+        /// bearer token are written nowhere else. Required.
         #[arg(long)]
         kubeconfig_out: Option<PathBuf>,
         /// Do not run the simulated node agent, endpoints and gateway controllers.
@@ -101,8 +103,9 @@ struct RunArgs {
     /// a real cluster.
     #[arg(long)]
     embedded: bool,
-    /// With --embedded: also serve the API on this loopback address, for kubectl.
-    #[arg(long, requires = "embedded")]
+    /// With --embedded: also serve the API on this loopback address, for kubectl (its credentials go
+    /// to --kubeconfig-out).
+    #[arg(long, requires_all = ["embedded", "kubeconfig_out"])]
     listen: Option<SocketAddr>,
     /// With --embedded and --listen: write a kubeconfig for that address here.
     #[arg(long, requires = "listen")]
@@ -199,13 +202,16 @@ async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulato
     if let Some(node) = sims.node.as_mut() {
         node.start_delay = pod_start_delay;
     }
-    let opts = ClusterOptions { sims, listen: Some(listen), kubeconfig_out: kubeconfig_out.clone(), ..Default::default() };
+    if !listen.ip().is_loopback() {
+        return Err(quotagate::embedded::ServeError::NotLoopback(listen).into());
+    }
+    let Some(path) = kubeconfig_out else {
+        anyhow::bail!("--kubeconfig-out is required: the listener's CA and token are written only there, and it refuses requests without them");
+    };
+    let opts = ClusterOptions { sims, listen: Some(listen), kubeconfig_out: Some(path.clone()), ..Default::default() };
     let cluster = EmbeddedCluster::start(&quotagate::api::all_crds(), Arc::new(QuotagateAdmission), opts).await?;
     let addr = cluster.addr.unwrap_or(listen);
-    match &kubeconfig_out {
-        Some(path) => println!("embedded API server on http://{addr}; kubeconfig written to {}", path.display()),
-        None => println!("embedded API server on http://{addr}"),
-    }
+    println!("embedded API server on https://{addr}; kubeconfig (CA and token) written to {}", path.display());
     shutdown_signal().await;
     cluster.stopped().await;
     Ok(())

@@ -188,6 +188,16 @@ fn apiserver_serves_tls_on_loopback_and_only_to_the_kubeconfig_token() {
 }
 
 #[test]
+fn a_listener_without_a_kubeconfig_to_hold_its_credentials_is_refused() {
+    let (code, out) = quotagate(&["apiserver", "--listen", "127.0.0.1:0"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("--kubeconfig-out is required"), "{out}");
+    let (code, out) = quotagate(&["run", "--embedded", "--listen", "127.0.0.1:0"]);
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("--kubeconfig-out"), "{out}");
+}
+
+#[test]
 fn apiserver_refuses_a_non_loopback_address() {
     let (code, out) = quotagate(&["apiserver", "--listen", "0.0.0.0:0"]);
     assert_eq!(code, 1, "{out}");
