@@ -393,12 +393,13 @@ impl AdmissionState {
         }
         // Like Kueue, status.admission stays as admitted (it is immutable); the usage counted is
         // scaled to the smaller spec counts, so the difference is free at once.
-        if !is_evicted(wl) && scaled_down(wl) && !self.core_counts_match(key, wl) {
-            if let Err(e) = convert::workload_model(wl, &a.cluster_queue, labels())
+        if !is_evicted(wl)
+            && scaled_down(wl)
+            && !self.core_counts_match(key, wl)
+            && let Err(e) = convert::workload_model(wl, &a.cluster_queue, labels())
                 .and_then(|m| self.core.shrink_admitted(m))
-            {
-                tracing::warn!(workload = %key, error = %e, "cannot shrink an admitted workload");
-            }
+        {
+            tracing::warn!(workload = %key, error = %e, "cannot shrink an admitted workload");
         }
     }
 
