@@ -83,6 +83,19 @@ impl Scenario {
             .unwrap();
     }
 
+    /// Deletes the preempting workload `wl` and waits until service `rs` serves again, resumed.
+    async fn resumes_once_deleted(&self, wl: &str) -> RayService {
+        self.c
+            .workloads()
+            .delete(wl, &DeleteParams::default())
+            .await
+            .unwrap();
+        self.wait_rs("rs", "Ready again", |r| {
+            r.spec.suspend != Some(true) && ready(r) && active(r).is_some()
+        })
+        .await
+    }
+
     /// Lets higher-priority workloads preempt lower ones in `cq`; `spec` adds more to its spec.
     async fn preempt_lower_priority(&self, mut spec: serde_json::Value) {
         spec["preemption"] = json!({"withinClusterQueue": "LowerPriority"});
@@ -551,15 +564,7 @@ async fn preemption_during_an_upgrade_suspends_the_service_and_it_resumes_later(
             .then_some(())
     })
     .await;
-    s.c.workloads()
-        .delete("urgent", &DeleteParams::default())
-        .await
-        .unwrap();
-    let rs = s
-        .wait_rs("rs", "Ready again", |r| {
-            r.spec.suspend != Some(true) && ready(r) && active(r).is_some()
-        })
-        .await;
+    let rs = s.resumes_once_deleted("urgent").await;
     let now = s.clusters().get(&active(&rs).unwrap()).await.unwrap();
     assert_eq!(
         now.spec.ray_version.as_deref(),
@@ -591,14 +596,7 @@ async fn a_service_preempted_after_an_upgrade_and_edited_resumes_on_a_new_slice_
         .patch("rs", &PatchParams::default(), &Patch::Merge(&head))
         .await
         .unwrap();
-    s.c.workloads()
-        .delete("urgent", &DeleteParams::default())
-        .await
-        .unwrap();
-    s.wait_rs("rs", "Ready again", |r| {
-        r.spec.suspend != Some(true) && ready(r) && active(r).is_some()
-    })
-    .await;
+    s.resumes_once_deleted("urgent").await;
     s.wait_cq_cpu(1500).await;
     s.inv.assert_clean();
 }
@@ -825,14 +823,7 @@ async fn the_manager_needs_exactly_the_shipped_role() {
     s.c.workload("urgent", "lq", 1000, "3").await;
     s.wait_rs("rs", "suspended by preemption", |r| r.spec.suspend == Some(true))
         .await;
-    s.c.workloads()
-        .delete("urgent", &DeleteParams::default())
-        .await
-        .unwrap();
-    s.wait_rs("rs", "Ready again", |r| {
-        r.spec.suspend != Some(true) && ready(r) && active(r).is_some()
-    })
-    .await;
+    s.resumes_once_deleted("urgent").await;
     s.services()
         .delete("rs", &DeleteParams::default())
         .await
