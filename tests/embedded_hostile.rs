@@ -72,38 +72,22 @@ async fn object_names_are_validated_and_paths_decoded() {
         "",
         "nothing stranded"
     );
-    let o = k.run_with(&["create", "namespace", "team.a"], None).await;
-    assert!(
-        !o.ok && o.stderr.contains("RFC 1123 label"),
-        "a namespace name is a DNS label: {}",
-        o.stderr
-    );
+    // A namespace name is a DNS label; a Service name a DNS-1035 label.
+    k.refused(&["create", "namespace", "team.a"], None, "RFC 1123 label")
+        .await;
     let svc =
         "apiVersion: v1\nkind: Service\nmetadata:\n  name: 0svc\nspec:\n  ports:\n  - port: 80\n";
-    let o = k.run_with(&["apply", "-f", "-"], Some(svc)).await;
-    assert!(
-        !o.ok && o.stderr.contains("DNS-1035"),
-        "a Service name is a DNS-1035 label: {}",
-        o.stderr
-    );
+    let apply = ["apply", "-f", "-"];
+    k.refused(&apply, Some(svc), "DNS-1035").await;
     let labels =
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: lab\n  labels:\n    \"!bad\": x\n";
-    let o = k.run_with(&["apply", "-f", "-"], Some(labels)).await;
-    assert!(
-        !o.ok && o.stderr.contains("metadata.labels"),
-        "{}",
-        o.stderr
-    );
+    k.refused(&apply, Some(labels), "metadata.labels").await;
     let long = format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: lab\n  labels:\n    k: {}\n",
         "v".repeat(64)
     );
-    let o = k.run_with(&["apply", "-f", "-"], Some(&long)).await;
-    assert!(
-        !o.ok && o.stderr.contains("must be no more than 63 characters"),
-        "{}",
-        o.stderr
-    );
+    k.refused(&apply, Some(&long), "must be no more than 63 characters")
+        .await;
 
     k.apply(&configmap("w1")).await;
     let client = k.srv.client();

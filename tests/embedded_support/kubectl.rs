@@ -113,6 +113,18 @@ impl Kube {
         o.stdout
     }
 
+    /// Runs kubectl expecting it to fail with `want` in its stderr; returns the stderr.
+    pub async fn refused(&self, args: &[&str], stdin: Option<&str>, want: &str) -> String {
+        let o = self.run_with(args, stdin).await;
+        assert!(
+            !o.ok && o.stderr.contains(want),
+            "kubectl {args:?} must fail saying {want:?}:\n{}\n{}",
+            o.stdout,
+            o.stderr
+        );
+        o.stderr
+    }
+
     pub async fn apply(&self, yaml: &str) -> String {
         let o = self.run_with(&["apply", "-f", "-"], Some(yaml)).await;
         assert!(o.ok, "kubectl apply failed:\n{}\n{}", o.stdout, o.stderr);

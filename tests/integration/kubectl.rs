@@ -153,20 +153,16 @@ async fn kubectl_applies_kueue_setup_and_sees_admission() {
     let Some(run) = Running::start("kubectl").await else {
         return;
     };
-    let (bin, dir) = (run.bin.clone(), run.dir.clone());
+    let dir = run.dir.clone();
     run.apply_setup().await;
     std::fs::write(dir.join("wl.yaml"), WORKLOAD).unwrap();
-    let (ok, out) = kubectl(
-        &bin,
-        &dir,
+    let (ok, out) = run.kubectl(
         &["apply", "-f", dir.join("wl.yaml").to_str().unwrap()],
     )
     .await;
     assert!(ok, "{out}");
     // kubectl waits on a watch.
-    let (ok, out) = kubectl(
-        &bin,
-        &dir,
+    let (ok, out) = run.kubectl(
         &[
             "wait",
             "--for=condition=Admitted",
@@ -176,9 +172,7 @@ async fn kubectl_applies_kueue_setup_and_sees_admission() {
     )
     .await;
     assert!(ok, "{out}");
-    let (ok, reason) = kubectl(
-        &bin,
-        &dir,
+    let (ok, reason) = run.kubectl(
         &[
             "get",
             "workload",
@@ -190,9 +184,7 @@ async fn kubectl_applies_kueue_setup_and_sees_admission() {
     .await;
     assert!(ok, "{reason}");
     assert_eq!(reason, "Quota reserved in ClusterQueue cluster-queue");
-    let (ok, out) = kubectl(
-        &bin,
-        &dir,
+    let (ok, out) = run.kubectl(
         &[
             "wait",
             "--for=jsonpath={.status.admittedWorkloads}=1",
@@ -202,9 +194,7 @@ async fn kubectl_applies_kueue_setup_and_sees_admission() {
     )
     .await;
     assert!(ok, "{out}");
-    let (ok, usage) = kubectl(
-        &bin,
-        &dir,
+    let (ok, usage) = run.kubectl(
         &[
             "get",
             "clusterqueue",
@@ -216,14 +206,12 @@ async fn kubectl_applies_kueue_setup_and_sees_admission() {
     .await;
     assert!(ok, "{usage}");
     assert_eq!(usage, "2");
-    let (ok, table) = kubectl(&bin, &dir, &["get", "workloads"]).await;
+    let (ok, table) = run.kubectl(&["get", "workloads"]).await;
     assert!(
         ok && table.contains("sample") && table.contains("cluster-queue"),
         "{table}"
     );
-    let (ok, active) = kubectl(
-        &bin,
-        &dir,
+    let (ok, active) = run.kubectl(
         &[
             "get",
             "cq",
@@ -247,12 +235,12 @@ async fn kubectl_applies_kueue_setup_and_sees_admission() {
         ("neg.yaml", negative_cpu, "resources.requests[cpu]"),
     ] {
         std::fs::write(dir.join(file), yaml).unwrap();
-        let (ok, out) = kubectl(&bin, &dir, &["apply", "-f", dir.join(file).to_str().unwrap()]).await;
+        let (ok, out) = run.kubectl(&["apply", "-f", dir.join(file).to_str().unwrap()]).await;
         assert!(!ok && out.contains(want), "{file} must be refused naming {want}: {out}");
     }
-    let (ok, out) = kubectl(&bin, &dir, &["get", "ns"]).await;
+    let (ok, out) = run.kubectl(&["get", "ns"]).await;
     assert!(ok && out.contains("default"), "{out}");
-    let (ok, names) = kubectl(&bin, &dir, &["get", "workloads", "-o", "jsonpath={.items[*].metadata.name}"]).await;
+    let (ok, names) = run.kubectl(&["get", "workloads", "-o", "jsonpath={.items[*].metadata.name}"]).await;
     assert!(ok && names == "sample", "nothing else stored: {names}");
     run.stop().await;
 }
