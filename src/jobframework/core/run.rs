@@ -71,12 +71,15 @@ impl AdmissionLoop {
             }
             let started = std::time::Instant::now();
             let mut snap = self.caches.snapshot();
-            let t = Instant::now();
-            let live: std::collections::HashSet<WorkloadKey> = snap.workloads.iter().map(|w| key_of(w)).collect();
-            backoff.retain(|k| live.contains(k));
             // A pending workload whose admission write failed sits out its backoff: it takes no
-            // quota in this cycle, so it cannot starve the workloads queued behind it.
-            snap.workloads.retain(|w| w.admission().is_some() || !backoff.blocked(&key_of(w), t));
+            // quota in this cycle, so it cannot starve the workloads queued behind it. (Nothing to
+            // do, and no per-workload work on the hot path, while no write is backing off.)
+            if !backoff.is_empty() {
+                let t = Instant::now();
+                let live: std::collections::HashSet<WorkloadKey> = snap.workloads.iter().map(|w| key_of(w)).collect();
+                backoff.retain(|k| live.contains(k));
+                snap.workloads.retain(|w| w.admission().is_some() || !backoff.blocked(&key_of(w), t));
+            }
             tracing::trace!(workloads = snap.workloads.len(), "admission step");
             let actions = state.step(&snap, now().as_millisecond());
             tracing::trace!(actions = actions.len(), "admission step done");

@@ -59,6 +59,11 @@ impl WriteBackoff {
         (e.failures, d)
     }
 
+    /// No write is backing off (the loop skips its per-cycle bookkeeping then).
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     pub fn succeeded(&mut self, key: &WorkloadKey) {
         self.entries.remove(key);
     }
