@@ -1,6 +1,9 @@
 //! The invariant watcher of the gated-upgrade scenarios: on every Workload, RayCluster, Pod and
-//! ClusterQueue event it re-reads the API (pods first, so every pod it sees was created under a slice the
-//! later reads include) and checks DESIGN.md's invariants:
+//! ClusterQueue event it re-reads the API and checks DESIGN.md's invariants. Pods are read before and
+//! after the rest, and only pods in both reads count: such a pod existed when the Workloads were read
+//! (so the slice it was created under is in that read), and still existed after (so its slice had not
+//! let go yet, since pods go first). One read alone sees either a pod created just after the slices or
+//! a slice released just after its pods were stopped as a violation.
 //! - I1 quota safety: per ClusterQueue (no cohort here), reserved usage of the latest slice of each chain
 //!   stays within nominal quota, for every resource;
 //! - I2 gate: per child of a queue-managed RayService and per group, live pods <= what the latest slice
@@ -77,7 +80,7 @@ impl Seen {
 
 async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Error> {
     let lp = ListParams::default();
-    let pods = Api::<Pod>::all(client.clone()).list(&lp).await?.items;
+    let before = Api::<Pod>::all(client.clone()).list(&lp).await?.items;
     let wls = Api::<Workload>::all(client.clone()).list(&lp).await?.items;
     seen.record(&wls);
     let rcs = Api::<RayCluster>::all(client.clone())
@@ -92,6 +95,18 @@ async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Er
         .list(&lp)
         .await?
         .items;
+    let after: std::collections::HashSet<String> = Api::<Pod>::all(client.clone())
+        .list(&lp)
+        .await?
+        .items
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| p.metadata.uid.clone())
+        .collect();
+    let pods: Vec<Pod> = before
+        .into_iter()
+        .filter(|p| p.metadata.uid.as_ref().is_some_and(|u| after.contains(u)))
+        .collect();
     let mut bad = Vec::new();
 
     // I1: latest slice of each chain, per ClusterQueue and resource, within nominal quota.
