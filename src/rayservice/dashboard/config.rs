@@ -37,6 +37,25 @@ impl ServeConfig {
         }
     }
 
+    /// The config a cluster already runs, rebuilt from the `deployed_app_config` of each application
+    /// Ray reports, so its `target_capacity` can change without deploying another config (an
+    /// incremental upgrade shrinking the active cluster, whose spec is no longer the desired one).
+    pub fn from_deployed(details: &super::ServeDetails) -> Result<Self, DashboardError> {
+        let apps: Vec<Value> = details
+            .applications
+            .values()
+            .filter_map(|a| a.deployed_app_config.clone())
+            .collect();
+        if apps.is_empty() {
+            return Err(DashboardError::InvalidConfig(
+                "Ray reports no deployed application config to change the target_capacity of".into(),
+            ));
+        }
+        let mut root = Map::new();
+        root.insert("applications".into(), Value::Array(apps));
+        Ok(Self { root })
+    }
+
     pub fn as_json(&self) -> &Map<String, Value> {
         &self.root
     }

@@ -17,10 +17,10 @@
 
 use std::collections::BTreeSet;
 
-use super::conditions as cond;
-use super::plan::{Action, EventType, Plan, ServiceStatusPlan, StatusPlan};
+use super::plan::{Action, EventType, Plan};
+use super::running;
 use super::schedule::reap_dangling;
-use super::snapshot::{Admission, ChildCluster, HashMatch, ServeObservation, Snapshot};
+use super::snapshot::{ChildCluster, HashMatch, ServeObservation, Snapshot};
 
 pub(crate) fn step(s: &Snapshot, p: &mut Plan) {
     let mut notes: Vec<String> = Vec::new();
@@ -67,74 +67,26 @@ pub(crate) fn step(s: &Snapshot, p: &mut Plan) {
 
     // 2. Create the named pending cluster (gated when queue-managed and not yet admitted).
     if let (false, Some(name), None) = (fresh, &pending, pending_obj) {
-        let gated = s.admission.gate_new_cluster(name, active_obj.is_some());
-        p.actions.push(Action::CreateCluster {
-            name: name.clone(),
-            gated,
-        });
-        let why = if gated {
-            " behind the admission gate (no pods until quota admits it)"
-        } else {
-            ""
-        };
-        p.event(
-            EventType::Normal,
-            "CreatedRayCluster",
-            format!("creating RayCluster {name}{why}"),
-        );
+        running::create_cluster(s, name, active_obj.is_some(), false, p);
     }
 
     // 3. Open gates the quota now covers.
-    for c in [active_obj, pending_obj]
-        .into_iter()
-        .flatten()
-        .filter(|c| c.gated)
-    {
-        if s.admission.admits(&c.name) {
-            p.actions.push(Action::OpenGate {
-                name: c.name.clone(),
-            });
-            p.event(
-                EventType::Normal,
-                "OpenedAdmissionGate",
-                format!("quota admits RayCluster {}: its pods may start", c.name),
-            );
-        } else {
-            notes.push(match &s.admission {
-                Admission::QueueManaged {
-                    waiting: Some(why), ..
-                } => format!("pending cluster {} is gated: {why}", c.name),
-                _ => format!("pending cluster {} waits for quota admission", c.name),
-            });
-        }
-    }
+    running::open_gates(s, [active_obj, pending_obj], &mut notes, p);
 
     // 4. In-place updates: appended worker groups or an operator-version re-stamp.
     // Only once "no pending" is durable: not in the pass that cancels or names one.
     let may_touch_active = s.status.pending.is_none() && pending.is_none() && !fresh;
-    let in_place = [active_obj.filter(|_| may_touch_active), pending_obj];
-    for c in in_place.into_iter().flatten() {
-        let restamp = c.operator_version.as_deref() != Some(s.operator_version.as_str());
-        if restamp || s.desired.compare(c) == HashMatch::Appended {
-            p.actions.push(Action::UpdateCluster {
-                name: c.name.clone(),
-            });
-            p.event(
-                EventType::Normal,
-                "UpdatedRayCluster",
-                format!("updating RayCluster {} in place", c.name),
-            );
-        }
-    }
+    running::update_in_place(s, [active_obj.filter(|_| may_touch_active), pending_obj], p);
 
     // 5. Serve config: to the pending cluster; to the active only when no other cluster is coming
     //    (a config meant for a new cluster spec must not reach the old one — KubeRay #3423).
     let mut pushed: BTreeSet<&str> = BTreeSet::new();
     let serve_targets = [pending_obj, active_obj.filter(|_| may_touch_active)];
     for c in serve_targets.into_iter().flatten() {
-        if let Some(reason) = push_reason(s, c) {
+        if let Some(reason) = running::push_reason(s, c) {
             p.actions.push(Action::PushServeConfig {
                 cluster: c.name.clone(),
+                target_capacity: None,
             });
             p.event(
                 EventType::Normal,
@@ -202,26 +154,7 @@ pub(crate) fn step(s: &Snapshot, p: &mut Plan) {
     }
 
     // 8. Head pods as serve endpoints (`ray.io/serve`), unless excluded.
-    for name in [&active, &pending].into_iter().flatten() {
-        let Some(c) = s.cluster(name).filter(|c| !c.gated) else {
-            continue;
-        };
-        let Some(current) = c.head_serve_label else {
-            continue;
-        };
-        // KubeRay: the label is the proxy's health, forced false when the head is excluded.
-        let wanted = match (s.exclude_head_from_serve, c.proxy_healthy) {
-            (true, _) => false,
-            (false, Some(healthy)) => healthy,
-            (false, None) => current,
-        };
-        if wanted != current {
-            p.actions.push(Action::SetHeadServeLabel {
-                cluster: name.clone(),
-                serving: wanted,
-            });
-        }
-    }
+    running::head_serve_labels(s, [&active, &pending], p);
 
     // 9. Dangling clusters: deadline first, deletion on a later pass.
     let kept: Vec<&str> = [&active, &pending]
@@ -237,39 +170,14 @@ pub(crate) fn step(s: &Snapshot, p: &mut Plan) {
     reap_dangling(s, &kept, &was_named, p);
 
     // 10. Status.
-    // What the serve Service's EndpointSlices list (KubeRay); a Service created or switched in this
-    // pass is counted on the next one, once the slices follow.
-    let endpoints = if s.serve_service.is_some() {
-        s.serve_endpoints
-    } else {
-        0
-    };
-    let failure = [&active, &pending]
-        .into_iter()
-        .flatten()
-        .filter_map(|n| s.cluster(n))
-        .find_map(|c| rejection(s, c).or_else(|| cond::deploy_failure(&c.name, &c.serve)));
-    if let Some(f) = &failure {
-        notes.push(f.clone());
-    }
-    let ready_cond = cond::ready(&s.status, endpoints, failure.as_deref());
-    let note = (!notes.is_empty()).then(|| notes.join("; "));
-    let upgrade_cond = cond::upgrade(
-        active.as_deref(),
-        pending.as_deref(),
-        ready_cond.reason,
-        note,
+    let (active_status, pending_status) = (
+        active.as_deref().map(|n| running::service_status(s, n, None)),
+        pending.as_deref().map(|n| running::service_status(s, n, None)),
     );
-    p.status = Some(StatusPlan {
-        active: active.as_deref().map(|n| service_status(s, n)),
-        pending: pending.as_deref().map(|n| service_status(s, n)),
-        num_serve_endpoints: endpoints,
-        conditions: vec![ready_cond, upgrade_cond],
-        observed_generation: s.generation,
-    });
+    running::status(s, active_status, pending_status, notes, None, p);
 }
 
-enum SpecDecision {
+pub(super) enum SpecDecision {
     Keep,
     NewPending,
     CancelPending,
@@ -277,7 +185,7 @@ enum SpecDecision {
 
 /// KubeRay's `shouldPrepareNewCluster`, plus: reverting to the active spec while the pending cluster is
 /// not yet serving cancels the upgrade instead of building a third cluster (KubeRay #4989's A->B->A).
-fn spec_decision(s: &Snapshot, notes: &mut Vec<String>) -> SpecDecision {
+pub(super) fn spec_decision(s: &Snapshot, notes: &mut Vec<String>) -> SpecDecision {
     let active = s.status.active.as_deref().and_then(|n| s.cluster(n));
     if let Some(pending) = s.status.pending.as_deref() {
         if s.serve_service.as_deref() == Some(pending) {
@@ -309,42 +217,5 @@ fn spec_decision(s: &Snapshot, notes: &mut Vec<String>) -> SpecDecision {
             ));
             SpecDecision::Keep
         }
-    }
-}
-
-/// Why the Serve config must be (re)deployed to this cluster, if it must.
-fn push_reason(s: &Snapshot, c: &ChildCluster) -> Option<&'static str> {
-    let wanted = s.desired.serve_config_hash.as_deref()?;
-    if c.gated || !c.head_ready || rejection(s, c).is_some() {
-        return None;
-    }
-    match &c.serve {
-        ServeObservation::Unreachable(_) => None,
-        // Apps vanish when the head restarted without GCS fault tolerance.
-        ServeObservation::Apps { apps, .. } if apps.is_empty() => {
-            Some("the cluster reports no applications")
-        }
-        _ if c.served_config_hash.as_deref() != Some(wanted) => {
-            Some("new or changed serveConfigV2")
-        }
-        _ => None,
-    }
-}
-
-/// The failure message when Ray refused the currently desired config on this cluster.
-fn rejection(s: &Snapshot, c: &ChildCluster) -> Option<String> {
-    let wanted = s.desired.serve_config_hash.as_deref()?;
-    let (hash, message) = c.rejected_config.as_ref()?;
-    (hash == wanted).then(|| format!("{}: Ray rejected the Serve config: {message}", c.name))
-}
-
-fn service_status(s: &Snapshot, name: &str) -> ServiceStatusPlan {
-    let applications = match s.cluster(name).map(|c| &c.serve) {
-        Some(ServeObservation::Apps { apps, .. }) => Some(apps.clone()),
-        _ => None,
-    };
-    ServiceStatusPlan {
-        cluster: name.to_string(),
-        applications,
     }
 }

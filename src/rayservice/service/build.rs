@@ -68,9 +68,17 @@ fn child_annotations(rs: &RayService, stamp: &Stamp) -> BTreeMap<String, String>
 
 /// A new child RayCluster named `name` (the cluster module's KubeRay construction), without our own
 /// RayService bookkeeping annotations; `gated` adds the admission gate.
-pub fn new_child(rs: &RayService, name: &str, operator_version: &str, gated: bool) -> RayCluster {
+/// `incremental`: the pending cluster of an incremental upgrade, whose workers start from
+/// `minReplicas` and grow with Serve's target_capacity (the autoscaler adds them).
+pub fn new_child(
+    rs: &RayService,
+    name: &str,
+    operator_version: &str,
+    gated: bool,
+    incremental: bool,
+) -> RayCluster {
     let mut rc =
-        crate::rayservice::cluster::child::child_cluster(rs, name, operator_version, false);
+        crate::rayservice::cluster::child::child_cluster(rs, name, operator_version, incremental);
     let annotations = rc.metadata.annotations.get_or_insert_with(BTreeMap::new);
     annotations.remove(schedule::ANNOTATION);
     annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
@@ -300,7 +308,7 @@ mod tests {
 
     #[test]
     fn child_carries_origin_labels_hash_owner_and_gate() {
-        let rc = new_child(&rs(), "svc-abcde", "v1.7.0", true);
+        let rc = new_child(&rs(), "svc-abcde", "v1.7.0", true, false);
         let labels = rc.metadata.labels.clone().unwrap();
         assert_eq!(labels[c::LABEL_ORIGINATED_FROM_CR_NAME], "svc");
         assert_eq!(labels[c::LABEL_ORIGINATED_FROM_CRD], "RayService");
@@ -315,7 +323,7 @@ mod tests {
             ("RayService", Some(true))
         );
         assert!(
-            !new_child(&rs(), "svc-abcde", "v1.7.0", false)
+            !new_child(&rs(), "svc-abcde", "v1.7.0", false, false)
                 .metadata
                 .annotations
                 .unwrap()
@@ -325,7 +333,7 @@ mod tests {
 
     #[test]
     fn update_keeps_suspend_gate_and_served_config() {
-        let mut existing = new_child(&rs(), "svc-abcde", "v1.7.0", true);
+        let mut existing = new_child(&rs(), "svc-abcde", "v1.7.0", true, false);
         existing.spec.suspend = Some(true);
         existing.metadata.annotations.as_mut().unwrap().insert(
             super::super::observe::SERVED_CONFIG_ANNOTATION.into(),

@@ -19,8 +19,9 @@ use super::build::{self, Stamp};
 use super::error::Error;
 use super::observe::{self, REJECTED_CONFIG_ANNOTATION, SERVED_CONFIG_ANNOTATION};
 use super::plan::{Action, EventType, Plan};
-use super::snapshot::{Admission, DesiredCluster, ServeObservation, Snapshot};
-use super::{auth, duration, schedule};
+use super::snapshot::{Admission, DesiredCluster, ServeObservation, Snapshot, UpgradeStrategy};
+use super::{auth, duration, schedule, traffic};
+use crate::api::gateway::{Gateway, HTTPRoute};
 use crate::api::ray::constants as c;
 use crate::api::ray::constants::ANNOTATION_ADMISSION_GATED as GATE_ANNOTATION;
 use crate::api::ray::validation::validate_ray_service;
@@ -131,6 +132,8 @@ pub async fn run(ctx: Arc<Context>) {
         watcher::Config::default(),
     )
     .owns(Api::<Service>::all(client.clone()), watcher::Config::default())
+    .owns(Api::<Gateway>::all(client.clone()), watcher::Config::default())
+    .owns(Api::<HTTPRoute>::all(client.clone()), watcher::Config::default())
     // A workload slice admitted (or waiting with a new reason) releases a held child or says why not.
     .owns(Api::<Workload>::all(client), watcher::Config::default());
     shell::run(controller, "rayservice", reconcile, ctx, |c| {
@@ -267,6 +270,11 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
             })
         });
     }
+    let strategy = observe::strategy(&rs.spec, ctx.config.zero_downtime);
+    let incremental = strategy == UpgradeStrategy::NewClusterWithIncrementalUpgrade;
+    // Incremental: each cluster runs at its own target_capacity, which the decisions compare
+    // themselves; the pushed config's capacity is not what every cluster should report.
+    let expected = expected.filter(|_| !incremental);
     let mut children = Vec::with_capacity(clusters.len());
     for rc in &clusters {
         let cname = rc.name_any();
@@ -305,7 +313,10 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
             )
             .await;
             view.serve = match answer {
-                Ok(result) => observe::serve_observation(result, expected.as_ref()),
+                Ok(result) => {
+                    view.reported_capacity = result.as_ref().ok().and_then(observe::capacity_percent);
+                    observe::serve_observation(result, expected.as_ref())
+                }
                 Err(_) => ServeObservation::Unreachable(format!(
                     "no answer within {:?}",
                     ctx.config.dashboard_timeout
@@ -326,8 +337,18 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
     }
     let selected = |svc: Option<Service>| svc.as_ref().and_then(build::selected_cluster);
     let head_service = selected(svc_api.get_opt(&build::head_service_name(&name)).await?);
-    let serve_svc_name = build::serve_service_name(rs);
-    let serve_service = selected(svc_api.get_opt(&serve_svc_name).await?);
+    // Incremental: the Gateway is the stable endpoint; endpoints are counted on the active cluster's
+    // own serve Service.
+    let serve_svc_name = match (&prior.active, incremental) {
+        (Some(active), true) => traffic::cluster_serve_service_name(active),
+        (None, true) => String::new(),
+        (_, false) => build::serve_service_name(rs),
+    };
+    let serve_service = if serve_svc_name.is_empty() {
+        None
+    } else {
+        selected(svc_api.get_opt(&serve_svc_name).await?)
+    };
     let serve_endpoints = if serve_service.is_some() {
         let slices: Api<EndpointSlice> = Api::namespaced(ctx.client.clone(), ns);
         let selector = format!("{}={serve_svc_name}", observe::SERVICE_NAME_LABEL);
@@ -339,6 +360,29 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
         )
     } else {
         0
+    };
+    let incremental = if incremental {
+        let options = traffic::options(rs);
+        let gateways: Api<Gateway> = Api::namespaced(ctx.client.clone(), ns);
+        let routes: Api<HTTPRoute> = Api::namespaced(ctx.client.clone(), ns);
+        let gateway = gateways.get_opt(&names::gateway_name(&name)).await?;
+        let route = routes.get_opt(&names::httproute_name(&name)).await?;
+        let mut serve_services = std::collections::BTreeSet::new();
+        for rc in &clusters {
+            let cname = rc.name_any();
+            if svc_api
+                .get_opt(&traffic::cluster_serve_service_name(&cname))
+                .await?
+                .is_some()
+            {
+                serve_services.insert(cname);
+            }
+        }
+        let port = observe::serve_port(&rs.spec.ray_cluster_config);
+        let view = traffic::view(rs, &options, gateway.as_ref(), route.as_ref(), serve_services, port);
+        Some((options, view))
+    } else {
+        None
     };
     let managed_externally = rs
         .spec
@@ -354,7 +398,7 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
         managed_externally,
         invalid,
         suspend: rs.spec.is_suspended(),
-        strategy: observe::strategy(&rs.spec, ctx.config.zero_downtime),
+        strategy,
         deletion_delay: jiff::SignedDuration::from_secs(i64::from(
             rs.spec.deletion_delay_seconds().max(0),
         )),
@@ -375,6 +419,7 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
         serve_service,
         serve_endpoints,
         admission,
+        incremental,
         fresh_name: format!("{name}-{}", shell::random_suffix()),
         operator_version: ctx.config.operator_version.clone(),
     })
@@ -474,6 +519,10 @@ fn failure_reason(action: &Action) -> &'static str {
         Action::UpdateCluster { .. } | Action::OpenGate { .. } => "FailedToUpdateRayCluster",
         Action::DeleteCluster { .. } => "FailedToDeleteRayCluster",
         Action::PushServeConfig { .. } => "FailedToUpdateServeApplications",
+        Action::SetTargetCapacity { .. } => "FailedToUpdateTargetCapacity",
+        Action::PointHeadService { .. } | Action::EnsureServeService { .. } => "FailedToUpdateService",
+        Action::ApplyGateway => "FailedToUpdateGateway",
+        Action::SetRoute { .. } => "FailedToUpdateHTTPRoute",
         Action::PointServices { .. } => "FailedToUpdateService",
         Action::DeleteServices => "FailedToDeleteService",
         Action::SetHeadServeLabel { .. } => "FailedToUpdateHeadPodServeLabel",
@@ -489,6 +538,10 @@ fn guarded(mut patch: Value, rv: &str) -> Value {
         meta.insert("resourceVersion".into(), Value::String(rv.into()));
     }
     patch
+}
+
+async fn created_event(ctx: &Context, rs: &RayService, reason: &'static str, message: String) {
+    shell::publish(&ctx.recorder, &rs.object_ref(&()), KEventType::Normal, reason, message).await;
 }
 
 fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<(), Error> {
@@ -535,8 +588,18 @@ async fn act(
                 Err(e) => ignore_not_found(Err::<RayService, _>(e)),
             }
         }
-        Action::CreateCluster { name: cname, gated } => {
-            let rc = build::new_child(rs, cname, &ctx.config.operator_version, *gated);
+        Action::CreateCluster {
+            name: cname,
+            gated,
+            incremental,
+        } => {
+            let rc = build::new_child(
+                rs,
+                cname,
+                &ctx.config.operator_version,
+                *gated,
+                *incremental,
+            );
             // Created by a pass whose status write was lost: same name, nothing to do.
             shell::ignore_already_exists(rc_api.create(&PostParams::default(), &rc).await)?;
             Ok(())
@@ -566,7 +629,10 @@ async fn act(
                 .await?;
             Ok(())
         }
-        Action::PushServeConfig { cluster } => {
+        Action::PushServeConfig {
+            cluster,
+            target_capacity,
+        } => {
             let yaml = rs
                 .spec
                 .serve_config_v2
@@ -586,7 +652,7 @@ async fn act(
             let hash = observe::serve_config_hash(yaml);
             let answer = tokio::time::timeout(
                 ctx.config.dashboard_timeout,
-                dashboard.deploy(&endpoint, &config, None),
+                dashboard.deploy(&endpoint, &config, target_capacity.map(f64::from)),
             )
             .await
             .map_err(|_| Error::DashboardTimeout {
@@ -654,17 +720,21 @@ async fn act(
             }
             Ok(())
         }
-        Action::PointServices { cluster } => {
+        Action::PointServices { cluster } | Action::PointHeadService { cluster } => {
             let cluster_head = svc_api
                 .get_opt(&names::head_service_name(
                     cluster,
                     &rs.spec.ray_cluster_config,
                 ))
                 .await?;
-            let wanted = [
-                build::rayservice_head_service(rs, cluster, cluster_head.as_ref()),
-                build::rayservice_serve_service(rs, cluster),
-            ];
+            let mut wanted = vec![build::rayservice_head_service(
+                rs,
+                cluster,
+                cluster_head.as_ref(),
+            )];
+            if matches!(action, Action::PointServices { .. }) {
+                wanted.push(build::rayservice_serve_service(rs, cluster));
+            }
             for svc in wanted {
                 let sname = svc.name_any();
                 match svc_api.get_opt(&sname).await? {
@@ -686,6 +756,84 @@ async fn act(
                     }
                 }
             }
+            Ok(())
+        }
+        Action::EnsureServeService { cluster } => {
+            let rc = rc_api
+                .get_opt(cluster)
+                .await?
+                .ok_or_else(|| Error::ClusterGone(cluster.clone()))?;
+            let svc = traffic::cluster_serve_service(rs, &rc);
+            shell::ignore_already_exists(svc_api.create(&PostParams::default(), &svc).await)?;
+            Ok(())
+        }
+        Action::ApplyGateway => {
+            let options = traffic::options(rs);
+            let wanted = traffic::gateway(rs, &options.gateway_class);
+            let api: Api<Gateway> = Api::namespaced(ctx.client.clone(), ns);
+            let gname = wanted.name_any();
+            match api.get_opt(&gname).await? {
+                None => {
+                    api.create(&PostParams::default(), &wanted).await?;
+                    created_event(ctx, rs, "CreatedGateway", format!("created Gateway {ns}/{gname}")).await;
+                }
+                Some(mut existing) => {
+                    existing.spec = wanted.spec;
+                    api.replace(&gname, &PostParams::default(), &existing).await?;
+                    created_event(ctx, rs, "UpdatedGateway", format!("updated Gateway {ns}/{gname}")).await;
+                }
+            }
+            Ok(())
+        }
+        Action::SetRoute { backends } => {
+            let port = observe::serve_port(&rs.spec.ray_cluster_config);
+            let wanted = traffic::httproute(rs, backends, port);
+            let api: Api<HTTPRoute> = Api::namespaced(ctx.client.clone(), ns);
+            let rname = wanted.name_any();
+            match api.get_opt(&rname).await? {
+                None => {
+                    api.create(&PostParams::default(), &wanted).await?;
+                }
+                Some(mut existing) => {
+                    existing.spec.parent_refs = wanted.spec.parent_refs;
+                    existing.spec.rules = wanted.spec.rules;
+                    api.replace(&rname, &PostParams::default(), &existing).await?;
+                }
+            }
+            Ok(())
+        }
+        Action::SetTargetCapacity { cluster, percent } => {
+            let rc = rc_api
+                .get_opt(cluster)
+                .await?
+                .ok_or_else(|| Error::ClusterGone(cluster.clone()))?;
+            let endpoint = ctx.endpoint(&rc, ns).await?;
+            let dashboard = (ctx.dashboards)(&endpoint);
+            let secs = ctx.config.dashboard_timeout.as_secs();
+            let timed_out = || Error::DashboardTimeout {
+                cluster: cluster.clone(),
+                secs,
+            };
+            let dashboard_error = |source| Error::Dashboard {
+                cluster: cluster.clone(),
+                source,
+            };
+            let details = tokio::time::timeout(
+                ctx.config.dashboard_timeout,
+                dashboard.serve_details(&endpoint),
+            )
+            .await
+            .map_err(|_| timed_out())?
+            .map_err(dashboard_error)?;
+            // The config this cluster already runs, so only its capacity changes.
+            let running = ServeConfig::from_deployed(&details).map_err(dashboard_error)?;
+            tokio::time::timeout(
+                ctx.config.dashboard_timeout,
+                dashboard.deploy(&endpoint, &running, Some(f64::from(*percent))),
+            )
+            .await
+            .map_err(|_| timed_out())?
+            .map_err(dashboard_error)?;
             Ok(())
         }
         Action::DeleteCluster { name: cname } => {

@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use super::bluegreen;
+use super::{bluegreen, incremental};
 use super::conditions::{self as cond, set};
 use super::plan::{Action, ConditionPlan, EventType, Plan, StatusPlan};
 use super::schedule::reap_dangling;
@@ -114,6 +114,8 @@ pub fn plan(s: &Snapshot) -> Plan {
             .map(String::as_str)
             .collect();
         reap_dangling(s, &[], &named, &mut p);
+    } else if let Some((options, traffic)) = &s.incremental {
+        incremental::step(s, options, traffic, &mut p);
     } else {
         bluegreen::step(s, &mut p);
     }

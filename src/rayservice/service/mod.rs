@@ -7,7 +7,8 @@
 //!
 //! Layout: `lifecycle` decides which top-level phase applies (deleting, invalid, suspending, suspended,
 //! timed out, running); `bluegreen` is the per-strategy state machine for a running service
-//! (`NewCluster` and `None`); `conditions` computes KubeRay's conditions; `schedule` keeps the
+//! (`NewCluster` and `None`), `incremental` the one for `NewClusterWithIncrementalUpgrade`, `running`
+//! the steps they share; `conditions` computes KubeRay's conditions; `schedule` keeps the
 //! dangling-cluster deletion deadlines that KubeRay held only in memory; `observe` maps API objects
 //! to the snapshot and the planned status back (including `numServeEndpoints` from the serve Service's
 //! EndpointSlices); `build` makes child clusters and Services (honouring `spec.serveService`); `auth`
@@ -15,6 +16,7 @@
 
 pub mod auth;
 mod bluegreen;
+pub mod incremental;
 pub mod build;
 pub mod conditions;
 pub mod controller;
@@ -23,15 +25,20 @@ pub mod error;
 pub mod lifecycle;
 pub mod observe;
 pub mod plan;
+mod running;
 pub mod schedule;
+pub mod traffic;
 pub mod snapshot;
 
+#[cfg(test)]
+mod incremental_tests;
 #[cfg(test)]
 mod tests;
 
 pub use lifecycle::plan;
 pub use plan::{Action, EventPlan, EventType, Plan, ServiceStatusPlan, StatusPlan};
 pub use snapshot::{
-    Admission, AppView, ChildCluster, DesiredCluster, HashMatch, PriorCondition, PriorStatus,
-    ServeObservation, Snapshot, UpgradeStrategy,
+    Admission, AppView, ChildCluster, DesiredCluster, HashMatch, IncrementalOptions,
+    PriorCondition, PriorStatus, ServeObservation, Snapshot, TrafficStatus, TrafficView,
+    UpgradeStrategy,
 };

@@ -11,7 +11,8 @@ use sha2::Digest;
 
 use super::plan::{ServiceStatusPlan, StatusPlan};
 use super::snapshot::{
-    AppView, ChildCluster, PriorCondition, PriorStatus, ServeObservation, UpgradeStrategy,
+    AppView, ChildCluster, PriorCondition, PriorStatus, ServeObservation, TrafficStatus,
+    UpgradeStrategy,
 };
 use crate::api::ray::constants as c;
 use crate::api::ray::constants::ANNOTATION_ADMISSION_GATED as GATE_ANNOTATION;
@@ -125,7 +126,16 @@ pub fn child_view(rc: &RayCluster, pods: &[Pod], serve: ServeObservation) -> Chi
         head_serve_label: head.map(|h| pod_label(h, c::LABEL_SERVE) == Some("true")),
         proxy_healthy: None,
         deleting: rc.metadata.deletion_timestamp.is_some(),
+        reported_capacity: None,
     }
+}
+
+/// Serve's reported `target_capacity` as a whole percent in 0..=100.
+pub fn capacity_percent(details: &ServeDetails) -> Option<i32> {
+    details
+        .target_capacity
+        .filter(|v| v.is_finite())
+        .map(|v| v.round().clamp(0.0, 100.0) as i32)
 }
 
 /// The dashboard's answer as an observation; readiness is the dashboard module's stricter verdict.
@@ -179,9 +189,18 @@ pub fn prior_status(status: Option<&RayServiceStatuses>) -> PriorStatus {
             .and_then(|x| x.ray_cluster_name.clone())
             .filter(|n| !n.is_empty())
     };
+    let traffic = |x: &Option<RayServiceStatus>| {
+        x.as_ref().map_or_else(TrafficStatus::default, |x| TrafficStatus {
+            target_capacity: x.target_capacity,
+            traffic: x.traffic_routed_percent,
+            last_migrated: x.last_traffic_migrated_time.as_ref().map(to_ts),
+        })
+    };
     PriorStatus {
         active: name(&s.active_service_status),
         pending: name(&s.pending_service_status),
+        active_traffic: traffic(&s.active_service_status),
+        pending_traffic: traffic(&s.pending_service_status),
         conditions: s
             .conditions
             .iter()
@@ -236,12 +255,18 @@ fn service_status(
         .iter()
         .find(|c| c.metadata.name.as_deref() == Some(plan.cluster.as_str()))
         .and_then(|c| c.status.clone());
-    RayServiceStatus {
+    let mut out = RayServiceStatus {
         applications,
         ray_cluster_name: Some(plan.cluster.clone()),
         ray_cluster_status: cluster_status,
         ..same.cloned().unwrap_or_default()
+    };
+    if let Some(t) = &plan.traffic {
+        out.target_capacity = t.target_capacity;
+        out.traffic_routed_percent = t.traffic;
+        out.last_traffic_migrated_time = t.last_migrated.map(Time);
     }
+    out
 }
 
 /// The status to write: the plan merged into what is stored. `lastUpdateTime` is left as stored so the

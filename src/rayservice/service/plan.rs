@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use super::snapshot::AppView;
+use super::snapshot::{AppView, TrafficStatus};
 
 /// One write the shell performs. Order in [`Plan::actions`] is execution order; the first failure ends
 /// the pass without writing status, so the next pass re-plans from what really happened.
@@ -15,9 +15,12 @@ pub enum Action {
     RemoveFinalizer,
     /// Build the child RayCluster from `spec.rayClusterConfig` under this name (already in status).
     /// `gated`: carries the admission gate, so its controller creates no pods until the gate opens.
+    /// `incremental`: a pending cluster of an incremental upgrade, created without worker `replicas`
+    /// so it starts from `minReplicas` and grows with Serve's `target_capacity`.
     CreateCluster {
         name: String,
         gated: bool,
+        incremental: bool,
     },
     /// Replace the child's spec (keeping its `suspend`), labels and annotations; re-stamps the hash.
     UpdateCluster {
@@ -27,9 +30,17 @@ pub enum Action {
     OpenGate {
         name: String,
     },
-    /// PUT `spec.serveConfigV2` to this cluster's dashboard, then stamp the served-config annotation.
+    /// PUT `spec.serveConfigV2` to this cluster's dashboard (with `target_capacity` when given), then
+    /// stamp the served-config annotation.
     PushServeConfig {
         cluster: String,
+        target_capacity: Option<i32>,
+    },
+    /// Change only Serve's `target_capacity` on this cluster: re-PUT the config it already runs (as the
+    /// dashboard reports it), so a cluster that must not get a new config keeps its own.
+    SetTargetCapacity {
+        cluster: String,
+        percent: i32,
     },
     /// Set the head pod's `ray.io/serve` label (whether the head is a serve endpoint).
     SetHeadServeLabel {
@@ -39,6 +50,21 @@ pub enum Action {
     /// Create `<rs>-head-svc` and `<rs>-serve-svc`, or switch their selectors, to this cluster.
     PointServices {
         cluster: String,
+    },
+    /// Create `<rs>-head-svc`, or switch its selector, to this cluster (incremental upgrades, where the
+    /// Gateway is the stable serving endpoint).
+    PointHeadService {
+        cluster: String,
+    },
+    /// Create `<cluster>-serve-svc` (owned by the cluster, never updated).
+    EnsureServeService {
+        cluster: String,
+    },
+    /// Create or update `<rs>-gateway`.
+    ApplyGateway,
+    /// Create or update `<rs>-httproute` with these `(cluster, weight)` backends.
+    SetRoute {
+        backends: Vec<(String, i32)>,
     },
     DeleteCluster {
         name: String,
@@ -69,6 +95,9 @@ pub use crate::rayservice::cluster::conditions::ConditionPlan;
 pub struct ServiceStatusPlan {
     pub cluster: String,
     pub applications: Option<BTreeMap<String, AppView>>,
+    /// Incremental upgrades: `targetCapacity`, `trafficRoutedPercent`, `lastTrafficMigratedTime`
+    /// (`None`: not written).
+    pub traffic: Option<TrafficStatus>,
 }
 
 /// The status to write. Conditions not listed keep their stored value.

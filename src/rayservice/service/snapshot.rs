@@ -11,8 +11,7 @@ use jiff::{SignedDuration, Timestamp};
 pub enum UpgradeStrategy {
     /// Blue/green: a pending cluster, Services switched when it is ready.
     NewCluster,
-    /// Stepwise traffic through an HTTPRoute. Until its own state machine lands, it runs as blue/green,
-    /// which is what KubeRay's incremental upgrade degenerates to with `maxSurgePercent: 100`.
+    /// Stepwise capacity and traffic through a Gateway API HTTPRoute (`incremental`).
     NewClusterWithIncrementalUpgrade,
     /// Cluster-spec changes are ignored (serve config changes still apply in place).
     None,
@@ -116,6 +115,9 @@ pub struct ChildCluster {
     pub proxy_healthy: Option<bool>,
     /// `deletionTimestamp` is set.
     pub deleting: bool,
+    /// Serve's `target_capacity` as the dashboard reported it this pass, rounded to a whole percent
+    /// (`None`: unset, or not asked).
+    pub reported_capacity: Option<i32>,
 }
 
 /// Which clusters the quota admission covers. The gate is driven from outside; the decisions only read it.
@@ -159,12 +161,23 @@ pub struct PriorCondition {
     pub last_transition: Timestamp,
 }
 
+/// One cluster's incremental-upgrade bookkeeping as stored in its service status
+/// (`targetCapacity`, `trafficRoutedPercent`, `lastTrafficMigratedTime`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct TrafficStatus {
+    pub target_capacity: Option<i32>,
+    pub traffic: Option<i32>,
+    pub last_migrated: Option<Timestamp>,
+}
+
 /// The parts of the stored status the decisions build on.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct PriorStatus {
     pub active: Option<String>,
     pub pending: Option<String>,
     pub conditions: Vec<PriorCondition>,
+    pub active_traffic: TrafficStatus,
+    pub pending_traffic: TrafficStatus,
 }
 
 impl PriorStatus {
@@ -176,6 +189,51 @@ impl PriorStatus {
     }
     pub fn reason_is(&self, type_: &str, reason: &str) -> bool {
         self.condition(type_).is_some_and(|c| c.reason == reason)
+    }
+}
+
+/// `spec.upgradeStrategy.clusterUpgradeOptions` with KubeRay's defaults applied and ranges enforced
+/// (validation already refused anything else).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IncrementalOptions {
+    /// Percent of capacity added to the gaining cluster per step (KubeRay default 100).
+    pub max_surge: i32,
+    /// Percent of traffic moved per step.
+    pub step: i32,
+    /// Minimum time between two traffic moves.
+    pub interval: SignedDuration,
+    pub gateway_class: String,
+}
+
+/// What the Gateway API objects of an incremental service say.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct TrafficView {
+    /// `<rs>-gateway`.
+    pub gateway: String,
+    /// `<rs>-gateway` exists with the wanted class and listener.
+    pub gateway_current: bool,
+    /// `<rs>-gateway` is Accepted and Programmed.
+    pub gateway_ready: bool,
+    /// `<rs>-httproute` exists.
+    pub route_exists: bool,
+    /// `<rs>-httproute` is Accepted with its backends resolved by the gateway.
+    pub route_ready: bool,
+    /// Backends of the route's rule, as `(cluster, weight)`, matched by the exact Service name
+    /// `<cluster>-serve-svc` (a backend of any other name is listed under its own name).
+    pub backends: Vec<(String, i32)>,
+    /// The route's parent, match and ports are what we would write (only the weights may differ).
+    pub route_shape_current: bool,
+    /// Clusters whose `<cluster>-serve-svc` exists.
+    pub serve_services: BTreeSet<String>,
+}
+
+impl TrafficView {
+    /// Weight the route gives `cluster` (0 when it is not a backend).
+    pub fn weight(&self, cluster: &str) -> i32 {
+        self.backends
+            .iter()
+            .find(|(c, _)| c == cluster)
+            .map_or(0, |(_, w)| *w)
     }
 }
 
@@ -208,6 +266,8 @@ pub struct Snapshot {
     /// Ready endpoints in the serve Service's EndpointSlices (`numServeEndpoints`); 0 without the Service.
     pub serve_endpoints: i32,
     pub admission: Admission,
+    /// Incremental upgrades only: the options and the Gateway API objects.
+    pub incremental: Option<(IncrementalOptions, TrafficView)>,
     /// A name to use if this pass prepares a new cluster (`<rs>-<5 random chars>`), chosen by the shell.
     pub fresh_name: String,
     /// Value we stamp into `ray.io/kuberay-version`.

@@ -48,6 +48,7 @@ fn base() -> Snapshot {
         serve_service: None,
         serve_endpoints: 0,
         admission: Admission::NotQueueManaged,
+        incremental: None,
         fresh_name: "rs-fresh".into(),
         operator_version: V.into(),
     }
@@ -84,6 +85,7 @@ fn cluster(name: &str, hash: &str) -> ChildCluster {
         head_serve_label: Some(true),
         proxy_healthy: Some(true),
         deleting: false,
+        reported_capacity: None,
     }
 }
 
@@ -167,7 +169,7 @@ fn touches(p: &Plan, cluster: &str) -> bool {
         | Action::UpdateCluster { name }
         | Action::OpenGate { name }
         | Action::DeleteCluster { name } => name == cluster,
-        Action::PushServeConfig { cluster: c } | Action::SetHeadServeLabel { cluster: c, .. } => {
+        Action::PushServeConfig { cluster: c, .. } | Action::SetHeadServeLabel { cluster: c, .. } => {
             c == cluster
         }
         _ => false,
@@ -211,7 +213,8 @@ fn named_first_cluster_is_created_ungated_even_when_queue_managed() {
             p.actions,
             vec![Action::CreateCluster {
                 name: "rs-a".into(),
-                gated: false
+                gated: false,
+                incremental: false
             }]
         );
         assert_eq!(names(&p), (None, Some("rs-a".into())));
@@ -239,7 +242,8 @@ fn first_cluster_progression_push_then_services_then_promotion() {
     assert_eq!(
         p.actions,
         vec![Action::PushServeConfig {
-            cluster: "rs-a".into()
+            cluster: "rs-a".into(),
+            target_capacity: None
         }]
     );
     assert_eq!(names(&p), (None, Some("rs-a".into())));
@@ -320,7 +324,8 @@ fn serve_config_only_change_is_pushed_in_place() {
     assert_eq!(
         p.actions,
         vec![Action::PushServeConfig {
-            cluster: "rs-a".into()
+            cluster: "rs-a".into(),
+            target_capacity: None
         }]
     );
     assert_eq!(names(&p), (Some("rs-a".into()), None));
@@ -377,7 +382,8 @@ fn strategy_none_ignores_cluster_changes_but_applies_serve_config() {
     assert_eq!(
         p.actions,
         vec![Action::PushServeConfig {
-            cluster: "rs-a".into()
+            cluster: "rs-a".into(),
+            target_capacity: None
         }]
     );
     assert_eq!(names(&p), (Some("rs-a".into()), None));
@@ -528,7 +534,8 @@ fn restart_mid_upgrade_resumes_without_a_second_pending() {
         p.actions,
         vec![Action::CreateCluster {
             name: "rs-b".into(),
-            gated: false
+            gated: false,
+            incremental: false
         }]
     );
 }
@@ -563,7 +570,8 @@ fn queue_managed_pending_is_gated_until_admitted() {
         p.actions,
         vec![Action::CreateCluster {
             name: "rs-b".into(),
-            gated: true
+            gated: true,
+            incremental: false
         }]
     );
 
@@ -677,7 +685,8 @@ fn config_rejected_by_ray_is_reported_and_not_resent_until_it_changes() {
     assert_eq!(
         plan(&s).actions,
         vec![Action::PushServeConfig {
-            cluster: "rs-a".into()
+            cluster: "rs-a".into(),
+            target_capacity: None
         }]
     );
 }
@@ -708,7 +717,8 @@ fn zero_apps_after_head_restart_repushes_and_unreachable_dashboard_does_not() {
     assert_eq!(
         plan(&s).actions,
         vec![Action::PushServeConfig {
-            cluster: "rs-a".into()
+            cluster: "rs-a".into(),
+            target_capacity: None
         }]
     );
 
@@ -1056,7 +1066,7 @@ mod properties {
             let p = plan(&s);
             let touched = p.actions.iter().any(|a| matches!(a,
                 Action::UpdateCluster { name } | Action::DeleteCluster { name } if name == "rs-a")
-                || matches!(a, Action::PushServeConfig { cluster } if cluster == "rs-a"));
+                || matches!(a, Action::PushServeConfig { cluster, .. } if cluster == "rs-a"));
             prop_assert!(!touched, "{:?}", p.actions);
         }
 
