@@ -82,13 +82,18 @@ impl Harness {
 
     /// `auto_start: false`: a head's dashboard answers only once the test starts it in the simulator.
     fn start_with(auto_start: bool) -> Self {
+        Self::start_opts(auto_start, false)
+    }
+
+    /// `gateway`: the simulated gateway controller runs (incremental upgrades need it).
+    fn start_opts(auto_start: bool, gateway: bool) -> Self {
         let server = EmbeddedServer::new(&quotagate::api::all_crds(), Arc::new(AllowAll));
         let client = server.client();
         let cancel = CancellationToken::new();
-        let config = SimConfig {
-            gateway: None,
-            ..SimConfig::default()
-        };
+        let mut config = SimConfig::default();
+        if !gateway {
+            config.gateway = None;
+        }
         sim::spawn(client.clone(), &config, cancel.clone());
         let sim = Arc::new(RaySim::new(SimOptions {
             build_delay: Duration::from_millis(50),
@@ -832,4 +837,133 @@ async fn generated_token_body() {
         h.sim.serve_details(&anonymous).await.is_err(),
         "the head requires the token"
     );
+}
+
+fn incremental(name: &str, step: i32, interval: i32, surge: i32) -> RayService {
+    let mut rs = rayservice(name, "rayproject/ray:2.46.0");
+    let mut v = serde_json::to_value(&rs).unwrap();
+    v["spec"]["upgradeStrategy"] = json!({"type": "NewClusterWithIncrementalUpgrade",
+        "clusterUpgradeOptions": {"gatewayClassName": "istio", "stepSizePercent": step,
+                                  "intervalSeconds": interval, "maxSurgePercent": surge}});
+    v["spec"]["rayClusterConfig"]["enableInTreeAutoscaling"] = json!(true);
+    v["spec"]["serveConfigV2"] = json!("applications:\n  - name: fruit_app\n    import_path: fruit.deployment_graph\n    route_prefix: /fruit\n    deployments:\n      - name: MangoStand\n        num_replicas: 4\n");
+    rs = serde_json::from_value(v).unwrap();
+    rs
+}
+
+fn traffic(rs: &RayService, pending_side: bool) -> Option<(Option<i32>, Option<i32>)> {
+    let st = rs.status.as_ref()?;
+    let s = if pending_side {
+        st.pending_service_status.as_ref()?
+    } else {
+        st.active_service_status.as_ref()?
+    };
+    Some((s.target_capacity, s.traffic_routed_percent))
+}
+
+async fn route_weights(h: &Harness, name: &str) -> Vec<(String, i32)> {
+    let routes: Api<quotagate::api::gateway::HTTPRoute> = Api::namespaced(h.client.clone(), NS);
+    let Some(route) = routes.get_opt(&format!("{name}-httproute")).await.unwrap() else {
+        return Vec::new();
+    };
+    route.spec.rules.unwrap_or_default()[0]
+        .backend_refs
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|b| (b.name, b.weight.unwrap_or(1)))
+        .collect()
+}
+
+/// Source: KubeRay `ray-operator/test/e2eincrementalupgrade/rayservice_incremental_upgrade_test.go`
+/// (Gateway and HTTPRoute created, weights step until the new cluster has 100, status fields on both
+/// service statuses, promotion) — with a short interval so it runs in seconds. The restart half: the
+/// operator is killed mid-upgrade and a fresh one continues without a second pending cluster or a
+/// traffic step backwards.
+#[test]
+fn incremental_upgrade_steps_traffic_through_the_httproute_and_survives_a_restart() {
+    scenario(incremental_upgrade_body());
+}
+
+async fn incremental_upgrade_body() {
+    let mut h = Harness::start_opts(true, true);
+    h.services()
+        .create(&PostParams::default(), &incremental("inc", 25, 1, 50))
+        .await
+        .unwrap();
+    let rs = h
+        .wait_rs("inc", "Ready with an active cluster", |rs| {
+            is_true(rs, "Ready") && active(rs).is_some()
+        })
+        .await;
+    let old = active(&rs).unwrap();
+    assert_eq!(traffic(&rs, false), Some((Some(100), Some(100))));
+    let gateways: Api<quotagate::api::gateway::Gateway> = Api::namespaced(h.client.clone(), NS);
+    let gw = gateways.get("inc-gateway").await.unwrap();
+    assert_eq!(gw.spec.gateway_class_name, "istio");
+    assert_eq!((gw.spec.listeners[0].name.as_str(), gw.spec.listeners[0].port), ("http", 80));
+    assert!(gw.is_ready());
+    assert_eq!(
+        route_weights(&h, "inc").await,
+        vec![(format!("{old}-serve-svc"), 100)]
+    );
+    assert_eq!(
+        selector_cluster(&h, &format!("{old}-serve-svc")).await.as_deref(),
+        Some(old.as_str())
+    );
+
+    h.patch_spec("inc", json!({ "rayClusterConfig": { "rayVersion": "2.47.0" } }))
+        .await;
+    let rs = h
+        .wait_rs("inc", "traffic on the pending cluster", |rs| {
+            traffic(rs, true).is_some_and(|(_, t)| t.unwrap_or(0) > 0)
+        })
+        .await;
+    let new = pending(&rs).unwrap();
+    let pending_rc = h.clusters().get(&new).await.unwrap();
+    assert!(
+        pending_rc.spec.worker_group_specs.as_ref().unwrap()[0].replicas.is_none(),
+        "the pending cluster starts from minReplicas"
+    );
+    assert!(is_true(&rs, "UpgradeInProgress"));
+
+    // Restart mid-upgrade.
+    h.stop_rayservice_controller();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    h.start_rayservice_controller();
+
+    let mut seen: Vec<i32> = Vec::new();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let rs = h.services().get("inc").await.unwrap();
+        let weights = route_weights(&h, "inc").await;
+        if let Some((_, w)) = weights.iter().find(|(n, _)| *n == format!("{new}-serve-svc")) {
+            if seen.last() != Some(w) {
+                seen.push(*w);
+            }
+        }
+        assert!(pending(&rs).is_none_or(|p| p == new), "a second pending cluster: {rs:?}");
+        if active(&rs).as_deref() == Some(new.as_str()) && pending(&rs).is_none() {
+            assert_eq!(traffic(&rs, false), Some((Some(100), Some(100))));
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no promotion; weights seen {seen:?}: {:#?}", rs.status);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(seen.windows(2).all(|w| w[1] >= w[0]), "traffic went back: {seen:?}");
+    assert!(seen.len() >= 2, "traffic moved in steps: {seen:?}");
+    poll_until(&h.clusters(), &old, |o| o.is_none())
+        .await
+        .expect("old cluster deleted after the delay");
+    let weights = {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let w = route_weights(&h, "inc").await;
+            if w.len() == 1 || tokio::time::Instant::now() > deadline {
+                break w;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    assert_eq!(weights, vec![(format!("{new}-serve-svc"), 100)]);
 }
