@@ -852,6 +852,39 @@ async fn the_manager_needs_exactly_the_shipped_role() {
         .unwrap();
     s.wait_cq_cpu(0).await;
 
+    // An incremental upgrade (Gateway, HTTPRoute, per-cluster serve Services), not queue-managed,
+    // then a Gateway class change the manager writes through.
+    let mut inc = service("inc", "500m", "2.52.0");
+    inc.metadata.labels = None;
+    let mut v = serde_json::to_value(&inc).unwrap();
+    v["spec"]["upgradeStrategy"] = json!({"type": "NewClusterWithIncrementalUpgrade",
+        "clusterUpgradeOptions": {"gatewayClassName": "istio", "stepSizePercent": 50,
+                                  "intervalSeconds": 1, "maxSurgePercent": 50}});
+    v["spec"]["rayClusterConfig"]["enableInTreeAutoscaling"] = json!(true);
+    let inc: RayService = serde_json::from_value(v).unwrap();
+    let old = s.serving(inc).await;
+    s.patch_version("inc", "2.53.0").await;
+    s.wait_rs("inc", "the incremental upgrade to finish", |r| {
+        active(r).is_some_and(|a| a != old) && pending(r).is_none()
+    })
+    .await;
+    let class = json!({"spec": {"upgradeStrategy": {"clusterUpgradeOptions": {"gatewayClassName": "envoy"}}}});
+    s.services()
+        .patch("inc", &PatchParams::default(), &Patch::Merge(&class))
+        .await
+        .unwrap();
+    let gateways: Api<quotagate::api::gateway::Gateway> = Api::namespaced(s.c.client.clone(), NS);
+    poll("the Gateway to follow the class", || async {
+        let gw = gateways.get("inc-gateway").await.unwrap();
+        (gw.spec.gateway_class_name == "envoy").then_some(())
+    })
+    .await;
+    s.services()
+        .delete("inc", &DeleteParams::default())
+        .await
+        .unwrap();
+    s.wait_gone(&old).await;
+
     // A plain queue-managed RayCluster: admitted, preempted, edited while suspended (its Workload no
     // longer matches and is replaced), admitted again, deleted.
     let plain: RayCluster = serde_json::from_value(json!({

@@ -127,10 +127,7 @@ impl Cluster {
     pub async fn start_with_ray_on(server: Arc<EmbeddedServer>, limits: Limits) -> Cluster {
         let mut c = Cluster::start_on(server, limits).await;
         let cancel = tokio_util::sync::CancellationToken::new();
-        let sims = quotagate::embedded::sim::SimConfig {
-            gateway: None,
-            ..Default::default()
-        };
+        let sims = quotagate::embedded::sim::SimConfig::default();
         quotagate::embedded::sim::spawn(c.client.clone(), &sims, cancel.clone());
         c._sims = Some(cancel.drop_guard());
         c.ray = Some(Dashboards::simulated(

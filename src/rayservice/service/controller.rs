@@ -123,7 +123,7 @@ impl Context {
 /// Runs the controller until the stream ends (watches RayServices and the RayClusters and Services they own).
 pub async fn run(ctx: Arc<Context>) {
     let client = ctx.client.clone();
-    let controller = Controller::new(
+    let mut controller = Controller::new(
         Api::<RayService>::all(client.clone()),
         watcher::Config::default(),
     )
@@ -132,14 +132,32 @@ pub async fn run(ctx: Arc<Context>) {
         watcher::Config::default(),
     )
     .owns(Api::<Service>::all(client.clone()), watcher::Config::default())
-    .owns(Api::<Gateway>::all(client.clone()), watcher::Config::default())
-    .owns(Api::<HTTPRoute>::all(client.clone()), watcher::Config::default())
     // A workload slice admitted (or waiting with a new reason) releases a held child or says why not.
-    .owns(Api::<Workload>::all(client), watcher::Config::default());
+    .owns(Api::<Workload>::all(client.clone()), watcher::Config::default());
+    // Gateway API objects are watched where the cluster serves them (incremental upgrades need them;
+    // without the CRDs a watch would only fail and retry forever).
+    if gateway_api_served(&client).await {
+        controller = controller
+            .owns(Api::<Gateway>::all(client.clone()), watcher::Config::default())
+            .owns(Api::<HTTPRoute>::all(client), watcher::Config::default());
+    } else {
+        info!("Gateway API not served: incremental upgrades wait for its CRDs");
+    }
     shell::run(controller, "rayservice", reconcile, ctx, |c| {
         c.config.error_backoff
     })
     .await;
+}
+
+/// Whether the API server serves Gateways (one cheap list; 404 = the CRDs are not installed).
+async fn gateway_api_served(client: &Client) -> bool {
+    let api: Api<Gateway> = Api::all(client.clone());
+    match api.list(&ListParams::default().limit(1)).await {
+        Ok(_) => true,
+        Err(kube::Error::Api(e)) if e.code == 404 => false,
+        // Anything else (a transient error, RBAC): watch anyway, the watcher retries.
+        Err(_) => true,
+    }
 }
 
 impl shell::ReconcileError for Error {
