@@ -55,6 +55,9 @@ pub struct Config {
     pub error_backoff: Duration,
     /// Poll interval while the plan has work in flight (KubeRay: 2 s; tests shorten it).
     pub requeue: Duration,
+    /// Incremental upgrades move traffic on the timer alone (KubeRay's policy). Only for the
+    /// benchmark that contrasts it with waiting for RUNNING replicas.
+    pub incremental_timer_only: bool,
 }
 
 impl Default for Config {
@@ -67,6 +70,7 @@ impl Default for Config {
             dashboard_timeout: Duration::from_secs(2),
             error_backoff: Duration::from_secs(5),
             requeue: super::lifecycle::REQUEUE,
+            incremental_timer_only: false,
         }
     }
 }
@@ -380,7 +384,8 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
         0
     };
     let incremental = if incremental {
-        let options = traffic::options(rs);
+        let mut options = traffic::options(rs);
+        options.timer_only = ctx.config.incremental_timer_only;
         let gateways: Api<Gateway> = Api::namespaced(ctx.client.clone(), ns);
         let routes: Api<HTTPRoute> = Api::namespaced(ctx.client.clone(), ns);
         let gateway = gateways.get_opt(&names::gateway_name(&name)).await?;

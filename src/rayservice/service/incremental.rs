@@ -65,8 +65,9 @@ pub fn next_move(p: &Progress, o: &IncrementalOptions) -> Move {
     if g >= 100 && t >= 100 && l <= 0 {
         return Move::Done;
     }
+    let serving = p.gain_serving || o.timer_only;
     if t < g {
-        if !p.gain_serving {
+        if !serving {
             return Move::Wait(format!(
                 "traffic waits until every replica wanted at {g}% capacity is RUNNING"
             ));
@@ -80,7 +81,7 @@ pub fn next_move(p: &Progress, o: &IncrementalOptions) -> Move {
         return Move::Shrink((l - o.max_surge.max(1)).max(100 - t).max(0));
     }
     if g < 100 {
-        if !p.gain_serving {
+        if !serving {
             return Move::Wait(format!(
                 "capacity grows once every replica wanted at {g}% capacity is RUNNING"
             ));

@@ -52,6 +52,7 @@ fn options(step: i32, interval: i64, surge: i32) -> IncrementalOptions {
         step,
         interval: SignedDuration::from_secs(interval),
         gateway_class: "istio".into(),
+        timer_only: false,
     }
 }
 
@@ -493,6 +494,15 @@ fn next_move_table() {
         next_move(&p(30, 100, 0, true, false), &o),
         Move::Wait(_)
     ));
+    // KubeRay's timer-only policy (benchmark contrast) moves traffic to replicas not yet running.
+    let timer = IncrementalOptions {
+        timer_only: true,
+        ..o.clone()
+    };
+    assert_eq!(
+        next_move(&p(30, 100, 0, false, true), &timer),
+        Move::Traffic(10)
+    );
     // Capacity never leaves the losing cluster below the traffic it carries.
     assert_eq!(
         next_move(&p(30, 100, 20, true, false), &o),

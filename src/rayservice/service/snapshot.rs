@@ -203,6 +203,9 @@ pub struct IncrementalOptions {
     /// Minimum time between two traffic moves.
     pub interval: SignedDuration,
     pub gateway_class: String,
+    /// Move traffic on the timer alone, as KubeRay does, instead of waiting for RUNNING replicas.
+    /// Only for the benchmark that shows what that costs; never set by a RayService.
+    pub timer_only: bool,
 }
 
 /// What the Gateway API objects of an incremental service say.

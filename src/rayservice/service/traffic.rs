@@ -45,6 +45,7 @@ pub fn options(rs: &RayService) -> IncrementalOptions {
         gateway_class: o
             .and_then(|o| o.gateway_class_name.clone())
             .unwrap_or_default(),
+        timer_only: false,
     }
 }
 
