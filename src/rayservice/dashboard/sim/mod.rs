@@ -14,11 +14,21 @@
 //!
 //! State advances lazily from tokio's clock on every call, so tests drive it with a paused clock.
 //!
+//! For incremental upgrades the simulator also plays the cluster around Serve, all off by default:
+//!
+//! * `set_capacity` gives a cluster a number of CPUs; replicas reserve their deployment's
+//!   `ray_actor_options.num_cpus` (1 by default) and wait in STARTING while they do not fit
+//!   (`placement`). `demand_cpus` is what they want, `running_replicas` what serves.
+//! * `autoscaler` stands in for Ray's in-tree autoscaler: it sets each autoscaled RayCluster's
+//!   capacity from its ready Pods and scales worker groups to the demand.
+//! * `loadgen` sends requests through an HTTPRoute's weights and counts which found a running
+//!   replica, the measure of a zero-downtime upgrade.
+//!
 //! Failure injection: an `import_path` whose module starts with `no_such_` fails, as do paths
 //! registered with `fail_import_path`; `set_fail_deploys` makes every later deploy on one cluster
 //! fail; `set_reachable(false)` and `stop_cluster` make calls fail as Unreachable.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -31,10 +41,12 @@ use crate::rayservice::dashboard::{
     DashboardEndpoint, DashboardError, RayDashboard, ServeConfig, ServeDetails,
 };
 
+mod placement;
+mod render;
 mod schema;
 mod state;
 
-use schema::validate;
+use schema::{CPU_UNITS, to_cpu_units, validate};
 use state::SimCluster;
 
 #[derive(Clone, Debug)]
@@ -75,6 +87,17 @@ pub struct RaySim {
 struct SimState {
     clusters: HashMap<String, SimCluster>,
     failing_import_paths: HashSet<String>,
+    /// `set_capacity` per endpoint, kept apart from the head's state: nodes outlive a head restart.
+    capacities: HashMap<String, u64>,
+}
+
+impl SimState {
+    /// A freshly started head on the nodes the endpoint has.
+    fn new_cluster(&self, key: &str, now: Instant) -> SimCluster {
+        let mut cluster = SimCluster::new(now);
+        cluster.capacity = self.capacities.get(key).copied();
+        cluster
+    }
 }
 
 impl RaySim {
@@ -92,9 +115,10 @@ impl RaySim {
 
     /// A head comes up at `base_url` with no Serve applications (restarts it if it ran).
     pub fn start_cluster(&self, base_url: &str) {
-        self.lock()
-            .clusters
-            .insert(key(base_url), SimCluster::new(Instant::now()));
+        let k = key(base_url);
+        let mut state = self.lock();
+        let cluster = state.new_cluster(&k, Instant::now());
+        state.clusters.insert(k, cluster);
     }
 
     /// The head goes away with all its state, as without GCS fault tolerance.
@@ -133,6 +157,58 @@ impl RaySim {
             .map_or(0, |c| c.puts)
     }
 
+    /// The CPUs the cluster's RUNNING Ray nodes offer to Serve replicas; `None` (the default) is
+    /// unlimited. Replicas that do not fit wait in STARTING, oldest placed first; when capacity
+    /// shrinks the youngest lose their place (see `placement`). Negative or NaN counts as 0. Kept
+    /// across head restarts; an endpoint not started yet gets it when it starts.
+    pub fn set_capacity(&self, base_url: &str, cpus: Option<f64>) {
+        let units = cpus.map(to_cpu_units);
+        let k = key(base_url);
+        let now = Instant::now();
+        let delay = self.options.replica_start_delay;
+        let mut state = self.lock();
+        match units {
+            Some(u) => state.capacities.insert(k.clone(), u),
+            None => state.capacities.remove(&k),
+        };
+        if let Some(cluster) = state.clusters.get_mut(&k) {
+            // Up to now with the old capacity, then the new one from now on.
+            cluster.tick(now, delay);
+            cluster.set_capacity(units, now, delay);
+        }
+    }
+
+    /// CPUs every current replica reserves, placed or not (what the autoscaler scales for).
+    /// Replicas on their way out (old version, STOPPING) do not count; 0 for an unknown endpoint.
+    pub fn demand_cpus(&self, base_url: &str) -> f64 {
+        let now = Instant::now();
+        let mut state = self.lock();
+        match state.clusters.get_mut(&key(base_url)) {
+            Some(cluster) => {
+                cluster.tick(now, self.options.replica_start_delay);
+                cluster.demand_units() as f64 / CPU_UNITS
+            }
+            None => 0.0,
+        }
+    }
+
+    /// Serving strength per app: the number of RUNNING replicas of the app's deployment with the
+    /// fewest (a request needs every deployment of its app), 0 while an app has no replica
+    /// running. Empty for an unknown endpoint. A sim view, not an API call: reachability and auth
+    /// do not apply.
+    pub fn running_replicas(&self, base_url: &str) -> BTreeMap<String, u32> {
+        let now = Instant::now();
+        let mut state = self.lock();
+        let Some(cluster) = state.clusters.get_mut(&key(base_url)) else {
+            return BTreeMap::new();
+        };
+        cluster.tick(now, self.options.replica_start_delay);
+        cluster
+            .running_replicas(now)
+            .map(|(app, n)| (app.to_owned(), n))
+            .collect()
+    }
+
     pub fn cluster_urls(&self) -> Vec<String> {
         let mut urls: Vec<_> = self.lock().clusters.keys().cloned().collect();
         urls.sort();
@@ -141,12 +217,15 @@ impl RaySim {
 
     /// Applies `f` to the cluster, starting it first if unknown (settings imply a head exists).
     fn with_cluster(&self, base_url: &str, f: impl FnOnce(&mut SimCluster)) {
+        let k = key(base_url);
         let mut state = self.lock();
-        let cluster = state
-            .clusters
-            .entry(key(base_url))
-            .or_insert_with(|| SimCluster::new(Instant::now()));
-        f(cluster);
+        if !state.clusters.contains_key(&k) {
+            let cluster = state.new_cluster(&k, Instant::now());
+            state.clusters.insert(k.clone(), cluster);
+        }
+        if let Some(cluster) = state.clusters.get_mut(&k) {
+            f(cluster);
+        }
     }
 
     /// Finds (or auto-starts) the cluster and checks reachability and auth.
@@ -159,7 +238,8 @@ impl RaySim {
     ) -> Result<&'s mut SimCluster, DashboardError> {
         let k = key(&endpoint.base_url);
         if !state.clusters.contains_key(&k) && self.options.auto_start {
-            state.clusters.insert(k.clone(), SimCluster::new(now));
+            let cluster = state.new_cluster(&k, now);
+            state.clusters.insert(k.clone(), cluster);
         }
         let unreachable = |reason: &str| DashboardError::Unreachable {
             url: url.to_owned(),
@@ -282,5 +362,7 @@ impl RayDashboard for RaySim {
     }
 }
 
+#[cfg(test)]
+mod capacity_tests;
 #[cfg(test)]
 mod tests;

@@ -16,8 +16,23 @@ pub(super) struct ParsedApp {
     pub(super) route_prefix: Option<String>,
     pub(super) config: Value,
     pub(super) code_key: String,
-    pub(super) deployments: Vec<(String, u32)>,
+    pub(super) deployments: Vec<ParsedDeployment>,
 }
+
+/// One deployment of an app as the sim needs it: how many replicas and what each reserves.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct ParsedDeployment {
+    pub(super) name: String,
+    pub(super) replicas: u32,
+    /// `ray_actor_options.num_cpus`, in Ray's fixed-point resource units (`CPU_UNITS` per CPU).
+    pub(super) cpu_units: u64,
+}
+
+/// Ray accounts resources in fixed point with four decimals; the sim does too, so sums are exact.
+pub(super) const CPU_UNITS: f64 = 10_000.0;
+
+/// Serve reserves one CPU per replica unless `ray_actor_options.num_cpus` says otherwise.
+const DEFAULT_REPLICA_CPU_UNITS: u64 = 10_000;
 
 pub(super) fn validate(root: &Value) -> Result<ParsedConfig, String> {
     let mut errors: Vec<(String, String, &str)> = Vec::new();
@@ -133,10 +148,19 @@ pub(super) fn validate(root: &Value) -> Result<ParsedConfig, String> {
             for (j, d) in deps.iter().enumerate() {
                 let dloc = format!("{loc}.deployments.{j}");
                 match d.get("name").and_then(Value::as_str) {
-                    Some(name) => match configured_replicas(d) {
-                        Ok(n) => deployments.push((name.to_owned(), n)),
-                        Err(msg) => {
-                            errors.push((format!("{dloc}.num_replicas"), msg, "greater_than"))
+                    Some(name) => match (configured_replicas(d), replica_cpu_units(d)) {
+                        (Ok(replicas), Ok(cpu_units)) => deployments.push(ParsedDeployment {
+                            name: name.to_owned(),
+                            replicas,
+                            cpu_units,
+                        }),
+                        (replicas, cpu_units) => {
+                            if let Err(msg) = replicas {
+                                errors.push((format!("{dloc}.num_replicas"), msg, "greater_than"));
+                            }
+                            if let Err((field, msg, kind)) = cpu_units {
+                                errors.push((format!("{dloc}.{field}"), msg, kind));
+                            }
                         }
                     },
                     None => {
@@ -147,9 +171,13 @@ pub(super) fn validate(root: &Value) -> Result<ParsedConfig, String> {
         }
         if deployments.is_empty() && !import_path.is_empty() {
             // Without overrides Ray takes the deployments from the code; the sim assumes one,
-            // named after the attribute being imported, with one replica.
+            // named after the attribute being imported, with one replica of one CPU.
             let attr = import_path.rsplit([':', '.']).next().unwrap_or("app");
-            deployments.push((attr.to_owned(), 1));
+            deployments.push(ParsedDeployment {
+                name: attr.to_owned(),
+                replicas: 1,
+                cpu_units: DEFAULT_REPLICA_CPU_UNITS,
+            });
         }
         let name = a
             .get("name")
@@ -213,6 +241,51 @@ pub(super) fn configured_replicas(d: &Value) -> Result<u32, String> {
         },
     };
     u32::try_from(n).map_err(|_| "Input should be less than 4294967296".into())
+}
+
+/// What one replica reserves: `ray_actor_options.num_cpus` (a number >= 0; pydantic also takes a
+/// numeric string), Serve's 1 CPU when absent or null. 0 is allowed and reserves nothing.
+/// The error names the field (under the deployment), the message and pydantic's error type.
+pub(super) fn replica_cpu_units(d: &Value) -> Result<u64, (&'static str, String, &'static str)> {
+    const FIELD: &str = "ray_actor_options.num_cpus";
+    let options = match d.get("ray_actor_options") {
+        None | Some(Value::Null) => return Ok(DEFAULT_REPLICA_CPU_UNITS),
+        Some(Value::Object(o)) => o,
+        Some(_) => {
+            return Err((
+                "ray_actor_options",
+                "Input should be a valid dictionary".into(),
+                "dict_type",
+            ));
+        }
+    };
+    let cpus = match options.get("num_cpus") {
+        None | Some(Value::Null) => return Ok(DEFAULT_REPLICA_CPU_UNITS),
+        Some(Value::Number(n)) => n.as_f64(),
+        Some(Value::String(s)) => Some(s.trim().parse::<f64>().map_err(|_| {
+            (
+                FIELD,
+                "Input should be a valid number, unable to parse string as a number".into(),
+                "float_parsing",
+            )
+        })?),
+        Some(_) => None,
+    };
+    match cpus {
+        Some(c) if c.is_finite() && c >= 0.0 => Ok(to_cpu_units(c)),
+        Some(c) if c.is_finite() => Err((
+            FIELD,
+            "Input should be greater than or equal to 0".into(),
+            "greater_than_equal",
+        )),
+        _ => Err((FIELD, "Input should be a valid number".into(), "float_type")),
+    }
+}
+
+/// CPUs to fixed-point units, rounded to Ray's precision and saturating.
+pub(super) fn to_cpu_units(cpus: f64) -> u64 {
+    // `as` saturates: negative and NaN give 0, +inf gives u64::MAX.
+    (cpus * CPU_UNITS).round() as u64
 }
 
 fn code_key(app: &Map<String, Value>) -> String {

@@ -1,5 +1,9 @@
 //! The simulated Serve instance of one cluster: applies accepted configs and advances apps,
 //! deployments and replicas from tokio's clock.
+//!
+//! Time advances event by event (a build finishing, a replica going away), and after each event
+//! the replicas are fitted into the cluster's CPU capacity at that instant (`placement`), so a lazy
+//! tick long after the events gives the same answer as ticking at each of them.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -9,11 +13,9 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::SimOptions;
-use super::schema::{ParsedApp, ParsedConfig};
-use crate::rayservice::dashboard::{
-    AppDetails, AppStatus, DeploymentDetails, DeploymentStatus, ReplicaDetails, ReplicaState,
-    ServeDetails, capacity_adjusted_replicas,
-};
+use super::render::render_app;
+use super::schema::{ParsedApp, ParsedConfig, ParsedDeployment};
+use crate::rayservice::dashboard::{ServeDetails, capacity_adjusted_replicas};
 
 pub(super) struct SimCluster {
     started: Instant,
@@ -21,50 +23,65 @@ pub(super) struct SimCluster {
     pub(super) fail_deploys: bool,
     pub(super) auth_token: Option<String>,
     pub(super) target_capacity: Option<f64>,
-    apps: IndexMap<String, SimApp>,
+    /// CPUs (fixed-point units) the cluster's running Ray nodes offer to replicas; None = unlimited.
+    pub(super) capacity: Option<u64>,
+    pub(super) apps: IndexMap<String, SimApp>,
     next_replica: u64,
     pub(super) puts: u64,
 }
 
-struct SimApp {
-    config: Value,
+pub(super) struct SimApp {
+    pub(super) config: Value,
     /// The config without replica counts: a change here rebuilds the app, otherwise it only scales.
     code_key: String,
-    route_prefix: Option<String>,
-    deployed_at: Instant,
-    phase: Phase,
-    deployments: IndexMap<String, SimDeployment>,
-    /// Desired deployments (name, configured replicas), applied when a build finishes.
-    spec: Vec<(String, u32)>,
+    pub(super) route_prefix: Option<String>,
+    pub(super) deployed_at: Instant,
+    pub(super) phase: Phase,
+    pub(super) deployments: IndexMap<String, SimDeployment>,
+    /// Desired deployments, applied when a build finishes.
+    spec: Vec<ParsedDeployment>,
 }
 
-enum Phase {
+pub(super) enum Phase {
     Building { until: Instant },
     Failing { at: Instant, message: String },
     Failed { message: String },
     Live,
 }
 
-struct SimDeployment {
-    target: u32,
-    replicas: Vec<SimReplica>,
+pub(super) struct SimDeployment {
+    pub(super) target: u32,
+    pub(super) replicas: Vec<SimReplica>,
     /// Set by a replica-count change, for Ray's "Upscaling from a to b replicas." messages.
-    scaling: Option<Scaling>,
+    pub(super) scaling: Option<Scaling>,
 }
 
 #[derive(Clone, Copy)]
-enum Scaling {
+pub(super) enum Scaling {
     Up { from: u32 },
     Down { from: u32 },
 }
 
-struct SimReplica {
-    id: String,
-    running_at: Instant,
+pub(super) struct SimReplica {
+    pub(super) id: String,
+    /// Creation order: older replicas are placed first.
+    pub(super) seq: u64,
+    /// RUNNING from then on, if placed; placing a replica later moves it to start delay after.
+    pub(super) running_at: Instant,
     /// When the replica disappears: old-version replicas serve until the new ones run; replicas
     /// removed by a downscale are STOPPING until then.
-    retire_at: Option<Instant>,
-    stopping: bool,
+    pub(super) retire_at: Option<Instant>,
+    pub(super) stopping: bool,
+    /// `ray_actor_options.num_cpus` of its version, in fixed-point units.
+    pub(super) cpu_units: u64,
+    /// Holds CPUs on a node. Unplaced replicas wait in STARTING for capacity.
+    pub(super) placed: bool,
+}
+
+impl SimReplica {
+    pub(super) fn is_running(&self, now: Instant) -> bool {
+        self.placed && self.retire_at.is_none() && self.running_at <= now
+    }
 }
 
 impl SimCluster {
@@ -75,6 +92,7 @@ impl SimCluster {
             fail_deploys: false,
             auth_token: None,
             target_capacity: None,
+            capacity: None,
             apps: IndexMap::new(),
             next_replica: 0,
             puts: 0,
@@ -159,6 +177,7 @@ impl SimCluster {
             }
         }
         self.next_replica = next;
+        self.place(now, opts.replica_start_delay);
     }
 
     /// `DELETE /api/serve/applications/`: Serve shuts down with every app.
@@ -167,18 +186,43 @@ impl SimCluster {
         self.target_capacity = None;
     }
 
-    /// Advances phases whose time has come.
+    pub(super) fn replicas(&self) -> impl Iterator<Item = &SimReplica> {
+        self.apps
+            .values()
+            .flat_map(|a| a.deployments.values())
+            .flat_map(|d| d.replicas.iter())
+    }
+
+    /// Advances to `now` event by event, refitting replicas after each.
     pub(super) fn tick(&mut self, now: Instant, start_delay: Duration) {
+        while let Some(t) = self.next_event(now) {
+            self.advance(t, start_delay);
+        }
+        self.advance(now, start_delay);
+    }
+
+    /// The earliest build end or replica removal not yet processed, if it is due by `now`.
+    fn next_event(&self, now: Instant) -> Option<Instant> {
+        let builds = self.apps.values().filter_map(|a| match a.phase {
+            Phase::Building { until } => Some(until),
+            _ => None,
+        });
+        let removals = self.replicas().filter_map(|r| r.retire_at);
+        builds.chain(removals).filter(|t| *t <= now).min()
+    }
+
+    /// Applies everything due by `t`.
+    fn advance(&mut self, t: Instant, start_delay: Duration) {
         let tc = self.target_capacity;
         let mut next = self.next_replica;
         for app in self.apps.values_mut() {
             match &app.phase {
-                Phase::Building { until } if *until <= now => {
+                Phase::Building { until } if *until <= t => {
                     let built_at = *until;
                     rebuild(app, tc, built_at, start_delay, &mut next);
                     app.phase = Phase::Live;
                 }
-                Phase::Failing { at, message } if *at <= now => {
+                Phase::Failing { at, message } if *at <= t => {
                     app.phase = Phase::Failed {
                         message: message.clone(),
                     };
@@ -186,24 +230,34 @@ impl SimCluster {
                 _ => {}
             }
             for d in app.deployments.values_mut() {
-                d.replicas.retain(|r| r.retire_at.is_none_or(|t| t > now));
-                let done = match d.scaling {
-                    Some(Scaling::Up { .. }) => running(d, now) >= d.target,
-                    Some(Scaling::Down { .. }) => !d.replicas.iter().any(|r| r.stopping),
-                    None => false,
-                };
-                if done {
-                    d.scaling = None;
-                }
+                d.replicas.retain(|r| r.retire_at.is_none_or(|at| at > t));
             }
         }
         self.next_replica = next;
+        self.place(t, start_delay);
+        for d in self
+            .apps
+            .values_mut()
+            .flat_map(|a| a.deployments.values_mut())
+        {
+            let done = match d.scaling {
+                Some(Scaling::Up { .. }) => running(d, t) >= d.target,
+                Some(Scaling::Down { .. }) => !d.replicas.iter().any(|r| r.stopping),
+                None => false,
+            };
+            if done {
+                d.scaling = None;
+            }
+        }
     }
 
     pub(super) fn render(&self, now: Instant) -> ServeDetails {
         let mut applications = IndexMap::new();
         for (name, app) in &self.apps {
-            applications.insert(name.clone(), render_app(name, app, self.started, now));
+            applications.insert(
+                name.clone(),
+                render_app(name, app, self.started, self.free_units(), now),
+            );
         }
         ServeDetails {
             applications,
@@ -229,13 +283,17 @@ fn failure_message(app: &ParsedApp, failing: &HashSet<String>, fail_all: bool) -
     ))
 }
 
-fn new_replica(next: &mut u64, running_at: Instant) -> SimReplica {
+/// A new replica, not yet placed: the caller fits replicas into capacity right after.
+fn new_replica(next: &mut u64, running_at: Instant, cpu_units: u64) -> SimReplica {
     *next += 1;
     SimReplica {
         id: format!("sim{:05}", *next),
+        seq: *next,
         running_at,
         retire_at: None,
         stopping: false,
+        cpu_units,
+        placed: false,
     }
 }
 
@@ -244,12 +302,8 @@ fn new_replica(next: &mut u64, running_at: Instant) -> SimReplica {
 /// proportion to a number in the Serve config.
 pub const SIM_MAX_REPLICAS: u32 = 1024;
 
-fn running(d: &SimDeployment, now: Instant) -> u32 {
-    let n = d
-        .replicas
-        .iter()
-        .filter(|r| r.retire_at.is_none() && r.running_at <= now)
-        .count();
+pub(super) fn running(d: &SimDeployment, now: Instant) -> u32 {
+    let n = d.replicas.iter().filter(|r| r.is_running(now)).count();
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
@@ -263,9 +317,9 @@ fn rebuild(
 ) {
     let running_at = built_at + start_delay;
     let mut deployments = IndexMap::new();
-    for (name, configured) in &app.spec {
-        let target = capacity_adjusted_replicas(*configured, tc);
-        let mut replicas: Vec<SimReplica> = match app.deployments.shift_remove(name) {
+    for spec in &app.spec {
+        let target = capacity_adjusted_replicas(spec.replicas, tc);
+        let mut replicas: Vec<SimReplica> = match app.deployments.shift_remove(&spec.name) {
             Some(old) => old
                 .replicas
                 .into_iter()
@@ -276,9 +330,12 @@ fn rebuild(
                 .collect(),
             None => Vec::new(),
         };
-        replicas.extend((0..target.min(SIM_MAX_REPLICAS)).map(|_| new_replica(next, running_at)));
+        replicas.extend(
+            (0..target.min(SIM_MAX_REPLICAS))
+                .map(|_| new_replica(next, running_at, spec.cpu_units)),
+        );
         deployments.insert(
-            name.clone(),
+            spec.name.clone(),
             SimDeployment {
                 target,
                 replicas,
@@ -292,24 +349,27 @@ fn rebuild(
 /// Replica counts or capacity changed on a running app: add or drop replicas, keep the version.
 fn scale_live(app: &mut SimApp, tc: Option<f64>, now: Instant, opts: &SimOptions, next: &mut u64) {
     let mut deployments = IndexMap::new();
-    for (name, configured) in &app.spec {
-        let target = capacity_adjusted_replicas(*configured, tc);
-        let mut d = app.deployments.shift_remove(name).unwrap_or(SimDeployment {
-            target: 0,
-            replicas: Vec::new(),
-            scaling: None,
-        });
+    for spec in &app.spec {
+        let target = capacity_adjusted_replicas(spec.replicas, tc);
+        let mut d = app
+            .deployments
+            .shift_remove(&spec.name)
+            .unwrap_or(SimDeployment {
+                target: 0,
+                replicas: Vec::new(),
+                scaling: None,
+            });
         let current = d.replicas.iter().filter(|r| r.retire_at.is_none()).count();
         let current = u32::try_from(current).unwrap_or(u32::MAX);
         if target > current {
             d.scaling = Some(Scaling::Up { from: current });
             d.replicas.extend(
                 (current..target.min(SIM_MAX_REPLICAS).max(current))
-                    .map(|_| new_replica(next, now + opts.replica_start_delay)),
+                    .map(|_| new_replica(next, now + opts.replica_start_delay, spec.cpu_units)),
             );
         } else if target < current {
-            // Stop the youngest (still starting) replicas first.
-            d.replicas.sort_by_key(|r| r.running_at);
+            // Stop replicas waiting for a node first, then the youngest (still starting) ones.
+            d.replicas.sort_by_key(|r| (!r.placed, r.running_at));
             let mut excess = current - target;
             for r in d.replicas.iter_mut().rev() {
                 if excess == 0 {
@@ -325,93 +385,7 @@ fn scale_live(app: &mut SimApp, tc: Option<f64>, now: Instant, opts: &SimOptions
             d.scaling = Some(Scaling::Down { from: current });
         }
         d.target = target;
-        deployments.insert(name.clone(), d);
+        deployments.insert(spec.name.clone(), d);
     }
     app.deployments = deployments;
-}
-
-fn secs(started: Instant, t: Instant) -> f64 {
-    t.saturating_duration_since(started).as_secs_f64()
-}
-
-fn render_app(name: &str, app: &SimApp, started: Instant, now: Instant) -> AppDetails {
-    let building = matches!(app.phase, Phase::Building { .. } | Phase::Failing { .. });
-    let mut deployments = IndexMap::new();
-    if !matches!(app.phase, Phase::Failed { .. }) {
-        for (dname, d) in &app.deployments {
-            let live = running(d, now);
-            let stopping = d.replicas.iter().any(|r| r.stopping);
-            let (status, message) = match d.scaling {
-                _ if building => (DeploymentStatus::Updating, String::new()),
-                _ if d.target > SIM_MAX_REPLICAS => (
-                    DeploymentStatus::Upscaling,
-                    format!(
-                        "Deployment '{dname}' in application '{name}' has {} replicas that cannot be scheduled: the cluster places at most {SIM_MAX_REPLICAS}.",
-                        d.target - SIM_MAX_REPLICAS
-                    ),
-                ),
-                Some(Scaling::Up { from }) if live < d.target => (
-                    DeploymentStatus::Upscaling,
-                    format!("Upscaling from {from} to {} replicas.", d.target),
-                ),
-                Some(Scaling::Down { from }) if stopping => (
-                    DeploymentStatus::Downscaling,
-                    format!("Downscaling from {from} to {} replicas.", d.target),
-                ),
-                _ if live >= d.target => (DeploymentStatus::Healthy, String::new()),
-                _ => (DeploymentStatus::Updating, String::new()),
-            };
-            let replicas = d
-                .replicas
-                .iter()
-                .map(|r| ReplicaDetails {
-                    replica_id: r.id.clone(),
-                    state: if r.stopping {
-                        ReplicaState::Stopping
-                    } else if r.running_at <= now {
-                        ReplicaState::Running
-                    } else {
-                        ReplicaState::Starting
-                    },
-                    pid: None,
-                    start_time_s: Some(secs(started, r.running_at)),
-                })
-                .collect();
-            deployments.insert(
-                dname.clone(),
-                DeploymentDetails {
-                    name: dname.clone(),
-                    status,
-                    status_trigger: None,
-                    message,
-                    target_num_replicas: Some(d.target),
-                    replicas,
-                },
-            );
-        }
-    }
-    let (status, message) = match &app.phase {
-        Phase::Failed { message } => (AppStatus::DeployFailed, message.clone()),
-        Phase::Building { .. } | Phase::Failing { .. } => (AppStatus::Deploying, String::new()),
-        // Ray 2.60 (observed) reports the app DEPLOYING until every deployment is HEALTHY again,
-        // scaling included.
-        Phase::Live
-            if deployments
-                .values()
-                .any(|d| d.status != DeploymentStatus::Healthy) =>
-        {
-            (AppStatus::Deploying, String::new())
-        }
-        Phase::Live => (AppStatus::Running, String::new()),
-    };
-    AppDetails {
-        name: name.to_owned(),
-        route_prefix: app.route_prefix.clone(),
-        docs_path: None,
-        status,
-        message,
-        last_deployed_time_s: Some(secs(started, app.deployed_at)),
-        deployed_app_config: Some(app.config.clone()),
-        deployments,
-    }
 }

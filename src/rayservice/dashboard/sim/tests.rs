@@ -5,27 +5,27 @@ use super::*;
 use crate::rayservice::dashboard::{AppStatus, ServeReadiness, serve_readiness};
 use serde_json::json;
 
-const URL: &str = "http://rs-a-head-svc.ns.svc.cluster.local:8265";
-const S: Duration = Duration::from_secs(1);
+pub(super) const URL: &str = "http://rs-a-head-svc.ns.svc.cluster.local:8265";
+pub(super) const S: Duration = Duration::from_secs(1);
 
-fn ep() -> DashboardEndpoint {
+pub(super) fn ep() -> DashboardEndpoint {
     DashboardEndpoint::new(URL)
 }
 
-fn sim() -> RaySim {
+pub(super) fn sim() -> RaySim {
     RaySim::new(SimOptions::default())
 }
 
-fn hello(replicas: u32) -> Value {
+pub(super) fn hello(replicas: u32) -> Value {
     json!({"name": "hello", "route_prefix": "/", "import_path": "app:app",
            "deployments": [{"name": "Hello", "num_replicas": replicas}]})
 }
 
-fn config(apps: Vec<Value>) -> ServeConfig {
+pub(super) fn config(apps: Vec<Value>) -> ServeConfig {
     ServeConfig::from_json(json!({"applications": apps})).unwrap()
 }
 
-async fn details(sim: &RaySim) -> ServeDetails {
+pub(super) async fn details(sim: &RaySim) -> ServeDetails {
     sim.serve_details(&ep()).await.unwrap()
 }
 
