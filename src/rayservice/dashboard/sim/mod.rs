@@ -41,6 +41,7 @@ use crate::rayservice::dashboard::{
     DashboardEndpoint, DashboardError, RayDashboard, ServeConfig, ServeDetails,
 };
 
+pub mod autoscaler;
 mod placement;
 mod render;
 mod schema;
@@ -364,5 +365,7 @@ impl RayDashboard for RaySim {
 
 #[cfg(test)]
 mod capacity_tests;
+#[cfg(test)]
+mod fake_api;
 #[cfg(test)]
 mod tests;
