@@ -2,8 +2,12 @@
 //! config (Kueue's format; `baseline`, `large-scale` and `ci` ship with quotagate) is driven against the
 //! embedded API server and the real manager; the figures are printed beside Kueue's published ones and
 //! the physical lower bound, and checked against a rangespec.
+//!
+//! `quotagate bench incremental`: an incremental RayService upgrade under load, once per traffic
+//! policy, with each run's timeline and dropped requests.
 
 pub mod config;
+pub mod incremental;
 pub mod report;
 pub mod runner;
 
@@ -60,4 +64,27 @@ pub async fn e2e(
         }
     }
     Ok(misses)
+}
+
+/// Runs the incremental upgrade once per policy; prints each timeline and the comparison (or JSON).
+pub async fn incremental(
+    opts: &incremental::Options,
+    json: bool,
+) -> Result<(), incremental::Error> {
+    opts.check()?;
+    let mut runs = Vec::new();
+    for policy in incremental::POLICIES {
+        let run = incremental::run_policy(policy, opts).await?;
+        if !json {
+            println!("{}", incremental::render(&run));
+        }
+        runs.push(run);
+    }
+    if json {
+        let v = incremental::to_json(&runs);
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    } else {
+        println!("{}", incremental::compare(&runs));
+    }
+    Ok(())
 }
