@@ -94,6 +94,30 @@ enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// An incremental RayService upgrade (NewClusterWithIncrementalUpgrade) under load on the embedded
+    /// cluster, once per traffic policy: running-capacity (ours: traffic only to replicas RUNNING at the
+    /// pushed target_capacity) and timer-only (KubeRay's). Prints each timeline, the upgrade's duration
+    /// and the failed requests; exits 1 if a run does not reach promotion in time.
+    Incremental {
+        /// stepSizePercent: traffic moved per step (1-100).
+        #[arg(long, default_value_t = 25, allow_negative_numbers = true)]
+        step: i64,
+        /// intervalSeconds: seconds between traffic steps (1-60).
+        #[arg(long, default_value_t = 2, allow_negative_numbers = true)]
+        interval: i64,
+        /// maxSurgePercent: capacity added or removed per step (1-100).
+        #[arg(long, default_value_t = 50, allow_negative_numbers = true)]
+        surge: i64,
+        /// Requests per second through the service's HTTPRoute.
+        #[arg(long, default_value_t = 100.0, allow_negative_numbers = true)]
+        rps: f64,
+        /// How long the service may take to become Ready, and then the upgrade to be promoted.
+        #[arg(long, default_value = "90s", value_parser = parse_duration)]
+        timeout: Duration,
+        /// Print the runs as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Flags of `quotagate run`.
@@ -329,6 +353,11 @@ fn main() -> ExitCode {
                 .await
                 .map_err(anyhow::Error::msg)?;
             if misses.is_empty() { Ok(()) } else { anyhow::bail!("{} rangespec threshold(s) missed", misses.len()) }
+        }),
+        Command::Bench(BenchCommand::Incremental { step, interval, surge, rps, timeout, json }) => run_async(async move {
+            let opts = quotagate::cli::bench::incremental::Options { step, interval, surge, rps, timeout, ..Default::default() };
+            quotagate::cli::bench::incremental(&opts, json).await?;
+            Ok(())
         }),
         Command::Crds => match quotagate::cli::crds_yaml() {
             Ok(yaml) => {
