@@ -174,6 +174,10 @@ struct SimArgs {
     /// Simulated Ray dashboard: how long a Serve replica takes to become RUNNING.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     replica_start_delay: Duration,
+    /// Simulated load: requests per second through each RayService's HTTPRoute (incremental
+    /// upgrades), counted in /metrics as quotagate_sim_requests_total; 0 sends none.
+    #[arg(long, default_value_t = 20.0, value_parser = parse_rps)]
+    sim_load_rps: f64,
 }
 
 impl SimArgs {
@@ -184,9 +188,21 @@ impl SimArgs {
         }
         sims
     }
+    fn ray_sims(&self) -> quotagate::wiring::raysim::RaySimOptions {
+        quotagate::wiring::raysim::RaySimOptions { load_rps: self.sim_load_rps, ..Default::default() }
+    }
     fn dashboards(&self) -> Dashboards {
         Dashboards::simulated(self.serve_build_delay, self.replica_start_delay)
     }
+}
+
+/// A request rate: finite, 0 to 10 million per second.
+fn parse_rps(s: &str) -> Result<f64, String> {
+    let r: f64 = s.parse().map_err(|_| format!("{s:?} is not a number of requests per second"))?;
+    if !(0.0..=quotagate::rayservice::dashboard::sim::loadgen::MAX_REQUESTS_PER_SECOND).contains(&r) {
+        return Err(format!("{s}: requests per second must be between 0 and {}", quotagate::rayservice::dashboard::sim::loadgen::MAX_REQUESTS_PER_SECOND));
+    }
+    Ok(r)
 }
 
 /// `250ms`, `2s`, `1m`.
@@ -255,7 +271,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         opts.identity = id.clone();
     }
     if args.embedded {
-        let embedded = EmbeddedOptions { listen: args.listen, kubeconfig_out: args.kubeconfig_out.clone(), manager: opts, sims: args.sim.sims() };
+        let embedded = EmbeddedOptions { listen: args.listen, kubeconfig_out: args.kubeconfig_out.clone(), manager: opts, sims: args.sim.sims(), ray_sims: args.sim.ray_sims() };
         manager::run_embedded(embedded, shutdown_signal()).await?;
         return Ok(());
     }
@@ -293,6 +309,7 @@ async fn demo(listen: Option<SocketAddr>, kubeconfig_out: Option<PathBuf>, step_
         kubeconfig_out: kubeconfig_out.clone(),
         manager: ManagerOptions { leader_election: false, ray: Some(sim.dashboards()), ..ManagerOptions::default() },
         sims: sim.sims(),
+        ray_sims: sim.ray_sims(),
     };
     let stop = tokio_util::sync::CancellationToken::new();
     let stopped = stop.clone();

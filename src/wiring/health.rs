@@ -12,16 +12,45 @@ use axum::routing::get;
 
 use super::metrics::Metrics;
 
+/// Series rendered beside the registry's, in the text format without `# EOF`.
+#[derive(Clone)]
+pub struct ExtraMetrics(Arc<dyn Fn() -> String + Send + Sync>);
+
+impl ExtraMetrics {
+    pub fn new(render: impl Fn() -> String + Send + Sync + 'static) -> Self {
+        Self(Arc::new(render))
+    }
+}
+
+impl std::fmt::Debug for ExtraMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ExtraMetrics")
+    }
+}
+
 /// Shared by the health endpoints and whoever decides readiness.
 #[derive(Clone)]
 pub struct Health {
     ready: Arc<AtomicBool>,
     metrics: Arc<Metrics>,
+    extra: Option<ExtraMetrics>,
 }
 
 impl Health {
     pub fn new(metrics: Arc<Metrics>) -> Self {
-        Self { ready: Arc::new(AtomicBool::new(false)), metrics }
+        Self { ready: Arc::new(AtomicBool::new(false)), metrics, extra: None }
+    }
+    pub fn with_extra(self, extra: Option<ExtraMetrics>) -> Self {
+        Self { extra, ..self }
+    }
+    /// The registry's series, then the extra ones, then `# EOF`.
+    pub fn render(&self) -> String {
+        let mut text = self.metrics.render();
+        if let Some(extra) = &self.extra {
+            let body = text.strip_suffix("# EOF\n").map(str::to_owned).unwrap_or_else(|| text.clone());
+            text = format!("{body}{}# EOF\n", (extra.0)());
+        }
+        text
     }
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Relaxed);
@@ -40,7 +69,7 @@ async fn readyz(State(h): State<Health>) -> impl IntoResponse {
 }
 
 async fn metrics(State(h): State<Health>) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], h.metrics.render())
+    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], h.render())
 }
 
 pub fn router(health: Health) -> Router {
@@ -76,5 +105,13 @@ mod tests {
         let (s, body) = get_status(router(h), "/metrics").await;
         assert_eq!(s, StatusCode::OK);
         assert!(body.contains("# EOF"), "{body}");
+    }
+
+    #[tokio::test]
+    async fn extra_series_come_before_the_end_marker() {
+        let h = Health::new(Arc::new(Metrics::new())).with_extra(Some(ExtraMetrics::new(|| "x_total 3\n".into())));
+        let (_, body) = get_status(router(h), "/metrics").await;
+        assert!(body.ends_with("x_total 3\n# EOF\n"), "{body}");
+        assert_eq!(body.matches("# EOF").count(), 1, "{body}");
     }
 }

@@ -39,6 +39,8 @@ pub struct ManagerOptions {
     /// Run the embedded Ray operator (RayCluster and RayService controllers) with these dashboards;
     /// `None` runs admission only.
     pub ray: Option<super::ray::Dashboards>,
+    /// More series for `/metrics` (the embedded cluster's simulated load).
+    pub extra_metrics: Option<health::ExtraMetrics>,
 }
 
 impl Default for ManagerOptions {
@@ -52,6 +54,7 @@ impl Default for ManagerOptions {
             identity: format!("{host}-{:08x}", rand::random::<u32>()),
             resync: Duration::from_secs(1),
             ray: None,
+            extra_metrics: None,
         }
     }
 }
@@ -80,7 +83,7 @@ pub async fn run_manager(
     let cancel = CancellationToken::new();
     let _guard = cancel.clone().drop_guard();
     let metrics = Arc::new(Metrics::new());
-    let health = Health::new(metrics.clone());
+    let health = Health::new(metrics.clone()).with_extra(opts.extra_metrics.clone());
     let mut tasks: Vec<tokio::task::JoinHandle<()>> = Vec::new();
     if let Some(addr) = opts.health_addr {
         let listener = tokio::net::TcpListener::bind(addr)
@@ -217,6 +220,8 @@ pub struct EmbeddedOptions {
     pub manager: ManagerOptions,
     /// Simulated node agent (pod start delay), gateway controller and endpoints; all on by default.
     pub sims: embedded::sim::SimConfig,
+    /// With simulated Ray dashboards: the in-tree autoscaler and the load through HTTPRoutes.
+    pub ray_sims: super::raysim::RaySimOptions,
 }
 
 /// A new embedded API server serving every quotagate CRD, with the shared admission path.
@@ -238,7 +243,7 @@ pub async fn run_embedded(
 /// As [`run_embedded`], on a server the caller already holds (tests inspect or fault it).
 pub async fn run_embedded_on(
     server: Arc<EmbeddedServer>,
-    opts: EmbeddedOptions,
+    mut opts: EmbeddedOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ManagerError> {
     let cancel = CancellationToken::new();
@@ -249,7 +254,14 @@ pub async fn run_embedded_on(
             .await?;
         tracing::info!(%addr, "embedded API server listening");
     }
-    let sims = embedded::sim::spawn(server.client(), &opts.sims, cancel.clone());
+    let mut sims = embedded::sim::spawn(server.client(), &opts.sims, cancel.clone());
+    if let Some(super::ray::Dashboards::Simulated(sim)) = &opts.manager.ray {
+        let (tasks, board) = super::raysim::spawn(server.client(), sim.clone(), &opts.ray_sims, cancel.clone());
+        sims.extend(tasks);
+        if opts.manager.extra_metrics.is_none() {
+            opts.manager.extra_metrics = Some(health::ExtraMetrics::new(move || board.render()));
+        }
+    }
     let result = run_manager(server.client(), opts.manager, shutdown).await;
     cancel.cancel();
     for s in sims {

@@ -6,5 +6,6 @@ pub use crate::jobframework::metrics;
 pub mod health;
 pub mod webhook;
 pub mod ray;
+pub mod raysim;
 pub mod demo;
 pub mod manager;

@@ -98,6 +98,7 @@ impl Running {
                 ..Default::default()
             },
             sims: Default::default(),
+            ray_sims: Default::default(),
         };
         let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let manager = tokio::spawn(run_embedded(opts, async move {
