@@ -313,19 +313,33 @@ impl Gateway {
 }
 
 impl HTTPRoute {
+    /// The status `gateway` (in `namespace`) wrote for this route.
+    fn parent_status(&self, gateway: &str, namespace: &str) -> Option<&RouteParentStatus> {
+        self.status.as_ref()?.parents.iter().find(|p| {
+            p.parent_ref.name == gateway && p.parent_ref.namespace.as_deref().is_none_or(|ns| ns == namespace)
+        })
+    }
+
     /// Ready for traffic through `gateway` (in `namespace`): that parent accepted it and resolved its backends.
     pub fn is_ready_for(&self, gateway: &str, namespace: &str) -> bool {
-        let Some(status) = &self.status else {
-            return false;
-        };
-        status.parents.iter().any(|p| {
-            p.parent_ref.name == gateway
-                && p.parent_ref
-                    .namespace
-                    .as_deref()
-                    .is_none_or(|ns| ns == namespace)
-                && condition_true(p.conditions.as_deref(), COND_ACCEPTED)
+        self.parent_status(gateway, namespace).is_some_and(|p| {
+            condition_true(p.conditions.as_deref(), COND_ACCEPTED)
                 && condition_true(p.conditions.as_deref(), COND_RESOLVED_REFS)
         })
+    }
+
+    /// As [`HTTPRoute::is_ready_for`], and that parent accepted the route's current generation: the
+    /// gateway has taken the current weights. An acceptance without `observedGeneration` counts as
+    /// current (the field is optional on a condition).
+    pub fn is_current_for(&self, gateway: &str, namespace: &str) -> bool {
+        let generation = self.metadata.generation;
+        self.is_ready_for(gateway, namespace)
+            && self.parent_status(gateway, namespace).is_some_and(|p| {
+                p.conditions.as_deref().unwrap_or(&[]).iter().any(|c| {
+                    c.type_ == COND_ACCEPTED
+                        && c.status == "True"
+                        && (c.observed_generation.is_none() || c.observed_generation == generation)
+                })
+            })
     }
 }

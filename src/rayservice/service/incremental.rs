@@ -8,7 +8,7 @@
 //! ```text
 //! gaining cluster G, losing cluster L; C = capacity %, T = traffic % on G (L carries 100 - T)
 //! T < C(G), G runs every replica wanted at C(G), interval passed  --> T = min(T + step, C(G))
-//! T = C(G), C(L) > 100 - T                                        --> C(L) = max(100 - T, C(L) - surge)
+//! T = C(G), C(L) > 100 - T, last move accepted, interval passed   --> C(L) = max(100 - T, C(L) - surge)
 //! T = C(G), C(L) = 100 - T, C(G) < 100, G runs at C(G)             --> C(G) = min(100, C(G) + surge)
 //! C(G) = 100, T = 100, C(L) = 0                                    --> done
 //! ```
@@ -16,8 +16,9 @@
 //! Upgrading, G is the pending cluster; rolling back (the spec left the pending cluster's after
 //! something moved), G is the active one and, once done, the pending cluster is dropped. Unlike
 //! KubeRay, traffic moves only to capacity Serve reports as RUNNING *after* the capacity change was
-//! applied, and capacity leaves a cluster only once the traffic it carried has moved (DESIGN, "Where
-//! we deliberately go beyond").
+//! applied, and capacity leaves a cluster only once the traffic it carried has moved: the gateway
+//! accepted the route's current generation and an interval passed for its data plane to follow
+//! (DESIGN, "Where we deliberately go beyond").
 
 use jiff::Timestamp;
 
@@ -57,6 +58,9 @@ pub struct Progress {
     pub gain_serving: bool,
     /// `intervalSeconds` have passed since the last traffic move.
     pub interval_passed: bool,
+    /// The gateway accepted the route as it is now and `intervalSeconds` passed since the last
+    /// traffic move: the data plane has had its time to stop sending the moved traffic.
+    pub traffic_settled: bool,
 }
 
 /// The next move (pure; see the module table).
@@ -78,6 +82,12 @@ pub fn next_move(p: &Progress, o: &IncrementalOptions) -> Move {
         return Move::Traffic((t + o.step.max(1)).min(g).min(100));
     }
     if l > 100 - t {
+        if !(p.traffic_settled || o.timer_only) {
+            return Move::Wait(format!(
+                "capacity leaves the losing cluster once the gateway took the last traffic move and {}s passed",
+                o.interval.as_secs()
+            ));
+        }
         return Move::Shrink((l - o.max_surge.max(1)).max(100 - t).max(0));
     }
     if g < 100 {
@@ -306,6 +316,7 @@ pub(crate) fn step(s: &Snapshot, o: &IncrementalOptions, t: &TrafficView, p: &mu
                 was_pushed(gain),
             ),
             interval_passed,
+            traffic_settled: interval_passed && t.route_current,
         };
         let mv = match blocker {
             Some(why) => Move::Wait(why),
@@ -513,7 +524,17 @@ fn last_move(
     if unrecorded {
         return Some(s.now);
     }
-    at.last_migrated.max(pt.last_migrated)
+    at.last_migrated.max(pt.last_migrated).map(end_of_second)
+}
+
+/// `lastTrafficMigratedTime` is a metav1.Time, stored to the second: the move happened up to a
+/// second after what status says, so intervals count from the end of that second (never early).
+fn end_of_second(t: Timestamp) -> Timestamp {
+    if t.subsec_nanosecond() == 0 {
+        t.checked_add(jiff::SignedDuration::from_secs(1)).unwrap_or(t)
+    } else {
+        t
+    }
 }
 
 /// A cluster's status bookkeeping after this pass: `lastTrafficMigratedTime` moves when its traffic

@@ -117,6 +117,9 @@ impl World {
             route_exists: self.route.is_some(),
             route_ready: self.route.is_some()
                 && backends.iter().all(|(c, _)| self.serve_svcs.contains(c)),
+            // The model's gateway takes every route change at once.
+            route_current: self.route.is_some()
+                && backends.iter().all(|(c, _)| self.serve_svcs.contains(c)),
             backends,
             route_shape_current: true,
             serve_services: self.serve_svcs.clone(),
@@ -472,6 +475,7 @@ fn next_move_table() {
         traffic: t,
         gain_serving: serving,
         interval_passed: interval,
+        traffic_settled: interval,
     };
     let cases = [
         (p(0, 100, 0, true, true), Move::Grow(30)),
@@ -502,6 +506,15 @@ fn next_move_table() {
     assert_eq!(
         next_move(&p(30, 100, 0, false, true), &timer),
         Move::Traffic(10)
+    );
+    // Capacity leaves the losing cluster only once its traffic has settled elsewhere.
+    assert!(matches!(
+        next_move(&p(30, 100, 30, true, false), &o),
+        Move::Wait(_)
+    ));
+    assert_eq!(
+        next_move(&p(30, 100, 30, true, false), &timer),
+        Move::Shrink(70)
     );
     // Capacity never leaves the losing cluster below the traffic it carries.
     assert_eq!(

@@ -221,6 +221,8 @@ pub struct TrafficView {
     pub route_exists: bool,
     /// `<rs>-httproute` is Accepted with its backends resolved by the gateway.
     pub route_ready: bool,
+    /// ... and the gateway accepted its current generation (it has taken the current weights).
+    pub route_current: bool,
     /// Backends of the route's rule, as `(cluster, weight)`, matched by the exact Service name
     /// `<cluster>-serve-svc` (a backend of any other name is listed under its own name).
     pub backends: Vec<(String, i32)>,

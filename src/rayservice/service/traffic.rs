@@ -183,6 +183,7 @@ pub fn view(
         gateway_ready: gateway.is_some_and(Gateway::is_ready),
         route_exists: route.is_some(),
         route_ready: route.is_some_and(|r| r.is_ready_for(&gateway_name, &ns)),
+        route_current: route.is_some_and(|r| r.is_current_for(&gateway_name, &ns)),
         backends,
         route_shape_current,
         serve_services,
