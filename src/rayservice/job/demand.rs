@@ -87,9 +87,24 @@ pub fn child_demand(rc: &RayCluster, opts: &BuildOptions) -> Result<ChildDemand,
     for ps in podsets {
         let group = ps.name.clone().unwrap_or_default();
         let id = identity(&group, &ps.template).map_err(err)?;
-        pods.push((id, i64::from(ps.count()), ps.template));
+        let leaving = leaving_pods(rc, &group);
+        pods.push((id, i64::from(ps.count()) + leaving, ps.template));
     }
     Ok(ChildDemand { name, pods })
+}
+
+/// Workers of podset `group` the autoscaler scaled away and named in `workersToDelete`: they run
+/// until the RayCluster controller deletes them, and the autoscaler clears the list once they are
+/// gone, so a scale-down releases quota only after its pods left (I2), not before.
+fn leaving_pods(rc: &RayCluster, group: &str) -> i64 {
+    rc.spec
+        .worker_groups()
+        .iter()
+        .find(|g| g.group_name.to_lowercase() == group)
+        .map_or(0, |g| {
+            let listed = i64::try_from(g.workers_to_delete().len()).unwrap_or(i64::MAX);
+            listed.min(i64::from(g.max_replicas_or_default().max(0)) * i64::from(g.num_of_hosts_or_default().max(1)))
+        })
 }
 
 /// Children in the order they were created (name breaks ties): older children are covered first, so the

@@ -224,6 +224,19 @@ mod demand_and_gate {
         assert_eq!(compare(&one, &one, false), DemandChange::Same);
     }
 
+    /// A scale-down releases quota only once its pods are gone: workers the autoscaler named in
+    /// `workersToDelete` still count until it clears the list (I2).
+    #[test]
+    fn workers_named_for_deletion_count_until_the_list_is_cleared() {
+        let mut rc = child("a", "1", 2, "x");
+        let wg = &mut rc.spec.worker_group_specs.as_mut().unwrap()[0];
+        wg.scale_strategy = Some(crate::api::ray::raycluster::ScaleStrategy { workers_to_delete: Some(vec!["a-small-worker-x".into()]) });
+        assert_eq!(counts(&podsets(&demand(&[rc.clone()])).unwrap()), vec![("head".into(), 1), ("small".into(), 3)]);
+        let wg = &mut rc.spec.worker_group_specs.as_mut().unwrap()[0];
+        wg.scale_strategy = Some(crate::api::ray::raycluster::ScaleStrategy { workers_to_delete: Some(vec![]) });
+        assert_eq!(counts(&podsets(&demand(&[rc])).unwrap()), vec![("head".into(), 1), ("small".into(), 2)]);
+    }
+
     #[test]
     fn the_gate_covers_the_serving_child_first_and_the_new_one_only_once_its_slice_is_admitted() {
         let children = [child("active", "2", 1, "x"), child("pending", "2", 1, "y")];

@@ -12,7 +12,10 @@
 //!    order takes as many workers as still needed, within [minReplicas, maxReplicas] and a sane
 //!    cap (`AutoscalerConfig::max_replicas_per_group`), so no user number is ever allocated in
 //!    proportion; groups that grow get their new count at once, groups that shrink lose one
-//!    replica per period (Ray drains idle nodes one by one, after an idle timeout);
+//!    replica per period (Ray drains idle nodes one by one, after an idle timeout), naming the
+//!    worker it removes in `scaleStrategy.workersToDelete` (KubeRay deletes only named workers when
+//!    autoscaling is on); a group whose named workers still run is not rescaled, and its list is
+//!    cleared once they are gone (`name_leaving`);
 //! 3. the new counts are written with a JSON patch that tests each group's name (and old count)
 //!    first, so a reordered or user-edited spec makes the patch fail and the next period re-reads.
 //!
@@ -20,7 +23,7 @@
 //! clusters without the in-tree autoscaler keep unlimited capacity; a cluster that goes away or
 //! turns autoscaling off gets unlimited capacity back and is forgotten. API errors are logged at
 //! debug and retried next period. Not modelled: GPUs and custom resources, idle timeouts, bin
-//! packing onto nodes, `workersToDelete`.
+//! packing onto nodes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -211,6 +214,52 @@ pub fn plan(spec: &RayClusterSpec, demand: f64, cap: i32) -> Vec<Scale> {
     out
 }
 
+/// Names the workers a scale-down removes and keeps a group still at its scale while named workers
+/// run, as Ray's autoscaler does with `scaleStrategy.workersToDelete` (with autoscaling on, KubeRay
+/// deletes only the workers named there). Returns the scales to write and the extra patch ops: the
+/// names of each shrink's surplus workers (not-ready first, then the youngest), and the clearing of a
+/// list whose workers are all gone.
+pub fn name_leaving(spec: &RayClusterSpec, pods: &[&Pod], scales: Vec<Scale>) -> (Vec<Scale>, Vec<Value>) {
+    let mut ops = Vec::new();
+    let mut held = Vec::new();
+    for (index, g) in spec.worker_groups().iter().enumerate() {
+        let listed = g.workers_to_delete();
+        if listed.is_empty() {
+            continue;
+        }
+        let base = format!("/spec/workerGroupSpecs/{index}");
+        if pods.iter().any(|p| listed.iter().any(|n| *n == p.name_any())) {
+            held.push(index);
+        } else {
+            ops.push(json!({"op": "test", "path": format!("{base}/groupName"), "value": g.group_name}));
+            ops.push(json!({"op": "add", "path": format!("{base}/scaleStrategy"), "value": {"workersToDelete": []}}));
+        }
+    }
+    let mut out = Vec::new();
+    for s in scales {
+        if held.contains(&s.index) {
+            continue;
+        }
+        let Some(g) = spec.worker_groups().get(s.index) else { continue };
+        let hosts = usize::try_from(g.num_of_hosts_or_default().max(1)).unwrap_or(1);
+        let mut live: Vec<&Pod> = pods
+            .iter()
+            .copied()
+            .filter(|p| p.metadata.deletion_timestamp.is_none() && p.labels().get(c::LABEL_GROUP) == Some(&g.group_name))
+            .collect();
+        let keep = usize::try_from(s.to.max(0)).unwrap_or(0).saturating_mul(hosts);
+        if live.len() > keep {
+            // Not ready first, then the youngest (the last to take load), then by name.
+            live.sort_by_key(|p| (pod_is_ready(p), std::cmp::Reverse(p.metadata.creation_timestamp.clone()), std::cmp::Reverse(p.name_any())));
+            let names: Vec<String> = live.iter().take(live.len() - keep).map(|p| p.name_any()).collect();
+            let base = format!("/spec/workerGroupSpecs/{}", s.index);
+            ops.push(json!({"op": "add", "path": format!("{base}/scaleStrategy"), "value": {"workersToDelete": names}}));
+        }
+        out.push(s);
+    }
+    (out, ops)
+}
+
 /// The JSON patch writing `scales`, guarded by `test` ops on what it was computed from.
 pub fn patch_for(scales: &[Scale]) -> Value {
     let mut ops = Vec::new();
@@ -292,10 +341,13 @@ async fn step(
         }
         let demand = sim.demand_cpus(&url);
         let scales = plan(&rc.spec, demand, cfg.max_replicas_per_group);
-        if scales.is_empty() {
+        let (scales, extra) = name_leaving(&rc.spec, mine.map_or(&[], Vec::as_slice), scales);
+        if scales.is_empty() && extra.is_empty() {
             continue;
         }
-        let patch = match serde_json::from_value::<json_patch::Patch>(patch_for(&scales)) {
+        let Value::Array(mut ops) = patch_for(&scales) else { continue };
+        ops.extend(extra);
+        let patch = match serde_json::from_value::<json_patch::Patch>(Value::Array(ops)) {
             Ok(p) => p,
             Err(e) => {
                 tracing::debug!(error = %e, "sim autoscaler: building the patch failed");

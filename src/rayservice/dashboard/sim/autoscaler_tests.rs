@@ -294,6 +294,19 @@ async fn the_loop_scales_workers_to_demand_and_capacity_follows_ready_pods() {
         .unwrap();
     eventually(2 * S, "scaled to 2", || replicas(&api, "rs-a") == Some(2)).await;
     eventually(2 * S, "scaled to 1", || replicas(&api, "rs-a") == Some(1)).await;
+    // With two workers up for one wanted, the youngest (the name breaks the tie) is named for
+    // KubeRay to delete; the group waits while it runs, and the list is cleared once it is gone.
+    let named = || {
+        api.get("RayCluster", "ns", "rs-a").and_then(|rc| {
+            rc.pointer("/spec/workerGroupSpecs/0/scaleStrategy/workersToDelete")
+                .cloned()
+        })
+    };
+    assert_eq!(named(), Some(json!(["w2"])));
+    tokio::time::sleep(2 * S).await;
+    assert_eq!(named(), Some(json!(["w2"])), "kept while w2 runs");
+    api.remove("Pod", "ns", "w2");
+    eventually(2 * S, "the list cleared", || named() == Some(json!([]))).await;
 
     // API errors are survived.
     api.set_failing(true);

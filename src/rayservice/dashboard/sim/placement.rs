@@ -4,8 +4,9 @@
 //! The model is one pool of CPUs, not nodes: a replica fits when the CPUs already reserved plus its
 //! own stay within the capacity (no bin packing across nodes, no other resources). Older replicas
 //! are placed first; a replica that does not fit waits in STARTING and runs `replica_start_delay`
-//! after capacity for it appears. When capacity shrinks (a node went away) the youngest placed
-//! replicas lose their place and wait again, as Serve restarts the replicas of a dead node.
+//! after capacity for it appears. When capacity shrinks (a node went away) replicas on their way
+//! out (STOPPING) lose their place first, as the autoscaler removes idle nodes; then the youngest
+//! placed replicas lose theirs and wait again, as Serve restarts the replicas of a dead node.
 //! Without a capacity (the default) every replica is placed when created, which is the
 //! simulator's behaviour before capacity existed.
 
@@ -28,8 +29,9 @@ pub(super) struct Slot {
 }
 
 /// Which replicas hold CPUs after fitting `slots` into `capacity` (same order as `slots`). Placed
-/// replicas keep their place while they fit; the youngest go first when they do not; then the
-/// oldest waiting replicas take what is free. Replicas reserving 0 CPUs always fit.
+/// replicas keep their place while they fit; when they do not, replicas on their way out go first,
+/// then the youngest; then the oldest waiting replicas take what is free. Replicas reserving 0
+/// CPUs always fit.
 pub(super) fn fit(slots: &[Slot], capacity: Option<u64>) -> Vec<bool> {
     let mut placed: Vec<bool> = slots.iter().map(|s| s.placed).collect();
     let Some(capacity) = capacity else {
@@ -44,7 +46,16 @@ pub(super) fn fit(slots: &[Slot], capacity: Option<u64>) -> Vec<bool> {
         .filter(|&&i| placed[i])
         .map(|&i| u128::from(slots[i].cpu_units))
         .sum();
-    for &i in order.iter().rev() {
+    // Replicas on their way out lose their place first (the autoscaler removed the idle node they
+    // were stopping on), then the youngest of the rest.
+    let evict_order: Vec<usize> = order
+        .iter()
+        .rev()
+        .filter(|&&i| !slots[i].wanted)
+        .chain(order.iter().rev().filter(|&&i| slots[i].wanted))
+        .copied()
+        .collect();
+    for i in evict_order {
         if used <= capacity {
             break;
         }
@@ -190,6 +201,9 @@ mod tests {
         assert_eq!(fit(&[leaving, slot(2, 1, false)], Some(1)), [true, false]);
         leaving.placed = false;
         assert_eq!(fit(&[leaving, slot(2, 1, false)], Some(1)), [false, true]);
+        // Shrinking with an old replica stopping: it loses its place, not the younger running one.
+        leaving.placed = true;
+        assert_eq!(fit(&[leaving, slot(2, 1, true)], Some(1)), [false, true]);
     }
 
     #[test]
