@@ -39,14 +39,14 @@ fn service(name: &str, head_cpu: &str, version: &str) -> RayService {
     .unwrap()
 }
 
-struct Scenario {
-    c: Cluster,
-    inv: Invariants,
+pub(super) struct Scenario {
+    pub(super) c: Cluster,
+    pub(super) inv: Invariants,
 }
 
 impl Scenario {
     /// A ClusterQueue `cq` of `cpu` (and ample memory), LocalQueue `lq`, the invariant watcher on.
-    async fn start(cpu: &str, max_cpu_milli: i64) -> Scenario {
+    pub(super) async fn start(cpu: &str, max_cpu_milli: i64) -> Scenario {
         Self::start_on(
             quotagate::wiring::manager::embedded_server(),
             cpu,
@@ -55,7 +55,7 @@ impl Scenario {
         .await
     }
 
-    async fn start_on(
+    pub(super) async fn start_on(
         server: std::sync::Arc<quotagate::embedded::EmbeddedServer>,
         cpu: &str,
         max_cpu_milli: i64,
@@ -66,15 +66,15 @@ impl Scenario {
         Scenario { c, inv }
     }
 
-    fn services(&self) -> Api<RayService> {
+    pub(super) fn services(&self) -> Api<RayService> {
         Api::namespaced(self.c.client.clone(), NS)
     }
 
-    fn clusters(&self) -> Api<RayCluster> {
+    pub(super) fn clusters(&self) -> Api<RayCluster> {
         Api::namespaced(self.c.client.clone(), NS)
     }
 
-    async fn set_quota(&self, cpu: &str) {
+    pub(super) async fn set_quota(&self, cpu: &str) {
         let cqs: Api<ClusterQueue> = Api::all(self.c.client.clone());
         let patch = json!({"spec": {"resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default",
             "resources": [{"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": "64Gi"}]}]}]}});
@@ -105,7 +105,7 @@ impl Scenario {
             .unwrap();
     }
 
-    async fn patch_version(&self, name: &str, version: &str) {
+    pub(super) async fn patch_version(&self, name: &str, version: &str) {
         let patch = json!({"spec": {"rayClusterConfig": {"rayVersion": version}}});
         self.services()
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -114,7 +114,7 @@ impl Scenario {
     }
 
     /// Polls the RayService (GET, not a watch: see tests/rayservice_controller.rs on debug stacks).
-    async fn wait_rs(
+    pub(super) async fn wait_rs(
         &self,
         name: &str,
         what: &str,
@@ -131,7 +131,7 @@ impl Scenario {
     }
 
     /// The ClusterQueue's reserved cpu, in millis, once it equals `want`.
-    async fn wait_cq_cpu(&self, want: i64) {
+    pub(super) async fn wait_cq_cpu(&self, want: i64) {
         let cqs: Api<ClusterQueue> = Api::all(self.c.client.clone());
         poll(
             &format!("ClusterQueue cq to reserve {want}m cpu"),
@@ -143,7 +143,7 @@ impl Scenario {
         .await
     }
 
-    async fn pods_of(&self, cluster: &str) -> Vec<Pod> {
+    pub(super) async fn pods_of(&self, cluster: &str) -> Vec<Pod> {
         let pods: Api<Pod> = Api::namespaced(self.c.client.clone(), NS);
         pods.list(&ListParams::default().labels(&format!("ray.io/cluster={cluster}")))
             .await
@@ -154,7 +154,7 @@ impl Scenario {
             .collect()
     }
 
-    async fn workloads_of(&self, rs: &str) -> Vec<Workload> {
+    pub(super) async fn workloads_of(&self, rs: &str) -> Vec<Workload> {
         self.c
             .workloads()
             .list(&ListParams::default())
@@ -171,7 +171,7 @@ impl Scenario {
     }
 
     /// Creates the service and waits until it serves; returns its active cluster.
-    async fn serving(&self, rs: RayService) -> String {
+    pub(super) async fn serving(&self, rs: RayService) -> String {
         let name = rs.name_any();
         self.services()
             .create(&PostParams::default(), &rs)
@@ -197,7 +197,7 @@ impl Scenario {
         p
     }
 
-    async fn wait_gone(&self, cluster: &str) {
+    pub(super) async fn wait_gone(&self, cluster: &str) {
         poll(&format!("RayCluster {cluster} to be deleted"), || async {
             self.clusters()
                 .get_opt(cluster)
@@ -210,7 +210,7 @@ impl Scenario {
     }
 
     /// Waits until `cluster` is the service's active cluster (traffic moved to it).
-    async fn wait_active(&self, rs: &str, cluster: &str) -> RayService {
+    pub(super) async fn wait_active(&self, rs: &str, cluster: &str) -> RayService {
         self.wait_rs(rs, &format!("traffic on {cluster}"), |r| {
             active(r).as_deref() == Some(cluster)
         })
@@ -238,7 +238,7 @@ impl Scenario {
     }
 }
 
-async fn poll<T, F, Fut>(what: &str, f: F) -> T
+pub(super) async fn poll<T, F, Fut>(what: &str, f: F) -> T
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -253,7 +253,7 @@ where
     }
 }
 
-fn cq_cpu(cq: &ClusterQueue) -> i64 {
+pub(super) fn cq_cpu(cq: &ClusterQueue) -> i64 {
     cq.status
         .as_ref()
         .map(|s| s.flavors_reservation.as_slice())
@@ -269,7 +269,7 @@ fn cq_cpu(cq: &ClusterQueue) -> i64 {
         .sum()
 }
 
-fn active(rs: &RayService) -> Option<String> {
+pub(super) fn active(rs: &RayService) -> Option<String> {
     rs.status
         .as_ref()?
         .active_service_status
@@ -279,7 +279,7 @@ fn active(rs: &RayService) -> Option<String> {
         .filter(|n| !n.is_empty())
 }
 
-fn pending(rs: &RayService) -> Option<String> {
+pub(super) fn pending(rs: &RayService) -> Option<String> {
     rs.status
         .as_ref()?
         .pending_service_status
@@ -289,7 +289,7 @@ fn pending(rs: &RayService) -> Option<String> {
         .filter(|n| !n.is_empty())
 }
 
-fn ready(rs: &RayService) -> bool {
+pub(super) fn ready(rs: &RayService) -> bool {
     quotagate::api::conditions::is_true(
         rs.status.as_ref().and_then(|s| s.conditions.as_deref()),
         "Ready",

@@ -218,8 +218,10 @@ async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Er
                     .unwrap_or(0);
                 if n > cap {
                     bad.push(format!(
-                        "I2: RayCluster {name} group {group} has {n} pods, the slice {} covers {cap}",
-                        holding.map(|w| w.name_any()).unwrap_or_else(|| "(none)".into())
+                        "I2: RayCluster {name} group {group} has {n} pods, the slice {} covers {cap} (slice podsets {:?}; demands {:?})",
+                        holding.map(|w| w.name_any()).unwrap_or_else(|| "(none)".into()),
+                        holding.map(|w| w.spec.pod_sets.iter().map(|p| (p.name.clone().unwrap_or_default(), p.count())).collect::<Vec<_>>()),
+                        demands.iter().map(|d| (d.name.clone(), d.pods.iter().map(|(_, n, _)| *n).collect::<Vec<_>>())).collect::<Vec<_>>(),
                     ));
                 }
             }

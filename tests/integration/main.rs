@@ -2,6 +2,7 @@
 //! embedded API server, driven and observed only through `kube::Client`.
 
 mod gated;
+mod incremental;
 mod invariants;
 mod kubectl;
 mod raycluster;

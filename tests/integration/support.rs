@@ -88,6 +88,8 @@ pub struct Cluster {
     /// When set, managers run on this client (a principal under a Role) with leader election in
     /// this namespace, as deployed.
     pub restricted: Option<(Client, String)>,
+    /// The simulated load through RayServices' HTTPRoutes (with `start_with_ray`).
+    pub load: Option<quotagate::wiring::raysim::LoadBoard>,
     _sims: Option<tokio_util::sync::DropGuard>,
 }
 
@@ -113,6 +115,7 @@ impl Cluster {
             quota,
             ray: None,
             restricted: None,
+            load: None,
             _sims: None,
         }
     }
@@ -129,11 +132,21 @@ impl Cluster {
         let cancel = tokio_util::sync::CancellationToken::new();
         let sims = quotagate::embedded::sim::SimConfig::default();
         quotagate::embedded::sim::spawn(c.client.clone(), &sims, cancel.clone());
+        let dashboards = Dashboards::simulated(Duration::from_millis(50), Duration::from_millis(50));
+        if let Dashboards::Simulated(sim) = &dashboards {
+            // The autoscaler and the users' load act with the server's own client, as Ray's
+            // autoscaler and clients do; 100 requests per second through every RayService route.
+            let opts = quotagate::wiring::raysim::RaySimOptions {
+                load_rps: 100.0,
+                route_scan: Duration::from_millis(100),
+                ..Default::default()
+            };
+            let (_, board) =
+                quotagate::wiring::raysim::spawn(c.client.clone(), sim.clone(), &opts, cancel.clone());
+            c.load = Some(board);
+        }
         c._sims = Some(cancel.drop_guard());
-        c.ray = Some(Dashboards::simulated(
-            Duration::from_millis(50),
-            Duration::from_millis(50),
-        ));
+        c.ray = Some(dashboards);
         c.restart_manager("m1").await;
         c
     }
