@@ -65,9 +65,9 @@ spec:
 "#;
 
 /// `run_embedded` on a loopback port with its kubeconfig in a fresh directory.
-struct Running {
+pub(super) struct Running {
     bin: PathBuf,
-    dir: PathBuf,
+    pub(super) dir: PathBuf,
     stop: tokio::sync::oneshot::Sender<()>,
     manager: tokio::task::JoinHandle<Result<(), quotagate::wiring::manager::ManagerError>>,
 }
@@ -75,6 +75,11 @@ struct Running {
 impl Running {
     /// `None` (after a skip line) when kubectl is not installed and not required.
     async fn start(name: &str) -> Option<Running> {
+        Self::start_with(name, |_| {}).await
+    }
+
+    /// As [`Running::start`], with `edit` applied to the options first.
+    pub(super) async fn start_with(name: &str, edit: impl FnOnce(&mut EmbeddedOptions)) -> Option<Running> {
         let Some(bin) = kubectl_path() else {
             assert!(
                 std::env::var("QUOTAGATE_REQUIRE_TOOLS").as_deref() != Ok("1"),
@@ -100,6 +105,8 @@ impl Running {
             sims: Default::default(),
             ray_sims: Default::default(),
         };
+        let mut opts = opts;
+        edit(&mut opts);
         let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let manager = tokio::spawn(run_embedded(opts, async move {
             let _ = stop_rx.await;
@@ -121,7 +128,7 @@ impl Running {
         })
     }
 
-    async fn kubectl(&self, args: &[&str]) -> (bool, String) {
+    pub(super) async fn kubectl(&self, args: &[&str]) -> (bool, String) {
         kubectl(&self.bin, &self.dir, args).await
     }
 
@@ -138,7 +145,7 @@ impl Running {
         );
     }
 
-    async fn stop(self) {
+    pub(super) async fn stop(self) {
         let _ = self.stop.send(());
         let result = tokio::time::timeout(Duration::from_secs(10), self.manager)
             .await

@@ -5,6 +5,7 @@ mod gated;
 mod incremental;
 mod invariants;
 mod kubectl;
+mod kubectl_incremental;
 mod raycluster;
 mod resilience;
 mod scenarios;
