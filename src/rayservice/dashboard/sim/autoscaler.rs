@@ -20,8 +20,9 @@
 //!    first, so a reordered or user-edited spec makes the patch fail and the next period re-reads.
 //!
 //! Only groups with `minReplicas` or `maxReplicas` set are scaled (others are the user's to size);
-//! clusters without the in-tree autoscaler keep unlimited capacity; a cluster that goes away or
-//! turns autoscaling off gets unlimited capacity back and is forgotten. API errors are logged at
+//! clusters without the in-tree autoscaler get unlimited capacity, and until the autoscaler has
+//! looked at a cluster it has none (so no replica runs on nodes that are not there); a cluster that
+//! goes away is forgotten. API errors are logged at
 //! debug and retried next period. Not modelled: GPUs and custom resources, idle timeouts, bin
 //! packing onto nodes.
 
@@ -275,8 +276,11 @@ pub fn patch_for(scales: &[Scale]) -> Value {
 }
 
 /// Runs forever: every `cfg.period`, rescales every autoscaled RayCluster. Stop it by dropping or
-/// aborting its task.
+/// aborting its task. From its start, a cluster it has not looked at yet runs no replica (the
+/// simulator's unknown capacity is 0): a new cluster's replicas wait for its nodes, never run on
+/// an unlimited pool until the first period.
 pub async fn run(client: kube::Client, sim: Arc<RaySim>, cfg: AutoscalerConfig) {
+    sim.set_unknown_capacity(Some(0.0));
     let mut tracked = HashMap::new();
     // A zero period would make `interval` panic.
     let mut every = tokio::time::interval(cfg.period.max(Duration::from_millis(1)));
@@ -289,17 +293,33 @@ pub async fn run(client: kube::Client, sim: Arc<RaySim>, cfg: AutoscalerConfig) 
     }
 }
 
-/// One period. `tracked` maps the clusters given a capacity to their dashboard URL.
+/// One period. `tracked` maps the clusters given a capacity to their dashboard URL and whether
+/// they are autoscaled.
 async fn step(
     client: &kube::Client,
     sim: &RaySim,
     cfg: &AutoscalerConfig,
-    tracked: &mut HashMap<(String, String), String>,
+    tracked: &mut HashMap<(String, String), (String, bool)>,
 ) -> Result<(), kube::Error> {
     let clusters = Api::<RayCluster>::all(client.clone())
         .list(&ListParams::default())
         .await?
         .items;
+    let mut seen = HashMap::new();
+    let url_of = |rc: &RayCluster| {
+        let service = head_service_name(&rc.name_any(), &rc.spec);
+        let ns = rc.namespace().unwrap_or_default();
+        DashboardEndpoint::for_head_service(&service, &ns, &cfg.cluster_domain, cfg.dashboard_port).base_url
+    };
+    // Clusters without the autoscaler are the user's to size: unlimited.
+    for rc in clusters.iter().filter(|rc| !rc.spec.autoscaling_enabled()) {
+        let key = (rc.namespace().unwrap_or_default(), rc.name_any());
+        let entry = (url_of(rc), false);
+        if tracked.get(&key) != Some(&entry) {
+            sim.set_capacity(&entry.0, None);
+        }
+        seen.insert(key, entry);
+    }
     let autoscaled: Vec<&RayCluster> = clusters
         .iter()
         .filter(|rc| rc.spec.autoscaling_enabled())
@@ -319,23 +339,15 @@ async fn step(
             by_cluster.entry(key).or_default().push(p);
         }
     }
-    let mut seen = HashMap::new();
     for rc in autoscaled {
         let (ns, name) = (rc.namespace().unwrap_or_default(), rc.name_any());
-        let service = head_service_name(&name, &rc.spec);
-        let url = DashboardEndpoint::for_head_service(
-            &service,
-            &ns,
-            &cfg.cluster_domain,
-            cfg.dashboard_port,
-        )
-        .base_url;
+        let url = url_of(rc);
         let mine = by_cluster.get(&(ns.clone(), name.as_str()));
         sim.set_capacity(
             &url,
             Some(capacity(&rc.spec, mine.map_or(&[], Vec::as_slice))),
         );
-        seen.insert((ns.clone(), name.clone()), url.clone());
+        seen.insert((ns.clone(), name.clone()), (url.clone(), true));
         if rc.meta().deletion_timestamp.is_some() || rc.spec.is_suspended() {
             continue;
         }
@@ -368,10 +380,10 @@ async fn step(
             }
         }
     }
-    // Gone, no longer autoscaled, or renamed head Service: unlimited again.
-    for (key, url) in tracked.drain() {
-        if seen.get(&key) != Some(&url) {
-            sim.set_capacity(&url, None);
+    // Gone, or a renamed head Service: the old endpoint is forgotten.
+    for (key, (url, _)) in tracked.drain() {
+        if seen.get(&key).is_none_or(|(u, _)| *u != url) {
+            sim.forget_capacity(&url);
         }
     }
     *tracked = seen;

@@ -274,3 +274,19 @@ async fn old_version_replicas_serve_until_the_new_ones_run() {
     }
     assert_eq!(states(&sim).await, strs(&["RUNNING"]));
 }
+
+/// With an autoscaler attached (unknown capacity 0), a cluster runs nothing until its capacity is
+/// said; forgetting it goes back to the unknown capacity.
+#[tokio::test(start_paused = true)]
+async fn an_unknown_cluster_has_the_unknown_capacity_until_told() {
+    let sim = sim();
+    sim.set_unknown_capacity(Some(0.0));
+    put(&sim, vec![hello(2)]).await;
+    tokio::time::advance(4 * S).await;
+    assert_eq!(sim.running_replicas(URL), running("hello", 0));
+    sim.set_capacity(URL, None);
+    tokio::time::advance(3 * S).await;
+    assert_eq!(sim.running_replicas(URL), running("hello", 2));
+    sim.forget_capacity(URL);
+    assert_eq!(sim.running_replicas(URL), running("hello", 0));
+}

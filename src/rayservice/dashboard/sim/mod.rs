@@ -90,15 +90,22 @@ struct SimState {
     clusters: HashMap<String, SimCluster>,
     failing_import_paths: HashSet<String>,
     /// `set_capacity` per endpoint, kept apart from the head's state: nodes outlive a head restart.
-    capacities: HashMap<String, u64>,
+    /// `None` is unlimited.
+    capacities: HashMap<String, Option<u64>>,
+    /// The capacity of an endpoint nobody set one for (`set_unknown_capacity`); `None` is unlimited.
+    unknown_capacity: Option<u64>,
 }
 
 impl SimState {
     /// A freshly started head on the nodes the endpoint has.
     fn new_cluster(&self, key: &str, now: Instant) -> SimCluster {
         let mut cluster = SimCluster::new(now);
-        cluster.capacity = self.capacities.get(key).copied();
+        cluster.capacity = self.capacity_of(key);
         cluster
+    }
+
+    fn capacity_of(&self, key: &str) -> Option<u64> {
+        self.capacities.get(key).copied().unwrap_or(self.unknown_capacity)
     }
 }
 
@@ -159,22 +166,43 @@ impl RaySim {
             .map_or(0, |c| c.puts)
     }
 
-    /// The CPUs the cluster's RUNNING Ray nodes offer to Serve replicas; `None` (the default) is
-    /// unlimited. Replicas that do not fit wait in STARTING, oldest placed first; when capacity
-    /// shrinks the youngest lose their place (see `placement`). Negative or NaN counts as 0. Kept
-    /// across head restarts; an endpoint not started yet gets it when it starts.
+    /// The CPUs the cluster's RUNNING Ray nodes offer to Serve replicas; `None` is unlimited (the
+    /// default, see `set_unknown_capacity`). Replicas that do not fit wait in STARTING, oldest placed
+    /// first; when capacity shrinks replicas on their way out, then the youngest, lose their place
+    /// (see `placement`). Negative or NaN counts as 0. Kept across head restarts; an endpoint not
+    /// started yet gets it when it starts.
     pub fn set_capacity(&self, base_url: &str, cpus: Option<f64>) {
-        let units = cpus.map(to_cpu_units);
         let k = key(base_url);
+        let mut state = self.lock();
+        state.capacities.insert(k.clone(), cpus.map(to_cpu_units));
+        self.refit(&mut state, &k);
+    }
+
+    /// Forgets what `set_capacity` said for this endpoint: it has the unknown capacity again.
+    pub fn forget_capacity(&self, base_url: &str) {
+        let k = key(base_url);
+        let mut state = self.lock();
+        state.capacities.remove(&k);
+        self.refit(&mut state, &k);
+    }
+
+    /// The capacity of endpoints nobody gave one (`None`, the default, is unlimited). An autoscaler
+    /// sets 0: a cluster runs no replica before the autoscaler has looked at its nodes.
+    pub fn set_unknown_capacity(&self, cpus: Option<f64>) {
+        let mut state = self.lock();
+        state.unknown_capacity = cpus.map(to_cpu_units);
+        let keys: Vec<String> = state.clusters.keys().filter(|k| !state.capacities.contains_key(*k)).cloned().collect();
+        for k in keys {
+            self.refit(&mut state, &k);
+        }
+    }
+
+    /// Brings the cluster at `k` up to now with its old capacity, then applies the current one.
+    fn refit(&self, state: &mut SimState, k: &str) {
         let now = Instant::now();
         let delay = self.options.replica_start_delay;
-        let mut state = self.lock();
-        match units {
-            Some(u) => state.capacities.insert(k.clone(), u),
-            None => state.capacities.remove(&k),
-        };
-        if let Some(cluster) = state.clusters.get_mut(&k) {
-            // Up to now with the old capacity, then the new one from now on.
+        let units = state.capacity_of(k);
+        if let Some(cluster) = state.clusters.get_mut(k) {
             cluster.tick(now, delay);
             cluster.set_capacity(units, now, delay);
         }
