@@ -331,6 +331,24 @@ mod tests {
         );
     }
 
+    /// KubeRay: the pending cluster of an incremental upgrade starts from `minReplicas` (its worker
+    /// `replicas` unset) and grows with target_capacity; other children keep the spec's replicas.
+    #[test]
+    fn an_incremental_pending_child_starts_from_min_replicas() {
+        let mut svc = rs();
+        svc.spec.ray_cluster_config = serde_json::from_value(serde_json::json!({
+            "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head", "image": "ray"}]}}},
+            "workerGroupSpecs": [{"groupName": "g", "replicas": 3, "minReplicas": 1, "maxReplicas": 5, "rayStartParams": {},
+                "template": {"spec": {"containers": [{"name": "ray-worker", "image": "ray"}]}}}]
+        }))
+        .unwrap();
+        let replicas = |incremental| {
+            new_child(&svc, "svc-abcde", "v1.7.0", false, incremental).spec.worker_group_specs.unwrap()[0].replicas
+        };
+        assert_eq!(replicas(true), None);
+        assert_eq!(replicas(false), Some(3));
+    }
+
     #[test]
     fn update_keeps_suspend_gate_and_served_config() {
         let mut existing = new_child(&rs(), "svc-abcde", "v1.7.0", true, false);
