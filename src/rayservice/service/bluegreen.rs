@@ -29,33 +29,7 @@ pub(crate) fn step(s: &Snapshot, p: &mut Plan) {
 
     // 1. Does the desired spec need a new cluster, or does a revert cancel the pending one?
     let decision = spec_decision(s, &mut notes);
-    match &decision {
-        SpecDecision::NewPending => {
-            let message = match &pending {
-                Some(old) => format!(
-                    "cluster spec changed again: pending cluster {old} is replaced by {}",
-                    s.fresh_name
-                ),
-                None if active.is_some() => format!(
-                    "cluster spec changed: preparing pending cluster {}",
-                    s.fresh_name
-                ),
-                None => format!("preparing the first cluster {}", s.fresh_name),
-            };
-            p.event(EventType::Normal, "PreparingNewCluster", message);
-            pending = Some(s.fresh_name.clone());
-        }
-        SpecDecision::CancelPending => {
-            if let Some(old) = pending.take() {
-                p.event(
-                    EventType::Normal,
-                    "UpgradeCancelled",
-                    format!("cluster spec reverted to the active cluster's: pending cluster {old} is no longer needed"),
-                );
-            }
-        }
-        SpecDecision::Keep => {}
-    }
+    apply_spec_decision(s, &decision, active.is_some(), &mut pending, p, "", "");
     let fresh = matches!(decision, SpecDecision::NewPending);
     let active_obj = active.as_deref().and_then(|n| s.cluster(n));
     // A pending named in this pass is created on the next one, once its name is durable in status.
@@ -217,5 +191,46 @@ pub(super) fn spec_decision(s: &Snapshot, notes: &mut Vec<String>) -> SpecDecisi
             ));
             SpecDecision::Keep
         }
+    }
+}
+
+/// A spec decision's event, applied to the pending cluster's name: a new pending cluster (replacing
+/// one not yet switched to), or the pending cluster dropped by a revert. `purpose` and `cancel_when`
+/// qualify the messages (" for an incremental upgrade", " before anything moved").
+pub(crate) fn apply_spec_decision(
+    s: &Snapshot,
+    decision: &SpecDecision,
+    has_active: bool,
+    pending: &mut Option<String>,
+    p: &mut Plan,
+    purpose: &str,
+    cancel_when: &str,
+) {
+    match decision {
+        SpecDecision::NewPending => {
+            let message = match pending.as_deref() {
+                Some(old) => format!(
+                    "cluster spec changed again: pending cluster {old} is replaced by {}",
+                    s.fresh_name
+                ),
+                None if has_active => format!(
+                    "cluster spec changed: preparing pending cluster {}{purpose}",
+                    s.fresh_name
+                ),
+                None => format!("preparing the first cluster {}", s.fresh_name),
+            };
+            p.event(EventType::Normal, "PreparingNewCluster", message);
+            *pending = Some(s.fresh_name.clone());
+        }
+        SpecDecision::CancelPending => {
+            if let Some(old) = pending.take() {
+                p.event(
+                    EventType::Normal,
+                    "UpgradeCancelled",
+                    format!("cluster spec reverted to the active cluster's{cancel_when}: pending cluster {old} is no longer needed"),
+                );
+            }
+        }
+        SpecDecision::Keep => {}
     }
 }

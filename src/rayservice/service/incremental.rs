@@ -22,7 +22,7 @@
 
 use jiff::Timestamp;
 
-use super::bluegreen::{SpecDecision, spec_decision};
+use super::bluegreen::{SpecDecision, apply_spec_decision, spec_decision};
 use super::conditions as cond;
 use super::plan::{Action, EventType, Plan};
 use super::running;
@@ -168,33 +168,15 @@ pub(crate) fn step(s: &Snapshot, o: &IncrementalOptions, t: &TrafficView, p: &mu
     } else {
         spec_decision(s, &mut notes)
     };
-    match &decision {
-        SpecDecision::NewPending => {
-            let message = match (&pending, &active) {
-                (Some(old), _) => format!(
-                    "cluster spec changed again: pending cluster {old} is replaced by {}",
-                    s.fresh_name
-                ),
-                (None, Some(_)) => format!(
-                    "cluster spec changed: preparing pending cluster {} for an incremental upgrade",
-                    s.fresh_name
-                ),
-                (None, None) => format!("preparing the first cluster {}", s.fresh_name),
-            };
-            p.event(EventType::Normal, "PreparingNewCluster", message);
-            pending = Some(s.fresh_name.clone());
-        }
-        SpecDecision::CancelPending => {
-            if let Some(old) = pending.take() {
-                p.event(
-                    EventType::Normal,
-                    "UpgradeCancelled",
-                    format!("cluster spec reverted to the active cluster's before anything moved: pending cluster {old} is no longer needed"),
-                );
-            }
-        }
-        SpecDecision::Keep => {}
-    }
+    apply_spec_decision(
+        s,
+        &decision,
+        active.is_some(),
+        &mut pending,
+        p,
+        " for an incremental upgrade",
+        " before anything moved",
+    );
     let fresh = matches!(decision, SpecDecision::NewPending);
     let pending_obj = if fresh {
         None
