@@ -68,6 +68,14 @@ fn validate_update(new: &Value, old: &Value) -> Vec<FieldError> {
         (av, k) if is_ray_job(av, k) => {
             // A child of a RayService answers to its parent's gate (and says so).
             let mut errs = if k == "RayCluster" { super::ray::child_guard::validate_child_update(new, old) } else { Vec::new() };
+            // KubeRay's CEL rule on spec.managedBy, `self == oldSelf`: evaluated when both old and
+            // new set it (a transition rule), so a set value never changes hands.
+            let managed_by = |v: &Value| v.pointer("/spec/managedBy").and_then(Value::as_str).map(str::to_owned);
+            if let (Some(o), Some(n)) = (managed_by(old), managed_by(new))
+                && o != n
+            {
+                errs.push(FieldError::invalid(&Path::root("spec").child("managedBy"), format!("{n:?}: the managedBy field is immutable")));
+            }
             // Kueue: the queue of a job cannot change while the job runs (it is admitted).
             let running = old.pointer("/spec/suspend") != Some(&Value::Bool(true));
             if errs.is_empty() && queue_name(old).is_some() && running && queue_name(old) != queue_name(new) {
