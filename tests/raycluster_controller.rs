@@ -301,6 +301,38 @@ fn suspend_deletes_pods_and_resume_recreates_them() {
             cond_status(&rc, "RayClusterProvisioned").as_deref(),
             Some("False")
         );
+        // Source: KubeRay raycluster_controller calculateStatus (issue 15 item 2): a suspended
+        // cluster's head is not ready, and status no longer names the deleted head pod.
+        let rc = h
+            .wait_cluster("sus", "the head gone from status", |rc| {
+                cond_status(rc, "HeadPodReady").as_deref() == Some("False")
+            })
+            .await;
+        let reason = |t: &str| {
+            rc.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|cs| cs.iter().find(|c| c.type_ == t).map(|c| c.reason.clone()))
+        };
+        assert_eq!(reason("HeadPodReady").as_deref(), Some("HeadPodNotFound"));
+        assert_eq!(
+            reason("RayClusterProvisioned").as_deref(),
+            Some("RayClusterPodsProvisioning")
+        );
+        assert_eq!(
+            reason("RayClusterSuspending").as_deref(),
+            Some("RayClusterSuspending")
+        );
+        let head = rc
+            .status
+            .as_ref()
+            .and_then(|s| s.head.clone())
+            .unwrap_or_default();
+        assert_eq!(
+            (head.pod_name, head.pod_ip),
+            (None, None),
+            "status names a deleted pod"
+        );
         assert!(h.pod_names("sus").await.is_empty());
         h.clusters()
             .patch(
@@ -315,6 +347,21 @@ fn suspend_deletes_pods_and_resume_recreates_them() {
             cond_status(&rc, "RayClusterSuspended").as_deref(),
             Some("False")
         );
+        let suspended = rc
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| {
+                cs.iter()
+                    .find(|c| c.type_ == "RayClusterSuspended")
+                    .map(|c| c.reason.clone())
+            });
+        assert_eq!(
+            suspended.as_deref(),
+            Some("RayClusterSuspended"),
+            "KubeRay keeps the reason on resume"
+        );
+        assert_eq!(cond_status(&rc, "HeadPodReady").as_deref(), Some("True"));
         assert_eq!(h.pod_names("sus").await.len(), 2);
     });
 }

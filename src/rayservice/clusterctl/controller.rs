@@ -306,10 +306,14 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
         let mut status = status;
         status.last_update_time = Some(Time(Timestamp::now()));
         let api: Api<RayCluster> = Api::namespaced(ctx.client.clone(), &ns);
+        // A merge patch keeps what it does not name: fields that went away (the deleted head pod's
+        // name and IP, a cleared state) are sent as null.
+        let old = serde_json::to_value(rc.status.clone().unwrap_or_default()).unwrap_or_default();
+        let new = serde_json::to_value(&status).unwrap_or_default();
         api.patch_status(
             &name,
             &PatchParams::default(),
-            &Patch::Merge(json!({ "status": status })),
+            &Patch::Merge(json!({ "status": merge_diff(&old, &new) })),
         )
         .await?;
     }
@@ -322,6 +326,33 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
     } else {
         ctx.config.idle_requeue
     }))
+}
+
+/// The JSON merge patch (RFC 7386) that turns `old` into `new`: objects recurse, keys only in `old`
+/// become null, anything else is `new`'s value.
+pub(crate) fn merge_diff(old: &serde_json::Value, new: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match (old, new) {
+        (Value::Object(o), Value::Object(n)) => {
+            let mut out = serde_json::Map::new();
+            for (k, nv) in n {
+                match o.get(k) {
+                    Some(ov) if ov == nv => {}
+                    Some(ov) => {
+                        out.insert(k.clone(), merge_diff(ov, nv));
+                    }
+                    None => {
+                        out.insert(k.clone(), nv.clone());
+                    }
+                }
+            }
+            for k in o.keys().filter(|k| !n.contains_key(*k)) {
+                out.insert(k.clone(), Value::Null);
+            }
+            Value::Object(out)
+        }
+        _ => new.clone(),
+    }
 }
 
 /// Creates the operator-managed token Secret if the cluster needs one and it is absent (never rotates it).

@@ -3,7 +3,8 @@
 //! ```text
 //! suspend=true          -> RayClusterSuspending=True (commit point; nothing deleted this pass)
 //! Suspending            -> delete all pods (even if suspend flipped back) -> when none:
-//!                          Suspending=False, Suspended=True, RayClusterProvisioned=False, state=suspended
+//!                          Suspending=False, Suspended=True, RayClusterProvisioned=False,
+//!                          HeadPodReady=False/HeadPodNotFound, state=suspended
 //! Suspended, suspend    -> nothing
 //! Suspended, !suspend   -> Suspended=False and pods are planned again in the same pass
 //! ```
@@ -55,11 +56,13 @@ pub fn decide(
             return ClusterDecision {
                 phase: Phase::Suspended,
                 pods: vec![],
+                // KubeRay's set (raycluster_controller calculateStatus): the head is gone, the
+                // cluster provisions again on resume; Suspending keeps its own reason.
                 conditions: vec![
                     cond(
                         c::COND_RAY_CLUSTER_SUSPENDING,
                         FALSE,
-                        "RayClusterSuspended",
+                        "RayClusterSuspending",
                         "all pods are deleted",
                     ),
                     cond(
@@ -71,8 +74,14 @@ pub fn decide(
                     cond(
                         c::COND_RAY_CLUSTER_PROVISIONED,
                         FALSE,
-                        "RayClusterSuspended",
-                        "the cluster is suspended",
+                        c::REASON_RAY_CLUSTER_PODS_PROVISIONING,
+                        "RayCluster has been suspended",
+                    ),
+                    cond(
+                        c::COND_HEAD_POD_READY,
+                        FALSE,
+                        c::REASON_HEAD_POD_NOT_FOUND,
+                        "no head pod: the cluster is suspended",
                     ),
                 ],
             };
@@ -111,11 +120,12 @@ pub fn decide(
     }
     let mut conditions = vec![];
     if was_suspended {
+        // KubeRay keeps the reason RayClusterSuspended on the False condition.
         conditions.push(cond(
             c::COND_RAY_CLUSTER_SUSPENDED,
             FALSE,
-            "RayClusterResumed",
-            "spec.suspend is false",
+            "RayClusterSuspended",
+            "spec.suspend is false: resumed",
         ));
     }
     ClusterDecision {

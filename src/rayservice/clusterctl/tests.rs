@@ -303,13 +303,19 @@ fn suspend_machine() {
     let empty = inputs(vec![], vec![group("g", 1)]);
     let d = decide(true, true, false, &empty);
     assert_eq!(d.phase, Phase::Suspended);
-    let types: Vec<(&str, &str)> = d.conditions.iter().map(|c| (c.type_, c.status)).collect();
+    let types: Vec<(&str, &str, &str)> = d
+        .conditions
+        .iter()
+        .map(|c| (c.type_, c.status, c.reason))
+        .collect();
+    // Source: KubeRay raycluster_controller calculateStatus, suspending with no pod left.
     assert_eq!(
         types,
         [
-            ("RayClusterSuspending", "False"),
-            ("RayClusterSuspended", "True"),
-            ("RayClusterProvisioned", "False")
+            ("RayClusterSuspending", "False", "RayClusterSuspending"),
+            ("RayClusterSuspended", "True", "RayClusterSuspended"),
+            ("RayClusterProvisioned", "False", "RayClusterPodsProvisioning"),
+            ("HeadPodReady", "False", "HeadPodNotFound")
         ]
     );
     // Stays suspended.
@@ -317,7 +323,10 @@ fn suspend_machine() {
     // Resume: pods planned in the same pass.
     let d = decide(false, false, true, &empty);
     assert_eq!(d.phase, Phase::Running);
-    assert_eq!(d.conditions[0].status, "False");
+    assert_eq!(
+        (d.conditions[0].status, d.conditions[0].reason),
+        ("False", "RayClusterSuspended")
+    );
     assert_eq!(d.pods[0], PodAction::CreateHead);
 }
 
@@ -475,4 +484,17 @@ fn huge_replica_counts_are_created_in_bounded_batches() {
     let wide = GroupView { hosts: 2_000, ..group("w", huge) };
     let plan = plan_pods(&inputs(vec![head("h")], vec![wide]));
     assert_eq!(created(&plan), 2_000, "one replica wider than a batch is still created whole");
+}
+
+#[test]
+fn status_patches_null_what_went_away() {
+    use super::controller::merge_diff;
+    use serde_json::json;
+    let old = json!({"state": "suspended", "head": {"podName": "h", "podIP": "1.2.3.4", "serviceName": "s"}, "n": 1});
+    let new = json!({"head": {"serviceName": "s"}, "n": 2});
+    let patch = merge_diff(&old, &new);
+    assert_eq!(patch, json!({"state": null, "head": {"podName": null, "podIP": null}, "n": 2}));
+    let mut applied = old.clone();
+    json_patch::merge(&mut applied, &patch);
+    assert_eq!(applied, new);
 }
