@@ -964,10 +964,10 @@ async fn incremental_upgrade_body() {
     loop {
         let rs = h.services().get("inc").await.unwrap();
         let weights = route_weights(&h, "inc").await;
-        if let Some((_, w)) = weights.iter().find(|(n, _)| *n == format!("{new}-serve-svc")) {
-            if seen.last() != Some(w) {
-                seen.push(*w);
-            }
+        if let Some((_, w)) = weights.iter().find(|(n, _)| *n == format!("{new}-serve-svc"))
+            && seen.last() != Some(w)
+        {
+            seen.push(*w);
         }
         assert!(pending(&rs).is_none_or(|p| p == new), "a second pending cluster: {rs:?}");
         if active(&rs).as_deref() == Some(new.as_str()) && pending(&rs).is_none() {

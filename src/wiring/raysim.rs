@@ -38,10 +38,13 @@ impl Default for RaySimOptions {
     }
 }
 
+/// (namespace, route) -> its load generator.
+type Generators = BTreeMap<(String, String), Arc<LoadGen>>;
+
 /// The load generators running, one per HTTPRoute a RayService owns, keyed by (namespace, route).
 #[derive(Clone, Default)]
 pub struct LoadBoard {
-    gens: Arc<Mutex<BTreeMap<(String, String), Arc<LoadGen>>>>,
+    gens: Arc<Mutex<Generators>>,
 }
 
 impl std::fmt::Debug for LoadBoard {
@@ -51,7 +54,7 @@ impl std::fmt::Debug for LoadBoard {
 }
 
 impl LoadBoard {
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<(String, String), Arc<LoadGen>>> {
+    fn lock(&self) -> MutexGuard<'_, Generators> {
         self.gens.lock().unwrap_or_else(|e| e.into_inner())
     }
 
