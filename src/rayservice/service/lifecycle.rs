@@ -256,8 +256,9 @@ fn initializing_timed_out(s: &Snapshot) -> Option<String> {
     }
     let waited = s.now.duration_since(ready.last_transition);
     (waited >= timeout).then(|| {
+        // KubeRay's wording first (tools match on it), then the numbers.
         format!(
-            "not ready {}s after initialization began (ray.io/initializing-timeout {}s); delete and recreate the RayService",
+            "RayService failed to become ready within the configured timeout: not ready {}s after initialization began (ray.io/initializing-timeout {}s); delete and recreate the RayService",
             waited.as_secs(),
             timeout.as_secs()
         )

@@ -902,6 +902,14 @@ fn initializing_timeout_is_terminal() {
     s.clusters = vec![a];
     let p = plan(&s);
     assert_eq!(cond_of(&p, cond::READY).1, cond::INITIALIZING_TIMEOUT);
+    // Source: KubeRay rayservice_controller (issue 15 item 3): its message, then our numbers.
+    assert!(
+        cond_of(&p, cond::READY)
+            .2
+            .starts_with("RayService failed to become ready within the configured timeout"),
+        "{:?}",
+        cond_of(&p, cond::READY)
+    );
     assert_eq!(names(&p), (None, None));
     assert!(
         p.actions.is_empty(),
