@@ -142,6 +142,11 @@ async fn owner_references_cascade_in_background() {
     widgets.delete("owner", &DeleteParams::default()).await.unwrap();
     let left: Vec<String> = cms.list(&ListParams::default()).await.unwrap().items.into_iter().map(|c| c.metadata.name.unwrap()).collect();
     assert_eq!(left, ["unrelated"]);
+    // A dependent made after its owner went (a controller on a stale cache) is accepted, then collected,
+    // as the garbage collector does with a dependent none of whose owners exists.
+    let late: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "late", "ownerReferences": oref}})).unwrap();
+    cms.create(&PostParams::default(), &late).await.unwrap();
+    assert!(cms.get_opt("late").await.unwrap().is_none(), "a dependent of a deleted owner is collected");
 }
 
 #[tokio::test]

@@ -51,6 +51,21 @@ async fn kubectl_create_generators_send_protobuf() {
     assert_eq!(k.ok(&["get", "secret", "s1", "-o", "jsonpath={.data.k}"]).await, "dg==");
     assert!(k.ok(&["create", "namespace", "team-a"]).await.contains("created"));
     assert!(k.ok(&["get", "ns"]).await.contains("team-a"));
+    // Every built-in kind is decoded from the Kubernetes schema, not only the three above.
+    assert!(k.ok(&["create", "role", "reader", "--verb=get,list", "--resource=pods"]).await.contains("created"));
+    assert_eq!(k.ok(&["get", "role", "reader", "-o", "jsonpath={.rules[0].verbs}"]).await, r#"["get","list"]"#);
+    assert!(k.ok(&["create", "serviceaccount", "bot"]).await.contains("created"));
+    assert!(k.ok(&["create", "rolebinding", "bot-reads", "--role=reader", "--serviceaccount=default:bot"]).await.contains("created"));
+    assert_eq!(k.ok(&["get", "rolebinding", "bot-reads", "-o", "jsonpath={.subjects[0].kind}/{.subjects[0].name}/{.roleRef.name}"]).await, "ServiceAccount/bot/reader");
+    assert!(k.ok(&["create", "service", "clusterip", "web", "--tcp=80:8080"]).await.contains("created"));
+    assert_eq!(k.ok(&["get", "svc", "web", "-o", "jsonpath={.spec.ports[0].port}->{.spec.ports[0].targetPort} {.spec.type}"]).await, "80->8080 ClusterIP");
+    assert_eq!(k.ok(&["get", "svc", "web", "-o", "jsonpath={.metadata.labels.app}"]).await, "web");
+    assert!(k.ok(&["create", "priorityclass", "high", "--value=1000", "--description=urgent"]).await.contains("created"));
+    let pc = k.ok(&["get", "pc", "high"]).await;
+    assert!(pc.contains("1000") && pc.contains("PreemptLowerPriority"), "{pc}");
+    // A kind the server does not serve is still NotFound, as on a real server without that API.
+    let deploy = k.run_with(&["create", "deployment", "d", "--image=nginx"], None).await;
+    assert!(!deploy.ok && !deploy.stderr.contains("protobuf"), "{}", deploy.stderr);
 }
 
 #[tokio::test]

@@ -2,6 +2,7 @@
 //! object is stored. Mutating (defaulting) first, then validating, as a real API server's chain does.
 
 use super::registry::ResourceInfo;
+use crate::api::ray::validation::RayFeatureGates;
 use crate::api::validation::FieldError;
 use serde_json::Value;
 
@@ -28,8 +29,12 @@ impl AdmissionHook for AllowAll {
 }
 
 /// quotagate's own admission (`api::admission::admit`): the same defaulting and validation the webhook
-/// applies in a real cluster, so the embedded server rejects what a real cluster with quotagate would.
-pub struct QuotagateAdmission;
+/// applies in a real cluster, so the embedded server rejects what a real cluster with quotagate would,
+/// under the same Ray feature gates (`Default`: KubeRay's defaults).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QuotagateAdmission {
+    pub gates: RayFeatureGates,
+}
 
 impl AdmissionHook for QuotagateAdmission {
     fn admit(&self, op: Operation, _: &ResourceInfo, new: &mut Value, old: Option<&Value>) -> Result<(), Vec<FieldError>> {
@@ -38,7 +43,7 @@ impl AdmissionHook for QuotagateAdmission {
             // Status writes are validated as updates too: a real server checks the whole object's schema.
             Operation::Update | Operation::UpdateStatus => crate::api::admission::Operation::Update,
         };
-        crate::api::admission::admit(op, new, old)
+        crate::api::admission::admit_with(op, new, old, self.gates)
     }
 }
 
@@ -56,10 +61,10 @@ mod tests {
             "metadata": {"name": "rc", "namespace": "default", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
             "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "h", "image": "ray"}]}}}}
         });
-        QuotagateAdmission.admit(Operation::Create, &info, &mut rc, None).expect("valid");
+        QuotagateAdmission::default().admit(Operation::Create, &info, &mut rc, None).expect("valid");
         assert_eq!(rc["spec"]["suspend"], true, "queue-managed jobs start suspended");
         rc["spec"]["headGroupSpec"]["template"]["spec"]["containers"] = serde_json::json!([]);
-        let errs = QuotagateAdmission.admit(Operation::Update, &info, &mut rc.clone(), Some(&rc)).expect_err("no head container");
+        let errs = QuotagateAdmission::default().admit(Operation::Update, &info, &mut rc.clone(), Some(&rc)).expect_err("no head container");
         assert!(errs.iter().any(|e| e.field.starts_with("spec.headGroupSpec")), "{errs:?}");
     }
 }

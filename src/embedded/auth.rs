@@ -19,7 +19,25 @@ pub enum AuthError {
     Cert(#[from] rcgen::Error),
     #[error("building the TLS configuration: {0}")]
     Tls(#[from] rustls::Error),
+    #[error("{path}: {detail}")]
+    Stored { path: String, detail: String },
 }
+
+/// What a data directory keeps so a restarted server serves the same CA and token (a kubeconfig
+/// written before a restart keeps working, as k3s keeps its TLS under its data directory).
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Stored {
+    ca_pem: String,
+    /// base64 DER: the serving certificate, the CA certificate, the serving key (PKCS#8).
+    cert_der: String,
+    ca_der: String,
+    key_der: String,
+    token: String,
+}
+
+/// The credentials file inside a data directory (mode 0600).
+pub const CREDENTIALS_FILE: &str = "credentials.json";
 
 /// What a client needs to reach the listener, and what the listener checks.
 pub struct Credentials {
@@ -37,6 +55,29 @@ impl Credentials {
     /// A fresh CA, a serving certificate for `127.0.0.1`, `::1` and `localhost` signed by it, and a
     /// 256-bit random token.
     pub fn generate() -> Result<Self, AuthError> {
+        Self::from_stored(Self::fresh()?)
+    }
+
+    /// The credentials kept in `dir` (made and written there, mode 0600, the first time).
+    pub fn load_or_generate(dir: &Path) -> Result<Self, AuthError> {
+        let path = dir.join(CREDENTIALS_FILE);
+        let bad = |detail: String| AuthError::Stored { path: path.display().to_string(), detail };
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                let stored: Stored = serde_json::from_slice(&bytes).map_err(|e| bad(format!("not valid credentials: {e}")))?;
+                Self::from_stored(stored).map_err(|e| bad(e.to_string()))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let stored = Self::fresh()?;
+                let text = serde_json::to_vec(&stored).map_err(|e| bad(e.to_string()))?;
+                write_private(&path, &text).map_err(|e| bad(e.to_string()))?;
+                Self::from_stored(stored)
+            }
+            Err(e) => Err(bad(e.to_string())),
+        }
+    }
+
+    fn fresh() -> Result<Stored, AuthError> {
         let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new())?;
         ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         ca_params
@@ -61,11 +102,24 @@ impl Credentials {
         let key = rcgen::KeyPair::generate()?;
         let cert = params.signed_by(&key, &issuer)?;
 
+        Ok(Stored {
+            ca_pem: ca_cert.pem(),
+            cert_der: STANDARD.encode(cert.der()),
+            ca_der: STANDARD.encode(ca_cert.der()),
+            key_der: STANDARD.encode(key.serialize_der()),
+            token: URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>()),
+        })
+    }
+
+    fn from_stored(stored: Stored) -> Result<Self, AuthError> {
+        let der = |field: &str, b64: &str| {
+            STANDARD.decode(b64).map_err(|e| AuthError::Stored { path: field.to_string(), detail: format!("not base64: {e}") })
+        };
         let chain = vec![
-            CertificateDer::from(cert.der().to_vec()),
-            CertificateDer::from(ca_cert.der().to_vec()),
+            CertificateDer::from(der("certDer", &stored.cert_der)?),
+            CertificateDer::from(der("caDer", &stored.ca_der)?),
         ];
-        let key_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+        let key_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(der("keyDer", &stored.key_der)?));
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut tls = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?
@@ -73,11 +127,10 @@ impl Credentials {
             .with_single_cert(chain, key_der)?;
         tls.alpn_protocols = vec![b"http/1.1".to_vec()];
 
-        let token = URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>());
         Ok(Credentials {
-            ca_pem: ca_cert.pem(),
-            token_digest: Sha256::digest(token.as_bytes()).into(),
-            token,
+            ca_pem: stored.ca_pem,
+            token_digest: Sha256::digest(stored.token.as_bytes()).into(),
+            token: stored.token,
             tls: Arc::new(tls),
         })
     }
@@ -115,21 +168,26 @@ impl Credentials {
 
     /// Writes the kubeconfig readable by its owner only (0600), also over an existing file.
     pub fn write_kubeconfig(&self, path: &Path, addr: SocketAddr) -> std::io::Result<()> {
-        use std::io::Write;
-        let mut opts = std::fs::OpenOptions::new();
-        opts.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-            opts.mode(0o600);
-            // An existing file keeps its mode when opened: narrow it before writing the token.
-            if path.exists() {
-                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-            }
-        }
-        let mut f = opts.open(path)?;
-        f.write_all(self.kubeconfig(addr).as_bytes())
+        write_private(path, self.kubeconfig(addr).as_bytes())
     }
+}
+
+/// Writes `bytes` to `path` readable by its owner only (0600), also over an existing file.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        opts.mode(0o600);
+        // An existing file keeps its mode when opened: narrow it before writing the token.
+        if path.exists() {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        }
+    }
+    let mut f = opts.open(path)?;
+    f.write_all(bytes)
 }
 
 /// The Status a real API server sends for a request without valid credentials.
@@ -169,6 +227,26 @@ mod tests {
         let other = Credentials::generate().unwrap();
         assert_ne!(c.token, other.token);
         assert_ne!(c.ca_pem, other.ca_pem);
+    }
+
+    #[test]
+    fn a_data_directory_keeps_the_same_ca_and_token() {
+        let dir = std::env::temp_dir().join(format!("quotagate-auth-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let first = Credentials::load_or_generate(&dir).unwrap();
+        let again = Credentials::load_or_generate(&dir).unwrap();
+        assert_eq!((first.ca_pem.as_str(), first.token.as_str()), (again.ca_pem.as_str(), again.token.as_str()));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.join(CREDENTIALS_FILE)).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        std::fs::write(dir.join(CREDENTIALS_FILE), b"{not json").unwrap();
+        let err = Credentials::load_or_generate(&dir).err().unwrap().to_string();
+        assert!(err.contains(CREDENTIALS_FILE) && err.contains("not valid credentials"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -32,7 +32,7 @@ pub struct EmbeddedCluster {
 
 impl EmbeddedCluster {
     pub async fn start(crds: &[CustomResourceDefinition], hook: Arc<dyn AdmissionHook>, opts: ClusterOptions) -> Result<Self, ServeError> {
-        let server = EmbeddedServer::with_config(crds, hook, opts.server.clone());
+        let server = EmbeddedServer::open(crds, hook, opts.server.clone())?;
         let cancel = CancellationToken::new();
         let client = server.client();
         let addr = match opts.listen {

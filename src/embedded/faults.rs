@@ -49,6 +49,13 @@ impl Faults {
         self.fail_nth_write(matcher, nth, e);
     }
 
+    /// Drops every write fault not yet spent.
+    pub fn clear_write_faults(&self) {
+        if let Ok(mut w) = self.writes.lock() {
+            w.clear();
+        }
+    }
+
     /// Injected write faults not yet spent.
     pub fn pending_write_faults(&self) -> usize {
         self.writes.lock().map_or(0, |w| w.len())

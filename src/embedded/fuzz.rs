@@ -105,7 +105,7 @@ fn shared() -> &'static (tokio::runtime::Runtime, Arc<EmbeddedServer>) {
         std::sync::OnceLock::new();
     SHARED.get_or_init(|| {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let srv = EmbeddedServer::new(&crate::api::all_crds(), Arc::new(QuotagateAdmission));
+        let srv = EmbeddedServer::new(&crate::api::all_crds(), Arc::new(QuotagateAdmission::default()));
         (rt, srv)
     })
 }

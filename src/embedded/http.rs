@@ -3,11 +3,13 @@
 
 use super::discovery;
 use super::error::ApiError;
+use super::escalation;
 use super::patch::PatchKind;
 use super::protobuf;
 use super::rbac;
 use super::registry::ResourceInfo;
 use super::selector::{FieldSelector, LabelSelector};
+use super::serviceaccount;
 use super::store::{DeleteOptions, ListOptions, Store, WatchFrom};
 use super::table;
 use super::watch::{self, WatchRequest};
@@ -160,10 +162,16 @@ fn authorize(srv: &EmbeddedServer, authz: &rbac::Authorizer, t: &Target, method:
     if !authz.allows(&access) {
         return Err(forbidden(&access));
     }
-    if *method != Method::POST {
+    if *method != Method::POST && *method != Method::PUT {
         return Ok(());
     }
     let obj: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    if t.info.group == "rbac.authorization.k8s.io" {
+        escalation::check(authz, &srv.store, &srv.registry, &t.info.plural, t.namespace.as_deref().unwrap_or("default"), &obj)?;
+    }
+    if *method != Method::POST {
+        return Ok(());
+    }
     for (api_version, kind, name) in rbac::blocking_owners(&obj) {
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version.as_str()));
         let Some(owner) = srv.registry.all().iter().find(|r| r.group == group && r.version == version && r.kind == kind).cloned() else {
@@ -224,11 +232,18 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
             {
                 return error(&e);
             }
+            let watching = parts.method == Method::GET && query.flag("watch");
             let r = Req { srv: &srv, t, query, accept, content_type, body: &body, method: parts.method };
-            match r.serve() {
+            let resp = match r.serve() {
                 Ok(resp) => resp,
                 Err(e) => error(&e),
+            };
+            // With --data-dir, answer only once what the answer shows is on disk (a watch waits
+            // per event instead): a crash then never loses something a client has seen.
+            if !watching && let Err(e) = srv.store.synced_now().await {
+                return error(&e);
             }
+            resp
         }
     }
 }
@@ -259,7 +274,7 @@ impl Req<'_> {
     fn decode_body(&self) -> Result<Value, ApiError> {
         let ct = self.content_type.split(';').next().unwrap_or("").trim();
         if ct == "application/vnd.kubernetes.protobuf" {
-            return protobuf::decode(self.body, &self.t.info.kind).map_err(|e| ApiError::unsupported_media(e.to_string()));
+            return protobuf::decode(self.body, &self.t.info).map_err(|e| ApiError::unsupported_media(e.to_string()));
         }
         match serde_json::from_slice(self.body) {
             Ok(v) => Ok(v),
@@ -284,8 +299,13 @@ impl Req<'_> {
             (&Method::GET, None) => self.list(),
             (&Method::GET, Some(n)) => Ok(self.object(200, self.store().get(&info, self.ns(), &n)?)),
             (&Method::POST, None) => {
-                let obj = self.decode_body()?;
-                Ok(self.object(201, self.store().create(&info, self.ns(), obj, self.query.dry_run())?))
+                let mut obj = self.decode_body()?;
+                if info.group.is_empty() && info.plural == "pods" {
+                    serviceaccount::admit_pod(self.store(), &self.srv.registry, self.ns().unwrap_or("default"), &mut obj)?;
+                }
+                let created = self.store().create(&info, self.ns(), obj, self.query.dry_run())?;
+                self.after_create(&info, &created);
+                Ok(self.object(201, created))
             }
             (&Method::PUT, Some(n)) => {
                 let obj = self.decode_body()?;
@@ -299,6 +319,9 @@ impl Req<'_> {
                 let manager = self.query.get("fieldManager").unwrap_or("unknown");
                 let (obj, created) =
                     self.store().patch(&info, self.ns(), &n, kind, body, self.t.status, manager, self.query.dry_run())?;
+                if created {
+                    self.after_create(&info, &obj);
+                }
                 Ok(self.object(if created { 201 } else { 200 }, obj))
             }
             (&Method::DELETE, Some(n)) => {
@@ -307,6 +330,15 @@ impl Req<'_> {
             }
             (&Method::DELETE, None) => self.delete_collection(),
             (m, _) => Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource: {m}"))),
+        }
+    }
+
+    /// What controllers of a real cluster do at once after a create: a new namespace gets its
+    /// `default` ServiceAccount.
+    fn after_create(&self, info: &ResourceInfo, obj: &Value) {
+        if info.group.is_empty() && info.plural == "namespaces" && !self.query.dry_run() {
+            let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+            serviceaccount::ensure_default(self.store(), &self.srv.registry, name);
         }
     }
 

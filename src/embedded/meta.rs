@@ -142,6 +142,9 @@ pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, namespace: Option<&s
             "namespaces" => {
                 o.insert("status".into(), json!({"phase": "Active"}));
             }
+            "priorityclasses" if !o.contains_key("preemptionPolicy") => {
+                o.insert("preemptionPolicy".into(), json!("PreemptLowerPriority"));
+            }
             _ => {}
         }
     }
@@ -238,7 +241,34 @@ pub fn validate_meta(info: &ResourceInfo, obj: &Value) -> Vec<FieldError> {
     for (i, f) in finalizers(obj).iter().enumerate() {
         names::qualified_name(&path.child("finalizers").index(i), f, &mut errs);
     }
+    if info.group == "scheduling.k8s.io" && info.plural == "priorityclasses" {
+        priority_class(obj, &mut errs);
+    }
     errs
+}
+
+/// The highest value a PriorityClass not named `system-*` may have (Kubernetes'
+/// `HighestUserDefinablePriority`); above it are the system classes.
+const HIGHEST_USER_DEFINABLE_PRIORITY: i64 = 1_000_000_000;
+
+/// `ValidatePriorityClass`: the system prefix is reserved, a user class's value is an int32 no higher
+/// than one billion.
+fn priority_class(obj: &Value, errs: &mut Vec<FieldError>) {
+    if meta_str(obj, "name").starts_with("system-") {
+        errs.push(FieldError::forbidden("metadata.name", "priority class names with 'system-' prefix are reserved for system use only"));
+        return;
+    }
+    match obj.get("value") {
+        None | Some(Value::Null) => errs.push(FieldError::required("value", "Required value")),
+        Some(v) => match v.as_i64().filter(|n| i32::try_from(*n).is_ok()) {
+            None => errs.push(FieldError::invalid("value", format!("{v}: must be a 32-bit integer"))),
+            Some(n) if n > HIGHEST_USER_DEFINABLE_PRIORITY => errs.push(FieldError::forbidden(
+                "value",
+                format!("maximum allowed value of a user defined priority is {HIGHEST_USER_DEFINABLE_PRIORITY}"),
+            )),
+            Some(_) => {}
+        },
+    }
 }
 
 /// What a write may not change about an object's identity, checked on the object a PUT or PATCH would

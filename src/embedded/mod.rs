@@ -3,10 +3,13 @@
 //! TCP port for kubectl. See `README.md` beside this file for where it differs from a real server.
 
 pub mod admission;
+pub mod aggregated;
 pub mod auth;
 pub mod cluster;
 pub mod discovery;
+pub mod durable;
 pub mod error;
+mod escalation;
 pub mod faults;
 #[cfg(test)]
 mod fuzz;
@@ -18,6 +21,7 @@ pub mod protobuf;
 pub mod rbac;
 pub mod registry;
 pub mod selector;
+pub mod serviceaccount;
 pub mod sim;
 pub mod store;
 pub mod table;
@@ -32,7 +36,7 @@ pub use store::{Store, StoreConfig};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -42,11 +46,14 @@ pub struct ServerConfig {
     pub store: StoreConfig,
     /// How often an idle watch that asked for bookmarks gets one.
     pub bookmark_interval: Duration,
+    /// Keep the objects in this directory (`--data-dir`), durable before the API answers; `None`
+    /// keeps them in memory only. Honoured by [`EmbeddedServer::open`].
+    pub data_dir: Option<PathBuf>,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        ServerConfig { store: StoreConfig::default(), bookmark_interval: Duration::from_secs(30) }
+        ServerConfig { store: StoreConfig::default(), bookmark_interval: Duration::from_secs(30), data_dir: None }
     }
 }
 
@@ -62,12 +69,16 @@ pub enum ServeError {
     Serve(std::io::Error),
     #[error("making the listener's credentials: {0}")]
     Credentials(#[from] auth::AuthError),
+    #[error(transparent)]
+    Storage(#[from] durable::DurableError),
 }
 
 pub struct EmbeddedServer {
     pub registry: Arc<Registry>,
     pub store: Arc<Store>,
     pub config: ServerConfig,
+    /// API groups other components serve through this server (`aggregated.rs`).
+    pub aggregated: aggregated::Aggregated,
 }
 
 impl EmbeddedServer {
@@ -76,17 +87,43 @@ impl EmbeddedServer {
         Self::with_config(crds, hook, ServerConfig::default())
     }
 
+    /// An in-memory server with `config` (its `data_dir` is not used: see [`EmbeddedServer::open`]).
     pub fn with_config(crds: &[CustomResourceDefinition], hook: Arc<dyn AdmissionHook>, config: ServerConfig) -> Arc<Self> {
-        Arc::new(EmbeddedServer {
+        let srv = Arc::new(EmbeddedServer {
             registry: Arc::new(Registry::new(crds)),
             store: Arc::new(Store::new(config.store.clone(), hook)),
             config,
-        })
+            aggregated: aggregated::Aggregated::default(),
+        });
+        for ns in ["default", "kube-system", "kube-public"] {
+            serviceaccount::ensure_default(&srv.store, &srv.registry, ns);
+        }
+        srv
+    }
+
+    /// A server whose objects live in `config.data_dir` when it is set (loaded now, every write
+    /// durable before it is answered), in memory otherwise. Refused when another process holds the
+    /// directory, or its data is of another format or unreadable.
+    pub fn open(crds: &[CustomResourceDefinition], hook: Arc<dyn AdmissionHook>, config: ServerConfig) -> Result<Arc<Self>, durable::DurableError> {
+        let store = match &config.data_dir {
+            Some(dir) => Store::open(config.store.clone(), hook, dir)?,
+            None => Store::new(config.store.clone(), hook),
+        };
+        let srv = Arc::new(EmbeddedServer {
+            registry: Arc::new(Registry::new(crds)),
+            store: Arc::new(store),
+            config,
+            aggregated: aggregated::Aggregated::default(),
+        });
+        for ns in ["default", "kube-system", "kube-public"] {
+            serviceaccount::ensure_default(&srv.store, &srv.registry, ns);
+        }
+        Ok(srv)
     }
 
     /// The router: a tower service accepted by `kube::Client::new` and by `axum::serve`.
     pub fn router(self: &Arc<Self>) -> axum::Router {
-        axum::Router::new().fallback(http::handle).with_state(self.clone())
+        axum::Router::new().fallback(aggregated::dispatch).with_state(self.clone())
     }
 
     /// An in-process client (default namespace "default").
@@ -120,7 +157,10 @@ impl EmbeddedServer {
         if !listen.ip().is_loopback() {
             return Err(ServeError::NotLoopback(listen));
         }
-        let creds = Arc::new(auth::Credentials::generate()?);
+        let creds = Arc::new(match &self.config.data_dir {
+            Some(dir) => auth::Credentials::load_or_generate(dir)?,
+            None => auth::Credentials::generate()?,
+        });
         let listener = tokio::net::TcpListener::bind(listen).await.map_err(|source| ServeError::Bind { addr: listen, source })?;
         let addr = listener.local_addr().map_err(|source| ServeError::Bind { addr: listen, source })?;
         if let Some(path) = kubeconfig_out {

@@ -1,188 +1,274 @@
-//! A small decoder for the protobuf request bodies kubectl's typed commands send
-//! (`create configmap|secret|namespace`). Only those three kinds are decoded; the reply is JSON, which
-//! kubectl accepts. Anything else is refused with 415 and a message naming the kind.
+//! Decodes the protobuf request bodies kubectl's typed commands send (`create role|rolebinding|service|
+//! serviceaccount|configmap|secret|namespace|priorityclass …`) into the JSON object they stand for, for every
+//! built-in kind the server serves. Nothing here knows a kind: the message is read through the Kubernetes
+//! .proto schema (vendored in `vendor/k8s-proto/k8s`, compiled into a descriptor set by `build.rs`) and written as
+//! Kubernetes JSON, where a handful of apimachinery types have their own JSON form (Time, Quantity,
+//! IntOrString, RawExtension, …). The reply is JSON, which kubectl accepts.
+
+use std::sync::LazyLock;
 
 use base64::Engine;
+use prost_reflect::{DescriptorPool, DynamicMessage, MapKey, MessageDescriptor, ReflectMessage, Value as Pb};
 use serde_json::{Map, Value, json};
+
+use super::registry::ResourceInfo;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ProtobufError {
     #[error("protobuf body does not start with the k8s\\0 magic")]
     Magic,
     #[error("malformed protobuf body: {0}")]
-    Malformed(&'static str),
-    #[error("protobuf request bodies are only decoded for ConfigMap, Secret and Namespace, not {0}; send JSON")]
+    Malformed(String),
+    #[error("protobuf request bodies are decoded only for built-in kinds, not {0}; send JSON")]
     Unsupported(String),
+    #[error("the protobuf body holds a {found}, but the request is for a {expected}")]
+    KindMismatch { found: String, expected: String },
 }
 
-enum Field<'a> {
-    Varint(u64),
-    Bytes(&'a [u8]),
+static POOL: LazyLock<Result<DescriptorPool, String>> =
+    LazyLock::new(|| DescriptorPool::decode(&include_bytes!(concat!(env!("OUT_DIR"), "/k8s.fds"))[..]).map_err(|e| e.to_string()));
+
+/// The proto package of a built-in API group: `""` is core, otherwise the group's first label
+/// (`rbac.authorization.k8s.io` -> `rbac`), as the vendored files name them.
+fn message_name(info: &ResourceInfo) -> String {
+    let group = if info.group.is_empty() { "core" } else { info.group.split('.').next().unwrap_or_default() };
+    format!("api.{group}.{}.{}", info.version, info.kind)
 }
 
-fn varint(buf: &[u8], pos: &mut usize) -> Result<u64, ProtobufError> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let b = *buf.get(*pos).ok_or(ProtobufError::Malformed("truncated varint"))?;
-        *pos += 1;
-        v |= u64::from(b & 0x7f) << shift;
-        if b & 0x80 == 0 {
-            return Ok(v);
-        }
-    }
-    Err(ProtobufError::Malformed("varint too long"))
-}
-
-fn fields(buf: &[u8]) -> Result<Vec<(u64, Field<'_>)>, ProtobufError> {
-    let mut out = Vec::new();
-    let mut pos = 0;
-    while pos < buf.len() {
-        let key = varint(buf, &mut pos)?;
-        let (num, wire) = (key >> 3, key & 7);
-        match wire {
-            0 => out.push((num, Field::Varint(varint(buf, &mut pos)?))),
-            2 => {
-                let len = usize::try_from(varint(buf, &mut pos)?).map_err(|_| ProtobufError::Malformed("length"))?;
-                let end = pos.checked_add(len).filter(|e| *e <= buf.len()).ok_or(ProtobufError::Malformed("length past end"))?;
-                out.push((num, Field::Bytes(&buf[pos..end])));
-                pos = end;
-            }
-            1 => pos += 8,
-            5 => pos += 4,
-            _ => return Err(ProtobufError::Malformed("unsupported wire type")),
-        }
-    }
-    Ok(out)
-}
-
-fn string(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// A map<string, string|bytes> entry {1: key, 2: value}.
-fn entry(b: &[u8], bytes_value: bool) -> Result<(String, Value), ProtobufError> {
-    let (mut k, mut v) = (String::new(), Value::String(String::new()));
-    for (n, f) in fields(b)? {
-        if let Field::Bytes(x) = f {
-            match n {
-                1 => k = string(x),
-                2 if bytes_value => v = json!(base64::engine::general_purpose::STANDARD.encode(x)),
-                2 => v = json!(string(x)),
-                _ => {}
-            }
-        }
-    }
-    Ok((k, v))
-}
-
-fn object_meta(b: &[u8]) -> Result<Value, ProtobufError> {
-    let mut m = Map::new();
-    let (mut labels, mut annotations) = (Map::new(), Map::new());
-    for (n, f) in fields(b)? {
-        let Field::Bytes(x) = f else { continue };
-        match n {
-            1 => {
-                m.insert("name".into(), json!(string(x)));
-            }
-            2 => {
-                m.insert("generateName".into(), json!(string(x)));
-            }
-            3 if !x.is_empty() => {
-                m.insert("namespace".into(), json!(string(x)));
-            }
-            11 => {
-                let (k, v) = entry(x, false)?;
-                labels.insert(k, v);
-            }
-            12 => {
-                let (k, v) = entry(x, false)?;
-                annotations.insert(k, v);
-            }
-            _ => {}
-        }
-    }
-    if !labels.is_empty() {
-        m.insert("labels".into(), Value::Object(labels));
-    }
-    if !annotations.is_empty() {
-        m.insert("annotations".into(), Value::Object(annotations));
-    }
-    Ok(Value::Object(m))
+fn descriptor(name: &str) -> Result<MessageDescriptor, ProtobufError> {
+    let pool = POOL.as_ref().map_err(|e| ProtobufError::Malformed(format!("the Kubernetes schema did not load: {e}")))?;
+    pool.get_message_by_name(name).ok_or_else(|| ProtobufError::Unsupported(name.to_string()))
 }
 
 /// Decodes a `k8s\0` + runtime.Unknown body into the JSON object it stands for.
-pub fn decode(body: &[u8], kind: &str) -> Result<Value, ProtobufError> {
+pub fn decode(body: &[u8], info: &ResourceInfo) -> Result<Value, ProtobufError> {
+    if info.is_crd {
+        return Err(ProtobufError::Unsupported(info.qualified_kind()));
+    }
     let rest = body.strip_prefix(b"k8s\0").ok_or(ProtobufError::Magic)?;
-    let mut raw: &[u8] = &[];
-    for (n, f) in fields(rest)? {
-        if let (2, Field::Bytes(x)) = (n, f) {
-            raw = x;
-        }
+    let unknown = DynamicMessage::decode(descriptor("apimachinery.pkg.runtime.Unknown")?, rest).map_err(|e| ProtobufError::Malformed(e.to_string()))?;
+    let text = |m: &DynamicMessage, f: &str| m.get_field_by_name(f).and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+    let type_meta = unknown.get_field_by_name("typeMeta").and_then(|v| v.as_message().cloned());
+    let (api_version, kind) = type_meta.map(|t| (text(&t, "apiVersion"), text(&t, "kind"))).unwrap_or_default();
+    if !kind.is_empty() && kind != info.kind {
+        return Err(ProtobufError::KindMismatch { found: kind, expected: info.kind.clone() });
     }
-    let mut obj = Map::new();
-    let (mut data, mut binary) = (Map::new(), Map::new());
-    for (n, f) in fields(raw)? {
-        match (kind, n, f) {
-            (_, 1, Field::Bytes(x)) => {
-                obj.insert("metadata".into(), object_meta(x)?);
-            }
-            ("ConfigMap", 2, Field::Bytes(x)) => {
-                let (k, v) = entry(x, false)?;
-                data.insert(k, v);
-            }
-            ("ConfigMap", 3, Field::Bytes(x)) | ("Secret", 2, Field::Bytes(x)) => {
-                let (k, v) = entry(x, true)?;
-                binary.insert(k, v);
-            }
-            ("ConfigMap", 4, Field::Varint(v)) | ("Secret", 5, Field::Varint(v)) => {
-                obj.insert("immutable".into(), json!(v != 0));
-            }
-            ("Secret", 3, Field::Bytes(x)) => {
-                obj.insert("type".into(), json!(string(x)));
-            }
-            ("Secret", 4, Field::Bytes(x)) => {
-                let (k, v) = entry(x, false)?;
-                obj.entry("stringData").or_insert_with(|| json!({}))[&k] = v;
-            }
-            ("ConfigMap" | "Secret" | "Namespace", _, _) => {}
-            (other, _, _) => return Err(ProtobufError::Unsupported(other.to_string())),
-        }
-    }
-    match kind {
-        "ConfigMap" if !data.is_empty() => {
-            obj.insert("data".into(), Value::Object(data));
-        }
-        _ => {}
-    }
-    if !binary.is_empty() {
-        let field = if kind == "Secret" { "data" } else { "binaryData" };
-        obj.insert(field.into(), Value::Object(binary));
-    }
-    obj.insert("kind".into(), json!(kind));
-    obj.insert("apiVersion".into(), json!("v1"));
+    let raw = unknown.get_field_by_name("raw").and_then(|v| v.as_bytes().cloned()).unwrap_or_default();
+    let msg = DynamicMessage::decode(descriptor(&message_name(info))?, raw).map_err(|e| ProtobufError::Malformed(e.to_string()))?;
+    let mut obj = match message(&msg)? {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    let api_version = if api_version.is_empty() { info.api_version() } else { api_version };
+    obj.insert("apiVersion".into(), json!(api_version));
+    obj.insert("kind".into(), json!(info.kind));
     Ok(Value::Object(obj))
+}
+
+/// One message as Kubernetes JSON: the apimachinery types with a JSON form of their own, otherwise an
+/// object of the fields that were sent. Go's protobuf writes every non-pointer field, empty or not, where
+/// its JSON leaves them out; empty strings are therefore left out (the same meaning in Go), other values kept.
+fn message(m: &DynamicMessage) -> Result<Value, ProtobufError> {
+    let field = |name: &str| m.get_field_by_name(name);
+    Ok(match m.descriptor().full_name() {
+        "apimachinery.pkg.apis.meta.v1.Time" => time(m, false),
+        "apimachinery.pkg.apis.meta.v1.MicroTime" => time(m, true),
+        "apimachinery.pkg.api.resource.Quantity" => field("string").and_then(|v| v.as_str().map(|s| json!(s))).unwrap_or(Value::Null),
+        "apimachinery.pkg.apis.meta.v1.Duration" => json!(go_duration(field("duration").and_then(|v| v.as_i64()).unwrap_or(0))),
+        "apimachinery.pkg.util.intstr.IntOrString" => match field("type").and_then(|v| v.as_i64()) {
+            Some(1) => json!(field("strVal").and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()),
+            _ => json!(field("intVal").and_then(|v| v.as_i32()).unwrap_or(0)),
+        },
+        "apimachinery.pkg.runtime.RawExtension" | "apimachinery.pkg.apis.meta.v1.FieldsV1" => {
+            let name = if m.descriptor().full_name().ends_with("FieldsV1") { "Raw" } else { "raw" };
+            let raw = field(name).and_then(|v| v.as_bytes().cloned()).unwrap_or_default();
+            if raw.is_empty() {
+                Value::Null
+            } else {
+                serde_json::from_slice(&raw).map_err(|e| ProtobufError::Malformed(format!("embedded JSON: {e}")))?
+            }
+        }
+        _ => {
+            let mut out = Map::new();
+            for (f, v) in m.fields() {
+                let v = value(v)?;
+                if !(v.is_null() || v.as_str() == Some("")) {
+                    out.insert(f.json_name().to_string(), v);
+                }
+            }
+            Value::Object(out)
+        }
+    })
+}
+
+fn value(v: &Pb) -> Result<Value, ProtobufError> {
+    Ok(match v {
+        Pb::Bool(b) => json!(b),
+        Pb::I32(n) | Pb::EnumNumber(n) => json!(n),
+        Pb::I64(n) => json!(n),
+        Pb::U32(n) => json!(n),
+        Pb::U64(n) => json!(n),
+        Pb::F32(n) => json!(n),
+        Pb::F64(n) => json!(n),
+        Pb::String(s) => json!(s),
+        Pb::Bytes(b) => json!(base64::engine::general_purpose::STANDARD.encode(b)),
+        Pb::Message(m) => message(m)?,
+        Pb::List(items) => Value::Array(items.iter().map(value).collect::<Result<_, _>>()?),
+        Pb::Map(entries) => {
+            // Sorted, so the same body always stores the same JSON.
+            let mut keys: Vec<&MapKey> = entries.keys().collect();
+            keys.sort();
+            let mut out = Map::new();
+            for k in keys {
+                let key = match k {
+                    MapKey::String(s) => s.clone(),
+                    MapKey::Bool(b) => b.to_string(),
+                    MapKey::I32(n) => n.to_string(),
+                    MapKey::I64(n) => n.to_string(),
+                    MapKey::U32(n) => n.to_string(),
+                    MapKey::U64(n) => n.to_string(),
+                };
+                out.insert(key, value(&entries[k])?);
+            }
+            Value::Object(out)
+        }
+    })
+}
+
+/// meta/v1 Time is RFC 3339 to the second, MicroTime to the microsecond; Go's zero time is null.
+fn time(m: &DynamicMessage, micro: bool) -> Value {
+    let seconds = m.get_field_by_name("seconds").and_then(|v| v.as_i64()).unwrap_or(0);
+    let nanos = m.get_field_by_name("nanos").and_then(|v| v.as_i32()).unwrap_or(0);
+    if seconds == 0 && nanos == 0 {
+        return Value::Null;
+    }
+    let Ok(ts) = jiff::Timestamp::new(seconds, if micro { nanos - nanos % 1000 } else { 0 }) else {
+        return Value::Null;
+    };
+    if micro { json!(format!("{}", ts.strftime("%Y-%m-%dT%H:%M:%S%.6fZ"))) } else { json!(format!("{}", ts.strftime("%Y-%m-%dT%H:%M:%SZ"))) }
+}
+
+/// Go's `time.Duration.String()`: `1h2m3.5s`, `150ms`, `0s`.
+fn go_duration(ns: i64) -> String {
+    if ns == 0 {
+        return "0s".into();
+    }
+    let sign = if ns < 0 { "-" } else { "" };
+    let ns = ns.unsigned_abs();
+    if ns < 1_000 {
+        return format!("{sign}{ns}ns");
+    }
+    if ns < 1_000_000 {
+        return format!("{sign}{}µs", trim(ns as f64 / 1e3));
+    }
+    if ns < 1_000_000_000 {
+        return format!("{sign}{}ms", trim(ns as f64 / 1e6));
+    }
+    let (h, rest) = (ns / 3_600_000_000_000, ns % 3_600_000_000_000);
+    let (m, rest) = (rest / 60_000_000_000, rest % 60_000_000_000);
+    let s = trim(rest as f64 / 1e9);
+    match (h, m) {
+        (0, 0) => format!("{sign}{s}s"),
+        (0, m) => format!("{sign}{m}m{s}s"),
+        (h, m) => format!("{sign}{h}h{m}m{s}s"),
+    }
+}
+
+fn trim(x: f64) -> String {
+    let s = format!("{x:.9}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::embedded::registry::Registry;
 
     fn ld(num: u8, b: &[u8]) -> Vec<u8> {
-        let mut v = vec![(num << 3) | 2, b.len() as u8];
+        let mut v = vec![(num << 3) | 2];
+        let mut n = b.len();
+        while n >= 0x80 {
+            v.push((n as u8 & 0x7f) | 0x80);
+            n >>= 7;
+        }
+        v.push(n as u8);
         v.extend_from_slice(b);
         v
     }
 
+    fn varint(num: u8, n: u64) -> Vec<u8> {
+        let mut v = vec![num << 3];
+        let mut n = n;
+        while n >= 0x80 {
+            v.push((n as u8 & 0x7f) | 0x80);
+            n >>= 7;
+        }
+        v.push(n as u8);
+        v
+    }
+
+    fn body(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
+        [b"k8s\0".to_vec(), ld(1, &[ld(1, api_version.as_bytes()), ld(2, kind.as_bytes())].concat()), ld(2, raw)].concat()
+    }
+
+    fn info(group: &str, kind: &str) -> ResourceInfo {
+        let r = Registry::new(&[]);
+        r.all().iter().find(|i| i.group == group && i.kind == kind).map(|i| (**i).clone()).expect("a built-in kind")
+    }
+
     #[test]
-    fn decodes_a_configmap_body() {
-        let meta = [ld(1, b"cm1"), ld(11, &[ld(1, b"app"), ld(2, b"web")].concat())].concat();
-        let raw = [ld(1, &meta), ld(2, &[ld(1, b"a"), ld(2, b"1")].concat())].concat();
-        let body = [b"k8s\0".to_vec(), ld(1, &[ld(1, b"v1"), ld(2, b"ConfigMap")].concat()), ld(2, &raw)].concat();
-        let v = decode(&body, "ConfigMap").unwrap();
-        assert_eq!(v["metadata"]["name"], "cm1");
-        assert_eq!(v["metadata"]["labels"]["app"], "web");
-        assert_eq!(v["data"]["a"], "1");
-        assert_eq!(decode(b"nope", "ConfigMap").unwrap_err(), ProtobufError::Magic);
-        assert!(matches!(decode(&body, "Pod"), Err(ProtobufError::Unsupported(_))));
+    fn a_configmap_with_labels_data_and_binary_data() {
+        // ObjectMeta: name=1, generateName=2 (sent empty, as Go sends it), labels=11 (map entries).
+        let meta = [ld(1, b"cm1"), ld(2, b""), ld(11, &[ld(1, b"app"), ld(2, b"web")].concat())].concat();
+        let raw = [ld(1, &meta), ld(2, &[ld(1, b"a"), ld(2, b"1")].concat()), ld(3, &[ld(1, b"b"), ld(2, &[0xff, 0])].concat())].concat();
+        let v = decode(&body("v1", "ConfigMap", &raw), &info("", "ConfigMap")).unwrap();
+        assert_eq!(v, json!({"metadata": {"name": "cm1", "labels": {"app": "web"}}, "data": {"a": "1"}, "binaryData": {"b": "/wA="}, "apiVersion": "v1", "kind": "ConfigMap"}));
+    }
+
+    #[test]
+    fn a_role_and_a_service_decode_from_the_schema() {
+        // Role: metadata=1, rules=2 {verbs=1, apiGroups=2, resources=3}.
+        let rule = [ld(1, b"get"), ld(1, b"list"), ld(2, b""), ld(3, b"pods")].concat();
+        let raw = [ld(1, &ld(1, b"reader")), ld(2, &rule)].concat();
+        let v = decode(&body("rbac.authorization.k8s.io/v1", "Role", &raw), &info("rbac.authorization.k8s.io", "Role")).unwrap();
+        assert_eq!(v["rules"], json!([{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]}]));
+        assert_eq!(v["apiVersion"], "rbac.authorization.k8s.io/v1");
+
+        // Service: spec=2 {ports=1 {name=1, protocol=2, port=3, targetPort=4 IntOrString{type=1,intVal=2}}, type=4}.
+        let target = [varint(1, 0), varint(2, 8080)].concat();
+        let port = [ld(1, b"80-8080"), ld(2, b"TCP"), varint(3, 80), ld(4, &target)].concat();
+        let raw = [ld(1, &ld(1, b"web")), ld(2, &[ld(1, &port), ld(4, b"ClusterIP")].concat())].concat();
+        let v = decode(&body("v1", "Service", &raw), &info("", "Service")).unwrap();
+        assert_eq!(v["spec"], json!({"ports": [{"name": "80-8080", "protocol": "TCP", "port": 80, "targetPort": 8080}], "type": "ClusterIP"}));
+    }
+
+    #[test]
+    fn apimachinery_types_have_their_json_form() {
+        // Lease spec: holderIdentity=1, leaseDurationSeconds=2, acquireTime=3 MicroTime{seconds=1,nanos=2}.
+        let micro = [varint(1, 1_700_000_000), varint(2, 123_456_789)].concat();
+        let raw = [ld(1, &ld(1, b"l")), ld(2, &[ld(1, b"me"), varint(2, 15), ld(3, &micro)].concat())].concat();
+        let v = decode(&body("coordination.k8s.io/v1", "Lease", &raw), &info("coordination.k8s.io", "Lease")).unwrap();
+        assert_eq!(v["spec"], json!({"holderIdentity": "me", "leaseDurationSeconds": 15, "acquireTime": "2023-11-14T22:13:20.123456Z"}));
+        assert_eq!(go_duration(3_723_500_000_000), "1h2m3.5s");
+        assert_eq!(go_duration(150_000_000), "150ms");
+        assert_eq!(go_duration(0), "0s");
+    }
+
+    #[test]
+    fn bad_bodies_are_refused_with_the_reason() {
+        let cm = info("", "ConfigMap");
+        assert_eq!(decode(b"nope", &cm).unwrap_err(), ProtobufError::Magic);
+        assert!(matches!(decode(b"k8s\0\x12\xff", &cm), Err(ProtobufError::Malformed(_))));
+        let err = decode(&body("v1", "Secret", &[]), &cm).unwrap_err();
+        assert_eq!(err.to_string(), "the protobuf body holds a Secret, but the request is for a ConfigMap");
+        let crd = ResourceInfo { is_crd: true, ..cm };
+        assert!(matches!(decode(&body("v1", "ConfigMap", &[]), &crd), Err(ProtobufError::Unsupported(_))));
+    }
+
+    #[test]
+    fn every_built_in_kind_has_a_message_in_the_schema() {
+        for i in Registry::new(&[]).all().iter().filter(|i| !i.is_crd) {
+            descriptor(&message_name(i)).unwrap_or_else(|e| panic!("{}: {e}", i.qualified_kind()));
+        }
     }
 }

@@ -108,12 +108,16 @@ impl Authorizer {
         })
     }
 
+    /// Whether a rule allows `a`, recorded nowhere: a probe before choosing which check to record.
+    pub fn would_allow(&self, a: &Access) -> bool {
+        self.rules
+            .iter()
+            .any(|(ns, r)| (ns.is_none() || *ns == a.namespace) && rule_allows(r, a))
+    }
+
     /// Whether a rule allows `a`; recorded either way.
     pub fn allows(&self, a: &Access) -> bool {
-        let ok = self
-            .rules
-            .iter()
-            .any(|(ns, r)| (ns.is_none() || *ns == a.namespace) && rule_allows(r, a));
+        let ok = self.would_allow(a);
         if ok {
             self.used
                 .lock()

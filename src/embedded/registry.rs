@@ -166,6 +166,7 @@ const BUILTINS: &[B] = &[
     B { group: "discovery.k8s.io", version: "v1", kind: "EndpointSlice", plural: "endpointslices", short: &[], categories: &[], namespaced: true, has_status: false },
     B { group: "rbac.authorization.k8s.io", version: "v1", kind: "Role", plural: "roles", short: &[], categories: &[], namespaced: true, has_status: false },
     B { group: "rbac.authorization.k8s.io", version: "v1", kind: "RoleBinding", plural: "rolebindings", short: &[], categories: &[], namespaced: true, has_status: false },
+    B { group: "scheduling.k8s.io", version: "v1", kind: "PriorityClass", plural: "priorityclasses", short: &["pc"], categories: &[], namespaced: false, has_status: false },
 ];
 
 fn col(name: &str, type_: &str, json_path: &str) -> PrinterColumn {
@@ -201,6 +202,12 @@ pub fn builtins() -> Vec<ResourceInfo> {
                     col("Age", "date", ".metadata.creationTimestamp"),
                 ],
                 "namespaces" => vec![col("Status", "string", ".status.phase"), col("Age", "date", ".metadata.creationTimestamp")],
+                "priorityclasses" => vec![
+                    col("Value", "integer", ".value"),
+                    col("Global-Default", "boolean", ".globalDefault"),
+                    col("Age", "date", ".metadata.creationTimestamp"),
+                    col("PreemptionPolicy", "string", ".preemptionPolicy"),
+                ],
                 _ => Vec::new(),
             },
         })

@@ -3,6 +3,7 @@
 //! total order of changes (what "events newer than N" needs).
 
 use super::admission::{AdmissionHook, Operation};
+use super::durable::{self, Durable, DurableError, Op};
 use super::error::ApiError;
 use super::faults::Faults;
 use super::meta::{self, finalizers, is_deleting, meta_mut, meta_str};
@@ -157,10 +158,15 @@ struct Inner {
     /// Last config each field manager applied, per (uid, manager, status): SSA pruning.
     applied: HashMap<(String, String, bool), Value>,
     tx: broadcast::Sender<Arc<WatchEvent>>,
+    /// With `--data-dir`: where every committed change is recorded, in RV order.
+    durable: Option<Arc<Durable>>,
 }
 
 pub struct Store {
     inner: Mutex<Inner>,
+    durable: Option<Arc<Durable>>,
+    /// The RV loaded from the data directory (0 when it was empty or there is none).
+    restored_rv: u64,
     closer: watch::Sender<u64>,
     admission: Arc<dyn AdmissionHook>,
     pub faults: Faults,
@@ -246,9 +252,24 @@ impl Inner {
         for o in owner_uids(&obj) {
             self.dependents.entry(o).or_default().insert(okey.clone());
         }
+        if let Some(d) = &self.durable {
+            d.record(Op::Put { key: key.clone(), ns: okey.1.clone(), name: okey.2.clone(), object: obj.clone(), rv: self.rv });
+        }
         self.by_uid.insert(uid, okey);
         self.emit(key, type_, obj.clone(), old, bytes);
         obj
+    }
+
+    /// Indexes an object loaded from the data directory (no RV, no event).
+    fn load(&mut self, key: ResourceKey, obj: Value) {
+        let ns = meta_str(&obj, "namespace").to_string();
+        let name = meta_str(&obj, "name").to_string();
+        let okey = (key.clone(), ns.clone(), name.clone());
+        for o in owner_uids(&obj) {
+            self.dependents.entry(o).or_default().insert(okey.clone());
+        }
+        self.by_uid.insert(meta_str(&obj, "uid").to_string(), okey);
+        self.objects.entry(key).or_default().insert((ns, name), Arc::new(obj));
     }
 
     /// Removes an object for good (DELETED event at a fresh RV), then garbage-collects what it owned.
@@ -267,6 +288,9 @@ impl Inner {
             }
         }
         self.applied.retain(|(u, _, _), _| *u != uid);
+        if let Some(d) = &self.durable {
+            d.record(Op::Delete { key: key.clone(), ns: ns.to_string(), name: name.to_string(), rv: self.rv });
+        }
         let bytes = json_len(&gone);
         self.emit(key, EventType::Deleted, gone.clone(), None, bytes);
         if cascade {
@@ -343,9 +367,27 @@ fn decode_continue(tok: &str) -> Result<(u64, String, String), ApiError> {
 }
 
 impl Store {
+    /// An in-memory store: everything is lost when it is dropped.
     pub fn new(config: StoreConfig, admission: Arc<dyn AdmissionHook>) -> Self {
+        Self::build(config, admission, None)
+    }
+
+    /// A store kept in `data_dir`: loads what is there (objects, RV counter, uids, timestamps exactly
+    /// as written) and records every committed write before the API answers (see `durable.rs`).
+    /// Watch history starts empty at the loaded RV, so a client resuming from an older RV gets 410
+    /// and relists, as after a real API server's restart.
+    pub fn open(config: StoreConfig, admission: Arc<dyn AdmissionHook>, data_dir: &std::path::Path) -> Result<Self, DurableError> {
+        let (d, loaded) = durable::open(data_dir)?;
+        Ok(Self::build(config, admission, Some((Arc::new(d), loaded))))
+    }
+
+    fn build(config: StoreConfig, admission: Arc<dyn AdmissionHook>, durable: Option<(Arc<Durable>, durable::Loaded)>) -> Self {
         let (tx, _) = broadcast::channel(4096);
-        let inner = Inner {
+        let (durable, loaded) = match durable {
+            Some((d, l)) => (Some(d), Some(l)),
+            None => (None, None),
+        };
+        let mut inner = Inner {
             rv: 0,
             objects: HashMap::new(),
             by_uid: HashMap::new(),
@@ -357,11 +399,23 @@ impl Store {
             compacted: 0,
             applied: HashMap::new(),
             tx,
+            durable: durable.clone(),
         };
+        let restored_rv = loaded.as_ref().map_or(0, |l| l.rv);
+        if let Some(l) = loaded {
+            inner.rv = l.rv;
+            inner.compacted = l.rv;
+            for (key, obj) in l.objects {
+                inner.load(key, obj);
+            }
+        }
         let (closer, _) = watch::channel(0);
-        let store = Store { inner: Mutex::new(inner), closer, admission, faults: Faults::default() };
+        let store = Store { inner: Mutex::new(inner), durable, restored_rv, closer, admission, faults: Faults::default() };
         // A real cluster starts with these namespaces.
         for ns in ["default", "kube-system", "kube-public"] {
+            if store.lock().lookup(&ns_key(), "", ns).is_some() {
+                continue;
+            }
             let mut obj = json!({"metadata": {"name": ns}});
             let info = super::registry::builtins().into_iter().find(|b| b.plural == "namespaces");
             if let Some(info) = info {
@@ -381,6 +435,35 @@ impl Store {
         self.lock().rv
     }
 
+    /// The RV the data directory held at start; 0 for an in-memory store or an empty directory.
+    pub fn restored_rv(&self) -> u64 {
+        self.restored_rv
+    }
+
+    /// The database file, with `--data-dir`.
+    pub fn data_file(&self) -> Option<&std::path::Path> {
+        self.durable.as_deref().map(Durable::file)
+    }
+
+    /// Resolves once every change up to `rv` is on disk (at once in memory). What the API waits for
+    /// before it answers, so nothing a client sees (a write's result, a read, a watch event, an RV)
+    /// can be lost by a crash.
+    pub async fn synced(&self, rv: u64) -> Result<(), ApiError> {
+        match &self.durable {
+            None => Ok(()),
+            Some(d) => d.synced(rv).await.map_err(|e| ApiError::internal(e.to_string())),
+        }
+    }
+
+    /// [`Store::synced`] for the current RV: everything committed so far.
+    pub async fn synced_now(&self) -> Result<(), ApiError> {
+        if self.durable.is_none() {
+            return Ok(());
+        }
+        let rv = self.resource_version();
+        self.synced(rv).await
+    }
+
     fn admit(&self, op: Operation, info: &ResourceInfo, new: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
         self.admission
             .admit(op, info, new, old)
@@ -388,6 +471,9 @@ impl Store {
     }
 
     fn fault(&self, verb: &str, info: &ResourceInfo, name: &str, status: bool) -> Result<(), ApiError> {
+        if let Some(e) = self.durable.as_ref().and_then(|d| d.failure()) {
+            return Err(ApiError::internal(e.to_string()));
+        }
         match self.faults.check_write(verb, &info.plural, name, status) {
             Some(e) => Err(e),
             None => Ok(()),
@@ -451,7 +537,14 @@ impl Store {
         if dry_run {
             return Ok(Arc::new(obj));
         }
-        Ok(inner.put_sized(&key, obj, EventType::Added, bytes))
+        let owners = owner_uids(&obj);
+        let created = inner.put_sized(&key, obj, EventType::Added, bytes);
+        // Kubernetes' garbage collector removes a dependent none of whose owners exists, also one made
+        // after its owner went (a controller acting on a stale cache): the create succeeds, then it goes.
+        if !owners.is_empty() && !owners.iter().any(|u| inner.by_uid.contains_key(u)) {
+            inner.delete_now(&key, &nsk, &name, &created, true);
+        }
+        Ok(created)
     }
 
     pub fn get(&self, info: &ResourceInfo, ns: Option<&str>, name: &str) -> Result<Arc<Value>, ApiError> {
@@ -698,6 +791,9 @@ impl Store {
     pub fn expire_all(&self) {
         let mut inner = self.lock();
         inner.rv += 1;
+        if let Some(d) = &inner.durable {
+            d.record(Op::Rv(inner.rv));
+        }
         inner.history.clear();
         inner.history_bytes = 0;
         inner.compacted = inner.rv;

@@ -110,6 +110,11 @@ async fn run(store: Arc<Store>, req: &WatchRequest, mut tx: Tx, bookmark_interva
             return;
         }
     };
+    // Nothing reaches a client before it is on disk (with --data-dir): see `Store::synced`.
+    if let Err(e) = store.synced(start.rv).await {
+        let _ = tx.send(Ok(error_line(&e))).await;
+        return;
+    }
     for obj in &start.initial {
         if req.matches(obj) && tx.send(Ok(req.line("ADDED", obj))).await.is_err() {
             return;
@@ -148,6 +153,12 @@ async fn run(store: Arc<Store>, req: &WatchRequest, mut tx: Tx, bookmark_interva
                 continue;
             }
         };
+        if let Some(top) = batch.iter().map(|e| e.rv).max()
+            && let Err(e) = store.synced(top).await
+        {
+            let _ = tx.send(Ok(error_line(&e))).await;
+            return;
+        }
         for ev in batch {
             if ev.rv <= last {
                 continue;
