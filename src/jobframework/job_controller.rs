@@ -11,6 +11,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::core::GroupVersionKind;
@@ -255,14 +256,12 @@ async fn priority(ctx: &JobContext, source: PrioritySource) -> Result<Priority, 
         .list(&ListParams::default())
         .await?
         .items;
-    match resolve_priority(&source, &wpcs, &[]) {
-        // Pod PriorityClasses are not read yet: such jobs get the default priority.
-        Err(JobFrameworkError::PriorityClassNotFound(_)) => Ok(Priority {
-            class_ref: None,
-            value: super::priority::DEFAULT_PRIORITY,
-        }),
-        other => Ok(other?),
-    }
+    // Kueue reads pod PriorityClasses only when the job names one or none (the global default).
+    let pcs = match source {
+        PrioritySource::WorkloadPriorityClass(_) => Vec::new(),
+        _ => Api::<PriorityClass>::all(ctx.client.clone()).list(&ListParams::default()).await?.items,
+    };
+    Ok(resolve_priority(&source, &wpcs, &pcs)?)
 }
 
 /// The Workloads a job owns (label `kueue.x-k8s.io/job-uid` and an owner reference to it).

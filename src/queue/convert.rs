@@ -350,12 +350,10 @@ pub fn workload_model(
             .clone()
             .unwrap_or_else(|| kueue::constants::DEFAULT_PODSET_NAME.to_string());
         let count = i64::from(ps.count.unwrap_or(1));
-        podsets.push(podset_from_template(
-            &format!("spec.podSets[{i}]"),
-            &ps_name,
-            count,
-            &ps.template,
-        )?);
+        let mut model =
+            podset_from_template(&format!("spec.podSets[{i}]"), &ps_name, count, &ps.template)?;
+        model.min_count = ps.min_count.map(i64::from);
+        podsets.push(model);
     }
     let replacement_for = w
         .metadata
@@ -369,6 +367,12 @@ pub fn workload_model(
     Ok(WorkloadModel {
         key: WorkloadKey::new(namespace, name),
         uid: w.metadata.uid.clone().unwrap_or_default(),
+        job_uid: w
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(kueue::constants::label::JOB_UID))
+            .cloned(),
         cluster_queue: cluster_queue.to_string(),
         priority: w.spec.priority.unwrap_or(0),
         timestamp: w

@@ -72,7 +72,8 @@ pub struct AssignCtx<'a> {
 
 enum FitOutcome {
     Fit(u32),
-    Preempt(u32),
+    /// Fits after preemption; the message says what is short, in Kueue's words.
+    Preempt(u32, String),
     NoFit(PendingReason, String, Option<Shortfall>),
 }
 
@@ -107,12 +108,18 @@ impl AssignCtx<'_> {
                 && self.cq.preemption.reclaim_within_cohort != ReclaimWithinCohort::Never)
     }
 
-    fn fits_quota(&self, fr: &FlavorResource, val: Amount) -> FitOutcome {
+    /// Kueue's `fitsResourceQuota`: `assumed` is what earlier podsets of the workload already
+    /// take of `fr`, `request` this podset's part.
+    fn fits_quota(&self, fr: &FlavorResource, assumed: Amount, request: Amount) -> FitOutcome {
+        let val = assumed + request;
         let max = self.tree.potential_available(self.cq_idx, fr);
         if val > max {
             let msg = format!(
-                "insufficient quota for {fr}: request {} > maximum capacity {}",
-                fr.show(val),
+                "insufficient quota for {} in flavor {}, previously considered podsets requests ({}) + current podset request ({}) > maximum capacity ({})",
+                fr.resource,
+                fr.flavor,
+                fr.show(assumed),
+                fr.show(request),
                 fr.show(max)
             );
             return FitOutcome::NoFit(PendingReason::ExceedsMaxQuota, msg, None);
@@ -127,15 +134,13 @@ impl AssignCtx<'_> {
             needed: val,
             available: available.clamp_zero(),
         };
-        if self.can_preempt() {
-            return FitOutcome::Preempt(level);
-        }
         let msg = format!(
-            "insufficient unused quota for {fr}, {} more needed (requested {}, available {})",
-            fr.show(val - short.available),
-            fr.show(val),
-            fr.show(short.available)
+            "insufficient unused quota for {fr}, {} more needed",
+            fr.show(val - short.available)
         );
+        if self.can_preempt() {
+            return FitOutcome::Preempt(level, msg);
+        }
         FitOutcome::NoFit(PendingReason::WaitingForQuota, msg, Some(short))
     }
 
@@ -222,6 +227,7 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
         shortfalls: Vec::new(),
     };
     let mut messages: Vec<String> = Vec::new();
+    let mut preempt_messages: Vec<String> = Vec::new();
     let mut reasons: Vec<PendingReason> = Vec::new();
     let fung = ctx.cq.flavor_fungibility;
     // Kueue charges each podset's pod count to `pods` when the ClusterQueue covers it, in place of
@@ -238,15 +244,24 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
             count: ps.count,
             ..Default::default()
         };
+        // A zero request (count 0, or a pod asking 0) still gets a flavor, with zero usage, when
+        // the ClusterQueue covers the resource; one it does not cover is ignored (Kueue's
+        // flavorassigner "zero resource request" cases).
+        let covered = |r: &String| {
+            ctx.cq
+                .resource_groups
+                .iter()
+                .any(|g| g.covered_resources.contains(r))
+        };
         let mut requested: Vec<(&String, Amount)> = ps
             .requests
             .keys()
             .filter(|r| !charge_pods || **r != pods_key)
             .map(|r| (r, ps.total(r)))
-            .filter(|(_, v)| *v > Amount::ZERO)
+            .filter(|(r, v)| *v > Amount::ZERO || covered(r))
             .collect();
-        if charge_pods && ps.count > 0 {
-            requested.push((&pods_key, Amount(ps.count)));
+        if charge_pods {
+            requested.push((&pods_key, Amount(ps.count.max(0))));
         }
         let mut ps_mode = Mode::Fit;
         for (r, _) in &requested {
@@ -259,7 +274,7 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
                 ps_mode = Mode::NoFit;
                 reasons.push(PendingReason::NoMatchingFlavor);
                 messages.push(format!(
-                    "podset {}: resource {r} unavailable in ClusterQueue",
+                    "couldn't assign flavors to pod set {}: resource {r} unavailable in ClusterQueue",
                     ps.name
                 ));
             }
@@ -275,7 +290,7 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
             let forced: Option<&String> = ctx
                 .forced
                 .and_then(|f| rs.iter().find_map(|(r, _)| f.get(r.as_str())));
-            let mut best: Option<(usize, Rank, Vec<FlavorResource>)> = None;
+            let mut best: Option<(usize, Rank, Vec<FlavorResource>, Vec<String>)> = None;
             let mut notes: Vec<String> = Vec::new();
             let mut group_reasons: Vec<PendingReason> = Vec::new();
             let mut shorts: Vec<Shortfall> = Vec::new();
@@ -300,15 +315,17 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
                     borrowing: 0,
                 };
                 let mut preempt = Vec::new();
+                let mut preempt_notes = Vec::new();
                 for (r, v) in &rs {
                     let fr = FlavorResource::new(&fq.name, r.as_str());
-                    let val = out.usage.get(&fr).copied().unwrap_or_default() + *v;
-                    match ctx.fits_quota(&fr, val) {
+                    let assumed = out.usage.get(&fr).copied().unwrap_or_default();
+                    match ctx.fits_quota(&fr, assumed, *v) {
                         FitOutcome::Fit(l) => rank.borrowing = rank.borrowing.max(l),
-                        FitOutcome::Preempt(l) => {
+                        FitOutcome::Preempt(l, msg) => {
                             rank.borrowing = rank.borrowing.max(l);
                             rank.mode = rank.mode.min(Mode::Preempt);
                             preempt.push(fr);
+                            preempt_notes.push(msg);
                         }
                         FitOutcome::NoFit(reason, msg, short) => {
                             rank.mode = Mode::NoFit;
@@ -331,16 +348,23 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
                 };
                 if best
                     .as_ref()
-                    .is_none_or(|(_, b, _)| rank.better_than(*b, fung.preference))
+                    .is_none_or(|(_, b, _, _)| rank.better_than(*b, fung.preference))
                 {
-                    best = Some((fi, rank, preempt));
+                    best = Some((fi, rank, preempt, preempt_notes));
                 }
                 if stop {
                     break;
                 }
             }
             match best {
-                Some((fi, rank, preempt)) if rank.mode != Mode::NoFit => {
+                Some((fi, rank, preempt, preempt_notes)) if rank.mode != Mode::NoFit => {
+                    if !preempt_notes.is_empty() {
+                        preempt_messages.push(format!(
+                            "couldn't assign flavors to pod set {}: {}",
+                            ps.name,
+                            preempt_notes.join(", ")
+                        ));
+                    }
                     let fname = &group.flavors[fi].name;
                     for (r, v) in &rs {
                         psa.flavors.insert((*r).clone(), fname.clone());
@@ -360,7 +384,7 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
                         group_reasons.push(PendingReason::NoMatchingFlavor);
                     }
                     messages.push(format!(
-                        "couldn't assign flavors to podset {}: {}",
+                        "couldn't assign flavors to pod set {}: {}",
                         ps.name,
                         notes.join(", ")
                     ));
@@ -383,6 +407,9 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
         .find(|r| reasons.contains(r))
         .unwrap_or(PendingReason::NoMatchingFlavor);
         out.message = messages.join("; ");
+    } else if out.mode == Mode::Preempt {
+        // What preemption has to free, as Kueue's `Assignment.Message` says it.
+        out.message = preempt_messages.join("; ");
     }
     out
 }

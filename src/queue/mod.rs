@@ -8,8 +8,10 @@
 
 pub mod amount;
 pub mod convert;
+pub mod explain;
 pub mod flavor;
 pub mod model;
+pub mod partial;
 pub mod pending;
 pub mod preemption;
 pub mod requests;
@@ -19,11 +21,16 @@ mod status;
 pub mod tree;
 
 #[cfg(test)]
+mod kueue_cases;
+#[cfg(test)]
+mod preemption_tests;
+#[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod tests;
 
 pub use amount::{Amount, FlavorResource, FrAmounts};
+pub use explain::Explanation;
 pub use model::*;
 pub use preemption::PreemptedReason;
 pub use scheduler::{

@@ -258,6 +258,8 @@ pub struct FlavorModel {
 pub struct PodSetModel {
     pub name: String,
     pub count: i64,
+    /// `minCount`: partial admission may run it with fewer pods, down to this many.
+    pub min_count: Option<i64>,
     /// Per-pod requests in accounting units (see `requests.rs`).
     pub requests: BTreeMap<String, Amount>,
     pub node_selector: BTreeMap<String, String>,
@@ -297,6 +299,8 @@ pub struct Admission {
 pub struct WorkloadModel {
     pub key: WorkloadKey,
     pub uid: String,
+    /// `kueue.x-k8s.io/job-uid`, named in the messages of the workloads it preempts.
+    pub job_uid: Option<String>,
     /// The ClusterQueue the workload's LocalQueue points to.
     pub cluster_queue: String,
     pub priority: i32,
@@ -456,6 +460,10 @@ impl PodSetModel {
                 .collect(),
             ..Default::default()
         }
+    }
+    pub fn min_count(mut self, min: i64) -> Self {
+        self.min_count = Some(min);
+        self
     }
     pub fn selector(mut self, k: &str, v: &str) -> Self {
         self.node_selector.insert(k.to_string(), v.to_string());

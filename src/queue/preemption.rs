@@ -67,47 +67,133 @@ fn uses_contested(c: &Candidate<'_>, contested: &BTreeSet<FlavorResource>) -> bo
 }
 
 fn cq_borrowing(tree: &QuotaTree, cq: usize, contested: &BTreeSet<FlavorResource>) -> bool {
-    contested.iter().any(|fr| tree.is_borrowing(cq, fr))
+    !tree.within_nominal(cq, contested)
 }
 
-/// Candidates allowed by the preemptor's policies, in Kueue's order.
-pub fn find_candidates<'a>(
+/// Why a candidate may be preempted, as Kueue's classical preemption classifies it
+/// (`classical/hierarchical_preemption.go`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Variant {
+    /// In the preemptor's own ClusterQueue.
+    WithinCq,
+    /// The preemptor sits closer to the quota the candidate uses: a subtree holding the
+    /// preemptor guarantees what it asks for, and the candidate borrows from outside it.
+    Hierarchical,
+    /// Only if the preemptor does not borrow once admitted.
+    WithoutBorrowing,
+    /// Even while the preemptor borrows (`borrowWithinCohort`, below its threshold).
+    WhileBorrowing,
+}
+
+impl Variant {
+    fn reason(self) -> PreemptedReason {
+        match self {
+            Variant::WithinCq => PreemptedReason::InClusterQueue,
+            Variant::Hierarchical | Variant::WithoutBorrowing => {
+                PreemptedReason::InCohortReclamation
+            }
+            Variant::WhileBorrowing => PreemptedReason::InCohortReclaimWhileBorrowing,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Elem<'a> {
+    c: Candidate<'a>,
+    /// The lowest cohort shared with the preemptor (None in its own ClusterQueue).
+    lca: Option<usize>,
+    variant: Variant,
+}
+
+/// The preemptor's cohorts from its parent to the root, each with whether the preemptor has
+/// the hierarchical advantage over borrowers met at that level: once a subtree holding the
+/// preemptor fits the request, it keeps the advantage above.
+fn advantage_levels(tree: &QuotaTree, p: &Preemptor<'_>) -> Vec<(usize, bool)> {
+    let (mut adv, mut remaining) = tree.fits_in_quota(p.cq_idx, p.usage);
+    let mut out = Vec::new();
+    let mut cur = tree.nodes[p.cq_idx].parent;
+    while let Some(c) = cur {
+        out.push((c, adv));
+        let (fits, rest) = tree.fits_in_quota(c, &remaining);
+        adv = adv || fits;
+        remaining = rest;
+        cur = tree.nodes[c].parent;
+    }
+    out
+}
+
+/// The candidate's ClusterQueue and every cohort below `lca` on its path borrow a contested
+/// resource (Kueue prunes subtrees within nominal, and re-checks as victims are removed).
+fn reclaimable_below(tree: &QuotaTree, cq: usize, lca: usize, frs: &BTreeSet<FlavorResource>) -> bool {
+    cq == lca || (!tree.within_nominal(cq, frs) && tree.nodes[cq].parent.is_some_and(|q| reclaimable_below(tree, q, lca, frs)))
+}
+
+fn classify(tree: &QuotaTree, p: &Preemptor<'_>, levels: &[(usize, bool)], c: &Candidate<'_>) -> Option<(Option<usize>, Variant)> {
+    uses_contested(c, p.contested).then_some(())?;
+    let pol = p.cq.preemption;
+    if c.cq_idx == p.cq_idx {
+        let ok = match pol.within_cluster_queue {
+            WithinClusterQueue::Never => false,
+            WithinClusterQueue::LowerPriority => c.priority < p.priority,
+            WithinClusterQueue::LowerOrNewerEqualPriority => {
+                c.priority < p.priority
+                    || (c.priority == p.priority && p.queue_timestamp < c.queue_timestamp)
+            }
+        };
+        ok.then_some(())?;
+        return Some((None, Variant::WithinCq));
+    }
+    let ok = match pol.reclaim_within_cohort {
+        ReclaimWithinCohort::Never => false,
+        ReclaimWithinCohort::LowerPriority => c.priority < p.priority,
+        ReclaimWithinCohort::Any => true,
+    };
+    ok.then_some(())?;
+    let &(lca, advantage) = levels.iter().find(|(l, _)| tree.is_under(c.cq_idx, *l))?;
+    reclaimable_below(tree, c.cq_idx, lca, p.contested).then_some(())?;
+    let variant = if advantage {
+        Variant::Hierarchical
+    } else {
+        match borrow_threshold(p) {
+            Some(t) if c.priority < t => Variant::WhileBorrowing,
+            _ => Variant::WithoutBorrowing,
+        }
+    };
+    Some((Some(lca), variant))
+}
+
+/// Candidates allowed by the preemptor's policies, in Kueue's order: already evicted first, then
+/// hierarchical, priority and same-queue candidates, each group by `order`.
+fn find_candidates<'a>(
     tree: &QuotaTree,
     p: &Preemptor<'_>,
     admitted: &[Candidate<'a>],
-) -> Vec<Candidate<'a>> {
-    let pol = p.cq.preemption;
-    let mut out: Vec<Candidate<'a>> = Vec::new();
-    for c in admitted {
-        if !uses_contested(c, p.contested) {
-            continue;
-        }
-        if c.cq_idx == p.cq_idx {
-            let ok = match pol.within_cluster_queue {
-                WithinClusterQueue::Never => false,
-                WithinClusterQueue::LowerPriority => c.priority < p.priority,
-                WithinClusterQueue::LowerOrNewerEqualPriority => {
-                    c.priority < p.priority
-                        || (c.priority == p.priority && p.queue_timestamp < c.queue_timestamp)
-                }
-            };
-            if ok {
-                out.push(c.clone());
-            }
-        } else {
-            // Only ClusterQueues borrowing a contested resource give quota back.
-            let ok = match pol.reclaim_within_cohort {
-                ReclaimWithinCohort::Never => false,
-                ReclaimWithinCohort::LowerPriority => c.priority < p.priority,
-                ReclaimWithinCohort::Any => true,
-            };
-            if ok && cq_borrowing(tree, c.cq_idx, p.contested) {
-                out.push(c.clone());
-            }
-        }
-    }
-    out.sort_by(|a, b| order(a, b, p.cq_idx));
+) -> Vec<Elem<'a>> {
+    let levels = advantage_levels(tree, p);
+    let mut out: Vec<Elem<'a>> = admitted
+        .iter()
+        .filter_map(|c| {
+            let (lca, variant) = classify(tree, p, &levels, c)?;
+            Some(Elem { c: c.clone(), lca, variant })
+        })
+        .collect();
+    let group = |v: Variant| match v {
+        Variant::Hierarchical => 0,
+        Variant::WithoutBorrowing | Variant::WhileBorrowing => 1,
+        Variant::WithinCq => 2,
+    };
+    out.sort_by(|a, b| {
+        b.c.evicting
+            .cmp(&a.c.evicting)
+            .then_with(|| group(a.variant).cmp(&group(b.variant)))
+            .then_with(|| order(&a.c, &b.c, p.cq_idx))
+    });
     out
+}
+
+/// The candidates of [`find_candidates`] themselves, in its order (for `quotagate explain`).
+pub fn allowed_candidates<'a>(tree: &QuotaTree, p: &Preemptor<'_>, admitted: &[Candidate<'a>]) -> Vec<Candidate<'a>> {
+    find_candidates(tree, p, admitted).into_iter().map(|e| e.c).collect()
 }
 
 /// Whether the preemptor's policies allow any of `admitted` as a victim for `frs`.
@@ -175,7 +261,8 @@ fn workload_fits(tree: &QuotaTree, p: &Preemptor<'_>, allow_borrowing: bool) -> 
 }
 
 /// The victims to evict so the preemptor fits, or empty when no set of candidates makes it fit.
-/// The tree is left as it was found.
+/// Kueue's `classicalPreemptions`: one or two runs over the ordered candidates, with and without
+/// the preemptor borrowing. The tree is left as it was found.
 pub fn find_targets(
     tree: &mut QuotaTree,
     p: &Preemptor<'_>,
@@ -185,50 +272,40 @@ pub fn find_targets(
     if candidates.is_empty() {
         return Vec::new();
     }
-    let same: Vec<Candidate<'_>> = candidates
-        .iter()
-        .filter(|c| c.cq_idx == p.cq_idx)
-        .cloned()
-        .collect();
-    // Kueue names a cohort victim InCohortReclaimWhileBorrowing only when it was taken under
-    // borrowWithinCohort (below the priority threshold); otherwise InCohortReclamation.
-    let mut while_borrowing_below: Option<i32> = None;
-    let chosen = if same.len() == candidates.len() {
-        minimal(tree, p, &candidates, true, None)
-    } else if let Some(threshold) = borrow_threshold(p) {
-        while_borrowing_below = Some(threshold);
-        let cands: Vec<Candidate<'_>> = if under_nominal(tree, p) {
-            candidates
-        } else {
-            candidates
-                .into_iter()
-                .filter(|c| c.cq_idx == p.cq_idx || c.priority < threshold)
-                .collect()
-        };
-        minimal(tree, p, &cands, true, Some(threshold))
+    let from_others = candidates.iter().any(|e| e.variant != Variant::WithinCq);
+    let hierarchical = candidates.iter().any(|e| e.variant == Variant::Hierarchical);
+    let borrow_forbidden = borrow_threshold(p).is_none();
+    let attempts: &[bool] = if !from_others || (borrow_forbidden && !under_nominal(tree, p)) {
+        &[true]
+    } else if borrow_forbidden && !hierarchical {
+        &[false, true]
     } else {
-        let mut t = Vec::new();
-        if under_nominal(tree, p) {
-            t = minimal(tree, p, &candidates, false, None);
-        }
-        if t.is_empty() {
-            t = minimal(tree, p, &same, true, None);
-        }
-        t
+        &[true, false]
     };
-    chosen
-        .into_iter()
-        .map(|c| Target {
-            key: c.key.clone(),
-            reason: if c.cq_idx == p.cq_idx {
-                PreemptedReason::InClusterQueue
-            } else if while_borrowing_below.is_some_and(|t| c.priority < t) {
-                PreemptedReason::InCohortReclaimWhileBorrowing
-            } else {
-                PreemptedReason::InCohortReclamation
-            },
-        })
-        .collect()
+    for &allow_borrowing in attempts {
+        let chosen = minimal(tree, p, &candidates, allow_borrowing);
+        if !chosen.is_empty() {
+            return chosen
+                .into_iter()
+                .map(|e| Target {
+                    key: e.c.key.clone(),
+                    reason: e.variant.reason(),
+                })
+                .collect();
+        }
+    }
+    Vec::new()
+}
+
+/// Kueue's `candidateIsValid`, on the tree as the search has changed it so far.
+fn still_valid(tree: &QuotaTree, p: &Preemptor<'_>, e: &Elem<'_>, allow_borrowing: bool) -> bool {
+    let Some(lca) = e.lca else {
+        return true;
+    };
+    if allow_borrowing && e.variant == Variant::WithoutBorrowing {
+        return false;
+    }
+    reclaimable_below(tree, e.c.cq_idx, lca, p.contested)
 }
 
 /// Priority below which other ClusterQueues' workloads may be preempted while borrowing.
@@ -249,23 +326,19 @@ fn borrow_threshold(p: &Preemptor<'_>) -> Option<i32> {
 fn minimal<'a>(
     tree: &mut QuotaTree,
     p: &Preemptor<'_>,
-    candidates: &[Candidate<'a>],
-    mut allow_borrowing: bool,
-    borrow_below: Option<i32>,
-) -> Vec<Candidate<'a>> {
+    candidates: &[Elem<'a>],
+    allow_borrowing: bool,
+) -> Vec<Elem<'a>> {
     // Every removal below is undone when `sim` drops, on every return path.
     let mut sim = tree.without();
-    let mut removed: Vec<Candidate<'a>> = Vec::new();
+    let mut removed: Vec<&Elem<'a>> = Vec::new();
     let mut fits = false;
-    for c in candidates {
-        if c.cq_idx != p.cq_idx && !cq_borrowing(&sim, c.cq_idx, p.contested) {
+    for e in candidates {
+        if !still_valid(&sim, p, e, allow_borrowing) {
             continue;
         }
-        if c.cq_idx != p.cq_idx && borrow_below.is_some_and(|t| c.priority >= t) {
-            allow_borrowing = false;
-        }
-        sim.remove(c.cq_idx, c.usage);
-        removed.push(c.clone());
+        sim.remove(e.c.cq_idx, e.c.usage);
+        removed.push(e);
         if workload_fits(&sim, p, allow_borrowing) {
             fits = true;
             break;
@@ -278,16 +351,17 @@ fn minimal<'a>(
     // not needed.
     let mut keep = vec![true; removed.len()];
     for i in (0..removed.len().saturating_sub(1)).rev() {
-        sim.put_back(removed[i].cq_idx, removed[i].usage);
+        sim.put_back(removed[i].c.cq_idx, removed[i].c.usage);
         if workload_fits(&sim, p, allow_borrowing) {
             keep[i] = false;
         } else {
-            sim.remove(removed[i].cq_idx, removed[i].usage);
+            sim.remove(removed[i].c.cq_idx, removed[i].c.usage);
         }
     }
     removed
         .into_iter()
         .zip(keep)
-        .filter_map(|(c, k)| k.then_some(c))
+        .filter(|(_, k)| *k)
+        .map(|(e, _)| e.clone())
         .collect()
 }

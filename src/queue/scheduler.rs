@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::amount::{Amount, FlavorResource, FrAmounts, add_into};
-use super::flavor::{AssignCtx, Assignment, Mode, Shortfall, assign};
+use super::flavor::{AssignCtx, Assignment, Mode, assign};
 use super::model::{
     Admission, ClusterQueueModel, CohortModel, FlavorModel, QueueingStrategy, StopPolicy,
     WorkloadKey, WorkloadModel,
@@ -533,34 +533,23 @@ impl AdmissionCore {
 
     /// Why a ClusterQueue cannot admit, if it cannot.
     pub fn inactive_reason(&self, cq: &str) -> Option<(PendingReason, String)> {
+        // Kueue's words: the workload controller's for a missing or stopped ClusterQueue, the
+        // scheduler's for any other inactive one. Why it is inactive (a missing flavor, a cohort
+        // cycle) is on the ClusterQueue's own Active condition, not repeated on every workload.
         let Some(model) = self.cqs.get(cq) else {
-            return Some((
-                PendingReason::Misconfigured,
-                format!("ClusterQueue {cq} doesn't exist"),
-            ));
+            return Some((PendingReason::Misconfigured, missing_cq(cq)));
         };
-        let idx = self.tree.cq(cq)?;
-        if let Some(r) = self.tree.disabled_reason(idx) {
-            return Some((
-                PendingReason::Misconfigured,
-                format!("ClusterQueue {cq} is inactive: {r}"),
-            ));
-        }
-        for g in &model.resource_groups {
-            for f in &g.flavors {
-                if !self.flavors.contains_key(&f.name) {
-                    return Some((
-                        PendingReason::Misconfigured,
-                        format!("ClusterQueue {cq} is inactive: flavor {} not found", f.name),
-                    ));
-                }
-            }
-        }
         if model.stop_policy != StopPolicy::None {
-            return Some((
-                PendingReason::Suspended,
-                format!("ClusterQueue {cq} is stopped ({:?})", model.stop_policy),
-            ));
+            return Some((PendingReason::Suspended, format!("ClusterQueue {cq} is stopped")));
+        }
+        let idx = self.tree.cq(cq)?;
+        let flavor_missing = model
+            .resource_groups
+            .iter()
+            .flat_map(|g| &g.flavors)
+            .any(|f| !self.flavors.contains_key(&f.name));
+        if flavor_missing || self.tree.disabled_reason(idx).is_some() {
+            return Some((PendingReason::Suspended, format!("ClusterQueue {cq} is inactive")));
         }
         None
     }
@@ -603,7 +592,7 @@ impl AdmissionCore {
                     res.evictions.push(Eviction {
                         key: k.clone(),
                         reason: EvictionReason::ClusterQueueStopped,
-                        message: format!("The ClusterQueue {name} is stopped"),
+                        message: "The ClusterQueue is stopped".to_string(),
                     });
                 }
             }
@@ -686,9 +675,11 @@ impl AdmissionCore {
                 }
                 continue;
             }
+            // Kueue's classical iterator: the lower borrowing level first (a workload drawing on
+            // a nearer cohort's quota goes before one borrowing from the root), then the queue order.
             entries.sort_by(|a, b| {
-                let ka = (a.assignment.borrowing > 0, &a.order);
-                let kb = (b.assignment.borrowing > 0, &b.order);
+                let ka = (a.assignment.borrowing, &a.order);
+                let kb = (b.assignment.borrowing, &b.order);
                 ka.cmp(&kb)
             });
             for e in entries {
@@ -804,10 +795,7 @@ impl AdmissionCore {
         let w = &p.model;
         let cq_name = w.cluster_queue.clone();
         let (Some(cq), Some(cq_idx)) = (self.cqs.get(&cq_name), self.tree.cq(&cq_name)) else {
-            return Err((
-                PendingReason::Misconfigured,
-                format!("ClusterQueue {cq_name} doesn't exist"),
-            ));
+            return Err((PendingReason::Misconfigured, missing_cq(&cq_name)));
         };
         let ns_ok = cq
             .namespace_selector
@@ -872,7 +860,7 @@ impl AdmissionCore {
         })
     }
 
-    fn process(&mut self, e: Entry, now: i64, cy: &mut Cycle) {
+    fn process(&mut self, mut e: Entry, now: i64, cy: &mut Cycle) {
         let strict = self
             .cqs
             .get(&e.cq)
@@ -895,6 +883,17 @@ impl AdmissionCore {
             );
             return;
         }
+        let mut targets = Vec::new();
+        if e.assignment.mode == Mode::Preempt {
+            targets = self.preemption_targets(&e, old.as_ref());
+        }
+        if e.assignment.mode != Mode::Fit
+            && targets.is_empty()
+            && let Some((a, t)) = self.reduce_counts(&e)
+        {
+            e.assignment = a;
+            targets = t;
+        }
         match e.assignment.mode {
             Mode::NoFit => {
                 cy.attempted.insert(key.clone());
@@ -908,22 +907,9 @@ impl AdmissionCore {
             }
             Mode::Preempt => {
                 cy.attempted.insert(key.clone());
-                let targets = self.preemption_targets(&e, old.as_ref());
                 if targets.is_empty() {
-                    let shorts: Vec<Shortfall> = e
-                        .assignment
-                        .preempt_frs
-                        .iter()
-                        .map(|fr| Shortfall {
-                            fr: fr.clone(),
-                            needed: e.assignment.usage.get(fr).copied().unwrap_or_default(),
-                            available: self.tree.available(e.cq_idx, fr).clamp_zero(),
-                        })
-                        .collect();
-                    let msg = explain(
-                        "insufficient unused quota and no workload can be preempted",
-                        &shorts,
-                    );
+                    // Kueue leaves the assignment's own message: what is short, in its words.
+                    let msg = e.assignment.message.clone();
                     // Only cache when nothing changed between assignment and the search.
                     if let Some((ck, generation)) = e.cache_as
                         && generation == self.generation
@@ -951,17 +937,32 @@ impl AdmissionCore {
                     return;
                 }
                 let n = targets.len();
+                let (uid, job_uid) = self.pending.get(&key).map_or(("", None), |p| {
+                    (p.model.uid.as_str(), p.model.job_uid.as_deref())
+                });
+                let preemptor = (
+                    or_unknown(uid).to_string(),
+                    or_unknown(job_uid.unwrap_or_default()).to_string(),
+                    self.tree.path(e.cq_idx),
+                );
                 for t in targets {
                     cy.targets.insert(t.key.clone());
                     if let Some(a) = self.admitted.get_mut(&t.key)
                         && !a.evicting
                     {
                         a.evicting = true;
+                        let preemptee = self
+                            .tree
+                            .cq(&a.admission.cluster_queue)
+                            .map_or_else(|| "UNKNOWN".to_string(), |i| self.tree.path(i));
+                        // Kueue's `preemptionMessage`, word for word.
                         cy.res.evictions.push(Eviction {
                             message: format!(
-                                "Preempted to accommodate a workload (UID: {}) due to {}",
-                                e.order.uid,
-                                preempt_text(t.reason)
+                                "Preempted to accommodate a workload (UID: {}, JobUID: {}) due to {}; preemptor path: {}; preemptee path: {preemptee}",
+                                preemptor.0,
+                                preemptor.1,
+                                preempt_text(t.reason),
+                                preemptor.2,
                             ),
                             key: t.key,
                             reason: EvictionReason::Preempted(t.reason),
@@ -972,7 +973,10 @@ impl AdmissionCore {
                 self.set_pending(
                     &key,
                     PendingReason::WaitingForPreemptedWorkloads,
-                    format!("Pending the preemption of {n} workload(s)"),
+                    format!(
+                        "{}. Pending the preemption of {n} workload(s)",
+                        e.assignment.message
+                    ),
                     false,
                 );
             }
@@ -1018,6 +1022,58 @@ impl AdmissionCore {
         } else {
             self.set_pending(key, reason, msg, true);
         }
+    }
+
+    /// Kueue's partial admission (`getInitialAssignments` with its `PodSetReducer`): when the
+    /// full counts neither fit nor can preempt, the largest counts down to each podset's
+    /// `minCount` that fit, or preempt with victims. Slices are never partially admitted.
+    fn reduce_counts(&mut self, e: &Entry) -> Option<(Assignment, Vec<super::preemption::Target>)> {
+        let p = &self.pending.get(&e.order.key)?.model;
+        if p.replacement_for.is_some() || p.podsets.iter().all(|ps| ps.min_count.is_none()) {
+            return None;
+        }
+        let w = p.clone();
+        let cq = self.cqs.get(&e.cq)?.clone();
+        let full: Vec<i64> = w.podsets.iter().map(|ps| ps.count).collect();
+        let min: Vec<Option<i64>> = w.podsets.iter().map(|ps| ps.min_count).collect();
+        let (_, found) = super::partial::search(&full, &min, |counts| {
+            let mut trial = w.clone();
+            for (ps, c) in trial.podsets.iter_mut().zip(counts) {
+                ps.count = *c;
+            }
+            let assignment = {
+                let held = (&self.admitted, &self.admitted_by_cq);
+                let tree = &self.tree;
+                let ctx = AssignCtx {
+                    tree,
+                    cq_idx: e.cq_idx,
+                    cq: &cq,
+                    flavors: &self.flavors,
+                    forced: None,
+                    has_candidates: Some(&|frs| {
+                        has_preemption_candidates(held, tree, e.cq_idx, &cq, &trial, frs, None)
+                    }),
+                };
+                assign(&ctx, &trial)
+            };
+            match assignment.mode {
+                Mode::Fit => Some((assignment, Vec::new())),
+                Mode::NoFit => None,
+                Mode::Preempt => {
+                    let probe = Entry {
+                        order: e.order.clone(),
+                        cq: e.cq.clone(),
+                        cq_idx: e.cq_idx,
+                        assignment,
+                        cached: false,
+                        cache_as: None,
+                    };
+                    let t = self.preemption_targets(&probe, None);
+                    (!t.is_empty()).then_some((probe.assignment, t))
+                }
+            }
+        })?;
+        Some(found)
     }
 
     /// Victims that make room for `e`, searched with the slice it replaces (if any) taken out of
@@ -1127,25 +1183,13 @@ impl AdmissionCore {
     }
 }
 
-/// `base` and, per flavor-resource short, what is needed and available. Who holds the quota is left
-/// out on purpose: it changes every cycle, and this text becomes a Workload condition written only
-/// when what it says changes in substance (the holders belong to an on-demand explanation).
-fn explain(base: &str, shortfalls: &[Shortfall]) -> String {
-    let mut msg = base.to_string();
-    let mut seen: BTreeSet<&FlavorResource> = BTreeSet::new();
-    for s in shortfalls {
-        if !seen.insert(&s.fr) {
-            continue;
-        }
-        msg.push_str(&format!(
-            ". {}: needs {}, {} available, short by {}",
-            s.fr,
-            s.fr.show(s.needed),
-            s.fr.show(s.available),
-            s.fr.show(s.needed - s.available)
-        ));
-    }
-    msg
+/// Kueue's workload controller's message for a workload whose ClusterQueue is gone.
+fn missing_cq(cq: &str) -> String {
+    format!("ClusterQueue {cq} is terminating or missing")
+}
+
+fn or_unknown(s: &str) -> &str {
+    if s.is_empty() { "UNKNOWN" } else { s }
 }
 
 fn preempt_text(r: PreemptedReason) -> &'static str {

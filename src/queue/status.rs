@@ -42,7 +42,26 @@ impl AdmissionCore {
     fn flavor_usage(&self, idx: usize) -> Vec<FlavorUsage> {
         let node = &self.tree.nodes[idx];
         let mut out: Vec<FlavorUsage> = Vec::new();
-        let frs: Vec<&FlavorResource> = node.quotas.keys().chain(node.usage.keys()).collect();
+        // Spec order, as Kueue's cache lists them: resource groups, their flavors, the covered
+        // resources; then anything still in use that the spec no longer names.
+        let spec: Vec<FlavorResource> = self
+            .cqs
+            .get(&node.name)
+            .filter(|_| node.kind == NodeKind::ClusterQueue)
+            .into_iter()
+            .flat_map(|cq| &cq.resource_groups)
+            .flat_map(|g| {
+                g.flavors.iter().flat_map(|f| {
+                    g.covered_resources
+                        .iter()
+                        .map(|r| FlavorResource::new(&f.name, r.as_str()))
+                })
+            })
+            .collect();
+        let frs = spec
+            .iter()
+            .chain(node.quotas.keys())
+            .chain(node.usage.keys());
         for fr in frs {
             let total = self.tree.usage(idx, fr);
             let borrowed = (total - self.tree.subtree_quota(idx, fr)).clamp_zero();
@@ -78,7 +97,9 @@ impl AdmissionCore {
             pending_workloads: self.queues.get(name).map_or(0, |q| q.len()),
             reserving_workloads: admitted,
             admitted_workloads: admitted,
-            inactive: self.inactive_reason(name).map(|(_, m)| m),
+            // The detail a workload's message leaves out (a cohort cycle) goes on the
+            // ClusterQueue's Active condition.
+            inactive: self.tree.disabled_reason(idx).map(str::to_string),
         })
     }
 

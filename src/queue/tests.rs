@@ -3,32 +3,32 @@
 
 use super::*;
 
-fn wl(name: &str, cq: &str, cpu: i64) -> WorkloadModel {
+pub(super) fn wl(name: &str, cq: &str, cpu: i64) -> WorkloadModel {
     WorkloadModel::build("ns", name, cq).request(&[("cpu", cpu)])
 }
 
-fn k(name: &str) -> WorkloadKey {
+pub(super) fn k(name: &str) -> WorkloadKey {
     WorkloadKey::new("ns", name)
 }
 
 #[derive(Default)]
-struct Scenario {
-    name: &'static str,
-    cqs: Vec<ClusterQueueModel>,
-    cohorts: Vec<CohortModel>,
-    flavors: Vec<FlavorModel>,
+pub(super) struct Scenario {
+    pub(super) name: &'static str,
+    pub(super) cqs: Vec<ClusterQueueModel>,
+    pub(super) cohorts: Vec<CohortModel>,
+    pub(super) flavors: Vec<FlavorModel>,
     /// Already admitted: workload, flavor for all its resources, admission time.
-    admitted: Vec<(WorkloadModel, &'static str, i64)>,
-    pending: Vec<WorkloadModel>,
+    pub(super) admitted: Vec<(WorkloadModel, &'static str, i64)>,
+    pub(super) pending: Vec<WorkloadModel>,
     /// name -> flavor of its "cpu"
-    want_admitted: Vec<(&'static str, &'static str)>,
-    want_evicted: Vec<(&'static str, EvictionReason)>,
-    want_pending: Vec<(&'static str, PendingReason)>,
+    pub(super) want_admitted: Vec<(&'static str, &'static str)>,
+    pub(super) want_evicted: Vec<(&'static str, EvictionReason)>,
+    pub(super) want_pending: Vec<(&'static str, PendingReason)>,
     /// substrings expected in the message of the first `want_pending` entry
-    want_message: Vec<&'static str>,
+    pub(super) want_message: Vec<&'static str>,
 }
 
-fn admission_in(w: &WorkloadModel, cq: &str, flavor: &str) -> Admission {
+pub(super) fn admission_in(w: &WorkloadModel, cq: &str, flavor: &str) -> Admission {
     Admission {
         cluster_queue: cq.to_string(),
         pod_set_assignments: w
@@ -52,7 +52,7 @@ fn admission_in(w: &WorkloadModel, cq: &str, flavor: &str) -> Admission {
     }
 }
 
-fn setup(s: &Scenario) -> AdmissionCore {
+pub(super) fn setup(s: &Scenario) -> AdmissionCore {
     let mut core = AdmissionCore::new();
     let mut flavors = s.flavors.clone();
     if flavors.is_empty() {
@@ -77,14 +77,14 @@ fn setup(s: &Scenario) -> AdmissionCore {
     core
 }
 
-fn cpu_flavor(a: &Admission) -> String {
+pub(super) fn cpu_flavor(a: &Admission) -> String {
     a.pod_set_assignments
         .iter()
         .find_map(|p| p.flavors.get("cpu").cloned())
         .unwrap_or_default()
 }
 
-fn run(s: Scenario) {
+pub(super) fn run(s: Scenario) {
     let mut core = setup(&s);
     let res = core.schedule_cycle(100);
     let mut got: Vec<(String, String)> = res
@@ -136,7 +136,7 @@ fn run(s: Scenario) {
     }
 }
 
-fn preempted(r: PreemptedReason) -> EvictionReason {
+pub(super) fn preempted(r: PreemptedReason) -> EvictionReason {
     EvictionReason::Preempted(r)
 }
 
@@ -170,7 +170,7 @@ fn flavor_assignment_scenarios() {
             cqs: vec![ClusterQueueModel::build("cq").flavor("default", &[("cpu", 10)])],
             pending: vec![wl("a", "cq", 11)],
             want_pending: vec![("a", PendingReason::ExceedsMaxQuota)],
-            want_message: vec!["cpu in flavor default", "maximum capacity 10m"],
+            want_message: vec!["cpu in flavor default", "maximum capacity (10m)"],
             ..Default::default()
         },
         Scenario {
@@ -323,7 +323,7 @@ fn borrowing_and_fungibility_scenarios() {
             cqs: cohort_pair(Some(2), None),
             pending: vec![wl("x", "a", 15)],
             want_pending: vec![("x", PendingReason::ExceedsMaxQuota)],
-            want_message: vec!["maximum capacity 12m"],
+            want_message: vec!["maximum capacity (12m)"],
             ..Default::default()
         },
         Scenario {
@@ -331,7 +331,7 @@ fn borrowing_and_fungibility_scenarios() {
             cqs: cohort_pair(None, Some(4)),
             pending: vec![wl("x", "a", 15)],
             want_pending: vec![("x", PendingReason::ExceedsMaxQuota)],
-            want_message: vec!["maximum capacity 14m"],
+            want_message: vec!["maximum capacity (14m)"],
             ..Default::default()
         },
         Scenario {
@@ -340,7 +340,7 @@ fn borrowing_and_fungibility_scenarios() {
             admitted: vec![(wl("held", "b", 8), "default", 1)],
             pending: vec![wl("x", "a", 15)],
             want_pending: vec![("x", PendingReason::WaitingForQuota)],
-            want_message: vec!["3m more needed (requested 15m, available 12m)"],
+            want_message: vec!["insufficient unused quota for cpu in flavor default, 3m more needed"],
             ..Default::default()
         },
         Scenario {
@@ -483,7 +483,7 @@ fn queueing_scenarios() {
             cqs: vec![cq(QueueingStrategy::BestEffortFifo)],
             pending: vec![wl("x", "nope", 1)],
             want_pending: vec![("x", PendingReason::Misconfigured)],
-            want_message: vec!["doesn't exist"],
+            want_message: vec!["ClusterQueue nope is terminating or missing"],
             ..Default::default()
         },
         Scenario {
@@ -498,8 +498,8 @@ fn queueing_scenarios() {
                 CohortModel::build("y").parent("x"),
             ],
             pending: vec![wl("w", "cq", 1)],
-            want_pending: vec![("w", PendingReason::Misconfigured)],
-            want_message: vec!["cohort cycle"],
+            want_pending: vec![("w", PendingReason::Suspended)],
+            want_message: vec!["ClusterQueue cq is inactive"],
             ..Default::default()
         },
         Scenario {
@@ -508,6 +508,7 @@ fn queueing_scenarios() {
             admitted: vec![(wl("running", "cq", 1), "default", 1)],
             pending: vec![wl("x", "cq", 1)],
             want_pending: vec![("x", PendingReason::Suspended)],
+            want_message: vec!["ClusterQueue cq is stopped"],
             ..Default::default()
         },
         Scenario {
@@ -522,8 +523,8 @@ fn queueing_scenarios() {
             flavors: vec![FlavorModel::build("other")],
             cqs: vec![cq(QueueingStrategy::BestEffortFifo)],
             pending: vec![wl("x", "cq", 1)],
-            want_pending: vec![("x", PendingReason::Misconfigured)],
-            want_message: vec!["flavor default not found"],
+            want_pending: vec![("x", PendingReason::Suspended)],
+            want_message: vec!["ClusterQueue cq is inactive"],
             ..Default::default()
         },
     ];
@@ -569,7 +570,7 @@ fn preemption_scenarios() {
             admitted: vec![(wl("low", "cq", 6).priority(1), "default", 1)],
             pending: vec![wl("high", "cq", 5).priority(10)],
             want_pending: vec![("high", PendingReason::WaitingForQuota)],
-            want_message: vec!["1m more needed (requested 5m, available 4m)"],
+            want_message: vec!["couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 1m more needed"],
             ..Default::default()
         },
         Scenario {
@@ -618,7 +619,7 @@ fn preemption_scenarios() {
             admitted: vec![(wl("borrower", "b", 16).priority(100), "default", 2)],
             pending: vec![wl("x", "a", 6)],
             want_pending: vec![("x", PendingReason::WaitingForQuota)],
-            want_message: vec!["cpu in flavor default: needs 6m, 4m available, short by 2m"],
+            want_message: vec!["couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 2m more needed"],
             ..Default::default()
         },
         Scenario {
@@ -778,7 +779,10 @@ fn workload_slices() {
     let (reason, msg) = core.pending_reason(&k("new")).unwrap();
     assert_eq!(reason, PendingReason::ExceedsMaxQuota, "{msg}");
     assert!(msg.contains("original workload is assigned: f2"), "{msg}");
-    assert!(msg.contains("request 7m > maximum capacity 6m"), "{msg}");
+    assert!(
+        msg.contains("current podset request (7m) > maximum capacity (6m)"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -998,11 +1002,11 @@ fn equivalent_workloads_share_an_outcome_within_a_cycle() {
     assert_eq!((ra, ma), (rb, mb));
     assert_eq!(ra, PendingReason::WaitingForQuota);
     // The cache lives for one cycle: a later equal shape is evaluated afresh and names the
-    // available amount after "fits" was admitted (0), not the 2 of the cached message.
+    // shortfall after "fits" was admitted (all 5), not the 3 of the cached message.
     core.add_workload(wl("c", "cq", 5).at(4)).unwrap();
     core.schedule_cycle(2);
     let (_, mc) = core.pending_reason(&k("c")).unwrap();
-    assert!(mc.contains("available 0"), "{mc}");
+    assert!(mc.contains(", 5m more needed"), "{mc}");
 }
 
 /// Kueue's flavorassigner (`assignFlavors`: "if a.cq.RGByResource(corev1.ResourcePods) != nil" sets
@@ -1094,4 +1098,63 @@ fn may_stop_search_without_candidates_moves_to_the_next_flavor() {
         want_admitted: vec![("x", "f2")],
         ..Default::default()
     });
+}
+
+/// Kueue `test/integration/singlecluster/scheduler/preemption_test.go`, "In a multi-level cohort":
+/// "workloads in guaranteed cq should have preferential access to the resources". The guaranteed
+/// quota sits on the `guaranteed` cohort (the ClusterQueue has 0); a higher-priority best-effort
+/// workload borrowing it from the root is preempted, and the guaranteed workload is admitted
+/// once the victim is gone while the best-effort one stays pending.
+#[test]
+fn guaranteed_cohort_quota_is_reclaimed_from_best_effort() {
+    let policy = |cq: ClusterQueueModel| {
+        cq.within(WithinClusterQueue::LowerPriority)
+            .reclaim(ReclaimWithinCohort::Any)
+    };
+    let mut core = setup(&Scenario {
+        cohorts: vec![
+            CohortModel::build("root"),
+            CohortModel::build("guaranteed")
+                .parent("root")
+                .flavor_limits("default", &[("cpu", 3, None, None)]),
+        ],
+        cqs: vec![
+            policy(
+                ClusterQueueModel::build("best-effort")
+                    .cohort("root")
+                    .flavor("default", &[("cpu", 0)]),
+            ),
+            policy(
+                ClusterQueueModel::build("guaranteed")
+                    .cohort("guaranteed")
+                    .flavor("default", &[("cpu", 0)]),
+            ),
+        ],
+        pending: vec![wl("best-effort-wl", "best-effort", 3).priority(100)],
+        ..Default::default()
+    });
+    let r = core.schedule_cycle(1);
+    assert_eq!(r.admissions.len(), 1, "best effort borrows the guaranteed quota");
+    core.add_workload(wl("guaranteed-wl", "guaranteed", 3).priority(10).at(2))
+        .unwrap();
+    let r = core.schedule_cycle(2);
+    let ev: Vec<(&str, &EvictionReason)> = r
+        .evictions
+        .iter()
+        .map(|e| (e.key.name.as_str(), &e.reason))
+        .collect();
+    assert_eq!(
+        ev,
+        [(
+            "best-effort-wl",
+            &preempted(PreemptedReason::InCohortReclamation)
+        )]
+    );
+    core.release(&k("best-effort-wl"));
+    core.add_workload(wl("best-effort-wl", "best-effort", 3).priority(100))
+        .unwrap();
+    let r = core.schedule_cycle(3);
+    let names: Vec<&str> = r.admissions.iter().map(|a| a.key.name.as_str()).collect();
+    assert_eq!(names, ["guaranteed-wl"]);
+    assert!(!core.is_admitted(&k("best-effort-wl")));
 }

@@ -350,6 +350,49 @@ impl QuotaTree {
         self.usage(i, fr) > self.subtree_quota(i, fr)
     }
 
+    /// The node's own guarantee of `fr` left unused (Kueue's `LocalAvailable`).
+    pub fn local_available(&self, i: usize, fr: &FlavorResource) -> Amount {
+        (self.guaranteed(i, fr) - self.usage(i, fr)).clamp_zero()
+    }
+
+    /// No contested resource used above the node's subtree quota (Kueue's
+    /// `IsWithinNominalInResources`): nothing there to reclaim.
+    pub fn within_nominal<'a>(
+        &self,
+        i: usize,
+        frs: impl IntoIterator<Item = &'a FlavorResource>,
+    ) -> bool {
+        frs.into_iter().all(|fr| !self.is_borrowing(i, fr))
+    }
+
+    /// Whether `requests` more fit in the node's subtree quota, and what is left of them once
+    /// the node's unused guarantee is taken (Kueue's `QuantitiesFitInQuota`).
+    pub fn fits_in_quota(&self, i: usize, requests: &FrAmounts) -> (bool, FrAmounts) {
+        let fits = requests
+            .iter()
+            .all(|(fr, v)| self.usage(i, fr) + *v <= self.subtree_quota(i, fr));
+        let remaining = requests
+            .iter()
+            .map(|(fr, v)| (fr.clone(), (*v - self.local_available(i, fr)).clamp_zero()))
+            .collect();
+        (fits, remaining)
+    }
+
+    /// "/root/…/name": the node's cohorts from the root down, as Kueue names a ClusterQueue in
+    /// preemption messages.
+    pub fn path(&self, i: usize) -> String {
+        let own = format!("/{}", self.nodes[i].name);
+        match self.nodes[i].parent {
+            Some(p) => self.path(p) + &own,
+            None => own,
+        }
+    }
+
+    /// Whether `ancestor` is `i` or on its chain of parents.
+    pub fn is_under(&self, i: usize, ancestor: usize) -> bool {
+        i == ancestor || self.nodes[i].parent.is_some_and(|p| self.is_under(p, ancestor))
+    }
+
     /// Height of the lowest subtree in which `val` more fits (0: within the ClusterQueue).
     pub fn borrowing_level(&self, i: usize, fr: &FlavorResource, val: Amount) -> u32 {
         let mut need = self.usage(i, fr) + val;

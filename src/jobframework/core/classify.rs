@@ -126,13 +126,15 @@ impl<'a> View<'a> {
             };
         }
         if !is_active(wl) {
-            return Class::Held { why: None };
+            return Class::Held {
+                why: Some((reason::DEACTIVATED, "The workload is deactivated".into())),
+            };
         }
         let Some(lq) = lq else {
             let why = super::queue_status::local_queue_key(wl).map(|(_, name)| {
                 (
-                    reason::INADMISSIBLE,
-                    format!("LocalQueue {name} doesn't exist"),
+                    reason::MISCONFIGURED,
+                    format!("LocalQueue {name} is terminating or missing"),
                 )
             });
             return Class::Held { why };
@@ -140,10 +142,7 @@ impl<'a> View<'a> {
         if lq_stop != StopPolicy::None {
             let name = lq.metadata.name.as_deref().unwrap_or_default();
             return Class::Held {
-                why: Some((
-                    reason::INADMISSIBLE,
-                    format!("LocalQueue {name} is stopped"),
-                )),
+                why: Some((reason::SUSPENDED, format!("LocalQueue {name} is stopped"))),
             };
         }
         if let Some(at) = super::backoff::requeue_at(wl) {

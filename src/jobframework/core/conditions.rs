@@ -2,7 +2,8 @@
 //! one, or `None` when nothing would change (so no write is made for a no-op).
 
 use crate::api::kueue::constants::{condition, reason};
-use crate::api::kueue::{Admission, Workload, WorkloadStatus};
+use crate::api::kueue::{Admission, PodSetRequest, Workload, WorkloadStatus};
+use crate::api::quantity::resource_quantity;
 use crate::queue::{EvictionReason, PreemptedReason};
 
 pub use crate::api::conditions::set as set_condition;
@@ -61,8 +62,10 @@ pub fn admitted(wl: &Workload, admission: Admission, now: jiff::Timestamp) -> Wo
     s
 }
 
-/// Still pending: QuotaReserved=False with the admission core's reason and message. `None` when the
-/// workload already says exactly that (Kueue #8095: don't rewrite unchanged pending status).
+/// Still pending, as Kueue's `UnsetQuotaReservationWithCondition` + `PropagateResourceRequests`
+/// write it: QuotaReserved=False with the admission core's reason and message, Admitted=False
+/// with reason NoReservation, and `status.resourceRequests`. `None` when the workload already
+/// says that (Kueue #8095: don't rewrite unchanged pending status).
 pub fn pending(
     wl: &Workload,
     reason: &str,
@@ -76,26 +79,67 @@ pub fn pending(
     // Rewritten only when what it says changes in substance: the amounts in a message move every
     // cycle while the backlog drains, and a write per pending workload per cycle is what held the
     // scheduler back (and woke every watcher of Workloads).
-    if s.conditions.iter().any(|c| {
-        c.type_ == condition::QUOTA_RESERVED
-            && c.status == crate::api::conditions::FALSE
-            && c.reason == reason
-            && substance(&c.message) == substance(message)
-    }) {
+    let said = |t: &str, r: &str, m: &str| {
+        s.conditions.iter().any(|c| {
+            c.type_ == t
+                && c.status == crate::api::conditions::FALSE
+                && c.reason == r
+                && substance(&c.message) == substance(m)
+        })
+    };
+    if said(condition::QUOTA_RESERVED, reason, message)
+        && said(condition::ADMITTED, reason::NO_RESERVATION, NO_RESERVATION_MESSAGE)
+        && !s.resource_requests.is_empty()
+    {
         return None;
     }
-    set_condition(
+    let g = wl.metadata.generation;
+    let mut changed = set_condition(
+        &mut s.conditions,
+        cond(condition::QUOTA_RESERVED, false, reason, message, g, now),
+    );
+    changed |= set_condition(
         &mut s.conditions,
         cond(
-            condition::QUOTA_RESERVED,
+            condition::ADMITTED,
             false,
-            reason,
-            message,
-            wl.metadata.generation,
+            reason::NO_RESERVATION,
+            NO_RESERVATION_MESSAGE,
+            g,
             now,
         ),
-    )
-    .then_some(s)
+    );
+    let requests = resource_requests(wl);
+    if requests != s.resource_requests {
+        s.resource_requests = requests;
+        changed = true;
+    }
+    changed.then_some(s)
+}
+
+const NO_RESERVATION_MESSAGE: &str = "The workload has no reservation";
+
+/// Each podset's total requests (count times a pod's), Kueue's `status.resourceRequests`. A
+/// podset whose template cannot be read is left out (admission reports that error).
+pub fn resource_requests(wl: &Workload) -> Vec<PodSetRequest> {
+    wl.spec
+        .pod_sets
+        .iter()
+        .enumerate()
+        .filter_map(|(i, ps)| {
+            let name = ps.name().to_string();
+            let count = i64::from(ps.count.unwrap_or(1));
+            let field = format!("spec.podSets[{i}]");
+            let m = crate::queue::convert::podset_from_template(&field, &name, count, &ps.template)
+                .ok()?;
+            let resources = m
+                .requests
+                .keys()
+                .map(|r| (r.clone(), resource_quantity(r, m.total(r).0).into()))
+                .collect();
+            Some(PodSetRequest { name, resources })
+        })
+        .collect()
 }
 
 /// The words of a message without its amounts: every token that starts with a digit ("3", "500m",
@@ -220,16 +264,15 @@ pub fn clear_reservation(wl: &Workload, now: jiff::Timestamp) -> Option<Workload
             )
         });
     s.admission = None;
+    // Kueue's workload controller says Deactivated for a workload with spec.active=false.
+    let quota_reason = if why == reason::DEACTIVATED {
+        reason::DEACTIVATED
+    } else {
+        reason::PENDING
+    };
     set_condition(
         &mut s.conditions,
-        cond(
-            condition::QUOTA_RESERVED,
-            false,
-            reason::PENDING,
-            &msg,
-            g,
-            now,
-        ),
+        cond(condition::QUOTA_RESERVED, false, quota_reason, &msg, g, now),
     );
     set_condition(
         &mut s.conditions,

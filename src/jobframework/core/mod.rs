@@ -7,6 +7,7 @@ pub mod backoff;
 pub mod caches;
 mod classify;
 pub mod conditions;
+pub mod explanations;
 pub mod queue_status;
 pub mod run;
 pub mod sync;
@@ -16,5 +17,6 @@ pub mod write_backoff;
 mod tests;
 
 pub use caches::Caches;
+pub use explanations::Explanations;
 pub use run::AdmissionLoop;
 pub use sync::{Action, AdmissionState, Snapshot};

@@ -35,6 +35,8 @@ pub struct AdmissionLoop {
     /// Turns true once every cache has listed. (Waiting on the stores from two tasks at once can
     /// lose a wake-up: their readiness signal keeps a single waker.)
     pub synced: watch::Receiver<bool>,
+    /// The scheduler's latest reasoning per pending workload, for `quotagate explain`.
+    pub explanations: super::Explanations,
 }
 
 fn now() -> jiff::Timestamp {
@@ -48,6 +50,7 @@ fn wl_api(client: &Client, key: &WorkloadKey) -> Api<Workload> {
 impl AdmissionLoop {
     pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
         let mut state = AdmissionState::new();
+        state.explanations = self.explanations.clone();
         let mut backoff = WriteBackoff::default();
         tokio::pin!(shutdown);
         let mut leader_open = true;
@@ -65,7 +68,9 @@ impl AdmissionLoop {
                 _ = tokio::time::sleep(backoff.next_wake(Instant::now()).map_or(self.resync, |d| d.min(self.resync))) => {}
             }
             if !*self.leader.borrow() {
+                self.explanations.clear();
                 state = AdmissionState::new();
+                state.explanations = self.explanations.clone();
                 backoff = WriteBackoff::default();
                 continue;
             }

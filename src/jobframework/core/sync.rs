@@ -123,6 +123,9 @@ pub struct AdmissionState {
     pub config_errors: BTreeMap<String, String>,
     /// Requeueing backoff after a PodsReady-timeout eviction.
     pub backoff: super::backoff::RequeueBackoff,
+    /// The scheduler's latest reasoning per pending workload (`quotagate explain`): one record per
+    /// pending workload, dropped when it is admitted or gone.
+    pub explanations: super::explanations::Explanations,
 }
 
 impl AdmissionState {
@@ -228,6 +231,7 @@ impl AdmissionState {
         }
         let res = self.core.schedule_cycle(now_ms);
         for a in res.admissions {
+            self.explanations.remove(&a.key);
             self.assumed.insert(a.key.clone());
             actions.push(Action::Admit {
                 key: a.key,
@@ -251,6 +255,10 @@ impl AdmissionState {
                 cause,
                 clear,
             });
+        }
+        let keys: Vec<WorkloadKey> = res.pending.iter().map(|p| p.key.clone()).collect();
+        for (k, e) in self.core.explain_all(&keys) {
+            self.explanations.insert(k, e);
         }
         for p in res.pending {
             actions.push(Action::Pending {
@@ -420,6 +428,7 @@ impl AdmissionState {
     }
 
     fn unqueue(&mut self, key: &WorkloadKey) {
+        self.explanations.remove(key);
         self.queued_rv.remove(key);
         if !self.core.is_admitted(key) {
             self.core.delete_workload(key);
@@ -427,6 +436,7 @@ impl AdmissionState {
     }
 
     fn drop_workload(&mut self, key: &WorkloadKey) {
+        self.explanations.remove(key);
         self.queued_rv.remove(key);
         self.assumed.remove(key);
         self.evicting.remove(key);

@@ -49,8 +49,11 @@ fn cluster_queue_with_missing_flavor_steps_without_admitting() {
         &snapshot(vec![cq("cq", "4")], &[], vec![wl("a", "1", "1")]),
         0,
     );
+    // Kueue's scheduler: an inactive ClusterQueue leaves its workloads Suspended, "ClusterQueue
+    // cq is inactive"; why (the missing flavor) is on the ClusterQueue's Active condition.
     assert!(
-        matches!(&actions[..], [Action::Pending { reason, .. }] if reason == "Misconfigured"),
+        matches!(&actions[..], [Action::Pending { reason, message, .. }]
+            if reason == "Suspended" && message == "ClusterQueue cq is inactive"),
         "{actions:?}"
     );
 }
@@ -91,6 +94,44 @@ fn admitted_sets_reservation_and_ends_a_previous_eviction() {
         ]
     );
     assert_eq!(s.admission.unwrap().cluster_queue, "cq");
+}
+
+/// Kueue `pkg/scheduler/scheduler_test.go` expectations for a workload left pending (e.g.
+/// "partial admission single variable pod set, preempt first"): `Admitted=False` reason
+/// `NoReservation` "The workload has no reservation" beside `QuotaReserved=False`, and
+/// `status.resourceRequests` with each podset's total (count times a pod's requests).
+#[test]
+fn pending_writes_no_reservation_and_resource_requests() {
+    let w = Workload::build("a", "default")
+        .queue("lq")
+        .podset("one", 20, [("cpu", "250m"), ("example.com/gpu", "1")])
+        .build();
+    let s = conditions::pending(&w, "WaitingForQuota", "short", t(0)).unwrap();
+    let admitted = s.condition("Admitted").unwrap();
+    assert_eq!(
+        (admitted.status.as_str(), admitted.reason.as_str(), admitted.message.as_str()),
+        ("False", "NoReservation", "The workload has no reservation")
+    );
+    assert_eq!(s.condition("QuotaReserved").unwrap().reason, "WaitingForQuota");
+    assert_eq!(s.resource_requests.len(), 1);
+    let rr = &s.resource_requests[0];
+    assert_eq!(rr.name, "one");
+    let got: Vec<(String, String)> = rr
+        .resources
+        .iter()
+        .map(|(k, v)| (k.clone(), v.0.clone()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("cpu".to_string(), "5".to_string()),
+            ("example.com/gpu".to_string(), "20".to_string())
+        ]
+    );
+    // Written once: the same pending state again is no write.
+    let mut again = w.clone();
+    again.status = Some(s);
+    assert!(conditions::pending(&again, "WaitingForQuota", "short", t(5)).is_none());
 }
 
 #[test]
@@ -544,6 +585,11 @@ fn only_preemption_requeues_at_once_when_the_reservation_is_cleared() {
             (want, why),
             "{why}"
         );
+        // Kueue (workload_controller.go, resolveGranularUnadmittedQuotaReservedCondition): a
+        // deactivated workload's QuotaReserved=False says Deactivated.
+        let qr = s.condition("QuotaReserved").unwrap();
+        let want_qr = if why == "Deactivated" { "Deactivated" } else { "Pending" };
+        assert_eq!(qr.reason, want_qr, "{why}");
     }
 }
 
@@ -623,6 +669,9 @@ fn each_workload_is_classified_from_the_snapshot_alone() {
     let mut missing_queue = (*wl("missing-queue", "1", "1")).clone();
     missing_queue.spec.queue_name = Some("nope".into());
     let queued = (*wl("queued", "1", "1")).clone();
+    let mut inactive = queued.clone();
+    inactive.metadata.name = Some("inactive".into());
+    inactive.spec.active = Some(false);
     let all = [
         deleted,
         reserved,
@@ -630,6 +679,7 @@ fn each_workload_is_classified_from_the_snapshot_alone() {
         no_queue,
         missing_queue,
         queued,
+        inactive,
     ];
     let snap = snapshot(
         vec![cq("cq", "4")],
@@ -657,10 +707,17 @@ fn each_workload_is_classified_from_the_snapshot_alone() {
         },
         Class::Held { why: None },
         Class::Held {
-            why: Some(("Inadmissible", "LocalQueue nope doesn't exist".into())),
+            why: Some((
+                "Misconfigured",
+                "LocalQueue nope is terminating or missing".into(),
+            )),
         },
         Class::Queue {
             cluster_queue: "cq".into(),
+        },
+        // Kueue's workload controller: QuotaReserved=False, reason Deactivated.
+        Class::Held {
+            why: Some(("Deactivated", "The workload is deactivated".into())),
         },
     ];
     assert_eq!(got, want);
