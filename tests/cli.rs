@@ -211,7 +211,7 @@ fn demo_walks_through_admission_and_a_blue_green_upgrade() {
     for step in [
         "admitted into ClusterQueue demo",
         "RayCluster alpha unsuspended: 3 pods Running",
-        "beta pending: QuotaReserved=False WaitingForQuota: couldn't assign flavors to podset workers: insufficient unused quota for cpu in flavor default-flavor, 1 more needed (requested 5, available 4)",
+        "beta pending: QuotaReserved=False WaitingForQuota: couldn't assign flavors to pod set workers: insufficient unused quota for cpu in flavor default-flavor, 1 more needed",
         "beta has 0 pods while it waits",
         "beta admitted: 4 pods Running",
         "fruit-stand Ready, serving from RayCluster fruit-stand-",

@@ -417,6 +417,9 @@ async fn blue_green_upgrade_switches_services_and_deletes_the_old_cluster_later_
     assert_eq!(h.cluster_names().await, vec![new]);
 }
 
+/// Also KubeRay's e2e `e2erayservice/rayservice_suspend_test.go` TestRayServiceSuspendResume (what is
+/// observable without a curl pod): conditions at SuspendComplete, status reset, no RayCluster or Service
+/// originated from the RayService, then Ready again with Suspended=False/RayServiceResumed.
 #[test]
 fn suspend_deletes_everything_and_resume_recreates() {
     scenario(suspend_deletes_everything_and_resume_recreates_body());
@@ -430,7 +433,17 @@ async fn suspend_deletes_everything_and_resume_recreates_body() {
         .wait_rs("sus", "Suspended=True", |rs| is_true(rs, "Suspended"))
         .await;
     assert!(!is_true(&rs, "Suspending"));
+    // KubeRay rayservice_controller.go (suspend, all owned resources deleted): every condition a tool
+    // might wait on ends False/SuspendComplete, RollbackInProgress included.
+    for type_ in ["Suspending", "Ready", "UpgradeInProgress", "RollbackInProgress"] {
+        let c = cond(&rs, type_).unwrap_or_else(|| panic!("no {type_}"));
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "SuspendComplete"), "{type_}");
+    }
     assert_eq!((active(&rs), pending(&rs), endpoints(&rs)), (None, None, 0));
+    assert!(!is_true(&rs, "Ready"));
+    let originated = ListParams::default().labels("ray.io/originated-from-cr-name=sus");
+    assert!(h.clusters().list(&originated).await.unwrap().items.is_empty());
+    assert!(h.svcs().list(&originated).await.unwrap().items.is_empty());
     assert!(h.cluster_names().await.is_empty());
     assert!(h.svcs().get_opt("sus-serve-svc").await.unwrap().is_none());
 
@@ -1050,4 +1063,94 @@ async fn incremental_rollback_body() {
         "requests failed during the rollback from {new} to {old}: {:?}",
         h.load.as_ref().unwrap().counts()
     );
+}
+
+// ---- KubeRay's RayService envtest (`ray-operator/controllers/ray/rayservice_controller_test.go`, v1.7),
+// ported: each test names the Describe/It blocks whose expectations it asserts. KubeRay's envtest sets
+// the head pod Running by hand and fakes the dashboard; here the node agent and the Ray simulator do.
+
+/// `Describe("RayService with a maximum name")`: "Should create a pending RayCluster", "Promote the pending
+/// RayCluster to the active RayCluster", "Check RayService service names" (`<rs>-head-svc`, `<rs>-serve-svc`).
+#[test]
+fn kuberay_envtest_rayservice_with_a_maximum_name() {
+    scenario(async {
+        let h = Harness::start();
+        let name = "s".repeat(quotagate::api::ray::constants::MAX_RAY_SERVICE_NAME_LENGTH);
+        // create_and_wait_ready checks the active cluster and both Services select it.
+        create_and_wait_ready(&h, &name).await;
+        for svc in [format!("{name}-head-svc"), format!("{name}-serve-svc")] {
+            assert!(h.svcs().get_opt(&svc).await.unwrap().is_some(), "{svc}");
+        }
+    });
+}
+
+/// A change the controller must act on after everything before it: once it shows, every earlier state
+/// was reconciled (the bounded stand-in for Gomega's `Consistently`).
+async fn barrier(h: &Harness, name: &str, cluster: &str, price: u32) -> RayService {
+    h.patch_spec(name, json!({ "serveConfigV2": serve_config("fruit.deployment_graph", price) }))
+        .await;
+    let sim = h.sim.clone();
+    let url = endpoint_of(cluster);
+    let before = sim.put_count(&url);
+    h.wait_rs(name, "the barrier config pushed", move |rs| {
+        sim.put_count(&url) > before
+            && rs.status.as_ref().and_then(|s| s.observed_generation) == rs.metadata.generation
+    })
+    .await
+}
+
+/// `Describe("Autoscaler updates RayCluster should not trigger zero downtime upgrade")`: "Autoscaler
+/// updates the active RayCluster and should not switch to a new RayCluster" (the autoscaler writes the
+/// RayCluster's replicas, never the RayService).
+#[test]
+fn kuberay_envtest_autoscaler_updates_do_not_trigger_an_upgrade() {
+    scenario(async {
+        let h = Harness::start();
+        let rs = create_and_wait_ready(&h, "test-autoscaler").await;
+        let a = active(&rs).unwrap();
+        let rc = h.clusters().get(&a).await.unwrap();
+        let mut groups = serde_json::to_value(rc.spec.worker_group_specs.unwrap()).unwrap();
+        groups[0]["replicas"] = json!(2);
+        h.clusters()
+            .patch(&a, &PatchParams::default(), &Patch::Merge(json!({"spec": {"workerGroupSpecs": groups}})))
+            .await
+            .unwrap();
+        let rs = barrier(&h, "test-autoscaler", &a, 5).await;
+        assert_eq!(active(&rs).as_deref(), Some(a.as_str()));
+        assert_eq!(pending(&rs), None);
+        assert_eq!(h.cluster_names().await, vec![a.clone()], "no other RayCluster was created");
+        let replicas = h.clusters().get(&a).await.unwrap().spec.worker_group_specs.unwrap()[0].replicas;
+        assert_eq!(replicas, Some(2), "the autoscaler's write stays");
+    });
+}
+
+/// `Describe("After a RayService is running")` / `When("Testing appending a new worker group to the active
+/// RayCluster")`: "Should reflect the changes in the active cluster's WorkerGroupSpecs", "Should not create
+/// a new pending cluster", "Should not switch to a new active cluster".
+#[test]
+fn kuberay_envtest_appending_a_worker_group_updates_the_active_cluster() {
+    scenario(async {
+        let h = Harness::start();
+        let rs = create_and_wait_ready(&h, "append").await;
+        let a = active(&rs).unwrap();
+        let mut groups = serde_json::to_value(rs.spec.ray_cluster_config.worker_group_specs.unwrap()).unwrap();
+        let mut extra = groups[0].clone();
+        extra["groupName"] = json!("worker-group-to-active-cluster");
+        groups.as_array_mut().unwrap().push(extra);
+        h.patch_spec("append", json!({"rayClusterConfig": {"workerGroupSpecs": groups}})).await;
+        let clusters = h.clusters();
+        let a2 = a.clone();
+        match poll_until(&clusters, &a, move |rc: Option<&RayCluster>| {
+            rc.is_some_and(|rc| rc.spec.worker_group_specs.as_ref().is_some_and(|g| g.len() == 2))
+        })
+        .await
+        {
+            Ok(Some(_)) => {}
+            other => panic!("the active cluster {a2} never got the second worker group: {:?}", other.map(|o| o.map(|r| r.spec.worker_group_specs))),
+        }
+        let rs = barrier(&h, "append", &a, 6).await;
+        assert_eq!(active(&rs).as_deref(), Some(a.as_str()));
+        assert_eq!(pending(&rs), None);
+        assert_eq!(h.cluster_names().await, vec![a]);
+    });
 }

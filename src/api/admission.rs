@@ -6,7 +6,8 @@ use serde_json::Value;
 
 use super::kueue::constants::label::QUEUE_NAME as QUEUE_NAME_LABEL;
 use super::kueue::validation as kueue_rules;
-use super::manifest::check_document;
+use super::manifest::check_document_with;
+use super::ray::validation::RayFeatureGates;
 use super::validation::{FieldError, Path};
 use super::kueue;
 
@@ -91,12 +92,17 @@ fn validate_update(new: &Value, old: &Value) -> Vec<FieldError> {
 /// Defaults, then validates. `Ok(())` lets the write through (with `new` possibly defaulted); `Err`
 /// carries every broken rule. Objects that are not quotagate's kinds pass untouched.
 pub fn admit(op: Operation, new: &mut Value, old: Option<&Value>) -> Result<(), Vec<FieldError>> {
+    admit_with(op, new, old, RayFeatureGates::default())
+}
+
+/// `admit` with the Ray feature gates of `--feature-gates`.
+pub fn admit_with(op: Operation, new: &mut Value, old: Option<&Value>, gates: RayFeatureGates) -> Result<(), Vec<FieldError>> {
     let (api_version, kind) = kind_of(new);
     if !super::manifest::is_managed(api_version, kind) {
         return Ok(());
     }
     default_object(op, new);
-    let mut errors = check_document(new).problems;
+    let mut errors = check_document_with(new, gates).problems;
     if let (Operation::Update, Some(old)) = (op, old) {
         errors.extend(validate_update(new, old));
     }

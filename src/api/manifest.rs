@@ -6,6 +6,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use thiserror::Error;
 
+use super::ray::validation::RayFeatureGates;
 use super::validation::FieldError;
 use super::{gateway, kueue, ray};
 
@@ -77,7 +78,7 @@ fn parse<T: DeserializeOwned>(doc: &Value) -> Result<T, FieldError> {
     })
 }
 
-fn check_typed<T: DeserializeOwned>(doc: &Value, validate: fn(&T) -> Vec<FieldError>) -> Vec<FieldError> {
+fn check_typed<T: DeserializeOwned>(doc: &Value, validate: impl Fn(&T) -> Vec<FieldError>) -> Vec<FieldError> {
     match parse::<T>(doc) {
         Ok(obj) => validate(&obj),
         Err(e) => vec![e],
@@ -88,7 +89,8 @@ fn no_rules<T>(_: &T) -> Vec<FieldError> {
     Vec::new()
 }
 
-type Check = fn(&Value) -> Vec<FieldError>;
+/// Validation of a kind; only the Ray kinds read the feature gates.
+type Check = fn(&Value, RayFeatureGates) -> Vec<FieldError>;
 type RoundTrip = fn(&Value) -> Result<Value, FieldError>;
 
 fn round_trip<T: DeserializeOwned + serde::Serialize>(doc: &Value) -> Result<Value, FieldError> {
@@ -102,7 +104,7 @@ macro_rules! kinds {
             use kube::Resource;
             $(
                 if api_version == <$ty>::api_version(&()) && kind == <$ty>::kind(&()) {
-                    return Some((|d| check_typed::<$ty>(d, $validate), round_trip::<$ty>));
+                    return Some((|d, gates| check_typed::<$ty>(d, |o| $validate(o, gates)), round_trip::<$ty>));
                 }
             )*
             None
@@ -111,17 +113,17 @@ macro_rules! kinds {
 }
 
 kinds! {
-    kueue::ResourceFlavor => kueue::validation::validate_resource_flavor,
-    kueue::ClusterQueue => kueue::validation::validate_cluster_queue,
-    kueue::Cohort => kueue::validation::validate_cohort,
-    kueue::LocalQueue => kueue::validation::validate_local_queue,
-    kueue::Workload => kueue::validation::validate_workload,
-    kueue::WorkloadPriorityClass => kueue::validation::validate_workload_priority_class,
-    ray::RayCluster => ray::validation::validate_ray_cluster,
-    ray::RayService => ray::validation::validate_ray_service,
-    gateway::GatewayClass => no_rules,
-    gateway::Gateway => no_rules,
-    gateway::HTTPRoute => no_rules,
+    kueue::ResourceFlavor => |o, _| kueue::validation::validate_resource_flavor(o),
+    kueue::ClusterQueue => |o, _| kueue::validation::validate_cluster_queue(o),
+    kueue::Cohort => |o, _| kueue::validation::validate_cohort(o),
+    kueue::LocalQueue => |o, _| kueue::validation::validate_local_queue(o),
+    kueue::Workload => |o, _| kueue::validation::validate_workload(o),
+    kueue::WorkloadPriorityClass => |o, _| kueue::validation::validate_workload_priority_class(o),
+    ray::RayCluster => ray::validation::validate_ray_cluster_with,
+    ray::RayService => ray::validation::validate_ray_service_with,
+    gateway::GatewayClass => |o, _| no_rules(o),
+    gateway::Gateway => |o, _| no_rules(o),
+    gateway::HTTPRoute => |o, _| no_rules(o),
 }
 
 /// Base64 fields (`Secret.data`, `ConfigMap.binaryData`) as the API server decodes them: Go's decoder
@@ -147,7 +149,7 @@ macro_rules! builtins {
             use k8s_openapi::Resource;
             $(
                 if api_version == <$ty>::API_VERSION && kind == <$ty>::KIND {
-                    return Some(|d| check_typed::<$ty>(&without_base64_line_breaks(d), no_rules));
+                    return Some(|d, _| check_typed::<$ty>(&without_base64_line_breaks(d), no_rules));
                 }
             )*
             None
@@ -192,6 +194,11 @@ fn str_at<'a>(doc: &'a Value, path: &[&str]) -> &'a str {
 
 /// Classifies and checks one document.
 pub fn check_document(doc: &Value) -> DocReport {
+    check_document_with(doc, RayFeatureGates::default())
+}
+
+/// `check_document` with the Ray feature gates of `--feature-gates`.
+pub fn check_document_with(doc: &Value, gates: RayFeatureGates) -> DocReport {
     let api_version = str_at(doc, &["apiVersion"]).to_string();
     let kind = str_at(doc, &["kind"]).to_string();
     let name = match str_at(doc, &["metadata", "name"]) {
@@ -210,10 +217,10 @@ pub fn check_document(doc: &Value) -> DocReport {
     }
     if let Some((check, _)) = managed(&report.api_version, &report.kind) {
         report.class = DocClass::Managed;
-        report.problems = check(doc);
+        report.problems = check(doc, gates);
     } else if let Some(check) = builtin(&report.api_version, &report.kind) {
         report.class = DocClass::BuiltIn;
-        report.problems = check(doc);
+        report.problems = check(doc, gates);
     } else {
         let group = group_of(&report.api_version);
         let ours = group == "kueue.x-k8s.io" || group == "ray.io";

@@ -4,7 +4,8 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::api::manifest::{DocClass, check_document, load_documents};
+use crate::api::manifest::{DocClass, check_document_with, load_documents};
+use crate::api::ray::validation::RayFeatureGates;
 
 /// The outcome of a validate run: the printed report and whether anything was wrong.
 #[derive(Debug, Default)]
@@ -36,6 +37,11 @@ pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, std::io::Error> {
 
 /// Checks one file's text, appending to the outcome.
 pub fn check_text(file: &Path, text: &str, outcome: &mut Outcome) {
+    check_text_with(file, text, RayFeatureGates::default(), outcome)
+}
+
+/// `check_text` under the Ray feature gates of `--feature-gates`.
+pub fn check_text_with(file: &Path, text: &str, gates: RayFeatureGates, outcome: &mut Outcome) {
     let shown = file.display();
     let docs = match load_documents(text) {
         Ok(d) => d,
@@ -47,7 +53,7 @@ pub fn check_text(file: &Path, text: &str, outcome: &mut Outcome) {
     };
     for (i, doc) in docs.iter().enumerate() {
         outcome.documents += 1;
-        let r = check_document(doc);
+        let r = check_document_with(doc, gates);
         let what = format!("{}/{}", if r.kind.is_empty() { "<no kind>" } else { &r.kind }, r.name);
         if r.class == DocClass::NotManaged {
             outcome.not_managed.push(format!("{shown}: document {i}: {what} ({}): not managed by quotagate", r.api_version));
@@ -61,6 +67,11 @@ pub fn check_text(file: &Path, text: &str, outcome: &mut Outcome) {
 
 /// Runs the whole command over files and directories.
 pub fn run(paths: &[PathBuf]) -> Outcome {
+    run_with(paths, RayFeatureGates::default())
+}
+
+/// `run` under the Ray feature gates of `--feature-gates`.
+pub fn run_with(paths: &[PathBuf], gates: RayFeatureGates) -> Outcome {
     let mut outcome = Outcome::default();
     let files = match expand(paths) {
         Ok(f) => f,
@@ -72,7 +83,7 @@ pub fn run(paths: &[PathBuf]) -> Outcome {
     };
     for f in files {
         match std::fs::read_to_string(&f) {
-            Ok(text) => check_text(&f, &text, &mut outcome),
+            Ok(text) => check_text_with(&f, &text, gates, &mut outcome),
             Err(e) => {
                 outcome.problems += 1;
                 let _ = writeln!(outcome.report, "{}: cannot read: {e}", f.display());

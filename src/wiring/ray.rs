@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
+use crate::api::ray::validation::RayFeatureGates;
+
 use crate::rayservice::dashboard::sim::{RaySim, SimOptions};
 use crate::rayservice::clusterctl::controller as clusterctl;
 use crate::rayservice::dashboard::http::{HttpDashboard, HttpDashboardOptions};
@@ -57,8 +59,11 @@ impl Drop for RayOperator {
 }
 
 /// Spawns both Ray controllers; they run until the returned handle is dropped.
-pub fn spawn_ray_operator(client: kube::Client, dashboards: &Dashboards) -> RayOperator {
-    let clusters = Arc::new(clusterctl::Context::new(client.clone()));
-    let services = Arc::new(rsctl::Context::new(client, dashboards.factory()));
+pub fn spawn_ray_operator(client: kube::Client, dashboards: &Dashboards, gates: RayFeatureGates) -> RayOperator {
+    let mut clusters = clusterctl::Context::new(client.clone());
+    clusters.config.gates = gates;
+    let mut services = rsctl::Context::new(client, dashboards.factory());
+    services.config.gates = gates;
+    let (clusters, services) = (Arc::new(clusters), Arc::new(services));
     RayOperator(vec![tokio::spawn(clusterctl::run(clusters)), tokio::spawn(rsctl::run(services))])
 }

@@ -15,7 +15,8 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::Value;
 use thiserror::Error;
 
-use crate::api::admission::{Operation, admit};
+use crate::api::admission::{Operation, admit_with};
+use crate::api::ray::validation::RayFeatureGates;
 use crate::api::validation::FieldError;
 
 #[derive(Debug, Error)]
@@ -40,6 +41,11 @@ pub fn invalid_message(kind: &str, name: &str, errors: &[FieldError]) -> String 
 
 /// Decides one request. `mutate` allows a defaulting patch; a validating webhook must not return one.
 pub fn review(req: &AdmissionRequest<DynamicObject>, mutate: bool) -> AdmissionResponse {
+    review_with(req, mutate, RayFeatureGates::default())
+}
+
+/// `review` under the KubeRay feature gates of `--feature-gates`.
+pub fn review_with(req: &AdmissionRequest<DynamicObject>, mutate: bool, gates: RayFeatureGates) -> AdmissionResponse {
     let resp = AdmissionResponse::from(req);
     let op = match req.operation {
         KubeOp::Create => Operation::Create,
@@ -57,7 +63,7 @@ pub fn review(req: &AdmissionRequest<DynamicObject>, mutate: bool) -> AdmissionR
     };
     let old = req.old_object.as_ref().and_then(|o| serde_json::to_value(o).ok());
     let mut defaulted = new.clone();
-    if let Err(errors) = admit(op, &mut defaulted, old.as_ref()) {
+    if let Err(errors) = admit_with(op, &mut defaulted, old.as_ref(), gates) {
         let name = obj.metadata.name.clone().or_else(|| obj.metadata.generate_name.clone()).unwrap_or_default();
         return resp.deny(invalid_message(&req.kind.kind, &name, &errors));
     }
@@ -71,13 +77,13 @@ pub fn review(req: &AdmissionRequest<DynamicObject>, mutate: bool) -> AdmissionR
     }
 }
 
-fn answer(body: Value, mutate: bool) -> Json<AdmissionReview<DynamicObject>> {
+fn answer(body: Value, mutate: bool, gates: RayFeatureGates) -> Json<AdmissionReview<DynamicObject>> {
     let parsed: Result<AdmissionReview<DynamicObject>, _> = serde_json::from_value(body);
     let response = match parsed.map_err(|e| e.to_string()).and_then(|r| {
         let req: Result<AdmissionRequest<DynamicObject>, _> = r.try_into();
         req.map_err(|e| e.to_string())
     }) {
-        Ok(req) => review(&req, mutate),
+        Ok(req) => review_with(&req, mutate, gates),
         Err(e) => AdmissionResponse::invalid(format!("malformed AdmissionReview: {e}")),
     };
     Json(response.into_review())
@@ -85,9 +91,14 @@ fn answer(body: Value, mutate: bool) -> Json<AdmissionReview<DynamicObject>> {
 
 /// `/mutate` (defaulting, then validation) and `/validate` (validation only).
 pub fn router() -> Router {
+    router_with(RayFeatureGates::default())
+}
+
+/// `router` under the KubeRay feature gates of `--feature-gates`.
+pub fn router_with(gates: RayFeatureGates) -> Router {
     Router::new()
-        .route("/mutate", post(|Json(body): Json<Value>| async move { answer(body, true) }))
-        .route("/validate", post(|Json(body): Json<Value>| async move { answer(body, false) }))
+        .route("/mutate", post(move |Json(body): Json<Value>| async move { answer(body, true, gates) }))
+        .route("/validate", post(move |Json(body): Json<Value>| async move { answer(body, false, gates) }))
 }
 
 /// Loads `tls.crt` and `tls.key` from a directory, as controller-runtime's webhook server does.
@@ -112,10 +123,24 @@ pub async fn serve(
     bound: tokio::sync::oneshot::Sender<SocketAddr>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), WebhookError> {
+    serve_with(addr, tls, RayFeatureGates::default(), bound, shutdown, Router::new()).await
+}
+
+/// As [`serve`], under the KubeRay feature gates of `--feature-gates`, with `extra` routes on the same
+/// TLS port: the aggregated API groups (explain, visibility) an `APIService` sends the kube-apiserver's
+/// requests to (it only speaks TLS).
+pub async fn serve_with(
+    addr: SocketAddr,
+    tls: Arc<rustls::ServerConfig>,
+    gates: RayFeatureGates,
+    bound: tokio::sync::oneshot::Sender<SocketAddr>,
+    shutdown: impl std::future::Future<Output = ()>,
+    extra: Router,
+) -> Result<(), WebhookError> {
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| WebhookError::Bind { addr, source })?;
     let _ = bound.send(listener.local_addr().unwrap_or(addr));
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-    let app = router();
+    let app = router_with(gates).merge(extra);
     tokio::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {

@@ -393,3 +393,63 @@ async fn a_raycluster_whose_workload_is_refused_says_why_on_its_status() {
     wait_for(&rcs, "many", "the refusal cleared once the Workload exists", |r| !refused(r) && r.spec.suspend == Some(false)).await;
     assert_eq!(c.workloads().list(&ListParams::default()).await.unwrap().items.len(), 1);
 }
+
+/// Kueue `test/integration/singlecluster/controller/jobs/raycluster/raycluster_controller_test.go`,
+/// "Should reconcile RayClusters", "checking the workload is created with workload priority class": a
+/// RayCluster whose pods name a PriorityClass (value 10) gets a Workload with that priority and a
+/// `priorityClassRef` to the PriorityClass. Then, as Kueue resolves a job naming no class, a cluster
+/// without one takes the global-default PriorityClass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_raycluster_takes_its_pods_priority_class_or_the_global_default() {
+    use k8s_openapi::api::scheduling::v1::PriorityClass;
+
+    let c = Cluster::start(Limits::default().cq("cq", 4000)).await;
+    c.simple("cq", "lq", "4").await;
+    let pcs: Api<PriorityClass> = Api::all(c.client.clone());
+    let pc = |name: &str, value: i32, default: bool| -> PriorityClass {
+        serde_json::from_value(serde_json::json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name}, "value": value, "globalDefault": default}))
+        .unwrap()
+    };
+    let created = pcs.create(&PostParams::default(), &pc("test-priority-class", 10, false)).await.unwrap();
+    assert_eq!(created.preemption_policy.as_deref(), Some("PreemptLowerPriority"), "defaulted as the API server does");
+
+    let mut rc = cluster("prio");
+    rc.spec.head_group_spec.template.spec.as_mut().unwrap().priority_class_name = Some("test-priority-class".into());
+    for g in rc.spec.worker_group_specs.as_mut().unwrap() {
+        g.template.spec.as_mut().unwrap().priority_class_name = Some("test-priority-class".into());
+    }
+    let rcs: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
+    let rc = rcs.create(&PostParams::default(), &rc).await.unwrap();
+    let wl = loop {
+        let all = c.workloads().list(&Default::default()).await.unwrap().items;
+        if let Some(w) = owned_by(&all, &rc).first() {
+            break (*w).clone();
+        }
+        c.quota.wait_any_event().await;
+    };
+    assert_eq!(wl.spec.priority, Some(10));
+    let r = wl.spec.priority_class_ref.as_ref().expect("a priorityClassRef");
+    assert_eq!(
+        serde_json::to_value(r).unwrap(),
+        serde_json::json!({"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": "test-priority-class"})
+    );
+
+    pcs.create(&PostParams::default(), &pc("cluster-default", 7, true)).await.unwrap();
+    let plain = rcs.create(&PostParams::default(), &cluster("plain")).await.unwrap();
+    let wl = loop {
+        let all = c.workloads().list(&Default::default()).await.unwrap().items;
+        if let Some(w) = owned_by(&all, &plain).first() {
+            break (*w).clone();
+        }
+        c.quota.wait_any_event().await;
+    };
+    assert_eq!(wl.spec.priority, Some(7));
+    assert_eq!(wl.spec.priority_class_ref.as_ref().map(|r| r.name.as_str()), Some("cluster-default"));
+
+    // The API server's own rules for PriorityClasses.
+    let too_high = pcs.create(&PostParams::default(), &pc("too-high", 1_000_000_001, false)).await.unwrap_err();
+    assert!(too_high.to_string().contains("maximum allowed value of a user defined priority is 1000000000"), "{too_high}");
+    let system = pcs.create(&PostParams::default(), &pc("system-mine", 5, false)).await.unwrap_err();
+    assert!(system.to_string().contains("reserved for system use only"), "{system}");
+}

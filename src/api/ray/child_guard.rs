@@ -83,6 +83,13 @@ pub fn validate_child_update(new: &Value, old: &Value) -> Vec<FieldError> {
             ));
         }
     }
+    let created_at = |o: &Value| o.pointer("/metadata/annotations").and_then(|a| a.get(c::ANNOTATION_CREATED_AT)).cloned();
+    if created_at(new) != created_at(old) {
+        errs.push(FieldError::forbidden(
+            meta.child("annotations").key(c::ANNOTATION_CREATED_AT).as_str(),
+            format!("cannot be changed: it orders the quota gate's coverage; {why}"),
+        ));
+    }
     if new.pointer("/spec/managedBy") != old.pointer("/spec/managedBy") {
         errs.push(FieldError::forbidden(
             Path::root("spec").child("managedBy").as_str(),
@@ -167,6 +174,11 @@ mod tests {
                 "move to another queue",
                 Box::new(|v| v["metadata"]["labels"][QUEUE_NAME] = json!("other")),
                 "metadata.labels[kueue.x-k8s.io/queue-name]",
+            ),
+            (
+                "reorder the gate's coverage",
+                Box::new(|v| v["metadata"]["annotations"][c::ANNOTATION_CREATED_AT] = json!("2000-01-01T00:00:00Z")),
+                "metadata.annotations[quotagate.io/created-at]",
             ),
             (
                 "hand it to another manager",

@@ -2,6 +2,9 @@
 //! Names and values follow KubeRay v1.7 (`utils/constant.go`, `raycluster_types.go`, `rayservice_types.go`)
 //! because Kueue, dashboards and user tooling key on them.
 
+/// The API group of RayCluster and RayService.
+pub const RAY_GROUP: &str = "ray.io";
+
 // Labels.
 pub const LABEL_CLUSTER: &str = "ray.io/cluster";
 pub const LABEL_NODE_TYPE: &str = "ray.io/node-type";
@@ -182,6 +185,10 @@ pub const DEFAULT_WORKER_GCS_RECONNECT_TIMEOUT_S: &str = "600";
 
 /// On a RayCluster: while `"true"` the RayCluster controller creates no pods (the quota admission gate).
 pub const ANNOTATION_ADMISSION_GATED: &str = "quotagate.io/admission-gated";
+/// On a child RayCluster: when the RayService controller made it, RFC 3339 to the nanosecond
+/// (`creationTimestamp` has whole seconds). Orders the gate's coverage among children made within one
+/// second; admission refuses changing it.
+pub const ANNOTATION_CREATED_AT: &str = "quotagate.io/created-at";
 /// On a RayService: durable deletion deadlines of its dangling clusters.
 pub const ANNOTATION_CLUSTER_DELETION_DEADLINES: &str = "quotagate.io/cluster-deletion-deadlines";
 /// On a child RayCluster: hash of the Serve config its dashboard last accepted (a restart does not re-push).

@@ -2,6 +2,7 @@
 
 pub mod child_guard;
 pub mod constants;
+pub mod features;
 pub mod raycluster;
 pub mod rayservice;
 pub mod validation;

@@ -1,6 +1,7 @@
 //! Pure building blocks of the embedded RayCluster operator: object names, labels, the head and worker Pods
 //! (KubeRay's `BuildPod`), the head Service, the spec hash and replica/resource arithmetic. No I/O.
 
+pub mod autoscaler_rbac;
 pub mod child;
 pub mod conditions;
 pub mod hash;

@@ -22,7 +22,7 @@ use super::lifecycle::{Facts, Phase, decide, facts, running_conditions};
 use super::pods::{GroupView, PodAction, PodInputs, PodView, Recreate};
 use crate::api::ray::constants as c;
 use crate::api::ray::raycluster::{ClusterState, HeadInfo};
-use crate::api::ray::validation::validate_ray_cluster;
+use crate::api::ray::validation::{RayFeatureGates, validate_ray_cluster_with};
 use crate::api::kueue::Workload;
 use crate::api::ray::{RayCluster, RayClusterStatus};
 use crate::jobframework::shell;
@@ -49,6 +49,8 @@ pub enum Error {
     Build(#[from] BuildError),
     #[error("RayCluster has no {0}")]
     MissingField(&'static str),
+    #[error("the head pod's ServiceAccount {0} does not exist; create it (the operator does not create a ServiceAccount the user named)")]
+    ServiceAccountNotFound(String),
 }
 
 impl Error {
@@ -57,6 +59,7 @@ impl Error {
             Error::Kube(_) => "kube",
             Error::Build(e) => e.category(),
             Error::MissingField(_) => "invalid_object",
+            Error::ServiceAccountNotFound(_) => "service_account_not_found",
         }
     }
 }
@@ -68,6 +71,8 @@ pub struct Config {
     pub busy_requeue: Duration,
     /// KubeRay's `RAYCLUSTER_DEFAULT_REQUEUE_SECONDS` (300 s).
     pub idle_requeue: Duration,
+    /// KubeRay feature gates (`--feature-gates`) for validation.
+    pub gates: RayFeatureGates,
 }
 
 impl Default for Config {
@@ -76,6 +81,7 @@ impl Default for Config {
             build: BuildOptions::default(),
             busy_requeue: Duration::from_secs(2),
             idle_requeue: Duration::from_secs(c::RAY_CLUSTER_DEFAULT_REQUEUE_SECONDS),
+            gates: RayFeatureGates::default(),
         }
     }
 }
@@ -218,7 +224,7 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
     {
         return Ok(Requeue::await_change());
     }
-    if let Some(e) = validate_ray_cluster(&rc).first() {
+    if let Some(e) = validate_ray_cluster_with(&rc, ctx.config.gates).first() {
         publish(
             &ctx,
             &rc,
@@ -229,6 +235,7 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
         .await;
         return Ok(Requeue::await_change());
     }
+    super::autoscaler_rbac::ensure(&rc, &ns, &ctx).await?;
     ensure_auth_secret(&rc, &ns, &ctx).await?;
     let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     let svc_api: Api<Service> = Api::namespaced(ctx.client.clone(), &ns);
@@ -374,7 +381,7 @@ async fn ensure_auth_secret(rc: &RayCluster, ns: &str, ctx: &Context) -> Result<
     Ok(())
 }
 
-async fn publish(ctx: &Context, rc: &RayCluster, type_: EventType, reason: &str, note: String) {
+pub(super) async fn publish(ctx: &Context, rc: &RayCluster, type_: EventType, reason: &str, note: String) {
     shell::publish(&ctx.recorder, &rc.object_ref(&()), type_, reason, note).await;
 }
 
@@ -618,12 +625,19 @@ fn next_status(
         None => conds.retain(|c| c.type_ != c::COND_REPLICA_FAILURE),
     }
     s.conditions = Some(conds);
+    let before = s.state;
     s.state = match phase {
         Phase::Suspended => Some(ClusterState::Suspended),
         Phase::Running if f.all_ready && failure.is_none() => Some(ClusterState::Ready),
         _ if s.state == Some(ClusterState::Suspended) => None,
         _ => s.state,
     };
+    // KubeRay v1.7: the time each state was last entered (an unchanged state keeps its time).
+    if let Some(state) = s.state.filter(|_| s.state != before) {
+        s.state_transition_times
+            .get_or_insert_with(BTreeMap::new)
+            .insert(state, now.clone());
+    }
     let to_i32 = |v: i64| i32::try_from(v).unwrap_or(i32::MAX);
     s.ready_worker_replicas = Some(f.ready_workers);
     s.available_worker_replicas = Some(f.available_workers);
@@ -636,13 +650,17 @@ fn next_status(
     s.desired_gpu = Some(Quantity(res.gpu));
     s.desired_tpu = Some(Quantity(res.tpu));
     let svc_spec = head_svc.and_then(|svc| svc.spec.as_ref());
+    let pod_ip = f.head.as_ref().and_then(|h| h.ip.clone());
+    // KubeRay's getHeadServiceIPAndName: a headless head Service (the default) reports the head pod's IP.
+    let service_ip = match svc_spec.and_then(|sp| sp.cluster_ip.clone()) {
+        Some(ip) if ip == "None" => pod_ip.clone(),
+        other => other.filter(|ip| !ip.is_empty()),
+    };
     s.head = Some(HeadInfo {
-        pod_ip: f.head.as_ref().and_then(|h| h.ip.clone()),
+        pod_ip,
         pod_name: f.head.as_ref().map(|h| h.name.clone()),
         service_name: head_svc.map(|svc| svc.name_any()),
-        service_ip: svc_spec
-            .and_then(|sp| sp.cluster_ip.clone())
-            .filter(|ip| ip != "None"),
+        service_ip,
     });
     s.endpoints = svc_spec.and_then(|sp| sp.ports.as_ref()).map(|ports| {
         ports

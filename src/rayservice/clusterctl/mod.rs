@@ -2,6 +2,7 @@
 //! quota gate of `rayservice::job::gate`), and the I/O shell.
 
 pub mod auth_secret;
+pub mod autoscaler_rbac;
 pub mod controller;
 pub mod lifecycle;
 pub mod pods;

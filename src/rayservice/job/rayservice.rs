@@ -34,7 +34,12 @@ pub struct RayServiceJob {
 }
 
 /// The children of `rs` that it controls (origin labels and a controller owner reference to it), the
-/// active one first, then oldest first.
+/// active one first, the pending one last, the others (a dangling former pending cluster) oldest first
+/// between them. The pending cluster is the newest by construction, and it must stay behind a dangling
+/// one whose pods already run until that one is gone; among dangling ones the older keeps its coverage.
+/// Creation timestamps have whole seconds: children made within one second would be ordered by name,
+/// handing a running cluster's coverage to a newer one, so the controller's nanosecond
+/// `quotagate.io/created-at` stamp orders them (creationTimestamp where it is missing).
 pub fn children_in_gate_order(rs: &RayService, listed: Vec<RayCluster>) -> Vec<RayCluster> {
     let uid = rs.metadata.uid.clone().unwrap_or_default();
     let mut owned: Vec<RayCluster> = listed
@@ -47,22 +52,36 @@ pub fn children_in_gate_order(rs: &RayService, listed: Vec<RayCluster>) -> Vec<R
                 .any(|o| o.controller == Some(true) && o.uid == uid)
         })
         .collect();
-    let active = rs
-        .status
-        .as_ref()
+    let status = rs.status.as_ref();
+    let active = status
         .and_then(|s| s.active_service_status.as_ref())
         .and_then(|a| a.ray_cluster_name.clone());
+    let pending = status
+        .and_then(|s| s.pending_service_status.as_ref())
+        .and_then(|p| p.ray_cluster_name.clone())
+        .filter(|n| !n.is_empty());
     owned.sort_by(|a, b| {
         let key = |r: &RayCluster| {
             (
                 r.metadata.name != active,
-                r.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                pending.is_some() && r.metadata.name == pending,
+                created_at(r),
                 r.metadata.name.clone(),
             )
         };
         key(a).cmp(&key(b))
     });
     owned
+}
+
+/// When a child was made: the controller's nanosecond stamp, else its creationTimestamp.
+fn created_at(rc: &RayCluster) -> Option<jiff::Timestamp> {
+    rc.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(crate::api::ray::constants::ANNOTATION_CREATED_AT))
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+        .or_else(|| rc.metadata.creation_timestamp.as_ref().map(|t| t.0))
 }
 
 /// Lists the children of `rs` in gate order.

@@ -224,6 +224,50 @@ mod demand_and_gate {
         assert_eq!(compare(&one, &one, false), DemandChange::Same);
     }
 
+    /// Found by the seeded chaos runs: a spec change while the first cluster is still pending makes a
+    /// new pending cluster and leaves the first one dangling with its pods running. Both were made in
+    /// the same second, and by name the new one came first, so the slice's coverage went to it while
+    /// the dangling cluster's pods still ran (I2). The pending cluster now always comes last.
+    #[test]
+    fn the_pending_cluster_comes_after_a_dangling_one_made_in_the_same_second() {
+        use crate::rayservice::job::rayservice::children_in_gate_order;
+        let rs: crate::api::ray::RayService = serde_json::from_value(json!({
+            "apiVersion": "ray.io/v1", "kind": "RayService",
+            "metadata": {"name": "svc", "namespace": "default", "uid": "u1"},
+            "spec": {"rayClusterConfig": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": []}}}}},
+            "status": {"pendingServiceStatus": {"rayClusterName": "svc-aaaaa"}}
+        }))
+        .unwrap();
+        let owned = |name: &str| {
+            let mut c = child(name, "1", 1, "x");
+            c.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time("2026-01-01T00:00:00Z".parse().unwrap()));
+            c.metadata.owner_references = Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: "ray.io/v1".into(), kind: "RayService".into(), name: "svc".into(), uid: "u1".into(), controller: Some(true), ..Default::default()
+            }]);
+            c
+        };
+        let order = |rs: &crate::api::ray::RayService| -> Vec<String> {
+            children_in_gate_order(rs, vec![owned("svc-aaaaa"), owned("svc-zzzzz")]).iter().map(|c| c.metadata.name.clone().unwrap()).collect()
+        };
+        assert_eq!(order(&rs), vec!["svc-zzzzz", "svc-aaaaa"], "the dangling cluster first, the pending one last");
+        let mut serving = rs.clone();
+        serving.status = serde_json::from_value(json!({"activeServiceStatus": {"rayClusterName": "svc-zzzzz"}, "pendingServiceStatus": {"rayClusterName": "svc-aaaaa"}})).unwrap();
+        assert_eq!(order(&serving), vec!["svc-zzzzz", "svc-aaaaa"], "the active cluster first");
+
+        // Seed 26: two dangling clusters made within one second (each upgrade left the previous
+        // pending one behind); the older one runs pods and keeps its coverage, whatever the names.
+        let stamped = |name: &str, at: &str| {
+            let mut c = owned(name);
+            c.metadata.annotations.get_or_insert_with(Default::default).insert(crate::api::ray::constants::ANNOTATION_CREATED_AT.into(), at.into());
+            c
+        };
+        let mut third = rs.clone();
+        third.status = serde_json::from_value(json!({"pendingServiceStatus": {"rayClusterName": "svc-mmmmm"}})).unwrap();
+        let listed = vec![stamped("svc-aaaaa", "2026-01-01T00:00:00.700000000Z"), stamped("svc-zzzzz", "2026-01-01T00:00:00.200000000Z"), stamped("svc-mmmmm", "2026-01-01T00:00:00.900000000Z")];
+        let names: Vec<String> = children_in_gate_order(&third, listed).iter().map(|c| c.metadata.name.clone().unwrap()).collect();
+        assert_eq!(names, vec!["svc-zzzzz", "svc-aaaaa", "svc-mmmmm"], "dangling by their stamps, the pending one last");
+    }
+
     /// A scale-down releases quota only once its pods are gone: workers the autoscaler named in
     /// `workersToDelete` still count until it clears the list (I2).
     #[test]

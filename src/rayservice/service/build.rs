@@ -103,6 +103,7 @@ pub fn updated_child(existing: &RayCluster, rs: &RayService, stamp: &Stamp) -> R
     let old = existing.metadata.annotations.clone().unwrap_or_default();
     for key in [
         GATE_ANNOTATION,
+        crate::api::ray::constants::ANNOTATION_CREATED_AT,
         super::observe::SERVED_CONFIG_ANNOTATION,
         super::observe::REJECTED_CONFIG_ANNOTATION,
     ] {

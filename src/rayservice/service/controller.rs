@@ -24,7 +24,7 @@ use super::{auth, duration, schedule, traffic};
 use crate::api::gateway::{Gateway, HTTPRoute};
 use crate::api::ray::constants as c;
 use crate::api::ray::constants::ANNOTATION_ADMISSION_GATED as GATE_ANNOTATION;
-use crate::api::ray::validation::validate_ray_service;
+use crate::api::ray::validation::{RayFeatureGates, validate_ray_service_with};
 use crate::api::kueue::Workload;
 use crate::api::ray::{RayCluster, RayService};
 use crate::jobframework::shell;
@@ -58,6 +58,8 @@ pub struct Config {
     /// Incremental upgrades move traffic on the timer alone (KubeRay's policy). Only for the
     /// benchmark that contrasts it with waiting for RUNNING replicas.
     pub incremental_timer_only: bool,
+    /// KubeRay feature gates (`--feature-gates`) for validation.
+    pub gates: RayFeatureGates,
 }
 
 impl Default for Config {
@@ -71,6 +73,7 @@ impl Default for Config {
             error_backoff: Duration::from_secs(5),
             requeue: super::lifecycle::REQUEUE,
             incremental_timer_only: false,
+            gates: RayFeatureGates::default(),
         }
     }
 }
@@ -229,8 +232,8 @@ async fn admission(rs: &RayService, client: &Client) -> Result<Admission, Error>
 }
 
 /// The first validation error, naming the field; `None` when the object is acceptable.
-fn validation_error(rs: &RayService) -> Option<String> {
-    if let Some(e) = validate_ray_service(rs).first() {
+fn validation_error(rs: &RayService, gates: RayFeatureGates) -> Option<String> {
+    if let Some(e) = validate_ray_service_with(rs, gates).first() {
         return Some(e.to_string());
     }
     if let Some(v) = rs.annotations().get(c::ANNOTATION_INITIALIZING_TIMEOUT)
@@ -275,7 +278,7 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
         .await?
         .items;
     let prior = observe::prior_status(rs.status.as_ref());
-    let invalid = validation_error(rs);
+    let invalid = validation_error(rs, ctx.config.gates);
     let expected = rs
         .spec
         .serve_config_v2
@@ -616,12 +619,16 @@ async fn act(
             gated,
             incremental,
         } => {
-            let rc = build::new_child(
+            let mut rc = build::new_child(
                 rs,
                 cname,
                 &ctx.config.operator_version,
                 *gated,
                 *incremental,
+            );
+            rc.annotations_mut().insert(
+                crate::api::ray::constants::ANNOTATION_CREATED_AT.into(),
+                jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.9fZ").to_string(),
             );
             // Created by a pass whose status write was lost: same name, nothing to do.
             shell::ignore_already_exists(rc_api.create(&PostParams::default(), &rc).await)?;

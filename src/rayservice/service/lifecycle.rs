@@ -66,19 +66,25 @@ pub fn plan(s: &Snapshot) -> Plan {
                     cond::SUSPENDING,
                     cond::TRUE,
                     cond::SUSPEND_REQUESTED,
-                    "deleting owned clusters and Services",
+                    "Spec.Suspend is true; will delete all Kubernetes resources owned by this RayService.",
                 ),
                 set(
                     cond::READY,
                     cond::FALSE,
                     cond::SUSPEND_IN_PROGRESS,
-                    "the RayService is being suspended",
+                    "RayService is suspending.",
                 ),
                 set(
                     cond::UPGRADE_IN_PROGRESS,
                     cond::FALSE,
                     cond::SUSPEND_IN_PROGRESS,
-                    "the RayService is being suspended",
+                    NO_UPGRADE,
+                ),
+                set(
+                    cond::ROLLBACK_IN_PROGRESS,
+                    cond::FALSE,
+                    cond::SUSPEND_IN_PROGRESS,
+                    NO_ROLLBACK,
                 ),
             ],
         ));
@@ -188,26 +194,34 @@ fn suspending(s: &Snapshot, p: &mut Plan) {
             cond::SUSPEND_COMPLETE,
             "every owned resource is deleted",
         );
+        // KubeRay's words; every condition a user might wait on ends at SuspendComplete.
+        let all_deleted = "All owned resources have been deleted.";
         p.status = Some(bare_status(
             s,
             vec![
-                set(
-                    cond::SUSPENDING,
-                    cond::FALSE,
-                    cond::SUSPEND_COMPLETE,
-                    "every owned resource is deleted",
-                ),
-                set(
-                    cond::SUSPENDED,
-                    cond::TRUE,
-                    cond::SUSPEND_COMPLETE,
-                    "every owned resource is deleted",
-                ),
+                set(cond::SUSPENDING, cond::FALSE, cond::SUSPEND_COMPLETE, all_deleted),
+                set(cond::SUSPENDED, cond::TRUE, cond::SUSPEND_COMPLETE, all_deleted),
+                set(cond::READY, cond::FALSE, cond::SUSPEND_COMPLETE, "RayService is suspended."),
+                set(cond::UPGRADE_IN_PROGRESS, cond::FALSE, cond::SUSPEND_COMPLETE, NO_UPGRADE),
+                set(cond::ROLLBACK_IN_PROGRESS, cond::FALSE, cond::SUSPEND_COMPLETE, NO_ROLLBACK),
             ],
         ));
         p.requeue = None;
+    } else if !s.status.reason_is(cond::SUSPENDING, cond::SUSPEND_IN_PROGRESS) {
+        p.status = Some(bare_status(
+            s,
+            vec![set(
+                cond::SUSPENDING,
+                cond::TRUE,
+                cond::SUSPEND_IN_PROGRESS,
+                "Waiting for all Kubernetes resources owned by this RayService to be deleted.",
+            )],
+        ));
     }
 }
+
+const NO_UPGRADE: &str = "No upgrade in progress.";
+const NO_ROLLBACK: &str = "No rollback in progress.";
 
 fn suspended(s: &Snapshot, p: &mut Plan) {
     if s.suspend {

@@ -840,8 +840,19 @@ fn suspend_state_machine() {
             Action::DeleteServices
         ]
     );
-    assert!(p.status.is_none());
+    // KubeRay's Case 3 while resources remain: Suspending=True/SuspendInProgress, once.
+    assert_eq!(
+        cond_of(&p, cond::SUSPENDING),
+        (
+            "True".into(),
+            cond::SUSPEND_IN_PROGRESS.into(),
+            "Waiting for all Kubernetes resources owned by this RayService to be deleted.".into()
+        )
+    );
     assert_eq!(p.schedule, Some(BTreeMap::new()));
+    let mut again = s.clone();
+    again.status.conditions = vec![cond_true(cond::SUSPENDING, cond::SUSPEND_IN_PROGRESS)];
+    assert!(plan(&again).status.is_none(), "no rewrite while waiting");
 
     // 3. Nothing left: Suspended.
     s.clusters.clear();
@@ -856,9 +867,14 @@ fn suspend_state_machine() {
         (
             "True".into(),
             cond::SUSPEND_COMPLETE.into(),
-            "every owned resource is deleted".into()
+            "All owned resources have been deleted.".into()
         )
     );
+    // KubeRay: Ready, UpgradeInProgress and RollbackInProgress all end False/SuspendComplete.
+    for type_ in [cond::READY, cond::UPGRADE_IN_PROGRESS, cond::ROLLBACK_IN_PROGRESS] {
+        let (status, reason, _) = cond_of(&p, type_);
+        assert_eq!((status.as_str(), reason.as_str()), ("False", cond::SUSPEND_COMPLETE), "{type_}");
+    }
 
     // 4. Suspended and still suspend=true: nothing, no polling.
     s.suspend = true;

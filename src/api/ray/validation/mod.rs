@@ -23,22 +23,30 @@ pub struct RayFeatureGates {
     pub network_policy: bool,
     pub mtls: bool,
     pub embedded_gcs_storage: bool,
+    /// Beta, on: off refuses worker-group `suspend` (KubeRay ties it to the RayJob deletion policy).
+    pub job_deletion_policy: bool,
 }
 
 impl Default for RayFeatureGates {
-    /// All four are alpha and off in KubeRay v1.7.
+    /// The four alpha ones are off in KubeRay v1.7, RayJobDeletionPolicy (beta) is on.
     fn default() -> Self {
         Self {
             history_server: false,
             network_policy: false,
             mtls: false,
             embedded_gcs_storage: false,
+            job_deletion_policy: true,
         }
     }
 }
 
-/// Validates a RayCluster as KubeRay would before reconciling it.
+/// Validates a RayCluster as KubeRay would before reconciling it, with KubeRay's default gates.
 pub fn validate_ray_cluster(rc: &RayCluster) -> Vec<FieldError> {
+    validate_ray_cluster_with(rc, RayFeatureGates::default())
+}
+
+/// Validates a RayCluster as KubeRay would with `gates` (`--feature-gates`).
+pub fn validate_ray_cluster_with(rc: &RayCluster, gates: RayFeatureGates) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let meta = Path::root("metadata");
     validate_name(
@@ -71,7 +79,7 @@ pub fn validate_ray_cluster(rc: &RayCluster) -> Vec<FieldError> {
         &rc.spec,
         &annotations,
         &spec_path,
-        RayFeatureGates::default(),
+        gates,
     ));
     if let Some(status) = &rc.status {
         let conds = status.conditions.as_deref().unwrap_or(&[]);
@@ -86,8 +94,13 @@ pub fn validate_ray_cluster(rc: &RayCluster) -> Vec<FieldError> {
     errs
 }
 
-/// Validates a RayService as KubeRay would before reconciling it.
+/// Validates a RayService as KubeRay would before reconciling it, with KubeRay's default gates.
 pub fn validate_ray_service(rs: &RayService) -> Vec<FieldError> {
+    validate_ray_service_with(rs, RayFeatureGates::default())
+}
+
+/// Validates a RayService as KubeRay would with `gates` (`--feature-gates`).
+pub fn validate_ray_service_with(rs: &RayService, gates: RayFeatureGates) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let meta = Path::root("metadata");
     validate_name(
@@ -132,7 +145,7 @@ pub fn validate_ray_service(rs: &RayService) -> Vec<FieldError> {
         cluster,
         &annotations,
         &cluster_path,
-        RayFeatureGates::default(),
+        gates,
     ));
     if cluster
         .head_group_spec

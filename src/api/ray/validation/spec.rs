@@ -70,7 +70,7 @@ pub fn validate_ray_cluster_spec_with(
     let mut names = BTreeSet::new();
     for (i, wg) in spec.worker_groups().iter().enumerate() {
         let p = path.child("workerGroupSpecs").index(i);
-        validate_worker_group(wg, spec, autoscaling, v2, &p, &mut errs);
+        validate_worker_group(wg, spec, autoscaling, v2, gates.job_deletion_policy, &p, &mut errs);
         if !wg.group_name.is_empty() && !names.insert(wg.group_name.as_str()) {
             errs.push(FieldError::new(
                 &p.child("groupName"),
@@ -99,25 +99,30 @@ pub fn validate_ray_cluster_spec_with(
     validate_auth(spec, path, &mut errs);
     validate_managed_by(spec.managed_by.as_deref(), path, &mut errs);
 
-    if spec.history_server_options.is_some() && !gates.history_server {
-        errs.push(FieldError::forbidden(
-            &path.child("historyServerOptions"),
-            "the RayClusterHistoryServer feature gate is not enabled",
-        ));
-    }
-    if spec.network_policy.is_some() && !gates.network_policy {
-        errs.push(FieldError::forbidden(
-            &path.child("networkPolicy"),
-            "spec.networkPolicy requires the RayClusterNetworkPolicy feature gate",
-        ));
-    }
-    if spec.tls_options.is_some() && !gates.mtls {
-        errs.push(FieldError::forbidden(
-            &path.child("tlsOptions"),
-            "spec.tlsOptions requires the RayClusterMTLS feature gate",
-        ));
+    let gated = [
+        (spec.history_server_options.is_some(), gates.history_server, "historyServerOptions",
+            "RayClusterHistoryServer feature gate is not enabled", "the history server collector sidecar"),
+        (spec.network_policy.is_some(), gates.network_policy, "networkPolicy",
+            "spec.networkPolicy requires the RayClusterNetworkPolicy feature gate to be enabled", "NetworkPolicy isolation"),
+        (spec.tls_options.is_some(), gates.mtls, "tlsOptions",
+            "spec.tlsOptions requires the RayClusterMTLS feature gate to be enabled", "mTLS through cert-manager"),
+    ];
+    for (set, gate_on, field, gate_off, feature) in gated {
+        if set {
+            errs.push(FieldError::forbidden(&path.child(field), gated_message(gate_on, gate_off, feature)));
+        }
     }
     errs
+}
+
+/// An alpha field: KubeRay's refusal while its gate is off; with the gate on, quotagate still refuses it,
+/// saying the feature is what is missing (not the gate).
+fn gated_message(gate_on: bool, gate_off: &str, feature: &str) -> String {
+    if gate_on {
+        format!("{feature} is not implemented by quotagate (its feature gate is on, but quotagate has no such feature)")
+    } else {
+        gate_off.to_string()
+    }
 }
 
 fn validate_worker_group(
@@ -125,6 +130,7 @@ fn validate_worker_group(
     spec: &RayClusterSpec,
     autoscaling: bool,
     v2: bool,
+    job_deletion_policy: bool,
     p: &Path,
     errs: &mut Vec<FieldError>,
 ) {
@@ -224,6 +230,12 @@ fn validate_worker_group(
         errs.push(FieldError::forbidden(
             &p.child("suspend"),
             format!("worker group {name} cannot be suspended with the autoscaler enabled"),
+        ));
+    }
+    if wg.is_suspended() && !job_deletion_policy {
+        errs.push(FieldError::forbidden(
+            &p.child("suspend"),
+            format!("worker group {name} can be suspended only when the RayJobDeletionPolicy feature gate is enabled"),
         ));
     }
 }
@@ -342,10 +354,17 @@ fn validate_gcs_ft(
             }
         }
         GcsFaultToleranceBackend::RocksDb => {
-            if !gates.embedded_gcs_storage {
+            // With the gate on, the head pod mounts the user's claim as KubeRay does; an
+            // operator-managed `<cluster>-gcs-pvc` is the part quotagate does not create.
+            let own_claim = opts.storage.as_ref().and_then(|s| s.claim_name.as_deref()).is_some_and(|n| !n.is_empty());
+            if !gates.embedded_gcs_storage || !own_claim {
                 errs.push(FieldError::forbidden(
                     &opts_path.child("backend"),
-                    "the rocksdb backend requires the GCSFaultToleranceEmbeddedStorage feature gate",
+                    gated_message(
+                        gates.embedded_gcs_storage,
+                        "the embedded RocksDB GCS fault tolerance backend (GcsFaultToleranceOptions.Backend: 'rocksdb') requires the GCSFaultToleranceEmbeddedStorage feature gate to be enabled",
+                        "an operator-managed PersistentVolumeClaim for the embedded RocksDB GCS store (set storage.claimName to a claim you created instead)",
+                    ),
                 ));
             }
             let redis_fields = [

@@ -787,8 +787,11 @@ fn surge_defaults_to_100_so_any_step_up_to_100_is_valid() {
     assert_eq!(service_errors(&edits), vec![]);
 }
 
+/// KubeRay's embedded-GCS sample with its gate on: refused, because the PVC it asks the operator for is
+/// what quotagate does not create (the message says so, not that a gate is off); with the user's own
+/// claim it is valid.
 #[test]
-fn embedded_gcs_sample_is_valid_with_its_gate_on() {
+fn embedded_gcs_sample_with_its_gate_on() {
     let (_, doc) = kuberay_docs()
         .into_iter()
         .find(|(f, d)| f == "ray-cluster.embedded-gcs-ft.yaml" && d["kind"] == "RayCluster")
@@ -800,7 +803,46 @@ fn embedded_gcs_sample_is_valid_with_its_gate_on() {
     };
     let errs =
         validate_ray_cluster_spec_with(&rc.spec, &BTreeMap::new(), &Path::root("spec"), gates);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].message.contains("not implemented by quotagate"), "{errs:?}");
+    assert!(!errs[0].message.contains("feature gate to be enabled"), "{errs:?}");
+    let mut own = rc.clone();
+    let storage = own.spec.gcs_fault_tolerance_options.as_mut().unwrap().storage.as_mut().unwrap();
+    *storage = serde_json::from_value(json!({"claimName": "my-gcs-pvc"})).unwrap();
+    let errs =
+        validate_ray_cluster_spec_with(&own.spec, &BTreeMap::new(), &Path::root("spec"), gates);
     assert_eq!(errs, vec![]);
+}
+
+/// Each alpha field of KubeRay v1.7 with its gate off is refused in KubeRay's words
+/// (`utils/validation.go`); with the gate on, as not implemented by quotagate.
+#[test]
+fn alpha_fields_gate_off_then_on() {
+    let rc = |field: &str| -> RayCluster {
+        let mut v = base_cluster();
+        v["spec"][field] = json!({});
+        serde_json::from_value(v).unwrap()
+    };
+    let all_on = crate::api::ray::features::parse(
+        "RayClusterHistoryServer=true,RayClusterNetworkPolicy=true,RayClusterMTLS=true",
+    )
+    .unwrap();
+    for (field, kuberay) in [
+        ("historyServerOptions", "RayClusterHistoryServer feature gate is not enabled"),
+        ("networkPolicy", "spec.networkPolicy requires the RayClusterNetworkPolicy feature gate to be enabled"),
+        ("tlsOptions", "spec.tlsOptions requires the RayClusterMTLS feature gate to be enabled"),
+    ] {
+        let rc = rc(field);
+        let at = |gates| {
+            validate_ray_cluster_spec_with(&rc.spec, &BTreeMap::new(), &Path::root("spec"), gates)
+                .into_iter()
+                .find(|e| e.field == format!("spec.{field}"))
+                .unwrap_or_else(|| panic!("{field} refused"))
+                .message
+        };
+        assert_eq!(at(RayFeatureGates::default()), kuberay);
+        assert!(at(all_on).contains("not implemented by quotagate"), "{field}");
+    }
 }
 
 #[test]
@@ -851,4 +893,17 @@ fn every_sample_validates_clean() {
         assert_eq!(errs, vec![], "{file}");
     }
     assert!(checked >= 33, "only {checked} samples checked");
+}
+
+/// KubeRay `utils/validation.go`: with RayJobDeletionPolicy off, a worker group cannot be suspended.
+#[test]
+fn worker_group_suspend_needs_the_job_deletion_policy_gate() {
+    let mut v = base_cluster();
+    v["spec"]["workerGroupSpecs"][0]["suspend"] = json!(true);
+    let rc: RayCluster = serde_json::from_value(v).unwrap();
+    let at = |gates| validate_ray_cluster_spec_with(&rc.spec, &BTreeMap::new(), &Path::root("spec"), gates);
+    assert_eq!(at(RayFeatureGates::default()), vec![]);
+    let off = crate::api::ray::features::parse("RayJobDeletionPolicy=false").unwrap();
+    let errs = at(off);
+    assert!(errs.iter().any(|e| e.message.contains("can be suspended only when the RayJobDeletionPolicy feature gate is enabled")), "{errs:?}");
 }

@@ -45,7 +45,7 @@ pub mod autoscaler;
 pub mod loadgen;
 mod placement;
 mod render;
-mod schema;
+pub mod schema;
 mod state;
 
 use schema::{CPU_UNITS, to_cpu_units, validate};

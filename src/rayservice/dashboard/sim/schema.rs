@@ -29,7 +29,7 @@ pub(super) struct ParsedDeployment {
 }
 
 /// Ray accounts resources in fixed point with four decimals; the sim does too, so sums are exact.
-pub(super) const CPU_UNITS: f64 = 10_000.0;
+pub const CPU_UNITS: f64 = 10_000.0;
 
 /// Serve reserves one CPU per replica unless `ray_actor_options.num_cpus` says otherwise.
 const DEFAULT_REPLICA_CPU_UNITS: u64 = 10_000;
@@ -225,7 +225,7 @@ pub(super) fn validate(root: &Value) -> Result<ParsedConfig, String> {
 }
 
 /// `num_replicas` (int > 0, or "auto") or the autoscaling start size; Ray's default is 1.
-pub(super) fn configured_replicas(d: &Value) -> Result<u32, String> {
+pub fn configured_replicas(d: &Value) -> Result<u32, String> {
     let autoscaling_start = |cfg: Option<&Value>| {
         let get = |k: &str| cfg.and_then(|c| c.get(k)).and_then(Value::as_u64);
         get("initial_replicas")
@@ -246,7 +246,7 @@ pub(super) fn configured_replicas(d: &Value) -> Result<u32, String> {
 /// What one replica reserves: `ray_actor_options.num_cpus` (a number >= 0; pydantic also takes a
 /// numeric string), Serve's 1 CPU when absent or null. 0 is allowed and reserves nothing.
 /// The error names the field (under the deployment), the message and pydantic's error type.
-pub(super) fn replica_cpu_units(d: &Value) -> Result<u64, (&'static str, String, &'static str)> {
+pub fn replica_cpu_units(d: &Value) -> Result<u64, (&'static str, String, &'static str)> {
     const FIELD: &str = "ray_actor_options.num_cpus";
     let options = match d.get("ray_actor_options") {
         None | Some(Value::Null) => return Ok(DEFAULT_REPLICA_CPU_UNITS),
