@@ -1,0 +1,206 @@
+//! `quotagate explain workload|rayservice|raycluster NAME [-n NS]`: why it is pending or gated, in
+//! numbers. The numbers are the scheduler's own record of its last decision on the workload, served
+//! by the manager (`explain.quotagate.io`, see `wiring::explain`); for a RayService, also its upgrade
+//! state and the gate of each child, computed with the gate's own function (`demand::allowed_pods`).
+
+use std::fmt::Write as _;
+
+use kube::api::{Api, ListParams};
+use kube::{Client, ResourceExt};
+use serde_json::Value;
+
+use crate::api::kueue::Workload;
+use crate::api::kueue::constants::condition;
+use crate::api::ray::constants::ANNOTATION_ADMISSION_GATED;
+use crate::api::ray::{RayCluster, RayService};
+use crate::cli::plan::render::table;
+use crate::queue::Explanation;
+use crate::rayservice::job::demand::{self, admitted_slice, allowed_pods, child_demand};
+use crate::rayservice::job::rayservice::children_in_gate_order;
+use crate::wiring::explain::path;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Kind {
+    Workload,
+    Rayservice,
+    Raycluster,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExplainError {
+    #[error("{kind} {namespace}/{name}: {source}")]
+    Get { kind: &'static str, namespace: String, name: String, source: kube::Error },
+    #[error("{0}")]
+    Other(String),
+}
+
+/// The scheduler's record for a workload, or `None` when the manager has none (404).
+pub async fn record(client: &Client, namespace: &str, name: &str) -> Result<Option<Explanation>, ExplainError> {
+    let req = http::Request::get(path(namespace, name)).body(Vec::new()).map_err(|e| ExplainError::Other(e.to_string()))?;
+    match client.request::<Value>(req).await {
+        Ok(v) => serde_json::from_value(v).map(Some).map_err(|e| ExplainError::Other(format!("the manager's explanation does not parse: {e}"))),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+        Err(e) => Err(ExplainError::Other(format!("asking the manager ({}): {e}", path(namespace, name)))),
+    }
+}
+
+fn condition_line(wl: &Workload, type_: &str) -> Option<String> {
+    let c = wl.status.as_ref()?.conditions.iter().find(|c| c.type_ == type_)?;
+    Some(format!("{}={} ({}): {}", c.type_, c.status, c.reason, c.message))
+}
+
+/// The record as text: the verdict, per podset/resource/flavor numbers, holders, preemption.
+pub fn render_record(e: &Explanation) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "ClusterQueue {}{}, priority {}", e.cluster_queue, e.cohort.as_ref().map(|c| format!(" (cohort {c})")).unwrap_or_default(), e.priority);
+    if let Some(r) = &e.replaces {
+        let _ = writeln!(out, "replaces admitted slice {r}: only the growth has to fit");
+    }
+    let _ = writeln!(out, "{}: {}", e.reason, e.message);
+    if let Some(i) = e.position_in_cluster_queue {
+        let _ = writeln!(out, "position in the ClusterQueue's queue: {i} (0 = next)");
+    }
+    let mut rows = vec![["PODSET", "COUNT", "RESOURCE", "REQUESTED", "FLAVOR", "NOMINAL", "USED", "AVAILABLE", "BORROWABLE", "PREEMPTIBLE", "FITS"].map(String::from).to_vec()];
+    for ps in &e.podsets {
+        for r in &ps.resources {
+            for f in &r.flavors {
+                rows.push(vec![
+                    ps.name.clone(),
+                    ps.count.to_string(),
+                    r.resource.clone(),
+                    r.requested.clone(),
+                    f.flavor.clone(),
+                    f.nominal.clone(),
+                    f.used.clone(),
+                    f.available.clone(),
+                    f.borrowable.clone(),
+                    f.preemptible.clone(),
+                    (if f.fits { "yes" } else { "no" }).into(),
+                ]);
+            }
+        }
+    }
+    out.push('\n');
+    out.push_str(&table(&rows));
+    if e.holders.is_empty() {
+        out.push_str("\nno admitted workload holds the short quota\n");
+    } else {
+        let mut rows = vec![["HOLDER", "CLUSTERQUEUE", "PRIORITY", "HOLDS", "PREEMPTIBLE"].map(String::from).to_vec()];
+        for h in &e.holders {
+            let holds = h.holds.iter().map(|(fr, v)| format!("{v} {fr}")).collect::<Vec<_>>().join(", ");
+            rows.push(vec![h.workload.clone(), h.cluster_queue.clone(), h.priority.to_string(), holds, (if h.preemptible { "yes" } else { "no" }).into()]);
+        }
+        out.push('\n');
+        out.push_str(&table(&rows));
+    }
+    let _ = writeln!(out, "\npreemption ({}; {} candidate(s)): {}", e.preemption.policy, e.preemption.candidates, e.preemption.why);
+    out
+}
+
+/// One Workload: admitted, finished, or pending with the scheduler's record.
+pub async fn workload(client: &Client, namespace: &str, name: &str) -> Result<String, ExplainError> {
+    let api: Api<Workload> = Api::namespaced(client.clone(), namespace);
+    let wl = api.get(name).await.map_err(|source| ExplainError::Get { kind: "Workload", namespace: namespace.into(), name: name.into(), source })?;
+    let mut out = format!("Workload {namespace}/{name} (LocalQueue {})\n", wl.spec.queue_name());
+    if wl.is_finished() {
+        let _ = writeln!(out, "finished: {}", condition_line(&wl, condition::FINISHED).unwrap_or_default());
+        return Ok(out);
+    }
+    if let Some(a) = wl.admission().filter(|_| wl.has_quota_reservation()) {
+        let _ = writeln!(out, "admitted by ClusterQueue {}", a.cluster_queue);
+        for p in &a.pod_set_assignments {
+            let flavors = p.flavors.iter().map(|(r, f)| format!("{r}={f}")).collect::<Vec<_>>().join(", ");
+            let _ = writeln!(out, "  podset {} x{}: {flavors}", p.name, p.count.unwrap_or(0));
+        }
+        return Ok(out);
+    }
+    match record(client, namespace, name).await? {
+        Some(e) => out.push_str(&render_record(&e)),
+        None => {
+            let _ = writeln!(out, "pending; the scheduler has no record of evaluating it yet");
+            if let Some(l) = condition_line(&wl, condition::QUOTA_RESERVED) {
+                let _ = writeln!(out, "{l}");
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn owned_by<'a>(wls: &'a [Workload], kind: &str, name: &str) -> Vec<&'a Workload> {
+    wls.iter().filter(|w| w.owner_references().iter().any(|o| o.kind == kind && o.name == name)).collect()
+}
+
+/// A RayService: its upgrade state, each child's gate, its workload slices and why a pending one waits.
+pub async fn rayservice(client: &Client, namespace: &str, name: &str) -> Result<String, ExplainError> {
+    let get = |kind: &'static str| move |source| ExplainError::Get { kind, namespace: namespace.into(), name: name.into(), source };
+    let rs = Api::<RayService>::namespaced(client.clone(), namespace).get(name).await.map_err(get("RayService"))?;
+    let listed = Api::<RayCluster>::namespaced(client.clone(), namespace).list(&ListParams::default()).await.map_err(get("RayClusters of RayService"))?.items;
+    let children = children_in_gate_order(&rs, listed);
+    let wls = Api::<Workload>::namespaced(client.clone(), namespace).list(&ListParams::default()).await.map_err(get("Workloads of RayService"))?.items;
+    let owned: Vec<Workload> = owned_by(&wls, "RayService", name).into_iter().cloned().collect();
+    let status = rs.status.as_ref();
+    let cluster = |s: Option<&crate::api::ray::rayservice::RayServiceStatus>| s.and_then(|s| s.ray_cluster_name.clone()).unwrap_or_else(|| "-".into());
+    let mut out = format!("RayService {namespace}/{name}\n");
+    let _ = writeln!(out, "active cluster {}, pending cluster {}", cluster(status.and_then(|s| s.active_service_status.as_ref())), cluster(status.and_then(|s| s.pending_service_status.as_ref())));
+    if rs.spec.is_suspended() {
+        let _ = writeln!(out, "suspended: waiting for its first admission (or evicted); no cluster runs");
+    }
+    let slice = admitted_slice(&owned);
+    let opts = Default::default();
+    let demands: Vec<demand::ChildDemand> = children.iter().filter_map(|rc| child_demand(rc, &opts).ok()).collect();
+    let allowed = allowed_pods(slice.map(|w| w.spec.pod_sets.as_slice()), &demands);
+    let mut rows = vec![["CHILD", "GATED", "GROUP", "WANTS PODS", "ADMITTED SLICE COVERS"].map(String::from).to_vec()];
+    for d in &demands {
+        let gated = children.iter().find(|c| c.name_any() == d.name).and_then(|c| c.annotations().get(ANNOTATION_ADMISSION_GATED).cloned()).unwrap_or_else(|| "-".into());
+        let mut want: std::collections::BTreeMap<&str, i64> = Default::default();
+        for (id, n, _) in &d.pods {
+            *want.entry(id.group.as_str()).or_default() += n;
+        }
+        for (g, n) in want {
+            let covered = allowed.get(&d.name).and_then(|m| m.get(g)).copied().unwrap_or(0);
+            rows.push(vec![d.name.clone(), gated.clone(), g.to_string(), n.to_string(), covered.to_string()]);
+        }
+    }
+    out.push('\n');
+    out.push_str(&table(&rows));
+    let _ = writeln!(out, "\nadmitted slice: {}", slice.map(|w| w.name_any()).unwrap_or_else(|| "none".into()));
+    for w in owned.iter().filter(|w| !w.is_finished() && !w.has_quota_reservation()) {
+        let _ = writeln!(out, "\npending slice {}:", w.name_any());
+        match record(client, namespace, &w.name_any()).await? {
+            Some(e) => out.push_str(&render_record(&e)),
+            None => {
+                let _ = writeln!(out, "{}", condition_line(w, condition::QUOTA_RESERVED).unwrap_or_else(|| "not evaluated yet".into()));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A RayCluster: its RayService's story when it belongs to one, else its own Workload's.
+pub async fn raycluster(client: &Client, namespace: &str, name: &str) -> Result<String, ExplainError> {
+    let rc = Api::<RayCluster>::namespaced(client.clone(), namespace)
+        .get(name)
+        .await
+        .map_err(|source| ExplainError::Get { kind: "RayCluster", namespace: namespace.into(), name: name.into(), source })?;
+    if let Some(owner) = rc.owner_references().iter().find(|o| o.kind == "RayService" && o.controller == Some(true)) {
+        let body = rayservice(client, namespace, &owner.name).await?;
+        return Ok(format!("RayCluster {namespace}/{name} belongs to RayService {}; its quota is the service's.\n{body}", owner.name));
+    }
+    let wls = Api::<Workload>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| ExplainError::Get { kind: "Workloads of RayCluster", namespace: namespace.into(), name: name.into(), source })?
+        .items;
+    let Some(w) = owned_by(&wls, "RayCluster", name).into_iter().find(|w| !w.is_finished()) else {
+        return Ok(format!("RayCluster {namespace}/{name} has no Workload: it is not queue-managed (no kueue.x-k8s.io/queue-name label) or not reconciled yet\n"));
+    };
+    workload(client, namespace, &w.name_any()).await
+}
+
+pub async fn run(client: &Client, kind: Kind, namespace: &str, name: &str) -> Result<String, ExplainError> {
+    match kind {
+        Kind::Workload => workload(client, namespace, name).await,
+        Kind::Rayservice => rayservice(client, namespace, name).await,
+        Kind::Raycluster => raycluster(client, namespace, name).await,
+    }
+}

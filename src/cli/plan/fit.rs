@@ -1,0 +1,176 @@
+//! Would a phase's workload be admitted now? The queue objects (from files or a live cluster) go
+//! into a `Snapshot`, a Workload with the phase's podsets is added beside what is already there, and
+//! one cycle of the admission loop's own bookkeeping (`AdmissionState::step`, the same code the
+//! manager runs) decides. Nothing is written anywhere.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::api::{Api, ListParams};
+use serde_json::Value;
+
+use crate::api::kueue::constants::label::{QUEUE_NAME, WORKLOAD_SLICE_REPLACEMENT_FOR};
+use crate::api::kueue::{LocalQueue, LocalQueueSpec, PodSet, Workload, WorkloadSpec};
+use crate::api::ray::RayService;
+use crate::jobframework::core::sync::{Action, AdmissionState, Snapshot, key_of};
+use crate::queue::{Explanation, WorkloadKey};
+use crate::rayservice::job::demand::admitted_slice;
+
+/// LocalQueue the plan's Workload is queued in when `--cluster-queue` names the ClusterQueue.
+pub const PLAN_LOCAL_QUEUE: &str = "quotagate-plan";
+
+#[derive(Debug, thiserror::Error)]
+pub enum FitError {
+    #[error("document {index} ({kind}): {message}")]
+    Document { index: usize, kind: String, message: String },
+    #[error(
+        "no ClusterQueue to check against: name one with --cluster-queue or label the RayService with {QUEUE_NAME}"
+    )]
+    NoQueue,
+    #[error("LocalQueue {namespace}/{name} (the RayService's {QUEUE_NAME}) does not exist")]
+    NoLocalQueue { namespace: String, name: String },
+    #[error("ClusterQueue {0} does not exist")]
+    NoClusterQueue(String),
+    #[error("listing {kind}: {source}")]
+    List { kind: &'static str, source: kube::Error },
+}
+
+/// The verdict for one phase.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Verdict {
+    pub admitted: bool,
+    /// podset -> resource -> flavor, when admitted.
+    pub flavors: BTreeMap<String, BTreeMap<String, String>>,
+    pub reason: String,
+    pub message: String,
+    /// The scheduler's reasoning when it is not admitted: shortfall per flavor, holders, preemption.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explanation: Option<Explanation>,
+}
+
+/// Adds the queue objects among `docs` to `snap`; other kinds are the caller's.
+pub fn add_documents(snap: &mut Snapshot, docs: &[(usize, Value)]) -> Result<(), FitError> {
+    fn parse<T: serde::de::DeserializeOwned>(index: usize, kind: &str, doc: &Value) -> Result<Arc<T>, FitError> {
+        serde_json::from_value(doc.clone()).map(Arc::new).map_err(|e| FitError::Document { index, kind: kind.to_string(), message: e.to_string() })
+    }
+    for (index, doc) in docs {
+        let index = *index;
+        match doc.get("kind").and_then(Value::as_str).unwrap_or_default() {
+            "ClusterQueue" => snap.cluster_queues.push(parse(index, "ClusterQueue", doc)?),
+            "Cohort" => snap.cohorts.push(parse(index, "Cohort", doc)?),
+            "ResourceFlavor" => snap.flavors.push(parse(index, "ResourceFlavor", doc)?),
+            "LocalQueue" => snap.local_queues.push(parse(index, "LocalQueue", doc)?),
+            "Workload" => snap.workloads.push(parse(index, "Workload", doc)?),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The queue objects of a live cluster.
+pub async fn load_live(client: &kube::Client) -> Result<Snapshot, FitError> {
+    async fn all<K>(client: &kube::Client, kind: &'static str) -> Result<Vec<Arc<K>>, FitError>
+    where
+        K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        let api: Api<K> = Api::all(client.clone());
+        let list = api.list(&ListParams::default()).await.map_err(|source| FitError::List { kind, source })?;
+        Ok(list.items.into_iter().map(Arc::new).collect())
+    }
+    Ok(Snapshot {
+        cluster_queues: all(client, "ClusterQueues").await?,
+        cohorts: all(client, "Cohorts").await?,
+        flavors: all(client, "ResourceFlavors").await?,
+        local_queues: all(client, "LocalQueues").await?,
+        workloads: all(client, "Workloads").await?,
+        namespaces: BTreeMap::new(),
+    })
+}
+
+/// Where the plan's Workload queues: the `--cluster-queue` (through a LocalQueue of the plan's own) or
+/// the RayService's LocalQueue. Returns the LocalQueue name and the ClusterQueue it points to.
+pub fn queue_of(snap: &mut Snapshot, rs: &RayService, cluster_queue: Option<&str>) -> Result<(String, String), FitError> {
+    let ns = rs.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+    let (lq, cq) = match cluster_queue {
+        Some(cq) => {
+            snap.local_queues.push(Arc::new(LocalQueue {
+                metadata: ObjectMeta { name: Some(PLAN_LOCAL_QUEUE.into()), namespace: Some(ns.clone()), ..Default::default() },
+                spec: LocalQueueSpec { cluster_queue: Some(cq.to_string()), ..Default::default() },
+                status: None,
+            }));
+            (PLAN_LOCAL_QUEUE.to_string(), cq.to_string())
+        }
+        None => {
+            let name = rs.metadata.labels.as_ref().and_then(|l| l.get(QUEUE_NAME)).cloned().ok_or(FitError::NoQueue)?;
+            let lq = snap
+                .local_queues
+                .iter()
+                .find(|l| l.metadata.name.as_deref() == Some(name.as_str()) && l.metadata.namespace.as_deref().unwrap_or("default") == ns)
+                .ok_or_else(|| FitError::NoLocalQueue { namespace: ns.clone(), name: name.clone() })?;
+            (name, lq.spec.cluster_queue.clone().unwrap_or_default())
+        }
+    };
+    if !snap.cluster_queues.iter().any(|q| q.metadata.name.as_deref() == Some(cq.as_str())) {
+        return Err(FitError::NoClusterQueue(cq));
+    }
+    Ok((lq, cq))
+}
+
+/// The admitted slice of the RayService's Workload chain, if the cluster has one: the upgrade's
+/// slice replaces it, so only the growth has to fit.
+pub fn current_slice(snap: &Snapshot, rs: &RayService) -> Option<WorkloadKey> {
+    let ns = rs.metadata.namespace.as_deref().unwrap_or("default");
+    let name = rs.metadata.name.as_deref()?;
+    let owned: Vec<Workload> = snap
+        .workloads
+        .iter()
+        .filter(|w| w.metadata.namespace.as_deref() == Some(ns))
+        .filter(|w| w.metadata.owner_references.iter().flatten().any(|o| o.kind == "RayService" && o.name == name))
+        .map(|w| w.as_ref().clone())
+        .collect();
+    admitted_slice(&owned).map(key_of)
+}
+
+/// Runs one admission cycle with a Workload of `podsets` added and reports what happened to it.
+pub fn check(snap: &Snapshot, rs: &RayService, local_queue: &str, podsets: &[PodSet], replaces: Option<&WorkloadKey>, now_ms: i64) -> Verdict {
+    let ns = rs.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+    let name = format!("quotagate-plan-{}", rs.metadata.name.as_deref().unwrap_or("rayservice"));
+    let mut annotations = BTreeMap::new();
+    if let Some(old) = replaces {
+        annotations.insert(WORKLOAD_SLICE_REPLACEMENT_FOR.to_string(), old.to_string());
+    }
+    let now = jiff::Timestamp::from_millisecond(now_ms).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    let wl = Workload {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(ns.clone()),
+            uid: Some(format!("plan-{name}")),
+            resource_version: Some("1".into()),
+            creation_timestamp: Some(Time(now)),
+            annotations: Some(annotations),
+            ..Default::default()
+        },
+        spec: WorkloadSpec { pod_sets: podsets.to_vec(), queue_name: Some(local_queue.to_string()), ..Default::default() },
+        status: None,
+    };
+    let key = key_of(&wl);
+    let mut with = snap.clone();
+    with.workloads.push(Arc::new(wl));
+    let mut state = AdmissionState::new();
+    let actions = state.step(&with, now_ms);
+    for a in actions {
+        match a {
+            Action::Admit { key: k, admission, .. } if k == key => {
+                let flavors = admission.pod_set_assignments.iter().map(|p| (p.name.clone(), p.flavors.clone())).collect();
+                return Verdict { admitted: true, flavors, reason: "Admitted".into(), message: format!("admitted by ClusterQueue {}", admission.cluster_queue), explanation: None };
+            }
+            Action::Pending { key: k, reason, message } if k == key => {
+                return Verdict { admitted: false, flavors: BTreeMap::new(), reason, message, explanation: state.explanations.remove(&key) };
+            }
+            _ => {}
+        }
+    }
+    Verdict { admitted: false, flavors: BTreeMap::new(), reason: "Pending".into(), message: "not evaluated in this cycle".into(), explanation: state.explanations.remove(&key) }
+}

@@ -1,0 +1,192 @@
+//! `quotagate plan -f rayservice.yaml [--to changed.yaml] [--cluster-queue NAME | -f queues.yaml]`:
+//! the quota a RayService needs at steady state and at the peak of its upgrade strategy, per
+//! resource, from the podset code the admission uses (`phases`); and, against ClusterQueue files or
+//! a live cluster, whether each would be admitted now and, if not, the shortfall and who holds the
+//! quota (`fit`).
+
+pub mod fit;
+pub mod phases;
+pub mod render;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use crate::api::manifest::load_documents;
+use crate::api::ray::RayService;
+use crate::jobframework::core::sync::Snapshot;
+use crate::queue::amount::{Amount, FlavorResource};
+pub use render::{Output, render};
+
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Files holding the RayService (exactly one) and any ClusterQueue, Cohort, ResourceFlavor,
+    /// LocalQueue and Workload to check against.
+    pub files: Vec<PathBuf>,
+    /// The changed RayService the upgrade goes to (default: the same spec, e.g. an image bump).
+    pub to: Option<PathBuf>,
+    pub cluster_queue: Option<String>,
+    /// Check against the cluster of this kubeconfig (default: the files' queues, else
+    /// `--cluster-queue` in the default kubeconfig's cluster).
+    pub kubeconfig: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("{path}: {message}")]
+    File { path: String, message: String },
+    #[error("{0}")]
+    Input(String),
+    #[error(transparent)]
+    Phase(#[from] phases::PhaseError),
+    #[error(transparent)]
+    Fit(#[from] fit::FitError),
+    #[error("kubeconfig: {0}")]
+    Kube(String),
+}
+
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSetReport {
+    pub name: String,
+    pub count: i32,
+    pub per_pod: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PhaseReport {
+    pub name: String,
+    pub clusters: Vec<phases::ClusterInPhase>,
+    pub podsets: Vec<PodSetReport>,
+    /// Per resource: all pods of the phase.
+    pub total: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admission: Option<fit::Verdict>,
+}
+
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub ray_service: String,
+    pub strategy: &'static str,
+    pub steady: PhaseReport,
+    pub peak: PhaseReport,
+    /// What the upgrade needs on top of the steady state, per resource.
+    pub upgrade_extra: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster_queue: Option<String>,
+    /// The admitted slice the upgrade replaces (live cluster): only the growth must fit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<String>,
+}
+
+fn show(resource: &str, a: Amount) -> String {
+    FlavorResource::new("", resource).show(a)
+}
+
+fn report_phase(p: &phases::Phase) -> Result<PhaseReport, PlanError> {
+    let mut podsets = Vec::new();
+    for ps in &p.podsets {
+        let name = ps.name.clone().unwrap_or_default();
+        let spec = ps.template.spec.clone().unwrap_or_default();
+        let per = crate::queue::requests::pod_requests("template.spec", &spec).map_err(|e| PlanError::Input(format!("podset {name}: {e}")))?;
+        podsets.push(PodSetReport {
+            per_pod: per.iter().filter(|(_, v)| **v != Amount::ZERO).map(|(r, v)| (r.clone(), show(r, *v))).collect(),
+            name,
+            count: ps.count(),
+        });
+    }
+    Ok(PhaseReport {
+        name: p.name.clone(),
+        clusters: p.clusters.clone(),
+        podsets,
+        total: p.totals.iter().map(|(r, v)| (r.clone(), show(r, *v))).collect(),
+        admission: None,
+    })
+}
+
+/// Exactly one RayService from a list of documents.
+fn one_service(path: &str, docs: &[(usize, Value)]) -> Result<RayService, PlanError> {
+    let services: Vec<&Value> = docs.iter().map(|(_, d)| d).filter(|d| d.get("kind").and_then(Value::as_str) == Some("RayService")).collect();
+    match services.as_slice() {
+        [one] => serde_json::from_value((*one).clone()).map_err(|e| PlanError::File { path: path.to_string(), message: format!("RayService: {e}") }),
+        [] => Err(PlanError::File { path: path.to_string(), message: "no RayService in the file(s)".into() }),
+        _ => Err(PlanError::File { path: path.to_string(), message: format!("{} RayServices; plan takes one", services.len()) }),
+    }
+}
+
+fn read_docs(paths: &[PathBuf]) -> Result<Vec<(usize, Value)>, PlanError> {
+    let mut out = Vec::new();
+    for p in paths {
+        let shown = p.display().to_string();
+        let text = std::fs::read_to_string(p).map_err(|e| PlanError::File { path: shown.clone(), message: format!("cannot read: {e}") })?;
+        let docs = load_documents(&text).map_err(|e| PlanError::File { path: shown.clone(), message: format!("line {}: {}", e.line, e.message) })?;
+        for d in docs.into_iter().filter(|d| !d.is_null()) {
+            out.push((out.len(), d));
+        }
+    }
+    Ok(out)
+}
+
+/// The numbers, without checking against any queue.
+pub fn compute(from: &RayService, to: &RayService) -> Result<Report, PlanError> {
+    let steady = phases::steady(from, "spec")?;
+    let peak = phases::peak(from, to)?;
+    let mut extra = BTreeMap::new();
+    for (r, v) in &peak.totals {
+        let base = steady.totals.get(r).copied().unwrap_or_default();
+        extra.insert(r.clone(), show(r, (*v - base).clamp_zero()));
+    }
+    let ns = from.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+    Ok(Report {
+        ray_service: format!("{ns}/{}", from.metadata.name.clone().unwrap_or_default()),
+        strategy: phases::strategy_name(phases::strategy(to)),
+        steady: report_phase(&steady)?,
+        peak: report_phase(&peak)?,
+        upgrade_extra: extra,
+        cluster_queue: None,
+        replaces: None,
+    })
+}
+
+/// Adds the admission verdicts against `snap` to `report`.
+pub fn check_against(report: &mut Report, snap: &Snapshot, from: &RayService, to: &RayService, cluster_queue: Option<&str>, now_ms: i64) -> Result<(), PlanError> {
+    let mut snap = snap.clone();
+    let (lq, cq) = fit::queue_of(&mut snap, from, cluster_queue)?;
+    let replaces = fit::current_slice(&snap, from);
+    let steady = phases::steady(from, "spec")?;
+    let peak = phases::peak(from, to)?;
+    report.steady.admission = Some(fit::check(&snap, from, &lq, &steady.podsets, replaces.as_ref(), now_ms));
+    report.peak.admission = Some(fit::check(&snap, from, &lq, &peak.podsets, replaces.as_ref(), now_ms));
+    report.cluster_queue = Some(cq);
+    report.replaces = replaces.map(|k| k.to_string());
+    Ok(())
+}
+
+/// The whole command: read, compute, and check against the files' queues or a live cluster.
+pub async fn run(opts: &Options) -> Result<Report, PlanError> {
+    let shown = opts.files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
+    let docs = read_docs(&opts.files)?;
+    let from = one_service(&shown, &docs)?;
+    let to = match &opts.to {
+        Some(p) => one_service(&p.display().to_string(), &read_docs(std::slice::from_ref(p))?)?,
+        None => from.clone(),
+    };
+    let mut report = compute(&from, &to)?;
+    let mut snap = Snapshot::default();
+    fit::add_documents(&mut snap, &docs)?;
+    let now_ms = jiff::Timestamp::now().as_millisecond();
+    if !snap.cluster_queues.is_empty() && opts.kubeconfig.is_none() {
+        check_against(&mut report, &snap, &from, &to, opts.cluster_queue.as_deref(), now_ms)?;
+    } else if opts.kubeconfig.is_some() || opts.cluster_queue.is_some() {
+        let c = super::kube_client(opts.kubeconfig.as_deref()).await.map_err(PlanError::Kube)?;
+        let live = fit::load_live(&c).await?;
+        check_against(&mut report, &live, &from, &to, opts.cluster_queue.as_deref(), now_ms)?;
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,215 @@
+//! The quota a RayService needs in each phase of its life: at steady state and at the peak of its
+//! upgrade strategy. Every phase is a set of child RayClusters; their podsets come from the same
+//! `rayservice::job::demand` code the admission runs on live children, so a phase's totals are
+//! exactly what the scheduler would be asked to reserve.
+//!
+//! Worker counts follow what runs the service: the spec's `replicas` (clamped to min/max), and with
+//! the in-tree autoscaler, the workers the autoscaler adds so the Serve replicas of that cluster fit
+//! (the embedded autoscaler's CPU sizing: `autoscaler::plan`). An incremental upgrade's states are
+//! walked with the upgrade's own decision function (`incremental::next_move`), each state being the
+//! active cluster at its Serve capacity plus the pending one at its own.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::api::kueue::PodSet;
+use crate::api::ray::rayservice::RayServiceUpgradeType;
+use crate::api::ray::{RayCluster, RayService};
+use crate::queue::amount::Amount;
+use crate::queue::requests::pod_requests;
+use crate::rayservice::cluster::BuildOptions;
+use crate::rayservice::cluster::child::child_cluster;
+use crate::rayservice::cluster::replicas::desired_replicas;
+use crate::rayservice::dashboard::config::{ServeConfig, capacity_adjusted_replicas};
+use crate::rayservice::dashboard::sim::autoscaler::{self, AutoscalerConfig};
+use crate::rayservice::dashboard::sim::schema::{CPU_UNITS, configured_replicas, replica_cpu_units};
+use crate::rayservice::job::demand::{self, ChildDemand};
+use crate::rayservice::service::incremental::{Move, Progress, next_move};
+use crate::rayservice::service::snapshot::IncrementalOptions;
+
+/// Why a plan cannot be computed.
+#[derive(Debug, thiserror::Error)]
+pub enum PhaseError {
+    #[error("{0}")]
+    Demand(#[from] demand::DemandError),
+    #[error("spec.serveConfigV2: {0}")]
+    ServeConfig(String),
+    #[error("podset {podset}: {message}")]
+    Requests { podset: String, message: String },
+}
+
+/// One child RayCluster of a phase.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct ClusterInPhase {
+    /// `active` (serving before the upgrade) or `pending` (the upgrade's new cluster).
+    pub role: &'static str,
+    /// Percent of the Serve replicas this cluster runs (Serve's `target_capacity`).
+    pub serve_capacity: i32,
+    /// Workers per group.
+    pub workers: BTreeMap<String, i32>,
+}
+
+/// A moment in the service's life and what it asks of the quota.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Phase {
+    pub name: String,
+    pub clusters: Vec<ClusterInPhase>,
+    /// The podsets the Workload (slice) has in this phase.
+    pub podsets: Vec<PodSet>,
+    /// Per resource, over all podsets: per-pod requests times counts.
+    pub totals: BTreeMap<String, Amount>,
+}
+
+/// The strategy of the spec being applied (KubeRay's default is `NewCluster`).
+pub fn strategy(rs: &RayService) -> RayServiceUpgradeType {
+    rs.spec.upgrade_type().unwrap_or(RayServiceUpgradeType::NewCluster)
+}
+
+pub fn strategy_name(s: RayServiceUpgradeType) -> &'static str {
+    match s {
+        RayServiceUpgradeType::NewCluster => "NewCluster",
+        RayServiceUpgradeType::NewClusterWithIncrementalUpgrade => "NewClusterWithIncrementalUpgrade",
+        RayServiceUpgradeType::None => "None",
+    }
+}
+
+/// The CPUs the Serve replicas of `rs` reserve at `capacity` percent: per deployment, Serve's
+/// capacity-adjusted replica count times `ray_actor_options.num_cpus` (Serve's defaults: 1 replica,
+/// 1 CPU).
+pub fn serve_cpus(rs: &RayService, capacity: i32) -> Result<f64, PhaseError> {
+    let Some(yaml) = rs.spec.serve_config_v2.as_deref().filter(|s| !s.trim().is_empty()) else {
+        return Ok(0.0);
+    };
+    let config = ServeConfig::from_yaml(yaml).map_err(|e| PhaseError::ServeConfig(e.to_string()))?;
+    let mut units: u64 = 0;
+    let apps = config.as_json().get("applications").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+    for (ai, app) in apps.iter().enumerate() {
+        let deployments = app.get("deployments").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+        for (di, d) in deployments.iter().enumerate() {
+            let at = |field: &str| format!("applications[{ai}].deployments[{di}].{field}");
+            let n = configured_replicas(d).map_err(|m| PhaseError::ServeConfig(format!("{}: {m}", at("num_replicas"))))?;
+            let per = replica_cpu_units(d).map_err(|(f, m, _)| PhaseError::ServeConfig(format!("{}: {m}", at(f))))?;
+            let replicas = capacity_adjusted_replicas(n, Some(f64::from(capacity)));
+            units = units.saturating_add(per.saturating_mul(u64::from(replicas)));
+        }
+    }
+    Ok(units as f64 / CPU_UNITS)
+}
+
+/// The child cluster `rs` runs at `capacity` percent of its Serve replicas. `pending_incremental`:
+/// an incremental upgrade's new cluster, which starts from `minReplicas` and grows with Serve.
+pub fn sized_cluster(rs: &RayService, role: &'static str, capacity: i32, pending_incremental: bool) -> Result<(RayCluster, ClusterInPhase), PhaseError> {
+    let name = format!("{}-{role}", rs.metadata.name.as_deref().unwrap_or("rayservice"));
+    let mut rc = child_cluster(rs, &name, "", pending_incremental);
+    if rc.spec.autoscaling_enabled() {
+        let want = serve_cpus(rs, capacity)?;
+        let cap = AutoscalerConfig::default().max_replicas_per_group;
+        for s in autoscaler::plan(&rc.spec, want, cap) {
+            if let Some(g) = rc.spec.worker_group_specs.as_mut().and_then(|gs| gs.get_mut(s.index))
+                && s.to > desired_replicas(g)
+            {
+                g.replicas = Some(s.to);
+            }
+        }
+    }
+    let workers = rc.spec.worker_groups().iter().map(|g| (g.group_name.clone(), desired_replicas(g))).collect();
+    Ok((rc, ClusterInPhase { role, serve_capacity: capacity, workers }))
+}
+
+fn phase(name: String, clusters: Vec<(RayCluster, ClusterInPhase)>) -> Result<Phase, PhaseError> {
+    let opts = BuildOptions::default();
+    let demands: Vec<ChildDemand> = clusters.iter().map(|(rc, _)| demand::child_demand(rc, &opts)).collect::<Result<_, _>>()?;
+    let podsets = demand::podsets(&demands)?;
+    let mut totals: BTreeMap<String, Amount> = BTreeMap::new();
+    for ps in &podsets {
+        let podset = ps.name.clone().unwrap_or_default();
+        let spec = ps.template.spec.clone().unwrap_or_default();
+        let per_pod = pod_requests("template.spec", &spec).map_err(|e| PhaseError::Requests { podset, message: e.to_string() })?;
+        for (r, v) in per_pod {
+            *totals.entry(r).or_default() += v.times(i64::from(ps.count()));
+        }
+    }
+    totals.retain(|_, v| *v != Amount::ZERO);
+    Ok(Phase { name, clusters: clusters.into_iter().map(|(_, c)| c).collect(), podsets, totals })
+}
+
+/// Steady state of `rs`: one cluster serving every replica.
+pub fn steady(rs: &RayService, label: &str) -> Result<Phase, PhaseError> {
+    phase(format!("steady ({label})"), vec![sized_cluster(rs, "active", 100, false)?])
+}
+
+/// The peak of upgrading `from` to `to` with `to`'s strategy.
+pub fn peak(from: &RayService, to: &RayService) -> Result<Phase, PhaseError> {
+    match strategy(to) {
+        RayServiceUpgradeType::None => {
+            let mut p = steady(from, "strategy None: the cluster is not replaced")?;
+            p.name = "peak (None: no second cluster)".into();
+            Ok(p)
+        }
+        RayServiceUpgradeType::NewCluster => phase(
+            "peak (blue/green: both clusters)".into(),
+            vec![sized_cluster(from, "active", 100, false)?, sized_cluster(to, "pending", 100, false)?],
+        ),
+        RayServiceUpgradeType::NewClusterWithIncrementalUpgrade => incremental_peak(from, to),
+    }
+}
+
+/// Every (pending %, active %) capacity state an incremental upgrade passes through, in order, as
+/// the upgrade's own `next_move` decides them (replicas always serving, timers always passed).
+pub fn incremental_states(max_surge: i32, step: i32) -> Vec<(i32, i32)> {
+    let o = IncrementalOptions {
+        max_surge,
+        step,
+        interval: jiff::SignedDuration::ZERO,
+        gateway_class: String::new(),
+        timer_only: false,
+    };
+    let (mut gain, mut lose, mut traffic) = (0, 100, 0);
+    let mut states = vec![(gain, lose)];
+    // Each move changes one percentage by at least 1, so 3 x 101 moves reach Done; the bound only
+    // guards against a decision function that stops converging.
+    for _ in 0..400 {
+        let p = Progress { gain_capacity: gain, lose_capacity: lose, traffic, gain_serving: true, interval_passed: true, traffic_settled: true };
+        match next_move(&p, &o) {
+            Move::Traffic(t) => traffic = t,
+            Move::Shrink(l) => lose = l,
+            Move::Grow(g) => gain = g,
+            Move::Done | Move::Wait(_) => break,
+        }
+        if states.last() != Some(&(gain, lose)) {
+            states.push((gain, lose));
+        }
+    }
+    states
+}
+
+/// The incremental state asking the most: the largest share of the per-resource maxima over all
+/// states (ties: the earliest).
+fn incremental_peak(from: &RayService, to: &RayService) -> Result<Phase, PhaseError> {
+    let opts = to.spec.cluster_upgrade_options();
+    let surge = opts.map_or(100, |o| o.max_surge_percent.unwrap_or(100));
+    let step = opts.and_then(|o| o.step_size_percent).unwrap_or(100);
+    let mut phases = Vec::new();
+    for (gain, lose) in incremental_states(surge, step) {
+        let name = format!("peak (incremental: pending at {gain}%, active at {lose}%)");
+        phases.push(phase(name, vec![sized_cluster(from, "active", lose, false)?, sized_cluster(to, "pending", gain, true)?])?);
+    }
+    let mut max: BTreeMap<String, Amount> = BTreeMap::new();
+    for p in &phases {
+        for (r, v) in &p.totals {
+            let e = max.entry(r.clone()).or_default();
+            *e = (*e).max(*v);
+        }
+    }
+    let share = |p: &Phase| -> f64 { p.totals.iter().map(|(r, v)| v.0 as f64 / max.get(r).map_or(1.0, |m| m.0.max(1) as f64)).sum() };
+    let mut best: Option<(f64, Phase)> = None;
+    for p in phases {
+        let s = share(&p);
+        if best.as_ref().is_none_or(|(b, _)| s > *b) {
+            best = Some((s, p));
+        }
+    }
+    // `incremental_states` always yields the starting state, so there is a best.
+    best.map(|(_, p)| p).ok_or_else(|| PhaseError::ServeConfig("no incremental upgrade state".into()))
+}

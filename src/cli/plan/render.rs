@@ -1,0 +1,146 @@
+//! `plan`'s output: kubectl-like tables by default, or the report as JSON or YAML.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use super::{PhaseReport, Report};
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    #[default]
+    Table,
+    Json,
+    Yaml,
+}
+
+/// Left-aligned columns separated by three spaces, as kubectl prints them.
+pub fn table(rows: &[Vec<String>]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols).map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (c, cell) in r.iter().enumerate() {
+            if c + 1 == r.len() {
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, "{cell:<w$}   ", w = widths[c]);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn resources(r: &Report) -> Vec<String> {
+    let set: BTreeSet<&String> = r.steady.total.keys().chain(r.peak.total.keys()).collect();
+    set.into_iter().cloned().collect()
+}
+
+fn verdict_cell(p: &PhaseReport) -> String {
+    match &p.admission {
+        None => String::new(),
+        Some(v) if v.admitted => {
+            let flavors: BTreeSet<&String> = v.flavors.values().flat_map(|m| m.values()).collect();
+            format!("yes ({})", flavors.into_iter().cloned().collect::<Vec<_>>().join(","))
+        }
+        Some(v) => format!("no ({})", v.reason),
+    }
+}
+
+fn write_shortfall(out: &mut String, p: &PhaseReport) {
+    let Some(v) = p.admission.as_ref().filter(|v| !v.admitted) else { return };
+    let _ = writeln!(out, "\n{}: {}", p.name, v.message);
+    let Some(e) = &v.explanation else { return };
+    let mut rows = vec![["PODSET", "RESOURCE", "REQUESTED", "FLAVOR", "NOMINAL", "USED", "AVAILABLE", "BORROWABLE", "PREEMPTIBLE", "FITS"].map(String::from).to_vec()];
+    for ps in &e.podsets {
+        for r in &ps.resources {
+            for f in &r.flavors {
+                rows.push(vec![
+                    ps.name.clone(),
+                    r.resource.clone(),
+                    r.requested.clone(),
+                    f.flavor.clone(),
+                    f.nominal.clone(),
+                    f.used.clone(),
+                    f.available.clone(),
+                    f.borrowable.clone(),
+                    f.preemptible.clone(),
+                    if f.fits { "yes".into() } else { "no".into() },
+                ]);
+            }
+        }
+    }
+    out.push_str(&table(&rows));
+    if !e.holders.is_empty() {
+        let mut rows = vec![["HOLDER", "CLUSTERQUEUE", "PRIORITY", "HOLDS", "PREEMPTIBLE"].map(String::from).to_vec()];
+        for h in &e.holders {
+            let holds = h.holds.iter().map(|(fr, v)| format!("{v} {fr}")).collect::<Vec<_>>().join(", ");
+            rows.push(vec![h.workload.clone(), h.cluster_queue.clone(), h.priority.to_string(), holds, if h.preemptible { "yes".into() } else { "no".into() }]);
+        }
+        out.push('\n');
+        out.push_str(&table(&rows));
+    }
+    let _ = writeln!(out, "preemption ({}): {}", e.preemption.policy, e.preemption.why);
+}
+
+fn text(r: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "RayService {}   upgrade strategy {}", r.ray_service, r.strategy);
+    if let Some(cq) = &r.cluster_queue {
+        let _ = writeln!(out, "ClusterQueue {cq}{}", r.replaces.as_ref().map(|k| format!(" (the upgrade's slice replaces admitted {k})")).unwrap_or_default());
+    }
+    out.push('\n');
+    let res = resources(r);
+    let mut header = vec!["PHASE".to_string()];
+    header.extend(res.iter().map(|s| s.to_uppercase()));
+    if r.cluster_queue.is_some() {
+        header.push("ADMITTED NOW".into());
+    }
+    let mut rows = vec![header];
+    for p in [&r.steady, &r.peak] {
+        let mut row = vec![p.name.clone()];
+        row.extend(res.iter().map(|k| p.total.get(k).cloned().unwrap_or_else(|| "0".into())));
+        if r.cluster_queue.is_some() {
+            row.push(verdict_cell(p));
+        }
+        rows.push(row);
+    }
+    let mut row = vec!["upgrade needs on top of steady".to_string()];
+    row.extend(res.iter().map(|k| r.upgrade_extra.get(k).cloned().unwrap_or_else(|| "0".into())));
+    rows.push(row);
+    out.push_str(&table(&rows));
+    for p in [&r.steady, &r.peak] {
+        let _ = writeln!(out, "\n{}:", p.name);
+        let mut rows = vec![vec!["PODSET".to_string(), "COUNT".into()]];
+        rows[0].extend(res.iter().map(|s| format!("{}/POD", s.to_uppercase())));
+        for ps in &p.podsets {
+            let mut row = vec![ps.name.clone(), ps.count.to_string()];
+            row.extend(res.iter().map(|k| ps.per_pod.get(k).cloned().unwrap_or_else(|| "0".into())));
+            rows.push(row);
+        }
+        out.push_str(&table(&rows));
+        let clusters = p
+            .clusters
+            .iter()
+            .map(|c| {
+                let workers = c.workers.iter().map(|(g, n)| format!("{g}={n}")).collect::<Vec<_>>().join(",");
+                format!("{} cluster at {}% Serve capacity (workers {workers})", c.role, c.serve_capacity)
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        let _ = writeln!(out, "{clusters}");
+    }
+    write_shortfall(&mut out, &r.steady);
+    write_shortfall(&mut out, &r.peak);
+    out
+}
+
+pub fn render(r: &Report, output: Output) -> Result<String, String> {
+    match output {
+        Output::Table => Ok(text(r)),
+        Output::Json => serde_json::to_string_pretty(r).map(|s| s + "\n").map_err(|e| e.to_string()),
+        Output::Yaml => serde_saphyr::to_string(r).map_err(|e| e.to_string()),
+    }
+}
