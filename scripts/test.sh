@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The test command of the README: installs the outside tools the tests talk to (real kubectl, a real Ray
-# head), then runs every test. Safe to run again: installs are skipped when already there.
+# head, headless Chromium), then runs every test. Safe to run again: installs are skipped when already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/install-kubectl.sh
 bash scripts/install-ray.sh
+bash scripts/install-chromium.sh
 
 # With the tools installed, a test that cannot find them fails instead of skipping.
 export QUOTAGATE_REQUIRE_TOOLS=1

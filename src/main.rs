@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use quotagate::wiring::ray::Dashboards;
+use quotagate::api::ray::validation::RayFeatureGates;
 
 #[derive(Parser)]
 #[command(name = "quotagate", version, about = "Kueue-compatible quota admission with a quota-gated, KubeRay-compatible Ray operator")]
@@ -25,6 +26,55 @@ enum Command {
         /// Files or directories (searched recursively for .yaml, .yml and .json).
         #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
         files: Vec<PathBuf>,
+        /// KubeRay's feature gates, as `Name=true,...` (KubeRay v1.7 names and defaults; see README).
+        #[arg(long, default_value = "", value_parser = quotagate::api::ray::features::parse)]
+        feature_gates: RayFeatureGates,
+    },
+    /// The quota a RayService needs at steady state and at the peak of its upgrade strategy, per
+    /// resource; with ClusterQueue files or a cluster, whether each would be admitted now and, if not,
+    /// the shortfall and who holds the quota.
+    Plan {
+        /// The RayService, plus any ClusterQueue, Cohort, ResourceFlavor, LocalQueue and Workload to
+        /// check against (several files allowed).
+        #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
+        files: Vec<PathBuf>,
+        /// The changed RayService the upgrade goes to (default: the same spec, e.g. an image bump).
+        #[arg(long)]
+        to: Option<PathBuf>,
+        /// Check against this ClusterQueue (in the files, else in the cluster).
+        #[arg(long)]
+        cluster_queue: Option<String>,
+        /// Check against this cluster (default with --cluster-queue and no queues in the files:
+        /// $KUBECONFIG or ~/.kube/config).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = quotagate::cli::plan::Output::Table)]
+        output: quotagate::cli::plan::Output,
+    },
+    /// Why a Workload, RayService or RayCluster is pending or gated, in numbers: the scheduler's own
+    /// record of its last decision (requested, available per flavor, borrowable, preemptible,
+    /// holders), and for a RayService its upgrade state and each child's gate.
+    Explain {
+        #[arg(value_enum)]
+        kind: quotagate::cli::explain::Kind,
+        name: String,
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+        /// Default: $KUBECONFIG or ~/.kube/config.
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+    },
+    /// Pending workloads of a ClusterQueue or LocalQueue with their positions (what Kueue's
+    /// visibility API answers), as a table.
+    PendingWorkloads {
+        #[arg(long, conflicts_with = "local_queue", required_unless_present = "local_queue")]
+        cluster_queue: Option<String>,
+        #[arg(long)]
+        local_queue: Option<String>,
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
     },
     /// Run the controllers: quota admission, the RayCluster job integration and the Ray operator.
     Run(RunArgs),
@@ -41,13 +91,20 @@ enum Command {
         /// How long each step may take.
         #[arg(long, default_value = "60s", value_parser = parse_duration)]
         step_timeout: Duration,
-        /// Keep the embedded cluster running after the demo (until Ctrl-C), to look around with kubectl.
-        #[arg(long, requires = "listen")]
+        /// Keep the embedded cluster running after the demo (until Ctrl-C), to look around with kubectl
+        /// (needs --listen) or in the web view (needs --ui-addr).
+        #[arg(long)]
         keep_running: bool,
+        /// With --keep-running: keep the cluster's objects in this directory. Started again on a
+        /// directory that holds them, the walk-through is skipped and the kept cluster is served.
+        #[arg(long, requires = "keep_running")]
+        data_dir: Option<PathBuf>,
         /// Print the timeline as JSON (one object per step: seconds since start and what happened)
         /// instead of the text story.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        ui: DemoUiArgs,
         #[command(flatten)]
         sim: SimArgs,
     },
@@ -70,6 +127,10 @@ enum Command {
         /// How long the simulated node agent takes to start a pod.
         #[arg(long, default_value = "500ms", value_parser = parse_duration)]
         pod_start_delay: Duration,
+        /// Keep every object in this directory (an embedded redb database), durable before the API
+        /// answers, and load it on start; without it the state lives in memory only.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
     },
 }
 
@@ -134,6 +195,10 @@ struct RunArgs {
     /// With --embedded and --listen: write a kubeconfig for that address here.
     #[arg(long, requires = "listen")]
     kubeconfig_out: Option<PathBuf>,
+    /// With --embedded: keep every object in this directory (an embedded redb database), durable
+    /// before the API answers, and load it on start; without it the state lives in memory only.
+    #[arg(long, requires = "embedded")]
+    data_dir: Option<PathBuf>,
     /// Without --embedded: the kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
     #[arg(long, conflicts_with = "embedded")]
     kubeconfig: Option<PathBuf>,
@@ -158,8 +223,43 @@ struct RunArgs {
     /// Do not run the Ray operator (RayCluster and RayService controllers): admission only.
     #[arg(long)]
     no_ray_operator: bool,
+    /// KubeRay's feature gates, as `Name=true,...` (KubeRay v1.7 names and defaults; see README).
+    #[arg(long, default_value = "", value_parser = quotagate::api::ray::features::parse)]
+    feature_gates: RayFeatureGates,
+    #[command(flatten)]
+    ui: UiArgs,
     #[command(flatten)]
     sim: SimArgs,
+}
+
+/// The web view's flags.
+#[derive(clap::Args, Clone)]
+struct UiArgs {
+    /// Serve the web view (quota, queues, RayService upgrades; live) here. Loopback only unless
+    /// --ui-allow-remote; without a value: 127.0.0.1:8080.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = quotagate::wiring::ui::DEFAULT_ADDR)]
+    ui_addr: Option<SocketAddr>,
+    /// Allow a non-loopback --ui-addr: everyone who reaches it sees every queue, workload and RayService.
+    #[arg(long, requires = "ui_addr")]
+    ui_allow_remote: bool,
+}
+
+/// `demo`'s pacing for the web view.
+#[derive(clap::Args, Clone)]
+struct DemoUiArgs {
+    #[command(flatten)]
+    ui: UiArgs,
+    /// With --ui-addr: hold the waiting RayCluster and the gated upgrade this long each, to watch them.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, requires = "ui_addr")]
+    ui_pause: Duration,
+}
+
+impl UiArgs {
+    /// Binds the view's address now, so a refused or busy address fails before anything starts.
+    fn bind(&self) -> anyhow::Result<Option<quotagate::wiring::ui::UiListener>> {
+        let Some(addr) = self.ui_addr else { return Ok(None) };
+        Ok(Some(quotagate::wiring::ui::UiListener::bind(addr, self.ui_allow_remote)?))
+    }
 }
 
 /// Delays of the embedded cluster's simulators.
@@ -236,8 +336,20 @@ async fn shutdown_signal() {
     tokio::select! { _ = ctrl_c => {}, _ = term => {} }
 }
 
-async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulators: bool, pod_start_delay: Duration) -> anyhow::Result<()> {
-    use quotagate::embedded::{ClusterOptions, EmbeddedCluster, QuotagateAdmission, sim};
+/// The embedded API server every command serves: quotagate's CRDs and admission, kept in
+/// `data_dir` when given.
+fn embedded_server(data_dir: Option<PathBuf>) -> anyhow::Result<Arc<quotagate::embedded::EmbeddedServer>> {
+    use quotagate::embedded::{EmbeddedServer, QuotagateAdmission, ServerConfig};
+    let config = ServerConfig { data_dir, ..ServerConfig::default() };
+    let server = EmbeddedServer::open(&quotagate::api::all_crds(), Arc::new(QuotagateAdmission::default()), config)?;
+    if let Some(file) = server.store.data_file() {
+        tracing::info!(file = %file.display(), resource_version = server.store.restored_rv(), "state loaded from the data directory");
+    }
+    Ok(server)
+}
+
+async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulators: bool, pod_start_delay: Duration, data_dir: Option<PathBuf>) -> anyhow::Result<()> {
+    use quotagate::embedded::{ClusterOptions, EmbeddedCluster, QuotagateAdmission, ServerConfig, sim};
     let mut sims = if simulators { sim::SimConfig::default() } else { sim::SimConfig { node: None, gateway: None, endpoints: false } };
     if let Some(node) = sims.node.as_mut() {
         node.start_delay = pod_start_delay;
@@ -248,8 +360,9 @@ async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulato
     let Some(path) = kubeconfig_out else {
         anyhow::bail!("--kubeconfig-out is required: the listener's CA and token are written only there, and it refuses requests without them");
     };
-    let opts = ClusterOptions { sims, listen: Some(listen), kubeconfig_out: Some(path.clone()), ..Default::default() };
-    let cluster = EmbeddedCluster::start(&quotagate::api::all_crds(), Arc::new(QuotagateAdmission), opts).await?;
+    let server = ServerConfig { data_dir, ..ServerConfig::default() };
+    let opts = ClusterOptions { server, sims, listen: Some(listen), kubeconfig_out: Some(path.clone()) };
+    let cluster = EmbeddedCluster::start(&quotagate::api::all_crds(), Arc::new(QuotagateAdmission::default()), opts).await?;
     let addr = cluster.addr.unwrap_or(listen);
     println!("embedded API server on https://{addr}; kubeconfig (CA and token) written to {}", path.display());
     shutdown_signal().await;
@@ -259,12 +372,18 @@ async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulato
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
     use quotagate::wiring::manager::{self, EmbeddedOptions, ManagerOptions};
+    let ui = args.ui.bind()?;
+    if let Some(ui) = &ui {
+        tracing::info!(addr = %ui.addr, "{}", ui.announcement());
+    }
     let mut opts = ManagerOptions {
+        ui,
         health_addr: args.health_addr,
         leader_election: args.leader_elect.unwrap_or(!args.embedded),
         lease_namespace: args.lease_namespace.clone(),
         lease_name: args.lease_name.clone(),
         ray: (!args.no_ray_operator).then(|| if args.embedded { args.sim.dashboards() } else { Dashboards::Http }),
+        ray_gates: args.feature_gates,
         ..ManagerOptions::default()
     };
     if let Some(id) = &args.identity {
@@ -272,7 +391,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     if args.embedded {
         let embedded = EmbeddedOptions { listen: args.listen, kubeconfig_out: args.kubeconfig_out.clone(), manager: opts, sims: args.sim.sims(), ray_sims: args.sim.ray_sims() };
-        manager::run_embedded(embedded, shutdown_signal()).await?;
+        manager::run_embedded_on(embedded_server(args.data_dir.clone())?, embedded, shutdown_signal()).await?;
         return Ok(());
     }
     let client = match &args.kubeconfig {
@@ -290,8 +409,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         let (tx, _rx) = tokio::sync::oneshot::channel();
         let c = cancel.clone();
         let addr = args.webhook_addr;
+        let gates = args.feature_gates;
+        // The aggregated API groups ride on the webhook's TLS port (config/apiservice/).
+        let groups = quotagate::wiring::explain::router(opts.explanations.clone()).merge(quotagate::wiring::visibility::router(client.clone()));
         tokio::spawn(async move {
-            if let Err(e) = quotagate::wiring::webhook::serve(addr, tls, tx, c.cancelled_owned()).await {
+            if let Err(e) = quotagate::wiring::webhook::serve_with(addr, tls, gates, tx, c.cancelled_owned(), groups).await {
                 tracing::error!(error = %e, "webhook server stopped");
             }
         });
@@ -300,14 +422,27 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn demo(listen: Option<SocketAddr>, kubeconfig_out: Option<PathBuf>, step_timeout: Duration, keep_running: bool, json: bool, sim: SimArgs) -> anyhow::Result<()> {
+#[allow(clippy::too_many_arguments, reason = "one parameter per flag of `quotagate demo`")]
+async fn demo(listen: Option<SocketAddr>, kubeconfig_out: Option<PathBuf>, step_timeout: Duration, keep_running: bool, data_dir: Option<PathBuf>, json: bool, ui: DemoUiArgs, sim: SimArgs) -> anyhow::Result<()> {
     use quotagate::wiring::manager::{self, EmbeddedOptions, ManagerOptions};
-    let server = manager::embedded_server();
+    let pause = if ui.ui.ui_addr.is_some() { ui.ui_pause } else { Duration::ZERO };
+    let ui = ui.ui;
+    if keep_running && listen.is_none() && ui.ui_addr.is_none() {
+        anyhow::bail!("--keep-running needs --listen (to look around with kubectl) or --ui-addr (to watch in a browser)");
+    }
+    let ui = ui.bind()?;
+    if let Some(ui) = &ui {
+        // --json keeps stdout for the timeline.
+        if json { eprintln!("{}", ui.announcement()) } else { println!("{}", ui.announcement()) }
+    }
+    let server = embedded_server(data_dir)?;
+    // A data directory that already holds a cluster: its objects would collide with the script's.
+    let restored = server.store.restored_rv() > 0;
     let client = server.client();
     let opts = EmbeddedOptions {
         listen,
         kubeconfig_out: kubeconfig_out.clone(),
-        manager: ManagerOptions { leader_election: false, ray: Some(sim.dashboards()), ..ManagerOptions::default() },
+        manager: ManagerOptions { leader_election: false, ray: Some(sim.dashboards()), ui, ..ManagerOptions::default() },
         sims: sim.sims(),
         ray_sims: sim.ray_sims(),
     };
@@ -317,7 +452,12 @@ async fn demo(listen: Option<SocketAddr>, kubeconfig_out: Option<PathBuf>, step_
     if let Some(path) = &kubeconfig_out {
         println!("embedded cluster: kubectl --kubeconfig {} get rayclusters,workloads,clusterqueues", path.display());
     }
-    let result = quotagate::wiring::demo::run(client, step_timeout, json).await;
+    let result = if restored {
+        println!("the data directory holds a cluster already: skipping the walk-through, serving what it kept");
+        Ok(())
+    } else {
+        quotagate::wiring::demo::run_paced(client, step_timeout, json, pause).await
+    };
     if result.is_ok() && keep_running {
         println!("the embedded cluster keeps running; Ctrl-C to stop");
         shutdown_signal().await;
@@ -356,14 +496,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // The demo prints its own story on stdout; controller logs would drown it.
     // So does a benchmark's table.
-    init_tracing(if matches!(cli.command, Command::Demo { .. } | Command::Bench(_)) { "warn" } else { "info" });
+    init_tracing(if matches!(cli.command, Command::Demo { .. } | Command::Bench(_) | Command::Plan { .. } | Command::Explain { .. } | Command::PendingWorkloads { .. }) { "warn" } else { "info" });
     match cli.command {
         Command::Run(args) => run_async(run(args)),
-        Command::Demo { listen, kubeconfig_out, step_timeout, keep_running, json, sim } => {
-            run_async(demo(listen, kubeconfig_out, step_timeout, keep_running, json, sim))
+        Command::Demo { listen, kubeconfig_out, step_timeout, keep_running, data_dir, json, ui, sim } => {
+            run_async(demo(listen, kubeconfig_out, step_timeout, keep_running, data_dir, json, ui, sim))
         }
-        Command::Apiserver { listen, kubeconfig_out, no_simulators, pod_start_delay } => {
-            run_async(apiserver(listen, kubeconfig_out, !no_simulators, pod_start_delay))
+        Command::Apiserver { listen, kubeconfig_out, no_simulators, pod_start_delay, data_dir } => {
+            run_async(apiserver(listen, kubeconfig_out, !no_simulators, pod_start_delay, data_dir))
         }
         Command::Bench(BenchCommand::E2e { config, rangespec, scale, json }) => run_async(async move {
             let misses = quotagate::cli::bench::e2e(&config, rangespec.as_deref(), scale, json, !json)
@@ -376,6 +516,28 @@ fn main() -> ExitCode {
             quotagate::cli::bench::incremental(&opts, json).await?;
             Ok(())
         }),
+        Command::Plan { files, to, cluster_queue, kubeconfig, output } => run_async(async move {
+            let opts = quotagate::cli::plan::Options { files, to, cluster_queue, kubeconfig };
+            let report = quotagate::cli::plan::run(&opts).await?;
+            print!("{}", quotagate::cli::plan::render(&report, output).map_err(anyhow::Error::msg)?);
+            Ok(())
+        }),
+        Command::Explain { kind, name, namespace, kubeconfig } => run_async(async move {
+            let client = quotagate::cli::kube_client(kubeconfig.as_deref()).await.map_err(anyhow::Error::msg)?;
+            print!("{}", quotagate::cli::explain::run(&client, kind, &namespace, &name).await?);
+            Ok(())
+        }),
+        Command::PendingWorkloads { cluster_queue, local_queue, namespace, kubeconfig } => run_async(async move {
+            use quotagate::cli::pending::Queue;
+            let queue = match (cluster_queue, local_queue) {
+                (Some(cq), _) => Queue::Cluster(cq),
+                (None, Some(name)) => Queue::Local { namespace, name },
+                (None, None) => anyhow::bail!("name a queue: --cluster-queue NAME or --local-queue NAME"),
+            };
+            let client = quotagate::cli::kube_client(kubeconfig.as_deref()).await.map_err(anyhow::Error::msg)?;
+            print!("{}", quotagate::cli::pending::run(&client, &queue).await?);
+            Ok(())
+        }),
         Command::Crds => match quotagate::cli::crds_yaml() {
             Ok(yaml) => {
                 print!("{yaml}");
@@ -386,8 +548,8 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Validate { files } => {
-            let outcome = quotagate::cli::validate::run(&files);
+        Command::Validate { files, feature_gates } => {
+            let outcome = quotagate::cli::validate::run_with(&files, feature_gates);
             print!("{}", outcome.report);
             for line in &outcome.not_managed {
                 println!("{line}");

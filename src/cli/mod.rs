@@ -1,5 +1,8 @@
-//! Command-line entry points that are more than wiring: `crds` and `validate`.
+//! Command-line entry points that are more than wiring: `crds`, `validate`, `plan`, `explain`.
 
+pub mod explain;
+pub mod pending;
+pub mod plan;
 pub mod validate;
 
 use crate::api;
@@ -14,3 +17,15 @@ pub fn crds_yaml() -> Result<String, serde_saphyr::SerializeError> {
     Ok(out)
 }
 pub mod bench;
+
+/// A client for `kubeconfig`, or the default one ($KUBECONFIG, ~/.kube/config, in-cluster).
+pub async fn kube_client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client, String> {
+    match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| e.to_string())?;
+            let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.map_err(|e| e.to_string())?;
+            kube::Client::try_from(config).map_err(|e| e.to_string())
+        }
+        None => kube::Client::try_default().await.map_err(|e| e.to_string()),
+    }
+}

@@ -35,6 +35,8 @@ pub enum DemoError {
 struct Clock {
     start: Instant,
     json: Option<std::cell::RefCell<Vec<Value>>>,
+    /// With the web view open: how long to hold the states worth looking at (zero: no hold).
+    pause: Duration,
 }
 
 impl Clock {
@@ -44,6 +46,16 @@ impl Clock {
             Some(steps) => steps.borrow_mut().push(json!({"seconds": (t * 1000.0).round() / 1000.0, "event": line})),
             None => println!("[{t:>6.1}s] {line}"),
         }
+    }
+
+    /// Holds an interesting state for `pause`, so someone watching the web view sees it (the story
+    /// itself moves on in milliseconds).
+    async fn hold(&self, what: &str) {
+        if self.pause.is_zero() {
+            return;
+        }
+        self.say(&format!("holding {} s for the web view: {what}", self.pause.as_secs()));
+        tokio::time::sleep(self.pause).await;
     }
 
     fn finish(&self) {
@@ -160,7 +172,12 @@ fn is_ready(rs: &RayService) -> bool {
 
 /// Runs the scripted walk-through against a cluster whose manager and Ray operator are running.
 pub async fn run(client: Client, step_timeout: Duration, json_timeline: bool) -> Result<(), DemoError> {
-    let clock = Clock { start: Instant::now(), json: json_timeline.then(Default::default) };
+    run_paced(client, step_timeout, json_timeline, Duration::ZERO).await
+}
+
+/// As [`run`], holding the pending RayCluster and the gated upgrade for `pause` each (for the web view).
+pub async fn run_paced(client: Client, step_timeout: Duration, json_timeline: bool, pause: Duration) -> Result<(), DemoError> {
+    let clock = Clock { start: Instant::now(), json: json_timeline.then(Default::default), pause };
     let result = story(&client, step_timeout, &clock).await;
     // The timeline so far is printed even when a step failed: it shows where.
     clock.finish();
@@ -214,6 +231,7 @@ async fn story(client: &Client, step_timeout: Duration, clock: &Clock) -> Result
     clock.say(&format!("beta pending: QuotaReserved=False {reason}: {message}"));
     let beta_pods = running_pods(&pods.list(&lp).await.map_err(api_err(step))?.items, "beta");
     clock.say(&format!("beta has {beta_pods} pods while it waits"));
+    clock.hold("beta waits for quota").await;
 
     // 4. Freeing quota admits the waiting cluster.
     let step = "admit beta after alpha is deleted";
@@ -262,6 +280,7 @@ async fn story(client: &Client, step_timeout: Duration, clock: &Clock) -> Result
         all_pods.iter().filter(|p| p.labels().get("ray.io/cluster") == Some(&pending)).count(),
         running_pods(&all_pods, &first)
     ));
+    clock.hold("the upgrade waits behind the closed gate").await;
 
     // 7. Raising the quota admits the slice: the gate opens, traffic moves, the old cluster goes.
     let step = "open the gate by raising the quota";

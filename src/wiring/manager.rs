@@ -41,6 +41,12 @@ pub struct ManagerOptions {
     pub ray: Option<super::ray::Dashboards>,
     /// More series for `/metrics` (the embedded cluster's simulated load).
     pub extra_metrics: Option<health::ExtraMetrics>,
+    /// KubeRay feature gates (`--feature-gates`): what the Ray controllers' validation accepts.
+    pub ray_gates: crate::api::ray::validation::RayFeatureGates,
+    /// The scheduler's latest reasoning per pending workload, served for `quotagate explain`.
+    pub explanations: crate::jobframework::core::Explanations,
+    /// Serve the web view on this listener (`--ui-addr`).
+    pub ui: Option<super::ui::UiListener>,
 }
 
 impl Default for ManagerOptions {
@@ -55,6 +61,9 @@ impl Default for ManagerOptions {
             resync: Duration::from_secs(1),
             ray: None,
             extra_metrics: None,
+            ray_gates: Default::default(),
+            explanations: Default::default(),
+            ui: None,
         }
     }
 }
@@ -89,7 +98,9 @@ pub async fn run_manager(
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|source| ManagerError::Health { addr, source })?;
-        let router = health::router(health.clone());
+        let router = health::router(health.clone())
+            .merge(super::explain::router(opts.explanations.clone()))
+            .merge(super::visibility::router(client.clone()));
         let c = cancel.clone();
         tasks.push(tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, router)
@@ -130,6 +141,10 @@ pub async fn run_manager(
     let notify = Arc::new(Notify::new());
     let (caches, cache_tasks) = Caches::start(&client, notify.clone());
     tasks.extend(cache_tasks);
+    if let Some(ui) = &opts.ui {
+        // Every replica serves it from its own caches: reads need no leadership.
+        tasks.extend(super::ui::spawn(&client, &caches, ui, cancel.clone()));
+    }
     let ready = caches.ready();
     let h = health.clone();
     let (synced_tx, synced) = watch::channel(false);
@@ -163,6 +178,7 @@ pub async fn run_manager(
         async move { c.cancelled().await },
     )));
     if let Some(dashboards) = opts.ray.clone() {
+        let gates = opts.ray_gates;
         let mut leader = rx.clone();
         let c = client.clone();
         tasks.push(tokio::spawn(async move {
@@ -172,7 +188,7 @@ pub async fn run_manager(
                     return;
                 }
             }
-            let _operator = super::ray::spawn_ray_operator(c, &dashboards);
+            let _operator = super::ray::spawn_ray_operator(c, &dashboards, gates);
             std::future::pending::<()>().await
         }));
     }
@@ -185,6 +201,7 @@ pub async fn run_manager(
         leader: rx,
         resync: opts.resync,
         synced,
+        explanations: opts.explanations.clone(),
     };
     let c = cancel.clone();
     let mut loop_task = tokio::spawn(admission.run(async move { c.cancelled().await }));
@@ -226,9 +243,14 @@ pub struct EmbeddedOptions {
 
 /// A new embedded API server serving every quotagate CRD, with the shared admission path.
 pub fn embedded_server() -> Arc<EmbeddedServer> {
+    embedded_server_with(Default::default())
+}
+
+/// `embedded_server` whose admission applies these KubeRay feature gates.
+pub fn embedded_server_with(gates: crate::api::ray::validation::RayFeatureGates) -> Arc<EmbeddedServer> {
     EmbeddedServer::new(
         &crate::api::all_crds(),
-        Arc::new(embedded::QuotagateAdmission),
+        Arc::new(embedded::QuotagateAdmission { gates }),
     )
 }
 
@@ -237,7 +259,7 @@ pub async fn run_embedded(
     opts: EmbeddedOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ManagerError> {
-    run_embedded_on(embedded_server(), opts, shutdown).await
+    run_embedded_on(embedded_server_with(opts.manager.ray_gates), opts, shutdown).await
 }
 
 /// As [`run_embedded`], on a server the caller already holds (tests inspect or fault it).
@@ -248,6 +270,8 @@ pub async fn run_embedded_on(
 ) -> Result<(), ManagerError> {
     let cancel = CancellationToken::new();
     let _guard = cancel.clone().drop_guard();
+    server.aggregated.mount(super::explain::GROUP, super::explain::router(opts.manager.explanations.clone()));
+    server.aggregated.mount(super::visibility::GROUP, super::visibility::router(server.client()));
     if let Some(listen) = opts.listen {
         let (addr, _handle) = server
             .spawn_tcp(listen, opts.kubeconfig_out.as_deref(), cancel.clone())

@@ -1,11 +1,14 @@
 //! Process wiring: leader election, health and metrics endpoints, the webhook, the manager (`quotagate
-//! run`, `run --embedded`), the Ray operator start-up and the demo.
+//! run`, `run --embedded`), the Ray operator start-up, the demo and the web view.
 
 pub mod leader;
 pub use crate::jobframework::metrics;
 pub mod health;
+pub mod explain;
+pub mod visibility;
 pub mod webhook;
 pub mod ray;
 pub mod raysim;
 pub mod demo;
 pub mod manager;
+pub mod ui;

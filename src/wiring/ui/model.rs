@@ -1,0 +1,325 @@
+//! What the web view draws from: a snapshot of the watch caches taken once per render (never an API
+//! request), the traffic history of each RayService, and the recent Events of the objects shown.
+//! Everything kept across renders is bounded, whatever the cluster holds.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::events::v1::Event;
+use kube::ResourceExt;
+use kube::runtime::reflector::Store;
+
+use crate::api::kueue::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload};
+use crate::api::ray::{RayCluster, RayService};
+
+/// Points kept per RayService for the traffic chart.
+pub const HISTORY_POINTS: usize = 120;
+/// RayServices whose history is kept (the first ones seen; more are drawn without a chart).
+pub const HISTORY_SERVICES: usize = 256;
+/// Events kept per object, newest last.
+pub const EVENTS_PER_OBJECT: usize = 8;
+/// Objects whose Events are kept.
+pub const EVENT_OBJECTS: usize = 4096;
+
+/// The caches the view reads: the admission loop's and the view's own for Ray objects.
+#[derive(Clone)]
+pub struct Stores {
+    pub cluster_queues: Store<ClusterQueue>,
+    pub cohorts: Store<Cohort>,
+    pub flavors: Store<ResourceFlavor>,
+    pub local_queues: Store<LocalQueue>,
+    pub workloads: Store<Workload>,
+    pub ray_services: Store<RayService>,
+    pub ray_clusters: Store<RayCluster>,
+    pub events: EventLog,
+}
+
+/// One render's worth of objects, sorted by namespace and name (shared with the caches, not copied).
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub cluster_queues: Vec<Arc<ClusterQueue>>,
+    pub cohorts: Vec<Arc<Cohort>>,
+    pub flavors: Vec<Arc<ResourceFlavor>>,
+    pub local_queues: Vec<Arc<LocalQueue>>,
+    pub workloads: Vec<Arc<Workload>>,
+    pub ray_services: Vec<Arc<RayService>>,
+    pub ray_clusters: Vec<Arc<RayCluster>>,
+    /// Recent Events by (kind, namespace, name) of the object they regard.
+    pub events: HashMap<ObjectKey, Vec<EventLine>>,
+    /// Traffic history by RayService (namespace, name).
+    pub history: HashMap<(String, String), Vec<Sample>>,
+    /// Why recent Events are not shown, when they cannot be.
+    pub events_unavailable: Option<String>,
+}
+
+fn sorted<K: kube::Resource + Clone>(store: &Store<K>) -> Vec<Arc<K>>
+where
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    let mut items = store.state();
+    items.sort_by_key(|o| (o.namespace(), o.name_any()));
+    items
+}
+
+impl Stores {
+    pub fn snapshot(&self, history: &History) -> Snapshot {
+        Snapshot {
+            cluster_queues: sorted(&self.cluster_queues),
+            cohorts: sorted(&self.cohorts),
+            flavors: sorted(&self.flavors),
+            local_queues: sorted(&self.local_queues),
+            workloads: sorted(&self.workloads),
+            ray_services: sorted(&self.ray_services),
+            ray_clusters: sorted(&self.ray_clusters),
+            events: self.events.lines(),
+            history: history.points.clone(),
+            events_unavailable: self.events.unavailable(),
+        }
+    }
+}
+
+impl Snapshot {
+    /// Changes when any object or Event changes (resource versions, uids, Event counts): the render
+    /// loop skips rendering when it has not.
+    pub fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        fn versions<K: kube::Resource>(items: &[Arc<K>], h: &mut impl Hasher) {
+            items.len().hash(h);
+            for o in items {
+                o.meta().uid.hash(h);
+                o.meta().resource_version.hash(h);
+            }
+        }
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        versions(&self.cluster_queues, &mut h);
+        versions(&self.cohorts, &mut h);
+        versions(&self.flavors, &mut h);
+        versions(&self.local_queues, &mut h);
+        versions(&self.workloads, &mut h);
+        versions(&self.ray_services, &mut h);
+        versions(&self.ray_clusters, &mut h);
+        let mut events: Vec<(&ObjectKey, &Vec<EventLine>)> = self.events.iter().collect();
+        events.sort_by_key(|(k, _)| *k);
+        for (k, lines) in events {
+            k.hash(&mut h);
+            for l in lines {
+                (&l.uid, l.count).hash(&mut h);
+            }
+        }
+        self.events_unavailable.hash(&mut h);
+        h.finish()
+    }
+}
+
+/// (kind, namespace, name)
+pub type ObjectKey = (String, String, String);
+
+/// One Event as the view prints it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EventLine {
+    pub uid: String,
+    pub time: Option<jiff::Timestamp>,
+    pub type_: String,
+    pub reason: String,
+    pub note: String,
+    pub count: i32,
+}
+
+impl EventLine {
+    fn of(e: &Event) -> Option<(ObjectKey, EventLine)> {
+        let r = e.regarding.as_ref()?;
+        let key = (r.kind.clone()?, r.namespace.clone().unwrap_or_default(), r.name.clone()?);
+        let time = e
+            .series
+            .as_ref()
+            .map(|s| s.last_observed_time.0)
+            .or_else(|| e.event_time.as_ref().map(|t| t.0))
+            .or_else(|| e.deprecated_last_timestamp.as_ref().map(|t| t.0))
+            .or_else(|| e.metadata.creation_timestamp.as_ref().map(|t| t.0));
+        let line = EventLine {
+            uid: e.metadata.uid.clone().unwrap_or_else(|| e.name_any()),
+            time,
+            type_: e.type_.clone().unwrap_or_default(),
+            reason: e.reason.clone().unwrap_or_default(),
+            note: e.note.clone().unwrap_or_default(),
+            count: e.series.as_ref().map(|s| s.count).or(e.deprecated_count).unwrap_or(1),
+        };
+        Some((key, line))
+    }
+}
+
+/// The last few Events per object, fed by the view's own Event watcher (no store of every Event).
+#[derive(Clone, Default)]
+pub struct EventLog(Arc<Mutex<HashMap<ObjectKey, VecDeque<EventLine>>>>, Arc<Mutex<Option<String>>>);
+
+impl EventLog {
+    /// Why no Events are shown (the watcher gave up, e.g. the role may not list them).
+    pub fn unavailable(&self) -> Option<String> {
+        self.1.lock().ok()?.clone()
+    }
+
+    pub fn set_unavailable(&self, why: String) {
+        if let Ok(mut u) = self.1.lock() {
+            *u = Some(why);
+        }
+    }
+
+    /// Records an Event, replacing an older copy of it (same uid: a series grew).
+    pub fn record(&self, e: &Event) {
+        let Some((key, line)) = EventLine::of(e) else { return };
+        let Ok(mut map) = self.0.lock() else { return };
+        if !map.contains_key(&key) && map.len() >= EVENT_OBJECTS {
+            return;
+        }
+        let lines = map.entry(key).or_default();
+        lines.retain(|l| l.uid != line.uid);
+        lines.push_back(line);
+        let mut sorted: Vec<EventLine> = lines.drain(..).collect();
+        sorted.sort_by_key(|l| l.time);
+        let skip = sorted.len().saturating_sub(EVENTS_PER_OBJECT);
+        lines.extend(sorted.into_iter().skip(skip));
+    }
+
+    pub fn lines(&self) -> HashMap<ObjectKey, Vec<EventLine>> {
+        match self.0.lock() {
+            Ok(map) => map.iter().map(|(k, v)| (k.clone(), v.iter().cloned().collect())).collect(),
+            Err(_) => HashMap::new(),
+        }
+    }
+}
+
+/// One point of a RayService's traffic chart. A blue/green upgrade writes no percentages: its active
+/// cluster gets all traffic and its pending one none, until the switch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    /// Seconds since the view started.
+    pub t: f64,
+    pub active_capacity: Option<i32>,
+    pub active_traffic: Option<i32>,
+    pub pending_capacity: Option<i32>,
+    pub pending_traffic: Option<i32>,
+    /// A pending cluster exists.
+    pub upgrading: bool,
+    /// The active cluster's name: a change is the switch to the new cluster.
+    pub active_cluster: Option<String>,
+}
+
+impl Sample {
+    fn same_values(&self, o: &Sample) -> bool {
+        (self.active_capacity, self.active_traffic, self.pending_capacity, self.pending_traffic, self.upgrading, &self.active_cluster)
+            == (o.active_capacity, o.active_traffic, o.pending_capacity, o.pending_traffic, o.upgrading, &o.active_cluster)
+    }
+}
+
+/// Traffic and capacity of every RayService over time, sampled by the render loop.
+#[derive(Clone, Debug, Default)]
+pub struct History {
+    pub points: HashMap<(String, String), Vec<Sample>>,
+}
+
+/// The sample a RayService's status gives now.
+pub fn sample_of(rs: &RayService, t: f64) -> Sample {
+    let st = rs.status.as_ref();
+    let active = st.and_then(|s| s.active_service_status.as_ref());
+    let pending = st.and_then(|s| s.pending_service_status.as_ref()).filter(|p| p.ray_cluster_name.as_deref().is_some_and(|n| !n.is_empty()));
+    let active_cluster = active.and_then(|a| a.ray_cluster_name.clone()).filter(|n| !n.is_empty());
+    Sample {
+        t,
+        active_capacity: active.and_then(|a| a.target_capacity),
+        active_traffic: active.and_then(|a| a.traffic_routed_percent).or(active_cluster.as_ref().map(|_| 100)),
+        pending_capacity: pending.and_then(|p| p.target_capacity),
+        pending_traffic: pending.map(|p| p.traffic_routed_percent.unwrap_or(0)),
+        upgrading: pending.is_some(),
+        active_cluster,
+    }
+}
+
+impl History {
+    /// Adds a point per RayService whose values changed (and forgets deleted services).
+    pub fn observe(&mut self, services: &[Arc<RayService>], t: f64) {
+        let live: BTreeMap<(String, String), &Arc<RayService>> =
+            services.iter().map(|rs| ((rs.namespace().unwrap_or_default(), rs.name_any()), rs)).collect();
+        self.points.retain(|k, _| live.contains_key(k));
+        for (key, rs) in live {
+            if !self.points.contains_key(&key) && self.points.len() >= HISTORY_SERVICES {
+                continue;
+            }
+            let s = sample_of(rs, t);
+            let points = self.points.entry(key).or_default();
+            if points.last().is_some_and(|last| last.same_values(&s)) {
+                continue;
+            }
+            points.push(s);
+            if points.len() > HISTORY_POINTS {
+                points.remove(0);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn service(active_tc: i32, pending: Option<(i32, i32)>) -> RayService {
+        let mut status = json!({"activeServiceStatus": {"rayClusterName": "a", "targetCapacity": active_tc, "trafficRoutedPercent": 100 - pending.map_or(0, |p| p.1)}});
+        if let Some((tc, tr)) = pending {
+            status["pendingServiceStatus"] = json!({"rayClusterName": "b", "targetCapacity": tc, "trafficRoutedPercent": tr});
+        }
+        serde_json::from_value(json!({"apiVersion": "ray.io/v1", "kind": "RayService", "metadata": {"name": "s", "namespace": "ns"},
+            "spec": {"rayClusterConfig": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": []}}}}}, "status": status}))
+        .unwrap()
+    }
+
+    #[test]
+    fn history_keeps_changes_only_and_is_bounded() {
+        let mut h = History::default();
+        h.observe(&[Arc::new(service(100, None))], 0.0);
+        h.observe(&[Arc::new(service(100, None))], 1.0);
+        let key = ("ns".to_string(), "s".to_string());
+        assert_eq!(h.points[&key].len(), 1, "an unchanged status adds no point");
+        h.observe(&[Arc::new(service(100, Some((50, 0))))], 2.0);
+        assert_eq!(h.points[&key].len(), 2);
+        assert_eq!(h.points[&key][1].pending_capacity, Some(50));
+        for i in 0..(HISTORY_POINTS as i32 * 2) {
+            h.observe(&[Arc::new(service(100, Some((i % 100, i % 7))))], 3.0 + f64::from(i));
+        }
+        assert_eq!(h.points[&key].len(), HISTORY_POINTS);
+        h.observe(&[], 1000.0);
+        assert!(h.points.is_empty(), "a deleted service's history goes with it");
+    }
+
+    #[test]
+    fn fingerprint_follows_resource_versions_only() {
+        let with_rv = |rv: &str| {
+            let mut rs = service(100, None);
+            rs.metadata.resource_version = Some(rv.to_string());
+            Snapshot { ray_services: vec![Arc::new(rs)], ..Default::default() }
+        };
+        assert_eq!(with_rv("1").fingerprint(), with_rv("1").fingerprint());
+        assert_ne!(with_rv("1").fingerprint(), with_rv("2").fingerprint());
+        assert_ne!(with_rv("1").fingerprint(), Snapshot::default().fingerprint());
+    }
+
+    fn event(uid: &str, name: &str, secs: i64, reason: &str) -> Event {
+        serde_json::from_value(json!({"metadata": {"name": uid, "namespace": "ns", "uid": uid},
+            "eventTime": jiff::Timestamp::from_second(secs).unwrap().to_string(),
+            "regarding": {"kind": "RayService", "namespace": "ns", "name": name}, "reason": reason, "note": "n", "type": "Normal"}))
+        .unwrap()
+    }
+
+    #[test]
+    fn event_log_keeps_the_newest_per_object_once() {
+        let log = EventLog::default();
+        for i in 0..20 {
+            log.record(&event(&format!("u{i}"), "s", 100 - i, &format!("R{i}")));
+        }
+        log.record(&event("u19", "s", 500, "again"));
+        let lines = log.lines();
+        let got = &lines[&("RayService".to_string(), "ns".to_string(), "s".to_string())];
+        assert_eq!(got.len(), EVENTS_PER_OBJECT);
+        assert_eq!(got.last().map(|l| l.reason.as_str()), Some("again"), "newest last, a re-sent event replaces its copy");
+        assert_eq!(got.iter().filter(|l| l.uid == "u19").count(), 1);
+    }
+}

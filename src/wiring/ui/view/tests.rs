@@ -1,0 +1,156 @@
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::*;
+use crate::api::ray::{RayCluster, RayService};
+use crate::wiring::ui::model::{Sample, Snapshot};
+
+fn cq(name: &str, cohort: Option<&str>, nominal: &str, reserved: &str) -> ClusterQueue {
+    let mut spec = json!({"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": nominal}]}]}]});
+    if let Some(c) = cohort {
+        spec["cohortName"] = json!(c);
+    }
+    serde_json::from_value(json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec,
+        "status": {"flavorsReservation": [{"name": "f", "resources": [{"name": "cpu", "total": reserved, "borrowed": "0"}]}],
+                   "flavorsUsage": [{"name": "f", "resources": [{"name": "cpu", "total": reserved, "borrowed": "0"}]}],
+                   "conditions": [{"type": "Active", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}))
+    .unwrap()
+}
+
+fn lq(name: &str, cq: &str) -> crate::api::kueue::LocalQueue {
+    serde_json::from_value(json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": name, "namespace": "ns"}, "spec": {"clusterQueue": cq}})).unwrap()
+}
+
+fn pending(name: &str, priority: i32, created: &str, message: &str) -> Workload {
+    serde_json::from_value(json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"name": name, "namespace": "ns", "creationTimestamp": created},
+        "spec": {"queueName": "lq", "priority": priority, "podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": []}}}]},
+        "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": message, "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}))
+    .unwrap()
+}
+
+#[test]
+fn escapes_what_users_and_the_api_wrote() {
+    assert_eq!(esc("<a href=\"x\">'&'</a>\r"), "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;&#13;");
+    let snap = Snapshot {
+        cluster_queues: vec![Arc::new(cq("cq", None, "8", "6"))],
+        local_queues: vec![Arc::new(lq("lq", "cq"))],
+        workloads: vec![Arc::new(pending("w", 0, "2026-01-01T00:00:00Z", "<img src=x onerror=alert(1)> needs 2 more cpu"))],
+        ..Default::default()
+    };
+    let html = body(&snap, 0.0);
+    assert!(!html.contains("<img"), "{html}");
+    assert!(html.contains("&lt;img src=x onerror=alert(1)&gt; needs 2 more cpu"), "{html}");
+}
+
+#[test]
+fn bar_carries_quota_and_usage_in_kubernetes_units() {
+    let rows = usage_rows(&cq("cq", None, "8", "6500m"));
+    assert_eq!(rows.len(), 1);
+    let (flavor, res, u) = &rows[0];
+    assert_eq!((flavor.as_str(), res.as_str()), ("f", "cpu"));
+    assert_eq!((u.nominal, u.reserved, u.in_use, u.borrowed), (8000, 6500, 6500, 0));
+    let html = bar("cq", flavor, res, u);
+    assert!(html.contains("data-nominal=\"8\"") && html.contains("data-reserved=\"6500m\""), "{html}");
+    assert!(html.contains("width:81.2%"), "6.5 of 8: {html}");
+}
+
+#[test]
+fn pending_workloads_in_queue_order_with_positions_and_shortfall() {
+    // Kueue's order: higher priority first, then the earlier one.
+    let snap = Snapshot {
+        cluster_queues: vec![Arc::new(cq("cq", None, "8", "0"))],
+        local_queues: vec![Arc::new(lq("lq", "cq"))],
+        workloads: vec![Arc::new(pending("late-high", 10, "2026-01-01T00:00:05Z", "needs 3 more")), Arc::new(pending("early-low", 0, "2026-01-01T00:00:00Z", "needs 1 more")), Arc::new(pending("early-high", 10, "2026-01-01T00:00:01Z", "needs 2 more"))],
+        ..Default::default()
+    };
+    let html = body(&snap, 0.0);
+    let at = |n: &str| html.find(&format!("data-workload=\"{n}\"")).unwrap_or_else(|| panic!("{n} missing: {html}"));
+    assert!(at("early-high") < at("late-high") && at("late-high") < at("early-low"), "{html}");
+    let row = &html[at("early-low")..];
+    assert!(row.starts_with("data-workload=\"early-low\" data-state=\"Pending\"><td>3</td>"), "{row}");
+    assert!(row.contains("<span class=\"shortfall\">needs 1 more</span>"), "{row}");
+}
+
+#[test]
+fn cohort_tree_nests_and_survives_a_parent_cycle() {
+    let cohort = |name: &str, parent: &str| -> crate::api::kueue::Cohort {
+        serde_json::from_value(json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort", "metadata": {"name": name}, "spec": {"parentName": parent}})).unwrap()
+    };
+    let snap = Snapshot {
+        cluster_queues: vec![Arc::new(cq("a-cq", Some("team-a"), "4", "0")), Arc::new(cq("loner", None, "1", "0")), Arc::new(cq("c-cq", Some("x"), "1", "0"))],
+        cohorts: vec![Arc::new(cohort("team-a", "org")), Arc::new(cohort("x", "y")), Arc::new(cohort("y", "x"))],
+        ..Default::default()
+    };
+    let html = body(&snap, 0.0);
+    let org = html.find("Cohort org").expect("the implicit root cohort");
+    let team = html.find("team-a").unwrap();
+    assert!(org < team && team < html.find("data-cq=\"a-cq\"").unwrap(), "{html}");
+    assert!(html.contains("is in a parent cycle"), "{html}");
+    assert!(html.contains("data-cq=\"c-cq\"") && html.contains("data-cq=\"loner\""), "{html}");
+}
+
+#[test]
+fn chart_draws_traffic_and_marks_the_switch() {
+    let s = |t: f64, active: &str, pending: Option<i32>| Sample {
+        t,
+        active_capacity: None,
+        active_traffic: Some(100),
+        pending_capacity: None,
+        pending_traffic: pending,
+        upgrading: pending.is_some(),
+        active_cluster: Some(active.to_string()),
+    };
+    let svg = chart(&[s(0.0, "a", None), s(5.0, "a", Some(0)), s(9.0, "b", None)], 10.0);
+    assert!(svg.contains("class=\"active traffic\""), "{svg}");
+    assert!(svg.contains("class=\"pending traffic\""), "{svg}");
+    assert_eq!(svg.matches("class=\"switch\"").count(), 1, "{svg}");
+    assert!(chart(&[], 1.0).is_empty());
+}
+
+fn upgrading_service(queue: Option<&str>) -> RayService {
+    let mut labels = json!({});
+    if let Some(q) = queue {
+        labels["kueue.x-k8s.io/queue-name"] = json!(q);
+    }
+    serde_json::from_value(json!({"apiVersion": "ray.io/v1", "kind": "RayService", "metadata": {"name": "s", "namespace": "ns", "labels": labels},
+        "spec": {"rayClusterConfig": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": []}}}}},
+        "status": {"activeServiceStatus": {"rayClusterName": "old"}, "pendingServiceStatus": {"rayClusterName": "new"}}}))
+    .unwrap()
+}
+
+fn gated_cluster(status: &str) -> RayCluster {
+    serde_json::from_value(json!({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "new", "namespace": "ns"},
+        "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": []}}}},
+        "status": {"conditions": [{"type": "QuotaGated", "status": status, "reason": "WaitingForWorkloadSlice", "message": "no admitted workload slice covers this cluster", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}))
+    .unwrap()
+}
+
+#[test]
+fn gate_follows_the_pending_clusters_condition_and_only_for_queue_managed_services() {
+    let snap = |rs: RayService, rc: RayCluster| Snapshot { ray_services: vec![Arc::new(rs)], ray_clusters: vec![Arc::new(rc)], ..Default::default() };
+    let html = body(&snap(upgrading_service(Some("lq")), gated_cluster("True")), 0.0);
+    assert!(html.contains("data-gate=\"closed\"") && html.contains("no admitted workload slice covers this cluster"), "{html}");
+    assert!(html.contains(">Upgrade gated: waiting for quota<"), "{html}");
+    let html = body(&snap(upgrading_service(Some("lq")), gated_cluster("False")), 0.0);
+    assert!(html.contains("data-gate=\"open\"") && html.contains(">Upgrade admitted: new cluster starting<"), "{html}");
+    // KubeRay's own upgrade, no queue: there is no gate, and nothing waits for quota.
+    let html = body(&snap(upgrading_service(None), gated_cluster("True")), 0.0);
+    assert!(html.contains("data-gate=\"none\"") && html.contains("not queue-managed"), "{html}");
+    assert!(!html.contains("waiting for quota"), "{html}");
+}
+
+#[test]
+fn a_long_queue_draws_its_head_only() {
+    let n = MAX_ROWS + 25;
+    let snap = Snapshot {
+        cluster_queues: vec![Arc::new(cq("cq", None, "1", "0"))],
+        local_queues: vec![Arc::new(lq("lq", "cq"))],
+        workloads: (0..n).map(|i| Arc::new(pending(&format!("w{i:03}"), 0, "2026-01-01T00:00:00Z", "m"))).collect(),
+        ..Default::default()
+    };
+    let html = body(&snap, 0.0);
+    assert_eq!(html.matches("data-state=\"Pending\"").count(), MAX_ROWS, "{html}");
+    assert!(html.contains("and 25 more not shown"), "{html}");
+}
