@@ -19,7 +19,7 @@ use super::support::*;
 const NS: &str = "default";
 
 /// A queue-managed RayService: head `head_cpu` + one worker of 1 CPU, rayVersion `version`.
-fn service(name: &str, head_cpu: &str, version: &str) -> RayService {
+pub(super) fn service(name: &str, head_cpu: &str, version: &str) -> RayService {
     let res = |cpu: &str| json!({"requests": {"cpu": cpu, "memory": "1Gi"}});
     serde_json::from_value(json!({
         "apiVersion": "ray.io/v1", "kind": "RayService",
@@ -75,12 +75,14 @@ impl Scenario {
     }
 
     pub(super) async fn set_quota(&self, cpu: &str) {
+        self.try_set_quota(cpu).await.unwrap();
+    }
+
+    pub(super) async fn try_set_quota(&self, cpu: &str) -> Result<ClusterQueue, kube::Error> {
         let cqs: Api<ClusterQueue> = Api::all(self.c.client.clone());
         let patch = json!({"spec": {"resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default",
             "resources": [{"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": "64Gi"}]}]}]}});
-        cqs.patch("cq", &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .unwrap();
+        cqs.patch("cq", &PatchParams::default(), &Patch::Merge(&patch)).await
     }
 
     /// Deletes the preempting workload `wl` and waits until service `rs` serves again, resumed.
@@ -821,8 +823,16 @@ async fn the_manager_needs_exactly_the_shipped_role() {
     s.wait_cq_cpu(2000).await;
 
     s.c.workload("urgent", "lq", 1000, "3").await;
-    s.wait_rs("rs", "suspended by preemption", |r| r.spec.suspend == Some(true))
-        .await;
+    // Stopped, not only asked to: deleting the preemptor at once could readmit the service before
+    // its controller ever acted on the suspension (a race of the test, not of the product).
+    s.wait_rs("rs", "suspended by preemption", |r| {
+        r.spec.suspend == Some(true)
+            && quotagate::api::conditions::is_true(
+                r.status.as_ref().and_then(|st| st.conditions.as_deref()),
+                "Suspended",
+            )
+    })
+    .await;
     s.resumes_once_deleted("urgent").await;
     s.services()
         .delete("rs", &DeleteParams::default())

@@ -1,12 +1,16 @@
 //! End-to-end scenarios: the real manager (kube-runtime watches, the scheduler loop) against the
 //! embedded API server, driven and observed only through `kube::Client`.
 
+mod chaos;
+mod explain;
 mod gated;
 mod incremental;
 mod invariants;
 mod kubectl;
+mod kueue_scheduler;
 mod kubectl_incremental;
 mod raycluster;
+mod visibility;
 mod resilience;
 mod scenarios;
 mod support;

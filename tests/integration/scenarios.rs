@@ -35,7 +35,7 @@ async fn admits_when_quota_fits_then_waits_then_admits_after_quota_raised() {
     assert_eq!(status, "False");
     assert_eq!(
         message,
-        "couldn't assign flavors to podset main: insufficient unused quota for cpu in flavor default, 1 more needed (requested 2, available 1)"
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 1 more needed"
     );
 
     let cqs: Api<ClusterQueue> = Api::all(c.client.clone());

@@ -211,15 +211,16 @@ impl Cluster {
 
     /// A one-podset workload asking `cpu` per pod.
     pub async fn workload(&self, name: &str, lq: &str, priority: i32, cpu: &str) -> Workload {
+        self.try_workload(name, lq, priority, cpu).await.unwrap()
+    }
+
+    pub async fn try_workload(&self, name: &str, lq: &str, priority: i32, cpu: &str) -> Result<Workload, kube::Error> {
         let wl = Workload::build(name, "default")
             .queue(lq)
             .priority(priority)
             .podset("main", 1, [("cpu", cpu)])
             .build();
-        self.workloads()
-            .create(&PostParams::default(), &wl)
-            .await
-            .unwrap()
+        self.workloads().create(&PostParams::default(), &wl).await
     }
 
     /// Simple setup: flavor "default", CQ `cq` (StrictFIFO or not) with `cpu` nominal, LQ `lq`.
