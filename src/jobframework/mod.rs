@@ -8,6 +8,7 @@
 
 pub mod core;
 pub mod error;
+pub mod events;
 pub mod interface;
 pub mod job_controller;
 pub mod metrics;

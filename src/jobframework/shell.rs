@@ -12,7 +12,8 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource;
 use kube::runtime::Controller;
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
+use super::events::Recorder;
 use rand::Rng;
 use serde::de::DeserializeOwned;
 

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
+use crate::jobframework::events::Recorder;
 use kube::{Api, Client};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
@@ -47,6 +48,8 @@ pub struct ManagerOptions {
     pub explanations: crate::jobframework::core::Explanations,
     /// Serve the web view on this listener (`--ui-addr`).
     pub ui: Option<super::ui::UiListener>,
+    /// Where the admission loop's time goes, phase by phase (read by `bench e2e`).
+    pub cycle_stats: crate::jobframework::core::CycleStats,
 }
 
 impl Default for ManagerOptions {
@@ -64,6 +67,7 @@ impl Default for ManagerOptions {
             ray_gates: Default::default(),
             explanations: Default::default(),
             ui: None,
+            cycle_stats: Default::default(),
         }
     }
 }
@@ -202,6 +206,7 @@ pub async fn run_manager(
         resync: opts.resync,
         synced,
         explanations: opts.explanations.clone(),
+        stats: opts.cycle_stats.clone(),
     };
     let c = cancel.clone();
     let mut loop_task = tokio::spawn(admission.run(async move { c.cancelled().await }));

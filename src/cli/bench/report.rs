@@ -104,6 +104,14 @@ pub fn to_json(name: &str, scale: f64, plan: &Plan, m: &Measured) -> Value {
         "apiRequestsPerSecond": (m.requests as f64 / wall_s).round(),
         "apiRequestsBy": m.requests_by,
         "workloadWatchEventsPerWorkload": m.watch_events as f64 / m.workloads.max(1) as f64,
+        "admissionLoop": {
+            "cycles": m.admission_loop.cycles,
+            "examinedPerCycle": m.admission_loop.examined / m.admission_loop.cycles.max(1),
+            "phaseMs": crate::jobframework::core::stats::Phase::ALL.iter().zip(m.admission_loop.phases)
+                .map(|(p, d)| (p.as_str().to_string(), json!(d.as_millis() as u64)))
+                .collect::<serde_json::Map<_, _>>(),
+            "summary": m.admission_loop.summary(),
+        },
         "kueuePublished": kueue,
     })
 }
@@ -199,6 +207,9 @@ pub fn to_text(v: &Value) -> String {
             .map(|(k, n)| format!("{k} {n}"))
             .collect();
         out.push_str(&format!("  busiest: {}\n", line.join(", ")));
+    }
+    if let Some(line) = v["admissionLoop"]["summary"].as_str() {
+        out.push_str(&format!("{line}\n"));
     }
     out
 }

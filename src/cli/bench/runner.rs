@@ -63,6 +63,8 @@ pub struct Measured {
     pub requests_by: BTreeMap<String, u64>,
     pub cpu: Option<Duration>,
     pub max_rss_kib: Option<u64>,
+    /// The admission loop's cycles and time per phase over the run.
+    pub admission_loop: crate::jobframework::core::CycleFigures,
 }
 
 type Records = Arc<Mutex<HashMap<(usize, String), Rec>>>;
@@ -290,8 +292,10 @@ pub async fn run(plan: &Plan, progress: bool) -> Result<Measured, String> {
     let client = counting_client(&server, by.clone());
     let cancel = CancellationToken::new();
     let _stop = cancel.clone().drop_guard();
+    let stats = crate::jobframework::core::CycleStats::default();
     let opts = ManagerOptions {
         leader_election: false,
+        cycle_stats: stats.clone(),
         ..ManagerOptions::default()
     };
     let c = cancel.clone();
@@ -300,6 +304,7 @@ pub async fn run(plan: &Plan, progress: bool) -> Result<Measured, String> {
     }));
     create_queues(&client, plan).await?;
     let (cpu0, _) = cpu_and_rss();
+    let loop0 = stats.figures();
     let requests0: u64 = by.lock().map_err(|_| "poisoned")?.values().sum();
 
     let records: Records = Arc::new(Mutex::new(HashMap::new()));
@@ -471,6 +476,7 @@ pub async fn run(plan: &Plan, progress: bool) -> Result<Measured, String> {
         requests_by,
         cpu: cpu0.zip(cpu1).map(|(a, b)| b.saturating_sub(a)),
         max_rss_kib: rss,
+        admission_loop: since(&loop0, &stats.figures()),
         ..Measured::default()
     };
     for r in recs.values() {
@@ -491,6 +497,19 @@ pub async fn run(plan: &Plan, progress: bool) -> Result<Measured, String> {
     cancel.cancel();
     let _ = manager.await;
     Ok(m)
+}
+
+/// The loop's figures between two readings (the queues' set-up is not part of the run).
+fn since(a: &crate::jobframework::core::CycleFigures, b: &crate::jobframework::core::CycleFigures) -> crate::jobframework::core::CycleFigures {
+    let mut phases = b.phases;
+    for (p, q) in phases.iter_mut().zip(a.phases) {
+        *p = p.saturating_sub(q);
+    }
+    crate::jobframework::core::CycleFigures {
+        cycles: b.cycles - a.cycles.min(b.cycles),
+        phases,
+        examined: b.examined - a.examined.min(b.examined),
+    }
 }
 
 #[cfg(test)]

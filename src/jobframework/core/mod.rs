@@ -10,6 +10,7 @@ pub mod conditions;
 pub mod explanations;
 pub mod queue_status;
 pub mod run;
+pub mod stats;
 pub mod sync;
 pub mod write_backoff;
 
@@ -19,4 +20,5 @@ mod tests;
 pub use caches::Caches;
 pub use explanations::Explanations;
 pub use run::AdmissionLoop;
+pub use stats::{CycleFigures, CycleStats};
 pub use sync::{Action, AdmissionState, Snapshot};

@@ -8,13 +8,15 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
+use crate::jobframework::events::Recorder;
 use kube::{Api, Client, Resource, ResourceExt};
 use tokio::sync::{Notify, watch};
 
 use super::caches::Caches;
 use super::conditions::{self, EvictionCause};
 use super::queue_status;
+use super::stats::Phase;
 use super::sync::{Action, AdmissionState, Snapshot, key_of};
 use super::write_backoff::{self, WriteBackoff};
 use crate::api::kueue::constants::{RESOURCE_IN_USE_FINALIZER, reason};
@@ -37,6 +39,8 @@ pub struct AdmissionLoop {
     pub synced: watch::Receiver<bool>,
     /// The scheduler's latest reasoning per pending workload, for `quotagate explain`.
     pub explanations: super::Explanations,
+    /// Time per phase of the cycles, for the end-to-end benchmark.
+    pub stats: super::CycleStats,
 }
 
 fn now() -> jiff::Timestamp {
@@ -76,6 +80,8 @@ impl AdmissionLoop {
             }
             let started = std::time::Instant::now();
             let mut snap = self.caches.snapshot();
+            let snapped = std::time::Instant::now();
+            self.stats.add(Phase::Snapshot, snapped - started);
             // A pending workload whose admission write failed sits out its backoff: it takes no
             // quota in this cycle, so it cannot starve the workloads queued behind it. (Nothing to
             // do, and no per-workload work on the hot path, while no write is backing off.)
@@ -88,6 +94,9 @@ impl AdmissionLoop {
             tracing::trace!(workloads = snap.workloads.len(), "admission step");
             let actions = state.step(&snap, now().as_millisecond());
             tracing::trace!(actions = actions.len(), "admission step done");
+            let stepped = std::time::Instant::now();
+            self.stats.add(Phase::Step, stepped - snapped);
+            self.stats.cycle(snap.workloads.len());
             let by_key: HashMap<WorkloadKey, Arc<Workload>> = snap
                 .workloads
                 .iter()
@@ -126,7 +135,10 @@ impl AdmissionLoop {
                     "inadmissible"
                 }))
                 .observe(started.elapsed().as_secs_f64());
+            let written = std::time::Instant::now();
+            self.stats.add(Phase::Writes, written - stepped);
             self.write_queue_status(&state, &snap).await;
+            self.stats.add(Phase::QueueStatus, written.elapsed());
             if admitted {
                 // Kueue runs the next cycle at once after an admission.
                 self.notify.notify_one();
