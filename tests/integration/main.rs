@@ -9,6 +9,7 @@ mod invariants;
 mod kubectl;
 mod kueue_scheduler;
 mod kubectl_incremental;
+mod kueuectl;
 mod raycluster;
 mod visibility;
 mod resilience;
