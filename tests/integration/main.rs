@@ -10,6 +10,7 @@ mod kubectl;
 mod kueue_scheduler;
 mod kubectl_incremental;
 mod kueuectl;
+mod metrics;
 mod raycluster;
 mod visibility;
 mod resilience;

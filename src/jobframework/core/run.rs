@@ -118,13 +118,11 @@ impl AdmissionLoop {
                     }
                 }
             }
+            let result = self.metrics.result(if admitted { "success" } else { "inadmissible" });
+            self.metrics.admission_attempts_total.get_or_create(&result).inc();
             self.metrics
                 .admission_attempt_duration_seconds
-                .get_or_create(&self.metrics.result(if admitted {
-                    "success"
-                } else {
-                    "inadmissible"
-                }))
+                .get_or_create(&result)
                 .observe(started.elapsed().as_secs_f64());
             self.write_queue_status(&state, &snap).await;
             if admitted {
