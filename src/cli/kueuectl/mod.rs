@@ -14,8 +14,10 @@ use clap::{Args, Subcommand, ValueEnum};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
-    #[error("{0}")]
-    Kube(#[from] kube::Error),
+    /// Worded as kubectl words the API's answer; the error is not a `source`, so it is not printed
+    /// twice in a chain.
+    #[error("{}", kube_message(.0))]
+    Kube(kube::Error),
     /// A flag's value cannot be used; names the flag.
     #[error("invalid --{flag}: {message}")]
     Flag { flag: &'static str, message: String },
@@ -23,6 +25,19 @@ pub enum CliError {
     Connect(String),
     #[error("cannot print the result: {0}")]
     Print(String),
+}
+
+impl From<kube::Error> for CliError {
+    fn from(e: kube::Error) -> Self {
+        CliError::Kube(e)
+    }
+}
+
+fn kube_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("Error from server ({}): {}", s.reason, s.message),
+        other => other.to_string(),
+    }
 }
 
 /// Where to connect and in which namespace (kubectl's `--kubeconfig` and `-n`).

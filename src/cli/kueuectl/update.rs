@@ -64,8 +64,7 @@ pub fn resume(cmd: &ResumeCmd) -> Change {
 /// Applies the change (a client dry run only reads the object, so a missing one is still an
 /// error) and returns kubectl's name-printer line.
 pub async fn apply(client: &kube::Client, ns: &str, c: &Change) -> Result<String, CliError> {
-    let mut pp = PatchParams::default();
-    pp.dry_run = c.dry_run == DryRun::Server;
+    let pp = PatchParams { dry_run: c.dry_run == DryRun::Server, ..Default::default() };
     let patch = Patch::Merge(&c.patch);
     let client_only = c.dry_run == DryRun::Client;
     match c.kind {
