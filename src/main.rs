@@ -76,6 +76,34 @@ enum Command {
         #[arg(long)]
         kubeconfig: Option<PathBuf>,
     },
+    /// kueuectl's `list`: ClusterQueues, LocalQueues, Workloads or ResourceFlavors as tables.
+    List {
+        #[command(subcommand)]
+        what: quotagate::cli::kueuectl::ListCmd,
+        #[command(flatten)]
+        conn: quotagate::cli::kueuectl::Conn,
+    },
+    /// kueuectl's `stop`: hold a ClusterQueue or LocalQueue (spec.stopPolicy), deactivate a Workload.
+    Stop {
+        #[command(subcommand)]
+        what: quotagate::cli::kueuectl::StopCmd,
+        #[command(flatten)]
+        conn: quotagate::cli::kueuectl::Conn,
+    },
+    /// kueuectl's `resume`: undo `stop`.
+    Resume {
+        #[command(subcommand)]
+        what: quotagate::cli::kueuectl::ResumeCmd,
+        #[command(flatten)]
+        conn: quotagate::cli::kueuectl::Conn,
+    },
+    /// kueuectl's `create clusterqueue|localqueue`.
+    Create {
+        #[command(subcommand)]
+        what: quotagate::cli::kueuectl::CreateCmd,
+        #[command(flatten)]
+        conn: quotagate::cli::kueuectl::Conn,
+    },
     /// Run the controllers: quota admission, the RayCluster job integration and the Ray operator.
     Run(RunArgs),
     /// A scripted walk-through on the embedded cluster: quota admission of RayClusters, then a RayService
@@ -496,7 +524,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // The demo prints its own story on stdout; controller logs would drown it.
     // So does a benchmark's table.
-    init_tracing(if matches!(cli.command, Command::Demo { .. } | Command::Bench(_) | Command::Plan { .. } | Command::Explain { .. } | Command::PendingWorkloads { .. }) { "warn" } else { "info" });
+    init_tracing(if matches!(cli.command, Command::Demo { .. } | Command::Bench(_) | Command::Plan { .. } | Command::Explain { .. } | Command::PendingWorkloads { .. } | Command::List { .. } | Command::Stop { .. } | Command::Resume { .. } | Command::Create { .. }) { "warn" } else { "info" });
     match cli.command {
         Command::Run(args) => run_async(run(args)),
         Command::Demo { listen, kubeconfig_out, step_timeout, keep_running, data_dir, json, ui, sim } => {
@@ -536,6 +564,35 @@ fn main() -> ExitCode {
             };
             let client = quotagate::cli::kube_client(kubeconfig.as_deref()).await.map_err(anyhow::Error::msg)?;
             print!("{}", quotagate::cli::pending::run(&client, &queue).await?);
+            Ok(())
+        }),
+        Command::List { what, conn } => run_async(async move {
+            let (client, ns) = conn.client().await?;
+            let out = quotagate::cli::kueuectl::list::run(&client, &ns, &what).await?;
+            print!("{}", out.stdout);
+            eprint!("{}", out.stderr);
+            Ok(())
+        }),
+        Command::Stop { what, conn } => run_async(async move {
+            let (client, ns) = conn.client().await?;
+            print!("{}", quotagate::cli::kueuectl::update::apply(&client, &ns, &quotagate::cli::kueuectl::update::stop(&what)).await?);
+            Ok(())
+        }),
+        Command::Resume { what, conn } => run_async(async move {
+            let (client, ns) = conn.client().await?;
+            print!("{}", quotagate::cli::kueuectl::update::apply(&client, &ns, &quotagate::cli::kueuectl::update::resume(&what)).await?);
+            Ok(())
+        }),
+        Command::Create { what, conn } => run_async(async move {
+            use quotagate::cli::kueuectl::{CreateCmd, create};
+            let (client, ns) = conn.client().await?;
+            let out = match &what {
+                CreateCmd::Clusterqueue(a) => create::create_cluster_queue(&client, a).await?,
+                CreateCmd::Localqueue { name, clusterqueue, ignore_unknown_cq, dry_run } => {
+                    create::create_local_queue(&client, &ns, name, clusterqueue, *ignore_unknown_cq, *dry_run).await?
+                }
+            };
+            print!("{out}");
             Ok(())
         }),
         Command::Crds => match quotagate::cli::crds_yaml() {

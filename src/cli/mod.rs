@@ -1,6 +1,8 @@
-//! Command-line entry points that are more than wiring: `crds`, `validate`, `plan`, `explain`.
+//! Command-line entry points that are more than wiring: `crds`, `validate`, `plan`, `explain`,
+//! kueuectl's `list`, `stop`, `resume`, `create`.
 
 pub mod explain;
+pub mod kueuectl;
 pub mod pending;
 pub mod plan;
 pub mod validate;

@@ -2,7 +2,10 @@
 //! dashboards and alerts keep working. Every series carries `replica_role` (leader|follower|standalone).
 
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::collections::HashSet;
+use std::hash::Hash;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder, text::encode};
 use prometheus_client::metrics::counter::Counter;
@@ -48,10 +51,22 @@ pub struct CqStatusLabels {
     pub replica_role: Role,
 }
 
+/// Per ClusterQueue and the workload's priority class (`""` without one), as Kueue's counters and
+/// wait-time histograms since it added `priority_class`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct CqReasonLabels {
+pub struct CqPriorityLabels {
+    pub cluster_queue: String,
+    pub priority_class: String,
+    pub replica_role: Role,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct EvictedLabels {
     pub cluster_queue: String,
     pub reason: String,
+    /// The preemption reason for `Preempted`, else empty (Kueue's scheduling stats' cause).
+    pub underlying_cause: String,
+    pub priority_class: String,
     pub replica_role: Role,
 }
 
@@ -62,62 +77,239 @@ pub struct PreemptedLabels {
     pub replica_role: Role,
 }
 
-/// Every metric quotagate exports.
+/// Kueue's optional ClusterQueue resource gauges (`metrics.enableClusterQueueResources`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct CqResourceLabels {
+    pub cohort: String,
+    pub cluster_queue: String,
+    pub flavor: String,
+    pub resource: String,
+    pub replica_role: Role,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct LqLabels {
+    pub name: String,
+    pub namespace: String,
+    pub replica_role: Role,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct LqStatusLabels {
+    pub name: String,
+    pub namespace: String,
+    pub status: Cow<'static, str>,
+    pub replica_role: Role,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct LqActiveLabels {
+    pub name: String,
+    pub namespace: String,
+    /// True, False or Unknown: the LocalQueue's Active condition.
+    pub active: Cow<'static, str>,
+    pub replica_role: Role,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct LqPriorityLabels {
+    pub name: String,
+    pub namespace: String,
+    pub priority_class: String,
+    pub replica_role: Role,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct LqEvictedLabels {
+    pub name: String,
+    pub namespace: String,
+    pub reason: String,
+    pub underlying_cause: String,
+    pub priority_class: String,
+    pub replica_role: Role,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct LqResourceLabels {
+    pub name: String,
+    pub namespace: String,
+    pub flavor: String,
+    pub resource: String,
+    pub replica_role: Role,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct BuildInfoLabels {
+    git_version: String,
+    git_commit: String,
+    build_date: String,
+    go_version: String,
+    compiler: String,
+    platform: String,
+}
+
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// A gauge family whose series are all rewritten at once from the current state, so a deleted
+/// ClusterQueue's or LocalQueue's series go away (Kueue clears them on delete).
+pub struct GaugeSet<L, G> {
+    pub family: Family<L, G>,
+    seen: Mutex<HashSet<L>>,
+}
+
+impl<L: Clone + Eq + Hash + EncodeLabelSet + std::fmt::Debug, G: Default + prometheus_client::metrics::TypedMetric> GaugeSet<L, G> {
+    fn new() -> Self {
+        GaugeSet { family: Family::default(), seen: Mutex::new(HashSet::new()) }
+    }
+
+    /// Sets every series in `values` and removes the ones set last time but not now.
+    pub fn replace<V>(&self, values: Vec<(L, V)>, set: impl Fn(&G, V)) {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let now: HashSet<L> = values.iter().map(|(l, _)| l.clone()).collect();
+        for old in seen.difference(&now) {
+            self.family.remove(old);
+        }
+        for (l, v) in values {
+            set(&self.family.get_or_create(&l), v);
+        }
+        *seen = now;
+    }
+}
+
+/// Every Kueue metric quotagate exports.
 pub struct Metrics {
     registry: Registry,
     role: AtomicU8,
     pub admission_attempts_total: Family<ResultLabels, Counter>,
     pub admission_attempt_duration_seconds: Family<ResultLabels, Histogram>,
-    pub pending_workloads: Family<CqStatusLabels, Gauge>,
-    pub quota_reserved_workloads_total: Family<CqLabels, Counter>,
-    pub admitted_workloads_total: Family<CqLabels, Counter>,
-    pub evicted_workloads_total: Family<CqReasonLabels, Counter>,
+    pub pending_workloads: GaugeSet<CqStatusLabels, Gauge>,
+    pub finished_workloads: GaugeSet<CqLabels, Gauge>,
+    pub quota_reserved_workloads_total: Family<CqPriorityLabels, Counter>,
+    pub quota_reserved_wait_time_seconds: Family<CqPriorityLabels, Histogram>,
+    pub admitted_workloads_total: Family<CqPriorityLabels, Counter>,
+    pub admission_wait_time_seconds: Family<CqPriorityLabels, Histogram>,
+    pub admission_checks_wait_time_seconds: Family<CqPriorityLabels, Histogram>,
+    pub evicted_workloads_total: Family<EvictedLabels, Counter>,
+    pub evicted_workloads_once_total: Family<EvictedLabels, Counter>,
     pub preempted_workloads_total: Family<PreemptedLabels, Counter>,
     pub replaced_workload_slices_total: Family<CqLabels, Counter>,
-    pub reserving_active_workloads: Family<CqLabels, Gauge>,
-    pub admitted_active_workloads: Family<CqLabels, Gauge>,
-    pub cluster_queue_status: Family<CqStatusLabels, Gauge>,
+    pub reserving_active_workloads: GaugeSet<CqLabels, Gauge>,
+    pub admitted_active_workloads: GaugeSet<CqLabels, Gauge>,
+    pub cluster_queue_status: GaugeSet<CqStatusLabels, Gauge>,
+    pub cluster_queue_resource_reservation: GaugeSet<CqResourceLabels, FloatGauge>,
+    pub cluster_queue_resource_usage: GaugeSet<CqResourceLabels, FloatGauge>,
+    pub cluster_queue_nominal_quota: GaugeSet<CqResourceLabels, FloatGauge>,
+    pub cluster_queue_borrowing_limit: GaugeSet<CqResourceLabels, FloatGauge>,
+    pub cluster_queue_lending_limit: GaugeSet<CqResourceLabels, FloatGauge>,
+    pub local_queue_pending_workloads: GaugeSet<LqStatusLabels, Gauge>,
+    pub local_queue_reserving_active_workloads: GaugeSet<LqLabels, Gauge>,
+    pub local_queue_admitted_active_workloads: GaugeSet<LqLabels, Gauge>,
+    pub local_queue_finished_workloads: GaugeSet<LqLabels, Gauge>,
+    pub local_queue_status: GaugeSet<LqActiveLabels, Gauge>,
+    pub local_queue_resource_reservation: GaugeSet<LqResourceLabels, FloatGauge>,
+    pub local_queue_resource_usage: GaugeSet<LqResourceLabels, FloatGauge>,
+    pub local_queue_quota_reserved_workloads_total: Family<LqPriorityLabels, Counter>,
+    pub local_queue_admitted_workloads_total: Family<LqPriorityLabels, Counter>,
+    pub local_queue_admission_wait_time_seconds: Family<LqPriorityLabels, Histogram>,
+    pub local_queue_evicted_workloads_total: Family<LqEvictedLabels, Counter>,
 }
 
 fn duration_histogram() -> Histogram {
-    // Kueue's buckets: start at 1 ms... doubling; 16 of them reach about 33 s.
+    // An admission attempt (one scheduling cycle) takes milliseconds: start at 1 ms, doubling; 16
+    // buckets reach about 33 s.
     Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
+fn wait_histogram() -> Histogram {
+    // Kueue's generateExponentialBuckets(14): 1, then 2.5 doubling (2.5 ... 10240 s).
+    Histogram::new(std::iter::once(1.0).chain(exponential_buckets(2.5, 2.0, 13)))
 }
 
 impl Metrics {
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("kueue");
+        let mut r = Registry::with_prefix("kueue");
         let m = Metrics {
             role: AtomicU8::new(Role::Standalone as u8),
             admission_attempts_total: Family::default(),
             admission_attempt_duration_seconds: Family::new_with_constructor(duration_histogram),
-            pending_workloads: Family::default(),
+            pending_workloads: GaugeSet::new(),
+            finished_workloads: GaugeSet::new(),
             quota_reserved_workloads_total: Family::default(),
+            quota_reserved_wait_time_seconds: Family::new_with_constructor(wait_histogram),
             admitted_workloads_total: Family::default(),
+            admission_wait_time_seconds: Family::new_with_constructor(wait_histogram),
+            admission_checks_wait_time_seconds: Family::new_with_constructor(wait_histogram),
             evicted_workloads_total: Family::default(),
+            evicted_workloads_once_total: Family::default(),
             preempted_workloads_total: Family::default(),
             replaced_workload_slices_total: Family::default(),
-            reserving_active_workloads: Family::default(),
-            admitted_active_workloads: Family::default(),
-            cluster_queue_status: Family::default(),
+            reserving_active_workloads: GaugeSet::new(),
+            admitted_active_workloads: GaugeSet::new(),
+            cluster_queue_status: GaugeSet::new(),
+            cluster_queue_resource_reservation: GaugeSet::new(),
+            cluster_queue_resource_usage: GaugeSet::new(),
+            cluster_queue_nominal_quota: GaugeSet::new(),
+            cluster_queue_borrowing_limit: GaugeSet::new(),
+            cluster_queue_lending_limit: GaugeSet::new(),
+            local_queue_pending_workloads: GaugeSet::new(),
+            local_queue_reserving_active_workloads: GaugeSet::new(),
+            local_queue_admitted_active_workloads: GaugeSet::new(),
+            local_queue_finished_workloads: GaugeSet::new(),
+            local_queue_status: GaugeSet::new(),
+            local_queue_resource_reservation: GaugeSet::new(),
+            local_queue_resource_usage: GaugeSet::new(),
+            local_queue_quota_reserved_workloads_total: Family::default(),
+            local_queue_admitted_workloads_total: Family::default(),
+            local_queue_admission_wait_time_seconds: Family::new_with_constructor(wait_histogram),
+            local_queue_evicted_workloads_total: Family::default(),
             registry: Registry::default(),
         };
-        registry.register("admission_attempts", "Admission attempts by result (success, inadmissible)", m.admission_attempts_total.clone());
-        registry.register(
-            "admission_attempt_duration_seconds",
-            "Latency of an admission attempt (one scheduling cycle) by result",
-            m.admission_attempt_duration_seconds.clone(),
-        );
-        registry.register("pending_workloads", "Pending workloads per ClusterQueue and status (active, inadmissible)", m.pending_workloads.clone());
-        registry.register("quota_reserved_workloads", "Workloads that got quota reserved, per ClusterQueue", m.quota_reserved_workloads_total.clone());
-        registry.register("admitted_workloads", "Admitted workloads per ClusterQueue", m.admitted_workloads_total.clone());
-        registry.register("evicted_workloads", "Evicted workloads per ClusterQueue and reason", m.evicted_workloads_total.clone());
-        registry.register("preempted_workloads", "Preempted workloads per preempting ClusterQueue and reason", m.preempted_workloads_total.clone());
-        registry.register("replaced_workload_slices", "Workload slices replaced by a newer slice", m.replaced_workload_slices_total.clone());
-        registry.register("reserving_active_workloads", "Workloads holding a quota reservation", m.reserving_active_workloads.clone());
-        registry.register("admitted_active_workloads", "Admitted workloads that are active", m.admitted_active_workloads.clone());
-        registry.register("cluster_queue_status", "ClusterQueue status (pending, active, terminated)", m.cluster_queue_status.clone());
-        Metrics { registry, ..m }
+        // Counters are registered without `_total`: the encoder appends it.
+        r.register("admission_attempts", "The total number of attempts to admit workloads, by result (success, inadmissible)", m.admission_attempts_total.clone());
+        r.register("admission_attempt_duration_seconds", "The latency of an admission attempt, by result", m.admission_attempt_duration_seconds.clone());
+        r.register("pending_workloads", "The number of pending workloads, per cluster_queue and status (active, inadmissible)", m.pending_workloads.family.clone());
+        r.register("finished_workloads", "The number of finished workloads, per cluster_queue", m.finished_workloads.family.clone());
+        r.register("quota_reserved_workloads", "The total number of quota reserved workloads per cluster_queue", m.quota_reserved_workloads_total.clone());
+        r.register("quota_reserved_wait_time_seconds", "The time between a workload was created or requeued until it got quota reservation, per cluster_queue", m.quota_reserved_wait_time_seconds.clone());
+        r.register("admitted_workloads", "The total number of admitted workloads per cluster_queue", m.admitted_workloads_total.clone());
+        r.register("admission_wait_time_seconds", "The time between a workload was created or requeued until admission, per cluster_queue", m.admission_wait_time_seconds.clone());
+        r.register("admission_checks_wait_time_seconds", "The time from when a workload got the quota reservation until admission, per cluster_queue (0: quotagate has no admission checks)", m.admission_checks_wait_time_seconds.clone());
+        r.register("evicted_workloads", "The number of evicted workloads per cluster_queue, reason and underlying_cause", m.evicted_workloads_total.clone());
+        r.register("evicted_workloads_once", "The number of unique workload evictions per cluster_queue, reason and underlying_cause", m.evicted_workloads_once_total.clone());
+        r.register("preempted_workloads", "The number of preempted workloads per preempting_cluster_queue and reason", m.preempted_workloads_total.clone());
+        r.register("replaced_workload_slices", "The number of replaced workload slices per cluster_queue", m.replaced_workload_slices_total.clone());
+        r.register("reserving_active_workloads", "The number of Workloads that are reserving quota, per cluster_queue", m.reserving_active_workloads.family.clone());
+        r.register("admitted_active_workloads", "The number of admitted Workloads that are active, per cluster_queue", m.admitted_active_workloads.family.clone());
+        r.register("cluster_queue_status", "Reports cluster_queue with its status (pending, active or terminating); 1 for one status", m.cluster_queue_status.family.clone());
+        r.register("cluster_queue_resource_reservation", "Reports the cluster_queue's total resource reservation within all the flavors", m.cluster_queue_resource_reservation.family.clone());
+        r.register("cluster_queue_resource_usage", "Reports the cluster_queue's total resource usage within all the flavors", m.cluster_queue_resource_usage.family.clone());
+        r.register("cluster_queue_nominal_quota", "Reports the cluster_queue's resource nominal quota within all the flavors", m.cluster_queue_nominal_quota.family.clone());
+        r.register("cluster_queue_borrowing_limit", "Reports the cluster_queue's resource borrowing limit within all the flavors", m.cluster_queue_borrowing_limit.family.clone());
+        r.register("cluster_queue_lending_limit", "Reports the cluster_queue's resource lending limit within all the flavors", m.cluster_queue_lending_limit.family.clone());
+        r.register("local_queue_pending_workloads", "The number of pending workloads, per local_queue and status", m.local_queue_pending_workloads.family.clone());
+        r.register("local_queue_reserving_active_workloads", "The number of Workloads that are reserving quota, per localQueue", m.local_queue_reserving_active_workloads.family.clone());
+        r.register("local_queue_admitted_active_workloads", "The number of admitted Workloads that are active, per localQueue", m.local_queue_admitted_active_workloads.family.clone());
+        r.register("local_queue_finished_workloads", "The number of finished workloads, per localQueue", m.local_queue_finished_workloads.family.clone());
+        r.register("local_queue_status", "Reports localQueue with its active status (True, False or Unknown); 1 for one status", m.local_queue_status.family.clone());
+        r.register("local_queue_resource_reservation", "Reports the localQueue's total resource reservation within all the flavors", m.local_queue_resource_reservation.family.clone());
+        r.register("local_queue_resource_usage", "Reports the localQueue's total resource usage within all the flavors", m.local_queue_resource_usage.family.clone());
+        r.register("local_queue_quota_reserved_workloads", "The total number of quota reserved workloads per local_queue", m.local_queue_quota_reserved_workloads_total.clone());
+        r.register("local_queue_admitted_workloads", "The total number of admitted workloads per local_queue", m.local_queue_admitted_workloads_total.clone());
+        r.register("local_queue_admission_wait_time_seconds", "The time between a workload was created or requeued until admission, per local_queue", m.local_queue_admission_wait_time_seconds.clone());
+        r.register("local_queue_evicted_workloads", "The number of evicted workloads per local_queue", m.local_queue_evicted_workloads_total.clone());
+        let build: Family<BuildInfoLabels, Gauge> = Family::default();
+        build
+            .get_or_create(&BuildInfoLabels {
+                git_version: env!("CARGO_PKG_VERSION").to_string(),
+                git_commit: String::new(),
+                build_date: String::new(),
+                go_version: String::new(),
+                compiler: "rustc".to_string(),
+                platform: format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+            })
+            .set(1);
+        r.register("build_info", "Kueue build information: 1 for the running version (quotagate's, built with rustc)", build);
+        Metrics { registry: r, ..m }
     }
 
     pub fn set_role(&self, role: Role) {
@@ -134,6 +326,18 @@ impl Metrics {
 
     pub fn cq(&self, cluster_queue: &str) -> CqLabels {
         CqLabels { cluster_queue: cluster_queue.to_string(), replica_role: self.role() }
+    }
+
+    pub fn cq_priority(&self, cluster_queue: &str, priority_class: &str) -> CqPriorityLabels {
+        CqPriorityLabels { cluster_queue: cluster_queue.to_string(), priority_class: priority_class.to_string(), replica_role: self.role() }
+    }
+
+    pub fn lq(&self, namespace: &str, name: &str) -> LqLabels {
+        LqLabels { name: name.to_string(), namespace: namespace.to_string(), replica_role: self.role() }
+    }
+
+    pub fn lq_priority(&self, namespace: &str, name: &str, priority_class: &str) -> LqPriorityLabels {
+        LqPriorityLabels { name: name.to_string(), namespace: namespace.to_string(), priority_class: priority_class.to_string(), replica_role: self.role() }
     }
 
     pub fn result(&self, result: &'static str) -> ResultLabels {
@@ -164,11 +368,11 @@ mod tests {
         let m = Metrics::new();
         m.set_role(Role::Leader);
         m.admission_attempts_total.get_or_create(&m.result("success")).inc();
-        m.admitted_workloads_total.get_or_create(&m.cq("team-a")).inc();
+        m.admitted_workloads_total.get_or_create(&m.cq_priority("team-a", "")).inc();
         m.admission_attempt_duration_seconds.get_or_create(&m.result("success")).observe(0.002);
         let text = m.render();
         assert!(text.contains("kueue_admission_attempts_total{result=\"success\",replica_role=\"leader\"} 1"), "{text}");
-        assert!(text.contains("kueue_admitted_workloads_total{cluster_queue=\"team-a\",replica_role=\"leader\"} 1"), "{text}");
+        assert!(text.contains("kueue_admitted_workloads_total{cluster_queue=\"team-a\",priority_class=\"\",replica_role=\"leader\"} 1"), "{text}");
         assert!(text.contains("kueue_admission_attempt_duration_seconds_bucket{"), "{text}");
     }
 }

@@ -24,6 +24,9 @@ pub struct ClusterQueueStatus {
     pub flavors_reservation: Vec<FlavorUsage>,
     pub flavors_usage: Vec<FlavorUsage>,
     pub pending_workloads: usize,
+    /// Of `pending_workloads`, those in the active queue (the rest are parked as inadmissible
+    /// until an event can change their outcome).
+    pub active_pending_workloads: usize,
     pub reserving_workloads: usize,
     pub admitted_workloads: usize,
     /// Why the ClusterQueue is not active (`Active=False` message), if it is not.
@@ -95,6 +98,7 @@ impl AdmissionCore {
             flavors_reservation: usage.clone(),
             flavors_usage: usage,
             pending_workloads: self.queues.get(name).map_or(0, |q| q.len()),
+            active_pending_workloads: self.queues.get(name).map_or(0, |q| q.active_len()),
             reserving_workloads: admitted,
             admitted_workloads: admitted,
             // The detail a workload's message leaves out (a cohort cycle) goes on the

@@ -7,4 +7,5 @@ pub mod cluster;
 pub mod clusterctl;
 pub mod dashboard;
 pub mod job;
+pub mod metrics;
 pub mod service;

@@ -20,6 +20,10 @@ impl ExtraMetrics {
     pub fn new(render: impl Fn() -> String + Send + Sync + 'static) -> Self {
         Self(Arc::new(render))
     }
+
+    pub fn render(&self) -> String {
+        (self.0)()
+    }
 }
 
 impl std::fmt::Debug for ExtraMetrics {

@@ -96,8 +96,22 @@ pub async fn run_manager(
     let cancel = CancellationToken::new();
     let _guard = cancel.clone().drop_guard();
     let metrics = Arc::new(Metrics::new());
-    let health = Health::new(metrics.clone()).with_extra(opts.extra_metrics.clone());
     let mut tasks: Vec<tokio::task::JoinHandle<()>> = Vec::new();
+    // With the Ray operator: KubeRay's metrics and the gate's, beside any extra series.
+    let extra = match (opts.ray.is_some(), opts.extra_metrics.clone()) {
+        (false, extra) => extra,
+        (true, extra) => {
+            let ray = super::ray_metrics::spawn(&client, &mut tasks);
+            Some(health::ExtraMetrics::new(move || {
+                let mut text = ray();
+                if let Some(e) = &extra {
+                    text.push_str(&e.render());
+                }
+                text
+            }))
+        }
+    };
+    let health = Health::new(metrics.clone()).with_extra(extra);
     if let Some(addr) = opts.health_addr {
         let listener = tokio::net::TcpListener::bind(addr)
             .await

@@ -8,6 +8,7 @@ pub mod explain;
 pub mod visibility;
 pub mod webhook;
 pub mod ray;
+pub mod ray_metrics;
 pub mod raysim;
 pub mod demo;
 pub mod manager;

@@ -9,6 +9,8 @@ mod invariants;
 mod kubectl;
 mod kueue_scheduler;
 mod kubectl_incremental;
+mod kueuectl;
+mod metrics;
 mod raycluster;
 mod visibility;
 mod resilience;

@@ -20,7 +20,10 @@ use super::raycluster::{EmbeddedService, RayClusterSpec, RayClusterStatus};
     derive = "PartialEq",
     category = "all",
     printcolumn = r#"{"name": "service status", "type": "string", "jsonPath": ".status.serviceStatus"}"#,
-    printcolumn = r#"{"name": "num serve endpoints", "type": "string", "jsonPath": ".status.numServeEndpoints"}"#
+    printcolumn = r#"{"name": "num serve endpoints", "type": "string", "jsonPath": ".status.numServeEndpoints"}"#,
+    // quotagate's own, after KubeRay's: the pending cluster's gate, copied into the service's status
+    // with that cluster's conditions (empty when no upgrade is pending or the service is not queued).
+    printcolumn = r#"{"name": "quota gate", "type": "string", "jsonPath": ".status.pendingServiceStatus.rayClusterStatus.conditions[?(@.type=='QuotaGated')].reason", "description": "The pending cluster's quota gate: WaitingForWorkloadSlice while closed, WorkloadSliceAdmitted once open"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct RayServiceSpec {

@@ -127,13 +127,11 @@ impl AdmissionLoop {
                     }
                 }
             }
+            let result = self.metrics.result(if admitted { "success" } else { "inadmissible" });
+            self.metrics.admission_attempts_total.get_or_create(&result).inc();
             self.metrics
                 .admission_attempt_duration_seconds
-                .get_or_create(&self.metrics.result(if admitted {
-                    "success"
-                } else {
-                    "inadmissible"
-                }))
+                .get_or_create(&result)
                 .observe(started.elapsed().as_secs_f64());
             let written = std::time::Instant::now();
             self.stats.add(Phase::Writes, written - stepped);
@@ -194,14 +192,7 @@ impl AdmissionLoop {
                 match admit_with_retry(&api, wl, admission).await {
                     Ok(w) => {
                         backoff.succeeded(&key);
-                        self.metrics
-                            .quota_reserved_workloads_total
-                            .get_or_create(&self.metrics.cq(&cq))
-                            .inc();
-                        self.metrics
-                            .admitted_workloads_total
-                            .get_or_create(&self.metrics.cq(&cq))
-                            .inc();
+                        self.record_admission(wl, &cq);
                         let r = w.object_ref(&());
                         let waited = wl
                             .metadata
@@ -320,19 +311,60 @@ impl AdmissionLoop {
         true
     }
 
+    /// Kueue's admission counters and wait times, per ClusterQueue and LocalQueue. Reservation and
+    /// admission happen in one write here (no admission checks), so both waits are the same and the
+    /// checks' wait is 0.
+    fn record_admission(&self, wl: &Workload, cq: &str) {
+        let m = &self.metrics;
+        let pc = priority_class(wl);
+        let waited = now().duration_since(queued_since(wl)).as_secs_f64().max(0.0);
+        let l = m.cq_priority(cq, &pc);
+        m.quota_reserved_workloads_total.get_or_create(&l).inc();
+        m.quota_reserved_wait_time_seconds.get_or_create(&l).observe(waited);
+        m.admitted_workloads_total.get_or_create(&l).inc();
+        m.admission_wait_time_seconds.get_or_create(&l).observe(waited);
+        m.admission_checks_wait_time_seconds.get_or_create(&l).observe(0.0);
+        if let Some((ns, lq)) = queue_status::local_queue_key(wl) {
+            let l = m.lq_priority(&ns, &lq, &pc);
+            m.local_queue_quota_reserved_workloads_total.get_or_create(&l).inc();
+            m.local_queue_admitted_workloads_total.get_or_create(&l).inc();
+            m.local_queue_admission_wait_time_seconds.get_or_create(&l).observe(waited);
+        }
+    }
+
     async fn record_eviction(&self, wl: &Workload, cause: &EvictionCause) {
         let cq = wl
             .admission()
             .map(|a| a.cluster_queue.clone())
             .unwrap_or_default();
-        self.metrics
-            .evicted_workloads_total
-            .get_or_create(&crate::jobframework::metrics::CqReasonLabels {
-                cluster_queue: cq.clone(),
-                reason: cause.by.reason().to_string(),
-                replica_role: self.metrics.role(),
-            })
-            .inc();
+        let m = &self.metrics;
+        let priority_class = priority_class(wl);
+        let underlying_cause = cause.by.preempted_reason().unwrap_or_default().to_string();
+        let labels = crate::jobframework::metrics::EvictedLabels {
+            cluster_queue: cq.clone(),
+            reason: cause.by.reason().to_string(),
+            underlying_cause: underlying_cause.clone(),
+            priority_class: priority_class.clone(),
+            replica_role: m.role(),
+        };
+        m.evicted_workloads_total.get_or_create(&labels).inc();
+        // Kueue counts a workload's first eviction once; one never evicted before has no Evicted
+        // condition at all.
+        if wl.status.as_ref().is_none_or(|s| s.condition(crate::api::kueue::constants::condition::EVICTED).is_none()) {
+            m.evicted_workloads_once_total.get_or_create(&labels).inc();
+        }
+        if let Some((ns, lq)) = queue_status::local_queue_key(wl) {
+            m.local_queue_evicted_workloads_total
+                .get_or_create(&crate::jobframework::metrics::LqEvictedLabels {
+                    name: lq,
+                    namespace: ns,
+                    reason: cause.by.reason().to_string(),
+                    underlying_cause,
+                    priority_class,
+                    replica_role: m.role(),
+                })
+                .inc();
+        }
         let r = wl.object_ref(&());
         if let Some(pr) = cause.by.preempted_reason() {
             self.metrics
@@ -385,6 +417,7 @@ impl AdmissionLoop {
             .filter_map(|f| f.metadata.name.clone())
             .collect();
         let mut active: HashMap<String, bool> = HashMap::new();
+        let mut cores: HashMap<String, crate::queue::ClusterQueueStatus> = HashMap::new();
         let cq_api: Api<ClusterQueue> = Api::all(self.client.clone());
         for cq in &snap.cluster_queues {
             let name = cq.name_any();
@@ -395,34 +428,6 @@ impl AdmissionLoop {
                 core.as_ref().and_then(|c| c.inactive.as_deref()),
             );
             active.insert(name.clone(), ok);
-            for (status, v) in [("active", ok), ("pending", !ok)] {
-                self.metrics
-                    .cluster_queue_status
-                    .get_or_create(&crate::jobframework::metrics::CqStatusLabels {
-                        cluster_queue: name.clone(),
-                        status: status.into(),
-                        replica_role: self.metrics.role(),
-                    })
-                    .set(i64::from(v));
-            }
-            if let Some(c) = &core {
-                self.metrics
-                    .pending_workloads
-                    .get_or_create(&crate::jobframework::metrics::CqStatusLabels {
-                        cluster_queue: name.clone(),
-                        status: "active".into(),
-                        replica_role: self.metrics.role(),
-                    })
-                    .set(i64::try_from(c.pending_workloads).unwrap_or(i64::MAX));
-                self.metrics
-                    .reserving_active_workloads
-                    .get_or_create(&self.metrics.cq(&name))
-                    .set(i64::try_from(c.reserving_workloads).unwrap_or(i64::MAX));
-                self.metrics
-                    .admitted_active_workloads
-                    .get_or_create(&self.metrics.cq(&name))
-                    .set(i64::try_from(c.admitted_workloads).unwrap_or(i64::MAX));
-            }
             if let Some(status) = queue_status::cluster_queue(cq, core.as_ref(), &flavors, t) {
                 let mut obj = (**cq).clone();
                 obj.status = Some(status);
@@ -433,7 +438,11 @@ impl AdmissionLoop {
                     tracing::debug!(cluster_queue = %name, error = %e, "status write failed; will retry");
                 }
             }
+            if let Some(c) = core {
+                cores.insert(name, c);
+            }
         }
+        super::queue_metrics::report(&self.metrics, super::queue_metrics::gauges(snap, &cores, &active, self.metrics.role()));
         let cohort_api: Api<Cohort> = Api::all(self.client.clone());
         for co in &snap.cohorts {
             if let Some(status) = queue_status::cohort(co) {
@@ -518,4 +527,19 @@ async fn admit_with_retry(
         }
         other => other,
     }
+}
+
+/// The priority class Kueue's metrics label a workload with (`""` without one).
+fn priority_class(wl: &Workload) -> String {
+    wl.spec.priority_class_ref.as_ref().map(|r| r.name.clone()).unwrap_or_default()
+}
+
+/// Since when a workload waits: its last requeue (`Requeued=True`), else its creation, as Kueue's
+/// `QueuedWaitTime`.
+fn queued_since(wl: &Workload) -> jiff::Timestamp {
+    let requeued = wl.status.as_ref().and_then(|s| s.condition(crate::api::kueue::constants::condition::REQUEUED)).filter(|c| c.status == "True");
+    requeued
+        .map(|c| c.last_transition_time.0)
+        .or_else(|| wl.metadata.creation_timestamp.as_ref().map(|t| t.0))
+        .unwrap_or_else(now)
 }

@@ -1,0 +1,75 @@
+//! Serves the Ray operator's metrics (`rayservice::metrics`): RayCluster and RayService watchers keep
+//! stores for KubeRay's scrape-time gauges and feed every change, with the Workloads', to the gate
+//! tracker. Reads only, so every replica serves them.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::StreamExt;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::task::JoinHandle;
+
+use crate::api::kueue::Workload;
+use crate::api::ray::{RayCluster, RayService};
+use crate::rayservice::metrics::{GateMetrics, render};
+
+/// Reflects `api` into a store and hands each applied or deleted object to `on`.
+fn watch<K>(api: Api<K>, tasks: &mut Vec<JoinHandle<()>>, on: impl Fn(&K, bool) + Send + 'static) -> Store<K>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
+    tasks.push(tokio::spawn(async move {
+        futures::pin_mut!(stream);
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => on(&o, false),
+                Ok(watcher::Event::Delete(o)) => on(&o, true),
+                Ok(_) => {}
+                Err(e) => tracing::debug!(error = %e, "ray metrics: watch interrupted"),
+            }
+        }
+    }));
+    reader
+}
+
+/// Starts the watchers; the returned closure renders the series for `/metrics`.
+pub fn spawn(client: &Client, tasks: &mut Vec<JoinHandle<()>>) -> impl Fn() -> String + Send + Sync + 'static {
+    let gate = Arc::new(GateMetrics::default());
+    let g = gate.clone();
+    let clusters = watch(Api::<RayCluster>::all(client.clone()), tasks, move |rc, deleted| {
+        let mut t = g.tracker();
+        if deleted {
+            t.cluster_deleted(rc);
+        } else {
+            let o = t.cluster(rc, Instant::now());
+            drop(t);
+            g.record(o);
+        }
+    });
+    let g = gate.clone();
+    let services = watch(Api::<RayService>::all(client.clone()), tasks, move |rs, deleted| {
+        if !deleted {
+            let o = g.tracker().service(rs);
+            g.record(o);
+        }
+    });
+    let g = gate.clone();
+    let _workloads = watch(Api::<Workload>::all(client.clone()), tasks, move |wl, deleted| {
+        if !deleted {
+            g.tracker().workload(wl, Instant::now());
+        }
+    });
+    move || {
+        let cs: Vec<RayCluster> = clusters.state().iter().map(|c| (**c).clone()).collect();
+        let ss: Vec<RayService> = services.state().iter().map(|s| (**s).clone()).collect();
+        let mut text = render(&cs, &ss, jiff::Timestamp::now());
+        text.push_str(&gate.render());
+        text
+    }
+}
