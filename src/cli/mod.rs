@@ -1,5 +1,6 @@
 //! Command-line entry points that are more than wiring: `crds`, `validate`, `plan`, `explain`.
 
+pub mod chaos;
 pub mod explain;
 pub mod pending;
 pub mod plan;
