@@ -15,7 +15,7 @@ fn seeds(default: std::ops::Range<u64>) -> std::ops::Range<u64> {
 
 async fn run_seeds(range: std::ops::Range<u64>) {
     let shrink = std::env::var("CHAOS_SHRINK").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
-    let opts = Options { seeds: seeds(range), jobs: 2, shrink };
+    let opts = Options { seeds: seeds(range), jobs: 4, shrink };
     let summary = run_many(&opts, |line| eprintln!("{line}")).await;
     let failures: Vec<String> = summary.failures.iter().map(ToString::to_string).collect();
     assert!(summary.passed(), "{summary}\n{}", failures.join("\n"));
@@ -23,10 +23,10 @@ async fn run_seeds(range: std::ops::Range<u64>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seeded_upgrade_runs_under_faults_keep_the_invariants_a() {
-    run_seeds(0..5).await;
+    run_seeds(0..15).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seeded_upgrade_runs_under_faults_keep_the_invariants_b() {
-    run_seeds(5..10).await;
+    run_seeds(15..30).await;
 }
