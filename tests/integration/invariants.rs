@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use kube::Client;
+use kube::api::Api;
 
 pub struct Invariants(quotagate::cli::chaos::invariants::Invariants);
 
