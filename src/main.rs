@@ -139,6 +139,24 @@ enum Command {
     /// Benchmarks: `bench e2e --config baseline`.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Seeded random runs of queue-managed RayService upgrades under faults on the embedded cluster,
+    /// with DESIGN.md's invariants checked on every event and liveness checked once faults stop.
+    /// Prints a line per run and a summary; a failing seed is printed with the shortest action list
+    /// that still fails. Exits 1 on any failure.
+    Chaos {
+        /// The first seed.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// How many seeds, from --seed on.
+        #[arg(long, default_value_t = 1)]
+        runs: u64,
+        /// Runs at once, each on its own embedded cluster.
+        #[arg(long, default_value_t = 4)]
+        jobs: usize,
+        /// Re-runs allowed to shrink each failing seed's action list (0: no shrinking).
+        #[arg(long, default_value_t = 40)]
+        shrink: usize,
+    },
     /// Run the embedded Kubernetes API server (with the node, endpoints and gateway simulators) on a
     /// loopback port, for kubectl and for `quotagate run` pointed at it.
     Apiserver {
@@ -524,7 +542,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // The demo prints its own story on stdout; controller logs would drown it.
     // So does a benchmark's table.
-    init_tracing(if matches!(cli.command, Command::Demo { .. } | Command::Bench(_) | Command::Plan { .. } | Command::Explain { .. } | Command::PendingWorkloads { .. } | Command::List { .. } | Command::Stop { .. } | Command::Resume { .. } | Command::Create { .. }) { "warn" } else { "info" });
+    init_tracing(if matches!(cli.command, Command::Demo { .. } | Command::Bench(_) | Command::Chaos { .. } | Command::Plan { .. } | Command::Explain { .. } | Command::PendingWorkloads { .. } | Command::List { .. } | Command::Stop { .. } | Command::Resume { .. } | Command::Create { .. }) { "warn" } else { "info" });
     match cli.command {
         Command::Run(args) => run_async(run(args)),
         Command::Demo { listen, kubeconfig_out, step_timeout, keep_running, data_dir, json, ui, sim } => {
@@ -533,6 +551,15 @@ fn main() -> ExitCode {
         Command::Apiserver { listen, kubeconfig_out, no_simulators, pod_start_delay, data_dir } => {
             run_async(apiserver(listen, kubeconfig_out, !no_simulators, pod_start_delay, data_dir))
         }
+        Command::Chaos { seed, runs, jobs, shrink } => run_async(async move {
+            let opts = quotagate::cli::chaos::Options { seeds: seed..seed.saturating_add(runs), jobs, shrink };
+            let summary = quotagate::cli::chaos::run_many(&opts, |line| println!("{line}")).await;
+            for f in &summary.failures {
+                println!("{f}");
+            }
+            println!("{summary}");
+            if summary.passed() { Ok(()) } else { anyhow::bail!("{} of {} chaos runs failed", summary.failures.len(), summary.runs) }
+        }),
         Command::Bench(BenchCommand::E2e { config, rangespec, scale, json }) => run_async(async move {
             let misses = quotagate::cli::bench::e2e(&config, rangespec.as_deref(), scale, json, !json)
                 .await

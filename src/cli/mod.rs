@@ -1,6 +1,7 @@
 //! Command-line entry points that are more than wiring: `crds`, `validate`, `plan`, `explain`,
 //! kueuectl's `list`, `stop`, `resume`, `create`.
 
+pub mod chaos;
 pub mod explain;
 pub mod kueuectl;
 pub mod pending;

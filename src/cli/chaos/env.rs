@@ -1,0 +1,140 @@
+//! The embedded cluster one chaos run plays on: the API server, the simulated node agent, endpoints and
+//! gateway controllers, the simulated Ray dashboards, and the manager (restartable).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
+use kube::api::{Api, PostParams};
+use tokio::sync::oneshot;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use crate::api::kueue::builders::ClusterQueueBuilder;
+use crate::api::kueue::{ClusterQueue, LocalQueue, ResourceFlavor};
+use crate::embedded::EmbeddedServer;
+use crate::rayservice::dashboard::sim::RaySim;
+use crate::wiring::manager::{ManagerOptions, embedded_server, run_manager};
+use crate::wiring::ray::Dashboards;
+
+pub(super) const NS: &str = "default";
+
+/// One manager process; dropping it aborts it (a crash), `stop` shuts it down cleanly.
+struct Manager {
+    stop: Option<oneshot::Sender<()>>,
+    handle: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Manager {
+    fn drop(&mut self) {
+        self.handle.abort();
+    }
+}
+
+pub(super) struct Env {
+    pub(super) server: Arc<EmbeddedServer>,
+    pub(super) client: Client,
+    pub(super) sim: Arc<RaySim>,
+    dashboards: Dashboards,
+    manager: Option<Manager>,
+    /// Why a manager ended on its own (it must not: that is a failure of the run).
+    manager_error: Arc<Mutex<Option<String>>>,
+    _sims: DropGuard,
+}
+
+impl Env {
+    /// Server, simulators and one manager. Pods take `pod_start` to start, so a fault can reach them
+    /// while they are still Pending.
+    pub(super) async fn start(pod_start: Duration) -> Env {
+        let server = embedded_server();
+        let client = server.client();
+        let cancel = CancellationToken::new();
+        let mut sims = crate::embedded::sim::SimConfig::default();
+        if let Some(node) = sims.node.as_mut() {
+            node.start_delay = pod_start;
+        }
+        crate::embedded::sim::spawn(client.clone(), &sims, cancel.clone());
+        let sim = Arc::new(RaySim::new(crate::rayservice::dashboard::sim::SimOptions {
+            build_delay: Duration::from_millis(50),
+            replica_start_delay: Duration::from_millis(50),
+            ..Default::default()
+        }));
+        // The in-tree autoscaler stand-in, for parity with `run --embedded`; no load: blue/green
+        // services have no HTTPRoute to send it through.
+        let opts = crate::wiring::raysim::RaySimOptions { load_rps: 0.0, ..Default::default() };
+        crate::wiring::raysim::spawn(client.clone(), sim.clone(), &opts, cancel.clone());
+        let mut env = Env {
+            server,
+            client,
+            dashboards: Dashboards::Simulated(sim.clone()),
+            sim,
+            manager: None,
+            manager_error: Arc::new(Mutex::new(None)),
+            _sims: cancel.drop_guard(),
+        };
+        env.restart_manager("m0").await;
+        env
+    }
+
+    /// Stops the manager (cleanly, as a rolling restart does) and starts a fresh one: no memory of
+    /// the old one survives but what it wrote into the API (DESIGN I5).
+    pub(super) async fn restart_manager(&mut self, identity: &str) {
+        if let Some(mut m) = self.manager.take() {
+            if let Some(s) = m.stop.take() {
+                let _ = s.send(());
+            }
+            let _ = tokio::time::timeout(Duration::from_secs(20), &mut m.handle).await;
+        }
+        let opts = ManagerOptions {
+            leader_election: false,
+            identity: identity.to_string(),
+            resync: Duration::from_millis(300),
+            ray: Some(self.dashboards.clone()),
+            ..Default::default()
+        };
+        let (tx, rx) = oneshot::channel::<()>();
+        let client = self.client.clone();
+        let error = self.manager_error.clone();
+        let handle = tokio::spawn(async move {
+            if let Err(e) = run_manager(client, opts, async move {
+                let _ = rx.await;
+            })
+            .await
+            {
+                *error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+            }
+        });
+        self.manager = Some(Manager { stop: Some(tx), handle });
+    }
+
+    pub(super) fn manager_error(&self) -> Option<String> {
+        self.manager_error.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Flavor `default`, ClusterQueue `cq` with `cpu` (and memory enough for any run: workers request
+    /// memory through the operator's init container), LocalQueue `lq` in the default namespace.
+    pub(super) async fn queues(&self, cpu: &str, preempt: bool) -> Result<(), kube::Error> {
+        let ns: Api<Namespace> = Api::all(self.client.clone());
+        if ns.get_opt(NS).await?.is_none() {
+            let mut n = Namespace::default();
+            n.metadata.name = Some(NS.into());
+            ns.create(&PostParams::default(), &n).await?;
+        }
+        let pp = PostParams::default();
+        Api::<ResourceFlavor>::all(self.client.clone()).create(&pp, &ResourceFlavor::build("default").build()).await?;
+        let mut cq = cq_with("cq", cpu).build();
+        cq.spec.namespace_selector = Some(Default::default());
+        if preempt {
+            let p = serde_json::json!({"withinClusterQueue": "LowerPriority"});
+            cq.spec.preemption = serde_json::from_value(p).ok();
+        }
+        Api::<ClusterQueue>::all(self.client.clone()).create(&pp, &cq).await?;
+        let lq = LocalQueue::build("lq", NS).cluster_queue("cq").build();
+        Api::<LocalQueue>::namespaced(self.client.clone(), NS).create(&pp, &lq).await?;
+        Ok(())
+    }
+}
+
+fn cq_with(name: &str, cpu: &str) -> ClusterQueueBuilder {
+    ClusterQueue::build(name).flavor("default", [("cpu", cpu), ("memory", "64Gi")])
+}

@@ -1,0 +1,350 @@
+//! The invariant watcher of the gated-upgrade scenarios: on every Workload, RayCluster, Pod and
+//! ClusterQueue event it re-reads the API and checks DESIGN.md's invariants. Pods are read before and
+//! after the rest, and only pods in both reads count: such a pod existed when the Workloads were read
+//! (so the slice it was created under is in that read), and still existed after (so its slice had not
+//! let go yet, since pods go first). One read alone sees either a pod created just after the slices or
+//! a slice released just after its pods were stopped as a violation.
+//! - I1 quota safety: per ClusterQueue (no cohort here), reserved usage of the latest slice of each chain
+//!   stays within nominal quota, for every resource, whenever something was admitted since the last check.
+//!   Kueue keeps what it admitted when quota is cut, so usage above a cut quota is no violation by itself;
+//!   an admission while over quota is. Checks coalesce events, so a cut and an admission may land in one
+//!   check: the admission is then held to the larger of the quota before and after;
+//! - I2 gate: per child of a queue-managed RayService and per group, live pods <= what the latest slice
+//!   holding quota covers with that child's own requests (an evicted slice still holding quota counts
+//!   until it lets go, since its pods are being stopped);
+//! - I6 slices: at most one pending replacement per chain, and a slice finished as replaced has an
+//!   admitted (or since finished) successor; a successor deleted since (its job was stopped and its
+//!   Workload no longer matched) counts when the watcher saw it admitted before.
+//!
+//! I3 (exact accounting) and I4 (the active cluster untouched while gated) are checked by the scenarios at
+//! their settle points, where "exact" is well defined.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use crate::api::kueue::constants::label;
+use crate::api::kueue::{ClusterQueue, Workload};
+use crate::api::quantity::Quantity;
+use crate::api::ray::{RayCluster, RayService};
+use crate::rayservice::job::demand;
+use crate::rayservice::job::gate;
+use crate::rayservice::job::rayservice::children_in_gate_order;
+
+pub struct Invariants {
+    violations: Arc<Mutex<Vec<String>>>,
+    checks: Arc<AtomicU64>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Invariants {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+fn reserved(w: &Workload) -> bool {
+    w.admission().is_some() && w.has_quota_reservation()
+}
+
+/// Milli-units of a quantity (cpu) or its value (memory, pods).
+fn amount(q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity, resource: &str) -> i64 {
+    Quantity::try_from(q).map_or(0, |v| {
+        crate::api::quantity::resource_value(resource, &v)
+    })
+}
+
+/// What earlier checks saw: replaced slices (`<ns>/<name>`) whose successor was admitted, and for I1
+/// the workloads holding quota and each ClusterQueue's nominal quota at the previous check.
+#[derive(Default)]
+struct Seen {
+    handed_over: std::collections::HashSet<String>,
+    holding: std::collections::HashSet<String>,
+    nominal: BTreeMap<(String, String), i64>,
+}
+
+impl Seen {
+    fn record(&mut self, wls: &[Workload]) {
+        for w in wls.iter().filter(|w| reserved(w) || w.is_finished()) {
+            if let Some(old) = w.annotations().get(label::WORKLOAD_SLICE_REPLACEMENT_FOR) {
+                self.handed_over.insert(old.clone());
+            }
+        }
+    }
+
+    fn successor_was_admitted(&self, replaced: &str) -> bool {
+        self.handed_over.contains(replaced)
+    }
+}
+
+async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Error> {
+    let lp = ListParams::default();
+    let before = Api::<Pod>::all(client.clone()).list(&lp).await?.items;
+    let wls = Api::<Workload>::all(client.clone()).list(&lp).await?.items;
+    seen.record(&wls);
+    let rcs = Api::<RayCluster>::all(client.clone())
+        .list(&lp)
+        .await?
+        .items;
+    let rss = Api::<RayService>::all(client.clone())
+        .list(&lp)
+        .await?
+        .items;
+    let cqs = Api::<ClusterQueue>::all(client.clone())
+        .list(&lp)
+        .await?
+        .items;
+    let after: std::collections::HashSet<String> = Api::<Pod>::all(client.clone())
+        .list(&lp)
+        .await?
+        .items
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| p.metadata.uid.clone())
+        .collect();
+    let pods: Vec<Pod> = before
+        .into_iter()
+        .filter(|p| p.metadata.uid.as_ref().is_some_and(|u| after.contains(u)))
+        .collect();
+    let mut bad = Vec::new();
+
+    // I1: latest slice of each chain, per ClusterQueue and resource, within nominal quota.
+    let replaced: Vec<String> = wls
+        .iter()
+        .filter(|w| reserved(w) && !w.is_finished())
+        .filter_map(|w| {
+            w.annotations()
+                .get(label::WORKLOAD_SLICE_REPLACEMENT_FOR)
+                .cloned()
+        })
+        .collect();
+    let mut usage: BTreeMap<(String, String), i64> = BTreeMap::new();
+    // ClusterQueues where a workload (or a new slice) took quota since the previous check.
+    let mut admitted_in: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut holding = std::collections::HashSet::new();
+    for w in wls.iter().filter(|w| reserved(w) && !w.is_finished()) {
+        let key = format!("{}/{}", w.namespace().unwrap_or_default(), w.name_any());
+        holding.insert(key.clone());
+        if !seen.holding.contains(&key)
+            && let Some(a) = w.admission()
+        {
+            admitted_in.insert(a.cluster_queue.clone());
+        }
+        if replaced.contains(&key) {
+            continue;
+        }
+        let Some(a) = w.admission() else { continue };
+        for ps in &a.pod_set_assignments {
+            let admitted = i64::from(ps.count.unwrap_or(1)).max(1);
+            let now = w
+                .spec
+                .pod_sets
+                .iter()
+                .find(|s| s.name.as_deref() == Some(ps.name.as_str()))
+                .map_or(admitted, |s| i64::from(s.count()));
+            for (r, q) in &ps.resource_usage {
+                *usage
+                    .entry((a.cluster_queue.clone(), r.clone()))
+                    .or_default() += amount(q, r) / admitted * now.min(admitted);
+            }
+        }
+    }
+    let mut nominals = BTreeMap::new();
+    for cq in &cqs {
+        let nominal: BTreeMap<String, i64> = cq
+            .spec
+            .resource_groups
+            .iter()
+            .flatten()
+            .flat_map(|g| g.flavors.iter())
+            .flat_map(|f| f.resources.iter())
+            .map(|r| (r.name.clone(), amount(&r.nominal_quota, &r.name)))
+            .fold(BTreeMap::new(), |mut m, (k, v)| {
+                *m.entry(k).or_default() += v;
+                m
+            });
+        for ((q, r), used) in &usage {
+            if *q != cq.name_any() || !admitted_in.contains(q) {
+                continue;
+            }
+            let Some(now) = nominal.get(r) else { continue };
+            let before = seen.nominal.get(&(q.clone(), r.clone())).copied().unwrap_or(*now);
+            let limit = before.max(*now);
+            if *used > limit {
+                bad.push(format!(
+                    "I1: ClusterQueue {q} admitted a workload while using {used} of {r}, nominal {limit}"
+                ));
+            }
+        }
+        nominals.extend(nominal.into_iter().map(|(r, n)| ((cq.name_any(), r), n)));
+    }
+    seen.holding = holding;
+    seen.nominal = nominals;
+
+    // I2: per child and group, live pods within the latest quota-holding slice's coverage.
+    for rs in rss.iter().filter(|rs| gate::queue_managed(rs)) {
+        let uid = rs.metadata.uid.clone().unwrap_or_default();
+        let mine: Vec<Workload> = wls
+            .iter()
+            .filter(|w| w.labels().get(label::JOB_UID) == Some(&uid))
+            .cloned()
+            .collect();
+        let holding = mine
+            .iter()
+            .filter(|w| reserved(w) && !w.is_finished())
+            .max_by_key(|w| {
+                w.annotations()
+                    .contains_key(label::WORKLOAD_SLICE_REPLACEMENT_FOR)
+            });
+        let children = children_in_gate_order(
+            rs,
+            rcs.iter()
+                .filter(|r| r.namespace() == rs.namespace())
+                .cloned()
+                .collect(),
+        );
+        let demands: Vec<_> = children
+            .iter()
+            .filter_map(|c| demand::child_demand(c, &Default::default()).ok())
+            .collect();
+        let allowed = demand::allowed_pods(holding.map(|w| w.spec.pod_sets.as_slice()), &demands);
+        for child in &children {
+            let name = child.name_any();
+            let mut live: BTreeMap<String, i64> = BTreeMap::new();
+            for p in pods.iter().filter(|p| {
+                p.labels().get("ray.io/cluster") == Some(&name)
+                    && p.metadata.deletion_timestamp.is_none()
+            }) {
+                let group =
+                    if p.labels().get("ray.io/node-type").map(String::as_str) == Some("head") {
+                        "head".to_string()
+                    } else {
+                        p.labels()
+                            .get("ray.io/group")
+                            .cloned()
+                            .unwrap_or_default()
+                            .to_lowercase()
+                    };
+                *live.entry(group).or_default() += 1;
+            }
+            for (group, n) in live {
+                let cap = allowed
+                    .get(&name)
+                    .and_then(|a| a.get(&group))
+                    .copied()
+                    .unwrap_or(0);
+                if n > cap {
+                    bad.push(format!(
+                        "I2: RayCluster {name} group {group} has {n} pods, the slice {} covers {cap} (slice podsets {:?}; demands {:?})",
+                        holding.map(|w| w.name_any()).unwrap_or_else(|| "(none)".into()),
+                        holding.map(|w| w.spec.pod_sets.iter().map(|p| (p.name.clone().unwrap_or_default(), p.count())).collect::<Vec<_>>()),
+                        demands.iter().map(|d| (d.name.clone(), d.pods.iter().map(|(_, n, _)| *n).collect::<Vec<_>>())).collect::<Vec<_>>(),
+                    ));
+                }
+            }
+        }
+        // I6.
+        let pending: Vec<String> = mine
+            .iter()
+            .filter(|w| {
+                !w.is_finished() && !reserved(w) && w.metadata.deletion_timestamp.is_none()
+            })
+            .map(|w| w.name_any())
+            .collect();
+        if pending.len() > 1 {
+            bad.push(format!(
+                "I6: RayService {} has {} pending slices: {pending:?}",
+                rs.name_any(),
+                pending.len()
+            ));
+        }
+        for old in mine.iter().filter(|w| {
+            w.status
+                .as_ref()
+                .and_then(|s| s.condition("Finished"))
+                .is_some_and(|c| c.reason == "WorkloadSliceReplaced")
+        }) {
+            let key = format!("{}/{}", old.namespace().unwrap_or_default(), old.name_any());
+            let successor = mine.iter().any(|w| {
+                w.annotations().get(label::WORKLOAD_SLICE_REPLACEMENT_FOR) == Some(&key)
+                    && (reserved(w) || w.is_finished())
+            }) || seen.successor_was_admitted(&key);
+            if !successor {
+                bad.push(format!(
+                    "I6: slice {key} finished as replaced without an admitted successor"
+                ));
+            }
+        }
+    }
+    Ok(bad)
+}
+
+impl Invariants {
+    pub fn start(client: Client) -> Invariants {
+        let violations = Arc::new(Mutex::new(Vec::new()));
+        let checks = Arc::new(AtomicU64::new(0));
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let mut tasks = Vec::new();
+        macro_rules! trigger {
+            ($k:ty) => {{
+                let tx = tx.clone();
+                let api: Api<$k> = Api::all(client.clone());
+                tasks.push(tokio::spawn(async move {
+                    let stream = watcher(api, watcher::Config::default()).default_backoff();
+                    futures::pin_mut!(stream);
+                    while stream.next().await.is_some() {
+                        if tx.send(()).is_err() {
+                            return;
+                        }
+                    }
+                }));
+            }};
+        }
+        trigger!(Workload);
+        trigger!(RayCluster);
+        trigger!(Pod);
+        trigger!(ClusterQueue);
+        let (v, n) = (violations.clone(), checks.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut seen = Seen::default();
+            while rx.recv().await.is_some() {
+                // One check covers every event that arrived meanwhile.
+                while rx.try_recv().is_ok() {}
+                match check(&client, &mut seen).await {
+                    Ok(found) => {
+                        n.fetch_add(1, Ordering::SeqCst);
+                        lock(&v).extend(found);
+                    }
+                    Err(e) => lock(&v).push(format!("invariant check could not read the API: {e}")),
+                }
+            }
+        }));
+        Invariants {
+            violations,
+            checks,
+            tasks,
+        }
+    }
+
+    /// How many checks ran so far.
+    pub fn checks(&self) -> u64 {
+        self.checks.load(Ordering::SeqCst)
+    }
+
+    /// Every violation seen so far.
+    pub fn violations(&self) -> Vec<String> {
+        lock(&self.violations).clone()
+    }
+}
+
+// A panic elsewhere while holding the lock must not hide the violations found so far.
+fn lock(v: &Mutex<Vec<String>>) -> std::sync::MutexGuard<'_, Vec<String>> {
+    v.lock().unwrap_or_else(|e| e.into_inner())
+}

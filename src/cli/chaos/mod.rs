@@ -1,0 +1,188 @@
+//! `quotagate chaos`: seeded random runs of queue-managed RayServices under faults (issue 20). Each run
+//! builds a small world from its seed (quota, priorities, one or two services with random shapes,
+//! background workloads) on a fresh embedded cluster and applies a random sequence of user actions and
+//! faults, with the invariant watcher (DESIGN I1, I2, I6) checking on every event. Once the faults stop
+//! and the quota is made ample, every service still there must be Ready on its latest spec within a
+//! bound, and nothing may be orphaned (liveness).
+//!
+//! A failing run is reported with its seed and its action list, then shrunk: actions are dropped one at
+//! a time while the run still fails the same way, and the shortest list is printed as Rust, ready to
+//! paste into a regression test as `run_ops(seed, Some(&[...]))`. `tests/integration/chaos.rs` runs the
+//! same code on the CI seeds.
+
+mod env;
+pub mod invariants;
+mod run;
+mod world;
+
+use std::fmt;
+use std::time::Instant;
+
+use futures::StreamExt;
+
+pub use run::RunStats;
+pub use world::Op;
+
+/// Why a run failed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Failure {
+    /// The watcher saw DESIGN I1, I2 or I6 broken.
+    Invariant(String),
+    /// The world did not converge once the faults stopped (or the manager died).
+    Liveness(String),
+    /// The run could not do what it meant to (a user write kept failing): neither of the above.
+    Setup(String),
+}
+
+impl Failure {
+    fn kind(&self) -> &'static str {
+        match self {
+            Failure::Invariant(_) => "invariant violation",
+            Failure::Liveness(_) => "liveness failure",
+            Failure::Setup(_) => "run error",
+        }
+    }
+
+    fn same_kind(&self, other: &Failure) -> bool {
+        std::mem::discriminant(self) == std::mem::discriminant(other)
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (Failure::Invariant(m) | Failure::Liveness(m) | Failure::Setup(m)) = self;
+        write!(f, "{}: {m}", self.kind())
+    }
+}
+
+/// The seed's own action list.
+pub fn actions(seed: u64) -> Vec<Op> {
+    world::generate(seed).1
+}
+
+/// One run: the seed's world, then `ops` (the seed's own when `None`).
+pub async fn run_ops(seed: u64, ops: Option<&[Op]>) -> Result<RunStats, Failure> {
+    let (w, own) = world::generate(seed);
+    run::run(seed, &w, ops.unwrap_or(&own)).await
+}
+
+/// Drops one action at a time, keeping each drop after which the run still fails the same way as
+/// `failure`, within `budget` re-runs. Returns the shortest list found.
+pub async fn shrink(seed: u64, mut list: Vec<Op>, failure: &Failure, budget: usize) -> Vec<Op> {
+    let mut runs = 0;
+    let mut i = 0;
+    while i < list.len() && runs < budget {
+        let mut shorter = list.clone();
+        shorter.remove(i);
+        runs += 1;
+        match run_ops(seed, Some(&shorter)).await {
+            Err(f) if f.same_kind(failure) => list = shorter,
+            _ => i += 1,
+        }
+    }
+    list
+}
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub seeds: std::ops::Range<u64>,
+    /// Runs at once, each on its own embedded cluster (they mostly wait on timers).
+    pub jobs: usize,
+    /// Re-runs allowed to shrink each failure (0: no shrinking).
+    pub shrink: usize,
+}
+
+/// One failed seed, with the actions that failed and the shortest list that still failed.
+#[derive(Clone, Debug)]
+pub struct SeedFailure {
+    pub seed: u64,
+    pub failure: Failure,
+    pub actions: Vec<Op>,
+    pub shortest: Vec<Op>,
+}
+
+impl fmt::Display for SeedFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "seed {} failed: {}", self.seed, self.failure)?;
+        writeln!(f, "  actions: {:?}", self.actions)?;
+        write!(f, "  shortest still failing: run_ops({}, Some(&{:?}))", self.seed, self.shortest)
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Summary {
+    pub runs: usize,
+    pub actions: usize,
+    pub faults: usize,
+    pub checks: u64,
+    pub violations: usize,
+    pub liveness: usize,
+    pub errors: usize,
+    pub failures: Vec<SeedFailure>,
+    pub seconds: f64,
+}
+
+impl Summary {
+    pub fn passed(&self) -> bool {
+        self.failures.is_empty()
+    }
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "chaos: runs {}, actions {}, faults injected {}, invariant checks {}, invariant violations {}, liveness failures {}, run errors {}, {:.0} s",
+            self.runs, self.actions, self.faults, self.checks, self.violations, self.liveness, self.errors, self.seconds
+        )
+    }
+}
+
+/// Runs every seed of `opts`, `jobs` at a time, telling `progress` one line per run; failures are
+/// shrunk afterwards, one at a time.
+pub async fn run_many(opts: &Options, mut progress: impl FnMut(&str)) -> Summary {
+    let start = Instant::now();
+    let mut sum = Summary::default();
+    let mut failed = Vec::new();
+    let mut runs = futures::stream::iter(opts.seeds.clone())
+        .map(|seed| async move {
+            let t = Instant::now();
+            let list = actions(seed);
+            let r = run_ops(seed, Some(&list)).await;
+            (seed, list, r, t.elapsed().as_secs_f64())
+        })
+        .buffer_unordered(opts.jobs.max(1));
+    while let Some((seed, list, r, secs)) = runs.next().await {
+        sum.runs += 1;
+        sum.actions += list.len();
+        sum.faults += list.iter().filter(|o| o.is_fault()).count();
+        match r {
+            Ok(stats) => {
+                sum.checks += stats.checks;
+                progress(&format!("seed {seed}: ok, {} actions ({} faults), {} checks, {secs:.1} s", stats.actions, stats.faults, stats.checks));
+            }
+            Err(f) => {
+                match f {
+                    Failure::Invariant(_) => sum.violations += 1,
+                    Failure::Liveness(_) => sum.liveness += 1,
+                    Failure::Setup(_) => sum.errors += 1,
+                }
+                progress(&format!("seed {seed}: FAILED, {f}"));
+                failed.push((seed, list, f));
+            }
+        }
+    }
+    drop(runs);
+    failed.sort_by_key(|(s, _, _)| *s);
+    for (seed, list, failure) in failed {
+        let shortest = if opts.shrink > 0 {
+            progress(&format!("seed {seed}: shrinking {} actions (up to {} re-runs)", list.len(), opts.shrink));
+            shrink(seed, list.clone(), &failure, opts.shrink).await
+        } else {
+            list.clone()
+        };
+        sum.failures.push(SeedFailure { seed, failure, actions: list, shortest });
+    }
+    sum.seconds = start.elapsed().as_secs_f64();
+    sum
+}

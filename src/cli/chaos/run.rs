@@ -1,0 +1,376 @@
+//! One run: the seed's world on a fresh embedded cluster, its actions applied one by one with the
+//! invariant watcher checking on every event, then the liveness checks once the faults stop.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use rand::Rng;
+use serde_json::json;
+use tokio::time::Instant;
+
+use crate::api::kueue::{ClusterQueue, Workload};
+use crate::api::ray::{RayCluster, RayService};
+use crate::embedded::WriteMatch;
+use crate::embedded::sim::node::FAIL_ANNOTATION;
+
+use super::Failure;
+use super::env::{Env, NS};
+use super::invariants::Invariants;
+use super::world::{HEAD_CPUS, Op, Shape, VERSIONS, World, name, service};
+
+/// Quota (milli-CPU) at the end, when every service must fit.
+const AMPLE: i64 = 64_000;
+/// How long the world has to converge once the faults stop.
+const LIVENESS: Duration = Duration::from_secs(60);
+
+struct Run {
+    env: Env,
+    inv: Invariants,
+    shapes: Vec<Option<Shape>>,
+    /// Plain workloads still there, oldest first.
+    plain: Vec<String>,
+    next_plain: usize,
+    /// The ClusterQueue's CPU quota now (milli).
+    quota: i64,
+}
+
+/// Retries a user's write a few times (users retry an injected 500 or a conflict); a 404 means the
+/// object went away meanwhile, which is the user's answer too.
+macro_rules! retry {
+    ($what:expr, $e:expr) => {{
+        let mut tries = 0;
+        loop {
+            match $e.await {
+                Ok(_) => break Ok(()),
+                Err(kube::Error::Api(ae)) if ae.code == 404 => break Ok(()),
+                Err(e) if tries < 5 => {
+                    tries += 1;
+                    tracing::debug!("chaos: user write failed ({e}), retrying");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => break Err(format!("{}: a user write kept failing: {e}", $what)),
+            }
+        }
+    }};
+}
+
+impl Run {
+    fn services(&self) -> Api<RayService> {
+        Api::namespaced(self.env.client.clone(), NS)
+    }
+
+    fn clusters(&self) -> Api<RayCluster> {
+        Api::namespaced(self.env.client.clone(), NS)
+    }
+
+    fn workloads(&self) -> Api<Workload> {
+        Api::namespaced(self.env.client.clone(), NS)
+    }
+
+    fn cqs(&self) -> Api<ClusterQueue> {
+        Api::all(self.env.client.clone())
+    }
+
+    async fn set_quota(&self, milli: i64) -> Result<ClusterQueue, kube::Error> {
+        let patch = json!({"spec": {"resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default",
+            "resources": [{"name": "cpu", "nominalQuota": format!("{milli}m")}, {"name": "memory", "nominalQuota": "64Gi"}]}]}]}});
+        self.cqs().patch("cq", &PatchParams::default(), &Patch::Merge(&patch)).await
+    }
+
+    async fn plain_workload(&self, name: &str, priority: i32, milli: i64) -> Result<Workload, kube::Error> {
+        let cpu = format!("{milli}m");
+        let wl = Workload::build(name, NS).queue("lq").priority(priority).podset("main", 1, [("cpu", cpu.as_str())]).build();
+        self.workloads().create(&PostParams::default(), &wl).await
+    }
+
+    async fn apply(&mut self, op: &Op) -> Result<(), String> {
+        let services = self.services();
+        let pp = PatchParams::default();
+        match op {
+            Op::Version(i, v) => {
+                if let Some(shape) = self.shapes[*i].as_mut() {
+                    shape.version = v;
+                    let p = json!({"spec": {"rayClusterConfig": {"rayVersion": v}}});
+                    retry!(op, services.patch(&name(*i), &pp, &Patch::Merge(&p)))?;
+                }
+            }
+            Op::Workers(i, _) | Op::HeadCpu(i, _) => {
+                let Some(shape) = self.shapes[*i].as_mut() else { return Ok(()) };
+                match op {
+                    Op::Workers(_, n) => shape.workers = *n,
+                    Op::HeadCpu(_, cpu) => shape.head_cpu = cpu,
+                    _ => {}
+                }
+                let spec = service(&name(*i), shape).map_err(|e| e.to_string())?.spec;
+                let p = json!({"spec": {"rayClusterConfig": spec.ray_cluster_config}});
+                retry!(op, services.patch(&name(*i), &pp, &Patch::Merge(&p)))?;
+            }
+            Op::Quota(milli) | Op::QuotaCut(milli) => {
+                let raise = matches!(op, Op::Quota(_));
+                if (raise && *milli > self.quota) || (!raise && *milli < self.quota) {
+                    self.quota = *milli;
+                    retry!(op, self.set_quota(self.quota))?;
+                }
+            }
+            Op::Urgent(milli) => {
+                let n = format!("urgent-{}", self.next_plain);
+                self.next_plain += 1;
+                self.plain.push(n.clone());
+                retry!(op, self.plain_workload(&n, 1000, *milli))?;
+            }
+            Op::Finish => {
+                if !self.plain.is_empty() {
+                    let n = self.plain.remove(0);
+                    retry!(op, self.workloads().delete(&n, &DeleteParams::default()))?;
+                }
+            }
+            Op::StopQueue | Op::ResumeQueue => {
+                let policy = if *op == Op::StopQueue { json!("Hold") } else { json!(null) };
+                retry!(op, self.cqs().patch("cq", &pp, &Patch::Merge(&json!({"spec": {"stopPolicy": policy}}))))?;
+            }
+            Op::DeleteOrRecreate(i) => match self.shapes[*i].take() {
+                Some(_) => retry!(op, services.delete(&name(*i), &DeleteParams::default()))?,
+                None => {
+                    // Created again only once the old one is gone (its finalizer lets go).
+                    if services.get_opt(&name(*i)).await.ok().flatten().is_none() {
+                        let shape = Shape { head_cpu: HEAD_CPUS[0], workers: 1, version: VERSIONS[0] };
+                        let rs = service(&name(*i), &shape).map_err(|e| e.to_string())?;
+                        retry!(op, services.create(&PostParams::default(), &rs))?;
+                        self.shapes[*i] = Some(shape);
+                    }
+                }
+            },
+            Op::Tamper(i) => {
+                let Some(rs) = services.get_opt(&name(*i)).await.ok().flatten() else { return Ok(()) };
+                if let Some(p) = pending(&rs) {
+                    // Admission refuses this while the child is gated; either answer is fine, what
+                    // matters is that no pod starts outside a slice (the watcher checks).
+                    let patch = json!({"spec": {"suspend": false}});
+                    let _ = self.clusters().patch(&p, &pp, &Patch::Merge(&patch)).await;
+                }
+            }
+            Op::RestartManager => self.env.restart_manager("m-chaos").await,
+            Op::WriteFault { plural, nth, conflict } => {
+                let m = WriteMatch { plural: Some((*plural).into()), ..Default::default() };
+                let faults = &self.env.server.store.faults;
+                if *conflict {
+                    faults.fail_nth_write_409(m, *nth);
+                } else {
+                    faults.fail_nth_write_500(m, *nth);
+                }
+            }
+            Op::Watches { expire } => {
+                let store = &self.env.server.store;
+                if *expire { store.expire_all() } else { store.close_watches() }
+            }
+            Op::DashboardsDown | Op::DashboardsBack => {
+                for url in self.env.sim.cluster_urls() {
+                    self.env.sim.set_reachable(&url, *op == Op::DashboardsBack);
+                }
+            }
+            Op::PodsFail(i) => {
+                // Pods take a moment to start (Env::start), so the ones just created are still Pending.
+                let pods: Api<Pod> = Api::namespaced(self.env.client.clone(), NS);
+                let prefix = format!("{}-", name(*i));
+                let list = pods.list(&ListParams::default()).await.map_err(|e| e.to_string())?.items;
+                let p = json!({"metadata": {"annotations": {FAIL_ANNOTATION: "true"}}});
+                for pod in list.iter().filter(|p| p.name_any().starts_with(&prefix)) {
+                    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+                    if phase == "Pending" && pod.metadata.deletion_timestamp.is_none() {
+                        let _ = pods.patch(&pod.name_any(), &pp, &Patch::Merge(&p)).await;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Faults off, dashboards back, queue resumed, quota ample, urgent work gone: every service still
+    /// there must be Ready on its latest spec within `LIVENESS`, and nothing may be left without an owner.
+    async fn settle(&mut self) -> Result<(), String> {
+        self.env.server.store.faults.clear_write_faults();
+        for url in self.env.sim.cluster_urls() {
+            self.env.sim.set_reachable(&url, true);
+        }
+        let resume = json!({"spec": {"stopPolicy": null}});
+        retry!("resume", self.cqs().patch("cq", &PatchParams::default(), &Patch::Merge(&resume)))?;
+        retry!("ample quota", self.set_quota(AMPLE))?;
+        for n in std::mem::take(&mut self.plain) {
+            let _ = self.workloads().delete(&n, &DeleteParams::default()).await;
+        }
+        let deadline = Instant::now() + LIVENESS;
+        loop {
+            match self.converged().await {
+                Ok(()) => return Ok(()),
+                Err(why) if Instant::now() > deadline => {
+                    return Err(format!("not converged {} s after the faults stopped: {why}", LIVENESS.as_secs()));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    }
+
+    /// What the API holds now, in a few lines, for a failure message.
+    async fn dump(&self) -> String {
+        let mut out = Vec::new();
+        let lp = ListParams::default();
+        for rs in self.services().list(&lp).await.map(|l| l.items).unwrap_or_default() {
+            out.push(format!("  RayService {} suspend={:?} active={:?} pending={:?}", rs.name_any(), rs.spec.suspend, active(&rs), pending(&rs)));
+        }
+        for rc in self.clusters().list(&lp).await.map(|l| l.items).unwrap_or_default() {
+            out.push(format!(
+                "  RayCluster {} suspend={:?} created={:?} deleting={}",
+                rc.name_any(),
+                rc.spec.suspend,
+                rc.metadata.creation_timestamp.as_ref().map(|t| t.0.to_string()),
+                rc.metadata.deletion_timestamp.is_some()
+            ));
+        }
+        let pods: Api<Pod> = Api::namespaced(self.env.client.clone(), NS);
+        for p in pods.list(&lp).await.map(|l| l.items).unwrap_or_default() {
+            out.push(format!(
+                "  Pod {} phase={:?} deleting={}",
+                p.name_any(),
+                p.status.as_ref().and_then(|s| s.phase.clone()),
+                p.metadata.deletion_timestamp.is_some()
+            ));
+        }
+        for w in self.workloads().list(&lp).await.map(|l| l.items).unwrap_or_default() {
+            let conds: Vec<String> =
+                w.status.iter().flat_map(|s| s.conditions.iter()).map(|c| format!("{}={}/{}", c.type_, c.status, c.reason)).collect();
+            out.push(format!(
+                "  Workload {} replaces={:?} podsets={:?} {}",
+                w.name_any(),
+                w.annotations().get("kueue.x-k8s.io/workload-slice-replacement-for"),
+                w.spec.pod_sets.iter().map(|p| (p.name.clone().unwrap_or_default(), p.count())).collect::<Vec<_>>(),
+                conds.join(" ")
+            ));
+        }
+        out.join("\n")
+    }
+
+    async fn converged(&self) -> Result<(), String> {
+        let e = |e: kube::Error| e.to_string();
+        let lp = ListParams::default();
+        let services = self.services().list(&lp).await.map_err(e)?.items;
+        let clusters = self.clusters().list(&lp).await.map_err(e)?.items;
+        for (i, shape) in self.shapes.iter().enumerate() {
+            let n = name(i);
+            let rs = services.iter().find(|r| r.name_any() == n);
+            match (shape, rs) {
+                (None, Some(_)) => return Err(format!("{n} was deleted but is still there")),
+                (None, None) => {}
+                (Some(_), None) => return Err(format!("{n} is gone")),
+                (Some(shape), Some(rs)) => {
+                    if !ready(rs) || pending(rs).is_some() {
+                        return Err(format!("{n} is not Ready with no pending cluster: {:?}", rs.status.as_ref().map(|s| &s.conditions)));
+                    }
+                    let act = active(rs).ok_or_else(|| format!("{n} has no active cluster"))?;
+                    let rc = clusters.iter().find(|c| c.name_any() == act).ok_or_else(|| format!("{n}'s active cluster {act} is gone"))?;
+                    // KubeRay hashes a cluster spec without worker counts: changing only `replicas`
+                    // neither makes a new cluster nor updates the active one (the autoscaler owns them).
+                    let got = shape_of(rc).map(|g| Shape { workers: shape.workers, ..g });
+                    if got.as_ref() != Some(shape) {
+                        return Err(format!("{n} serves from {act} shaped {got:?}, its spec says {shape:?}"));
+                    }
+                }
+            }
+        }
+        // No orphans: every RayCluster's owner, every pod's cluster and every Workload's owner exists.
+        let uids: Vec<String> = services.iter().filter_map(|r| r.metadata.uid.clone()).collect();
+        if let Some(rc) = clusters.iter().find(|c| !c.owner_references().iter().any(|o| uids.contains(&o.uid))) {
+            return Err(format!("RayCluster {} has no live owner", rc.name_any()));
+        }
+        let extra: Vec<String> = clusters.iter().filter(|c| c.metadata.deletion_timestamp.is_none()).map(|c| c.name_any()).collect();
+        if extra.len() > self.shapes.iter().flatten().count() {
+            return Err(format!("more RayClusters than services once settled: {extra:?}"));
+        }
+        let pods: Api<Pod> = Api::namespaced(self.env.client.clone(), NS);
+        for p in pods.list(&lp).await.map_err(e)?.items {
+            let c = p.labels().get("ray.io/cluster").cloned().unwrap_or_default();
+            if !clusters.iter().any(|rc| rc.name_any() == c) {
+                return Err(format!("pod {} of cluster {c:?} outlives it", p.name_any()));
+            }
+        }
+        let wls = self.workloads().list(&lp).await.map_err(e)?.items;
+        for w in wls.iter().filter(|w| !w.owner_references().is_empty() && !w.is_finished()) {
+            if !w.owner_references().iter().any(|o| uids.contains(&o.uid)) {
+                return Err(format!("Workload {} has no live owner", w.name_any()));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn shape_of(rc: &RayCluster) -> Option<Shape> {
+    let head = rc.spec.head_group_spec.template.spec.as_ref()?.containers.first()?;
+    let cpu = head.resources.as_ref()?.requests.as_ref()?.get("cpu")?.0.clone();
+    let workers = rc.spec.worker_group_specs.as_ref()?.first()?.replicas?;
+    let version = rc.spec.ray_version.clone()?;
+    Some(Shape {
+        head_cpu: HEAD_CPUS.into_iter().find(|c| *c == cpu)?,
+        workers,
+        version: VERSIONS.into_iter().find(|v| *v == version)?,
+    })
+}
+
+fn active(rs: &RayService) -> Option<String> {
+    let s = rs.status.as_ref()?.active_service_status.as_ref()?;
+    s.ray_cluster_name.clone().filter(|n| !n.is_empty())
+}
+
+fn pending(rs: &RayService) -> Option<String> {
+    let s = rs.status.as_ref()?.pending_service_status.as_ref()?;
+    s.ray_cluster_name.clone().filter(|n| !n.is_empty())
+}
+
+fn ready(rs: &RayService) -> bool {
+    crate::api::conditions::is_true(rs.status.as_ref().and_then(|s| s.conditions.as_deref()), "Ready")
+}
+
+/// What one run did.
+#[derive(Clone, Debug, Default)]
+pub struct RunStats {
+    pub actions: usize,
+    pub faults: usize,
+    /// Invariant checks the watcher ran.
+    pub checks: u64,
+}
+
+/// One run of `world` with `list`. A failure says whether an invariant broke or liveness failed.
+pub(super) async fn run(seed: u64, w: &World, list: &[Op]) -> Result<RunStats, Failure> {
+    let setup = |e: String| Failure::Setup(e);
+    let env = Env::start(Duration::from_millis(150)).await;
+    let inv = Invariants::start(env.client.clone());
+    env.queues(&format!("{}m", w.quota), w.preempt).await.map_err(|e| setup(e.to_string()))?;
+    let mut run = Run { env, inv, shapes: w.services.iter().cloned().map(Some).collect(), plain: Vec::new(), next_plain: 0, quota: w.quota };
+    for (i, milli) in w.background.iter().enumerate() {
+        let n = format!("background-{i}");
+        run.plain_workload(&n, 0, *milli).await.map_err(|e| setup(e.to_string()))?;
+        run.plain.push(n);
+    }
+    for (i, shape) in w.services.iter().enumerate() {
+        let rs = service(&name(i), shape).map_err(|e| setup(e.to_string()))?;
+        run.services().create(&PostParams::default(), &rs).await.map_err(|e| setup(e.to_string()))?;
+    }
+    let mut pace = super::world::pacing(seed);
+    for op in list {
+        run.apply(op).await.map_err(Failure::Setup)?;
+        tokio::time::sleep(Duration::from_millis(pace.random_range(50..=600))).await;
+        if let Some(v) = run.inv.violations().first() {
+            return Err(Failure::Invariant(format!("after {op}: {v}\n{}", run.dump().await)));
+        }
+        if let Some(e) = run.env.manager_error() {
+            return Err(Failure::Liveness(format!("the manager ended after {op}: {e}")));
+        }
+    }
+    if let Err(why) = run.settle().await {
+        return Err(Failure::Liveness(format!("{why}\n{}", run.dump().await)));
+    }
+    if let Some(v) = run.inv.violations().first() {
+        return Err(Failure::Invariant(format!("while settling: {v}\n{}", run.dump().await)));
+    }
+    Ok(RunStats { actions: list.len(), faults: list.iter().filter(|o| o.is_fault()).count(), checks: run.inv.checks() })
+}
