@@ -196,6 +196,41 @@ impl Recorder {
     }
 }
 
+/// Events handed to a task that publishes them in order, for a caller that must not wait on the API
+/// for each (the admission loop: two events per admission, which made event writes two thirds of
+/// its writes). Bounded as client-go's broadcaster is: when the task falls behind by `capacity`
+/// events, newer ones are dropped and counted, never queued without limit.
+#[derive(Clone)]
+pub struct QueuedRecorder {
+    tx: tokio::sync::mpsc::Sender<(Event, ObjectReference)>,
+    dropped: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl QueuedRecorder {
+    /// Starts the publishing task; it ends once every clone of the returned sender is dropped.
+    pub fn spawn(recorder: Recorder, capacity: usize) -> (Self, tokio::task::JoinHandle<()>) {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<(Event, ObjectReference)>(capacity.max(1));
+        let task = tokio::spawn(async move {
+            while let Some((ev, obj)) = rx.recv().await {
+                if let Err(e) = recorder.publish(&ev, &obj).await {
+                    tracing::debug!(error = %e, reason = %ev.reason, "publishing event failed");
+                }
+            }
+        });
+        (QueuedRecorder { tx, dropped: Arc::default() }, task)
+    }
+
+    pub fn publish(&self, ev: Event, regarding: ObjectReference) {
+        if self.tx.try_send((ev, regarding)).is_err() {
+            let n = self.dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            // Once per thousand, not per event: a flood of drops must not become a flood of logs.
+            if n % 1000 == 1 {
+                tracing::warn!(dropped = n, "event queue full; events dropped");
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

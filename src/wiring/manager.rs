@@ -210,11 +210,13 @@ pub async fn run_manager(
             std::future::pending::<()>().await
         }));
     }
+    let (queued, events_task) = crate::jobframework::events::QueuedRecorder::spawn(recorder.clone(), 4096);
+    tasks.push(events_task);
     let admission = AdmissionLoop {
         client: client.clone(),
         caches,
         notify,
-        recorder,
+        recorder: queued,
         metrics: metrics.clone(),
         leader: rx,
         resync: opts.resync,

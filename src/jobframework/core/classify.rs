@@ -42,7 +42,8 @@ pub(super) enum Class {
 /// The objects around the Workloads of one snapshot.
 pub(super) struct View<'a> {
     snap: &'a Snapshot,
-    local_queues: HashMap<(String, String), &'a LocalQueue>,
+    /// By (namespace, name), borrowed from the snapshot: looking one up allocates nothing.
+    local_queues: HashMap<(&'a str, &'a str), &'a LocalQueue>,
     /// Replaced slice -> the slice that holds quota in its place.
     replaced: HashMap<WorkloadKey, WorkloadKey>,
 }
@@ -53,11 +54,8 @@ impl<'a> View<'a> {
             .local_queues
             .iter()
             .map(|lq| {
-                let ns = lq.metadata.namespace.clone().unwrap_or_default();
-                (
-                    (ns, lq.metadata.name.clone().unwrap_or_default()),
-                    lq.as_ref(),
-                )
+                let ns = lq.metadata.namespace.as_deref().unwrap_or_default();
+                ((ns, lq.metadata.name.as_deref().unwrap_or_default()), lq.as_ref())
             })
             .collect();
         let replaced = snap
@@ -74,8 +72,9 @@ impl<'a> View<'a> {
     }
 
     fn local_queue(&self, wl: &Workload) -> Option<&'a LocalQueue> {
-        let k = super::queue_status::local_queue_key(wl)?;
-        self.local_queues.get(&k).copied()
+        let q = wl.spec.queue_name.as_deref().filter(|q| !q.is_empty())?;
+        let ns = wl.metadata.namespace.as_deref().unwrap_or_default();
+        self.local_queues.get(&(ns, q)).copied()
     }
 
     fn cluster_queue_stopped(&self, name: &str) -> bool {

@@ -72,25 +72,31 @@ pub fn pending(
     message: &str,
     now: jiff::Timestamp,
 ) -> Option<WorkloadStatus> {
-    let mut s = status_of(wl);
-    if s.admission.is_some() {
-        return None;
-    }
     // Rewritten only when what it says changes in substance: the amounts in a message move every
     // cycle while the backlog drains, and a write per pending workload per cycle is what held the
-    // scheduler back (and woke every watcher of Workloads).
-    let said = |t: &str, r: &str, m: &str| {
-        s.conditions.iter().any(|c| {
-            c.type_ == t
-                && c.status == crate::api::conditions::FALSE
-                && c.reason == r
-                && substance(&c.message) == substance(m)
-        })
-    };
-    if said(condition::QUOTA_RESERVED, reason, message)
-        && said(condition::ADMITTED, reason::NO_RESERVATION, NO_RESERVATION_MESSAGE)
-        && !s.resource_requests.is_empty()
-    {
+    // scheduler back (and woke every watcher of Workloads). Decided on the cached status as it is,
+    // before copying anything: every pending workload comes through here every cycle.
+    if let Some(st) = &wl.status {
+        if st.admission.is_some() {
+            return None;
+        }
+        let said = |t: &str, r: &str, m: &str| {
+            st.conditions.iter().any(|c| {
+                c.type_ == t
+                    && c.status == crate::api::conditions::FALSE
+                    && c.reason == r
+                    && same_substance(&c.message, m)
+            })
+        };
+        if said(condition::QUOTA_RESERVED, reason, message)
+            && said(condition::ADMITTED, reason::NO_RESERVATION, NO_RESERVATION_MESSAGE)
+            && !st.resource_requests.is_empty()
+        {
+            return None;
+        }
+    }
+    let mut s = status_of(wl);
+    if s.admission.is_some() {
         return None;
     }
     let g = wl.metadata.generation;
@@ -145,17 +151,24 @@ pub fn resource_requests(wl: &Workload) -> Vec<PodSetRequest> {
 /// The words of a message without its amounts: every token that starts with a digit ("3", "500m",
 /// "1.5Gi") reads as `#`. Names keep their letters ("cq-0-1" reads as "cq-#-#").
 pub fn substance(message: &str) -> String {
-    let mut out = String::with_capacity(message.len());
+    substance_chars(message).collect()
+}
+
+/// `substance(a) == substance(b)`, without building either.
+fn same_substance(a: &str, b: &str) -> bool {
+    substance_chars(a).eq(substance_chars(b))
+}
+
+fn substance_chars(message: &str) -> impl Iterator<Item = char> + '_ {
     let mut in_amount = false;
-    for ch in message.chars() {
+    message.chars().filter_map(move |ch| {
         let token = ch.is_ascii_alphanumeric() || ch == '.';
         if in_amount && token {
-            continue;
+            return None;
         }
         in_amount = ch.is_ascii_digit();
-        out.push(if in_amount { '#' } else { ch });
-    }
-    out
+        Some(if in_amount { '#' } else { ch })
+    })
 }
 
 /// Why a workload is evicted: Kueue's `Evicted` condition reasons, typed.

@@ -34,6 +34,11 @@ impl Explanations {
         self.with(|m| m.get(key).cloned())
     }
 
+    /// No record for `key`, or one that says something else than `reason` and `message`.
+    pub fn stale(&self, key: &WorkloadKey, reason: &str, message: &str) -> bool {
+        self.with(|m| m.get(key).is_none_or(|e| e.reason != reason || e.message != message))
+    }
+
     pub fn len(&self) -> usize {
         self.with(|m| m.len())
     }

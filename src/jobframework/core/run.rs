@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType};
-use crate::jobframework::events::Recorder;
+use crate::jobframework::events::QueuedRecorder;
 use kube::{Api, Client, Resource, ResourceExt};
 use tokio::sync::{Notify, watch};
 
@@ -29,7 +29,8 @@ pub struct AdmissionLoop {
     pub client: Client,
     pub caches: Caches,
     pub notify: Arc<Notify>,
-    pub recorder: Recorder,
+    /// Events go through a queue so that writing them never holds back the next admission.
+    pub recorder: QueuedRecorder,
     pub metrics: Arc<Metrics>,
     pub leader: watch::Receiver<bool>,
     /// Re-run at least this often even without a change (time-based requeues).
@@ -42,6 +43,12 @@ pub struct AdmissionLoop {
     /// Time per phase of the cycles, for the end-to-end benchmark.
     pub stats: super::CycleStats,
 }
+
+/// Below this many workloads the queue gauges are recomputed every cycle.
+const GAUGES_EVERY_CYCLE_BELOW: usize = 1000;
+
+/// The workloads a cycle's actions name.
+type ByKey = HashMap<WorkloadKey, Arc<Workload>>;
 
 fn now() -> jiff::Timestamp {
     jiff::Timestamp::now()
@@ -58,6 +65,7 @@ impl AdmissionLoop {
         let mut backoff = WriteBackoff::default();
         tokio::pin!(shutdown);
         let mut leader_open = true;
+        let mut last_gauges: Option<Instant> = None;
         if self.synced.wait_for(|s| *s).await.is_err() {
             return;
         }
@@ -97,10 +105,18 @@ impl AdmissionLoop {
             let stepped = std::time::Instant::now();
             self.stats.add(Phase::Step, stepped - snapped);
             self.stats.cycle(snap.workloads.len());
-            let by_key: HashMap<WorkloadKey, Arc<Workload>> = snap
+            // Only the workloads the actions name, looked up without allocating a key per workload.
+            let wanted: std::collections::HashSet<(&str, &str)> = actions.iter().map(|a| {
+                let k = a.key();
+                (k.namespace.as_str(), k.name.as_str())
+            }).collect();
+            let by_key: ByKey = snap
                 .workloads
                 .iter()
-                .map(|w| (key_of(w), w.clone()))
+                .filter_map(|w| {
+                    let k = (w.metadata.namespace.as_deref().unwrap_or_default(), w.metadata.name.as_deref().unwrap_or_default());
+                    wanted.contains(&k).then(|| (WorkloadKey::new(k.0, k.1), w.clone()))
+                })
                 .collect();
             // A replaced slice is finished only once its successor's admission is written: finishing
             // it after a failed write (a conflict, a deleted successor) would leave the job with no
@@ -135,7 +151,13 @@ impl AdmissionLoop {
                 .observe(started.elapsed().as_secs_f64());
             let written = std::time::Instant::now();
             self.stats.add(Phase::Writes, written - stepped);
-            self.write_queue_status(&state, &snap).await;
+            // The gauges walk every workload: with many, at most once a second (scrapes come every
+            // 15-30 s); with few, every cycle, so a scrape right after a change sees it.
+            let gauges = snap.workloads.len() < GAUGES_EVERY_CYCLE_BELOW || last_gauges.is_none_or(|t: Instant| t.elapsed() >= Duration::from_secs(1));
+            if gauges {
+                last_gauges = Some(Instant::now());
+            }
+            self.write_queue_status(&state, &snap, gauges).await;
             self.stats.add(Phase::QueueStatus, written.elapsed());
             if admitted {
                 // Kueue runs the next cycle at once after an admission.
@@ -144,6 +166,7 @@ impl AdmissionLoop {
         }
     }
 
+    /// Queues the event: the loop does not wait for it to be written.
     async fn event(&self, obj: &ObjectReference, type_: EventType, why: &str, note: String) {
         let ev = Event {
             type_,
@@ -152,9 +175,7 @@ impl AdmissionLoop {
             action: why.to_string(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&ev, obj).await {
-            tracing::debug!(error = %e, "publishing event failed");
-        }
+        self.recorder.publish(ev, obj.clone());
     }
 
     async fn execute(
@@ -162,18 +183,9 @@ impl AdmissionLoop {
         state: &mut AdmissionState,
         backoff: &mut WriteBackoff,
         action: Action,
-        by_key: &HashMap<WorkloadKey, Arc<Workload>>,
+        by_key: &ByKey,
     ) -> bool {
-        let key = match &action {
-            Action::Admit { key, .. }
-            | Action::Evict { key, .. }
-            | Action::ClearReservation { key }
-            | Action::Pending { key, .. }
-            | Action::FinishSlice { key, .. }
-            | Action::BackoffFinished { key }
-            | Action::Requeue { key, .. }
-            | Action::RemoveFinalizer { key } => key.clone(),
-        };
+        let key = action.key().clone();
         let Some(wl) = by_key.get(&key) else {
             if matches!(action, Action::Admit { .. }) {
                 state.forget(&key);
@@ -409,7 +421,8 @@ impl AdmissionLoop {
         }
     }
 
-    async fn write_queue_status(&self, state: &AdmissionState, snap: &Snapshot) {
+    /// `gauges`: also recompute the queue gauges (a pass over every workload of the snapshot).
+    async fn write_queue_status(&self, state: &AdmissionState, snap: &Snapshot, gauges: bool) {
         let t = now();
         let flavors: BTreeSet<String> = snap
             .flavors
@@ -442,7 +455,9 @@ impl AdmissionLoop {
                 cores.insert(name, c);
             }
         }
-        super::queue_metrics::report(&self.metrics, super::queue_metrics::gauges(snap, &cores, &active, self.metrics.role()));
+        if gauges {
+            super::queue_metrics::report(&self.metrics, super::queue_metrics::gauges(snap, &cores, &active, self.metrics.role()));
+        }
         let cohort_api: Api<Cohort> = Api::all(self.client.clone());
         for co in &snap.cohorts {
             if let Some(status) = queue_status::cohort(co) {
@@ -456,10 +471,11 @@ impl AdmissionLoop {
                 }
             }
         }
-        let mut by_lq: HashMap<(String, String), Vec<&Workload>> = HashMap::new();
+        // Keys borrowed from the snapshot: grouping every workload allocates no key.
+        let mut by_lq: HashMap<(&str, &str), Vec<&Workload>> = HashMap::new();
         for wl in &snap.workloads {
-            if let Some(k) = queue_status::local_queue_key(wl) {
-                by_lq.entry(k).or_default().push(wl);
+            if let Some(q) = wl.spec.queue_name.as_deref().filter(|q| !q.is_empty()) {
+                by_lq.entry((wl.metadata.namespace.as_deref().unwrap_or_default(), q)).or_default().push(wl);
             }
         }
         for lq in &snap.local_queues {
@@ -471,7 +487,7 @@ impl AdmissionLoop {
                 .find(|c| c.name_any() == cq_name)
                 .map(|c| c.as_ref());
             let wls = by_lq
-                .get(&(ns.clone(), lq.name_any()))
+                .get(&(ns.as_str(), lq.metadata.name.as_deref().unwrap_or_default()))
                 .map(Vec::as_slice)
                 .unwrap_or_default();
             if let Some(status) = queue_status::local_queue(

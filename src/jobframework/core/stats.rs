@@ -40,7 +40,7 @@ impl Phase {
 struct Inner {
     cycles: AtomicU64,
     nanos: [AtomicU64; 4],
-    /// Workloads the step looked at, summed over cycles.
+    /// Workloads in the snapshot, summed over cycles.
     examined: AtomicU64,
 }
 
@@ -95,7 +95,7 @@ impl CycleFigures {
             .collect();
         let per = if self.cycles == 0 { 0 } else { self.examined / self.cycles };
         format!(
-            "admission loop: {} cycles, busy {:.1} s: {}; {} workloads examined per cycle on average",
+            "admission loop: {} cycles, busy {:.1} s: {}; {} workloads in a cycle's snapshot on average",
             self.cycles,
             busy.as_secs_f64(),
             parts.join(", "),
@@ -123,6 +123,6 @@ mod tests {
         let line = f.summary();
         assert!(line.contains("2 cycles"), "{line}");
         assert!(line.contains("step 0.1 s (86%)"), "{line}");
-        assert!(line.contains("75 workloads examined"), "{line}");
+        assert!(line.contains("75 workloads in a cycle's snapshot"), "{line}");
     }
 }

@@ -8,7 +8,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use super::classify::{Class, View};
 use super::conditions::{EvictionCause, controller_owner, is_evicted};
@@ -69,6 +69,22 @@ pub enum Action {
     },
 }
 
+impl Action {
+    /// The workload the action writes.
+    pub fn key(&self) -> &WorkloadKey {
+        match self {
+            Action::Admit { key, .. }
+            | Action::Evict { key, .. }
+            | Action::ClearReservation { key }
+            | Action::Pending { key, .. }
+            | Action::FinishSlice { key, .. }
+            | Action::BackoffFinished { key }
+            | Action::Requeue { key, .. }
+            | Action::RemoveFinalizer { key } => key,
+        }
+    }
+}
+
 pub fn key_of(wl: &Workload) -> WorkloadKey {
     WorkloadKey::new(
         wl.metadata.namespace.clone().unwrap_or_default(),
@@ -86,6 +102,14 @@ fn namespace_labels(snap: &Snapshot, ns: &str) -> BTreeMap<String, String> {
     l.entry("kubernetes.io/metadata.name".to_string())
         .or_insert_with(|| ns.to_string());
     l
+}
+
+/// A fingerprint of a namespace's labels, to notice a relabelling without copying them every cycle.
+fn labels_fingerprint(snap: &Snapshot, ns: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    snap.namespaces.get(ns).hash(&mut h);
+    h.finish()
 }
 
 /// The kinds of configuration object the core is built from.
@@ -114,7 +138,8 @@ type ConfigKey = (ConfigKind, String);
 pub struct AdmissionState {
     pub core: AdmissionCore,
     config_rv: HashMap<ConfigKey, String>,
-    queued_rv: HashMap<WorkloadKey, String>,
+    /// What each queued workload was queued as: its resourceVersion and its namespace's labels.
+    queued_rv: HashMap<WorkloadKey, (String, u64)>,
     /// Admissions written (or being written) but not yet seen in the cache.
     assumed: HashSet<WorkloadKey>,
     /// Evictions decided but not yet seen in the cache (retried until they are).
@@ -126,6 +151,14 @@ pub struct AdmissionState {
     /// The scheduler's latest reasoning per pending workload (`quotagate explain`): one record per
     /// pending workload, dropped when it is admitted or gone.
     pub explanations: super::explanations::Explanations,
+    /// Finished Workloads already dropped from the core, by the address of the cached object. The
+    /// cache replaces an object's `Arc` on every change, so an unchanged address means an unchanged
+    /// object; the `Weak` keeps the address from being reused while it is remembered. Finished
+    /// Workloads stay in the cache until deleted, and without this every cycle would look at each.
+    settled: HashMap<usize, Weak<Workload>>,
+    cycles: u64,
+    /// When every pending workload's record was last redone (ms).
+    explained_at: Option<i64>,
 }
 
 impl AdmissionState {
@@ -211,23 +244,33 @@ impl AdmissionState {
         let mut actions = Vec::new();
         self.sync_config(snap);
         let view = View::new(snap);
-        let mut present: HashSet<WorkloadKey> = HashSet::new();
+        self.forget_unsettled();
+        let mut present: HashSet<(&str, &str)> = HashSet::new();
         for wl in &snap.workloads {
-            let key = key_of(wl);
-            present.insert(key.clone());
+            let addr = Arc::as_ptr(wl) as usize;
+            if self.settled.contains_key(&addr) {
+                continue;
+            }
+            present.insert((
+                wl.metadata.namespace.as_deref().unwrap_or_default(),
+                wl.metadata.name.as_deref().unwrap_or_default(),
+            ));
             let class = view.classify(wl, now_ms);
-            self.take(key, wl, class, snap, now_ms, &mut actions);
+            let settles = matches!(class, Class::Gone { remove_finalizer: false }) && wl.metadata.deletion_timestamp.is_none();
+            self.take(key_of(wl), wl, class, snap, now_ms, &mut actions);
+            if settles {
+                self.settled.insert(addr, Arc::downgrade(wl));
+            }
         }
         let known: Vec<WorkloadKey> = self
             .core
             .admitted_keys()
             .into_iter()
             .chain(self.core.pending_keys())
+            .filter(|k| !present.contains(&(k.namespace.as_str(), k.name.as_str())))
             .collect();
         for k in known {
-            if !present.contains(&k) {
-                self.drop_workload(&k);
-            }
+            self.drop_workload(&k);
         }
         let res = self.core.schedule_cycle(now_ms);
         for a in res.admissions {
@@ -256,7 +299,20 @@ impl AdmissionState {
                 clear,
             });
         }
-        let keys: Vec<WorkloadKey> = res.pending.iter().map(|p| p.key.clone()).collect();
+        // A record per pending workload is a pass over its ClusterQueue's tree and holders: with
+        // thousands pending, redoing every record every cycle made the step several times slower.
+        // A record is redone when its reason or message changed, and all of them once a second, so
+        // what `explain` shows is at most a second old in its numbers and never in its verdict.
+        let refresh_all = self.explained_at.is_none_or(|t| now_ms - t >= 1000);
+        if refresh_all {
+            self.explained_at = Some(now_ms);
+        }
+        let keys: Vec<WorkloadKey> = res
+            .pending
+            .iter()
+            .filter(|p| refresh_all || self.explanations.stale(&p.key, p.reason.as_str(), &p.message))
+            .map(|p| p.key.clone())
+            .collect();
         for (k, e) in self.core.explain_all(&keys) {
             self.explanations.insert(k, e);
         }
@@ -274,6 +330,15 @@ impl AdmissionState {
             });
         }
         actions
+    }
+
+    /// Forgets settled Workloads the cache no longer holds (deleted, or changed: a new object). Every
+    /// 64 cycles, so the scan costs less than the cycles it saves.
+    fn forget_unsettled(&mut self) {
+        self.cycles += 1;
+        if self.cycles.is_multiple_of(64) {
+            self.settled.retain(|_, w| w.strong_count() > 0);
+        }
     }
 
     /// Brings the core in line with one Workload's case and pushes the writes it needs.
@@ -364,12 +429,12 @@ impl AdmissionState {
             Class::Queue { cluster_queue } => {
                 // The namespace's labels count too: relabelling a namespace requeues its
                 // workloads, as Kueue does on namespace events.
-                let labels = namespace_labels(snap, &key.namespace);
-                let seen = format!("{}|{labels:?}", rv(&wl.metadata));
+                let seen = (rv(&wl.metadata), labels_fingerprint(snap, &key.namespace));
                 if self.queued_rv.get(&key) == Some(&seen) {
                     return;
                 }
                 self.queued_rv.insert(key.clone(), seen);
+                let labels = namespace_labels(snap, &key.namespace);
                 let added = convert::workload_model(wl, &cluster_queue, labels)
                     .and_then(|m| self.core.add_workload(m));
                 if let Err(e) = added {
