@@ -214,7 +214,16 @@ pub fn plan(job: &dyn GenericJob, workloads: &[&Workload]) -> Result<Step, JobFr
     {
         // A suspended job's templates are its own (injected info is restored on stop), so a
         // mismatch is an edit: the reservation no longer describes the pods it would start.
-        return Ok(Step::DeleteWorkloads(vec![name]));
+        // Deleting a Workload that holds quota releases it, so that waits until no pod of the job is
+        // left (DESIGN I2): a suspended job may still be stopping, and its demand may stop matching as
+        // it does (a RayService deletes its children one by one). An evicted one is stopped and waited
+        // on below; any other waits for the job's pods to go, which wakes it again.
+        if !reserved || !job.is_active() {
+            return Ok(Step::DeleteWorkloads(vec![name]));
+        }
+        if !is_evicted(wl) {
+            return Ok(Step::Nothing);
+        }
     }
     if reserved && is_evicted(wl) {
         return Ok(Step::Stop(name));

@@ -603,6 +603,79 @@ async fn a_service_preempted_after_an_upgrade_and_edited_resumes_on_a_new_slice_
     s.inv.assert_clean();
 }
 
+/// (d3) Preempted after a resized upgrade: its admitted slice kept a podset per head shape (the old one
+/// at 0), so the stopped service's demand no longer matched it, and the suspended job's Workload was
+/// deleted, releasing the quota while the child's pods still ran (I2, seed 27 of the chaos runs). The
+/// reservation must stay until the children are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_preempted_after_a_resized_upgrade_keeps_its_quota_until_its_pods_are_gone() {
+    let s = Scenario::start("5", 5000).await;
+    s.preempt_lower_priority(json!({})).await;
+    let a = s.serving(service("rs", "1", "2.46.0")).await;
+    let patch = json!({"spec": {"rayClusterConfig": {"headGroupSpec": {"template": {"spec": {"containers": [{"name": "ray-head",
+        "image": "rayproject/ray:2.46.0", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}]}}}}}});
+    s.services()
+        .patch("rs", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let rs = s
+        .wait_rs("rs", "a pending cluster", |r| pending(r).is_some())
+        .await;
+    let p = pending(&rs).unwrap();
+    s.wait_active("rs", &p).await;
+    s.wait_gone(&a).await;
+    s.wait_cq_cpu(3000).await;
+    // Stopping takes a while, as under load: the RayCluster controller's pod deletions fail and
+    // another controller's finalizer holds the child (and so its pods) after the suspend deletes it.
+    let hold = json!({"metadata": {"finalizers": ["example.com/hold"]}});
+    s.clusters()
+        .patch(&p, &PatchParams::default(), &Patch::Merge(&hold))
+        .await
+        .unwrap();
+    let faults = &s.c.server.store.faults;
+    let pod_deletes = quotagate::embedded::WriteMatch {
+        verb: Some("delete".into()),
+        plural: Some("pods".into()),
+        ..Default::default()
+    };
+    for _ in 0..1000 {
+        faults.fail_nth_write_500(pod_deletes.clone(), 1);
+    }
+    s.c.workload("urgent", "lq", 1000, "5").await;
+    s.wait_rs("rs", "suspended by preemption", |r| r.spec.suspend == Some(true))
+        .await;
+    poll("the child to be deleting", || async {
+        s.clusters()
+            .get(&p)
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .map(|_| ())
+    })
+    .await;
+    // Several passes of the job controller (it requeues a stopping job every second): none may let the
+    // quota go while the child's pods run.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!s.pods_of(&p).await.is_empty(), "the held child keeps its pods");
+    let cqs: Api<ClusterQueue> = Api::all(s.c.client.clone());
+    assert_eq!(
+        cq_cpu(&cqs.get("cq").await.unwrap()),
+        3000,
+        "the service's reservation stays while its pods run; the watcher saw {:?}",
+        s.inv.violations()
+    );
+    faults.clear_write_faults();
+    let free = json!({"metadata": {"finalizers": null}});
+    s.clusters()
+        .patch(&p, &PatchParams::default(), &Patch::Merge(&free))
+        .await
+        .unwrap();
+    s.wait_gone(&p).await;
+    s.wait_cq_cpu(5000).await;
+    s.inv.assert_clean();
+}
+
 /// (e) Reverting the spec while gated deletes the pending cluster and its pending slice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollback_while_gated_releases_the_pending_demand() {

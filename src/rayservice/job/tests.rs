@@ -281,6 +281,43 @@ mod demand_and_gate {
         assert_eq!(counts(&podsets(&demand(&[rc])).unwrap()), vec![("head".into(), 1), ("small".into(), 2)]);
     }
 
+    /// Seen by the seeded chaos runs (seed 27) and in gated.rs: a service preempted mid-upgrade is
+    /// suspended, and its children are deleted one at a time. Once one is gone the demand no longer
+    /// matches the evicted Workload, which was then deleted as "edited while suspended", releasing the
+    /// quota while the other child's pods still ran (I2). The reservation must stay until the job is
+    /// inactive: the evicted Workload is stopped (and waited on), not deleted.
+    #[test]
+    fn an_evicted_service_keeps_its_reservation_while_a_child_remains() {
+        use crate::api::kueue::{Admission, Workload};
+        use crate::jobframework::core::conditions;
+        use crate::jobframework::job_controller::{Step, plan};
+        use crate::rayservice::job::rayservice::RayServiceJob;
+        let rs: crate::api::ray::RayService = serde_json::from_value(json!({
+            "apiVersion": "ray.io/v1", "kind": "RayService",
+            "metadata": {"name": "svc", "namespace": "default", "uid": "u1",
+                         "labels": {crate::api::kueue::constants::label::QUEUE_NAME: "lq"}},
+            "spec": {"suspend": true, "rayClusterConfig": {"headGroupSpec": {"rayStartParams": {},
+                "template": {"spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray:y"}]}}}}}
+        }))
+        .unwrap();
+        let (a, b) = (child("a", "2", 1, "x"), child("b", "3", 1, "x"));
+        let mut wl = Workload::build("w", "default").queue("lq").build();
+        wl.spec.pod_sets = podsets(&demand(&[a.clone(), b.clone()])).unwrap();
+        let now = jiff::Timestamp::UNIX_EPOCH;
+        let admission = Admission { cluster_queue: "cq".into(), pod_set_assignments: vec![] };
+        wl.status = Some(conditions::admitted(&wl, admission, now));
+        let cause = conditions::EvictionCause {
+            by: conditions::EvictedBy::Preempted(crate::queue::PreemptedReason::InClusterQueue),
+            message: "preempted".into(),
+        };
+        wl.status = conditions::evicted(&wl, &cause, now);
+        let job = |children: Vec<RayCluster>| RayServiceJob { rs: rs.clone(), children, slices: 1 };
+        // Child `a` deleted, `b` (and its pods) still there: stop and wait, keeping the reservation.
+        assert_eq!(plan(&job(vec![b]), &[&wl]).unwrap(), Step::Stop("w".into()));
+        // Every child gone: nothing runs, the Workload may go.
+        assert_eq!(plan(&job(vec![]), &[&wl]).unwrap(), Step::DeleteWorkloads(vec!["w".into()]));
+    }
+
     #[test]
     fn the_gate_covers_the_serving_child_first_and_the_new_one_only_once_its_slice_is_admitted() {
         let children = [child("active", "2", 1, "x"), child("pending", "2", 1, "y")];
