@@ -810,6 +810,15 @@ impl AdmissionCore {
                 ),
             ));
         }
+        // A slice being evicted is stopped whole and its job requeued whole: a replacement admitted on
+        // top of it would finish it as replaced while its job is stopping (DESIGN I6). The job
+        // deletes such a replacement.
+        if self.replaced_slice(w).is_some_and(|o| o.evicting) {
+            return Err((
+                PendingReason::Pending,
+                "the workload slice it replaces is being evicted".to_string(),
+            ));
+        }
         let old = self
             .replaced_slice(w)
             .map(|o| (o.usage.clone(), forced_flavors(&o.admission)));

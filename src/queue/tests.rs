@@ -785,6 +785,30 @@ fn workload_slices() {
     );
 }
 
+/// A slice being evicted is stopped whole: a replacement must not be admitted on top of it, which would
+/// finish it as replaced while its job stops (seen by the chaos runs as I6, seed 20).
+#[test]
+fn a_replacement_waits_while_the_slice_it_replaces_is_evicted() {
+    let mut core = setup(&Scenario {
+        cqs: vec![
+            ClusterQueueModel::build("cq")
+                .flavor("default", &[("cpu", 10)])
+                .within(WithinClusterQueue::LowerPriority),
+        ],
+        admitted: vec![(wl("old", "cq", 4), "default", 1)],
+        pending: vec![wl("high", "cq", 8).priority(10)],
+        ..Default::default()
+    });
+    assert_eq!(core.schedule_cycle(1).evictions.len(), 1);
+    // The preemptor goes away (finished, deleted) while the victim is still stopping.
+    core.delete_workload(&k("high"));
+    core.add_workload(wl("new", "cq", 5).replaces(&k("old"))).unwrap();
+    let r = core.schedule_cycle(2);
+    assert!(r.admissions.is_empty(), "{:?}", r.admissions);
+    assert!(r.finished_slices.is_empty(), "{:?}", r.finished_slices);
+    assert!(core.is_admitted(&k("old")));
+}
+
 #[test]
 fn heterogeneous_slices_are_accounted_exactly() {
     let mut core = setup(&Scenario {
