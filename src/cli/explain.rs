@@ -13,7 +13,7 @@ use crate::api::kueue::Workload;
 use crate::api::kueue::constants::condition;
 use crate::api::ray::constants::ANNOTATION_ADMISSION_GATED;
 use crate::api::ray::{RayCluster, RayService};
-use crate::cli::plan::render::table;
+use crate::cli::plan::render::{flavor_table, holder_table, table};
 use crate::queue::Explanation;
 use crate::rayservice::job::demand::{self, admitted_slice, allowed_pods, child_demand};
 use crate::rayservice::job::rayservice::children_in_gate_order;
@@ -60,38 +60,13 @@ pub fn render_record(e: &Explanation) -> String {
     if let Some(i) = e.position_in_cluster_queue {
         let _ = writeln!(out, "position in the ClusterQueue's queue: {i} (0 = next)");
     }
-    let mut rows = vec![["PODSET", "COUNT", "RESOURCE", "REQUESTED", "FLAVOR", "NOMINAL", "USED", "AVAILABLE", "BORROWABLE", "PREEMPTIBLE", "FITS"].map(String::from).to_vec()];
-    for ps in &e.podsets {
-        for r in &ps.resources {
-            for f in &r.flavors {
-                rows.push(vec![
-                    ps.name.clone(),
-                    ps.count.to_string(),
-                    r.resource.clone(),
-                    r.requested.clone(),
-                    f.flavor.clone(),
-                    f.nominal.clone(),
-                    f.used.clone(),
-                    f.available.clone(),
-                    f.borrowable.clone(),
-                    f.preemptible.clone(),
-                    (if f.fits { "yes" } else { "no" }).into(),
-                ]);
-            }
-        }
-    }
     out.push('\n');
-    out.push_str(&table(&rows));
+    out.push_str(&flavor_table(e, true));
     if e.holders.is_empty() {
         out.push_str("\nno admitted workload holds the short quota\n");
     } else {
-        let mut rows = vec![["HOLDER", "CLUSTERQUEUE", "PRIORITY", "HOLDS", "PREEMPTIBLE"].map(String::from).to_vec()];
-        for h in &e.holders {
-            let holds = h.holds.iter().map(|(fr, v)| format!("{v} {fr}")).collect::<Vec<_>>().join(", ");
-            rows.push(vec![h.workload.clone(), h.cluster_queue.clone(), h.priority.to_string(), holds, (if h.preemptible { "yes" } else { "no" }).into()]);
-        }
         out.push('\n');
-        out.push_str(&table(&rows));
+        out.push_str(&holder_table(e));
     }
     let _ = writeln!(out, "\npreemption ({}; {} candidate(s)): {}", e.preemption.policy, e.preemption.candidates, e.preemption.why);
     out

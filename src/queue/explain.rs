@@ -238,16 +238,7 @@ impl AdmissionCore {
                     continue;
                 }
                 held.push((k, ci, a.model.priority, &a.usage));
-                cands.push(Candidate {
-                    key: k,
-                    cq_idx: ci,
-                    priority: a.model.priority,
-                    queue_timestamp: a.model.timestamp,
-                    admitted_at: a.admitted_at,
-                    uid: &a.model.uid,
-                    usage: &a.usage,
-                    evicting: a.evicting,
-                });
+                cands.push(a.candidate(k, ci));
             }
         }
         let empty = FrAmounts::new();

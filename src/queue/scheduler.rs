@@ -23,6 +23,23 @@ pub(super) struct AdmittedWorkload {
     pub evicting: bool,
 }
 
+impl AdmittedWorkload {
+    /// This workload as a preemption candidate of ClusterQueue `cq_idx` (the scheduler's search and
+    /// `explain`'s account of it build the same one).
+    pub(super) fn candidate<'a>(&'a self, key: &'a WorkloadKey, cq_idx: usize) -> Candidate<'a> {
+        Candidate {
+            key,
+            cq_idx,
+            priority: self.model.priority,
+            queue_timestamp: self.model.timestamp,
+            admitted_at: self.admitted_at,
+            uid: &self.model.uid,
+            usage: &self.usage,
+            evicting: self.evicting,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub(super) struct PendingWorkload {
     pub model: WorkloadModel,
@@ -1124,16 +1141,7 @@ impl AdmissionCore {
                     continue;
                 }
                 if let Some(a) = self.admitted.get(k) {
-                    cands.push(Candidate {
-                        key: k,
-                        cq_idx: ci,
-                        priority: a.model.priority,
-                        queue_timestamp: a.model.timestamp,
-                        admitted_at: a.admitted_at,
-                        uid: &a.model.uid,
-                        usage: &a.usage,
-                        evicting: a.evicting,
-                    });
+                    cands.push(a.candidate(k, ci));
                 }
             }
         }

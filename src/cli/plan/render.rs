@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use super::{PhaseReport, Report};
+use crate::queue::Explanation;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Output {
@@ -53,12 +54,34 @@ fn write_shortfall(out: &mut String, p: &PhaseReport) {
     let Some(v) = p.admission.as_ref().filter(|v| !v.admitted) else { return };
     let _ = writeln!(out, "\n{}: {}", p.name, v.message);
     let Some(e) = &v.explanation else { return };
-    let mut rows = vec![["PODSET", "RESOURCE", "REQUESTED", "FLAVOR", "NOMINAL", "USED", "AVAILABLE", "BORROWABLE", "PREEMPTIBLE", "FITS"].map(String::from).to_vec()];
+    out.push_str(&flavor_table(e, false));
+    if !e.holders.is_empty() {
+        out.push('\n');
+        out.push_str(&holder_table(e));
+    }
+    let _ = writeln!(out, "preemption ({}): {}", e.preemption.policy, e.preemption.why);
+}
+
+fn yes_no(b: bool) -> String {
+    (if b { "yes" } else { "no" }).into()
+}
+
+/// A scheduler record's numbers per podset, resource and flavor tried (`plan`'s shortfall and
+/// `explain`); `count` adds each podset's pod count.
+pub fn flavor_table(e: &Explanation, count: bool) -> String {
+    let mut head = vec!["PODSET", "COUNT", "RESOURCE", "REQUESTED", "FLAVOR", "NOMINAL", "USED", "AVAILABLE", "BORROWABLE", "PREEMPTIBLE", "FITS"];
+    if !count {
+        head.remove(1);
+    }
+    let mut rows = vec![head.into_iter().map(String::from).collect::<Vec<_>>()];
     for ps in &e.podsets {
         for r in &ps.resources {
             for f in &r.flavors {
-                rows.push(vec![
-                    ps.name.clone(),
+                let mut row = vec![ps.name.clone()];
+                if count {
+                    row.push(ps.count.to_string());
+                }
+                row.extend([
                     r.resource.clone(),
                     r.requested.clone(),
                     f.flavor.clone(),
@@ -67,22 +90,23 @@ fn write_shortfall(out: &mut String, p: &PhaseReport) {
                     f.available.clone(),
                     f.borrowable.clone(),
                     f.preemptible.clone(),
-                    if f.fits { "yes".into() } else { "no".into() },
+                    yes_no(f.fits),
                 ]);
+                rows.push(row);
             }
         }
     }
-    out.push_str(&table(&rows));
-    if !e.holders.is_empty() {
-        let mut rows = vec![["HOLDER", "CLUSTERQUEUE", "PRIORITY", "HOLDS", "PREEMPTIBLE"].map(String::from).to_vec()];
-        for h in &e.holders {
-            let holds = h.holds.iter().map(|(fr, v)| format!("{v} {fr}")).collect::<Vec<_>>().join(", ");
-            rows.push(vec![h.workload.clone(), h.cluster_queue.clone(), h.priority.to_string(), holds, if h.preemptible { "yes".into() } else { "no".into() }]);
-        }
-        out.push('\n');
-        out.push_str(&table(&rows));
+    table(&rows)
+}
+
+/// The admitted workloads holding the quota a record is short of.
+pub fn holder_table(e: &Explanation) -> String {
+    let mut rows = vec![["HOLDER", "CLUSTERQUEUE", "PRIORITY", "HOLDS", "PREEMPTIBLE"].map(String::from).to_vec()];
+    for h in &e.holders {
+        let holds = h.holds.iter().map(|(fr, v)| format!("{v} {fr}")).collect::<Vec<_>>().join(", ");
+        rows.push(vec![h.workload.clone(), h.cluster_queue.clone(), h.priority.to_string(), holds, yes_no(h.preemptible)]);
     }
-    let _ = writeln!(out, "preemption ({}): {}", e.preemption.policy, e.preemption.why);
+    table(&rows)
 }
 
 fn text(r: &Report) -> String {
