@@ -5,9 +5,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures::StreamExt;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
@@ -22,20 +21,11 @@ where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
-    tasks.push(tokio::spawn(async move {
-        futures::pin_mut!(stream);
-        while let Some(ev) = stream.next().await {
-            match ev {
-                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => on(&o, false),
-                Ok(watcher::Event::Delete(o)) => on(&o, true),
-                Ok(_) => {}
-                Err(e) => tracing::debug!(error = %e, "ray metrics: watch interrupted"),
-            }
-        }
-    }));
-    reader
+    crate::jobframework::core::caches::reflect_each(api, tasks, move |ev| match ev {
+        watcher::Event::Apply(o) | watcher::Event::InitApply(o) => on(o, false),
+        watcher::Event::Delete(o) => on(o, true),
+        _ => {}
+    })
 }
 
 /// Starts the watchers; the returned closure renders the series for `/metrics`.

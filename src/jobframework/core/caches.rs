@@ -26,10 +26,13 @@ pub struct Caches {
     pub namespaces: Store<Namespace>,
 }
 
-fn reflect<K>(
+/// Reflects `api` into a store and hands every watch event to `on` after the store took it; a
+/// watch error is logged (the watcher re-lists or resumes by itself). The one reflector loop of the
+/// process: the admission caches, the web view and the Ray metrics all start theirs here.
+pub fn reflect_each<K>(
     api: Api<K>,
-    notify: Arc<Notify>,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+    mut on: impl FnMut(&watcher::Event<K>) + Send + 'static,
 ) -> Store<K>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -41,14 +44,22 @@ where
     tasks.push(tokio::spawn(async move {
         futures::pin_mut!(stream);
         while let Some(ev) = stream.next().await {
-            if let Err(e) = ev {
-                // The watcher re-lists or resumes by itself; just say so.
-                tracing::debug!(kind = %kind, error = %e, "watch interrupted");
+            match ev {
+                Ok(ev) => on(&ev),
+                Err(e) => tracing::debug!(kind = %kind, error = %e, "watch interrupted"),
             }
-            notify.notify_one();
         }
     }));
     reader
+}
+
+/// A reflected store whose every change (or watch interruption) wakes the admission loop.
+fn reflect<K>(api: Api<K>, notify: Arc<Notify>, tasks: &mut Vec<tokio::task::JoinHandle<()>>) -> Store<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
+    reflect_each(api, tasks, move |_| notify.notify_one())
 }
 
 impl Caches {

@@ -13,7 +13,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::events::v1::Event;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::Store;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -44,17 +44,8 @@ where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
-    tasks.push(tokio::spawn(async move {
-        futures::pin_mut!(stream);
-        while let Some(ev) = stream.next().await {
-            if let Err(e) = ev {
-                tracing::debug!(error = %e, "web view: watch interrupted");
-            }
-        }
-    }));
-    reader
+    // The render loop reads the store by resource version; no per-event work.
+    crate::jobframework::core::caches::reflect_each(api, tasks, |_| {})
 }
 
 /// Starts the view on `listener`: its watchers, the render loop and the HTTP server, all ending with
