@@ -22,8 +22,8 @@ where
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
     crate::jobframework::core::caches::reflect_each(api, tasks, move |ev| match ev {
-        watcher::Event::Apply(o) | watcher::Event::InitApply(o) => on(o, false),
-        watcher::Event::Delete(o) => on(o, true),
+        Some(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => on(o, false),
+        Some(watcher::Event::Delete(o)) => on(o, true),
         _ => {}
     })
 }

@@ -26,13 +26,13 @@ pub struct Caches {
     pub namespaces: Store<Namespace>,
 }
 
-/// Reflects `api` into a store and hands every watch event to `on` after the store took it; a
-/// watch error is logged (the watcher re-lists or resumes by itself). The one reflector loop of the
+/// Reflects `api` into a store and hands every watch event to `on` after the store took it, `None`
+/// for a watch error (logged; the watcher re-lists or resumes by itself). The one reflector loop of the
 /// process: the admission caches, the web view and the Ray metrics all start theirs here.
 pub fn reflect_each<K>(
     api: Api<K>,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
-    mut on: impl FnMut(&watcher::Event<K>) + Send + 'static,
+    mut on: impl FnMut(Option<&watcher::Event<K>>) + Send + 'static,
 ) -> Store<K>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -45,8 +45,11 @@ where
         futures::pin_mut!(stream);
         while let Some(ev) = stream.next().await {
             match ev {
-                Ok(ev) => on(&ev),
-                Err(e) => tracing::debug!(kind = %kind, error = %e, "watch interrupted"),
+                Ok(ev) => on(Some(&ev)),
+                Err(e) => {
+                    tracing::debug!(kind = %kind, error = %e, "watch interrupted");
+                    on(None);
+                }
             }
         }
     }));
