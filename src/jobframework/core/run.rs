@@ -11,6 +11,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType};
 use crate::jobframework::events::QueuedRecorder;
 use kube::{Api, Client, Resource, ResourceExt};
+use futures::StreamExt;
 use tokio::sync::{Notify, watch};
 
 use super::caches::Caches;
@@ -46,6 +47,25 @@ pub struct AdmissionLoop {
 
 /// Below this many workloads the queue gauges are recomputed every cycle.
 const GAUGES_EVERY_CYCLE_BELOW: usize = 1000;
+
+/// Writes in flight at once within a cycle.
+const WRITE_CONCURRENCY: usize = 16;
+
+/// What one write leaves for the loop to remember.
+enum Outcome {
+    Done,
+    Admitted(WorkloadKey),
+    /// A pending status write failed: the next cycle must write it again.
+    PendingUnwritten(WorkloadKey),
+    /// The workload to admit is no longer in the snapshot.
+    Vanished(WorkloadKey),
+    AdmitFailed {
+        key: WorkloadKey,
+        cq: String,
+        error: kube::Error,
+        object: ObjectReference,
+    },
+}
 
 /// The workloads a cycle's actions name.
 type ByKey = HashMap<WorkloadKey, Arc<Workload>>;
@@ -118,30 +138,59 @@ impl AdmissionLoop {
                     wanted.contains(&k).then(|| (WorkloadKey::new(k.0, k.1), w.clone()))
                 })
                 .collect();
-            // A replaced slice is finished only once its successor's admission is written: finishing
-            // it after a failed write (a conflict, a deleted successor) would leave the job with no
-            // quota at all while its pods run (invariant I6).
+            // Writes run concurrently, bounded: one slow write no longer holds back the others, and
+            // the cycle's admissions reach the API together. A replaced slice is finished only once
+            // its successor's admission is written: finishing it after a failed write (a conflict, a
+            // deleted successor) would leave the job with no quota at all while its pods run
+            // (invariant I6). So finished slices go last, after every admission has its outcome.
+            let (finishes, first): (Vec<Action>, Vec<Action>) =
+                actions.into_iter().partition(|a| matches!(a, Action::FinishSlice { .. }));
+            let outcomes: Vec<Outcome> = {
+                let st = &state;
+                let by_key = &by_key;
+                futures::stream::iter(first)
+                    .map(|a| self.execute(st, a, by_key))
+                    .buffer_unordered(WRITE_CONCURRENCY)
+                    .collect()
+                    .await
+            };
             let mut failed_admits: BTreeSet<WorkloadKey> = BTreeSet::new();
             let mut admitted = false;
-            for action in actions {
-                if let Action::FinishSlice { key, replaced_by } = &action
-                    && failed_admits.contains(replaced_by)
-                {
-                    tracing::debug!(workload = %key, successor = %replaced_by, "successor not admitted; the slice stays");
-                    continue;
-                }
-                let admit = match &action {
-                    Action::Admit { key, .. } => Some(key.clone()),
-                    _ => None,
-                };
-                let ok = self.execute(&mut state, &mut backoff, action, &by_key).await;
-                if let Some(k) = admit {
-                    if ok {
+            for o in outcomes {
+                match o {
+                    Outcome::Done => {}
+                    Outcome::PendingUnwritten(k) => state.unshow(&k),
+                    Outcome::Admitted(k) => {
+                        backoff.succeeded(&k);
                         admitted = true;
-                    } else {
+                    }
+                    Outcome::Vanished(k) => {
+                        state.forget(&k);
                         failed_admits.insert(k);
                     }
+                    Outcome::AdmitFailed { key, cq, error, object } => {
+                        state.forget(&key);
+                        self.admit_failed(&mut backoff, &key, &cq, &error, &object);
+                        failed_admits.insert(key);
+                    }
                 }
+            }
+            let finishes = finishes.into_iter().filter(|a| {
+                let Action::FinishSlice { key, replaced_by } = a else { return true };
+                let failed = failed_admits.contains(replaced_by);
+                if failed {
+                    tracing::debug!(workload = %key, successor = %replaced_by, "successor not admitted; the slice stays");
+                }
+                !failed
+            });
+            {
+                let st = &state;
+                let by_key = &by_key;
+                futures::stream::iter(finishes)
+                    .map(|a| self.execute(st, a, by_key))
+                    .buffer_unordered(WRITE_CONCURRENCY)
+                    .for_each(|_| async {})
+                    .await;
             }
             let result = self.metrics.result(if admitted { "success" } else { "inadmissible" });
             self.metrics.admission_attempts_total.get_or_create(&result).inc();
@@ -178,19 +227,15 @@ impl AdmissionLoop {
         self.recorder.publish(ev, obj.clone());
     }
 
-    async fn execute(
-        &self,
-        state: &mut AdmissionState,
-        backoff: &mut WriteBackoff,
-        action: Action,
-        by_key: &ByKey,
-    ) -> bool {
+    /// Makes one write. Runs concurrently with the cycle's other writes, so it only reads the state;
+    /// what the loop must remember comes back as the outcome.
+    async fn execute(&self, state: &AdmissionState, action: Action, by_key: &ByKey) -> Outcome {
         let key = action.key().clone();
         let Some(wl) = by_key.get(&key) else {
-            if matches!(action, Action::Admit { .. }) {
-                state.forget(&key);
-            }
-            return false;
+            return match action {
+                Action::Admit { .. } => Outcome::Vanished(key),
+                _ => Outcome::Done,
+            };
         };
         let api = wl_api(&self.client, &key);
         match action {
@@ -203,7 +248,6 @@ impl AdmissionLoop {
                 let cq = admission.cluster_queue.clone();
                 match admit_with_retry(&api, wl, admission).await {
                     Ok(w) => {
-                        backoff.succeeded(&key);
                         self.record_admission(wl, &cq);
                         let r = w.object_ref(&());
                         let waited = wl
@@ -227,26 +271,21 @@ impl AdmissionLoop {
                                 .get_or_create(&self.metrics.cq(&cq))
                                 .inc();
                         }
+                        return Outcome::Admitted(key);
                     }
-                    Err(e) => {
-                        state.forget(&key);
-                        let permanent = write_backoff::is_permanent(&e);
-                        let (failures, delay) = backoff.failed(&key, permanent, Instant::now());
-                        if permanent && failures == 1 {
-                            // Reported once per streak: retrying the same write cannot succeed.
-                            tracing::warn!(workload = %key, error = %e, retry_in = ?delay, "admission write refused; quota released");
-                            let note = format!("Admission to ClusterQueue {cq} could not be written: {e}; quota released, retrying in {}s", delay.as_secs());
-                            self.event(&wl.object_ref(&()), EventType::Warning, "AdmissionWriteFailed", note).await;
-                        } else {
-                            tracing::info!(workload = %key, error = %e, failures, retry_in = ?delay, "admission write failed; quota released");
-                        }
-                        return false;
+                    Err(error) => {
+                        return Outcome::AdmitFailed {
+                            key,
+                            cq,
+                            error,
+                            object: wl.object_ref(&()),
+                        };
                     }
                 }
             }
             Action::Evict { cause, clear, .. } => {
                 let Some(mut status) = conditions::evicted(wl, &cause, now()) else {
-                    return true;
+                    return Outcome::Done;
                 };
                 if cause.by.backs_off() {
                     status.requeue_state = Some(state.backoff.next_state(
@@ -274,8 +313,10 @@ impl AdmissionLoop {
                 message,
                 ..
             } => {
-                if let Some(status) = conditions::pending(wl, &why, &message, now()) {
-                    self.write(&api, wl, status).await;
+                if let Some(status) = conditions::pending(wl, &why, &message, now())
+                    && !self.write(&api, wl, status).await
+                {
+                    return Outcome::PendingUnwritten(key);
                 }
             }
             Action::FinishSlice { replaced_by, .. } => {
@@ -320,7 +361,37 @@ impl AdmissionLoop {
                 }
             }
         }
-        true
+        Outcome::Done
+    }
+
+    /// A refused admission write: the quota was released (`forget`); the workload backs off.
+    fn admit_failed(
+        &self,
+        backoff: &mut WriteBackoff,
+        key: &WorkloadKey,
+        cq: &str,
+        e: &kube::Error,
+        object: &ObjectReference,
+    ) {
+        let permanent = write_backoff::is_permanent(e);
+        let (failures, delay) = backoff.failed(key, permanent, Instant::now());
+        if permanent && failures == 1 {
+            // Reported once per streak: retrying the same write cannot succeed.
+            tracing::warn!(workload = %key, error = %e, retry_in = ?delay, "admission write refused; quota released");
+            let note = format!("Admission to ClusterQueue {cq} could not be written: {e}; quota released, retrying in {}s", delay.as_secs());
+            self.recorder.publish(
+                Event {
+                    type_: EventType::Warning,
+                    reason: "AdmissionWriteFailed".to_string(),
+                    note: Some(note),
+                    action: "AdmissionWriteFailed".to_string(),
+                    secondary: None,
+                },
+                object.clone(),
+            );
+        } else {
+            tracing::info!(workload = %key, error = %e, failures, retry_in = ?delay, "admission write failed; quota released");
+        }
     }
 
     /// Kueue's admission counters and wait times, per ClusterQueue and LocalQueue. Reservation and
