@@ -527,6 +527,11 @@ impl AdmissionCore {
         v
     }
 
+    /// Every workload the core knows, admitted or pending, unordered and without copying.
+    pub fn known_keys(&self) -> impl Iterator<Item = &WorkloadKey> {
+        self.admitted.keys().chain(self.pending.keys())
+    }
+
     pub fn pending_keys(&self) -> Vec<WorkloadKey> {
         let mut v: Vec<WorkloadKey> = self.pending.keys().cloned().collect();
         v.sort();
