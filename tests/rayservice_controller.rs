@@ -13,6 +13,8 @@ use quotagate::rayservice::dashboard::{DashboardEndpoint, RayDashboard};
 use rayservice_support::*;
 use serde_json::json;
 
+/// Also KubeRay's e2e `e2erayservice/rayservice_in_place_update_test.go` TestRayServiceInPlaceUpdate (what is
+/// observable without a curl pod): a Serve config change is pushed to the active cluster, no new cluster.
 #[test]
 fn create_then_serve_update_in_place() {
     scenario(create_then_serve_update_in_place_body());

@@ -419,7 +419,7 @@ fn managed_by() {
                     .await
                     .map_err(|e| e.to_string())?;
                 let status = rs.status.as_ref();
-                let service_status = status.and_then(|s| s.service_status.clone());
+                let service_status = status.and_then(|s| s.service_status);
                 let not_running = service_status.is_none_or(|s| {
                     s == quotagate::api::ray::rayservice::ServiceStatus::NotRunning
                 });
