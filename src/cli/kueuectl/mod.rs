@@ -77,11 +77,12 @@ pub enum DryRun {
 }
 
 impl DryRun {
-    /// kubectl's suffix after the operation in the name printer.
+    /// kueuectl's suffix after the operation in the name printer (its dryrun.PrintFlagsWithStrategy
+    /// says "client dry run" where kubectl says "dry run").
     fn suffix(self) -> &'static str {
         match self {
             DryRun::None => "",
-            DryRun::Client => " (dry run)",
+            DryRun::Client => " (client dry run)",
             DryRun::Server => " (server dry run)",
         }
     }
@@ -268,6 +269,15 @@ pub fn human_duration(d: jiff::SignedDuration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // kueuectl's create_resourceflavor_test "should create resource flavor with client dry run":
+    // "resourceflavor.kueue.x-k8s.io/rf created (client dry run)".
+    #[test]
+    fn dry_run_suffixes_are_kueuectls() {
+        assert_eq!(DryRun::Client.suffix(), " (client dry run)");
+        assert_eq!(DryRun::Server.suffix(), " (server dry run)");
+        assert_eq!(DryRun::None.suffix(), "");
+    }
 
     // The cases of k8s.io/apimachinery/pkg/util/duration's TestHumanDuration.
     #[test]
