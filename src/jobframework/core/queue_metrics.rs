@@ -121,9 +121,9 @@ pub fn gauges(snap: &Snapshot, core: &HashMap<String, CoreStatus>, active: &Hash
                 for r in &flavor.resources {
                     let l = cq_resource(cq, &flavor.name, &r.name, role);
                     g.nominal.push((l.clone(), quantity(&r.name, &r.nominal_quota)));
-                    // Kueue reports an unset limit as 0.
-                    g.borrowing.push((l.clone(), r.borrowing_limit.as_ref().map_or(0.0, |q| quantity(&r.name, q))));
-                    g.lending.push((l, r.lending_limit.as_ref().map_or(0.0, |q| quantity(&r.name, q))));
+                    // Kueue reports an unset limit as +Inf (no limit).
+                    g.borrowing.push((l.clone(), r.borrowing_limit.as_ref().map_or(f64::INFINITY, |q| quantity(&r.name, q))));
+                    g.lending.push((l, r.lending_limit.as_ref().map_or(f64::INFINITY, |q| quantity(&r.name, q))));
                 }
             }
         }
@@ -215,6 +215,9 @@ mod tests {
             "kueue_cluster_queue_nominal_quota{cohort=\"co\",cluster_queue=\"cq\",flavor=\"f\",resource=\"cpu\",replica_role=\"leader\"} 1.5",
             "kueue_cluster_queue_nominal_quota{cohort=\"co\",cluster_queue=\"cq\",flavor=\"f\",resource=\"memory\",replica_role=\"leader\"} 1073741824.0",
             "kueue_cluster_queue_borrowing_limit{cohort=\"co\",cluster_queue=\"cq\",flavor=\"f\",resource=\"cpu\",replica_role=\"leader\"} 2.0",
+            // Kueue's reportResourceMetrics: an unset limit is +Inf (the encoder writes `inf`).
+            "kueue_cluster_queue_borrowing_limit{cohort=\"co\",cluster_queue=\"cq\",flavor=\"f\",resource=\"memory\",replica_role=\"leader\"} inf",
+            "kueue_cluster_queue_lending_limit{cohort=\"co\",cluster_queue=\"cq\",flavor=\"f\",resource=\"cpu\",replica_role=\"leader\"} inf",
             "kueue_cluster_queue_resource_usage{cohort=\"co\",cluster_queue=\"cq\",flavor=\"f\",resource=\"cpu\",replica_role=\"leader\"} 0.5",
             "kueue_pending_workloads{cluster_queue=\"cq\",status=\"inadmissible\",replica_role=\"leader\"} 2",
             "kueue_cluster_queue_status{cluster_queue=\"cq\",status=\"active\",replica_role=\"leader\"} 1",
