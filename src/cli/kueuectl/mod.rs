@@ -1,11 +1,14 @@
 //! kueuectl's verbs as `quotagate` subcommands, with kueuectl's names, aliases and flags
-//! (kubernetes-sigs/kueue:cmd/kueuectl/app/{list,stop,resume,create}): `list`, `stop`, `resume`,
-//! `create`. Tables are printed as kubectl prints them (upper-case headers, columns three spaces
+//! (kubernetes-sigs/kueue:cmd/kueuectl/app/{list,stop,resume,create,passthrough}): `list`, `stop`,
+//! `resume`, `create`, and `get|describe|edit|delete|patch` handed to kubectl. Tables are printed as kubectl prints them (upper-case headers, columns three spaces
 //! apart, ages as `duration.HumanDuration`). Each verb decides in a pure function (rows, patches,
 //! objects) and its async shell only reads and writes through the API.
 
 pub mod create;
+pub mod create_flavor;
 pub mod list;
+pub mod passthrough;
+pub mod pods;
 pub mod update;
 
 use std::path::PathBuf;
@@ -137,6 +140,17 @@ pub enum ListCmd {
         #[command(flatten)]
         filter: Selectors,
     },
+    /// The pods of a job (or of a Workload's job): NAME, READY, STATUS, RESTARTS, AGE.
+    #[command(visible_alias = "po")]
+    Pods {
+        #[command(flatten)]
+        filter: Selectors,
+        #[arg(short = 'A', long)]
+        all_namespaces: bool,
+        /// The job, as TYPE[.GROUP]/NAME (job/x, raycluster/x, rayservice/x, workload/x, ...).
+        #[arg(long = "for", required = true)]
+        for_object: String,
+    },
 }
 
 /// kueuectl's list filters and printer flag.
@@ -212,6 +226,9 @@ pub enum CreateCmd {
         #[arg(long, value_enum, default_value_t = DryRun::None)]
         dry_run: DryRun,
     },
+    /// A ResourceFlavor with node labels, node taints and tolerations.
+    #[command(visible_alias = "rf")]
+    Resourceflavor(create_flavor::ResourceFlavorArgs),
 }
 
 /// kubectl's duration.HumanDuration: how `AGE` columns read.
