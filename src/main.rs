@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use quotagate::cli::kueuectl::passthrough::Verb;
 use quotagate::wiring::ray::Dashboards;
 use quotagate::api::ray::validation::RayFeatureGates;
 
@@ -105,16 +104,8 @@ enum Command {
         #[command(flatten)]
         conn: quotagate::cli::kueuectl::Conn,
     },
-    /// kueuectl's pass-through: `kubectl get` of a Workload, ClusterQueue, LocalQueue or ResourceFlavor.
-    Get(quotagate::cli::kueuectl::passthrough::Args),
-    /// kueuectl's pass-through: `kubectl describe` of a Kueue kind.
-    Describe(quotagate::cli::kueuectl::passthrough::Args),
-    /// kueuectl's pass-through: `kubectl edit` of a Kueue kind.
-    Edit(quotagate::cli::kueuectl::passthrough::Args),
-    /// kueuectl's pass-through: `kubectl delete` of a Kueue kind.
-    Delete(quotagate::cli::kueuectl::passthrough::Args),
-    /// kueuectl's pass-through: `kubectl patch` of a Kueue kind.
-    Patch(quotagate::cli::kueuectl::passthrough::Args),
+    #[command(flatten)]
+    Passthrough(quotagate::cli::kueuectl::passthrough::Commands),
     /// Run the controllers: quota admission, the RayCluster job integration and the Ray operator.
     Run(RunArgs),
     /// A scripted walk-through on the embedded cluster: quota admission of RayClusters, then a RayService
@@ -549,13 +540,6 @@ fn run_async(fut: impl std::future::Future<Output = anyhow::Result<()>>) -> Exit
     }
 }
 
-/// Runs kubectl in this process's place; returns only when it cannot.
-fn passthrough(verb: Verb, a: quotagate::cli::kueuectl::passthrough::Args) -> ExitCode {
-    let e = quotagate::cli::kueuectl::passthrough::exec(verb, a.kind, &a.args);
-    eprintln!("error: {e}");
-    ExitCode::FAILURE
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The demo prints its own story on stdout; controller logs would drown it.
@@ -629,23 +613,14 @@ fn main() -> ExitCode {
             Ok(())
         }),
         Command::Create { what, conn } => run_async(async move {
-            use quotagate::cli::kueuectl::{CreateCmd, create};
             let (client, ns) = conn.client().await?;
-            let out = match &what {
-                CreateCmd::Clusterqueue(a) => create::create_cluster_queue(&client, a).await?,
-                CreateCmd::Localqueue { name, clusterqueue, ignore_unknown_cq, dry_run } => {
-                    create::create_local_queue(&client, &ns, name, clusterqueue, *ignore_unknown_cq, *dry_run).await?
-                }
-                CreateCmd::Resourceflavor(a) => quotagate::cli::kueuectl::create_flavor::create_resource_flavor(&client, a).await?,
-            };
-            print!("{out}");
+            print!("{}", what.run(&client, &ns).await?);
             Ok(())
         }),
-        Command::Get(a) => passthrough(Verb::Get, a),
-        Command::Describe(a) => passthrough(Verb::Describe, a),
-        Command::Edit(a) => passthrough(Verb::Edit, a),
-        Command::Delete(a) => passthrough(Verb::Delete, a),
-        Command::Patch(a) => passthrough(Verb::Patch, a),
+        Command::Passthrough(c) => {
+            eprintln!("error: {}", c.exec());
+            ExitCode::FAILURE
+        }
         Command::Crds => match quotagate::cli::crds_yaml() {
             Ok(yaml) => {
                 print!("{yaml}");

@@ -231,6 +231,17 @@ pub enum CreateCmd {
     Resourceflavor(create_flavor::ResourceFlavorArgs),
 }
 
+impl CreateCmd {
+    /// Creates the object (or only prints, with `--dry-run client`); what kueuectl prints.
+    pub async fn run(&self, client: &kube::Client, ns: &str) -> Result<String, CliError> {
+        match self {
+            CreateCmd::Clusterqueue(a) => create::create_cluster_queue(client, a).await,
+            CreateCmd::Localqueue { name, clusterqueue, ignore_unknown_cq, dry_run } => create::create_local_queue(client, ns, name, clusterqueue, *ignore_unknown_cq, *dry_run).await,
+            CreateCmd::Resourceflavor(a) => create_flavor::create_resource_flavor(client, a).await,
+        }
+    }
+}
+
 /// kubectl's duration.HumanDuration: how `AGE` columns read.
 pub fn human_duration(d: jiff::SignedDuration) -> String {
     let seconds = d.as_secs();

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use clap::ValueEnum;
 
 /// The verbs kueuectl passes through.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verb {
     Get,
     Describe,
@@ -64,6 +64,35 @@ pub struct Args {
     /// Everything else, handed to kubectl as it is (names, -n, -o, --kubeconfig, ...).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
     pub args: Vec<OsString>,
+}
+
+/// The pass-through verbs as `quotagate` subcommands (flattened into its command list).
+#[derive(clap::Subcommand, Clone, Debug)]
+pub enum Commands {
+    /// kueuectl's pass-through: `kubectl get` of a Workload, ClusterQueue, LocalQueue or ResourceFlavor.
+    Get(Args),
+    /// kueuectl's pass-through: `kubectl describe` of a Kueue kind.
+    Describe(Args),
+    /// kueuectl's pass-through: `kubectl edit` of a Kueue kind.
+    Edit(Args),
+    /// kueuectl's pass-through: `kubectl delete` of a Kueue kind.
+    Delete(Args),
+    /// kueuectl's pass-through: `kubectl patch` of a Kueue kind.
+    Patch(Args),
+}
+
+impl Commands {
+    /// Runs kubectl in this process's place; returns only when it cannot.
+    pub fn exec(&self) -> PassthroughError {
+        let (verb, a) = match self {
+            Commands::Get(a) => (Verb::Get, a),
+            Commands::Describe(a) => (Verb::Describe, a),
+            Commands::Edit(a) => (Verb::Edit, a),
+            Commands::Delete(a) => (Verb::Delete, a),
+            Commands::Patch(a) => (Verb::Patch, a),
+        };
+        exec(verb, a.kind, &a.args)
+    }
 }
 
 /// The arguments kubectl runs with.
