@@ -263,8 +263,12 @@ pub fn gauges(snap: &Snapshot, core: &HashMap<String, CoreStatus>, active: &Hash
         }
         g.finished.push((cq_labels(&name), count(finished_by_cq.get(&name).copied().unwrap_or(0))));
         if let Some(c) = core.get(&name) {
-            g.pending.push((cq_status(&name, "active"), count(c.active_pending_workloads)));
-            g.pending.push((cq_status(&name, "inadmissible"), count(c.pending_workloads.saturating_sub(c.active_pending_workloads))));
+            // Kueue's reportCQPendingWorkloads: an inactive ClusterQueue admits nothing, so all its
+            // pending workloads are inadmissible.
+            let is_active = active.get(&name).copied().unwrap_or(false);
+            let queued = if is_active { c.active_pending_workloads } else { 0 };
+            g.pending.push((cq_status(&name, "active"), count(queued)));
+            g.pending.push((cq_status(&name, "inadmissible"), count(c.pending_workloads.saturating_sub(queued))));
             g.reserving.push((cq_labels(&name), count(c.reserving_workloads)));
             g.admitted.push((cq_labels(&name), count(c.admitted_workloads)));
             g.reservation.extend(core_usage(cq, &c.flavors_reservation, role));
@@ -294,9 +298,12 @@ pub fn gauges(snap: &Snapshot, core: &HashMap<String, CoreStatus>, active: &Hash
         let wls = by_lq.get(&(ns.clone(), name.clone())).map(Vec::as_slice).unwrap_or_default();
         let (pending, reserving, admitted, finished) = counts(wls);
         // The core parks inadmissible workloads per ClusterQueue, not per LocalQueue: a LocalQueue's
-        // pending workloads are all reported as active.
-        g.lq_pending.push((LqStatusLabels { name: name.clone(), namespace: ns.clone(), status: Cow::Borrowed("active"), replica_role: role }, count(pending)));
-        g.lq_pending.push((LqStatusLabels { name: name.clone(), namespace: ns.clone(), status: Cow::Borrowed("inadmissible"), replica_role: role }, 0));
+        // pending workloads are all reported as active, unless its ClusterQueue is inactive (then
+        // all inadmissible, as Kueue's reportLQPendingWorkloads).
+        let cq_active = active.get(lq.spec.cluster_queue()).copied().unwrap_or(false);
+        let (queued, parked) = if cq_active { (pending, 0) } else { (0, pending) };
+        g.lq_pending.push((LqStatusLabels { name: name.clone(), namespace: ns.clone(), status: Cow::Borrowed("active"), replica_role: role }, count(queued)));
+        g.lq_pending.push((LqStatusLabels { name: name.clone(), namespace: ns.clone(), status: Cow::Borrowed("inadmissible"), replica_role: role }, count(parked)));
         g.lq_reserving.push((l.clone(), count(reserving)));
         g.lq_admitted.push((l.clone(), count(admitted)));
         g.lq_finished.push((l, count(finished)));
@@ -424,6 +431,12 @@ mod tests {
         ] {
             assert!(text.contains(want), "missing {want} in\n{text}");
         }
+        // Kueue's reportCQPendingWorkloads: once the ClusterQueue is inactive, every pending workload
+        // is inadmissible.
+        report(&m, gauges(&snap, &core, &HashMap::from([("cq".to_string(), false)]), &AdmissionState::new(), Role::Leader));
+        let text = m.render();
+        assert!(text.contains("kueue_pending_workloads{cluster_queue=\"cq\",status=\"inadmissible\",replica_role=\"leader\"} 3"), "{text}");
+        assert!(text.contains("kueue_pending_workloads{cluster_queue=\"cq\",status=\"active\",replica_role=\"leader\"} 0"), "{text}");
         let empty = Snapshot { cluster_queues: vec![], ..snap };
         report(&m, gauges(&empty, &HashMap::new(), &HashMap::new(), &AdmissionState::new(), Role::Leader));
         assert!(!m.render().contains("cluster_queue=\"cq\""), "{}", m.render());
