@@ -103,13 +103,15 @@ enum Command {
         #[command(flatten)]
         conn: quotagate::cli::kueuectl::Conn,
     },
-    /// kueuectl's `create clusterqueue|localqueue`.
+    /// kueuectl's `create clusterqueue|localqueue|resourceflavor`.
     Create {
         #[command(subcommand)]
         what: quotagate::cli::kueuectl::CreateCmd,
         #[command(flatten)]
         conn: quotagate::cli::kueuectl::Conn,
     },
+    #[command(flatten)]
+    Passthrough(quotagate::cli::kueuectl::passthrough::Commands),
     /// Run the controllers: quota admission, the RayCluster job integration and the Ray operator.
     Run(RunArgs),
     /// A scripted walk-through on the embedded cluster: quota admission of RayClusters, then a RayService
@@ -617,17 +619,14 @@ fn main() -> ExitCode {
             Ok(())
         }),
         Command::Create { what, conn } => run_async(async move {
-            use quotagate::cli::kueuectl::{CreateCmd, create};
             let (client, ns) = conn.client().await?;
-            let out = match &what {
-                CreateCmd::Clusterqueue(a) => create::create_cluster_queue(&client, a).await?,
-                CreateCmd::Localqueue { name, clusterqueue, ignore_unknown_cq, dry_run } => {
-                    create::create_local_queue(&client, &ns, name, clusterqueue, *ignore_unknown_cq, *dry_run).await?
-                }
-            };
-            print!("{out}");
+            print!("{}", what.run(&client, &ns).await?);
             Ok(())
         }),
+        Command::Passthrough(c) => {
+            eprintln!("error: {}", c.exec());
+            ExitCode::FAILURE
+        }
         Command::Crds => match quotagate::cli::crds_yaml() {
             Ok(yaml) => {
                 print!("{yaml}");

@@ -222,3 +222,6 @@ fn demo_walks_through_admission_and_a_blue_green_upgrade() {
         assert!(out.contains(step), "missing {step:?} in\n{out}");
     }
 }
+
+#[path = "cli/cluster.rs"]
+mod cluster;

@@ -138,6 +138,53 @@ pub struct LqResourceLabels {
     pub replica_role: Role,
 }
 
+/// Kueue's `cluster_queue_resource_pending`: pending requests per ClusterQueue and resource.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct CqPendingResourceLabels {
+    pub cluster_queue: String,
+    pub resource: String,
+    pub replica_role: Role,
+}
+
+/// Kueue's `cluster_queue_info`: where a ClusterQueue sits in the cohort tree (empty: no cohort).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct CqInfoLabels {
+    pub cluster_queue: String,
+    pub parent_cohort: String,
+    pub root_cohort: String,
+    pub replica_role: Role,
+}
+
+/// Kueue's `cohort_info`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct CohortInfoLabels {
+    pub cohort: String,
+    pub parent_cohort: String,
+    pub root_cohort: String,
+    pub replica_role: Role,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct CohortResourceLabels {
+    pub cohort: String,
+    pub flavor: String,
+    pub resource: String,
+    pub replica_role: Role,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct CohortLabels {
+    pub cohort: String,
+    pub replica_role: Role,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct CohortPriorityLabels {
+    pub cohort: String,
+    pub priority_class: String,
+    pub replica_role: Role,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct BuildInfoLabels {
     git_version: String,
@@ -149,6 +196,36 @@ struct BuildInfoLabels {
 }
 
 type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// A counter served under its Kueue name, `_total` included, with no type (`unknown`). Kueue has both
+/// a gauge `finished_workloads` and a counter `finished_workloads_total`; OpenMetrics names a counter
+/// family without `_total`, so as a typed counter both families would share one name, and scrapers
+/// refuse a second `# TYPE` line for a name. Untyped, the series keep Kueue's names and `rate()`
+/// still works on them.
+#[derive(Clone, Debug, Default)]
+pub struct TotalCounter(Counter);
+
+impl TotalCounter {
+    pub fn inc(&self) {
+        self.0.inc();
+    }
+
+    pub fn get(&self) -> u64 {
+        self.0.get()
+    }
+}
+
+impl prometheus_client::metrics::TypedMetric for TotalCounter {}
+
+impl prometheus_client::encoding::EncodeMetric for TotalCounter {
+    fn encode(&self, mut encoder: prometheus_client::encoding::MetricEncoder) -> Result<(), std::fmt::Error> {
+        encoder.encode_gauge(&self.0.get())
+    }
+
+    fn metric_type(&self) -> prometheus_client::metrics::MetricType {
+        prometheus_client::metrics::MetricType::Unknown
+    }
+}
 
 /// A gauge family whose series are all rewritten at once from the current state, so a deleted
 /// ClusterQueue's or LocalQueue's series go away (Kueue clears them on delete).
@@ -212,6 +289,25 @@ pub struct Metrics {
     pub local_queue_admitted_workloads_total: Family<LqPriorityLabels, Counter>,
     pub local_queue_admission_wait_time_seconds: Family<LqPriorityLabels, Histogram>,
     pub local_queue_evicted_workloads_total: Family<LqEvictedLabels, Counter>,
+    pub local_queue_quota_reserved_wait_time_seconds: Family<LqPriorityLabels, Histogram>,
+    pub local_queue_admission_checks_wait_time_seconds: Family<LqPriorityLabels, Histogram>,
+    pub finished_workloads_total: Family<CqPriorityLabels, TotalCounter>,
+    pub local_queue_finished_workloads_total: Family<LqPriorityLabels, TotalCounter>,
+    pub execution_time_seconds: Family<CqPriorityLabels, Histogram>,
+    pub local_queue_execution_time_seconds: Family<LqPriorityLabels, Histogram>,
+    pub admission_cycle_preemption_skips: GaugeSet<CqLabels, Gauge>,
+    pub cluster_queue_resource_pending: GaugeSet<CqPendingResourceLabels, FloatGauge>,
+    pub cluster_queue_info: GaugeSet<CqInfoLabels, Gauge>,
+    pub cohort_info: GaugeSet<CohortInfoLabels, Gauge>,
+    pub cohort_subtree_quota: GaugeSet<CohortResourceLabels, FloatGauge>,
+    pub cohort_subtree_resource_reservations: GaugeSet<CohortResourceLabels, FloatGauge>,
+    pub cohort_subtree_admitted_active_workloads: GaugeSet<CohortLabels, Gauge>,
+    pub cohort_subtree_admitted_workloads_total: Family<CohortPriorityLabels, Counter>,
+    /// Admissions and finishes already counted (see `queue_metrics::Transitions`).
+    pub(crate) counted: Mutex<HashSet<String>>,
+    /// When this process started counting, truncated to the second as condition times are: a
+    /// transition before it was counted by whoever ran then.
+    pub(crate) counting_since: jiff::Timestamp,
 }
 
 fn duration_histogram() -> Histogram {
@@ -223,6 +319,11 @@ fn duration_histogram() -> Histogram {
 fn wait_histogram() -> Histogram {
     // Kueue's generateExponentialBuckets(14): 1, then 2.5 doubling (2.5 ... 10240 s).
     Histogram::new(std::iter::once(1.0).chain(exponential_buckets(2.5, 2.0, 13)))
+}
+
+fn execution_histogram() -> Histogram {
+    // Kueue's generateExponentialBuckets(16): 1, then 2.5 doubling up to about 11 hours.
+    Histogram::new(std::iter::once(1.0).chain(exponential_buckets(2.5, 2.0, 15)))
 }
 
 impl Metrics {
@@ -262,6 +363,22 @@ impl Metrics {
             local_queue_admitted_workloads_total: Family::default(),
             local_queue_admission_wait_time_seconds: Family::new_with_constructor(wait_histogram),
             local_queue_evicted_workloads_total: Family::default(),
+            local_queue_quota_reserved_wait_time_seconds: Family::new_with_constructor(wait_histogram),
+            local_queue_admission_checks_wait_time_seconds: Family::new_with_constructor(wait_histogram),
+            finished_workloads_total: Family::default(),
+            local_queue_finished_workloads_total: Family::default(),
+            execution_time_seconds: Family::new_with_constructor(execution_histogram),
+            local_queue_execution_time_seconds: Family::new_with_constructor(execution_histogram),
+            admission_cycle_preemption_skips: GaugeSet::new(),
+            cluster_queue_resource_pending: GaugeSet::new(),
+            cluster_queue_info: GaugeSet::new(),
+            cohort_info: GaugeSet::new(),
+            cohort_subtree_quota: GaugeSet::new(),
+            cohort_subtree_resource_reservations: GaugeSet::new(),
+            cohort_subtree_admitted_active_workloads: GaugeSet::new(),
+            cohort_subtree_admitted_workloads_total: Family::default(),
+            counted: Mutex::new(HashSet::new()),
+            counting_since: jiff::Timestamp::from_second(jiff::Timestamp::now().as_second()).unwrap_or_default(),
             registry: Registry::default(),
         };
         // Counters are registered without `_total`: the encoder appends it.
@@ -297,6 +414,20 @@ impl Metrics {
         r.register("local_queue_admitted_workloads", "The total number of admitted workloads per local_queue", m.local_queue_admitted_workloads_total.clone());
         r.register("local_queue_admission_wait_time_seconds", "The time between a workload was created or requeued until admission, per local_queue", m.local_queue_admission_wait_time_seconds.clone());
         r.register("local_queue_evicted_workloads", "The number of evicted workloads per local_queue", m.local_queue_evicted_workloads_total.clone());
+        r.register("local_queue_quota_reserved_wait_time_seconds", "The time between a workload was created or requeued until it got quota reservation, per local_queue", m.local_queue_quota_reserved_wait_time_seconds.clone());
+        r.register("local_queue_admission_checks_wait_time_seconds", "The time from when a workload got the quota reservation until admission, per local_queue (0: quotagate has no admission checks)", m.local_queue_admission_checks_wait_time_seconds.clone());
+        r.register("finished_workloads_total", "The total number of finished workloads per cluster_queue (a counter, served untyped: see TotalCounter)", m.finished_workloads_total.clone());
+        r.register("local_queue_finished_workloads_total", "The total number of finished workloads per local_queue (a counter, served untyped: see TotalCounter)", m.local_queue_finished_workloads_total.clone());
+        r.register("execution_time_seconds", "The total execution time of a finished admitted workload (from admission to completion), per cluster_queue", m.execution_time_seconds.clone());
+        r.register("local_queue_execution_time_seconds", "The total execution time of a finished admitted workload (from admission to completion), per local_queue", m.local_queue_execution_time_seconds.clone());
+        r.register("admission_cycle_preemption_skips", "The number of Workloads in the ClusterQueue that got preemption candidates but were skipped because another ClusterQueue's preemptor claimed the same victims in the same cycle", m.admission_cycle_preemption_skips.family.clone());
+        r.register("cluster_queue_resource_pending", "Reports the cluster_queue's total pending resource requests (not yet assigned to flavors)", m.cluster_queue_resource_pending.family.clone());
+        r.register("cluster_queue_info", "Reports ClusterQueue hierarchy information; 1, joined on its labels", m.cluster_queue_info.family.clone());
+        r.register("cohort_info", "Reports Cohort hierarchy information; 1, joined on its labels", m.cohort_info.family.clone());
+        r.register("cohort_subtree_quota", "Reports the cohort's nominal quota aggregated within the cohort's subtree, per flavor and resource", m.cohort_subtree_quota.family.clone());
+        r.register("cohort_subtree_resource_reservations", "Reports the cohort's resource reservations aggregated within the cohort's subtree, per flavor and resource", m.cohort_subtree_resource_reservations.family.clone());
+        r.register("cohort_subtree_admitted_active_workloads", "The number of admitted Workloads that are active, per cohort's subtree", m.cohort_subtree_admitted_active_workloads.family.clone());
+        r.register("cohort_subtree_admitted_workloads", "The total number of admitted workloads per cohort's subtree", m.cohort_subtree_admitted_workloads_total.clone());
         let build: Family<BuildInfoLabels, Gauge> = Family::default();
         build
             .get_or_create(&BuildInfoLabels {

@@ -93,6 +93,9 @@ pub struct CycleResult {
     pub finished_slices: Vec<FinishedSlice>,
     /// Workloads evaluated in this cycle (admission attempts).
     pub attempts: usize,
+    /// Per ClusterQueue, preemptors skipped because another of this cycle claimed their victims
+    /// (Kueue's `admission_cycle_preemption_skips`).
+    pub preemption_skips: BTreeMap<String, usize>,
 }
 
 #[derive(Default)]
@@ -959,6 +962,7 @@ impl AdmissionCore {
                 }
                 if targets.iter().any(|t| cy.targets.contains(&t.key)) {
                     // Another preemptor of this cycle already claimed these victims; retry next cycle.
+                    *cy.res.preemption_skips.entry(e.cq.clone()).or_default() += 1;
                     self.set_pending(
                         &key,
                         PendingReason::WaitingForQuota,

@@ -1182,3 +1182,26 @@ fn guaranteed_cohort_quota_is_reclaimed_from_best_effort() {
     assert_eq!(names, ["guaranteed-wl"]);
     assert!(!core.is_admitted(&k("best-effort-wl")));
 }
+
+/// Kueue's scheduler skips a preemptor whose targets another preemptor of the same cycle already
+/// claimed, and counts it per ClusterQueue (pkg/scheduler/scheduler.go `skippedPreemptions`, reported
+/// as `admission_cycle_preemption_skips`): two ClusterQueues reclaiming from one borrower.
+#[test]
+fn a_preemptor_whose_victims_are_claimed_is_skipped_and_counted() {
+    let reclaim = |cq: ClusterQueueModel| cq.reclaim(ReclaimWithinCohort::Any);
+    let mut core = setup(&Scenario {
+        cqs: vec![
+            reclaim(ClusterQueueModel::build("a").cohort("c").flavor("default", &[("cpu", 2)])),
+            reclaim(ClusterQueueModel::build("b").cohort("c").flavor("default", &[("cpu", 2)])),
+            ClusterQueueModel::build("borrower").cohort("c").flavor("default", &[("cpu", 0)]),
+        ],
+        admitted: vec![(wl("v", "borrower", 4), "default", 0)],
+        pending: vec![wl("wa", "a", 2).at(1), wl("wb", "b", 2).at(2)],
+        ..Default::default()
+    });
+    let r = core.schedule_cycle(3);
+    let evicted: Vec<&str> = r.evictions.iter().map(|e| e.key.name.as_str()).collect();
+    assert_eq!(evicted, ["v"], "one preemption of the shared victim");
+    assert_eq!(r.preemption_skips.values().sum::<usize>(), 1, "{:?}", r.preemption_skips);
+    assert!(r.preemption_skips.keys().all(|cq| cq == "a" || cq == "b"), "{:?}", r.preemption_skips);
+}

@@ -22,6 +22,7 @@ const CQ_RES: &[&str] = &["cohort", "cluster_queue", "flavor", "resource", "repl
 const LQ: &[&str] = &["name", "namespace", "replica_role"];
 const LQ_PC: &[&str] = &["name", "namespace", "priority_class", "replica_role"];
 const LQ_RES: &[&str] = &["name", "namespace", "flavor", "resource", "replica_role"];
+const COHORT_RES: &[&str] = &["cohort", "flavor", "resource", "replica_role"];
 
 /// (family, type, label names).
 const CATALOGUE: &[(&str, &str, &[&str])] = &[
@@ -57,6 +58,22 @@ const CATALOGUE: &[(&str, &str, &[&str])] = &[
     ("kueue_local_queue_admitted_workloads", "counter", LQ_PC),
     ("kueue_local_queue_admission_wait_time_seconds", "histogram", LQ_PC),
     ("kueue_local_queue_evicted_workloads", "counter", &["name", "namespace", "reason", "underlying_cause", "priority_class", "replica_role"]),
+    ("kueue_local_queue_quota_reserved_wait_time_seconds", "histogram", LQ_PC),
+    ("kueue_local_queue_admission_checks_wait_time_seconds", "histogram", LQ_PC),
+    // Counters next to a gauge of the same stem: served untyped under Kueue's `_total` name (see
+    // quotagate's TotalCounter).
+    ("kueue_finished_workloads_total", "unknown", CQ_PC),
+    ("kueue_local_queue_finished_workloads_total", "unknown", LQ_PC),
+    ("kueue_execution_time_seconds", "histogram", CQ_PC),
+    ("kueue_local_queue_execution_time_seconds", "histogram", LQ_PC),
+    ("kueue_admission_cycle_preemption_skips", "gauge", &["cluster_queue", "replica_role"]),
+    ("kueue_cluster_queue_resource_pending", "gauge", &["cluster_queue", "resource", "replica_role"]),
+    ("kueue_cluster_queue_info", "gauge", &["cluster_queue", "parent_cohort", "root_cohort", "replica_role"]),
+    ("kueue_cohort_info", "gauge", &["cohort", "parent_cohort", "root_cohort", "replica_role"]),
+    ("kueue_cohort_subtree_quota", "gauge", COHORT_RES),
+    ("kueue_cohort_subtree_resource_reservations", "gauge", COHORT_RES),
+    ("kueue_cohort_subtree_admitted_active_workloads", "gauge", &["cohort", "replica_role"]),
+    ("kueue_cohort_subtree_admitted_workloads", "counter", &["cohort", "priority_class", "replica_role"]),
     ("kueue_build_info", "gauge", &["git_version", "git_commit", "build_date", "go_version", "compiler", "platform"]),
     ("kuberay_cluster_info", "gauge", &["name", "namespace", "owner_kind"]),
     ("kuberay_cluster_condition_provisioned", "gauge", &["name", "namespace", "condition"]),
@@ -165,7 +182,9 @@ async fn metrics_follow_kueue_and_kuberay_and_kubectl_shows_the_gate() {
         out
     };
     apply(&run, "rf", json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default-flavor"}})).await;
-    let cq = |cpu: &str| json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"}, "spec": {"namespaceSelector": {},
+    // cq sits in cohort co, under the implicit root cohort `root`, for the cohort metrics.
+    apply(&run, "co", json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort", "metadata": {"name": "co"}, "spec": {"parentName": "root"}})).await;
+    let cq = |cpu: &str| json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"}, "spec": {"namespaceSelector": {}, "cohortName": "co",
         "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default-flavor", "resources": [{"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": "64Gi"}]}]}]}});
     apply(&run, "cq", cq("3")).await;
     apply(&run, "lq", json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "lq", "namespace": "default"}, "spec": {"clusterQueue": "cq"}})).await;
@@ -185,7 +204,27 @@ async fn metrics_follow_kueue_and_kuberay_and_kubectl_shows_the_gate() {
     for family in ["kueue_admission_attempts", "kueue_pending_workloads", "kueue_admitted_workloads", "kueue_admission_wait_time_seconds", "kueue_cluster_queue_resource_usage", "kueue_cluster_queue_nominal_quota", "kueue_local_queue_admitted_workloads", "kueue_build_info", "kuberay_cluster_info", "kuberay_cluster_provisioned_duration_seconds", "kuberay_service_condition_upgrade_in_progress", "quotagate_raycluster_quota_gated"] {
         assert!(seen.contains(family), "no sample of {family}:\n{text}");
     }
-    assert!(text.contains("kueue_cluster_queue_nominal_quota{cohort=\"\",cluster_queue=\"cq\",flavor=\"default-flavor\",resource=\"cpu\",replica_role=\"leader\"} 3"), "{text}");
+    assert!(text.contains("kueue_cluster_queue_nominal_quota{cohort=\"co\",cluster_queue=\"cq\",flavor=\"default-flavor\",resource=\"cpu\",replica_role=\"leader\"} 3"), "{text}");
+    // Kueue's reportResourceMetrics: no borrowing limit is +Inf.
+    assert!(text.contains("kueue_cluster_queue_borrowing_limit{cohort=\"co\",cluster_queue=\"cq\",flavor=\"default-flavor\",resource=\"cpu\",replica_role=\"leader\"} inf"), "{text}");
+    // Kueue's cohort_metrics.go: the tree, and per cohort the subtree's quota (3 CPU, none lent
+    // away), reservations (the running cluster's 2 CPU) and admitted workloads.
+    for want in [
+        "kueue_cluster_queue_info{cluster_queue=\"cq\",parent_cohort=\"co\",root_cohort=\"root\",replica_role=\"leader\"} 1",
+        "kueue_cohort_info{cohort=\"co\",parent_cohort=\"root\",root_cohort=\"root\",replica_role=\"leader\"} 1",
+        "kueue_cohort_info{cohort=\"root\",parent_cohort=\"\",root_cohort=\"root\",replica_role=\"leader\"} 1",
+        "kueue_cohort_subtree_quota{cohort=\"co\",flavor=\"default-flavor\",resource=\"cpu\",replica_role=\"leader\"} 3.0",
+        "kueue_cohort_subtree_quota{cohort=\"root\",flavor=\"default-flavor\",resource=\"cpu\",replica_role=\"leader\"} 3.0",
+        "kueue_cohort_subtree_resource_reservations{cohort=\"root\",flavor=\"default-flavor\",resource=\"cpu\",replica_role=\"leader\"} 2.0",
+        "kueue_cohort_subtree_admitted_active_workloads{cohort=\"co\",replica_role=\"leader\"} 1",
+        "kueue_cohort_subtree_admitted_workloads_total{cohort=\"co\",priority_class=\"\",replica_role=\"leader\"} 1",
+        "kueue_cohort_subtree_admitted_workloads_total{cohort=\"root\",priority_class=\"\",replica_role=\"leader\"} 1",
+        // Kueue's cluster_queue_resource_pending: the waiting slice's requests (the running
+        // cluster's 2 CPU and the new one's 2), before flavors are assigned.
+        "kueue_cluster_queue_resource_pending{cluster_queue=\"cq\",resource=\"cpu\",replica_role=\"leader\"} 4.0",
+    ] {
+        assert!(text.contains(want), "missing {want} in\n{text}");
+    }
     assert!(text.contains("kuberay_service_condition_upgrade_in_progress{name=\"rs\",namespace=\"default\",condition=\"true\"} 1"), "{text}");
     let gated: Vec<&str> = text.lines().filter(|l| l.starts_with("quotagate_raycluster_quota_gated{") && l.ends_with(" 1")).collect();
     assert_eq!(gated.len(), 1, "one cluster waits behind the gate:\n{text}");
@@ -196,7 +235,7 @@ async fn metrics_follow_kueue_and_kuberay_and_kubectl_shows_the_gate() {
     let text = loop {
         let text = scrape(health).await;
         // /metrics has no watch to wait on: poll it, bounded.
-        if text.contains("quotagate_gate_wait_seconds_count 1") && text.contains("kueue_replaced_workload_slices_total{cluster_queue=\"cq\"") {
+        if text.contains("quotagate_gate_wait_seconds_count 1") && text.contains("kueue_replaced_workload_slices_total{cluster_queue=\"cq\"") && text.contains("kueue_finished_workloads_total{") {
             break text;
         }
         assert!(tokio::time::Instant::now() < deadline, "the gate did not open:\n{text}");
@@ -205,5 +244,17 @@ async fn metrics_follow_kueue_and_kuberay_and_kubectl_shows_the_gate() {
     let seen = check(&text);
     assert!(seen.contains("quotagate_gate_wait_seconds") && seen.contains("kueue_replaced_workload_slices"), "{text}");
     assert!(text.contains("quotagate_gate_latency_seconds_count 1"), "the slice's admission was seen before the gate opened:\n{text}");
+    // The replaced slice finished (Kueue's reportFinishedWorkload): counted once, with its time run;
+    // the replacement's admission counts in each cohort above cq.
+    for want in [
+        "kueue_finished_workloads_total{cluster_queue=\"cq\",priority_class=\"\",replica_role=\"leader\"} 1",
+        "kueue_local_queue_finished_workloads_total{name=\"lq\",namespace=\"default\",priority_class=\"\",replica_role=\"leader\"} 1",
+        "kueue_execution_time_seconds_count{cluster_queue=\"cq\",priority_class=\"\",replica_role=\"leader\"} 1",
+        "kueue_cohort_subtree_admitted_workloads_total{cohort=\"root\",priority_class=\"\",replica_role=\"leader\"} 2",
+        "kueue_cluster_queue_resource_pending{cluster_queue=\"cq\",resource=\"cpu\",replica_role=\"leader\"} 0.0",
+    ] {
+        assert!(text.contains(want), "missing {want} in\n{text}");
+    }
+    assert!(seen.contains("kueue_finished_workloads_total") && seen.contains("kueue_local_queue_execution_time_seconds"), "{text}");
     run.stop().await;
 }

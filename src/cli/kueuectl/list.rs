@@ -1,5 +1,6 @@
 //! `quotagate list clusterqueue|localqueue|workload|resourceflavor`: kueuectl's list tables
-//! (kubernetes-sigs/kueue:cmd/kueuectl/app/list/list_*_printer.go), same columns and filters.
+//! (kubernetes-sigs/kueue:cmd/kueuectl/app/list/list_*_printer.go), same columns and filters;
+//! `list pods` is in `pods.rs`.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -327,6 +328,7 @@ pub async fn run(client: &kube::Client, ns: &str, cmd: &ListCmd) -> Result<Print
             let rows = resource_flavor_rows(&rfs, now);
             printed(&rfs, rows, filter, "ResourceFlavor", "resourceflavor", "No resources found\n".into())
         }
+        ListCmd::Pods { filter, all_namespaces, for_object } => super::pods::run(client, ns, filter, *all_namespaces, for_object).await,
     }
 }
 

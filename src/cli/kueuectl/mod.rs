@@ -1,11 +1,14 @@
 //! kueuectl's verbs as `quotagate` subcommands, with kueuectl's names, aliases and flags
-//! (kubernetes-sigs/kueue:cmd/kueuectl/app/{list,stop,resume,create}): `list`, `stop`, `resume`,
-//! `create`. Tables are printed as kubectl prints them (upper-case headers, columns three spaces
+//! (kubernetes-sigs/kueue:cmd/kueuectl/app/{list,stop,resume,create,passthrough}): `list`, `stop`,
+//! `resume`, `create`, and `get|describe|edit|delete|patch` handed to kubectl. Tables are printed as kubectl prints them (upper-case headers, columns three spaces
 //! apart, ages as `duration.HumanDuration`). Each verb decides in a pure function (rows, patches,
 //! objects) and its async shell only reads and writes through the API.
 
 pub mod create;
+pub mod create_flavor;
 pub mod list;
+pub mod passthrough;
+pub mod pods;
 pub mod update;
 
 use std::path::PathBuf;
@@ -77,11 +80,12 @@ pub enum DryRun {
 }
 
 impl DryRun {
-    /// kubectl's suffix after the operation in the name printer.
+    /// kueuectl's suffix after the operation in the name printer (its dryrun.PrintFlagsWithStrategy
+    /// says "client dry run" where kubectl says "dry run").
     fn suffix(self) -> &'static str {
         match self {
             DryRun::None => "",
-            DryRun::Client => " (dry run)",
+            DryRun::Client => " (client dry run)",
             DryRun::Server => " (server dry run)",
         }
     }
@@ -135,6 +139,17 @@ pub enum ListCmd {
     Resourceflavor {
         #[command(flatten)]
         filter: Selectors,
+    },
+    /// The pods of a job (or of a Workload's job): NAME, READY, STATUS, RESTARTS, AGE.
+    #[command(visible_alias = "po")]
+    Pods {
+        #[command(flatten)]
+        filter: Selectors,
+        #[arg(short = 'A', long)]
+        all_namespaces: bool,
+        /// The job, as TYPE[.GROUP]/NAME (job/x, raycluster/x, rayservice/x, workload/x, ...).
+        #[arg(long = "for", required = true)]
+        for_object: String,
     },
 }
 
@@ -211,6 +226,20 @@ pub enum CreateCmd {
         #[arg(long, value_enum, default_value_t = DryRun::None)]
         dry_run: DryRun,
     },
+    /// A ResourceFlavor with node labels, node taints and tolerations.
+    #[command(visible_alias = "rf")]
+    Resourceflavor(create_flavor::ResourceFlavorArgs),
+}
+
+impl CreateCmd {
+    /// Creates the object (or only prints, with `--dry-run client`); what kueuectl prints.
+    pub async fn run(&self, client: &kube::Client, ns: &str) -> Result<String, CliError> {
+        match self {
+            CreateCmd::Clusterqueue(a) => create::create_cluster_queue(client, a).await,
+            CreateCmd::Localqueue { name, clusterqueue, ignore_unknown_cq, dry_run } => create::create_local_queue(client, ns, name, clusterqueue, *ignore_unknown_cq, *dry_run).await,
+            CreateCmd::Resourceflavor(a) => create_flavor::create_resource_flavor(client, a).await,
+        }
+    }
 }
 
 /// kubectl's duration.HumanDuration: how `AGE` columns read.
@@ -268,6 +297,15 @@ pub fn human_duration(d: jiff::SignedDuration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // kueuectl's create_resourceflavor_test "should create resource flavor with client dry run":
+    // "resourceflavor.kueue.x-k8s.io/rf created (client dry run)".
+    #[test]
+    fn dry_run_suffixes_are_kueuectls() {
+        assert_eq!(DryRun::Client.suffix(), " (client dry run)");
+        assert_eq!(DryRun::Server.suffix(), " (server dry run)");
+        assert_eq!(DryRun::None.suffix(), "");
+    }
 
     // The cases of k8s.io/apimachinery/pkg/util/duration's TestHumanDuration.
     #[test]

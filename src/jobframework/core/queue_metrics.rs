@@ -1,7 +1,8 @@
 //! Kueue's queue gauges (pending, active, status, and the optional resource gauges a Kueue dashboard
-//! reads) computed from one admission step: the snapshot, the core's per-ClusterQueue status and
-//! which ClusterQueues are active. Pure; `report` then rewrites every gauge family at once, so a
-//! deleted queue's series disappear as Kueue clears them.
+//! reads; the cohort tree's info and subtree gauges) computed from one admission step: the snapshot,
+//! the core's per-ClusterQueue status and quota tree, and which ClusterQueues are active. Pure;
+//! `report` then rewrites every gauge family at once, so a deleted queue's series disappear as Kueue
+//! clears them. Admissions and finishes seen in the snapshot are counted there too, each once.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -9,10 +10,15 @@ use std::collections::HashMap;
 use kube::ResourceExt;
 
 use super::queue_status::local_queue_key;
-use super::sync::Snapshot;
+use super::sync::{AdmissionState, Snapshot};
+use crate::api::kueue::constants::condition;
 use crate::api::kueue::{ClusterQueue, LocalQueue, LocalQueueFlavorUsage, Workload};
-use crate::jobframework::metrics::{CqLabels, CqResourceLabels, CqStatusLabels, LqActiveLabels, LqLabels, LqResourceLabels, LqStatusLabels, Metrics, Role};
+use crate::jobframework::metrics::{
+    CohortInfoLabels, CohortLabels, CohortPriorityLabels, CohortResourceLabels, CqInfoLabels, CqLabels, CqPendingResourceLabels, CqPriorityLabels, CqResourceLabels,
+    CqStatusLabels, LqActiveLabels, LqLabels, LqPriorityLabels, LqResourceLabels, LqStatusLabels, Metrics, Role,
+};
 use crate::queue::ClusterQueueStatus as CoreStatus;
+use crate::queue::tree::{NodeKind, QuotaTree};
 
 #[derive(Debug, Default, PartialEq)]
 pub struct QueueGauges {
@@ -33,6 +39,34 @@ pub struct QueueGauges {
     pub lq_status: Vec<(LqActiveLabels, i64)>,
     pub lq_reservation: Vec<(LqResourceLabels, f64)>,
     pub lq_usage: Vec<(LqResourceLabels, f64)>,
+    pub preemption_skips: Vec<(CqLabels, i64)>,
+    pub resource_pending: Vec<(CqPendingResourceLabels, f64)>,
+    pub cq_info: Vec<(CqInfoLabels, i64)>,
+    pub cohort_info: Vec<(CohortInfoLabels, i64)>,
+    pub cohort_quota: Vec<(CohortResourceLabels, f64)>,
+    pub cohort_reservations: Vec<(CohortResourceLabels, f64)>,
+    pub cohort_admitted_active: Vec<(CohortLabels, i64)>,
+    /// Every admission and finish the snapshot shows; `report` counts the ones not counted before.
+    pub transitions: Vec<Transition>,
+}
+
+/// An admission or a finish, keyed so that it is counted once: by UID and, for an admission, the
+/// time of its `Admitted` condition (a re-admission after an eviction counts again).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Transition {
+    pub key: String,
+    pub at: jiff::Timestamp,
+    pub what: Counted,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Counted {
+    /// Kueue's `cohort_subtree_admitted_workloads_total`: once for each cohort above the workload's
+    /// ClusterQueue.
+    Admitted { cohorts: Vec<String>, priority_class: String },
+    /// Kueue's `finished_workloads_total` and `execution_time_seconds` (Admitted to Finished, plus
+    /// time run before earlier evictions), per ClusterQueue and LocalQueue.
+    Finished { cluster_queue: String, local_queue: Option<(String, String)>, priority_class: String, execution_seconds: Option<f64> },
 }
 
 fn count(n: usize) -> i64 {
@@ -85,8 +119,128 @@ fn counts(wls: &[&Workload]) -> (usize, usize, usize, usize) {
     (pending, reserving, admitted, finished)
 }
 
-pub fn gauges(snap: &Snapshot, core: &HashMap<String, CoreStatus>, active: &HashMap<String, bool>, role: Role) -> QueueGauges {
+fn priority_class(wl: &Workload) -> String {
+    wl.spec.priority_class_ref.as_ref().map(|r| r.name.clone()).unwrap_or_default()
+}
+
+/// The cohorts above a node, nearest first.
+fn cohorts_above(tree: &QuotaTree, i: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = tree.nodes[i].parent;
+    while let Some(p) = cur {
+        out.push(tree.nodes[p].name.clone());
+        cur = tree.nodes[p].parent;
+    }
+    out
+}
+
+/// Admissions and finishes in the snapshot (see [`Transition`]).
+fn transitions(snap: &Snapshot, tree: &QuotaTree) -> Vec<Transition> {
+    let mut out = Vec::new();
+    for wl in &snap.workloads {
+        let Some(status) = wl.status.as_ref() else { continue };
+        let Some(cq) = wl.admission().map(|a| a.cluster_queue.clone()) else { continue };
+        let uid = wl.metadata.uid.clone().unwrap_or_else(|| format!("{}/{}", wl.namespace().unwrap_or_default(), wl.name_any()));
+        let admitted = status.condition(condition::ADMITTED).filter(|c| c.status == "True");
+        let finished = status.condition(condition::FINISHED).filter(|c| c.status == "True");
+        if let Some(a) = admitted {
+            let cohorts = tree.cq(&cq).map(|i| cohorts_above(tree, i)).unwrap_or_default();
+            let at = a.last_transition_time.0;
+            out.push(Transition { key: format!("admitted/{uid}/{}", at.as_second()), at, what: Counted::Admitted { cohorts, priority_class: priority_class(wl) } });
+        }
+        if let Some(f) = finished {
+            let past = f64::from(status.accumulated_past_execution_time_seconds.unwrap_or(0));
+            let execution_seconds = admitted.map(|a| past + f.last_transition_time.0.duration_since(a.last_transition_time.0).as_secs_f64());
+            out.push(Transition {
+                key: format!("finished/{uid}"),
+                at: f.last_transition_time.0,
+                what: Counted::Finished { cluster_queue: cq, local_queue: local_queue_key(wl), priority_class: priority_class(wl), execution_seconds },
+            });
+        }
+    }
+    out
+}
+
+/// Kueue's pending resource requests per ClusterQueue: every covered resource (0 when nothing
+/// waits) plus the requests of its pending workloads, before any flavor is chosen.
+fn resource_pending(snap: &Snapshot, role: Role) -> Vec<(CqPendingResourceLabels, f64)> {
+    let lq_cq: HashMap<(String, String), String> = snap.local_queues.iter().map(|l| ((l.namespace().unwrap_or_default(), l.name_any()), l.spec.cluster_queue().to_string())).collect();
+    let mut pending: HashMap<String, std::collections::BTreeMap<String, i64>> = HashMap::new();
+    for cq in &snap.cluster_queues {
+        let e = pending.entry(cq.name_any()).or_default();
+        for r in cq.spec.resource_groups.iter().flatten().flat_map(|g| &g.covered_resources) {
+            e.entry(r.clone()).or_default();
+        }
+    }
+    for wl in snap.workloads.iter().filter(|w| !w.is_finished() && w.spec.active() && !w.has_quota_reservation()) {
+        let Some(cq) = local_queue_key(wl).and_then(|k| lq_cq.get(&k)) else { continue };
+        let Some(totals) = pending.get_mut(cq) else { continue };
+        // A workload whose requests do not parse is refused by the admission loop; it adds nothing.
+        let Ok(model) = crate::queue::convert::workload_model(wl, cq, Default::default()) else { continue };
+        for ps in &model.podsets {
+            for r in ps.requests.keys() {
+                *totals.entry(r.clone()).or_default() += ps.total(r).0;
+            }
+        }
+    }
+    let mut out: Vec<(CqPendingResourceLabels, f64)> = pending
+        .into_iter()
+        .flat_map(|(cq, rs)| rs.into_iter().map(move |(r, v)| (CqPendingResourceLabels { cluster_queue: cq.clone(), resource: r.clone(), replica_role: role }, amount(&r, v))))
+        .collect();
+    out.sort_by(|a, b| (&a.0.cluster_queue, &a.0.resource).cmp(&(&b.0.cluster_queue, &b.0.resource)));
+    out
+}
+
+/// Kueue's cohort gauges: each ClusterQueue's and cohort's place in the tree, and per cohort its
+/// subtree quota, the reservations of every ClusterQueue under it and their admitted workloads.
+/// Zero subtree amounts are left out, as Kueue clears them; a cohort in a cycle reports nothing.
+fn cohort_gauges(g: &mut QueueGauges, tree: &QuotaTree, core: &HashMap<String, CoreStatus>, role: Role) {
+    let name = |i: usize| tree.nodes[i].name.clone();
+    for (i, n) in tree.nodes.iter().enumerate() {
+        let parent = n.parent.map(name).unwrap_or_default();
+        let root = n.parent.map(|p| name(tree.root(p))).unwrap_or_default();
+        match n.kind {
+            NodeKind::ClusterQueue => g.cq_info.push((CqInfoLabels { cluster_queue: n.name.clone(), parent_cohort: parent, root_cohort: root, replica_role: role }, 1)),
+            NodeKind::Cohort if n.disabled.is_none() => {
+                let root = name(tree.root(i));
+                g.cohort_info.push((CohortInfoLabels { cohort: n.name.clone(), parent_cohort: parent, root_cohort: root, replica_role: role }, 1));
+                let label = |fr: &crate::queue::amount::FlavorResource| CohortResourceLabels { cohort: n.name.clone(), flavor: fr.flavor.clone(), resource: fr.resource.clone(), replica_role: role };
+                for (fr, q) in &n.subtree {
+                    if q.0 > 0 {
+                        g.cohort_quota.push((label(fr), amount(&fr.resource, q.0)));
+                    }
+                }
+                let cqs = tree.cqs_under(i);
+                let mut reserved: std::collections::BTreeMap<&crate::queue::amount::FlavorResource, i64> = Default::default();
+                for &c in &cqs {
+                    for (fr, v) in &tree.nodes[c].usage {
+                        *reserved.entry(fr).or_default() += v.0;
+                    }
+                }
+                for (fr, v) in reserved {
+                    if v > 0 {
+                        g.cohort_reservations.push((label(fr), amount(&fr.resource, v)));
+                    }
+                }
+                let admitted: usize = cqs.iter().filter_map(|&c| core.get(&tree.nodes[c].name)).map(|s| s.admitted_workloads).sum();
+                g.cohort_admitted_active.push((CohortLabels { cohort: n.name.clone(), replica_role: role }, count(admitted)));
+            }
+            NodeKind::Cohort => {}
+        }
+    }
+}
+
+pub fn gauges(snap: &Snapshot, core: &HashMap<String, CoreStatus>, active: &HashMap<String, bool>, state: &AdmissionState, role: Role) -> QueueGauges {
     let mut g = QueueGauges::default();
+    let tree = state.core.tree();
+    g.preemption_skips = snap
+        .cluster_queues
+        .iter()
+        .filter_map(|cq| state.preemption_skips.get(&cq.name_any()).map(|n| (CqLabels { cluster_queue: cq.name_any(), replica_role: role }, count(*n))))
+        .collect();
+    g.resource_pending = resource_pending(snap, role);
+    g.transitions = transitions(snap, tree);
+    cohort_gauges(&mut g, tree, core, role);
     let cq_labels = |name: &str| CqLabels { cluster_queue: name.to_string(), replica_role: role };
     let cq_status = |name: &str, status: &'static str| CqStatusLabels { cluster_queue: name.to_string(), status: Cow::Borrowed(status), replica_role: role };
     let mut finished_by_cq: HashMap<String, usize> = HashMap::new();
@@ -109,8 +263,12 @@ pub fn gauges(snap: &Snapshot, core: &HashMap<String, CoreStatus>, active: &Hash
         }
         g.finished.push((cq_labels(&name), count(finished_by_cq.get(&name).copied().unwrap_or(0))));
         if let Some(c) = core.get(&name) {
-            g.pending.push((cq_status(&name, "active"), count(c.active_pending_workloads)));
-            g.pending.push((cq_status(&name, "inadmissible"), count(c.pending_workloads.saturating_sub(c.active_pending_workloads))));
+            // Kueue's reportCQPendingWorkloads: an inactive ClusterQueue admits nothing, so all its
+            // pending workloads are inadmissible.
+            let is_active = active.get(&name).copied().unwrap_or(false);
+            let queued = if is_active { c.active_pending_workloads } else { 0 };
+            g.pending.push((cq_status(&name, "active"), count(queued)));
+            g.pending.push((cq_status(&name, "inadmissible"), count(c.pending_workloads.saturating_sub(queued))));
             g.reserving.push((cq_labels(&name), count(c.reserving_workloads)));
             g.admitted.push((cq_labels(&name), count(c.admitted_workloads)));
             g.reservation.extend(core_usage(cq, &c.flavors_reservation, role));
@@ -121,9 +279,9 @@ pub fn gauges(snap: &Snapshot, core: &HashMap<String, CoreStatus>, active: &Hash
                 for r in &flavor.resources {
                     let l = cq_resource(cq, &flavor.name, &r.name, role);
                     g.nominal.push((l.clone(), quantity(&r.name, &r.nominal_quota)));
-                    // Kueue reports an unset limit as 0.
-                    g.borrowing.push((l.clone(), r.borrowing_limit.as_ref().map_or(0.0, |q| quantity(&r.name, q))));
-                    g.lending.push((l, r.lending_limit.as_ref().map_or(0.0, |q| quantity(&r.name, q))));
+                    // Kueue reports an unset limit as +Inf (no limit).
+                    g.borrowing.push((l.clone(), r.borrowing_limit.as_ref().map_or(f64::INFINITY, |q| quantity(&r.name, q))));
+                    g.lending.push((l, r.lending_limit.as_ref().map_or(f64::INFINITY, |q| quantity(&r.name, q))));
                 }
             }
         }
@@ -140,9 +298,12 @@ pub fn gauges(snap: &Snapshot, core: &HashMap<String, CoreStatus>, active: &Hash
         let wls = by_lq.get(&(ns.clone(), name.clone())).map(Vec::as_slice).unwrap_or_default();
         let (pending, reserving, admitted, finished) = counts(wls);
         // The core parks inadmissible workloads per ClusterQueue, not per LocalQueue: a LocalQueue's
-        // pending workloads are all reported as active.
-        g.lq_pending.push((LqStatusLabels { name: name.clone(), namespace: ns.clone(), status: Cow::Borrowed("active"), replica_role: role }, count(pending)));
-        g.lq_pending.push((LqStatusLabels { name: name.clone(), namespace: ns.clone(), status: Cow::Borrowed("inadmissible"), replica_role: role }, 0));
+        // pending workloads are all reported as active, unless its ClusterQueue is inactive (then
+        // all inadmissible, as Kueue's reportLQPendingWorkloads).
+        let cq_active = active.get(lq.spec.cluster_queue()).copied().unwrap_or(false);
+        let (queued, parked) = if cq_active { (pending, 0) } else { (0, pending) };
+        g.lq_pending.push((LqStatusLabels { name: name.clone(), namespace: ns.clone(), status: Cow::Borrowed("active"), replica_role: role }, count(queued)));
+        g.lq_pending.push((LqStatusLabels { name: name.clone(), namespace: ns.clone(), status: Cow::Borrowed("inadmissible"), replica_role: role }, count(parked)));
         g.lq_reserving.push((l.clone(), count(reserving)));
         g.lq_admitted.push((l.clone(), count(admitted)));
         g.lq_finished.push((l, count(finished)));
@@ -188,6 +349,51 @@ pub fn report(m: &Metrics, g: QueueGauges) {
     m.local_queue_status.replace(g.lq_status, int);
     m.local_queue_resource_reservation.replace(g.lq_reservation, float);
     m.local_queue_resource_usage.replace(g.lq_usage, float);
+    m.admission_cycle_preemption_skips.replace(g.preemption_skips, int);
+    m.cluster_queue_resource_pending.replace(g.resource_pending, float);
+    m.cluster_queue_info.replace(g.cq_info, int);
+    m.cohort_info.replace(g.cohort_info, int);
+    m.cohort_subtree_quota.replace(g.cohort_quota, float);
+    m.cohort_subtree_resource_reservations.replace(g.cohort_reservations, float);
+    m.cohort_subtree_admitted_active_workloads.replace(g.cohort_admitted_active, int);
+    count_transitions(m, g.transitions);
+}
+
+/// Counts each transition once: not counted before, and not before this process started counting.
+/// Keeps only the keys still in the snapshot, so the set stays as large as the workloads.
+fn count_transitions(m: &Metrics, transitions: Vec<Transition>) {
+    let mut counted = m.counted.lock().unwrap_or_else(|p| p.into_inner());
+    let mut now = std::collections::HashSet::with_capacity(transitions.len());
+    let role = m.role();
+    for t in transitions {
+        let fresh = !counted.contains(&t.key) && t.at >= m.counting_since;
+        now.insert(t.key);
+        if !fresh {
+            continue;
+        }
+        match t.what {
+            Counted::Admitted { cohorts, priority_class } => {
+                for cohort in cohorts {
+                    m.cohort_subtree_admitted_workloads_total.get_or_create(&CohortPriorityLabels { cohort, priority_class: priority_class.clone(), replica_role: role }).inc();
+                }
+            }
+            Counted::Finished { cluster_queue, local_queue, priority_class, execution_seconds } => {
+                let cq = CqPriorityLabels { cluster_queue, priority_class: priority_class.clone(), replica_role: role };
+                m.finished_workloads_total.get_or_create(&cq).inc();
+                let lq = local_queue.map(|(namespace, name)| LqPriorityLabels { name, namespace, priority_class, replica_role: role });
+                if let Some(l) = &lq {
+                    m.local_queue_finished_workloads_total.get_or_create(l).inc();
+                }
+                if let Some(secs) = execution_seconds {
+                    m.execution_time_seconds.get_or_create(&cq).observe(secs.max(0.0));
+                    if let Some(l) = &lq {
+                        m.local_queue_execution_time_seconds.get_or_create(l).observe(secs.max(0.0));
+                    }
+                }
+            }
+        }
+    }
+    *counted = now;
 }
 
 #[cfg(test)]
@@ -207,7 +413,7 @@ mod tests {
         let snap = Snapshot { cluster_queues: vec![Arc::new(cq)], cohorts: vec![], flavors: vec![], local_queues: vec![], workloads: vec![], namespaces: Default::default() };
         let usage = vec![CoreFlavor { name: "f".into(), resources: vec![ResourceUsage { name: "cpu".into(), total: Amount(500), borrowed: Amount(0) }] }];
         let core = HashMap::from([("cq".to_string(), CoreStatus { flavors_reservation: usage.clone(), flavors_usage: usage, pending_workloads: 3, active_pending_workloads: 1, reserving_workloads: 2, admitted_workloads: 2, inactive: None })]);
-        let g = gauges(&snap, &core, &HashMap::from([("cq".to_string(), true)]), Role::Leader);
+        let g = gauges(&snap, &core, &HashMap::from([("cq".to_string(), true)]), &AdmissionState::new(), Role::Leader);
         let m = Metrics::new();
         report(&m, g);
         let text = m.render();
@@ -215,6 +421,9 @@ mod tests {
             "kueue_cluster_queue_nominal_quota{cohort=\"co\",cluster_queue=\"cq\",flavor=\"f\",resource=\"cpu\",replica_role=\"leader\"} 1.5",
             "kueue_cluster_queue_nominal_quota{cohort=\"co\",cluster_queue=\"cq\",flavor=\"f\",resource=\"memory\",replica_role=\"leader\"} 1073741824.0",
             "kueue_cluster_queue_borrowing_limit{cohort=\"co\",cluster_queue=\"cq\",flavor=\"f\",resource=\"cpu\",replica_role=\"leader\"} 2.0",
+            // Kueue's reportResourceMetrics: an unset limit is +Inf (the encoder writes `inf`).
+            "kueue_cluster_queue_borrowing_limit{cohort=\"co\",cluster_queue=\"cq\",flavor=\"f\",resource=\"memory\",replica_role=\"leader\"} inf",
+            "kueue_cluster_queue_lending_limit{cohort=\"co\",cluster_queue=\"cq\",flavor=\"f\",resource=\"cpu\",replica_role=\"leader\"} inf",
             "kueue_cluster_queue_resource_usage{cohort=\"co\",cluster_queue=\"cq\",flavor=\"f\",resource=\"cpu\",replica_role=\"leader\"} 0.5",
             "kueue_pending_workloads{cluster_queue=\"cq\",status=\"inadmissible\",replica_role=\"leader\"} 2",
             "kueue_cluster_queue_status{cluster_queue=\"cq\",status=\"active\",replica_role=\"leader\"} 1",
@@ -222,8 +431,43 @@ mod tests {
         ] {
             assert!(text.contains(want), "missing {want} in\n{text}");
         }
+        // Kueue's reportCQPendingWorkloads: once the ClusterQueue is inactive, every pending workload
+        // is inadmissible.
+        report(&m, gauges(&snap, &core, &HashMap::from([("cq".to_string(), false)]), &AdmissionState::new(), Role::Leader));
+        let text = m.render();
+        assert!(text.contains("kueue_pending_workloads{cluster_queue=\"cq\",status=\"inadmissible\",replica_role=\"leader\"} 3"), "{text}");
+        assert!(text.contains("kueue_pending_workloads{cluster_queue=\"cq\",status=\"active\",replica_role=\"leader\"} 0"), "{text}");
         let empty = Snapshot { cluster_queues: vec![], ..snap };
-        report(&m, gauges(&empty, &HashMap::new(), &HashMap::new(), Role::Leader));
+        report(&m, gauges(&empty, &HashMap::new(), &HashMap::new(), &AdmissionState::new(), Role::Leader));
         assert!(!m.render().contains("cluster_queue=\"cq\""), "{}", m.render());
+    }
+
+    // Kueue counts a finish on the workload controller's transition to Finished, once: the same
+    // finish seen in every later snapshot counts once, and one from before this process started
+    // counting was someone else's to count.
+    #[test]
+    fn each_transition_counts_once_and_only_from_the_start_on() {
+        let m = Metrics::new();
+        let finished = |key: &str, at: jiff::Timestamp| Transition {
+            key: key.into(),
+            at,
+            what: Counted::Finished { cluster_queue: "cq".into(), local_queue: Some(("ns".into(), "lq".into())), priority_class: String::new(), execution_seconds: Some(30.0) },
+        };
+        let now = m.counting_since + jiff::SignedDuration::from_secs(5);
+        let before = m.counting_since - jiff::SignedDuration::from_secs(5);
+        count_transitions(&m, vec![finished("finished/a", now), finished("finished/old", before)]);
+        count_transitions(&m, vec![finished("finished/a", now), finished("finished/old", before)]);
+        let admitted = Transition { key: "admitted/b/1".into(), at: now, what: Counted::Admitted { cohorts: vec!["co".into(), "root".into()], priority_class: "high".into() } };
+        count_transitions(&m, vec![finished("finished/a", now), admitted]);
+        let text = m.render();
+        for want in [
+            "kueue_finished_workloads_total{cluster_queue=\"cq\",priority_class=\"\",replica_role=\"standalone\"} 1\n",
+            "kueue_local_queue_finished_workloads_total{name=\"lq\",namespace=\"ns\",priority_class=\"\",replica_role=\"standalone\"} 1\n",
+            "kueue_execution_time_seconds_count{cluster_queue=\"cq\",priority_class=\"\",replica_role=\"standalone\"} 1\n",
+            "kueue_cohort_subtree_admitted_workloads_total{cohort=\"root\",priority_class=\"high\",replica_role=\"standalone\"} 1\n",
+            "# TYPE kueue_finished_workloads_total unknown\n",
+        ] {
+            assert!(text.contains(want), "missing {want} in\n{text}");
+        }
     }
 }

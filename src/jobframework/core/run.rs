@@ -412,6 +412,8 @@ impl AdmissionLoop {
             m.local_queue_quota_reserved_workloads_total.get_or_create(&l).inc();
             m.local_queue_admitted_workloads_total.get_or_create(&l).inc();
             m.local_queue_admission_wait_time_seconds.get_or_create(&l).observe(waited);
+            m.local_queue_quota_reserved_wait_time_seconds.get_or_create(&l).observe(waited);
+            m.local_queue_admission_checks_wait_time_seconds.get_or_create(&l).observe(0.0);
         }
     }
 
@@ -527,7 +529,7 @@ impl AdmissionLoop {
             }
         }
         if gauges {
-            super::queue_metrics::report(&self.metrics, super::queue_metrics::gauges(snap, &cores, &active, self.metrics.role()));
+            super::queue_metrics::report(&self.metrics, super::queue_metrics::gauges(snap, &cores, &active, state, self.metrics.role()));
         }
         let cohort_api: Api<Cohort> = Api::all(self.client.clone());
         for co in &snap.cohorts {

@@ -167,6 +167,9 @@ pub struct AdmissionState {
     /// object; the `Weak` keeps the address from being reused while it is remembered. Finished
     /// Workloads stay in the cache until deleted, and without this every cycle would look at each.
     settled: HashMap<usize, Weak<Workload>>,
+    /// Kueue's `admission_cycle_preemption_skips`: per ClusterQueue, the count of the last cycle that
+    /// skipped one of its preemptors (Kueue sets the gauge only for those).
+    pub preemption_skips: BTreeMap<String, usize>,
     cycles: u64,
     /// When every pending workload's record was last redone (ms).
     explained_at: Option<i64>,
@@ -298,6 +301,7 @@ impl AdmissionState {
             self.drop_workload(&k);
         }
         let res = self.core.schedule_cycle(now_ms);
+        self.preemption_skips.extend(res.preemption_skips.iter().map(|(cq, n)| (cq.clone(), *n)));
         for a in res.admissions {
             self.explanations.remove(&a.key);
             self.assumed.insert(a.key.clone());
