@@ -67,6 +67,18 @@ enum Outcome {
     },
 }
 
+/// Consecutive actions of one kind, in order.
+fn runs_of_one_kind(actions: Vec<Action>) -> Vec<Vec<Action>> {
+    let mut runs: Vec<Vec<Action>> = Vec::new();
+    for a in actions {
+        match runs.last_mut() {
+            Some(run) if run.last().is_some_and(|l| std::mem::discriminant(l) == std::mem::discriminant(&a)) => run.push(a),
+            _ => runs.push(vec![a]),
+        }
+    }
+    runs
+}
+
 /// The workloads a cycle's actions name.
 type ByKey = HashMap<WorkloadKey, Arc<Workload>>;
 
@@ -143,18 +155,43 @@ impl AdmissionLoop {
             // its successor's admission is written: finishing it after a failed write (a conflict, a
             // deleted successor) would leave the job with no quota at all while its pods run
             // (invariant I6). So finished slices go last, after every admission has its outcome.
-            let (finishes, first): (Vec<Action>, Vec<Action>) =
-                actions.into_iter().partition(|a| matches!(a, Action::FinishSlice { .. }));
-            let outcomes: Vec<Outcome> = {
+            // Quota changed while the step ran (an administrator cut it, a cohort moved): the
+            // admissions were decided against the old quota, so none is written; their workloads
+            // go back to the queue and the next cycle, which runs at once, decides on the new one.
+            // This narrows the window in which an admission can be written against a quota already
+            // cut to the watch's own delivery lag (found by the seeded chaos runs, invariant I1).
+            let mut withdrawn: BTreeSet<WorkloadKey> = BTreeSet::new();
+            if self.quota_moved(&snap) {
+                for a in &actions {
+                    if let Action::Admit { key, .. } = a {
+                        state.forget(key);
+                        withdrawn.insert(key.clone());
+                    }
+                }
+                if !withdrawn.is_empty() {
+                    tracing::debug!(withdrawn = withdrawn.len(), "quota changed during the cycle; admissions withdrawn");
+                    self.notify.notify_one();
+                }
+            }
+            let (finishes, first): (Vec<Action>, Vec<Action>) = actions
+                .into_iter()
+                .filter(|a| !matches!(a, Action::Admit { key, .. } if withdrawn.contains(key)))
+                .partition(|a| matches!(a, Action::FinishSlice { .. }));
+            // Concurrent only within a run of one kind: across kinds the order is the step's (the
+            // job controllers react to each write, and the seeded chaos runs broke invariants I1 and
+            // I2 when an eviction could land before the admission decided ahead of it).
+            let mut outcomes: Vec<Outcome> = Vec::new();
+            for run in runs_of_one_kind(first) {
                 let st = &state;
                 let by_key = &by_key;
-                futures::stream::iter(first)
+                let mut done: Vec<Outcome> = futures::stream::iter(run)
                     .map(|a| self.execute(st, a, by_key))
                     .buffer_unordered(WRITE_CONCURRENCY)
                     .collect()
-                    .await
-            };
-            let mut failed_admits: BTreeSet<WorkloadKey> = BTreeSet::new();
+                    .await;
+                outcomes.append(&mut done);
+            }
+            let mut failed_admits: BTreeSet<WorkloadKey> = withdrawn;
             let mut admitted = false;
             for o in outcomes {
                 match o {
@@ -362,6 +399,24 @@ impl AdmissionLoop {
             }
         }
         Outcome::Done
+    }
+
+    /// A ClusterQueue, Cohort or ResourceFlavor of the snapshot has another spec in the cache now
+    /// (or is gone). A few objects; compared by uid and generation.
+    fn quota_moved(&self, snap: &Snapshot) -> bool {
+        fn moved<K>(store: &kube::runtime::reflector::Store<K>, objs: &[Arc<K>]) -> bool
+        where
+            K: kube::Resource<DynamicType = ()> + Clone + 'static,
+        {
+            objs.iter().any(|o| {
+                let m = o.meta();
+                let now = store.get(&kube::runtime::reflector::ObjectRef::new(m.name.as_deref().unwrap_or_default()));
+                now.is_none_or(|n| n.meta().uid != m.uid || n.meta().generation != m.generation)
+            })
+        }
+        moved(&self.caches.cluster_queues, &snap.cluster_queues)
+            || moved(&self.caches.cohorts, &snap.cohorts)
+            || moved(&self.caches.flavors, &snap.flavors)
     }
 
     /// A refused admission write: the quota was released (`forget`); the workload backs off.
