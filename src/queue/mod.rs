@@ -23,6 +23,8 @@ pub mod tree;
 #[cfg(test)]
 mod kueue_cases;
 #[cfg(test)]
+mod kueue_preemption_cases;
+#[cfg(test)]
 mod preemption_tests;
 #[cfg(test)]
 mod proptests;
