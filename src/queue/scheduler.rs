@@ -819,12 +819,10 @@ impl AdmissionCore {
             .as_ref()
             .is_some_and(|s| s.matches(&w.namespace_labels));
         if !ns_ok {
+            // Kueue's `ErrNamespaceMismatch`, word for word.
             return Err((
                 PendingReason::Misconfigured,
-                format!(
-                    "Workload namespace {} doesn't match ClusterQueue {cq_name} namespaceSelector",
-                    w.key.namespace
-                ),
+                "workload namespace doesn't match ClusterQueue selector".to_string(),
             ));
         }
         // A slice being evicted is stopped whole and its job requeued whole: a replacement admitted on
