@@ -163,8 +163,9 @@ impl AssignCtx<'_> {
                 .chain(&f.tolerations)
                 .any(|tol| tol.tolerates(t));
             if !tolerated {
+                // Kueue prints the Go struct of the taint (TimeAdded is never set on a flavor).
                 return Err(format!(
-                    "untolerated taint {{{}={}:{:?}}} in flavor {flavor}",
+                    "untolerated taint {{{} {} {:?} <nil>}} in flavor {flavor}",
                     t.key, t.value, t.effect
                 ));
             }
@@ -226,8 +227,8 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
         message: String::new(),
         shortfalls: Vec::new(),
     };
+    // Per podset that does not fit outright, Kueue's `Status`: what every flavor tried said.
     let mut messages: Vec<String> = Vec::new();
-    let mut preempt_messages: Vec<String> = Vec::new();
     let mut reasons: Vec<PendingReason> = Vec::new();
     let fung = ctx.cq.flavor_fungibility;
     // Kueue charges each podset's pod count to `pods` when the ClusterQueue covers it, in place of
@@ -264,6 +265,7 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
             requested.push((&pods_key, Amount(ps.count.max(0))));
         }
         let mut ps_mode = Mode::Fit;
+        let mut ps_notes: Vec<String> = Vec::new();
         for (r, _) in &requested {
             if !ctx
                 .cq
@@ -273,13 +275,15 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
             {
                 ps_mode = Mode::NoFit;
                 reasons.push(PendingReason::NoMatchingFlavor);
-                messages.push(format!(
-                    "couldn't assign flavors to pod set {}: resource {r} unavailable in ClusterQueue",
-                    ps.name
-                ));
+                ps_notes = vec![format!("resource {r} unavailable in ClusterQueue")];
+                break;
             }
         }
         for group in &ctx.cq.resource_groups {
+            // Kueue stops at the first resource group that does not fit.
+            if ps_mode == Mode::NoFit {
+                break;
+            }
             let rs: Vec<&(&String, Amount)> = requested
                 .iter()
                 .filter(|(r, _)| group.covered_resources.contains(r))
@@ -290,7 +294,7 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
             let forced: Option<&String> = ctx
                 .forced
                 .and_then(|f| rs.iter().find_map(|(r, _)| f.get(r.as_str())));
-            let mut best: Option<(usize, Rank, Vec<FlavorResource>, Vec<String>)> = None;
+            let mut best: Option<(usize, Rank, Vec<FlavorResource>)> = None;
             let mut notes: Vec<String> = Vec::new();
             let mut group_reasons: Vec<PendingReason> = Vec::new();
             let mut shorts: Vec<Shortfall> = Vec::new();
@@ -315,7 +319,6 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
                     borrowing: 0,
                 };
                 let mut preempt = Vec::new();
-                let mut preempt_notes = Vec::new();
                 for (r, v) in &rs {
                     let fr = FlavorResource::new(&fq.name, r.as_str());
                     let assumed = out.usage.get(&fr).copied().unwrap_or_default();
@@ -325,7 +328,7 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
                             rank.borrowing = rank.borrowing.max(l);
                             rank.mode = rank.mode.min(Mode::Preempt);
                             preempt.push(fr);
-                            preempt_notes.push(msg);
+                            notes.push(msg);
                         }
                         FitOutcome::NoFit(reason, msg, short) => {
                             rank.mode = Mode::NoFit;
@@ -348,22 +351,20 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
                 };
                 if best
                     .as_ref()
-                    .is_none_or(|(_, b, _, _)| rank.better_than(*b, fung.preference))
+                    .is_none_or(|(_, b, _)| rank.better_than(*b, fung.preference))
                 {
-                    best = Some((fi, rank, preempt, preempt_notes));
+                    best = Some((fi, rank, preempt));
                 }
                 if stop {
                     break;
                 }
             }
             match best {
-                Some((fi, rank, preempt, preempt_notes)) if rank.mode != Mode::NoFit => {
-                    if !preempt_notes.is_empty() {
-                        preempt_messages.push(format!(
-                            "couldn't assign flavors to pod set {}: {}",
-                            ps.name,
-                            preempt_notes.join(", ")
-                        ));
+                Some((fi, rank, preempt)) if rank.mode != Mode::NoFit => {
+                    // A group that fits says nothing; one that needs preemption reports every
+                    // flavor it tried (Kueue's `findFlavorForPodSets` status).
+                    if rank.mode == Mode::Preempt {
+                        ps_notes.extend(notes);
                     }
                     let fname = &group.flavors[fi].name;
                     for (r, v) in &rs {
@@ -383,15 +384,21 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
                         notes.push("no flavor in the resource group".to_string());
                         group_reasons.push(PendingReason::NoMatchingFlavor);
                     }
-                    messages.push(format!(
-                        "couldn't assign flavors to pod set {}: {}",
-                        ps.name,
-                        notes.join(", ")
-                    ));
+                    // The failing group's status replaces what earlier groups said.
+                    ps_notes = notes;
                     reasons.extend(group_reasons);
                     out.shortfalls.extend(shorts);
                 }
             }
+        }
+        if !ps_notes.is_empty() {
+            // Kueue sorts a podset's reasons (`Status.Message`).
+            ps_notes.sort();
+            messages.push(format!(
+                "couldn't assign flavors to pod set {}: {}",
+                ps.name,
+                ps_notes.join(", ")
+            ));
         }
         out.mode = out.mode.min(ps_mode);
         out.podsets.push(psa);
@@ -406,10 +413,10 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
         .into_iter()
         .find(|r| reasons.contains(r))
         .unwrap_or(PendingReason::NoMatchingFlavor);
+    }
+    if out.mode != Mode::Fit {
+        // Kueue's `Assignment.Message`: what each podset's flavors said.
         out.message = messages.join("; ");
-    } else if out.mode == Mode::Preempt {
-        // What preemption has to free, as Kueue's `Assignment.Message` says it.
-        out.message = preempt_messages.join("; ");
     }
     out
 }
