@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::PendingReason;
 use super::amount::{Amount, FlavorResource, FrAmounts};
 use super::model::{
-    ClusterQueueModel, FlavorModel, FungibilityPolicy, FungibilityPreference, PodSetAssignment,
+    BorrowWithinCohortPolicy, ClusterQueueModel, FlavorModel, FungibilityPolicy, FungibilityPreference, PodSetAssignment,
     PodSetModel, ReclaimWithinCohort, ResourceGroup, TaintEffect, WithinClusterQueue,
     WorkloadModel,
 };
@@ -108,6 +108,19 @@ impl AssignCtx<'_> {
                 && self.cq.preemption.reclaim_within_cohort != ReclaimWithinCohort::Never)
     }
 
+    /// Kueue's `fitsResourceQuota` asks the preemption oracle only when preempting can make `val`
+    /// fit: within the ClusterQueue's nominal quota, in a subtree below the root that could
+    /// reclaim what it lent, or when the ClusterQueue may preempt while borrowing.
+    fn may_preempt_for(&self, fr: &FlavorResource, val: Amount) -> bool {
+        let nominal = self.tree.nodes[self.cq_idx]
+            .quotas
+            .get(fr)
+            .map_or(Amount::ZERO, |q| q.nominal);
+        val <= nominal
+            || self.tree.may_reclaim_in_hierarchy(self.cq_idx, fr, val)
+            || self.cq.preemption.borrow_within_cohort.policy != BorrowWithinCohortPolicy::Never
+    }
+
     /// Kueue's `fitsResourceQuota`: `assumed` is what earlier podsets of the workload already
     /// take of `fr`, `request` this podset's part.
     fn fits_quota(&self, fr: &FlavorResource, assumed: Amount, request: Amount) -> FitOutcome {
@@ -138,7 +151,7 @@ impl AssignCtx<'_> {
             "insufficient unused quota for {fr}, {} more needed",
             fr.show(val - short.available)
         );
-        if self.can_preempt() {
+        if self.can_preempt() && self.may_preempt_for(fr, val) {
             return FitOutcome::Preempt(level, msg);
         }
         FitOutcome::NoFit(PendingReason::WaitingForQuota, msg, Some(short))
