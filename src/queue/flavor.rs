@@ -65,38 +65,96 @@ pub struct AssignCtx<'a> {
     pub flavors: &'a BTreeMap<String, FlavorModel>,
     /// resource -> flavor the replaced slice holds; a replacement must keep it.
     pub forced: Option<&'a BTreeMap<String, String>>,
-    /// Whether preemption has any candidate for these flavor-resources (Kueue's preemption
-    /// oracle). `whenCanPreempt: MayStopSearch` only stops at a flavor where it has.
-    pub has_candidates: Option<&'a dyn Fn(&[FlavorResource]) -> bool>,
+    /// Kueue's preemption oracle (`SimulatePreemption`): for `val` of a flavor-resource that
+    /// only fits by preempting, whether victims exist (in the ClusterQueue or only elsewhere in
+    /// the cohort) and the borrowing level once they are gone. Without it every such flavor
+    /// counts as preemptible at its current borrowing level.
+    pub oracle: Option<&'a dyn Fn(&FlavorResource, Amount) -> (Possibility, u32)>,
+}
+
+/// What preemption can do for one flavor-resource (Kueue's `PreemptionPossibility`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Possibility {
+    NoCandidates,
+    /// Victims include workloads of the preemptor's own ClusterQueue.
+    Preempt,
+    /// Victims are only in other ClusterQueues of the cohort.
+    Reclaim,
 }
 
 enum FitOutcome {
     Fit(u32),
     /// Fits after preemption; the message says what is short, in Kueue's words.
-    Preempt(u32, String),
+    Preempt(Possibility, u32, String),
     NoFit(PendingReason, String, Option<Shortfall>),
 }
 
+/// Kueue's `preemptionMode`, worst to best.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Grade {
+    NoFit,
+    NoCandidates,
+    Preempt,
+    Reclaim,
+    Fit,
+}
+
+impl Grade {
+    fn mode(self) -> Mode {
+        match self {
+            Grade::NoFit => Mode::NoFit,
+            Grade::NoCandidates | Grade::Preempt | Grade::Reclaim => Mode::Preempt,
+            Grade::Fit => Mode::Fit,
+        }
+    }
+}
+
+/// Kueue's `granularMode`: how a flavor fits and at which borrowing level.
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Rank {
-    mode: Mode,
+    grade: Grade,
     borrowing: u32,
 }
 
 impl Rank {
+    /// Kueue's `isPreferred`.
     fn better_than(self, other: Rank, pref: FungibilityPreference) -> bool {
-        if self.mode == Mode::NoFit || other.mode == Mode::NoFit {
-            return self.mode > other.mode;
+        if self.grade == Grade::NoFit {
+            return false;
+        }
+        if other.grade == Grade::NoFit {
+            return true;
+        }
+        // A flavor without victims cannot be admitted this cycle: below every viable one.
+        let (a_none, b_none) = (
+            self.grade == Grade::NoCandidates,
+            other.grade == Grade::NoCandidates,
+        );
+        if a_none != b_none {
+            return !a_none;
         }
         match pref {
-            FungibilityPreference::BorrowingOverPreemption => {
-                (self.mode, std::cmp::Reverse(self.borrowing))
-                    > (other.mode, std::cmp::Reverse(other.borrowing))
+            FungibilityPreference::BorrowingOverPreemption if self.grade != other.grade => {
+                self.grade > other.grade
             }
-            FungibilityPreference::PreemptionOverBorrowing => {
-                (std::cmp::Reverse(self.borrowing), self.mode)
-                    > (std::cmp::Reverse(other.borrowing), other.mode)
+            FungibilityPreference::BorrowingOverPreemption => self.borrowing < other.borrowing,
+            FungibilityPreference::PreemptionOverBorrowing if self.borrowing != other.borrowing => {
+                self.borrowing < other.borrowing
             }
+            FungibilityPreference::PreemptionOverBorrowing => self.grade > other.grade,
+        }
+    }
+
+    /// Kueue's `shouldTryNextFlavor`, negated.
+    fn stops_search(self, fung: super::model::FlavorFungibility) -> bool {
+        match self.grade {
+            Grade::NoFit | Grade::NoCandidates => false,
+            Grade::Preempt | Grade::Reclaim
+                if fung.when_can_preempt == FungibilityPolicy::TryNextFlavor =>
+            {
+                false
+            }
+            _ => !(self.borrowing > 0 && fung.when_can_borrow == FungibilityPolicy::TryNextFlavor),
         }
     }
 }
@@ -151,8 +209,19 @@ impl AssignCtx<'_> {
             "insufficient unused quota for {fr}, {} more needed",
             fr.show(val - short.available)
         );
-        if self.can_preempt() && self.may_preempt_for(fr, val) {
-            return FitOutcome::Preempt(level, msg);
+        if self.may_preempt_for(fr, val) {
+            // With the oracle, policies that allow no victim show as NoCandidates (still a
+            // preempt-mode flavor, ranked below viable ones), as in Kueue.
+            match self.oracle {
+                Some(simulate) => {
+                    let (possibility, level) = simulate(fr, val);
+                    return FitOutcome::Preempt(possibility, level, msg);
+                }
+                None if self.can_preempt() => {
+                    return FitOutcome::Preempt(Possibility::Preempt, level, msg);
+                }
+                None => {}
+            }
         }
         FitOutcome::NoFit(PendingReason::WaitingForQuota, msg, Some(short))
     }
@@ -307,7 +376,7 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
             let forced: Option<&String> = ctx
                 .forced
                 .and_then(|f| rs.iter().find_map(|(r, _)| f.get(r.as_str())));
-            let mut best: Option<(usize, Rank, Vec<FlavorResource>)> = None;
+            let mut best: Option<(usize, Rank, u32, Vec<FlavorResource>)> = None;
             let mut notes: Vec<String> = Vec::new();
             let mut group_reasons: Vec<PendingReason> = Vec::new();
             let mut shorts: Vec<Shortfall> = Vec::new();
@@ -327,56 +396,63 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
                     group_reasons.push(PendingReason::NoMatchingFlavor);
                     continue;
                 }
+                // The flavor ranks as its worst resource (Kueue's representative mode).
                 let mut rank = Rank {
-                    mode: Mode::Fit,
+                    grade: Grade::Fit,
                     borrowing: 0,
                 };
+                let mut max_borrow = 0;
                 let mut preempt = Vec::new();
                 for (r, v) in &rs {
                     let fr = FlavorResource::new(&fq.name, r.as_str());
                     let assumed = out.usage.get(&fr).copied().unwrap_or_default();
-                    match ctx.fits_quota(&fr, assumed, *v) {
-                        FitOutcome::Fit(l) => rank.borrowing = rank.borrowing.max(l),
-                        FitOutcome::Preempt(l, msg) => {
-                            rank.borrowing = rank.borrowing.max(l);
-                            rank.mode = rank.mode.min(Mode::Preempt);
+                    let this = match ctx.fits_quota(&fr, assumed, *v) {
+                        FitOutcome::Fit(l) => Rank {
+                            grade: Grade::Fit,
+                            borrowing: l,
+                        },
+                        FitOutcome::Preempt(possibility, l, msg) => {
                             preempt.push(fr);
                             notes.push(msg);
+                            let grade = match possibility {
+                                Possibility::NoCandidates => Grade::NoCandidates,
+                                Possibility::Preempt => Grade::Preempt,
+                                Possibility::Reclaim => Grade::Reclaim,
+                            };
+                            Rank { grade, borrowing: l }
                         }
                         FitOutcome::NoFit(reason, msg, short) => {
-                            rank.mode = Mode::NoFit;
                             group_reasons.push(reason);
                             notes.push(msg);
                             shorts.extend(short);
+                            Rank {
+                                grade: Grade::NoFit,
+                                borrowing: 0,
+                            }
                         }
+                    };
+                    max_borrow = max_borrow.max(this.borrowing);
+                    if rank.better_than(this, fung.preference) {
+                        rank = this;
                     }
                 }
-                let stop = match rank.mode {
-                    Mode::Fit => {
-                        rank.borrowing == 0
-                            || fung.when_can_borrow == FungibilityPolicy::MayStopSearch
-                    }
-                    Mode::Preempt => {
-                        fung.when_can_preempt == FungibilityPolicy::MayStopSearch
-                            && ctx.has_candidates.is_none_or(|f| f(&preempt))
-                    }
-                    Mode::NoFit => false,
-                };
+                let chosen = (fi, rank, max_borrow, preempt);
+                if rank.stops_search(fung) {
+                    best = Some(chosen);
+                    break;
+                }
                 if best
                     .as_ref()
-                    .is_none_or(|(_, b, _)| rank.better_than(*b, fung.preference))
+                    .is_none_or(|(_, b, _, _)| rank.better_than(*b, fung.preference))
                 {
-                    best = Some((fi, rank, preempt));
-                }
-                if stop {
-                    break;
+                    best = Some(chosen);
                 }
             }
             match best {
-                Some((fi, rank, preempt)) if rank.mode != Mode::NoFit => {
+                Some((fi, rank, max_borrow, preempt)) if rank.grade != Grade::NoFit => {
                     // A group that fits says nothing; one that needs preemption reports every
                     // flavor it tried (Kueue's `findFlavorForPodSets` status).
-                    if rank.mode == Mode::Preempt {
+                    if rank.grade.mode() == Mode::Preempt {
                         ps_notes.extend(notes);
                     }
                     let fname = &group.flavors[fi].name;
@@ -388,8 +464,8 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
                             .or_default() += *v;
                     }
                     out.preempt_frs.extend(preempt);
-                    out.borrowing = out.borrowing.max(rank.borrowing);
-                    ps_mode = ps_mode.min(rank.mode);
+                    out.borrowing = out.borrowing.max(max_borrow);
+                    ps_mode = ps_mode.min(rank.grade.mode());
                 }
                 _ => {
                     ps_mode = Mode::NoFit;

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::amount::{Amount, FlavorResource, FrAmounts, add_into};
-use super::flavor::{AssignCtx, Assignment, Mode, assign};
+use super::flavor::{AssignCtx, Assignment, Mode, Possibility, assign};
 use super::model::{
     Admission, ClusterQueueModel, CohortModel, FlavorModel, QueueingStrategy, StopPolicy,
     WorkloadKey, WorkloadModel,
@@ -861,15 +861,16 @@ impl AdmissionCore {
         let sim = self
             .tree
             .without_usage(cq_idx, old.as_ref().map(|(u, _)| u));
+        let base: &QuotaTree = &sim;
         let ctx = AssignCtx {
-            tree: &sim,
+            tree: base,
             cq_idx,
             cq,
             flavors: &self.flavors,
             forced: old.as_ref().map(|(_, f)| f),
-            has_candidates: Some(&|frs| {
+            oracle: Some(&|fr, val| {
                 let held = (&self.admitted, &self.admitted_by_cq);
-                has_preemption_candidates(held, &sim, cq_idx, cq, w, frs, replaced.as_ref())
+                simulate_preemption(held, base, (cq_idx, cq), w, (fr, val), replaced.as_ref())
             }),
         };
         let assignment = assign(&ctx, w);
@@ -1074,8 +1075,8 @@ impl AdmissionCore {
                     cq: &cq,
                     flavors: &self.flavors,
                     forced: None,
-                    has_candidates: Some(&|frs| {
-                        has_preemption_candidates(held, tree, e.cq_idx, &cq, &trial, frs, None)
+                    oracle: Some(&|fr, val| {
+                        simulate_preemption(held, tree, (e.cq_idx, &cq), &trial, (fr, val), None)
                     }),
                 };
                 assign(&ctx, &trial)
@@ -1228,43 +1229,60 @@ fn forced_flavors(a: &Admission) -> BTreeMap<String, String> {
     m
 }
 
-/// Kueue's preemption oracle for flavor assignment: any admitted workload in the tree that
-/// `w`'s ClusterQueue policies would let it preempt for `frs`.
-#[allow(clippy::too_many_arguments)]
-fn has_preemption_candidates(
+/// Kueue's `PreemptionOracle.SimulatePreemption` for `val` of one flavor-resource: the victims
+/// `find_targets` would pick, whether any is in the preemptor's own ClusterQueue, and the
+/// borrowing level once they are gone. The tree is cloned only when some workload may be a
+/// victim at all.
+fn simulate_preemption(
     (admitted, admitted_by_cq): (
         &HashMap<WorkloadKey, AdmittedWorkload>,
         &BTreeMap<String, BTreeSet<WorkloadKey>>,
     ),
-    tree: &super::tree::QuotaTree,
-    cq_idx: usize,
-    cq: &ClusterQueueModel,
+    tree: &QuotaTree,
+    (cq_idx, cq): (usize, &ClusterQueueModel),
     w: &WorkloadModel,
-    frs: &[FlavorResource],
+    (fr, val): (&FlavorResource, Amount),
     replaced: Option<&WorkloadKey>,
-) -> bool {
-    let contested: BTreeSet<FlavorResource> = frs.iter().cloned().collect();
-    let empty = FrAmounts::new();
+) -> (Possibility, u32) {
+    let usage: FrAmounts = [(fr.clone(), val)].into_iter().collect();
+    let contested: BTreeSet<FlavorResource> = [fr.clone()].into_iter().collect();
     let p = super::preemption::Preemptor {
         cq_idx,
         cq,
         priority: w.priority,
         queue_timestamp: w.timestamp,
-        usage: &empty,
+        usage: &usage,
         contested: &contested,
     };
-    let admitted = tree
+    let cands: Vec<Candidate<'_>> = tree
         .cqs_under(tree.root(cq_idx))
         .into_iter()
         .flat_map(|ci| {
-            let name = &tree.nodes[ci].name;
             admitted_by_cq
-                .get(name)
+                .get(&tree.nodes[ci].name)
                 .into_iter()
                 .flatten()
                 .filter(|k| Some(*k) != replaced)
-                .filter_map(|k| admitted.get(k))
-                .map(move |a| (ci, a.model.priority, a.model.timestamp, &a.usage))
-        });
-    super::preemption::any_candidate(tree, &p, admitted)
+                .filter_map(move |k| Some(admitted.get(k)?.candidate(k, ci)))
+        })
+        .collect();
+    let before = || (Possibility::NoCandidates, tree.borrowing_level(cq_idx, fr, val));
+    let quick = cands.iter().map(|c| (c.cq_idx, c.priority, c.queue_timestamp, c.usage));
+    if !super::preemption::any_candidate(tree, &p, quick) {
+        return before();
+    }
+    let mut sim = tree.clone();
+    let targets = find_targets(&mut sim, &p, &cands);
+    if targets.is_empty() {
+        return before();
+    }
+    let mut own = false;
+    for t in &targets {
+        if let Some(c) = cands.iter().find(|c| *c.key == t.key) {
+            own |= c.cq_idx == cq_idx;
+            sim.remove_all(c.cq_idx, c.usage);
+        }
+    }
+    let possibility = if own { Possibility::Preempt } else { Possibility::Reclaim };
+    (possibility, sim.borrowing_level(cq_idx, fr, val))
 }
