@@ -142,6 +142,10 @@ struct Cycle {
     attempted: HashSet<WorkloadKey>,
     /// Workloads a preemptor of this cycle has already chosen as victims.
     targets: HashSet<WorkloadKey>,
+    /// Quota held for the rest of the cycle only (Kueue adds it to the cycle's snapshot): what
+    /// preemptors will take once their victims are gone, and what a ClusterQueue that cannot
+    /// always reclaim keeps for a head with no victims. Taken back out when the cycle ends.
+    reserved: Vec<(usize, FrAmounts)>,
     res: CycleResult,
 }
 
@@ -677,7 +681,11 @@ impl AdmissionCore {
                     continue;
                 };
                 cy.res.attempts += 1;
-                match self.nominate(&head) {
+                let own = self.tree.cq(name);
+                hold_reserved(&mut self.tree, &cy.reserved, own, false);
+                let nominated = self.nominate(&head);
+                hold_reserved(&mut self.tree, &cy.reserved, own, true);
+                match nominated {
                     Ok(e) => entries.push(e),
                     Err((reason, message)) => {
                         cy.attempted.insert(head.key.clone());
@@ -700,8 +708,16 @@ impl AdmissionCore {
                 ka.cmp(&kb)
             });
             for e in entries {
+                // A ClusterQueue's own reservations do not hold back its later heads (Kueue
+                // takes one head per ClusterQueue per cycle, so they only ever stop others).
+                let (own, n) = (Some(e.cq_idx), cy.reserved.len());
+                hold_reserved(&mut self.tree, &cy.reserved, own, false);
                 self.process(e, now, &mut cy);
+                hold_reserved(&mut self.tree, &cy.reserved[..n], own, true);
             }
+        }
+        for (i, usage) in std::mem::take(&mut cy.reserved) {
+            self.tree.remove_all(i, &usage);
         }
         self.explain_blocked(&cy.cursors, &mut cy.attempted);
         let mut res = cy.res;
@@ -910,7 +926,16 @@ impl AdmissionCore {
         }
         let mut targets = Vec::new();
         if e.assignment.mode == Mode::Preempt {
+            // Victims are chosen as at nomination (Kueue's snapshot before this cycle's
+            // reservations); whether the preemptor then still fits is checked below.
+            let others = cy.reserved.iter().filter(|(i, _)| *i != e.cq_idx);
+            for (i, u) in others.clone() {
+                self.tree.remove_all(*i, u);
+            }
             targets = self.preemption_targets(&e, old.as_ref());
+            for (i, u) in others {
+                self.tree.add_all(*i, u);
+            }
         }
         if e.assignment.mode != Mode::Fit
             && targets.is_empty()
@@ -944,6 +969,7 @@ impl AdmissionCore {
                             (generation, PendingReason::WaitingForQuota, msg.clone()),
                         );
                     }
+                    self.reserve_for_unreclaimable(&e, cy);
                     self.fail(&key, PendingReason::WaitingForQuota, msg, strict, cy, &e.cq);
                     return;
                 }
@@ -957,6 +983,17 @@ impl AdmissionCore {
                         &key,
                         PendingReason::WaitingForQuota,
                         "waiting for workloads preempted in this cycle".into(),
+                        false,
+                    );
+                    return;
+                }
+                if !self.fits_after_preemptions(&e, &targets, cy) {
+                    // Kueue: quota an earlier preemptor of this cycle holds is gone; preempting
+                    // now would evict for nothing.
+                    self.set_pending(
+                        &key,
+                        PendingReason::WaitingForQuota,
+                        "Workload no longer fits after processing another workload".into(),
                         false,
                     );
                     return;
@@ -995,6 +1032,7 @@ impl AdmissionCore {
                     }
                 }
                 self.waiting_preemptor.insert(e.cq.clone(), key.clone());
+                self.reserve(e.cq_idx, e.assignment.usage.clone(), cy);
                 self.set_pending(
                     &key,
                     PendingReason::WaitingForPreemptedWorkloads,
@@ -1022,6 +1060,73 @@ impl AdmissionCore {
                 cy.attempted.insert(key.clone());
                 self.admit(e, old.map(|(k, _)| k), now, &mut cy.res);
             }
+        }
+    }
+
+    fn reserve(&mut self, cq_idx: usize, usage: FrAmounts, cy: &mut Cycle) {
+        self.tree.add_all(cq_idx, &usage);
+        self.generation += 1;
+        cy.reserved.push((cq_idx, usage));
+    }
+
+    /// Kueue's `fits`: with every victim of this cycle (and `targets`) taken out, whether the
+    /// preemptor's usage fits beside what the cycle already holds.
+    fn fits_after_preemptions(
+        &mut self,
+        e: &Entry,
+        targets: &[super::preemption::Target],
+        cy: &Cycle,
+    ) -> bool {
+        let victims: Vec<(usize, FrAmounts)> = cy
+            .targets
+            .iter()
+            .chain(targets.iter().map(|t| &t.key))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .filter_map(|k| {
+                let a = self.admitted.get(k)?;
+                Some((self.tree.cq(&a.admission.cluster_queue)?, a.usage.clone()))
+            })
+            .collect();
+        for (i, u) in &victims {
+            self.tree.remove_all(*i, u);
+        }
+        let fits = self.tree.fits(e.cq_idx, &e.assignment.usage);
+        for (i, u) in &victims {
+            self.tree.add_all(*i, u);
+        }
+        fits
+    }
+
+    /// Kueue's `reserveCapacityForUnreclaimablePreempt`: a head that needs preemption but has no
+    /// victims keeps, for this cycle, the quota its ClusterQueue could not be sure to take back
+    /// (reclaimWithinCohort other than Any), so workloads elsewhere in the cohort cannot borrow it.
+    fn reserve_for_unreclaimable(&mut self, e: &Entry, cy: &mut Cycle) {
+        let Some(cq) = self.cqs.get(&e.cq) else {
+            return;
+        };
+        if cq.preemption.reclaim_within_cohort == super::model::ReclaimWithinCohort::Any {
+            return;
+        }
+        let node = &self.tree.nodes[e.cq_idx];
+        let reserved: FrAmounts = e
+            .assignment
+            .usage
+            .iter()
+            .map(|(fr, want)| {
+                let q = node.quotas.get(fr).copied().unwrap_or_default();
+                let used = self.tree.usage(e.cq_idx, fr);
+                let room = if e.assignment.borrowing > 0 {
+                    q.borrowing_limit.map_or(*want, |b| q.nominal + b - used)
+                } else {
+                    q.nominal - used
+                };
+                (fr.clone(), (*want).min(room).clamp_zero())
+            })
+            .filter(|(_, v)| *v > Amount::ZERO)
+            .collect();
+        if !reserved.is_empty() {
+            self.reserve(e.cq_idx, reserved, cy);
         }
     }
 
@@ -1227,6 +1332,18 @@ fn forced_flavors(a: &Admission) -> BTreeMap<String, String> {
         }
     }
     m
+}
+
+/// Takes a ClusterQueue's reservations of this cycle out of the tree (`hold == false`) or puts
+/// them back.
+fn hold_reserved(tree: &mut QuotaTree, reserved: &[(usize, FrAmounts)], cq: Option<usize>, hold: bool) {
+    for (i, u) in reserved.iter().filter(|(i, _)| Some(*i) == cq) {
+        if hold {
+            tree.add_all(*i, u);
+        } else {
+            tree.remove_all(*i, u);
+        }
+    }
 }
 
 /// Kueue's `PreemptionOracle.SimulatePreemption` for `val` of one flavor-resource: the victims
