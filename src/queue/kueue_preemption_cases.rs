@@ -100,7 +100,12 @@ fn p(within: Within, reclaim: Reclaim, borrow_threshold: Option<i32>) -> Preempt
 /// (resource, nominal, borrowingLimit, lendingLimit) in flavor `default`.
 type Q = (&'static str, i64, Option<i64>, Option<i64>);
 
-fn cq(name: &str, cohort: Option<&str>, quotas: &[Q], policy: PreemptionPolicy) -> ClusterQueueModel {
+fn cq(
+    name: &str,
+    cohort: Option<&str>,
+    quotas: &[Q],
+    policy: PreemptionPolicy,
+) -> ClusterQueueModel {
     let q = ClusterQueueModel::build(name)
         .flavor_limits("default", quotas)
         .preemption(policy);
@@ -127,33 +132,78 @@ fn default_cqs() -> Vec<ClusterQueueModel> {
         cq("c2", Some("cohort"), &limits6, reclaim_any),
         cq("d1", Some("cohort-no-limits"), &plain6, lower),
         cq("d2", Some("cohort-no-limits"), &plain6, reclaim_any),
-        cq("l1", Some("legion"), &[("cpu", 6, Some(12), None), ("memory", 3, Some(6), None)], lower),
+        cq(
+            "l1",
+            Some("legion"),
+            &[("cpu", 6, Some(12), None), ("memory", 3, Some(6), None)],
+            lower,
+        ),
         cq(
             "preventStarvation",
             None,
             &[("cpu", 6, None, None)],
             p(Within::LowerOrNewerEqualPriority, Reclaim::Never, None),
         ),
-        cq("a_standard", Some("with_shared_cq"), &[("cpu", 1, Some(12), None)], shared_never),
+        cq(
+            "a_standard",
+            Some("with_shared_cq"),
+            &[("cpu", 1, Some(12), None)],
+            shared_never,
+        ),
         cq(
             "b_standard",
             Some("with_shared_cq"),
             &[("cpu", 1, Some(12), None)],
             p(Within::LowerPriority, Reclaim::Any, Some(0)),
         ),
-        cq("a_best_effort", Some("with_shared_cq"), &[("cpu", 1, Some(12), None)], shared_never),
-        cq("b_best_effort", Some("with_shared_cq"), &[("cpu", 0, Some(13), None)], shared_never),
-        cq("shared", Some("with_shared_cq"), &[("cpu", 10, None, None)], PreemptionPolicy::default()),
-        cq("lend1", Some("cohort-lend"), &[("cpu", 6, None, Some(4))], lower),
-        cq("lend2", Some("cohort-lend"), &[("cpu", 6, None, Some(2))], lower),
+        cq(
+            "a_best_effort",
+            Some("with_shared_cq"),
+            &[("cpu", 1, Some(12), None)],
+            shared_never,
+        ),
+        cq(
+            "b_best_effort",
+            Some("with_shared_cq"),
+            &[("cpu", 0, Some(13), None)],
+            shared_never,
+        ),
+        cq(
+            "shared",
+            Some("with_shared_cq"),
+            &[("cpu", 10, None, None)],
+            PreemptionPolicy::default(),
+        ),
+        cq(
+            "lend1",
+            Some("cohort-lend"),
+            &[("cpu", 6, None, Some(4))],
+            lower,
+        ),
+        cq(
+            "lend2",
+            Some("cohort-lend"),
+            &[("cpu", 6, None, Some(2))],
+            lower,
+        ),
         cq(
             "a",
             Some("cohort-three"),
             &[("cpu", 2, None, None), ("memory", 2, None, None)],
             p(Within::LowerPriority, Reclaim::Any, None),
         ),
-        cq("b", Some("cohort-three"), &[("cpu", 2, None, None), ("memory", 2, None, None)], PreemptionPolicy::default()),
-        cq("c", Some("cohort-three"), &[("cpu", 2, None, None), ("memory", 2, None, None)], PreemptionPolicy::default()),
+        cq(
+            "b",
+            Some("cohort-three"),
+            &[("cpu", 2, None, None), ("memory", 2, None, None)],
+            PreemptionPolicy::default(),
+        ),
+        cq(
+            "c",
+            Some("cohort-three"),
+            &[("cpu", 2, None, None), ("memory", 2, None, None)],
+            PreemptionPolicy::default(),
+        ),
     ]
 }
 
@@ -174,7 +224,11 @@ fn run(c: Case) {
             .map(|(f, r, v)| (FlavorResource::new(*f, *r), Amount(*v)))
             .collect()
     };
-    let keys: Vec<WorkloadKey> = c.admitted.iter().map(|a| WorkloadKey::new("", a.name)).collect();
+    let keys: Vec<WorkloadKey> = c
+        .admitted
+        .iter()
+        .map(|a| WorkloadKey::new("", a.name))
+        .collect();
     let usages: Vec<FrAmounts> = c.admitted.iter().map(|a| amounts(&a.usage)).collect();
     for (a, u) in c.admitted.iter().zip(&usages) {
         let i = idx(&tree, a.cq);
@@ -230,7 +284,11 @@ fn run(c: Case) {
     want.sort();
     assert_eq!(got, want, "{}", c.name);
     let after: Vec<FrAmounts> = tree.nodes.iter().map(|n| n.usage.clone()).collect();
-    assert_eq!(before, after, "{}: the search must leave the tree as found", c.name);
+    assert_eq!(
+        before, after,
+        "{}: the search must leave the tree as found",
+        c.name
+    );
 }
 
 #[test]
@@ -253,7 +311,13 @@ fn preemption_within_cluster_queue_cases() {
             adm("high", "standalone", 1, high),
         ]
     };
-    standalone("preempt lowest priority", three(2, 2, 2), 1, 2, vec![("low", InClusterQueue)]);
+    standalone(
+        "preempt lowest priority",
+        three(2, 2, 2),
+        1,
+        2,
+        vec![("low", InClusterQueue)],
+    );
     standalone(
         "preempt multiple",
         three(2, 2, 2),
@@ -261,7 +325,12 @@ fn preemption_within_cluster_queue_cases() {
         3,
         vec![("low", InClusterQueue), ("mid", InClusterQueue)],
     );
-    let two = || vec![adm("low", "standalone", -1, 3), adm("mid", "standalone", 0, 3)];
+    let two = || {
+        vec![
+            adm("low", "standalone", -1, 3),
+            adm("mid", "standalone", 0, 3),
+        ]
+    };
     standalone("no preemption for low priority", two(), -1, 1, vec![]);
     standalone("not enough low priority workloads", two(), 0, 4, vec![]);
     standalone(
@@ -345,7 +414,11 @@ fn preemption_in_cohort_cases() {
     };
     c1(
         "reclaim quota from borrower",
-        vec![adm("c1-low", "c1", -1, 3), adm("c2-mid", "c2", 0, 3), adm("c2-high", "c2", 1, 6)],
+        vec![
+            adm("c1-low", "c1", -1, 3),
+            adm("c2-mid", "c2", 0, 3),
+            adm("c2-high", "c2", 1, 6),
+        ],
         1,
         cpu(3),
         vec![("c2-mid", InCohortReclamation)],
@@ -353,7 +426,12 @@ fn preemption_in_cohort_cases() {
     c1(
         "reclaim quota if workload requests 0 resources for a resource at nominal quota",
         vec![
-            adm_with("c1-low", "c1", -1, &[("default", "cpu", 3), ("default", "memory", 3)]),
+            adm_with(
+                "c1-low",
+                "c1",
+                -1,
+                &[("default", "cpu", 3), ("default", "memory", 3)],
+            ),
             adm("c2-mid", "c2", 0, 3),
             adm("c2-high", "c2", 1, 6),
         ],
@@ -370,28 +448,44 @@ fn preemption_in_cohort_cases() {
     );
     c1(
         "not enough workloads borrowing",
-        vec![adm("c1-high", "c1", 1, 4), adm("c2-low-1", "c2", -1, 4), adm("c2-low-2", "c2", -1, 4)],
+        vec![
+            adm("c1-high", "c1", 1, 4),
+            adm("c2-low-1", "c2", -1, 4),
+            adm("c2-low-2", "c2", -1, 4),
+        ],
         1,
         cpu(4),
         vec![],
     );
     c1(
         "preempting locally and borrowing other resources in cohort, without cohort candidates",
-        vec![adm("c1-low", "c1", -1, 4), adm("c2-low-1", "c2", -1, 4), adm("c2-high-2", "c2", 1, 4)],
+        vec![
+            adm("c1-low", "c1", -1, 4),
+            adm("c2-low-1", "c2", -1, 4),
+            adm("c2-high-2", "c2", 1, 4),
+        ],
         1,
         vec![("default", "cpu", 4, true), ("default", "memory", 5, true)],
         vec![("c1-low", InClusterQueue)],
     );
     c1(
         "preempting locally and borrowing same resource in cohort",
-        vec![adm("c1-med", "c1", 0, 4), adm("c1-low", "c1", -1, 4), adm("c2-low-1", "c2", -1, 4)],
+        vec![
+            adm("c1-med", "c1", 0, 4),
+            adm("c1-low", "c1", -1, 4),
+            adm("c2-low-1", "c2", -1, 4),
+        ],
         1,
         cpu(4),
         vec![("c1-low", InClusterQueue)],
     );
     run(Case {
         name: "preempting locally and borrowing same resource in cohort; no borrowing limit in the cohort",
-        admitted: vec![adm("d1-med", "d1", 0, 4), adm("d1-low", "d1", -1, 4), adm("d2-low-1", "d2", -1, 4)],
+        admitted: vec![
+            adm("d1-med", "d1", 0, 4),
+            adm("d1-low", "d1", -1, 4),
+            adm("d2-low-1", "d2", -1, 4),
+        ],
         target: "d1",
         priority: 1,
         assignment: cpu(4),
@@ -421,14 +515,22 @@ fn preemption_in_cohort_cases() {
     });
     c1(
         "do not reclaim borrowed quota from same priority for withinCohort=ReclaimFromLowerPriority",
-        vec![adm("c1", "c1", 0, 2), adm("c2-1", "c2", 0, 4), adm("c2-2", "c2", 0, 4)],
+        vec![
+            adm("c1", "c1", 0, 2),
+            adm("c2-1", "c2", 0, 4),
+            adm("c2-2", "c2", 0, 4),
+        ],
         0,
         cpu(4),
         vec![],
     );
     run(Case {
         name: "reclaim borrowed quota from same priority for withinCohort=ReclaimFromAny",
-        admitted: vec![adm("c1-1", "c1", 0, 4), adm("c1-2", "c1", 1, 4), adm("c2", "c2", 0, 2)],
+        admitted: vec![
+            adm("c1-1", "c1", 0, 4),
+            adm("c1-2", "c1", 1, 4),
+            adm("c2", "c2", 0, 2),
+        ],
         target: "c2",
         assignment: cpu(4),
         want: vec![("c1-1", InCohortReclamation)],
@@ -459,7 +561,11 @@ fn preemption_in_cohort_cases() {
     };
     lend1(
         "reclaim quota from lender",
-        vec![adm("lend1-low", "lend1", -1, 3), adm("lend2-mid", "lend2", 0, 3), adm("lend2-high", "lend2", 1, 4)],
+        vec![
+            adm("lend1-low", "lend1", -1, 3),
+            adm("lend2-mid", "lend2", 0, 3),
+            adm("lend2-high", "lend2", 1, 4),
+        ],
         1,
         3,
         vec![("lend2-mid", InCohortReclamation)],
@@ -474,7 +580,10 @@ fn preemption_in_cohort_cases() {
         ],
         0,
         4,
-        vec![("lend1-low", InClusterQueue), ("lend2-low", InCohortReclamation)],
+        vec![
+            ("lend1-low", InClusterQueue),
+            ("lend2-low", InCohortReclamation),
+        ],
     );
     lend1(
         "cannot preempt from other ClusterQueues if exceeds requestable quota including lending limit",
@@ -486,8 +595,18 @@ fn preemption_in_cohort_cases() {
     run(Case {
         name: "long range preemption",
         cqs: Some(vec![
-            cq("cq-left", Some("cohort-left"), &[("cpu", 10, None, None)], p(Within::Never, Reclaim::Any, None)),
-            cq("cq-right", Some("cohort-right"), &[("cpu", 0, None, None)], PreemptionPolicy::default()),
+            cq(
+                "cq-left",
+                Some("cohort-left"),
+                &[("cpu", 10, None, None)],
+                p(Within::Never, Reclaim::Any, None),
+            ),
+            cq(
+                "cq-right",
+                Some("cohort-right"),
+                &[("cpu", 0, None, None)],
+                PreemptionPolicy::default(),
+            ),
         ]),
         cohorts: vec![
             CohortModel::build("cohort-left").parent("root"),
@@ -516,7 +635,10 @@ fn preemption_borrow_within_cohort_cases() {
     };
     shared(
         "use BorrowWithinCohort; allow preempting a lower-priority workload from another ClusterQueue while borrowing",
-        vec![adm("a_best_effort_low", "a_best_effort", -1, 10), adm("b_best_effort_low", "b_best_effort", -1, 1)],
+        vec![
+            adm("a_best_effort_low", "a_best_effort", -1, 10),
+            adm("b_best_effort_low", "b_best_effort", -1, 1),
+        ],
         "a_standard",
         0,
         10,
@@ -598,8 +720,16 @@ fn preemption_exhausted_target_queue_cases() {
     };
     let both = vec![("default", "cpu", 2, true), ("default", "memory", 2, true)];
     for (name, admitted, assignment) in [
-        ("preemptions from cq when target queue is exhausted for the single requested resource", six(None), cpu(2)),
-        ("preemptions from cq when target queue is exhausted for two requested resources", six(Some(1)), both.clone()),
+        (
+            "preemptions from cq when target queue is exhausted for the single requested resource",
+            six(None),
+            cpu(2),
+        ),
+        (
+            "preemptions from cq when target queue is exhausted for two requested resources",
+            six(Some(1)),
+            both.clone(),
+        ),
         (
             "preemptions from cq when target queue is exhausted for one requested resource, but not the other",
             six(None),
