@@ -25,6 +25,12 @@ mod kueue_cases;
 #[cfg(test)]
 mod kueue_preemption_cases;
 #[cfg(test)]
+mod kueue_schedule_cases;
+#[cfg(test)]
+mod kueue_schedule_fixture;
+#[cfg(test)]
+mod kueue_schedule_preempt_cases;
+#[cfg(test)]
 mod preemption_tests;
 #[cfg(test)]
 mod proptests;
