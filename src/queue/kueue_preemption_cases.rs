@@ -12,22 +12,22 @@ use super::model::*;
 use super::preemption::{Candidate, PreemptedReason, Preemptor, find_targets};
 use super::tree::QuotaTree;
 
-use PreemptedReason::{InClusterQueue, InCohortReclaimWhileBorrowing, InCohortReclamation};
+use PreemptedReason::{InClusterQueue, InCohortReclamation};
 use ReclaimWithinCohort as Reclaim;
 use WithinClusterQueue as Within;
 
 /// An admitted workload: name, ClusterQueue, priority, usage (flavor, resource, amount).
-struct Adm {
-    name: &'static str,
-    cq: &'static str,
-    priority: i32,
-    usage: Vec<(&'static str, &'static str, i64)>,
+pub(super) struct Adm {
+    pub(super) name: &'static str,
+    pub(super) cq: &'static str,
+    pub(super) priority: i32,
+    pub(super) usage: Vec<(&'static str, &'static str, i64)>,
     /// Creation (queue order) and quota-reservation times.
-    created: i64,
-    admitted_at: i64,
+    pub(super) created: i64,
+    pub(super) admitted_at: i64,
 }
 
-fn adm(name: &'static str, cq: &'static str, priority: i32, cpu: i64) -> Adm {
+pub(super) fn adm(name: &'static str, cq: &'static str, priority: i32, cpu: i64) -> Adm {
     Adm {
         name,
         cq,
@@ -38,7 +38,7 @@ fn adm(name: &'static str, cq: &'static str, priority: i32, cpu: i64) -> Adm {
     }
 }
 
-fn adm_with(
+pub(super) fn adm_with(
     name: &'static str,
     cq: &'static str,
     priority: i32,
@@ -50,21 +50,21 @@ fn adm_with(
     }
 }
 
-struct Case {
-    name: &'static str,
+pub(super) struct Case {
+    pub(super) name: &'static str,
     /// Kueue's `defaultClusterQueues` unless given.
-    cqs: Option<Vec<ClusterQueueModel>>,
-    cohorts: Vec<CohortModel>,
-    admitted: Vec<Adm>,
-    target: &'static str,
-    priority: i32,
-    created: i64,
+    pub(super) cqs: Option<Vec<ClusterQueueModel>>,
+    pub(super) cohorts: Vec<CohortModel>,
+    pub(super) admitted: Vec<Adm>,
+    pub(super) target: &'static str,
+    pub(super) priority: i32,
+    pub(super) created: i64,
     /// The incoming assignment: (flavor, resource, amount, in Preempt mode).
-    assignment: Vec<(&'static str, &'static str, i64, bool)>,
-    want: Vec<(&'static str, PreemptedReason)>,
+    pub(super) assignment: Vec<(&'static str, &'static str, i64, bool)>,
+    pub(super) want: Vec<(&'static str, PreemptedReason)>,
 }
 
-fn base() -> Case {
+pub(super) fn base() -> Case {
     Case {
         name: "",
         cqs: None,
@@ -79,11 +79,15 @@ fn base() -> Case {
 }
 
 /// The usual assignment: `cpu` of flavor `default`, in Preempt mode.
-fn cpu(n: i64) -> Vec<(&'static str, &'static str, i64, bool)> {
+pub(super) fn cpu(n: i64) -> Vec<(&'static str, &'static str, i64, bool)> {
     vec![("default", "cpu", n, true)]
 }
 
-fn p(within: Within, reclaim: Reclaim, borrow_threshold: Option<i32>) -> PreemptionPolicy {
+pub(super) fn p(
+    within: Within,
+    reclaim: Reclaim,
+    borrow_threshold: Option<i32>,
+) -> PreemptionPolicy {
     PreemptionPolicy {
         within_cluster_queue: within,
         reclaim_within_cohort: reclaim,
@@ -98,9 +102,9 @@ fn p(within: Within, reclaim: Reclaim, borrow_threshold: Option<i32>) -> Preempt
 }
 
 /// (resource, nominal, borrowingLimit, lendingLimit) in flavor `default`.
-type Q = (&'static str, i64, Option<i64>, Option<i64>);
+pub(super) type Q = (&'static str, i64, Option<i64>, Option<i64>);
 
-fn cq(
+pub(super) fn cq(
     name: &str,
     cohort: Option<&str>,
     quotas: &[Q],
@@ -116,7 +120,7 @@ fn cq(
 }
 
 /// Kueue's `defaultClusterQueues` of `TestPreemption`.
-fn default_cqs() -> Vec<ClusterQueueModel> {
+pub(super) fn default_cqs() -> Vec<ClusterQueueModel> {
     let lower = p(Within::LowerPriority, Reclaim::LowerPriority, None);
     let reclaim_any = p(Within::Never, Reclaim::Any, None);
     let limits6 = [("cpu", 6, Some(6), None), ("memory", 3, Some(3), None)];
@@ -207,7 +211,7 @@ fn default_cqs() -> Vec<ClusterQueueModel> {
     ]
 }
 
-fn run(c: Case) {
+pub(super) fn run(c: Case) {
     let cqs = c.cqs.clone().unwrap_or_else(default_cqs);
     let cohorts: BTreeMap<String, CohortModel> = c
         .cohorts
@@ -616,148 +620,6 @@ fn preemption_in_cohort_cases() {
         target: "cq-left",
         assignment: cpu(8),
         want: vec![("to-be-preempted", InCohortReclamation)],
-        ..base()
-    });
-}
-
-#[test]
-fn preemption_borrow_within_cohort_cases() {
-    let shared = |name, admitted, target, priority, req, want| {
-        run(Case {
-            name,
-            admitted,
-            target,
-            priority,
-            assignment: cpu(req),
-            want,
-            ..base()
-        })
-    };
-    shared(
-        "use BorrowWithinCohort; allow preempting a lower-priority workload from another ClusterQueue while borrowing",
-        vec![
-            adm("a_best_effort_low", "a_best_effort", -1, 10),
-            adm("b_best_effort_low", "b_best_effort", -1, 1),
-        ],
-        "a_standard",
-        0,
-        10,
-        vec![("a_best_effort_low", InCohortReclaimWhileBorrowing)],
-    );
-    shared(
-        "use BorrowWithinCohort; don't allow preempting a lower-priority workload with priority above MaxPriorityThreshold, if borrowing is required even after the preemption",
-        vec![adm("b_standard", "b_standard", 1, 10)],
-        "a_standard",
-        2,
-        10,
-        vec![],
-    );
-    shared(
-        "use BorrowWithinCohort; allow preempting a lower-priority workload with priority above MaxPriorityThreshold, if borrowing is not required after the preemption",
-        vec![adm("b_standard", "b_standard", 1, 13)],
-        "a_standard",
-        2,
-        1,
-        vec![("b_standard", InCohortReclamation)],
-    );
-    shared(
-        "use BorrowWithinCohort; don't allow for preemption of lower-priority workload from the same ClusterQueue",
-        vec![adm("a_standard", "a_standard", 1, 13)],
-        "a_standard",
-        2,
-        1,
-        vec![],
-    );
-    shared(
-        "use BorrowWithinCohort; only preempt from CQ if no workloads below threshold and already above nominal",
-        vec![
-            adm("a_standard_1", "a_standard", 1, 10),
-            adm("a_standard_2", "a_standard", 1, 1),
-            adm("b_standard_1", "b_standard", 1, 1),
-            adm("b_standard_2", "b_standard", 2, 1),
-        ],
-        "b_standard",
-        3,
-        1,
-        vec![("b_standard_1", InClusterQueue)],
-    );
-    shared(
-        "use BorrowWithinCohort; preempt from CQ and from other CQs with workloads below threshold",
-        vec![
-            adm("b_standard_high", "b_standard", 2, 10),
-            adm("b_standard_mid", "b_standard", 1, 1),
-            adm("a_best_effort_low", "a_best_effort", -1, 1),
-            adm("a_best_effort_lower", "a_best_effort", -2, 1),
-        ],
-        "b_standard",
-        2,
-        2,
-        vec![
-            ("a_best_effort_lower", InCohortReclaimWhileBorrowing),
-            ("b_standard_mid", InClusterQueue),
-        ],
-    );
-}
-
-#[test]
-fn preemption_exhausted_target_queue_cases() {
-    let cpu_mem = |cpu: i64, mem: Option<i64>| -> Vec<(&'static str, &'static str, i64)> {
-        let mut v = vec![("default", "cpu", cpu)];
-        if let Some(m) = mem {
-            v.push(("default", "memory", m));
-        }
-        v
-    };
-    let six = |mem: Option<i64>| {
-        vec![
-            adm_with("a1", "a", -2, &cpu_mem(1, mem)),
-            adm_with("a2", "a", -2, &cpu_mem(1, mem)),
-            adm_with("a3", "a", -1, &cpu_mem(1, mem)),
-            adm_with("b1", "b", 0, &cpu_mem(1, mem)),
-            adm_with("b2", "b", 0, &cpu_mem(1, mem)),
-            adm_with("b3", "b", 0, &cpu_mem(1, mem)),
-        ]
-    };
-    let both = vec![("default", "cpu", 2, true), ("default", "memory", 2, true)];
-    for (name, admitted, assignment) in [
-        (
-            "preemptions from cq when target queue is exhausted for the single requested resource",
-            six(None),
-            cpu(2),
-        ),
-        (
-            "preemptions from cq when target queue is exhausted for two requested resources",
-            six(Some(1)),
-            both.clone(),
-        ),
-        (
-            "preemptions from cq when target queue is exhausted for one requested resource, but not the other",
-            six(None),
-            both,
-        ),
-    ] {
-        run(Case {
-            name,
-            admitted,
-            target: "a",
-            assignment,
-            want: vec![("a1", InClusterQueue), ("a2", InClusterQueue)],
-            ..base()
-        });
-    }
-    run(Case {
-        name: "allow preemption from other cluster queues if target cq is not exhausted for the requested resource",
-        admitted: vec![
-            adm("a1", "a", -1, 1),
-            adm("b1", "b", 0, 1),
-            adm("b2", "b", 0, 1),
-            adm("b3", "b", 0, 1),
-            adm("b4", "b", 0, 1),
-            adm("b5", "b", -1, 1),
-        ],
-        target: "a",
-        assignment: cpu(2),
-        want: vec![("a1", InClusterQueue), ("b5", InCohortReclamation)],
         ..base()
     });
 }

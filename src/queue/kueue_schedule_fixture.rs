@@ -152,6 +152,64 @@ pub(super) fn admitted(w: WorkloadModel, flavors: &[&'static str]) -> Admitted {
     Admitted(w, flavors.to_vec())
 }
 
+/// A workload with one podset `ps` of `count` pods.
+pub(super) fn one(key: &str, cq: &str, ps: &str, count: i64, req: &[(&str, i64)]) -> WorkloadModel {
+    wl(key, cq).podset(PodSetModel::build(ps, count, req))
+}
+
+/// A one-podset (`main`, one pod) workload.
+pub(super) fn main(key: &str, cq: &str, req: &[(&str, i64)]) -> WorkloadModel {
+    wl(key, cq).request(req)
+}
+
+/// `ClusterQueue` in a cohort with one resource group of flavors with (nominal, borrowingLimit).
+pub(super) fn cq_in(
+    name: &str,
+    cohort: &str,
+    fl: &[(&str, &str, i64, Option<i64>)],
+) -> ClusterQueueModel {
+    fl.iter().fold(
+        ClusterQueueModel::build(name).cohort(cohort),
+        |cq, (f, r, n, b)| cq.flavor_limits(f, &[(*r, *n, *b, None)]),
+    )
+}
+
+pub(super) fn preemptor(key: &str, cq: &str, req: &[(&str, i64)]) -> WorkloadModel {
+    uids(main(key, cq, req), "wl-preemptor", "job-preemptor")
+}
+
+/// Kueue's message for a victim of `uid`/`job` preempted from `victim_path` for `preemptor_path`.
+pub(super) fn msg(why: &str, uid: &str, preemptor_path: &str, victim_path: &str) -> String {
+    format!(
+        "Preempted to accommodate a workload (UID: {uid}, JobUID: job-{}) due to {why}; preemptor path: {preemptor_path}; preemptee path: {victim_path}",
+        uid.trim_start_matches("wl-")
+    )
+}
+
+pub(super) const PRIO: &str = "prioritization in the ClusterQueue";
+pub(super) const RECLAIM: &str = "reclamation within the cohort";
+
+/// A ClusterQueue in cohort `other` with one flavor group over `res`: (flavor, nominal).
+pub(super) fn other(
+    name: &str,
+    res: &str,
+    fl: &[(&str, i64)],
+    p: PreemptionPolicy,
+) -> ClusterQueueModel {
+    fl.iter().fold(
+        ClusterQueueModel::build(name).cohort("other").preemption(p),
+        |cq, (f, n)| cq.flavor(f, &[(res, *n)]),
+    )
+}
+
+pub(super) fn within_only() -> PreemptionPolicy {
+    policy(
+        WithinClusterQueue::LowerPriority,
+        ReclaimWithinCohort::Never,
+        BorrowWithinCohortPolicy::Never,
+    )
+}
+
 #[derive(Default)]
 pub(super) struct Case {
     pub name: &'static str,

@@ -25,7 +25,13 @@ mod kueue_cases;
 #[cfg(test)]
 mod kueue_preemption_cases;
 #[cfg(test)]
+mod kueue_preemption_more_cases;
+#[cfg(test)]
+mod kueue_schedule_borrow_cases;
+#[cfg(test)]
 mod kueue_schedule_cases;
+#[cfg(test)]
+mod kueue_schedule_choice_cases;
 #[cfg(test)]
 mod kueue_schedule_fixture;
 #[cfg(test)]
