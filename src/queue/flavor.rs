@@ -213,10 +213,12 @@ impl AssignCtx<'_> {
             // With the oracle, policies that allow no victim show as NoCandidates (still a
             // preempt-mode flavor, ranked below viable ones), as in Kueue.
             match self.oracle {
-                Some(simulate) => {
+                Some(simulate) if self.can_preempt() => {
                     let (possibility, level) = simulate(fr, val);
                     return FitOutcome::Preempt(possibility, level, msg);
                 }
+                // No policy allows a victim: no search needed.
+                Some(_) => return FitOutcome::Preempt(Possibility::NoCandidates, level, msg),
                 None if self.can_preempt() => {
                     return FitOutcome::Preempt(Possibility::Preempt, level, msg);
                 }

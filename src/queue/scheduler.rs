@@ -1371,23 +1371,24 @@ fn simulate_preemption(
         usage: &usage,
         contested: &contested,
     };
-    let cands: Vec<Candidate<'_>> = tree
-        .cqs_under(tree.root(cq_idx))
-        .into_iter()
-        .flat_map(|ci| {
+    let cqs = tree.cqs_under(tree.root(cq_idx));
+    let in_tree = || {
+        cqs.iter().flat_map(|&ci| {
             admitted_by_cq
                 .get(&tree.nodes[ci].name)
                 .into_iter()
                 .flatten()
                 .filter(|k| Some(*k) != replaced)
-                .filter_map(move |k| Some(admitted.get(k)?.candidate(k, ci)))
+                .filter_map(move |k| Some((ci, k, admitted.get(k)?)))
         })
-        .collect();
+    };
     let before = || (Possibility::NoCandidates, tree.borrowing_level(cq_idx, fr, val));
-    let quick = cands.iter().map(|c| (c.cq_idx, c.priority, c.queue_timestamp, c.usage));
+    // The cheap check first: most pending workloads have no possible victim at all.
+    let quick = in_tree().map(|(ci, _, a)| (ci, a.model.priority, a.model.timestamp, &a.usage));
     if !super::preemption::any_candidate(tree, &p, quick) {
         return before();
     }
+    let cands: Vec<Candidate<'_>> = in_tree().map(|(ci, k, a)| a.candidate(k, ci)).collect();
     let mut sim = tree.clone();
     let targets = find_targets(&mut sim, &p, &cands);
     if targets.is_empty() {
