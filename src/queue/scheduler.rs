@@ -146,6 +146,9 @@ struct Cycle {
     /// preemptors will take once their victims are gone, and what a ClusterQueue that cannot
     /// always reclaim keeps for a head with no victims. Taken back out when the cycle ends.
     reserved: Vec<(usize, FrAmounts)>,
+    /// ClusterQueues that already hold quota for a head without victims: once per cycle, as
+    /// Kueue, which takes one head per ClusterQueue per cycle.
+    held_unreclaimable: HashSet<usize>,
     res: CycleResult,
 }
 
@@ -1105,7 +1108,9 @@ impl AdmissionCore {
         let Some(cq) = self.cqs.get(&e.cq) else {
             return;
         };
-        if cq.preemption.reclaim_within_cohort == super::model::ReclaimWithinCohort::Any {
+        if cq.preemption.reclaim_within_cohort == super::model::ReclaimWithinCohort::Any
+            || !cy.held_unreclaimable.insert(e.cq_idx)
+        {
             return;
         }
         let node = &self.tree.nodes[e.cq_idx];
