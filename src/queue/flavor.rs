@@ -69,8 +69,12 @@ pub struct AssignCtx<'a> {
     /// only fits by preempting, whether victims exist (in the ClusterQueue or only elsewhere in
     /// the cohort) and the borrowing level once they are gone. Without it every such flavor
     /// counts as preemptible at its current borrowing level.
-    pub oracle: Option<&'a dyn Fn(&FlavorResource, Amount) -> (Possibility, u32)>,
+    pub oracle: Option<Oracle<'a>>,
 }
+
+/// See [`AssignCtx::oracle`]: for `val` of a flavor-resource, what preemption can do and the
+/// borrowing level after it.
+pub type Oracle<'a> = &'a dyn Fn(&FlavorResource, Amount) -> (Possibility, u32);
 
 /// What preemption can do for one flavor-resource (Kueue's `PreemptionPossibility`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
