@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::PendingReason;
 use super::amount::{Amount, FlavorResource, FrAmounts};
 use super::model::{
-    ClusterQueueModel, FlavorModel, FungibilityPolicy, FungibilityPreference, PodSetAssignment,
+    BorrowWithinCohortPolicy, ClusterQueueModel, FlavorModel, FungibilityPolicy, FungibilityPreference, PodSetAssignment,
     PodSetModel, ReclaimWithinCohort, ResourceGroup, TaintEffect, WithinClusterQueue,
     WorkloadModel,
 };
@@ -65,38 +65,100 @@ pub struct AssignCtx<'a> {
     pub flavors: &'a BTreeMap<String, FlavorModel>,
     /// resource -> flavor the replaced slice holds; a replacement must keep it.
     pub forced: Option<&'a BTreeMap<String, String>>,
-    /// Whether preemption has any candidate for these flavor-resources (Kueue's preemption
-    /// oracle). `whenCanPreempt: MayStopSearch` only stops at a flavor where it has.
-    pub has_candidates: Option<&'a dyn Fn(&[FlavorResource]) -> bool>,
+    /// Kueue's preemption oracle (`SimulatePreemption`): for `val` of a flavor-resource that
+    /// only fits by preempting, whether victims exist (in the ClusterQueue or only elsewhere in
+    /// the cohort) and the borrowing level once they are gone. Without it every such flavor
+    /// counts as preemptible at its current borrowing level.
+    pub oracle: Option<Oracle<'a>>,
+}
+
+/// See [`AssignCtx::oracle`]: for `val` of a flavor-resource, what preemption can do and the
+/// borrowing level after it.
+pub type Oracle<'a> = &'a dyn Fn(&FlavorResource, Amount) -> (Possibility, u32);
+
+/// What preemption can do for one flavor-resource (Kueue's `PreemptionPossibility`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Possibility {
+    NoCandidates,
+    /// Victims include workloads of the preemptor's own ClusterQueue.
+    Preempt,
+    /// Victims are only in other ClusterQueues of the cohort.
+    Reclaim,
 }
 
 enum FitOutcome {
     Fit(u32),
     /// Fits after preemption; the message says what is short, in Kueue's words.
-    Preempt(u32, String),
+    Preempt(Possibility, u32, String),
     NoFit(PendingReason, String, Option<Shortfall>),
 }
 
+/// Kueue's `preemptionMode`, worst to best.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Grade {
+    NoFit,
+    NoCandidates,
+    Preempt,
+    Reclaim,
+    Fit,
+}
+
+impl Grade {
+    fn mode(self) -> Mode {
+        match self {
+            Grade::NoFit => Mode::NoFit,
+            Grade::NoCandidates | Grade::Preempt | Grade::Reclaim => Mode::Preempt,
+            Grade::Fit => Mode::Fit,
+        }
+    }
+}
+
+/// Kueue's `granularMode`: how a flavor fits and at which borrowing level.
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Rank {
-    mode: Mode,
+    grade: Grade,
     borrowing: u32,
 }
 
 impl Rank {
+    /// Kueue's `isPreferred`.
     fn better_than(self, other: Rank, pref: FungibilityPreference) -> bool {
-        if self.mode == Mode::NoFit || other.mode == Mode::NoFit {
-            return self.mode > other.mode;
+        if self.grade == Grade::NoFit {
+            return false;
+        }
+        if other.grade == Grade::NoFit {
+            return true;
+        }
+        // A flavor without victims cannot be admitted this cycle: below every viable one.
+        let (a_none, b_none) = (
+            self.grade == Grade::NoCandidates,
+            other.grade == Grade::NoCandidates,
+        );
+        if a_none != b_none {
+            return !a_none;
         }
         match pref {
-            FungibilityPreference::BorrowingOverPreemption => {
-                (self.mode, std::cmp::Reverse(self.borrowing))
-                    > (other.mode, std::cmp::Reverse(other.borrowing))
+            FungibilityPreference::BorrowingOverPreemption if self.grade != other.grade => {
+                self.grade > other.grade
             }
-            FungibilityPreference::PreemptionOverBorrowing => {
-                (std::cmp::Reverse(self.borrowing), self.mode)
-                    > (std::cmp::Reverse(other.borrowing), other.mode)
+            FungibilityPreference::BorrowingOverPreemption => self.borrowing < other.borrowing,
+            FungibilityPreference::PreemptionOverBorrowing if self.borrowing != other.borrowing => {
+                self.borrowing < other.borrowing
             }
+            FungibilityPreference::PreemptionOverBorrowing => self.grade > other.grade,
+        }
+    }
+
+    /// Kueue's `shouldTryNextFlavor`, negated.
+    fn stops_search(self, fung: super::model::FlavorFungibility) -> bool {
+        match self.grade {
+            Grade::NoFit | Grade::NoCandidates => false,
+            Grade::Preempt | Grade::Reclaim
+                if fung.when_can_preempt == FungibilityPolicy::TryNextFlavor =>
+            {
+                false
+            }
+            _ => !(self.borrowing > 0 && fung.when_can_borrow == FungibilityPolicy::TryNextFlavor),
         }
     }
 }
@@ -106,6 +168,19 @@ impl AssignCtx<'_> {
         self.cq.preemption.within_cluster_queue != WithinClusterQueue::Never
             || (self.tree.nodes[self.cq_idx].parent.is_some()
                 && self.cq.preemption.reclaim_within_cohort != ReclaimWithinCohort::Never)
+    }
+
+    /// Kueue's `fitsResourceQuota` asks the preemption oracle only when preempting can make `val`
+    /// fit: within the ClusterQueue's nominal quota, in a subtree below the root that could
+    /// reclaim what it lent, or when the ClusterQueue may preempt while borrowing.
+    fn may_preempt_for(&self, fr: &FlavorResource, val: Amount) -> bool {
+        let nominal = self.tree.nodes[self.cq_idx]
+            .quotas
+            .get(fr)
+            .map_or(Amount::ZERO, |q| q.nominal);
+        val <= nominal
+            || self.tree.may_reclaim_in_hierarchy(self.cq_idx, fr, val)
+            || self.cq.preemption.borrow_within_cohort.policy != BorrowWithinCohortPolicy::Never
     }
 
     /// Kueue's `fitsResourceQuota`: `assumed` is what earlier podsets of the workload already
@@ -138,8 +213,21 @@ impl AssignCtx<'_> {
             "insufficient unused quota for {fr}, {} more needed",
             fr.show(val - short.available)
         );
-        if self.can_preempt() {
-            return FitOutcome::Preempt(level, msg);
+        if self.may_preempt_for(fr, val) {
+            // With the oracle, policies that allow no victim show as NoCandidates (still a
+            // preempt-mode flavor, ranked below viable ones), as in Kueue.
+            match self.oracle {
+                Some(simulate) if self.can_preempt() => {
+                    let (possibility, level) = simulate(fr, val);
+                    return FitOutcome::Preempt(possibility, level, msg);
+                }
+                // No policy allows a victim: no search needed.
+                Some(_) => return FitOutcome::Preempt(Possibility::NoCandidates, level, msg),
+                None if self.can_preempt() => {
+                    return FitOutcome::Preempt(Possibility::Preempt, level, msg);
+                }
+                None => {}
+            }
         }
         FitOutcome::NoFit(PendingReason::WaitingForQuota, msg, Some(short))
     }
@@ -163,8 +251,9 @@ impl AssignCtx<'_> {
                 .chain(&f.tolerations)
                 .any(|tol| tol.tolerates(t));
             if !tolerated {
+                // Kueue prints the Go struct of the taint (TimeAdded is never set on a flavor).
                 return Err(format!(
-                    "untolerated taint {{{}={}:{:?}}} in flavor {flavor}",
+                    "untolerated taint {{{} {} {:?} <nil>}} in flavor {flavor}",
                     t.key, t.value, t.effect
                 ));
             }
@@ -226,8 +315,8 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
         message: String::new(),
         shortfalls: Vec::new(),
     };
+    // Per podset that does not fit outright, Kueue's `Status`: what every flavor tried said.
     let mut messages: Vec<String> = Vec::new();
-    let mut preempt_messages: Vec<String> = Vec::new();
     let mut reasons: Vec<PendingReason> = Vec::new();
     let fung = ctx.cq.flavor_fungibility;
     // Kueue charges each podset's pod count to `pods` when the ClusterQueue covers it, in place of
@@ -264,6 +353,7 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
             requested.push((&pods_key, Amount(ps.count.max(0))));
         }
         let mut ps_mode = Mode::Fit;
+        let mut ps_notes: Vec<String> = Vec::new();
         for (r, _) in &requested {
             if !ctx
                 .cq
@@ -273,13 +363,15 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
             {
                 ps_mode = Mode::NoFit;
                 reasons.push(PendingReason::NoMatchingFlavor);
-                messages.push(format!(
-                    "couldn't assign flavors to pod set {}: resource {r} unavailable in ClusterQueue",
-                    ps.name
-                ));
+                ps_notes = vec![format!("resource {r} unavailable in ClusterQueue")];
+                break;
             }
         }
         for group in &ctx.cq.resource_groups {
+            // Kueue stops at the first resource group that does not fit.
+            if ps_mode == Mode::NoFit {
+                break;
+            }
             let rs: Vec<&(&String, Amount)> = requested
                 .iter()
                 .filter(|(r, _)| group.covered_resources.contains(r))
@@ -290,7 +382,7 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
             let forced: Option<&String> = ctx
                 .forced
                 .and_then(|f| rs.iter().find_map(|(r, _)| f.get(r.as_str())));
-            let mut best: Option<(usize, Rank, Vec<FlavorResource>, Vec<String>)> = None;
+            let mut best: Option<(usize, Rank, u32, Vec<FlavorResource>)> = None;
             let mut notes: Vec<String> = Vec::new();
             let mut group_reasons: Vec<PendingReason> = Vec::new();
             let mut shorts: Vec<Shortfall> = Vec::new();
@@ -310,60 +402,64 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
                     group_reasons.push(PendingReason::NoMatchingFlavor);
                     continue;
                 }
+                // The flavor ranks as its worst resource (Kueue's representative mode).
                 let mut rank = Rank {
-                    mode: Mode::Fit,
+                    grade: Grade::Fit,
                     borrowing: 0,
                 };
+                let mut max_borrow = 0;
                 let mut preempt = Vec::new();
-                let mut preempt_notes = Vec::new();
                 for (r, v) in &rs {
                     let fr = FlavorResource::new(&fq.name, r.as_str());
                     let assumed = out.usage.get(&fr).copied().unwrap_or_default();
-                    match ctx.fits_quota(&fr, assumed, *v) {
-                        FitOutcome::Fit(l) => rank.borrowing = rank.borrowing.max(l),
-                        FitOutcome::Preempt(l, msg) => {
-                            rank.borrowing = rank.borrowing.max(l);
-                            rank.mode = rank.mode.min(Mode::Preempt);
+                    let this = match ctx.fits_quota(&fr, assumed, *v) {
+                        FitOutcome::Fit(l) => Rank {
+                            grade: Grade::Fit,
+                            borrowing: l,
+                        },
+                        FitOutcome::Preempt(possibility, l, msg) => {
                             preempt.push(fr);
-                            preempt_notes.push(msg);
+                            notes.push(msg);
+                            let grade = match possibility {
+                                Possibility::NoCandidates => Grade::NoCandidates,
+                                Possibility::Preempt => Grade::Preempt,
+                                Possibility::Reclaim => Grade::Reclaim,
+                            };
+                            Rank { grade, borrowing: l }
                         }
                         FitOutcome::NoFit(reason, msg, short) => {
-                            rank.mode = Mode::NoFit;
                             group_reasons.push(reason);
                             notes.push(msg);
                             shorts.extend(short);
+                            Rank {
+                                grade: Grade::NoFit,
+                                borrowing: 0,
+                            }
                         }
+                    };
+                    max_borrow = max_borrow.max(this.borrowing);
+                    if rank.better_than(this, fung.preference) {
+                        rank = this;
                     }
                 }
-                let stop = match rank.mode {
-                    Mode::Fit => {
-                        rank.borrowing == 0
-                            || fung.when_can_borrow == FungibilityPolicy::MayStopSearch
-                    }
-                    Mode::Preempt => {
-                        fung.when_can_preempt == FungibilityPolicy::MayStopSearch
-                            && ctx.has_candidates.is_none_or(|f| f(&preempt))
-                    }
-                    Mode::NoFit => false,
-                };
+                let chosen = (fi, rank, max_borrow, preempt);
+                if rank.stops_search(fung) {
+                    best = Some(chosen);
+                    break;
+                }
                 if best
                     .as_ref()
                     .is_none_or(|(_, b, _, _)| rank.better_than(*b, fung.preference))
                 {
-                    best = Some((fi, rank, preempt, preempt_notes));
-                }
-                if stop {
-                    break;
+                    best = Some(chosen);
                 }
             }
             match best {
-                Some((fi, rank, preempt, preempt_notes)) if rank.mode != Mode::NoFit => {
-                    if !preempt_notes.is_empty() {
-                        preempt_messages.push(format!(
-                            "couldn't assign flavors to pod set {}: {}",
-                            ps.name,
-                            preempt_notes.join(", ")
-                        ));
+                Some((fi, rank, max_borrow, preempt)) if rank.grade != Grade::NoFit => {
+                    // A group that fits says nothing; one that needs preemption reports every
+                    // flavor it tried (Kueue's `findFlavorForPodSets` status).
+                    if rank.grade.mode() == Mode::Preempt {
+                        ps_notes.extend(notes);
                     }
                     let fname = &group.flavors[fi].name;
                     for (r, v) in &rs {
@@ -374,8 +470,8 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
                             .or_default() += *v;
                     }
                     out.preempt_frs.extend(preempt);
-                    out.borrowing = out.borrowing.max(rank.borrowing);
-                    ps_mode = ps_mode.min(rank.mode);
+                    out.borrowing = out.borrowing.max(max_borrow);
+                    ps_mode = ps_mode.min(rank.grade.mode());
                 }
                 _ => {
                     ps_mode = Mode::NoFit;
@@ -383,15 +479,21 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
                         notes.push("no flavor in the resource group".to_string());
                         group_reasons.push(PendingReason::NoMatchingFlavor);
                     }
-                    messages.push(format!(
-                        "couldn't assign flavors to pod set {}: {}",
-                        ps.name,
-                        notes.join(", ")
-                    ));
+                    // The failing group's status replaces what earlier groups said.
+                    ps_notes = notes;
                     reasons.extend(group_reasons);
                     out.shortfalls.extend(shorts);
                 }
             }
+        }
+        if !ps_notes.is_empty() {
+            // Kueue sorts a podset's reasons (`Status.Message`).
+            ps_notes.sort();
+            messages.push(format!(
+                "couldn't assign flavors to pod set {}: {}",
+                ps.name,
+                ps_notes.join(", ")
+            ));
         }
         out.mode = out.mode.min(ps_mode);
         out.podsets.push(psa);
@@ -406,10 +508,10 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
         .into_iter()
         .find(|r| reasons.contains(r))
         .unwrap_or(PendingReason::NoMatchingFlavor);
+    }
+    if out.mode != Mode::Fit {
+        // Kueue's `Assignment.Message`: what each podset's flavors said.
         out.message = messages.join("; ");
-    } else if out.mode == Mode::Preempt {
-        // What preemption has to free, as Kueue's `Assignment.Message` says it.
-        out.message = preempt_messages.join("; ");
     }
     out
 }

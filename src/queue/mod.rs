@@ -23,6 +23,20 @@ pub mod tree;
 #[cfg(test)]
 mod kueue_cases;
 #[cfg(test)]
+mod kueue_preemption_cases;
+#[cfg(test)]
+mod kueue_preemption_more_cases;
+#[cfg(test)]
+mod kueue_schedule_borrow_cases;
+#[cfg(test)]
+mod kueue_schedule_cases;
+#[cfg(test)]
+mod kueue_schedule_choice_cases;
+#[cfg(test)]
+mod kueue_schedule_fixture;
+#[cfg(test)]
+mod kueue_schedule_preempt_cases;
+#[cfg(test)]
 mod preemption_tests;
 #[cfg(test)]
 mod proptests;

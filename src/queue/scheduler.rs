@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::amount::{Amount, FlavorResource, FrAmounts, add_into};
-use super::flavor::{AssignCtx, Assignment, Mode, assign};
+use super::flavor::{AssignCtx, Assignment, Mode, Possibility, assign};
 use super::model::{
     Admission, ClusterQueueModel, CohortModel, FlavorModel, QueueingStrategy, StopPolicy,
     WorkloadKey, WorkloadModel,
@@ -145,6 +145,13 @@ struct Cycle {
     attempted: HashSet<WorkloadKey>,
     /// Workloads a preemptor of this cycle has already chosen as victims.
     targets: HashSet<WorkloadKey>,
+    /// Quota held for the rest of the cycle only (Kueue adds it to the cycle's snapshot): what
+    /// preemptors will take once their victims are gone, and what a ClusterQueue that cannot
+    /// always reclaim keeps for a head with no victims. Taken back out when the cycle ends.
+    reserved: Vec<(usize, FrAmounts)>,
+    /// ClusterQueues that already hold quota for a head without victims: once per cycle, as
+    /// Kueue, which takes one head per ClusterQueue per cycle.
+    held_unreclaimable: HashSet<usize>,
     res: CycleResult,
 }
 
@@ -685,7 +692,11 @@ impl AdmissionCore {
                     continue;
                 };
                 cy.res.attempts += 1;
-                match self.nominate(&head) {
+                let own = self.tree.cq(name);
+                hold_reserved(&mut self.tree, &cy.reserved, own, false);
+                let nominated = self.nominate(&head);
+                hold_reserved(&mut self.tree, &cy.reserved, own, true);
+                match nominated {
                     Ok(e) => entries.push(e),
                     Err((reason, message)) => {
                         cy.attempted.insert(head.key.clone());
@@ -708,8 +719,16 @@ impl AdmissionCore {
                 ka.cmp(&kb)
             });
             for e in entries {
+                // A ClusterQueue's own reservations do not hold back its later heads (Kueue
+                // takes one head per ClusterQueue per cycle, so they only ever stop others).
+                let (own, n) = (Some(e.cq_idx), cy.reserved.len());
+                hold_reserved(&mut self.tree, &cy.reserved, own, false);
                 self.process(e, now, &mut cy);
+                hold_reserved(&mut self.tree, &cy.reserved[..n], own, true);
             }
+        }
+        for (i, usage) in std::mem::take(&mut cy.reserved) {
+            self.tree.remove_all(i, &usage);
         }
         self.explain_blocked(&cy.cursors, &mut cy.attempted);
         let mut res = cy.res;
@@ -827,12 +846,10 @@ impl AdmissionCore {
             .as_ref()
             .is_some_and(|s| s.matches(&w.namespace_labels));
         if !ns_ok {
+            // Kueue's `ErrNamespaceMismatch`, word for word.
             return Err((
                 PendingReason::Misconfigured,
-                format!(
-                    "Workload namespace {} doesn't match ClusterQueue {cq_name} namespaceSelector",
-                    w.key.namespace
-                ),
+                "workload namespace doesn't match ClusterQueue selector".to_string(),
             ));
         }
         // A slice being evicted is stopped whole and its job requeued whole: a replacement admitted on
@@ -871,15 +888,16 @@ impl AdmissionCore {
         let sim = self
             .tree
             .without_usage(cq_idx, old.as_ref().map(|(u, _)| u));
+        let base: &QuotaTree = &sim;
         let ctx = AssignCtx {
-            tree: &sim,
+            tree: base,
             cq_idx,
             cq,
             flavors: &self.flavors,
             forced: old.as_ref().map(|(_, f)| f),
-            has_candidates: Some(&|frs| {
+            oracle: Some(&|fr, val| {
                 let held = (&self.admitted, &self.admitted_by_cq);
-                has_preemption_candidates(held, &sim, cq_idx, cq, w, frs, replaced.as_ref())
+                simulate_preemption(held, base, (cq_idx, cq), w, (fr, val), replaced.as_ref())
             }),
         };
         let assignment = assign(&ctx, w);
@@ -919,7 +937,16 @@ impl AdmissionCore {
         }
         let mut targets = Vec::new();
         if e.assignment.mode == Mode::Preempt {
+            // Victims are chosen as at nomination (Kueue's snapshot before this cycle's
+            // reservations); whether the preemptor then still fits is checked below.
+            let others = cy.reserved.iter().filter(|(i, _)| *i != e.cq_idx);
+            for (i, u) in others.clone() {
+                self.tree.remove_all(*i, u);
+            }
             targets = self.preemption_targets(&e, old.as_ref());
+            for (i, u) in others {
+                self.tree.add_all(*i, u);
+            }
         }
         if e.assignment.mode != Mode::Fit
             && targets.is_empty()
@@ -953,6 +980,7 @@ impl AdmissionCore {
                             (generation, PendingReason::WaitingForQuota, msg.clone()),
                         );
                     }
+                    self.reserve_for_unreclaimable(&e, cy);
                     self.fail(&key, PendingReason::WaitingForQuota, msg, strict, cy, &e.cq);
                     return;
                 }
@@ -967,6 +995,17 @@ impl AdmissionCore {
                         &key,
                         PendingReason::WaitingForQuota,
                         "waiting for workloads preempted in this cycle".into(),
+                        false,
+                    );
+                    return;
+                }
+                if !self.fits_after_preemptions(&e, &targets, cy) {
+                    // Kueue: quota an earlier preemptor of this cycle holds is gone; preempting
+                    // now would evict for nothing.
+                    self.set_pending(
+                        &key,
+                        PendingReason::WaitingForQuota,
+                        "Workload no longer fits after processing another workload".into(),
                         false,
                     );
                     return;
@@ -1005,6 +1044,7 @@ impl AdmissionCore {
                     }
                 }
                 self.waiting_preemptor.insert(e.cq.clone(), key.clone());
+                self.reserve(e.cq_idx, e.assignment.usage.clone(), cy);
                 self.set_pending(
                     &key,
                     PendingReason::WaitingForPreemptedWorkloads,
@@ -1032,6 +1072,75 @@ impl AdmissionCore {
                 cy.attempted.insert(key.clone());
                 self.admit(e, old.map(|(k, _)| k), now, &mut cy.res);
             }
+        }
+    }
+
+    fn reserve(&mut self, cq_idx: usize, usage: FrAmounts, cy: &mut Cycle) {
+        self.tree.add_all(cq_idx, &usage);
+        self.generation += 1;
+        cy.reserved.push((cq_idx, usage));
+    }
+
+    /// Kueue's `fits`: with every victim of this cycle (and `targets`) taken out, whether the
+    /// preemptor's usage fits beside what the cycle already holds.
+    fn fits_after_preemptions(
+        &mut self,
+        e: &Entry,
+        targets: &[super::preemption::Target],
+        cy: &Cycle,
+    ) -> bool {
+        let victims: Vec<(usize, FrAmounts)> = cy
+            .targets
+            .iter()
+            .chain(targets.iter().map(|t| &t.key))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .filter_map(|k| {
+                let a = self.admitted.get(k)?;
+                Some((self.tree.cq(&a.admission.cluster_queue)?, a.usage.clone()))
+            })
+            .collect();
+        for (i, u) in &victims {
+            self.tree.remove_all(*i, u);
+        }
+        let fits = self.tree.fits(e.cq_idx, &e.assignment.usage);
+        for (i, u) in &victims {
+            self.tree.add_all(*i, u);
+        }
+        fits
+    }
+
+    /// Kueue's `reserveCapacityForUnreclaimablePreempt`: a head that needs preemption but has no
+    /// victims keeps, for this cycle, the quota its ClusterQueue could not be sure to take back
+    /// (reclaimWithinCohort other than Any), so workloads elsewhere in the cohort cannot borrow it.
+    fn reserve_for_unreclaimable(&mut self, e: &Entry, cy: &mut Cycle) {
+        let Some(cq) = self.cqs.get(&e.cq) else {
+            return;
+        };
+        if cq.preemption.reclaim_within_cohort == super::model::ReclaimWithinCohort::Any
+            || !cy.held_unreclaimable.insert(e.cq_idx)
+        {
+            return;
+        }
+        let node = &self.tree.nodes[e.cq_idx];
+        let reserved: FrAmounts = e
+            .assignment
+            .usage
+            .iter()
+            .map(|(fr, want)| {
+                let q = node.quotas.get(fr).copied().unwrap_or_default();
+                let used = self.tree.usage(e.cq_idx, fr);
+                let room = if e.assignment.borrowing > 0 {
+                    q.borrowing_limit.map_or(*want, |b| q.nominal + b - used)
+                } else {
+                    q.nominal - used
+                };
+                (fr.clone(), (*want).min(room).clamp_zero())
+            })
+            .filter(|(_, v)| *v > Amount::ZERO)
+            .collect();
+        if !reserved.is_empty() {
+            self.reserve(e.cq_idx, reserved, cy);
         }
     }
 
@@ -1085,8 +1194,8 @@ impl AdmissionCore {
                     cq: &cq,
                     flavors: &self.flavors,
                     forced: None,
-                    has_candidates: Some(&|frs| {
-                        has_preemption_candidates(held, tree, e.cq_idx, &cq, &trial, frs, None)
+                    oracle: Some(&|fr, val| {
+                        simulate_preemption(held, tree, (e.cq_idx, &cq), &trial, (fr, val), None)
                     }),
                 };
                 assign(&ctx, &trial)
@@ -1239,43 +1348,73 @@ fn forced_flavors(a: &Admission) -> BTreeMap<String, String> {
     m
 }
 
-/// Kueue's preemption oracle for flavor assignment: any admitted workload in the tree that
-/// `w`'s ClusterQueue policies would let it preempt for `frs`.
-#[allow(clippy::too_many_arguments)]
-fn has_preemption_candidates(
+/// Takes a ClusterQueue's reservations of this cycle out of the tree (`hold == false`) or puts
+/// them back.
+fn hold_reserved(tree: &mut QuotaTree, reserved: &[(usize, FrAmounts)], cq: Option<usize>, hold: bool) {
+    for (i, u) in reserved.iter().filter(|(i, _)| Some(*i) == cq) {
+        if hold {
+            tree.add_all(*i, u);
+        } else {
+            tree.remove_all(*i, u);
+        }
+    }
+}
+
+/// Kueue's `PreemptionOracle.SimulatePreemption` for `val` of one flavor-resource: the victims
+/// `find_targets` would pick, whether any is in the preemptor's own ClusterQueue, and the
+/// borrowing level once they are gone. The tree is cloned only when some workload may be a
+/// victim at all.
+fn simulate_preemption(
     (admitted, admitted_by_cq): (
         &HashMap<WorkloadKey, AdmittedWorkload>,
         &BTreeMap<String, BTreeSet<WorkloadKey>>,
     ),
-    tree: &super::tree::QuotaTree,
-    cq_idx: usize,
-    cq: &ClusterQueueModel,
+    tree: &QuotaTree,
+    (cq_idx, cq): (usize, &ClusterQueueModel),
     w: &WorkloadModel,
-    frs: &[FlavorResource],
+    (fr, val): (&FlavorResource, Amount),
     replaced: Option<&WorkloadKey>,
-) -> bool {
-    let contested: BTreeSet<FlavorResource> = frs.iter().cloned().collect();
-    let empty = FrAmounts::new();
+) -> (Possibility, u32) {
+    let usage: FrAmounts = [(fr.clone(), val)].into_iter().collect();
+    let contested: BTreeSet<FlavorResource> = [fr.clone()].into_iter().collect();
     let p = super::preemption::Preemptor {
         cq_idx,
         cq,
         priority: w.priority,
         queue_timestamp: w.timestamp,
-        usage: &empty,
+        usage: &usage,
         contested: &contested,
     };
-    let admitted = tree
-        .cqs_under(tree.root(cq_idx))
-        .into_iter()
-        .flat_map(|ci| {
-            let name = &tree.nodes[ci].name;
+    let cqs = tree.cqs_under(tree.root(cq_idx));
+    let in_tree = || {
+        cqs.iter().flat_map(|&ci| {
             admitted_by_cq
-                .get(name)
+                .get(&tree.nodes[ci].name)
                 .into_iter()
                 .flatten()
                 .filter(|k| Some(*k) != replaced)
-                .filter_map(|k| admitted.get(k))
-                .map(move |a| (ci, a.model.priority, a.model.timestamp, &a.usage))
-        });
-    super::preemption::any_candidate(tree, &p, admitted)
+                .filter_map(move |k| Some((ci, k, admitted.get(k)?)))
+        })
+    };
+    let before = || (Possibility::NoCandidates, tree.borrowing_level(cq_idx, fr, val));
+    // The cheap check first: most pending workloads have no possible victim at all.
+    let quick = in_tree().map(|(ci, _, a)| (ci, a.model.priority, a.model.timestamp, &a.usage));
+    if !super::preemption::any_candidate(tree, &p, quick) {
+        return before();
+    }
+    let cands: Vec<Candidate<'_>> = in_tree().map(|(ci, k, a)| a.candidate(k, ci)).collect();
+    let mut sim = tree.clone();
+    let targets = find_targets(&mut sim, &p, &cands);
+    if targets.is_empty() {
+        return before();
+    }
+    let mut own = false;
+    for t in &targets {
+        if let Some(c) = cands.iter().find(|c| *c.key == t.key) {
+            own |= c.cq_idx == cq_idx;
+            sim.remove_all(c.cq_idx, c.usage);
+        }
+    }
+    let possibility = if own { Possibility::Preempt } else { Possibility::Reclaim };
+    (possibility, sim.borrowing_level(cq_idx, fr, val))
 }

@@ -475,7 +475,7 @@ fn queueing_scenarios() {
             }],
             pending: vec![wl("x", "cq", 1)],
             want_pending: vec![("x", PendingReason::Misconfigured)],
-            want_message: vec!["namespaceSelector"],
+            want_message: vec!["workload namespace doesn't match ClusterQueue selector"],
             ..Default::default()
         },
         Scenario {

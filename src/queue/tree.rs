@@ -395,14 +395,25 @@ impl QuotaTree {
 
     /// Height of the lowest subtree in which `val` more fits (0: within the ClusterQueue).
     pub fn borrowing_level(&self, i: usize, fr: &FlavorResource, val: Amount) -> u32 {
+        self.nodes[self.lowest_fitting(i, fr, val)].height
+    }
+
+    /// Whether `val` more fits without borrowing in a subtree below the root, so quota lent
+    /// out of that subtree could be reclaimed (Kueue's `mayReclaimInHierarchy`).
+    pub fn may_reclaim_in_hierarchy(&self, i: usize, fr: &FlavorResource, val: Amount) -> bool {
+        self.nodes[self.lowest_fitting(i, fr, val)].parent.is_some()
+    }
+
+    /// The lowest node from `i` up whose subtree quota holds `val` more; the root when none does.
+    fn lowest_fitting(&self, i: usize, fr: &FlavorResource, val: Amount) -> usize {
         let mut need = self.usage(i, fr) + val;
         let mut cur = i;
         loop {
             if need <= self.subtree_quota(cur, fr) {
-                return self.nodes[cur].height;
+                return cur;
             }
             let Some(p) = self.nodes[cur].parent else {
-                return self.nodes[cur].height;
+                return cur;
             };
             // The parent's usage with this subtree's share replaced by what it would become.
             let g = self.guaranteed(cur, fr);
