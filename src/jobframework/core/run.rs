@@ -55,8 +55,11 @@ const WRITE_CONCURRENCY: usize = 16;
 enum Outcome {
     Done,
     Admitted(WorkloadKey),
-    /// A pending status write failed: the next cycle must write it again.
-    PendingUnwritten(WorkloadKey),
+    /// A pending status write failed (`true`: for good, a 4xx other than a conflict): it is written
+    /// again once its backoff expires.
+    PendingUnwritten(WorkloadKey, bool),
+    /// A pending status was written.
+    PendingWritten(WorkloadKey),
     /// The workload to admit is no longer in the snapshot.
     Vanished(WorkloadKey),
     AdmitFailed {
@@ -95,6 +98,10 @@ impl AdmissionLoop {
         let mut state = AdmissionState::new();
         state.explanations = self.explanations.clone();
         let mut backoff = WriteBackoff::default();
+        // Failed pending-status writes: retried once their backoff expires (by queueing the
+        // workload afresh), so a refused write neither hot-loops nor is forgotten.
+        let mut pending_backoff = WriteBackoff::default();
+        let mut pending_retry: HashMap<WorkloadKey, Instant> = HashMap::new();
         tokio::pin!(shutdown);
         let mut leader_open = true;
         let mut last_gauges: Option<Instant> = None;
@@ -116,7 +123,19 @@ impl AdmissionLoop {
                 state = AdmissionState::new();
                 state.explanations = self.explanations.clone();
                 backoff = WriteBackoff::default();
+                pending_backoff = WriteBackoff::default();
+                pending_retry.clear();
                 continue;
+            }
+            if !pending_retry.is_empty() {
+                let t = Instant::now();
+                pending_retry.retain(|k, at| {
+                    let due = *at <= t;
+                    if due {
+                        state.unshow(k);
+                    }
+                    !due
+                });
             }
             let started = std::time::Instant::now();
             let mut snap = self.caches.snapshot();
@@ -125,10 +144,11 @@ impl AdmissionLoop {
             // A pending workload whose admission write failed sits out its backoff: it takes no
             // quota in this cycle, so it cannot starve the workloads queued behind it. (Nothing to
             // do, and no per-workload work on the hot path, while no write is backing off.)
-            if !backoff.is_empty() {
+            if !backoff.is_empty() || !pending_backoff.is_empty() {
                 let t = Instant::now();
                 let live: std::collections::HashSet<WorkloadKey> = snap.workloads.iter().map(|w| key_of(w)).collect();
                 backoff.retain(|k| live.contains(k));
+                pending_backoff.retain(|k| live.contains(k));
                 snap.workloads.retain(|w| w.admission().is_some() || !backoff.blocked(&key_of(w), t));
             }
             tracing::trace!(workloads = snap.workloads.len(), "admission step");
@@ -196,7 +216,11 @@ impl AdmissionLoop {
             for o in outcomes {
                 match o {
                     Outcome::Done => {}
-                    Outcome::PendingUnwritten(k) => state.unshow(&k),
+                    Outcome::PendingUnwritten(k, permanent) => {
+                        let (_, delay) = pending_backoff.failed(&k, permanent, Instant::now());
+                        pending_retry.insert(k, Instant::now() + delay);
+                    }
+                    Outcome::PendingWritten(k) => pending_backoff.succeeded(&k),
                     Outcome::Admitted(k) => {
                         backoff.succeeded(&k);
                         admitted = true;
@@ -350,10 +374,16 @@ impl AdmissionLoop {
                 message,
                 ..
             } => {
-                if let Some(status) = conditions::pending(wl, &why, &message, now())
-                    && !self.write(&api, wl, status).await
-                {
-                    return Outcome::PendingUnwritten(key);
+                if let Some(status) = conditions::pending(wl, &why, &message, now()) {
+                    let mut obj = (**wl).clone();
+                    obj.status = Some(status);
+                    return match api.replace_status(&wl.name_any(), &PostParams::default(), &obj).await {
+                        Ok(_) => Outcome::PendingWritten(key),
+                        Err(e) => {
+                            tracing::debug!(workload = %key, error = %e, "pending status write failed; will retry");
+                            Outcome::PendingUnwritten(key, write_backoff::is_permanent(&e))
+                        }
+                    };
                 }
             }
             Action::FinishSlice { replaced_by, .. } => {

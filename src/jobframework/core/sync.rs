@@ -195,9 +195,11 @@ impl AdmissionState {
         self.core.delete_workload(key);
     }
 
-    /// A pending status write failed: the next cycle writes it again.
+    /// A pending status write failed: the next cycle (at the latest the resync, a second on) queues
+    /// the workload afresh, so the core evaluates it even if it was parked, and writes it again.
     pub fn unshow(&mut self, key: &WorkloadKey) {
         self.shown.remove(key);
+        self.queued_rv.remove(key);
     }
 
     /// Takes one configuration object into the core when its resourceVersion changed; a conversion or
