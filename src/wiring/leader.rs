@@ -136,11 +136,11 @@ pub async fn run(api: Api<Lease>, cfg: LeaderConfig, tx: watch::Sender<bool>) ->
                 tracing::info!(identity = %cfg.identity, lease = %cfg.lease_name, "became leader");
             }
             tx.send(true).map_err(|_| LeaderError::Closed)?;
-        } else if let Some(t) = last_renew {
-            if now.duration_since(t) > cfg.renew_deadline {
-                let _ = tx.send(false);
-                return Err(LeaderError::Lost(cfg.lease_name.clone()));
-            }
+        } else if let Some(t) = last_renew
+            && now.duration_since(t) > cfg.renew_deadline
+        {
+            let _ = tx.send(false);
+            return Err(LeaderError::Lost(cfg.lease_name.clone()));
         }
         if tx.is_closed() {
             return Err(LeaderError::Closed);

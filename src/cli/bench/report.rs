@@ -201,7 +201,7 @@ pub fn to_text(v: &Value) -> String {
             .iter()
             .map(|(k, n)| (k, n.as_u64().unwrap_or(0)))
             .collect();
-        top.sort_by(|a, b| b.1.cmp(&a.1));
+        top.sort_by_key(|t| std::cmp::Reverse(t.1));
         let line: Vec<String> = top
             .iter()
             .take(6)

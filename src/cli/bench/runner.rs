@@ -100,9 +100,9 @@ fn counting_client(
 
 /// The resource plural of an API path (`/apis/g/v/namespaces/ns/plural/name`, `/api/v1/plural`).
 fn plural_of<'a>(segs: &[&'a str]) -> Option<&'a str> {
-    let rest = match segs.first()? {
-        &"api" => segs.get(2..)?,
-        &"apis" => segs.get(3..)?,
+    let rest = match *segs.first()? {
+        "api" => segs.get(2..)?,
+        "apis" => segs.get(3..)?,
         _ => return None,
     };
     match rest {
@@ -466,34 +466,39 @@ pub async fn run(plan: &Plan, progress: bool) -> Result<Measured, String> {
         .map_err(|_| "poisoned")?
         .unwrap_or_else(Instant::now);
     let (cpu1, rss) = cpu_and_rss();
-    let requests_by = by.lock().map_err(|_| "poisoned")?.clone();
-    let recs = records.lock().map_err(|_| "poisoned")?;
-    let mut m = Measured {
-        wall: end - t0,
-        workloads: total,
-        evictions: evictions.load(Ordering::Relaxed),
-        requests: requests_by.values().sum::<u64>() - requests0,
-        requests_by,
-        cpu: cpu0.zip(cpu1).map(|(a, b)| b.saturating_sub(a)),
-        max_rss_kib: rss,
-        admission_loop: since(&loop0, &stats.figures()),
-        ..Measured::default()
-    };
-    for r in recs.values() {
-        m.watch_events += u64::from(r.events);
-        if let Some(a) = r.first_admitted {
-            m.admission
-                .entry(r.class.clone())
-                .or_default()
-                .push(a - r.created);
+    // The guards end with this block, before the manager is awaited: a finishing task still
+    // running would block on them.
+    let m = {
+        let requests_by = by.lock().map_err(|_| "poisoned")?.clone();
+        let recs = records.lock().map_err(|_| "poisoned")?;
+        let mut m = Measured {
+            wall: end - t0,
+            workloads: total,
+            evictions: evictions.load(Ordering::Relaxed),
+            requests: requests_by.values().sum::<u64>() - requests0,
+            requests_by,
+            cpu: cpu0.zip(cpu1).map(|(a, b)| b.saturating_sub(a)),
+            max_rss_kib: rss,
+            admission_loop: since(&loop0, &stats.figures()),
+            ..Measured::default()
+        };
+        for r in recs.values() {
+            m.watch_events += u64::from(r.events);
+            if let Some(a) = r.first_admitted {
+                m.admission
+                    .entry(r.class.clone())
+                    .or_default()
+                    .push(a - r.created);
+            }
         }
-    }
-    let used = usage.lock().map_err(|_| "poisoned")?;
-    for (q, u) in plan.queues.iter().zip(used.iter()) {
-        let e = m.usage.entry(q.class.clone()).or_default();
-        e.0 += u;
-        e.1 += q.nominal_m;
-    }
+        let used = usage.lock().map_err(|_| "poisoned")?;
+        for (q, u) in plan.queues.iter().zip(used.iter()) {
+            let e = m.usage.entry(q.class.clone()).or_default();
+            e.0 += u;
+            e.1 += q.nominal_m;
+        }
+        m
+    };
     cancel.cancel();
     let _ = manager.await;
     Ok(m)

@@ -65,8 +65,8 @@ enum Outcome {
     AdmitFailed {
         key: WorkloadKey,
         cq: String,
-        error: kube::Error,
-        object: ObjectReference,
+        error: Box<kube::Error>,
+        object: Box<ObjectReference>,
     },
 }
 
@@ -338,8 +338,8 @@ impl AdmissionLoop {
                         return Outcome::AdmitFailed {
                             key,
                             cq,
-                            error,
-                            object: wl.object_ref(&()),
+                            error: Box::new(error),
+                            object: Box::new(wl.object_ref(&())),
                         };
                     }
                 }

@@ -93,7 +93,7 @@ impl CycleFigures {
                 format!("{} {:.1} s ({share:.0}%)", p.as_str(), d.as_secs_f64())
             })
             .collect();
-        let per = if self.cycles == 0 { 0 } else { self.examined / self.cycles };
+        let per = self.examined.checked_div(self.cycles).unwrap_or(0);
         format!(
             "admission loop: {} cycles, busy {:.1} s: {}; {} workloads in a cycle's snapshot on average",
             self.cycles,
