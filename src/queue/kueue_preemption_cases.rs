@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::amount::{Amount, FlavorResource, FrAmounts};
 use super::model::*;
-use super::preemption::{Candidate, PreemptedReason, Preemptor, find_targets};
+use super::preemption::{Candidate, PreemptedReason, Preemptor};
 use super::tree::QuotaTree;
 
 use PreemptedReason::{InClusterQueue, InCohortReclamation};
@@ -277,22 +277,7 @@ pub(super) fn run(c: Case) {
         usage: &usage,
         contested: &contested,
     };
-    let before: Vec<FrAmounts> = tree.nodes.iter().map(|n| n.usage.clone()).collect();
-    let mut got: Vec<(String, PreemptedReason)> = find_targets(&mut tree, &preemptor, &cands)
-        .into_iter()
-        .map(|t| (t.key.name, t.reason))
-        .collect();
-    got.sort();
-    let mut want: Vec<(String, PreemptedReason)> =
-        c.want.iter().map(|(n, r)| (n.to_string(), *r)).collect();
-    want.sort();
-    assert_eq!(got, want, "{}", c.name);
-    let after: Vec<FrAmounts> = tree.nodes.iter().map(|n| n.usage.clone()).collect();
-    assert_eq!(
-        before, after,
-        "{}: the search must leave the tree as found",
-        c.name
-    );
+    super::preemption_tests::assert_targets(&mut tree, &preemptor, &cands, &c.want, c.name);
 }
 
 #[test]

@@ -103,18 +103,30 @@ fn run(c: Case) {
         usage: &usage,
         contested: &contested,
     };
+    assert_targets(&mut tree, &p, &cands, &c.want, c.name);
+}
+
+/// `find_targets` chooses exactly `want` (victim and reason, in any order) and leaves the tree's
+/// usage as it found it. Shared by the ported Kueue preemption tables.
+pub(super) fn assert_targets(
+    tree: &mut QuotaTree,
+    p: &Preemptor<'_>,
+    cands: &[Candidate<'_>],
+    want: &[(&str, PreemptedReason)],
+    name: &str,
+) {
     let before: Vec<FrAmounts> = tree.nodes.iter().map(|n| n.usage.clone()).collect();
-    let mut got: Vec<(String, PreemptedReason)> = find_targets(&mut tree, &p, &cands)
+    let mut got: Vec<(String, PreemptedReason)> = find_targets(tree, p, cands)
         .into_iter()
         .map(|t| (t.key.name, t.reason))
         .collect();
     got.sort();
     let mut want: Vec<(String, PreemptedReason)> =
-        c.want.iter().map(|(n, r)| (n.to_string(), *r)).collect();
+        want.iter().map(|(n, r)| (n.to_string(), *r)).collect();
     want.sort();
-    assert_eq!(got, want, "{}", c.name);
+    assert_eq!(got, want, "{name}");
     let after: Vec<FrAmounts> = tree.nodes.iter().map(|n| n.usage.clone()).collect();
-    assert_eq!(before, after, "{}: the search must leave the tree as found", c.name);
+    assert_eq!(before, after, "{name}: the search must leave the tree as found");
 }
 
 fn policy(reclaim: ReclaimWithinCohort, borrow_threshold: Option<i32>) -> PreemptionPolicy {
