@@ -360,13 +360,13 @@ impl AdmissionLoop {
                     tmp.status = Some(status.clone());
                     status = conditions::clear_reservation(&tmp, now()).unwrap_or(status);
                 }
-                if self.write(&api, wl, status).await {
+                if self.write(&api, wl, status).await.is_ok() {
                     self.record_eviction(wl, &cause).await;
                 }
             }
             Action::ClearReservation { .. } => {
                 if let Some(status) = conditions::clear_reservation(wl, now()) {
-                    self.write(&api, wl, status).await;
+                    let _ = self.write(&api, wl, status).await;
                 }
             }
             Action::Pending {
@@ -375,14 +375,9 @@ impl AdmissionLoop {
                 ..
             } => {
                 if let Some(status) = conditions::pending(wl, &why, &message, now()) {
-                    let mut obj = (**wl).clone();
-                    obj.status = Some(status);
-                    return match api.replace_status(&wl.name_any(), &PostParams::default(), &obj).await {
-                        Ok(_) => Outcome::PendingWritten(key),
-                        Err(e) => {
-                            tracing::debug!(workload = %key, error = %e, "pending status write failed; will retry");
-                            Outcome::PendingUnwritten(key, write_backoff::is_permanent(&e))
-                        }
+                    return match self.write(&api, wl, status).await {
+                        Ok(()) => Outcome::PendingWritten(key),
+                        Err(e) => Outcome::PendingUnwritten(key, write_backoff::is_permanent(&e)),
                     };
                 }
             }
@@ -391,7 +386,7 @@ impl AdmissionLoop {
                 if let Some(status) =
                     conditions::finished(wl, reason::WORKLOAD_SLICE_REPLACED, &msg, now())
                 {
-                    self.write(&api, wl, status).await;
+                    let _ = self.write(&api, wl, status).await;
                 }
             }
             Action::Requeue {
@@ -400,12 +395,12 @@ impl AdmissionLoop {
                 ..
             } => {
                 if let Some(status) = super::backoff::requeued(wl, &why, &message, now()) {
-                    self.write(&api, wl, status).await;
+                    let _ = self.write(&api, wl, status).await;
                 }
             }
             Action::BackoffFinished { .. } => {
                 if let Some(status) = super::backoff::finished(wl, now()) {
-                    self.write(&api, wl, status).await;
+                    let _ = self.write(&api, wl, status).await;
                 }
             }
             Action::RemoveFinalizer { .. } => {
@@ -564,20 +559,21 @@ impl AdmissionLoop {
 
     /// Replaces the status at the cached resourceVersion. A conflict means the cache is behind: the
     /// next step sees the new object and decides again.
-    async fn write(&self, api: &Api<Workload>, wl: &Workload, status: WorkloadStatus) -> bool {
+    async fn write(&self, api: &Api<Workload>, wl: &Workload, status: WorkloadStatus) -> Result<(), kube::Error> {
         let mut obj = wl.clone();
         obj.status = Some(status);
         match api
             .replace_status(&wl.name_any(), &PostParams::default(), &obj)
             .await
         {
-            Ok(_) => true,
+            Ok(_) => Ok(()),
             Err(e) => {
                 tracing::debug!(workload = %wl.name_any(), error = %e, "status write failed; will retry");
-                false
+                Err(e)
             }
         }
     }
+
 
     /// `gauges`: also recompute the queue gauges (a pass over every workload of the snapshot).
     async fn write_queue_status(&self, state: &AdmissionState, snap: &Snapshot, gauges: bool) {
