@@ -112,6 +112,7 @@ pub async fn run<K, C, E, F, Fut>(
         Action::requeue(backoff(&ctx))
     };
     controller
+        .trigger_backoff(TriggerBackoff::default())
         .run(reconcile, policy, ctx)
         .for_each(|res| async move {
             if let Err(e) = res {
@@ -119,6 +120,50 @@ pub async fn run<K, C, E, F, Fut>(
             }
         })
         .await;
+}
+
+/// The pause after an error on a controller's merged watch streams.
+///
+/// kube-runtime puts one backoff on all of a controller's watches together (its own kind and every
+/// owned or watched kind), and resets it only on a good event. When the API server has forgotten the
+/// versions they hold (a 410 Expired on resume, routine after its history is compacted), every watch
+/// answers with one error before it relists, and those errors arrive back to back. With client-go's
+/// delays (0.8 s doubling to 30 s), six watches stall every trigger of the controller for about a
+/// minute while its cache is stale, so its guarded writes keep conflicting and nothing it owns moves
+/// (chaos seed 23). Here the delays start at 100 ms and stop doubling at 5 s: a burst of expired watches
+/// costs a few seconds, and an API server that fails every request still sees one request every 5 s
+/// from each controller.
+pub struct TriggerBackoff {
+    next: Duration,
+}
+
+impl TriggerBackoff {
+    const FIRST: Duration = Duration::from_millis(100);
+    const MAX: Duration = Duration::from_secs(5);
+}
+
+impl Default for TriggerBackoff {
+    fn default() -> Self {
+        TriggerBackoff { next: Self::FIRST }
+    }
+}
+
+impl Iterator for TriggerBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let now = self.next;
+        self.next = (now * 2).min(Self::MAX);
+        // Up to a fifth less, so controllers that failed together do not retry together.
+        let jitter = rand::rng().random_range(0.8..=1.0);
+        Some(now.mul_f64(jitter))
+    }
+}
+
+impl kube::runtime::utils::Backoff for TriggerBackoff {
+    fn reset(&mut self) {
+        self.next = Self::FIRST;
+    }
 }
 
 #[cfg(test)]
@@ -155,5 +200,21 @@ mod tests {
         let s = random_suffix();
         assert_eq!(s.len(), 5);
         assert!(s.chars().all(|c| "bcdfghjklmnpqrstvwxz2456789".contains(c)));
+    }
+
+    #[test]
+    fn a_burst_of_expired_watches_stalls_the_triggers_for_seconds_not_a_minute() {
+        use kube::runtime::utils::Backoff;
+        let mut b = TriggerBackoff::default();
+        // Six watches (a RayService's own, RayClusters, Services, Workloads, Gateways, HTTPRoutes)
+        // each answering 410 once, back to back.
+        let burst: Duration = b.by_ref().take(6).sum();
+        assert!(burst <= Duration::from_millis(6_300), "{burst:?}");
+        assert!(burst >= Duration::from_millis(4_000), "{burst:?}");
+        // A server failing every request is still asked only every 5 s at most.
+        let later: Vec<Duration> = b.by_ref().take(20).collect();
+        assert!(later.iter().all(|d| *d <= Duration::from_secs(5) && *d >= Duration::from_secs(4)), "{later:?}");
+        b.reset();
+        assert!(b.next().unwrap() <= Duration::from_millis(100));
     }
 }
