@@ -61,6 +61,39 @@ async fn conflicts_already_exists_and_missing_namespace() {
     assert_eq!(err_code(api.get("missing").await.unwrap_err()), (404, "NotFound".into()));
 }
 
+/// `DeleteOptions.preconditions`, as the real server checks them: a delete decided on a read that is
+/// no longer current is refused with 409 Conflict naming both versions, and nothing is deleted.
+#[tokio::test]
+async fn delete_preconditions_refuse_a_stale_delete() {
+    let srv = server();
+    let api: Api<Widget> = Api::namespaced(srv.client(), "default");
+    let read = api.create(&PostParams::default(), &widget("a", 1)).await.unwrap();
+    let mut fresh = read.clone();
+    fresh.spec.size = 2;
+    api.replace("a", &PostParams::default(), &fresh).await.unwrap();
+    let stale_rv = read.metadata.resource_version.clone().unwrap();
+    let dp = |rv: Option<String>, uid: Option<String>| DeleteParams {
+        preconditions: Some(kube::api::Preconditions { resource_version: rv, uid }),
+        ..DeleteParams::default()
+    };
+    let e = api.delete("a", &dp(Some(stale_rv.clone()), None)).await.unwrap_err();
+    let kube::Error::Api(s) = e else { panic!("{e:?}") };
+    assert_eq!((s.code, s.reason.as_str()), (409, "Conflict"));
+    assert!(
+        s.message.starts_with(&format!(
+            "Operation cannot be fulfilled on widgets.example.quotagate.io \"a\": Precondition failed: ResourceVersion in precondition: {stale_rv}, ResourceVersion in object meta: "
+        )),
+        "{}",
+        s.message
+    );
+    let e = api.delete("a", &dp(None, Some("not-the-uid".into()))).await.unwrap_err();
+    assert_eq!(err_code(e), (409, "Conflict".into()));
+    let now = api.get("a").await.unwrap();
+    assert_eq!(now.spec.size, 2, "a refused delete deletes nothing");
+    api.delete("a", &dp(now.metadata.resource_version.clone(), now.metadata.uid.clone())).await.unwrap();
+    assert_eq!(err_code(api.get("a").await.unwrap_err()).0, 404);
+}
+
 #[tokio::test]
 async fn generation_tracks_spec_only() {
     let srv = server();

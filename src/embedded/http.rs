@@ -355,6 +355,8 @@ impl Req<'_> {
                 .and_then(Value::as_i64)
                 .or_else(|| self.query.get("gracePeriodSeconds").and_then(|g| g.parse().ok())),
             dry_run: body.get("dryRun").is_some_and(|d| d.as_array().is_some_and(|a| !a.is_empty())) || self.query.dry_run(),
+            uid: body.pointer("/preconditions/uid").and_then(Value::as_str).map(String::from),
+            resource_version: body.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(String::from),
         })
     }
 

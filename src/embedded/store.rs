@@ -87,6 +87,11 @@ pub struct DeleteOptions {
     pub propagation: Option<String>,
     pub grace_period_seconds: Option<i64>,
     pub dry_run: bool,
+    /// `preconditions.uid`: the delete is refused (409) unless the stored object has this uid.
+    pub uid: Option<String>,
+    /// `preconditions.resourceVersion`: the delete is refused (409) unless the stored object is at
+    /// this version, so a delete decided on a stale read cannot remove what changed since.
+    pub resource_version: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -723,6 +728,7 @@ impl Store {
         let Some(obj) = inner.lookup(&key, nsk, name).cloned() else {
             return Err(Self::not_found(info, name));
         };
+        Self::check_preconditions(info, name, &obj, opts)?;
         if key == ns_key() && IMMORTAL_NAMESPACES.contains(&name) {
             return Err(ApiError::new(403, "Forbidden", format!("namespaces {name:?} is forbidden: this namespace may not be deleted"))
                 .details(name, "", "namespaces"));
@@ -747,6 +753,25 @@ impl Store {
             }
         }
         Ok(inner.delete_now(&key, nsk, name, &obj, cascade))
+    }
+
+    /// The real server's delete preconditions: a mismatch is a 409 Conflict naming both values.
+    fn check_preconditions(info: &ResourceInfo, name: &str, obj: &Value, opts: &DeleteOptions) -> Result<(), ApiError> {
+        let checks = [("UID", "uid", &opts.uid), ("ResourceVersion", "resourceVersion", &opts.resource_version)];
+        for (label, field, want) in checks {
+            let Some(want) = want else { continue };
+            let have = meta_str(obj, field);
+            if want != have {
+                let why = format!("Precondition failed: {label} in precondition: {want}, {label} in object meta: {have}");
+                return Err(ApiError::new(
+                    409,
+                    "Conflict",
+                    format!("Operation cannot be fulfilled on {} \"{name}\": {why}", info.qualified_plural()),
+                )
+                .details(name, &info.group, &info.plural));
+            }
+        }
+        Ok(())
     }
 
     pub fn watch(&self, key: &ResourceKey, from: WatchFrom) -> Result<WatchStart, ApiError> {

@@ -438,7 +438,18 @@ pub async fn reconcile<J: JobKind>(
         }
         Step::DeleteWorkloads(names) => {
             for n in names {
-                shell::ignore_not_found(wl_api.delete(n, &DeleteParams::default()).await)?;
+                // Decided on the Workload as it was read: if it changed since (say the admission
+                // controller admitted this replacement and finished the slice it replaces), the API
+                // refuses the delete (409) and the next pass decides on what is there now.
+                let read = owned.iter().find(|w| w.name_any() == *n);
+                let dp = DeleteParams {
+                    preconditions: read.map(|w| kube::api::Preconditions {
+                        uid: w.metadata.uid.clone(),
+                        resource_version: w.metadata.resource_version.clone(),
+                    }),
+                    ..DeleteParams::default()
+                };
+                shell::ignore_not_found(wl_api.delete(n, &dp).await)?;
             }
         }
         Step::Start(name) => {
