@@ -23,7 +23,7 @@ async fn run_seeds(range: std::ops::Range<u64>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seeded_upgrade_runs_under_faults_keep_the_invariants_a() {
-    run_seeds(0..15).await;
+    run_seeds(0..25).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -32,5 +32,5 @@ async fn seeded_upgrade_runs_under_faults_keep_the_invariants_b() {
     // controller's triggers for a minute (kube-runtime's shared trigger backoff; see
     // `jobframework::shell::TriggerBackoff`), so a service with an admitted Workload never got its
     // cluster.
-    run_seeds(15..31).await;
+    run_seeds(25..50).await;
 }
