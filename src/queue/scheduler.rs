@@ -511,6 +511,16 @@ impl AdmissionCore {
         Ok(admission)
     }
 
+    /// Marks an admitted workload as being evicted, as the scheduler marks its own evictions: the API
+    /// shows it evicted while it still holds quota (after a restart, whose scheduler did not decide
+    /// the eviction, or evicted by another writer). Its quota stays counted until it lets go, it is
+    /// not chosen as a victim again, and a replacement slice for it waits.
+    pub fn mark_evicting(&mut self, key: &WorkloadKey) {
+        if let Some(a) = self.admitted.get_mut(key) {
+            a.evicting = true;
+        }
+    }
+
     // ---- queries ----
 
     pub fn is_admitted(&self, key: &WorkloadKey) -> bool {

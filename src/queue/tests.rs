@@ -809,6 +809,23 @@ fn a_replacement_waits_while_the_slice_it_replaces_is_evicted() {
     assert!(core.is_admitted(&k("old")));
 }
 
+/// The same wait after a restart: the new scheduler did not decide the eviction, the API shows the
+/// slice evicted while it still holds quota, and the admission loop marks it so (issue 20).
+#[test]
+fn a_replacement_waits_for_a_slice_the_api_shows_evicted() {
+    let mut core = setup(&Scenario {
+        cqs: vec![ClusterQueueModel::build("cq").flavor("default", &[("cpu", 10)])],
+        admitted: vec![(wl("old", "cq", 4), "default", 1)],
+        ..Default::default()
+    });
+    core.mark_evicting(&k("old"));
+    core.add_workload(wl("new", "cq", 5).replaces(&k("old"))).unwrap();
+    let r = core.schedule_cycle(2);
+    assert!(r.admissions.is_empty(), "{:?}", r.admissions);
+    assert!(r.finished_slices.is_empty(), "{:?}", r.finished_slices);
+    assert!(core.is_admitted(&k("old")));
+}
+
 #[test]
 fn heterogeneous_slices_are_accounted_exactly() {
     let mut core = setup(&Scenario {

@@ -421,6 +421,7 @@ impl AdmissionState {
                 self.assumed.remove(&key);
                 self.account_reserved(&key, wl, snap, now_ms);
                 if evicted {
+                    self.core.mark_evicting(&key);
                     self.evicting.remove(&key);
                     if !owned {
                         actions.push(Action::ClearReservation { key });
