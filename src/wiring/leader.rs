@@ -117,6 +117,39 @@ async fn round(api: &Api<Lease>, cfg: &LeaderConfig) -> Result<bool, kube::Error
     }
 }
 
+/// The spec that gives the lease up (client-go's `ReleaseOnCancel`): no holder and a one-second
+/// duration, so the next candidate takes it on its next round instead of waiting out the lease.
+/// `None` when `me` does not hold it.
+pub fn released_spec(old: Option<&LeaseSpec>, me: &str, now: Timestamp) -> Option<LeaseSpec> {
+    let old = old?;
+    if old.holder_identity.as_deref() != Some(me) {
+        return None;
+    }
+    Some(LeaseSpec {
+        holder_identity: None,
+        lease_duration_seconds: Some(1),
+        renew_time: Some(MicroTime(now)),
+        acquire_time: Some(MicroTime(now)),
+        ..old.clone()
+    })
+}
+
+/// Gives the lease up on a clean shutdown, once nothing of this replica writes any more. A write
+/// that loses a race (409) means someone else already holds it: nothing to release.
+pub async fn release(api: &Api<Lease>, cfg: &LeaderConfig) -> Result<(), kube::Error> {
+    let Some(mut lease) = api.get_opt(&cfg.lease_name).await? else { return Ok(()) };
+    let Some(spec) = released_spec(lease.spec.as_ref(), &cfg.identity, Timestamp::now()) else { return Ok(()) };
+    lease.spec = Some(spec);
+    match api.replace(&cfg.lease_name, &PostParams::default(), &lease).await {
+        Ok(_) => {
+            tracing::info!(identity = %cfg.identity, lease = %cfg.lease_name, "released the lease");
+            Ok(())
+        }
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Runs the election until leadership is lost (an error: the process should exit, as controller-runtime
 /// does, so no stale leader keeps writing) or every receiver is dropped.
 pub async fn run(api: Api<Lease>, cfg: LeaderConfig, tx: watch::Sender<bool>) -> Result<(), LeaderError> {
@@ -190,5 +223,18 @@ mod tests {
         assert_eq!(renewed.lease_transitions, Some(4));
         assert_eq!(renewed.renew_time, Some(MicroTime(now)));
         assert!(next_spec(Some(&old), &Decision::Follow { holder: "other".into() }, "me", now, Duration::from_secs(15)).is_none());
+    }
+
+    #[test]
+    fn releasing_hands_the_lease_to_the_next_round() {
+        let now = Timestamp::now();
+        let held = spec("me", 1, 15, now);
+        assert_eq!(released_spec(Some(&held), "other", now), None, "only the holder releases");
+        let released = released_spec(Some(&held), "me", now).unwrap();
+        assert_eq!(released.holder_identity, None);
+        assert_eq!(released.lease_transitions, held.lease_transitions);
+        assert_eq!(decide(Some(&released), "other", now), Decision::Acquire);
+        let taken = next_spec(Some(&released), &Decision::Acquire, "other", now, Duration::from_secs(15)).unwrap();
+        assert_eq!(taken.holder_identity.as_deref(), Some("other"));
     }
 }

@@ -227,23 +227,42 @@ pub async fn run_manager(
     let c = cancel.clone();
     let mut loop_task = tokio::spawn(admission.run(async move { c.cancelled().await }));
     tokio::pin!(shutdown);
+    let mut loop_ended = false;
     let result = tokio::select! {
         _ = &mut shutdown => Ok(()),
         r = async { match lease_task.as_mut() { Some(t) => t.await, None => std::future::pending().await } } => match r {
             Ok(Err(e)) => Err(ManagerError::Leader(e)),
             _ => Err(ManagerError::LeaderTaskDied),
         },
-        _ = &mut loop_task => Ok(()),
+        _ = &mut loop_task => {
+            loop_ended = true;
+            Ok(())
+        }
     };
     tracing::info!("manager shutting down");
     cancel.cancel();
-    let _ = tokio::time::timeout(Duration::from_secs(5), &mut loop_task).await;
-    loop_task.abort();
-    if let Some(t) = lease_task {
+    // A JoinHandle must not be polled again once it has given its output.
+    if !loop_ended && tokio::time::timeout(Duration::from_secs(5), &mut loop_task).await.is_err() {
+        loop_task.abort();
+        let _ = loop_task.await;
+    }
+    if let Some(t) = &lease_task {
         t.abort();
     }
-    for t in tasks {
+    for t in &tasks {
         t.abort();
+    }
+    // A clean stop gives the lease up once nothing of this replica can write any more, so the next
+    // replica leads within its retry period rather than after the lease runs out (a rolling
+    // restart). A crash releases nothing, and the lease runs out as before.
+    let _ = futures::future::join_all(tasks).await;
+    if let Some(t) = lease_task {
+        let _ = t.await;
+        let api: Api<Lease> = Api::namespaced(client.clone(), &opts.lease_namespace);
+        let cfg = LeaderConfig::new(&opts.lease_name, &opts.identity);
+        if let Err(e) = leader::release(&api, &cfg).await {
+            tracing::info!(error = %e, "could not release the lease; it runs out instead");
+        }
     }
     result
 }

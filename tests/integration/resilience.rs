@@ -116,6 +116,37 @@ async fn two_replicas_with_leader_election_admit_each_workload_once() {
     b.stop().await;
 }
 
+/// A leader stopped cleanly (a rolling restart) gives its Lease up, so the other replica leads within
+/// its retry period (2 s) instead of waiting out the 15 s lease, and admits what arrives next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cleanly_stopped_leader_hands_over_at_once() {
+    let mut c = Cluster::start(Limits::default().cq("cq", 5_000)).await;
+    if let Some(m) = c.manager.take() {
+        m.stop().await;
+    }
+    let a = Manager::start(c.client.clone(), true, "replica-a");
+    c.simple("cq", "lq", "5").await;
+    c.workload("w0", "lq", 0, "1").await;
+    c.quota.wait_reserved("cq", 1).await;
+    let b = Manager::start(c.client.clone(), true, "replica-b");
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(c.client.clone(), "default");
+    let holder = |l: &k8s_openapi::api::coordination::v1::Lease| {
+        l.spec.as_ref().and_then(|s| s.holder_identity.clone())
+    };
+    assert_eq!(holder(&leases.get("quotagate-leader").await.unwrap()).as_deref(), Some("replica-a"));
+    let stopped = std::time::Instant::now();
+    a.stop().await;
+    // Well under the 15 s the lease would otherwise take to run out.
+    wait_for(&leases, "quotagate-leader", "held by replica-b", |l| holder(l).as_deref() == Some("replica-b")).await;
+    let took = stopped.elapsed();
+    assert!(took < std::time::Duration::from_secs(12), "replica-b led only after {took:?}");
+    c.workload("w1", "lq", 0, "1").await;
+    c.quota.wait_reserved("cq", 2).await;
+    c.quota.assert_safe();
+    b.stop().await;
+}
+
 // Issue 13 item 1: an admission write the API server refuses for good (a 422, as for an object a
 // later-installed validation rejects) is reported once, backs off, and gives back the quota it
 // assumed, so the workloads queued behind it are admitted; before, the loop retried at once forever
