@@ -4,6 +4,9 @@
 //! RayCluster controller. envtest has no kubelet, so KubeRay's tests set pods Running by hand; here the
 //! node agent does it. Waits poll with a deadline; none sleeps for a fixed time.
 
+#[path = "kuberay_raycluster/e2e.rs"]
+mod e2e;
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
