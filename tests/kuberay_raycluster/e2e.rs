@@ -39,20 +39,22 @@ pub(super) fn e2e_spec() -> serde_json::Value {
 
 /// `RayClusters(ns).Apply(ctx, ac, TestApplyOptions)`.
 pub(super) async fn apply(h: &Harness, name: &str, spec: serde_json::Value) -> Result<RayCluster, kube::Error> {
-    apply_object(h, name, json!({}), spec).await
+    apply_in(h, NS, name, json!({}), spec).await
 }
 
-pub(super) async fn apply_object(
+/// Applies a RayCluster in namespace `ns`, with `metadata` (annotations) besides its name.
+pub(super) async fn apply_in(
     h: &Harness,
+    ns: &str,
     name: &str,
     metadata: serde_json::Value,
     spec: serde_json::Value,
 ) -> Result<RayCluster, kube::Error> {
-    let mut meta = json!({"name": name, "namespace": NS});
+    let mut meta = json!({"name": name, "namespace": ns});
     meta.as_object_mut().unwrap().extend(metadata.as_object().cloned().unwrap_or_default());
     let body = json!({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": meta, "spec": spec});
     let pp = PatchParams::apply("kuberay-e2e").force();
-    h.api::<RayCluster>().patch(name, &pp, &Patch::Apply(&body)).await
+    Api::<RayCluster>::namespaced(h.client.clone(), ns).patch(name, &pp, &Patch::Apply(&body)).await
 }
 
 pub(super) fn cond<'a>(rc: &'a RayCluster, type_: &str) -> Option<&'a Condition> {
