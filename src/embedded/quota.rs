@@ -67,14 +67,18 @@ fn containers<'a>(pod: &'a Value, field: &str) -> impl Iterator<Item = &'a Value
     pod.pointer(&format!("/spec/{field}")).and_then(Value::as_array).into_iter().flatten()
 }
 
-/// Pod requests or limits (`which`: 0 requests, 1 limits): the containers' sum (sidecar init
+fn requests_of(c: &Value) -> Usage {
+    container_resources(c).0
+}
+
+fn limits_of(c: &Value) -> Usage {
+    container_resources(c).1
+}
+
+/// Pod requests or limits (`pick` reads one container's): the containers' sum (sidecar init
 /// containers, `restartPolicy: Always`, run beside them and add), at least each other init
 /// container's, plus the pod overhead.
-fn pod_resources(pod: &Value, which: usize) -> Usage {
-    let pick = |c: &Value| {
-        let (req, lim) = container_resources(c);
-        if which == 0 { req } else { lim }
-    };
+fn pod_resources(pod: &Value, pick: fn(&Value) -> Usage) -> Usage {
     let mut sum = Usage::new();
     let sidecar = |c: &&Value| c.get("restartPolicy").and_then(Value::as_str) == Some("Always");
     for c in containers(pod, "containers").chain(containers(pod, "initContainers").filter(sidecar)) {
@@ -126,7 +130,7 @@ fn usage_of(requests: &Usage, limits: &Usage) -> Usage {
 
 /// A pod's usage, with `pods` and `count/pods` 1.
 pub fn pod_usage(pod: &Value) -> Usage {
-    let mut u = usage_of(&pod_resources(pod, 0), &pod_resources(pod, 1));
+    let mut u = usage_of(&pod_resources(pod, requests_of), &pod_resources(pod, limits_of));
     u.insert("pods".into(), Quantity::from_value(1, crate::api::quantity::Format::DecimalSi));
     u.insert("count/pods".into(), Quantity::from_value(1, crate::api::quantity::Format::DecimalSi));
     u
