@@ -5,7 +5,7 @@
 //! node agent does it. Waits poll with a deadline; none sleeps for a fixed time.
 //!
 //! KubeRay's RayCluster e2e tests (`ray-operator/test/e2e/raycluster_*_test.go`) are ported in the
-//! modules `e2e` (lifecycle, managedBy, quota, scaling, upgrade, auth) and `e2e_features` (GCS fault
+//! modules `e2e` (lifecycle, managedBy, quota, scaling, upgrade, auth, TLS off) and `e2e_features` (GCS fault
 //! tolerance wiring, multi-host indexing), on this harness.
 
 #[path = "kuberay_raycluster/e2e.rs"]

@@ -1,5 +1,5 @@
-//! KubeRay's RayCluster e2e tests (`ray-operator/test/e2e/raycluster_test.go` and
-//! `raycluster_auth_test.go`), ported: each test names the KubeRay test it comes from and asserts what
+//! KubeRay's RayCluster e2e tests (`ray-operator/test/e2e/raycluster_test.go`, `raycluster_auth_test.go`
+//! and the one TLS case that needs no cert-manager from `raycluster_tls_test.go`), ported: each test names the KubeRay test it comes from and asserts what
 //! that test observes, on the embedded cluster. KubeRay writes with server-side apply
 //! (`TestApplyOptions`: a field manager, forced); so do these tests. Steps that need a real Ray (jobs
 //! submitted inside the head) are left out where they occur.
@@ -346,5 +346,37 @@ fn raycluster_with_token_auth() {
             let token = secret.data.unwrap_or_default().remove(&key.key).map(|b| b.0).unwrap_or_default();
             assert!(!token.is_empty(), "the token in Secret {}", key.name);
         }
+    });
+}
+
+/// Source: `raycluster_tls_test.go` TestRayClusterTLSEdgeCases, "TLS disabled has no TLS resources": a
+/// cluster without `tlsOptions` becomes Ready with no `RAY_USE_TLS` env and no `ray-tls` volume on any
+/// pod, and no `<cluster>-ca-secret…` Secret. The other TLS tests need cert-manager and are not ported:
+/// quotagate does not implement mTLS, and refuses `spec.tlsOptions` at admission, even with the
+/// RayClusterMTLS gate on (README, "Differences from KubeRay"), which the last step asserts.
+#[test]
+fn raycluster_without_tls_has_no_tls_resources() {
+    scenario(async {
+        let h = Harness::start();
+        let name = "tls-disabled";
+        apply(&h, name, e2e_spec()).await.expect("applied");
+        wait_ready(&h, name).await;
+        let pods = h.pods(&format!("ray.io/cluster={name}")).await;
+        assert_eq!(pods.len(), 2, "a head and a worker");
+        for pod in &pods {
+            let spec = pod.spec.as_ref().unwrap();
+            assert!(spec.containers[0].env.iter().flatten().all(|e| e.name != "RAY_USE_TLS"), "{}", pod.name_any());
+            assert!(spec.volumes.iter().flatten().all(|v| v.name != "ray-tls"), "{}", pod.name_any());
+        }
+        let secrets = h.api::<Secret>().list(&ListParams::default()).await.unwrap().items;
+        let prefix = format!("{name}-ca-secret");
+        assert!(secrets.iter().all(|s| !s.name_any().starts_with(&prefix)), "no CA secret");
+
+        let gates = RayFeatureGates { mtls: true, ..Default::default() };
+        let h = Harness::start_with(gates);
+        let mut spec = e2e_spec();
+        spec["tlsOptions"] = json!({"enabled": true});
+        let err = apply(&h, "tls-enabled", spec).await.expect_err("mTLS is not implemented");
+        assert!(err.to_string().contains("spec.tlsOptions"), "{err}");
     });
 }
