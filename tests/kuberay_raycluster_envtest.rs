@@ -3,6 +3,15 @@
 //! through the embedded API server (with quotagate's admission and the simulated node agent) and our
 //! RayCluster controller. envtest has no kubelet, so KubeRay's tests set pods Running by hand; here the
 //! node agent does it. Waits poll with a deadline; none sleeps for a fixed time.
+//!
+//! KubeRay's RayCluster e2e tests (`ray-operator/test/e2e/raycluster_*_test.go`) are ported in the
+//! modules `e2e` (lifecycle, managedBy, quota, scaling, upgrade, auth, TLS off) and `e2e_features` (GCS fault
+//! tolerance wiring, multi-host indexing), on this harness.
+
+#[path = "kuberay_raycluster/e2e.rs"]
+mod e2e;
+#[path = "kuberay_raycluster/e2e_features.rs"]
+mod e2e_features;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -15,6 +24,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use quotagate::api::ray::RayCluster;
 use quotagate::api::ray::raycluster::ClusterState;
+use quotagate::api::ray::validation::RayFeatureGates;
 use quotagate::embedded::EmbeddedServer;
 use quotagate::embedded::sim::{self, SimConfig, node};
 use quotagate::rayservice::clusterctl::controller as clusterctl;
@@ -48,7 +58,12 @@ impl Drop for Harness {
 
 impl Harness {
     fn start() -> Self {
-        let server = quotagate::wiring::manager::embedded_server();
+        Self::start_with(Default::default())
+    }
+
+    /// The cluster with KubeRay feature gates set, in admission and in the controller alike.
+    fn start_with(gates: RayFeatureGates) -> Self {
+        let server = quotagate::wiring::manager::embedded_server_with(gates);
         let client = server.client();
         let cancel = CancellationToken::new();
         let config = SimConfig {
@@ -59,6 +74,7 @@ impl Harness {
         sim::spawn(client.clone(), &config, cancel.clone());
         let mut ctx = clusterctl::Context::new(client.clone());
         ctx.config.busy_requeue = Duration::from_millis(200);
+        ctx.config.gates = gates;
         tokio::spawn(clusterctl::run(Arc::new(ctx)));
         Harness { client, cancel, _server: server }
     }

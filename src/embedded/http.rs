@@ -9,6 +9,7 @@ use super::protobuf;
 use super::rbac;
 use super::registry::ResourceInfo;
 use super::selector::{FieldSelector, LabelSelector};
+use super::quota;
 use super::serviceaccount;
 use super::store::{DeleteOptions, ListOptions, Store, WatchFrom};
 use super::table;
@@ -291,7 +292,29 @@ impl Req<'_> {
         ok(code, &Store::at_version(&self.t.info, obj))
     }
 
+    /// Serves the request; a write that can change a ResourceQuota's usage (any write to pods or
+    /// quotas, any delete: owners cascade to pods) runs under the quota lock when the namespace has a
+    /// quota, followed by the quota controller's status pass (`quota.rs`).
     fn serve(&self) -> Result<Response, ApiError> {
+        let write = self.method != Method::GET;
+        let core = self.t.info.group.is_empty();
+        let quota_write = write && core && self.t.info.plural == "resourcequotas";
+        let touches_usage = write
+            && !self.query.dry_run()
+            && (quota_write || (core && self.t.info.plural == "pods") || self.method == Method::DELETE);
+        let ns = match self.ns() {
+            Some(ns) if touches_usage && (quota_write || quota::any(self.store(), &self.srv.registry, ns)) => ns,
+            _ => return self.serve_unquoted(),
+        };
+        let _guard = self.srv.quota_lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let result = self.serve_unquoted();
+        if result.is_ok() {
+            quota::refresh(self.store(), &self.srv.registry, ns);
+        }
+        result
+    }
+
+    fn serve_unquoted(&self) -> Result<Response, ApiError> {
         let info = self.t.info.clone();
         let name = self.t.name.clone();
         match (&self.method, name) {
@@ -301,7 +324,12 @@ impl Req<'_> {
             (&Method::POST, None) => {
                 let mut obj = self.decode_body()?;
                 if info.group.is_empty() && info.plural == "pods" {
-                    serviceaccount::admit_pod(self.store(), &self.srv.registry, self.ns().unwrap_or("default"), &mut obj)?;
+                    let ns = self.ns().unwrap_or("default");
+                    serviceaccount::admit_pod(self.store(), &self.srv.registry, ns, &mut obj)?;
+                    quota::admit_pod(self.store(), &self.srv.registry, ns, &obj)?;
+                }
+                if info.group.is_empty() && info.plural == "resourcequotas" {
+                    quota::validate(&obj)?;
                 }
                 let created = self.store().create(&info, self.ns(), obj, self.query.dry_run())?;
                 self.after_create(&info, &created);
@@ -309,6 +337,9 @@ impl Req<'_> {
             }
             (&Method::PUT, Some(n)) => {
                 let obj = self.decode_body()?;
+                if info.group.is_empty() && info.plural == "resourcequotas" && !self.t.status {
+                    quota::validate(&obj)?;
+                }
                 Ok(self.object(200, self.store().update(&info, self.ns(), &n, obj, self.t.status, self.query.dry_run())?))
             }
             (&Method::PATCH, Some(n)) => {

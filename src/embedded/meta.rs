@@ -148,7 +148,29 @@ pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, namespace: Option<&s
             _ => {}
         }
     }
+    fold_string_data(info, obj);
     Ok(())
+}
+
+/// A Secret's `stringData` is write-only: the real server merges it into `data` (base64, a `stringData`
+/// key wins over the same `data` key) and never stores it.
+fn fold_string_data(info: &ResourceInfo, obj: &mut Value) {
+    use base64::Engine as _;
+    if !(info.group.is_empty() && info.plural == "secrets") {
+        return;
+    }
+    let Some(o) = obj.as_object_mut() else { return };
+    let Some(Value::Object(strings)) = o.remove("stringData") else { return };
+    let data = o.entry("data").or_insert_with(|| json!({}));
+    if !data.is_object() {
+        *data = json!({});
+    }
+    if let Some(d) = data.as_object_mut() {
+        for (k, v) in strings {
+            let text = v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string());
+            d.insert(k, json!(base64::engine::general_purpose::STANDARD.encode(text)));
+        }
+    }
 }
 
 /// The object to store for an update of `old` by `new`: a main-resource write keeps the stored status
@@ -201,6 +223,7 @@ pub fn prepare_update(info: &ResourceInfo, old: &Value, new: &Value, status_writ
         }
     }
     m.remove("managedFields");
+    fold_string_data(info, &mut out);
     if tracks_generation(info) && spec_view(info, old) != spec_view(info, &out) {
         let g = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(0);
         meta_mut(&mut out).insert("generation".into(), json!(g + 1));
@@ -368,5 +391,19 @@ mod tests {
         let mut o = json!({"metadata": {"name": "a", "namespace": "other"}});
         assert_eq!(prepare_create(&cm, &mut o, Some("d"), "u".into(), "t").unwrap_err().code, 400);
         assert!(new_uid().len() == 36 && name_suffix().len() == 5);
+    }
+
+    /// As the real server: `stringData` lands base64-encoded in `data`, winning over the same key, and
+    /// is not stored; on an update too.
+    #[test]
+    fn secret_string_data_folds_into_data() {
+        let secrets = builtins().into_iter().find(|b| b.plural == "secrets").unwrap();
+        let mut o = json!({"metadata": {"name": "s"}, "data": {"a": "eA==", "b": "eQ=="}, "stringData": {"a": "tok"}});
+        prepare_create(&secrets, &mut o, Some("d"), "u".into(), "t").unwrap();
+        assert_eq!(o["data"], json!({"a": "dG9r", "b": "eQ=="}));
+        assert!(o.get("stringData").is_none());
+        let out = prepare_update(&secrets, &o, &json!({"metadata": {"name": "s"}, "stringData": {"c": "z"}}), false);
+        assert_eq!(out["data"], json!({"c": "eg=="}));
+        assert!(out.get("stringData").is_none());
     }
 }

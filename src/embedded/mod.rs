@@ -18,6 +18,7 @@ mod listener;
 pub mod meta;
 pub mod patch;
 pub mod protobuf;
+pub mod quota;
 pub mod rbac;
 pub mod registry;
 pub mod selector;
@@ -79,6 +80,9 @@ pub struct EmbeddedServer {
     pub config: ServerConfig,
     /// API groups other components serve through this server (`aggregated.rs`).
     pub aggregated: aggregated::Aggregated,
+    /// Held across a pod create's quota check and the create, and across each quota status pass, so
+    /// two creates cannot both fit the last of a quota (`quota.rs`).
+    pub(crate) quota_lock: std::sync::Mutex<()>,
 }
 
 impl EmbeddedServer {
@@ -94,6 +98,7 @@ impl EmbeddedServer {
             store: Arc::new(Store::new(config.store.clone(), hook)),
             config,
             aggregated: aggregated::Aggregated::default(),
+            quota_lock: std::sync::Mutex::new(()),
         });
         for ns in ["default", "kube-system", "kube-public"] {
             serviceaccount::ensure_default(&srv.store, &srv.registry, ns);
@@ -114,6 +119,7 @@ impl EmbeddedServer {
             store: Arc::new(store),
             config,
             aggregated: aggregated::Aggregated::default(),
+            quota_lock: std::sync::Mutex::new(()),
         });
         for ns in ["default", "kube-system", "kube-public"] {
             serviceaccount::ensure_default(&srv.store, &srv.registry, ns);

@@ -160,6 +160,7 @@ const BUILTINS: &[B] = &[
     B { group: "", version: "v1", kind: "Event", plural: "events", short: &["ev"], categories: &[], namespaced: true, has_status: false },
     B { group: "", version: "v1", kind: "ConfigMap", plural: "configmaps", short: &["cm"], categories: &[], namespaced: true, has_status: false },
     B { group: "", version: "v1", kind: "Secret", plural: "secrets", short: &[], categories: &[], namespaced: true, has_status: false },
+    B { group: "", version: "v1", kind: "ResourceQuota", plural: "resourcequotas", short: &["quota"], categories: &[], namespaced: true, has_status: true },
     B { group: "", version: "v1", kind: "ServiceAccount", plural: "serviceaccounts", short: &["sa"], categories: &[], namespaced: true, has_status: false },
     B { group: "events.k8s.io", version: "v1", kind: "Event", plural: "events", short: &["ev"], categories: &[], namespaced: true, has_status: false },
     B { group: "coordination.k8s.io", version: "v1", kind: "Lease", plural: "leases", short: &[], categories: &[], namespaced: true, has_status: false },

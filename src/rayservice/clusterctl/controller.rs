@@ -473,7 +473,7 @@ async fn execute_pods(
                     if let Err(e) = delete_pod(api, &p.name).await {
                         r = Err((
                             c::REASON_FAILED_DELETE_ALL_PODS,
-                            format!("deleting pod {}: {e}", p.name),
+                            format!("deleting pod {}: {}", p.name, api_text(&e)),
                         ));
                         break;
                     }
@@ -511,7 +511,7 @@ async fn execute_pods(
                             .await;
                             Ok(())
                         }
-                        Err(e) => Err((c::REASON_FAILED_CREATE_HEAD_POD, e.to_string())),
+                        Err(e) => Err((c::REASON_FAILED_CREATE_HEAD_POD, api_text(&e))),
                     }
                 }
             },
@@ -521,7 +521,7 @@ async fn execute_pods(
                 api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
                     .await
                     .map(|_| ())
-                    .map_err(|e| (c::REASON_FAILED_CREATE_HEAD_POD, e.to_string()))
+                    .map_err(|e| (c::REASON_FAILED_CREATE_HEAD_POD, api_text(&e)))
             }
             PodAction::DeletePod { name, reason } => {
                 let head = views.iter().any(|p| p.head && &p.name == name);
@@ -542,7 +542,7 @@ async fn execute_pods(
                         .await;
                         Ok(())
                     }
-                    Err(e) => Err((failed, e.to_string())),
+                    Err(e) => Err((failed, api_text(&e))),
                 }
             }
             PodAction::CreateWorkers { group, workers } => {
@@ -579,7 +579,7 @@ async fn create_workers(
         owned(&mut pod, rc);
         api.create(&PostParams::default(), &pod)
             .await
-            .map_err(|e| (c::REASON_FAILED_CREATE_WORKER_POD, e.to_string()))?;
+            .map_err(|e| (c::REASON_FAILED_CREATE_WORKER_POD, api_text(&e)))?;
     }
     publish(
         ctx,
@@ -590,6 +590,15 @@ async fn create_workers(
     )
     .await;
     Ok(())
+}
+
+/// What the API server said, for a status message or event: its own message for a refusal (a quota's
+/// "pods ... is forbidden: exceeded quota: ..."), not the client's debug dump of the whole Status.
+fn api_text(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        e => e.to_string(),
+    }
 }
 
 async fn delete_pod(api: &Api<Pod>, name: &str) -> Result<(), kube::Error> {
