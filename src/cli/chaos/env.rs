@@ -79,14 +79,34 @@ impl Env {
     /// Stops the manager (cleanly, as a rolling restart does) and starts a fresh one: no memory of
     /// the old one survives but what it wrote into the API (DESIGN I5).
     pub(super) async fn restart_manager(&mut self, identity: &str) {
+        self.stop_manager().await;
+        self.manager = Some(self.spawn_manager(identity));
+    }
+
+    /// A leader change between two managers: a second replica starts beside the leader (electing on
+    /// the same Lease, its caches filling while it follows), then the leader stops cleanly, gives the
+    /// Lease up, and the second one leads.
+    pub(super) async fn leader_change(&mut self, identity: &str) {
+        let next = self.spawn_manager(identity);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        self.stop_manager().await;
+        self.manager = Some(next);
+    }
+
+    async fn stop_manager(&mut self) {
         if let Some(mut m) = self.manager.take() {
             if let Some(s) = m.stop.take() {
                 let _ = s.send(());
             }
             let _ = tokio::time::timeout(Duration::from_secs(20), &mut m.handle).await;
         }
+    }
+
+    /// One manager with leader election on, as replicas run in a cluster.
+    fn spawn_manager(&self, identity: &str) -> Manager {
         let opts = ManagerOptions {
-            leader_election: false,
+            leader_election: true,
+            lease_namespace: NS.to_string(),
             identity: identity.to_string(),
             resync: Duration::from_millis(300),
             ray: Some(self.dashboards.clone()),
@@ -104,7 +124,7 @@ impl Env {
                 *error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
             }
         });
-        self.manager = Some(Manager { stop: Some(tx), handle });
+        Manager { stop: Some(tx), handle }
     }
 
     pub(super) fn manager_error(&self) -> Option<String> {

@@ -34,6 +34,8 @@ struct Run {
     next_plain: usize,
     /// The ClusterQueue's CPU quota now (milli).
     quota: i64,
+    /// Managers started after the first (each replica gets its own identity on the Lease).
+    managers: u32,
 }
 
 /// Retries a user's write a few times (users retry an injected 500 or a conflict); a 404 means the
@@ -151,7 +153,14 @@ impl Run {
                     let _ = self.clusters().patch(&p, &pp, &Patch::Merge(&patch)).await;
                 }
             }
-            Op::RestartManager => self.env.restart_manager("m-chaos").await,
+            Op::RestartManager => {
+                self.managers += 1;
+                self.env.restart_manager(&format!("m{}", self.managers)).await
+            }
+            Op::LeaderChange => {
+                self.managers += 1;
+                self.env.leader_change(&format!("m{}", self.managers)).await
+            }
             Op::WriteFault { plural, nth, conflict } => {
                 let m = WriteMatch { plural: Some((*plural).into()), ..Default::default() };
                 let faults = &self.env.server.store.faults;
@@ -345,7 +354,7 @@ pub(super) async fn run(seed: u64, w: &World, list: &[Op]) -> Result<RunStats, F
     let env = Env::start(Duration::from_millis(150)).await;
     let inv = Invariants::start(env.client.clone());
     env.queues(&format!("{}m", w.quota), w.preempt).await.map_err(|e| setup(e.to_string()))?;
-    let mut run = Run { env, inv, shapes: w.services.iter().cloned().map(Some).collect(), plain: Vec::new(), next_plain: 0, quota: w.quota };
+    let mut run = Run { env, inv, shapes: w.services.iter().cloned().map(Some).collect(), plain: Vec::new(), next_plain: 0, quota: w.quota, managers: 0 };
     for (i, milli) in w.background.iter().enumerate() {
         let n = format!("background-{i}");
         run.plain_workload(&n, 0, *milli).await.map_err(|e| setup(e.to_string()))?;

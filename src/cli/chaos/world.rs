@@ -39,6 +39,8 @@ pub enum Op {
     /// A user tries to resume a service's pending (gated) child by hand.
     Tamper(usize),
     RestartManager,
+    /// A second manager starts beside the leader, then the leader stops cleanly: the second leads.
+    LeaderChange,
     /// The API server fails the nth write of a kind with a 500 or a 409.
     WriteFault { plural: &'static str, nth: u32, conflict: bool },
     /// Every open watch is closed, or its history expired (clients must relist).
@@ -55,7 +57,7 @@ impl Op {
     pub fn is_fault(&self) -> bool {
         matches!(
             self,
-            Op::RestartManager | Op::WriteFault { .. } | Op::Watches { .. } | Op::DashboardsDown | Op::PodsFail(_)
+            Op::RestartManager | Op::LeaderChange | Op::WriteFault { .. } | Op::Watches { .. } | Op::DashboardsDown | Op::PodsFail(_)
         )
     }
 }
@@ -128,7 +130,8 @@ fn ops(rng: &mut StdRng, w: &World) -> Vec<Op> {
             64..=67 => Op::ResumeQueue,
             68..=71 => Op::DeleteOrRecreate(rng.random_range(0..n)),
             72..=77 => Op::Tamper(rng.random_range(0..n)),
-            78..=84 => Op::RestartManager,
+            78..=81 => Op::RestartManager,
+            82..=84 => Op::LeaderChange,
             85..=94 => Op::WriteFault {
                 plural: ["workloads", "rayclusters", "rayservices", "pods"][rng.random_range(0..4)],
                 nth: rng.random_range(1..=4),
