@@ -446,15 +446,13 @@ impl AdmissionState {
             self.core.release(&key);
         }
         match waiting {
-            Class::Held { why } => {
+            Class::Held { why: (reason, message) } => {
                 self.unqueue(&key);
-                if let Some((reason, message)) = why {
-                    actions.push(Action::Pending {
-                        key,
-                        reason: reason.into(),
-                        message,
-                    });
-                }
+                actions.push(Action::Pending {
+                    key,
+                    reason: reason.into(),
+                    message,
+                });
             }
             // Kept out of the queue until requeueAt, then released by the write.
             Class::Backoff { elapsed } => {
