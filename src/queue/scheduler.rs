@@ -571,7 +571,7 @@ impl AdmissionCore {
         let Some(model) = self.cqs.get(cq) else {
             return Some((PendingReason::Misconfigured, missing_cq(cq)));
         };
-        if model.stop_policy != StopPolicy::None {
+        if model.stop_policy != StopPolicy::None || model.terminating {
             // Kueue says "inactive" for a stopped one too (`workload_controller_test.go`,
             // "should write granular conditions and reasons when clusterQueue is inactive").
             return Some((PendingReason::Suspended, format!("ClusterQueue {cq} is inactive")));

@@ -24,6 +24,15 @@ pub fn cluster_queue_active(
     known_flavors: &BTreeSet<String>,
     core_inactive: Option<&str>,
 ) -> (bool, String, String) {
+    // Kueue's words for a deleted ClusterQueue its finalizer keeps (`clusterqueue_controller_test.go`,
+    // "Should keep the status counters and Active condition accurate while terminating").
+    if cq.metadata.deletion_timestamp.is_some() {
+        return (
+            false,
+            reason::TERMINATING.to_string(),
+            "Can't admit new workloads; clusterQueue is terminating".to_string(),
+        );
+    }
     let mut reasons = Vec::new();
     let mut messages = Vec::new();
     if cq.spec.stop_policy() != StopPolicy::None {
