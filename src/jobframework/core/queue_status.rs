@@ -210,20 +210,30 @@ pub fn local_queue(
             }
         }
     }
+    // As Kueue's cache reports them (`localqueue_controller_test.go`): the ClusterQueue's flavors
+    // and resources in its spec's order, zeros included; nothing reserved once it is gone.
     let to_api = |m: BTreeMap<String, BTreeMap<String, i64>>| -> Vec<LocalQueueFlavorUsage> {
-        m.into_iter()
-            .map(|(f, rs)| LocalQueueFlavorUsage {
-                name: f,
-                resources: rs
-                    .into_iter()
-                    .map(|(r, v)| LocalQueueResourceUsage {
-                        total: Some(q(&r, v)),
-                        name: r,
-                    })
-                    .collect(),
+        let groups = cq.map(|c| c.spec.resource_groups()).unwrap_or_default();
+        groups
+            .iter()
+            .flat_map(|g| {
+                g.flavors.iter().map(|f| LocalQueueFlavorUsage {
+                    name: f.name.clone(),
+                    resources: g
+                        .covered_resources
+                        .iter()
+                        .map(|r| LocalQueueResourceUsage {
+                            total: Some(q(r, m.get(&f.name).and_then(|rs| rs.get(r)).copied().unwrap_or(0))),
+                            name: r.clone(),
+                        })
+                        .collect(),
+                })
             })
             .collect()
     };
+    if cq.is_none() {
+        (reserving, admitted) = (0, 0);
+    }
     s.pending_workloads = pending;
     s.reserving_workloads = reserving;
     s.admitted_workloads = admitted;
