@@ -7,8 +7,6 @@
 //! the ClusterQueues here have none, so a reservation is an admission at once
 //! (`admittedWorkloads` equals `reservingWorkloads`, `flavorsUsage` equals `flavorsReservation`).
 
-use std::collections::BTreeMap;
-
 use kube::api::{Api, DeleteParams, PostParams};
 use quotagate::api::kueue::builders::{condition as make_condition, podset};
 use quotagate::api::kueue::constants::{RESOURCE_IN_USE_FINALIZER, condition, reason};
@@ -89,15 +87,32 @@ fn usage(u: &[quotagate::api::kueue::FlavorUsage]) -> Vec<(String, String, i64, 
         .collect()
 }
 
-fn lq_usage(u: &[quotagate::api::kueue::LocalQueueFlavorUsage]) -> BTreeMap<(String, String), i64> {
+/// LocalQueue flavor usage as (flavor, resource, total), in the order written.
+fn lq_usage(u: &[quotagate::api::kueue::LocalQueueFlavorUsage]) -> Vec<(String, String, i64)> {
     u.iter()
         .flat_map(|f| {
             f.resources.iter().map(|r| {
                 let v = r.total.as_ref().map_or(0, |q| resource_value(&r.name, &Quantity::try_from(q).unwrap()));
-                ((f.name.clone(), r.name.clone()), v)
+                (f.name.clone(), r.name.clone(), v)
             })
         })
         .collect()
+}
+
+/// Kueue's LocalQueue usage of "cluster-queue.queue-controller": model-d then model-c.
+fn lq_at(d: i64, c: i64) -> Vec<(String, String, i64)> {
+    vec![("model-d".into(), GPU.into(), d), ("model-c".into(), GPU.into(), c)]
+}
+
+/// Kueue's `localqueue_controller_test.go` ClusterQueue: 5 GPUs in model-d and in model-c.
+fn lq_cq() -> ClusterQueue {
+    with_all_namespaces(
+        ClusterQueue::build("cluster-queue.queue-controller")
+            .cohort("cohort")
+            .flavor_quotas(FlavorQuotas::build("model-d").resource_with_limits(GPU, "5", Some("5"), None).build())
+            .flavor_quotas(FlavorQuotas::build("model-c").resource_with_limits(GPU, "5", Some("5"), None).build())
+            .build(),
+    )
 }
 
 fn active(conds: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]) -> Option<(String, String, String)> {
@@ -504,59 +519,88 @@ async fn local_queue_active_condition_follows_its_cluster_queue() {
     };
     const NO_SUBMIT: &str = "Can't submit new workloads to clusterQueue";
     let s = lq_status(&c, "queue", "no ClusterQueue", is("False", "ClusterQueueDoesNotExist", NO_SUBMIT)).await;
-    assert!(s.flavors_reservation.is_empty());
-    c.cluster_queue(with_all_namespaces(
-        ClusterQueue::build("cluster-queue.queue-controller")
-            .cohort("cohort")
-            .flavor_quotas(FlavorQuotas::build("model-d").resource_with_limits(GPU, "5", Some("5"), None).build())
-            .flavor_quotas(FlavorQuotas::build("model-c").resource_with_limits(GPU, "5", Some("5"), None).build())
-            .build(),
-    ))
-    .await;
-    lq_status(&c, "queue", "ClusterQueue inactive", is("False", "ClusterQueueIsInactive", NO_SUBMIT)).await;
+    assert!(s.flavors_reservation.is_empty() && s.flavors_usage.is_empty());
+    c.cluster_queue(lq_cq()).await;
+    let s = lq_status(&c, "queue", "ClusterQueue inactive", is("False", "ClusterQueueIsInactive", NO_SUBMIT)).await;
+    assert_eq!(lq_usage(&s.flavors_reservation), lq_at(0, 0));
+    assert_eq!(lq_usage(&s.flavors_usage), lq_at(0, 0));
     c.flavor("model-c").await;
     c.flavor("model-d").await;
-    lq_status(&c, "queue", "ready", is("True", "Ready", "Can submit new workloads to localQueue")).await;
+    let s = lq_status(&c, "queue", "ready", is("True", "Ready", "Can submit new workloads to localQueue")).await;
+    assert_eq!(lq_usage(&s.flavors_reservation), lq_at(0, 0));
     let cqs: Api<ClusterQueue> = Api::all(c.client.clone());
     cqs.delete("cluster-queue.queue-controller", &DeleteParams::default()).await.unwrap();
-    lq_status(&c, "queue", "no ClusterQueue again", is("False", "ClusterQueueDoesNotExist", NO_SUBMIT)).await;
+    let s = lq_status(&c, "queue", "no ClusterQueue again", is("False", "ClusterQueueDoesNotExist", NO_SUBMIT)).await;
+    assert!(s.flavors_reservation.is_empty() && s.flavors_usage.is_empty());
+}
+
+/// Workloads "one", "two" and "three" of `localqueue_controller_test.go`, reserved by hand as
+/// Kueue does (2 and 3 GPUs in model-c, 1 in model-d). They ask for more GPUs than a flavor holds
+/// so that only the hand-written reservations admit them.
+async fn lq_workloads_reserved(c: &Cluster) {
+    let wls = c.workloads();
+    for n in ["one", "two", "three"] {
+        workload(c, n, "queue", &[(GPU, "6")]).await;
+    }
+    let s = lq_status(c, "queue", "3 pending", |s| (s.pending_workloads, s.reserving_workloads, s.admitted_workloads) == (3, 0, 0)).await;
+    assert_eq!(lq_usage(&s.flavors_reservation), lq_at(0, 0));
+    assert_eq!(lq_usage(&s.flavors_usage), lq_at(0, 0));
+    assert_eq!(active(&s.conditions), t("True", "Ready", "Can submit new workloads to localQueue"));
+    reserve(&wls, "one", "cluster-queue.queue-controller", &[("main", 1, &[(GPU, "model-c", "2")])]).await;
+    reserve(&wls, "two", "cluster-queue.queue-controller", &[("main", 1, &[(GPU, "model-c", "3")])]).await;
+    reserve(&wls, "three", "cluster-queue.queue-controller", &[("main", 1, &[(GPU, "model-d", "1")])]).await;
+    let s = lq_status(c, "queue", "3 admitted", |s| (s.pending_workloads, s.reserving_workloads, s.admitted_workloads) == (0, 3, 3)).await;
+    assert_eq!(lq_usage(&s.flavors_reservation), lq_at(1, 5));
+    assert_eq!(lq_usage(&s.flavors_usage), lq_at(1, 5));
+    assert_eq!(active(&s.conditions), t("True", "Ready", "Can submit new workloads to localQueue"));
+}
+
+async fn lq_setup(c: &Cluster) {
+    c.flavor("model-c").await;
+    c.flavor("model-d").await;
+    c.local_queue("queue", "cluster-queue.queue-controller").await;
+    c.cluster_queue(lq_cq()).await;
 }
 
 /// `localqueue_controller_test.go`, "Should update status when workloads are created": pending,
 /// reserving and admitted counts and per-flavor usage follow the workloads, back to zero once
-/// they finish. The workloads ask for more GPUs than a flavor holds so that only the
-/// hand-written reservations admit them.
+/// they finish.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_queue_status_follows_its_workloads() {
     let c = Cluster::start(Limits::default()).await;
-    c.flavor("model-c").await;
-    c.flavor("model-d").await;
-    c.local_queue("queue", "cluster-queue.queue-controller").await;
-    c.cluster_queue(with_all_namespaces(
-        ClusterQueue::build("cluster-queue.queue-controller")
-            .flavor_quotas(FlavorQuotas::build("model-d").resource(GPU, "5").build())
-            .flavor_quotas(FlavorQuotas::build("model-c").resource(GPU, "5").build())
-            .build(),
-    ))
-    .await;
-    for n in ["one", "two", "three"] {
-        workload(&c, n, "queue", &[(GPU, "6")]).await;
-    }
-    let s = lq_status(&c, "queue", "3 pending", |s| (s.pending_workloads, s.reserving_workloads, s.admitted_workloads) == (3, 0, 0)).await;
-    assert!(lq_usage(&s.flavors_reservation).values().all(|v| *v == 0));
+    lq_setup(&c).await;
+    lq_workloads_reserved(&c).await;
     let wls = c.workloads();
-    reserve(&wls, "one", "cluster-queue.queue-controller", &[("main", 1, &[(GPU, "model-c", "2")])]).await;
-    reserve(&wls, "two", "cluster-queue.queue-controller", &[("main", 1, &[(GPU, "model-c", "3")])]).await;
-    reserve(&wls, "three", "cluster-queue.queue-controller", &[("main", 1, &[(GPU, "model-d", "1")])]).await;
-    let s = lq_status(&c, "queue", "3 admitted", |s| (s.pending_workloads, s.reserving_workloads, s.admitted_workloads) == (0, 3, 3)).await;
-    let full: BTreeMap<(String, String), i64> =
-        [(("model-c".to_string(), GPU.to_string()), 5), (("model-d".to_string(), GPU.to_string()), 1)].into();
-    assert_eq!(lq_usage(&s.flavors_reservation), full);
-    assert_eq!(lq_usage(&s.flavors_usage), full);
-    assert_eq!(active(&s.conditions), t("True", "Ready", "Can submit new workloads to localQueue"));
     for n in ["one", "two", "three"] {
         finish(&wls, n).await;
     }
     let s = lq_status(&c, "queue", "nothing left", |s| (s.pending_workloads, s.reserving_workloads, s.admitted_workloads) == (0, 0, 0)).await;
-    assert!(lq_usage(&s.flavors_usage).values().all(|v| *v == 0));
+    assert_eq!(lq_usage(&s.flavors_reservation), lq_at(0, 0));
+    assert_eq!(lq_usage(&s.flavors_usage), lq_at(0, 0));
+}
+
+/// `localqueue_controller_test.go`, "Should update status when ClusterQueue are forcefully
+/// deleted": its finalizer stripped by hand, the ClusterQueue goes while workloads hold quota,
+/// and the LocalQueue reports nothing reserved and ClusterQueueDoesNotExist.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_queue_status_after_its_cluster_queue_is_forcefully_deleted() {
+    let c = Cluster::start(Limits::default()).await;
+    lq_setup(&c).await;
+    lq_workloads_reserved(&c).await;
+    let cqs: Api<ClusterQueue> = Api::all(c.client.clone());
+    cqs.delete("cluster-queue.queue-controller", &DeleteParams::default()).await.unwrap();
+    cqs.patch(
+        "cluster-queue.queue-controller",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&serde_json::json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    gone(&cqs, "cluster-queue.queue-controller").await;
+    let s = lq_status(&c, "queue", "ClusterQueueDoesNotExist", |s| {
+        active(&s.conditions) == t("False", "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue")
+    })
+    .await;
+    assert_eq!((s.pending_workloads, s.reserving_workloads, s.admitted_workloads), (0, 0, 0));
+    assert!(s.flavors_reservation.is_empty() && s.flavors_usage.is_empty());
 }
