@@ -306,3 +306,54 @@ async fn deactivation_clears_the_requeue_state() {
     })
     .await;
 }
+
+/// "with UnadmittedWorkloadsObservability feature gate enabled, namespace selector validation":
+/// "should set Misconfigured on namespace mismatch and clear it when mismatch resolved". Kueue's
+/// core suite runs no scheduler, so the workload only turns PendingEvaluation there; ours is
+/// evaluated at once and admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_mismatch_is_misconfigured_until_the_namespace_matches() {
+    use k8s_openapi::api::core::v1::Namespace;
+    let c = Cluster::start(Limits::default().cq("cq-ns-selector", 1000)).await;
+    c.flavor("on-demand").await;
+    let selector = serde_json::from_value(serde_json::json!({"matchLabels": {"foo": "bar"}})).unwrap();
+    c.cluster_queue(
+        ClusterQueue::build("cq-ns-selector")
+            .namespace_selector(Some(selector))
+            .flavor("on-demand", [("cpu", "1")])
+            .build(),
+    )
+    .await;
+    let nss: Api<Namespace> = Api::all(c.client.clone());
+    let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": "ns-selector"}})).unwrap();
+    nss.create(&PostParams::default(), &ns).await.unwrap();
+    let lqs: Api<LocalQueue> = Api::namespaced(c.client.clone(), "ns-selector");
+    lqs.create(
+        &PostParams::default(),
+        &LocalQueue::build("q-ns-selector", "ns-selector").cluster_queue("cq-ns-selector").build(),
+    )
+    .await
+    .unwrap();
+    let wls: Api<Workload> = Api::namespaced(c.client.clone(), "ns-selector");
+    let wl = Workload::build("wl-ns-mismatch", "ns-selector")
+        .queue("q-ns-selector")
+        .podset("main", 1, [("cpu", "1")])
+        .build();
+    wls.create(&PostParams::default(), &wl).await.unwrap();
+    held_with(
+        &wls,
+        "wl-ns-mismatch",
+        reason::MISCONFIGURED,
+        "workload namespace doesn't match ClusterQueue selector",
+    )
+    .await;
+    nss.patch(
+        "ns-selector",
+        &PatchParams::default(),
+        &Patch::Merge(&serde_json::json!({"metadata": {"labels": {"foo": "bar"}}})),
+    )
+    .await
+    .unwrap();
+    wait_for(&wls, "wl-ns-mismatch", "admitted", |w| w.is_admitted()).await;
+    c.quota.assert_safe();
+}
