@@ -357,3 +357,36 @@ async fn a_namespace_mismatch_is_misconfigured_until_the_namespace_matches() {
     wait_for(&wls, "wl-ns-mismatch", "admitted", |w| w.is_admitted()).await;
     c.quota.assert_safe();
 }
+
+/// "changing the priority value of PriorityClass changes the priority of the workload": "case of
+/// WorkloadPriorityClass".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workload_follows_its_workload_priority_class_value() {
+    use quotagate::api::kueue::WorkloadPriorityClass;
+    use quotagate::api::kueue::builders::workload_priority_class;
+    let c = Cluster::start(Limits::default()).await;
+    let wpcs: Api<WorkloadPriorityClass> = Api::all(c.client.clone());
+    wpcs.create(&PostParams::default(), &workload_priority_class("workload-priority-class", 200))
+        .await
+        .unwrap();
+    let wl = Workload::build("wl", "default")
+        .queue("lq")
+        .podset("main", 1, [("cpu", "1")])
+        .priority_class("workload-priority-class", 200)
+        .build();
+    let wls = c.workloads();
+    wls.create(&PostParams::default(), &wl).await.unwrap();
+    let w = wait_for(&wls, "wl", "some condition", |w| {
+        w.status.as_ref().is_some_and(|s| !s.conditions.is_empty())
+    })
+    .await;
+    assert_eq!(w.spec.priority, Some(200));
+    wpcs.patch(
+        "workload-priority-class",
+        &PatchParams::default(),
+        &Patch::Merge(&serde_json::json!({"value": 150})),
+    )
+    .await
+    .unwrap();
+    wait_for(&wls, "wl", "priority 150", |w| w.spec.priority == Some(150)).await;
+}

@@ -9,6 +9,7 @@ mod classify;
 pub mod conditions;
 pub mod explanations;
 pub mod finalizers;
+pub mod priorities;
 pub mod queue_metrics;
 pub mod queue_status;
 pub mod run;

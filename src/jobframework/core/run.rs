@@ -269,6 +269,7 @@ impl AdmissionLoop {
                 last_gauges = Some(Instant::now());
             }
             self.write_queue_status(&state, &snap, gauges).await;
+            self.write_priorities(&snap).await;
             self.stats.add(Phase::QueueStatus, written.elapsed());
             if admitted {
                 // Kueue runs the next cycle at once after an admission.
@@ -575,6 +576,21 @@ impl AdmissionLoop {
         }
     }
 
+
+    /// Brings `spec.priority` of workloads to their WorkloadPriorityClass's current value. A
+    /// conflict is left to the next cycle, which sees the fresh workload.
+    async fn write_priorities(&self, snap: &Snapshot) {
+        for (wl, value) in super::priorities::stale(snap) {
+            let api = wl_api(&self.client, &key_of(wl));
+            let patch = serde_json::json!({"metadata": {"resourceVersion": wl.resource_version()}, "spec": {"priority": value}});
+            if let Err(e) = api
+                .patch(&wl.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                tracing::debug!(workload = %wl.name_any(), error = %e, "priority update failed; will retry");
+            }
+        }
+    }
 
     /// Adds Kueue's resource-in-use finalizer to a live ClusterQueue or ResourceFlavor, and
     /// releases a deleted one's once `in_use` (asked only then) says nothing uses it.

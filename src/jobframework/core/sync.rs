@@ -26,6 +26,8 @@ pub struct Snapshot {
     pub workloads: Vec<Arc<Workload>>,
     /// Namespace labels by namespace name (for ClusterQueue namespaceSelector).
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    /// WorkloadPriorityClass values by name.
+    pub priority_classes: BTreeMap<String, i32>,
 }
 
 /// A write the loop must make.
