@@ -295,6 +295,7 @@ impl TryFrom<&kueue::ClusterQueue> for ClusterQueueModel {
                 .as_ref()
                 .map(|n| label_selector("spec.namespaceSelector", n))
                 .transpose()?,
+            terminating: cq.metadata.deletion_timestamp.is_some(),
         })
     }
 }

@@ -307,7 +307,7 @@ fn schedule_flavor_and_queueing_cases() {
         want_pending: vec![(
             "sales/foo",
             Misconfigured,
-            "ClusterQueue nonexistent-cq is terminating or missing",
+            "ClusterQueue nonexistent-cq doesn't exist",
         )],
         ..Default::default()
     });

@@ -201,6 +201,9 @@ pub struct ClusterQueueModel {
     pub flavor_fungibility: FlavorFungibility,
     pub stop_policy: StopPolicy,
     pub namespace_selector: Option<LabelSelector>,
+    /// Deleted, kept by its finalizer while workloads hold quota in it: it admits nothing more
+    /// (Kueue's `terminating` ClusterQueue status).
+    pub terminating: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -326,6 +329,7 @@ impl ClusterQueueModel {
             flavor_fungibility: FlavorFungibility::default(),
             stop_policy: StopPolicy::None,
             namespace_selector: Some(LabelSelector::default()),
+            terminating: false,
         }
     }
     pub fn cohort(mut self, c: &str) -> Self {

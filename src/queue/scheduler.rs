@@ -581,8 +581,10 @@ impl AdmissionCore {
         let Some(model) = self.cqs.get(cq) else {
             return Some((PendingReason::Misconfigured, missing_cq(cq)));
         };
-        if model.stop_policy != StopPolicy::None {
-            return Some((PendingReason::Suspended, format!("ClusterQueue {cq} is stopped")));
+        if model.stop_policy != StopPolicy::None || model.terminating {
+            // Kueue says "inactive" for a stopped one too (`workload_controller_test.go`,
+            // "should write granular conditions and reasons when clusterQueue is inactive").
+            return Some((PendingReason::Suspended, format!("ClusterQueue {cq} is inactive")));
         }
         let idx = self.tree.cq(cq)?;
         let flavor_missing = model
@@ -1328,9 +1330,10 @@ impl AdmissionCore {
     }
 }
 
-/// Kueue's workload controller's message for a workload whose ClusterQueue is gone.
+/// Kueue's workload controller's message for a workload whose ClusterQueue is gone (its
+/// `getQueueBlocker`, as `workload_controller_test.go` "the clusterqueue doesn't exist" sees it).
 fn missing_cq(cq: &str) -> String {
-    format!("ClusterQueue {cq} is terminating or missing")
+    format!("ClusterQueue {cq} doesn't exist")
 }
 
 fn or_unknown(s: &str) -> &str {

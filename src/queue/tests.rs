@@ -483,7 +483,7 @@ fn queueing_scenarios() {
             cqs: vec![cq(QueueingStrategy::BestEffortFifo)],
             pending: vec![wl("x", "nope", 1)],
             want_pending: vec![("x", PendingReason::Misconfigured)],
-            want_message: vec!["ClusterQueue nope is terminating or missing"],
+            want_message: vec!["ClusterQueue nope doesn't exist"],
             ..Default::default()
         },
         Scenario {
@@ -508,7 +508,7 @@ fn queueing_scenarios() {
             admitted: vec![(wl("running", "cq", 1), "default", 1)],
             pending: vec![wl("x", "cq", 1)],
             want_pending: vec![("x", PendingReason::Suspended)],
-            want_message: vec!["ClusterQueue cq is stopped"],
+            want_message: vec!["ClusterQueue cq is inactive"],
             ..Default::default()
         },
         Scenario {

@@ -401,7 +401,7 @@ async fn local_queue_hold_and_drain_evicts_and_holds_new_workloads() {
     .await;
     assert_eq!(
         condition(&b, condition::QUOTA_RESERVED).unwrap().2,
-        "LocalQueue lq is stopped"
+        "LocalQueue lq is inactive"
     );
     // The Stopped condition may be written before the drained reservation is seen: wait for both.
     wait_for(&lqs, "lq", "inactive with nothing reserved", |q| {

@@ -86,6 +86,8 @@ pub async fn load_live(client: &kube::Client) -> Result<Snapshot, FitError> {
         local_queues: all(client, "LocalQueues").await?,
         workloads: all(client, "Workloads").await?,
         namespaces: BTreeMap::new(),
+        // The plan admits, it does not rewrite priorities.
+        priority_classes: BTreeMap::new(),
     })
 }
 

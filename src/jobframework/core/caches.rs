@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
 use super::sync::Snapshot;
-use crate::api::kueue::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload};
+use crate::api::kueue::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload, WorkloadPriorityClass};
 
 #[derive(Clone)]
 pub struct Caches {
@@ -24,6 +24,7 @@ pub struct Caches {
     pub local_queues: Store<LocalQueue>,
     pub workloads: Store<Workload>,
     pub namespaces: Store<Namespace>,
+    pub priority_classes: Store<WorkloadPriorityClass>,
 }
 
 /// Reflects `api` into a store and hands every watch event to `on` after the store took it, `None`
@@ -78,7 +79,8 @@ impl Caches {
             flavors: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
             local_queues: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
             workloads: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
-            namespaces: reflect(Api::all(client.clone()), notify, &mut tasks),
+            namespaces: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
+            priority_classes: reflect(Api::all(client.clone()), notify, &mut tasks),
         };
         (caches, tasks)
     }
@@ -93,6 +95,7 @@ impl Caches {
             let _ = c.local_queues.wait_until_ready().await;
             let _ = c.workloads.wait_until_ready().await;
             let _ = c.namespaces.wait_until_ready().await;
+            let _ = c.priority_classes.wait_until_ready().await;
         }
     }
 
@@ -128,6 +131,12 @@ impl Caches {
                     )
                 })
                 .collect::<BTreeMap<_, _>>(),
+            priority_classes: self
+                .priority_classes
+                .state()
+                .iter()
+                .map(|p| (p.metadata.name.clone().unwrap_or_default(), p.spec.value))
+                .collect(),
         }
     }
 }

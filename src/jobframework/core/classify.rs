@@ -27,7 +27,7 @@ pub(super) enum Class {
         stop: Option<EvictionCause>,
     },
     /// Not reserved, and kept out of the queue; `why` is the pending reason and message to write.
-    Held { why: Option<(&'static str, String)> },
+    Held { why: (&'static str, String) },
     /// In requeue backoff; `elapsed`: the backoff is over and `BackoffFinished` is to be written.
     Backoff { elapsed: bool },
     /// The cause of a `Requeued=False` is gone: write `Requeued=True` first, then queue.
@@ -126,22 +126,22 @@ impl<'a> View<'a> {
         }
         if !is_active(wl) {
             return Class::Held {
-                why: Some((reason::DEACTIVATED, "The workload is deactivated".into())),
+                why: (reason::DEACTIVATED, "The workload is deactivated".into()),
             };
         }
+        // Kueue's workload controller's words (`getQueueBlocker`), as its
+        // `workload_controller_test.go` sees them: a workload without a queue name is told
+        // "LocalQueue  doesn't exist" too.
         let Some(lq) = lq else {
-            let why = super::queue_status::local_queue_key(wl).map(|(_, name)| {
-                (
-                    reason::MISCONFIGURED,
-                    format!("LocalQueue {name} is terminating or missing"),
-                )
-            });
-            return Class::Held { why };
+            let name = wl.spec.queue_name.as_deref().unwrap_or_default();
+            return Class::Held {
+                why: (reason::MISCONFIGURED, format!("LocalQueue {name} doesn't exist")),
+            };
         };
         if lq_stop != StopPolicy::None {
             let name = lq.metadata.name.as_deref().unwrap_or_default();
             return Class::Held {
-                why: Some((reason::SUSPENDED, format!("LocalQueue {name} is stopped"))),
+                why: (reason::SUSPENDED, format!("LocalQueue {name} is inactive")),
             };
         }
         if let Some(at) = super::backoff::requeue_at(wl) {

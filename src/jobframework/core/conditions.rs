@@ -88,9 +88,12 @@ pub fn pending(
                     && same_substance(&c.message, m)
             })
         };
+        let deactivation_shown = reason != reason::DEACTIVATED
+            || (st.condition_true(condition::EVICTED) && st.requeue_state.is_none());
         if said(condition::QUOTA_RESERVED, reason, message)
             && said(condition::ADMITTED, reason::NO_RESERVATION, NO_RESERVATION_MESSAGE)
             && !st.resource_requests.is_empty()
+            && deactivation_shown
         {
             return None;
         }
@@ -115,6 +118,19 @@ pub fn pending(
             now,
         ),
     );
+    // Kueue's workload controller evicts a deactivated workload even when it holds no quota, and
+    // forgets its backoff (`workload_controller_test.go`, "should write granular conditions and
+    // reasons when workload is deactivated", "should clear workload requeue state after
+    // deactivation").
+    if reason == reason::DEACTIVATED {
+        if !s.condition_true(condition::EVICTED) {
+            changed |= set_condition(
+                &mut s.conditions,
+                cond(condition::EVICTED, true, reason::DEACTIVATED, message, g, now),
+            );
+        }
+        changed |= s.requeue_state.take().is_some();
+    }
     let requests = resource_requests(wl);
     if requests != s.resource_requests {
         s.resource_requests = requests;

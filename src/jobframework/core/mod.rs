@@ -8,6 +8,8 @@ pub mod caches;
 mod classify;
 pub mod conditions;
 pub mod explanations;
+pub mod finalizers;
+pub mod priorities;
 pub mod queue_metrics;
 pub mod queue_status;
 pub mod run;

@@ -24,6 +24,15 @@ pub fn cluster_queue_active(
     known_flavors: &BTreeSet<String>,
     core_inactive: Option<&str>,
 ) -> (bool, String, String) {
+    // Kueue's words for a deleted ClusterQueue its finalizer keeps (`clusterqueue_controller_test.go`,
+    // "Should keep the status counters and Active condition accurate while terminating").
+    if cq.metadata.deletion_timestamp.is_some() {
+        return (
+            false,
+            reason::TERMINATING.to_string(),
+            "Can't admit new workloads; clusterQueue is terminating".to_string(),
+        );
+    }
     let mut reasons = Vec::new();
     let mut messages = Vec::new();
     if cq.spec.stop_policy() != StopPolicy::None {
@@ -201,20 +210,30 @@ pub fn local_queue(
             }
         }
     }
+    // As Kueue's cache reports them (`localqueue_controller_test.go`): the ClusterQueue's flavors
+    // and resources in its spec's order, zeros included; nothing reserved once it is gone.
     let to_api = |m: BTreeMap<String, BTreeMap<String, i64>>| -> Vec<LocalQueueFlavorUsage> {
-        m.into_iter()
-            .map(|(f, rs)| LocalQueueFlavorUsage {
-                name: f,
-                resources: rs
-                    .into_iter()
-                    .map(|(r, v)| LocalQueueResourceUsage {
-                        total: Some(q(&r, v)),
-                        name: r,
-                    })
-                    .collect(),
+        let groups = cq.map(|c| c.spec.resource_groups()).unwrap_or_default();
+        groups
+            .iter()
+            .flat_map(|g| {
+                g.flavors.iter().map(|f| LocalQueueFlavorUsage {
+                    name: f.name.clone(),
+                    resources: g
+                        .covered_resources
+                        .iter()
+                        .map(|r| LocalQueueResourceUsage {
+                            total: Some(q(r, m.get(&f.name).and_then(|rs| rs.get(r)).copied().unwrap_or(0))),
+                            name: r.clone(),
+                        })
+                        .collect(),
+                })
             })
             .collect()
     };
+    if cq.is_none() {
+        (reserving, admitted) = (0, 0);
+    }
     s.pending_workloads = pending;
     s.reserving_workloads = reserving;
     s.admitted_workloads = admitted;

@@ -16,6 +16,7 @@ use tokio::sync::{Notify, watch};
 
 use super::caches::Caches;
 use super::conditions::{self, EvictionCause};
+use super::finalizers;
 use super::queue_status;
 use super::stats::Phase;
 use super::sync::{Action, AdmissionState, Snapshot, key_of};
@@ -268,6 +269,7 @@ impl AdmissionLoop {
                 last_gauges = Some(Instant::now());
             }
             self.write_queue_status(&state, &snap, gauges).await;
+            self.write_priorities(&snap).await;
             self.stats.add(Phase::QueueStatus, written.elapsed());
             if admitted {
                 // Kueue runs the next cycle at once after an admission.
@@ -575,6 +577,43 @@ impl AdmissionLoop {
     }
 
 
+    /// Brings `spec.priority` of workloads to their WorkloadPriorityClass's current value. A
+    /// conflict is left to the next cycle, which sees the fresh workload.
+    async fn write_priorities(&self, snap: &Snapshot) {
+        for (wl, value) in super::priorities::stale(snap) {
+            let api = wl_api(&self.client, &key_of(wl));
+            let patch = serde_json::json!({"metadata": {"resourceVersion": wl.resource_version()}, "spec": {"priority": value}});
+            if let Err(e) = api
+                .patch(&wl.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                tracing::debug!(workload = %wl.name_any(), error = %e, "priority update failed; will retry");
+            }
+        }
+    }
+
+    /// Adds Kueue's resource-in-use finalizer to a live ClusterQueue or ResourceFlavor, and
+    /// releases a deleted one's once `in_use` (asked only then) says nothing uses it.
+    async fn sync_finalizer<K>(&self, obj: &K, in_use: impl FnOnce() -> bool)
+    where
+        K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        let meta = obj.meta();
+        let in_use = meta.deletion_timestamp.is_some() && in_use();
+        let Some(change) = finalizers::decide(meta, in_use) else {
+            return;
+        };
+        let kept = finalizers::apply(meta, change);
+        let patch = serde_json::json!({"metadata": {"finalizers": kept, "resourceVersion": obj.resource_version()}});
+        let api: Api<K> = Api::all(self.client.clone());
+        if let Err(e) = api
+            .patch(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            tracing::debug!(kind = %K::kind(&()), name = %obj.name_any(), error = %e, "finalizer update failed; will retry");
+        }
+    }
+
     /// `gauges`: also recompute the queue gauges (a pass over every workload of the snapshot).
     async fn write_queue_status(&self, state: &AdmissionState, snap: &Snapshot, gauges: bool) {
         let t = now();
@@ -589,6 +628,11 @@ impl AdmissionLoop {
         for cq in &snap.cluster_queues {
             let name = cq.name_any();
             let core = state.core.cluster_queue_status(&name);
+            self.sync_finalizer(cq.as_ref(), || {
+                core.as_ref().is_some_and(|c| c.reserving_workloads > 0)
+                    || finalizers::cluster_queue_in_use(&name, snap.workloads.iter().map(|w| w.as_ref()))
+            })
+            .await;
             let (ok, ..) = queue_status::cluster_queue_active(
                 cq,
                 &flavors,
@@ -608,6 +652,12 @@ impl AdmissionLoop {
             if let Some(c) = core {
                 cores.insert(name, c);
             }
+        }
+        for f in &snap.flavors {
+            self.sync_finalizer(f.as_ref(), || {
+                finalizers::flavor_in_use(&f.name_any(), snap.cluster_queues.iter().map(|c| c.as_ref()))
+            })
+            .await;
         }
         if gauges {
             super::queue_metrics::report(&self.metrics, super::queue_metrics::gauges(snap, &cores, &active, state, self.metrics.role()));

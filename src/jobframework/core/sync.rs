@@ -26,6 +26,8 @@ pub struct Snapshot {
     pub workloads: Vec<Arc<Workload>>,
     /// Namespace labels by namespace name (for ClusterQueue namespaceSelector).
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    /// WorkloadPriorityClass values by name.
+    pub priority_classes: BTreeMap<String, i32>,
 }
 
 /// A write the loop must make.
@@ -447,15 +449,13 @@ impl AdmissionState {
             self.core.release(&key);
         }
         match waiting {
-            Class::Held { why } => {
+            Class::Held { why: (reason, message) } => {
                 self.unqueue(&key);
-                if let Some((reason, message)) = why {
-                    actions.push(Action::Pending {
-                        key,
-                        reason: reason.into(),
-                        message,
-                    });
-                }
+                actions.push(Action::Pending {
+                    key,
+                    reason: reason.into(),
+                    message,
+                });
             }
             // Kept out of the queue until requeueAt, then released by the write.
             Class::Backoff { elapsed } => {
@@ -516,11 +516,12 @@ impl AdmissionState {
             }
         }
         // Like Kueue, status.admission stays as admitted (it is immutable); the usage counted is
-        // scaled to the smaller spec counts, so the difference is free at once.
+        // scaled to the smaller spec counts, or to the pods not reclaimable, so the difference is
+        // free at once.
         if !is_evicted(wl)
-            && scaled_down(wl)
-            && !self.core_counts_match(key, wl)
-            && let Err(e) = convert::workload_model(wl, &a.cluster_queue, labels())
+            && let Some(counted) = counted_pods(wl)
+            && !self.core_counts_match(key, &counted)
+            && let Err(e) = convert::workload_model(&counted, &a.cluster_queue, labels())
                 .and_then(|m| self.core.shrink_admitted(m))
         {
             tracing::warn!(workload = %key, error = %e, "cannot shrink an admitted workload");
@@ -560,6 +561,32 @@ impl AdmissionState {
         self.evicting.remove(key);
         self.core.delete_workload(key);
     }
+}
+
+/// The workload as its quota is to be counted, when that is less than `status.admission` holds:
+/// an elastic slice scaled down in place counts its spec's pods, and (Kueue's ReclaimablePods,
+/// `clusterqueue_controller_test.go` "Should update status when workloads have reclaimable pods")
+/// a podset's `status.reclaimablePods` are not counted.
+pub fn counted_pods(wl: &Workload) -> Option<Workload> {
+    let reclaimable = &wl.status.as_ref()?.reclaimable_pods;
+    if reclaimable.is_empty() {
+        return scaled_down(wl).then(|| wl.clone());
+    }
+    let a = wl.admission()?;
+    let mut counted = wl.clone();
+    for ps in &mut counted.spec.pod_sets {
+        let name = ps.name.as_deref().unwrap_or(crate::api::kueue::constants::DEFAULT_PODSET_NAME);
+        let spec = ps.count.unwrap_or(1);
+        let admitted = a
+            .pod_set_assignments
+            .iter()
+            .find(|p| p.name == name)
+            .and_then(|p| p.count)
+            .unwrap_or(spec);
+        let gone = reclaimable.iter().find(|r| r.name == name).map_or(0, |r| r.count);
+        ps.count = Some((spec.min(admitted) - gone).max(0));
+    }
+    Some(counted)
 }
 
 /// An elastic workload whose spec asks for fewer pods than `status.admission` holds (and for no

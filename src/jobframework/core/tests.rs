@@ -705,19 +705,19 @@ fn each_workload_is_classified_from_the_snapshot_alone() {
                 message: "The workload is deactivated".into(),
             }),
         },
-        Class::Held { why: None },
+        // Kueue's `workload_controller_test.go`, "the queue is not defined in the workload".
         Class::Held {
-            why: Some((
-                "Misconfigured",
-                "LocalQueue nope is terminating or missing".into(),
-            )),
+            why: ("Misconfigured", "LocalQueue  doesn't exist".into()),
+        },
+        Class::Held {
+            why: ("Misconfigured", "LocalQueue nope doesn't exist".into()),
         },
         Class::Queue {
             cluster_queue: "cq".into(),
         },
         // Kueue's workload controller: QuotaReserved=False, reason Deactivated.
         Class::Held {
-            why: Some(("Deactivated", "The workload is deactivated".into())),
+            why: ("Deactivated", "The workload is deactivated".into()),
         },
     ];
     assert_eq!(got, want);
