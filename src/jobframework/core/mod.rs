@@ -8,6 +8,7 @@ pub mod caches;
 mod classify;
 pub mod conditions;
 pub mod explanations;
+pub mod pods_ready;
 pub mod queue_metrics;
 pub mod queue_status;
 pub mod run;
