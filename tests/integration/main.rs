@@ -7,6 +7,7 @@ mod gated;
 mod incremental;
 mod invariants;
 mod kubectl;
+mod kueue_podsready;
 mod kueue_preemption;
 mod kueue_scheduler;
 mod kueue_scheduler_more;
