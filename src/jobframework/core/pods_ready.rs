@@ -7,7 +7,7 @@
 //! an admitted workload is not PodsReady (`pkg/scheduler/scheduler.go`, waitForPodsReadyIfNeeded).
 //! All pure: the loop and the job controller write what these return.
 
-use super::conditions::{cond, set_condition, status_of};
+use super::conditions::{EvictedBy, EvictionCause, cond, set_condition, status_of};
 use crate::api::conditions::{FALSE, TRUE};
 use crate::api::kueue::config::{PodsReadyConfig, RequeuingTimestamp};
 use crate::api::kueue::constants::{condition, reason};
@@ -79,6 +79,35 @@ pub fn deadline(wl: &Workload, cfg: &PodsReadyConfig) -> Option<(&'static str, i
             Some((reason::WAIT_FOR_RECOVERY, c.last_transition_time.0.as_millisecond().saturating_add(ms(recovery))))
         }
         Some(_) => None,
+    }
+}
+
+/// What waitForPodsReady asks of a workload holding quota and not being evicted.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    /// Ready, or no timeout applies.
+    Fine,
+    /// Not ready; its timeout runs out at this time (ms).
+    Until(i64),
+    /// Past its timeout: evicted with `PodsReadyTimeout`.
+    Evict(EvictionCause),
+    /// Past its timeout with no requeue left (or already marked): deactivated.
+    Deactivate,
+}
+
+/// Kueue's reconcileNotReadyTimeout for one workload at `now_ms`.
+pub fn verdict(wl: &Workload, cfg: &PodsReadyConfig, now_ms: i64) -> Verdict {
+    if deactivation_target(wl).is_some() {
+        return Verdict::Deactivate;
+    }
+    match deadline(wl, cfg) {
+        None => Verdict::Fine,
+        Some((_, at)) if at > now_ms => Verdict::Until(at),
+        Some(_) if limit_reached(wl, cfg) => Verdict::Deactivate,
+        Some(_) => Verdict::Evict(EvictionCause {
+            by: EvictedBy::PodsReadyTimeout,
+            message: timeout_message(wl),
+        }),
     }
 }
 

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Weak};
 
 use super::classify::{Class, View};
-use super::conditions::{EvictedBy, EvictionCause, controller_owner, is_evicted};
+use super::conditions::{EvictionCause, controller_owner, is_evicted};
 use super::pods_ready;
 use crate::api::kueue::config::PodsReadyConfig;
 use crate::api::kueue::constants::reason;
@@ -561,34 +561,21 @@ impl AdmissionState {
         }
     }
 
-    /// waitForPodsReady on an admitted workload that is not being evicted: past its timeout, the
-    /// eviction cause (or, past `backoffLimitCount`, a deactivation); before it, its deadline is
-    /// kept for the loop's timer.
-    fn pods_ready_timeout(
-        &mut self,
-        key: &WorkloadKey,
-        wl: &Workload,
-        now_ms: i64,
-        actions: &mut Vec<Action>,
-    ) -> Option<EvictionCause> {
-        let cfg = self.pods_ready.as_ref()?;
-        if pods_ready::deactivation_target(wl).is_some() {
-            actions.push(Action::Deactivate { key: key.clone() });
-            return None;
+    /// waitForPodsReady on a reserved workload not being evicted: the eviction past its timeout, a
+    /// deactivation past `backoffLimitCount`, or its deadline kept for the loop's timer.
+    fn pods_ready_timeout(&mut self, key: &WorkloadKey, wl: &Workload, now_ms: i64, actions: &mut Vec<Action>) -> Option<EvictionCause> {
+        match pods_ready::verdict(wl, self.pods_ready.as_ref()?, now_ms) {
+            pods_ready::Verdict::Fine => None,
+            pods_ready::Verdict::Until(at) => {
+                self.pods_ready_deadline = Some(self.pods_ready_deadline.map_or(at, |d| d.min(at)));
+                None
+            }
+            pods_ready::Verdict::Evict(cause) => Some(cause),
+            pods_ready::Verdict::Deactivate => {
+                actions.push(Action::Deactivate { key: key.clone() });
+                None
+            }
         }
-        let (_, at) = pods_ready::deadline(wl, cfg)?;
-        if at > now_ms {
-            self.pods_ready_deadline = Some(self.pods_ready_deadline.map_or(at, |d| d.min(at)));
-            return None;
-        }
-        if pods_ready::limit_reached(wl, cfg) {
-            actions.push(Action::Deactivate { key: key.clone() });
-            return None;
-        }
-        Some(EvictionCause {
-            by: EvictedBy::PodsReadyTimeout,
-            message: pods_ready::timeout_message(wl),
-        })
     }
 
     /// Counts a workload the API shows reserved: recorded when the core does not know it (after
