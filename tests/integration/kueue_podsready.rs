@@ -359,3 +359,64 @@ async fn a_raycluster_whose_pods_never_become_ready_is_evicted() {
     assert_eq!(left, 0, "the cluster's pods are removed");
     c.quota.assert_safe();
 }
+
+/// "Requeuing timestamp set to Creation": "Should prioritize workloads submitted earlier": in a
+/// 1-cpu ClusterQueue, a timed-out workload keeps its place by creation, so once its backoff is over
+/// it goes before the later-created one still waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_creation_timestamp_the_earlier_workload_goes_first() {
+    let c = start(PodsReadyConfig {
+        timestamp: quotagate::api::kueue::config::RequeuingTimestamp::Creation,
+        // Longer than the creations take (Kueue: ShortTimeout + 2 s for the same reason).
+        ..suite(Duration::from_secs(4), None)
+    })
+    .await;
+    c.cluster_queue(with_all_namespaces(ClusterQueue::build("standalone-cq").flavor("default", [("cpu", "1")]).build())).await;
+    c.local_queue("standalone-queue", "standalone-cq").await;
+    for n in ["wl-1", "wl-2", "wl-3"] {
+        create(&c, n, "standalone-queue", 0, "1").await;
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+    }
+    let api = c.workloads();
+    reserved_in(&c, "wl-1", "standalone-cq").await;
+    evicted_by_timeout(&c, "wl-1", 1).await;
+    reserved_in(&c, "wl-2", "standalone-cq").await;
+    evicted_by_timeout(&c, "wl-2", 1).await;
+    let w1 = wait_for(&api, "wl-1", "admitted again, before wl-3", |w| reserved(w) && w.is_admitted()).await;
+    assert_eq!(w1.status.unwrap().requeue_state.unwrap().count, Some(1));
+    assert_eq!(c.quota.admissions("default/wl-3"), 0, "wl-3, created last, still waits");
+}
+
+/// The recovery timeout (Kueue's `waitForPodsReady.recoveryTimeout`, counted from the PodsReady=False
+/// / WaitForRecovery transition, `workload_controller.go` admittedNotReadyWorkload): a workload that
+/// was ready and lost a pod is evicted once it has not recovered in time; one that recovers is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workload_that_does_not_recover_in_time_is_evicted() {
+    let c = start(PodsReadyConfig {
+        recovery_timeout: Some(Duration::from_secs(1)),
+        backoff_base_seconds: 600,
+        ..PodsReadyConfig::with_timeout(Duration::from_secs(600))
+    })
+    .await;
+    create(&c, "prod", "prod-queue", 0, "2").await;
+    reserved_in(&c, "prod", "prod-cq").await;
+    set_pods_ready(&c, "prod", reason::STARTED).await;
+    // Ready for longer than the recovery timeout: nothing happens.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(reserved(&c.workloads().get("prod").await.unwrap()), "a ready workload stays");
+    let api = c.workloads();
+    for _ in 0..50 {
+        let mut w = api.get("prod").await.unwrap();
+        let s = w.status.get_or_insert_with(Default::default);
+        quotagate::api::conditions::set(
+            &mut s.conditions,
+            quotagate::api::conditions::new(condition::PODS_READY, false, reason::WAIT_FOR_RECOVERY, "", None, jiff::Timestamp::now()),
+        );
+        match api.replace_status("prod", &PostParams::default(), &w).await {
+            Ok(_) => break,
+            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    evicted_by_timeout(&c, "prod", 1).await;
+}
