@@ -360,13 +360,13 @@ async fn a_raycluster_whose_pods_never_become_ready_is_evicted() {
     c.quota.assert_safe();
 }
 
-/// "Requeuing timestamp set to Creation": "Should prioritize workloads submitted earlier": in a
-/// 1-cpu ClusterQueue, a timed-out workload keeps its place by creation, so once its backoff is over
-/// it goes before the later-created one still waiting.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_the_creation_timestamp_the_earlier_workload_goes_first() {
+/// Kueue's "Requeuing timestamp set to Creation" setup: a 1-cpu ClusterQueue and three 1-cpu
+/// workloads created a second apart; `wl-1` is admitted, times out, `wl-2` is admitted and times out,
+/// and `wl-1` (earliest created, backoff over) goes before `wl-3`.
+async fn creation_order(block_admission: bool) -> Cluster {
     let c = start(PodsReadyConfig {
         timestamp: quotagate::api::kueue::config::RequeuingTimestamp::Creation,
+        block_admission,
         // Longer than the creations take (Kueue: ShortTimeout + 2 s for the same reason).
         ..suite(Duration::from_secs(4), None)
     })
@@ -377,14 +377,38 @@ async fn with_the_creation_timestamp_the_earlier_workload_goes_first() {
         create(&c, n, "standalone-queue", 0, "1").await;
         tokio::time::sleep(Duration::from_millis(1100)).await;
     }
-    let api = c.workloads();
     reserved_in(&c, "wl-1", "standalone-cq").await;
     evicted_by_timeout(&c, "wl-1", 1).await;
     reserved_in(&c, "wl-2", "standalone-cq").await;
     evicted_by_timeout(&c, "wl-2", 1).await;
-    let w1 = wait_for(&api, "wl-1", "admitted again, before wl-3", |w| reserved(w) && w.is_admitted()).await;
+    let w1 = wait_for(&c.workloads(), "wl-1", "admitted again, before wl-3", |w| reserved(w) && w.is_admitted()).await;
     assert_eq!(w1.status.unwrap().requeue_state.unwrap().count, Some(1));
     assert_eq!(c.quota.admissions("default/wl-3"), 0, "wl-3, created last, still waits");
+    c
+}
+
+/// `SchedulerWithWaitForPodsReady`, "Requeuing timestamp set to Creation": "Should prioritize
+/// workloads submitted earlier".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_creation_timestamp_the_earlier_workload_goes_first() {
+    creation_order(true).await;
+}
+
+/// `SchedulerWithWaitForPodsReadyNonblockingMode`, "Requeuing timestamp set to Creation": "Should
+/// keep the evicted workload at the front of the queue", with its requeue counts: `wl-1` evicted
+/// twice (count 2, `requeueAt` cleared once its backoff is over), `wl-2` once, `wl-3` never admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_blocking_with_the_creation_timestamp_keeps_the_evicted_workload_in_front() {
+    let c = creation_order(false).await;
+    let api = c.workloads();
+    wait_for(&api, "wl-1", "evicted twice, backoff over", |w| {
+        w.status.as_ref().and_then(|s| s.requeue_state.as_ref()).is_some_and(|r| r.count == Some(2) && r.requeue_at.is_none())
+    })
+    .await;
+    let w2 = api.get("wl-2").await.unwrap();
+    assert_eq!(w2.status.unwrap().requeue_state.and_then(|r| r.count), Some(1));
+    let w3 = api.get("wl-3").await.unwrap();
+    assert_eq!(w3.status.unwrap().requeue_state, None, "wl-3 had never been admitted");
 }
 
 /// The recovery timeout (Kueue's `waitForPodsReady.recoveryTimeout`, counted from the PodsReady=False
