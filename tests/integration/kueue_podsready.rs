@@ -14,6 +14,10 @@ use quotagate::wiring::manager::ManagerOptions;
 
 use crate::support::*;
 
+/// These tests measure real timeouts of a second or two: run side by side on a small machine, each
+/// would starve the others' managers past those windows. One at a time keeps them exact.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Kueue's suite setup: `prod-cq` and `dev-cq`, 5 cpu each in cohort `all`, with LocalQueues
 /// `prod-queue` and `dev-queue`; the manager runs with this waitForPodsReady.
 async fn start(cfg: PodsReadyConfig) -> Cluster {
@@ -121,6 +125,7 @@ async fn evicted_by_timeout(c: &Cluster, name: &str, count: i32) -> Workload {
 /// reason `PodsReady` and with `Started`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ready_workload_unblocks_admission_in_other_cluster_queues() {
+    let _serial = SERIAL.lock().await;
     for why in ["PodsReady", reason::STARTED] {
         let c = start(suite(Duration::from_secs(45), None)).await;
         create(&c, "prod-wl", "prod-queue", 0, "2").await;
@@ -137,6 +142,7 @@ async fn a_ready_workload_unblocks_admission_in_other_cluster_queues() {
 /// is deleted".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_the_admitted_workload_unblocks_admission() {
+    let _serial = SERIAL.lock().await;
     let c = start(suite(Duration::from_secs(45), None)).await;
     create(&c, "prod-wl", "prod-queue", 0, "2").await;
     reserved_in(&c, "prod-wl", "prod-cq").await;
@@ -151,6 +157,7 @@ async fn deleting_the_admitted_workload_unblocks_admission() {
 /// and the other waits for its pods.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_one_of_two_in_the_same_cycle_is_admitted() {
+    let _serial = SERIAL.lock().await;
     let c = start(suite(Duration::from_secs(45), None)).await;
     create(&c, "prod-wl", "prod-queue", 0, "11").await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -173,6 +180,7 @@ async fn only_one_of_two_in_the_same_cycle_is_admitted() {
 /// next workload admitted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timed_out_workload_is_requeued_with_backoff() {
+    let _serial = SERIAL.lock().await;
     let c = start(suite(Duration::from_secs(1), Some(2))).await;
     create(&c, "prod1", "prod-queue", 100, "2").await;
     create(&c, "prod2", "prod-queue", 0, "2").await;
@@ -193,6 +201,7 @@ async fn a_timed_out_workload_is_requeued_with_backoff() {
 /// exceeded the re-queue count limit. After that re-activating a workload".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requeued_then_deactivated_past_the_limit_then_reactivated() {
+    let _serial = SERIAL.lock().await;
     let c = start(suite(Duration::from_secs(1), Some(2))).await;
     let api = c.workloads();
     create(&c, "prod", "prod-queue", 0, "2").await;
@@ -225,6 +234,7 @@ async fn requeued_then_deactivated_past_the_limit_then_reactivated() {
 /// workload admitted; the evicted one waits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timeout_unblocks_the_other_cluster_queue() {
+    let _serial = SERIAL.lock().await;
     let c = start(suite(Duration::from_millis(500), Some(2))).await;
     create(&c, "prod", "prod-queue", 0, "2").await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -245,6 +255,7 @@ async fn a_timeout_unblocks_the_other_cluster_queue() {
 /// created before its eviction.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_evicted_workload_goes_to_the_end_of_the_queue() {
+    let _serial = SERIAL.lock().await;
     let c = start(suite(Duration::from_secs(2), Some(2))).await;
     for n in ["prod1", "prod2", "prod3"] {
         create(&c, n, "eviction-lq", 0, "5").await;
@@ -271,6 +282,7 @@ async fn the_evicted_workload_goes_to_the_end_of_the_queue() {
 /// two are considered in the same scheduling cycle" and "Should re-admit a timed out workload".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn non_blocking_mode_admits_both_and_readmits_after_a_timeout() {
+    let _serial = SERIAL.lock().await;
     let c = start(PodsReadyConfig {
         block_admission: false,
         backoff_base_seconds: 1,
@@ -305,6 +317,7 @@ fn failing_cluster(name: &str) -> quotagate::api::ray::RayCluster {
 /// cluster is suspended and its pods removed, and the Workload waits out its backoff.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_raycluster_whose_pods_never_become_ready_is_evicted() {
+    let _serial = SERIAL.lock().await;
     let mut c = Cluster::start_with_ray(Limits::default().cq("cq", 4000)).await;
     use_config(
         &mut c,
@@ -367,15 +380,19 @@ async fn creation_order(block_admission: bool) -> Cluster {
     let c = start(PodsReadyConfig {
         timestamp: quotagate::api::kueue::config::RequeuingTimestamp::Creation,
         block_admission,
-        // Longer than the creations take (Kueue: ShortTimeout + 2 s for the same reason).
-        ..suite(Duration::from_secs(4), None)
+        // Well past the creations (two 1.1 s gaps): wl-1 is admitted at the first and must not time
+        // out before the last (Kueue: ShortTimeout + 2 s for the same reason).
+        ..suite(Duration::from_secs(5), None)
     })
     .await;
     c.cluster_queue(with_all_namespaces(ClusterQueue::build("standalone-cq").flavor("default", [("cpu", "1")]).build())).await;
     c.local_queue("standalone-queue", "standalone-cq").await;
-    for n in ["wl-1", "wl-2", "wl-3"] {
+    for (i, n) in ["wl-1", "wl-2", "wl-3"].into_iter().enumerate() {
+        if i > 0 {
+            // Creation timestamps have whole seconds: a second apart orders them.
+            tokio::time::sleep(Duration::from_millis(1100)).await;
+        }
         create(&c, n, "standalone-queue", 0, "1").await;
-        tokio::time::sleep(Duration::from_millis(1100)).await;
     }
     reserved_in(&c, "wl-1", "standalone-cq").await;
     evicted_by_timeout(&c, "wl-1", 1).await;
@@ -391,6 +408,7 @@ async fn creation_order(block_admission: bool) -> Cluster {
 /// workloads submitted earlier".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_creation_timestamp_the_earlier_workload_goes_first() {
+    let _serial = SERIAL.lock().await;
     creation_order(true).await;
 }
 
@@ -399,6 +417,7 @@ async fn with_the_creation_timestamp_the_earlier_workload_goes_first() {
 /// twice (count 2, `requeueAt` cleared once its backoff is over), `wl-2` once, `wl-3` never admitted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn non_blocking_with_the_creation_timestamp_keeps_the_evicted_workload_in_front() {
+    let _serial = SERIAL.lock().await;
     let c = creation_order(false).await;
     let api = c.workloads();
     wait_for(&api, "wl-1", "evicted twice, backoff over", |w| {
@@ -416,6 +435,7 @@ async fn non_blocking_with_the_creation_timestamp_keeps_the_evicted_workload_in_
 /// was ready and lost a pod is evicted once it has not recovered in time; one that recovers is not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_workload_that_does_not_recover_in_time_is_evicted() {
+    let _serial = SERIAL.lock().await;
     let c = start(PodsReadyConfig {
         recovery_timeout: Some(Duration::from_secs(1)),
         backoff_base_seconds: 600,
@@ -443,4 +463,88 @@ async fn a_workload_that_does_not_recover_in_time_is_evicted() {
         }
     }
     evicted_by_timeout(&c, "prod", 1).await;
+}
+
+/// The reserved Workload of a job, once there is one.
+async fn reserved_workload(c: &Cluster) -> Workload {
+    for _ in 0..200 {
+        let wls = c.workloads().list(&ListParams::default()).await.unwrap().items;
+        if let Some(w) = wls.into_iter().find(|w| reserved(w) && !w.is_finished()) {
+            return w;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no workload got quota");
+}
+
+async fn ray_cluster_with(cfg: PodsReadyConfig, cpu: &str) -> Cluster {
+    let mut c = Cluster::start_with_ray(Limits::default().cq("cq", 4000)).await;
+    use_config(&mut c, cfg).await;
+    c.flavor("default").await;
+    c.cluster_queue(with_all_namespaces(cq_with("cq", cpu).build())).await;
+    c.local_queue("lq", "cq").await;
+    c
+}
+
+/// A RayCluster whose pods all start: its Workload goes PodsReady=True/Started (Kueue's message) and
+/// stays admitted past the timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_raycluster_whose_pods_start_reports_pods_ready() {
+    let _serial = SERIAL.lock().await;
+    let c = ray_cluster_with(PodsReadyConfig::with_timeout(Duration::from_secs(2)), "4").await;
+    let rcs: Api<quotagate::api::ray::RayCluster> = Api::namespaced(c.client.clone(), "default");
+    let mut rc = failing_cluster("healthy");
+    rc.spec.worker_group_specs.as_mut().unwrap()[0].template.metadata = None;
+    rcs.create(&PostParams::default(), &rc).await.unwrap();
+    let name = reserved_workload(&c).await.metadata.name.unwrap();
+    let w = wait_for(&c.workloads(), &name, "PodsReady=True", |w| {
+        condition(w, condition::PODS_READY).is_some_and(|p| p.0 == "True")
+    })
+    .await;
+    let p = condition(&w, condition::PODS_READY).unwrap();
+    assert_eq!((p.1.as_str(), p.2.as_str()), (reason::STARTED, "All pods reached readiness and the workload is running"));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let w = c.workloads().get(&name).await.unwrap();
+    assert!(reserved(&w) && condition(&w, condition::EVICTED).is_none(), "{w:?}");
+}
+
+/// A RayService reports ready from its clusters' pods; an upgrade waiting for quota (its new cluster
+/// gated, no pods) does not make it not ready, so the admitted slice is not evicted while it waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gated_rayservice_upgrade_does_not_time_out_the_serving_slice() {
+    let _serial = SERIAL.lock().await;
+    let c = ray_cluster_with(PodsReadyConfig::with_timeout(Duration::from_secs(2)), "3").await;
+    let rss: Api<quotagate::api::ray::RayService> = Api::namespaced(c.client.clone(), "default");
+    rss.create(&PostParams::default(), &super::gated::service("svc", "1", "2.46.0")).await.unwrap();
+    wait_for(&rss, "svc", "Ready", super::gated::ready).await;
+    let name = reserved_workload(&c).await.metadata.name.unwrap();
+    wait_for(&c.workloads(), &name, "PodsReady=True", |w| {
+        condition(w, condition::PODS_READY).is_some_and(|p| p.0 == "True" && p.1 == reason::STARTED)
+    })
+    .await;
+    rss.patch(
+        "svc",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"spec": {"rayClusterConfig": {"rayVersion": "2.47.0"}}})),
+    )
+    .await
+    .unwrap();
+    // The upgrade's slice waits for quota (2 more cpu against 3); well past the timeouts, the serving
+    // slice is still ready and admitted.
+    let mut slices = 0;
+    for _ in 0..200 {
+        slices = c.workloads().list(&ListParams::default()).await.unwrap().items.len();
+        if slices == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(slices, 2, "the upgrade's slice waits beside the serving one");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let w = c.workloads().get(&name).await.unwrap();
+    assert!(reserved(&w) && !w.is_finished(), "{w:?}");
+    assert_eq!(condition(&w, condition::PODS_READY).map(|p| p.0), Some("True".into()));
+    assert!(condition(&w, condition::EVICTED).is_none(), "{w:?}");
+    let pending: Vec<Workload> = c.workloads().list(&ListParams::default()).await.unwrap().items.into_iter().filter(|w| !reserved(w)).collect();
+    assert_eq!(pending.len(), 1, "the upgrade's slice still waits for quota");
 }
