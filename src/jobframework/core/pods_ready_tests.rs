@@ -47,7 +47,8 @@ fn cfg(timeout_min: u64, recovery_min: Option<u64>) -> PodsReadyConfig {
 fn admitted_not_ready_workload() {
     let minute = 60_000;
     let ago = NOW - minute;
-    let cases: Vec<(&str, Vec<Condition>, PodsReadyConfig, Option<(&str, i64)>)> = vec![
+    type Case = (&'static str, Vec<Condition>, PodsReadyConfig, Option<(&'static str, i64)>);
+    let cases: Vec<Case> = vec![
         ("workload without Admitted condition; not counting", vec![], cfg(5, Some(5)), None),
         (
             "workload with Admitted=True, no PodsReady; counting",
@@ -115,7 +116,8 @@ fn admitted_not_ready_workload() {
 #[test]
 fn pods_ready_condition_follows_the_job() {
     let admitted = || c("Admitted", "True", "Admitted", NOW);
-    let cases: Vec<(&str, Vec<Condition>, bool, (bool, &str, &str))> = vec![
+    type Case = (&'static str, Vec<Condition>, bool, (bool, &'static str, &'static str));
+    let cases: Vec<Case> = vec![
         (
             "PodsReady=False before the workload is admitted",
             vec![],
