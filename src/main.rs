@@ -262,18 +262,26 @@ struct RunArgs {
     /// Elect a leader on a coordination Lease; only the leader writes (default: on, off with --embedded).
     #[arg(long)]
     leader_elect: Option<bool>,
-    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
-    lease_namespace: String,
-    #[arg(long, default_value = "quotagate-leader")]
-    lease_name: String,
+    /// The Lease's namespace [default: default].
+    #[arg(long, env = "POD_NAMESPACE")]
+    lease_namespace: Option<String>,
+    /// The Lease's name [default: quotagate-leader].
+    #[arg(long)]
+    lease_name: Option<String>,
     /// This replica's identity in the Lease.
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
     /// Serve the validating/defaulting webhook over TLS with tls.crt and tls.key from this directory.
     #[arg(long, conflicts_with = "embedded")]
     webhook_cert_dir: Option<PathBuf>,
-    #[arg(long, default_value = "0.0.0.0:9443")]
-    webhook_addr: SocketAddr,
+    /// [default: 0.0.0.0:9443]
+    #[arg(long)]
+    webhook_addr: Option<SocketAddr>,
+    /// A Kueue manager configuration file (`config.kueue.x-k8s.io` `Configuration`, as Kueue's
+    /// controller_manager_config.yaml): waitForPodsReady, leaderElection, health and webhook.port are
+    /// used; flags win over it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Do not run the Ray operator (RayCluster and RayService controllers): admission only.
     #[arg(long)]
     no_ray_operator: bool,
@@ -371,6 +379,22 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// Reads `--config`: a Kueue `Configuration`; an error names the file and the field.
+fn load_config(path: &std::path::Path) -> anyhow::Result<quotagate::api::kueue::config::Configuration> {
+    let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("--config {}: {e}", path.display()))?;
+    let cfg = quotagate::api::kueue::config::Configuration::parse(&text)
+        .map_err(|e| anyhow::anyhow!("--config {}: {e}", path.display()))?;
+    let ignored = cfg.ignored();
+    if !ignored.is_empty() {
+        tracing::info!(file = %path.display(), "configuration sections quotagate has no use for, ignored: {}", ignored.join(", "));
+    }
+    match cfg.wait_for_pods_ready() {
+        Some(w) => tracing::info!(timeout = ?w.timeout, block_admission = w.block_admission, backoff_limit_count = ?w.backoff_limit_count, "waitForPodsReady on"),
+        None => tracing::info!("waitForPodsReady off"),
+    }
+    Ok(cfg)
+}
+
 /// Resolves on Ctrl-C or SIGTERM.
 async fn shutdown_signal() {
     let ctrl_c = async {
@@ -430,12 +454,18 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(ui) = &ui {
         tracing::info!(addr = %ui.addr, "{}", ui.announcement());
     }
+    let config = match &args.config {
+        Some(path) => Some(load_config(path)?),
+        None => None,
+    };
+    let from_file = config.as_ref().and_then(|c| c.leader_election.clone()).unwrap_or_default();
     let mut opts = ManagerOptions {
         ui,
-        health_addr: args.health_addr,
-        leader_election: args.leader_elect.unwrap_or(!args.embedded),
-        lease_namespace: args.lease_namespace.clone(),
-        lease_name: args.lease_name.clone(),
+        health_addr: args.health_addr.or_else(|| config.as_ref().and_then(|c| c.health_addr())),
+        leader_election: args.leader_elect.or(from_file.leader_elect).unwrap_or(!args.embedded),
+        lease_namespace: args.lease_namespace.clone().or(from_file.resource_namespace).unwrap_or_else(|| "default".into()),
+        lease_name: args.lease_name.clone().or(from_file.resource_name).unwrap_or_else(|| "quotagate-leader".into()),
+        pods_ready: config.as_ref().and_then(|c| c.wait_for_pods_ready()),
         ray: (!args.no_ray_operator).then(|| if args.embedded { args.sim.dashboards() } else { Dashboards::Http }),
         ray_gates: args.feature_gates,
         ..ManagerOptions::default()
@@ -462,7 +492,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         let tls = quotagate::wiring::webhook::tls_config(dir)?;
         let (tx, _rx) = tokio::sync::oneshot::channel();
         let c = cancel.clone();
-        let addr = args.webhook_addr;
+        let port = config.as_ref().and_then(|c| c.webhook.as_ref()).and_then(|w| w.port).unwrap_or(9443);
+        let addr = args.webhook_addr.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], port)));
         let gates = args.feature_gates;
         // The aggregated API groups ride on the webhook's TLS port (config/apiservice/).
         let groups = quotagate::wiring::explain::router(opts.explanations.clone()).merge(quotagate::wiring::visibility::router(client.clone()));

@@ -225,3 +225,28 @@ fn demo_walks_through_admission_and_a_blue_green_upgrade() {
 
 #[path = "cli/cluster.rs"]
 mod cluster;
+
+/// `run --config`: a bad field or a switch quotagate does not implement stops the start with the file
+/// and the field path, before anything runs.
+#[test]
+fn run_refuses_a_bad_kueue_config_naming_the_field() {
+    let dir = std::env::temp_dir().join(format!("quotagate-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let head = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n";
+    let cases = [
+        ("timeout.yaml", format!("{head}waitForPodsReady:\n  timeout: soon\n"), "waitForPodsReady.timeout: \"soon\" is not a duration"),
+        ("count.yaml", format!("{head}waitForPodsReady:\n  requeuingStrategy:\n    backoffLimitCount: -1\n"), "waitForPodsReady.requeuingStrategy.backoffLimitCount: must be greater than or equal to 0"),
+        ("fs.yaml", format!("{head}fairSharing:\n  preemptionStrategies: [LessThanInitialShare]\n"), "fairSharing: not implemented by quotagate"),
+    ];
+    for (name, text, want) in cases {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        let (code, out) = quotagate(&["run", "--embedded", "--config", path.to_str().unwrap()]);
+        assert_eq!(code, 1, "{out}");
+        assert!(out.contains(want) && out.contains(name), "{name}: {out}");
+    }
+    let (code, out) = quotagate(&["run", "--embedded", "--config", "no-such-file.yaml"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("--config no-such-file.yaml"), "{out}");
+    std::fs::remove_dir_all(&dir).ok();
+}

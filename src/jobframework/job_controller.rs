@@ -245,6 +245,8 @@ pub struct JobContext {
     pub recorder: Recorder,
     pub leader: watch::Receiver<bool>,
     pub managed_kinds: Arc<Vec<GroupVersionKind>>,
+    /// Kueue's waitForPodsReady: keep each job's Workload `PodsReady` condition from its pods.
+    pub wait_for_pods_ready: bool,
 }
 
 impl JobContext {
@@ -511,6 +513,23 @@ pub async fn reconcile<J: JobKind>(
                 wl_api
                     .replace_status(name, &PostParams::default(), &obj)
                     .await?;
+            }
+        }
+    }
+    // Kueue writes PodsReady only on a reconcile that changed nothing else (its step 5): after any
+    // other write the workloads read here are stale, and the change wakes the job again.
+    if ctx.wait_for_pods_ready && matches!(step, Step::Nothing | Step::Start(_)) {
+        let ready = job.pods_ready();
+        // A workload that never had the condition gets it once admitted: written while it is still
+        // pending, it would race the admission's own status write for nothing.
+        let shows = |w: &Workload| {
+            w.is_admitted() || w.status.as_ref().is_some_and(|s| s.condition(crate::api::kueue::constants::condition::PODS_READY).is_some())
+        };
+        for wl in owned.iter().filter(|w| w.metadata.deletion_timestamp.is_none() && !w.is_finished() && shows(w)) {
+            if let Some(status) = super::core::pods_ready::with_condition(wl, ready, jiff::Timestamp::now()) {
+                let mut obj = wl.clone();
+                obj.status = Some(status);
+                wl_api.replace_status(&wl.name_any(), &PostParams::default(), &obj).await?;
             }
         }
     }

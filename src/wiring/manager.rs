@@ -50,6 +50,8 @@ pub struct ManagerOptions {
     pub ui: Option<super::ui::UiListener>,
     /// Where the admission loop's time goes, phase by phase (read by `bench e2e`).
     pub cycle_stats: crate::jobframework::core::CycleStats,
+    /// Kueue's waitForPodsReady (`--config`); `None`: off.
+    pub pods_ready: Option<crate::api::kueue::config::PodsReadyConfig>,
 }
 
 impl Default for ManagerOptions {
@@ -68,6 +70,7 @@ impl Default for ManagerOptions {
             explanations: Default::default(),
             ui: None,
             cycle_stats: Default::default(),
+            pods_ready: None,
         }
     }
 }
@@ -184,6 +187,7 @@ pub async fn run_manager(
         recorder: recorder.clone(),
         leader: rx.clone(),
         managed_kinds: Arc::new(crate::rayservice::job::managed_kinds()),
+        wait_for_pods_ready: opts.pods_ready.is_some(),
     };
     let c = cancel.clone();
     tasks.push(tokio::spawn(job_controller::run::<RayClusterJob>(
@@ -223,6 +227,7 @@ pub async fn run_manager(
         synced,
         explanations: opts.explanations.clone(),
         stats: opts.cycle_stats.clone(),
+        pods_ready: opts.pods_ready.clone(),
     };
     let c = cancel.clone();
     let mut loop_task = tokio::spawn(admission.run(async move { c.cancelled().await }));

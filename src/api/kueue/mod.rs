@@ -5,6 +5,7 @@ pub mod builders;
 pub mod cluster_queue;
 pub mod cohort;
 pub mod common;
+pub mod config;
 pub mod constants;
 pub mod local_queue;
 pub mod priority_class;

@@ -108,7 +108,7 @@ impl<'a> View<'a> {
             let stop = if !is_active(wl) {
                 Some(EvictionCause {
                     by: EvictedBy::Deactivated,
-                    message: "The workload is deactivated".into(),
+                    message: super::pods_ready::deactivated_message(wl),
                 })
             } else if lq_stop == StopPolicy::HoldAndDrain {
                 Some(EvictionCause {

@@ -21,7 +21,8 @@ pub fn admitted(wl: &Workload, admission: Admission, now: jiff::Timestamp) -> Wo
     let mut s = status_of(wl);
     let msg = format!("Quota reserved in ClusterQueue {}", admission.cluster_queue);
     s.admission = Some(admission);
-    s.requeue_state = None;
+    // Kueue keeps `requeueState` across admissions: its count is what `backoffLimitCount` is
+    // compared with (only deactivation clears it).
     set_condition(
         &mut s.conditions,
         cond(

@@ -10,6 +10,7 @@ pub mod conditions;
 pub mod explanations;
 pub mod finalizers;
 pub mod priorities;
+pub mod pods_ready;
 pub mod queue_metrics;
 pub mod queue_status;
 pub mod run;

@@ -44,6 +44,8 @@ pub struct AdmissionLoop {
     pub explanations: super::Explanations,
     /// Time per phase of the cycles, for the end-to-end benchmark.
     pub stats: super::CycleStats,
+    /// waitForPodsReady, when on.
+    pub pods_ready: Option<crate::api::kueue::config::PodsReadyConfig>,
 }
 
 /// Below this many workloads the queue gauges are recomputed every cycle.
@@ -96,7 +98,7 @@ fn wl_api(client: &Client, key: &WorkloadKey) -> Api<Workload> {
 
 impl AdmissionLoop {
     pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
-        let mut state = AdmissionState::new();
+        let mut state = AdmissionState::with_pods_ready(self.pods_ready.clone());
         state.explanations = self.explanations.clone();
         let mut backoff = WriteBackoff::default();
         // Failed pending-status writes: retried once their backoff expires (by queueing the
@@ -110,6 +112,12 @@ impl AdmissionLoop {
             return;
         }
         loop {
+            // The earliest PodsReady timeout wakes the loop when it runs out (none while the feature
+            // is off or nothing waits for its pods).
+            let wake = state.pods_ready_deadline().map_or(self.resync, |at| {
+                let left = at.saturating_sub(now().as_millisecond()).max(0);
+                Duration::from_millis(u64::try_from(left).unwrap_or(0)).min(self.resync)
+            });
             tokio::select! {
                 _ = &mut shutdown => return,
                 _ = self.notify.notified() => {}
@@ -117,11 +125,11 @@ impl AdmissionLoop {
                     // Nobody can change leadership any more: stop watching it (no busy loop).
                     leader_open = r.is_ok();
                 }
-                _ = tokio::time::sleep(backoff.next_wake(Instant::now()).map_or(self.resync, |d| d.min(self.resync))) => {}
+                _ = tokio::time::sleep(backoff.next_wake(Instant::now()).map_or(wake, |d| d.min(wake))) => {}
             }
             if !*self.leader.borrow() {
                 self.explanations.clear();
-                state = AdmissionState::new();
+                state = AdmissionState::with_pods_ready(self.pods_ready.clone());
                 state.explanations = self.explanations.clone();
                 backoff = WriteBackoff::default();
                 pending_backoff = WriteBackoff::default();
@@ -350,6 +358,11 @@ impl AdmissionLoop {
                 let Some(mut status) = conditions::evicted(wl, &cause, now()) else {
                     return Outcome::Done;
                 };
+                if cause.by == conditions::EvictedBy::Deactivated {
+                    // Kueue: deactivation ends the requeueing history and its mark.
+                    status.requeue_state = None;
+                    status.conditions.retain(|c| c.type_ != crate::api::kueue::constants::condition::DEACTIVATION_TARGET);
+                }
                 if cause.by.backs_off() {
                     status.requeue_state = Some(state.backoff.next_state(
                         status.requeue_state.as_ref(),
@@ -398,6 +411,17 @@ impl AdmissionLoop {
             } => {
                 if let Some(status) = super::backoff::requeued(wl, &why, &message, now()) {
                     let _ = self.write(&api, wl, status).await;
+                }
+            }
+            Action::Deactivate { .. } => {
+                if let Some(status) = super::pods_ready::mark_for_deactivation(wl, now())
+                    && self.write(&api, wl, status).await.is_err()
+                {
+                    return Outcome::Done;
+                }
+                let patch = serde_json::json!({"spec": {"active": false}});
+                if let Err(e) = api.patch(&wl.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+                    tracing::debug!(workload = %key, error = %e, "deactivating failed; will retry");
                 }
             }
             Action::BackoffFinished { .. } => {

@@ -12,6 +12,8 @@ use std::sync::{Arc, Weak};
 
 use super::classify::{Class, View};
 use super::conditions::{EvictionCause, controller_owner, is_evicted};
+use super::pods_ready;
+use crate::api::kueue::config::PodsReadyConfig;
 use crate::api::kueue::constants::reason;
 use crate::api::kueue::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload};
 use crate::queue::{self, AdmissionCore, WorkloadKey, convert};
@@ -69,6 +71,11 @@ pub enum Action {
         reason: String,
         message: String,
     },
+    /// Requeued too often after PodsReady timeouts: marked `DeactivationTarget`, then `spec.active`
+    /// set false (the eviction as deactivated follows from that).
+    Deactivate {
+        key: WorkloadKey,
+    },
 }
 
 impl Action {
@@ -82,6 +89,7 @@ impl Action {
             | Action::FinishSlice { key, .. }
             | Action::BackoffFinished { key }
             | Action::Requeue { key, .. }
+            | Action::Deactivate { key }
             | Action::RemoveFinalizer { key } => key,
         }
     }
@@ -161,6 +169,10 @@ pub struct AdmissionState {
     pub config_errors: BTreeMap<String, String>,
     /// Requeueing backoff after a PodsReady-timeout eviction.
     pub backoff: super::backoff::RequeueBackoff,
+    /// waitForPodsReady, when on (`None`: off, and nothing of it runs).
+    pub pods_ready: Option<PodsReadyConfig>,
+    /// The earliest PodsReady timeout still running (ms), for the loop's timer.
+    pods_ready_deadline: Option<i64>,
     /// The scheduler's latest reasoning per pending workload (`quotagate explain`): one record per
     /// pending workload, dropped when it is admitted or gone.
     pub explanations: super::explanations::Explanations,
@@ -187,6 +199,24 @@ pub struct AdmissionState {
 impl AdmissionState {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A state with waitForPodsReady on (`None`: off), its backoff taken from the config.
+    pub fn with_pods_ready(cfg: Option<PodsReadyConfig>) -> Self {
+        let mut s = Self::default();
+        if let Some(c) = &cfg {
+            s.backoff = super::backoff::RequeueBackoff {
+                base_seconds: i64::from(c.backoff_base_seconds),
+                max_seconds: i64::from(c.backoff_max_seconds),
+            };
+        }
+        s.pods_ready = cfg;
+        s
+    }
+
+    /// When (ms) the earliest PodsReady timeout of the last step runs out.
+    pub fn pods_ready_deadline(&self) -> Option<i64> {
+        self.pods_ready_deadline
     }
 
     /// An admission write failed: drop the assumption; the next sync queues the workload again.
@@ -277,6 +307,10 @@ impl AdmissionState {
         self.sync_config(snap);
         let view = View::new(snap);
         self.forget_unsettled();
+        self.pods_ready_deadline = None;
+        // blockAdmission: while any workload holding quota is not PodsReady, nothing is admitted.
+        let block = self.pods_ready.as_ref().is_some_and(|c| c.block_admission);
+        let mut blocked = block && snap.workloads.iter().any(|w| pods_ready::blocks_admission(w));
         let mut present: HashSet<(&str, &str)> = HashSet::new();
         for wl in &snap.workloads {
             let addr = Arc::as_ptr(wl) as usize;
@@ -306,7 +340,22 @@ impl AdmissionState {
         }
         let res = self.core.schedule_cycle(now_ms);
         self.preemption_skips.extend(res.preemption_skips.iter().map(|(cq, n)| (cq.clone(), *n)));
+        let mut withheld: HashSet<WorkloadKey> = HashSet::new();
         for a in res.admissions {
+            if blocked {
+                // Kueue's scheduler waits for PodsReady before this admission; here it stays pending
+                // and the core forgets it, so a later cycle decides again on the quota then.
+                self.forget(&a.key);
+                actions.push(Action::Pending {
+                    key: a.key.clone(),
+                    reason: reason::WAITING_FOR_PODS_READY.into(),
+                    message: pods_ready::BLOCKED_MESSAGE.into(),
+                });
+                withheld.insert(a.key);
+                continue;
+            }
+            // The one admitted now is not PodsReady yet: it blocks the rest of the cycle's.
+            blocked = block;
             self.explanations.remove(&a.key);
             self.assumed.insert(a.key.clone());
             actions.push(Action::Admit {
@@ -372,6 +421,9 @@ impl AdmissionState {
             });
         }
         for f in res.finished_slices {
+            if withheld.contains(&f.replaced_by) {
+                continue;
+            }
             actions.push(Action::FinishSlice {
                 key: f.key,
                 replaced_by: f.replaced_by,
@@ -422,6 +474,10 @@ impl AdmissionState {
             } => {
                 self.assumed.remove(&key);
                 self.account_reserved(&key, wl, snap, now_ms);
+                let stop = match stop {
+                    None if !evicted => self.pods_ready_timeout(&key, wl, now_ms, actions),
+                    stop => stop,
+                };
                 if evicted {
                     self.core.mark_evicting(&key);
                     self.evicting.remove(&key);
@@ -486,8 +542,14 @@ impl AdmissionState {
                     None => self.shown.remove(&key),
                 };
                 let labels = namespace_labels(snap, &key.namespace);
+                let order = self.pods_ready.as_ref().and_then(|c| pods_ready::queue_order_ms(wl, c));
                 let added = convert::workload_model(wl, &cluster_queue, labels)
-                    .and_then(|m| self.core.add_workload(m));
+                    .and_then(|mut m| {
+                        if let Some(t) = order {
+                            m.timestamp = t;
+                        }
+                        self.core.add_workload(m)
+                    });
                 if let Err(e) = added {
                     actions.push(Action::Pending {
                         key,
@@ -497,6 +559,23 @@ impl AdmissionState {
                 }
             }
             Class::Gone { .. } | Class::Replaced { .. } | Class::Reserved { .. } => {}
+        }
+    }
+
+    /// waitForPodsReady on a reserved workload not being evicted: the eviction past its timeout, a
+    /// deactivation past `backoffLimitCount`, or its deadline kept for the loop's timer.
+    fn pods_ready_timeout(&mut self, key: &WorkloadKey, wl: &Workload, now_ms: i64, actions: &mut Vec<Action>) -> Option<EvictionCause> {
+        match pods_ready::verdict(wl, self.pods_ready.as_ref()?, now_ms) {
+            pods_ready::Verdict::Fine => None,
+            pods_ready::Verdict::Until(at) => {
+                self.pods_ready_deadline = Some(self.pods_ready_deadline.map_or(at, |d| d.min(at)));
+                None
+            }
+            pods_ready::Verdict::Evict(cause) => Some(cause),
+            pods_ready::Verdict::Deactivate => {
+                actions.push(Action::Deactivate { key: key.clone() });
+                None
+            }
         }
     }
 

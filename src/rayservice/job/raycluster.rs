@@ -121,8 +121,20 @@ impl GenericJob for RayClusterJob {
     }
 
     fn pods_ready(&self) -> bool {
-        self.0.status.as_ref().and_then(|s| s.state) == Some(ClusterState::Ready)
+        !self.is_suspended() && cluster_pods_ready(&self.0)
     }
+}
+
+/// Every pod of the cluster Running and Ready, as its controller last counted them: the head
+/// (`HeadPodReady=True`) and as many ready workers as desired. Not `state: ready`, which KubeRay
+/// keeps once reached: a pod that fails afterwards must show, for waitForPodsReady's recovery.
+pub fn cluster_pods_ready(rc: &RayCluster) -> bool {
+    let Some(s) = rc.status.as_ref() else {
+        return false;
+    };
+    let head = crate::api::conditions::is_true(s.conditions.as_deref(), crate::api::ray::constants::COND_HEAD_POD_READY);
+    let current = s.observed_generation.is_some() && s.observed_generation == rc.metadata.generation;
+    head && current && s.ready_worker_replicas.unwrap_or(0) >= s.desired_worker_replicas.unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -409,3 +409,55 @@ fn a_new_slice_chain_replaces_the_stale_chain_name_in_the_service_templates() {
     assert_eq!(a.get(WORKLOAD_SLICE_NAME).map(String::as_str), Some("rayservice-rs-new"));
     assert_eq!(a.get("user").map(String::as_str), Some("kept"));
 }
+
+/// waitForPodsReady's signal from the Ray jobs: all of a cluster's pods Running and Ready, as the
+/// RayCluster controller counted them (HeadPodReady, ready workers against desired), not KubeRay's
+/// sticky `state: ready`; a RayService's children the quota does not cover yet (an upgrade's gated
+/// cluster, no pods) are not waited on.
+#[test]
+fn ray_jobs_report_pods_ready_from_their_pods() {
+    use super::raycluster::cluster_pods_ready;
+    use super::rayservice::RayServiceJob;
+    use crate::api::ray::RayService;
+    let rc = |name: &str, head: &str, ready: i32, desired: i32, gated: Option<&str>, observed: i64| -> RayCluster {
+        let mut conds = vec![json!({"type": "HeadPodReady", "status": head, "reason": "r", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"})];
+        if let Some(g) = gated {
+            conds.push(json!({"type": "QuotaGated", "status": g, "reason": "r", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}));
+        }
+        serde_json::from_value(json!({
+            "apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": name, "namespace": "default", "generation": 2},
+            "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "h"}]}}}},
+            "status": {"state": "ready", "readyWorkerReplicas": ready, "desiredWorkerReplicas": desired,
+                "observedGeneration": observed, "conditions": conds}
+        }))
+        .unwrap()
+    };
+    let cases = [
+        ("all ready", rc("a", "True", 2, 2, None, 2), true),
+        ("a worker not ready (state stays ready)", rc("a", "True", 1, 2, None, 2), false),
+        ("head not ready", rc("a", "False", 2, 2, None, 2), false),
+        ("status of an older generation", rc("a", "True", 2, 2, None, 1), false),
+    ];
+    for (name, cluster, want) in cases {
+        assert_eq!(cluster_pods_ready(&cluster), want, "{name}");
+        assert_eq!(RayClusterJob(cluster).pods_ready(), want, "{name}");
+    }
+    let mut suspended = rc("a", "True", 2, 2, None, 2);
+    suspended.spec.suspend = Some(true);
+    assert!(!RayClusterJob(suspended).pods_ready(), "a suspended cluster runs no pods");
+    let rs: RayService = serde_json::from_value(json!({
+        "apiVersion": "ray.io/v1", "kind": "RayService",
+        "metadata": {"name": "svc", "namespace": "default"},
+        "spec": {"rayClusterConfig": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "h"}]}}}}}
+    }))
+    .unwrap();
+    let job = |children: Vec<RayCluster>| RayServiceJob { rs: rs.clone(), children, slices: 1 };
+    let ready = rc("svc-a", "True", 1, 1, Some("False"), 2);
+    let gated = rc("svc-b", "False", 0, 1, Some("True"), 2);
+    let covered_not_ready = rc("svc-b", "True", 0, 1, Some("False"), 2);
+    assert!(!job(vec![]).pods_ready(), "no cluster, no pods");
+    assert!(job(vec![ready.clone()]).pods_ready());
+    assert!(job(vec![ready.clone(), gated]).pods_ready(), "a gated upgrade does not make the service not ready");
+    assert!(!job(vec![ready, covered_not_ready]).pods_ready(), "a covered cluster's pods count");
+}

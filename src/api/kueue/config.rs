@@ -1,0 +1,507 @@
+//! Kueue's manager configuration file (`apiVersion: config.kueue.x-k8s.io/v1beta2`, `kind:
+//! Configuration`; `v1beta1` is read too), so that a platform team's Kueue config carries over.
+//!
+//! Like Kueue, decoding is strict: an unknown field is an error naming its path. The parts quotagate
+//! implements (`waitForPodsReady`) are typed and defaulted as Kueue defaults them. Switches quotagate
+//! does not implement are refused when they are turned on, so a config never silently means less than
+//! it says; the rest of a Kueue config (controller, metrics, webhook, integrations, ...) is accepted,
+//! used where quotagate has the equivalent, and otherwise named by [`Configuration::ignored`].
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+pub const GROUP: &str = "config.kueue.x-k8s.io";
+pub const KIND: &str = "Configuration";
+
+/// Kueue's defaults (`apis/config/v1beta2/defaults.go`).
+pub const DEFAULT_WAIT_FOR_PODS_READY_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+pub const DEFAULT_BACKOFF_BASE_SECONDS: i32 = 60;
+pub const DEFAULT_BACKOFF_MAX_SECONDS: i32 = 3600;
+
+/// The feature gate that turns waitForPodsReady off in `v1beta2`, where it is on by default.
+pub const DISABLE_WAIT_FOR_PODS_READY: &str = "DisableWaitForPodsReady";
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ConfigError {
+    #[error("not YAML: {0}")]
+    Yaml(String),
+    /// A field with a bad value, by its path (`waitForPodsReady.timeout`).
+    #[error("{path}: {message}")]
+    Field { path: String, message: String },
+    /// A switch quotagate does not implement, turned on.
+    #[error("{path}: not implemented by quotagate ({what}); remove it or turn it off")]
+    NotImplemented { path: String, what: &'static str },
+}
+
+fn field(path: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Field {
+        path: path.to_string(),
+        message: message.into(),
+    }
+}
+
+/// Which version of the file's API: they differ in how waitForPodsReady and fairSharing turn on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Version {
+    V1beta1,
+    V1beta2,
+}
+
+/// A Kueue `Configuration`. Sections quotagate has no use for are kept as raw values.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Configuration {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub manage_jobs_without_queue_name: Option<bool>,
+    pub managed_jobs_namespace_selector: Option<Value>,
+    pub internal_cert_management: Option<Value>,
+    pub wait_for_pods_ready: Option<WaitForPodsReady>,
+    pub client_connection: Option<Value>,
+    pub integrations: Option<Value>,
+    /// v1beta1 only.
+    pub queue_visibility: Option<Value>,
+    pub multi_kueue: Option<Value>,
+    pub fair_sharing: Option<FairSharing>,
+    pub admission_fair_sharing: Option<Value>,
+    pub resources: Option<Resources>,
+    pub feature_gates: Option<BTreeMap<String, bool>>,
+    pub object_retention_policies: Option<ObjectRetentionPolicies>,
+    pub visibility_server: Option<Value>,
+    // The controller-manager part (inline in Kueue's type).
+    pub webhook: Option<Webhook>,
+    pub leader_election: Option<LeaderElection>,
+    pub metrics: Option<Value>,
+    pub health: Option<Health>,
+    pub pprof_bind_address: Option<String>,
+    pub controller: Option<Value>,
+    pub tls: Option<Value>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WaitForPodsReady {
+    /// v1beta1's switch (off by default). In v1beta2 the feature is on by default; `enable: false`
+    /// is still read there as the way to turn it off.
+    pub enable: Option<bool>,
+    pub timeout: Option<GoDuration>,
+    pub block_admission: Option<bool>,
+    pub requeuing_strategy: Option<RequeuingStrategy>,
+    pub recovery_timeout: Option<GoDuration>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RequeuingStrategy {
+    pub timestamp: Option<RequeuingTimestamp>,
+    /// `null` (the default): requeued without limit.
+    pub backoff_limit_count: Option<i32>,
+    pub backoff_base_seconds: Option<i32>,
+    pub backoff_max_seconds: Option<i32>,
+}
+
+/// What orders a workload requeued after a PodsReady timeout in its queue.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+pub enum RequeuingTimestamp {
+    /// The workload's creation.
+    Creation,
+    /// The eviction (the default): it goes behind the workloads already waiting.
+    #[default]
+    Eviction,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FairSharing {
+    /// v1beta1's switch; in v1beta2 the section's presence turns fair sharing on.
+    pub enable: Option<bool>,
+    pub preemption_strategies: Option<Value>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Resources {
+    pub quota_check_strategy: Option<String>,
+    pub exclude_resource_prefixes: Option<Vec<String>>,
+    pub transformations: Option<Vec<Value>>,
+    pub device_class_mappings: Option<Vec<Value>>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObjectRetentionPolicies {
+    pub workloads: Option<WorkloadRetention>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkloadRetention {
+    pub after_finished: Option<GoDuration>,
+    pub after_deactivated_by_kueue: Option<GoDuration>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Webhook {
+    pub port: Option<u16>,
+    pub host: Option<String>,
+    pub cert_dir: Option<String>,
+}
+
+/// component-base's `LeaderElectionConfiguration`: the fields quotagate uses, the rest kept raw.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LeaderElection {
+    pub leader_elect: Option<bool>,
+    pub resource_name: Option<String>,
+    pub resource_namespace: Option<String>,
+    pub resource_lock: Option<String>,
+    pub lease_duration: Option<GoDuration>,
+    pub renew_deadline: Option<GoDuration>,
+    pub retry_period: Option<GoDuration>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Health {
+    pub health_probe_bind_address: Option<String>,
+    pub readiness_endpoint_name: Option<String>,
+    pub liveness_endpoint_name: Option<String>,
+}
+
+/// A `metav1.Duration`: Go's duration syntax (`"30m"`, `"1h30m"`, `"1.5s"`, `"0s"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GoDuration {
+    /// Negative durations parse (validation names them).
+    pub negative: bool,
+    pub value: Duration,
+}
+
+impl<'de> Deserialize<'de> for GoDuration {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_go_duration(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Go's `time.ParseDuration`: an optional sign, then `<decimal><unit>` terms (ns, us, ms, s, m, h).
+pub fn parse_go_duration(v: &str) -> Result<GoDuration, String> {
+    let bad = || format!("{v:?} is not a duration like \"30s\", \"5m\" or \"1h30m\"");
+    let (negative, mut rest) = match v.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, v.strip_prefix('+').unwrap_or(v)),
+    };
+    if rest == "0" {
+        return Ok(GoDuration { negative, value: Duration::ZERO });
+    }
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    let mut nanos: u128 = 0;
+    while !rest.is_empty() {
+        let num_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let (num, tail) = rest.split_at(num_end);
+        let unit_end = tail
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_end);
+        let per: u128 = match unit {
+            "ns" => 1,
+            "us" | "µs" | "μs" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
+            _ => return Err(bad()),
+        };
+        let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+        if (int.is_empty() && frac.is_empty()) || frac.contains('.') {
+            return Err(bad());
+        }
+        let whole: u128 = if int.is_empty() { 0 } else { int.parse().map_err(|_| bad())? };
+        let mut part: u128 = 0;
+        let mut scale: u128 = 1;
+        // Digits past nanosecond precision change nothing.
+        for b in frac.bytes().take(18) {
+            part = part * 10 + u128::from(b - b'0');
+            scale *= 10;
+        }
+        nanos = whole
+            .checked_mul(per)
+            .and_then(|n| n.checked_add(part * per / scale))
+            .and_then(|n| nanos.checked_add(n))
+            .ok_or_else(|| format!("{v:?}: duration out of range"))?;
+        rest = tail;
+    }
+    let value = u64::try_from(nanos / 1_000_000_000)
+        .map(|s| Duration::new(s, (nanos % 1_000_000_000) as u32))
+        .map_err(|_| format!("{v:?}: duration out of range"))?;
+    Ok(GoDuration { negative, value })
+}
+
+/// waitForPodsReady, resolved: Kueue's defaults applied and the feature known to be on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodsReadyConfig {
+    pub timeout: Duration,
+    /// `None`: no recovery timeout (`recoveryTimeout: 0s`).
+    pub recovery_timeout: Option<Duration>,
+    pub block_admission: bool,
+    pub timestamp: RequeuingTimestamp,
+    pub backoff_limit_count: Option<i32>,
+    pub backoff_base_seconds: i32,
+    pub backoff_max_seconds: i32,
+}
+
+impl PodsReadyConfig {
+    /// The feature on with Kueue's defaults and this timeout.
+    pub fn with_timeout(timeout: Duration) -> Self {
+        PodsReadyConfig {
+            timeout,
+            recovery_timeout: Some(timeout),
+            block_admission: false,
+            timestamp: RequeuingTimestamp::Eviction,
+            backoff_limit_count: None,
+            backoff_base_seconds: DEFAULT_BACKOFF_BASE_SECONDS,
+            backoff_max_seconds: DEFAULT_BACKOFF_MAX_SECONDS,
+        }
+    }
+}
+
+impl Configuration {
+    /// Reads a configuration file: YAML, strictly decoded, validated, and refused where it turns on
+    /// what quotagate does not implement. Errors name the field path.
+    pub fn parse(text: &str) -> Result<Configuration, ConfigError> {
+        let raw: Value = serde_saphyr::from_str(text).map_err(|e| ConfigError::Yaml(e.to_string()))?;
+        if !raw.is_object() {
+            return Err(ConfigError::Yaml("the file is not a mapping of fields".into()));
+        }
+        let cfg: Configuration = serde_path_to_error::deserialize(raw).map_err(|e| {
+            let path = e.path().to_string();
+            let path = if path == "." { "(top level)".to_string() } else { path };
+            field(&path, e.into_inner().to_string())
+        })?;
+        cfg.version()?;
+        cfg.validate()?;
+        cfg.refuse_unimplemented()?;
+        Ok(cfg)
+    }
+
+    pub fn version(&self) -> Result<Version, ConfigError> {
+        if self.kind != KIND {
+            return Err(field("kind", format!("must be {KIND:?}, not {:?}", self.kind)));
+        }
+        match self.api_version.split_once('/') {
+            Some((GROUP, "v1beta2")) => Ok(Version::V1beta2),
+            Some((GROUP, "v1beta1")) => Ok(Version::V1beta1),
+            _ => Err(field(
+                "apiVersion",
+                format!("must be {GROUP}/v1beta2 or {GROUP}/v1beta1, not {:?}", self.api_version),
+            )),
+        }
+    }
+
+    fn gate(&self, name: &str) -> bool {
+        self.feature_gates
+            .as_ref()
+            .and_then(|g| g.get(name))
+            .copied()
+            .unwrap_or(false)
+    }
+
+    /// Whether waitForPodsReady is on (Kueue: on by default in v1beta2, off unless `enable` in v1beta1).
+    pub fn wait_for_pods_ready_enabled(&self) -> bool {
+        let w = self.wait_for_pods_ready.as_ref();
+        let enable = w.and_then(|w| w.enable);
+        match self.version() {
+            Ok(Version::V1beta1) => enable == Some(true),
+            Ok(Version::V1beta2) => enable != Some(false) && !self.gate(DISABLE_WAIT_FOR_PODS_READY),
+            Err(_) => false,
+        }
+    }
+
+    /// waitForPodsReady with Kueue's defaults, when on.
+    pub fn wait_for_pods_ready(&self) -> Option<PodsReadyConfig> {
+        if !self.wait_for_pods_ready_enabled() {
+            return None;
+        }
+        let w = self.wait_for_pods_ready.clone().unwrap_or_default();
+        let timeout = w
+            .timeout
+            .map(|d| d.value)
+            .filter(|d| !d.is_zero())
+            .unwrap_or(DEFAULT_WAIT_FOR_PODS_READY_TIMEOUT);
+        // Kueue: recoveryTimeout defaults to the timeout; "0s" turns the recovery check off.
+        let recovery_timeout = match w.recovery_timeout {
+            None => Some(timeout),
+            Some(d) if d.value.is_zero() => None,
+            Some(d) => Some(d.value),
+        };
+        // v1beta1 defaulted blockAdmission to `enable` (true); v1beta2 defaults it to false.
+        let block_default = self.version().ok() == Some(Version::V1beta1);
+        let s = w.requeuing_strategy.unwrap_or_default();
+        Some(PodsReadyConfig {
+            timeout,
+            recovery_timeout,
+            block_admission: w.block_admission.unwrap_or(block_default),
+            timestamp: s.timestamp.unwrap_or_default(),
+            backoff_limit_count: s.backoff_limit_count,
+            backoff_base_seconds: s.backoff_base_seconds.unwrap_or(DEFAULT_BACKOFF_BASE_SECONDS),
+            backoff_max_seconds: s.backoff_max_seconds.unwrap_or(DEFAULT_BACKOFF_MAX_SECONDS),
+        })
+    }
+
+    /// Kueue's own checks of the fields quotagate uses (`pkg/config/validation.go`).
+    fn validate(&self) -> Result<(), ConfigError> {
+        const NEGATIVE: &str = "must be greater than or equal to 0";
+        if let Some(w) = &self.wait_for_pods_ready {
+            let p = "waitForPodsReady";
+            if w.timeout.is_some_and(|d| d.negative && !d.value.is_zero()) {
+                return Err(field(&format!("{p}.timeout"), NEGATIVE));
+            }
+            if w.recovery_timeout.is_some_and(|d| d.negative && !d.value.is_zero()) {
+                return Err(field(&format!("{p}.recoveryTimeout"), NEGATIVE));
+            }
+            if let Some(s) = &w.requeuing_strategy {
+                for (name, v) in [
+                    ("backoffLimitCount", s.backoff_limit_count),
+                    ("backoffBaseSeconds", s.backoff_base_seconds),
+                    ("backoffMaxSeconds", s.backoff_max_seconds),
+                ] {
+                    if v.is_some_and(|v| v < 0) {
+                        return Err(field(&format!("{p}.requeuingStrategy.{name}"), NEGATIVE));
+                    }
+                }
+            }
+        }
+        if let Some(port) = self.webhook.as_ref().and_then(|w| w.port)
+            && port == 0
+        {
+            return Err(field("webhook.port", "must be a port number (1-65535)"));
+        }
+        if let Some(addr) = self.health.as_ref().and_then(|h| h.health_probe_bind_address.as_deref()) {
+            bind_address(addr).map_err(|e| field("health.healthProbeBindAddress", e))?;
+        }
+        Ok(())
+    }
+
+    /// Switches quotagate does not implement, refused when turned on.
+    fn refuse_unimplemented(&self) -> Result<(), ConfigError> {
+        let no = |path: &str, what: &'static str| {
+            Err(ConfigError::NotImplemented {
+                path: path.to_string(),
+                what,
+            })
+        };
+        let v1beta1 = self.version()? == Version::V1beta1;
+        if let Some(fs) = &self.fair_sharing {
+            // v1beta1 needs `enable: true`; in v1beta2 the section itself turns it on.
+            if !v1beta1 || fs.enable == Some(true) {
+                return no("fairSharing", "fair sharing");
+            }
+        }
+        if self.admission_fair_sharing.as_ref().is_some_and(|v| !v.is_null()) {
+            return no("admissionFairSharing", "admission fair sharing");
+        }
+        if self.manage_jobs_without_queue_name == Some(true) {
+            return no("manageJobsWithoutQueueName", "managing jobs without a queue name");
+        }
+        if let Some(r) = &self.resources {
+            if r.transformations.as_ref().is_some_and(|t| !t.is_empty()) {
+                return no("resources.transformations", "resource transformations");
+            }
+            if r.exclude_resource_prefixes.as_ref().is_some_and(|t| !t.is_empty()) {
+                return no("resources.excludeResourcePrefixes", "excluding resources from quota");
+            }
+            if r.device_class_mappings.as_ref().is_some_and(|t| !t.is_empty()) {
+                return no("resources.deviceClassMappings", "dynamic resource allocation");
+            }
+            if r.quota_check_strategy.as_deref().is_some_and(|s| s != "BlockUndeclared") {
+                return no("resources.quotaCheckStrategy", "quota check strategies other than BlockUndeclared");
+            }
+        }
+        if let Some(w) = self.object_retention_policies.as_ref().and_then(|o| o.workloads.as_ref()) {
+            if w.after_finished.is_some() {
+                return no("objectRetentionPolicies.workloads.afterFinished", "deleting finished workloads");
+            }
+            if w.after_deactivated_by_kueue.is_some() {
+                return no(
+                    "objectRetentionPolicies.workloads.afterDeactivatedByKueue",
+                    "deleting deactivated workloads",
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The sections present in the file that quotagate reads but has no use for (logged once).
+    pub fn ignored(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        let mut note = |present: bool, name: &'static str| {
+            if present {
+                out.push(name);
+            }
+        };
+        note(self.namespace.is_some(), "namespace");
+        note(self.manage_jobs_without_queue_name.is_some(), "manageJobsWithoutQueueName");
+        note(self.managed_jobs_namespace_selector.is_some(), "managedJobsNamespaceSelector");
+        note(self.internal_cert_management.is_some(), "internalCertManagement");
+        note(self.client_connection.is_some(), "clientConnection");
+        note(self.integrations.is_some(), "integrations");
+        note(self.queue_visibility.is_some(), "queueVisibility");
+        note(self.multi_kueue.is_some(), "multiKueue");
+        note(self.fair_sharing.is_some(), "fairSharing");
+        note(self.resources.is_some(), "resources");
+        note(self.object_retention_policies.is_some(), "objectRetentionPolicies");
+        note(self.visibility_server.is_some(), "visibilityServer");
+        note(self.metrics.is_some(), "metrics");
+        note(self.pprof_bind_address.is_some(), "pprofBindAddress");
+        note(self.controller.is_some(), "controller");
+        note(self.tls.is_some(), "tls");
+        let w = self.webhook.as_ref();
+        note(w.is_some_and(|w| w.host.is_some() || w.cert_dir.is_some()), "webhook.host/certDir");
+        let h = self.health.as_ref();
+        note(
+            h.is_some_and(|h| h.readiness_endpoint_name.is_some() || h.liveness_endpoint_name.is_some()),
+            "health endpoint names",
+        );
+        let l = self.leader_election.as_ref();
+        note(
+            l.is_some_and(|l| {
+                l.resource_lock.is_some()
+                    || l.lease_duration.is_some()
+                    || l.renew_deadline.is_some()
+                    || l.retry_period.is_some()
+            }),
+            "leaderElection timings/resourceLock",
+        );
+        let gates = self.feature_gates.as_ref();
+        note(
+            gates.is_some_and(|g| g.keys().any(|k| k != DISABLE_WAIT_FOR_PODS_READY)),
+            "featureGates (other than DisableWaitForPodsReady)",
+        );
+        out
+    }
+
+    /// `health.healthProbeBindAddress` as a socket address.
+    pub fn health_addr(&self) -> Option<std::net::SocketAddr> {
+        let a = self.health.as_ref()?.health_probe_bind_address.as_deref()?;
+        bind_address(a).ok()
+    }
+}
+
+/// A Go bind address (`":8081"`, `"127.0.0.1:8081"`); an empty host binds every interface.
+pub fn bind_address(a: &str) -> Result<std::net::SocketAddr, String> {
+    let full = if a.starts_with(':') { format!("0.0.0.0{a}") } else { a.to_string() };
+    full.parse()
+        .map_err(|_| format!("{a:?} is not an address like \":8081\" or \"127.0.0.1:8081\""))
+}
+
+#[cfg(test)]
+#[path = "config_tests.rs"]
+mod tests;

@@ -1,0 +1,238 @@
+use super::*;
+
+fn err(text: &str) -> String {
+    Configuration::parse(text).unwrap_err().to_string()
+}
+
+const HEAD: &str = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n";
+
+/// The shape of Kueue's shipped `config/components/manager/controller_manager_config.yaml` (its
+/// fields and values, comments left out): it loads, and waitForPodsReady is on with Kueue's v1beta2
+/// defaults because the section is absent.
+#[test]
+fn kueues_default_manager_config_loads() {
+    let text = r#"
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+health:
+  healthProbeBindAddress: :8081
+metrics:
+  bindAddress: :8443
+webhook:
+  port: 9443
+leaderElection:
+  leaderElect: true
+  resourceName: c1f6bfd2.kueue.x-k8s.io
+controller:
+  groupKindConcurrency:
+    Job.batch: 5
+    Pod: 5
+    Workload.kueue.x-k8s.io: 10
+    LocalQueue.kueue.x-k8s.io: 5
+    Cohort.kueue.x-k8s.io: 1
+    ClusterQueue.kueue.x-k8s.io: 5
+    ResourceFlavor.kueue.x-k8s.io: 1
+clientConnection:
+  qps: 300
+  burst: 500
+integrations:
+  frameworks:
+  - "batch/job"
+  - "kubeflow.org/mpijob"
+  - "ray.io/rayjob"
+  - "ray.io/raycluster"
+  - "ray.io/rayservice"
+  - "jobset.x-k8s.io/jobset"
+  - "workload.codeflare.dev/appwrapper"
+  - "trainer.kubeflow.org/trainjob"
+  - "pod"
+  - "deployment"
+  - "statefulset"
+  - "leaderworkerset.x-k8s.io/leaderworkerset"
+"#;
+    let cfg = Configuration::parse(text).unwrap();
+    assert_eq!(cfg.version().unwrap(), Version::V1beta2);
+    assert_eq!(
+        cfg.wait_for_pods_ready(),
+        Some(PodsReadyConfig::with_timeout(Duration::from_secs(1800))),
+        "Kueue v1beta2 defaults: on, 30m, recovery = timeout, no block, backoff 60s..3600s"
+    );
+    assert_eq!(cfg.health_addr(), Some("0.0.0.0:8081".parse().unwrap()));
+    assert_eq!(
+        cfg.ignored(),
+        vec!["clientConnection", "integrations", "metrics", "controller"]
+    );
+}
+
+/// The sample shipped in `config/manager/`.
+#[test]
+fn the_shipped_sample_loads() {
+    let text = include_str!("../../../config/manager/controller_manager_config.yaml");
+    let cfg = Configuration::parse(text).unwrap();
+    let w = cfg.wait_for_pods_ready().unwrap();
+    assert_eq!(w.timeout, Duration::from_secs(600));
+    assert_eq!(w.recovery_timeout, Some(Duration::from_secs(180)));
+    assert_eq!((w.backoff_limit_count, w.block_admission), (None, false));
+    assert!(cfg.ignored().is_empty(), "{:?}", cfg.ignored());
+}
+
+#[test]
+fn wait_for_pods_ready_defaults_per_version() {
+    let v1 = "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n";
+    let cases: Vec<(&str, String, Option<PodsReadyConfig>)> = vec![
+        ("v1beta1 without the section: off", v1.to_string(), None),
+        (
+            "v1beta1 enable: false",
+            format!("{v1}waitForPodsReady:\n  enable: false\n  timeout: 5m\n"),
+            None,
+        ),
+        (
+            "v1beta1 enable: true blocks admission by default",
+            format!("{v1}waitForPodsReady:\n  enable: true\n"),
+            Some(PodsReadyConfig {
+                block_admission: true,
+                ..PodsReadyConfig::with_timeout(Duration::from_secs(1800))
+            }),
+        ),
+        (
+            "v1beta2 off through the feature gate",
+            format!("{HEAD}featureGates:\n  DisableWaitForPodsReady: true\n"),
+            None,
+        ),
+        (
+            "v1beta2 enable: false",
+            format!("{HEAD}waitForPodsReady:\n  enable: false\n"),
+            None,
+        ),
+        (
+            "v1beta2 every field",
+            format!(
+                "{HEAD}waitForPodsReady:\n  timeout: 1.5s\n  blockAdmission: true\n  recoveryTimeout: 0s\n  requeuingStrategy:\n    timestamp: Creation\n    backoffLimitCount: 2\n    backoffBaseSeconds: 1\n    backoffMaxSeconds: 10\n"
+            ),
+            Some(PodsReadyConfig {
+                timeout: Duration::from_millis(1500),
+                recovery_timeout: None,
+                block_admission: true,
+                timestamp: RequeuingTimestamp::Creation,
+                backoff_limit_count: Some(2),
+                backoff_base_seconds: 1,
+                backoff_max_seconds: 10,
+            }),
+        ),
+        (
+            "timeout 0s means the default",
+            format!("{HEAD}waitForPodsReady:\n  timeout: 0s\n"),
+            Some(PodsReadyConfig::with_timeout(Duration::from_secs(1800))),
+        ),
+    ];
+    for (name, text, want) in cases {
+        let cfg = Configuration::parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(cfg.wait_for_pods_ready(), want, "{name}");
+    }
+}
+
+#[test]
+fn bad_fields_are_named_by_their_path() {
+    let cases = [
+        (
+            format!("{HEAD}waitForPodsReady:\n  timeout: soon\n"),
+            "waitForPodsReady.timeout: \"soon\" is not a duration",
+        ),
+        (
+            format!("{HEAD}waitForPodsReady:\n  timeout: -5m\n"),
+            "waitForPodsReady.timeout: must be greater than or equal to 0",
+        ),
+        (
+            format!("{HEAD}waitForPodsReady:\n  recoveryTimeout: -1s\n"),
+            "waitForPodsReady.recoveryTimeout: must be greater than or equal to 0",
+        ),
+        (
+            format!("{HEAD}waitForPodsReady:\n  requeuingStrategy:\n    backoffLimitCount: -1\n"),
+            "waitForPodsReady.requeuingStrategy.backoffLimitCount: must be greater",
+        ),
+        (
+            format!("{HEAD}waitForPodsReady:\n  requeuingStrategy:\n    backoffBaseSeconds: many\n"),
+            "waitForPodsReady.requeuingStrategy.backoffBaseSeconds: invalid type",
+        ),
+        (
+            format!("{HEAD}waitForPodsReady:\n  requeuingStrategy:\n    timestamp: Admission\n"),
+            "waitForPodsReady.requeuingStrategy.timestamp: unknown variant `Admission`",
+        ),
+        (
+            format!("{HEAD}waitForPodsReady:\n  timeoutt: 5m\n"),
+            "waitForPodsReady.timeoutt: unknown field `timeoutt`",
+        ),
+        (format!("{HEAD}colour: blue\n"), "unknown field `colour`"),
+        (
+            "apiVersion: config.kueue.x-k8s.io/v1\nkind: Configuration\n".to_string(),
+            "apiVersion: must be config.kueue.x-k8s.io/v1beta2",
+        ),
+        (
+            "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Config\n".to_string(),
+            "kind: must be \"Configuration\"",
+        ),
+        ("kind: Configuration\n".to_string(), "missing field `apiVersion`"),
+        (
+            format!("{HEAD}health:\n  healthProbeBindAddress: here\n"),
+            "health.healthProbeBindAddress: \"here\" is not an address",
+        ),
+        ("- a\n- b\n".to_string(), "not a mapping"),
+        ("a: [\n".to_string(), "not YAML"),
+    ];
+    for (text, want) in cases {
+        let got = err(&text);
+        assert!(got.contains(want), "{text}\n  got: {got}\n  want: {want}");
+    }
+}
+
+#[test]
+fn switches_quotagate_does_not_implement_are_refused_when_on() {
+    let v1 = "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n";
+    let refused = [
+        format!("{HEAD}fairSharing:\n  preemptionStrategies: [LessThanOrEqualToFinalShare]\n"),
+        format!("{v1}fairSharing:\n  enable: true\n"),
+        format!("{HEAD}admissionFairSharing:\n  usageHalfLifeTime: 168h\n  usageSamplingInterval: 5m\n"),
+        format!("{HEAD}manageJobsWithoutQueueName: true\n"),
+        format!("{HEAD}resources:\n  transformations:\n  - input: nvidia.com/mig-4g.5gb\n"),
+        format!("{HEAD}resources:\n  quotaCheckStrategy: IgnoreUndeclared\n"),
+        format!("{HEAD}objectRetentionPolicies:\n  workloads:\n    afterFinished: 1h\n"),
+    ];
+    for text in refused {
+        let e = Configuration::parse(&text).unwrap_err();
+        assert!(matches!(e, ConfigError::NotImplemented { .. }), "{text}: {e}");
+        assert!(e.to_string().contains("not implemented"), "{e}");
+    }
+    let e = err(&format!("{HEAD}fairSharing: {{}}\n"));
+    assert!(e.starts_with("fairSharing: not implemented"), "{e}");
+    // Off is fine, and only noted as ignored.
+    let off = [
+        format!("{v1}fairSharing:\n  enable: false\n"),
+        format!("{HEAD}manageJobsWithoutQueueName: false\n"),
+        format!("{HEAD}resources:\n  excludeResourcePrefixes: []\n  quotaCheckStrategy: BlockUndeclared\n"),
+        format!("{HEAD}objectRetentionPolicies:\n  workloads:\n    afterFinished: null\n"),
+    ];
+    for text in off {
+        let cfg = Configuration::parse(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(cfg.ignored().len(), 1, "{text}: {:?}", cfg.ignored());
+    }
+}
+
+#[test]
+fn go_durations() {
+    let ok = [
+        ("0", 0),
+        ("0s", 0),
+        ("300ms", 300),
+        ("1.5s", 1500),
+        ("5m", 300_000),
+        ("1h30m", 5_400_000),
+        (".5s", 500),
+    ];
+    for (s, ms) in ok {
+        assert_eq!(parse_go_duration(s).unwrap().value, Duration::from_millis(ms), "{s}");
+    }
+    assert!(parse_go_duration("-5m").unwrap().negative);
+    for bad in ["", "5", "5x", "m", "1.2.3s", "s5", "99999999999999999999999h"] {
+        assert!(parse_go_duration(bad).is_err(), "{bad}");
+    }
+}

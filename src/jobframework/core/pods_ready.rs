@@ -1,0 +1,192 @@
+//! waitForPodsReady, as Kueue does it: the job controller keeps a `PodsReady` condition on each job's
+//! Workload (`pkg/controller/jobframework/reconciler.go`, generatePodsReadyCondition); the admission
+//! loop evicts an admitted workload that has not reached it within the timeout (or, once ready, has not
+//! recovered within the recovery timeout), requeues it with the backoff of `backoff.rs`, and after
+//! `backoffLimitCount` requeues deactivates it (`pkg/controller/core/workload_controller.go`,
+//! reconcileNotReadyTimeout and triggerDeactivation). With `blockAdmission`, nothing is admitted while
+//! an admitted workload is not PodsReady (`pkg/scheduler/scheduler.go`, waitForPodsReadyIfNeeded).
+//! All pure: the loop and the job controller write what these return.
+
+use super::conditions::{EvictedBy, EvictionCause, cond, set_condition, status_of};
+use crate::api::conditions::{FALSE, TRUE};
+use crate::api::kueue::config::{PodsReadyConfig, RequeuingTimestamp};
+use crate::api::kueue::constants::{condition, reason};
+use crate::api::kueue::{Workload, WorkloadStatus};
+
+pub const NOT_READY_MESSAGE: &str = "Not all pods are ready or succeeded";
+pub const WAITING_FOR_RECOVERY_MESSAGE: &str = "At least one pod has failed, waiting for recovery";
+pub const READY_MESSAGE: &str = "All pods reached readiness and the workload is running";
+pub const BLOCKED_MESSAGE: &str = "waiting for all admitted workloads to be in PodsReady condition";
+pub const LIMIT_EXCEEDED_MESSAGE: &str = "exceeding the maximum number of re-queuing retries";
+/// Kueue's PodsReady reason before `WaitForStart` existed, still read as it.
+const LEGACY_REASON: &str = "PodsReady";
+
+/// The PodsReady condition (status, reason, message) a job's workload should show, given whether all
+/// the job's pods are ready.
+pub fn desired(wl: &Workload, pods_ready: bool) -> (bool, &'static str, &'static str) {
+    if !wl.is_admitted() {
+        return (false, reason::WAIT_FOR_START, NOT_READY_MESSAGE);
+    }
+    let current = wl.status.as_ref().and_then(|s| s.condition(condition::PODS_READY));
+    let recovering = |r: &str| r == reason::WAIT_FOR_RECOVERY || r == reason::RECOVERED;
+    if pods_ready {
+        let why = if current.is_some_and(|c| recovering(&c.reason)) {
+            reason::RECOVERED
+        } else {
+            reason::STARTED
+        };
+        return (true, why, READY_MESSAGE);
+    }
+    match current {
+        Some(c) if c.status == TRUE || c.reason == reason::WAIT_FOR_RECOVERY => {
+            (false, reason::WAIT_FOR_RECOVERY, WAITING_FOR_RECOVERY_MESSAGE)
+        }
+        _ => (false, reason::WAIT_FOR_START, NOT_READY_MESSAGE),
+    }
+}
+
+/// The status with the PodsReady condition updated, or `None` when the workload already shows that
+/// status and reason (Kueue rewrites only on a change of either).
+pub fn with_condition(wl: &Workload, pods_ready: bool, now: jiff::Timestamp) -> Option<WorkloadStatus> {
+    let (status, why, message) = desired(wl, pods_ready);
+    let shown = wl.status.as_ref().and_then(|s| s.condition(condition::PODS_READY));
+    let want = if status { TRUE } else { FALSE };
+    if shown.is_some_and(|c| c.status == want && c.reason == why) {
+        return None;
+    }
+    let mut s = status_of(wl);
+    set_condition(
+        &mut s.conditions,
+        cond(condition::PODS_READY, status, why, message, wl.metadata.generation, now),
+    );
+    Some(s)
+}
+
+/// An admitted workload not PodsReady: which wait it is in (`WaitForStart` or `WaitForRecovery`) and
+/// when (ms) its timeout runs out. `None` when no timeout applies.
+pub fn deadline(wl: &Workload, cfg: &PodsReadyConfig) -> Option<(&'static str, i64)> {
+    let st = wl.status.as_ref()?;
+    let admitted = st.condition(condition::ADMITTED).filter(|c| c.status == TRUE)?;
+    let ms = |d: std::time::Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+    match st.condition(condition::PODS_READY) {
+        Some(c) if c.status == TRUE => None,
+        None => Some((reason::WAIT_FOR_START, admitted.last_transition_time.0.as_millisecond().saturating_add(ms(cfg.timeout)))),
+        Some(c) if c.reason == reason::WAIT_FOR_START || c.reason == LEGACY_REASON => {
+            Some((reason::WAIT_FOR_START, admitted.last_transition_time.0.as_millisecond().saturating_add(ms(cfg.timeout))))
+        }
+        Some(c) if c.reason == reason::WAIT_FOR_RECOVERY => {
+            let recovery = cfg.recovery_timeout?;
+            Some((reason::WAIT_FOR_RECOVERY, c.last_transition_time.0.as_millisecond().saturating_add(ms(recovery))))
+        }
+        Some(_) => None,
+    }
+}
+
+/// What waitForPodsReady asks of a workload holding quota and not being evicted.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    /// Ready, or no timeout applies.
+    Fine,
+    /// Not ready; its timeout runs out at this time (ms).
+    Until(i64),
+    /// Past its timeout: evicted with `PodsReadyTimeout`.
+    Evict(EvictionCause),
+    /// Past its timeout with no requeue left (or already marked): deactivated.
+    Deactivate,
+}
+
+/// Kueue's reconcileNotReadyTimeout for one workload at `now_ms`.
+pub fn verdict(wl: &Workload, cfg: &PodsReadyConfig, now_ms: i64) -> Verdict {
+    if deactivation_target(wl).is_some() {
+        return Verdict::Deactivate;
+    }
+    match deadline(wl, cfg) {
+        None => Verdict::Fine,
+        Some((_, at)) if at > now_ms => Verdict::Until(at),
+        Some(_) if limit_reached(wl, cfg) => Verdict::Deactivate,
+        Some(_) => Verdict::Evict(EvictionCause {
+            by: EvictedBy::PodsReadyTimeout,
+            message: timeout_message(wl),
+        }),
+    }
+}
+
+/// One more requeue would pass `backoffLimitCount`: the workload is deactivated instead.
+pub fn limit_reached(wl: &Workload, cfg: &PodsReadyConfig) -> bool {
+    let count = wl
+        .status
+        .as_ref()
+        .and_then(|s| s.requeue_state.as_ref())
+        .and_then(|r| r.count)
+        .unwrap_or(0);
+    cfg.backoff_limit_count.is_some_and(|limit| count.saturating_add(1) > limit)
+}
+
+/// Whether the workload is marked for deactivation (`DeactivationTarget=True`).
+pub fn deactivation_target(wl: &Workload) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    wl.status
+        .as_ref()?
+        .condition(condition::DEACTIVATION_TARGET)
+        .filter(|c| c.status == TRUE)
+}
+
+/// `DeactivationTarget=True/RequeuingLimitExceeded`, or `None` when already marked.
+pub fn mark_for_deactivation(wl: &Workload, now: jiff::Timestamp) -> Option<WorkloadStatus> {
+    if deactivation_target(wl).is_some() {
+        return None;
+    }
+    let mut s = status_of(wl);
+    set_condition(
+        &mut s.conditions,
+        cond(
+            condition::DEACTIVATION_TARGET,
+            true,
+            reason::REQUEUING_LIMIT_EXCEEDED,
+            LIMIT_EXCEEDED_MESSAGE,
+            wl.metadata.generation,
+            now,
+        ),
+    );
+    Some(s)
+}
+
+/// The Evicted message of a deactivated workload: Kueue names the deactivation's cause when it
+/// had one.
+pub fn deactivated_message(wl: &Workload) -> String {
+    match deactivation_target(wl) {
+        Some(c) => format!("The workload is deactivated due to {}", c.message),
+        None => "The workload is deactivated".to_string(),
+    }
+}
+
+/// The eviction message of a PodsReady timeout (Kueue names the workload as `namespace/name`).
+pub fn timeout_message(wl: &Workload) -> String {
+    format!(
+        "Exceeded the PodsReady timeout {}/{}",
+        wl.metadata.namespace.as_deref().unwrap_or_default(),
+        wl.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// Holds quota and is not PodsReady: blocks admission under `blockAdmission`.
+pub fn blocks_admission(wl: &Workload) -> bool {
+    wl.has_quota_reservation()
+        && !wl.is_finished()
+        && wl.metadata.deletion_timestamp.is_none()
+        && !wl.status.as_ref().is_some_and(|s| s.condition_true(condition::PODS_READY))
+}
+
+/// The queue-order time (ms) of a workload requeued after a PodsReady timeout, under the `Eviction`
+/// timestamp: its eviction, so it goes behind those already waiting. `None`: its creation.
+pub fn queue_order_ms(wl: &Workload, cfg: &PodsReadyConfig) -> Option<i64> {
+    if cfg.timestamp != RequeuingTimestamp::Eviction {
+        return None;
+    }
+    let c = wl.status.as_ref()?.condition(condition::EVICTED)?;
+    (c.status == TRUE && c.reason == reason::PODS_READY_TIMEOUT)
+        .then(|| c.last_transition_time.0.as_millisecond())
+}
+
+#[cfg(test)]
+#[path = "pods_ready_tests.rs"]
+mod tests;

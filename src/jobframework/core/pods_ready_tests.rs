@@ -1,0 +1,317 @@
+//! waitForPodsReady's pure parts, with the cases of Kueue's own tests (each named).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use super::{deadline, desired, with_condition};
+use crate::jobframework::core::pods_ready;
+use crate::jobframework::core::sync::{self, Action, AdmissionState};
+use crate::api::conditions::new as cond;
+use crate::api::kueue::config::PodsReadyConfig;
+use crate::api::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Workload};
+
+const NOW: i64 = 1_800_000_000_000;
+
+fn at(ms: i64) -> jiff::Timestamp {
+    jiff::Timestamp::from_millisecond(ms).unwrap()
+}
+
+fn c(type_: &str, status: &str, reason: &str, ms: i64) -> Condition {
+    let mut x = cond(type_, status == "True", reason, "", None, at(ms));
+    x.status = status.into();
+    x
+}
+
+fn with(conds: Vec<Condition>) -> Workload {
+    let mut w = Workload::build("w", "ns").queue("lq").podset("main", 1, [("cpu", "1")]).reserve_quota("cq", "default").build();
+    let s = w.status.get_or_insert_with(Default::default);
+    for x in conds {
+        crate::api::conditions::set(&mut s.conditions, x);
+    }
+    w
+}
+
+fn cfg(timeout_min: u64, recovery_min: Option<u64>) -> PodsReadyConfig {
+    PodsReadyConfig {
+        recovery_timeout: recovery_min.map(|m| Duration::from_secs(m * 60)),
+        ..PodsReadyConfig::with_timeout(Duration::from_secs(timeout_min * 60))
+    }
+}
+
+/// `pkg/controller/core/workload_controller_test.go`, TestAdmittedNotReadyWorkload: which wait an
+/// admitted workload is in and how long is left. (Kueue's "no timeout configured" case has no
+/// counterpart: here the feature off means no config at all, and nothing is asked.)
+#[test]
+fn admitted_not_ready_workload() {
+    let minute = 60_000;
+    let ago = NOW - minute;
+    type Case = (&'static str, Vec<Condition>, PodsReadyConfig, Option<(&'static str, i64)>);
+    let cases: Vec<Case> = vec![
+        ("workload without Admitted condition; not counting", vec![], cfg(5, Some(5)), None),
+        (
+            "workload with Admitted=True, no PodsReady; counting",
+            vec![c("Admitted", "True", "Admitted", ago)],
+            cfg(5, Some(5)),
+            Some(("WaitForStart", 4 * minute)),
+        ),
+        (
+            "workload with Admitted=True, no PodsReady; timeout exceeded",
+            vec![c("Admitted", "True", "Admitted", NOW - 7 * minute)],
+            cfg(5, Some(5)),
+            Some(("WaitForStart", 0)),
+        ),
+        (
+            "with reason WaitForStart; counting since admitted.LastTransitionTime",
+            vec![c("Admitted", "True", "Admitted", ago), c("PodsReady", "False", "WaitForStart", NOW)],
+            cfg(5, Some(5)),
+            Some(("WaitForStart", 4 * minute)),
+        ),
+        (
+            "with reason PodsReady; counting since admitted.LastTransitionTime",
+            vec![c("Admitted", "True", "Admitted", ago), c("PodsReady", "False", "PodsReady", NOW)],
+            cfg(5, Some(5)),
+            Some(("WaitForStart", 4 * minute)),
+        ),
+        (
+            "Admitted=True, PodsReady=False, Reason=WaitForRecovery",
+            vec![c("Admitted", "True", "Admitted", ago), c("PodsReady", "False", "WaitForRecovery", NOW)],
+            cfg(5, Some(3)),
+            Some(("WaitForRecovery", 3 * minute)),
+        ),
+        (
+            "Reason=WaitForRecovery, recoveryTimeout not configured",
+            vec![c("Admitted", "True", "Admitted", ago), c("PodsReady", "False", "WaitForRecovery", NOW)],
+            cfg(5, None),
+            None,
+        ),
+        (
+            "workload with Admitted=Unknown; not counting",
+            vec![c("Admitted", "Unknown", "Admitted", ago)],
+            cfg(5, Some(5)),
+            None,
+        ),
+        (
+            "workload with Admitted=False, not counting",
+            vec![c("Admitted", "False", "NoReservation", ago)],
+            cfg(5, Some(5)),
+            None,
+        ),
+        (
+            "workload with Admitted=True, PodsReady=True; not counting",
+            vec![c("Admitted", "True", "Admitted", ago), c("PodsReady", "True", "Started", NOW)],
+            cfg(5, Some(5)),
+            None,
+        ),
+    ];
+    for (name, conds, cfg, want) in cases {
+        let got = deadline(&with(conds), &cfg).map(|(why, at)| (why, (at - NOW).max(0)));
+        assert_eq!(got, want, "{name}");
+    }
+}
+
+/// `pkg/controller/jobs/job/job_controller_test.go`, the PodsReady cases of TestReconciler (the
+/// condition the job reconciler writes from the job's readiness).
+#[test]
+fn pods_ready_condition_follows_the_job() {
+    let admitted = || c("Admitted", "True", "Admitted", NOW);
+    type Case = (&'static str, Vec<Condition>, bool, (bool, &'static str, &'static str));
+    let cases: Vec<Case> = vec![
+        (
+            "PodsReady=False before the workload is admitted",
+            vec![],
+            true,
+            (false, "WaitForStart", pods_ready::NOT_READY_MESSAGE),
+        ),
+        (
+            "PodsReady is set to True after Workload is Admitted and all Pods reached readiness",
+            vec![admitted(), c("PodsReady", "False", "WaitForStart", NOW)],
+            true,
+            (true, "Started", pods_ready::READY_MESSAGE),
+        ),
+        (
+            "... without previous PodsReady condition",
+            vec![admitted()],
+            true,
+            (true, "Started", pods_ready::READY_MESSAGE),
+        ),
+        (
+            "PodsReady is set to False after Workload is running and one pod failed",
+            vec![admitted(), c("PodsReady", "True", "Started", NOW)],
+            false,
+            (false, "WaitForRecovery", pods_ready::WAITING_FOR_RECOVERY_MESSAGE),
+        ),
+        (
+            "PodsReady continues to be False after a pod failed and workload is still recovering",
+            vec![admitted(), c("PodsReady", "False", "WaitForRecovery", NOW)],
+            false,
+            (false, "WaitForRecovery", pods_ready::WAITING_FOR_RECOVERY_MESSAGE),
+        ),
+        (
+            "PodsReady is set to True after failing pod recovered",
+            vec![admitted(), c("PodsReady", "False", "WaitForRecovery", NOW)],
+            true,
+            (true, "Recovered", pods_ready::READY_MESSAGE),
+        ),
+        (
+            "PodsReady=False has the new Reason if there was the old one before (pre v0.11.0)",
+            vec![admitted(), c("PodsReady", "False", "PodsReady", NOW)],
+            false,
+            (false, "WaitForStart", pods_ready::NOT_READY_MESSAGE),
+        ),
+    ];
+    for (name, conds, ready, want) in cases {
+        let w = with(conds);
+        assert_eq!(desired(&w, ready), want, "{name}");
+        match with_condition(&w, ready, at(NOW + 1)) {
+            Some(s) => {
+                let pr = s.condition("PodsReady").unwrap();
+                assert_eq!((pr.status == "True", pr.reason.as_str(), pr.message.as_str()), want, "{name}");
+            }
+            // Same status and reason shown already: Kueue writes nothing.
+            None => {
+                let pr = w.status.as_ref().unwrap().condition("PodsReady").unwrap();
+                assert_eq!((pr.status == "True", pr.reason.as_str()), (want.0, want.1), "{name}");
+            }
+        }
+    }
+    // Kueue rewrites only when status or reason changes.
+    let w = with(vec![admitted(), c("PodsReady", "True", "Started", NOW)]);
+    assert!(with_condition(&w, true, at(NOW)).is_none());
+}
+
+#[test]
+fn the_requeue_limit_deactivates_on_the_requeue_past_it() {
+    let mut c = cfg(5, Some(5));
+    let mut w = with(vec![]);
+    assert!(!pods_ready::limit_reached(&w, &c), "no limit: never");
+    c.backoff_limit_count = Some(2);
+    for (count, want) in [(None, false), (Some(1), false), (Some(2), true)] {
+        w.status.as_mut().unwrap().requeue_state = Some(crate::api::kueue::RequeueState { count, requeue_at: None });
+        assert_eq!(pods_ready::limit_reached(&w, &c), want, "{count:?}");
+    }
+    c.backoff_limit_count = Some(0);
+    w.status.as_mut().unwrap().requeue_state = None;
+    assert!(pods_ready::limit_reached(&w, &c), "limit 0: deactivated at the first timeout");
+}
+
+fn snapshot(wls: Vec<Workload>) -> sync::Snapshot {
+    let mut q = ClusterQueue::build("cq").flavor("default", [("cpu", "4")]).build();
+    q.metadata.resource_version = Some("1".into());
+    sync::Snapshot {
+        cluster_queues: vec![Arc::new(q)],
+        flavors: vec![Arc::new(ResourceFlavor::build("default").build())],
+        local_queues: vec![Arc::new(LocalQueue::build("lq", "ns").cluster_queue("cq").build())],
+        workloads: wls.into_iter().map(Arc::new).collect(),
+        ..Default::default()
+    }
+}
+
+fn admitted_at(name: &str, ms: i64, extra: Vec<Condition>) -> Workload {
+    let mut w = with(extra);
+    w.metadata.name = Some(name.into());
+    w.metadata.resource_version = Some("1".into());
+    let s = w.status.get_or_insert_with(Default::default);
+    crate::api::conditions::set(&mut s.conditions, c("Admitted", "True", "Admitted", ms));
+    w
+}
+
+#[test]
+fn the_loop_times_out_an_admitted_workload_and_keeps_a_timer_before() {
+    let mut st = AdmissionState::with_pods_ready(Some(PodsReadyConfig {
+        backoff_base_seconds: 1,
+        ..PodsReadyConfig::with_timeout(Duration::from_secs(10))
+    }));
+    assert_eq!(st.backoff.base_seconds, 1, "the backoff comes from the config");
+    let w = admitted_at("w", NOW, vec![]);
+    let before = st.step(&snapshot(vec![w.clone()]), NOW + 9_000);
+    assert!(before.is_empty(), "{before:?}");
+    assert_eq!(st.pods_ready_deadline(), Some(NOW + 10_000), "a timer for the deadline");
+    let after = st.step(&snapshot(vec![w.clone()]), NOW + 10_000);
+    match &after[..] {
+        [Action::Evict { key, cause, clear }] => {
+            assert_eq!(key.name, "w");
+            assert_eq!(cause.by, crate::jobframework::core::conditions::EvictedBy::PodsReadyTimeout);
+            assert_eq!(cause.message, "Exceeded the PodsReady timeout ns/w");
+            assert!(*clear, "no job owns it: released at once");
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut ready = w.clone();
+    crate::api::conditions::set(&mut ready.status.as_mut().unwrap().conditions, c("PodsReady", "True", "Started", NOW));
+    let mut st2 = AdmissionState::with_pods_ready(Some(PodsReadyConfig::with_timeout(Duration::from_secs(10))));
+    assert!(st2.step(&snapshot(vec![ready]), NOW + 60_000).is_empty(), "ready: never timed out");
+    assert_eq!(st2.pods_ready_deadline(), None);
+    // Off (the default): no timer, no eviction.
+    let mut off = AdmissionState::new();
+    assert!(off.step(&snapshot(vec![w]), NOW + 3_600_000).is_empty());
+    assert_eq!(off.pods_ready_deadline(), None);
+}
+
+#[test]
+fn the_loop_deactivates_past_the_requeue_limit() {
+    let mut st = AdmissionState::with_pods_ready(Some(PodsReadyConfig {
+        backoff_limit_count: Some(1),
+        ..PodsReadyConfig::with_timeout(Duration::from_secs(10))
+    }));
+    let mut w = admitted_at("w", NOW, vec![]);
+    w.status.as_mut().unwrap().requeue_state = Some(crate::api::kueue::RequeueState { count: Some(1), requeue_at: None });
+    let actions = st.step(&snapshot(vec![w.clone()]), NOW + 10_000);
+    assert!(matches!(&actions[..], [Action::Deactivate { key }] if key.name == "w"), "{actions:?}");
+    let marked = pods_ready::mark_for_deactivation(&w, at(NOW)).unwrap();
+    let dt = marked.condition("DeactivationTarget").unwrap();
+    assert_eq!(
+        (dt.status.as_str(), dt.reason.as_str(), dt.message.as_str()),
+        ("True", "RequeuingLimitExceeded", "exceeding the maximum number of re-queuing retries")
+    );
+    // Once inactive, the eviction says why (Kueue's wording).
+    w.status = Some(marked);
+    w.spec.active = Some(false);
+    w.metadata.resource_version = Some("2".into());
+    let actions = st.step(&snapshot(vec![w]), NOW + 11_000);
+    match &actions[..] {
+        [Action::Evict { cause, .. }] => {
+            assert_eq!(cause.by, crate::jobframework::core::conditions::EvictedBy::Deactivated);
+            assert_eq!(cause.message, "The workload is deactivated due to exceeding the maximum number of re-queuing retries");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// `test/integration/singlecluster/scheduler/podsready/scheduler_test.go`, "Should block admission of
+/// one new workload if two are considered in the same scheduling cycle": with blockAdmission, one
+/// admission per cycle, and none while an admitted workload is not PodsReady.
+#[test]
+fn block_admission_admits_one_then_waits_for_pods_ready() {
+    let block = PodsReadyConfig { block_admission: true, ..PodsReadyConfig::with_timeout(Duration::from_secs(600)) };
+    let pending = |name: &str, ms: i64| {
+        let mut w = Workload::build(name, "ns").queue("lq").podset("main", 1, [("cpu", "1")]).build();
+        w.metadata.resource_version = Some("1".into());
+        w.metadata.creation_timestamp = Some(Time(at(ms)));
+        w
+    };
+    let mut st = AdmissionState::with_pods_ready(Some(block.clone()));
+    let actions = st.step(&snapshot(vec![pending("a", NOW), pending("b", NOW + 1)]), NOW);
+    let admitted: Vec<&str> = actions.iter().filter_map(|a| match a { Action::Admit { key, .. } => Some(key.name.as_str()), _ => None }).collect();
+    assert_eq!(admitted, vec!["a"], "{actions:?}");
+    assert!(
+        actions.iter().any(|a| matches!(a, Action::Pending { key, reason, message }
+            if key.name == "b" && reason == "WaitingForPodsReady" && message == pods_ready::BLOCKED_MESSAGE)),
+        "{actions:?}"
+    );
+    // A is admitted and not ready: b still waits; once a is PodsReady, b is admitted.
+    let a = admitted_at("a", NOW, vec![]);
+    let mut st = AdmissionState::with_pods_ready(Some(block));
+    let actions = st.step(&snapshot(vec![a.clone(), pending("b", NOW + 1)]), NOW + 1000);
+    assert!(!actions.iter().any(|x| matches!(x, Action::Admit { .. })), "{actions:?}");
+    let mut ready = a;
+    crate::api::conditions::set(&mut ready.status.as_mut().unwrap().conditions, c("PodsReady", "True", "Started", NOW));
+    ready.metadata.resource_version = Some("2".into());
+    let actions = st.step(&snapshot(vec![ready, pending("b", NOW + 1)]), NOW + 2000);
+    assert!(actions.iter().any(|x| matches!(x, Action::Admit { key, .. } if key.name == "b")), "{actions:?}");
+    // Without blockAdmission both go in one cycle.
+    let mut st = AdmissionState::with_pods_ready(Some(PodsReadyConfig::with_timeout(Duration::from_secs(600))));
+    let actions = st.step(&snapshot(vec![pending("a", NOW), pending("b", NOW + 1)]), NOW);
+    assert_eq!(actions.iter().filter(|a| matches!(a, Action::Admit { .. })).count(), 2, "{actions:?}");
+}
