@@ -7,8 +7,10 @@
 //! - I1 quota safety: per ClusterQueue (no cohort here), reserved usage of the latest slice of each chain
 //!   stays within nominal quota, for every resource, whenever something was admitted since the last check.
 //!   Kueue keeps what it admitted when quota is cut, so usage above a cut quota is no violation by itself;
-//!   an admission while over quota is. Checks coalesce events, so a cut and an admission may land in one
-//!   check: the admission is then held to the larger of the quota before and after;
+//!   an admission while over quota is. An admission is held to the largest quota of the last
+//!   `CUT_LAG` (3 s): a cut reaches the admission loop through its watch, and an admission decided on
+//!   the quota its cache showed, written before the cut arrived, is what Kueue (any informer-based
+//!   controller) does too; checks also coalesce events, so a cut and an admission may land in one check;
 //! - I2 gate: per child of a queue-managed RayService and per group, live pods <= what the latest slice
 //!   holding quota covers with that child's own requests (an evicted slice still holding quota counts
 //!   until it lets go, since its pods are being stopped);
@@ -67,7 +69,40 @@ fn amount(q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity, resource:
 struct Seen {
     handed_over: std::collections::HashSet<String>,
     holding: std::collections::HashSet<String>,
-    nominal: BTreeMap<(String, String), i64>,
+    nominal: BTreeMap<(String, String), Nominal>,
+}
+
+/// How long a cut quota still bounds admissions at its old, higher value (see I1 above).
+const CUT_LAG: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// A ClusterQueue's nominal quota of one resource as the checks saw it: the latest value, and a
+/// higher one from before a cut while it is still honoured.
+#[derive(Clone, Copy)]
+struct Nominal {
+    now: i64,
+    higher: Option<(i64, std::time::Instant)>,
+}
+
+impl Nominal {
+    /// The limit an admission seen now is held to, given the value `now` read in this check.
+    fn limit(prev: Option<&Nominal>, now: i64, at: std::time::Instant) -> i64 {
+        let Some(p) = prev else { return now };
+        let higher = p.higher.filter(|(_, until)| at < *until).map_or(now, |(v, _)| v);
+        now.max(p.now).max(higher)
+    }
+
+    /// What the next check remembers after reading `now`.
+    fn next(prev: Option<&Nominal>, now: i64, at: std::time::Instant) -> Nominal {
+        let held = prev.and_then(|p| {
+            let kept = p.higher.filter(|(v, until)| at < *until && *v > now);
+            let cut = (p.now > now).then_some((p.now, at + CUT_LAG));
+            match (kept, cut) {
+                (Some(k), Some(c)) => Some(if k.0 >= c.0 { k } else { c }),
+                (k, c) => k.or(c),
+            }
+        });
+        Nominal { now, higher: held }
+    }
 }
 
 impl Seen {
@@ -157,6 +192,7 @@ async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Er
         }
     }
     let mut nominals = BTreeMap::new();
+    let at = std::time::Instant::now();
     for cq in &cqs {
         let nominal: BTreeMap<String, i64> = cq
             .spec
@@ -175,15 +211,18 @@ async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Er
                 continue;
             }
             let Some(now) = nominal.get(r) else { continue };
-            let before = seen.nominal.get(&(q.clone(), r.clone())).copied().unwrap_or(*now);
-            let limit = before.max(*now);
+            let limit = Nominal::limit(seen.nominal.get(&(q.clone(), r.clone())), *now, at);
             if *used > limit {
                 bad.push(format!(
                     "I1: ClusterQueue {q} admitted a workload while using {used} of {r}, nominal {limit}"
                 ));
             }
         }
-        nominals.extend(nominal.into_iter().map(|(r, n)| ((cq.name_any(), r), n)));
+        for (r, n) in nominal {
+            let key = (cq.name_any(), r);
+            let next = Nominal::next(seen.nominal.get(&key), n, at);
+            nominals.insert(key, next);
+        }
     }
     seen.holding = holding;
     seen.nominal = nominals;
@@ -347,4 +386,28 @@ impl Invariants {
 // A panic elsewhere while holding the lock must not hide the violations found so far.
 fn lock(v: &Mutex<Vec<String>>) -> std::sync::MutexGuard<'_, Vec<String>> {
     v.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_cut_bounds_admissions_at_the_old_quota_for_the_cut_lag_only() {
+        let t0 = Instant::now();
+        let first = Nominal::next(None, 8000, t0);
+        assert_eq!(Nominal::limit(None, 8000, t0), 8000);
+        // The cut lands in the same check as an admission: the old quota holds.
+        assert_eq!(Nominal::limit(Some(&first), 3000, t0), 8000);
+        let cut = Nominal::next(Some(&first), 3000, t0);
+        // An admission written just after the cut, decided before it arrived: still the old quota.
+        assert_eq!(Nominal::limit(Some(&cut), 3000, t0 + Duration::from_secs(1)), 8000);
+        // Once the cut has had time to arrive, the new quota is the limit.
+        assert_eq!(Nominal::limit(Some(&cut), 3000, t0 + CUT_LAG + Duration::from_millis(1)), 3000);
+        let later = Nominal::next(Some(&cut), 3000, t0 + CUT_LAG + Duration::from_millis(1));
+        assert_eq!(Nominal::limit(Some(&later), 3000, t0 + CUT_LAG * 2), 3000);
+        // A raise is the limit at once.
+        assert_eq!(Nominal::limit(Some(&later), 9000, t0 + CUT_LAG * 2), 9000);
+    }
 }
