@@ -5,6 +5,7 @@ pub mod conditions;
 #[cfg(test)]
 mod fuzz;
 pub mod gateway;
+pub mod goduration;
 pub mod kueue;
 pub mod manifest;
 pub mod names;

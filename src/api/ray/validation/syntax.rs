@@ -35,39 +35,9 @@ pub fn parse_initializing_timeout(raw: &str) -> Result<std::time::Duration, Stri
 
 /// Seconds of a Go `time.ParseDuration` string; `None` if it is not one.
 fn parse_go_duration(raw: &str) -> Option<f64> {
-    static RE: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^([0-9]*\.?[0-9]*)(ns|us|µs|μs|ms|s|m|h)").expect("static regex")
-    });
-    let (sign, mut rest) = match raw.strip_prefix('-') {
-        Some(r) => (-1.0, r),
-        None => (1.0, raw.strip_prefix('+').unwrap_or(raw)),
-    };
-    if rest == "0" {
-        return Some(0.0);
-    }
-    if rest.is_empty() {
-        return None;
-    }
-    let mut total = 0.0;
-    while !rest.is_empty() {
-        let caps = RE.captures(rest)?;
-        let num = caps.get(1)?.as_str();
-        if num.is_empty() || num == "." {
-            return None;
-        }
-        let value: f64 = num.parse().ok()?;
-        let unit = match caps.get(2)?.as_str() {
-            "ns" => 1e-9,
-            "us" | "µs" | "μs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            _ => 3600.0,
-        };
-        total += value * unit;
-        rest = &rest[caps.get(0)?.end()..];
-    }
-    Some(sign * total)
+    let d = crate::api::goduration::parse(raw).ok()?;
+    let secs = d.value.as_secs_f64();
+    Some(if d.negative { -secs } else { secs })
 }
 
 /// `major.minor[.patch]` with an optional `v` prefix and `-`/`+` suffix, like apimachinery's ParseGeneric.
