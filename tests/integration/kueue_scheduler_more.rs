@@ -230,14 +230,15 @@ async fn cluster_queue_is_inactive_until_the_flavor_is_created() {
     let wls = c.workloads();
     c.workload("workload", "foo-queue", 0, "1").await;
     pending(&wls, "workload").await;
+    // The ClusterQueue's status is its own write, which may land after the workload's.
     let cqs: Api<ClusterQueue> = Api::all(c.client.clone());
-    let inactive = cqs.get("foo-cq").await.unwrap();
-    let active = inactive
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.iter().find(|c| c.type_ == condition::ACTIVE))
-        .map(|c| (c.status.clone(), c.reason.clone()));
-    assert_eq!(active, Some(("False".into(), "FlavorNotFound".into())));
+    wait_for(&cqs, "foo-cq", "Active=False/FlavorNotFound", |cq| {
+        cq.status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == condition::ACTIVE))
+            .is_some_and(|c| c.status == "False" && c.reason == "FlavorNotFound")
+    })
+    .await;
     c.flavor("foo-flavor").await;
     admitted_in(&wls, "workload", "foo-cq", "foo-flavor").await;
     c.quota.assert_safe();
