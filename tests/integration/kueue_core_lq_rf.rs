@@ -2,7 +2,7 @@
 //! on the embedded cluster with the real manager, each test naming the Kueue spec it ports. Quota
 //! is reserved by hand as in Kueue's core suite (see `kueue_core_queues.rs`).
 
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use quotagate::api::kueue::constants::RESOURCE_IN_USE_FINALIZER;
 use quotagate::api::kueue::{ClusterQueue, FlavorQuotas, LocalQueueStatus, ResourceFlavor, ResourceGroup};
 use quotagate::api::quantity::{Quantity, resource_value};
@@ -75,12 +75,15 @@ async fn a_flavor_is_deleted_once_no_cluster_queue_references_it() {
     assert!(flavors.get_opt("on-demand").await.unwrap().is_some());
 
     let cqs: Api<ClusterQueue> = Api::all(c.client.clone());
-    let mut cq = cqs.get("cluster-queue").await.unwrap();
-    cq.spec.resource_groups = Some(vec![ResourceGroup {
+    // A patch, not a read-then-replace: the manager writes the ClusterQueue's status meanwhile.
+    let groups = vec![ResourceGroup {
         covered_resources: vec!["cpu".into()],
         flavors: vec![FlavorQuotas::build("spot").resource("cpu", "5").build()],
-    }]);
-    cqs.replace("cluster-queue", &PostParams::default(), &cq).await.unwrap();
+    }];
+    let patch = serde_json::json!({"spec": {"resourceGroups": groups}});
+    cqs.patch("cluster-queue", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
     gone(&flavors, "on-demand").await;
 }
 
