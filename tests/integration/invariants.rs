@@ -31,7 +31,8 @@ impl Invariants {
 
 /// The watcher must report what it is there to catch: with no manager running and admission off, objects
 /// written straight into the API break I1 (a ClusterQueue holding more than its quota), I2 (a pod of a
-/// queue-managed RayService's child with no slice at all) and I6 (two pending slices of one chain).
+/// queue-managed RayService's child with no slice at all), I4 (the active cluster changed while an upgrade
+/// waits), I5 (two unlinked slices of one chain holding quota) and I6 (two pending slices of one chain).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watcher_reports_a_planted_violation_of_each_invariant() {
     use kube::api::{Patch, PatchParams, PostParams};
@@ -108,11 +109,29 @@ async fn the_watcher_reports_a_planted_violation_of_each_invariant() {
     wls.create(&pp, &workload("slice-a", &uid)).await.unwrap();
     wls.create(&pp, &workload("slice-b", &uid)).await.unwrap();
 
+    // I5 and I4: two slices of the chain hold quota without a replacement link between them, and while
+    // a slice of the chain waits for quota, the service's active cluster changes its spec.
+    wls.create(&pp, &workload("slice-c", &uid)).await.unwrap();
+    wls.patch_status("slice-c", &PatchParams::default(), &Patch::Merge(&reserve)).await.unwrap();
+    wls.create(&pp, &workload("slice-d", &uid)).await.unwrap();
+    wls.patch_status("slice-d", &PatchParams::default(), &Patch::Merge(&reserve)).await.unwrap();
+    let active = json!({"status": {"activeServiceStatus": {"rayClusterName": "rs-child"}}});
+    api("ray.io", "v1", "RayService", "rayservices", true).patch_status("rs", &PatchParams::default(), &Patch::Merge(&active)).await.unwrap();
+    // The watcher takes the active cluster's baseline on a check after the status write.
+    let seen = inv.0.checks();
+    while inv.0.checks() < seen + 2 {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let upgrade = json!({"spec": {"rayVersion": "2.47.0"}});
+    api("ray.io", "v1", "RayCluster", "rayclusters", true).patch("rs-child", &PatchParams::default(), &Patch::Merge(&upgrade)).await.unwrap();
+
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
         let v = inv.violations();
         let found = |p: &str| v.iter().any(|m| m.starts_with(p));
-        if found("I1: ClusterQueue cq admitted a workload while using 2000 of cpu") && found("I2: RayCluster rs-child group head has 1 pods") && found("I6: RayService rs has 2 pending slices") {
+        if found("I1: ClusterQueue cq admitted a workload while using") && found("I2: RayCluster rs-child group head has 1 pods") && found("I6: RayService rs has 2 pending slices")
+            && found("I5: RayService rs holds quota in 2 slices") && found("I4: RayService rs's active cluster rs-child changed its spec")
+        {
             break;
         }
         assert!(tokio::time::Instant::now() < deadline, "the watcher missed a planted violation; it reported: {v:#?}");

@@ -10,8 +10,8 @@ use kube::api::{Api, PostParams};
 use tokio::sync::oneshot;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::api::kueue::builders::ClusterQueueBuilder;
-use crate::api::kueue::{ClusterQueue, LocalQueue, ResourceFlavor};
+use crate::api::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, ResourceGroup};
+use super::world::{Queue, queue_names};
 use crate::embedded::EmbeddedServer;
 use crate::rayservice::dashboard::sim::RaySim;
 use crate::wiring::manager::{ManagerOptions, embedded_server, run_manager};
@@ -131,9 +131,10 @@ impl Env {
         self.manager_error.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Flavor `default`, ClusterQueue `cq` with `cpu` (and memory enough for any run: workers request
-    /// memory through the operator's init container), LocalQueue `lq` in the default namespace.
-    pub(super) async fn queues(&self, cpu: &str, preempt: bool) -> Result<(), kube::Error> {
+    /// Flavor `default`; per queue of the world a ClusterQueue with its CPU quota (and memory enough for
+    /// any run: workers request memory through the operator's init container) and a LocalQueue in the
+    /// default namespace (`queue_names`); two ClusterQueues share the cohort `pool`.
+    pub(super) async fn queues(&self, queues: &[Queue], preempt: bool) -> Result<(), kube::Error> {
         let ns: Api<Namespace> = Api::all(self.client.clone());
         if ns.get_opt(NS).await?.is_none() {
             let mut n = Namespace::default();
@@ -142,19 +143,37 @@ impl Env {
         }
         let pp = PostParams::default();
         Api::<ResourceFlavor>::all(self.client.clone()).create(&pp, &ResourceFlavor::build("default").build()).await?;
-        let mut cq = cq_with("cq", cpu).build();
-        cq.spec.namespace_selector = Some(Default::default());
-        if preempt {
-            let p = serde_json::json!({"withinClusterQueue": "LowerPriority"});
-            cq.spec.preemption = serde_json::from_value(p).ok();
+        let cohort = queues.len() > 1;
+        for (i, q) in queues.iter().enumerate() {
+            let (cq_name, lq_name) = queue_names(i);
+            let mut cq = ClusterQueue::build(cq_name).build();
+            cq.spec.resource_groups = Some(resource_groups(q.quota, q.borrowing_limit)?);
+            cq.spec.namespace_selector = Some(Default::default());
+            if cohort {
+                cq.spec.cohort_name = Some("pool".into());
+            }
+            if preempt {
+                let mut p = serde_json::json!({"withinClusterQueue": "LowerPriority"});
+                if cohort {
+                    p["reclaimWithinCohort"] = serde_json::json!("Any");
+                }
+                cq.spec.preemption = serde_json::from_value(p).ok();
+            }
+            Api::<ClusterQueue>::all(self.client.clone()).create(&pp, &cq).await?;
+            let lq = LocalQueue::build(lq_name, NS).cluster_queue(cq_name).build();
+            Api::<LocalQueue>::namespaced(self.client.clone(), NS).create(&pp, &lq).await?;
         }
-        Api::<ClusterQueue>::all(self.client.clone()).create(&pp, &cq).await?;
-        let lq = LocalQueue::build("lq", NS).cluster_queue("cq").build();
-        Api::<LocalQueue>::namespaced(self.client.clone(), NS).create(&pp, &lq).await?;
         Ok(())
     }
 }
 
-fn cq_with(name: &str, cpu: &str) -> ClusterQueueBuilder {
-    ClusterQueue::build(name).flavor("default", [("cpu", cpu), ("memory", "64Gi")])
+/// One `default` flavor with `milli` CPU (borrowing at most `borrow` of it, when set) and 64Gi memory.
+pub(super) fn resource_groups(milli: i64, borrow: Option<i64>) -> Result<Vec<ResourceGroup>, kube::Error> {
+    let mut cpu = serde_json::json!({"name": "cpu", "nominalQuota": format!("{milli}m")});
+    if let Some(b) = borrow {
+        cpu["borrowingLimit"] = serde_json::json!(format!("{b}m"));
+    }
+    let v = serde_json::json!([{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default",
+        "resources": [cpu, {"name": "memory", "nominalQuota": "64Gi"}]}]}]);
+    serde_json::from_value(v).map_err(kube::Error::SerdeError)
 }

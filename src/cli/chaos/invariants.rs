@@ -4,8 +4,10 @@
 //! (so the slice it was created under is in that read), and still existed after (so its slice had not
 //! let go yet, since pods go first). One read alone sees either a pod created just after the slices or
 //! a slice released just after its pods were stopped as a violation.
-//! - I1 quota safety: per ClusterQueue (no cohort here), reserved usage of the latest slice of each chain
-//!   stays within nominal quota, for every resource, whenever something was admitted since the last check.
+//! - I1 quota safety: reserved usage of the latest slice of each chain stays within Kueue's limits, for
+//!   every resource, whenever something was admitted since the last check: per ClusterQueue outside a
+//!   cohort its nominal quota; per ClusterQueue in a cohort its nominal quota plus its borrowing limit,
+//!   and per cohort the sum of its ClusterQueues' nominal quotas (they define no lending limits here).
 //!   Kueue keeps what it admitted when quota is cut, so usage above a cut quota is no violation by itself;
 //!   an admission while over quota is. An admission is held to the largest quota of the last
 //!   `CUT_LAG` (3 s): a cut reaches the admission loop through its watch, and an admission decided on
@@ -18,8 +20,10 @@
 //!   admitted (or since finished) successor; a successor deleted since (its job was stopped and its
 //!   Workload no longer matched) counts when the watcher saw it admitted before.
 //!
-//! I3 (exact accounting) and I4 (the active cluster untouched while gated) are checked by the scenarios at
-//! their settle points, where "exact" is well defined.
+//! - I4 no disruption and I5 crash safety (no duplicate admission): `chain.rs`.
+//!
+//! I3 (exact accounting) is checked where "exact" is well defined: by the scenarios at their settle
+//! points and by a chaos run once it has settled.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -57,10 +61,29 @@ fn reserved(w: &Workload) -> bool {
 }
 
 /// Milli-units of a quantity (cpu) or its value (memory, pods).
-fn amount(q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity, resource: &str) -> i64 {
+pub(super) fn amount(q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity, resource: &str) -> i64 {
     Quantity::try_from(q).map_or(0, |v| {
         crate::api::quantity::resource_value(resource, &v)
     })
+}
+
+/// What a Workload holding quota holds, per resource, as Kueue counts it: each podset's admitted usage
+/// scaled down to its count now (a slice scaled down in place releases quota without a new admission).
+pub(super) fn held(w: &Workload) -> BTreeMap<String, i64> {
+    let mut out = BTreeMap::new();
+    for ps in w.admission().iter().flat_map(|a| a.pod_set_assignments.iter()) {
+        let admitted = i64::from(ps.count.unwrap_or(1)).max(1);
+        let now = w
+            .spec
+            .pod_sets
+            .iter()
+            .find(|s| s.name.as_deref() == Some(ps.name.as_str()))
+            .map_or(admitted, |s| i64::from(s.count()));
+        for (r, q) in &ps.resource_usage {
+            *out.entry(r.clone()).or_default() += amount(q, r) / admitted * now.min(admitted);
+        }
+    }
+    out
 }
 
 /// What earlier checks saw: replaced slices (`<ns>/<name>`) whose successor was admitted, and for I1
@@ -70,6 +93,8 @@ struct Seen {
     handed_over: std::collections::HashSet<String>,
     holding: std::collections::HashSet<String>,
     nominal: BTreeMap<(String, String), Nominal>,
+    /// I4: each waiting upgrade's active cluster as it was when the wait began, by service uid.
+    active: BTreeMap<String, super::chain::Baseline>,
 }
 
 /// How long a cut quota still bounds admissions at its old, higher value (see I1 above).
@@ -176,52 +201,50 @@ async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Er
             continue;
         }
         let Some(a) = w.admission() else { continue };
-        for ps in &a.pod_set_assignments {
-            let admitted = i64::from(ps.count.unwrap_or(1)).max(1);
-            let now = w
-                .spec
-                .pod_sets
-                .iter()
-                .find(|s| s.name.as_deref() == Some(ps.name.as_str()))
-                .map_or(admitted, |s| i64::from(s.count()));
-            for (r, q) in &ps.resource_usage {
-                *usage
-                    .entry((a.cluster_queue.clone(), r.clone()))
-                    .or_default() += amount(q, r) / admitted * now.min(admitted);
-            }
+        for (r, v) in held(w) {
+            *usage.entry((a.cluster_queue.clone(), r)).or_default() += v;
         }
     }
     let mut nominals = BTreeMap::new();
     let at = std::time::Instant::now();
+    // Per cohort and resource: (usage, the sum of its members' nominal limits, a member admitted).
+    let mut cohorts: BTreeMap<(String, String), (i64, i64, bool)> = BTreeMap::new();
     for cq in &cqs {
-        let nominal: BTreeMap<String, i64> = cq
-            .spec
-            .resource_groups
-            .iter()
-            .flatten()
-            .flat_map(|g| g.flavors.iter())
-            .flat_map(|f| f.resources.iter())
-            .map(|r| (r.name.clone(), amount(&r.nominal_quota, &r.name)))
-            .fold(BTreeMap::new(), |mut m, (k, v)| {
-                *m.entry(k).or_default() += v;
-                m
-            });
-        for ((q, r), used) in &usage {
-            if *q != cq.name_any() || !admitted_in.contains(q) {
-                continue;
-            }
-            let Some(now) = nominal.get(r) else { continue };
-            let limit = Nominal::limit(seen.nominal.get(&(q.clone(), r.clone())), *now, at);
-            if *used > limit {
-                bad.push(format!(
-                    "I1: ClusterQueue {q} admitted a workload while using {used} of {r}, nominal {limit}"
-                ));
-            }
+        let q = cq.name_any();
+        let cohort = cq.spec.cohort().map(str::to_string);
+        let resources = cq.spec.resource_groups().iter().flat_map(|g| g.flavors.iter()).flat_map(|f| f.resources.iter());
+        let mut nominal: BTreeMap<String, i64> = BTreeMap::new();
+        let mut borrow: BTreeMap<String, Option<i64>> = BTreeMap::new();
+        for r in resources {
+            *nominal.entry(r.name.clone()).or_default() += amount(&r.nominal_quota, &r.name);
+            let b = borrow.entry(r.name.clone()).or_insert(Some(0));
+            *b = b.zip(r.borrowing_limit.as_ref()).map(|(sum, l)| sum + amount(l, &r.name));
         }
-        for (r, n) in nominal {
-            let key = (cq.name_any(), r);
-            let next = Nominal::next(seen.nominal.get(&key), n, at);
-            nominals.insert(key, next);
+        for (r, now) in &nominal {
+            let key = (q.clone(), r.clone());
+            let limit = Nominal::limit(seen.nominal.get(&key), *now, at);
+            let used = usage.get(&key).copied().unwrap_or(0);
+            let admitted = admitted_in.contains(&q);
+            if let Some(c) = &cohort {
+                let e = cohorts.entry((c.clone(), r.clone())).or_default();
+                *e = (e.0 + used, e.1 + limit, e.2 || admitted);
+                // Within a cohort a queue may borrow up to its borrowing limit (all of the cohort's
+                // unused quota without one, which the cohort check bounds).
+                if let Some(Some(b)) = borrow.get(r)
+                    && admitted
+                    && used > limit + b
+                {
+                    bad.push(format!("I1: ClusterQueue {q} admitted a workload while using {used} of {r}, nominal {limit} plus borrowing limit {b}"));
+                }
+            } else if admitted && used > limit {
+                bad.push(format!("I1: ClusterQueue {q} admitted a workload while using {used} of {r}, nominal {limit}"));
+            }
+            nominals.insert(key.clone(), Nominal::next(seen.nominal.get(&key), *now, at));
+        }
+    }
+    for ((c, r), (used, limit, admitted)) in cohorts {
+        if admitted && used > limit {
+            bad.push(format!("I1: cohort {c} admitted a workload while its ClusterQueues use {used} of {r}, their nominal quota {limit}"));
         }
     }
     seen.holding = holding;
@@ -289,6 +312,10 @@ async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Er
                 }
             }
         }
+        let chain: Vec<&Workload> = mine.iter().collect();
+        let active = rs.status.as_ref().and_then(|s| s.active_service_status.as_ref()).and_then(|a| a.ray_cluster_name.as_deref());
+        bad.extend(super::chain::no_disruption(rs, active, &chain, &rcs, &mut seen.active));
+        bad.extend(super::chain::one_chain(rs, &chain));
         // I6.
         let pending: Vec<String> = mine
             .iter()

@@ -10,15 +10,16 @@ use rand::Rng;
 use serde_json::json;
 use tokio::time::Instant;
 
+use crate::api::kueue::constants::label::JOB_UID;
 use crate::api::kueue::{ClusterQueue, Workload};
 use crate::api::ray::{RayCluster, RayService};
 use crate::embedded::WriteMatch;
 use crate::embedded::sim::node::FAIL_ANNOTATION;
 
 use super::Failure;
-use super::env::{Env, NS};
+use super::env::{Env, NS, resource_groups};
 use super::invariants::Invariants;
-use super::world::{HEAD_CPUS, Op, Shape, VERSIONS, World, name, service};
+use super::world::{HEAD_CPUS, Op, Shape, VERSIONS, World, name, queue_names, serve_config, service};
 
 /// Quota (milli-CPU) at the end, when every service must fit.
 const AMPLE: i64 = 64_000;
@@ -29,11 +30,16 @@ struct Run {
     env: Env,
     inv: Invariants,
     shapes: Vec<Option<Shape>>,
+    /// A deleted service's last shape, to create it again on the same queue with the same strategy.
+    kept: Vec<Option<Shape>>,
     /// Plain workloads still there, oldest first.
     plain: Vec<String>,
     next_plain: usize,
-    /// The ClusterQueue's CPU quota now (milli).
-    quota: i64,
+    /// Each ClusterQueue's CPU quota now (milli) and borrowing limit.
+    quotas: Vec<i64>,
+    borrow: Vec<Option<i64>>,
+    /// Services whose Serve config is broken now.
+    broken: Vec<bool>,
     /// Managers started after the first (each replica gets its own identity on the Lease).
     managers: u32,
 }
@@ -75,16 +81,31 @@ impl Run {
         Api::all(self.env.client.clone())
     }
 
-    async fn set_quota(&self, milli: i64) -> Result<ClusterQueue, kube::Error> {
-        let patch = json!({"spec": {"resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default",
-            "resources": [{"name": "cpu", "nominalQuota": format!("{milli}m")}, {"name": "memory", "nominalQuota": "64Gi"}]}]}]}});
-        self.cqs().patch("cq", &PatchParams::default(), &Patch::Merge(&patch)).await
+    async fn set_quota(&self, queue: usize, milli: i64) -> Result<ClusterQueue, kube::Error> {
+        let patch = json!({"spec": {"resourceGroups": resource_groups(milli, self.borrow[queue])?}});
+        self.cqs().patch(queue_names(queue).0, &PatchParams::default(), &Patch::Merge(&patch)).await
     }
 
-    async fn plain_workload(&self, name: &str, priority: i32, milli: i64) -> Result<Workload, kube::Error> {
+    async fn plain_workload(&self, name: &str, queue: usize, priority: i32, milli: i64) -> Result<Workload, kube::Error> {
         let cpu = format!("{milli}m");
-        let wl = Workload::build(name, NS).queue("lq").priority(priority).podset("main", 1, [("cpu", cpu.as_str())]).build();
+        let wl = Workload::build(name, NS).queue(queue_names(queue).1).priority(priority).podset("main", 1, [("cpu", cpu.as_str())]).build();
         self.workloads().create(&PostParams::default(), &wl).await
+    }
+
+    /// Writes service `i`'s Serve config, broken or not, if it is not so already.
+    async fn set_serve(&mut self, i: usize, broken: bool) -> Result<(), String> {
+        let Some(shape) = self.shapes[i].as_ref() else { return Ok(()) };
+        if self.broken[i] != broken {
+            self.broken[i] = broken;
+            let p = json!({"spec": {"serveConfigV2": serve_config(shape, broken)}});
+            retry!(format!("serve config of {}", name(i)), self.services().patch(&name(i), &PatchParams::default(), &Patch::Merge(&p)))?;
+        }
+        Ok(())
+    }
+
+    async fn set_stop(&self, queue: usize, stop: bool) -> Result<ClusterQueue, kube::Error> {
+        let policy = if stop { json!("Hold") } else { json!(null) };
+        self.cqs().patch(queue_names(queue).0, &PatchParams::default(), &Patch::Merge(&json!({"spec": {"stopPolicy": policy}}))).await
     }
 
     async fn apply(&mut self, op: &Op) -> Result<(), String> {
@@ -109,18 +130,19 @@ impl Run {
                 let p = json!({"spec": {"rayClusterConfig": spec.ray_cluster_config}});
                 retry!(op, services.patch(&name(*i), &pp, &Patch::Merge(&p)))?;
             }
-            Op::Quota(milli) | Op::QuotaCut(milli) => {
-                let raise = matches!(op, Op::Quota(_));
-                if (raise && *milli > self.quota) || (!raise && *milli < self.quota) {
-                    self.quota = *milli;
-                    retry!(op, self.set_quota(self.quota))?;
+            Op::Quota(q, milli) | Op::QuotaCut(q, milli) => {
+                let raise = matches!(op, Op::Quota(..));
+                let now = self.quotas[*q];
+                if (raise && *milli > now) || (!raise && *milli < now) {
+                    self.quotas[*q] = *milli;
+                    retry!(op, self.set_quota(*q, *milli))?;
                 }
             }
-            Op::Urgent(milli) => {
+            Op::Urgent(q, milli) => {
                 let n = format!("urgent-{}", self.next_plain);
                 self.next_plain += 1;
                 self.plain.push(n.clone());
-                retry!(op, self.plain_workload(&n, 1000, *milli))?;
+                retry!(op, self.plain_workload(&n, *q, 1000, *milli))?;
             }
             Op::Finish => {
                 if !self.plain.is_empty() {
@@ -128,22 +150,32 @@ impl Run {
                     retry!(op, self.workloads().delete(&n, &DeleteParams::default()))?;
                 }
             }
-            Op::StopQueue | Op::ResumeQueue => {
-                let policy = if *op == Op::StopQueue { json!("Hold") } else { json!(null) };
-                retry!(op, self.cqs().patch("cq", &pp, &Patch::Merge(&json!({"spec": {"stopPolicy": policy}}))))?;
+            Op::StopQueue(q) | Op::ResumeQueue(q) => {
+                retry!(op, self.set_stop(*q, matches!(op, Op::StopQueue(_))))?;
             }
             Op::DeleteOrRecreate(i) => match self.shapes[*i].take() {
-                Some(_) => retry!(op, services.delete(&name(*i), &DeleteParams::default()))?,
+                Some(shape) => {
+                    self.kept[*i] = Some(shape);
+                    retry!(op, services.delete(&name(*i), &DeleteParams::default()))?
+                }
                 None => {
-                    // Created again only once the old one is gone (its finalizer lets go).
-                    if services.get_opt(&name(*i)).await.ok().flatten().is_none() {
-                        let shape = Shape { head_cpu: HEAD_CPUS[0], workers: 1, version: VERSIONS[0] };
+                    // Created again only once the old one is gone (its finalizer lets go), on the same
+                    // queue with the same strategy, in the first shape.
+                    if services.get_opt(&name(*i)).await.ok().flatten().is_none()
+                        && let Some(old) = self.kept[*i].take()
+                    {
+                        let shape = Shape { head_cpu: HEAD_CPUS[0], workers: 1, version: VERSIONS[0], ..old };
                         let rs = service(&name(*i), &shape).map_err(|e| e.to_string())?;
                         retry!(op, services.create(&PostParams::default(), &rs))?;
                         self.shapes[*i] = Some(shape);
+                        self.broken[*i] = false;
+                    } else if self.kept[*i].is_none() {
+                        return Ok(());
                     }
                 }
             },
+            Op::BreakServe(i) => self.set_serve(*i, true).await?,
+            Op::FixServe(i) => self.set_serve(*i, false).await?,
             Op::Tamper(i) => {
                 let Some(rs) = services.get_opt(&name(*i)).await.ok().flatten() else { return Ok(()) };
                 if let Some(p) = pending(&rs) {
@@ -203,9 +235,13 @@ impl Run {
         for url in self.env.sim.cluster_urls() {
             self.env.sim.set_reachable(&url, true);
         }
-        let resume = json!({"spec": {"stopPolicy": null}});
-        retry!("resume", self.cqs().patch("cq", &PatchParams::default(), &Patch::Merge(&resume)))?;
-        retry!("ample quota", self.set_quota(AMPLE))?;
+        for q in 0..self.quotas.len() {
+            retry!("resume", self.set_stop(q, false))?;
+            retry!("ample quota", self.set_quota(q, AMPLE))?;
+        }
+        for i in 0..self.shapes.len() {
+            self.set_serve(i, false).await?;
+        }
         for n in std::mem::take(&mut self.plain) {
             let _ = self.workloads().delete(&n, &DeleteParams::default()).await;
         }
@@ -280,7 +316,7 @@ impl Run {
                     let rc = clusters.iter().find(|c| c.name_any() == act).ok_or_else(|| format!("{n}'s active cluster {act} is gone"))?;
                     // KubeRay hashes a cluster spec without worker counts: changing only `replicas`
                     // neither makes a new cluster nor updates the active one (the autoscaler owns them).
-                    let got = shape_of(rc).map(|g| Shape { workers: shape.workers, ..g });
+                    let got = shape_of(rc).map(|g| Shape { workers: shape.workers, queue: shape.queue, incremental: shape.incremental, ..g });
                     if got.as_ref() != Some(shape) {
                         return Err(format!("{n} serves from {act} shaped {got:?}, its spec says {shape:?}"));
                     }
@@ -309,6 +345,16 @@ impl Run {
                 return Err(format!("Workload {} has no live owner", w.name_any()));
             }
         }
+        // I3: each service's one slice is exactly its live clusters' requests, and each ClusterQueue
+        // reports exactly what its Workloads hold.
+        for rs in &services {
+            let uid = rs.metadata.uid.clone().unwrap_or_default();
+            let chain: Vec<&Workload> = wls.iter().filter(|w| w.labels().get(JOB_UID) == Some(&uid)).collect();
+            super::chain::exact(rs, &chain, &clusters)?;
+        }
+        for cq in self.cqs().list(&lp).await.map_err(e)?.items {
+            super::chain::queue_exact(&cq, &wls)?;
+        }
         Ok(())
     }
 }
@@ -316,12 +362,13 @@ impl Run {
 fn shape_of(rc: &RayCluster) -> Option<Shape> {
     let head = rc.spec.head_group_spec.template.spec.as_ref()?.containers.first()?;
     let cpu = head.resources.as_ref()?.requests.as_ref()?.get("cpu")?.0.clone();
-    let workers = rc.spec.worker_group_specs.as_ref()?.first()?.replicas?;
     let version = rc.spec.ray_version.clone()?;
     Some(Shape {
         head_cpu: HEAD_CPUS.into_iter().find(|c| *c == cpu)?,
-        workers,
+        workers: 0,
         version: VERSIONS.into_iter().find(|v| *v == version)?,
+        queue: 0,
+        incremental: None,
     })
 }
 
@@ -353,11 +400,22 @@ pub(super) async fn run(seed: u64, w: &World, list: &[Op]) -> Result<RunStats, F
     let setup = |e: String| Failure::Setup(e);
     let env = Env::start(Duration::from_millis(150)).await;
     let inv = Invariants::start(env.client.clone());
-    env.queues(&format!("{}m", w.quota), w.preempt).await.map_err(|e| setup(e.to_string()))?;
-    let mut run = Run { env, inv, shapes: w.services.iter().cloned().map(Some).collect(), plain: Vec::new(), next_plain: 0, quota: w.quota, managers: 0 };
-    for (i, milli) in w.background.iter().enumerate() {
+    env.queues(&w.queues, w.preempt).await.map_err(|e| setup(e.to_string()))?;
+    let mut run = Run {
+        env,
+        inv,
+        shapes: w.services.iter().cloned().map(Some).collect(),
+        kept: vec![None; w.services.len()],
+        broken: vec![false; w.services.len()],
+        plain: Vec::new(),
+        next_plain: 0,
+        quotas: w.queues.iter().map(|q| q.quota).collect(),
+        borrow: w.queues.iter().map(|q| q.borrowing_limit).collect(),
+        managers: 0,
+    };
+    for (i, (queue, milli)) in w.background.iter().enumerate() {
         let n = format!("background-{i}");
-        run.plain_workload(&n, 0, *milli).await.map_err(|e| setup(e.to_string()))?;
+        run.plain_workload(&n, *queue, 0, *milli).await.map_err(|e| setup(e.to_string()))?;
         run.plain.push(n);
     }
     for (i, shape) in w.services.iter().enumerate() {

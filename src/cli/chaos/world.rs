@@ -23,17 +23,17 @@ pub enum Op {
     Workers(usize, i32),
     /// Change a service's head CPU request.
     HeadCpu(usize, &'static str),
-    /// Raise the ClusterQueue's CPU quota to this (milli), if it is higher.
-    Quota(i64),
-    /// Cut the ClusterQueue's CPU quota to this (milli), if it is lower: Kueue keeps what it admitted,
+    /// Raise a ClusterQueue's CPU quota to this (milli), if it is higher.
+    Quota(usize, i64),
+    /// Cut a ClusterQueue's CPU quota to this (milli), if it is lower: Kueue keeps what it admitted,
     /// nothing new may be admitted until usage fits again.
-    QuotaCut(i64),
-    /// A higher-priority plain workload of this many milli-CPU arrives.
-    Urgent(i64),
+    QuotaCut(usize, i64),
+    /// A higher-priority plain workload of this many milli-CPU arrives in a ClusterQueue.
+    Urgent(usize, i64),
     /// The oldest background or urgent workload finishes (is deleted).
     Finish,
-    StopQueue,
-    ResumeQueue,
+    StopQueue(usize),
+    ResumeQueue(usize),
     /// Delete a service, or create it again when it is gone.
     DeleteOrRecreate(usize),
     /// A user tries to resume a service's pending (gated) child by hand.
@@ -50,6 +50,9 @@ pub enum Op {
     DashboardsBack,
     /// The pods of a service that are still starting fail instead (an image pull or crash at start).
     PodsFail(usize),
+    /// A user writes a Serve config whose import fails: its apps end DEPLOY_FAILED until `FixServe`.
+    BreakServe(usize),
+    FixServe(usize),
 }
 
 impl Op {
@@ -71,24 +74,51 @@ impl fmt::Display for Op {
 /// The world a seed builds before its actions.
 #[derive(Clone, Debug)]
 pub(super) struct World {
-    /// The ClusterQueue's CPU quota (milli).
-    pub(super) quota: i64,
-    /// Higher priority preempts lower within the ClusterQueue.
+    /// One ClusterQueue, or two in one cohort (they borrow each other's unused quota).
+    pub(super) queues: Vec<Queue>,
+    /// Higher priority preempts lower within a ClusterQueue (and reclaims lent quota in the cohort).
     pub(super) preempt: bool,
     pub(super) services: Vec<Shape>,
-    /// Plain low-priority workloads there from the start (milli-CPU each).
-    pub(super) background: Vec<i64>,
+    /// Plain low-priority workloads there from the start: (queue, milli-CPU).
+    pub(super) background: Vec<(usize, i64)>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Queue {
+    /// CPU quota (milli).
+    pub(super) quota: i64,
+    /// How much CPU (milli) it may borrow from the cohort; `None` is no limit.
+    pub(super) borrowing_limit: Option<i64>,
+}
+
+/// ClusterQueue and LocalQueue names of queue `i`.
+pub(super) fn queue_names(i: usize) -> (&'static str, &'static str) {
+    if i == 0 { ("cq", "lq") } else { ("cq-b", "lq-b") }
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct Shape {
     pub(super) head_cpu: &'static str,
+    /// Workers of a blue/green service; an incremental service's autoscaler bound is one more.
     pub(super) workers: i32,
     pub(super) version: &'static str,
+    /// The LocalQueue it is submitted to (`queue_names`).
+    pub(super) queue: usize,
+    /// `NewClusterWithIncrementalUpgrade` with (stepSizePercent, maxSurgePercent), else blue/green.
+    pub(super) incremental: Option<(i32, i32)>,
 }
 
 /// The seed's world and its own action list.
 pub(super) fn generate(seed: u64) -> (World, Vec<Op>) {
+    let (mut w, mut list) = generate_base(seed);
+    extend(&mut StdRng::seed_from_u64(seed ^ 0xc0_4047_c0_4047), &mut w, &mut list);
+    (w, list)
+}
+
+/// The seed's world and actions as the first generator drew them: one ClusterQueue, blue/green
+/// services only, no Serve config breakage. `generate` draws these first and adds to them from a stream
+/// of its own, so a seed's base run stays a regression test of what it once found.
+pub(super) fn generate_base(seed: u64) -> (World, Vec<Op>) {
     let mut rng = StdRng::seed_from_u64(seed);
     let w = world(&mut rng);
     let list = ops(&mut rng, &w);
@@ -106,28 +136,31 @@ fn world(rng: &mut StdRng) -> World {
             head_cpu: HEAD_CPUS[rng.random_range(0..2)],
             workers: rng.random_range(1..=2),
             version: VERSIONS[rng.random_range(0..2)],
+            queue: 0,
+            incremental: None,
         })
         .collect();
     World {
-        quota: rng.random_range(5..=9) * 1000,
+        queues: vec![Queue { quota: rng.random_range(5..=9) * 1000, borrowing_limit: None }],
         preempt: rng.random_bool(0.6),
         services,
-        background: (0..rng.random_range(0..=2)).map(|_| rng.random_range(1..=3) * 500).collect(),
+        background: (0..rng.random_range(0..=2)).map(|_| (0, rng.random_range(1..=3) * 500)).collect(),
     }
 }
 
 fn ops(rng: &mut StdRng, w: &World) -> Vec<Op> {
     let n = w.services.len();
+    let quota = w.queues[0].quota;
     (0..rng.random_range(6..=12))
         .map(|_| match rng.random_range(0..112) {
             0..=24 => Op::Version(rng.random_range(0..n), VERSIONS[rng.random_range(0..VERSIONS.len())]),
             25..=32 => Op::Workers(rng.random_range(0..n), rng.random_range(1..=3)),
             33..=37 => Op::HeadCpu(rng.random_range(0..n), HEAD_CPUS[rng.random_range(0..3)]),
-            38..=47 => Op::Quota(w.quota + rng.random_range(0..=6) * 1000),
-            48..=54 => Op::Urgent(rng.random_range(1..=4) * 1000),
+            38..=47 => Op::Quota(0, quota + rng.random_range(0..=6) * 1000),
+            48..=54 => Op::Urgent(0, rng.random_range(1..=4) * 1000),
             55..=60 => Op::Finish,
-            61..=63 => Op::StopQueue,
-            64..=67 => Op::ResumeQueue,
+            61..=63 => Op::StopQueue(0),
+            64..=67 => Op::ResumeQueue(0),
             68..=71 => Op::DeleteOrRecreate(rng.random_range(0..n)),
             72..=77 => Op::Tamper(rng.random_range(0..n)),
             78..=81 => Op::RestartManager,
@@ -138,7 +171,7 @@ fn ops(rng: &mut StdRng, w: &World) -> Vec<Op> {
                 conflict: rng.random_bool(0.5),
             },
             95..=99 => Op::Watches { expire: rng.random_bool(0.5) },
-            100..=103 => Op::QuotaCut(rng.random_range(2..=5) * 1000),
+            100..=103 => Op::QuotaCut(0, rng.random_range(2..=5) * 1000),
             104..=106 => Op::DashboardsDown,
             107..=108 => Op::DashboardsBack,
             _ => Op::PodsFail(rng.random_range(0..n)),
@@ -146,26 +179,85 @@ fn ops(rng: &mut StdRng, w: &World) -> Vec<Op> {
         .collect()
 }
 
-/// A queue-managed RayService: head `head_cpu`, one worker group of `workers` 1-CPU workers (0 to 4
-/// allowed), rayVersion and image `version`, a one-deployment Serve app.
+/// What the base generator lacks, from `rng`: half the worlds get a second ClusterQueue in a cohort
+/// with the first (services and background work spread over both, actions on its quota and stop
+/// policy), some services upgrade incrementally, and some runs break and fix a service's Serve config.
+fn extend(rng: &mut StdRng, w: &mut World, list: &mut Vec<Op>) {
+    let cohort = rng.random_bool(0.5);
+    if cohort {
+        let limit = rng.random_bool(0.5).then(|| rng.random_range(1..=4) * 1000);
+        w.queues.push(Queue { quota: rng.random_range(3..=6) * 1000, borrowing_limit: limit });
+        for s in &mut w.services {
+            s.queue = rng.random_range(0..2);
+        }
+        for b in &mut w.background {
+            b.0 = rng.random_range(0..2);
+        }
+    }
+    for s in &mut w.services {
+        if rng.random_bool(0.35) {
+            s.incremental = Some(([25, 50, 100][rng.random_range(0..3)], [50, 100][rng.random_range(0..2)]));
+        }
+    }
+    let n = w.services.len();
+    for _ in 0..rng.random_range(0..=4) {
+        let q = if cohort { rng.random_range(0..2) } else { 0 };
+        let op = match rng.random_range(0..10) {
+            0..=1 => Op::Quota(q, w.queues[q].quota + rng.random_range(0..=4) * 1000),
+            2 => Op::QuotaCut(q, rng.random_range(1..=4) * 1000),
+            3..=4 => Op::Urgent(q, rng.random_range(1..=3) * 1000),
+            5 => Op::StopQueue(q),
+            6 => Op::ResumeQueue(q),
+            7..=8 => Op::BreakServe(rng.random_range(0..n)),
+            _ => Op::FixServe(rng.random_range(0..n)),
+        };
+        let at = rng.random_range(0..=list.len());
+        list.insert(at, op);
+    }
+}
+
+/// A queue-managed RayService on its LocalQueue: head `head_cpu`, one worker group of 1-CPU workers,
+/// rayVersion and image `version`, a one-deployment Serve app (`serve_config`). Blue/green: `workers`
+/// workers (0 to 4 allowed). Incremental: autoscaled workers (0 to `workers + 1`) for two 1-CPU
+/// replicas, a head that hosts none, and a Gateway route stepping traffic every second.
 pub(super) fn service(name: &str, s: &Shape) -> Result<RayService, serde_json::Error> {
     let res = |cpu: &str| json!({"requests": {"cpu": cpu, "memory": "1Gi"}});
     let version = s.version;
+    let image = format!("rayproject/ray:{version}");
+    let mut spec = json!({
+        "rayClusterDeletionDelaySeconds": 1,
+        "serveConfigV2": serve_config(s, false),
+        "rayClusterConfig": {
+            "rayVersion": version,
+            "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head",
+                "image": image, "resources": res(s.head_cpu)}]}}},
+            "workerGroupSpecs": [{"groupName": "workers", "replicas": s.workers, "minReplicas": 0, "maxReplicas": 4, "rayStartParams": {},
+                "template": {"spec": {"containers": [{"name": "ray-worker", "image": image, "resources": res("1")}]}}}]
+        }
+    });
+    if let Some((step, surge)) = s.incremental {
+        spec["upgradeStrategy"] = json!({"type": "NewClusterWithIncrementalUpgrade", "clusterUpgradeOptions": {
+            "gatewayClassName": "istio", "stepSizePercent": step, "intervalSeconds": 1, "maxSurgePercent": surge}});
+        let rc = &mut spec["rayClusterConfig"];
+        rc["enableInTreeAutoscaling"] = json!(true);
+        rc["headGroupSpec"]["rayStartParams"] = json!({"num-cpus": "0"});
+        let workers = &mut rc["workerGroupSpecs"][0];
+        workers.as_object_mut().map(|g| g.remove("replicas"));
+        workers["maxReplicas"] = json!(s.workers + 1);
+    }
     serde_json::from_value(json!({
         "apiVersion": "ray.io/v1", "kind": "RayService",
-        "metadata": {"name": name, "namespace": NS, "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
-        "spec": {
-            "rayClusterDeletionDelaySeconds": 1,
-            "serveConfigV2": "applications:\n  - name: app\n    import_path: app.graph\n    route_prefix: /\n    deployments:\n      - name: D\n        num_replicas: 1\n",
-            "rayClusterConfig": {
-                "rayVersion": version,
-                "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head",
-                    "image": format!("rayproject/ray:{version}"), "resources": res(s.head_cpu)}]}}},
-                "workerGroupSpecs": [{"groupName": "workers", "replicas": s.workers, "minReplicas": 0, "maxReplicas": 4, "rayStartParams": {},
-                    "template": {"spec": {"containers": [{"name": "ray-worker", "image": format!("rayproject/ray:{version}"), "resources": res("1")}]}}}]
-            }
-        }
+        "metadata": {"name": name, "namespace": NS, "labels": {"kueue.x-k8s.io/queue-name": queue_names(s.queue).1}},
+        "spec": spec
     }))
+}
+
+/// The service's Serve config; a broken one names a module that does not exist, which Ray reports as
+/// DEPLOY_FAILED once it tries to import it.
+pub(super) fn serve_config(s: &Shape, broken: bool) -> String {
+    let module = if broken { "no_such_app" } else { "app" };
+    let replicas = if s.incremental.is_some() { "2\n        ray_actor_options:\n          num_cpus: 1" } else { "1" };
+    format!("applications:\n  - name: app\n    import_path: {module}.graph\n    route_prefix: /\n    deployments:\n      - name: D\n        num_replicas: {replicas}\n")
 }
 
 pub(super) fn name(i: usize) -> String {
