@@ -189,6 +189,8 @@ async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Er
     // ClusterQueues where a workload (or a new slice) took quota since the previous check.
     let mut admitted_in: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut holding = std::collections::HashSet::new();
+    // Who holds what, per ClusterQueue, for a violation's message.
+    let mut holders: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for w in wls.iter().filter(|w| reserved(w) && !w.is_finished()) {
         let key = format!("{}/{}", w.namespace().unwrap_or_default(), w.name_any());
         holding.insert(key.clone());
@@ -201,7 +203,10 @@ async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Er
             continue;
         }
         let Some(a) = w.admission() else { continue };
-        for (r, v) in held(w) {
+        let h = held(w);
+        let deleting = if w.metadata.deletion_timestamp.is_some() { " (deleting)" } else { "" };
+        holders.entry(a.cluster_queue.clone()).or_default().push(format!("{} {h:?}{deleting}", w.name_any()));
+        for (r, v) in h {
             *usage.entry((a.cluster_queue.clone(), r)).or_default() += v;
         }
     }
@@ -234,17 +239,17 @@ async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Er
                     && admitted
                     && used > limit + b
                 {
-                    bad.push(format!("I1: ClusterQueue {q} admitted a workload while using {used} of {r}, nominal {limit} plus borrowing limit {b}"));
+                    bad.push(format!("I1: ClusterQueue {q} admitted a workload while using {used} of {r}, nominal {limit} plus borrowing limit {b}; held by {:?}", holders.get(&q)));
                 }
             } else if admitted && used > limit {
-                bad.push(format!("I1: ClusterQueue {q} admitted a workload while using {used} of {r}, nominal {limit}"));
+                bad.push(format!("I1: ClusterQueue {q} admitted a workload while using {used} of {r}, nominal {limit}; held by {:?}", holders.get(&q)));
             }
             nominals.insert(key.clone(), Nominal::next(seen.nominal.get(&key), *now, at));
         }
     }
     for ((c, r), (used, limit, admitted)) in cohorts {
         if admitted && used > limit {
-            bad.push(format!("I1: cohort {c} admitted a workload while its ClusterQueues use {used} of {r}, their nominal quota {limit}"));
+            bad.push(format!("I1: cohort {c} admitted a workload while its ClusterQueues use {used} of {r}, their nominal quota {limit}; held by {holders:?}"));
         }
     }
     seen.holding = holding;

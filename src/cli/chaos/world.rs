@@ -196,7 +196,10 @@ fn extend(rng: &mut StdRng, w: &mut World, list: &mut Vec<Op>) {
     }
     for s in &mut w.services {
         if rng.random_bool(0.35) {
-            s.incremental = Some(([25, 50, 100][rng.random_range(0..3)], [50, 100][rng.random_range(0..2)]));
+            // KubeRay requires stepSizePercent <= maxSurgePercent.
+            let surge = [50, 100][rng.random_range(0..2)];
+            let step = [25, 50, 100][rng.random_range(0..if surge == 50 { 2 } else { 3 })];
+            s.incremental = Some((step, surge));
         }
     }
     let n = w.services.len();

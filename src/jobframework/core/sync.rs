@@ -456,6 +456,13 @@ impl AdmissionState {
                 if remove_finalizer {
                     actions.push(Action::RemoveFinalizer { key: key.clone() });
                 }
+                // Like Kueue's cache, a workload being deleted holds its quota until it is gone from
+                // the API (its finalizer removed): the API shows it reserved until then, and admitting
+                // into that quota first would show the ClusterQueue over it.
+                if wl.metadata.deletion_timestamp.is_some() && !wl.is_finished() && wl.admission().is_some() && wl.has_quota_reservation() {
+                    self.account_reserved(&key, wl, snap, now_ms);
+                    return;
+                }
                 self.drop_workload(&key);
                 return;
             }

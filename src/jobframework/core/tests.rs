@@ -298,6 +298,38 @@ fn step_records_admissions_found_in_the_api_after_a_restart() {
     );
 }
 
+/// Kueue's cache drops a workload on its delete event, not when its deletion starts: while the API still
+/// shows it reserved (its finalizer not yet removed), its quota is not admitted to another. Found by
+/// `quotagate chaos` seed 46 (a RayService deleted while another's upgrade waited for its quota).
+#[test]
+fn a_workload_being_deleted_holds_its_quota_until_it_is_gone() {
+    use crate::api::kueue::constants::RESOURCE_IN_USE_FINALIZER;
+    let mut st = AdmissionState::new();
+    let mut a = (*wl("a", "3", "1")).clone();
+    let assignment = crate::api::kueue::PodSetAssignment {
+        name: "main".into(),
+        flavors: [("cpu".to_string(), "default".to_string())].into(),
+        resource_usage: [("cpu".to_string(), k8s_openapi::apimachinery::pkg::api::resource::Quantity("3".into()))].into(),
+        count: Some(1),
+        ..Default::default()
+    };
+    let adm = crate::api::kueue::Admission { cluster_queue: "cq".into(), pod_set_assignments: vec![assignment] };
+    a.status = Some(conditions::admitted(&a, adm, t(0)));
+    let b = wl("b", "2", "1");
+    let actions = st.step(&snapshot(vec![cq("cq", "4")], &["default"], vec![Arc::new(a.clone()), b.clone()]), 0);
+    assert!(matches!(&actions[..], [Action::Pending { key, .. }] if key.name == "b"), "{actions:?}");
+    // Its deletion starts: the finalizer goes, and the quota stays held.
+    a.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t(1)));
+    a.metadata.finalizers = Some(vec![RESOURCE_IN_USE_FINALIZER.into()]);
+    a.metadata.resource_version = Some("2".into());
+    let actions = st.step(&snapshot(vec![cq("cq", "4")], &["default"], vec![Arc::new(a), b.clone()]), 1);
+    assert!(actions.iter().any(|x| matches!(x, Action::RemoveFinalizer { key } if key.name == "a")), "{actions:?}");
+    assert!(!actions.iter().any(|x| matches!(x, Action::Admit { .. })), "admitted into quota still shown reserved: {actions:?}");
+    // Gone from the API: now b fits.
+    let actions = st.step(&snapshot(vec![cq("cq", "4")], &["default"], vec![b]), 2);
+    assert!(actions.iter().any(|x| matches!(x, Action::Admit { key, .. } if key.name == "b")), "{actions:?}");
+}
+
 #[test]
 fn scaled_down_needs_an_elastic_workload_asking_for_fewer_pods() {
     use crate::api::kueue::constants::label;
