@@ -267,26 +267,25 @@ fn step_admits_then_waits_for_the_api_before_releasing() {
     assert_eq!(admitted.len(), 1, "{actions:?}");
 }
 
-#[test]
-fn step_records_admissions_found_in_the_api_after_a_restart() {
-    let mut st = AdmissionState::new();
-    let mut a = (*wl("a", "3", "1")).clone();
+/// A workload of 3 CPU already holding quota in `cq`, as the API shows it after an admission.
+fn reserved_3_cpu(name: &str) -> Workload {
+    let mut a = (*wl(name, "3", "1")).clone();
     let assignment = crate::api::kueue::PodSetAssignment {
         name: "main".into(),
         flavors: [("cpu".to_string(), "default".to_string())].into(),
-        resource_usage: [(
-            "cpu".to_string(),
-            k8s_openapi::apimachinery::pkg::api::resource::Quantity("3".into()),
-        )]
-        .into(),
+        resource_usage: [("cpu".to_string(), k8s_openapi::apimachinery::pkg::api::resource::Quantity("3".into()))].into(),
         count: Some(1),
         ..Default::default()
     };
-    let adm = crate::api::kueue::Admission {
-        cluster_queue: "cq".into(),
-        pod_set_assignments: vec![assignment],
-    };
+    let adm = crate::api::kueue::Admission { cluster_queue: "cq".into(), pod_set_assignments: vec![assignment] };
     a.status = Some(conditions::admitted(&a, adm, t(0)));
+    a
+}
+
+#[test]
+fn step_records_admissions_found_in_the_api_after_a_restart() {
+    let mut st = AdmissionState::new();
+    let a = reserved_3_cpu("a");
     let b = wl("b", "2", "1");
     let actions = st.step(
         &snapshot(vec![cq("cq", "4")], &["default"], vec![Arc::new(a), b]),
@@ -305,16 +304,7 @@ fn step_records_admissions_found_in_the_api_after_a_restart() {
 fn a_workload_being_deleted_holds_its_quota_until_it_is_gone() {
     use crate::api::kueue::constants::RESOURCE_IN_USE_FINALIZER;
     let mut st = AdmissionState::new();
-    let mut a = (*wl("a", "3", "1")).clone();
-    let assignment = crate::api::kueue::PodSetAssignment {
-        name: "main".into(),
-        flavors: [("cpu".to_string(), "default".to_string())].into(),
-        resource_usage: [("cpu".to_string(), k8s_openapi::apimachinery::pkg::api::resource::Quantity("3".into()))].into(),
-        count: Some(1),
-        ..Default::default()
-    };
-    let adm = crate::api::kueue::Admission { cluster_queue: "cq".into(), pod_set_assignments: vec![assignment] };
-    a.status = Some(conditions::admitted(&a, adm, t(0)));
+    let mut a = reserved_3_cpu("a");
     let b = wl("b", "2", "1");
     let actions = st.step(&snapshot(vec![cq("cq", "4")], &["default"], vec![Arc::new(a.clone()), b.clone()]), 0);
     assert!(matches!(&actions[..], [Action::Pending { key, .. }] if key.name == "b"), "{actions:?}");
