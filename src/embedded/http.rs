@@ -467,7 +467,8 @@ impl Req<'_> {
             as_table: self.as_table(),
         };
         let rx = watch::start(self.store().clone(), req, self.srv.config.bookmark_interval);
-        let mut r = Response::new(Body::from_stream(rx));
+        let body = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|line| (line, rx)) });
+        let mut r = Response::new(Body::from_stream(body));
         r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         Ok(r)
     }

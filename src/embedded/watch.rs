@@ -7,8 +7,7 @@ use super::selector::{FieldSelector, LabelSelector};
 use super::store::{EventType, Store, WatchEvent, WatchFrom};
 use super::table;
 use bytes::Bytes;
-use futures::SinkExt;
-use futures::channel::mpsc;
+use tokio::sync::mpsc;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -100,7 +99,7 @@ pub fn start(store: Arc<Store>, req: WatchRequest, bookmark_interval: Duration) 
     rx
 }
 
-async fn run(store: Arc<Store>, req: &WatchRequest, mut tx: Tx, bookmark_interval: Duration) {
+async fn run(store: Arc<Store>, req: &WatchRequest, tx: Tx, bookmark_interval: Duration) {
     let key = req.info.key();
     let from = if req.send_initial_events { WatchFrom::Current } else { req.from };
     let mut start = match store.watch(&key, from) {
@@ -146,6 +145,8 @@ async fn run(store: Arc<Store>, req: &WatchRequest, mut tx: Tx, bookmark_interva
                 Err(RecvError::Closed) => return,
             },
             _ = start.closed.changed() => return,
+            // The client went away: end now, not at the next event or bookmark sent into the void.
+            _ = tx.closed() => return,
             _ = ticker.tick() => {
                 if req.bookmarks && tx.send(Ok(req.bookmark(last, false))).await.is_err() {
                     return;

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::health::{self, Health};
 use super::leader::{self, LeaderConfig, LeaderError};
 use super::metrics::{Metrics, Role};
+use super::tasks::{AbortOnDrop, Tasks};
 use crate::embedded::{self, EmbeddedServer};
 use crate::jobframework::core::{AdmissionLoop, Caches};
 use crate::jobframework::job_controller::{self, JobContext};
@@ -99,7 +100,7 @@ pub async fn run_manager(
     let cancel = CancellationToken::new();
     let _guard = cancel.clone().drop_guard();
     let metrics = Arc::new(Metrics::new());
-    let mut tasks: Vec<tokio::task::JoinHandle<()>> = Vec::new();
+    let mut tasks = Tasks::default();
     // With the Ray operator: KubeRay's metrics and the gate's, beside any extra series.
     let extra = match (opts.ray.is_some(), opts.extra_metrics.clone()) {
         (false, extra) => extra,
@@ -137,7 +138,8 @@ pub async fn run_manager(
         metrics.set_role(Role::Follower);
         let api: Api<Lease> = Api::namespaced(client.clone(), &opts.lease_namespace);
         let cfg = LeaderConfig::new(&opts.lease_name, &opts.identity);
-        Some(tokio::spawn(leader::run(api, cfg, tx)))
+        // Dropped with the manager, it must not go on renewing the lease.
+        Some(AbortOnDrop(tokio::spawn(leader::run(api, cfg, tx))))
     } else {
         metrics.set_role(Role::Standalone);
         // Kept alive (moved into a task that only ends with the manager) so leadership stays fixed.
@@ -230,7 +232,7 @@ pub async fn run_manager(
         pods_ready: opts.pods_ready.clone(),
     };
     let c = cancel.clone();
-    let mut loop_task = tokio::spawn(admission.run(async move { c.cancelled().await }));
+    let mut loop_task = AbortOnDrop(tokio::spawn(admission.run(async move { c.cancelled().await })));
     tokio::pin!(shutdown);
     let mut loop_ended = false;
     let result = tokio::select! {
@@ -254,13 +256,10 @@ pub async fn run_manager(
     if let Some(t) = &lease_task {
         t.abort();
     }
-    for t in &tasks {
-        t.abort();
-    }
     // A clean stop gives the lease up once nothing of this replica can write any more, so the next
     // replica leads within its retry period rather than after the lease runs out (a rolling
     // restart). A crash releases nothing, and the lease runs out as before.
-    let _ = futures::future::join_all(tasks).await;
+    tasks.shutdown().await;
     if let Some(t) = lease_task {
         let _ = t.await;
         let api: Api<Lease> = Api::namespaced(client.clone(), &opts.lease_namespace);
@@ -323,7 +322,7 @@ pub async fn run_embedded_on(
             .await?;
         tracing::info!(%addr, "embedded API server listening");
     }
-    let mut sims = embedded::sim::spawn(server.client(), &opts.sims, cancel.clone());
+    let mut sims: Tasks = embedded::sim::spawn(server.client(), &opts.sims, cancel.clone()).into();
     if let Some(super::ray::Dashboards::Simulated(sim)) = &opts.manager.ray {
         let (tasks, board) = super::raysim::spawn(server.client(), sim.clone(), &opts.ray_sims, cancel.clone());
         sims.extend(tasks);
@@ -333,8 +332,63 @@ pub async fn run_embedded_on(
     }
     let result = run_manager(server.client(), opts.manager, shutdown).await;
     cancel.cancel();
-    for s in sims {
-        s.abort();
-    }
+    drop(sims);
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Tasks alive on this runtime, once they have had a moment to end.
+    async fn settled_alive_tasks(at_most: usize) -> usize {
+        let metrics = tokio::runtime::Handle::current().metrics();
+        for _ in 0..100 {
+            if metrics.num_alive_tasks() <= at_most {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        metrics.num_alive_tasks()
+    }
+
+    /// A manager dropped mid-run (its task aborted, as a crash or the end of a chaos run does) stops
+    /// every task it spawned: a detached lease loop, cache watch or Ray operator would keep reconciling
+    /// against the server forever, and a process that starts many managers (the chaos runner, the
+    /// tests) would slow down run after run.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_dropped_manager_leaves_no_task_behind() {
+        let server = embedded_server();
+        let mut ns = k8s_openapi::api::core::v1::Namespace::default();
+        ns.metadata.name = Some("default".into());
+        // One client (its buffer is a task of its own) for the whole test, cloned for the manager.
+        let client = server.client();
+        let _ = Api::all(client.clone()).create(&Default::default(), &ns).await;
+        let before = settled_alive_tasks(0).await;
+        let opts = ManagerOptions {
+            leader_election: true,
+            lease_namespace: "default".into(),
+            identity: "m0".into(),
+            ray: Some(super::super::ray::Dashboards::Simulated(Arc::new(
+                crate::rayservice::dashboard::sim::RaySim::new(Default::default()),
+            ))),
+            ..Default::default()
+        };
+        let c = client.clone();
+        let handle = tokio::spawn(async move { run_manager(c, opts, std::future::pending()).await });
+        // Until it leads, so that the Ray operator and the admission loop run too.
+        let leases: Api<Lease> = Api::namespaced(client, "default");
+        for _ in 0..250 {
+            if leases.get_opt(&ManagerOptions::default().lease_name).await.ok().flatten().is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(tokio::runtime::Handle::current().metrics().num_alive_tasks() > before + 5, "the manager did not start");
+        handle.abort();
+        let _ = handle.await;
+        let after = settled_alive_tasks(before).await;
+        assert_eq!(after, before, "tasks still alive after the manager was dropped");
+    }
 }

@@ -12,4 +12,5 @@ pub mod ray_metrics;
 pub mod raysim;
 pub mod demo;
 pub mod manager;
+pub mod tasks;
 pub mod ui;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::task::JoinHandle;
+use super::tasks::Tasks;
 
 use crate::api::ray::validation::RayFeatureGates;
 
@@ -48,15 +48,7 @@ impl std::fmt::Debug for Dashboards {
 }
 
 /// The running Ray controllers; dropping it stops them.
-pub struct RayOperator(Vec<JoinHandle<()>>);
-
-impl Drop for RayOperator {
-    fn drop(&mut self) {
-        for t in &self.0 {
-            t.abort();
-        }
-    }
-}
+pub struct RayOperator(#[allow(dead_code)] Tasks);
 
 /// Spawns both Ray controllers; they run until the returned handle is dropped.
 pub fn spawn_ray_operator(client: kube::Client, dashboards: &Dashboards, gates: RayFeatureGates) -> RayOperator {
@@ -65,5 +57,5 @@ pub fn spawn_ray_operator(client: kube::Client, dashboards: &Dashboards, gates: 
     let mut services = rsctl::Context::new(client, dashboards.factory());
     services.config.gates = gates;
     let (clusters, services) = (Arc::new(clusters), Arc::new(services));
-    RayOperator(vec![tokio::spawn(clusterctl::run(clusters)), tokio::spawn(rsctl::run(services))])
+    RayOperator(vec![tokio::spawn(clusterctl::run(clusters)), tokio::spawn(rsctl::run(services))].into())
 }
