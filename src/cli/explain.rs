@@ -5,6 +5,7 @@
 
 use std::fmt::Write as _;
 
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
@@ -123,7 +124,8 @@ pub async fn rayservice(client: &Client, namespace: &str, name: &str) -> Result<
     let slice = admitted_slice(&owned);
     let opts = Default::default();
     let demands: Vec<demand::ChildDemand> = children.iter().filter_map(|rc| child_demand(rc, &opts).ok()).collect();
-    let allowed = allowed_pods(slice.map(|w| w.spec.pod_sets.as_slice()), &demands);
+    let pods = Api::<Pod>::namespaced(client.clone(), namespace).list(&ListParams::default()).await.map_err(get("Pods of RayService"))?.items;
+    let allowed = allowed_pods(slice.map(|w| w.spec.pod_sets.as_slice()), &demands, &demand::live_pods(&pods));
     let mut rows = vec![["CHILD", "GATED", "GROUP", "WANTS PODS", "ADMITTED SLICE COVERS"].map(String::from).to_vec()];
     for d in &demands {
         let gated = children.iter().find(|c| c.name_any() == d.name).and_then(|c| c.annotations().get(ANNOTATION_ADMISSION_GATED).cloned()).unwrap_or_else(|| "-".into());

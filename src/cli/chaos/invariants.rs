@@ -281,30 +281,14 @@ async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Er
             .iter()
             .filter_map(|c| demand::child_demand(c, &Default::default()).ok())
             .collect();
-        let allowed = demand::allowed_pods(holding.map(|w| w.spec.pod_sets.as_slice()), &demands);
+        let live = demand::live_pods(pods.iter());
+        let allowed = demand::allowed_pods(holding.map(|w| w.spec.pod_sets.as_slice()), &demands, &live);
         for child in &children {
             let name = child.name_any();
-            let mut live: BTreeMap<String, i64> = BTreeMap::new();
-            for p in pods.iter().filter(|p| {
-                p.labels().get("ray.io/cluster") == Some(&name)
-                    && p.metadata.deletion_timestamp.is_none()
-            }) {
-                let group =
-                    if p.labels().get("ray.io/node-type").map(String::as_str) == Some("head") {
-                        "head".to_string()
-                    } else {
-                        p.labels()
-                            .get("ray.io/group")
-                            .cloned()
-                            .unwrap_or_default()
-                            .to_lowercase()
-                    };
-                *live.entry(group).or_default() += 1;
-            }
-            for (group, n) in live {
+            for (group, &n) in live.get(&name).into_iter().flatten() {
                 let cap = allowed
                     .get(&name)
-                    .and_then(|a| a.get(&group))
+                    .and_then(|a| a.get(group))
                     .copied()
                     .unwrap_or(0);
                 if n > cap {

@@ -11,7 +11,8 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use kube::ResourceExt;
 use sha2::{Digest, Sha256};
 
 use crate::api::kueue::{PodSet, Workload};
@@ -21,7 +22,7 @@ use crate::jobframework::interface::DemandChange;
 use crate::queue::amount::Amount;
 use crate::queue::requests::pod_requests;
 use crate::rayservice::cluster::BuildOptions;
-use crate::rayservice::cluster::podsets::cluster_podsets;
+use crate::rayservice::cluster::podsets::{HEAD_PODSET, cluster_podsets};
 
 /// Kueue's limit on podsets per Workload.
 pub const MAX_PODSETS: usize = crate::api::kueue::validation::MAX_PODSETS;
@@ -265,31 +266,67 @@ pub fn admitted_slice(workloads: &[Workload]) -> Option<&Workload> {
         .copied()
 }
 
+/// Pods each child runs now, per group (`head` for the head): child -> group -> pods not being deleted.
+pub type LivePods = BTreeMap<String, BTreeMap<String, i64>>;
+
+/// Counts live pods by the labels the RayCluster controller puts on them.
+pub fn live_pods<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> LivePods {
+    let mut out = LivePods::new();
+    for p in pods.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()) {
+        let labels = p.labels();
+        let Some(cluster) = labels.get(c::LABEL_CLUSTER) else { continue };
+        let group = if labels.get(c::LABEL_NODE_TYPE).map(String::as_str) == Some(c::NODE_TYPE_HEAD) {
+            HEAD_PODSET.to_string()
+        } else {
+            labels.get(c::LABEL_GROUP).cloned().unwrap_or_default().to_lowercase()
+        };
+        *out.entry(cluster.clone()).or_default().entry(group).or_default() += 1;
+    }
+    out
+}
+
 /// The gate: how many pods of each group each child may have, given the latest admitted slice's podsets.
-/// Children are covered in order (pass them oldest first); a child gets, per identity, what is left after
-/// the children before it.
+/// Children are covered in order (pass them oldest first), in two rounds: first the pods each child
+/// runs now (`live`), then what each wants beyond them, from what is left. A child whose demand grows
+/// (the autoscaler, a rollback) thus never takes the coverage of pods another child already runs:
+/// its growth waits for a larger slice instead of running beside them past the quota.
 pub fn allowed_pods(
     admitted: Option<&[PodSet]>,
     children: &[ChildDemand],
+    live: &LivePods,
 ) -> BTreeMap<String, BTreeMap<String, i64>> {
     let mut left = admitted.map(capacity).unwrap_or_default();
-    let mut out = BTreeMap::new();
-    for child in children {
-        let mut groups: BTreeMap<String, i64> = BTreeMap::new();
-        for (id, want, _) in &child.pods {
-            let mut granted = 0;
-            for (h, n) in left.iter_mut() {
-                if h.as_ref() == Some(id) && granted < *want {
-                    let take = (*n).min(want - granted);
-                    *n -= take;
-                    granted += take;
-                }
-            }
-            *groups.entry(id.group.clone()).or_default() += granted;
+    let mut take = |id: &QuotaIdentity, mut want: i64| {
+        let mut taken = 0;
+        for (_, n) in left.iter_mut().filter(|(h, _)| h.as_ref() == Some(id)) {
+            let t = (*n).min(want);
+            *n -= t;
+            want -= t;
+            taken += t;
         }
-        out.insert(child.name.clone(), groups);
+        taken
+    };
+    let running = |child: &str, group: &str| live.get(child).and_then(|g| g.get(group)).copied().unwrap_or(0);
+    let mut granted: Vec<Vec<i64>> = children
+        .iter()
+        .map(|child| child.pods.iter().map(|(id, want, _)| take(id, (*want).min(running(&child.name, &id.group)))).collect())
+        .collect();
+    for (child, got) in children.iter().zip(granted.iter_mut()) {
+        for ((id, want, _), g) in child.pods.iter().zip(got.iter_mut()) {
+            *g += take(id, want - *g);
+        }
     }
-    out
+    children
+        .iter()
+        .zip(granted)
+        .map(|(child, got)| {
+            let mut groups: BTreeMap<String, i64> = BTreeMap::new();
+            for ((id, _, _), g) in child.pods.iter().zip(got) {
+                *groups.entry(id.group.clone()).or_default() += g;
+            }
+            (child.name.clone(), groups)
+        })
+        .collect()
 }
 
 /// True when the allowance covers every pod the child wants.

@@ -5,10 +5,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kube::api::Api;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
-use super::demand::{self, ChildDemand};
+use super::demand::{self, ChildDemand, LivePods};
 use super::rayservice::{load_children, service_demand};
 use crate::api::kueue::Workload;
 use crate::api::kueue::constants::condition;
@@ -45,8 +46,8 @@ pub fn queue_managed(rs: &RayService) -> bool {
     queue_name(&rs.metadata).is_some()
 }
 
-/// The gate, from the service's workloads and its children in gate order.
-pub fn decide(rs: &RayService, children: &[RayCluster], workloads: &[Workload]) -> Gate {
+/// The gate, from the service's workloads, its children in gate order and the pods they run now.
+pub fn decide(rs: &RayService, children: &[RayCluster], workloads: &[Workload], live: &LivePods) -> Gate {
     let demands: Vec<ChildDemand> = match service_demand(rs, children) {
         Ok(d) if !children.is_empty() => d,
         // A child whose demand cannot be computed is covered by nothing.
@@ -57,7 +58,7 @@ pub fn decide(rs: &RayService, children: &[RayCluster], workloads: &[Workload]) 
     };
     let blocked = demand::podsets(&demands).err().map(|e| e.to_string());
     let admitted = demand::admitted_slice(workloads);
-    let allowed = demand::allowed_pods(admitted.map(|w| w.spec.pod_sets.as_slice()), &demands);
+    let allowed = demand::allowed_pods(admitted.map(|w| w.spec.pod_sets.as_slice()), &demands, live);
     let covered = demands
         .iter()
         .filter(|d| allowed.get(&d.name).is_some_and(|a| demand::covers(a, d)))
@@ -90,13 +91,25 @@ pub fn decide(rs: &RayService, children: &[RayCluster], workloads: &[Workload]) 
     }
 }
 
-/// The gate as the API shows it now (lists the children and the workloads).
+/// The gate as the API shows it now (lists the children, the workloads and the children's pods).
 pub async fn load(client: &Client, rs: &RayService) -> Result<Gate, kube::Error> {
     let ns = rs.namespace().unwrap_or_default();
     let uid = rs.metadata.uid.clone().unwrap_or_default();
     let children = load_children(client, rs).await?;
     let workloads = owned_workloads(client, &ns, &uid).await?;
-    Ok(decide(rs, &children, &workloads))
+    let live = children_pods(client, &ns, &children).await?;
+    Ok(decide(rs, &children, &workloads, &live))
+}
+
+/// The live pods of `children`, per child and group.
+async fn children_pods(client: &Client, ns: &str, children: &[RayCluster]) -> Result<LivePods, kube::Error> {
+    if children.is_empty() {
+        return Ok(LivePods::new());
+    }
+    let names: Vec<String> = children.iter().map(|c| c.name_any()).collect();
+    let selector = format!("{} in ({})", c::LABEL_CLUSTER, names.join(","));
+    let pods = Api::<Pod>::namespaced(client.clone(), ns).list(&ListParams::default().labels(&selector)).await?;
+    Ok(demand::live_pods(&pods.items))
 }
 
 /// The RayService a RayCluster belongs to: its controller owner of kind RayService, else (an owner

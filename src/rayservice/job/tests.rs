@@ -157,7 +157,7 @@ mod demand_and_gate {
     use crate::jobframework::interface::DemandChange;
     use crate::rayservice::cluster::BuildOptions;
     use crate::rayservice::job::demand::{
-        ChildDemand, allowed_pods, child_demand, compare, covers, podsets,
+        ChildDemand, LivePods, allowed_pods, child_demand, compare, covers, podsets,
     };
 
     /// A child with a head of `head_cpu` and `workers` workers of 1 CPU, image tag `tag`.
@@ -323,13 +323,13 @@ mod demand_and_gate {
         let children = [child("active", "2", 1, "x"), child("pending", "2", 1, "y")];
         let d = demand(&children);
         let old_slice = podsets(&d[..1]).unwrap();
-        let allowed = allowed_pods(Some(&old_slice), &d);
+        let allowed = allowed_pods(Some(&old_slice), &d, &LivePods::new());
         assert!(covers(&allowed["active"], &d[0]));
         assert_eq!(allowed["pending"], BTreeMap::from([("head".to_string(), 0), ("small".to_string(), 0)]));
         let new_slice = podsets(&d).unwrap();
-        let allowed = allowed_pods(Some(&new_slice), &d);
+        let allowed = allowed_pods(Some(&new_slice), &d, &LivePods::new());
         assert!(covers(&allowed["active"], &d[0]) && covers(&allowed["pending"], &d[1]));
-        let none = allowed_pods(None, &d);
+        let none = allowed_pods(None, &d, &LivePods::new());
         assert!(!covers(&none["active"], &d[0]), "no admitted slice covers nothing");
     }
 
@@ -341,9 +341,30 @@ mod demand_and_gate {
         let mut old = podsets(&d[..1]).unwrap();
         old[0].count = Some(2);
         old[1].count = Some(2);
-        let allowed = allowed_pods(Some(&old), &d);
+        let allowed = allowed_pods(Some(&old), &d, &LivePods::new());
         assert!(covers(&allowed["active"], &d[0]));
         assert_eq!(allowed["pending"]["head"], 0, "a 3-CPU head needs a slice with a 3-CPU podset");
+    }
+
+    /// Chaos seed 46 (I2, an incremental upgrade under the autoscaler): the slice was made while the old
+    /// cluster had scaled its workers to 0 and the new one ran 2; the autoscaler then asked for 2 on the
+    /// old one again. Covered oldest first by demand alone, the old cluster took the 2 workers the new
+    /// one was running (which keeps running pods), so 4 ran on a slice of 2.
+    #[test]
+    fn a_child_that_grows_does_not_take_the_coverage_of_pods_another_child_runs() {
+        let slice = podsets(&demand(&[child("old", "2", 0, "x"), child("new", "2", 2, "y")])).unwrap();
+        let d = demand(&[child("old", "2", 2, "x"), child("new", "2", 2, "y")]);
+        let live = LivePods::from([
+            ("old".to_string(), BTreeMap::from([("head".to_string(), 1)])),
+            ("new".to_string(), BTreeMap::from([("head".to_string(), 1), ("small".to_string(), 2)])),
+        ]);
+        let allowed = allowed_pods(Some(&slice), &d, &live);
+        assert_eq!(allowed["new"]["small"], 2, "the pods the new cluster runs stay covered");
+        assert_eq!(allowed["old"]["small"], 0, "the old cluster's growth waits for a larger slice");
+        assert!(covers(&allowed["new"], &d[1]) && !covers(&allowed["old"], &d[0]));
+        // With nothing running yet, the older child is still covered first.
+        let allowed = allowed_pods(Some(&slice), &d, &LivePods::new());
+        assert_eq!((allowed["old"]["small"], allowed["new"]["small"]), (2, 0));
     }
 
     #[test]
@@ -363,6 +384,7 @@ mod demand_and_gate {
         fn gate_never_allows_more_than_the_slice_and_an_exact_slice_covers_all(
             shapes in proptest::collection::vec((1u8..4, 0i32..4, 0u8..2), 1..4),
             admitted_prefix in 0usize..4,
+            running in proptest::collection::vec((0i64..2, 0i64..5), 4),
         ) {
             let children: Vec<RayCluster> = shapes.iter().enumerate()
                 .map(|(i, (cpu, w, tag))| child(&format!("c{i}"), &cpu.to_string(), *w, &tag.to_string()))
@@ -370,12 +392,25 @@ mod demand_and_gate {
             let d = demand(&children);
             let k = admitted_prefix.min(d.len());
             let slice = podsets(&d[..k.max(1)]).unwrap();
-            let allowed = allowed_pods(Some(&slice), &d);
+            let allowed = allowed_pods(Some(&slice), &d, &LivePods::new());
             let granted: i64 = allowed.values().flat_map(|g| g.values()).sum();
             let held: i64 = slice.iter().map(|p| i64::from(p.count())).sum();
             proptest::prop_assert!(granted <= held);
             for c in &d[..k.max(1)] {
                 proptest::prop_assert!(covers(&allowed[&c.name], c), "{} is in the slice", c.name);
+            }
+            // Whatever runs now: never more than the slice holds, never more than a child wants.
+            let live: LivePods = d.iter().zip(&running).map(|(c, (h, w))| {
+                (c.name.clone(), BTreeMap::from([("head".to_string(), *h), ("small".to_string(), *w)]))
+            }).collect();
+            let allowed = allowed_pods(Some(&slice), &d, &live);
+            let granted: i64 = allowed.values().flat_map(|g| g.values()).sum();
+            proptest::prop_assert!(granted <= held);
+            for c in &d {
+                for (group, g) in &allowed[&c.name] {
+                    let want: i64 = c.pods.iter().filter(|(id, _, _)| &id.group == group).map(|(_, n, _)| *n).sum();
+                    proptest::prop_assert!(*g <= want, "{} gets no more {group} than it wants", c.name);
+                }
             }
         }
     }
