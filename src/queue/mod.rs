@@ -9,6 +9,8 @@
 pub mod amount;
 pub mod convert;
 pub mod explain;
+pub mod fair_preemption;
+pub mod fair_sharing;
 pub mod flavor;
 pub mod model;
 pub mod partial;
