@@ -25,6 +25,8 @@ pub mod tree;
 #[cfg(test)]
 mod kueue_cases;
 #[cfg(test)]
+mod kueue_fair_preemption_cases;
+#[cfg(test)]
 mod kueue_preemption_cases;
 #[cfg(test)]
 mod kueue_preemption_more_cases;
