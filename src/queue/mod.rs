@@ -39,6 +39,8 @@ mod kueue_schedule_choice_cases;
 #[cfg(test)]
 mod kueue_schedule_fixture;
 #[cfg(test)]
+mod kueue_schedule_fs_cases;
+#[cfg(test)]
 mod kueue_schedule_preempt_cases;
 #[cfg(test)]
 mod preemption_tests;
