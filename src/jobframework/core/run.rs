@@ -46,6 +46,8 @@ pub struct AdmissionLoop {
     pub stats: super::CycleStats,
     /// waitForPodsReady, when on.
     pub pods_ready: Option<crate::api::kueue::config::PodsReadyConfig>,
+    /// Fair sharing, when on.
+    pub fair_sharing: Option<crate::queue::FairSharingConfig>,
 }
 
 /// Below this many workloads the queue gauges are recomputed every cycle.
@@ -99,6 +101,7 @@ fn wl_api(client: &Client, key: &WorkloadKey) -> Api<Workload> {
 impl AdmissionLoop {
     pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
         let mut state = AdmissionState::with_pods_ready(self.pods_ready.clone());
+        state.core.set_fair_sharing(self.fair_sharing.clone());
         state.explanations = self.explanations.clone();
         let mut backoff = WriteBackoff::default();
         // Failed pending-status writes: retried once their backoff expires (by queueing the
@@ -130,6 +133,7 @@ impl AdmissionLoop {
             if !*self.leader.borrow() {
                 self.explanations.clear();
                 state = AdmissionState::with_pods_ready(self.pods_ready.clone());
+                state.core.set_fair_sharing(self.fair_sharing.clone());
                 state.explanations = self.explanations.clone();
                 backoff = WriteBackoff::default();
                 pending_backoff = WriteBackoff::default();
