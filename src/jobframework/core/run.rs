@@ -667,7 +667,8 @@ impl AdmissionLoop {
                 core.as_ref().and_then(|c| c.inactive.as_deref()),
             );
             active.insert(name.clone(), ok);
-            if let Some(status) = queue_status::cluster_queue(cq, core.as_ref(), &flavors, t) {
+            let share = state.core.cluster_queue_share(&name);
+            if let Some(status) = queue_status::cluster_queue(cq, core.as_ref(), &flavors, t, share) {
                 let mut obj = (**cq).clone();
                 obj.status = Some(status);
                 if let Err(e) = cq_api
@@ -692,7 +693,7 @@ impl AdmissionLoop {
         }
         let cohort_api: Api<Cohort> = Api::all(self.client.clone());
         for co in &snap.cohorts {
-            if let Some(status) = queue_status::cohort(co) {
+            if let Some(status) = queue_status::cohort(co, state.core.cohort_share(&co.name_any())) {
                 let mut obj = (**co).clone();
                 obj.status = Some(status);
                 if let Err(e) = cohort_api
