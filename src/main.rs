@@ -278,7 +278,7 @@ struct RunArgs {
     #[arg(long)]
     webhook_addr: Option<SocketAddr>,
     /// A Kueue manager configuration file (`config.kueue.x-k8s.io` `Configuration`, as Kueue's
-    /// controller_manager_config.yaml): waitForPodsReady, leaderElection, health and webhook.port are
+    /// controller_manager_config.yaml): waitForPodsReady, fairSharing, leaderElection, health and webhook.port are
     /// used; flags win over it.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
