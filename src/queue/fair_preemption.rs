@@ -316,3 +316,7 @@ pub fn fair_targets(
         })
         .collect()
 }
+
+#[cfg(test)]
+#[path = "fair_preemption_tests.rs"]
+mod tests;
