@@ -119,3 +119,66 @@ async fn admits_workloads_respecting_fair_share() {
     share_is(&c, "shared", 0).await;
     c.quota.assert_safe();
 }
+
+/// `fair_sharing_test.go`, "Preemption is enabled and CQs have 0 weight" / "should not cause an
+/// infinite preemption cycle": two weight-0 ClusterQueues borrowing all their quota from the
+/// cohort's 8 CPU. b's workload takes the lower-priority one of a's by fair sharing; a's evicted
+/// workload, evaluated again, may not take it back (both shares are infinite, a's ratio is the
+/// higher), so the preemptions stop there. Both ClusterQueues show the infinite share as
+/// `i64::MAX`; the root cohort has none (0).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zero_weights_do_not_cause_an_infinite_preemption_cycle() {
+    use quotagate::api::kueue::Cohort;
+    use quotagate::api::kueue::constants::{condition, reason};
+    let c = fair_cluster(Limits::default().group(&["a", "b"], 8000)).await;
+    c.flavor("default").await;
+    let cohorts: Api<Cohort> = Api::all(c.client.clone());
+    cohorts
+        .create(&Default::default(), &Cohort::build("top-cohort").flavor("default", [("cpu", "8")]).build())
+        .await
+        .unwrap();
+    for name in ["a", "b"] {
+        let mut q = with_all_namespaces(
+            ClusterQueue::build(name).cohort("top-cohort").fair_weight("0").flavor("default", [("cpu", "0")]).build(),
+        );
+        q.spec.preemption = Some(serde_json::from_value(serde_json::json!({"reclaimWithinCohort": "Any"})).unwrap());
+        c.cluster_queue(q).await;
+        c.local_queue(name, name).await;
+    }
+    let wls = c.workloads();
+    c.workload("a1", "a", 9001, "4").await;
+    c.workload("a2", "a", 100, "4").await;
+    for n in ["a1", "a2"] {
+        wait_for(&wls, n, "admitted", |w| w.is_admitted()).await;
+    }
+    share_is(&c, "a", i64::MAX).await;
+    share_is(&c, "b", 0).await;
+
+    c.workload("b1", "b", 100, "4").await;
+    let a2 = wait_for(&wls, "a2", "preempted", |w| {
+        condition(w, condition::PREEMPTED).is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    assert_eq!(condition(&a2, condition::PREEMPTED).unwrap().1, reason::IN_COHORT_FAIR_SHARING);
+    wait_for(&wls, "b1", "admitted", |w| w.is_admitted()).await;
+    // a2 evaluated again with b1 admitted: no victim allowed, it waits for quota.
+    wait_for(&wls, "a2", "pending without a preemption", |w| {
+        !reserved(w)
+            && condition(w, condition::QUOTA_RESERVED)
+                .is_some_and(|c| c.0 == "False" && c.1 == reason::WAITING_FOR_QUOTA)
+    })
+    .await;
+    let a1 = wls.get("a1").await.unwrap();
+    assert!(a1.is_admitted() && condition(&a1, condition::PREEMPTED).is_none_or(|c| c.0 != "True"), "{a1:?}");
+    let b1 = wls.get("b1").await.unwrap();
+    assert!(b1.is_admitted() && condition(&b1, condition::PREEMPTED).is_none_or(|c| c.0 != "True"), "{b1:?}");
+    assert_eq!((c.quota.reserved_in("a"), c.quota.reserved_in("b")), (1, 1));
+    share_is(&c, "a", i64::MAX).await;
+    share_is(&c, "b", i64::MAX).await;
+    wait_for(&cohorts, "top-cohort", "weightedShare 0", |co| {
+        co.status.as_ref().and_then(|s| s.fair_sharing.as_ref()).is_some_and(|f| f.weighted_share == 0)
+    })
+    .await;
+    assert!(c.quota.readmitted().is_empty(), "{:?}", c.quota.readmitted());
+    c.quota.assert_safe();
+}
