@@ -182,3 +182,70 @@ async fn zero_weights_do_not_cause_an_infinite_preemption_cycle() {
     assert!(c.quota.readmitted().is_empty(), "{:?}", c.quota.readmitted());
     c.quota.assert_safe();
 }
+
+/// `fair_sharing_test.go`, "using hierarchical cohorts" / "preempts workloads to enforce fair
+/// share": 12 CPU at the root; best-effort (weight 0.5) and research (chemistry, physics, llm with
+/// weight 2) below it. Low-priority work fills everything from best-effort and physics; six
+/// high-priority workloads per ClusterQueue then preempt until the shares are fair at every level:
+/// best-effort 4, chemistry 2, physics 2, llm 4, each Cohort's `weightedShare` as Kueue computes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hierarchical_cohorts_preempt_to_enforce_fair_share() {
+    use quotagate::api::kueue::Cohort;
+    let queues = ["chemistry", "physics", "llm", "best-effort"];
+    let names: Vec<String> = queues.iter().map(|q| format!("{q}-queue")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let c = fair_cluster(Limits::default().group(&refs, 12_000)).await;
+    c.flavor("default").await;
+    let cohorts: Api<Cohort> = Api::all(c.client.clone());
+    for co in [
+        Cohort::build("root").flavor("default", [("cpu", "12")]).build(),
+        Cohort::build("research").parent("root").build(),
+        Cohort::build("chemistry").parent("research").build(),
+        Cohort::build("physics").parent("research").build(),
+        Cohort::build("llm").parent("research").fair_weight("2.0").build(),
+        Cohort::build("best-effort").parent("root").fair_weight("0.5").build(),
+    ] {
+        cohorts.create(&Default::default(), &co).await.unwrap();
+    }
+    for q in queues {
+        let mut cq = with_all_namespaces(ClusterQueue::build(&format!("{q}-queue")).cohort(q).flavor("default", [("cpu", "0")]).build());
+        if q != "best-effort" {
+            cq.spec.preemption =
+                Some(serde_json::from_value(serde_json::json!({"reclaimWithinCohort": "LowerPriority"})).unwrap());
+        }
+        c.cluster_queue(cq).await;
+        c.local_queue(&format!("{q}-queue"), &format!("{q}-queue")).await;
+    }
+    for i in 0..6 {
+        c.workload(&format!("be-low-{i}"), "best-effort-queue", -1, "1").await;
+        c.workload(&format!("physics-low-{i}"), "physics-queue", -1, "1").await;
+    }
+    c.quota.wait_reserved("best-effort-queue", 6).await;
+    c.quota.wait_reserved("physics-queue", 6).await;
+    let cohort_share = |name: &'static str, want: i64| {
+        let cohorts = cohorts.clone();
+        async move {
+            wait_for(&cohorts, name, &format!("weightedShare {want}"), |co| {
+                co.status.as_ref().and_then(|s| s.fair_sharing.as_ref()).is_some_and(|f| f.weighted_share == want)
+            })
+            .await;
+        }
+    };
+    // best-effort borrows 6 of 12 with weight 0.5; physics 6 of 12 at its parent's level.
+    cohort_share("best-effort", 1000).await;
+    cohort_share("physics", 500).await;
+
+    for i in 0..6 {
+        for q in queues {
+            c.workload(&format!("{q}-high-{i}"), &format!("{q}-queue"), 100, "1").await;
+        }
+    }
+    for (q, n) in [("best-effort-queue", 4), ("chemistry-queue", 2), ("physics-queue", 2), ("llm-queue", 4)] {
+        c.quota.wait_reserved(q, n).await;
+    }
+    // Rounded up, as Kueue's status writer does: 4/12/0.5, 8/12, 2/12, 2/12, 4/12/2 (per mille).
+    for (co, want) in [("best-effort", 667), ("research", 667), ("chemistry", 167), ("physics", 167), ("llm", 167)] {
+        cohort_share(co, want).await;
+    }
+    c.quota.assert_safe();
+}
