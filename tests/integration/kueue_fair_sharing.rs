@@ -249,3 +249,52 @@ async fn hierarchical_cohorts_preempt_to_enforce_fair_share() {
     }
     c.quota.assert_safe();
 }
+
+/// `fair_sharing_test.go`, "using hierarchical cohorts" / "admits workloads respecting fair
+/// share": root over first-left (second-left, second-right, each with a 2-CPU ClusterQueue) and
+/// first-right (bank, 10 CPU). Ten 1-CPU workloads, round robin, are all admitted; each Cohort's
+/// share is its borrowing over the 14 CPU its parent can lend (rounded up in status).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hierarchical_cohorts_admit_respecting_fair_share() {
+    use quotagate::api::kueue::Cohort;
+    let c = fair_cluster(Limits::default().group(&["second-left", "second-right"], 14_000)).await;
+    c.flavor("default").await;
+    let cohorts: Api<Cohort> = Api::all(c.client.clone());
+    for co in [
+        Cohort::build("first-left").parent("root").build(),
+        Cohort::build("first-right").parent("root").build(),
+        Cohort::build("second-left").parent("first-left").build(),
+        Cohort::build("second-right").parent("first-left").build(),
+        Cohort::build("bank").parent("first-right").flavor("default", [("cpu", "10")]).build(),
+    ] {
+        cohorts.create(&Default::default(), &co).await.unwrap();
+    }
+    for q in ["second-left", "second-right"] {
+        c.cluster_queue(with_all_namespaces(ClusterQueue::build(q).cohort(q).flavor("default", [("cpu", "2")]).build()))
+            .await;
+        c.local_queue(q, q).await;
+    }
+    let share = |name: &'static str, want: i64| {
+        let cohorts = cohorts.clone();
+        async move {
+            wait_for(&cohorts, name, &format!("weightedShare {want}"), |co| {
+                co.status.as_ref().and_then(|s| s.fair_sharing.as_ref()).is_some_and(|f| f.weighted_share == want)
+            })
+            .await;
+        }
+    };
+    for co in ["first-left", "first-right", "bank"] {
+        share(co, 0).await;
+    }
+    for i in 0..5 {
+        c.workload(&format!("left-{i}"), "second-left", 0, "1").await;
+        c.workload(&format!("right-{i}"), "second-right", 0, "1").await;
+    }
+    c.quota.wait_reserved("second-left", 5).await;
+    c.quota.wait_reserved("second-right", 5).await;
+    // 6/14, 0, 3/14, 3/14, 0 (per mille).
+    for (co, want) in [("first-left", 429), ("first-right", 0), ("second-left", 215), ("second-right", 215), ("bank", 0)] {
+        share(co, want).await;
+    }
+    c.quota.assert_safe();
+}
