@@ -100,7 +100,7 @@ fn kueue_make_cluster_queue_ordering() {
         want: vec![],
     };
     let two_high = vec![("h1", "high", 3), ("h2", "high", 2), ("l1", "low", 3)];
-    let cases = vec![
+    let cases = [
         Case {
             name: "no cohort: preemptor CQ yielded for in-CQ preemption; repro for nil pointer panic issue",
             cqs: vec![("preemptor", None, 4)],

@@ -24,7 +24,8 @@ fn cq(name: &str, cohort: Option<&str>, w: f64, q: &[(&str, &str, i64, Option<i6
     if let Some(c) = cohort {
         m = m.cohort(c);
     }
-    let mut by_flavor: Vec<(&str, Vec<(&str, i64, Option<i64>, Option<i64>)>)> = Vec::new();
+    type Quotas<'a> = Vec<(&'a str, i64, Option<i64>, Option<i64>)>;
+    let mut by_flavor: Vec<(&str, Quotas<'_>)> = Vec::new();
     for (f, r, n, l) in q {
         match by_flavor.iter_mut().find(|(x, _)| x == f) {
             Some((_, v)) => v.push((r, *n, None, *l)),
