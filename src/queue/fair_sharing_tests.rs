@@ -265,3 +265,37 @@ fn kueue_precise_weighted_share() {
     assert_eq!(compare(&d(0.0, 100.0), &d(1.0, 1e9)), Ordering::Greater, "zero weight borrowing is highest");
     assert_eq!(compare(&d(0.0, 100.0), &d(0.0, 200.0)), Ordering::Less, "two zero weights: the ratio");
 }
+
+/// Kueue's `pkg/scheduler/scheduler_test.go` `TestEntryComparerLess`, the cases with its default
+/// feature gates (the three about `PrioritizePreemptorWorkloads`, alpha and not implemented, are
+/// not ported): whether `a` goes before `b` in a cohort's tournament.
+#[test]
+fn kueue_entry_comparer_less() {
+    use crate::queue::model::WorkloadKey;
+    use crate::queue::pending::OrderKey;
+    use std::cmp::Reverse;
+    let cpu = fr("default", "cpu");
+    let borrowing = || Drs { weight: FairWeight::default(), ratio: 0.0, dominant: None, borrowed: vec![cpu.clone()] };
+    // Go's zero DRS: weight 0, nothing borrowed.
+    let zero = || Drs { weight: FairWeight(0), ratio: 0.0, dominant: None, borrowed: vec![] };
+    let order = |name: &str, ts: i64| OrderKey { priority: Reverse(0), timestamp: ts, uid: name.into(), key: WorkloadKey::new("default", name) };
+    let one: FrAmounts = [(cpu.clone(), Amount(1))].into();
+    // (name, (a, created, share), (b, created, share), want)
+    let cases = [
+        ("non-borrowing subtree preferred over borrowing subtree", ("nominal", 1, Some(zero())), ("borrowing", 0, Some(borrowing())), true),
+        ("both borrowing on requested flavors falls through to FIFO", ("borrow-a", 1, Some(borrowing())), ("borrow-b", 0, Some(borrowing())), false),
+        ("lower DRS preferred over higher DRS", ("lower-drs", 1, Some(Drs::negative())), ("higher-drs", 0, Some(zero())), true),
+        ("both non-borrowing falls through to FIFO", ("older", 0, None), ("newer", 1, None), true),
+    ];
+    for (name, a, b, want) in cases {
+        let (oa, ob) = (order(a.0, a.1), order(b.0, b.1));
+        let contenders = [Contender { cq_idx: 1, usage: &one, order: &oa }, Contender { cq_idx: 2, usage: &one, order: &ob }];
+        let mut shares = HashMap::new();
+        for (i, s) in [(0, a.2), (1, b.2)] {
+            if let Some(s) = s {
+                shares.insert((0, i), s);
+            }
+        }
+        assert_eq!(less(0, 0, 1, &contenders, &shares), want, "{name}");
+    }
+}
