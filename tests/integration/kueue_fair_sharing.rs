@@ -298,3 +298,49 @@ async fn hierarchical_cohorts_admit_respecting_fair_share() {
     }
     c.quota.assert_safe();
 }
+
+/// `fair_sharing_test.go`, "Preemption is enabled" / "Admits workloads respecting fair share":
+/// a, b and c with 3 CPU each, reclaiming from the cohort. a takes 9 (share 6/9); b's five newer
+/// workloads take back b's 3 and one more by fair sharing (a keeps 5, b 4: shares 2/9 and 1/9);
+/// then c reclaims one unit from a, the ClusterQueue with the highest share (a's share 1/9, 112
+/// rounded up in status). Kueue's test finishes each eviction by hand; here the evicted
+/// Workloads let go at once, so only the settled states are checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preemption_admits_workloads_respecting_fair_share() {
+    let c = fair_cluster(Limits::default().group(&["a", "b", "c"], 9000)).await;
+    c.flavor("default").await;
+    for name in ["a", "b", "c"] {
+        let mut q = with_all_namespaces(ClusterQueue::build(name).cohort("all").flavor("default", [("cpu", "3")]).build());
+        q.spec.preemption = Some(
+            serde_json::from_value(serde_json::json!({"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}))
+                .unwrap(),
+        );
+        c.cluster_queue(q).await;
+        c.local_queue(name, name).await;
+    }
+    for i in 0..10 {
+        c.workload(&format!("a-{i}"), "a", 0, "1").await;
+    }
+    c.quota.wait_reserved("a", 9).await;
+    share_is(&c, "a", 667).await;
+    share_is(&c, "b", 0).await;
+    share_is(&c, "c", 0).await;
+
+    for i in 0..5 {
+        c.workload(&format!("b-{i}"), "b", 0, "1").await;
+    }
+    c.quota.wait_reserved("b", 4).await;
+    c.quota.wait_reserved("a", 5).await;
+    share_is(&c, "a", 223).await;
+    share_is(&c, "b", 112).await;
+    share_is(&c, "c", 0).await;
+
+    c.workload("c0", "c", 0, "1").await;
+    c.quota.wait_reserved("c", 1).await;
+    c.quota.wait_reserved("a", 4).await;
+    assert_eq!(c.quota.reserved_in("b"), 4);
+    share_is(&c, "a", 112).await;
+    share_is(&c, "b", 112).await;
+    share_is(&c, "c", 0).await;
+    c.quota.assert_safe();
+}
