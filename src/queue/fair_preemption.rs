@@ -4,6 +4,7 @@
 //! highest share; a victim in another ClusterQueue is taken only when a fair-sharing strategy
 //! allows it, comparing shares at the two ClusterQueues' almost-least-common-ancestors.
 
+use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use super::fair_sharing::{Drs, compare, drs};
@@ -22,7 +23,7 @@ fn allows(s: FairPreemptionStrategy, preemptor_new: &Drs, target_old: &Drs, targ
 }
 
 /// Kueue's `TargetClusterQueueOrdering`: which ClusterQueue to take the next candidate from.
-struct Ordering<'c, 'a> {
+struct TargetOrdering<'c, 'a> {
     preemptor: usize,
     ancestors: HashSet<usize>,
     queues: HashMap<usize, VecDeque<&'c Candidate<'a>>>,
@@ -30,7 +31,7 @@ struct Ordering<'c, 'a> {
     pruned_cohorts: HashSet<usize>,
 }
 
-impl<'c, 'a> Ordering<'c, 'a> {
+impl<'c, 'a> TargetOrdering<'c, 'a> {
     fn new(tree: &QuotaTree, preemptor: usize, cands: impl IntoIterator<Item = &'c Candidate<'a>>) -> Self {
         let mut ancestors = HashSet::new();
         let mut cur = tree.nodes[preemptor].parent;
@@ -42,7 +43,7 @@ impl<'c, 'a> Ordering<'c, 'a> {
         for c in cands {
             queues.entry(c.cq_idx).or_default().push_back(c);
         }
-        Ordering {
+        TargetOrdering {
             preemptor,
             ancestors,
             queues,
@@ -94,11 +95,11 @@ impl<'c, 'a> Ordering<'c, 'a> {
                 continue;
             }
             match (compare(&d, &best_cq_drs), best_cq) {
-                (std::cmp::Ordering::Greater, _) => {
+                (Ordering::Greater, _) => {
                     best_cq_drs = d;
                     best_cq = Some(cq);
                 }
-                (std::cmp::Ordering::Equal, Some(b)) => {
+                (Ordering::Equal, Some(b)) => {
                     let front = |q: usize| self.queues.get(&q).and_then(|q| q.front());
                     let (new, cur) = (front(cq), front(b));
                     if let (Some(new), Some(cur)) = (new, cur)
@@ -151,7 +152,7 @@ fn almost_lca(tree: &QuotaTree, cq: usize, lca: usize) -> usize {
 
 /// The preemptor's and the target's shares at their almost-least-common-ancestors
 /// (`ComputeShares`), and the node the target's share is taken at.
-fn shares(tree: &QuotaTree, o: &Ordering<'_, '_>, target: usize) -> (Drs, Drs, usize) {
+fn shares(tree: &QuotaTree, o: &TargetOrdering<'_, '_>, target: usize) -> (Drs, Drs, usize) {
     let mut lca = tree.nodes[target].parent;
     while let Some(a) = lca {
         if o.ancestors.contains(&a) {
@@ -184,7 +185,7 @@ fn first_strategy<'c, 'a: 'c>(
     strategy: FairPreemptionStrategy,
     chosen: &mut Chosen<'c, 'a>,
 ) -> (bool, Vec<&'c Candidate<'a>>) {
-    let mut o = Ordering::new(sim, p.cq_idx, cands);
+    let mut o = TargetOrdering::new(sim, p.cq_idx, cands);
     let mut retry = Vec::new();
     // A ClusterQueue within its nominal quota of the contested resources (its workload
     // counted) may take back what it lends whatever the shares (FairSharingPreemptWithinNominal).
@@ -243,7 +244,7 @@ fn second_strategy<'c, 'a: 'c>(
     retry: Vec<&'c Candidate<'a>>,
     chosen: &mut Chosen<'c, 'a>,
 ) -> bool {
-    let mut o = Ordering::new(sim, p.cq_idx, retry);
+    let mut o = TargetOrdering::new(sim, p.cq_idx, retry);
     while let Some(target) = o.next(sim) {
         let (preemptor_new, target_old, _) = shares(sim, &o, target);
         if let Some(c) = o.pop(target)

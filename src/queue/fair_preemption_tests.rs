@@ -71,7 +71,7 @@ fn run(c: &Case) -> Vec<String> {
         }
     }
     let Some(preemptor) = tree.cq(c.preemptor) else { panic!("{}: no preemptor", c.name) };
-    let mut o = Ordering::new(&tree, preemptor, &cands);
+    let mut o = TargetOrdering::new(&tree, preemptor, &cands);
     let mut got = Vec::new();
     let mut step = 0;
     while let Some(target) = o.next(&tree) {
