@@ -278,7 +278,7 @@ struct RunArgs {
     #[arg(long)]
     webhook_addr: Option<SocketAddr>,
     /// A Kueue manager configuration file (`config.kueue.x-k8s.io` `Configuration`, as Kueue's
-    /// controller_manager_config.yaml): waitForPodsReady, leaderElection, health and webhook.port are
+    /// controller_manager_config.yaml): waitForPodsReady, fairSharing, leaderElection, health and webhook.port are
     /// used; flags win over it.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -392,7 +392,25 @@ fn load_config(path: &std::path::Path) -> anyhow::Result<quotagate::api::kueue::
         Some(w) => tracing::info!(timeout = ?w.timeout, block_admission = w.block_admission, backoff_limit_count = ?w.backoff_limit_count, "waitForPodsReady on"),
         None => tracing::info!("waitForPodsReady off"),
     }
+    match cfg.fair_sharing() {
+        Some(s) => tracing::info!(preemption_strategies = ?s, "fair sharing on"),
+        None => tracing::info!("fair sharing off"),
+    }
     Ok(cfg)
+}
+
+/// The config file's fair-sharing strategies as the admission core takes them.
+fn fair_sharing_config(s: Vec<quotagate::api::kueue::config::PreemptionStrategy>) -> quotagate::queue::FairSharingConfig {
+    use quotagate::api::kueue::config::PreemptionStrategy as S;
+    use quotagate::queue::FairPreemptionStrategy as F;
+    let strategies = s
+        .into_iter()
+        .map(|x| match x {
+            S::LessThanOrEqualToFinalShare => F::LessThanOrEqualToFinalShare,
+            S::LessThanInitialShare => F::LessThanInitialShare,
+        })
+        .collect();
+    quotagate::queue::FairSharingConfig { strategies }
 }
 
 /// Resolves on Ctrl-C or SIGTERM.
@@ -466,6 +484,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         lease_namespace: args.lease_namespace.clone().or(from_file.resource_namespace).unwrap_or_else(|| "default".into()),
         lease_name: args.lease_name.clone().or(from_file.resource_name).unwrap_or_else(|| "quotagate-leader".into()),
         pods_ready: config.as_ref().and_then(|c| c.wait_for_pods_ready()),
+        fair_sharing: config.as_ref().and_then(|c| c.fair_sharing()).map(fair_sharing_config),
         ray: (!args.no_ray_operator).then(|| if args.embedded { args.sim.dashboards() } else { Dashboards::Http }),
         ray_gates: args.feature_gates,
         ..ManagerOptions::default()

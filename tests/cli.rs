@@ -236,7 +236,7 @@ fn run_refuses_a_bad_kueue_config_naming_the_field() {
     let cases = [
         ("timeout.yaml", format!("{head}waitForPodsReady:\n  timeout: soon\n"), "waitForPodsReady.timeout: \"soon\" is not a duration"),
         ("count.yaml", format!("{head}waitForPodsReady:\n  requeuingStrategy:\n    backoffLimitCount: -1\n"), "waitForPodsReady.requeuingStrategy.backoffLimitCount: must be greater than or equal to 0"),
-        ("fs.yaml", format!("{head}fairSharing:\n  preemptionStrategies: [LessThanInitialShare]\n"), "fairSharing: not implemented by quotagate"),
+        ("fs.yaml", format!("{head}fairSharing:\n  preemptionStrategies: [LessThanInitialShare, LessThanOrEqualToFinalShare]\n"), "fairSharing.preemptionStrategies: Unsupported value"),
     ];
     for (name, text, want) in cases {
         let path = dir.join(name);

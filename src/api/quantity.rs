@@ -189,6 +189,11 @@ impl Quantity {
         self.nanos == 0
     }
 
+    /// The value in nano-units (exact), saturating at `i64`.
+    pub fn nano_value(&self) -> i64 {
+        self.nanos.clamp(i64::MIN as i128, i64::MAX as i128) as i64
+    }
+
     /// The value in whole units, rounded up (Kubernetes `Quantity.Value`), saturating at `i64`.
     pub fn value(&self) -> i64 {
         div_ceil_saturating(self.nanos, NANO)

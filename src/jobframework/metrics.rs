@@ -179,6 +179,13 @@ pub struct CohortLabels {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct CqCohortLabels {
+    pub cluster_queue: String,
+    pub cohort: String,
+    pub replica_role: Role,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct CohortPriorityLabels {
     pub cohort: String,
     pub priority_class: String,
@@ -303,6 +310,9 @@ pub struct Metrics {
     pub cohort_subtree_resource_reservations: GaugeSet<CohortResourceLabels, FloatGauge>,
     pub cohort_subtree_admitted_active_workloads: GaugeSet<CohortLabels, Gauge>,
     pub cohort_subtree_admitted_workloads_total: Family<CohortPriorityLabels, Counter>,
+    /// Fair sharing only: each node's weighted share (NaN for an infinite one, as Kueue).
+    pub cluster_queue_weighted_share: GaugeSet<CqCohortLabels, FloatGauge>,
+    pub cohort_weighted_share: GaugeSet<CohortLabels, FloatGauge>,
     /// Admissions and finishes already counted (see `queue_metrics::Transitions`).
     pub(crate) counted: Mutex<HashSet<String>>,
     /// When this process started counting, truncated to the second as condition times are: a
@@ -377,6 +387,8 @@ impl Metrics {
             cohort_subtree_resource_reservations: GaugeSet::new(),
             cohort_subtree_admitted_active_workloads: GaugeSet::new(),
             cohort_subtree_admitted_workloads_total: Family::default(),
+            cluster_queue_weighted_share: GaugeSet::new(),
+            cohort_weighted_share: GaugeSet::new(),
             counted: Mutex::new(HashSet::new()),
             counting_since: jiff::Timestamp::from_second(jiff::Timestamp::now().as_second()).unwrap_or_default(),
             registry: Registry::default(),
@@ -428,6 +440,8 @@ impl Metrics {
         r.register("cohort_subtree_resource_reservations", "Reports the cohort's resource reservations aggregated within the cohort's subtree, per flavor and resource", m.cohort_subtree_resource_reservations.family.clone());
         r.register("cohort_subtree_admitted_active_workloads", "The number of admitted Workloads that are active, per cohort's subtree", m.cohort_subtree_admitted_active_workloads.family.clone());
         r.register("cohort_subtree_admitted_workloads", "The total number of admitted workloads per cohort's subtree", m.cohort_subtree_admitted_workloads_total.clone());
+        r.register("cluster_queue_weighted_share", "Reports the cluster_queue's weighted share (fair sharing): the highest ratio, among resources, of usage above nominal to what the cohort can lend, divided by the weight; NaN for an infinite share", m.cluster_queue_weighted_share.family.clone());
+        r.register("cohort_weighted_share", "Reports the cohort's weighted share (fair sharing), as cluster_queue_weighted_share", m.cohort_weighted_share.family.clone());
         let build: Family<BuildInfoLabels, Gauge> = Family::default();
         build
             .get_or_create(&BuildInfoLabels {

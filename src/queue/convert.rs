@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::{PodTemplateSpec, Taint as K8sTaint, Toleration 
 use super::QueueError;
 use super::amount::Amount;
 use super::model::{
-    Admission, BorrowWithinCohort, BorrowWithinCohortPolicy, ClusterQueueModel, CohortModel,
+    Admission, BorrowWithinCohort, BorrowWithinCohortPolicy, ClusterQueueModel, CohortModel, FairWeight,
     FlavorFungibility, FlavorModel, FlavorQuotas, FungibilityPolicy, FungibilityPreference,
     LabelSelector, PodSetAssignment, PreemptionPolicy, QueueingStrategy, ReclaimWithinCohort,
     ResourceGroup, ResourceQuota, StopPolicy, WithinClusterQueue, WorkloadKey, WorkloadModel,
@@ -144,6 +144,27 @@ fn amount(field: &str, resource: &str, q: &K8sQuantity) -> Result<Amount, QueueE
         });
     }
     Ok(Amount(resource_value(resource, &parsed)))
+}
+
+/// `spec.fairSharing.weight`, Kueue's default 1 when absent.
+fn fair_weight(fs: Option<&kueue::FairSharing>) -> Result<FairWeight, QueueError> {
+    let field = "spec.fairSharing.weight";
+    let Some(q) = fs.and_then(|f| f.weight.as_ref()) else {
+        return Ok(FairWeight::default());
+    };
+    let parsed = Quantity::try_from(q).map_err(|e| QueueError::InvalidQuantity {
+        field: field.to_string(),
+        value: q.0.clone(),
+        message: e.to_string(),
+    })?;
+    if parsed.is_negative() {
+        return Err(QueueError::InvalidQuantity {
+            field: field.to_string(),
+            value: q.0.clone(),
+            message: "must be greater than or equal to 0".into(),
+        });
+    }
+    Ok(FairWeight(parsed.nano_value()))
 }
 
 fn groups(field: &str, gs: &[kueue::ResourceGroup]) -> Result<Vec<ResourceGroup>, QueueError> {
@@ -296,6 +317,7 @@ impl TryFrom<&kueue::ClusterQueue> for ClusterQueueModel {
                 .map(|n| label_selector("spec.namespaceSelector", n))
                 .transpose()?,
             terminating: cq.metadata.deletion_timestamp.is_some(),
+            fair_weight: fair_weight(s.fair_sharing.as_ref())?,
         })
     }
 }
@@ -310,6 +332,7 @@ impl TryFrom<&kueue::Cohort> for CohortModel {
                 "spec",
                 c.spec.resource_groups.as_deref().unwrap_or_default(),
             )?,
+            fair_weight: fair_weight(c.spec.fair_sharing.as_ref())?,
         })
     }
 }

@@ -11,7 +11,7 @@ use std::collections::{BTreeSet, HashMap};
 use super::amount::{Amount, FlavorResource, FrAmounts};
 use super::model::{ReclaimWithinCohort, WithinClusterQueue, WorkloadKey};
 use super::pending::OrderKey;
-use super::preemption::{Candidate, Preemptor, allowed_candidates};
+use super::preemption::{Candidate, Preemptor, allowed_candidates, any_candidate};
 use super::scheduler::AdmissionCore;
 
 /// Holders listed per record, largest first.
@@ -243,7 +243,15 @@ impl AdmissionCore {
         }
         let empty = FrAmounts::new();
         let pre = Preemptor { cq_idx, cq, priority: w.priority, queue_timestamp: w.timestamp, usage: &empty, contested: &short };
-        let allowed: BTreeSet<&WorkloadKey> = allowed_candidates(&tree, &pre, &cands).into_iter().map(|c| c.key).collect();
+        // With fair sharing the policies choose the candidates and the shares decide among them.
+        let allowed: BTreeSet<&WorkloadKey> = match self.fair_sharing {
+            Some(_) => cands
+                .iter()
+                .filter(|c| any_candidate(&tree, &pre, std::iter::once((c.cq_idx, c.priority, c.queue_timestamp, c.usage))))
+                .map(|c| c.key)
+                .collect(),
+            None => allowed_candidates(&tree, &pre, &cands).into_iter().map(|c| c.key).collect(),
+        };
         let mut freeable = FrAmounts::new();
         for c in cands.iter().filter(|c| allowed.contains(c.key)) {
             for fr in &short {

@@ -70,6 +70,9 @@ pub struct AssignCtx<'a> {
     /// the cohort) and the borrowing level once they are gone. Without it every such flavor
     /// counts as preemptible at its current borrowing level.
     pub oracle: Option<Oracle<'a>>,
+    /// Fair sharing is on: a ClusterQueue that may reclaim within its cohort may then also
+    /// preempt while borrowing.
+    pub fair_sharing: bool,
 }
 
 /// See [`AssignCtx::oracle`]: for `val` of a flavor-resource, what preemption can do and the
@@ -181,6 +184,8 @@ impl AssignCtx<'_> {
         val <= nominal
             || self.tree.may_reclaim_in_hierarchy(self.cq_idx, fr, val)
             || self.cq.preemption.borrow_within_cohort.policy != BorrowWithinCohortPolicy::Never
+            || (self.fair_sharing
+                && self.cq.preemption.reclaim_within_cohort != ReclaimWithinCohort::Never)
     }
 
     /// Kueue's `fitsResourceQuota`: `assumed` is what earlier podsets of the workload already

@@ -224,6 +224,8 @@ pub(super) struct Case {
     pub want_evicted: Vec<(&'static str, PreemptedReason, String)>,
     /// Left pending: key, QuotaReserved reason, message ("" = not checked).
     pub want_pending: Vec<(&'static str, PendingReason, &'static str)>,
+    /// Kueue's `enableFairSharing` (default strategies).
+    pub fair: bool,
 }
 
 fn key_of(s: &str) -> WorkloadKey {
@@ -270,6 +272,9 @@ pub(super) fn admission_of(w: &WorkloadModel, flavors: &[&str]) -> Admission {
 
 pub(super) fn setup(c: &Case) -> AdmissionCore {
     let mut core = AdmissionCore::new();
+    if c.fair {
+        core.set_fair_sharing(Some(FairSharingConfig::default()));
+    }
     for f in flavors() {
         core.upsert_flavor(f);
     }

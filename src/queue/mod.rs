@@ -9,6 +9,8 @@
 pub mod amount;
 pub mod convert;
 pub mod explain;
+pub mod fair_preemption;
+pub mod fair_sharing;
 pub mod flavor;
 pub mod model;
 pub mod partial;
@@ -23,6 +25,8 @@ pub mod tree;
 #[cfg(test)]
 mod kueue_cases;
 #[cfg(test)]
+mod kueue_fair_preemption_cases;
+#[cfg(test)]
 mod kueue_preemption_cases;
 #[cfg(test)]
 mod kueue_preemption_more_cases;
@@ -34,6 +38,8 @@ mod kueue_schedule_cases;
 mod kueue_schedule_choice_cases;
 #[cfg(test)]
 mod kueue_schedule_fixture;
+#[cfg(test)]
+mod kueue_schedule_fs_cases;
 #[cfg(test)]
 mod kueue_schedule_preempt_cases;
 #[cfg(test)]

@@ -204,6 +204,8 @@ pub struct ClusterQueueModel {
     /// Deleted, kept by its finalizer while workloads hold quota in it: it admits nothing more
     /// (Kueue's `terminating` ClusterQueue status).
     pub terminating: bool,
+    /// `spec.fairSharing.weight`; used only when fair sharing is on.
+    pub fair_weight: FairWeight,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -211,6 +213,63 @@ pub struct CohortModel {
     pub name: String,
     pub parent: Option<String>,
     pub resource_groups: Vec<ResourceGroup>,
+    /// `spec.fairSharing.weight`; used only when fair sharing is on.
+    pub fair_weight: FairWeight,
+}
+
+/// A fair-sharing weight in nano-units, exact for any Kubernetes quantity Kueue accepts as a
+/// weight (0, or at least 10^-9). 0 means an infinite share while borrowing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FairWeight(pub i64);
+
+impl Default for FairWeight {
+    /// Kueue's default weight, 1.
+    fn default() -> Self {
+        FairWeight(1_000_000_000)
+    }
+}
+
+impl FairWeight {
+    /// A weight from a decimal value (test fixtures and the CLI).
+    pub fn of(w: f64) -> FairWeight {
+        FairWeight((w * 1e9).round() as i64)
+    }
+
+    pub fn as_f64(self) -> f64 {
+        self.0 as f64 / 1e9
+    }
+
+    pub fn is_zero(self) -> bool {
+        self.0 == 0
+    }
+}
+
+/// Kueue's `fairSharing.preemptionStrategies` entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FairPreemptionStrategy {
+    /// Rule S2-a: the preemptor's share with its workload is at most the target's share without
+    /// the victim.
+    LessThanOrEqualToFinalShare,
+    /// Rule S2-b: the preemptor's share with its workload is below the target's share before.
+    LessThanInitialShare,
+}
+
+/// Fair sharing turned on (Kueue's `fairSharing` config section).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FairSharingConfig {
+    /// Never empty; Kueue's default is both strategies, in this order.
+    pub strategies: Vec<FairPreemptionStrategy>,
+}
+
+impl Default for FairSharingConfig {
+    fn default() -> Self {
+        FairSharingConfig {
+            strategies: vec![
+                FairPreemptionStrategy::LessThanOrEqualToFinalShare,
+                FairPreemptionStrategy::LessThanInitialShare,
+            ],
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -330,7 +389,12 @@ impl ClusterQueueModel {
             stop_policy: StopPolicy::None,
             namespace_selector: Some(LabelSelector::default()),
             terminating: false,
+            fair_weight: FairWeight::default(),
         }
+    }
+    pub fn weight(mut self, w: f64) -> Self {
+        self.fair_weight = FairWeight::of(w);
+        self
     }
     pub fn cohort(mut self, c: &str) -> Self {
         self.cohort = Some(c.to_string());
@@ -389,6 +453,10 @@ impl CohortModel {
     }
     pub fn parent(mut self, p: &str) -> Self {
         self.parent = Some(p.to_string());
+        self
+    }
+    pub fn weight(mut self, w: f64) -> Self {
+        self.fair_weight = FairWeight::of(w);
         self
     }
     pub fn flavor_limits(

@@ -17,6 +17,8 @@ pub enum PreemptedReason {
     InClusterQueue,
     InCohortReclamation,
     InCohortReclaimWhileBorrowing,
+    /// Taken by fair-sharing preemption from a ClusterQueue with a higher share.
+    InCohortFairSharing,
 }
 
 impl PreemptedReason {
@@ -25,6 +27,7 @@ impl PreemptedReason {
             PreemptedReason::InClusterQueue => "InClusterQueue",
             PreemptedReason::InCohortReclamation => "InCohortReclamation",
             PreemptedReason::InCohortReclaimWhileBorrowing => "InCohortReclaimWhileBorrowing",
+            PreemptedReason::InCohortFairSharing => "InCohortFairSharing",
         }
     }
 }
@@ -230,7 +233,9 @@ pub fn any_candidate<'a>(
     })
 }
 
-fn order(a: &Candidate<'_>, b: &Candidate<'_>, own: usize) -> Ordering {
+/// Kueue's `CandidatesOrdering`: already evicted first, other ClusterQueues before the preemptor's,
+/// lower priority, most recently admitted, then UID.
+pub(super) fn order(a: &Candidate<'_>, b: &Candidate<'_>, own: usize) -> Ordering {
     b.evicting
         .cmp(&a.evicting)
         .then_with(|| (a.cq_idx == own).cmp(&(b.cq_idx == own)))
@@ -248,7 +253,7 @@ fn under_nominal(tree: &QuotaTree, p: &Preemptor<'_>) -> bool {
         .all(|fr| tree.usage(p.cq_idx, fr) < tree.subtree_quota(p.cq_idx, fr))
 }
 
-fn workload_fits(tree: &QuotaTree, p: &Preemptor<'_>, allow_borrowing: bool) -> bool {
+pub(super) fn workload_fits(tree: &QuotaTree, p: &Preemptor<'_>, allow_borrowing: bool) -> bool {
     p.usage.iter().all(|(fr, v)| {
         if *v <= Amount::ZERO {
             return true;

@@ -164,8 +164,48 @@ fn apply(core: &mut AdmissionCore, op: &Op, n: &mut i64, released: &mut Vec<Work
     }
 }
 
+/// Fair sharing on: per ClusterQueue a weight of 0, 0.5, 1 or 3, and one of Kueue's strategy lists.
+fn fair() -> impl Strategy<Value = (Vec<u8>, u8)> {
+    (prop::collection::vec(0..4u8, 3), 0..3u8)
+}
+
+fn build_fair(cfg: &[CqCfg], (weights, strategies): &(Vec<u8>, u8)) -> AdmissionCore {
+    let mut core = build(cfg, false);
+    for (i, w) in weights.iter().enumerate() {
+        let name = format!("cq{i}");
+        if let Some(cq) = core.cqs.get(&name).cloned() {
+            core.upsert_cluster_queue(cq.weight([0.0, 0.5, 1.0, 3.0][*w as usize])).unwrap();
+        }
+    }
+    use FairPreemptionStrategy::{LessThanInitialShare as Initial, LessThanOrEqualToFinalShare as Final};
+    let strategies = [vec![Final], vec![Initial], vec![Final, Initial]][*strategies as usize].clone();
+    core.set_fair_sharing(Some(FairSharingConfig { strategies }));
+    core
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    /// I1 with fair sharing on: the DRS tournament and fair-sharing preemption never admit over
+    /// quota, and every simulation they run leaves the tree as it found it.
+    #[test]
+    fn quota_safety_with_fair_sharing(cfg in config(), fs in fair(), ops in prop::collection::vec(op(), 1..60)) {
+        let mut core = build_fair(&cfg, &fs);
+        let mut n = 0;
+        let mut released = Vec::new();
+        for op in &ops {
+            apply(&mut core, op, &mut n, &mut released);
+            check_quota(&core)?;
+        }
+        for k in core.admitted_keys() {
+            core.release(&k);
+        }
+        for node in &core.tree.nodes {
+            for (fr, v) in &node.usage {
+                prop_assert_eq!(*v, Amount::ZERO, "{} keeps {} of {}", node.name, v, fr);
+            }
+        }
+    }
 
     #[test]
     fn quota_safety_and_release_to_zero(cfg in config(), ops in prop::collection::vec(op(), 1..60)) {

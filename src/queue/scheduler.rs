@@ -4,10 +4,12 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::amount::{Amount, FlavorResource, FrAmounts, add_into};
+use super::fair_preemption::fair_targets;
+use super::fair_sharing::{Contender, next_contender};
 use super::flavor::{AssignCtx, Assignment, Mode, Possibility, assign};
 use super::model::{
-    Admission, ClusterQueueModel, CohortModel, FlavorModel, QueueingStrategy, StopPolicy,
-    WorkloadKey, WorkloadModel,
+    Admission, ClusterQueueModel, CohortModel, FairSharingConfig, FlavorModel, QueueingStrategy,
+    StopPolicy, WorkloadKey, WorkloadModel,
 };
 use super::pending::{OrderKey, PendingQueue};
 use super::preemption::{Candidate, PreemptedReason, Preemptor, find_targets};
@@ -121,6 +123,9 @@ pub struct AdmissionCore {
     /// not be admitted: an equivalent workload gets the same answer without a new search
     /// (Kueue's scheduling-equivalence hashing, kept for one cycle).
     unfit_cache: HashMap<ShapeKey, (u64, PendingReason, String)>,
+    /// Kueue's `fairSharing` config: DRS tournaments for admission order, fair-sharing
+    /// preemption. `None`: the classical ones.
+    pub(super) fair_sharing: Option<FairSharingConfig>,
 }
 
 type ShapeKey = (usize, i32, u64);
@@ -230,6 +235,18 @@ fn usage_of_admission(a: &Admission) -> FrAmounts {
 impl AdmissionCore {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Turns fair sharing on (`Some`) or off; every pending workload is evaluated again.
+    pub fn set_fair_sharing(&mut self, fs: Option<FairSharingConfig>) {
+        if self.fair_sharing != fs {
+            self.fair_sharing = fs;
+            self.requeue_everything = true;
+        }
+    }
+
+    pub fn fair_sharing(&self) -> Option<&FairSharingConfig> {
+        self.fair_sharing.as_ref()
     }
 
     // ---- configuration ----
@@ -723,14 +740,18 @@ impl AdmissionCore {
                 }
                 continue;
             }
-            // Kueue's classical iterator: the lower borrowing level first (a workload drawing on
-            // a nearer cohort's quota goes before one borrowing from the root), then the queue order.
-            entries.sort_by(|a, b| {
-                let ka = (a.assignment.borrowing, &a.order);
-                let kb = (b.assignment.borrowing, &b.order);
-                ka.cmp(&kb)
-            });
-            for e in entries {
+            if self.fair_sharing.is_none() {
+                // Kueue's classical iterator: the lower borrowing level first (a workload drawing on
+                // a nearer cohort's quota goes before one borrowing from the root), then the queue order.
+                entries.sort_by(|a, b| {
+                    let ka = (a.assignment.borrowing, &a.order);
+                    let kb = (b.assignment.borrowing, &b.order);
+                    ka.cmp(&kb)
+                });
+                // Popped from the back below.
+                entries.reverse();
+            }
+            while let Some(e) = self.next_entry(&mut entries) {
                 // A ClusterQueue's own reservations do not hold back its later heads (Kueue
                 // takes one head per ClusterQueue per cycle, so they only ever stop others).
                 let (own, n) = (Some(e.cq_idx), cy.reserved.len());
@@ -757,6 +778,24 @@ impl AdmissionCore {
         // Hash order is not deterministic; the report is.
         res.pending.sort_by(|a, b| a.key.cmp(&b.key));
         res
+    }
+
+    /// The next entry of a round: the last one (classical order, sorted in reverse), or with fair
+    /// sharing the winner of Kueue's DRS tournament over the tree as the round has changed it.
+    fn next_entry(&mut self, entries: &mut Vec<Entry>) -> Option<Entry> {
+        if self.fair_sharing.is_none() || entries.len() < 2 {
+            return entries.pop();
+        }
+        let contenders: Vec<Contender<'_>> = entries
+            .iter()
+            .map(|e| Contender {
+                cq_idx: e.cq_idx,
+                usage: &e.assignment.usage,
+                order: &e.order,
+            })
+            .collect();
+        let i = next_contender(&mut self.tree, &contenders).unwrap_or(0);
+        Some(entries.remove(i))
     }
 
     /// Workloads never evaluated because their ClusterQueue's head blocked still get a reason,
@@ -909,8 +948,10 @@ impl AdmissionCore {
             forced: old.as_ref().map(|(_, f)| f),
             oracle: Some(&|fr, val| {
                 let held = (&self.admitted, &self.admitted_by_cq);
-                simulate_preemption(held, base, (cq_idx, cq), w, (fr, val), replaced.as_ref())
+                let fs = self.fair_sharing.as_ref();
+                simulate_preemption(held, base, (cq_idx, cq), w, (fr, val), replaced.as_ref(), fs)
             }),
+            fair_sharing: self.fair_sharing.is_some(),
         };
         let assignment = assign(&ctx, w);
         drop(sim);
@@ -1207,8 +1248,10 @@ impl AdmissionCore {
                     flavors: &self.flavors,
                     forced: None,
                     oracle: Some(&|fr, val| {
-                        simulate_preemption(held, tree, (e.cq_idx, &cq), &trial, (fr, val), None)
+                        let fs = self.fair_sharing.as_ref();
+                        simulate_preemption(held, tree, (e.cq_idx, &cq), &trial, (fr, val), None, fs)
                     }),
+                    fair_sharing: self.fair_sharing.is_some(),
                 };
                 assign(&ctx, &trial)
             };
@@ -1283,7 +1326,10 @@ impl AdmissionCore {
             usage: &e.assignment.usage,
             contested: &e.assignment.preempt_frs,
         };
-        find_targets(tree.tree_mut(), &pre, &cands)
+        match &self.fair_sharing {
+            Some(fs) => fair_targets(tree.tree_mut(), &pre, &cands, &fs.strategies),
+            None => find_targets(tree.tree_mut(), &pre, &cands),
+        }
     }
 
     fn admit(&mut self, e: Entry, replaced: Option<WorkloadKey>, now: i64, res: &mut CycleResult) {
@@ -1347,6 +1393,7 @@ fn preempt_text(r: PreemptedReason) -> &'static str {
         PreemptedReason::InCohortReclaimWhileBorrowing => {
             "reclamation within the cohort while borrowing"
         }
+        PreemptedReason::InCohortFairSharing => "Fair Sharing within the cohort",
     }
 }
 
@@ -1387,6 +1434,7 @@ fn simulate_preemption(
     w: &WorkloadModel,
     (fr, val): (&FlavorResource, Amount),
     replaced: Option<&WorkloadKey>,
+    fair_sharing: Option<&FairSharingConfig>,
 ) -> (Possibility, u32) {
     let usage: FrAmounts = [(fr.clone(), val)].into_iter().collect();
     let contested: BTreeSet<FlavorResource> = [fr.clone()].into_iter().collect();
@@ -1417,7 +1465,10 @@ fn simulate_preemption(
     }
     let cands: Vec<Candidate<'_>> = in_tree().map(|(ci, k, a)| a.candidate(k, ci)).collect();
     let mut sim = tree.clone();
-    let targets = find_targets(&mut sim, &p, &cands);
+    let targets = match fair_sharing {
+        Some(fs) => fair_targets(&mut sim, &p, &cands, &fs.strategies),
+        None => find_targets(&mut sim, &p, &cands),
+    };
     if targets.is_empty() {
         return before();
     }

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::amount::{Amount, FlavorResource, FrAmounts};
-use super::model::{ClusterQueueModel, CohortModel, ResourceGroup, ResourceQuota};
+use super::model::{ClusterQueueModel, CohortModel, FairWeight, ResourceGroup, ResourceQuota};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NodeKind {
@@ -25,6 +25,8 @@ pub struct Node {
     pub height: u32,
     /// Set when the node sits in (or under) a cycle of cohorts: the whole tree is disabled.
     pub disabled: Option<String>,
+    /// Fair-sharing weight (`spec.fairSharing.weight`).
+    pub weight: FairWeight,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -74,6 +76,7 @@ impl QuotaTree {
                    name: &str,
                    kind,
                    groups: &[ResourceGroup],
+                   weight: FairWeight,
                    parent| {
             let idx = t.nodes.len();
             t.nodes.push(Node {
@@ -86,6 +89,7 @@ impl QuotaTree {
                 usage: FrAmounts::new(),
                 height: 0,
                 disabled: None,
+                weight,
             });
             parents.push(parent);
             idx
@@ -98,6 +102,7 @@ impl QuotaTree {
                 &c.name,
                 NodeKind::Cohort,
                 &c.resource_groups,
+                c.fair_weight,
                 nonempty(&c.parent),
             );
             t.cohorts.insert(c.name.clone(), i);
@@ -109,6 +114,7 @@ impl QuotaTree {
                 &cq.name,
                 NodeKind::ClusterQueue,
                 &cq.resource_groups,
+                cq.fair_weight,
                 nonempty(&cq.cohort),
             );
             t.cqs.insert(cq.name.clone(), i);
@@ -119,7 +125,7 @@ impl QuotaTree {
             if let Some(p) = parents[i].clone()
                 && !t.cohorts.contains_key(&p)
             {
-                let j = add(&mut t, &mut parents, &p, NodeKind::Cohort, &[], None);
+                let j = add(&mut t, &mut parents, &p, NodeKind::Cohort, &[], FairWeight::default(), None);
                 t.cohorts.insert(p, j);
             }
             i += 1;

@@ -53,6 +53,8 @@ pub struct ManagerOptions {
     pub cycle_stats: crate::jobframework::core::CycleStats,
     /// Kueue's waitForPodsReady (`--config`); `None`: off.
     pub pods_ready: Option<crate::api::kueue::config::PodsReadyConfig>,
+    /// Kueue's fairSharing (`--config`); `None`: classical admission order and preemption.
+    pub fair_sharing: Option<crate::queue::FairSharingConfig>,
 }
 
 impl Default for ManagerOptions {
@@ -72,6 +74,7 @@ impl Default for ManagerOptions {
             ui: None,
             cycle_stats: Default::default(),
             pods_ready: None,
+            fair_sharing: None,
         }
     }
 }
@@ -230,6 +233,7 @@ pub async fn run_manager(
         explanations: opts.explanations.clone(),
         stats: opts.cycle_stats.clone(),
         pods_ready: opts.pods_ready.clone(),
+        fair_sharing: opts.fair_sharing.clone(),
     };
     let c = cancel.clone();
     let mut loop_task = AbortOnDrop(tokio::spawn(admission.run(async move { c.cancelled().await })));

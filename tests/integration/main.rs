@@ -10,6 +10,7 @@ mod kubectl;
 mod kueue_core_lq_rf;
 mod kueue_core_queues;
 mod kueue_core_workloads;
+mod kueue_fair_sharing;
 mod kueue_podsready;
 mod kueue_preemption;
 mod kueue_scheduler;

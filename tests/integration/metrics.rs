@@ -74,6 +74,9 @@ const CATALOGUE: &[(&str, &str, &[&str])] = &[
     ("kueue_cohort_subtree_resource_reservations", "gauge", COHORT_RES),
     ("kueue_cohort_subtree_admitted_active_workloads", "gauge", &["cohort", "replica_role"]),
     ("kueue_cohort_subtree_admitted_workloads", "counter", &["cohort", "priority_class", "replica_role"]),
+    // Served with fair sharing on only.
+    ("kueue_cluster_queue_weighted_share", "gauge", &["cluster_queue", "cohort", "replica_role"]),
+    ("kueue_cohort_weighted_share", "gauge", &["cohort", "replica_role"]),
     ("kueue_build_info", "gauge", &["git_version", "git_commit", "build_date", "go_version", "compiler", "platform"]),
     ("kuberay_cluster_info", "gauge", &["name", "namespace", "owner_kind"]),
     ("kuberay_cluster_condition_provisioned", "gauge", &["name", "namespace", "condition"]),

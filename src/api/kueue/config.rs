@@ -121,8 +121,22 @@ pub enum RequeuingTimestamp {
 pub struct FairSharing {
     /// v1beta1's switch; in v1beta2 the section's presence turns fair sharing on.
     pub enable: Option<bool>,
-    pub preemption_strategies: Option<Value>,
+    pub preemption_strategies: Option<Vec<PreemptionStrategy>>,
 }
+
+/// `fairSharing.preemptionStrategies` entries.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+pub enum PreemptionStrategy {
+    LessThanOrEqualToFinalShare,
+    LessThanInitialShare,
+}
+
+/// The strategy lists Kueue accepts, in its order.
+const STRATEGY_SETS: [&[PreemptionStrategy]; 3] = [
+    &[PreemptionStrategy::LessThanOrEqualToFinalShare],
+    &[PreemptionStrategy::LessThanInitialShare],
+    &[PreemptionStrategy::LessThanOrEqualToFinalShare, PreemptionStrategy::LessThanInitialShare],
+];
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -286,8 +300,46 @@ impl Configuration {
         })
     }
 
+    /// Fair sharing's preemption strategies when it is on (Kueue: the section's presence in
+    /// v1beta2, `enable: true` in v1beta1, where an empty list defaults to both strategies).
+    pub fn fair_sharing(&self) -> Option<Vec<PreemptionStrategy>> {
+        let fs = self.fair_sharing.as_ref()?;
+        let v1beta1 = self.version().ok()? == Version::V1beta1;
+        if v1beta1 && fs.enable != Some(true) {
+            return None;
+        }
+        match fs.preemption_strategies.clone().unwrap_or_default() {
+            s if s.is_empty() => Some(STRATEGY_SETS[2].to_vec()),
+            s => Some(s),
+        }
+    }
+
     /// Kueue's own checks of the fields quotagate uses (`pkg/config/validation.go`).
     fn validate(&self) -> Result<(), ConfigError> {
+        if self.fair_sharing().is_some() {
+            let p = "fairSharing.preemptionStrategies";
+            let given = self.fair_sharing.as_ref().and_then(|f| f.preemption_strategies.clone());
+            let v1beta2 = self.version()? == Version::V1beta2;
+            match given {
+                None => {
+                    if v1beta2 {
+                        return Err(field(p, "Required value: must be specified"));
+                    }
+                }
+                Some(s) if s.is_empty() && v1beta2 => {
+                    return Err(field(p, "Required value: must be specified"));
+                }
+                Some(s) if !s.is_empty() && !STRATEGY_SETS.contains(&s.as_slice()) => {
+                    return Err(field(
+                        p,
+                        format!(
+                            "Unsupported value: {s:?}: supported values: [LessThanOrEqualToFinalShare], [LessThanInitialShare], [LessThanOrEqualToFinalShare LessThanInitialShare]"
+                        ),
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
         const NEGATIVE: &str = "must be greater than or equal to 0";
         if let Some(w) = &self.wait_for_pods_ready {
             let p = "waitForPodsReady";
@@ -328,13 +380,6 @@ impl Configuration {
                 what,
             })
         };
-        let v1beta1 = self.version()? == Version::V1beta1;
-        if let Some(fs) = &self.fair_sharing {
-            // v1beta1 needs `enable: true`; in v1beta2 the section itself turns it on.
-            if !v1beta1 || fs.enable == Some(true) {
-                return no("fairSharing", "fair sharing");
-            }
-        }
         if self.admission_fair_sharing.as_ref().is_some_and(|v| !v.is_null()) {
             return no("admissionFairSharing", "admission fair sharing");
         }
@@ -385,7 +430,7 @@ impl Configuration {
         note(self.integrations.is_some(), "integrations");
         note(self.queue_visibility.is_some(), "queueVisibility");
         note(self.multi_kueue.is_some(), "multiKueue");
-        note(self.fair_sharing.is_some(), "fairSharing");
+        note(self.fair_sharing.is_some() && self.fair_sharing().is_none(), "fairSharing");
         note(self.resources.is_some(), "resources");
         note(self.object_retention_policies.is_some(), "objectRetentionPolicies");
         note(self.visibility_server.is_some(), "visibilityServer");

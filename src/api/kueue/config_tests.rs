@@ -189,8 +189,6 @@ fn bad_fields_are_named_by_their_path() {
 fn switches_quotagate_does_not_implement_are_refused_when_on() {
     let v1 = "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n";
     let refused = [
-        format!("{HEAD}fairSharing:\n  preemptionStrategies: [LessThanOrEqualToFinalShare]\n"),
-        format!("{v1}fairSharing:\n  enable: true\n"),
         format!("{HEAD}admissionFairSharing:\n  usageHalfLifeTime: 168h\n  usageSamplingInterval: 5m\n"),
         format!("{HEAD}manageJobsWithoutQueueName: true\n"),
         format!("{HEAD}resources:\n  transformations:\n  - input: nvidia.com/mig-4g.5gb\n"),
@@ -202,8 +200,6 @@ fn switches_quotagate_does_not_implement_are_refused_when_on() {
         assert!(matches!(e, ConfigError::NotImplemented { .. }), "{text}: {e}");
         assert!(e.to_string().contains("not implemented"), "{e}");
     }
-    let e = err(&format!("{HEAD}fairSharing: {{}}\n"));
-    assert!(e.starts_with("fairSharing: not implemented"), "{e}");
     // Off is fine, and only noted as ignored.
     let off = [
         format!("{v1}fairSharing:\n  enable: false\n"),
@@ -234,5 +230,43 @@ fn go_durations() {
     assert!(parse_go_duration("-5m").unwrap().negative);
     for bad in ["", "5", "5x", "m", "1.2.3s", "s5", "99999999999999999999999h"] {
         assert!(parse_go_duration(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn fair_sharing_is_read_as_kueue_reads_it() {
+    use PreemptionStrategy::{LessThanInitialShare as Initial, LessThanOrEqualToFinalShare as Final};
+    let v1 = "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n";
+    let on = [
+        (format!("{HEAD}fairSharing:\n  preemptionStrategies: [LessThanOrEqualToFinalShare]\n"), vec![Final]),
+        (format!("{HEAD}fairSharing:\n  preemptionStrategies: [LessThanInitialShare]\n"), vec![Initial]),
+        (
+            format!("{HEAD}fairSharing:\n  preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]\n"),
+            vec![Final, Initial],
+        ),
+        // v1beta1 defaults an empty list to both, in Kueue's order.
+        (format!("{v1}fairSharing:\n  enable: true\n"), vec![Final, Initial]),
+    ];
+    for (text, want) in on {
+        let cfg = Configuration::parse(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(cfg.fair_sharing(), Some(want), "{text}");
+        assert!(!cfg.ignored().contains(&"fairSharing"), "{text}");
+    }
+    let off = [format!("{v1}fairSharing:\n  enable: false\n"), HEAD.to_string()];
+    for text in off {
+        let cfg = Configuration::parse(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(cfg.fair_sharing(), None, "{text}");
+    }
+    let bad = [
+        (format!("{HEAD}fairSharing: {{}}\n"), "fairSharing.preemptionStrategies: Required value"),
+        (
+            format!("{HEAD}fairSharing:\n  preemptionStrategies: [LessThanInitialShare, LessThanOrEqualToFinalShare]\n"),
+            "fairSharing.preemptionStrategies: Unsupported value",
+        ),
+        (format!("{HEAD}fairSharing:\n  preemptionStrategies: [Fairest]\n"), "fairSharing.preemptionStrategies"),
+    ];
+    for (text, want) in bad {
+        let e = err(&text);
+        assert!(e.starts_with(want), "{text}\n  got: {e}\n  want: {want}");
     }
 }

@@ -252,6 +252,7 @@ impl EvictedBy {
             PreemptedReason::InCohortReclaimWhileBorrowing => {
                 reason::IN_COHORT_RECLAIM_WHILE_BORROWING
             }
+            PreemptedReason::InCohortFairSharing => reason::IN_COHORT_FAIR_SHARING,
         })
     }
 

@@ -14,7 +14,7 @@ use super::sync::{AdmissionState, Snapshot};
 use crate::api::kueue::constants::condition;
 use crate::api::kueue::{ClusterQueue, LocalQueue, LocalQueueFlavorUsage, Workload};
 use crate::jobframework::metrics::{
-    CohortInfoLabels, CohortLabels, CohortPriorityLabels, CohortResourceLabels, CqInfoLabels, CqLabels, CqPendingResourceLabels, CqPriorityLabels, CqResourceLabels,
+    CohortInfoLabels, CohortLabels, CohortPriorityLabels, CohortResourceLabels, CqCohortLabels, CqInfoLabels, CqLabels, CqPendingResourceLabels, CqPriorityLabels, CqResourceLabels,
     CqStatusLabels, LqActiveLabels, LqLabels, LqPriorityLabels, LqResourceLabels, LqStatusLabels, Metrics, Role,
 };
 use crate::queue::ClusterQueueStatus as CoreStatus;
@@ -46,6 +46,8 @@ pub struct QueueGauges {
     pub cohort_quota: Vec<(CohortResourceLabels, f64)>,
     pub cohort_reservations: Vec<(CohortResourceLabels, f64)>,
     pub cohort_admitted_active: Vec<(CohortLabels, i64)>,
+    pub cq_weighted_share: Vec<(CqCohortLabels, f64)>,
+    pub cohort_weighted_share: Vec<(CohortLabels, f64)>,
     /// Every admission and finish the snapshot shows; `report` counts the ones not counted before.
     pub transitions: Vec<Transition>,
 }
@@ -230,6 +232,28 @@ fn cohort_gauges(g: &mut QueueGauges, tree: &QuotaTree, core: &HashMap<String, C
     }
 }
 
+/// Kueue's weighted-share gauges, reported only with fair sharing on; an infinite share shows as
+/// NaN, as Kueue reports it.
+fn weighted_shares(g: &mut QueueGauges, state: &AdmissionState, role: Role) {
+    let tree = state.core.tree();
+    let value = |v: f64| if v.is_infinite() { f64::NAN } else { v };
+    for n in &tree.nodes {
+        match n.kind {
+            NodeKind::ClusterQueue => {
+                if let Some(v) = state.core.cluster_queue_share(&n.name) {
+                    let cohort = n.parent.map(|p| tree.nodes[p].name.clone()).unwrap_or_default();
+                    g.cq_weighted_share.push((CqCohortLabels { cluster_queue: n.name.clone(), cohort, replica_role: role }, value(v)));
+                }
+            }
+            NodeKind::Cohort => {
+                if let Some(v) = state.core.cohort_share(&n.name) {
+                    g.cohort_weighted_share.push((CohortLabels { cohort: n.name.clone(), replica_role: role }, value(v)));
+                }
+            }
+        }
+    }
+}
+
 pub fn gauges(snap: &Snapshot, core: &HashMap<String, CoreStatus>, active: &HashMap<String, bool>, state: &AdmissionState, role: Role) -> QueueGauges {
     let mut g = QueueGauges::default();
     let tree = state.core.tree();
@@ -241,6 +265,7 @@ pub fn gauges(snap: &Snapshot, core: &HashMap<String, CoreStatus>, active: &Hash
     g.resource_pending = resource_pending(snap, role);
     g.transitions = transitions(snap, tree);
     cohort_gauges(&mut g, tree, core, role);
+    weighted_shares(&mut g, state, role);
     let cq_labels = |name: &str| CqLabels { cluster_queue: name.to_string(), replica_role: role };
     let cq_status = |name: &str, status: &'static str| CqStatusLabels { cluster_queue: name.to_string(), status: Cow::Borrowed(status), replica_role: role };
     let mut finished_by_cq: HashMap<String, usize> = HashMap::new();
@@ -356,6 +381,8 @@ pub fn report(m: &Metrics, g: QueueGauges) {
     m.cohort_subtree_quota.replace(g.cohort_quota, float);
     m.cohort_subtree_resource_reservations.replace(g.cohort_reservations, float);
     m.cohort_subtree_admitted_active_workloads.replace(g.cohort_admitted_active, int);
+    m.cluster_queue_weighted_share.replace(g.cq_weighted_share, float);
+    m.cohort_weighted_share.replace(g.cohort_weighted_share, float);
     count_transitions(m, g.transitions);
 }
 
@@ -440,6 +467,39 @@ mod tests {
         let empty = Snapshot { cluster_queues: vec![], ..snap };
         report(&m, gauges(&empty, &HashMap::new(), &HashMap::new(), &AdmissionState::new(), Role::Leader));
         assert!(!m.render().contains("cluster_queue=\"cq\""), "{}", m.render());
+    }
+
+    // Kueue's kueue_cluster_queue_weighted_share / kueue_cohort_weighted_share: reported with fair
+    // sharing on only, 0 for a node within its quota, NaN for a zero weight that borrows.
+    #[test]
+    fn weighted_shares_only_with_fair_sharing() {
+        use crate::queue::{ClusterQueueModel, CohortModel, FairSharingConfig, WorkloadModel};
+        let mut state = AdmissionState::new();
+        let core = &mut state.core;
+        core.upsert_cohort(CohortModel::build("root")).unwrap();
+        core.upsert_cohort(CohortModel::build("co").parent("root").weight(0.0)).unwrap();
+        core.upsert_cluster_queue(ClusterQueueModel::build("a").cohort("co").flavor("f", &[("cpu", 0)])).unwrap();
+        core.upsert_cluster_queue(ClusterQueueModel::build("b").cohort("root").flavor("f", &[("cpu", 4000)])).unwrap();
+        core.add_workload(WorkloadModel::build("ns", "w", "a").request(&[("cpu", 1000)])).unwrap();
+        let snap = Snapshot { cluster_queues: vec![], cohorts: vec![], flavors: vec![], local_queues: vec![], workloads: vec![], namespaces: Default::default(), priority_classes: Default::default() };
+        let m = Metrics::new();
+        report(&m, gauges(&snap, &HashMap::new(), &HashMap::new(), &state, Role::Leader));
+        assert!(!m.render().contains("weighted_share{"), "{}", m.render());
+        state.core.set_fair_sharing(Some(FairSharingConfig::default()));
+        state.core.upsert_flavor(crate::queue::FlavorModel::build("f"));
+        let res = state.core.schedule_cycle(1);
+        assert_eq!(res.admissions.len(), 1, "{res:?}");
+        report(&m, gauges(&snap, &HashMap::new(), &HashMap::new(), &state, Role::Leader));
+        let text = m.render();
+        for want in [
+            // a borrows 1 of the 4 CPU its cohort can draw: 1000 * 1/4.
+            "kueue_cluster_queue_weighted_share{cluster_queue=\"a\",cohort=\"co\",replica_role=\"leader\"} 250.0",
+            "kueue_cluster_queue_weighted_share{cluster_queue=\"b\",cohort=\"root\",replica_role=\"leader\"} 0.0",
+            "kueue_cohort_weighted_share{cohort=\"co\",replica_role=\"leader\"} NaN",
+            "kueue_cohort_weighted_share{cohort=\"root\",replica_role=\"leader\"} 0.0",
+        ] {
+            assert!(text.contains(want), "missing {want} in\n{text}");
+        }
     }
 
     // Kueue counts a finish on the workload controller's transition to Finished, once: the same

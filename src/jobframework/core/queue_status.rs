@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use super::conditions::{cond, set_condition};
 use crate::api::kueue::constants::{condition, reason};
 use crate::api::kueue::{
-    ClusterQueue, ClusterQueueStatus, FlavorUsage, LocalQueue, LocalQueueFlavorUsage,
+    ClusterQueue, ClusterQueueStatus, FairSharingStatus, FlavorUsage, LocalQueue, LocalQueueFlavorUsage,
     LocalQueueResourceUsage, LocalQueueStatus, ResourceUsage, StopPolicy, Workload,
 };
 use crate::api::quantity::{resource_quantity, resource_value};
@@ -93,11 +93,15 @@ fn usage_api(u: &[queue::FlavorUsage]) -> Vec<FlavorUsage> {
 }
 
 /// The whole desired status of a ClusterQueue; `None` when it equals `cq.status`.
+///
+/// `share`: the precise weighted share when fair sharing is on; without it a stale
+/// `status.fairSharing` is cleared, as Kueue's ClusterQueue controller does.
 pub fn cluster_queue(
     cq: &ClusterQueue,
     core: Option<&queue::ClusterQueueStatus>,
     known_flavors: &BTreeSet<String>,
     now: jiff::Timestamp,
+    share: Option<f64>,
 ) -> Option<ClusterQueueStatus> {
     let old = cq.status.clone().unwrap_or_default();
     let mut s = old.clone();
@@ -121,6 +125,7 @@ pub fn cluster_queue(
         s.reserving_workloads = i32::try_from(c.reserving_workloads).unwrap_or(i32::MAX);
         s.admitted_workloads = i32::try_from(c.admitted_workloads).unwrap_or(i32::MAX);
     }
+    s.fair_sharing = share.map(fair_sharing_status);
     (s != old).then_some(s)
 }
 
@@ -242,12 +247,21 @@ pub fn local_queue(
     (s != old).then_some(s)
 }
 
-/// The Cohort status to write, if any. Without fair sharing Kueue's cohort controller computes
-/// nothing: it only clears a stale `fairSharing` (e.g. left by an earlier fair-sharing config).
-pub fn cohort(c: &crate::api::kueue::Cohort) -> Option<crate::api::kueue::CohortStatus> {
-    let s = c.status.as_ref()?;
-    s.fair_sharing.as_ref()?;
-    let mut cleared = s.clone();
-    cleared.fair_sharing = None;
-    Some(cleared)
+fn fair_sharing_status(precise: f64) -> FairSharingStatus {
+    FairSharingStatus {
+        weighted_share: queue::fair_sharing::status_weighted_share(precise),
+    }
+}
+
+/// The Cohort status to write, if any: with fair sharing on (`share`), its weighted share;
+/// without, Kueue's cohort controller computes nothing and only clears a stale `fairSharing`
+/// (e.g. left by an earlier fair-sharing config).
+pub fn cohort(
+    c: &crate::api::kueue::Cohort,
+    share: Option<f64>,
+) -> Option<crate::api::kueue::CohortStatus> {
+    let old = c.status.clone().unwrap_or_default();
+    let mut s = old.clone();
+    s.fair_sharing = share.map(fair_sharing_status);
+    (s != old).then_some(s)
 }

@@ -46,6 +46,8 @@ pub struct AdmissionLoop {
     pub stats: super::CycleStats,
     /// waitForPodsReady, when on.
     pub pods_ready: Option<crate::api::kueue::config::PodsReadyConfig>,
+    /// Fair sharing, when on.
+    pub fair_sharing: Option<crate::queue::FairSharingConfig>,
 }
 
 /// Below this many workloads the queue gauges are recomputed every cycle.
@@ -99,6 +101,7 @@ fn wl_api(client: &Client, key: &WorkloadKey) -> Api<Workload> {
 impl AdmissionLoop {
     pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
         let mut state = AdmissionState::with_pods_ready(self.pods_ready.clone());
+        state.core.set_fair_sharing(self.fair_sharing.clone());
         state.explanations = self.explanations.clone();
         let mut backoff = WriteBackoff::default();
         // Failed pending-status writes: retried once their backoff expires (by queueing the
@@ -130,6 +133,7 @@ impl AdmissionLoop {
             if !*self.leader.borrow() {
                 self.explanations.clear();
                 state = AdmissionState::with_pods_ready(self.pods_ready.clone());
+                state.core.set_fair_sharing(self.fair_sharing.clone());
                 state.explanations = self.explanations.clone();
                 backoff = WriteBackoff::default();
                 pending_backoff = WriteBackoff::default();
@@ -663,7 +667,8 @@ impl AdmissionLoop {
                 core.as_ref().and_then(|c| c.inactive.as_deref()),
             );
             active.insert(name.clone(), ok);
-            if let Some(status) = queue_status::cluster_queue(cq, core.as_ref(), &flavors, t) {
+            let share = state.core.cluster_queue_share(&name);
+            if let Some(status) = queue_status::cluster_queue(cq, core.as_ref(), &flavors, t, share) {
                 let mut obj = (**cq).clone();
                 obj.status = Some(status);
                 if let Err(e) = cq_api
@@ -688,7 +693,7 @@ impl AdmissionLoop {
         }
         let cohort_api: Api<Cohort> = Api::all(self.client.clone());
         for co in &snap.cohorts {
-            if let Some(status) = queue_status::cohort(co) {
+            if let Some(status) = queue_status::cohort(co, state.core.cohort_share(&co.name_any())) {
                 let mut obj = (**co).clone();
                 obj.status = Some(status);
                 if let Err(e) = cohort_api

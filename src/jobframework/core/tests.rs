@@ -616,7 +616,7 @@ fn only_preemption_requeues_at_once_when_the_reservation_is_cleared() {
 }
 
 #[test]
-fn cohort_status_is_written_only_to_clear_a_stale_fair_share() {
+fn cohort_status_clears_a_stale_share_and_writes_it_with_fair_sharing() {
     use crate::api::kueue::{Cohort, CohortStatus, FairSharingStatus};
     let with = |status: Option<CohortStatus>| {
         let mut c = Cohort::build("co").build();
@@ -636,8 +636,13 @@ fn cohort_status_is_written_only_to_clear_a_stale_fair_share() {
         ),
     ];
     for (name, c, want) in cases {
-        assert_eq!(super::queue_status::cohort(&c), want, "{name}");
+        assert_eq!(super::queue_status::cohort(&c, None), want, "{name}");
     }
+    // Fair sharing on: Kueue's WeightedShare rounding, +Inf as MaxInt64, no write when unchanged.
+    let share = |w: i64| Some(CohortStatus { fair_sharing: Some(FairSharingStatus { weighted_share: w }) });
+    assert_eq!(super::queue_status::cohort(&with(None), Some(2.5)), share(3));
+    assert_eq!(super::queue_status::cohort(&with(None), Some(f64::INFINITY)), share(i64::MAX));
+    assert_eq!(super::queue_status::cohort(&with(share(3)), Some(2.1)), None);
 }
 
 /// Kueue's ClusterQueue controller namespace handler (a namespace whose labels change requeues its
