@@ -131,39 +131,26 @@ pub fn podset_from_template(
 
 // ---- Kueue API types -> model ----
 fn amount(field: &str, resource: &str, q: &K8sQuantity) -> Result<Amount, QueueError> {
-    let parsed = Quantity::try_from(q).map_err(|e| QueueError::InvalidQuantity {
-        field: field.to_string(),
-        value: q.0.clone(),
-        message: e.to_string(),
-    })?;
-    if parsed.is_negative() {
-        return Err(QueueError::InvalidQuantity {
-            field: field.to_string(),
-            value: q.0.clone(),
-            message: "must be non-negative".into(),
-        });
-    }
+    let parsed = non_negative(field, q, "must be non-negative")?;
     Ok(Amount(resource_value(resource, &parsed)))
+}
+
+/// `q` parsed, refused with `rule` when negative.
+fn non_negative(field: &str, q: &K8sQuantity, rule: &str) -> Result<Quantity, QueueError> {
+    let invalid = |message: String| QueueError::InvalidQuantity { field: field.to_string(), value: q.0.clone(), message };
+    let parsed = Quantity::try_from(q).map_err(|e| invalid(e.to_string()))?;
+    if parsed.is_negative() {
+        return Err(invalid(rule.into()));
+    }
+    Ok(parsed)
 }
 
 /// `spec.fairSharing.weight`, Kueue's default 1 when absent.
 fn fair_weight(fs: Option<&kueue::FairSharing>) -> Result<FairWeight, QueueError> {
-    let field = "spec.fairSharing.weight";
     let Some(q) = fs.and_then(|f| f.weight.as_ref()) else {
         return Ok(FairWeight::default());
     };
-    let parsed = Quantity::try_from(q).map_err(|e| QueueError::InvalidQuantity {
-        field: field.to_string(),
-        value: q.0.clone(),
-        message: e.to_string(),
-    })?;
-    if parsed.is_negative() {
-        return Err(QueueError::InvalidQuantity {
-            field: field.to_string(),
-            value: q.0.clone(),
-            message: "must be greater than or equal to 0".into(),
-        });
-    }
+    let parsed = non_negative("spec.fairSharing.weight", q, "must be greater than or equal to 0")?;
     Ok(FairWeight(parsed.nano_value()))
 }
 
