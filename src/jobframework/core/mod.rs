@@ -5,6 +5,7 @@
 
 pub mod backoff;
 pub mod caches;
+pub mod checks;
 mod classify;
 pub mod conditions;
 pub mod explanations;
