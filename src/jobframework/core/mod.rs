@@ -20,6 +20,8 @@ pub mod sync;
 pub mod write_backoff;
 
 #[cfg(test)]
+mod checks_tests;
+#[cfg(test)]
 mod tests;
 
 pub use caches::Caches;
