@@ -427,6 +427,17 @@ fn admission_check_rules() {
     assert_eq!(validate_admission_check_update(&old, &changed), vec![], "changing parameters");
     assert_eq!(validate_admission_check_update(&old, &admission_check("controller-name", None)), vec![], "removing parameters");
     check("controller renamed", validate_admission_check_update(&old, &admission_check("other", Some(good))), "spec.controllerName", Invalid, "field is immutable");
+    check("breaking parameters", validate_admission_check_update(&old, &admission_check("controller-name", Some(("ref.api.group", "RefKind", "")))), "spec.parameters.name", Required, "");
+    // "Defaulting on creating", "All defaults": the admission chain leaves it as written, and refuses
+    // a renamed controller on update as the API server's CEL rule does.
+    use crate::api::admission::{Operation, admit};
+    let written = serde_json::to_value(admission_check("ac-controller", None)).unwrap();
+    let mut admitted = written.clone();
+    admit(Operation::Create, &mut admitted, None).expect("valid");
+    assert_eq!(admitted, written);
+    let mut renamed = serde_json::to_value(admission_check("other", None)).unwrap();
+    let errs = admit(Operation::Update, &mut renamed, Some(&written)).expect_err("controllerName is immutable");
+    assert_eq!(errs.iter().map(|e| e.field.as_str()).collect::<Vec<_>>(), ["spec.controllerName"]);
     let mut delayed = admission_check(AUTO_READY_CONTROLLER, None);
     delayed.metadata.annotations = Some([(READY_AFTER_SECONDS_ANNOTATION.to_string(), "soon".to_string())].into());
     check("bad delay", validate_admission_check(&delayed), "metadata.annotations[quotagate.x-k8s.io/ready-after-seconds]", Invalid, "whole number");
