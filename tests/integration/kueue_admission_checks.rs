@@ -388,3 +388,71 @@ async fn a_raycluster_stays_suspended_until_its_check_is_ready() {
     wait_for(&c.workloads(), &wl_name, "admitted", |w| w.is_admitted()).await;
     wait_for(&rcs, "rc", "started", |r| r.spec.suspend == Some(false)).await;
 }
+
+/// DESIGN I4 and I6 on a ClusterQueue with an admission check: a RayService's first slice runs
+/// nothing until its check is Ready; during a gated upgrade the replacement slice gets quota at once
+/// but stays unadmitted while its check is Pending, so the old slice stays (not finished), the active
+/// cluster keeps its pods and the pending cluster runs none; once the check is Ready the upgrade
+/// completes and the old slice is finished. The invariant watcher runs throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gated_upgrade_waits_for_the_replacement_slice_check_without_touching_the_active_cluster() {
+    use crate::gated::{Scenario, active, pending, poll, ready, service};
+    let s = Scenario::start("4", 4000).await;
+    admission_check(&s.c, "gate", "ctrl", true).await;
+    let cqs: Api<ClusterQueue> = Api::all(s.c.client.clone());
+    let rules = serde_json::json!({"spec": {"admissionChecksStrategy": {"admissionChecks": [{"name": "gate"}]}}});
+    cqs.patch("cq", &PatchParams::default(), &Patch::Merge(&rules)).await.unwrap();
+    wait_for(&cqs, "cq", "active with its check", |q| {
+        q.status.as_ref().is_some_and(|st| st.conditions.iter().any(|c| c.type_ == condition::ACTIVE && c.status == "True"))
+    })
+    .await;
+
+    s.services().create(&PostParams::default(), &service("rs", "1", "2.46.0")).await.unwrap();
+    let first = poll("the first slice reserved", || async {
+        s.workloads_of("rs").await.into_iter().find(reserved).map(|w| w.name_any())
+    })
+    .await;
+    let w = reserved_not_admitted(&s.c, &first).await;
+    assert!(!w.is_admitted());
+    let clusters = s.clusters().list(&ListParams::default()).await.unwrap().items;
+    for rc in &clusters {
+        assert!(s.pods_of(&rc.name_any()).await.is_empty(), "no pod before the first slice's check passes");
+    }
+    set_check_state(&s.c, &first, "gate", CheckState::Ready, "ok", None).await;
+    let rs = s.wait_rs("rs", "Ready", |r| ready(r) && active(r).is_some()).await;
+    let a = active(&rs).unwrap();
+    let active_pods: Vec<String> = s.pods_of(&a).await.iter().map(|p| p.name_any()).collect();
+    assert!(!active_pods.is_empty());
+
+    s.patch_version("rs", "2.47.0").await;
+    let rs = s.wait_rs("rs", "a pending cluster", |r| pending(r).is_some()).await;
+    let p = pending(&rs).unwrap();
+    let second = poll("the replacement slice reserved", || async {
+        s.workloads_of("rs")
+            .await
+            .into_iter()
+            .find(|w| w.name_any() != first && reserved(w))
+            .map(|w| w.name_any())
+    })
+    .await;
+    reserved_not_admitted(&s.c, &second).await;
+    // Let the controllers act on the reservation (they must not open anything).
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    let old = s.c.workloads().get(&first).await.unwrap();
+    assert!(!old.is_finished() && old.is_admitted(), "the replaced slice stays until its successor is admitted");
+    assert!(s.pods_of(&p).await.is_empty(), "the pending cluster runs no pod before the check passes");
+    let now: Vec<String> = s.pods_of(&a).await.iter().map(|p| p.name_any()).collect();
+    assert_eq!(now, active_pods, "I4: the active cluster is not touched");
+    let rs = s.services().get("rs").await.unwrap();
+    assert_eq!(active(&rs).as_deref(), Some(a.as_str()));
+    assert!(ready(&rs));
+
+    set_check_state(&s.c, &second, "gate", CheckState::Ready, "ok", None).await;
+    s.wait_rs("rs", "traffic on the new cluster", |r| active(r).as_deref() == Some(p.as_str()) && ready(r)).await;
+    let old = wait_for(&s.c.workloads(), &first, "finished as replaced", |w| w.is_finished()).await;
+    let (_, why, _) = condition(&old, condition::FINISHED).unwrap();
+    assert_eq!(why, "WorkloadSliceReplaced");
+    s.wait_gone(&a).await;
+    s.inv.assert_clean();
+    s.c.quota.assert_safe();
+}

@@ -441,3 +441,41 @@ fn the_auto_ready_check_passes_after_its_delay() {
     let actions = st.step(&snapshot(vec![admission_check("check1", "ctrl", true)], vec![reserved_with(CheckState::Pending, "")]), t(0).as_millisecond());
     assert!(checks_written(&actions).is_none(), "{actions:?}");
 }
+
+/// DESIGN I4/I6 with admission checks: a scale-up slice reserved on a queue with checks is not
+/// admitted yet, so the slice it replaces stays (admitted, its pods covered) and is finished only
+/// once the replacement is Admitted.
+#[test]
+fn a_replaced_slice_finishes_only_once_its_successor_passed_its_checks() {
+    let check = admission_check("check1", "ctrl", true);
+    let mut old = Workload::build("old", "default").queue("lq").podset("main", 2, [("cpu", "1")]).reserve_quota("cq", "default").admitted().build();
+    old.metadata.resource_version = Some("1".into());
+    let mut new = Workload::build("new", "default")
+        .queue("lq")
+        .podset("main", 3, [("cpu", "1")])
+        .annotation(crate::api::kueue::constants::label::WORKLOAD_SLICE_REPLACEMENT_FOR, "default/old")
+        .build();
+    new.status = Some(WorkloadStatus { admission_checks: vec![state("check1", CheckState::Pending)], ..Default::default() });
+    new.metadata.resource_version = Some("1".into());
+    let mut st = AdmissionState::new();
+    let actions = st.step(&snapshot(vec![check.clone()], vec![old.clone(), new.clone()]), t(0).as_millisecond());
+    let Some(Action::Admit { admission, checks, .. }) = actions.iter().find(|a| matches!(a, Action::Admit { .. })) else {
+        panic!("the replacement gets the quota: {actions:?}")
+    };
+    assert!(!actions.iter().any(|a| matches!(a, Action::FinishSlice { .. })), "not finished at reservation: {actions:?}");
+    // The reservation shows, the check still Pending: the old slice stays.
+    new.status = Some(conditions::admitted_with_checks(&new, crate::queue::convert::admission_api(admission), checks, t(0)));
+    new.metadata.resource_version = Some("2".into());
+    assert!(!new.is_admitted());
+    let actions = st.step(&snapshot(vec![check.clone()], vec![old.clone(), new.clone()]), t(1).as_millisecond());
+    assert!(!actions.iter().any(|a| matches!(a, Action::FinishSlice { .. } | Action::Admit { .. })), "{actions:?}");
+    // The check passes and the replacement is Admitted: now the old slice is finished.
+    new.status.as_mut().unwrap().admission_checks[0].state = CheckState::Ready;
+    checks::sync_admitted(new.status.as_mut().unwrap(), None, t(2));
+    new.metadata.resource_version = Some("3".into());
+    let actions = st.step(&snapshot(vec![check], vec![old, new]), t(2).as_millisecond());
+    assert!(
+        actions.iter().any(|a| matches!(a, Action::FinishSlice { key, replaced_by } if key.name == "old" && replaced_by.name == "new")),
+        "{actions:?}"
+    );
+}

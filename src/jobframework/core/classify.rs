@@ -19,8 +19,10 @@ use crate::queue::WorkloadKey;
 pub(super) enum Class {
     /// Deleted or finished: forgotten. A deleted one still carrying the in-use finalizer loses it.
     Gone { remove_finalizer: bool },
-    /// A slice whose successor holds quota: finished, its usage is the successor's.
-    Replaced { by: WorkloadKey },
+    /// A slice whose successor holds quota: its usage is the successor's. `finish`: the successor is
+    /// Admitted, so the slice is to be marked Finished; until then (admission checks still pending)
+    /// it stays, admitted, so its job keeps running under it.
+    Replaced { by: WorkloadKey, finish: bool },
     /// Quota reserved. `evicted`: the API shows it evicted; `stop`: why it must be evicted now;
     /// `owned`: a job stops it before the reservation is cleared; `rejected`: an admission check
     /// rejected it, and this says which (it is to be deactivated).
@@ -48,8 +50,8 @@ pub(super) struct View<'a> {
     snap: &'a Snapshot,
     /// By (namespace, name), borrowed from the snapshot: looking one up allocates nothing.
     local_queues: HashMap<(&'a str, &'a str), &'a LocalQueue>,
-    /// Replaced slice -> the slice that holds quota in its place.
-    replaced: HashMap<WorkloadKey, WorkloadKey>,
+    /// Replaced slice -> the slice that holds quota in its place, and whether that one is Admitted.
+    replaced: HashMap<WorkloadKey, (WorkloadKey, bool)>,
     /// The admission checks of each ClusterQueue that has some.
     queue_checks: HashMap<&'a str, QueueChecks>,
     /// quotagate's built-in checks: name -> delay (s) after the reservation.
@@ -70,7 +72,7 @@ impl<'a> View<'a> {
             .workloads
             .iter()
             .filter(|w| w.admission().is_some() && w.has_quota_reservation() && !w.is_finished())
-            .filter_map(|w| Some((replacement_for(w)?, key_of(w))))
+            .filter_map(|w| Some((replacement_for(w)?, (key_of(w), w.is_admitted()))))
             .collect();
         let queue_checks = snap
             .cluster_queues
@@ -119,7 +121,7 @@ impl<'a> View<'a> {
         let lq_stop = lq.and_then(|l| l.spec.stop_policy).unwrap_or_default();
         if wl.admission().is_some() && wl.has_quota_reservation() {
             if let Some(by) = self.replaced.get(&key_of(wl)) {
-                return Class::Replaced { by: by.clone() };
+                return Class::Replaced { by: by.0.clone(), finish: by.1 };
             }
             let states = wl.status.as_ref().map(|s| s.admission_checks.as_slice()).unwrap_or_default();
             let verdict = if is_evicted(wl) { None } else { checks::verdict(states) };
@@ -192,6 +194,11 @@ impl<'a> View<'a> {
         Class::Queue {
             cluster_queue: cluster_queue.to_string(),
         }
+    }
+
+    /// The ClusterQueue has an `admissionChecksStrategy`.
+    pub(super) fn has_checks(&self, cq: &str) -> bool {
+        self.queue_checks.contains_key(cq)
     }
 
     /// The checks an admission's flavors need in its ClusterQueue.

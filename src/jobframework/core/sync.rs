@@ -403,7 +403,25 @@ impl AdmissionState {
             blocked = block;
             self.explanations.remove(&a.key);
             self.assumed.insert(a.key.clone());
-            let checks = view.admission_checks(&convert::admission_api(&a.admission));
+            let checks = if view.has_checks(&a.admission.cluster_queue) {
+                view.admission_checks(&convert::admission_api(&a.admission))
+            } else {
+                std::collections::BTreeSet::new()
+            };
+            // A replacement slice that still has checks to pass is reserved, not admitted: the slice
+            // it replaces stays (admitted, its pods running) until it is (`Class::Replaced`).
+            if a.replaced.is_some() && !checks.is_empty() {
+                let ready: HashSet<&str> = snap
+                    .workloads
+                    .iter()
+                    .find(|w| key_of(w) == a.key)
+                    .and_then(|w| w.status.as_ref())
+                    .map(|s| s.admission_checks.iter().filter(|c| c.state == crate::api::kueue::CheckState::Ready).map(|c| c.name.as_str()).collect())
+                    .unwrap_or_default();
+                if checks.iter().any(|c| !ready.contains(c.as_str())) {
+                    withheld.insert(a.key.clone());
+                }
+            }
             actions.push(Action::Admit {
                 key: a.key,
                 admission: a.admission,
@@ -517,12 +535,14 @@ impl AdmissionState {
                 self.drop_workload(&key);
                 return;
             }
-            Class::Replaced { by } => {
+            Class::Replaced { by, finish } => {
                 self.drop_workload(&key);
-                actions.push(Action::FinishSlice {
-                    key,
-                    replaced_by: by,
-                });
+                if finish {
+                    actions.push(Action::FinishSlice {
+                        key,
+                        replaced_by: by,
+                    });
+                }
                 return;
             }
             Class::Reserved {
