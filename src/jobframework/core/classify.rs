@@ -222,8 +222,11 @@ impl<'a> View<'a> {
         let Some(cq) = cq else { return (None, None) };
         let current = wl.status.as_ref().map(|s| s.admission_checks.as_slice()).unwrap_or_default();
         let queue = self.queue_checks.get(cq);
-        // The common case, on every workload every cycle: no checks anywhere, nothing to copy.
-        if queue.is_none() && current.is_empty() {
+        // The common case, on every workload every cycle: no checks anywhere, nothing to copy. (A
+        // reservation written without `Admitted`, by another writer, still gets it, as Kueue's
+        // workload controller syncs it for every workload not admitted.)
+        let reserved_only = matches!(class, Class::Reserved { .. }) && !wl.is_admitted();
+        if queue.is_none() && current.is_empty() && !reserved_only {
             return (None, None);
         }
         let wanted = queue.map(|q| q.for_workload(wl)).unwrap_or_default();
