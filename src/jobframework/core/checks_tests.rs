@@ -479,3 +479,60 @@ fn a_replaced_slice_finishes_only_once_its_successor_passed_its_checks() {
         "{actions:?}"
     );
 }
+
+/// Kueue `pkg/scheduler/scheduler_test.go` `TestSchedule`, "workload fits in single clusterQueue,
+/// with check state ready" and "… with check state pending" (the `sales` queue names no check): the
+/// reservation keeps the workload's check states and sets Admitted from them. Then, as Kueue's
+/// workload controller, the next cycle drops the check the queue does not name and admits it. (In a
+/// cluster the workload controller drops such a check before the reservation already.)
+#[test]
+fn the_reservation_keeps_the_check_states_and_admitted_follows_them() {
+    for (check, want) in [
+        (CheckState::Ready, ("True", "Admitted", "The workload is admitted")),
+        (CheckState::Pending, ("False", "UnsatisfiedAdmissionChecks", "The workload has not all checks ready")),
+    ] {
+        let mut cq = ClusterQueue::build("sales").flavor("default", [("cpu", "50")]).build();
+        cq.metadata.resource_version = Some("1".into());
+        let mut w = Workload::build("foo", "default").queue("main").podset("one", 10, [("cpu", "1")]).build();
+        w.metadata.generation = Some(1);
+        w.metadata.resource_version = Some("1".into());
+        w.status = Some(WorkloadStatus { admission_checks: vec![state("check", check)], ..Default::default() });
+        let snap = |w: &Workload| Snapshot {
+            cluster_queues: vec![Arc::new(cq.clone())],
+            flavors: vec![Arc::new(ResourceFlavor::build("default").build())],
+            local_queues: vec![Arc::new(LocalQueue::build("main", "default").cluster_queue("sales").build())],
+            workloads: vec![Arc::new(w.clone())],
+            ..Default::default()
+        };
+        // Kueue's scheduler alone (its test runs no workload controller): the assignment it expects.
+        let admission = Admission {
+            cluster_queue: "sales".into(),
+            pod_set_assignments: vec![PodSetAssignment {
+                name: "one".into(),
+                flavors: [("cpu".to_string(), "default".to_string())].into(),
+                count: Some(10),
+                ..Default::default()
+            }],
+        };
+        let s = conditions::admitted_with_checks(&w, admission, &BTreeSet::new(), t(0));
+        let qr = s.condition(condition::QUOTA_RESERVED).unwrap();
+        assert_eq!((qr.status.as_str(), qr.reason.as_str(), qr.message.as_str()), ("True", "QuotaReserved", "Quota reserved in ClusterQueue sales"));
+        let a = s.condition(condition::ADMITTED).unwrap();
+        assert_eq!((a.status.as_str(), a.reason.as_str(), a.message.as_str()), want, "{check:?}");
+        assert_eq!(s.admission_checks.iter().map(|c| (c.name.as_str(), c.state)).collect::<Vec<_>>(), [("check", check)]);
+        // The workload controller's sync: the stale check goes, and the workload is admitted.
+        w.status = Some(s);
+        w.metadata.resource_version = Some("2".into());
+        let mut st = AdmissionState::new();
+        let actions = st.step(&snap(&w), t(1).as_millisecond());
+        let synced = checks_written(&actions);
+        match check {
+            CheckState::Ready => assert!(synced.is_some_and(|s| s.admission_checks.is_empty() && s.condition_true(condition::ADMITTED)), "{actions:?}"),
+            _ => {
+                let s = synced.expect("the stale check is dropped");
+                assert!(s.admission_checks.is_empty());
+                assert!(s.condition_true(condition::ADMITTED), "{actions:?}");
+            }
+        }
+    }
+}

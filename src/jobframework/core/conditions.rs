@@ -21,13 +21,16 @@ pub fn admitted(wl: &Workload, admission: Admission, now: jiff::Timestamp) -> Wo
 }
 
 /// Quota reserved in `admission.cluster_queue`: admission written, QuotaReserved true, the
-/// admission checks its flavors need (`checks`) in place (`Pending` when new), Admitted true only
-/// when all of them are Ready (else `UnsatisfiedAdmissionChecks`), and any earlier eviction marked
-/// over.
+/// admission checks its flavors need (`checks`) added as `Pending` when missing, Admitted true only
+/// when every check the workload carries is Ready (else `UnsatisfiedAdmissionChecks`), and any
+/// earlier eviction marked over. As Kueue's scheduler, a check the queue no longer names is left for
+/// the workload controller's sync (`Action::Checks`) to drop.
 pub fn admitted_with_checks(wl: &Workload, admission: Admission, checks: &std::collections::BTreeSet<String>, now: jiff::Timestamp) -> WorkloadStatus {
     let g = wl.metadata.generation;
     let mut s = status_of(wl);
-    if let Some(states) = super::checks::synced_states(&s.admission_checks, checks, now) {
+    let mut wanted: std::collections::BTreeSet<String> = s.admission_checks.iter().map(|c| c.name.clone()).collect();
+    wanted.extend(checks.iter().cloned());
+    if let Some(states) = super::checks::synced_states(&s.admission_checks, &wanted, now) {
         s.admission_checks = states;
     }
     let msg = format!("Quota reserved in ClusterQueue {}", admission.cluster_queue);

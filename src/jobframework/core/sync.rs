@@ -296,11 +296,14 @@ impl AdmissionState {
             // version, so a check appearing or turning Active re-takes the queue (and requeues its
             // workloads).
             let problems = checks::cluster_queue_problems(cq, &known);
-            let mut meta = cq.metadata.clone();
-            if !problems.is_empty() {
-                meta.resource_version = Some(format!("{}|checks:{:?}", config_version(&cq.metadata), problems));
-                meta.generation = None;
-            }
+            let meta = if problems.is_empty() {
+                std::borrow::Cow::Borrowed(&cq.metadata)
+            } else {
+                let mut m = cq.metadata.clone();
+                m.resource_version = Some(format!("{}|checks:{:?}", config_version(&cq.metadata), problems));
+                m.generation = None;
+                std::borrow::Cow::Owned(m)
+            };
             self.sync_one(&mut seen, ConfigKind::ClusterQueue, &meta, |core| {
                 queue::ClusterQueueModel::try_from(cq.as_ref())
                     .and_then(|mut m| {
