@@ -536,3 +536,21 @@ fn the_reservation_keeps_the_check_states_and_admitted_follows_them() {
         }
     }
 }
+
+/// `workload_controller_test.go`, the rejected-check specs' `ExpectEvictedWorkloadsTotalMetric(cq,
+/// "Deactivated", "AdmissionCheck", …)`: the eviction of a workload deactivated by a check is counted
+/// with the underlying cause `AdmissionCheck` (a preemption with its own reason, others with none).
+#[test]
+fn a_deactivation_by_a_check_is_counted_with_its_cause() {
+    let reserved = reserved_with(CheckState::Rejected, "check rejected");
+    let marked = super::pods_ready::mark_for_deactivation(&reserved, reason::ADMISSION_CHECK, "AdmissionCheck in Rejected state: \"check1\"", t(1)).unwrap();
+    let mut w = reserved.clone();
+    w.status = Some(marked);
+    assert_eq!(conditions::underlying_cause(&w, conditions::EvictedBy::Deactivated), "AdmissionCheck");
+    assert_eq!(conditions::underlying_cause(&reserved, conditions::EvictedBy::Deactivated), "", "deactivated by hand");
+    assert_eq!(conditions::underlying_cause(&w, conditions::EvictedBy::AdmissionCheck), "");
+    assert_eq!(
+        conditions::underlying_cause(&w, conditions::EvictedBy::Preempted(crate::queue::PreemptedReason::InClusterQueue)),
+        "InClusterQueue"
+    );
+}

@@ -277,6 +277,17 @@ impl From<EvictionReason> for EvictedBy {
     }
 }
 
+/// Kueue's `underlying_cause` label of an eviction of `wl`: the preemption's reason, or for a
+/// deactivation the reason of the `DeactivationTarget` that caused it (`AdmissionCheck`,
+/// `RequeuingLimitExceeded`); empty otherwise.
+pub fn underlying_cause(wl: &Workload, by: EvictedBy) -> String {
+    match by.preempted_reason() {
+        Some(r) => r.to_string(),
+        None if by == EvictedBy::Deactivated => super::pods_ready::deactivation_target(wl).map(|c| c.reason.clone()).unwrap_or_default(),
+        None => String::new(),
+    }
+}
+
 /// What evicts a workload, and the message its conditions and event carry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EvictionCause {

@@ -566,12 +566,7 @@ impl AdmissionLoop {
             .unwrap_or_default();
         let m = &self.metrics;
         let priority_class = priority_class(wl);
-        // Kueue: a deactivation's underlying cause is what marked it for deactivation.
-        let underlying_cause = match cause.by.preempted_reason() {
-            Some(r) => r.to_string(),
-            None if cause.by == conditions::EvictedBy::Deactivated => super::pods_ready::deactivation_target(wl).map(|c| c.reason.clone()).unwrap_or_default(),
-            None => String::new(),
-        };
+        let underlying_cause = conditions::underlying_cause(wl, cause.by);
         let labels = crate::jobframework::metrics::EvictedLabels {
             cluster_queue: cq.clone(),
             reason: cause.by.reason().to_string(),
