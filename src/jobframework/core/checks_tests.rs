@@ -554,3 +554,94 @@ fn a_deactivation_by_a_check_is_counted_with_its_cause() {
         "InClusterQueue"
     );
 }
+
+/// Kueue `pkg/controller/core/workload_controller_test.go` `TestReconcileSyncAdmissionChecks`
+/// (`spec.admissionChecks` of v1beta1 is a strategy whose rules name no flavor in v1beta2).
+#[test]
+fn reconcile_sync_admission_checks() {
+    use CheckState::*;
+    let cq = |rules: &[(&str, &[&str])]| {
+        rules.iter().fold(ClusterQueue::build("cq").flavor("flavor1", [("cpu", "1")]).flavor("flavor2", [("memory", "1")]), |b, (n, on)| b.admission_check(n, on)).build()
+    };
+    let plain = Workload::build("wl", "ns").build();
+    let mut admitted = Workload::build("wl", "ns").build();
+    admitted.status = Some(WorkloadStatus {
+        admission: Some(Admission {
+            cluster_queue: "cq".into(),
+            pod_set_assignments: vec![PodSetAssignment { name: "p1".into(), flavors: [("cpu".to_string(), "flavor1".to_string())].into(), ..Default::default() }],
+        }),
+        ..Default::default()
+    });
+    let mut with_states = Workload::build("wl", "ns").build();
+    with_states.status = Some(WorkloadStatus { admission_checks: vec![state("ac1", Ready), state("ac3", Ready)], ..Default::default() });
+    let cases: Vec<(&str, &Workload, ClusterQueue, Vec<(&str, CheckState)>)> = vec![
+        ("no checks in cq", &plain, cq(&[]), vec![]),
+        ("add checks from cq", &plain, cq(&[("ac1", &[]), ("ac2", &[])]), vec![("ac1", Pending), ("ac2", Pending)]),
+        ("add only checks covering all flavors to unadmitted wl from cq with strategy", &plain, cq(&[("ac1", &["flavor1"]), ("ac2", &[])]), vec![("ac2", Pending)]),
+        (
+            "add checks to admitted wl from cq with strategy",
+            &admitted,
+            cq(&[("ac1", &["flavor1"]), ("ac2", &["flavor2"]), ("ac3", &[])]),
+            vec![("ac1", Pending), ("ac3", Pending)],
+        ),
+        ("keep only existing valid checks", &with_states, cq(&[("ac1", &[]), ("ac2", &[])]), vec![("ac1", Ready), ("ac2", Pending)]),
+    ];
+    for (name, wl, cq, want) in cases {
+        let current = wl.status.as_ref().map(|s| s.admission_checks.clone()).unwrap_or_default();
+        let wanted = checks::checks_for_workload(wl, &cq);
+        let got = checks::synced_states(&current, &wanted, t(0)).unwrap_or(current);
+        assert_eq!(got.iter().map(|c| (c.name.as_str(), c.state)).collect::<Vec<_>>(), want, "{name}");
+    }
+}
+
+/// Kueue `workload_controller_test.go` `TestReconcile`: "assign Admission Checks from
+/// ClusterQueue.spec.AdmissionCheckStrategy" (a reservation gets the checks of its flavor and those
+/// of every flavor), "admit" (a reserved workload whose checks are Ready, in a ClusterQueue the
+/// controller does not know, becomes Admitted and keeps its check) and "already admitted" (nothing
+/// to write).
+#[test]
+fn reconcile_assigns_checks_and_admits() {
+    let mut cq = ClusterQueue::build("cq")
+        .flavor("flavor1", [("cpu", "1")])
+        .flavor("flavor2", [("memory", "1")])
+        .admission_check("ac1", &["flavor1"])
+        .admission_check("ac2", &[])
+        .build();
+    cq.metadata.resource_version = Some("1".into());
+    let reserved_in = |cq: &str, states: Vec<AdmissionCheckState>| {
+        let mut w = Workload::build("wl", "default").queue("queue").podset("main", 1, [("cpu", "1")]).build();
+        w.metadata.resource_version = Some("1".into());
+        w.status = Some(WorkloadStatus {
+            admission: Some(Admission {
+                cluster_queue: cq.into(),
+                pod_set_assignments: vec![PodSetAssignment { name: "main".into(), flavors: [("cpu".to_string(), "flavor1".to_string())].into(), ..Default::default() }],
+            }),
+            conditions: vec![crate::api::conditions::new(condition::QUOTA_RESERVED, true, reason::QUOTA_RESERVED, "Quota reserved in ClusterQueue cq", None, t(0))],
+            admission_checks: states,
+            ..Default::default()
+        });
+        w
+    };
+    let snap = |w: Workload| Snapshot {
+        cluster_queues: vec![Arc::new(cq.clone())],
+        flavors: vec![Arc::new(ResourceFlavor::build("flavor1").build()), Arc::new(ResourceFlavor::build("flavor2").build())],
+        local_queues: vec![Arc::new(LocalQueue::build("queue", "default").cluster_queue("cq").build())],
+        workloads: vec![Arc::new(w)],
+        admission_checks: vec![admission_check("ac1", "ctrl", true), admission_check("ac2", "ctrl", true)],
+        ..Default::default()
+    };
+    let actions = AdmissionState::new().step(&snap(reserved_in("cq", vec![])), t(1).as_millisecond());
+    let s = checks_written(&actions).expect("the checks are assigned");
+    assert_eq!(s.admission_checks.iter().map(|c| (c.name.as_str(), c.state)).collect::<Vec<_>>(), [("ac1", CheckState::Pending), ("ac2", CheckState::Pending)]);
+
+    let actions = AdmissionState::new().step(&snap(reserved_in("q1", vec![state("check", CheckState::Ready)])), t(1).as_millisecond());
+    let s = checks_written(&actions).expect("admit");
+    let a = s.condition(condition::ADMITTED).unwrap();
+    assert_eq!((a.status.as_str(), a.reason.as_str(), a.message.as_str()), ("True", "Admitted", "The workload is admitted"));
+    assert_eq!(s.admission_checks.iter().map(|c| (c.name.as_str(), c.state)).collect::<Vec<_>>(), [("check", CheckState::Ready)]);
+
+    let mut already = reserved_in("q1", vec![state("check", CheckState::Ready)]);
+    already.status = Some(s.clone());
+    let actions = AdmissionState::new().step(&snap(already), t(2).as_millisecond());
+    assert!(checks_written(&actions).is_none(), "already admitted: {actions:?}");
+}

@@ -54,6 +54,8 @@ pub(super) struct View<'a> {
     replaced: HashMap<WorkloadKey, (WorkloadKey, bool)>,
     /// The admission checks of each ClusterQueue that has some.
     queue_checks: HashMap<&'a str, QueueChecks>,
+    /// Every ClusterQueue's name.
+    cluster_queues: std::collections::HashSet<&'a str>,
     /// quotagate's built-in checks: name -> delay (s) after the reservation.
     auto_ready: BTreeMap<String, i64>,
 }
@@ -80,11 +82,13 @@ impl<'a> View<'a> {
             .filter(|q| q.spec.admission_checks_strategy.is_some())
             .map(|q| (q.metadata.name.as_deref().unwrap_or_default(), QueueChecks::of(q)))
             .collect();
+        let cluster_queues = snap.cluster_queues.iter().map(|q| q.metadata.name.as_deref().unwrap_or_default()).collect();
         View {
             snap,
             local_queues,
             replaced,
             queue_checks,
+            cluster_queues,
             auto_ready: checks::auto_ready_checks(snap.admission_checks.iter().map(|c| c.as_ref())),
         }
     }
@@ -229,12 +233,15 @@ impl<'a> View<'a> {
         if queue.is_none() && current.is_empty() && !reserved_only {
             return (None, None);
         }
-        let wanted = queue.map(|q| q.for_workload(wl)).unwrap_or_default();
         let mut s = status_of(wl);
         let mut changed = false;
-        if let Some(states) = checks::synced_states(&s.admission_checks, &wanted, now) {
-            s.admission_checks = states;
-            changed = true;
+        // Kueue syncs the states only against a ClusterQueue it knows.
+        if self.cluster_queues.contains(cq) {
+            let wanted = queue.map(|q| q.for_workload(wl)).unwrap_or_default();
+            if let Some(states) = checks::synced_states(&s.admission_checks, &wanted, now) {
+                s.admission_checks = states;
+                changed = true;
+            }
         }
         let mut next = None;
         if matches!(class, Class::Reserved { .. }) {
