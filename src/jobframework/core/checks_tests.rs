@@ -574,7 +574,8 @@ fn reconcile_sync_admission_checks() {
     });
     let mut with_states = Workload::build("wl", "ns").build();
     with_states.status = Some(WorkloadStatus { admission_checks: vec![state("ac1", Ready), state("ac3", Ready)], ..Default::default() });
-    let cases: Vec<(&str, &Workload, ClusterQueue, Vec<(&str, CheckState)>)> = vec![
+    type Case<'a> = (&'a str, &'a Workload, ClusterQueue, Vec<(&'a str, CheckState)>);
+    let cases: Vec<Case> = vec![
         ("no checks in cq", &plain, cq(&[]), vec![]),
         ("add checks from cq", &plain, cq(&[("ac1", &[]), ("ac2", &[])]), vec![("ac1", Pending), ("ac2", Pending)]),
         ("add only checks covering all flavors to unadmitted wl from cq with strategy", &plain, cq(&[("ac1", &["flavor1"]), ("ac2", &[])]), vec![("ac2", Pending)]),
