@@ -66,6 +66,12 @@ fn validate_update(new: &Value, old: &Value) -> Vec<FieldError> {
                 _ => Vec::new(),
             }
         }
+        ("kueue.x-k8s.io/v1beta2", "AdmissionCheck") => {
+            match (serde_json::from_value::<kueue::AdmissionCheck>(old.clone()), serde_json::from_value::<kueue::AdmissionCheck>(new.clone())) {
+                (Ok(o), Ok(n)) => kueue_rules::validate_admission_check_update(&o, &n),
+                _ => Vec::new(),
+            }
+        }
         (av, k) if is_ray_job(av, k) => {
             // A child of a RayService answers to its parent's gate (and says so).
             let mut errs = if k == "RayCluster" { super::ray::child_guard::validate_child_update(new, old) } else { Vec::new() };

@@ -56,7 +56,6 @@ pub struct DocReport {
 
 /// Kinds Kueue and KubeRay define that quotagate does not manage.
 const FOREIGN_KINDS: &[(&str, &str)] = &[
-    ("kueue.x-k8s.io", "AdmissionCheck"),
     ("kueue.x-k8s.io", "MultiKueueConfig"),
     ("kueue.x-k8s.io", "MultiKueueCluster"),
     ("kueue.x-k8s.io", "ProvisioningRequestConfig"),
@@ -119,6 +118,7 @@ kinds! {
     kueue::LocalQueue => |o, _| kueue::validation::validate_local_queue(o),
     kueue::Workload => |o, _| kueue::validation::validate_workload(o),
     kueue::WorkloadPriorityClass => |o, _| kueue::validation::validate_workload_priority_class(o),
+    kueue::AdmissionCheck => |o, _| kueue::validation::validate_admission_check(o),
     ray::RayCluster => ray::validation::validate_ray_cluster_with,
     ray::RayService => ray::validation::validate_ray_service_with,
     gateway::GatewayClass => |o, _| no_rules(o),

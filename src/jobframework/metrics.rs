@@ -402,7 +402,7 @@ impl Metrics {
         r.register("quota_reserved_wait_time_seconds", "The time between a workload was created or requeued until it got quota reservation, per cluster_queue", m.quota_reserved_wait_time_seconds.clone());
         r.register("admitted_workloads", "The total number of admitted workloads per cluster_queue", m.admitted_workloads_total.clone());
         r.register("admission_wait_time_seconds", "The time between a workload was created or requeued until admission, per cluster_queue", m.admission_wait_time_seconds.clone());
-        r.register("admission_checks_wait_time_seconds", "The time from when a workload got the quota reservation until admission, per cluster_queue (0: quotagate has no admission checks)", m.admission_checks_wait_time_seconds.clone());
+        r.register("admission_checks_wait_time_seconds", "The time from when a workload got the quota reservation until admission, per cluster_queue", m.admission_checks_wait_time_seconds.clone());
         r.register("evicted_workloads", "The number of evicted workloads per cluster_queue, reason and underlying_cause", m.evicted_workloads_total.clone());
         r.register("evicted_workloads_once", "The number of unique workload evictions per cluster_queue, reason and underlying_cause", m.evicted_workloads_once_total.clone());
         r.register("preempted_workloads", "The number of preempted workloads per preempting_cluster_queue and reason", m.preempted_workloads_total.clone());
@@ -427,7 +427,7 @@ impl Metrics {
         r.register("local_queue_admission_wait_time_seconds", "The time between a workload was created or requeued until admission, per local_queue", m.local_queue_admission_wait_time_seconds.clone());
         r.register("local_queue_evicted_workloads", "The number of evicted workloads per local_queue", m.local_queue_evicted_workloads_total.clone());
         r.register("local_queue_quota_reserved_wait_time_seconds", "The time between a workload was created or requeued until it got quota reservation, per local_queue", m.local_queue_quota_reserved_wait_time_seconds.clone());
-        r.register("local_queue_admission_checks_wait_time_seconds", "The time from when a workload got the quota reservation until admission, per local_queue (0: quotagate has no admission checks)", m.local_queue_admission_checks_wait_time_seconds.clone());
+        r.register("local_queue_admission_checks_wait_time_seconds", "The time from when a workload got the quota reservation until admission, per local_queue", m.local_queue_admission_checks_wait_time_seconds.clone());
         r.register("finished_workloads_total", "The total number of finished workloads per cluster_queue (a counter, served untyped: see TotalCounter)", m.finished_workloads_total.clone());
         r.register("local_queue_finished_workloads_total", "The total number of finished workloads per local_queue (a counter, served untyped: see TotalCounter)", m.local_queue_finished_workloads_total.clone());
         r.register("execution_time_seconds", "The total execution time of a finished admitted workload (from admission to completion), per cluster_queue", m.execution_time_seconds.clone());

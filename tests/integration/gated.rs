@@ -884,6 +884,16 @@ async fn the_manager_needs_exactly_the_shipped_role() {
         .await
         .unwrap();
     s.preempt_lower_priority(json!({"cohortName": "co"})).await;
+    // The built-in admission check: its finalizer and its Active status are the manager's to write.
+    let checks: Api<quotagate::api::kueue::AdmissionCheck> = Api::all(s.c.client.clone());
+    let auto = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "auto"},
+        "spec": {"controllerName": quotagate::api::kueue::admission_check::AUTO_READY_CONTROLLER}});
+    checks.create(&PostParams::default(), &serde_json::from_value(auto).unwrap()).await.unwrap();
+    poll("the built-in check to be Active and in use", || async {
+        let ac = checks.get("auto").await.unwrap();
+        (ac.is_active() && !ac.finalizers().is_empty()).then_some(())
+    })
+    .await;
 
     let mut rs = service("rs", "1", "2.52.0");
     rs.spec.ray_cluster_config.auth_options = Some(serde_json::from_value(json!({"mode": "token"})).unwrap());

@@ -114,6 +114,13 @@ impl ClusterQueueBuilder {
         self.0.spec.stop_policy = Some(p);
         self
     }
+    /// Adds an `admissionChecksStrategy` rule: the check `name` on `on_flavors` (none: every flavor).
+    pub fn admission_check(mut self, name: &str, on_flavors: &[&str]) -> Self {
+        let rules = &mut self.0.spec.admission_checks_strategy.get_or_insert_with(|| AdmissionChecksStrategy { admission_checks: Vec::new() }).admission_checks;
+        let on = (!on_flavors.is_empty()).then(|| on_flavors.iter().map(|f| f.to_string()).collect());
+        rules.push(AdmissionCheckStrategyRule { name: name.to_string(), on_flavors: on });
+        self
+    }
     pub fn fair_weight(mut self, weight: &str) -> Self {
         self.0.spec.fair_sharing = Some(FairSharing { weight: Some(q(weight)) });
         self

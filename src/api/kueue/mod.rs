@@ -1,6 +1,7 @@
 //! Kueue API (`kueue.x-k8s.io/v1beta2`): the kinds quotagate serves, their constants, builders and
 //! validation. Field names, defaults, printer columns and short names follow Kueue's Go types.
 
+pub mod admission_check;
 pub mod builders;
 pub mod cluster_queue;
 pub mod cohort;
@@ -20,6 +21,7 @@ mod roundtrip_tests;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
+pub use admission_check::*;
 pub use cluster_queue::*;
 pub use cohort::*;
 pub use common::*;
@@ -39,5 +41,6 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         Workload::crd(),
         WorkloadPriorityClass::crd(),
         Topology::crd(),
+        AdmissionCheck::crd(),
     ]
 }

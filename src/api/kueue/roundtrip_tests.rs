@@ -35,6 +35,7 @@ fn round_trip_kind(kind: &str, doc: &Value) -> Result<Value, String> {
         "Workload" => round_trip::<Workload>(doc),
         "WorkloadPriorityClass" => round_trip::<WorkloadPriorityClass>(doc),
         "Topology" => round_trip::<Topology>(doc),
+        "AdmissionCheck" => round_trip::<AdmissionCheck>(doc),
         other => Err(format!("no type for kind {other}")),
     }
 }
@@ -112,6 +113,7 @@ fn crds_carry_kueue_names_scope_and_columns() {
         ("workloads.kueue.x-k8s.io", "Namespaced", vec!["kwl", "kueueworkload", "kueueworkloads"], vec!["Queue", "Reserved in", "Admitted", "Finished", "Age"]),
         ("workloadpriorityclasses.kueue.x-k8s.io", "Cluster", vec!["wpc"], vec!["Value"]),
         ("topologies.kueue.x-k8s.io", "Cluster", vec!["topo"], vec![]),
+        ("admissionchecks.kueue.x-k8s.io", "Cluster", vec!["ac"], vec![]),
     ];
     assert_eq!(crds.len(), cases.len());
     for (name, scope, short, columns) in cases {
@@ -132,7 +134,7 @@ fn crds_carry_kueue_names_scope_and_columns() {
     let selectable: Vec<&str> = wl.selectable_fields.iter().flatten().map(|f| f.json_path.as_str()).collect();
     assert_eq!(selectable, [".status.admission.clusterQueue"]);
     // Kueue: status subresource on CQ, Cohort, LQ and Workload; none on RF, WPC, Topology.
-    for (name, has_status) in [("clusterqueues", true), ("cohorts", true), ("localqueues", true), ("workloads", true), ("resourceflavors", false), ("workloadpriorityclasses", false)] {
+    for (name, has_status) in [("admissionchecks", true), ("clusterqueues", true), ("cohorts", true), ("localqueues", true), ("workloads", true), ("resourceflavors", false), ("workloadpriorityclasses", false)] {
         let crd = find(&format!("{name}.kueue.x-k8s.io"));
         let status = crd.spec.versions[0].subresources.as_ref().and_then(|s| s.status.as_ref()).is_some();
         assert_eq!(status, has_status, "{name}");
@@ -198,4 +200,22 @@ fn builders_make_what_they_say() {
     assert_eq!(a.pod_set_assignments[0].count, Some(3));
     let usage = &a.pod_set_assignments[0].resource_usage;
     assert_eq!((usage["cpu"].0.as_str(), usage["memory"].0.as_str()), ("1500m", "3Gi"));
+}
+
+/// Kueue's own AdmissionCheck shape (`config/components/crd/bases/kueue.x-k8s.io_admissionchecks.yaml`,
+/// the ProvisioningRequest sample of its docs): every field survives a round trip, status included.
+#[test]
+fn admission_check_round_trips() {
+    let ac = serde_json::json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck",
+        "metadata": {"name": "sample-prov"},
+        "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request",
+            "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "prov-test-config"}},
+        "status": {"conditions": [{"type": "Active", "status": "True", "reason": "Active", "message": "The admission check is active",
+            "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+    assert_eq!(round_trip_kind("AdmissionCheck", &ac).unwrap(), ac);
+    let typed: AdmissionCheck = serde_json::from_value(ac).unwrap();
+    assert!(typed.is_active());
+    let bare = serde_json::json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "c"}, "spec": {"controllerName": "x"}});
+    assert_eq!(round_trip_kind("AdmissionCheck", &bare).unwrap(), bare);
+    assert!(!serde_json::from_value::<AdmissionCheck>(bare).unwrap().is_active());
 }

@@ -3,12 +3,14 @@
 //! Kubernetes' own wording where one exists. Pure functions; the webhook/API server call them.
 
 use crate::api::names;
+mod admission_check;
 mod queues;
 mod workload;
 
 #[cfg(test)]
 mod tests;
 
+pub use admission_check::{validate_admission_check, validate_admission_check_update};
 pub use queues::{
     validate_cluster_queue, validate_cluster_queue_update, validate_cohort, validate_local_queue, validate_local_queue_update, validate_resource_flavor,
     validate_resource_flavor_update,

@@ -88,6 +88,8 @@ pub async fn load_live(client: &kube::Client) -> Result<Snapshot, FitError> {
         namespaces: BTreeMap::new(),
         // The plan admits, it does not rewrite priorities.
         priority_classes: BTreeMap::new(),
+        // A ClusterQueue whose checks are missing or inactive admits nothing.
+        admission_checks: all(client, "AdmissionChecks").await?,
     })
 }
 

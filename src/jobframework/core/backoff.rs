@@ -111,7 +111,7 @@ pub fn release(wl: &Workload, cq_stopped: bool) -> Option<(&'static str, &'stati
             "The LocalQueue was restarted after being stopped",
         )),
         reason::DEACTIVATED => Some((reason::REACTIVATED, "The workload was reactivated")),
-        reason::PODS_READY_TIMEOUT => Some((
+        reason::PODS_READY_TIMEOUT | reason::ADMISSION_CHECK => Some((
             reason::BACKOFF_FINISHED,
             "The workload backoff was finished",
         )),

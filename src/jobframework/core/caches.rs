@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
 use super::sync::Snapshot;
-use crate::api::kueue::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload, WorkloadPriorityClass};
+use crate::api::kueue::{AdmissionCheck, ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload, WorkloadPriorityClass};
 
 #[derive(Clone)]
 pub struct Caches {
@@ -25,6 +25,7 @@ pub struct Caches {
     pub workloads: Store<Workload>,
     pub namespaces: Store<Namespace>,
     pub priority_classes: Store<WorkloadPriorityClass>,
+    pub admission_checks: Store<AdmissionCheck>,
 }
 
 /// Reflects `api` into a store and hands every watch event to `on` after the store took it, `None`
@@ -80,7 +81,8 @@ impl Caches {
             local_queues: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
             workloads: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
             namespaces: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
-            priority_classes: reflect(Api::all(client.clone()), notify, &mut tasks),
+            priority_classes: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
+            admission_checks: reflect(Api::all(client.clone()), notify, &mut tasks),
         };
         (caches, tasks)
     }
@@ -96,6 +98,7 @@ impl Caches {
             let _ = c.workloads.wait_until_ready().await;
             let _ = c.namespaces.wait_until_ready().await;
             let _ = c.priority_classes.wait_until_ready().await;
+            let _ = c.admission_checks.wait_until_ready().await;
         }
     }
 
@@ -137,6 +140,7 @@ impl Caches {
                 .iter()
                 .map(|p| (p.metadata.name.clone().unwrap_or_default(), p.spec.value))
                 .collect(),
+            admission_checks: self.admission_checks.state(),
         }
     }
 }

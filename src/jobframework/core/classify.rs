@@ -4,12 +4,14 @@
 //! ClusterQueue's stop policy, the slices that replace others) and names the case. What the loop
 //! then does with each case, given what it has assumed or is evicting, is in `sync.rs`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
-use super::conditions::{EvictedBy, EvictionCause, controller_owner, is_active, is_evicted};
+use super::checks::{self, QueueChecks, Verdict};
+use super::conditions::{EvictedBy, EvictionCause, controller_owner, is_active, is_evicted, status_of};
 use super::sync::{Snapshot, key_of, replacement_for};
 use crate::api::kueue::constants::{RESOURCE_IN_USE_FINALIZER, reason};
-use crate::api::kueue::{LocalQueue, StopPolicy, Workload};
+use crate::api::kueue::constants::condition;
+use crate::api::kueue::{LocalQueue, StopPolicy, Workload, WorkloadStatus};
 use crate::queue::WorkloadKey;
 
 /// One Workload's case.
@@ -17,14 +19,18 @@ use crate::queue::WorkloadKey;
 pub(super) enum Class {
     /// Deleted or finished: forgotten. A deleted one still carrying the in-use finalizer loses it.
     Gone { remove_finalizer: bool },
-    /// A slice whose successor holds quota: finished, its usage is the successor's.
-    Replaced { by: WorkloadKey },
+    /// A slice whose successor holds quota: its usage is the successor's. `finish`: the successor is
+    /// Admitted, so the slice is to be marked Finished; until then (admission checks still pending)
+    /// it stays, admitted, so its job keeps running under it.
+    Replaced { by: WorkloadKey, finish: bool },
     /// Quota reserved. `evicted`: the API shows it evicted; `stop`: why it must be evicted now;
-    /// `owned`: a job stops it before the reservation is cleared.
+    /// `owned`: a job stops it before the reservation is cleared; `rejected`: an admission check
+    /// rejected it, and this says which (it is to be deactivated).
     Reserved {
         evicted: bool,
         owned: bool,
         stop: Option<EvictionCause>,
+        rejected: Option<String>,
     },
     /// Not reserved, and kept out of the queue; `why` is the pending reason and message to write.
     Held { why: (&'static str, String) },
@@ -44,8 +50,14 @@ pub(super) struct View<'a> {
     snap: &'a Snapshot,
     /// By (namespace, name), borrowed from the snapshot: looking one up allocates nothing.
     local_queues: HashMap<(&'a str, &'a str), &'a LocalQueue>,
-    /// Replaced slice -> the slice that holds quota in its place.
-    replaced: HashMap<WorkloadKey, WorkloadKey>,
+    /// Replaced slice -> the slice that holds quota in its place, and whether that one is Admitted.
+    replaced: HashMap<WorkloadKey, (WorkloadKey, bool)>,
+    /// The admission checks of each ClusterQueue that has some.
+    queue_checks: HashMap<&'a str, QueueChecks>,
+    /// Every ClusterQueue's name.
+    cluster_queues: std::collections::HashSet<&'a str>,
+    /// quotagate's built-in checks: name -> delay (s) after the reservation.
+    auto_ready: BTreeMap<String, i64>,
 }
 
 impl<'a> View<'a> {
@@ -62,12 +74,22 @@ impl<'a> View<'a> {
             .workloads
             .iter()
             .filter(|w| w.admission().is_some() && w.has_quota_reservation() && !w.is_finished())
-            .filter_map(|w| Some((replacement_for(w)?, key_of(w))))
+            .filter_map(|w| Some((replacement_for(w)?, (key_of(w), w.is_admitted()))))
             .collect();
+        let queue_checks = snap
+            .cluster_queues
+            .iter()
+            .filter(|q| q.spec.admission_checks_strategy.is_some())
+            .map(|q| (q.metadata.name.as_deref().unwrap_or_default(), QueueChecks::of(q)))
+            .collect();
+        let cluster_queues = snap.cluster_queues.iter().map(|q| q.metadata.name.as_deref().unwrap_or_default()).collect();
         View {
             snap,
             local_queues,
             replaced,
+            queue_checks,
+            cluster_queues,
+            auto_ready: checks::auto_ready_checks(snap.admission_checks.iter().map(|c| c.as_ref())),
         }
     }
 
@@ -103,8 +125,10 @@ impl<'a> View<'a> {
         let lq_stop = lq.and_then(|l| l.spec.stop_policy).unwrap_or_default();
         if wl.admission().is_some() && wl.has_quota_reservation() {
             if let Some(by) = self.replaced.get(&key_of(wl)) {
-                return Class::Replaced { by: by.clone() };
+                return Class::Replaced { by: by.0.clone(), finish: by.1 };
             }
+            let states = wl.status.as_ref().map(|s| s.admission_checks.as_slice()).unwrap_or_default();
+            let verdict = if is_evicted(wl) { None } else { checks::verdict(states) };
             let stop = if !is_active(wl) {
                 Some(EvictionCause {
                     by: EvictedBy::Deactivated,
@@ -115,13 +139,23 @@ impl<'a> View<'a> {
                     by: EvictedBy::LocalQueueStopped,
                     message: "The LocalQueue is stopped".into(),
                 })
+            } else if let Some(Verdict::Evict(message)) = &verdict {
+                Some(EvictionCause {
+                    by: EvictedBy::AdmissionCheck,
+                    message: message.clone(),
+                })
             } else {
                 None
+            };
+            let rejected = match verdict {
+                Some(Verdict::Deactivate(m)) if is_active(wl) => Some(m),
+                _ => None,
             };
             return Class::Reserved {
                 evicted: is_evicted(wl),
                 owned: controller_owner(wl).is_some(),
                 stop,
+                rejected,
             };
         }
         if !is_active(wl) {
@@ -155,8 +189,74 @@ impl<'a> View<'a> {
         {
             return Class::Release { reason, message };
         }
+        // Kueue's scheduler does not consider a workload with a failed check.
+        if wl.status.as_ref().is_some_and(|s| checks::has_failed(&s.admission_checks)) {
+            return Class::Held {
+                why: (reason::PENDING_EVALUATION, checks::FAILED_MESSAGE.to_string()),
+            };
+        }
         Class::Queue {
             cluster_queue: cluster_queue.to_string(),
         }
+    }
+
+    /// The ClusterQueue has an `admissionChecksStrategy`.
+    pub(super) fn has_checks(&self, cq: &str) -> bool {
+        self.queue_checks.contains_key(cq)
+    }
+
+    /// The checks an admission's flavors need in its ClusterQueue.
+    pub(super) fn admission_checks(&self, admission: &crate::api::kueue::Admission) -> std::collections::BTreeSet<String> {
+        self.queue_checks
+            .get(admission.cluster_queue.as_str())
+            .map(|q| checks::checks_for_admission(&q.checks, admission))
+            .unwrap_or_default()
+    }
+
+    /// The admission-check part of Kueue's workload controller for one workload of `class`: its
+    /// check states brought in line with its ClusterQueue's checks, the built-in checks passed, and
+    /// `Admitted` following them while quota is reserved. `None` when the status already says all
+    /// that. Also returns when (ms) a built-in check with a delay is next due.
+    pub(super) fn checks_status(&self, wl: &Workload, class: &Class, now: jiff::Timestamp) -> (Option<WorkloadStatus>, Option<i64>) {
+        let cq = match class {
+            Class::Gone { .. } | Class::Replaced { .. } => return (None, None),
+            Class::Reserved { .. } => wl.admission().map(|a| a.cluster_queue.as_str()),
+            _ => self.local_queue(wl).map(|lq| lq.spec.cluster_queue()),
+        };
+        let Some(cq) = cq else { return (None, None) };
+        let current = wl.status.as_ref().map(|s| s.admission_checks.as_slice()).unwrap_or_default();
+        let queue = self.queue_checks.get(cq);
+        // The common case, on every workload every cycle: no checks anywhere, nothing to copy. (A
+        // reservation written without `Admitted`, by another writer, still gets it, as Kueue's
+        // workload controller syncs it for every workload not admitted.)
+        let reserved_only = matches!(class, Class::Reserved { .. }) && !wl.is_admitted();
+        if queue.is_none() && current.is_empty() && !reserved_only {
+            return (None, None);
+        }
+        let mut s = status_of(wl);
+        let mut changed = false;
+        // Kueue syncs the states only against a ClusterQueue it knows.
+        if self.cluster_queues.contains(cq) {
+            let wanted = queue.map(|q| q.for_workload(wl)).unwrap_or_default();
+            if let Some(states) = checks::synced_states(&s.admission_checks, &wanted, now) {
+                s.admission_checks = states;
+                changed = true;
+            }
+        }
+        let mut next = None;
+        if matches!(class, Class::Reserved { .. }) {
+            let mut view = wl.clone();
+            view.status = Some(s.clone());
+            let (passed, due) = checks::auto_ready(&view, &self.auto_ready, now);
+            next = due;
+            if let Some(states) = passed {
+                s.admission_checks = states;
+                changed = true;
+            }
+            if !s.condition_true(condition::ADMITTED) {
+                changed |= checks::sync_admitted(&mut s, wl.metadata.generation, now);
+            }
+        }
+        (changed.then_some(s), next)
     }
 }

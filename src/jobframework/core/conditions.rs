@@ -14,11 +14,25 @@ pub(super) fn status_of(wl: &Workload) -> WorkloadStatus {
     wl.status.clone().unwrap_or_default()
 }
 
-/// Quota reserved in `admission.cluster_queue`: admission written, QuotaReserved and Admitted true
-/// (there are no admission checks), and any earlier eviction marked over.
+/// Quota reserved in `admission.cluster_queue`, for a ClusterQueue without admission checks: see
+/// [`admitted_with_checks`].
 pub fn admitted(wl: &Workload, admission: Admission, now: jiff::Timestamp) -> WorkloadStatus {
+    admitted_with_checks(wl, admission, &std::collections::BTreeSet::new(), now)
+}
+
+/// Quota reserved in `admission.cluster_queue`: admission written, QuotaReserved true, the
+/// admission checks its flavors need (`checks`) added as `Pending` when missing, Admitted true only
+/// when every check the workload carries is Ready (else `UnsatisfiedAdmissionChecks`), and any
+/// earlier eviction marked over. As Kueue's scheduler, a check the queue no longer names is left for
+/// the workload controller's sync (`Action::Checks`) to drop.
+pub fn admitted_with_checks(wl: &Workload, admission: Admission, checks: &std::collections::BTreeSet<String>, now: jiff::Timestamp) -> WorkloadStatus {
     let g = wl.metadata.generation;
     let mut s = status_of(wl);
+    let mut wanted: std::collections::BTreeSet<String> = s.admission_checks.iter().map(|c| c.name.clone()).collect();
+    wanted.extend(checks.iter().cloned());
+    if let Some(states) = super::checks::synced_states(&s.admission_checks, &wanted, now) {
+        s.admission_checks = states;
+    }
     let msg = format!("Quota reserved in ClusterQueue {}", admission.cluster_queue);
     s.admission = Some(admission);
     // Kueue keeps `requeueState` across admissions: its count is what `backoffLimitCount` is
@@ -34,17 +48,7 @@ pub fn admitted(wl: &Workload, admission: Admission, now: jiff::Timestamp) -> Wo
             now,
         ),
     );
-    set_condition(
-        &mut s.conditions,
-        cond(
-            condition::ADMITTED,
-            true,
-            reason::ADMITTED,
-            "The workload is admitted",
-            g,
-            now,
-        ),
-    );
+    super::checks::sync_admitted(&mut s, g, now);
     for t in [condition::EVICTED, condition::PREEMPTED] {
         if s.condition_true(t) {
             set_condition(
@@ -227,6 +231,8 @@ pub enum EvictedBy {
     LocalQueueStopped,
     Deactivated,
     PodsReadyTimeout,
+    /// An admission check is in `Retry`.
+    AdmissionCheck,
 }
 
 impl EvictedBy {
@@ -238,6 +244,7 @@ impl EvictedBy {
             EvictedBy::LocalQueueStopped => reason::LOCAL_QUEUE_STOPPED,
             EvictedBy::Deactivated => reason::DEACTIVATED,
             EvictedBy::PodsReadyTimeout => reason::PODS_READY_TIMEOUT,
+            EvictedBy::AdmissionCheck => reason::ADMISSION_CHECK,
         }
     }
 
@@ -271,6 +278,17 @@ impl From<EvictionReason> for EvictedBy {
     }
 }
 
+/// Kueue's `underlying_cause` label of an eviction of `wl`: the preemption's reason, or for a
+/// deactivation the reason of the `DeactivationTarget` that caused it (`AdmissionCheck`,
+/// `RequeuingLimitExceeded`); empty otherwise.
+pub fn underlying_cause(wl: &Workload, by: EvictedBy) -> String {
+    match by.preempted_reason() {
+        Some(r) => r.to_string(),
+        None if by == EvictedBy::Deactivated => super::pods_ready::deactivation_target(wl).map(|c| c.reason.clone()).unwrap_or_default(),
+        None => String::new(),
+    }
+}
+
 /// What evicts a workload, and the message its conditions and event carry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EvictionCause {
@@ -279,7 +297,10 @@ pub struct EvictionCause {
 }
 
 /// Marks the workload evicted (Evicted=True, and Preempted=True for preemptions). The reservation
-/// stays until the job has stopped; see [`clear_reservation`]. `None` if already marked so.
+/// stays until the job has stopped; see [`clear_reservation`]. As Kueue's `prepareForEviction`, its
+/// admission checks go back to `Pending`; evicted for a `Retry` check, it is requeued no earlier than
+/// the latest `lastTransitionTime + requeueAfterSeconds` of those checks (`requeueState.requeueAt`).
+/// `None` if already marked so.
 pub fn evicted(
     wl: &Workload,
     cause: &EvictionCause,
@@ -287,6 +308,17 @@ pub fn evicted(
 ) -> Option<WorkloadStatus> {
     let g = wl.metadata.generation;
     let mut s = status_of(wl);
+    if cause.by == EvictedBy::AdmissionCheck
+        && let Some(at) = super::checks::max_retry_time(&s.admission_checks).filter(|at| *at > now)
+    {
+        let rq = s.requeue_state.get_or_insert_with(Default::default);
+        if rq.requeue_at.as_ref().is_none_or(|t| t.0 < at) {
+            rq.requeue_at = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at));
+        }
+    }
+    if !s.condition_true(condition::EVICTED) {
+        super::checks::reset_on_eviction(&mut s.admission_checks, now);
+    }
     let mut changed = set_condition(
         &mut s.conditions,
         cond(

@@ -5,6 +5,7 @@
 
 pub mod backoff;
 pub mod caches;
+pub mod checks;
 mod classify;
 pub mod conditions;
 pub mod explanations;
@@ -18,6 +19,8 @@ pub mod stats;
 pub mod sync;
 pub mod write_backoff;
 
+#[cfg(test)]
+mod checks_tests;
 #[cfg(test)]
 mod tests;
 

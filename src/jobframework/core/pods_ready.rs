@@ -130,22 +130,16 @@ pub fn deactivation_target(wl: &Workload) -> Option<&k8s_openapi::apimachinery::
         .filter(|c| c.status == TRUE)
 }
 
-/// `DeactivationTarget=True/RequeuingLimitExceeded`, or `None` when already marked.
-pub fn mark_for_deactivation(wl: &Workload, now: jiff::Timestamp) -> Option<WorkloadStatus> {
+/// `DeactivationTarget=True` with `why` (`RequeuingLimitExceeded`, `AdmissionCheck`), or `None` when
+/// already marked.
+pub fn mark_for_deactivation(wl: &Workload, why: &str, message: &str, now: jiff::Timestamp) -> Option<WorkloadStatus> {
     if deactivation_target(wl).is_some() {
         return None;
     }
     let mut s = status_of(wl);
     set_condition(
         &mut s.conditions,
-        cond(
-            condition::DEACTIVATION_TARGET,
-            true,
-            reason::REQUEUING_LIMIT_EXCEEDED,
-            LIMIT_EXCEEDED_MESSAGE,
-            wl.metadata.generation,
-            now,
-        ),
+        cond(condition::DEACTIVATION_TARGET, true, why, message, wl.metadata.generation, now),
     );
     Some(s)
 }

@@ -258,8 +258,8 @@ fn the_loop_deactivates_past_the_requeue_limit() {
     let mut w = admitted_at("w", NOW, vec![]);
     w.status.as_mut().unwrap().requeue_state = Some(crate::api::kueue::RequeueState { count: Some(1), requeue_at: None });
     let actions = st.step(&snapshot(vec![w.clone()]), NOW + 10_000);
-    assert!(matches!(&actions[..], [Action::Deactivate { key }] if key.name == "w"), "{actions:?}");
-    let marked = pods_ready::mark_for_deactivation(&w, at(NOW)).unwrap();
+    assert!(matches!(&actions[..], [Action::Deactivate { key, .. }] if key.name == "w"), "{actions:?}");
+    let marked = pods_ready::mark_for_deactivation(&w, crate::api::kueue::constants::reason::REQUEUING_LIMIT_EXCEEDED, pods_ready::LIMIT_EXCEEDED_MESSAGE, at(NOW)).unwrap();
     let dt = marked.condition("DeactivationTarget").unwrap();
     assert_eq!(
         (dt.status.as_str(), dt.reason.as_str(), dt.message.as_str()),

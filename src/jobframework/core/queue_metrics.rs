@@ -437,7 +437,7 @@ mod tests {
     fn gauges_follow_kueue_and_deleted_queues_disappear() {
         let cq: ClusterQueue = serde_json::from_value(json!({"metadata": {"name": "cq"}, "spec": {"cohortName": "co", "resourceGroups": [{"coveredResources": ["cpu", "memory"],
             "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": "1500m", "borrowingLimit": "2"}, {"name": "memory", "nominalQuota": "1Gi"}]}]}]}})).unwrap();
-        let snap = Snapshot { cluster_queues: vec![Arc::new(cq)], cohorts: vec![], flavors: vec![], local_queues: vec![], workloads: vec![], namespaces: Default::default(), priority_classes: Default::default() };
+        let snap = Snapshot { admission_checks: vec![], cluster_queues: vec![Arc::new(cq)], cohorts: vec![], flavors: vec![], local_queues: vec![], workloads: vec![], namespaces: Default::default(), priority_classes: Default::default() };
         let usage = vec![CoreFlavor { name: "f".into(), resources: vec![ResourceUsage { name: "cpu".into(), total: Amount(500), borrowed: Amount(0) }] }];
         let core = HashMap::from([("cq".to_string(), CoreStatus { flavors_reservation: usage.clone(), flavors_usage: usage, pending_workloads: 3, active_pending_workloads: 1, reserving_workloads: 2, admitted_workloads: 2, inactive: None })]);
         let g = gauges(&snap, &core, &HashMap::from([("cq".to_string(), true)]), &AdmissionState::new(), Role::Leader);
@@ -481,7 +481,7 @@ mod tests {
         core.upsert_cluster_queue(ClusterQueueModel::build("a").cohort("co").flavor("f", &[("cpu", 0)])).unwrap();
         core.upsert_cluster_queue(ClusterQueueModel::build("b").cohort("root").flavor("f", &[("cpu", 4000)])).unwrap();
         core.add_workload(WorkloadModel::build("ns", "w", "a").request(&[("cpu", 1000)])).unwrap();
-        let snap = Snapshot { cluster_queues: vec![], cohorts: vec![], flavors: vec![], local_queues: vec![], workloads: vec![], namespaces: Default::default(), priority_classes: Default::default() };
+        let snap = Snapshot { admission_checks: vec![], cluster_queues: vec![], cohorts: vec![], flavors: vec![], local_queues: vec![], workloads: vec![], namespaces: Default::default(), priority_classes: Default::default() };
         let m = Metrics::new();
         report(&m, gauges(&snap, &HashMap::new(), &HashMap::new(), &state, Role::Leader));
         assert!(!m.render().contains("weighted_share{"), "{}", m.render());

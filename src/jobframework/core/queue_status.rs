@@ -22,6 +22,7 @@ fn q(resource: &str, v: i64) -> Quantity {
 pub fn cluster_queue_active(
     cq: &ClusterQueue,
     known_flavors: &BTreeSet<String>,
+    checks: &super::checks::CheckProblems,
     core_inactive: Option<&str>,
 ) -> (bool, String, String) {
     // Kueue's words for a deleted ClusterQueue its finalizer keeps (`clusterqueue_controller_test.go`,
@@ -53,6 +54,14 @@ pub fn cluster_queue_active(
             "references missing ResourceFlavor(s): {}",
             missing.join(",")
         ));
+    }
+    if !checks.missing.is_empty() {
+        reasons.push(reason::ADMISSION_CHECK_NOT_FOUND);
+        messages.push(format!("references missing AdmissionCheck(s): {}", checks.missing.join(",")));
+    }
+    if !checks.inactive.is_empty() {
+        reasons.push(reason::ADMISSION_CHECK_INACTIVE);
+        messages.push(format!("references inactive AdmissionCheck(s): {}", checks.inactive.join(",")));
     }
     if reasons.is_empty() {
         if let Some(m) = core_inactive {
@@ -100,13 +109,14 @@ pub fn cluster_queue(
     cq: &ClusterQueue,
     core: Option<&queue::ClusterQueueStatus>,
     known_flavors: &BTreeSet<String>,
+    checks: &super::checks::CheckProblems,
     now: jiff::Timestamp,
     share: Option<f64>,
 ) -> Option<ClusterQueueStatus> {
     let old = cq.status.clone().unwrap_or_default();
     let mut s = old.clone();
     let (ok, why, msg) =
-        cluster_queue_active(cq, known_flavors, core.and_then(|c| c.inactive.as_deref()));
+        cluster_queue_active(cq, known_flavors, checks, core.and_then(|c| c.inactive.as_deref()));
     set_condition(
         &mut s.conditions,
         cond(

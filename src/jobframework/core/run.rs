@@ -117,7 +117,7 @@ impl AdmissionLoop {
         loop {
             // The earliest PodsReady timeout wakes the loop when it runs out (none while the feature
             // is off or nothing waits for its pods).
-            let wake = state.pods_ready_deadline().map_or(self.resync, |at| {
+            let wake = state.wake_deadline().map_or(self.resync, |at| {
                 let left = at.saturating_sub(now().as_millisecond()).max(0);
                 Duration::from_millis(u64::try_from(left).unwrap_or(0)).min(self.resync)
             });
@@ -317,13 +317,14 @@ impl AdmissionLoop {
             Action::Admit {
                 admission,
                 replaced,
+                checks,
                 ..
             } => {
                 let admission = convert::admission_api(&admission);
                 let cq = admission.cluster_queue.clone();
-                match admit_with_retry(&api, wl, admission).await {
+                match admit_with_retry(&api, wl, admission, &checks).await {
                     Ok(w) => {
-                        self.record_admission(wl, &cq);
+                        self.record_reservation(wl, &cq);
                         let r = w.object_ref(&());
                         let waited = wl
                             .metadata
@@ -331,15 +332,10 @@ impl AdmissionLoop {
                             .as_ref()
                             .map_or(0, |t| (now() - t.0).get_seconds());
                         self.event(&r, EventType::Normal, reason::QUOTA_RESERVED, format!("Quota reserved in ClusterQueue {cq}, wait time since queued was {waited}s")).await;
-                        self.event(
-                            &r,
-                            EventType::Normal,
-                            reason::ADMITTED,
-                            format!(
-                                "Admitted by ClusterQueue {cq}, wait time since reservation was 0s"
-                            ),
-                        )
-                        .await;
+                        // With admission checks to pass, admission comes later (`Action::Checks`).
+                        if w.is_admitted() {
+                            self.record_admitted(&w, &cq).await;
+                        }
                         if replaced.is_some() {
                             self.metrics
                                 .replaced_workload_slices_total
@@ -417,8 +413,22 @@ impl AdmissionLoop {
                     let _ = self.write(&api, wl, status).await;
                 }
             }
-            Action::Deactivate { .. } => {
-                if let Some(status) = super::pods_ready::mark_for_deactivation(wl, now())
+            Action::Checks { status, .. } => {
+                let was_admitted = wl.is_admitted();
+                let becomes_admitted = status.condition_true(crate::api::kueue::constants::condition::ADMITTED);
+                if self.write(&api, wl, *status.clone()).await.is_ok() && !was_admitted && becomes_admitted {
+                    let mut w = (**wl).clone();
+                    w.status = Some(*status);
+                    let cq = w.admission().map(|a| a.cluster_queue.clone()).unwrap_or_default();
+                    self.record_admitted(&w, &cq).await;
+                }
+            }
+            Action::Deactivate { reason: why, message, .. } => {
+                if why == reason::ADMISSION_CHECK {
+                    let r = wl.object_ref(&());
+                    self.event(&r, EventType::Warning, "AdmissionCheckRejected", format!("Deactivated due to {message}")).await;
+                }
+                if let Some(status) = super::pods_ready::mark_for_deactivation(wl, why, &message, now())
                     && self.write(&api, wl, status).await.is_err()
                 {
                     return Outcome::Done;
@@ -504,27 +514,53 @@ impl AdmissionLoop {
         }
     }
 
-    /// Kueue's admission counters and wait times, per ClusterQueue and LocalQueue. Reservation and
-    /// admission happen in one write here (no admission checks), so both waits are the same and the
-    /// checks' wait is 0.
-    fn record_admission(&self, wl: &Workload, cq: &str) {
+    /// Kueue's quota-reservation counter and wait time, per ClusterQueue and LocalQueue.
+    fn record_reservation(&self, wl: &Workload, cq: &str) {
         let m = &self.metrics;
         let pc = priority_class(wl);
         let waited = now().duration_since(queued_since(wl)).as_secs_f64().max(0.0);
         let l = m.cq_priority(cq, &pc);
         m.quota_reserved_workloads_total.get_or_create(&l).inc();
         m.quota_reserved_wait_time_seconds.get_or_create(&l).observe(waited);
-        m.admitted_workloads_total.get_or_create(&l).inc();
-        m.admission_wait_time_seconds.get_or_create(&l).observe(waited);
-        m.admission_checks_wait_time_seconds.get_or_create(&l).observe(0.0);
         if let Some((ns, lq)) = queue_status::local_queue_key(wl) {
             let l = m.lq_priority(&ns, &lq, &pc);
             m.local_queue_quota_reserved_workloads_total.get_or_create(&l).inc();
+            m.local_queue_quota_reserved_wait_time_seconds.get_or_create(&l).observe(waited);
+        }
+    }
+
+    /// `wl` (as written) just became Admitted: Kueue's admission counter, its wait since queued, the
+    /// admission checks' wait since the reservation (0 without checks: the same write), and the
+    /// `Admitted` event.
+    async fn record_admitted(&self, wl: &Workload, cq: &str) {
+        let m = &self.metrics;
+        let pc = priority_class(wl);
+        let t = now();
+        let waited = t.duration_since(queued_since(wl)).as_secs_f64().max(0.0);
+        let reserved_at = wl
+            .status
+            .as_ref()
+            .and_then(|s| s.condition(crate::api::kueue::constants::condition::QUOTA_RESERVED))
+            .map_or(t, |c| c.last_transition_time.0);
+        let checks_wait = t.duration_since(reserved_at).as_secs_f64().max(0.0);
+        let l = m.cq_priority(cq, &pc);
+        m.admitted_workloads_total.get_or_create(&l).inc();
+        m.admission_wait_time_seconds.get_or_create(&l).observe(waited);
+        m.admission_checks_wait_time_seconds.get_or_create(&l).observe(checks_wait);
+        if let Some((ns, lq)) = queue_status::local_queue_key(wl) {
+            let l = m.lq_priority(&ns, &lq, &pc);
             m.local_queue_admitted_workloads_total.get_or_create(&l).inc();
             m.local_queue_admission_wait_time_seconds.get_or_create(&l).observe(waited);
-            m.local_queue_quota_reserved_wait_time_seconds.get_or_create(&l).observe(waited);
-            m.local_queue_admission_checks_wait_time_seconds.get_or_create(&l).observe(0.0);
+            m.local_queue_admission_checks_wait_time_seconds.get_or_create(&l).observe(checks_wait);
         }
+        let r = wl.object_ref(&());
+        self.event(
+            &r,
+            EventType::Normal,
+            reason::ADMITTED,
+            format!("Admitted by ClusterQueue {cq}, wait time since reservation was {checks_wait:.0}s"),
+        )
+        .await;
     }
 
     async fn record_eviction(&self, wl: &Workload, cause: &EvictionCause) {
@@ -534,7 +570,7 @@ impl AdmissionLoop {
             .unwrap_or_default();
         let m = &self.metrics;
         let priority_class = priority_class(wl);
-        let underlying_cause = cause.by.preempted_reason().unwrap_or_default().to_string();
+        let underlying_cause = conditions::underlying_cause(wl, cause.by);
         let labels = crate::jobframework::metrics::EvictedLabels {
             cluster_queue: cq.clone(),
             reason: cause.by.reason().to_string(),
@@ -642,6 +678,29 @@ impl AdmissionLoop {
         }
     }
 
+    /// Kueue's AdmissionCheck controller (the resource-in-use finalizer, held while a ClusterQueue
+    /// names the check), and the built-in check's controller marking its checks Active.
+    async fn write_admission_checks(&self, snap: &Snapshot, t: jiff::Timestamp) {
+        let api: Api<crate::api::kueue::AdmissionCheck> = Api::all(self.client.clone());
+        for ac in &snap.admission_checks {
+            let name = ac.name_any();
+            self.sync_finalizer(ac.as_ref(), || {
+                snap.cluster_queues.iter().any(|cq| super::checks::cluster_queue_checks(cq).contains_key(&name))
+            })
+            .await;
+            if ac.spec.controller_name != crate::api::kueue::admission_check::AUTO_READY_CONTROLLER || ac.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            if let Some(status) = super::checks::auto_ready_active(ac, t) {
+                let mut obj = (**ac).clone();
+                obj.status = Some(status);
+                if let Err(e) = api.replace_status(&name, &PostParams::default(), &obj).await {
+                    tracing::debug!(admission_check = %name, error = %e, "status write failed; will retry");
+                }
+            }
+        }
+    }
+
     /// `gauges`: also recompute the queue gauges (a pass over every workload of the snapshot).
     async fn write_queue_status(&self, state: &AdmissionState, snap: &Snapshot, gauges: bool) {
         let t = now();
@@ -653,9 +712,11 @@ impl AdmissionLoop {
         let mut active: HashMap<String, bool> = HashMap::new();
         let mut cores: HashMap<String, crate::queue::ClusterQueueStatus> = HashMap::new();
         let cq_api: Api<ClusterQueue> = Api::all(self.client.clone());
+        let known_checks = super::checks::known_checks(snap.admission_checks.iter().map(|c| c.as_ref()));
         for cq in &snap.cluster_queues {
             let name = cq.name_any();
             let core = state.core.cluster_queue_status(&name);
+            let check_problems = super::checks::cluster_queue_problems(cq, &known_checks);
             self.sync_finalizer(cq.as_ref(), || {
                 core.as_ref().is_some_and(|c| c.reserving_workloads > 0)
                     || finalizers::cluster_queue_in_use(&name, snap.workloads.iter().map(|w| w.as_ref()))
@@ -664,11 +725,12 @@ impl AdmissionLoop {
             let (ok, ..) = queue_status::cluster_queue_active(
                 cq,
                 &flavors,
+                &check_problems,
                 core.as_ref().and_then(|c| c.inactive.as_deref()),
             );
             active.insert(name.clone(), ok);
             let share = state.core.cluster_queue_share(&name);
-            if let Some(status) = queue_status::cluster_queue(cq, core.as_ref(), &flavors, t, share) {
+            if let Some(status) = queue_status::cluster_queue(cq, core.as_ref(), &flavors, &check_problems, t, share) {
                 let mut obj = (**cq).clone();
                 obj.status = Some(status);
                 if let Err(e) = cq_api
@@ -688,6 +750,7 @@ impl AdmissionLoop {
             })
             .await;
         }
+        self.write_admission_checks(snap, t).await;
         if gauges {
             super::queue_metrics::report(&self.metrics, super::queue_metrics::gauges(snap, &cores, &active, state, self.metrics.role()));
         }
@@ -752,9 +815,10 @@ async fn admit_with_retry(
     api: &Api<Workload>,
     wl: &Workload,
     admission: crate::api::kueue::Admission,
+    checks: &BTreeSet<String>,
 ) -> Result<Workload, kube::Error> {
     let mut obj = wl.clone();
-    obj.status = Some(conditions::admitted(wl, admission.clone(), now()));
+    obj.status = Some(conditions::admitted_with_checks(wl, admission.clone(), checks, now()));
     match api
         .replace_status(&wl.name_any(), &PostParams::default(), &obj)
         .await
@@ -770,7 +834,7 @@ async fn admit_with_retry(
                 return Err(kube::Error::Api(s));
             }
             let mut obj = fresh.clone();
-            obj.status = Some(conditions::admitted(&fresh, admission, now()));
+            obj.status = Some(conditions::admitted_with_checks(&fresh, admission, checks, now()));
             api.replace_status(&fresh.name_any(), &PostParams::default(), &obj)
                 .await
         }

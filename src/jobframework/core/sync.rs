@@ -10,12 +10,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Weak};
 
+use super::checks;
 use super::classify::{Class, View};
 use super::conditions::{EvictionCause, controller_owner, is_evicted};
 use super::pods_ready;
 use crate::api::kueue::config::PodsReadyConfig;
 use crate::api::kueue::constants::reason;
-use crate::api::kueue::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload};
+use crate::api::kueue::{AdmissionCheck, ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload, WorkloadStatus};
 use crate::queue::{self, AdmissionCore, WorkloadKey, convert};
 
 /// What the caches hold at one moment.
@@ -30,6 +31,7 @@ pub struct Snapshot {
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
     /// WorkloadPriorityClass values by name.
     pub priority_classes: BTreeMap<String, i32>,
+    pub admission_checks: Vec<Arc<AdmissionCheck>>,
 }
 
 /// A write the loop must make.
@@ -39,6 +41,13 @@ pub enum Action {
         key: WorkloadKey,
         admission: queue::Admission,
         replaced: Option<WorkloadKey>,
+        /// The admission checks its flavors need (written `Pending` with the reservation).
+        checks: std::collections::BTreeSet<String>,
+    },
+    /// Admission check states (and `Admitted`, which follows them) to write.
+    Checks {
+        key: WorkloadKey,
+        status: Box<WorkloadStatus>,
     },
     /// Mark evicted; `clear` also releases the reservation at once (no job has to stop first).
     Evict {
@@ -71,10 +80,13 @@ pub enum Action {
         reason: String,
         message: String,
     },
-    /// Requeued too often after PodsReady timeouts: marked `DeactivationTarget`, then `spec.active`
-    /// set false (the eviction as deactivated follows from that).
+    /// Requeued too often after PodsReady timeouts, or an admission check rejected it: marked
+    /// `DeactivationTarget` with `reason` and `message`, then `spec.active` set false (the eviction as
+    /// deactivated follows from that).
     Deactivate {
         key: WorkloadKey,
+        reason: &'static str,
+        message: String,
     },
 }
 
@@ -89,7 +101,8 @@ impl Action {
             | Action::FinishSlice { key, .. }
             | Action::BackoffFinished { key }
             | Action::Requeue { key, .. }
-            | Action::Deactivate { key }
+            | Action::Deactivate { key, .. }
+            | Action::Checks { key, .. }
             | Action::RemoveFinalizer { key } => key,
         }
     }
@@ -173,6 +186,8 @@ pub struct AdmissionState {
     pub pods_ready: Option<PodsReadyConfig>,
     /// The earliest PodsReady timeout still running (ms), for the loop's timer.
     pods_ready_deadline: Option<i64>,
+    /// When (ms) the next delayed built-in admission check is due, for the loop's timer.
+    checks_deadline: Option<i64>,
     /// The scheduler's latest reasoning per pending workload (`quotagate explain`): one record per
     /// pending workload, dropped when it is admitted or gone.
     pub explanations: super::explanations::Explanations,
@@ -217,6 +232,15 @@ impl AdmissionState {
     /// When (ms) the earliest PodsReady timeout of the last step runs out.
     pub fn pods_ready_deadline(&self) -> Option<i64> {
         self.pods_ready_deadline
+    }
+
+    /// When (ms) the loop must run again at the latest: a PodsReady timeout or a delayed built-in
+    /// admission check.
+    pub fn wake_deadline(&self) -> Option<i64> {
+        match (self.pods_ready_deadline, self.checks_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// An admission write failed: drop the assumption; the next sync queues the workload again.
@@ -264,10 +288,28 @@ impl AdmissionState {
 
     fn sync_config(&mut self, snap: &Snapshot) {
         let mut seen: HashSet<ConfigKey> = HashSet::new();
+        let known = checks::known_checks(snap.admission_checks.iter().map(|c| c.as_ref()));
         for cq in &snap.cluster_queues {
-            self.sync_one(&mut seen, ConfigKind::ClusterQueue, &cq.metadata, |core| {
+            // A ClusterQueue whose admission checks are missing or inactive admits nothing (Kueue's
+            // cache marks it pending): the core is handed it as one that admits nothing more, the
+            // state it already has for a terminating queue. What the checks lack is part of the
+            // version, so a check appearing or turning Active re-takes the queue (and requeues its
+            // workloads).
+            let problems = checks::cluster_queue_problems(cq, &known);
+            let meta = if problems.is_empty() {
+                std::borrow::Cow::Borrowed(&cq.metadata)
+            } else {
+                let mut m = cq.metadata.clone();
+                m.resource_version = Some(format!("{}|checks:{:?}", config_version(&cq.metadata), problems));
+                m.generation = None;
+                std::borrow::Cow::Owned(m)
+            };
+            self.sync_one(&mut seen, ConfigKind::ClusterQueue, &meta, |core| {
                 queue::ClusterQueueModel::try_from(cq.as_ref())
-                    .and_then(|m| core.upsert_cluster_queue(m))
+                    .and_then(|mut m| {
+                        m.terminating |= !problems.is_empty();
+                        core.upsert_cluster_queue(m)
+                    })
                     .map_err(|e| e.to_string())
             });
         }
@@ -308,6 +350,8 @@ impl AdmissionState {
         let view = View::new(snap);
         self.forget_unsettled();
         self.pods_ready_deadline = None;
+        self.checks_deadline = None;
+        let now = jiff::Timestamp::from_millisecond(now_ms).unwrap_or_else(|_| jiff::Timestamp::now());
         // blockAdmission: while any workload holding quota is not PodsReady, nothing is admitted.
         let block = self.pods_ready.as_ref().is_some_and(|c| c.block_admission);
         let mut blocked = block && snap.workloads.iter().any(|w| pods_ready::blocks_admission(w));
@@ -323,7 +367,11 @@ impl AdmissionState {
             ));
             let class = view.classify(wl, now_ms);
             let settles = matches!(class, Class::Gone { remove_finalizer: false }) && wl.metadata.deletion_timestamp.is_none();
-            self.take(key_of(wl), wl, class, snap, now_ms, &mut actions);
+            let (checks, due) = view.checks_status(wl, &class, now);
+            if let Some(at) = due {
+                self.checks_deadline = Some(self.checks_deadline.map_or(at, |d| d.min(at)));
+            }
+            self.take(key_of(wl), wl, class, checks, snap, now_ms, &mut actions);
             if settles {
                 self.settled.insert(addr, Arc::downgrade(wl));
             }
@@ -358,10 +406,30 @@ impl AdmissionState {
             blocked = block;
             self.explanations.remove(&a.key);
             self.assumed.insert(a.key.clone());
+            let checks = if view.has_checks(&a.admission.cluster_queue) {
+                view.admission_checks(&convert::admission_api(&a.admission))
+            } else {
+                std::collections::BTreeSet::new()
+            };
+            // A replacement slice that still has checks to pass is reserved, not admitted: the slice
+            // it replaces stays (admitted, its pods running) until it is (`Class::Replaced`).
+            if a.replaced.is_some() && !checks.is_empty() {
+                let ready: HashSet<&str> = snap
+                    .workloads
+                    .iter()
+                    .find(|w| key_of(w) == a.key)
+                    .and_then(|w| w.status.as_ref())
+                    .map(|s| s.admission_checks.iter().filter(|c| c.state == crate::api::kueue::CheckState::Ready).map(|c| c.name.as_str()).collect())
+                    .unwrap_or_default();
+                if checks.iter().any(|c| !ready.contains(c.as_str())) {
+                    withheld.insert(a.key.clone());
+                }
+            }
             actions.push(Action::Admit {
                 key: a.key,
                 admission: a.admission,
                 replaced: a.replaced,
+                checks,
             });
         }
         for e in res.evictions {
@@ -441,12 +509,16 @@ impl AdmissionState {
         }
     }
 
-    /// Brings the core in line with one Workload's case and pushes the writes it needs.
+    /// Brings the core in line with one Workload's case and pushes the writes it needs. `checks`:
+    /// its admission check states (and `Admitted`) to write first, if they changed; as in Kueue's
+    /// workload controller, nothing else is decided for it until that write shows.
+    #[allow(clippy::too_many_arguments)]
     fn take(
         &mut self,
         key: WorkloadKey,
         wl: &Workload,
         class: Class,
+        checks: Option<WorkloadStatus>,
         snap: &Snapshot,
         now_ms: i64,
         actions: &mut Vec<Action>,
@@ -466,21 +538,34 @@ impl AdmissionState {
                 self.drop_workload(&key);
                 return;
             }
-            Class::Replaced { by } => {
+            Class::Replaced { by, finish } => {
                 self.drop_workload(&key);
-                actions.push(Action::FinishSlice {
-                    key,
-                    replaced_by: by,
-                });
+                if finish {
+                    actions.push(Action::FinishSlice {
+                        key,
+                        replaced_by: by,
+                    });
+                }
                 return;
             }
             Class::Reserved {
                 evicted,
                 owned,
                 stop,
+                rejected,
             } => {
                 self.assumed.remove(&key);
                 self.account_reserved(&key, wl, snap, now_ms);
+                if let Some(status) = checks {
+                    actions.push(Action::Checks { key, status: Box::new(status) });
+                    return;
+                }
+                if let Some(message) = rejected
+                    && !evicted
+                {
+                    actions.push(Action::Deactivate { key, reason: reason::ADMISSION_CHECK, message });
+                    return;
+                }
                 let stop = match stop {
                     None if !evicted => self.pods_ready_timeout(&key, wl, now_ms, actions),
                     stop => stop,
@@ -505,6 +590,12 @@ impl AdmissionState {
         };
         // Not reserved in the API. An admission being written is left alone until it shows.
         if self.assumed.contains(&key) {
+            return;
+        }
+        if let Some(status) = checks {
+            // Queued again once the write shows (a new resourceVersion).
+            self.unqueue(&key);
+            actions.push(Action::Checks { key, status: Box::new(status) });
             return;
         }
         self.evicting.remove(&key);
@@ -580,7 +671,11 @@ impl AdmissionState {
             }
             pods_ready::Verdict::Evict(cause) => Some(cause),
             pods_ready::Verdict::Deactivate => {
-                actions.push(Action::Deactivate { key: key.clone() });
+                actions.push(Action::Deactivate {
+                    key: key.clone(),
+                    reason: reason::REQUEUING_LIMIT_EXCEEDED,
+                    message: pods_ready::LIMIT_EXCEEDED_MESSAGE.to_string(),
+                });
                 None
             }
         }

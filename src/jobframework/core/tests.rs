@@ -224,7 +224,7 @@ fn cluster_queue_active_condition_reasons() {
         ),
     ];
     for (q, flavors, want) in cases {
-        let (ok, reason, msg) = cluster_queue_active(&q, flavors, None);
+        let (ok, reason, msg) = cluster_queue_active(&q, flavors, &Default::default(), None);
         assert_eq!((ok, reason.as_str(), msg.as_str()), want);
     }
 }
@@ -723,6 +723,7 @@ fn each_workload_is_classified_from_the_snapshot_alone() {
             evicted: false,
             owned: false,
             stop: None,
+            rejected: None,
         },
         Class::Reserved {
             evicted: false,
@@ -731,6 +732,7 @@ fn each_workload_is_classified_from_the_snapshot_alone() {
                 by: conditions::EvictedBy::Deactivated,
                 message: "The workload is deactivated".into(),
             }),
+            rejected: None,
         },
         // Kueue's `workload_controller_test.go`, "the queue is not defined in the workload".
         Class::Held {

@@ -388,3 +388,57 @@ fn admission_check_on_flavors_must_name_a_flavor_of_the_queue() {
         Some(AdmissionChecksStrategy { admission_checks: vec![AdmissionCheckStrategyRule { name: "p".into(), on_flavors: Some(vec!["default-flavor".into()]) }] });
     assert_eq!(validate_cluster_queue(&with_check), vec![]);
 }
+
+fn admission_check(controller: &str, params: Option<(&str, &str, &str)>) -> AdmissionCheck {
+    let mut ac = AdmissionCheck::new(
+        "foo",
+        AdmissionCheckSpec {
+            controller_name: controller.into(),
+            parameters: params.map(|(g, k, n)| AdmissionCheckParametersReference { api_group: g.into(), kind: k.into(), name: n.into() }),
+        },
+    );
+    ac.metadata.name = Some("foo".into());
+    ac
+}
+
+/// Kueue `test/integration/singlecluster/webhook/core/admissioncheck_test.go`, the
+/// "Should fail to create AdmissionCheck with …" / "Should allow to create …" entries and the
+/// update cases ("when changing parameters", "when removing parameters", controllerName immutable).
+#[test]
+fn admission_check_rules() {
+    let good = ("ref.api.group", "RefKind", "ref-name");
+    assert_eq!(validate_admission_check(&admission_check("controller-name", None)), vec![], "no parameters");
+    assert_eq!(validate_admission_check(&admission_check("controller-name", Some(good))), vec![], "valid spec");
+    let cases: Vec<(&str, AdmissionCheck, &str, ErrorType)> = vec![
+        ("no controller name", admission_check("", Some(good)), "spec.controllerName", Required),
+        ("bad ref api group", admission_check("c", Some(("ref.api.group/Bad", "RefKind", "ref-name"))), "spec.parameters.apiGroup", Invalid),
+        ("no ref api group", admission_check("c", Some(("", "RefKind", "ref-name"))), "spec.parameters.apiGroup", Required),
+        ("bad ref kind", admission_check("c", Some(("ref.api.group", "RefKind/Bad", "ref-name"))), "spec.parameters.kind", Invalid),
+        ("no ref kind", admission_check("c", Some(("ref.api.group", "", "ref-name"))), "spec.parameters.kind", Required),
+        ("bad ref name", admission_check("c", Some(("ref.api.group", "RefKind", "ref-name/Bad"))), "spec.parameters.name", Invalid),
+        ("no ref name", admission_check("c", Some(("ref.api.group", "RefKind", ""))), "spec.parameters.name", Required),
+        ("controller name too long", admission_check(&"c".repeat(254), None), "spec.controllerName", TooLong),
+    ];
+    for (case, ac, path, kind) in cases {
+        check(case, validate_admission_check(&ac), path, kind, "");
+    }
+    let old = admission_check("controller-name", Some(good));
+    let changed = admission_check("controller-name", Some(("ref.api.group2", "RefKind2", "ref-name2")));
+    assert_eq!(validate_admission_check_update(&old, &changed), vec![], "changing parameters");
+    assert_eq!(validate_admission_check_update(&old, &admission_check("controller-name", None)), vec![], "removing parameters");
+    check("controller renamed", validate_admission_check_update(&old, &admission_check("other", Some(good))), "spec.controllerName", Invalid, "field is immutable");
+    check("breaking parameters", validate_admission_check_update(&old, &admission_check("controller-name", Some(("ref.api.group", "RefKind", "")))), "spec.parameters.name", Required, "");
+    // "Defaulting on creating", "All defaults": the admission chain leaves it as written, and refuses
+    // a renamed controller on update as the API server's CEL rule does.
+    use crate::api::admission::{Operation, admit};
+    let written = serde_json::to_value(admission_check("ac-controller", None)).unwrap();
+    let mut admitted = written.clone();
+    admit(Operation::Create, &mut admitted, None).expect("valid");
+    assert_eq!(admitted, written);
+    let mut renamed = serde_json::to_value(admission_check("other", None)).unwrap();
+    let errs = admit(Operation::Update, &mut renamed, Some(&written)).expect_err("controllerName is immutable");
+    assert_eq!(errs.iter().map(|e| e.field.as_str()).collect::<Vec<_>>(), ["spec.controllerName"]);
+    let mut delayed = admission_check(AUTO_READY_CONTROLLER, None);
+    delayed.metadata.annotations = Some([(READY_AFTER_SECONDS_ANNOTATION.to_string(), "soon".to_string())].into());
+    check("bad delay", validate_admission_check(&delayed), "metadata.annotations[quotagate.x-k8s.io/ready-after-seconds]", Invalid, "whole number");
+}
