@@ -296,6 +296,9 @@ impl TryFrom<&kueue::ClusterQueue> for ClusterQueueModel {
                 .map(|n| label_selector("spec.namespaceSelector", n))
                 .transpose()?,
             terminating: cq.metadata.deletion_timestamp.is_some(),
+            admission_fair_sharing: s.admission_scope.as_ref().is_some_and(|a| {
+                a.admission_mode == kueue::AdmissionMode::UsageBasedAdmissionFairSharing
+            }),
         })
     }
 }
@@ -375,6 +378,7 @@ pub fn workload_model(
             .and_then(|l| l.get(kueue::constants::label::JOB_UID))
             .cloned(),
         cluster_queue: cluster_queue.to_string(),
+        local_queue: w.spec.queue_name.clone().unwrap_or_default(),
         priority: w.spec.priority.unwrap_or(0),
         timestamp: w
             .metadata

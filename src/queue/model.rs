@@ -204,6 +204,9 @@ pub struct ClusterQueueModel {
     /// Deleted, kept by its finalizer while workloads hold quota in it: it admits nothing more
     /// (Kueue's `terminating` ClusterQueue status).
     pub terminating: bool,
+    /// `spec.admissionScope.admissionMode: UsageBasedAdmissionFairSharing`: pending workloads are
+    /// ordered by their LocalQueue's recent usage first (when the feature is configured).
+    pub admission_fair_sharing: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -306,6 +309,8 @@ pub struct WorkloadModel {
     pub job_uid: Option<String>,
     /// The ClusterQueue the workload's LocalQueue points to.
     pub cluster_queue: String,
+    /// `spec.queueName`: the LocalQueue (in the workload's namespace), for admission fair sharing.
+    pub local_queue: String,
     pub priority: i32,
     /// Queue-order timestamp (creation, or eviction time when requeued), in any monotonic unit.
     pub timestamp: i64,
@@ -330,6 +335,7 @@ impl ClusterQueueModel {
             stop_policy: StopPolicy::None,
             namespace_selector: Some(LabelSelector::default()),
             terminating: false,
+            admission_fair_sharing: false,
         }
     }
     pub fn cohort(mut self, c: &str) -> Self {
