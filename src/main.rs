@@ -392,6 +392,9 @@ fn load_config(path: &std::path::Path) -> anyhow::Result<quotagate::api::kueue::
         Some(w) => tracing::info!(timeout = ?w.timeout, block_admission = w.block_admission, backoff_limit_count = ?w.backoff_limit_count, "waitForPodsReady on"),
         None => tracing::info!("waitForPodsReady off"),
     }
+    if let Some(a) = cfg.admission_fair_sharing() {
+        tracing::info!(half_life = ?a.usage_half_life_time, sampling = ?a.usage_sampling_interval, "admission fair sharing on");
+    }
     Ok(cfg)
 }
 
@@ -466,6 +469,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         lease_namespace: args.lease_namespace.clone().or(from_file.resource_namespace).unwrap_or_else(|| "default".into()),
         lease_name: args.lease_name.clone().or(from_file.resource_name).unwrap_or_else(|| "quotagate-leader".into()),
         pods_ready: config.as_ref().and_then(|c| c.wait_for_pods_ready()),
+        admission_fair_sharing: config.as_ref().and_then(|c| c.admission_fair_sharing()),
         ray: (!args.no_ray_operator).then(|| if args.embedded { args.sim.dashboards() } else { Dashboards::Http }),
         ray_gates: args.feature_gates,
         ..ManagerOptions::default()

@@ -251,6 +251,12 @@ impl AdmissionCore {
                     penalties: BTreeMap::new(),
                 };
                 self.afs.entries.insert(lq.clone(), e);
+                // Kueue's first reconcile samples at once, with nothing elapsed: the history stays,
+                // and every resource of the ClusterQueue shows (at 0 when nothing was consumed).
+                let held = self.held_by(&lq);
+                if let Some(e) = self.afs.entries.get_mut(&lq) {
+                    e.consumed = sum(&e.consumed, &scale(&held, 0.0));
+                }
                 self.afs.dirty.insert(lq);
             }
         }
@@ -341,12 +347,20 @@ impl AdmissionCore {
         self.afs.dirty.insert(lq);
     }
 
-    /// What the admitted workloads of a LocalQueue hold (Kueue's `GetAdmittedUsage`).
+    /// What the admitted workloads of a LocalQueue hold (Kueue's `GetAdmittedUsage`), with every
+    /// resource its ClusterQueue covers (0 when nothing holds it).
     fn held_by(&self, lq: &LocalQueueKey) -> Resources {
         let Some(e) = self.afs.entries.get(lq) else {
             return Resources::new();
         };
-        let mut out = Resources::new();
+        let mut out: Resources = self
+            .cqs
+            .get(&e.cluster_queue)
+            .into_iter()
+            .flat_map(|c| &c.resource_groups)
+            .flat_map(|g| &g.covered_resources)
+            .map(|r| (r.clone(), 0))
+            .collect();
         for k in self.admitted_by_cq.get(&e.cluster_queue).into_iter().flatten() {
             if k.namespace != lq.namespace {
                 continue;

@@ -328,7 +328,8 @@ fn the_penalty_is_settled_into_consumed_resources_when_the_admission_shows() {
     core.settle_admission(&WorkloadKey::new("default", "a1"), 0);
     let e = core.local_queue_usage(&lq("lq-a")).cloned().unwrap_or_default();
     assert!(!e.has_pending_penalty(), "{e:?}");
-    assert_eq!(e.consumed, res(&[("cpu", 2 * CORE)]));
+    // Every resource of the ClusterQueue shows, as Kueue's LocalQueue usage lists them.
+    assert_eq!(e.consumed, res(&[("cpu", 2 * CORE), ("gpu", 0)]));
     core.add_workload(wl("a2", "lq-a", 0, &[("cpu", 4000)])).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(admitted_names(&mut core, 0), ["a2"]);
     core.settle_admission(&WorkloadKey::new("default", "a2"), 0);
@@ -360,7 +361,7 @@ fn an_unsettled_penalty_is_dropped_and_never_stacked() {
     core.settle_admission(&a1, 0);
     core.settle_admission(&a1, 0);
     let e = core.local_queue_usage(&lq("lq-a")).cloned().unwrap_or_default();
-    assert_eq!(e.consumed, res(&[("cpu", 2 * CORE)]));
+    assert_eq!(e.consumed["cpu"], 2 * CORE);
 }
 
 /// Kueue's LocalQueue reconcile: a LocalQueue is sampled once its interval has run out, its

@@ -52,6 +52,8 @@ pub struct ManagerOptions {
     pub cycle_stats: crate::jobframework::core::CycleStats,
     /// Kueue's waitForPodsReady (`--config`); `None`: off.
     pub pods_ready: Option<crate::api::kueue::config::PodsReadyConfig>,
+    /// Kueue's admissionFairSharing (`--config`); `None`: off.
+    pub admission_fair_sharing: Option<crate::api::kueue::config::AfsConfig>,
 }
 
 impl Default for ManagerOptions {
@@ -71,6 +73,7 @@ impl Default for ManagerOptions {
             ui: None,
             cycle_stats: Default::default(),
             pods_ready: None,
+            admission_fair_sharing: None,
         }
     }
 }
@@ -228,6 +231,7 @@ pub async fn run_manager(
         explanations: opts.explanations.clone(),
         stats: opts.cycle_stats.clone(),
         pods_ready: opts.pods_ready.clone(),
+        admission_fair_sharing: opts.admission_fair_sharing.clone(),
     };
     let c = cancel.clone();
     let mut loop_task = tokio::spawn(admission.run(async move { c.cancelled().await }));

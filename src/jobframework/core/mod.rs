@@ -3,6 +3,7 @@
 //! it feeds the admission core ([`sync`]), runs a cycle, writes Workload conditions ([`conditions`])
 //! and ClusterQueue / LocalQueue status ([`queue_status`]).
 
+pub mod admission_fair_sharing;
 pub mod backoff;
 pub mod caches;
 mod classify;

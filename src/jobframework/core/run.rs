@@ -46,6 +46,8 @@ pub struct AdmissionLoop {
     pub stats: super::CycleStats,
     /// waitForPodsReady, when on.
     pub pods_ready: Option<crate::api::kueue::config::PodsReadyConfig>,
+    /// Admission fair sharing, when on.
+    pub admission_fair_sharing: Option<crate::api::kueue::config::AfsConfig>,
 }
 
 /// Below this many workloads the queue gauges are recomputed every cycle.
@@ -98,7 +100,8 @@ fn wl_api(client: &Client, key: &WorkloadKey) -> Api<Workload> {
 
 impl AdmissionLoop {
     pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
-        let mut state = AdmissionState::with_pods_ready(self.pods_ready.clone());
+        let mut state = AdmissionState::with_pods_ready(self.pods_ready.clone())
+            .with_admission_fair_sharing(self.admission_fair_sharing.as_ref());
         state.explanations = self.explanations.clone();
         let mut backoff = WriteBackoff::default();
         // Failed pending-status writes: retried once their backoff expires (by queueing the
@@ -114,7 +117,12 @@ impl AdmissionLoop {
         loop {
             // The earliest PodsReady timeout wakes the loop when it runs out (none while the feature
             // is off or nothing waits for its pods).
-            let wake = state.pods_ready_deadline().map_or(self.resync, |at| {
+            // So does the next admission fair sharing sample of a LocalQueue.
+            let deadline = match (state.pods_ready_deadline(), state.afs_sample_deadline()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let wake = deadline.map_or(self.resync, |at| {
                 let left = at.saturating_sub(now().as_millisecond()).max(0);
                 Duration::from_millis(u64::try_from(left).unwrap_or(0)).min(self.resync)
             });
@@ -129,7 +137,8 @@ impl AdmissionLoop {
             }
             if !*self.leader.borrow() {
                 self.explanations.clear();
-                state = AdmissionState::with_pods_ready(self.pods_ready.clone());
+                state = AdmissionState::with_pods_ready(self.pods_ready.clone())
+                    .with_admission_fair_sharing(self.admission_fair_sharing.as_ref());
                 state.explanations = self.explanations.clone();
                 backoff = WriteBackoff::default();
                 pending_backoff = WriteBackoff::default();
@@ -718,13 +727,14 @@ impl AdmissionLoop {
                 .get(&(ns.as_str(), lq.metadata.name.as_deref().unwrap_or_default()))
                 .map(Vec::as_slice)
                 .unwrap_or_default();
-            if let Some(status) = queue_status::local_queue(
+            let desired = queue_status::local_queue(
                 lq,
                 cq,
                 active.get(cq_name).copied().unwrap_or(false),
                 wls,
                 t,
-            ) {
+            );
+            if let Some(status) = super::admission_fair_sharing::status(lq, desired, &state.core) {
                 let api: Api<LocalQueue> = Api::namespaced(self.client.clone(), &ns);
                 let mut obj = (**lq).clone();
                 obj.status = Some(status);
