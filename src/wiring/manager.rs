@@ -191,6 +191,7 @@ pub async fn run_manager(
         leader: rx.clone(),
         managed_kinds: Arc::new(crate::rayservice::job::managed_kinds()),
         wait_for_pods_ready: opts.pods_ready.is_some(),
+        metrics: metrics.clone(),
     };
     let c = cancel.clone();
     tasks.push(tokio::spawn(job_controller::run::<RayClusterJob>(

@@ -12,6 +12,7 @@ pub mod explanations;
 pub mod finalizers;
 pub mod priorities;
 pub mod pods_ready;
+pub mod pods_ready_metrics;
 pub mod queue_metrics;
 pub mod queue_status;
 pub mod run;

@@ -379,12 +379,17 @@ impl AdmissionLoop {
                         rand::random::<f64>(),
                     ));
                 }
+                // As Kueue, from the status that shows the eviction, before the reservation goes.
+                let evicted = status.clone();
                 if clear {
                     let mut tmp = (**wl).clone();
                     tmp.status = Some(status.clone());
                     status = conditions::clear_reservation(&tmp, now()).unwrap_or(status);
                 }
                 if self.write(&api, wl, status).await.is_ok() {
+                    if let Some(a) = wl.admission() {
+                        super::pods_ready_metrics::record_evicted(&self.metrics, &a.cluster_queue, &cause, &evicted);
+                    }
                     self.record_eviction(wl, &cause).await;
                 }
             }
@@ -784,13 +789,13 @@ async fn admit_with_retry(
 }
 
 /// The priority class Kueue's metrics label a workload with (`""` without one).
-fn priority_class(wl: &Workload) -> String {
+pub(crate) fn priority_class(wl: &Workload) -> String {
     wl.spec.priority_class_ref.as_ref().map(|r| r.name.clone()).unwrap_or_default()
 }
 
 /// Since when a workload waits: its last requeue (`Requeued=True`), else its creation, as Kueue's
 /// `QueuedWaitTime`.
-fn queued_since(wl: &Workload) -> jiff::Timestamp {
+pub(crate) fn queued_since(wl: &Workload) -> jiff::Timestamp {
     let requeued = wl.status.as_ref().and_then(|s| s.condition(crate::api::kueue::constants::condition::REQUEUED)).filter(|c| c.status == "True");
     requeued
         .map(|c| c.last_transition_time.0)
