@@ -305,6 +305,7 @@ pub struct Metrics {
     pub cohort_subtree_admitted_workloads_total: Family<CohortPriorityLabels, Counter>,
     /// waitForPodsReady's histograms.
     pub pods_ready: PodsReadyMetrics,
+    pub local_queue_admission_fair_sharing_usage: GaugeSet<LqCqLabels, FloatGauge>,
     /// Admissions and finishes already counted (see `queue_metrics::Transitions`).
     pub(crate) counted: Mutex<HashSet<String>>,
     /// When this process started counting, truncated to the second as condition times are: a
@@ -380,6 +381,7 @@ impl Metrics {
             cohort_subtree_admitted_active_workloads: GaugeSet::new(),
             cohort_subtree_admitted_workloads_total: Family::default(),
             pods_ready: PodsReadyMetrics::new(),
+            local_queue_admission_fair_sharing_usage: GaugeSet::new(),
             counted: Mutex::new(HashSet::new()),
             counting_since: jiff::Timestamp::from_second(jiff::Timestamp::now().as_second()).unwrap_or_default(),
             registry: Registry::default(),
@@ -432,6 +434,7 @@ impl Metrics {
         r.register("cohort_subtree_admitted_active_workloads", "The number of admitted Workloads that are active, per cohort's subtree", m.cohort_subtree_admitted_active_workloads.family.clone());
         r.register("cohort_subtree_admitted_workloads", "The total number of admitted workloads per cohort's subtree", m.cohort_subtree_admitted_workloads_total.clone());
         m.pods_ready.register(&mut r);
+        r.register("local_queue_admission_fair_sharing_usage", "Reports a value representing the LocalQueue's Admission Fair Sharing usage, calculated from the resource-weighted sum of consumed resources and pending admission penalties, divided by the LocalQueue's fair sharing weight", m.local_queue_admission_fair_sharing_usage.family.clone());
         let build: Family<BuildInfoLabels, Gauge> = Family::default();
         build
             .get_or_create(&BuildInfoLabels {
@@ -492,6 +495,15 @@ impl Default for Metrics {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// Per LocalQueue and its ClusterQueue, as Kueue's `local_queue_admission_fair_sharing_usage`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct LqCqLabels {
+    pub name: String,
+    pub namespace: String,
+    pub cluster_queue: String,
+    pub replica_role: Role,
 }
 
 /// Per ClusterQueue and eviction reason, as Kueue's `pods_ready_to_evicted_time_seconds`.

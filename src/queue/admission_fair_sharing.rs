@@ -275,6 +275,14 @@ impl AdmissionCore {
         self.afs.entries.get(lq)
     }
 
+    /// Every tracked LocalQueue with its weighted usage (what its workloads are ordered by).
+    pub fn local_queue_usages(&self) -> Vec<(&LocalQueueKey, &LocalQueueUsage, f64)> {
+        let Some(cfg) = &self.afs.config else {
+            return Vec::new();
+        };
+        self.afs.entries.iter().map(|(k, e)| (k, e, e.usage(cfg))).collect()
+    }
+
     /// When (ms) the next LocalQueue is due for sampling.
     pub fn next_sample_ms(&self) -> Option<i64> {
         let cfg = self.afs.config.as_ref()?;

@@ -39,6 +39,11 @@ const SECOND: Duration = Duration::from_secs(1);
 
 /// Restarts the cluster's manager with this admissionFairSharing (`None`: not configured).
 async fn use_config(c: &mut Cluster, cfg: Option<AfsConfig>) {
+    use_config_serving(c, cfg, None).await;
+}
+
+/// As [`use_config`], serving `/metrics` on `health` when given.
+async fn use_config_serving(c: &mut Cluster, cfg: Option<AfsConfig>, health: Option<std::net::SocketAddr>) {
     if let Some(m) = c.manager.take() {
         m.stop().await;
     }
@@ -49,6 +54,7 @@ async fn use_config(c: &mut Cluster, cfg: Option<AfsConfig>) {
             identity: "m1".into(),
             resync: Duration::from_millis(300),
             admission_fair_sharing: cfg,
+            health_addr: health,
             ..Default::default()
         },
     ));
@@ -239,13 +245,45 @@ async fn admits_less_active_local_queues_as_quota_is_released() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consumed_resources_grow_with_each_admission() {
     let _serial = SERIAL.lock().await;
-    let c = cq_level(cq1()).await;
+    let mut c = cq_level(cq1()).await;
+    let addr = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).unwrap();
+    use_config_serving(&mut c, Some(afs(SECOND, SECOND)), Some(addr)).await;
     c.workload("a1", "lq-a", 0, "4").await;
     admitted(&c, "a1").await;
     usage_is(&c, "lq-a", "usage > 0", |m| m > 0).await;
     c.workload("a2", "lq-a", 0, "4").await;
     admitted(&c, "a2").await;
     usage_is(&c, "lq-a", "usage > 3900m", |m| m > 3_900).await;
+    // Kueue's local_queue_admission_fair_sharing_usage: lq-a's usage in cores (weight 1), lq-b's 0.
+    let gauge = |lq: &str| format!("kueue_local_queue_admission_fair_sharing_usage{{name=\"{lq}\",namespace=\"default\",cluster_queue=\"cq1\"");
+    let value = |text: &str, lq: &str| -> Option<f64> {
+        let line = text.lines().find(|l| l.starts_with(&gauge(lq)))?;
+        line.rsplit(' ').next()?.parse().ok()
+    };
+    let mut text = String::new();
+    // /metrics has no watch to wait on: polled, bounded.
+    for _ in 0..100 {
+        text = scrape(addr).await;
+        if value(&text, "lq-a").is_some_and(|v| v > 3.9) && value(&text, "lq-b").is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(value(&text, "lq-a").is_some_and(|v| v > 3.9), "{text}");
+    assert_eq!(value(&text, "lq-b"), Some(0.0), "{text}");
+}
+
+async fn scrape(addr: std::net::SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else {
+        return String::new();
+    };
+    if s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").await.is_err() {
+        return String::new();
+    }
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out).await;
+    out
 }
 
 /// Kueue's "Using AdmissionFairSharing at Cohort level" setup: `cq1` (StrictFIFO, AFS, no preemption

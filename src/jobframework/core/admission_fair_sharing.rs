@@ -85,3 +85,28 @@ pub fn status(
     fs.admission_fair_sharing_status = Some(afs);
     if s == old { None } else { Some(s) }
 }
+
+/// Kueue's `local_queue_admission_fair_sharing_usage`, one series per tracked LocalQueue (none
+/// while the feature is off).
+pub fn report_usage(m: &crate::jobframework::metrics::Metrics, core: &AdmissionCore) {
+    if core.admission_fair_sharing().is_none() {
+        return;
+    }
+    let role = m.role();
+    let values = core
+        .local_queue_usages()
+        .into_iter()
+        .map(|(k, e, u)| {
+            let l = crate::jobframework::metrics::LqCqLabels {
+                name: k.name.clone(),
+                namespace: k.namespace.clone(),
+                cluster_queue: e.cluster_queue.clone(),
+                replica_role: role,
+            };
+            (l, u)
+        })
+        .collect();
+    m.local_queue_admission_fair_sharing_usage.replace(values, |g, v| {
+        g.set(v);
+    });
+}

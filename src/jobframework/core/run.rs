@@ -698,6 +698,7 @@ impl AdmissionLoop {
             .await;
         }
         if gauges {
+            super::admission_fair_sharing::report_usage(&self.metrics, &state.core);
             super::queue_metrics::report(&self.metrics, super::queue_metrics::gauges(snap, &cores, &active, state, self.metrics.role()));
         }
         let cohort_api: Api<Cohort> = Api::all(self.client.clone());
