@@ -278,8 +278,8 @@ struct RunArgs {
     #[arg(long)]
     webhook_addr: Option<SocketAddr>,
     /// A Kueue manager configuration file (`config.kueue.x-k8s.io` `Configuration`, as Kueue's
-    /// controller_manager_config.yaml): waitForPodsReady, leaderElection, health and webhook.port are
-    /// used; flags win over it.
+    /// controller_manager_config.yaml): waitForPodsReady, admissionFairSharing, leaderElection, health
+    /// and webhook.port are used; flags win over it.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Do not run the Ray operator (RayCluster and RayService controllers): admission only.

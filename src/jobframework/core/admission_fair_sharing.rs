@@ -72,7 +72,9 @@ pub fn status(
     };
     let old = lq.status.clone().unwrap_or_default();
     let mut s = desired.clone().unwrap_or_else(|| old.clone());
-    let last_update = jiff::Timestamp::from_millisecond(e.last_update_ms).unwrap_or_else(|_| jiff::Timestamp::now());
+    // Whole seconds, as the API keeps a Time: with the milliseconds, the status read back would
+    // never equal the one computed, and every cycle would write it again.
+    let last_update = jiff::Timestamp::from_second(e.last_update_ms.div_euclid(1000)).unwrap_or_else(|_| jiff::Timestamp::now());
     let afs = LocalQueueAdmissionFairSharingStatus {
         consumed_resources: e
             .consumed
@@ -109,4 +111,56 @@ pub fn report_usage(m: &crate::jobframework::metrics::Metrics, core: &AdmissionC
     m.local_queue_admission_fair_sharing_usage.replace(values, |g, v| {
         g.set(v);
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::kueue::FairSharing;
+
+    /// `admission_fair_sharing_test.go` `TestResolveLQWeight`: "configured weight", "default weight";
+    /// (a missing LocalQueue is simply not tracked: its workloads rank with no usage). A weight the
+    /// API would refuse counts as the default.
+    #[test]
+    fn local_queue_weight() {
+        let lq = |w: Option<&str>| {
+            let mut q = LocalQueue::build("lq", "ns").cluster_queue("cq").build();
+            q.spec.fair_sharing = w.map(|w| FairSharing { weight: Some(ApiQuantity(w.into())) });
+            q
+        };
+        assert_eq!(weight(&lq(Some("2"))), 2.0);
+        assert_eq!(weight(&lq(Some("500m"))), 0.5);
+        assert_eq!(weight(&lq(None)), 1.0);
+        assert_eq!(weight(&lq(Some("two"))), 1.0);
+    }
+
+    /// The status shows the ledger in Kueue's units: cores for cpu, nine decimals at most.
+    #[test]
+    fn status_shows_the_ledger() {
+        use crate::queue::admission_fair_sharing::AfsConfig;
+        use crate::queue::{ClusterQueueModel, FlavorModel};
+        let mut core = AdmissionCore::new();
+        core.upsert_flavor(FlavorModel::build("default"));
+        core.set_admission_fair_sharing(Some(AfsConfig {
+            usage_half_life_ms: 1000,
+            usage_sampling_interval_ms: 1000,
+            resource_weights: Default::default(),
+        }));
+        let cq = ClusterQueueModel::build("cq").flavor("default", &[("cpu", 8000), ("memory", 1 << 30)]);
+        core.upsert_cluster_queue(cq).unwrap_or_else(|e| panic!("{e}"));
+        let persisted: Resources = [("cpu".to_string(), 7_500_000_000_i128), ("memory".to_string(), 1_000_000_001)].into();
+        core.track_local_queue(LocalQueueKey::new("ns", "lq"), "cq", 1.0, Some(persisted), 1_800_000_000_123);
+        let lq = LocalQueue::build("lq", "ns").cluster_queue("cq").build();
+        let s = status(&lq, None, &core).unwrap_or_else(|| panic!("a status"));
+        let afs = s.fair_sharing.and_then(|f| f.admission_fair_sharing_status).unwrap_or_else(|| panic!("afs"));
+        let shown: Vec<(String, String)> = afs.consumed_resources.into_iter().map(|(k, v)| (k, v.0)).collect();
+        assert_eq!(shown, [("cpu".to_string(), "7500m".to_string()), ("memory".to_string(), "1000000001n".to_string())]);
+        assert_eq!(afs.last_update.0.as_millisecond(), 1_800_000_000_000);
+        // Written once and read back through the API's JSON: the same ledger again is no change.
+        let mut written = lq.clone();
+        written.status = Some(status(&lq, None, &core).unwrap_or_default());
+        let json = serde_json::to_value(&written).unwrap_or_else(|e| panic!("{e}"));
+        let read: LocalQueue = serde_json::from_value(json).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(status(&read, None, &core), None);
+    }
 }
