@@ -477,6 +477,22 @@ impl AdmissionCore {
     }
 }
 
+/// A preemption candidate's LocalQueue and usage rank, when its ClusterQueue uses admission fair
+/// sharing (Kueue sets `LocalQueueFSUsage` only then; a LocalQueue with no history ranks 0).
+pub(super) fn candidate_usage<'a>(
+    afs: &Ledger,
+    cqs: &BTreeMap<String, super::model::ClusterQueueModel>,
+    w: &'a WorkloadModel,
+    cq: &str,
+) -> Option<(&'a str, u64)> {
+    let cfg = afs.config.as_ref()?;
+    if !cqs.get(cq).is_some_and(|c| c.admission_fair_sharing) {
+        return None;
+    }
+    let r = afs.entries.get(&LocalQueueKey::of(w)).map_or(0, |e| rank(e.usage(cfg)));
+    Some((w.local_queue.as_str(), r))
+}
+
 #[cfg(test)]
 #[path = "admission_fair_sharing_tests.rs"]
 mod tests;

@@ -415,3 +415,56 @@ fn a_raised_weight_puts_the_queue_first() {
     core.track_local_queue(lq("lq-a"), "cq", 4.0, None, 0);
     assert_eq!(admitted_names(&mut core, 1), ["a"]);
 }
+
+// ---- preemption (preemption_test.go TestCandidatesOrdering; fair_sharing_test.go) ----
+
+/// `TestCandidatesOrdering` "workloads with higher LQ usage first" (in the preemptor's own
+/// ClusterQueue) and "workloads from different CQ are sorted based on priority and timestamp", and
+/// `fair_sharing_test.go` "should preempt a workload from LQ with higher recent usage": cq2
+/// reclaims its quota from cq1, whose busier LocalQueue's workload goes first despite its priority.
+#[test]
+fn preemption_takes_the_busier_local_queue_first() {
+    use crate::queue::{PreemptionPolicy, ReclaimWithinCohort, WithinClusterQueue};
+    let setup = |on: bool| {
+        let mut core = AdmissionCore::new();
+        core.upsert_flavor(FlavorModel::build("default"));
+        core.set_admission_fair_sharing(Some(cfg(1000, 1000)));
+        let cq1 = ClusterQueueModel {
+            admission_fair_sharing: on,
+            ..ClusterQueueModel::build("cq1").cohort("all").flavor("default", &[("cpu", 16_000)])
+        };
+        let cq2 = ClusterQueueModel::build("cq2")
+            .cohort("all")
+            .flavor("default", &[("cpu", 16_000)])
+            .preemption(PreemptionPolicy {
+                reclaim_within_cohort: ReclaimWithinCohort::Any,
+                within_cluster_queue: WithinClusterQueue::LowerPriority,
+                ..Default::default()
+            });
+        for cq in [cq1, cq2] {
+            core.upsert_cluster_queue(cq).unwrap_or_else(|e| panic!("{e}"));
+        }
+        // lq-a holds 20 CPU, lq-b 12: lq-a's usage is higher.
+        core.track_local_queue(lq("lq-a"), "cq1", 1.0, Some(res(&[("cpu", 20 * CORE)])), 0);
+        core.track_local_queue(lq("lq-b"), "cq1", 1.0, Some(res(&[("cpu", 12 * CORE)])), 0);
+        for (n, q, p, cpu) in [("high-a", "lq-a", 10, 20_000), ("low-b", "lq-b", 1, 12_000)] {
+            let w = WorkloadModel { cluster_queue: "cq1".into(), ..wl(n, q, p, &[("cpu", cpu)]) };
+            let a = crate::queue::Admission {
+                cluster_queue: "cq1".into(),
+                pod_set_assignments: vec![crate::queue::PodSetAssignment {
+                    name: "main".into(),
+                    flavors: [("cpu".to_string(), "default".to_string())].into(),
+                    resource_usage: [("cpu".to_string(), crate::queue::Amount(cpu))].into(),
+                    count: 1,
+                }],
+            };
+            core.record_admitted(w, a, 0).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let c = WorkloadModel { cluster_queue: "cq2".into(), ..wl("c", "lq-c", 0, &[("cpu", 10_000)]) };
+        core.add_workload(c).unwrap_or_else(|e| panic!("{e}"));
+        let res = core.schedule_cycle(1);
+        res.evictions.into_iter().map(|e| e.key.name).collect::<Vec<_>>()
+    };
+    assert_eq!(setup(true), ["high-a"], "the busier LocalQueue first");
+    assert_eq!(setup(false), ["low-b"], "without fair sharing: the lower priority first");
+}

@@ -36,6 +36,7 @@ impl AdmittedWorkload {
             uid: &self.model.uid,
             usage: &self.usage,
             evicting: self.evicting,
+            lq_usage: None,
         }
     }
 }
@@ -1286,7 +1287,9 @@ impl AdmissionCore {
                     continue;
                 }
                 if let Some(a) = self.admitted.get(k) {
-                    cands.push(a.candidate(k, ci));
+                    let mut c = a.candidate(k, ci);
+                    c.lq_usage = super::admission_fair_sharing::candidate_usage(&self.afs, &self.cqs, &a.model, name);
+                    cands.push(c);
                 }
             }
         }

@@ -301,7 +301,14 @@ async fn cohort_level() -> Cluster {
     ))
     .await;
     c.cluster_queue(with_all_namespaces(
-        ClusterQueue::build("cq2").cohort("all").flavor("default", [("cpu", "16")]).build(),
+        ClusterQueue::build("cq2")
+            .cohort("all")
+            .flavor("default", [("cpu", "16")])
+            .preemption(crate::kueue_scheduler_more::preemption(serde_json::json!({
+                "reclaimWithinCohort": "Any",
+                "withinClusterQueue": "LowerPriority",
+            })))
+            .build(),
     ))
     .await;
     local_queue(&c, "lq-a", "cq1", "1").await;
@@ -325,6 +332,31 @@ async fn promotes_the_local_queue_with_lower_recent_usage() {
     admitted(&c, "wl-b").await;
     pending(&c.workloads(), "wl-a").await;
     assert!(!is_reserved(&c, "wl-a").await);
+    c.quota.assert_safe();
+}
+
+/// "should preempt a workload from LQ with higher recent usage": cq2 reclaims its quota from cq1,
+/// and the workload of cq1's busier LocalQueue is preempted despite its higher priority (without
+/// fair sharing the lower-priority one would be, and it alone would free enough).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preempts_the_workload_of_the_busier_local_queue() {
+    let _serial = SERIAL.lock().await;
+    let c = cohort_level().await;
+    c.workload("high-a", "lq-a", 10, "20").await;
+    c.workload("low-b", "lq-b", 1, "12").await;
+    admitted(&c, "high-a").await;
+    admitted(&c, "low-b").await;
+    // Kueue waits until the scheduler sees lq-a busier than lq-b; the status shows the same ledger.
+    let a = usage_is(&c, "lq-a", "usage > 0", |m| m > 0).await;
+    let (_, a) = usage(&a).unwrap_or_default();
+    usage_is(&c, "lq-b", "usage below lq-a's", |m| m > 0 && m < a).await;
+    c.workload("reclaimer", "lq-c", 0, "10").await;
+    wait_for(&c.workloads(), "high-a", "preempted", |w| {
+        condition(w, condition::EVICTED).is_some_and(|e| e.0 == "True" && e.1 == "Preempted")
+    })
+    .await;
+    admitted(&c, "reclaimer").await;
+    assert!(is_reserved(&c, "low-b").await);
     c.quota.assert_safe();
 }
 
