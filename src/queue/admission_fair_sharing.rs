@@ -213,8 +213,43 @@ impl AdmissionCore {
             return;
         }
         self.afs.config = cfg;
+        // The index of pending workloads per LocalQueue is kept only while the feature is on.
+        self.afs.pending.clear();
+        if self.afs.config.is_some() {
+            for p in self.pending.values() {
+                self.afs
+                    .pending
+                    .entry(LocalQueueKey::of(&p.model))
+                    .or_default()
+                    .insert(p.model.key.clone());
+            }
+        }
         let all: Vec<LocalQueueKey> = self.afs.pending.keys().cloned().collect();
         self.afs.dirty.extend(all);
+        // Workloads ranked while it was on keep their rank until re-ranked: do it now.
+        if self.afs.config.is_none() {
+            let keys: Vec<WorkloadKey> = self.pending.keys().cloned().collect();
+            for k in keys {
+                self.set_rank(&k, 0);
+            }
+        }
+    }
+
+    /// Moves a pending workload to its position for LocalQueue usage `r`.
+    fn set_rank(&mut self, k: &WorkloadKey, r: u64) -> bool {
+        let Some(p) = self.pending.get_mut(k) else {
+            return false;
+        };
+        if p.order.lq_usage == r {
+            return false;
+        }
+        let old = p.order.clone();
+        p.order.lq_usage = r;
+        let new = p.order.clone();
+        if let Some(q) = self.queues.get_mut(&p.model.cluster_queue) {
+            q.replace(&old, new);
+        }
+        true
     }
 
     pub fn admission_fair_sharing(&self) -> Option<&AfsConfig> {
@@ -398,6 +433,9 @@ impl AdmissionCore {
     }
 
     pub(super) fn afs_pending_added(&mut self, w: &WorkloadModel) {
+        if self.afs.config.is_none() {
+            return;
+        }
         self.afs
             .pending
             .entry(LocalQueueKey::of(w))
@@ -457,20 +495,7 @@ impl AdmissionCore {
                     continue;
                 };
                 let r = self.afs_rank(&p.model);
-                if r == p.order.lq_usage {
-                    continue;
-                }
-                let old = p.order.clone();
-                let cq = p.model.cluster_queue.clone();
-                let mut new = old.clone();
-                new.lq_usage = r;
-                if let Some(q) = self.queues.get_mut(&cq) {
-                    q.replace(&old, new.clone());
-                }
-                if let Some(p) = self.pending.get_mut(&k) {
-                    p.order = new;
-                }
-                moved = true;
+                moved |= self.set_rank(&k, r);
             }
         }
         moved

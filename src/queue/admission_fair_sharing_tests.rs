@@ -468,3 +468,15 @@ fn preemption_takes_the_busier_local_queue_first() {
     assert_eq!(setup(true), ["high-a"], "the busier LocalQueue first");
     assert_eq!(setup(false), ["low-b"], "without fair sharing: the lower priority first");
 }
+
+/// Turned off with workloads already ranked, the usual order is back at once.
+#[test]
+fn turning_it_off_restores_the_usual_order() {
+    let mut core = core_with(afs_cq("cq", 1000, true), Some(cfg(0, MIN5)));
+    core.track_local_queue(lq("lqA"), "cq", 1.0, Some(res(&[("cpu", 2 * CORE)])), 0);
+    core.add_workload(wl("wlA-high", "lqA", 2, &[("cpu", 1000)])).unwrap_or_else(|e| panic!("{e}"));
+    core.add_workload(wl("wlB-low", "lqB", 1, &[("cpu", 1000)])).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(core.queue_positions()[&WorkloadKey::new("default", "wlB-low")].1, 0);
+    core.set_admission_fair_sharing(None);
+    assert_eq!(admitted_names(&mut core, 1), ["wlA-high"]);
+}

@@ -52,7 +52,9 @@ pub fn sync(core: &mut AdmissionCore, snap: &Snapshot, now_ms: i64) {
     let mut live: HashSet<LocalQueueKey> = HashSet::with_capacity(snap.local_queues.len());
     for lq in &snap.local_queues {
         let key = LocalQueueKey::new(lq.namespace().unwrap_or_default(), lq.name_any());
-        core.track_local_queue(key.clone(), lq.spec.cluster_queue(), weight(lq), persisted(lq), now_ms);
+        // The persisted history only seeds a LocalQueue not tracked yet.
+        let seed = if core.local_queue_usage(&key).is_none() { persisted(lq) } else { None };
+        core.track_local_queue(key.clone(), lq.spec.cluster_queue(), weight(lq), seed, now_ms);
         live.insert(key);
     }
     core.untrack_local_queues(|k| live.contains(k));
