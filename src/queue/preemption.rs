@@ -419,7 +419,7 @@ mod merge_tests {
         assert_eq!(got, (0..50).collect::<Vec<u8>>());
         let pairs: Vec<(u8, u8)> = (0..40).map(|i| (i % 4, i)).collect();
         let mut want = pairs.clone();
-        want.sort_by(|a, b| a.0.cmp(&b.0));
+        want.sort_by_key(|a| a.0);
         assert_eq!(merge_sort(pairs, &|a: &(u8, u8), b: &(u8, u8)| a.0.cmp(&b.0)), want);
     }
 }
