@@ -278,8 +278,8 @@ struct RunArgs {
     #[arg(long)]
     webhook_addr: Option<SocketAddr>,
     /// A Kueue manager configuration file (`config.kueue.x-k8s.io` `Configuration`, as Kueue's
-    /// controller_manager_config.yaml): waitForPodsReady, fairSharing, leaderElection, health and webhook.port are
-    /// used; flags win over it.
+    /// controller_manager_config.yaml): waitForPodsReady, fairSharing, admissionFairSharing,
+    /// leaderElection, health and webhook.port are used; flags win over it.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Do not run the Ray operator (RayCluster and RayService controllers): admission only.
@@ -396,6 +396,9 @@ fn load_config(path: &std::path::Path) -> anyhow::Result<quotagate::api::kueue::
         Some(s) => tracing::info!(preemption_strategies = ?s, "fair sharing on"),
         None => tracing::info!("fair sharing off"),
     }
+    if let Some(a) = cfg.admission_fair_sharing() {
+        tracing::info!(half_life = ?a.usage_half_life_time, sampling = ?a.usage_sampling_interval, "admission fair sharing on");
+    }
     Ok(cfg)
 }
 
@@ -485,6 +488,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         lease_name: args.lease_name.clone().or(from_file.resource_name).unwrap_or_else(|| "quotagate-leader".into()),
         pods_ready: config.as_ref().and_then(|c| c.wait_for_pods_ready()),
         fair_sharing: config.as_ref().and_then(|c| c.fair_sharing()).map(fair_sharing_config),
+        admission_fair_sharing: config.as_ref().and_then(|c| c.admission_fair_sharing()),
         ray: (!args.no_ray_operator).then(|| if args.embedded { args.sim.dashboards() } else { Dashboards::Http }),
         ray_gates: args.feature_gates,
         ..ManagerOptions::default()

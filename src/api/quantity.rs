@@ -181,6 +181,21 @@ impl Quantity {
         self.format
     }
 
+    /// Billionths of a unit (the finest scale a quantity keeps), clamped to the representable range.
+    pub fn from_nanos(nanos: i128, format: Format) -> Self {
+        Quantity { nanos: nanos.clamp(-MAX_NANOS, MAX_NANOS), format }
+    }
+
+    /// The value in billionths of a unit.
+    pub fn nanos(&self) -> i128 {
+        self.nanos
+    }
+
+    /// Kubernetes `AsApproximateFloat64`.
+    pub fn as_f64(&self) -> f64 {
+        self.nanos as f64 / NANO as f64
+    }
+
     pub fn is_negative(&self) -> bool {
         self.nanos < 0
     }

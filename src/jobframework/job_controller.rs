@@ -247,6 +247,8 @@ pub struct JobContext {
     pub managed_kinds: Arc<Vec<GroupVersionKind>>,
     /// Kueue's waitForPodsReady: keep each job's Workload `PodsReady` condition from its pods.
     pub wait_for_pods_ready: bool,
+    /// Where waitForPodsReady's time-to-ready histograms are observed.
+    pub metrics: Arc<super::metrics::Metrics>,
 }
 
 impl JobContext {
@@ -526,10 +528,12 @@ pub async fn reconcile<J: JobKind>(
             w.is_admitted() || w.status.as_ref().is_some_and(|s| s.condition(crate::api::kueue::constants::condition::PODS_READY).is_some())
         };
         for wl in owned.iter().filter(|w| w.metadata.deletion_timestamp.is_none() && !w.is_finished() && shows(w)) {
-            if let Some(status) = super::core::pods_ready::with_condition(wl, ready, jiff::Timestamp::now()) {
+            let now = jiff::Timestamp::now();
+            if let Some(status) = super::core::pods_ready::with_condition(wl, ready, now) {
                 let mut obj = wl.clone();
-                obj.status = Some(status);
+                obj.status = Some(status.clone());
                 wl_api.replace_status(&wl.name_any(), &PostParams::default(), &obj).await?;
+                super::core::pods_ready_metrics::record_ready(&ctx.metrics, wl, &status, now);
             }
         }
     }

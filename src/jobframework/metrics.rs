@@ -313,6 +313,9 @@ pub struct Metrics {
     /// Fair sharing only: each node's weighted share (NaN for an infinite one, as Kueue).
     pub cluster_queue_weighted_share: GaugeSet<CqCohortLabels, FloatGauge>,
     pub cohort_weighted_share: GaugeSet<CohortLabels, FloatGauge>,
+    /// waitForPodsReady's histograms.
+    pub pods_ready: PodsReadyMetrics,
+    pub local_queue_admission_fair_sharing_usage: GaugeSet<LqCqLabels, FloatGauge>,
     /// Admissions and finishes already counted (see `queue_metrics::Transitions`).
     pub(crate) counted: Mutex<HashSet<String>>,
     /// When this process started counting, truncated to the second as condition times are: a
@@ -389,6 +392,8 @@ impl Metrics {
             cohort_subtree_admitted_workloads_total: Family::default(),
             cluster_queue_weighted_share: GaugeSet::new(),
             cohort_weighted_share: GaugeSet::new(),
+            pods_ready: PodsReadyMetrics::new(),
+            local_queue_admission_fair_sharing_usage: GaugeSet::new(),
             counted: Mutex::new(HashSet::new()),
             counting_since: jiff::Timestamp::from_second(jiff::Timestamp::now().as_second()).unwrap_or_default(),
             registry: Registry::default(),
@@ -442,6 +447,8 @@ impl Metrics {
         r.register("cohort_subtree_admitted_workloads", "The total number of admitted workloads per cohort's subtree", m.cohort_subtree_admitted_workloads_total.clone());
         r.register("cluster_queue_weighted_share", "Reports the cluster_queue's weighted share (fair sharing): the highest ratio, among resources, of usage above nominal to what the cohort can lend, divided by the weight; NaN for an infinite share", m.cluster_queue_weighted_share.family.clone());
         r.register("cohort_weighted_share", "Reports the cohort's weighted share (fair sharing), as cluster_queue_weighted_share", m.cohort_weighted_share.family.clone());
+        m.pods_ready.register(&mut r);
+        r.register("local_queue_admission_fair_sharing_usage", "Reports a value representing the LocalQueue's Admission Fair Sharing usage, calculated from the resource-weighted sum of consumed resources and pending admission penalties, divided by the LocalQueue's fair sharing weight", m.local_queue_admission_fair_sharing_usage.family.clone());
         let build: Family<BuildInfoLabels, Gauge> = Family::default();
         build
             .get_or_create(&BuildInfoLabels {
@@ -504,6 +511,56 @@ impl Default for Metrics {
     }
 }
 
+/// Per LocalQueue and its ClusterQueue, as Kueue's `local_queue_admission_fair_sharing_usage`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct LqCqLabels {
+    pub name: String,
+    pub namespace: String,
+    pub cluster_queue: String,
+    pub replica_role: Role,
+}
+
+/// Per ClusterQueue and eviction reason, as Kueue's `pods_ready_to_evicted_time_seconds`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct CqEvictionLabels {
+    pub cluster_queue: String,
+    pub reason: String,
+    pub underlying_cause: String,
+    pub replica_role: Role,
+}
+
+/// Kueue's waitForPodsReady histograms (`pkg/metrics/metrics.go`), with its wait-time buckets:
+/// observed when a workload's pods first become ready (the job controller writes PodsReady=True
+/// with reason Started) and when a workload whose pods were ready is evicted. Kueue has no
+/// LocalQueue variant of the eviction one.
+pub struct PodsReadyMetrics {
+    pub ready_wait_time_seconds: Family<CqPriorityLabels, Histogram>,
+    pub admitted_until_ready_wait_time_seconds: Family<CqPriorityLabels, Histogram>,
+    pub local_queue_ready_wait_time_seconds: Family<LqPriorityLabels, Histogram>,
+    pub local_queue_admitted_until_ready_wait_time_seconds: Family<LqPriorityLabels, Histogram>,
+    pub pods_ready_to_evicted_time_seconds: Family<CqEvictionLabels, Histogram>,
+}
+
+impl PodsReadyMetrics {
+    fn new() -> Self {
+        PodsReadyMetrics {
+            ready_wait_time_seconds: Family::new_with_constructor(wait_histogram),
+            admitted_until_ready_wait_time_seconds: Family::new_with_constructor(wait_histogram),
+            local_queue_ready_wait_time_seconds: Family::new_with_constructor(wait_histogram),
+            local_queue_admitted_until_ready_wait_time_seconds: Family::new_with_constructor(wait_histogram),
+            pods_ready_to_evicted_time_seconds: Family::new_with_constructor(wait_histogram),
+        }
+    }
+
+    fn register(&self, r: &mut Registry) {
+        r.register("ready_wait_time_seconds", "The time between a workload was created or requeued until ready, per 'cluster_queue'", self.ready_wait_time_seconds.clone());
+        r.register("admitted_until_ready_wait_time_seconds", "The time between a workload was admitted until ready, per 'cluster_queue'", self.admitted_until_ready_wait_time_seconds.clone());
+        r.register("local_queue_ready_wait_time_seconds", "The time between a workload was created or requeued until ready, per 'local_queue'", self.local_queue_ready_wait_time_seconds.clone());
+        r.register("local_queue_admitted_until_ready_wait_time_seconds", "The time between a workload was admitted until ready, per 'local_queue'", self.local_queue_admitted_until_ready_wait_time_seconds.clone());
+        r.register("pods_ready_to_evicted_time_seconds", "The number of seconds between a workload's pods being ready and eviction, per 'cluster_queue', 'reason' and 'underlying_cause'", self.pods_ready_to_evicted_time_seconds.clone());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -519,5 +576,36 @@ mod tests {
         assert!(text.contains("kueue_admission_attempts_total{result=\"success\",replica_role=\"leader\"} 1"), "{text}");
         assert!(text.contains("kueue_admitted_workloads_total{cluster_queue=\"team-a\",priority_class=\"\",replica_role=\"leader\"} 1"), "{text}");
         assert!(text.contains("kueue_admission_attempt_duration_seconds_bucket{"), "{text}");
+    }
+
+    #[test]
+    fn pods_ready_histograms_are_named_and_labelled_as_kueue() {
+        let m = Metrics::new();
+        m.set_role(Role::Leader);
+        let p = &m.pods_ready;
+        p.ready_wait_time_seconds.get_or_create(&m.cq_priority("cq", "")).observe(3.0);
+        p.admitted_until_ready_wait_time_seconds.get_or_create(&m.cq_priority("cq", "")).observe(2.0);
+        p.local_queue_ready_wait_time_seconds.get_or_create(&m.lq_priority("ns", "lq", "")).observe(3.0);
+        p.local_queue_admitted_until_ready_wait_time_seconds.get_or_create(&m.lq_priority("ns", "lq", "")).observe(2.0);
+        let l = CqEvictionLabels {
+            cluster_queue: "cq".into(),
+            reason: "Deactivated".into(),
+            underlying_cause: String::new(),
+            replica_role: Role::Leader,
+        };
+        p.pods_ready_to_evicted_time_seconds.get_or_create(&l).observe(30.0);
+        let text = m.render();
+        for want in [
+            "kueue_ready_wait_time_seconds_count{cluster_queue=\"cq\",priority_class=\"\",replica_role=\"leader\"} 1",
+            "kueue_admitted_until_ready_wait_time_seconds_sum{cluster_queue=\"cq\",priority_class=\"\",replica_role=\"leader\"} 2.0",
+            "kueue_local_queue_ready_wait_time_seconds_count{name=\"lq\",namespace=\"ns\",priority_class=\"\",replica_role=\"leader\"} 1",
+            "kueue_local_queue_admitted_until_ready_wait_time_seconds_count{name=\"lq\",namespace=\"ns\",priority_class=\"\",replica_role=\"leader\"} 1",
+            "kueue_pods_ready_to_evicted_time_seconds_count{cluster_queue=\"cq\",reason=\"Deactivated\",underlying_cause=\"\",replica_role=\"leader\"} 1",
+            // Kueue's generateExponentialBuckets(14): 1, 2.5, 5, ... 10240.
+            "kueue_pods_ready_to_evicted_time_seconds_bucket{le=\"40.0\",cluster_queue=\"cq\"",
+            "le=\"10240.0\"",
+        ] {
+            assert!(text.contains(want), "{want}\n{text}");
+        }
     }
 }

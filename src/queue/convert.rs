@@ -305,6 +305,9 @@ impl TryFrom<&kueue::ClusterQueue> for ClusterQueueModel {
                 .transpose()?,
             terminating: cq.metadata.deletion_timestamp.is_some(),
             fair_weight: fair_weight(s.fair_sharing.as_ref())?,
+            admission_fair_sharing: s.admission_scope.as_ref().is_some_and(|a| {
+                a.admission_mode == kueue::AdmissionMode::UsageBasedAdmissionFairSharing
+            }),
         })
     }
 }
@@ -385,6 +388,7 @@ pub fn workload_model(
             .and_then(|l| l.get(kueue::constants::label::JOB_UID))
             .cloned(),
         cluster_queue: cluster_queue.to_string(),
+        local_queue: w.spec.queue_name.clone().unwrap_or_default(),
         priority: w.spec.priority.unwrap_or(0),
         timestamp: w
             .metadata

@@ -64,6 +64,7 @@ fn run(c: &Case) -> Vec<String> {
                 priority: 0,
                 queue_timestamp: 0,
                 admitted_at: 0,
+                lq_usage: None,
                 uid: a.0,
                 usage,
                 evicting: false,

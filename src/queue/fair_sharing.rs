@@ -231,7 +231,8 @@ fn less(
         Ordering::Greater => return false,
         Ordering::Equal => {}
     }
-    ca.order < cb.order
+    // Queue order across ClusterQueues: LocalQueue usage orders only within one (as in Kueue).
+    ca.order.base() < cb.order.base()
 }
 
 /// `status.fairSharing.weightedShare` from a precise share (Kueue's `WeightedShare`): rounded

@@ -278,7 +278,7 @@ fn kueue_entry_comparer_less() {
     let borrowing = || Drs { weight: FairWeight::default(), ratio: 0.0, dominant: None, borrowed: vec![cpu.clone()] };
     // Go's zero DRS: weight 0, nothing borrowed.
     let zero = || Drs { weight: FairWeight(0), ratio: 0.0, dominant: None, borrowed: vec![] };
-    let order = |name: &str, ts: i64| OrderKey { priority: Reverse(0), timestamp: ts, uid: name.into(), key: WorkloadKey::new("default", name) };
+    let order = |name: &str, ts: i64| OrderKey { lq_usage: 0, priority: Reverse(0), timestamp: ts, uid: name.into(), key: WorkloadKey::new("default", name) };
     let one: FrAmounts = [(cpu.clone(), Amount(1))].into();
     // (name, (a, created, share), (b, created, share), want)
     let cases = [

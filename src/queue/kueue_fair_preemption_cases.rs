@@ -518,6 +518,7 @@ fn run(c: &Case) -> Result<(), String> {
             priority: a.2,
             queue_timestamp: 0,
             admitted_at: 0,
+            lq_usage: None,
             uid: a.0,
             usage,
             evicting: false,

@@ -252,6 +252,7 @@ pub(super) fn run(c: Case) {
             uid: a.name,
             usage,
             evicting: false,
+            lq_usage: None,
         })
         .collect();
     let target = cqs

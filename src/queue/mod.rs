@@ -6,6 +6,7 @@
 //! Workloads in the [`model`] types, call [`AdmissionCore::schedule_cycle`] and apply the
 //! returned admissions, evictions and pending reasons to the API.
 
+pub mod admission_fair_sharing;
 pub mod amount;
 pub mod convert;
 pub mod explain;

@@ -206,6 +206,9 @@ pub struct ClusterQueueModel {
     pub terminating: bool,
     /// `spec.fairSharing.weight`; used only when fair sharing is on.
     pub fair_weight: FairWeight,
+    /// `spec.admissionScope.admissionMode: UsageBasedAdmissionFairSharing`: pending workloads are
+    /// ordered by their LocalQueue's recent usage first (when the feature is configured).
+    pub admission_fair_sharing: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -365,6 +368,8 @@ pub struct WorkloadModel {
     pub job_uid: Option<String>,
     /// The ClusterQueue the workload's LocalQueue points to.
     pub cluster_queue: String,
+    /// `spec.queueName`: the LocalQueue (in the workload's namespace), for admission fair sharing.
+    pub local_queue: String,
     pub priority: i32,
     /// Queue-order timestamp (creation, or eviction time when requeued), in any monotonic unit.
     pub timestamp: i64,
@@ -390,6 +395,7 @@ impl ClusterQueueModel {
             namespace_selector: Some(LabelSelector::default()),
             terminating: false,
             fair_weight: FairWeight::default(),
+            admission_fair_sharing: false,
         }
     }
     pub fn weight(mut self, w: f64) -> Self {

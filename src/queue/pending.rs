@@ -10,6 +10,9 @@ use super::model::{WorkloadKey, WorkloadModel};
 /// Position of a workload in its queue.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct OrderKey {
+    /// Admission fair sharing: the LocalQueue's usage (`admission_fair_sharing::rank`), lower
+    /// first; 0 outside ClusterQueues that use it.
+    pub lq_usage: u64,
     pub priority: Reverse<i32>,
     pub timestamp: i64,
     pub uid: String,
@@ -17,8 +20,14 @@ pub struct OrderKey {
 }
 
 impl OrderKey {
+    /// The order without the LocalQueue usage: Kueue's usual priority, then time, then UID.
+    pub fn base(&self) -> (&Reverse<i32>, i64, &str, &WorkloadKey) {
+        (&self.priority, self.timestamp, &self.uid, &self.key)
+    }
+
     pub fn of(w: &WorkloadModel) -> OrderKey {
         OrderKey {
+            lq_usage: 0,
             priority: Reverse(w.priority),
             timestamp: w.timestamp,
             uid: w.uid.clone(),
@@ -42,6 +51,15 @@ impl PendingQueue {
     pub fn remove(&mut self, k: &OrderKey) {
         self.active.remove(k);
         self.inadmissible.remove(&k.key);
+    }
+
+    /// Moves a workload to a new position, in the set (active or inadmissible) it is in.
+    pub fn replace(&mut self, old: &OrderKey, new: OrderKey) {
+        if self.active.remove(old) {
+            self.active.insert(new);
+        } else if let Some(k) = self.inadmissible.get_mut(&old.key) {
+            *k = new;
+        }
     }
 
     /// Parks a workload until `requeue_all` (an event that can change its outcome).

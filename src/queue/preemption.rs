@@ -44,6 +44,8 @@ pub struct Candidate<'a> {
     pub usage: &'a FrAmounts,
     /// Already being evicted: preferred, since it costs nothing more.
     pub evicting: bool,
+    /// Admission fair sharing: its LocalQueue's name and usage rank, when its ClusterQueue uses it.
+    pub lq_usage: Option<(&'a str, u64)>,
 }
 
 pub struct Preemptor<'a> {
@@ -185,12 +187,37 @@ fn find_candidates<'a>(
         Variant::WithoutBorrowing | Variant::WhileBorrowing => 1,
         Variant::WithinCq => 2,
     };
-    out.sort_by(|a, b| {
+    let cmp = |a: &Elem<'a>, b: &Elem<'a>| {
         b.c.evicting
             .cmp(&a.c.evicting)
             .then_with(|| group(a.variant).cmp(&group(b.variant)))
             .then_with(|| order(&a.c, &b.c, p.cq_idx))
-    });
+    };
+    if out.iter().any(|e| e.c.lq_usage.is_some()) {
+        // Kueue compares LocalQueue usage only within one ClusterQueue, which is not a total
+        // order across ClusterQueues; `sort_by` may panic on such a comparison, a merge does not.
+        return merge_sort(out, &cmp);
+    }
+    out.sort_by(cmp);
+    out
+}
+
+/// A stable merge sort that accepts a comparison that is not a total order.
+fn merge_sort<T>(v: Vec<T>, cmp: &impl Fn(&T, &T) -> Ordering) -> Vec<T> {
+    if v.len() <= 1 {
+        return v;
+    }
+    let mut left = v;
+    let right = left.split_off(left.len() / 2);
+    let (left, right) = (merge_sort(left, cmp), merge_sort(right, cmp));
+    let mut out = Vec::with_capacity(left.len() + right.len());
+    let (mut l, mut r) = (left.into_iter().peekable(), right.into_iter().peekable());
+    while let (Some(a), Some(b)) = (l.peek(), r.peek()) {
+        let next = if cmp(b, a) == Ordering::Less { r.next() } else { l.next() };
+        out.extend(next);
+    }
+    out.extend(l);
+    out.extend(r);
     out
 }
 
@@ -239,6 +266,12 @@ pub(super) fn order(a: &Candidate<'_>, b: &Candidate<'_>, own: usize) -> Orderin
     b.evicting
         .cmp(&a.evicting)
         .then_with(|| (a.cq_idx == own).cmp(&(b.cq_idx == own)))
+        // Admission fair sharing (Kueue's `CandidatesOrdering`): within one ClusterQueue, a
+        // workload of a busier LocalQueue goes first.
+        .then_with(|| match (a.lq_usage, b.lq_usage) {
+            (Some((qa, ua)), Some((qb, ub))) if a.cq_idx == b.cq_idx && qa != qb => ub.cmp(&ua),
+            _ => Ordering::Equal,
+        })
         .then_with(|| a.priority.cmp(&b.priority))
         .then_with(|| b.admitted_at.cmp(&a.admitted_at))
         .then_with(|| a.uid.cmp(b.uid))
@@ -369,4 +402,29 @@ fn minimal<'a>(
         .filter(|(_, k)| *k)
         .map(|(e, _)| e.clone())
         .collect()
+}
+
+#[cfg(test)]
+mod merge_tests {
+    use super::*;
+
+    /// A comparison with a cycle (as LocalQueue usage within a ClusterQueue against priority
+    /// across them can make) still sorts without a panic, every element kept; a total order sorts
+    /// as `sort_by` does, stably.
+    #[test]
+    fn merge_sort_takes_any_comparison() {
+        let cyclic = |a: &u8, b: &u8| match (a % 3, b % 3) {
+            (x, y) if x == y => Ordering::Equal,
+            (0, 1) | (1, 2) | (2, 0) => Ordering::Less,
+            _ => Ordering::Greater,
+        };
+        let v: Vec<u8> = (0..50).rev().collect();
+        let mut got = merge_sort(v.clone(), &cyclic);
+        got.sort_unstable();
+        assert_eq!(got, (0..50).collect::<Vec<u8>>());
+        let pairs: Vec<(u8, u8)> = (0..40).map(|i| (i % 4, i)).collect();
+        let mut want = pairs.clone();
+        want.sort_by_key(|a| a.0);
+        assert_eq!(merge_sort(pairs, &|a: &(u8, u8), b: &(u8, u8)| a.0.cmp(&b.0)), want);
+    }
 }

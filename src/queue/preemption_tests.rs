@@ -85,6 +85,7 @@ fn run(c: Case) {
             uid: a.name,
             usage,
             evicting: a.evicted,
+            lq_usage: None,
         })
         .collect();
     let (cq_name, priority, requests) = c.incoming;

@@ -38,6 +38,7 @@ impl AdmittedWorkload {
             uid: &self.model.uid,
             usage: &self.usage,
             evicting: self.evicting,
+            lq_usage: None,
         }
     }
 }
@@ -126,6 +127,8 @@ pub struct AdmissionCore {
     /// Kueue's `fairSharing` config: DRS tournaments for admission order, fair-sharing
     /// preemption. `None`: the classical ones.
     pub(super) fair_sharing: Option<FairSharingConfig>,
+    /// Admission fair sharing: configuration and per-LocalQueue usage.
+    pub(super) afs: super::admission_fair_sharing::Ledger,
 }
 
 type ShapeKey = (usize, i32, u64);
@@ -359,7 +362,9 @@ impl AdmissionCore {
         if let Some(old) = &w.replacement_for {
             self.replacements.insert(old.clone(), w.key.clone());
         }
-        let order = OrderKey::of(&w);
+        let mut order = OrderKey::of(&w);
+        order.lq_usage = self.afs_rank(&w);
+        self.afs_pending_added(&w);
         let shape = {
             use std::hash::{Hash, Hasher};
             let mut h = std::hash::DefaultHasher::new();
@@ -388,6 +393,7 @@ impl AdmissionCore {
         if let Some(q) = self.queues.get_mut(&p.model.cluster_queue) {
             q.remove(&p.order);
         }
+        self.afs_pending_removed(&p.model);
         if let Some(old) = &p.model.replacement_for
             && self.replacements.get(old) == Some(key)
         {
@@ -436,6 +442,7 @@ impl AdmissionCore {
         let Some(a) = self.admitted.remove(key) else {
             return false;
         };
+        self.afs_drop_penalty(&a.model);
         if let Some(i) = self.tree.cq(&a.admission.cluster_queue) {
             self.tree.remove_all(i, &a.usage);
             let root = self.tree.root(i);
@@ -667,6 +674,7 @@ impl AdmissionCore {
         let mut cy = Cycle::default();
         self.unfit_cache.clear();
         self.apply_requeues();
+        self.afs_rerank();
         self.drain_stopped(&mut cy.res);
         let names: Vec<String> = self
             .queues
@@ -743,9 +751,10 @@ impl AdmissionCore {
             if self.fair_sharing.is_none() {
                 // Kueue's classical iterator: the lower borrowing level first (a workload drawing on
                 // a nearer cohort's quota goes before one borrowing from the root), then the queue order.
+                // (LocalQueue usage orders only within a ClusterQueue, as in Kueue.)
                 entries.sort_by(|a, b| {
-                    let ka = (a.assignment.borrowing, &a.order);
-                    let kb = (b.assignment.borrowing, &b.order);
+                    let ka = (a.assignment.borrowing, a.order.base());
+                    let kb = (b.assignment.borrowing, b.order.base());
                     ka.cmp(&kb)
                 });
                 // Popped from the back below.
@@ -1123,7 +1132,14 @@ impl AdmissionCore {
                 }
                 without.keep();
                 cy.attempted.insert(key.clone());
-                self.admit(e, old.map(|(k, _)| k), now, &mut cy.res);
+                let cq = e.cq.clone();
+                if self.admit(e, old.map(|(k, _)| k), now, &mut cy.res) && self.afs_rerank() {
+                    // Admission fair sharing: the LocalQueue's entry penalty moved its workloads;
+                    // the walk through this ClusterQueue starts again from its new head.
+                    if let Some(c) = cy.cursors.get_mut(&cq) {
+                        c.after = None;
+                    }
+                }
             }
         }
     }
@@ -1314,7 +1330,9 @@ impl AdmissionCore {
                     continue;
                 }
                 if let Some(a) = self.admitted.get(k) {
-                    cands.push(a.candidate(k, ci));
+                    let mut c = a.candidate(k, ci);
+                    c.lq_usage = super::admission_fair_sharing::candidate_usage(&self.afs, &self.cqs, &a.model, name);
+                    cands.push(c);
                 }
             }
         }
@@ -1332,10 +1350,12 @@ impl AdmissionCore {
         }
     }
 
-    fn admit(&mut self, e: Entry, replaced: Option<WorkloadKey>, now: i64, res: &mut CycleResult) {
+    /// Returns whether admission fair sharing moved the admitted workload's LocalQueue.
+    fn admit(&mut self, e: Entry, replaced: Option<WorkloadKey>, now: i64, res: &mut CycleResult) -> bool {
         let Some(p) = self.remove_pending(&e.order.key) else {
-            return;
+            return false;
         };
+        let afs_moved = self.afs_admitted(&p.model, &e.cq, &e.assignment.usage);
         // The replaced slice's usage was removed by the caller; now it is gone for good.
         if let Some(old) = &replaced {
             if let Some(o) = self.admitted.remove(old)
@@ -1373,6 +1393,7 @@ impl AdmissionCore {
                 evicting: false,
             },
         );
+        afs_moved
     }
 }
 

@@ -55,6 +55,8 @@ pub struct ManagerOptions {
     pub pods_ready: Option<crate::api::kueue::config::PodsReadyConfig>,
     /// Kueue's fairSharing (`--config`); `None`: classical admission order and preemption.
     pub fair_sharing: Option<crate::queue::FairSharingConfig>,
+    /// Kueue's admissionFairSharing (`--config`); `None`: off.
+    pub admission_fair_sharing: Option<crate::api::kueue::config::AfsConfig>,
 }
 
 impl Default for ManagerOptions {
@@ -75,6 +77,7 @@ impl Default for ManagerOptions {
             cycle_stats: Default::default(),
             pods_ready: None,
             fair_sharing: None,
+            admission_fair_sharing: None,
         }
     }
 }
@@ -193,6 +196,7 @@ pub async fn run_manager(
         leader: rx.clone(),
         managed_kinds: Arc::new(crate::rayservice::job::managed_kinds()),
         wait_for_pods_ready: opts.pods_ready.is_some(),
+        metrics: metrics.clone(),
     };
     let c = cancel.clone();
     tasks.push(tokio::spawn(job_controller::run::<RayClusterJob>(
@@ -234,6 +238,7 @@ pub async fn run_manager(
         stats: opts.cycle_stats.clone(),
         pods_ready: opts.pods_ready.clone(),
         fair_sharing: opts.fair_sharing.clone(),
+        admission_fair_sharing: opts.admission_fair_sharing.clone(),
     };
     let c = cancel.clone();
     let mut loop_task = AbortOnDrop(tokio::spawn(admission.run(async move { c.cancelled().await })));

@@ -37,6 +37,11 @@ async fn start(cfg: PodsReadyConfig) -> Cluster {
 
 /// Restarts the cluster's manager with waitForPodsReady on.
 async fn use_config(c: &mut Cluster, cfg: PodsReadyConfig) {
+    use_config_serving(c, cfg, None).await;
+}
+
+/// As [`use_config`], serving `/metrics` on `health` when given.
+async fn use_config_serving(c: &mut Cluster, cfg: PodsReadyConfig, health: Option<std::net::SocketAddr>) {
     if let Some(m) = c.manager.take() {
         m.stop().await;
     }
@@ -48,6 +53,7 @@ async fn use_config(c: &mut Cluster, cfg: PodsReadyConfig) {
             resync: Duration::from_millis(300),
             ray: c.ray.clone(),
             pods_ready: Some(cfg),
+            health_addr: health,
             ..Default::default()
         },
     ));
@@ -547,4 +553,94 @@ async fn a_gated_rayservice_upgrade_does_not_time_out_the_serving_slice() {
     assert!(condition(&w, condition::EVICTED).is_none(), "{w:?}");
     let pending: Vec<Workload> = c.workloads().list(&ListParams::default()).await.unwrap().items.into_iter().filter(|w| !reserved(w)).collect();
     assert_eq!(pending.len(), 1, "the upgrade's slice still waits for quota");
+}
+
+/// `/metrics` of a manager serving it on `addr` (an empty string until it listens).
+async fn scrape(addr: std::net::SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else {
+        return String::new();
+    };
+    if s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").await.is_err() {
+        return String::new();
+    }
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out).await;
+    out
+}
+
+/// "Long PodsReady timeout": "Should emit the PodsReadyToEvictedTimeSeconds metric": a workload
+/// whose pods were ready is deactivated (`spec.active: false`, so evicted with reason Deactivated);
+/// Kueue's `ExpectPodsReadyToEvictedTimeSeconds(prod-cq, Deactivated, "", 1)` is one observation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pods_ready_to_evicted_time_is_observed() {
+    let _serial = SERIAL.lock().await;
+    let mut c = start(suite(Duration::from_secs(45), None)).await;
+    let addr = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).unwrap();
+    use_config_serving(&mut c, suite(Duration::from_secs(45), None), Some(addr)).await;
+    create(&c, "prod-wl", "prod-queue", 0, "2").await;
+    reserved_in(&c, "prod-wl", "prod-cq").await;
+    set_pods_ready(&c, "prod-wl", reason::STARTED).await;
+    wait_for(&c.workloads(), "prod-wl", "PodsReady", |w| {
+        condition(w, condition::PODS_READY).is_some_and(|p| p.0 == "True")
+    })
+    .await;
+    let off = serde_json::json!({"spec": {"active": false}});
+    c.workloads().patch("prod-wl", &PatchParams::default(), &Patch::Merge(&off)).await.unwrap();
+    wait_for(&c.workloads(), "prod-wl", "evicted as deactivated", |w| {
+        condition(w, condition::EVICTED).is_some_and(|e| e.0 == "True" && e.1 == reason::DEACTIVATED)
+    })
+    .await;
+    let want = "kueue_pods_ready_to_evicted_time_seconds_count{cluster_queue=\"prod-cq\",reason=\"Deactivated\",underlying_cause=\"\"";
+    // /metrics has no watch to wait on: polled, bounded.
+    let mut text = String::new();
+    for _ in 0..100 {
+        text = scrape(addr).await;
+        if text.contains(want) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let line = text.lines().find(|l| l.starts_with(want)).unwrap_or_else(|| panic!("no {want} in:\n{text}"));
+    assert!(line.ends_with(" 1"), "{line}");
+}
+
+/// Kueue's `reconciler.go`: when the job controller writes PodsReady=True/Started for the first time,
+/// `ready_wait_time_seconds` and `admitted_until_ready_wait_time_seconds` (and their `local_queue_`
+/// variants) get one observation each; a workload not ready yet gets none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_time_to_ready_is_observed_once_a_job_is_ready() {
+    let _serial = SERIAL.lock().await;
+    let cfg = PodsReadyConfig::with_timeout(Duration::from_secs(60));
+    let mut c = ray_cluster_with(cfg.clone(), "4").await;
+    let addr = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).unwrap();
+    use_config_serving(&mut c, cfg, Some(addr)).await;
+    let rcs: Api<quotagate::api::ray::RayCluster> = Api::namespaced(c.client.clone(), "default");
+    let mut rc = failing_cluster("healthy");
+    rc.spec.worker_group_specs.as_mut().unwrap()[0].template.metadata = None;
+    rcs.create(&PostParams::default(), &rc).await.unwrap();
+    let name = reserved_workload(&c).await.metadata.name.unwrap();
+    wait_for(&c.workloads(), &name, "PodsReady=True", |w| {
+        condition(w, condition::PODS_READY).is_some_and(|p| p.0 == "True")
+    })
+    .await;
+    let wants = [
+        "kueue_ready_wait_time_seconds_count{cluster_queue=\"cq\",priority_class=\"\"",
+        "kueue_admitted_until_ready_wait_time_seconds_count{cluster_queue=\"cq\",priority_class=\"\"",
+        "kueue_local_queue_ready_wait_time_seconds_count{name=\"lq\",namespace=\"default\",priority_class=\"\"",
+        "kueue_local_queue_admitted_until_ready_wait_time_seconds_count{name=\"lq\",namespace=\"default\",priority_class=\"\"",
+    ];
+    let mut text = String::new();
+    for _ in 0..100 {
+        text = scrape(addr).await;
+        if wants.iter().all(|w| text.contains(w)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for want in wants {
+        let line = text.lines().find(|l| l.starts_with(want)).unwrap_or_else(|| panic!("no {want} in:\n{text}"));
+        assert!(line.ends_with(" 1"), "{line}");
+    }
+    assert!(!text.contains("kueue_pods_ready_to_evicted_time_seconds_count"), "not evicted:\n{text}");
 }

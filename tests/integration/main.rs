@@ -8,6 +8,7 @@ mod incremental;
 mod invariants;
 mod kubectl;
 mod kueue_admission_checks;
+mod kueue_admission_fair_sharing;
 mod kueue_core_lq_rf;
 mod kueue_core_queues;
 mod kueue_core_workloads;

@@ -65,6 +65,13 @@ const CATALOGUE: &[(&str, &str, &[&str])] = &[
     ("kueue_finished_workloads_total", "unknown", CQ_PC),
     ("kueue_local_queue_finished_workloads_total", "unknown", LQ_PC),
     ("kueue_execution_time_seconds", "histogram", CQ_PC),
+    // waitForPodsReady's (no LocalQueue variant of the eviction one in Kueue).
+    ("kueue_ready_wait_time_seconds", "histogram", CQ_PC),
+    ("kueue_admitted_until_ready_wait_time_seconds", "histogram", CQ_PC),
+    ("kueue_local_queue_ready_wait_time_seconds", "histogram", LQ_PC),
+    ("kueue_local_queue_admitted_until_ready_wait_time_seconds", "histogram", LQ_PC),
+    ("kueue_pods_ready_to_evicted_time_seconds", "histogram", &["cluster_queue", "reason", "underlying_cause", "replica_role"]),
+    ("kueue_local_queue_admission_fair_sharing_usage", "gauge", &["name", "namespace", "cluster_queue", "replica_role"]),
     ("kueue_local_queue_execution_time_seconds", "histogram", LQ_PC),
     ("kueue_admission_cycle_preemption_skips", "gauge", &["cluster_queue", "replica_role"]),
     ("kueue_cluster_queue_resource_pending", "gauge", &["cluster_queue", "resource", "replica_role"]),

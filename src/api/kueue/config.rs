@@ -26,6 +26,12 @@ pub const DEFAULT_BACKOFF_MAX_SECONDS: i32 = 3600;
 /// The feature gate that turns waitForPodsReady off in `v1beta2`, where it is on by default.
 pub const DISABLE_WAIT_FOR_PODS_READY: &str = "DisableWaitForPodsReady";
 
+/// Kueue's `usageSamplingInterval` default (`apis/config/v1beta2/defaults.go`).
+pub const DEFAULT_AFS_SAMPLING_INTERVAL: Duration = Duration::from_secs(5 * 60);
+
+/// The feature gate of admission fair sharing (beta, on by default since Kueue 0.15).
+pub const ADMISSION_FAIR_SHARING_GATE: &str = "AdmissionFairSharing";
+
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ConfigError {
     #[error("not YAML: {0}")]
@@ -69,7 +75,7 @@ pub struct Configuration {
     pub queue_visibility: Option<Value>,
     pub multi_kueue: Option<Value>,
     pub fair_sharing: Option<FairSharing>,
-    pub admission_fair_sharing: Option<Value>,
+    pub admission_fair_sharing: Option<AdmissionFairSharing>,
     pub resources: Option<Resources>,
     pub feature_gates: Option<BTreeMap<String, bool>>,
     pub object_retention_policies: Option<ObjectRetentionPolicies>,
@@ -137,6 +143,27 @@ const STRATEGY_SETS: [&[PreemptionStrategy]; 3] = [
     &[PreemptionStrategy::LessThanInitialShare],
     &[PreemptionStrategy::LessThanOrEqualToFinalShare, PreemptionStrategy::LessThanInitialShare],
 ];
+/// `admissionFairSharing`: LocalQueues' recent usage orders the pending workloads of ClusterQueues
+/// with `admissionScope.admissionMode: UsageBasedAdmissionFairSharing`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AdmissionFairSharing {
+    /// After this time the recorded usage has decayed by half; `0s` (Kueue's value when absent)
+    /// forgets it at every sample.
+    pub usage_half_life_time: Option<GoDuration>,
+    /// How often consumed resources are sampled; defaults to 5m.
+    pub usage_sampling_interval: Option<GoDuration>,
+    /// Weight of each resource in a LocalQueue's usage; 1 for a resource not named.
+    pub resource_weights: Option<BTreeMap<String, f64>>,
+}
+
+/// admissionFairSharing, resolved: Kueue's defaults applied.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AfsConfig {
+    pub usage_half_life_time: Duration,
+    pub usage_sampling_interval: Duration,
+    pub resource_weights: BTreeMap<String, f64>,
+}
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -314,6 +341,29 @@ impl Configuration {
         }
     }
 
+    /// admissionFairSharing with Kueue's defaults, when configured and its feature gate is not
+    /// turned off (Kueue's `admissionfairsharing.Enabled`).
+    pub fn admission_fair_sharing(&self) -> Option<AfsConfig> {
+        let a = self.admission_fair_sharing.as_ref()?;
+        let gate_off = self
+            .feature_gates
+            .as_ref()
+            .and_then(|g| g.get(ADMISSION_FAIR_SHARING_GATE))
+            == Some(&false);
+        if gate_off {
+            return None;
+        }
+        Some(AfsConfig {
+            usage_half_life_time: a.usage_half_life_time.map(|d| d.value).unwrap_or_default(),
+            usage_sampling_interval: a
+                .usage_sampling_interval
+                .map(|d| d.value)
+                .filter(|d| !d.is_zero())
+                .unwrap_or(DEFAULT_AFS_SAMPLING_INTERVAL),
+            resource_weights: a.resource_weights.clone().unwrap_or_default(),
+        })
+    }
+
     /// Kueue's own checks of the fields quotagate uses (`pkg/config/validation.go`).
     fn validate(&self) -> Result<(), ConfigError> {
         if self.fair_sharing().is_some() {
@@ -361,6 +411,21 @@ impl Configuration {
                 }
             }
         }
+        if let Some(a) = &self.admission_fair_sharing {
+            let p = "admissionFairSharing";
+            if a.usage_half_life_time.is_some_and(|d| d.negative && !d.value.is_zero()) {
+                return Err(field(&format!("{p}.usageHalfLifeTime"), NEGATIVE));
+            }
+            // Kueue defaults a zero interval to 5m before validating, so only a negative one fails.
+            if a.usage_sampling_interval.is_some_and(|d| d.negative && !d.value.is_zero()) {
+                return Err(field(&format!("{p}.usageSamplingInterval"), "must be greater than 0"));
+            }
+            for (name, w) in a.resource_weights.iter().flatten() {
+                if !w.is_finite() || *w < 0.0 {
+                    return Err(field(&format!("{p}.resourceWeights[{name}]"), NEGATIVE));
+                }
+            }
+        }
         if let Some(port) = self.webhook.as_ref().and_then(|w| w.port)
             && port == 0
         {
@@ -380,9 +445,6 @@ impl Configuration {
                 what,
             })
         };
-        if self.admission_fair_sharing.as_ref().is_some_and(|v| !v.is_null()) {
-            return no("admissionFairSharing", "admission fair sharing");
-        }
         if self.manage_jobs_without_queue_name == Some(true) {
             return no("manageJobsWithoutQueueName", "managing jobs without a queue name");
         }
@@ -457,8 +519,11 @@ impl Configuration {
         );
         let gates = self.feature_gates.as_ref();
         note(
-            gates.is_some_and(|g| g.keys().any(|k| k != DISABLE_WAIT_FOR_PODS_READY)),
-            "featureGates (other than DisableWaitForPodsReady)",
+            gates.is_some_and(|g| {
+                g.keys()
+                    .any(|k| k != DISABLE_WAIT_FOR_PODS_READY && k != ADMISSION_FAIR_SHARING_GATE)
+            }),
+            "featureGates (other than DisableWaitForPodsReady, AdmissionFairSharing)",
         );
         out
     }

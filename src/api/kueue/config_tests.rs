@@ -189,7 +189,6 @@ fn bad_fields_are_named_by_their_path() {
 fn switches_quotagate_does_not_implement_are_refused_when_on() {
     let v1 = "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n";
     let refused = [
-        format!("{HEAD}admissionFairSharing:\n  usageHalfLifeTime: 168h\n  usageSamplingInterval: 5m\n"),
         format!("{HEAD}manageJobsWithoutQueueName: true\n"),
         format!("{HEAD}resources:\n  transformations:\n  - input: nvidia.com/mig-4g.5gb\n"),
         format!("{HEAD}resources:\n  quotaCheckStrategy: IgnoreUndeclared\n"),
@@ -268,5 +267,53 @@ fn fair_sharing_is_read_as_kueue_reads_it() {
     for (text, want) in bad {
         let e = err(&text);
         assert!(e.starts_with(want), "{text}\n  got: {e}\n  want: {want}");
+    }
+}
+
+/// Kueue's `pkg/config/validation_test.go` cases "valid admissionFairSharing configuration",
+/// "invalid admissionFairSharing.usageHalfLifeTime configuration", "invalid
+/// admissionFairSharing.usageSamplingInterval configuration" and "invalid
+/// admissionFairSharing.resourceWeights configuration"; defaults as `apis/config/v1beta2/defaults.go`.
+#[test]
+fn admission_fair_sharing_is_read_defaulted_and_validated() {
+    let cfg = Configuration::parse(&format!(
+        "{HEAD}admissionFairSharing:\n  usageHalfLifeTime: 1s\n  usageSamplingInterval: 1s\n  resourceWeights:\n    cpu: 0.5\n    memory: 0.5\n"
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let afs = cfg.admission_fair_sharing().unwrap_or_else(|| panic!("on"));
+    assert_eq!(afs.usage_half_life_time, Duration::from_secs(1));
+    assert_eq!(afs.usage_sampling_interval, Duration::from_secs(1));
+    assert_eq!(afs.resource_weights.get("cpu"), Some(&0.5));
+    assert!(cfg.ignored().is_empty(), "{:?}", cfg.ignored());
+    // Defaults: the sampling interval is 5m (also for an explicit 0s); the half-life has none (0s).
+    for text in [
+        format!("{HEAD}admissionFairSharing: {{}}\n"),
+        format!("{HEAD}admissionFairSharing:\n  usageSamplingInterval: 0s\n"),
+        "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\nadmissionFairSharing: {}\n".to_string(),
+    ] {
+        let afs = Configuration::parse(&text)
+            .unwrap_or_else(|e| panic!("{text}: {e}"))
+            .admission_fair_sharing()
+            .unwrap_or_else(|| panic!("{text}: on"));
+        assert_eq!(afs.usage_sampling_interval, Duration::from_secs(300), "{text}");
+        assert_eq!(afs.usage_half_life_time, Duration::ZERO, "{text}");
+        assert!(afs.resource_weights.is_empty());
+    }
+    // Absent, or its feature gate off: not on.
+    assert!(Configuration::parse(HEAD).unwrap_or_else(|e| panic!("{e}")).admission_fair_sharing().is_none());
+    let gated = format!("{HEAD}admissionFairSharing: {{}}\nfeatureGates:\n  AdmissionFairSharing: false\n");
+    let gated = Configuration::parse(&gated).unwrap_or_else(|e| panic!("{e}"));
+    assert!(gated.admission_fair_sharing().is_none());
+    assert!(gated.ignored().is_empty(), "{:?}", gated.ignored());
+    let bad = [
+        ("  usageHalfLifeTime: -1s\n  usageSamplingInterval: 1s\n", "admissionFairSharing.usageHalfLifeTime: "),
+        ("  usageSamplingInterval: -1s\n", "admissionFairSharing.usageSamplingInterval: "),
+        ("  usageSamplingInterval: 1s\n  resourceWeights:\n    cpu: -0.5\n", "admissionFairSharing.resourceWeights[cpu]: "),
+        ("  usageHalfLifeTime: 1s\n  halfLife: 1s\n", "admissionFairSharing.halfLife: unknown field `halfLife`"),
+    ];
+    for (body, want) in bad {
+        let text = format!("{HEAD}admissionFairSharing:\n{body}");
+        let got = err(&text);
+        assert!(got.starts_with(want), "{text}\n  got: {got}\n  want: {want}");
     }
 }

@@ -3,6 +3,7 @@
 //! it feeds the admission core ([`sync`]), runs a cycle, writes Workload conditions ([`conditions`])
 //! and ClusterQueue / LocalQueue status ([`queue_status`]).
 
+pub mod admission_fair_sharing;
 pub mod backoff;
 pub mod caches;
 pub mod checks;
@@ -12,6 +13,7 @@ pub mod explanations;
 pub mod finalizers;
 pub mod priorities;
 pub mod pods_ready;
+pub mod pods_ready_metrics;
 pub mod queue_metrics;
 pub mod queue_status;
 pub mod run;

@@ -184,3 +184,39 @@ pub fn queue_order_ms(wl: &Workload, cfg: &PodsReadyConfig) -> Option<i64> {
 #[cfg(test)]
 #[path = "pods_ready_tests.rs"]
 mod tests;
+
+/// Whether writing `new` gives the workload its first readiness: PodsReady=True with reason Started
+/// where it did not show that (Kueue observes its time-to-ready metrics only then, not on a
+/// recovery).
+pub fn first_ready(old: &Workload, new: &WorkloadStatus) -> bool {
+    let started = |c: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition| {
+        c.status == TRUE && c.reason == reason::STARTED
+    };
+    let was = old.status.as_ref().and_then(|s| s.condition(condition::PODS_READY)).is_some_and(started);
+    !was && new.condition(condition::PODS_READY).is_some_and(started)
+}
+
+/// Kueue's time-to-ready waits at `ready_at`, in seconds: since the workload was queued (created, or
+/// last requeued) and since it was admitted (`None` without an Admitted condition).
+pub fn ready_waits(wl: &Workload, queued_since: jiff::Timestamp, ready_at: jiff::Timestamp) -> (f64, Option<f64>) {
+    let secs = |from: jiff::Timestamp| ready_at.duration_since(from).as_secs_f64().max(0.0);
+    let admitted = wl
+        .status
+        .as_ref()
+        .and_then(|s| s.condition(condition::ADMITTED))
+        .map(|c| secs(c.last_transition_time.0));
+    (secs(queued_since), admitted)
+}
+
+/// Kueue's `workloadsWithPodsReadyToEvictedTime`: seconds from PodsReady=True to Evicted=True, both
+/// shown by `status`; `None` unless both are.
+pub fn ready_to_evicted(status: &WorkloadStatus) -> Option<f64> {
+    let when = |t: &str| {
+        status
+            .condition(t)
+            .filter(|c| c.status == TRUE)
+            .map(|c| c.last_transition_time.0)
+    };
+    let (ready, evicted) = (when(condition::PODS_READY)?, when(condition::EVICTED)?);
+    Some(evicted.duration_since(ready).as_secs_f64())
+}

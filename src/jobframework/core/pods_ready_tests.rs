@@ -315,3 +315,45 @@ fn block_admission_admits_one_then_waits_for_pods_ready() {
     let actions = st.step(&snapshot(vec![pending("a", NOW), pending("b", NOW + 1)]), NOW);
     assert_eq!(actions.iter().filter(|a| matches!(a, Action::Admit { .. })).count(), 2, "{actions:?}");
 }
+
+/// When Kueue's time-to-ready histograms are observed (`reconciler.go`: PodsReady=True with reason
+/// Started written, not a recovery), and what they measure; and `evict.go`'s
+/// `workloadsWithPodsReadyToEvictedTime`.
+#[test]
+fn pods_ready_metrics_arithmetic() {
+    use crate::api::kueue::constants::{condition, reason};
+    let admitted = c(condition::ADMITTED, "True", "Admitted", NOW);
+    let w = with(vec![admitted.clone()]);
+    let started = with_condition(&w, true, at(NOW + 5_000)).unwrap();
+    assert!(pods_ready::first_ready(&w, &started));
+    // Shown already, or a recovery: not a first readiness.
+    let shown = with(vec![admitted.clone(), c(condition::PODS_READY, "True", reason::STARTED, NOW + 5_000)]);
+    assert!(!pods_ready::first_ready(&shown, &started));
+    let lost = with(vec![admitted.clone(), c(condition::PODS_READY, "False", reason::WAIT_FOR_RECOVERY, NOW + 6_000)]);
+    let recovered = with_condition(&lost, true, at(NOW + 7_000)).unwrap();
+    assert!(!pods_ready::first_ready(&lost, &recovered));
+    // Not ready is never a readiness.
+    let not_ready = with_condition(&w, false, at(NOW + 5_000)).unwrap();
+    assert!(!pods_ready::first_ready(&w, &not_ready));
+    // Queued 10 s before the admission, ready 5 s after it.
+    let (queued, since_admitted) = pods_ready::ready_waits(&w, at(NOW - 10_000), at(NOW + 5_000));
+    assert_eq!((queued, since_admitted), (15.0, Some(5.0)));
+    assert_eq!(pods_ready::ready_waits(&with(vec![]), at(NOW), at(NOW + 1_000)).1, None);
+    // Ready for 30 s, then evicted.
+    let ready_then_evicted = with(vec![
+        admitted.clone(),
+        c(condition::PODS_READY, "True", reason::STARTED, NOW),
+        c(condition::EVICTED, "True", reason::DEACTIVATED, NOW + 30_000),
+    ]);
+    let s = ready_then_evicted.status.clone().unwrap_or_default();
+    assert_eq!(pods_ready::ready_to_evicted(&s), Some(30.0));
+    // Never ready, or not evicted: nothing to observe.
+    let never_ready = with(vec![
+        admitted.clone(),
+        c(condition::PODS_READY, "False", reason::WAIT_FOR_START, NOW),
+        c(condition::EVICTED, "True", reason::PODS_READY_TIMEOUT, NOW + 30_000),
+    ]);
+    assert_eq!(pods_ready::ready_to_evicted(&never_ready.status.clone().unwrap_or_default()), None);
+    let running = with(vec![admitted, c(condition::PODS_READY, "True", reason::STARTED, NOW)]);
+    assert_eq!(pods_ready::ready_to_evicted(&running.status.clone().unwrap_or_default()), None);
+}

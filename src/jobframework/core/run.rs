@@ -48,6 +48,8 @@ pub struct AdmissionLoop {
     pub pods_ready: Option<crate::api::kueue::config::PodsReadyConfig>,
     /// Fair sharing, when on.
     pub fair_sharing: Option<crate::queue::FairSharingConfig>,
+    /// Admission fair sharing, when on.
+    pub admission_fair_sharing: Option<crate::api::kueue::config::AfsConfig>,
 }
 
 /// Below this many workloads the queue gauges are recomputed every cycle.
@@ -100,7 +102,8 @@ fn wl_api(client: &Client, key: &WorkloadKey) -> Api<Workload> {
 
 impl AdmissionLoop {
     pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
-        let mut state = AdmissionState::with_pods_ready(self.pods_ready.clone());
+        let mut state = AdmissionState::with_pods_ready(self.pods_ready.clone())
+            .with_admission_fair_sharing(self.admission_fair_sharing.as_ref());
         state.core.set_fair_sharing(self.fair_sharing.clone());
         state.explanations = self.explanations.clone();
         let mut backoff = WriteBackoff::default();
@@ -117,7 +120,12 @@ impl AdmissionLoop {
         loop {
             // The earliest PodsReady timeout wakes the loop when it runs out (none while the feature
             // is off or nothing waits for its pods).
-            let wake = state.wake_deadline().map_or(self.resync, |at| {
+            // So does the next admission fair sharing sample of a LocalQueue.
+            let deadline = match (state.wake_deadline(), state.afs_sample_deadline()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let wake = deadline.map_or(self.resync, |at| {
                 let left = at.saturating_sub(now().as_millisecond()).max(0);
                 Duration::from_millis(u64::try_from(left).unwrap_or(0)).min(self.resync)
             });
@@ -132,7 +140,8 @@ impl AdmissionLoop {
             }
             if !*self.leader.borrow() {
                 self.explanations.clear();
-                state = AdmissionState::with_pods_ready(self.pods_ready.clone());
+                state = AdmissionState::with_pods_ready(self.pods_ready.clone())
+                    .with_admission_fair_sharing(self.admission_fair_sharing.as_ref());
                 state.core.set_fair_sharing(self.fair_sharing.clone());
                 state.explanations = self.explanations.clone();
                 backoff = WriteBackoff::default();
@@ -370,12 +379,17 @@ impl AdmissionLoop {
                         rand::random::<f64>(),
                     ));
                 }
+                // As Kueue, from the status that shows the eviction, before the reservation goes.
+                let evicted = status.clone();
                 if clear {
                     let mut tmp = (**wl).clone();
                     tmp.status = Some(status.clone());
                     status = conditions::clear_reservation(&tmp, now()).unwrap_or(status);
                 }
                 if self.write(&api, wl, status).await.is_ok() {
+                    if let Some(a) = wl.admission() {
+                        super::pods_ready_metrics::record_evicted(&self.metrics, &a.cluster_queue, &cause, &evicted);
+                    }
                     self.record_eviction(wl, &cause).await;
                 }
             }
@@ -752,6 +766,7 @@ impl AdmissionLoop {
         }
         self.write_admission_checks(snap, t).await;
         if gauges {
+            super::admission_fair_sharing::report_usage(&self.metrics, &state.core);
             super::queue_metrics::report(&self.metrics, super::queue_metrics::gauges(snap, &cores, &active, state, self.metrics.role()));
         }
         let cohort_api: Api<Cohort> = Api::all(self.client.clone());
@@ -786,13 +801,14 @@ impl AdmissionLoop {
                 .get(&(ns.as_str(), lq.metadata.name.as_deref().unwrap_or_default()))
                 .map(Vec::as_slice)
                 .unwrap_or_default();
-            if let Some(status) = queue_status::local_queue(
+            let desired = queue_status::local_queue(
                 lq,
                 cq,
                 active.get(cq_name).copied().unwrap_or(false),
                 wls,
                 t,
-            ) {
+            );
+            if let Some(status) = super::admission_fair_sharing::status(lq, desired, &state.core) {
                 let api: Api<LocalQueue> = Api::namespaced(self.client.clone(), &ns);
                 let mut obj = (**lq).clone();
                 obj.status = Some(status);
@@ -843,13 +859,13 @@ async fn admit_with_retry(
 }
 
 /// The priority class Kueue's metrics label a workload with (`""` without one).
-fn priority_class(wl: &Workload) -> String {
+pub(crate) fn priority_class(wl: &Workload) -> String {
     wl.spec.priority_class_ref.as_ref().map(|r| r.name.clone()).unwrap_or_default()
 }
 
 /// Since when a workload waits: its last requeue (`Requeued=True`), else its creation, as Kueue's
 /// `QueuedWaitTime`.
-fn queued_since(wl: &Workload) -> jiff::Timestamp {
+pub(crate) fn queued_since(wl: &Workload) -> jiff::Timestamp {
     let requeued = wl.status.as_ref().and_then(|s| s.condition(crate::api::kueue::constants::condition::REQUEUED)).filter(|c| c.status == "True");
     requeued
         .map(|c| c.last_transition_time.0)

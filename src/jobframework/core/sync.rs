@@ -229,6 +229,17 @@ impl AdmissionState {
         s
     }
 
+    /// With admission fair sharing on (`Some`) or off.
+    pub fn with_admission_fair_sharing(mut self, cfg: Option<&crate::api::kueue::config::AfsConfig>) -> Self {
+        self.core.set_admission_fair_sharing(cfg.map(Into::into));
+        self
+    }
+
+    /// When (ms) the next LocalQueue is due for an admission fair sharing sample.
+    pub fn afs_sample_deadline(&self) -> Option<i64> {
+        self.core.next_sample_ms()
+    }
+
     /// When (ms) the earliest PodsReady timeout of the last step runs out.
     pub fn pods_ready_deadline(&self) -> Option<i64> {
         self.pods_ready_deadline
@@ -347,6 +358,7 @@ impl AdmissionState {
     pub fn step(&mut self, snap: &Snapshot, now_ms: i64) -> Vec<Action> {
         let mut actions = Vec::new();
         self.sync_config(snap);
+        super::admission_fair_sharing::sync(&mut self.core, snap, now_ms);
         let view = View::new(snap);
         self.forget_unsettled();
         self.pods_ready_deadline = None;
@@ -554,8 +566,12 @@ impl AdmissionState {
                 stop,
                 rejected,
             } => {
-                self.assumed.remove(&key);
+                let was_assumed = self.assumed.remove(&key);
                 self.account_reserved(&key, wl, snap, now_ms);
+                if was_assumed {
+                    // The API shows the admission: its fair-sharing entry penalty is settled.
+                    self.core.settle_admission(&key, now_ms);
+                }
                 if let Some(status) = checks {
                     actions.push(Action::Checks { key, status: Box::new(status) });
                     return;
