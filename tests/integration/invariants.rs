@@ -119,8 +119,16 @@ async fn the_watcher_reports_a_planted_violation_of_each_invariant() {
     api("ray.io", "v1", "RayService", "rayservices", true).patch_status("rs", &PatchParams::default(), &Patch::Merge(&active)).await.unwrap();
     // The watcher takes the active cluster's baseline on a check after the status write.
     let seen = inv.0.checks();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    let cqs = api("kueue.x-k8s.io", "v1beta2", "ClusterQueue", "clusterqueues", false);
+    let mut poke = 0;
     while inv.0.checks() < seen + 2 {
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(tokio::time::Instant::now() < deadline, "the watcher ran no check after the status write");
+        // Another event, so that a second check runs even when nothing else happens.
+        poke += 1;
+        let touch = json!({"metadata": {"annotations": {"test/poke": poke.to_string()}}});
+        cqs.patch("cq", &PatchParams::default(), &Patch::Merge(&touch)).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     let upgrade = json!({"spec": {"rayVersion": "2.47.0"}});
     api("ray.io", "v1", "RayCluster", "rayclusters", true).patch("rs-child", &PatchParams::default(), &Patch::Merge(&upgrade)).await.unwrap();

@@ -44,20 +44,11 @@ async fn use_config(c: &mut Cluster, cfg: Option<AfsConfig>) {
 
 /// As [`use_config`], serving `/metrics` on `health` when given.
 async fn use_config_serving(c: &mut Cluster, cfg: Option<AfsConfig>, health: Option<std::net::SocketAddr>) {
-    if let Some(m) = c.manager.take() {
-        m.stop().await;
-    }
-    c.manager = Some(Manager::start_opts(
-        c.client.clone(),
-        ManagerOptions {
-            leader_election: false,
-            identity: "m1".into(),
-            resync: Duration::from_millis(300),
-            admission_fair_sharing: cfg,
-            health_addr: health,
-            ..Default::default()
-        },
-    ));
+    c.restart_manager_with(|o| {
+        o.admission_fair_sharing = cfg;
+        o.health_addr = health;
+    })
+    .await;
 }
 
 fn afs_cq(cq: ClusterQueue) -> ClusterQueue {
@@ -271,19 +262,6 @@ async fn consumed_resources_grow_with_each_admission() {
     }
     assert!(value(&text, "lq-a").is_some_and(|v| v > 3.9), "{text}");
     assert_eq!(value(&text, "lq-b"), Some(0.0), "{text}");
-}
-
-async fn scrape(addr: std::net::SocketAddr) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else {
-        return String::new();
-    };
-    if s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").await.is_err() {
-        return String::new();
-    }
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out).await;
-    out
 }
 
 /// Kueue's "Using AdmissionFairSharing at Cohort level" setup: `cq1` (StrictFIFO, AFS, no preemption

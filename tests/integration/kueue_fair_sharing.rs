@@ -16,19 +16,7 @@ use crate::support::*;
 /// A cluster whose manager runs with fair sharing on (Kueue's default strategies).
 async fn fair_cluster(limits: Limits) -> Cluster {
     let mut c = Cluster::start(limits).await;
-    if let Some(m) = c.manager.take() {
-        m.stop().await;
-    }
-    c.manager = Some(Manager::start_opts(
-        c.client.clone(),
-        ManagerOptions {
-            leader_election: false,
-            identity: "m1".into(),
-            resync: Duration::from_millis(300),
-            fair_sharing: Some(FairSharingConfig::default()),
-            ..Default::default()
-        },
-    ));
+    c.restart_manager_with(|o| o.fair_sharing = Some(FairSharingConfig::default())).await;
     c
 }
 

@@ -42,21 +42,11 @@ async fn use_config(c: &mut Cluster, cfg: PodsReadyConfig) {
 
 /// As [`use_config`], serving `/metrics` on `health` when given.
 async fn use_config_serving(c: &mut Cluster, cfg: PodsReadyConfig, health: Option<std::net::SocketAddr>) {
-    if let Some(m) = c.manager.take() {
-        m.stop().await;
-    }
-    c.manager = Some(Manager::start_opts(
-        c.client.clone(),
-        ManagerOptions {
-            leader_election: false,
-            identity: "m1".into(),
-            resync: Duration::from_millis(300),
-            ray: c.ray.clone(),
-            pods_ready: Some(cfg),
-            health_addr: health,
-            ..Default::default()
-        },
-    ));
+    c.restart_manager_with(|o| {
+        o.pods_ready = Some(cfg);
+        o.health_addr = health;
+    })
+    .await;
 }
 
 /// The settings of Kueue's suite: blockAdmission, backoff base 1 s.
@@ -553,20 +543,6 @@ async fn a_gated_rayservice_upgrade_does_not_time_out_the_serving_slice() {
     assert!(condition(&w, condition::EVICTED).is_none(), "{w:?}");
     let pending: Vec<Workload> = c.workloads().list(&ListParams::default()).await.unwrap().items.into_iter().filter(|w| !reserved(w)).collect();
     assert_eq!(pending.len(), 1, "the upgrade's slice still waits for quota");
-}
-
-/// `/metrics` of a manager serving it on `addr` (an empty string until it listens).
-async fn scrape(addr: std::net::SocketAddr) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else {
-        return String::new();
-    };
-    if s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").await.is_err() {
-        return String::new();
-    }
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out).await;
-    out
 }
 
 /// "Long PodsReady timeout": "Should emit the PodsReadyToEvictedTimeSeconds metric": a workload

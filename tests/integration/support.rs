@@ -151,6 +151,23 @@ impl Cluster {
         c
     }
 
+    /// Stops the manager and starts one with the tests' options (no leader election, identity `m1`,
+    /// resync 300 ms, this cluster's Ray operator) as `set` changes them: a Kueue config's switches.
+    pub async fn restart_manager_with(&mut self, set: impl FnOnce(&mut ManagerOptions)) {
+        if let Some(m) = self.manager.take() {
+            m.stop().await;
+        }
+        let mut opts = ManagerOptions {
+            leader_election: false,
+            identity: "m1".into(),
+            resync: Duration::from_millis(300),
+            ray: self.ray.clone(),
+            ..Default::default()
+        };
+        set(&mut opts);
+        self.manager = Some(Manager::start_opts(self.client.clone(), opts));
+    }
+
     pub async fn restart_manager(&mut self, identity: &str) {
         if let Some(m) = self.manager.take() {
             m.stop().await;
@@ -558,4 +575,18 @@ impl Drop for QuotaWatch {
             self.task.abort();
         }
     }
+}
+
+/// `/metrics` of a manager serving it on `addr` (an empty string until it listens).
+pub async fn scrape(addr: std::net::SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else {
+        return String::new();
+    };
+    if s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").await.is_err() {
+        return String::new();
+    }
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out).await;
+    out
 }

@@ -366,6 +366,8 @@ impl Invariants {
         trigger!(RayCluster);
         trigger!(Pod);
         trigger!(ClusterQueue);
+        // I4 reads which cluster is active from the RayService's status.
+        trigger!(RayService);
         let (v, n) = (violations.clone(), checks.clone());
         tasks.push(tokio::spawn(async move {
             let mut seen = Seen::default();
