@@ -263,13 +263,18 @@ async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Er
             .filter(|w| w.labels().get(label::JOB_UID) == Some(&uid))
             .cloned()
             .collect();
-        let holding = mine
+        // While a replacement and the slice it replaces both hold quota (the moment between the
+        // replacement's admission and the old slice's finish), the replacement covers the chain, as
+        // the gate reads it (`demand::admitted_slice`).
+        let held: Vec<&Workload> = mine.iter().filter(|w| reserved(w) && !w.is_finished()).collect();
+        let holding = held
             .iter()
-            .filter(|w| reserved(w) && !w.is_finished())
-            .max_by_key(|w| {
-                w.annotations()
-                    .contains_key(label::WORKLOAD_SLICE_REPLACEMENT_FOR)
-            });
+            .find(|w| {
+                crate::jobframework::core::sync::replacement_for(w)
+                    .is_some_and(|k| held.iter().any(|o| o.metadata.name.as_deref() == Some(k.name.as_str())))
+            })
+            .or(held.first())
+            .copied();
         let children = children_in_gate_order(
             rs,
             rcs.iter()
