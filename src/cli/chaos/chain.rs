@@ -32,6 +32,20 @@ fn holds_quota(w: &Workload) -> bool {
     w.admission().is_some() && w.has_quota_reservation() && !w.is_finished()
 }
 
+/// The chain's latest slice holding quota: while a replacement and the slice it replaces both hold
+/// quota (the replacement admitted, the old one not yet finished), the replacement, as the gate reads it
+/// (`demand::admitted_slice`).
+pub(super) fn latest_holding<'a>(chain: &[&'a Workload]) -> Option<&'a Workload> {
+    let held: Vec<&Workload> = chain.iter().copied().filter(|w| holds_quota(w)).collect();
+    held.iter()
+        .find(|w| {
+            crate::jobframework::core::sync::replacement_for(w)
+                .is_some_and(|k| held.iter().any(|o| o.metadata.name.as_deref() == Some(k.name.as_str())))
+        })
+        .or(held.first())
+        .copied()
+}
+
 fn key(w: &Workload) -> String {
     format!("{}/{}", w.namespace().unwrap_or_default(), w.name_any())
 }
@@ -184,6 +198,19 @@ mod tests {
             v["metadata"]["annotations"][label::WORKLOAD_SLICE_REPLACEMENT_FOR] = json!(format!("ns/{r}"));
         }
         serde_json::from_value(v).unwrap()
+    }
+
+    /// Chaos seed 918: with the replacement admitted and its predecessor not yet finished, the watcher
+    /// read the predecessor (the later of the two by name) and reported pods the replacement covers.
+    #[test]
+    fn the_latest_holding_slice_is_the_replacement_while_both_hold_quota() {
+        let (old, new) = (wl("rayservice-rs-e0a99", true, Some("first"), false), wl("rayservice-rs-17cee", true, Some("rayservice-rs-e0a99"), false));
+        for chain in [vec![&old, &new], vec![&new, &old]] {
+            assert_eq!(latest_holding(&chain).map(|w| w.name_any()), Some("rayservice-rs-17cee".to_string()));
+        }
+        let waiting = wl("rayservice-rs-17cee", false, Some("rayservice-rs-e0a99"), false);
+        assert_eq!(latest_holding(&[&old, &waiting]).map(|w| w.name_any()), Some("rayservice-rs-e0a99".to_string()));
+        assert!(latest_holding(&[&waiting]).is_none());
     }
 
     fn rs() -> RayService {

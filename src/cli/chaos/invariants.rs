@@ -263,18 +263,8 @@ async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Er
             .filter(|w| w.labels().get(label::JOB_UID) == Some(&uid))
             .cloned()
             .collect();
-        // While a replacement and the slice it replaces both hold quota (the moment between the
-        // replacement's admission and the old slice's finish), the replacement covers the chain, as
-        // the gate reads it (`demand::admitted_slice`).
-        let held: Vec<&Workload> = mine.iter().filter(|w| reserved(w) && !w.is_finished()).collect();
-        let holding = held
-            .iter()
-            .find(|w| {
-                crate::jobframework::core::sync::replacement_for(w)
-                    .is_some_and(|k| held.iter().any(|o| o.metadata.name.as_deref() == Some(k.name.as_str())))
-            })
-            .or(held.first())
-            .copied();
+        let chain: Vec<&Workload> = mine.iter().collect();
+        let holding = super::chain::latest_holding(&chain);
         let children = children_in_gate_order(
             rs,
             rcs.iter()
@@ -306,7 +296,6 @@ async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Er
                 }
             }
         }
-        let chain: Vec<&Workload> = mine.iter().collect();
         let active = rs.status.as_ref().and_then(|s| s.active_service_status.as_ref()).and_then(|a| a.ray_cluster_name.as_deref());
         bad.extend(super::chain::no_disruption(rs, active, &chain, &rcs, &mut seen.active));
         bad.extend(super::chain::one_chain(rs, &chain));
