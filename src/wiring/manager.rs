@@ -400,4 +400,47 @@ mod tests {
         let after = settled_alive_tasks(before).await;
         assert_eq!(after, before, "tasks still alive after the manager was dropped");
     }
+
+    /// A resource-in-use finalizer is released only once the API server, not just the caches,
+    /// shows nothing uses the object: the flavor cache can see a flavor's deletion before the
+    /// ClusterQueue cache has seen the queue naming it (a flake of Kueue's "Should delete the
+    /// resourceFlavor when the corresponding clusterQueue no longer uses the resourceFlavor").
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_finalizer_release_is_confirmed_against_the_api_server() {
+        use crate::api::kueue::{ClusterQueue, Workload};
+        use crate::jobframework::core::run::{User, in_use_live};
+        let server = embedded_server();
+        let client = server.client();
+        let cq = ClusterQueue::build("cq").flavor("on-demand", [("cpu", "5")]).admission_check("check", &[]).build();
+        Api::<ClusterQueue>::all(client.clone()).create(&Default::default(), &cq).await.unwrap();
+        assert!(in_use_live(&client, User::Flavor("on-demand")).await.unwrap());
+        assert!(!in_use_live(&client, User::Flavor("spot")).await.unwrap());
+        assert!(in_use_live(&client, User::AdmissionCheck("check")).await.unwrap());
+        assert!(!in_use_live(&client, User::AdmissionCheck("other")).await.unwrap());
+
+        let wls: Api<Workload> = Api::namespaced(client.clone(), "default");
+        let wl: Workload = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": "w", "namespace": "default"},
+            "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": [
+                {"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}}}]},
+        }))
+        .unwrap();
+        let mut wl = wls.create(&Default::default(), &wl).await.unwrap();
+        assert!(!in_use_live(&client, User::ClusterQueue("cq")).await.unwrap(), "a pending workload holds no quota");
+        let admission = crate::api::kueue::Admission {
+            cluster_queue: "cq".into(),
+            pod_set_assignments: vec![crate::api::kueue::PodSetAssignment {
+                name: "main".into(),
+                flavors: [("cpu".to_string(), "on-demand".to_string())].into(),
+                resource_usage: [("cpu".to_string(), k8s_openapi::apimachinery::pkg::api::resource::Quantity("1".into()))].into(),
+                count: Some(1),
+                ..Default::default()
+            }],
+        };
+        wl.status = Some(crate::jobframework::core::conditions::admitted(&wl, admission, jiff::Timestamp::now()));
+        wls.replace_status("w", &Default::default(), &wl).await.unwrap();
+        assert!(in_use_live(&client, User::ClusterQueue("cq")).await.unwrap());
+        assert!(!in_use_live(&client, User::ClusterQueue("other")).await.unwrap());
+    }
 }

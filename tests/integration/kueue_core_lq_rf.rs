@@ -137,17 +137,25 @@ async fn lq_workloads_reserved(c: &Cluster) {
     for n in ["one", "two", "three"] {
         workload(c, n, "queue", &[(GPU, "6")]).await;
     }
-    let s = lq_status(c, "queue", "3 pending", |s| (s.pending_workloads, s.reserving_workloads, s.admitted_workloads) == (3, 0, 0)).await;
-    assert_eq!(lq_usage(&s.flavors_reservation), lq_at(0, 0));
-    assert_eq!(lq_usage(&s.flavors_usage), lq_at(0, 0));
-    assert_eq!(active(&s.conditions), t("True", "Ready", "Can submit new workloads to localQueue"));
+    // Kueue's Eventually compares the whole status: the counts can be written before the
+    // ClusterQueue is seen (its flavors still unknown), so the wait is on all of it.
+    lq_status(c, "queue", "3 pending", |s| {
+        (s.pending_workloads, s.reserving_workloads, s.admitted_workloads) == (3, 0, 0)
+            && lq_usage(&s.flavors_reservation) == lq_at(0, 0)
+            && lq_usage(&s.flavors_usage) == lq_at(0, 0)
+            && active(&s.conditions) == t("True", "Ready", "Can submit new workloads to localQueue")
+    })
+    .await;
     reserve(&wls, "one", "cluster-queue.queue-controller", &[("main", 1, &[(GPU, "model-c", "2")])]).await;
     reserve(&wls, "two", "cluster-queue.queue-controller", &[("main", 1, &[(GPU, "model-c", "3")])]).await;
     reserve(&wls, "three", "cluster-queue.queue-controller", &[("main", 1, &[(GPU, "model-d", "1")])]).await;
-    let s = lq_status(c, "queue", "3 admitted", |s| (s.pending_workloads, s.reserving_workloads, s.admitted_workloads) == (0, 3, 3)).await;
-    assert_eq!(lq_usage(&s.flavors_reservation), lq_at(1, 5));
-    assert_eq!(lq_usage(&s.flavors_usage), lq_at(1, 5));
-    assert_eq!(active(&s.conditions), t("True", "Ready", "Can submit new workloads to localQueue"));
+    lq_status(c, "queue", "3 admitted", |s| {
+        (s.pending_workloads, s.reserving_workloads, s.admitted_workloads) == (0, 3, 3)
+            && lq_usage(&s.flavors_reservation) == lq_at(1, 5)
+            && lq_usage(&s.flavors_usage) == lq_at(1, 5)
+            && active(&s.conditions) == t("True", "Ready", "Can submit new workloads to localQueue")
+    })
+    .await;
 }
 
 async fn lq_setup(c: &Cluster) {

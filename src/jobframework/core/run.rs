@@ -670,9 +670,12 @@ impl AdmissionLoop {
         }
     }
 
-    /// Adds Kueue's resource-in-use finalizer to a live ClusterQueue or ResourceFlavor, and
-    /// releases a deleted one's once `in_use` (asked only then) says nothing uses it.
-    async fn sync_finalizer<K>(&self, obj: &K, in_use: impl FnOnce() -> bool)
+    /// Adds Kueue's resource-in-use finalizer to a live ClusterQueue, ResourceFlavor or
+    /// AdmissionCheck, and releases a deleted one's once nothing uses it: `in_use` asks the caches,
+    /// and a release is confirmed against the API server first. The caches are one store per kind,
+    /// so the store that saw a flavor's deletion can be ahead of the one that has not yet seen the
+    /// ClusterQueue naming it; a release is final, so it waits for a read that cannot lag.
+    async fn sync_finalizer<K>(&self, obj: &K, in_use: impl FnOnce() -> bool, user: User<'_>)
     where
         K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     {
@@ -681,6 +684,16 @@ impl AdmissionLoop {
         let Some(change) = finalizers::decide(meta, in_use) else {
             return;
         };
+        if change == finalizers::Change::Remove {
+            match in_use_live(&self.client, user).await {
+                Ok(false) => {}
+                Ok(true) => return,
+                Err(e) => {
+                    tracing::debug!(kind = %K::kind(&()), name = %obj.name_any(), error = %e, "in-use check failed; will retry");
+                    return;
+                }
+            }
+        }
         let kept = finalizers::apply(meta, change);
         let patch = serde_json::json!({"metadata": {"finalizers": kept, "resourceVersion": obj.resource_version()}});
         let api: Api<K> = Api::all(self.client.clone());
@@ -700,7 +713,7 @@ impl AdmissionLoop {
             let name = ac.name_any();
             self.sync_finalizer(ac.as_ref(), || {
                 snap.cluster_queues.iter().any(|cq| super::checks::cluster_queue_checks(cq).contains_key(&name))
-            })
+            }, User::AdmissionCheck(&name))
             .await;
             if ac.spec.controller_name != crate::api::kueue::admission_check::AUTO_READY_CONTROLLER || ac.metadata.deletion_timestamp.is_some() {
                 continue;
@@ -734,7 +747,7 @@ impl AdmissionLoop {
             self.sync_finalizer(cq.as_ref(), || {
                 core.as_ref().is_some_and(|c| c.reserving_workloads > 0)
                     || finalizers::cluster_queue_in_use(&name, snap.workloads.iter().map(|w| w.as_ref()))
-            })
+            }, User::ClusterQueue(&name))
             .await;
             let (ok, ..) = queue_status::cluster_queue_active(
                 cq,
@@ -759,9 +772,10 @@ impl AdmissionLoop {
             }
         }
         for f in &snap.flavors {
+            let name = f.name_any();
             self.sync_finalizer(f.as_ref(), || {
-                finalizers::flavor_in_use(&f.name_any(), snap.cluster_queues.iter().map(|c| c.as_ref()))
-            })
+                finalizers::flavor_in_use(&name, snap.cluster_queues.iter().map(|c| c.as_ref()))
+            }, User::Flavor(&name))
             .await;
         }
         self.write_admission_checks(snap, t).await;
@@ -871,4 +885,34 @@ pub(crate) fn queued_since(wl: &Workload) -> jiff::Timestamp {
         .map(|c| c.last_transition_time.0)
         .or_else(|| wl.metadata.creation_timestamp.as_ref().map(|t| t.0))
         .unwrap_or_else(now)
+}
+
+/// Whether `user` is still in use, read from the API server rather than the caches.
+pub(crate) async fn in_use_live(client: &Client, user: User<'_>) -> Result<bool, kube::Error> {
+    let list = kube::api::ListParams::default();
+    Ok(match user {
+        User::ClusterQueue(name) => {
+            let wls = Api::<Workload>::all(client.clone()).list(&list).await?;
+            finalizers::cluster_queue_in_use(name, wls.items.iter())
+        }
+        User::Flavor(name) => {
+            let cqs = Api::<ClusterQueue>::all(client.clone()).list(&list).await?;
+            finalizers::flavor_in_use(name, cqs.items.iter())
+        }
+        User::AdmissionCheck(name) => {
+            let cqs = Api::<ClusterQueue>::all(client.clone()).list(&list).await?;
+            cqs.items.iter().any(|cq| super::checks::cluster_queue_checks(cq).contains_key(name))
+        }
+    })
+}
+
+/// What a resource-in-use finalizer guards, by name: the users to look for before releasing it.
+#[derive(Clone, Copy)]
+pub(crate) enum User<'a> {
+    /// Workloads holding quota in this ClusterQueue.
+    ClusterQueue(&'a str),
+    /// ClusterQueues referencing this ResourceFlavor.
+    Flavor(&'a str),
+    /// ClusterQueues naming this AdmissionCheck.
+    AdmissionCheck(&'a str),
 }
