@@ -123,9 +123,10 @@ pub async fn rayservice(client: &Client, namespace: &str, name: &str) -> Result<
     }
     let slice = admitted_slice(&owned);
     let opts = Default::default();
-    let demands: Vec<demand::ChildDemand> = children.iter().filter_map(|rc| child_demand(rc, &opts).ok()).collect();
     let pods = Api::<Pod>::namespaced(client.clone(), namespace).list(&ListParams::default()).await.map_err(get("Pods of RayService"))?.items;
-    let allowed = allowed_pods(slice.map(|w| w.spec.pod_sets.as_slice()), &demands, &demand::live_pods(&pods));
+    let live = demand::live_pods(&pods);
+    let demands = demand::at_least_live(children.iter().filter_map(|rc| child_demand(rc, &opts).ok()).collect(), &live);
+    let allowed = allowed_pods(slice.map(|w| w.spec.pod_sets.as_slice()), &demands, &live);
     let mut rows = vec![["CHILD", "GATED", "GROUP", "WANTS PODS", "ADMITTED SLICE COVERS"].map(String::from).to_vec()];
     for d in &demands {
         let gated = children.iter().find(|c| c.name_any() == d.name).and_then(|c| c.annotations().get(ANNOTATION_ADMISSION_GATED).cloned()).unwrap_or_else(|| "-".into());

@@ -272,11 +272,14 @@ async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Er
                 .cloned()
                 .collect(),
         );
-        let demands: Vec<_> = children
-            .iter()
-            .filter_map(|c| demand::child_demand(c, &Default::default()).ok())
-            .collect();
         let live = demand::live_pods(pods.iter());
+        let demands = demand::at_least_live(
+            children
+                .iter()
+                .filter_map(|c| demand::child_demand(c, &Default::default()).ok())
+                .collect(),
+            &live,
+        );
         let allowed = demand::allowed_pods(holding.map(|w| w.spec.pod_sets.as_slice()), &demands, &live);
         for child in &children {
             let name = child.name_any();

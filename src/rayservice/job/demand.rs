@@ -108,6 +108,22 @@ fn leaving_pods(rc: &RayCluster, group: &str) -> i64 {
         })
 }
 
+/// Raises each child's demand to the pods it runs now (`live`): a group can run more pods than its
+/// spec asks for, e.g. an autoscaled group whose `replicas` went down without its surplus named in
+/// `workersToDelete` (with autoscaling on, KubeRay then keeps those pods until the autoscaler names
+/// them). Quota covers what runs, so a slice shrinks only once such pods are gone (I2).
+pub fn at_least_live(mut children: Vec<ChildDemand>, live: &LivePods) -> Vec<ChildDemand> {
+    for child in &mut children {
+        let Some(groups) = live.get(&child.name) else { continue };
+        for (id, n, _) in &mut child.pods {
+            if let Some(&running) = groups.get(&id.group) {
+                *n = (*n).max(running);
+            }
+        }
+    }
+    children
+}
+
 /// Children in the order they were created (name breaks ties): older children are covered first, so the
 /// serving cluster keeps its coverage while a newer one waits.
 pub fn in_creation_order(children: &mut [&RayCluster]) {

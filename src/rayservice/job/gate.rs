@@ -5,12 +5,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use kube::{Client, ResourceExt};
 
 use super::demand::{self, ChildDemand, LivePods};
-use super::rayservice::{load_children, service_demand};
+use super::rayservice::{children_pods, load_children, service_demand};
 use crate::api::kueue::Workload;
 use crate::api::kueue::constants::condition;
 use crate::api::ray::constants as c;
@@ -48,13 +47,16 @@ pub fn queue_managed(rs: &RayService) -> bool {
 
 /// The gate, from the service's workloads, its children in gate order and the pods they run now.
 pub fn decide(rs: &RayService, children: &[RayCluster], workloads: &[Workload], live: &LivePods) -> Gate {
-    let demands: Vec<ChildDemand> = match service_demand(rs, children) {
+    let demands: Vec<ChildDemand> = match service_demand(rs, children, live) {
         Ok(d) if !children.is_empty() => d,
         // A child whose demand cannot be computed is covered by nothing.
-        _ => children
-            .iter()
-            .filter_map(|rc| demand::child_demand(rc, &Default::default()).ok())
-            .collect(),
+        _ => demand::at_least_live(
+            children
+                .iter()
+                .filter_map(|rc| demand::child_demand(rc, &Default::default()).ok())
+                .collect(),
+            live,
+        ),
     };
     let blocked = demand::podsets(&demands).err().map(|e| e.to_string());
     let admitted = demand::admitted_slice(workloads);
@@ -99,17 +101,6 @@ pub async fn load(client: &Client, rs: &RayService) -> Result<Gate, kube::Error>
     let workloads = owned_workloads(client, &ns, &uid).await?;
     let live = children_pods(client, &ns, &children).await?;
     Ok(decide(rs, &children, &workloads, &live))
-}
-
-/// The live pods of `children`, per child and group.
-async fn children_pods(client: &Client, ns: &str, children: &[RayCluster]) -> Result<LivePods, kube::Error> {
-    if children.is_empty() {
-        return Ok(LivePods::new());
-    }
-    let names: Vec<String> = children.iter().map(|c| c.name_any()).collect();
-    let selector = format!("{} in ({})", c::LABEL_CLUSTER, names.join(","));
-    let pods = Api::<Pod>::namespaced(client.clone(), ns).list(&ListParams::default().labels(&selector)).await?;
-    Ok(demand::live_pods(&pods.items))
 }
 
 /// The RayService a RayCluster belongs to: its controller owner of kind RayService, else (an owner

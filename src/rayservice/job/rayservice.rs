@@ -5,12 +5,13 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::ListParams;
 use kube::core::GroupVersionKind;
 use kube::{Api, Resource, ResourceExt};
 
-use super::demand::{self, ChildDemand};
+use super::demand::{self, ChildDemand, LivePods};
 use crate::api::kueue::constants::label::WORKLOAD_SLICE_NAME;
 use crate::api::kueue::{PodSet, Workload};
 use crate::api::ray::constants as c;
@@ -29,6 +30,8 @@ pub struct RayServiceJob {
     pub rs: RayService,
     /// Live children, the serving one first, then by creation (the gate's coverage order).
     pub children: Vec<RayCluster>,
+    /// The pods the children run now: the demand never drops below them.
+    pub live: LivePods,
     /// Workloads the service owns (finished slices included): names each new slice uniquely.
     pub slices: usize,
 }
@@ -98,10 +101,12 @@ pub async fn load_children(
     Ok(children_in_gate_order(rs, listed))
 }
 
-/// Each child's demand, in gate order; with no child yet, the demand of the cluster the spec would create.
+/// Each child's demand, in gate order, never below the pods it runs now (`demand::at_least_live`);
+/// with no child yet, the demand of the cluster the spec would create.
 pub fn service_demand(
     rs: &RayService,
     children: &[RayCluster],
+    live: &LivePods,
 ) -> Result<Vec<ChildDemand>, demand::DemandError> {
     let opts = BuildOptions::default();
     if children.is_empty() {
@@ -111,10 +116,22 @@ pub fn service_demand(
             &opts,
         )?]);
     }
-    children
+    let own = children
         .iter()
         .map(|rc| demand::child_demand(rc, &opts))
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(demand::at_least_live(own, live))
+}
+
+/// The live pods of `children`, per child and group (one list, by the `ray.io/cluster` label).
+pub async fn children_pods(client: &kube::Client, ns: &str, children: &[RayCluster]) -> Result<LivePods, kube::Error> {
+    if children.is_empty() {
+        return Ok(LivePods::new());
+    }
+    let names: Vec<String> = children.iter().map(|c| c.name_any()).collect();
+    let selector = format!("{} in ({})", c::LABEL_CLUSTER, names.join(","));
+    let pods = Api::<Pod>::namespaced(client.clone(), ns).list(&ListParams::default().labels(&selector)).await?;
+    Ok(demand::live_pods(&pods.items))
 }
 
 impl RayServiceJob {
@@ -219,7 +236,7 @@ impl GenericJob for RayServiceJob {
     }
 
     fn pod_sets(&self) -> Result<Vec<PodSet>, JobFrameworkError> {
-        let children = service_demand(&self.rs, &self.children)
+        let children = service_demand(&self.rs, &self.children, &self.live)
             .map_err(|e| JobFrameworkError::PodSets(e.to_string()))?;
         demand::podsets(&children).map_err(|e| JobFrameworkError::PodSets(e.to_string()))
     }
@@ -284,9 +301,11 @@ impl JobKind for RayServiceJob {
         client: &kube::Client,
     ) -> Result<Self, kube::Error> {
         let children = load_children(client, obj).await?;
+        let live = children_pods(client, &obj.namespace().unwrap_or_default(), &children).await?;
         Ok(RayServiceJob {
             rs: obj.clone(),
             children,
+            live,
             slices: workloads.len(),
         })
     }

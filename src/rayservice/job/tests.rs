@@ -157,7 +157,7 @@ mod demand_and_gate {
     use crate::jobframework::interface::DemandChange;
     use crate::rayservice::cluster::BuildOptions;
     use crate::rayservice::job::demand::{
-        ChildDemand, LivePods, allowed_pods, child_demand, compare, covers, podsets,
+        ChildDemand, LivePods, allowed_pods, at_least_live, child_demand, compare, covers, podsets,
     };
 
     /// A child with a head of `head_cpu` and `workers` workers of 1 CPU, image tag `tag`.
@@ -311,7 +311,7 @@ mod demand_and_gate {
             message: "preempted".into(),
         };
         wl.status = conditions::evicted(&wl, &cause, now);
-        let job = |children: Vec<RayCluster>| RayServiceJob { rs: rs.clone(), children, slices: 1 };
+        let job = |children: Vec<RayCluster>| RayServiceJob { rs: rs.clone(), children, live: Default::default(), slices: 1 };
         // Child `a` deleted, `b` (and its pods) still there: stop and wait, keeping the reservation.
         assert_eq!(plan(&job(vec![b]), &[&wl]).unwrap(), Step::Stop("w".into()));
         // Every child gone: nothing runs, the Workload may go.
@@ -365,6 +365,30 @@ mod demand_and_gate {
         // With nothing running yet, the older child is still covered first.
         let allowed = allowed_pods(Some(&slice), &d, &LivePods::new());
         assert_eq!((allowed["old"]["small"], allowed["new"]["small"]), (2, 0));
+    }
+
+    /// Chaos seed 629 (I2, once settled): the autoscaler lowered an autoscaled group from 2 to 1
+    /// while the operator was still creating its second pod, so no worker was named in
+    /// `workersToDelete` and (autoscaling on) the operator kept both. From the spec alone the demand
+    /// fell to 1 and the slice shrank in place under a running pod. Raised to the pods that run, the
+    /// demand stays 2 (no shrink) and the gate keeps both covered.
+    #[test]
+    fn a_group_running_more_pods_than_its_spec_keeps_their_quota() {
+        let slice = podsets(&demand(&[child("c", "2", 2, "x")])).unwrap();
+        let live = LivePods::from([("c".to_string(), BTreeMap::from([("head".to_string(), 1), ("small".to_string(), 2)]))]);
+        let spec_only = demand(&[child("c", "2", 1, "x")]);
+        assert!(
+            matches!(compare(&podsets(&spec_only).unwrap(), &slice, true), DemandChange::PodSets(_)),
+            "from the spec alone the slice would shrink"
+        );
+        let d = at_least_live(spec_only, &live);
+        assert_eq!(counts(&podsets(&d).unwrap()), vec![("head".into(), 1), ("small".into(), 2)]);
+        assert_eq!(compare(&podsets(&d).unwrap(), &slice, true), DemandChange::Same);
+        assert_eq!(allowed_pods(Some(&slice), &d, &live)["c"]["small"], 2);
+        // Once the surplus pod is gone, the demand is the spec's again and the slice may shrink.
+        let gone = LivePods::from([("c".to_string(), BTreeMap::from([("head".to_string(), 1), ("small".to_string(), 1)]))]);
+        let d = at_least_live(demand(&[child("c", "2", 1, "x")]), &gone);
+        assert!(matches!(compare(&podsets(&d).unwrap(), &slice, true), DemandChange::PodSets(_)));
     }
 
     #[test]
@@ -435,7 +459,7 @@ fn a_new_slice_chain_replaces_the_stale_chain_name_in_the_service_templates() {
         }}
     }))
     .unwrap();
-    let mut job = super::rayservice::RayServiceJob { rs, children: vec![], slices: 1 };
+    let mut job = super::rayservice::RayServiceJob { rs, children: vec![], live: Default::default(), slices: 1 };
     let mut info = PodSetInfo { name: "head".into(), count: 1, ..Default::default() };
     info.annotations.insert(WORKLOAD_SLICE_NAME.into(), "rayservice-rs-new".into());
     job.run_with_podsets_info(&[info]).expect("a new chain is not a conflict");
@@ -487,7 +511,7 @@ fn ray_jobs_report_pods_ready_from_their_pods() {
         "spec": {"rayClusterConfig": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "h"}]}}}}}
     }))
     .unwrap();
-    let job = |children: Vec<RayCluster>| RayServiceJob { rs: rs.clone(), children, slices: 1 };
+    let job = |children: Vec<RayCluster>| RayServiceJob { rs: rs.clone(), children, live: Default::default(), slices: 1 };
     let ready = rc("svc-a", "True", 1, 1, Some("False"), 2);
     let gated = rc("svc-b", "False", 0, 1, Some("True"), 2);
     let covered_not_ready = rc("svc-b", "True", 0, 1, Some("False"), 2);

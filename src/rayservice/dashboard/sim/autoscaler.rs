@@ -219,7 +219,9 @@ pub fn plan(spec: &RayClusterSpec, demand: f64, cap: i32) -> Vec<Scale> {
 /// run, as Ray's autoscaler does with `scaleStrategy.workersToDelete` (with autoscaling on, KubeRay
 /// deletes only the workers named there). Returns the scales to write and the extra patch ops: the
 /// names of each shrink's surplus workers (not-ready first, then the youngest), and the clearing of a
-/// list whose workers are all gone.
+/// list whose workers are all gone. A group that runs more workers than its `replicas` with none
+/// named (its scale-down was written while the operator was still creating a pod) gets its surplus
+/// named too, as Ray's autoscaler terminates a node it no longer wants.
 pub fn name_leaving(spec: &RayClusterSpec, pods: &[&Pod], scales: Vec<Scale>) -> (Vec<Scale>, Vec<Value>) {
     let mut ops = Vec::new();
     let mut held = Vec::new();
@@ -237,28 +239,51 @@ pub fn name_leaving(spec: &RayClusterSpec, pods: &[&Pod], scales: Vec<Scale>) ->
         }
     }
     let mut out = Vec::new();
-    for s in scales {
-        if held.contains(&s.index) {
+    for (index, g) in spec.worker_groups().iter().enumerate() {
+        if held.contains(&index) || g.is_suspended() {
             continue;
         }
-        let Some(g) = spec.worker_groups().get(s.index) else { continue };
-        let hosts = usize::try_from(g.num_of_hosts_or_default().max(1)).unwrap_or(1);
-        let mut live: Vec<&Pod> = pods
-            .iter()
-            .copied()
-            .filter(|p| p.metadata.deletion_timestamp.is_none() && p.labels().get(c::LABEL_GROUP) == Some(&g.group_name))
-            .collect();
-        let keep = usize::try_from(s.to.max(0)).unwrap_or(0).saturating_mul(hosts);
-        if live.len() > keep {
-            // Not ready first, then the youngest (the last to take load), then by name.
-            live.sort_by_key(|p| (pod_is_ready(p), std::cmp::Reverse(p.metadata.creation_timestamp.clone()), std::cmp::Reverse(p.name_any())));
-            let names: Vec<String> = live.iter().take(live.len() - keep).map(|p| p.name_any()).collect();
-            let base = format!("/spec/workerGroupSpecs/{}", s.index);
+        let scale = scales.iter().find(|s| s.index == index);
+        let to = match scale {
+            Some(s) => s.to,
+            // Only an autoscaled group's surplus is the autoscaler's to name.
+            None if g.min_replicas.is_some() || g.max_replicas.is_some() => desired_replicas(g),
+            None => continue,
+        };
+        let base = format!("/spec/workerGroupSpecs/{index}");
+        let names = surplus(g, pods, to);
+        if !names.is_empty() {
+            if scale.is_none() {
+                // Guarded by what it was computed from, as the scales' own ops are.
+                ops.push(json!({"op": "test", "path": format!("{base}/groupName"), "value": g.group_name}));
+                if let Some(stored) = g.replicas {
+                    ops.push(json!({"op": "test", "path": format!("{base}/replicas"), "value": stored}));
+                }
+            }
             ops.push(json!({"op": "add", "path": format!("{base}/scaleStrategy"), "value": {"workersToDelete": names}}));
         }
-        out.push(s);
+        if let Some(s) = scale {
+            out.push(s.clone());
+        }
     }
     (out, ops)
+}
+
+/// The live workers of `g` beyond `to` replicas: not ready first, then the youngest (the last to
+/// take load), then by name.
+fn surplus(g: &crate::api::ray::WorkerGroupSpec, pods: &[&Pod], to: i32) -> Vec<String> {
+    let hosts = usize::try_from(g.num_of_hosts_or_default().max(1)).unwrap_or(1);
+    let mut live: Vec<&Pod> = pods
+        .iter()
+        .copied()
+        .filter(|p| p.metadata.deletion_timestamp.is_none() && p.labels().get(c::LABEL_GROUP) == Some(&g.group_name))
+        .collect();
+    let keep = usize::try_from(to.max(0)).unwrap_or(0).saturating_mul(hosts);
+    if live.len() <= keep {
+        return Vec::new();
+    }
+    live.sort_by_key(|p| (pod_is_ready(p), std::cmp::Reverse(p.metadata.creation_timestamp.clone()), std::cmp::Reverse(p.name_any())));
+    live.iter().take(live.len() - keep).map(|p| p.name_any()).collect()
 }
 
 /// The JSON patch writing `scales`, guarded by `test` ops on what it was computed from.

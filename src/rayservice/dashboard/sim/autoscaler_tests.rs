@@ -347,3 +347,38 @@ async fn the_loop_scales_workers_to_demand_and_capacity_follows_ready_pods() {
     assert_eq!(sim.running_replicas(static_url)["hello"], 2);
     task.abort();
 }
+
+/// The `workersToDelete` ops of a `name_leaving` result, per group index.
+fn named(ops: &[Value]) -> Vec<(String, Value)> {
+    ops.iter()
+        .filter(|o| o["path"].as_str().is_some_and(|p| p.ends_with("/scaleStrategy")))
+        .map(|o| (o["path"].as_str().unwrap().to_string(), o["value"]["workersToDelete"].clone()))
+        .collect()
+}
+
+/// Chaos seed 629: a scale-down written while the operator was still creating the group's second
+/// pod left 2 workers on `replicas: 1` with none named, which KubeRay (autoscaling on) keeps for
+/// good. The autoscaler names such a surplus as it names a scale-down's, guarded by the replicas it
+/// read; it leaves a group at its count, and a group it does not scale, alone.
+#[test]
+fn a_surplus_nobody_named_is_named_for_deletion() {
+    let ns = "ns";
+    let worker = |name: &str| serde_json::from_value::<Pod>(pod(ns, name, "rc", "worker", "gpu", true, json!({}))).unwrap();
+    let (w1, w2) = (worker("w1"), worker("w2"));
+    let s = spec("0", vec![group("gpu", "1", Some(0), Some(4), Some(1))]);
+    let (scales, ops) = name_leaving(&s, &[&w1, &w2], vec![]);
+    assert!(scales.is_empty());
+    assert_eq!(named(&ops), vec![("/spec/workerGroupSpecs/0/scaleStrategy".to_string(), json!(["w2"]))]);
+    assert!(ops.contains(&json!({"op": "test", "path": "/spec/workerGroupSpecs/0/replicas", "value": 1})), "{ops:?}");
+    let (_, ops) = name_leaving(&s, &[&w1], vec![]);
+    assert!(ops.is_empty(), "a group at its count: {ops:?}");
+    let fixed = spec("0", vec![group("gpu", "1", None, None, Some(1))]);
+    let (_, ops) = name_leaving(&fixed, &[&w1, &w2], vec![]);
+    assert!(ops.is_empty(), "a group without the autoscaler is the operator's to shrink: {ops:?}");
+    // A scale-down from 2 to 1 names its surplus once, with the scale kept.
+    let two = spec("0", vec![group("gpu", "1", Some(0), Some(4), Some(2))]);
+    let down = Scale { index: 0, group: "gpu".into(), stored: Some(2), to: 1 };
+    let (scales, ops) = name_leaving(&two, &[&w1, &w2], vec![down.clone()]);
+    assert_eq!(scales, vec![down]);
+    assert_eq!(named(&ops), vec![("/spec/workerGroupSpecs/0/scaleStrategy".to_string(), json!(["w2"]))]);
+}
