@@ -4,7 +4,7 @@
 //! with up to N re-runs and prints the shortest action list still failing, ready to paste below as a
 //! regression test.
 
-use quotagate::cli::chaos::{Options, run_base, run_many};
+use quotagate::cli::chaos::{Options, run_base, run_many, run_ops};
 
 fn seeds(default: std::ops::Range<u64>) -> std::ops::Range<u64> {
     std::env::var("CHAOS_SEEDS")
@@ -38,5 +38,25 @@ async fn seeded_upgrade_runs_under_faults_keep_the_invariants_b() {
 async fn regression_seed_23_expired_watches_do_not_stall_the_triggers() {
     if let Err(f) = run_base(23).await {
         panic!("seed 23 (base world): {f}");
+    }
+}
+
+/// The seeds of the current generator whose runs once broke an invariant, replayed with their own
+/// action lists. None of them failed again when run alone (the order of events that broke them
+/// depends on timing too), so each also has a deterministic test of the rule it broke:
+/// - 46 (I2, an incremental upgrade under the autoscaler): the gate covers the pods each child runs
+///   first (`a_child_that_grows_does_not_take_the_coverage_of_pods_another_child_runs`);
+/// - 629 (I2 once settled, a surplus autoscaled worker nobody named): the demand never drops below
+///   the pods a child runs (`a_group_running_more_pods_than_its_spec_keeps_their_quota`) and the
+///   autoscaler names such a surplus (`a_surplus_nobody_named_is_named_for_deletion`);
+/// - 918 (the watcher read the older of two quota-holding slices):
+///   `chain::tests::the_latest_holding_slice_is_the_replacement_while_both_hold_quota`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_seeds_46_629_918_keep_the_invariants() {
+    let runs = [46, 629, 918].map(|seed| async move { (seed, run_ops(seed, None).await) });
+    for (seed, result) in futures::future::join_all(runs).await {
+        if let Err(f) = result {
+            panic!("seed {seed}: {f}");
+        }
     }
 }
