@@ -137,22 +137,21 @@ async fn lq_workloads_reserved(c: &Cluster) {
     for n in ["one", "two", "three"] {
         workload(c, n, "queue", &[(GPU, "6")]).await;
     }
-    // Kueue's Eventually compares the whole status: the counts can be written before the
-    // ClusterQueue is seen (its flavors still unknown), so the wait is on all of it.
-    lq_status(c, "queue", "3 pending", |s| {
-        (s.pending_workloads, s.reserving_workloads, s.admitted_workloads) == (3, 0, 0)
-            && lq_usage(&s.flavors_reservation) == lq_at(0, 0)
-            && lq_usage(&s.flavors_usage) == lq_at(0, 0)
-            && active(&s.conditions) == t("True", "Ready", "Can submit new workloads to localQueue")
-    })
-    .await;
+    ready_with(c, "3 pending", (3, 0, 0), lq_at(0, 0)).await;
     reserve(&wls, "one", "cluster-queue.queue-controller", &[("main", 1, &[(GPU, "model-c", "2")])]).await;
     reserve(&wls, "two", "cluster-queue.queue-controller", &[("main", 1, &[(GPU, "model-c", "3")])]).await;
     reserve(&wls, "three", "cluster-queue.queue-controller", &[("main", 1, &[(GPU, "model-d", "1")])]).await;
-    lq_status(c, "queue", "3 admitted", |s| {
-        (s.pending_workloads, s.reserving_workloads, s.admitted_workloads) == (0, 3, 3)
-            && lq_usage(&s.flavors_reservation) == lq_at(1, 5)
-            && lq_usage(&s.flavors_usage) == lq_at(1, 5)
+    ready_with(c, "3 admitted", (0, 3, 3), lq_at(1, 5)).await;
+}
+
+/// Waits until LocalQueue "queue" is Ready with these (pending, reserving, admitted) counts and this
+/// reservation and usage. Kueue's Eventually compares the whole status: the counts can be written
+/// before the ClusterQueue is seen (its flavors still unknown), so the wait is on all of it.
+async fn ready_with(c: &Cluster, what: &str, counts: (i32, i32, i32), usage: Vec<(String, String, i64)>) {
+    lq_status(c, "queue", what, |s| {
+        (s.pending_workloads, s.reserving_workloads, s.admitted_workloads) == counts
+            && lq_usage(&s.flavors_reservation) == usage
+            && lq_usage(&s.flavors_usage) == usage
             && active(&s.conditions) == t("True", "Ready", "Can submit new workloads to localQueue")
     })
     .await;
