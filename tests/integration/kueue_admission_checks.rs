@@ -9,7 +9,7 @@
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
 use quotagate::api::kueue::admission_check::AUTO_READY_CONTROLLER;
-use quotagate::api::kueue::constants::{condition, label};
+use quotagate::api::kueue::constants::condition;
 use quotagate::api::kueue::{
     AdmissionCheck, AdmissionCheckSpec, AdmissionCheckStatus, CheckState, ClusterQueue, Workload,
 };
@@ -349,19 +349,6 @@ async fn the_built_in_auto_ready_check_admits_once_quota_is_reserved() {
     assert_eq!((s.name.as_str(), s.state), ("auto", CheckState::Ready));
 }
 
-fn ray_cluster(name: &str) -> RayCluster {
-    serde_json::from_value(serde_json::json!({
-        "apiVersion": "ray.io/v1", "kind": "RayCluster",
-        "metadata": {"name": name, "namespace": "default", "labels": {label::QUEUE_NAME: "lq"}},
-        "spec": {
-            "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray:2.9.0", "resources": {"requests": {"cpu": "1"}}}]}}},
-            "workerGroupSpecs": [{"groupName": "workers", "replicas": 1, "minReplicas": 0, "maxReplicas": 2, "rayStartParams": {},
-                "template": {"spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray:2.9.0", "resources": {"requests": {"cpu": "1"}}}]}}}]
-        }
-    }))
-    .unwrap()
-}
-
 /// A queue-managed RayCluster on a ClusterQueue with a check: its Workload gets quota, but the
 /// cluster stays suspended (no pod) until the check is Ready and the Workload Admitted (Kueue's
 /// job reconciler starts a job only once admitted).
@@ -370,7 +357,7 @@ async fn a_raycluster_stays_suspended_until_its_check_is_ready() {
     let c = Cluster::start(Limits::default().cq("cq", 5000)).await;
     cpu_queue(&c, &[("check1", "ctrl")]).await;
     let rcs: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
-    rcs.create(&PostParams::default(), &ray_cluster("rc")).await.unwrap();
+    rcs.create(&PostParams::default(), &queued_ray_cluster("rc", serde_json::json!({}))).await.unwrap();
     let wl_name = loop {
         let wls = c.workloads().list(&ListParams::default()).await.unwrap().items;
         if let Some(w) = wls.iter().find(|w| w.name_any().starts_with("raycluster-rc-")) {

@@ -18,7 +18,6 @@ use quotagate::api::kueue::constants::condition;
 use quotagate::api::kueue::{
     AdmissionMode, AdmissionScope, ClusterQueue, FairSharing, LocalQueue, QueueingStrategy,
 };
-use quotagate::wiring::manager::ManagerOptions;
 
 use crate::kueue_scheduler_more::{finish, pending};
 use crate::support::*;

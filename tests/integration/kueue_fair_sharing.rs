@@ -3,12 +3,10 @@
 //! `test/integration/singlecluster/scheduler/fairsharing/fair_sharing_test.go`; the expectations
 //! are Kueue's, the code ours.
 
-use std::time::Duration;
 
 use kube::api::Api;
 use quotagate::api::kueue::{ClusterQueue, Workload};
 use quotagate::queue::FairSharingConfig;
-use quotagate::wiring::manager::ManagerOptions;
 
 use crate::kueue_scheduler_more::finish;
 use crate::support::*;

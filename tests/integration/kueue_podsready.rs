@@ -8,9 +8,8 @@ use std::time::Duration;
 
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use quotagate::api::kueue::config::PodsReadyConfig;
-use quotagate::api::kueue::constants::{condition, label, reason};
+use quotagate::api::kueue::constants::{condition, reason};
 use quotagate::api::kueue::{ClusterQueue, Workload};
-use quotagate::wiring::manager::ManagerOptions;
 
 use crate::support::*;
 
@@ -293,19 +292,9 @@ async fn non_blocking_mode_admits_both_and_readmits_after_a_timeout() {
     wait_for(&c.workloads(), "prod-wl", "re-admitted", |w| reserved(w) && w.is_admitted()).await;
 }
 
+/// A queue-managed RayCluster whose worker pod fails to start.
 fn failing_cluster(name: &str) -> quotagate::api::ray::RayCluster {
-    let fail = quotagate::embedded::sim::node::FAIL_ANNOTATION;
-    serde_json::from_value(serde_json::json!({
-        "apiVersion": "ray.io/v1", "kind": "RayCluster",
-        "metadata": {"name": name, "namespace": "default", "labels": {label::QUEUE_NAME: "lq"}},
-        "spec": {
-            "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray:2.9.0", "resources": {"requests": {"cpu": "1"}}}]}}},
-            "workerGroupSpecs": [{"groupName": "workers", "replicas": 1, "minReplicas": 0, "maxReplicas": 2, "rayStartParams": {},
-                "template": {"metadata": {"annotations": {fail: "true"}},
-                    "spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray:2.9.0", "resources": {"requests": {"cpu": "1"}}}]}}}]
-        }
-    }))
-    .unwrap()
+    queued_ray_cluster(name, serde_json::json!({quotagate::embedded::sim::node::FAIL_ANNOTATION: "true"}))
 }
 
 /// A RayCluster whose worker pod fails to start never reports its pods ready: its Workload gets

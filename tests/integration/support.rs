@@ -590,3 +590,19 @@ pub async fn scrape(addr: std::net::SocketAddr) -> String {
     let _ = s.read_to_string(&mut out).await;
     out
 }
+
+/// A RayCluster on LocalQueue "lq": a 1-CPU head and one 1-CPU worker (0 to 2), Ray 2.9.0, with
+/// `worker_annotations` on the worker template (e.g. the simulated node's fail annotation).
+pub fn queued_ray_cluster(name: &str, worker_annotations: serde_json::Value) -> quotagate::api::ray::RayCluster {
+    let container = |n: &str| serde_json::json!({"name": n, "image": "rayproject/ray:2.9.0", "resources": {"requests": {"cpu": "1"}}});
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "ray.io/v1", "kind": "RayCluster",
+        "metadata": {"name": name, "namespace": "default", "labels": {quotagate::api::kueue::constants::label::QUEUE_NAME: "lq"}},
+        "spec": {
+            "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [container("ray-head")]}}},
+            "workerGroupSpecs": [{"groupName": "workers", "replicas": 1, "minReplicas": 0, "maxReplicas": 2, "rayStartParams": {},
+                "template": {"metadata": {"annotations": worker_annotations}, "spec": {"containers": [container("ray-worker")]}}}]
+        }
+    }))
+    .expect("a valid RayCluster")
+}
