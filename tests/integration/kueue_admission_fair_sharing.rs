@@ -348,16 +348,19 @@ async fn a_weight_raised_through_the_api_changes_the_order() {
     finish(&c.workloads(), "b-usage").await;
     c.workload("blocker", "lq-a", 0, "32").await;
     admitted(&c, "blocker").await;
-    c.workload("wl-a", "lq-a", 0, "32").await;
-    c.workload("wl-b", "lq-b", 1, "32").await;
-    pending(&c.workloads(), "wl-a").await;
-    pending(&c.workloads(), "wl-b").await;
+    // The weight is raised before the two workloads come: the manager learns it from its
+    // LocalQueue watch, which is not ordered with its Workload watch, so a raise written just
+    // before the blocker finishes could reach the admission loop after the cycle that refills.
     let raise = serde_json::json!({"spec": {"fairSharing": {"weight": "1000000"}}});
     lqs(&c).patch("lq-a", &PatchParams::default(), &Patch::Merge(&raise)).await.unwrap();
     wait_for(&lqs(&c), "lq-a", "weight raised", |q| {
         q.spec.fair_sharing.as_ref().and_then(|f| f.weight.as_ref()).is_some_and(|w| w.0 == "1000000")
     })
     .await;
+    c.workload("wl-a", "lq-a", 0, "32").await;
+    c.workload("wl-b", "lq-b", 1, "32").await;
+    pending(&c.workloads(), "wl-a").await;
+    pending(&c.workloads(), "wl-b").await;
     finish(&c.workloads(), "blocker").await;
     admitted(&c, "wl-a").await;
     assert!(!is_reserved(&c, "wl-b").await);
