@@ -147,7 +147,7 @@ impl Env {
         for (i, q) in queues.iter().enumerate() {
             let (cq_name, lq_name) = queue_names(i);
             let mut cq = ClusterQueue::build(cq_name).build();
-            cq.spec.resource_groups = Some(resource_groups(q.quota, q.borrowing_limit)?);
+            cq.spec.resource_groups = Some(resource_groups(q.quota, q.borrowing_limit, q.lent(q.quota))?);
             cq.spec.namespace_selector = Some(Default::default());
             if cohort {
                 cq.spec.cohort_name = Some("pool".into());
@@ -167,11 +167,15 @@ impl Env {
     }
 }
 
-/// One `default` flavor with `milli` CPU (borrowing at most `borrow` of it, when set) and 64Gi memory.
-pub(super) fn resource_groups(milli: i64, borrow: Option<i64>) -> Result<Vec<ResourceGroup>, kube::Error> {
+/// One `default` flavor with `milli` CPU (borrowing at most `borrow` more, lending at most `lend` of
+/// it, when set) and 64Gi memory.
+pub(super) fn resource_groups(milli: i64, borrow: Option<i64>, lend: Option<i64>) -> Result<Vec<ResourceGroup>, kube::Error> {
     let mut cpu = serde_json::json!({"name": "cpu", "nominalQuota": format!("{milli}m")});
     if let Some(b) = borrow {
         cpu["borrowingLimit"] = serde_json::json!(format!("{b}m"));
+    }
+    if let Some(l) = lend {
+        cpu["lendingLimit"] = serde_json::json!(format!("{l}m"));
     }
     let v = serde_json::json!([{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default",
         "resources": [cpu, {"name": "memory", "nominalQuota": "64Gi"}]}]}]);

@@ -6,13 +6,16 @@
 //! a slice released just after its pods were stopped as a violation.
 //! - I1 quota safety: reserved usage of the latest slice of each chain stays within Kueue's limits, for
 //!   every resource, whenever something was admitted since the last check: per ClusterQueue outside a
-//!   cohort its nominal quota; per ClusterQueue in a cohort its nominal quota plus its borrowing limit,
-//!   and per cohort the sum of its ClusterQueues' nominal quotas (they define no lending limits here).
-//!   Kueue keeps what it admitted when quota is cut, so usage above a cut quota is no violation by itself;
-//!   an admission while over quota is. An admission is held to the largest quota of the last
-//!   `CUT_LAG` (3 s): a cut reaches the admission loop through its watch, and an admission decided on
-//!   the quota its cache showed, written before the cut arrived, is what Kueue (any informer-based
-//!   controller) does too; checks also coalesce events, so a cut and an admission may land in one check;
+//!   cohort its nominal quota. In a cohort a ClusterQueue lends `min(lendingLimit, nominal)` (all its
+//!   nominal quota without a lending limit) and keeps the rest guaranteed to itself: per ClusterQueue,
+//!   usage <= nominal + its borrowing limit, or + what the others lend without one; per cohort, what
+//!   its ClusterQueues use beyond what they keep (`max(0, usage - guaranteed)`, summed) <= what they
+//!   lend (`cohort_over`). Kueue keeps what it admitted when quota is cut, so usage above a cut quota
+//!   is no violation by itself; an admission while over quota is. An admission is held to the largest
+//!   quota (and lent and kept amounts, which a cut lowers with it) of the last `CUT_LAG` (3 s): a cut
+//!   reaches the admission loop through its watch, and an admission decided on the quota its cache
+//!   showed, written before the cut arrived, is what Kueue (any informer-based controller) does too;
+//!   checks also coalesce events, so a cut and an admission may land in one check;
 //! - I2 gate: per child of a queue-managed RayService and per group, live pods <= what the latest slice
 //!   holding quota covers with that child's own requests (an evicted slice still holding quota counts
 //!   until it lets go, since its pods are being stopped);
@@ -87,12 +90,16 @@ pub(super) fn held(w: &Workload) -> BTreeMap<String, i64> {
 }
 
 /// What earlier checks saw: replaced slices (`<ns>/<name>`) whose successor was admitted, and for I1
-/// the workloads holding quota and each ClusterQueue's nominal quota at the previous check.
+/// the workloads holding quota and each ClusterQueue's quotas at the previous check.
 #[derive(Default)]
 struct Seen {
     handed_over: std::collections::HashSet<String>,
     holding: std::collections::HashSet<String>,
+    /// Per ClusterQueue and resource: its nominal quota, what it lends and what it keeps. Each one is
+    /// lowered by a cut, so each is held at its value before the cut for `CUT_LAG`.
     nominal: BTreeMap<(String, String), Nominal>,
+    lendable: BTreeMap<(String, String), Nominal>,
+    guaranteed: BTreeMap<(String, String), Nominal>,
     /// I4: each waiting upgrade's active cluster as it was when the wait began, by service uid.
     active: BTreeMap<String, super::chain::Baseline>,
 }
@@ -128,6 +135,48 @@ impl Nominal {
         });
         Nominal { now, higher: held }
     }
+}
+
+/// One ClusterQueue of a cohort, for one resource, as I1 holds it.
+#[derive(Clone, Debug)]
+struct Member {
+    name: String,
+    used: i64,
+    nominal: i64,
+    /// What the cohort may borrow of its quota: `min(lendingLimit, nominal)`, its nominal without one.
+    lendable: i64,
+    /// What it keeps for itself: `nominal - lendable`.
+    guaranteed: i64,
+    borrowing_limit: Option<i64>,
+    /// Something took quota in it since the previous check.
+    admitted: bool,
+}
+
+/// Where one resource of a (flat) cohort exceeds Kueue's limits, when something was admitted: a member
+/// using more than its nominal quota plus what it may borrow (its borrowing limit, at most what the
+/// others lend), or the members together borrowing from the cohort (using beyond what each keeps) more
+/// than they lend it.
+fn cohort_over(members: &[Member]) -> Vec<String> {
+    let mut out = Vec::new();
+    let lent: i64 = members.iter().map(|m| m.lendable).sum();
+    for m in members.iter().filter(|m| m.admitted) {
+        let others = lent - m.lendable;
+        let may_borrow = m.borrowing_limit.map_or(others, |b| b.min(others));
+        if m.used > m.nominal + may_borrow {
+            out.push(format!(
+                "ClusterQueue {} admitted a workload while using {}, nominal {} plus {may_borrow} it may borrow (borrowing limit {:?}, the others lend {others})",
+                m.name, m.used, m.nominal, m.borrowing_limit
+            ));
+        }
+    }
+    let borrowed: i64 = members.iter().map(|m| (m.used - m.guaranteed).max(0)).sum();
+    if members.iter().any(|m| m.admitted) && borrowed > lent {
+        out.push(format!(
+            "cohort admitted a workload while its ClusterQueues use {borrowed} beyond what they keep, they lend {lent} (per ClusterQueue: used, kept, lent {:?})",
+            members.iter().map(|m| (m.name.as_str(), m.used, m.guaranteed, m.lendable)).collect::<Vec<_>>()
+        ));
+    }
+    out
 }
 
 impl Seen {
@@ -210,50 +259,59 @@ async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Er
             *usage.entry((a.cluster_queue.clone(), r)).or_default() += v;
         }
     }
-    let mut nominals = BTreeMap::new();
+    let mut next = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
     let at = std::time::Instant::now();
-    // Per cohort and resource: (usage, the sum of its members' nominal limits, a member admitted).
-    let mut cohorts: BTreeMap<(String, String), (i64, i64, bool)> = BTreeMap::new();
+    // Per cohort and resource: its members.
+    let mut cohorts: BTreeMap<(String, String), Vec<Member>> = BTreeMap::new();
     for cq in &cqs {
         let q = cq.name_any();
         let cohort = cq.spec.cohort().map(str::to_string);
         let resources = cq.spec.resource_groups().iter().flat_map(|g| g.flavors.iter()).flat_map(|f| f.resources.iter());
         let mut nominal: BTreeMap<String, i64> = BTreeMap::new();
+        let mut lendable: BTreeMap<String, i64> = BTreeMap::new();
         let mut borrow: BTreeMap<String, Option<i64>> = BTreeMap::new();
         for r in resources {
-            *nominal.entry(r.name.clone()).or_default() += amount(&r.nominal_quota, &r.name);
+            let n = amount(&r.nominal_quota, &r.name);
+            *nominal.entry(r.name.clone()).or_default() += n;
+            *lendable.entry(r.name.clone()).or_default() += r.lending_limit.as_ref().map_or(n, |l| amount(l, &r.name).min(n));
             let b = borrow.entry(r.name.clone()).or_insert(Some(0));
             *b = b.zip(r.borrowing_limit.as_ref()).map(|(sum, l)| sum + amount(l, &r.name));
         }
         for (r, now) in &nominal {
             let key = (q.clone(), r.clone());
-            let limit = Nominal::limit(seen.nominal.get(&key), *now, at);
+            // Each amount as an admission seen now is held to it, remembered for the next check.
+            let lag = |seen: &BTreeMap<(String, String), Nominal>, next: &mut BTreeMap<(String, String), Nominal>, now: i64| {
+                next.insert(key.clone(), Nominal::next(seen.get(&key), now, at));
+                Nominal::limit(seen.get(&key), now, at)
+            };
+            let lend_now = lendable.get(r).copied().unwrap_or(*now);
+            let limit = lag(&seen.nominal, &mut next.0, *now);
+            let lend = lag(&seen.lendable, &mut next.1, lend_now);
+            let keep = lag(&seen.guaranteed, &mut next.2, now - lend_now);
             let used = usage.get(&key).copied().unwrap_or(0);
             let admitted = admitted_in.contains(&q);
             if let Some(c) = &cohort {
-                let e = cohorts.entry((c.clone(), r.clone())).or_default();
-                *e = (e.0 + used, e.1 + limit, e.2 || admitted);
-                // Within a cohort a queue may borrow up to its borrowing limit (all of the cohort's
-                // unused quota without one, which the cohort check bounds).
-                if let Some(Some(b)) = borrow.get(r)
-                    && admitted
-                    && used > limit + b
-                {
-                    bad.push(format!("I1: ClusterQueue {q} admitted a workload while using {used} of {r}, nominal {limit} plus borrowing limit {b}; held by {:?}", holders.get(&q)));
-                }
+                cohorts.entry((c.clone(), r.clone())).or_default().push(Member {
+                    name: q.clone(),
+                    used,
+                    nominal: limit,
+                    lendable: lend,
+                    guaranteed: keep,
+                    borrowing_limit: borrow.get(r).copied().flatten(),
+                    admitted,
+                });
             } else if admitted && used > limit {
                 bad.push(format!("I1: ClusterQueue {q} admitted a workload while using {used} of {r}, nominal {limit}; held by {:?}", holders.get(&q)));
             }
-            nominals.insert(key.clone(), Nominal::next(seen.nominal.get(&key), *now, at));
         }
     }
-    for ((c, r), (used, limit, admitted)) in cohorts {
-        if admitted && used > limit {
-            bad.push(format!("I1: cohort {c} admitted a workload while its ClusterQueues use {used} of {r}, their nominal quota {limit}; held by {holders:?}"));
+    for ((c, r), members) in cohorts {
+        for v in cohort_over(&members) {
+            bad.push(format!("I1: cohort {c}, {r}: {v}; held by {holders:?}"));
         }
     }
     seen.holding = holding;
-    seen.nominal = nominals;
+    (seen.nominal, seen.lendable, seen.guaranteed) = next;
 
     // I2: per child and group, live pods within the latest quota-holding slice's coverage.
     for rs in rss.iter().filter(|rs| gate::queue_managed(rs)) {
@@ -407,6 +465,36 @@ fn lock(v: &Mutex<Vec<String>>) -> std::sync::MutexGuard<'_, Vec<String>> {
 mod tests {
     use super::*;
     use std::time::{Duration, Instant};
+
+    /// A cohort member with nominal quota `nominal` lending `lending` of it (all without one).
+    fn member(name: &str, used: i64, nominal: i64, lending: Option<i64>, borrowing_limit: Option<i64>) -> Member {
+        let lendable = lending.map_or(nominal, |l| l.min(nominal));
+        Member { name: name.into(), used, nominal, lendable, guaranteed: nominal - lendable, borrowing_limit, admitted: true }
+    }
+
+    #[test]
+    fn cohort_limits_follow_lending_limits() {
+        // (case, members of one cohort, how many violations)
+        let cases = [
+            ("no lending limits: the other's whole quota is borrowable", vec![member("a", 10_000, 5000, None, None), member("b", 0, 5000, None, None)], 0),
+            ("lending 1 of 5 lets the other borrow 1", vec![member("a", 6000, 5000, None, None), member("b", 0, 5000, Some(1000), None)], 0),
+            ("lending 1 of 5 does not let the other borrow 5", vec![member("a", 10_000, 5000, None, None), member("b", 0, 5000, Some(1000), None)], 2),
+            ("an over-borrow is reported for the queue and the cohort", vec![member("a", 7000, 5000, None, None), member("b", 0, 5000, Some(1000), None)], 2),
+            ("usage within what a queue keeps plus what it lends is fine", vec![member("a", 4000, 5000, Some(1000), None), member("b", 5000, 5000, Some(1000), None)], 0),
+            ("a queue using its guaranteed part leaves the lent part to the other", vec![member("a", 6000, 5000, None, None), member("b", 4000, 5000, Some(1000), None)], 0),
+            ("but not more of it", vec![member("a", 6000, 5000, None, None), member("b", 4500, 5000, Some(1000), None)], 1),
+            ("a borrowing limit below what the others lend bounds the queue", vec![member("a", 7000, 5000, None, Some(1000)), member("b", 0, 5000, None, None)], 1),
+            ("lending 0 keeps the whole quota", vec![member("a", 5500, 5000, None, None), member("b", 0, 5000, Some(0), None)], 2),
+        ];
+        for (case, members, want) in cases {
+            let got = cohort_over(&members);
+            assert_eq!(got.len(), want, "{case}: {got:?}");
+        }
+        // Nothing admitted since the last check: usage over the limits (after a cut) is no violation.
+        let mut quiet = vec![member("a", 10_000, 5000, None, None), member("b", 0, 5000, Some(1000), None)];
+        quiet.iter_mut().for_each(|m| m.admitted = false);
+        assert!(cohort_over(&quiet).is_empty());
+    }
 
     #[test]
     fn a_cut_bounds_admissions_at_the_old_quota_for_the_cut_lag_only() {

@@ -1,7 +1,7 @@
 //! `quotagate chaos`: seeded random runs of queue-managed RayServices under faults (issue 20). Each run
-//! builds a small world from its seed (one ClusterQueue or two in a cohort, quotas and borrowing limits,
-//! priorities, one or two services with random shapes and upgrade strategies, blue/green or
-//! incremental, background workloads) on a fresh embedded cluster and applies a random sequence of user
+//! builds a small world from its seed (one ClusterQueue or two in a cohort, quotas, borrowing and
+//! lending limits, priorities, one or two services with random shapes and upgrade strategies,
+//! blue/green or incremental, background workloads) on a fresh embedded cluster and applies a random sequence of user
 //! actions and faults, with the invariant watcher (DESIGN I1, I2, I4, I5, I6) checking on every event.
 //! Once the faults stop, the quota is made ample and broken Serve configs are fixed, every service still
 //! there must be Ready on its latest spec within a bound, each must hold exactly what its live clusters

@@ -19,7 +19,7 @@ use crate::embedded::sim::node::FAIL_ANNOTATION;
 use super::Failure;
 use super::env::{Env, NS, resource_groups};
 use super::invariants::Invariants;
-use super::world::{HEAD_CPUS, Op, Shape, VERSIONS, World, name, queue_names, serve_config, service};
+use super::world::{HEAD_CPUS, Op, Queue, Shape, VERSIONS, World, name, queue_names, serve_config, service};
 
 /// Quota (milli-CPU) at the end, when every service must fit.
 const AMPLE: i64 = 64_000;
@@ -35,9 +35,10 @@ struct Run {
     /// Plain workloads still there, oldest first.
     plain: Vec<String>,
     next_plain: usize,
-    /// Each ClusterQueue's CPU quota now (milli) and borrowing limit.
+    /// Each ClusterQueue's CPU quota now (milli), and the world's queues for their borrowing and
+    /// lending limits.
     quotas: Vec<i64>,
-    borrow: Vec<Option<i64>>,
+    queues: Vec<Queue>,
     /// Services whose Serve config is broken now.
     broken: Vec<bool>,
     /// Managers started after the first (each replica gets its own identity on the Lease).
@@ -82,7 +83,10 @@ impl Run {
     }
 
     async fn set_quota(&self, queue: usize, milli: i64) -> Result<ClusterQueue, kube::Error> {
-        let patch = json!({"spec": {"resourceGroups": resource_groups(milli, self.borrow[queue])?}});
+        // A cut below the lending limit lowers it in the same write (Kueue rejects lending more than the
+        // nominal quota); a later raise lends the world's limit again.
+        let q = &self.queues[queue];
+        let patch = json!({"spec": {"resourceGroups": resource_groups(milli, q.borrowing_limit, q.lent(milli))?}});
         self.cqs().patch(queue_names(queue).0, &PatchParams::default(), &Patch::Merge(&patch)).await
     }
 
@@ -410,7 +414,7 @@ pub(super) async fn run(seed: u64, w: &World, list: &[Op]) -> Result<RunStats, F
         plain: Vec::new(),
         next_plain: 0,
         quotas: w.queues.iter().map(|q| q.quota).collect(),
-        borrow: w.queues.iter().map(|q| q.borrowing_limit).collect(),
+        queues: w.queues.clone(),
         managers: 0,
     };
     for (i, (queue, milli)) in w.background.iter().enumerate() {

@@ -89,6 +89,16 @@ pub(super) struct Queue {
     pub(super) quota: i64,
     /// How much CPU (milli) it may borrow from the cohort; `None` is no limit.
     pub(super) borrowing_limit: Option<i64>,
+    /// How much of its CPU quota (milli) the cohort may borrow; `None` lends all of it. At most `quota`
+    /// (Kueue's rule); a quota cut below it lowers it with the cut (`lent`).
+    pub(super) lending_limit: Option<i64>,
+}
+
+impl Queue {
+    /// The lending limit written with nominal quota `milli`: Kueue rejects one above the nominal quota.
+    pub(super) fn lent(&self, milli: i64) -> Option<i64> {
+        self.lending_limit.map(|l| l.min(milli))
+    }
 }
 
 /// ClusterQueue and LocalQueue names of queue `i`.
@@ -141,7 +151,7 @@ fn world(rng: &mut StdRng) -> World {
         })
         .collect();
     World {
-        queues: vec![Queue { quota: rng.random_range(5..=9) * 1000, borrowing_limit: None }],
+        queues: vec![Queue { quota: rng.random_range(5..=9) * 1000, borrowing_limit: None, lending_limit: None }],
         preempt: rng.random_bool(0.6),
         services,
         background: (0..rng.random_range(0..=2)).map(|_| (0, rng.random_range(1..=3) * 500)).collect(),
@@ -182,11 +192,13 @@ fn ops(rng: &mut StdRng, w: &World) -> Vec<Op> {
 /// What the base generator lacks, from `rng`: half the worlds get a second ClusterQueue in a cohort
 /// with the first (services and background work spread over both, actions on its quota and stop
 /// policy), some services upgrade incrementally, and some runs break and fix a service's Serve config.
+/// Cohort queues then get a lending limit half the time, drawn last so that a seed's world and actions
+/// are otherwise what they were before lending limits were drawn.
 fn extend(rng: &mut StdRng, w: &mut World, list: &mut Vec<Op>) {
     let cohort = rng.random_bool(0.5);
     if cohort {
         let limit = rng.random_bool(0.5).then(|| rng.random_range(1..=4) * 1000);
-        w.queues.push(Queue { quota: rng.random_range(3..=6) * 1000, borrowing_limit: limit });
+        w.queues.push(Queue { quota: rng.random_range(3..=6) * 1000, borrowing_limit: limit, lending_limit: None });
         for s in &mut w.services {
             s.queue = rng.random_range(0..2);
         }
@@ -216,6 +228,11 @@ fn extend(rng: &mut StdRng, w: &mut World, list: &mut Vec<Op>) {
         };
         let at = rng.random_range(0..=list.len());
         list.insert(at, op);
+    }
+    if cohort {
+        for q in &mut w.queues {
+            q.lending_limit = rng.random_bool(0.5).then(|| rng.random_range(0..=q.quota / 1000) * 1000);
+        }
     }
 }
 
@@ -265,4 +282,20 @@ pub(super) fn serve_config(s: &Shape, broken: bool) -> String {
 
 pub(super) fn name(i: usize) -> String {
     format!("svc-{i}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cohort_worlds_draw_lending_limits_within_quota() {
+        let worlds: Vec<World> = (0..200).map(|seed| generate(seed).0).collect();
+        let lending: Vec<&Queue> = worlds.iter().flat_map(|w| &w.queues).filter(|q| q.lending_limit.is_some()).collect();
+        assert!(lending.len() > 20, "only {} queues lend with a limit", lending.len());
+        assert!(lending.iter().all(|q| q.lending_limit.is_some_and(|l| (0..=q.quota).contains(&l))));
+        assert!(worlds.iter().filter(|w| w.queues.len() == 1).all(|w| w.queues[0].lending_limit.is_none()));
+        let q = Queue { quota: 5000, borrowing_limit: None, lending_limit: Some(3000) };
+        assert_eq!((q.lent(2000), q.lent(4000)), (Some(2000), Some(3000)));
+    }
 }
