@@ -217,6 +217,58 @@ async fn broken_serve_config_keeps_the_active_serving_body() {
     assert!(endpoints(&rs) > 0);
 }
 
+/// Chaos seed 43 (liveness): a Serve config was broken, then fixed back to the config the cluster had
+/// before. Ray took the broken one, but the write recording it on the RayCluster failed (a conflict),
+/// so the record still named the good config; once fixed, nothing was pushed again and the app stayed
+/// DEPLOY_FAILED for good. A push now clears the record before it deploys.
+#[test]
+fn a_config_fixed_back_is_pushed_even_when_the_record_of_the_broken_push_was_lost() {
+    scenario(a_config_fixed_back_body());
+}
+
+async fn a_config_fixed_back_body() {
+    let h = Harness::start();
+    let rs = create_and_wait_ready(&h, "fixed").await;
+    let a = active(&rs).unwrap();
+    let good = rs.spec.serve_config_v2.clone().unwrap();
+    let writes_to_the_cluster = quotagate::embedded::faults::WriteMatch {
+        verb: Some("patch".into()),
+        plural: Some("rayclusters".into()),
+        name: Some(a.clone()),
+        status: Some(false),
+    };
+    h.server.store.faults.fail_nth_write_409(writes_to_the_cluster, 1);
+    h.patch_spec("fixed", json!({ "serveConfigV2": serve_config("no_such_module.app", 3) })).await;
+    // The fix lands once the broken config was deployed and its record refused, before the
+    // controller's retry after that error would record it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while h.server.store.faults.pending_write_faults() > 0 {
+        assert!(std::time::Instant::now() < deadline, "the broken config was never recorded");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    h.patch_spec("fixed", json!({ "serveConfigV2": good })).await;
+    // What Ray applies, not the RayService's status: right after the broken PUT the old replicas
+    // still serve, so the status reads Ready until the import fails.
+    let ray = DashboardEndpoint::new(endpoint_of(&a));
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let details = h.sim.serve_details(&ray).await.unwrap();
+        let app = details.applications.values().next().unwrap();
+        let import = app.deployed_app_config.as_ref().and_then(|c| c["import_path"].as_str().map(str::to_string));
+        if import.as_deref() == Some("fruit.deployment_graph") && app.status == quotagate::rayservice::dashboard::types::AppStatus::Running {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "Ray still applies {import:?} ({:?}): the fix was never pushed", app.status);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let rs = h
+        .wait_rs("fixed", "Ready again on the fixed config", |rs| {
+            is_true(rs, "Ready") && rs.status.as_ref().and_then(|s| s.observed_generation) == rs.metadata.generation
+        })
+        .await;
+    assert_eq!(active(&rs).as_deref(), Some(a.as_str()));
+}
+
 #[test]
 fn operator_restart_mid_upgrade_resumes_without_a_second_pending() {
     scenario(operator_restart_mid_upgrade_resumes_without_a_second_pending_body());

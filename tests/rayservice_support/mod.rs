@@ -76,7 +76,7 @@ pub struct Harness {
     pub rs_controller: Option<JoinHandle<()>>,
     /// With the gateway: the simulated load through RayServices' HTTPRoutes.
     pub load: Option<quotagate::wiring::raysim::LoadBoard>,
-    _server: Arc<EmbeddedServer>,
+    pub server: Arc<EmbeddedServer>,
 }
 
 impl Harness {
@@ -139,7 +139,7 @@ impl Harness {
             cancel,
             rs_controller: None,
             load,
-            _server: server,
+            server,
         };
         h.start_rayservice_controller();
         h

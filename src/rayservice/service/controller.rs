@@ -681,6 +681,15 @@ async fn act(
             let dashboard = (ctx.dashboards)(&endpoint);
             let secs = ctx.config.dashboard_timeout.as_secs();
             let hash = observe::serve_config_hash(yaml);
+            // The record of what the cluster was given goes before the PUT: should the PUT land and
+            // its new record fail to be written, the cluster must not keep claiming the config it had
+            // before, or a fix back to that config would never be pushed (chaos seed 43).
+            if rc.annotations().contains_key(SERVED_CONFIG_ANNOTATION) {
+                let forget = json!({ "metadata": { "annotations": { SERVED_CONFIG_ANNOTATION: Value::Null } } });
+                rc_api
+                    .patch(cluster, &PatchParams::default(), &merge(forget))
+                    .await?;
+            }
             let answer = tokio::time::timeout(
                 ctx.config.dashboard_timeout,
                 dashboard.deploy(&endpoint, &config, target_capacity.map(f64::from)),
