@@ -37,13 +37,7 @@ fn holds_quota(w: &Workload) -> bool {
 /// (`demand::admitted_slice`).
 pub(super) fn latest_holding<'a>(chain: &[&'a Workload]) -> Option<&'a Workload> {
     let held: Vec<&Workload> = chain.iter().copied().filter(|w| holds_quota(w)).collect();
-    held.iter()
-        .find(|w| {
-            crate::jobframework::core::sync::replacement_for(w)
-                .is_some_and(|k| held.iter().any(|o| o.metadata.name.as_deref() == Some(k.name.as_str())))
-        })
-        .or(held.first())
-        .copied()
+    demand::latest_of(&held)
 }
 
 fn key(w: &Workload) -> String {

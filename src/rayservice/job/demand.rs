@@ -269,16 +269,22 @@ pub fn admitted_slice(workloads: &[Workload]) -> Option<&Workload> {
                 && !crate::jobframework::core::conditions::is_evicted(w)
         })
         .collect();
-    admitted
+    latest_of(&admitted)
+}
+
+/// The latest of some slices of one chain: the one replacing another of them (a replacement and the
+/// slice it replaces are both there between the two writes), else the first.
+pub fn latest_of<'a>(slices: &[&'a Workload]) -> Option<&'a Workload> {
+    slices
         .iter()
         .find(|w| {
             crate::jobframework::core::sync::replacement_for(w).is_some_and(|k| {
-                admitted
+                slices
                     .iter()
                     .any(|o| o.metadata.name.as_deref() == Some(k.name.as_str()))
             })
         })
-        .or(admitted.first())
+        .or(slices.first())
         .copied()
 }
 
