@@ -28,7 +28,8 @@ pub(super) struct Baseline {
     suspended: bool,
 }
 
-fn holds_quota(w: &Workload) -> bool {
+/// A slice holding quota: admitted with its reservation, and not finished.
+pub(super) fn holds_quota(w: &Workload) -> bool {
     w.admission().is_some() && w.has_quota_reservation() && !w.is_finished()
 }
 

@@ -39,6 +39,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use crate::api::kueue::constants::label;
 use crate::api::kueue::{ClusterQueue, Workload};
+use super::chain::holds_quota;
 use crate::api::quantity::Quantity;
 use crate::api::ray::{RayCluster, RayService};
 use crate::rayservice::job::demand;
@@ -227,7 +228,7 @@ async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Er
     // I1: latest slice of each chain, per ClusterQueue and resource, within nominal quota.
     let replaced: Vec<String> = wls
         .iter()
-        .filter(|w| reserved(w) && !w.is_finished())
+        .filter(|w| holds_quota(w))
         .filter_map(|w| {
             w.annotations()
                 .get(label::WORKLOAD_SLICE_REPLACEMENT_FOR)
@@ -240,7 +241,7 @@ async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Er
     let mut holding = std::collections::HashSet::new();
     // Who holds what, per ClusterQueue, for a violation's message.
     let mut holders: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for w in wls.iter().filter(|w| reserved(w) && !w.is_finished()) {
+    for w in wls.iter().filter(|w| holds_quota(w)) {
         let key = format!("{}/{}", w.namespace().unwrap_or_default(), w.name_any());
         holding.insert(key.clone());
         if !seen.holding.contains(&key)

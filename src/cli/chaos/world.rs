@@ -121,7 +121,7 @@ pub(super) struct Shape {
 /// The seed's world and its own action list.
 pub(super) fn generate(seed: u64) -> (World, Vec<Op>) {
     let (mut w, mut list) = generate_base(seed);
-    extend(&mut StdRng::seed_from_u64(seed ^ 0xc0_4047_c0_4047), &mut w, &mut list);
+    extend(&mut StdRng::seed_from_u64(seed ^ 0xc040_47c0_4047), &mut w, &mut list);
     (w, list)
 }
 
