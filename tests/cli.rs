@@ -137,10 +137,11 @@ fn apiserver_serves_tls_on_loopback_and_only_to_the_kubeconfig_token() {
         .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let text = loop {
-        if let Ok(t) = std::fs::read_to_string(&kubeconfig) {
-            if t.contains("server: https://127.0.0.1:") && t.contains("token: ") {
-                break t;
-            }
+        if let Ok(t) = std::fs::read_to_string(&kubeconfig)
+            && t.contains("server: https://127.0.0.1:")
+            && t.contains("token: ")
+        {
+            break t;
         }
         assert!(std::time::Instant::now() < deadline, "no kubeconfig written");
         std::thread::sleep(std::time::Duration::from_millis(50));

@@ -133,10 +133,13 @@ mod tests {
         errs.iter().map(|e| e.field.clone()).collect()
     }
 
+    /// A case: what the edit is, the edit, and the field its refusal names.
+    type Tampering = (&'static str, Box<dyn Fn(&mut Value)>, &'static str);
+
     #[test]
     fn every_tampering_path_is_refused_with_a_reason() {
         let old = child(true, false);
-        let cases: Vec<(&str, Box<dyn Fn(&mut Value)>, &str)> = vec![
+        let cases: Vec<Tampering> = vec![
             (
                 "clear suspend while held",
                 Box::new(|v| v["spec"]["suspend"] = json!(false)),

@@ -72,7 +72,7 @@ mod tests {
 
     fn meta(deleting: bool, finalizers: &[&str]) -> ObjectMeta {
         ObjectMeta {
-            deletion_timestamp: deleting.then(|| Time(jiff::Timestamp::UNIX_EPOCH)),
+            deletion_timestamp: deleting.then_some(Time(jiff::Timestamp::UNIX_EPOCH)),
             finalizers: Some(finalizers.iter().map(|s| s.to_string()).collect()),
             ..Default::default()
         }

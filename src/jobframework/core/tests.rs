@@ -189,11 +189,9 @@ fn cluster_queue_active_condition_reasons() {
         .flavor("default", [("cpu", "1")])
         .stop_policy(StopPolicy::Hold)
         .build();
-    let cases: Vec<(
-        ClusterQueue,
-        &std::collections::BTreeSet<String>,
-        (bool, &str, &str),
-    )> = vec![
+    // The queue, the flavors that exist, and (active, reason, message).
+    type Case<'a> = (ClusterQueue, &'a std::collections::BTreeSet<String>, (bool, &'a str, &'a str));
+    let cases: Vec<Case> = vec![
         (
             (*cq("cq", "1")).clone(),
             &known,

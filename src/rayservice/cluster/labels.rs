@@ -76,6 +76,31 @@ pub fn head_service_selector(cluster: &str) -> BTreeMap<String, String> {
     ])
 }
 
+/// The value of one label on a Pod, if set.
+pub fn pod_label<'a>(p: &'a k8s_openapi::api::core::v1::Pod, key: &str) -> Option<&'a str> {
+    p.metadata.labels.as_ref().and_then(|l| l.get(key)).map(String::as_str)
+}
+
+/// Labels that mark an object as this RayService's (used to list its children).
+pub fn origin_labels(rs: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (c::LABEL_ORIGINATED_FROM_CR_NAME.to_string(), rs.to_string()),
+        (
+            c::LABEL_ORIGINATED_FROM_CRD.to_string(),
+            c::CRD_RAY_SERVICE.to_string(),
+        ),
+    ])
+}
+
+/// [`origin_labels`] as a label selector.
+pub fn origin_selector(rs: &str) -> String {
+    origin_labels(rs)
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,28 +137,4 @@ mod tests {
         let m = merge(Some(&t), Some(&g));
         assert_eq!((m["a"].as_str(), m["b"].as_str()), ("1", "2"));
     }
-}
-
-/// The value of one label on a Pod, if set.
-pub fn pod_label<'a>(p: &'a k8s_openapi::api::core::v1::Pod, key: &str) -> Option<&'a str> {
-    p.metadata.labels.as_ref().and_then(|l| l.get(key)).map(String::as_str)
-}
-
-/// Labels that mark an object as this RayService's (used to list its children).
-pub fn origin_labels(rs: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (c::LABEL_ORIGINATED_FROM_CR_NAME.to_string(), rs.to_string()),
-        (
-            c::LABEL_ORIGINATED_FROM_CRD.to_string(),
-            c::CRD_RAY_SERVICE.to_string(),
-        ),
-    ])
-}
-
-pub fn origin_selector(rs: &str) -> String {
-    origin_labels(rs)
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",")
 }

@@ -18,7 +18,7 @@ use super::raycluster::RayClusterJob;
 fn add(into: &mut Requests, r: &Requests) {
     for (k, v) in r {
         let e = into.entry(k.clone()).or_insert(Amount::ZERO);
-        *e = *e + *v;
+        *e += *v;
     }
 }
 
