@@ -19,7 +19,7 @@ use std::collections::BTreeSet;
 
 use super::plan::{Action, EventType, Plan};
 use super::running;
-use super::schedule::reap_dangling;
+use super::schedule::reap_unnamed;
 use super::snapshot::{ChildCluster, HashMatch, ServeObservation, Snapshot};
 
 pub(crate) fn step(s: &Snapshot, p: &mut Plan) {
@@ -131,17 +131,7 @@ pub(crate) fn step(s: &Snapshot, p: &mut Plan) {
     running::head_serve_labels(s, [&active, &pending], p);
 
     // 9. Dangling clusters: deadline first, deletion on a later pass.
-    let kept: Vec<&str> = [&active, &pending]
-        .into_iter()
-        .flatten()
-        .map(String::as_str)
-        .collect();
-    let was_named: Vec<&str> = [&s.status.active, &s.status.pending]
-        .into_iter()
-        .flatten()
-        .map(String::as_str)
-        .collect();
-    reap_dangling(s, &kept, &was_named, p);
+    reap_unnamed(s, &active, &pending, p);
 
     // 10. Status.
     let (active_status, pending_status) = (

@@ -26,7 +26,7 @@ use super::bluegreen::{SpecDecision, apply_spec_decision, spec_decision};
 use super::conditions as cond;
 use super::plan::{Action, EventType, Plan};
 use super::running;
-use super::schedule::reap_dangling;
+use super::schedule::reap_unnamed;
 use super::snapshot::{
     ChildCluster, HashMatch, IncrementalOptions, ServeObservation, Snapshot, TrafficStatus,
     TrafficView,
@@ -444,17 +444,7 @@ pub(crate) fn step(s: &Snapshot, o: &IncrementalOptions, t: &TrafficView, p: &mu
 
     // 11. Head pods' serve label, dangling clusters, status.
     running::head_serve_labels(s, [&active, &pending], p);
-    let kept: Vec<&str> = [&active, &pending]
-        .into_iter()
-        .flatten()
-        .map(String::as_str)
-        .collect();
-    let was_named: Vec<&str> = [&s.status.active, &s.status.pending]
-        .into_iter()
-        .flatten()
-        .map(String::as_str)
-        .collect();
-    reap_dangling(s, &kept, &was_named, p);
+    reap_unnamed(s, &active, &pending, p);
     let traffic_of = |n: &str| statuses.iter().find(|(c, _)| c == n).map(|(_, t)| *t);
     let active_status = active
         .as_deref()

@@ -31,6 +31,18 @@ pub fn encode(schedule: &BTreeMap<String, Timestamp>) -> String {
     serde_json::to_string(&raw).unwrap_or_else(|_| "{}".to_string())
 }
 
+/// [`reap_dangling`] for a pass that ends with `active` and `pending` named: every other cluster is
+/// dangling, and the stored status says which were named before.
+pub(crate) fn reap_unnamed(s: &Snapshot, active: &Option<String>, pending: &Option<String>, plan: &mut Plan) {
+    let kept: Vec<&str> = [active, pending].into_iter().flatten().map(String::as_str).collect();
+    let was_named: Vec<&str> = [&s.status.active, &s.status.pending]
+        .into_iter()
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    reap_dangling(s, &kept, &was_named, plan);
+}
+
 /// Schedules and deletes dangling clusters. `kept` = the clusters named active/pending after this pass;
 /// `was_named` = those named in the stored status. A cluster that stops being named in this very pass only
 /// gets its deadline recorded: it is deleted on a later pass, after the new names are durable, so a lost
