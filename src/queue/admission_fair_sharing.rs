@@ -292,6 +292,15 @@ impl AdmissionCore {
         }
         match self.afs.entries.get_mut(&lq) {
             Some(e) => {
+                // Every resource of its ClusterQueue shows also when the ClusterQueue became known
+                // after the LocalQueue (Kueue's reconcile waits for it in its cache); without this
+                // the status would list none until the next sample.
+                let covered = self.cqs.get(cluster_queue).into_iter().flat_map(|c| &c.resource_groups).flat_map(|g| &g.covered_resources);
+                for r in covered {
+                    if !e.consumed.contains_key(r) {
+                        e.consumed.insert(r.clone(), 0);
+                    }
+                }
                 if e.weight != weight || e.cluster_queue != cluster_queue {
                     e.weight = weight;
                     e.cluster_queue = cluster_queue.to_string();

@@ -376,6 +376,21 @@ fn an_unsettled_penalty_is_kept_on_eviction_replaced_not_stacked_and_dropped_whe
     }
 }
 
+/// A LocalQueue seen before its ClusterQueue lists the ClusterQueue's resources (at 0) once that is
+/// known, without waiting for a sample: Kueue's first reconcile waits for the ClusterQueue.
+#[test]
+fn a_local_queue_seen_before_its_cluster_queue_lists_its_resources_once_known() {
+    let mut core = AdmissionCore::new();
+    core.upsert_flavor(FlavorModel::build("default"));
+    core.set_admission_fair_sharing(Some(cfg(3_600_000, 3_600_000)));
+    core.track_local_queue(lq("lq-a"), "cq", 1.0, None, 0);
+    let consumed = |core: &AdmissionCore| core.local_queue_usage(&lq("lq-a")).map(|e| e.consumed.clone()).unwrap_or_default();
+    assert_eq!(consumed(&core), res(&[]));
+    core.upsert_cluster_queue(afs_cq("cq", 8000, true)).unwrap_or_else(|e| panic!("{e}"));
+    core.track_local_queue(lq("lq-a"), "cq", 1.0, None, 1);
+    assert_eq!(consumed(&core), res(&[("cpu", 0), ("gpu", 0)]));
+}
+
 /// Kueue's LocalQueue reconcile: a LocalQueue is sampled once its interval has run out, its
 /// consumed resources decaying toward what its admitted workloads hold; with no half-life they are
 /// reset; a new LocalQueue starts from its persisted status.
