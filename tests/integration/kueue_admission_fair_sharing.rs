@@ -309,7 +309,10 @@ async fn lq_a_ledger_until(c: &Cluster, addr: std::net::SocketAddr, what: &str, 
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("lq-a: {what}; last (consumed, penalty) in milli-CPU: {last:?}");
+    let text = scrape(addr).await;
+    let series: Vec<&str> = text.lines().filter(|l| l.contains("admission_fair_sharing_usage")).collect();
+    let status = lqs(c).get("lq-a").await.ok().and_then(|q| q.status);
+    panic!("lq-a: {what}; last (consumed, penalty) in milli-CPU: {last:?}; /metrics: {series:?}; status: {status:?}");
 }
 
 /// Kueue's penalty for a 4 CPU workload here: 4 CPU times alpha(interval, half-life) = 1/2.
