@@ -295,8 +295,8 @@ impl AdmissionCore {
                 // Every resource of its ClusterQueue shows also when the ClusterQueue became known
                 // after the LocalQueue (Kueue's reconcile waits for it in its cache); without this
                 // the status would list none until the next sample.
-                let covered = self.cqs.get(cluster_queue).into_iter().flat_map(|c| &c.resource_groups).flat_map(|g| &g.covered_resources);
-                for r in covered {
+                let groups = self.cqs.get(cluster_queue).into_iter().flat_map(|c| &c.resource_groups);
+                for r in groups.flat_map(|g| &g.covered_resources) {
                     if !e.consumed.contains_key(r) {
                         e.consumed.insert(r.clone(), 0);
                     }
@@ -407,10 +407,10 @@ impl AdmissionCore {
             .cqs
             .get(&a.admission.cluster_queue)
             .is_some_and(|c| c.admission_fair_sharing);
-        if !afs_cq || self.afs.penalized.get(key) != Some(&LocalQueueKey::of(&a.model)) {
+        let lq = LocalQueueKey::of(&a.model);
+        if !afs_cq || self.afs.penalized.get(key) != Some(&lq) {
             return;
         }
-        let lq = LocalQueueKey::of(&a.model);
         let held = self.held_by(&lq);
         let Some(penalty) = self.afs.take_penalty(key) else {
             return;
