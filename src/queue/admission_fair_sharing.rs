@@ -9,8 +9,11 @@
 //! divided by the LocalQueue's `spec.fairSharing.weight`. As in Kueue (`pkg/util/admissionfairsharing`,
 //! `pkg/cache/queue/afs`): an admission pushes an entry penalty (its requests times the decay of one
 //! sampling interval) at once, so the next head of the same ClusterQueue already sees the
-//! LocalQueue as busier; when the API shows the admission, the penalty is settled into the consumed
-//! resources; a failed or withdrawn admission drops it.
+//! LocalQueue as busier; when the API shows the workload Admitted (after its admission checks, not
+//! at the quota reservation), the penalty is settled into the consumed resources. A penalty that can
+//! no longer settle (failed admission write, deletion, finish, deactivation without a reservation,
+//! a move to another LocalQueue) is dropped; an eviction back to pending keeps it, and the next
+//! reservation replaces it rather than adding a second one.
 //!
 //! Amounts are kept in billionths of the unit Kueue reports (cores for cpu, bytes for memory), the
 //! nine decimals Kueue's `MulByFloat` rounds to, so the status shows what Kueue's would.
@@ -194,15 +197,33 @@ pub struct Ledger {
     pending: BTreeMap<LocalQueueKey, BTreeSet<WorkloadKey>>,
     /// LocalQueues whose usage moved since their workloads were last ranked.
     dirty: BTreeSet<LocalQueueKey>,
+    /// The LocalQueue each unsettled penalty is recorded under, to drop it by workload alone.
+    penalized: BTreeMap<WorkloadKey, LocalQueueKey>,
 }
 
 impl Ledger {
-    fn drop_penalty(&mut self, lq: &LocalQueueKey, key: &WorkloadKey) {
-        if let Some(e) = self.entries.get_mut(lq)
-            && e.penalties.remove(key).is_some()
-        {
-            self.dirty.insert(lq.clone());
-        }
+    /// Records `key`'s penalty under `lq`, replacing any it had (there or under another queue).
+    fn push_penalty(&mut self, lq: &LocalQueueKey, key: &WorkloadKey, penalty: Resources) -> bool {
+        self.drop_penalty(key);
+        let Some(e) = self.entries.get_mut(lq) else {
+            return false;
+        };
+        e.penalties.insert(key.clone(), penalty);
+        self.penalized.insert(key.clone(), lq.clone());
+        self.dirty.insert(lq.clone());
+        true
+    }
+
+    /// Removes `key`'s penalty record and returns it.
+    fn take_penalty(&mut self, key: &WorkloadKey) -> Option<Resources> {
+        let lq = self.penalized.remove(key)?;
+        let p = self.entries.get_mut(&lq)?.penalties.remove(key)?;
+        self.dirty.insert(lq);
+        Some(p)
+    }
+
+    fn drop_penalty(&mut self, key: &WorkloadKey) {
+        self.take_penalty(key);
     }
 }
 
@@ -271,6 +292,15 @@ impl AdmissionCore {
         }
         match self.afs.entries.get_mut(&lq) {
             Some(e) => {
+                // Every resource of its ClusterQueue shows also when the ClusterQueue became known
+                // after the LocalQueue (Kueue's reconcile waits for it in its cache); without this
+                // the status would list none until the next sample.
+                let groups = self.cqs.get(cluster_queue).into_iter().flat_map(|c| &c.resource_groups);
+                for r in groups.flat_map(|g| &g.covered_resources) {
+                    if !e.consumed.contains_key(r) {
+                        e.consumed.insert(r.clone(), 0);
+                    }
+                }
                 if e.weight != weight || e.cluster_queue != cluster_queue {
                     e.weight = weight;
                     e.cluster_queue = cluster_queue.to_string();
@@ -300,9 +330,12 @@ impl AdmissionCore {
     /// Forgets the LocalQueues `keep` says are gone (deleted LocalQueues drop their history).
     pub fn untrack_local_queues(&mut self, keep: impl Fn(&LocalQueueKey) -> bool) {
         let gone: Vec<LocalQueueKey> = self.afs.entries.keys().filter(|k| !keep(k)).cloned().collect();
-        for k in gone {
-            self.afs.entries.remove(&k);
-            self.afs.dirty.insert(k);
+        for k in &gone {
+            self.afs.entries.remove(k);
+            self.afs.dirty.insert(k.clone());
+        }
+        if !gone.is_empty() {
+            self.afs.penalized.retain(|_, lq| !gone.contains(lq));
         }
     }
 
@@ -358,9 +391,11 @@ impl AdmissionCore {
         due.len()
     }
 
-    /// The API shows the admission of `key`: its entry penalty is folded into its LocalQueue's
-    /// consumed resources, which first decay toward what the LocalQueue holds now (Kueue's
-    /// `updateAfsConsumedUsage`, run on the transition to Admitted in an AFS ClusterQueue).
+    /// The API shows `key` Admitted: its entry penalty is folded into its LocalQueue's consumed
+    /// resources, which first decay toward what the LocalQueue holds now (Kueue's
+    /// `updateAfsConsumedUsage`, run on the transition to Admitted in an AFS ClusterQueue). Without
+    /// a penalty record (already settled, or pushed by another leader) nothing changes, so seeing
+    /// the admission again settles nothing twice.
     pub fn settle_admission(&mut self, key: &WorkloadKey, now_ms: i64) {
         let Some(cfg) = self.afs.config.clone() else {
             return;
@@ -372,16 +407,18 @@ impl AdmissionCore {
             .cqs
             .get(&a.admission.cluster_queue)
             .is_some_and(|c| c.admission_fair_sharing);
-        if !afs_cq {
+        let lq = LocalQueueKey::of(&a.model);
+        if !afs_cq || self.afs.penalized.get(key) != Some(&lq) {
             return;
         }
-        let lq = LocalQueueKey::of(&a.model);
         let held = self.held_by(&lq);
+        let Some(penalty) = self.afs.take_penalty(key) else {
+            return;
+        };
         let Some(e) = self.afs.entries.get_mut(&lq) else {
             return;
         };
         let elapsed = now_ms.saturating_sub(e.last_update_ms).max(0) as f64;
-        let penalty = e.penalties.remove(key).unwrap_or_default();
         e.consumed = sum(
             &decayed(&e.consumed, &held, elapsed, cfg.usage_half_life_ms as f64),
             &penalty,
@@ -463,19 +500,21 @@ impl AdmissionCore {
             return false;
         }
         let penalty = entry_penalty(&flatten(usage), cfg);
-        let lq = LocalQueueKey::of(w);
-        let Some(e) = self.afs.entries.get_mut(&lq) else {
-            return false;
-        };
-        e.penalties.insert(w.key.clone(), penalty);
-        self.afs.dirty.insert(lq);
-        true
+        self.afs.push_penalty(&LocalQueueKey::of(w), &w.key, penalty)
     }
 
-    /// A workload leaves without its admission being settled (failed write, deletion, eviction,
-    /// finish): its penalty, if any, goes.
-    pub(super) fn afs_drop_penalty(&mut self, w: &WorkloadModel) {
-        self.afs.drop_penalty(&LocalQueueKey::of(w), &w.key);
+    /// Keeps `key`'s unsettled entry penalty only while it can still settle under `home` (Kueue's
+    /// `reconcileAfsPenaltiesOnUpdate`): `None`, or a LocalQueue other than the one it was recorded
+    /// under, drops it.
+    pub fn retain_entry_penalty(&mut self, key: &WorkloadKey, home: Option<&LocalQueueKey>) {
+        if self.afs.penalized.get(key).is_some_and(|lq| Some(lq) != home) {
+            self.afs.drop_penalty(key);
+        }
+    }
+
+    /// Whether `key` has an entry penalty waiting to be settled.
+    pub fn has_entry_penalty(&self, key: &WorkloadKey) -> bool {
+        self.afs.penalized.contains_key(key)
     }
 
     /// Ranks again the pending workloads of every LocalQueue whose usage moved. Returns whether

@@ -338,30 +338,57 @@ fn the_penalty_is_settled_into_consumed_resources_when_the_admission_shows() {
     assert!(e.consumed["cpu"] > 3_900_000_000, "{e:?}");
 }
 
-/// `fair_sharing_test.go` "should drop the entry penalty when the workload is deleted while waiting
-/// for the admission check" (here: deleted, or its admission write failed, before the API shows it)
-/// and "should not stack entry penalties when an evicted workload reserves quota again".
+/// Kueue's `TestUpdateDropsUnsettleableAfsEntryPenalty` and `entry_penalties_test.go`, in the core:
+/// an eviction keeps the unsettled penalty, the next admission replaces it (one penalty, not two),
+/// settling twice folds it once, and a penalty that can no longer settle (deleted, or moved to
+/// another LocalQueue) is dropped.
 #[test]
-fn an_unsettled_penalty_is_dropped_and_never_stacked() {
+fn an_unsettled_penalty_is_kept_on_eviction_replaced_not_stacked_and_dropped_when_it_cannot_settle() {
     let mut core = core_with(afs_cq("cq", 8000, true), Some(cfg(1000, 1000)));
     core.track_local_queue(lq("lq-a"), "cq", 1.0, None, 0);
     let a1 = WorkloadKey::new("default", "a1");
     core.add_workload(wl("a1", "lq-a", 0, &[("cpu", 4000)])).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(admitted_names(&mut core, 0), ["a1"]);
-    assert!(core.delete_workload(&a1));
-    assert_eq!(penalty_of(&core, "lq-a"), res(&[]));
-    // Evicted and admitted again: one penalty, not two.
-    core.add_workload(wl("a1", "lq-a", 0, &[("cpu", 4000)])).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(admitted_names(&mut core, 0), ["a1"]);
     assert!(core.release(&a1));
+    assert_eq!(penalty_of(&core, "lq-a"), res(&[("cpu", 2 * CORE)]), "evicted back to pending: kept");
+    core.retain_entry_penalty(&a1, Some(&lq("lq-a")));
+    assert!(core.has_entry_penalty(&a1), "still on its LocalQueue: kept");
     core.add_workload(wl("a1", "lq-a", 0, &[("cpu", 4000)])).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(admitted_names(&mut core, 0), ["a1"]);
-    assert_eq!(penalty_of(&core, "lq-a"), res(&[("cpu", 2 * CORE)]));
+    assert_eq!(penalty_of(&core, "lq-a"), res(&[("cpu", 2 * CORE)]), "replaced, not stacked");
     // Settling twice folds it once (no time passed: nothing decays).
     core.settle_admission(&a1, 0);
     core.settle_admission(&a1, 0);
     let e = core.local_queue_usage(&lq("lq-a")).cloned().unwrap_or_default();
     assert_eq!(e.consumed["cpu"], 2 * CORE);
+    assert!(!core.has_entry_penalty(&a1));
+
+    for home in [None, Some(lq("lq-b"))] {
+        let a2 = WorkloadKey::new("default", "a2");
+        core.add_workload(wl("a2", "lq-a", 0, &[("cpu", 2000)])).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(admitted_names(&mut core, 0), ["a2"]);
+        assert_eq!(penalty_of(&core, "lq-a"), res(&[("cpu", CORE)]));
+        core.retain_entry_penalty(&a2, home.as_ref());
+        assert_eq!(penalty_of(&core, "lq-a"), res(&[]), "{home:?}: dropped");
+        let e = core.local_queue_usage(&lq("lq-a")).cloned().unwrap_or_default();
+        assert_eq!(e.consumed["cpu"], 2 * CORE, "{home:?}: dropped, not settled");
+        assert!(core.delete_workload(&a2));
+    }
+}
+
+/// A LocalQueue seen before its ClusterQueue lists the ClusterQueue's resources (at 0) once that is
+/// known, without waiting for a sample: Kueue's first reconcile waits for the ClusterQueue.
+#[test]
+fn a_local_queue_seen_before_its_cluster_queue_lists_its_resources_once_known() {
+    let mut core = AdmissionCore::new();
+    core.upsert_flavor(FlavorModel::build("default"));
+    core.set_admission_fair_sharing(Some(cfg(3_600_000, 3_600_000)));
+    core.track_local_queue(lq("lq-a"), "cq", 1.0, None, 0);
+    let consumed = |core: &AdmissionCore| core.local_queue_usage(&lq("lq-a")).map(|e| e.consumed.clone()).unwrap_or_default();
+    assert_eq!(consumed(&core), res(&[]));
+    core.upsert_cluster_queue(afs_cq("cq", 8000, true)).unwrap_or_else(|e| panic!("{e}"));
+    core.track_local_queue(lq("lq-a"), "cq", 1.0, None, 1);
+    assert_eq!(consumed(&core), res(&[("cpu", 0), ("gpu", 0)]));
 }
 
 /// Kueue's LocalQueue reconcile: a LocalQueue is sampled once its interval has run out, its

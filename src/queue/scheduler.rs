@@ -437,12 +437,13 @@ impl AdmissionCore {
         Ok(())
     }
 
-    /// Releases the quota of a finished, evicted or deleted admitted workload. Returns whether it was admitted.
+    /// Releases the quota of a finished, evicted or deleted admitted workload. Returns whether it was
+    /// admitted. Its admission fair sharing entry penalty stays: an evicted workload may still settle
+    /// it (the caller drops it with `retain_entry_penalty` when it cannot).
     pub fn release(&mut self, key: &WorkloadKey) -> bool {
         let Some(a) = self.admitted.remove(key) else {
             return false;
         };
-        self.afs_drop_penalty(&a.model);
         if let Some(i) = self.tree.cq(&a.admission.cluster_queue) {
             self.tree.remove_all(i, &a.usage);
             let root = self.tree.root(i);

@@ -11,79 +11,11 @@ use kube::ResourceExt;
 use quotagate::api::kueue::admission_check::AUTO_READY_CONTROLLER;
 use quotagate::api::kueue::constants::condition;
 use quotagate::api::kueue::{
-    AdmissionCheck, AdmissionCheckSpec, AdmissionCheckStatus, CheckState, ClusterQueue, Workload,
+    AdmissionCheck, AdmissionCheckSpec, CheckState, ClusterQueue, Workload,
 };
 use quotagate::api::ray::RayCluster;
 
 use crate::support::*;
-
-fn cond(s: &str, r: &str, m: &str) -> Option<(String, String, String)> {
-    Some((s.into(), r.into(), m.into()))
-}
-
-fn checks_api(c: &Cluster) -> Api<AdmissionCheck> {
-    Api::all(c.client.clone())
-}
-
-/// Creates an AdmissionCheck run by `controller`; `active`: the test, as that controller, marks it
-/// Active (Kueue's `util.SetAdmissionCheckActive`).
-async fn admission_check(c: &Cluster, name: &str, controller: &str, active: bool) {
-    let api = checks_api(c);
-    let ac = AdmissionCheck::new(name, AdmissionCheckSpec { controller_name: controller.into(), parameters: None });
-    api.create(&PostParams::default(), &ac).await.unwrap();
-    if active {
-        set_check_active(c, name).await;
-    }
-}
-
-async fn set_check_active(c: &Cluster, name: &str) {
-    let api = checks_api(c);
-    retry_conflicts(|| async {
-        let mut ac = api.get(name).await?;
-        ac.status = Some(AdmissionCheckStatus {
-            conditions: vec![quotagate::api::conditions::new(condition::ACTIVE, true, "Active", "set by the test", None, jiff::Timestamp::now())],
-        });
-        api.replace_status(name, &PostParams::default(), &ac).await.map(|_| ())
-    })
-    .await;
-}
-
-/// Runs `f` until it does not meet a conflict (the manager writes the same objects).
-async fn retry_conflicts<F, Fut>(mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<(), kube::Error>>,
-{
-    for _ in 0..50 {
-        match f().await {
-            Ok(()) => return,
-            Err(kube::Error::Api(e)) if e.code == 409 => tokio::task::yield_now().await,
-            Err(e) => panic!("{e}"),
-        }
-    }
-    panic!("conflicts did not stop");
-}
-
-/// The check's controller sets `name`'s state for `check` (Kueue's `SetAdmissionCheckState` and a
-/// status update).
-async fn set_check_state(c: &Cluster, wl: &str, check: &str, state: CheckState, message: &str, requeue_after: Option<i32>) {
-    let wls = c.workloads();
-    retry_conflicts(|| async {
-        let mut w = wls.get(wl).await?;
-        let st = w.status.get_or_insert_with(Default::default);
-        let Some(s) = st.admission_checks.iter_mut().find(|s| s.name == check) else {
-            panic!("{wl} has no state for {check}: {:?}", st.admission_checks)
-        };
-        if s.state != state {
-            s.last_transition_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()));
-        }
-        s.state = state;
-        s.message = message.into();
-        s.requeue_after_seconds = requeue_after;
-        wls.replace_status(wl, &PostParams::default(), &w).await.map(|_| ())
-    })
-    .await;
-}
 
 fn check_names(w: &Workload) -> Vec<String> {
     w.status.iter().flat_map(|s| &s.admission_checks).map(|s| s.name.clone()).collect()
@@ -152,13 +84,6 @@ async fn cpu_queue(c: &Cluster, checks: &[(&str, &str)]) {
     }
     c.cluster_queue(with_all_namespaces(cq.build())).await;
     c.local_queue("lq", "cq").await;
-}
-
-async fn reserved_not_admitted(c: &Cluster, name: &str) -> Workload {
-    wait_for(&c.workloads(), name, "quota reserved, checks unsatisfied", |w| {
-        reserved(w) && condition(w, condition::ADMITTED) == cond("False", "UnsatisfiedAdmissionChecks", "The workload has not all checks ready")
-    })
-    .await
 }
 
 async fn rejected_event(c: &Cluster, wl: &str) -> bool {

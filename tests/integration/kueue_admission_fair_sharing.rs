@@ -1,6 +1,7 @@
 //! Admission fair sharing on the embedded cluster with the real manager: the admission fair sharing
 //! specs of Kueue's `test/integration/singlecluster/scheduler/fairsharing/fair_sharing_test.go`,
-//! with Kueue's suite settings (usageHalfLifeTime 1s, usageSamplingInterval 1s). Usage is read
+//! with Kueue's suite settings (usageHalfLifeTime 1s, usageSamplingInterval 1s) except where a spec
+//! says otherwise. Usage is read
 //! from `status.fairSharing.admissionFairSharingStatus.consumedResources` as Kueue's
 //! `ExpectLocalQueueFairSharingUsageToBe` reads it (milli-CPU).
 //!
@@ -16,7 +17,7 @@ use kube::api::{Api, Patch, PatchParams};
 use quotagate::api::kueue::config::AfsConfig;
 use quotagate::api::kueue::constants::condition;
 use quotagate::api::kueue::{
-    AdmissionMode, AdmissionScope, ClusterQueue, FairSharing, LocalQueue, QueueingStrategy,
+    AdmissionMode, AdmissionScope, CheckState, ClusterQueue, FairSharing, LocalQueue, QueueingStrategy,
 };
 
 use crate::kueue_scheduler_more::{finish, pending};
@@ -245,11 +246,7 @@ async fn consumed_resources_grow_with_each_admission() {
     admitted(&c, "a2").await;
     usage_is(&c, "lq-a", "usage > 3900m", |m| m > 3_900).await;
     // Kueue's local_queue_admission_fair_sharing_usage: lq-a's usage in cores (weight 1), lq-b's 0.
-    let gauge = |lq: &str| format!("kueue_local_queue_admission_fair_sharing_usage{{name=\"{lq}\",namespace=\"default\",cluster_queue=\"cq1\"");
-    let value = |text: &str, lq: &str| -> Option<f64> {
-        let line = text.lines().find(|l| l.starts_with(&gauge(lq)))?;
-        line.rsplit(' ').next()?.parse().ok()
-    };
+    let value = |text: &str, lq: &str| usage_metric(text, lq, "cq1");
     let mut text = String::new();
     // /metrics has no watch to wait on: polled, bounded.
     for _ in 0..100 {
@@ -261,6 +258,146 @@ async fn consumed_resources_grow_with_each_admission() {
     }
     assert!(value(&text, "lq-a").is_some_and(|v| v > 3.9), "{text}");
     assert_eq!(value(&text, "lq-b"), Some(0.0), "{text}");
+}
+
+/// Kueue's `local_queue_admission_fair_sharing_usage` of a LocalQueue of "default" in `cq`, from a
+/// /metrics text: its consumed resources plus its unsettled entry penalties, over its weight.
+fn usage_metric(text: &str, lq: &str, cq: &str) -> Option<f64> {
+    let series = format!("kueue_local_queue_admission_fair_sharing_usage{{name=\"{lq}\",namespace=\"default\",cluster_queue=\"{cq}\"");
+    let line = text.lines().find(|l| l.starts_with(&series))?;
+    line.rsplit(' ').next()?.parse().ok()
+}
+
+/// Kueue's "Using AdmissionFairSharing with AdmissionChecks" setup: check1 (controller `ctrl`, made
+/// Active by the test), `cq-with-check` with 8 CPU in UsageBasedAdmissionFairSharing mode behind
+/// check1, and lq-a of weight 1. Kueue's specs read the pending entry penalty from the manager's
+/// ledger; here the ledger is frozen instead (sampling interval and half-life of an hour: consumed
+/// resources move only when a penalty settles), so the penalty is what `/metrics` (consumed plus
+/// penalties) shows above the status (consumed only). A 4 CPU workload's penalty is then half of it.
+async fn with_admission_check() -> (Cluster, std::net::SocketAddr) {
+    let mut c = Cluster::start(Limits::default().cq("cq-with-check", 8_000)).await;
+    let addr = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).unwrap();
+    let hour = Duration::from_secs(3600);
+    use_config_serving(&mut c, Some(afs(hour, hour)), Some(addr)).await;
+    c.flavor("default").await;
+    admission_check(&c, "check1", "ctrl", true).await;
+    let cq = ClusterQueue::build("cq-with-check").flavor("default", [("cpu", "8")]).admission_check("check1", &[]).build();
+    c.cluster_queue(afs_cq(cq)).await;
+    local_queue(&c, "lq-a", "cq-with-check", "1").await;
+    (c, addr)
+}
+
+/// lq-a's consumed milli-CPU as its status shows it, and its unsettled entry penalty (milli-CPU):
+/// what `/metrics` shows above that. `None` until both are there.
+async fn lq_a_ledger(c: &Cluster, addr: std::net::SocketAddr) -> Option<(i64, i64)> {
+    let shown = usage_metric(&scrape(addr).await, "lq-a", "cq-with-check")?;
+    let (_, consumed) = usage(&lqs(c).get("lq-a").await.ok()?)?;
+    Some((consumed, (shown * 1000.0).round() as i64 - consumed))
+}
+
+/// Holds until lq-a's (consumed, penalty) satisfy `ok`. The penalty has no watch to wait on:
+/// `/metrics` is polled, bounded by `WAIT`.
+async fn lq_a_ledger_until(c: &Cluster, addr: std::net::SocketAddr, what: &str, ok: impl Fn(i64, i64) -> bool) -> (i64, i64) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut last = None;
+    while tokio::time::Instant::now() < deadline {
+        last = lq_a_ledger(c, addr).await;
+        if let Some((consumed, penalty)) = last
+            && ok(consumed, penalty)
+        {
+            return (consumed, penalty);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let text = scrape(addr).await;
+    let series: Vec<&str> = text.lines().filter(|l| l.contains("admission_fair_sharing_usage")).collect();
+    let status = lqs(c).get("lq-a").await.ok().and_then(|q| q.status);
+    panic!("lq-a: {what}; last (consumed, penalty) in milli-CPU: {last:?}; /metrics: {series:?}; status: {status:?}");
+}
+
+/// Kueue's penalty for a 4 CPU workload here: 4 CPU times alpha(interval, half-life) = 1/2.
+const PENALTY_4_CPU: i64 = 2_000;
+
+/// The LocalQueue status written in the cycle that first saw the reservation (its
+/// reservingWorkloads counts it) shows the consumed resources of that cycle.
+async fn lq_a_once_reserving(c: &Cluster) -> LocalQueue {
+    wait_for(&lqs(c), "lq-a", "counts the reservation", |q| {
+        q.status.as_ref().is_some_and(|s| s.reserving_workloads == 1 && s.admitted_workloads == 0)
+    })
+    .await
+}
+
+/// "should subtract the entry penalty when the workload is admitted via an AdmissionCheck": the
+/// penalty stays pending while the workload waits for its check (nothing is folded into the
+/// consumed resources at the reservation), and is settled once the check admits it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_entry_penalty_is_settled_when_an_admission_check_admits() {
+    let _serial = SERIAL.lock().await;
+    let (c, addr) = with_admission_check().await;
+    c.workload("wl", "lq-a", 0, "4").await;
+    reserved_not_admitted(&c, "wl").await;
+    let q = lq_a_once_reserving(&c).await;
+    assert_eq!(usage(&q), Some((1, 0)), "nothing settled at the reservation: {:?}", q.status);
+    lq_a_ledger_until(&c, addr, "the entry penalty pending", |consumed, penalty| consumed == 0 && penalty == PENALTY_4_CPU).await;
+
+    set_check_state(&c, "wl", "check1", CheckState::Ready, "check ready", None).await;
+    wait_for(&c.workloads(), "wl", "Admitted", |w| w.is_admitted()).await;
+    // Settled: the penalty moved into the consumed resources (plus the little the 4 CPU held add
+    // over a few seconds of an hour's half-life).
+    lq_a_ledger_until(&c, addr, "the entry penalty settled", |consumed, penalty| {
+        penalty.abs() <= 1 && (PENALTY_4_CPU..PENALTY_4_CPU + 100).contains(&consumed)
+    })
+    .await;
+    c.quota.assert_safe();
+}
+
+/// "should drop the entry penalty when the workload is deleted while waiting for the admission
+/// check": the penalty is dropped, not left pending, and never reaches the consumed resources.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_entry_penalty_is_dropped_when_the_workload_is_deleted_waiting_for_its_check() {
+    let _serial = SERIAL.lock().await;
+    let (c, addr) = with_admission_check().await;
+    c.workload("wl", "lq-a", 0, "4").await;
+    reserved_not_admitted(&c, "wl").await;
+    lq_a_ledger_until(&c, addr, "the entry penalty pending", |consumed, penalty| consumed == 0 && penalty == PENALTY_4_CPU).await;
+
+    c.workloads().delete("wl", &Default::default()).await.unwrap();
+    wait_gone(&c.workloads(), "wl").await;
+    lq_a_ledger_until(&c, addr, "the entry penalty dropped", |_, penalty| penalty == 0).await;
+    let q = wait_for(&lqs(&c), "lq-a", "the deletion counted", |q| q.status.as_ref().is_some_and(|s| s.reserving_workloads == 0)).await;
+    assert_eq!(usage(&q), Some((1, 0)), "dropped, not settled: {:?}", q.status);
+}
+
+/// "should not stack entry penalties when an evicted workload reserves quota again": a Retry
+/// evicts the workload waiting for its check; reserved again, it has one penalty, not two (and
+/// none was settled, as it was never admitted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evicted_workload_reserving_again_does_not_stack_entry_penalties() {
+    let _serial = SERIAL.lock().await;
+    let (c, addr) = with_admission_check().await;
+    c.workload("wl", "lq-a", 0, "4").await;
+    reserved_not_admitted(&c, "wl").await;
+    let first = lq_a_ledger_until(&c, addr, "the entry penalty pending", |consumed, penalty| consumed == 0 && penalty == PENALTY_4_CPU).await;
+
+    set_check_state(&c, "wl", "check1", CheckState::Retry, "retry", None).await;
+    wait_for(&c.workloads(), "wl", "evicted by the check", |w| {
+        condition(w, condition::EVICTED).is_some_and(|(s, r, _)| s == "True" && r == "AdmissionCheck")
+    })
+    .await;
+    wait_for(&c.workloads(), "wl", "reserved again after the retry", |w| {
+        let retried = w.status.as_ref().and_then(|s| s.admission_checks.first()).and_then(|s| s.retry_count) == Some(1);
+        let evicted = condition(w, condition::EVICTED).is_some_and(|(s, _, _)| s == "True");
+        reserved(w) && retried && !evicted
+    })
+    .await;
+    // Kueue holds this for ConsistentDuration (300ms); a second here, scraped every 50ms.
+    let until = tokio::time::Instant::now() + SECOND;
+    while tokio::time::Instant::now() < until {
+        let now = lq_a_ledger(&c, addr).await;
+        assert_eq!(now, Some(first), "(consumed, penalty) after reserving again, milli-CPU");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    c.quota.assert_safe();
 }
 
 /// Kueue's "Using AdmissionFairSharing at Cohort level" setup: `cq1` (StrictFIFO, AFS, no preemption

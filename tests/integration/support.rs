@@ -11,7 +11,10 @@ use kube::api::{Api, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use quotagate::api::kueue::builders::ClusterQueueBuilder;
-use quotagate::api::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Workload};
+use quotagate::api::kueue::constants::condition;
+use quotagate::api::kueue::{
+    AdmissionCheck, AdmissionCheckSpec, AdmissionCheckStatus, CheckState, ClusterQueue, LocalQueue, ResourceFlavor, Workload,
+};
 use quotagate::api::quantity::{Quantity, resource_value};
 use quotagate::embedded::EmbeddedServer;
 use quotagate::wiring::manager::{ManagerOptions, embedded_server, run_manager};
@@ -300,6 +303,29 @@ where
             last.map(|o| serde_json::to_string(&o).unwrap_or_default())
         ),
     }
+}
+
+/// Waits until the named object is gone from the API (finalizers removed), watching.
+pub async fn wait_gone<K>(api: &Api<K>, name: &str)
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    let stream = watcher(api.clone(), watcher::Config::default().fields(&format!("metadata.name={name}"))).default_backoff();
+    futures::pin_mut!(stream);
+    let mut listed = false;
+    let gone = tokio::time::timeout(WAIT, async {
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(watcher::Event::Delete(_)) => return,
+                Ok(watcher::Event::Init) => listed = false,
+                Ok(watcher::Event::InitApply(_)) => listed = true,
+                Ok(watcher::Event::InitDone) if !listed => return,
+                _ => {}
+            }
+        }
+    })
+    .await;
+    assert!(gone.is_ok(), "timed out waiting for {name} to be gone");
 }
 
 pub fn condition(wl: &Workload, type_: &str) -> Option<(String, String, String)> {
@@ -606,3 +632,83 @@ pub fn queued_ray_cluster(name: &str, worker_annotations: serde_json::Value) -> 
     }))
     .expect("a valid RayCluster")
 }
+
+// ---- admission checks, as their controller (played by the test) sets them ----
+
+/// A condition's (status, reason, message), as `condition` returns it.
+pub fn cond(s: &str, r: &str, m: &str) -> Option<(String, String, String)> {
+    Some((s.into(), r.into(), m.into()))
+}
+
+pub fn checks_api(c: &Cluster) -> Api<AdmissionCheck> {
+    Api::all(c.client.clone())
+}
+
+/// Creates an AdmissionCheck run by `controller`; `active`: the test, as that controller, marks it
+/// Active (Kueue's `util.SetAdmissionCheckActive`).
+pub async fn admission_check(c: &Cluster, name: &str, controller: &str, active: bool) {
+    let api = checks_api(c);
+    let ac = AdmissionCheck::new(name, AdmissionCheckSpec { controller_name: controller.into(), parameters: None });
+    api.create(&PostParams::default(), &ac).await.unwrap();
+    if active {
+        set_check_active(c, name).await;
+    }
+}
+
+pub async fn set_check_active(c: &Cluster, name: &str) {
+    let api = checks_api(c);
+    retry_conflicts(|| async {
+        let mut ac = api.get(name).await?;
+        ac.status = Some(AdmissionCheckStatus {
+            conditions: vec![quotagate::api::conditions::new(condition::ACTIVE, true, "Active", "set by the test", None, jiff::Timestamp::now())],
+        });
+        api.replace_status(name, &PostParams::default(), &ac).await.map(|_| ())
+    })
+    .await;
+}
+
+/// Runs `f` until it does not meet a conflict (the manager writes the same objects).
+pub async fn retry_conflicts<F, Fut>(mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), kube::Error>>,
+{
+    for _ in 0..50 {
+        match f().await {
+            Ok(()) => return,
+            Err(kube::Error::Api(e)) if e.code == 409 => tokio::task::yield_now().await,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    panic!("conflicts did not stop");
+}
+
+/// The check's controller sets `wl`'s state for `check` (Kueue's `SetAdmissionCheckState` and a
+/// status update).
+pub async fn set_check_state(c: &Cluster, wl: &str, check: &str, state: CheckState, message: &str, requeue_after: Option<i32>) {
+    let wls = c.workloads();
+    retry_conflicts(|| async {
+        let mut w = wls.get(wl).await?;
+        let st = w.status.get_or_insert_with(Default::default);
+        let Some(s) = st.admission_checks.iter_mut().find(|s| s.name == check) else {
+            panic!("{wl} has no state for {check}: {:?}", st.admission_checks)
+        };
+        if s.state != state {
+            s.last_transition_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()));
+        }
+        s.state = state;
+        s.message = message.into();
+        s.requeue_after_seconds = requeue_after;
+        wls.replace_status(wl, &PostParams::default(), &w).await.map(|_| ())
+    })
+    .await;
+}
+
+/// Waits until `name` holds quota but waits for its admission checks.
+pub async fn reserved_not_admitted(c: &Cluster, name: &str) -> Workload {
+    wait_for(&c.workloads(), name, "quota reserved, checks unsatisfied", |w| {
+        reserved(w) && condition(w, condition::ADMITTED) == cond("False", "UnsatisfiedAdmissionChecks", "The workload has not all checks ready")
+    })
+    .await
+}
+

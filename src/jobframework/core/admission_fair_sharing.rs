@@ -13,6 +13,7 @@ use kube::ResourceExt;
 use super::sync::Snapshot;
 use crate::api::kueue::{
     LocalQueue, LocalQueueAdmissionFairSharingStatus, LocalQueueFairSharingStatus, LocalQueueStatus,
+    Workload,
 };
 use crate::api::quantity::{Format, Quantity};
 use crate::queue::AdmissionCore;
@@ -59,6 +60,16 @@ pub fn sync(core: &mut AdmissionCore, snap: &Snapshot, now_ms: i64) {
     }
     core.untrack_local_queues(|k| live.contains(k));
     core.sample_local_queues(now_ms);
+}
+
+/// The LocalQueue under which a workload's unsettled entry penalty can still settle (Kueue's
+/// `reconcileAfsPenaltiesOnUpdate`): its own while it is not finished and either active or still
+/// holding its reservation (reactivated in place, it can be admitted without a new reservation).
+/// `None`: the penalty can never settle and is dropped. An evicted, active workload keeps it.
+pub fn penalty_home(wl: &Workload) -> Option<LocalQueueKey> {
+    let queue = wl.spec.queue_name.as_deref().filter(|q| !q.is_empty())?;
+    let can_settle = !wl.is_finished() && (super::conditions::is_active(wl) || wl.has_quota_reservation());
+    can_settle.then(|| LocalQueueKey::new(wl.namespace().unwrap_or_default(), queue))
 }
 
 /// `desired` (the rest of the LocalQueue's status, `None` when unchanged) with the ledger's entry
@@ -134,6 +145,38 @@ mod tests {
         assert_eq!(weight(&lq(Some("500m"))), 0.5);
         assert_eq!(weight(&lq(None)), 1.0);
         assert_eq!(weight(&lq(Some("two"))), 1.0);
+    }
+
+    /// Kueue's `TestUpdateDropsUnsettleableAfsEntryPenalty` (and "finishing without admission"): where
+    /// an unsettled entry penalty may still settle, by the workload as the API shows it.
+    #[test]
+    fn an_entry_penalty_stays_only_while_it_can_settle() {
+        use crate::api::kueue::constants::condition;
+        let at = jiff::Timestamp::from_second(1_800_000_000).unwrap_or_else(|e| panic!("{e}"));
+        let wl = |queue: &str, active: bool, reserved: bool, finished: bool| {
+            let mut w = Workload::build("wl", "ns").queue(queue).podset("main", 1, [("cpu", "4")]).build();
+            w.spec.active = (!active).then_some(false);
+            let mut s = crate::api::kueue::WorkloadStatus::default();
+            for (type_, on) in [(condition::QUOTA_RESERVED, reserved), (condition::FINISHED, finished)] {
+                if on {
+                    s.conditions.push(crate::api::conditions::new(type_, true, "Test", "", None, at));
+                }
+            }
+            w.status = Some(s);
+            w
+        };
+        let home = Some(LocalQueueKey::new("ns", "lq"));
+        let cases = [
+            ("evicted back to pending on the same LocalQueue keeps it", wl("lq", true, false, false), home.clone()),
+            ("reserved keeps it", wl("lq", true, true, false), home.clone()),
+            ("deactivated keeping the reservation keeps it", wl("lq", false, true, false), home.clone()),
+            ("deactivated with the reservation gone drops it", wl("lq", false, false, false), None),
+            ("finished without admission drops it", wl("lq", true, true, true), None),
+            ("moved to another LocalQueue: only that one", wl("lq2", true, false, false), Some(LocalQueueKey::new("ns", "lq2"))),
+        ];
+        for (name, w, want) in cases {
+            assert_eq!(penalty_home(&w), want, "{name}");
+        }
     }
 
     /// The status shows the ledger in Kueue's units: cores for cpu, nine decimals at most.

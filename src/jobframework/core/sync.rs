@@ -254,11 +254,13 @@ impl AdmissionState {
         }
     }
 
-    /// An admission write failed: drop the assumption; the next sync queues the workload again.
+    /// An admission write failed: drop the assumption (and the entry penalty it pushed); the next
+    /// sync queues the workload again.
     pub fn forget(&mut self, key: &WorkloadKey) {
         self.shown.remove(key);
         self.assumed.remove(key);
         self.queued_rv.remove(key);
+        self.core.retain_entry_penalty(key, None);
         self.core.delete_workload(key);
     }
 
@@ -535,6 +537,10 @@ impl AdmissionState {
         now_ms: i64,
         actions: &mut Vec<Action>,
     ) {
+        if !matches!(class, Class::Gone { .. } | Class::Replaced { .. }) {
+            let home = super::admission_fair_sharing::penalty_home(wl);
+            self.core.retain_entry_penalty(&key, home.as_ref());
+        }
         let waiting = match class {
             Class::Gone { remove_finalizer } => {
                 if remove_finalizer {
@@ -566,10 +572,11 @@ impl AdmissionState {
                 stop,
                 rejected,
             } => {
-                let was_assumed = self.assumed.remove(&key);
+                self.assumed.remove(&key);
                 self.account_reserved(&key, wl, snap, now_ms);
-                if was_assumed {
-                    // The API shows the admission: its fair-sharing entry penalty is settled.
+                // Admitted (its checks passed), not merely reserved: the fair-sharing entry penalty
+                // is settled. A deactivated workload is not charged (Kueue: deactivation wins).
+                if wl.is_admitted() && super::conditions::is_active(wl) {
                     self.core.settle_admission(&key, now_ms);
                 }
                 if let Some(status) = checks {
@@ -756,6 +763,7 @@ impl AdmissionState {
         self.queued_rv.remove(key);
         self.assumed.remove(key);
         self.evicting.remove(key);
+        self.core.retain_entry_penalty(key, None);
         self.core.delete_workload(key);
     }
 }
