@@ -358,7 +358,14 @@ impl AdmissionCore {
                 });
             }
         }
+        // A preemptor waiting for its victims stays first in its ClusterQueue across updates of
+        // its Workload (its own status write is one), as Kueue's sticky head stays until the
+        // workload is admitted, found unschedulable or deleted (kueue#6929, #7101).
+        let sticky = self.waiting_preemptor.get(&w.cluster_queue) == Some(&w.key);
         self.remove_pending(&w.key);
+        if sticky {
+            self.waiting_preemptor.insert(w.cluster_queue.clone(), w.key.clone());
+        }
         if let Some(old) = &w.replacement_for {
             self.replacements.insert(old.clone(), w.key.clone());
         }
