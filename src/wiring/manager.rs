@@ -239,6 +239,7 @@ pub async fn run_manager(
         pods_ready: opts.pods_ready.clone(),
         fair_sharing: opts.fair_sharing.clone(),
         admission_fair_sharing: opts.admission_fair_sharing.clone(),
+        own_writes: Default::default(),
     };
     let c = cancel.clone();
     let mut loop_task = AbortOnDrop(tokio::spawn(admission.run(async move { c.cancelled().await })));

@@ -50,6 +50,8 @@ pub struct AdmissionLoop {
     pub fair_sharing: Option<crate::queue::FairSharingConfig>,
     /// Admission fair sharing, when on.
     pub admission_fair_sharing: Option<crate::api::kueue::config::AfsConfig>,
+    /// The versions our own status writes produced, until the cache shows them.
+    pub own_writes: super::own_writes::OwnWrites,
 }
 
 /// Below this many workloads the queue gauges are recomputed every cycle.
@@ -114,6 +116,7 @@ impl AdmissionLoop {
         tokio::pin!(shutdown);
         let mut leader_open = true;
         let mut last_gauges: Option<Instant> = None;
+        let mut cycles: u64 = 0;
         if self.synced.wait_for(|s| *s).await.is_err() {
             return;
         }
@@ -172,6 +175,12 @@ impl AdmissionLoop {
                 backoff.retain(|k| live.contains(k));
                 pending_backoff.retain(|k| live.contains(k));
                 snap.workloads.retain(|w| w.admission().is_some() || !backoff.blocked(&key_of(w), t));
+            }
+            // Records of deleted workloads are dropped now and then (a pass over all of them).
+            cycles = cycles.wrapping_add(1);
+            if cycles.is_multiple_of(64) && !self.own_writes.is_empty() {
+                let live: std::collections::HashSet<WorkloadKey> = snap.workloads.iter().map(|w| key_of(w)).collect();
+                self.own_writes.retain(|k| live.contains(k));
             }
             tracing::trace!(workloads = snap.workloads.len(), "admission step");
             let actions = state.step(&snap, now().as_millisecond());
@@ -404,8 +413,13 @@ impl AdmissionLoop {
                 ..
             } => {
                 if let Some(status) = conditions::pending(wl, &why, &message, now()) {
-                    return match self.write(&api, wl, status).await {
-                        Ok(()) => Outcome::PendingWritten(key),
+                    return match self.write_version(&api, wl, status).await {
+                        Ok(after) => {
+                            // Only a pending write is read back early: what it replaced held no
+                            // quota, so a write decided on that copy loses nothing but this one.
+                            self.own_writes.record(&key, &wl.resource_version().unwrap_or_default(), &after);
+                            Outcome::PendingWritten(key)
+                        }
                         Err(e) => Outcome::PendingUnwritten(key, write_backoff::is_permanent(&e)),
                     };
                 }
@@ -640,20 +654,27 @@ impl AdmissionLoop {
     /// Replaces the status at the cached resourceVersion. A conflict means the cache is behind: the
     /// next step sees the new object and decides again.
     async fn write(&self, api: &Api<Workload>, wl: &Workload, status: WorkloadStatus) -> Result<(), kube::Error> {
+        self.write_version(api, wl, status).await.map(|_| ())
+    }
+
+    /// Writes the status; returns the version it made. A copy that is still the version one of our
+    /// pending writes replaced is written over that write's version (`own_writes`).
+    async fn write_version(&self, api: &Api<Workload>, wl: &Workload, status: WorkloadStatus) -> Result<String, kube::Error> {
         let mut obj = wl.clone();
         obj.status = Some(status);
+        let cached = wl.resource_version().unwrap_or_default();
+        obj.metadata.resource_version = Some(self.own_writes.version_for(&key_of(wl), &cached));
         match api
             .replace_status(&wl.name_any(), &PostParams::default(), &obj)
             .await
         {
-            Ok(_) => Ok(()),
+            Ok(w) => Ok(w.resource_version().unwrap_or_default()),
             Err(e) => {
                 tracing::debug!(workload = %wl.name_any(), error = %e, "status write failed; will retry");
                 Err(e)
             }
         }
     }
-
 
     /// Brings `spec.priority` of workloads to their WorkloadPriorityClass's current value. A
     /// conflict is left to the next cycle, which sees the fresh workload.
