@@ -340,7 +340,7 @@ impl AdmissionLoop {
             } => {
                 let admission = convert::admission_api(&admission);
                 let cq = admission.cluster_queue.clone();
-                match admit_with_retry(&api, wl, admission, &checks).await {
+                match admit_with_retry(&api, wl, admission, &checks, &self.own_writes).await {
                     Ok(w) => {
                         self.record_reservation(wl, &cq);
                         let r = w.object_ref(&());
@@ -415,8 +415,8 @@ impl AdmissionLoop {
                 if let Some(status) = conditions::pending(wl, &why, &message, now()) {
                     return match self.write_version(&api, wl, status).await {
                         Ok(after) => {
-                            // Only a pending write is read back early: what it replaced held no
-                            // quota, so a write decided on that copy loses nothing but this one.
+                            // Remembered until the cache shows it: an admission decided on the
+                            // copy it replaced may be written over it (`admit_with_retry`).
                             self.own_writes.record(&key, &wl.resource_version().unwrap_or_default(), &after);
                             Outcome::PendingWritten(key)
                         }
@@ -657,13 +657,10 @@ impl AdmissionLoop {
         self.write_version(api, wl, status).await.map(|_| ())
     }
 
-    /// Writes the status; returns the version it made. A copy that is still the version one of our
-    /// pending writes replaced is written over that write's version (`own_writes`).
+    /// Writes the status; returns the version it made.
     async fn write_version(&self, api: &Api<Workload>, wl: &Workload, status: WorkloadStatus) -> Result<String, kube::Error> {
         let mut obj = wl.clone();
         obj.status = Some(status);
-        let cached = wl.resource_version().unwrap_or_default();
-        obj.metadata.resource_version = Some(self.own_writes.version_for(&key_of(wl), &cached));
         match api
             .replace_status(&wl.name_any(), &PostParams::default(), &obj)
             .await
@@ -867,6 +864,7 @@ async fn admit_with_retry(
     wl: &Workload,
     admission: crate::api::kueue::Admission,
     checks: &BTreeSet<String>,
+    own: &super::own_writes::OwnWrites,
 ) -> Result<Workload, kube::Error> {
     let mut obj = wl.clone();
     obj.status = Some(conditions::admitted_with_checks(wl, admission.clone(), checks, now()));
@@ -876,7 +874,11 @@ async fn admit_with_retry(
     {
         Err(kube::Error::Api(s)) if s.code == 409 => {
             let fresh = api.get(&wl.name_any()).await?;
-            let same = fresh.metadata.generation == wl.metadata.generation && fresh.spec == wl.spec && fresh.status == wl.status;
+            // The fresh copy differs only by our own pending write over the cached one (the
+            // watch has not delivered it yet): nothing anyone else decided is overwritten.
+            let cached = wl.resource_version().unwrap_or_default();
+            let ours = fresh.resource_version().is_some_and(|v| v != cached && own.version_for(&key_of(wl), &cached) == v);
+            let same = fresh.metadata.generation == wl.metadata.generation && fresh.spec == wl.spec && (fresh.status == wl.status || ours);
             if !same
                 || fresh.admission().is_some()
                 || fresh.metadata.deletion_timestamp.is_some()
