@@ -129,6 +129,10 @@ pub struct AdmissionCore {
     pub(super) fair_sharing: Option<FairSharingConfig>,
     /// Admission fair sharing: configuration and per-LocalQueue usage.
     pub(super) afs: super::admission_fair_sharing::Ledger,
+    /// Kueue's `PrioritizePreemptorWorkloads` gate (alpha, off by default): a preemptor waiting
+    /// for its victims goes before other ClusterQueues' heads, and keeps its quota for the cycle
+    /// when it finds no victim left.
+    prioritize_preemptors: bool,
 }
 
 type ShapeKey = (usize, i32, u64);
@@ -250,6 +254,16 @@ impl AdmissionCore {
 
     pub fn fair_sharing(&self) -> Option<&FairSharingConfig> {
         self.fair_sharing.as_ref()
+    }
+
+    /// Kueue's `PrioritizePreemptorWorkloads` feature gate.
+    pub fn set_prioritize_preemptors(&mut self, on: bool) {
+        self.prioritize_preemptors = on;
+    }
+
+    /// Whether `e` is its ClusterQueue's waiting preemptor and the gate puts such workloads first.
+    fn prioritized_preemptor(&self, e: &Entry) -> bool {
+        self.prioritize_preemptors && self.waiting_preemptor.get(&e.cq) == Some(&e.order.key)
     }
 
     // ---- configuration ----
@@ -759,9 +773,10 @@ impl AdmissionCore {
                 // Kueue's classical iterator: the lower borrowing level first (a workload drawing on
                 // a nearer cohort's quota goes before one borrowing from the root), then the queue order.
                 // (LocalQueue usage orders only within a ClusterQueue, as in Kueue.)
+                // With PrioritizePreemptorWorkloads, waiting preemptors go first.
                 entries.sort_by(|a, b| {
-                    let ka = (a.assignment.borrowing, a.order.base());
-                    let kb = (b.assignment.borrowing, b.order.base());
+                    let ka = (!self.prioritized_preemptor(a), a.assignment.borrowing, a.order.base());
+                    let kb = (!self.prioritized_preemptor(b), b.assignment.borrowing, b.order.base());
                     ka.cmp(&kb)
                 });
                 // Popped from the back below.
@@ -808,6 +823,7 @@ impl AdmissionCore {
                 cq_idx: e.cq_idx,
                 usage: &e.assignment.usage,
                 order: &e.order,
+                preemptor: self.prioritized_preemptor(e),
             })
             .collect();
         let i = next_contender(&mut self.tree, &contenders).unwrap_or(0);
@@ -1193,7 +1209,8 @@ impl AdmissionCore {
         let Some(cq) = self.cqs.get(&e.cq) else {
             return;
         };
-        if cq.preemption.reclaim_within_cohort == super::model::ReclaimWithinCohort::Any
+        // With PrioritizePreemptorWorkloads, also a preemptor still waiting for its victims.
+        if (cq.preemption.reclaim_within_cohort == super::model::ReclaimWithinCohort::Any && !self.prioritized_preemptor(e))
             || !cy.held_unreclaimable.insert(e.cq_idx)
         {
             return;

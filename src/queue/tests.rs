@@ -1264,3 +1264,44 @@ fn fair_sharing_preemptor_keeps_quota_while_victims_let_go() {
     let names: Vec<&str> = r.admissions.iter().map(|a| a.key.name.as_str()).collect();
     assert_eq!(names, ["p2-5"]);
 }
+
+/// Kueue's `fair_sharing_test.go` "Should prevent other workloads from stealing quota when
+/// preemptor is waiting for multiple evictions", in the core: cq-1 has the CPU, cq-2 the memory;
+/// cq-1's preemptor needs both of cq-2's CPU borrowers gone. The first to let go may take its CPU
+/// back (its ClusterQueue's share is lower) unless `PrioritizePreemptorWorkloads` puts the
+/// preemptor first, as Kueue's spec turns it on.
+#[test]
+fn prioritize_preemptor_workloads_keeps_released_victims_out() {
+    for gate in [false, true] {
+        let q = |n: &str, cpu, mem| {
+            ClusterQueueModel::build(n).cohort("thrash-cohort").flavor("default", &[("cpu", cpu), ("memory", mem)]).reclaim(ReclaimWithinCohort::Any)
+        };
+        let borrower = |n: &str| WorkloadModel::build("ns", n, "cq-2").priority(100).request(&[("cpu", 1), ("memory", 0)]);
+        let preemptor = || WorkloadModel::build("ns", "preemptor", "cq-1").at(10).request(&[("cpu", 10), ("memory", 10)]);
+        let mut core = setup(&Scenario {
+            cqs: vec![q("cq-1", 10, 0), q("cq-2", 0, 10)],
+            admitted: vec![(borrower("wl-a"), "default", 1), (borrower("wl-b"), "default", 2)],
+            pending: vec![preemptor()],
+            ..Default::default()
+        });
+        core.set_fair_sharing(Some(FairSharingConfig::default()));
+        core.set_prioritize_preemptors(gate);
+        assert_eq!(core.schedule_cycle(20).evictions.len(), 2, "gate {gate}");
+        core.add_workload(preemptor()).unwrap();
+        core.release(&k("wl-a"));
+        core.add_workload(borrower("wl-a")).unwrap();
+        let r = core.schedule_cycle(30);
+        let names: Vec<&str> = r.admissions.iter().map(|a| a.key.name.as_str()).collect();
+        if gate {
+            assert!(names.is_empty(), "{names:?}");
+            core.release(&k("wl-b"));
+            core.add_workload(borrower("wl-b")).unwrap();
+            let r = core.schedule_cycle(40);
+            let names: Vec<&str> = r.admissions.iter().map(|a| a.key.name.as_str()).collect();
+            assert_eq!(names, ["preemptor"]);
+        } else {
+            // Kueue without the gate: the released borrower wins the tournament.
+            assert_eq!(names, ["wl-a"]);
+        }
+    }
+}

@@ -50,6 +50,8 @@ pub struct AdmissionLoop {
     pub fair_sharing: Option<crate::queue::FairSharingConfig>,
     /// Admission fair sharing, when on.
     pub admission_fair_sharing: Option<crate::api::kueue::config::AfsConfig>,
+    /// Kueue's `PrioritizePreemptorWorkloads` feature gate.
+    pub prioritize_preemptor_workloads: bool,
     /// The versions our own status writes produced, until the cache shows them.
     pub own_writes: super::own_writes::OwnWrites,
 }
@@ -107,6 +109,7 @@ impl AdmissionLoop {
         let mut state = AdmissionState::with_pods_ready(self.pods_ready.clone())
             .with_admission_fair_sharing(self.admission_fair_sharing.as_ref());
         state.core.set_fair_sharing(self.fair_sharing.clone());
+        state.core.set_prioritize_preemptors(self.prioritize_preemptor_workloads);
         state.explanations = self.explanations.clone();
         let mut backoff = WriteBackoff::default();
         // Failed pending-status writes: retried once their backoff expires (by queueing the
@@ -146,6 +149,7 @@ impl AdmissionLoop {
                 state = AdmissionState::with_pods_ready(self.pods_ready.clone())
                     .with_admission_fair_sharing(self.admission_fair_sharing.as_ref());
                 state.core.set_fair_sharing(self.fair_sharing.clone());
+                state.core.set_prioritize_preemptors(self.prioritize_preemptor_workloads);
                 state.explanations = self.explanations.clone();
                 backoff = WriteBackoff::default();
                 pending_backoff = WriteBackoff::default();
