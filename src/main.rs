@@ -288,6 +288,10 @@ struct RunArgs {
     /// KubeRay's feature gates, as `Name=true,...` (KubeRay v1.7 names and defaults; see README).
     #[arg(long, default_value = "", value_parser = quotagate::api::ray::features::parse)]
     feature_gates: RayFeatureGates,
+    /// Kueue's PrioritizePreemptorWorkloads feature gate (alpha, off in Kueue): a preemptor waiting
+    /// for its victims goes before other ClusterQueues' heads, so they cannot take its quota.
+    #[arg(long)]
+    prioritize_preemptor_workloads: bool,
     #[command(flatten)]
     ui: UiArgs,
     #[command(flatten)]
@@ -491,6 +495,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         admission_fair_sharing: config.as_ref().and_then(|c| c.admission_fair_sharing()),
         ray: (!args.no_ray_operator).then(|| if args.embedded { args.sim.dashboards() } else { Dashboards::Http }),
         ray_gates: args.feature_gates,
+        prioritize_preemptor_workloads: args.prioritize_preemptor_workloads,
         ..ManagerOptions::default()
     };
     if let Some(id) = &args.identity {

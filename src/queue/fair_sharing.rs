@@ -142,6 +142,9 @@ pub struct Contender<'a> {
     /// The usage its assignment would add.
     pub usage: &'a FrAmounts,
     pub order: &'a OrderKey,
+    /// Its ClusterQueue's preemptor waiting for its victims, with Kueue's
+    /// `PrioritizePreemptorWorkloads` gate on (false with the gate off).
+    pub preemptor: bool,
 }
 
 /// Kueue's `fairSharingIterator.pop`: the index in `contenders` of the workload to consider
@@ -206,9 +209,10 @@ fn tournament(
     })
 }
 
-/// Kueue's `entryComparer.less` with its default feature gates: not borrowing (on what the
-/// workload asks for) at this level first, then the lower share, the higher priority, the
-/// earlier queue timestamp; then the queue order, so that ties are decided the same way.
+/// Kueue's `entryComparer.less` with its default feature gates: a waiting preemptor first (only
+/// ever marked with `PrioritizePreemptorWorkloads` on), then not borrowing (on what the workload
+/// asks for) at this level, then the lower share, the higher priority, the earlier queue
+/// timestamp; then the queue order, so that ties are decided the same way.
 fn less(
     cohort: usize,
     a: usize,
@@ -222,6 +226,9 @@ fn less(
         shares.get(&(cohort, b)).unwrap_or(&none),
     );
     let (ca, cb) = (&contenders[a], &contenders[b]);
+    if ca.preemptor != cb.preemptor {
+        return ca.preemptor;
+    }
     let (ba, bb) = (da.is_borrowing_on(ca.usage), db.is_borrowing_on(cb.usage));
     if ba != bb {
         return !ba;

@@ -266,9 +266,9 @@ fn kueue_precise_weighted_share() {
     assert_eq!(compare(&d(0.0, 100.0), &d(0.0, 200.0)), Ordering::Less, "two zero weights: the ratio");
 }
 
-/// Kueue's `pkg/scheduler/scheduler_test.go` `TestEntryComparerLess`, the cases with its default
-/// feature gates (the three about `PrioritizePreemptorWorkloads`, alpha and not implemented, are
-/// not ported): whether `a` goes before `b` in a cohort's tournament.
+/// Kueue's `pkg/scheduler/scheduler_test.go` `TestEntryComparerLess`, all 7 cases: whether `a`
+/// goes before `b` in a cohort's tournament. A contender is marked a preemptor only with the
+/// `PrioritizePreemptorWorkloads` gate on, so Kueue's "feature disabled" case has no mark.
 #[test]
 fn kueue_entry_comparer_less() {
     use crate::queue::model::WorkloadKey;
@@ -280,16 +280,19 @@ fn kueue_entry_comparer_less() {
     let zero = || Drs { weight: FairWeight(0), ratio: 0.0, dominant: None, borrowed: vec![] };
     let order = |name: &str, ts: i64| OrderKey { lq_usage: 0, priority: Reverse(0), timestamp: ts, uid: name.into(), key: WorkloadKey::new("default", name) };
     let one: FrAmounts = [(cpu.clone(), Amount(1))].into();
-    // (name, (a, created, share), (b, created, share), want)
+    // (name, (a, created, share, preemptor), (b, created, share, preemptor), want)
     let cases = [
-        ("non-borrowing subtree preferred over borrowing subtree", ("nominal", 1, Some(zero())), ("borrowing", 0, Some(borrowing())), true),
-        ("both borrowing on requested flavors falls through to FIFO", ("borrow-a", 1, Some(borrowing())), ("borrow-b", 0, Some(borrowing())), false),
-        ("lower DRS preferred over higher DRS", ("lower-drs", 1, Some(Drs::negative())), ("higher-drs", 0, Some(zero())), true),
-        ("both non-borrowing falls through to FIFO", ("older", 0, None), ("newer", 1, None), true),
+        ("non-borrowing subtree preferred over borrowing subtree", ("nominal", 1, Some(zero()), false), ("borrowing", 0, Some(borrowing()), false), true),
+        ("both borrowing on requested flavors falls through to FIFO", ("borrow-a", 1, Some(borrowing()), false), ("borrow-b", 0, Some(borrowing()), false), false),
+        ("lower DRS preferred over higher DRS", ("lower-drs", 1, Some(Drs::negative()), false), ("higher-drs", 0, Some(zero()), false), true),
+        ("both non-borrowing falls through to FIFO", ("older", 0, None, false), ("newer", 1, None, false), true),
+        ("a is preemptor, b not, feature enabled", ("preemptor-borrowing", 0, Some(borrowing()), true), ("not-preemptor-nominal", 0, Some(zero()), false), true),
+        ("a is preemptor, b not, feature disabled", ("preemptor-borrowing", 0, Some(borrowing()), false), ("not-preemptor-nominal", 0, Some(zero()), false), false),
+        ("both are preemptors, feature enabled", ("preemptor-borrowing", 0, Some(borrowing()), true), ("preemptor-nominal", 0, Some(zero()), true), false),
     ];
     for (name, a, b, want) in cases {
         let (oa, ob) = (order(a.0, a.1), order(b.0, b.1));
-        let contenders = [Contender { cq_idx: 1, usage: &one, order: &oa }, Contender { cq_idx: 2, usage: &one, order: &ob }];
+        let contenders = [Contender { cq_idx: 1, usage: &one, order: &oa, preemptor: a.3 }, Contender { cq_idx: 2, usage: &one, order: &ob, preemptor: b.3 }];
         let mut shares = HashMap::new();
         for (i, s) in [(0, a.2), (1, b.2)] {
             if let Some(s) = s {

@@ -129,6 +129,10 @@ pub struct AdmissionCore {
     pub(super) fair_sharing: Option<FairSharingConfig>,
     /// Admission fair sharing: configuration and per-LocalQueue usage.
     pub(super) afs: super::admission_fair_sharing::Ledger,
+    /// Kueue's `PrioritizePreemptorWorkloads` gate (alpha, off by default): a preemptor waiting
+    /// for its victims goes before other ClusterQueues' heads, and keeps its quota for the cycle
+    /// when it finds no victim left.
+    prioritize_preemptors: bool,
 }
 
 type ShapeKey = (usize, i32, u64);
@@ -252,6 +256,16 @@ impl AdmissionCore {
         self.fair_sharing.as_ref()
     }
 
+    /// Kueue's `PrioritizePreemptorWorkloads` feature gate.
+    pub fn set_prioritize_preemptors(&mut self, on: bool) {
+        self.prioritize_preemptors = on;
+    }
+
+    /// Whether `e` is its ClusterQueue's waiting preemptor and the gate puts such workloads first.
+    fn prioritized_preemptor(&self, e: &Entry) -> bool {
+        self.prioritize_preemptors && self.waiting_preemptor.get(&e.cq) == Some(&e.order.key)
+    }
+
     // ---- configuration ----
 
     pub fn upsert_cluster_queue(&mut self, cq: ClusterQueueModel) -> Result<(), QueueError> {
@@ -358,7 +372,14 @@ impl AdmissionCore {
                 });
             }
         }
+        // A preemptor waiting for its victims stays first in its ClusterQueue across updates of
+        // its Workload (its own status write is one), as Kueue's sticky head stays until the
+        // workload is admitted, found unschedulable or deleted (kueue#6929, #7101).
+        let sticky = self.waiting_preemptor.get(&w.cluster_queue) == Some(&w.key);
         self.remove_pending(&w.key);
+        if sticky {
+            self.waiting_preemptor.insert(w.cluster_queue.clone(), w.key.clone());
+        }
         if let Some(old) = &w.replacement_for {
             self.replacements.insert(old.clone(), w.key.clone());
         }
@@ -753,9 +774,10 @@ impl AdmissionCore {
                 // Kueue's classical iterator: the lower borrowing level first (a workload drawing on
                 // a nearer cohort's quota goes before one borrowing from the root), then the queue order.
                 // (LocalQueue usage orders only within a ClusterQueue, as in Kueue.)
+                // With PrioritizePreemptorWorkloads, waiting preemptors go first.
                 entries.sort_by(|a, b| {
-                    let ka = (a.assignment.borrowing, a.order.base());
-                    let kb = (b.assignment.borrowing, b.order.base());
+                    let ka = (!self.prioritized_preemptor(a), a.assignment.borrowing, a.order.base());
+                    let kb = (!self.prioritized_preemptor(b), b.assignment.borrowing, b.order.base());
                     ka.cmp(&kb)
                 });
                 // Popped from the back below.
@@ -802,6 +824,7 @@ impl AdmissionCore {
                 cq_idx: e.cq_idx,
                 usage: &e.assignment.usage,
                 order: &e.order,
+                preemptor: self.prioritized_preemptor(e),
             })
             .collect();
         let i = next_contender(&mut self.tree, &contenders).unwrap_or(0);
@@ -1187,7 +1210,8 @@ impl AdmissionCore {
         let Some(cq) = self.cqs.get(&e.cq) else {
             return;
         };
-        if cq.preemption.reclaim_within_cohort == super::model::ReclaimWithinCohort::Any
+        // With PrioritizePreemptorWorkloads, also a preemptor still waiting for its victims.
+        if (cq.preemption.reclaim_within_cohort == super::model::ReclaimWithinCohort::Any && !self.prioritized_preemptor(e))
             || !cy.held_unreclaimable.insert(e.cq_idx)
         {
             return;

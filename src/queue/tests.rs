@@ -1222,3 +1222,86 @@ fn a_preemptor_whose_victims_are_claimed_is_skipped_and_counted() {
     assert_eq!(r.preemption_skips.values().sum::<usize>(), 1, "{:?}", r.preemption_skips);
     assert!(r.preemption_skips.keys().all(|cq| cq == "a" || cq == "b"), "{:?}", r.preemption_skips);
 }
+
+/// Kueue's `fair_sharing_test.go` "ClusterQueue head is ineligible for admission due to
+/// DominantResourceShare" (kueue#7101), step by step: cq-p2's 5-CPU preemptor evicts two of
+/// cq-p1's four 2-CPU workloads; while they let go one at a time, the one released first must not
+/// take back the quota the preemptor waits for. The preemptor stays its ClusterQueue's head
+/// (Kueue's sticky workload) across updates of its Workload, so the inadmissible higher-priority
+/// head behind it does not take its place in the tournament.
+#[test]
+fn fair_sharing_preemptor_keeps_quota_while_victims_let_go() {
+    let fs = ClusterQueueModel::build;
+    let q = |n: &str| {
+        fs(n).cohort("cohort-a").flavor("flavor1", &[("cpu", 0)]).reclaim(ReclaimWithinCohort::Any).within(WithinClusterQueue::LowerPriority)
+    };
+    let mut core = setup(&Scenario {
+        flavors: vec![FlavorModel::build("flavor1")],
+        cohorts: vec![CohortModel::build("cohort-a").parent("root-cohort").flavor_limits("flavor1", &[("cpu", 9, None, None)])],
+        cqs: vec![q("cq-p1"), q("cq-p2")],
+        admitted: (0..4).map(|i| (wl(&format!("p1-{i}"), "cq-p1", 2), "flavor1", i)).collect(),
+        pending: vec![wl("p2-6", "cq-p2", 6).priority(999).at(10), wl("p2-5", "cq-p2", 5).at(11)],
+        ..Default::default()
+    });
+    core.set_fair_sharing(Some(FairSharingConfig::default()));
+    let r = core.schedule_cycle(20);
+    let mut victims: Vec<String> = r.evictions.iter().map(|e| e.key.name.clone()).collect();
+    victims.sort();
+    assert_eq!(victims.len(), 2, "{victims:?}");
+    assert_eq!(core.pending_reason(&k("p2-5")).map(|r| r.0), Some(PendingReason::WaitingForPreemptedWorkloads));
+    // Its status write is a new version of the pending Workload: queued again, as the sync does.
+    core.add_workload(wl("p2-5", "cq-p2", 5).at(11)).unwrap();
+    let requeued = |core: &mut AdmissionCore, n: &str| {
+        core.release(&k(n));
+        core.add_workload(wl(n, "cq-p1", 2).at(victims.iter().position(|v| v == n).unwrap() as i64)).unwrap();
+    };
+    requeued(&mut core, &victims[0]);
+    let r = core.schedule_cycle(30);
+    assert!(r.admissions.is_empty(), "{:?}", r.admissions.iter().map(|a| &a.key.name).collect::<Vec<_>>());
+    assert!(r.evictions.is_empty());
+    requeued(&mut core, &victims[1]);
+    let r = core.schedule_cycle(40);
+    let names: Vec<&str> = r.admissions.iter().map(|a| a.key.name.as_str()).collect();
+    assert_eq!(names, ["p2-5"]);
+}
+
+/// Kueue's `fair_sharing_test.go` "Should prevent other workloads from stealing quota when
+/// preemptor is waiting for multiple evictions", in the core: cq-1 has the CPU, cq-2 the memory;
+/// cq-1's preemptor needs both of cq-2's CPU borrowers gone. The first to let go may take its CPU
+/// back (its ClusterQueue's share is lower) unless `PrioritizePreemptorWorkloads` puts the
+/// preemptor first, as Kueue's spec turns it on.
+#[test]
+fn prioritize_preemptor_workloads_keeps_released_victims_out() {
+    for gate in [false, true] {
+        let q = |n: &str, cpu, mem| {
+            ClusterQueueModel::build(n).cohort("thrash-cohort").flavor("default", &[("cpu", cpu), ("memory", mem)]).reclaim(ReclaimWithinCohort::Any)
+        };
+        let borrower = |n: &str| WorkloadModel::build("ns", n, "cq-2").priority(100).request(&[("cpu", 1), ("memory", 0)]);
+        let preemptor = || WorkloadModel::build("ns", "preemptor", "cq-1").at(10).request(&[("cpu", 10), ("memory", 10)]);
+        let mut core = setup(&Scenario {
+            cqs: vec![q("cq-1", 10, 0), q("cq-2", 0, 10)],
+            admitted: vec![(borrower("wl-a"), "default", 1), (borrower("wl-b"), "default", 2)],
+            pending: vec![preemptor()],
+            ..Default::default()
+        });
+        core.set_fair_sharing(Some(FairSharingConfig::default()));
+        core.set_prioritize_preemptors(gate);
+        assert_eq!(core.schedule_cycle(20).evictions.len(), 2, "gate {gate}");
+        core.add_workload(preemptor()).unwrap();
+        core.release(&k("wl-a"));
+        core.add_workload(borrower("wl-a")).unwrap();
+        let r = core.schedule_cycle(30);
+        let names: Vec<&str> = r.admissions.iter().map(|a| a.key.name.as_str()).collect();
+        if gate {
+            assert!(names.is_empty(), "{names:?}");
+            core.release(&k("wl-b"));
+            core.add_workload(borrower("wl-b")).unwrap();
+            let r = core.schedule_cycle(40);
+            let names: Vec<&str> = r.admissions.iter().map(|a| a.key.name.as_str()).collect();
+            assert_eq!(names, ["preemptor"]);
+        } else {
+            // Kueue without the gate: the released borrower wins the tournament.
+            assert_eq!(names, ["wl-a"]);
+        }
+    }
+}

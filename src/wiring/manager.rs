@@ -57,6 +57,9 @@ pub struct ManagerOptions {
     pub fair_sharing: Option<crate::queue::FairSharingConfig>,
     /// Kueue's admissionFairSharing (`--config`); `None`: off.
     pub admission_fair_sharing: Option<crate::api::kueue::config::AfsConfig>,
+    /// Kueue's `PrioritizePreemptorWorkloads` feature gate (alpha, off as in Kueue;
+    /// `--prioritize-preemptor-workloads`).
+    pub prioritize_preemptor_workloads: bool,
 }
 
 impl Default for ManagerOptions {
@@ -78,6 +81,7 @@ impl Default for ManagerOptions {
             pods_ready: None,
             fair_sharing: None,
             admission_fair_sharing: None,
+            prioritize_preemptor_workloads: false,
         }
     }
 }
@@ -239,6 +243,8 @@ pub async fn run_manager(
         pods_ready: opts.pods_ready.clone(),
         fair_sharing: opts.fair_sharing.clone(),
         admission_fair_sharing: opts.admission_fair_sharing.clone(),
+        prioritize_preemptor_workloads: opts.prioritize_preemptor_workloads,
+        own_writes: Default::default(),
     };
     let c = cancel.clone();
     let mut loop_task = AbortOnDrop(tokio::spawn(admission.run(async move { c.cancelled().await })));

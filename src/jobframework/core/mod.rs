@@ -11,6 +11,7 @@ mod classify;
 pub mod conditions;
 pub mod explanations;
 pub mod finalizers;
+pub mod own_writes;
 pub mod priorities;
 pub mod pods_ready;
 pub mod pods_ready_metrics;

@@ -50,6 +50,10 @@ pub struct AdmissionLoop {
     pub fair_sharing: Option<crate::queue::FairSharingConfig>,
     /// Admission fair sharing, when on.
     pub admission_fair_sharing: Option<crate::api::kueue::config::AfsConfig>,
+    /// Kueue's `PrioritizePreemptorWorkloads` feature gate.
+    pub prioritize_preemptor_workloads: bool,
+    /// The versions our own status writes produced, until the cache shows them.
+    pub own_writes: super::own_writes::OwnWrites,
 }
 
 /// Below this many workloads the queue gauges are recomputed every cycle.
@@ -105,6 +109,7 @@ impl AdmissionLoop {
         let mut state = AdmissionState::with_pods_ready(self.pods_ready.clone())
             .with_admission_fair_sharing(self.admission_fair_sharing.as_ref());
         state.core.set_fair_sharing(self.fair_sharing.clone());
+        state.core.set_prioritize_preemptors(self.prioritize_preemptor_workloads);
         state.explanations = self.explanations.clone();
         let mut backoff = WriteBackoff::default();
         // Failed pending-status writes: retried once their backoff expires (by queueing the
@@ -114,6 +119,7 @@ impl AdmissionLoop {
         tokio::pin!(shutdown);
         let mut leader_open = true;
         let mut last_gauges: Option<Instant> = None;
+        let mut cycles: u64 = 0;
         if self.synced.wait_for(|s| *s).await.is_err() {
             return;
         }
@@ -143,6 +149,7 @@ impl AdmissionLoop {
                 state = AdmissionState::with_pods_ready(self.pods_ready.clone())
                     .with_admission_fair_sharing(self.admission_fair_sharing.as_ref());
                 state.core.set_fair_sharing(self.fair_sharing.clone());
+                state.core.set_prioritize_preemptors(self.prioritize_preemptor_workloads);
                 state.explanations = self.explanations.clone();
                 backoff = WriteBackoff::default();
                 pending_backoff = WriteBackoff::default();
@@ -172,6 +179,12 @@ impl AdmissionLoop {
                 backoff.retain(|k| live.contains(k));
                 pending_backoff.retain(|k| live.contains(k));
                 snap.workloads.retain(|w| w.admission().is_some() || !backoff.blocked(&key_of(w), t));
+            }
+            // Records of deleted workloads are dropped now and then (a pass over all of them).
+            cycles = cycles.wrapping_add(1);
+            if cycles.is_multiple_of(64) && !self.own_writes.is_empty() {
+                let live: std::collections::HashSet<WorkloadKey> = snap.workloads.iter().map(|w| key_of(w)).collect();
+                self.own_writes.retain(|k| live.contains(k));
             }
             tracing::trace!(workloads = snap.workloads.len(), "admission step");
             let actions = state.step(&snap, now().as_millisecond());
@@ -331,7 +344,7 @@ impl AdmissionLoop {
             } => {
                 let admission = convert::admission_api(&admission);
                 let cq = admission.cluster_queue.clone();
-                match admit_with_retry(&api, wl, admission, &checks).await {
+                match admit_with_retry(&api, wl, admission, &checks, &self.own_writes).await {
                     Ok(w) => {
                         self.record_reservation(wl, &cq);
                         let r = w.object_ref(&());
@@ -404,8 +417,13 @@ impl AdmissionLoop {
                 ..
             } => {
                 if let Some(status) = conditions::pending(wl, &why, &message, now()) {
-                    return match self.write(&api, wl, status).await {
-                        Ok(()) => Outcome::PendingWritten(key),
+                    return match self.write_version(&api, wl, status).await {
+                        Ok(after) => {
+                            // Remembered until the cache shows it: an admission decided on the
+                            // copy it replaced may be written over it (`admit_with_retry`).
+                            self.own_writes.record(&key, &wl.resource_version().unwrap_or_default(), &after);
+                            Outcome::PendingWritten(key)
+                        }
                         Err(e) => Outcome::PendingUnwritten(key, write_backoff::is_permanent(&e)),
                     };
                 }
@@ -640,20 +658,24 @@ impl AdmissionLoop {
     /// Replaces the status at the cached resourceVersion. A conflict means the cache is behind: the
     /// next step sees the new object and decides again.
     async fn write(&self, api: &Api<Workload>, wl: &Workload, status: WorkloadStatus) -> Result<(), kube::Error> {
+        self.write_version(api, wl, status).await.map(|_| ())
+    }
+
+    /// Writes the status; returns the version it made.
+    async fn write_version(&self, api: &Api<Workload>, wl: &Workload, status: WorkloadStatus) -> Result<String, kube::Error> {
         let mut obj = wl.clone();
         obj.status = Some(status);
         match api
             .replace_status(&wl.name_any(), &PostParams::default(), &obj)
             .await
         {
-            Ok(_) => Ok(()),
+            Ok(w) => Ok(w.resource_version().unwrap_or_default()),
             Err(e) => {
                 tracing::debug!(workload = %wl.name_any(), error = %e, "status write failed; will retry");
                 Err(e)
             }
         }
     }
-
 
     /// Brings `spec.priority` of workloads to their WorkloadPriorityClass's current value. A
     /// conflict is left to the next cycle, which sees the fresh workload.
@@ -846,6 +868,7 @@ async fn admit_with_retry(
     wl: &Workload,
     admission: crate::api::kueue::Admission,
     checks: &BTreeSet<String>,
+    own: &super::own_writes::OwnWrites,
 ) -> Result<Workload, kube::Error> {
     let mut obj = wl.clone();
     obj.status = Some(conditions::admitted_with_checks(wl, admission.clone(), checks, now()));
@@ -855,7 +878,11 @@ async fn admit_with_retry(
     {
         Err(kube::Error::Api(s)) if s.code == 409 => {
             let fresh = api.get(&wl.name_any()).await?;
-            let same = fresh.metadata.generation == wl.metadata.generation && fresh.spec == wl.spec && fresh.status == wl.status;
+            // The fresh copy differs only by our own pending write over the cached one (the
+            // watch has not delivered it yet): nothing anyone else decided is overwritten.
+            let cached = wl.resource_version().unwrap_or_default();
+            let ours = fresh.resource_version().is_some_and(|v| v != cached && own.version_for(&key_of(wl), &cached) == v);
+            let same = fresh.metadata.generation == wl.metadata.generation && fresh.spec == wl.spec && (fresh.status == wl.status || ours);
             if !same
                 || fresh.admission().is_some()
                 || fresh.metadata.deletion_timestamp.is_some()
