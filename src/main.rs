@@ -289,7 +289,8 @@ struct RunArgs {
     #[arg(long, default_value = "", value_parser = quotagate::api::ray::features::parse)]
     feature_gates: RayFeatureGates,
     /// Kueue's PrioritizePreemptorWorkloads feature gate (alpha, off in Kueue): a preemptor waiting
-    /// for its victims goes before other ClusterQueues' heads, so they cannot take its quota.
+    /// for its victims goes before other ClusterQueues' heads, so they cannot take its quota. Also
+    /// on with `featureGates: {PrioritizePreemptorWorkloads: true}` in `--config`.
     #[arg(long)]
     prioritize_preemptor_workloads: bool,
     #[command(flatten)]
@@ -495,7 +496,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         admission_fair_sharing: config.as_ref().and_then(|c| c.admission_fair_sharing()),
         ray: (!args.no_ray_operator).then(|| if args.embedded { args.sim.dashboards() } else { Dashboards::Http }),
         ray_gates: args.feature_gates,
-        prioritize_preemptor_workloads: args.prioritize_preemptor_workloads,
+        prioritize_preemptor_workloads: args.prioritize_preemptor_workloads
+            || config.as_ref().is_some_and(|c| c.prioritize_preemptor_workloads()),
         ..ManagerOptions::default()
     };
     if let Some(id) = &args.identity {

@@ -31,6 +31,8 @@ pub const DEFAULT_AFS_SAMPLING_INTERVAL: Duration = Duration::from_secs(5 * 60);
 
 /// The feature gate of admission fair sharing (beta, on by default since Kueue 0.15).
 pub const ADMISSION_FAIR_SHARING_GATE: &str = "AdmissionFairSharing";
+/// Kueue's alpha gate (off by default): a preemptor waiting for its victims goes first.
+pub const PRIORITIZE_PREEMPTOR_WORKLOADS: &str = "PrioritizePreemptorWorkloads";
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ConfigError {
@@ -285,6 +287,11 @@ impl Configuration {
             .unwrap_or(false)
     }
 
+    /// Whether `featureGates.PrioritizePreemptorWorkloads` turns Kueue's gate on (off by default).
+    pub fn prioritize_preemptor_workloads(&self) -> bool {
+        self.gate(PRIORITIZE_PREEMPTOR_WORKLOADS)
+    }
+
     /// Whether waitForPodsReady is on (Kueue: on by default in v1beta2, off unless `enable` in v1beta1).
     pub fn wait_for_pods_ready_enabled(&self) -> bool {
         let w = self.wait_for_pods_ready.as_ref();
@@ -521,9 +528,9 @@ impl Configuration {
         note(
             gates.is_some_and(|g| {
                 g.keys()
-                    .any(|k| k != DISABLE_WAIT_FOR_PODS_READY && k != ADMISSION_FAIR_SHARING_GATE)
+                    .any(|k| ![DISABLE_WAIT_FOR_PODS_READY, ADMISSION_FAIR_SHARING_GATE, PRIORITIZE_PREEMPTOR_WORKLOADS].contains(&k.as_str()))
             }),
-            "featureGates (other than DisableWaitForPodsReady, AdmissionFairSharing)",
+            "featureGates (other than DisableWaitForPodsReady, AdmissionFairSharing, PrioritizePreemptorWorkloads)",
         );
         out
     }

@@ -317,3 +317,16 @@ fn admission_fair_sharing_is_read_defaulted_and_validated() {
         assert!(got.starts_with(want), "{text}\n  got: {got}\n  want: {want}");
     }
 }
+
+/// Kueue's `PrioritizePreemptorWorkloads` gate: off unless the file turns it on, and read (not
+/// listed as ignored) when named.
+#[test]
+fn the_prioritize_preemptor_workloads_gate_is_read_from_feature_gates() {
+    let parse = |t: &str| Configuration::parse(t).unwrap_or_else(|e| panic!("{t}: {e}"));
+    assert!(!parse(HEAD).prioritize_preemptor_workloads());
+    for (value, on) in [("true", true), ("false", false)] {
+        let cfg = parse(&format!("{HEAD}featureGates:\n  PrioritizePreemptorWorkloads: {value}\n"));
+        assert_eq!(cfg.prioritize_preemptor_workloads(), on, "{value}");
+        assert!(cfg.ignored().is_empty(), "{value}: {:?}", cfg.ignored());
+    }
+}
