@@ -100,6 +100,10 @@ pub enum Step {
     Start(String),
     /// Evicted: stop the job (if running) and release the reservation.
     Stop(String),
+    /// Running on a reservation that no longer describes it (an edit of counts or requests): stop the job
+    /// (Kueue's `NoMatchingWorkload`); once its pods are gone the workload is deleted and a new one, with
+    /// the job's new podsets, is queued.
+    StopNotMatching(String),
     /// Running without a reservation.
     Suspend,
     /// Elastic job, pending workload or admitted and shrinking: take the job's new pod counts in place.
@@ -206,24 +210,15 @@ pub fn plan(job: &dyn GenericJob, workloads: &[&Workload]) -> Result<Step, JobFr
                 DemandChange::Grow => return Ok(Step::CreateSlice { replaces: name }),
             }
         }
-        if matches!(change, DemandChange::Incompatible) && !reserved {
-            return Ok(Step::DeleteWorkloads(vec![name]));
+        if matches!(change, DemandChange::Incompatible) {
+            if !reserved {
+                return Ok(Step::DeleteWorkloads(vec![name]));
+            }
+            // Not a resize (say new requests): the slice chain cannot take it, so as a plain job.
+            return Ok(mismatch(job, wl, name));
         }
-    } else if (!reserved || job.is_suspended())
-        && !podsets_equivalent(&podsets, &wl.spec.pod_sets, false)
-    {
-        // A suspended job's templates are its own (injected info is restored on stop), so a
-        // mismatch is an edit: the reservation no longer describes the pods it would start.
-        // Deleting a Workload that holds quota releases it, so that waits until no pod of the job is
-        // left (DESIGN I2): a suspended job may still be stopping, and its demand may stop matching as
-        // it does (a RayService deletes its children one by one). An evicted one is stopped and waited
-        // on below; any other waits for the job's pods to go, which wakes it again.
-        if !reserved || !job.is_active() {
-            return Ok(Step::DeleteWorkloads(vec![name]));
-        }
-        if !is_evicted(wl) {
-            return Ok(Step::Nothing);
-        }
+    } else if !matches_workload(job.is_suspended(), reserved, &podsets, wl) {
+        return Ok(mismatch(job, wl, name));
     }
     if reserved && is_evicted(wl) {
         return Ok(Step::Stop(name));
@@ -235,6 +230,53 @@ pub fn plan(job: &dyn GenericJob, workloads: &[&Workload]) -> Result<Step, JobFr
         return Ok(Step::Suspend);
     }
     Ok(Step::Nothing)
+}
+
+/// Kueue's `EquivalentToWorkload`: a running job on a reservation is compared with what the workload
+/// admitted (the admitted counts; tolerations ignored, admission injects them), any other with the
+/// workload's podsets as they are.
+fn matches_workload(suspended: bool, reserved: bool, podsets: &[PodSet], wl: &Workload) -> bool {
+    if reserved && !suspended {
+        return podsets_equivalent(podsets, &admitted_counts(wl), true);
+    }
+    podsets_equivalent(podsets, &wl.spec.pod_sets, false)
+}
+
+/// The workload's podsets with the counts its admission gave them (fewer under partial admission).
+fn admitted_counts(wl: &Workload) -> Vec<PodSet> {
+    let mut podsets = wl.spec.pod_sets.clone();
+    if let Some(a) = wl.admission() {
+        for ps in &mut podsets {
+            if let Some(n) = a.pod_set_assignments.iter().find(|x| Some(&x.name) == ps.name.as_ref()).and_then(|x| x.count) {
+                ps.count = Some(n);
+            }
+        }
+    }
+    podsets
+}
+
+/// A job whose podsets no longer match its workload. A running job on a reservation is stopped (the
+/// workload no longer describes its pods; the quota gate already caps them at what it does). Deleting a
+/// Workload that holds quota releases it, so that waits until no pod of the job is left (DESIGN I2): a
+/// suspended job may still be stopping, and its demand may stop matching as it does (a RayService
+/// deletes its children one by one). An evicted one is stopped and waited on by the caller's next
+/// steps; any other waits for the job's pods to go, which wakes it again.
+fn mismatch(job: &dyn GenericJob, wl: &Workload, name: String) -> Step {
+    let reserved = wl.admission().is_some() && wl.has_quota_reservation();
+    if reserved && is_evicted(wl) && !job.is_suspended() {
+        return Step::Stop(name);
+    }
+    if !reserved || !job.is_active() {
+        return Step::DeleteWorkloads(vec![name]);
+    }
+    if is_evicted(wl) {
+        return Step::Stop(name);
+    }
+    if job.is_suspended() {
+        Step::Nothing
+    } else {
+        Step::StopNotMatching(name)
+    }
 }
 
 /// What every job controller shares: the client, the event recorder, leadership, and which job kinds
@@ -453,7 +495,16 @@ pub async fn reconcile<J: JobKind>(
                     }),
                     ..DeleteParams::default()
                 };
-                shell::ignore_not_found(wl_api.delete(n, &dp).await)?;
+                if shell::ignore_not_found(wl_api.delete(n, &dp).await)?.is_some() {
+                    shell::publish(
+                        &ctx.recorder,
+                        &obj_ref,
+                        EventType::Normal,
+                        "DeletedWorkload",
+                        format!("Deleted not matching Workload: {ns}/{n}"),
+                    )
+                    .await;
+                }
             }
         }
         Step::Start(name) => {
@@ -484,8 +535,9 @@ pub async fn reconcile<J: JobKind>(
             )
             .await;
         }
-        Step::Stop(name) => {
+        Step::Stop(name) | Step::StopNotMatching(name) => {
             let wl = find(name)?;
+            let not_matching = matches!(step, Step::StopNotMatching(_));
             if !job.is_suspended() {
                 job.suspend();
                 let originals: Vec<PodSetInfo> = wl
@@ -498,16 +550,22 @@ pub async fn reconcile<J: JobKind>(
                 job_api
                     .replace(&name_of_job, &PostParams::default(), job.object())
                     .await?;
-                let msg = wl
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.condition("Evicted"))
-                    .map(|c| c.message.clone())
-                    .unwrap_or_default();
+                let msg = if not_matching {
+                    // Kueue's words when a running job no longer matches its Workload.
+                    "No matching Workload".to_string()
+                } else {
+                    wl.status
+                        .as_ref()
+                        .and_then(|s| s.condition("Evicted"))
+                        .map(|c| c.message.clone())
+                        .unwrap_or_default()
+                };
                 shell::publish(&ctx.recorder, &obj_ref, EventType::Normal, "Stopped", msg).await;
             }
-            // Suspended means no pods run any more: give the quota back so the workload requeues.
-            if !job.is_active()
+            // Suspended means no pods run any more: give the quota back so the workload requeues. (A
+            // job stopped for not matching gets a new Workload instead once its pods are gone.)
+            if !not_matching
+                && !job.is_active()
                 && let Some(status) = conditions::clear_reservation(wl, jiff::Timestamp::now())
             {
                 let mut obj = wl.clone();
@@ -540,7 +598,7 @@ pub async fn reconcile<J: JobKind>(
     job.after_step(&owned, &ctx).await?;
     Ok(match step {
         // Stopping waits for the job to become inactive before the quota is given back.
-        Step::Stop(_) if job.is_active() => Action::requeue(Duration::from_secs(1)),
+        Step::Stop(_) | Step::StopNotMatching(_) if job.is_active() => Action::requeue(Duration::from_secs(1)),
         _ => Action::await_change(),
     })
 }

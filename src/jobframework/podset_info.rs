@@ -247,16 +247,46 @@ pub fn expected_running_podsets(wl: &Workload, flavors: &BTreeMap<String, Resour
     Some(podsets)
 }
 
-/// Kueue's podset equality for "does this workload still match the job": count, minCount, and
-/// the containers, init containers and (unless ignored) tolerations of the pod spec.
+/// Kueue's podset equality for "does this workload still match the job" (`equality.ComparePodSetSlices`):
+/// count, minCount, (unless ignored) tolerations, and the resources of the containers and init containers,
+/// pairwise. Other container fields (image, command, env) do not affect scheduling, so an image bump does
+/// not make a job mismatch its workload.
 pub fn podsets_equivalent(a: &[PodSet], b: &[PodSet], ignore_tolerations: bool) -> bool {
+    let resources = |cs: &[k8s_openapi::api::core::v1::Container]| -> Vec<Option<k8s_openapi::api::core::v1::ResourceRequirements>> {
+        cs.iter().map(|c| c.resources.clone().filter(|r| *r != Default::default())).collect()
+    };
     a.len() == b.len()
         && a.iter().zip(b).all(|(x, y)| {
             let (sx, sy) = (x.template.spec.clone().unwrap_or_default(), y.template.spec.clone().unwrap_or_default());
             x.count() == y.count()
                 && x.min_count == y.min_count
                 && (ignore_tolerations || sx.tolerations.unwrap_or_default() == sy.tolerations.unwrap_or_default())
-                && sx.init_containers.unwrap_or_default() == sy.init_containers.unwrap_or_default()
-                && sx.containers == sy.containers
+                && resources(sx.init_containers.as_deref().unwrap_or_default()) == resources(sy.init_containers.as_deref().unwrap_or_default())
+                && resources(&sx.containers) == resources(&sy.containers)
         })
+}
+
+/// Takes out of a template what `merge_into_template` put in with `info` (its node selector keys,
+/// labels, annotations, tolerations and scheduling gates), so a template compares as its user wrote it
+/// whether or not a re-apply already dropped them.
+pub fn strip_template(meta: &mut ObjectMeta, spec: &mut PodSpec, info: &PodSetInfo) {
+    let strip = |slot: &mut Option<BTreeMap<String, String>>, keys: &BTreeMap<String, String>| {
+        if let Some(m) = slot.as_mut() {
+            m.retain(|k, _| !keys.contains_key(k));
+        }
+        if slot.as_ref().is_some_and(BTreeMap::is_empty) {
+            *slot = None;
+        }
+    };
+    strip(&mut meta.annotations, &info.annotations);
+    strip(&mut meta.labels, &info.labels);
+    strip(&mut spec.node_selector, &info.node_selector);
+    if let Some(t) = spec.tolerations.as_mut() {
+        t.retain(|x| !info.tolerations.contains(x));
+    }
+    if let Some(g) = spec.scheduling_gates.as_mut() {
+        g.retain(|x| !info.scheduling_gates.contains(x));
+    }
+    spec.tolerations = spec.tolerations.take().filter(|t| !t.is_empty());
+    spec.scheduling_gates = spec.scheduling_gates.take().filter(|g| !g.is_empty());
 }
