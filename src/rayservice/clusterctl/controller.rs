@@ -24,7 +24,9 @@ use super::pods::{GroupView, PodAction, PodInputs, PodView, Recreate};
 use crate::api::ray::constants as c;
 use crate::api::ray::raycluster::{ClusterState, HeadInfo};
 use crate::api::ray::validation::{RayFeatureGates, validate_ray_cluster_with};
-use crate::api::kueue::Workload;
+use crate::api::kueue::{ResourceFlavor, Workload};
+use crate::jobframework::podset_info::{InfoOptions, PodSetInfo, merge_into_template, podsets_info_from_status, strip_template};
+use crate::rayservice::cluster::podsets::HEAD_PODSET;
 use crate::api::ray::{RayCluster, RayClusterStatus};
 use crate::jobframework::shell;
 use crate::rayservice::job::gate;
@@ -121,25 +123,25 @@ pub async fn run(ctx: Arc<Context>) {
     )
     .owns(Api::<Pod>::all(client.clone()), pods)
     .owns(Api::<Service>::all(client.clone()), watcher::Config::default());
-    // A workload slice admitted or evicted opens or closes the gate of its RayService's children.
+    // A workload slice admitted or evicted opens or closes the gate of the RayCluster that owns it, or
+    // of its RayService's children.
     let clusters = controller.store();
     let controller = controller.watches(
         Api::<Workload>::all(client),
         watcher::Config::default(),
         move |wl: Workload| {
             let ns = wl.namespace();
-            let services: Vec<String> = wl
-                .owner_references()
-                .iter()
-                .filter(|o| o.kind == c::CRD_RAY_SERVICE)
-                .map(|o| o.name.clone())
-                .collect();
+            let owners = |kind: &str| -> Vec<String> {
+                wl.owner_references().iter().filter(|o| o.kind == kind).map(|o| o.name.clone()).collect()
+            };
+            let (services, own) = (owners(c::CRD_RAY_SERVICE), owners(c::CRD_RAY_CLUSTER));
             clusters
                 .state()
                 .into_iter()
                 .filter(|rc| {
                     rc.namespace() == ns
-                        && gate::parent_service(rc).is_some_and(|p| services.contains(&p))
+                        && (own.contains(&rc.name_any())
+                            || gate::parent_service(rc).is_some_and(|p| services.contains(&p)))
                 })
                 .map(|rc| ObjectRef::from_obj(rc.as_ref()))
                 .collect::<Vec<_>>()
@@ -251,8 +253,12 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
         pod_label(p, c::LABEL_NODE_TYPE) == Some(c::NODE_TYPE_HEAD)
             && p.metadata.deletion_timestamp.is_none()
     });
+    // The quota gate: computed from the admitted Workload of the cluster's own chain or of its parent
+    // RayService, never from a field of this object a user could edit.
+    let cluster_gate = gate::cluster_gate(&ctx.client, &rc).await?;
+    let admission = admission_info(&ctx, &rc, cluster_gate.as_ref()).await?;
     let recreate = match recreate_decision(
-        &rc,
+        &admission.as_written,
         head_pod.and_then(|p| p.metadata.annotations.as_ref()),
         &ctx.config.build.kuberay_version,
     ) {
@@ -261,9 +267,6 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
         RecreateDecision::RecreateAll => Recreate::All,
     };
     let groups = GroupView::of(&rc);
-    // The quota gate: computed from the parent's admitted workload slice, never from a field of this
-    // object a user could edit.
-    let cluster_gate = gate::cluster_gate(&ctx.client, &rc).await?;
     let inputs = PodInputs {
         gated: false,
         quota: cluster_gate.as_ref().map(|g| g.allowed.clone()),
@@ -278,7 +281,7 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
         has_condition(&rc, c::COND_RAY_CLUSTER_SUSPENDED),
         &inputs,
     );
-    let failure = execute_pods(&rc, &decision.pods, &views, &pods_api, &ctx).await;
+    let failure = execute_pods(&rc, &admission, &decision.pods, &views, &pods_api, &ctx).await;
     if let Some((reason, msg)) = &failure {
         publish(&ctx, &rc, EventType::Warning, reason, msg.clone()).await;
     }
@@ -457,8 +460,58 @@ async fn ensure_services(
 
 /// Executes pod actions; the first failure stops the chain (KubeRay) and is returned as
 /// `(ReplicaFailure reason, message)`.
+/// What the admission of a standalone cluster's Workload puts on its pods, and the cluster as its user
+/// wrote it (that info taken out of the templates), which the Recreate hash is taken over: a re-apply
+/// that drops the injected node selector or podset label is not a spec change.
+struct AdmissionInfo {
+    /// Group (`head` for the head) -> what each new pod of it carries.
+    per_group: BTreeMap<String, PodSetInfo>,
+    as_written: RayCluster,
+}
+
+async fn admission_info(ctx: &Context, rc: &RayCluster, g: Option<&gate::ClusterGate>) -> Result<AdmissionInfo, Error> {
+    let Some(wl) = g.and_then(|g| g.admitted.as_ref()) else {
+        return Ok(AdmissionInfo { per_group: BTreeMap::new(), as_written: rc.clone() });
+    };
+    let flavors: BTreeMap<String, ResourceFlavor> = Api::<ResourceFlavor>::all(ctx.client.clone())
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .map(|f| (f.name_any(), f))
+        .collect();
+    // An admission whose info cannot be built (a flavor deleted since) adds nothing; the job
+    // controller reports it when it starts the job.
+    let per_group: BTreeMap<String, PodSetInfo> = podsets_info_from_status(wl, &flavors, InfoOptions::default())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|i| (i.name.clone(), i))
+        .collect();
+    let mut as_written = rc.clone();
+    let spec = &mut as_written.spec;
+    let head = &mut spec.head_group_spec.template;
+    let mut templates = vec![(HEAD_PODSET.to_string(), head)];
+    templates.extend(spec.worker_group_specs.iter_mut().flatten().map(|w| (w.group_name.to_lowercase(), &mut w.template)));
+    for (group, t) in templates {
+        if let Some(info) = per_group.get(&group) {
+            strip_template(t.metadata.get_or_insert_with(Default::default), t.spec.get_or_insert_with(Default::default), info);
+        }
+    }
+    Ok(AdmissionInfo { per_group, as_written })
+}
+
+/// A new pod of `group` gets what its admission says, whatever its template says now.
+fn with_admission_info(mut pod: Pod, group: &str, admission: &AdmissionInfo) -> Result<Pod, String> {
+    if let Some(info) = admission.per_group.get(group) {
+        merge_into_template(&mut pod.metadata, pod.spec.get_or_insert_with(Default::default), info)
+            .map_err(|e| format!("the admitted Workload's podset info does not fit the pod template: {e}"))?;
+    }
+    Ok(pod)
+}
+
 async fn execute_pods(
     rc: &RayCluster,
+    admission: &AdmissionInfo,
     actions: &[PodAction],
     views: &[PodView],
     api: &Api<Pod>,
@@ -490,11 +543,14 @@ async fn execute_pods(
                 }
                 r
             }
-            PodAction::CreateHead => match build_head_pod(rc, opts) {
-                Err(e) => Err((c::REASON_FAILED_CREATE_HEAD_POD, e.to_string())),
+            PodAction::CreateHead => match build_head_pod(rc, opts)
+                .map_err(|e| e.to_string())
+                .and_then(|pod| with_admission_info(pod, HEAD_PODSET, admission))
+            {
+                Err(e) => Err((c::REASON_FAILED_CREATE_HEAD_POD, e)),
                 Ok(mut pod) => {
                     owned(&mut pod, rc);
-                    let hash = hash_without_replicas_and_workers_to_delete(&rc.spec);
+                    let hash = hash_without_replicas_and_workers_to_delete(&admission.as_written.spec);
                     pod.metadata
                         .annotations
                         .get_or_insert_with(BTreeMap::new)
@@ -516,7 +572,7 @@ async fn execute_pods(
                 }
             },
             PodAction::RestampHead { name } => {
-                let hash = hash_without_replicas_and_workers_to_delete(&rc.spec);
+                let hash = hash_without_replicas_and_workers_to_delete(&admission.as_written.spec);
                 let patch = json!({ "metadata": { "annotations": head_pod_stamp(&hash, &opts.kuberay_version) } });
                 api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
                     .await
@@ -546,7 +602,7 @@ async fn execute_pods(
                 }
             }
             PodAction::CreateWorkers { group, workers } => {
-                create_workers(rc, group, workers, api, ctx).await
+                create_workers(rc, admission, group, workers, api, ctx).await
             }
         };
         if let Err(f) = result {
@@ -558,6 +614,7 @@ async fn execute_pods(
 
 async fn create_workers(
     rc: &RayCluster,
+    admission: &AdmissionInfo,
     group: &str,
     workers: &[super::pods::NewWorker],
     api: &Api<Pod>,
@@ -575,7 +632,9 @@ async fn create_workers(
             replica_name,
         };
         let mut pod = build_worker_pod(rc, group, &slot, &ctx.config.build)
-            .map_err(|e| (c::REASON_FAILED_CREATE_WORKER_POD, e.to_string()))?;
+            .map_err(|e| e.to_string())
+            .and_then(|pod| with_admission_info(pod, &group.to_lowercase(), admission))
+            .map_err(|e| (c::REASON_FAILED_CREATE_WORKER_POD, e))?;
         owned(&mut pod, rc);
         api.create(&PostParams::default(), &pod)
             .await

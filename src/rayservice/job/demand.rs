@@ -293,8 +293,18 @@ pub type LivePods = BTreeMap<String, BTreeMap<String, i64>>;
 
 /// Counts live pods by the labels the RayCluster controller puts on them.
 pub fn live_pods<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> LivePods {
+    count_pods(pods.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()))
+}
+
+/// Counts pods by the labels the RayCluster controller puts on them, terminating ones included: they
+/// still run until gone, and quota must cover them until then.
+pub fn pods_until_gone<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> LivePods {
+    count_pods(pods)
+}
+
+fn count_pods<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> LivePods {
     let mut out = LivePods::new();
-    for p in pods.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()) {
+    for p in pods {
         let labels = p.labels();
         let Some(cluster) = labels.get(c::LABEL_CLUSTER) else { continue };
         let group = if labels.get(c::LABEL_NODE_TYPE).map(String::as_str) == Some(c::NODE_TYPE_HEAD) {
@@ -359,4 +369,26 @@ pub fn covers(allowed: &BTreeMap<String, i64>, child: &ChildDemand) -> bool {
     }
     want.iter()
         .all(|(g, n)| allowed.get(*g).copied().unwrap_or(0) >= *n)
+}
+
+/// What the latest admitted podsets let ONE cluster with a chain of its own (a queue-labelled RayCluster)
+/// run, per group: a podset covers the group of its name while its per-pod requests equal the cluster's
+/// own. Placement constraints do not count here: admission itself injects the flavor's node selector and
+/// tolerations into a running cluster's templates. A group whose requests were edited (a Recreate to new
+/// resources) is covered by nothing until a workload with the new requests is admitted.
+pub fn allowed_by_requests(admitted: Option<&[PodSet]>, child: &ChildDemand) -> BTreeMap<String, i64> {
+    child
+        .pods
+        .iter()
+        .map(|(id, _, _)| {
+            let n = admitted
+                .unwrap_or_default()
+                .iter()
+                .filter(|ps| ps.name.as_deref() == Some(id.group.as_str()))
+                .filter(|ps| identity(&id.group, &ps.template).is_ok_and(|w| w.requests == id.requests))
+                .map(|ps| i64::from(ps.count().max(0)))
+                .sum();
+            (id.group.clone(), n)
+        })
+        .collect()
 }

@@ -66,7 +66,18 @@ pub fn decide(rs: &RayService, children: &[RayCluster], workloads: &[Workload], 
         .filter(|d| allowed.get(&d.name).is_some_and(|a| demand::covers(a, d)))
         .map(|d| d.name.clone())
         .collect();
-    let pending = workloads
+    Gate {
+        allowed,
+        covered,
+        admitted: admitted.map(|w| w.name_any()),
+        pending: pending_slice(workloads),
+        blocked,
+    }
+}
+
+/// The newest slice of a chain still waiting for quota, with Kueue's reason.
+fn pending_slice(workloads: &[Workload]) -> Option<PendingSlice> {
+    workloads
         .iter()
         .filter(|w| {
             !w.is_finished()
@@ -83,13 +94,39 @@ pub fn decide(rs: &RayService, children: &[RayCluster], workloads: &[Workload], 
                 .and_then(|s| s.condition(condition::QUOTA_RESERVED))
                 .map(|c| c.message.clone())
                 .unwrap_or_else(|| "not yet considered by the scheduler".to_string()),
-        });
-    Gate {
+        })
+}
+
+/// True when `rc` is a job of its own under quota: queue-labelled, and not a child of a Ray kind that
+/// is the job instead (a RayService's clusters are gated by the service's chain).
+pub fn standalone_managed(rc: &RayCluster) -> bool {
+    queue_name(&rc.metadata).is_some()
+        && !rc
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.controller == Some(true) && (o.kind == c::CRD_RAY_SERVICE || o.kind == c::CRD_RAY_JOB))
+}
+
+/// The gate of a queue-labelled RayCluster with a chain of its own: per group, the pods the latest
+/// admitted Workload (or slice) covers with this cluster's own per-pod requests, whatever `replicas`,
+/// `suspend` or the autoscaler say. Nothing admitted (pending, evicted, deleted) covers nothing.
+pub fn decide_standalone(rc: &RayCluster, workloads: &[Workload], live: &LivePods) -> ClusterGate {
+    let waiting = pending_slice(workloads);
+    let Ok(own) = demand::child_demand(rc, &Default::default()) else {
+        return ClusterGate { waiting, ..Default::default() };
+    };
+    let Some(child) = demand::at_least_live(vec![own], live).pop() else {
+        return ClusterGate { waiting, ..Default::default() };
+    };
+    let admitted = demand::admitted_slice(workloads);
+    let allowed = demand::allowed_by_requests(admitted.map(|w| w.spec.pod_sets.as_slice()), &child);
+    ClusterGate {
+        covered: demand::covers(&allowed, &child),
         allowed,
-        covered,
-        admitted: admitted.map(|w| w.name_any()),
-        pending,
-        blocked,
+        waiting,
+        admitted: admitted.cloned(),
     }
 }
 
@@ -122,13 +159,17 @@ pub fn parent_service(rc: &RayCluster) -> Option<String> {
 }
 
 /// What the gate lets one RayCluster run, and the slice it waits for, if any.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ClusterGate {
     /// Pods per group (`head` for the head).
     pub allowed: BTreeMap<String, i64>,
     /// Every pod the cluster wants is covered.
     pub covered: bool,
     pub waiting: Option<PendingSlice>,
+    /// The admitted Workload of a standalone cluster's own chain: its admission says what each new pod
+    /// carries (the flavor's node selector and tolerations, the podset label), whatever the templates
+    /// say after a re-apply.
+    pub admitted: Option<Workload>,
 }
 
 impl ClusterGate {
@@ -145,13 +186,19 @@ impl ClusterGate {
     }
 }
 
-/// The gate of `rc`, or `None` when `rc` is not quota-gated (no queue-managed parent). A parent that
-/// cannot be found covers nothing.
+/// The gate of `rc`, or `None` when `rc` is not quota-gated (neither queue-labelled itself nor the child
+/// of a queue-managed RayService). A parent that cannot be found covers nothing.
 pub async fn cluster_gate(client: &Client, rc: &RayCluster) -> Result<Option<ClusterGate>, kube::Error> {
-    let Some(parent) = parent_service(rc) else {
-        return Ok(None);
-    };
     let ns = rc.namespace().unwrap_or_default();
+    let Some(parent) = parent_service(rc) else {
+        if !standalone_managed(rc) {
+            return Ok(None);
+        }
+        let uid = rc.metadata.uid.clone().unwrap_or_default();
+        let workloads = owned_workloads(client, &ns, &uid).await?;
+        let live = children_pods(client, &ns, std::slice::from_ref(rc)).await?;
+        return Ok(Some(decide_standalone(rc, &workloads, &live)));
+    };
     let api: Api<RayService> = Api::namespaced(client.clone(), &ns);
     let Some(rs) = api.get_opt(&parent).await? else {
         return Ok(Some(ClusterGate::default()));
@@ -165,5 +212,76 @@ pub async fn cluster_gate(client: &Client, rc: &RayCluster) -> Result<Option<Clu
         allowed: gate.allowed.get(&name).cloned().unwrap_or_default(),
         covered: gate.covered.contains(&name),
         waiting: gate.pending,
+        admitted: None,
     }))
+}
+
+#[cfg(test)]
+mod standalone_tests {
+    use super::*;
+    use crate::api::kueue::constants::label;
+    use crate::api::kueue::{Admission, PodSetAssignment};
+    use crate::jobframework::core::conditions;
+    use crate::jobframework::GenericJob;
+    use crate::rayservice::job::raycluster::RayClusterJob;
+
+    fn rc(workers: i32, cpu: &str) -> RayCluster {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": "rc", "namespace": "default", "uid": "u1", "labels": {label::QUEUE_NAME: "lq"}},
+            "spec": {
+                "headGroupSpec": {"template": {"spec": {"containers": [{"name": "h", "resources": {"requests": {"cpu": "1"}}}]}}},
+                "workerGroupSpecs": [{"groupName": "Workers", "replicas": workers, "template": {"spec": {"containers": [{"name": "w", "resources": {"requests": {"cpu": cpu}}}]}}}]
+            }
+        }))
+        .unwrap()
+    }
+
+    fn workload(of: &RayCluster, admitted: bool) -> Workload {
+        let mut w = Workload::build("w", "default").queue("lq").build();
+        w.spec.pod_sets = RayClusterJob::new(of.clone()).pod_sets().unwrap();
+        if admitted {
+            let assignments = w.spec.pod_sets.iter().map(|p| PodSetAssignment { name: p.name().to_string(), count: p.count, ..Default::default() }).collect();
+            w.status = Some(conditions::admitted(&w, Admission { cluster_queue: "cq".into(), pod_set_assignments: assignments }, jiff::Timestamp::UNIX_EPOCH));
+        }
+        w
+    }
+
+    fn allowed(g: &ClusterGate) -> Vec<(String, i64)> {
+        g.allowed.iter().map(|(k, v)| (k.clone(), *v)).collect()
+    }
+
+    #[test]
+    fn a_standalone_cluster_runs_what_its_admitted_workload_covers_and_no_more() {
+        let admitted = workload(&rc(1, "1"), true);
+        // Raised replicas: creation stops at the one worker the Workload holds.
+        let g = decide_standalone(&rc(6, "1"), std::slice::from_ref(&admitted), &LivePods::new());
+        assert_eq!(allowed(&g), vec![("head".into(), 1), ("workers".into(), 1)]);
+        assert!(!g.covered);
+        // New requests: nothing of the group is covered by the old reservation.
+        let g = decide_standalone(&rc(1, "2"), std::slice::from_ref(&admitted), &LivePods::new());
+        assert_eq!(allowed(&g), vec![("head".into(), 1), ("workers".into(), 0)]);
+        // Exactly what is admitted.
+        let g = decide_standalone(&rc(1, "1"), std::slice::from_ref(&admitted), &LivePods::new());
+        assert!(g.covered);
+        assert_eq!(g.admitted.as_ref().map(|w| w.name_any()), Some("w".to_string()));
+        // Pending only: the gate is closed and says what it waits for.
+        let pending = workload(&rc(1, "1"), false);
+        let g = decide_standalone(&rc(1, "1"), std::slice::from_ref(&pending), &LivePods::new());
+        assert_eq!(allowed(&g), vec![("head".into(), 0), ("workers".into(), 0)]);
+        assert_eq!(g.waiting.map(|p| p.workload), Some("w".to_string()));
+        // No workload at all.
+        assert!(decide_standalone(&rc(1, "1"), &[], &LivePods::new()).allowed.values().all(|n| *n == 0));
+    }
+
+    #[test]
+    fn only_queue_labelled_clusters_that_are_no_child_of_a_ray_kind_are_standalone() {
+        let mut c = rc(1, "1");
+        assert!(standalone_managed(&c));
+        c.metadata.owner_references = Some(vec![serde_json::from_value(serde_json::json!({"apiVersion": "ray.io/v1", "kind": "RayService", "name": "s", "uid": "u", "controller": true})).unwrap()]);
+        assert!(!standalone_managed(&c));
+        let mut plain = rc(1, "1");
+        plain.metadata.labels = None;
+        assert!(!standalone_managed(&plain));
+    }
 }

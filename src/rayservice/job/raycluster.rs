@@ -1,13 +1,19 @@
 //! RayCluster as a Kueue job (after Kueue's `jobs/raycluster`): podset `head` plus one per worker
 //! group, built by the same code that builds the pods (`cluster::podsets`), suspend through `spec.suspend`.
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
+use kube::api::ListParams;
 use kube::core::GroupVersionKind;
+use kube::{Api, Resource, ResourceExt};
+
+use super::demand;
+use crate::api::ray::constants as c;
 
 use crate::api::kueue::{PodSet, Workload};
 use crate::api::ray::RayCluster;
-use crate::api::ray::raycluster::ClusterState;
 use crate::jobframework::JobFrameworkError;
 use crate::jobframework::interface::{Finished, GenericJob};
 use crate::jobframework::job_controller::JobKind;
@@ -17,17 +23,42 @@ use crate::rayservice::cluster::podsets::cluster_podsets;
 
 pub use crate::rayservice::cluster::podsets::HEAD_PODSET;
 
-pub struct RayClusterJob(pub RayCluster);
+/// A queue-labelled RayCluster and the pods it has now, per group (`head` for the head), terminating
+/// ones included: an elastic cluster's demand never drops below them, and it is active until they are
+/// gone.
+pub struct RayClusterJob {
+    pub rc: RayCluster,
+    pub pods: BTreeMap<String, i64>,
+}
+
+impl RayClusterJob {
+    /// A cluster with no pods yet.
+    pub fn new(rc: RayCluster) -> Self {
+        RayClusterJob { rc, pods: BTreeMap::new() }
+    }
+}
 
 impl JobKind for RayClusterJob {
     type Object = RayCluster;
 
-    async fn load(obj: &RayCluster, _: &[Workload], _: &kube::Client) -> Result<Self, kube::Error> {
-        Ok(RayClusterJob(obj.clone()))
+    async fn load(obj: &RayCluster, _: &[Workload], client: &kube::Client) -> Result<Self, kube::Error> {
+        let ns = obj.namespace().unwrap_or_default();
+        let selector = format!("{}={}", c::LABEL_CLUSTER, obj.name_any());
+        let pods = Api::<Pod>::namespaced(client.clone(), &ns).list(&ListParams::default().labels(&selector)).await?;
+        let pods = demand::pods_until_gone(&pods.items).remove(&obj.name_any()).unwrap_or_default();
+        Ok(RayClusterJob { rc: obj.clone(), pods })
     }
 
     fn object(&self) -> &RayCluster {
-        &self.0
+        &self.rc
+    }
+
+    /// The pods it owns going away, and its Workloads' admission, change what it may run.
+    fn watches(controller: kube::runtime::Controller<RayCluster>, client: &kube::Client) -> kube::runtime::Controller<RayCluster> {
+        controller.owns(
+            Api::<Pod>::all(client.clone()),
+            kube::runtime::watcher::Config::default().labels(c::LABEL_CLUSTER),
+        )
     }
 }
 
@@ -39,7 +70,7 @@ pub fn raycluster_podsets(rc: &RayCluster) -> Result<Vec<PodSet>, JobFrameworkEr
 
 impl GenericJob for RayClusterJob {
     fn meta(&self) -> &ObjectMeta {
-        &self.0.metadata
+        &self.rc.metadata
     }
 
     fn gvk(&self) -> GroupVersionKind {
@@ -51,15 +82,15 @@ impl GenericJob for RayClusterJob {
     }
 
     fn is_suspended(&self) -> bool {
-        self.0.spec.suspend == Some(true)
+        self.rc.spec.suspend == Some(true)
     }
 
     fn suspend(&mut self) {
-        self.0.spec.suspend = Some(true);
+        self.rc.spec.suspend = Some(true);
     }
 
     fn run_with_podsets_info(&mut self, infos: &[PodSetInfo]) -> Result<(), JobFrameworkError> {
-        let spec = &mut self.0.spec;
+        let spec = &mut self.rc.spec;
         let head = &mut spec.head_group_spec.template;
         let mut templates: Vec<(&mut ObjectMeta, &mut k8s_openapi::api::core::v1::PodSpec)> =
             Vec::new();
@@ -80,7 +111,7 @@ impl GenericJob for RayClusterJob {
     }
 
     fn restore_podsets_info(&mut self, infos: &[PodSetInfo]) -> bool {
-        let spec = &mut self.0.spec;
+        let spec = &mut self.rc.spec;
         let mut changed = false;
         let head = &mut spec.head_group_spec.template;
         if let Some(info) = infos.first() {
@@ -111,17 +142,32 @@ impl GenericJob for RayClusterJob {
         None
     }
 
+    /// Head and worker groups. An elastic cluster's counts never drop below the pods it has (a
+    /// scale-down releases quota once they are gone, and workers the autoscaler named in
+    /// `workersToDelete` count until deleted); a plain one's are its spec's.
     fn pod_sets(&self) -> Result<Vec<PodSet>, JobFrameworkError> {
-        raycluster_podsets(&self.0)
+        let mut podsets = raycluster_podsets(&self.rc)?;
+        if !self.uses_slices() {
+            return Ok(podsets);
+        }
+        let own = demand::child_demand(&self.rc, &BuildOptions::default()).map_err(|e| JobFrameworkError::PodSets(e.to_string()))?;
+        for ps in &mut podsets {
+            let group = ps.name.clone().unwrap_or_default();
+            let wanted = own.pods.iter().filter(|(id, _, _)| id.group == group).map(|(_, n, _)| *n).sum::<i64>();
+            let have = self.pods.get(&group).copied().unwrap_or(0);
+            ps.count = Some(i32::try_from(wanted.max(have)).unwrap_or(i32::MAX));
+        }
+        Ok(podsets)
     }
 
+    /// While any of its pods exists (terminating ones included): stopping gives the quota back only
+    /// once they are gone.
     fn is_active(&self) -> bool {
-        !self.is_suspended()
-            && self.0.status.as_ref().and_then(|s| s.state) == Some(ClusterState::Ready)
+        self.pods.values().any(|n| *n > 0)
     }
 
     fn pods_ready(&self) -> bool {
-        !self.is_suspended() && cluster_pods_ready(&self.0)
+        !self.is_suspended() && cluster_pods_ready(&self.rc)
     }
 }
 
@@ -161,7 +207,7 @@ mod tests {
 
     #[test]
     fn podsets_are_head_then_groups_with_hosts_counted() {
-        let ps = RayClusterJob(cluster(false)).pod_sets().unwrap();
+        let ps = RayClusterJob::new(cluster(false)).pod_sets().unwrap();
         let got: Vec<(String, i32, usize)> = ps
             .iter()
             .map(|p| {
@@ -184,7 +230,7 @@ mod tests {
 
     #[test]
     fn in_tree_autoscaling_counts_the_sidecar_in_the_head() {
-        let ps = RayClusterJob(cluster(true)).pod_sets().unwrap();
+        let ps = RayClusterJob::new(cluster(true)).pod_sets().unwrap();
         let head = ps[0].template.spec.as_ref().unwrap();
         assert_eq!(head.containers.len(), 2);
         let req = head.containers[1]
@@ -200,7 +246,7 @@ mod tests {
 
     #[test]
     fn run_injects_flavor_info_and_unsuspends_and_restore_undoes_it() {
-        let mut job = RayClusterJob(cluster(false));
+        let mut job = RayClusterJob::new(cluster(false));
         job.suspend();
         let info = |n: &str| PodSetInfo {
             name: n.into(),
@@ -211,7 +257,7 @@ mod tests {
         let infos = vec![info("head"), info("small"), info("multi")];
         job.run_with_podsets_info(&infos).unwrap();
         assert!(!job.is_suspended());
-        let sel = job.0.spec.worker_group_specs.as_ref().unwrap()[1]
+        let sel = job.rc.spec.worker_group_specs.as_ref().unwrap()[1]
             .template
             .spec
             .as_ref()
@@ -224,7 +270,7 @@ mod tests {
             job.run_with_podsets_info(&infos[..2]),
             Err(JobFrameworkError::PodSetsInfoLength { want: 3, got: 2 })
         ));
-        let originals: Vec<PodSetInfo> = RayClusterJob(cluster(false))
+        let originals: Vec<PodSetInfo> = RayClusterJob::new(cluster(false))
             .pod_sets()
             .unwrap()
             .iter()
@@ -232,7 +278,7 @@ mod tests {
             .collect();
         assert!(job.restore_podsets_info(&originals));
         assert!(
-            job.0
+            job.rc
                 .spec
                 .head_group_spec
                 .template
@@ -267,7 +313,7 @@ mod plan_tests {
         }))
         .unwrap();
         rc.spec.suspend = Some(suspended);
-        RayClusterJob(rc)
+        RayClusterJob::new(rc)
     }
 
     fn wl_for(job: &RayClusterJob, name: &str, reserved: bool, evicted: bool) -> Workload {
@@ -301,17 +347,11 @@ mod plan_tests {
         let suspended = rc(true, true);
         let running = rc(false, true);
         let unqueued = rc(false, false);
+        // Kueue compares podsets by count and container resources (an image or a name is not a podset
+        // change): the other cluster asks for more CPU.
         let mut other = rc(true, true);
-        other
-            .0
-            .spec
-            .head_group_spec
-            .template
-            .spec
-            .as_mut()
-            .unwrap()
-            .containers[0]
-            .name = "changed".into();
+        other.rc.spec.head_group_spec.template.spec.as_mut().unwrap().containers[0].resources =
+            serde_json::from_value(serde_json::json!({"requests": {"cpu": "2"}})).unwrap();
         let other_wl = wl_for(&other, "w", false, false);
         let cases: Vec<(&str, &RayClusterJob, Vec<Workload>, Step)> = vec![
             ("no queue label", &unqueued, vec![], Step::Ignore),
@@ -391,9 +431,9 @@ mod plan_tests {
     fn elastic_jobs_resize_through_slices() {
         let elastic = |suspended: bool, workers: i32| {
             let mut j = rc(suspended, true);
-            j.0.metadata.annotations =
+            j.rc.metadata.annotations =
                 Some([(label::ELASTIC_JOB.to_string(), "true".to_string())].into());
-            j.0.spec.worker_group_specs = Some(vec![serde_json::from_value(serde_json::json!({"groupName": "w", "replicas": workers, "template": {"spec": {"containers": [{"name": "w"}]}}})).unwrap()]);
+            j.rc.spec.worker_group_specs = Some(vec![serde_json::from_value(serde_json::json!({"groupName": "w", "replicas": workers, "template": {"spec": {"containers": [{"name": "w"}]}}})).unwrap()]);
             j
         };
         let small_pending = wl_for(&elastic(true, 1), "w1", false, false);
@@ -444,5 +484,83 @@ mod plan_tests {
             let refs: Vec<&Workload> = wls.iter().collect();
             assert_eq!(plan(&job, &refs).unwrap(), want, "{name}");
         }
+    }
+}
+
+/// A running cluster edited so that its podsets no longer match its admitted Workload (Kueue's
+/// `EquivalentToWorkload`: counts and container resources, tolerations ignored once admitted).
+#[cfg(test)]
+mod mismatch_tests {
+    use super::*;
+    use crate::api::kueue::constants::label;
+    use crate::api::kueue::{Admission, PodSetAssignment};
+    use crate::jobframework::core::conditions;
+    use crate::jobframework::job_controller::{Step, plan};
+
+    fn job(suspended: bool, workers: i32, cpu: &str, pods: i64) -> RayClusterJob {
+        let mut rc: RayCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": "rc", "namespace": "default", "uid": "u1", "labels": {label::QUEUE_NAME: "lq"}},
+            "spec": {
+                "headGroupSpec": {"template": {"spec": {"containers": [{"name": "h", "image": "ray:1", "resources": {"requests": {"cpu": "1"}}}]}}},
+                "workerGroupSpecs": [{"groupName": "w", "replicas": workers, "template": {"spec": {"containers": [{"name": "w", "image": "ray:1", "resources": {"requests": {"cpu": cpu}}}]}}}]
+            }
+        }))
+        .unwrap();
+        rc.spec.suspend = Some(suspended);
+        let mut j = RayClusterJob::new(rc);
+        if pods > 0 {
+            j.pods = [("head".to_string(), 1), ("w".to_string(), pods - 1)].into();
+        }
+        j
+    }
+
+    fn admitted_for(j: &RayClusterJob) -> Workload {
+        let mut w = Workload::build("w", "default").queue("lq").build();
+        w.spec.pod_sets = j.pod_sets().unwrap();
+        let assignments = w.spec.pod_sets.iter().map(|p| PodSetAssignment { name: p.name().to_string(), count: p.count, ..Default::default() }).collect();
+        w.status = Some(conditions::admitted(&w, Admission { cluster_queue: "cq".into(), pod_set_assignments: assignments }, jiff::Timestamp::UNIX_EPOCH));
+        w
+    }
+
+    #[test]
+    fn edits_of_counts_or_requests_stop_a_running_cluster_and_nothing_else_does() {
+        let admitted = admitted_for(&job(false, 1, "1", 2));
+        let mut image = job(false, 1, "1", 2);
+        image.rc.spec.worker_group_specs.as_mut().unwrap()[0].template.spec.as_mut().unwrap().containers[0].image = Some("ray:2".into());
+        let mut tolerated = job(false, 1, "1", 2);
+        tolerated.rc.spec.worker_group_specs.as_mut().unwrap()[0].template.spec.as_mut().unwrap().tolerations =
+            Some(vec![serde_json::from_value(serde_json::json!({"key": "spot", "operator": "Exists"})).unwrap()]);
+        let mut elastic = job(false, 1, "2", 2);
+        elastic.rc.metadata.annotations = Some([(label::ELASTIC_JOB.to_string(), "true".to_string())].into());
+        let mut elastic_admitted = admitted.clone();
+        elastic_admitted.metadata.annotations = elastic.rc.metadata.annotations.clone();
+        let cases: Vec<(&str, RayClusterJob, &Workload, Step)> = vec![
+            ("replicas raised", job(false, 6, "1", 2), &admitted, Step::StopNotMatching("w".into())),
+            ("replicas lowered", job(false, 0, "1", 2), &admitted, Step::StopNotMatching("w".into())),
+            ("requests changed (Recreate to bigger workers)", job(false, 1, "2", 2), &admitted, Step::StopNotMatching("w".into())),
+            ("an image bump is no podset change", image, &admitted, Step::Nothing),
+            ("tolerations injected by admission are ignored", tolerated, &admitted, Step::Nothing),
+            ("stopped, pods still terminating: wait", job(true, 6, "1", 2), &admitted, Step::Nothing),
+            ("stopped, pods gone: the reservation goes", job(true, 6, "1", 0), &admitted, Step::DeleteWorkloads(vec!["w".into()])),
+            ("elastic, new requests: stopped as a plain job", elastic, &elastic_admitted, Step::StopNotMatching("w".into())),
+        ];
+        for (name, j, wl, want) in cases {
+            assert_eq!(plan(&j, &[wl]).unwrap(), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn an_elastic_cluster_demands_at_least_the_pods_it_still_has() {
+        let mut j = job(false, 1, "1", 4);
+        j.rc.metadata.annotations = Some([(label::ELASTIC_JOB.to_string(), "true".to_string())].into());
+        let counts = |j: &RayClusterJob| j.pod_sets().unwrap().iter().map(|p| p.count()).collect::<Vec<_>>();
+        assert_eq!(counts(&j), vec![1, 3], "three workers run while the spec asks for one");
+        j.pods.clear();
+        assert_eq!(counts(&j), vec![1, 1]);
+        assert!(!j.is_active(), "no pod left");
+        let plain = job(false, 1, "1", 4);
+        assert_eq!(counts(&plain), vec![1, 1], "a plain cluster's podsets are its spec's");
+        assert!(plain.is_active());
     }
 }

@@ -139,7 +139,7 @@ proptest! {
     #[test]
     fn podsets_request_what_the_pods_request(rc in arb_cluster()) {
         let mut from_podsets = Requests::new();
-        for ps in RayClusterJob(rc.clone()).pod_sets().unwrap() {
+        for ps in RayClusterJob::new(rc.clone()).pod_sets().unwrap() {
             let per_pod = pod_requests("podset", ps.template.spec.as_ref().unwrap()).unwrap();
             add(&mut from_podsets, &podset_total(&per_pod, i64::from(ps.count())));
         }
@@ -500,11 +500,11 @@ fn ray_jobs_report_pods_ready_from_their_pods() {
     ];
     for (name, cluster, want) in cases {
         assert_eq!(cluster_pods_ready(&cluster), want, "{name}");
-        assert_eq!(RayClusterJob(cluster).pods_ready(), want, "{name}");
+        assert_eq!(RayClusterJob::new(cluster).pods_ready(), want, "{name}");
     }
     let mut suspended = rc("a", "True", 2, 2, None, 2);
     suspended.spec.suspend = Some(true);
-    assert!(!RayClusterJob(suspended).pods_ready(), "a suspended cluster runs no pods");
+    assert!(!RayClusterJob::new(suspended).pods_ready(), "a suspended cluster runs no pods");
     let rs: RayService = serde_json::from_value(json!({
         "apiVersion": "ray.io/v1", "kind": "RayService",
         "metadata": {"name": "svc", "namespace": "default"},
