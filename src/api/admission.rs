@@ -95,6 +95,32 @@ fn validate_update(new: &Value, old: &Value) -> Vec<FieldError> {
     }
 }
 
+/// Kueue's RayCluster webhook rules for a queue-managed cluster of its own (a RayService's children answer
+/// to the service's Workload): the in-tree autoscaler only on an elastic job, whose podsets follow it
+/// through workload slices (a plain job's reservation is fixed once admitted), and at most 7 worker groups
+/// (Kueue's 8 podsets, one of them the head).
+fn validate_queue_managed_cluster(obj: &Value) -> Vec<FieldError> {
+    let (api_version, kind) = kind_of(obj);
+    if (api_version, kind) != ("ray.io/v1", "RayCluster") || queue_name(obj).is_none() || super::ray::child_guard::owned_by_service(obj) {
+        return Vec::new();
+    }
+    let spec = Path::root("spec");
+    let mut errs = Vec::new();
+    let elastic = obj.pointer("/metadata/annotations").and_then(|a| a.get(kueue::constants::label::ELASTIC_JOB)).and_then(Value::as_str) == Some("true");
+    let autoscaling = obj.pointer("/spec/enableInTreeAutoscaling").and_then(Value::as_bool) == Some(true);
+    if autoscaling && !elastic {
+        errs.push(FieldError::invalid(
+            &spec.child("enableInTreeAutoscaling"),
+            "true: a kueue managed job can use autoscaling only when the ElasticJobsViaWorkloadSlices feature gate is on and the job is an elastic job",
+        ));
+    }
+    let groups = obj.pointer("/spec/workerGroupSpecs").and_then(Value::as_array).map_or(0, Vec::len);
+    if groups > 7 {
+        errs.push(FieldError::new(spec.child("workerGroupSpecs").as_str(), super::validation::ErrorType::TooMany, format!("{groups}: must have at most 7 items")));
+    }
+    errs
+}
+
 /// Defaults, then validates. `Ok(())` lets the write through (with `new` possibly defaulted); `Err`
 /// carries every broken rule. Objects that are not quotagate's kinds pass untouched.
 pub fn admit(op: Operation, new: &mut Value, old: Option<&Value>) -> Result<(), Vec<FieldError>> {
@@ -109,8 +135,46 @@ pub fn admit_with(op: Operation, new: &mut Value, old: Option<&Value>, gates: Ra
     }
     default_object(op, new);
     let mut errors = check_document_with(new, gates).problems;
+    // Kueue's job webhooks judge the job's spec; a write that leaves it alone (status, a label) is not
+    // theirs to refuse, so a cluster stored before the webhook can still report why it waits.
+    if op == Operation::Create || old.is_none_or(|o| o.get("spec") != new.get("spec")) {
+        errors.extend(validate_queue_managed_cluster(new));
+    }
     if let (Operation::Update, Some(old)) = (op, old) {
         errors.extend(validate_update(new, old));
     }
     if errors.is_empty() { Ok(()) } else { Err(errors) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(annotations: Value, autoscaling: bool, groups: usize) -> Value {
+        let group = |i: usize| serde_json::json!({"groupName": format!("g{i}"), "replicas": 1, "rayStartParams": {}, "template": {"spec": {"containers": [{"name": "w", "image": "ray"}]}}});
+        serde_json::json!({
+            "apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": "rc", "namespace": "default", "labels": {QUEUE_NAME_LABEL: "lq"}, "annotations": annotations},
+            "spec": {"enableInTreeAutoscaling": autoscaling, "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "h", "image": "ray"}]}}},
+                "workerGroupSpecs": (0..groups).map(group).collect::<Vec<_>>()}
+        })
+    }
+
+    // Kueue: pkg/controller/jobs/raycluster/raycluster_webhook.go validateCreate (its webhook tests'
+    // "invalid managed - has auto scaler" and "worker groups limit exceeded" cases).
+    #[test]
+    fn queue_managed_clusters_follow_kueues_raycluster_webhook() {
+        let fields = |obj: &mut Value| match admit(Operation::Create, obj, None) {
+            Ok(()) => Vec::new(),
+            Err(errs) => errs.iter().map(|e| e.field.clone()).collect::<Vec<_>>(),
+        };
+        let elastic = serde_json::json!({kueue::constants::label::ELASTIC_JOB: "true"});
+        assert_eq!(fields(&mut cluster(serde_json::json!({}), true, 1)), vec!["spec.enableInTreeAutoscaling"]);
+        assert!(fields(&mut cluster(elastic, true, 1)).is_empty(), "an elastic job may autoscale");
+        assert!(fields(&mut cluster(serde_json::json!({}), false, 7)).is_empty());
+        assert_eq!(fields(&mut cluster(serde_json::json!({}), false, 8)), vec!["spec.workerGroupSpecs"]);
+        let mut unqueued = cluster(serde_json::json!({}), true, 8);
+        unqueued["metadata"]["labels"] = serde_json::json!({});
+        assert!(fields(&mut unqueued).is_empty(), "not Kueue's business without a queue");
+    }
 }
