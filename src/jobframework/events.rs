@@ -8,8 +8,8 @@
 //! the cache holds only what a series patch needs, and it is bounded as client-go's event correlator is
 //! (4096 entries), so memory does not grow with the number of events either.
 //!
-//! Same semantics as kube-runtime's: an event whose type, action, reason, regarding and related objects
-//! match one published by this recorder within six minutes bumps that event's `series` (count and
+//! Same semantics as kube-runtime's, with client-go's correlator on the note: an event whose type, action,
+//! reason, note, regarding and related objects match one published by this recorder within six minutes bumps that event's `series` (count and
 //! `lastObservedTime`) instead of creating another; the first one is created as
 //! `<regarding name>.<nanoseconds in hex>` with this reporter as reporting controller and instance.
 
@@ -51,12 +51,15 @@ impl From<&ObjectReference> for Ref {
     }
 }
 
-/// What makes two events one series (the reporter is the recorder's own, so it is left out).
+/// What makes two events one series (the reporter is the recorder's own, so it is left out). The note
+/// is part of it, as in client-go's event correlator: four pods deleted are four events, not one event
+/// counted four times under the first pod's name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Key {
     type_: EventType,
     action: String,
     reason: String,
+    note: Option<String>,
     regarding: Ref,
     related: Option<Ref>,
 }
@@ -67,6 +70,7 @@ impl Key {
             type_: ev.type_,
             action: ev.action.clone(),
             reason: ev.reason.clone(),
+            note: ev.note.clone(),
             regarding: regarding.into(),
             related: ev.secondary.as_ref().map(Ref::from),
         }
@@ -240,6 +244,7 @@ mod tests {
             type_: EventType::Normal,
             action: "A".into(),
             reason: "R".into(),
+            note: None,
             regarding: Ref {
                 api_version: None,
                 kind: None,
@@ -257,6 +262,14 @@ mod tests {
             count: 1,
             last,
         }
+    }
+
+    #[test]
+    fn events_with_different_notes_are_different_series() {
+        let ev = |note: &str| Event { type_: EventType::Normal, reason: "DeletedPod".into(), note: Some(note.into()), action: "Delete".into(), secondary: None };
+        let r = ObjectReference { name: Some("rc".into()), ..Default::default() };
+        assert_eq!(Key::new(&ev("deleted pod a"), &r), Key::new(&ev("deleted pod a"), &r));
+        assert_ne!(Key::new(&ev("deleted pod a"), &r), Key::new(&ev("deleted pod b"), &r));
     }
 
     #[test]
