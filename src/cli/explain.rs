@@ -169,10 +169,22 @@ pub async fn raycluster(client: &Client, namespace: &str, name: &str) -> Result<
         .await
         .map_err(|source| ExplainError::Get { kind: "Workloads of RayCluster", namespace: namespace.into(), name: name.into(), source })?
         .items;
-    let Some(w) = owned_by(&wls, "RayCluster", name).into_iter().find(|w| !w.is_finished()) else {
+    // A slice waiting for quota is the story; the one the cluster runs on is named beside it.
+    let live: Vec<&Workload> = owned_by(&wls, "RayCluster", name).into_iter().filter(|w| !w.is_finished()).collect();
+    let waiting = live.iter().find(|w| !w.has_quota_reservation()).copied();
+    let held = live.iter().find(|w| w.has_quota_reservation()).copied();
+    let Some(w) = waiting.or(held) else {
         return Ok(format!("RayCluster {namespace}/{name} has no Workload: it is not queue-managed (no kueue.x-k8s.io/queue-name label) or not reconciled yet\n"));
     };
-    workload(client, namespace, &w.name_any()).await
+    let body = workload(client, namespace, &w.name_any()).await?;
+    Ok(match (waiting, held) {
+        (Some(w), Some(h)) => format!(
+            "RayCluster {namespace}/{name} runs on Workload {}; its growth waits in workload slice {}:\n{body}",
+            h.name_any(),
+            w.name_any()
+        ),
+        _ => body,
+    })
 }
 
 pub async fn run(client: &Client, kind: Kind, namespace: &str, name: &str) -> Result<String, ExplainError> {
