@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use quotagate::wiring::manager::{EmbeddedOptions, ManagerOptions, run_embedded};
 
-fn kubectl_path() -> Option<PathBuf> {
+pub(super) fn kubectl_path() -> Option<PathBuf> {
     if let Ok(p) = std::env::var("QUOTAGATE_KUBECTL") {
         return Some(PathBuf::from(p));
     }
@@ -23,7 +23,7 @@ fn kubectl_path() -> Option<PathBuf> {
     })
 }
 
-async fn kubectl(bin: &Path, dir: &Path, args: &[&str]) -> (bool, String) {
+pub(super) async fn kubectl(bin: &Path, dir: &Path, args: &[&str]) -> (bool, String) {
     let out = tokio::process::Command::new(bin)
         .args(args)
         .env("KUBECONFIG", dir.join("kubeconfig"))

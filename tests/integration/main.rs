@@ -20,6 +20,8 @@ mod kueue_scheduler_more;
 mod kubectl_incremental;
 mod kueuectl;
 mod metrics;
+mod pod_ledger;
+mod quota_holds;
 mod raycluster;
 mod visibility;
 mod resilience;

@@ -6,6 +6,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use quotagate::api::kueue::constants::label;
 use quotagate::api::kueue::{ClusterQueue, ResourceFlavor};
 use quotagate::api::ray::RayCluster;
+use quotagate::embedded::AdmissionHook;
 
 use crate::support::*;
 
@@ -354,13 +355,35 @@ async fn elastic_raycluster_scaled_down_frees_quota_in_place() {
     c.quota.assert_safe();
 }
 
+/// Lets RayCluster creates through unchecked and judges everything else as quotagate does: a cluster
+/// stored before quotagate's webhook was installed (or while it was down with `failurePolicy: Ignore`).
+struct ClustersStoredBeforeTheWebhook;
+
+impl quotagate::embedded::AdmissionHook for ClustersStoredBeforeTheWebhook {
+    fn admit(
+        &self,
+        op: quotagate::embedded::Operation,
+        resource: &quotagate::embedded::registry::ResourceInfo,
+        new: &mut serde_json::Value,
+        old: Option<&serde_json::Value>,
+    ) -> Result<(), Vec<quotagate::api::validation::FieldError>> {
+        if op == quotagate::embedded::Operation::Create && new["kind"] == "RayCluster" {
+            return Ok(());
+        }
+        quotagate::embedded::QuotagateAdmission::default().admit(op, resource, new, old)
+    }
+}
+
 /// Issue 13 item 6: a queue-managed RayCluster whose Workload the API server refuses (19 worker
 /// groups: more podsets than Kueue's 18) says why on its own status (`QuotaGated=True`,
 /// `WorkloadRefused`) and in a Warning event, runs nothing, and once fixed gets its Workload and
-/// loses the condition.
+/// loses the condition. Kueue's webhook refuses such a cluster outright (at most 7 worker groups), so
+/// it is created through the webhook only to see that refusal; the one the job controller meets was
+/// stored before the webhook existed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_raycluster_whose_workload_is_refused_says_why_on_its_status() {
-    let c = Cluster::start(Limits::default().cq("cq", 40000)).await;
+    let server = quotagate::embedded::EmbeddedServer::new(&quotagate::api::all_crds(), std::sync::Arc::new(ClustersStoredBeforeTheWebhook));
+    let c = Cluster::start_on(server, Limits::default().cq("cq", 40000)).await;
     c.simple("cq", "lq", "40").await;
     let group = |i: usize| {
         serde_json::json!({"groupName": format!("g{i}"), "replicas": 1, "minReplicas": 0, "maxReplicas": 1, "rayStartParams": {},
@@ -370,6 +393,16 @@ async fn a_raycluster_whose_workload_is_refused_says_why_on_its_status() {
     let mut rc = cluster("many");
     rc.spec.worker_group_specs = Some((0..19).map(|i| serde_json::from_value(group(i)).unwrap()).collect());
     let rcs: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
+    // Through quotagate's admission: Kueue's RayCluster webhook rule.
+    let mut through = serde_json::to_value(&rc).unwrap();
+    let registry = quotagate::embedded::Registry::new(&quotagate::api::all_crds());
+    let info = registry.find("ray.io", "v1", "rayclusters").unwrap();
+    let errs = quotagate::embedded::QuotagateAdmission::default()
+        .admit(quotagate::embedded::Operation::Create, &info, &mut through, None)
+        .unwrap_err();
+    assert!(errs.iter().any(|e| e.field == "spec.workerGroupSpecs" && e.message.contains("must have at most 7 items")), "{errs:?}");
+    // Stored unchecked, suspended as the webhook would have left it.
+    rc.spec.suspend = Some(true);
     rcs.create(&PostParams::default(), &rc).await.unwrap();
     let refused = |r: &RayCluster| {
         r.status

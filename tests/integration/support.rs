@@ -154,6 +154,19 @@ impl Cluster {
         c
     }
 
+    /// As [`Cluster::start`], with the Ray operator on simulated dashboards and the simulated node agent
+    /// and endpoints controller, but no simulated autoscaler or load: the test itself writes what Ray's
+    /// autoscaler would (`replicas`, `workersToDelete`).
+    pub async fn start_with_ray_operator(limits: Limits) -> Cluster {
+        let mut c = Cluster::start_on(embedded_server(), limits).await;
+        let cancel = tokio_util::sync::CancellationToken::new();
+        quotagate::embedded::sim::spawn(c.client.clone(), &quotagate::embedded::sim::SimConfig::default(), cancel.clone());
+        c._sims = Some(cancel.drop_guard());
+        c.ray = Some(Dashboards::simulated(Duration::from_millis(50), Duration::from_millis(50)));
+        c.restart_manager("m1").await;
+        c
+    }
+
     /// Stops the manager and starts one with the tests' options (no leader election, identity `m1`,
     /// resync 300 ms, this cluster's Ray operator) as `set` changes them: a Kueue config's switches.
     pub async fn restart_manager_with(&mut self, set: impl FnOnce(&mut ManagerOptions)) {
