@@ -52,6 +52,7 @@ pub fn checks_for_admission(checks: &CheckFlavors, admission: &Admission) -> BTr
 /// Kueue's `AdmissionChecksForWorkload`: with an admission, the checks of its flavors; before one,
 /// only the checks that apply to every flavor of the ClusterQueue (whatever flavor it gets, it
 /// will need those).
+#[cfg(test)]
 pub fn checks_for_workload(wl: &Workload, cq: &ClusterQueue) -> BTreeSet<String> {
     QueueChecks::of(cq).for_workload(wl)
 }
@@ -70,10 +71,6 @@ impl QueueChecks {
         let all = all_flavors(cq);
         let everywhere = checks.iter().filter(|(_, on)| on.is_superset(&all)).map(|(n, _)| n.clone()).collect();
         QueueChecks { checks, everywhere }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.checks.is_empty()
     }
 
     pub fn for_workload(&self, wl: &Workload) -> BTreeSet<String> {

@@ -7,6 +7,7 @@ use crate::api::quantity::resource_quantity;
 use crate::queue::{EvictionReason, PreemptedReason};
 
 pub use crate::api::conditions::set as set_condition;
+pub use crate::jobframework::slices::is_evicted;
 
 pub(super) use crate::api::conditions::new as cond;
 
@@ -202,6 +203,7 @@ pub fn resource_requests(wl: &Workload) -> Vec<PodSetRequest> {
 
 /// The words of a message without its amounts: every token that starts with a digit ("3", "500m",
 /// "1.5Gi") reads as `#`. Names keep their letters ("cq-0-1" reads as "cq-#-#").
+#[cfg(test)]
 pub fn substance(message: &str) -> String {
     substance_chars(message).collect()
 }
@@ -412,12 +414,6 @@ pub fn finished(
     .then_some(s)
 }
 
-/// An eviction is in progress: Evicted=True while quota is still reserved.
-pub fn is_evicted(wl: &Workload) -> bool {
-    wl.status
-        .as_ref()
-        .is_some_and(|s| s.condition_true(condition::EVICTED))
-}
 
 /// `spec.active` unset means active.
 pub fn is_active(wl: &Workload) -> bool {

@@ -31,4 +31,3 @@ pub use caches::Caches;
 pub use explanations::Explanations;
 pub use run::AdmissionLoop;
 pub use stats::{CycleFigures, CycleStats};
-pub use sync::{Action, AdmissionState, Snapshot};

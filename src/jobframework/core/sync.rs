@@ -19,6 +19,8 @@ use crate::api::kueue::constants::reason;
 use crate::api::kueue::{AdmissionCheck, ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload, WorkloadStatus};
 use crate::queue::{self, AdmissionCore, WorkloadKey, convert};
 
+pub use crate::jobframework::slices::replacement_for;
+
 /// What the caches hold at one moment.
 #[derive(Clone, Default)]
 pub struct Snapshot {
@@ -827,15 +829,3 @@ pub fn scaled_down(wl: &Workload) -> bool {
     smaller
 }
 
-/// `kueue.x-k8s.io/workload-slice-replacement-for: <ns>/<name>` of a scale-up slice.
-pub fn replacement_for(wl: &Workload) -> Option<WorkloadKey> {
-    let v = wl
-        .metadata
-        .annotations
-        .as_ref()?
-        .get(crate::api::kueue::constants::label::WORKLOAD_SLICE_REPLACEMENT_FOR)?;
-    Some(match v.split_once('/') {
-        Some((ns, n)) => WorkloadKey::new(ns, n),
-        None => WorkloadKey::new(wl.metadata.namespace.clone().unwrap_or_default(), v.clone()),
-    })
-}
