@@ -7,6 +7,7 @@
 //! returned admissions, evictions and pending reasons to the API.
 
 pub mod admission_fair_sharing;
+mod afs_core;
 pub mod amount;
 pub mod convert;
 pub mod explain;

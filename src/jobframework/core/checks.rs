@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::conditions::{cond, set_condition};
+use super::workload_status::{cond, set_condition};
 use crate::api::kueue::admission_check::{AUTO_READY_CONTROLLER, AdmissionCheck, READY_AFTER_SECONDS_ANNOTATION};
 use crate::api::kueue::constants::{condition, reason};
 use crate::api::kueue::{Admission, AdmissionCheckState, CheckState, ClusterQueue, Workload, WorkloadStatus};

@@ -17,6 +17,7 @@ use tokio::sync::{Notify, watch};
 use super::caches::Caches;
 use super::conditions::{self, EvictionCause};
 use super::finalizers;
+use super::metric_labels::{priority_class, queued_since};
 use super::queue_status;
 use super::stats::Phase;
 use super::sync::{Action, AdmissionState, Snapshot, key_of};
@@ -897,21 +898,6 @@ async fn admit_with_retry(
         }
         other => other,
     }
-}
-
-/// The priority class Kueue's metrics label a workload with (`""` without one).
-pub(crate) fn priority_class(wl: &Workload) -> String {
-    wl.spec.priority_class_ref.as_ref().map(|r| r.name.clone()).unwrap_or_default()
-}
-
-/// Since when a workload waits: its last requeue (`Requeued=True`), else its creation, as Kueue's
-/// `QueuedWaitTime`.
-pub(crate) fn queued_since(wl: &Workload) -> jiff::Timestamp {
-    let requeued = wl.status.as_ref().and_then(|s| s.condition(crate::api::kueue::constants::condition::REQUEUED)).filter(|c| c.status == "True");
-    requeued
-        .map(|c| c.last_transition_time.0)
-        .or_else(|| wl.metadata.creation_timestamp.as_ref().map(|t| t.0))
-        .unwrap_or_else(now)
 }
 
 /// Whether `user` is still in use, read from the API server rather than the caches.
