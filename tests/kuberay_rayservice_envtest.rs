@@ -8,7 +8,7 @@
 //! pods and the Ray simulator answers for the heads. Harnesses start with `auto_start: false` where a test
 //! must hold a cluster pending: its head answers only once the test starts it (KubeRay's
 //! `updateHeadPodToRunningAndReady`). Expectations that need a real Ray (curl answers, Locust load, GCS
-//! restarts) are not ported; see the README's "Differences from KubeRay".
+//! restarts) are not ported; see docs/kuberay-compatibility.md.
 
 mod rayservice_support;
 

@@ -126,3 +126,289 @@ fn the_checker_sees_an_upward_import() {
         ]
     );
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Module paths: which file of `src/` each `crate::…` / `super::…` path names.
+
+/// Every full path a `use` tree or inline path names, starting at `crate::` or `super::` (`super` resolved
+/// against `here`, the module path of the file), with the byte offset where it starts, e.g.
+/// `["jobframework", "core", "sync", "Snapshot"]`.
+fn module_paths(code: &str, here: &[String]) -> Vec<(usize, Vec<String>)> {
+    let mut out = Vec::new();
+    let bytes = code.as_bytes();
+    let mut i = 0;
+    while i < code.len() {
+        let rest = &code[i..];
+        let Some(kw) = ["crate::", "super::"].into_iter().find(|k| rest.starts_with(k)) else {
+            i += rest.chars().next().map_or(1, char::len_utf8);
+            continue;
+        };
+        // Only a path's first segment: not `foo::crate::`, not the end of an identifier.
+        let prev = if i == 0 { b' ' } else { bytes[i - 1] };
+        if prev.is_ascii_alphanumeric() || prev == b'_' || prev == b':' {
+            i += kw.len();
+            continue;
+        }
+        let mut base: Vec<String> = Vec::new();
+        let mut j = i;
+        if kw == "super::" {
+            base = here.to_vec();
+            while code[j..].starts_with("super::") {
+                base.pop();
+                j += "super::".len();
+            }
+        } else {
+            j += "crate::".len();
+        }
+        let mut paths = Vec::new();
+        j = use_tree(code, j, &base, &mut paths);
+        out.extend(paths.into_iter().map(|p| (i, p)));
+        i = j.max(i + 1);
+    }
+    out
+}
+
+fn skip_space(code: &str, at: usize) -> usize {
+    let rest = &code[at..];
+    at + rest.len() - rest.trim_start().len()
+}
+
+/// Parses one use tree at `at` (`a::b::{c, d::e}` or `a::b`) below `base`, pushing each full path;
+/// returns where it ends.
+fn use_tree(code: &str, mut at: usize, base: &[String], out: &mut Vec<Vec<String>>) -> usize {
+    let mut path = base.to_vec();
+    loop {
+        at = skip_space(code, at);
+        if code[at..].starts_with('{') {
+            at += 1;
+            loop {
+                at = skip_space(code, at);
+                if code[at..].starts_with('}') {
+                    return at + 1;
+                }
+                at = use_tree(code, at, &path, out);
+                at = skip_space(code, at);
+                if code[at..].starts_with(',') {
+                    at += 1;
+                    continue;
+                }
+                if code[at..].starts_with('}') {
+                    at += 1;
+                }
+                return at;
+            }
+        }
+        let name: String = code[at..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        if name.is_empty() {
+            break;
+        }
+        at += name.len();
+        if name != "self" {
+            path.push(name);
+        }
+        if code[at..].starts_with("::") {
+            at += 2;
+        } else {
+            break;
+        }
+    }
+    if !path.is_empty() {
+        out.push(path);
+    }
+    at
+}
+
+/// One source file of `src/`: its path relative to `src/`, its module path, and its code with comments,
+/// `#[cfg(test)]` modules and test files left out (what a test imports does not tie production files).
+struct Source {
+    rel: PathBuf,
+    module: Vec<String>,
+    /// Comment-free code, line for line.
+    code: String,
+}
+
+fn sources(src: &Path) -> Vec<Source> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files.sort();
+    let mut out = Vec::new();
+    for file in files {
+        let rel = file.strip_prefix(src).unwrap_or(&file).to_path_buf();
+        let mut module: Vec<String> =
+            rel.iter().map(|c| c.to_string_lossy().trim_end_matches(".rs").to_string()).collect();
+        if matches!(module.last().map(String::as_str), Some("mod" | "lib" | "main")) {
+            module.pop();
+        }
+        let text = std::fs::read_to_string(&file).expect("source file is readable");
+        let mut lines = Vec::new();
+        let mut cfg_test = false;
+        for line in text.lines() {
+            let t = line.trim_start();
+            if cfg_test && (t.starts_with("mod ") || t.starts_with("pub mod ") || t.starts_with("pub(crate) mod ")) && t.ends_with('{') {
+                break; // an inline test module: the rest of the file is tests
+            }
+            cfg_test = t.starts_with("#[cfg(test)]");
+            lines.push(line.split("//").next().unwrap_or("").to_string());
+        }
+        out.push(Source { rel, module, code: lines.join("\n") });
+    }
+    out
+}
+
+fn is_test_file(rel: &Path) -> bool {
+    let stem = rel.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+    stem == "tests" || stem.ends_with("_tests") || rel.iter().any(|c| c == "tests")
+}
+
+/// Every `file:line` outside `src/jobframework/` that names `jobframework::core`: a kind, the wiring and
+/// the tools use what the framework exports at its top.
+fn core_imports(src: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in sources(src) {
+        if s.module.first().map(String::as_str) == Some("jobframework") {
+            continue;
+        }
+        let mut lines: Vec<usize> = module_paths(&s.code, &s.module)
+            .into_iter()
+            .filter(|(_, p)| p.len() >= 2 && p[0] == "jobframework" && p[1] == "core")
+            .map(|(at, _)| s.code[..at].matches('\n').count() + 1)
+            .collect();
+        lines.dedup();
+        out.extend(lines.into_iter().map(|n| format!("src/{}:{n}", s.rel.display())));
+    }
+    out
+}
+
+#[test]
+fn nothing_outside_the_job_framework_imports_its_core() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let bad = core_imports(&src);
+    assert!(
+        bad.is_empty(),
+        "`jobframework::core` is the framework's engine; use what `jobframework` exports at its top:\n{}",
+        bad.join("\n")
+    );
+}
+
+/// The circles of files that import each other inside one folder, each as `a.rs -> b.rs -> … -> a.rs`.
+/// A folder's `mod.rs` is its face and takes no part; test files and test modules are left out.
+fn file_circles(src: &Path) -> Vec<String> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let all = sources(src);
+    let modules: BTreeSet<Vec<String>> = all.iter().map(|s| s.module.clone()).collect();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for s in &all {
+        let is_face = s.rel.file_name().is_some_and(|f| f == "mod.rs" || f == "lib.rs" || f == "main.rs");
+        if is_face || is_test_file(&s.rel) {
+            continue;
+        }
+        let folder = &s.module[..s.module.len() - 1];
+        for (_, path) in module_paths(&s.code, &s.module) {
+            // The longest prefix that is a module: a sibling file of the same folder is a tie.
+            let Some(target) = (1..=path.len()).rev().map(|n| &path[..n]).find(|p| modules.contains(*p)) else {
+                continue;
+            };
+            if target.len() == s.module.len() && target[..target.len() - 1] == *folder && target != s.module {
+                edges.entry(s.module.join("/")).or_default().insert(target.join("/"));
+            }
+        }
+    }
+    // Strongly connected components (Tarjan, iterative enough for a few hundred files).
+    fn visit(
+        v: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        index: &mut BTreeMap<String, (usize, usize)>,
+        stack: &mut Vec<String>,
+        counter: &mut usize,
+        out: &mut Vec<Vec<String>>,
+    ) {
+        index.insert(v.to_string(), (*counter, *counter));
+        *counter += 1;
+        stack.push(v.to_string());
+        for w in edges.get(v).into_iter().flatten() {
+            if !index.contains_key(w) {
+                visit(w, edges, index, stack, counter, out);
+                let low = index[w].1.min(index[v].1);
+                index.get_mut(v).map(|e| e.1 = low);
+            } else if stack.contains(w) {
+                let low = index[w].0.min(index[v].1);
+                index.get_mut(v).map(|e| e.1 = low);
+            }
+        }
+        if index[v].0 == index[v].1 {
+            let mut comp = Vec::new();
+            while let Some(w) = stack.pop() {
+                let done = w == v;
+                comp.push(w);
+                if done {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                comp.sort();
+                out.push(comp);
+            }
+        }
+    }
+    let mut index = BTreeMap::new();
+    let mut stack = Vec::new();
+    let mut counter = 0;
+    let mut comps = Vec::new();
+    let nodes: Vec<String> = edges.keys().cloned().collect();
+    for v in &nodes {
+        if !index.contains_key(v) {
+            visit(v, &edges, &mut index, &mut stack, &mut counter, &mut comps);
+        }
+    }
+    comps.sort();
+    comps
+        .iter()
+        .map(|c| {
+            let ties: Vec<String> = c
+                .iter()
+                .flat_map(|a| {
+                    edges[a].iter().filter(|b| c.contains(b)).map(move |b| format!("{a}.rs -> {b}.rs"))
+                })
+                .collect();
+            ties.join(", ")
+        })
+        .collect()
+}
+
+/// Circles still standing, each with why. `clusterctl/` is being reworked on another branch: its
+/// `controller.rs` shares `Context`, `Error` and `publish` with `autoscaler_rbac.rs`, which the controller
+/// calls; moving those three into a small `clusterctl/context.rs` breaks it once that work has landed.
+const KNOWN_CIRCLES: &[&str] = &[
+    "rayservice/clusterctl/autoscaler_rbac.rs -> rayservice/clusterctl/controller.rs, rayservice/clusterctl/controller.rs -> rayservice/clusterctl/autoscaler_rbac.rs",
+];
+
+#[test]
+fn no_files_import_each_other_in_a_circle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let circles: Vec<String> = file_circles(&src).into_iter().filter(|c| !KNOWN_CIRCLES.contains(&c.as_str())).collect();
+    assert!(
+        circles.is_empty(),
+        "files of one folder that import each other (move the shared piece down into a small module):\n{}",
+        circles.join("\n")
+    );
+}
+
+#[test]
+fn the_checkers_see_a_core_import_and_a_circle() {
+    let dir = std::env::temp_dir().join(format!("quotagate-circles-{}", std::process::id()));
+    let jobs = dir.join("jobs");
+    std::fs::create_dir_all(&jobs).unwrap();
+    std::fs::write(jobs.join("mod.rs"), "pub mod a;\npub mod b;\npub mod c;\n").unwrap();
+    std::fs::write(
+        jobs.join("a.rs"),
+        "use super::b::Thing;\nuse crate::jobframework::{GenericJob, core::sync::replacement_for};\n",
+    )
+    .unwrap();
+    std::fs::write(jobs.join("b.rs"), "pub fn f() { super::a::g() }\n// super::c in a comment\n").unwrap();
+    std::fs::write(jobs.join("c.rs"), "use super::a;\n#[cfg(test)]\nmod tests {\n    use super::super::b;\n}\n").unwrap();
+    let circles = file_circles(&dir);
+    let core = core_imports(&dir);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(circles, vec!["jobs/a.rs -> jobs/b.rs, jobs/b.rs -> jobs/a.rs".to_string()]);
+    assert_eq!(core, vec!["src/jobs/a.rs:2".to_string()]);
+}

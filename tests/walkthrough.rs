@@ -1,4 +1,4 @@
-//! The README's KubeRay walkthrough, as a person runs it: `quotagate run --embedded --listen`, then the
+//! The KubeRay walkthrough of docs/kubectl.md, as a person runs it: `quotagate run --embedded --listen`, then the
 //! real kubectl applies KubeRay's ray-service.sample.yaml, waits for Ready, changes rayVersion and sees
 //! the blue/green upgrade switch to a new cluster. kubectl comes from QUOTAGATE_KUBECTL or
 //! .venv-kubectl/bin/kubectl; without it the test prints a skip line, or fails when QUOTAGATE_REQUIRE_TOOLS=1.

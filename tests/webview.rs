@@ -6,7 +6,7 @@
 //!
 //! Chromium comes from $CHROMIUM or `chromium` on PATH (scripts/install-chromium.sh); without it the
 //! test prints a skip line, or fails when QUOTAGATE_REQUIRE_TOOLS=1. With QUOTAGATE_WRITE_SCREENSHOT=1
-//! the gated state's screenshot is also written to docs/webview.png (the README's picture).
+//! the gated state's screenshot is also written to docs/webview.png (the picture in docs/web-view.md).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -11,6 +11,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, ListParams, PostParams};
@@ -355,11 +356,17 @@ pub async fn reconcile<J: JobKind>(
     }
     let ns = obj.namespace().unwrap_or_default();
     let uid = obj.uid().unwrap_or_default();
-    let name_of_job = obj.name_any();
-    let wl_api: Api<Workload> = Api::namespaced(ctx.client.clone(), &ns);
-    let job_api: Api<J::Object> = Api::namespaced(ctx.client.clone(), &ns);
     let owned = owned_workloads(&ctx.client, &ns, &uid).await?;
     let mut job = J::load(&obj, &owned, &ctx.client).await?;
+    let pass = Pass::<J> {
+        ctx: &ctx,
+        name_of_job: obj.name_any(),
+        obj_ref: obj.object_ref(&()),
+        wl_api: Api::namespaced(ctx.client.clone(), &ns),
+        job_api: Api::namespaced(ctx.client.clone(), &ns),
+        ns,
+        owned: &owned,
+    };
     let refs: Vec<&Workload> = owned.iter().collect();
     let step = match plan(&job, &refs) {
         Ok(step) => step,
@@ -367,18 +374,7 @@ pub async fn reconcile<J: JobKind>(
         // spec cannot fix it, so say so on the job and wait for it to change.
         Err(JobFrameworkError::PodSets(why)) => {
             let msg = format!("no Workload can be built for the job: {why}");
-            shell::publish(
-                &ctx.recorder,
-                &obj.object_ref(&()),
-                EventType::Warning,
-                "InvalidPodSets",
-                msg.clone(),
-            )
-            .await;
-            let why = Some((refusal::REASON_INVALID_PODSETS, msg.as_str()));
-            if let Err(e) = refusal::record(&job_api, &obj, why).await {
-                tracing::debug!(error = %e, "recording the refusal on the job failed; will retry");
-            }
+            pass.refuse(&obj, "InvalidPodSets", refusal::REASON_INVALID_PODSETS, msg).await;
             return Ok(Action::requeue(Duration::from_secs(60)));
         }
         Err(e) => return Err(e.into()),
@@ -386,214 +382,17 @@ pub async fn reconcile<J: JobKind>(
     tracing::debug!(?step, "job step");
     // Has a Workload: a refusal said on the job earlier is over.
     if !owned.is_empty()
-        && let Err(e) = refusal::record(&job_api, &obj, None).await
+        && let Err(e) = refusal::record(&pass.job_api, &obj, None).await
     {
         tracing::debug!(error = %e, "clearing the refusal on the job failed; will retry");
     }
-    let obj_ref = obj.object_ref(&());
-    let find = |name: &str| {
-        owned
-            .iter()
-            .find(|w| w.name_any() == name)
-            .ok_or_else(|| JobFrameworkError::NotAdmitted(name.to_string()))
-    };
-    match &step {
-        Step::Ignore | Step::Nothing => {}
-        Step::UpdateCounts(name) => {
-            // Counts only (Kueue's ApplyPodSetCounts): a running job's templates carry injected
-            // flavor info, and the rest of a reserved workload's podsets is immutable.
-            let mut wl = find(name)?.clone();
-            let counts = job.pod_sets()?;
-            for ps in &mut wl.spec.pod_sets {
-                if let Some(c) = counts.iter().find(|c| c.name == ps.name) {
-                    ps.count = c.count;
-                }
-            }
-            wl_api.replace(name, &PostParams::default(), &wl).await?;
-        }
-        Step::ReplacePodSets { name, pod_sets } => {
-            let mut wl = find(name)?.clone();
-            wl.spec.pod_sets = pod_sets.clone();
-            wl_api.replace(name, &PostParams::default(), &wl).await?;
-            shell::publish(
-                &ctx.recorder,
-                &obj_ref,
-                EventType::Normal,
-                "UpdatedWorkload",
-                format!("Workload {ns}/{name} follows the job's demand"),
-            )
-            .await;
-        }
-        Step::SuspendThenCreate | Step::Suspend => {
-            job.suspend();
-            job_api
-                .replace(&name_of_job, &PostParams::default(), job.object())
-                .await?;
-        }
-        Step::CreateWorkload | Step::CreateSlice { .. } => {
-            let podsets = job.pod_sets()?;
-            let source = priority_source(&job, &podsets);
-            let prio = priority(&ctx, source).await?;
-            let mut wl = construct_workload(&job, podsets, prio, &WorkloadOptions::default())?;
-            if job.uses_slices() {
-                let old: Vec<&Workload> = match &step {
-                    Step::CreateSlice { replaces } => {
-                        owned.iter().filter(|w| w.name_any() == *replaces).collect()
-                    }
-                    _ => Vec::new(),
-                };
-                prepare_workload_slice(&mut wl, &old)?;
-            }
-            let created = match wl_api.create(&PostParams::default(), &wl).await {
-                // The API server refused the Workload for what it is (say a negative request in the
-                // job's pod template): retrying cannot fix it, so say why on the job and wait for a change.
-                Err(kube::Error::Api(s)) if s.code == 422 || s.code == 400 => {
-                    let msg = format!("the Workload for the job was refused: {}", s.message);
-                    shell::publish(
-                        &ctx.recorder,
-                        &obj_ref,
-                        EventType::Warning,
-                        "FailedCreateWorkload",
-                        msg.clone(),
-                    )
-                    .await;
-                    let why = Some((refusal::REASON_WORKLOAD_REFUSED, msg.as_str()));
-                    if let Err(e) = refusal::record(&job_api, job.object(), why).await {
-                        tracing::debug!(error = %e, "recording the refusal on the job failed; will retry");
-                    }
-                    tracing::info!(error = %s.message, "workload refused by the API server; waiting for the job to change");
-                    return Ok(Action::requeue(Duration::from_secs(60)));
-                }
-                other => other,
-            };
-            if let Some(w) = shell::ignore_already_exists(created)? {
-                let what = if matches!(step, Step::CreateSlice { .. }) {
-                    "workload slice "
-                } else {
-                    ""
-                };
-                shell::publish(
-                    &ctx.recorder,
-                    &obj_ref,
-                    EventType::Normal,
-                    "CreatedWorkload",
-                    format!("Created {what}Workload: {}/{}", ns, w.name_any()),
-                )
-                .await;
-            }
-        }
-        Step::DeleteWorkloads(names) => {
-            for n in names {
-                // Decided on the Workload as it was read: if it changed since (say the admission
-                // controller admitted this replacement and finished the slice it replaces), the API
-                // refuses the delete (409) and the next pass decides on what is there now.
-                let read = owned.iter().find(|w| w.name_any() == *n);
-                let dp = DeleteParams {
-                    preconditions: read.map(|w| kube::api::Preconditions {
-                        uid: w.metadata.uid.clone(),
-                        resource_version: w.metadata.resource_version.clone(),
-                    }),
-                    ..DeleteParams::default()
-                };
-                if shell::ignore_not_found(wl_api.delete(n, &dp).await)?.is_some() {
-                    shell::publish(
-                        &ctx.recorder,
-                        &obj_ref,
-                        EventType::Normal,
-                        "DeletedWorkload",
-                        format!("Deleted not matching Workload: {ns}/{n}"),
-                    )
-                    .await;
-                }
-            }
-        }
-        Step::Start(name) => {
-            let wl = find(name)?;
-            let flavors: BTreeMap<String, ResourceFlavor> =
-                Api::<ResourceFlavor>::all(ctx.client.clone())
-                    .list(&ListParams::default())
-                    .await?
-                    .items
-                    .into_iter()
-                    .map(|f| (f.name_any(), f))
-                    .collect();
-            let infos = podsets_info_from_status(wl, &flavors, InfoOptions::default())?;
-            job.run_with_podsets_info(&infos)?;
-            job_api
-                .replace(&name_of_job, &PostParams::default(), job.object())
-                .await?;
-            let cq = wl
-                .admission()
-                .map(|a| a.cluster_queue.clone())
-                .unwrap_or_default();
-            shell::publish(
-                &ctx.recorder,
-                &obj_ref,
-                EventType::Normal,
-                "Started",
-                format!("Admitted by clusterQueue {cq}"),
-            )
-            .await;
-        }
-        Step::Stop(name) | Step::StopNotMatching(name) => {
-            let wl = find(name)?;
-            let not_matching = matches!(step, Step::StopNotMatching(_));
-            if !job.is_suspended() {
-                job.suspend();
-                let originals: Vec<PodSetInfo> = wl
-                    .spec
-                    .pod_sets
-                    .iter()
-                    .map(PodSetInfo::from_podset)
-                    .collect();
-                job.restore_podsets_info(&originals);
-                job_api
-                    .replace(&name_of_job, &PostParams::default(), job.object())
-                    .await?;
-                let msg = if not_matching {
-                    // Kueue's words when a running job no longer matches its Workload.
-                    "No matching Workload".to_string()
-                } else {
-                    wl.status
-                        .as_ref()
-                        .and_then(|s| s.condition("Evicted"))
-                        .map(|c| c.message.clone())
-                        .unwrap_or_default()
-                };
-                shell::publish(&ctx.recorder, &obj_ref, EventType::Normal, "Stopped", msg).await;
-            }
-            // Suspended means no pods run any more: give the quota back so the workload requeues. (A
-            // job stopped for not matching gets a new Workload instead once its pods are gone.)
-            if !not_matching
-                && !job.is_active()
-                && let Some(status) = conditions::clear_reservation(wl, jiff::Timestamp::now())
-            {
-                let mut obj = wl.clone();
-                obj.status = Some(status);
-                wl_api
-                    .replace_status(name, &PostParams::default(), &obj)
-                    .await?;
-            }
-        }
+    if let Some(action) = pass.take(&mut job, &step).await? {
+        return Ok(action);
     }
     // Kueue writes PodsReady only on a reconcile that changed nothing else (its step 5): after any
     // other write the workloads read here are stale, and the change wakes the job again.
     if ctx.wait_for_pods_ready && matches!(step, Step::Nothing | Step::Start(_)) {
-        let ready = job.pods_ready();
-        // A workload that never had the condition gets it once admitted: written while it is still
-        // pending, it would race the admission's own status write for nothing.
-        let shows = |w: &Workload| {
-            w.is_admitted() || w.status.as_ref().is_some_and(|s| s.condition(crate::api::kueue::constants::condition::PODS_READY).is_some())
-        };
-        for wl in owned.iter().filter(|w| w.metadata.deletion_timestamp.is_none() && !w.is_finished() && shows(w)) {
-            let now = jiff::Timestamp::now();
-            if let Some(status) = super::core::pods_ready::with_condition(wl, ready, now) {
-                let mut obj = wl.clone();
-                obj.status = Some(status.clone());
-                wl_api.replace_status(&wl.name_any(), &PostParams::default(), &obj).await?;
-                super::core::pods_ready_metrics::record_ready(&ctx.metrics, wl, &status, now);
-            }
-        }
+        pass.write_pods_ready(job.pods_ready()).await?;
     }
     job.after_step(&owned, &ctx).await?;
     Ok(match step {
@@ -601,6 +400,242 @@ pub async fn reconcile<J: JobKind>(
         Step::Stop(_) | Step::StopNotMatching(_) if job.is_active() => Action::requeue(Duration::from_secs(1)),
         _ => Action::await_change(),
     })
+}
+
+/// What one reconcile of a job works with: the job's namespace and name, its Workloads as read, and
+/// the APIs to write them and the job.
+struct Pass<'a, J: JobKind> {
+    ctx: &'a JobContext,
+    ns: String,
+    name_of_job: String,
+    obj_ref: ObjectReference,
+    wl_api: Api<Workload>,
+    job_api: Api<J::Object>,
+    owned: &'a [Workload],
+}
+
+impl<J: JobKind> Pass<'_, J> {
+    fn find(&self, name: &str) -> Result<&Workload, JobFrameworkError> {
+        self.owned
+            .iter()
+            .find(|w| w.name_any() == name)
+            .ok_or_else(|| JobFrameworkError::NotAdmitted(name.to_string()))
+    }
+
+    /// Says on the job (a Warning event and a condition) why no Workload stands for it.
+    async fn refuse(&self, obj: &J::Object, event: &str, reason: &str, msg: String) {
+        shell::publish(&self.ctx.recorder, &self.obj_ref, EventType::Warning, event, msg.clone()).await;
+        if let Err(e) = refusal::record(&self.job_api, obj, Some((reason, msg.as_str()))).await {
+            tracing::debug!(error = %e, "recording the refusal on the job failed; will retry");
+        }
+    }
+
+    /// Takes the step; `Some` when the reconcile ends here with that action.
+    async fn take(&self, job: &mut J, step: &Step) -> Result<Option<Action>, JobError> {
+        match step {
+            Step::Ignore | Step::Nothing => {}
+            Step::UpdateCounts(name) => self.update_counts(job, name).await?,
+            Step::ReplacePodSets { name, pod_sets } => self.replace_pod_sets(name, pod_sets).await?,
+            Step::SuspendThenCreate | Step::Suspend => {
+                job.suspend();
+                self.job_api
+                    .replace(&self.name_of_job, &PostParams::default(), job.object())
+                    .await?;
+            }
+            Step::CreateWorkload | Step::CreateSlice { .. } => return self.create_workload(job, step).await,
+            Step::DeleteWorkloads(names) => self.delete_workloads(names).await?,
+            Step::Start(name) => self.start(job, name).await?,
+            Step::Stop(name) => self.stop(job, name, false).await?,
+            Step::StopNotMatching(name) => self.stop(job, name, true).await?,
+        }
+        Ok(None)
+    }
+
+    /// Counts only (Kueue's ApplyPodSetCounts): a running job's templates carry injected flavor info,
+    /// and the rest of a reserved workload's podsets is immutable.
+    async fn update_counts(&self, job: &J, name: &str) -> Result<(), JobError> {
+        let mut wl = self.find(name)?.clone();
+        let counts = job.pod_sets()?;
+        for ps in &mut wl.spec.pod_sets {
+            if let Some(c) = counts.iter().find(|c| c.name == ps.name) {
+                ps.count = c.count;
+            }
+        }
+        self.wl_api.replace(name, &PostParams::default(), &wl).await?;
+        Ok(())
+    }
+
+    async fn replace_pod_sets(&self, name: &str, pod_sets: &[PodSet]) -> Result<(), JobError> {
+        let mut wl = self.find(name)?.clone();
+        wl.spec.pod_sets = pod_sets.to_vec();
+        self.wl_api.replace(name, &PostParams::default(), &wl).await?;
+        shell::publish(
+            &self.ctx.recorder,
+            &self.obj_ref,
+            EventType::Normal,
+            "UpdatedWorkload",
+            format!("Workload {}/{name} follows the job's demand", self.ns),
+        )
+        .await;
+        Ok(())
+    }
+
+    /// A new Workload for the job, or a new slice replacing its admitted one.
+    async fn create_workload(&self, job: &J, step: &Step) -> Result<Option<Action>, JobError> {
+        let podsets = job.pod_sets()?;
+        let source = priority_source(job, &podsets);
+        let prio = priority(self.ctx, source).await?;
+        let mut wl = construct_workload(job, podsets, prio, &WorkloadOptions::default())?;
+        if job.uses_slices() {
+            let old: Vec<&Workload> = match step {
+                Step::CreateSlice { replaces } => {
+                    self.owned.iter().filter(|w| w.name_any() == *replaces).collect()
+                }
+                _ => Vec::new(),
+            };
+            prepare_workload_slice(&mut wl, &old)?;
+        }
+        let created = match self.wl_api.create(&PostParams::default(), &wl).await {
+            // The API server refused the Workload for what it is (say a negative request in the
+            // job's pod template): retrying cannot fix it, so say why on the job and wait for a change.
+            Err(kube::Error::Api(s)) if s.code == 422 || s.code == 400 => {
+                let msg = format!("the Workload for the job was refused: {}", s.message);
+                self.refuse(job.object(), "FailedCreateWorkload", refusal::REASON_WORKLOAD_REFUSED, msg).await;
+                tracing::info!(error = %s.message, "workload refused by the API server; waiting for the job to change");
+                return Ok(Some(Action::requeue(Duration::from_secs(60))));
+            }
+            other => other,
+        };
+        if let Some(w) = shell::ignore_already_exists(created)? {
+            let what = if matches!(step, Step::CreateSlice { .. }) {
+                "workload slice "
+            } else {
+                ""
+            };
+            shell::publish(
+                &self.ctx.recorder,
+                &self.obj_ref,
+                EventType::Normal,
+                "CreatedWorkload",
+                format!("Created {what}Workload: {}/{}", self.ns, w.name_any()),
+            )
+            .await;
+        }
+        Ok(None)
+    }
+
+    async fn delete_workloads(&self, names: &[String]) -> Result<(), JobError> {
+        for n in names {
+            // Decided on the Workload as it was read: if it changed since (say the admission
+            // controller admitted this replacement and finished the slice it replaces), the API
+            // refuses the delete (409) and the next pass decides on what is there now.
+            let read = self.owned.iter().find(|w| w.name_any() == *n);
+            let dp = DeleteParams {
+                preconditions: read.map(|w| kube::api::Preconditions {
+                    uid: w.metadata.uid.clone(),
+                    resource_version: w.metadata.resource_version.clone(),
+                }),
+                ..DeleteParams::default()
+            };
+            if shell::ignore_not_found(self.wl_api.delete(n, &dp).await)?.is_some() {
+                let note = format!("Deleted not matching Workload: {}/{n}", self.ns);
+                shell::publish(&self.ctx.recorder, &self.obj_ref, EventType::Normal, "DeletedWorkload", note).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the job with the admitted podset info.
+    async fn start(&self, job: &mut J, name: &str) -> Result<(), JobError> {
+        let wl = self.find(name)?;
+        let flavors: BTreeMap<String, ResourceFlavor> =
+            Api::<ResourceFlavor>::all(self.ctx.client.clone())
+                .list(&ListParams::default())
+                .await?
+                .items
+                .into_iter()
+                .map(|f| (f.name_any(), f))
+                .collect();
+        let infos = podsets_info_from_status(wl, &flavors, InfoOptions::default())?;
+        job.run_with_podsets_info(&infos)?;
+        self.job_api
+            .replace(&self.name_of_job, &PostParams::default(), job.object())
+            .await?;
+        let cq = wl
+            .admission()
+            .map(|a| a.cluster_queue.clone())
+            .unwrap_or_default();
+        shell::publish(
+            &self.ctx.recorder,
+            &self.obj_ref,
+            EventType::Normal,
+            "Started",
+            format!("Admitted by clusterQueue {cq}"),
+        )
+        .await;
+        Ok(())
+    }
+
+    /// Stops an evicted job, and gives its quota back once no pod of it runs.
+    async fn stop(&self, job: &mut J, name: &str, not_matching: bool) -> Result<(), JobError> {
+        let wl = self.find(name)?;
+        if !job.is_suspended() {
+            job.suspend();
+            let originals: Vec<PodSetInfo> = wl
+                .spec
+                .pod_sets
+                .iter()
+                .map(PodSetInfo::from_podset)
+                .collect();
+            job.restore_podsets_info(&originals);
+            self.job_api
+                .replace(&self.name_of_job, &PostParams::default(), job.object())
+                .await?;
+            let msg = if not_matching {
+                // Kueue's words when a running job no longer matches its Workload.
+                "No matching Workload".to_string()
+            } else {
+                wl.status
+                    .as_ref()
+                    .and_then(|s| s.condition("Evicted"))
+                    .map(|c| c.message.clone())
+                    .unwrap_or_default()
+            };
+            shell::publish(&self.ctx.recorder, &self.obj_ref, EventType::Normal, "Stopped", msg).await;
+        }
+        // Suspended means no pods run any more: give the quota back so the workload requeues. (A job
+        // stopped for not matching gets a new Workload instead once its pods are gone.)
+        if !not_matching
+            && !job.is_active()
+            && let Some(status) = conditions::clear_reservation(wl, jiff::Timestamp::now())
+        {
+            let mut obj = wl.clone();
+            obj.status = Some(status);
+            self.wl_api
+                .replace_status(name, &PostParams::default(), &obj)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Keeps each live Workload's PodsReady condition (and Kueue's time-to-ready metrics) from the job.
+    async fn write_pods_ready(&self, ready: bool) -> Result<(), JobError> {
+        // A workload that never had the condition gets it once admitted: written while it is still
+        // pending, it would race the admission's own status write for nothing.
+        let shows = |w: &Workload| {
+            w.is_admitted() || w.status.as_ref().is_some_and(|s| s.condition(crate::api::kueue::constants::condition::PODS_READY).is_some())
+        };
+        for wl in self.owned.iter().filter(|w| w.metadata.deletion_timestamp.is_none() && !w.is_finished() && shows(w)) {
+            let now = jiff::Timestamp::now();
+            if let Some(status) = super::core::pods_ready::with_condition(wl, ready, now) {
+                let mut obj = wl.clone();
+                obj.status = Some(status.clone());
+                self.wl_api.replace_status(&wl.name_any(), &PostParams::default(), &obj).await?;
+                super::core::pods_ready_metrics::record_ready(&self.ctx.metrics, wl, &status, now);
+            }
+        }
+        Ok(())
+    }
 }
 
 impl shell::ReconcileError for JobError {

@@ -1,12 +1,43 @@
-//! Kueue's job framework, for any job kind (see ../shared/DESIGN.md): the `GenericJob` interface a kind
-//! implements (`interface`), the generic job reconciler that gives each queue-managed job one Workload chain
-//! (`job_controller`), the admission loop around the pure core in `queue` with ClusterQueue and LocalQueue
-//! status (`core`), their metrics, and the one controller shell every controller runs in (`shell`). Pure
-//! helpers: workload names, building a Workload for a job, priority resolution, applying and restoring the
-//! admitted podset info on a job's templates. No job kind and no Ray import here: kinds live with their
-//! operator (`rayservice::job`) and are registered by the wiring.
+//! Kueue's job framework, for any job kind (see ../shared/DESIGN.md). It knows no job kind and imports
+//! nothing of Ray: kinds live with their operator (`rayservice::job`; other kinds in folders of their own)
+//! and the wiring registers them.
+//!
+//! # The contract for a job kind
+//!
+//! A kind (Kueue's `pkg/controller/jobs/<kind>/`) uses only what this module exports at its top; the
+//! engine, `core/`, is private to the framework (a test in `tests/layering.rs` fails on any import of
+//! `jobframework::core` from outside this folder). What a kind may use:
+//!
+//! - **The interface** ([`interface`], re-exported here): [`GenericJob`], the required part (metadata, GVK,
+//!   suspend, podsets, run with and restore the admitted podset info, finished, active, pods ready), plus
+//!   the optional capabilities a kind opts into by returning `Some(self)` from an `as_*` accessor
+//!   (Kueue's type assertions): [`JobWithReclaimablePods`], [`JobWithSkip`], [`JobWithOnHold`],
+//!   [`JobWithPriorityClass`], [`JobWithCustomWorkloadActivation`], [`ElasticWorkloadNameProvider`],
+//!   [`TopLevelJob`], [`JobWithCustomStop`]. Elastic jobs (workload slices) override
+//!   [`GenericJob::uses_slices`] and [`GenericJob::compare_demand`]; [`compare_counts`] is Kueue's default.
+//! - **Registering with the reconciler**: [`JobKind`] (the object watched, how a job is loaded, extra
+//!   watches, work after each step) with its [`JobContext`]; [`plan`] and [`Step`], the pure decision
+//!   a kind's tests can drive; [`owned_workloads`], a job's Workloads as the reconciler reads them.
+//! - **Podset helpers** ([`podset_info`]): [`PodSetInfo`] and merging it into / restoring it from pod
+//!   templates ([`merge_into_template`], [`merge_all`], [`restore_template`]).
+//! - **Slice-chain queries** ([`slices`]): [`replacement_for`] (which slice a scale-up slice replaces) and
+//!   [`is_evicted`] (an eviction in progress), the same answers the admission loop uses.
+//! - **Label readers**: [`queue_name`], [`workload_priority_class_name`], [`maximum_execution_time_seconds`],
+//!   [`workload_slice_enabled`].
+//! - The controller shell ([`shell`]) and event recorder ([`events`]) every controller runs with.
+//!
+//! The test doubles in `contract_tests.rs` sketch a batch Job, a Pod group and a RayJob written against
+//! this contract alone.
+//!
+//! # The rest of the framework
+//!
+//! The generic job reconciler ([`job_controller`]), Workload construction ([`workload`], [`names`],
+//! [`priority`]), the admission loop's face for the wiring and tools ([`admission`]: the loop, its caches,
+//! explanations and figures), the framework's metrics ([`metrics`]) and refusals written onto jobs
+//! ([`refusal`]).
 
-pub mod core;
+pub mod admission;
+pub(crate) mod core;
 pub mod error;
 pub mod events;
 pub mod interface;
@@ -17,10 +48,16 @@ pub mod podset_info;
 pub mod priority;
 pub mod refusal;
 pub mod shell;
+pub mod slices;
 pub mod workload;
 
 pub use error::JobFrameworkError;
 pub use interface::*;
+pub use job_controller::{JobContext, JobKind, Step, owned_workloads, plan};
+pub use podset_info::{PodSetInfo, merge_all, merge_into_template, restore_template};
+pub use slices::{is_evicted, replacement_for};
 
+#[cfg(test)]
+mod contract_tests;
 #[cfg(test)]
 mod tests;

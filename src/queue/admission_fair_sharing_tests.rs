@@ -4,7 +4,7 @@
 //! specs of `test/integration/singlecluster/scheduler/fairsharing/fair_sharing_test.go` check.
 
 use super::*;
-use crate::queue::{ClusterQueueModel, FlavorModel, WorkloadModel};
+use crate::queue::{AdmissionCore, ClusterQueueModel, FlavorModel, WorkloadModel};
 
 const CORE: i128 = NANO;
 

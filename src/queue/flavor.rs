@@ -323,7 +323,6 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
     // Per podset that does not fit outright, Kueue's `Status`: what every flavor tried said.
     let mut messages: Vec<String> = Vec::new();
     let mut reasons: Vec<PendingReason> = Vec::new();
-    let fung = ctx.cq.flavor_fungibility;
     // Kueue charges each podset's pod count to `pods` when the ClusterQueue covers it, in place of
     // any `pods` a container asked for.
     let pods_key = POD_RESOURCE.to_string();
@@ -338,39 +337,13 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
             count: ps.count,
             ..Default::default()
         };
-        // A zero request (count 0, or a pod asking 0) still gets a flavor, with zero usage, when
-        // the ClusterQueue covers the resource; one it does not cover is ignored (Kueue's
-        // flavorassigner "zero resource request" cases).
-        let covered = |r: &String| {
-            ctx.cq
-                .resource_groups
-                .iter()
-                .any(|g| g.covered_resources.contains(r))
-        };
-        let mut requested: Vec<(&String, Amount)> = ps
-            .requests
-            .keys()
-            .filter(|r| !charge_pods || **r != pods_key)
-            .map(|r| (r, ps.total(r)))
-            .filter(|(r, v)| *v > Amount::ZERO || covered(r))
-            .collect();
-        if charge_pods {
-            requested.push((&pods_key, Amount(ps.count.max(0))));
-        }
+        let requested = requested_resources(ctx, ps, charge_pods, &pods_key);
         let mut ps_mode = Mode::Fit;
         let mut ps_notes: Vec<String> = Vec::new();
-        for (r, _) in &requested {
-            if !ctx
-                .cq
-                .resource_groups
-                .iter()
-                .any(|g| g.covered_resources.contains(r))
-            {
-                ps_mode = Mode::NoFit;
-                reasons.push(PendingReason::NoMatchingFlavor);
-                ps_notes = vec![format!("resource {r} unavailable in ClusterQueue")];
-                break;
-            }
+        if let Some(note) = uncovered_resource(ctx, &requested) {
+            ps_mode = Mode::NoFit;
+            reasons.push(PendingReason::NoMatchingFlavor);
+            ps_notes = vec![note];
         }
         for group in &ctx.cq.resource_groups {
             // Kueue stops at the first resource group that does not fit.
@@ -384,81 +357,8 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
             if rs.is_empty() {
                 continue;
             }
-            let forced: Option<&String> = ctx
-                .forced
-                .and_then(|f| rs.iter().find_map(|(r, _)| f.get(r.as_str())));
-            let mut best: Option<(usize, Rank, u32, Vec<FlavorResource>)> = None;
-            let mut notes: Vec<String> = Vec::new();
-            let mut group_reasons: Vec<PendingReason> = Vec::new();
-            let mut shorts: Vec<Shortfall> = Vec::new();
-            for (fi, fq) in group.flavors.iter().enumerate() {
-                if let Some(ff) = forced
-                    && *ff != fq.name
-                {
-                    notes.push(format!(
-                        "could not assign {} flavor since the original workload is assigned: {ff}",
-                        fq.name
-                    ));
-                    group_reasons.push(PendingReason::NoMatchingFlavor);
-                    continue;
-                }
-                if let Err(e) = ctx.eligible(group, &fq.name, ps) {
-                    notes.push(e);
-                    group_reasons.push(PendingReason::NoMatchingFlavor);
-                    continue;
-                }
-                // The flavor ranks as its worst resource (Kueue's representative mode).
-                let mut rank = Rank {
-                    grade: Grade::Fit,
-                    borrowing: 0,
-                };
-                let mut max_borrow = 0;
-                let mut preempt = Vec::new();
-                for (r, v) in &rs {
-                    let fr = FlavorResource::new(&fq.name, r.as_str());
-                    let assumed = out.usage.get(&fr).copied().unwrap_or_default();
-                    let this = match ctx.fits_quota(&fr, assumed, *v) {
-                        FitOutcome::Fit(l) => Rank {
-                            grade: Grade::Fit,
-                            borrowing: l,
-                        },
-                        FitOutcome::Preempt(possibility, l, msg) => {
-                            preempt.push(fr);
-                            notes.push(msg);
-                            let grade = match possibility {
-                                Possibility::NoCandidates => Grade::NoCandidates,
-                                Possibility::Preempt => Grade::Preempt,
-                                Possibility::Reclaim => Grade::Reclaim,
-                            };
-                            Rank { grade, borrowing: l }
-                        }
-                        FitOutcome::NoFit(reason, msg, short) => {
-                            group_reasons.push(reason);
-                            notes.push(msg);
-                            shorts.extend(short);
-                            Rank {
-                                grade: Grade::NoFit,
-                                borrowing: 0,
-                            }
-                        }
-                    };
-                    max_borrow = max_borrow.max(this.borrowing);
-                    if rank.better_than(this, fung.preference) {
-                        rank = this;
-                    }
-                }
-                let chosen = (fi, rank, max_borrow, preempt);
-                if rank.stops_search(fung) {
-                    best = Some(chosen);
-                    break;
-                }
-                if best
-                    .as_ref()
-                    .is_none_or(|(_, b, _, _)| rank.better_than(*b, fung.preference))
-                {
-                    best = Some(chosen);
-                }
-            }
+            let GroupSearch { best, mut notes, reasons: mut group_reasons, shorts } =
+                search_group(ctx, group, ps, &rs, &out.usage);
             match best {
                 Some((fi, rank, max_borrow, preempt)) if rank.grade != Grade::NoFit => {
                     // A group that fits says nothing; one that needs preemption reports every
@@ -504,19 +404,176 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
         out.podsets.push(psa);
     }
     if out.mode == Mode::NoFit {
-        // The most actionable reason wins: quota that may free up, then capacity, then labels.
-        out.reason = [
-            PendingReason::WaitingForQuota,
-            PendingReason::ExceedsMaxQuota,
-            PendingReason::NoMatchingFlavor,
-        ]
-        .into_iter()
-        .find(|r| reasons.contains(r))
-        .unwrap_or(PendingReason::NoMatchingFlavor);
+        out.reason = most_actionable(&reasons);
     }
     if out.mode != Mode::Fit {
         // Kueue's `Assignment.Message`: what each podset's flavors said.
         out.message = messages.join("; ");
     }
     out
+}
+
+/// The resources a podset requests, with their totals. A zero request (count 0, or a pod asking 0)
+/// still gets a flavor, with zero usage, when the ClusterQueue covers the resource; one it does not
+/// cover is ignored (Kueue's flavorassigner "zero resource request" cases). With `charge_pods`, the
+/// pod count is charged to `pods` in place of any `pods` a container asked for.
+fn requested_resources<'a>(
+    ctx: &AssignCtx<'_>,
+    ps: &'a PodSetModel,
+    charge_pods: bool,
+    pods_key: &'a String,
+) -> Vec<(&'a String, Amount)> {
+    let covered = |r: &String| {
+        ctx.cq
+            .resource_groups
+            .iter()
+            .any(|g| g.covered_resources.contains(r))
+    };
+    let mut requested: Vec<(&String, Amount)> = ps
+        .requests
+        .keys()
+        .filter(|r| !charge_pods || *r != pods_key)
+        .map(|r| (r, ps.total(r)))
+        .filter(|(r, v)| *v > Amount::ZERO || covered(r))
+        .collect();
+    if charge_pods {
+        requested.push((pods_key, Amount(ps.count.max(0))));
+    }
+    requested
+}
+
+/// The note for the first requested resource no resource group of the ClusterQueue covers.
+fn uncovered_resource(ctx: &AssignCtx<'_>, requested: &[(&String, Amount)]) -> Option<String> {
+    requested
+        .iter()
+        .find(|(r, _)| {
+            !ctx.cq
+                .resource_groups
+                .iter()
+                .any(|g| g.covered_resources.contains(r))
+        })
+        .map(|(r, _)| format!("resource {r} unavailable in ClusterQueue"))
+}
+
+/// What trying the flavors of one resource group for a podset found: the best flavor (its index,
+/// rank, borrowing level and the flavor-resources that need preemption), and what the others said.
+struct GroupSearch {
+    best: Option<(usize, Rank, u32, Vec<FlavorResource>)>,
+    notes: Vec<String>,
+    reasons: Vec<PendingReason>,
+    shorts: Vec<Shortfall>,
+}
+
+/// Tries the group's flavors in the ClusterQueue's order for the podset's resources `rs` (Kueue's
+/// `findFlavorForPodSetResource`), on top of the `usage` earlier podsets of the workload assumed,
+/// until flavor fungibility says to stop.
+fn search_group(
+    ctx: &AssignCtx<'_>,
+    group: &ResourceGroup,
+    ps: &PodSetModel,
+    rs: &[&(&String, Amount)],
+    usage: &FrAmounts,
+) -> GroupSearch {
+    let fung = ctx.cq.flavor_fungibility;
+    let forced: Option<&String> = ctx
+        .forced
+        .and_then(|f| rs.iter().find_map(|(r, _)| f.get(r.as_str())));
+    let mut search = GroupSearch { best: None, notes: Vec::new(), reasons: Vec::new(), shorts: Vec::new() };
+    for (fi, fq) in group.flavors.iter().enumerate() {
+        if let Some(ff) = forced
+            && *ff != fq.name
+        {
+            search.notes.push(format!(
+                "could not assign {} flavor since the original workload is assigned: {ff}",
+                fq.name
+            ));
+            search.reasons.push(PendingReason::NoMatchingFlavor);
+            continue;
+        }
+        if let Err(e) = ctx.eligible(group, &fq.name, ps) {
+            search.notes.push(e);
+            search.reasons.push(PendingReason::NoMatchingFlavor);
+            continue;
+        }
+        let (rank, max_borrow, preempt) = rank_flavor(ctx, &fq.name, rs, usage, &mut search);
+        let chosen = (fi, rank, max_borrow, preempt);
+        if rank.stops_search(fung) {
+            search.best = Some(chosen);
+            break;
+        }
+        if search
+            .best
+            .as_ref()
+            .is_none_or(|(_, b, _, _)| rank.better_than(*b, fung.preference))
+        {
+            search.best = Some(chosen);
+        }
+    }
+    search
+}
+
+/// How one flavor serves the resources `rs`: it ranks as its worst resource (Kueue's
+/// representative mode), with the highest borrowing level and the flavor-resources that need
+/// preemption; what does not fit is noted in `search`.
+fn rank_flavor(
+    ctx: &AssignCtx<'_>,
+    flavor: &str,
+    rs: &[&(&String, Amount)],
+    usage: &FrAmounts,
+    search: &mut GroupSearch,
+) -> (Rank, u32, Vec<FlavorResource>) {
+    let fung = ctx.cq.flavor_fungibility;
+    let mut rank = Rank {
+        grade: Grade::Fit,
+        borrowing: 0,
+    };
+    let mut max_borrow = 0;
+    let mut preempt = Vec::new();
+    for (r, v) in rs {
+        let fr = FlavorResource::new(flavor, r.as_str());
+        let assumed = usage.get(&fr).copied().unwrap_or_default();
+        let this = match ctx.fits_quota(&fr, assumed, *v) {
+            FitOutcome::Fit(l) => Rank {
+                grade: Grade::Fit,
+                borrowing: l,
+            },
+            FitOutcome::Preempt(possibility, l, msg) => {
+                preempt.push(fr);
+                search.notes.push(msg);
+                let grade = match possibility {
+                    Possibility::NoCandidates => Grade::NoCandidates,
+                    Possibility::Preempt => Grade::Preempt,
+                    Possibility::Reclaim => Grade::Reclaim,
+                };
+                Rank { grade, borrowing: l }
+            }
+            FitOutcome::NoFit(reason, msg, short) => {
+                search.reasons.push(reason);
+                search.notes.push(msg);
+                search.shorts.extend(short);
+                Rank {
+                    grade: Grade::NoFit,
+                    borrowing: 0,
+                }
+            }
+        };
+        max_borrow = max_borrow.max(this.borrowing);
+        if rank.better_than(this, fung.preference) {
+            rank = this;
+        }
+    }
+    (rank, max_borrow, preempt)
+}
+
+/// A workload that does not fit is pending for the most actionable of its podsets' reasons: quota
+/// that may free up, then capacity, then labels.
+fn most_actionable(reasons: &[PendingReason]) -> PendingReason {
+    [
+        PendingReason::WaitingForQuota,
+        PendingReason::ExceedsMaxQuota,
+        PendingReason::NoMatchingFlavor,
+    ]
+    .into_iter()
+    .find(|r| reasons.contains(r))
+    .unwrap_or(PendingReason::NoMatchingFlavor)
 }

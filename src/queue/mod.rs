@@ -7,6 +7,7 @@
 //! returned admissions, evictions and pending reasons to the API.
 
 pub mod admission_fair_sharing;
+mod afs_core;
 pub mod amount;
 pub mod convert;
 pub mod explain;
@@ -23,25 +24,37 @@ mod simulate;
 mod status;
 pub mod tree;
 
+// Kueue's own test cases, ported (each file names its Kueue source and tests): they live in tests/ beside
+// the scheduler, compiled only for tests.
 #[cfg(test)]
+#[path = "tests/kueue_cases.rs"]
 mod kueue_cases;
 #[cfg(test)]
+#[path = "tests/kueue_fair_preemption_cases.rs"]
 mod kueue_fair_preemption_cases;
 #[cfg(test)]
+#[path = "tests/kueue_preemption_cases.rs"]
 mod kueue_preemption_cases;
 #[cfg(test)]
+#[path = "tests/kueue_preemption_more_cases.rs"]
 mod kueue_preemption_more_cases;
 #[cfg(test)]
+#[path = "tests/kueue_schedule_borrow_cases.rs"]
 mod kueue_schedule_borrow_cases;
 #[cfg(test)]
+#[path = "tests/kueue_schedule_cases.rs"]
 mod kueue_schedule_cases;
 #[cfg(test)]
+#[path = "tests/kueue_schedule_choice_cases.rs"]
 mod kueue_schedule_choice_cases;
 #[cfg(test)]
+#[path = "tests/kueue_schedule_fixture.rs"]
 mod kueue_schedule_fixture;
 #[cfg(test)]
+#[path = "tests/kueue_schedule_fs_cases.rs"]
 mod kueue_schedule_fs_cases;
 #[cfg(test)]
+#[path = "tests/kueue_schedule_preempt_cases.rs"]
 mod kueue_schedule_preempt_cases;
 #[cfg(test)]
 mod preemption_tests;

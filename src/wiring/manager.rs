@@ -21,7 +21,7 @@ use super::leader::{self, LeaderConfig, LeaderError};
 use super::metrics::{Metrics, Role};
 use super::tasks::{AbortOnDrop, Tasks};
 use crate::embedded::{self, EmbeddedServer};
-use crate::jobframework::core::{AdmissionLoop, Caches};
+use crate::jobframework::admission::{AdmissionLoop, Caches};
 use crate::jobframework::job_controller::{self, JobContext};
 use crate::rayservice::job::raycluster::RayClusterJob;
 use crate::rayservice::job::rayservice::RayServiceJob;
@@ -46,11 +46,11 @@ pub struct ManagerOptions {
     /// KubeRay feature gates (`--feature-gates`): what the Ray controllers' validation accepts.
     pub ray_gates: crate::api::ray::validation::RayFeatureGates,
     /// The scheduler's latest reasoning per pending workload, served for `quotagate explain`.
-    pub explanations: crate::jobframework::core::Explanations,
+    pub explanations: crate::jobframework::admission::Explanations,
     /// Serve the web view on this listener (`--ui-addr`).
     pub ui: Option<super::ui::UiListener>,
     /// Where the admission loop's time goes, phase by phase (read by `bench e2e`).
-    pub cycle_stats: crate::jobframework::core::CycleStats,
+    pub cycle_stats: crate::jobframework::admission::CycleStats,
     /// Kueue's waitForPodsReady (`--config`); `None`: off.
     pub pods_ready: Option<crate::api::kueue::config::PodsReadyConfig>,
     /// Kueue's fairSharing (`--config`); `None`: classical admission order and preemption.
@@ -414,7 +414,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_finalizer_release_is_confirmed_against_the_api_server() {
         use crate::api::kueue::{ClusterQueue, Workload};
-        use crate::jobframework::core::run::{User, in_use_live};
+        use crate::jobframework::admission::{User, in_use_live};
         let server = embedded_server();
         let client = server.client();
         let cq = ClusterQueue::build("cq").flavor("on-demand", [("cpu", "5")]).admission_check("check", &[]).build();
@@ -444,7 +444,7 @@ mod tests {
                 ..Default::default()
             }],
         };
-        wl.status = Some(crate::jobframework::core::conditions::admitted(&wl, admission, jiff::Timestamp::now()));
+        wl.status = Some(crate::jobframework::admission::admitted(&wl, admission, jiff::Timestamp::now()));
         wls.replace_status("w", &Default::default(), &wl).await.unwrap();
         assert!(in_use_live(&client, User::ClusterQueue("cq")).await.unwrap());
         assert!(!in_use_live(&client, User::ClusterQueue("other")).await.unwrap());

@@ -64,7 +64,7 @@ pub struct Measured {
     pub cpu: Option<Duration>,
     pub max_rss_kib: Option<u64>,
     /// The admission loop's cycles and time per phase over the run.
-    pub admission_loop: crate::jobframework::core::CycleFigures,
+    pub admission_loop: crate::jobframework::admission::CycleFigures,
 }
 
 type Records = Arc<Mutex<HashMap<(usize, String), Rec>>>;
@@ -292,7 +292,7 @@ pub async fn run(plan: &Plan, progress: bool) -> Result<Measured, String> {
     let client = counting_client(&server, by.clone());
     let cancel = CancellationToken::new();
     let _stop = cancel.clone().drop_guard();
-    let stats = crate::jobframework::core::CycleStats::default();
+    let stats = crate::jobframework::admission::CycleStats::default();
     let opts = ManagerOptions {
         leader_election: false,
         cycle_stats: stats.clone(),
@@ -307,160 +307,25 @@ pub async fn run(plan: &Plan, progress: bool) -> Result<Measured, String> {
     let loop0 = stats.figures();
     let requests0: u64 = by.lock().map_err(|_| "poisoned")?.values().sum();
 
-    let records: Records = Arc::new(Mutex::new(HashMap::new()));
-    let queue_index: HashMap<String, usize> = plan
-        .queues
-        .iter()
-        .enumerate()
-        .map(|(i, q)| (q.name.clone(), i))
-        .collect();
-    let finished = Arc::new(AtomicU64::new(0));
-    let admitted_n = Arc::new(AtomicU64::new(0));
-    let evictions = Arc::new(AtomicU64::new(0));
-    let usage: Arc<Mutex<Vec<f64>>> = Arc::new(Mutex::new(vec![0.0; plan.queues.len()]));
-    let last_finish = Arc::new(Mutex::new(None::<Instant>));
-
-    // One watch of all Workloads: admission, eviction and finish times, and the finish timers.
-    let watch = {
-        let (client, records, finished, admitted_n, evictions, usage, last_finish) = (
-            client.clone(),
-            records.clone(),
-            finished.clone(),
-            admitted_n.clone(),
-            evictions.clone(),
-            usage.clone(),
-            last_finish.clone(),
-        );
-        let queues: Vec<String> = plan.queues.iter().map(|q| q.name.clone()).collect();
-        tokio::spawn(async move {
-            let api: Api<Workload> = Api::all(client.clone());
-            let stream = watcher(api, watcher::Config::default()).applied_objects();
-            futures::pin_mut!(stream);
-            while let Some(ev) = stream.next().await {
-                let Ok(w) = ev else { continue };
-                let ns = w.namespace().unwrap_or_default();
-                let Some(&qi) = queue_index.get(&ns) else {
-                    continue;
-                };
-                let now = Instant::now();
-                let mut timer = None;
-                {
-                    let Ok(mut recs) = records.lock() else { return };
-                    let Some(r) = recs.get_mut(&(qi, w.name_any())) else {
-                        continue;
-                    };
-                    r.events += 1;
-                    let on = is_admitted(&w);
-                    match (r.admitted, on) {
-                        (None, true) if !r.finished => {
-                            r.admitted = Some(now);
-                            r.first_admitted.get_or_insert(now);
-                            r.epoch += 1;
-                            admitted_n.fetch_add(1, Ordering::Relaxed);
-                            let cq = w
-                                .admission()
-                                .map(|a| a.cluster_queue.clone())
-                                .unwrap_or_default();
-                            timer = Some((r.runtime, r.epoch, cq));
-                        }
-                        (Some(since), false) => {
-                            r.admitted = None;
-                            if let Ok(mut u) = usage.lock() {
-                                u[r.queue] += r.request_m as f64 * (now - since).as_secs_f64();
-                            }
-                            if w.is_finished() {
-                                r.finished = true;
-                                finished.fetch_add(1, Ordering::Relaxed);
-                                if let Ok(mut l) = last_finish.lock() {
-                                    *l = Some(now);
-                                }
-                            } else {
-                                evictions.fetch_add(1, Ordering::Relaxed);
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-                if let Some((runtime, epoch, cq)) = timer {
-                    let (client, records, name, ns) = (
-                        client.clone(),
-                        records.clone(),
-                        w.name_any(),
-                        queues[qi].clone(),
-                    );
-                    tokio::spawn(async move {
-                        tokio::time::sleep(runtime).await;
-                        let current = records.lock().ok().and_then(|r| {
-                            r.get(&(qi, name.clone()))
-                                .map(|r| r.epoch == epoch && r.admitted.is_some())
-                        });
-                        if current == Some(true) {
-                            finish(&client, &ns, &name, &cq).await;
-                        }
-                    });
-                }
-            }
-        })
+    let tally = Tally {
+        records: Arc::new(Mutex::new(HashMap::new())),
+        finished: Arc::new(AtomicU64::new(0)),
+        admitted_n: Arc::new(AtomicU64::new(0)),
+        evictions: Arc::new(AtomicU64::new(0)),
+        usage: Arc::new(Mutex::new(vec![0.0; plan.queues.len()])),
+        last_finish: Arc::new(Mutex::new(None::<Instant>)),
     };
-
+    let watch = watch_workloads(client.clone(), plan, tally.clone());
     let t0 = Instant::now();
-    let mut creators = tokio::task::JoinSet::new();
-    for (qi, q) in plan.queues.iter().enumerate() {
-        for si in 0..q.sets.len() {
-            creators.spawn(create_set(
-                client.clone(),
-                records.clone(),
-                qi,
-                q.clone(),
-                si,
-                t0,
-            ));
-        }
-    }
     let tty = progress && std::io::stderr().is_terminal();
-    let total = plan.workloads;
-    let mut last_progress = (0u64, Instant::now());
-    let outcome = loop {
-        tokio::select! {
-            Some(r) = creators.join_next() => {
-                match r {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => break Err(e),
-                    Err(e) => break Err(format!("a workload creator failed: {e}")),
-                }
-            }
-            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
-        }
-        let done = finished.load(Ordering::Relaxed);
-        if tty {
-            let created = records.lock().map(|r| r.len()).unwrap_or(0);
-            eprint!(
-                "\r{:>6.1} s  created {created}/{total}  admitted {}  finished {done}/{total}   ",
-                t0.elapsed().as_secs_f64(),
-                admitted_n.load(Ordering::Relaxed),
-            );
-        }
-        if done >= total {
-            break Ok(());
-        }
-        if done != last_progress.0 {
-            last_progress = (done, Instant::now());
-        } else if last_progress.1.elapsed() > STALL && creators.is_empty() {
-            break Err(format!(
-                "stalled: {} of {total} workloads unfinished and none finished for {} s",
-                total - done,
-                STALL.as_secs()
-            ));
-        }
-        if manager.is_finished() {
-            break Err("the manager stopped during the run".into());
-        }
-    };
+    let outcome = create_and_wait(&client, plan, &tally, t0, tty, &manager).await;
     if tty {
         eprintln!();
     }
     watch.abort();
     outcome?;
+    let Tally { records, evictions, usage, last_finish, .. } = &tally;
+    let total = plan.workloads;
     let end = last_finish
         .lock()
         .map_err(|_| "poisoned")?
@@ -504,13 +369,170 @@ pub async fn run(plan: &Plan, progress: bool) -> Result<Measured, String> {
     Ok(m)
 }
 
+/// What the run's watch and finish timers keep: each workload's record and the running counts.
+#[derive(Clone)]
+struct Tally {
+    records: Records,
+    finished: Arc<AtomicU64>,
+    admitted_n: Arc<AtomicU64>,
+    evictions: Arc<AtomicU64>,
+    /// Per queue, milli-CPU x seconds held while admitted.
+    usage: Arc<Mutex<Vec<f64>>>,
+    last_finish: Arc<Mutex<Option<Instant>>>,
+}
+
+/// One watch of all Workloads: admission, eviction and finish times, and the finish timers.
+fn watch_workloads(client: Client, plan: &Plan, tally: Tally) -> tokio::task::JoinHandle<()> {
+    let Tally { records, finished, admitted_n, evictions, usage, last_finish } = tally;
+    let queue_index: HashMap<String, usize> = plan
+        .queues
+        .iter()
+        .enumerate()
+        .map(|(i, q)| (q.name.clone(), i))
+        .collect();
+    let queues: Vec<String> = plan.queues.iter().map(|q| q.name.clone()).collect();
+    tokio::spawn(async move {
+        let api: Api<Workload> = Api::all(client.clone());
+        let stream = watcher(api, watcher::Config::default()).applied_objects();
+        futures::pin_mut!(stream);
+        while let Some(ev) = stream.next().await {
+            let Ok(w) = ev else { continue };
+            let ns = w.namespace().unwrap_or_default();
+            let Some(&qi) = queue_index.get(&ns) else {
+                continue;
+            };
+            let now = Instant::now();
+            let mut timer = None;
+            {
+                let Ok(mut recs) = records.lock() else { return };
+                let Some(r) = recs.get_mut(&(qi, w.name_any())) else {
+                    continue;
+                };
+                r.events += 1;
+                let on = is_admitted(&w);
+                match (r.admitted, on) {
+                    (None, true) if !r.finished => {
+                        r.admitted = Some(now);
+                        r.first_admitted.get_or_insert(now);
+                        r.epoch += 1;
+                        admitted_n.fetch_add(1, Ordering::Relaxed);
+                        let cq = w
+                            .admission()
+                            .map(|a| a.cluster_queue.clone())
+                            .unwrap_or_default();
+                        timer = Some((r.runtime, r.epoch, cq));
+                    }
+                    (Some(since), false) => {
+                        r.admitted = None;
+                        if let Ok(mut u) = usage.lock() {
+                            u[r.queue] += r.request_m as f64 * (now - since).as_secs_f64();
+                        }
+                        if w.is_finished() {
+                            r.finished = true;
+                            finished.fetch_add(1, Ordering::Relaxed);
+                            if let Ok(mut l) = last_finish.lock() {
+                                *l = Some(now);
+                            }
+                        } else {
+                            evictions.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if let Some((runtime, epoch, cq)) = timer {
+                let (client, records, name, ns) = (
+                    client.clone(),
+                    records.clone(),
+                    w.name_any(),
+                    queues[qi].clone(),
+                );
+                tokio::spawn(async move {
+                    tokio::time::sleep(runtime).await;
+                    let current = records.lock().ok().and_then(|r| {
+                        r.get(&(qi, name.clone()))
+                            .map(|r| r.epoch == epoch && r.admitted.is_some())
+                    });
+                    if current == Some(true) {
+                        finish(&client, &ns, &name, &cq).await;
+                    }
+                });
+            }
+        }
+    })
+}
+
+/// Creates the plan's workloads on their schedule and waits until every one has finished (a line of
+/// progress on stderr with `tty`); an error when a creator fails, the run stalls or the manager stops.
+async fn create_and_wait<T>(
+    client: &Client,
+    plan: &Plan,
+    tally: &Tally,
+    t0: Instant,
+    tty: bool,
+    manager: &tokio::task::JoinHandle<T>,
+) -> Result<(), String> {
+    let Tally { records, finished, admitted_n, .. } = tally;
+    let mut creators = tokio::task::JoinSet::new();
+    for (qi, q) in plan.queues.iter().enumerate() {
+        for si in 0..q.sets.len() {
+            creators.spawn(create_set(
+                client.clone(),
+                records.clone(),
+                qi,
+                q.clone(),
+                si,
+                t0,
+            ));
+        }
+    }
+    let total = plan.workloads;
+    let mut last_progress = (0u64, Instant::now());
+    loop {
+        tokio::select! {
+            Some(r) = creators.join_next() => {
+                match r {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => break Err(e),
+                    Err(e) => break Err(format!("a workload creator failed: {e}")),
+                }
+            }
+            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+        }
+        let done = finished.load(Ordering::Relaxed);
+        if tty {
+            let created = records.lock().map(|r| r.len()).unwrap_or(0);
+            eprint!(
+                "\r{:>6.1} s  created {created}/{total}  admitted {}  finished {done}/{total}   ",
+                t0.elapsed().as_secs_f64(),
+                admitted_n.load(Ordering::Relaxed),
+            );
+        }
+        if done >= total {
+            break Ok(());
+        }
+        if done != last_progress.0 {
+            last_progress = (done, Instant::now());
+        } else if last_progress.1.elapsed() > STALL && creators.is_empty() {
+            break Err(format!(
+                "stalled: {} of {total} workloads unfinished and none finished for {} s",
+                total - done,
+                STALL.as_secs()
+            ));
+        }
+        if manager.is_finished() {
+            break Err("the manager stopped during the run".into());
+        }
+    }
+}
+
 /// The loop's figures between two readings (the queues' set-up is not part of the run).
-fn since(a: &crate::jobframework::core::CycleFigures, b: &crate::jobframework::core::CycleFigures) -> crate::jobframework::core::CycleFigures {
+fn since(a: &crate::jobframework::admission::CycleFigures, b: &crate::jobframework::admission::CycleFigures) -> crate::jobframework::admission::CycleFigures {
     let mut phases = b.phases;
     for (p, q) in phases.iter_mut().zip(a.phases) {
         *p = p.saturating_sub(q);
     }
-    crate::jobframework::core::CycleFigures {
+    crate::jobframework::admission::CycleFigures {
         cycles: b.cycles - a.cycles.min(b.cycles),
         phases,
         examined: b.examined - a.examined.min(b.examined),

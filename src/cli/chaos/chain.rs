@@ -135,7 +135,7 @@ pub(super) fn exact(rs: &RayService, chain: &[&Workload], clusters: &[RayCluster
         }
     }
     want.retain(|_, v| *v != 0);
-    let mut got = super::invariants::held(slice);
+    let mut got = super::usage::held(slice);
     got.retain(|_, v| *v != 0);
     if got != want {
         return Err(format!("I3: {name}'s slice {} reserves {got:?}, its live clusters request {want:?}", slice.name_any()));
@@ -148,7 +148,7 @@ pub(super) fn exact(rs: &RayService, chain: &[&Workload], clusters: &[RayCluster
 pub(super) fn queue_exact(cq: &ClusterQueue, workloads: &[Workload]) -> Result<(), String> {
     let mut want: BTreeMap<String, i64> = BTreeMap::new();
     for w in workloads.iter().filter(|w| holds_quota(w) && w.admission().is_some_and(|a| a.cluster_queue == cq.name_any())) {
-        for (r, v) in super::invariants::held(w) {
+        for (r, v) in super::usage::held(w) {
             *want.entry(r).or_default() += v;
         }
     }
@@ -156,7 +156,7 @@ pub(super) fn queue_exact(cq: &ClusterQueue, workloads: &[Workload]) -> Result<(
     for f in cq.status.iter().flat_map(|s| s.flavors_reservation.iter()) {
         for r in &f.resources {
             if let Some(t) = &r.total {
-                *got.entry(r.name.clone()).or_default() += super::invariants::amount(t, &r.name);
+                *got.entry(r.name.clone()).or_default() += super::usage::amount(t, &r.name);
             }
         }
     }

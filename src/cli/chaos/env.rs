@@ -11,13 +11,11 @@ use tokio::sync::oneshot;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::api::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, ResourceGroup};
-use super::world::{Queue, queue_names};
+use super::world::{NS, Queue, queue_names};
 use crate::embedded::EmbeddedServer;
 use crate::rayservice::dashboard::sim::RaySim;
 use crate::wiring::manager::{ManagerOptions, embedded_server, run_manager};
 use crate::wiring::ray::Dashboards;
-
-pub(super) const NS: &str = "default";
 
 /// One manager process; dropping it aborts it (a crash), `stop` shuts it down cleanly.
 struct Manager {

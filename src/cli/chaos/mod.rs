@@ -16,6 +16,7 @@ mod env;
 mod chain;
 pub mod invariants;
 mod run;
+mod usage;
 mod world;
 
 use std::fmt;

@@ -17,9 +17,9 @@ use crate::embedded::WriteMatch;
 use crate::embedded::sim::node::FAIL_ANNOTATION;
 
 use super::Failure;
-use super::env::{Env, NS, resource_groups};
+use super::env::{Env, resource_groups};
 use super::invariants::Invariants;
-use super::world::{HEAD_CPUS, Op, Queue, Shape, VERSIONS, World, name, queue_names, serve_config, service};
+use super::world::{HEAD_CPUS, NS, Op, Queue, Shape, VERSIONS, World, name, queue_names, serve_config, service};
 
 /// Quota (milli-CPU) at the end, when every service must fit.
 const AMPLE: i64 = 64_000;

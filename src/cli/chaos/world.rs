@@ -9,7 +9,8 @@ use serde_json::json;
 
 use crate::api::ray::RayService;
 
-use super::env::NS;
+/// The namespace every object of a run lives in.
+pub(super) const NS: &str = "default";
 
 pub const VERSIONS: [&str; 4] = ["2.44.0", "2.45.0", "2.46.0", "2.47.0"];
 pub const HEAD_CPUS: [&str; 3] = ["500m", "1", "1500m"];

@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams};
 use serde::Serialize;
 
+use super::printed::Printed;
 use super::{CliError, ListCmd, Output, Selectors, human_duration};
 use crate::api::kueue::constants::condition;
 use crate::api::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Workload};
@@ -234,13 +235,6 @@ fn print_list<K: Serialize>(items: &[K], kind: &str, resource: &str, output: Out
             .map(|i| format!("{resource}.kueue.x-k8s.io/{}\n", i["metadata"]["name"].as_str().unwrap_or_default()))
             .collect()),
     }
-}
-
-/// What a list prints: the table (or `-o` form) on stdout, or kubectl's "No resources found" on
-/// stderr when nothing matched.
-pub struct Printed {
-    pub stdout: String,
-    pub stderr: String,
 }
 
 fn printed<K: Serialize>(items: &[K], rows: Vec<Vec<String>>, f: &Selectors, kind: &str, resource: &str, empty: String) -> Result<Printed, CliError> {

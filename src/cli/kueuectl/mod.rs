@@ -9,6 +9,7 @@ pub mod create_flavor;
 pub mod list;
 pub mod passthrough;
 pub mod pods;
+pub mod printed;
 pub mod update;
 
 use std::path::PathBuf;

@@ -8,7 +8,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, ListParams};
 
-use super::list::Printed;
+use super::printed::Printed;
 use super::{CliError, Output, Selectors, human_duration};
 use crate::cli::plan::render::table;
 

@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::api::kueue::constants::label::{QUEUE_NAME, WORKLOAD_SLICE_REPLACEMENT_FOR};
 use crate::api::kueue::{LocalQueue, LocalQueueSpec, PodSet, Workload, WorkloadSpec};
 use crate::api::ray::RayService;
-use crate::jobframework::core::sync::{Action, AdmissionState, Snapshot, key_of};
+use crate::jobframework::admission::{Action, AdmissionState, Snapshot, key_of};
 use crate::queue::{Explanation, WorkloadKey};
 use crate::rayservice::job::demand::admitted_slice;
 

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::api::manifest::load_documents;
 use crate::api::ray::RayService;
-use crate::jobframework::core::sync::Snapshot;
+use crate::jobframework::admission::Snapshot;
 use crate::queue::amount::{Amount, FlavorResource};
 pub use render::{Output, render};
 

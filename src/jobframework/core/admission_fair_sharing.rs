@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
-use super::sync::Snapshot;
+use super::snapshot::Snapshot;
 use crate::api::kueue::{
     LocalQueue, LocalQueueAdmissionFairSharingStatus, LocalQueueFairSharingStatus, LocalQueueStatus,
     Workload,

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::conditions::{cond, set_condition};
+use super::workload_status::{cond, set_condition};
 use crate::api::kueue::admission_check::{AUTO_READY_CONTROLLER, AdmissionCheck, READY_AFTER_SECONDS_ANNOTATION};
 use crate::api::kueue::constants::{condition, reason};
 use crate::api::kueue::{Admission, AdmissionCheckState, CheckState, ClusterQueue, Workload, WorkloadStatus};
@@ -52,6 +52,7 @@ pub fn checks_for_admission(checks: &CheckFlavors, admission: &Admission) -> BTr
 /// Kueue's `AdmissionChecksForWorkload`: with an admission, the checks of its flavors; before one,
 /// only the checks that apply to every flavor of the ClusterQueue (whatever flavor it gets, it
 /// will need those).
+#[cfg(test)]
 pub fn checks_for_workload(wl: &Workload, cq: &ClusterQueue) -> BTreeSet<String> {
     QueueChecks::of(cq).for_workload(wl)
 }
@@ -70,10 +71,6 @@ impl QueueChecks {
         let all = all_flavors(cq);
         let everywhere = checks.iter().filter(|(_, on)| on.is_superset(&all)).map(|(n, _)| n.clone()).collect();
         QueueChecks { checks, everywhere }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.checks.is_empty()
     }
 
     pub fn for_workload(&self, wl: &Workload) -> BTreeSet<String> {

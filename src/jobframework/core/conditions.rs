@@ -4,15 +4,10 @@
 use crate::api::kueue::constants::{condition, reason};
 use crate::api::kueue::{Admission, PodSetRequest, Workload, WorkloadStatus};
 use crate::api::quantity::resource_quantity;
-use crate::queue::{EvictionReason, PreemptedReason};
 
-pub use crate::api::conditions::set as set_condition;
-
-pub(super) use crate::api::conditions::new as cond;
-
-pub(super) fn status_of(wl: &Workload) -> WorkloadStatus {
-    wl.status.clone().unwrap_or_default()
-}
+pub use super::workload_status::{EvictedBy, EvictionCause, set_condition};
+pub(super) use super::workload_status::{cond, status_of};
+pub use crate::jobframework::slices::is_evicted;
 
 /// Quota reserved in `admission.cluster_queue`, for a ClusterQueue without admission checks: see
 /// [`admitted_with_checks`].
@@ -202,6 +197,7 @@ pub fn resource_requests(wl: &Workload) -> Vec<PodSetRequest> {
 
 /// The words of a message without its amounts: every token that starts with a digit ("3", "500m",
 /// "1.5Gi") reads as `#`. Names keep their letters ("cq-0-1" reads as "cq-#-#").
+#[cfg(test)]
 pub fn substance(message: &str) -> String {
     substance_chars(message).collect()
 }
@@ -223,61 +219,6 @@ fn substance_chars(message: &str) -> impl Iterator<Item = char> + '_ {
     })
 }
 
-/// Why a workload is evicted: Kueue's `Evicted` condition reasons, typed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EvictedBy {
-    Preempted(PreemptedReason),
-    ClusterQueueStopped,
-    LocalQueueStopped,
-    Deactivated,
-    PodsReadyTimeout,
-    /// An admission check is in `Retry`.
-    AdmissionCheck,
-}
-
-impl EvictedBy {
-    /// The `Evicted` condition reason.
-    pub fn reason(self) -> &'static str {
-        match self {
-            EvictedBy::Preempted(_) => reason::PREEMPTED,
-            EvictedBy::ClusterQueueStopped => reason::CLUSTER_QUEUE_STOPPED,
-            EvictedBy::LocalQueueStopped => reason::LOCAL_QUEUE_STOPPED,
-            EvictedBy::Deactivated => reason::DEACTIVATED,
-            EvictedBy::PodsReadyTimeout => reason::PODS_READY_TIMEOUT,
-            EvictedBy::AdmissionCheck => reason::ADMISSION_CHECK,
-        }
-    }
-
-    /// The `Preempted` condition reason, only for preemptions.
-    pub fn preempted_reason(self) -> Option<&'static str> {
-        let EvictedBy::Preempted(r) = self else {
-            return None;
-        };
-        Some(match r {
-            PreemptedReason::InClusterQueue => reason::IN_CLUSTER_QUEUE,
-            PreemptedReason::InCohortReclamation => reason::IN_COHORT_RECLAMATION,
-            PreemptedReason::InCohortReclaimWhileBorrowing => {
-                reason::IN_COHORT_RECLAIM_WHILE_BORROWING
-            }
-            PreemptedReason::InCohortFairSharing => reason::IN_COHORT_FAIR_SHARING,
-        })
-    }
-
-    /// Whether the eviction is followed by a requeue backoff (Kueue: only the PodsReady timeout).
-    pub fn backs_off(self) -> bool {
-        self == EvictedBy::PodsReadyTimeout
-    }
-}
-
-impl From<EvictionReason> for EvictedBy {
-    fn from(r: EvictionReason) -> Self {
-        match r {
-            EvictionReason::Preempted(p) => EvictedBy::Preempted(p),
-            EvictionReason::ClusterQueueStopped => EvictedBy::ClusterQueueStopped,
-        }
-    }
-}
-
 /// Kueue's `underlying_cause` label of an eviction of `wl`: the preemption's reason, or for a
 /// deactivation the reason of the `DeactivationTarget` that caused it (`AdmissionCheck`,
 /// `RequeuingLimitExceeded`); empty otherwise.
@@ -287,13 +228,6 @@ pub fn underlying_cause(wl: &Workload, by: EvictedBy) -> String {
         None if by == EvictedBy::Deactivated => super::pods_ready::deactivation_target(wl).map(|c| c.reason.clone()).unwrap_or_default(),
         None => String::new(),
     }
-}
-
-/// What evicts a workload, and the message its conditions and event carry.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EvictionCause {
-    pub by: EvictedBy,
-    pub message: String,
 }
 
 /// Marks the workload evicted (Evicted=True, and Preempted=True for preemptions). The reservation
@@ -412,12 +346,6 @@ pub fn finished(
     .then_some(s)
 }
 
-/// An eviction is in progress: Evicted=True while quota is still reserved.
-pub fn is_evicted(wl: &Workload) -> bool {
-    wl.status
-        .as_ref()
-        .is_some_and(|s| s.condition_true(condition::EVICTED))
-}
 
 /// `spec.active` unset means active.
 pub fn is_active(wl: &Workload) -> bool {

@@ -11,6 +11,7 @@ mod classify;
 pub mod conditions;
 pub mod explanations;
 pub mod finalizers;
+pub mod metric_labels;
 pub mod own_writes;
 pub mod priorities;
 pub mod pods_ready;
@@ -18,8 +19,10 @@ pub mod pods_ready_metrics;
 pub mod queue_metrics;
 pub mod queue_status;
 pub mod run;
+pub mod snapshot;
 pub mod stats;
 pub mod sync;
+pub mod workload_status;
 pub mod write_backoff;
 
 #[cfg(test)]
@@ -31,4 +34,3 @@ pub use caches::Caches;
 pub use explanations::Explanations;
 pub use run::AdmissionLoop;
 pub use stats::{CycleFigures, CycleStats};
-pub use sync::{Action, AdmissionState, Snapshot};

@@ -7,7 +7,7 @@
 //! an admitted workload is not PodsReady (`pkg/scheduler/scheduler.go`, waitForPodsReadyIfNeeded).
 //! All pure: the loop and the job controller write what these return.
 
-use super::conditions::{EvictedBy, EvictionCause, cond, set_condition, status_of};
+use super::workload_status::{EvictedBy, EvictionCause, cond, set_condition, status_of};
 use crate::api::conditions::{FALSE, TRUE};
 use crate::api::kueue::config::{PodsReadyConfig, RequeuingTimestamp};
 use crate::api::kueue::constants::{condition, reason};

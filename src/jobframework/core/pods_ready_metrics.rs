@@ -16,8 +16,8 @@ pub fn record_ready(m: &Metrics, old: &Workload, new: &WorkloadStatus, now: jiff
     let Some(cq) = old.admission().map(|a| a.cluster_queue.clone()) else {
         return;
     };
-    let pc = super::run::priority_class(old);
-    let (queued, admitted) = pods_ready::ready_waits(old, super::run::queued_since(old), now);
+    let pc = super::metric_labels::priority_class(old);
+    let (queued, admitted) = pods_ready::ready_waits(old, super::metric_labels::queued_since(old), now);
     let p = &m.pods_ready;
     let l = m.cq_priority(&cq, &pc);
     p.ready_wait_time_seconds.get_or_create(&l).observe(queued);

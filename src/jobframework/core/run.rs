@@ -17,6 +17,7 @@ use tokio::sync::{Notify, watch};
 use super::caches::Caches;
 use super::conditions::{self, EvictionCause};
 use super::finalizers;
+use super::metric_labels::{priority_class, queued_since};
 use super::queue_status;
 use super::stats::Phase;
 use super::sync::{Action, AdmissionState, Snapshot, key_of};
@@ -104,18 +105,67 @@ fn wl_api(client: &Client, key: &WorkloadKey) -> Api<Workload> {
     Api::namespaced(client.clone(), &key.namespace)
 }
 
+/// What the loop remembers about failed writes: admissions backing off, and failed pending-status writes,
+/// retried once their backoff expires (by queueing the workload afresh), so a refused write neither
+/// hot-loops nor is forgotten.
+#[derive(Default)]
+struct WriteRetries {
+    backoff: WriteBackoff,
+    pending_backoff: WriteBackoff,
+    pending_retry: HashMap<WorkloadKey, Instant>,
+}
+
+impl WriteRetries {
+    /// Queues afresh the workloads whose pending-status write is due again.
+    fn requeue_due(&mut self, state: &mut AdmissionState) {
+        if self.pending_retry.is_empty() {
+            return;
+        }
+        let t = Instant::now();
+        self.pending_retry.retain(|k, at| {
+            let due = *at <= t;
+            if due {
+                state.unshow(k);
+            }
+            !due
+        });
+    }
+
+    /// A pending workload whose admission write failed sits out its backoff: it takes no quota in this
+    /// cycle, so it cannot starve the workloads queued behind it. (Nothing to do, and no per-workload
+    /// work on the hot path, while no write is backing off.)
+    fn sit_out(&mut self, snap: &mut Snapshot) {
+        if self.backoff.is_empty() && self.pending_backoff.is_empty() {
+            return;
+        }
+        let t = Instant::now();
+        let live: std::collections::HashSet<WorkloadKey> = snap.workloads.iter().map(|w| key_of(w)).collect();
+        self.backoff.retain(|k| live.contains(k));
+        self.pending_backoff.retain(|k| live.contains(k));
+        snap.workloads.retain(|w| w.admission().is_some() || !self.backoff.blocked(&key_of(w), t));
+    }
+}
+
+/// Only the workloads the actions name, looked up without allocating a key per workload.
+fn named_workloads(actions: &[Action], snap: &Snapshot) -> ByKey {
+    let wanted: std::collections::HashSet<(&str, &str)> = actions.iter().map(|a| {
+        let k = a.key();
+        (k.namespace.as_str(), k.name.as_str())
+    }).collect();
+    snap
+        .workloads
+        .iter()
+        .filter_map(|w| {
+            let k = (w.metadata.namespace.as_deref().unwrap_or_default(), w.metadata.name.as_deref().unwrap_or_default());
+            wanted.contains(&k).then(|| (WorkloadKey::new(k.0, k.1), w.clone()))
+        })
+        .collect()
+}
+
 impl AdmissionLoop {
     pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
-        let mut state = AdmissionState::with_pods_ready(self.pods_ready.clone())
-            .with_admission_fair_sharing(self.admission_fair_sharing.as_ref());
-        state.core.set_fair_sharing(self.fair_sharing.clone());
-        state.core.set_prioritize_preemptors(self.prioritize_preemptor_workloads);
-        state.explanations = self.explanations.clone();
-        let mut backoff = WriteBackoff::default();
-        // Failed pending-status writes: retried once their backoff expires (by queueing the
-        // workload afresh), so a refused write neither hot-loops nor is forgotten.
-        let mut pending_backoff = WriteBackoff::default();
-        let mut pending_retry: HashMap<WorkloadKey, Instant> = HashMap::new();
+        let mut state = self.fresh_state();
+        let mut retries = WriteRetries::default();
         tokio::pin!(shutdown);
         let mut leader_open = true;
         let mut last_gauges: Option<Instant> = None;
@@ -124,17 +174,7 @@ impl AdmissionLoop {
             return;
         }
         loop {
-            // The earliest PodsReady timeout wakes the loop when it runs out (none while the feature
-            // is off or nothing waits for its pods).
-            // So does the next admission fair sharing sample of a LocalQueue.
-            let deadline = match (state.wake_deadline(), state.afs_sample_deadline()) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            let wake = deadline.map_or(self.resync, |at| {
-                let left = at.saturating_sub(now().as_millisecond()).max(0);
-                Duration::from_millis(u64::try_from(left).unwrap_or(0)).min(self.resync)
-            });
+            let wake = self.wake_after(&state);
             tokio::select! {
                 _ = &mut shutdown => return,
                 _ = self.notify.notified() => {}
@@ -142,44 +182,20 @@ impl AdmissionLoop {
                     // Nobody can change leadership any more: stop watching it (no busy loop).
                     leader_open = r.is_ok();
                 }
-                _ = tokio::time::sleep(backoff.next_wake(Instant::now()).map_or(wake, |d| d.min(wake))) => {}
+                _ = tokio::time::sleep(retries.backoff.next_wake(Instant::now()).map_or(wake, |d| d.min(wake))) => {}
             }
             if !*self.leader.borrow() {
                 self.explanations.clear();
-                state = AdmissionState::with_pods_ready(self.pods_ready.clone())
-                    .with_admission_fair_sharing(self.admission_fair_sharing.as_ref());
-                state.core.set_fair_sharing(self.fair_sharing.clone());
-                state.core.set_prioritize_preemptors(self.prioritize_preemptor_workloads);
-                state.explanations = self.explanations.clone();
-                backoff = WriteBackoff::default();
-                pending_backoff = WriteBackoff::default();
-                pending_retry.clear();
+                state = self.fresh_state();
+                retries = WriteRetries::default();
                 continue;
             }
-            if !pending_retry.is_empty() {
-                let t = Instant::now();
-                pending_retry.retain(|k, at| {
-                    let due = *at <= t;
-                    if due {
-                        state.unshow(k);
-                    }
-                    !due
-                });
-            }
+            retries.requeue_due(&mut state);
             let started = std::time::Instant::now();
             let mut snap = self.caches.snapshot();
             let snapped = std::time::Instant::now();
             self.stats.add(Phase::Snapshot, snapped - started);
-            // A pending workload whose admission write failed sits out its backoff: it takes no
-            // quota in this cycle, so it cannot starve the workloads queued behind it. (Nothing to
-            // do, and no per-workload work on the hot path, while no write is backing off.)
-            if !backoff.is_empty() || !pending_backoff.is_empty() {
-                let t = Instant::now();
-                let live: std::collections::HashSet<WorkloadKey> = snap.workloads.iter().map(|w| key_of(w)).collect();
-                backoff.retain(|k| live.contains(k));
-                pending_backoff.retain(|k| live.contains(k));
-                snap.workloads.retain(|w| w.admission().is_some() || !backoff.blocked(&key_of(w), t));
-            }
+            retries.sit_out(&mut snap);
             // Records of deleted workloads are dropped now and then (a pass over all of them).
             cycles = cycles.wrapping_add(1);
             if cycles.is_multiple_of(64) && !self.own_writes.is_empty() {
@@ -192,108 +208,8 @@ impl AdmissionLoop {
             let stepped = std::time::Instant::now();
             self.stats.add(Phase::Step, stepped - snapped);
             self.stats.cycle(snap.workloads.len());
-            // Only the workloads the actions name, looked up without allocating a key per workload.
-            let wanted: std::collections::HashSet<(&str, &str)> = actions.iter().map(|a| {
-                let k = a.key();
-                (k.namespace.as_str(), k.name.as_str())
-            }).collect();
-            let by_key: ByKey = snap
-                .workloads
-                .iter()
-                .filter_map(|w| {
-                    let k = (w.metadata.namespace.as_deref().unwrap_or_default(), w.metadata.name.as_deref().unwrap_or_default());
-                    wanted.contains(&k).then(|| (WorkloadKey::new(k.0, k.1), w.clone()))
-                })
-                .collect();
-            // Writes run concurrently, bounded: one slow write no longer holds back the others, and
-            // the cycle's admissions reach the API together. A replaced slice is finished only once
-            // its successor's admission is written: finishing it after a failed write (a conflict, a
-            // deleted successor) would leave the job with no quota at all while its pods run
-            // (invariant I6). So finished slices go last, after every admission has its outcome.
-            // Quota changed while the step ran (an administrator cut it, a cohort moved): the
-            // admissions were decided against the old quota, so none is written; their workloads
-            // go back to the queue and the next cycle, which runs at once, decides on the new one.
-            // This narrows the window in which an admission can be written against a quota already
-            // cut to the watch's own delivery lag (found by the seeded chaos runs, invariant I1).
-            let mut withdrawn: BTreeSet<WorkloadKey> = BTreeSet::new();
-            if self.quota_moved(&snap) {
-                for a in &actions {
-                    if let Action::Admit { key, .. } = a {
-                        state.forget(key);
-                        withdrawn.insert(key.clone());
-                    }
-                }
-                if !withdrawn.is_empty() {
-                    tracing::debug!(withdrawn = withdrawn.len(), "quota changed during the cycle; admissions withdrawn");
-                    self.notify.notify_one();
-                }
-            }
-            let (finishes, first): (Vec<Action>, Vec<Action>) = actions
-                .into_iter()
-                .filter(|a| !matches!(a, Action::Admit { key, .. } if withdrawn.contains(key)))
-                .partition(|a| matches!(a, Action::FinishSlice { .. }));
-            // Concurrent only within a run of one kind: across kinds the order is the step's (the
-            // job controllers react to each write, and the seeded chaos runs broke invariants I1 and
-            // I2 when an eviction could land before the admission decided ahead of it).
-            let mut outcomes: Vec<Outcome> = Vec::new();
-            for run in runs_of_one_kind(first) {
-                let st = &state;
-                let by_key = &by_key;
-                let mut done: Vec<Outcome> = futures::stream::iter(run)
-                    .map(|a| self.execute(st, a, by_key))
-                    .buffer_unordered(WRITE_CONCURRENCY)
-                    .collect()
-                    .await;
-                outcomes.append(&mut done);
-            }
-            let mut failed_admits: BTreeSet<WorkloadKey> = withdrawn;
-            let mut admitted = false;
-            for o in outcomes {
-                match o {
-                    Outcome::Done => {}
-                    Outcome::PendingUnwritten(k, permanent) => {
-                        let (_, delay) = pending_backoff.failed(&k, permanent, Instant::now());
-                        pending_retry.insert(k, Instant::now() + delay);
-                    }
-                    Outcome::PendingWritten(k) => pending_backoff.succeeded(&k),
-                    Outcome::Admitted(k) => {
-                        backoff.succeeded(&k);
-                        admitted = true;
-                    }
-                    Outcome::Vanished(k) => {
-                        state.forget(&k);
-                        failed_admits.insert(k);
-                    }
-                    Outcome::AdmitFailed { key, cq, error, object } => {
-                        state.forget(&key);
-                        self.admit_failed(&mut backoff, &key, &cq, &error, &object);
-                        failed_admits.insert(key);
-                    }
-                }
-            }
-            let finishes = finishes.into_iter().filter(|a| {
-                let Action::FinishSlice { key, replaced_by } = a else { return true };
-                let failed = failed_admits.contains(replaced_by);
-                if failed {
-                    tracing::debug!(workload = %key, successor = %replaced_by, "successor not admitted; the slice stays");
-                }
-                !failed
-            });
-            {
-                let st = &state;
-                let by_key = &by_key;
-                futures::stream::iter(finishes)
-                    .map(|a| self.execute(st, a, by_key))
-                    .buffer_unordered(WRITE_CONCURRENCY)
-                    .for_each(|_| async {})
-                    .await;
-            }
-            let result = self.metrics.result(if admitted { "success" } else { "inadmissible" });
-            self.metrics.admission_attempts_total.get_or_create(&result).inc();
-            self.metrics
-                .admission_attempt_duration_seconds
-                .get_or_create(&result)
-                .observe(started.elapsed().as_secs_f64());
+            let admitted = self.write_actions(&mut state, &mut retries, &snap, actions).await;
+            self.record_attempt(admitted, started);
             let written = std::time::Instant::now();
             self.stats.add(Phase::Writes, written - stepped);
             // The gauges walk every workload: with many, at most once a second (scrapes come every
@@ -310,6 +226,148 @@ impl AdmissionLoop {
                 self.notify.notify_one();
             }
         }
+    }
+
+    /// The admission state a new leader starts from.
+    fn fresh_state(&self) -> AdmissionState {
+        let mut state = AdmissionState::with_pods_ready(self.pods_ready.clone())
+            .with_admission_fair_sharing(self.admission_fair_sharing.as_ref());
+        state.core.set_fair_sharing(self.fair_sharing.clone());
+        state.core.set_prioritize_preemptors(self.prioritize_preemptor_workloads);
+        state.explanations = self.explanations.clone();
+        state
+    }
+
+    /// How long the loop may sleep: until the earliest PodsReady timeout runs out (none while the
+    /// feature is off or nothing waits for its pods) or the next admission fair sharing sample of a
+    /// LocalQueue, and at most the resync period.
+    fn wake_after(&self, state: &AdmissionState) -> Duration {
+        let deadline = match (state.wake_deadline(), state.afs_sample_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        deadline.map_or(self.resync, |at| {
+            let left = at.saturating_sub(now().as_millisecond()).max(0);
+            Duration::from_millis(u64::try_from(left).unwrap_or(0)).min(self.resync)
+        })
+    }
+
+    /// Writes a cycle's actions; true when something was admitted.
+    ///
+    /// Writes run concurrently, bounded: one slow write no longer holds back the others, and the
+    /// cycle's admissions reach the API together. A replaced slice is finished only once its
+    /// successor's admission is written: finishing it after a failed write (a conflict, a deleted
+    /// successor) would leave the job with no quota at all while its pods run (invariant I6). So
+    /// finished slices go last, after every admission has its outcome.
+    async fn write_actions(&self, state: &mut AdmissionState, retries: &mut WriteRetries, snap: &Snapshot, actions: Vec<Action>) -> bool {
+        let by_key = named_workloads(&actions, snap);
+        let withdrawn = self.withdraw_if_quota_moved(state, snap, &actions);
+        let (finishes, first): (Vec<Action>, Vec<Action>) = actions
+            .into_iter()
+            .filter(|a| !matches!(a, Action::Admit { key, .. } if withdrawn.contains(key)))
+            .partition(|a| matches!(a, Action::FinishSlice { .. }));
+        // Concurrent only within a run of one kind: across kinds the order is the step's (the
+        // job controllers react to each write, and the seeded chaos runs broke invariants I1 and
+        // I2 when an eviction could land before the admission decided ahead of it).
+        let mut outcomes: Vec<Outcome> = Vec::new();
+        for run in runs_of_one_kind(first) {
+            let st = &*state;
+            let by_key = &by_key;
+            let mut done: Vec<Outcome> = futures::stream::iter(run)
+                .map(|a| self.execute(st, a, by_key))
+                .buffer_unordered(WRITE_CONCURRENCY)
+                .collect()
+                .await;
+            outcomes.append(&mut done);
+        }
+        let (admitted, failed_admits) = self.settle(state, retries, outcomes, withdrawn);
+        let finishes = finishes.into_iter().filter(|a| {
+            let Action::FinishSlice { key, replaced_by } = a else { return true };
+            let failed = failed_admits.contains(replaced_by);
+            if failed {
+                tracing::debug!(workload = %key, successor = %replaced_by, "successor not admitted; the slice stays");
+            }
+            !failed
+        });
+        {
+            let st = &*state;
+            let by_key = &by_key;
+            futures::stream::iter(finishes)
+                .map(|a| self.execute(st, a, by_key))
+                .buffer_unordered(WRITE_CONCURRENCY)
+                .for_each(|_| async {})
+                .await;
+        }
+        admitted
+    }
+
+    /// Quota changed while the step ran (an administrator cut it, a cohort moved): the admissions were
+    /// decided against the old quota, so none is written; their workloads go back to the queue and the
+    /// next cycle, which runs at once, decides on the new one. This narrows the window in which an
+    /// admission can be written against a quota already cut to the watch's own delivery lag (found by
+    /// the seeded chaos runs, invariant I1). Returns the withdrawn admissions.
+    fn withdraw_if_quota_moved(&self, state: &mut AdmissionState, snap: &Snapshot, actions: &[Action]) -> BTreeSet<WorkloadKey> {
+        let mut withdrawn: BTreeSet<WorkloadKey> = BTreeSet::new();
+        if self.quota_moved(snap) {
+            for a in actions {
+                if let Action::Admit { key, .. } = a {
+                    state.forget(key);
+                    withdrawn.insert(key.clone());
+                }
+            }
+            if !withdrawn.is_empty() {
+                tracing::debug!(withdrawn = withdrawn.len(), "quota changed during the cycle; admissions withdrawn");
+                self.notify.notify_one();
+            }
+        }
+        withdrawn
+    }
+
+    /// Takes in the outcomes of the cycle's writes: backoffs, retries, and the admissions that did not
+    /// happen (`failed_admits`, starting with the withdrawn ones). Returns whether something was
+    /// admitted, and the failed admissions.
+    fn settle(
+        &self,
+        state: &mut AdmissionState,
+        retries: &mut WriteRetries,
+        outcomes: Vec<Outcome>,
+        mut failed_admits: BTreeSet<WorkloadKey>,
+    ) -> (bool, BTreeSet<WorkloadKey>) {
+        let mut admitted = false;
+        for o in outcomes {
+            match o {
+                Outcome::Done => {}
+                Outcome::PendingUnwritten(k, permanent) => {
+                    let (_, delay) = retries.pending_backoff.failed(&k, permanent, Instant::now());
+                    retries.pending_retry.insert(k, Instant::now() + delay);
+                }
+                Outcome::PendingWritten(k) => retries.pending_backoff.succeeded(&k),
+                Outcome::Admitted(k) => {
+                    retries.backoff.succeeded(&k);
+                    admitted = true;
+                }
+                Outcome::Vanished(k) => {
+                    state.forget(&k);
+                    failed_admits.insert(k);
+                }
+                Outcome::AdmitFailed { key, cq, error, object } => {
+                    state.forget(&key);
+                    self.admit_failed(&mut retries.backoff, &key, &cq, &error, &object);
+                    failed_admits.insert(key);
+                }
+            }
+        }
+        (admitted, failed_admits)
+    }
+
+    /// Kueue's admission attempt metrics for one cycle.
+    fn record_attempt(&self, admitted: bool, started: std::time::Instant) {
+        let result = self.metrics.result(if admitted { "success" } else { "inadmissible" });
+        self.metrics.admission_attempts_total.get_or_create(&result).inc();
+        self.metrics
+            .admission_attempt_duration_seconds
+            .get_or_create(&result)
+            .observe(started.elapsed().as_secs_f64());
     }
 
     /// Queues the event: the loop does not wait for it to be written.
@@ -897,21 +955,6 @@ async fn admit_with_retry(
         }
         other => other,
     }
-}
-
-/// The priority class Kueue's metrics label a workload with (`""` without one).
-pub(crate) fn priority_class(wl: &Workload) -> String {
-    wl.spec.priority_class_ref.as_ref().map(|r| r.name.clone()).unwrap_or_default()
-}
-
-/// Since when a workload waits: its last requeue (`Requeued=True`), else its creation, as Kueue's
-/// `QueuedWaitTime`.
-pub(crate) fn queued_since(wl: &Workload) -> jiff::Timestamp {
-    let requeued = wl.status.as_ref().and_then(|s| s.condition(crate::api::kueue::constants::condition::REQUEUED)).filter(|c| c.status == "True");
-    requeued
-        .map(|c| c.last_transition_time.0)
-        .or_else(|| wl.metadata.creation_timestamp.as_ref().map(|t| t.0))
-        .unwrap_or_else(now)
 }
 
 /// Whether `user` is still in use, read from the API server rather than the caches.

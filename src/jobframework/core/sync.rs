@@ -16,23 +16,11 @@ use super::conditions::{EvictionCause, controller_owner, is_evicted};
 use super::pods_ready;
 use crate::api::kueue::config::PodsReadyConfig;
 use crate::api::kueue::constants::reason;
-use crate::api::kueue::{AdmissionCheck, ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload, WorkloadStatus};
+use crate::api::kueue::{Workload, WorkloadStatus};
 use crate::queue::{self, AdmissionCore, WorkloadKey, convert};
 
-/// What the caches hold at one moment.
-#[derive(Clone, Default)]
-pub struct Snapshot {
-    pub cluster_queues: Vec<Arc<ClusterQueue>>,
-    pub cohorts: Vec<Arc<Cohort>>,
-    pub flavors: Vec<Arc<ResourceFlavor>>,
-    pub local_queues: Vec<Arc<LocalQueue>>,
-    pub workloads: Vec<Arc<Workload>>,
-    /// Namespace labels by namespace name (for ClusterQueue namespaceSelector).
-    pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
-    /// WorkloadPriorityClass values by name.
-    pub priority_classes: BTreeMap<String, i32>,
-    pub admission_checks: Vec<Arc<AdmissionCheck>>,
-}
+pub use super::snapshot::{Snapshot, key_of};
+pub use crate::jobframework::slices::replacement_for;
 
 /// A write the loop must make.
 #[derive(Clone, Debug, PartialEq)]
@@ -106,13 +94,6 @@ impl Action {
             | Action::RemoveFinalizer { key } => key,
         }
     }
-}
-
-pub fn key_of(wl: &Workload) -> WorkloadKey {
-    WorkloadKey::new(
-        wl.metadata.namespace.clone().unwrap_or_default(),
-        wl.metadata.name.clone().unwrap_or_default(),
-    )
 }
 
 fn rv(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
@@ -827,15 +808,3 @@ pub fn scaled_down(wl: &Workload) -> bool {
     smaller
 }
 
-/// `kueue.x-k8s.io/workload-slice-replacement-for: <ns>/<name>` of a scale-up slice.
-pub fn replacement_for(wl: &Workload) -> Option<WorkloadKey> {
-    let v = wl
-        .metadata
-        .annotations
-        .as_ref()?
-        .get(crate::api::kueue::constants::label::WORKLOAD_SLICE_REPLACEMENT_FOR)?;
-    Some(match v.split_once('/') {
-        Some((ns, n)) => WorkloadKey::new(ns, n),
-        None => WorkloadKey::new(wl.metadata.namespace.clone().unwrap_or_default(), v.clone()),
-    })
-}

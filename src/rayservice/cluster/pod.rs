@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::pod_env::{autoscaler_container, set_container_env, set_init_container_env, set_probes};
 use super::pod_features::{configure_gcs_ft, configure_token_auth};
-use super::startcmd::{self, NodeType};
+use super::startcmd::{self, NodeType, shell_command};
 use super::{BuildError, BuildOptions, Creator, labels, names};
 use crate::api::ray::constants as c;
 use crate::api::ray::raycluster::AutoscalerVersion;
@@ -334,15 +334,6 @@ fn add_features(
     let spec = template.spec.get_or_insert_with(Default::default);
     configure_gcs_ft(cluster, node, annotations, params, spec);
     configure_token_auth(cluster, spec);
-}
-
-/// `bash -c --` (or `-lc` with login shells), KubeRay's wrapper for generated commands.
-pub fn shell_command(login: bool) -> Vec<String> {
-    vec![
-        "/bin/bash".into(),
-        if login { "-cl".into() } else { "-c".into() },
-        "--".into(),
-    ]
 }
 
 fn mark_overwrite_cmd(cluster: &RayCluster, meta: &mut ObjectMeta) {

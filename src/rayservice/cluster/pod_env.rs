@@ -11,8 +11,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::Creator;
-use super::pod::shell_command;
-use super::startcmd::NodeType;
+use super::startcmd::{NodeType, shell_command};
 use crate::api::ray::constants as c;
 use crate::api::ray::raycluster::AutoscalerOptions;
 

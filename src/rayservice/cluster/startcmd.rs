@@ -230,6 +230,15 @@ fn number(milli: i128) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// `bash -c --` (or `-lc` with login shells), KubeRay's wrapper for generated commands.
+pub fn shell_command(login: bool) -> Vec<String> {
+    vec![
+        "/bin/bash".into(),
+        if login { "-cl".into() } else { "-c".into() },
+        "--".into(),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -266,7 +266,7 @@ pub fn admitted_slice(workloads: &[Workload]) -> Option<&Workload> {
                 && !w.is_finished()
                 && w.has_quota_reservation()
                 && w.is_admitted()
-                && !crate::jobframework::core::conditions::is_evicted(w)
+                && !crate::jobframework::is_evicted(w)
         })
         .collect();
     latest_of(&admitted)
@@ -278,7 +278,7 @@ pub fn latest_of<'a>(slices: &[&'a Workload]) -> Option<&'a Workload> {
     slices
         .iter()
         .find(|w| {
-            crate::jobframework::core::sync::replacement_for(w).is_some_and(|k| {
+            crate::jobframework::replacement_for(w).is_some_and(|k| {
                 slices
                     .iter()
                     .any(|o| o.metadata.name.as_deref() == Some(k.name.as_str()))

@@ -298,7 +298,7 @@ mod plan_tests {
     use super::*;
     use crate::api::kueue::Admission;
     use crate::api::kueue::constants::label;
-    use crate::jobframework::core::conditions;
+    use crate::jobframework::admission as conditions;
     use crate::jobframework::job_controller::{Step, plan};
 
     fn rc(suspended: bool, queue: bool) -> RayClusterJob {

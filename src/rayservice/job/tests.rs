@@ -289,7 +289,7 @@ mod demand_and_gate {
     #[test]
     fn an_evicted_service_keeps_its_reservation_while_a_child_remains() {
         use crate::api::kueue::{Admission, Workload};
-        use crate::jobframework::core::conditions;
+        use crate::jobframework::admission as conditions;
         use crate::jobframework::job_controller::{Step, plan};
         use crate::rayservice::job::rayservice::RayServiceJob;
         let rs: crate::api::ray::RayService = serde_json::from_value(json!({

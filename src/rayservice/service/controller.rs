@@ -576,6 +576,11 @@ fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<(), Error> {
     Ok(())
 }
 
+/// A JSON merge patch.
+fn merge(v: Value) -> Patch<Value> {
+    Patch::Merge(v)
+}
+
 async fn act(
     rs: &RayService,
     ns: &str,
@@ -584,297 +589,33 @@ async fn act(
     ctx: &Context,
     rv: &mut String,
 ) -> Result<(), Error> {
-    let client = ctx.client.clone();
-    let rs_api: Api<RayService> = Api::namespaced(client.clone(), ns);
-    let rc_api: Api<RayCluster> = Api::namespaced(client.clone(), ns);
-    let svc_api: Api<Service> = Api::namespaced(client.clone(), ns);
-    let pods_api: Api<Pod> = Api::namespaced(client, ns);
-    let merge = |v: Value| Patch::Merge(v);
+    let rc_api: Api<RayCluster> = Api::namespaced(ctx.client.clone(), ns);
+    let svc_api: Api<Service> = Api::namespaced(ctx.client.clone(), ns);
     match action {
-        Action::AddFinalizer | Action::RemoveFinalizer => {
-            let mut finalizers: Vec<String> = rs
-                .finalizers()
-                .iter()
-                .filter(|f| *f != c::FINALIZER_RAYSERVICE)
-                .cloned()
-                .collect();
-            if matches!(action, Action::AddFinalizer) {
-                finalizers.push(c::FINALIZER_RAYSERVICE.into());
-            }
-            // Guarded by the resourceVersion the plan was made from, like every write to the
-            // RayService itself: a pass on a stale cache must conflict, not overwrite.
-            let patch = guarded(json!({ "metadata": { "finalizers": finalizers } }), rv);
-            match rs_api
-                .patch(name, &PatchParams::default(), &merge(patch))
-                .await
-            {
-                Ok(updated) => {
-                    *rv = updated.resource_version().unwrap_or_default();
-                    Ok(())
-                }
-                Err(e) => ignore_not_found(Err::<RayService, _>(e)),
-            }
-        }
+        Action::AddFinalizer | Action::RemoveFinalizer => set_finalizer(rs, ns, name, action, ctx, rv).await,
         Action::CreateCluster {
             name: cname,
             gated,
             incremental,
-        } => {
-            let mut rc = build::new_child(
-                rs,
-                cname,
-                &ctx.config.operator_version,
-                *gated,
-                *incremental,
-            );
-            rc.annotations_mut().insert(
-                crate::api::ray::constants::ANNOTATION_CREATED_AT.into(),
-                jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.9fZ").to_string(),
-            );
-            // Created by a pass whose status write was lost: same name, nothing to do.
-            shell::ignore_already_exists(rc_api.create(&PostParams::default(), &rc).await)?;
-            Ok(())
-        }
-        Action::UpdateCluster { name: cname } => {
-            let existing = rc_api
-                .get_opt(cname)
-                .await?
-                .ok_or_else(|| Error::ClusterGone(cname.clone()))?;
-            let updated = build::updated_child(&existing, rs, &stamp(rs, ctx));
-            rc_api
-                .replace(cname, &PostParams::default(), &updated)
-                .await?;
-            Ok(())
-        }
-        Action::OpenGate { name: cname } => {
-            // Released only once an admitted slice covers it (the plan checked); the RayCluster
-            // controller still caps its pods by the slice.
-            // Admission lets the release through only because the child's status (written by the
-            // RayCluster controller, which users cannot write) says an admitted slice covers it.
-            let release = json!({
-                "metadata": { "annotations": { GATE_ANNOTATION: Value::Null } },
-                "spec": { "suspend": false },
-            });
-            rc_api
-                .patch(cname, &PatchParams::default(), &merge(release))
-                .await?;
-            Ok(())
-        }
+        } => create_cluster(rs, &rc_api, cname, *gated, *incremental, ctx).await,
+        Action::UpdateCluster { name: cname } => update_cluster(rs, &rc_api, cname, ctx).await,
+        Action::OpenGate { name: cname } => open_gate(&rc_api, cname).await,
         Action::PushServeConfig {
             cluster,
             target_capacity,
-        } => {
-            let yaml = rs
-                .spec
-                .serve_config_v2
-                .as_deref()
-                .ok_or(Error::MissingField("spec.serveConfigV2"))?;
-            let config = ServeConfig::from_yaml(yaml).map_err(|source| Error::Dashboard {
-                cluster: cluster.clone(),
-                source,
-            })?;
-            let rc = rc_api
-                .get_opt(cluster)
-                .await?
-                .ok_or_else(|| Error::ClusterGone(cluster.clone()))?;
-            let endpoint = ctx.endpoint(&rc, ns).await?;
-            let dashboard = (ctx.dashboards)(&endpoint);
-            let secs = ctx.config.dashboard_timeout.as_secs();
-            let hash = observe::serve_config_hash(yaml);
-            // The record of what the cluster was given goes before the PUT: should the PUT land and
-            // its new record fail to be written, the cluster must not keep claiming the config it had
-            // before, or a fix back to that config would never be pushed (chaos seed 43).
-            if rc.annotations().contains_key(SERVED_CONFIG_ANNOTATION) {
-                let forget = json!({ "metadata": { "annotations": { SERVED_CONFIG_ANNOTATION: Value::Null } } });
-                rc_api
-                    .patch(cluster, &PatchParams::default(), &merge(forget))
-                    .await?;
-            }
-            let answer = tokio::time::timeout(
-                ctx.config.dashboard_timeout,
-                dashboard.deploy(&endpoint, &config, target_capacity.map(f64::from)),
-            )
-            .await
-            .map_err(|_| Error::DashboardTimeout {
-                cluster: cluster.clone(),
-                secs,
-            })?;
-            let annotations = match answer {
-                Ok(()) => {
-                    json!({ SERVED_CONFIG_ANNOTATION: hash, REJECTED_CONFIG_ANNOTATION: Value::Null })
-                }
-                // Ray refused this config: record it (status and an event say why) instead of
-                // failing the pass and re-sending the same broken config every few seconds.
-                Err(
-                    source @ (DashboardError::Rejected { .. } | DashboardError::InvalidConfig(_)),
-                ) => {
-                    let message = source.to_string();
-                    let last = message
-                        .lines()
-                        .rev()
-                        .map(str::trim)
-                        .find(|l| !l.is_empty())
-                        .unwrap_or("");
-                    shell::publish(
-                        &ctx.recorder,
-                        &rs.object_ref(&()),
-                        KEventType::Warning,
-                        "FailedToUpdateServeApplications",
-                        format!("{cluster}: {message}"),
-                    )
-                    .await;
-                    json!({ REJECTED_CONFIG_ANNOTATION: format!("{hash} {last}") })
-                }
-                Err(source) => {
-                    return Err(Error::Dashboard {
-                        cluster: cluster.clone(),
-                        source,
-                    });
-                }
-            };
-            let patch = json!({ "metadata": { "annotations": annotations } });
-            rc_api
-                .patch(cluster, &PatchParams::default(), &merge(patch))
-                .await?;
-            Ok(())
-        }
+        } => push_serve_config(rs, ns, &rc_api, cluster, *target_capacity, ctx).await,
         Action::SetHeadServeLabel { cluster, serving } => {
-            let selector = format!(
-                "{}={cluster},{}={}",
-                c::LABEL_CLUSTER,
-                c::LABEL_NODE_TYPE,
-                c::NODE_TYPE_HEAD
-            );
-            for pod in pods_api
-                .list(&ListParams::default().labels(&selector))
-                .await?
-                .items
-            {
-                let patch =
-                    json!({ "metadata": { "labels": { c::LABEL_SERVE: serving.to_string() } } });
-                ignore_not_found(
-                    pods_api
-                        .patch(&pod.name_any(), &PatchParams::default(), &merge(patch))
-                        .await,
-                )?;
-            }
-            Ok(())
+            let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
+            set_head_serve_label(&pods_api, cluster, *serving).await
         }
         Action::PointServices { cluster } | Action::PointHeadService { cluster } => {
-            let cluster_head = svc_api
-                .get_opt(&names::head_service_name(
-                    cluster,
-                    &rs.spec.ray_cluster_config,
-                ))
-                .await?;
-            let mut wanted = vec![build::rayservice_head_service(
-                rs,
-                cluster,
-                cluster_head.as_ref(),
-            )];
-            if matches!(action, Action::PointServices { .. }) {
-                wanted.push(build::rayservice_serve_service(rs, cluster));
-            }
-            for svc in wanted {
-                let sname = svc.name_any();
-                match svc_api.get_opt(&sname).await? {
-                    None => {
-                        svc_api.create(&PostParams::default(), &svc).await?;
-                    }
-                    Some(mut existing) => {
-                        // Keep the existing clusterIP (immutable); switch selector, ports and type.
-                        let want = svc.spec.unwrap_or_default();
-                        let spec = existing.spec.get_or_insert_with(Default::default);
-                        spec.selector = want.selector;
-                        spec.ports = want.ports;
-                        if want.type_.is_some() {
-                            spec.type_ = want.type_;
-                        }
-                        svc_api
-                            .replace(&sname, &PostParams::default(), &existing)
-                            .await?;
-                    }
-                }
-            }
-            Ok(())
+            point_services(rs, &svc_api, cluster, action).await
         }
-        Action::EnsureServeService { cluster } => {
-            let rc = rc_api
-                .get_opt(cluster)
-                .await?
-                .ok_or_else(|| Error::ClusterGone(cluster.clone()))?;
-            let svc = traffic::cluster_serve_service(rs, &rc);
-            shell::ignore_already_exists(svc_api.create(&PostParams::default(), &svc).await)?;
-            Ok(())
-        }
-        Action::ApplyGateway => {
-            let options = traffic::options(rs);
-            let wanted = traffic::gateway(rs, &options.gateway_class);
-            let api: Api<Gateway> = Api::namespaced(ctx.client.clone(), ns);
-            let gname = wanted.name_any();
-            match api.get_opt(&gname).await? {
-                None => {
-                    api.create(&PostParams::default(), &wanted).await?;
-                    created_event(ctx, rs, "CreatedGateway", format!("created Gateway {ns}/{gname}")).await;
-                }
-                Some(mut existing) => {
-                    existing.spec = wanted.spec;
-                    api.replace(&gname, &PostParams::default(), &existing).await?;
-                    created_event(ctx, rs, "UpdatedGateway", format!("updated Gateway {ns}/{gname}")).await;
-                }
-            }
-            Ok(())
-        }
-        Action::SetRoute { backends } => {
-            let port = observe::serve_port(&rs.spec.ray_cluster_config);
-            let wanted = traffic::httproute(rs, backends, port);
-            let api: Api<HTTPRoute> = Api::namespaced(ctx.client.clone(), ns);
-            let rname = wanted.name_any();
-            match api.get_opt(&rname).await? {
-                None => {
-                    api.create(&PostParams::default(), &wanted).await?;
-                }
-                Some(mut existing) => {
-                    existing.spec.parent_refs = wanted.spec.parent_refs;
-                    existing.spec.rules = wanted.spec.rules;
-                    api.replace(&rname, &PostParams::default(), &existing).await?;
-                }
-            }
-            Ok(())
-        }
+        Action::EnsureServeService { cluster } => ensure_serve_service(rs, &rc_api, &svc_api, cluster).await,
+        Action::ApplyGateway => apply_gateway(rs, ns, ctx).await,
+        Action::SetRoute { backends } => set_route(rs, ns, backends, ctx).await,
         Action::SetTargetCapacity { cluster, percent } => {
-            let rc = rc_api
-                .get_opt(cluster)
-                .await?
-                .ok_or_else(|| Error::ClusterGone(cluster.clone()))?;
-            let endpoint = ctx.endpoint(&rc, ns).await?;
-            let dashboard = (ctx.dashboards)(&endpoint);
-            let secs = ctx.config.dashboard_timeout.as_secs();
-            let timed_out = || Error::DashboardTimeout {
-                cluster: cluster.clone(),
-                secs,
-            };
-            let dashboard_error = |source| Error::Dashboard {
-                cluster: cluster.clone(),
-                source,
-            };
-            let details = tokio::time::timeout(
-                ctx.config.dashboard_timeout,
-                dashboard.serve_details(&endpoint),
-            )
-            .await
-            .map_err(|_| timed_out())?
-            .map_err(dashboard_error)?;
-            // The config this cluster already runs, so only its capacity changes.
-            let running = ServeConfig::from_deployed(&details).map_err(dashboard_error)?;
-            tokio::time::timeout(
-                ctx.config.dashboard_timeout,
-                dashboard.deploy(&endpoint, &running, Some(f64::from(*percent))),
-            )
-            .await
-            .map_err(|_| timed_out())?
-            .map_err(dashboard_error)?;
-            Ok(())
+            set_target_capacity(ns, &rc_api, cluster, *percent, ctx).await
         }
         Action::DeleteCluster { name: cname } => {
             let dp = DeleteParams {
@@ -893,4 +634,306 @@ async fn act(
             Ok(())
         }
     }
+}
+
+/// Adds or removes the RayService's finalizer (`action` says which).
+async fn set_finalizer(rs: &RayService, ns: &str, name: &str, action: &Action, ctx: &Context, rv: &mut String) -> Result<(), Error> {
+    let rs_api: Api<RayService> = Api::namespaced(ctx.client.clone(), ns);
+    let mut finalizers: Vec<String> = rs
+        .finalizers()
+        .iter()
+        .filter(|f| *f != c::FINALIZER_RAYSERVICE)
+        .cloned()
+        .collect();
+    if matches!(action, Action::AddFinalizer) {
+        finalizers.push(c::FINALIZER_RAYSERVICE.into());
+    }
+    // Guarded by the resourceVersion the plan was made from, like every write to the
+    // RayService itself: a pass on a stale cache must conflict, not overwrite.
+    let patch = guarded(json!({ "metadata": { "finalizers": finalizers } }), rv);
+    match rs_api
+        .patch(name, &PatchParams::default(), &merge(patch))
+        .await
+    {
+        Ok(updated) => {
+            *rv = updated.resource_version().unwrap_or_default();
+            Ok(())
+        }
+        Err(e) => ignore_not_found(Err::<RayService, _>(e)),
+    }
+}
+
+/// Creates a child RayCluster (gated while its upgrade waits for quota).
+async fn create_cluster(rs: &RayService, rc_api: &Api<RayCluster>, cname: &str, gated: bool, incremental: bool, ctx: &Context) -> Result<(), Error> {
+    let mut rc = build::new_child(
+        rs,
+        cname,
+        &ctx.config.operator_version,
+        gated,
+        incremental,
+    );
+    rc.annotations_mut().insert(
+        crate::api::ray::constants::ANNOTATION_CREATED_AT.into(),
+        jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.9fZ").to_string(),
+    );
+    // Created by a pass whose status write was lost: same name, nothing to do.
+    shell::ignore_already_exists(rc_api.create(&PostParams::default(), &rc).await)?;
+    Ok(())
+}
+
+async fn update_cluster(rs: &RayService, rc_api: &Api<RayCluster>, cname: &str, ctx: &Context) -> Result<(), Error> {
+    let existing = rc_api
+        .get_opt(cname)
+        .await?
+        .ok_or_else(|| Error::ClusterGone(cname.to_string()))?;
+    let updated = build::updated_child(&existing, rs, &stamp(rs, ctx));
+    rc_api
+        .replace(cname, &PostParams::default(), &updated)
+        .await?;
+    Ok(())
+}
+
+async fn open_gate(rc_api: &Api<RayCluster>, cname: &str) -> Result<(), Error> {
+    // Released only once an admitted slice covers it (the plan checked); the RayCluster
+    // controller still caps its pods by the slice.
+    // Admission lets the release through only because the child's status (written by the
+    // RayCluster controller, which users cannot write) says an admitted slice covers it.
+    let release = json!({
+        "metadata": { "annotations": { GATE_ANNOTATION: Value::Null } },
+        "spec": { "suspend": false },
+    });
+    rc_api
+        .patch(cname, &PatchParams::default(), &merge(release))
+        .await?;
+    Ok(())
+}
+
+/// Sends the Serve config to a cluster's dashboard and records what it answered on the cluster.
+async fn push_serve_config(
+    rs: &RayService,
+    ns: &str,
+    rc_api: &Api<RayCluster>,
+    cluster: &str,
+    target_capacity: Option<i32>,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let yaml = rs
+        .spec
+        .serve_config_v2
+        .as_deref()
+        .ok_or(Error::MissingField("spec.serveConfigV2"))?;
+    let config = ServeConfig::from_yaml(yaml).map_err(|source| Error::Dashboard {
+        cluster: cluster.to_string(),
+        source,
+    })?;
+    let rc = rc_api
+        .get_opt(cluster)
+        .await?
+        .ok_or_else(|| Error::ClusterGone(cluster.to_string()))?;
+    let endpoint = ctx.endpoint(&rc, ns).await?;
+    let dashboard = (ctx.dashboards)(&endpoint);
+    let secs = ctx.config.dashboard_timeout.as_secs();
+    let hash = observe::serve_config_hash(yaml);
+    // The record of what the cluster was given goes before the PUT: should the PUT land and
+    // its new record fail to be written, the cluster must not keep claiming the config it had
+    // before, or a fix back to that config would never be pushed (chaos seed 43).
+    if rc.annotations().contains_key(SERVED_CONFIG_ANNOTATION) {
+        let forget = json!({ "metadata": { "annotations": { SERVED_CONFIG_ANNOTATION: Value::Null } } });
+        rc_api
+            .patch(cluster, &PatchParams::default(), &merge(forget))
+            .await?;
+    }
+    let answer = tokio::time::timeout(
+        ctx.config.dashboard_timeout,
+        dashboard.deploy(&endpoint, &config, target_capacity.map(f64::from)),
+    )
+    .await
+    .map_err(|_| Error::DashboardTimeout {
+        cluster: cluster.to_string(),
+        secs,
+    })?;
+    let annotations = match answer {
+        Ok(()) => {
+            json!({ SERVED_CONFIG_ANNOTATION: hash, REJECTED_CONFIG_ANNOTATION: Value::Null })
+        }
+        // Ray refused this config: record it (status and an event say why) instead of
+        // failing the pass and re-sending the same broken config every few seconds.
+        Err(
+            source @ (DashboardError::Rejected { .. } | DashboardError::InvalidConfig(_)),
+        ) => {
+            let message = source.to_string();
+            let last = message
+                .lines()
+                .rev()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .unwrap_or("");
+            shell::publish(
+                &ctx.recorder,
+                &rs.object_ref(&()),
+                KEventType::Warning,
+                "FailedToUpdateServeApplications",
+                format!("{cluster}: {message}"),
+            )
+            .await;
+            json!({ REJECTED_CONFIG_ANNOTATION: format!("{hash} {last}") })
+        }
+        Err(source) => {
+            return Err(Error::Dashboard {
+                cluster: cluster.to_string(),
+                source,
+            });
+        }
+    };
+    let patch = json!({ "metadata": { "annotations": annotations } });
+    rc_api
+        .patch(cluster, &PatchParams::default(), &merge(patch))
+        .await?;
+    Ok(())
+}
+
+async fn set_head_serve_label(pods_api: &Api<Pod>, cluster: &str, serving: bool) -> Result<(), Error> {
+    let selector = format!(
+        "{}={cluster},{}={}",
+        c::LABEL_CLUSTER,
+        c::LABEL_NODE_TYPE,
+        c::NODE_TYPE_HEAD
+    );
+    for pod in pods_api
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+    {
+        let patch =
+            json!({ "metadata": { "labels": { c::LABEL_SERVE: serving.to_string() } } });
+        ignore_not_found(
+            pods_api
+                .patch(&pod.name_any(), &PatchParams::default(), &merge(patch))
+                .await,
+        )?;
+    }
+    Ok(())
+}
+
+/// Creates `<rs>-head-svc` (and, for `PointServices`, `<rs>-serve-svc`) or switches them to `cluster`.
+async fn point_services(rs: &RayService, svc_api: &Api<Service>, cluster: &str, action: &Action) -> Result<(), Error> {
+    let cluster_head = svc_api
+        .get_opt(&names::head_service_name(
+            cluster,
+            &rs.spec.ray_cluster_config,
+        ))
+        .await?;
+    let mut wanted = vec![build::rayservice_head_service(
+        rs,
+        cluster,
+        cluster_head.as_ref(),
+    )];
+    if matches!(action, Action::PointServices { .. }) {
+        wanted.push(build::rayservice_serve_service(rs, cluster));
+    }
+    for svc in wanted {
+        let sname = svc.name_any();
+        match svc_api.get_opt(&sname).await? {
+            None => {
+                svc_api.create(&PostParams::default(), &svc).await?;
+            }
+            Some(mut existing) => {
+                // Keep the existing clusterIP (immutable); switch selector, ports and type.
+                let want = svc.spec.unwrap_or_default();
+                let spec = existing.spec.get_or_insert_with(Default::default);
+                spec.selector = want.selector;
+                spec.ports = want.ports;
+                if want.type_.is_some() {
+                    spec.type_ = want.type_;
+                }
+                svc_api
+                    .replace(&sname, &PostParams::default(), &existing)
+                    .await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn ensure_serve_service(rs: &RayService, rc_api: &Api<RayCluster>, svc_api: &Api<Service>, cluster: &str) -> Result<(), Error> {
+    let rc = rc_api
+        .get_opt(cluster)
+        .await?
+        .ok_or_else(|| Error::ClusterGone(cluster.to_string()))?;
+    let svc = traffic::cluster_serve_service(rs, &rc);
+    shell::ignore_already_exists(svc_api.create(&PostParams::default(), &svc).await)?;
+    Ok(())
+}
+
+async fn apply_gateway(rs: &RayService, ns: &str, ctx: &Context) -> Result<(), Error> {
+    let options = traffic::options(rs);
+    let wanted = traffic::gateway(rs, &options.gateway_class);
+    let api: Api<Gateway> = Api::namespaced(ctx.client.clone(), ns);
+    let gname = wanted.name_any();
+    match api.get_opt(&gname).await? {
+        None => {
+            api.create(&PostParams::default(), &wanted).await?;
+            created_event(ctx, rs, "CreatedGateway", format!("created Gateway {ns}/{gname}")).await;
+        }
+        Some(mut existing) => {
+            existing.spec = wanted.spec;
+            api.replace(&gname, &PostParams::default(), &existing).await?;
+            created_event(ctx, rs, "UpdatedGateway", format!("updated Gateway {ns}/{gname}")).await;
+        }
+    }
+    Ok(())
+}
+
+async fn set_route(rs: &RayService, ns: &str, backends: &[(String, i32)], ctx: &Context) -> Result<(), Error> {
+    let port = observe::serve_port(&rs.spec.ray_cluster_config);
+    let wanted = traffic::httproute(rs, backends, port);
+    let api: Api<HTTPRoute> = Api::namespaced(ctx.client.clone(), ns);
+    let rname = wanted.name_any();
+    match api.get_opt(&rname).await? {
+        None => {
+            api.create(&PostParams::default(), &wanted).await?;
+        }
+        Some(mut existing) => {
+            existing.spec.parent_refs = wanted.spec.parent_refs;
+            existing.spec.rules = wanted.spec.rules;
+            api.replace(&rname, &PostParams::default(), &existing).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Changes only Serve's `target_capacity` on a cluster: re-PUTs the config it already runs.
+async fn set_target_capacity(ns: &str, rc_api: &Api<RayCluster>, cluster: &str, percent: i32, ctx: &Context) -> Result<(), Error> {
+    let rc = rc_api
+        .get_opt(cluster)
+        .await?
+        .ok_or_else(|| Error::ClusterGone(cluster.to_string()))?;
+    let endpoint = ctx.endpoint(&rc, ns).await?;
+    let dashboard = (ctx.dashboards)(&endpoint);
+    let secs = ctx.config.dashboard_timeout.as_secs();
+    let timed_out = || Error::DashboardTimeout {
+        cluster: cluster.to_string(),
+        secs,
+    };
+    let dashboard_error = |source| Error::Dashboard {
+        cluster: cluster.to_string(),
+        source,
+    };
+    let details = tokio::time::timeout(
+        ctx.config.dashboard_timeout,
+        dashboard.serve_details(&endpoint),
+    )
+    .await
+    .map_err(|_| timed_out())?
+    .map_err(dashboard_error)?;
+    // The config this cluster already runs, so only its capacity changes.
+    let running = ServeConfig::from_deployed(&details).map_err(dashboard_error)?;
+    tokio::time::timeout(
+        ctx.config.dashboard_timeout,
+        dashboard.deploy(&endpoint, &running, Some(f64::from(percent))),
+    )
+    .await
+    .map_err(|_| timed_out())?
+    .map_err(dashboard_error)?;
+    Ok(())
 }

@@ -135,35 +135,10 @@ pub(crate) fn step(s: &Snapshot, o: &IncrementalOptions, t: &TrafficView, p: &mu
     let active_obj = active.as_deref().and_then(|n| s.cluster(n));
     let stored_pending_obj = pending.as_deref().and_then(|n| s.cluster(n));
     let (at, pt) = (s.status.active_traffic, s.status.pending_traffic);
-    let route_weight = |name: &str, stored: Option<i32>, default: i32| {
-        if t.route_exists && !t.backends.is_empty() {
-            t.weight(name)
-        } else {
-            stored.unwrap_or(default)
-        }
-    };
 
     // 1. Rollback: the spec left the pending cluster's after traffic or capacity moved to it.
-    let moved = stored_pending_obj.is_some_and(|pc| {
-        route_weight(&pc.name, pt.traffic, 0) > 0
-            || capacity(Some(pc), pt.target_capacity, 0) > 0
-            || capacity(active_obj, at.target_capacity, 100) < 100
-    });
-    let spec_left_pending =
-        stored_pending_obj.is_some_and(|pc| s.desired.compare(pc) == HashMatch::Different);
-    let rolling_back = moved && spec_left_pending && active_obj.is_some();
-    if moved && spec_left_pending && active_obj.is_none() {
-        p.event(
-            EventType::Warning,
-            "RollbackImpossible",
-            format!(
-                "the cluster spec changed but active cluster {} is gone: upgrade continues on {}",
-                active.as_deref().unwrap_or("<none>"),
-                pending.as_deref().unwrap_or("<none>")
-            ),
-        );
-    }
-    let decision = if rolling_back || (moved && spec_left_pending) {
+    let (rolling_back, keep_spec) = rollback(s, t, active_obj, stored_pending_obj, &active, &pending, p);
+    let decision = if rolling_back || keep_spec {
         SpecDecision::Keep
     } else {
         spec_decision(s, &mut notes)
@@ -193,22 +168,191 @@ pub(crate) fn step(s: &Snapshot, o: &IncrementalOptions, t: &TrafficView, p: &mu
     running::update_in_place(s, [active_obj.filter(|_| may_touch_active), pending_obj], p);
 
     // 5. Capacities as they stand, and the Serve config where it is due (with the capacity).
-    let mut active_cap = capacity(active_obj, at.target_capacity, 100);
-    let mut pending_cap = match (pending_obj, active_obj) {
-        (Some(pc), Some(_)) => capacity(Some(pc), pt.target_capacity, 0),
-        // The first cluster, or one left without an active: all of it.
-        _ => 100,
+    let mut levels = Levels {
+        active_cap: capacity(active_obj, at.target_capacity, 100),
+        pending_cap: match (pending_obj, active_obj) {
+            (Some(pc), Some(_)) => capacity(Some(pc), pt.target_capacity, 0),
+            // The first cluster, or one left without an active: all of it.
+            _ => 100,
+        },
+        active_traffic: match active_obj {
+            Some(a) => route_weight(t, &a.name, at.traffic, 100),
+            None => 0,
+        },
     };
-    let mut pushed: Vec<String> = Vec::new();
     let serve_targets = [
         pending_obj
             .filter(|_| !rolling_back)
-            .map(|c| (c, pending_cap)),
+            .map(|c| (c, levels.pending_cap)),
         active_obj
             .filter(|_| may_touch_active)
-            .map(|c| (c, active_cap)),
+            .map(|c| (c, levels.active_cap)),
     ];
-    for (c, cap) in serve_targets.into_iter().flatten() {
+    let pushed = push_serve_configs(s, serve_targets, &mut notes, p);
+    let was_pushed = |c: &ChildCluster| pushed.contains(&c.name);
+
+    // 6. The per-cluster serve Services and the Gateway.
+    ensure_traffic_objects(t, [active_obj, pending_obj], p);
+
+    // 7. The upgrade (or rollback) machine, one move per pass.
+    let ended = match (active_obj, pending_obj) {
+        (Some(a), Some(pc)) => upgrade_move(s, o, t, (a, pc), rolling_back, &was_pushed, &mut levels, &mut notes, p),
+        _ => Ended::default(),
+    };
+
+    // 8. Capacity changes Serve has not applied yet (a PUT of the config each cluster already runs).
+    for (c, cap) in [(active_obj, levels.active_cap), (pending_obj, levels.pending_cap)] {
+        let Some(c) = c else { continue };
+        if !was_pushed(c) && reported(c).is_some_and(|r| r != cap) && !c.gated && c.head_ready {
+            p.actions.push(Action::SetTargetCapacity {
+                cluster: c.name.clone(),
+                percent: cap,
+            });
+        }
+    }
+
+    // 9. Promotion, rollback completion, or the first cluster coming up.
+    settle_roles(s, &ended, (active_obj, pending_obj), &was_pushed, (&mut active, &mut pending), &mut levels, p);
+
+    // 10. The route: the active cluster, plus the pending one once its serve Service exists.
+    let statuses = route(s, t, &active, &pending, &levels, (at, pt), p);
+
+    // 11. Head pods' serve label, dangling clusters, status.
+    running::head_serve_labels(s, [&active, &pending], p);
+    reap_unnamed(s, &active, &pending, p);
+    let traffic_of = |n: &str| statuses.iter().find(|(c, _)| c == n).map(|(_, t)| *t);
+    let active_status = active
+        .as_deref()
+        .map(|n| running::service_status(s, n, traffic_of(n)));
+    let pending_status = pending
+        .as_deref()
+        .map(|n| running::service_status(s, n, traffic_of(n)));
+    let rollback_cond = rollback_condition(rolling_back && !ended.rollback_done, &active, &pending);
+    running::status(
+        s,
+        active_status,
+        pending_status,
+        notes,
+        Some(rollback_cond),
+        p,
+    );
+}
+
+/// Where capacity (Serve's `target_capacity`) and traffic (the active cluster's route weight) stand
+/// during one pass, in percent.
+struct Levels {
+    active_cap: i32,
+    pending_cap: i32,
+    active_traffic: i32,
+}
+
+/// How the upgrade (or rollback) machine ended this pass.
+#[derive(Default)]
+struct Ended {
+    rollback_done: bool,
+    upgrade_done: bool,
+}
+
+/// Who is active once the machine ended its move: the pending cluster is promoted when the upgrade is
+/// done, dropped when a rollback is, and the first cluster becomes active once it serves at full capacity.
+fn settle_roles(
+    s: &Snapshot,
+    ended: &Ended,
+    (active_obj, pending_obj): (Option<&ChildCluster>, Option<&ChildCluster>),
+    was_pushed: &dyn Fn(&ChildCluster) -> bool,
+    (active, pending): (&mut Option<String>, &mut Option<String>),
+    levels: &mut Levels,
+    p: &mut Plan,
+) {
+    if ended.upgrade_done {
+        let (old, new) = (active.take(), pending.take());
+        p.event(
+            EventType::Normal,
+            "PromotedPendingCluster",
+            format!(
+                "RayCluster {} is now active; {} will be deleted after {}s",
+                new.as_deref().unwrap_or_default(),
+                old.as_deref().unwrap_or_default(),
+                s.deletion_delay.as_secs()
+            ),
+        );
+        *active = new;
+        levels.active_cap = 100;
+    } else if ended.rollback_done {
+        if let Some(old) = pending.take() {
+            p.event(
+                EventType::Normal,
+                "RollbackComplete",
+                format!(
+                    "traffic and capacity are back on {}; {old} will be deleted after {}s",
+                    active.as_deref().unwrap_or_default(),
+                    s.deletion_delay.as_secs()
+                ),
+            );
+        }
+    } else if let (None, Some(pc)) = (active_obj, pending_obj)
+        && serving_at(pc, 100, was_pushed(pc))
+    {
+        *active = pending.take();
+        levels.active_cap = 100;
+        levels.active_traffic = 100;
+    }
+}
+
+/// A cluster's weight in the route as the gateway holds it, else what status stored.
+fn route_weight(t: &TrafficView, name: &str, stored: Option<i32>, default: i32) -> i32 {
+    if t.route_exists && !t.backends.is_empty() {
+        t.weight(name)
+    } else {
+        stored.unwrap_or(default)
+    }
+}
+
+/// Whether to roll back (the spec left the pending cluster's after traffic or capacity moved to it,
+/// and the active cluster is there to go back to), and whether the spec decision is held either way.
+/// With the active cluster gone, the upgrade continues, with a Warning event.
+fn rollback(
+    s: &Snapshot,
+    t: &TrafficView,
+    active_obj: Option<&ChildCluster>,
+    stored_pending_obj: Option<&ChildCluster>,
+    active: &Option<String>,
+    pending: &Option<String>,
+    p: &mut Plan,
+) -> (bool, bool) {
+    let (at, pt) = (s.status.active_traffic, s.status.pending_traffic);
+    let moved = stored_pending_obj.is_some_and(|pc| {
+        route_weight(t, &pc.name, pt.traffic, 0) > 0
+            || capacity(Some(pc), pt.target_capacity, 0) > 0
+            || capacity(active_obj, at.target_capacity, 100) < 100
+    });
+    let spec_left_pending =
+        stored_pending_obj.is_some_and(|pc| s.desired.compare(pc) == HashMatch::Different);
+    let rolling_back = moved && spec_left_pending && active_obj.is_some();
+    if moved && spec_left_pending && active_obj.is_none() {
+        p.event(
+            EventType::Warning,
+            "RollbackImpossible",
+            format!(
+                "the cluster spec changed but active cluster {} is gone: upgrade continues on {}",
+                active.as_deref().unwrap_or("<none>"),
+                pending.as_deref().unwrap_or("<none>")
+            ),
+        );
+    }
+    (rolling_back, moved && spec_left_pending)
+}
+
+/// Pushes the Serve config, with its capacity, to each target where it is due; returns the clusters
+/// it was pushed to.
+fn push_serve_configs(
+    s: &Snapshot,
+    targets: [Option<(&ChildCluster, i32)>; 2],
+    notes: &mut Vec<String>,
+    p: &mut Plan,
+) -> Vec<String> {
+    let mut pushed: Vec<String> = Vec::new();
+    for (c, cap) in targets.into_iter().flatten() {
         if let Some(reason) = running::push_reason(s, c) {
             p.actions.push(Action::PushServeConfig {
                 cluster: c.name.clone(),
@@ -228,10 +372,12 @@ pub(crate) fn step(s: &Snapshot, o: &IncrementalOptions, t: &TrafficView, p: &mu
             notes.push(format!("dashboard of {} unreachable: {e}", c.name));
         }
     }
-    let was_pushed = |c: &ChildCluster| pushed.contains(&c.name);
+    pushed
+}
 
-    // 6. The per-cluster serve Services and the Gateway.
-    for c in [active_obj, pending_obj].into_iter().flatten() {
+/// The per-cluster serve Services and the Gateway.
+fn ensure_traffic_objects(t: &TrafficView, clusters: [Option<&ChildCluster>; 2], p: &mut Plan) {
+    for c in clusters.into_iter().flatten() {
         if !c.deleting && !t.serve_services.contains(&c.name) {
             p.actions.push(Action::EnsureServeService {
                 cluster: c.name.clone(),
@@ -241,162 +387,139 @@ pub(crate) fn step(s: &Snapshot, o: &IncrementalOptions, t: &TrafficView, p: &mu
     if !t.gateway_current {
         p.actions.push(Action::ApplyGateway);
     }
+}
 
-    // 7. The upgrade (or rollback) machine, one move per pass.
-    let mut active_traffic = match (active_obj, pending_obj) {
-        (Some(a), _) => route_weight(&a.name, at.traffic, 100),
-        (None, _) => 0,
+/// One move of the upgrade (or, `rolling_back`, the rollback) machine between the active cluster `a`
+/// and the pending one `pc`: what blocks it, else [`next_move`] on where things stand; the move is
+/// applied to `levels`.
+#[allow(clippy::too_many_arguments)]
+fn upgrade_move(
+    s: &Snapshot,
+    o: &IncrementalOptions,
+    t: &TrafficView,
+    (a, pc): (&ChildCluster, &ChildCluster),
+    rolling_back: bool,
+    was_pushed: &dyn Fn(&ChildCluster) -> bool,
+    levels: &mut Levels,
+    notes: &mut Vec<String>,
+    p: &mut Plan,
+) -> Ended {
+    let mut ended = Ended::default();
+    let both_routed = t.route_shape_current
+        && t.backends.iter().any(|(n, _)| *n == a.name)
+        && t.backends.iter().any(|(n, _)| *n == pc.name);
+    let blocker = if pc.gated {
+        Some(format!(
+            "pending cluster {} waits for quota admission",
+            pc.name
+        ))
+    } else if !t.gateway_ready {
+        Some(format!(
+            "Gateway {} is not Accepted and Programmed yet",
+            t.gateway
+        ))
+    } else if !t.route_ready || !both_routed {
+        Some("the HTTPRoute does not route to both clusters yet".into())
+    } else {
+        None
     };
-    let mut rollback_done = false;
-    let mut upgrade_done = false;
-    if let (Some(a), Some(pc)) = (active_obj, pending_obj) {
-        let both_routed = t.route_shape_current
-            && t.backends.iter().any(|(n, _)| *n == a.name)
-            && t.backends.iter().any(|(n, _)| *n == pc.name);
-        let blocker = if pc.gated {
-            Some(format!(
-                "pending cluster {} waits for quota admission",
-                pc.name
-            ))
-        } else if !t.gateway_ready {
-            Some(format!(
-                "Gateway {} is not Accepted and Programmed yet",
-                t.gateway
-            ))
-        } else if !t.route_ready || !both_routed {
-            Some("the HTTPRoute does not route to both clusters yet".into())
+    let Levels { active_cap, pending_cap, active_traffic } = *levels;
+    let pending_traffic = 100 - active_traffic;
+    let last = last_move(s, t, a, pc);
+    let interval_passed = last.is_none_or(|l| s.now >= l + o.interval);
+    let (gain, lose) = if rolling_back { (a, pc) } else { (pc, a) };
+    let progress = Progress {
+        gain_capacity: if rolling_back {
+            active_cap
         } else {
-            None
-        };
-        let pending_traffic = 100 - active_traffic;
-        let last = last_move(s, t, a, pc);
-        let interval_passed = last.is_none_or(|l| s.now >= l + o.interval);
-        let (gain, lose) = if rolling_back { (a, pc) } else { (pc, a) };
-        let progress = Progress {
-            gain_capacity: if rolling_back {
+            pending_cap
+        },
+        lose_capacity: if rolling_back {
+            pending_cap
+        } else {
+            active_cap
+        },
+        traffic: if rolling_back {
+            active_traffic
+        } else {
+            pending_traffic
+        },
+        gain_serving: serving_at(
+            gain,
+            if rolling_back {
                 active_cap
             } else {
                 pending_cap
             },
-            lose_capacity: if rolling_back {
-                pending_cap
-            } else {
-                active_cap
-            },
-            traffic: if rolling_back {
-                active_traffic
-            } else {
-                pending_traffic
-            },
-            gain_serving: serving_at(
-                gain,
-                if rolling_back {
-                    active_cap
-                } else {
-                    pending_cap
-                },
-                was_pushed(gain),
-            ),
-            interval_passed,
-            traffic_settled: interval_passed && t.route_current,
-        };
-        let mv = match blocker {
-            Some(why) => Move::Wait(why),
-            None => next_move(&progress, o),
-        };
-        match mv {
-            Move::Traffic(to_gain) => {
-                let new_active = if rolling_back { to_gain } else { 100 - to_gain };
-                p.event(
-                    EventType::Normal,
-                    "UpdatedHTTPRoute",
-                    format!(
-                        "traffic {} {new_active}% / {} {}%",
-                        a.name,
-                        pc.name,
-                        100 - new_active
-                    ),
-                );
-                active_traffic = new_active;
-            }
-            Move::Shrink(v) => {
-                p.event(
-                    EventType::Normal,
-                    "UpdatedTargetCapacity",
-                    format!("{} target_capacity {v}%", lose.name),
-                );
-                if rolling_back {
-                    pending_cap = v
-                } else {
-                    active_cap = v
-                }
-            }
-            Move::Grow(v) => {
-                p.event(
-                    EventType::Normal,
-                    "UpdatedTargetCapacity",
-                    format!("{} target_capacity {v}%", gain.name),
-                );
-                if rolling_back {
-                    active_cap = v
-                } else {
-                    pending_cap = v
-                }
-            }
-            Move::Done if rolling_back => rollback_done = true,
-            Move::Done => upgrade_done = true,
-            Move::Wait(why) => notes.push(why),
-        }
-    }
-
-    // 8. Capacity changes Serve has not applied yet (a PUT of the config each cluster already runs).
-    for (c, cap) in [(active_obj, active_cap), (pending_obj, pending_cap)] {
-        let Some(c) = c else { continue };
-        if !was_pushed(c) && reported(c).is_some_and(|r| r != cap) && !c.gated && c.head_ready {
-            p.actions.push(Action::SetTargetCapacity {
-                cluster: c.name.clone(),
-                percent: cap,
-            });
-        }
-    }
-
-    // 9. Promotion, rollback completion, or the first cluster coming up.
-    let mut statuses: Vec<(String, TrafficStatus)> = Vec::new();
-    if upgrade_done {
-        let (old, new) = (active.take(), pending.take());
-        p.event(
-            EventType::Normal,
-            "PromotedPendingCluster",
-            format!(
-                "RayCluster {} is now active; {} will be deleted after {}s",
-                new.as_deref().unwrap_or_default(),
-                old.as_deref().unwrap_or_default(),
-                s.deletion_delay.as_secs()
-            ),
-        );
-        active = new;
-        active_cap = 100;
-    } else if rollback_done {
-        if let Some(old) = pending.take() {
+            was_pushed(gain),
+        ),
+        interval_passed,
+        traffic_settled: interval_passed && t.route_current,
+    };
+    let mv = match blocker {
+        Some(why) => Move::Wait(why),
+        None => next_move(&progress, o),
+    };
+    match mv {
+        Move::Traffic(to_gain) => {
+            let new_active = if rolling_back { to_gain } else { 100 - to_gain };
             p.event(
                 EventType::Normal,
-                "RollbackComplete",
+                "UpdatedHTTPRoute",
                 format!(
-                    "traffic and capacity are back on {}; {old} will be deleted after {}s",
-                    active.as_deref().unwrap_or_default(),
-                    s.deletion_delay.as_secs()
+                    "traffic {} {new_active}% / {} {}%",
+                    a.name,
+                    pc.name,
+                    100 - new_active
                 ),
             );
+            levels.active_traffic = new_active;
         }
-    } else if let (None, Some(pc)) = (active_obj, pending_obj)
-        && serving_at(pc, 100, was_pushed(pc))
-    {
-        active = pending.take();
-        active_cap = 100;
-        active_traffic = 100;
+        Move::Shrink(v) => {
+            p.event(
+                EventType::Normal,
+                "UpdatedTargetCapacity",
+                format!("{} target_capacity {v}%", lose.name),
+            );
+            if rolling_back {
+                levels.pending_cap = v
+            } else {
+                levels.active_cap = v
+            }
+        }
+        Move::Grow(v) => {
+            p.event(
+                EventType::Normal,
+                "UpdatedTargetCapacity",
+                format!("{} target_capacity {v}%", gain.name),
+            );
+            if rolling_back {
+                levels.active_cap = v
+            } else {
+                levels.pending_cap = v
+            }
+        }
+        Move::Done if rolling_back => ended.rollback_done = true,
+        Move::Done => ended.upgrade_done = true,
+        Move::Wait(why) => notes.push(why),
     }
+    ended
+}
 
-    // 10. The route: the active cluster, plus the pending one once its serve Service exists.
+/// The route: the active cluster, plus the pending one once its serve Service exists; the head
+/// Service on the active cluster. Returns each routed cluster's traffic status (`stored`: the active
+/// and pending ones as status held them).
+fn route(
+    s: &Snapshot,
+    t: &TrafficView,
+    active: &Option<String>,
+    pending: &Option<String>,
+    levels: &Levels,
+    (at, pt): (TrafficStatus, TrafficStatus),
+    p: &mut Plan,
+) -> Vec<(String, TrafficStatus)> {
+    let mut statuses: Vec<(String, TrafficStatus)> = Vec::new();
+    let Levels { active_cap, pending_cap, active_traffic } = *levels;
     if let Some(a) = active.as_deref().filter(|a| s.cluster(a).is_some()) {
         let mut backends = vec![(a.to_string(), active_traffic)];
         if let Some(pn) = pending.as_deref().filter(|n| t.serve_services.contains(*n)) {
@@ -441,18 +564,12 @@ pub(crate) fn step(s: &Snapshot, o: &IncrementalOptions, t: &TrafficView, p: &mu
     } else if let Some(pn) = pending.as_deref() {
         statuses.push((pn.to_string(), traffic_status(s, pt, pending_cap, 0)));
     }
+    statuses
+}
 
-    // 11. Head pods' serve label, dangling clusters, status.
-    running::head_serve_labels(s, [&active, &pending], p);
-    reap_unnamed(s, &active, &pending, p);
-    let traffic_of = |n: &str| statuses.iter().find(|(c, _)| c == n).map(|(_, t)| *t);
-    let active_status = active
-        .as_deref()
-        .map(|n| running::service_status(s, n, traffic_of(n)));
-    let pending_status = pending
-        .as_deref()
-        .map(|n| running::service_status(s, n, traffic_of(n)));
-    let rollback_cond = if rolling_back && !rollback_done {
+/// `RollbackInProgress`: true while a rollback runs (`in_progress`), naming the two clusters.
+fn rollback_condition(in_progress: bool, active: &Option<String>, pending: &Option<String>) -> super::plan::ConditionPlan {
+    if in_progress {
         cond::set(
             c::COND_ROLLBACK_IN_PROGRESS,
             cond::TRUE,
@@ -470,15 +587,7 @@ pub(crate) fn step(s: &Snapshot, o: &IncrementalOptions, t: &TrafficView, p: &mu
             c::REASON_NO_PENDING_CLUSTER,
             "no rollback in progress",
         )
-    };
-    running::status(
-        s,
-        active_status,
-        pending_status,
-        notes,
-        Some(rollback_cond),
-        p,
-    );
+    }
 }
 
 /// When traffic last moved: the later of the two stored times, or now when the route's weights no

@@ -5,10 +5,28 @@ use indexmap::IndexMap;
 use tokio::time::Instant;
 
 use super::schema::CPU_UNITS;
-use super::state::{Phase, SIM_MAX_REPLICAS, Scaling, SimApp, SimDeployment, SimReplica, running};
+use super::state::{Phase, SIM_MAX_REPLICAS, Scaling, SimApp, SimCluster, SimDeployment, SimReplica, running};
 use crate::rayservice::dashboard::{
-    AppDetails, AppStatus, DeploymentDetails, DeploymentStatus, ReplicaDetails, ReplicaState,
+    AppDetails, AppStatus, DeploymentDetails, DeploymentStatus, ReplicaDetails, ReplicaState, ServeDetails,
 };
+
+impl SimCluster {
+    /// The whole `GET /api/serve/applications/` answer of the cluster at `now`.
+    pub(super) fn render(&self, now: Instant) -> ServeDetails {
+        let mut applications = IndexMap::new();
+        for (name, app) in &self.apps {
+            applications.insert(
+                name.clone(),
+                render_app(name, app, self.started, self.free_units(), now),
+            );
+        }
+        ServeDetails {
+            applications,
+            target_capacity: self.target_capacity,
+            proxies: IndexMap::new(),
+        }
+    }
+}
 
 fn secs(started: Instant, t: Instant) -> f64 {
     t.saturating_duration_since(started).as_secs_f64()

@@ -13,12 +13,11 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::SimOptions;
-use super::render::render_app;
 use super::schema::{ParsedApp, ParsedConfig, ParsedDeployment};
-use crate::rayservice::dashboard::{ServeDetails, capacity_adjusted_replicas};
+use crate::rayservice::dashboard::capacity_adjusted_replicas;
 
 pub(super) struct SimCluster {
-    started: Instant,
+    pub(super) started: Instant,
     pub(super) reachable: bool,
     pub(super) fail_deploys: bool,
     pub(super) auth_token: Option<String>,
@@ -248,21 +247,6 @@ impl SimCluster {
             if done {
                 d.scaling = None;
             }
-        }
-    }
-
-    pub(super) fn render(&self, now: Instant) -> ServeDetails {
-        let mut applications = IndexMap::new();
-        for (name, app) in &self.apps {
-            applications.insert(
-                name.clone(),
-                render_app(name, app, self.started, self.free_units(), now),
-            );
-        }
-        ServeDetails {
-            applications,
-            target_capacity: self.target_capacity,
-            proxies: IndexMap::new(),
         }
     }
 }
