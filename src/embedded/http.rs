@@ -4,6 +4,7 @@
 use super::discovery;
 use super::error::ApiError;
 use super::escalation;
+use super::events;
 use super::patch::PatchKind;
 use super::protobuf;
 use super::rbac;
@@ -322,7 +323,7 @@ impl Req<'_> {
             (&Method::GET, None) => self.list(),
             (&Method::GET, Some(n)) => Ok(self.object(200, self.store().get(&info, self.ns(), &n)?)),
             (&Method::POST, None) => {
-                let mut obj = self.decode_body()?;
+                let mut obj = events::to_storage(&info, self.decode_body()?);
                 if info.group.is_empty() && info.plural == "pods" {
                     let ns = self.ns().unwrap_or("default");
                     serviceaccount::admit_pod(self.store(), &self.srv.registry, ns, &mut obj)?;
@@ -336,7 +337,7 @@ impl Req<'_> {
                 Ok(self.object(201, created))
             }
             (&Method::PUT, Some(n)) => {
-                let obj = self.decode_body()?;
+                let obj = events::to_storage(&info, self.decode_body()?);
                 if info.group.is_empty() && info.plural == "resourcequotas" && !self.t.status {
                     quota::validate(&obj)?;
                 }
@@ -346,7 +347,7 @@ impl Req<'_> {
                 let kind = PatchKind::from_content_type(&self.content_type).ok_or_else(|| {
                     ApiError::unsupported_media(format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {:?})", self.content_type))
                 })?;
-                let body = self.decode_body()?;
+                let body = events::patch_to_storage(&info, kind, self.decode_body()?);
                 let manager = self.query.get("fieldManager").unwrap_or("unknown");
                 let (obj, created) =
                     self.store().patch(&info, self.ns(), &n, kind, body, self.t.status, manager, self.query.dry_run())?;
@@ -397,6 +398,7 @@ impl Req<'_> {
             labels: LabelSelector::parse(self.query.get("labelSelector").unwrap_or("")).map_err(bad)?,
             fields: FieldSelector::parse(self.query.get("fieldSelector").unwrap_or(""))
                 .and_then(|f| f.check_supported(&self.t.info.group, &self.t.info.plural).map(|()| f))
+                .map(|f| events::field_selector_to_storage(&self.t.info, f))
                 .map_err(bad)?,
             limit: self.query.get("limit").and_then(|l| l.parse().ok()),
             continue_token: self.query.get("continue").map(String::from),
@@ -432,7 +434,7 @@ impl Req<'_> {
             let ns = o.pointer("/metadata/namespace").and_then(Value::as_str);
             let name = o.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
             match self.store().delete(&self.t.info, ns, name, &dopts) {
-                Ok(d) => items.push((*d).clone()),
+                Ok(d) => items.push((*Store::at_version(&self.t.info, d)).clone()),
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),
             }

@@ -10,6 +10,7 @@ pub mod discovery;
 pub mod durable;
 pub mod error;
 mod escalation;
+pub mod events;
 pub mod faults;
 #[cfg(test)]
 mod fuzz;
@@ -50,11 +51,13 @@ pub struct ServerConfig {
     /// Keep the objects in this directory (`--data-dir`), durable before the API answers; `None`
     /// keeps them in memory only. Honoured by [`EmbeddedServer::open`].
     pub data_dir: Option<PathBuf>,
+    /// How long an Event lives after its last write (kube-apiserver's `--event-ttl`, default 1 h).
+    pub event_ttl: Duration,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        ServerConfig { store: StoreConfig::default(), bookmark_interval: Duration::from_secs(30), data_dir: None }
+        ServerConfig { store: StoreConfig::default(), bookmark_interval: Duration::from_secs(30), data_dir: None, event_ttl: events::DEFAULT_TTL }
     }
 }
 
@@ -103,6 +106,7 @@ impl EmbeddedServer {
         for ns in ["default", "kube-system", "kube-public"] {
             serviceaccount::ensure_default(&srv.store, &srv.registry, ns);
         }
+        events::spawn_ttl(&srv.store, &srv.registry, srv.config.event_ttl);
         srv
     }
 
@@ -124,6 +128,7 @@ impl EmbeddedServer {
         for ns in ["default", "kube-system", "kube-public"] {
             serviceaccount::ensure_default(&srv.store, &srv.registry, ns);
         }
+        events::spawn_ttl(&srv.store, &srv.registry, srv.config.event_ttl);
         Ok(srv)
     }
 

@@ -47,6 +47,11 @@ impl ResourceInfo {
     }
     /// The storage key: every version of one resource shares one set of objects.
     pub fn key(&self) -> ResourceKey {
+        // `events.k8s.io` Events are the core Events seen through another version, as on a real
+        // server (`events.rs` converts between them).
+        if self.group == super::events::EVENTS_GROUP && self.plural == "events" {
+            return ResourceKey { group: String::new(), plural: self.plural.clone() };
+        }
         ResourceKey { group: self.group.clone(), plural: self.plural.clone() }
     }
 }
