@@ -5,6 +5,8 @@ use super::discovery;
 use super::error::ApiError;
 use super::escalation;
 use super::events;
+use super::logs;
+use super::review;
 use super::patch::PatchKind;
 use super::protobuf;
 use super::rbac;
@@ -100,6 +102,8 @@ enum Route {
     OpenApiRoot,
     OpenApiGv(String),
     Resource(Target),
+    /// `pods/{name}/log` (`logs.rs`).
+    PodLog(Target),
     UnknownSub,
     NotFound,
 }
@@ -149,6 +153,9 @@ fn route(srv: &EmbeddedServer, path: &str) -> Route {
     let status = match sub {
         None => false,
         Some("status") if info.has_status => true,
+        Some("log") if info.group.is_empty() && info.plural == "pods" && name.is_some() => {
+            return Route::PodLog(Target { info, namespace, name: name.map(String::from), status: false });
+        }
         Some(_) => return Route::UnknownSub,
     };
     Route::Resource(Target { info, namespace, name: name.map(String::from), status })
@@ -209,7 +216,7 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
     };
     let aggregated = accept.contains("as=APIGroupDiscoveryList");
     let route = route(&srv, &path);
-    if !matches!(route, Route::Resource(_) | Route::UnknownSub | Route::NotFound) && parts.method != Method::GET {
+    if !matches!(route, Route::Resource(_) | Route::PodLog(_) | Route::UnknownSub | Route::NotFound) && parts.method != Method::GET {
         return error(&ApiError::method_not_allowed(format!(
             "the server does not allow this method on the requested resource: {} {path}",
             parts.method
@@ -228,8 +235,17 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
         Route::OpenApiRoot => ok(200, &discovery::openapi_v3_root(&srv.registry)),
         Route::OpenApiGv(p) => discovery::openapi_v3_gv(&srv.registry, &p).map(|d| ok(200, &d)).unwrap_or_else(|| not_found_path(&path)),
         Route::UnknownSub | Route::NotFound => not_found_path(&path),
+        Route::PodLog(t) => pod_log(&srv, &parts, &t).unwrap_or_else(|e| error(&e)),
         Route::Resource(t) => {
-            if let Some(rbac::Principal(authz)) = parts.extensions.get::<rbac::Principal>()
+            let principal = match review::principal(&srv.store, &srv.registry, &parts.headers, parts.extensions.get::<rbac::Principal>()) {
+                Ok(p) => p,
+                Err(e) => return error(&e),
+            };
+            if t.info.group == review::GROUP {
+                let reviewed = review::serve(&srv.store, &srv.registry, principal.as_deref(), &t.info, t.namespace.as_deref(), &parts.method, &content_type, &body);
+                return reviewed.map(|(code, v)| ok(code, &v)).unwrap_or_else(|e| error(&e));
+            }
+            if let Some(authz) = &principal
                 && let Err(e) = authorize(&srv, authz, &t, &parts.method, &query, &body)
             {
                 return error(&e);
@@ -248,6 +264,28 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
             resp
         }
     }
+}
+
+/// `kubectl logs`: RBAC on `pods/log`, then the pod's output or why it has none (`logs.rs`).
+fn pod_log(srv: &EmbeddedServer, parts: &http::request::Parts, t: &Target) -> Result<Response, ApiError> {
+    if parts.method != Method::GET {
+        return Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource: {}", parts.method)));
+    }
+    let name = t.name.clone().unwrap_or_default();
+    let namespace = t.namespace.clone().unwrap_or_else(|| "default".into());
+    if let Some(authz) = review::principal(&srv.store, &srv.registry, &parts.headers, parts.extensions.get::<rbac::Principal>())? {
+        let a = rbac::Access { group: String::new(), resource: "pods/log".into(), verb: "get".into(), name: Some(name.clone()), namespace: Some(namespace.clone()) };
+        if !authz.allows(&a) {
+            return Err(ApiError::new(403, "Forbidden", authz.forbidden_message(&a)));
+        }
+    }
+    let query: Vec<(String, String)> = serde_urlencoded::from_str(parts.uri.query().unwrap_or("")).unwrap_or_default();
+    let req = logs::request(&srv.store, &srv.registry, &namespace, &name, &query)?;
+    let stream = logs::logs(&srv.runtimes, &req)?;
+    let body = futures::StreamExt::map(stream, Ok::<_, std::io::Error>);
+    let mut r = Response::new(Body::from_stream(body));
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    Ok(r)
 }
 
 struct Req<'a> {

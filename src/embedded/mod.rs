@@ -16,12 +16,14 @@ pub mod faults;
 mod fuzz;
 mod http;
 mod listener;
+pub mod logs;
 pub mod meta;
 pub mod patch;
 pub mod protobuf;
 pub mod quota;
 pub mod rbac;
 pub mod registry;
+pub mod review;
 pub mod selector;
 pub mod serviceaccount;
 pub mod sim;
@@ -86,6 +88,8 @@ pub struct EmbeddedServer {
     /// Held across a pod create's quota check and the create, and across each quota status pass, so
     /// two creates cannot both fit the last of a quota (`quota.rs`).
     pub(crate) quota_lock: std::sync::Mutex<()>,
+    /// Process runtimes whose pods have output for `pods/log` (`logs.rs`); none: all simulated.
+    pub runtimes: logs::Runtimes,
 }
 
 impl EmbeddedServer {
@@ -102,6 +106,7 @@ impl EmbeddedServer {
             config,
             aggregated: aggregated::Aggregated::default(),
             quota_lock: std::sync::Mutex::new(()),
+            runtimes: logs::Runtimes::default(),
         });
         for ns in ["default", "kube-system", "kube-public"] {
             serviceaccount::ensure_default(&srv.store, &srv.registry, ns);
@@ -124,6 +129,7 @@ impl EmbeddedServer {
             config,
             aggregated: aggregated::Aggregated::default(),
             quota_lock: std::sync::Mutex::new(()),
+            runtimes: logs::Runtimes::default(),
         });
         for ns in ["default", "kube-system", "kube-public"] {
             serviceaccount::ensure_default(&srv.store, &srv.registry, ns);

@@ -172,6 +172,13 @@ const BUILTINS: &[B] = &[
     B { group: "discovery.k8s.io", version: "v1", kind: "EndpointSlice", plural: "endpointslices", short: &[], categories: &[], namespaced: true, has_status: false },
     B { group: "rbac.authorization.k8s.io", version: "v1", kind: "Role", plural: "roles", short: &[], categories: &[], namespaced: true, has_status: false },
     B { group: "rbac.authorization.k8s.io", version: "v1", kind: "RoleBinding", plural: "rolebindings", short: &[], categories: &[], namespaced: true, has_status: false },
+    B { group: "rbac.authorization.k8s.io", version: "v1", kind: "ClusterRole", plural: "clusterroles", short: &[], categories: &[], namespaced: false, has_status: false },
+    B { group: "rbac.authorization.k8s.io", version: "v1", kind: "ClusterRoleBinding", plural: "clusterrolebindings", short: &[], categories: &[], namespaced: false, has_status: false },
+    // Create-only reviews, answered and never stored (`review.rs`).
+    B { group: "authorization.k8s.io", version: "v1", kind: "LocalSubjectAccessReview", plural: "localsubjectaccessreviews", short: &[], categories: &[], namespaced: true, has_status: false },
+    B { group: "authorization.k8s.io", version: "v1", kind: "SelfSubjectAccessReview", plural: "selfsubjectaccessreviews", short: &[], categories: &[], namespaced: false, has_status: false },
+    B { group: "authorization.k8s.io", version: "v1", kind: "SelfSubjectRulesReview", plural: "selfsubjectrulesreviews", short: &[], categories: &[], namespaced: false, has_status: false },
+    B { group: "authorization.k8s.io", version: "v1", kind: "SubjectAccessReview", plural: "subjectaccessreviews", short: &[], categories: &[], namespaced: false, has_status: false },
     B { group: "scheduling.k8s.io", version: "v1", kind: "PriorityClass", plural: "priorityclasses", short: &["pc"], categories: &[], namespaced: false, has_status: false },
 ];
 
