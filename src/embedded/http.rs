@@ -242,7 +242,7 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
                 Err(e) => return error(&e),
             };
             if t.info.group == review::GROUP {
-                let reviewed = review::serve(&srv.store, &srv.registry, principal.as_deref(), &t.info, t.namespace.as_deref(), &parts.method, &content_type, &body);
+                let reviewed = review::serve(&srv, principal.as_deref(), &t.info, t.namespace.as_deref(), &parts.method, &content_type, &body);
                 return reviewed.map(|(code, v)| ok(code, &v)).unwrap_or_else(|e| error(&e));
             }
             if let Some(authz) = &principal

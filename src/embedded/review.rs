@@ -235,8 +235,7 @@ fn rules_review(authz: Option<&Authorizer>, namespace: &str) -> Value {
 /// Serves a request to `authorization.k8s.io` (`info`): POST of a review, answered 201 with its
 /// status; any other method 405, as the real server (reviews are create-only and never stored).
 pub fn serve(
-    store: &Store,
-    registry: &Registry,
+    srv: &super::EmbeddedServer,
     authz: Option<&Authorizer>,
     info: &ResourceInfo,
     url_namespace: Option<&str>,
@@ -281,7 +280,7 @@ pub fn serve(
             }
             // The subject is exactly who the spec names (no groups added: a webhook passes them on).
             let subject = Subject { user: user.to_string(), groups };
-            let theirs = authorizer_for(store, registry, &subject);
+            let theirs = authorizer_for(&srv.store, &srv.registry, &subject);
             json!({"allowed": decide(Some(&theirs), &spec, kind, url_namespace)?})
         }
         other => return Err(ApiError::not_found(&info.qualified_plural(), other)),
@@ -362,7 +361,7 @@ mod tests {
         let ssar = |verb: &str, ns: &str| serde_json::to_vec(&json!({"spec": {"resourceAttributes": {"verb": verb, "resource": "pods", "namespace": ns}}})).unwrap();
         let role = json!({"kind": "Role", "metadata": {"namespace": "team"}, "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]});
         let authz = Authorizer::from_documents("u", &[role]).unwrap();
-        let post = |authz: Option<&Authorizer>, kind: &str, body: &[u8]| serve(&srv.store, &srv.registry, authz, &info(kind), None, &Method::POST, "application/json", body);
+        let post = |authz: Option<&Authorizer>, kind: &str, body: &[u8]| serve(&srv, authz, &info(kind), None, &Method::POST, "application/json", body);
         let (code, out) = post(Some(&authz), "SelfSubjectAccessReview", &ssar("get", "team")).unwrap();
         assert_eq!((code, out["status"]["allowed"].as_bool()), (201, Some(true)));
         assert_eq!(out["apiVersion"], "authorization.k8s.io/v1");
@@ -388,7 +387,7 @@ mod tests {
         let masters = br#"{"spec": {"user": "x", "groups": ["system:masters"], "resourceAttributes": {"verb": "get", "resource": "pods"}}}"#;
         assert_eq!(post(None, "SubjectAccessReview", masters).unwrap().1["status"]["allowed"], true);
         assert_eq!(post(None, "SubjectAccessReview", br#"{"spec": {"resourceAttributes": {}}}"#).unwrap_err().code, 422);
-        let get = serve(&srv.store, &srv.registry, None, &info("SelfSubjectAccessReview"), None, &Method::GET, "", b"");
+        let get = serve(&srv, None, &info("SelfSubjectAccessReview"), None, &Method::GET, "", b"");
         assert_eq!(get.unwrap_err().code, 405);
     }
 
