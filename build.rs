@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 const FILES: &[&str] = &[
+    "api/authorization/v1/generated.proto",
     "api/core/v1/generated.proto",
     "api/coordination/v1/generated.proto",
     "api/discovery/v1/generated.proto",

@@ -185,6 +185,9 @@ enum Command {
         /// answers, and load it on start; without it the state lives in memory only.
         #[arg(long)]
         data_dir: Option<PathBuf>,
+        /// How long an Event lives after its last write (kube-apiserver's --event-ttl).
+        #[arg(long, default_value = "1h", value_parser = parse_duration)]
+        event_ttl: Duration,
     },
 }
 
@@ -253,6 +256,9 @@ struct RunArgs {
     /// before the API answers, and load it on start; without it the state lives in memory only.
     #[arg(long, requires = "embedded")]
     data_dir: Option<PathBuf>,
+    /// With --embedded: how long an Event lives after its last write (kube-apiserver's --event-ttl).
+    #[arg(long, default_value = "1h", value_parser = parse_duration, requires = "embedded")]
+    event_ttl: Duration,
     /// Without --embedded: the kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
     #[arg(long, conflicts_with = "embedded")]
     kubeconfig: Option<PathBuf>,
@@ -379,8 +385,9 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     match unit {
         "ms" => Ok(Duration::from_millis(n)),
         "s" | "" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
-        _ => Err(format!("{s:?}: unknown unit {unit:?} (use ms, s or m)")),
+        "m" => Ok(Duration::from_secs(n.saturating_mul(60))),
+        "h" => Ok(Duration::from_secs(n.saturating_mul(3600))),
+        _ => Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
     }
 }
 
@@ -442,9 +449,9 @@ async fn shutdown_signal() {
 
 /// The embedded API server every command serves: quotagate's CRDs and admission, kept in
 /// `data_dir` when given.
-fn embedded_server(data_dir: Option<PathBuf>) -> anyhow::Result<Arc<quotagate::embedded::EmbeddedServer>> {
+fn embedded_server(data_dir: Option<PathBuf>, event_ttl: Duration) -> anyhow::Result<Arc<quotagate::embedded::EmbeddedServer>> {
     use quotagate::embedded::{EmbeddedServer, QuotagateAdmission, ServerConfig};
-    let config = ServerConfig { data_dir, ..ServerConfig::default() };
+    let config = ServerConfig { data_dir, event_ttl, ..ServerConfig::default() };
     let server = EmbeddedServer::open(&quotagate::api::all_crds(), Arc::new(QuotagateAdmission::default()), config)?;
     if let Some(file) = server.store.data_file() {
         tracing::info!(file = %file.display(), resource_version = server.store.restored_rv(), "state loaded from the data directory");
@@ -452,7 +459,7 @@ fn embedded_server(data_dir: Option<PathBuf>) -> anyhow::Result<Arc<quotagate::e
     Ok(server)
 }
 
-async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulators: bool, pod_start_delay: Duration, data_dir: Option<PathBuf>) -> anyhow::Result<()> {
+async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulators: bool, pod_start_delay: Duration, data_dir: Option<PathBuf>, event_ttl: Duration) -> anyhow::Result<()> {
     use quotagate::embedded::{ClusterOptions, EmbeddedCluster, QuotagateAdmission, ServerConfig, sim};
     let mut sims = if simulators { sim::SimConfig::default() } else { sim::SimConfig { node: None, gateway: None, endpoints: false } };
     if let Some(node) = sims.node.as_mut() {
@@ -464,7 +471,7 @@ async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulato
     let Some(path) = kubeconfig_out else {
         anyhow::bail!("--kubeconfig-out is required: the listener's CA and token are written only there, and it refuses requests without them");
     };
-    let server = ServerConfig { data_dir, ..ServerConfig::default() };
+    let server = ServerConfig { data_dir, event_ttl, ..ServerConfig::default() };
     let opts = ClusterOptions { server, sims, listen: Some(listen), kubeconfig_out: Some(path.clone()) };
     let cluster = EmbeddedCluster::start(&quotagate::api::all_crds(), Arc::new(QuotagateAdmission::default()), opts).await?;
     let addr = cluster.addr.unwrap_or(listen);
@@ -505,7 +512,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     if args.embedded {
         let embedded = EmbeddedOptions { listen: args.listen, kubeconfig_out: args.kubeconfig_out.clone(), manager: opts, sims: args.sim.sims(), ray_sims: args.sim.ray_sims() };
-        manager::run_embedded_on(embedded_server(args.data_dir.clone())?, embedded, shutdown_signal()).await?;
+        manager::run_embedded_on(embedded_server(args.data_dir.clone(), args.event_ttl)?, embedded, shutdown_signal()).await?;
         return Ok(());
     }
     let client = match &args.kubeconfig {
@@ -550,7 +557,7 @@ async fn demo(listen: Option<SocketAddr>, kubeconfig_out: Option<PathBuf>, step_
         // --json keeps stdout for the timeline.
         if json { eprintln!("{}", ui.announcement()) } else { println!("{}", ui.announcement()) }
     }
-    let server = embedded_server(data_dir)?;
+    let server = embedded_server(data_dir, quotagate::embedded::events::DEFAULT_TTL)?;
     // A data directory that already holds a cluster: its objects would collide with the script's.
     let restored = server.store.restored_rv() > 0;
     let client = server.client();
@@ -619,8 +626,8 @@ fn main() -> ExitCode {
         Command::Demo { listen, kubeconfig_out, step_timeout, keep_running, data_dir, json, ui, sim } => {
             run_async(demo(listen, kubeconfig_out, step_timeout, keep_running, data_dir, json, ui, sim))
         }
-        Command::Apiserver { listen, kubeconfig_out, no_simulators, pod_start_delay, data_dir } => {
-            run_async(apiserver(listen, kubeconfig_out, !no_simulators, pod_start_delay, data_dir))
+        Command::Apiserver { listen, kubeconfig_out, no_simulators, pod_start_delay, data_dir, event_ttl } => {
+            run_async(apiserver(listen, kubeconfig_out, !no_simulators, pod_start_delay, data_dir, event_ttl))
         }
         Command::Chaos { seed, runs, jobs, shrink } => run_async(async move {
             let opts = quotagate::cli::chaos::Options { seeds: seed..seed.saturating_add(runs), jobs, shrink };

@@ -18,13 +18,23 @@ fn response_kind(r: &ResourceInfo) -> Value {
     json!({"group": r.group, "version": r.version, "kind": r.kind})
 }
 
+/// The reviews of `authorization.k8s.io` can only be created, as on the real server.
+fn verbs(r: &ResourceInfo) -> &'static [&'static str] {
+    if r.group == super::review::GROUP { &["create"] } else { &VERBS }
+}
+
+/// Subresources beyond `status`: a pod's `log` (`logs.rs`).
+fn extra_subresources(r: &ResourceInfo) -> &'static [&'static str] {
+    if r.group.is_empty() && r.plural == "pods" { &["log"] } else { &[] }
+}
+
 fn aggregated_resource(r: &ResourceInfo) -> Value {
     let mut v = json!({
         "resource": r.plural,
         "responseKind": response_kind(r),
         "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
         "singularResource": r.singular,
-        "verbs": VERBS,
+        "verbs": verbs(r),
     });
     if !r.short_names.is_empty() {
         v["shortNames"] = json!(r.short_names);
@@ -32,8 +42,15 @@ fn aggregated_resource(r: &ResourceInfo) -> Value {
     if !r.categories.is_empty() {
         v["categories"] = json!(r.categories);
     }
+    let mut subs = Vec::new();
     if r.has_status {
-        v["subresources"] = json!([{"subresource": "status", "responseKind": response_kind(r), "verbs": ["get", "patch", "update"]}]);
+        subs.push(json!({"subresource": "status", "responseKind": response_kind(r), "verbs": ["get", "patch", "update"]}));
+    }
+    for s in extra_subresources(r) {
+        subs.push(json!({"subresource": s, "responseKind": response_kind(r), "verbs": ["get"]}));
+    }
+    if !subs.is_empty() {
+        v["subresources"] = json!(subs);
     }
     v
 }
@@ -101,10 +118,13 @@ pub fn resource_list(reg: &Registry, g: &str, v: &str) -> Option<Value> {
     let mut resources = Vec::new();
     for r in rs {
         resources.push(json!({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind,
-                              "verbs": VERBS, "shortNames": r.short_names, "categories": r.categories}));
+                              "verbs": verbs(r), "shortNames": r.short_names, "categories": r.categories}));
         if r.has_status {
             resources.push(json!({"name": format!("{}/status", r.plural), "singularName": "", "namespaced": r.namespaced,
                                   "kind": r.kind, "verbs": ["get", "patch", "update"]}));
+        }
+        for s in extra_subresources(r) {
+            resources.push(json!({"name": format!("{}/{s}", r.plural), "singularName": "", "namespaced": r.namespaced, "kind": r.kind, "verbs": ["get"]}));
         }
     }
     let gv = if g.is_empty() { v.to_string() } else { format!("{g}/{v}") };

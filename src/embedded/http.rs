@@ -4,6 +4,9 @@
 use super::discovery;
 use super::error::ApiError;
 use super::escalation;
+use super::events;
+use super::logs;
+use super::review;
 use super::patch::PatchKind;
 use super::protobuf;
 use super::rbac;
@@ -99,6 +102,8 @@ enum Route {
     OpenApiRoot,
     OpenApiGv(String),
     Resource(Target),
+    /// `pods/{name}/log` (`logs.rs`).
+    PodLog(Target),
     UnknownSub,
     NotFound,
 }
@@ -148,6 +153,9 @@ fn route(srv: &EmbeddedServer, path: &str) -> Route {
     let status = match sub {
         None => false,
         Some("status") if info.has_status => true,
+        Some("log") if info.group.is_empty() && info.plural == "pods" && name.is_some() => {
+            return Route::PodLog(Target { info, namespace, name: name.map(String::from), status: false });
+        }
         Some(_) => return Route::UnknownSub,
     };
     Route::Resource(Target { info, namespace, name: name.map(String::from), status })
@@ -208,7 +216,7 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
     };
     let aggregated = accept.contains("as=APIGroupDiscoveryList");
     let route = route(&srv, &path);
-    if !matches!(route, Route::Resource(_) | Route::UnknownSub | Route::NotFound) && parts.method != Method::GET {
+    if !matches!(route, Route::Resource(_) | Route::PodLog(_) | Route::UnknownSub | Route::NotFound) && parts.method != Method::GET {
         return error(&ApiError::method_not_allowed(format!(
             "the server does not allow this method on the requested resource: {} {path}",
             parts.method
@@ -227,8 +235,17 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
         Route::OpenApiRoot => ok(200, &discovery::openapi_v3_root(&srv.registry)),
         Route::OpenApiGv(p) => discovery::openapi_v3_gv(&srv.registry, &p).map(|d| ok(200, &d)).unwrap_or_else(|| not_found_path(&path)),
         Route::UnknownSub | Route::NotFound => not_found_path(&path),
+        Route::PodLog(t) => pod_log(&srv, &parts, &t).unwrap_or_else(|e| error(&e)),
         Route::Resource(t) => {
-            if let Some(rbac::Principal(authz)) = parts.extensions.get::<rbac::Principal>()
+            let principal = match review::principal(&srv.store, &srv.registry, &parts.headers, parts.extensions.get::<rbac::Principal>()) {
+                Ok(p) => p,
+                Err(e) => return error(&e),
+            };
+            if t.info.group == review::GROUP {
+                let reviewed = review::serve(&srv, principal.as_deref(), &t.info, t.namespace.as_deref(), &parts.method, &content_type, &body);
+                return reviewed.map(|(code, v)| ok(code, &v)).unwrap_or_else(|e| error(&e));
+            }
+            if let Some(authz) = &principal
                 && let Err(e) = authorize(&srv, authz, &t, &parts.method, &query, &body)
             {
                 return error(&e);
@@ -247,6 +264,28 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
             resp
         }
     }
+}
+
+/// `kubectl logs`: RBAC on `pods/log`, then the pod's output or why it has none (`logs.rs`).
+fn pod_log(srv: &EmbeddedServer, parts: &http::request::Parts, t: &Target) -> Result<Response, ApiError> {
+    if parts.method != Method::GET {
+        return Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource: {}", parts.method)));
+    }
+    let name = t.name.clone().unwrap_or_default();
+    let namespace = t.namespace.clone().unwrap_or_else(|| "default".into());
+    if let Some(authz) = review::principal(&srv.store, &srv.registry, &parts.headers, parts.extensions.get::<rbac::Principal>())? {
+        let a = rbac::Access { group: String::new(), resource: "pods/log".into(), verb: "get".into(), name: Some(name.clone()), namespace: Some(namespace.clone()) };
+        if !authz.allows(&a) {
+            return Err(ApiError::new(403, "Forbidden", authz.forbidden_message(&a)));
+        }
+    }
+    let query: Vec<(String, String)> = serde_urlencoded::from_str(parts.uri.query().unwrap_or("")).unwrap_or_default();
+    let req = logs::request(&srv.store, &srv.registry, &namespace, &name, &query)?;
+    let stream = logs::logs(&srv.runtimes, &req)?;
+    let body = futures::StreamExt::map(stream, Ok::<_, std::io::Error>);
+    let mut r = Response::new(Body::from_stream(body));
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    Ok(r)
 }
 
 struct Req<'a> {
@@ -322,7 +361,7 @@ impl Req<'_> {
             (&Method::GET, None) => self.list(),
             (&Method::GET, Some(n)) => Ok(self.object(200, self.store().get(&info, self.ns(), &n)?)),
             (&Method::POST, None) => {
-                let mut obj = self.decode_body()?;
+                let mut obj = events::to_storage(&info, self.decode_body()?);
                 if info.group.is_empty() && info.plural == "pods" {
                     let ns = self.ns().unwrap_or("default");
                     serviceaccount::admit_pod(self.store(), &self.srv.registry, ns, &mut obj)?;
@@ -336,7 +375,7 @@ impl Req<'_> {
                 Ok(self.object(201, created))
             }
             (&Method::PUT, Some(n)) => {
-                let obj = self.decode_body()?;
+                let obj = events::to_storage(&info, self.decode_body()?);
                 if info.group.is_empty() && info.plural == "resourcequotas" && !self.t.status {
                     quota::validate(&obj)?;
                 }
@@ -346,7 +385,7 @@ impl Req<'_> {
                 let kind = PatchKind::from_content_type(&self.content_type).ok_or_else(|| {
                     ApiError::unsupported_media(format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {:?})", self.content_type))
                 })?;
-                let body = self.decode_body()?;
+                let body = events::patch_to_storage(&info, kind, self.decode_body()?);
                 let manager = self.query.get("fieldManager").unwrap_or("unknown");
                 let (obj, created) =
                     self.store().patch(&info, self.ns(), &n, kind, body, self.t.status, manager, self.query.dry_run())?;
@@ -397,6 +436,7 @@ impl Req<'_> {
             labels: LabelSelector::parse(self.query.get("labelSelector").unwrap_or("")).map_err(bad)?,
             fields: FieldSelector::parse(self.query.get("fieldSelector").unwrap_or(""))
                 .and_then(|f| f.check_supported(&self.t.info.group, &self.t.info.plural).map(|()| f))
+                .map(|f| events::field_selector_to_storage(&self.t.info, f))
                 .map_err(bad)?,
             limit: self.query.get("limit").and_then(|l| l.parse().ok()),
             continue_token: self.query.get("continue").map(String::from),
@@ -432,7 +472,7 @@ impl Req<'_> {
             let ns = o.pointer("/metadata/namespace").and_then(Value::as_str);
             let name = o.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
             match self.store().delete(&self.t.info, ns, name, &dopts) {
-                Ok(d) => items.push((*d).clone()),
+                Ok(d) => items.push((*Store::at_version(&self.t.info, d)).clone()),
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),
             }

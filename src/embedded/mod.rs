@@ -10,17 +10,20 @@ pub mod discovery;
 pub mod durable;
 pub mod error;
 mod escalation;
+pub mod events;
 pub mod faults;
 #[cfg(test)]
 mod fuzz;
 mod http;
 mod listener;
+pub mod logs;
 pub mod meta;
 pub mod patch;
 pub mod protobuf;
 pub mod quota;
 pub mod rbac;
 pub mod registry;
+pub mod review;
 pub mod selector;
 pub mod serviceaccount;
 pub mod sim;
@@ -50,11 +53,13 @@ pub struct ServerConfig {
     /// Keep the objects in this directory (`--data-dir`), durable before the API answers; `None`
     /// keeps them in memory only. Honoured by [`EmbeddedServer::open`].
     pub data_dir: Option<PathBuf>,
+    /// How long an Event lives after its last write (kube-apiserver's `--event-ttl`, default 1 h).
+    pub event_ttl: Duration,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        ServerConfig { store: StoreConfig::default(), bookmark_interval: Duration::from_secs(30), data_dir: None }
+        ServerConfig { store: StoreConfig::default(), bookmark_interval: Duration::from_secs(30), data_dir: None, event_ttl: events::DEFAULT_TTL }
     }
 }
 
@@ -83,6 +88,8 @@ pub struct EmbeddedServer {
     /// Held across a pod create's quota check and the create, and across each quota status pass, so
     /// two creates cannot both fit the last of a quota (`quota.rs`).
     pub(crate) quota_lock: std::sync::Mutex<()>,
+    /// Process runtimes whose pods have output for `pods/log` (`logs.rs`); none: all simulated.
+    pub runtimes: logs::Runtimes,
 }
 
 impl EmbeddedServer {
@@ -99,10 +106,12 @@ impl EmbeddedServer {
             config,
             aggregated: aggregated::Aggregated::default(),
             quota_lock: std::sync::Mutex::new(()),
+            runtimes: logs::Runtimes::default(),
         });
         for ns in ["default", "kube-system", "kube-public"] {
             serviceaccount::ensure_default(&srv.store, &srv.registry, ns);
         }
+        events::spawn_ttl(&srv.store, &srv.registry, srv.config.event_ttl);
         srv
     }
 
@@ -120,10 +129,12 @@ impl EmbeddedServer {
             config,
             aggregated: aggregated::Aggregated::default(),
             quota_lock: std::sync::Mutex::new(()),
+            runtimes: logs::Runtimes::default(),
         });
         for ns in ["default", "kube-system", "kube-public"] {
             serviceaccount::ensure_default(&srv.store, &srv.registry, ns);
         }
+        events::spawn_ttl(&srv.store, &srv.registry, srv.config.event_ttl);
         Ok(srv)
     }
 

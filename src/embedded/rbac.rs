@@ -108,6 +108,29 @@ impl Authorizer {
         })
     }
 
+    /// `user` with exactly these rules, each with the namespace it applies in (`None`: everywhere);
+    /// no rule allows nothing. What a subject's bindings in the store grant (`review.rs`).
+    pub fn from_rules(user: &str, rules: Vec<(Option<String>, PolicyRule)>) -> Self {
+        Authorizer { user: user.to_string(), rules, used: Mutex::default(), denied: Mutex::default() }
+    }
+
+    /// The rules that apply in `namespace` (those bound everywhere, and those bound there), as a
+    /// SelfSubjectRulesReview lists them; `None` lists only those bound everywhere.
+    pub fn rules_in<'a>(&'a self, namespace: Option<&'a str>) -> impl Iterator<Item = &'a PolicyRule> + 'a {
+        self.rules.iter().filter(move |(ns, _)| ns.is_none() || ns.as_deref() == namespace).map(|(_, r)| r)
+    }
+
+    /// Whether a rule allows `verb` on the non-resource URL `path` (`/healthz`, `/apis/*`, `*`).
+    pub fn allows_non_resource(&self, verb: &str, path: &str) -> bool {
+        self.rules.iter().any(|(ns, r)| {
+            ns.is_none()
+                && matches(&r.verbs, verb)
+                && r.non_resource_urls.iter().flatten().any(|u| {
+                    u == "*" || u == path || u.strip_suffix('*').is_some_and(|prefix| path.starts_with(prefix))
+                })
+        })
+    }
+
     /// Whether a rule allows `a`, recorded nowhere: a probe before choosing which check to record.
     pub fn would_allow(&self, a: &Access) -> bool {
         self.rules

@@ -47,6 +47,11 @@ impl ResourceInfo {
     }
     /// The storage key: every version of one resource shares one set of objects.
     pub fn key(&self) -> ResourceKey {
+        // `events.k8s.io` Events are the core Events seen through another version, as on a real
+        // server (`events.rs` converts between them).
+        if self.group == super::events::EVENTS_GROUP && self.plural == "events" {
+            return ResourceKey { group: String::new(), plural: self.plural.clone() };
+        }
         ResourceKey { group: self.group.clone(), plural: self.plural.clone() }
     }
 }
@@ -167,6 +172,13 @@ const BUILTINS: &[B] = &[
     B { group: "discovery.k8s.io", version: "v1", kind: "EndpointSlice", plural: "endpointslices", short: &[], categories: &[], namespaced: true, has_status: false },
     B { group: "rbac.authorization.k8s.io", version: "v1", kind: "Role", plural: "roles", short: &[], categories: &[], namespaced: true, has_status: false },
     B { group: "rbac.authorization.k8s.io", version: "v1", kind: "RoleBinding", plural: "rolebindings", short: &[], categories: &[], namespaced: true, has_status: false },
+    B { group: "rbac.authorization.k8s.io", version: "v1", kind: "ClusterRole", plural: "clusterroles", short: &[], categories: &[], namespaced: false, has_status: false },
+    B { group: "rbac.authorization.k8s.io", version: "v1", kind: "ClusterRoleBinding", plural: "clusterrolebindings", short: &[], categories: &[], namespaced: false, has_status: false },
+    // Create-only reviews, answered and never stored (`review.rs`).
+    B { group: "authorization.k8s.io", version: "v1", kind: "LocalSubjectAccessReview", plural: "localsubjectaccessreviews", short: &[], categories: &[], namespaced: true, has_status: false },
+    B { group: "authorization.k8s.io", version: "v1", kind: "SelfSubjectAccessReview", plural: "selfsubjectaccessreviews", short: &[], categories: &[], namespaced: false, has_status: false },
+    B { group: "authorization.k8s.io", version: "v1", kind: "SelfSubjectRulesReview", plural: "selfsubjectrulesreviews", short: &[], categories: &[], namespaced: false, has_status: false },
+    B { group: "authorization.k8s.io", version: "v1", kind: "SubjectAccessReview", plural: "subjectaccessreviews", short: &[], categories: &[], namespaced: false, has_status: false },
     B { group: "scheduling.k8s.io", version: "v1", kind: "PriorityClass", plural: "priorityclasses", short: &["pc"], categories: &[], namespaced: false, has_status: false },
 ];
 

@@ -333,6 +333,19 @@ fn kind_fields(group: &str, plural: &str) -> &'static [&'static str] {
             "source",
             "type",
         ],
+        ("events.k8s.io", "events") => &[
+            "regarding.kind",
+            "regarding.namespace",
+            "regarding.name",
+            "regarding.uid",
+            "regarding.apiVersion",
+            "regarding.resourceVersion",
+            "regarding.fieldPath",
+            "reason",
+            "reportingController",
+            "source",
+            "type",
+        ],
         ("", "secrets") => &["type"],
         ("", "namespaces") => &["status.phase"],
         ("", "nodes") => &["spec.unschedulable"],
@@ -384,6 +397,10 @@ impl FieldSelector {
 
     pub fn matches(&self, obj: &Value) -> bool {
         self.0.iter().all(|(path, eq, want)| {
+            // Only Events select on `source`, and it is computed, not a path (`events.rs`).
+            if path == "source" {
+                return (super::events::source_field(obj) == *want) == *eq;
+            }
             let mut cur = Some(obj);
             for seg in path.split('.') {
                 cur = cur.and_then(|c| c.get(seg));

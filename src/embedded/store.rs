@@ -493,6 +493,9 @@ impl Store {
 
     /// Rewrites apiVersion for the version being served (all versions share storage, no conversion).
     pub fn at_version(info: &ResourceInfo, obj: Arc<Value>) -> Arc<Value> {
+        if let Some(converted) = super::events::to_version(info, &obj) {
+            return Arc::new(converted);
+        }
         let want = info.api_version();
         if obj.get("apiVersion").and_then(Value::as_str) == Some(want.as_str()) {
             return obj;

@@ -123,6 +123,9 @@ fn partial(obj: &Value) -> Value {
 
 /// A Table of `objects` (one row each). `rv` is the list resourceVersion (empty for single objects).
 pub fn table(info: &ResourceInfo, objects: &[&Value], rv: &str, cont: Option<&str>) -> Value {
+    if let Some(t) = super::events::table(info, objects, rv, cont) {
+        return t;
+    }
     let cols = columns(info);
     let mut defs = vec![json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0})];
     defs.extend(cols.iter().map(|c| {

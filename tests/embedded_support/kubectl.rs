@@ -42,6 +42,11 @@ pub struct Out {
 impl Kube {
     /// None (after printing the skip line) when kubectl is not installed and not required.
     pub async fn start(test: &str) -> Option<Kube> {
+        Self::start_on(test, server()).await
+    }
+
+    /// As [`Kube::start`], serving `srv`.
+    pub async fn start_on(test: &str, srv: Arc<quotagate::embedded::EmbeddedServer>) -> Option<Kube> {
         let Some(bin) = kubectl_path() else {
             if std::env::var("QUOTAGATE_REQUIRE_TOOLS").as_deref() == Ok("1") {
                 panic!(
@@ -56,7 +61,6 @@ impl Kube {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let kubeconfig = dir.join("kubeconfig");
-        let srv = server();
         let cancel = CancellationToken::new();
         let (addr, _) = srv
             .spawn_tcp(

@@ -18,6 +18,7 @@ mod kueue_preemption;
 mod kueue_scheduler;
 mod kueue_scheduler_more;
 mod kubectl_incremental;
+mod kubectl_operators;
 mod kueuectl;
 mod metrics;
 mod pod_ledger;

@@ -1,0 +1,109 @@
+//! What an operator reads through the real kubectl on `run --embedded` (issue 44 item 3): the
+//! controllers' events under `kubectl get events` and `kubectl get events.events.k8s.io` alike, and
+//! `kubectl describe` of a RayService, its RayCluster, its Workload and the ClusterQueue showing
+//! their own events and no one else's.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use quotagate::wiring::ray::Dashboards;
+
+use super::kubectl::Running;
+
+fn sample(name: &str) -> String {
+    format!("{}/config/samples/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn names(out: &str) -> BTreeSet<String> {
+    out.split_whitespace().map(String::from).collect()
+}
+
+/// The lines of `kubectl describe`'s trailing Events section.
+fn events_section(describe: &str) -> Vec<String> {
+    let Some(at) = describe.rfind("\nEvents:") else { return Vec::new() };
+    describe[at + 1..].lines().skip(1).map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("Type") && !l.starts_with("----")).map(String::from).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_events_and_describe_show_each_objects_events() {
+    let Some(run) = Running::start_with("kubectl-ops-events", |o| {
+        o.manager.ray = Some(Dashboards::simulated(Duration::from_millis(100), Duration::from_millis(100)));
+    })
+    .await
+    else {
+        return;
+    };
+    for f in ["quota.yaml", "rayservice.yaml"] {
+        let (ok, out) = run.kubectl(&["apply", "-f", &sample(f)]).await;
+        assert!(ok, "{out}");
+    }
+    let (ok, out) = run.kubectl(&["wait", "--for=condition=Ready", "rayservice/fruit-stand", "--timeout=90s"]).await;
+    assert!(ok, "{out}");
+    let get = |args: &'static [&'static str]| {
+        let run = &run;
+        async move {
+            let (ok, out) = run.kubectl(args).await;
+            assert!(ok, "kubectl {args:?}: {out}");
+            out
+        }
+    };
+    let cluster = get(&["get", "rayservice", "fruit-stand", "-o", "jsonpath={.status.activeServiceStatus.rayClusterName}"]).await;
+    assert!(!cluster.is_empty());
+
+    // One store, two versions: the same events under both names, each in its own field names.
+    let core = names(&get(&["get", "events", "-o", "jsonpath={.items[*].metadata.name}"]).await);
+    let v1 = names(&get(&["get", "events.events.k8s.io", "-o", "jsonpath={.items[*].metadata.name}"]).await);
+    assert!(!core.is_empty(), "the controllers published events");
+    assert_eq!(core, v1);
+    let core_objs = get(&["get", "events", "-o", "jsonpath={range .items[*]}{.involvedObject.kind}/{.involvedObject.name}:{.message}{\"\\n\"}{end}"]).await;
+    let v1_objs = get(&["get", "events.events.k8s.io", "-o", "jsonpath={range .items[*]}{.regarding.kind}/{.regarding.name}:{.note}{\"\\n\"}{end}"]).await;
+    assert_eq!(core_objs, v1_objs);
+    assert!(core_objs.contains(&format!("RayCluster/{cluster}:")), "{core_objs}");
+    let table = get(&["get", "events"]).await;
+    assert!(table.contains("LAST SEEN") && table.contains("REASON") && table.contains(&format!("raycluster/{cluster}")), "{table}");
+
+    // Field selectors of both versions, as describe and `kubectl events` send them.
+    let rs_events = names(&get(&["get", "events", "--field-selector", "involvedObject.kind=RayService,involvedObject.name=fruit-stand", "-o", "jsonpath={.items[*].metadata.name}"]).await);
+    let rs_events_v1 = names(&get(&["get", "events.events.k8s.io", "--field-selector", "regarding.kind=RayService,regarding.name=fruit-stand", "-o", "jsonpath={.items[*].metadata.name}"]).await);
+    assert!(!rs_events.is_empty());
+    assert_eq!(rs_events, rs_events_v1);
+    assert!(rs_events.is_subset(&core) && rs_events.len() < core.len());
+    let (ok, out) = run.kubectl(&["get", "events", "--field-selector", "regarding.name=fruit-stand"]).await;
+    assert!(!ok && out.contains("field label not supported: regarding.name"), "{out}");
+
+    // An event about the ClusterQueue (cluster-scoped: its events live in `default`) and one about
+    // another RayService: describe shows the first on the ClusterQueue and neither elsewhere.
+    let uid = get(&["get", "clusterqueue", "serving", "-o", "jsonpath={.metadata.uid}"]).await;
+    let cq_event = format!(
+        "apiVersion: events.k8s.io/v1\nkind: Event\nmetadata:\n  name: serving.audit\n  namespace: default\neventTime: \"2026-01-01T00:00:00.000000Z\"\nreportingController: audit\nreportingInstance: audit-1\naction: Check\nreason: QuotaAudited\ntype: Normal\nnote: quota audited by hand\nregarding:\n  apiVersion: kueue.x-k8s.io/v1beta2\n  kind: ClusterQueue\n  name: serving\n  uid: {uid}\n"
+    );
+    let other = "apiVersion: v1\nkind: Event\nmetadata:\n  name: other.1\n  namespace: default\ninvolvedObject:\n  apiVersion: ray.io/v1\n  kind: RayService\n  name: other-stand\n  namespace: default\nreason: NotMine\nmessage: about another service\ntype: Warning\nsource:\n  component: test\n";
+    let file = run.dir.join("events.yaml");
+    std::fs::write(&file, format!("{cq_event}---\n{other}")).unwrap();
+    let (ok, out) = run.kubectl(&["create", "-f", file.to_str().unwrap()]).await;
+    assert!(ok, "{out}");
+
+    let workload = get(&["get", "workloads", "-o", "jsonpath={.items[0].metadata.name}"]).await;
+    for (kind, name) in [("rayservice", "fruit-stand".to_string()), ("raycluster", cluster.clone()), ("workload", workload.clone()), ("clusterqueue", "serving".to_string())] {
+        let (ok, describe) = run.kubectl(&["describe", kind, &name]).await;
+        assert!(ok, "{describe}");
+        let lines = events_section(&describe);
+        assert!(!lines.is_empty() && !describe.contains("Events:         <none>") && !describe.contains("Events:  <none>"), "describe {kind} {name} shows its events:\n{describe}");
+        assert!(!describe.contains("NotMine"), "describe {kind} {name} shows another object's event:\n{describe}");
+        // Exactly the events whose involvedObject is this object.
+        let k = match kind {
+            "rayservice" => "RayService",
+            "raycluster" => "RayCluster",
+            "workload" => "Workload",
+            _ => "ClusterQueue",
+        };
+        let (ok, own) = run
+            .kubectl(&["get", "events", "-A", "--field-selector", &format!("involvedObject.kind={k},involvedObject.name={name}"), "-o", "jsonpath={.items[*].metadata.name}"])
+            .await;
+        assert!(ok, "{own}");
+        assert_eq!(lines.len(), names(&own).len(), "describe {kind} {name}:\n{describe}\nown events: {own}");
+    }
+    let (_, cq) = run.kubectl(&["describe", "clusterqueue", "serving"]).await;
+    assert!(cq.contains("QuotaAudited") && cq.contains("quota audited by hand") && cq.contains("audit"), "{cq}");
+    run.stop().await;
+}
