@@ -272,7 +272,20 @@ impl Req<'_> {
         self.accept.contains("as=Table")
     }
 
+    /// The body as JSON, within the nesting limit whatever its content type (`limits.rs`).
     fn decode_body(&self) -> Result<Value, ApiError> {
+        let v = self.decode_any()?;
+        if !super::limits::within_depth(&v) {
+            return Err(ApiError::bad_request(format!(
+                "the request body nests deeper than {} levels: {}",
+                super::limits::MAX_DEPTH,
+                super::limits::TOO_DEEP
+            )));
+        }
+        Ok(v)
+    }
+
+    fn decode_any(&self) -> Result<Value, ApiError> {
         let ct = self.content_type.split(';').next().unwrap_or("").trim();
         if ct == "application/vnd.kubernetes.protobuf" {
             return protobuf::decode(self.body, &self.t.info).map_err(|e| ApiError::unsupported_media(e.to_string()));

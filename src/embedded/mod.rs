@@ -14,6 +14,7 @@ pub mod faults;
 #[cfg(test)]
 mod fuzz;
 mod http;
+pub mod limits;
 mod listener;
 pub mod meta;
 pub mod patch;

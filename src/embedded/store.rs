@@ -149,6 +149,15 @@ fn sized(info: &ResourceInfo, obj: &Value) -> Result<usize, ApiError> {
     Ok(n)
 }
 
+/// A patch that did not apply, answered as the real server answers it.
+fn patch_refused(e: patch::PatchError) -> ApiError {
+    match e.code() {
+        413 => ApiError::new(413, "RequestEntityTooLarge", format!("Request entity too large: {e}")),
+        400 => ApiError::bad_request(e.to_string()),
+        code => ApiError::new(code, "Invalid", e.to_string()),
+    }
+}
+
 type ObjKey = (ResourceKey, String, String);
 
 struct Inner {
@@ -700,7 +709,7 @@ impl Store {
         };
         let mut doc = (*old).clone();
         match kind {
-            PatchKind::Json => patch::json_patch(&mut doc, &body).map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?,
+            PatchKind::Json => patch::json_patch(&mut doc, &body).map_err(patch_refused)?,
             PatchKind::Merge => patch::merge_patch(&mut doc, &body),
             PatchKind::Strategic => patch::strategic_merge(&mut doc, &body),
             PatchKind::Apply => {
@@ -710,6 +719,11 @@ impl Store {
                     inner.applied.insert(akey, body.clone());
                 }
             }
+        }
+        // Merge-type patches nest no deeper than the object or the body, both checked already; this
+        // keeps the bound true whatever a patch type's rules become (README "Limits").
+        if !super::limits::within_depth(&doc) {
+            return Err(patch_refused(patch::PatchError::TooDeep));
         }
         meta::check_identity(info, &old, &doc)?;
         // A resourceVersion written by the patch is a precondition, as on the real server.
