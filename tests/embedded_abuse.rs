@@ -137,3 +137,159 @@ async fn patches_built_to_exhaust_the_stack_or_the_heap_are_refused() {
     println!("peak RSS before the patches {} MiB, growth {} KiB (bound 150 MiB)", base / 1024, grown);
     assert!(grown < 150 * 1024, "peak RSS grew by {grown} KiB");
 }
+
+mod listener {
+    use super::*;
+    use quotagate::embedded::listener::ListenerLimits;
+    use quotagate::embedded::{EmbeddedServer, QuotagateAdmission, ServerConfig};
+    use rustls_pki_types::pem::PemObject;
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_util::sync::CancellationToken;
+
+    type Tls = tokio_rustls::client::TlsStream<tokio::net::TcpStream>;
+
+    struct Listening {
+        addr: std::net::SocketAddr,
+        tls: Arc<rustls::ClientConfig>,
+        token: String,
+        cancel: CancellationToken,
+        dir: PathBuf,
+    }
+
+    impl Drop for Listening {
+        fn drop(&mut self) {
+            self.cancel.cancel();
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    /// The embedded server's TLS listener with `limits`, and what a client needs to reach it.
+    async fn listen(name: &str, limits: ListenerLimits) -> Listening {
+        let dir = scratch(name);
+        let config = ServerConfig { listener: limits, ..ServerConfig::default() };
+        let srv = EmbeddedServer::with_config(&quotagate::api::all_crds(), Arc::new(QuotagateAdmission::default()), config);
+        let cancel = CancellationToken::new();
+        let kubeconfig = dir.join("kubeconfig");
+        let (addr, _serving) = srv.spawn_tcp("127.0.0.1:0".parse().unwrap(), Some(&kubeconfig), cancel.clone()).await.unwrap();
+        let text = std::fs::read_to_string(&kubeconfig).unwrap();
+        let field = |name: &str| text.lines().find_map(|l| l.trim().strip_prefix(name)).unwrap().trim().to_string();
+        let pem = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, field("certificate-authority-data:")).unwrap();
+        let token = field("token:");
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(rustls_pki_types::CertificateDer::from_pem_slice(&pem).unwrap()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Listening { addr, tls: Arc::new(tls), token, cancel, dir }
+    }
+
+    impl Listening {
+        async fn connect(&self) -> Tls {
+            let tcp = tokio::net::TcpStream::connect(self.addr).await.unwrap();
+            let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+            tokio_rustls::TlsConnector::from(self.tls.clone()).connect(name, tcp).await.unwrap()
+        }
+
+        fn get(&self, path: &str) -> String {
+            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {}\r\n\r\n", self.token)
+        }
+    }
+
+    /// Reads until the server closes the connection (`Ok(bytes)`) or `within` passes (`Err`).
+    async fn until_closed(s: &mut Tls, within: Duration) -> Result<Vec<u8>, ()> {
+        let mut got = Vec::new();
+        let read = async {
+            let mut buf = [0u8; 4096];
+            loop {
+                match s.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+            }
+        };
+        tokio::time::timeout(within, read).await.map_err(|_| ())?;
+        Ok(got)
+    }
+
+    fn short() -> ListenerLimits {
+        ListenerLimits {
+            header_read_timeout: Duration::from_millis(300),
+            idle_timeout: Duration::from_millis(800),
+            max_header_bytes: 16 * 1024,
+            max_connections: 64,
+        }
+    }
+
+    /// kube-apiserver's ReadHeaderTimeout, scaled down: half-sent headers are cut off once it passes
+    /// (from the accept for a first request), not held for as long as the client likes.
+    #[tokio::test]
+    async fn half_sent_headers_are_cut_off_at_the_header_timeout() {
+        let l = listen("half", short()).await;
+        let mut s = l.connect().await;
+        let began = std::time::Instant::now();
+        s.write_all(b"GET /version HTTP/1.1\r\nHost: localhost\r\n").await.unwrap();
+        let got = until_closed(&mut s, Duration::from_secs(10)).await.expect("closed within 10 s");
+        assert!(got.is_empty(), "{}", String::from_utf8_lossy(&got));
+        assert!(began.elapsed() >= Duration::from_millis(250), "closed after {:?}, before the timeout", began.elapsed());
+        // A connection that sends nothing at all is cut off the same way.
+        let mut silent = l.connect().await;
+        until_closed(&mut silent, Duration::from_secs(10)).await.expect("a silent connection is closed");
+    }
+
+    /// IdleTimeout: a keep-alive connection is closed once idle; a watch in flight is never idle.
+    #[tokio::test]
+    async fn idle_connections_close_and_watches_stay_open() {
+        let l = listen("idle", short()).await;
+        let mut s = l.connect().await;
+        s.write_all(l.get("/version").as_bytes()).await.unwrap();
+        let began = std::time::Instant::now();
+        let got = until_closed(&mut s, Duration::from_secs(10)).await.expect("an idle connection is closed");
+        assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200"), "{}", String::from_utf8_lossy(&got));
+        assert!(began.elapsed() >= Duration::from_millis(700), "closed after {:?}, before the idle timeout", began.elapsed());
+
+        let mut w = l.connect().await;
+        w.write_all(l.get("/api/v1/namespaces/default/configmaps?watch=true").as_bytes()).await.unwrap();
+        // Three idle timeouts with no event on the watch: still open.
+        assert!(until_closed(&mut w, Duration::from_millis(2400)).await.is_err(), "the watch was closed");
+    }
+
+    /// MaxHeaderBytes: headers past it get 431, and the server goes on serving.
+    #[tokio::test]
+    async fn oversized_headers_are_refused() {
+        let l = listen("headers", short()).await;
+        let mut s = l.connect().await;
+        let big = format!("GET /version HTTP/1.1\r\nHost: localhost\r\nX-Pad: {}\r\n\r\n", "a".repeat(20 * 1024));
+        s.write_all(big.as_bytes()).await.unwrap();
+        let got = until_closed(&mut s, Duration::from_secs(10)).await.expect("answered and closed");
+        assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 431"), "{}", String::from_utf8_lossy(&got));
+        let mut ok = l.connect().await;
+        ok.write_all(l.get("/version").as_bytes()).await.unwrap();
+        let mut buf = [0u8; 12];
+        ok.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf, b"HTTP/1.1 200");
+    }
+
+    /// The connection cap: past it a new connection waits, and is served once one closes.
+    #[tokio::test]
+    async fn connections_past_the_cap_wait_for_a_free_slot() {
+        let limits = ListenerLimits { idle_timeout: Duration::from_secs(60), header_read_timeout: Duration::from_secs(60), ..short() };
+        let l = listen("cap", ListenerLimits { max_connections: 2, ..limits }).await;
+        let a = l.connect().await;
+        let _b = l.connect().await;
+        let tcp = tokio::net::TcpStream::connect(l.addr).await.unwrap();
+        let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+        let third = tokio_rustls::TlsConnector::from(l.tls.clone()).connect(name, tcp);
+        tokio::pin!(third);
+        assert!(tokio::time::timeout(Duration::from_millis(500), &mut third).await.is_err(), "a third connection was served past the cap of 2");
+        drop(a);
+        let mut c = tokio::time::timeout(Duration::from_secs(10), third).await.expect("served once a slot is free").unwrap();
+        c.write_all(l.get("/version").as_bytes()).await.unwrap();
+        let mut buf = [0u8; 12];
+        c.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf, b"HTTP/1.1 200");
+    }
+}

@@ -15,7 +15,7 @@ pub mod faults;
 mod fuzz;
 mod http;
 pub mod limits;
-mod listener;
+pub mod listener;
 pub mod meta;
 pub mod patch;
 pub mod protobuf;
@@ -51,11 +51,18 @@ pub struct ServerConfig {
     /// Keep the objects in this directory (`--data-dir`), durable before the API answers; `None`
     /// keeps them in memory only. Honoured by [`EmbeddedServer::open`].
     pub data_dir: Option<PathBuf>,
+    /// Timeouts and caps of the loopback listener (`listener.rs`).
+    pub listener: listener::ListenerLimits,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        ServerConfig { store: StoreConfig::default(), bookmark_interval: Duration::from_secs(30), data_dir: None }
+        ServerConfig {
+            store: StoreConfig::default(),
+            bookmark_interval: Duration::from_secs(30),
+            data_dir: None,
+            listener: listener::ListenerLimits::default(),
+        }
     }
 }
 
@@ -176,8 +183,9 @@ impl EmbeddedServer {
                 .map_err(|source| ServeError::Kubeconfig { path: path.display().to_string(), source })?;
         }
         let router = listener::authenticated(self.router(), creds.clone());
+        let limits = self.config.listener.clone();
         let handle = tokio::spawn(async move {
-            listener::serve_tls(listener, router, creds.tls.clone(), cancel).await.map_err(ServeError::Serve)
+            listener::serve_tls(listener, router, creds.tls.clone(), limits, cancel).await.map_err(ServeError::Serve)
         });
         Ok((addr, handle))
     }
