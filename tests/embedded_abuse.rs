@@ -293,3 +293,76 @@ mod listener {
         assert_eq!(&buf, b"HTTP/1.1 200");
     }
 }
+
+mod files {
+    use super::*;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    /// Runs `quotagate apiserver --kubeconfig-out <kubeconfig>` expecting it to refuse to start.
+    async fn refused(kubeconfig: &Path) -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_quotagate"))
+            .args(["apiserver", "--no-simulators", "--listen", "127.0.0.1:0", "--kubeconfig-out"])
+            .arg(kubeconfig)
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(Duration::from_secs(30), out).await.expect("exits").expect("runs");
+        assert!(!out.status.success(), "started with a kubeconfig path it must refuse");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    /// `--data-dir` is created 0700, its database and credentials 0600: no other local account reads
+    /// the cluster's Secrets or the token. A directory left 0755 by an older version is tightened.
+    #[tokio::test]
+    async fn the_data_directory_and_its_files_are_owner_only() {
+        let dir = scratch("datadir");
+        let loose = dir.join("data");
+        std::fs::create_dir(&loose).unwrap();
+        std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let data = loose.to_string_lossy().into_owned();
+        let s = start("datadir-server", &["--data-dir", &data]).await;
+        assert_eq!(mode(&loose), 0o700);
+        assert_eq!(mode(&loose.join("state.redb")), 0o600);
+        assert_eq!(mode(&loose.join("credentials.json")), 0o600);
+        assert_eq!(mode(&s.dir.join("kubeconfig")), 0o600);
+        drop(s);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A symlink planted at `--kubeconfig-out` is refused, and the file it points to untouched.
+    #[tokio::test]
+    async fn a_symlinked_kubeconfig_path_is_refused() {
+        let dir = scratch("symlink");
+        let victim = dir.join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let link = dir.join("kubeconfig");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let err = refused(&link).await;
+        assert!(err.contains("is a symbolic link"), "{err}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert_eq!(mode(&victim), 0o644);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A kubeconfig path pre-created by another account is refused (the token would be written into a
+    /// file that account owns). Needs root to make a file another user owns; skipped otherwise.
+    #[tokio::test]
+    async fn a_kubeconfig_path_owned_by_another_user_is_refused() {
+        let dir = scratch("foreign");
+        let planted = dir.join("kubeconfig");
+        std::fs::write(&planted, "").unwrap();
+        if std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).is_err() {
+            println!("skipped: making a file owned by another user needs root");
+            return;
+        }
+        let err = refused(&planted).await;
+        assert!(err.contains("is owned by another user (uid 65534)"), "{err}");
+        assert_eq!(std::fs::metadata(&planted).unwrap().len(), 0);
+        assert_eq!(std::fs::metadata(&planted).unwrap().uid(), 65534);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

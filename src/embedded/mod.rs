@@ -18,6 +18,7 @@ pub mod limits;
 pub mod listener;
 pub mod meta;
 pub mod patch;
+pub mod private;
 pub mod protobuf;
 pub mod quota;
 pub mod rbac;
