@@ -3,6 +3,8 @@
 //! blow the stack or the heap, half-sent requests, planted kubeconfig paths, data-directory modes.
 //! Driven over HTTPS with the kubeconfig's token, as a user with ordinary rights would.
 
+mod embedded_support;
+
 use kube::Client;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -364,5 +366,48 @@ mod files {
         assert_eq!(std::fs::metadata(&planted).unwrap().len(), 0);
         assert_eq!(std::fs::metadata(&planted).unwrap().uid(), 65534);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// The smaller refusals, through the real kubectl where it can send them (its `--raw` verbs send a
+/// body or a path as given), and over HTTPS for apply without a field manager (kubectl always sends
+/// one). Each leaves nothing behind.
+mod refusals {
+    use super::embedded_support::kubectl::Kube;
+    use super::*;
+
+    #[tokio::test]
+    async fn refused_with_the_real_servers_words_through_kubectl() {
+        let Some(k) = Kube::start("refusals").await else { return };
+        let numeric = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: numeric\ndata:\n  port: 8080\n";
+        k.refused(&["create", "-f", "-"], Some(numeric), "cannot unmarshal number into Go struct field ConfigMap.data of type string").await;
+        let secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\nstringData:\n  enabled: true\n";
+        k.refused(&["apply", "-f", "-"], Some(secret), "cannot unmarshal bool into Go struct field Secret.stringData of type string").await;
+
+        let file = k.dir.join("cm.json");
+        std::fs::write(&file, json!({"apiVersion": "v2", "kind": "ConfigMap", "metadata": {"name": "wrong"}}).to_string()).unwrap();
+        let f = file.to_string_lossy().into_owned();
+        k.refused(&["create", "--raw", "/api/v1/namespaces/default/configmaps", "-f", &f], None, "the API version in the data (v2) does not match the expected API version (v1)").await;
+        std::fs::write(&file, json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "wrong"}}).to_string()).unwrap();
+        k.refused(&["create", "--raw", "/api/v1/namespaces/default/configmaps", "-f", &f], None, "kind: Invalid value: \"Secret\": must be ConfigMap").await;
+        std::fs::write(&file, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dry"}}).to_string()).unwrap();
+        k.refused(
+            &["create", "--raw", "/api/v1/namespaces/default/configmaps?dryRun=Garbage", "-f", &f],
+            None,
+            "dryRun: Unsupported value: []string{\"Garbage\"}: supported values: \"All\"",
+        )
+        .await;
+        k.refused(&["delete", "--raw", "/api/v1/namespaces"], None, "MethodNotAllowed").await;
+        // Nothing of the above was stored, and every namespace is still there.
+        let names = k.ok(&["get", "cm", "-o", "jsonpath={.items[*].metadata.name}"]).await;
+        assert!(!names.contains("numeric") && !names.contains("wrong") && !names.contains("dry"), "{names}");
+        assert!(k.ok(&["get", "ns", "kube-system"]).await.contains("kube-system"));
+
+        // Server-side apply without fieldManager (kubectl cannot leave it out).
+        let client = k.srv.client();
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}}).to_string().into_bytes();
+        let (code, status) = send(&client, "PATCH", "/api/v1/namespaces/default/configmaps/ssa", "application/apply-patch+yaml", body).await;
+        assert_eq!(code, 422, "{status}");
+        assert_eq!(status["message"], "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch");
     }
 }

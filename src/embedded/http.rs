@@ -7,6 +7,7 @@ use super::escalation;
 use super::patch::PatchKind;
 use super::protobuf;
 use super::rbac;
+use super::refusals;
 use super::registry::ResourceInfo;
 use super::selector::{FieldSelector, LabelSelector};
 use super::quota;
@@ -310,6 +311,7 @@ impl Req<'_> {
     /// quota, followed by the quota controller's status pass (`quota.rs`).
     fn serve(&self) -> Result<Response, ApiError> {
         let write = self.method != Method::GET;
+        refusals::dry_run(&self.method, self.query.get("dryRun"))?;
         let core = self.t.info.group.is_empty();
         let quota_write = write && core && self.t.info.plural == "resourcequotas";
         let touches_usage = write
@@ -336,6 +338,7 @@ impl Req<'_> {
             (&Method::GET, Some(n)) => Ok(self.object(200, self.store().get(&info, self.ns(), &n)?)),
             (&Method::POST, None) => {
                 let mut obj = self.decode_body()?;
+                refusals::type_meta(&info, &obj)?;
                 if info.group.is_empty() && info.plural == "pods" {
                     let ns = self.ns().unwrap_or("default");
                     serviceaccount::admit_pod(self.store(), &self.srv.registry, ns, &mut obj)?;
@@ -350,6 +353,7 @@ impl Req<'_> {
             }
             (&Method::PUT, Some(n)) => {
                 let obj = self.decode_body()?;
+                refusals::type_meta(&info, &obj)?;
                 if info.group.is_empty() && info.plural == "resourcequotas" && !self.t.status {
                     quota::validate(&obj)?;
                 }
@@ -359,6 +363,9 @@ impl Req<'_> {
                 let kind = PatchKind::from_content_type(&self.content_type).ok_or_else(|| {
                     ApiError::unsupported_media(format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {:?})", self.content_type))
                 })?;
+                if kind == PatchKind::Apply {
+                    refusals::field_manager(self.query.get("fieldManager"))?;
+                }
                 let body = self.decode_body()?;
                 let manager = self.query.get("fieldManager").unwrap_or("unknown");
                 let (obj, created) =
@@ -371,6 +378,10 @@ impl Req<'_> {
             (&Method::DELETE, Some(n)) => {
                 let opts = self.delete_options()?;
                 Ok(self.object(200, self.store().delete(&info, self.ns(), &n, &opts)?))
+            }
+            // Namespaces have no deletecollection verb on the real server.
+            (&Method::DELETE, None) if info.group.is_empty() && info.plural == "namespaces" => {
+                Err(ApiError::method_not_allowed("the server does not allow this method on the requested resource"))
             }
             (&Method::DELETE, None) => self.delete_collection(),
             (m, _) => Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource: {m}"))),

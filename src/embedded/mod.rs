@@ -22,6 +22,7 @@ pub mod private;
 pub mod protobuf;
 pub mod quota;
 pub mod rbac;
+mod refusals;
 pub mod registry;
 pub mod selector;
 pub mod serviceaccount;

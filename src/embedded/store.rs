@@ -520,6 +520,8 @@ impl Store {
 
     fn create_locked(&self, inner: &mut Inner, info: &ResourceInfo, ns: Option<&str>, mut obj: Value, dry_run: bool) -> Result<Arc<Value>, ApiError> {
         let ns = if info.namespaced { Some(ns.unwrap_or("default")) } else { None };
+        // Before `stringData` is merged into `data`: the body as the client sent it.
+        super::refusals::string_maps(info, &obj)?;
         meta::prepare_create(info, &mut obj, ns, meta::new_uid(), &meta::now_rfc3339())?;
         let key = info.key();
         let nsk = ns.unwrap_or("").to_string();
@@ -635,6 +637,7 @@ impl Store {
     }
 
     fn commit_update(&self, inner: &mut Inner, info: &ResourceInfo, old: &Arc<Value>, new: Value, status: bool, dry_run: bool) -> Result<Arc<Value>, ApiError> {
+        super::refusals::string_maps(info, &new)?;
         let mut next = meta::prepare_update(info, old, &new, status);
         if !status {
             invalid_meta(info, &next)?;
