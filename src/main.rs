@@ -185,7 +185,31 @@ enum Command {
         /// answers, and load it on start; without it the state lives in memory only.
         #[arg(long)]
         data_dir: Option<PathBuf>,
+        #[command(flatten)]
+        in_flight: InFlightArgs,
     },
+}
+
+/// kube-apiserver's in-flight limits for the embedded API listener (429 with Retry-After past them;
+/// watches are not counted, the in-process controllers are exempt).
+#[derive(clap::Args, Clone, Copy, Debug)]
+struct InFlightArgs {
+    /// Read requests served at once on the embedded API listener.
+    #[arg(long, default_value_t = 400)]
+    max_requests_inflight: usize,
+    /// Mutating requests served at once on the embedded API listener.
+    #[arg(long, default_value_t = 200)]
+    max_mutating_requests_inflight: usize,
+}
+
+impl InFlightArgs {
+    fn limits(self) -> quotagate::embedded::listener::ListenerLimits {
+        quotagate::embedded::listener::ListenerLimits {
+            max_requests_inflight: self.max_requests_inflight,
+            max_mutating_requests_inflight: self.max_mutating_requests_inflight,
+            ..Default::default()
+        }
+    }
 }
 
 /// Benchmarks users can run.
@@ -253,6 +277,8 @@ struct RunArgs {
     /// before the API answers, and load it on start; without it the state lives in memory only.
     #[arg(long, requires = "embedded")]
     data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    in_flight: InFlightArgs,
     /// Without --embedded: the kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
     #[arg(long, conflicts_with = "embedded")]
     kubeconfig: Option<PathBuf>,
@@ -442,9 +468,9 @@ async fn shutdown_signal() {
 
 /// The embedded API server every command serves: quotagate's CRDs and admission, kept in
 /// `data_dir` when given.
-fn embedded_server(data_dir: Option<PathBuf>) -> anyhow::Result<Arc<quotagate::embedded::EmbeddedServer>> {
+fn embedded_server(data_dir: Option<PathBuf>, listener: quotagate::embedded::listener::ListenerLimits) -> anyhow::Result<Arc<quotagate::embedded::EmbeddedServer>> {
     use quotagate::embedded::{EmbeddedServer, QuotagateAdmission, ServerConfig};
-    let config = ServerConfig { data_dir, ..ServerConfig::default() };
+    let config = ServerConfig { data_dir, listener, ..ServerConfig::default() };
     let server = EmbeddedServer::open(&quotagate::api::all_crds(), Arc::new(QuotagateAdmission::default()), config)?;
     if let Some(file) = server.store.data_file() {
         tracing::info!(file = %file.display(), resource_version = server.store.restored_rv(), "state loaded from the data directory");
@@ -452,7 +478,7 @@ fn embedded_server(data_dir: Option<PathBuf>) -> anyhow::Result<Arc<quotagate::e
     Ok(server)
 }
 
-async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulators: bool, pod_start_delay: Duration, data_dir: Option<PathBuf>) -> anyhow::Result<()> {
+async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulators: bool, pod_start_delay: Duration, data_dir: Option<PathBuf>, in_flight: InFlightArgs) -> anyhow::Result<()> {
     use quotagate::embedded::{ClusterOptions, EmbeddedCluster, QuotagateAdmission, ServerConfig, sim};
     let mut sims = if simulators { sim::SimConfig::default() } else { sim::SimConfig { node: None, gateway: None, endpoints: false } };
     if let Some(node) = sims.node.as_mut() {
@@ -464,7 +490,7 @@ async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulato
     let Some(path) = kubeconfig_out else {
         anyhow::bail!("--kubeconfig-out is required: the listener's CA and token are written only there, and it refuses requests without them");
     };
-    let server = ServerConfig { data_dir, ..ServerConfig::default() };
+    let server = ServerConfig { data_dir, listener: in_flight.limits(), ..ServerConfig::default() };
     let opts = ClusterOptions { server, sims, listen: Some(listen), kubeconfig_out: Some(path.clone()) };
     let cluster = EmbeddedCluster::start(&quotagate::api::all_crds(), Arc::new(QuotagateAdmission::default()), opts).await?;
     let addr = cluster.addr.unwrap_or(listen);
@@ -505,7 +531,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     if args.embedded {
         let embedded = EmbeddedOptions { listen: args.listen, kubeconfig_out: args.kubeconfig_out.clone(), manager: opts, sims: args.sim.sims(), ray_sims: args.sim.ray_sims() };
-        manager::run_embedded_on(embedded_server(args.data_dir.clone())?, embedded, shutdown_signal()).await?;
+        manager::run_embedded_on(embedded_server(args.data_dir.clone(), args.in_flight.limits())?, embedded, shutdown_signal()).await?;
         return Ok(());
     }
     let client = match &args.kubeconfig {
@@ -550,7 +576,7 @@ async fn demo(listen: Option<SocketAddr>, kubeconfig_out: Option<PathBuf>, step_
         // --json keeps stdout for the timeline.
         if json { eprintln!("{}", ui.announcement()) } else { println!("{}", ui.announcement()) }
     }
-    let server = embedded_server(data_dir)?;
+    let server = embedded_server(data_dir, Default::default())?;
     // A data directory that already holds a cluster: its objects would collide with the script's.
     let restored = server.store.restored_rv() > 0;
     let client = server.client();
@@ -619,8 +645,8 @@ fn main() -> ExitCode {
         Command::Demo { listen, kubeconfig_out, step_timeout, keep_running, data_dir, json, ui, sim } => {
             run_async(demo(listen, kubeconfig_out, step_timeout, keep_running, data_dir, json, ui, sim))
         }
-        Command::Apiserver { listen, kubeconfig_out, no_simulators, pod_start_delay, data_dir } => {
-            run_async(apiserver(listen, kubeconfig_out, !no_simulators, pod_start_delay, data_dir))
+        Command::Apiserver { listen, kubeconfig_out, no_simulators, pod_start_delay, data_dir, in_flight } => {
+            run_async(apiserver(listen, kubeconfig_out, !no_simulators, pod_start_delay, data_dir, in_flight))
         }
         Command::Chaos { seed, runs, jobs, shrink } => run_async(async move {
             let opts = quotagate::cli::chaos::Options { seeds: seed..seed.saturating_add(runs), jobs, shrink };

@@ -157,6 +157,7 @@ mod listener {
         token: String,
         cancel: CancellationToken,
         dir: PathBuf,
+        srv: Arc<EmbeddedServer>,
     }
 
     impl Drop for Listening {
@@ -186,7 +187,7 @@ mod listener {
             .unwrap()
             .with_root_certificates(roots)
             .with_no_client_auth();
-        Listening { addr, tls: Arc::new(tls), token, cancel, dir }
+        Listening { addr, tls: Arc::new(tls), token, cancel, dir, srv }
     }
 
     impl Listening {
@@ -223,6 +224,7 @@ mod listener {
             idle_timeout: Duration::from_millis(800),
             max_header_bytes: 16 * 1024,
             max_connections: 64,
+            ..ListenerLimits::default()
         }
     }
 
@@ -273,6 +275,57 @@ mod listener {
         let mut buf = [0u8; 12];
         ok.read_exact(&mut buf).await.unwrap();
         assert_eq!(&buf, b"HTTP/1.1 200");
+    }
+
+    /// One request's status line and headers, over a fresh connection.
+    async fn head_of(l: &Listening, request: String) -> String {
+        let mut s = l.connect().await;
+        s.write_all(request.as_bytes()).await.unwrap();
+        let mut out = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !out.windows(4).any(|w| w == b"\r\n\r\n") {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// kube-apiserver's max-in-flight filter (issue "bounded under abuse"): past the read limit a
+    /// request gets 429 with Retry-After, a watch is not counted, and the in-process controllers'
+    /// client (exempt, as kube-apiserver's loopback client is) is served during the flood.
+    #[tokio::test]
+    async fn a_flood_past_the_in_flight_limit_gets_429_and_the_manager_is_still_served() {
+        let limits = ListenerLimits { max_requests_inflight: 2, max_mutating_requests_inflight: 1, ..short() };
+        let l = Arc::new(listen("inflight", limits).await);
+        // Every request takes 400 ms in the handler, so the flood overlaps.
+        l.srv.store.faults.set_delay(Some(Duration::from_millis(400)));
+        let flood: Vec<_> = (0..8)
+            .map(|_| {
+                let l = l.clone();
+                tokio::spawn(async move { head_of(&l, l.get("/api/v1/namespaces/default")).await })
+            })
+            .collect();
+        // While the flood is in flight: the in-process client is served, and so is a watch.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let ns: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(l.srv.client());
+        assert!(ns.get("default").await.is_ok(), "the in-process client was refused during the flood");
+        let watch = head_of(&l, l.get("/api/v1/namespaces/default/configmaps?watch=true")).await;
+        assert!(watch.starts_with("HTTP/1.1 200"), "{watch}");
+        let mut codes = Vec::new();
+        for f in flood {
+            let head = f.await.unwrap();
+            if head.starts_with("HTTP/1.1 429") {
+                assert!(head.to_ascii_lowercase().contains("retry-after: 1"), "{head}");
+            }
+            codes.push(head.get(9..12).unwrap_or_default().to_string());
+        }
+        let refused = codes.iter().filter(|c| *c == "429").count();
+        assert!(refused >= 1 && codes.iter().filter(|c| *c == "200").count() >= 2, "{codes:?}");
+        assert_eq!(refused + codes.iter().filter(|c| *c == "200").count(), codes.len(), "{codes:?}");
+        l.srv.store.faults.set_delay(None);
+        assert!(head_of(&l, l.get("/version")).await.starts_with("HTTP/1.1 200"));
     }
 
     /// The connection cap: past it a new connection waits, and is served once one closes.

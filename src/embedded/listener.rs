@@ -44,9 +44,49 @@ async fn require_token(
         .into_response()
 }
 
-/// `router` behind the token check.
-pub fn authenticated(router: axum::Router, creds: Arc<Credentials>) -> axum::Router {
-    router.layer(axum::middleware::from_fn_with_state(creds, require_token))
+/// `router` behind the token check, then the in-flight limits.
+pub fn authenticated(router: axum::Router, creds: Arc<Credentials>, limits: &ListenerLimits) -> axum::Router {
+    let in_flight = Arc::new(InFlightLimits {
+        reads: Semaphore::new(limits.max_requests_inflight.max(1)),
+        mutating: Semaphore::new(limits.max_mutating_requests_inflight.max(1)),
+    });
+    router
+        .layer(axum::middleware::from_fn_with_state(in_flight, limit_in_flight))
+        .layer(axum::middleware::from_fn_with_state(creds, require_token))
+}
+
+/// kube-apiserver's `--max-requests-inflight` and `--max-mutating-requests-inflight` (the
+/// `WithMaxInFlightLimit` filter): requests past them get 429 with `Retry-After`; long-running ones
+/// (watches) are not counted. Only requests through the listener are: the in-process controllers'
+/// client is the process's own, as kube-apiserver's loopback client is exempt (system:masters), so
+/// a flood from outside cannot starve them.
+struct InFlightLimits {
+    reads: Semaphore,
+    mutating: Semaphore,
+}
+
+async fn limit_in_flight(State(limits): State<Arc<InFlightLimits>>, req: Request, next: Next) -> Response {
+    let watch = req.uri().query().is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"))
+        || req.uri().path().contains("/watch/");
+    if watch {
+        return next.run(req).await;
+    }
+    let readonly = matches!(*req.method(), http::Method::GET | http::Method::HEAD | http::Method::OPTIONS);
+    let slots = if readonly { &limits.reads } else { &limits.mutating };
+    let Ok(_permit) = slots.try_acquire() else {
+        let body = serde_json::json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "Too many requests, please try again later.", "reason": "TooManyRequests",
+            "details": {"retryAfterSeconds": 1}, "code": 429
+        });
+        return (
+            http::StatusCode::TOO_MANY_REQUESTS,
+            [(http::header::CONTENT_TYPE, "application/json"), (http::header::RETRY_AFTER, "1")],
+            Body::from(body.to_string()),
+        )
+            .into_response();
+    };
+    next.run(req).await
 }
 
 /// The limits of kube-apiserver's secure serving (`SecureServingInfo.Serve`: `ReadHeaderTimeout`
@@ -66,6 +106,10 @@ pub struct ListenerLimits {
     /// line says so. Below the usual soft descriptor limit of 1,024, so the cap is what holds (with
     /// room for the data directory's files and the other listeners), not a failing `accept`.
     pub max_connections: usize,
+    /// Read requests in flight at once on the API listener (429 past it; watches not counted).
+    pub max_requests_inflight: usize,
+    /// Mutating requests in flight at once on the API listener.
+    pub max_mutating_requests_inflight: usize,
 }
 
 impl Default for ListenerLimits {
@@ -75,6 +119,8 @@ impl Default for ListenerLimits {
             idle_timeout: Duration::from_secs(90),
             max_header_bytes: 1 << 20,
             max_connections: 512,
+            max_requests_inflight: 400,
+            max_mutating_requests_inflight: 200,
         }
     }
 }

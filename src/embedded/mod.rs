@@ -184,8 +184,8 @@ impl EmbeddedServer {
                 .write_kubeconfig(path, addr)
                 .map_err(|source| ServeError::Kubeconfig { path: path.display().to_string(), source })?;
         }
-        let router = listener::authenticated(self.router(), creds.clone());
         let limits = self.config.listener.clone();
+        let router = listener::authenticated(self.router(), creds.clone(), &limits);
         let handle = tokio::spawn(async move {
             listener::serve_tls(listener, router, creds.tls.clone(), limits, cancel).await.map_err(ServeError::Serve)
         });
