@@ -186,23 +186,32 @@ enum Command {
         #[arg(long)]
         data_dir: Option<PathBuf>,
         #[command(flatten)]
-        in_flight: InFlightArgs,
+        limits: ApiLimitsArgs,
     },
 }
 
-/// kube-apiserver's in-flight limits for the embedded API listener (429 with Retry-After past them;
-/// watches are not counted, the in-process controllers are exempt).
+/// The embedded API server's storage quota (etcd's) and kube-apiserver's in-flight limits for its
+/// listener (429 with Retry-After past them; watches are not counted, the in-process controllers are
+/// exempt).
 #[derive(clap::Args, Clone, Copy, Debug)]
-struct InFlightArgs {
+struct ApiLimitsArgs {
     /// Read requests served at once on the embedded API listener.
     #[arg(long, default_value_t = 400)]
     max_requests_inflight: usize,
     /// Mutating requests served at once on the embedded API listener.
     #[arg(long, default_value_t = 200)]
     max_mutating_requests_inflight: usize,
+    /// Bytes of stored objects (as compact JSON) past which writes that grow the store are refused
+    /// with etcd's "database space exceeded"; reads, watches and deletes go on.
+    #[arg(long, default_value_t = quotagate::embedded::store::DEFAULT_QUOTA_BYTES)]
+    storage_quota: usize,
 }
 
-impl InFlightArgs {
+impl ApiLimitsArgs {
+    fn store(self) -> quotagate::embedded::StoreConfig {
+        quotagate::embedded::StoreConfig { quota_bytes: self.storage_quota, ..Default::default() }
+    }
+
     fn limits(self) -> quotagate::embedded::listener::ListenerLimits {
         quotagate::embedded::listener::ListenerLimits {
             max_requests_inflight: self.max_requests_inflight,
@@ -278,7 +287,7 @@ struct RunArgs {
     #[arg(long, requires = "embedded")]
     data_dir: Option<PathBuf>,
     #[command(flatten)]
-    in_flight: InFlightArgs,
+    limits: ApiLimitsArgs,
     /// Without --embedded: the kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
     #[arg(long, conflicts_with = "embedded")]
     kubeconfig: Option<PathBuf>,
@@ -468,9 +477,13 @@ async fn shutdown_signal() {
 
 /// The embedded API server every command serves: quotagate's CRDs and admission, kept in
 /// `data_dir` when given.
-fn embedded_server(data_dir: Option<PathBuf>, listener: quotagate::embedded::listener::ListenerLimits) -> anyhow::Result<Arc<quotagate::embedded::EmbeddedServer>> {
+fn embedded_server(data_dir: Option<PathBuf>, limits: Option<ApiLimitsArgs>) -> anyhow::Result<Arc<quotagate::embedded::EmbeddedServer>> {
     use quotagate::embedded::{EmbeddedServer, QuotagateAdmission, ServerConfig};
-    let config = ServerConfig { data_dir, listener, ..ServerConfig::default() };
+    let mut config = ServerConfig { data_dir, ..ServerConfig::default() };
+    if let Some(l) = limits {
+        config.listener = l.limits();
+        config.store = l.store();
+    }
     let server = EmbeddedServer::open(&quotagate::api::all_crds(), Arc::new(QuotagateAdmission::default()), config)?;
     if let Some(file) = server.store.data_file() {
         tracing::info!(file = %file.display(), resource_version = server.store.restored_rv(), "state loaded from the data directory");
@@ -478,7 +491,7 @@ fn embedded_server(data_dir: Option<PathBuf>, listener: quotagate::embedded::lis
     Ok(server)
 }
 
-async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulators: bool, pod_start_delay: Duration, data_dir: Option<PathBuf>, in_flight: InFlightArgs) -> anyhow::Result<()> {
+async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulators: bool, pod_start_delay: Duration, data_dir: Option<PathBuf>, limits: ApiLimitsArgs) -> anyhow::Result<()> {
     use quotagate::embedded::{ClusterOptions, EmbeddedCluster, QuotagateAdmission, ServerConfig, sim};
     let mut sims = if simulators { sim::SimConfig::default() } else { sim::SimConfig { node: None, gateway: None, endpoints: false } };
     if let Some(node) = sims.node.as_mut() {
@@ -490,7 +503,7 @@ async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulato
     let Some(path) = kubeconfig_out else {
         anyhow::bail!("--kubeconfig-out is required: the listener's CA and token are written only there, and it refuses requests without them");
     };
-    let server = ServerConfig { data_dir, listener: in_flight.limits(), ..ServerConfig::default() };
+    let server = ServerConfig { data_dir, listener: limits.limits(), store: limits.store(), ..ServerConfig::default() };
     let opts = ClusterOptions { server, sims, listen: Some(listen), kubeconfig_out: Some(path.clone()) };
     let cluster = EmbeddedCluster::start(&quotagate::api::all_crds(), Arc::new(QuotagateAdmission::default()), opts).await?;
     let addr = cluster.addr.unwrap_or(listen);
@@ -531,7 +544,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     if args.embedded {
         let embedded = EmbeddedOptions { listen: args.listen, kubeconfig_out: args.kubeconfig_out.clone(), manager: opts, sims: args.sim.sims(), ray_sims: args.sim.ray_sims() };
-        manager::run_embedded_on(embedded_server(args.data_dir.clone(), args.in_flight.limits())?, embedded, shutdown_signal()).await?;
+        manager::run_embedded_on(embedded_server(args.data_dir.clone(), Some(args.limits))?, embedded, shutdown_signal()).await?;
         return Ok(());
     }
     let client = match &args.kubeconfig {
@@ -576,7 +589,7 @@ async fn demo(listen: Option<SocketAddr>, kubeconfig_out: Option<PathBuf>, step_
         // --json keeps stdout for the timeline.
         if json { eprintln!("{}", ui.announcement()) } else { println!("{}", ui.announcement()) }
     }
-    let server = embedded_server(data_dir, Default::default())?;
+    let server = embedded_server(data_dir, None)?;
     // A data directory that already holds a cluster: its objects would collide with the script's.
     let restored = server.store.restored_rv() > 0;
     let client = server.client();
@@ -645,8 +658,8 @@ fn main() -> ExitCode {
         Command::Demo { listen, kubeconfig_out, step_timeout, keep_running, data_dir, json, ui, sim } => {
             run_async(demo(listen, kubeconfig_out, step_timeout, keep_running, data_dir, json, ui, sim))
         }
-        Command::Apiserver { listen, kubeconfig_out, no_simulators, pod_start_delay, data_dir, in_flight } => {
-            run_async(apiserver(listen, kubeconfig_out, !no_simulators, pod_start_delay, data_dir, in_flight))
+        Command::Apiserver { listen, kubeconfig_out, no_simulators, pod_start_delay, data_dir, limits } => {
+            run_async(apiserver(listen, kubeconfig_out, !no_simulators, pod_start_delay, data_dir, limits))
         }
         Command::Chaos { seed, runs, jobs, shrink } => run_async(async move {
             let opts = quotagate::cli::chaos::Options { seeds: seed..seed.saturating_add(runs), jobs, shrink };

@@ -464,3 +464,43 @@ mod refusals {
         assert_eq!(status["message"], "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch");
     }
 }
+
+/// The storage quota (issue "bounded under abuse"), as etcd's `--quota-backend-bytes`: past it, writes
+/// that grow the store get the API server's 500 with etcd's text; reads, lists and deletes go on, and
+/// deleting below the quota resumes writes.
+mod storage_quota {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Api, DeleteParams, ListParams, PostParams};
+    use quotagate::embedded::{EmbeddedServer, QuotagateAdmission, ServerConfig, StoreConfig};
+    use std::sync::Arc;
+
+    fn cm(name: &str) -> ConfigMap {
+        serde_json::from_value(json!({"metadata": {"name": name}, "data": {"blob": "x".repeat(8 * 1024)}})).unwrap()
+    }
+
+    #[tokio::test]
+    async fn writes_past_the_quota_are_refused_and_deletes_make_room() {
+        let config = ServerConfig { store: StoreConfig { quota_bytes: 64 * 1024, ..Default::default() }, ..Default::default() };
+        let srv = EmbeddedServer::with_config(&quotagate::api::all_crds(), Arc::new(QuotagateAdmission::default()), config);
+        let api: Api<ConfigMap> = Api::namespaced(srv.client(), "default");
+        let pp = PostParams::default();
+        let mut created = 0;
+        let refusal = loop {
+            match api.create(&pp, &cm(&format!("c{created}"))).await {
+                Ok(_) => created += 1,
+                Err(kube::Error::Api(e)) => break e,
+                Err(e) => panic!("{e}"),
+            }
+            assert!(created < 100, "no refusal after {created} creates of 8 KiB under a 64 KiB quota");
+        };
+        assert_eq!((refusal.code, refusal.message.as_str()), (500, "etcdserver: mvcc: database space exceeded"));
+        let (used, quota) = srv.store.quota_usage();
+        assert!(used <= quota && created >= 5, "{used} of {quota} after {created} creates");
+        // Reads and lists still work; so does a delete, which makes room for a create again.
+        assert!(api.get("c0").await.is_ok());
+        assert_eq!(api.list(&ListParams::default()).await.unwrap().items.len(), created);
+        api.delete("c0", &DeleteParams::default()).await.unwrap();
+        api.create(&pp, &cm("again")).await.unwrap();
+    }
+}
