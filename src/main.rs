@@ -188,7 +188,40 @@ enum Command {
         /// How long an Event lives after its last write (kube-apiserver's --event-ttl).
         #[arg(long, default_value = "1h", value_parser = parse_duration)]
         event_ttl: Duration,
+        #[command(flatten)]
+        limits: ApiLimitsArgs,
     },
+}
+
+/// The embedded API server's storage quota (etcd's) and kube-apiserver's in-flight limits for its
+/// listener (429 with Retry-After past them; watches are not counted, the in-process controllers are
+/// exempt).
+#[derive(clap::Args, Clone, Copy, Debug)]
+struct ApiLimitsArgs {
+    /// Read requests served at once on the embedded API listener.
+    #[arg(long, default_value_t = 400)]
+    max_requests_inflight: usize,
+    /// Mutating requests served at once on the embedded API listener.
+    #[arg(long, default_value_t = 200)]
+    max_mutating_requests_inflight: usize,
+    /// Bytes of stored objects (as compact JSON) past which writes that grow the store are refused
+    /// with etcd's "database space exceeded"; reads, watches and deletes go on.
+    #[arg(long, default_value_t = quotagate::embedded::store::DEFAULT_QUOTA_BYTES)]
+    storage_quota: usize,
+}
+
+impl ApiLimitsArgs {
+    fn store(self) -> quotagate::embedded::StoreConfig {
+        quotagate::embedded::StoreConfig { quota_bytes: self.storage_quota, ..Default::default() }
+    }
+
+    fn limits(self) -> quotagate::embedded::listener::ListenerLimits {
+        quotagate::embedded::listener::ListenerLimits {
+            max_requests_inflight: self.max_requests_inflight,
+            max_mutating_requests_inflight: self.max_mutating_requests_inflight,
+            ..Default::default()
+        }
+    }
 }
 
 /// Benchmarks users can run.
@@ -259,6 +292,8 @@ struct RunArgs {
     /// With --embedded: how long an Event lives after its last write (kube-apiserver's --event-ttl).
     #[arg(long, default_value = "1h", value_parser = parse_duration, requires = "embedded")]
     event_ttl: Duration,
+    #[command(flatten)]
+    limits: ApiLimitsArgs,
     /// Without --embedded: the kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
     #[arg(long, conflicts_with = "embedded")]
     kubeconfig: Option<PathBuf>,
@@ -449,9 +484,13 @@ async fn shutdown_signal() {
 
 /// The embedded API server every command serves: quotagate's CRDs and admission, kept in
 /// `data_dir` when given.
-fn embedded_server(data_dir: Option<PathBuf>, event_ttl: Duration) -> anyhow::Result<Arc<quotagate::embedded::EmbeddedServer>> {
+fn embedded_server(data_dir: Option<PathBuf>, event_ttl: Duration, limits: Option<ApiLimitsArgs>) -> anyhow::Result<Arc<quotagate::embedded::EmbeddedServer>> {
     use quotagate::embedded::{EmbeddedServer, QuotagateAdmission, ServerConfig};
-    let config = ServerConfig { data_dir, event_ttl, ..ServerConfig::default() };
+    let mut config = ServerConfig { data_dir, event_ttl, ..ServerConfig::default() };
+    if let Some(l) = limits {
+        config.listener = l.limits();
+        config.store = l.store();
+    }
     let server = EmbeddedServer::open(&quotagate::api::all_crds(), Arc::new(QuotagateAdmission::default()), config)?;
     if let Some(file) = server.store.data_file() {
         tracing::info!(file = %file.display(), resource_version = server.store.restored_rv(), "state loaded from the data directory");
@@ -459,7 +498,7 @@ fn embedded_server(data_dir: Option<PathBuf>, event_ttl: Duration) -> anyhow::Re
     Ok(server)
 }
 
-async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulators: bool, pod_start_delay: Duration, data_dir: Option<PathBuf>, event_ttl: Duration) -> anyhow::Result<()> {
+async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulators: bool, pod_start_delay: Duration, data_dir: Option<PathBuf>, event_ttl: Duration, limits: ApiLimitsArgs) -> anyhow::Result<()> {
     use quotagate::embedded::{ClusterOptions, EmbeddedCluster, QuotagateAdmission, ServerConfig, sim};
     let mut sims = if simulators { sim::SimConfig::default() } else { sim::SimConfig { node: None, gateway: None, endpoints: false } };
     if let Some(node) = sims.node.as_mut() {
@@ -471,7 +510,7 @@ async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulato
     let Some(path) = kubeconfig_out else {
         anyhow::bail!("--kubeconfig-out is required: the listener's CA and token are written only there, and it refuses requests without them");
     };
-    let server = ServerConfig { data_dir, event_ttl, ..ServerConfig::default() };
+    let server = ServerConfig { data_dir, event_ttl, listener: limits.limits(), store: limits.store(), ..ServerConfig::default() };
     let opts = ClusterOptions { server, sims, listen: Some(listen), kubeconfig_out: Some(path.clone()) };
     let cluster = EmbeddedCluster::start(&quotagate::api::all_crds(), Arc::new(QuotagateAdmission::default()), opts).await?;
     let addr = cluster.addr.unwrap_or(listen);
@@ -512,7 +551,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     if args.embedded {
         let embedded = EmbeddedOptions { listen: args.listen, kubeconfig_out: args.kubeconfig_out.clone(), manager: opts, sims: args.sim.sims(), ray_sims: args.sim.ray_sims() };
-        manager::run_embedded_on(embedded_server(args.data_dir.clone(), args.event_ttl)?, embedded, shutdown_signal()).await?;
+        manager::run_embedded_on(embedded_server(args.data_dir.clone(), args.event_ttl, Some(args.limits))?, embedded, shutdown_signal()).await?;
         return Ok(());
     }
     let client = match &args.kubeconfig {
@@ -557,7 +596,7 @@ async fn demo(listen: Option<SocketAddr>, kubeconfig_out: Option<PathBuf>, step_
         // --json keeps stdout for the timeline.
         if json { eprintln!("{}", ui.announcement()) } else { println!("{}", ui.announcement()) }
     }
-    let server = embedded_server(data_dir, quotagate::embedded::events::DEFAULT_TTL)?;
+    let server = embedded_server(data_dir, quotagate::embedded::events::DEFAULT_TTL, None)?;
     // A data directory that already holds a cluster: its objects would collide with the script's.
     let restored = server.store.restored_rv() > 0;
     let client = server.client();
@@ -626,8 +665,8 @@ fn main() -> ExitCode {
         Command::Demo { listen, kubeconfig_out, step_timeout, keep_running, data_dir, json, ui, sim } => {
             run_async(demo(listen, kubeconfig_out, step_timeout, keep_running, data_dir, json, ui, sim))
         }
-        Command::Apiserver { listen, kubeconfig_out, no_simulators, pod_start_delay, data_dir, event_ttl } => {
-            run_async(apiserver(listen, kubeconfig_out, !no_simulators, pod_start_delay, data_dir, event_ttl))
+        Command::Apiserver { listen, kubeconfig_out, no_simulators, pod_start_delay, data_dir, event_ttl, limits } => {
+            run_async(apiserver(listen, kubeconfig_out, !no_simulators, pod_start_delay, data_dir, event_ttl, limits))
         }
         Command::Chaos { seed, runs, jobs, shrink } => run_async(async move {
             let opts = quotagate::cli::chaos::Options { seeds: seed..seed.saturating_add(runs), jobs, shrink };

@@ -166,29 +166,14 @@ impl Credentials {
         )
     }
 
-    /// Writes the kubeconfig readable by its owner only (0600), also over an existing file.
+    /// Writes the kubeconfig readable by its owner only (0600), into a new file renamed over `path`;
+    /// a `path` that is a symbolic link or another user's file is refused (`private.rs`).
     pub fn write_kubeconfig(&self, path: &Path, addr: SocketAddr) -> std::io::Result<()> {
         write_private(path, self.kubeconfig(addr).as_bytes())
     }
 }
 
-/// Writes `bytes` to `path` readable by its owner only (0600), also over an existing file.
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-        opts.mode(0o600);
-        // An existing file keeps its mode when opened: narrow it before writing the token.
-        if path.exists() {
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-        }
-    }
-    let mut f = opts.open(path)?;
-    f.write_all(bytes)
-}
+use super::private::write_private;
 
 /// The Status a real API server sends for a request without valid credentials.
 pub fn unauthorized() -> serde_json::Value {

@@ -93,8 +93,9 @@ fn unreadable(file: &Path, detail: impl std::fmt::Display) -> DurableError {
 /// Opens (creating if needed) `dir`, takes its lock for the life of the returned `Durable`, checks
 /// the format and loads every object.
 pub fn open(dir: &Path) -> Result<(Durable, Loaded), DurableError> {
-    std::fs::create_dir_all(dir).map_err(|source| DurableError::Dir { dir: dir.to_path_buf(), source })?;
+    super::private::private_dir(dir).map_err(|source| DurableError::Dir { dir: dir.to_path_buf(), source })?;
     let file = dir.join(FILE_NAME);
+    super::private::private_file(&file).map_err(|source| DurableError::Dir { dir: dir.to_path_buf(), source })?;
     let db = match Database::create(&file) {
         Ok(db) => db,
         Err(redb::DatabaseError::DatabaseAlreadyOpen) => return Err(DurableError::Locked { dir: dir.to_path_buf(), file }),

@@ -1,8 +1,9 @@
 //! Fuzz targets for what clients send the embedded server: label and field selectors, patches of
 //! every type, and whole requests through the router (method, path, query, content type, body).
 //! proptest-driven: 256 cases each by default, more with `PROPTEST_CASES=100000 cargo test
-//! --release --lib fuzz`. Each asserts no panic; the router target also asserts that no request
-//! gets a 5xx (a client's mistake is a 4xx) and that the server still answers afterwards.
+//! --release --lib fuzz`. Each asserts no panic; the growing JSON patches also a bounded depth and
+//! size, and the router target that no request gets a 5xx (a client's mistake is a 4xx) and that
+//! the server still answers afterwards.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,7 +12,9 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
+use super::limits::{MAX_DEPTH, MAX_JSON_PATCH_COPY_BYTES, nested, within_depth};
 use super::patch::{apply, json_patch, merge_patch, strategic_merge};
+use super::store::json_len;
 use super::selector::{FieldSelector, LabelSelector};
 use super::{EmbeddedServer, QuotagateAdmission};
 
@@ -94,6 +97,32 @@ fn json_patch_body() -> impl Strategy<Value = Value> {
         Value::Array(
             ops.into_iter()
                 .map(|(op, path, from, value)| json!({"op": op, "path": path, "from": from, "value": value}))
+                .collect(),
+        )
+    })
+}
+
+/// JSON patches built to grow the object: `copy` and `move` of whole subtrees (the root included)
+/// into themselves, and `add` of values nested up to past the depth limit.
+fn growing_json_patch() -> impl Strategy<Value = Value> {
+    let container = prop_oneof![
+        Just(""), Just("/metadata"), Just("/metadata/labels"), Just("/spec"), Just("/spec/containers/0"),
+        Just("/data"),
+    ];
+    let op = (
+        prop_oneof![Just("copy"), Just("copy"), Just("move"), Just("add")],
+        container.clone(),
+        container,
+        "[a-c]{1,2}",
+        0..(MAX_DEPTH + 8),
+    );
+    prop::collection::vec(op, 0..40).prop_map(|ops| {
+        Value::Array(
+            ops.into_iter()
+                .map(|(op, from, into, key, depth)| match op {
+                    "add" => json!({"op": "add", "path": format!("{into}/{key}"), "value": nested(depth)}),
+                    _ => json!({"op": op, "from": from, "path": format!("{into}/{key}")}),
+                })
                 .collect(),
         )
     })
@@ -198,6 +227,21 @@ proptest! {
         merge_patch(&mut doc, &patch);
         strategic_merge(&mut doc, &patch);
         apply(&mut doc, &patch, previous.as_ref());
+    }
+
+    /// Whatever a patch does, what comes out is within the nesting limit and grows by no more than the
+    /// copy limit plus the patch's own values: no stack overflow, no doubling without bound.
+    #[test]
+    fn growing_json_patches_stay_within_depth_and_size(ops in growing_json_patch()) {
+        let mut doc = object();
+        let before = json_len(&doc);
+        let outcome = json_patch(&mut doc, &ops);
+        prop_assert!(within_depth(&doc));
+        prop_assert!(json_len(&doc) <= before + MAX_JSON_PATCH_COPY_BYTES + json_len(&ops), "{outcome:?}");
+        let mut merged = object();
+        merge_patch(&mut merged, &doc);
+        strategic_merge(&mut merged, &doc);
+        prop_assert!(within_depth(&merged));
     }
 
     #[test]

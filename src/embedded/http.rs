@@ -10,6 +10,7 @@ use super::review;
 use super::patch::PatchKind;
 use super::protobuf;
 use super::rbac;
+use super::refusals;
 use super::registry::ResourceInfo;
 use super::selector::{FieldSelector, LabelSelector};
 use super::quota;
@@ -311,7 +312,20 @@ impl Req<'_> {
         self.accept.contains("as=Table")
     }
 
+    /// The body as JSON, within the nesting limit whatever its content type (`limits.rs`).
     fn decode_body(&self) -> Result<Value, ApiError> {
+        let v = self.decode_any()?;
+        if !super::limits::within_depth(&v) {
+            return Err(ApiError::bad_request(format!(
+                "the request body nests deeper than {} levels: {}",
+                super::limits::MAX_DEPTH,
+                super::limits::TOO_DEEP
+            )));
+        }
+        Ok(v)
+    }
+
+    fn decode_any(&self) -> Result<Value, ApiError> {
         let ct = self.content_type.split(';').next().unwrap_or("").trim();
         if ct == "application/vnd.kubernetes.protobuf" {
             return protobuf::decode(self.body, &self.t.info).map_err(|e| ApiError::unsupported_media(e.to_string()));
@@ -336,6 +350,7 @@ impl Req<'_> {
     /// quota, followed by the quota controller's status pass (`quota.rs`).
     fn serve(&self) -> Result<Response, ApiError> {
         let write = self.method != Method::GET;
+        refusals::dry_run(&self.method, self.query.get("dryRun"))?;
         let core = self.t.info.group.is_empty();
         let quota_write = write && core && self.t.info.plural == "resourcequotas";
         let touches_usage = write
@@ -362,6 +377,7 @@ impl Req<'_> {
             (&Method::GET, Some(n)) => Ok(self.object(200, self.store().get(&info, self.ns(), &n)?)),
             (&Method::POST, None) => {
                 let mut obj = events::to_storage(&info, self.decode_body()?);
+                refusals::type_meta(&info, &obj)?;
                 if info.group.is_empty() && info.plural == "pods" {
                     let ns = self.ns().unwrap_or("default");
                     serviceaccount::admit_pod(self.store(), &self.srv.registry, ns, &mut obj)?;
@@ -376,6 +392,7 @@ impl Req<'_> {
             }
             (&Method::PUT, Some(n)) => {
                 let obj = events::to_storage(&info, self.decode_body()?);
+                refusals::type_meta(&info, &obj)?;
                 if info.group.is_empty() && info.plural == "resourcequotas" && !self.t.status {
                     quota::validate(&obj)?;
                 }
@@ -385,6 +402,9 @@ impl Req<'_> {
                 let kind = PatchKind::from_content_type(&self.content_type).ok_or_else(|| {
                     ApiError::unsupported_media(format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {:?})", self.content_type))
                 })?;
+                if kind == PatchKind::Apply {
+                    refusals::field_manager(self.query.get("fieldManager"))?;
+                }
                 let body = events::patch_to_storage(&info, kind, self.decode_body()?);
                 let manager = self.query.get("fieldManager").unwrap_or("unknown");
                 let (obj, created) =
@@ -397,6 +417,10 @@ impl Req<'_> {
             (&Method::DELETE, Some(n)) => {
                 let opts = self.delete_options()?;
                 Ok(self.object(200, self.store().delete(&info, self.ns(), &n, &opts)?))
+            }
+            // Namespaces have no deletecollection verb on the real server.
+            (&Method::DELETE, None) if info.group.is_empty() && info.plural == "namespaces" => {
+                Err(ApiError::method_not_allowed("the server does not allow this method on the requested resource"))
             }
             (&Method::DELETE, None) => self.delete_collection(),
             (m, _) => Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource: {m}"))),

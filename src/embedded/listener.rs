@@ -1,9 +1,19 @@
 //! The loopback TCP face of the embedded server: TLS with the server's own CA, and every request
 //! checked for the bearer token before it reaches the router (401 otherwise, as a real API server
-//! answers an anonymous request when anonymous access is off).
+//! answers an anonymous request when anonymous access is off). Every listener of the process
+//! (this one, health, metrics, web view) runs under [`ListenerLimits`], kube-apiserver's timeouts.
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tower::ServiceExt;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -34,9 +44,85 @@ async fn require_token(
         .into_response()
 }
 
-/// `router` behind the token check.
-pub fn authenticated(router: axum::Router, creds: Arc<Credentials>) -> axum::Router {
-    router.layer(axum::middleware::from_fn_with_state(creds, require_token))
+/// `router` behind the token check, then the in-flight limits.
+pub fn authenticated(router: axum::Router, creds: Arc<Credentials>, limits: &ListenerLimits) -> axum::Router {
+    let in_flight = Arc::new(InFlightLimits {
+        reads: Semaphore::new(limits.max_requests_inflight.max(1)),
+        mutating: Semaphore::new(limits.max_mutating_requests_inflight.max(1)),
+    });
+    router
+        .layer(axum::middleware::from_fn_with_state(in_flight, limit_in_flight))
+        .layer(axum::middleware::from_fn_with_state(creds, require_token))
+}
+
+/// kube-apiserver's `--max-requests-inflight` and `--max-mutating-requests-inflight` (the
+/// `WithMaxInFlightLimit` filter): requests past them get 429 with `Retry-After`; long-running ones
+/// (watches) are not counted. Only requests through the listener are: the in-process controllers'
+/// client is the process's own, as kube-apiserver's loopback client is exempt (system:masters), so
+/// a flood from outside cannot starve them.
+struct InFlightLimits {
+    reads: Semaphore,
+    mutating: Semaphore,
+}
+
+async fn limit_in_flight(State(limits): State<Arc<InFlightLimits>>, req: Request, next: Next) -> Response {
+    let watch = req.uri().query().is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"))
+        || req.uri().path().contains("/watch/");
+    if watch {
+        return next.run(req).await;
+    }
+    let readonly = matches!(*req.method(), http::Method::GET | http::Method::HEAD | http::Method::OPTIONS);
+    let slots = if readonly { &limits.reads } else { &limits.mutating };
+    let Ok(_permit) = slots.try_acquire() else {
+        let body = serde_json::json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "Too many requests, please try again later.", "reason": "TooManyRequests",
+            "details": {"retryAfterSeconds": 1}, "code": 429
+        });
+        return (
+            http::StatusCode::TOO_MANY_REQUESTS,
+            [(http::header::CONTENT_TYPE, "application/json"), (http::header::RETRY_AFTER, "1")],
+            Body::from(body.to_string()),
+        )
+            .into_response();
+    };
+    next.run(req).await
+}
+
+/// The limits of kube-apiserver's secure serving (`SecureServingInfo.Serve`: `ReadHeaderTimeout`
+/// 32 s, `IdleTimeout` 90 s, `MaxHeaderBytes` 1 MiB), plus a cap on open connections, which it does
+/// not have but a process sharing a descriptor limit with its own store needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListenerLimits {
+    /// From a connection's accept, or from the first byte of a next request, until its headers are
+    /// in; a client that sends half its headers is cut off then.
+    pub header_read_timeout: Duration,
+    /// How long a keep-alive connection may sit with no request before it is closed. A request in
+    /// flight (a watch included) is never idle.
+    pub idle_timeout: Duration,
+    /// Bytes of request line and headers (431 beyond them).
+    pub max_header_bytes: usize,
+    /// Connections open at once; past it new ones wait in the kernel's accept queue and one log
+    /// line says so. Below the usual soft descriptor limit of 1,024, so the cap is what holds (with
+    /// room for the data directory's files and the other listeners), not a failing `accept`.
+    pub max_connections: usize,
+    /// Read requests in flight at once on the API listener (429 past it; watches not counted).
+    pub max_requests_inflight: usize,
+    /// Mutating requests in flight at once on the API listener.
+    pub max_mutating_requests_inflight: usize,
+}
+
+impl Default for ListenerLimits {
+    fn default() -> Self {
+        ListenerLimits {
+            header_read_timeout: Duration::from_secs(32),
+            idle_timeout: Duration::from_secs(90),
+            max_header_bytes: 1 << 20,
+            max_connections: 512,
+            max_requests_inflight: 400,
+            max_mutating_requests_inflight: 200,
+        }
+    }
 }
 
 /// Accepts TLS connections on `listener` and serves `router` on each until `cancel` fires; open
@@ -45,28 +131,15 @@ pub async fn serve_tls(
     listener: tokio::net::TcpListener,
     router: axum::Router,
     tls: Arc<rustls::ServerConfig>,
+    limits: ListenerLimits,
     cancel: CancellationToken,
 ) -> std::io::Result<()> {
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-    loop {
-        let (tcp, peer): (tokio::net::TcpStream, SocketAddr) = tokio::select! {
-            _ = cancel.cancelled() => return Ok(()),
-            accepted = listener.accept() => match accepted {
-                Ok(x) => x,
-                Err(e) => {
-                    // Out of descriptors and the like: wait a little instead of spinning.
-                    tracing::debug!(error = %e, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
+    accept_loop(listener, limits, cancel, move |tcp, peer, limits, cancel, permit| {
         let acceptor = acceptor.clone();
         let router = router.clone();
-        let cancel = cancel.clone();
-        tokio::spawn(async move {
-            let handshake =
-                tokio::time::timeout(std::time::Duration::from_secs(10), acceptor.accept(tcp));
+        async move {
+            let handshake = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp));
             let stream = match handshake.await {
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => {
@@ -78,15 +151,231 @@ pub async fn serve_tls(
                     return;
                 }
             };
-            let service = hyper_util::service::TowerToHyperService::new(router);
-            let io = hyper_util::rt::TokioIo::new(stream);
-            let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
-            tokio::select! {
-                r = conn => if let Err(e) = r {
-                    tracing::debug!(%peer, error = %e, "connection ended with an error");
-                },
-                _ = cancel.cancelled() => {}
+            serve_connection(stream, peer, router, limits, cancel).await;
+            drop(permit);
+        }
+    })
+    .await
+}
+
+/// Plain HTTP with the same limits: the health, metrics and web-view listeners.
+pub async fn serve_plain(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    limits: ListenerLimits,
+    cancel: CancellationToken,
+) -> std::io::Result<()> {
+    accept_loop(listener, limits, cancel, move |tcp, peer, limits, cancel, permit| {
+        let router = router.clone();
+        async move {
+            serve_connection(tcp, peer, router, limits, cancel).await;
+            drop(permit);
+        }
+    })
+    .await
+}
+
+async fn accept_loop<F, Fut>(
+    listener: tokio::net::TcpListener,
+    limits: ListenerLimits,
+    cancel: CancellationToken,
+    on_connection: F,
+) -> std::io::Result<()>
+where
+    F: Fn(tokio::net::TcpStream, SocketAddr, ListenerLimits, CancellationToken, OwnedSemaphorePermit) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let mut at_cap = false;
+    loop {
+        let permit = match slots.clone().try_acquire_owned() {
+            Ok(p) => {
+                at_cap = false;
+                p
             }
-        });
+            Err(_) => {
+                if !at_cap {
+                    at_cap = true;
+                    tracing::warn!(
+                        limit = limits.max_connections,
+                        "open connections at the limit: new connections wait until one closes"
+                    );
+                }
+                tokio::select! {
+                    _ = cancel.cancelled() => return Ok(()),
+                    p = slots.clone().acquire_owned() => match p {
+                        Ok(p) => p,
+                        Err(_) => return Ok(()),
+                    },
+                }
+            }
+        };
+        let (tcp, peer): (tokio::net::TcpStream, SocketAddr) = tokio::select! {
+            _ = cancel.cancelled() => return Ok(()),
+            accepted = listener.accept() => match accepted {
+                Ok(x) => x,
+                Err(e) => {
+                    // Out of descriptors and the like: wait a little instead of spinning.
+                    tracing::debug!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        // As Go's net package does for every TCP connection: small responses (a GET's headers and
+        // body in two TLS records) are not held back waiting for the client's delayed ACK.
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(%peer, error = %e, "setting TCP_NODELAY failed");
+        }
+        tokio::spawn(on_connection(tcp, peer, limits.clone(), cancel.clone(), permit));
+    }
+}
+
+/// What the idle and header timers look at: requests in flight, and when the connection last went
+/// idle or started sending a request (milliseconds since accept; `NONE` for not yet).
+struct Activity {
+    start: Instant,
+    in_flight: AtomicUsize,
+    idle_since: AtomicU64,
+    request_began: AtomicU64,
+}
+
+const NONE: u64 = u64::MAX;
+
+impl Activity {
+    fn now(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_millis()).unwrap_or(NONE - 1)
+    }
+
+    /// Why the connection is to be closed now, if it is.
+    fn expired(&self, limits: &ListenerLimits) -> Option<&'static str> {
+        if self.in_flight.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        let now = self.now();
+        let began = self.request_began.load(Ordering::Acquire);
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(NONE);
+        if began != NONE {
+            return (now.saturating_sub(began) >= ms(limits.header_read_timeout)).then_some("request headers not complete in time");
+        }
+        (now.saturating_sub(self.idle_since.load(Ordering::Acquire)) >= ms(limits.idle_timeout)).then_some("idle keep-alive connection")
+    }
+}
+
+/// Ends a request's part in [`Activity`] when its response body is done (or dropped).
+struct InFlight(Arc<Activity>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let a = &self.0;
+        a.idle_since.store(a.now(), Ordering::Release);
+        a.request_began.store(NONE, Ordering::Release);
+        a.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A response body that holds its request's [`InFlight`] until it has been sent.
+struct Tracked {
+    body: axum::body::Body,
+    _in_flight: InFlight,
+}
+
+impl hyper::body::Body for Tracked {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// The connection's stream, noting when the bytes of a next request start to arrive.
+struct Watched<S> {
+    inner: S,
+    activity: Arc<Activity>,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let a = &self.activity;
+        if buf.filled().len() > before && a.in_flight.load(Ordering::Acquire) == 0 && a.request_began.load(Ordering::Acquire) == NONE {
+            a.request_began.store(a.now(), Ordering::Release);
+        }
+        r
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[std::io::IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+/// Serves HTTP/1.1 on one connection until the client leaves, a timer of [`ListenerLimits`] ends
+/// it, or `cancel` fires.
+async fn serve_connection<S>(stream: S, peer: SocketAddr, router: axum::Router, limits: ListenerLimits, cancel: CancellationToken)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    // Headers are due from the accept on, as for every later request from its first byte.
+    let activity = Arc::new(Activity { start: Instant::now(), in_flight: AtomicUsize::new(0), idle_since: AtomicU64::new(0), request_began: AtomicU64::new(0) });
+    let io = hyper_util::rt::TokioIo::new(Watched { inner: stream, activity: activity.clone() });
+    let tracked = activity.clone();
+    let service = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+        tracked.in_flight.fetch_add(1, Ordering::AcqRel);
+        let in_flight = InFlight(tracked.clone());
+        let call = router.clone().oneshot(req.map(axum::body::Body::new));
+        async move {
+            let resp = match call.await {
+                Ok(r) => r,
+                Err(never) => match never {},
+            };
+            Ok::<_, Infallible>(resp.map(|body| axum::body::Body::new(Tracked { body, _in_flight: in_flight })))
+        }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    // The timers below replace hyper's own header timer, which would also count idle time.
+    builder.header_read_timeout(None).max_buf_size(limits.max_header_bytes.max(8192));
+    let conn = builder.serve_connection(io, service);
+    let tick = (limits.header_read_timeout.min(limits.idle_timeout) / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+    let timers = async {
+        loop {
+            tokio::time::sleep(tick).await;
+            if let Some(why) = activity.expired(&limits) {
+                return why;
+            }
+        }
+    };
+    tokio::select! {
+        r = conn => if let Err(e) = r {
+            tracing::debug!(%peer, error = %e, "connection ended with an error");
+        },
+        why = timers => tracing::debug!(%peer, why, "closing the connection"),
+        _ = cancel.cancelled() => {}
     }
 }

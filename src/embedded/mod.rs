@@ -15,13 +15,16 @@ pub mod faults;
 #[cfg(test)]
 mod fuzz;
 mod http;
-mod listener;
+pub mod limits;
+pub mod listener;
 pub mod logs;
 pub mod meta;
 pub mod patch;
+pub mod private;
 pub mod protobuf;
 pub mod quota;
 pub mod rbac;
+mod refusals;
 pub mod registry;
 pub mod review;
 pub mod selector;
@@ -55,11 +58,19 @@ pub struct ServerConfig {
     pub data_dir: Option<PathBuf>,
     /// How long an Event lives after its last write (kube-apiserver's `--event-ttl`, default 1 h).
     pub event_ttl: Duration,
+    /// Timeouts and caps of the loopback listener (`listener.rs`).
+    pub listener: listener::ListenerLimits,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        ServerConfig { store: StoreConfig::default(), bookmark_interval: Duration::from_secs(30), data_dir: None, event_ttl: events::DEFAULT_TTL }
+        ServerConfig {
+            store: StoreConfig::default(),
+            bookmark_interval: Duration::from_secs(30),
+            data_dir: None,
+            event_ttl: events::DEFAULT_TTL,
+            listener: listener::ListenerLimits::default(),
+        }
     }
 }
 
@@ -185,9 +196,10 @@ impl EmbeddedServer {
                 .write_kubeconfig(path, addr)
                 .map_err(|source| ServeError::Kubeconfig { path: path.display().to_string(), source })?;
         }
-        let router = listener::authenticated(self.router(), creds.clone());
+        let limits = self.config.listener.clone();
+        let router = listener::authenticated(self.router(), creds.clone(), &limits);
         let handle = tokio::spawn(async move {
-            listener::serve_tls(listener, router, creds.tls.clone(), cancel).await.map_err(ServeError::Serve)
+            listener::serve_tls(listener, router, creds.tls.clone(), limits, cancel).await.map_err(ServeError::Serve)
         });
         Ok((addr, handle))
     }

@@ -14,6 +14,9 @@
 
 use serde_json::{Map, Value};
 
+use super::limits::{MAX_DEPTH, MAX_JSON_PATCH_COPY_BYTES, MAX_JSON_PATCH_OPS, TOO_DEEP, depth_within};
+use super::store::json_len;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PatchKind {
     Json,
@@ -52,18 +55,97 @@ pub enum PatchError {
     BadJsonPatch(String),
     #[error("{0}")]
     JsonPatchFailed(String),
+    /// kube-apiserver's wording (its 413 prefixes "Request entity too large: ").
+    #[error("The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPS}, got {0}")]
+    TooManyOperations(usize),
+    /// The wording of the json-patch library kube-apiserver uses (`AccumulatedCopySizeError`).
+    #[error("Unable to complete the copy, the accumulated size increase of copy is {0}, exceeding the limit {MAX_JSON_PATCH_COPY_BYTES}")]
+    CopyTooLarge(usize),
+    #[error("operation '/{0}' would nest the object deeper than {MAX_DEPTH} levels: {TOO_DEEP}")]
+    TooDeepAt(usize),
+    #[error("the patched object nests deeper than {MAX_DEPTH} levels: {TOO_DEEP}")]
+    TooDeep,
 }
 
-/// Applies an RFC 6902 patch all or nothing. Applied to a copy that replaces `doc` only on success:
+impl PatchError {
+    /// The status the real server answers with: 413 for too many operations, 400 for a body that is
+    /// no patch, 422 for a patch that does not apply (its copy limit included).
+    pub fn code(&self) -> u16 {
+        match self {
+            PatchError::TooManyOperations(_) => 413,
+            PatchError::BadJsonPatch(_) => 400,
+            _ => 422,
+        }
+    }
+}
+
+/// Applies an RFC 6902 patch all or nothing, under kube-apiserver's limits: at most
+/// [`MAX_JSON_PATCH_OPS`] operations, at most [`MAX_JSON_PATCH_COPY_BYTES`] added by `copy`
+/// operations (counted before each copy is made, so a patch that doubles the object per operation
+/// stops before it has grown), and no operation may nest the object deeper than [`MAX_DEPTH`]
+/// (checked before it is applied). Applied to a copy that replaces `doc` only on success:
 /// `json_patch::patch` undoes a failed patch in place, and its undo panics on some sequences a
 /// client can send (a `move` followed by a failing operation; found by `fuzz.rs`).
 pub fn json_patch(doc: &mut Value, body: &Value) -> Result<(), PatchError> {
+    if let Some(n) = body.as_array().map(Vec::len).filter(|n| *n > MAX_JSON_PATCH_OPS) {
+        return Err(PatchError::TooManyOperations(n));
+    }
     let p: json_patch::Patch =
         serde_json::from_value(body.clone()).map_err(|e| PatchError::BadJsonPatch(e.to_string()))?;
     let mut patched = doc.clone();
-    json_patch::patch_unsafe(&mut patched, &p.0).map_err(|e| PatchError::JsonPatchFailed(e.to_string()))?;
+    // An upper bound of the document's depth, kept as operations apply; exact depths are computed
+    // only where the bound says an operation might pass the limit.
+    let mut depth = depth_within(&patched, MAX_DEPTH).ok_or(PatchError::TooDeep)?;
+    let mut copied = 0usize;
+    for (i, op) in p.0.iter().enumerate() {
+        use json_patch::PatchOperation as O;
+        let placed = match op {
+            O::Add(o) => Some((tokens(o.path.as_str()), depth_within(&o.value, MAX_DEPTH))),
+            O::Replace(o) => Some((tokens(o.path.as_str()), depth_within(&o.value, MAX_DEPTH))),
+            // A missing `from` fails below, with the library's message.
+            O::Copy(o) => match patched.pointer(o.from.as_str()) {
+                None => None,
+                Some(from) => {
+                    copied = copied.saturating_add(json_len(from));
+                    if copied > MAX_JSON_PATCH_COPY_BYTES {
+                        return Err(PatchError::CopyTooLarge(copied));
+                    }
+                    Some((tokens(o.path.as_str()), depth_within(from, MAX_DEPTH)))
+                }
+            },
+            O::Move(o) => {
+                let (to, from) = (tokens(o.path.as_str()), tokens(o.from.as_str()));
+                if to + depth.saturating_sub(from) <= MAX_DEPTH {
+                    Some((to, Some(depth.saturating_sub(from))))
+                } else {
+                    let value = patched.pointer(o.from.as_str());
+                    Some((to, value.map_or(Some(0), |v| depth_within(v, MAX_DEPTH))))
+                }
+            }
+            O::Remove(_) | O::Test(_) => None,
+        };
+        if let Some((at, value_depth)) = placed {
+            match value_depth.map(|d| at + d) {
+                Some(d) if d <= MAX_DEPTH => depth = depth.max(d),
+                _ => return Err(PatchError::TooDeepAt(i)),
+            }
+        }
+        apply_one(&mut patched, op, i)?;
+    }
     *doc = patched;
     Ok(())
+}
+
+/// One operation, its error naming its index in the whole patch as the library would.
+fn apply_one(doc: &mut Value, op: &json_patch::PatchOperation, index: usize) -> Result<(), PatchError> {
+    json_patch::patch_unsafe(doc, std::slice::from_ref(op)).map_err(|e| {
+        PatchError::JsonPatchFailed(format!("operation '/{index}' failed at path '{}': {}", e.path, e.kind))
+    })
+}
+
+/// How many reference tokens a JSON pointer has: the containers a value placed there sits in.
+fn tokens(pointer: &str) -> usize {
+    pointer.matches('/').count()
 }
 
 pub fn merge_patch(doc: &mut Value, body: &Value) {
@@ -221,6 +303,72 @@ mod tests {
         ]);
         assert!(matches!(json_patch(&mut doc, &ops), Err(PatchError::JsonPatchFailed(_))));
         assert_eq!(doc, before);
+    }
+
+    /// The reported abort: `copy` ops nesting an object into itself (100 levels copied 8 times would be
+    /// about 16,800 levels). Refused at the first op that would pass the limit, object unchanged.
+    #[test]
+    fn a_copy_nesting_an_object_into_itself_is_refused_before_it_applies() {
+        let before = json!({"metadata": {"name": "a"}, "data": {"x": crate::embedded::limits::nested(100)}});
+        let mut doc = before.clone();
+        let mut into = String::from("/data/x");
+        for _ in 0..50 {
+            into.push_str("/a/0");
+        }
+        let ops: Vec<Value> = (0..8).map(|i| json!({"op": "copy", "from": "/data", "path": format!("{into}/c{i}")})).collect();
+        let err = json_patch(&mut doc, &Value::Array(ops)).unwrap_err();
+        assert_eq!(err, PatchError::TooDeepAt(0));
+        assert!(err.to_string().contains("exceeded max depth"), "{err}");
+        assert_eq!(err.code(), 422);
+        assert_eq!(doc, before);
+    }
+
+    /// The reported 700 MiB growth: 19 copies of the annotations map into itself, each doubling it.
+    /// Refused once the copies add up to more than 3 MiB, before the next copy is made.
+    #[test]
+    fn copies_doubling_the_object_stop_at_the_copy_limit() {
+        let before = json!({"metadata": {"name": "a", "annotations": {"seed": "x".repeat(2000)}}});
+        let mut doc = before.clone();
+        let ops: Vec<Value> =
+            (0..19).map(|i| json!({"op": "copy", "from": "/metadata/annotations", "path": format!("/metadata/annotations/k{i}")})).collect();
+        let err = json_patch(&mut doc, &Value::Array(ops)).unwrap_err();
+        let PatchError::CopyTooLarge(n) = err else { panic!("{err:?}") };
+        // 2 KB doubling: the 11th copy passes 3 MiB (2 KiB * 2^11 = 4 MiB accumulated at most).
+        assert!(n > MAX_JSON_PATCH_COPY_BYTES && n < 2 * MAX_JSON_PATCH_COPY_BYTES, "{n}");
+        assert!(err.to_string().starts_with("Unable to complete the copy, the accumulated size increase of copy is"), "{err}");
+        assert_eq!(doc, before);
+        // Copies that stay under the limit apply.
+        let small: Vec<Value> = (0..3).map(|i| json!({"op": "copy", "from": "/metadata/name", "path": format!("/metadata/n{i}")})).collect();
+        json_patch(&mut doc, &Value::Array(small)).unwrap();
+        assert_eq!(doc["metadata"]["n2"], "a");
+    }
+
+    #[test]
+    fn more_than_ten_thousand_operations_are_refused_with_the_count() {
+        let mut doc = json!({"metadata": {}});
+        let op = json!({"op": "test", "path": "/metadata", "value": {}});
+        let err = json_patch(&mut doc, &Value::Array(vec![op.clone(); MAX_JSON_PATCH_OPS + 1])).unwrap_err();
+        assert_eq!(err.to_string(), "The allowed maximum operations in a JSON patch is 10000, got 10001");
+        assert_eq!(err.code(), 413);
+        json_patch(&mut doc, &Value::Array(vec![op; MAX_JSON_PATCH_OPS])).unwrap();
+    }
+
+    #[test]
+    fn adds_and_moves_are_held_to_the_depth_limit_and_errors_name_the_operation() {
+        let mut doc = json!({"a": crate::embedded::limits::nested(120), "b": {}});
+        let deep_add = json!([{"op": "add", "path": "/b/c", "value": crate::embedded::limits::nested(126)}]);
+        assert_eq!(json_patch(&mut doc, &deep_add), Err(PatchError::TooDeepAt(0)));
+        let mut path = String::from("/b");
+        for i in 0..10 {
+            let step = json!([{"op": "add", "path": format!("{path}/x{i}"), "value": {}}]);
+            json_patch(&mut doc, &step).unwrap();
+            path = format!("{path}/x{i}");
+        }
+        let deep_move = json!([{"op": "test", "path": "/b", "value": doc["b"].clone()}, {"op": "move", "from": "/a", "path": format!("{path}/m")}]);
+        assert_eq!(json_patch(&mut doc, &deep_move), Err(PatchError::TooDeepAt(1)));
+        let missing = json!([{"op": "test", "path": "/b", "value": doc["b"].clone()}, {"op": "copy", "from": "/nope", "path": "/c"}]);
+        let err = json_patch(&mut doc, &missing).unwrap_err().to_string();
+        assert!(err.starts_with("operation '/1' failed"), "{err}");
     }
 
     #[test]

@@ -103,12 +103,27 @@ pub struct StoreConfig {
     /// history takes about five times this in memory (the end-to-end bench's peak RSS fell by 330 MiB
     /// when the default went from 64 to 16 MiB); 16 MiB is still seconds of the bench's busiest writes.
     pub history_bytes: usize,
+    /// The storage quota (`--storage-quota`): bytes of stored objects as compact JSON past which a
+    /// write that grows the store is refused, as etcd refuses writes past `--quota-backend-bytes`
+    /// ("etcdserver: mvcc: database space exceeded"); reads, watches, deletes and writes that shrink
+    /// keep working, and deleting below it resumes writes. etcd's default is 2 GiB on disk; ours is
+    /// 256 MiB because the objects live in memory as parsed JSON, about five times their compact
+    /// size, so 256 MiB of objects already costs over 1 GiB of RAM.
+    pub quota_bytes: usize,
 }
+
+/// The storage quota's default (see [`StoreConfig::quota_bytes`]).
+pub const DEFAULT_QUOTA_BYTES: usize = 256 * 1024 * 1024;
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        StoreConfig { history_limit: 100_000, history_bytes: 16 * 1024 * 1024 }
+        StoreConfig { history_limit: 100_000, history_bytes: 16 * 1024 * 1024, quota_bytes: DEFAULT_QUOTA_BYTES }
     }
+}
+
+/// What the API server answers when etcd is past its quota (a 500 with etcd's error text).
+fn space_exceeded() -> ApiError {
+    ApiError::internal("etcdserver: mvcc: database space exceeded")
 }
 
 /// The largest object the store keeps, as compact JSON: etcd's default request limit (1.5 MiB).
@@ -149,6 +164,15 @@ fn sized(info: &ResourceInfo, obj: &Value) -> Result<usize, ApiError> {
     Ok(n)
 }
 
+/// A patch that did not apply, answered as the real server answers it.
+fn patch_refused(e: patch::PatchError) -> ApiError {
+    match e.code() {
+        413 => ApiError::new(413, "RequestEntityTooLarge", format!("Request entity too large: {e}")),
+        400 => ApiError::bad_request(e.to_string()),
+        code => ApiError::new(code, "Invalid", e.to_string()),
+    }
+}
+
 type ObjKey = (ResourceKey, String, String);
 
 struct Inner {
@@ -167,6 +191,11 @@ struct Inner {
     tx: broadcast::Sender<Arc<WatchEvent>>,
     /// With `--data-dir`: where every committed change is recorded, in RV order.
     durable: Option<Arc<Durable>>,
+    /// Bytes of the stored objects as compact JSON, against `quota_bytes`.
+    stored_bytes: usize,
+    quota_bytes: usize,
+    /// Whether the quota refused a write since the store was last below it (one log line per episode).
+    over_quota: bool,
 }
 
 pub struct Store {
@@ -249,6 +278,7 @@ impl Inner {
         let okey = (key.clone(), ns.clone(), name.clone());
         let obj = Arc::new(obj);
         let old = self.objects.entry(key.clone()).or_default().insert((ns, name), obj.clone());
+        self.stored_bytes = (self.stored_bytes + bytes).saturating_sub(old.as_deref().map_or(0, json_len));
         if let Some(old) = &old {
             for o in owner_uids(old) {
                 if let Some(set) = self.dependents.get_mut(&o) {
@@ -276,12 +306,14 @@ impl Inner {
             self.dependents.entry(o).or_default().insert(okey.clone());
         }
         self.by_uid.insert(meta_str(&obj, "uid").to_string(), okey);
+        self.stored_bytes += json_len(&obj);
         self.objects.entry(key).or_default().insert((ns, name), Arc::new(obj));
     }
 
     /// Removes an object for good (DELETED event at a fresh RV), then garbage-collects what it owned.
     fn remove(&mut self, key: &ResourceKey, ns: &str, name: &str, cascade: bool) -> Option<Arc<Value>> {
         let old = self.objects.get_mut(key)?.remove(&(ns.to_string(), name.to_string()))?;
+        self.stored_bytes = self.stored_bytes.saturating_sub(json_len(&old));
         self.rv += 1;
         let mut gone = (*old).clone();
         meta_mut(&mut gone).insert("resourceVersion".into(), json!(self.rv.to_string()));
@@ -333,6 +365,28 @@ impl Inner {
                 self.remove(&k, ns, &name, true);
             }
         }
+    }
+
+    /// Refuses a write that would take the stored objects from `before` to `after` bytes past the
+    /// quota; a write that does not grow the store always passes (a finalizer removed, a field
+    /// cleared: what lets a full store be emptied).
+    fn within_quota(&mut self, before: usize, after: usize) -> Result<(), ApiError> {
+        if after <= before || self.stored_bytes - before.min(self.stored_bytes) + after <= self.quota_bytes {
+            if self.stored_bytes <= self.quota_bytes && self.over_quota {
+                self.over_quota = false;
+                tracing::info!(stored_bytes = self.stored_bytes, quota_bytes = self.quota_bytes, "storage back under its quota; writes resume");
+            }
+            return Ok(());
+        }
+        if !self.over_quota {
+            self.over_quota = true;
+            tracing::warn!(
+                stored_bytes = self.stored_bytes,
+                quota_bytes = self.quota_bytes,
+                "storage quota reached: writes that grow the store are refused (database space exceeded) until objects are deleted"
+            );
+        }
+        Err(space_exceeded())
     }
 
     /// Delete honouring finalizers: with finalizers the object only gets a deletionTimestamp.
@@ -407,6 +461,9 @@ impl Store {
             applied: HashMap::new(),
             tx,
             durable: durable.clone(),
+            stored_bytes: 0,
+            quota_bytes: config.quota_bytes,
+            over_quota: false,
         };
         let restored_rv = loaded.as_ref().map_or(0, |l| l.rv);
         if let Some(l) = loaded {
@@ -514,6 +571,8 @@ impl Store {
 
     fn create_locked(&self, inner: &mut Inner, info: &ResourceInfo, ns: Option<&str>, mut obj: Value, dry_run: bool) -> Result<Arc<Value>, ApiError> {
         let ns = if info.namespaced { Some(ns.unwrap_or("default")) } else { None };
+        // Before `stringData` is merged into `data`: the body as the client sent it.
+        super::refusals::string_maps(info, &obj)?;
         meta::prepare_create(info, &mut obj, ns, meta::new_uid(), &meta::now_rfc3339())?;
         let key = info.key();
         let nsk = ns.unwrap_or("").to_string();
@@ -544,6 +603,7 @@ impl Store {
         }
         self.admit(Operation::Create, info, &mut obj, None)?;
         let bytes = sized(info, &obj)?;
+        inner.within_quota(0, bytes)?;
         if dry_run {
             return Ok(Arc::new(obj));
         }
@@ -629,6 +689,7 @@ impl Store {
     }
 
     fn commit_update(&self, inner: &mut Inner, info: &ResourceInfo, old: &Arc<Value>, new: Value, status: bool, dry_run: bool) -> Result<Arc<Value>, ApiError> {
+        super::refusals::string_maps(info, &new)?;
         let mut next = meta::prepare_update(info, old, &new, status);
         if !status {
             invalid_meta(info, &next)?;
@@ -639,6 +700,7 @@ impl Store {
             return Ok(old.clone());
         }
         let bytes = sized(info, &next)?;
+        inner.within_quota(json_len(old), bytes)?;
         if dry_run {
             return Ok(Arc::new(next));
         }
@@ -703,7 +765,7 @@ impl Store {
         };
         let mut doc = (*old).clone();
         match kind {
-            PatchKind::Json => patch::json_patch(&mut doc, &body).map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?,
+            PatchKind::Json => patch::json_patch(&mut doc, &body).map_err(patch_refused)?,
             PatchKind::Merge => patch::merge_patch(&mut doc, &body),
             PatchKind::Strategic => patch::strategic_merge(&mut doc, &body),
             PatchKind::Apply => {
@@ -713,6 +775,11 @@ impl Store {
                     inner.applied.insert(akey, body.clone());
                 }
             }
+        }
+        // Merge-type patches nest no deeper than the object or the body, both checked already; this
+        // keeps the bound true whatever a patch type's rules become (README "Limits").
+        if !super::limits::within_depth(&doc) {
+            return Err(patch_refused(patch::PatchError::TooDeep));
         }
         meta::check_identity(info, &old, &doc)?;
         // A resourceVersion written by the patch is a precondition, as on the real server.
@@ -839,6 +906,12 @@ impl Store {
     pub fn history_size(&self) -> (usize, usize) {
         let inner = self.lock();
         (inner.history.len(), inner.history_bytes)
+    }
+
+    /// Bytes of stored objects as compact JSON, as the storage quota counts them, and the quota.
+    pub fn quota_usage(&self) -> (usize, usize) {
+        let inner = self.lock();
+        (inner.stored_bytes, inner.quota_bytes)
     }
 
     pub fn stored_size(&self) -> (usize, usize) {

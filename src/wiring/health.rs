@@ -83,7 +83,13 @@ pub fn router(health: Health) -> Router {
 /// Serves the endpoints until the shutdown future completes.
 pub async fn serve(addr: SocketAddr, health: Health, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    axum::serve(listener, router(health)).with_graceful_shutdown(shutdown).await
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let stop = cancel.clone();
+    tokio::spawn(async move {
+        shutdown.await;
+        stop.cancel();
+    });
+    crate::embedded::listener::serve_plain(listener, router(health), Default::default(), cancel).await
 }
 
 #[cfg(test)]

@@ -135,10 +135,7 @@ pub async fn run_manager(
             .merge(super::visibility::router(client.clone()));
         let c = cancel.clone();
         tasks.push(tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, router)
-                .with_graceful_shutdown(async move { c.cancelled().await })
-                .await
-            {
+            if let Err(e) = crate::embedded::listener::serve_plain(listener, router, Default::default(), c).await {
                 tracing::error!(error = %e, "health endpoint failed");
             }
         }));

@@ -130,7 +130,7 @@ pub fn spawn(client: &Client, caches: &Caches, listener: &UiListener, cancel: Ca
                 return;
             }
         };
-        if let Err(e) = axum::serve(l, app).with_graceful_shutdown(async move { cancel.cancelled().await }).await {
+        if let Err(e) = crate::embedded::listener::serve_plain(l, app, Default::default(), cancel).await {
             tracing::error!(%addr, error = %e, "web view stopped");
         }
     }));

@@ -1,0 +1,140 @@
+//! Requests the real API server refuses before it stores anything, with its words: options it does
+//! not support (`dryRun` other than `All`, apply without `fieldManager`), a body whose `apiVersion`
+//! or `kind` contradicts the URL, and ConfigMap/Secret maps holding something other than strings.
+
+use http::Method;
+use serde_json::Value;
+
+use super::error::ApiError;
+use super::registry::ResourceInfo;
+use crate::api::validation::{ErrorType, FieldError};
+
+/// The options kind of a write (`CreateOptions`, ...), as the real server names it in its 422.
+fn options_kind(method: &Method) -> &'static str {
+    match *method {
+        Method::POST => "CreateOptions",
+        Method::PUT => "UpdateOptions",
+        Method::PATCH => "PatchOptions",
+        _ => "DeleteOptions",
+    }
+}
+
+fn invalid_options(method: &Method, e: FieldError) -> ApiError {
+    let kind = options_kind(method);
+    ApiError::invalid(&format!("{kind}.meta.k8s.io"), "", &[e]).details("", "meta.k8s.io", kind)
+}
+
+/// `dryRun` takes only `All` (`ValidateDryRun`); a write with anything else is a 422 naming the
+/// supported values, and nothing is written.
+pub fn dry_run(method: &Method, value: Option<&str>) -> Result<(), ApiError> {
+    match value {
+        None | Some("All") => Ok(()),
+        Some(_) if *method == Method::GET => Ok(()),
+        Some(v) => Err(invalid_options(
+            method,
+            FieldError::new("dryRun", ErrorType::NotSupported, format!("[]string{{{v:?}}}: supported values: \"All\"")),
+        )),
+    }
+}
+
+/// Server-side apply needs a field manager (`ValidatePatchOptions`): kubectl sends one, a hand-made
+/// request must too.
+pub fn field_manager(manager: Option<&str>) -> Result<(), ApiError> {
+    match manager {
+        Some(m) if !m.is_empty() => Ok(()),
+        _ => Err(invalid_options(&Method::PATCH, FieldError::required("fieldManager", "is required for apply patch"))),
+    }
+}
+
+/// A create or update body's `apiVersion` and `kind` must be the URL's when given (the handlers'
+/// `AcceptsGroupVersion` check, and the kind check of the decoder).
+pub fn type_meta(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
+    let want = info.api_version();
+    if let Some(v) = obj.get("apiVersion").and_then(Value::as_str).filter(|v| !v.is_empty())
+        && v != want
+    {
+        return Err(ApiError::bad_request(format!("the API version in the data ({v}) does not match the expected API version ({want})")));
+    }
+    if let Some(k) = obj.get("kind").and_then(Value::as_str).filter(|k| !k.is_empty())
+        && k != info.kind
+    {
+        let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        let qualified = if info.group.is_empty() { k.to_string() } else { format!("{k}.{}", info.group) };
+        let fe = FieldError::invalid("kind", format!("{k:?}: must be {}", info.kind));
+        return Err(ApiError::invalid(&qualified, name, &[fe]).details(name, &info.group, k));
+    }
+    Ok(())
+}
+
+fn go_type(v: &Value) -> &'static str {
+    match v {
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+        _ => "string",
+    }
+}
+
+/// ConfigMap `data`/`binaryData` and Secret `data`/`stringData` are maps of strings (base64 for the
+/// byte maps); anything else fails to decode on the real server with a 400 naming the field, e.g.
+/// `ConfigMap in version "v1" cannot be handled as a ConfigMap: json: cannot unmarshal number into
+/// Go struct field ConfigMap.data of type string`. Null values decode to empty in Go and pass.
+pub fn string_maps(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
+    let fields: &[(&str, &str)] = match (info.group.as_str(), info.plural.as_str()) {
+        ("", "configmaps") => &[("data", "string"), ("binaryData", "[]uint8")],
+        ("", "secrets") => &[("data", "[]uint8"), ("stringData", "string")],
+        _ => return Ok(()),
+    };
+    let kind = &info.kind;
+    let refuse = |field: &str, v: &Value, of: &str| {
+        ApiError::bad_request(format!(
+            "{kind} in version \"{}\" cannot be handled as a {kind}: json: cannot unmarshal {} into Go struct field {kind}.{field} of type {of}",
+            info.version,
+            go_type(v)
+        ))
+    };
+    for (field, of) in fields {
+        match obj.get(*field) {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(m)) => {
+                if let Some(bad) = m.values().find(|v| !(v.is_string() || v.is_null())) {
+                    return Err(refuse(field, bad, of));
+                }
+            }
+            Some(other) => return Err(refuse(field, other, &format!("map[string]{of}"))),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn builtin(plural: &str) -> ResourceInfo {
+        let all = super::super::registry::builtins();
+        all.into_iter().find(|b| b.plural == plural).unwrap()
+    }
+
+    #[test]
+    fn the_real_servers_words() {
+        let e = dry_run(&Method::POST, Some("Garbage")).unwrap_err();
+        assert_eq!((e.code, e.message.as_str()), (422, "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: []string{\"Garbage\"}: supported values: \"All\""));
+        assert!(dry_run(&Method::DELETE, Some("All")).is_ok());
+        let e = field_manager(None).unwrap_err();
+        assert_eq!(e.message, "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch");
+        let cm = builtin("configmaps");
+        let e = string_maps(&cm, &json!({"data": {"a": 1}})).unwrap_err();
+        assert_eq!((e.code, e.message.as_str()), (400, "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot unmarshal number into Go struct field ConfigMap.data of type string"));
+        assert!(string_maps(&cm, &json!({"data": {"a": "1", "b": null}})).is_ok());
+        let e = string_maps(&builtin("secrets"), &json!({"stringData": {"a": {"x": 1}}})).unwrap_err();
+        assert!(e.message.ends_with("cannot unmarshal object into Go struct field Secret.stringData of type string"), "{}", e.message);
+        let e = type_meta(&cm, &json!({"apiVersion": "v2", "kind": "ConfigMap"})).unwrap_err();
+        assert_eq!((e.code, e.message.as_str()), (400, "the API version in the data (v2) does not match the expected API version (v1)"));
+        let e = type_meta(&cm, &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}})).unwrap_err();
+        assert_eq!((e.code, e.message.as_str()), (422, "Secret \"x\" is invalid: kind: Invalid value: \"Secret\": must be ConfigMap"));
+        assert!(type_meta(&cm, &json!({"metadata": {}})).is_ok());
+    }
+}
