@@ -329,10 +329,14 @@ fn file_circles(src: &Path) -> Vec<String> {
             if !index.contains_key(w) {
                 visit(w, edges, index, stack, counter, out);
                 let low = index[w].1.min(index[v].1);
-                index.get_mut(v).map(|e| e.1 = low);
+                if let Some(e) = index.get_mut(v) {
+                    e.1 = low;
+                }
             } else if stack.contains(w) {
                 let low = index[w].0.min(index[v].1);
-                index.get_mut(v).map(|e| e.1 = low);
+                if let Some(e) = index.get_mut(v) {
+                    e.1 = low;
+                }
             }
         }
         if index[v].0 == index[v].1 {

@@ -399,71 +399,8 @@ impl AdmissionLoop {
                 replaced,
                 checks,
                 ..
-            } => {
-                let admission = convert::admission_api(&admission);
-                let cq = admission.cluster_queue.clone();
-                match admit_with_retry(&api, wl, admission, &checks, &self.own_writes).await {
-                    Ok(w) => {
-                        self.record_reservation(wl, &cq);
-                        let r = w.object_ref(&());
-                        let waited = wl
-                            .metadata
-                            .creation_timestamp
-                            .as_ref()
-                            .map_or(0, |t| (now() - t.0).get_seconds());
-                        self.event(&r, EventType::Normal, reason::QUOTA_RESERVED, format!("Quota reserved in ClusterQueue {cq}, wait time since queued was {waited}s")).await;
-                        // With admission checks to pass, admission comes later (`Action::Checks`).
-                        if w.is_admitted() {
-                            self.record_admitted(&w, &cq).await;
-                        }
-                        if replaced.is_some() {
-                            self.metrics
-                                .replaced_workload_slices_total
-                                .get_or_create(&self.metrics.cq(&cq))
-                                .inc();
-                        }
-                        return Outcome::Admitted(key);
-                    }
-                    Err(error) => {
-                        return Outcome::AdmitFailed {
-                            key,
-                            cq,
-                            error: Box::new(error),
-                            object: Box::new(wl.object_ref(&())),
-                        };
-                    }
-                }
-            }
-            Action::Evict { cause, clear, .. } => {
-                let Some(mut status) = conditions::evicted(wl, &cause, now()) else {
-                    return Outcome::Done;
-                };
-                if cause.by == conditions::EvictedBy::Deactivated {
-                    // Kueue: deactivation ends the requeueing history and its mark.
-                    status.requeue_state = None;
-                    status.conditions.retain(|c| c.type_ != crate::api::kueue::constants::condition::DEACTIVATION_TARGET);
-                }
-                if cause.by.backs_off() {
-                    status.requeue_state = Some(state.backoff.next_state(
-                        status.requeue_state.as_ref(),
-                        now(),
-                        rand::random::<f64>(),
-                    ));
-                }
-                // As Kueue, from the status that shows the eviction, before the reservation goes.
-                let evicted = status.clone();
-                if clear {
-                    let mut tmp = (**wl).clone();
-                    tmp.status = Some(status.clone());
-                    status = conditions::clear_reservation(&tmp, now()).unwrap_or(status);
-                }
-                if self.write(&api, wl, status).await.is_ok() {
-                    if let Some(a) = wl.admission() {
-                        super::pods_ready_metrics::record_evicted(&self.metrics, &a.cluster_queue, &cause, &evicted);
-                    }
-                    self.record_eviction(wl, &cause).await;
-                }
-            }
+            } => return self.admit(&api, wl, key, admission, replaced, checks).await,
+            Action::Evict { cause, clear, .. } => self.evict(state, &api, wl, cause, clear).await,
             Action::ClearReservation { .. } => {
                 if let Some(status) = conditions::clear_reservation(wl, now()) {
                     let _ = self.write(&api, wl, status).await;
@@ -473,19 +410,7 @@ impl AdmissionLoop {
                 reason: why,
                 message,
                 ..
-            } => {
-                if let Some(status) = conditions::pending(wl, &why, &message, now()) {
-                    return match self.write_version(&api, wl, status).await {
-                        Ok(after) => {
-                            // Remembered until the cache shows it: an admission decided on the
-                            // copy it replaced may be written over it (`admit_with_retry`).
-                            self.own_writes.record(&key, &wl.resource_version().unwrap_or_default(), &after);
-                            Outcome::PendingWritten(key)
-                        }
-                        Err(e) => Outcome::PendingUnwritten(key, write_backoff::is_permanent(&e)),
-                    };
-                }
-            }
+            } => return self.write_pending(&api, wl, key, why, message).await,
             Action::FinishSlice { replaced_by, .. } => {
                 let msg = format!("Replaced by workload slice {replaced_by}");
                 if let Some(status) =
@@ -503,57 +428,158 @@ impl AdmissionLoop {
                     let _ = self.write(&api, wl, status).await;
                 }
             }
-            Action::Checks { status, .. } => {
-                let was_admitted = wl.is_admitted();
-                let becomes_admitted = status.condition_true(crate::api::kueue::constants::condition::ADMITTED);
-                if self.write(&api, wl, *status.clone()).await.is_ok() && !was_admitted && becomes_admitted {
-                    let mut w = (**wl).clone();
-                    w.status = Some(*status);
-                    let cq = w.admission().map(|a| a.cluster_queue.clone()).unwrap_or_default();
-                    self.record_admitted(&w, &cq).await;
-                }
-            }
-            Action::Deactivate { reason: why, message, .. } => {
-                if why == reason::ADMISSION_CHECK {
-                    let r = wl.object_ref(&());
-                    self.event(&r, EventType::Warning, "AdmissionCheckRejected", format!("Deactivated due to {message}")).await;
-                }
-                if let Some(status) = super::pods_ready::mark_for_deactivation(wl, why, &message, now())
-                    && self.write(&api, wl, status).await.is_err()
-                {
-                    return Outcome::Done;
-                }
-                let patch = serde_json::json!({"spec": {"active": false}});
-                if let Err(e) = api.patch(&wl.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
-                    tracing::debug!(workload = %key, error = %e, "deactivating failed; will retry");
-                }
-            }
+            Action::Checks { status, .. } => self.write_checks(&api, wl, status).await,
+            Action::Deactivate { reason: why, message, .. } => self.deactivate(&api, wl, &key, why, message).await,
             Action::BackoffFinished { .. } => {
                 if let Some(status) = super::backoff::finished(wl, now()) {
                     let _ = self.write(&api, wl, status).await;
                 }
             }
-            Action::RemoveFinalizer { .. } => {
-                let kept: Vec<String> = wl
-                    .finalizers()
-                    .iter()
-                    .filter(|f| *f != RESOURCE_IN_USE_FINALIZER)
-                    .cloned()
-                    .collect();
-                let patch = serde_json::json!({"metadata": {"finalizers": kept, "resourceVersion": wl.resource_version()}});
-                if let Err(e) = api
-                    .patch(
-                        &wl.name_any(),
-                        &PatchParams::default(),
-                        &Patch::Merge(&patch),
-                    )
-                    .await
-                {
-                    tracing::debug!(workload = %key, error = %e, "removing finalizer failed; will retry");
-                }
-            }
+            Action::RemoveFinalizer { .. } => Self::remove_finalizer(&api, wl, &key).await,
         }
         Outcome::Done
+    }
+
+    /// Writes a quota reservation (and `Admitted` when no check stands between), with its event and
+    /// metrics.
+    async fn admit(
+        &self,
+        api: &Api<Workload>,
+        wl: &Arc<Workload>,
+        key: WorkloadKey,
+        admission: crate::queue::Admission,
+        replaced: Option<WorkloadKey>,
+        checks: BTreeSet<String>,
+    ) -> Outcome {
+        let admission = convert::admission_api(&admission);
+        let cq = admission.cluster_queue.clone();
+        match admit_with_retry(api, wl, admission, &checks, &self.own_writes).await {
+            Ok(w) => {
+                self.record_reservation(wl, &cq);
+                let r = w.object_ref(&());
+                let waited = wl
+                    .metadata
+                    .creation_timestamp
+                    .as_ref()
+                    .map_or(0, |t| (now() - t.0).get_seconds());
+                self.event(&r, EventType::Normal, reason::QUOTA_RESERVED, format!("Quota reserved in ClusterQueue {cq}, wait time since queued was {waited}s")).await;
+                // With admission checks to pass, admission comes later (`Action::Checks`).
+                if w.is_admitted() {
+                    self.record_admitted(&w, &cq).await;
+                }
+                if replaced.is_some() {
+                    self.metrics
+                        .replaced_workload_slices_total
+                        .get_or_create(&self.metrics.cq(&cq))
+                        .inc();
+                }
+                Outcome::Admitted(key)
+            }
+            Err(error) => Outcome::AdmitFailed {
+                key,
+                cq,
+                error: Box::new(error),
+                object: Box::new(wl.object_ref(&())),
+            },
+        }
+    }
+
+    /// Marks a workload evicted (with `clear`, its reservation goes at once), with its event and metrics.
+    async fn evict(&self, state: &AdmissionState, api: &Api<Workload>, wl: &Arc<Workload>, cause: EvictionCause, clear: bool) {
+        let Some(mut status) = conditions::evicted(wl, &cause, now()) else {
+            return;
+        };
+        if cause.by == conditions::EvictedBy::Deactivated {
+            // Kueue: deactivation ends the requeueing history and its mark.
+            status.requeue_state = None;
+            status.conditions.retain(|c| c.type_ != crate::api::kueue::constants::condition::DEACTIVATION_TARGET);
+        }
+        if cause.by.backs_off() {
+            status.requeue_state = Some(state.backoff.next_state(
+                status.requeue_state.as_ref(),
+                now(),
+                rand::random::<f64>(),
+            ));
+        }
+        // As Kueue, from the status that shows the eviction, before the reservation goes.
+        let evicted = status.clone();
+        if clear {
+            let mut tmp = (**wl).clone();
+            tmp.status = Some(status.clone());
+            status = conditions::clear_reservation(&tmp, now()).unwrap_or(status);
+        }
+        if self.write(api, wl, status).await.is_ok() {
+            if let Some(a) = wl.admission() {
+                super::pods_ready_metrics::record_evicted(&self.metrics, &a.cluster_queue, &cause, &evicted);
+            }
+            self.record_eviction(wl, &cause).await;
+        }
+    }
+
+    /// Writes `QuotaReserved=False` with why the workload is pending, when that changed.
+    async fn write_pending(&self, api: &Api<Workload>, wl: &Arc<Workload>, key: WorkloadKey, why: String, message: String) -> Outcome {
+        if let Some(status) = conditions::pending(wl, &why, &message, now()) {
+            return match self.write_version(api, wl, status).await {
+                Ok(after) => {
+                    // Remembered until the cache shows it: an admission decided on the
+                    // copy it replaced may be written over it (`admit_with_retry`).
+                    self.own_writes.record(&key, &wl.resource_version().unwrap_or_default(), &after);
+                    Outcome::PendingWritten(key)
+                }
+                Err(e) => Outcome::PendingUnwritten(key, write_backoff::is_permanent(&e)),
+            };
+        }
+        Outcome::Done
+    }
+
+    /// Writes the admission checks' states, and counts the admission they complete.
+    async fn write_checks(&self, api: &Api<Workload>, wl: &Arc<Workload>, status: Box<WorkloadStatus>) {
+        let was_admitted = wl.is_admitted();
+        let becomes_admitted = status.condition_true(crate::api::kueue::constants::condition::ADMITTED);
+        if self.write(api, wl, *status.clone()).await.is_ok() && !was_admitted && becomes_admitted {
+            let mut w = (**wl).clone();
+            w.status = Some(*status);
+            let cq = w.admission().map(|a| a.cluster_queue.clone()).unwrap_or_default();
+            self.record_admitted(&w, &cq).await;
+        }
+    }
+
+    /// Deactivates a workload (`spec.active=false`), marked with why.
+    async fn deactivate(&self, api: &Api<Workload>, wl: &Arc<Workload>, key: &WorkloadKey, why: &str, message: String) {
+        if why == reason::ADMISSION_CHECK {
+            let r = wl.object_ref(&());
+            self.event(&r, EventType::Warning, "AdmissionCheckRejected", format!("Deactivated due to {message}")).await;
+        }
+        if let Some(status) = super::pods_ready::mark_for_deactivation(wl, why, &message, now())
+            && self.write(api, wl, status).await.is_err()
+        {
+            return;
+        }
+        let patch = serde_json::json!({"spec": {"active": false}});
+        if let Err(e) = api.patch(&wl.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+            tracing::debug!(workload = %key, error = %e, "deactivating failed; will retry");
+        }
+    }
+
+    /// Removes the resource-in-use finalizer.
+    async fn remove_finalizer(api: &Api<Workload>, wl: &Arc<Workload>, key: &WorkloadKey) {
+        let kept: Vec<String> = wl
+            .finalizers()
+            .iter()
+            .filter(|f| *f != RESOURCE_IN_USE_FINALIZER)
+            .cloned()
+            .collect();
+        let patch = serde_json::json!({"metadata": {"finalizers": kept, "resourceVersion": wl.resource_version()}});
+        if let Err(e) = api
+            .patch(
+                &wl.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            tracing::debug!(workload = %key, error = %e, "removing finalizer failed; will retry");
+        }
     }
 
     /// A ClusterQueue, Cohort or ResourceFlavor of the snapshot has another spec in the cache now

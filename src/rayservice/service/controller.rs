@@ -20,7 +20,10 @@ use super::build::{self, Stamp};
 use super::error::Error;
 use super::observe::{self, REJECTED_CONFIG_ANNOTATION, SERVED_CONFIG_ANNOTATION};
 use super::plan::{Action, EventType, Plan};
-use super::snapshot::{Admission, DesiredCluster, ServeObservation, Snapshot, UpgradeStrategy};
+use super::snapshot::{
+    Admission, ChildCluster, DesiredCluster, IncrementalOptions, PriorStatus, ServeObservation, Snapshot, TrafficView,
+    UpgradeStrategy,
+};
 use super::{auth, duration, schedule, traffic};
 use crate::api::gateway::{Gateway, HTTPRoute};
 use crate::api::ray::constants as c;
@@ -302,64 +305,9 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
     // themselves; the pushed config's capacity is not what every cluster should report.
     let expected = expected.filter(|_| !incremental);
     let mut children = Vec::with_capacity(clusters.len());
+    let queue_managed = matches!(admission, Admission::QueueManaged { .. });
     for rc in &clusters {
-        let cname = rc.name_any();
-        let pods = pods_api
-            .list(&ListParams::default().labels(&format!("{}={cname}", c::LABEL_CLUSTER)))
-            .await?
-            .items;
-        let mut view = observe::child_view(rc, &pods, ServeObservation::NotQueried);
-        // A queue-managed child still suspended has not been released (even if the gate marker is
-        // already gone: a release interrupted between its two writes is finished on the next pass).
-        if matches!(admission, Admission::QueueManaged { .. }) && rc.spec.suspend == Some(true) {
-            view.gated = true;
-        }
-        let current = prior.active.as_deref() == Some(cname.as_str())
-            || prior.pending.as_deref() == Some(cname.as_str());
-        if !current || view.gated {
-            children.push(view);
-            continue;
-        }
-        let endpoint = match ctx.endpoint(rc, ns).await {
-            Ok(e) => e,
-            // A missing token Secret is reported like an unreachable dashboard: visible in the status
-            // and retried, without blocking the rest of the pass.
-            Err(e @ Error::AuthToken { .. }) => {
-                view.serve = ServeObservation::Unreachable(e.to_string());
-                children.push(view);
-                continue;
-            }
-            Err(e) => return Err(e),
-        };
-        let dashboard = (ctx.dashboards)(&endpoint);
-        if view.head_ready && invalid.is_none() {
-            let answer = tokio::time::timeout(
-                ctx.config.dashboard_timeout,
-                dashboard.serve_details(&endpoint),
-            )
-            .await;
-            view.serve = match answer {
-                Ok(result) => {
-                    view.reported_capacity = result.as_ref().ok().and_then(observe::capacity_percent);
-                    observe::serve_observation(result, expected.as_ref())
-                }
-                Err(_) => ServeObservation::Unreachable(format!(
-                    "no answer within {:?}",
-                    ctx.config.dashboard_timeout
-                )),
-            };
-        }
-        if let Some(ip) = observe::head_pod_ip(&pods) {
-            let proxy = format!("http://{ip}:{}", observe::serve_port(&rc.spec));
-            let answer = tokio::time::timeout(
-                ctx.config.dashboard_timeout,
-                dashboard.proxy_healthy(&endpoint, &proxy),
-            )
-            .await;
-            // KubeRay: any failure to get a healthy answer means "not a serve endpoint".
-            view.proxy_healthy = Some(matches!(answer, Ok(Ok(true))));
-        }
-        children.push(view);
+        children.push(observe_child(rc, &pods_api, queue_managed, &prior, invalid.as_ref(), expected.as_ref(), ns, ctx).await?);
     }
     let selected = |svc: Option<Service>| svc.as_ref().and_then(build::selected_cluster);
     let head_service = selected(svc_api.get_opt(&build::head_service_name(&name)).await?);
@@ -388,26 +336,7 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
         0
     };
     let incremental = if incremental {
-        let mut options = traffic::options(rs);
-        options.timer_only = ctx.config.incremental_timer_only;
-        let gateways: Api<Gateway> = Api::namespaced(ctx.client.clone(), ns);
-        let routes: Api<HTTPRoute> = Api::namespaced(ctx.client.clone(), ns);
-        let gateway = gateways.get_opt(&names::gateway_name(&name)).await?;
-        let route = routes.get_opt(&names::httproute_name(&name)).await?;
-        let mut serve_services = std::collections::BTreeSet::new();
-        for rc in &clusters {
-            let cname = rc.name_any();
-            if svc_api
-                .get_opt(&traffic::cluster_serve_service_name(&cname))
-                .await?
-                .is_some()
-            {
-                serve_services.insert(cname);
-            }
-        }
-        let port = observe::serve_port(&rs.spec.ray_cluster_config);
-        let view = traffic::view(rs, &options, gateway.as_ref(), route.as_ref(), serve_services, port);
-        Some((options, view))
+        Some(observe_traffic(rs, &name, &clusters, &svc_api, ns, ctx).await?)
     } else {
         None
     };
@@ -450,6 +379,108 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
         fresh_name: format!("{name}-{}", shell::random_suffix()),
         operator_version: ctx.config.operator_version.clone(),
     })
+}
+
+/// What one child RayCluster shows: its pods, and for the active and pending clusters (once released)
+/// what its dashboard and Serve proxy answer.
+#[allow(clippy::too_many_arguments)]
+async fn observe_child(
+    rc: &RayCluster,
+    pods_api: &Api<Pod>,
+    queue_managed: bool,
+    prior: &PriorStatus,
+    invalid: Option<&String>,
+    expected: Option<&ServeConfig>,
+    ns: &str,
+    ctx: &Context,
+) -> Result<ChildCluster, Error> {
+    let cname = rc.name_any();
+    let pods = pods_api
+        .list(&ListParams::default().labels(&format!("{}={cname}", c::LABEL_CLUSTER)))
+        .await?
+        .items;
+    let mut view = observe::child_view(rc, &pods, ServeObservation::NotQueried);
+    // A queue-managed child still suspended has not been released (even if the gate marker is
+    // already gone: a release interrupted between its two writes is finished on the next pass).
+    if queue_managed && rc.spec.suspend == Some(true) {
+        view.gated = true;
+    }
+    let current = prior.active.as_deref() == Some(cname.as_str())
+        || prior.pending.as_deref() == Some(cname.as_str());
+    if !current || view.gated {
+        return Ok(view);
+    }
+    let endpoint = match ctx.endpoint(rc, ns).await {
+        Ok(e) => e,
+        // A missing token Secret is reported like an unreachable dashboard: visible in the status
+        // and retried, without blocking the rest of the pass.
+        Err(e @ Error::AuthToken { .. }) => {
+            view.serve = ServeObservation::Unreachable(e.to_string());
+            return Ok(view);
+        }
+        Err(e) => return Err(e),
+    };
+    let dashboard = (ctx.dashboards)(&endpoint);
+    if view.head_ready && invalid.is_none() {
+        let answer = tokio::time::timeout(
+            ctx.config.dashboard_timeout,
+            dashboard.serve_details(&endpoint),
+        )
+        .await;
+        view.serve = match answer {
+            Ok(result) => {
+                view.reported_capacity = result.as_ref().ok().and_then(observe::capacity_percent);
+                observe::serve_observation(result, expected)
+            }
+            Err(_) => ServeObservation::Unreachable(format!(
+                "no answer within {:?}",
+                ctx.config.dashboard_timeout
+            )),
+        };
+    }
+    if let Some(ip) = observe::head_pod_ip(&pods) {
+        let proxy = format!("http://{ip}:{}", observe::serve_port(&rc.spec));
+        let answer = tokio::time::timeout(
+            ctx.config.dashboard_timeout,
+            dashboard.proxy_healthy(&endpoint, &proxy),
+        )
+        .await;
+        // KubeRay: any failure to get a healthy answer means "not a serve endpoint".
+        view.proxy_healthy = Some(matches!(answer, Ok(Ok(true))));
+    }
+    Ok(view)
+}
+
+/// For an incremental upgrade, its options and what the Gateway, the HTTPRoute and the per-cluster
+/// serve Services say.
+async fn observe_traffic(
+    rs: &RayService,
+    name: &str,
+    clusters: &[RayCluster],
+    svc_api: &Api<Service>,
+    ns: &str,
+    ctx: &Context,
+) -> Result<(IncrementalOptions, TrafficView), Error> {
+    let mut options = traffic::options(rs);
+    options.timer_only = ctx.config.incremental_timer_only;
+    let gateways: Api<Gateway> = Api::namespaced(ctx.client.clone(), ns);
+    let routes: Api<HTTPRoute> = Api::namespaced(ctx.client.clone(), ns);
+    let gateway = gateways.get_opt(&names::gateway_name(name)).await?;
+    let route = routes.get_opt(&names::httproute_name(name)).await?;
+    let mut serve_services = std::collections::BTreeSet::new();
+    for rc in clusters {
+        let cname = rc.name_any();
+        if svc_api
+            .get_opt(&traffic::cluster_serve_service_name(&cname))
+            .await?
+            .is_some()
+        {
+            serve_services.insert(cname);
+        }
+    }
+    let port = observe::serve_port(&rs.spec.ray_cluster_config);
+    let view = traffic::view(rs, &options, gateway.as_ref(), route.as_ref(), serve_services, port);
+    Ok((options, view))
 }
 
 async fn execute(
