@@ -221,7 +221,7 @@ mod standalone_tests {
     use super::*;
     use crate::api::kueue::constants::label;
     use crate::api::kueue::{Admission, PodSetAssignment};
-    use crate::jobframework::core::conditions;
+    use crate::jobframework::admission as conditions;
     use crate::jobframework::GenericJob;
     use crate::rayservice::job::raycluster::RayClusterJob;
 

@@ -494,7 +494,7 @@ mod mismatch_tests {
     use super::*;
     use crate::api::kueue::constants::label;
     use crate::api::kueue::{Admission, PodSetAssignment};
-    use crate::jobframework::core::conditions;
+    use crate::jobframework::admission as conditions;
     use crate::jobframework::job_controller::{Step, plan};
 
     fn job(suspended: bool, workers: i32, cpu: &str, pods: i64) -> RayClusterJob {
