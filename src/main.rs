@@ -27,6 +27,23 @@ struct Cli {
 enum Command {
     /// Print every CustomResourceDefinition quotagate serves, as YAML (what config/crd/ holds).
     Crds,
+    /// Print everything a cluster needs, in install order (Namespace, CRDs, RBAC, the manager's
+    /// ConfigMap, Services, Deployment, webhook configurations): `kubectl apply --server-side -f -`.
+    InstallManifests {
+        /// The manager's image.
+        #[arg(long, default_value = quotagate::wiring::install::IMAGE)]
+        image: String,
+        #[arg(long, default_value = quotagate::wiring::install::NAMESPACE)]
+        namespace: String,
+        #[arg(long, default_value_t = 2)]
+        replicas: u32,
+        /// The manager's RUST_LOG (`info`, `quotagate=debug,info`).
+        #[arg(long, default_value = "info")]
+        log_level: String,
+        /// A Kueue Configuration file for the manager's ConfigMap (default: config/manager's).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
     /// Check manifests offline: every problem with file, document, kind/name and field path.
     Validate {
         /// Files or directories (searched recursively for .yaml, .yml and .json).
@@ -689,6 +706,28 @@ fn main() -> ExitCode {
         Command::Passthrough(c) => {
             eprintln!("error: {}", c.exec());
             ExitCode::FAILURE
+        }
+        Command::InstallManifests { image, namespace, replicas, log_level, config } => {
+            use quotagate::wiring::install::{InstallOptions, manifests};
+            let config = match config.map(|p| std::fs::read_to_string(&p).map_err(|e| format!("--config {}: {e}", p.display()))).transpose() {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let defaults = InstallOptions::default();
+            let opts = InstallOptions { image, namespace, replicas, log_level, config: config.unwrap_or(defaults.config) };
+            match manifests(&opts) {
+                Ok(yaml) => {
+                    print!("{yaml}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
         }
         Command::Crds => match quotagate::cli::crds_yaml() {
             Ok(yaml) => {

@@ -7,6 +7,7 @@ pub mod health;
 pub mod explain;
 pub mod visibility;
 pub mod webhook;
+pub mod install;
 pub mod ray;
 pub mod ray_metrics;
 pub mod raysim;
