@@ -168,6 +168,8 @@ const BUILTINS: &[B] = &[
     B { group: "rbac.authorization.k8s.io", version: "v1", kind: "Role", plural: "roles", short: &[], categories: &[], namespaced: true, has_status: false },
     B { group: "rbac.authorization.k8s.io", version: "v1", kind: "RoleBinding", plural: "rolebindings", short: &[], categories: &[], namespaced: true, has_status: false },
     B { group: "scheduling.k8s.io", version: "v1", kind: "PriorityClass", plural: "priorityclasses", short: &["pc"], categories: &[], namespaced: false, has_status: false },
+    B { group: "admissionregistration.k8s.io", version: "v1", kind: "MutatingWebhookConfiguration", plural: "mutatingwebhookconfigurations", short: &[], categories: &["api-extensions"], namespaced: false, has_status: false },
+    B { group: "admissionregistration.k8s.io", version: "v1", kind: "ValidatingWebhookConfiguration", plural: "validatingwebhookconfigurations", short: &[], categories: &["api-extensions"], namespaced: false, has_status: false },
 ];
 
 fn col(name: &str, type_: &str, json_path: &str) -> PrinterColumn {

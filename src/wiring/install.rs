@@ -137,7 +137,7 @@ pub fn objects(opts: &InstallOptions) -> Result<Vec<Value>, InstallError> {
     for d in &mut docs {
         apply(d, opts);
     }
-    docs.sort_by_key(|d| rank(d));
+    docs.sort_by_key(rank);
     Ok(docs)
 }
 

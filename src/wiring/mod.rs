@@ -8,6 +8,7 @@ pub mod explain;
 pub mod visibility;
 pub mod webhook;
 pub mod install;
+pub mod certs;
 pub mod ray;
 pub mod ray_metrics;
 pub mod raysim;

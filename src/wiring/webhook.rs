@@ -219,3 +219,67 @@ pub async fn serve_with(
         });
     }
 }
+
+/// Where the webhook's certificate comes from.
+#[derive(Clone, Debug)]
+pub enum WebhookCerts {
+    /// Loaded once (`--webhook-cert-dir`: cert-manager's mounted Secret).
+    Static(Arc<rustls::ServerConfig>),
+    /// Kept by the manager (`internalCertManagement`, `certs.rs`).
+    Managed(super::certs::CertOptions),
+}
+
+/// The webhook a manager serves (`run`): where, and with which certificate.
+#[derive(Clone, Debug)]
+pub struct WebhookServing {
+    pub addr: SocketAddr,
+    pub certs: WebhookCerts,
+}
+
+/// Serves the webhook (with `extra` routes) until `cancel`, once its certificate is in place, and
+/// marks `health` serving when it is bound. With managed certificates, also runs the certificate
+/// loop (the leader writes, every replica loads).
+pub fn spawn(
+    client: kube::Client,
+    w: WebhookServing,
+    leader: tokio::sync::watch::Receiver<bool>,
+    health: super::health::Health,
+    gates: RayFeatureGates,
+    extra: Router,
+    cancel: tokio_util::sync::CancellationToken,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    health.require_webhook();
+    let mut tasks = Vec::new();
+    let (tls, resolver) = match w.certs {
+        WebhookCerts::Static(tls) => (Ok(tls), None),
+        WebhookCerts::Managed(opts) => {
+            let resolver = Arc::new(super::certs::CertResolver::default());
+            tasks.push(tokio::spawn(super::certs::run(client, opts, leader, resolver.clone(), cancel.clone())));
+            (resolver.server_config(), Some(resolver))
+        }
+    };
+    let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
+    let c = cancel.clone();
+    tasks.push(tokio::spawn(async move {
+        let tls = match tls {
+            Ok(t) => t,
+            Err(e) => return tracing::error!(error = %e, "webhook TLS configuration rejected"),
+        };
+        if let Some(r) = &resolver {
+            tokio::select! {
+                _ = c.cancelled() => return,
+                _ = r.loaded() => {}
+            }
+        }
+        if let Err(e) = serve_with(w.addr, tls, gates, bound_tx, c.cancelled_owned(), extra).await {
+            tracing::error!(error = %e, "webhook server stopped");
+        }
+    }));
+    tasks.push(tokio::spawn(async move {
+        if let Ok(addr) = bound_rx.await {
+            tracing::info!(%addr, "webhook serving");
+            health.set_webhook_serving(true);
+        }
+    }));
+    tasks
+}
