@@ -52,7 +52,7 @@ ctr="$("${BUILDAH[@]}" from scratch)"
   --label org.opencontainers.image.title=quotagate \
   --label org.opencontainers.image.version="$VERSION" \
   "$ctr"
-"${BUILDAH[@]}" commit --rm "$ctr" "$IMAGE" >/dev/null
+"${BUILDAH[@]}" commit -q --rm "$ctr" "$IMAGE" >/dev/null
 
 # The check: the image's own rootfs runs its entrypoint as its user.
 check="$("${BUILDAH[@]}" from "$IMAGE")"
