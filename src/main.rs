@@ -27,6 +27,23 @@ struct Cli {
 enum Command {
     /// Print every CustomResourceDefinition quotagate serves, as YAML (what config/crd/ holds).
     Crds,
+    /// Print everything a cluster needs, in install order (Namespace, CRDs, RBAC, the manager's
+    /// ConfigMap, Services, Deployment, webhook configurations): `kubectl apply --server-side -f -`.
+    InstallManifests {
+        /// The manager's image.
+        #[arg(long, default_value = quotagate::wiring::install::IMAGE)]
+        image: String,
+        #[arg(long, default_value = quotagate::wiring::install::NAMESPACE)]
+        namespace: String,
+        #[arg(long, default_value_t = 2)]
+        replicas: u32,
+        /// The manager's RUST_LOG (`info`, `quotagate=debug,info`).
+        #[arg(long, default_value = "info")]
+        log_level: String,
+        /// A Kueue Configuration file for the manager's ConfigMap (default: config/manager's).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
     /// Check manifests offline: every problem with file, document, kind/name and field path.
     Validate {
         /// Files or directories (searched recursively for .yaml, .yml and .json).
@@ -312,7 +329,10 @@ struct RunArgs {
     /// This replica's identity in the Lease.
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
-    /// Serve the validating/defaulting webhook over TLS with tls.crt and tls.key from this directory.
+    /// Serve the validating/defaulting webhook over TLS with tls.crt and tls.key from this directory
+    /// (cert-manager's). Without it the manager makes and renews its own certificate (the Kueue
+    /// Configuration's internalCertManagement, on unless `enable: false`), in the Secret of
+    /// $POD_NAMESPACE [default: quotagate-system].
     #[arg(long, conflicts_with = "embedded")]
     webhook_cert_dir: Option<PathBuf>,
     /// [default: 0.0.0.0:9443]
@@ -522,6 +542,7 @@ async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulato
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
     use quotagate::wiring::manager::{self, EmbeddedOptions, ManagerOptions};
+    use quotagate::wiring::webhook::WebhookCerts;
     let ui = args.ui.bind()?;
     if let Some(ui) = &ui {
         tracing::info!(addr = %ui.addr, "{}", ui.announcement());
@@ -562,23 +583,21 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         None => kube::Client::try_default().await?,
     };
-    let cancel = tokio_util::sync::CancellationToken::new();
-    let _stop_webhook = cancel.clone().drop_guard();
-    if let Some(dir) = &args.webhook_cert_dir {
-        let tls = quotagate::wiring::webhook::tls_config(dir)?;
-        let (tx, _rx) = tokio::sync::oneshot::channel();
-        let c = cancel.clone();
-        let port = config.as_ref().and_then(|c| c.webhook.as_ref()).and_then(|w| w.port).unwrap_or(9443);
-        let addr = args.webhook_addr.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], port)));
-        let gates = args.feature_gates;
-        // The aggregated API groups ride on the webhook's TLS port (config/apiservice/).
-        let groups = quotagate::wiring::explain::router(opts.explanations.clone()).merge(quotagate::wiring::visibility::router(client.clone()));
-        tokio::spawn(async move {
-            if let Err(e) = quotagate::wiring::webhook::serve_with(addr, tls, gates, tx, c.cancelled_owned(), groups).await {
-                tracing::error!(error = %e, "webhook server stopped");
-            }
-        });
-    }
+    let port = config.as_ref().and_then(|c| c.webhook.as_ref()).and_then(|w| w.port).unwrap_or(9443);
+    let addr = args.webhook_addr.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], port)));
+    let managed = config.clone().unwrap_or_default().cert_management();
+    let certs = match (&args.webhook_cert_dir, managed) {
+        (Some(dir), _) => Some(WebhookCerts::Static(quotagate::wiring::webhook::tls_config(dir)?)),
+        // Kueue's internalCertManagement, on unless the configuration turns it off.
+        (None, Some(m)) => Some(WebhookCerts::Managed(quotagate::wiring::certs::CertOptions {
+            namespace: args.lease_namespace.clone().unwrap_or_else(|| quotagate::wiring::install::NAMESPACE.into()),
+            service: m.service_name,
+            secret: m.secret_name,
+            check_every: Duration::from_secs(30),
+        })),
+        (None, None) => None,
+    };
+    opts.webhook = certs.map(|certs| quotagate::wiring::webhook::WebhookServing { addr, certs });
     manager::run_manager(client, opts, shutdown_signal()).await?;
     Ok(())
 }
@@ -735,6 +754,28 @@ fn main() -> ExitCode {
         Command::Passthrough(c) => {
             eprintln!("error: {}", c.exec());
             ExitCode::FAILURE
+        }
+        Command::InstallManifests { image, namespace, replicas, log_level, config } => {
+            use quotagate::wiring::install::{InstallOptions, manifests};
+            let config = match config.map(|p| std::fs::read_to_string(&p).map_err(|e| format!("--config {}: {e}", p.display()))).transpose() {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let defaults = InstallOptions::default();
+            let opts = InstallOptions { image, namespace, replicas, log_level, config: config.unwrap_or(defaults.config) };
+            match manifests(&opts) {
+                Ok(yaml) => {
+                    print!("{yaml}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
         }
         Command::Crds => match quotagate::cli::crds_yaml() {
             Ok(yaml) => {

@@ -180,6 +180,8 @@ const BUILTINS: &[B] = &[
     B { group: "authorization.k8s.io", version: "v1", kind: "SelfSubjectRulesReview", plural: "selfsubjectrulesreviews", short: &[], categories: &[], namespaced: false, has_status: false },
     B { group: "authorization.k8s.io", version: "v1", kind: "SubjectAccessReview", plural: "subjectaccessreviews", short: &[], categories: &[], namespaced: false, has_status: false },
     B { group: "scheduling.k8s.io", version: "v1", kind: "PriorityClass", plural: "priorityclasses", short: &["pc"], categories: &[], namespaced: false, has_status: false },
+    B { group: "admissionregistration.k8s.io", version: "v1", kind: "MutatingWebhookConfiguration", plural: "mutatingwebhookconfigurations", short: &[], categories: &["api-extensions"], namespaced: false, has_status: false },
+    B { group: "admissionregistration.k8s.io", version: "v1", kind: "ValidatingWebhookConfiguration", plural: "validatingwebhookconfigurations", short: &[], categories: &["api-extensions"], namespaced: false, has_status: false },
 ];
 
 fn col(name: &str, type_: &str, json_path: &str) -> PrinterColumn {

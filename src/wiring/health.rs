@@ -36,13 +36,15 @@ impl std::fmt::Debug for ExtraMetrics {
 #[derive(Clone)]
 pub struct Health {
     ready: Arc<AtomicBool>,
+    /// False while a webhook this replica must serve is not serving yet (true when it has none).
+    webhook: Arc<AtomicBool>,
     metrics: Arc<Metrics>,
     extra: Option<ExtraMetrics>,
 }
 
 impl Health {
     pub fn new(metrics: Arc<Metrics>) -> Self {
-        Self { ready: Arc::new(AtomicBool::new(false)), metrics, extra: None }
+        Self { ready: Arc::new(AtomicBool::new(false)), webhook: Arc::new(AtomicBool::new(true)), metrics, extra: None }
     }
     pub fn with_extra(self, extra: Option<ExtraMetrics>) -> Self {
         Self { extra, ..self }
@@ -60,7 +62,17 @@ impl Health {
         self.ready.store(ready, Ordering::Relaxed);
     }
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Relaxed)
+        self.ready.load(Ordering::Relaxed) && self.webhook.load(Ordering::Relaxed)
+    }
+    /// Readiness waits for the webhook to serve too (it is set serving by [`Health::set_webhook_serving`]).
+    pub fn require_webhook(&self) {
+        self.webhook.store(false, Ordering::Relaxed);
+    }
+    pub fn set_webhook_serving(&self, serving: bool) {
+        self.webhook.store(serving, Ordering::Relaxed);
+    }
+    fn not_ready_reason(&self) -> &'static str {
+        if !self.ready.load(Ordering::Relaxed) { "caches not synced yet" } else { "webhook not serving yet (no certificate)" }
     }
 }
 
@@ -69,7 +81,7 @@ async fn healthz() -> &'static str {
 }
 
 async fn readyz(State(h): State<Health>) -> impl IntoResponse {
-    if h.is_ready() { (StatusCode::OK, "ok") } else { (StatusCode::SERVICE_UNAVAILABLE, "caches not synced yet") }
+    if h.is_ready() { (StatusCode::OK, "ok") } else { (StatusCode::SERVICE_UNAVAILABLE, h.not_ready_reason()) }
 }
 
 async fn metrics(State(h): State<Health>) -> impl IntoResponse {
@@ -96,6 +108,20 @@ pub async fn serve(addr: SocketAddr, health: Health, shutdown: impl std::future:
 mod tests {
     use super::*;
     use tower::ServiceExt;
+
+    /// A replica that must serve the webhook is not ready before it does, synced caches or not.
+    #[test]
+    fn readiness_waits_for_the_caches_and_the_webhook() {
+        let h = Health::new(Arc::new(Metrics::new()));
+        h.require_webhook();
+        assert!(!h.is_ready());
+        h.set_ready(true);
+        assert!(!h.is_ready());
+        assert_eq!(h.not_ready_reason(), "webhook not serving yet (no certificate)");
+        h.set_webhook_serving(true);
+        assert!(h.is_ready());
+    }
+
 
     async fn get_status(app: Router, path: &str) -> (StatusCode, String) {
         let req = axum::http::Request::builder().uri(path).body(axum::body::Body::empty()).unwrap();
@@ -125,3 +151,4 @@ mod tests {
         assert_eq!(body.matches("# EOF").count(), 1, "{body}");
     }
 }
+

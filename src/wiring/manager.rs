@@ -60,6 +60,9 @@ pub struct ManagerOptions {
     /// Kueue's `PrioritizePreemptorWorkloads` feature gate (alpha, off as in Kueue;
     /// `--prioritize-preemptor-workloads`).
     pub prioritize_preemptor_workloads: bool,
+    /// Serve the admission webhook (and the aggregated API groups on its TLS port); readiness
+    /// waits for it.
+    pub webhook: Option<super::webhook::WebhookServing>,
 }
 
 impl Default for ManagerOptions {
@@ -82,6 +85,7 @@ impl Default for ManagerOptions {
             fair_sharing: None,
             admission_fair_sharing: None,
             prioritize_preemptor_workloads: false,
+            webhook: None,
         }
     }
 }
@@ -167,6 +171,11 @@ pub async fn run_manager(
                 });
             }
         }));
+    }
+    if let Some(w) = opts.webhook.clone() {
+        // The aggregated API groups ride on the webhook's TLS port (config/apiservice/).
+        let groups = super::explain::router(opts.explanations.clone()).merge(super::visibility::router(client.clone()));
+        tasks.extend(super::webhook::spawn(client.clone(), w, rx.clone(), health.clone(), opts.ray_gates, groups, cancel.clone()));
     }
     let notify = Arc::new(Notify::new());
     let (caches, cache_tasks) = Caches::start(&client, notify.clone());

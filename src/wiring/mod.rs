@@ -7,6 +7,8 @@ pub mod health;
 pub mod explain;
 pub mod visibility;
 pub mod webhook;
+pub mod install;
+pub mod certs;
 pub mod ray;
 pub mod ray_metrics;
 pub mod raysim;

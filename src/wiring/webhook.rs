@@ -89,16 +89,67 @@ fn answer(body: Value, mutate: bool, gates: RayFeatureGates) -> Json<AdmissionRe
     Json(response.into_review())
 }
 
-/// `/mutate` (defaulting, then validation) and `/validate` (validation only).
+/// One webhook a cluster registers (`config/webhook/manifests.yaml`), named and pathed as Kueue's
+/// (`config/components/webhook/manifests.yaml`, controller-runtime's `/mutate-<group>-<version>-<kind>`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hook {
+    pub name: &'static str,
+    pub mutating: bool,
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub resource: &'static str,
+    pub operations: &'static [&'static str],
+}
+
+impl Hook {
+    /// `/validate-kueue-x-k8s-io-v1beta2-clusterqueue`.
+    pub fn path(&self) -> String {
+        let verb = if self.mutating { "mutate" } else { "validate" };
+        format!("/{verb}-{}-{}-{}", self.group.replace('.', "-"), self.version, self.kind.to_lowercase())
+    }
+}
+
+const CREATE: &[&str] = &["CREATE"];
+const CREATE_UPDATE: &[&str] = &["CREATE", "UPDATE"];
+
+const fn hook(name: &'static str, mutating: bool, group: &'static str, version: &'static str, kind: &'static str, resource: &'static str) -> Hook {
+    Hook { name, mutating, group, version, kind, resource, operations: if mutating { CREATE } else { CREATE_UPDATE } }
+}
+
+/// Every kind quotagate defaults (the queue-managed Ray jobs: created suspended) or validates.
+/// Kueue registers mutating hooks for ClusterQueue, ResourceFlavor and Workload too, to add its
+/// finalizer and defaults; quotagate's manager adds the finalizer itself and the schema carries
+/// the defaults, so those would change nothing. Status writes are not sent (`workloads/status` is
+/// in Kueue's rule): the manager is their only writer.
+pub const HOOKS: &[Hook] = &[
+    hook("mraycluster.kb.io", true, "ray.io", "v1", "RayCluster", "rayclusters"),
+    hook("mrayservice.kb.io", true, "ray.io", "v1", "RayService", "rayservices"),
+    hook("vadmissioncheck.kb.io", false, "kueue.x-k8s.io", "v1beta2", "AdmissionCheck", "admissionchecks"),
+    hook("vclusterqueue.kb.io", false, "kueue.x-k8s.io", "v1beta2", "ClusterQueue", "clusterqueues"),
+    hook("vcohort.kb.io", false, "kueue.x-k8s.io", "v1beta2", "Cohort", "cohorts"),
+    hook("vlocalqueue.kb.io", false, "kueue.x-k8s.io", "v1beta2", "LocalQueue", "localqueues"),
+    hook("vresourceflavor.kb.io", false, "kueue.x-k8s.io", "v1beta2", "ResourceFlavor", "resourceflavors"),
+    hook("vworkload.kb.io", false, "kueue.x-k8s.io", "v1beta2", "Workload", "workloads"),
+    hook("vworkloadpriorityclass.kb.io", false, "kueue.x-k8s.io", "v1beta2", "WorkloadPriorityClass", "workloadpriorityclasses"),
+    hook("vraycluster.kb.io", false, "ray.io", "v1", "RayCluster", "rayclusters"),
+    hook("vrayservice.kb.io", false, "ray.io", "v1", "RayService", "rayservices"),
+];
+
+/// `/mutate` (defaulting, then validation), `/validate` (validation only), and each of [`HOOKS`]'
+/// paths (every kind shares the one decision; the path says only whether to mutate).
 pub fn router() -> Router {
     router_with(RayFeatureGates::default())
 }
 
 /// `router` under the KubeRay feature gates of `--feature-gates`.
 pub fn router_with(gates: RayFeatureGates) -> Router {
-    Router::new()
-        .route("/mutate", post(move |Json(body): Json<Value>| async move { answer(body, true, gates) }))
-        .route("/validate", post(move |Json(body): Json<Value>| async move { answer(body, false, gates) }))
+    let handler = move |mutate: bool| post(move |Json(body): Json<Value>| async move { answer(body, mutate, gates) });
+    HOOKS
+        .iter()
+        .fold(Router::new(), |r, h| r.route(&h.path(), handler(h.mutating)))
+        .route("/mutate", handler(true))
+        .route("/validate", handler(false))
 }
 
 /// Loads `tls.crt` and `tls.key` from a directory, as controller-runtime's webhook server does.
@@ -167,4 +218,68 @@ pub async fn serve_with(
             }
         });
     }
+}
+
+/// Where the webhook's certificate comes from.
+#[derive(Clone, Debug)]
+pub enum WebhookCerts {
+    /// Loaded once (`--webhook-cert-dir`: cert-manager's mounted Secret).
+    Static(Arc<rustls::ServerConfig>),
+    /// Kept by the manager (`internalCertManagement`, `certs.rs`).
+    Managed(super::certs::CertOptions),
+}
+
+/// The webhook a manager serves (`run`): where, and with which certificate.
+#[derive(Clone, Debug)]
+pub struct WebhookServing {
+    pub addr: SocketAddr,
+    pub certs: WebhookCerts,
+}
+
+/// Serves the webhook (with `extra` routes) until `cancel`, once its certificate is in place, and
+/// marks `health` serving when it is bound. With managed certificates, also runs the certificate
+/// loop (the leader writes, every replica loads).
+pub fn spawn(
+    client: kube::Client,
+    w: WebhookServing,
+    leader: tokio::sync::watch::Receiver<bool>,
+    health: super::health::Health,
+    gates: RayFeatureGates,
+    extra: Router,
+    cancel: tokio_util::sync::CancellationToken,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    health.require_webhook();
+    let mut tasks = Vec::new();
+    let (tls, resolver) = match w.certs {
+        WebhookCerts::Static(tls) => (Ok(tls), None),
+        WebhookCerts::Managed(opts) => {
+            let resolver = Arc::new(super::certs::CertResolver::default());
+            tasks.push(tokio::spawn(super::certs::run(client, opts, leader, resolver.clone(), cancel.clone())));
+            (resolver.server_config(), Some(resolver))
+        }
+    };
+    let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
+    let c = cancel.clone();
+    tasks.push(tokio::spawn(async move {
+        let tls = match tls {
+            Ok(t) => t,
+            Err(e) => return tracing::error!(error = %e, "webhook TLS configuration rejected"),
+        };
+        if let Some(r) = &resolver {
+            tokio::select! {
+                _ = c.cancelled() => return,
+                _ = r.loaded() => {}
+            }
+        }
+        if let Err(e) = serve_with(w.addr, tls, gates, bound_tx, c.cancelled_owned(), extra).await {
+            tracing::error!(error = %e, "webhook server stopped");
+        }
+    }));
+    tasks.push(tokio::spawn(async move {
+        if let Ok(addr) = bound_rx.await {
+            tracing::info!(%addr, "webhook serving");
+            health.set_webhook_serving(true);
+        }
+    }));
+    tasks
 }

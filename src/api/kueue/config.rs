@@ -69,7 +69,7 @@ pub struct Configuration {
     pub namespace: Option<String>,
     pub manage_jobs_without_queue_name: Option<bool>,
     pub managed_jobs_namespace_selector: Option<Value>,
-    pub internal_cert_management: Option<Value>,
+    pub internal_cert_management: Option<InternalCertManagement>,
     pub wait_for_pods_ready: Option<WaitForPodsReady>,
     pub client_connection: Option<Value>,
     pub integrations: Option<Value>,
@@ -188,6 +188,27 @@ pub struct WorkloadRetention {
     pub after_finished: Option<GoDuration>,
     pub after_deactivated_by_kueue: Option<GoDuration>,
 }
+
+/// Kueue's `internalCertManagement`: the manager makes and renews its webhook's certificate
+/// itself (on unless `enable: false`, as with cert-manager).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InternalCertManagement {
+    pub enable: Option<bool>,
+    pub webhook_service_name: Option<String>,
+    pub webhook_secret_name: Option<String>,
+}
+
+/// `internalCertManagement` resolved: quotagate's names where Kueue's defaults name Kueue's objects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CertManagement {
+    pub service_name: String,
+    pub secret_name: String,
+}
+
+/// The webhook Service and Secret of the shipped manifests (`config/webhook`).
+pub const WEBHOOK_SERVICE: &str = "quotagate-webhook-service";
+pub const WEBHOOK_SECRET: &str = "quotagate-webhook-server-cert";
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -494,7 +515,6 @@ impl Configuration {
         note(self.namespace.is_some(), "namespace");
         note(self.manage_jobs_without_queue_name.is_some(), "manageJobsWithoutQueueName");
         note(self.managed_jobs_namespace_selector.is_some(), "managedJobsNamespaceSelector");
-        note(self.internal_cert_management.is_some(), "internalCertManagement");
         note(self.client_connection.is_some(), "clientConnection");
         note(self.integrations.is_some(), "integrations");
         note(self.queue_visibility.is_some(), "queueVisibility");
@@ -533,6 +553,16 @@ impl Configuration {
             "featureGates (other than DisableWaitForPodsReady, AdmissionFairSharing, PrioritizePreemptorWorkloads)",
         );
         out
+    }
+
+    /// Whether the manager keeps its webhook certificate itself, and under which names (on by
+    /// default, as in Kueue).
+    pub fn cert_management(&self) -> Option<CertManagement> {
+        let c = self.internal_cert_management.clone().unwrap_or_default();
+        (c.enable != Some(false)).then(|| CertManagement {
+            service_name: c.webhook_service_name.unwrap_or_else(|| WEBHOOK_SERVICE.to_string()),
+            secret_name: c.webhook_secret_name.unwrap_or_else(|| WEBHOOK_SECRET.to_string()),
+        })
     }
 
     /// `health.healthProbeBindAddress` as a socket address.
