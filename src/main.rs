@@ -54,6 +54,10 @@ enum Command {
         /// $KUBECONFIG or ~/.kube/config).
         #[arg(long)]
         kubeconfig: Option<PathBuf>,
+        /// How many such services upgrade at once through the queue: the spare quota they need
+        /// (default 2).
+        #[arg(long)]
+        concurrent: Option<u32>,
         #[arg(short = 'o', long = "output", value_enum, default_value_t = quotagate::cli::plan::Output::Table)]
         output: quotagate::cli::plan::Output,
     },
@@ -642,8 +646,8 @@ fn main() -> ExitCode {
             quotagate::cli::bench::incremental(&opts, json).await?;
             Ok(())
         }),
-        Command::Plan { files, to, cluster_queue, kubeconfig, output } => run_async(async move {
-            let opts = quotagate::cli::plan::Options { files, to, cluster_queue, kubeconfig };
+        Command::Plan { files, to, cluster_queue, kubeconfig, concurrent, output } => run_async(async move {
+            let opts = quotagate::cli::plan::Options { files, to, cluster_queue, kubeconfig, concurrent };
             let report = quotagate::cli::plan::run(&opts).await?;
             print!("{}", quotagate::cli::plan::render(&report, output).map_err(anyhow::Error::msg)?);
             Ok(())
