@@ -168,6 +168,9 @@ enum Command {
         /// Re-runs allowed to shrink each failing seed's action list (0: no shrinking).
         #[arg(long, default_value_t = 40)]
         shrink: usize,
+        /// `contention`: several services upgrading at once in quota sized for them to take turns.
+        #[arg(long, value_enum, default_value_t = quotagate::cli::chaos::Scenario::Mixed)]
+        scenario: quotagate::cli::chaos::Scenario,
     },
     /// Run the embedded Kubernetes API server (with the node, endpoints and gateway simulators) on a
     /// loopback port, for kubectl and for `quotagate run` pointed at it.
@@ -626,9 +629,9 @@ fn main() -> ExitCode {
         Command::Apiserver { listen, kubeconfig_out, no_simulators, pod_start_delay, data_dir } => {
             run_async(apiserver(listen, kubeconfig_out, !no_simulators, pod_start_delay, data_dir))
         }
-        Command::Chaos { seed, runs, jobs, shrink } => run_async(async move {
+        Command::Chaos { seed, runs, jobs, shrink, scenario } => run_async(async move {
             let opts = quotagate::cli::chaos::Options { seeds: seed..seed.saturating_add(runs), jobs, shrink };
-            let summary = quotagate::cli::chaos::run_many(&opts, |line| println!("{line}")).await;
+            let summary = quotagate::cli::chaos::run_many_scenario(scenario, &opts, |line| println!("{line}")).await;
             for f in &summary.failures {
                 println!("{f}");
             }

@@ -43,6 +43,8 @@ struct Run {
     broken: Vec<bool>,
     /// Managers started after the first (each replica gets its own identity on the Lease).
     managers: u32,
+    /// Settle in the world's quota, not an ample one (`World::keep_quota`).
+    keep_quota: bool,
 }
 
 /// Retries a user's write a few times (users retry an injected 500 or a conflict); a 404 means the
@@ -232,7 +234,7 @@ impl Run {
         Ok(())
     }
 
-    /// Faults off, dashboards back, queue resumed, quota ample, urgent work gone: every service still
+    /// Faults off, dashboards back, queue resumed, quota ample (or the world's own), urgent work gone: every service still
     /// there must be Ready on its latest spec within `LIVENESS`, and nothing may be left without an owner.
     async fn settle(&mut self) -> Result<(), String> {
         self.env.server.store.faults.clear_write_faults();
@@ -241,7 +243,8 @@ impl Run {
         }
         for q in 0..self.quotas.len() {
             retry!("resume", self.set_stop(q, false))?;
-            retry!("ample quota", self.set_quota(q, AMPLE))?;
+            let milli = if self.keep_quota { self.queues[q].quota } else { AMPLE };
+            retry!("settling quota", self.set_quota(q, milli))?;
         }
         for i in 0..self.shapes.len() {
             self.set_serve(i, false).await?;
@@ -416,6 +419,7 @@ pub(super) async fn run(seed: u64, w: &World, list: &[Op]) -> Result<RunStats, F
         quotas: w.queues.iter().map(|q| q.quota).collect(),
         queues: w.queues.clone(),
         managers: 0,
+        keep_quota: w.keep_quota,
     };
     for (i, (queue, milli)) in w.background.iter().enumerate() {
         let n = format!("background-{i}");
