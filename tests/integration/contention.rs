@@ -202,3 +202,12 @@ async fn the_incremental_sample_twice_in_its_own_quota_both_complete() {
     };
     upgrade_together(&s, vec![copy("inc"), copy("inc-2")], 11000).await;
 }
+
+/// Issue 45 item 5: two blue/green upgrades in a queue holding both services plus one new cluster:
+/// they take turns (the second's new cluster waits for the first's old one to go) and both complete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_blue_green_upgrades_take_turns_and_both_complete() {
+    // Two services of 2 CPU (head 1 + a 1-CPU worker) plus room for one new cluster.
+    let s = Scenario::start("6", 6000).await;
+    upgrade_together(&s, vec![service("bg-a", "1", "2.46.0"), service("bg-b", "1", "2.46.0")], 4000).await;
+}
