@@ -252,12 +252,15 @@ impl Run {
         for n in std::mem::take(&mut self.plain) {
             let _ = self.workloads().delete(&n, &DeleteParams::default()).await;
         }
-        let deadline = Instant::now() + LIVENESS;
+        // In the world's own quota, upgrades take turns: each service gets the bound in turn.
+        let turns = if self.keep_quota { u32::try_from(self.shapes.len()).unwrap_or(1).max(1) } else { 1 };
+        let bound = LIVENESS * turns;
+        let deadline = Instant::now() + bound;
         loop {
             match self.converged().await {
                 Ok(()) => return Ok(()),
                 Err(why) if Instant::now() > deadline => {
-                    return Err(format!("not converged {} s after the faults stopped: {why}", LIVENESS.as_secs()));
+                    return Err(format!("not converged {} s after the faults stopped: {why}", bound.as_secs()));
                 }
                 Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
             }
