@@ -71,6 +71,10 @@ enum Command {
         /// $KUBECONFIG or ~/.kube/config).
         #[arg(long)]
         kubeconfig: Option<PathBuf>,
+        /// How many such services upgrade at once through the queue: the spare quota they need
+        /// (default 2).
+        #[arg(long)]
+        concurrent: Option<u32>,
         #[arg(short = 'o', long = "output", value_enum, default_value_t = quotagate::cli::plan::Output::Table)]
         output: quotagate::cli::plan::Output,
     },
@@ -181,6 +185,9 @@ enum Command {
         /// Re-runs allowed to shrink each failing seed's action list (0: no shrinking).
         #[arg(long, default_value_t = 40)]
         shrink: usize,
+        /// `contention`: several services upgrading at once in quota sized for them to take turns.
+        #[arg(long, value_enum, default_value_t = quotagate::cli::chaos::Scenario::Mixed)]
+        scenario: quotagate::cli::chaos::Scenario,
     },
     /// Run the embedded Kubernetes API server (with the node, endpoints and gateway simulators) on a
     /// loopback port, for kubectl and for `quotagate run` pointed at it.
@@ -687,9 +694,9 @@ fn main() -> ExitCode {
         Command::Apiserver { listen, kubeconfig_out, no_simulators, pod_start_delay, data_dir, event_ttl, limits } => {
             run_async(apiserver(listen, kubeconfig_out, !no_simulators, pod_start_delay, data_dir, event_ttl, limits))
         }
-        Command::Chaos { seed, runs, jobs, shrink } => run_async(async move {
+        Command::Chaos { seed, runs, jobs, shrink, scenario } => run_async(async move {
             let opts = quotagate::cli::chaos::Options { seeds: seed..seed.saturating_add(runs), jobs, shrink };
-            let summary = quotagate::cli::chaos::run_many(&opts, |line| println!("{line}")).await;
+            let summary = quotagate::cli::chaos::run_many_scenario(scenario, &opts, |line| println!("{line}")).await;
             for f in &summary.failures {
                 println!("{f}");
             }
@@ -707,8 +714,8 @@ fn main() -> ExitCode {
             quotagate::cli::bench::incremental(&opts, json).await?;
             Ok(())
         }),
-        Command::Plan { files, to, cluster_queue, kubeconfig, output } => run_async(async move {
-            let opts = quotagate::cli::plan::Options { files, to, cluster_queue, kubeconfig };
+        Command::Plan { files, to, cluster_queue, kubeconfig, concurrent, output } => run_async(async move {
+            let opts = quotagate::cli::plan::Options { files, to, cluster_queue, kubeconfig, concurrent };
             let report = quotagate::cli::plan::run(&opts).await?;
             print!("{}", quotagate::cli::plan::render(&report, output).map_err(anyhow::Error::msg)?);
             Ok(())

@@ -3,6 +3,7 @@
 //! by the manager (`explain.quotagate.io`, see `wiring::explain`); for a RayService, also its upgrade
 //! state and the gate of each child, computed with the gate's own function (`demand::allowed_pods`).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -17,7 +18,7 @@ use crate::api::ray::{RayCluster, RayService};
 use crate::cli::plan::render::{flavor_table, holder_table, table};
 use crate::queue::Explanation;
 use crate::rayservice::job::demand::{self, admitted_slice, allowed_pods, child_demand};
-use crate::rayservice::job::rayservice::children_in_gate_order;
+use crate::rayservice::job::rayservice::{children_in_gate_order, service_demand};
 use crate::wiring::explain::path;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -125,7 +126,11 @@ pub async fn rayservice(client: &Client, namespace: &str, name: &str) -> Result<
     let opts = Default::default();
     let pods = Api::<Pod>::namespaced(client.clone(), namespace).list(&ListParams::default()).await.map_err(get("Pods of RayService"))?.items;
     let live = demand::live_pods(&pods);
-    let demands = demand::at_least_live(children.iter().filter_map(|rc| child_demand(rc, &opts).ok()).collect(), &live);
+    // As the gate sees them: the pending cluster at no less than its first step.
+    let demands = match service_demand(&rs, &children, &live) {
+        Ok(d) if !children.is_empty() => d,
+        _ => demand::at_least_live(children.iter().filter_map(|rc| child_demand(rc, &opts).ok()).collect(), &live),
+    };
     let allowed = allowed_pods(slice.map(|w| w.spec.pod_sets.as_slice()), &demands, &live);
     let mut rows = vec![["CHILD", "GATED", "GROUP", "WANTS PODS", "ADMITTED SLICE COVERS"].map(String::from).to_vec()];
     for d in &demands {
@@ -142,6 +147,12 @@ pub async fn rayservice(client: &Client, namespace: &str, name: &str) -> Result<
     out.push('\n');
     out.push_str(&table(&rows));
     let _ = writeln!(out, "\nadmitted slice: {}", slice.map(|w| w.name_any()).unwrap_or_else(|| "none".into()));
+    if owned.iter().any(|w| !w.is_finished() && !w.has_quota_reservation()) {
+        let waits_on = waits_on(client, namespace, &wls).await?;
+        if let Some(cycle) = wait_for_cycle(name, &waits_on) {
+            let _ = writeln!(out, "\nwait-for cycle: {}", cycle_sentence(&cycle));
+        }
+    }
     for w in owned.iter().filter(|w| !w.is_finished() && !w.has_quota_reservation()) {
         let _ = writeln!(out, "\npending slice {}:", w.name_any());
         match record(client, namespace, &w.name_any()).await? {
@@ -152,6 +163,69 @@ pub async fn rayservice(client: &Client, namespace: &str, name: &str) -> Result<
         }
     }
     Ok(out)
+}
+
+/// RayService -> the RayServices holding quota its pending slices are short of, in `namespace`,
+/// from the scheduler's records (their holders) and the Workloads' owners.
+async fn waits_on(client: &Client, namespace: &str, wls: &[Workload]) -> Result<BTreeMap<String, BTreeSet<String>>, ExplainError> {
+    let service_of = |w: &Workload| w.owner_references().iter().find(|o| o.kind == "RayService").map(|o| o.name.clone());
+    let owner: BTreeMap<String, String> = wls.iter().filter_map(|w| Some((format!("{namespace}/{}", w.name_any()), service_of(w)?))).collect();
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for w in wls.iter().filter(|w| !w.is_finished() && !w.has_quota_reservation()) {
+        let Some(svc) = service_of(w) else { continue };
+        let Some(e) = record(client, namespace, &w.name_any()).await? else { continue };
+        for h in &e.holders {
+            if let Some(other) = owner.get(&h.workload).filter(|o| **o != svc) {
+                out.entry(svc.clone()).or_default().insert(other.clone());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The shortest cycle of services each waiting for quota the next one holds, from `start` back to
+/// it (`start` first), if there is one.
+pub fn wait_for_cycle(start: &str, waits_on: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    // Breadth first: each service is reached once, by its shortest path from `start`.
+    let mut from: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut frontier = vec![start];
+    while !frontier.is_empty() {
+        let mut next = Vec::new();
+        for s in frontier {
+            for t in waits_on.get(s).into_iter().flatten() {
+                if t == start {
+                    let mut path = vec![s.to_string()];
+                    let mut at = s;
+                    while at != start {
+                        at = from.get(at)?;
+                        path.push(at.to_string());
+                    }
+                    path.reverse();
+                    return Some(path);
+                }
+                if !from.contains_key(t.as_str()) {
+                    from.insert(t, s);
+                    next.push(t.as_str());
+                }
+            }
+        }
+        frontier = next;
+    }
+    None
+}
+
+/// "a waits for quota held by b, which waits for c, which waits for a".
+pub fn cycle_sentence(cycle: &[String]) -> String {
+    let mut out = String::new();
+    for (i, s) in cycle.iter().enumerate() {
+        let next = cycle.get(i + 1).or(cycle.first()).map(String::as_str).unwrap_or_default();
+        if i == 0 {
+            let _ = write!(out, "{s} waits for quota held by {next}");
+        } else {
+            let _ = write!(out, ", which waits for {next}");
+        }
+    }
+    out
 }
 
 /// A RayCluster: its RayService's story when it belongs to one, else its own Workload's.
@@ -192,5 +266,34 @@ pub async fn run(client: &Client, kind: Kind, namespace: &str, name: &str) -> Re
         Kind::Workload => workload(client, namespace, name).await,
         Kind::Rayservice => rayservice(client, namespace, name).await,
         Kind::Raycluster => raycluster(client, namespace, name).await,
+    }
+}
+
+#[cfg(test)]
+mod cycle_tests {
+    use super::*;
+
+    fn edges(pairs: &[(&str, &str)]) -> BTreeMap<String, BTreeSet<String>> {
+        let mut m: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (a, b) in pairs {
+            m.entry(a.to_string()).or_default().insert(b.to_string());
+        }
+        m
+    }
+
+    #[test]
+    fn names_the_cycle_a_service_is_in() {
+        let two = edges(&[("inc-a", "inc-b"), ("inc-b", "inc-a")]);
+        let c = wait_for_cycle("inc-a", &two).unwrap();
+        assert_eq!(cycle_sentence(&c), "inc-a waits for quota held by inc-b, which waits for inc-a");
+        let three = edges(&[("a", "b"), ("b", "c"), ("c", "a"), ("b", "x")]);
+        assert_eq!(cycle_sentence(&wait_for_cycle("b", &three).unwrap()), "b waits for quota held by c, which waits for a, which waits for b");
+    }
+
+    #[test]
+    fn no_cycle_when_waits_end_at_a_holder_that_waits_for_nothing() {
+        assert_eq!(wait_for_cycle("a", &edges(&[("a", "b"), ("b", "c")])), None);
+        // A cycle elsewhere that `a` only leads into is not `a`'s.
+        assert_eq!(wait_for_cycle("a", &edges(&[("a", "b"), ("b", "c"), ("c", "b")])), None);
     }
 }

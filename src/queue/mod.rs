@@ -57,6 +57,8 @@ mod kueue_schedule_fs_cases;
 #[path = "tests/kueue_schedule_preempt_cases.rs"]
 mod kueue_schedule_preempt_cases;
 #[cfg(test)]
+mod kueue_slice_cases;
+#[cfg(test)]
 mod preemption_tests;
 #[cfg(test)]
 mod proptests;

@@ -1066,7 +1066,7 @@ impl AdmissionCore {
                             (generation, PendingReason::WaitingForQuota, msg.clone()),
                         );
                     }
-                    self.reserve_for_unreclaimable(&e, cy);
+                    self.reserve_for_unreclaimable(&e, old.as_ref().map(|(_, u)| u), cy);
                     self.fail(&key, PendingReason::WaitingForQuota, msg, strict, cy, &e.cq);
                     return;
                 }
@@ -1085,7 +1085,7 @@ impl AdmissionCore {
                     );
                     return;
                 }
-                if !self.fits_after_preemptions(&e, &targets, cy) {
+                if !self.fits_after_preemptions(&e, &targets, cy, old.as_ref()) {
                     // Kueue: quota an earlier preemptor of this cycle holds is gone; preempting
                     // now would evict for nothing.
                     self.set_pending(
@@ -1130,7 +1130,10 @@ impl AdmissionCore {
                     }
                 }
                 self.waiting_preemptor.insert(e.cq.clone(), key.clone());
-                self.reserve(e.cq_idx, e.assignment.usage.clone(), cy);
+                // The replaced slice still holds its part: only the growth is held for the cycle
+                // (Kueue's assignment usage of a slice is the delta).
+                let held = growth(&e.assignment.usage, old.as_ref().map(|(_, u)| u));
+                self.reserve(e.cq_idx, held, cy);
                 self.set_pending(
                     &key,
                     PendingReason::WaitingForPreemptedWorkloads,
@@ -1175,17 +1178,21 @@ impl AdmissionCore {
     }
 
     /// Kueue's `fits`: with every victim of this cycle (and `targets`) taken out, whether the
-    /// preemptor's usage fits beside what the cycle already holds.
+    /// preemptor's usage fits beside what the cycle already holds. The slice a replacement
+    /// replaces counts as freed too: Kueue makes it one of the preemption targets (and drops it
+    /// from them before evicting), so only the growth has to fit.
     fn fits_after_preemptions(
         &mut self,
         e: &Entry,
         targets: &[super::preemption::Target],
         cy: &Cycle,
+        replaced: Option<&(WorkloadKey, FrAmounts)>,
     ) -> bool {
         let victims: Vec<(usize, FrAmounts)> = cy
             .targets
             .iter()
             .chain(targets.iter().map(|t| &t.key))
+            .chain(replaced.map(|(k, _)| k))
             .collect::<BTreeSet<_>>()
             .into_iter()
             .filter_map(|k| {
@@ -1206,7 +1213,8 @@ impl AdmissionCore {
     /// Kueue's `reserveCapacityForUnreclaimablePreempt`: a head that needs preemption but has no
     /// victims keeps, for this cycle, the quota its ClusterQueue could not be sure to take back
     /// (reclaimWithinCohort other than Any), so workloads elsewhere in the cohort cannot borrow it.
-    fn reserve_for_unreclaimable(&mut self, e: &Entry, cy: &mut Cycle) {
+    /// For a replacement slice only its growth is held: the slice it replaces already holds the rest.
+    fn reserve_for_unreclaimable(&mut self, e: &Entry, replaced: Option<&FrAmounts>, cy: &mut Cycle) {
         let Some(cq) = self.cqs.get(&e.cq) else {
             return;
         };
@@ -1217,9 +1225,7 @@ impl AdmissionCore {
             return;
         }
         let node = &self.tree.nodes[e.cq_idx];
-        let reserved: FrAmounts = e
-            .assignment
-            .usage
+        let reserved: FrAmounts = growth(&e.assignment.usage, replaced)
             .iter()
             .map(|(fr, want)| {
                 let q = node.quotas.get(fr).copied().unwrap_or_default();
@@ -1441,6 +1447,19 @@ fn preempt_text(r: PreemptedReason) -> &'static str {
         }
         PreemptedReason::InCohortFairSharing => "Fair Sharing within the cohort",
     }
+}
+
+/// What a replacement adds to the slice it replaces (all of `usage` for a workload that replaces
+/// none), per flavor-resource, never below zero.
+fn growth(usage: &FrAmounts, replaced: Option<&FrAmounts>) -> FrAmounts {
+    usage
+        .iter()
+        .map(|(fr, v)| {
+            let had = replaced.and_then(|r| r.get(fr)).copied().unwrap_or_default();
+            (fr.clone(), (*v - had).clamp_zero())
+        })
+        .filter(|(_, v)| *v > Amount::ZERO)
+        .collect()
 }
 
 /// resource -> flavor held by a slice; its replacement keeps them.

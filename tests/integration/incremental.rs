@@ -25,7 +25,7 @@ const NS: &str = "default";
 /// autoscaler sidecar KubeRay injects (500m), workers of 1 CPU (0 to 4, sized by the autoscaler), and
 /// 4 Serve replicas of 1 CPU each. At full capacity it reserves 5.5 CPU; a 50% surge step of the
 /// pending cluster reserves its head and 2 workers, 3.5 CPU.
-fn service(name: &str, version: &str, step: i32, surge: i32) -> RayService {
+pub(super) fn service(name: &str, version: &str, step: i32, surge: i32) -> RayService {
     let res = |cpu: &str| json!({"requests": {"cpu": cpu, "memory": "1Gi"}});
     serde_json::from_value(json!({
         "apiVersion": "ray.io/v1", "kind": "RayService",

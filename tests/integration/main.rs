@@ -2,6 +2,7 @@
 //! embedded API server, driven and observed only through `kube::Client`.
 
 mod chaos;
+mod contention;
 mod explain;
 mod gated;
 mod incremental;

@@ -12,8 +12,9 @@
 //! paste into a regression test as `run_ops(seed, Some(&[...]))`. `tests/integration/chaos.rs` runs the
 //! same code on the CI seeds.
 
-mod env;
 mod chain;
+mod contention;
+mod env;
 pub mod invariants;
 mod run;
 mod usage;
@@ -59,6 +60,24 @@ impl fmt::Display for Failure {
     }
 }
 
+/// Which worlds and actions the seeds draw.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scenario {
+    /// One or two services, every kind of user action and fault, quota made ample at the end.
+    #[default]
+    Mixed,
+    /// Two or three services upgrading at once in quota sized for them to take turns, kept at the
+    /// end: a deadlock between upgrades is a liveness failure (`contention.rs`).
+    Contention,
+}
+
+fn generate(scenario: Scenario, seed: u64) -> Result<(world::World, Vec<Op>), Failure> {
+    match scenario {
+        Scenario::Mixed => Ok(world::generate(seed)),
+        Scenario::Contention => contention::generate(seed).map_err(Failure::Setup),
+    }
+}
+
 /// The seed's own action list.
 pub fn actions(seed: u64) -> Vec<Op> {
     world::generate(seed).1
@@ -66,7 +85,12 @@ pub fn actions(seed: u64) -> Vec<Op> {
 
 /// One run: the seed's world, then `ops` (the seed's own when `None`).
 pub async fn run_ops(seed: u64, ops: Option<&[Op]>) -> Result<RunStats, Failure> {
-    let (w, own) = world::generate(seed);
+    run_scenario(Scenario::Mixed, seed, ops).await
+}
+
+/// One run of `scenario`'s world for `seed`, then `ops` (the seed's own when `None`).
+pub async fn run_scenario(scenario: Scenario, seed: u64, ops: Option<&[Op]>) -> Result<RunStats, Failure> {
+    let (w, own) = generate(scenario, seed)?;
     // Boxed: a run's future is large, and a debug build's test thread has a small stack.
     Box::pin(run::run(seed, &w, ops.unwrap_or(&own))).await
 }
@@ -81,14 +105,18 @@ pub async fn run_base(seed: u64) -> Result<RunStats, Failure> {
 
 /// Drops one action at a time, keeping each drop after which the run still fails the same way as
 /// `failure`, within `budget` re-runs. Returns the shortest list found.
-pub async fn shrink(seed: u64, mut list: Vec<Op>, failure: &Failure, budget: usize) -> Vec<Op> {
+pub async fn shrink(seed: u64, list: Vec<Op>, failure: &Failure, budget: usize) -> Vec<Op> {
+    shrink_scenario(Scenario::Mixed, seed, list, failure, budget).await
+}
+
+async fn shrink_scenario(scenario: Scenario, seed: u64, mut list: Vec<Op>, failure: &Failure, budget: usize) -> Vec<Op> {
     let mut runs = 0;
     let mut i = 0;
     while i < list.len() && runs < budget {
         let mut shorter = list.clone();
         shorter.remove(i);
         runs += 1;
-        match run_ops(seed, Some(&shorter)).await {
+        match run_scenario(scenario, seed, Some(&shorter)).await {
             Err(f) if f.same_kind(failure) => list = shorter,
             _ => i += 1,
         }
@@ -103,6 +131,11 @@ pub struct Options {
     pub jobs: usize,
     /// Re-runs allowed to shrink each failure (0: no shrinking).
     pub shrink: usize,
+}
+
+/// `run_many` of `scenario`.
+pub async fn run_many_scenario(scenario: Scenario, opts: &Options, progress: impl FnMut(&str)) -> Summary {
+    run_seeds(scenario, opts, progress).await
 }
 
 /// One failed seed, with the actions that failed and the shortest list that still failed.
@@ -153,15 +186,19 @@ impl fmt::Display for Summary {
 
 /// Runs every seed of `opts`, `jobs` at a time, telling `progress` one line per run; failures are
 /// shrunk afterwards, one at a time.
-pub async fn run_many(opts: &Options, mut progress: impl FnMut(&str)) -> Summary {
+pub async fn run_many(opts: &Options, progress: impl FnMut(&str)) -> Summary {
+    run_seeds(Scenario::Mixed, opts, progress).await
+}
+
+async fn run_seeds(scenario: Scenario, opts: &Options, mut progress: impl FnMut(&str)) -> Summary {
     let start = Instant::now();
     let mut sum = Summary::default();
     let mut failed = Vec::new();
     let mut runs = futures::stream::iter(opts.seeds.clone())
         .map(|seed| async move {
             let t = Instant::now();
-            let list = actions(seed);
-            let r = run_ops(seed, Some(&list)).await;
+            let list = generate(scenario, seed).map(|(_, l)| l).unwrap_or_default();
+            let r = run_scenario(scenario, seed, Some(&list)).await;
             (seed, list, r, t.elapsed().as_secs_f64())
         })
         .buffer_unordered(opts.jobs.max(1));
@@ -190,7 +227,7 @@ pub async fn run_many(opts: &Options, mut progress: impl FnMut(&str)) -> Summary
     for (seed, list, failure) in failed {
         let shortest = if opts.shrink > 0 {
             progress(&format!("seed {seed}: shrinking {} actions (up to {} re-runs)", list.len(), opts.shrink));
-            shrink(seed, list.clone(), &failure, opts.shrink).await
+            shrink_scenario(scenario, seed, list.clone(), &failure, opts.shrink).await
         } else {
             list.clone()
         };

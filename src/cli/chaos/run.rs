@@ -43,6 +43,8 @@ struct Run {
     broken: Vec<bool>,
     /// Managers started after the first (each replica gets its own identity on the Lease).
     managers: u32,
+    /// Settle in the world's quota, not an ample one (`World::keep_quota`).
+    keep_quota: bool,
 }
 
 /// Retries a user's write a few times (users retry an injected 500 or a conflict); a 404 means the
@@ -232,7 +234,7 @@ impl Run {
         Ok(())
     }
 
-    /// Faults off, dashboards back, queue resumed, quota ample, urgent work gone: every service still
+    /// Faults off, dashboards back, queue resumed, quota ample (or the world's own), urgent work gone: every service still
     /// there must be Ready on its latest spec within `LIVENESS`, and nothing may be left without an owner.
     async fn settle(&mut self) -> Result<(), String> {
         self.env.server.store.faults.clear_write_faults();
@@ -241,7 +243,8 @@ impl Run {
         }
         for q in 0..self.quotas.len() {
             retry!("resume", self.set_stop(q, false))?;
-            retry!("ample quota", self.set_quota(q, AMPLE))?;
+            let milli = if self.keep_quota { self.queues[q].quota } else { AMPLE };
+            retry!("settling quota", self.set_quota(q, milli))?;
         }
         for i in 0..self.shapes.len() {
             self.set_serve(i, false).await?;
@@ -249,12 +252,15 @@ impl Run {
         for n in std::mem::take(&mut self.plain) {
             let _ = self.workloads().delete(&n, &DeleteParams::default()).await;
         }
-        let deadline = Instant::now() + LIVENESS;
+        // In the world's own quota, upgrades take turns: each service gets the bound in turn.
+        let turns = if self.keep_quota { u32::try_from(self.shapes.len()).unwrap_or(1).max(1) } else { 1 };
+        let bound = LIVENESS * turns;
+        let deadline = Instant::now() + bound;
         loop {
             match self.converged().await {
                 Ok(()) => return Ok(()),
                 Err(why) if Instant::now() > deadline => {
-                    return Err(format!("not converged {} s after the faults stopped: {why}", LIVENESS.as_secs()));
+                    return Err(format!("not converged {} s after the faults stopped: {why}", bound.as_secs()));
                 }
                 Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
             }
@@ -416,6 +422,7 @@ pub(super) async fn run(seed: u64, w: &World, list: &[Op]) -> Result<RunStats, F
         quotas: w.queues.iter().map(|q| q.quota).collect(),
         queues: w.queues.clone(),
         managers: 0,
+        keep_quota: w.keep_quota,
     };
     for (i, (queue, milli)) in w.background.iter().enumerate() {
         let n = format!("background-{i}");

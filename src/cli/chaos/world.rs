@@ -82,6 +82,9 @@ pub(super) struct World {
     pub(super) services: Vec<Shape>,
     /// Plain low-priority workloads there from the start: (queue, milli-CPU).
     pub(super) background: Vec<(usize, i64)>,
+    /// Settle in the world's own quota instead of an ample one (the contention scenario: liveness
+    /// means every upgrade completed in the quota it was given).
+    pub(super) keep_quota: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -156,6 +159,7 @@ fn world(rng: &mut StdRng) -> World {
         preempt: rng.random_bool(0.6),
         services,
         background: (0..rng.random_range(0..=2)).map(|_| (0, rng.random_range(1..=3) * 500)).collect(),
+        keep_quota: false,
     }
 }
 

@@ -30,6 +30,9 @@ pub struct Options {
     /// Check against the cluster of this kubeconfig (default: the files' queues, else
     /// `--cluster-queue` in the default kubeconfig's cluster).
     pub kubeconfig: Option<PathBuf>,
+    /// How many such services upgrade at once through the queue (the spare quota they need);
+    /// `None` means 2.
+    pub concurrent: Option<u32>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +83,30 @@ pub struct Report {
     /// The admitted slice the upgrade replaces (live cluster): only the growth must fit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replaces: Option<String>,
+    pub concurrent: Concurrent,
+}
+
+/// The spare quota (beyond every service at steady state) that several services like this one
+/// need when they upgrade at the same moment through one queue.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Concurrent {
+    pub upgrades: u32,
+    /// All of them at their peak at once: none waits on another.
+    pub without_waiting: BTreeMap<String, String>,
+    /// One at a time: a pending cluster is admitted only with its first step, so an upgrade that
+    /// waits holds nothing and the others finish; they take turns but cannot deadlock.
+    pub taking_turns: BTreeMap<String, String>,
+}
+
+/// `n` upgrades needing `extra` each beyond their steady state.
+pub fn concurrent(extra: &BTreeMap<String, Amount>, n: u32) -> Concurrent {
+    let n = n.max(1);
+    Concurrent {
+        upgrades: n,
+        without_waiting: extra.iter().map(|(r, v)| (r.clone(), show(r, v.times(i64::from(n))))).collect(),
+        taking_turns: extra.iter().map(|(r, v)| (r.clone(), show(r, *v))).collect(),
+    }
 }
 
 fn show(resource: &str, a: Amount) -> String {
@@ -137,7 +164,7 @@ pub fn compute(from: &RayService, to: &RayService) -> Result<Report, PlanError> 
     let mut extra = BTreeMap::new();
     for (r, v) in &peak.totals {
         let base = steady.totals.get(r).copied().unwrap_or_default();
-        extra.insert(r.clone(), show(r, (*v - base).clamp_zero()));
+        extra.insert(r.clone(), (*v - base).clamp_zero());
     }
     let ns = from.metadata.namespace.clone().unwrap_or_else(|| "default".into());
     Ok(Report {
@@ -145,10 +172,18 @@ pub fn compute(from: &RayService, to: &RayService) -> Result<Report, PlanError> 
         strategy: phases::strategy_name(phases::strategy(to)),
         steady: report_phase(&steady)?,
         peak: report_phase(&peak)?,
-        upgrade_extra: extra,
+        upgrade_extra: extra.iter().map(|(r, v)| (r.clone(), show(r, *v))).collect(),
         cluster_queue: None,
         replaces: None,
+        concurrent: concurrent(&extra, 2),
     })
+}
+
+/// What the upgrade needs on top of the steady state, per resource.
+fn phases_extra(from: &RayService, to: &RayService) -> Result<BTreeMap<String, Amount>, PlanError> {
+    let steady = phases::steady(from, "spec")?;
+    let peak = phases::peak(from, to)?;
+    Ok(peak.totals.iter().map(|(r, v)| (r.clone(), (*v - steady.totals.get(r).copied().unwrap_or_default()).clamp_zero())).collect())
 }
 
 /// Adds the admission verdicts against `snap` to `report`.
@@ -175,6 +210,10 @@ pub async fn run(opts: &Options) -> Result<Report, PlanError> {
         None => from.clone(),
     };
     let mut report = compute(&from, &to)?;
+    if let Some(n) = opts.concurrent {
+        let extra = phases_extra(&from, &to)?;
+        report.concurrent = concurrent(&extra, n);
+    }
     let mut snap = Snapshot::default();
     fit::add_documents(&mut snap, &docs)?;
     let now_ms = jiff::Timestamp::now().as_millisecond();

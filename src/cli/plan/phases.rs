@@ -11,8 +11,6 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
-
 use crate::api::kueue::PodSet;
 use crate::api::ray::rayservice::RayServiceUpgradeType;
 use crate::api::ray::{RayCluster, RayService};
@@ -21,10 +19,8 @@ use crate::queue::requests::pod_requests;
 use crate::rayservice::cluster::BuildOptions;
 use crate::rayservice::cluster::child::child_cluster;
 use crate::rayservice::cluster::replicas::desired_replicas;
-use crate::rayservice::dashboard::config::{ServeConfig, capacity_adjusted_replicas};
-use crate::rayservice::dashboard::sim::autoscaler::{self, AutoscalerConfig};
-use crate::rayservice::dashboard::sim::schema::{CPU_UNITS, configured_replicas, replica_cpu_units};
 use crate::rayservice::job::demand::{self, ChildDemand};
+use crate::rayservice::job::step;
 use crate::rayservice::service::incremental::{Move, Progress, next_move};
 use crate::rayservice::service::snapshot::IncrementalOptions;
 
@@ -74,45 +70,17 @@ pub fn strategy_name(s: RayServiceUpgradeType) -> &'static str {
     }
 }
 
-/// The CPUs the Serve replicas of `rs` reserve at `capacity` percent: per deployment, Serve's
-/// capacity-adjusted replica count times `ray_actor_options.num_cpus` (Serve's defaults: 1 replica,
-/// 1 CPU).
+/// The CPUs the Serve replicas of `rs` reserve at `capacity` percent (`rayservice::job::step`, the
+/// same sizing the admission of an upgrade's first step uses).
 pub fn serve_cpus(rs: &RayService, capacity: i32) -> Result<f64, PhaseError> {
-    let Some(yaml) = rs.spec.serve_config_v2.as_deref().filter(|s| !s.trim().is_empty()) else {
-        return Ok(0.0);
-    };
-    let config = ServeConfig::from_yaml(yaml).map_err(|e| PhaseError::ServeConfig(e.to_string()))?;
-    let mut units: u64 = 0;
-    let apps = config.as_json().get("applications").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
-    for (ai, app) in apps.iter().enumerate() {
-        let deployments = app.get("deployments").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
-        for (di, d) in deployments.iter().enumerate() {
-            let at = |field: &str| format!("applications[{ai}].deployments[{di}].{field}");
-            let n = configured_replicas(d).map_err(|m| PhaseError::ServeConfig(format!("{}: {m}", at("num_replicas"))))?;
-            let per = replica_cpu_units(d).map_err(|(f, m, _)| PhaseError::ServeConfig(format!("{}: {m}", at(f))))?;
-            let replicas = capacity_adjusted_replicas(n, Some(f64::from(capacity)));
-            units = units.saturating_add(per.saturating_mul(u64::from(replicas)));
-        }
-    }
-    Ok(units as f64 / CPU_UNITS)
+    step::serve_cpus(rs, capacity).map_err(PhaseError::ServeConfig)
 }
 
 /// The child cluster `rs` runs at `capacity` percent of its Serve replicas. `pending_incremental`:
 /// an incremental upgrade's new cluster, which starts from `minReplicas` and grows with Serve.
 pub fn sized_cluster(rs: &RayService, role: &'static str, capacity: i32, pending_incremental: bool) -> Result<(RayCluster, ClusterInPhase), PhaseError> {
     let name = format!("{}-{role}", rs.metadata.name.as_deref().unwrap_or("rayservice"));
-    let mut rc = child_cluster(rs, &name, "", pending_incremental);
-    if rc.spec.autoscaling_enabled() {
-        let want = serve_cpus(rs, capacity)?;
-        let cap = AutoscalerConfig::default().max_replicas_per_group;
-        for s in autoscaler::plan(&rc.spec, want, cap) {
-            if let Some(g) = rc.spec.worker_group_specs.as_mut().and_then(|gs| gs.get_mut(s.index))
-                && s.to > desired_replicas(g)
-            {
-                g.replicas = Some(s.to);
-            }
-        }
-    }
+    let rc = step::sized_for(rs, &child_cluster(rs, &name, "", pending_incremental), capacity).map_err(PhaseError::ServeConfig)?;
     let workers = rc.spec.worker_groups().iter().map(|g| (g.group_name.clone(), desired_replicas(g))).collect();
     Ok((rc, ClusterInPhase { role, serve_capacity: capacity, workers }))
 }

@@ -134,7 +134,18 @@ fn text(r: &Report) -> String {
     let mut row = vec!["upgrade needs on top of steady".to_string()];
     row.extend(res.iter().map(|k| r.upgrade_extra.get(k).cloned().unwrap_or_else(|| "0".into())));
     rows.push(row);
+    let c = &r.concurrent;
+    let mut row = vec![format!("{} concurrent upgrades, none waiting", c.upgrades)];
+    row.extend(res.iter().map(|k| c.without_waiting.get(k).cloned().unwrap_or_else(|| "0".into())));
+    rows.push(row);
+    let mut row = vec![format!("{} concurrent upgrades, taking turns", c.upgrades)];
+    row.extend(res.iter().map(|k| c.taking_turns.get(k).cloned().unwrap_or_else(|| "0".into())));
+    rows.push(row);
     out.push_str(&table(&rows));
+    let _ = writeln!(
+        out,
+        "(spare quota beyond every service at steady state; taking turns, a waiting upgrade holds nothing and cannot deadlock)"
+    );
     for p in [&r.steady, &r.peak] {
         let _ = writeln!(out, "\n{}:", p.name);
         let mut rows = vec![vec!["PODSET".to_string(), "COUNT".into()]];

@@ -214,3 +214,20 @@ fn plan_refuses_input_it_cannot_use_with_a_clear_error() {
     bad.spec.serve_config_v2 = Some("applications:\n  - name: a\n    deployments:\n      - name: d\n        num_replicas: -3\n".into());
     assert!(compute(&bad, &bad).unwrap_err().to_string().contains("applications[0].deployments[0].num_replicas"));
 }
+
+/// The project's incremental sample: one 50% step of the new cluster is its head (1 CPU + the 500m
+/// autoscaler sidecar) and 2 one-CPU workers, 3.5 CPU (the sample quota.yaml's own sizing). Two such
+/// services upgrading at once without waiting need twice that spare; taking turns, once.
+#[test]
+fn concurrent_upgrades_of_the_incremental_sample() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config/samples/incremental/rayservice.yaml");
+    let docs = read_docs(&[path]).expect("sample reads");
+    let rs = one_service("sample", &docs).expect("one RayService");
+    let r = compute(&rs, &rs).unwrap();
+    assert_eq!(r.upgrade_extra.get("cpu").map(String::as_str), Some("3500m"));
+    assert_eq!(r.concurrent.upgrades, 2);
+    assert_eq!(r.concurrent.without_waiting.get("cpu").map(String::as_str), Some("7"));
+    assert_eq!(r.concurrent.taking_turns.get("cpu").map(String::as_str), Some("3500m"));
+    let text = render(&r, Output::Table).unwrap();
+    assert!(text.contains("2 concurrent upgrades, none waiting"), "{text}");
+}

@@ -5,6 +5,7 @@ pub mod demand;
 pub mod gate;
 pub mod raycluster;
 pub mod rayservice;
+pub mod step;
 
 use kube::Resource;
 use kube::core::GroupVersionKind;

@@ -101,8 +101,9 @@ pub async fn load_children(
     Ok(children_in_gate_order(rs, listed))
 }
 
-/// Each child's demand, in gate order, never below the pods it runs now (`demand::at_least_live`);
-/// with no child yet, the demand of the cluster the spec would create.
+/// Each child's demand, in gate order, never below the pods it runs now (`demand::at_least_live`)
+/// and, for the pending cluster, never below its first step (`step::at_least_first_step`); with no
+/// child yet, the demand of the cluster the spec would create.
 pub fn service_demand(
     rs: &RayService,
     children: &[RayCluster],
@@ -116,9 +117,11 @@ pub fn service_demand(
             &opts,
         )?]);
     }
+    // The pending cluster counts at no less than its first step: admitted with its head, never
+    // after it (`step`).
     let own = children
         .iter()
-        .map(|rc| demand::child_demand(rc, &opts))
+        .map(|rc| demand::child_demand(&super::step::at_least_first_step(rs, rc), &opts))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(demand::at_least_live(own, live))
 }

@@ -512,6 +512,9 @@ async fn execute(
     for action in &plan.actions {
         info!(?action, "rayservice action");
         if let Err(e) = act(rs, ns, name, action, ctx, &mut rv).await {
+            if !worth_a_warning(&e) {
+                return Err(e);
+            }
             let reason = failure_reason(action);
             shell::publish(
                 &ctx.recorder,
@@ -569,6 +572,13 @@ async fn execute(
             .await?;
     }
     Ok(())
+}
+
+/// A write that lost a race (409: the plan's resourceVersion is stale, or a create met its twin) is
+/// retried by the next pass, quietly, as KubeRay and controller-runtime retry conflicts: no Warning
+/// event (issue 45: `FailedToUpdateFinalizer` on a freshly created RayService).
+fn worth_a_warning(e: &Error) -> bool {
+    !matches!(e, Error::Kube(k) if shell::is_conflict(k))
 }
 
 fn failure_reason(action: &Action) -> &'static str {
@@ -967,4 +977,22 @@ async fn set_target_capacity(ns: &str, rc_api: &Api<RayCluster>, cluster: &str, 
     .map_err(|_| timed_out())?
     .map_err(dashboard_error)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod conflict_tests {
+    use super::*;
+
+    fn api_error(code: u16) -> Error {
+        Error::Kube(kube::Error::Api(
+            kube::core::Status::failure("conflict", "Conflict").with_code(code).boxed(),
+        ))
+    }
+
+    #[test]
+    fn a_lost_race_is_retried_without_a_warning() {
+        assert!(!worth_a_warning(&api_error(409)));
+        assert!(worth_a_warning(&api_error(500)));
+        assert!(worth_a_warning(&Error::MissingField("spec")));
+    }
 }
