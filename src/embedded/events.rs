@@ -18,90 +18,30 @@ use super::patch::PatchKind;
 use super::registry::{Registry, ResourceInfo};
 use super::selector::FieldSelector;
 use super::store::{DeleteOptions, ListOptions, Store};
-use super::table;
-use serde_json::{Map, Value, json};
+use super::event_fields::{Version, rename_key, renamed, strip_foreign, text, version_of};
+use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// kube-apiserver's `--event-ttl` default.
-pub const DEFAULT_TTL: Duration = Duration::from_secs(3600);
-
-pub const EVENTS_GROUP: &str = "events.k8s.io";
-
-/// (core v1 name, events.k8s.io/v1 name) of every field the two versions name differently.
-const RENAMES: [(&str, &str); 7] = [
-    ("involvedObject", "regarding"),
-    ("message", "note"),
-    ("source", "deprecatedSource"),
-    ("firstTimestamp", "deprecatedFirstTimestamp"),
-    ("lastTimestamp", "deprecatedLastTimestamp"),
-    ("count", "deprecatedCount"),
-    ("reportingComponent", "reportingController"),
-];
-
-/// Which version of the Event resource `info` serves, if it is one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Version {
-    Core,
-    EventsV1,
-}
+pub use super::event_fields::{EVENTS_GROUP, source_field};
 
 fn version(info: &ResourceInfo) -> Option<Version> {
-    match (info.group.as_str(), info.plural.as_str()) {
-        ("", "events") => Some(Version::Core),
-        (EVENTS_GROUP, "events") => Some(Version::EventsV1),
-        _ => None,
-    }
-}
-
-/// A top-level key of `to`'s version: the other version's name renamed, a name only the other
-/// version has dropped (it is no field of this version, as an unknown field is dropped), the rest kept.
-fn rename_key(key: &str, to: Version) -> Option<&str> {
-    for (core, ev) in RENAMES {
-        let (from, into) = match to {
-            Version::Core => (ev, core),
-            Version::EventsV1 => (core, ev),
-        };
-        if key == from {
-            return Some(into);
-        }
-        if key == into {
-            return None;
-        }
-    }
-    Some(key)
-}
-
-/// An object in the other version's names, in `to`'s.
-fn renamed(obj: Map<String, Value>, to: Version) -> Map<String, Value> {
-    obj.into_iter().filter_map(|(k, v)| rename_key(&k, to).map(|nk| (nk.to_string(), v))).collect()
-}
-
-fn api_version(v: Version) -> &'static str {
-    match v {
-        Version::Core => "v1",
-        Version::EventsV1 => "events.k8s.io/v1",
-    }
+    version_of(&info.group, &info.plural)
 }
 
 /// A stored Event (core names) as `info`'s version serves it; `None` when `info` is not an Event.
 pub fn to_version(info: &ResourceInfo, stored: &Value) -> Option<Value> {
-    let v = version(info)?;
-    let Value::Object(m) = stored else { return Some(stored.clone()) };
-    let mut out = if v == Version::Core { strip_foreign(m.clone(), Version::Core) } else { renamed(m.clone(), Version::EventsV1) };
-    out.insert("apiVersion".into(), json!(api_version(v)));
-    out.insert("kind".into(), json!("Event"));
-    Some(Value::Object(out))
+    super::event_fields::to_version(&info.group, &info.plural, stored)
 }
 
-/// Drops the other version's names from an object already in `v`'s names.
-fn strip_foreign(mut m: Map<String, Value>, v: Version) -> Map<String, Value> {
-    for (core, ev) in RENAMES {
-        m.remove(if v == Version::Core { ev } else { core });
-    }
-    m
+/// The Table of Events (`table::events_table`); `None` for other kinds.
+pub fn table(info: &ResourceInfo, objects: &[&Value], rv: &str, cont: Option<&str>) -> Option<Value> {
+    super::table::events_table(info, objects, rv, cont)
 }
+
+/// kube-apiserver's `--event-ttl` default.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(3600);
 
 /// A request body in `info`'s version as the store keeps it (core names); other kinds unchanged.
 pub fn to_storage(info: &ResourceInfo, body: Value) -> Value {
@@ -179,90 +119,6 @@ pub fn field_selector_to_storage(info: &ResourceInfo, fs: FieldSelector) -> Fiel
         })
         .collect();
     FieldSelector(terms)
-}
-
-/// The `source` selectable field of a stored Event: `source.component`, else the reporting
-/// controller (`EventToSelectableFields`).
-pub fn source_field(obj: &Value) -> String {
-    let component = obj.pointer("/source/component").and_then(Value::as_str).unwrap_or("");
-    if !component.is_empty() {
-        return component.to_string();
-    }
-    obj.get("reportingComponent").and_then(Value::as_str).unwrap_or("").to_string()
-}
-
-fn text<'a>(obj: &'a Value, path: &str) -> &'a str {
-    obj.pointer(path).and_then(Value::as_str).unwrap_or("")
-}
-
-fn since(t: &str) -> String {
-    if t.is_empty() { "<unknown>".to_string() } else { table::age(t) }
-}
-
-fn first_non_empty<'a>(a: &'a str, b: &'a str) -> &'a str {
-    if a.is_empty() { b } else { a }
-}
-
-/// One row of the real server's Event table (`printEvent`, always rendered wide; kubectl hides the
-/// priority-1 columns unless `-o wide`).
-fn row(obj: &Value) -> Value {
-    let first = since(first_non_empty(text(obj, "/firstTimestamp"), text(obj, "/eventTime")));
-    let mut last = if text(obj, "/lastTimestamp").is_empty() { first.clone() } else { since(text(obj, "/lastTimestamp")) };
-    let mut count = obj.get("count").and_then(Value::as_i64).unwrap_or(0);
-    if obj.get("series").is_some_and(|s| s.is_object()) {
-        last = since(text(obj, "/series/lastObservedTime"));
-        count = obj.pointer("/series/count").and_then(Value::as_i64).unwrap_or(0);
-    } else if count == 0 {
-        count = 1;
-    }
-    let kind = text(obj, "/involvedObject/kind").to_lowercase();
-    let name = text(obj, "/involvedObject/name");
-    let target = if name.is_empty() { kind } else { format!("{kind}/{name}") };
-    let component = first_non_empty(text(obj, "/source/component"), text(obj, "/reportingComponent"));
-    let instance = first_non_empty(text(obj, "/source/host"), text(obj, "/reportingInstance"));
-    let source = if instance.is_empty() { component.to_string() } else { format!("{component}, {instance}") };
-    let cells = json!([
-        last,
-        text(obj, "/type"),
-        text(obj, "/reason"),
-        target,
-        text(obj, "/involvedObject/fieldPath"),
-        source,
-        text(obj, "/message").trim(),
-        first,
-        count,
-        text(obj, "/metadata/name"),
-    ]);
-    let partial = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata").cloned().unwrap_or(json!({}))});
-    json!({"cells": cells, "object": partial})
-}
-
-/// The Table of Events (either version: the real server prints both from the same internal type);
-/// `None` for other kinds.
-pub fn table(info: &ResourceInfo, objects: &[&Value], rv: &str, cont: Option<&str>) -> Option<Value> {
-    version(info)?;
-    let col = |name: &str, priority: i32, description: &str| {
-        let format = if name == "Name" { "name" } else { "" };
-        json!({"name": name, "type": "string", "format": format, "description": description, "priority": priority})
-    };
-    let defs = json!([
-        col("Last Seen", 0, "The time at which the most recent occurrence of this event was recorded."),
-        col("Type", 0, "Type of this event (Normal, Warning), new types could be added in the future"),
-        col("Reason", 0, "This should be a short, machine understandable string that gives the reason for the transition into the object's current status."),
-        col("Object", 0, "The object that this event is about."),
-        col("Subobject", 1, "The sub-object the event is about (the involved object's fieldPath)."),
-        col("Source", 1, "The component reporting this event."),
-        col("Message", 0, "A human-readable description of the status of this operation."),
-        col("First Seen", 1, "The time at which the event was first recorded."),
-        col("Count", 1, "The number of times this event has occurred."),
-        col("Name", 1, "Name must be unique within a namespace."),
-    ]);
-    let rows: Vec<Value> = objects.iter().map(|o| row(o)).collect();
-    let mut md = json!({"resourceVersion": rv});
-    if let Some(c) = cont {
-        md["continue"] = json!(c);
-    }
-    Some(json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": md, "columnDefinitions": defs, "rows": rows}))
 }
 
 /// When each resourceVersion was current: samples (instant, store RV). An object whose RV is at or

@@ -14,7 +14,7 @@ use tower::ServiceExt;
 
 use super::limits::{MAX_DEPTH, MAX_JSON_PATCH_COPY_BYTES, nested, within_depth};
 use super::patch::{apply, json_patch, merge_patch, strategic_merge};
-use super::store::json_len;
+use super::limits::json_len;
 use super::selector::{FieldSelector, LabelSelector};
 use super::{EmbeddedServer, QuotagateAdmission};
 

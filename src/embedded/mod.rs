@@ -10,6 +10,7 @@ pub mod discovery;
 pub mod durable;
 pub mod error;
 mod escalation;
+pub mod event_fields;
 pub mod events;
 pub mod faults;
 #[cfg(test)]

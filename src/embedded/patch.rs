@@ -15,7 +15,7 @@
 use serde_json::{Map, Value};
 
 use super::limits::{MAX_DEPTH, MAX_JSON_PATCH_COPY_BYTES, MAX_JSON_PATCH_OPS, TOO_DEEP, depth_within};
-use super::store::json_len;
+use super::limits::json_len;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PatchKind {

@@ -49,7 +49,7 @@ impl ResourceInfo {
     pub fn key(&self) -> ResourceKey {
         // `events.k8s.io` Events are the core Events seen through another version, as on a real
         // server (`events.rs` converts between them).
-        if self.group == super::events::EVENTS_GROUP && self.plural == "events" {
+        if self.group == super::event_fields::EVENTS_GROUP && self.plural == "events" {
             return ResourceKey { group: String::new(), plural: self.plural.clone() };
         }
         ResourceKey { group: self.group.clone(), plural: self.plural.clone() }

@@ -399,7 +399,7 @@ impl FieldSelector {
         self.0.iter().all(|(path, eq, want)| {
             // Only Events select on `source`, and it is computed, not a path (`events.rs`).
             if path == "source" {
-                return (super::events::source_field(obj) == *want) == *eq;
+                return (super::event_fields::source_field(obj) == *want) == *eq;
             }
             let mut cur = Some(obj);
             for seg in path.split('.') {

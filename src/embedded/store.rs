@@ -129,23 +129,7 @@ fn space_exceeded() -> ApiError {
 /// The largest object the store keeps, as compact JSON: etcd's default request limit (1.5 MiB).
 pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
 
-/// An object's size as compact JSON, counted without building the bytes.
-pub fn json_len(v: &Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut c = Count(0);
-    // Writing a Value into a sink that never fails cannot fail.
-    let _ = serde_json::to_writer(&mut c, v);
-    c.0
-}
+pub use super::limits::json_len;
 
 /// 413 for an object over [`MAX_OBJECT_BYTES`], naming its size; the size otherwise.
 fn sized(info: &ResourceInfo, obj: &Value) -> Result<usize, ApiError> {
@@ -550,7 +534,7 @@ impl Store {
 
     /// Rewrites apiVersion for the version being served (all versions share storage, no conversion).
     pub fn at_version(info: &ResourceInfo, obj: Arc<Value>) -> Arc<Value> {
-        if let Some(converted) = super::events::to_version(info, &obj) {
+        if let Some(converted) = super::event_fields::to_version(&info.group, &info.plural, &obj) {
             return Arc::new(converted);
         }
         let want = info.api_version();

@@ -123,7 +123,7 @@ fn partial(obj: &Value) -> Value {
 
 /// A Table of `objects` (one row each). `rv` is the list resourceVersion (empty for single objects).
 pub fn table(info: &ResourceInfo, objects: &[&Value], rv: &str, cont: Option<&str>) -> Value {
-    if let Some(t) = super::events::table(info, objects, rv, cont) {
+    if let Some(t) = events_table(info, objects, rv, cont) {
         return t;
     }
     let cols = columns(info);
@@ -169,3 +169,78 @@ mod tests {
         }
     }
 }
+
+// The Event table (the real server's `printEvent`).
+
+use super::event_fields::text;
+
+fn since(t: &str) -> String {
+    if t.is_empty() { "<unknown>".to_string() } else { age(t) }
+}
+
+fn first_non_empty<'a>(a: &'a str, b: &'a str) -> &'a str {
+    if a.is_empty() { b } else { a }
+}
+
+/// One row of the real server's Event table (`printEvent`, always rendered wide; kubectl hides the
+/// priority-1 columns unless `-o wide`).
+fn row(obj: &Value) -> Value {
+    let first = since(first_non_empty(text(obj, "/firstTimestamp"), text(obj, "/eventTime")));
+    let mut last = if text(obj, "/lastTimestamp").is_empty() { first.clone() } else { since(text(obj, "/lastTimestamp")) };
+    let mut count = obj.get("count").and_then(Value::as_i64).unwrap_or(0);
+    if obj.get("series").is_some_and(|s| s.is_object()) {
+        last = since(text(obj, "/series/lastObservedTime"));
+        count = obj.pointer("/series/count").and_then(Value::as_i64).unwrap_or(0);
+    } else if count == 0 {
+        count = 1;
+    }
+    let kind = text(obj, "/involvedObject/kind").to_lowercase();
+    let name = text(obj, "/involvedObject/name");
+    let target = if name.is_empty() { kind } else { format!("{kind}/{name}") };
+    let component = first_non_empty(text(obj, "/source/component"), text(obj, "/reportingComponent"));
+    let instance = first_non_empty(text(obj, "/source/host"), text(obj, "/reportingInstance"));
+    let source = if instance.is_empty() { component.to_string() } else { format!("{component}, {instance}") };
+    let cells = json!([
+        last,
+        text(obj, "/type"),
+        text(obj, "/reason"),
+        target,
+        text(obj, "/involvedObject/fieldPath"),
+        source,
+        text(obj, "/message").trim(),
+        first,
+        count,
+        text(obj, "/metadata/name"),
+    ]);
+    let partial = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata").cloned().unwrap_or(json!({}))});
+    json!({"cells": cells, "object": partial})
+}
+
+/// The Table of Events (either version: the real server prints both from the same internal type);
+/// `None` for other kinds.
+pub fn events_table(info: &ResourceInfo, objects: &[&Value], rv: &str, cont: Option<&str>) -> Option<Value> {
+    super::event_fields::version_of(&info.group, &info.plural)?;
+    let col = |name: &str, priority: i32, description: &str| {
+        let format = if name == "Name" { "name" } else { "" };
+        json!({"name": name, "type": "string", "format": format, "description": description, "priority": priority})
+    };
+    let defs = json!([
+        col("Last Seen", 0, "The time at which the most recent occurrence of this event was recorded."),
+        col("Type", 0, "Type of this event (Normal, Warning), new types could be added in the future"),
+        col("Reason", 0, "This should be a short, machine understandable string that gives the reason for the transition into the object's current status."),
+        col("Object", 0, "The object that this event is about."),
+        col("Subobject", 1, "The sub-object the event is about (the involved object's fieldPath)."),
+        col("Source", 1, "The component reporting this event."),
+        col("Message", 0, "A human-readable description of the status of this operation."),
+        col("First Seen", 1, "The time at which the event was first recorded."),
+        col("Count", 1, "The number of times this event has occurred."),
+        col("Name", 1, "Name must be unique within a namespace."),
+    ]);
+    let rows: Vec<Value> = objects.iter().map(|o| row(o)).collect();
+    let mut md = json!({"resourceVersion": rv});
+    if let Some(c) = cont {
+        md["continue"] = json!(c);
+    }
+    Some(json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": md, "columnDefinitions": defs, "rows": rows}))
+}
+
