@@ -117,6 +117,36 @@ async fn wait_pods(c: &Cluster, name: &str, want: (usize, usize)) {
     }
 }
 
+/// Waits (on Workload events) for a live Workload of `rc`, other than `except`, that the scheduler has
+/// considered (it carries a QuotaReserved condition, True or False).
+async fn considered_workload(c: &Cluster, rc: &RayCluster, except: Option<&str>) -> Workload {
+    loop {
+        let w = live_workloads(c, rc).await;
+        if let Some(w) = w.into_iter().find(|w| Some(w.name_any().as_str()) != except && w.status.as_ref().is_some_and(|s| s.condition("QuotaReserved").is_some())) {
+            return w;
+        }
+        c.quota.wait_any_event().await;
+    }
+}
+
+/// Ray's autoscaler removing one worker of `name`'s group: `replicas` one lower with the worker named in
+/// `workersToDelete`, then, once the pod is gone, the list cleared.
+async fn scale_down_one(c: &Cluster, name: &str, to: i32) {
+    let rcs = clusters(c);
+    let victim = pods(c).list(&ListParams::default().labels(&format!("ray.io/cluster={name},ray.io/node-type=worker"))).await.unwrap().items[0].name_any();
+    let rc = rcs.get(name).await.unwrap();
+    let patch = json!({"spec": {"workerGroupSpecs": [{"groupName": "workers", "replicas": to, "minReplicas": 0, "maxReplicas": 10, "rayStartParams": {},
+        "scaleStrategy": {"workersToDelete": [victim]},
+        "template": rc.spec.worker_group_specs.as_ref().unwrap()[0].template}]}});
+    rcs.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    wait_gone(&pods(c), &victim).await;
+}
+
+async fn clear_workers_to_delete(c: &Cluster, name: &str) {
+    let patch = json!([{"op": "replace", "path": "/spec/workerGroupSpecs/0/scaleStrategy/workersToDelete", "value": []}]);
+    clusters(c).patch(name, &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(patch).unwrap())).await.unwrap();
+}
+
 fn assert_ledger(ledger: &PodLedger, quota: impl Fn(u64) -> i64) {
     let (bad, events) = ledger.replay(quota);
     assert!(events > 0, "the ledger saw no event");
@@ -166,16 +196,10 @@ async fn elastic_raycluster_scales_down_in_place_and_up_through_a_slice() {
     wait_for(&cqs, "cq", "3500m reserved", |cq| usage(cq).as_deref() == Some("3500m")).await;
 
     // The autoscaler scales down by one worker, naming it.
-    let victim = pods(&c).list(&ListParams::default().labels("ray.io/cluster=foo,ray.io/node-type=worker")).await.unwrap().items[0].name_any();
-    let patch = json!({"spec": {"workerGroupSpecs": [{"groupName": "workers", "replicas": 1, "minReplicas": 0, "maxReplicas": 10, "rayStartParams": {},
-        "scaleStrategy": {"workersToDelete": [victim]},
-        "template": rc.spec.worker_group_specs.as_ref().unwrap()[0].template}]}});
-    rcs.patch("foo", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
-    wait_gone(&pods(&c), &victim).await;
+    scale_down_one(&c, "foo", 1).await;
     let wl = c.workloads().get(&first.name_any()).await.unwrap();
     assert_eq!(counts(&wl), vec![1, 2], "the workload keeps the worker while it is named for deletion");
-    let patch = json!([{"op": "replace", "path": "/spec/workerGroupSpecs/0/scaleStrategy/workersToDelete", "value": []}]);
-    rcs.patch("foo", &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(patch).unwrap())).await.unwrap();
+    clear_workers_to_delete(&c, "foo").await;
     let wl = wait_for(&c.workloads(), &first.name_any(), "shrunk in place", |w| counts(w) == vec![1, 1]).await;
     assert_eq!(wl.uid(), first.uid(), "a scale-down keeps the workload");
     assert!(wl.is_admitted());
@@ -206,26 +230,13 @@ async fn a_pending_raycluster_is_admitted_once_an_elastic_one_scales_down() {
     wait_for(&rcs, "a", "running", |r| r.spec.suspend == Some(false)).await;
     wait_pods(&c, "a", (1, 2)).await;
     let b = rcs.create(&PostParams::default(), &cluster("b", 2, elastic())).await.unwrap();
-    let pending = loop {
-        let w = live_workloads(&c, &b).await;
-        if let Some(w) = w.into_iter().find(|w| w.status.as_ref().is_some_and(|s| s.condition("QuotaReserved").is_some())) {
-            break w;
-        }
-        c.quota.wait_any_event().await;
-    };
+    let pending = considered_workload(&c, &b, None).await;
     assert!(!pending.has_quota_reservation());
     assert_eq!(rcs.get("b").await.unwrap().spec.suspend, Some(true), "b stays suspended");
     assert_eq!(running(&c, "b").await, (0, 0));
 
-    let victim = pods(&c).list(&ListParams::default().labels("ray.io/cluster=a,ray.io/node-type=worker")).await.unwrap().items[0].name_any();
-    let a = rcs.get("a").await.unwrap();
-    let patch = json!({"spec": {"workerGroupSpecs": [{"groupName": "workers", "replicas": 1, "minReplicas": 0, "maxReplicas": 10, "rayStartParams": {},
-        "scaleStrategy": {"workersToDelete": [victim]},
-        "template": a.spec.worker_group_specs.as_ref().unwrap()[0].template}]}});
-    rcs.patch("a", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
-    wait_gone(&pods(&c), &victim).await;
-    let patch = json!([{"op": "replace", "path": "/spec/workerGroupSpecs/0/scaleStrategy/workersToDelete", "value": []}]);
-    rcs.patch("a", &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(patch).unwrap())).await.unwrap();
+    scale_down_one(&c, "a", 1).await;
+    clear_workers_to_delete(&c, "a").await;
     wait_for(&c.workloads(), &pending.name_any(), "admitted", |w| w.is_admitted()).await;
     wait_for(&rcs, "b", "unsuspended", |r| r.spec.suspend == Some(false)).await;
     wait_pods(&c, "b", (1, 2)).await;
@@ -296,13 +307,7 @@ async fn a_replica_edit_stops_and_requeues_a_plain_cluster_and_never_runs_past_q
     assert!(ok, "{out}");
     wait_for(&rcs, "rc", "stopped", |r| r.spec.suspend == Some(true)).await;
     wait_gone(&c.workloads(), &first.name_any()).await;
-    let requeued = loop {
-        let w = live_workloads(&c, &rc).await;
-        if let Some(w) = w.into_iter().find(|w| w.status.as_ref().is_some_and(|s| s.condition("QuotaReserved").is_some())) {
-            break w;
-        }
-        c.quota.wait_any_event().await;
-    };
+    let requeued = considered_workload(&c, &rc, None).await;
     assert_eq!(requeued.spec.pod_sets[1].count, Some(6), "requeued with the new count");
     assert!(!requeued.has_quota_reservation(), "7 CPU do not fit 3");
     assert_eq!(running(&c, "rc").await, (0, 0));
@@ -396,13 +401,7 @@ async fn elastic_growth_waits_for_its_slice_before_any_new_pod() {
     // 1.5 CPU head with its sidecar + 5 workers = 6.5 CPU, over the 4 the queue holds.
     let patch = json!([{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 5}]);
     rcs.patch("e", &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(patch).unwrap())).await.unwrap();
-    let slice = loop {
-        let w = live_workloads(&c, &rc).await;
-        if let Some(w) = w.into_iter().find(|w| w.name_any() != first.name_any() && w.status.as_ref().is_some_and(|s| s.condition("QuotaReserved").is_some())) {
-            break w;
-        }
-        c.quota.wait_any_event().await;
-    };
+    let slice = considered_workload(&c, &rc, Some(&first.name_any())).await;
     assert!(!slice.has_quota_reservation());
     assert_eq!(running(&c, "e").await, (1, 1), "no worker runs before its slice is admitted");
     let gated = rcs.get("e").await.unwrap();
