@@ -379,17 +379,10 @@ fn file_circles(src: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Circles still standing, each with why. `clusterctl/` is being reworked on another branch: its
-/// `controller.rs` shares `Context`, `Error` and `publish` with `autoscaler_rbac.rs`, which the controller
-/// calls; moving those three into a small `clusterctl/context.rs` breaks it once that work has landed.
-const KNOWN_CIRCLES: &[&str] = &[
-    "rayservice/clusterctl/autoscaler_rbac.rs -> rayservice/clusterctl/controller.rs, rayservice/clusterctl/controller.rs -> rayservice/clusterctl/autoscaler_rbac.rs",
-];
-
 #[test]
 fn no_files_import_each_other_in_a_circle() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let circles: Vec<String> = file_circles(&src).into_iter().filter(|c| !KNOWN_CIRCLES.contains(&c.as_str())).collect();
+    let circles: Vec<String> = file_circles(&src);
     assert!(
         circles.is_empty(),
         "files of one folder that import each other (move the shared piece down into a small module):\n{}",

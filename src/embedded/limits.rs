@@ -72,6 +72,24 @@ pub(crate) fn nested(depth: usize) -> Value {
     v
 }
 
+/// An object's size as compact JSON, counted without building the bytes.
+pub fn json_len(v: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    // Writing a Value into a sink that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut c, v);
+    c.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,22 +155,4 @@ mod tests {
         };
         std::thread::Builder::new().stack_size(stack).spawn(run).unwrap().join().unwrap();
     }
-}
-
-/// An object's size as compact JSON, counted without building the bytes.
-pub fn json_len(v: &Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut c = Count(0);
-    // Writing a Value into a sink that never fails cannot fail.
-    let _ = serde_json::to_writer(&mut c, v);
-    c.0
 }

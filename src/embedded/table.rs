@@ -1,6 +1,7 @@
 //! Server-side `Table` rendering (`Accept: ...;as=Table`), the response `kubectl get` asks for, with
 //! CRD printer columns evaluated through a small JSONPath subset.
 
+use super::event_fields::text;
 use super::registry::{PrinterColumn, ResourceInfo};
 use serde_json::{Value, json};
 
@@ -146,33 +147,8 @@ pub fn table(info: &ResourceInfo, objects: &[&Value], rv: &str, cont: Option<&st
     json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": md, "columnDefinitions": defs, "rows": rows})
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn jsonpath_table() {
-        let o = json!({"status": {"conditions": [{"type": "A", "status": "False"}, {"type": "Ready", "status": "True"}], "n": 3},
-                       "spec": {"items": [{"x": 1}, {"x": 2}]}});
-        let cases = [
-            (".status.n", vec![json!(3)]),
-            (".status.conditions[?(@.type==\"Ready\")].status", vec![json!("True")]),
-            (".status.conditions[?(@.type=='A')].status", vec![json!("False")]),
-            (".spec.items[*].x", vec![json!(1), json!(2)]),
-            (".spec.items[-1].x", vec![json!(2)]),
-            ("{.status.n}", vec![json!(3)]),
-            (".missing.x", vec![]),
-        ];
-        for (p, want) in cases {
-            let got: Vec<Value> = jsonpath(&o, p).into_iter().cloned().collect();
-            assert_eq!(got, want, "{p}");
-        }
-    }
-}
-
 // The Event table (the real server's `printEvent`).
 
-use super::event_fields::text;
 
 fn since(t: &str) -> String {
     if t.is_empty() { "<unknown>".to_string() } else { age(t) }
@@ -244,3 +220,26 @@ pub fn events_table(info: &ResourceInfo, objects: &[&Value], rv: &str, cont: Opt
     Some(json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": md, "columnDefinitions": defs, "rows": rows}))
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jsonpath_table() {
+        let o = json!({"status": {"conditions": [{"type": "A", "status": "False"}, {"type": "Ready", "status": "True"}], "n": 3},
+                       "spec": {"items": [{"x": 1}, {"x": 2}]}});
+        let cases = [
+            (".status.n", vec![json!(3)]),
+            (".status.conditions[?(@.type==\"Ready\")].status", vec![json!("True")]),
+            (".status.conditions[?(@.type=='A')].status", vec![json!("False")]),
+            (".spec.items[*].x", vec![json!(1), json!(2)]),
+            (".spec.items[-1].x", vec![json!(2)]),
+            ("{.status.n}", vec![json!(3)]),
+            (".missing.x", vec![]),
+        ];
+        for (p, want) in cases {
+            let got: Vec<Value> = jsonpath(&o, p).into_iter().cloned().collect();
+            assert_eq!(got, want, "{p}");
+        }
+    }
+}

@@ -9,7 +9,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::controller::{Context, Error, publish};
+use super::context::{Context, Error, publish};
 use crate::api::ray::RayCluster;
 use crate::jobframework::shell;
 use crate::rayservice::cluster::autoscaler_rbac as build;

@@ -3,7 +3,6 @@
 use crate::rayservice::cluster::labels::pod_label;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Pod, Secret, Service, ServicePort, ServiceSpec};
@@ -11,11 +10,10 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action as Requeue;
-use kube::runtime::events::{EventType, Reporter};
-use crate::jobframework::events::Recorder;
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 use tracing::instrument;
 
@@ -23,7 +21,7 @@ use super::lifecycle::{Facts, Phase, decide, facts, running_conditions};
 use super::pods::{GroupView, PodAction, PodInputs, PodView, Recreate};
 use crate::api::ray::constants as c;
 use crate::api::ray::raycluster::{ClusterState, HeadInfo};
-use crate::api::ray::validation::{RayFeatureGates, validate_ray_cluster_with};
+use crate::api::ray::validation::validate_ray_cluster_with;
 use crate::api::kueue::{ResourceFlavor, Workload};
 use crate::jobframework::podset_info::{InfoOptions, PodSetInfo, merge_into_template, podsets_info_from_status, strip_template};
 use crate::rayservice::cluster::podsets::HEAD_PODSET;
@@ -42,72 +40,9 @@ use crate::rayservice::cluster::replicas::{
 use crate::rayservice::cluster::service::{
     head_service, headless_worker_service, needs_headless_service,
 };
-use crate::rayservice::cluster::{BuildError, BuildOptions, names};
+use crate::rayservice::cluster::names;
 
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("Kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("building objects for RayCluster: {0}")]
-    Build(#[from] BuildError),
-    #[error("RayCluster has no {0}")]
-    MissingField(&'static str),
-    #[error("the head pod's ServiceAccount {0} does not exist; create it (the operator does not create a ServiceAccount the user named)")]
-    ServiceAccountNotFound(String),
-}
-
-impl Error {
-    pub fn category(&self) -> &'static str {
-        match self {
-            Error::Kube(_) => "kube",
-            Error::Build(e) => e.category(),
-            Error::MissingField(_) => "invalid_object",
-            Error::ServiceAccountNotFound(_) => "service_account_not_found",
-        }
-    }
-}
-
-#[derive(Clone, Debug)]
-pub struct Config {
-    pub build: BuildOptions,
-    /// While pods are changing.
-    pub busy_requeue: Duration,
-    /// KubeRay's `RAYCLUSTER_DEFAULT_REQUEUE_SECONDS` (300 s).
-    pub idle_requeue: Duration,
-    /// KubeRay feature gates (`--feature-gates`) for validation.
-    pub gates: RayFeatureGates,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            build: BuildOptions::default(),
-            busy_requeue: Duration::from_secs(2),
-            idle_requeue: Duration::from_secs(c::RAY_CLUSTER_DEFAULT_REQUEUE_SECONDS),
-            gates: RayFeatureGates::default(),
-        }
-    }
-}
-
-pub struct Context {
-    pub client: Client,
-    pub recorder: Recorder,
-    pub config: Config,
-}
-
-impl Context {
-    pub fn new(client: Client) -> Self {
-        let reporter = Reporter {
-            controller: "quotagate-raycluster".into(),
-            instance: None,
-        };
-        Self {
-            recorder: Recorder::new(client.clone(), reporter),
-            client,
-            config: Config::default(),
-        }
-    }
-}
+pub use super::context::{Config, Context, Error, publish};
 
 pub async fn run(ctx: Arc<Context>) {
     let client = ctx.client.clone();
@@ -385,9 +320,6 @@ async fn ensure_auth_secret(rc: &RayCluster, ns: &str, ctx: &Context) -> Result<
     Ok(())
 }
 
-pub(super) async fn publish(ctx: &Context, rc: &RayCluster, type_: EventType, reason: &str, note: String) {
-    shell::publish(&ctx.recorder, &rc.object_ref(&()), type_, reason, note).await;
-}
 
 /// Head Service (always), headless worker Service (multi-host groups), `<cluster>-serve-svc` when the
 /// `ray.io/enable-serve-service` annotation asks for it. Created if absent, never rewritten.

@@ -3,6 +3,7 @@
 
 pub mod auth_secret;
 pub mod autoscaler_rbac;
+pub mod context;
 pub mod controller;
 pub mod lifecycle;
 pub mod pods;
