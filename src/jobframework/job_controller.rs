@@ -260,23 +260,29 @@ fn admitted_counts(wl: &Workload) -> Vec<PodSet> {
 /// workload no longer describes its pods; the quota gate already caps them at what it does). Deleting a
 /// Workload that holds quota releases it, so that waits until no pod of the job is left (DESIGN I2): a
 /// suspended job may still be stopping, and its demand may stop matching as it does (a RayService
-/// deletes its children one by one). An evicted one is stopped and waited on by the caller's next
-/// steps; any other waits for the job's pods to go, which wakes it again.
+/// deletes its children one by one). A job not yet suspended is stopped first, even with no pod at
+/// this instant; an evicted one is stopped and waited on by the caller's next steps; any other waits
+/// for the job's pods to go, which wakes it again.
 fn mismatch(job: &dyn GenericJob, wl: &Workload, name: String) -> Step {
     let reserved = wl.admission().is_some() && wl.has_quota_reservation();
     if reserved && is_evicted(wl) && !job.is_suspended() {
         return Step::Stop(name);
     }
-    if !reserved || !job.is_active() {
+    if !reserved {
         return Step::DeleteWorkloads(vec![name]);
     }
-    if is_evicted(wl) {
+    if is_evicted(wl) && job.is_active() {
         return Step::Stop(name);
     }
-    if job.is_suspended() {
+    // Kueue stops a running job before it deletes the Workload: a job with no pod at this instant (a
+    // Recreate between its old pods and its new ones) would otherwise start pods on nothing.
+    if !job.is_suspended() {
+        return Step::StopNotMatching(name);
+    }
+    if job.is_active() {
         Step::Nothing
     } else {
-        Step::StopNotMatching(name)
+        Step::DeleteWorkloads(vec![name])
     }
 }
 

@@ -80,7 +80,9 @@ impl PodLedger {
         let mut pods: BTreeMap<String, Pod> = BTreeMap::new();
         let mut wls: BTreeMap<String, Workload> = BTreeMap::new();
         let mut bad = Vec::new();
+        let mut trail: Vec<String> = Vec::new();
         for (rv, ev) in &events {
+            trail.push(format!("rv {rv}: {}", describe(ev)));
             match ev {
                 Ev::Pod(p, gone) if *gone => drop(pods.remove(&p.name_any())),
                 Ev::Pod(p, _) => drop(pods.insert(p.name_any(), (**p).clone())),
@@ -97,6 +99,11 @@ impl PodLedger {
                 for (group, n) in groups {
                     let allowed = held.get(&group).copied().unwrap_or(0);
                     if n > allowed {
+                        if bad.is_empty() {
+                            // The first violation carries the events that led to it.
+                            let from = trail.len().saturating_sub(16);
+                            bad.push(format!("events before it:\n  {}", trail[from..].join("\n  ")));
+                        }
                         bad.push(format!("rv {rv}: cluster {cluster} has {n} pods in {group}, its reservation holds {allowed}"));
                     }
                 }
@@ -159,4 +166,27 @@ fn reserved_counts(wls: &BTreeMap<String, Workload>, cluster: &str) -> BTreeMap<
         }
     }
     out
+}
+
+/// One line for an event of the trail: the object, what it is and whether it is gone.
+fn describe(ev: &Ev) -> String {
+    match ev {
+        Ev::Pod(p, gone) => {
+            let phase = p.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+            let deleting = if p.metadata.deletion_timestamp.is_some() { " deleting" } else { "" };
+            format!("pod {} {phase}{deleting}{} cpu={}m", p.name_any(), if *gone { " GONE" } else { "" }, pod_cpu(p))
+        }
+        Ev::Workload(w, gone) => {
+            let counts: Vec<String> = w.spec.pod_sets.iter().map(|ps| format!("{}={}", ps.name.clone().unwrap_or_default(), ps.count.unwrap_or(1))).collect();
+            let deleting = if w.metadata.deletion_timestamp.is_some() { " deleting" } else { "" };
+            format!(
+                "workload {} [{}] reserved={} admitted={}{deleting}{}",
+                w.name_any(),
+                counts.join(","),
+                w.has_quota_reservation(),
+                w.is_admitted(),
+                if *gone { " GONE" } else { "" }
+            )
+        }
+    }
 }

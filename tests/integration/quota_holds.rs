@@ -404,10 +404,13 @@ async fn elastic_growth_waits_for_its_slice_before_any_new_pod() {
     let slice = considered_workload(&c, &rc, Some(&first.name_any())).await;
     assert!(!slice.has_quota_reservation());
     assert_eq!(running(&c, "e").await, (1, 1), "no worker runs before its slice is admitted");
-    let gated = rcs.get("e").await.unwrap();
-    let cond = gated.status.as_ref().and_then(|s| s.conditions.as_ref()).and_then(|cs| cs.iter().find(|c| c.type_ == "QuotaGated")).cloned();
-    assert_eq!(cond.as_ref().map(|c| c.status.as_str()), Some("True"), "{cond:?}");
-    assert!(cond.unwrap().message.contains(&slice.name_any()));
+    // The operator says so once it has seen the slice (its write follows the scheduler's).
+    let gated_on = |r: &RayCluster| {
+        let cond = r.status.as_ref().and_then(|s| s.conditions.as_ref()).and_then(|cs| cs.iter().find(|c| c.type_ == "QuotaGated"));
+        cond.is_some_and(|c| c.status == "True" && c.message.contains(&slice.name_any()))
+    };
+    wait_for(&rcs, "e", "QuotaGated=True naming the waiting slice", gated_on).await;
+    assert_eq!(running(&c, "e").await, (1, 1), "no worker runs before its slice is admitted");
     let explained = quotagate::cli::explain::raycluster(&c.client, NS, "e").await.unwrap();
     assert!(
         explained.starts_with(&format!("RayCluster {NS}/e runs on Workload {}; its growth waits in workload slice {}", first.name_any(), slice.name_any())),

@@ -173,7 +173,12 @@ pub fn plan_pods(i: &PodInputs) -> Vec<PodAction> {
             // Creation stops at what the admitted slice covers; running pods are never taken away
             // here (a slice only shrinks once they are gone).
             Some(pods_allowed) => {
-                let limit = usize::try_from(pods_allowed.max(0)).unwrap_or(0) / g.hosts.max(1);
+                // A terminating pod holds its share of the reservation until it is gone: its
+                // replacement waits for it (DESIGN I2), where KubeRay alone would create it at once.
+                let terminating = i.pods.iter().filter(|p| p.deleting && !p.head && p.group == g.name).count();
+                let terminating = i64::try_from(terminating).unwrap_or(i64::MAX);
+                let free = pods_allowed.saturating_sub(terminating).max(0);
+                let limit = usize::try_from(free).unwrap_or(0) / g.hosts.max(1);
                 let capped = GroupView {
                     replicas: g.replicas.min(limit.max(replica_count(g, &pods))),
                     ..g.clone()

@@ -498,3 +498,28 @@ fn status_patches_null_what_went_away() {
     json_patch::merge(&mut applied, &patch);
     assert_eq!(applied, new);
 }
+
+/// A queue-managed cluster's terminating worker keeps its share of the reservation until it is gone:
+/// its replacement is created only then (KubeRay alone replaces it at once).
+#[test]
+fn a_quota_gated_replacement_waits_for_the_terminating_pod() {
+    let quota = Some([("head".to_string(), 1), ("g".to_string(), 2)].into());
+    let gone = PodView {
+        deleting: true,
+        ..worker("w2", "g", 1)
+    };
+    let terminating = PodInputs {
+        quota: quota.clone(),
+        ..inputs(vec![head("h"), worker("w1", "g", 0), gone], vec![group("g", 2)])
+    };
+    assert_eq!(plan_pods(&terminating), vec![], "the replacement waits");
+    let after = PodInputs {
+        quota,
+        ..inputs(vec![head("h"), worker("w1", "g", 0)], vec![group("g", 2)])
+    };
+    let created = plan_pods(&after);
+    assert!(matches!(created.as_slice(), [PodAction::CreateWorkers { workers, .. }] if workers.len() == 1), "{created:?}");
+    // Without quota (not queue-managed), KubeRay's behaviour: replaced at once.
+    let plain = inputs(vec![head("h"), worker("w1", "g", 0), PodView { deleting: true, ..worker("w2", "g", 1) }], vec![group("g", 2)]);
+    assert_eq!(plan_pods(&plain).len(), 1);
+}

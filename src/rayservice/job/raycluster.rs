@@ -539,6 +539,7 @@ mod mismatch_tests {
             ("replicas raised", job(false, 6, "1", 2), &admitted, Step::StopNotMatching("w".into())),
             ("replicas lowered", job(false, 0, "1", 2), &admitted, Step::StopNotMatching("w".into())),
             ("requests changed (Recreate to bigger workers)", job(false, 1, "2", 2), &admitted, Step::StopNotMatching("w".into())),
+            ("requests changed, Recreate between old and new pods: stopped before the Workload goes", job(false, 1, "2", 0), &admitted, Step::StopNotMatching("w".into())),
             ("an image bump is no podset change", image, &admitted, Step::Nothing),
             ("tolerations injected by admission are ignored", tolerated, &admitted, Step::Nothing),
             ("stopped, pods still terminating: wait", job(true, 6, "1", 2), &admitted, Step::Nothing),
