@@ -185,7 +185,9 @@ enum Command {
         /// Re-runs allowed to shrink each failing seed's action list (0: no shrinking).
         #[arg(long, default_value_t = 40)]
         shrink: usize,
-        /// `contention`: several services upgrading at once in quota sized for them to take turns.
+        /// `contention`: several services upgrading at once in quota sized for them to take turns;
+        /// `clusters`: queue-managed RayClusters of their own edited at random (replicas, requests,
+        /// elastic annotation).
         #[arg(long, value_enum, default_value_t = quotagate::cli::chaos::Scenario::Mixed)]
         scenario: quotagate::cli::chaos::Scenario,
     },

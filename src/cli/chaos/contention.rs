@@ -57,6 +57,7 @@ pub(super) fn generate(seed: u64) -> Result<(World, Vec<Op>), String> {
         queues: quotas.into_iter().map(|quota| Queue { quota, borrowing_limit: None, lending_limit: None }).collect(),
         preempt: rng.random_bool(0.5),
         services,
+        clusters: Vec::new(),
         background: (0..rng.random_range(0..=1)).map(|_| (0, rng.random_range(1..=2) * 500)).collect(),
         keep_quota: true,
     };

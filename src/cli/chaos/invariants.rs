@@ -288,26 +288,8 @@ async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Er
     seen.holding = holding;
     (seen.nominal, seen.lendable, seen.guaranteed) = next;
 
-    // I2 for queue-labelled RayClusters with a chain of their own: per group, live pods within what their
-    // latest quota-holding Workload covers with the cluster's own requests.
-    let live = demand::live_pods(pods.iter());
-    for rc in rcs.iter().filter(|r| gate::standalone_managed(r)) {
-        let uid = rc.metadata.uid.clone().unwrap_or_default();
-        let chain: Vec<&Workload> = wls.iter().filter(|w| w.labels().get(label::JOB_UID) == Some(&uid)).collect();
-        let holding = super::chain::latest_holding(&chain);
-        let Ok(own) = demand::child_demand(rc, &Default::default()) else { continue };
-        let allowed = demand::allowed_by_requests(holding.map(|w| w.spec.pod_sets.as_slice()), &own);
-        let name = rc.name_any();
-        for (group, &n) in live.get(&name).into_iter().flatten() {
-            let cap = allowed.get(group).copied().unwrap_or(0);
-            if n > cap {
-                bad.push(format!(
-                    "I2: RayCluster {name} group {group} has {n} pods, its Workload {} covers {cap}",
-                    holding.map(|w| w.name_any()).unwrap_or_else(|| "(none)".into())
-                ));
-            }
-        }
-    }
+    // I2 for queue-labelled RayClusters with a chain of their own, each pod held to its own requests.
+    bad.extend(super::standalone::violations(&rcs, &wls, &pods));
     // I2: per child and group, live pods within the latest quota-holding slice's coverage.
     for rs in rss.iter().filter(|rs| gate::queue_managed(rs)) {
         let uid = rs.metadata.uid.clone().unwrap_or_default();

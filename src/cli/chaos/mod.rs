@@ -13,10 +13,12 @@
 //! same code on the CI seeds.
 
 mod chain;
+mod clusters;
 mod contention;
 mod env;
 pub mod invariants;
 mod run;
+mod standalone;
 mod usage;
 mod world;
 
@@ -69,12 +71,17 @@ pub enum Scenario {
     /// Two or three services upgrading at once in quota sized for them to take turns, kept at the
     /// end: a deadlock between upgrades is a liveness failure (`contention.rs`).
     Contention,
+    /// Queue-managed RayClusters of their own (plain, elastic, Recreate) whose replicas, worker requests
+    /// and elastic annotation are edited at random beside batch work: pods never exceed what their
+    /// admitted Workloads hold (`clusters.rs`).
+    Clusters,
 }
 
 fn generate(scenario: Scenario, seed: u64) -> Result<(world::World, Vec<Op>), Failure> {
     match scenario {
         Scenario::Mixed => Ok(world::generate(seed)),
         Scenario::Contention => contention::generate(seed).map_err(Failure::Setup),
+        Scenario::Clusters => Ok(clusters::generate(seed)),
     }
 }
 

@@ -17,6 +17,7 @@ use crate::embedded::WriteMatch;
 use crate::embedded::sim::node::FAIL_ANNOTATION;
 
 use super::Failure;
+use super::clusters::{ClusterShape, cluster, cluster_name, edit};
 use super::env::{Env, resource_groups};
 use super::invariants::Invariants;
 use super::world::{HEAD_CPUS, NS, Op, Queue, Shape, VERSIONS, World, name, queue_names, serve_config, service};
@@ -45,6 +46,8 @@ struct Run {
     managers: u32,
     /// Settle in the world's quota, not an ample one (`World::keep_quota`).
     keep_quota: bool,
+    /// The queue-managed RayClusters of their own, as last written.
+    clusters: Vec<ClusterShape>,
 }
 
 /// Retries a user's write a few times (users retry an injected 500 or a conflict); a 404 means the
@@ -217,6 +220,12 @@ impl Run {
                     self.env.sim.set_reachable(&url, *op == Op::DashboardsBack);
                 }
             }
+            Op::ClusterReplicas(i, _) | Op::ClusterCpu(i, _) | Op::ClusterElastic(i, _) | Op::ClusterScaleDown(i) | Op::ClusterTamper(i) => {
+                let (api, pods) = (self.clusters(), Api::<Pod>::namespaced(self.env.client.clone(), NS));
+                let name = cluster_name(*i);
+                let Some(shape) = self.clusters.get_mut(*i) else { return Ok(()) };
+                retry!(op, edit(&api, &pods, &name, op, shape))?;
+            }
             Op::PodsFail(i) => {
                 // Pods take a moment to start (Env::start), so the ones just created are still Pending.
                 let pods: Api<Pod> = Api::namespaced(self.env.client.clone(), NS);
@@ -275,10 +284,13 @@ impl Run {
             out.push(format!("  RayService {} suspend={:?} active={:?} pending={:?}", rs.name_any(), rs.spec.suspend, active(&rs), pending(&rs)));
         }
         for rc in self.clusters().list(&lp).await.map(|l| l.items).unwrap_or_default() {
+            let group = rc.spec.worker_group_specs.as_ref().and_then(|g| g.first());
             out.push(format!(
-                "  RayCluster {} suspend={:?} created={:?} deleting={}",
+                "  RayCluster {} suspend={:?} replicas={:?} workersToDelete={:?} created={:?} deleting={}",
                 rc.name_any(),
                 rc.spec.suspend,
+                group.and_then(|g| g.replicas),
+                group.and_then(|g| g.scale_strategy.as_ref()).and_then(|s| s.workers_to_delete.clone()),
                 rc.metadata.creation_timestamp.as_ref().map(|t| t.0.to_string()),
                 rc.metadata.deletion_timestamp.is_some()
             ));
@@ -334,16 +346,19 @@ impl Run {
             }
         }
         // No orphans: every RayCluster's owner, every pod's cluster and every Workload's owner exists.
-        let uids: Vec<String> = services.iter().filter_map(|r| r.metadata.uid.clone()).collect();
-        if let Some(rc) = clusters.iter().find(|c| !c.owner_references().iter().any(|o| uids.contains(&o.uid))) {
+        let mut uids: Vec<String> = services.iter().filter_map(|r| r.metadata.uid.clone()).collect();
+        let own: Vec<String> = (0..self.clusters.len()).map(cluster_name).collect();
+        if let Some(rc) = clusters.iter().find(|c| !own.contains(&c.name_any()) && !c.owner_references().iter().any(|o| uids.contains(&o.uid))) {
             return Err(format!("RayCluster {} has no live owner", rc.name_any()));
         }
+        uids.extend(clusters.iter().filter(|c| own.contains(&c.name_any())).filter_map(|c| c.metadata.uid.clone()));
         let extra: Vec<String> = clusters.iter().filter(|c| c.metadata.deletion_timestamp.is_none()).map(|c| c.name_any()).collect();
-        if extra.len() > self.shapes.iter().flatten().count() {
+        if extra.len() > self.shapes.iter().flatten().count() + own.len() {
             return Err(format!("more RayClusters than services once settled: {extra:?}"));
         }
         let pods: Api<Pod> = Api::namespaced(self.env.client.clone(), NS);
-        for p in pods.list(&lp).await.map_err(e)?.items {
+        let pods = pods.list(&lp).await.map_err(e)?.items;
+        for p in &pods {
             let c = p.labels().get("ray.io/cluster").cloned().unwrap_or_default();
             if !clusters.iter().any(|rc| rc.name_any() == c) {
                 return Err(format!("pod {} of cluster {c:?} outlives it", p.name_any()));
@@ -362,6 +377,7 @@ impl Run {
             let chain: Vec<&Workload> = wls.iter().filter(|w| w.labels().get(JOB_UID) == Some(&uid)).collect();
             super::chain::exact(rs, &chain, &clusters)?;
         }
+        super::clusters::converged(&self.clusters, &clusters, &pods, &wls)?;
         for cq in self.cqs().list(&lp).await.map_err(e)?.items {
             super::chain::queue_exact(&cq, &wls)?;
         }
@@ -423,6 +439,7 @@ pub(super) async fn run(seed: u64, w: &World, list: &[Op]) -> Result<RunStats, F
         queues: w.queues.clone(),
         managers: 0,
         keep_quota: w.keep_quota,
+        clusters: w.clusters.clone(),
     };
     for (i, (queue, milli)) in w.background.iter().enumerate() {
         let n = format!("background-{i}");
@@ -432,6 +449,10 @@ pub(super) async fn run(seed: u64, w: &World, list: &[Op]) -> Result<RunStats, F
     for (i, shape) in w.services.iter().enumerate() {
         let rs = service(&name(i), shape).map_err(|e| setup(e.to_string()))?;
         run.services().create(&PostParams::default(), &rs).await.map_err(|e| setup(e.to_string()))?;
+    }
+    for (i, shape) in w.clusters.iter().enumerate() {
+        let rc = cluster(&cluster_name(i), shape).map_err(|e| setup(e.to_string()))?;
+        run.clusters().create(&PostParams::default(), &rc).await.map_err(|e| setup(e.to_string()))?;
     }
     let mut pace = super::world::pacing(seed);
     for op in list {

@@ -54,6 +54,16 @@ pub enum Op {
     /// A user writes a Serve config whose import fails: its apps end DEPLOY_FAILED until `FixServe`.
     BreakServe(usize),
     FixServe(usize),
+    /// Set a queue-managed RayCluster's worker replicas (a user's edit, or an elastic cluster's growth).
+    ClusterReplicas(usize, i32),
+    /// Change a RayCluster's worker CPU request (new requests: a new Workload must hold them).
+    ClusterCpu(usize, &'static str),
+    /// Set or remove a RayCluster's `kueue.x-k8s.io/elastic-job` annotation.
+    ClusterElastic(usize, bool),
+    /// Ray's autoscaler removes one named worker: `replicas` one lower, the pod in `workersToDelete`.
+    ClusterScaleDown(usize),
+    /// A user resumes a RayCluster by hand (`suspend: false`), admitted or not.
+    ClusterTamper(usize),
 }
 
 impl Op {
@@ -80,6 +90,8 @@ pub(super) struct World {
     /// Higher priority preempts lower within a ClusterQueue (and reclaims lent quota in the cohort).
     pub(super) preempt: bool,
     pub(super) services: Vec<Shape>,
+    /// Queue-managed RayClusters of their own (the clusters scenario).
+    pub(super) clusters: Vec<super::clusters::ClusterShape>,
     /// Plain low-priority workloads there from the start: (queue, milli-CPU).
     pub(super) background: Vec<(usize, i64)>,
     /// Settle in the world's own quota instead of an ample one (the contention scenario: liveness
@@ -158,6 +170,7 @@ fn world(rng: &mut StdRng) -> World {
         queues: vec![Queue { quota: rng.random_range(5..=9) * 1000, borrowing_limit: None, lending_limit: None }],
         preempt: rng.random_bool(0.6),
         services,
+        clusters: Vec::new(),
         background: (0..rng.random_range(0..=2)).map(|_| (0, rng.random_range(1..=3) * 500)).collect(),
         keep_quota: false,
     }

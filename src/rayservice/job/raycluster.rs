@@ -142,20 +142,19 @@ impl GenericJob for RayClusterJob {
         None
     }
 
-    /// Head and worker groups. An elastic cluster's counts never drop below the pods it has (a
-    /// scale-down releases quota once they are gone, and workers the autoscaler named in
-    /// `workersToDelete` count until deleted); a plain one's are its spec's.
+    /// Head and worker groups. An elastic cluster's counts never drop below the pods it has,
+    /// terminating ones and workers named in `workersToDelete` included (a scale-down releases quota
+    /// once they are gone); a name left in `workersToDelete` after its pod went counts for nothing.
+    /// A plain cluster's counts are its spec's.
     fn pod_sets(&self) -> Result<Vec<PodSet>, JobFrameworkError> {
         let mut podsets = raycluster_podsets(&self.rc)?;
         if !self.uses_slices() {
             return Ok(podsets);
         }
-        let own = demand::child_demand(&self.rc, &BuildOptions::default()).map_err(|e| JobFrameworkError::PodSets(e.to_string()))?;
         for ps in &mut podsets {
             let group = ps.name.clone().unwrap_or_default();
-            let wanted = own.pods.iter().filter(|(id, _, _)| id.group == group).map(|(_, n, _)| *n).sum::<i64>();
             let have = self.pods.get(&group).copied().unwrap_or(0);
-            ps.count = Some(i32::try_from(wanted.max(have)).unwrap_or(i32::MAX));
+            ps.count = Some(i32::try_from(i64::from(ps.count()).max(have)).unwrap_or(i32::MAX));
         }
         Ok(podsets)
     }
@@ -563,5 +562,18 @@ mod mismatch_tests {
         let plain = job(false, 1, "1", 4);
         assert_eq!(counts(&plain), vec![1, 1], "a plain cluster's podsets are its spec's");
         assert!(plain.is_active());
+    }
+
+    /// Found by `chaos --scenario clusters` (seed 3): a `workersToDelete` name whose pod is gone (the
+    /// autoscaler has not cleared the list yet) held one worker more than the cluster runs, for good.
+    #[test]
+    fn a_stale_workers_to_delete_name_holds_nothing() {
+        let mut j = job(false, 1, "1", 2);
+        j.rc.metadata.annotations = Some([(label::ELASTIC_JOB.to_string(), "true".to_string())].into());
+        j.rc.spec.worker_group_specs.as_mut().unwrap()[0].scale_strategy = Some(serde_json::from_value(serde_json::json!({"workersToDelete": ["gone"]})).unwrap());
+        let counts = |j: &RayClusterJob| j.pod_sets().unwrap().iter().map(|p| p.count()).collect::<Vec<_>>();
+        assert_eq!(counts(&j), vec![1, 1], "the named pod is gone: only the one that runs counts");
+        j.pods.insert("w".into(), 2);
+        assert_eq!(counts(&j), vec![1, 2], "while the named pod still exists it counts");
     }
 }
