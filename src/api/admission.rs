@@ -89,6 +89,14 @@ fn validate_update(new: &Value, old: &Value) -> Vec<FieldError> {
                 let path = Path::root("metadata").child("labels").key(QUEUE_NAME_LABEL);
                 errs.push(FieldError::invalid(&path, "field is immutable while the job is admitted (unsuspended)"));
             }
+            // Kueue's `validatedUpdateForEnabledWorkloadSlice`: whether a job is elastic is fixed at
+            // creation (its Workloads are built one way or the other). Kueue names the annotation
+            // under `metadata.labels`; so do we, word for word.
+            let elastic = |v: &Value| v.pointer("/metadata/annotations").and_then(|a| a.get(kueue::constants::label::ELASTIC_JOB)).and_then(Value::as_str) == Some("true");
+            if elastic(old) != elastic(new) {
+                let path = Path::root("metadata").child("labels").key(kueue::constants::label::ELASTIC_JOB);
+                errs.push(FieldError::invalid(&path, format!("{}: field is immutable", elastic(new))));
+            }
             errs
         }
         _ => Vec::new(),
@@ -176,5 +184,20 @@ mod tests {
         let mut unqueued = cluster(serde_json::json!({}), true, 8);
         unqueued["metadata"]["labels"] = serde_json::json!({});
         assert!(fields(&mut unqueued).is_empty(), "not Kueue's business without a queue");
+    }
+
+    // Kueue: pkg/controller/jobframework/validation.go validatedUpdateForEnabledWorkloadSlice (the
+    // elastic-job toggle is immutable on update, whichever way it turns).
+    #[test]
+    fn the_elastic_annotation_cannot_be_added_or_removed() {
+        let elastic = serde_json::json!({kueue::constants::label::ELASTIC_JOB: "true"});
+        let update = |old: Value, mut new: Value| match admit(Operation::Update, &mut new, Some(&old)) {
+            Ok(()) => Vec::new(),
+            Err(errs) => errs.iter().map(|e| (e.field.clone(), e.message.clone())).collect::<Vec<_>>(),
+        };
+        let want = |v: &str| vec![(format!("metadata.labels[{}]", kueue::constants::label::ELASTIC_JOB), format!("{v}: field is immutable"))];
+        assert_eq!(update(cluster(serde_json::json!({}), false, 1), cluster(elastic.clone(), false, 1)), want("true"));
+        assert_eq!(update(cluster(elastic.clone(), false, 1), cluster(serde_json::json!({}), false, 1)), want("false"));
+        assert!(update(cluster(elastic.clone(), false, 1), cluster(elastic, false, 2)).is_empty());
     }
 }

@@ -99,7 +99,10 @@ pub fn decide(
             conditions: vec![],
         };
     }
-    if was_suspended && suspend {
+    // Suspended with no pod left. A pod there means the cluster ran since its status last said
+    // Suspended (a resume whose status write was lost, then a suspend again): suspend it again, or
+    // that pod would run on without a Workload.
+    if was_suspended && suspend && inputs.pods.is_empty() {
         return ClusterDecision {
             phase: Phase::Suspended,
             pods: vec![],

@@ -320,6 +320,12 @@ fn suspend_machine() {
     );
     // Stays suspended.
     assert_eq!(decide(true, false, true, &empty).pods, vec![]);
+    // Found by `chaos --scenario clusters` (seed 22): resumed, its head created, the status write
+    // lost, then suspended again. The stale Suspended status must not keep that head running.
+    let stale = inputs(vec![head("h")], vec![group("g", 1)]);
+    let d = decide(true, false, true, &stale);
+    assert_eq!((d.phase, d.conditions[0].type_, d.conditions[0].status), (Phase::Suspending, "RayClusterSuspending", "True"));
+    assert_eq!(decide(true, true, true, &stale).pods, vec![PodAction::DeleteAll { reason: "the cluster is suspending" }]);
     // Resume: pods planned in the same pass.
     let d = decide(false, false, true, &empty);
     assert_eq!(d.phase, Phase::Running);
