@@ -129,6 +129,11 @@ pub fn merge_into_template(meta: &mut ObjectMeta, spec: &mut PodSpec, info: &Pod
         scheduling_gates: spec.scheduling_gates.clone().unwrap_or_default(),
         ..Default::default()
     };
+    // The slice-chain name an earlier admission left is replaced, not a conflict: after a stop the
+    // job's next Workload may start a chain of its own.
+    if info.annotations.contains_key(label::WORKLOAD_SLICE_NAME) {
+        current.annotations.remove(label::WORKLOAD_SLICE_NAME);
+    }
     current.merge(info)?;
     meta.annotations = non_empty_map(current.annotations);
     meta.labels = non_empty_map(current.labels);

@@ -319,3 +319,22 @@ fn template_spec_defaults_are_tolerated() {
     let info = PodSetInfo::from_podset(&ps);
     assert_eq!((info.name.as_str(), info.count), ("main", 1));
 }
+
+/// Found by `chaos --scenario clusters` (seed 86): an elastic RayCluster stopped after a slice chain
+/// kept that chain's `workload-slice-name` in its templates, and the start on its next Workload failed
+/// with a conflict on every pass, for good. A chain name is replaced; any other key still conflicts.
+#[test]
+fn a_stale_slice_chain_name_is_replaced_not_a_conflict() {
+    let mut meta = ObjectMeta {
+        annotations: Some([(label::WORKLOAD_SLICE_NAME.to_string(), "old-chain".to_string()), ("user".to_string(), "kept".to_string())].into()),
+        ..Default::default()
+    };
+    let mut spec = PodSpec::default();
+    let mut info = PodSetInfo { name: "main".into(), ..Default::default() };
+    info.annotations.insert(label::WORKLOAD_SLICE_NAME.into(), "new-chain".into());
+    merge_into_template(&mut meta, &mut spec, &info).unwrap();
+    let a = meta.annotations.clone().unwrap();
+    assert_eq!((a[label::WORKLOAD_SLICE_NAME].as_str(), a["user"].as_str()), ("new-chain", "kept"));
+    info.annotations.insert("user".into(), "other".into());
+    assert!(merge_into_template(&mut meta, &mut spec, &info).is_err(), "a user's key still conflicts");
+}

@@ -12,7 +12,6 @@ use kube::core::GroupVersionKind;
 use kube::{Api, Resource, ResourceExt};
 
 use super::demand::{self, ChildDemand, LivePods};
-use crate::api::kueue::constants::label::WORKLOAD_SLICE_NAME;
 use crate::api::kueue::{PodSet, Workload};
 use crate::api::ray::constants as c;
 use crate::api::ray::{RayCluster, RayService};
@@ -200,8 +199,8 @@ impl GenericJob for RayServiceJob {
 
     /// Injects the flavors' node selectors and tolerations into `spec.rayClusterConfig` (children are
     /// created from it after the service resumes) and unsuspends the service.
-    /// A slice-chain name left in the templates by an earlier admission is replaced, not a
-    /// conflict: after a preemption the service's next Workload may start a new chain.
+    /// A slice-chain name left in the templates by an earlier admission is replaced
+    /// (`merge_into_template`): after a preemption the service's next Workload may start a new chain.
     fn run_with_podsets_info(&mut self, infos: &[PodSetInfo]) -> Result<(), JobFrameworkError> {
         let mut templates = self.templates();
         let groups: Vec<String> = templates.keys().cloned().collect();
@@ -209,11 +208,6 @@ impl GenericJob for RayServiceJob {
             let group = group_of(info, &groups)
                 .ok_or_else(|| JobFrameworkError::UnknownPodSet(info.name.clone()))?;
             if let Some((meta, spec)) = templates.get_mut(group) {
-                if info.annotations.contains_key(WORKLOAD_SLICE_NAME)
-                    && let Some(a) = meta.annotations.as_mut()
-                {
-                    a.remove(WORKLOAD_SLICE_NAME);
-                }
                 merge_into_template(meta, spec, info)?;
             }
         }
