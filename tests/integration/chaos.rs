@@ -4,7 +4,7 @@
 //! with up to N re-runs and prints the shortest action list still failing, ready to paste below as a
 //! regression test.
 
-use quotagate::cli::chaos::{Options, run_base, run_many, run_ops};
+use quotagate::cli::chaos::{Options, Scenario, run_base, run_many, run_ops, run_scenario};
 
 fn seeds(default: std::ops::Range<u64>) -> std::ops::Range<u64> {
     std::env::var("CHAOS_SEEDS")
@@ -57,6 +57,22 @@ async fn regression_seeds_46_629_918_keep_the_invariants() {
     for (seed, result) in futures::future::join_all(runs).await {
         if let Err(f) = result {
             panic!("seed {seed}: {f}");
+        }
+    }
+}
+
+/// Queue-managed RayClusters of their own edited at random (issue 48: replicas, worker requests, the
+/// elastic annotation, named scale-downs, hand resumes) under faults: the seeds of
+/// `quotagate chaos --scenario clusters` that failed every time before their fixes, replayed with
+/// their own actions: 3 (a workersToDelete name whose pod was gone held a worker more, for good), 54 (a
+/// stale Suspended status kept a resumed head running) and 86 (a stale slice-chain name made every
+/// start conflict). No cluster may run a pod its Workload does not cover, and each must end on one
+/// admitted Workload equal to its spec.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_cluster_seeds_3_54_86_converge() {
+    for seed in [3, 54, 86] {
+        if let Err(f) = run_scenario(Scenario::Clusters, seed, None).await {
+            panic!("clusters seed {seed}: {f}");
         }
     }
 }
