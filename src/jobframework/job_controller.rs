@@ -349,6 +349,9 @@ pub async fn owned_workloads(
         .collect())
 }
 
+/// How often a queue-managed job is reconciled with no event (see the end of `reconcile`).
+pub const RESYNC: Duration = Duration::from_secs(30);
+
 #[tracing::instrument(skip(obj, ctx), fields(name = %obj.name_any(), ns = obj.namespace().unwrap_or_default()))]
 pub async fn reconcile<J: JobKind>(
     obj: Arc<J::Object>,
@@ -404,7 +407,11 @@ pub async fn reconcile<J: JobKind>(
     Ok(match step {
         // Stopping waits for the job to become inactive before the quota is given back.
         Step::Stop(_) | Step::StopNotMatching(_) if job.is_active() => Action::requeue(Duration::from_secs(1)),
-        _ => Action::await_change(),
+        // The safety net of kube-runtime controllers: a queue-managed job is derived again from what
+        // the API holds now and then even with no event, so one missed event costs seconds, not the
+        // job's progress for good (issue 44). A job with nothing to do costs two reads.
+        Step::Ignore => Action::await_change(),
+        _ => Action::requeue(RESYNC),
     })
 }
 

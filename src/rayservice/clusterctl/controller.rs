@@ -183,6 +183,18 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
         .list(&ListParams::default().labels(&format!("{}={name}", c::LABEL_CLUSTER)))
         .await?
         .items;
+    // The lifecycle conditions drive the destructive steps (Suspending deletes every pod, even when
+    // `suspend` flipped back), and the cached copy can be older than the pods just listed: a pass
+    // that saw the resume and created pods is then followed by one that reads Suspending from the
+    // cache and deletes them. So those conditions are read again, after the pods.
+    let rc = if has_condition(&rc, c::COND_RAY_CLUSTER_SUSPENDING) || has_condition(&rc, c::COND_RAY_CLUSTER_SUSPENDED) {
+        match Api::<RayCluster>::namespaced(ctx.client.clone(), &ns).get_opt(&name).await? {
+            Some(fresh) => Arc::new(fresh),
+            None => return Ok(Requeue::await_change()),
+        }
+    } else {
+        rc
+    };
     let views: Vec<PodView> = pods.iter().map(pod_view).collect();
     let head_pod = pods.iter().find(|p| {
         pod_label(p, c::LABEL_NODE_TYPE) == Some(c::NODE_TYPE_HEAD)
