@@ -22,6 +22,15 @@ use crate::queue::{self, AdmissionCore, WorkloadKey, convert};
 pub use super::snapshot::{Snapshot, key_of};
 pub use crate::jobframework::slices::replacement_for;
 
+/// What `Class::Reserved` carries: the Workload is evicted, a job owns it, a cause to stop it, and
+/// a rejecting admission check's message.
+struct Reserved {
+    evicted: bool,
+    owned: bool,
+    stop: Option<EvictionCause>,
+    rejected: Option<String>,
+}
+
 /// A write the loop must make.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
@@ -591,45 +600,78 @@ impl AdmissionState {
                 stop,
                 rejected,
             } => {
-                self.assumed.remove(&key);
-                self.account_reserved(&key, wl, snap, now_ms);
-                // Admitted (its checks passed), not merely reserved: the fair-sharing entry penalty
-                // is settled. A deactivated workload is not charged (Kueue: deactivation wins).
-                if wl.is_admitted() && super::conditions::is_active(wl) {
-                    self.core.settle_admission(&key, now_ms);
-                }
-                if let Some(status) = checks {
-                    actions.push(Action::Checks { key, status: Box::new(status) });
-                    return;
-                }
-                if let Some(message) = rejected
-                    && !evicted
-                {
-                    actions.push(Action::Deactivate { key, reason: reason::ADMISSION_CHECK, message });
-                    return;
-                }
-                let stop = match stop {
-                    None if !evicted => self.pods_ready_timeout(&key, wl, now_ms, actions),
-                    stop => stop,
-                };
-                if evicted {
-                    self.core.mark_evicting(&key);
-                    self.evicting.remove(&key);
-                    if !owned {
-                        actions.push(Action::ClearReservation { key });
-                    }
-                } else if let Some(cause) = self.evicting.get(&key).cloned().or(stop) {
-                    self.evicting.insert(key.clone(), cause.clone());
-                    actions.push(Action::Evict {
-                        key,
-                        cause,
-                        clear: !owned,
-                    });
-                }
+                let reserved = Reserved { evicted, owned, stop, rejected };
+                self.take_reserved(key, wl, reserved, checks, snap, now_ms, actions);
                 return;
             }
             waiting => waiting,
         };
+        self.take_unreserved(key, wl, waiting, checks, snap, actions);
+    }
+
+    /// A Workload the API shows reserved: counted in the core, then (first match) its check states
+    /// written, deactivated when a check rejected it, its eviction completed or released, or evicted
+    /// for a cause (a pending eviction, a stop, or its PodsReady timeout).
+    #[allow(clippy::too_many_arguments)]
+    fn take_reserved(
+        &mut self,
+        key: WorkloadKey,
+        wl: &Workload,
+        Reserved { evicted, owned, stop, rejected }: Reserved,
+        checks: Option<WorkloadStatus>,
+        snap: &Snapshot,
+        now_ms: i64,
+        actions: &mut Vec<Action>,
+    ) {
+        self.assumed.remove(&key);
+        self.account_reserved(&key, wl, snap, now_ms);
+        // Admitted (its checks passed), not merely reserved: the fair-sharing entry penalty
+        // is settled. A deactivated workload is not charged (Kueue: deactivation wins).
+        if wl.is_admitted() && super::conditions::is_active(wl) {
+            self.core.settle_admission(&key, now_ms);
+        }
+        if let Some(status) = checks {
+            actions.push(Action::Checks { key, status: Box::new(status) });
+            return;
+        }
+        if let Some(message) = rejected
+            && !evicted
+        {
+            actions.push(Action::Deactivate { key, reason: reason::ADMISSION_CHECK, message });
+            return;
+        }
+        let stop = match stop {
+            None if !evicted => self.pods_ready_timeout(&key, wl, now_ms, actions),
+            stop => stop,
+        };
+        if evicted {
+            self.core.mark_evicting(&key);
+            self.evicting.remove(&key);
+            if !owned {
+                actions.push(Action::ClearReservation { key });
+            }
+        } else if let Some(cause) = self.evicting.get(&key).cloned().or(stop) {
+            self.evicting.insert(key.clone(), cause.clone());
+            actions.push(Action::Evict {
+                key,
+                cause,
+                clear: !owned,
+            });
+        }
+    }
+
+    /// A Workload the API shows not reserved (held, backing off, to be requeued, or queued):
+    /// left alone while its admission is being written, its check states written first, any
+    /// reservation the core still counts released, then the write or queueing its case needs.
+    fn take_unreserved(
+        &mut self,
+        key: WorkloadKey,
+        wl: &Workload,
+        waiting: Class,
+        checks: Option<WorkloadStatus>,
+        snap: &Snapshot,
+        actions: &mut Vec<Action>,
+    ) {
         // Not reserved in the API. An admission being written is left alone until it shows.
         if self.assumed.contains(&key) {
             return;
@@ -669,36 +711,40 @@ impl AdmissionState {
                     message: message.into(),
                 });
             }
-            Class::Queue { cluster_queue } => {
-                // The namespace's labels count too: relabelling a namespace requeues its
-                // workloads, as Kueue does on namespace events.
-                let seen = (rv(&wl.metadata), labels_fingerprint(snap, &key.namespace));
-                if self.queued_rv.get(&key) == Some(&seen) {
-                    return;
-                }
-                self.queued_rv.insert(key.clone(), seen);
-                match super::conditions::shown_pending(wl) {
-                    Some(said) => self.shown.insert(key.clone(), said),
-                    None => self.shown.remove(&key),
-                };
-                let labels = namespace_labels(snap, &key.namespace);
-                let order = self.pods_ready.as_ref().and_then(|c| pods_ready::queue_order_ms(wl, c));
-                let added = convert::workload_model(wl, &cluster_queue, labels)
-                    .and_then(|mut m| {
-                        if let Some(t) = order {
-                            m.timestamp = t;
-                        }
-                        self.core.add_workload(m)
-                    });
-                if let Err(e) = added {
-                    actions.push(Action::Pending {
-                        key,
-                        reason: reason::MISCONFIGURED.into(),
-                        message: e.to_string(),
-                    });
-                }
-            }
+            Class::Queue { cluster_queue } => self.queue(key, wl, &cluster_queue, snap, actions),
             Class::Gone { .. } | Class::Replaced { .. } | Class::Reserved { .. } => {}
+        }
+    }
+
+    /// Queues a Workload into the core once per resourceVersion (and namespace labels); one the
+    /// core cannot model is shown pending as misconfigured.
+    fn queue(&mut self, key: WorkloadKey, wl: &Workload, cluster_queue: &str, snap: &Snapshot, actions: &mut Vec<Action>) {
+        // The namespace's labels count too: relabelling a namespace requeues its
+        // workloads, as Kueue does on namespace events.
+        let seen = (rv(&wl.metadata), labels_fingerprint(snap, &key.namespace));
+        if self.queued_rv.get(&key) == Some(&seen) {
+            return;
+        }
+        self.queued_rv.insert(key.clone(), seen);
+        match super::conditions::shown_pending(wl) {
+            Some(said) => self.shown.insert(key.clone(), said),
+            None => self.shown.remove(&key),
+        };
+        let labels = namespace_labels(snap, &key.namespace);
+        let order = self.pods_ready.as_ref().and_then(|c| pods_ready::queue_order_ms(wl, c));
+        let added = convert::workload_model(wl, cluster_queue, labels)
+            .and_then(|mut m| {
+                if let Some(t) = order {
+                    m.timestamp = t;
+                }
+                self.core.add_workload(m)
+            });
+        if let Err(e) = added {
+            actions.push(Action::Pending {
+                key,
+                reason: reason::MISCONFIGURED.into(),
+                message: e.to_string(),
+            });
         }
     }
 
