@@ -1042,7 +1042,7 @@ impl AdmissionCore {
         let mut targets = Vec::new();
         if e.assignment.mode == Mode::Preempt {
             // Victims are chosen as at nomination (Kueue's snapshot before this cycle's
-            // reservations); whether the preemptor then still fits is checked below.
+            // reservations); whether the preemptor then still fits is checked in `preempt`.
             let others = cy.reserved.iter().filter(|(i, _)| *i != e.cq_idx);
             for (i, u) in others.clone() {
                 self.tree.remove_all(*i, u);
