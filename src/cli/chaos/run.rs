@@ -17,10 +17,10 @@ use crate::embedded::WriteMatch;
 use crate::embedded::sim::node::FAIL_ANNOTATION;
 
 use super::Failure;
-use super::clusters::{ClusterShape, cluster, cluster_name, edit};
+use super::clusters::{cluster, cluster_name, edit};
 use super::env::{Env, resource_groups};
 use super::invariants::Invariants;
-use super::world::{HEAD_CPUS, NS, Op, Queue, Shape, VERSIONS, World, name, queue_names, serve_config, service};
+use super::world::{ClusterShape, HEAD_CPUS, NS, Op, Queue, Shape, VERSIONS, World, name, queue_names, serve_config, service};
 
 /// Quota (milli-CPU) at the end, when every service must fit.
 const AMPLE: i64 = 64_000;
