@@ -339,10 +339,34 @@ fn execution_histogram() -> Histogram {
     Histogram::new(std::iter::once(1.0).chain(exponential_buckets(2.5, 2.0, 15)))
 }
 
+/// Kueue's `build_info` gauge: 1 for the running version (quotagate's, built with rustc).
+fn build_info() -> Family<BuildInfoLabels, Gauge> {
+    let build: Family<BuildInfoLabels, Gauge> = Family::default();
+    build
+        .get_or_create(&BuildInfoLabels {
+            git_version: env!("CARGO_PKG_VERSION").to_string(),
+            git_commit: String::new(),
+            build_date: String::new(),
+            go_version: String::new(),
+            compiler: "rustc".to_string(),
+            platform: format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+        })
+        .set(1);
+    build
+}
+
 impl Metrics {
     pub fn new() -> Self {
         let mut r = Registry::with_prefix("kueue");
-        let m = Metrics {
+        let m = Metrics::unregistered();
+        m.register(&mut r);
+        r.register("build_info", "Kueue build information: 1 for the running version (quotagate's, built with rustc)", build_info());
+        Metrics { registry: r, ..m }
+    }
+
+    /// Every family empty and not yet registered, counting from now.
+    fn unregistered() -> Self {
+        Metrics {
             role: AtomicU8::new(Role::Standalone as u8),
             admission_attempts_total: Family::default(),
             admission_attempt_duration_seconds: Family::new_with_constructor(duration_histogram),
@@ -397,71 +421,62 @@ impl Metrics {
             counted: Mutex::new(HashSet::new()),
             counting_since: jiff::Timestamp::from_second(jiff::Timestamp::now().as_second()).unwrap_or_default(),
             registry: Registry::default(),
-        };
+        }
+    }
+
+    /// The registration table: each family under Kueue's name and help text, in the order served.
+    fn register(&self, r: &mut Registry) {
         // Counters are registered without `_total`: the encoder appends it.
-        r.register("admission_attempts", "The total number of attempts to admit workloads, by result (success, inadmissible)", m.admission_attempts_total.clone());
-        r.register("admission_attempt_duration_seconds", "The latency of an admission attempt, by result", m.admission_attempt_duration_seconds.clone());
-        r.register("pending_workloads", "The number of pending workloads, per cluster_queue and status (active, inadmissible)", m.pending_workloads.family.clone());
-        r.register("finished_workloads", "The number of finished workloads, per cluster_queue", m.finished_workloads.family.clone());
-        r.register("quota_reserved_workloads", "The total number of quota reserved workloads per cluster_queue", m.quota_reserved_workloads_total.clone());
-        r.register("quota_reserved_wait_time_seconds", "The time between a workload was created or requeued until it got quota reservation, per cluster_queue", m.quota_reserved_wait_time_seconds.clone());
-        r.register("admitted_workloads", "The total number of admitted workloads per cluster_queue", m.admitted_workloads_total.clone());
-        r.register("admission_wait_time_seconds", "The time between a workload was created or requeued until admission, per cluster_queue", m.admission_wait_time_seconds.clone());
-        r.register("admission_checks_wait_time_seconds", "The time from when a workload got the quota reservation until admission, per cluster_queue", m.admission_checks_wait_time_seconds.clone());
-        r.register("evicted_workloads", "The number of evicted workloads per cluster_queue, reason and underlying_cause", m.evicted_workloads_total.clone());
-        r.register("evicted_workloads_once", "The number of unique workload evictions per cluster_queue, reason and underlying_cause", m.evicted_workloads_once_total.clone());
-        r.register("preempted_workloads", "The number of preempted workloads per preempting_cluster_queue and reason", m.preempted_workloads_total.clone());
-        r.register("replaced_workload_slices", "The number of replaced workload slices per cluster_queue", m.replaced_workload_slices_total.clone());
-        r.register("reserving_active_workloads", "The number of Workloads that are reserving quota, per cluster_queue", m.reserving_active_workloads.family.clone());
-        r.register("admitted_active_workloads", "The number of admitted Workloads that are active, per cluster_queue", m.admitted_active_workloads.family.clone());
-        r.register("cluster_queue_status", "Reports cluster_queue with its status (pending, active or terminating); 1 for one status", m.cluster_queue_status.family.clone());
-        r.register("cluster_queue_resource_reservation", "Reports the cluster_queue's total resource reservation within all the flavors", m.cluster_queue_resource_reservation.family.clone());
-        r.register("cluster_queue_resource_usage", "Reports the cluster_queue's total resource usage within all the flavors", m.cluster_queue_resource_usage.family.clone());
-        r.register("cluster_queue_nominal_quota", "Reports the cluster_queue's resource nominal quota within all the flavors", m.cluster_queue_nominal_quota.family.clone());
-        r.register("cluster_queue_borrowing_limit", "Reports the cluster_queue's resource borrowing limit within all the flavors", m.cluster_queue_borrowing_limit.family.clone());
-        r.register("cluster_queue_lending_limit", "Reports the cluster_queue's resource lending limit within all the flavors", m.cluster_queue_lending_limit.family.clone());
-        r.register("local_queue_pending_workloads", "The number of pending workloads, per local_queue and status", m.local_queue_pending_workloads.family.clone());
-        r.register("local_queue_reserving_active_workloads", "The number of Workloads that are reserving quota, per localQueue", m.local_queue_reserving_active_workloads.family.clone());
-        r.register("local_queue_admitted_active_workloads", "The number of admitted Workloads that are active, per localQueue", m.local_queue_admitted_active_workloads.family.clone());
-        r.register("local_queue_finished_workloads", "The number of finished workloads, per localQueue", m.local_queue_finished_workloads.family.clone());
-        r.register("local_queue_status", "Reports localQueue with its active status (True, False or Unknown); 1 for one status", m.local_queue_status.family.clone());
-        r.register("local_queue_resource_reservation", "Reports the localQueue's total resource reservation within all the flavors", m.local_queue_resource_reservation.family.clone());
-        r.register("local_queue_resource_usage", "Reports the localQueue's total resource usage within all the flavors", m.local_queue_resource_usage.family.clone());
-        r.register("local_queue_quota_reserved_workloads", "The total number of quota reserved workloads per local_queue", m.local_queue_quota_reserved_workloads_total.clone());
-        r.register("local_queue_admitted_workloads", "The total number of admitted workloads per local_queue", m.local_queue_admitted_workloads_total.clone());
-        r.register("local_queue_admission_wait_time_seconds", "The time between a workload was created or requeued until admission, per local_queue", m.local_queue_admission_wait_time_seconds.clone());
-        r.register("local_queue_evicted_workloads", "The number of evicted workloads per local_queue", m.local_queue_evicted_workloads_total.clone());
-        r.register("local_queue_quota_reserved_wait_time_seconds", "The time between a workload was created or requeued until it got quota reservation, per local_queue", m.local_queue_quota_reserved_wait_time_seconds.clone());
-        r.register("local_queue_admission_checks_wait_time_seconds", "The time from when a workload got the quota reservation until admission, per local_queue", m.local_queue_admission_checks_wait_time_seconds.clone());
-        r.register("finished_workloads_total", "The total number of finished workloads per cluster_queue (a counter, served untyped: see TotalCounter)", m.finished_workloads_total.clone());
-        r.register("local_queue_finished_workloads_total", "The total number of finished workloads per local_queue (a counter, served untyped: see TotalCounter)", m.local_queue_finished_workloads_total.clone());
-        r.register("execution_time_seconds", "The total execution time of a finished admitted workload (from admission to completion), per cluster_queue", m.execution_time_seconds.clone());
-        r.register("local_queue_execution_time_seconds", "The total execution time of a finished admitted workload (from admission to completion), per local_queue", m.local_queue_execution_time_seconds.clone());
-        r.register("admission_cycle_preemption_skips", "The number of Workloads in the ClusterQueue that got preemption candidates but were skipped because another ClusterQueue's preemptor claimed the same victims in the same cycle", m.admission_cycle_preemption_skips.family.clone());
-        r.register("cluster_queue_resource_pending", "Reports the cluster_queue's total pending resource requests (not yet assigned to flavors)", m.cluster_queue_resource_pending.family.clone());
-        r.register("cluster_queue_info", "Reports ClusterQueue hierarchy information; 1, joined on its labels", m.cluster_queue_info.family.clone());
-        r.register("cohort_info", "Reports Cohort hierarchy information; 1, joined on its labels", m.cohort_info.family.clone());
-        r.register("cohort_subtree_quota", "Reports the cohort's nominal quota aggregated within the cohort's subtree, per flavor and resource", m.cohort_subtree_quota.family.clone());
-        r.register("cohort_subtree_resource_reservations", "Reports the cohort's resource reservations aggregated within the cohort's subtree, per flavor and resource", m.cohort_subtree_resource_reservations.family.clone());
-        r.register("cohort_subtree_admitted_active_workloads", "The number of admitted Workloads that are active, per cohort's subtree", m.cohort_subtree_admitted_active_workloads.family.clone());
-        r.register("cohort_subtree_admitted_workloads", "The total number of admitted workloads per cohort's subtree", m.cohort_subtree_admitted_workloads_total.clone());
-        r.register("cluster_queue_weighted_share", "Reports the cluster_queue's weighted share (fair sharing): the highest ratio, among resources, of usage above nominal to what the cohort can lend, divided by the weight; NaN for an infinite share", m.cluster_queue_weighted_share.family.clone());
-        r.register("cohort_weighted_share", "Reports the cohort's weighted share (fair sharing), as cluster_queue_weighted_share", m.cohort_weighted_share.family.clone());
-        m.pods_ready.register(&mut r);
-        r.register("local_queue_admission_fair_sharing_usage", "Reports a value representing the LocalQueue's Admission Fair Sharing usage, calculated from the resource-weighted sum of consumed resources and pending admission penalties, divided by the LocalQueue's fair sharing weight", m.local_queue_admission_fair_sharing_usage.family.clone());
-        let build: Family<BuildInfoLabels, Gauge> = Family::default();
-        build
-            .get_or_create(&BuildInfoLabels {
-                git_version: env!("CARGO_PKG_VERSION").to_string(),
-                git_commit: String::new(),
-                build_date: String::new(),
-                go_version: String::new(),
-                compiler: "rustc".to_string(),
-                platform: format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
-            })
-            .set(1);
-        r.register("build_info", "Kueue build information: 1 for the running version (quotagate's, built with rustc)", build);
-        Metrics { registry: r, ..m }
+        r.register("admission_attempts", "The total number of attempts to admit workloads, by result (success, inadmissible)", self.admission_attempts_total.clone());
+        r.register("admission_attempt_duration_seconds", "The latency of an admission attempt, by result", self.admission_attempt_duration_seconds.clone());
+        r.register("pending_workloads", "The number of pending workloads, per cluster_queue and status (active, inadmissible)", self.pending_workloads.family.clone());
+        r.register("finished_workloads", "The number of finished workloads, per cluster_queue", self.finished_workloads.family.clone());
+        r.register("quota_reserved_workloads", "The total number of quota reserved workloads per cluster_queue", self.quota_reserved_workloads_total.clone());
+        r.register("quota_reserved_wait_time_seconds", "The time between a workload was created or requeued until it got quota reservation, per cluster_queue", self.quota_reserved_wait_time_seconds.clone());
+        r.register("admitted_workloads", "The total number of admitted workloads per cluster_queue", self.admitted_workloads_total.clone());
+        r.register("admission_wait_time_seconds", "The time between a workload was created or requeued until admission, per cluster_queue", self.admission_wait_time_seconds.clone());
+        r.register("admission_checks_wait_time_seconds", "The time from when a workload got the quota reservation until admission, per cluster_queue", self.admission_checks_wait_time_seconds.clone());
+        r.register("evicted_workloads", "The number of evicted workloads per cluster_queue, reason and underlying_cause", self.evicted_workloads_total.clone());
+        r.register("evicted_workloads_once", "The number of unique workload evictions per cluster_queue, reason and underlying_cause", self.evicted_workloads_once_total.clone());
+        r.register("preempted_workloads", "The number of preempted workloads per preempting_cluster_queue and reason", self.preempted_workloads_total.clone());
+        r.register("replaced_workload_slices", "The number of replaced workload slices per cluster_queue", self.replaced_workload_slices_total.clone());
+        r.register("reserving_active_workloads", "The number of Workloads that are reserving quota, per cluster_queue", self.reserving_active_workloads.family.clone());
+        r.register("admitted_active_workloads", "The number of admitted Workloads that are active, per cluster_queue", self.admitted_active_workloads.family.clone());
+        r.register("cluster_queue_status", "Reports cluster_queue with its status (pending, active or terminating); 1 for one status", self.cluster_queue_status.family.clone());
+        r.register("cluster_queue_resource_reservation", "Reports the cluster_queue's total resource reservation within all the flavors", self.cluster_queue_resource_reservation.family.clone());
+        r.register("cluster_queue_resource_usage", "Reports the cluster_queue's total resource usage within all the flavors", self.cluster_queue_resource_usage.family.clone());
+        r.register("cluster_queue_nominal_quota", "Reports the cluster_queue's resource nominal quota within all the flavors", self.cluster_queue_nominal_quota.family.clone());
+        r.register("cluster_queue_borrowing_limit", "Reports the cluster_queue's resource borrowing limit within all the flavors", self.cluster_queue_borrowing_limit.family.clone());
+        r.register("cluster_queue_lending_limit", "Reports the cluster_queue's resource lending limit within all the flavors", self.cluster_queue_lending_limit.family.clone());
+        r.register("local_queue_pending_workloads", "The number of pending workloads, per local_queue and status", self.local_queue_pending_workloads.family.clone());
+        r.register("local_queue_reserving_active_workloads", "The number of Workloads that are reserving quota, per localQueue", self.local_queue_reserving_active_workloads.family.clone());
+        r.register("local_queue_admitted_active_workloads", "The number of admitted Workloads that are active, per localQueue", self.local_queue_admitted_active_workloads.family.clone());
+        r.register("local_queue_finished_workloads", "The number of finished workloads, per localQueue", self.local_queue_finished_workloads.family.clone());
+        r.register("local_queue_status", "Reports localQueue with its active status (True, False or Unknown); 1 for one status", self.local_queue_status.family.clone());
+        r.register("local_queue_resource_reservation", "Reports the localQueue's total resource reservation within all the flavors", self.local_queue_resource_reservation.family.clone());
+        r.register("local_queue_resource_usage", "Reports the localQueue's total resource usage within all the flavors", self.local_queue_resource_usage.family.clone());
+        r.register("local_queue_quota_reserved_workloads", "The total number of quota reserved workloads per local_queue", self.local_queue_quota_reserved_workloads_total.clone());
+        r.register("local_queue_admitted_workloads", "The total number of admitted workloads per local_queue", self.local_queue_admitted_workloads_total.clone());
+        r.register("local_queue_admission_wait_time_seconds", "The time between a workload was created or requeued until admission, per local_queue", self.local_queue_admission_wait_time_seconds.clone());
+        r.register("local_queue_evicted_workloads", "The number of evicted workloads per local_queue", self.local_queue_evicted_workloads_total.clone());
+        r.register("local_queue_quota_reserved_wait_time_seconds", "The time between a workload was created or requeued until it got quota reservation, per local_queue", self.local_queue_quota_reserved_wait_time_seconds.clone());
+        r.register("local_queue_admission_checks_wait_time_seconds", "The time from when a workload got the quota reservation until admission, per local_queue", self.local_queue_admission_checks_wait_time_seconds.clone());
+        r.register("finished_workloads_total", "The total number of finished workloads per cluster_queue (a counter, served untyped: see TotalCounter)", self.finished_workloads_total.clone());
+        r.register("local_queue_finished_workloads_total", "The total number of finished workloads per local_queue (a counter, served untyped: see TotalCounter)", self.local_queue_finished_workloads_total.clone());
+        r.register("execution_time_seconds", "The total execution time of a finished admitted workload (from admission to completion), per cluster_queue", self.execution_time_seconds.clone());
+        r.register("local_queue_execution_time_seconds", "The total execution time of a finished admitted workload (from admission to completion), per local_queue", self.local_queue_execution_time_seconds.clone());
+        r.register("admission_cycle_preemption_skips", "The number of Workloads in the ClusterQueue that got preemption candidates but were skipped because another ClusterQueue's preemptor claimed the same victims in the same cycle", self.admission_cycle_preemption_skips.family.clone());
+        r.register("cluster_queue_resource_pending", "Reports the cluster_queue's total pending resource requests (not yet assigned to flavors)", self.cluster_queue_resource_pending.family.clone());
+        r.register("cluster_queue_info", "Reports ClusterQueue hierarchy information; 1, joined on its labels", self.cluster_queue_info.family.clone());
+        r.register("cohort_info", "Reports Cohort hierarchy information; 1, joined on its labels", self.cohort_info.family.clone());
+        r.register("cohort_subtree_quota", "Reports the cohort's nominal quota aggregated within the cohort's subtree, per flavor and resource", self.cohort_subtree_quota.family.clone());
+        r.register("cohort_subtree_resource_reservations", "Reports the cohort's resource reservations aggregated within the cohort's subtree, per flavor and resource", self.cohort_subtree_resource_reservations.family.clone());
+        r.register("cohort_subtree_admitted_active_workloads", "The number of admitted Workloads that are active, per cohort's subtree", self.cohort_subtree_admitted_active_workloads.family.clone());
+        r.register("cohort_subtree_admitted_workloads", "The total number of admitted workloads per cohort's subtree", self.cohort_subtree_admitted_workloads_total.clone());
+        r.register("cluster_queue_weighted_share", "Reports the cluster_queue's weighted share (fair sharing): the highest ratio, among resources, of usage above nominal to what the cohort can lend, divided by the weight; NaN for an infinite share", self.cluster_queue_weighted_share.family.clone());
+        r.register("cohort_weighted_share", "Reports the cohort's weighted share (fair sharing), as cluster_queue_weighted_share", self.cohort_weighted_share.family.clone());
+        self.pods_ready.register(r);
+        r.register("local_queue_admission_fair_sharing_usage", "Reports a value representing the LocalQueue's Admission Fair Sharing usage, calculated from the resource-weighted sum of consumed resources and pending admission penalties, divided by the LocalQueue's fair sharing weight", self.local_queue_admission_fair_sharing_usage.family.clone());
     }
 
     pub fn set_role(&self, role: Role) {

@@ -6,13 +6,14 @@
 //! `preemption::allowed_candidates`), with a replacement slice's old usage taken out as `nominate`
 //! does. A record is small: its holder list is capped.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::amount::{Amount, FlavorResource, FrAmounts};
-use super::model::{ReclaimWithinCohort, WithinClusterQueue, WorkloadKey};
+use super::model::{ClusterQueueModel, ReclaimWithinCohort, WithinClusterQueue, WorkloadKey, WorkloadModel};
 use super::pending::OrderKey;
 use super::preemption::{Candidate, Preemptor, allowed_candidates, any_candidate};
-use super::scheduler::AdmissionCore;
+use super::scheduler::{AdmissionCore, AdmittedWorkload};
+use super::tree::QuotaTree;
 
 /// Holders listed per record, largest first.
 pub const MAX_HOLDERS: usize = 20;
@@ -179,107 +180,15 @@ impl AdmissionCore {
         let root = tree.root(cq_idx);
         let cohort = (root != cq_idx).then(|| tree.nodes[root].name.clone());
 
-        // Per podset, resource and flavor; `want` accumulates the workload's own earlier podsets.
-        let mut want = FrAmounts::new();
-        let mut short: BTreeSet<FlavorResource> = BTreeSet::new();
-        let mut podsets = Vec::new();
-        let mut views: Vec<(usize, usize, usize, FlavorResource, Amount)> = Vec::new();
-        for ps in &w.podsets {
-            let mut resources = Vec::new();
-            for r in ps.requests.keys() {
-                let requested = ps.total(r);
-                if requested <= Amount::ZERO {
-                    continue;
-                }
-                let mut flavors = Vec::new();
-                for g in cq.resource_groups.iter().filter(|g| g.covered_resources.contains(r)) {
-                    for f in &g.flavors {
-                        let fr = FlavorResource::new(&f.name, r.as_str());
-                        let total = want.get(&fr).copied().unwrap_or_default() + requested;
-                        let available = tree.available(cq_idx, &fr);
-                        if total > available {
-                            short.insert(fr.clone());
-                        }
-                        views.push((podsets.len(), resources.len(), flavors.len(), fr.clone(), total));
-                        let nominal = f.resources.get(r).map_or(Amount::ZERO, |q| q.nominal);
-                        let used = tree.usage(cq_idx, &fr);
-                        let own = (tree.subtree_quota(cq_idx, &fr) - used).clamp_zero();
-                        flavors.push(FlavorView {
-                            flavor: f.name.clone(),
-                            nominal: fr.show(nominal),
-                            used: fr.show(used),
-                            available: fr.show(available.clamp_zero()),
-                            borrowable: fr.show((available - own).clamp_zero()),
-                            max_capacity: fr.show(tree.potential_available(cq_idx, &fr)),
-                            preemptible: String::new(),
-                            fits: total <= available,
-                        });
-                    }
-                }
-                // The workload's later podsets compete with this one in the first flavor listed.
-                if let Some(first) = cq.resource_groups.iter().find(|g| g.covered_resources.contains(r)).and_then(|g| g.flavors.first()) {
-                    *want.entry(FlavorResource::new(&first.name, r.as_str())).or_default() += requested;
-                }
-                resources.push(ResourceView { resource: r.clone(), requested: FlavorResource::new("", r.as_str()).show(requested), flavors });
-            }
-            podsets.push(PodSetView { name: ps.name.clone(), count: ps.count, resources });
-        }
-
-        // Preemption candidates for the short flavor-resources, by the scheduler's own filter.
-        let mut cands: Vec<Candidate<'_>> = Vec::new();
-        let mut held: Vec<(&WorkloadKey, usize, i32, &FrAmounts)> = Vec::new();
-        for ci in tree.cqs_under(root) {
-            for k in self.admitted_by_cq.get(&tree.nodes[ci].name).into_iter().flatten() {
-                if Some(k) == w.replacement_for.as_ref() {
-                    continue;
-                }
-                let Some(a) = self.admitted.get(k) else { continue };
-                if !short.iter().any(|fr| a.usage.get(fr).is_some_and(|v| *v > Amount::ZERO)) {
-                    continue;
-                }
-                held.push((k, ci, a.model.priority, &a.usage));
-                cands.push(a.candidate(k, ci));
-            }
-        }
+        let Quotas { mut podsets, views, short, want } = quotas(&tree, cq_idx, cq, w);
         let empty = FrAmounts::new();
         let pre = Preemptor { cq_idx, cq, priority: w.priority, queue_timestamp: w.timestamp, usage: &empty, contested: &short };
-        // With fair sharing the policies choose the candidates and the shares decide among them.
-        let allowed: BTreeSet<&WorkloadKey> = match self.fair_sharing {
-            Some(_) => cands
-                .iter()
-                .filter(|c| any_candidate(&tree, &pre, std::iter::once((c.cq_idx, c.priority, c.queue_timestamp, c.usage))))
-                .map(|c| c.key)
-                .collect(),
-            None => allowed_candidates(&tree, &pre, &cands).into_iter().map(|c| c.key).collect(),
-        };
-        let mut freeable = FrAmounts::new();
-        for c in cands.iter().filter(|c| allowed.contains(c.key)) {
-            for fr in &short {
-                *freeable.entry(fr.clone()).or_default() += c.usage.get(fr).copied().unwrap_or_default();
-            }
-        }
+        let held_by = (&self.admitted, &self.admitted_by_cq);
+        let Reach { held, allowed, freeable } = reach(&tree, root, &pre, w, held_by, self.fair_sharing.is_some());
         for (pi, ri, fi, fr, _) in &views {
             podsets[*pi].resources[*ri].flavors[*fi].preemptible = fr.show(freeable.get(fr).copied().unwrap_or_default());
         }
-
-        held.sort_by(|a, b| {
-            let sum = |u: &FrAmounts| short.iter().map(|fr| u.get(fr).copied().unwrap_or_default()).fold(Amount::ZERO, |x, y| x + y);
-            sum(b.3).cmp(&sum(a.3)).then_with(|| a.0.cmp(b.0))
-        });
-        let holders = held
-            .iter()
-            .take(MAX_HOLDERS)
-            .map(|(k, ci, prio, usage)| Holder {
-                workload: k.to_string(),
-                cluster_queue: tree.nodes[*ci].name.clone(),
-                priority: *prio,
-                holds: short
-                    .iter()
-                    .filter_map(|fr| usage.get(fr).filter(|v| **v > Amount::ZERO).map(|v| (fr.to_string(), fr.show(*v))))
-                    .collect(),
-                preemptible: allowed.contains(k),
-            })
-            .collect();
+        let holders = holders(&tree, held, &short, &allowed);
 
         let chosen = p.reason == super::PendingReason::WaitingForPreemptedWorkloads;
         let pol = cq.preemption;
@@ -292,19 +201,7 @@ impl AdmissionCore {
         } else if allowed.is_empty() {
             "no admitted workload holding the short quota may be preempted under the policy (lower priority in the ClusterQueue, or borrowing in the cohort)".to_string()
         } else {
-            let not_enough: Vec<String> = short
-                .iter()
-                .filter(|fr| {
-                    let need = want.get(*fr).copied().unwrap_or_default();
-                    tree.available(cq_idx, fr) + freeable.get(*fr).copied().unwrap_or_default() < need
-                })
-                .map(|fr| fr.to_string())
-                .collect();
-            if not_enough.is_empty() {
-                "the preemptible workloads could free enough; the scheduler did not choose them this cycle (see the message)".to_string()
-            } else {
-                format!("evicting every preemptible workload would still leave {} short", not_enough.join(", "))
-            }
+            still_short(&tree, cq_idx, &short, &want, &freeable)
         };
         Some(Explanation {
             workload: key.to_string(),
@@ -319,6 +216,167 @@ impl AdmissionCore {
             holders,
             preemption: PreemptionView { policy: policy_text(pol.within_cluster_queue, pol.reclaim_within_cohort), candidates: allowed.len(), chosen, why },
         })
+    }
+}
+
+/// What the ClusterQueue offers each podset of a pending workload, per resource and flavor.
+struct Quotas {
+    podsets: Vec<PodSetView>,
+    /// Where each flavor view sits (podset, resource, flavor), its flavor-resource and the total
+    /// wanted there; its `preemptible` is filled in once preemption's reach is known.
+    views: Vec<(usize, usize, usize, FlavorResource, Amount)>,
+    /// The flavor-resources the workload is short of.
+    short: BTreeSet<FlavorResource>,
+    /// The workload's requests, each resource counted in the first flavor listed for it.
+    want: FrAmounts,
+}
+
+/// Per podset, resource and flavor of `w`: what it requests against what the ClusterQueue has, and
+/// which flavor-resources are short; `want` accumulates the workload's own earlier podsets.
+fn quotas(tree: &QuotaTree, cq_idx: usize, cq: &ClusterQueueModel, w: &WorkloadModel) -> Quotas {
+    let mut want = FrAmounts::new();
+    let mut short: BTreeSet<FlavorResource> = BTreeSet::new();
+    let mut podsets = Vec::new();
+    let mut views: Vec<(usize, usize, usize, FlavorResource, Amount)> = Vec::new();
+    for ps in &w.podsets {
+        let mut resources = Vec::new();
+        for r in ps.requests.keys() {
+            let requested = ps.total(r);
+            if requested <= Amount::ZERO {
+                continue;
+            }
+            let mut flavors = Vec::new();
+            for g in cq.resource_groups.iter().filter(|g| g.covered_resources.contains(r)) {
+                for f in &g.flavors {
+                    let fr = FlavorResource::new(&f.name, r.as_str());
+                    let total = want.get(&fr).copied().unwrap_or_default() + requested;
+                    let available = tree.available(cq_idx, &fr);
+                    if total > available {
+                        short.insert(fr.clone());
+                    }
+                    views.push((podsets.len(), resources.len(), flavors.len(), fr.clone(), total));
+                    let nominal = f.resources.get(r).map_or(Amount::ZERO, |q| q.nominal);
+                    let used = tree.usage(cq_idx, &fr);
+                    let own = (tree.subtree_quota(cq_idx, &fr) - used).clamp_zero();
+                    flavors.push(FlavorView {
+                        flavor: f.name.clone(),
+                        nominal: fr.show(nominal),
+                        used: fr.show(used),
+                        available: fr.show(available.clamp_zero()),
+                        borrowable: fr.show((available - own).clamp_zero()),
+                        max_capacity: fr.show(tree.potential_available(cq_idx, &fr)),
+                        preemptible: String::new(),
+                        fits: total <= available,
+                    });
+                }
+            }
+            // The workload's later podsets compete with this one in the first flavor listed.
+            if let Some(first) = cq.resource_groups.iter().find(|g| g.covered_resources.contains(r)).and_then(|g| g.flavors.first()) {
+                *want.entry(FlavorResource::new(&first.name, r.as_str())).or_default() += requested;
+            }
+            resources.push(ResourceView { resource: r.clone(), requested: FlavorResource::new("", r.as_str()).show(requested), flavors });
+        }
+        podsets.push(PodSetView { name: ps.name.clone(), count: ps.count, resources });
+    }
+    Quotas { podsets, views, short, want }
+}
+
+/// What preemption could reach for the short flavor-resources.
+struct Reach<'a> {
+    /// The admitted workloads holding some of them: key, ClusterQueue index, priority, usage.
+    held: Vec<(&'a WorkloadKey, usize, i32, &'a FrAmounts)>,
+    /// Those the preemption policy allows evicting.
+    allowed: BTreeSet<&'a WorkloadKey>,
+    /// What evicting the allowed ones would free of each short flavor-resource.
+    freeable: FrAmounts,
+}
+
+/// The admitted workloads under `root` holding quota the preemptor is short of (its replaced slice
+/// aside), which of them the scheduler's own filter allows as victims, and what those would free.
+fn reach<'a>(
+    tree: &QuotaTree,
+    root: usize,
+    pre: &Preemptor<'_>,
+    w: &WorkloadModel,
+    (admitted, by_cq): (&'a HashMap<WorkloadKey, AdmittedWorkload>, &'a BTreeMap<String, BTreeSet<WorkloadKey>>),
+    fair_sharing: bool,
+) -> Reach<'a> {
+    let short = pre.contested;
+    let mut cands: Vec<Candidate<'a>> = Vec::new();
+    let mut held: Vec<(&WorkloadKey, usize, i32, &FrAmounts)> = Vec::new();
+    for ci in tree.cqs_under(root) {
+        for k in by_cq.get(&tree.nodes[ci].name).into_iter().flatten() {
+            if Some(k) == w.replacement_for.as_ref() {
+                continue;
+            }
+            let Some(a) = admitted.get(k) else { continue };
+            if !short.iter().any(|fr| a.usage.get(fr).is_some_and(|v| *v > Amount::ZERO)) {
+                continue;
+            }
+            held.push((k, ci, a.model.priority, &a.usage));
+            cands.push(a.candidate(k, ci));
+        }
+    }
+    // With fair sharing the policies choose the candidates and the shares decide among them.
+    let allowed: BTreeSet<&WorkloadKey> = if fair_sharing {
+        cands
+            .iter()
+            .filter(|c| any_candidate(tree, pre, std::iter::once((c.cq_idx, c.priority, c.queue_timestamp, c.usage))))
+            .map(|c| c.key)
+            .collect()
+    } else {
+        allowed_candidates(tree, pre, &cands).into_iter().map(|c| c.key).collect()
+    };
+    let mut freeable = FrAmounts::new();
+    for c in cands.iter().filter(|c| allowed.contains(c.key)) {
+        for fr in short {
+            *freeable.entry(fr.clone()).or_default() += c.usage.get(fr).copied().unwrap_or_default();
+        }
+    }
+    Reach { held, allowed, freeable }
+}
+
+/// The holders of the short quota, largest holding first, at most `MAX_HOLDERS`.
+fn holders(
+    tree: &QuotaTree,
+    mut held: Vec<(&WorkloadKey, usize, i32, &FrAmounts)>,
+    short: &BTreeSet<FlavorResource>,
+    allowed: &BTreeSet<&WorkloadKey>,
+) -> Vec<Holder> {
+    held.sort_by(|a, b| {
+        let sum = |u: &FrAmounts| short.iter().map(|fr| u.get(fr).copied().unwrap_or_default()).fold(Amount::ZERO, |x, y| x + y);
+        sum(b.3).cmp(&sum(a.3)).then_with(|| a.0.cmp(b.0))
+    });
+    held.iter()
+        .take(MAX_HOLDERS)
+        .map(|(k, ci, prio, usage)| Holder {
+            workload: k.to_string(),
+            cluster_queue: tree.nodes[*ci].name.clone(),
+            priority: *prio,
+            holds: short
+                .iter()
+                .filter_map(|fr| usage.get(fr).filter(|v| **v > Amount::ZERO).map(|v| (fr.to_string(), fr.show(*v))))
+                .collect(),
+            preemptible: allowed.contains(k),
+        })
+        .collect()
+}
+
+/// Why preemption did not make room although the policy allows victims: what would stay short with
+/// every preemptible workload evicted, or that the scheduler did not choose them this cycle.
+fn still_short(tree: &QuotaTree, cq_idx: usize, short: &BTreeSet<FlavorResource>, want: &FrAmounts, freeable: &FrAmounts) -> String {
+    let not_enough: Vec<String> = short
+        .iter()
+        .filter(|fr| {
+            let need = want.get(*fr).copied().unwrap_or_default();
+            tree.available(cq_idx, fr) + freeable.get(*fr).copied().unwrap_or_default() < need
+        })
+        .map(|fr| fr.to_string())
+        .collect();
+    if not_enough.is_empty() {
+        "the preemptible workloads could free enough; the scheduler did not choose them this cycle (see the message)".to_string()
+    } else {
+        format!("evicting every preemptible workload would still leave {} short", not_enough.join(", "))
     }
 }
 

@@ -998,6 +998,8 @@ impl AdmissionCore {
         })
     }
 
+    /// Takes one nominated entry: a cached verdict fails at once; otherwise its victims are chosen
+    /// and, by its mode, it fails, waits for its preemptions, or is admitted.
     fn process(&mut self, mut e: Entry, now: i64, cy: &mut Cycle) {
         let strict = self
             .cqs
@@ -1021,152 +1023,197 @@ impl AdmissionCore {
             );
             return;
         }
+        let targets = self.choose_victims(&mut e, old.as_ref(), cy);
+        match e.assignment.mode {
+            Mode::NoFit => self.no_fit(e, &key, strict, cy),
+            Mode::Preempt => self.preempt(e, targets, old.as_ref(), &key, strict, cy),
+            Mode::Fit => self.fit(e, old, now, cy),
+        }
+    }
+
+    /// The victims of an entry: for a preempting one, chosen as at nomination; an entry that
+    /// neither fits nor has victims may shrink to what fits (`reduce_counts`), with its victims.
+    fn choose_victims(
+        &mut self,
+        e: &mut Entry,
+        old: Option<&(WorkloadKey, FrAmounts)>,
+        cy: &Cycle,
+    ) -> Vec<super::preemption::Target> {
         let mut targets = Vec::new();
         if e.assignment.mode == Mode::Preempt {
             // Victims are chosen as at nomination (Kueue's snapshot before this cycle's
-            // reservations); whether the preemptor then still fits is checked below.
+            // reservations); whether the preemptor then still fits is checked in `preempt`.
             let others = cy.reserved.iter().filter(|(i, _)| *i != e.cq_idx);
             for (i, u) in others.clone() {
                 self.tree.remove_all(*i, u);
             }
-            targets = self.preemption_targets(&e, old.as_ref());
+            targets = self.preemption_targets(e, old);
             for (i, u) in others {
                 self.tree.add_all(*i, u);
             }
         }
         if e.assignment.mode != Mode::Fit
             && targets.is_empty()
-            && let Some((a, t)) = self.reduce_counts(&e)
+            && let Some((a, t)) = self.reduce_counts(e)
         {
             e.assignment = a;
             targets = t;
         }
-        match e.assignment.mode {
-            Mode::NoFit => {
-                cy.attempted.insert(key.clone());
-                // The assignment's own message already names what is short, in Kueue's words.
-                let msg = e.assignment.message.clone();
-                if let Some((ck, generation)) = e.cache_as {
-                    self.unfit_cache
-                        .insert(ck, (generation, e.assignment.reason, msg.clone()));
-                }
-                self.fail(&key, e.assignment.reason, msg, strict, cy, &e.cq);
-            }
-            Mode::Preempt => {
-                cy.attempted.insert(key.clone());
-                if targets.is_empty() {
-                    // Kueue leaves the assignment's own message: what is short, in its words.
-                    let msg = e.assignment.message.clone();
-                    // Only cache when nothing changed between assignment and the search.
-                    if let Some((ck, generation)) = e.cache_as
-                        && generation == self.generation
-                    {
-                        self.unfit_cache.insert(
-                            ck,
-                            (generation, PendingReason::WaitingForQuota, msg.clone()),
-                        );
-                    }
-                    self.reserve_for_unreclaimable(&e, old.as_ref().map(|(_, u)| u), cy);
-                    self.fail(&key, PendingReason::WaitingForQuota, msg, strict, cy, &e.cq);
-                    return;
-                }
-                if let Some(c) = cy.cursors.get_mut(&e.cq) {
-                    c.done = true;
-                    c.blocked_by = Some(key.clone());
-                }
-                if targets.iter().any(|t| cy.targets.contains(&t.key)) {
-                    // Another preemptor of this cycle already claimed these victims; retry next cycle.
-                    *cy.res.preemption_skips.entry(e.cq.clone()).or_default() += 1;
-                    self.set_pending(
-                        &key,
-                        PendingReason::WaitingForQuota,
-                        "waiting for workloads preempted in this cycle".into(),
-                        false,
-                    );
-                    return;
-                }
-                if !self.fits_after_preemptions(&e, &targets, cy, old.as_ref()) {
-                    // Kueue: quota an earlier preemptor of this cycle holds is gone; preempting
-                    // now would evict for nothing.
-                    self.set_pending(
-                        &key,
-                        PendingReason::WaitingForQuota,
-                        "Workload no longer fits after processing another workload".into(),
-                        false,
-                    );
-                    return;
-                }
-                let n = targets.len();
-                let (uid, job_uid) = self.pending.get(&key).map_or(("", None), |p| {
-                    (p.model.uid.as_str(), p.model.job_uid.as_deref())
-                });
-                let preemptor = (
-                    or_unknown(uid).to_string(),
-                    or_unknown(job_uid.unwrap_or_default()).to_string(),
-                    self.tree.path(e.cq_idx),
-                );
-                for t in targets {
-                    cy.targets.insert(t.key.clone());
-                    if let Some(a) = self.admitted.get_mut(&t.key)
-                        && !a.evicting
-                    {
-                        a.evicting = true;
-                        let preemptee = self
-                            .tree
-                            .cq(&a.admission.cluster_queue)
-                            .map_or_else(|| "UNKNOWN".to_string(), |i| self.tree.path(i));
-                        // Kueue's `preemptionMessage`, word for word.
-                        cy.res.evictions.push(Eviction {
-                            message: format!(
-                                "Preempted to accommodate a workload (UID: {}, JobUID: {}) due to {}; preemptor path: {}; preemptee path: {preemptee}",
-                                preemptor.0,
-                                preemptor.1,
-                                preempt_text(t.reason),
-                                preemptor.2,
-                            ),
-                            key: t.key,
-                            reason: EvictionReason::Preempted(t.reason),
-                        });
-                    }
-                }
-                self.waiting_preemptor.insert(e.cq.clone(), key.clone());
-                // The replaced slice still holds its part: only the growth is held for the cycle
-                // (Kueue's assignment usage of a slice is the delta).
-                let held = growth(&e.assignment.usage, old.as_ref().map(|(_, u)| u));
-                self.reserve(e.cq_idx, held, cy);
-                self.set_pending(
-                    &key,
-                    PendingReason::WaitingForPreemptedWorkloads,
-                    format!(
-                        "{}. Pending the preemption of {n} workload(s)",
-                        e.assignment.message
-                    ),
-                    false,
+        targets
+    }
+
+    /// An entry that does not fit: pending with the assignment's own message, cached for
+    /// equivalent workloads of this cycle.
+    fn no_fit(&mut self, e: Entry, key: &WorkloadKey, strict: bool, cy: &mut Cycle) {
+        cy.attempted.insert(key.clone());
+        // The assignment's own message already names what is short, in Kueue's words.
+        let msg = e.assignment.message.clone();
+        if let Some((ck, generation)) = e.cache_as {
+            self.unfit_cache
+                .insert(ck, (generation, e.assignment.reason, msg.clone()));
+        }
+        self.fail(key, e.assignment.reason, msg, strict, cy, &e.cq);
+    }
+
+    /// An entry that must preempt: with no victims it waits for quota; with victims another
+    /// preemptor already claimed, or after which it no longer fits, it waits for the next cycle;
+    /// otherwise its victims are evicted and it holds its growth for the cycle.
+    fn preempt(
+        &mut self,
+        e: Entry,
+        targets: Vec<super::preemption::Target>,
+        old: Option<&(WorkloadKey, FrAmounts)>,
+        key: &WorkloadKey,
+        strict: bool,
+        cy: &mut Cycle,
+    ) {
+        cy.attempted.insert(key.clone());
+        if targets.is_empty() {
+            // Kueue leaves the assignment's own message: what is short, in its words.
+            let msg = e.assignment.message.clone();
+            // Only cache when nothing changed between assignment and the search.
+            if let Some((ck, generation)) = e.cache_as
+                && generation == self.generation
+            {
+                self.unfit_cache.insert(
+                    ck,
+                    (generation, PendingReason::WaitingForQuota, msg.clone()),
                 );
             }
-            Mode::Fit => {
-                // The replaced slice's usage makes room for its successor; it stays out only
-                // when the successor is admitted.
-                let without = self
+            self.reserve_for_unreclaimable(&e, old.map(|(_, u)| u), cy);
+            self.fail(key, PendingReason::WaitingForQuota, msg, strict, cy, &e.cq);
+            return;
+        }
+        if let Some(c) = cy.cursors.get_mut(&e.cq) {
+            c.done = true;
+            c.blocked_by = Some(key.clone());
+        }
+        if targets.iter().any(|t| cy.targets.contains(&t.key)) {
+            // Another preemptor of this cycle already claimed these victims; retry next cycle.
+            *cy.res.preemption_skips.entry(e.cq.clone()).or_default() += 1;
+            self.set_pending(
+                key,
+                PendingReason::WaitingForQuota,
+                "waiting for workloads preempted in this cycle".into(),
+                false,
+            );
+            return;
+        }
+        if !self.fits_after_preemptions(&e, &targets, cy, old) {
+            // Kueue: quota an earlier preemptor of this cycle holds is gone; preempting
+            // now would evict for nothing.
+            self.set_pending(
+                key,
+                PendingReason::WaitingForQuota,
+                "Workload no longer fits after processing another workload".into(),
+                false,
+            );
+            return;
+        }
+        let n = targets.len();
+        self.evict_for(&e, key, targets, cy);
+        self.waiting_preemptor.insert(e.cq.clone(), key.clone());
+        // The replaced slice still holds its part: only the growth is held for the cycle
+        // (Kueue's assignment usage of a slice is the delta).
+        let held = growth(&e.assignment.usage, old.map(|(_, u)| u));
+        self.reserve(e.cq_idx, held, cy);
+        self.set_pending(
+            key,
+            PendingReason::WaitingForPreemptedWorkloads,
+            format!(
+                "{}. Pending the preemption of {n} workload(s)",
+                e.assignment.message
+            ),
+            false,
+        );
+    }
+
+    /// Claims `targets` for this cycle and evicts each one not already being evicted, with
+    /// Kueue's preemption message naming the preemptor `key` of entry `e`.
+    fn evict_for(
+        &mut self,
+        e: &Entry,
+        key: &WorkloadKey,
+        targets: Vec<super::preemption::Target>,
+        cy: &mut Cycle,
+    ) {
+        let (uid, job_uid) = self.pending.get(key).map_or(("", None), |p| {
+            (p.model.uid.as_str(), p.model.job_uid.as_deref())
+        });
+        let preemptor = (
+            or_unknown(uid).to_string(),
+            or_unknown(job_uid.unwrap_or_default()).to_string(),
+            self.tree.path(e.cq_idx),
+        );
+        for t in targets {
+            cy.targets.insert(t.key.clone());
+            if let Some(a) = self.admitted.get_mut(&t.key)
+                && !a.evicting
+            {
+                a.evicting = true;
+                let preemptee = self
                     .tree
-                    .without_usage(e.cq_idx, old.as_ref().map(|(_, u)| u));
-                if !without.fits(e.cq_idx, &e.assignment.usage) {
-                    // Quota changed under it in this cycle: evaluate again in the next round.
-                    if let Some(c) = cy.cursors.get_mut(&e.cq) {
-                        c.retry = Some(e.order.clone());
-                    }
-                    return;
-                }
-                without.keep();
-                cy.attempted.insert(key.clone());
-                let cq = e.cq.clone();
-                if self.admit(e, old.map(|(k, _)| k), now, &mut cy.res) && self.afs_rerank() {
-                    // Admission fair sharing: the LocalQueue's entry penalty moved its workloads;
-                    // the walk through this ClusterQueue starts again from its new head.
-                    if let Some(c) = cy.cursors.get_mut(&cq) {
-                        c.after = None;
-                    }
-                }
+                    .cq(&a.admission.cluster_queue)
+                    .map_or_else(|| "UNKNOWN".to_string(), |i| self.tree.path(i));
+                // Kueue's `preemptionMessage`, word for word.
+                cy.res.evictions.push(Eviction {
+                    message: format!(
+                        "Preempted to accommodate a workload (UID: {}, JobUID: {}) due to {}; preemptor path: {}; preemptee path: {preemptee}",
+                        preemptor.0,
+                        preemptor.1,
+                        preempt_text(t.reason),
+                        preemptor.2,
+                    ),
+                    key: t.key,
+                    reason: EvictionReason::Preempted(t.reason),
+                });
+            }
+        }
+    }
+
+    /// An entry that fits: admitted unless quota changed under it in this cycle (then it is
+    /// evaluated again in the next round).
+    fn fit(&mut self, e: Entry, old: Option<(WorkloadKey, FrAmounts)>, now: i64, cy: &mut Cycle) {
+        // The replaced slice's usage makes room for its successor; it stays out only
+        // when the successor is admitted.
+        let without = self
+            .tree
+            .without_usage(e.cq_idx, old.as_ref().map(|(_, u)| u));
+        if !without.fits(e.cq_idx, &e.assignment.usage) {
+            // Quota changed under it in this cycle: evaluate again in the next round.
+            if let Some(c) = cy.cursors.get_mut(&e.cq) {
+                c.retry = Some(e.order.clone());
+            }
+            return;
+        }
+        without.keep();
+        cy.attempted.insert(e.order.key.clone());
+        let cq = e.cq.clone();
+        if self.admit(e, old.map(|(k, _)| k), now, &mut cy.res) && self.afs_rerank() {
+            // Admission fair sharing: the LocalQueue's entry penalty moved its workloads;
+            // the walk through this ClusterQueue starts again from its new head.
+            if let Some(c) = cy.cursors.get_mut(&cq) {
+                c.after = None;
             }
         }
     }

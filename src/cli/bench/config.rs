@@ -206,12 +206,7 @@ impl Generator {
         if self.cohorts.is_empty() {
             return Err("generator config: cohorts: must contain at least one cohort".into());
         }
-        let mut queues = Vec::new();
-        let mut workloads: u64 = 0;
-        let mut arrival_bound: u64 = 0;
-        let mut cohort_work: BTreeMap<String, (f64, i64)> = BTreeMap::new();
-        // Per workload template: its cohort, its queue's ceiling, its request, where it is written.
-        let mut too_big: Vec<(String, i64, i64, String, String, String)> = Vec::new();
+        let mut tally = Tally::default();
         for (ci, cset) in self.cohorts.iter().enumerate() {
             if u64::from(cset.count) > MAX_CLUSTER_QUEUES {
                 return Err(format!(
@@ -223,125 +218,185 @@ impl Generator {
                 let cohort = format!("{}-{ch}", cset.class_name);
                 for (qi, qset) in cset.queues_sets.iter().enumerate() {
                     let at = format!("cohorts[{ci}].queuesSets[{qi}]");
-                    let nominal_m = milli_cpu(&qset.nominal_quota, &format!("{at}.nominalQuota"))?;
-                    let borrowing_limit_m = qset
-                        .borrowing_limit
-                        .as_deref()
-                        .map(|b| milli_cpu(b, &format!("{at}.borrowingLimit")))
-                        .transpose()?;
-                    let ceiling =
-                        nominal_m.saturating_add(borrowing_limit_m.unwrap_or(i64::MAX / 4));
-                    let mut sets = Vec::new();
-                    // CPU-milli x ms of one queue of this set.
-                    let mut queue_work = 0.0;
-                    for (si, set) in qset.workloads_sets.iter().enumerate() {
-                        let at = format!("{at}.workloadsSets[{si}]");
-                        if set.workloads.is_empty() {
-                            return Err(format!("{at}.workloads: must name at least one workload"));
-                        }
-                        if set.creation_interval_ms > MAX_MS {
-                            return Err(format!(
-                                "{at}.creationIntervalMs: {} is above one hour",
-                                set.creation_interval_ms
-                            ));
-                        }
-                        let count = ((f64::from(set.count) * scale).round() as u32).max(1);
-                        let per_queue = u64::from(count) * set.workloads.len() as u64;
-                        workloads = workloads
-                            .saturating_add(per_queue.saturating_mul(u64::from(qset.count)));
-                        if workloads > MAX_WORKLOADS {
-                            return Err(format!(
-                                "the config (at --scale {scale}) makes more than {MAX_WORKLOADS} workloads"
-                            ));
-                        }
-                        let last = set.workloads.last().map_or(0, |w| w.runtime_ms);
-                        arrival_bound =
-                            arrival_bound.max(per_queue * set.creation_interval_ms + last);
-                        for (wi, w) in set.workloads.iter().enumerate() {
-                            let at = format!("{at}.workloads[{wi}]");
-                            if w.runtime_ms > MAX_MS {
-                                return Err(format!(
-                                    "{at}.runtimeMs: {} is above one hour",
-                                    w.runtime_ms
-                                ));
-                            }
-                            let pods = i64::from(w.pod_count.unwrap_or(1).max(1));
-                            let req = milli_cpu(&w.request, &format!("{at}.request"))?
-                                .saturating_mul(pods);
-                            too_big.push((
-                                cohort.clone(),
-                                ceiling,
-                                req,
-                                at,
-                                w.class_name.clone(),
-                                qset.class_name.clone(),
-                            ));
-                            queue_work += req as f64 * w.runtime_ms as f64 * f64::from(count);
-                        }
-                        sets.push(WorkloadsSet {
-                            count,
-                            ..set.clone()
-                        });
-                    }
-                    for q in 0..qset.count {
-                        queues.push(QueuePlan {
-                            // Kueue's generator names: <class>-<set>-<index>-<cohort>.
-                            name: format!("{}-{qi}-{q}-{cohort}", qset.class_name),
-                            class: qset.class_name.clone(),
-                            cohort: cohort.clone(),
-                            nominal_m,
-                            borrowing_limit_m,
-                            reclaim_within_cohort: policy(
-                                &qset.reclaim_within_cohort,
-                                &format!("{at}.reclaimWithinCohort"),
-                            )?,
-                            within_cluster_queue: policy(
-                                &qset.within_cluster_queue,
-                                &format!("{at}.withinClusterQueue"),
-                            )?,
-                            sets: sets.clone(),
-                        });
-                        if queues.len() as u64 > MAX_CLUSTER_QUEUES {
-                            return Err(format!(
-                                "the config makes more than {MAX_CLUSTER_QUEUES} ClusterQueues"
-                            ));
-                        }
-                    }
-                    let e = cohort_work.entry(cohort.clone()).or_default();
-                    e.0 += queue_work * f64::from(qset.count);
-                    e.1 =
-                        e.1.saturating_add(nominal_m.saturating_mul(i64::from(qset.count)));
+                    tally.queues_set(&at, qi, qset, &cohort, scale)?;
                 }
             }
         }
-        if workloads == 0 {
+        if tally.workloads == 0 {
             return Err("generator config: no workloads".into());
         }
-        for (cohort, ceiling, req, at, class, qclass) in too_big {
-            let cap = ceiling.min(cohort_work.get(&cohort).map_or(0, |c| c.1));
-            if req > cap {
-                return Err(format!(
-                    "{at}: class {class} requests {} CPU but a ClusterQueue of class {qclass} can hold at most {} (its nominalQuota + borrowingLimit, within its cohort's quota): it could never be admitted",
-                    req as f64 / 1000.0,
-                    cap as f64 / 1000.0
-                ));
-            }
-        }
-        let work_bound = cohort_work
-            .values()
-            .filter(|(_, quota)| *quota > 0)
-            .map(|(work, quota)| (work / *quota as f64).ceil() as u64)
-            .max()
-            .unwrap_or(0);
+        tally.refuse_never_admissible()?;
+        let work_bound = tally.work_bound();
         Ok(Plan {
             flavor: self
                 .resource_flavor
                 .as_ref()
                 .map_or_else(|| "rf".to_string(), |r| r.name.clone()),
-            queues,
-            workloads,
-            lower_bound_ms: arrival_bound.max(work_bound),
+            queues: tally.queues,
+            workloads: tally.workloads,
+            lower_bound_ms: tally.arrival_bound.max(work_bound),
         })
+    }
+}
+
+/// What `plan` gathers while it walks the config.
+#[derive(Default)]
+struct Tally {
+    queues: Vec<QueuePlan>,
+    workloads: u64,
+    /// The last arrival plus its runtime, ms.
+    arrival_bound: u64,
+    /// Per cohort: CPU-milli x ms of its workloads, and its nominal quota (milli-CPU).
+    cohort_work: BTreeMap<String, (f64, i64)>,
+    /// Every workload template, checked against its cohort's quota once all are known.
+    templates: Vec<Template>,
+}
+
+/// One workload template: its cohort, its queue's ceiling, its request, where it is written.
+struct Template {
+    cohort: String,
+    ceiling: i64,
+    req: i64,
+    at: String,
+    class: String,
+    qclass: String,
+}
+
+impl Tally {
+    /// One queues set of one cohort: its quota, its workload sets, and its `count` ClusterQueues.
+    fn queues_set(&mut self, at: &str, qi: usize, qset: &QueuesSet, cohort: &str, scale: f64) -> Result<(), String> {
+        let nominal_m = milli_cpu(&qset.nominal_quota, &format!("{at}.nominalQuota"))?;
+        let borrowing_limit_m = qset
+            .borrowing_limit
+            .as_deref()
+            .map(|b| milli_cpu(b, &format!("{at}.borrowingLimit")))
+            .transpose()?;
+        let ceiling =
+            nominal_m.saturating_add(borrowing_limit_m.unwrap_or(i64::MAX / 4));
+        let mut sets = Vec::new();
+        // CPU-milli x ms of one queue of this set.
+        let mut queue_work = 0.0;
+        for (si, set) in qset.workloads_sets.iter().enumerate() {
+            let at = format!("{at}.workloadsSets[{si}]");
+            sets.push(self.workloads_set(&at, set, qset, cohort, ceiling, scale, &mut queue_work)?);
+        }
+        for q in 0..qset.count {
+            self.queues.push(QueuePlan {
+                // Kueue's generator names: <class>-<set>-<index>-<cohort>.
+                name: format!("{}-{qi}-{q}-{cohort}", qset.class_name),
+                class: qset.class_name.clone(),
+                cohort: cohort.to_string(),
+                nominal_m,
+                borrowing_limit_m,
+                reclaim_within_cohort: policy(
+                    &qset.reclaim_within_cohort,
+                    &format!("{at}.reclaimWithinCohort"),
+                )?,
+                within_cluster_queue: policy(
+                    &qset.within_cluster_queue,
+                    &format!("{at}.withinClusterQueue"),
+                )?,
+                sets: sets.clone(),
+            });
+            if self.queues.len() as u64 > MAX_CLUSTER_QUEUES {
+                return Err(format!(
+                    "the config makes more than {MAX_CLUSTER_QUEUES} ClusterQueues"
+                ));
+            }
+        }
+        let e = self.cohort_work.entry(cohort.to_string()).or_default();
+        e.0 += queue_work * f64::from(qset.count);
+        e.1 =
+            e.1.saturating_add(nominal_m.saturating_mul(i64::from(qset.count)));
+        Ok(())
+    }
+
+    /// One workload set of a queue: its scaled count, checked against the limits, with its
+    /// templates noted and its work added to `queue_work`.
+    #[allow(clippy::too_many_arguments)]
+    fn workloads_set(
+        &mut self,
+        at: &str,
+        set: &WorkloadsSet,
+        qset: &QueuesSet,
+        cohort: &str,
+        ceiling: i64,
+        scale: f64,
+        queue_work: &mut f64,
+    ) -> Result<WorkloadsSet, String> {
+        if set.workloads.is_empty() {
+            return Err(format!("{at}.workloads: must name at least one workload"));
+        }
+        if set.creation_interval_ms > MAX_MS {
+            return Err(format!(
+                "{at}.creationIntervalMs: {} is above one hour",
+                set.creation_interval_ms
+            ));
+        }
+        let count = ((f64::from(set.count) * scale).round() as u32).max(1);
+        let per_queue = u64::from(count) * set.workloads.len() as u64;
+        self.workloads = self
+            .workloads
+            .saturating_add(per_queue.saturating_mul(u64::from(qset.count)));
+        if self.workloads > MAX_WORKLOADS {
+            return Err(format!(
+                "the config (at --scale {scale}) makes more than {MAX_WORKLOADS} workloads"
+            ));
+        }
+        let last = set.workloads.last().map_or(0, |w| w.runtime_ms);
+        self.arrival_bound =
+            self.arrival_bound.max(per_queue * set.creation_interval_ms + last);
+        for (wi, w) in set.workloads.iter().enumerate() {
+            let at = format!("{at}.workloads[{wi}]");
+            if w.runtime_ms > MAX_MS {
+                return Err(format!(
+                    "{at}.runtimeMs: {} is above one hour",
+                    w.runtime_ms
+                ));
+            }
+            let pods = i64::from(w.pod_count.unwrap_or(1).max(1));
+            let req = milli_cpu(&w.request, &format!("{at}.request"))?
+                .saturating_mul(pods);
+            self.templates.push(Template {
+                cohort: cohort.to_string(),
+                ceiling,
+                req,
+                at,
+                class: w.class_name.clone(),
+                qclass: qset.class_name.clone(),
+            });
+            *queue_work += req as f64 * w.runtime_ms as f64 * f64::from(count);
+        }
+        Ok(WorkloadsSet {
+            count,
+            ..set.clone()
+        })
+    }
+
+    /// Refuses a workload larger than its ClusterQueue can ever hold (its nominal quota and
+    /// borrowing limit, within its cohort's quota).
+    fn refuse_never_admissible(&self) -> Result<(), String> {
+        for Template { cohort, ceiling, req, at, class, qclass } in &self.templates {
+            let cap = (*ceiling).min(self.cohort_work.get(cohort).map_or(0, |c| c.1));
+            if *req > cap {
+                return Err(format!(
+                    "{at}: class {class} requests {} CPU but a ClusterQueue of class {qclass} can hold at most {} (its nominalQuota + borrowingLimit, within its cohort's quota): it could never be admitted",
+                    *req as f64 / 1000.0,
+                    cap as f64 / 1000.0
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The busiest cohort's CPU·seconds over its nominal quota, ms.
+    fn work_bound(&self) -> u64 {
+        self.cohort_work
+            .values()
+            .filter(|(_, quota)| *quota > 0)
+            .map(|(work, quota)| (work / *quota as f64).ceil() as u64)
+            .max()
+            .unwrap_or(0)
     }
 }
 

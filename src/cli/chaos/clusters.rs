@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 
-use super::world::{NS, Op, Queue, World, queue_names};
+use super::world::{ClusterShape, NS, Op, Queue, World, queue_names};
 use crate::api::kueue::Workload;
 use crate::api::kueue::constants::label;
 use crate::api::ray::RayCluster;
@@ -23,18 +23,6 @@ use crate::api::ray::RayCluster;
 pub const WORKER_CPUS: [&str; 3] = ["500m", "1", "2"];
 /// Most workers an edit asks for (the group's `maxReplicas`).
 pub const MAX_WORKERS: i32 = 4;
-
-/// One queue-managed RayCluster of the world: a head and one worker group.
-#[derive(Clone, Debug, PartialEq)]
-pub(super) struct ClusterShape {
-    pub(super) head_cpu: &'static str,
-    pub(super) worker_cpu: &'static str,
-    pub(super) replicas: i32,
-    /// `kueue.x-k8s.io/elastic-job: "true"`: a replica change becomes a workload slice.
-    pub(super) elastic: bool,
-    /// `upgradeStrategy: Recreate`: a template change recreates every pod.
-    pub(super) recreate: bool,
-}
 
 pub(super) fn cluster_name(i: usize) -> String {
     format!("rc-{i}")

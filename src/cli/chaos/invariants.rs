@@ -168,7 +168,19 @@ impl Seen {
     }
 }
 
-async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Error> {
+/// Everything one check reads.
+struct World {
+    wls: Vec<Workload>,
+    rcs: Vec<RayCluster>,
+    rss: Vec<RayService>,
+    cqs: Vec<ClusterQueue>,
+    /// Only the pods both reads saw (see the module's doc).
+    pods: Vec<Pod>,
+}
+
+/// Reads the API for one check, pods before and after the rest; replaced slices are recorded as
+/// soon as the Workloads are read.
+async fn read(client: &Client, seen: &mut Seen) -> Result<World, kube::Error> {
     let lp = ListParams::default();
     let before = Api::<Pod>::all(client.clone()).list(&lp).await?.items;
     let wls = Api::<Workload>::all(client.clone()).list(&lp).await?.items;
@@ -197,9 +209,35 @@ async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Er
         .into_iter()
         .filter(|p| p.metadata.uid.as_ref().is_some_and(|u| after.contains(u)))
         .collect();
-    let mut bad = Vec::new();
+    Ok(World { wls, rcs, rss, cqs, pods })
+}
 
-    // I1: latest slice of each chain, per ClusterQueue and resource, within nominal quota.
+async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Error> {
+    let world = read(client, seen).await?;
+    let mut bad = quota_safety(&world.wls, &world.cqs, seen);
+    // I2 for queue-labelled RayClusters with a chain of their own, each pod held to its own requests.
+    bad.extend(super::standalone::violations(&world.rcs, &world.wls, &world.pods));
+    for rs in world.rss.iter().filter(|rs| gate::queue_managed(rs)) {
+        bad.extend(service_checks(rs, &world, seen));
+    }
+    Ok(bad)
+}
+
+/// What the quota-holding Workloads hold, as I1 reads it.
+struct Held {
+    /// Per ClusterQueue and resource, the usage of the latest slice of each chain.
+    usage: BTreeMap<(String, String), i64>,
+    /// ClusterQueues where a workload (or a new slice) took quota since the previous check.
+    admitted_in: std::collections::HashSet<String>,
+    /// Every Workload holding quota now (`<ns>/<name>`).
+    holding: std::collections::HashSet<String>,
+    /// Who holds what, per ClusterQueue, for a violation's message.
+    holders: BTreeMap<String, Vec<String>>,
+}
+
+/// Sums what the latest slice of each chain holds per ClusterQueue, and notes where something took
+/// quota since the previous check.
+fn quota_held(wls: &[Workload], seen: &Seen) -> Held {
     let replaced: Vec<String> = wls
         .iter()
         .filter(|w| holds_quota(w))
@@ -210,10 +248,8 @@ async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Er
         })
         .collect();
     let mut usage: BTreeMap<(String, String), i64> = BTreeMap::new();
-    // ClusterQueues where a workload (or a new slice) took quota since the previous check.
     let mut admitted_in: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut holding = std::collections::HashSet::new();
-    // Who holds what, per ClusterQueue, for a violation's message.
     let mut holders: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for w in wls.iter().filter(|w| holds_quota(w)) {
         let key = format!("{}/{}", w.namespace().unwrap_or_default(), w.name_any());
@@ -234,24 +270,47 @@ async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Er
             *usage.entry((a.cluster_queue.clone(), r)).or_default() += v;
         }
     }
+    Held { usage, admitted_in, holding, holders }
+}
+
+/// One ClusterQueue's quotas per resource, summed over its flavors.
+struct Quotas {
+    nominal: BTreeMap<String, i64>,
+    lendable: BTreeMap<String, i64>,
+    /// `None` when some flavor has no borrowing limit.
+    borrow: BTreeMap<String, Option<i64>>,
+}
+
+/// Reads a ClusterQueue's nominal quota, what it lends and its borrowing limit, per resource.
+fn quotas(cq: &ClusterQueue) -> Quotas {
+    let resources = cq.spec.resource_groups().iter().flat_map(|g| g.flavors.iter()).flat_map(|f| f.resources.iter());
+    let mut nominal: BTreeMap<String, i64> = BTreeMap::new();
+    let mut lendable: BTreeMap<String, i64> = BTreeMap::new();
+    let mut borrow: BTreeMap<String, Option<i64>> = BTreeMap::new();
+    for r in resources {
+        let n = amount(&r.nominal_quota, &r.name);
+        *nominal.entry(r.name.clone()).or_default() += n;
+        *lendable.entry(r.name.clone()).or_default() += r.lending_limit.as_ref().map_or(n, |l| amount(l, &r.name).min(n));
+        let b = borrow.entry(r.name.clone()).or_insert(Some(0));
+        *b = b.zip(r.borrowing_limit.as_ref()).map(|(sum, l)| sum + amount(l, &r.name));
+    }
+    Quotas { nominal, lendable, borrow }
+}
+
+/// I1: latest slice of each chain, per ClusterQueue and resource, within nominal quota (outside a
+/// cohort) or within what the cohort allows (`cohort_over`), whenever something was admitted; what
+/// it saw is remembered in `seen` for the next check.
+fn quota_safety(wls: &[Workload], cqs: &[ClusterQueue], seen: &mut Seen) -> Vec<String> {
+    let mut bad = Vec::new();
+    let Held { usage, admitted_in, holding, holders } = quota_held(wls, seen);
     let mut next = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
     let at = std::time::Instant::now();
     // Per cohort and resource: its members.
     let mut cohorts: BTreeMap<(String, String), Vec<Member>> = BTreeMap::new();
-    for cq in &cqs {
+    for cq in cqs {
         let q = cq.name_any();
         let cohort = cq.spec.cohort().map(str::to_string);
-        let resources = cq.spec.resource_groups().iter().flat_map(|g| g.flavors.iter()).flat_map(|f| f.resources.iter());
-        let mut nominal: BTreeMap<String, i64> = BTreeMap::new();
-        let mut lendable: BTreeMap<String, i64> = BTreeMap::new();
-        let mut borrow: BTreeMap<String, Option<i64>> = BTreeMap::new();
-        for r in resources {
-            let n = amount(&r.nominal_quota, &r.name);
-            *nominal.entry(r.name.clone()).or_default() += n;
-            *lendable.entry(r.name.clone()).or_default() += r.lending_limit.as_ref().map_or(n, |l| amount(l, &r.name).min(n));
-            let b = borrow.entry(r.name.clone()).or_insert(Some(0));
-            *b = b.zip(r.borrowing_limit.as_ref()).map(|(sum, l)| sum + amount(l, &r.name));
-        }
+        let Quotas { nominal, lendable, borrow } = quotas(cq);
         for (r, now) in &nominal {
             let key = (q.clone(), r.clone());
             // Each amount as an admission seen now is held to it, remembered for the next check.
@@ -287,90 +346,107 @@ async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Er
     }
     seen.holding = holding;
     (seen.nominal, seen.lendable, seen.guaranteed) = next;
+    bad
+}
 
-    // I2 for queue-labelled RayClusters with a chain of their own, each pod held to its own requests.
-    bad.extend(super::standalone::violations(&rcs, &wls, &pods));
-    // I2: per child and group, live pods within the latest quota-holding slice's coverage.
-    for rs in rss.iter().filter(|rs| gate::queue_managed(rs)) {
-        let uid = rs.metadata.uid.clone().unwrap_or_default();
-        let mine: Vec<Workload> = wls
+/// The checks of one queue-managed RayService, in order: I2 per child, I4, one chain, I6.
+fn service_checks(rs: &RayService, world: &World, seen: &mut Seen) -> Vec<String> {
+    let uid = rs.metadata.uid.clone().unwrap_or_default();
+    let mine: Vec<Workload> = world
+        .wls
+        .iter()
+        .filter(|w| w.labels().get(label::JOB_UID) == Some(&uid))
+        .cloned()
+        .collect();
+    let chain: Vec<&Workload> = mine.iter().collect();
+    let mut bad = service_gate(rs, &chain, world);
+    let active = rs.status.as_ref().and_then(|s| s.active_service_status.as_ref()).and_then(|a| a.ray_cluster_name.as_deref());
+    bad.extend(super::chain::no_disruption(rs, active, &chain, &world.rcs, &mut seen.active));
+    bad.extend(super::chain::one_chain(rs, &chain));
+    bad.extend(slice_handover(rs, &mine, seen));
+    bad
+}
+
+/// I2: per child of the RayService and group, live pods within the latest quota-holding slice's
+/// coverage.
+fn service_gate(rs: &RayService, chain: &[&Workload], world: &World) -> Vec<String> {
+    let mut bad = Vec::new();
+    let holding = super::chain::latest_holding(chain);
+    let children = children_in_gate_order(
+        rs,
+        world
+            .rcs
             .iter()
-            .filter(|w| w.labels().get(label::JOB_UID) == Some(&uid))
+            .filter(|r| r.namespace() == rs.namespace())
             .cloned()
-            .collect();
-        let chain: Vec<&Workload> = mine.iter().collect();
-        let holding = super::chain::latest_holding(&chain);
-        let children = children_in_gate_order(
-            rs,
-            rcs.iter()
-                .filter(|r| r.namespace() == rs.namespace())
-                .cloned()
-                .collect(),
-        );
-        let live = demand::live_pods(pods.iter());
-        let demands = demand::at_least_live(
-            children
-                .iter()
-                .filter_map(|c| demand::child_demand(c, &Default::default()).ok())
-                .collect(),
-            &live,
-        );
-        let allowed = demand::allowed_pods(holding.map(|w| w.spec.pod_sets.as_slice()), &demands, &live);
-        for child in &children {
-            let name = child.name_any();
-            for (group, &n) in live.get(&name).into_iter().flatten() {
-                let cap = allowed
-                    .get(&name)
-                    .and_then(|a| a.get(group))
-                    .copied()
-                    .unwrap_or(0);
-                if n > cap {
-                    bad.push(format!(
-                        "I2: RayCluster {name} group {group} has {n} pods, the slice {} covers {cap} (slice podsets {:?}; demands {:?})",
-                        holding.map(|w| w.name_any()).unwrap_or_else(|| "(none)".into()),
-                        holding.map(|w| w.spec.pod_sets.iter().map(|p| (p.name.clone().unwrap_or_default(), p.count())).collect::<Vec<_>>()),
-                        demands.iter().map(|d| (d.name.clone(), d.pods.iter().map(|(_, n, _)| *n).collect::<Vec<_>>())).collect::<Vec<_>>(),
-                    ));
-                }
-            }
-        }
-        let active = rs.status.as_ref().and_then(|s| s.active_service_status.as_ref()).and_then(|a| a.ray_cluster_name.as_deref());
-        bad.extend(super::chain::no_disruption(rs, active, &chain, &rcs, &mut seen.active));
-        bad.extend(super::chain::one_chain(rs, &chain));
-        // I6.
-        let pending: Vec<String> = mine
+            .collect(),
+    );
+    let live = demand::live_pods(world.pods.iter());
+    let demands = demand::at_least_live(
+        children
             .iter()
-            .filter(|w| {
-                !w.is_finished() && !reserved(w) && w.metadata.deletion_timestamp.is_none()
-            })
-            .map(|w| w.name_any())
-            .collect();
-        if pending.len() > 1 {
-            bad.push(format!(
-                "I6: RayService {} has {} pending slices: {pending:?}",
-                rs.name_any(),
-                pending.len()
-            ));
-        }
-        for old in mine.iter().filter(|w| {
-            w.status
-                .as_ref()
-                .and_then(|s| s.condition("Finished"))
-                .is_some_and(|c| c.reason == "WorkloadSliceReplaced")
-        }) {
-            let key = format!("{}/{}", old.namespace().unwrap_or_default(), old.name_any());
-            let successor = mine.iter().any(|w| {
-                w.annotations().get(label::WORKLOAD_SLICE_REPLACEMENT_FOR) == Some(&key)
-                    && (reserved(w) || w.is_finished())
-            }) || seen.successor_was_admitted(&key);
-            if !successor {
+            .filter_map(|c| demand::child_demand(c, &Default::default()).ok())
+            .collect(),
+        &live,
+    );
+    let allowed = demand::allowed_pods(holding.map(|w| w.spec.pod_sets.as_slice()), &demands, &live);
+    for child in &children {
+        let name = child.name_any();
+        for (group, &n) in live.get(&name).into_iter().flatten() {
+            let cap = allowed
+                .get(&name)
+                .and_then(|a| a.get(group))
+                .copied()
+                .unwrap_or(0);
+            if n > cap {
                 bad.push(format!(
-                    "I6: slice {key} finished as replaced without an admitted successor"
+                    "I2: RayCluster {name} group {group} has {n} pods, the slice {} covers {cap} (slice podsets {:?}; demands {:?})",
+                    holding.map(|w| w.name_any()).unwrap_or_else(|| "(none)".into()),
+                    holding.map(|w| w.spec.pod_sets.iter().map(|p| (p.name.clone().unwrap_or_default(), p.count())).collect::<Vec<_>>()),
+                    demands.iter().map(|d| (d.name.clone(), d.pods.iter().map(|(_, n, _)| *n).collect::<Vec<_>>())).collect::<Vec<_>>(),
                 ));
             }
         }
     }
-    Ok(bad)
+    bad
+}
+
+/// I6: at most one pending slice per RayService, and a slice finished as replaced has an admitted
+/// (or since finished, or seen admitted before) successor.
+fn slice_handover(rs: &RayService, mine: &[Workload], seen: &Seen) -> Vec<String> {
+    let mut bad = Vec::new();
+    let pending: Vec<String> = mine
+        .iter()
+        .filter(|w| {
+            !w.is_finished() && !reserved(w) && w.metadata.deletion_timestamp.is_none()
+        })
+        .map(|w| w.name_any())
+        .collect();
+    if pending.len() > 1 {
+        bad.push(format!(
+            "I6: RayService {} has {} pending slices: {pending:?}",
+            rs.name_any(),
+            pending.len()
+        ));
+    }
+    for old in mine.iter().filter(|w| {
+        w.status
+            .as_ref()
+            .and_then(|s| s.condition("Finished"))
+            .is_some_and(|c| c.reason == "WorkloadSliceReplaced")
+    }) {
+        let key = format!("{}/{}", old.namespace().unwrap_or_default(), old.name_any());
+        let successor = mine.iter().any(|w| {
+            w.annotations().get(label::WORKLOAD_SLICE_REPLACEMENT_FOR) == Some(&key)
+                && (reserved(w) || w.is_finished())
+        }) || seen.successor_was_admitted(&key);
+        if !successor {
+            bad.push(format!(
+                "I6: slice {key} finished as replaced without an admitted successor"
+            ));
+        }
+    }
+    bad
 }
 
 impl Invariants {

@@ -17,10 +17,10 @@ use crate::embedded::WriteMatch;
 use crate::embedded::sim::node::FAIL_ANNOTATION;
 
 use super::Failure;
-use super::clusters::{ClusterShape, cluster, cluster_name, edit};
+use super::clusters::{cluster, cluster_name, edit};
 use super::env::{Env, resource_groups};
 use super::invariants::Invariants;
-use super::world::{HEAD_CPUS, NS, Op, Queue, Shape, VERSIONS, World, name, queue_names, serve_config, service};
+use super::world::{ClusterShape, HEAD_CPUS, NS, Op, Queue, Shape, VERSIONS, World, name, queue_names, serve_config, service};
 
 /// Quota (milli-CPU) at the end, when every service must fit.
 const AMPLE: i64 = 64_000;
@@ -117,6 +117,7 @@ impl Run {
         self.cqs().patch(queue_names(queue).0, &PatchParams::default(), &Patch::Merge(&json!({"spec": {"stopPolicy": policy}}))).await
     }
 
+    /// Makes one action of the run, as a user (or a fault) would.
     async fn apply(&mut self, op: &Op) -> Result<(), String> {
         let services = self.services();
         let pp = PatchParams::default();
@@ -128,17 +129,7 @@ impl Run {
                     retry!(op, services.patch(&name(*i), &pp, &Patch::Merge(&p)))?;
                 }
             }
-            Op::Workers(i, _) | Op::HeadCpu(i, _) => {
-                let Some(shape) = self.shapes[*i].as_mut() else { return Ok(()) };
-                match op {
-                    Op::Workers(_, n) => shape.workers = *n,
-                    Op::HeadCpu(_, cpu) => shape.head_cpu = cpu,
-                    _ => {}
-                }
-                let spec = service(&name(*i), shape).map_err(|e| e.to_string())?.spec;
-                let p = json!({"spec": {"rayClusterConfig": spec.ray_cluster_config}});
-                retry!(op, services.patch(&name(*i), &pp, &Patch::Merge(&p)))?;
-            }
+            Op::Workers(i, _) | Op::HeadCpu(i, _) => self.resize_service(op, *i).await?,
             Op::Quota(q, milli) | Op::QuotaCut(q, milli) => {
                 let raise = matches!(op, Op::Quota(..));
                 let now = self.quotas[*q];
@@ -162,38 +153,10 @@ impl Run {
             Op::StopQueue(q) | Op::ResumeQueue(q) => {
                 retry!(op, self.set_stop(*q, matches!(op, Op::StopQueue(_))))?;
             }
-            Op::DeleteOrRecreate(i) => match self.shapes[*i].take() {
-                Some(shape) => {
-                    self.kept[*i] = Some(shape);
-                    retry!(op, services.delete(&name(*i), &DeleteParams::default()))?
-                }
-                None => {
-                    // Created again only once the old one is gone (its finalizer lets go), on the same
-                    // queue with the same strategy, in the first shape.
-                    if services.get_opt(&name(*i)).await.ok().flatten().is_none()
-                        && let Some(old) = self.kept[*i].take()
-                    {
-                        let shape = Shape { head_cpu: HEAD_CPUS[0], workers: 1, version: VERSIONS[0], ..old };
-                        let rs = service(&name(*i), &shape).map_err(|e| e.to_string())?;
-                        retry!(op, services.create(&PostParams::default(), &rs))?;
-                        self.shapes[*i] = Some(shape);
-                        self.broken[*i] = false;
-                    } else if self.kept[*i].is_none() {
-                        return Ok(());
-                    }
-                }
-            },
+            Op::DeleteOrRecreate(i) => self.delete_or_recreate(op, *i).await?,
             Op::BreakServe(i) => self.set_serve(*i, true).await?,
             Op::FixServe(i) => self.set_serve(*i, false).await?,
-            Op::Tamper(i) => {
-                let Some(rs) = services.get_opt(&name(*i)).await.ok().flatten() else { return Ok(()) };
-                if let Some(p) = pending(&rs) {
-                    // Admission refuses this while the child is gated; either answer is fine, what
-                    // matters is that no pod starts outside a slice (the watcher checks).
-                    let patch = json!({"spec": {"suspend": false}});
-                    let _ = self.clusters().patch(&p, &pp, &Patch::Merge(&patch)).await;
-                }
-            }
+            Op::Tamper(i) => self.tamper(*i).await,
             Op::RestartManager => {
                 self.managers += 1;
                 self.env.restart_manager(&format!("m{}", self.managers)).await
@@ -226,18 +189,75 @@ impl Run {
                 let Some(shape) = self.clusters.get_mut(*i) else { return Ok(()) };
                 retry!(op, edit(&api, &pods, &name, op, shape))?;
             }
-            Op::PodsFail(i) => {
-                // Pods take a moment to start (Env::start), so the ones just created are still Pending.
-                let pods: Api<Pod> = Api::namespaced(self.env.client.clone(), NS);
-                let prefix = format!("{}-", name(*i));
-                let list = pods.list(&ListParams::default()).await.map_err(|e| e.to_string())?.items;
-                let p = json!({"metadata": {"annotations": {FAIL_ANNOTATION: "true"}}});
-                for pod in list.iter().filter(|p| p.name_any().starts_with(&prefix)) {
-                    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
-                    if phase == "Pending" && pod.metadata.deletion_timestamp.is_none() {
-                        let _ = pods.patch(&pod.name_any(), &pp, &Patch::Merge(&p)).await;
-                    }
+            Op::PodsFail(i) => self.fail_pods(*i).await?,
+        }
+        Ok(())
+    }
+
+    /// Service `i`'s worker count or head CPU changed as `op` says (an upgrade).
+    async fn resize_service(&mut self, op: &Op, i: usize) -> Result<(), String> {
+        let services = self.services();
+        let Some(shape) = self.shapes[i].as_mut() else { return Ok(()) };
+        match op {
+            Op::Workers(_, n) => shape.workers = *n,
+            Op::HeadCpu(_, cpu) => shape.head_cpu = cpu,
+            _ => {}
+        }
+        let spec = service(&name(i), shape).map_err(|e| e.to_string())?.spec;
+        let p = json!({"spec": {"rayClusterConfig": spec.ray_cluster_config}});
+        retry!(op, services.patch(&name(i), &PatchParams::default(), &Patch::Merge(&p)))
+    }
+
+    /// Service `i` deleted if it is there, else created again in its first shape once the old one
+    /// is gone.
+    async fn delete_or_recreate(&mut self, op: &Op, i: usize) -> Result<(), String> {
+        let services = self.services();
+        match self.shapes[i].take() {
+            Some(shape) => {
+                self.kept[i] = Some(shape);
+                retry!(op, services.delete(&name(i), &DeleteParams::default()))?
+            }
+            None => {
+                // Created again only once the old one is gone (its finalizer lets go), on the same
+                // queue with the same strategy, in the first shape.
+                if services.get_opt(&name(i)).await.ok().flatten().is_none()
+                    && let Some(old) = self.kept[i].take()
+                {
+                    let shape = Shape { head_cpu: HEAD_CPUS[0], workers: 1, version: VERSIONS[0], ..old };
+                    let rs = service(&name(i), &shape).map_err(|e| e.to_string())?;
+                    retry!(op, services.create(&PostParams::default(), &rs))?;
+                    self.shapes[i] = Some(shape);
+                    self.broken[i] = false;
+                } else if self.kept[i].is_none() {
+                    return Ok(());
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// A user tries to resume service `i`'s gated pending child by hand.
+    async fn tamper(&self, i: usize) {
+        let Some(rs) = self.services().get_opt(&name(i)).await.ok().flatten() else { return };
+        if let Some(p) = pending(&rs) {
+            // Admission refuses this while the child is gated; either answer is fine, what
+            // matters is that no pod starts outside a slice (the watcher checks).
+            let patch = json!({"spec": {"suspend": false}});
+            let _ = self.clusters().patch(&p, &PatchParams::default(), &Patch::Merge(&patch)).await;
+        }
+    }
+
+    /// Service `i`'s pods that are still Pending are marked to fail as they start.
+    async fn fail_pods(&self, i: usize) -> Result<(), String> {
+        // Pods take a moment to start (Env::start), so the ones just created are still Pending.
+        let pods: Api<Pod> = Api::namespaced(self.env.client.clone(), NS);
+        let prefix = format!("{}-", name(i));
+        let list = pods.list(&ListParams::default()).await.map_err(|e| e.to_string())?.items;
+        let p = json!({"metadata": {"annotations": {FAIL_ANNOTATION: "true"}}});
+        for pod in list.iter().filter(|p| p.name_any().starts_with(&prefix)) {
+            let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+            if phase == "Pending" && pod.metadata.deletion_timestamp.is_none() {
+                let _ = pods.patch(&pod.name_any(), &PatchParams::default(), &Patch::Merge(&p)).await;
             }
         }
         Ok(())

@@ -91,12 +91,24 @@ pub(super) struct World {
     pub(super) preempt: bool,
     pub(super) services: Vec<Shape>,
     /// Queue-managed RayClusters of their own (the clusters scenario).
-    pub(super) clusters: Vec<super::clusters::ClusterShape>,
+    pub(super) clusters: Vec<ClusterShape>,
     /// Plain low-priority workloads there from the start: (queue, milli-CPU).
     pub(super) background: Vec<(usize, i64)>,
     /// Settle in the world's own quota instead of an ample one (the contention scenario: liveness
     /// means every upgrade completed in the quota it was given).
     pub(super) keep_quota: bool,
+}
+
+/// One queue-managed RayCluster of the world: a head and one worker group.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct ClusterShape {
+    pub(super) head_cpu: &'static str,
+    pub(super) worker_cpu: &'static str,
+    pub(super) replicas: i32,
+    /// `kueue.x-k8s.io/elastic-job: "true"`: a replica change becomes a workload slice.
+    pub(super) elastic: bool,
+    /// `upgradeStrategy: Recreate`: a template change recreates every pod.
+    pub(super) recreate: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -22,6 +22,15 @@ use crate::queue::{self, AdmissionCore, WorkloadKey, convert};
 pub use super::snapshot::{Snapshot, key_of};
 pub use crate::jobframework::slices::replacement_for;
 
+/// What `Class::Reserved` carries: the Workload is evicted, a job owns it, a cause to stop it, and
+/// a rejecting admission check's message.
+struct Reserved {
+    evicted: bool,
+    owned: bool,
+    stop: Option<EvictionCause>,
+    rejected: Option<String>,
+}
+
 /// A write the loop must make.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
@@ -346,10 +355,32 @@ impl AdmissionState {
         self.forget_unsettled();
         self.pods_ready_deadline = None;
         self.checks_deadline = None;
-        let now = jiff::Timestamp::from_millisecond(now_ms).unwrap_or_else(|_| jiff::Timestamp::now());
         // blockAdmission: while any workload holding quota is not PodsReady, nothing is admitted.
         let block = self.pods_ready.as_ref().is_some_and(|c| c.block_admission);
-        let mut blocked = block && snap.workloads.iter().any(|w| pods_ready::blocks_admission(w));
+        let blocked = block && snap.workloads.iter().any(|w| pods_ready::blocks_admission(w));
+        self.take_all(snap, &view, now_ms, &mut actions);
+        let res = self.core.schedule_cycle(now_ms);
+        self.preemption_skips.extend(res.preemption_skips.iter().map(|(cq, n)| (cq.clone(), *n)));
+        let withheld = self.admissions(res.admissions, (block, blocked), snap, &view, &mut actions);
+        self.evictions(res.evictions, snap, &mut actions);
+        self.explain_pending(&res.pending, now_ms);
+        self.pending_writes(res.pending, &mut actions);
+        for f in res.finished_slices {
+            if withheld.contains(&f.replaced_by) {
+                continue;
+            }
+            actions.push(Action::FinishSlice {
+                key: f.key,
+                replaced_by: f.replaced_by,
+            });
+        }
+        actions
+    }
+
+    /// Brings the core in line with every Workload of the snapshot not settled yet (`take`), and
+    /// drops the ones the snapshot no longer holds.
+    fn take_all(&mut self, snap: &Snapshot, view: &View<'_>, now_ms: i64, actions: &mut Vec<Action>) {
+        let now = jiff::Timestamp::from_millisecond(now_ms).unwrap_or_else(|_| jiff::Timestamp::now());
         let mut present: HashSet<(&str, &str)> = HashSet::new();
         for wl in &snap.workloads {
             let addr = Arc::as_ptr(wl) as usize;
@@ -366,7 +397,7 @@ impl AdmissionState {
             if let Some(at) = due {
                 self.checks_deadline = Some(self.checks_deadline.map_or(at, |d| d.min(at)));
             }
-            self.take(key_of(wl), wl, class, checks, snap, now_ms, &mut actions);
+            self.take(key_of(wl), wl, class, checks, snap, now_ms, actions);
             if settles {
                 self.settled.insert(addr, Arc::downgrade(wl));
             }
@@ -381,10 +412,21 @@ impl AdmissionState {
         for k in known {
             self.drop_workload(&k);
         }
-        let res = self.core.schedule_cycle(now_ms);
-        self.preemption_skips.extend(res.preemption_skips.iter().map(|(cq, n)| (cq.clone(), *n)));
+    }
+
+    /// The cycle's admissions as writes: withheld as pending while admission is blocked on
+    /// PodsReady (`(block, blocked)`: the option is on, a workload blocks now); returned, the
+    /// replacement slices whose replaced slice must stay until their checks pass.
+    fn admissions(
+        &mut self,
+        admissions: Vec<queue::AdmissionResult>,
+        (block, mut blocked): (bool, bool),
+        snap: &Snapshot,
+        view: &View<'_>,
+        actions: &mut Vec<Action>,
+    ) -> HashSet<WorkloadKey> {
         let mut withheld: HashSet<WorkloadKey> = HashSet::new();
-        for a in res.admissions {
+        for a in admissions {
             if blocked {
                 // Kueue's scheduler waits for PodsReady before this admission; here it stays pending
                 // and the core forgets it, so a later cycle decides again on the quota then.
@@ -427,7 +469,13 @@ impl AdmissionState {
                 checks,
             });
         }
-        for e in res.evictions {
+        withheld
+    }
+
+    /// The cycle's evictions as writes; one whose Workload no job controls also releases its
+    /// reservation at once.
+    fn evictions(&mut self, evictions: Vec<queue::Eviction>, snap: &Snapshot, actions: &mut Vec<Action>) {
+        for e in evictions {
             let cause = EvictionCause {
                 by: e.reason.into(),
                 message: e.message,
@@ -447,6 +495,11 @@ impl AdmissionState {
                 clear,
             });
         }
+    }
+
+    /// Refreshes the `explain` records of the pending workloads whose verdict changed, and all of
+    /// them about once a second.
+    fn explain_pending(&mut self, pending: &[queue::PendingStatus], now_ms: i64) {
         // A record per pending workload is a pass over its ClusterQueue's tree and holders: with
         // thousands pending, redoing every record every cycle made the step several times slower.
         // A record is redone when its reason or message changed, and all of them once a second, so
@@ -458,8 +511,7 @@ impl AdmissionState {
         if refresh_all {
             self.explained_at = Some(now_ms);
         }
-        let keys: Vec<WorkloadKey> = res
-            .pending
+        let keys: Vec<WorkloadKey> = pending
             .iter()
             .filter(|p| refresh_all || self.explanations.stale(&p.key, p.reason.as_str(), &p.message))
             .map(|p| p.key.clone())
@@ -471,7 +523,12 @@ impl AdmissionState {
         if refresh_all {
             self.explain_cost_ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX / 20);
         }
-        for p in res.pending {
+    }
+
+    /// A Pending write for each pending workload whose reason or message differs from what the API
+    /// shows.
+    fn pending_writes(&mut self, pending: Vec<queue::PendingStatus>, actions: &mut Vec<Action>) {
+        for p in pending {
             let said = super::conditions::pending_fingerprint(p.reason.as_str(), &p.message);
             if self.shown.get(&p.key) == Some(&said) {
                 continue;
@@ -483,16 +540,6 @@ impl AdmissionState {
                 message: p.message,
             });
         }
-        for f in res.finished_slices {
-            if withheld.contains(&f.replaced_by) {
-                continue;
-            }
-            actions.push(Action::FinishSlice {
-                key: f.key,
-                replaced_by: f.replaced_by,
-            });
-        }
-        actions
     }
 
     /// Forgets settled Workloads the cache no longer holds (deleted, or changed: a new object). Every
@@ -553,45 +600,78 @@ impl AdmissionState {
                 stop,
                 rejected,
             } => {
-                self.assumed.remove(&key);
-                self.account_reserved(&key, wl, snap, now_ms);
-                // Admitted (its checks passed), not merely reserved: the fair-sharing entry penalty
-                // is settled. A deactivated workload is not charged (Kueue: deactivation wins).
-                if wl.is_admitted() && super::conditions::is_active(wl) {
-                    self.core.settle_admission(&key, now_ms);
-                }
-                if let Some(status) = checks {
-                    actions.push(Action::Checks { key, status: Box::new(status) });
-                    return;
-                }
-                if let Some(message) = rejected
-                    && !evicted
-                {
-                    actions.push(Action::Deactivate { key, reason: reason::ADMISSION_CHECK, message });
-                    return;
-                }
-                let stop = match stop {
-                    None if !evicted => self.pods_ready_timeout(&key, wl, now_ms, actions),
-                    stop => stop,
-                };
-                if evicted {
-                    self.core.mark_evicting(&key);
-                    self.evicting.remove(&key);
-                    if !owned {
-                        actions.push(Action::ClearReservation { key });
-                    }
-                } else if let Some(cause) = self.evicting.get(&key).cloned().or(stop) {
-                    self.evicting.insert(key.clone(), cause.clone());
-                    actions.push(Action::Evict {
-                        key,
-                        cause,
-                        clear: !owned,
-                    });
-                }
+                let reserved = Reserved { evicted, owned, stop, rejected };
+                self.take_reserved(key, wl, reserved, checks, snap, now_ms, actions);
                 return;
             }
             waiting => waiting,
         };
+        self.take_unreserved(key, wl, waiting, checks, snap, actions);
+    }
+
+    /// A Workload the API shows reserved: counted in the core, then (first match) its check states
+    /// written, deactivated when a check rejected it, its eviction completed or released, or evicted
+    /// for a cause (a pending eviction, a stop, or its PodsReady timeout).
+    #[allow(clippy::too_many_arguments)]
+    fn take_reserved(
+        &mut self,
+        key: WorkloadKey,
+        wl: &Workload,
+        Reserved { evicted, owned, stop, rejected }: Reserved,
+        checks: Option<WorkloadStatus>,
+        snap: &Snapshot,
+        now_ms: i64,
+        actions: &mut Vec<Action>,
+    ) {
+        self.assumed.remove(&key);
+        self.account_reserved(&key, wl, snap, now_ms);
+        // Admitted (its checks passed), not merely reserved: the fair-sharing entry penalty
+        // is settled. A deactivated workload is not charged (Kueue: deactivation wins).
+        if wl.is_admitted() && super::conditions::is_active(wl) {
+            self.core.settle_admission(&key, now_ms);
+        }
+        if let Some(status) = checks {
+            actions.push(Action::Checks { key, status: Box::new(status) });
+            return;
+        }
+        if let Some(message) = rejected
+            && !evicted
+        {
+            actions.push(Action::Deactivate { key, reason: reason::ADMISSION_CHECK, message });
+            return;
+        }
+        let stop = match stop {
+            None if !evicted => self.pods_ready_timeout(&key, wl, now_ms, actions),
+            stop => stop,
+        };
+        if evicted {
+            self.core.mark_evicting(&key);
+            self.evicting.remove(&key);
+            if !owned {
+                actions.push(Action::ClearReservation { key });
+            }
+        } else if let Some(cause) = self.evicting.get(&key).cloned().or(stop) {
+            self.evicting.insert(key.clone(), cause.clone());
+            actions.push(Action::Evict {
+                key,
+                cause,
+                clear: !owned,
+            });
+        }
+    }
+
+    /// A Workload the API shows not reserved (held, backing off, to be requeued, or queued):
+    /// left alone while its admission is being written, its check states written first, any
+    /// reservation the core still counts released, then the write or queueing its case needs.
+    fn take_unreserved(
+        &mut self,
+        key: WorkloadKey,
+        wl: &Workload,
+        waiting: Class,
+        checks: Option<WorkloadStatus>,
+        snap: &Snapshot,
+        actions: &mut Vec<Action>,
+    ) {
         // Not reserved in the API. An admission being written is left alone until it shows.
         if self.assumed.contains(&key) {
             return;
@@ -631,36 +711,40 @@ impl AdmissionState {
                     message: message.into(),
                 });
             }
-            Class::Queue { cluster_queue } => {
-                // The namespace's labels count too: relabelling a namespace requeues its
-                // workloads, as Kueue does on namespace events.
-                let seen = (rv(&wl.metadata), labels_fingerprint(snap, &key.namespace));
-                if self.queued_rv.get(&key) == Some(&seen) {
-                    return;
-                }
-                self.queued_rv.insert(key.clone(), seen);
-                match super::conditions::shown_pending(wl) {
-                    Some(said) => self.shown.insert(key.clone(), said),
-                    None => self.shown.remove(&key),
-                };
-                let labels = namespace_labels(snap, &key.namespace);
-                let order = self.pods_ready.as_ref().and_then(|c| pods_ready::queue_order_ms(wl, c));
-                let added = convert::workload_model(wl, &cluster_queue, labels)
-                    .and_then(|mut m| {
-                        if let Some(t) = order {
-                            m.timestamp = t;
-                        }
-                        self.core.add_workload(m)
-                    });
-                if let Err(e) = added {
-                    actions.push(Action::Pending {
-                        key,
-                        reason: reason::MISCONFIGURED.into(),
-                        message: e.to_string(),
-                    });
-                }
-            }
+            Class::Queue { cluster_queue } => self.queue(key, wl, &cluster_queue, snap, actions),
             Class::Gone { .. } | Class::Replaced { .. } | Class::Reserved { .. } => {}
+        }
+    }
+
+    /// Queues a Workload into the core once per resourceVersion (and namespace labels); one the
+    /// core cannot model is shown pending as misconfigured.
+    fn queue(&mut self, key: WorkloadKey, wl: &Workload, cluster_queue: &str, snap: &Snapshot, actions: &mut Vec<Action>) {
+        // The namespace's labels count too: relabelling a namespace requeues its
+        // workloads, as Kueue does on namespace events.
+        let seen = (rv(&wl.metadata), labels_fingerprint(snap, &key.namespace));
+        if self.queued_rv.get(&key) == Some(&seen) {
+            return;
+        }
+        self.queued_rv.insert(key.clone(), seen);
+        match super::conditions::shown_pending(wl) {
+            Some(said) => self.shown.insert(key.clone(), said),
+            None => self.shown.remove(&key),
+        };
+        let labels = namespace_labels(snap, &key.namespace);
+        let order = self.pods_ready.as_ref().and_then(|c| pods_ready::queue_order_ms(wl, c));
+        let added = convert::workload_model(wl, cluster_queue, labels)
+            .and_then(|mut m| {
+                if let Some(t) = order {
+                    m.timestamp = t;
+                }
+                self.core.add_workload(m)
+            });
+        if let Err(e) = added {
+            actions.push(Action::Pending {
+                key,
+                reason: reason::MISCONFIGURED.into(),
+                message: e.to_string(),
+            });
         }
     }
 

@@ -13,7 +13,9 @@ use super::names;
 use super::startcmd::NodeType;
 use crate::api::ray::RayCluster;
 use crate::api::ray::constants as c;
-use crate::api::ray::raycluster::{AuthMode, GcsFaultToleranceBackend, RedisCredential};
+use crate::api::ray::raycluster::{
+    AuthMode, GcsFaultToleranceBackend, GcsFaultToleranceOptions, RedisCredential,
+};
 
 const GCS_STORAGE_VOLUME: &str = "gcs-storage";
 const GCS_STORAGE_PATH: &str = "/data/gcs";
@@ -79,50 +81,77 @@ pub(super) fn configure_gcs_ft(
         return;
     };
     if node == NodeType::Worker {
-        // Workers outlive a GCS restart (typically ~2 minutes) instead of exiting after Ray's 60 s default.
-        if !has(ray, c::ENV_RAY_GCS_RPC_SERVER_RECONNECT_TIMEOUT_S) {
-            push(
-                ray,
-                plain(
-                    c::ENV_RAY_GCS_RPC_SERVER_RECONNECT_TIMEOUT_S,
-                    c::DEFAULT_WORKER_GCS_RECONNECT_TIMEOUT_S,
-                ),
-            );
-        }
+        worker_outlives_gcs_restart(ray);
         return;
     }
     let options = cluster.spec.gcs_fault_tolerance_options.as_ref();
     if options.and_then(|o| o.backend) == Some(GcsFaultToleranceBackend::RocksDb) {
-        if !has(ray, "RAY_gcs_storage") {
-            push(ray, plain("RAY_gcs_storage", "rocksdb"));
-        }
-        if !has(ray, "RAY_gcs_storage_path") {
-            push(ray, plain("RAY_gcs_storage_path", GCS_STORAGE_PATH));
-        }
-        let sub_path = options
-            .and_then(|o| o.storage.as_ref())
-            .and_then(|s| s.sub_path.clone())
-            .filter(|s| !s.is_empty());
-        ray.volume_mounts
-            .get_or_insert_with(Vec::new)
-            .push(VolumeMount {
-                name: GCS_STORAGE_VOLUME.into(),
-                mount_path: GCS_STORAGE_PATH.into(),
-                sub_path,
-                ..Default::default()
-            });
-        spec.volumes.get_or_insert_with(Vec::new).push(Volume {
-            name: GCS_STORAGE_VOLUME.into(),
-            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                claim_name: gcs_storage_pvc_name(cluster),
-                ..Default::default()
-            }),
-            ..Default::default()
-        });
+        mount_rocksdb_store(cluster, options, ray, &mut spec.volumes);
         return;
     }
+    let storage_ns = redis_storage_namespace(cluster, options);
+    annotations.insert(
+        c::ANNOTATION_EXTERNAL_STORAGE_NAMESPACE.into(),
+        storage_ns.clone(),
+    );
+    if !has(ray, c::ENV_RAY_EXTERNAL_STORAGE_NS) {
+        push(ray, plain(c::ENV_RAY_EXTERNAL_STORAGE_NS, &storage_ns));
+    }
+    redis_address_and_credentials(options, ray, params);
+}
 
-    // Redis: isolate this cluster's keys by a namespace (the UID unless the user picked one).
+/// A worker's reconnect timeout: workers outlive a GCS restart (typically ~2 minutes) instead of
+/// exiting after Ray's 60 s default.
+fn worker_outlives_gcs_restart(ray: &mut Container) {
+    if !has(ray, c::ENV_RAY_GCS_RPC_SERVER_RECONNECT_TIMEOUT_S) {
+        push(
+            ray,
+            plain(
+                c::ENV_RAY_GCS_RPC_SERVER_RECONNECT_TIMEOUT_S,
+                c::DEFAULT_WORKER_GCS_RECONNECT_TIMEOUT_S,
+            ),
+        );
+    }
+}
+
+/// The head's embedded RocksDB store: its env, its mount and the claim it lives on.
+fn mount_rocksdb_store(
+    cluster: &RayCluster,
+    options: Option<&GcsFaultToleranceOptions>,
+    ray: &mut Container,
+    volumes: &mut Option<Vec<Volume>>,
+) {
+    if !has(ray, "RAY_gcs_storage") {
+        push(ray, plain("RAY_gcs_storage", "rocksdb"));
+    }
+    if !has(ray, "RAY_gcs_storage_path") {
+        push(ray, plain("RAY_gcs_storage_path", GCS_STORAGE_PATH));
+    }
+    let sub_path = options
+        .and_then(|o| o.storage.as_ref())
+        .and_then(|s| s.sub_path.clone())
+        .filter(|s| !s.is_empty());
+    ray.volume_mounts
+        .get_or_insert_with(Vec::new)
+        .push(VolumeMount {
+            name: GCS_STORAGE_VOLUME.into(),
+            mount_path: GCS_STORAGE_PATH.into(),
+            sub_path,
+            ..Default::default()
+        });
+    volumes.get_or_insert_with(Vec::new).push(Volume {
+        name: GCS_STORAGE_VOLUME.into(),
+        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+            claim_name: gcs_storage_pvc_name(cluster),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+}
+
+/// The Redis namespace that isolates this cluster's keys: the options' one, else the legacy
+/// annotation's, else the cluster's UID.
+fn redis_storage_namespace(cluster: &RayCluster, options: Option<&GcsFaultToleranceOptions>) -> String {
     let mut storage_ns = cluster.metadata.uid.clone().unwrap_or_default();
     if let Some(v) = cluster
         .metadata
@@ -138,13 +167,16 @@ pub(super) fn configure_gcs_ft(
     {
         storage_ns = ns;
     }
-    annotations.insert(
-        c::ANNOTATION_EXTERNAL_STORAGE_NAMESPACE.into(),
-        storage_ns.clone(),
-    );
-    if !has(ray, c::ENV_RAY_EXTERNAL_STORAGE_NS) {
-        push(ray, plain(c::ENV_RAY_EXTERNAL_STORAGE_NS, &storage_ns));
-    }
+    storage_ns
+}
+
+/// The head's Redis address and credentials as env vars (the start flags reference them), or with
+/// the legacy annotation the literal password param exported for the Redis cleanup Job.
+fn redis_address_and_credentials(
+    options: Option<&GcsFaultToleranceOptions>,
+    ray: &mut Container,
+    params: &mut BTreeMap<String, String>,
+) {
     match options {
         Some(o) => {
             push(

@@ -9,7 +9,7 @@ use super::syntax::{is_label_value, is_qualified_name, parse_version};
 use super::{RayFeatureGates, validate_managed_by};
 use crate::api::ray::constants as c;
 use crate::api::ray::raycluster::{
-    AuthMode, AutoscalerVersion, GcsFaultToleranceBackend, RayClusterSpec, WorkerGroupSpec,
+    AuthMode, AutoscalerVersion, GcsFaultToleranceBackend, GcsFaultToleranceOptions, RayClusterSpec, WorkerGroupSpec,
 };
 use crate::api::validation::{ErrorType, FieldError, Path};
 
@@ -285,6 +285,8 @@ fn validate_group_labels(
     }
 }
 
+/// GCS fault tolerance: how it is switched on, then what the options forbid elsewhere and what
+/// their backend forbids.
 fn validate_gcs_ft(
     spec: &RayClusterSpec,
     annotations: &BTreeMap<String, String>,
@@ -296,6 +298,36 @@ fn validate_gcs_ft(
     let opts_path = path.child("gcsFaultToleranceOptions");
     let head_path = path.child("headGroupSpec");
     let env = head.and_then(|c| c.env.as_deref()).unwrap_or(&[]);
+    validate_gcs_ft_switch(spec, annotations, env, &opts_path, errs);
+    let Some(opts) = &spec.gcs_fault_tolerance_options else {
+        return;
+    };
+    validate_gcs_ft_settings_outside_options(spec, annotations, env, &head_path, errs);
+    match opts.backend.unwrap_or(GcsFaultToleranceBackend::Redis) {
+        GcsFaultToleranceBackend::Redis => {
+            if opts.storage.is_some() {
+                errs.push(FieldError::forbidden(
+                    &opts_path.child("storage"),
+                    "storage only applies to the rocksdb backend",
+                ));
+            }
+        }
+        GcsFaultToleranceBackend::RocksDb => {
+            validate_rocksdb_options(opts, &opts_path, gates, errs);
+            validate_rocksdb_head(spec, head, env, &head_path, errs);
+        }
+    }
+}
+
+/// GCS fault tolerance is switched on one way: not both the legacy annotation and the options, and
+/// not implicitly by a Redis address on the head container.
+fn validate_gcs_ft_switch(
+    spec: &RayClusterSpec,
+    annotations: &BTreeMap<String, String>,
+    env: &[EnvVar],
+    opts_path: &Path,
+    errs: &mut Vec<FieldError>,
+) {
     let ft_annotation = annotations.get(c::ANNOTATION_FT_ENABLED);
     if ft_annotation.is_some_and(|v| !v.is_empty()) && spec.gcs_fault_tolerance_options.is_some() {
         errs.push(FieldError::invalid(
@@ -311,9 +343,17 @@ fn validate_gcs_ft(
             format!("{} is set on the head container, which implicitly enables GCS fault tolerance; set gcsFaultToleranceOptions", c::ENV_RAY_REDIS_ADDRESS),
         ));
     }
-    let Some(opts) = &spec.gcs_fault_tolerance_options else {
-        return;
-    };
+}
+
+/// With gcsFaultToleranceOptions, the Redis settings it carries may not also be written elsewhere:
+/// in rayStartParams, the head container's env or the external storage annotation.
+fn validate_gcs_ft_settings_outside_options(
+    spec: &RayClusterSpec,
+    annotations: &BTreeMap<String, String>,
+    env: &[EnvVar],
+    head_path: &Path,
+    errs: &mut Vec<FieldError>,
+) {
     let head_params = spec.head_group_spec.ray_start_params.as_ref();
     if head_params
         .and_then(|p| p.get("redis-password"))
@@ -344,96 +384,105 @@ fn validate_gcs_ft(
             "cannot be set with gcsFaultToleranceOptions; use gcsFaultToleranceOptions.externalStorageNamespace",
         ));
     }
-    match opts.backend.unwrap_or(GcsFaultToleranceBackend::Redis) {
-        GcsFaultToleranceBackend::Redis => {
-            if opts.storage.is_some() {
-                errs.push(FieldError::forbidden(
-                    &opts_path.child("storage"),
-                    "storage only applies to the rocksdb backend",
-                ));
-            }
+}
+
+/// The rocksdb backend's options: the feature gate and a claim of the user's, no Redis field, and a
+/// claim name without the fields that would size a new claim.
+fn validate_rocksdb_options(
+    opts: &GcsFaultToleranceOptions,
+    opts_path: &Path,
+    gates: RayFeatureGates,
+    errs: &mut Vec<FieldError>,
+) {
+    // With the gate on, the head pod mounts the user's claim as KubeRay does; an
+    // operator-managed `<cluster>-gcs-pvc` is the part quotagate does not create.
+    let own_claim = opts.storage.as_ref().and_then(|s| s.claim_name.as_deref()).is_some_and(|n| !n.is_empty());
+    if !gates.embedded_gcs_storage || !own_claim {
+        errs.push(FieldError::forbidden(
+            &opts_path.child("backend"),
+            gated_message(
+                gates.embedded_gcs_storage,
+                "the embedded RocksDB GCS fault tolerance backend (GcsFaultToleranceOptions.Backend: 'rocksdb') requires the GCSFaultToleranceEmbeddedStorage feature gate to be enabled",
+                "an operator-managed PersistentVolumeClaim for the embedded RocksDB GCS store (set storage.claimName to a claim you created instead)",
+            ),
+        ));
+    }
+    let redis_fields = [
+        (
+            "redisAddress",
+            opts.redis_address.as_deref().is_some_and(|s| !s.is_empty()),
+        ),
+        ("redisUsername", opts.redis_username.is_some()),
+        ("redisPassword", opts.redis_password.is_some()),
+        (
+            "externalStorageNamespace",
+            opts.external_storage_namespace
+                .as_deref()
+                .is_some_and(|s| !s.is_empty()),
+        ),
+    ];
+    for (field, set) in redis_fields {
+        if set {
+            errs.push(FieldError::forbidden(
+                &opts_path.child(field),
+                "cannot be set when backend is rocksdb",
+            ));
         }
-        GcsFaultToleranceBackend::RocksDb => {
-            // With the gate on, the head pod mounts the user's claim as KubeRay does; an
-            // operator-managed `<cluster>-gcs-pvc` is the part quotagate does not create.
-            let own_claim = opts.storage.as_ref().and_then(|s| s.claim_name.as_deref()).is_some_and(|n| !n.is_empty());
-            if !gates.embedded_gcs_storage || !own_claim {
-                errs.push(FieldError::forbidden(
-                    &opts_path.child("backend"),
-                    gated_message(
-                        gates.embedded_gcs_storage,
-                        "the embedded RocksDB GCS fault tolerance backend (GcsFaultToleranceOptions.Backend: 'rocksdb') requires the GCSFaultToleranceEmbeddedStorage feature gate to be enabled",
-                        "an operator-managed PersistentVolumeClaim for the embedded RocksDB GCS store (set storage.claimName to a claim you created instead)",
-                    ),
-                ));
-            }
-            let redis_fields = [
-                (
-                    "redisAddress",
-                    opts.redis_address.as_deref().is_some_and(|s| !s.is_empty()),
-                ),
-                ("redisUsername", opts.redis_username.is_some()),
-                ("redisPassword", opts.redis_password.is_some()),
-                (
-                    "externalStorageNamespace",
-                    opts.external_storage_namespace
-                        .as_deref()
-                        .is_some_and(|s| !s.is_empty()),
-                ),
-            ];
-            for (field, set) in redis_fields {
-                if set {
-                    errs.push(FieldError::forbidden(
-                        &opts_path.child(field),
-                        "cannot be set when backend is rocksdb",
-                    ));
-                }
-            }
-            if let Some(st) = opts
-                .storage
-                .as_ref()
-                .filter(|s| s.claim_name.as_deref().is_some_and(|n| !n.is_empty()))
-                && (st.size.is_some()
-                    || st.storage_class_name.is_some()
-                    || st.access_modes.as_ref().is_some_and(|a| !a.is_empty()))
-            {
-                errs.push(FieldError::invalid(
-                    &opts_path.child("storage").child("claimName"),
-                    "claimName is mutually exclusive with size, storageClassName and accessModes",
-                ));
-            }
-            let container_path = head_path
-                .child("template")
-                .child("spec")
-                .child("containers")
-                .index(0);
-            if GCS_STORAGE_ENVS.iter().any(|v| env_exists(env, v)) {
-                errs.push(FieldError::forbidden(&container_path.child("env"), "RAY_gcs_storage and RAY_gcs_storage_path are managed by the operator with the rocksdb backend"));
-            }
-            let mounts = head.and_then(|c| c.volume_mounts.as_deref()).unwrap_or(&[]);
-            if mounts
-                .iter()
-                .any(|m| m.mount_path == GCS_STORAGE_MOUNT_PATH || m.name == GCS_STORAGE_VOLUME)
-            {
-                errs.push(FieldError::forbidden(
-                    &container_path.child("volumeMounts"),
-                    "the gcs-storage mount is managed by the operator with the rocksdb backend",
-                ));
-            }
-            let volumes = spec
-                .head_group_spec
-                .template
-                .spec
-                .as_ref()
-                .and_then(|s| s.volumes.as_deref())
-                .unwrap_or(&[]);
-            if volumes.iter().any(|v| v.name == GCS_STORAGE_VOLUME) {
-                errs.push(FieldError::forbidden(
-                    &head_path.child("template").child("spec").child("volumes"),
-                    "the gcs-storage volume is managed by the operator with the rocksdb backend",
-                ));
-            }
-        }
+    }
+    if let Some(st) = opts
+        .storage
+        .as_ref()
+        .filter(|s| s.claim_name.as_deref().is_some_and(|n| !n.is_empty()))
+        && (st.size.is_some()
+            || st.storage_class_name.is_some()
+            || st.access_modes.as_ref().is_some_and(|a| !a.is_empty()))
+    {
+        errs.push(FieldError::invalid(
+            &opts_path.child("storage").child("claimName"),
+            "claimName is mutually exclusive with size, storageClassName and accessModes",
+        ));
+    }
+}
+
+/// The rocksdb backend's store on the head is the operator's: no storage env, mount or volume of
+/// the user's with its names.
+fn validate_rocksdb_head(
+    spec: &RayClusterSpec,
+    head: Option<&Container>,
+    env: &[EnvVar],
+    head_path: &Path,
+    errs: &mut Vec<FieldError>,
+) {
+    let container_path = head_path
+        .child("template")
+        .child("spec")
+        .child("containers")
+        .index(0);
+    if GCS_STORAGE_ENVS.iter().any(|v| env_exists(env, v)) {
+        errs.push(FieldError::forbidden(&container_path.child("env"), "RAY_gcs_storage and RAY_gcs_storage_path are managed by the operator with the rocksdb backend"));
+    }
+    let mounts = head.and_then(|c| c.volume_mounts.as_deref()).unwrap_or(&[]);
+    if mounts
+        .iter()
+        .any(|m| m.mount_path == GCS_STORAGE_MOUNT_PATH || m.name == GCS_STORAGE_VOLUME)
+    {
+        errs.push(FieldError::forbidden(
+            &container_path.child("volumeMounts"),
+            "the gcs-storage mount is managed by the operator with the rocksdb backend",
+        ));
+    }
+    let volumes = spec
+        .head_group_spec
+        .template
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.as_deref())
+        .unwrap_or(&[]);
+    if volumes.iter().any(|v| v.name == GCS_STORAGE_VOLUME) {
+        errs.push(FieldError::forbidden(
+            &head_path.child("template").child("spec").child("volumes"),
+            "the gcs-storage volume is managed by the operator with the rocksdb backend",
+        ));
     }
 }
 
