@@ -104,6 +104,9 @@ pub struct ChildCluster {
     /// Hash of the Serve config last accepted by this cluster's dashboard (annotation stamped after a
     /// successful PUT, so a restart does not re-push).
     pub served_config_hash: Option<String>,
+    /// The text of that config is recorded on the cluster too (`quotagate.io/served-config`), so it
+    /// can be given back to a head that lost its apps.
+    pub own_config_known: bool,
     /// `(config hash, Ray's message)` when Ray refused that config outright (HTTP 400): it is not
     /// pushed again until the config changes.
     pub rejected_config: Option<(String, String)>,
@@ -178,6 +181,9 @@ pub struct PriorStatus {
     pub conditions: Vec<PriorCondition>,
     pub active_traffic: TrafficStatus,
     pub pending_traffic: TrafficStatus,
+    /// `(cluster, application)` pairs the stored status already shows as DEPLOY_FAILED: their
+    /// Warning event was recorded when they failed.
+    pub failed_apps: BTreeSet<(String, String)>,
 }
 
 impl PriorStatus {
