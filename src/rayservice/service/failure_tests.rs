@@ -177,3 +177,16 @@ fn with_no_endpoint_a_failure_makes_ready_false() {
     assert_eq!((status.as_str(), reason.as_str()), ("False", cond::ZERO_SERVE_ENDPOINTS));
     assert!(message.contains("boom"));
 }
+
+/// A pending cluster whose head crash-loops: the RayService's upgrade condition says so (the
+/// RayCluster's `status.reason`), and the active cluster keeps serving with Ready True.
+#[test]
+fn a_crash_looping_pending_head_is_named_in_the_upgrade_condition() {
+    let mut s = upgrading();
+    pending_mut(&mut s, "rs-b").head_failing =
+        Some("CrashLoopBackOff: head pod rs-b-head-x failed (3 in a row); the next head pod is created at T".into());
+    let p = plan(&s);
+    assert_eq!(cond_of(&p, cond::READY).0, "True");
+    let upgrade = cond_of(&p, cond::UPGRADE_IN_PROGRESS).2;
+    assert!(upgrade.contains("rs-b: CrashLoopBackOff: head pod rs-b-head-x failed (3 in a row)"), "{upgrade}");
+}

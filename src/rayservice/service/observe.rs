@@ -134,6 +134,11 @@ pub fn child_view(rc: &RayCluster, pods: &[Pod], serve: ServeObservation) -> Chi
         proxy_healthy: None,
         deleting: rc.metadata.deletion_timestamp.is_some(),
         reported_capacity: None,
+        head_failing: rc
+            .status
+            .as_ref()
+            .and_then(|s| s.reason.clone())
+            .filter(|r| r.starts_with(crate::rayservice::clusterctl::head_backoff::REASON_PREFIX)),
     }
 }
 

@@ -239,6 +239,12 @@ pub(super) fn status(
     if let Some(f) = &failure {
         notes.push(f.clone());
     }
+    // A crash-looping head says so in the RayService too (issue 47).
+    for c in [&active, &pending].into_iter().flatten().filter_map(|st| s.cluster(&st.cluster)) {
+        if let Some(why) = &c.head_failing {
+            notes.push(format!("{}: {why}", c.name));
+        }
+    }
     failure_events(s, [&active, &pending], p);
     let ready_cond = cond::ready(&s.status, endpoints, failure.as_deref());
     let note = (!notes.is_empty()).then(|| notes.join("; "));

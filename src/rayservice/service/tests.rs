@@ -87,6 +87,7 @@ pub(super) fn cluster(name: &str, hash: &str) -> ChildCluster {
         proxy_healthy: Some(true),
         deleting: false,
         reported_capacity: None,
+        head_failing: None,
     }
 }
 
