@@ -312,6 +312,12 @@ impl RaySim {
             .collect()
     }
 
+    /// When the head at `base_url` (last) started; `None` for an unknown endpoint. Tells a head
+    /// restart (its apps lost) from a head that kept running.
+    pub fn started_at(&self, base_url: &str) -> Option<Instant> {
+        self.lock().clusters.get(&key(base_url)).map(|c| c.started)
+    }
+
     pub fn cluster_urls(&self) -> Vec<String> {
         let mut urls: Vec<_> = self.lock().clusters.keys().cloned().collect();
         urls.sort();
