@@ -52,6 +52,7 @@ mod placement;
 mod render;
 pub mod schema;
 mod state;
+mod wall_clock;
 
 use schema::{CPU_UNITS, to_cpu_units, validate};
 use state::SimCluster;

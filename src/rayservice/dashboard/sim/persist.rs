@@ -3,7 +3,7 @@
 //! A real Ray head does not restart when the operator does: its Serve apps, replicas and nodes keep
 //! running. With `--data-dir` the simulator therefore keeps its state in a file beside the API
 //! state (`ray-sim.json`), written on every change that is not a mere passing of time, and loads it
-//! at start-up. Instants are stored as wall-clock milliseconds, so a build or a replica start that
+//! at start-up. Instants are stored as wall-clock milliseconds (`wall_clock`), so a build or a replica start that
 //! was under way finishes when it would have, had the process not stopped.
 //!
 //! Losing the state is what a head restart without GCS fault tolerance does: `RaySim::start_cluster`
@@ -11,10 +11,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
-use tokio::time::Instant;
 
 use super::state::SimCluster;
 
@@ -84,65 +82,4 @@ pub(super) fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension("json.tmp");
     std::fs::write(&tmp, bytes)?;
     std::fs::rename(&tmp, path)
-}
-
-fn wall_ms_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-/// An instant of tokio's clock as wall-clock milliseconds since the epoch.
-pub(super) fn to_wall(at: Instant) -> i64 {
-    let now = Instant::now();
-    let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
-    if at >= now {
-        wall_ms_now().saturating_add(ms(at - now))
-    } else {
-        wall_ms_now().saturating_sub(ms(now - at))
-    }
-}
-
-/// Wall-clock milliseconds back to tokio's clock. A moment too far back for the monotonic clock
-/// (older than the machine's uptime) becomes now; the state it times is long settled anyway.
-pub(super) fn from_wall(wall: i64) -> Instant {
-    let now = Instant::now();
-    let delta = wall.saturating_sub(wall_ms_now());
-    let millis = |v: i64| Duration::from_millis(u64::try_from(v.unsigned_abs()).unwrap_or(u64::MAX));
-    if delta >= 0 {
-        now.checked_add(millis(delta)).unwrap_or(now)
-    } else {
-        now.checked_sub(millis(delta)).unwrap_or(now)
-    }
-}
-
-/// `#[serde(with = "instant")]`.
-pub(super) mod instant {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use tokio::time::Instant;
-
-    pub fn serialize<S: Serializer>(at: &Instant, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_i64(super::to_wall(*at))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Instant, D::Error> {
-        Ok(super::from_wall(i64::deserialize(d)?))
-    }
-}
-
-/// `#[serde(with = "opt_instant")]`.
-pub(super) mod opt_instant {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use tokio::time::Instant;
-
-    pub fn serialize<S: Serializer>(at: &Option<Instant>, s: S) -> Result<S::Ok, S::Error> {
-        match at {
-            Some(at) => s.serialize_some(&super::to_wall(*at)),
-            None => s.serialize_none(),
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Instant>, D::Error> {
-        Ok(Option::<i64>::deserialize(d)?.map(super::from_wall))
-    }
 }

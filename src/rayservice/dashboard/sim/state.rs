@@ -14,7 +14,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::SimOptions;
-use super::persist::{instant, opt_instant};
+use super::wall_clock::{instant, opt_instant};
 use super::schema::{ParsedApp, ParsedConfig, ParsedDeployment};
 use crate::rayservice::dashboard::capacity_adjusted_replicas;
 
