@@ -190,3 +190,26 @@ fn a_crash_looping_pending_head_is_named_in_the_upgrade_condition() {
     let upgrade = cond_of(&p, cond::UPGRADE_IN_PROGRESS).2;
     assert!(upgrade.contains("rs-b: CrashLoopBackOff: head pod rs-b-head-x failed (3 in a row)"), "{upgrade}");
 }
+
+/// The RayService announces each head failure of its clusters once: a Warning event when the stored
+/// upgrade condition does not mention it yet, none once it does.
+#[test]
+fn a_head_failure_is_announced_on_the_rayservice_once() {
+    let mut s = upgrading();
+    let why = "CrashLoopBackOff: head pod rs-b-head-x failed (2 in a row); the next head pod is created at T";
+    pending_mut(&mut s, "rs-b").head_failing = Some(why.into());
+    let p = plan(&s);
+    let warned: Vec<_> = p.events.iter().filter(|e| e.reason == "HeadPodBackOff").collect();
+    assert_eq!(warned.len(), 1, "{:?}", p.events);
+    assert_eq!(warned[0].type_, EventType::Warning);
+    assert!(warned[0].message.starts_with("rs-b: CrashLoopBackOff: head pod rs-b-head-x failed (2 in a row)"));
+
+    let written = p.status.as_ref().unwrap().condition(cond::UPGRADE_IN_PROGRESS).unwrap().message.clone();
+    let mut prior = super::tests::cond_true(cond::UPGRADE_IN_PROGRESS, cond::BOTH_ACTIVE_PENDING_CLUSTERS_EXIST);
+    prior.message = written;
+    s.status.conditions.push(prior);
+    assert!(plan(&s).events.iter().all(|e| e.reason != "HeadPodBackOff"), "announced twice");
+    // The next failure (3 in a row) is new.
+    pending_mut(&mut s, "rs-b").head_failing = Some(why.replace("(2 in a row)", "(3 in a row)"));
+    assert!(plan(&s).events.iter().any(|e| e.reason == "HeadPodBackOff"));
+}

@@ -235,6 +235,7 @@ pub fn prior_status(status: Option<&RayServiceStatuses>) -> PriorStatus {
                 type_: c.type_.clone(),
                 status: c.status.clone(),
                 reason: c.reason.clone(),
+                message: c.message.clone(),
                 last_transition: to_ts(&c.last_transition_time),
             })
             .collect(),

@@ -239,10 +239,21 @@ pub(super) fn status(
     if let Some(f) = &failure {
         notes.push(f.clone());
     }
-    // A crash-looping head says so in the RayService too (issue 47).
+    // A crash-looping head says so in the RayService too (issue 47), with a Warning event for each
+    // failure the stored upgrade condition does not mention yet.
+    let said = s
+        .status
+        .condition(cond::UPGRADE_IN_PROGRESS)
+        .map_or("", |c| c.message.as_str());
     for c in [&active, &pending].into_iter().flatten().filter_map(|st| s.cluster(&st.cluster)) {
         if let Some(why) = &c.head_failing {
-            notes.push(format!("{}: {why}", c.name));
+            let note = format!("{}: {why}", c.name);
+            // The failure itself, without the time of the next head.
+            let failure = note.split(';').next().unwrap_or(&note);
+            if !said.contains(failure) {
+                p.event(EventType::Warning, "HeadPodBackOff", note.clone());
+            }
+            notes.push(note);
         }
     }
     failure_events(s, [&active, &pending], p);

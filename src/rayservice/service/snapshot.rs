@@ -163,6 +163,8 @@ pub struct PriorCondition {
     /// "True", "False" or "Unknown".
     pub status: String,
     pub reason: String,
+    /// What the condition said (a failure already announced is not announced again).
+    pub message: String,
     pub last_transition: Timestamp,
 }
 

@@ -96,6 +96,7 @@ pub(super) fn cond_true(type_: &str, reason: &str) -> PriorCondition {
         type_: type_.into(),
         status: "True".into(),
         reason: reason.into(),
+        message: String::new(),
         last_transition: ts("2026-11-22T04:00:00Z"),
     }
 }
@@ -105,6 +106,7 @@ pub(super) fn cond_false(type_: &str, reason: &str, at: &str) -> PriorCondition 
         type_: type_.into(),
         status: "False".into(),
         reason: reason.into(),
+        message: String::new(),
         last_transition: ts(at),
     }
 }
