@@ -345,6 +345,13 @@ pub async fn run_embedded_on(
     }
     let mut sims: Tasks = embedded::sim::spawn(server.client(), &opts.sims, cancel.clone()).into();
     if let Some(super::ray::Dashboards::Simulated(sim)) = &opts.manager.ray {
+        // The simulated Ray heads outlive this process as real ones would: beside the API state.
+        if let Some(dir) = &server.config.data_dir {
+            match sim.persist_in(dir) {
+                Ok(n) => tracing::info!(heads = n, "simulated Ray state kept in the data directory"),
+                Err(error) => tracing::warn!(%error, "simulated Ray starts with no state"),
+            }
+        }
         let (tasks, board) = super::raysim::spawn(server.client(), sim.clone(), &opts.ray_sims, cancel.clone());
         sims.extend(tasks);
         if opts.manager.extra_metrics.is_none() {

@@ -28,4 +28,5 @@ mod raycluster;
 mod visibility;
 mod resilience;
 mod scenarios;
+mod upgrade_failures;
 mod support;

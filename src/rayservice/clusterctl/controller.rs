@@ -14,10 +14,11 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Resource, ResourceExt};
-use serde_json::json;
+use serde_json::{Value, json};
 use tracing::instrument;
 
 use super::lifecycle::{Facts, Phase, decide, facts, running_conditions};
+use super::head_backoff;
 use super::pods::{GroupView, PodAction, PodInputs, PodView, Recreate};
 use crate::api::ray::constants as c;
 use crate::api::ray::raycluster::{ClusterState, HeadInfo};
@@ -214,7 +215,15 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
         RecreateDecision::RecreateAll => Recreate::All,
     };
     let groups = GroupView::of(&rc);
+    let now = Timestamp::now();
+    let backoff = head_backoff_record(&rc, &views, now, &ctx).await?;
+    let head_wait = backoff
+        .as_ref()
+        .map(|r| r.next_create())
+        .filter(|t| *t > now)
+        .and_then(|t| std::time::Duration::try_from(t.duration_since(now)).ok());
     let inputs = PodInputs {
+        head_backoff: head_wait.is_some(),
         gated: false,
         quota: cluster_gate.as_ref().map(|g| g.allowed.clone()),
         recreate,
@@ -251,7 +260,7 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
         }
         conditions.push(gated);
     }
-    let status = next_status(
+    let mut status = next_status(
         &rc,
         &f,
         decision.phase,
@@ -260,6 +269,14 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
         head_svc.as_ref(),
         (desired_workers, min_workers, max_workers),
     );
+    let head_ready = views.iter().any(|p| p.head && !p.deleting && p.ready);
+    match head_backoff::status_reason(backoff.as_ref(), head_ready, now) {
+        Some(reason) => status.reason = Some(reason),
+        None if status.reason.as_deref().is_some_and(|r| r.starts_with(head_backoff::REASON_PREFIX)) => {
+            status.reason = None;
+        }
+        None => {}
+    }
     if rc.status.as_ref() != Some(&status) {
         let mut status = status;
         status.last_update_time = Some(Time(Timestamp::now()));
@@ -279,11 +296,49 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
         || failure.is_some()
         || decision.phase == Phase::Suspending
         || (decision.phase == Phase::Running && !f.all_ready);
-    Ok(Requeue::requeue(if busy {
+    let every = if busy {
         ctx.config.busy_requeue
     } else {
         ctx.config.idle_requeue
-    }))
+    };
+    // A head waiting out its back-off is created when the wait ends, not up to a period later.
+    Ok(Requeue::requeue(head_wait.map_or(every, |w| w.min(every))))
+}
+
+/// The head's crash-loop record (`head_backoff`), updated on the RayCluster before anything else
+/// happens this pass: a newly failed head is counted (with a Warning event) before it is deleted, so
+/// a restart of the operator neither forgets nor double-counts it; a head Ready long enough clears it.
+async fn head_backoff_record(
+    rc: &RayCluster,
+    views: &[PodView],
+    now: Timestamp,
+    ctx: &Context,
+) -> Result<Option<head_backoff::HeadRestarts>, Error> {
+    let record = rc
+        .annotations()
+        .get(head_backoff::ANNOTATION)
+        .and_then(|v| head_backoff::HeadRestarts::parse(v));
+    let head = views.iter().find(|p| p.head && !p.deleting);
+    let api: Api<RayCluster> = Api::namespaced(ctx.client.clone(), &rc.namespace().unwrap_or_default());
+    let write = |value: Value| json!({ "metadata": { "annotations": { head_backoff::ANNOTATION: value } } });
+    if let Some(failed) = head.filter(|h| h.unhealthy) {
+        let Some(next) = head_backoff::after_failure(record.as_ref(), &failed.name, now) else {
+            return Ok(record);
+        };
+        api.patch(&rc.name_any(), &PatchParams::default(), &Patch::Merge(write(Value::String(next.encode()))))
+            .await?;
+        let message = head_backoff::status_reason(Some(&next), false, now).unwrap_or_default();
+        publish(ctx, rc, EventType::Warning, "HeadPodBackOff", message).await;
+        return Ok(Some(next));
+    }
+    match record {
+        Some(r) if head_backoff::resets(&r, head.is_some_and(|h| h.ready), now) => {
+            api.patch(&rc.name_any(), &PatchParams::default(), &Patch::Merge(write(Value::Null)))
+                .await?;
+            Ok(None)
+        }
+        other => Ok(other),
+    }
 }
 
 /// The JSON merge patch (RFC 7386) that turns `old` into `new`: objects recurse, keys only in `old`

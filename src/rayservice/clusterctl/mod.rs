@@ -5,6 +5,7 @@ pub mod auth_secret;
 pub mod autoscaler_rbac;
 pub mod context;
 pub mod controller;
+pub mod head_backoff;
 pub mod lifecycle;
 pub mod pods;
 

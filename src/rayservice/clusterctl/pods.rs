@@ -106,6 +106,8 @@ pub struct PodInputs {
     /// Quota-gated child of a queue-managed RayService: pods per group (`head` for the head) the latest
     /// admitted workload slice covers. Creation never goes past it; `None` means not quota-gated.
     pub quota: Option<BTreeMap<String, i64>>,
+    /// The head crash-loops and its back-off has not run out (`head_backoff`): no new head yet.
+    pub head_backoff: bool,
 }
 
 /// Worker pods created in one pass at most, as the ReplicaSet controller's burst (500): a group asking
@@ -146,7 +148,7 @@ pub fn plan_pods(i: &PodInputs) -> Vec<PodAction> {
     let head_terminating = i.pods.iter().any(|p| p.head && p.deleting);
     let head_covered = allowed(HEAD_PODSET).is_none_or(|n| n >= 1);
     match heads.as_slice() {
-        [] if !head_terminating && head_covered => out.push(PodAction::CreateHead),
+        [] if !head_terminating && head_covered && !i.head_backoff => out.push(PodAction::CreateHead),
         [] => {}
         [h] if h.unhealthy => out.push(PodAction::DeletePod {
             name: h.name.clone(),

@@ -42,6 +42,7 @@ fn inputs(pods: Vec<PodView>, groups: Vec<GroupView>) -> PodInputs {
         autoscaling: false,
         groups,
         pods,
+        head_backoff: false,
     }
 }
 
@@ -431,6 +432,7 @@ mod properties {
                     autoscaling,
                     groups,
                     pods,
+                    head_backoff: false,
                 }
             })
     }

@@ -73,6 +73,12 @@ pub(crate) fn step(s: &Snapshot, p: &mut Plan) {
             notes.push(format!("dashboard of {} unreachable: {e}", c.name));
         }
     }
+    // A cluster not given the desired config that lost its apps gets its own back (issue 47).
+    let pushed_names: Vec<&str> = pushed.iter().copied().collect();
+    let restored = running::restore_own_configs([(active_obj, None), (pending_obj, None)], &pushed_names, p);
+    for r in &restored {
+        pushed.insert(r.as_str());
+    }
     // A status read before this pass's PUT says nothing about the new config (KubeRay §3.6).
     let ready = |c: &ChildCluster| {
         !c.gated

@@ -105,6 +105,7 @@ pub fn updated_child(existing: &RayCluster, rs: &RayService, stamp: &Stamp) -> R
         GATE_ANNOTATION,
         crate::api::ray::constants::ANNOTATION_CREATED_AT,
         super::observe::SERVED_CONFIG_ANNOTATION,
+        super::observe::SERVED_CONFIG_TEXT_ANNOTATION,
         super::observe::REJECTED_CONFIG_ANNOTATION,
     ] {
         if let Some(v) = old.get(key) {

@@ -41,12 +41,22 @@ pub(crate) fn set(
 
 /// `"<cluster>: application <app> DEPLOY_FAILED: <last line of Serve's message>"` for the first failed app.
 pub fn deploy_failure(cluster: &str, serve: &ServeObservation) -> Option<String> {
-    let ServeObservation::Apps { apps, .. } = serve else {
-        return None;
+    failed_apps(cluster, serve).next()
+}
+
+/// Every DEPLOY_FAILED application of a cluster, worded as `deploy_failure` says it.
+pub fn failed_apps<'a>(
+    cluster: &'a str,
+    serve: &'a ServeObservation,
+) -> impl Iterator<Item = String> + 'a {
+    let apps = match serve {
+        ServeObservation::Apps { apps, .. } => Some(apps),
+        _ => None,
     };
-    apps.iter()
-        .find(|(_, a)| a.status == AppStatus::DeployFailed)
-        .map(|(name, app)| {
+    apps.into_iter()
+        .flatten()
+        .filter(|(_, a)| a.status == AppStatus::DeployFailed)
+        .map(move |(name, app)| {
             let last = app
                 .message
                 .lines()
@@ -58,8 +68,10 @@ pub fn deploy_failure(cluster: &str, serve: &ServeObservation) -> Option<String>
         })
 }
 
-/// `Ready` for a running service: True iff something is serving and no Serve config failed; while nothing
-/// has ever served it stays `Initializing` (its lastTransitionTime drives the initializing timeout).
+/// `Ready` for a running service: True iff a serve endpoint is ready, as KubeRay's `calculateConditions`
+/// has it (a broken new version does not make a serving service unready: the failure is in the
+/// message here and in `UpgradeInProgress`); while nothing has ever served it stays `Initializing`
+/// (its lastTransitionTime drives the initializing timeout).
 pub fn ready(prior: &PriorStatus, endpoints: i32, failure: Option<&str>) -> ConditionPlan {
     let initializing = match prior.condition(READY) {
         None => true,
@@ -68,9 +80,9 @@ pub fn ready(prior: &PriorStatus, endpoints: i32, failure: Option<&str>) -> Cond
     match (endpoints > 0, failure) {
         (true, Some(f)) => set(
             READY,
-            FALSE,
-            SERVE_DEPLOY_FAILED,
-            format!("still serving from {endpoints} endpoint(s); {f}"),
+            TRUE,
+            NON_ZERO_SERVE_ENDPOINTS,
+            format!("{endpoints} serve endpoint(s) ready; {f}"),
         ),
         (true, None) => set(
             READY,

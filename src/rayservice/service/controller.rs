@@ -18,7 +18,7 @@ use tracing::{info, instrument};
 
 use super::build::{self, Stamp};
 use super::error::Error;
-use super::observe::{self, REJECTED_CONFIG_ANNOTATION, SERVED_CONFIG_ANNOTATION};
+use super::observe::{self, REJECTED_CONFIG_ANNOTATION, SERVED_CONFIG_ANNOTATION, SERVED_CONFIG_TEXT_ANNOTATION};
 use super::plan::{Action, EventType, Plan};
 use super::snapshot::{
     Admission, ChildCluster, DesiredCluster, IncrementalOptions, PriorStatus, ServeObservation, Snapshot, TrafficView,
@@ -586,7 +586,7 @@ fn failure_reason(action: &Action) -> &'static str {
         Action::CreateCluster { .. } => "FailedToCreateRayCluster",
         Action::UpdateCluster { .. } | Action::OpenGate { .. } => "FailedToUpdateRayCluster",
         Action::DeleteCluster { .. } => "FailedToDeleteRayCluster",
-        Action::PushServeConfig { .. } => "FailedToUpdateServeApplications",
+        Action::PushServeConfig { .. } | Action::RestoreServeConfig { .. } => "FailedToUpdateServeApplications",
         Action::SetTargetCapacity { .. } => "FailedToUpdateTargetCapacity",
         Action::PointHeadService { .. } | Action::EnsureServeService { .. } => "FailedToUpdateService",
         Action::ApplyGateway => "FailedToUpdateGateway",
@@ -645,6 +645,10 @@ async fn act(
             cluster,
             target_capacity,
         } => push_serve_config(rs, ns, &rc_api, cluster, *target_capacity, ctx).await,
+        Action::RestoreServeConfig {
+            cluster,
+            target_capacity,
+        } => restore_serve_config(ns, &rc_api, cluster, *target_capacity, ctx).await,
         Action::SetHeadServeLabel { cluster, serving } => {
             let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
             set_head_serve_label(&pods_api, cluster, *serving).await
@@ -779,7 +783,10 @@ async fn push_serve_config(
     // its new record fail to be written, the cluster must not keep claiming the config it had
     // before, or a fix back to that config would never be pushed (chaos seed 43).
     if rc.annotations().contains_key(SERVED_CONFIG_ANNOTATION) {
-        let forget = json!({ "metadata": { "annotations": { SERVED_CONFIG_ANNOTATION: Value::Null } } });
+        let forget = json!({ "metadata": { "annotations": {
+            SERVED_CONFIG_ANNOTATION: Value::Null,
+            SERVED_CONFIG_TEXT_ANNOTATION: Value::Null,
+        } } });
         rc_api
             .patch(cluster, &PatchParams::default(), &merge(forget))
             .await?;
@@ -795,7 +802,11 @@ async fn push_serve_config(
     })?;
     let annotations = match answer {
         Ok(()) => {
-            json!({ SERVED_CONFIG_ANNOTATION: hash, REJECTED_CONFIG_ANNOTATION: Value::Null })
+            json!({
+                SERVED_CONFIG_ANNOTATION: hash,
+                SERVED_CONFIG_TEXT_ANNOTATION: yaml,
+                REJECTED_CONFIG_ANNOTATION: Value::Null,
+            })
         }
         // Ray refused this config: record it (status and an event say why) instead of
         // failing the pass and re-sending the same broken config every few seconds.
@@ -940,6 +951,44 @@ async fn set_route(rs: &RayService, ns: &str, backends: &[(String, i32)], ctx: &
             api.replace(&rname, &PostParams::default(), &existing).await?;
         }
     }
+    Ok(())
+}
+
+/// Gives a cluster that lost its apps the config it last accepted, as recorded on it (the record
+/// stays: it is the same config).
+async fn restore_serve_config(
+    ns: &str,
+    rc_api: &Api<RayCluster>,
+    cluster: &str,
+    target_capacity: Option<i32>,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let rc = rc_api
+        .get_opt(cluster)
+        .await?
+        .ok_or_else(|| Error::ClusterGone(cluster.to_string()))?;
+    let annotations = rc.annotations();
+    let yaml = annotations
+        .get(SERVED_CONFIG_TEXT_ANNOTATION)
+        .filter(|text| annotations.get(SERVED_CONFIG_ANNOTATION) == Some(&observe::serve_config_hash(text)))
+        .ok_or(Error::MissingField("metadata.annotations[quotagate.io/served-config]"))?;
+    let dashboard_error = |source| Error::Dashboard {
+        cluster: cluster.to_string(),
+        source,
+    };
+    let config = ServeConfig::from_yaml(yaml).map_err(dashboard_error)?;
+    let endpoint = ctx.endpoint(&rc, ns).await?;
+    let dashboard = (ctx.dashboards)(&endpoint);
+    tokio::time::timeout(
+        ctx.config.dashboard_timeout,
+        dashboard.deploy(&endpoint, &config, target_capacity.map(f64::from)),
+    )
+    .await
+    .map_err(|_| Error::DashboardTimeout {
+        cluster: cluster.to_string(),
+        secs: ctx.config.dashboard_timeout.as_secs(),
+    })?
+    .map_err(dashboard_error)?;
     Ok(())
 }
 

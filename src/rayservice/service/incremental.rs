@@ -188,7 +188,16 @@ pub(crate) fn step(s: &Snapshot, o: &IncrementalOptions, t: &TrafficView, p: &mu
             .filter(|_| may_touch_active)
             .map(|c| (c, levels.active_cap)),
     ];
-    let pushed = push_serve_configs(s, serve_targets, &mut notes, p);
+    let mut pushed = push_serve_configs(s, serve_targets, &mut notes, p);
+    // A cluster not given the desired config that lost its apps gets its own back, at the capacity
+    // it stands at (issue 47).
+    let pushed_names: Vec<&str> = pushed.iter().map(String::as_str).collect();
+    let restored = running::restore_own_configs(
+        [(active_obj, Some(levels.active_cap)), (pending_obj, Some(levels.pending_cap))],
+        &pushed_names,
+        p,
+    );
+    pushed.extend(restored);
     let was_pushed = |c: &ChildCluster| pushed.contains(&c.name);
 
     // 6. The per-cluster serve Services and the Gateway.

@@ -31,6 +31,8 @@ pub mod traffic;
 pub mod snapshot;
 
 #[cfg(test)]
+mod failure_tests;
+#[cfg(test)]
 mod incremental_tests;
 #[cfg(test)]
 mod tests;

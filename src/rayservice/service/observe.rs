@@ -26,6 +26,11 @@ use crate::rayservice::dashboard::{DashboardError, ServeConfig, ServeDetails, se
 /// re-push, unlike KubeRay's in-memory cache).
 pub const SERVED_CONFIG_ANNOTATION: &str = c::ANNOTATION_SERVED_CONFIG_HASH;
 
+/// On a child RayCluster: the Serve config (`serveConfigV2` as written) its dashboard last accepted,
+/// so a cluster whose head lost its apps gets its OWN config back, even while the RayService's spec
+/// already asks for another one for the pending cluster (KubeRay kept it in memory only).
+pub const SERVED_CONFIG_TEXT_ANNOTATION: &str = "quotagate.io/served-config";
+
 /// On a child RayCluster: `"<config hash> <Ray's message>"` when Ray refused that config (HTTP 400), so
 /// the same broken config is not re-sent every pass.
 pub const REJECTED_CONFIG_ANNOTATION: &str = c::ANNOTATION_REJECTED_SERVE_CONFIG;
@@ -117,6 +122,8 @@ pub fn child_view(rc: &RayCluster, pods: &[Pod], serve: ServeObservation) -> Chi
         operator_version: ann(c::ANNOTATION_KUBERAY_VERSION),
         gated: ann(GATE_ANNOTATION).is_some_and(|v| v == "true"),
         head_ready,
+        own_config_known: ann(SERVED_CONFIG_TEXT_ANNOTATION)
+            .is_some_and(|text| ann(SERVED_CONFIG_ANNOTATION) == Some(serve_config_hash(&text))),
         served_config_hash: ann(SERVED_CONFIG_ANNOTATION),
         rejected_config: ann(REJECTED_CONFIG_ANNOTATION).and_then(|v| {
             v.split_once(' ')
@@ -127,6 +134,11 @@ pub fn child_view(rc: &RayCluster, pods: &[Pod], serve: ServeObservation) -> Chi
         proxy_healthy: None,
         deleting: rc.metadata.deletion_timestamp.is_some(),
         reported_capacity: None,
+        head_failing: rc
+            .status
+            .as_ref()
+            .and_then(|s| s.reason.clone())
+            .filter(|r| r.starts_with(crate::rayservice::clusterctl::head_backoff::REASON_PREFIX)),
     }
 }
 
@@ -196,7 +208,21 @@ pub fn prior_status(status: Option<&RayServiceStatuses>) -> PriorStatus {
             last_migrated: x.last_traffic_migrated_time.as_ref().map(to_ts),
         })
     };
+    let failed = |x: &Option<RayServiceStatus>| -> Vec<(String, String)> {
+        let Some(x) = x.as_ref() else { return Vec::new() };
+        let cluster = x.ray_cluster_name.clone().unwrap_or_default();
+        x.applications
+            .iter()
+            .flatten()
+            .filter(|(_, a)| a.status.as_deref() == Some(crate::rayservice::dashboard::types::AppStatus::DeployFailed.as_str()))
+            .map(|(app, _)| (cluster.clone(), app.clone()))
+            .collect()
+    };
     PriorStatus {
+        failed_apps: failed(&s.active_service_status)
+            .into_iter()
+            .chain(failed(&s.pending_service_status))
+            .collect(),
         active: name(&s.active_service_status),
         pending: name(&s.pending_service_status),
         active_traffic: traffic(&s.active_service_status),
@@ -209,6 +235,7 @@ pub fn prior_status(status: Option<&RayServiceStatuses>) -> PriorStatus {
                 type_: c.type_.clone(),
                 status: c.status.clone(),
                 reason: c.reason.clone(),
+                message: c.message.clone(),
                 last_transition: to_ts(&c.last_transition_time),
             })
             .collect(),

@@ -36,6 +36,13 @@ pub enum Action {
         cluster: String,
         target_capacity: Option<i32>,
     },
+    /// PUT the config this cluster last accepted (recorded on it), not `spec.serveConfigV2`: its head
+    /// lost its apps while the spec asks for a config meant for another cluster (the active cluster
+    /// of an upgrade keeps the old config).
+    RestoreServeConfig {
+        cluster: String,
+        target_capacity: Option<i32>,
+    },
     /// Change only Serve's `target_capacity` on this cluster: re-PUT the config it already runs (as the
     /// dashboard reports it), so a cluster that must not get a new config keeps its own.
     SetTargetCapacity {

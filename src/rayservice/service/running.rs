@@ -130,11 +130,72 @@ pub(super) fn push_reason(s: &Snapshot, c: &ChildCluster) -> Option<&'static str
     }
 }
 
+/// Whether this cluster gets its own config back: its head reports no applications (restarted
+/// without GCS fault tolerance, as KubeRay's `checkIfNeedSubmitServeApplications` reads an empty
+/// answer) and the config it last accepted is on record. For a cluster the desired config is not
+/// pushed to this pass: the active cluster during an upgrade, whose config is not the spec's.
+pub(super) fn restore_own_config(c: &ChildCluster) -> bool {
+    !c.gated
+        && c.head_ready
+        && c.own_config_known
+        && matches!(&c.serve, ServeObservation::Apps { apps, .. } if apps.is_empty())
+}
+
+/// The current clusters not given the desired config this pass that get their own back, with the
+/// event that says so. `capacity` gives each cluster's Serve `target_capacity` (incremental).
+pub(super) fn restore_own_configs<'a>(
+    clusters: impl IntoIterator<Item = (Option<&'a ChildCluster>, Option<i32>)>,
+    pushed: &[&str],
+    p: &mut Plan,
+) -> Vec<String> {
+    let mut restored = Vec::new();
+    for (c, target_capacity) in clusters {
+        let Some(c) = c.filter(|c| !pushed.contains(&c.name.as_str()) && restore_own_config(c)) else {
+            continue;
+        };
+        p.actions.push(Action::RestoreServeConfig {
+            cluster: c.name.clone(),
+            target_capacity,
+        });
+        p.event(
+            EventType::Normal,
+            "UpdatedServeApplications",
+            format!(
+                "re-deploying the Serve config RayCluster {} last accepted (the cluster reports no applications)",
+                c.name
+            ),
+        );
+        restored.push(c.name.clone());
+    }
+    restored
+}
+
 /// The failure message when Ray refused the currently desired config on this cluster.
 pub(super) fn rejection(s: &Snapshot, c: &ChildCluster) -> Option<String> {
     let wanted = s.desired.serve_config_hash.as_deref()?;
     let (hash, message) = c.rejected_config.as_ref()?;
     (hash == wanted).then(|| format!("{}: Ray rejected the Serve config: {message}", c.name))
+}
+
+/// A Warning event for each application that has just failed (the stored status does not show it
+/// failed yet), so `kubectl describe` says what broke without anyone polling the status.
+fn failure_events(s: &Snapshot, named: [&Option<ServiceStatusPlan>; 2], p: &mut Plan) {
+    for c in named.into_iter().flatten().filter_map(|st| s.cluster(&st.cluster)) {
+        let ServeObservation::Apps { apps, .. } = &c.serve else { continue };
+        for (app, view) in apps {
+            let known = s.status.failed_apps.contains(&(c.name.clone(), app.clone()));
+            if view.status != crate::rayservice::dashboard::types::AppStatus::DeployFailed || known {
+                continue;
+            }
+            let single = ServeObservation::Apps {
+                apps: [(app.clone(), view.clone())].into(),
+                ready: false,
+            };
+            if let Some(message) = cond::deploy_failure(&c.name, &single) {
+                p.event(EventType::Warning, cond::SERVE_DEPLOY_FAILED, message);
+            }
+        }
+    }
 }
 
 pub(super) fn service_status(
@@ -178,6 +239,24 @@ pub(super) fn status(
     if let Some(f) = &failure {
         notes.push(f.clone());
     }
+    // A crash-looping head says so in the RayService too (issue 47), with a Warning event for each
+    // failure the stored upgrade condition does not mention yet.
+    let said = s
+        .status
+        .condition(cond::UPGRADE_IN_PROGRESS)
+        .map_or("", |c| c.message.as_str());
+    for c in [&active, &pending].into_iter().flatten().filter_map(|st| s.cluster(&st.cluster)) {
+        if let Some(why) = &c.head_failing {
+            let note = format!("{}: {why}", c.name);
+            // The failure itself, without the time of the next head.
+            let failure = note.split(';').next().unwrap_or(&note);
+            if !said.contains(failure) {
+                p.event(EventType::Warning, "HeadPodBackOff", note.clone());
+            }
+            notes.push(note);
+        }
+    }
+    failure_events(s, [&active, &pending], p);
     let ready_cond = cond::ready(&s.status, endpoints, failure.as_deref());
     let note = (!notes.is_empty()).then(|| notes.join("; "));
     let upgrade_cond = cond::upgrade(

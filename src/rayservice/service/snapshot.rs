@@ -104,6 +104,9 @@ pub struct ChildCluster {
     /// Hash of the Serve config last accepted by this cluster's dashboard (annotation stamped after a
     /// successful PUT, so a restart does not re-push).
     pub served_config_hash: Option<String>,
+    /// The text of that config is recorded on the cluster too (`quotagate.io/served-config`), so it
+    /// can be given back to a head that lost its apps.
+    pub own_config_known: bool,
     /// `(config hash, Ray's message)` when Ray refused that config outright (HTTP 400): it is not
     /// pushed again until the config changes.
     pub rejected_config: Option<(String, String)>,
@@ -115,6 +118,8 @@ pub struct ChildCluster {
     pub proxy_healthy: Option<bool>,
     /// `deletionTimestamp` is set.
     pub deleting: bool,
+    /// The RayCluster's `status.reason` while its head crash-loops (`clusterctl::head_backoff`).
+    pub head_failing: Option<String>,
     /// Serve's `target_capacity` as the dashboard reported it this pass, rounded to a whole percent
     /// (`None`: unset, or not asked).
     pub reported_capacity: Option<i32>,
@@ -158,6 +163,8 @@ pub struct PriorCondition {
     /// "True", "False" or "Unknown".
     pub status: String,
     pub reason: String,
+    /// What the condition said (a failure already announced is not announced again).
+    pub message: String,
     pub last_transition: Timestamp,
 }
 
@@ -178,6 +185,9 @@ pub struct PriorStatus {
     pub conditions: Vec<PriorCondition>,
     pub active_traffic: TrafficStatus,
     pub pending_traffic: TrafficStatus,
+    /// `(cluster, application)` pairs the stored status already shows as DEPLOY_FAILED: their
+    /// Warning event was recorded when they failed.
+    pub failed_apps: BTreeSet<(String, String)>,
 }
 
 impl PriorStatus {

@@ -11,15 +11,15 @@ use super::snapshot::*;
 
 const V: &str = "v1.7.0";
 
-fn ts(s: &str) -> Timestamp {
+pub(super) fn ts(s: &str) -> Timestamp {
     s.parse().unwrap()
 }
 
-fn now() -> Timestamp {
+pub(super) fn now() -> Timestamp {
     ts("2026-11-22T05:00:00Z")
 }
 
-fn desired(hash: &str) -> DesiredCluster {
+pub(super) fn desired(hash: &str) -> DesiredCluster {
     DesiredCluster {
         hash: hash.into(),
         prefix_hashes: vec![format!("{hash}-g0"), format!("{hash}-g1")],
@@ -27,7 +27,7 @@ fn desired(hash: &str) -> DesiredCluster {
     }
 }
 
-fn base() -> Snapshot {
+pub(super) fn base() -> Snapshot {
     Snapshot {
         now: now(),
         generation: 3,
@@ -54,7 +54,7 @@ fn base() -> Snapshot {
     }
 }
 
-fn running_apps(status: &str, message: &str) -> ServeObservation {
+pub(super) fn running_apps(status: &str, message: &str) -> ServeObservation {
     let mut apps = BTreeMap::new();
     apps.insert(
         "app".to_string(),
@@ -71,7 +71,7 @@ fn running_apps(status: &str, message: &str) -> ServeObservation {
 }
 
 /// A healthy cluster built from spec hash `hash`, serving config `cfg1`.
-fn cluster(name: &str, hash: &str) -> ChildCluster {
+pub(super) fn cluster(name: &str, hash: &str) -> ChildCluster {
     ChildCluster {
         name: name.into(),
         hash: Some(hash.into()),
@@ -80,35 +80,39 @@ fn cluster(name: &str, hash: &str) -> ChildCluster {
         gated: false,
         head_ready: true,
         served_config_hash: Some("cfg1".into()),
+        own_config_known: false,
         rejected_config: None,
         serve: running_apps("RUNNING", ""),
         head_serve_label: Some(true),
         proxy_healthy: Some(true),
         deleting: false,
         reported_capacity: None,
+        head_failing: None,
     }
 }
 
-fn cond_true(type_: &str, reason: &str) -> PriorCondition {
+pub(super) fn cond_true(type_: &str, reason: &str) -> PriorCondition {
     PriorCondition {
         type_: type_.into(),
         status: "True".into(),
         reason: reason.into(),
+        message: String::new(),
         last_transition: ts("2026-11-22T04:00:00Z"),
     }
 }
 
-fn cond_false(type_: &str, reason: &str, at: &str) -> PriorCondition {
+pub(super) fn cond_false(type_: &str, reason: &str, at: &str) -> PriorCondition {
     PriorCondition {
         type_: type_.into(),
         status: "False".into(),
         reason: reason.into(),
+        message: String::new(),
         last_transition: ts(at),
     }
 }
 
 /// Steady state: active `rs-a` on spec A, Services on it, Ready.
-fn serving() -> Snapshot {
+pub(super) fn serving() -> Snapshot {
     let mut s = base();
     s.status.active = Some("rs-a".into());
     s.status.conditions = vec![cond_true(cond::READY, cond::NON_ZERO_SERVE_ENDPOINTS)];
@@ -120,7 +124,7 @@ fn serving() -> Snapshot {
 }
 
 /// Mid-upgrade: active `rs-a` (spec A) serving, pending `rs-b` (spec B) exists, desired = B.
-fn upgrading() -> Snapshot {
+pub(super) fn upgrading() -> Snapshot {
     let mut s = serving();
     s.desired = desired("B");
     s.status.pending = Some("rs-b".into());
@@ -134,11 +138,11 @@ fn upgrading() -> Snapshot {
     s
 }
 
-fn pending_mut<'a>(s: &'a mut Snapshot, name: &str) -> &'a mut ChildCluster {
+pub(super) fn pending_mut<'a>(s: &'a mut Snapshot, name: &str) -> &'a mut ChildCluster {
     s.clusters.iter_mut().find(|c| c.name == name).unwrap()
 }
 
-fn names(p: &Plan) -> (Option<String>, Option<String>) {
+pub(super) fn names(p: &Plan) -> (Option<String>, Option<String>) {
     let st = p.status.as_ref().expect("status planned");
     (
         st.active.as_ref().map(|a| a.cluster.clone()),
@@ -146,7 +150,7 @@ fn names(p: &Plan) -> (Option<String>, Option<String>) {
     )
 }
 
-fn cond_of(p: &Plan, type_: &str) -> (String, String, String) {
+pub(super) fn cond_of(p: &Plan, type_: &str) -> (String, String, String) {
     let c = p
         .status
         .as_ref()
@@ -163,7 +167,7 @@ fn reasons(p: &Plan) -> Vec<&'static str> {
     p.events.iter().map(|e| e.reason).collect()
 }
 
-fn touches(p: &Plan, cluster: &str) -> bool {
+pub(super) fn touches(p: &Plan, cluster: &str) -> bool {
     p.actions.iter().any(|a| match a {
         Action::CreateCluster { name, .. }
         | Action::UpdateCluster { name }
@@ -622,15 +626,18 @@ fn broken_serve_config_on_the_pending_keeps_the_active_serving() {
     let p = plan(&s);
     assert!(p.actions.is_empty(), "{:?}", p.actions);
     assert_eq!(names(&p), (Some("rs-a".into()), Some("rs-b".into())));
+    // KubeRay's rule (issue 47): Ready stays True while endpoints serve; the failure is said in
+    // its message and in the upgrade condition.
     let (status, reason, message) = cond_of(&p, cond::READY);
     assert_eq!(
         (status.as_str(), reason.as_str()),
-        ("False", cond::SERVE_DEPLOY_FAILED)
+        ("True", cond::NON_ZERO_SERVE_ENDPOINTS)
     );
     assert!(
         message.ends_with("rs-b: application app DEPLOY_FAILED: ImportError: no module named foo"),
         "{message}"
     );
+    assert!(cond_of(&p, cond::UPGRADE_IN_PROGRESS).2.contains("DEPLOY_FAILED: ImportError"));
     assert_eq!(p.status.as_ref().unwrap().num_serve_endpoints, 3);
     let pending_apps = p
         .status
@@ -654,7 +661,8 @@ fn broken_serve_config_on_the_active_reports_and_keeps_serving() {
     a.serve = running_apps("DEPLOY_FAILED", "ValueError: bad option");
     let p = plan(&s);
     assert!(p.actions.is_empty(), "{:?}", p.actions);
-    assert_eq!(cond_of(&p, cond::READY).1, cond::SERVE_DEPLOY_FAILED);
+    assert_eq!(cond_of(&p, cond::READY).1, cond::NON_ZERO_SERVE_ENDPOINTS);
+    assert!(cond_of(&p, cond::UPGRADE_IN_PROGRESS).2.contains("ValueError: bad option"));
     assert_eq!(p.status.as_ref().unwrap().num_serve_endpoints, 3);
 }
 
@@ -671,7 +679,7 @@ fn config_rejected_by_ray_is_reported_and_not_resent_until_it_changes() {
     let (status, reason, message) = cond_of(&p, cond::READY);
     assert_eq!(
         (status.as_str(), reason.as_str()),
-        ("False", cond::SERVE_DEPLOY_FAILED)
+        ("True", cond::NON_ZERO_SERVE_ENDPOINTS)
     );
     assert!(message.contains("rs-a: Ray rejected the Serve config: applications.0.import_path"));
     // Even a cluster reporting no apps (first deploy refused) is not re-sent the same config.

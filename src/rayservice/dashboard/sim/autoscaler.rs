@@ -19,6 +19,14 @@
 //! 3. the new counts are written with a JSON patch that tests each group's name (and old count)
 //!    first, so a reordered or user-edited spec makes the patch fail and the next period re-reads.
 //!
+//! Demand the simulator has not observed since the head started (no Serve config given to it yet:
+//! a head just restarted, or a process that just started) is unknown, not zero: it may scale a
+//! group up to its minimum, never down (`plan_observed`).
+//!
+//! A head pod replaced by another (deleted, crashed and recreated) restarts its simulated head
+//! with no Serve apps, as Ray without GCS fault tolerance loses them; with `gcsFaultToleranceOptions`
+//! or the `ray.io/ft-enabled: "true"` annotation the apps survive (`head_restarts`).
+//!
 //! Only groups with `minReplicas` or `maxReplicas` set are scaled (others are the user's to size);
 //! clusters without the in-tree autoscaler get unlimited capacity, and until the autoscaler has
 //! looked at a cluster it has none (so no replica runs on nodes that are not there); a cluster that
@@ -215,6 +223,42 @@ pub fn plan(spec: &RayClusterSpec, demand: f64, cap: i32) -> Vec<Scale> {
     out
 }
 
+/// `plan` on the demand observed, if any. Unobserved demand only lifts groups to their minimum: a
+/// serving cluster is never scaled down on a demand nobody has seen since start-up.
+pub fn plan_observed(spec: &RayClusterSpec, demand: Option<f64>, cap: i32) -> Vec<Scale> {
+    let scales = plan(spec, demand.unwrap_or(0.0), cap);
+    if demand.is_some() {
+        return scales;
+    }
+    let groups = spec.worker_groups();
+    scales
+        .into_iter()
+        .filter(|s| groups.get(s.index).is_some_and(|g| s.to > desired_replicas(g)))
+        .collect()
+}
+
+/// Whether a cluster keeps its Serve apps when its head restarts (GCS fault tolerance).
+pub fn survives_head_restart(rc: &RayCluster) -> bool {
+    rc.spec.gcs_fault_tolerance_options.is_some()
+        || rc.annotations().get(c::ANNOTATION_FT_ENABLED).is_some_and(|v| v == "true")
+}
+
+/// The head pod's uid: the live head pod, not being deleted.
+fn head_uid(pods: &[&Pod]) -> Option<String> {
+    pods.iter()
+        .find(|p| {
+            p.metadata.deletion_timestamp.is_none()
+                && p.labels().get(c::LABEL_NODE_TYPE).map(String::as_str) == Some(c::NODE_TYPE_HEAD)
+        })
+        .and_then(|p| p.metadata.uid.clone())
+}
+
+/// A head that was seen and is now another pod restarted. A head not seen before (a process that
+/// just started, a new cluster) did not.
+pub fn head_restarted(seen: Option<&str>, now: Option<&str>) -> bool {
+    matches!((seen, now), (Some(a), Some(b)) if a != b)
+}
+
 /// Names the workers a scale-down removes and keeps a group still at its scale while named workers
 /// run, as Ray's autoscaler does with `scaleStrategy.workersToDelete` (with autoscaling on, KubeRay
 /// deletes only the workers named there). Returns the scales to write and the extra patch ops: the
@@ -306,7 +350,7 @@ pub fn patch_for(scales: &[Scale]) -> Value {
 /// an unlimited pool until the first period.
 pub async fn run(client: kube::Client, sim: Arc<RaySim>, cfg: AutoscalerConfig) {
     sim.set_unknown_capacity(Some(0.0));
-    let mut tracked = HashMap::new();
+    let mut tracked = Tracked::default();
     // A zero period would make `interval` panic.
     let mut every = tokio::time::interval(cfg.period.max(Duration::from_millis(1)));
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -318,14 +362,22 @@ pub async fn run(client: kube::Client, sim: Arc<RaySim>, cfg: AutoscalerConfig) 
     }
 }
 
-/// One period. `tracked` maps the clusters given a capacity to their dashboard URL and whether
-/// they are autoscaled.
+/// What the loop remembers between periods: the clusters given a capacity (their dashboard URL and
+/// whether they are autoscaled) and each cluster's head pod uid.
+#[derive(Default)]
+struct Tracked {
+    clusters: HashMap<(String, String), (String, bool)>,
+    heads: HashMap<(String, String), String>,
+}
+
+/// One period.
 async fn step(
     client: &kube::Client,
     sim: &RaySim,
     cfg: &AutoscalerConfig,
-    tracked: &mut HashMap<(String, String), (String, bool)>,
+    all: &mut Tracked,
 ) -> Result<(), kube::Error> {
+    let tracked = &mut all.clusters;
     let clusters = Api::<RayCluster>::all(client.clone())
         .list(&ListParams::default())
         .await?
@@ -349,7 +401,7 @@ async fn step(
         .iter()
         .filter(|rc| rc.spec.autoscaling_enabled())
         .collect();
-    let pods = if autoscaled.is_empty() {
+    let pods = if clusters.is_empty() {
         Vec::new()
     } else {
         Api::<Pod>::all(client.clone())
@@ -364,6 +416,23 @@ async fn step(
             by_cluster.entry(key).or_default().push(p);
         }
     }
+    let mut heads = HashMap::new();
+    for rc in &clusters {
+        let key = (rc.namespace().unwrap_or_default(), rc.name_any());
+        let uid = by_cluster
+            .get(&(key.0.clone(), key.1.as_str()))
+            .and_then(|pods| head_uid(pods));
+        let seen = all.heads.get(&key).map(String::as_str);
+        if head_restarted(seen, uid.as_deref()) && !survives_head_restart(rc) {
+            tracing::info!(ns = %key.0, cluster = %key.1, "sim: head pod replaced, its Serve apps are gone (no GCS fault tolerance)");
+            sim.start_cluster(&url_of(rc));
+        }
+        // A head pod gone and not yet replaced keeps the uid last seen.
+        if let Some(uid) = uid.or_else(|| all.heads.get(&key).cloned()) {
+            heads.insert(key, uid);
+        }
+    }
+    all.heads = heads;
     for rc in autoscaled {
         let (ns, name) = (rc.namespace().unwrap_or_default(), rc.name_any());
         let url = url_of(rc);
@@ -376,8 +445,8 @@ async fn step(
         if rc.meta().deletion_timestamp.is_some() || rc.spec.is_suspended() {
             continue;
         }
-        let demand = sim.demand_cpus(&url);
-        let scales = plan(&rc.spec, demand, cfg.max_replicas_per_group);
+        let demand = sim.observed_demand_cpus(&url);
+        let scales = plan_observed(&rc.spec, demand, cfg.max_replicas_per_group);
         let (scales, extra) = name_leaving(&rc.spec, mine.map_or(&[], Vec::as_slice), scales);
         if scales.is_empty() && extra.is_empty() {
             continue;
@@ -398,7 +467,7 @@ async fn step(
         let api = Api::<RayCluster>::namespaced(client.clone(), &ns);
         match api.patch(&name, &params, &Patch::Json::<()>(patch)).await {
             Ok(_) => {
-                tracing::info!(%ns, cluster = %name, demand, ?scales, "sim autoscaler: scaled")
+                tracing::info!(%ns, cluster = %name, ?demand, ?scales, "sim autoscaler: scaled")
             }
             Err(e) => {
                 tracing::debug!(%ns, cluster = %name, error = %e, "sim autoscaler: patch failed, retrying next period")

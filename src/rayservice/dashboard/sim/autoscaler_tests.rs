@@ -382,3 +382,37 @@ fn a_surplus_nobody_named_is_named_for_deletion() {
     assert_eq!(scales, vec![down]);
     assert_eq!(named(&ops), vec![("/spec/workerGroupSpecs/0/scaleStrategy".to_string(), json!(["w2"]))]);
 }
+
+/// Issue 47: after a restart the autoscaler saw "zero demand" on a serving cluster it knew nothing
+/// about and scaled it 4 -> 0. Unknown demand lifts groups to their minimum and never lowers them;
+/// observed demand (zero included) scales as before.
+#[test]
+fn unobserved_demand_never_scales_a_group_down() {
+    let serving = spec("0", vec![group("w", "1", Some(0), Some(8), Some(4))]);
+    assert!(plan_observed(&serving, None, 100).is_empty());
+    assert_eq!(tos(&plan_observed(&serving, Some(0.0), 100)), vec![("w", 3)]);
+    assert_eq!(tos(&plan_observed(&serving, Some(6.0), 100)), vec![("w", 6)]);
+}
+
+#[test]
+fn a_head_restarted_only_when_a_seen_head_is_replaced() {
+    // (head uid seen before, head uid now) -> restarted
+    let table = [
+        (None, None, false),
+        (None, Some("a"), false), // first sight: a new cluster or a process that just started
+        (Some("a"), Some("a"), false),
+        (Some("a"), None, false), // deleted, not yet replaced
+        (Some("a"), Some("b"), true),
+    ];
+    for (seen, now, want) in table {
+        assert_eq!(head_restarted(seen, now), want, "{seen:?} -> {now:?}");
+    }
+}
+
+#[test]
+fn gcs_fault_tolerance_keeps_the_apps_across_a_head_restart() {
+    let mut rc = RayCluster::new("c", spec("1", vec![]));
+    assert!(!survives_head_restart(&rc));
+    rc.metadata.annotations = Some([(c::ANNOTATION_FT_ENABLED.to_owned(), "true".to_owned())].into());
+    assert!(survives_head_restart(&rc));
+}

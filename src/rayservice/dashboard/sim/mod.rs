@@ -26,9 +26,13 @@
 //!
 //! Failure injection: an `import_path` whose module starts with `no_such_` fails, as do paths
 //! registered with `fail_import_path`; `set_fail_deploys` makes every later deploy on one cluster
-//! fail; `set_reachable(false)` and `stop_cluster` make calls fail as Unreachable.
+//! fail; `set_reachable(false)` and `stop_cluster` make calls fail as Unreachable; `start_cluster`
+//! restarts a head with no apps (a head restart without GCS fault tolerance).
+//!
+//! Across a restart of the process: `persist_in` keeps the state in a data directory (`persist`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -43,10 +47,12 @@ use crate::rayservice::dashboard::{
 
 pub mod autoscaler;
 pub mod loadgen;
+pub mod persist;
 mod placement;
 mod render;
 pub mod schema;
 mod state;
+mod wall_clock;
 
 use schema::{CPU_UNITS, to_cpu_units, validate};
 use state::SimCluster;
@@ -94,6 +100,8 @@ struct SimState {
     capacities: HashMap<String, Option<u64>>,
     /// The capacity of an endpoint nobody set one for (`set_unknown_capacity`); `None` is unlimited.
     unknown_capacity: Option<u64>,
+    /// Where the state is kept across process restarts (`persist_in`); `None`: memory only.
+    file: Option<PathBuf>,
 }
 
 impl SimState {
@@ -106,6 +114,22 @@ impl SimState {
 
     fn capacity_of(&self, key: &str) -> Option<u64> {
         self.capacities.get(key).copied().unwrap_or(self.unknown_capacity)
+    }
+
+    /// Writes the state to its file, if it has one. Called after every change that is not the mere
+    /// passing of time (that is recomputed from the stored instants). A failed write is logged: the
+    /// simulation goes on, as a head goes on when its operator cannot see it.
+    fn save(&self) {
+        let Some(path) = self.file.clone() else { return };
+        let saved = persist::SavedRef::new(&self.clusters, &self.failing_import_paths, &self.capacities);
+        let bytes = serde_json::to_vec(&saved);
+        let written = match bytes {
+            Ok(bytes) => persist::write(&path, &bytes).map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(error) = written {
+            tracing::warn!(path = %path.display(), %error, "simulated Ray: could not save its state");
+        }
     }
 }
 
@@ -122,17 +146,49 @@ impl RaySim {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A head comes up at `base_url` with no Serve applications (restarts it if it ran).
+    /// Keeps the state in `dir` from now on (see `persist`): loads what a previous process saved
+    /// there, replacing what this one holds, and returns how many heads it restored.
+    pub fn persist_in(&self, dir: &Path) -> Result<usize, persist::PersistError> {
+        let loaded = persist::load(dir)?;
+        let mut state = self.lock();
+        state.file = Some(dir.join(persist::FILE));
+        let Some(saved) = loaded else {
+            state.save();
+            return Ok(0);
+        };
+        let restored = saved.clusters.len();
+        state.clusters = saved.clusters;
+        state.failing_import_paths = saved.failing_import_paths;
+        state.capacities = saved.capacities;
+        Ok(restored)
+    }
+
+    /// Writes the state now, brought up to the present (a process about to stop may call it; every
+    /// change is written anyway).
+    pub fn checkpoint(&self) {
+        let now = Instant::now();
+        let mut state = self.lock();
+        for cluster in state.clusters.values_mut() {
+            cluster.tick(now, self.options.replica_start_delay);
+        }
+        state.save();
+    }
+
+    /// A head comes up at `base_url` with no Serve applications (restarts it if it ran: what a head
+    /// restart without GCS fault tolerance does).
     pub fn start_cluster(&self, base_url: &str) {
         let k = key(base_url);
         let mut state = self.lock();
         let cluster = state.new_cluster(&k, Instant::now());
         state.clusters.insert(k, cluster);
+        state.save();
     }
 
     /// The head goes away with all its state, as without GCS fault tolerance.
     pub fn stop_cluster(&self, base_url: &str) {
-        self.lock().clusters.remove(&key(base_url));
+        let mut state = self.lock();
+        state.clusters.remove(&key(base_url));
+        state.save();
     }
 
     /// Network partition: calls fail as Unreachable but the cluster keeps its state.
@@ -152,9 +208,9 @@ impl RaySim {
 
     /// Makes this exact `import_path` fail on every cluster.
     pub fn fail_import_path(&self, import_path: &str) {
-        self.lock()
-            .failing_import_paths
-            .insert(import_path.to_owned());
+        let mut state = self.lock();
+        state.failing_import_paths.insert(import_path.to_owned());
+        state.save();
     }
 
     /// Accepted PUTs so far on this cluster (0 if unknown): lets controller tests check that an
@@ -174,16 +230,23 @@ impl RaySim {
     pub fn set_capacity(&self, base_url: &str, cpus: Option<f64>) {
         let k = key(base_url);
         let mut state = self.lock();
-        state.capacities.insert(k.clone(), cpus.map(to_cpu_units));
+        let units = cpus.map(to_cpu_units);
+        let changed = state.capacities.get(&k) != Some(&units);
+        state.capacities.insert(k.clone(), units);
         self.refit(&mut state, &k);
+        if changed {
+            state.save();
+        }
     }
 
     /// Forgets what `set_capacity` said for this endpoint: it has the unknown capacity again.
     pub fn forget_capacity(&self, base_url: &str) {
         let k = key(base_url);
         let mut state = self.lock();
-        state.capacities.remove(&k);
-        self.refit(&mut state, &k);
+        if state.capacities.remove(&k).is_some() {
+            self.refit(&mut state, &k);
+            state.save();
+        }
     }
 
     /// The capacity of endpoints nobody gave one (`None`, the default, is unlimited). An autoscaler
@@ -222,6 +285,17 @@ impl RaySim {
         }
     }
 
+    /// `demand_cpus` once this head has been given a Serve config since it started, `None` before:
+    /// the demand of a head nobody configured yet (just restarted, or never seen) is unknown, not
+    /// zero, and nothing may be scaled down on it.
+    pub fn observed_demand_cpus(&self, base_url: &str) -> Option<f64> {
+        let now = Instant::now();
+        let mut state = self.lock();
+        let cluster = state.clusters.get_mut(&key(base_url)).filter(|c| c.puts > 0)?;
+        cluster.tick(now, self.options.replica_start_delay);
+        Some(cluster.demand_units() as f64 / CPU_UNITS)
+    }
+
     /// Serving strength per app: the number of RUNNING replicas of the app's deployment with the
     /// fewest (a request needs every deployment of its app), 0 while an app has no replica
     /// running. Empty for an unknown endpoint. A sim view, not an API call: reachability and auth
@@ -237,6 +311,12 @@ impl RaySim {
             .running_replicas(now)
             .map(|(app, n)| (app.to_owned(), n))
             .collect()
+    }
+
+    /// When the head at `base_url` (last) started; `None` for an unknown endpoint. Tells a head
+    /// restart (its apps lost) from a head that kept running.
+    pub fn started_at(&self, base_url: &str) -> Option<Instant> {
+        self.lock().clusters.get(&key(base_url)).map(|c| c.started)
     }
 
     pub fn cluster_urls(&self) -> Vec<String> {
@@ -256,6 +336,7 @@ impl RaySim {
         if let Some(cluster) = state.clusters.get_mut(&k) {
             f(cluster);
         }
+        state.save();
     }
 
     /// Finds (or auto-starts) the cluster and checks reachability and auth.
@@ -325,6 +406,7 @@ impl RayDashboard for RaySim {
             let parsed = validate(&Value::Object(body.as_json().clone()))
                 .map_err(|message| DashboardError::Rejected { message })?;
             cluster.apply(parsed, &failing, &self.options, now);
+            state.save();
             Ok(())
         }
         .boxed()
@@ -357,6 +439,7 @@ impl RayDashboard for RaySim {
             let url = format!("{}/api/serve/applications/", endpoint.base_url);
             let cluster = self.cluster(&mut state, endpoint, &url, now)?;
             cluster.delete_applications();
+            state.save();
             Ok(())
         }
         .boxed()
@@ -398,3 +481,5 @@ mod capacity_tests;
 mod fake_api;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod persist_tests;

@@ -20,7 +20,7 @@ pub(super) struct ParsedApp {
 }
 
 /// One deployment of an app as the sim needs it: how many replicas and what each reserves.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(super) struct ParsedDeployment {
     pub(super) name: String,
     pub(super) replicas: u32,

@@ -9,14 +9,18 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::time::Instant;
 
 use super::SimOptions;
+use super::wall_clock::{instant, opt_instant};
 use super::schema::{ParsedApp, ParsedConfig, ParsedDeployment};
 use crate::rayservice::dashboard::capacity_adjusted_replicas;
 
+#[derive(Serialize, Deserialize)]
 pub(super) struct SimCluster {
+    #[serde(with = "instant")]
     pub(super) started: Instant,
     pub(super) reachable: bool,
     pub(super) fail_deploys: bool,
@@ -29,11 +33,13 @@ pub(super) struct SimCluster {
     pub(super) puts: u64,
 }
 
+#[derive(Serialize, Deserialize)]
 pub(super) struct SimApp {
     pub(super) config: Value,
     /// The config without replica counts: a change here rebuilds the app, otherwise it only scales.
     code_key: String,
     pub(super) route_prefix: Option<String>,
+    #[serde(with = "instant")]
     pub(super) deployed_at: Instant,
     pub(super) phase: Phase,
     pub(super) deployments: IndexMap<String, SimDeployment>,
@@ -41,13 +47,22 @@ pub(super) struct SimApp {
     spec: Vec<ParsedDeployment>,
 }
 
+#[derive(Serialize, Deserialize)]
 pub(super) enum Phase {
-    Building { until: Instant },
-    Failing { at: Instant, message: String },
+    Building {
+        #[serde(with = "instant")]
+        until: Instant,
+    },
+    Failing {
+        #[serde(with = "instant")]
+        at: Instant,
+        message: String,
+    },
     Failed { message: String },
     Live,
 }
 
+#[derive(Serialize, Deserialize)]
 pub(super) struct SimDeployment {
     pub(super) target: u32,
     pub(super) replicas: Vec<SimReplica>,
@@ -55,20 +70,23 @@ pub(super) struct SimDeployment {
     pub(super) scaling: Option<Scaling>,
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Serialize, Deserialize)]
 pub(super) enum Scaling {
     Up { from: u32 },
     Down { from: u32 },
 }
 
+#[derive(Serialize, Deserialize)]
 pub(super) struct SimReplica {
     pub(super) id: String,
     /// Creation order: older replicas are placed first.
     pub(super) seq: u64,
     /// RUNNING from then on, if placed; placing a replica later moves it to start delay after.
+    #[serde(with = "instant")]
     pub(super) running_at: Instant,
     /// When the replica disappears: old-version replicas serve until the new ones run; replicas
     /// removed by a downscale are STOPPING until then.
+    #[serde(with = "opt_instant")]
     pub(super) retire_at: Option<Instant>,
     pub(super) stopping: bool,
     /// `ray_actor_options.num_cpus` of its version, in fixed-point units.

@@ -1,0 +1,88 @@
+//! The simulated Ray across a process restart (`persist`), on tokio's paused clock
+//! (build 1 s, replica start 2 s).
+
+use std::collections::BTreeMap;
+
+use super::tests::{S, URL, config, details, ep, hello, sim};
+use super::*;
+use crate::rayservice::dashboard::AppStatus;
+
+fn dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("quotagate-raysim-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A running app, its capacity and the number of PUTs are there at once after a restart: no
+/// rebuild, no replica restarting, nothing that traffic could notice.
+#[tokio::test(start_paused = true)]
+async fn a_restarted_process_finds_its_heads_as_they_were() {
+    let d = dir("running");
+    let before = sim();
+    assert_eq!(before.persist_in(&d).unwrap(), 0);
+    before.set_capacity(URL, Some(4.0));
+    before.deploy(&ep(), &config(vec![hello(2)]), None).await.unwrap();
+    tokio::time::advance(4 * S).await;
+    assert_eq!(before.running_replicas(URL), BTreeMap::from([("hello".to_owned(), 2)]));
+    // The paused clock moved, the wall clock did not: write the state as it stands now, as the
+    // saves of a real run (wall and monotonic time moving together) would have it.
+    before.checkpoint();
+    drop(before);
+
+    let after = sim();
+    assert_eq!(after.persist_in(&d).unwrap(), 1);
+    assert_eq!(after.running_replicas(URL), BTreeMap::from([("hello".to_owned(), 2)]));
+    assert_eq!(after.put_count(URL), 1);
+    assert_eq!(after.observed_demand_cpus(URL), Some(2.0));
+    let app = &details(&after).await.applications["hello"];
+    assert_eq!(app.status, AppStatus::Running);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// A build under way when the process stopped finishes when it would have.
+#[tokio::test(start_paused = true)]
+async fn a_build_under_way_finishes_on_time_after_a_restart() {
+    let d = dir("building");
+    let before = sim();
+    before.persist_in(&d).unwrap();
+    before.deploy(&ep(), &config(vec![hello(1)]), None).await.unwrap();
+    drop(before);
+    let after = sim();
+    after.persist_in(&d).unwrap();
+    assert_eq!(details(&after).await.applications["hello"].status, AppStatus::Deploying);
+    tokio::time::advance(3 * S).await;
+    assert_eq!(after.running_replicas(URL), BTreeMap::from([("hello".to_owned(), 1)]));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Without a data directory nothing survives; a head restarted without GCS fault tolerance loses
+/// its apps, and its demand is unknown (not zero) until it is configured again.
+#[tokio::test(start_paused = true)]
+async fn a_head_restart_loses_the_apps_and_the_demand_becomes_unknown() {
+    let d = dir("headrestart");
+    let s = sim();
+    s.persist_in(&d).unwrap();
+    assert_eq!(s.observed_demand_cpus(URL), None, "never seen");
+    s.deploy(&ep(), &config(vec![hello(2)]), None).await.unwrap();
+    tokio::time::advance(4 * S).await;
+    assert_eq!(s.observed_demand_cpus(URL), Some(2.0));
+    s.start_cluster(URL);
+    assert!(details(&s).await.applications.is_empty());
+    assert_eq!(s.observed_demand_cpus(URL), None);
+    assert_eq!(s.demand_cpus(URL), 0.0);
+    // The loss itself is kept: a process restart does not bring the apps back.
+    let again = sim();
+    again.persist_in(&d).unwrap();
+    assert!(details(&again).await.applications.is_empty());
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_damaged_state_file_is_an_error_naming_the_file() {
+    let d = dir("damaged");
+    std::fs::write(d.join(persist::FILE), b"{not json").unwrap();
+    let err = sim().persist_in(&d).unwrap_err().to_string();
+    assert!(err.contains(persist::FILE) && err.contains("not valid"), "{err}");
+    let _ = std::fs::remove_dir_all(&d);
+}

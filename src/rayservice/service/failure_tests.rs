@@ -1,0 +1,215 @@
+//! Issue 47: what fails in the middle of an upgrade, as decision tables. A head that lost its Serve
+//! apps gets its own config back (the active one keeps the old config); a broken new version keeps
+//! `Ready` True while the active cluster serves, and says what fails, once, as a Warning event.
+
+use std::collections::BTreeMap;
+
+use super::conditions as cond;
+use super::plan;
+use super::plan::{Action, EventType, Plan};
+use super::snapshot::*;
+use super::tests::{cond_of, pending_mut, running_apps, serving, upgrading};
+
+fn no_apps() -> ServeObservation {
+    ServeObservation::Apps { apps: BTreeMap::new(), ready: false }
+}
+
+fn restores(p: &Plan) -> Vec<(String, Option<i32>)> {
+    p.actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::RestoreServeConfig { cluster, target_capacity } => Some((cluster.clone(), *target_capacity)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn pushes(p: &Plan) -> Vec<String> {
+    p.actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::PushServeConfig { cluster, .. } => Some(cluster.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The upgrade of `upgrading()` with the pending cluster up and serving its new config.
+fn upgrading_with_pending_up() -> Snapshot {
+    let mut s = upgrading();
+    s.desired.serve_config_hash = Some("cfg2".into());
+    let b = pending_mut(&mut s, "rs-b");
+    b.head_ready = true;
+    b.served_config_hash = Some("cfg2".into());
+    b.serve = running_apps("DEPLOYING", "");
+    s
+}
+
+/// KubeRay `rayservice_controller_unit_test.go` `TestCheckIfNeedSubmitServeApplications`: a cluster
+/// whose dashboard reports zero applications (a head restarted without GCS fault tolerance) is
+/// submitted its config again. Beyond KubeRay (which then skips the active cluster during an upgrade,
+/// #3423), the active cluster gets ITS OWN config, recorded on it, never the pending one's.
+#[test]
+fn an_active_head_that_lost_its_apps_mid_upgrade_gets_its_own_config_back() {
+    let mut s = upgrading_with_pending_up();
+    let a = pending_mut(&mut s, "rs-a");
+    a.serve = no_apps();
+    a.own_config_known = true;
+    let p = plan(&s);
+    assert_eq!(restores(&p), vec![("rs-a".to_string(), None)]);
+    assert!(pushes(&p).is_empty(), "the new config must not reach the active cluster: {:?}", p.actions);
+    assert!(p.events.iter().any(|e| e.reason == "UpdatedServeApplications" && e.message.contains("rs-a")));
+}
+
+/// The decision table of `restore_own_config`, on the active cluster of an upgrade.
+#[test]
+fn restore_table() {
+    // (apps reported, own config on record, head ready, gated) -> restored
+    let table = [
+        (no_apps(), true, true, false, true),
+        (no_apps(), false, true, false, false), // nothing on record: KubeRay's behaviour, nothing sent
+        (no_apps(), true, false, false, false), // head not ready: its dashboard is not asked
+        (no_apps(), true, true, true, false),   // gated: no pods
+        (running_apps("RUNNING", ""), true, true, false, false),
+        (ServeObservation::Unreachable("timeout".into()), true, true, false, false),
+        (ServeObservation::NotQueried, true, true, false, false),
+    ];
+    for (serve, known, head_ready, gated, want) in table {
+        let mut s = upgrading_with_pending_up();
+        let a = pending_mut(&mut s, "rs-a");
+        a.serve = serve.clone();
+        a.own_config_known = known;
+        a.head_ready = head_ready;
+        a.gated = gated;
+        let restored = !restores(&plan(&s)).is_empty();
+        assert_eq!(restored, want, "{serve:?} known={known} head_ready={head_ready} gated={gated}");
+    }
+}
+
+/// With no upgrade the spec's config is the active cluster's own: it is pushed as before, once.
+#[test]
+fn without_an_upgrade_the_spec_config_is_pushed_not_restored() {
+    let mut s = serving();
+    let a = pending_mut(&mut s, "rs-a");
+    a.serve = no_apps();
+    a.own_config_known = true;
+    let p = plan(&s);
+    assert_eq!(pushes(&p), vec!["rs-a".to_string()]);
+    assert!(restores(&p).is_empty());
+}
+
+/// The pending cluster that lost its apps gets the spec's config (its own), not a restore.
+#[test]
+fn a_pending_head_that_lost_its_apps_gets_the_spec_config() {
+    let mut s = upgrading_with_pending_up();
+    let b = pending_mut(&mut s, "rs-b");
+    b.serve = no_apps();
+    b.own_config_known = true;
+    let p = plan(&s);
+    assert_eq!(pushes(&p), vec!["rs-b".to_string()]);
+    assert!(restores(&p).is_empty());
+}
+
+/// Incremental upgrades: the restored config carries the capacity the active cluster stands at.
+#[test]
+fn an_incremental_active_gets_its_config_back_at_its_capacity() {
+    let mut s = upgrading_with_pending_up();
+    s.strategy = UpgradeStrategy::NewClusterWithIncrementalUpgrade;
+    s.incremental = Some((
+        IncrementalOptions {
+            max_surge: 50,
+            step: 25,
+            interval: jiff::SignedDuration::from_secs(5),
+            gateway_class: "istio".into(),
+            timer_only: false,
+        },
+        TrafficView {
+            gateway: "rs-gateway".into(),
+            gateway_current: true,
+            gateway_ready: true,
+            route_exists: true,
+            route_ready: true,
+            route_current: true,
+            backends: vec![("rs-a".into(), 75), ("rs-b".into(), 25)],
+            route_shape_current: true,
+            serve_services: ["rs-a".to_string(), "rs-b".to_string()].into(),
+        },
+    ));
+    s.status.active_traffic = TrafficStatus { target_capacity: Some(75), traffic: Some(75), last_migrated: None };
+    s.status.pending_traffic = TrafficStatus { target_capacity: Some(50), traffic: Some(25), last_migrated: None };
+    let a = pending_mut(&mut s, "rs-a");
+    a.serve = no_apps();
+    a.own_config_known = true;
+    let p = plan(&s);
+    assert_eq!(restores(&p), vec![("rs-a".to_string(), Some(75))]);
+    assert!(!pushes(&p).contains(&"rs-a".to_string()));
+}
+
+/// KubeRay `calculateConditions`: Ready is True iff numServeEndpoints > 0. A new version failing to
+/// deploy is said in Ready's message and in UpgradeInProgress, with one Warning event per failed
+/// application when it fails (not again while the stored status already shows it).
+#[test]
+fn a_failing_new_version_warns_once_and_leaves_ready_true() {
+    let mut s = upgrading_with_pending_up();
+    pending_mut(&mut s, "rs-b").serve = running_apps("DEPLOY_FAILED", "Traceback\nImportError: no module named foo\n");
+    let p = plan(&s);
+    assert_eq!(cond_of(&p, cond::READY).0, "True");
+    let upgrade = cond_of(&p, cond::UPGRADE_IN_PROGRESS).2;
+    assert!(upgrade.contains("rs-b: application app DEPLOY_FAILED: ImportError: no module named foo"), "{upgrade}");
+    let warnings: Vec<_> = p.events.iter().filter(|e| e.type_ == EventType::Warning).collect();
+    assert_eq!(warnings.len(), 1, "{:?}", p.events);
+    assert_eq!(warnings[0].reason, cond::SERVE_DEPLOY_FAILED);
+    assert!(warnings[0].message.contains("ImportError"));
+
+    s.status.failed_apps.insert(("rs-b".into(), "app".into()));
+    let again = plan(&s);
+    assert!(again.events.iter().all(|e| e.type_ != EventType::Warning), "{:?}", again.events);
+}
+
+/// With nothing serving, Ready is False and says why (unchanged).
+#[test]
+fn with_no_endpoint_a_failure_makes_ready_false() {
+    let mut s = upgrading_with_pending_up();
+    s.serve_endpoints = 0;
+    s.status.conditions = vec![super::tests::cond_false(cond::READY, cond::ZERO_SERVE_ENDPOINTS, "2026-11-22T04:00:00Z")];
+    pending_mut(&mut s, "rs-b").serve = running_apps("DEPLOY_FAILED", "boom");
+    let (status, reason, message) = cond_of(&plan(&s), cond::READY);
+    assert_eq!((status.as_str(), reason.as_str()), ("False", cond::ZERO_SERVE_ENDPOINTS));
+    assert!(message.contains("boom"));
+}
+
+/// A pending cluster whose head crash-loops: the RayService's upgrade condition says so (the
+/// RayCluster's `status.reason`), and the active cluster keeps serving with Ready True.
+#[test]
+fn a_crash_looping_pending_head_is_named_in_the_upgrade_condition() {
+    let mut s = upgrading();
+    pending_mut(&mut s, "rs-b").head_failing =
+        Some("CrashLoopBackOff: head pod rs-b-head-x failed (3 in a row); the next head pod is created at T".into());
+    let p = plan(&s);
+    assert_eq!(cond_of(&p, cond::READY).0, "True");
+    let upgrade = cond_of(&p, cond::UPGRADE_IN_PROGRESS).2;
+    assert!(upgrade.contains("rs-b: CrashLoopBackOff: head pod rs-b-head-x failed (3 in a row)"), "{upgrade}");
+}
+
+/// The RayService announces each head failure of its clusters once: a Warning event when the stored
+/// upgrade condition does not mention it yet, none once it does.
+#[test]
+fn a_head_failure_is_announced_on_the_rayservice_once() {
+    let mut s = upgrading();
+    let why = "CrashLoopBackOff: head pod rs-b-head-x failed (2 in a row); the next head pod is created at T";
+    pending_mut(&mut s, "rs-b").head_failing = Some(why.into());
+    let p = plan(&s);
+    let warned: Vec<_> = p.events.iter().filter(|e| e.reason == "HeadPodBackOff").collect();
+    assert_eq!(warned.len(), 1, "{:?}", p.events);
+    assert_eq!(warned[0].type_, EventType::Warning);
+    assert!(warned[0].message.starts_with("rs-b: CrashLoopBackOff: head pod rs-b-head-x failed (2 in a row)"));
+
+    let written = p.status.as_ref().unwrap().condition(cond::UPGRADE_IN_PROGRESS).unwrap().message.clone();
+    let mut prior = super::tests::cond_true(cond::UPGRADE_IN_PROGRESS, cond::BOTH_ACTIVE_PENDING_CLUSTERS_EXIST);
+    prior.message = written;
+    s.status.conditions.push(prior);
+    assert!(plan(&s).events.iter().all(|e| e.reason != "HeadPodBackOff"), "announced twice");
+    // The next failure (3 in a row) is new.
+    pending_mut(&mut s, "rs-b").head_failing = Some(why.replace("(2 in a row)", "(3 in a row)"));
+    assert!(plan(&s).events.iter().any(|e| e.reason == "HeadPodBackOff"));
+}
