@@ -26,7 +26,23 @@ fn queue_name(obj: &Value) -> Option<&str> {
 }
 
 fn is_ray_job(api_version: &str, kind: &str) -> bool {
-    api_version == "ray.io/v1" && (kind == "RayCluster" || kind == "RayService")
+    api_version == "ray.io/v1" && (kind == "RayCluster" || kind == "RayService" || kind == "RayJob")
+}
+
+/// A RayCluster a RayJob created: the RayJob's Workload covers it (Kueue skips jobs owned by a managed job).
+fn owned_by_ray_job(obj: &Value) -> bool {
+    obj.pointer("/metadata/ownerReferences").and_then(Value::as_array).is_some_and(|owners| {
+        owners.iter().any(|o| {
+            o.get("controller") == Some(&Value::Bool(true))
+                && o.get("kind").and_then(Value::as_str) == Some(super::ray::constants::CRD_RAY_JOB)
+                && o.get("apiVersion").and_then(Value::as_str) == Some("ray.io/v1")
+        })
+    })
+}
+
+/// A RayJob on an existing cluster (`clusterSelector`) is not queue-managed (Kueue's rule).
+fn uses_cluster_selector(obj: &Value) -> bool {
+    obj.pointer("/spec/clusterSelector").and_then(Value::as_object).is_some_and(|m| !m.is_empty())
 }
 
 /// Kueue's job defaulting: a queue-managed job is created suspended, so nothing runs before admission.
@@ -39,6 +55,8 @@ pub fn default_object(op: Operation, obj: &mut Value) -> bool {
         // A child RayCluster: its parent's Workload covers it (Kueue's webhook skips jobs whose owner is a
         // managed job).
         || super::ray::child_guard::owned_by_service(obj)
+        || owned_by_ray_job(obj)
+        || (kind == "RayJob" && uses_cluster_selector(obj))
     {
         return false;
     }
@@ -101,7 +119,14 @@ fn validate_update(new: &Value, old: &Value) -> Vec<FieldError> {
 /// (Kueue's 8 podsets, one of them the head).
 fn validate_queue_managed_cluster(obj: &Value) -> Vec<FieldError> {
     let (api_version, kind) = kind_of(obj);
-    if (api_version, kind) != ("ray.io/v1", "RayCluster") || queue_name(obj).is_none() || super::ray::child_guard::owned_by_service(obj) {
+    if (api_version, kind) == ("ray.io/v1", "RayJob") && queue_name(obj).is_some() {
+        return validate_queue_managed_ray_job(obj);
+    }
+    if (api_version, kind) != ("ray.io/v1", "RayCluster")
+        || queue_name(obj).is_none()
+        || super::ray::child_guard::owned_by_service(obj)
+        || owned_by_ray_job(obj)
+    {
         return Vec::new();
     }
     let spec = Path::root("spec");
@@ -117,6 +142,37 @@ fn validate_queue_managed_cluster(obj: &Value) -> Vec<FieldError> {
     let groups = obj.pointer("/spec/workerGroupSpecs").and_then(Value::as_array).map_or(0, Vec::len);
     if groups > 7 {
         errs.push(FieldError::new(spec.child("workerGroupSpecs").as_str(), super::validation::ErrorType::TooMany, format!("{groups}: must have at most 7 items")));
+    }
+    errs
+}
+
+/// Kueue's RayJob webhook (`pkg/controller/jobs/rayjob/rayjob_webhook.go` validateCreate): a queued job
+/// builds its own cluster and deletes it when it ends, since the cluster holds the queue's quota.
+fn validate_queue_managed_ray_job(obj: &Value) -> Vec<FieldError> {
+    let spec = Path::root("spec");
+    let has_spec = obj.pointer("/spec/rayClusterSpec").is_some_and(|v| !v.is_null());
+    match (uses_cluster_selector(obj), has_spec) {
+        (true, true) => {
+            return vec![FieldError::invalid(&spec.child("clusterSelector"), "a kueue managed job should not use an existing cluster")];
+        }
+        // On an existing cluster: not queue-managed.
+        (true, false) => return Vec::new(),
+        (false, false) => {
+            return vec![FieldError::required(
+                &spec.child("rayClusterSpec"),
+                "rayClusterSpec is required for Kueue-managed jobs that don't use clusterSelector",
+            )];
+        }
+        (false, true) => {}
+    }
+    let mut errs = Vec::new();
+    if obj.pointer("/spec/shutdownAfterJobFinishes").and_then(Value::as_bool) != Some(true) {
+        errs.push(FieldError::invalid(&spec.child("shutdownAfterJobFinishes"), "a kueue managed job should delete the cluster after finishing"));
+    }
+    let groups = obj.pointer("/spec/rayClusterSpec/workerGroupSpecs").and_then(Value::as_array).map_or(0, Vec::len);
+    if groups > 7 {
+        let path = spec.child("rayClusterSpec").child("workerGroupSpecs");
+        errs.push(FieldError::new(path.as_str(), super::validation::ErrorType::TooMany, format!("{groups}: must have at most 7 items")));
     }
     errs
 }

@@ -42,6 +42,7 @@ use crate::rayservice::dashboard::{
 };
 
 pub mod autoscaler;
+pub mod jobs;
 pub mod loadgen;
 mod placement;
 mod render;
