@@ -103,10 +103,23 @@ impl Context {
 /// Runs the controller until the stream ends (watches RayJobs and the RayClusters and Jobs they own).
 pub async fn run(ctx: Arc<Context>) {
     let client = ctx.client.clone();
-    let controller = Controller::new(Api::<RayJob>::all(client.clone()), watcher::Config::default())
-        .owns(Api::<RayCluster>::all(client.clone()), watcher::Config::default())
-        .owns(Api::<Job>::all(client), watcher::Config::default());
+    let mut controller = Controller::new(Api::<RayJob>::all(client.clone()), watcher::Config::default())
+        .owns(Api::<RayCluster>::all(client.clone()), watcher::Config::default());
+    // A server that serves no batch Jobs (an embedded cluster without the Job kind) would fail this
+    // watch forever and stall the others with it; K8sJobMode jobs then wait for their submitter.
+    if batch_jobs_served(&client).await {
+        controller = controller.owns(Api::<Job>::all(client), watcher::Config::default());
+    }
     shell::run(controller, "rayjob", reconcile, ctx, |c| c.config.error_backoff).await;
+}
+
+async fn batch_jobs_served(client: &Client) -> bool {
+    let api: Api<Job> = Api::all(client.clone());
+    match api.list(&kube::api::ListParams::default().limit(1)).await {
+        Ok(_) => true,
+        Err(kube::Error::Api(e)) if e.code == 404 => false,
+        Err(_) => true,
+    }
 }
 
 #[instrument(skip_all, fields(name = %job.name_any(), ns = job.namespace().unwrap_or_default()))]
@@ -196,7 +209,12 @@ async fn observe(job: &RayJob, ns: &str, ctx: &Context) -> Result<Snapshot, Erro
     };
     let submitter = if job.spec.mode() == JobSubmissionMode::K8sJobMode {
         let api: Api<Job> = Api::namespaced(ctx.client.clone(), ns);
-        submitter_view(api.get_opt(&job.name_any()).await?.as_ref())
+        match api.get_opt(&job.name_any()).await {
+            Ok(found) => submitter_view(found.as_ref()),
+            // batch Jobs not served: there is no submitter to read.
+            Err(kube::Error::Api(e)) if e.code == 404 => SubmitterView::Absent,
+            Err(e) => return Err(e.into()),
+        }
     } else {
         SubmitterView::Absent
     };
