@@ -236,3 +236,128 @@ fn validate_deletion(job: &RayJob, gates: RayFeatureGates, p: &Path, errs: &mut 
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn basic_cluster() -> Value {
+        json!({"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray:2.9.0"}]}}}})
+    }
+
+    fn job(spec: Value) -> RayJob {
+        serde_json::from_value(json!({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "job", "namespace": "ns"}, "spec": spec}))
+            .unwrap()
+    }
+
+    fn gates(deletion_policy: bool) -> RayFeatureGates {
+        RayFeatureGates { job_deletion_policy: deletion_policy, ..RayFeatureGates::default() }
+    }
+
+    /// KubeRay `ray-operator/controllers/ray/utils/validation_test.go`, `TestValidateRayJobSpec` (its
+    /// cases by name; that test runs with the RayJobDeletionPolicy gate off).
+    #[test]
+    fn kuberay_validate_ray_job_spec_cases() {
+        let cluster = basic_cluster();
+        let legacy = |on_success: &str, on_failure: &str| json!({"onSuccess": {"policy": on_success}, "onFailure": {"policy": on_failure}});
+        let cases: Vec<(&str, Value, bool)> = vec![
+            ("one of RayClusterSpec or ClusterSelector must be set", json!({}), true),
+            ("not allowed to be suspended", json!({"suspend": true, "shutdownAfterJobFinishes": false, "rayClusterSpec": cluster}), true),
+            ("valid RayJob", json!({"suspend": true, "shutdownAfterJobFinishes": true, "rayClusterSpec": cluster}), false),
+            ("ClusterSelector mode doesn't support suspend", json!({"suspend": true, "shutdownAfterJobFinishes": true, "clusterSelector": {"key": "value"}}), true),
+            ("failed to unmarshal RuntimeEnvYAML", json!({"runtimeEnvYAML": "invalid_yaml_str", "rayClusterSpec": cluster}), true),
+            ("backoffLimit must be a positive integer", json!({"backoffLimit": -1, "rayClusterSpec": cluster}), true),
+            ("DeletionStrategy needs its gate", json!({"deletionStrategy": legacy("DeleteCluster", "DeleteCluster"), "shutdownAfterJobFinishes": true, "rayClusterSpec": cluster}), true),
+            ("BackoffLimit is incompatible with InteractiveMode", json!({"backoffLimit": 1, "submissionMode": "InteractiveMode", "rayClusterSpec": cluster}), true),
+            ("BackoffLimit 0 with InteractiveMode", json!({"backoffLimit": 0, "submissionMode": "InteractiveMode", "rayClusterSpec": cluster}), false),
+            ("BackoffLimit nil with InteractiveMode", json!({"submissionMode": "InteractiveMode", "rayClusterSpec": cluster}), false),
+            ("TTL without shutdown", json!({"ttlSecondsAfterFinished": 5, "rayClusterSpec": cluster}), true),
+            ("TTL with shutdown", json!({"ttlSecondsAfterFinished": 5, "shutdownAfterJobFinishes": true, "rayClusterSpec": cluster}), false),
+            ("negative TTL", json!({"ttlSecondsAfterFinished": -5, "shutdownAfterJobFinishes": true, "rayClusterSpec": cluster}), true),
+            ("SidecarMode", json!({"submissionMode": "SidecarMode", "rayClusterSpec": cluster}), false),
+            ("SidecarMode doesn't support SubmitterPodTemplate", json!({"submissionMode": "SidecarMode", "submitterPodTemplate": {"spec": {"containers": []}}, "rayClusterSpec": cluster}), true),
+            ("SidecarMode doesn't support SubmitterConfig", json!({"submissionMode": "SidecarMode", "submitterConfig": {"backoffLimit": 1}, "rayClusterSpec": cluster}), true),
+            ("SidecarMode head restartPolicy", json!({"submissionMode": "SidecarMode", "rayClusterSpec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"restartPolicy": "Always", "containers": [{"name": "h", "image": "ray"}]}}}}}), true),
+            ("SidecarMode doesn't support ClusterSelector", json!({"submissionMode": "SidecarMode", "clusterSelector": {"ray.io/cluster": "ray-cluster"}}), true),
+            ("no cluster name in ClusterSelector", json!({"clusterSelector": {"key": "value"}}), true),
+            ("empty cluster name in ClusterSelector", json!({"clusterSelector": {"ray.io/cluster": ""}}), true),
+            ("cluster name in ClusterSelector", json!({"clusterSelector": {"ray.io/cluster": "ray-cluster"}}), false),
+            ("non-positive activeDeadlineSeconds", json!({"activeDeadlineSeconds": 0, "rayClusterSpec": cluster}), true),
+            ("headGroupSpec should have at least one container", json!({"rayClusterSpec": {"headGroupSpec": {"template": {}}}}), true),
+        ];
+        for (name, spec, want_error) in cases {
+            let errs = validate_ray_job_spec(&job(spec), gates(false));
+            assert_eq!(!errs.is_empty(), want_error, "{name}: {errs:?}");
+        }
+    }
+
+    /// KubeRay `validation_test.go`, `TestValidateRayJobSpecWithFeatureGate` (gate on).
+    #[test]
+    fn kuberay_deletion_strategy_cases() {
+        let cluster = basic_cluster();
+        let autoscaled = json!({"enableInTreeAutoscaling": true, "headGroupSpec": cluster["headGroupSpec"]});
+        let legacy = |p: &str| json!({"onSuccess": {"policy": p}, "onFailure": {"policy": p}});
+        let rule = |policy: &str, status: &str, ttl: i32| json!({"policy": policy, "condition": {"jobStatus": status, "ttlSeconds": ttl}});
+        let rules = |r: Vec<Value>| json!({"deletionRules": r});
+        let cases: Vec<(&str, Value, bool)> = vec![
+            ("ClusterSelector and DeleteCluster", json!({"deletionStrategy": legacy("DeleteCluster"), "clusterSelector": {"ray.io/cluster": "c"}}), true),
+            ("ClusterSelector and DeleteWorkers", json!({"deletionStrategy": legacy("DeleteWorkers"), "clusterSelector": {"ray.io/cluster": "c"}}), true),
+            ("DeleteWorkers with autoscaling", json!({"deletionStrategy": legacy("DeleteWorkers"), "rayClusterSpec": autoscaled}), true),
+            ("valid DeleteCluster", json!({"deletionStrategy": legacy("DeleteCluster"), "shutdownAfterJobFinishes": true, "rayClusterSpec": cluster}), false),
+            ("shutdown with DeleteNone", json!({"deletionStrategy": legacy("DeleteNone"), "shutdownAfterJobFinishes": true, "rayClusterSpec": cluster}), true),
+            ("OnSuccess unset", json!({"deletionStrategy": {"onFailure": {"policy": "DeleteNone"}}, "rayClusterSpec": cluster}), true),
+            ("OnFailure policy unset", json!({"deletionStrategy": {"onSuccess": {"policy": "DeleteNone"}, "onFailure": {}}, "rayClusterSpec": cluster}), true),
+            ("valid deletionRules", json!({"deletionStrategy": rules(vec![rule("DeleteSelf", "SUCCEEDED", 10)]), "rayClusterSpec": cluster}), false),
+            ("deletionRules with shutdown", json!({"deletionStrategy": rules(vec![rule("DeleteSelf", "SUCCEEDED", 10)]), "shutdownAfterJobFinishes": true, "rayClusterSpec": cluster}), true),
+            ("deletionRules with legacy", json!({"deletionStrategy": {"onSuccess": {"policy": "DeleteCluster"}, "deletionRules": [rule("DeleteSelf", "SUCCEEDED", 10)]}, "rayClusterSpec": cluster}), true),
+            ("empty DeletionStrategy", json!({"deletionStrategy": {}, "rayClusterSpec": cluster}), true),
+            ("empty deletionRules", json!({"deletionStrategy": rules(vec![]), "rayClusterSpec": cluster}), true),
+            ("duplicate rule", json!({"deletionStrategy": rules(vec![rule("DeleteSelf", "SUCCEEDED", 10), rule("DeleteSelf", "SUCCEEDED", 20)]), "rayClusterSpec": cluster}), true),
+            ("negative ttlSeconds", json!({"deletionStrategy": rules(vec![rule("DeleteSelf", "SUCCEEDED", -10)]), "rayClusterSpec": cluster}), true),
+            ("rules, ClusterSelector and DeleteWorkers", json!({"deletionStrategy": rules(vec![rule("DeleteWorkers", "SUCCEEDED", 10)]), "clusterSelector": {"ray.io/cluster": "c"}}), true),
+            ("rules with autoscaling and DeleteWorkers", json!({"deletionStrategy": rules(vec![rule("DeleteWorkers", "SUCCEEDED", 10)]), "rayClusterSpec": autoscaled}), true),
+            ("DeleteCluster before DeleteWorkers", json!({"deletionStrategy": rules(vec![rule("DeleteWorkers", "SUCCEEDED", 20), rule("DeleteCluster", "SUCCEEDED", 10)]), "rayClusterSpec": cluster}), true),
+            ("DeleteSelf before DeleteCluster", json!({"deletionStrategy": rules(vec![rule("DeleteCluster", "SUCCEEDED", 20), rule("DeleteSelf", "SUCCEEDED", 10)]), "rayClusterSpec": cluster}), true),
+            ("same TTLs per status are fine", json!({"deletionStrategy": rules(vec![rule("DeleteWorkers", "FAILED", 10), rule("DeleteCluster", "FAILED", 10), rule("DeleteSelf", "SUCCEEDED", 0)]), "rayClusterSpec": cluster}), false),
+        ];
+        for (name, spec, want_error) in cases {
+            let errs = validate_ray_job_spec(&job(spec), gates(true));
+            assert_eq!(!errs.is_empty(), want_error, "{name}: {errs:?}");
+        }
+    }
+
+    /// KubeRay `validation_test.go` `TestValidateRayJobStatus` and `TestValidateRayJobMetadata`.
+    #[test]
+    fn status_and_name_rules() {
+        let mut waiting = job(json!({"rayClusterSpec": basic_cluster()}));
+        waiting.status = Some(serde_json::from_value(json!({"jobDeploymentStatus": "Waiting"})).unwrap());
+        assert_eq!(validate_ray_job_status(&waiting).len(), 1);
+        waiting.spec.submission_mode = Some(JobSubmissionMode::InteractiveMode);
+        assert!(validate_ray_job_status(&waiting).is_empty());
+        let mut long = job(json!({"rayClusterSpec": basic_cluster()}));
+        long.metadata.name = Some("a".repeat(48));
+        let errs = validate_ray_job(&long);
+        assert!(errs.iter().any(|e| e.field == "metadata.name" && e.message.contains("47")), "{errs:?}");
+        long.metadata.name = Some("Bad_Name".into());
+        assert!(validate_ray_job(&long).iter().any(|e| e.field == "metadata.name"));
+    }
+
+    /// Kueue's RayJob sample (`../shared/manifests/kueue/jobs.ray-job-sample.yaml`) is valid as it is.
+    #[test]
+    fn the_shared_rayjob_sample_is_valid_and_round_trips() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/manifests/kueue/jobs.ray-job-sample.yaml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let docs = crate::api::manifest::load_documents(&text).unwrap();
+        let rayjobs: Vec<&Value> = docs.iter().filter(|d| d["kind"] == "RayJob").collect();
+        assert_eq!(rayjobs.len(), 1);
+        let report = crate::api::manifest::check_document(rayjobs[0]);
+        assert_eq!(report.class, crate::api::manifest::DocClass::Managed);
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        let back = crate::api::manifest::round_trip_managed(rayjobs[0]).unwrap().unwrap();
+        let typed: RayJob = serde_json::from_value(back).unwrap();
+        assert_eq!(typed.spec.mode(), JobSubmissionMode::K8sJobMode, "submissionMode defaults to K8sJobMode");
+        assert!(typed.spec.runtime_env_yaml.as_deref().is_some_and(|y| y.contains("counter_name")));
+    }
+}
