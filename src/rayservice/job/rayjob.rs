@@ -175,3 +175,99 @@ impl JobWithOnHold for RayJobJob {
         self.job.status.as_ref().and_then(|s| s.job_deployment_status) == Some(JobDeploymentStatus::ValidationFailed)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::api::kueue::constants::label;
+    use crate::jobframework::{Step, plan};
+
+    fn job(mode: &str, extra: serde_json::Value) -> RayJobJob {
+        let mut spec = json!({
+            "submissionMode": mode, "shutdownAfterJobFinishes": true, "entrypoint": "sleep 1",
+            "rayClusterSpec": {
+                "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "head", "image": "rayproject/ray:2.9.0", "resources": {"requests": {"cpu": "1"}}}]}}},
+                "workerGroupSpecs": [{"groupName": "Small", "replicas": 2, "rayStartParams": {}, "template": {"spec": {"containers": [{"name": "w", "image": "ray", "resources": {"requests": {"cpu": "1"}}}]}}}]
+            }
+        });
+        if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
+            for (k, v) in e {
+                s.insert(k.clone(), v.clone());
+            }
+        }
+        let job = serde_json::from_value(json!({
+            "apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": "rj", "namespace": "default", "uid": "u1", "labels": {label::QUEUE_NAME: "lq"}},
+            "spec": spec
+        }))
+        .unwrap();
+        RayJobJob { job }
+    }
+
+    fn names_and_counts(j: &RayJobJob) -> Vec<(String, i32)> {
+        j.pod_sets().unwrap().iter().map(|p| (p.name.clone().unwrap_or_default(), p.count.unwrap_or(0))).collect()
+    }
+
+    /// Kueue `pkg/controller/jobs/rayjob/rayjob_controller_test.go` `TestPodSets`: head, the worker groups
+    /// (lower-cased names), and in K8sJobMode a `submitter` of 1 with Kueue's default requests.
+    #[test]
+    fn podsets_are_head_workers_and_the_k8s_job_submitter() {
+        let k8s = job("K8sJobMode", json!({}));
+        assert_eq!(names_and_counts(&k8s), vec![("head".into(), 1), ("small".into(), 2), (SUBMITTER_PODSET.into(), 1)]);
+        let submitter = k8s.pod_sets().unwrap().pop().unwrap();
+        let requests = submitter.template.spec.unwrap().containers[0].resources.clone().unwrap().requests.unwrap();
+        assert_eq!((requests["cpu"].0.as_str(), requests["memory"].0.as_str()), ("500m", "200Mi"));
+        let http = job("HTTPMode", json!({}));
+        assert_eq!(names_and_counts(&http), vec![("head".into(), 1), ("small".into(), 2)]);
+    }
+
+    /// Kueue `TestRunWithPodSetsInfo`-style: admission writes each podset's node selector into its template
+    /// and unsuspends; a wrong number of infos is refused; restore puts the templates back.
+    #[test]
+    fn admission_injects_flavors_and_unsuspends() {
+        let mut j = job("K8sJobMode", json!({"suspend": true, "submitterPodTemplate": {"spec": {"restartPolicy": "Never", "containers": [{"name": "s", "image": "ray"}]}}}));
+        let info = |name: &str| PodSetInfo {
+            name: name.into(),
+            node_selector: [("pool".to_string(), name.to_string())].into_iter().collect(),
+            ..Default::default()
+        };
+        assert!(j.run_with_podsets_info(&[info("head")]).is_err(), "one info per podset");
+        let infos = [info("head"), info("small"), info(SUBMITTER_PODSET)];
+        j.run_with_podsets_info(&infos).unwrap();
+        assert!(!j.is_suspended());
+        let spec = &j.job.spec;
+        let selector = |t: &Option<PodSpec>| t.as_ref().and_then(|s| s.node_selector.clone()).unwrap_or_default();
+        let cluster = spec.ray_cluster_spec.as_ref().unwrap();
+        assert_eq!(selector(&cluster.head_group_spec.template.spec)["pool"], "head");
+        assert_eq!(selector(&cluster.worker_groups()[0].template.spec)["pool"], "small");
+        assert_eq!(selector(&spec.submitter_pod_template.as_ref().unwrap().spec)["pool"], SUBMITTER_PODSET);
+        let originals = [PodSetInfo::default(), PodSetInfo::default(), PodSetInfo::default()];
+        assert!(j.restore_podsets_info(&originals));
+        assert!(selector(&j.job.spec.ray_cluster_spec.as_ref().unwrap().head_group_spec.template.spec).is_empty());
+    }
+
+    /// Kueue `Finished`: Complete or Failed ends the job, a success only when the Ray job SUCCEEDED; the
+    /// generic reconciler then finishes the Workload. `IsActive` until KubeRay reports Suspended.
+    #[test]
+    fn finished_active_and_skip_follow_kueue() {
+        let mut j = job("HTTPMode", json!({}));
+        assert!(j.finished().is_none() && !j.is_active());
+        j.job.status = Some(serde_json::from_value(json!({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"})).unwrap());
+        assert!(j.finished().is_none() && j.is_active());
+        j.job.status = Some(serde_json::from_value(json!({"jobDeploymentStatus": "Failed", "jobStatus": "FAILED", "message": "exit 1"})).unwrap());
+        assert_eq!(j.finished(), Some(Finished { success: false, message: "exit 1".into() }));
+        j.job.status = Some(serde_json::from_value(json!({"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"})).unwrap());
+        assert!(j.finished().is_some_and(|f| f.success));
+        let mut wl = Workload::build("rayjob-rj-1", "default").queue("lq").build();
+        wl.metadata.uid = Some("w".into());
+        assert!(matches!(plan(&j, &[&wl]), Ok(Step::Finish { .. })), "a finished job finishes its Workload");
+        j.job.status = Some(serde_json::from_value(json!({"jobDeploymentStatus": "Suspended"})).unwrap());
+        assert!(!j.is_active());
+        // A RayJob on an existing cluster is not queue-managed: no Workload, not suspended.
+        let selected = job("HTTPMode", json!({"rayClusterSpec": null, "clusterSelector": {"ray.io/cluster": "shared"}}));
+        assert_eq!(plan(&selected, &[]).unwrap(), Step::Ignore);
+        assert_eq!(plan(&job("HTTPMode", json!({"suspend": true})), &[]).unwrap(), Step::CreateWorkload);
+    }
+}

@@ -478,6 +478,8 @@ fn check_backoff_limit(spec: &RayJobSpec, next: &mut RayJobStatus) {
 /// Complete and Failed: what to delete and when (`deletionStrategy`, else `shutdownAfterJobFinishes` +
 /// `ttlSecondsAfterFinished`). Nothing is polled afterwards.
 fn finished(s: &Snapshot, plan: &mut Plan) {
+    // Nothing is polled once the job ended; only a pending TTL wakes it.
+    plan.requeue = None;
     let end = at(&s.status.end_time).unwrap_or(s.now);
     let selector = s.spec.uses_cluster_selector();
     let cluster = s.status.ray_cluster_name.clone().unwrap_or_default();
