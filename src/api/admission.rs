@@ -233,4 +233,38 @@ mod tests {
         unqueued["metadata"]["labels"] = serde_json::json!({});
         assert!(fields(&mut unqueued).is_empty(), "not Kueue's business without a queue");
     }
+
+    fn ray_job(spec: Value) -> Value {
+        serde_json::json!({
+            "apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": "rj", "namespace": "default", "labels": {QUEUE_NAME_LABEL: "lq"}},
+            "spec": spec
+        })
+    }
+
+    // Kueue: pkg/controller/jobs/rayjob/rayjob_webhook.go (Default suspends a queued job; validateCreate's
+    // clusterSelector, rayClusterSpec and shutdownAfterJobFinishes rules).
+    #[test]
+    fn queue_managed_ray_jobs_follow_kueues_rayjob_webhook() {
+        let head = serde_json::json!({"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "h", "image": "ray"}]}}}});
+        let mut ok = ray_job(serde_json::json!({"shutdownAfterJobFinishes": true, "rayClusterSpec": head}));
+        assert_eq!(admit(Operation::Create, &mut ok, None), Ok(()));
+        assert_eq!(ok["spec"]["suspend"], Value::Bool(true), "a queued RayJob is created suspended");
+        let fields = |mut obj: Value| admit(Operation::Create, &mut obj, None).err().unwrap_or_default().into_iter().map(|e| e.field).collect::<Vec<_>>();
+        // (KubeRay also refuses the defaulted suspend without shutdownAfterJobFinishes.)
+        assert_eq!(fields(ray_job(serde_json::json!({"rayClusterSpec": head}))), vec!["spec.suspend", "spec.shutdownAfterJobFinishes"]);
+        assert_eq!(
+            fields(ray_job(serde_json::json!({"shutdownAfterJobFinishes": true, "rayClusterSpec": head, "clusterSelector": {"ray.io/cluster": "c"}}))),
+            vec!["spec.clusterSelector"]
+        );
+        // On an existing cluster: not queue-managed, so not suspended (KubeRay refuses suspend with a selector).
+        let mut selected = ray_job(serde_json::json!({"clusterSelector": {"ray.io/cluster": "c"}}));
+        assert_eq!(admit(Operation::Create, &mut selected, None), Ok(()));
+        assert!(selected["spec"].get("suspend").is_none());
+        // The cluster a RayJob creates carries its queue label, but the RayJob's Workload covers it.
+        let mut child = cluster(serde_json::json!({}), false, 1);
+        child["metadata"]["ownerReferences"] = serde_json::json!([{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "rj", "uid": "u", "controller": true}]);
+        assert_eq!(admit(Operation::Create, &mut child, None), Ok(()));
+        assert!(child["spec"].get("suspend").is_none(), "a RayJob's cluster is not held by a Workload of its own");
+    }
 }
