@@ -190,7 +190,7 @@ async fn observe(job: &RayJob, ns: &str, ctx: &Context) -> Result<Snapshot, Erro
             ready: rc.status.as_ref().and_then(|s| s.state) == Some(ClusterState::Ready),
             dashboard_url: Some(dashboard_address(rc, ns, &ctx.config)),
             workers_suspended: rc.spec.worker_groups().iter().all(|g| g.suspend == Some(true)),
-            status: rc.status.clone(),
+            status: rc.status.clone().map(Box::new),
         },
     };
     let polls = status.job_deployment_status == Some(crate::api::ray::rayjob::JobDeploymentStatus::Running);
@@ -200,7 +200,7 @@ async fn observe(job: &RayJob, ns: &str, ctx: &Context) -> Result<Snapshot, Erro
         (true, ClusterView::Present { .. }, Some(id), Some(address)) => {
             let ep = endpoint(&address, rc.as_ref(), ns, ctx).await;
             match ctx.jobs.job_info(&ep, &id).await {
-                Ok(Some(info)) => JobView::Found(info),
+                Ok(Some(info)) => JobView::Found(Box::new(info)),
                 Ok(None) => JobView::NotFound,
                 Err(e) => JobView::Error(e.to_string()),
             }

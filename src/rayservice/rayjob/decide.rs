@@ -32,7 +32,7 @@ pub enum ClusterView {
         dashboard_url: Option<String>,
         /// Every worker group suspended (DeleteWorkers done).
         workers_suspended: bool,
-        status: Option<RayClusterStatus>,
+        status: Option<Box<RayClusterStatus>>,
     },
 }
 
@@ -43,7 +43,7 @@ pub enum JobView {
     NotQueried,
     /// The head knows no job with this submission id.
     NotFound,
-    Found(JobDetails),
+    Found(Box<JobDetails>),
     /// The dashboard did not answer usefully; retried on the next pass.
     Error(String),
 }
@@ -392,7 +392,7 @@ fn running(s: &Snapshot, next: &mut RayJobStatus, plan: &mut Plan) -> bool {
             next.job_deployment_status = Some(D::Complete);
         }
     }
-    next.ray_cluster_status = cluster_status.clone();
+    next.ray_cluster_status = cluster_status.as_deref().cloned();
     next.job_status = job_status;
     next.message = info.message.clone();
     let ms = |v: Option<u64>| {

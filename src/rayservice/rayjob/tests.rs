@@ -139,10 +139,10 @@ fn running_submits_over_http_once_and_follows_the_job_to_its_end() {
     let plan = decide(&s);
     assert_eq!(plan.actions, vec![Action::SubmitJob { submission_id: "job-abcde".into() }]);
     assert_eq!(plan.status, None);
-    s.job = JobView::Found(details("RUNNING"));
+    s.job = JobView::Found(Box::new(details("RUNNING")));
     let st = next(&decide(&s));
     assert_eq!((st.job_deployment_status, st.job_status), (Some(D::Running), Some(JobStatus::Running)));
-    s.job = JobView::Found(details("SUCCEEDED"));
+    s.job = JobView::Found(Box::new(details("SUCCEEDED")));
     let st = next(&decide(&s));
     assert_eq!((st.job_deployment_status, st.job_status), (Some(D::Complete), Some(JobStatus::Succeeded)));
     assert_eq!((st.succeeded, st.failed), (Some(1), Some(0)));
@@ -158,7 +158,7 @@ fn running_submits_over_http_once_and_follows_the_job_to_its_end() {
 fn k8s_job_mode_waits_for_the_submitter_and_fails_with_it() {
     let mut s = snap(spec(json!({"submissionMode": "K8sJobMode"})), status(Some(D::Running)));
     s.cluster = ready_cluster();
-    s.job = JobView::Found(details("SUCCEEDED"));
+    s.job = JobView::Found(Box::new(details("SUCCEEDED")));
     s.submitter = SubmitterView::Active;
     assert_eq!(next(&decide(&s)).job_deployment_status, Some(D::Running));
     s.submitter = SubmitterView::Complete;
@@ -178,7 +178,7 @@ fn failures_retry_backoff_limit_times_then_fail() {
         st.failed = Some(failed_before);
         let mut s = snap(spec(json!({"backoffLimit": 2})), st);
         s.cluster = ready_cluster();
-        s.job = JobView::Found(details("FAILED"));
+        s.job = JobView::Found(Box::new(details("FAILED")));
         let st = next(&decide(&s));
         assert_eq!(st.job_deployment_status, Some(want), "after {failed_before} failures");
         assert_eq!(st.failed, Some(failed_before + 1));
