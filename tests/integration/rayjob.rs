@@ -108,3 +108,36 @@ async fn a_queued_rayjob_waits_for_quota_runs_to_success_and_gives_the_quota_bac
     wait_for(&cqs, "cq", "no reserving workload", |q| q.status.as_ref().is_some_and(|s| s.reserving_workloads == 0)).await;
     c.quota.assert_safe();
 }
+
+/// Kueue's RayJob integration (`test/integration/singlecluster/controller/jobs/rayjob`): an evicted
+/// Workload (here deactivated, reason Deactivated) suspends the job; KubeRay
+/// (`rayjob_controller_suspended_test.go`) deletes its cluster on the way to Suspended and clears the
+/// cluster name; the reservation is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evicted_rayjob_is_suspended_and_its_cluster_deleted() {
+    let c = Cluster::start_with_ray_operator(Limits::default().cq("cq", 4000)).await;
+    c.flavor("default").await;
+    c.cluster_queue(with_all_namespaces(cq_with("cq", "4").build())).await;
+    c.local_queue("lq", "cq").await;
+    let jobs: Api<RayJob> = Api::namespaced(c.client.clone(), "default");
+    let clusters: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
+    let job = jobs.create(&PostParams::default(), &ray_job("long", "sleep 600")).await.unwrap();
+    let running = wait_for(&jobs, "long", "running its Ray job", |j| {
+        j.status.as_ref().and_then(|s| s.job_status) == Some(JobStatus::Running)
+    })
+    .await;
+    let cluster_name = running.status.as_ref().and_then(|s| s.ray_cluster_name.clone()).unwrap();
+    let wl_name = owned_by(c.workloads().list(&ListParams::default()).await.unwrap().items, &job)[0].name_any();
+
+    let off = json!({"spec": {"active": false}});
+    c.workloads().patch(&wl_name, &PatchParams::default(), &Patch::Merge(&off)).await.unwrap();
+    let suspended = wait_for(&jobs, "long", "Suspended", |j| {
+        j.status.as_ref().and_then(|s| s.job_deployment_status) == Some(JobDeploymentStatus::Suspended)
+    })
+    .await;
+    assert_eq!(suspended.spec.suspend, Some(true), "eviction suspends the RayJob");
+    assert_eq!(suspended.status.as_ref().and_then(|s| s.ray_cluster_name.clone()), None);
+    wait_gone(&clusters, &cluster_name).await;
+    c.quota.wait_reserved("cq", 0).await;
+    c.quota.assert_safe();
+}
