@@ -465,3 +465,66 @@ async fn execute(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn job() -> RayJob {
+        serde_json::from_value(json!({
+            "apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": "rj", "namespace": "ns", "uid": "u1", "labels": {"team": "a"}, "annotations": {"note": "x"}},
+            "spec": {
+                "entrypoint": "python -c \"import time; time.sleep(3)\"",
+                "runtimeEnvYAML": "pip:\n  - requests\n", "metadata": {"owner": "me"}, "entrypointResources": "{\"r\": 1}",
+                "entrypointNumCpus": 0.5,
+                "rayClusterSpec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "h", "image": "rayproject/ray:2.9.0"}]}}}}
+            },
+            "status": {"jobId": "rj-abcde", "dashboardURL": "rj-xyz-head-svc.ns.svc.cluster.local:8265"}
+        }))
+        .unwrap()
+    }
+
+    /// KubeRay `constructRayClusterForRayJob`: the job's labels and annotations, origin labels, owned by it.
+    #[test]
+    fn the_cluster_carries_the_jobs_labels_and_owner() {
+        let rc = build_cluster(&job(), "rj-xyz").unwrap();
+        let labels = rc.metadata.labels.unwrap();
+        assert_eq!((labels["team"].as_str(), labels[c::LABEL_ORIGINATED_FROM_CRD].as_str()), ("a", "RayJob"));
+        assert_eq!(rc.metadata.annotations.unwrap()["note"], "x");
+        let owner = &rc.metadata.owner_references.unwrap()[0];
+        assert_eq!((owner.kind.as_str(), owner.controller), ("RayJob", Some(true)));
+    }
+
+    /// KubeRay `getSubmitterTemplate` / `createNewK8sJob`: the head's image, `ray job submit` with the job's
+    /// id against the dashboard, the env KubeRay sets, backoff limit 2.
+    #[test]
+    fn the_submitter_job_submits_with_the_jobs_id() {
+        let j = build_submitter(&job()).unwrap();
+        let spec = j.spec.unwrap();
+        assert_eq!(spec.backoff_limit, Some(2));
+        let pod = spec.template.spec.unwrap();
+        assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
+        let c0 = &pod.containers[0];
+        assert_eq!(c0.image.as_deref(), Some("rayproject/ray:2.9.0"));
+        let script = &c0.args.as_ref().unwrap()[0];
+        assert!(script.contains("ray job submit --address http://rj-xyz-head-svc.ns.svc.cluster.local:8265 --no-wait --submission-id rj-abcde --"), "{script}");
+        let env: Vec<_> = c0.env.as_ref().unwrap().iter().map(|e| (e.name.as_str(), e.value.as_deref().unwrap_or(""))).collect();
+        assert!(env.contains(&("RAY_JOB_SUBMISSION_ID", "rj-abcde")) && env.contains(&("PYTHONUNBUFFERED", "1")), "{env:?}");
+    }
+
+    /// KubeRay `ConvertRayJobToReq`: runtime env parsed from YAML, metadata and entrypoint resources passed.
+    #[test]
+    fn the_http_submission_carries_the_spec() {
+        let req = submit_request(&job(), "rj-abcde").unwrap();
+        assert_eq!(req.submission_id.as_deref(), Some("rj-abcde"));
+        assert_eq!(req.runtime_env, Some(json!({"pip": ["requests"]})));
+        assert_eq!(req.entrypoint_num_cpus, Some(0.5));
+        assert_eq!(req.entrypoint_resources.unwrap()["r"], 1.0);
+        let mut bad = job();
+        bad.spec.entrypoint_resources = Some("not json".into());
+        assert!(submit_request(&bad, "x").unwrap_err().contains("spec.entrypointResources"));
+    }
+}
