@@ -114,7 +114,7 @@ fn built_in_kinds_parse_and_foreign_kinds_are_listed_not_failed() {
         }
     }
     assert!(builtin >= 10, "expected built-in kinds (ConfigMap, Secret, Service, ...), found {builtin}");
-    assert!(foreign >= 2, "expected RayJob, Topology and another scheduler's Queue to be listed, found {foreign}");
+    assert!(foreign >= 2, "expected Topology and another scheduler's Queue to be listed, found {foreign}");
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 

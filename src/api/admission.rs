@@ -26,7 +26,23 @@ fn queue_name(obj: &Value) -> Option<&str> {
 }
 
 fn is_ray_job(api_version: &str, kind: &str) -> bool {
-    api_version == "ray.io/v1" && (kind == "RayCluster" || kind == "RayService")
+    api_version == "ray.io/v1" && (kind == "RayCluster" || kind == "RayService" || kind == "RayJob")
+}
+
+/// A RayCluster a RayJob created: the RayJob's Workload covers it (Kueue skips jobs owned by a managed job).
+fn owned_by_ray_job(obj: &Value) -> bool {
+    obj.pointer("/metadata/ownerReferences").and_then(Value::as_array).is_some_and(|owners| {
+        owners.iter().any(|o| {
+            o.get("controller") == Some(&Value::Bool(true))
+                && o.get("kind").and_then(Value::as_str) == Some(super::ray::constants::CRD_RAY_JOB)
+                && o.get("apiVersion").and_then(Value::as_str) == Some("ray.io/v1")
+        })
+    })
+}
+
+/// A RayJob on an existing cluster (`clusterSelector`) is not queue-managed (Kueue's rule).
+fn uses_cluster_selector(obj: &Value) -> bool {
+    obj.pointer("/spec/clusterSelector").and_then(Value::as_object).is_some_and(|m| !m.is_empty())
 }
 
 /// Kueue's job defaulting: a queue-managed job is created suspended, so nothing runs before admission.
@@ -39,6 +55,8 @@ pub fn default_object(op: Operation, obj: &mut Value) -> bool {
         // A child RayCluster: its parent's Workload covers it (Kueue's webhook skips jobs whose owner is a
         // managed job).
         || super::ray::child_guard::owned_by_service(obj)
+        || owned_by_ray_job(obj)
+        || (kind == "RayJob" && uses_cluster_selector(obj))
     {
         return false;
     }
@@ -109,7 +127,14 @@ fn validate_update(new: &Value, old: &Value) -> Vec<FieldError> {
 /// (Kueue's 8 podsets, one of them the head).
 fn validate_queue_managed_cluster(obj: &Value) -> Vec<FieldError> {
     let (api_version, kind) = kind_of(obj);
-    if (api_version, kind) != ("ray.io/v1", "RayCluster") || queue_name(obj).is_none() || super::ray::child_guard::owned_by_service(obj) {
+    if (api_version, kind) == ("ray.io/v1", "RayJob") && queue_name(obj).is_some() {
+        return validate_queue_managed_ray_job(obj);
+    }
+    if (api_version, kind) != ("ray.io/v1", "RayCluster")
+        || queue_name(obj).is_none()
+        || super::ray::child_guard::owned_by_service(obj)
+        || owned_by_ray_job(obj)
+    {
         return Vec::new();
     }
     let spec = Path::root("spec");
@@ -125,6 +150,37 @@ fn validate_queue_managed_cluster(obj: &Value) -> Vec<FieldError> {
     let groups = obj.pointer("/spec/workerGroupSpecs").and_then(Value::as_array).map_or(0, Vec::len);
     if groups > 7 {
         errs.push(FieldError::new(spec.child("workerGroupSpecs").as_str(), super::validation::ErrorType::TooMany, format!("{groups}: must have at most 7 items")));
+    }
+    errs
+}
+
+/// Kueue's RayJob webhook (`pkg/controller/jobs/rayjob/rayjob_webhook.go` validateCreate): a queued job
+/// builds its own cluster and deletes it when it ends, since the cluster holds the queue's quota.
+fn validate_queue_managed_ray_job(obj: &Value) -> Vec<FieldError> {
+    let spec = Path::root("spec");
+    let has_spec = obj.pointer("/spec/rayClusterSpec").is_some_and(|v| !v.is_null());
+    match (uses_cluster_selector(obj), has_spec) {
+        (true, true) => {
+            return vec![FieldError::invalid(&spec.child("clusterSelector"), "a kueue managed job should not use an existing cluster")];
+        }
+        // On an existing cluster: not queue-managed.
+        (true, false) => return Vec::new(),
+        (false, false) => {
+            return vec![FieldError::required(
+                &spec.child("rayClusterSpec"),
+                "rayClusterSpec is required for Kueue-managed jobs that don't use clusterSelector",
+            )];
+        }
+        (false, true) => {}
+    }
+    let mut errs = Vec::new();
+    if obj.pointer("/spec/shutdownAfterJobFinishes").and_then(Value::as_bool) != Some(true) {
+        errs.push(FieldError::invalid(&spec.child("shutdownAfterJobFinishes"), "a kueue managed job should delete the cluster after finishing"));
+    }
+    let groups = obj.pointer("/spec/rayClusterSpec/workerGroupSpecs").and_then(Value::as_array).map_or(0, Vec::len);
+    if groups > 7 {
+        let path = spec.child("rayClusterSpec").child("workerGroupSpecs");
+        errs.push(FieldError::new(path.as_str(), super::validation::ErrorType::TooMany, format!("{groups}: must have at most 7 items")));
     }
     errs
 }
@@ -199,5 +255,39 @@ mod tests {
         assert_eq!(update(cluster(serde_json::json!({}), false, 1), cluster(elastic.clone(), false, 1)), want("true"));
         assert_eq!(update(cluster(elastic.clone(), false, 1), cluster(serde_json::json!({}), false, 1)), want("false"));
         assert!(update(cluster(elastic.clone(), false, 1), cluster(elastic, false, 2)).is_empty());
+    }
+
+    fn ray_job(spec: Value) -> Value {
+        serde_json::json!({
+            "apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": "rj", "namespace": "default", "labels": {QUEUE_NAME_LABEL: "lq"}},
+            "spec": spec
+        })
+    }
+
+    // Kueue: pkg/controller/jobs/rayjob/rayjob_webhook.go (Default suspends a queued job; validateCreate's
+    // clusterSelector, rayClusterSpec and shutdownAfterJobFinishes rules).
+    #[test]
+    fn queue_managed_ray_jobs_follow_kueues_rayjob_webhook() {
+        let head = serde_json::json!({"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "h", "image": "ray"}]}}}});
+        let mut ok = ray_job(serde_json::json!({"shutdownAfterJobFinishes": true, "rayClusterSpec": head}));
+        assert_eq!(admit(Operation::Create, &mut ok, None), Ok(()));
+        assert_eq!(ok["spec"]["suspend"], Value::Bool(true), "a queued RayJob is created suspended");
+        let fields = |mut obj: Value| admit(Operation::Create, &mut obj, None).err().unwrap_or_default().into_iter().map(|e| e.field).collect::<Vec<_>>();
+        // (KubeRay also refuses the defaulted suspend without shutdownAfterJobFinishes.)
+        assert_eq!(fields(ray_job(serde_json::json!({"rayClusterSpec": head}))), vec!["spec.suspend", "spec.shutdownAfterJobFinishes"]);
+        assert_eq!(
+            fields(ray_job(serde_json::json!({"shutdownAfterJobFinishes": true, "rayClusterSpec": head, "clusterSelector": {"ray.io/cluster": "c"}}))),
+            vec!["spec.clusterSelector"]
+        );
+        // On an existing cluster: not queue-managed, so not suspended (KubeRay refuses suspend with a selector).
+        let mut selected = ray_job(serde_json::json!({"clusterSelector": {"ray.io/cluster": "c"}}));
+        assert_eq!(admit(Operation::Create, &mut selected, None), Ok(()));
+        assert!(selected["spec"].get("suspend").is_none());
+        // The cluster a RayJob creates carries its queue label, but the RayJob's Workload covers it.
+        let mut child = cluster(serde_json::json!({}), false, 1);
+        child["metadata"]["ownerReferences"] = serde_json::json!([{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "rj", "uid": "u", "controller": true}]);
+        assert_eq!(admit(Operation::Create, &mut child, None), Ok(()));
+        assert!(child["spec"].get("suspend").is_none(), "a RayJob's cluster is not held by a Workload of its own");
     }
 }

@@ -60,7 +60,6 @@ const FOREIGN_KINDS: &[(&str, &str)] = &[
     ("kueue.x-k8s.io", "MultiKueueCluster"),
     ("kueue.x-k8s.io", "ProvisioningRequestConfig"),
     ("kueue.x-k8s.io", "Topology"),
-    ("ray.io", "RayJob"),
     ("ray.io", "RayCronJob"),
 ];
 
@@ -121,6 +120,7 @@ kinds! {
     kueue::AdmissionCheck => |o, _| kueue::validation::validate_admission_check(o),
     ray::RayCluster => ray::validation::validate_ray_cluster_with,
     ray::RayService => ray::validation::validate_ray_service_with,
+    ray::RayJob => ray::validation::validate_ray_job_with,
     gateway::GatewayClass => |o, _| no_rules(o),
     gateway::Gateway => |o, _| no_rules(o),
     gateway::HTTPRoute => |o, _| no_rules(o),

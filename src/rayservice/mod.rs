@@ -1,11 +1,12 @@
 //! The embedded Ray operator (see ../shared/DESIGN.md): pure building blocks (`cluster`), the RayCluster
 //! controller where the quota gate is enforced (`clusterctl`), the RayService controller (`service`), the
-//! Ray dashboard client and its simulator (`dashboard`), and RayCluster and RayService as Kueue jobs with
-//! the gate rule (`job`).
+//! Ray dashboard client and its simulator (`dashboard`), the RayJob controller (`rayjob`), and RayCluster,
+//! RayService and RayJob as Kueue jobs with the gate rule (`job`).
 
 pub mod cluster;
 pub mod clusterctl;
 pub mod dashboard;
 pub mod job;
 pub mod metrics;
+pub mod rayjob;
 pub mod service;

@@ -24,6 +24,7 @@ use crate::embedded::{self, EmbeddedServer};
 use crate::jobframework::admission::{AdmissionLoop, Caches};
 use crate::jobframework::job_controller::{self, JobContext};
 use crate::rayservice::job::raycluster::RayClusterJob;
+use crate::rayservice::job::rayjob::RayJobJob;
 use crate::rayservice::job::rayservice::RayServiceJob;
 
 #[derive(Clone, Debug)]
@@ -215,9 +216,11 @@ pub async fn run_manager(
     )));
     let c = cancel.clone();
     tasks.push(tokio::spawn(job_controller::run::<RayServiceJob>(
-        jobs,
+        jobs.clone(),
         async move { c.cancelled().await },
     )));
+    let c = cancel.clone();
+    tasks.push(tokio::spawn(job_controller::run::<RayJobJob>(jobs, async move { c.cancelled().await })));
     if let Some(dashboards) = opts.ray.clone() {
         let gates = opts.ray_gates;
         let mut leader = rx.clone();

@@ -1,4 +1,4 @@
-//! Starting the embedded Ray operator (RayCluster and RayService controllers) with a Ray dashboard:
+//! Starting the embedded Ray operator (RayCluster, RayService and RayJob controllers) with a Ray dashboard:
 //! the HTTP client against real Ray heads in a cluster, the simulator on the embedded cluster.
 
 use std::sync::Arc;
@@ -11,7 +11,8 @@ use crate::api::ray::validation::RayFeatureGates;
 use crate::rayservice::dashboard::sim::{RaySim, SimOptions};
 use crate::rayservice::clusterctl::controller as clusterctl;
 use crate::rayservice::dashboard::http::{HttpDashboard, HttpDashboardOptions};
-use crate::rayservice::dashboard::{DashboardEndpoint, RayDashboard};
+use crate::rayservice::dashboard::{DashboardEndpoint, RayDashboard, RayJobsApi};
+use crate::rayservice::rayjob::controller as rjctl;
 use crate::rayservice::service::controller::{self as rsctl, DashboardFactory};
 
 /// Which Ray dashboard the RayService controller talks to.
@@ -36,6 +37,14 @@ impl Dashboards {
         };
         Arc::new(move |_: &DashboardEndpoint| dashboard.clone())
     }
+
+    /// The Ray Jobs API client the RayJob controller uses.
+    fn jobs(&self) -> Arc<dyn RayJobsApi> {
+        match self {
+            Dashboards::Http => Arc::new(HttpDashboard::new(HttpDashboardOptions::default())),
+            Dashboards::Simulated(sim) => sim.clone(),
+        }
+    }
 }
 
 impl std::fmt::Debug for Dashboards {
@@ -50,12 +59,20 @@ impl std::fmt::Debug for Dashboards {
 /// The running Ray controllers; dropping it stops them.
 pub struct RayOperator(#[allow(dead_code)] Tasks);
 
-/// Spawns both Ray controllers; they run until the returned handle is dropped.
+/// Spawns the Ray controllers; they run until the returned handle is dropped.
 pub fn spawn_ray_operator(client: kube::Client, dashboards: &Dashboards, gates: RayFeatureGates) -> RayOperator {
     let mut clusters = clusterctl::Context::new(client.clone());
     clusters.config.gates = gates;
-    let mut services = rsctl::Context::new(client, dashboards.factory());
+    let mut services = rsctl::Context::new(client.clone(), dashboards.factory());
     services.config.gates = gates;
-    let (clusters, services) = (Arc::new(clusters), Arc::new(services));
-    RayOperator(vec![tokio::spawn(clusterctl::run(clusters)), tokio::spawn(rsctl::run(services))].into())
+    let mut jobs = rjctl::Context::new(client, dashboards.jobs());
+    jobs.config.gates = gates;
+    if let Dashboards::Simulated(_) = dashboards {
+        // Simulated heads answer at once: poll running jobs often so their end shows promptly.
+        jobs.config.requeue = Duration::from_millis(300);
+    }
+    let (clusters, services, jobs) = (Arc::new(clusters), Arc::new(services), Arc::new(jobs));
+    RayOperator(
+        vec![tokio::spawn(clusterctl::run(clusters)), tokio::spawn(rsctl::run(services)), tokio::spawn(rjctl::run(jobs))].into(),
+    )
 }

@@ -125,6 +125,7 @@ const fn hook(name: &'static str, mutating: bool, group: &'static str, version: 
 pub const HOOKS: &[Hook] = &[
     hook("mraycluster.kb.io", true, "ray.io", "v1", "RayCluster", "rayclusters"),
     hook("mrayservice.kb.io", true, "ray.io", "v1", "RayService", "rayservices"),
+    hook("mrayjob.kb.io", true, "ray.io", "v1", "RayJob", "rayjobs"),
     hook("vadmissioncheck.kb.io", false, "kueue.x-k8s.io", "v1beta2", "AdmissionCheck", "admissionchecks"),
     hook("vclusterqueue.kb.io", false, "kueue.x-k8s.io", "v1beta2", "ClusterQueue", "clusterqueues"),
     hook("vcohort.kb.io", false, "kueue.x-k8s.io", "v1beta2", "Cohort", "cohorts"),
@@ -134,6 +135,7 @@ pub const HOOKS: &[Hook] = &[
     hook("vworkloadpriorityclass.kb.io", false, "kueue.x-k8s.io", "v1beta2", "WorkloadPriorityClass", "workloadpriorityclasses"),
     hook("vraycluster.kb.io", false, "ray.io", "v1", "RayCluster", "rayclusters"),
     hook("vrayservice.kb.io", false, "ray.io", "v1", "RayService", "rayservices"),
+    hook("vrayjob.kb.io", false, "ray.io", "v1", "RayJob", "rayjobs"),
 ];
 
 /// `/mutate` (defaulting, then validation), `/validate` (validation only), and each of [`HOOKS`]'

@@ -1031,6 +1031,18 @@ async fn the_manager_needs_exactly_the_shipped_role() {
         .unwrap();
     s.wait_cq_cpu(0).await;
 
+    // A queued RayJob (HTTPMode) admitted, run to its end, and deleted by its own DeleteSelf policy.
+    let rayjobs: Api<quotagate::api::ray::RayJob> = Api::namespaced(s.c.client.clone(), NS);
+    let rj = json!({"apiVersion": "ray.io/v1", "kind": "RayJob",
+        "metadata": {"name": "rj", "namespace": NS, "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+        "spec": {"entrypoint": "sleep 1", "submissionMode": "HTTPMode", "shutdownAfterJobFinishes": true,
+            "deletionStrategy": {"onSuccess": {"policy": "DeleteSelf"}, "onFailure": {"policy": "DeleteSelf"}},
+            "rayClusterSpec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head",
+                "image": "rayproject/ray:2.46.0", "resources": {"requests": {"cpu": "1"}}}]}}}}}});
+    rayjobs.create(&PostParams::default(), &serde_json::from_value(rj).unwrap()).await.unwrap();
+    poll("the RayJob to run and delete itself", || async { rayjobs.get_opt("rj").await.unwrap().is_none().then_some(()) }).await;
+    s.wait_cq_cpu(0).await;
+
     let denied: Vec<String> = authz.denied().iter().map(|a| a.to_string()).collect();
     assert!(denied.is_empty(), "the shipped Role is missing: {denied:?}");
     let unused = authz.unused();

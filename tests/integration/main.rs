@@ -25,6 +25,7 @@ mod metrics;
 mod pod_ledger;
 mod quota_holds;
 mod raycluster;
+mod rayjob;
 mod visibility;
 mod resilience;
 mod scenarios;

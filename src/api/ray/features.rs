@@ -19,7 +19,11 @@ pub enum Support {
     AlwaysOn,
     /// Only changes what validation accepts: with the gate on, the field is refused as not implemented.
     NotImplemented,
-    /// A RayJob/RayCronJob gate: accepted; no effect beyond validation (quotagate serves neither kind).
+    /// Implemented with the gate's own default, either value accepted (RayJobDeletionPolicy: off refuses
+    /// `deletionStrategy` and worker-group `suspend`, and the RayJob controller ignores the strategy).
+    Honoured,
+    /// A RayCronJob or sidecar-submitter gate: accepted; no effect (quotagate has no RayCronJob and no
+    /// SidecarMode submitter).
     NoRayJob,
     /// Turning it on is refused: quotagate has no such feature.
     RefusedOn,
@@ -39,7 +43,7 @@ const fn gate(name: &'static str, default: bool, stage: Stage, support: Support)
 /// KubeRay v1.7's gates, in its order.
 pub const GATES: [Gate; 11] = [
     gate("RayClusterStatusConditions", true, Stage::Beta, Support::AlwaysOn),
-    gate("RayJobDeletionPolicy", true, Stage::Beta, Support::NoRayJob),
+    gate("RayJobDeletionPolicy", true, Stage::Beta, Support::Honoured),
     gate("RayMultiHostIndexing", true, Stage::Beta, Support::AlwaysOn),
     gate("RayServiceIncrementalUpgrade", true, Stage::Beta, Support::AlwaysOn),
     gate("RayCronJob", false, Stage::Alpha, Support::NoRayJob),

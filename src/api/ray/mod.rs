@@ -1,9 +1,10 @@
-//! KubeRay-compatible `ray.io/v1` types (RayCluster, RayService), their constants and validation.
+//! KubeRay-compatible `ray.io/v1` types (RayCluster, RayService, RayJob), their constants and validation.
 
 pub mod child_guard;
 pub mod constants;
 pub mod features;
 pub mod raycluster;
+pub mod rayjob;
 pub mod rayservice;
 pub mod validation;
 
@@ -11,6 +12,7 @@ pub mod validation;
 pub(crate) mod roundtrip_tests;
 
 pub use raycluster::{RayCluster, RayClusterSpec, RayClusterStatus, WorkerGroupSpec};
+pub use rayjob::{RayJob, RayJobSpec, RayJobStatus};
 pub use rayservice::{RayService, RayServiceSpec, RayServiceStatuses};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -18,5 +20,5 @@ use kube::CustomResourceExt;
 
 /// CRDs the embedded API server serves for KubeRay.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![RayCluster::crd(), RayService::crd()]
+    vec![RayCluster::crd(), RayService::crd(), RayJob::crd()]
 }

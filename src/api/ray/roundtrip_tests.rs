@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::api::gateway::{Gateway, GatewayClass, HTTPRoute};
-use crate::api::ray::{RayCluster, RayService};
+use crate::api::ray::{RayCluster, RayJob, RayService};
 
 fn manifest_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/manifests/kuberay")
@@ -83,6 +83,7 @@ fn every_kuberay_sample_round_trips() {
         match kind.as_str() {
             "RayCluster" => roundtrip::<RayCluster>(&file, &doc),
             "RayService" => roundtrip::<RayService>(&file, &doc),
+            "RayJob" => roundtrip::<RayJob>(&file, &doc),
             "GatewayClass" => roundtrip::<GatewayClass>(&file, &doc),
             "Gateway" => roundtrip::<Gateway>(&file, &doc),
             "HTTPRoute" => roundtrip::<HTTPRoute>(&file, &doc),
@@ -138,7 +139,7 @@ fn crds_have_kuberay_names_and_columns() {
         .iter()
         .map(|c| c.metadata.name.clone().unwrap())
         .collect();
-    assert_eq!(names, ["rayclusters.ray.io", "rayservices.ray.io"]);
+    assert_eq!(names, ["rayclusters.ray.io", "rayservices.ray.io", "rayjobs.ray.io"]);
     let rc = &crds[0].spec;
     assert_eq!(
         rc.names.categories.as_deref(),

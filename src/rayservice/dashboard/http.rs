@@ -15,6 +15,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use super::error::{DashboardError, shorten};
+use super::jobs::{self, JobDetails, JobSubmitRequest, JobSubmitResponse};
 use super::{DashboardEndpoint, RayDashboard, ServeConfig, ServeDetails};
 
 /// Path of the Serve multi-application REST API; the trailing slash is what Ray registers.
@@ -228,6 +229,79 @@ impl RayDashboard for HttpDashboard {
             let path = crate::api::ray::constants::SERVE_PROXY_HEALTH_PATH;
             let (status, _) = self.send(&proxy, Method::GET, path, None).await?;
             Ok(status.is_success())
+        }
+        .boxed()
+    }
+}
+
+impl super::jobs::RayJobsApi for HttpDashboard {
+    fn submit_job<'a>(
+        &'a self,
+        endpoint: &'a DashboardEndpoint,
+        request: &'a JobSubmitRequest,
+    ) -> BoxFuture<'a, Result<JobSubmitResponse, DashboardError>> {
+        async move {
+            let body = serde_json::to_vec(request).map_err(|e| DashboardError::InvalidConfig(e.to_string()))?;
+            let (status, resp) = self.send(endpoint, Method::POST, jobs::JOBS_PATH, Some(body)).await?;
+            check_status(status, &resp)?;
+            jobs::decode(&resp)
+        }
+        .boxed()
+    }
+
+    fn job_info<'a>(
+        &'a self,
+        endpoint: &'a DashboardEndpoint,
+        submission_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<JobDetails>, DashboardError>> {
+        async move {
+            let (status, body) = self.send(endpoint, Method::GET, &jobs::job_path(submission_id, ""), None).await?;
+            if status == StatusCode::NOT_FOUND {
+                return Ok(None);
+            }
+            check_status(status, &body)?;
+            jobs::decode(&body).map(Some)
+        }
+        .boxed()
+    }
+
+    fn stop_job<'a>(
+        &'a self,
+        endpoint: &'a DashboardEndpoint,
+        submission_id: &'a str,
+    ) -> BoxFuture<'a, Result<bool, DashboardError>> {
+        async move {
+            let path = jobs::job_path(submission_id, "/stop");
+            let (status, body) = self.send(endpoint, Method::POST, &path, None).await?;
+            check_status(status, &body)?;
+            Ok(jobs::decode::<jobs::StopResponse>(&body)?.stopped)
+        }
+        .boxed()
+    }
+
+    fn delete_job<'a>(
+        &'a self,
+        endpoint: &'a DashboardEndpoint,
+        submission_id: &'a str,
+    ) -> BoxFuture<'a, Result<bool, DashboardError>> {
+        async move {
+            let (status, body) = self.send(endpoint, Method::DELETE, &jobs::job_path(submission_id, ""), None).await?;
+            check_status(status, &body)?;
+            Ok(jobs::decode::<jobs::DeleteResponse>(&body)?.deleted)
+        }
+        .boxed()
+    }
+
+    fn job_logs<'a>(
+        &'a self,
+        endpoint: &'a DashboardEndpoint,
+        submission_id: &'a str,
+    ) -> BoxFuture<'a, Result<String, DashboardError>> {
+        async move {
+            let path = jobs::job_path(submission_id, "/logs");
+            let (status, body) = self.send(endpoint, Method::GET, &path, None).await?;
+            check_status(status, &body)?;
+            Ok(jobs::decode::<jobs::LogsResponse>(&body)?.logs)
         }
         .boxed()
     }

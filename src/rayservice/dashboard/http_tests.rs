@@ -292,3 +292,49 @@ async fn proxy_health_gets_healthz_on_the_proxy_url_without_token() {
         Err(DashboardError::Unreachable { .. })
     ));
 }
+
+/// The Jobs API calls KubeRay's `dashboard_httpclient.go` makes: methods, paths, bodies, and a 404 on GET
+/// read as "no such job" (KubeRay submits in HTTPMode then).
+#[tokio::test]
+async fn jobs_api_calls_and_answers() {
+    use crate::rayservice::dashboard::jobs::{JobSubmitRequest, RayJobsApi};
+    let (stub, ep) = serve_stub().await;
+    let client = HttpDashboard::default();
+    stub.reply(200, r#"{"submission_id": "rj-abcde", "job_id": null}"#);
+    let request = JobSubmitRequest {
+        entrypoint: "sleep 1".into(),
+        submission_id: Some("rj-abcde".into()),
+        runtime_env: Some(serde_json::json!({"pip": ["requests"]})),
+        ..Default::default()
+    };
+    let answer = client.submit_job(&ep.clone().with_token("t"), &request).await.unwrap();
+    assert_eq!(answer.submission_id, "rj-abcde");
+    let seen = stub.last();
+    assert_eq!((seen.method.as_str(), seen.uri.as_str(), seen.auth.as_deref()), ("POST", "/api/jobs/", Some("Bearer t")));
+    let body: serde_json::Value = serde_json::from_slice(&seen.body).unwrap();
+    assert_eq!(body, serde_json::json!({"entrypoint": "sleep 1", "submission_id": "rj-abcde", "runtime_env": {"pip": ["requests"]}}));
+
+    stub.reply(200, r#"{"type": "SUBMISSION", "submission_id": "rj-abcde", "status": "RUNNING", "start_time": 5}"#);
+    let info = client.job_info(&ep, "rj-abcde").await.unwrap().unwrap();
+    assert_eq!((info.status.as_str(), info.start_time), ("RUNNING", Some(5)));
+    assert_eq!((stub.last().method.as_str(), stub.last().uri.as_str()), ("GET", "/api/jobs/rj-abcde"));
+    stub.reply(404, "Job rj-abcde does not exist");
+    assert_eq!(client.job_info(&ep, "rj-abcde").await.unwrap(), None);
+
+    stub.reply(200, r#"{"stopped": true}"#);
+    assert!(client.stop_job(&ep, "rj-abcde").await.unwrap());
+    assert_eq!((stub.last().method.as_str(), stub.last().uri.as_str()), ("POST", "/api/jobs/rj-abcde/stop"));
+    stub.reply(200, r#"{"deleted": true}"#);
+    assert!(client.delete_job(&ep, "rj-abcde").await.unwrap());
+    assert_eq!((stub.last().method.as_str(), stub.last().uri.as_str()), ("DELETE", "/api/jobs/rj-abcde"));
+    stub.reply(200, r#"{"logs": "hello\n"}"#);
+    assert_eq!(client.job_logs(&ep, "rj-abcde").await.unwrap(), "hello\n");
+    assert_eq!(stub.last().uri, "/api/jobs/rj-abcde/logs");
+
+    // A refused submission (duplicate id) is Ray's 400 with its message; a broken body is a decode error.
+    stub.reply(400, "Job with submission_id rj-abcde already exists.");
+    let err = client.submit_job(&ep, &request).await.unwrap_err();
+    assert!(matches!(&err, DashboardError::Rejected { message } if message.contains("already exists")), "{err:?}");
+    stub.reply(200, "<html>");
+    assert!(matches!(client.job_info(&ep, "rj-abcde").await, Err(DashboardError::Decode { .. })));
+}

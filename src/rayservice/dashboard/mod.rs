@@ -8,6 +8,7 @@
 pub mod config;
 pub mod error;
 pub mod http;
+pub mod jobs;
 pub mod readiness;
 pub mod sim;
 pub mod types;
@@ -16,6 +17,7 @@ use futures::future::BoxFuture;
 
 pub use config::{DEFAULT_APP_NAME, ServeConfig, capacity_adjusted_replicas};
 pub use error::DashboardError;
+pub use jobs::{JobDetails, JobSubmitRequest, RayJobsApi};
 pub use readiness::{ServeReadiness, deploy_failure_summary, serve_readiness, strip_ansi};
 pub use types::{
     AppDetails, AppStatus, DeploymentDetails, DeploymentStatus, ReplicaDetails, ReplicaState,

@@ -1,16 +1,17 @@
-//! RayCluster and RayService as Kueue jobs (Kueue's `pkg/controller/jobs/ray*`): the `GenericJob`
+//! RayCluster, RayService and RayJob as Kueue jobs (Kueue's `pkg/controller/jobs/ray*`): the `GenericJob`
 //! implementations the generic job reconciler runs, registered by the wiring.
 
 pub mod demand;
 pub mod gate;
 pub mod raycluster;
+pub mod rayjob;
 pub mod rayservice;
 pub mod step;
 
 use kube::Resource;
 use kube::core::GroupVersionKind;
 
-use crate::api::ray::{RayCluster, RayService};
+use crate::api::ray::{RayCluster, RayJob, RayService};
 
 fn gvk<K: Resource<DynamicType = ()>>() -> GroupVersionKind {
     GroupVersionKind::gvk(&K::group(&()), &K::version(&()), &K::kind(&()))
@@ -18,7 +19,7 @@ fn gvk<K: Resource<DynamicType = ()>>() -> GroupVersionKind {
 
 /// The job kinds this operator registers with the job framework.
 pub fn managed_kinds() -> Vec<GroupVersionKind> {
-    vec![gvk::<RayCluster>(), gvk::<RayService>()]
+    vec![gvk::<RayCluster>(), gvk::<RayService>(), gvk::<RayJob>()]
 }
 
 

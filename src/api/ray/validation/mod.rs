@@ -4,6 +4,7 @@
 //! Unlike KubeRay, which stops at the first broken rule, every broken rule is reported.
 
 mod pod_resources;
+mod rayjob;
 mod spec;
 mod syntax;
 
@@ -12,6 +13,7 @@ use super::raycluster::RayCluster;
 use super::rayservice::{RayService, RayServiceUpgradeType};
 use crate::api::validation::{ErrorType, FieldError, Path};
 
+pub use rayjob::{validate_ray_job, validate_ray_job_spec, validate_ray_job_status, validate_ray_job_with};
 pub use spec::{validate_ray_cluster_spec, validate_ray_cluster_spec_with};
 pub(crate) use syntax::is_dns1035_label;
 pub use syntax::parse_initializing_timeout;

@@ -46,6 +46,7 @@ use crate::rayservice::dashboard::{
 };
 
 pub mod autoscaler;
+pub mod jobs;
 pub mod loadgen;
 pub mod persist;
 mod placement;

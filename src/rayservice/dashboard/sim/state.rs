@@ -31,6 +31,8 @@ pub(super) struct SimCluster {
     pub(super) apps: IndexMap<String, SimApp>,
     next_replica: u64,
     pub(super) puts: u64,
+    /// Ray jobs submitted through the Jobs API, by submission id; a head restart loses them.
+    pub(super) jobs: std::collections::BTreeMap<String, super::jobs::SimJob>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -113,6 +115,7 @@ impl SimCluster {
             apps: IndexMap::new(),
             next_replica: 0,
             puts: 0,
+            jobs: Default::default(),
         }
     }
 

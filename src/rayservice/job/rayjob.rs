@@ -1,0 +1,273 @@
+//! RayJob as a Kueue job (Kueue's `pkg/controller/jobs/rayjob`): one Workload with podset `head`, one per
+//! worker group (built like a RayCluster's, so it requests what the pods will), and `submitter` in
+//! K8sJobMode. `spec.suspend` is the switch: KubeRay creates no cluster while it is true and deletes the
+//! cluster when it becomes true, so admission starts the job and eviction stops it whole. A RayJob on an
+//! existing cluster (`clusterSelector`) is not queue-managed.
+
+use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::GroupVersionKind;
+use kube::Resource;
+
+use super::raycluster::raycluster_podsets;
+use crate::api::kueue::{PodSet, Workload};
+use crate::api::ray::raycluster::ClusterState;
+use crate::api::ray::rayjob::{JobDeploymentStatus, JobStatus, JobSubmissionMode};
+use crate::api::ray::{RayCluster, RayJob};
+use crate::jobframework::{
+    Finished, GenericJob, JobFrameworkError, JobKind, JobWithOnHold, JobWithSkip, PodSetInfo, merge_all,
+    restore_template,
+};
+use crate::rayservice::rayjob::controller::default_submitter_template;
+
+/// Kueue's podset name of the K8sJobMode submitter.
+pub const SUBMITTER_PODSET: &str = "submitter";
+
+pub struct RayJobJob {
+    pub job: RayJob,
+}
+
+impl JobKind for RayJobJob {
+    type Object = RayJob;
+
+    async fn load(obj: &RayJob, _: &[Workload], _: &kube::Client) -> Result<Self, kube::Error> {
+        Ok(RayJobJob { job: obj.clone() })
+    }
+
+    fn object(&self) -> &RayJob {
+        &self.job
+    }
+}
+
+impl RayJobJob {
+    fn k8s_job_mode(&self) -> bool {
+        self.job.spec.mode() == JobSubmissionMode::K8sJobMode
+    }
+
+    /// The pod templates admission writes into, in `pod_sets()` order. The submitter's only when the user
+    /// wrote one (as Kueue: the default submitter template is not part of the spec).
+    fn templates(&mut self) -> Result<Vec<(&mut ObjectMeta, &mut PodSpec)>, JobFrameworkError> {
+        let k8s_job = self.k8s_job_mode();
+        let spec = &mut self.job.spec;
+        let cluster = spec.ray_cluster_spec.as_mut().ok_or_else(no_cluster_spec)?;
+        let mut out = Vec::new();
+        let head = &mut cluster.head_group_spec.template;
+        out.push((head.metadata.get_or_insert_with(Default::default), head.spec.get_or_insert_with(Default::default)));
+        for g in cluster.worker_group_specs.iter_mut().flatten() {
+            let t = &mut g.template;
+            out.push((t.metadata.get_or_insert_with(Default::default), t.spec.get_or_insert_with(Default::default)));
+        }
+        if k8s_job && let Some(t) = spec.submitter_pod_template.as_mut() {
+            out.push((t.metadata.get_or_insert_with(Default::default), t.spec.get_or_insert_with(Default::default)));
+        }
+        Ok(out)
+    }
+
+    /// How many podsets there are (the submitter counts even with the default template).
+    fn podset_count(&self) -> usize {
+        let workers = self.job.spec.ray_cluster_spec.as_ref().map_or(0, |c| c.worker_groups().len());
+        1 + workers + usize::from(self.k8s_job_mode())
+    }
+}
+
+fn no_cluster_spec() -> JobFrameworkError {
+    JobFrameworkError::PodSets("a queue-managed RayJob needs spec.rayClusterSpec".into())
+}
+
+impl GenericJob for RayJobJob {
+    fn meta(&self) -> &ObjectMeta {
+        &self.job.metadata
+    }
+
+    fn gvk(&self) -> GroupVersionKind {
+        GroupVersionKind::gvk(&RayJob::group(&()), &RayJob::version(&()), &RayJob::kind(&()))
+    }
+
+    fn is_suspended(&self) -> bool {
+        self.job.spec.is_suspended()
+    }
+
+    fn suspend(&mut self) {
+        self.job.spec.suspend = Some(true);
+    }
+
+    fn run_with_podsets_info(&mut self, infos: &[PodSetInfo]) -> Result<(), JobFrameworkError> {
+        let want = self.podset_count();
+        if infos.len() != want {
+            return Err(JobFrameworkError::PodSetsInfoLength { want, got: infos.len() });
+        }
+        let templates = self.templates()?;
+        let n = templates.len();
+        merge_all(templates.into_iter(), &infos[..n])?;
+        self.job.spec.suspend = Some(false);
+        Ok(())
+    }
+
+    fn restore_podsets_info(&mut self, infos: &[PodSetInfo]) -> bool {
+        if infos.len() != self.podset_count() {
+            return false;
+        }
+        let Ok(templates) = self.templates() else { return false };
+        let mut changed = false;
+        for ((meta, spec), info) in templates.into_iter().zip(infos) {
+            changed |= restore_template(meta, spec, info);
+        }
+        changed
+    }
+
+    /// Kueue: finished once `Complete` or `Failed`; a success only when the Ray job SUCCEEDED.
+    fn finished(&self) -> Option<Finished> {
+        let status = self.job.status.as_ref()?;
+        status.job_deployment_status.filter(|d| d.is_terminal())?;
+        Some(Finished {
+            success: status.job_status == Some(JobStatus::Succeeded),
+            message: status.message.clone().unwrap_or_default(),
+        })
+    }
+
+    /// `head`, each worker group, and `submitter` in K8sJobMode (count 1; Kueue's default template when the
+    /// user wrote none: 500m CPU and 200Mi requested).
+    fn pod_sets(&self) -> Result<Vec<PodSet>, JobFrameworkError> {
+        let spec = self.job.spec.ray_cluster_spec.clone().ok_or_else(no_cluster_spec)?;
+        let mut rc = RayCluster::new(self.job.metadata.name.as_deref().unwrap_or("rayjob"), spec);
+        rc.metadata.namespace = self.job.metadata.namespace.clone();
+        let mut podsets = raycluster_podsets(&rc)?;
+        if self.k8s_job_mode() {
+            let template: PodTemplateSpec = self
+                .job
+                .spec
+                .submitter_pod_template
+                .clone()
+                .unwrap_or_else(|| default_submitter_template(&self.job));
+            podsets.push(PodSet { name: Some(SUBMITTER_PODSET.into()), template, count: Some(1), ..Default::default() });
+        }
+        Ok(podsets)
+    }
+
+    /// Kueue: active unless Suspended (or not started): KubeRay deletes the cluster on the way there.
+    fn is_active(&self) -> bool {
+        let status = self.job.status.as_ref().and_then(|s| s.job_deployment_status);
+        !matches!(status, None | Some(JobDeploymentStatus::Suspended))
+    }
+
+    fn pods_ready(&self) -> bool {
+        self.job.status.as_ref().and_then(|s| s.ray_cluster_status.as_ref()).and_then(|s| s.state) == Some(ClusterState::Ready)
+    }
+
+    fn as_with_skip(&self) -> Option<&dyn JobWithSkip> {
+        Some(self)
+    }
+
+    fn as_with_on_hold(&self) -> Option<&dyn JobWithOnHold> {
+        Some(self)
+    }
+}
+
+impl JobWithSkip for RayJobJob {
+    /// Kueue's rule: a RayJob on an existing cluster is not queue-managed.
+    fn skip(&self) -> bool {
+        self.job.spec.uses_cluster_selector()
+    }
+}
+
+impl JobWithOnHold for RayJobJob {
+    fn is_on_hold(&self) -> bool {
+        self.job.status.as_ref().and_then(|s| s.job_deployment_status) == Some(JobDeploymentStatus::ValidationFailed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::api::kueue::constants::label;
+    use crate::jobframework::{Step, plan};
+
+    fn job(mode: &str, extra: serde_json::Value) -> RayJobJob {
+        let mut spec = json!({
+            "submissionMode": mode, "shutdownAfterJobFinishes": true, "entrypoint": "sleep 1",
+            "rayClusterSpec": {
+                "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "head", "image": "rayproject/ray:2.9.0", "resources": {"requests": {"cpu": "1"}}}]}}},
+                "workerGroupSpecs": [{"groupName": "Small", "replicas": 2, "rayStartParams": {}, "template": {"spec": {"containers": [{"name": "w", "image": "ray", "resources": {"requests": {"cpu": "1"}}}]}}}]
+            }
+        });
+        if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
+            for (k, v) in e {
+                s.insert(k.clone(), v.clone());
+            }
+        }
+        let job = serde_json::from_value(json!({
+            "apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": "rj", "namespace": "default", "uid": "u1", "labels": {label::QUEUE_NAME: "lq"}},
+            "spec": spec
+        }))
+        .unwrap();
+        RayJobJob { job }
+    }
+
+    fn names_and_counts(j: &RayJobJob) -> Vec<(String, i32)> {
+        j.pod_sets().unwrap().iter().map(|p| (p.name.clone().unwrap_or_default(), p.count.unwrap_or(0))).collect()
+    }
+
+    /// Kueue `pkg/controller/jobs/rayjob/rayjob_controller_test.go` `TestPodSets`: head, the worker groups
+    /// (lower-cased names), and in K8sJobMode a `submitter` of 1 with Kueue's default requests.
+    #[test]
+    fn podsets_are_head_workers_and_the_k8s_job_submitter() {
+        let k8s = job("K8sJobMode", json!({}));
+        assert_eq!(names_and_counts(&k8s), vec![("head".into(), 1), ("small".into(), 2), (SUBMITTER_PODSET.into(), 1)]);
+        let submitter = k8s.pod_sets().unwrap().pop().unwrap();
+        let requests = submitter.template.spec.unwrap().containers[0].resources.clone().unwrap().requests.unwrap();
+        assert_eq!((requests["cpu"].0.as_str(), requests["memory"].0.as_str()), ("500m", "200Mi"));
+        let http = job("HTTPMode", json!({}));
+        assert_eq!(names_and_counts(&http), vec![("head".into(), 1), ("small".into(), 2)]);
+    }
+
+    /// Kueue `TestRunWithPodSetsInfo`-style: admission writes each podset's node selector into its template
+    /// and unsuspends; a wrong number of infos is refused; restore puts the templates back.
+    #[test]
+    fn admission_injects_flavors_and_unsuspends() {
+        let mut j = job("K8sJobMode", json!({"suspend": true, "submitterPodTemplate": {"spec": {"restartPolicy": "Never", "containers": [{"name": "s", "image": "ray"}]}}}));
+        let info = |name: &str| PodSetInfo {
+            name: name.into(),
+            node_selector: [("pool".to_string(), name.to_string())].into_iter().collect(),
+            ..Default::default()
+        };
+        assert!(j.run_with_podsets_info(&[info("head")]).is_err(), "one info per podset");
+        let infos = [info("head"), info("small"), info(SUBMITTER_PODSET)];
+        j.run_with_podsets_info(&infos).unwrap();
+        assert!(!j.is_suspended());
+        let spec = &j.job.spec;
+        let selector = |t: &Option<PodSpec>| t.as_ref().and_then(|s| s.node_selector.clone()).unwrap_or_default();
+        let cluster = spec.ray_cluster_spec.as_ref().unwrap();
+        assert_eq!(selector(&cluster.head_group_spec.template.spec)["pool"], "head");
+        assert_eq!(selector(&cluster.worker_groups()[0].template.spec)["pool"], "small");
+        assert_eq!(selector(&spec.submitter_pod_template.as_ref().unwrap().spec)["pool"], SUBMITTER_PODSET);
+        let originals = [PodSetInfo::default(), PodSetInfo::default(), PodSetInfo::default()];
+        assert!(j.restore_podsets_info(&originals));
+        assert!(selector(&j.job.spec.ray_cluster_spec.as_ref().unwrap().head_group_spec.template.spec).is_empty());
+    }
+
+    /// Kueue `Finished`: Complete or Failed ends the job, a success only when the Ray job SUCCEEDED; the
+    /// generic reconciler then finishes the Workload. `IsActive` until KubeRay reports Suspended.
+    #[test]
+    fn finished_active_and_skip_follow_kueue() {
+        let mut j = job("HTTPMode", json!({}));
+        assert!(j.finished().is_none() && !j.is_active());
+        j.job.status = Some(serde_json::from_value(json!({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"})).unwrap());
+        assert!(j.finished().is_none() && j.is_active());
+        j.job.status = Some(serde_json::from_value(json!({"jobDeploymentStatus": "Failed", "jobStatus": "FAILED", "message": "exit 1"})).unwrap());
+        assert_eq!(j.finished(), Some(Finished { success: false, message: "exit 1".into() }));
+        j.job.status = Some(serde_json::from_value(json!({"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"})).unwrap());
+        assert!(j.finished().is_some_and(|f| f.success));
+        let mut wl = Workload::build("rayjob-rj-1", "default").queue("lq").build();
+        wl.metadata.uid = Some("w".into());
+        assert!(matches!(plan(&j, &[&wl]), Ok(Step::Finish { .. })), "a finished job finishes its Workload");
+        j.job.status = Some(serde_json::from_value(json!({"jobDeploymentStatus": "Suspended"})).unwrap());
+        assert!(!j.is_active());
+        // A RayJob on an existing cluster is not queue-managed: no Workload, not suspended.
+        let selected = job("HTTPMode", json!({"rayClusterSpec": null, "clusterSelector": {"ray.io/cluster": "shared"}}));
+        assert_eq!(plan(&selected, &[]).unwrap(), Step::Ignore);
+        assert_eq!(plan(&job("HTTPMode", json!({"suspend": true})), &[]).unwrap(), Step::CreateWorkload);
+    }
+}

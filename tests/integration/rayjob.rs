@@ -1,0 +1,143 @@
+//! RayJob end to end: Kueue's RayJob integration (`pkg/controller/jobs/rayjob`) with the embedded Ray
+//! operator's RayJob controller (KubeRay's `rayjob_controller.go`) and the simulated Jobs API.
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use quotagate::api::kueue::constants::{condition, label};
+use quotagate::api::kueue::{ClusterQueue, Workload};
+use quotagate::api::ray::rayjob::{JobDeploymentStatus, JobStatus};
+use quotagate::api::ray::{RayCluster, RayJob};
+use serde_json::json;
+
+use crate::support::*;
+
+fn ray_job(name: &str, entrypoint: &str) -> RayJob {
+    let container = |n: &str| json!({"name": n, "image": "rayproject/ray:2.9.0", "resources": {"requests": {"cpu": "1"}}});
+    serde_json::from_value(json!({
+        "apiVersion": "ray.io/v1", "kind": "RayJob",
+        "metadata": {"name": name, "namespace": "default", "labels": {label::QUEUE_NAME: "lq"}},
+        "spec": {
+            "entrypoint": entrypoint,
+            "submissionMode": "HTTPMode",
+            "shutdownAfterJobFinishes": true,
+            "rayClusterSpec": {
+                "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [container("ray-head")]}}},
+                "workerGroupSpecs": [{"groupName": "workers", "replicas": 1, "rayStartParams": {},
+                    "template": {"spec": {"containers": [container("ray-worker")]}}}]
+            }
+        }
+    }))
+    .unwrap()
+}
+
+fn owned_by(wls: Vec<Workload>, job: &RayJob) -> Vec<Workload> {
+    wls.into_iter()
+        .filter(|w| w.owner_references().iter().any(|o| Some(&o.uid) == job.metadata.uid.as_ref()))
+        .collect()
+}
+
+async fn set_quota(c: &Cluster, cpu: &str) {
+    let cqs: Api<ClusterQueue> = Api::all(c.client.clone());
+    let patch = json!({"spec": {"resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default",
+        "resources": [{"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": "64Gi"}]}]}]}});
+    cqs.patch("cq", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+}
+
+/// Kueue's `test/integration/singlecluster/controller/jobs/rayjob` "Should reconcile RayJobs" (suspended on
+/// create, one Workload, unsuspended on admission, Workload finished when the job ends), with KubeRay's
+/// `rayjob_controller_test.go` expectations for the run (Initializing -> Running -> Complete with
+/// SUCCEEDED; `shutdownAfterJobFinishes` deletes the cluster).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_rayjob_waits_for_quota_runs_to_success_and_gives_the_quota_back() {
+    let c = Cluster::start_with_ray_operator(Limits::default().cq("cq", 1000)).await;
+    c.flavor("default").await;
+    c.cluster_queue(with_all_namespaces(cq_with("cq", "1").build())).await;
+    c.local_queue("lq", "cq").await;
+    let jobs: Api<RayJob> = Api::namespaced(c.client.clone(), "default");
+    let clusters: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+
+    let job = jobs.create(&PostParams::default(), &ray_job("sleeper", "sleep 1")).await.unwrap();
+    assert_eq!(job.spec.suspend, Some(true), "a queue-labelled RayJob is created suspended");
+
+    // Over quota (head + worker ask 2 CPUs of 1): the Workload waits and KubeRay parks the job Suspended.
+    let wls = c.workloads();
+    let job = wait_for(&jobs, "sleeper", "Suspended while waiting", |j| {
+        j.status.as_ref().and_then(|s| s.job_deployment_status) == Some(JobDeploymentStatus::Suspended)
+    })
+    .await;
+    let mine = owned_by(wls.list(&ListParams::default()).await.unwrap().items, &job);
+    assert_eq!(mine.len(), 1, "one Workload per RayJob");
+    let wl_name = mine[0].name_any();
+    let counts: Vec<(String, i32)> = mine[0].spec.pod_sets.iter().map(|p| (p.name.clone().unwrap_or_default(), p.count.unwrap_or(0))).collect();
+    assert_eq!(counts, vec![("head".to_string(), 1), ("workers".to_string(), 1)], "HTTPMode has no submitter podset");
+    wait_for(&wls, &wl_name, "considered and found over quota", |w| {
+        condition(w, condition::QUOTA_RESERVED).is_some_and(|(s, _, _)| s == "False")
+    })
+    .await;
+    assert!(pods.list(&ListParams::default()).await.unwrap().items.is_empty(), "no pod runs before admission");
+    assert!(clusters.list(&ListParams::default()).await.unwrap().items.is_empty(), "no cluster before admission");
+
+    // Quota raised: admitted, unsuspended, its cluster starts and the job runs to SUCCEEDED.
+    c.quota.set_cq_limit("cq", 4000);
+    set_quota(&c, "4").await;
+    let running = wait_for(&jobs, "sleeper", "running on its cluster", |j| {
+        j.status.as_ref().and_then(|s| s.job_deployment_status) == Some(JobDeploymentStatus::Running)
+    })
+    .await;
+    assert_eq!(running.spec.suspend, Some(false));
+    let cluster_name = running.status.as_ref().and_then(|s| s.ray_cluster_name.clone()).unwrap();
+    let rc = clusters.get(&cluster_name).await.unwrap();
+    assert!(rc.owner_references().iter().any(|o| o.kind == "RayJob" && o.controller == Some(true)));
+    let done = wait_for(&jobs, "sleeper", "Complete", |j| {
+        j.status.as_ref().and_then(|s| s.job_deployment_status) == Some(JobDeploymentStatus::Complete)
+    })
+    .await;
+    let status = done.status.unwrap();
+    assert_eq!(status.job_status, Some(JobStatus::Succeeded));
+    assert_eq!(status.succeeded, Some(1));
+    assert!(status.end_time.is_some() && status.ray_job_info.and_then(|i| i.end_time).is_some());
+
+    // shutdownAfterJobFinishes (ttl 0): the cluster goes, the Workload finishes and the quota is free.
+    wait_gone(&clusters, &cluster_name).await;
+    let wl = wait_for(&wls, &wl_name, "Finished", |w| w.is_finished()).await;
+    assert_eq!(condition(&wl, condition::FINISHED).map(|(_, r, _)| r), Some("Succeeded".to_string()));
+    c.quota.wait_reserved("cq", 0).await;
+    let cqs: Api<ClusterQueue> = Api::all(c.client.clone());
+    wait_for(&cqs, "cq", "no reserving workload", |q| q.status.as_ref().is_some_and(|s| s.reserving_workloads == 0)).await;
+    c.quota.assert_safe();
+}
+
+/// Kueue's RayJob integration (`test/integration/singlecluster/controller/jobs/rayjob`): an evicted
+/// Workload (here deactivated, reason Deactivated) suspends the job; KubeRay
+/// (`rayjob_controller_suspended_test.go`) deletes its cluster on the way to Suspended and clears the
+/// cluster name; the reservation is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evicted_rayjob_is_suspended_and_its_cluster_deleted() {
+    let c = Cluster::start_with_ray_operator(Limits::default().cq("cq", 4000)).await;
+    c.flavor("default").await;
+    c.cluster_queue(with_all_namespaces(cq_with("cq", "4").build())).await;
+    c.local_queue("lq", "cq").await;
+    let jobs: Api<RayJob> = Api::namespaced(c.client.clone(), "default");
+    let clusters: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
+    let job = jobs.create(&PostParams::default(), &ray_job("long", "sleep 600")).await.unwrap();
+    let running = wait_for(&jobs, "long", "running its Ray job", |j| {
+        j.status.as_ref().and_then(|s| s.job_status) == Some(JobStatus::Running)
+    })
+    .await;
+    let cluster_name = running.status.as_ref().and_then(|s| s.ray_cluster_name.clone()).unwrap();
+    let wl_name = owned_by(c.workloads().list(&ListParams::default()).await.unwrap().items, &job)[0].name_any();
+
+    let off = json!({"spec": {"active": false}});
+    c.workloads().patch(&wl_name, &PatchParams::default(), &Patch::Merge(&off)).await.unwrap();
+    let suspended = wait_for(&jobs, "long", "Suspended", |j| {
+        j.status.as_ref().and_then(|s| s.job_deployment_status) == Some(JobDeploymentStatus::Suspended)
+    })
+    .await;
+    assert_eq!(suspended.spec.suspend, Some(true), "eviction suspends the RayJob");
+    assert_eq!(suspended.status.as_ref().and_then(|s| s.ray_cluster_name.clone()), None);
+    wait_gone(&clusters, &cluster_name).await;
+    c.quota.wait_reserved("cq", 0).await;
+    c.quota.assert_safe();
+}
