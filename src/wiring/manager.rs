@@ -315,7 +315,7 @@ pub fn embedded_server() -> Arc<EmbeddedServer> {
 pub fn embedded_server_with(gates: crate::api::ray::validation::RayFeatureGates) -> Arc<EmbeddedServer> {
     EmbeddedServer::new(
         &crate::api::all_crds(),
-        Arc::new(embedded::QuotagateAdmission { gates }),
+        Arc::new(embedded::QuotagateAdmission { gates, ..Default::default() }),
     )
 }
 
