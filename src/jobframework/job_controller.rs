@@ -119,6 +119,12 @@ pub enum Step {
     CreateSlice {
         replaces: String,
     },
+    /// The job completed or failed: its Workload is marked Finished (Kueue's step 2), which gives
+    /// back its quota.
+    Finish {
+        name: String,
+        finished: super::interface::Finished,
+    },
     Nothing,
 }
 
@@ -144,6 +150,14 @@ fn split_chain<'a>(live: &mut Vec<&'a Workload>) -> Option<&'a Workload> {
 pub fn plan(job: &dyn GenericJob, workloads: &[&Workload]) -> Result<Step, JobFrameworkError> {
     if queue_name(job.meta()).is_none() || job.meta().deletion_timestamp.is_some() {
         return Ok(Step::Ignore);
+    }
+    // A finished job finishes its Workload and gets no new one.
+    if let Some(finished) = job.finished() {
+        let open = workloads.iter().find(|w| w.metadata.deletion_timestamp.is_none() && !w.is_finished());
+        return Ok(match open {
+            Some(w) => Step::Finish { name: w.metadata.name.clone().unwrap_or_default(), finished },
+            None => Step::Nothing,
+        });
     }
     let mut live: Vec<&Workload> = workloads
         .iter()
@@ -453,8 +467,25 @@ impl<J: JobKind> Pass<'_, J> {
             Step::Start(name) => self.start(job, name).await?,
             Step::Stop(name) => self.stop(job, name, false).await?,
             Step::StopNotMatching(name) => self.stop(job, name, true).await?,
+            Step::Finish { name, finished } => self.finish(name, finished).await?,
         }
         Ok(None)
+    }
+
+    /// Kueue's `Finished` condition on the job's Workload: `Succeeded` or `Failed`, with the job's
+    /// own message.
+    async fn finish(&self, name: &str, finished: &super::interface::Finished) -> Result<(), JobError> {
+        use crate::api::kueue::constants::reason;
+        let wl = self.find(name)?;
+        let why = if finished.success { reason::SUCCEEDED } else { reason::FAILED };
+        if let Some(status) = conditions::finished(wl, why, &finished.message, jiff::Timestamp::now()) {
+            let mut obj = wl.clone();
+            obj.status = Some(status);
+            self.wl_api.replace_status(name, &PostParams::default(), &obj).await?;
+            let note = format!("Workload {}/{name} finished: {why}", self.ns);
+            shell::publish(&self.ctx.recorder, &self.obj_ref, EventType::Normal, "FinishedWorkload", note).await;
+        }
+        Ok(())
     }
 
     /// Counts only (Kueue's ApplyPodSetCounts): a running job's templates carry injected flavor info,
