@@ -63,7 +63,8 @@ fn one_main_podset_of_kueues_count_without_the_job_controllers_labels() {
 // Kueue: job_controller_test.go TestReclaimablePods.
 #[test]
 fn reclaimable_pods_are_kueues() {
-    let cases: Vec<(&str, i32, Option<i32>, i32, Vec<ReclaimablePod>)> = vec![
+    type Case = (&'static str, i32, Option<i32>, i32, Vec<ReclaimablePod>);
+    let cases: Vec<Case> = vec![
         ("no succeeded", 5, Some(10), 0, vec![]),
         ("remaining above parallelism", 5, Some(10), 4, vec![]),
         ("remaining below parallelism", 5, Some(10), 7, vec![ReclaimablePod { name: "main".into(), count: 2 }]),
