@@ -2,7 +2,8 @@
 //! fails the ones selected for failure, and removes pods that are terminating with no finalizers. A
 //! running pod whose containers all run `sleep N` and/or `exit K` (directly, or as `sh -c` statements
 //! joined by `;` or `&&`) ends after the longest sleep: Succeeded, or Failed with the first non-zero
-//! exit code. Any other command runs until the pod is deleted.
+//! exit code. Any other command runs until the pod is deleted. A pod with `schedulingGates` stays
+//! Pending with `PodScheduled=False` (`SchedulingGated`), unbound.
 
 use super::{RETRY, SimError, condition};
 use crate::embedded::selector::LabelSelector;
@@ -45,7 +46,13 @@ pub enum PodAction {
     Wait(Duration),
     /// Write this status (and bind to the node if not bound).
     SetStatus(Value),
+    /// Write this status of a pod held by its scheduling gates (not bound).
+    Gated(Value),
 }
+
+/// kube-scheduler's reason and message for a pod held by `schedulingGates`.
+pub const SCHEDULING_GATED: &str = "SchedulingGated";
+pub const SCHEDULING_GATED_MESSAGE: &str = "Scheduling is blocked due to non-empty scheduling gates";
 
 pub fn decide(pod: &Pod, cfg: &NodeAgentConfig, fail: &Option<LabelSelector>, waited: Duration, ip: &str) -> PodAction {
     let meta = &pod.metadata;
@@ -60,7 +67,15 @@ pub fn decide(pod: &Pod, cfg: &NodeAgentConfig, fail: &Option<LabelSelector>, wa
         return PodAction::Nothing;
     }
     if pod.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty()) {
-        return PodAction::Nothing;
+        // The scheduler's word for a gated pod: not scheduled, `SchedulingGated`.
+        let said = pod.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
+            cs.iter().any(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some(SCHEDULING_GATED))
+        });
+        return if said {
+            PodAction::Nothing
+        } else {
+            PodAction::Gated(json!({"phase": "Pending", "conditions": [condition("PodScheduled", false, SCHEDULING_GATED, SCHEDULING_GATED_MESSAGE, None)]}))
+        };
     }
     if waited < cfg.start_delay {
         return PodAction::Wait(cfg.start_delay - waited);
@@ -197,6 +212,10 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, SimError> {
                 Err(e) => Err(e.into()),
             }
         }
+        PodAction::Gated(status) => {
+            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({"status": status}))).await?;
+            Ok(Action::await_change())
+        }
         PodAction::SetStatus(status) => {
             if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty) {
                 api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"nodeName": ctx.cfg.node_name}}))).await?;
@@ -261,7 +280,15 @@ mod tests {
         }
         let mut gated = base.clone();
         gated["spec"]["schedulingGates"] = json!([{"name": "g"}]);
-        assert_eq!(decide(&pod(gated), &cfg, &None, Duration::from_secs(5), "ip"), PodAction::Nothing);
+        match decide(&pod(gated.clone()), &cfg, &None, Duration::from_secs(5), "ip") {
+            PodAction::Gated(s) => {
+                assert_eq!((s["phase"].as_str(), s["conditions"][0]["type"].as_str()), (Some("Pending"), Some("PodScheduled")));
+                assert_eq!((s["conditions"][0]["status"].as_str(), s["conditions"][0]["reason"].as_str()), (Some("False"), Some("SchedulingGated")));
+                gated["status"] = s;
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(decide(&pod(gated), &cfg, &None, Duration::from_secs(5), "ip"), PodAction::Nothing, "said once");
         let mut deleting = base.clone();
         deleting["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
         assert_eq!(decide(&pod(deleting.clone()), &cfg, &None, Duration::ZERO, "ip"), PodAction::Remove);
