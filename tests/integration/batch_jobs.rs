@@ -135,3 +135,32 @@ async fn a_higher_priority_job_preempts_a_lower_one_which_is_suspended_and_reque
     assert_eq!(active_pods(&c, "low").await, 0);
     c.quota.assert_safe();
 }
+
+/// Kueue: test/e2e/singlecluster/e2e_test.go, "Should partially admit the Job if configured and not
+/// fully fits" (job_controller_test.go "partial admission"): parallelism 3 of 500m each, completions 4,
+/// `job-min-parallelism: 1`, in 1 CPU: admitted with parallelism 2 (completions untouched), never more
+/// than 2 pods at once, and it completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_with_min_parallelism_is_partially_admitted_and_completes() {
+    let (c, _sims) = cluster(ClusterQueue::build("cq").flavor("on-demand", [("cpu", "1")]).build()).await;
+    let jobs: Api<Job> = Api::namespaced(c.client.clone(), "default");
+    let mut j = job("partial", "500m", &["sleep", "0.3"], None);
+    j.metadata.annotations = Some([(quotagate::api::batch::JOB_MIN_PARALLELISM.to_string(), "1".to_string())].into());
+    let spec = j.spec.as_mut().unwrap();
+    (spec.parallelism, spec.completions) = (Some(3), Some(4));
+    jobs.create(&PostParams::default(), &j).await.unwrap();
+    let running = wait_for(&jobs, "partial", "running", |j| j.spec.as_ref().unwrap().suspend == Some(false)).await;
+    let spec = running.spec.as_ref().unwrap();
+    assert_eq!((spec.parallelism, spec.completions), (Some(2), Some(4)), "parallelism is the admitted count");
+    let wl = c.workloads().get(&workload_of(&c, &running).await).await.unwrap();
+    assert_eq!(wl.spec.pod_sets[0].count, Some(3), "the Workload keeps the Job's own demand");
+    assert_eq!(wl.spec.pod_sets[0].min_count, Some(1));
+    assert_eq!(wl.admission().unwrap().pod_set_assignments[0].count, Some(2));
+    let done = wait_for(&jobs, "partial", "complete", |j| {
+        assert!(j.status.as_ref().and_then(|s| s.active).unwrap_or(0) <= 2, "more pods than admitted: {:?}", j.status);
+        job_condition(j, "Complete")
+    })
+    .await;
+    assert_eq!(done.status.as_ref().unwrap().succeeded, Some(4));
+    c.quota.assert_safe();
+}
