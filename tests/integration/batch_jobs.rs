@@ -120,9 +120,14 @@ async fn a_higher_priority_job_preempts_a_lower_one_which_is_suspended_and_reque
     assert_eq!(active_pods(&c, "low").await, 1);
 
     jobs.create(&PostParams::default(), &job("high", "2", &["sleep", "3600"], Some("high"))).await.unwrap();
-    let low = wait_for(&jobs, "low", "suspended by the eviction", |j| j.spec.as_ref().unwrap().suspend == Some(true)).await;
-    let selector = low.spec.as_ref().unwrap().template.spec.as_ref().unwrap().node_selector.clone().unwrap_or_default();
-    assert!(selector.is_empty(), "stopping restores the template: {selector:?}");
+    // Kueue stops a Job in steps (suspend, reset startTime, restore the template), so the restored
+    // template shows a moment after the suspension (job_controller_test.go "the node selector should
+    // be restored").
+    wait_for(&jobs, "low", "suspended by the eviction, its template restored", |j| {
+        let spec = j.spec.as_ref().unwrap();
+        spec.suspend == Some(true) && spec.template.spec.as_ref().unwrap().node_selector.as_ref().is_none_or(|s| s.is_empty())
+    })
+    .await;
     wait_for(&jobs, "high", "running", |j| j.status.as_ref().and_then(|s| s.active) == Some(1)).await;
     let requeued = wait_for(&wls, &low_wl, "evicted and pending again", |w: &Workload| {
         !reserved(w) && condition(w, condition::EVICTED).is_some_and(|(s, r, _)| s == "True" && r == "Preempted")

@@ -56,6 +56,22 @@ impl JobKind for BatchJob {
     fn object(&self) -> &Job {
         &self.job
     }
+
+    /// The API server lets a Job's template take new scheduling directives only while it is suspended
+    /// with no `startTime`: stopping suspends it, resets `startTime`, then restores the template.
+    const STOPS_IN_STEPS: bool = true;
+
+    async fn after_suspend(mut suspended: Job, client: &kube::Client) -> Result<Job, kube::Error> {
+        if suspended.status.as_ref().and_then(|s| s.start_time.as_ref()).is_none() {
+            return Ok(suspended);
+        }
+        if let Some(status) = suspended.status.as_mut() {
+            status.start_time = None;
+        }
+        let ns = suspended.metadata.namespace.clone().unwrap_or_default();
+        let name = suspended.metadata.name.clone().unwrap_or_default();
+        kube::Api::<Job>::namespaced(client.clone(), &ns).replace_status(&name, &Default::default(), &suspended).await
+    }
 }
 
 impl GenericJob for BatchJob {
