@@ -7,6 +7,7 @@ use std::path::PathBuf;
 const FILES: &[&str] = &[
     "api/admissionregistration/v1/generated.proto",
     "api/authorization/v1/generated.proto",
+    "api/batch/v1/generated.proto",
     "api/core/v1/generated.proto",
     "api/coordination/v1/generated.proto",
     "api/discovery/v1/generated.proto",

@@ -1,12 +1,13 @@
 //! quotagate: Kueue-compatible quota admission with an embedded, quota-gated KubeRay-compatible Ray operator.
 //!
-//! Dependency direction is the layout: `api` <- `queue` <- `jobframework` <- `rayservice` <- wiring;
+//! Dependency direction is the layout: `api` <- `queue` <- `jobframework` <- `rayservice`, `jobs` <- wiring;
 //! `embedded` depends on `api` and serves everything else through `kube::Client`.
 
 pub mod api;
 pub mod cli;
 pub mod embedded;
 pub mod jobframework;
+pub mod jobs;
 pub mod queue;
 pub mod rayservice;
 pub mod wiring;

@@ -10,6 +10,7 @@ use super::manifest::check_document_with;
 use super::ray::validation::RayFeatureGates;
 use super::validation::{FieldError, Path};
 use super::kueue;
+use super::kueue::config::Frameworks;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Operation {
@@ -193,6 +194,19 @@ pub fn admit(op: Operation, new: &mut Value, old: Option<&Value>) -> Result<(), 
 
 /// `admit` with the Ray feature gates of `--feature-gates`.
 pub fn admit_with(op: Operation, new: &mut Value, old: Option<&Value>, gates: RayFeatureGates) -> Result<(), Vec<FieldError>> {
+    admit_for(op, new, old, gates, Frameworks::default())
+}
+
+/// `admit_with`, judging only the job kinds of `frameworks` as Kueue jobs (`integrations.frameworks`:
+/// Kueue registers no webhook for a framework it does not manage).
+pub fn admit_for(op: Operation, new: &mut Value, old: Option<&Value>, gates: RayFeatureGates, frameworks: Frameworks) -> Result<(), Vec<FieldError>> {
+    if super::batch::is_job(new) {
+        if !frameworks.batch_job {
+            return Ok(());
+        }
+        let errors = super::batch::admit(op == Operation::Create, new, old);
+        return if errors.is_empty() { Ok(()) } else { Err(errors) };
+    }
     let (api_version, kind) = kind_of(new);
     if !super::manifest::is_managed(api_version, kind) {
         return Ok(());

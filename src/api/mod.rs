@@ -1,6 +1,7 @@
 //! API types (Kueue, KubeRay, Gateway API), quantities, validation and admission. No I/O.
 
 pub mod admission;
+pub mod batch;
 pub mod conditions;
 #[cfg(test)]
 mod fuzz;

@@ -34,6 +34,8 @@ impl AdmissionHook for AllowAll {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct QuotagateAdmission {
     pub gates: RayFeatureGates,
+    /// The job kinds judged as Kueue jobs (`integrations.frameworks`).
+    pub frameworks: crate::api::kueue::config::Frameworks,
 }
 
 impl AdmissionHook for QuotagateAdmission {
@@ -43,7 +45,7 @@ impl AdmissionHook for QuotagateAdmission {
             // Status writes are validated as updates too: a real server checks the whole object's schema.
             Operation::Update | Operation::UpdateStatus => crate::api::admission::Operation::Update,
         };
-        crate::api::admission::admit_with(op, new, old, self.gates)
+        crate::api::admission::admit_for(op, new, old, self.gates, self.frameworks)
     }
 }
 

@@ -167,6 +167,7 @@ const BUILTINS: &[B] = &[
     B { group: "", version: "v1", kind: "Secret", plural: "secrets", short: &[], categories: &[], namespaced: true, has_status: false },
     B { group: "", version: "v1", kind: "ResourceQuota", plural: "resourcequotas", short: &["quota"], categories: &[], namespaced: true, has_status: true },
     B { group: "", version: "v1", kind: "ServiceAccount", plural: "serviceaccounts", short: &["sa"], categories: &[], namespaced: true, has_status: false },
+    B { group: "batch", version: "v1", kind: "Job", plural: "jobs", short: &[], categories: &["all"], namespaced: true, has_status: true },
     B { group: "events.k8s.io", version: "v1", kind: "Event", plural: "events", short: &["ev"], categories: &[], namespaced: true, has_status: false },
     B { group: "coordination.k8s.io", version: "v1", kind: "Lease", plural: "leases", short: &[], categories: &[], namespaced: true, has_status: false },
     B { group: "discovery.k8s.io", version: "v1", kind: "EndpointSlice", plural: "endpointslices", short: &[], categories: &[], namespaced: true, has_status: false },
@@ -214,6 +215,10 @@ pub fn builtins() -> Vec<ResourceInfo> {
                 "pods" => vec![
                     col("Status", "string", ".status.phase"),
                     col("IP", "string", ".status.podIP"),
+                    col("Age", "date", ".metadata.creationTimestamp"),
+                ],
+                "jobs" => vec![
+                    col("Succeeded", "integer", ".status.succeeded"),
                     col("Age", "date", ".metadata.creationTimestamp"),
                 ],
                 "namespaces" => vec![col("Status", "string", ".status.phase"), col("Age", "date", ".metadata.creationTimestamp")],

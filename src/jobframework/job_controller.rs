@@ -59,6 +59,14 @@ pub trait JobKind: GenericJob + Send + Sync + Sized + 'static {
     fn watches(controller: Controller<Self::Object>, _client: &Client) -> Controller<Self::Object> {
         controller
     }
+    /// Kueue's `JobWithCustomStop` for kinds whose API server refuses a template change in the write
+    /// that suspends them: stopping suspends first, runs [`JobKind::after_suspend`], then restores the
+    /// templates in a second write.
+    const STOPS_IN_STEPS: bool = false;
+    /// Between suspending and restoring (with `STOPS_IN_STEPS`): returns the object to restore.
+    fn after_suspend(suspended: Self::Object, _client: &Client) -> impl Future<Output = Result<Self::Object, kube::Error>> + Send {
+        async move { Ok(suspended) }
+    }
     /// Work after the framework's step, given the job's workloads as they were read.
     fn after_step(
         &self,
@@ -627,18 +635,30 @@ impl<J: JobKind> Pass<'_, J> {
     /// Stops an evicted job, and gives its quota back once no pod of it runs.
     async fn stop(&self, job: &mut J, name: &str, not_matching: bool) -> Result<(), JobError> {
         let wl = self.find(name)?;
-        if !job.is_suspended() {
+        let was_running = !job.is_suspended();
+        let originals: Vec<PodSetInfo> = wl.spec.pod_sets.iter().map(PodSetInfo::from_podset).collect();
+        if J::STOPS_IN_STEPS {
+            // Kueue's Job `Stop`: suspended first, then what the kind needs before its templates may
+            // change, then the templates restored in a write of their own. Each step is idempotent,
+            // so a pass cut short (a conflict) is finished by the next one.
+            if was_running {
+                job.suspend();
+                let suspended = self.job_api.replace(&self.name_of_job, &PostParams::default(), job.object()).await?;
+                *job = J::load(&suspended, self.owned, &self.ctx.client).await?;
+            }
+            let ready = J::after_suspend(job.object().clone(), &self.ctx.client).await?;
+            *job = J::load(&ready, self.owned, &self.ctx.client).await?;
+            if job.restore_podsets_info(&originals) {
+                self.job_api.replace(&self.name_of_job, &PostParams::default(), job.object()).await?;
+            }
+        } else if was_running {
             job.suspend();
-            let originals: Vec<PodSetInfo> = wl
-                .spec
-                .pod_sets
-                .iter()
-                .map(PodSetInfo::from_podset)
-                .collect();
             job.restore_podsets_info(&originals);
             self.job_api
                 .replace(&self.name_of_job, &PostParams::default(), job.object())
                 .await?;
+        }
+        if was_running {
             let msg = if not_matching {
                 // Kueue's words when a running job no longer matches its Workload.
                 "No matching Workload".to_string()

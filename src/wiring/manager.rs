@@ -22,10 +22,7 @@ use super::metrics::{Metrics, Role};
 use super::tasks::{AbortOnDrop, Tasks};
 use crate::embedded::{self, EmbeddedServer};
 use crate::jobframework::admission::{AdmissionLoop, Caches};
-use crate::jobframework::job_controller::{self, JobContext};
-use crate::rayservice::job::raycluster::RayClusterJob;
-use crate::rayservice::job::rayjob::RayJobJob;
-use crate::rayservice::job::rayservice::RayServiceJob;
+use crate::jobframework::job_controller::JobContext;
 
 #[derive(Clone, Debug)]
 pub struct ManagerOptions {
@@ -64,6 +61,8 @@ pub struct ManagerOptions {
     /// Serve the admission webhook (and the aggregated API groups on its TLS port); readiness
     /// waits for it.
     pub webhook: Option<super::webhook::WebhookServing>,
+    /// The job kinds managed (Kueue's `integrations.frameworks`, `--config`).
+    pub frameworks: crate::api::kueue::config::Frameworks,
 }
 
 impl Default for ManagerOptions {
@@ -87,6 +86,7 @@ impl Default for ManagerOptions {
             admission_fair_sharing: None,
             prioritize_preemptor_workloads: false,
             webhook: None,
+            frameworks: Default::default(),
         }
     }
 }
@@ -205,22 +205,11 @@ pub async fn run_manager(
         client: client.clone(),
         recorder: recorder.clone(),
         leader: rx.clone(),
-        managed_kinds: Arc::new(crate::rayservice::job::managed_kinds()),
+        managed_kinds: Arc::new(super::frameworks::managed_kinds(opts.frameworks)),
         wait_for_pods_ready: opts.pods_ready.is_some(),
         metrics: metrics.clone(),
     };
-    let c = cancel.clone();
-    tasks.push(tokio::spawn(job_controller::run::<RayClusterJob>(
-        jobs.clone(),
-        async move { c.cancelled().await },
-    )));
-    let c = cancel.clone();
-    tasks.push(tokio::spawn(job_controller::run::<RayServiceJob>(
-        jobs.clone(),
-        async move { c.cancelled().await },
-    )));
-    let c = cancel.clone();
-    tasks.push(tokio::spawn(job_controller::run::<RayJobJob>(jobs, async move { c.cancelled().await })));
+    tasks.extend(super::frameworks::spawn(opts.frameworks, &jobs, &cancel));
     if let Some(dashboards) = opts.ray.clone() {
         let gates = opts.ray_gates;
         let mut leader = rx.clone();
@@ -318,7 +307,7 @@ pub fn embedded_server() -> Arc<EmbeddedServer> {
 pub fn embedded_server_with(gates: crate::api::ray::validation::RayFeatureGates) -> Arc<EmbeddedServer> {
     EmbeddedServer::new(
         &crate::api::all_crds(),
-        Arc::new(embedded::QuotagateAdmission { gates }),
+        Arc::new(embedded::QuotagateAdmission { gates, ..Default::default() }),
     )
 }
 
@@ -327,7 +316,9 @@ pub async fn run_embedded(
     opts: EmbeddedOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ManagerError> {
-    run_embedded_on(embedded_server_with(opts.manager.ray_gates), opts, shutdown).await
+    let admission = embedded::QuotagateAdmission { gates: opts.manager.ray_gates, frameworks: opts.manager.frameworks };
+    let server = EmbeddedServer::new(&crate::api::all_crds(), Arc::new(admission));
+    run_embedded_on(server, opts, shutdown).await
 }
 
 /// As [`run_embedded`], on a server the caller already holds (tests inspect or fault it).

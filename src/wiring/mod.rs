@@ -9,6 +9,7 @@ pub mod visibility;
 pub mod webhook;
 pub mod install;
 pub mod certs;
+pub mod frameworks;
 pub mod ray;
 pub mod ray_metrics;
 pub mod raysim;

@@ -117,7 +117,8 @@ const fn hook(name: &'static str, mutating: bool, group: &'static str, version: 
     Hook { name, mutating, group, version, kind, resource, operations: if mutating { CREATE } else { CREATE_UPDATE } }
 }
 
-/// Every kind quotagate defaults (the queue-managed Ray jobs: created suspended) or validates.
+/// Every kind quotagate defaults (the queue-managed Ray jobs and batch Jobs: created suspended) or
+/// validates.
 /// Kueue registers mutating hooks for ClusterQueue, ResourceFlavor and Workload too, to add its
 /// finalizer and defaults; quotagate's manager adds the finalizer itself and the schema carries
 /// the defaults, so those would change nothing. Status writes are not sent (`workloads/status` is
@@ -126,6 +127,7 @@ pub const HOOKS: &[Hook] = &[
     hook("mraycluster.kb.io", true, "ray.io", "v1", "RayCluster", "rayclusters"),
     hook("mrayservice.kb.io", true, "ray.io", "v1", "RayService", "rayservices"),
     hook("mrayjob.kb.io", true, "ray.io", "v1", "RayJob", "rayjobs"),
+    hook("mjob.kb.io", true, "batch", "v1", "Job", "jobs"),
     hook("vadmissioncheck.kb.io", false, "kueue.x-k8s.io", "v1beta2", "AdmissionCheck", "admissionchecks"),
     hook("vclusterqueue.kb.io", false, "kueue.x-k8s.io", "v1beta2", "ClusterQueue", "clusterqueues"),
     hook("vcohort.kb.io", false, "kueue.x-k8s.io", "v1beta2", "Cohort", "cohorts"),
@@ -136,6 +138,7 @@ pub const HOOKS: &[Hook] = &[
     hook("vraycluster.kb.io", false, "ray.io", "v1", "RayCluster", "rayclusters"),
     hook("vrayservice.kb.io", false, "ray.io", "v1", "RayService", "rayservices"),
     hook("vrayjob.kb.io", false, "ray.io", "v1", "RayJob", "rayjobs"),
+    hook("vjob.kb.io", false, "batch", "v1", "Job", "jobs"),
 ];
 
 /// `/mutate` (defaulting, then validation), `/validate` (validation only), and each of [`HOOKS`]'

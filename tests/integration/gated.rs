@@ -1030,6 +1030,17 @@ async fn the_manager_needs_exactly_the_shipped_role() {
         .await
         .unwrap();
     s.wait_cq_cpu(0).await;
+    // A queue-labelled batch Job (Kueue's batch/job) runs to completion under the same Role.
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(s.c.client.clone(), "default");
+    let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "batch", "namespace": "default", "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "0"], "resources": {"requests": {"cpu": "1"}}}]}}}});
+    jobs.create(&PostParams::default(), &serde_json::from_value(job).unwrap()).await.unwrap();
+    poll("the batch Job to complete and its Workload to finish", || async {
+        let wls = s.c.workloads().list(&ListParams::default()).await.unwrap().items;
+        wls.iter().any(|w| w.name_any().starts_with("job-batch-") && w.is_finished()).then_some(())
+    })
+    .await;
+    s.wait_cq_cpu(0).await;
 
     // A queued RayJob (HTTPMode) admitted, run to its end, and deleted by its own DeleteSelf policy.
     let rayjobs: Api<quotagate::api::ray::RayJob> = Api::namespaced(s.c.client.clone(), NS);

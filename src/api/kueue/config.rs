@@ -72,7 +72,7 @@ pub struct Configuration {
     pub internal_cert_management: Option<InternalCertManagement>,
     pub wait_for_pods_ready: Option<WaitForPodsReady>,
     pub client_connection: Option<Value>,
-    pub integrations: Option<Value>,
+    pub integrations: Option<Integrations>,
     /// v1beta1 only.
     pub queue_visibility: Option<Value>,
     pub multi_kueue: Option<Value>,
@@ -90,6 +90,88 @@ pub struct Configuration {
     pub pprof_bind_address: Option<String>,
     pub controller: Option<Value>,
     pub tls: Option<Value>,
+}
+
+/// Kueue's `integrations`: which job kinds the manager manages. The lists quotagate has no use for
+/// are kept raw.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Integrations {
+    pub frameworks: Option<Vec<String>>,
+    pub external_frameworks: Option<Vec<String>>,
+    /// v1beta1 only.
+    pub pod_options: Option<Value>,
+    pub label_keys_to_copy: Option<Vec<String>>,
+}
+
+/// Every framework name Kueue registers (`jobframework.GetIntegrationsList()`, sorted as Kueue lists
+/// them in its refusal). A Kueue config naming one that quotagate does not implement still loads (the
+/// name is reported by [`Configuration::ignored`]); a name outside this list is refused, as Kueue does.
+pub const KUEUE_FRAMEWORKS: &[&str] = &[
+    "batch/job",
+    "deployment",
+    "jobset.x-k8s.io/jobset",
+    "kubeflow.org/jaxjob",
+    "kubeflow.org/mpijob",
+    "kubeflow.org/paddlejob",
+    "kubeflow.org/pytorchjob",
+    "kubeflow.org/tfjob",
+    "kubeflow.org/xgboostjob",
+    "leaderworkerset.x-k8s.io/leaderworkerset",
+    "pod",
+    "ray.io/raycluster",
+    "ray.io/rayjob",
+    "ray.io/rayservice",
+    "statefulset",
+    "trainer.kubeflow.org/trainjob",
+    "workload.codeflare.dev/appwrapper",
+];
+
+/// Framework names, as Kueue spells them.
+pub mod framework {
+    pub const BATCH_JOB: &str = "batch/job";
+    pub const POD: &str = "pod";
+    pub const RAY_CLUSTER: &str = "ray.io/raycluster";
+    pub const RAY_SERVICE: &str = "ray.io/rayservice";
+    pub const RAY_JOB: &str = "ray.io/rayjob";
+}
+
+/// The job kinds quotagate manages, from `integrations.frameworks`. Default: Kueue's default
+/// (`batch/job`) plus the Ray kinds quotagate exists for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Frameworks {
+    pub batch_job: bool,
+    pub ray_cluster: bool,
+    pub ray_service: bool,
+    pub ray_job: bool,
+}
+
+impl Default for Frameworks {
+    fn default() -> Self {
+        Frameworks { batch_job: true, ray_cluster: true, ray_service: true, ray_job: true }
+    }
+}
+
+impl Frameworks {
+    /// Only the named frameworks (names quotagate does not implement are skipped).
+    pub fn from_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut f = Frameworks { batch_job: false, ray_cluster: false, ray_service: false, ray_job: false };
+        for n in names {
+            match n {
+                framework::BATCH_JOB => f.batch_job = true,
+                framework::RAY_CLUSTER => f.ray_cluster = true,
+                framework::RAY_SERVICE => f.ray_service = true,
+                framework::RAY_JOB => f.ray_job = true,
+                _ => {}
+            }
+        }
+        f
+    }
+
+    /// Whether quotagate implements the framework of this name.
+    pub fn implemented(name: &str) -> bool {
+        [framework::BATCH_JOB, framework::RAY_CLUSTER, framework::RAY_SERVICE, framework::RAY_JOB].contains(&name)
+    }
 }
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -392,8 +474,36 @@ impl Configuration {
         })
     }
 
+    /// The job kinds to manage: `integrations.frameworks` when given, else the default set.
+    pub fn frameworks(&self) -> Frameworks {
+        match self.integrations.as_ref().and_then(|i| i.frameworks.as_ref()) {
+            Some(names) => Frameworks::from_names(names.iter().map(String::as_str)),
+            None => Frameworks::default(),
+        }
+    }
+
+    /// Kueue's `validateIntegrations`: every framework a name Kueue registers, none twice. (Kueue
+    /// defaults an absent list to `batch/job` before validating, so absence is no error.)
+    fn validate_integrations(&self) -> Result<(), ConfigError> {
+        let Some(names) = self.integrations.as_ref().and_then(|i| i.frameworks.as_ref()) else {
+            return Ok(());
+        };
+        for (i, name) in names.iter().enumerate() {
+            let path = format!("integrations.frameworks[{i}]");
+            if !KUEUE_FRAMEWORKS.contains(&name.as_str()) {
+                let supported: Vec<String> = KUEUE_FRAMEWORKS.iter().map(|n| format!("{n:?}")).collect();
+                return Err(field(&path, format!("Unsupported value: {name:?}: supported values: {}", supported.join(", "))));
+            }
+            if names[..i].contains(name) {
+                return Err(field(&path, format!("Duplicate value: {name:?}")));
+            }
+        }
+        Ok(())
+    }
+
     /// Kueue's own checks of the fields quotagate uses (`pkg/config/validation.go`).
     fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_integrations()?;
         if self.fair_sharing().is_some() {
             let p = "fairSharing.preemptionStrategies";
             let given = self.fair_sharing.as_ref().and_then(|f| f.preemption_strategies.clone());
@@ -516,7 +626,15 @@ impl Configuration {
         note(self.manage_jobs_without_queue_name.is_some(), "manageJobsWithoutQueueName");
         note(self.managed_jobs_namespace_selector.is_some(), "managedJobsNamespaceSelector");
         note(self.client_connection.is_some(), "clientConnection");
-        note(self.integrations.is_some(), "integrations");
+        let integrations = self.integrations.as_ref();
+        note(
+            integrations.and_then(|i| i.frameworks.as_ref()).is_some_and(|f| f.iter().any(|n| !Frameworks::implemented(n))),
+            "integrations.frameworks (other than batch/job, ray.io/raycluster, ray.io/rayservice)",
+        );
+        note(
+            integrations.is_some_and(|i| i.external_frameworks.is_some() || i.pod_options.is_some() || i.label_keys_to_copy.is_some()),
+            "integrations.externalFrameworks/podOptions/labelKeysToCopy",
+        );
         note(self.queue_visibility.is_some(), "queueVisibility");
         note(self.multi_kueue.is_some(), "multiKueue");
         note(self.fair_sharing.is_some() && self.fair_sharing().is_none(), "fairSharing");

@@ -60,8 +60,15 @@ integrations:
     assert_eq!(cfg.health_addr(), Some("0.0.0.0:8081".parse().unwrap()));
     assert_eq!(
         cfg.ignored(),
-        vec!["clientConnection", "integrations", "metrics", "controller"]
+        vec![
+            "clientConnection",
+            "integrations.frameworks (other than batch/job, ray.io/raycluster, ray.io/rayservice)",
+            "metrics",
+            "controller"
+        ]
     );
+    let all = Frameworks { batch_job: true, ray_cluster: true, ray_service: true, ray_job: true };
+    assert_eq!(cfg.frameworks(), all, "Kueue's list names every kind quotagate implements");
 }
 
 /// The sample shipped in `config/manager/`.
@@ -329,4 +336,29 @@ fn the_prioritize_preemptor_workloads_gate_is_read_from_feature_gates() {
         assert_eq!(cfg.prioritize_preemptor_workloads(), on, "{value}");
         assert!(cfg.ignored().is_empty(), "{value}: {:?}", cfg.ignored());
     }
+}
+
+/// `integrations.frameworks` picks the job kinds (Kueue's `pkg/config/validation.go`
+/// `validateIntegrations`: an unregistered name is NotSupported, a repeated one Duplicate). Without
+/// the list: Kueue's default `batch/job` plus the Ray kinds.
+#[test]
+fn integrations_frameworks_pick_the_job_kinds() {
+    let parse = |t: &str| Configuration::parse(t).unwrap_or_else(|e| panic!("{t}: {e}"));
+    assert_eq!(parse(HEAD).frameworks(), Frameworks::default());
+    assert_eq!(Frameworks::default(), Frameworks { batch_job: true, ray_cluster: true, ray_service: true, ray_job: true });
+    let only_jobs = parse(&format!("{HEAD}integrations:\n  frameworks: [batch/job]\n"));
+    assert_eq!(only_jobs.frameworks(), Frameworks { batch_job: true, ray_cluster: false, ray_service: false, ray_job: false });
+    assert!(only_jobs.ignored().is_empty(), "{:?}", only_jobs.ignored());
+    let ray_only = parse(&format!("{HEAD}integrations:\n  frameworks: [ray.io/rayservice, ray.io/raycluster]\n"));
+    assert_eq!(ray_only.frameworks(), Frameworks { batch_job: false, ray_cluster: true, ray_service: true, ray_job: false });
+    let unknown = err(&format!("{HEAD}integrations:\n  frameworks: [batch/job, batch/cronjob]\n"));
+    assert!(
+        unknown.starts_with("integrations.frameworks[1]: Unsupported value: \"batch/cronjob\": supported values: \"batch/job\", \"deployment\","),
+        "{unknown}"
+    );
+    assert_eq!(
+        err(&format!("{HEAD}integrations:\n  frameworks: [pod, batch/job, pod]\n")),
+        "integrations.frameworks[2]: Duplicate value: \"pod\""
+    );
+    assert!(err(&format!("{HEAD}integrations:\n  framework: [pod]\n")).starts_with("integrations.framework: unknown field"));
 }

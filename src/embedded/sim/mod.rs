@@ -4,6 +4,7 @@
 
 pub mod endpoints;
 pub mod gateway;
+pub mod job_controller;
 pub mod node;
 
 use std::time::Duration;
@@ -29,6 +30,8 @@ pub fn spawn(client: kube::Client, config: &SimConfig, cancel: CancellationToken
     let mut handles = Vec::new();
     if let Some(n) = &config.node {
         handles.push(tokio::spawn(until(cancel.clone(), node::run(client.clone(), n.clone()))));
+        // Pods need a node to run on, and Jobs a controller to make their pods: they come together.
+        handles.push(tokio::spawn(until(cancel.clone(), job_controller::run(client.clone()))));
     }
     if let Some(g) = &config.gateway {
         handles.push(tokio::spawn(until(cancel.clone(), gateway::run(client.clone(), g.clone()))));

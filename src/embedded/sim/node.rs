@@ -1,5 +1,9 @@
 //! A node agent: binds Pending pods to a node, starts them after a delay (Running, Ready=True, podIP),
-//! fails the ones selected for failure, and removes pods that are terminating with no finalizers.
+//! fails the ones selected for failure, and removes pods that are terminating with no finalizers. A
+//! running pod whose containers all run `sleep N` and/or `exit K` (directly, or as `sh -c` statements
+//! joined by `;` or `&&`) ends after the longest sleep: Succeeded, or Failed with the first non-zero
+//! exit code. Any other command runs until the pod is deleted. A pod with `schedulingGates` stays
+//! Pending with `PodScheduled=False` (`SchedulingGated`), unbound.
 
 use super::{RETRY, SimError, condition};
 use crate::embedded::selector::LabelSelector;
@@ -42,7 +46,13 @@ pub enum PodAction {
     Wait(Duration),
     /// Write this status (and bind to the node if not bound).
     SetStatus(Value),
+    /// Write this status of a pod held by its scheduling gates (not bound).
+    Gated(Value),
 }
+
+/// kube-scheduler's reason and message for a pod held by `schedulingGates`.
+pub const SCHEDULING_GATED: &str = "SchedulingGated";
+pub const SCHEDULING_GATED_MESSAGE: &str = "Scheduling is blocked due to non-empty scheduling gates";
 
 pub fn decide(pod: &Pod, cfg: &NodeAgentConfig, fail: &Option<LabelSelector>, waited: Duration, ip: &str) -> PodAction {
     let meta = &pod.metadata;
@@ -50,11 +60,22 @@ pub fn decide(pod: &Pod, cfg: &NodeAgentConfig, fail: &Option<LabelSelector>, wa
         return if meta.finalizers.as_ref().is_none_or(Vec::is_empty) { PodAction::Remove } else { PodAction::Nothing };
     }
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+    if phase == "Running" {
+        return finish(pod, jiff::Timestamp::now());
+    }
     if phase != "Pending" {
         return PodAction::Nothing;
     }
     if pod.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty()) {
-        return PodAction::Nothing;
+        // The scheduler's word for a gated pod: not scheduled, `SchedulingGated`.
+        let said = pod.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
+            cs.iter().any(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some(SCHEDULING_GATED))
+        });
+        return if said {
+            PodAction::Nothing
+        } else {
+            PodAction::Gated(json!({"phase": "Pending", "conditions": [condition("PodScheduled", false, SCHEDULING_GATED, SCHEDULING_GATED_MESSAGE, None)]}))
+        };
     }
     if waited < cfg.start_delay {
         return PodAction::Wait(cfg.start_delay - waited);
@@ -93,6 +114,74 @@ pub fn decide(pod: &Pod, cfg: &NodeAgentConfig, fail: &Option<LabelSelector>, wa
     PodAction::SetStatus(status)
 }
 
+/// How a container's command ends: after this long, with this exit code.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Exit {
+    pub after: Duration,
+    pub code: i32,
+}
+
+/// `sleep N` / `exit K`, alone or as `sh -c` statements joined by `;` or `&&`; `None` for any other
+/// command (it runs until deleted).
+pub fn exit_of(command: &[String]) -> Option<Exit> {
+    let script = match command {
+        [sh, c, script] if ["sh", "/bin/sh", "bash", "/bin/bash"].contains(&sh.as_str()) && c == "-c" => script.clone(),
+        [] => return None,
+        words => words.join(" "),
+    };
+    let mut exit = Exit { after: Duration::ZERO, code: 0 };
+    for statement in script.split(';').flat_map(|s| s.split("&&")).map(str::trim).filter(|s| !s.is_empty()) {
+        match statement.split_whitespace().collect::<Vec<_>>().as_slice() {
+            ["sleep", n] => {
+                let secs = n.parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0)?;
+                exit.after += Duration::try_from_secs_f64(secs).ok()?;
+            }
+            ["exit", k] => {
+                exit.code = k.parse().ok()?;
+                return Some(exit);
+            }
+            _ => return None,
+        }
+    }
+    Some(exit)
+}
+
+/// A running pod whose containers all end on their own: its final status once the longest has run
+/// its time (counted from the pod's `startTime`), else a wait until then.
+fn finish(pod: &Pod, now: jiff::Timestamp) -> PodAction {
+    let Some(spec) = pod.spec.as_ref() else { return PodAction::Nothing };
+    let exits: Option<Vec<(String, Exit)>> = spec
+        .containers
+        .iter()
+        .map(|c| exit_of(&[c.command.clone().unwrap_or_default(), c.args.clone().unwrap_or_default()].concat()).map(|e| (c.name.clone(), e)))
+        .collect();
+    let Some(exits) = exits.filter(|e| !e.is_empty()) else { return PodAction::Nothing };
+    let started = pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map_or(now, |t| t.0);
+    let ran = Duration::try_from(now.duration_since(started)).unwrap_or(Duration::ZERO);
+    let longest = exits.iter().map(|(_, e)| e.after).max().unwrap_or(Duration::ZERO);
+    if ran < longest {
+        return PodAction::Wait(longest - ran);
+    }
+    let at = now.to_string();
+    let code = exits.iter().map(|(_, e)| e.code).find(|c| *c != 0).unwrap_or(0);
+    let statuses: Vec<Value> = exits
+        .iter()
+        .map(|(n, e)| {
+            let reason = if e.code == 0 { "Completed" } else { "Error" };
+            let state = json!({"terminated": {"exitCode": e.code, "reason": reason, "startedAt": started.to_string(), "finishedAt": at}});
+            json!({"name": n, "ready": false, "started": false, "restartCount": 0, "image": "", "imageID": "", "state": state})
+        })
+        .collect();
+    PodAction::SetStatus(json!({
+        "phase": if code == 0 { "Succeeded" } else { "Failed" },
+        "conditions": [
+            condition("ContainersReady", false, "PodCompleted", "", None),
+            condition("Ready", false, "PodCompleted", "", None),
+        ],
+        "containerStatuses": statuses,
+    }))
+}
+
 struct Ctx {
     client: kube::Client,
     cfg: NodeAgentConfig,
@@ -122,6 +211,10 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, SimError> {
                 Err(kube::Error::Api(s)) if s.code == 404 => Ok(Action::await_change()),
                 Err(e) => Err(e.into()),
             }
+        }
+        PodAction::Gated(status) => {
+            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({"status": status}))).await?;
+            Ok(Action::await_change())
         }
         PodAction::SetStatus(status) => {
             if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty) {
@@ -187,7 +280,15 @@ mod tests {
         }
         let mut gated = base.clone();
         gated["spec"]["schedulingGates"] = json!([{"name": "g"}]);
-        assert_eq!(decide(&pod(gated), &cfg, &None, Duration::from_secs(5), "ip"), PodAction::Nothing);
+        match decide(&pod(gated.clone()), &cfg, &None, Duration::from_secs(5), "ip") {
+            PodAction::Gated(s) => {
+                assert_eq!((s["phase"].as_str(), s["conditions"][0]["type"].as_str()), (Some("Pending"), Some("PodScheduled")));
+                assert_eq!((s["conditions"][0]["status"].as_str(), s["conditions"][0]["reason"].as_str()), (Some("False"), Some("SchedulingGated")));
+                gated["status"] = s;
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(decide(&pod(gated), &cfg, &None, Duration::from_secs(5), "ip"), PodAction::Nothing, "said once");
         let mut deleting = base.clone();
         deleting["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
         assert_eq!(decide(&pod(deleting.clone()), &cfg, &None, Duration::ZERO, "ip"), PodAction::Remove);
@@ -196,5 +297,42 @@ mod tests {
         let mut running = base;
         running["status"]["phase"] = json!("Running");
         assert_eq!(decide(&pod(running), &cfg, &None, Duration::from_secs(9), "ip"), PodAction::Nothing);
+    }
+
+    #[test]
+    fn sleep_and_exit_commands_end_their_pods() {
+        let words = |s: &[&str]| s.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        let exit = |secs: u64, code: i32| Some(Exit { after: Duration::from_secs(secs), code });
+        assert_eq!(exit_of(&words(&["sleep", "3"])), exit(3, 0));
+        assert_eq!(exit_of(&words(&["sh", "-c", "sleep 1; exit 3"])), exit(1, 3));
+        assert_eq!(exit_of(&words(&["/bin/sh", "-c", "sleep 1 && sleep 2"])), exit(3, 0));
+        assert_eq!(exit_of(&words(&["sh", "-c", "exit 2; sleep 9"])), exit(0, 2));
+        assert_eq!(exit_of(&words(&["sleep", "0.5"])), Some(Exit { after: Duration::from_millis(500), code: 0 }));
+        for forever in [&["python", "train.py"][..], &["sleep", "-1"], &["sleep", "inf"], &["sh", "-c", "echo hi; sleep 1"], &[]] {
+            assert_eq!(exit_of(&words(forever)), None, "{forever:?}");
+        }
+
+        let at = |s: i64| jiff::Timestamp::from_second(1_700_000_000 + s).unwrap();
+        let running = |command: Value| {
+            pod(json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a", "command": command}, {"name": "b", "command": ["sleep", "1"]}]},
+                "status": {"phase": "Running", "startTime": at(0).to_string()}}))
+        };
+        let p = running(json!(["sleep", "2"]));
+        assert_eq!(finish(&p, at(1)), PodAction::Wait(Duration::from_secs(1)), "the longest container decides");
+        match finish(&p, at(2)) {
+            PodAction::SetStatus(s) => {
+                assert_eq!(s["phase"], "Succeeded");
+                assert_eq!(s["containerStatuses"][0]["state"]["terminated"]["exitCode"], 0);
+            }
+            other => panic!("{other:?}"),
+        }
+        match finish(&running(json!(["sh", "-c", "exit 7"])), at(1)) {
+            PodAction::SetStatus(s) => {
+                assert_eq!(s["phase"], "Failed");
+                assert_eq!(s["containerStatuses"][0]["state"]["terminated"]["exitCode"], 7);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(finish(&running(json!(["serve"])), at(100)), PodAction::Nothing, "runs until deleted");
     }
 }

@@ -1,0 +1,207 @@
+//! The Job adapter against Kueue's expectations (`pkg/controller/jobs/job/job_controller_test.go`,
+//! the cases observable without a cluster), and the generic reconciler's decisions for Jobs.
+
+use super::*;
+use crate::api::kueue::constants::label;
+use crate::api::kueue::{Admission, PodSetAssignment};
+use crate::jobframework::admission as conditions;
+use crate::jobframework::names::NameLength;
+use crate::jobframework::workload::workload_name_for_job;
+use crate::jobframework::{Step, plan};
+use serde_json::json;
+
+fn job(parallelism: i32, completions: Option<i32>, annotations: serde_json::Value) -> BatchJob {
+    let mut spec = json!({
+        "parallelism": parallelism,
+        "suspend": true,
+        "template": {
+            "metadata": {"labels": {"app": "x", b::JOB_NAME_LABEL: "j", b::CONTROLLER_UID_LABEL: "u1"}},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}
+        }
+    });
+    if let Some(c) = completions {
+        spec["completions"] = json!(c);
+    }
+    BatchJob::new(
+        serde_json::from_value(json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "j", "namespace": "default", "uid": "u1", "labels": {label::QUEUE_NAME: "lq"}, "annotations": annotations},
+            "spec": spec,
+        }))
+        .unwrap(),
+    )
+}
+
+fn info(count: i32) -> PodSetInfo {
+    PodSetInfo {
+        name: "main".into(),
+        count,
+        node_selector: [("pool".to_string(), "spot".to_string())].into(),
+        tolerations: vec![serde_json::from_value(json!({"key": "spot", "operator": "Exists", "effect": "NoSchedule"})).unwrap()],
+        ..Default::default()
+    }
+}
+
+fn set_status(j: &mut BatchJob, status: serde_json::Value) {
+    j.job.status = Some(serde_json::from_value(status).unwrap());
+}
+
+// Kueue: job_controller_test.go TestPodSets / TestPodsReady-like cases: count = parallelism, or the
+// completions when fewer; the Job controller's labels stay off the podset.
+#[test]
+fn one_main_podset_of_kueues_count_without_the_job_controllers_labels() {
+    let ps = job(3, None, json!({})).pod_sets().unwrap();
+    assert_eq!((ps.len(), ps[0].name(), ps[0].count(), ps[0].min_count), (1, "main", 3, None));
+    let labels = ps[0].template.metadata.as_ref().unwrap().labels.clone().unwrap();
+    assert_eq!(labels, [("app".to_string(), "x".to_string())].into());
+    assert_eq!(job(5, Some(2), json!({})).pod_sets().unwrap()[0].count(), 2);
+    assert_eq!(job(5, Some(9), json!({})).pod_sets().unwrap()[0].count(), 5);
+    let partial = job(5, None, json!({b::JOB_MIN_PARALLELISM: "2"})).pod_sets().unwrap();
+    assert_eq!((partial[0].count(), partial[0].min_count), (5, Some(2)));
+}
+
+// Kueue: job_controller_test.go TestReclaimablePods.
+#[test]
+fn reclaimable_pods_are_kueues() {
+    type Case = (&'static str, i32, Option<i32>, i32, Vec<ReclaimablePod>);
+    let cases: Vec<Case> = vec![
+        ("no succeeded", 5, Some(10), 0, vec![]),
+        ("remaining above parallelism", 5, Some(10), 4, vec![]),
+        ("remaining below parallelism", 5, Some(10), 7, vec![ReclaimablePod { name: "main".into(), count: 2 }]),
+        ("parallelism 1", 1, Some(10), 9, vec![]),
+        ("completions unset", 3, None, 1, vec![ReclaimablePod { name: "main".into(), count: 1 }]),
+    ];
+    for (name, p, c, succeeded, want) in cases {
+        let mut j = job(p, c, json!({}));
+        set_status(&mut j, json!({"succeeded": succeeded}));
+        assert_eq!(j.reclaimable_pods(), want, "{name}");
+    }
+}
+
+// Kueue: job_controller_test.go "when job is admitted with partial admission, parallelism is set" and
+// "restores parallelism on stop"; RunWithPodSetsInfo / RestorePodSetsInfo.
+#[test]
+fn admission_injects_the_flavor_and_the_admitted_count_and_stopping_restores_them() {
+    let mut j = job(5, Some(10), json!({b::JOB_MIN_PARALLELISM: "2"}));
+    let originals: Vec<PodSetInfo> = j.pod_sets().unwrap().iter().map(PodSetInfo::from_podset).collect();
+    j.run_with_podsets_info(&[info(3)]).unwrap();
+    assert!(!j.is_suspended());
+    let spec = j.job.spec.clone().unwrap();
+    assert_eq!((spec.parallelism, spec.completions), (Some(3), Some(10)), "completions untouched without the sync annotation");
+    let pod = spec.template.spec.clone().unwrap();
+    assert_eq!(pod.node_selector.unwrap()["pool"], "spot");
+    assert_eq!(pod.tolerations.unwrap().len(), 1);
+    assert_eq!(j.pod_sets().unwrap()[0].count(), 3, "the job now asks for what was admitted");
+
+    j.suspend();
+    assert!(j.restore_podsets_info(&originals));
+    let spec = j.job.spec.clone().unwrap();
+    assert_eq!(spec.parallelism, Some(5));
+    let pod = spec.template.spec.clone().unwrap();
+    assert!(pod.node_selector.is_none_or(|s| s.is_empty()));
+    assert!(pod.tolerations.is_none_or(|t| t.is_empty()));
+    let labels = spec.template.metadata.unwrap().labels.unwrap();
+    assert_eq!(labels.get(b::CONTROLLER_UID_LABEL).map(String::as_str), Some("u1"), "the Job controller's labels stay");
+    assert!(!j.restore_podsets_info(&originals), "restoring twice changes nothing");
+
+    let mut plain = job(4, None, json!({}));
+    plain.run_with_podsets_info(&[info(2)]).unwrap();
+    assert_eq!(plain.job.spec.as_ref().unwrap().parallelism, Some(4), "no partial admission: parallelism is the user's");
+    assert!(matches!(plain.run_with_podsets_info(&[info(1), info(1)]), Err(JobFrameworkError::PodSetsInfoLength { want: 1, got: 2 })));
+}
+
+// Kueue: job_webhook_test.go / job_controller_test.go with job-completions-equal-parallelism.
+#[test]
+fn completions_follow_parallelism_when_asked() {
+    let mut j = job(4, Some(4), json!({b::JOB_MIN_PARALLELISM: "1", b::JOB_COMPLETIONS_EQUAL_PARALLELISM: "true"}));
+    j.run_with_podsets_info(&[info(2)]).unwrap();
+    let spec = j.job.spec.clone().unwrap();
+    assert_eq!((spec.parallelism, spec.completions), (Some(2), Some(2)));
+    j.restore_podsets_info(&[PodSetInfo { name: "main".into(), count: 4, ..Default::default() }]);
+    let spec = j.job.spec.clone().unwrap();
+    assert_eq!((spec.parallelism, spec.completions), (Some(4), Some(4)));
+}
+
+// Kueue: job_controller_test.go Finished: Complete or Failed with status True, with its message.
+#[test]
+fn finished_by_the_complete_or_failed_condition() {
+    let mut j = job(1, None, json!({}));
+    assert_eq!(j.finished(), None);
+    set_status(&mut j, json!({"conditions": [{"type": "Suspended", "status": "True"}, {"type": "Complete", "status": "False"}]}));
+    assert_eq!(j.finished(), None);
+    set_status(&mut j, json!({"conditions": [{"type": "Complete", "status": "True", "message": "Reached expected number of succeeded pods"}]}));
+    assert_eq!(j.finished(), Some(Finished { success: true, message: "Reached expected number of succeeded pods".into() }));
+    set_status(&mut j, json!({"conditions": [{"type": "Failed", "status": "True", "message": "Job has reached the specified backoff limit"}]}));
+    assert_eq!(j.finished(), Some(Finished { success: false, message: "Job has reached the specified backoff limit".into() }));
+}
+
+// Kueue: job_controller_test.go PodsReady: succeeded + ready ≥ pod count.
+#[test]
+fn pods_ready_counts_succeeded_and_ready() {
+    let mut j = job(3, Some(4), json!({}));
+    set_status(&mut j, json!({"ready": 2, "succeeded": 0}));
+    assert!(!j.pods_ready());
+    set_status(&mut j, json!({"ready": 2, "succeeded": 1}));
+    assert!(j.pods_ready());
+    set_status(&mut j, json!({"active": 2}));
+    assert!(j.is_active());
+}
+
+// Kueue: workload_names_test.go / job_controller.go GetWorkloadNameForJob: `job-<name>-<hash>`.
+#[test]
+fn the_workload_is_named_as_kueue_names_it() {
+    let mut j = job(1, None, json!({}));
+    j.job.metadata.name = Some("name".into());
+    j.job.metadata.uid = Some("uid".into());
+    assert_eq!(workload_name_for_job(&j, NameLength::Long).unwrap(), "job-name-ef3a1");
+}
+
+fn wl_for(j: &BatchJob, reserved: bool, evicted: bool) -> Workload {
+    let mut w = Workload::build("w", "default").queue("lq").build();
+    w.spec.pod_sets = j.pod_sets().unwrap();
+    let now = jiff::Timestamp::UNIX_EPOCH;
+    if reserved {
+        let assignments = w.spec.pod_sets.iter().map(|p| PodSetAssignment { name: p.name().into(), count: p.count, ..Default::default() }).collect();
+        w.status = Some(conditions::admitted(&w, Admission { cluster_queue: "cq".into(), pod_set_assignments: assignments }, now));
+    }
+    if evicted {
+        let cause = conditions::EvictionCause { by: conditions::EvictedBy::Preempted(crate::queue::PreemptedReason::InClusterQueue), message: "m".into() };
+        w.status = conditions::evicted(&w, &cause, now);
+    }
+    w
+}
+
+// Kueue: jobframework reconciler order as job_controller_test.go TestReconciler exercises it for
+// Jobs ("when workload is admitted, job gets unsuspended", "when workload is evicted, suspended is
+// reset", "when job completes, workload is marked as finished", "non-matching workload is deleted").
+#[test]
+fn the_reconciler_runs_jobs_in_kueues_order() {
+    let suspended = job(2, None, json!({}));
+    let mut running = job(2, None, json!({}));
+    running.job.spec.as_mut().unwrap().suspend = Some(false);
+    let mut complete = job(2, None, json!({}));
+    set_status(&mut complete, json!({"conditions": [{"type": "Complete", "status": "True", "message": "done"}]}));
+    let mut done = wl_for(&complete, true, false);
+    done.status.as_mut().unwrap().conditions.push(crate::api::conditions::new("Finished", true, "Succeeded", "done", None, jiff::Timestamp::UNIX_EPOCH));
+    let mut partial = job(5, None, json!({b::JOB_MIN_PARALLELISM: "2"}));
+    let mut partial_wl = wl_for(&partial, true, false);
+    partial_wl.status.as_mut().unwrap().admission.as_mut().unwrap().pod_set_assignments[0].count = Some(3);
+    partial.run_with_podsets_info(&[info(3)]).unwrap();
+    let bigger = job(4, None, json!({}));
+    let cases: Vec<(&str, &BatchJob, Vec<Workload>, Step)> = vec![
+        ("suspended, no workload", &suspended, vec![], Step::CreateWorkload),
+        ("running, no workload", &running, vec![], Step::SuspendThenCreate),
+        ("admitted", &suspended, vec![wl_for(&suspended, true, false)], Step::Start("w".into())),
+        ("pending, running", &running, vec![wl_for(&running, false, false)], Step::Suspend),
+        ("evicted while running", &running, vec![wl_for(&running, true, true)], Step::Stop("w".into())),
+        ("parallelism changed while pending", &suspended, vec![wl_for(&bigger, false, false)], Step::DeleteWorkloads(vec!["w".into()])),
+        ("partially admitted and running on 3 of 5", &partial, vec![partial_wl], Step::Nothing),
+        ("complete", &complete, vec![wl_for(&complete, true, false)], Step::Finish { name: "w".into(), finished: Finished { success: true, message: "done".into() } }),
+        ("complete, workload finished", &complete, vec![done], Step::Nothing),
+        ("complete, no workload: none is created", &complete, vec![], Step::Nothing),
+    ];
+    for (name, j, wls, want) in cases {
+        let refs: Vec<&Workload> = wls.iter().collect();
+        assert_eq!(plan(j, &refs).unwrap(), want, "{name}");
+    }
+}

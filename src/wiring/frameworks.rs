@@ -1,0 +1,65 @@
+//! The registry of job kinds (Kueue's integration registry): which kinds the generic job reconciler
+//! runs for, picked by `integrations.frameworks`. The job framework itself names no kind.
+
+use kube::core::GroupVersionKind;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::kueue::config::Frameworks;
+use crate::jobframework::job_controller::{self, JobContext, JobKind};
+use crate::jobs::batch::{self, BatchJob};
+use crate::rayservice::job::raycluster::RayClusterJob;
+use crate::rayservice::job::rayjob::RayJobJob;
+use crate::rayservice::job::rayservice::RayServiceJob;
+
+/// The kinds managed: a job whose controller owner is one of them is its parent's business.
+pub fn managed_kinds(f: Frameworks) -> Vec<GroupVersionKind> {
+    let ray = crate::rayservice::job::managed_kinds();
+    let mut kinds = Vec::new();
+    if f.batch_job {
+        kinds.push(batch::gvk());
+    }
+    kinds.extend(ray.into_iter().filter(|g| match g.kind.as_str() {
+        "RayCluster" => f.ray_cluster,
+        "RayService" => f.ray_service,
+        "RayJob" => f.ray_job,
+        _ => true,
+    }));
+    kinds
+}
+
+fn spawn_kind<J: JobKind>(jobs: &JobContext, cancel: &CancellationToken) -> JoinHandle<()> {
+    let c = cancel.clone();
+    tokio::spawn(job_controller::run::<J>(jobs.clone(), async move { c.cancelled().await }))
+}
+
+/// One job controller per managed kind, until `cancel` fires.
+pub fn spawn(f: Frameworks, jobs: &JobContext, cancel: &CancellationToken) -> Vec<JoinHandle<()>> {
+    let mut tasks = Vec::new();
+    if f.ray_cluster {
+        tasks.push(spawn_kind::<RayClusterJob>(jobs, cancel));
+    }
+    if f.ray_service {
+        tasks.push(spawn_kind::<RayServiceJob>(jobs, cancel));
+    }
+    if f.ray_job {
+        tasks.push(spawn_kind::<RayJobJob>(jobs, cancel));
+    }
+    if f.batch_job {
+        tasks.push(spawn_kind::<BatchJob>(jobs, cancel));
+    }
+    tasks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_managed_kinds_follow_the_frameworks() {
+        let kinds = |f: Frameworks| managed_kinds(f).into_iter().map(|g| g.kind).collect::<Vec<_>>();
+        assert_eq!(kinds(Frameworks::default()), vec!["Job", "RayCluster", "RayService"]);
+        assert_eq!(kinds(Frameworks::from_names(["batch/job"])), vec!["Job"]);
+        assert_eq!(kinds(Frameworks::from_names(["ray.io/rayservice", "pod"])), vec!["RayService"]);
+    }
+}
