@@ -58,7 +58,8 @@ mod tests {
     #[test]
     fn the_managed_kinds_follow_the_frameworks() {
         let kinds = |f: Frameworks| managed_kinds(f).into_iter().map(|g| g.kind).collect::<Vec<_>>();
-        assert_eq!(kinds(Frameworks::default()), vec!["Job", "RayCluster", "RayService"]);
+        assert_eq!(kinds(Frameworks::default()), vec!["Job", "RayCluster", "RayService", "RayJob"]);
+        assert_eq!(kinds(Frameworks::from_names(["ray.io/rayjob"])), vec!["RayJob"]);
         assert_eq!(kinds(Frameworks::from_names(["batch/job"])), vec!["Job"]);
         assert_eq!(kinds(Frameworks::from_names(["ray.io/rayservice", "pod"])), vec!["RayService"]);
     }
