@@ -6,7 +6,6 @@
 //! with their operator and are registered by the wiring. The decision is [`plan`] (pure); [`reconcile`]
 //! executes it.
 
-use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,7 +33,7 @@ use super::refusal;
 use super::shell;
 use super::workload::{WorkloadOptions, construct_workload, prepare_workload_slice};
 use crate::api::kueue::constants::label;
-use crate::api::kueue::{PodSet, ResourceFlavor, Workload, WorkloadPriorityClass};
+use crate::api::kueue::{PodSet, Workload, WorkloadPriorityClass};
 
 /// A job kind the generic reconciler manages (Kueue's `IntegrationCallbacks`): the object it watches,
 /// how a job is loaded from it (with whatever the job reads from the cluster, e.g. its live children),
@@ -604,14 +603,7 @@ impl<J: JobKind> Pass<'_, J> {
     /// Runs the job with the admitted podset info.
     async fn start(&self, job: &mut J, name: &str) -> Result<(), JobError> {
         let wl = self.find(name)?;
-        let flavors: BTreeMap<String, ResourceFlavor> =
-            Api::<ResourceFlavor>::all(self.ctx.client.clone())
-                .list(&ListParams::default())
-                .await?
-                .items
-                .into_iter()
-                .map(|f| (f.name_any(), f))
-                .collect();
+        let flavors = super::podset_info::flavors_by_name(&self.ctx.client).await?;
         let infos = podsets_info_from_status(wl, &flavors, InfoOptions::default())?;
         job.run_with_podsets_info(&infos)?;
         self.job_api

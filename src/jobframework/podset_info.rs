@@ -118,6 +118,12 @@ fn non_empty_vec<T>(v: Vec<T>) -> Option<Vec<T>> {
     (!v.is_empty()).then_some(v)
 }
 
+/// Every ResourceFlavor by name, as `podsets_info_from_status` reads them (one list call).
+pub async fn flavors_by_name(client: &kube::Client) -> Result<BTreeMap<String, ResourceFlavor>, kube::Error> {
+    let list = kube::Api::<ResourceFlavor>::all(client.clone()).list(&kube::api::ListParams::default()).await?;
+    Ok(list.items.into_iter().map(|f| (kube::ResourceExt::name_any(&f), f)).collect())
+}
+
 /// Applies admission info to a pod template (Kueue's `podset.Merge`). Fails without changing
 /// anything when the template already sets a key to a different value.
 pub fn merge_into_template(meta: &mut ObjectMeta, spec: &mut PodSpec, info: &PodSetInfo) -> Result<(), JobFrameworkError> {

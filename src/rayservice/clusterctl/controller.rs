@@ -23,8 +23,8 @@ use super::pods::{GroupView, PodAction, PodInputs, PodView, Recreate};
 use crate::api::ray::constants as c;
 use crate::api::ray::raycluster::{ClusterState, HeadInfo};
 use crate::api::ray::validation::validate_ray_cluster_with;
-use crate::api::kueue::{ResourceFlavor, Workload};
-use crate::jobframework::podset_info::{InfoOptions, PodSetInfo, merge_into_template, podsets_info_from_status, strip_template};
+use crate::api::kueue::Workload;
+use crate::jobframework::podset_info::{InfoOptions, PodSetInfo, flavors_by_name, merge_into_template, podsets_info_from_status, strip_template};
 use crate::rayservice::cluster::podsets::HEAD_PODSET;
 use crate::api::ray::{RayCluster, RayClusterStatus};
 use crate::jobframework::shell;
@@ -472,13 +472,7 @@ async fn admission_info(ctx: &Context, rc: &RayCluster, g: Option<&gate::Cluster
     let Some(wl) = g.and_then(|g| g.admitted.as_ref()) else {
         return Ok(AdmissionInfo { per_group: BTreeMap::new(), as_written: rc.clone() });
     };
-    let flavors: BTreeMap<String, ResourceFlavor> = Api::<ResourceFlavor>::all(ctx.client.clone())
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .map(|f| (f.name_any(), f))
-        .collect();
+    let flavors = flavors_by_name(&ctx.client).await?;
     // An admission whose info cannot be built (a flavor deleted since) adds nothing; the job
     // controller reports it when it starts the job.
     let per_group: BTreeMap<String, PodSetInfo> = podsets_info_from_status(wl, &flavors, InfoOptions::default())
