@@ -286,15 +286,19 @@ impl RaySim {
         }
     }
 
-    /// `demand_cpus` once this head has been given a Serve config since it started, `None` before:
-    /// the demand of a head nobody configured yet (just restarted, or never seen) is unknown, not
-    /// zero, and nothing may be scaled down on it.
+    /// `demand_cpus` once this head has been given a Serve config since it started and that config's
+    /// first build has finished, `None` before: the demand of a head nobody configured yet (just
+    /// restarted, or never seen), or of apps still building their first replicas, is unknown, not
+    /// zero, and nothing may be scaled down on it (Ray's autoscaler keeps an idle node for its idle
+    /// timeout, far longer than a build).
     pub fn observed_demand_cpus(&self, base_url: &str) -> Option<f64> {
         let now = Instant::now();
         let mut state = self.lock();
         let cluster = state.clusters.get_mut(&key(base_url)).filter(|c| c.puts > 0)?;
         cluster.tick(now, self.options.replica_start_delay);
-        Some(cluster.demand_units() as f64 / CPU_UNITS)
+        cluster
+            .demand_known()
+            .then(|| cluster.demand_units() as f64 / CPU_UNITS)
     }
 
     /// Serving strength per app: the number of RUNNING replicas of the app's deployment with the

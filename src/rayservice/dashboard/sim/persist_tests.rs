@@ -86,3 +86,18 @@ fn a_damaged_state_file_is_an_error_naming_the_file() {
     assert!(err.contains(persist::FILE) && err.contains("not valid"), "{err}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A head given its config back after a restart has no replica while the app builds: its demand
+/// stays unknown until the build ends, so the autoscaler does not scale the serving cluster down on
+/// the empty build (it did, once in about eight loaded runs, 4 workers -> 3).
+#[tokio::test(start_paused = true)]
+async fn the_demand_of_an_app_building_its_first_version_is_unknown() {
+    let s = sim();
+    s.deploy(&ep(), &config(vec![hello(2)]), None).await.unwrap();
+    tokio::time::advance(4 * S).await;
+    s.start_cluster(URL);
+    s.deploy(&ep(), &config(vec![hello(2)]), None).await.unwrap();
+    assert_eq!(s.observed_demand_cpus(URL), None, "still building, no replica yet");
+    tokio::time::advance(S + S / 2).await;
+    assert_eq!(s.observed_demand_cpus(URL), Some(2.0), "built: the replicas say the demand");
+}

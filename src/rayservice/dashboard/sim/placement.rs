@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::state::{SimCluster, SimDeployment, SimReplica};
+use super::state::{Phase, SimCluster, SimDeployment, SimReplica};
 
 /// What `fit` needs to know about one replica.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -88,6 +88,15 @@ impl SimCluster {
         self.replicas()
             .filter(|r| r.retire_at.is_none())
             .fold(0u64, |sum, r| sum.saturating_add(r.cpu_units))
+    }
+
+    /// Whether the replicas say what the apps demand: not while an app builds its first version
+    /// (no replica of it exists yet, so it would count as 0).
+    pub(super) fn demand_known(&self) -> bool {
+        !self
+            .apps
+            .values()
+            .any(|a| matches!(a.phase, Phase::Building { .. }) && a.deployments.is_empty())
     }
 
     /// Unreserved CPU units, when the cluster has a capacity.
