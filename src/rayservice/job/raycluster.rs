@@ -159,15 +159,42 @@ impl GenericJob for RayClusterJob {
         Ok(podsets)
     }
 
-    /// While any of its pods exists (terminating ones included): stopping gives the quota back only
-    /// once they are gone.
+    /// While any of its pods exists (terminating ones included), and while a suspended cluster's
+    /// controller has not said so: stopping gives the quota back only once they are gone and no pod
+    /// can still come. The pods listed here are not enough: the RayCluster controller may have read
+    /// the admitted Workload before the suspend and create a pod after this list (found by `chaos
+    /// --scenario clusters`: a pod briefly running on no Workload). That controller's passes run
+    /// one at a time and list the pods afresh, so once it reports `RayClusterSuspended` for the
+    /// suspending generation, every pod it made is in a list it read and is gone.
     fn is_active(&self) -> bool {
-        self.pods.values().any(|n| *n > 0)
+        self.pods.values().any(|n| *n > 0) || (self.is_suspended() && !suspension_acknowledged(&self.rc))
     }
 
     fn pods_ready(&self) -> bool {
         !self.is_suspended() && cluster_pods_ready(&self.rc)
     }
+}
+
+/// The cluster's controller has seen this generation (whose `suspend` is true) and reports every pod
+/// gone: `status.observedGeneration == metadata.generation` with `RayClusterSuspended=True` and
+/// `RayClusterSuspending` not True. A controller that reports no suspend conditions (KubeRay with
+/// its status conditions off) has acknowledged once it observed the generation; a cluster no
+/// controller reports on (no status, or none with `observedGeneration`: no Ray operator runs it)
+/// has nothing to wait for, and its listed pods are all there is to go by.
+pub fn suspension_acknowledged(rc: &RayCluster) -> bool {
+    use crate::api::conditions::{find, is_true};
+    let Some(s) = rc.status.as_ref() else {
+        return true;
+    };
+    let Some(seen) = s.observed_generation else {
+        return true;
+    };
+    if Some(seen) != rc.metadata.generation {
+        return false;
+    }
+    let conds = s.conditions.as_deref();
+    !is_true(conds, c::COND_RAY_CLUSTER_SUSPENDING)
+        && (is_true(conds, c::COND_RAY_CLUSTER_SUSPENDED) || find(conds, c::COND_RAY_CLUSTER_SUSPENDED).is_none())
 }
 
 /// Every pod of the cluster Running and Ready, as its controller last counted them: the head
@@ -312,6 +339,15 @@ mod plan_tests {
         }))
         .unwrap();
         rc.spec.suspend = Some(suspended);
+        if suspended {
+            // A suspended cluster with no pod, as its controller reports it.
+            rc.metadata.generation = Some(1);
+            rc.status = Some(serde_json::from_value(serde_json::json!({
+                "observedGeneration": 1,
+                "conditions": [{"type": "RayClusterSuspended", "status": "True", "reason": "RayClusterSuspended",
+                                "message": "all pods are deleted", "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+            })).unwrap());
+        }
         RayClusterJob::new(rc)
     }
 
@@ -507,6 +543,15 @@ mod mismatch_tests {
         }))
         .unwrap();
         rc.spec.suspend = Some(suspended);
+        rc.metadata.generation = Some(2);
+        if suspended && pods == 0 {
+            // What the RayCluster controller reports once a suspend has taken every pod.
+            rc.status = Some(serde_json::from_value(serde_json::json!({
+                "observedGeneration": 2,
+                "conditions": [{"type": "RayClusterSuspended", "status": "True", "reason": "RayClusterSuspended",
+                                "message": "all pods are deleted", "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+            })).unwrap());
+        }
         let mut j = RayClusterJob::new(rc);
         if pods > 0 {
             j.pods = [("head".to_string(), 1), ("w".to_string(), pods - 1)].into();
@@ -534,6 +579,14 @@ mod mismatch_tests {
         elastic.rc.metadata.annotations = Some([(label::ELASTIC_JOB.to_string(), "true".to_string())].into());
         let mut elastic_admitted = admitted.clone();
         elastic_admitted.metadata.annotations = elastic.rc.metadata.annotations.clone();
+        let mut unacknowledged = job(true, 6, "1", 0);
+        unacknowledged.rc.status = Some(serde_json::from_value(serde_json::json!({
+            "observedGeneration": 2,
+            "conditions": [{"type": "RayClusterSuspending", "status": "True", "reason": "RayClusterSuspending",
+                            "message": "spec.suspend is true: deleting all pods", "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+        })).unwrap());
+        let mut stale_ack = job(true, 6, "1", 0);
+        stale_ack.rc.metadata.generation = Some(3);
         let cases: Vec<(&str, RayClusterJob, &Workload, Step)> = vec![
             ("replicas raised", job(false, 6, "1", 2), &admitted, Step::StopNotMatching("w".into())),
             ("replicas lowered", job(false, 0, "1", 2), &admitted, Step::StopNotMatching("w".into())),
@@ -543,11 +596,31 @@ mod mismatch_tests {
             ("tolerations injected by admission are ignored", tolerated, &admitted, Step::Nothing),
             ("stopped, pods still terminating: wait", job(true, 6, "1", 2), &admitted, Step::Nothing),
             ("stopped, pods gone: the reservation goes", job(true, 6, "1", 0), &admitted, Step::DeleteWorkloads(vec!["w".into()])),
+            ("stopped, no pod listed, the cluster's controller still suspending: wait", unacknowledged, &admitted, Step::Nothing),
+            ("stopped, no pod listed, only an older generation reported suspended: wait", stale_ack, &admitted, Step::Nothing),
             ("elastic, new requests: stopped as a plain job", elastic, &elastic_admitted, Step::StopNotMatching("w".into())),
         ];
         for (name, j, wl, want) in cases {
             assert_eq!(plan(&j, &[wl]).unwrap(), want, "{name}");
         }
+    }
+
+    /// The race `chaos --scenario clusters` found (a pod created by a pass that read the admitted
+    /// Workload before the suspend, after the job controller's pod list): the quota waits for the
+    /// cluster's controller to report the suspend, or for no controller at all.
+    #[test]
+    fn a_suspended_cluster_is_active_until_its_controller_reports_the_suspend() {
+        let status = |v: serde_json::Value| Some(serde_json::from_value(v).unwrap());
+        let mut j = job(true, 1, "1", 0);
+        assert!(!j.is_active(), "reported Suspended at this generation");
+        j.rc.status = None;
+        assert!(!j.is_active(), "no controller reports on it");
+        j.rc.status = status(serde_json::json!({"observedGeneration": 1}));
+        assert!(j.is_active(), "the controller has not seen the suspend yet");
+        j.rc.status = status(serde_json::json!({"observedGeneration": 2}));
+        assert!(!j.is_active(), "a controller without suspend conditions has seen it");
+        let running = job(false, 1, "1", 0);
+        assert!(!running.is_active(), "running with no pod yet");
     }
 
     #[test]
