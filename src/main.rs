@@ -685,11 +685,17 @@ fn run_async(fut: impl std::future::Future<Output = anyhow::Result<()>>) -> Exit
     }
 }
 
+/// The commands whose own output is the point (a story, a table, a report): controller logs would
+/// drown it, so they log only warnings.
+fn prints_own_output(command: &Command) -> bool {
+    matches!(command, Command::Demo { .. } | Command::Bench(_) | Command::Chaos { .. } | Command::Plan { .. } | Command::Explain { .. } | Command::PendingWorkloads { .. } | Command::List { .. } | Command::Stop { .. } | Command::Resume { .. } | Command::Create { .. })
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The demo prints its own story on stdout; controller logs would drown it.
     // So does a benchmark's table.
-    init_tracing(if matches!(cli.command, Command::Demo { .. } | Command::Bench(_) | Command::Chaos { .. } | Command::Plan { .. } | Command::Explain { .. } | Command::PendingWorkloads { .. } | Command::List { .. } | Command::Stop { .. } | Command::Resume { .. } | Command::Create { .. }) { "warn" } else { "info" });
+    init_tracing(if prints_own_output(&cli.command) { "warn" } else { "info" });
     match cli.command {
         Command::Run(args) => run_async(run(args)),
         Command::Demo { listen, kubeconfig_out, step_timeout, keep_running, data_dir, json, ui, sim } => {
@@ -698,15 +704,7 @@ fn main() -> ExitCode {
         Command::Apiserver { listen, kubeconfig_out, no_simulators, pod_start_delay, data_dir, event_ttl, limits } => {
             run_async(apiserver(listen, kubeconfig_out, !no_simulators, pod_start_delay, data_dir, event_ttl, limits))
         }
-        Command::Chaos { seed, runs, jobs, shrink, scenario } => run_async(async move {
-            let opts = quotagate::cli::chaos::Options { seeds: seed..seed.saturating_add(runs), jobs, shrink };
-            let summary = quotagate::cli::chaos::run_many_scenario(scenario, &opts, |line| println!("{line}")).await;
-            for f in &summary.failures {
-                println!("{f}");
-            }
-            println!("{summary}");
-            if summary.passed() { Ok(()) } else { anyhow::bail!("{} of {} chaos runs failed", summary.failures.len(), summary.runs) }
-        }),
+        Command::Chaos { seed, runs, jobs, shrink, scenario } => run_async(chaos(seed, runs, jobs, shrink, scenario)),
         Command::Bench(BenchCommand::E2e { config, rangespec, scale, json }) => run_async(async move {
             let misses = quotagate::cli::bench::e2e(&config, rangespec.as_deref(), scale, json, !json)
                 .await
@@ -729,17 +727,9 @@ fn main() -> ExitCode {
             print!("{}", quotagate::cli::explain::run(&client, kind, &namespace, &name).await?);
             Ok(())
         }),
-        Command::PendingWorkloads { cluster_queue, local_queue, namespace, kubeconfig } => run_async(async move {
-            use quotagate::cli::pending::Queue;
-            let queue = match (cluster_queue, local_queue) {
-                (Some(cq), _) => Queue::Cluster(cq),
-                (None, Some(name)) => Queue::Local { namespace, name },
-                (None, None) => anyhow::bail!("name a queue: --cluster-queue NAME or --local-queue NAME"),
-            };
-            let client = quotagate::cli::kube_client(kubeconfig.as_deref()).await.map_err(anyhow::Error::msg)?;
-            print!("{}", quotagate::cli::pending::run(&client, &queue).await?);
-            Ok(())
-        }),
+        Command::PendingWorkloads { cluster_queue, local_queue, namespace, kubeconfig } => {
+            run_async(pending_workloads(cluster_queue, local_queue, namespace, kubeconfig))
+        }
         Command::List { what, conn } => run_async(async move {
             let (client, ns) = conn.client().await?;
             let out = quotagate::cli::kueuectl::list::run(&client, &ns, &what).await?;
@@ -766,51 +756,86 @@ fn main() -> ExitCode {
             eprintln!("error: {}", c.exec());
             ExitCode::FAILURE
         }
-        Command::InstallManifests { image, namespace, replicas, log_level, config } => {
-            use quotagate::wiring::install::{InstallOptions, manifests};
-            let config = match config.map(|p| std::fs::read_to_string(&p).map_err(|e| format!("--config {}: {e}", p.display()))).transpose() {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            let defaults = InstallOptions::default();
-            let opts = InstallOptions { image, namespace, replicas, log_level, config: config.unwrap_or(defaults.config) };
-            match manifests(&opts) {
-                Ok(yaml) => {
-                    print!("{yaml}");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    ExitCode::FAILURE
-                }
-            }
+        Command::InstallManifests { image, namespace, replicas, log_level, config } => install_manifests(image, namespace, replicas, log_level, config),
+        Command::Crds => print_crds(),
+        Command::Validate { files, feature_gates } => validate(&files, feature_gates),
+    }
+}
+
+/// `quotagate chaos`: a line per run, then the summary; an error when any run failed.
+async fn chaos(seed: u64, runs: u64, jobs: usize, shrink: usize, scenario: quotagate::cli::chaos::Scenario) -> anyhow::Result<()> {
+    let opts = quotagate::cli::chaos::Options { seeds: seed..seed.saturating_add(runs), jobs, shrink };
+    let summary = quotagate::cli::chaos::run_many_scenario(scenario, &opts, |line| println!("{line}")).await;
+    for f in &summary.failures {
+        println!("{f}");
+    }
+    println!("{summary}");
+    if summary.passed() { Ok(()) } else { anyhow::bail!("{} of {} chaos runs failed", summary.failures.len(), summary.runs) }
+}
+
+/// `quotagate pending-workloads`: the named ClusterQueue's or LocalQueue's pending workloads.
+async fn pending_workloads(cluster_queue: Option<String>, local_queue: Option<String>, namespace: String, kubeconfig: Option<PathBuf>) -> anyhow::Result<()> {
+    use quotagate::cli::pending::Queue;
+    let queue = match (cluster_queue, local_queue) {
+        (Some(cq), _) => Queue::Cluster(cq),
+        (None, Some(name)) => Queue::Local { namespace, name },
+        (None, None) => anyhow::bail!("name a queue: --cluster-queue NAME or --local-queue NAME"),
+    };
+    let client = quotagate::cli::kube_client(kubeconfig.as_deref()).await.map_err(anyhow::Error::msg)?;
+    print!("{}", quotagate::cli::pending::run(&client, &queue).await?);
+    Ok(())
+}
+
+/// `quotagate install-manifests`: everything a cluster needs, as YAML on stdout.
+fn install_manifests(image: String, namespace: String, replicas: u32, log_level: String, config: Option<PathBuf>) -> ExitCode {
+    use quotagate::wiring::install::{InstallOptions, manifests};
+    let config = match config.map(|p| std::fs::read_to_string(&p).map_err(|e| format!("--config {}: {e}", p.display()))).transpose() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
         }
-        Command::Crds => match quotagate::cli::crds_yaml() {
-            Ok(yaml) => {
-                print!("{yaml}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("error: cannot render CRDs: {e}");
-                ExitCode::FAILURE
-            }
-        },
-        Command::Validate { files, feature_gates } => {
-            let outcome = quotagate::cli::validate::run_with(&files, feature_gates);
-            print!("{}", outcome.report);
-            for line in &outcome.not_managed {
-                println!("{line}");
-            }
-            if outcome.problems > 0 {
-                println!("{} problem(s) in {} document(s)", outcome.problems, outcome.documents);
-                ExitCode::FAILURE
-            } else {
-                println!("{} document(s) valid", outcome.documents);
-                ExitCode::SUCCESS
-            }
+    };
+    let defaults = InstallOptions::default();
+    let opts = InstallOptions { image, namespace, replicas, log_level, config: config.unwrap_or(defaults.config) };
+    match manifests(&opts) {
+        Ok(yaml) => {
+            print!("{yaml}");
+            ExitCode::SUCCESS
         }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `quotagate crds`: every CustomResourceDefinition served, as YAML on stdout.
+fn print_crds() -> ExitCode {
+    match quotagate::cli::crds_yaml() {
+        Ok(yaml) => {
+            print!("{yaml}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: cannot render CRDs: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `quotagate validate`: the report, then a count of problems (failure) or of valid documents.
+fn validate(files: &[PathBuf], feature_gates: RayFeatureGates) -> ExitCode {
+    let outcome = quotagate::cli::validate::run_with(files, feature_gates);
+    print!("{}", outcome.report);
+    for line in &outcome.not_managed {
+        println!("{line}");
+    }
+    if outcome.problems > 0 {
+        println!("{} problem(s) in {} document(s)", outcome.problems, outcome.documents);
+        ExitCode::FAILURE
+    } else {
+        println!("{} document(s) valid", outcome.documents);
+        ExitCode::SUCCESS
     }
 }

@@ -57,6 +57,7 @@ mod kueue_schedule_fs_cases;
 #[path = "tests/kueue_schedule_preempt_cases.rs"]
 mod kueue_schedule_preempt_cases;
 #[cfg(test)]
+#[path = "tests/kueue_slice_cases.rs"]
 mod kueue_slice_cases;
 #[cfg(test)]
 mod preemption_tests;

@@ -106,6 +106,9 @@ pub enum ManagerError {
     Embedded(#[from] embedded::ServeError),
 }
 
+/// The lease loop of this replica, while it runs leader election.
+type LeaseTask = AbortOnDrop<Result<(), LeaderError>>;
+
 /// Runs the controllers until `shutdown` completes (Ok) or the lease is lost (Err).
 pub async fn run_manager(
     client: Client,
@@ -116,63 +119,12 @@ pub async fn run_manager(
     let _guard = cancel.clone().drop_guard();
     let metrics = Arc::new(Metrics::new());
     let mut tasks = Tasks::default();
-    // With the Ray operator: KubeRay's metrics and the gate's, beside any extra series.
-    let extra = match (opts.ray.is_some(), opts.extra_metrics.clone()) {
-        (false, extra) => extra,
-        (true, extra) => {
-            let ray = super::ray_metrics::spawn(&client, &mut tasks);
-            Some(health::ExtraMetrics::new(move || {
-                let mut text = ray();
-                if let Some(e) = &extra {
-                    text.push_str(&e.render());
-                }
-                text
-            }))
-        }
-    };
+    let extra = extra_metrics(&client, &opts, &mut tasks);
     let health = Health::new(metrics.clone()).with_extra(extra);
     if let Some(addr) = opts.health_addr {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|source| ManagerError::Health { addr, source })?;
-        let router = health::router(health.clone())
-            .merge(super::explain::router(opts.explanations.clone()))
-            .merge(super::visibility::router(client.clone()));
-        let c = cancel.clone();
-        tasks.push(tokio::spawn(async move {
-            if let Err(e) = crate::embedded::listener::serve_plain(listener, router, Default::default(), c).await {
-                tracing::error!(error = %e, "health endpoint failed");
-            }
-        }));
+        serve_health(addr, &client, &opts, &health, &cancel, &mut tasks).await?;
     }
-    let (tx, rx) = watch::channel(!opts.leader_election);
-    let mut lease_task = if opts.leader_election {
-        metrics.set_role(Role::Follower);
-        let api: Api<Lease> = Api::namespaced(client.clone(), &opts.lease_namespace);
-        let cfg = LeaderConfig::new(&opts.lease_name, &opts.identity);
-        // Dropped with the manager, it must not go on renewing the lease.
-        Some(AbortOnDrop(tokio::spawn(leader::run(api, cfg, tx))))
-    } else {
-        metrics.set_role(Role::Standalone);
-        // Kept alive (moved into a task that only ends with the manager) so leadership stays fixed.
-        tasks.push(tokio::spawn(async move {
-            tx.closed().await;
-        }));
-        None
-    };
-    if opts.leader_election {
-        let mut r = rx.clone();
-        let m = metrics.clone();
-        tasks.push(tokio::spawn(async move {
-            while r.changed().await.is_ok() {
-                m.set_role(if *r.borrow() {
-                    Role::Leader
-                } else {
-                    Role::Follower
-                });
-            }
-        }));
-    }
+    let (mut lease_task, rx) = start_leader_election(&client, &opts, &metrics, &mut tasks);
     if let Some(w) = opts.webhook.clone() {
         // The aggregated API groups ride on the webhook's TLS port (config/apiservice/).
         let groups = super::explain::router(opts.explanations.clone()).merge(super::visibility::router(client.clone()));
@@ -185,15 +137,7 @@ pub async fn run_manager(
         // Every replica serves it from its own caches: reads need no leadership.
         tasks.extend(super::ui::spawn(&client, &caches, ui, cancel.clone()));
     }
-    let ready = caches.ready();
-    let h = health.clone();
-    let (synced_tx, synced) = watch::channel(false);
-    tasks.push(tokio::spawn(async move {
-        ready.await;
-        h.set_ready(true);
-        let _ = synced_tx.send(true);
-        tracing::info!("caches synced");
-    }));
+    let synced = ready_when_synced(caches.ready(), &health, &mut tasks);
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
@@ -211,19 +155,7 @@ pub async fn run_manager(
     };
     tasks.extend(super::frameworks::spawn(opts.frameworks, &jobs, &cancel));
     if let Some(dashboards) = opts.ray.clone() {
-        let gates = opts.ray_gates;
-        let mut leader = rx.clone();
-        let c = client.clone();
-        tasks.push(tokio::spawn(async move {
-            // Only the leader runs the Ray operator: it creates pods and Services and writes status.
-            while !*leader.borrow() {
-                if leader.changed().await.is_err() {
-                    return;
-                }
-            }
-            let _operator = super::ray::spawn_ray_operator(c, &dashboards, gates);
-            std::future::pending::<()>().await
-        }));
+        tasks.push(spawn_ray_operator_when_leader(client.clone(), dashboards, opts.ray_gates, rx.clone()));
     }
     let (queued, events_task) = crate::jobframework::events::QueuedRecorder::spawn(recorder.clone(), 4096);
     tasks.push(events_task);
@@ -246,21 +178,156 @@ pub async fn run_manager(
     };
     let c = cancel.clone();
     let mut loop_task = AbortOnDrop(tokio::spawn(admission.run(async move { c.cancelled().await })));
-    tokio::pin!(shutdown);
-    let mut loop_ended = false;
-    let result = tokio::select! {
-        _ = &mut shutdown => Ok(()),
-        r = async { match lease_task.as_mut() { Some(t) => t.await, None => std::future::pending().await } } => match r {
-            Ok(Err(e)) => Err(ManagerError::Leader(e)),
-            _ => Err(ManagerError::LeaderTaskDied),
-        },
-        _ = &mut loop_task => {
-            loop_ended = true;
-            Ok(())
-        }
-    };
+    let (result, loop_ended) = wait_for_end(shutdown, &mut lease_task, &mut loop_task).await;
     tracing::info!("manager shutting down");
     cancel.cancel();
+    stop(loop_task, loop_ended, lease_task, tasks, &client, &opts).await;
+    result
+}
+
+/// With the Ray operator: KubeRay's metrics and the gate's, beside any extra series.
+fn extra_metrics(
+    client: &Client,
+    opts: &ManagerOptions,
+    tasks: &mut Tasks,
+) -> Option<health::ExtraMetrics> {
+    match (opts.ray.is_some(), opts.extra_metrics.clone()) {
+        (false, extra) => extra,
+        (true, extra) => {
+            let ray = super::ray_metrics::spawn(client, tasks);
+            Some(health::ExtraMetrics::new(move || {
+                let mut text = ray();
+                if let Some(e) = &extra {
+                    text.push_str(&e.render());
+                }
+                text
+            }))
+        }
+    }
+}
+
+/// `/healthz`, `/readyz`, `/metrics` and the read-only APIs on `addr`, until `cancel`.
+async fn serve_health(
+    addr: SocketAddr,
+    client: &Client,
+    opts: &ManagerOptions,
+    health: &Health,
+    cancel: &CancellationToken,
+    tasks: &mut Tasks,
+) -> Result<(), ManagerError> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| ManagerError::Health { addr, source })?;
+    let router = health::router(health.clone())
+        .merge(super::explain::router(opts.explanations.clone()))
+        .merge(super::visibility::router(client.clone()));
+    let c = cancel.clone();
+    tasks.push(tokio::spawn(async move {
+        if let Err(e) = crate::embedded::listener::serve_plain(listener, router, Default::default(), c).await {
+            tracing::error!(error = %e, "health endpoint failed");
+        }
+    }));
+    Ok(())
+}
+
+/// The lease loop (with leader election) and whether this replica leads now, with the role metric
+/// following it. Without leader election this replica leads for good and there is no lease loop.
+fn start_leader_election(
+    client: &Client,
+    opts: &ManagerOptions,
+    metrics: &Arc<Metrics>,
+    tasks: &mut Tasks,
+) -> (Option<LeaseTask>, watch::Receiver<bool>) {
+    let (tx, rx) = watch::channel(!opts.leader_election);
+    if !opts.leader_election {
+        metrics.set_role(Role::Standalone);
+        // Kept alive (moved into a task that only ends with the manager) so leadership stays fixed.
+        tasks.push(tokio::spawn(async move {
+            tx.closed().await;
+        }));
+        return (None, rx);
+    }
+    metrics.set_role(Role::Follower);
+    let api: Api<Lease> = Api::namespaced(client.clone(), &opts.lease_namespace);
+    let cfg = LeaderConfig::new(&opts.lease_name, &opts.identity);
+    // Dropped with the manager, it must not go on renewing the lease.
+    let lease_task = AbortOnDrop(tokio::spawn(leader::run(api, cfg, tx)));
+    let mut r = rx.clone();
+    let m = metrics.clone();
+    tasks.push(tokio::spawn(async move {
+        while r.changed().await.is_ok() {
+            m.set_role(if *r.borrow() {
+                Role::Leader
+            } else {
+                Role::Follower
+            });
+        }
+    }));
+    (Some(lease_task), rx)
+}
+
+/// Marks the replica ready once the caches synced; the returned flag turns true then too.
+fn ready_when_synced(
+    ready: impl Future<Output = ()> + Send + 'static,
+    health: &Health,
+    tasks: &mut Tasks,
+) -> watch::Receiver<bool> {
+    let h = health.clone();
+    let (synced_tx, synced) = watch::channel(false);
+    tasks.push(tokio::spawn(async move {
+        ready.await;
+        h.set_ready(true);
+        let _ = synced_tx.send(true);
+        tracing::info!("caches synced");
+    }));
+    synced
+}
+
+/// Only the leader runs the Ray operator: it creates pods and Services and writes status.
+fn spawn_ray_operator_when_leader(
+    client: Client,
+    dashboards: super::ray::Dashboards,
+    gates: crate::api::ray::validation::RayFeatureGates,
+    mut leader: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while !*leader.borrow() {
+            if leader.changed().await.is_err() {
+                return;
+            }
+        }
+        let _operator = super::ray::spawn_ray_operator(client, &dashboards, gates);
+        std::future::pending::<()>().await
+    })
+}
+
+/// What ends the manager: `shutdown` (Ok), the lease loop (Err) or the admission loop ending (Ok,
+/// and true: its handle has given its output).
+async fn wait_for_end(
+    shutdown: impl Future<Output = ()>,
+    lease_task: &mut Option<LeaseTask>,
+    loop_task: &mut AbortOnDrop<()>,
+) -> (Result<(), ManagerError>, bool) {
+    tokio::pin!(shutdown);
+    tokio::select! {
+        _ = &mut shutdown => (Ok(()), false),
+        r = async { match lease_task.as_mut() { Some(t) => t.await, None => std::future::pending().await } } => match r {
+            Ok(Err(e)) => (Err(ManagerError::Leader(e)), false),
+            _ => (Err(ManagerError::LeaderTaskDied), false),
+        },
+        _ = loop_task => (Ok(()), true),
+    }
+}
+
+/// Stops everything this replica started, after `cancel` was cancelled.
+async fn stop(
+    mut loop_task: AbortOnDrop<()>,
+    loop_ended: bool,
+    lease_task: Option<LeaseTask>,
+    tasks: Tasks,
+    client: &Client,
+    opts: &ManagerOptions,
+) {
     // A JoinHandle must not be polled again once it has given its output.
     if !loop_ended && tokio::time::timeout(Duration::from_secs(5), &mut loop_task).await.is_err() {
         loop_task.abort();
@@ -281,7 +348,6 @@ pub async fn run_manager(
             tracing::info!(error = %e, "could not release the lease; it runs out instead");
         }
     }
-    result
 }
 
 /// Options of `quotagate run --embedded`.

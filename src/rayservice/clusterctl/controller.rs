@@ -17,7 +17,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
 use tracing::instrument;
 
-use super::lifecycle::{Facts, Phase, decide, facts, running_conditions};
+use super::lifecycle::{ClusterDecision, Facts, Phase, decide, facts, running_conditions};
 use super::head_backoff;
 use super::pods::{GroupView, PodAction, PodInputs, PodView, Recreate};
 use crate::api::ray::constants as c;
@@ -154,13 +154,7 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
         .namespace()
         .ok_or(Error::MissingField("metadata.namespace"))?;
     let name = rc.name_any();
-    if rc
-        .spec
-        .managed_by
-        .as_deref()
-        .is_some_and(|m| m != c::MANAGED_BY_KUBERAY)
-        || rc.metadata.deletion_timestamp.is_some()
-    {
+    if !is_ours_and_live(&rc) {
         return Ok(Requeue::await_change());
     }
     if let Some(e) = validate_ray_cluster_with(&rc, ctx.config.gates).first() {
@@ -184,58 +178,25 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
         .list(&ListParams::default().labels(&format!("{}={name}", c::LABEL_CLUSTER)))
         .await?
         .items;
-    // The lifecycle conditions drive the destructive steps (Suspending deletes every pod, even when
-    // `suspend` flipped back), and the cached copy can be older than the pods just listed: a pass
-    // that saw the resume and created pods is then followed by one that reads Suspending from the
-    // cache and deletes them. So those conditions are read again, after the pods.
-    let rc = if has_condition(&rc, c::COND_RAY_CLUSTER_SUSPENDING) || has_condition(&rc, c::COND_RAY_CLUSTER_SUSPENDED) {
-        match Api::<RayCluster>::namespaced(ctx.client.clone(), &ns).get_opt(&name).await? {
-            Some(fresh) => Arc::new(fresh),
-            None => return Ok(Requeue::await_change()),
-        }
-    } else {
-        rc
+    let Some(rc) = reread_if_suspending(rc, &ns, &name, &ctx).await? else {
+        return Ok(Requeue::await_change());
     };
     let views: Vec<PodView> = pods.iter().map(pod_view).collect();
-    let head_pod = pods.iter().find(|p| {
-        pod_label(p, c::LABEL_NODE_TYPE) == Some(c::NODE_TYPE_HEAD)
-            && p.metadata.deletion_timestamp.is_none()
-    });
     // The quota gate: computed from the admitted Workload of the cluster's own chain or of its parent
     // RayService, never from a field of this object a user could edit.
     let cluster_gate = gate::cluster_gate(&ctx.client, &rc).await?;
     let admission = admission_info(&ctx, &rc, cluster_gate.as_ref()).await?;
-    let recreate = match recreate_decision(
-        &admission.as_written,
-        head_pod.and_then(|p| p.metadata.annotations.as_ref()),
-        &ctx.config.build.kuberay_version,
-    ) {
-        RecreateDecision::Keep => Recreate::Keep,
-        RecreateDecision::Restamp(_) => Recreate::Restamp,
-        RecreateDecision::RecreateAll => Recreate::All,
-    };
-    let groups = GroupView::of(&rc);
     let now = Timestamp::now();
     let backoff = head_backoff_record(&rc, &views, now, &ctx).await?;
-    let head_wait = backoff
-        .as_ref()
-        .map(|r| r.next_create())
-        .filter(|t| *t > now)
-        .and_then(|t| std::time::Duration::try_from(t.duration_since(now)).ok());
-    let inputs = PodInputs {
-        head_backoff: head_wait.is_some(),
-        gated: false,
-        quota: cluster_gate.as_ref().map(|g| g.allowed.clone()),
-        recreate,
-        autoscaling: rc.spec.autoscaling_enabled(),
-        groups,
-        pods: views.clone(),
-    };
-    let decision = decide(
-        rc.spec.is_suspended(),
-        has_condition(&rc, c::COND_RAY_CLUSTER_SUSPENDING),
-        has_condition(&rc, c::COND_RAY_CLUSTER_SUSPENDED),
-        &inputs,
+    let head_wait = head_backoff_wait(backoff.as_ref(), now);
+    let decision = decide_pods(
+        &rc,
+        &pods,
+        &views,
+        cluster_gate.as_ref(),
+        &admission,
+        head_wait.is_some(),
+        &ctx.config,
     );
     let failure = execute_pods(&rc, &admission, &decision.pods, &views, &pods_api, &ctx).await;
     if let Some((reason, msg)) = &failure {
@@ -244,22 +205,7 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
 
     let (desired_workers, min_workers, max_workers) = worker_pod_bounds(&rc.spec);
     let f = facts(&views, desired_workers);
-    let mut conditions = decision.conditions.clone();
-    if decision.phase == Phase::Running {
-        conditions.extend(running_conditions(
-            &f,
-            has_condition(&rc, c::COND_RAY_CLUSTER_PROVISIONED),
-        ));
-    }
-    if let Some(g) = &cluster_gate {
-        let gated = quota_gated_condition(g);
-        // An event when the gate closes or opens (not on every pass).
-        if has_condition(&rc, c::COND_QUOTA_GATED) != (gated.status == TRUE) {
-            let note = format!("{}: {}", gated.reason, gated.message);
-            publish(&ctx, &rc, EventType::Normal, gated.reason, note).await;
-        }
-        conditions.push(gated);
-    }
+    let conditions = cluster_conditions(&rc, &decision, &f, cluster_gate.as_ref(), &ctx).await;
     let mut status = next_status(
         &rc,
         &f,
@@ -270,39 +216,191 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
         (desired_workers, min_workers, max_workers),
     );
     let head_ready = views.iter().any(|p| p.head && !p.deleting && p.ready);
-    match head_backoff::status_reason(backoff.as_ref(), head_ready, now) {
+    set_backoff_reason(&mut status, backoff.as_ref(), head_ready, now);
+    write_status(&rc, &ns, &name, status, &ctx).await?;
+    let every = requeue_period(&decision, failure.is_some(), &f, &ctx.config);
+    // A head waiting out its back-off is created when the wait ends, not up to a period later.
+    Ok(Requeue::requeue(head_wait.map_or(every, |w| w.min(every))))
+}
+
+/// False for a cluster another controller manages (`spec.managedBy`) or one being deleted: the
+/// pass leaves both alone.
+fn is_ours_and_live(rc: &RayCluster) -> bool {
+    let foreign = rc
+        .spec
+        .managed_by
+        .as_deref()
+        .is_some_and(|m| m != c::MANAGED_BY_KUBERAY);
+    !foreign && rc.metadata.deletion_timestamp.is_none()
+}
+
+/// The cluster to plan from; None when it is gone.
+///
+/// The lifecycle conditions drive the destructive steps (Suspending deletes every pod, even when
+/// `suspend` flipped back), and the cached copy can be older than the pods just listed: a pass
+/// that saw the resume and created pods is then followed by one that reads Suspending from the
+/// cache and deletes them. So those conditions are read again, after the pods.
+async fn reread_if_suspending(
+    rc: Arc<RayCluster>,
+    ns: &str,
+    name: &str,
+    ctx: &Context,
+) -> Result<Option<Arc<RayCluster>>, Error> {
+    if !(has_condition(&rc, c::COND_RAY_CLUSTER_SUSPENDING)
+        || has_condition(&rc, c::COND_RAY_CLUSTER_SUSPENDED))
+    {
+        return Ok(Some(rc));
+    }
+    let fresh = Api::<RayCluster>::namespaced(ctx.client.clone(), ns)
+        .get_opt(name)
+        .await?;
+    Ok(fresh.map(Arc::new))
+}
+
+/// How long the head's crash-loop back-off still holds its creation, if it does.
+fn head_backoff_wait(
+    backoff: Option<&head_backoff::HeadRestarts>,
+    now: Timestamp,
+) -> Option<std::time::Duration> {
+    backoff
+        .map(|r| r.next_create())
+        .filter(|t| *t > now)
+        .and_then(|t| std::time::Duration::try_from(t.duration_since(now)).ok())
+}
+
+/// The lifecycle decision over this pass's pods: the phase, the pod actions and the suspend
+/// machine's conditions.
+fn decide_pods(
+    rc: &RayCluster,
+    pods: &[Pod],
+    views: &[PodView],
+    cluster_gate: Option<&gate::ClusterGate>,
+    admission: &AdmissionInfo,
+    head_waiting: bool,
+    config: &Config,
+) -> ClusterDecision {
+    let head_pod = pods.iter().find(|p| {
+        pod_label(p, c::LABEL_NODE_TYPE) == Some(c::NODE_TYPE_HEAD)
+            && p.metadata.deletion_timestamp.is_none()
+    });
+    let recreate = match recreate_decision(
+        &admission.as_written,
+        head_pod.and_then(|p| p.metadata.annotations.as_ref()),
+        &config.build.kuberay_version,
+    ) {
+        RecreateDecision::Keep => Recreate::Keep,
+        RecreateDecision::Restamp(_) => Recreate::Restamp,
+        RecreateDecision::RecreateAll => Recreate::All,
+    };
+    let inputs = PodInputs {
+        head_backoff: head_waiting,
+        gated: false,
+        quota: cluster_gate.map(|g| g.allowed.clone()),
+        recreate,
+        autoscaling: rc.spec.autoscaling_enabled(),
+        groups: GroupView::of(rc),
+        pods: views.to_vec(),
+    };
+    decide(
+        rc.spec.is_suspended(),
+        has_condition(rc, c::COND_RAY_CLUSTER_SUSPENDING),
+        has_condition(rc, c::COND_RAY_CLUSTER_SUSPENDED),
+        &inputs,
+    )
+}
+
+/// The conditions to write: the suspend machine's, the running ones while Running, and `QuotaGated`
+/// for a queue-managed cluster (with an event when the gate closes or opens, not on every pass).
+async fn cluster_conditions(
+    rc: &RayCluster,
+    decision: &ClusterDecision,
+    f: &Facts,
+    cluster_gate: Option<&gate::ClusterGate>,
+    ctx: &Context,
+) -> Vec<ConditionPlan> {
+    let mut conditions = decision.conditions.clone();
+    if decision.phase == Phase::Running {
+        conditions.extend(running_conditions(
+            f,
+            has_condition(rc, c::COND_RAY_CLUSTER_PROVISIONED),
+        ));
+    }
+    if let Some(g) = cluster_gate {
+        let gated = quota_gated_condition(g);
+        if has_condition(rc, c::COND_QUOTA_GATED) != (gated.status == TRUE) {
+            let note = format!("{}: {}", gated.reason, gated.message);
+            publish(ctx, rc, EventType::Normal, gated.reason, note).await;
+        }
+        conditions.push(gated);
+    }
+    conditions
+}
+
+/// `status.reason` says the head is backing off while it is, and a back-off reason no longer true
+/// is cleared.
+fn set_backoff_reason(
+    status: &mut RayClusterStatus,
+    backoff: Option<&head_backoff::HeadRestarts>,
+    head_ready: bool,
+    now: Timestamp,
+) {
+    match head_backoff::status_reason(backoff, head_ready, now) {
         Some(reason) => status.reason = Some(reason),
-        None if status.reason.as_deref().is_some_and(|r| r.starts_with(head_backoff::REASON_PREFIX)) => {
+        None if status
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with(head_backoff::REASON_PREFIX)) =>
+        {
             status.reason = None;
         }
         None => {}
     }
-    if rc.status.as_ref() != Some(&status) {
-        let mut status = status;
-        status.last_update_time = Some(Time(Timestamp::now()));
-        let api: Api<RayCluster> = Api::namespaced(ctx.client.clone(), &ns);
-        // A merge patch keeps what it does not name: fields that went away (the deleted head pod's
-        // name and IP, a cleared state) are sent as null.
-        let old = serde_json::to_value(rc.status.clone().unwrap_or_default()).unwrap_or_default();
-        let new = serde_json::to_value(&status).unwrap_or_default();
-        api.patch_status(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": merge_diff(&old, &new) })),
-        )
-        .await?;
+}
+
+/// Writes `status` when it differs from the stored one, stamped with the time of the write.
+async fn write_status(
+    rc: &RayCluster,
+    ns: &str,
+    name: &str,
+    status: RayClusterStatus,
+    ctx: &Context,
+) -> Result<(), Error> {
+    if rc.status.as_ref() == Some(&status) {
+        return Ok(());
     }
+    let mut status = status;
+    status.last_update_time = Some(Time(Timestamp::now()));
+    let api: Api<RayCluster> = Api::namespaced(ctx.client.clone(), ns);
+    // A merge patch keeps what it does not name: fields that went away (the deleted head pod's
+    // name and IP, a cleared state) are sent as null.
+    let old = serde_json::to_value(rc.status.clone().unwrap_or_default()).unwrap_or_default();
+    let new = serde_json::to_value(&status).unwrap_or_default();
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": merge_diff(&old, &new) })),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Busy while pods change, a pod action failed, the cluster suspends or is not all ready yet;
+/// KubeRay's idle period otherwise.
+fn requeue_period(
+    decision: &ClusterDecision,
+    failed: bool,
+    f: &Facts,
+    config: &Config,
+) -> std::time::Duration {
     let busy = !decision.pods.is_empty()
-        || failure.is_some()
+        || failed
         || decision.phase == Phase::Suspending
         || (decision.phase == Phase::Running && !f.all_ready);
-    let every = if busy {
-        ctx.config.busy_requeue
+    if busy {
+        config.busy_requeue
     } else {
-        ctx.config.idle_requeue
-    };
-    // A head waiting out its back-off is created when the wait ends, not up to a period later.
-    Ok(Requeue::requeue(head_wait.map_or(every, |w| w.min(every))))
+        config.idle_requeue
+    }
 }
 
 /// The head's crash-loop record (`head_backoff`), updated on the RayCluster before anything else

@@ -15,8 +15,6 @@
 //! ```
 //! While a pending cluster exists the active one is never updated or re-configured (DESIGN I4).
 
-use std::collections::BTreeSet;
-
 use super::plan::{Action, EventType, Plan};
 use super::running;
 use super::schedule::reap_unnamed;
@@ -54,83 +52,29 @@ pub(crate) fn step(s: &Snapshot, p: &mut Plan) {
 
     // 5. Serve config: to the pending cluster; to the active only when no other cluster is coming
     //    (a config meant for a new cluster spec must not reach the old one — KubeRay #3423).
-    let mut pushed: BTreeSet<&str> = BTreeSet::new();
     let serve_targets = [pending_obj, active_obj.filter(|_| may_touch_active)];
-    for c in serve_targets.into_iter().flatten() {
-        if let Some(reason) = running::push_reason(s, c) {
-            p.actions.push(Action::PushServeConfig {
-                cluster: c.name.clone(),
-                target_capacity: None,
-            });
-            p.event(
-                EventType::Normal,
-                "UpdatedServeApplications",
-                format!("deploying the Serve config to {} ({reason})", c.name),
-            );
-            pushed.insert(&c.name);
-        }
-        if let ServeObservation::Unreachable(e) = &c.serve {
-            notes.push(format!("dashboard of {} unreachable: {e}", c.name));
-        }
-    }
+    let mut pushed = push_serve_configs(s, serve_targets, &mut notes, p);
     // A cluster not given the desired config that lost its apps gets its own back (issue 47).
-    let pushed_names: Vec<&str> = pushed.iter().copied().collect();
-    let restored = running::restore_own_configs([(active_obj, None), (pending_obj, None)], &pushed_names, p);
-    for r in &restored {
-        pushed.insert(r.as_str());
-    }
-    // A status read before this pass's PUT says nothing about the new config (KubeRay §3.6).
-    let ready = |c: &ChildCluster| {
-        !c.gated
-            && c.head_ready
-            && !pushed.contains(c.name.as_str())
-            && matches!(c.serve, ServeObservation::Apps { ready: true, .. })
-    };
+    let pushed_names: Vec<&str> = pushed.iter().map(String::as_str).collect();
+    let restored =
+        running::restore_own_configs([(active_obj, None), (pending_obj, None)], &pushed_names, p);
+    pushed.extend(restored);
 
     // 6. Services follow the pending cluster once it is ready, else the active one. Once they point at
     //    the pending cluster they never swing back: that switch is the commit point of the upgrade.
     let serve_on_pending =
         pending.is_some() && !fresh && s.serve_service.as_deref() == pending.as_deref();
-    let target: Option<String> = if serve_on_pending {
+    let target = if serve_on_pending {
         pending.clone()
-    } else if let Some(c) = pending_obj.filter(|c| ready(c)) {
-        Some(c.name.clone())
     } else {
-        active_obj.filter(|c| ready(c)).map(|c| c.name.clone())
+        services_target([pending_obj, active_obj], &pushed)
     };
-    if let Some(t) = target.as_deref()
-        && (s.head_service.as_deref() != Some(t) || s.serve_service.as_deref() != Some(t))
-    {
-        p.actions.push(Action::PointServices {
-            cluster: t.to_string(),
-        });
-        let (reason, verb) = if s.serve_service.is_none() {
-            ("CreatedService", "creating")
-        } else {
-            ("UpdatedService", "switching")
-        };
-        p.event(
-            EventType::Normal,
-            reason,
-            format!("{verb} the head and serve Services to RayCluster {t}"),
-        );
-    }
+    point_services(s, target.as_deref(), p);
     let serving: Option<String> = target.or_else(|| s.serve_service.clone());
 
     // 7. Promote once traffic goes to the pending cluster.
     if pending.is_some() && !fresh && serving == pending {
-        let promoted = pending.take();
-        if let (Some(new), Some(old)) = (&promoted, &active) {
-            p.event(
-                EventType::Normal,
-                "PromotedPendingCluster",
-                format!(
-                    "RayCluster {new} is now active; {old} will be deleted after {}s",
-                    s.deletion_delay.as_secs()
-                ),
-            );
-        }
-        active = promoted;
+        active = promote(s, pending.take(), active.as_deref(), p);
     }
 
     // 8. Head pods as serve endpoints (`ray.io/serve`), unless excluded.
@@ -145,6 +89,95 @@ pub(crate) fn step(s: &Snapshot, p: &mut Plan) {
         pending.as_deref().map(|n| running::service_status(s, n, None)),
     );
     running::status(s, active_status, pending_status, notes, None, p);
+}
+
+/// Pushes the desired Serve config to each target where it is due; returns the clusters it was pushed
+/// to.
+fn push_serve_configs(
+    s: &Snapshot,
+    targets: [Option<&ChildCluster>; 2],
+    notes: &mut Vec<String>,
+    p: &mut Plan,
+) -> Vec<String> {
+    let mut pushed: Vec<String> = Vec::new();
+    for c in targets.into_iter().flatten() {
+        if let Some(reason) = running::push_reason(s, c) {
+            p.actions.push(Action::PushServeConfig {
+                cluster: c.name.clone(),
+                target_capacity: None,
+            });
+            p.event(
+                EventType::Normal,
+                "UpdatedServeApplications",
+                format!("deploying the Serve config to {} ({reason})", c.name),
+            );
+            pushed.push(c.name.clone());
+        }
+        if let ServeObservation::Unreachable(e) = &c.serve {
+            notes.push(format!("dashboard of {} unreachable: {e}", c.name));
+        }
+    }
+    pushed
+}
+
+/// The first of `candidates` (pending, then active) ready to take traffic. A status read before this
+/// pass's PUT says nothing about the new config (KubeRay §3.6), so a cluster just pushed to waits.
+fn services_target(candidates: [Option<&ChildCluster>; 2], pushed: &[String]) -> Option<String> {
+    let ready = |c: &ChildCluster| {
+        !c.gated
+            && c.head_ready
+            && !pushed.contains(&c.name)
+            && matches!(c.serve, ServeObservation::Apps { ready: true, .. })
+    };
+    candidates
+        .into_iter()
+        .flatten()
+        .find(|c| ready(c))
+        .map(|c| c.name.clone())
+}
+
+/// Points the head and serve Services at `target` unless both already point there.
+fn point_services(s: &Snapshot, target: Option<&str>, p: &mut Plan) {
+    let Some(t) = target else {
+        return;
+    };
+    if s.head_service.as_deref() == Some(t) && s.serve_service.as_deref() == Some(t) {
+        return;
+    }
+    p.actions.push(Action::PointServices {
+        cluster: t.to_string(),
+    });
+    let (reason, verb) = if s.serve_service.is_none() {
+        ("CreatedService", "creating")
+    } else {
+        ("UpdatedService", "switching")
+    };
+    p.event(
+        EventType::Normal,
+        reason,
+        format!("{verb} the head and serve Services to RayCluster {t}"),
+    );
+}
+
+/// The pending cluster becomes the active one; the old active is left to dangle and be deleted later.
+/// Returns the new active name.
+fn promote(
+    s: &Snapshot,
+    promoted: Option<String>,
+    old: Option<&str>,
+    p: &mut Plan,
+) -> Option<String> {
+    if let (Some(new), Some(old)) = (&promoted, old) {
+        p.event(
+            EventType::Normal,
+            "PromotedPendingCluster",
+            format!(
+                "RayCluster {new} is now active; {old} will be deleted after {}s",
+                s.deletion_delay.as_secs()
+            ),
+        );
+    }
+    promoted
 }
 
 pub(super) enum SpecDecision {

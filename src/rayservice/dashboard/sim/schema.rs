@@ -34,8 +34,10 @@ pub const CPU_UNITS: f64 = 10_000.0;
 /// Serve reserves one CPU per replica unless `ray_actor_options.num_cpus` says otherwise.
 const DEFAULT_REPLICA_CPU_UNITS: u64 = 10_000;
 
+/// One pydantic error: where (dotted location), the message, pydantic's error type.
+type FieldError = (String, String, &'static str);
+
 pub(super) fn validate(root: &Value) -> Result<ParsedConfig, String> {
-    let mut errors: Vec<(String, String, &str)> = Vec::new();
     let Some(obj) = root.as_object() else {
         return Err(render_errors(&[(
             "".into(),
@@ -43,7 +45,27 @@ pub(super) fn validate(root: &Value) -> Result<ParsedConfig, String> {
             "dict_type",
         )]));
     };
-    let target_capacity = match obj.get("target_capacity") {
+    let mut errors: Vec<FieldError> = Vec::new();
+    let target_capacity = target_capacity(obj, &mut errors);
+    let apps: Vec<ParsedApp> = applications(obj, &mut errors)
+        .iter()
+        .enumerate()
+        .filter_map(|(i, app)| parse_app(&format!("applications.{i}"), app, &mut errors))
+        .collect();
+    check_duplicates(&apps, &mut errors);
+    if errors.is_empty() {
+        Ok(ParsedConfig {
+            target_capacity,
+            apps,
+        })
+    } else {
+        Err(render_errors(&errors))
+    }
+}
+
+/// `target_capacity`: absent or null, or a number within 0 and 100.
+fn target_capacity(obj: &Map<String, Value>, errors: &mut Vec<FieldError>) -> Option<f64> {
+    match obj.get("target_capacity") {
         None | Some(Value::Null) => None,
         Some(v) => match v.as_f64() {
             Some(tc) if (0.0..=100.0).contains(&tc) => Some(tc),
@@ -64,8 +86,12 @@ pub(super) fn validate(root: &Value) -> Result<ParsedConfig, String> {
                 None
             }
         },
-    };
-    let apps_value = match obj.get("applications") {
+    }
+}
+
+/// `applications`: a required list; anything else is reported and read as empty.
+fn applications<'a>(obj: &'a Map<String, Value>, errors: &mut Vec<FieldError>) -> &'a [Value] {
+    match obj.get("applications") {
         Some(Value::Array(apps)) => apps.as_slice(),
         Some(_) => {
             errors.push((
@@ -79,124 +105,164 @@ pub(super) fn validate(root: &Value) -> Result<ParsedConfig, String> {
             errors.push(("applications".into(), "Field required".into(), "missing"));
             &[]
         }
+    }
+}
+
+/// One application at `loc`. None when it is not a dictionary or its `deployments` is not a list: Ray
+/// reports those and the sim has nothing to run for it.
+fn parse_app(loc: &str, app: &Value, errors: &mut Vec<FieldError>) -> Option<ParsedApp> {
+    let Some(a) = app.as_object() else {
+        errors.push((
+            loc.to_owned(),
+            "Input should be a valid dictionary".into(),
+            "dict_type",
+        ));
+        return None;
     };
-    let mut apps = Vec::new();
-    for (i, app) in apps_value.iter().enumerate() {
-        let loc = format!("applications.{i}");
-        let Some(a) = app.as_object() else {
-            errors.push((
-                loc,
-                "Input should be a valid dictionary".into(),
-                "dict_type",
-            ));
-            continue;
-        };
-        let import_path = match a.get("import_path") {
-            Some(Value::String(s)) => s.clone(),
-            Some(_) => {
-                errors.push((
-                    format!("{loc}.import_path"),
-                    "Input should be a valid string".into(),
-                    "string_type",
-                ));
-                String::new()
-            }
-            None => {
-                errors.push((
-                    format!("{loc}.import_path"),
-                    "Field required".into(),
-                    "missing",
-                ));
-                String::new()
-            }
-        };
-        let route_prefix = match a.get("route_prefix") {
-            None => Some("/".to_owned()),
-            Some(Value::Null) => None,
-            Some(Value::String(s)) if s.starts_with('/') => Some(s.clone()),
-            Some(_) => {
-                errors.push((
-                    format!("{loc}.route_prefix"),
-                    "Value error, route_prefix must start with \"/\"".into(),
-                    "value_error",
-                ));
-                None
-            }
-        };
-        if let Some(wd) = a
-            .get("runtime_env")
-            .and_then(|r| r.get("working_dir"))
-            .and_then(Value::as_str)
-            && !wd.contains("://")
-        {
-            errors.push((
-                format!("{loc}.runtime_env"),
-                format!("Value error, runtime_envs in the Serve config support only remote URIs in working_dir and py_modules, or \"local://\" URIs. Got error when parsing URI: Expected URI but received path {wd}"),
-                "value_error",
-            ));
-        }
-        let mut deployments = Vec::new();
-        if let Some(deps) = a.get("deployments") {
-            let Some(deps) = deps.as_array() else {
-                errors.push((
-                    format!("{loc}.deployments"),
-                    "Input should be a valid list".into(),
-                    "list_type",
-                ));
-                continue;
-            };
-            for (j, d) in deps.iter().enumerate() {
-                let dloc = format!("{loc}.deployments.{j}");
-                match d.get("name").and_then(Value::as_str) {
-                    Some(name) => match (configured_replicas(d), replica_cpu_units(d)) {
-                        (Ok(replicas), Ok(cpu_units)) => deployments.push(ParsedDeployment {
-                            name: name.to_owned(),
-                            replicas,
-                            cpu_units,
-                        }),
-                        (replicas, cpu_units) => {
-                            if let Err(msg) = replicas {
-                                errors.push((format!("{dloc}.num_replicas"), msg, "greater_than"));
-                            }
-                            if let Err((field, msg, kind)) = cpu_units {
-                                errors.push((format!("{dloc}.{field}"), msg, kind));
-                            }
-                        }
-                    },
-                    None => {
-                        errors.push((format!("{dloc}.name"), "Field required".into(), "missing"))
-                    }
-                }
-            }
-        }
-        if deployments.is_empty() && !import_path.is_empty() {
-            // Without overrides Ray takes the deployments from the code; the sim assumes one,
-            // named after the attribute being imported, with one replica of one CPU.
-            let attr = import_path.rsplit([':', '.']).next().unwrap_or("app");
-            deployments.push(ParsedDeployment {
-                name: attr.to_owned(),
-                replicas: 1,
-                cpu_units: DEFAULT_REPLICA_CPU_UNITS,
-            });
-        }
-        let name = a
-            .get("name")
-            .and_then(Value::as_str)
-            .filter(|n| !n.is_empty())
-            .unwrap_or("default")
-            .to_owned();
-        apps.push(ParsedApp {
-            code_key: code_key(a),
-            name,
-            import_path,
-            route_prefix,
-            config: app.clone(),
-            deployments,
+    let import_path = import_path(loc, a, errors);
+    let route_prefix = route_prefix(loc, a, errors);
+    check_working_dir(loc, a, errors);
+    let mut deployments = parse_deployments(loc, a, errors)?;
+    if deployments.is_empty() && !import_path.is_empty() {
+        // Without overrides Ray takes the deployments from the code; the sim assumes one,
+        // named after the attribute being imported, with one replica of one CPU.
+        let attr = import_path.rsplit([':', '.']).next().unwrap_or("app");
+        deployments.push(ParsedDeployment {
+            name: attr.to_owned(),
+            replicas: 1,
+            cpu_units: DEFAULT_REPLICA_CPU_UNITS,
         });
     }
+    let name = a
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .unwrap_or("default")
+        .to_owned();
+    Some(ParsedApp {
+        code_key: code_key(a),
+        name,
+        import_path,
+        route_prefix,
+        config: app.clone(),
+        deployments,
+    })
+}
+
+/// `import_path`: a required string; empty when missing or of another type (and reported).
+fn import_path(loc: &str, a: &Map<String, Value>, errors: &mut Vec<FieldError>) -> String {
+    match a.get("import_path") {
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => {
+            errors.push((
+                format!("{loc}.import_path"),
+                "Input should be a valid string".into(),
+                "string_type",
+            ));
+            String::new()
+        }
+        None => {
+            errors.push((
+                format!("{loc}.import_path"),
+                "Field required".into(),
+                "missing",
+            ));
+            String::new()
+        }
+    }
+}
+
+/// `route_prefix`: "/" when absent, none when null, otherwise a path starting with "/".
+fn route_prefix(loc: &str, a: &Map<String, Value>, errors: &mut Vec<FieldError>) -> Option<String> {
+    match a.get("route_prefix") {
+        None => Some("/".to_owned()),
+        Some(Value::Null) => None,
+        Some(Value::String(s)) if s.starts_with('/') => Some(s.clone()),
+        Some(_) => {
+            errors.push((
+                format!("{loc}.route_prefix"),
+                "Value error, route_prefix must start with \"/\"".into(),
+                "value_error",
+            ));
+            None
+        }
+    }
+}
+
+/// Serve takes only remote URIs in `runtime_env.working_dir`; a local path is an error.
+fn check_working_dir(loc: &str, a: &Map<String, Value>, errors: &mut Vec<FieldError>) {
+    if let Some(wd) = a
+        .get("runtime_env")
+        .and_then(|r| r.get("working_dir"))
+        .and_then(Value::as_str)
+        && !wd.contains("://")
+    {
+        errors.push((
+            format!("{loc}.runtime_env"),
+            format!("Value error, runtime_envs in the Serve config support only remote URIs in working_dir and py_modules, or \"local://\" URIs. Got error when parsing URI: Expected URI but received path {wd}"),
+            "value_error",
+        ));
+    }
+}
+
+/// The app's `deployments` overrides, the valid ones; None when `deployments` is not a list.
+fn parse_deployments(
+    loc: &str,
+    a: &Map<String, Value>,
+    errors: &mut Vec<FieldError>,
+) -> Option<Vec<ParsedDeployment>> {
+    let Some(deps) = a.get("deployments") else {
+        return Some(Vec::new());
+    };
+    let Some(deps) = deps.as_array() else {
+        errors.push((
+            format!("{loc}.deployments"),
+            "Input should be a valid list".into(),
+            "list_type",
+        ));
+        return None;
+    };
+    Some(
+        deps.iter()
+            .enumerate()
+            .filter_map(|(j, d)| parse_deployment(&format!("{loc}.deployments.{j}"), d, errors))
+            .collect(),
+    )
+}
+
+/// One deployment override at `dloc`: its name, replicas and CPU per replica, or the errors in them.
+fn parse_deployment(
+    dloc: &str,
+    d: &Value,
+    errors: &mut Vec<FieldError>,
+) -> Option<ParsedDeployment> {
+    let Some(name) = d.get("name").and_then(Value::as_str) else {
+        errors.push((format!("{dloc}.name"), "Field required".into(), "missing"));
+        return None;
+    };
+    match (configured_replicas(d), replica_cpu_units(d)) {
+        (Ok(replicas), Ok(cpu_units)) => Some(ParsedDeployment {
+            name: name.to_owned(),
+            replicas,
+            cpu_units,
+        }),
+        (replicas, cpu_units) => {
+            if let Err(msg) = replicas {
+                errors.push((format!("{dloc}.num_replicas"), msg, "greater_than"));
+            }
+            if let Err((field, msg, kind)) = cpu_units {
+                errors.push((format!("{dloc}.{field}"), msg, kind));
+            }
+            None
+        }
+    }
+}
+
+/// Application names and route prefixes must each be unique across the config.
+fn check_duplicates(apps: &[ParsedApp], errors: &mut Vec<FieldError>) {
     let mut seen_names = HashSet::new();
     let mut seen_routes = HashSet::new();
-    for app in &apps {
+    for app in apps {
         if !seen_names.insert(app.name.as_str()) {
             errors.push((
                 "applications".into(),
@@ -213,14 +279,6 @@ pub(super) fn validate(root: &Value) -> Result<ParsedConfig, String> {
                 "value_error",
             ));
         }
-    }
-    if errors.is_empty() {
-        Ok(ParsedConfig {
-            target_capacity,
-            apps,
-        })
-    } else {
-        Err(render_errors(&errors))
     }
 }
 
@@ -301,7 +359,7 @@ fn code_key(app: &Map<String, Value>) -> String {
     Value::Object(a).to_string()
 }
 
-fn render_errors(errors: &[(String, String, &str)]) -> String {
+fn render_errors(errors: &[FieldError]) -> String {
     let n = errors.len();
     let mut out = format!(
         "{n} validation error{} for ServeDeploySchema",
