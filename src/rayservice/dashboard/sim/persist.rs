@@ -77,9 +77,24 @@ pub(super) fn load(dir: &Path) -> Result<Option<Saved>, PersistError> {
 }
 
 /// Writes `bytes` to `path` through a temporary file and a rename, so a crash mid-write leaves the
-/// previous state, never half of one.
+/// previous state, never half of one. Readable by its owner only (0600), like every file of the data
+/// directory: it names the clusters and their Serve configs.
 pub(super) fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
     let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, bytes)?;
+    // A temporary file left by a crash goes first: the new one is created afresh (never through a
+    // link), with its mode from the start.
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    opts.open(&tmp)?.write_all(bytes)?;
     std::fs::rename(&tmp, path)
 }

@@ -101,3 +101,22 @@ async fn the_demand_of_an_app_building_its_first_version_is_unknown() {
     tokio::time::advance(S + S / 2).await;
     assert_eq!(s.observed_demand_cpus(URL), Some(2.0), "built: the replicas say the demand");
 }
+
+/// The saved state is readable by its owner only, like every file of the data directory (issue 43).
+#[cfg(unix)]
+#[tokio::test(start_paused = true)]
+async fn the_saved_state_is_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = dir("mode");
+    let s = sim();
+    s.persist_in(&d).unwrap();
+    s.deploy(&ep(), &config(vec![hello(1)]), None).await.unwrap();
+    s.checkpoint();
+    let files: Vec<_> = std::fs::read_dir(&d).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(!files.is_empty(), "the state was written");
+    for f in files {
+        let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", f.display());
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
