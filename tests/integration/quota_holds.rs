@@ -323,6 +323,18 @@ async fn a_replica_edit_stops_and_requeues_a_plain_cluster_and_never_runs_past_q
     let now = live_workloads(&c, &rc).await;
     assert_eq!(now.len(), 1);
     assert_eq!(now[0].spec.pod_sets[1].count, Some(2));
+
+    // Lowered on the admitted cluster: Kueue stops it too (the Workload no longer matches) and requeues
+    // it with the smaller count, which runs.
+    let second = now[0].name_any();
+    let (ok, out) = k.run(&["patch", "raycluster", "rc", "--type=json", "-p", r#"[{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":1}]"#]).await;
+    assert!(ok, "{out}");
+    wait_gone(&c.workloads(), &second).await;
+    wait_for(&rcs, "rc", "running on the smaller Workload", |r| r.spec.suspend == Some(false)).await;
+    wait_pods(&c, "rc", (1, 1)).await;
+    let now = live_workloads(&c, &rc).await;
+    assert_eq!(now.len(), 1);
+    assert_eq!(now[0].spec.pod_sets[1].count, Some(1));
     assert_ledger(&ledger, |_| 3000);
     c.quota.assert_safe();
 }
@@ -424,5 +436,82 @@ async fn elastic_growth_waits_for_its_slice_before_any_new_pod() {
     wait_for(&c.workloads(), &slice.name_any(), "admitted", |w| w.is_admitted()).await;
     wait_pods(&c, "e", (1, 5)).await;
     assert_ledger(&ledger, |rv| if rv <= raised_at { 4000 } else { 7000 });
+    c.quota.assert_safe();
+}
+
+/// Issue 48's second case, through the real kubectl: two elastic clusters in one queue both asked to grow
+/// past it (before the gate, 11 CPU ran against 6). No new worker runs before its slice is admitted; a
+/// raise that fits one growth admits exactly one; the other's growth is admitted once the first scales
+/// down without naming workers, and only when the pods Ray's autoscaler then removes are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_elastic_clusters_growing_in_one_queue_take_turns_and_never_run_past_it() {
+    let (c, ledger) = setup("6", 6000).await;
+    let Some(k) = Kubectl::start(&c, "two-elastic").await else { return };
+    let rcs = clusters(&c);
+    let mut rc = Vec::new();
+    for name in ["a", "b"] {
+        let (ok, out) = k.apply(&cluster(name, 1, elastic())).await;
+        assert!(ok, "{out}");
+        wait_for(&rcs, name, "running", |r| r.spec.suspend == Some(false)).await;
+        wait_pods(&c, name, (1, 1)).await;
+        rc.push(rcs.get(name).await.unwrap());
+    }
+    // 2 x (1.5 CPU head with its autoscaler sidecar + 1 worker) = 5 of 6; each asks for 4 more workers.
+    let mut first = Vec::new();
+    for r in &rc {
+        first.push(live_workloads(&c, r).await.remove(0).name_any());
+        let (ok, out) = k.run(&["patch", "raycluster", &r.name_any(), "--type=json", "-p", r#"[{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":5}]"#]).await;
+        assert!(ok, "{out}");
+    }
+    let mut slices = Vec::new();
+    for (r, f) in rc.iter().zip(&first) {
+        let slice = considered_workload(&c, r, Some(f)).await;
+        assert!(!slice.has_quota_reservation(), "4 more CPU do not fit 1");
+        slices.push(slice.name_any());
+    }
+    assert_eq!((running(&c, "a").await, running(&c, "b").await), ((1, 1), (1, 1)), "no worker before its slice");
+
+    // Room for one growth: exactly one slice is admitted and its cluster grows; the other waits.
+    let raised_at = current_rv(&c).await;
+    c.quota.set_cq_limit("cq", 9000);
+    set_quota(&c, "9").await;
+    let wls = c.workloads();
+    let grown = loop {
+        let admitted: Vec<usize> = {
+            let mut v = Vec::new();
+            for (i, s) in slices.iter().enumerate() {
+                if wls.get(s).await.is_ok_and(|w| w.is_admitted()) {
+                    v.push(i);
+                }
+            }
+            v
+        };
+        assert!(admitted.len() <= 1, "both growths admitted in 9 CPU");
+        if let [i] = admitted[..] {
+            break i;
+        }
+        c.quota.wait_any_event().await;
+    };
+    let (winner, waiter) = (rc[grown].name_any(), rc[1 - grown].name_any());
+    wait_pods(&c, &winner, (1, 5)).await;
+    assert_eq!(running(&c, &waiter).await, (1, 1), "the other growth still waits");
+
+    // The winner scales down to 1 without naming workers. With autoscaling on KubeRay deletes only
+    // named workers, so all five keep running and keep their quota: the other growth still waits.
+    let (ok, out) = k.run(&["patch", "raycluster", &winner, "--type=json", "-p", r#"[{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":1}]"#]).await;
+    assert!(ok, "{out}");
+    wait_for(&rcs, &winner, "the operator to see the edit", |r| r.status.as_ref().and_then(|s| s.observed_generation) == r.metadata.generation).await;
+    assert_eq!(running(&c, &winner).await, (1, 5), "unnamed workers are kept");
+    let held: i32 = live_workloads(&c, &rc[grown]).await.iter().filter(|w| w.is_admitted()).filter_map(|w| w.spec.pod_sets.get(1).and_then(|p| p.count)).max().unwrap_or(0);
+    assert_eq!(held, 5, "the Workload keeps the workers that still run");
+    assert!(!wls.get(&slices[1 - grown]).await.unwrap().is_admitted(), "no quota was given back for pods still running");
+    // Ray's autoscaler then names the surplus; the quota goes to the waiting growth once they are gone.
+    let names: Vec<String> = pods(&c).list(&ListParams::default().labels(&format!("ray.io/cluster={winner},ray.io/node-type=worker"))).await.unwrap().items.iter().skip(1).map(|p| p.name_any()).collect();
+    let patch = json!([{"op": "add", "path": "/spec/workerGroupSpecs/0/scaleStrategy", "value": {"workersToDelete": names}}]);
+    rcs.patch(&winner, &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(patch).unwrap())).await.unwrap();
+    wait_pods(&c, &winner, (1, 1)).await;
+    wait_for(&wls, &slices[1 - grown], "admitted once the pods are gone", |w| w.is_admitted()).await;
+    wait_pods(&c, &waiter, (1, 5)).await;
+    assert_ledger(&ledger, |rv| if rv <= raised_at { 6000 } else { 9000 });
     c.quota.assert_safe();
 }
