@@ -183,21 +183,17 @@ pub fn plan(job: &dyn GenericJob, workloads: &[&Workload]) -> Result<Step, JobFr
         live = vec![r];
         replacement = None;
     }
-    let Some((first, rest)) = live.split_first() else {
+    if live.is_empty() {
         return Ok(if job.is_suspended() {
             Step::CreateWorkload
         } else {
             Step::SuspendThenCreate
         });
-    };
-    if !rest.is_empty() {
-        return Ok(Step::DeleteWorkloads(
-            rest.iter()
-                .filter_map(|w| w.metadata.name.clone())
-                .collect(),
-        ));
     }
-    let wl = *first;
+    if live.len() > 1 {
+        return Ok(Step::DeleteWorkloads(all_but_the_match(job, &live)));
+    }
+    let wl = live[0];
     let name = wl.metadata.name.clone().unwrap_or_default();
     let reserved = wl.admission().is_some() && wl.has_quota_reservation();
     // A replacement stands only beside a slice that holds quota: once that slice is evicted the job is
@@ -256,6 +252,27 @@ pub fn plan(job: &dyn GenericJob, workloads: &[&Workload]) -> Result<Step, JobFr
         return Ok(Step::Suspend);
     }
     Ok(Step::Nothing)
+}
+
+/// Of several Workloads a job owns, all but one, as Kueue's `ensureOneWorkload` picks it: the first
+/// that matches the job (a Workload made by hand or left by an old version must not displace the one
+/// the job runs on), else the first listed.
+fn all_but_the_match(job: &dyn GenericJob, live: &[&Workload]) -> Vec<String> {
+    let podsets = job.pod_sets().ok();
+    let keep = podsets
+        .as_ref()
+        .and_then(|p| {
+            live.iter().position(|w| {
+                let reserved = w.admission().is_some() && w.has_quota_reservation();
+                matches_workload(job.is_suspended(), reserved, p, w)
+            })
+        })
+        .unwrap_or(0);
+    live.iter()
+        .enumerate()
+        .filter(|(i, _)| *i != keep)
+        .filter_map(|(_, w)| w.metadata.name.clone())
+        .collect()
 }
 
 /// Kueue's `EquivalentToWorkload`: a running job on a reservation is compared with what the workload

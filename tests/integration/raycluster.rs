@@ -486,3 +486,102 @@ async fn a_raycluster_takes_its_pods_priority_class_or_the_global_default() {
     let system = pcs.create(&PostParams::default(), &pc("system-mine", 5, false)).await.unwrap_err();
     assert!(system.to_string().contains("reserved for system use only"), "{system}");
 }
+
+/// Kueue `test/integration/singlecluster/controller/jobs/raycluster/raycluster_controller_test.go`,
+/// "Should reconcile RayClusters", the steps a job controller (not a webhook) decides: a second Workload
+/// the cluster owns that does not match it is deleted and the first kept; admission unsuspends the
+/// cluster with each podset's flavor as its node selector (head `on-demand`, workers `spot`) and the event
+/// `Started` "Admitted by clusterQueue cluster-queue"; one more worker suspends it, removes the selectors
+/// and deletes the Workload ("Deleted not matching Workload: <ns>/<name>"); a Workload with the new count
+/// takes its name, and its admission unsuspends the cluster with the selectors again. Kueue sets the
+/// admissions by hand; here the scheduler makes them, so the ClusterQueue is sized for that split
+/// (on-demand holds only the head).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kueue_should_reconcile_rayclusters_and_stop_one_that_no_longer_matches() {
+    const KEY: &str = "cloud.provider.com/instance";
+    let c = Cluster::start(Limits::default().cq("cluster-queue", 6000)).await;
+    let rf: Api<ResourceFlavor> = Api::all(c.client.clone());
+    for f in ["on-demand", "spot"] {
+        rf.create(&PostParams::default(), &ResourceFlavor::build(f).node_label(KEY, f).build()).await.unwrap();
+    }
+    let cq: ClusterQueue = serde_json::from_value(serde_json::json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cluster-queue"},
+        "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [
+            {"name": "on-demand", "resources": [{"name": "cpu", "nominalQuota": "1"}, {"name": "memory", "nominalQuota": "64Gi"}]},
+            {"name": "spot", "resources": [{"name": "cpu", "nominalQuota": "5"}, {"name": "memory", "nominalQuota": "64Gi"}]}]}]}
+    }))
+    .unwrap();
+    c.cluster_queue(cq).await;
+    c.local_queue("test-queue", "cluster-queue").await;
+    let rcs: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
+    let mut job = cluster("test-job");
+    job.labels_mut().insert(label::QUEUE_NAME.into(), "test-queue".into());
+    let job = rcs.create(&PostParams::default(), &job).await.unwrap();
+    let wls = c.workloads();
+    let first = loop {
+        let all = wls.list(&Default::default()).await.unwrap().items;
+        if let Some(w) = owned_by(&all, &job).first() {
+            break (*w).clone();
+        }
+        c.quota.wait_any_event().await;
+    };
+    let wl_name = first.name_any();
+
+    // "checking a second non-matching workload is deleted"
+    let mut second = quotagate::api::kueue::Workload::build("raycluster-second-workload-1a2b3", "default").build();
+    second.spec = first.spec.clone();
+    second.spec.pod_sets[0].count = Some(second.spec.pod_sets[0].count() + 1);
+    second.metadata.owner_references = first.metadata.owner_references.clone();
+    // Kueue builds it with no labels and finds a job's Workloads by their controller owner; quotagate
+    // lists them by the `kueue.x-k8s.io/job-uid` label Kueue puts on every Workload it makes (one
+    // indexed read per pass instead of the namespace's), so the stray one carries it.
+    second.metadata.labels = first.metadata.labels.clone();
+    wls.create(&PostParams::default(), &second).await.unwrap();
+    wait_gone(&wls, "raycluster-second-workload-1a2b3").await;
+    assert!(wls.get(&wl_name).await.is_ok(), "the matching Workload is kept");
+
+    // "checking the job is unsuspended when workload is assigned"
+    let selector = |rc: &RayCluster, worker: bool| {
+        let t = if worker { &rc.spec.worker_group_specs.as_ref().unwrap()[0].template } else { &rc.spec.head_group_spec.template };
+        t.spec.as_ref().and_then(|s| s.node_selector.clone()).unwrap_or_default()
+    };
+    let started = wait_for(&rcs, "test-job", "unsuspended", |r| r.spec.suspend == Some(false)).await;
+    assert_eq!(selector(&started, false), [(KEY.to_string(), "on-demand".to_string())].into());
+    assert_eq!(selector(&started, true), [(KEY.to_string(), "spot".to_string())].into());
+    assert!(reserved(&wls.get(&wl_name).await.unwrap()));
+    wait_event(&c, "test-job", "Started", "Admitted by clusterQueue cluster-queue").await;
+
+    // "checking the job gets suspended when parallelism changes and the added node selectors are removed"
+    let patch = serde_json::json!([{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 3}]);
+    rcs.patch("test-job", &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(patch).unwrap())).await.unwrap();
+    wait_for(&rcs, "test-job", "suspended without the injected selectors", |r| r.spec.suspend == Some(true) && selector(r, true).is_empty()).await;
+    wait_event(&c, "test-job", "DeletedWorkload", &format!("Deleted not matching Workload: default/{wl_name}")).await;
+
+    // "checking the workload is updated with new count", then "... unsuspended and selectors added when
+    // workload is assigned again": the new Workload takes the same name, as Kueue names it.
+    let again = wait_for(&wls, &wl_name, "the Workload with the new count", |w| w.spec.pod_sets.get(1).and_then(|p| p.count) == Some(3)).await;
+    assert_eq!(again.metadata.owner_references, first.metadata.owner_references);
+    let restarted = wait_for(&rcs, "test-job", "unsuspended again", |r| r.spec.suspend == Some(false)).await;
+    assert_eq!(selector(&restarted, false), [(KEY.to_string(), "on-demand".to_string())].into());
+    assert_eq!(selector(&restarted, true), [(KEY.to_string(), "spot".to_string())].into());
+    assert!(reserved(&wls.get(&wl_name).await.unwrap()));
+    c.quota.assert_safe();
+}
+
+/// Waits for an event on RayCluster `name` with this reason and message.
+async fn wait_event(c: &Cluster, name: &str, reason: &str, message: &str) {
+    let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.client.clone(), "default");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let events = api.list(&ListParams::default()).await.unwrap().items;
+        let seen = events.iter().any(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name) && e.reason.as_deref() == Some(reason) && e.note.as_deref() == Some(message)
+        });
+        if seen {
+            return;
+        }
+        let all: Vec<_> = events.iter().map(|e| (e.reason.clone(), e.note.clone())).collect();
+        assert!(tokio::time::Instant::now() < deadline, "no event {reason} {message:?} on {name}: {all:?}");
+        let _ = tokio::time::timeout(std::time::Duration::from_millis(100), c.quota.wait_any_event()).await;
+    }
+}
