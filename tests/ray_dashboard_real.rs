@@ -1,6 +1,7 @@
 //! The dashboard client against a real Ray head (Ray Serve 2.60 on loopback, see
 //! ../shared/research/ray-peer.md), and the same scenarios against the simulator, so the simulator
-//! is held to what real Ray does.
+//! is held to what real Ray does: the Serve API of the RayService controller and the Jobs API of the
+//! RayJob controller's HTTPMode.
 //!
 //!   scripts/install-ray.sh && cargo test --test ray_dashboard_real -- --nocapture
 //!
@@ -16,8 +17,8 @@ use std::time::Duration;
 use quotagate::rayservice::dashboard::sim::{RaySim, SimOptions};
 use quotagate::rayservice::dashboard::http::{HttpDashboard, HttpDashboardOptions};
 use quotagate::rayservice::dashboard::{
-    DashboardEndpoint, DashboardError, RayDashboard, ServeConfig, ServeDetails, ServeReadiness,
-    serve_readiness,
+    DashboardEndpoint, DashboardError, JobDetails, JobSubmitRequest, RayDashboard, RayJobsApi, ServeConfig,
+    ServeDetails, ServeReadiness, serve_readiness,
 };
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -129,6 +130,7 @@ fn ray_dashboard_against_real_head() {
             Duration::from_millis(500),
         )
         .await;
+        job_scenarios(&client, &head.url, head.token.as_deref(), Duration::from_millis(250)).await;
 
         println!("6. closed port -> unreachable, fast");
         let closed = std::net::TcpListener::bind("127.0.0.1:0")
@@ -162,6 +164,72 @@ async fn simulator_matches_the_real_scenarios() {
         Duration::from_millis(500),
     )
     .await;
+    job_scenarios(&sim, url, Some(&token), Duration::from_millis(250)).await;
+}
+
+/// Polls a job until `done` holds on its status; panics after `limit`.
+async fn wait_job(client: &dyn RayJobsApi, ep: &DashboardEndpoint, id: &str, what: &str, poll: Duration, done: impl Fn(&str) -> bool) -> JobDetails {
+    let limit = Duration::from_secs(90);
+    let start = Instant::now();
+    loop {
+        let d = client.job_info(ep, id).await.unwrap().unwrap_or_else(|| panic!("job {id} unknown to the head"));
+        if done(&d.status) {
+            println!("  {id}: {} after {:.1?}", d.status, start.elapsed());
+            return d;
+        }
+        assert!(start.elapsed() < limit, "job {id}: {what} not reached in {limit:?}; last {d:?}");
+        tokio::time::sleep(poll).await;
+    }
+}
+
+/// The Jobs API the RayJob controller's HTTPMode uses (KubeRay's `dashboard_httpclient.go`): submit,
+/// read, logs, stop, delete, and what the head refuses. Shell entrypoints, so the head's own Python
+/// environment does not matter; the simulator reads the same `sleep N` and `exit K`.
+async fn job_scenarios(client: &dyn RayJobsApi, url: &str, token: Option<&str>, poll: Duration) {
+    let mut ep = DashboardEndpoint::new(url);
+    if let Some(t) = token {
+        ep = ep.with_token(t.to_owned());
+    }
+    let run = fresh_token()[..8].to_owned();
+    let id = |what: &str| format!("qg-{what}-{run}");
+
+    println!("jobs 1. an unknown submission id reads as none");
+    assert_eq!(client.job_info(&ep, &id("never")).await.unwrap(), None);
+
+    println!("jobs 2. a job that succeeds, its logs, and the same id refused");
+    let ok = JobSubmitRequest {
+        entrypoint: "echo hello from a ray job".into(),
+        submission_id: Some(id("ok")),
+        metadata: Some([("owner".to_string(), "quotagate".to_string())].into()),
+        ..Default::default()
+    };
+    let submitted = client.submit_job(&ep, &ok).await.unwrap();
+    assert_eq!(submitted.submission_id, id("ok"));
+    assert!(client.submit_job(&ep, &ok).await.is_err(), "a known submission id is refused");
+    let d = wait_job(client, &ep, &id("ok"), "SUCCEEDED", poll, |s| s == "SUCCEEDED" || s == "FAILED").await;
+    assert_eq!(d.status, "SUCCEEDED", "{d:?}");
+    assert_eq!(d.metadata.as_ref().and_then(|m| m.get("owner")).map(String::as_str), Some("quotagate"));
+    let logs = client.job_logs(&ep, &id("ok")).await.unwrap();
+    assert!(logs.contains("hello from a ray job"), "{logs}");
+
+    println!("jobs 3. a non-zero exit fails");
+    let bad = JobSubmitRequest { entrypoint: "exit 3".into(), submission_id: Some(id("bad")), ..Default::default() };
+    client.submit_job(&ep, &bad).await.unwrap();
+    let d = wait_job(client, &ep, &id("bad"), "FAILED", poll, |s| s == "SUCCEEDED" || s == "FAILED").await;
+    assert_eq!(d.status, "FAILED", "{d:?}");
+
+    println!("jobs 4. a running job cannot be deleted; stopped, it can, once");
+    let long = JobSubmitRequest { entrypoint: "sleep 60".into(), submission_id: Some(id("long")), ..Default::default() };
+    client.submit_job(&ep, &long).await.unwrap();
+    wait_job(client, &ep, &id("long"), "RUNNING", poll, |s| s == "RUNNING").await;
+    assert!(client.delete_job(&ep, &id("long")).await.is_err(), "a running job's record is not deleted");
+    assert!(client.stop_job(&ep, &id("long")).await.unwrap(), "a running job stops");
+    wait_job(client, &ep, &id("long"), "STOPPED", poll, |s| s == "STOPPED").await;
+    assert!(!client.stop_job(&ep, &id("long")).await.unwrap(), "an ended job is not stopped again");
+    for what in ["ok", "bad", "long"] {
+        assert!(client.delete_job(&ep, &id(what)).await.unwrap(), "{what} deleted");
+        assert_eq!(client.job_info(&ep, &id(what)).await.unwrap(), None, "{what} gone");
+    }
 }
 
 fn app_config(
