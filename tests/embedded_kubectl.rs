@@ -174,3 +174,43 @@ async fn kubectl_more_verbs() {
     let gone = k.run_with(&["wait", "--for=delete", "widget/w2", "--timeout=10s"], None).await;
     assert!(gone.ok, "{}", gone.stderr);
 }
+
+/// Server-side field validation through the real kubectl (issue 41): kubectl sends
+/// `fieldValidation=Strict` by default, so a field the CRD's schema does not declare, or a key given
+/// twice, refuses the request in the real server's words; `--validate=warn` creates it with a
+/// warning per field; `--validate=false` says nothing.
+#[tokio::test]
+async fn unknown_and_duplicate_fields_are_refused_warned_or_ignored_as_asked() {
+    let Some(k) = Kube::start("fieldvalidation").await else { return };
+    let unknown = WIDGET.replace("  size: 3\n", "  size: 3\n  colour: blue\n");
+    let strict = k.run_with(&["apply", "-f", "-"], Some(&unknown)).await;
+    assert!(!strict.ok, "{}", strict.stdout);
+    assert!(
+        strict.stderr.contains(r#"Widget in version "v1" cannot be handled as a Widget: strict decoding error: unknown field "spec.colour""#),
+        "{}",
+        strict.stderr
+    );
+    let missing = k.run_with(&["get", "widget", "w1"], None).await;
+    assert!(!missing.ok, "nothing was stored");
+
+    let warned = k.run_with(&["apply", "--validate=warn", "-f", "-"], Some(&unknown)).await;
+    assert!(warned.ok && warned.stdout.contains("created"), "{} {}", warned.stdout, warned.stderr);
+    assert!(warned.stderr.contains(r#"Warning: unknown field "spec.colour""#), "{}", warned.stderr);
+    let ignored = k.run_with(&["apply", "--validate=false", "-f", "-"], Some(&unknown.replace("size: 3", "size: 4"))).await;
+    assert!(ignored.ok && !ignored.stderr.contains("Warning"), "{}", ignored.stderr);
+
+    // Two `size:` keys: kubectl's own YAML decoding keeps the last, so through `apply -f` the server
+    // never sees the duplicate; a body sent as it is (`create --raw`) gets Kueue's users the real
+    // server's refusal.
+    let twice = r#"{"apiVersion":"example.quotagate.io/v1","kind":"Widget","metadata":{"name":"w2"},"spec":{"size":3,"size":5}}"#;
+    let path = k.dir.join("twice.json");
+    std::fs::write(&path, twice).unwrap();
+    let raw = "/apis/example.quotagate.io/v1/namespaces/default/widgets?fieldValidation=Strict";
+    let dup = k.run_with(&["create", "--raw", raw, "-f", path.to_str().unwrap()], None).await;
+    assert!(!dup.ok, "{}", dup.stdout);
+    assert!(dup.stderr.contains(r#"duplicate field \"spec.size\""#) || dup.stderr.contains(r#"duplicate field "spec.size""#), "{}", dup.stderr);
+    let warn = "/apis/example.quotagate.io/v1/namespaces/default/widgets?fieldValidation=Warn";
+    let kept = k.run_with(&["create", "--raw", warn, "-f", path.to_str().unwrap()], None).await;
+    assert!(kept.ok, "{}", kept.stderr);
+    assert_eq!(k.ok(&["get", "widget", "w2", "-o", "jsonpath={.spec.size}"]).await, "5", "the last one wins, as in Go's decoder");
+}

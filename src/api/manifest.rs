@@ -249,3 +249,18 @@ pub fn round_trip_managed(doc: &Value) -> Option<Result<Value, FieldError>> {
 pub fn is_managed(api_version: &str, kind: &str) -> bool {
     managed(api_version, kind).is_some()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A key given twice is an error naming its line, as a real API server refuses a duplicate field
+    /// under `fieldValidation=Strict` (issue 41); `quotagate validate` reports it.
+    #[test]
+    fn a_duplicate_key_is_an_error_with_its_line() {
+        let text = "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata:\n  name: a\n  name: b\n";
+        let err = load_documents(text).unwrap_err();
+        assert_eq!(err.line, 5, "{}", err.message);
+        assert!(err.message.to_lowercase().contains("duplicate"), "{}", err.message);
+    }
+}

@@ -5,6 +5,7 @@ use super::discovery;
 use super::error::ApiError;
 use super::escalation;
 use super::events;
+use super::field_validation;
 use super::logs;
 use super::review;
 use super::patch::PatchKind;
@@ -43,6 +44,18 @@ fn json_response(code: u16, body: &Value, content_type: &str) -> Response {
 
 fn ok(code: u16, body: &Value) -> Response {
     json_response(code, body, "application/json")
+}
+
+/// Adds one `Warning` header per message, in the form kube-apiserver sends (`299 - "message"`), which
+/// kubectl prints as `Warning: message`.
+fn with_warnings(mut r: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        let quoted = w.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(v) = HeaderValue::from_str(&format!("299 - \"{quoted}\"")) {
+            r.headers_mut().append(header::WARNING, v);
+        }
+    }
+    r
 }
 
 fn error(e: &ApiError) -> Response {
@@ -338,6 +351,16 @@ impl Req<'_> {
         }
     }
 
+    /// Server-side field validation of a create, update or patch body (`field_validation.rs`): under
+    /// `Strict` an undeclared or duplicate field refuses the request; under `Warn` the warnings to send.
+    fn validate_fields(&self, body: &Value) -> Result<Vec<String>, ApiError> {
+        let directive = field_validation::Directive::parse(self.query.get("fieldValidation"))?;
+        if directive == field_validation::Directive::Ignore {
+            return Ok(Vec::new());
+        }
+        field_validation::inspect(&self.t.info, self.body, body).judge(directive, &self.t.info)
+    }
+
     fn object(&self, code: u16, obj: Arc<Value>) -> Response {
         if self.as_table() && self.method == Method::GET {
             return ok(code, &table::table(&self.t.info, &[&obj], "", None));
@@ -376,7 +399,9 @@ impl Req<'_> {
             (&Method::GET, None) => self.list(),
             (&Method::GET, Some(n)) => Ok(self.object(200, self.store().get(&info, self.ns(), &n)?)),
             (&Method::POST, None) => {
-                let mut obj = events::to_storage(&info, self.decode_body()?);
+                let body = self.decode_body()?;
+                let warnings = self.validate_fields(&body)?;
+                let mut obj = events::to_storage(&info, body);
                 refusals::type_meta(&info, &obj)?;
                 if info.group.is_empty() && info.plural == "pods" {
                     let ns = self.ns().unwrap_or("default");
@@ -388,15 +413,18 @@ impl Req<'_> {
                 }
                 let created = self.store().create(&info, self.ns(), obj, self.query.dry_run())?;
                 self.after_create(&info, &created);
-                Ok(self.object(201, created))
+                Ok(with_warnings(self.object(201, created), &warnings))
             }
             (&Method::PUT, Some(n)) => {
-                let obj = events::to_storage(&info, self.decode_body()?);
+                let body = self.decode_body()?;
+                let warnings = self.validate_fields(&body)?;
+                let obj = events::to_storage(&info, body);
                 refusals::type_meta(&info, &obj)?;
                 if info.group.is_empty() && info.plural == "resourcequotas" && !self.t.status {
                     quota::validate(&obj)?;
                 }
-                Ok(self.object(200, self.store().update(&info, self.ns(), &n, obj, self.t.status, self.query.dry_run())?))
+                let updated = self.store().update(&info, self.ns(), &n, obj, self.t.status, self.query.dry_run())?;
+                Ok(with_warnings(self.object(200, updated), &warnings))
             }
             (&Method::PATCH, Some(n)) => {
                 let kind = PatchKind::from_content_type(&self.content_type).ok_or_else(|| {
@@ -405,14 +433,20 @@ impl Req<'_> {
                 if kind == PatchKind::Apply {
                     refusals::field_manager(self.query.get("fieldManager"))?;
                 }
-                let body = events::patch_to_storage(&info, kind, self.decode_body()?);
+                let body = self.decode_body()?;
+                // A JSON patch is a list of operations, not an object: only its keys are checked.
+                let warnings = match kind {
+                    PatchKind::Json => self.validate_fields(&Value::Null)?,
+                    _ => self.validate_fields(&body)?,
+                };
+                let body = events::patch_to_storage(&info, kind, body);
                 let manager = self.query.get("fieldManager").unwrap_or("unknown");
                 let (obj, created) =
                     self.store().patch(&info, self.ns(), &n, kind, body, self.t.status, manager, self.query.dry_run())?;
                 if created {
                     self.after_create(&info, &obj);
                 }
-                Ok(self.object(if created { 201 } else { 200 }, obj))
+                Ok(with_warnings(self.object(if created { 201 } else { 200 }, obj), &warnings))
             }
             (&Method::DELETE, Some(n)) => {
                 let opts = self.delete_options()?;

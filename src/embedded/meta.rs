@@ -352,6 +352,7 @@ mod tests {
             has_status,
             is_crd: true,
             printer_columns: vec![],
+            schema: None,
         }
     }
 

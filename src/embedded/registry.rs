@@ -31,6 +31,9 @@ pub struct ResourceInfo {
     /// Defined by a CRD (merge-patch only, strategic merge is refused as the real server does).
     pub is_crd: bool,
     pub printer_columns: Vec<PrinterColumn>,
+    /// A CRD version's `openAPIV3Schema`, against which field validation finds undeclared fields
+    /// (`field_validation.rs`); none for built-in kinds.
+    pub schema: Option<Arc<serde_json::Value>>,
 }
 
 impl ResourceInfo {
@@ -130,6 +133,12 @@ pub fn from_crd(crd: &CustomResourceDefinition) -> Vec<ResourceInfo> {
             namespaced: spec.scope == "Namespaced",
             has_status: v.subresources.as_ref().and_then(|s| s.status.as_ref()).is_some(),
             is_crd: true,
+            schema: v
+                .schema
+                .as_ref()
+                .and_then(|s| s.open_api_v3_schema.as_ref())
+                .and_then(|s| serde_json::to_value(s).ok())
+                .map(Arc::new),
             printer_columns: v
                 .additional_printer_columns
                 .iter()
@@ -211,6 +220,7 @@ pub fn builtins() -> Vec<ResourceInfo> {
             namespaced: b.namespaced,
             has_status: b.has_status,
             is_crd: false,
+            schema: None,
             printer_columns: match b.plural {
                 "pods" => vec![
                     col("Status", "string", ".status.phase"),

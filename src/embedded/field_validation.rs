@@ -1,0 +1,282 @@
+//! Server-side field validation, as kube-apiserver does it since 1.27: the `fieldValidation` query
+//! parameter of a create, update or patch says what to do with a field the object's schema does not
+//! know or a field given twice. `Strict` (kubectl's default) refuses the request with 400 and every
+//! such field named; `Warn` (the default when the parameter is absent) accepts it and says so in a
+//! `Warning` header per field; `Ignore` says nothing.
+//!
+//! What is checked here: duplicate keys anywhere in a JSON body (JSON and the JSON that kubectl sends
+//! as `apply-patch+yaml`), and for kinds defined by a CRD, fields the version's structural schema
+//! does not declare (`properties`, `additionalProperties`, `items`, and
+//! `x-kubernetes-preserve-unknown-fields`), in full objects and in merge or apply patch bodies.
+//! Not checked: unknown fields of built-in kinds and inside `metadata` (a real server checks both),
+//! and unknown fields are not pruned from what is stored when they are accepted (a real server drops
+//! them from a CRD's objects).
+
+use std::collections::HashSet;
+use std::fmt;
+
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+
+use super::error::ApiError;
+use super::registry::ResourceInfo;
+
+/// The `fieldValidation` directive of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Directive {
+    Strict,
+    Warn,
+    Ignore,
+}
+
+impl Directive {
+    /// From the query parameter; absent is `Warn`, as kube-apiserver defaults it.
+    pub fn parse(raw: Option<&str>) -> Result<Directive, ApiError> {
+        match raw {
+            None | Some("") | Some("Warn") => Ok(Directive::Warn),
+            Some("Strict") => Ok(Directive::Strict),
+            Some("Ignore") => Ok(Directive::Ignore),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "fieldValidation: Unsupported value: \"{other}\": supported values: \"Ignore\", \"Strict\", \"Warn\""
+            ))),
+        }
+    }
+}
+
+/// What field validation found in one request body: paths as kube-apiserver writes them
+/// (`spec.workerGroupSpecs[0].replicas`).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Findings {
+    pub unknown: Vec<String>,
+    pub duplicate: Vec<String>,
+}
+
+impl Findings {
+    /// Each finding in the real server's words (`unknown field "…"`, `duplicate field "…"`).
+    pub fn messages(&self) -> Vec<String> {
+        let unknown = self.unknown.iter().map(|p| format!("unknown field \"{p}\""));
+        let duplicate = self.duplicate.iter().map(|p| format!("duplicate field \"{p}\""));
+        unknown.chain(duplicate).collect()
+    }
+
+    /// Under `Strict`, a 400 naming every field; otherwise the warnings to send (none for `Ignore`).
+    pub fn judge(&self, directive: Directive, info: &ResourceInfo) -> Result<Vec<String>, ApiError> {
+        let messages = self.messages();
+        match directive {
+            _ if messages.is_empty() => Ok(Vec::new()),
+            Directive::Ignore => Ok(Vec::new()),
+            Directive::Warn => Ok(messages),
+            Directive::Strict => Err(ApiError::bad_request(format!(
+                "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
+                messages.join(", "),
+                kind = info.kind,
+                version = info.version,
+            ))),
+        }
+    }
+}
+
+/// Most findings reported for one request: a body full of mistakes gets a bounded answer.
+pub const MAX_FINDINGS: usize = 64;
+
+/// The findings for a request body of `info`'s kind. `body` is the raw bytes (for duplicates; only
+/// JSON is scanned) and `value` the decoded object or merge/apply patch.
+pub fn inspect(info: &ResourceInfo, body: &[u8], value: &Value) -> Findings {
+    let mut f = Findings { duplicate: duplicates(body), ..Findings::default() };
+    if let Some(schema) = info.schema.as_deref() {
+        unknown_fields(value, schema, &mut String::new(), true, &mut f.unknown);
+    }
+    f.unknown.truncate(MAX_FINDINGS);
+    f
+}
+
+/// Paths of keys given twice in one JSON object, anywhere in `body`. Bodies that are not JSON (YAML,
+/// protobuf) have none found here.
+pub fn duplicates(body: &[u8]) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let seed = Walk { path: String::new(), found: &mut found };
+    if seed.deserialize(&mut de).is_err() {
+        return Vec::new();
+    }
+    found
+}
+
+/// A JSON value walked for duplicate keys, at `path`.
+struct Walk<'a> {
+    path: String,
+    found: &'a mut Vec<String>,
+}
+
+impl<'de> DeserializeSeed<'de> for Walk<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+fn child(path: &str, key: &str) -> String {
+    if path.is_empty() { key.to_owned() } else { format!("{path}.{key}") }
+}
+
+impl<'de> Visitor<'de> for Walk<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let path = child(&self.path, &key);
+            if !seen.insert(key) && self.found.len() < MAX_FINDINGS && !self.found.contains(&path) {
+                self.found.push(path.clone());
+            }
+            map.next_value_seed(Walk { path, found: &mut *self.found })?;
+        }
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut i = 0usize;
+        while seq.next_element_seed(Walk { path: format!("{}[{i}]", self.path), found: &mut *self.found })?.is_some() {
+            i += 1;
+        }
+        Ok(())
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+/// Fields of `value` that `schema` (an OpenAPI v3 structural schema) does not declare, appended to
+/// `out` as paths. `metadata` at the root is ObjectMeta's, not checked here. Nesting is bounded by the
+/// server's depth limit on every body (`limits.rs`).
+fn unknown_fields(value: &Value, schema: &Value, path: &mut String, root: bool, out: &mut Vec<String>) {
+    if out.len() >= MAX_FINDINGS || schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)) {
+        return;
+    }
+    match value {
+        Value::Object(map) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties");
+            for (key, v) in map {
+                if root && matches!(key.as_str(), "metadata" | "apiVersion" | "kind") {
+                    continue;
+                }
+                let len = path.len();
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(key);
+                match (props.and_then(|p| p.get(key)), additional) {
+                    (Some(s), _) => unknown_fields(v, s, path, false, out),
+                    (None, Some(s)) if s.is_object() => unknown_fields(v, s, path, false, out),
+                    // Declared free-form, or an object whose schema names no field at all: nothing to
+                    // hold the key to. A null only removes (a merge patch's deletion).
+                    (None, Some(Value::Bool(true))) => {}
+                    (None, _) if props.is_none() || v.is_null() => {}
+                    (None, _) => {
+                        if out.len() < MAX_FINDINGS {
+                            out.push(path.clone());
+                        }
+                    }
+                }
+                path.truncate(len);
+            }
+        }
+        Value::Array(items) => {
+            if let Some(s) = schema.get("items") {
+                for (i, v) in items.iter().enumerate() {
+                    let len = path.len();
+                    path.push_str(&format!("[{i}]"));
+                    unknown_fields(v, s, path, false, out);
+                    path.truncate(len);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn info(schema: Option<Value>) -> ResourceInfo {
+        ResourceInfo {
+            group: "ray.io".into(),
+            version: "v1".into(),
+            kind: "RayCluster".into(),
+            plural: "rayclusters".into(),
+            singular: "raycluster".into(),
+            short_names: vec![],
+            categories: vec![],
+            namespaced: true,
+            has_status: true,
+            is_crd: true,
+            printer_columns: vec![],
+            schema: schema.map(std::sync::Arc::new),
+        }
+    }
+
+    fn schema() -> Value {
+        json!({"type": "object", "properties": {
+            "apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"},
+            "spec": {"type": "object", "properties": {
+                "suspend": {"type": "boolean"},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "groups": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}}},
+                "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+            }}
+        }})
+    }
+
+    #[test]
+    fn duplicate_keys_are_found_at_their_path() {
+        let body = br#"{"metadata":{"name":"a","name":"b"},"spec":{"groups":[{"name":"x","name":"y"}],"suspend":true,"suspend":false}}"#;
+        assert_eq!(duplicates(body), vec!["metadata.name", "spec.groups[0].name", "spec.suspend"]);
+        assert!(duplicates(br#"{"a":{"b":1},"c":{"b":2}}"#).is_empty(), "the same key in two objects is no duplicate");
+        assert!(duplicates(b"kind: Foo\nkind: Bar\n").is_empty(), "not JSON: not scanned here");
+    }
+
+    #[test]
+    fn undeclared_fields_are_found_against_the_structural_schema() {
+        let v = json!({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "a", "whatever": 1},
+            "spec": {"suspend": true, "bogus": 1, "labels": {"any": "x"}, "groups": [{"name": "g"}, {"nmae": "h"}],
+                     "free": {"deep": {"x": 1}}, "gone": null}, "extra": {}});
+        let f = inspect(&info(Some(schema())), b"", &v);
+        assert_eq!(f.unknown, vec!["spec.bogus", "spec.groups[1].nmae", "extra"]);
+        assert!(inspect(&info(None), b"", &v).unknown.is_empty(), "a kind without a schema is not checked");
+    }
+
+    #[test]
+    fn each_directive_does_what_kube_apiserver_does() {
+        let f = Findings { unknown: vec!["spec.bogus".into()], duplicate: vec!["spec.suspend".into()] };
+        let i = info(None);
+        let err = f.judge(Directive::Strict, &i).unwrap_err();
+        assert_eq!(err.code, 400);
+        assert_eq!(
+            err.message,
+            "RayCluster in version \"v1\" cannot be handled as a RayCluster: strict decoding error: unknown field \"spec.bogus\", duplicate field \"spec.suspend\""
+        );
+        assert_eq!(f.judge(Directive::Warn, &i).unwrap(), vec!["unknown field \"spec.bogus\"", "duplicate field \"spec.suspend\""]);
+        assert!(f.judge(Directive::Ignore, &i).unwrap().is_empty());
+        assert_eq!(Directive::parse(None).unwrap(), Directive::Warn);
+        assert!(Directive::parse(Some("Loose")).is_err());
+    }
+}
