@@ -200,8 +200,7 @@ async fn unknown_and_duplicate_fields_are_refused_warned_or_ignored_as_asked() {
     assert!(ignored.ok && !ignored.stderr.contains("Warning"), "{}", ignored.stderr);
 
     // Two `size:` keys: kubectl's own YAML decoding keeps the last, so through `apply -f` the server
-    // never sees the duplicate; a body sent as it is (`create --raw`) gets Kueue's users the real
-    // server's refusal.
+    // never sees the duplicate; a body sent as it is (`create --raw`) gets the real server's refusal.
     let twice = r#"{"apiVersion":"example.quotagate.io/v1","kind":"Widget","metadata":{"name":"w2"},"spec":{"size":3,"size":5}}"#;
     let path = k.dir.join("twice.json");
     std::fs::write(&path, twice).unwrap();
