@@ -9,6 +9,7 @@ pub mod gateway;
 pub mod goduration;
 pub mod kueue;
 pub mod manifest;
+pub mod merge_patch;
 pub mod names;
 pub mod quantity;
 pub mod ray;

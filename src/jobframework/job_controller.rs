@@ -13,7 +13,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
@@ -33,6 +33,7 @@ use super::refusal;
 use super::shell;
 use super::workload::{WorkloadOptions, construct_workload, prepare_workload_slice};
 use crate::api::kueue::constants::label;
+use crate::api::merge_patch::merge_diff;
 use crate::api::kueue::{PodSet, Workload, WorkloadPriorityClass};
 
 /// A job kind the generic reconciler manages (Kueue's `IntegrationCallbacks`): the object it watches,
@@ -492,10 +493,9 @@ impl<J: JobKind> Pass<'_, J> {
             Step::UpdateCounts(name) => self.update_counts(job, name).await?,
             Step::ReplacePodSets { name, pod_sets } => self.replace_pod_sets(name, pod_sets).await?,
             Step::SuspendThenCreate | Step::Suspend => {
+                let before = job.object().clone();
                 job.suspend();
-                self.job_api
-                    .replace(&self.name_of_job, &PostParams::default(), job.object())
-                    .await?;
+                self.write_job(&before, job.object()).await?;
             }
             Step::CreateWorkload | Step::CreateSlice { .. } => return self.create_workload(job, step).await,
             Step::DeleteWorkloads(names) => self.delete_workloads(names).await?,
@@ -617,15 +617,29 @@ impl<J: JobKind> Pass<'_, J> {
         Ok(())
     }
 
+    /// Writes what the controller changed in the job (`before` as read, `after` as changed) as a JSON
+    /// merge patch guarded by the resourceVersion it was read at (409 if the job changed since, as a
+    /// PUT would). Only the changed fields are sent: a PUT of the typed copy would rewrite every field
+    /// the user wrote in another form (`cpu: 4` as `"4"`), which `kubectl diff` then shows as a change
+    /// and a GitOps re-apply turns back (issue 46). Nothing changed: nothing is written.
+    async fn write_job(&self, before: &J::Object, after: &J::Object) -> Result<J::Object, JobError> {
+        let as_value = |o: &J::Object| serde_json::to_value(o).map_err(|e| JobFrameworkError::PodSets(format!("the job does not serialize: {e}")));
+        let mut patch = merge_diff(&as_value(before)?, &as_value(after)?);
+        if patch.as_object().is_none_or(serde_json::Map::is_empty) {
+            return Ok(after.clone());
+        }
+        patch["metadata"]["resourceVersion"] = serde_json::Value::from(before.meta().resource_version.clone());
+        Ok(self.job_api.patch(&self.name_of_job, &PatchParams::default(), &Patch::Merge(&patch)).await?)
+    }
+
     /// Runs the job with the admitted podset info.
     async fn start(&self, job: &mut J, name: &str) -> Result<(), JobError> {
         let wl = self.find(name)?;
         let flavors = super::podset_info::flavors_by_name(&self.ctx.client).await?;
         let infos = podsets_info_from_status(wl, &flavors, InfoOptions::default())?;
+        let before = job.object().clone();
         job.run_with_podsets_info(&infos)?;
-        self.job_api
-            .replace(&self.name_of_job, &PostParams::default(), job.object())
-            .await?;
+        self.write_job(&before, job.object()).await?;
         let cq = wl
             .admission()
             .map(|a| a.cluster_queue.clone())
@@ -651,21 +665,22 @@ impl<J: JobKind> Pass<'_, J> {
             // change, then the templates restored in a write of their own. Each step is idempotent,
             // so a pass cut short (a conflict) is finished by the next one.
             if was_running {
+                let before = job.object().clone();
                 job.suspend();
-                let suspended = self.job_api.replace(&self.name_of_job, &PostParams::default(), job.object()).await?;
+                let suspended = self.write_job(&before, job.object()).await?;
                 *job = J::load(&suspended, self.owned, &self.ctx.client).await?;
             }
             let ready = J::after_suspend(job.object().clone(), &self.ctx.client).await?;
             *job = J::load(&ready, self.owned, &self.ctx.client).await?;
+            let before = job.object().clone();
             if job.restore_podsets_info(&originals) {
-                self.job_api.replace(&self.name_of_job, &PostParams::default(), job.object()).await?;
+                self.write_job(&before, job.object()).await?;
             }
         } else if was_running {
+            let before = job.object().clone();
             job.suspend();
             job.restore_podsets_info(&originals);
-            self.job_api
-                .replace(&self.name_of_job, &PostParams::default(), job.object())
-                .await?;
+            self.write_job(&before, job.object()).await?;
         }
         if was_running {
             let msg = if not_matching {

@@ -496,7 +496,7 @@ fn huge_replica_counts_are_created_in_bounded_batches() {
 
 #[test]
 fn status_patches_null_what_went_away() {
-    use super::controller::merge_diff;
+    use crate::api::merge_patch::merge_diff;
     use serde_json::json;
     let old = json!({"state": "suspended", "head": {"podName": "h", "podIP": "1.2.3.4", "serviceName": "s"}, "n": 1});
     let new = json!({"head": {"serviceName": "s"}, "n": 2});
