@@ -20,6 +20,7 @@ use tracing::instrument;
 use super::lifecycle::{ClusterDecision, Facts, Phase, decide, facts, running_conditions};
 use super::head_backoff;
 use super::pods::{GroupView, PodAction, PodInputs, PodView, Recreate};
+use crate::api::merge_patch::merge_diff;
 use crate::api::ray::constants as c;
 use crate::api::ray::raycluster::{ClusterState, HeadInfo};
 use crate::api::ray::validation::validate_ray_cluster_with;
@@ -439,33 +440,6 @@ async fn head_backoff_record(
     }
 }
 
-/// The JSON merge patch (RFC 7386) that turns `old` into `new`: objects recurse, keys only in `old`
-/// become null, anything else is `new`'s value.
-pub(crate) fn merge_diff(old: &serde_json::Value, new: &serde_json::Value) -> serde_json::Value {
-    use serde_json::Value;
-    match (old, new) {
-        (Value::Object(o), Value::Object(n)) => {
-            let mut out = serde_json::Map::new();
-            for (k, nv) in n {
-                match o.get(k) {
-                    Some(ov) if ov == nv => {}
-                    Some(ov) => {
-                        out.insert(k.clone(), merge_diff(ov, nv));
-                    }
-                    None => {
-                        out.insert(k.clone(), nv.clone());
-                    }
-                }
-            }
-            for k in o.keys().filter(|k| !n.contains_key(*k)) {
-                out.insert(k.clone(), Value::Null);
-            }
-            Value::Object(out)
-        }
-        _ => new.clone(),
-    }
-}
-
 /// Creates the operator-managed token Secret if the cluster needs one and it is absent (never rotates it).
 async fn ensure_auth_secret(rc: &RayCluster, ns: &str, ctx: &Context) -> Result<(), Error> {
     let Some(wanted) = super::auth_secret::generated_secret(rc, "") else {
@@ -555,11 +529,10 @@ async fn ensure_services(
     Ok(head)
 }
 
-/// Executes pod actions; the first failure stops the chain (KubeRay) and is returned as
-/// `(ReplicaFailure reason, message)`.
-/// What the admission of a standalone cluster's Workload puts on its pods, and the cluster as its user
-/// wrote it (that info taken out of the templates), which the Recreate hash is taken over: a re-apply
-/// that drops the injected node selector or podset label is not a spec change.
+/// What the admission of the cluster's Workload (its own, or its RayService's slice) puts on its
+/// pods, and the cluster as its user wrote it (that info taken out of the templates), which the
+/// Recreate hash is taken over: a re-apply that drops the injected node selector or podset label is
+/// not a spec change.
 struct AdmissionInfo {
     /// Group (`head` for the head) -> what each new pod of it carries.
     per_group: BTreeMap<String, PodSetInfo>,
@@ -573,10 +546,16 @@ async fn admission_info(ctx: &Context, rc: &RayCluster, g: Option<&gate::Cluster
     let flavors = flavors_by_name(&ctx.client).await?;
     // An admission whose info cannot be built (a flavor deleted since) adds nothing; the job
     // controller reports it when it starts the job.
+    // Keyed by group: a podset named otherwise (a RayService's `<group>-<hash>`) stands for the group
+    // the gate says it does.
+    let group_of = |podset: &str| {
+        g.and_then(|g| g.podset_of.iter().find(|(_, p)| p.as_str() == podset))
+            .map_or_else(|| podset.to_string(), |(group, _)| group.clone())
+    };
     let per_group: BTreeMap<String, PodSetInfo> = podsets_info_from_status(wl, &flavors, InfoOptions::default())
         .unwrap_or_default()
         .into_iter()
-        .map(|i| (i.name.clone(), i))
+        .map(|i| (group_of(&i.name), i))
         .collect();
     let mut as_written = rc.clone();
     let spec = &mut as_written.spec;
@@ -600,6 +579,8 @@ fn with_admission_info(mut pod: Pod, group: &str, admission: &AdmissionInfo) -> 
     Ok(pod)
 }
 
+/// Executes pod actions; the first failure stops the chain (KubeRay) and is returned as
+/// `(ReplicaFailure reason, message)`.
 async fn execute_pods(
     rc: &RayCluster,
     admission: &AdmissionInfo,

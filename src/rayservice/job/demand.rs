@@ -255,6 +255,20 @@ fn names(podsets: &[PodSet]) -> Vec<Option<&str>> {
     podsets.iter().map(|p| p.name.as_deref()).collect()
 }
 
+/// Per group of `child`, the name of the podset of `podsets` that stands for its pods (same quota
+/// identity): what a new pod of that group carries from the slice's admission. A group no podset
+/// stands for is left out.
+pub fn podset_names(podsets: &[PodSet], child: &ChildDemand) -> BTreeMap<String, String> {
+    child
+        .pods
+        .iter()
+        .filter_map(|(id, _, _)| {
+            let ps = podsets.iter().find(|ps| podset_identity(ps).as_ref() == Some(id))?;
+            Some((id.group.clone(), ps.name.clone()?))
+        })
+        .collect()
+}
+
 /// The latest admitted slice of a chain: quota reserved, admitted, not finished, not evicted. While a
 /// replacement and the slice it replaces are both admitted (the moment between the two writes), the
 /// replacement.

@@ -127,6 +127,7 @@ pub fn decide_standalone(rc: &RayCluster, workloads: &[Workload], live: &LivePod
         allowed,
         waiting,
         admitted: admitted.cloned(),
+        podset_of: BTreeMap::new(),
     }
 }
 
@@ -166,10 +167,14 @@ pub struct ClusterGate {
     /// Every pod the cluster wants is covered.
     pub covered: bool,
     pub waiting: Option<PendingSlice>,
-    /// The admitted Workload of a standalone cluster's own chain: its admission says what each new pod
+    /// The admitted Workload (or slice) covering the cluster: its admission says what each new pod
     /// carries (the flavor's node selector and tolerations, the podset label), whatever the templates
-    /// say after a re-apply.
+    /// say after a re-apply. For a RayService's child, the service's slice: nothing of it is written
+    /// into the user's RayService.
     pub admitted: Option<Workload>,
+    /// Group -> the podset of `admitted` that stands for its pods, where its name is not the group's
+    /// (a RayService's podsets are per quota identity, `<group>-<hash>` when a group has several).
+    pub podset_of: BTreeMap<String, String>,
 }
 
 impl ClusterGate {
@@ -206,13 +211,24 @@ pub async fn cluster_gate(client: &Client, rc: &RayCluster) -> Result<Option<Clu
     if !queue_managed(&rs) {
         return Ok(None);
     }
-    let gate = load(client, &rs).await?;
+    let ns = rs.namespace().unwrap_or_default();
+    let uid = rs.metadata.uid.clone().unwrap_or_default();
+    let children = load_children(client, &rs).await?;
+    let workloads = owned_workloads(client, &ns, &uid).await?;
+    let live = children_pods(client, &ns, &children).await?;
+    let gate = decide(&rs, &children, &workloads, &live);
     let name = rc.name_any();
+    let admitted = demand::admitted_slice(&workloads).cloned();
+    let podset_of = match (&admitted, demand::child_demand(rc, &Default::default())) {
+        (Some(w), Ok(own)) => demand::podset_names(&w.spec.pod_sets, &own),
+        _ => BTreeMap::new(),
+    };
     Ok(Some(ClusterGate {
         allowed: gate.allowed.get(&name).cloned().unwrap_or_default(),
         covered: gate.covered.contains(&name),
         waiting: gate.pending,
-        admitted: None,
+        admitted,
+        podset_of,
     }))
 }
 

@@ -3,7 +3,6 @@
 //! children. `spec.suspend` is the stop switch (KubeRay v1.7: suspending deletes every child and Service;
 //! resuming recreates them), so admission starts the service and eviction stops it whole.
 
-use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -20,7 +19,7 @@ use crate::jobframework::interface::{
     DemandChange, ElasticWorkloadNameProvider, Finished, GenericJob,
 };
 use crate::jobframework::job_controller::JobKind;
-use crate::jobframework::podset_info::{PodSetInfo, merge_into_template, restore_template};
+use crate::jobframework::podset_info::PodSetInfo;
 use crate::rayservice::cluster::BuildOptions;
 use crate::rayservice::cluster::child::child_cluster;
 use crate::rayservice::cluster::labels::origin_selector;
@@ -137,31 +136,12 @@ pub async fn children_pods(client: &kube::Client, ns: &str, children: &[RayClust
 }
 
 impl RayServiceJob {
-    /// The templates of `spec.rayClusterConfig` by podset group name.
-    fn templates(
-        &mut self,
-    ) -> BTreeMap<String, (&mut ObjectMeta, &mut k8s_openapi::api::core::v1::PodSpec)> {
-        let spec = &mut self.rs.spec.ray_cluster_config;
-        let mut out = BTreeMap::new();
-        let head = &mut spec.head_group_spec.template;
-        out.insert(
-            crate::rayservice::cluster::podsets::HEAD_PODSET.to_string(),
-            (
-                head.metadata.get_or_insert_with(Default::default),
-                head.spec.get_or_insert_with(Default::default),
-            ),
-        );
-        for g in spec.worker_group_specs.iter_mut().flatten() {
-            let t = &mut g.template;
-            out.insert(
-                g.group_name.to_lowercase(),
-                (
-                    t.metadata.get_or_insert_with(Default::default),
-                    t.spec.get_or_insert_with(Default::default),
-                ),
-            );
-        }
-        out
+    /// The podset group of each template: `head` and every worker group, lowercased as podsets name them.
+    fn groups(&self) -> Vec<String> {
+        let spec = &self.rs.spec.ray_cluster_config;
+        std::iter::once(crate::rayservice::cluster::podsets::HEAD_PODSET.to_string())
+            .chain(spec.worker_group_specs.iter().flatten().map(|g| g.group_name.to_lowercase()))
+            .collect()
     }
 }
 
@@ -197,34 +177,23 @@ impl GenericJob for RayServiceJob {
         self.rs.spec.suspend = Some(true);
     }
 
-    /// Injects the flavors' node selectors and tolerations into `spec.rayClusterConfig` (children are
-    /// created from it after the service resumes) and unsuspends the service.
-    /// A slice-chain name left in the templates by an earlier admission is replaced
-    /// (`merge_into_template`): after a preemption the service's next Workload may start a new chain.
+    /// Checks that every admitted podset stands for a group of the service, then unsuspends it.
+    /// Nothing of the admission is written into `spec.rayClusterConfig`: the user owns that spec, and
+    /// a GitOps re-apply would undo it into a new cluster (issue 46). The RayCluster controller puts
+    /// each podset's node selector, tolerations, labels and annotations on the child's pods when it
+    /// creates them, from the admitted slice (`gate::cluster_gate`).
     fn run_with_podsets_info(&mut self, infos: &[PodSetInfo]) -> Result<(), JobFrameworkError> {
-        let mut templates = self.templates();
-        let groups: Vec<String> = templates.keys().cloned().collect();
-        for info in infos {
-            let group = group_of(info, &groups)
-                .ok_or_else(|| JobFrameworkError::UnknownPodSet(info.name.clone()))?;
-            if let Some((meta, spec)) = templates.get_mut(group) {
-                merge_into_template(meta, spec, info)?;
-            }
+        let groups = self.groups();
+        if let Some(unknown) = infos.iter().find(|i| group_of(i, &groups).is_none()) {
+            return Err(JobFrameworkError::UnknownPodSet(unknown.name.clone()));
         }
         self.rs.spec.suspend = Some(false);
         Ok(())
     }
 
-    fn restore_podsets_info(&mut self, infos: &[PodSetInfo]) -> bool {
-        let mut templates = self.templates();
-        let groups: Vec<String> = templates.keys().cloned().collect();
-        let mut changed = false;
-        for info in infos {
-            if let Some((meta, spec)) = group_of(info, &groups).and_then(|g| templates.get_mut(g)) {
-                changed |= restore_template(meta, spec, info);
-            }
-        }
-        changed
+    /// Nothing to restore: `run_with_podsets_info` wrote nothing into the spec.
+    fn restore_podsets_info(&mut self, _infos: &[PodSetInfo]) -> bool {
+        false
     }
 
     fn finished(&self) -> Option<Finished> {

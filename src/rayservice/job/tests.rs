@@ -440,33 +440,41 @@ mod demand_and_gate {
     }
 }
 
-/// A RayService preempted after an upgrade keeps the first chain's `workload-slice-name` in its
-/// templates; its next Workload may start a new chain. Starting it replaces the stale name instead
-/// of failing on a merge conflict forever.
+/// Starting a RayService writes nothing of its admission into the spec its user owns (issue 46): a
+/// GitOps re-apply of the manifest would undo it and start an upgrade nobody asked for. The
+/// templates stay as written (a slice name an older version left there included), the service is
+/// unsuspended, and a podset that stands for none of its groups is refused.
 #[test]
-fn a_new_slice_chain_replaces_the_stale_chain_name_in_the_service_templates() {
+fn starting_a_service_leaves_its_templates_as_the_user_wrote_them() {
     use crate::api::kueue::constants::label::WORKLOAD_SLICE_NAME;
     use crate::api::ray::RayService;
+    use crate::jobframework::JobFrameworkError;
     use crate::jobframework::podset_info::PodSetInfo;
     let annotated = json!({"annotations": {WORKLOAD_SLICE_NAME: "rayservice-rs-old", "user": "kept"}});
     let rs: RayService = serde_json::from_value(json!({
         "apiVersion": "ray.io/v1", "kind": "RayService",
         "metadata": {"name": "rs", "namespace": "default"},
-        "spec": {"rayClusterConfig": {
+        "spec": {"suspend": true, "rayClusterConfig": {
             "headGroupSpec": {"rayStartParams": {}, "template": {"metadata": annotated,
                 "spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray"}]}}},
-            "workerGroupSpecs": []
+            "workerGroupSpecs": [{"groupName": "Small", "rayStartParams": {}, "template": {
+                "spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray"}]}}}]
         }}
     }))
     .unwrap();
+    let as_written = rs.spec.ray_cluster_config.clone();
     let mut job = super::rayservice::RayServiceJob { rs, children: vec![], live: Default::default(), slices: 1 };
-    let mut info = PodSetInfo { name: "head".into(), count: 1, ..Default::default() };
-    info.annotations.insert(WORKLOAD_SLICE_NAME.into(), "rayservice-rs-new".into());
-    job.run_with_podsets_info(&[info]).expect("a new chain is not a conflict");
-    let meta = job.rs.spec.ray_cluster_config.head_group_spec.template.metadata.unwrap();
-    let a = meta.annotations.unwrap();
-    assert_eq!(a.get(WORKLOAD_SLICE_NAME).map(String::as_str), Some("rayservice-rs-new"));
-    assert_eq!(a.get("user").map(String::as_str), Some("kept"));
+    let mut head = PodSetInfo { name: "head".into(), count: 1, ..Default::default() };
+    head.annotations.insert(WORKLOAD_SLICE_NAME.into(), "rayservice-rs-new".into());
+    head.node_selector.insert("pool".into(), "a".into());
+    let workers = PodSetInfo { name: "small-1a2b3".into(), count: 2, ..Default::default() };
+    job.run_with_podsets_info(&[head.clone(), workers]).expect("started");
+    assert_eq!(job.rs.spec.suspend, Some(false));
+    assert_eq!(job.rs.spec.ray_cluster_config, as_written, "nothing written into spec.rayClusterConfig");
+    assert!(!job.restore_podsets_info(&[head]), "nothing to restore");
+
+    let unknown = PodSetInfo { name: "gpu".into(), count: 1, ..Default::default() };
+    assert!(matches!(job.run_with_podsets_info(&[unknown]), Err(JobFrameworkError::UnknownPodSet(n)) if n == "gpu"));
 }
 
 /// waitForPodsReady's signal from the Ray jobs: all of a cluster's pods Running and Ready, as the
