@@ -26,6 +26,7 @@ mod metrics;
 mod pod_ledger;
 mod quota_holds;
 mod raycluster;
+mod reapply;
 mod rayjob;
 mod visibility;
 mod resilience;
