@@ -297,6 +297,29 @@ fn file_circles(src: &Path) -> Vec<String> {
     use std::collections::{BTreeMap, BTreeSet};
     let all = sources(src);
     let modules: BTreeSet<Vec<String>> = all.iter().map(|s| s.module.clone()).collect();
+    // What a folder's face re-exports (`pub use scheduler::{AdmissionCore, …}` in `queue/mod.rs`):
+    // `super::AdmissionCore` in a sibling file names `scheduler.rs`.
+    let mut aliases: BTreeMap<Vec<String>, Vec<String>> = BTreeMap::new();
+    for s in all.iter().filter(|s| s.rel.file_name().is_some_and(|f| f == "mod.rs")) {
+        let mut at = 0;
+        while let Some(found) = s.code[at..].find("pub use ") {
+            let start = at + found + "pub use ".len();
+            let mut paths = Vec::new();
+            at = use_tree(&s.code, start, &s.module, &mut paths).max(start);
+            for p in paths.into_iter().filter(|p| p.len() >= 2 && !modules.contains(p)) {
+                let from = p[..p.len() - 1].to_vec();
+                if modules.contains(&from) {
+                    let mut name = s.module.clone();
+                    name.push(p[p.len() - 1].clone());
+                    // A module of the same name (`pub use lifecycle::plan` beside `mod plan`) is
+                    // what a path through it names.
+                    if !modules.contains(&name) {
+                        aliases.insert(name, from);
+                    }
+                }
+            }
+        }
+    }
     let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for s in &all {
         let is_face = s.rel.file_name().is_some_and(|f| f == "mod.rs" || f == "lib.rs" || f == "main.rs");
@@ -306,7 +329,9 @@ fn file_circles(src: &Path) -> Vec<String> {
         let folder = &s.module[..s.module.len() - 1];
         for (_, path) in module_paths(&s.code, &s.module) {
             // The longest prefix that is a module: a sibling file of the same folder is a tie.
-            let Some(target) = (1..=path.len()).rev().map(|n| &path[..n]).find(|p| modules.contains(*p)) else {
+            let prefixes = || (1..=path.len()).rev().map(|n| &path[..n]);
+            let re_exported = prefixes().find_map(|p| aliases.get(p)).map(Vec::as_slice);
+            let Some(target) = re_exported.or_else(|| prefixes().find(|p| modules.contains(*p))) else {
                 continue;
             };
             if target.len() == s.module.len() && target[..target.len() - 1] == *folder && target != s.module {
@@ -396,7 +421,7 @@ fn the_checkers_see_a_core_import_and_a_circle() {
     let dir = std::env::temp_dir().join(format!("quotagate-circles-{}", std::process::id()));
     let jobs = dir.join("jobs");
     std::fs::create_dir_all(&jobs).unwrap();
-    std::fs::write(jobs.join("mod.rs"), "pub mod a;\npub mod b;\npub mod c;\n").unwrap();
+    std::fs::write(jobs.join("mod.rs"), "pub mod a;\npub mod b;\npub mod c;\npub mod d;\npub mod e;\npub use d::{Core, other};\n").unwrap();
     std::fs::write(
         jobs.join("a.rs"),
         "use super::b::Thing;\nuse crate::jobframework::{GenericJob, core::sync::replacement_for};\n",
@@ -404,9 +429,18 @@ fn the_checkers_see_a_core_import_and_a_circle() {
     .unwrap();
     std::fs::write(jobs.join("b.rs"), "pub fn f() { super::a::g() }\n// super::c in a comment\n").unwrap();
     std::fs::write(jobs.join("c.rs"), "use super::a;\n#[cfg(test)]\nmod tests {\n    use super::super::b;\n}\n").unwrap();
+    // A circle through the face's re-export: `impl super::Core` in e.rs names d.rs.
+    std::fs::write(jobs.join("d.rs"), "pub struct Core;\nuse super::e::share;\n").unwrap();
+    std::fs::write(jobs.join("e.rs"), "impl super::Core { fn g() {} }\npub fn share() {}\n").unwrap();
     let circles = file_circles(&dir);
     let core = core_imports(&dir);
     std::fs::remove_dir_all(&dir).ok();
-    assert_eq!(circles, vec!["jobs/a.rs -> jobs/b.rs, jobs/b.rs -> jobs/a.rs".to_string()]);
+    assert_eq!(
+        circles,
+        vec![
+            "jobs/a.rs -> jobs/b.rs, jobs/b.rs -> jobs/a.rs".to_string(),
+            "jobs/d.rs -> jobs/e.rs, jobs/e.rs -> jobs/d.rs".to_string(),
+        ]
+    );
     assert_eq!(core, vec!["src/jobs/a.rs:2".to_string()]);
 }

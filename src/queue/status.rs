@@ -1,6 +1,7 @@
 //! Usage and counts per ClusterQueue and Cohort, in the shape of their Kueue status fields.
 
 use super::amount::{Amount, FlavorResource};
+use super::fair_sharing::drs;
 use super::scheduler::AdmissionCore;
 use super::tree::NodeKind;
 
@@ -139,3 +140,25 @@ impl AdmissionCore {
         })
     }
 }
+
+impl AdmissionCore {
+    /// The precise weighted share of a node of this kind, when fair sharing is on and the node is
+    /// in a working tree (Kueue reports none for a cohort in a cycle).
+    fn share_of(&self, i: Option<usize>, kind: NodeKind) -> Option<f64> {
+        self.fair_sharing.as_ref()?;
+        let i = i?;
+        (self.tree.nodes[i].kind == kind && self.tree.disabled_reason(i).is_none())
+            .then(|| drs(&self.tree, i, None).precise())
+    }
+
+    /// A ClusterQueue's weighted share (`status.fairSharing`, `kueue_cluster_queue_weighted_share`).
+    pub fn cluster_queue_share(&self, name: &str) -> Option<f64> {
+        self.share_of(self.tree.cq(name), NodeKind::ClusterQueue)
+    }
+
+    /// A Cohort's weighted share (`status.fairSharing`, `kueue_cohort_weighted_share`).
+    pub fn cohort_share(&self, name: &str) -> Option<f64> {
+        self.share_of(self.tree.cohort(name), NodeKind::Cohort)
+    }
+}
+
