@@ -136,3 +136,41 @@ async fn webhook_over_tls_denies_defaults_and_allows() {
     let _ = stop_tx.send(());
     server.await.unwrap().unwrap();
 }
+
+/// The webhook port is the one a real cluster's API server and anything on the cluster network reach
+/// (issue 43): it has the embedded API server's listener limits. Headers past 1 MiB get 431, and a
+/// client that stalls mid-headers holds nothing another request needs.
+#[tokio::test]
+async fn webhook_listener_has_the_api_servers_limits() {
+    let tls = tls();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(webhook::serve("127.0.0.1:0".parse().unwrap(), tls.server.clone(), tx, async {
+        let _ = stop_rx.await;
+    }));
+    let addr = rx.await.unwrap();
+    let connect = || async {
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        tokio_rustls::TlsConnector::from(tls.client.clone()).connect(name, tcp).await.unwrap()
+    };
+
+    // Half a request, never finished.
+    let mut stalled = connect().await;
+    stalled.write_all(b"POST /validate HTTP/1.1\r\nHost: localhost\r\nX-Slow: ").await.unwrap();
+
+    let mut big = connect().await;
+    let head = format!("POST /validate HTTP/1.1\r\nHost: localhost\r\nX-Big: {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", "a".repeat(2 << 20));
+    let _ = big.write_all(head.as_bytes()).await;
+    let mut resp = Vec::new();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), big.read_to_end(&mut resp)).await;
+    let text = String::from_utf8_lossy(&resp);
+    assert!(text.starts_with("HTTP/1.1 431"), "{}", text.lines().next().unwrap_or(""));
+
+    // The stalled client holds nothing another request needs.
+    let allowed = post(addr, tls.client.clone(), "/mutate", &review("CREATE", raycluster("plain", None, 1, 2), None)).await;
+    assert_eq!(allowed["response"]["allowed"], true);
+    drop(stalled);
+    let _ = stop_tx.send(());
+    server.await.unwrap().unwrap();
+}

@@ -1,6 +1,7 @@
 //! The validating and defaulting webhook: AdmissionReview in, AdmissionReview out, over TLS. The
 //! decision is `api::admission::admit`, the same function the embedded API server calls in-process.
 
+use crate::embedded::listener::ListenerLimits;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -195,33 +196,20 @@ pub async fn serve_with(
 ) -> Result<(), WebhookError> {
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| WebhookError::Bind { addr, source })?;
     let _ = bound.send(listener.local_addr().unwrap_or(addr));
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     let app = router_with(gates).merge(extra);
-    tokio::pin!(shutdown);
-    loop {
-        let (tcp, peer) = tokio::select! {
-            _ = &mut shutdown => return Ok(()),
-            accepted = listener.accept() => match accepted {
-                Ok(x) => x,
-                Err(e) => { tracing::warn!(error = %e, "webhook accept failed"); continue; }
-            },
-        };
-        let acceptor = acceptor.clone();
-        let app = app.clone();
-        tokio::spawn(async move {
-            let stream = match acceptor.accept(tcp).await {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::debug!(%peer, error = %e, "webhook TLS handshake failed");
-                    return;
-                }
-            };
-            let service = hyper_util::service::TowerToHyperService::new(app);
-            let io = hyper_util::rt::TokioIo::new(stream);
-            if let Err(e) = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await {
-                tracing::debug!(%peer, error = %e, "webhook connection ended with an error");
-            }
-        });
+    // The embedded API server's listener: kube-apiserver's header, idle and handshake timeouts, a cap
+    // on open connections, and a pause (not a spin) when accept fails. On a real cluster this is the
+    // port the API server and anything in the cluster network reach.
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let serving = crate::embedded::listener::serve_tls(listener, app, tls, ListenerLimits::default(), cancel.clone());
+    tokio::pin!(serving);
+    tokio::select! {
+        _ = shutdown => {
+            cancel.cancel();
+            let _ = serving.await;
+            Ok(())
+        }
+        served = &mut serving => served.map_err(|source| WebhookError::Bind { addr, source }),
     }
 }
 
