@@ -1,6 +1,7 @@
 //! End-to-end scenarios: the real manager (kube-runtime watches, the scheduler loop) against the
 //! embedded API server, driven and observed only through `kube::Client`.
 
+mod admitted_elsewhere;
 mod batch_jobs;
 mod chaos;
 mod contention;
