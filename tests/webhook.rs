@@ -88,15 +88,20 @@ async fn post(addr: std::net::SocketAddr, client: Arc<rustls::ClientConfig>, pat
     serde_json::from_str(payload).expect("a JSON AdmissionReview")
 }
 
-#[tokio::test]
-async fn webhook_over_tls_denies_defaults_and_allows() {
-    let tls = tls();
+/// The webhook on a loopback port: its address, the stop sender, and the serving task.
+async fn start(tls: &Tls) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<Result<(), webhook::WebhookError>>) {
     let (tx, rx) = tokio::sync::oneshot::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(webhook::serve("127.0.0.1:0".parse().unwrap(), tls.server.clone(), tx, async {
         let _ = stop_rx.await;
     }));
-    let addr = rx.await.unwrap();
+    (rx.await.unwrap(), stop_tx, server)
+}
+
+#[tokio::test]
+async fn webhook_over_tls_denies_defaults_and_allows() {
+    let tls = tls();
+    let (addr, stop_tx, server) = start(&tls).await;
 
     // Invalid: minReplicas > maxReplicas. Denied with the field path and the rule.
     let denied = post(addr, tls.client.clone(), "/validate", &review("CREATE", raycluster("bad", None, 3, 2), None)).await;
@@ -143,12 +148,7 @@ async fn webhook_over_tls_denies_defaults_and_allows() {
 #[tokio::test]
 async fn webhook_listener_has_the_api_servers_limits() {
     let tls = tls();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(webhook::serve("127.0.0.1:0".parse().unwrap(), tls.server.clone(), tx, async {
-        let _ = stop_rx.await;
-    }));
-    let addr = rx.await.unwrap();
+    let (addr, stop_tx, server) = start(&tls).await;
     let connect = || async {
         let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
         let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();

@@ -128,6 +128,14 @@ impl Running {
         })
     }
 
+    /// As [`Running::start`], with the simulated Ray dashboards (100 ms builds and replica starts).
+    pub(super) async fn start_with_simulated_ray(name: &str) -> Option<Running> {
+        Self::start_with(name, |o| {
+            o.manager.ray = Some(quotagate::wiring::ray::Dashboards::simulated(Duration::from_millis(100), Duration::from_millis(100)));
+        })
+        .await
+    }
+
     pub(super) async fn kubectl(&self, args: &[&str]) -> (bool, String) {
         kubectl(&self.bin, &self.dir, args).await
     }

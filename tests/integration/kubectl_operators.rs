@@ -4,9 +4,7 @@
 //! their own events and no one else's.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
-use quotagate::wiring::ray::Dashboards;
 
 use super::kubectl::Running;
 
@@ -26,10 +24,7 @@ fn events_section(describe: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_get_events_and_describe_show_each_objects_events() {
-    let Some(run) = Running::start_with("kubectl-ops-events", |o| {
-        o.manager.ray = Some(Dashboards::simulated(Duration::from_millis(100), Duration::from_millis(100)));
-    })
-    .await
+    let Some(run) = Running::start_with_simulated_ray("kubectl-ops-events").await
     else {
         return;
     };

@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use quotagate::wiring::ray::Dashboards;
 
 use super::kubectl::Running;
 
@@ -65,10 +64,7 @@ async fn reapply_ten_times(run: &Running, file: &str, before: &Seen) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reapplying_the_quick_start_changes_nothing_before_and_after_an_upgrade() {
-    let Some(run) = Running::start_with("reapply", |o| {
-        o.manager.ray = Some(Dashboards::simulated(Duration::from_millis(100), Duration::from_millis(100)));
-    })
-    .await
+    let Some(run) = Running::start_with_simulated_ray("reapply").await
     else {
         return;
     };
@@ -181,10 +177,7 @@ const KUEUE_WRITES_TEMPLATES: [&str; 2] = ["jobs.ray-cluster-sample.yaml", "jobs
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_queue_managed_manifest_reapplies_unchanged() {
-    let Some(run) = Running::start_with("reapply-all", |o| {
-        o.manager.ray = Some(Dashboards::simulated(Duration::from_millis(100), Duration::from_millis(100)));
-    })
-    .await
+    let Some(run) = Running::start_with_simulated_ray("reapply-all").await
     else {
         return;
     };
