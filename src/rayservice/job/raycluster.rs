@@ -29,24 +29,52 @@ pub use crate::rayservice::cluster::podsets::HEAD_PODSET;
 pub struct RayClusterJob {
     pub rc: RayCluster,
     pub pods: BTreeMap<String, i64>,
+    /// Per podset, what the latest admitted slice holds, while the cluster's controller has not yet
+    /// observed its current generation (empty once it has): an elastic cluster's demand does not drop
+    /// below it until then (`spec_observed`).
+    pub held: BTreeMap<String, i64>,
 }
 
 impl RayClusterJob {
     /// A cluster with no pods yet.
     pub fn new(rc: RayCluster) -> Self {
-        RayClusterJob { rc, pods: BTreeMap::new() }
+        RayClusterJob { rc, pods: BTreeMap::new(), held: BTreeMap::new() }
     }
+}
+
+/// Whether the cluster's controller has reconciled its current spec: `status.observedGeneration` is
+/// `metadata.generation`. A cluster no controller reports on (no status, or no `observedGeneration`)
+/// has nothing to wait for.
+pub fn spec_observed(rc: &RayCluster) -> bool {
+    rc.status.as_ref().and_then(|s| s.observed_generation).is_none_or(|seen| Some(seen) == rc.metadata.generation)
+}
+
+/// The podset counts of the latest admitted slice of `workloads`, while `rc`'s controller has not
+/// observed its spec: a pass of that controller that read an older spec (more replicas) and that slice
+/// may still create pods after the job controller's pod list, so shrinking the slice now would leave
+/// them uncovered (found by `chaos --scenario clusters`: a worker briefly beyond its Workload after a
+/// scale-down). Its passes run one at a time, so once it reports the current generation every pod it
+/// made from an older one is in the pods listed after.
+fn held_until_observed(rc: &RayCluster, workloads: &[Workload]) -> BTreeMap<String, i64> {
+    if spec_observed(rc) {
+        return BTreeMap::new();
+    }
+    demand::admitted_slice(workloads)
+        .map(|w| w.spec.pod_sets.iter().map(|p| (p.name().to_string(), i64::from(p.count()))).collect())
+        .unwrap_or_default()
 }
 
 impl JobKind for RayClusterJob {
     type Object = RayCluster;
 
-    async fn load(obj: &RayCluster, _: &[Workload], client: &kube::Client) -> Result<Self, kube::Error> {
+    async fn load(obj: &RayCluster, workloads: &[Workload], client: &kube::Client) -> Result<Self, kube::Error> {
+        // Read before the pods are listed: a pass that observed the spec made its pods before.
+        let held = held_until_observed(obj, workloads);
         let ns = obj.namespace().unwrap_or_default();
         let selector = format!("{}={}", c::LABEL_CLUSTER, obj.name_any());
         let pods = Api::<Pod>::namespaced(client.clone(), &ns).list(&ListParams::default().labels(&selector)).await?;
         let pods = demand::pods_until_gone(&pods.items).remove(&obj.name_any()).unwrap_or_default();
-        Ok(RayClusterJob { rc: obj.clone(), pods })
+        Ok(RayClusterJob { rc: obj.clone(), pods, held })
     }
 
     fn object(&self) -> &RayCluster {
@@ -144,7 +172,8 @@ impl GenericJob for RayClusterJob {
 
     /// Head and worker groups. An elastic cluster's counts never drop below the pods it has,
     /// terminating ones and workers named in `workersToDelete` included (a scale-down releases quota
-    /// once they are gone); a name left in `workersToDelete` after its pod went counts for nothing.
+    /// once they are gone), nor below its admitted slice while its controller has not observed its
+    /// spec; a name left in `workersToDelete` after its pod went counts for nothing.
     /// A plain cluster's counts are its spec's.
     fn pod_sets(&self) -> Result<Vec<PodSet>, JobFrameworkError> {
         let mut podsets = raycluster_podsets(&self.rc)?;
@@ -154,7 +183,8 @@ impl GenericJob for RayClusterJob {
         for ps in &mut podsets {
             let group = ps.name.clone().unwrap_or_default();
             let have = self.pods.get(&group).copied().unwrap_or(0);
-            ps.count = Some(i32::try_from(i64::from(ps.count()).max(have)).unwrap_or(i32::MAX));
+            let held = self.held.get(&group).copied().unwrap_or(0);
+            ps.count = Some(i32::try_from(i64::from(ps.count()).max(have).max(held)).unwrap_or(i32::MAX));
         }
         Ok(podsets)
     }
@@ -635,6 +665,27 @@ mod mismatch_tests {
         let plain = job(false, 1, "1", 4);
         assert_eq!(counts(&plain), vec![1, 1], "a plain cluster's podsets are its spec's");
         assert!(plain.is_active());
+    }
+
+    /// An elastic cluster scaled down does not give back its slice's quota before its controller has
+    /// reconciled the new spec: until then a pass on the old spec may still create the pods the slice
+    /// covers. Once observed, the demand is the pods and the spec again.
+    #[test]
+    fn an_elastic_scale_down_waits_for_the_controller_to_observe_it() {
+        let mut j = job(false, 1, "1", 1);
+        j.rc.metadata.annotations = Some([(label::ELASTIC_JOB.to_string(), "true".to_string())].into());
+        let status = |v: serde_json::Value| Some(serde_json::from_value(v).unwrap());
+        j.rc.metadata.generation = Some(3);
+        j.rc.status = status(serde_json::json!({"observedGeneration": 2}));
+        let slice = admitted_for(&job(false, 3, "1", 0));
+        let counts = |j: &RayClusterJob| j.pod_sets().unwrap().iter().map(|p| p.count()).collect::<Vec<_>>();
+        j.held = super::held_until_observed(&j.rc, std::slice::from_ref(&slice));
+        assert_eq!(counts(&j), vec![1, 3], "generation 3 not observed: the slice's three workers are held");
+        j.rc.status = status(serde_json::json!({"observedGeneration": 3}));
+        j.held = super::held_until_observed(&j.rc, std::slice::from_ref(&slice));
+        assert_eq!(counts(&j), vec![1, 1], "observed: the one worker left");
+        j.rc.status = None;
+        assert!(super::held_until_observed(&j.rc, std::slice::from_ref(&slice)).is_empty(), "no controller reports: nothing to wait for");
     }
 
     /// Found by `chaos --scenario clusters` (seed 3): a `workersToDelete` name whose pod is gone (the
