@@ -30,6 +30,20 @@ pub fn merge_diff(old: &Value, new: &Value) -> Value {
     }
 }
 
+/// The merge patch from `before` (as read) to `after` (as a controller changed it), guarded by the
+/// resourceVersion `before` was read at: the API server answers 409 if the object changed since, as it
+/// would to a PUT. `None` when nothing changed.
+pub fn guarded<T: serde::Serialize>(before: &T, after: &T) -> Result<Option<Value>, serde_json::Error> {
+    let before = serde_json::to_value(before)?;
+    let mut patch = merge_diff(&before, &serde_json::to_value(after)?);
+    if patch.as_object().is_none_or(Map::is_empty) {
+        return Ok(None);
+    }
+    let version = before.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null);
+    patch["metadata"]["resourceVersion"] = version;
+    Ok(Some(patch))
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -44,5 +58,13 @@ mod tests {
         assert_eq!(merge_diff(&old, &old), json!({}));
         // Arrays are replaced whole.
         assert_eq!(merge_diff(&json!({"l": [1, 2]}), &json!({"l": [1]})), json!({"l": [1]}));
+    }
+
+    #[test]
+    fn a_guarded_patch_carries_the_version_read() {
+        let before = json!({"metadata": {"name": "a", "resourceVersion": "7"}, "spec": {"suspend": true}});
+        let after = json!({"metadata": {"name": "a", "resourceVersion": "7"}, "spec": {"suspend": false}});
+        assert_eq!(super::guarded(&before, &after).unwrap(), Some(json!({"metadata": {"resourceVersion": "7"}, "spec": {"suspend": false}})));
+        assert_eq!(super::guarded(&before, &before).unwrap(), None);
     }
 }

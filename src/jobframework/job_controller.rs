@@ -33,7 +33,7 @@ use super::refusal;
 use super::shell;
 use super::workload::{WorkloadOptions, construct_workload, prepare_workload_slice};
 use crate::api::kueue::constants::label;
-use crate::api::merge_patch::merge_diff;
+use crate::api::merge_patch::guarded;
 use crate::api::kueue::{PodSet, Workload, WorkloadPriorityClass};
 
 /// A job kind the generic reconciler manages (Kueue's `IntegrationCallbacks`): the object it watches,
@@ -623,13 +623,11 @@ impl<J: JobKind> Pass<'_, J> {
     /// the user wrote in another form (`cpu: 4` as `"4"`), which `kubectl diff` then shows as a change
     /// and a GitOps re-apply turns back (issue 46). Nothing changed: nothing is written.
     async fn write_job(&self, before: &J::Object, after: &J::Object) -> Result<J::Object, JobError> {
-        let as_value = |o: &J::Object| serde_json::to_value(o).map_err(|e| JobFrameworkError::PodSets(format!("the job does not serialize: {e}")));
-        let mut patch = merge_diff(&as_value(before)?, &as_value(after)?);
-        if patch.as_object().is_none_or(serde_json::Map::is_empty) {
-            return Ok(after.clone());
+        let patch = guarded(before, after).map_err(|e| JobFrameworkError::PodSets(format!("the job does not serialize: {e}")))?;
+        match patch {
+            None => Ok(after.clone()),
+            Some(p) => Ok(self.job_api.patch(&self.name_of_job, &PatchParams::default(), &Patch::Merge(&p)).await?),
         }
-        patch["metadata"]["resourceVersion"] = serde_json::Value::from(before.meta().resource_version.clone());
-        Ok(self.job_api.patch(&self.name_of_job, &PatchParams::default(), &Patch::Merge(&patch)).await?)
     }
 
     /// Runs the job with the admitted podset info.

@@ -426,11 +426,16 @@ async fn execute(
             ignore_status(clusters.delete(name, &background).await.map(|_| ()), 404)?;
         }
         Action::SuspendWorkerGroups { name } => {
-            if let Some(mut rc) = clusters.get_opt(name).await? {
+            if let Some(read) = clusters.get_opt(name).await? {
+                let mut rc = read.clone();
                 for g in rc.spec.worker_group_specs.iter_mut().flatten() {
                     g.suspend = Some(true);
                 }
-                clusters.replace(name, &PostParams::default(), &rc).await?;
+                // Only the groups' suspend, guarded by the version read.
+                let patch = crate::api::merge_patch::guarded(&read, &rc).map_err(|source| Error::Encode { what: "the RayCluster", source })?;
+                if let Some(patch) = patch {
+                    clusters.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+                }
             }
         }
         Action::CreateSubmitter => {

@@ -732,9 +732,10 @@ async fn update_cluster(rs: &RayService, rc_api: &Api<RayCluster>, cname: &str, 
         .await?
         .ok_or_else(|| Error::ClusterGone(cname.to_string()))?;
     let updated = build::updated_child(&existing, rs, &stamp(rs, ctx));
-    rc_api
-        .replace(cname, &PostParams::default(), &updated)
-        .await?;
+    // Only what changed, guarded by the version read (as the PUT it replaces was).
+    if let Some(patch) = crate::api::merge_patch::guarded(&existing, &updated).map_err(|source| Error::Encode { what: "the RayCluster", source })? {
+        rc_api.patch(cname, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    }
     Ok(())
 }
 
