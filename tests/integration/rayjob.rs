@@ -141,3 +141,38 @@ async fn an_evicted_rayjob_is_suspended_and_its_cluster_deleted() {
     c.quota.wait_reserved("cq", 0).await;
     c.quota.assert_safe();
 }
+
+/// Issue 48 for a RayJob's own cluster: it carries the queue label but belongs to the RayJob's
+/// Workload, and raising its workers by hand runs no pod that Workload does not cover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rayjobs_cluster_edited_by_hand_runs_no_pod_beyond_the_jobs_workload() {
+    let c = Cluster::start_with_ray_operator(Limits::default().cq("cq", 8000)).await;
+    c.flavor("default").await;
+    c.cluster_queue(with_all_namespaces(cq_with("cq", "8").build())).await;
+    c.local_queue("lq", "cq").await;
+    let jobs: Api<RayJob> = Api::namespaced(c.client.clone(), "default");
+    let clusters: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+    jobs.create(&PostParams::default(), &ray_job("long", "sleep 30")).await.unwrap();
+    let running = wait_for(&jobs, "long", "running on its cluster", |j| {
+        j.status.as_ref().and_then(|s| s.job_deployment_status) == Some(JobDeploymentStatus::Running)
+    })
+    .await;
+    let name = running.status.as_ref().and_then(|s| s.ray_cluster_name.clone()).unwrap();
+    let workers = || async {
+        let sel = format!("ray.io/cluster={name},ray.io/node-type=worker");
+        pods.list(&ListParams::default().labels(&sel)).await.unwrap().items.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()).count()
+    };
+    assert_eq!(workers().await, 1);
+
+    let patch = json!([{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 4}]);
+    clusters.patch(&name, &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(patch).unwrap())).await.unwrap();
+    let gated = wait_for(&clusters, &name, "the gate saying what the Workload covers", |rc| {
+        rc.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "QuotaGated" && c.status == "True"))
+    })
+    .await;
+    assert_eq!(gated.spec.worker_group_specs.as_ref().unwrap()[0].replicas, Some(4));
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert_eq!(workers().await, 1, "workers beyond the RayJob's Workload were created");
+    c.quota.assert_safe();
+}

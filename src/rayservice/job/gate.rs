@@ -141,6 +141,34 @@ pub async fn load(client: &Client, rs: &RayService) -> Result<Gate, kube::Error>
     Ok(decide(rs, &children, &workloads, &live))
 }
 
+/// The RayJob whose own cluster `rc` is: its controller owner of kind RayJob.
+pub fn parent_ray_job(rc: &RayCluster) -> Option<String> {
+    rc.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true) && o.kind == c::CRD_RAY_JOB)
+        .map(|o| o.name.clone())
+}
+
+/// The gate of a queue-managed RayJob's own cluster: per group, the pods the RayJob's admitted
+/// Workload covers with the cluster's own requests (its podsets are the cluster's, plus a submitter's),
+/// whatever a user writes into the cluster afterwards. A RayJob that is not queue-managed leaves its
+/// cluster ungated; one that cannot be found covers nothing.
+async fn ray_job_cluster_gate(client: &Client, rc: &RayCluster, ns: &str, job: &str) -> Result<Option<ClusterGate>, kube::Error> {
+    let api: Api<crate::api::ray::RayJob> = Api::namespaced(client.clone(), ns);
+    let Some(rj) = api.get_opt(job).await? else {
+        return Ok(Some(ClusterGate::default()));
+    };
+    if queue_name(&rj.metadata).is_none() {
+        return Ok(None);
+    }
+    let uid = rj.metadata.uid.clone().unwrap_or_default();
+    let workloads = owned_workloads(client, ns, &uid).await?;
+    let live = children_pods(client, ns, std::slice::from_ref(rc)).await?;
+    Ok(Some(decide_standalone(rc, &workloads, &live)))
+}
+
 /// The RayService a RayCluster belongs to: its controller owner of kind RayService, else (an owner
 /// reference removed by hand) its `ray.io/originated-from-*` labels.
 pub fn parent_service(rc: &RayCluster) -> Option<String> {
@@ -195,6 +223,9 @@ impl ClusterGate {
 /// of a queue-managed RayService). A parent that cannot be found covers nothing.
 pub async fn cluster_gate(client: &Client, rc: &RayCluster) -> Result<Option<ClusterGate>, kube::Error> {
     let ns = rc.namespace().unwrap_or_default();
+    if let Some(job) = parent_ray_job(rc) {
+        return ray_job_cluster_gate(client, rc, &ns, &job).await;
+    }
     let Some(parent) = parent_service(rc) else {
         if !standalone_managed(rc) {
             return Ok(None);
