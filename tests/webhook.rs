@@ -54,7 +54,10 @@ struct Tls {
 
 fn tls() -> Tls {
     let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-    let dir = std::env::temp_dir().join(format!("quotagate-webhook-{}", std::process::id()));
+    // One directory per call: tests run at once in one process, each with its own certificate.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("quotagate-webhook-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("tls.crt"), ck.cert.pem()).unwrap();
     std::fs::write(dir.join("tls.key"), ck.signing_key.serialize_pem()).unwrap();
