@@ -37,6 +37,17 @@ fn owned_by(wls: Vec<Workload>, job: &RayJob) -> Vec<Workload> {
         .collect()
 }
 
+/// The Ray operator and the admission loop on the embedded cluster, with ClusterQueue `cq` of `cpu`
+/// CPUs (flavor `default`) behind LocalQueue `lq`.
+async fn queued_ray_jobs(cpu: &str) -> Cluster {
+    let milli = cpu.parse::<i64>().expect("whole CPUs") * 1000;
+    let c = Cluster::start_with_ray_operator(Limits::default().cq("cq", milli)).await;
+    c.flavor("default").await;
+    c.cluster_queue(with_all_namespaces(cq_with("cq", cpu).build())).await;
+    c.local_queue("lq", "cq").await;
+    c
+}
+
 async fn set_quota(c: &Cluster, cpu: &str) {
     let cqs: Api<ClusterQueue> = Api::all(c.client.clone());
     let patch = json!({"spec": {"resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default",
@@ -50,10 +61,7 @@ async fn set_quota(c: &Cluster, cpu: &str) {
 /// SUCCEEDED; `shutdownAfterJobFinishes` deletes the cluster).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queued_rayjob_waits_for_quota_runs_to_success_and_gives_the_quota_back() {
-    let c = Cluster::start_with_ray_operator(Limits::default().cq("cq", 1000)).await;
-    c.flavor("default").await;
-    c.cluster_queue(with_all_namespaces(cq_with("cq", "1").build())).await;
-    c.local_queue("lq", "cq").await;
+    let c = queued_ray_jobs("1").await;
     let jobs: Api<RayJob> = Api::namespaced(c.client.clone(), "default");
     let clusters: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
     let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
@@ -115,10 +123,7 @@ async fn a_queued_rayjob_waits_for_quota_runs_to_success_and_gives_the_quota_bac
 /// cluster name; the reservation is released.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_evicted_rayjob_is_suspended_and_its_cluster_deleted() {
-    let c = Cluster::start_with_ray_operator(Limits::default().cq("cq", 4000)).await;
-    c.flavor("default").await;
-    c.cluster_queue(with_all_namespaces(cq_with("cq", "4").build())).await;
-    c.local_queue("lq", "cq").await;
+    let c = queued_ray_jobs("4").await;
     let jobs: Api<RayJob> = Api::namespaced(c.client.clone(), "default");
     let clusters: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
     let job = jobs.create(&PostParams::default(), &ray_job("long", "sleep 600")).await.unwrap();
@@ -146,10 +151,7 @@ async fn an_evicted_rayjob_is_suspended_and_its_cluster_deleted() {
 /// Workload, and raising its workers by hand runs no pod that Workload does not cover.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rayjobs_cluster_edited_by_hand_runs_no_pod_beyond_the_jobs_workload() {
-    let c = Cluster::start_with_ray_operator(Limits::default().cq("cq", 8000)).await;
-    c.flavor("default").await;
-    c.cluster_queue(with_all_namespaces(cq_with("cq", "8").build())).await;
-    c.local_queue("lq", "cq").await;
+    let c = queued_ray_jobs("8").await;
     let jobs: Api<RayJob> = Api::namespaced(c.client.clone(), "default");
     let clusters: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
     let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
