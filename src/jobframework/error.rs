@@ -27,6 +27,9 @@ pub enum JobFrameworkError {
     /// The job's podsets cannot be built from its spec (the message names the field).
     #[error("podsets of the job: {0}")]
     PodSets(String),
+    /// The job could not be written: its object does not encode as JSON.
+    #[error("encoding the job: {0}")]
+    Encode(String),
 }
 
 impl JobFrameworkError {
@@ -40,6 +43,7 @@ impl JobFrameworkError {
             Self::MissingField { .. } => "job",
             Self::SliceCount(_) => "slices",
             Self::PodSets(_) => "podsets",
+            Self::Encode(_) => "encode",
         }
     }
 

@@ -623,7 +623,7 @@ impl<J: JobKind> Pass<'_, J> {
     /// the user wrote in another form (`cpu: 4` as `"4"`), which `kubectl diff` then shows as a change
     /// and a GitOps re-apply turns back (issue 46). Nothing changed: nothing is written.
     async fn write_job(&self, before: &J::Object, after: &J::Object) -> Result<J::Object, JobError> {
-        let patch = guarded(before, after).map_err(|e| JobFrameworkError::PodSets(format!("the job does not serialize: {e}")))?;
+        let patch = guarded(before, after).map_err(|e| JobFrameworkError::Encode(e.to_string()))?;
         match patch {
             None => Ok(after.clone()),
             Some(p) => Ok(self.job_api.patch(&self.name_of_job, &PatchParams::default(), &Patch::Merge(&p)).await?),

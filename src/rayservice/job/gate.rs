@@ -133,12 +133,17 @@ pub fn decide_standalone(rc: &RayCluster, workloads: &[Workload], live: &LivePod
 
 /// The gate as the API shows it now (lists the children, the workloads and the children's pods).
 pub async fn load(client: &Client, rs: &RayService) -> Result<Gate, kube::Error> {
+    Ok(load_with_workloads(client, rs).await?.0)
+}
+
+/// `load`, and the service's Workloads it was decided on.
+async fn load_with_workloads(client: &Client, rs: &RayService) -> Result<(Gate, Vec<Workload>), kube::Error> {
     let ns = rs.namespace().unwrap_or_default();
     let uid = rs.metadata.uid.clone().unwrap_or_default();
     let children = load_children(client, rs).await?;
     let workloads = owned_workloads(client, &ns, &uid).await?;
     let live = children_pods(client, &ns, &children).await?;
-    Ok(decide(rs, &children, &workloads, &live))
+    Ok((decide(rs, &children, &workloads, &live), workloads))
 }
 
 /// The RayJob whose own cluster `rc` is: its controller owner of kind RayJob.
@@ -242,12 +247,7 @@ pub async fn cluster_gate(client: &Client, rc: &RayCluster) -> Result<Option<Clu
     if !queue_managed(&rs) {
         return Ok(None);
     }
-    let ns = rs.namespace().unwrap_or_default();
-    let uid = rs.metadata.uid.clone().unwrap_or_default();
-    let children = load_children(client, &rs).await?;
-    let workloads = owned_workloads(client, &ns, &uid).await?;
-    let live = children_pods(client, &ns, &children).await?;
-    let gate = decide(&rs, &children, &workloads, &live);
+    let (gate, workloads) = load_with_workloads(client, &rs).await?;
     let name = rc.name_any();
     let admitted = demand::admitted_slice(&workloads).cloned();
     let podset_of = match (&admitted, demand::child_demand(rc, &Default::default())) {
