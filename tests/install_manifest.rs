@@ -75,3 +75,19 @@ fn kustomize_of_config_default_builds_the_same_objects() {
         assert!(b == o, "{} differs between `kubectl kustomize config/default` and dist/install.yaml", name_of(o));
     }
 }
+
+/// `docs/install.md` lists the manifest's objects as `install-manifests | grep -E '^kind:' | uniq -c`
+/// prints them; a kind added to the manifest must show there too.
+#[test]
+fn the_install_guide_lists_the_objects_the_manifest_has() {
+    let mut counted: Vec<(usize, String)> = Vec::new();
+    for line in committed().lines().filter(|l| l.starts_with("kind:")) {
+        match counted.last_mut() {
+            Some((n, k)) if k == line => *n += 1,
+            _ => counted.push((1, line.to_string())),
+        }
+    }
+    let printed: String = counted.iter().map(|(n, k)| format!("{n:>7} {k}\n")).collect();
+    let guide = std::fs::read_to_string(root().join("docs/install.md")).expect("docs/install.md exists");
+    assert!(guide.contains(&printed), "docs/install.md's object list is stale; the manifest has:\n{printed}");
+}
