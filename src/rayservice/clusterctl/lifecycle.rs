@@ -110,15 +110,26 @@ pub fn decide(
         };
     }
     if suspend {
+        let mut conditions = vec![cond(
+            c::COND_RAY_CLUSTER_SUSPENDING,
+            TRUE,
+            "RayClusterSuspending",
+            "spec.suspend is true: deleting all pods",
+        )];
+        if was_suspended {
+            // A stale Suspended=True beside Suspending=True is a status the API refuses, and a
+            // refused write would leave this pass's pods running for good.
+            conditions.push(cond(
+                c::COND_RAY_CLUSTER_SUSPENDED,
+                FALSE,
+                "RayClusterSuspended",
+                "pods were found running: suspending again",
+            ));
+        }
         return ClusterDecision {
             phase: Phase::Suspending,
             pods: vec![],
-            conditions: vec![cond(
-                c::COND_RAY_CLUSTER_SUSPENDING,
-                TRUE,
-                "RayClusterSuspending",
-                "spec.suspend is true: deleting all pods",
-            )],
+            conditions,
         };
     }
     let mut conditions = vec![];
