@@ -55,7 +55,15 @@ async fn setup(cpu: &str, milli: i64) -> (Cluster, PodLedger) {
     let c = Cluster::start_with_ray_operator(Limits::default().cq("cq", milli)).await;
     let ledger = PodLedger::start(c.client.clone(), NS).await;
     let rf: Api<ResourceFlavor> = Api::all(c.client.clone());
-    rf.create(&PostParams::default(), &ResourceFlavor::build("default").node_label("pool", "blue").build()).await.unwrap();
+    // The flavor's nodes are tainted: its pods need the flavor's toleration as well as its selector.
+    let toleration = k8s_openapi::api::core::v1::Toleration {
+        key: Some("pool".into()),
+        operator: Some("Equal".into()),
+        value: Some("blue".into()),
+        effect: Some("NoSchedule".into()),
+        ..Default::default()
+    };
+    rf.create(&PostParams::default(), &ResourceFlavor::build("default").node_label("pool", "blue").toleration(toleration).build()).await.unwrap();
     c.cluster_queue(with_all_namespaces(cq_with("cq", cpu).build())).await;
     c.local_queue("lq", "cq").await;
     (c, ledger)
@@ -377,6 +385,8 @@ async fn recreate_clusters_survive_reapplies_and_resize_only_through_a_new_workl
     let replacement = after.iter().find(|p| p.labels().get("ray.io/node-type").map(String::as_str) == Some("worker")).unwrap();
     let sel = replacement.spec.as_ref().unwrap().node_selector.clone().unwrap_or_default();
     assert_eq!(sel.get("pool").map(String::as_str), Some("blue"), "the replacement worker keeps the flavor's node selector");
+    let tolerated = replacement.spec.as_ref().unwrap().tolerations.iter().flatten().any(|t| t.key.as_deref() == Some("pool") && t.value.as_deref() == Some("blue"));
+    assert!(tolerated, "the replacement worker keeps the flavor's toleration: {:?}", replacement.spec.as_ref().unwrap().tolerations);
     assert_eq!(replacement.labels().get(label::PODSET).map(String::as_str), Some("workers"));
     assert_eq!(live_workloads(&c, &rc).await.len(), 1, "a re-apply is not a new Workload");
 
@@ -400,19 +410,21 @@ async fn recreate_clusters_survive_reapplies_and_resize_only_through_a_new_workl
     c.quota.assert_safe();
 }
 
-/// An elastic cluster grown by the autoscaler past what its queue holds: the new workers wait for their
-/// slice (no pod is created before it is admitted), and run once the quota is raised.
+/// An elastic cluster grown past what its queue holds, through the real kubectl: the new workers wait
+/// for their slice (no pod is created before it is admitted), and run once the quota is raised.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn elastic_growth_waits_for_its_slice_before_any_new_pod() {
     let (c, ledger) = setup("4", 4000).await;
+    let Some(k) = Kubectl::start(&c, "elastic-growth").await else { return };
     let rcs = clusters(&c);
-    let rc = rcs.create(&PostParams::default(), &cluster("e", 1, elastic())).await.unwrap();
-    wait_for(&rcs, "e", "running", |r| r.spec.suspend == Some(false)).await;
+    let (ok, out) = k.apply(&cluster("e", 1, elastic())).await;
+    assert!(ok, "{out}");
+    let rc = wait_for(&rcs, "e", "running", |r| r.spec.suspend == Some(false)).await;
     wait_pods(&c, "e", (1, 1)).await;
     let first = live_workloads(&c, &rc).await.remove(0);
     // 1.5 CPU head with its sidecar + 5 workers = 6.5 CPU, over the 4 the queue holds.
-    let patch = json!([{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 5}]);
-    rcs.patch("e", &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(patch).unwrap())).await.unwrap();
+    let (ok, out) = k.run(&["patch", "raycluster", "e", "--type=json", "-p", r#"[{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":5}]"#]).await;
+    assert!(ok, "{out}");
     let slice = considered_workload(&c, &rc, Some(&first.name_any())).await;
     assert!(!slice.has_quota_reservation());
     let now = running(&c, "e").await;
