@@ -11,7 +11,9 @@ use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 
-use crate::api::kueue::Workload;
+use crate::api::kueue::{Admission, Workload};
+use crate::api::quantity::{Quantity, resource_value};
+use crate::queue::amount::{Amount, FlavorResource};
 use crate::api::kueue::constants::condition;
 use crate::api::ray::constants::ANNOTATION_ADMISSION_GATED;
 use crate::api::ray::{RayCluster, RayService};
@@ -85,10 +87,7 @@ pub async fn workload(client: &Client, namespace: &str, name: &str) -> Result<St
     }
     if let Some(a) = wl.admission().filter(|_| wl.has_quota_reservation()) {
         let _ = writeln!(out, "admitted by ClusterQueue {}", a.cluster_queue);
-        for p in &a.pod_set_assignments {
-            let flavors = p.flavors.iter().map(|(r, f)| format!("{r}={f}")).collect::<Vec<_>>().join(", ");
-            let _ = writeln!(out, "  podset {} x{}: {flavors}", p.name, p.count.unwrap_or(0));
-        }
+        out.push_str(&admitted_podsets(&wl, a));
         return Ok(out);
     }
     match record(client, namespace, name).await? {
@@ -101,6 +100,34 @@ pub async fn workload(client: &Client, namespace: &str, name: &str) -> Result<St
         }
     }
     Ok(out)
+}
+
+/// Each admitted podset, its flavors and what the ClusterQueue counts for it. Like Kueue, an
+/// in-place scale-down changes only `spec.podSets[].count`: `status.admission` keeps the granted
+/// count and usage, and what is counted is the granted usage scaled down to the spec's count.
+fn admitted_podsets(wl: &Workload, a: &Admission) -> String {
+    let mut out = String::new();
+    for p in &a.pod_set_assignments {
+        let flavors = p.flavors.iter().map(|(r, f)| format!("{r}={f}")).collect::<Vec<_>>().join(", ");
+        let granted = i64::from(p.count.unwrap_or(0));
+        let spec = wl.spec.pod_sets.iter().find(|s| s.name.as_deref().unwrap_or(crate::api::kueue::constants::DEFAULT_PODSET_NAME) == p.name).map(|s| i64::from(s.count.unwrap_or(1)));
+        let counted = spec.map_or(granted, |n| n.min(granted));
+        let holds = p
+            .resource_usage
+            .iter()
+            .map(|(r, q)| {
+                let fr = FlavorResource::new(p.flavors.get(r).map_or("", String::as_str), r.as_str());
+                match Quantity::parse(&q.0) {
+                    Ok(total) if granted > 0 => format!("{r} {}", fr.show(Amount(resource_value(r, &total) / granted * counted))),
+                    _ => format!("{r} {}", q.0),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let shrunk = if counted < granted { format!(" (admitted x{granted}; shrunk in place, the admission keeps the granted count)") } else { String::new() };
+        let _ = writeln!(out, "  podset {} x{counted}{shrunk}: {flavors}; counts {holds}", p.name);
+    }
+    out
 }
 
 fn owned_by<'a>(wls: &'a [Workload], kind: &str, name: &str) -> Vec<&'a Workload> {

@@ -25,10 +25,15 @@ pub struct FlavorView {
     pub flavor: String,
     /// The ClusterQueue's nominal quota (0 when the flavor lists the resource with none).
     pub nominal: String,
-    /// What the ClusterQueue's admitted workloads use now.
+    /// What the ClusterQueue's admitted workloads use now, a replaced slice included.
     pub used: String,
-    /// What the workload could take now: unused own quota plus what the cohort lends.
+    /// What the workload could take now: unused own quota plus what the cohort lends (what a
+    /// replaced slice holds is in `used`, not here).
     pub available: String,
+    /// What admitting the workload adds to `used`: the requests, less what the slice it replaces
+    /// already holds here (only that growth has to fit in `available`).
+    #[serde(default)]
+    pub adds: String,
     /// The part of `available` that is borrowed from the cohort.
     pub borrowable: String,
     /// The most the ClusterQueue could ever get (nothing in use anywhere).
@@ -176,11 +181,13 @@ impl AdmissionCore {
             .as_ref()
             .and_then(|k| self.admitted.get(k))
             .filter(|o| o.admission.cluster_queue == w.cluster_queue);
+        let now = NowView::of(&self.tree, cq_idx, cq);
         let tree = self.tree.without_usage(cq_idx, replaced.map(|o| &o.usage));
         let root = tree.root(cq_idx);
         let cohort = (root != cq_idx).then(|| tree.nodes[root].name.clone());
 
-        let Quotas { mut podsets, views, short, want } = quotas(&tree, cq_idx, cq, w);
+        let trees = Trees { fit: &tree, now: &now, replaced: replaced.map(|o| &o.usage) };
+        let Quotas { mut podsets, views, short, want } = quotas(&trees, cq_idx, cq, w);
         let empty = FrAmounts::new();
         let pre = Preemptor { cq_idx, cq, priority: w.priority, queue_timestamp: w.timestamp, usage: &empty, contested: &short };
         let held_by = (&self.admitted, &self.admitted_by_cq);
@@ -231,9 +238,46 @@ struct Quotas {
     want: FrAmounts,
 }
 
+/// Per flavor-resource of a ClusterQueue as it is now (a replaced slice's usage in): what it uses,
+/// what is available to it, and its subtree's own quota.
+struct NowView(HashMap<FlavorResource, (Amount, Amount, Amount)>);
+
+impl NowView {
+    fn of(tree: &QuotaTree, cq_idx: usize, cq: &ClusterQueueModel) -> NowView {
+        let mut m = HashMap::new();
+        for g in &cq.resource_groups {
+            for f in &g.flavors {
+                for r in &g.covered_resources {
+                    let fr = FlavorResource::new(&f.name, r.as_str());
+                    let v = (tree.usage(cq_idx, &fr), tree.available(cq_idx, &fr), tree.subtree_quota(cq_idx, &fr));
+                    m.insert(fr, v);
+                }
+            }
+        }
+        NowView(m)
+    }
+
+    fn get(&self, fr: &FlavorResource) -> (Amount, Amount, Amount) {
+        self.0.get(fr).copied().unwrap_or_default()
+    }
+}
+
+/// The quota a record is read from, twice over.
+struct Trees<'a> {
+    /// As the scheduler fits the workload: a replaced slice's usage taken out.
+    fit: &'a QuotaTree,
+    /// As the ClusterQueue is now, for what it uses and has left.
+    now: &'a NowView,
+    /// What the replaced slice holds.
+    replaced: Option<&'a FrAmounts>,
+}
+
 /// Per podset, resource and flavor of `w`: what it requests against what the ClusterQueue has, and
 /// which flavor-resources are short; `want` accumulates the workload's own earlier podsets.
-fn quotas(tree: &QuotaTree, cq_idx: usize, cq: &ClusterQueueModel, w: &WorkloadModel) -> Quotas {
+fn quotas(trees: &Trees<'_>, cq_idx: usize, cq: &ClusterQueueModel, w: &WorkloadModel) -> Quotas {
+    let tree = trees.fit;
+    // What the replaced slice holds and earlier podsets have not yet claimed, per flavor-resource.
+    let mut held_back: FrAmounts = trees.replaced.cloned().unwrap_or_default();
     let mut want = FrAmounts::new();
     let mut short: BTreeSet<FlavorResource> = BTreeSet::new();
     let mut podsets = Vec::new();
@@ -256,14 +300,16 @@ fn quotas(tree: &QuotaTree, cq_idx: usize, cq: &ClusterQueueModel, w: &WorkloadM
                     }
                     views.push((podsets.len(), resources.len(), flavors.len(), fr.clone(), total));
                     let nominal = f.resources.get(r).map_or(Amount::ZERO, |q| q.nominal);
-                    let used = tree.usage(cq_idx, &fr);
-                    let own = (tree.subtree_quota(cq_idx, &fr) - used).clamp_zero();
+                    let (used, available_now, quota) = trees.now.get(&fr);
+                    let own = (quota - used).clamp_zero();
+                    let kept = held_back.get(&fr).copied().unwrap_or_default().min(requested);
                     flavors.push(FlavorView {
                         flavor: f.name.clone(),
                         nominal: fr.show(nominal),
                         used: fr.show(used),
-                        available: fr.show(available.clamp_zero()),
-                        borrowable: fr.show((available - own).clamp_zero()),
+                        available: fr.show(available_now.clamp_zero()),
+                        adds: fr.show((requested - kept).clamp_zero()),
+                        borrowable: fr.show((available_now - own).clamp_zero()),
                         max_capacity: fr.show(tree.potential_available(cq_idx, &fr)),
                         preemptible: String::new(),
                         fits: total <= available,
@@ -272,7 +318,11 @@ fn quotas(tree: &QuotaTree, cq_idx: usize, cq: &ClusterQueueModel, w: &WorkloadM
             }
             // The workload's later podsets compete with this one in the first flavor listed.
             if let Some(first) = cq.resource_groups.iter().find(|g| g.covered_resources.contains(r)).and_then(|g| g.flavors.first()) {
-                *want.entry(FlavorResource::new(&first.name, r.as_str())).or_default() += requested;
+                let fr = FlavorResource::new(&first.name, r.as_str());
+                *want.entry(fr.clone()).or_default() += requested;
+                if let Some(h) = held_back.get_mut(&fr) {
+                    *h = (*h - requested).clamp_zero();
+                }
             }
             resources.push(ResourceView { resource: r.clone(), requested: FlavorResource::new("", r.as_str()).show(requested), flavors });
         }

@@ -162,6 +162,18 @@ fn assert_ledger(ledger: &PodLedger, quota: impl Fn(u64) -> i64) {
 }
 
 /// The RV of the last event before a quota change: the ledger holds the old quota until then.
+/// The scheduler's record of pending workload `name`, once it has one.
+async fn wait_record(c: &Cluster, name: &str) -> quotagate::queue::explain::Explanation {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if let Some(e) = quotagate::cli::explain::record(&c.client, NS, name).await.unwrap() {
+            return e;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no scheduler record of {name}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 async fn current_rv(c: &Cluster) -> u64 {
     let list = c.workloads().list(&ListParams::default().limit(1)).await.unwrap();
     list.metadata.resource_version.and_then(|v| v.parse().ok()).unwrap_or(0)
@@ -212,6 +224,13 @@ async fn elastic_raycluster_scales_down_in_place_and_up_through_a_slice() {
     assert_eq!(wl.uid(), first.uid(), "a scale-down keeps the workload");
     assert!(wl.is_admitted());
     wait_for(&cqs, "cq", "2500m reserved", |cq| usage(cq).as_deref() == Some("2500m")).await;
+    // Issue 44: as Kueue, the admission keeps the granted count (it is immutable); `explain` shows
+    // what is counted, and it sums to the ClusterQueue's 2500m.
+    let admitted_workers = |w: &Workload| w.admission().and_then(|a| a.pod_set_assignments.iter().find(|p| p.name == "workers")).and_then(|p| p.count);
+    assert_eq!(admitted_workers(&wl), Some(2));
+    let text = quotagate::cli::explain::run(&c.client, quotagate::cli::explain::Kind::Workload, NS, &first.name_any()).await.unwrap();
+    assert!(text.contains("podset head x1: cpu=default, memory=default; counts cpu 1500m"), "{text}");
+    assert!(text.contains("podset workers x1 (admitted x2; shrunk in place, the admission keeps the granted count): cpu=default, memory=default; counts cpu 1"), "{text}");
 
     // Scale-up: a new slice replaces the first, which finishes.
     let patch = json!([{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 2}]);
@@ -414,7 +433,10 @@ async fn recreate_clusters_survive_reapplies_and_resize_only_through_a_new_workl
 /// for their slice (no pod is created before it is admitted), and run once the quota is raised.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn elastic_growth_waits_for_its_slice_before_any_new_pod() {
-    let (c, ledger) = setup("4", 4000).await;
+    let (mut c, ledger) = setup("4", 4000).await;
+    let explanations = quotagate::jobframework::admission::Explanations::default();
+    c.server.aggregated.mount(quotagate::wiring::explain::GROUP, quotagate::wiring::explain::router(explanations.clone()));
+    c.restart_manager_with(|o| o.explanations = explanations.clone()).await;
     let Some(k) = Kubectl::start(&c, "elastic-growth").await else { return };
     let rcs = clusters(&c);
     let (ok, out) = k.apply(&cluster("e", 1, elastic())).await;
@@ -441,6 +463,18 @@ async fn elastic_growth_waits_for_its_slice_before_any_new_pod() {
         explained.starts_with(&format!("RayCluster {NS}/e runs on Workload {}; its growth waits in workload slice {}", first.name_any(), slice.name_any())),
         "{explained}"
     );
+    // The scheduler's record: USED is what the ClusterQueue holds now (the 1.5 CPU head and the
+    // 1-CPU worker of the admitted slice), ADDS what the growth would add (4 workers); only the
+    // growth has to fit in what is left (1.5 of 4).
+    let record = wait_record(&c, &slice.name_any()).await;
+    let workers = record.podsets.iter().find(|p| p.name == "workers").unwrap();
+    let cpu = workers.resources.iter().find(|r| r.resource == "cpu").unwrap();
+    let f = &cpu.flavors[0];
+    assert_eq!((cpu.requested.as_str(), f.adds.as_str(), f.used.as_str(), f.available.as_str()), ("5", "4", "2500m", "1500m"), "{record:?}");
+    let head = record.podsets.iter().find(|p| p.name == "head").unwrap().resources.iter().find(|r| r.resource == "cpu").unwrap();
+    assert_eq!(head.flavors[0].adds, "0", "the head is held already");
+    let text = quotagate::cli::explain::run(&c.client, quotagate::cli::explain::Kind::Workload, NS, &slice.name_any()).await.unwrap();
+    assert!(text.contains("ADDS") && text.contains("replaces admitted slice"), "{text}");
 
     let raised_at = current_rv(&c).await;
     c.quota.set_cq_limit("cq", 7000);

@@ -67,9 +67,15 @@ fn yes_no(b: bool) -> String {
 }
 
 /// A scheduler record's numbers per podset, resource and flavor tried (`plan`'s shortfall and
-/// `explain`); `count` adds each podset's pod count.
+/// `explain`); `count` adds each podset's pod count. A slice that replaces an admitted one also
+/// shows what it ADDS: USED already counts what the replaced slice holds, and only the growth has
+/// to fit in AVAILABLE.
 pub fn flavor_table(e: &Explanation, count: bool) -> String {
-    let mut head = vec!["PODSET", "COUNT", "RESOURCE", "REQUESTED", "FLAVOR", "NOMINAL", "USED", "AVAILABLE", "BORROWABLE", "PREEMPTIBLE", "FITS"];
+    let growth = e.replaces.is_some();
+    let mut head = vec!["PODSET", "COUNT", "RESOURCE", "REQUESTED", "ADDS", "FLAVOR", "NOMINAL", "USED", "AVAILABLE", "BORROWABLE", "PREEMPTIBLE", "FITS"];
+    if !growth {
+        head.remove(4);
+    }
     if !count {
         head.remove(1);
     }
@@ -81,9 +87,11 @@ pub fn flavor_table(e: &Explanation, count: bool) -> String {
                 if count {
                     row.push(ps.count.to_string());
                 }
+                row.extend([r.resource.clone(), r.requested.clone()]);
+                if growth {
+                    row.push(f.adds.clone());
+                }
                 row.extend([
-                    r.resource.clone(),
-                    r.requested.clone(),
                     f.flavor.clone(),
                     f.nominal.clone(),
                     f.used.clone(),
