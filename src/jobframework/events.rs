@@ -179,7 +179,7 @@ impl Recorder {
             reason: Some(ev.reason.clone()),
             event_time: Some(MicroTime(now)),
             regarding: Some(regarding.clone()),
-            note: ev.note.clone(),
+            note: ev.note.as_deref().map(truncate_note),
             metadata: ObjectMeta {
                 namespace: Some(namespace.to_string()),
                 name: Some(format!("{base}.{:x}", now.as_nanosecond())),
@@ -198,6 +198,22 @@ impl Recorder {
             ..Default::default()
         }
     }
+}
+
+/// The most an `events.k8s.io/v1` Event's note may hold (the API server refuses more).
+pub const MAX_NOTE_BYTES: usize = 1024;
+
+/// A note cut to `MAX_NOTE_BYTES` on a character boundary, as Kueue's `TruncateEventMessage` does
+/// (ending in "..." when cut), so a long scheduler message is shortened, not refused.
+pub fn truncate_note(note: &str) -> String {
+    if note.len() <= MAX_NOTE_BYTES {
+        return note.to_string();
+    }
+    let mut end = MAX_NOTE_BYTES - 3;
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &note[..end])
 }
 
 /// Events handed to a task that publishes them in order, for a caller that must not wait on the API
@@ -237,6 +253,15 @@ impl QueuedRecorder {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_long_note_is_cut_to_what_the_api_takes_on_a_character_boundary() {
+        assert_eq!(super::truncate_note("short"), "short");
+        let long = "é".repeat(800);
+        let cut = super::truncate_note(&long);
+        assert!(cut.len() <= super::MAX_NOTE_BYTES && cut.ends_with("..."), "{}", cut.len());
+        assert!(cut.trim_end_matches("...").chars().all(|c| c == 'é'));
+    }
+
     use super::*;
 
     fn key(name: &str) -> Key {

@@ -261,6 +261,40 @@ async fn kubectl_applies_kueue_setup_and_sees_admission() {
     run.stop().await;
 }
 
+/// Issue 44: the first thing a user does with a pending Workload is `kubectl describe` it. As in
+/// Kueue (scheduler.go `requeueAndUpdate`), the scheduler's verdict is a Warning `Pending` event on
+/// the Workload, and describe shows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_of_a_pending_workload_shows_why_it_waits() {
+    let Some(run) = Running::start("describe-pending").await else {
+        return;
+    };
+    let dir = run.dir.clone();
+    run.apply_setup().await;
+    let big = WORKLOAD.replace("name: sample", "name: big").replace("cpu: \"1\"", "cpu: \"100\"");
+    std::fs::write(dir.join("big.yaml"), big).unwrap();
+    let (ok, out) = run.kubectl(&["apply", "-f", dir.join("big.yaml").to_str().unwrap()]).await;
+    assert!(ok, "{out}");
+    let (ok, out) = run.kubectl(&["wait", "--for=jsonpath={.status.conditions[?(@.type==\"QuotaReserved\")].reason}=ExceedsMaxQuota", "workload/big", "--timeout=30s"]).await;
+    assert!(ok, "{out}");
+    let (ok, message) = run.kubectl(&["get", "workload", "big", "-o", "jsonpath={.status.conditions[?(@.type==\"QuotaReserved\")].message}"]).await;
+    assert!(ok && message.contains("insufficient quota"), "{message}");
+    // Events are published off the admission loop: give the write a moment to land.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let described = loop {
+        let (ok, out) = run.kubectl(&["describe", "workload", "big"]).await;
+        assert!(ok, "{out}");
+        if out.contains("Pending") && out.contains("Warning") || tokio::time::Instant::now() > deadline {
+            break out;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let events = described.split("Events:").nth(1).unwrap_or_default();
+    let line = events.lines().find(|l| l.contains("Pending")).unwrap_or_else(|| panic!("no Pending event: {described}"));
+    assert!(line.trim_start().starts_with("Warning") && line.contains("insufficient quota"), "{line}");
+    run.stop().await;
+}
+
 /// Issue 13: a bounded load through kubectl with authentication on. 2,000 Workloads of 10m CPU
 /// each against the 9-CPU ClusterQueue: exactly 900 admitted, 1,100 pending, none over quota.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

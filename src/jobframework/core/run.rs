@@ -524,6 +524,12 @@ impl AdmissionLoop {
                     // Remembered until the cache shows it: an admission decided on the
                     // copy it replaced may be written over it (`admit_with_retry`).
                     self.own_writes.record(&key, &wl.resource_version().unwrap_or_default(), &after);
+                    // Kueue's scheduler says why it could not admit as a Warning `Pending` event
+                    // (what `kubectl describe workload` shows first); here once per new reason
+                    // or message, not once per cycle.
+                    if scheduler_verdict(&why) {
+                        self.event(&wl.object_ref(&()), EventType::Warning, "Pending", message.clone()).await;
+                    }
                     Outcome::PendingWritten(key)
                 }
                 Err(e) => Outcome::PendingUnwritten(key, write_backoff::is_permanent(&e)),
@@ -1011,4 +1017,11 @@ pub(crate) enum User<'a> {
     Flavor(&'a str),
     /// ClusterQueues naming this AdmissionCheck.
     AdmissionCheck(&'a str),
+}
+
+/// A pending reason the scheduler gives after trying to admit (not "not evaluated yet", nor a
+/// workload held out of the queue).
+fn scheduler_verdict(reason: &str) -> bool {
+    use crate::queue::PendingReason as R;
+    [R::NoMatchingFlavor, R::WaitingForQuota, R::ExceedsMaxQuota, R::WaitingForPreemptedWorkloads].iter().any(|r| r.as_str() == reason)
 }
