@@ -32,5 +32,6 @@ mod rayjob;
 mod visibility;
 mod resilience;
 mod scenarios;
+mod stall;
 mod upgrade_failures;
 mod support;
