@@ -77,7 +77,17 @@ struct Seen {
     guaranteed: BTreeMap<(String, String), Nominal>,
     /// I4: each waiting upgrade's active cluster as it was when the wait began, by service uid.
     active: BTreeMap<String, super::chain::Baseline>,
+    /// Liveness: since when each service (by uid) has wanted pods no slice covers or waits for.
+    uncovered: BTreeMap<String, std::time::Instant>,
 }
+
+/// How long a service may want pods that no slice covers before a slice must wait for them
+/// (issue 44: the growth of an upgrade once waited forever with quota free and no slice). Below the
+/// job controller's 30 s resync, so a lost event cannot hide behind that safety net.
+pub const STALL_BOUND: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// How often the watcher checks with no event: a stall is silent.
+const IDLE_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// How long a cut quota still bounds admissions at its old, higher value (see I1 above).
 const CUT_LAG: std::time::Duration = std::time::Duration::from_secs(3);
@@ -364,13 +374,21 @@ fn service_checks(rs: &RayService, world: &World, seen: &mut Seen) -> Vec<String
     bad.extend(super::chain::no_disruption(rs, active, &chain, &world.rcs, &mut seen.active));
     bad.extend(super::chain::one_chain(rs, &chain));
     bad.extend(slice_handover(rs, &mine, seen));
+    bad.extend(stalled(rs, &chain, world, seen));
     bad
 }
 
-/// I2: per child of the RayService and group, live pods within the latest quota-holding slice's
-/// coverage.
-fn service_gate(rs: &RayService, chain: &[&Workload], world: &World) -> Vec<String> {
-    let mut bad = Vec::new();
+/// What a service's children want and run against what its latest quota-holding slice covers.
+struct Coverage<'a> {
+    holding: Option<&'a Workload>,
+    children: Vec<RayCluster>,
+    live: demand::LivePods,
+    demands: Vec<demand::ChildDemand>,
+    /// Per child and group: the pods the slice covers.
+    allowed: BTreeMap<String, BTreeMap<String, i64>>,
+}
+
+fn coverage<'a>(rs: &RayService, chain: &[&'a Workload], world: &World) -> Coverage<'a> {
     let holding = super::chain::latest_holding(chain);
     let children = children_in_gate_order(
         rs,
@@ -390,6 +408,46 @@ fn service_gate(rs: &RayService, chain: &[&Workload], world: &World) -> Vec<Stri
         &live,
     );
     let allowed = demand::allowed_pods(holding.map(|w| w.spec.pod_sets.as_slice()), &demands, &live);
+    Coverage { holding, children, live, demands, allowed }
+}
+
+/// Liveness (issue 44): a service whose children want more pods in some group than its latest
+/// quota-holding slice covers must have a slice waiting for them (not reserved, not finished) within
+/// `STALL_BOUND`, quota or not: without one nothing can ever admit the rest.
+fn stalled(rs: &RayService, chain: &[&Workload], world: &World, seen: &mut Seen) -> Option<String> {
+    let uid = rs.metadata.uid.clone().unwrap_or_default();
+    let cov = coverage(rs, chain, world);
+    let short: Vec<(String, String, i64, i64)> = cov
+        .demands
+        .iter()
+        .flat_map(|d| d.pods.iter().map(move |(id, n, _)| (d.name.clone(), id.group.clone(), *n)))
+        .filter_map(|(child, group, want)| {
+            let cap = cov.allowed.get(&child).and_then(|a| a.get(&group)).copied().unwrap_or(0);
+            (want > cap).then_some((child, group, want, cap))
+        })
+        .collect();
+    let waiting = chain.iter().any(|w| !reserved(w) && !w.is_finished() && w.metadata.deletion_timestamp.is_none());
+    let exempt = rs.metadata.deletion_timestamp.is_some() || rs.spec.suspend == Some(true);
+    if short.is_empty() || waiting || exempt {
+        seen.uncovered.remove(&uid);
+        return None;
+    }
+    let since = *seen.uncovered.entry(uid).or_insert_with(std::time::Instant::now);
+    (since.elapsed() > STALL_BOUND).then(|| {
+        format!(
+            "liveness: RayService {} has wanted pods no slice covers for {} s with no slice waiting for them (child, group, wants, covered: {short:?}; slices {:?})",
+            rs.name_any(),
+            since.elapsed().as_secs(),
+            chain.iter().map(|w| w.name_any()).collect::<Vec<_>>()
+        )
+    })
+}
+
+/// I2: per child of the RayService and group, live pods within the latest quota-holding slice's
+/// coverage.
+fn service_gate(rs: &RayService, chain: &[&Workload], world: &World) -> Vec<String> {
+    let mut bad = Vec::new();
+    let Coverage { holding, children, live, demands, allowed } = coverage(rs, chain, world);
     for child in &children {
         let name = child.name_any();
         for (group, &n) in live.get(&name).into_iter().flatten() {
@@ -479,7 +537,11 @@ impl Invariants {
         let (v, n) = (violations.clone(), checks.clone());
         tasks.push(tokio::spawn(async move {
             let mut seen = Seen::default();
-            while rx.recv().await.is_some() {
+            loop {
+                // An event, or a quiet spell: a stall makes no events (see `stalled`).
+                if let Ok(None) = tokio::time::timeout(IDLE_CHECK, rx.recv()).await {
+                    return;
+                }
                 // One check covers every event that arrived meanwhile.
                 while rx.try_recv().is_ok() {}
                 match check(&client, &mut seen).await {

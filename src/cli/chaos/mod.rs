@@ -16,6 +16,7 @@ mod chain;
 mod clusters;
 mod contention;
 mod env;
+mod hostile;
 pub mod invariants;
 mod run;
 mod standalone;
@@ -75,6 +76,11 @@ pub enum Scenario {
     /// and elastic annotation are edited at random beside batch work: pods never exceed what their
     /// admitted Workloads hold (`clusters.rs`).
     Clusters,
+    /// One or two services upgrading with the quota cut below one step, under every hostile edit of
+    /// issue 44 (hand resumes, the gate annotation removed, forged status, the waiting slice deleted,
+    /// the active cluster resized, refused edits), settling in quota that fits: each upgrade must
+    /// complete, and no wanted pods may go without a slice waiting for them (`hostile.rs`).
+    Hostile,
 }
 
 fn generate(scenario: Scenario, seed: u64) -> Result<(world::World, Vec<Op>), Failure> {
@@ -82,6 +88,7 @@ fn generate(scenario: Scenario, seed: u64) -> Result<(world::World, Vec<Op>), Fa
         Scenario::Mixed => Ok(world::generate(seed)),
         Scenario::Contention => contention::generate(seed).map_err(Failure::Setup),
         Scenario::Clusters => Ok(clusters::generate(seed)),
+        Scenario::Hostile => hostile::generate(seed).map_err(Failure::Setup),
     }
 }
 

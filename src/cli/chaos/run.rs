@@ -48,6 +48,8 @@ struct Run {
     keep_quota: bool,
     /// The queue-managed RayClusters of their own, as last written.
     clusters: Vec<ClusterShape>,
+    /// Edits the webhook took that it must refuse (`Op::Refused`).
+    taken: Vec<String>,
 }
 
 /// Retries a user's write a few times (users retry an injected 500 or a conflict); a 404 means the
@@ -190,6 +192,13 @@ impl Run {
                 retry!(op, edit(&api, &pods, &name, op, shape))?;
             }
             Op::PodsFail(i) => self.fail_pods(*i).await?,
+            Op::Ungate(i) | Op::ForgeGated(i) | Op::DeleteSlice(i) | Op::GrowActive(i, _) | Op::Refused(i, _) => {
+                match super::hostile::edit(&self.env.client, op, *i).await {
+                    Ok(Some(taken)) => self.taken.push(taken),
+                    Ok(None) => {}
+                    Err(e) => tracing::debug!("chaos: {op} failed: {e}"),
+                }
+            }
         }
         Ok(())
     }
@@ -286,6 +295,9 @@ impl Run {
         let bound = LIVENESS * turns;
         let deadline = Instant::now() + bound;
         loop {
+            if let Some(v) = self.inv.violations().into_iter().find(|v| v.starts_with("liveness:")) {
+                return Err(v);
+            }
             match self.converged().await {
                 Ok(()) => return Ok(()),
                 Err(why) if Instant::now() > deadline => {
@@ -460,6 +472,7 @@ pub(super) async fn run(seed: u64, w: &World, list: &[Op]) -> Result<RunStats, F
         managers: 0,
         keep_quota: w.keep_quota,
         clusters: w.clusters.clone(),
+        taken: Vec::new(),
     };
     for (i, (queue, milli)) in w.background.iter().enumerate() {
         let n = format!("background-{i}");
@@ -478,7 +491,7 @@ pub(super) async fn run(seed: u64, w: &World, list: &[Op]) -> Result<RunStats, F
     for op in list {
         run.apply(op).await.map_err(Failure::Setup)?;
         tokio::time::sleep(Duration::from_millis(pace.random_range(50..=600))).await;
-        if let Some(v) = run.inv.violations().first() {
+        if let Some(v) = run.inv.violations().first().or(run.taken.first()) {
             return Err(Failure::Invariant(format!("after {op}: {v}\n{}", run.dump().await)));
         }
         if let Some(e) = run.env.manager_error() {

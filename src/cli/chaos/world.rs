@@ -64,6 +64,17 @@ pub enum Op {
     ClusterScaleDown(usize),
     /// A user resumes a RayCluster by hand (`suspend: false`), admitted or not.
     ClusterTamper(usize),
+    /// A user removes the gate annotation from a service's pending child and resumes it.
+    Ungate(usize),
+    /// A user writes `QuotaGated=False` into a service's pending child's status.
+    ForgeGated(usize),
+    /// A user deletes a service's waiting Workload slice.
+    DeleteSlice(usize),
+    /// A user sets the worker replicas of a service's active cluster.
+    GrowActive(usize, i32),
+    /// A user tries an edit the webhook must refuse on a service's pending child
+    /// (`hostile::REFUSED`): taken, it is an invariant violation.
+    Refused(usize, usize),
 }
 
 impl Op {
