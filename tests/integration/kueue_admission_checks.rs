@@ -348,6 +348,14 @@ async fn a_gated_upgrade_waits_for_the_replacement_slice_check_without_touching_
     })
     .await;
     reserved_not_admitted(&s.c, &second).await;
+    // Issue 47: the user is told quota is reserved and which check is pending, not that the cluster
+    // waits for quota.
+    let said = s
+        .wait_rs("rs", "the wait named as the pending check", |r| {
+            serde_json::to_string(&r.status).unwrap().contains("quota reserved in ClusterQueue cq; waiting for admission checks: gate (Pending")
+        })
+        .await;
+    assert!(!serde_json::to_string(&said.status).unwrap().contains("waits for quota admission"), "{:?}", said.status);
     // Let the controllers act on the reservation (they must not open anything).
     tokio::time::sleep(std::time::Duration::from_millis(800)).await;
     let old = s.c.workloads().get(&first).await.unwrap();

@@ -75,26 +75,44 @@ pub fn decide(rs: &RayService, children: &[RayCluster], workloads: &[Workload], 
     }
 }
 
-/// The newest slice of a chain still waiting for quota, with Kueue's reason.
+/// The newest slice of a chain not yet admitted, with why: Kueue's reason while it waits for quota,
+/// the admission checks still pending once quota is reserved.
 fn pending_slice(workloads: &[Workload]) -> Option<PendingSlice> {
     workloads
         .iter()
         .filter(|w| {
             !w.is_finished()
-                && !w.has_quota_reservation()
+                && !(w.has_quota_reservation() && w.is_admitted())
                 && w.metadata.deletion_timestamp.is_none()
         })
         .max_by_key(|w| w.metadata.creation_timestamp.as_ref().map(|t| t.0))
         .map(|w| PendingSlice {
             workload: w.name_any(),
             local_queue: w.spec.queue_name.clone().unwrap_or_default(),
-            message: w
-                .status
-                .as_ref()
-                .and_then(|s| s.condition(condition::QUOTA_RESERVED))
-                .map(|c| c.message.clone())
-                .unwrap_or_else(|| "not yet considered by the scheduler".to_string()),
+            message: waits_for(w),
         })
+}
+
+fn waits_for(w: &Workload) -> String {
+    if let Some(a) = w.admission().filter(|_| w.has_quota_reservation()) {
+        let checks: Vec<String> = w
+            .status
+            .iter()
+            .flat_map(|s| s.admission_checks.iter())
+            .filter(|c| c.state != crate::api::kueue::CheckState::Ready)
+            .map(|c| if c.message.is_empty() { format!("{} ({:?})", c.name, c.state) } else { format!("{} ({:?}: {})", c.name, c.state, c.message) })
+            .collect();
+        return if checks.is_empty() {
+            format!("quota reserved in ClusterQueue {}; waiting for the Admitted condition", a.cluster_queue)
+        } else {
+            format!("quota reserved in ClusterQueue {}; waiting for admission checks: {}", a.cluster_queue, checks.join(", "))
+        };
+    }
+    w.status
+        .as_ref()
+        .and_then(|s| s.condition(condition::QUOTA_RESERVED))
+        .map(|c| c.message.clone())
+        .unwrap_or_else(|| "not yet considered by the scheduler".to_string())
 }
 
 /// True when `rc` is a job of its own under quota: queue-labelled, and not a child of a Ray kind that

@@ -28,7 +28,7 @@ use super::plan::{Action, EventType, Plan};
 use super::running;
 use super::schedule::reap_unnamed;
 use super::snapshot::{
-    ChildCluster, HashMatch, IncrementalOptions, ServeObservation, Snapshot, TrafficStatus,
+    Admission, ChildCluster, HashMatch, IncrementalOptions, ServeObservation, Snapshot, TrafficStatus,
     TrafficView,
 };
 use crate::api::ray::constants as c;
@@ -418,10 +418,10 @@ fn upgrade_move(
         && t.backends.iter().any(|(n, _)| *n == a.name)
         && t.backends.iter().any(|(n, _)| *n == pc.name);
     let blocker = if pc.gated {
-        Some(format!(
-            "pending cluster {} waits for quota admission",
-            pc.name
-        ))
+        Some(match &s.admission {
+            Admission::QueueManaged { waiting: Some(why), .. } => format!("pending cluster {} is gated: {why}", pc.name),
+            _ => format!("pending cluster {} waits for quota admission", pc.name),
+        })
     } else if !t.gateway_ready {
         Some(format!(
             "Gateway {} is not Accepted and Programmed yet",
