@@ -109,6 +109,69 @@ async fn reapplying_the_quick_start_changes_nothing_before_and_after_an_upgrade(
     run.stop().await;
 }
 
+/// Issue 47 item 5, as GitOps rolls back: an upgrade applied while the quota cannot take it waits,
+/// gated; re-applying the manifest it came from cancels it. The pending cluster and its waiting slice
+/// are deleted, the active cluster serves on untouched, no third cluster is made (before issue 46
+/// the controller's writes into the spec made the old manifest a new hash), and the service is
+/// back to exactly what it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reapplying_the_previous_manifest_cancels_a_waiting_upgrade() {
+    let Some(run) = Running::start_with_simulated_ray("rollback").await
+    else {
+        return;
+    };
+    let manifest = sample("rayservice.yaml");
+    for f in [sample("quota.yaml"), manifest.clone()] {
+        let (ok, out) = run.kubectl(&["apply", "-f", &f]).await;
+        assert!(ok, "{out}");
+    }
+    let (ok, out) = run.kubectl(&["wait", "--for=condition=Ready", "rayservice/fruit-stand", "--timeout=90s"]).await;
+    assert!(ok, "{out}");
+    let before = seen(&run).await;
+    let pods_of = format!("ray.io/cluster={}", before.active);
+    let pod_uids = ["get", "pods", "-l", pods_of.as_str(), "-o", "jsonpath={.items[*].metadata.uid}"];
+    let serving_pods = get(&run, &pod_uids).await;
+    // 3 CPU serve; 4 leave no room for the upgrade's second 3.
+    let cut = r#"{"spec":{"resourceGroups":[{"coveredResources":["cpu","memory"],"flavors":[{"name":"default-flavor","resources":[{"name":"cpu","nominalQuota":"4"},{"name":"memory","nominalQuota":"48Gi"}]}]}]}}"#;
+    get(&run, &["patch", "clusterqueue", "serving", "--type", "merge", "-p", cut]).await;
+
+    let text = std::fs::read_to_string(&manifest).unwrap().replace("2.46.0", "2.47.0");
+    let upgraded = run.dir.join("rayservice-2.47.yaml");
+    std::fs::write(&upgraded, text).unwrap();
+    get(&run, &["apply", "-f", upgraded.to_str().unwrap()]).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let waiting = loop {
+        let now = seen(&run).await;
+        if !now.pending.is_empty() && now.workloads.split_whitespace().count() == 2 {
+            break now;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no gated upgrade: {now:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(waiting.active, before.active);
+
+    // The rollback: the manifest the service came from.
+    let out = get(&run, &["apply", "-f", &manifest]).await;
+    assert!(out.contains("configured"), "{out}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = seen(&run).await;
+        let clusters: Vec<&str> = now.clusters.split_whitespace().collect();
+        assert!(clusters.iter().all(|c| *c == before.active || *c == waiting.pending), "a third cluster: {now:?}");
+        if now.pending.is_empty() && now.clusters == before.clusters && now.workloads == before.workloads {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the upgrade was not cancelled: {now:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(get(&run, &pod_uids).await, serving_pods, "the serving cluster was touched");
+    let (ok, out) = run.kubectl(&["wait", "--for=condition=Ready", "rayservice/fruit-stand", "--timeout=10s"]).await;
+    assert!(ok, "{out}");
+    let (same, diff) = run.kubectl(&["diff", "-f", &manifest]).await;
+    assert!(same, "{diff}");
+    run.stop().await;
+}
+
 /// What admission adds goes onto a RayService's pods, never into its spec: with a flavor that has node
 /// labels, every pod of the serving cluster and, through a resized upgrade (two head shapes, so the
 /// heads' podsets are `head-<hash>`), every pod of the new cluster carries the flavor's node selector
