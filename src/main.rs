@@ -568,6 +568,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         lease_namespace: args.lease_namespace.clone().or(from_file.resource_namespace).unwrap_or_else(|| "default".into()),
         lease_name: args.lease_name.clone().or(from_file.resource_name).unwrap_or_else(|| "quotagate-leader".into()),
         pods_ready: config.as_ref().and_then(|c| c.wait_for_pods_ready()),
+        workload_retention: config.as_ref().and_then(|c| c.workload_retention()),
         fair_sharing: config.as_ref().and_then(|c| c.fair_sharing()).map(fair_sharing_config),
         admission_fair_sharing: config.as_ref().and_then(|c| c.admission_fair_sharing()),
         ray: (!args.no_ray_operator).then(|| if args.embedded { args.sim.dashboards() } else { Dashboards::Http }),

@@ -758,14 +758,15 @@ pub async fn run<J: JobKind>(
     );
     let controller = J::watches(controller, &client).graceful_shutdown_on(shutdown);
     // Becoming leader re-checks every job (the followers skipped their writes).
-    let controller = controller.reconcile_all_on(async_stream_leader(&mut leader));
+    let controller = controller.reconcile_all_on(became_leader(&mut leader));
     shell::run(controller, "job", reconcile::<J>, ctx, |_| {
         Duration::from_secs(1)
     })
     .await;
 }
 
-fn async_stream_leader(
+/// One item each time this replica becomes leader (for `Controller::reconcile_all_on`).
+pub(crate) fn became_leader(
     leader: &mut watch::Receiver<bool>,
 ) -> impl futures::Stream<Item = ()> + Send + Sync + 'static {
     let rx = leader.clone();

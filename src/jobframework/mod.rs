@@ -47,6 +47,7 @@ pub mod names;
 pub mod podset_info;
 pub mod priority;
 pub mod refusal;
+pub mod retention;
 pub mod shell;
 pub mod slices;
 pub mod workload;

@@ -51,6 +51,9 @@ pub struct ManagerOptions {
     pub cycle_stats: crate::jobframework::admission::CycleStats,
     /// Kueue's waitForPodsReady (`--config`); `None`: off.
     pub pods_ready: Option<crate::api::kueue::config::PodsReadyConfig>,
+    /// `objectRetentionPolicies.workloads.afterFinished`: finished Workloads are deleted this long
+    /// after they finish (`None`: kept).
+    pub workload_retention: Option<Duration>,
     /// Kueue's fairSharing (`--config`); `None`: classical admission order and preemption.
     pub fair_sharing: Option<crate::queue::FairSharingConfig>,
     /// Kueue's admissionFairSharing (`--config`); `None`: off.
@@ -82,6 +85,7 @@ impl Default for ManagerOptions {
             ui: None,
             cycle_stats: Default::default(),
             pods_ready: None,
+            workload_retention: None,
             fair_sharing: None,
             admission_fair_sharing: None,
             prioritize_preemptor_workloads: false,
@@ -154,6 +158,9 @@ pub async fn run_manager(
         metrics: metrics.clone(),
     };
     tasks.extend(super::frameworks::spawn(opts.frameworks, &jobs, &cancel));
+    if let Some(after) = opts.workload_retention {
+        tasks.push(crate::jobframework::retention::spawn(client.clone(), after, rx.clone()));
+    }
     if let Some(dashboards) = opts.ray.clone() {
         tasks.push(spawn_ray_operator_when_leader(client.clone(), dashboards, opts.ray_gates, rx.clone()));
     }

@@ -390,3 +390,28 @@ async fn a_workload_follows_its_workload_priority_class_value() {
     .unwrap();
     wait_for(&wls, "wl", "priority 150", |w| w.spec.priority == Some(150)).await;
 }
+
+/// Kueue: workload_controller_test.go, "Workload controller with resource retention" (KEP-1618,
+/// `objectRetentionPolicies.workloads.afterFinished`): a finished Workload is deleted once the
+/// retention period after its `Finished` transition is over, not before; an unfinished one stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_workload_is_deleted_once_its_retention_is_over() {
+    let mut c = Cluster::start(Limits::default()).await;
+    c.restart_manager_with(|o| o.workload_retention = Some(std::time::Duration::from_secs(2))).await;
+    c.simple("cq", "lq", "4").await;
+    let wls = c.workloads();
+    for name in ["done", "running"] {
+        plain(&c, name, Some("lq")).await;
+        wait_for(&wls, name, "admitted", reserved).await;
+    }
+    let finished = serde_json::json!([{"op": "add", "path": "/status/conditions/-", "value": {
+        "type": "Finished", "status": "True", "reason": "Succeeded", "message": "Job finished successfully",
+        "lastTransitionTime": jiff::Timestamp::now().to_string()}}]);
+    let at = std::time::Instant::now();
+    wls.patch_status("done", &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(finished).unwrap())).await.unwrap();
+    wait_gone(&wls, "done").await;
+    let took = at.elapsed();
+    // The condition's time has whole seconds: the period may end up to a second early.
+    assert!(took >= std::time::Duration::from_secs(1), "deleted {took:?} after it finished, before its retention");
+    assert!(wls.get_opt("running").await.unwrap().is_some(), "an unfinished workload is kept");
+}

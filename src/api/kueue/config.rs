@@ -406,6 +406,12 @@ impl Configuration {
         }
     }
 
+    /// `objectRetentionPolicies.workloads.afterFinished`: how long a finished Workload is kept before
+    /// it is deleted (`None`: kept for good, Kueue's default).
+    pub fn workload_retention(&self) -> Option<std::time::Duration> {
+        self.object_retention_policies.as_ref()?.workloads.as_ref()?.after_finished.map(|d| d.value)
+    }
+
     /// waitForPodsReady with Kueue's defaults, when on.
     pub fn wait_for_pods_ready(&self) -> Option<PodsReadyConfig> {
         if !self.wait_for_pods_ready_enabled() {
@@ -529,6 +535,11 @@ impl Configuration {
             }
         }
         const NEGATIVE: &str = "must be greater than or equal to 0";
+        if let Some(w) = self.object_retention_policies.as_ref().and_then(|o| o.workloads.as_ref())
+            && w.after_finished.is_some_and(|d| d.negative && !d.value.is_zero())
+        {
+            return Err(field("objectRetentionPolicies.workloads.afterFinished", NEGATIVE));
+        }
         if let Some(w) = &self.wait_for_pods_ready {
             let p = "waitForPodsReady";
             if w.timeout.is_some_and(|d| d.negative && !d.value.is_zero()) {
@@ -601,9 +612,6 @@ impl Configuration {
             }
         }
         if let Some(w) = self.object_retention_policies.as_ref().and_then(|o| o.workloads.as_ref()) {
-            if w.after_finished.is_some() {
-                return no("objectRetentionPolicies.workloads.afterFinished", "deleting finished workloads");
-            }
             if w.after_deactivated_by_kueue.is_some() {
                 return no(
                     "objectRetentionPolicies.workloads.afterDeactivatedByKueue",
@@ -639,7 +647,7 @@ impl Configuration {
         note(self.multi_kueue.is_some(), "multiKueue");
         note(self.fair_sharing.is_some() && self.fair_sharing().is_none(), "fairSharing");
         note(self.resources.is_some(), "resources");
-        note(self.object_retention_policies.is_some(), "objectRetentionPolicies");
+        note(self.object_retention_policies.is_some() && self.workload_retention().is_none(), "objectRetentionPolicies");
         note(self.visibility_server.is_some(), "visibilityServer");
         note(self.metrics.is_some(), "metrics");
         note(self.pprof_bind_address.is_some(), "pprofBindAddress");

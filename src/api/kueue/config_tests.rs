@@ -199,7 +199,7 @@ fn switches_quotagate_does_not_implement_are_refused_when_on() {
         format!("{HEAD}manageJobsWithoutQueueName: true\n"),
         format!("{HEAD}resources:\n  transformations:\n  - input: nvidia.com/mig-4g.5gb\n"),
         format!("{HEAD}resources:\n  quotaCheckStrategy: IgnoreUndeclared\n"),
-        format!("{HEAD}objectRetentionPolicies:\n  workloads:\n    afterFinished: 1h\n"),
+        format!("{HEAD}objectRetentionPolicies:\n  workloads:\n    afterDeactivatedByKueue: 1h\n"),
     ];
     for text in refused {
         let e = Configuration::parse(&text).unwrap_err();
@@ -361,4 +361,16 @@ fn integrations_frameworks_pick_the_job_kinds() {
         "integrations.frameworks[2]: Duplicate value: \"pod\""
     );
     assert!(err(&format!("{HEAD}integrations:\n  framework: [pod]\n")).starts_with("integrations.framework: unknown field"));
+}
+
+#[test]
+fn workload_retention_after_finished_is_read_and_a_negative_one_refused() {
+    let cfg = Configuration::parse(&format!("{HEAD}objectRetentionPolicies:\n  workloads:\n    afterFinished: 90s\n")).unwrap();
+    assert_eq!(cfg.workload_retention(), Some(std::time::Duration::from_secs(90)));
+    assert!(cfg.ignored().is_empty(), "{:?}", cfg.ignored());
+    let zero = Configuration::parse(&format!("{HEAD}objectRetentionPolicies:\n  workloads:\n    afterFinished: 0s\n")).unwrap();
+    assert_eq!(zero.workload_retention(), Some(std::time::Duration::ZERO), "0s deletes at once");
+    assert_eq!(Configuration::parse(HEAD).unwrap().workload_retention(), None);
+    let e = Configuration::parse(&format!("{HEAD}objectRetentionPolicies:\n  workloads:\n    afterFinished: -1m\n")).unwrap_err();
+    assert!(e.to_string().contains("objectRetentionPolicies.workloads.afterFinished") && e.to_string().contains("greater than or equal to 0"), "{e}");
 }
