@@ -206,3 +206,129 @@ fn corrupt_or_foreign_data_is_a_clear_error_naming_the_file() {
     assert!(err.contains(&file.display().to_string()) && err.contains("widgets.example.quotagate.io default/w"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+fn config_map(name: &str) -> ConfigMap {
+    serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}, "data": {"k": name}})).unwrap()
+}
+
+/// Issue 41 item 5, etcd's NOSPACE alarm as the model: when the disk refuses a commit (full,
+/// read-only), writes are refused with the reason, reads and watches go on, the process neither
+/// panics nor spins, nothing acknowledged is lost, and writes resume by themselves once the disk
+/// takes them again.
+#[tokio::test]
+async fn a_disk_that_refuses_writes_refuses_them_keeps_reads_and_recovers() {
+    let dir = data_dir("nospace");
+    let server = open(&dir).unwrap();
+    let client = server.client();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    cms.create(&PostParams::default(), &config_map("before")).await.unwrap();
+    let mut watch = cms.watch(&WatchParams::default(), "0").await.unwrap().boxed();
+
+    let faults = server.store.disk_faults().expect("a data directory");
+    faults.set_refusing(true);
+    // The write the disk refuses first is answered with the error (it may yet reach the disk).
+    let first = cms.create(&PostParams::default(), &config_map("refused")).await.unwrap_err();
+    assert!(first.to_string().contains("no space left on device"), "{first}");
+    // Then every write is refused before it is applied, naming why.
+    let e = cms.create(&PostParams::default(), &config_map("never")).await.unwrap_err();
+    assert!(e.to_string().contains("writing failed, so the API refuses writes until the disk takes them again"), "{e}");
+    // Reads go on.
+    assert_eq!(cms.get("before").await.unwrap().data.unwrap()["k"], "before");
+    assert!(cms.list(&ListParams::default()).await.unwrap().items.iter().any(|c| c.metadata.name.as_deref() == Some("before")));
+
+    faults.set_refusing(false);
+    let deadline = tokio::time::Instant::now() + embedded_support::WAIT;
+    loop {
+        match cms.create(&PostParams::default(), &config_map("after")).await {
+            Ok(_) => break,
+            Err(e) => assert!(tokio::time::Instant::now() < deadline, "writes did not resume: {e}"),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // The watch saw every change in order, with no error in between.
+    let mut seen = Vec::new();
+    while !seen.iter().any(|n: &String| n == "after") {
+        match tokio::time::timeout(embedded_support::WAIT, watch.next()).await.expect("watch events").unwrap().unwrap() {
+            WatchEvent::Added(c) => seen.push(c.metadata.name.unwrap()),
+            WatchEvent::Error(e) => panic!("the watch failed during the alarm: {e:?}"),
+            _ => {}
+        }
+    }
+    assert_eq!(seen, ["before", "refused", "after"]);
+    drop((watch, cms, client, server));
+    let server = reopen(&dir).await;
+    let names: Vec<String> = Api::<ConfigMap>::namespaced(server.client(), "default").list(&ListParams::default()).await.unwrap().items.into_iter().filter_map(|c| c.metadata.name).collect();
+    for acknowledged in ["before", "after"] {
+        assert!(names.iter().any(|n| n == acknowledged), "{acknowledged} lost: {names:?}");
+    }
+    assert!(!names.iter().any(|n| n == "never"), "a refused write was stored: {names:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Item 5 on a real full disk: `--data-dir` on a 4 MiB tmpfs that a filler file has almost filled.
+/// Writes of large objects fill it; the write the disk refuses is answered with its error, reads go
+/// on, and once the filler is deleted (space returns) writes resume with nothing acknowledged lost.
+/// Needs root to mount the tmpfs; prints a skip line otherwise.
+#[tokio::test]
+async fn a_full_data_directory_refuses_writes_until_space_returns() {
+    let mount = data_dir("full-disk");
+    std::fs::create_dir_all(&mount).unwrap();
+    let mounted = std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"]).arg(&mount).status().is_ok_and(|s| s.success());
+    if !mounted {
+        println!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _unmount = Unmount(mount.clone());
+    let dir = mount.join("data");
+    let filler = mount.join("filler");
+    std::fs::write(&filler, vec![0u8; 2 * 1024 * 1024]).unwrap();
+    let server = open(&dir).unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let big = |name: &str| {
+        let mut c = config_map(name);
+        c.data = Some([("blob".to_string(), "x".repeat(200 * 1024))].into());
+        c
+    };
+    let mut acknowledged = Vec::new();
+    let mut refusal = None;
+    for i in 0..64 {
+        let name = format!("cm-{i}");
+        match cms.create(&PostParams::default(), &big(&name)).await {
+            Ok(_) => acknowledged.push(name),
+            Err(e) => {
+                refusal = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    let refusal = refusal.expect("a 4 MiB disk refuses some write");
+    assert!(refusal.contains("state.redb") && refusal.contains("writing failed"), "{refusal}");
+    assert!(!acknowledged.is_empty(), "nothing fit before the disk filled");
+    // Reads go on while the disk is full.
+    assert_eq!(cms.list(&ListParams::default()).await.unwrap().items.len() >= acknowledged.len(), true);
+    cms.get(&acknowledged[0]).await.unwrap();
+
+    std::fs::remove_file(&filler).unwrap();
+    let deadline = tokio::time::Instant::now() + embedded_support::WAIT;
+    loop {
+        match cms.create(&PostParams::default(), &config_map("after")).await {
+            Ok(_) => break,
+            Err(e) => assert!(tokio::time::Instant::now() < deadline, "writes did not resume once space returned: {e}"),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    acknowledged.push("after".into());
+    drop((cms, server));
+    let server = reopen(&dir).await;
+    let names: Vec<String> = Api::<ConfigMap>::namespaced(server.client(), "default").list(&ListParams::default()).await.unwrap().items.into_iter().filter_map(|c| c.metadata.name).collect();
+    let lost: Vec<&String> = acknowledged.iter().filter(|n| !names.contains(n)).collect();
+    assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
+    drop(server);
+}

@@ -45,7 +45,7 @@ pub enum DurableError {
     Version { file: PathBuf, found: u64, written_by: String, ours: &'static str },
     #[error("{file} cannot be read: {detail}")]
     Unreadable { file: PathBuf, detail: String },
-    #[error("{file}: writing failed, so the API refuses writes from now on: {detail}")]
+    #[error("{file}: writing failed, so the API refuses writes until the disk takes them again: {detail}")]
     WriteFailed { file: PathBuf, detail: String },
 }
 
@@ -84,6 +84,7 @@ pub struct Durable {
     tx: Option<mpsc::Sender<Op>>,
     synced: watch::Receiver<Synced>,
     writer: Option<JoinHandle<()>>,
+    faults: Arc<DiskFaults>,
 }
 
 fn unreadable(file: &Path, detail: impl std::fmt::Display) -> DurableError {
@@ -105,11 +106,13 @@ pub fn open(dir: &Path) -> Result<(Durable, Loaded), DurableError> {
     let (tx, rx) = mpsc::channel();
     let (synced_tx, synced) = watch::channel(Synced::Upto(loaded.rv));
     let writer_file = file.clone();
+    let faults = Arc::new(DiskFaults::default());
+    let writer_faults = faults.clone();
     let writer = std::thread::Builder::new()
         .name("quotagate-durable".into())
-        .spawn(move || write_loop(db, &writer_file, rx, synced_tx))
+        .spawn(move || write_loop(db, &writer_file, rx, synced_tx, &writer_faults))
         .map_err(|source| DurableError::Dir { dir: dir.to_path_buf(), source })?;
-    let durable = Durable { file, tx: Some(tx), synced, writer: Some(writer) };
+    let durable = Durable { file, tx: Some(tx), synced, writer: Some(writer), faults };
     Ok((durable, loaded))
 }
 
@@ -169,26 +172,89 @@ fn init(db: &Database, file: &Path) -> Result<(), DurableError> {
     txn.commit().map_err(|e| unreadable(file, e))
 }
 
+/// The first and the longest pause between attempts to commit a batch the disk refused.
+const RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(200);
+const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Commits what has queued up, one fsynced transaction per round, until every sender is gone.
-fn write_loop(db: Database, file: &Path, rx: mpsc::Receiver<Op>, synced: watch::Sender<Synced>) {
+///
+/// A commit the disk refuses (full, read-only, an I/O error) raises an alarm, as etcd's NOSPACE
+/// alarm does: `Synced::Failed` makes the API refuse writes and the requests waiting on that batch
+/// fail, while reads go on. The same batch is tried again, with back-off, until the disk takes it;
+/// then the alarm clears and writes resume. Nothing is dropped: what was acknowledged is on disk, and
+/// what was refused stays queued, in order, until it is.
+fn write_loop(db: Database, file: &Path, rx: mpsc::Receiver<Op>, synced: watch::Sender<Synced>, faults: &DiskFaults) {
+    // redb refuses every transaction after an I/O error until the database is opened again
+    // ("Previous I/O error occurred"): after a refused commit the file is closed, and opened again
+    // before the next attempt (which replays the whole batch over the last committed prefix).
+    let mut db = Some(db);
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(op) => batch.push(op),
-                Err(_) => break,
+        let mut pause = RETRY_FIRST;
+        let mut closing = false;
+        loop {
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(op) => batch.push(op),
+                    Err(mpsc::TryRecvError::Empty) => break,
+                    Err(mpsc::TryRecvError::Disconnected) => {
+                        closing = true;
+                        break;
+                    }
+                }
+            }
+            let result = if faults.refusing() {
+                Err("injected fault: no space left on device".to_string())
+            } else {
+                match db.take().map_or_else(|| Database::create(file).map_err(|e| e.to_string()), Ok) {
+                    Ok(open) => {
+                        let r = commit(&open, &batch);
+                        if r.is_ok() {
+                            db = Some(open);
+                        }
+                        r
+                    }
+                    Err(e) => Err(e),
+                }
+            };
+            match result {
+                Ok(rv) => {
+                    if matches!(*synced.borrow(), Synced::Failed(_)) {
+                        tracing::info!(file = %file.display(), "the data directory takes writes again; the API accepts writes");
+                    }
+                    synced.send_replace(Synced::Upto(rv));
+                    break;
+                }
+                Err(detail) => {
+                    if closing {
+                        // Shutting down with the disk still refusing: these writes were never
+                        // acknowledged, and waiting for space would hang the process's exit.
+                        tracing::error!(file = %file.display(), %detail, unwritten = batch.len(), "stopping with writes the data directory refused");
+                        return;
+                    }
+                    if !matches!(*synced.borrow(), Synced::Failed(_)) {
+                        tracing::error!(file = %file.display(), %detail, "the data directory cannot be written; refusing writes until it can");
+                    }
+                    synced.send_replace(Synced::Failed(detail));
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(RETRY_MAX);
+                }
             }
         }
-        match commit(&db, &batch) {
-            Ok(rv) => {
-                synced.send_replace(Synced::Upto(rv));
-            }
-            Err(detail) => {
-                tracing::error!(file = %file.display(), %detail, "the data directory cannot be written; refusing writes");
-                synced.send_replace(Synced::Failed(detail));
-                return;
-            }
-        }
+    }
+}
+
+/// A test's switch that makes the disk refuse commits (as a full or read-only one does).
+#[derive(Default)]
+pub struct DiskFaults(std::sync::atomic::AtomicBool);
+
+impl DiskFaults {
+    pub fn set_refusing(&self, on: bool) {
+        self.0.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn refusing(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 
@@ -243,7 +309,18 @@ impl Durable {
         }
     }
 
-    /// Why writes are refused, once writing has failed.
+    /// Resolves once every change up to `rv` is on disk, waiting through an alarm (a watch delivers
+    /// its events once they are written, however long the disk takes); an error only if the writer
+    /// is gone.
+    pub async fn persisted(&self, rv: u64) -> Result<(), DurableError> {
+        let mut rx = self.synced.clone();
+        match rx.wait_for(|s| matches!(s, Synced::Upto(done) if *done >= rv)).await {
+            Ok(_) => Ok(()),
+            Err(_) => Err(DurableError::WriteFailed { file: self.file.clone(), detail: "the writer thread stopped".into() }),
+        }
+    }
+
+    /// Why writes are refused, while the disk refuses them.
     pub fn failure(&self) -> Option<DurableError> {
         match &*self.synced.borrow() {
             Synced::Failed(detail) => Some(DurableError::WriteFailed { file: self.file.clone(), detail: detail.clone() }),
@@ -253,6 +330,11 @@ impl Durable {
 
     pub fn file(&self) -> &Path {
         &self.file
+    }
+
+    /// The switch tests use to make the disk refuse commits.
+    pub fn disk_faults(&self) -> &DiskFaults {
+        &self.faults
     }
 }
 

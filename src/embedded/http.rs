@@ -265,14 +265,17 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
                 return error(&e);
             }
             let watching = parts.method == Method::GET && query.flag("watch");
+            let reading = parts.method == Method::GET;
             let r = Req { srv: &srv, t, query, accept, content_type, body: &body, method: parts.method };
             let resp = match r.serve() {
                 Ok(resp) => resp,
                 Err(e) => error(&e),
             };
             // With --data-dir, answer only once what the answer shows is on disk (a watch waits
-            // per event instead): a crash then never loses something a client has seen.
-            if !watching && let Err(e) = srv.store.synced_now().await {
+            // per event instead): a crash then never loses something a client has seen. While the
+            // disk refuses writes (they are refused, see `durable.rs`), reads are answered from
+            // memory, as etcd answers them under its NOSPACE alarm.
+            if !watching && !(reading && srv.store.disk_alarm()) && let Err(e) = srv.store.synced_now().await {
                 return error(&e);
             }
             resp

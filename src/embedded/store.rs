@@ -503,6 +503,24 @@ impl Store {
         }
     }
 
+    /// [`Store::synced`], but waiting through a disk alarm instead of failing (for watches).
+    pub async fn persisted(&self, rv: u64) -> Result<(), ApiError> {
+        match &self.durable {
+            None => Ok(()),
+            Some(d) => d.persisted(rv).await.map_err(|e| ApiError::internal(e.to_string())),
+        }
+    }
+
+    /// True while the data directory refuses writes (reads are then answered from memory).
+    pub fn disk_alarm(&self) -> bool {
+        self.durable.as_ref().is_some_and(|d| d.failure().is_some())
+    }
+
+    /// The data directory's fault switch, with `--data-dir` (tests).
+    pub fn disk_faults(&self) -> Option<&durable::DiskFaults> {
+        self.durable.as_deref().map(Durable::disk_faults)
+    }
+
     /// [`Store::synced`] for the current RV: everything committed so far.
     pub async fn synced_now(&self) -> Result<(), ApiError> {
         if self.durable.is_none() {

@@ -110,7 +110,7 @@ async fn run(store: Arc<Store>, req: &WatchRequest, tx: Tx, bookmark_interval: D
         }
     };
     // Nothing reaches a client before it is on disk (with --data-dir): see `Store::synced`.
-    if let Err(e) = store.synced(start.rv).await {
+    if let Err(e) = store.persisted(start.rv).await {
         let _ = tx.send(Ok(error_line(&e))).await;
         return;
     }
@@ -155,7 +155,7 @@ async fn run(store: Arc<Store>, req: &WatchRequest, tx: Tx, bookmark_interval: D
             }
         };
         if let Some(top) = batch.iter().map(|e| e.rv).max()
-            && let Err(e) = store.synced(top).await
+            && let Err(e) = store.persisted(top).await
         {
             let _ = tx.send(Ok(error_line(&e))).await;
             return;
