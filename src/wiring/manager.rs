@@ -425,10 +425,33 @@ pub async fn run_embedded_on(
             opts.manager.extra_metrics = Some(health::ExtraMetrics::new(move || board.render()));
         }
     }
+    // The embedded server's storage beside whatever else is served (etcd's database size, quota and
+    // NOSPACE alarm, under names of our own).
+    let store = server.store.clone();
+    let before = opts.manager.extra_metrics.take();
+    opts.manager.extra_metrics = Some(health::ExtraMetrics::new(move || {
+        let mut text = before.as_ref().map(health::ExtraMetrics::render).unwrap_or_default();
+        text.push_str(&storage_metrics(&store));
+        text
+    }));
     let result = run_manager(server.client(), opts.manager, shutdown).await;
     cancel.cancel();
     drop(sims);
     result
+}
+
+/// The embedded store's size against its quota, and whether its data directory refuses writes.
+fn storage_metrics(store: &embedded::store::Store) -> String {
+    let (used, quota) = store.quota_usage();
+    let alarm = u8::from(store.disk_alarm());
+    format!(
+        "# HELP quotagate_embedded_storage_bytes Bytes of stored objects as compact JSON, as the storage quota counts them.\n\
+         # TYPE quotagate_embedded_storage_bytes gauge\nquotagate_embedded_storage_bytes {used}\n\
+         # HELP quotagate_embedded_storage_quota_bytes The storage quota (--storage-quota): past it, writes that grow the store are refused.\n\
+         # TYPE quotagate_embedded_storage_quota_bytes gauge\nquotagate_embedded_storage_quota_bytes {quota}\n\
+         # HELP quotagate_embedded_storage_disk_alarm 1 while the data directory refuses writes (full or read-only), as etcd's NOSPACE alarm.\n\
+         # TYPE quotagate_embedded_storage_disk_alarm gauge\nquotagate_embedded_storage_disk_alarm {alarm}\n"
+    )
 }
 
 #[cfg(test)]

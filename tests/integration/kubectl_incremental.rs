@@ -216,6 +216,10 @@ async fn kubectl_upgrades_kuberays_incremental_sample_step_by_step() {
         ),
     );
     assert_eq!(failed, Some(0), "{metrics}");
+    // The embedded store's size, its quota (256 MiB by default) and its disk alarm (none).
+    assert!(series(&metrics, "quotagate_embedded_storage_bytes ").is_some_and(|b| b > 0), "{metrics}");
+    assert_eq!(series(&metrics, "quotagate_embedded_storage_quota_bytes "), Some(256 * 1024 * 1024), "{metrics}");
+    assert_eq!(series(&metrics, "quotagate_embedded_storage_disk_alarm "), Some(0), "{metrics}");
     assert!(ok_new.is_some_and(|n| n > 0), "{metrics}");
     run.stop().await;
 }
