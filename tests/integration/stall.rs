@@ -149,7 +149,8 @@ async fn hostile_edits_while_an_upgrade_waits_do_not_stall_it_once_quota_is_free
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    s.ok(&["delete", "workload", &slice]).await;
+    // Not waiting for it to be gone: the job controller may make it again under the same name.
+    s.ok(&["delete", "workload", &slice, "--wait=false"]).await;
     // The active cluster's worker group grown to 6 and back to 4.
     for n in [6, 4] {
         let patch = format!(r#"[{{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":{n}}}]"#);
