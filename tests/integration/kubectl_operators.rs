@@ -102,3 +102,56 @@ async fn kubectl_get_events_and_describe_show_each_objects_events() {
     assert!(cq.contains("QuotaAudited") && cq.contains("quota audited by hand") && cq.contains("audit"), "{cq}");
     run.stop().await;
 }
+
+/// Issue 45's done-when: `config/samples/two-services/` as a platform team would use it, through the
+/// real kubectl. Both services serve in the shared queue, both are upgraded at once, and both complete
+/// (their surge steps take turns in the quota `plan --concurrent 2` sized). The sample's 5 s step
+/// interval and deletion delay are lowered to 1 s to keep the test short; nothing else is changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_two_services_sample_upgrades_both_through_one_queue() {
+    let Some(run) = Running::start_with_simulated_ray("kubectl-two-services").await
+    else {
+        return;
+    };
+    let services = std::fs::read_to_string(sample("two-services/rayservices.yaml")).unwrap();
+    let quick = services.replace("intervalSeconds: 5", "intervalSeconds: 1").replace("rayClusterDeletionDelaySeconds: 5", "rayClusterDeletionDelaySeconds: 1");
+    assert_eq!(quick.matches("intervalSeconds: 1").count(), 2, "the sample changed");
+    let file = run.dir.join("rayservices.yaml");
+    std::fs::write(&file, &quick).unwrap();
+    for f in [sample("two-services/quota.yaml"), file.to_str().unwrap().to_string()] {
+        let (ok, out) = run.kubectl(&["apply", "-f", &f]).await;
+        assert!(ok, "{out}");
+    }
+    let active = |name: &'static str| {
+        let run = &run;
+        async move {
+            let (ok, out) = run.kubectl(&["get", "rayservice", name, "-o", "jsonpath={.status.activeServiceStatus.rayClusterName},{.status.pendingServiceStatus.rayClusterName}"]).await;
+            assert!(ok, "{out}");
+            let (a, p) = out.split_once(',').unwrap_or((&out, ""));
+            (a.to_string(), p.to_string())
+        }
+    };
+    let mut old = Vec::new();
+    for name in ["shop-a", "shop-b"] {
+        let (ok, out) = run.kubectl(&["wait", "--for=condition=Ready", &format!("rayservice/{name}"), "--timeout=120s"]).await;
+        assert!(ok, "{out}");
+        old.push(active(name).await.0);
+    }
+    for name in ["shop-a", "shop-b"] {
+        let (ok, out) = run.kubectl(&["patch", "rayservice", name, "--type", "merge", "-p", r#"{"spec":{"rayClusterConfig":{"rayVersion":"2.47.0"}}}"#]).await;
+        assert!(ok, "{out}");
+    }
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(180);
+    loop {
+        let now = [active("shop-a").await, active("shop-b").await];
+        if now.iter().zip(&old).all(|((a, p), o)| a != o && p.is_empty()) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "both upgrades did not complete: {now:?} (old {old:?})");
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    // Back at both services' steady state: 11 of the queue's 14.5 CPU.
+    let (ok, out) = run.kubectl(&["wait", "--for=jsonpath={.status.flavorsReservation[0].resources[0].total}=11", "clusterqueue/shared-cq", "--timeout=60s"]).await;
+    assert!(ok, "{out}");
+    run.stop().await;
+}
