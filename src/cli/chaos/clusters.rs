@@ -48,6 +48,7 @@ pub(super) fn generate(seed: u64) -> (World, Vec<Op>) {
         clusters,
         background: (0..rng.random_range(0..=2)).map(|_| (0, rng.random_range(1..=3) * 500)).collect(),
         keep_quota: false,
+        no_serving_gap: false,
     };
     let n = world.clusters.len();
     let list = (0..rng.random_range(8..=14))

@@ -60,6 +60,7 @@ pub(super) fn generate(seed: u64) -> Result<(World, Vec<Op>), String> {
         clusters: Vec::new(),
         background: (0..rng.random_range(0..=1)).map(|_| (0, rng.random_range(1..=2) * 500)).collect(),
         keep_quota: true,
+        no_serving_gap: false,
     };
     let mut order: Vec<usize> = (0..n).collect();
     order.shuffle(&mut rng);

@@ -69,6 +69,7 @@ pub(super) fn generate(seed: u64) -> Result<(World, Vec<Op>), String> {
         clusters: Vec::new(),
         background: Vec::new(),
         keep_quota: true,
+        no_serving_gap: true,
     };
     // Below one step: every upgrade starts and waits.
     let mut list = vec![Op::QuotaCut(0, steady)];
@@ -81,7 +82,8 @@ pub(super) fn generate(seed: u64) -> Result<(World, Vec<Op>), String> {
                 3..=5 => Op::Ungate(i),
                 6..=7 => Op::ForgeGated(i),
                 8..=10 => Op::DeleteSlice(i),
-                11..=13 => Op::GrowActive(i, rng.random_range(0..=3)),
+                // Never to zero: a user who empties the serving cluster takes it down (I8 is on).
+                11..=13 => Op::GrowActive(i, rng.random_range(1..=3)),
                 14..=16 => Op::Refused(i, rng.random_range(0..REFUSED.len())),
                 17 => Op::RestartManager,
                 18 => Op::Watches { expire: rng.random_bool(0.5) },

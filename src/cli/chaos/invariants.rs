@@ -22,6 +22,8 @@
 //! - I6 slices: at most one pending replacement per chain, and a slice finished as replaced has an
 //!   admitted (or since finished) successor; a successor deleted since (its job was stopped and its
 //!   Workload no longer matched) counts when the watcher saw it admitted before.
+//! - I8 no serving gap (only where the world cannot legitimately take a service down: `hostile`): a
+//!   RayService once Ready with serve endpoints keeps both until its user deletes or suspends it.
 //!
 //! - I4 no disruption and I5 crash safety (no duplicate admission): `chain.rs`.
 //!
@@ -79,6 +81,10 @@ struct Seen {
     active: BTreeMap<String, super::chain::Baseline>,
     /// Liveness: since when each service (by uid) has wanted pods no slice covers or waits for.
     uncovered: BTreeMap<String, std::time::Instant>,
+    /// I8 (when checked): the services (by uid) seen Ready with serve endpoints.
+    served: std::collections::HashSet<String>,
+    /// Check I8 (see `Invariants::start_with`).
+    serving_gap: bool,
 }
 
 /// How long a service may want pods that no slice covers before a slice must wait for them
@@ -229,8 +235,32 @@ async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Er
     bad.extend(super::standalone::violations(&world.rcs, &world.wls, &world.pods));
     for rs in world.rss.iter().filter(|rs| gate::queue_managed(rs)) {
         bad.extend(service_checks(rs, &world, seen));
+        if seen.serving_gap {
+            bad.extend(serving_gap(rs, seen));
+        }
     }
     Ok(bad)
+}
+
+/// I8 no serving gap: a RayService once Ready with serve endpoints stays so, unless its user
+/// deletes or suspends it. Checked where nothing may legitimately take it down (no eviction, no
+/// failing pods): the hostile scenario's upgrades, hand edits and manager restarts.
+fn serving_gap(rs: &RayService, seen: &mut Seen) -> Option<String> {
+    let uid = rs.metadata.uid.clone().unwrap_or_default();
+    let st = rs.status.as_ref();
+    let endpoints = st.and_then(|s| s.num_serve_endpoints).unwrap_or(0);
+    let ready = crate::api::conditions::is_true(st.and_then(|s| s.conditions.as_deref()), "Ready");
+    if rs.metadata.deletion_timestamp.is_some() || rs.spec.suspend == Some(true) {
+        seen.served.remove(&uid);
+        return None;
+    }
+    if ready && endpoints > 0 {
+        seen.served.insert(uid);
+        return None;
+    }
+    seen.served.contains(&uid).then(|| {
+        format!("I8: RayService {} served, and now Ready={ready} with {endpoints} serve endpoint(s)", rs.name_any())
+    })
 }
 
 /// What the quota-holding Workloads hold, as I1 reads it.
@@ -509,6 +539,12 @@ fn slice_handover(rs: &RayService, mine: &[Workload], seen: &Seen) -> Vec<String
 
 impl Invariants {
     pub fn start(client: Client) -> Invariants {
+        Self::start_with(client, false)
+    }
+
+    /// As [`Invariants::start`]; `serving_gap` adds I8 (no serving gap), for runs where nothing may
+    /// legitimately take a serving RayService down.
+    pub fn start_with(client: Client, serving_gap: bool) -> Invariants {
         let violations = Arc::new(Mutex::new(Vec::new()));
         let checks = Arc::new(AtomicU64::new(0));
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
@@ -536,7 +572,7 @@ impl Invariants {
         trigger!(RayService);
         let (v, n) = (violations.clone(), checks.clone());
         tasks.push(tokio::spawn(async move {
-            let mut seen = Seen::default();
+            let mut seen = Seen { serving_gap, ..Seen::default() };
             loop {
                 // An event, or a quiet spell: a stall makes no events (see `stalled`).
                 if let Ok(None) = tokio::time::timeout(IDLE_CHECK, rx.recv()).await {
@@ -627,5 +663,30 @@ mod tests {
         assert_eq!(Nominal::limit(Some(&later), 3000, t0 + CUT_LAG * 2), 3000);
         // A raise is the limit at once.
         assert_eq!(Nominal::limit(Some(&later), 9000, t0 + CUT_LAG * 2), 9000);
+    }
+    #[test]
+    fn a_served_service_that_stops_serving_is_an_i8_violation() {
+        let service = |ready: bool, endpoints: i32, suspend: bool| -> RayService {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "ray.io/v1", "kind": "RayService",
+                "metadata": {"name": "shop", "namespace": "default", "uid": "u1"},
+                "spec": {"suspend": suspend, "rayClusterConfig": {"headGroupSpec": {"template": {"spec": {"containers": []}}}}},
+                "status": {"numServeEndpoints": endpoints,
+                           "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" },
+                                           "reason": "x", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+            }))
+            .expect("a RayService")
+        };
+        let mut seen = Seen { serving_gap: true, ..Seen::default() };
+        // Not yet served: waiting to serve is no gap.
+        assert_eq!(serving_gap(&service(false, 0, false), &mut seen), None);
+        assert_eq!(serving_gap(&service(true, 2, false), &mut seen), None);
+        // Served, then no endpoints: a gap.
+        let gap = serving_gap(&service(true, 0, false), &mut seen).expect("a violation");
+        assert!(gap.starts_with("I8: RayService shop served"), "{gap}");
+        assert!(serving_gap(&service(false, 2, false), &mut seen).is_some());
+        // The user suspends it: no gap, and it must serve again before a gap counts.
+        assert_eq!(serving_gap(&service(false, 0, true), &mut seen), None);
+        assert_eq!(serving_gap(&service(false, 0, false), &mut seen), None);
     }
 }

@@ -457,7 +457,7 @@ pub struct RunStats {
 pub(super) async fn run(seed: u64, w: &World, list: &[Op]) -> Result<RunStats, Failure> {
     let setup = |e: String| Failure::Setup(e);
     let env = Env::start(Duration::from_millis(150)).await;
-    let inv = Invariants::start(env.client.clone());
+    let inv = Invariants::start_with(env.client.clone(), w.no_serving_gap);
     env.queues(&w.queues, w.preempt).await.map_err(|e| setup(e.to_string()))?;
     let mut run = Run {
         env,

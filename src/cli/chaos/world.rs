@@ -108,6 +108,8 @@ pub(super) struct World {
     /// Settle in the world's own quota instead of an ample one (the contention scenario: liveness
     /// means every upgrade completed in the quota it was given).
     pub(super) keep_quota: bool,
+    /// The watcher checks I8 (no serving gap): no action of the world may take a service down.
+    pub(super) no_serving_gap: bool,
 }
 
 /// One queue-managed RayCluster of the world: a head and one worker group.
@@ -196,6 +198,7 @@ fn world(rng: &mut StdRng) -> World {
         clusters: Vec::new(),
         background: (0..rng.random_range(0..=2)).map(|_| (0, rng.random_range(1..=3) * 500)).collect(),
         keep_quota: false,
+        no_serving_gap: false,
     }
 }
 
