@@ -493,12 +493,13 @@ async fn a_raycluster_whose_pods_start_reports_pods_ready() {
     assert!(reserved(&w) && condition(&w, condition::EVICTED).is_none(), "{w:?}");
 }
 
-/// A RayService reports ready from its clusters' pods; an upgrade waiting for quota (its new cluster
-/// gated, no pods) does not make it not ready, so the admitted slice is not evicted while it waits.
+/// A RayService reports PodsReady from its `Ready` condition (Kueue's RayService integration); an
+/// upgrade waiting for quota (its new cluster gated, no pods) does not make it not ready, so the
+/// admitted slice is not evicted while it waits. The timeout leaves the first cluster time to serve.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gated_rayservice_upgrade_does_not_time_out_the_serving_slice() {
     let _serial = SERIAL.lock().await;
-    let c = ray_cluster_with(PodsReadyConfig::with_timeout(Duration::from_secs(2)), "3").await;
+    let c = ray_cluster_with(PodsReadyConfig::with_timeout(Duration::from_secs(6)), "3").await;
     let rss: Api<quotagate::api::ray::RayService> = Api::namespaced(c.client.clone(), "default");
     rss.create(&PostParams::default(), &super::gated::service("svc", "1", "2.46.0")).await.unwrap();
     wait_for(&rss, "svc", "Ready", super::gated::ready).await;
@@ -525,13 +526,62 @@ async fn a_gated_rayservice_upgrade_does_not_time_out_the_serving_slice() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(slices, 2, "the upgrade's slice waits beside the serving one");
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    tokio::time::sleep(Duration::from_secs(7)).await;
     let w = c.workloads().get(&name).await.unwrap();
     assert!(reserved(&w) && !w.is_finished(), "{w:?}");
     assert_eq!(condition(&w, condition::PODS_READY).map(|p| p.0), Some("True".into()));
     assert!(condition(&w, condition::EVICTED).is_none(), "{w:?}");
     let pending: Vec<Workload> = c.workloads().list(&ListParams::default()).await.unwrap().items.into_iter().filter(|w| !reserved(w)).collect();
     assert_eq!(pending.len(), 1, "the upgrade's slice still waits for quota");
+}
+
+/// Issue 47: an upgrade whose new head never starts, with waitForPodsReady on. Kueue's RayService
+/// integration reads PodsReady from the service's `Ready` condition (`rayservice_controller.go`
+/// `PodsReady`), and KubeRay keeps Ready True while the active cluster serves; so the admitted
+/// replacement slice is not evicted, the service is not suspended and its active cluster serves
+/// throughout, two timeouts long. (Before, the broken pending cluster's pods decided, the
+/// chain was evicted at the timeout and the healthy active cluster deleted with it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_rayservice_upgrade_does_not_evict_the_serving_version() {
+    let _serial = SERIAL.lock().await;
+    // The timeout leaves the first cluster time to serve: Ready, not Running pods, now decides.
+    let c = ray_cluster_with(PodsReadyConfig::with_timeout(Duration::from_secs(6)), "6").await;
+    let rss: Api<quotagate::api::ray::RayService> = Api::namespaced(c.client.clone(), "default");
+    let rcs: Api<quotagate::api::ray::RayCluster> = Api::namespaced(c.client.clone(), "default");
+    rss.create(&PostParams::default(), &super::gated::service("svc", "1", "2.46.0")).await.unwrap();
+    let rs = wait_for(&rss, "svc", "Ready", super::gated::ready).await;
+    let serving = super::gated::active(&rs).unwrap();
+    let fail = quotagate::embedded::sim::node::FAIL_ANNOTATION;
+    rss.patch(
+        "svc",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"spec": {"rayClusterConfig": {"rayVersion": "2.47.0",
+            "headGroupSpec": {"template": {"metadata": {"annotations": {fail: "true"}}}}}}})),
+    )
+    .await
+    .unwrap();
+    // The replacement slice is admitted (4 cpu of 6) and the broken head is tried.
+    let rs = wait_for(&rss, "svc", "a pending cluster", |rs| super::gated::pending(rs).is_some()).await;
+    let broken = super::gated::pending(&rs).unwrap();
+    wait_for(&rcs, &broken, "the broken cluster ungated", |rc| {
+        !quotagate::api::conditions::is_true(rc.status.as_ref().and_then(|s| s.conditions.as_deref()), "QuotaGated")
+            && rc.status.as_ref().and_then(|s| s.reason.as_deref()).is_some_and(|r| r.starts_with("CrashLoopBackOff"))
+    })
+    .await;
+    // Two timeouts: every 100 ms the service is ready, unsuspended and served by the old cluster.
+    for _ in 0..120 {
+        let rs = rss.get("svc").await.unwrap();
+        assert!(super::gated::ready(&rs), "the service stopped serving: {:?}", rs.status);
+        assert_eq!(rs.spec.suspend, Some(false), "the service was suspended");
+        assert_eq!(super::gated::active(&rs).as_deref(), Some(serving.as_str()));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let wls = c.workloads().list(&ListParams::default()).await.unwrap().items;
+    assert!(wls.iter().all(|w| condition(w, condition::EVICTED).is_none()), "{wls:?}");
+    let live: Vec<&Workload> = wls.iter().filter(|w| reserved(w) && !w.is_finished()).collect();
+    assert_eq!(live.len(), 1, "the replacement slice holds the chain: {wls:?}");
+    assert_eq!(condition(live[0], condition::PODS_READY).map(|p| p.0), Some("True".into()));
+    c.quota.assert_safe();
 }
 
 /// "Long PodsReady timeout": "Should emit the PodsReadyToEvictedTimeSeconds metric": a workload

@@ -212,19 +212,14 @@ impl GenericJob for RayServiceJob {
         !self.children.is_empty()
     }
 
-    /// From the pods of its clusters (not Serve's readiness): every live child the quota covers has
-    /// all its pods Running and Ready. A child still gated (`QuotaGated=True`, an upgrade waiting for
-    /// its slice) has no pods to wait for yet.
+    /// The RayService's `Ready` condition, as Kueue's RayService integration decides it: True while a
+    /// serve endpoint is ready. A broken or gated upgrade's pending cluster does not make a serving
+    /// service not ready, so waitForPodsReady never evicts the serving version for the new one's
+    /// failure (a stuck upgrade is bounded by the upgrade deadline instead); a service that never
+    /// serves is evicted at the timeout, as Kueue has it.
     fn pods_ready(&self) -> bool {
-        let covered: Vec<&RayCluster> = self
-            .children
-            .iter()
-            .filter(|rc| rc.metadata.deletion_timestamp.is_none())
-            .filter(|rc| {
-                !crate::api::conditions::is_true(rc.status.as_ref().and_then(|s| s.conditions.as_deref()), c::COND_QUOTA_GATED)
-            })
-            .collect();
-        !covered.is_empty() && covered.iter().all(|rc| super::raycluster::cluster_pods_ready(rc))
+        !self.children.is_empty()
+            && crate::api::conditions::is_true(self.rs.status.as_ref().and_then(|s| s.conditions.as_deref()), c::COND_READY)
     }
 
     /// Every change of demand goes through slices: the upgrade's pending cluster is a scale-up of the

@@ -519,12 +519,22 @@ fn ray_jobs_report_pods_ready_from_their_pods() {
         "spec": {"rayClusterConfig": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "h"}]}}}}}
     }))
     .unwrap();
-    let job = |children: Vec<RayCluster>| RayServiceJob { rs: rs.clone(), children, live: Default::default(), slices: 1 };
-    let ready = rc("svc-a", "True", 1, 1, Some("False"), 2);
-    let gated = rc("svc-b", "False", 0, 1, Some("True"), 2);
-    let covered_not_ready = rc("svc-b", "True", 0, 1, Some("False"), 2);
-    assert!(!job(vec![]).pods_ready(), "no cluster, no pods");
-    assert!(job(vec![ready.clone()]).pods_ready());
-    assert!(job(vec![ready.clone(), gated]).pods_ready(), "a gated upgrade does not make the service not ready");
-    assert!(!job(vec![ready, covered_not_ready]).pods_ready(), "a covered cluster's pods count");
+    let with_ready = |status: &str| {
+        let mut rs = rs.clone();
+        rs.status = Some(serde_json::from_value(json!({"conditions": [{"type": "Ready", "status": status,
+            "reason": "x", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]})).unwrap());
+        rs
+    };
+    let job = |rs: RayService, children: Vec<RayCluster>| RayServiceJob { rs, children, live: Default::default(), slices: 1 };
+    let serving = rc("svc-a", "True", 1, 1, Some("False"), 2);
+    let broken_pending = rc("svc-b", "False", 0, 1, Some("False"), 2);
+    // Kueue's RayService integration: the service's Ready condition, not its clusters' pods.
+    assert!(!job(with_ready("True"), vec![]).pods_ready(), "no cluster, no pods");
+    assert!(!job(rs.clone(), vec![serving.clone()]).pods_ready(), "no Ready condition yet");
+    assert!(job(with_ready("True"), vec![serving.clone()]).pods_ready());
+    assert!(!job(with_ready("False"), vec![serving.clone()]).pods_ready(), "a service not serving is not ready");
+    assert!(
+        job(with_ready("True"), vec![serving, broken_pending]).pods_ready(),
+        "a broken pending cluster does not make a serving service not ready"
+    );
 }
