@@ -358,6 +358,11 @@ struct RunArgs {
     /// KubeRay's feature gates, as `Name=true,...` (KubeRay v1.7 names and defaults; see README).
     #[arg(long, default_value = "", value_parser = quotagate::api::ray::features::parse)]
     feature_gates: RayFeatureGates,
+    /// Drop a RayService upgrade whose pending cluster has not taken the traffic this long after quota
+    /// admitted it (releasing its quota; the active cluster keeps serving). Per service with the
+    /// `quotagate.io/upgrade-deadline` annotation. Off by default, as KubeRay has no such bound.
+    #[arg(long, value_parser = parse_duration)]
+    upgrade_deadline: Option<Duration>,
     /// Kueue's PrioritizePreemptorWorkloads feature gate (alpha, off in Kueue): a preemptor waiting
     /// for its victims goes before other ClusterQueues' heads, so they cannot take its quota. Also
     /// on with `featureGates: {PrioritizePreemptorWorkloads: true}` in `--config`.
@@ -573,6 +578,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         admission_fair_sharing: config.as_ref().and_then(|c| c.admission_fair_sharing()),
         ray: (!args.no_ray_operator).then(|| if args.embedded { args.sim.dashboards() } else { Dashboards::Http }),
         ray_gates: args.feature_gates,
+        upgrade_deadline: args.upgrade_deadline,
         prioritize_preemptor_workloads: args.prioritize_preemptor_workloads
             || config.as_ref().is_some_and(|c| c.prioritize_preemptor_workloads()),
         frameworks: config.as_ref().map(|c| c.frameworks()).unwrap_or_default(),

@@ -43,6 +43,8 @@ pub struct ManagerOptions {
     pub extra_metrics: Option<health::ExtraMetrics>,
     /// KubeRay feature gates (`--feature-gates`): what the Ray controllers' validation accepts.
     pub ray_gates: crate::api::ray::validation::RayFeatureGates,
+    /// `--upgrade-deadline`: the RayService controller's default upgrade deadline (`None`: off).
+    pub upgrade_deadline: Option<Duration>,
     /// The scheduler's latest reasoning per pending workload, served for `quotagate explain`.
     pub explanations: crate::jobframework::admission::Explanations,
     /// Serve the web view on this listener (`--ui-addr`).
@@ -81,6 +83,7 @@ impl Default for ManagerOptions {
             ray: None,
             extra_metrics: None,
             ray_gates: Default::default(),
+            upgrade_deadline: None,
             explanations: Default::default(),
             ui: None,
             cycle_stats: Default::default(),
@@ -162,7 +165,7 @@ pub async fn run_manager(
         tasks.push(crate::jobframework::retention::spawn(client.clone(), after, rx.clone()));
     }
     if let Some(dashboards) = opts.ray.clone() {
-        tasks.push(spawn_ray_operator_when_leader(client.clone(), dashboards, opts.ray_gates, rx.clone()));
+        tasks.push(spawn_ray_operator_when_leader(client.clone(), dashboards, opts.ray_gates, opts.upgrade_deadline, rx.clone()));
     }
     let (queued, events_task) = crate::jobframework::events::QueuedRecorder::spawn(recorder.clone(), 4096);
     tasks.push(events_task);
@@ -295,6 +298,7 @@ fn spawn_ray_operator_when_leader(
     client: Client,
     dashboards: super::ray::Dashboards,
     gates: crate::api::ray::validation::RayFeatureGates,
+    upgrade_deadline: Option<Duration>,
     mut leader: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
@@ -303,7 +307,7 @@ fn spawn_ray_operator_when_leader(
                 return;
             }
         }
-        let _operator = super::ray::spawn_ray_operator(client, &dashboards, gates);
+        let _operator = super::ray::spawn_ray_operator(client, &dashboards, gates, upgrade_deadline);
         std::future::pending::<()>().await
     })
 }

@@ -60,11 +60,18 @@ impl std::fmt::Debug for Dashboards {
 pub struct RayOperator(#[allow(dead_code)] Tasks);
 
 /// Spawns the Ray controllers; they run until the returned handle is dropped.
-pub fn spawn_ray_operator(client: kube::Client, dashboards: &Dashboards, gates: RayFeatureGates) -> RayOperator {
+/// `upgrade_deadline` is the RayService controller's default (`--upgrade-deadline`).
+pub fn spawn_ray_operator(
+    client: kube::Client,
+    dashboards: &Dashboards,
+    gates: RayFeatureGates,
+    upgrade_deadline: Option<Duration>,
+) -> RayOperator {
     let mut clusters = clusterctl::Context::new(client.clone());
     clusters.config.gates = gates;
     let mut services = rsctl::Context::new(client.clone(), dashboards.factory());
     services.config.gates = gates;
+    services.config.upgrade_deadline = upgrade_deadline;
     let mut jobs = rjctl::Context::new(client, dashboards.jobs());
     jobs.config.gates = gates;
     if let Dashboards::Simulated(_) = dashboards {

@@ -264,3 +264,65 @@ async fn a_process_restart_with_a_data_dir_keeps_the_serving_cluster_as_it_was()
     handle.await.unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 47 item 4, beyond KubeRay: an upgrade whose new head never starts would hold its surge quota
+/// for ever. With `quotagate.io/upgrade-deadline: 3s`, 3 s after quota admits the pending cluster it
+/// is dropped: deleted, the ClusterQueue back to what the serving cluster holds, a Warning event and
+/// the recorded spec say why. The service serves throughout, the broken spec is not tried again, and
+/// a fixed spec upgrades as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_upgrade_is_dropped_at_its_deadline_and_its_quota_released() {
+    let s = Scenario::start("6", 6000).await;
+    let mut svc = super::gated::service("rs", "1", "2.46.0");
+    svc.annotations_mut().insert("quotagate.io/upgrade-deadline".into(), "3s".into());
+    let a = s.serving(svc).await;
+    s.wait_cq_cpu(2000).await;
+    let fail = quotagate::embedded::sim::node::FAIL_ANNOTATION;
+    let broken_spec = json!({"spec": {"rayClusterConfig": {"rayVersion": "2.47.0",
+        "headGroupSpec": {"template": {"metadata": {"annotations": {fail: "true"}}}}}}});
+    s.services().patch("rs", &PatchParams::default(), &Patch::Merge(&broken_spec)).await.unwrap();
+    let rs = s.wait_rs("rs", "a pending cluster", |r| pending(r).is_some()).await;
+    let broken = pending(&rs).unwrap();
+    s.wait_cq_cpu(4000).await;
+    // Every 100 ms until the drop: the old cluster serves.
+    let mut dropped = None;
+    for _ in 0..300 {
+        let rs = s.services().get("rs").await.unwrap();
+        assert!(super::gated::ready(&rs), "the service stopped serving: {:?}", rs.status);
+        assert_eq!(active(&rs).as_deref(), Some(a.as_str()));
+        if pending(&rs).is_none() && rs.annotations().contains_key("quotagate.io/failed-upgrade") {
+            dropped = Some(rs);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let rs = dropped.expect("the broken upgrade was dropped within 30 s");
+    let upgrade = rs.status.as_ref().and_then(|st| st.conditions.as_ref()).and_then(|cs| cs.iter().find(|c| c.type_ == "UpgradeInProgress")).cloned().unwrap();
+    assert!(upgrade.message.contains("deadline"), "{upgrade:?}");
+    s.wait_gone(&broken).await;
+    s.wait_cq_cpu(2000).await;
+    let events: Api<Event> = Api::namespaced(s.c.client.clone(), NS);
+    let warned = events.list(&ListParams::default()).await.unwrap().items.into_iter().any(|e| {
+        e.reason.as_deref() == Some("UpgradeDeadlineExceeded")
+            && e.type_.as_deref() == Some("Warning")
+            && e.note.as_deref().is_some_and(|n| n.contains(&broken))
+    });
+    assert!(warned, "a Warning event names the dropped cluster");
+    // Not tried again: for 3 s only the serving cluster exists.
+    for _ in 0..30 {
+        let names: Vec<String> = s.clusters().list(&ListParams::default()).await.unwrap().items.iter().map(|c| c.name_any()).collect();
+        assert_eq!(names, [a.clone()], "the failed spec was tried again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // A fixed spec upgrades.
+    let fixed = json!({"spec": {"rayClusterConfig": {"rayVersion": "2.48.0",
+        "headGroupSpec": {"template": {"metadata": {"annotations": {fail: null}}}}}}});
+    s.services().patch("rs", &PatchParams::default(), &Patch::Merge(&fixed)).await.unwrap();
+    s.wait_rs("rs", "the fixed upgrade promoted", |r| {
+        active(r).is_some_and(|n| n != a) && pending(r).is_none() && super::gated::ready(r)
+    })
+    .await;
+    s.wait_cq_cpu(2000).await;
+    s.inv.assert_clean();
+    s.c.quota.assert_safe();
+}

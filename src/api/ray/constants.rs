@@ -195,6 +195,16 @@ pub const ANNOTATION_CLUSTER_DELETION_DEADLINES: &str = "quotagate.io/cluster-de
 pub const ANNOTATION_SERVED_CONFIG_HASH: &str = "quotagate.io/served-config-hash";
 /// On a child RayCluster: `"<config hash> <Ray's message>"` when Ray refused that config (HTTP 400).
 pub const ANNOTATION_REJECTED_SERVE_CONFIG: &str = "quotagate.io/rejected-serve-config";
+/// On a RayService: how long an upgrade's pending cluster may run (from the moment quota admits it)
+/// without taking the traffic; past it the pending cluster is dropped and its growth released. A Go
+/// duration or whole seconds, as `ray.io/initializing-timeout`; overrides the manager's
+/// `--upgrade-deadline`. Off unless one of them is set (KubeRay has no such bound).
+pub const ANNOTATION_UPGRADE_DEADLINE: &str = "quotagate.io/upgrade-deadline";
+/// On a RayService: the cluster-spec hash of an upgrade dropped at its deadline. That spec is not tried
+/// again until it changes, or until this annotation is removed.
+pub const ANNOTATION_FAILED_UPGRADE: &str = "quotagate.io/failed-upgrade";
+/// RayService Warning event reason: an upgrade's pending cluster passed its deadline and was dropped.
+pub const REASON_UPGRADE_DEADLINE_EXCEEDED: &str = "UpgradeDeadlineExceeded";
 /// RayService `Ready=False` reason: something serves but a Serve application failed to deploy.
 pub const REASON_SERVE_DEPLOY_FAILED: &str = "ServeDeployFailed";
 

@@ -26,7 +26,7 @@ pub(crate) fn step(s: &Snapshot, p: &mut Plan) {
     let mut pending = s.status.pending.clone();
 
     // 1. Does the desired spec need a new cluster, or does a revert cancel the pending one?
-    let decision = spec_decision(s, &mut notes);
+    let decision = spec_decision(s, true, &mut notes);
     apply_spec_decision(s, &decision, active.is_some(), &mut pending, p, "", "");
     let fresh = matches!(decision, SpecDecision::NewPending);
     let active_obj = active.as_deref().and_then(|n| s.cluster(n));
@@ -184,11 +184,16 @@ pub(super) enum SpecDecision {
     Keep,
     NewPending,
     CancelPending,
+    /// The pending cluster ran past the upgrade deadline without taking the traffic: drop it and
+    /// record its spec as failed. The message says so.
+    Abandon(String),
 }
 
 /// KubeRay's `shouldPrepareNewCluster`, plus: reverting to the active spec while the pending cluster is
-/// not yet serving cancels the upgrade instead of building a third cluster (KubeRay #4989's A->B->A).
-pub(super) fn spec_decision(s: &Snapshot, notes: &mut Vec<String>) -> SpecDecision {
+/// not yet serving cancels the upgrade instead of building a third cluster (KubeRay #4989's A->B->A);
+/// a pending cluster past the upgrade deadline is dropped when `may_abandon` (nothing moved to it
+/// yet), and a spec dropped so is not tried again until it changes.
+pub(super) fn spec_decision(s: &Snapshot, may_abandon: bool, notes: &mut Vec<String>) -> SpecDecision {
     let active = s.status.active.as_deref().and_then(|n| s.cluster(n));
     if let Some(pending) = s.status.pending.as_deref() {
         if s.serve_service.as_deref() == Some(pending) {
@@ -205,13 +210,27 @@ pub(super) fn spec_decision(s: &Snapshot, notes: &mut Vec<String>) -> SpecDecisi
             {
                 SpecDecision::NewPending
             }
-            Some(_) => SpecDecision::Keep,
+            Some(c) => match past_deadline(s, c).filter(|_| may_abandon && active.is_some()) {
+                Some(why) => {
+                    notes.push(why.clone());
+                    SpecDecision::Abandon(why)
+                }
+                None => SpecDecision::Keep,
+            },
         };
     }
     match active {
         // Nothing named yet, or the active cluster vanished: a cluster is needed whatever the strategy.
         None => SpecDecision::NewPending,
         Some(a) if s.desired.compare(a) != HashMatch::Different => SpecDecision::Keep,
+        Some(a) if s.failed_upgrade.as_deref() == Some(s.desired.hash.as_str()) => {
+            notes.push(format!(
+                "the upgrade to this cluster spec passed its deadline and was dropped (cluster {} keeps serving): change the spec, or remove the {} annotation, to try again",
+                a.name,
+                crate::api::ray::constants::ANNOTATION_FAILED_UPGRADE
+            ));
+            SpecDecision::Keep
+        }
         Some(_) if s.strategy.prepares_new_cluster() => SpecDecision::NewPending,
         Some(a) => {
             notes.push(format!(
@@ -260,6 +279,33 @@ pub(crate) fn apply_spec_decision(
                 );
             }
         }
+        SpecDecision::Abandon(why) => {
+            if pending.take().is_some() {
+                p.actions.push(Action::RecordFailedUpgrade {
+                    hash: s.desired.hash.clone(),
+                });
+                p.event(
+                    EventType::Warning,
+                    crate::api::ray::constants::REASON_UPGRADE_DEADLINE_EXCEEDED,
+                    why.clone(),
+                );
+            }
+        }
         SpecDecision::Keep => {}
     }
+}
+
+/// Why the pending cluster `c` is past the upgrade deadline, if it is: it has been allowed to run
+/// (admitted) for longer than the deadline.
+fn past_deadline(s: &Snapshot, c: &ChildCluster) -> Option<String> {
+    let deadline = s.upgrade_deadline?;
+    let since = c.running_since?;
+    let due = since.checked_add(deadline).ok()?;
+    (s.now >= due).then(|| {
+        format!(
+            "pending cluster {} did not take the traffic within the upgrade deadline ({}s after quota admitted it): the upgrade is dropped and the cluster deleted to release its quota; the active cluster keeps serving",
+            c.name,
+            deadline.as_secs()
+        )
+    })
 }

@@ -64,6 +64,8 @@ pub struct Config {
     pub incremental_timer_only: bool,
     /// KubeRay feature gates (`--feature-gates`) for validation.
     pub gates: RayFeatureGates,
+    /// `--upgrade-deadline`: the default of `quotagate.io/upgrade-deadline` (`None`: off, as KubeRay).
+    pub upgrade_deadline: Option<Duration>,
 }
 
 impl Default for Config {
@@ -78,6 +80,7 @@ impl Default for Config {
             requeue: super::lifecycle::REQUEUE,
             incremental_timer_only: false,
             gates: RayFeatureGates::default(),
+            upgrade_deadline: None,
         }
     }
 }
@@ -362,6 +365,11 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
             .annotations()
             .get(c::ANNOTATION_INITIALIZING_TIMEOUT)
             .and_then(|v| duration::parse_timeout(v).ok()),
+        upgrade_deadline: match rs.annotations().get(c::ANNOTATION_UPGRADE_DEADLINE) {
+            Some(v) => duration::parse_timeout(v).ok(),
+            None => ctx.config.upgrade_deadline.and_then(|d| jiff::SignedDuration::try_from(d).ok()),
+        },
+        failed_upgrade: rs.annotations().get(c::ANNOTATION_FAILED_UPGRADE).cloned(),
         exclude_head_from_serve: rs.spec.excludes_head_from_serve(),
         desired: desired_cluster(rs),
         status: prior,
@@ -593,6 +601,7 @@ fn failure_reason(action: &Action) -> &'static str {
         Action::SetRoute { .. } => "FailedToUpdateHTTPRoute",
         Action::PointServices { .. } => "FailedToUpdateService",
         Action::DeleteServices => "FailedToDeleteService",
+        Action::RecordFailedUpgrade { .. } => "FailedToUpdateRayService",
         Action::SetHeadServeLabel { .. } => "FailedToUpdateHeadPodServeLabel",
         Action::AddFinalizer | Action::RemoveFinalizer => "FailedToUpdateFinalizer",
     }
@@ -678,7 +687,17 @@ async fn act(
             }
             Ok(())
         }
+        Action::RecordFailedUpgrade { hash } => record_failed_upgrade(ns, name, hash, ctx, rv).await,
     }
+}
+
+/// Writes `quotagate.io/failed-upgrade` on the RayService, guarded like every write to it.
+async fn record_failed_upgrade(ns: &str, name: &str, hash: &str, ctx: &Context, rv: &mut String) -> Result<(), Error> {
+    let rs_api: Api<RayService> = Api::namespaced(ctx.client.clone(), ns);
+    let patch = guarded(json!({ "metadata": { "annotations": { c::ANNOTATION_FAILED_UPGRADE: hash } } }), rv);
+    let updated = rs_api.patch(name, &PatchParams::default(), &merge(patch)).await?;
+    *rv = updated.resource_version().unwrap_or_default();
+    Ok(())
 }
 
 /// Adds or removes the RayService's finalizer (`action` says which).

@@ -213,3 +213,108 @@ fn a_head_failure_is_announced_on_the_rayservice_once() {
     pending_mut(&mut s, "rs-b").head_failing = Some(why.replace("(2 in a row)", "(3 in a row)"));
     assert!(plan(&s).events.iter().any(|e| e.reason == "HeadPodBackOff"));
 }
+
+/// The upgrade deadline (issue 47 item 4): a pending cluster admitted longer ago than the deadline,
+/// not yet switched to, is dropped with a Warning event; its spec is recorded as failed, and the
+/// active cluster keeps the Services.
+#[test]
+fn a_pending_cluster_past_the_upgrade_deadline_is_dropped_and_recorded() {
+    let mut s = upgrading();
+    s.upgrade_deadline = Some(jiff::SignedDuration::from_mins(10));
+    pending_mut(&mut s, "rs-b").running_since = Some(super::tests::ts("2026-11-22T04:55:00Z"));
+    let p = plan(&s);
+    assert_eq!(super::tests::names(&p), (Some("rs-a".into()), Some("rs-b".into())), "5 of 10 minutes: kept");
+    assert!(p.events.iter().all(|e| e.type_ != EventType::Warning));
+
+    pending_mut(&mut s, "rs-b").running_since = Some(super::tests::ts("2026-11-22T04:50:00Z"));
+    let p = plan(&s);
+    assert_eq!(super::tests::names(&p), (Some("rs-a".into()), None));
+    assert!(p.actions.contains(&Action::RecordFailedUpgrade { hash: "B".into() }), "{:?}", p.actions);
+    let warning = p.events.iter().find(|e| e.reason == "UpgradeDeadlineExceeded").expect("a Warning event");
+    assert_eq!(warning.type_, EventType::Warning);
+    assert!(warning.message.contains("rs-b") && warning.message.contains("600s"), "{}", warning.message);
+    assert!(!p.actions.iter().any(|a| matches!(a, Action::PointServices { .. })), "the Services stay on rs-a");
+    assert!(cond_of(&p, cond::UPGRADE_IN_PROGRESS).2.contains("upgrade deadline"));
+    assert_eq!(cond_of(&p, cond::READY).0, "True");
+}
+
+/// No deadline (KubeRay's behaviour), a cluster still gated (its wait for quota does not count), or
+/// one the Services already point at (the commit point passed): nothing is dropped.
+#[test]
+fn the_upgrade_deadline_spares_gated_switched_and_unbounded_upgrades() {
+    let long_ago = Some(super::tests::ts("2026-11-22T01:00:00Z"));
+    let mut unbounded = upgrading();
+    pending_mut(&mut unbounded, "rs-b").running_since = long_ago;
+    let mut gated = upgrading();
+    gated.upgrade_deadline = Some(jiff::SignedDuration::from_mins(10));
+    pending_mut(&mut gated, "rs-b").gated = true;
+    let mut switched = upgrading();
+    switched.upgrade_deadline = Some(jiff::SignedDuration::from_mins(10));
+    pending_mut(&mut switched, "rs-b").running_since = long_ago;
+    switched.serve_service = Some("rs-b".into());
+    for (name, s) in [("unbounded", unbounded), ("gated", gated), ("switched", switched)] {
+        let p = plan(&s);
+        assert!(!p.actions.iter().any(|a| matches!(a, Action::RecordFailedUpgrade { .. })), "{name}: {:?}", p.actions);
+        assert!(p.events.iter().all(|e| e.reason != "UpgradeDeadlineExceeded"), "{name}");
+    }
+}
+
+/// After the drop: the failed spec is not tried again (no new pending cluster, the status says why
+/// and how to retry), the dropped cluster is deleted at once, and a changed spec upgrades again.
+#[test]
+fn a_dropped_spec_is_not_retried_until_it_changes() {
+    let mut s = upgrading();
+    s.status.pending = None;
+    s.failed_upgrade = Some("B".into());
+    s.deletion_schedule.insert("rs-b".into(), super::tests::ts("2026-11-22T06:00:00Z"));
+    let p = plan(&s);
+    assert_eq!(super::tests::names(&p), (Some("rs-a".into()), None));
+    assert!(p.actions.contains(&Action::DeleteCluster { name: "rs-b".into() }), "{:?}", p.actions);
+    assert!(!p.actions.iter().any(|a| matches!(a, Action::CreateCluster { .. })));
+    let note = cond_of(&p, cond::UPGRADE_IN_PROGRESS).2;
+    assert!(note.contains("quotagate.io/failed-upgrade"), "{note}");
+
+    s.desired = super::tests::desired("C");
+    let p = plan(&s);
+    assert_eq!(super::tests::names(&p), (Some("rs-a".into()), Some("rs-fresh".into())), "a new spec upgrades");
+}
+
+/// `upgrading()` as an incremental upgrade whose route gives the pending cluster `moved` percent.
+fn incremental_upgrading(moved: i32) -> Snapshot {
+    let mut s = upgrading();
+    s.strategy = UpgradeStrategy::NewClusterWithIncrementalUpgrade;
+    s.status.pending_traffic = TrafficStatus { target_capacity: Some(moved), traffic: Some(moved), last_migrated: None };
+    s.status.active_traffic = TrafficStatus { target_capacity: Some(100), traffic: Some(100 - moved), last_migrated: None };
+    let options = IncrementalOptions {
+        max_surge: 100,
+        step: 20,
+        interval: jiff::SignedDuration::from_secs(1),
+        gateway_class: "istio".into(),
+        timer_only: false,
+    };
+    let traffic = TrafficView {
+        gateway: "rs-gateway".into(),
+        gateway_current: true,
+        gateway_ready: true,
+        route_exists: true,
+        route_ready: true,
+        route_current: true,
+        backends: vec![("rs-a".into(), 100 - moved), ("rs-b".into(), moved)],
+        route_shape_current: true,
+        serve_services: ["rs-a".to_string(), "rs-b".to_string()].into(),
+    };
+    s.incremental = Some((options, traffic));
+    s.upgrade_deadline = Some(jiff::SignedDuration::from_mins(10));
+    pending_mut(&mut s, "rs-b").running_since = Some(super::tests::ts("2026-11-22T01:00:00Z"));
+    s
+}
+
+/// Incremental: past the deadline, a pending cluster nothing moved to yet is dropped; once traffic
+/// moved, the upgrade is past dropping (reverting the spec rolls it back).
+#[test]
+fn the_incremental_deadline_drops_only_before_anything_moved() {
+    let p = plan(&incremental_upgrading(0));
+    assert!(p.actions.contains(&Action::RecordFailedUpgrade { hash: "B".into() }), "{:?}", p.actions);
+    let p = plan(&incremental_upgrading(20));
+    assert!(!p.actions.iter().any(|a| matches!(a, Action::RecordFailedUpgrade { .. })), "{:?}", p.actions);
+}

@@ -137,11 +137,13 @@ pub(crate) fn step(s: &Snapshot, o: &IncrementalOptions, t: &TrafficView, p: &mu
     let (at, pt) = (s.status.active_traffic, s.status.pending_traffic);
 
     // 1. Rollback: the spec left the pending cluster's after traffic or capacity moved to it.
-    let (rolling_back, keep_spec) = rollback(s, t, active_obj, stored_pending_obj, &active, &pending, p);
+    let (rolling_back, keep_spec, moved) = rollback(s, t, active_obj, stored_pending_obj, &active, &pending, p);
     let decision = if rolling_back || keep_spec {
         SpecDecision::Keep
     } else {
-        spec_decision(s, &mut notes)
+        // Past the upgrade deadline, a pending cluster is dropped only while nothing has moved to
+        // it; after that, reverting the spec rolls back.
+        spec_decision(s, !moved, &mut notes)
     };
     apply_spec_decision(
         s,
@@ -318,8 +320,9 @@ fn route_weight(t: &TrafficView, name: &str, stored: Option<i32>, default: i32) 
 }
 
 /// Whether to roll back (the spec left the pending cluster's after traffic or capacity moved to it,
-/// and the active cluster is there to go back to), and whether the spec decision is held either way.
-/// With the active cluster gone, the upgrade continues, with a Warning event.
+/// and the active cluster is there to go back to), whether the spec decision is held either way, and
+/// whether traffic or capacity moved at all. With the active cluster gone, the upgrade continues,
+/// with a Warning event.
 fn rollback(
     s: &Snapshot,
     t: &TrafficView,
@@ -328,7 +331,7 @@ fn rollback(
     active: &Option<String>,
     pending: &Option<String>,
     p: &mut Plan,
-) -> (bool, bool) {
+) -> (bool, bool, bool) {
     let (at, pt) = (s.status.active_traffic, s.status.pending_traffic);
     let moved = stored_pending_obj.is_some_and(|pc| {
         route_weight(t, &pc.name, pt.traffic, 0) > 0
@@ -349,7 +352,7 @@ fn rollback(
             ),
         );
     }
-    (rolling_back, moved && spec_left_pending)
+    (rolling_back, moved && spec_left_pending, moved)
 }
 
 /// Pushes the Serve config, with its capacity, to each target where it is due; returns the clusters

@@ -136,6 +136,8 @@ impl World {
             strategy: UpgradeStrategy::NewClusterWithIncrementalUpgrade,
             deletion_delay: SignedDuration::from_secs(60),
             initializing_timeout: None,
+            upgrade_deadline: None,
+            failed_upgrade: None,
             exclude_head_from_serve: false,
             desired: DesiredCluster {
                 hash: self.desired.clone(),

@@ -115,12 +115,14 @@ pub fn child_view(rc: &RayCluster, pods: &[Pod], serve: ServeObservation) -> Chi
         pod_label(p, c::LABEL_NODE_TYPE) == Some(c::NODE_TYPE_HEAD)
             && p.metadata.deletion_timestamp.is_none()
     });
+    let gated = ann(GATE_ANNOTATION).is_some_and(|v| v == "true");
     ChildCluster {
+        running_since: (!gated).then(|| running_since(rc)).flatten(),
         name: rc.metadata.name.clone().unwrap_or_default(),
         hash: ann(c::ANNOTATION_HASH_WITHOUT_REPLICAS),
         num_worker_groups: ann(c::ANNOTATION_NUM_WORKER_GROUPS).and_then(|v| v.parse().ok()),
         operator_version: ann(c::ANNOTATION_KUBERAY_VERSION),
-        gated: ann(GATE_ANNOTATION).is_some_and(|v| v == "true"),
+        gated,
         head_ready,
         own_config_known: ann(SERVED_CONFIG_TEXT_ANNOTATION)
             .is_some_and(|text| ann(SERVED_CONFIG_ANNOTATION) == Some(serve_config_hash(&text))),
@@ -139,6 +141,22 @@ pub fn child_view(rc: &RayCluster, pods: &[Pod], serve: ServeObservation) -> Chi
             .as_ref()
             .and_then(|s| s.reason.clone())
             .filter(|r| r.starts_with(crate::rayservice::clusterctl::head_backoff::REASON_PREFIX)),
+    }
+}
+
+/// When an ungated cluster's pods were first allowed: the `QuotaGated=False` transition, or its
+/// creation when it never had the gate. `None` while its controller still reports it gated (the gate
+/// has just opened): a long wait for quota does not count against the upgrade's deadline.
+fn running_since(rc: &RayCluster) -> Option<jiff::Timestamp> {
+    let gate = rc
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == c::COND_QUOTA_GATED));
+    match gate {
+        Some(g) if g.status == crate::api::conditions::FALSE => Some(g.last_transition_time.0),
+        Some(_) => None,
+        None => rc.metadata.creation_timestamp.as_ref().map(|t| t.0),
     }
 }
 

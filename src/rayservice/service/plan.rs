@@ -78,6 +78,11 @@ pub enum Action {
     },
     /// Delete the RayService-owned Services (suspend).
     DeleteServices,
+    /// Record on the RayService (`quotagate.io/failed-upgrade`) that the upgrade to this cluster-spec
+    /// hash was dropped at its deadline.
+    RecordFailedUpgrade {
+        hash: String,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -123,6 +123,9 @@ pub struct ChildCluster {
     /// Serve's `target_capacity` as the dashboard reported it this pass, rounded to a whole percent
     /// (`None`: unset, or not asked).
     pub reported_capacity: Option<i32>,
+    /// Since when its pods may run: the gate's opening (`QuotaGated=False`), or its creation when it
+    /// never had a gate; `None` while gated. The upgrade deadline counts from here.
+    pub running_since: Option<Timestamp>,
 }
 
 /// Which clusters the quota admission covers. The gate is driven from outside; the decisions only read it.
@@ -269,6 +272,11 @@ pub struct Snapshot {
     pub deletion_delay: SignedDuration,
     /// Parsed `ray.io/initializing-timeout` annotation.
     pub initializing_timeout: Option<SignedDuration>,
+    /// How long an admitted pending cluster may take to be switched to (`quotagate.io/upgrade-deadline`,
+    /// else the manager's default); `None`: unbounded, as in KubeRay.
+    pub upgrade_deadline: Option<SignedDuration>,
+    /// `quotagate.io/failed-upgrade`: the cluster-spec hash of an upgrade dropped at its deadline.
+    pub failed_upgrade: Option<String>,
     pub exclude_head_from_serve: bool,
     pub desired: DesiredCluster,
     pub status: PriorStatus,

@@ -39,6 +39,8 @@ pub(super) fn base() -> Snapshot {
         strategy: UpgradeStrategy::NewCluster,
         deletion_delay: SignedDuration::from_secs(60),
         initializing_timeout: None,
+        upgrade_deadline: None,
+        failed_upgrade: None,
         exclude_head_from_serve: false,
         desired: desired("A"),
         status: PriorStatus::default(),
@@ -88,6 +90,7 @@ pub(super) fn cluster(name: &str, hash: &str) -> ChildCluster {
         deleting: false,
         reported_capacity: None,
         head_failing: None,
+        running_since: None,
     }
 }
 

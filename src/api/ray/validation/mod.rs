@@ -113,17 +113,12 @@ pub fn validate_ray_service_with(rs: &RayService, gates: RayFeatureGates) -> Vec
         &mut errs,
     );
     let annotations = rs.metadata.annotations.clone().unwrap_or_default();
-    if let Some(timeout) = annotations
-        .get(c::ANNOTATION_INITIALIZING_TIMEOUT)
-        .filter(|v| !v.is_empty())
-        && let Err(msg) = parse_initializing_timeout(timeout)
-    {
-        errs.push(FieldError::invalid(
-            &meta
-                .child("annotations")
-                .key(c::ANNOTATION_INITIALIZING_TIMEOUT),
-            msg,
-        ));
+    for key in [c::ANNOTATION_INITIALIZING_TIMEOUT, c::ANNOTATION_UPGRADE_DEADLINE] {
+        if let Some(value) = annotations.get(key).filter(|v| !v.is_empty())
+            && let Err(msg) = syntax::parse_annotation_duration(key, value)
+        {
+            errs.push(FieldError::invalid(&meta.child("annotations").key(key), msg));
+        }
     }
 
     let spec = &rs.spec;

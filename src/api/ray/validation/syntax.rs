@@ -8,27 +8,23 @@ use crate::api::ray::constants as c;
 
 /// `ray.io/initializing-timeout`: a Go duration (`30m`, `1h30m`) or integer seconds, positive.
 pub fn parse_initializing_timeout(raw: &str) -> Result<std::time::Duration, String> {
+    parse_annotation_duration(c::ANNOTATION_INITIALIZING_TIMEOUT, raw)
+}
+
+/// A duration annotation (`key`): a Go duration (`30m`, `1h30m`) or integer seconds, positive.
+pub fn parse_annotation_duration(key: &str, raw: &str) -> Result<std::time::Duration, String> {
     if let Ok(secs) = raw.parse::<i64>() {
         return u64::try_from(secs)
             .ok()
             .filter(|s| *s > 0)
             .map(std::time::Duration::from_secs)
-            .ok_or_else(|| {
-                format!(
-                    "annotation {} must be a positive integer (seconds), got {raw}",
-                    c::ANNOTATION_INITIALIZING_TIMEOUT
-                )
-            });
+            .ok_or_else(|| format!("annotation {key} must be a positive integer (seconds), got {raw}"));
     }
     match parse_go_duration(raw) {
         Some(d) if d > 0.0 => Ok(std::time::Duration::from_secs_f64(d)),
-        Some(_) => Err(format!(
-            "annotation {} must be a positive duration, got {raw}",
-            c::ANNOTATION_INITIALIZING_TIMEOUT
-        )),
+        Some(_) => Err(format!("annotation {key} must be a positive duration, got {raw}")),
         None => Err(format!(
-            "annotation {} has invalid format {raw:?}: expected a Go duration such as 5m or 1h, or positive integer seconds",
-            c::ANNOTATION_INITIALIZING_TIMEOUT
+            "annotation {key} has invalid format {raw:?}: expected a Go duration such as 5m or 1h, or positive integer seconds"
         )),
     }
 }

@@ -608,6 +608,16 @@ fn ray_service_rules() {
             "positive duration",
         ),
         (
+            "bad upgrade deadline",
+            vec![(
+                "metadata.annotations",
+                json!({"quotagate.io/upgrade-deadline": "a while"}),
+            )],
+            "metadata.annotations[quotagate.io/upgrade-deadline]".into(),
+            ErrorType::Invalid,
+            "invalid format",
+        ),
+        (
             "cluster rules apply under rayClusterConfig",
             vec![(
                 "spec.rayClusterConfig.workerGroupSpecs.0.minReplicas",
