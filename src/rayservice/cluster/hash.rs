@@ -92,9 +92,9 @@ fn muted(spec: &RayClusterSpec) -> RayClusterSpec {
         g.replicas = None;
         g.min_replicas = None;
         g.max_replicas = None;
-        if let Some(ss) = g.scale_strategy.as_mut() {
-            ss.workers_to_delete = None;
-        }
+        // KubeRay's `ScaleStrategy` is a value struct: with `workersToDelete` cleared, an absent and
+        // an empty `scaleStrategy` hash alike (an autoscaler's first scale-down adds it).
+        g.scale_strategy = None;
         if let Some(pod) = g.template.spec.as_mut() {
             pod.tolerations = None;
             pod.scheduling_gates = None;
@@ -164,6 +164,14 @@ mod tests {
             json!([{"name": "kueue.x-k8s.io/admission"}]);
         v["upgradeStrategy"] = json!({"type": "Recreate"});
         assert_eq!(hash_without_replicas_and_workers_to_delete(&spec(v)), h);
+        // An absent scaleStrategy, an empty one and one the autoscaler filled hash alike (KubeRay's is
+        // a value struct); the chaos I4 check recomputes this hash on a live active cluster.
+        let mut absent = base();
+        absent["workerGroupSpecs"][0].as_object_mut().unwrap().remove("scaleStrategy");
+        let mut empty = base();
+        empty["workerGroupSpecs"][0]["scaleStrategy"] = json!({});
+        assert_eq!(hash_without_replicas_and_workers_to_delete(&spec(absent)), h);
+        assert_eq!(hash_without_replicas_and_workers_to_delete(&spec(empty)), h);
     }
 
     #[test]
