@@ -4,9 +4,9 @@
 //! `QuotaGated=False`, its waiting slice deleted, the active cluster grown and shrunk, and the edits the
 //! webhook must refuse (queue or origin label removed, ownerReferences removed, `managedBy` set). The
 //! run settles in the quota the world was sized with (every service at steady state plus the largest
-//! upgrade's extra, as `plan` sizes it), so every upgrade must complete there; and all along the
-//! watcher's liveness check holds: wanted pods that no slice covers have a slice waiting for them
-//! within `STALL_BOUND`.
+//! upgrade's extra, as `plan` sizes it, with any hand-grown serving cluster taken back), so every
+//! upgrade must complete there; and all along the watcher's liveness check holds: wanted pods that no
+//! slice covers have a slice waiting for them within `STALL_BOUND`.
 
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -163,3 +163,22 @@ pub(super) async fn edit(client: &kube::Client, op: &Op, i: usize) -> Result<Opt
     }
     Ok(None)
 }
+
+/// Service `i`'s active cluster back to at most `workers` replicas (a user undoing `Op::GrowActive`).
+pub(super) async fn shrink_active(client: &kube::Client, i: usize, workers: i32) -> Result<(), kube::Error> {
+    let services: Api<RayService> = Api::namespaced(client.clone(), NS);
+    let clusters: Api<RayCluster> = Api::namespaced(client.clone(), NS);
+    let Some(rs) = services.get_opt(&name(i)).await? else { return Ok(()) };
+    let active = rs.status.as_ref().and_then(|s| s.active_service_status.as_ref()).and_then(|s| s.ray_cluster_name.clone());
+    let Some(rc) = active.filter(|n| !n.is_empty()) else { return Ok(()) };
+    let Some(current) = clusters.get_opt(&rc).await? else { return Ok(()) };
+    let replicas = current.spec.worker_group_specs.as_ref().and_then(|g| g.first()).and_then(|g| g.replicas);
+    if replicas.is_some_and(|r| r > workers) {
+        let p = format!(r#"[{{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":{workers}}}]"#);
+        if let Some(patch) = json_patch(&p) {
+            clusters.patch(&rc, &PatchParams::default(), &patch).await?;
+        }
+    }
+    Ok(())
+}
+

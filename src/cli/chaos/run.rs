@@ -50,6 +50,8 @@ struct Run {
     clusters: Vec<ClusterShape>,
     /// Edits the webhook took that it must refuse (`Op::Refused`).
     taken: Vec<String>,
+    /// Services whose active cluster a user grew by hand (`Op::GrowActive`).
+    grown: Vec<usize>,
 }
 
 /// Retries a user's write a few times (users retry an injected 500 or a conflict); a 404 means the
@@ -193,6 +195,9 @@ impl Run {
             }
             Op::PodsFail(i) => self.fail_pods(*i).await?,
             Op::Ungate(i) | Op::ForgeGated(i) | Op::DeleteSlice(i) | Op::GrowActive(i, _) | Op::Refused(i, _) => {
+                if matches!(op, Op::GrowActive(..)) && !self.grown.contains(i) {
+                    self.grown.push(*i);
+                }
                 match super::hostile::edit(&self.env.client, op, *i).await {
                     Ok(Some(taken)) => self.taken.push(taken),
                     Ok(None) => {}
@@ -289,6 +294,14 @@ impl Run {
         }
         for n in std::mem::take(&mut self.plain) {
             let _ = self.workloads().delete(&n, &DeleteParams::default()).await;
+        }
+        // A user who grew a serving cluster past the world's sizing takes the growth back: as in
+        // Kueue, a growth the quota cannot hold waits for ever (its pods gated), and so would an
+        // upgrade behind it. Taking it back must drop the waiting growth.
+        for i in std::mem::take(&mut self.grown) {
+            if let Some(workers) = self.shapes[i].as_ref().map(|s| s.workers) {
+                retry!("taking the growth back", super::hostile::shrink_active(&self.env.client, i, workers))?;
+            }
         }
         // In the world's own quota, upgrades take turns: each service gets the bound in turn.
         let turns = if self.keep_quota { u32::try_from(self.shapes.len()).unwrap_or(1).max(1) } else { 1 };
@@ -473,6 +486,7 @@ pub(super) async fn run(seed: u64, w: &World, list: &[Op]) -> Result<RunStats, F
         keep_quota: w.keep_quota,
         clusters: w.clusters.clone(),
         taken: Vec::new(),
+        grown: Vec::new(),
     };
     for (i, (queue, milli)) in w.background.iter().enumerate() {
         let n = format!("background-{i}");
