@@ -584,6 +584,44 @@ async fn a_broken_rayservice_upgrade_does_not_evict_the_serving_version() {
     c.quota.assert_safe();
 }
 
+/// Issue 47: a RayService that never serves (its head fails) is evicted at the timeout, as Kueue
+/// does it, and its Workload keeps Kueue's requeue state: the same Workload, requeue count 1 and a
+/// `requeueAt` in the future, with no other slice admitted while the back-off runs (before, the
+/// eviction deleted the Workload and a new one was admitted 0.05 s later, count and back-off lost).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rayservice_that_never_serves_is_evicted_and_keeps_its_requeue_state() {
+    let _serial = SERIAL.lock().await;
+    let c = ray_cluster_with(
+        PodsReadyConfig { backoff_base_seconds: 600, ..PodsReadyConfig::with_timeout(Duration::from_secs(3)) },
+        "6",
+    )
+    .await;
+    let rss: Api<quotagate::api::ray::RayService> = Api::namespaced(c.client.clone(), "default");
+    let mut rs = super::gated::service("svc", "1", "2.46.0");
+    let fail = quotagate::embedded::sim::node::FAIL_ANNOTATION;
+    rs.spec.ray_cluster_config.head_group_spec.template.metadata =
+        Some(serde_json::from_value(serde_json::json!({"annotations": {fail: "true"}})).unwrap());
+    rss.create(&PostParams::default(), &rs).await.unwrap();
+    let name = reserved_workload(&c).await.metadata.name.unwrap();
+    let w = evicted_by_timeout(&c, &name, 1).await;
+    let requeue_at = w.status.as_ref().and_then(|s| s.requeue_state.as_ref()).and_then(|r| r.requeue_at.clone());
+    assert!(requeue_at.is_some_and(|t| t.0 > jiff::Timestamp::now()), "{w:?}");
+    wait_for(&rss, "svc", "suspended", |r| r.spec.suspend == Some(true)).await;
+    wait_for(&c.workloads(), &name, "quota released", |w| !reserved(w)).await;
+    // For 3 s: the evicted Workload is still there with its back-off, and nothing holds quota.
+    for _ in 0..30 {
+        let wls = c.workloads().list(&ListParams::default()).await.unwrap().items;
+        let live: Vec<&Workload> = wls.iter().filter(|w| !w.is_finished()).collect();
+        assert_eq!(live.len(), 1, "one Workload for the service: {wls:?}");
+        assert_eq!(live[0].metadata.name.as_deref(), Some(name.as_str()), "the Workload was replaced");
+        assert!(!reserved(live[0]), "re-admitted during the back-off: {:?}", live[0].status);
+        let count = live[0].status.as_ref().and_then(|s| s.requeue_state.as_ref()).and_then(|r| r.count);
+        assert_eq!(count, Some(1));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    c.quota.assert_safe();
+}
+
 /// "Long PodsReady timeout": "Should emit the PodsReadyToEvictedTimeSeconds metric": a workload
 /// whose pods were ready is deactivated (`spec.active: false`, so evicted with reason Deactivated);
 /// Kueue's `ExpectPodsReadyToEvictedTimeSeconds(prod-cq, Deactivated, "", 1)` is one observation.
