@@ -31,6 +31,7 @@ mod reapply;
 mod rayjob;
 mod visibility;
 mod resilience;
+mod restart_traffic;
 mod scenarios;
 mod stall;
 mod upgrade_failures;
