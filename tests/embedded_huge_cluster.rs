@@ -1,0 +1,131 @@
+//! Issue 41, end to end: a RayCluster asking for 2^31 - 1 workers against `quotagate run --embedded`
+//! as a child process under a small storage quota (4 MiB). Pods are created in bounded batches until
+//! the store refuses more; the process's peak memory stays under a stated bound (512 MiB), a GET
+//! answers throughout (its latencies are printed), and the RayCluster's `ReplicaFailure` condition
+//! (KubeRay's) and a Warning event say why pods stop being created (etcd's "database space exceeded").
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Event, Pod};
+use kube::api::{Api, ListParams, PostParams};
+use kube::{Client, ResourceExt};
+use quotagate::api::ray::RayCluster;
+use serde_json::json;
+use tokio::process::{Child, Command};
+
+/// The stated bound on the process's peak resident set.
+const PEAK_RSS_BOUND_KIB: u64 = 512 * 1024;
+const WATCH: Duration = Duration::from_secs(20);
+
+fn free_addr() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free loopback port");
+    l.local_addr().expect("bound address").to_string()
+}
+
+/// The process's peak resident set (VmHWM), in KiB.
+fn peak_rss_kib(child: &Child) -> u64 {
+    let pid = child.id().expect("running");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM")
+}
+
+fn huge() -> RayCluster {
+    let container = |n: &str| json!({"name": n, "image": "rayproject/ray:2.46.0", "resources": {"requests": {"cpu": "100m"}}});
+    serde_json::from_value(json!({
+        "apiVersion": "ray.io/v1", "kind": "RayCluster",
+        "metadata": {"name": "huge", "namespace": "default"},
+        "spec": {
+            "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [container("ray-head")]}}},
+            "workerGroupSpecs": [{"groupName": "w", "replicas": i32::MAX, "minReplicas": 0, "maxReplicas": i32::MAX,
+                "rayStartParams": {}, "template": {"spec": {"containers": [container("ray-worker")]}}}]
+        }
+    }))
+    .expect("a RayCluster")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_two_billion_worker_cluster_stops_at_the_storage_quota_and_says_why() {
+    let dir = std::env::temp_dir().join(format!("quotagate-huge-cluster-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch directory");
+    let kubeconfig = dir.join("kubeconfig");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_quotagate"))
+        .args(["run", "--embedded", "--storage-quota", "4194304", "--pod-start-delay", "0ms", "--listen"])
+        .arg(free_addr())
+        .arg("--kubeconfig-out")
+        .arg(&kubeconfig)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start quotagate");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let client = loop {
+        if let Ok(kc) = kube::config::Kubeconfig::read_from(&kubeconfig)
+            && let Ok(config) = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await
+            && let Ok(client) = Client::try_from(config)
+            && client.apiserver_version().await.is_ok()
+        {
+            break client;
+        }
+        assert!(Instant::now() < deadline, "the process did not answer within 60 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let clusters: Api<RayCluster> = Api::namespaced(client.clone(), "default");
+    clusters.create(&PostParams::default(), &huge()).await.expect("the API takes the cluster");
+    let base_rss = peak_rss_kib(&child);
+
+    // Every 100 ms for WATCH: a GET of the cluster, timed.
+    let mut latencies = Vec::new();
+    let (start, mut half_rss) = (Instant::now(), 0);
+    while start.elapsed() < WATCH {
+        if half_rss == 0 && start.elapsed() > WATCH / 2 {
+            half_rss = peak_rss_kib(&child);
+        }
+        let t = Instant::now();
+        let got = tokio::time::timeout(Duration::from_secs(5), clusters.get("huge")).await;
+        assert!(matches!(got, Ok(Ok(_))), "a GET went unanswered for 5 s or failed: {got:?}");
+        latencies.push(t.elapsed());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    latencies.sort();
+    let p = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
+    let peak = peak_rss_kib(&child);
+    let pods = Api::<Pod>::namespaced(client.clone(), "default").list(&ListParams::default()).await.expect("pods").items.len();
+    let rc = clusters.get("huge").await.expect("the cluster");
+    let failure = rc
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "ReplicaFailure" && c.status == "True"))
+        .map(|c| format!("{}: {}", c.reason, c.message))
+        .unwrap_or_default();
+    let events = Api::<Event>::namespaced(client.clone(), "default").list(&ListParams::default()).await.expect("events").items;
+    let said: Vec<String> = events
+        .iter()
+        .filter(|e| e.involved_object.name.as_deref() == Some("huge") && e.type_.as_deref() == Some("Warning"))
+        .filter_map(|e| e.message.clone())
+        .collect();
+    println!(
+        "2^31-1 workers under a 4 MiB storage quota: {pods} pods created; GET p50 {:?}, p99 {:?}, max {:?} over {} reads; peak RSS {} MiB (at create {} MiB, at half time {} MiB); ReplicaFailure {failure}",
+        p(0.5),
+        p(0.99),
+        latencies.last().copied().unwrap_or_default(),
+        latencies.len(),
+        peak / 1024,
+        base_rss / 1024,
+        half_rss / 1024
+    );
+    assert!(peak < PEAK_RSS_BOUND_KIB, "peak RSS {} MiB over the bound of {} MiB", peak / 1024, PEAK_RSS_BOUND_KIB / 1024);
+    assert!(pods > 100 && pods < 100_000, "{pods} pods: creation neither started nor stopped");
+    assert!(failure.contains("database space exceeded"), "the ReplicaFailure condition does not say why: {failure:?}");
+    assert!(said.iter().any(|m| m.contains("database space exceeded")), "no Warning event says why: {said:?}");
+    let _ = child.start_kill();
+    let _ = child.wait().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = rc.name_any();
+}
