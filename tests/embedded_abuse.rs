@@ -294,25 +294,38 @@ mod listener {
 
     /// kube-apiserver's max-in-flight filter (issue "bounded under abuse"): past the read limit a
     /// request gets 429 with Retry-After, a watch is not counted, and the in-process controllers'
-    /// client (exempt, as kube-apiserver's loopback client is) is served during the flood.
+    /// client (exempt, as kube-apiserver's loopback client is) is served during the flood; a manager
+    /// over the listener is served too, once kube's client has retried the 429 after Retry-After.
     #[tokio::test]
     async fn a_flood_past_the_in_flight_limit_gets_429_and_the_manager_is_still_served() {
         let limits = ListenerLimits { max_requests_inflight: 2, max_mutating_requests_inflight: 1, ..short() };
         let l = Arc::new(listen("inflight", limits).await);
-        // Every request takes 400 ms in the handler, so the flood overlaps.
-        l.srv.store.faults.set_delay(Some(Duration::from_millis(400)));
+        // Every request takes 2 s in the handler, so the flood overlaps whatever the machine's load.
+        l.srv.store.faults.set_delay(Some(Duration::from_secs(2)));
         let flood: Vec<_> = (0..8)
             .map(|_| {
                 let l = l.clone();
                 tokio::spawn(async move { head_of(&l, l.get("/api/v1/namespaces/default")).await })
             })
             .collect();
-        // While the flood is in flight: the in-process client is served, and so is a watch.
+        // While the flood is in flight: the in-process client is served, and so is a watch. A
+        // manager over the listener (not exempt): kube's client takes the 429, waits the
+        // Retry-After second and is served; a served first try would take the 2 s delay alone.
         tokio::time::sleep(Duration::from_millis(100)).await;
+        let kc = kube::config::Kubeconfig::read_from(l.dir.join("kubeconfig")).unwrap();
+        let over_tcp = kube::Client::try_from(kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap()).unwrap();
+        let manager = tokio::spawn(async move {
+            let began = std::time::Instant::now();
+            let got = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(over_tcp).get("default").await;
+            (got, began.elapsed())
+        });
         let ns: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(l.srv.client());
         assert!(ns.get("default").await.is_ok(), "the in-process client was refused during the flood");
         let watch = head_of(&l, l.get("/api/v1/namespaces/default/configmaps?watch=true")).await;
         assert!(watch.starts_with("HTTP/1.1 200"), "{watch}");
+        let (got, took) = manager.await.unwrap();
+        assert!(got.is_ok(), "a client over the listener was not served after its 429: {got:?}");
+        assert!(took >= Duration::from_millis(2900), "served after {took:?}: no 429 was retried");
         let mut codes = Vec::new();
         for f in flood {
             let head = f.await.unwrap();
