@@ -213,3 +213,45 @@ async fn unknown_and_duplicate_fields_are_refused_warned_or_ignored_as_asked() {
     assert!(kept.ok, "{}", kept.stderr);
     assert_eq!(k.ok(&["get", "widget", "w2", "-o", "jsonpath={.spec.size}"]).await, "5", "the last one wins, as in Go's decoder");
 }
+
+/// The same for built-in kinds, `metadata` and JSON patches (issue 41): a ConfigMap with a field its
+/// kind does not have, or a misspelt metadata field, is refused by kubectl's default Strict in the real
+/// server's words. `kubectl patch` sends no `fieldValidation`, so a JSON patch that adds an undeclared
+/// field gets the server's default, a warning; the same patch asking for Strict is refused.
+#[tokio::test]
+async fn built_in_kinds_metadata_and_json_patches_are_validated_too() {
+    let Some(k) = Kube::start("fieldvalidation-builtin").await else { return };
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c1\ndata:\n  a: \"1\"\n";
+    let bad_field = format!("{cm}dta:\n  b: \"2\"\n");
+    let refused = k.run_with(&["apply", "-f", "-"], Some(&bad_field)).await;
+    assert!(!refused.ok, "{}", refused.stdout);
+    assert!(
+        refused.stderr.contains(r#"ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: unknown field "dta""#),
+        "{}",
+        refused.stderr
+    );
+    let bad_meta = cm.replace("  name: c1\n", "  name: c1\n  lables:\n    x: y\n");
+    let refused = k.run_with(&["apply", "-f", "-"], Some(&bad_meta)).await;
+    assert!(!refused.ok && refused.stderr.contains(r#"unknown field "metadata.lables""#), "{}", refused.stderr);
+    let created = k.run_with(&["apply", "-f", "-"], Some(cm)).await;
+    assert!(created.ok, "{}", created.stderr);
+    let add_unknown = r#"[{"op":"add","path":"/dta","value":{"b":"2"}}]"#;
+    let client = {
+        let kc = kube::config::Kubeconfig::read_from(&k.kubeconfig).unwrap();
+        kube::Client::try_from(kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap()).unwrap()
+    };
+    let cms: kube::Api<k8s_openapi::api::core::v1::ConfigMap> = kube::Api::namespaced(client, "default");
+    let ops: json_patch::Patch = serde_json::from_str(add_unknown).unwrap();
+    let strict = kube::api::PatchParams { field_validation: Some(kube::api::ValidationDirective::Strict), ..Default::default() };
+    let refused = cms.patch("c1", &strict, &kube::api::Patch::<()>::Json(ops)).await;
+    assert!(
+        matches!(&refused, Err(kube::Error::Api(e)) if e.code == 400 && e.message.contains(r#"strict decoding error: unknown field "dta""#)),
+        "{refused:?}"
+    );
+    let warned = k.run_with(&["patch", "configmap", "c1", "--type=json", "-p", add_unknown], None).await;
+    assert!(warned.ok && warned.stderr.contains(r#"Warning: unknown field "dta""#), "{} {}", warned.stdout, warned.stderr);
+    let fine = r#"[{"op":"add","path":"/data/b","value":"2"}]"#;
+    let patched = k.run_with(&["patch", "configmap", "c1", "--type=json", "-p", fine], None).await;
+    assert!(patched.ok, "{}", patched.stderr);
+    assert_eq!(k.ok(&["get", "configmap", "c1", "-o", "jsonpath={.data.b}"]).await, "2");
+}

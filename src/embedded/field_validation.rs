@@ -5,12 +5,13 @@
 //! `Warning` header per field; `Ignore` says nothing.
 //!
 //! What is checked here: duplicate keys anywhere in a JSON body (JSON and the JSON that kubectl sends
-//! as `apply-patch+yaml`), and for kinds defined by a CRD, fields the version's structural schema
-//! does not declare (`properties`, `additionalProperties`, `items`, and
-//! `x-kubernetes-preserve-unknown-fields`), in full objects and in merge or apply patch bodies.
-//! Not checked: unknown fields of built-in kinds and inside `metadata` (a real server checks both),
-//! and unknown fields are not pruned from what is stored when they are accepted (a real server drops
-//! them from a CRD's objects).
+//! as `apply-patch+yaml`), and fields the kind's schema does not declare (`properties`,
+//! `additionalProperties`, `items`, `$ref` and `x-kubernetes-preserve-unknown-fields`): a CRD's
+//! structural schema, a built-in kind's (`builtin_schemas.rs`), and ObjectMeta's for every object's
+//! `metadata`; in full objects, in merge, strategic-merge and apply patch bodies (whose `$`
+//! directives are not fields), and in what a JSON patch makes of the stored object.
+//! Not done: unknown fields are not pruned from what is stored when they are accepted (a real server
+//! drops them).
 
 use std::collections::HashSet;
 use std::fmt;
@@ -82,12 +83,23 @@ pub const MAX_FINDINGS: usize = 64;
 /// The findings for a request body of `info`'s kind. `body` is the raw bytes (for duplicates; only
 /// JSON is scanned) and `value` the decoded object or merge/apply patch.
 pub fn inspect(info: &ResourceInfo, body: &[u8], value: &Value) -> Findings {
-    let mut f = Findings { duplicate: duplicates(body), ..Findings::default() };
-    if let Some(schema) = info.schema.as_deref() {
-        unknown_fields(value, schema, &mut String::new(), true, &mut f.unknown);
+    Findings { duplicate: duplicates(body), unknown: unknown(info, value) }
+}
+
+/// Paths in `value` (an object, or a merge, strategic or apply patch of one) that `info`'s kind does
+/// not declare: against the CRD's schema or the built-in kind's, and `metadata` against ObjectMeta's.
+pub fn unknown(info: &ResourceInfo, value: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let builtin = if info.is_crd { None } else { super::builtin_schemas::builtin(&info.group, &info.version, &info.kind) };
+    if let Some(schema) = info.schema.as_deref().or(builtin) {
+        unknown_fields(value, Schema { node: schema, doc: schema }, &mut String::new(), true, &mut out);
     }
-    f.unknown.truncate(MAX_FINDINGS);
-    f
+    if let Some(meta) = value.get("metadata") {
+        let m = super::builtin_schemas::object_meta();
+        unknown_fields(meta, Schema { node: m, doc: m }, &mut "metadata".to_string(), false, &mut out);
+    }
+    out.truncate(MAX_FINDINGS);
+    out
 }
 
 /// Paths of keys given twice in one JSON object, anywhere in `body`. Bodies that are not JSON (YAML,
@@ -162,19 +174,46 @@ impl<'de> Visitor<'de> for Walk<'_> {
     }
 }
 
-/// Fields of `value` that `schema` (an OpenAPI v3 structural schema) does not declare, appended to
-/// `out` as paths. `metadata` at the root is ObjectMeta's, not checked here. Nesting is bounded by the
-/// server's depth limit on every body (`limits.rs`).
-fn unknown_fields(value: &Value, schema: &Value, path: &mut String, root: bool, out: &mut Vec<String>) {
-    if out.len() >= MAX_FINDINGS || schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)) {
+/// A schema node and the document it belongs to (whose `$defs` its `$ref`s name).
+#[derive(Clone, Copy)]
+struct Schema<'a> {
+    node: &'a Value,
+    doc: &'a Value,
+}
+
+impl<'a> Schema<'a> {
+    /// The node a `$ref` (`#/$defs/<name>`) points at, followed a few times; the node itself without one.
+    fn resolved(self) -> Schema<'a> {
+        let mut node = self.node;
+        for _ in 0..8 {
+            let Some(name) = node.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/$defs/")) else { break };
+            match self.doc.get("$defs").and_then(|d| d.get(name)) {
+                Some(target) => node = target,
+                None => break,
+            }
+        }
+        Schema { node, doc: self.doc }
+    }
+    fn at(self, node: &'a Value) -> Schema<'a> {
+        Schema { node, doc: self.doc }
+    }
+}
+
+/// Fields of `value` that `schema` (an OpenAPI v3 structural schema, or a JSON Schema with `$defs`)
+/// does not declare, appended to `out` as paths. `metadata` at the root is checked against ObjectMeta
+/// by the caller. Keys starting with `$` are a strategic merge patch's directives, not fields. Nesting
+/// is bounded by the server's depth limit on every body (`limits.rs`).
+fn unknown_fields(value: &Value, schema: Schema, path: &mut String, root: bool, out: &mut Vec<String>) {
+    let schema = schema.resolved();
+    if out.len() >= MAX_FINDINGS || schema.node.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)) {
         return;
     }
     match value {
         Value::Object(map) => {
-            let props = schema.get("properties").and_then(Value::as_object);
-            let additional = schema.get("additionalProperties");
+            let props = schema.node.get("properties").and_then(Value::as_object);
+            let additional = schema.node.get("additionalProperties");
             for (key, v) in map {
-                if root && matches!(key.as_str(), "metadata" | "apiVersion" | "kind") {
+                if (root && matches!(key.as_str(), "metadata" | "apiVersion" | "kind")) || key.starts_with('$') {
                     continue;
                 }
                 let len = path.len();
@@ -183,8 +222,8 @@ fn unknown_fields(value: &Value, schema: &Value, path: &mut String, root: bool, 
                 }
                 path.push_str(key);
                 match (props.and_then(|p| p.get(key)), additional) {
-                    (Some(s), _) => unknown_fields(v, s, path, false, out),
-                    (None, Some(s)) if s.is_object() => unknown_fields(v, s, path, false, out),
+                    (Some(s), _) => unknown_fields(v, schema.at(s), path, false, out),
+                    (None, Some(s)) if s.is_object() => unknown_fields(v, schema.at(s), path, false, out),
                     // Declared free-form, or an object whose schema names no field at all: nothing to
                     // hold the key to. A null only removes (a merge patch's deletion).
                     (None, Some(Value::Bool(true))) => {}
@@ -199,17 +238,25 @@ fn unknown_fields(value: &Value, schema: &Value, path: &mut String, root: bool, 
             }
         }
         Value::Array(items) => {
-            if let Some(s) = schema.get("items") {
+            if let Some(s) = schema.node.get("items") {
                 for (i, v) in items.iter().enumerate() {
                     let len = path.len();
                     path.push_str(&format!("[{i}]"));
-                    unknown_fields(v, s, path, false, out);
+                    unknown_fields(v, schema.at(s), path, false, out);
                     path.truncate(len);
                 }
             }
         }
         _ => {}
     }
+}
+
+/// What a JSON patch added that the kind does not declare: the unknown fields of the patched object
+/// `after` that the stored object `before` did not already have (a real server never stores them;
+/// this one keeps what `Warn` accepted, and a later patch is not blamed for it).
+pub fn introduced(info: &ResourceInfo, before: &Value, after: &Value) -> Vec<String> {
+    let old = unknown(info, before);
+    unknown(info, after).into_iter().filter(|p| !old.contains(p)).collect()
 }
 
 #[cfg(test)]
@@ -260,8 +307,40 @@ mod tests {
             "spec": {"suspend": true, "bogus": 1, "labels": {"any": "x"}, "groups": [{"name": "g"}, {"nmae": "h"}],
                      "free": {"deep": {"x": 1}}, "gone": null}, "extra": {}});
         let f = inspect(&info(Some(schema())), b"", &v);
-        assert_eq!(f.unknown, vec!["spec.bogus", "spec.groups[1].nmae", "extra"]);
-        assert!(inspect(&info(None), b"", &v).unknown.is_empty(), "a kind without a schema is not checked");
+        assert_eq!(f.unknown, vec!["spec.bogus", "spec.groups[1].nmae", "extra", "metadata.whatever"]);
+        assert_eq!(inspect(&info(None), b"", &v).unknown, vec!["metadata.whatever"], "a CRD without a schema: metadata only");
+    }
+
+    /// A built-in kind's own schema (k8s-openapi's, through `$ref`s), and ObjectMeta's for `metadata`
+    /// of every kind, as a real server's strict decoding finds them.
+    #[test]
+    fn built_in_kinds_and_metadata_are_held_to_their_schemas() {
+        let pods = super::super::registry::builtins().into_iter().find(|i| i.plural == "pods").unwrap();
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "labels": {"any": "x"}, "lables": {}, "annotations": {"a": "b"}},
+            "spec": {"containers": [{"name": "c", "image": "i", "imagePullPolicy": "Always",
+                "resources": {"requests": {"cpu": "1"}}, "ports": [{"containerPort": 80, "hostnet": 1}]}],
+                "nodeSelector": {"k": "v"}, "tolerations": [{"key": "k", "operator": "Exists"}], "bogus": true},
+            "status": {"phase": "Running"}});
+        let f = inspect(&pods, b"", &pod);
+        assert_eq!(f.unknown, vec!["spec.containers[0].ports[0].hostnet", "spec.bogus", "metadata.lables"]);
+        // A strategic merge patch's directives are no fields; a merge patch's null deletes.
+        let smp = json!({"spec": {"$setElementOrder/containers": [{"name": "c"}], "containers": [{"name": "c", "$patch": "delete"}]},
+            "metadata": {"labels": {"gone": null}}});
+        assert!(inspect(&pods, b"", &smp).unknown.is_empty());
+        // A CRD's metadata too, beside its own schema.
+        let v = json!({"metadata": {"name": "a", "nmae": "b"}, "spec": {"suspend": true}});
+        assert_eq!(inspect(&info(Some(schema())), b"", &v).unknown, vec!["metadata.nmae"]);
+    }
+
+    /// A JSON patch is judged by what it adds to the stored object, not by what the object already had.
+    #[test]
+    fn a_json_patch_is_blamed_only_for_what_it_adds() {
+        let cms = super::super::registry::builtins().into_iter().find(|i| i.plural == "configmaps").unwrap();
+        let before = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}, "old": 1});
+        let mut after = before.clone();
+        super::super::patch::json_patch(&mut after, &json!([{"op": "add", "path": "/dta", "value": {}}, {"op": "add", "path": "/data/b", "value": "2"}])).unwrap();
+        assert_eq!(introduced(&cms, &before, &after), vec!["dta"]);
     }
 
     #[test]

@@ -364,6 +364,24 @@ impl Req<'_> {
         field_validation::inspect(&self.t.info, self.body, body).judge(directive, &self.t.info)
     }
 
+    /// Field validation of a JSON patch: its keys for duplicates, and the object it makes of the
+    /// stored one for fields the kind does not declare that it adds. A patch that does not apply is
+    /// left to the store's refusal.
+    fn validate_json_patch(&self, name: &str, ops: &Value) -> Result<Vec<String>, ApiError> {
+        let directive = field_validation::Directive::parse(self.query.get("fieldValidation"))?;
+        if directive == field_validation::Directive::Ignore {
+            return Ok(Vec::new());
+        }
+        let mut f = field_validation::Findings { duplicate: field_validation::duplicates(self.body), unknown: Vec::new() };
+        if let Ok(current) = self.store().get(&self.t.info, self.ns(), name) {
+            let mut doc = (*current).clone();
+            if super::patch::json_patch(&mut doc, ops).is_ok() {
+                f.unknown = field_validation::introduced(&self.t.info, &current, &doc);
+            }
+        }
+        f.judge(directive, &self.t.info)
+    }
+
     fn object(&self, code: u16, obj: Arc<Value>) -> Response {
         if self.as_table() && self.method == Method::GET {
             return ok(code, &table::table(&self.t.info, &[&obj], "", None));
@@ -437,9 +455,9 @@ impl Req<'_> {
                     refusals::field_manager(self.query.get("fieldManager"))?;
                 }
                 let body = self.decode_body()?;
-                // A JSON patch is a list of operations, not an object: only its keys are checked.
+                // A JSON patch is a list of operations, not an object: what it makes is checked.
                 let warnings = match kind {
-                    PatchKind::Json => self.validate_fields(&Value::Null)?,
+                    PatchKind::Json => self.validate_json_patch(&n, &body)?,
                     _ => self.validate_fields(&body)?,
                 };
                 let body = events::patch_to_storage(&info, kind, body);

@@ -12,6 +12,7 @@ pub mod error;
 mod escalation;
 pub mod event_fields;
 pub mod events;
+pub mod builtin_schemas;
 pub mod field_validation;
 pub mod faults;
 #[cfg(test)]
