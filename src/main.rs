@@ -57,8 +57,9 @@ enum Command {
     /// resource; with ClusterQueue files or a cluster, whether each would be admitted now and, if not,
     /// the shortfall and who holds the quota.
     Plan {
-        /// The RayService, plus any ClusterQueue, Cohort, ResourceFlavor, LocalQueue and Workload to
-        /// check against (several files allowed).
+        /// The RayService (or several: each is planned, then what they need together through one
+        /// queue), plus any ClusterQueue, Cohort, ResourceFlavor, LocalQueue and Workload to check
+        /// against (several files allowed).
         #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
         files: Vec<PathBuf>,
         /// The changed RayService the upgrade goes to (default: the same spec, e.g. an image bump).
@@ -725,8 +726,8 @@ fn main() -> ExitCode {
         }),
         Command::Plan { files, to, cluster_queue, kubeconfig, concurrent, output } => run_async(async move {
             let opts = quotagate::cli::plan::Options { files, to, cluster_queue, kubeconfig, concurrent };
-            let report = quotagate::cli::plan::run(&opts).await?;
-            print!("{}", quotagate::cli::plan::render(&report, output).map_err(anyhow::Error::msg)?);
+            let plans = quotagate::cli::plan::run_all(&opts).await?;
+            print!("{}", quotagate::cli::plan::several::render_all(&plans, output).map_err(anyhow::Error::msg)?);
             Ok(())
         }),
         Command::Explain { kind, name, namespace, kubeconfig } => run_async(async move {

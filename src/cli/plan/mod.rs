@@ -7,6 +7,7 @@
 pub mod fit;
 pub mod phases;
 pub mod render;
+pub mod several;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -209,13 +210,44 @@ pub async fn run(opts: &Options) -> Result<Report, PlanError> {
         Some(p) => one_service(&p.display().to_string(), &read_docs(std::slice::from_ref(p))?)?,
         None => from.clone(),
     };
+    checked(opts, &docs, &from, &to).await
+}
+
+/// `run` for every RayService in the files: with one, its report; with several, each one's (its
+/// upgrade to the same spec) and what they need together through one queue. `--to` takes one.
+pub async fn run_all(opts: &Options) -> Result<several::Plans, PlanError> {
+    let docs = read_docs(&opts.files)?;
+    let mut services = Vec::new();
+    for (_, d) in docs.iter().filter(|(_, d)| d.get("kind").and_then(Value::as_str) == Some("RayService")) {
+        let rs: RayService = serde_json::from_value(d.clone()).map_err(|e| PlanError::Input(format!("RayService: {e}")))?;
+        services.push(rs);
+    }
+    if services.len() < 2 {
+        return Ok(several::Plans { services: vec![run(opts).await?], together: None });
+    }
+    if opts.to.is_some() {
+        return Err(PlanError::Input(format!(
+            "--to names the changed spec of one RayService; the files hold {}",
+            services.len()
+        )));
+    }
+    let mut reports = Vec::new();
+    for rs in &services {
+        reports.push(checked(opts, &docs, rs, rs).await?);
+    }
+    Ok(several::Plans { together: Some(several::together(&services)?), services: reports })
+}
+
+/// One service's report, checked against the files' queues or a live cluster when asked.
+async fn checked(opts: &Options, docs: &[(usize, Value)], from: &RayService, to: &RayService) -> Result<Report, PlanError> {
+    let (from, to) = (from.clone(), to.clone());
     let mut report = compute(&from, &to)?;
     if let Some(n) = opts.concurrent {
         let extra = phases_extra(&from, &to)?;
         report.concurrent = concurrent(&extra, n);
     }
     let mut snap = Snapshot::default();
-    fit::add_documents(&mut snap, &docs)?;
+    fit::add_documents(&mut snap, docs)?;
     let now_ms = jiff::Timestamp::now().as_millisecond();
     if !snap.cluster_queues.is_empty() && opts.kubeconfig.is_none() {
         check_against(&mut report, &snap, &from, &to, opts.cluster_queue.as_deref(), now_ms)?;

@@ -231,3 +231,26 @@ fn concurrent_upgrades_of_the_incremental_sample() {
     let text = render(&r, Output::Table).unwrap();
     assert!(text.contains("2 concurrent upgrades, none waiting"), "{text}");
 }
+
+/// Issue 45: two different services in one `plan`: each keeps its own report, and together they
+/// need both steady states, the sum of their extras to upgrade at once without waiting, and only
+/// the larger extra to take turns.
+#[test]
+fn several_services_are_planned_together() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config/samples");
+    let inc = one_service("inc", &read_docs(&[root.join("incremental/rayservice.yaml")]).unwrap()).unwrap();
+    let gated = one_service("gated", &read_docs(&[root.join("gated-upgrade/rayservice.yaml")]).unwrap()).unwrap();
+    let (a, b) = (compute(&inc, &inc).unwrap(), compute(&gated, &gated).unwrap());
+    let t = several::together(&[inc, gated]).unwrap();
+    let milli = |s: &str| crate::api::quantity::Quantity::parse(s).unwrap().milli_value();
+    let cpu = |m: &std::collections::BTreeMap<String, String>| milli(m.get("cpu").unwrap());
+    assert_eq!(cpu(&t.steady), cpu(&a.steady.total) + cpu(&b.steady.total));
+    assert_eq!(cpu(&t.without_waiting), cpu(&a.upgrade_extra) + cpu(&b.upgrade_extra));
+    assert_eq!(cpu(&t.taking_turns), cpu(&a.upgrade_extra).max(cpu(&b.upgrade_extra)));
+    assert_ne!(cpu(&a.upgrade_extra), cpu(&b.upgrade_extra), "two different extras make the test tell sum from max");
+    let plans = several::Plans { services: vec![a, b], together: Some(t) };
+    let text = several::render_all(&plans, Output::Table).unwrap();
+    assert!(text.contains("Together: 2 RayServices") && text.contains("spare for upgrades taking turns"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&several::render_all(&plans, Output::Json).unwrap()).unwrap();
+    assert_eq!(json["services"].as_array().map(Vec::len), Some(2));
+}
