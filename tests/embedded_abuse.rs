@@ -5,6 +5,7 @@
 
 mod embedded_support;
 
+use embedded_support::peak_rss_kib;
 use kube::Client;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -76,16 +77,6 @@ async fn send(client: &Client, method: &str, path: &str, content_type: &str, bod
     (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
 }
 
-/// The process's peak resident set (VmHWM), in KiB.
-fn peak_rss_kib(child: &Child) -> u64 {
-    let pid = child.id().expect("running");
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM")
-}
 
 const CM: &str = "/api/v1/namespaces/default/configmaps";
 

@@ -83,3 +83,14 @@ pub fn widget(name: &str, size: i32) -> Widget {
 }
 
 pub const WAIT: Duration = Duration::from_secs(10);
+
+/// A child process's peak resident set (VmHWM), in KiB.
+pub fn peak_rss_kib(child: &tokio::process::Child) -> u64 {
+    let pid = child.id().expect("running");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM")
+}

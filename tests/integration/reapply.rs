@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-
 use super::kubectl::Running;
 
 fn sample(name: &str) -> String {
@@ -42,6 +41,19 @@ async fn seen(run: &Running) -> Seen {
     }
 }
 
+/// The quick start's quota and RayService applied through kubectl, once it is Ready: the manifest's
+/// path and what the cluster shows then.
+async fn quick_start(run: &Running) -> (String, Seen) {
+    let manifest = sample("rayservice.yaml");
+    for f in [sample("quota.yaml"), manifest.clone()] {
+        let (ok, out) = run.kubectl(&["apply", "-f", &f]).await;
+        assert!(ok, "{out}");
+    }
+    let (ok, out) = run.kubectl(&["wait", "--for=condition=Ready", "rayservice/fruit-stand", "--timeout=90s"]).await;
+    assert!(ok, "{out}");
+    (manifest, seen(run).await)
+}
+
 /// Ten re-applies of `file`, client-side and server-side, each checked with `kubectl diff` first;
 /// afterwards everything is as `before`.
 async fn reapply_ten_times(run: &Running, file: &str, before: &Seen) {
@@ -68,14 +80,7 @@ async fn reapplying_the_quick_start_changes_nothing_before_and_after_an_upgrade(
     else {
         return;
     };
-    let manifest = sample("rayservice.yaml");
-    for f in [sample("quota.yaml"), manifest.clone()] {
-        let (ok, out) = run.kubectl(&["apply", "-f", &f]).await;
-        assert!(ok, "{out}");
-    }
-    let (ok, out) = run.kubectl(&["wait", "--for=condition=Ready", "rayservice/fruit-stand", "--timeout=90s"]).await;
-    assert!(ok, "{out}");
-    let before = seen(&run).await;
+    let (manifest, before) = quick_start(&run).await;
     assert!(!before.active.is_empty() && before.pending.is_empty(), "{before:?}");
     assert!(!before.workloads.is_empty(), "{before:?}");
     reapply_ten_times(&run, &manifest, &before).await;
@@ -120,14 +125,7 @@ async fn reapplying_the_previous_manifest_cancels_a_waiting_upgrade() {
     else {
         return;
     };
-    let manifest = sample("rayservice.yaml");
-    for f in [sample("quota.yaml"), manifest.clone()] {
-        let (ok, out) = run.kubectl(&["apply", "-f", &f]).await;
-        assert!(ok, "{out}");
-    }
-    let (ok, out) = run.kubectl(&["wait", "--for=condition=Ready", "rayservice/fruit-stand", "--timeout=90s"]).await;
-    assert!(ok, "{out}");
-    let before = seen(&run).await;
+    let (manifest, before) = quick_start(&run).await;
     let pods_of = format!("ray.io/cluster={}", before.active);
     let pod_uids = ["get", "pods", "-l", pods_of.as_str(), "-o", "jsonpath={.items[*].metadata.uid}"];
     let serving_pods = get(&run, &pod_uids).await;

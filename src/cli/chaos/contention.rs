@@ -14,17 +14,7 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
-use super::world::{HEAD_CPUS, Op, Queue, Shape, VERSIONS, World, name, service};
-use crate::cli::plan::phases;
-
-/// CPU (milli) of `s` at steady state and at the peak of its upgrade.
-fn sizes(i: usize, s: &Shape) -> Result<(i64, i64), String> {
-    let rs = service(&name(i), s).map_err(|e| e.to_string())?;
-    let cpu = |p: &phases::Phase| p.totals.get("cpu").map_or(0, |a| a.0);
-    let steady = phases::steady(&rs, "spec").map_err(|e| e.to_string())?;
-    let peak = phases::peak(&rs, &rs).map_err(|e| e.to_string())?;
-    Ok((cpu(&steady), cpu(&peak)))
-}
+use super::world::{HEAD_CPUS, Op, Queue, Shape, VERSIONS, World, sizes};
 
 /// The seed's contention world and actions.
 pub(super) fn generate(seed: u64) -> Result<(World, Vec<Op>), String> {

@@ -14,12 +14,11 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 
-use super::world::{HEAD_CPUS, NS, Op, Queue, Shape, VERSIONS, World, name, service};
+use super::world::{HEAD_CPUS, NS, Op, Queue, Shape, VERSIONS, World, name, sizes};
 use crate::api::kueue::Workload;
 use crate::api::kueue::constants::label;
 use crate::api::ray::constants::ANNOTATION_ADMISSION_GATED;
 use crate::api::ray::{RayCluster, RayService};
-use crate::cli::plan::phases;
 
 /// The edits the webhook refuses on a service's child, by `Op::Refused`'s index.
 pub const REFUSED: [(&str, &str); 4] = [
@@ -28,15 +27,6 @@ pub const REFUSED: [(&str, &str); 4] = [
     ("remove the ownerReferences", r#"[{"op":"remove","path":"/metadata/ownerReferences"}]"#),
     ("set managedBy", r#"[{"op":"add","path":"/spec/managedBy","value":"example.com/other"}]"#),
 ];
-
-/// CPU (milli) of service `i` at steady state and at the peak of its upgrade.
-fn sizes(i: usize, s: &Shape) -> Result<(i64, i64), String> {
-    let rs = service(&name(i), s).map_err(|e| e.to_string())?;
-    let cpu = |p: &phases::Phase| p.totals.get("cpu").map_or(0, |a| a.0);
-    let steady = phases::steady(&rs, "spec").map_err(|e| e.to_string())?;
-    let peak = phases::peak(&rs, &rs).map_err(|e| e.to_string())?;
-    Ok((cpu(&steady), cpu(&peak)))
-}
 
 /// The seed's hostile world and actions.
 pub(super) fn generate(seed: u64) -> Result<(World, Vec<Op>), String> {

@@ -34,6 +34,31 @@ fn pushes(p: &Plan) -> Vec<String> {
         .collect()
 }
 
+fn incremental_options(max_surge: i32, step: i32, interval_secs: i64) -> IncrementalOptions {
+    IncrementalOptions {
+        max_surge,
+        step,
+        interval: jiff::SignedDuration::from_secs(interval_secs),
+        gateway_class: "istio".into(),
+        timer_only: false,
+    }
+}
+
+/// A ready route of `rs-a` and `rs-b` giving `rs-b` `to_b` percent.
+fn route_to_b(to_b: i32) -> TrafficView {
+    TrafficView {
+        gateway: "rs-gateway".into(),
+        gateway_current: true,
+        gateway_ready: true,
+        route_exists: true,
+        route_ready: true,
+        route_current: true,
+        backends: vec![("rs-a".into(), 100 - to_b), ("rs-b".into(), to_b)],
+        route_shape_current: true,
+        serve_services: ["rs-a".to_string(), "rs-b".to_string()].into(),
+    }
+}
+
 /// The upgrade of `upgrading()` with the pending cluster up and serving its new config.
 fn upgrading_with_pending_up() -> Snapshot {
     let mut s = upgrading();
@@ -115,26 +140,7 @@ fn a_pending_head_that_lost_its_apps_gets_the_spec_config() {
 fn an_incremental_active_gets_its_config_back_at_its_capacity() {
     let mut s = upgrading_with_pending_up();
     s.strategy = UpgradeStrategy::NewClusterWithIncrementalUpgrade;
-    s.incremental = Some((
-        IncrementalOptions {
-            max_surge: 50,
-            step: 25,
-            interval: jiff::SignedDuration::from_secs(5),
-            gateway_class: "istio".into(),
-            timer_only: false,
-        },
-        TrafficView {
-            gateway: "rs-gateway".into(),
-            gateway_current: true,
-            gateway_ready: true,
-            route_exists: true,
-            route_ready: true,
-            route_current: true,
-            backends: vec![("rs-a".into(), 75), ("rs-b".into(), 25)],
-            route_shape_current: true,
-            serve_services: ["rs-a".to_string(), "rs-b".to_string()].into(),
-        },
-    ));
+    s.incremental = Some((incremental_options(50, 25, 5), route_to_b(25)));
     s.status.active_traffic = TrafficStatus { target_capacity: Some(75), traffic: Some(75), last_migrated: None };
     s.status.pending_traffic = TrafficStatus { target_capacity: Some(50), traffic: Some(25), last_migrated: None };
     let a = pending_mut(&mut s, "rs-a");
@@ -285,25 +291,7 @@ fn incremental_upgrading(moved: i32) -> Snapshot {
     s.strategy = UpgradeStrategy::NewClusterWithIncrementalUpgrade;
     s.status.pending_traffic = TrafficStatus { target_capacity: Some(moved), traffic: Some(moved), last_migrated: None };
     s.status.active_traffic = TrafficStatus { target_capacity: Some(100), traffic: Some(100 - moved), last_migrated: None };
-    let options = IncrementalOptions {
-        max_surge: 100,
-        step: 20,
-        interval: jiff::SignedDuration::from_secs(1),
-        gateway_class: "istio".into(),
-        timer_only: false,
-    };
-    let traffic = TrafficView {
-        gateway: "rs-gateway".into(),
-        gateway_current: true,
-        gateway_ready: true,
-        route_exists: true,
-        route_ready: true,
-        route_current: true,
-        backends: vec![("rs-a".into(), 100 - moved), ("rs-b".into(), moved)],
-        route_shape_current: true,
-        serve_services: ["rs-a".to_string(), "rs-b".to_string()].into(),
-    };
-    s.incremental = Some((options, traffic));
+    s.incremental = Some((incremental_options(100, 20, 1), route_to_b(moved)));
     s.upgrade_deadline = Some(jiff::SignedDuration::from_mins(10));
     pending_mut(&mut s, "rs-b").running_since = Some(super::tests::ts("2026-11-22T01:00:00Z"));
     s
