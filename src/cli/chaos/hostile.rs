@@ -131,7 +131,10 @@ pub(super) async fn edit(client: &kube::Client, op: &Op, i: usize) -> Result<Opt
             let mine = wls.list(&Default::default()).await?.items;
             let waiting = mine.iter().find(|w| w.labels().get(label::JOB_UID) == Some(&uid) && !w.has_quota_reservation() && !w.is_finished());
             if let Some(w) = waiting {
-                let _ = wls.delete(&w.name_any(), &DeleteParams::default()).await;
+                // Only the slice as it was listed, still waiting: one admitted since is no longer the
+                // waiting slice this edit is about (seed 512 deleted an admitted successor).
+                let preconditions = kube::api::Preconditions { resource_version: w.resource_version(), uid: w.uid() };
+                let _ = wls.delete(&w.name_any(), &DeleteParams { preconditions: Some(preconditions), ..Default::default() }).await;
             }
         }
         Op::GrowActive(_, n) => {
