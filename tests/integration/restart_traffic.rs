@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
-use kube::{Client, ResourceExt};
+use kube::Client;
 use quotagate::api::ray::RayService;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
