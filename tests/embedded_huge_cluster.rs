@@ -1,7 +1,8 @@
 //! Issue 41, end to end: a RayCluster asking for 2^31 - 1 workers against `quotagate run --embedded`
 //! as a child process under a small storage quota (4 MiB). Pods are created in bounded batches until
 //! the store refuses more; the process's peak memory stays under a stated bound (512 MiB), a GET
-//! answers throughout (its latencies are printed), and the RayCluster's `ReplicaFailure` condition
+//! answers throughout (its latencies are printed). The RayCluster's `status.reason` says from its
+//! first status write that no Kubernetes cluster runs that many pods; its `ReplicaFailure` condition
 //! (KubeRay's) says why pods stop being created (etcd's "database space exceeded") where the full
 //! store still takes that write, and the process's log always does.
 
@@ -123,6 +124,9 @@ async fn a_two_billion_worker_cluster_stops_at_the_storage_quota_and_says_why() 
     let logged = log.lines().any(|l| l.contains("database space exceeded") || l.contains("storage quota"));
     println!("why, as the user sees it: condition {failure:?}, events {said:?}, in the log: {logged}");
     assert!(logged, "the log does not say the store is full (condition {failure:?}, events {said:?})");
+    // Said from the first status write, before anything refused a pod.
+    let reason = rc.status.as_ref().and_then(|s| s.reason.clone()).unwrap_or_default();
+    assert!(reason.starts_with("ReplicasBeyondClusterLimit:") && reason.contains("2147483647 pods"), "status.reason: {reason:?}");
     let _ = child.start_kill();
     let _ = child.wait().await;
     let _ = std::fs::remove_dir_all(&dir);

@@ -218,6 +218,9 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
     );
     let head_ready = views.iter().any(|p| p.head && !p.deleting && p.ready);
     set_backoff_reason(&mut status, backoff.as_ref(), head_ready, now);
+    if let Some(said) = super::cluster_limit::apply(&mut status, desired_workers) {
+        publish(&ctx, &rc, EventType::Warning, "ReplicasBeyondClusterLimit", said).await;
+    }
     write_status(&rc, &ns, &name, status, &ctx).await?;
     let every = requeue_period(&decision, failure.is_some(), &f, &ctx.config);
     // A head waiting out its back-off is created when the wait ends, not up to a period later.

@@ -3,6 +3,7 @@
 
 pub mod auth_secret;
 pub mod autoscaler_rbac;
+pub mod cluster_limit;
 pub mod context;
 pub mod controller;
 pub mod head_backoff;
