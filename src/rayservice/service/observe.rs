@@ -117,7 +117,6 @@ pub fn child_view(rc: &RayCluster, pods: &[Pod], serve: ServeObservation) -> Chi
     });
     let gated = ann(GATE_ANNOTATION).is_some_and(|v| v == "true");
     ChildCluster {
-        running_since: (!gated).then(|| running_since(rc)).flatten(),
         name: rc.metadata.name.clone().unwrap_or_default(),
         hash: ann(c::ANNOTATION_HASH_WITHOUT_REPLICAS),
         num_worker_groups: ann(c::ANNOTATION_NUM_WORKER_GROUPS).and_then(|v| v.parse().ok()),
@@ -136,6 +135,7 @@ pub fn child_view(rc: &RayCluster, pods: &[Pod], serve: ServeObservation) -> Chi
         proxy_healthy: None,
         deleting: rc.metadata.deletion_timestamp.is_some(),
         reported_capacity: None,
+        running_since: if gated { None } else { running_since(rc) },
         head_failing: rc
             .status
             .as_ref()

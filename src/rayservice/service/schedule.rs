@@ -56,10 +56,13 @@ pub(crate) fn reap_dangling(s: &Snapshot, kept: &[&str], was_named: &[&str], pla
         // A cluster of an upgrade dropped at its deadline never served: nothing to drain, and its
         // quota is wanted back, so it goes as soon as it is unnamed durably.
         let failed = s.failed_upgrade.is_some() && c.hash == s.failed_upgrade;
-        let deadline = match s.deletion_schedule.get(&c.name) {
-            Some(at) if !failed => *at,
-            _ if failed => s.now,
-            _ => s.now.checked_add(s.deletion_delay).unwrap_or(s.now),
+        let deadline = if failed {
+            s.now
+        } else {
+            s.deletion_schedule
+                .get(&c.name)
+                .copied()
+                .unwrap_or_else(|| s.now.checked_add(s.deletion_delay).unwrap_or(s.now))
         };
         if !was_named.contains(&c.name.as_str()) && s.now >= deadline {
             plan.actions.push(Action::DeleteCluster {
