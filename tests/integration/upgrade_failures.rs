@@ -314,8 +314,10 @@ async fn a_broken_upgrade_is_dropped_at_its_deadline_and_its_quota_released() {
         assert_eq!(names, [a.clone()], "the failed spec was tried again");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // A fixed spec upgrades.
-    let fixed = json!({"spec": {"rayClusterConfig": {"rayVersion": "2.48.0",
+    // A fixed spec upgrades. The 3 s deadline was for the broken head; a healthy upgrade on a loaded
+    // 2-core CI machine can take longer than that, so the fix also gives it room (read per reconcile).
+    let fixed = json!({"metadata": {"annotations": {"quotagate.io/upgrade-deadline": "5m"}},
+        "spec": {"rayClusterConfig": {"rayVersion": "2.48.0",
         "headGroupSpec": {"template": {"metadata": {"annotations": {fail: null}}}}}}});
     s.services().patch("rs", &PatchParams::default(), &Patch::Merge(&fixed)).await.unwrap();
     s.wait_rs("rs", "the fixed upgrade promoted", |r| {
