@@ -55,6 +55,8 @@ pub(super) fn service(name: &str, version: &str, step: i32, surge: i32) -> RaySe
 struct Sampler {
     peak: Arc<AtomicI64>,
     saw_pending_slice: Arc<AtomicBool>,
+    /// The first read of the service not Ready, or with no serve endpoint, after it served (I8).
+    gap: Arc<std::sync::Mutex<Option<String>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -62,11 +64,25 @@ impl Sampler {
     fn start(s: &Scenario) -> Sampler {
         let peak = Arc::new(AtomicI64::new(0));
         let saw = Arc::new(AtomicBool::new(false));
-        let (p, w) = (peak.clone(), saw.clone());
+        let gap = Arc::new(std::sync::Mutex::new(None));
+        let (p, w, g) = (peak.clone(), saw.clone(), gap.clone());
         let cqs: Api<ClusterQueue> = Api::all(s.c.client.clone());
         let wls = s.c.workloads();
+        let services = s.services();
         let task = tokio::spawn(async move {
+            let mut served = false;
             loop {
+                if let Ok(rs) = services.get("rs").await {
+                    let endpoints = rs.status.as_ref().and_then(|st| st.num_serve_endpoints).unwrap_or(0);
+                    let ok = super::gated::ready(&rs) && endpoints > 0;
+                    if served && !ok {
+                        let mut g = g.lock().unwrap();
+                        if g.is_none() {
+                            *g = Some(format!("active {:?}, pending {:?}, {endpoints} endpoint(s): {:?}", active(&rs), pending(&rs), rs.status.as_ref().map(|st| &st.conditions)));
+                        }
+                    }
+                    served |= ok;
+                }
                 if let Ok(cq) = cqs.get("cq").await {
                     p.fetch_max(cq_cpu(&cq), Ordering::SeqCst);
                 }
@@ -84,6 +100,7 @@ impl Sampler {
         Sampler {
             peak,
             saw_pending_slice: saw,
+            gap,
             task,
         }
     }
@@ -173,6 +190,8 @@ async fn quota_gated_incremental_upgrade_peaks_at_one_surge_step_and_drops_nothi
         ok_on(&old) > 0 && ok_on(&new) > 0,
         "both clusters served: {c:?}"
     );
+    let gap = sampler.gap.lock().unwrap().clone();
+    assert_eq!(gap, None, "the service stopped serving during the upgrade");
     s.inv.assert_clean();
     s.c.quota.assert_safe();
 }

@@ -258,8 +258,12 @@ fn serving_gap(rs: &RayService, seen: &mut Seen) -> Option<String> {
         seen.served.insert(uid);
         return None;
     }
+    let why = st
+        .and_then(|s| s.conditions.as_deref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .map_or_else(String::new, |c| format!(" ({}: {})", c.reason, c.message));
     seen.served.contains(&uid).then(|| {
-        format!("I8: RayService {} served, and now Ready={ready} with {endpoints} serve endpoint(s)", rs.name_any())
+        format!("I8: RayService {} served, and now Ready={ready} with {endpoints} serve endpoint(s){why}", rs.name_any())
     })
 }
 

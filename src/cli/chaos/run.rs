@@ -326,7 +326,17 @@ impl Run {
         let mut out = Vec::new();
         let lp = ListParams::default();
         for rs in self.services().list(&lp).await.map(|l| l.items).unwrap_or_default() {
-            out.push(format!("  RayService {} suspend={:?} active={:?} pending={:?}", rs.name_any(), rs.spec.suspend, active(&rs), pending(&rs)));
+            let st = rs.status.as_ref();
+            let ready = st.and_then(|s| s.conditions.as_ref()).and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
+            out.push(format!(
+                "  RayService {} suspend={:?} active={:?} pending={:?} endpoints={:?} ready={:?}",
+                rs.name_any(),
+                rs.spec.suspend,
+                active(&rs),
+                pending(&rs),
+                st.and_then(|s| s.num_serve_endpoints),
+                ready.map(|c| format!("{}/{}: {}", c.status, c.reason, c.message))
+            ));
         }
         for rc in self.clusters().list(&lp).await.map(|l| l.items).unwrap_or_default() {
             let group = rc.spec.worker_group_specs.as_ref().and_then(|g| g.first());
@@ -342,10 +352,13 @@ impl Run {
         }
         let pods: Api<Pod> = Api::namespaced(self.env.client.clone(), NS);
         for p in pods.list(&lp).await.map(|l| l.items).unwrap_or_default() {
+            let pod_ready = p.status.as_ref().and_then(|s| s.conditions.as_ref()).and_then(|cs| cs.iter().find(|c| c.type_ == "Ready")).map(|c| c.status.clone());
             out.push(format!(
-                "  Pod {} phase={:?} deleting={}",
+                "  Pod {} phase={:?} ready={:?} serve={:?} deleting={}",
                 p.name_any(),
                 p.status.as_ref().and_then(|s| s.phase.clone()),
+                pod_ready,
+                p.labels().get(crate::api::ray::constants::LABEL_SERVE),
                 p.metadata.deletion_timestamp.is_some()
             ));
         }

@@ -326,15 +326,21 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
     } else {
         selected(svc_api.get_opt(&serve_svc_name).await?)
     };
+    // KubeRay counts, in incremental mode, the pods of both per-cluster serve Services: the Gateway
+    // sends traffic to both, and at the end of an upgrade the active cluster at 0% capacity may have
+    // none left while the pending one serves it all.
+    let mut counted = vec![serve_svc_name.clone()];
+    if let (true, Some(p)) = (incremental, &prior.pending) {
+        counted.push(traffic::cluster_serve_service_name(p));
+    }
     let serve_endpoints = if serve_service.is_some() {
         let slices: Api<EndpointSlice> = Api::namespaced(ctx.client.clone(), ns);
-        let selector = format!("{}={serve_svc_name}", observe::SERVICE_NAME_LABEL);
-        observe::ready_serve_endpoints(
-            &slices
-                .list(&ListParams::default().labels(&selector))
-                .await?
-                .items,
-        )
+        let mut listed = Vec::new();
+        for svc in &counted {
+            let selector = format!("{}={svc}", observe::SERVICE_NAME_LABEL);
+            listed.extend(slices.list(&ListParams::default().labels(&selector)).await?.items);
+        }
+        observe::ready_serve_endpoints(&listed)
     } else {
         0
     };

@@ -287,6 +287,7 @@ pub struct Snapshot {
     pub head_service: Option<String>,
     pub serve_service: Option<String>,
     /// Ready endpoints in the serve Service's EndpointSlices (`numServeEndpoints`); 0 without the Service.
+    /// Incremental: the distinct ready pods of the active and the pending cluster's serve Services.
     pub serve_endpoints: i32,
     pub admission: Admission,
     /// Incremental upgrades only: the options and the Gateway API objects.
