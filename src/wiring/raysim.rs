@@ -1,6 +1,7 @@
 //! The Ray side of the embedded cluster's simulation, beside the simulated Ray dashboards: the
-//! in-tree autoscaler (worker replicas follow the replicas Serve wants) and a client load through
-//! every RayService's HTTPRoute, whose counters `/metrics` shows as `quotagate_sim_requests_total`.
+//! in-tree autoscaler (worker replicas follow the replicas Serve wants), a client load through
+//! every RayService's HTTPRoute, whose counters `/metrics` shows as `quotagate_sim_requests_total`,
+//! and the Ray CLI of RayJob submitter pods.
 //!
 //! Both run with the embedded server's own client, not the manager's: they stand for Ray's
 //! autoscaler and for users' traffic, which the manager's Role does not cover.
@@ -18,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::gateway::HTTPRoute;
 use crate::rayservice::dashboard::sim::autoscaler::{self, AutoscalerConfig};
 use crate::rayservice::dashboard::sim::loadgen::{LoadConfig, LoadCounts, LoadGen, MAX_REQUESTS_PER_SECOND};
-use crate::rayservice::dashboard::sim::RaySim;
+use crate::rayservice::dashboard::sim::{RaySim, submitter};
 
 /// What runs beside the simulated dashboards.
 #[derive(Clone, Debug)]
@@ -30,11 +31,14 @@ pub struct RaySimOptions {
     pub load_rps: f64,
     /// How often new and deleted HTTPRoutes are looked for.
     pub route_scan: Duration,
+    /// The Ray CLI in submitter pods (KubeRay's `K8sJobMode`): their `ray job submit` is played
+    /// against the simulated dashboards and ends the pod as the CLI would (`submitter`).
+    pub submitter: bool,
 }
 
 impl Default for RaySimOptions {
     fn default() -> Self {
-        RaySimOptions { autoscaler: Some(AutoscalerConfig::default()), load_rps: 20.0, route_scan: Duration::from_secs(1) }
+        RaySimOptions { autoscaler: Some(AutoscalerConfig::default()), load_rps: 20.0, route_scan: Duration::from_secs(1), submitter: true }
     }
 }
 
@@ -102,6 +106,13 @@ pub fn spawn(client: kube::Client, sim: Arc<RaySim>, opts: &RaySimOptions, cance
         let scaler = autoscaler::run(client.clone(), sim.clone(), cfg);
         tasks.push(tokio::spawn(async move {
             tokio::select! { _ = c.cancelled() => {}, _ = scaler => {} }
+        }));
+    }
+    if opts.submitter {
+        let c = cancel.clone();
+        let submitter = submitter::run(client.clone(), sim.clone());
+        tasks.push(tokio::spawn(async move {
+            tokio::select! { _ = c.cancelled() => {}, _ = submitter => {} }
         }));
     }
     let rps = if opts.load_rps.is_finite() { opts.load_rps.clamp(0.0, MAX_REQUESTS_PER_SECOND) } else { 0.0 };

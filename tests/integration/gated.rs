@@ -1043,6 +1043,7 @@ async fn the_manager_needs_exactly_the_shipped_role() {
     s.wait_cq_cpu(0).await;
 
     // A queued RayJob (HTTPMode) admitted, run to its end, and deleted by its own DeleteSelf policy.
+    // (`rj` is reused below for the K8sJobMode one.)
     let rayjobs: Api<quotagate::api::ray::RayJob> = Api::namespaced(s.c.client.clone(), NS);
     let rj = json!({"apiVersion": "ray.io/v1", "kind": "RayJob",
         "metadata": {"name": "rj", "namespace": NS, "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
@@ -1050,8 +1051,18 @@ async fn the_manager_needs_exactly_the_shipped_role() {
             "deletionStrategy": {"onSuccess": {"policy": "DeleteSelf"}, "onFailure": {"policy": "DeleteSelf"}},
             "rayClusterSpec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head",
                 "image": "rayproject/ray:2.46.0", "resources": {"requests": {"cpu": "1"}}}]}}}}}});
-    rayjobs.create(&PostParams::default(), &serde_json::from_value(rj).unwrap()).await.unwrap();
+    rayjobs.create(&PostParams::default(), &serde_json::from_value(rj.clone()).unwrap()).await.unwrap();
     poll("the RayJob to run and delete itself", || async { rayjobs.get_opt("rj").await.unwrap().is_none().then_some(()) }).await;
+    s.wait_cq_cpu(0).await;
+    // KubeRay's default mode (K8sJobMode): the manager runs a submitter batch Job, and deletes it
+    // to retry a failed try (`backoffLimit: 1`), before the second failure ends it.
+    let mut k8s = rj;
+    k8s["metadata"]["name"] = json!("rj-k8s");
+    k8s["spec"].as_object_mut().unwrap().remove("submissionMode");
+    k8s["spec"]["entrypoint"] = json!("exit 3");
+    k8s["spec"]["backoffLimit"] = json!(1);
+    rayjobs.create(&PostParams::default(), &serde_json::from_value(k8s).unwrap()).await.unwrap();
+    poll("the K8sJobMode RayJob to run and delete itself", || async { rayjobs.get_opt("rj-k8s").await.unwrap().is_none().then_some(()) }).await;
     s.wait_cq_cpu(0).await;
 
     let denied: Vec<String> = authz.denied().iter().map(|a| a.to_string()).collect();

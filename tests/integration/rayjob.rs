@@ -178,3 +178,75 @@ async fn a_rayjobs_cluster_edited_by_hand_runs_no_pod_beyond_the_jobs_workload()
     assert_eq!(workers().await, 1, "workers beyond the RayJob's Workload were created");
     c.quota.assert_safe();
 }
+
+/// A RayJob in KubeRay's default mode (`K8sJobMode`), queued: no `submissionMode` written.
+fn k8s_job_mode(name: &str, entrypoint: &str, backoff_limit: i32) -> RayJob {
+    let mut job = ray_job(name, entrypoint);
+    job.spec.submission_mode = None;
+    job.spec.backoff_limit = Some(backoff_limit);
+    job
+}
+
+/// KubeRay's default mode end to end on the embedded cluster (`rayjob_controller_test.go` "RayJob in
+/// K8sJobMode": Initializing, the submitter Job created once the cluster is ready, Running, Complete
+/// with SUCCEEDED once both the Ray job and the submitter ended), with Kueue's RayJob integration
+/// (`test/integration/singlecluster/controller/jobs/rayjob`: the submitter is a podset of the
+/// Workload; the Workload finishes with the job). The submitter pod's `ray job submit` runs against the
+/// simulated dashboard, as the Ray CLI in it would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_rayjob_in_k8s_job_mode_submits_from_its_submitter_pod_and_completes() {
+    use k8s_openapi::api::batch::v1::Job;
+    let c = queued_ray_jobs("4").await;
+    let jobs: Api<RayJob> = Api::namespaced(c.client.clone(), "default");
+    let clusters: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
+    let batch: Api<Job> = Api::namespaced(c.client.clone(), "default");
+    let job = jobs.create(&PostParams::default(), &k8s_job_mode("k8s", "sleep 1", 0)).await.unwrap();
+    let wl = poll_workload(&c, &job).await;
+    let counts: Vec<(String, i32)> = wl.spec.pod_sets.iter().map(|p| (p.name.clone().unwrap_or_default(), p.count.unwrap_or(0))).collect();
+    assert_eq!(counts, [("head".to_string(), 1), ("workers".to_string(), 1), ("submitter".to_string(), 1)]);
+
+    let done = wait_for(&jobs, "k8s", "Complete", |j| {
+        j.status.as_ref().and_then(|s| s.job_deployment_status) == Some(JobDeploymentStatus::Complete)
+    })
+    .await;
+    let status = done.status.unwrap();
+    assert_eq!((status.job_status, status.succeeded), (Some(JobStatus::Succeeded), Some(1)));
+    let submitter = batch.get("k8s").await.expect("the submitter Job stays for its logs");
+    assert_eq!(submitter.status.as_ref().and_then(|s| s.succeeded), Some(1), "its pod's ray job submit ended with the job");
+    let cluster_name = status.ray_cluster_name.clone().unwrap_or_default();
+    if !cluster_name.is_empty() {
+        wait_gone(&clusters, &cluster_name).await;
+    }
+    let wl = wait_for(&c.workloads(), &wl.name_any(), "Finished", |w| w.is_finished()).await;
+    assert_eq!(condition(&wl, condition::FINISHED).map(|(_, r, _)| r), Some("Succeeded".to_string()));
+    c.quota.wait_reserved("cq", 0).await;
+    c.quota.assert_safe();
+}
+
+/// KubeRay `rayjob_controller_test.go` (backoffLimit): a failing entrypoint in K8sJobMode is retried
+/// on a new cluster `backoffLimit` times, then the RayJob ends Failed with every attempt counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_rayjob_in_k8s_job_mode_retries_its_backoff_limit_then_fails() {
+    let c = queued_ray_jobs("4").await;
+    let jobs: Api<RayJob> = Api::namespaced(c.client.clone(), "default");
+    jobs.create(&PostParams::default(), &k8s_job_mode("flaky", "exit 3", 1)).await.unwrap();
+    let failed = wait_for(&jobs, "flaky", "Failed", |j| {
+        j.status.as_ref().and_then(|s| s.job_deployment_status) == Some(JobDeploymentStatus::Failed)
+    })
+    .await;
+    let status = failed.status.unwrap();
+    assert_eq!(status.job_status, Some(JobStatus::Failed));
+    assert_eq!((status.failed, status.succeeded.unwrap_or(0)), (Some(2), 0), "one try and one retry: {status:?}");
+    c.quota.wait_reserved("cq", 0).await;
+    c.quota.assert_safe();
+}
+
+async fn poll_workload(c: &Cluster, job: &RayJob) -> Workload {
+    for _ in 0..200 {
+        if let Some(w) = owned_by(c.workloads().list(&ListParams::default()).await.unwrap().items, job).into_iter().next() {
+            return w;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("no Workload for RayJob {}", job.name_any());
+}

@@ -156,13 +156,19 @@ impl Cluster {
 
     /// As [`Cluster::start`], with the Ray operator on simulated dashboards and the simulated node agent
     /// and endpoints controller, but no simulated autoscaler or load: the test itself writes what Ray's
-    /// autoscaler would (`replicas`, `workersToDelete`).
+    /// autoscaler would (`replicas`, `workersToDelete`). Submitter pods' `ray job submit` runs.
     pub async fn start_with_ray_operator(limits: Limits) -> Cluster {
         let mut c = Cluster::start_on(embedded_server(), limits).await;
         let cancel = tokio_util::sync::CancellationToken::new();
         quotagate::embedded::sim::spawn(c.client.clone(), &quotagate::embedded::sim::SimConfig::default(), cancel.clone());
+        let dashboards = Dashboards::simulated(Duration::from_millis(50), Duration::from_millis(50));
+        if let Dashboards::Simulated(sim) = &dashboards {
+            // Only the Ray CLI of RayJob submitter pods (K8sJobMode).
+            let opts = quotagate::wiring::raysim::RaySimOptions { autoscaler: None, load_rps: 0.0, ..Default::default() };
+            quotagate::wiring::raysim::spawn(c.client.clone(), sim.clone(), &opts, cancel.clone());
+        }
         c._sims = Some(cancel.drop_guard());
-        c.ray = Some(Dashboards::simulated(Duration::from_millis(50), Duration::from_millis(50)));
+        c.ray = Some(dashboards);
         c.restart_manager("m1").await;
         c
     }

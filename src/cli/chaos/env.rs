@@ -59,7 +59,7 @@ impl Env {
         }));
         // The in-tree autoscaler stand-in, for parity with `run --embedded`; no load: blue/green
         // services have no HTTPRoute to send it through.
-        let opts = crate::wiring::raysim::RaySimOptions { load_rps: 0.0, ..Default::default() };
+        let opts = crate::wiring::raysim::RaySimOptions { load_rps: 0.0, submitter: false, ..Default::default() };
         crate::wiring::raysim::spawn(client.clone(), sim.clone(), &opts, cancel.clone());
         let mut env = Env {
             server,

@@ -52,6 +52,7 @@ pub mod persist;
 mod placement;
 mod render;
 pub mod schema;
+pub mod submitter;
 mod state;
 mod wall_clock;
 

@@ -1,0 +1,279 @@
+//! The `ray job submit` of a submitter pod, played against the simulated dashboards: what the Ray CLI
+//! in KubeRay's `K8sJobMode` submitter Job does on a real cluster. The embedded cluster has no container
+//! runtime, so the node agent starts such a pod and leaves it Running; this loop reads the pod's
+//! command, submits the job to the dashboard at `--address` (unless it is already there, as the
+//! script's `ray job status` check does), and ends the pod the way the CLI process would end:
+//!
+//! * `ray job submit --no-wait` alone: Succeeded (exit 0) once the submission is accepted;
+//! * followed by `ray job logs --follow` (KubeRay's script), or `ray job submit` without `--no-wait`:
+//!   Running until the Ray job ends, then Succeeded (exit 0): the CLI tails logs and exits 0 whatever
+//!   the job's end, and the RayJob reads the job's status from Ray, not from the pod;
+//! * a submission the dashboard refuses, or a dashboard that does not answer: Failed (exit 1), as the
+//!   CLI under `bash -e` fails, and the Job controller retries per its `backoffLimit`.
+//!
+//! A pod whose command has no `ray job submit` statement is not this loop's business.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Container, Pod};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+
+use super::RaySim;
+use crate::rayservice::dashboard::{DashboardEndpoint, DashboardError, JobSubmitRequest, RayJobsApi};
+
+/// How often a followed job's status is read.
+const POLL: Duration = Duration::from_millis(300);
+
+/// What one container's `ray job submit` asks for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Submission {
+    /// The dashboard's base URL (`http://host:port`).
+    pub address: String,
+    pub submission_id: Option<String>,
+    pub entrypoint: String,
+    /// The process stays until the job ends (`ray job logs --follow`, or a submit without `--no-wait`).
+    pub follows: bool,
+}
+
+/// One shell statement: its words (quotes taken off) and each word's end in `raw`, the statement's text.
+struct Statement<'a> {
+    words: Vec<String>,
+    ends: Vec<usize>,
+    raw: &'a str,
+}
+
+/// The statements of a shell script: split on `;`, `&&` and new lines outside quotes, leading shell
+/// keywords of `if`/`then` dropped.
+fn statements(script: &str) -> Vec<Statement<'_>> {
+    let mut out = Vec::new();
+    let (mut start, mut quote, mut word, mut in_word) = (0, None::<char>, String::new(), false);
+    let mut current = Statement { words: Vec::new(), ends: Vec::new(), raw: "" };
+    let mut chars = script.char_indices().peekable();
+    while let Some((i, ch)) = chars.next() {
+        let end_word = |current: &mut Statement<'_>, word: &mut String, in_word: &mut bool| {
+            if std::mem::take(in_word) {
+                current.words.push(std::mem::take(word));
+                current.ends.push(i - start);
+            }
+        };
+        match (quote, ch) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => word.push(c),
+            (None, '"' | '\'') => {
+                quote = Some(ch);
+                in_word = true;
+            }
+            (None, ';' | '\n') | (None, '&') if ch != '&' || chars.peek().is_some_and(|(_, n)| *n == '&') => {
+                end_word(&mut current, &mut word, &mut in_word);
+                current.raw = &script[start..i];
+                out.push(std::mem::replace(&mut current, Statement { words: Vec::new(), ends: Vec::new(), raw: "" }));
+                if ch == '&' {
+                    chars.next();
+                    start = i + 2;
+                } else {
+                    start = i + 1;
+                }
+            }
+            (None, c) if c.is_whitespace() => end_word(&mut current, &mut word, &mut in_word),
+            (None, c) => {
+                word.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if in_word {
+        current.words.push(word);
+        current.ends.push(script.len() - start);
+    }
+    current.raw = &script[start..];
+    out.push(current);
+    for st in &mut out {
+        let skip = st.words.iter().take_while(|w| matches!(w.as_str(), "if" | "then" | "else" | "do" | "!")).count();
+        st.words.drain(..skip);
+        st.ends.drain(..skip);
+    }
+    out.retain(|st| !st.words.is_empty() && st.words[0] != "fi");
+    out
+}
+
+fn starts(words: &[String], prefix: &[&str]) -> bool {
+    words.len() >= prefix.len() && words.iter().zip(prefix).all(|(w, p)| w == p)
+}
+
+/// The value after `flag` (`--flag value` or `--flag=value`).
+fn option(words: &[String], flag: &str) -> Option<String> {
+    let eq = format!("{flag}=");
+    words.iter().enumerate().find_map(|(i, w)| {
+        if w == flag {
+            words.get(i + 1).cloned()
+        } else {
+            w.strip_prefix(&eq).map(str::to_string)
+        }
+    })
+}
+
+/// The script of `sh -c SCRIPT` / `/bin/bash -ce -- SCRIPT`: the first word after the shell's options.
+fn shell_script(argv: &[String]) -> Option<String> {
+    let shell = argv.first()?.rsplit('/').next()?;
+    if !matches!(shell, "sh" | "bash" | "dash" | "zsh") {
+        return None;
+    }
+    let mut rest = argv[1..].iter().skip_while(|w| w.starts_with('-'));
+    let has_c = argv[1..].iter().take_while(|w| w.starts_with('-')).any(|w| !w.starts_with("--") && w.contains('c'));
+    has_c.then(|| rest.next().cloned()).flatten()
+}
+
+/// The container's `ray job submit`, if its command runs one.
+pub fn parse_container(c: &Container) -> Option<Submission> {
+    let argv = [c.command.clone().unwrap_or_default(), c.args.clone().unwrap_or_default()].concat();
+    let script = shell_script(&argv).unwrap_or_else(|| argv.join(" "));
+    let lines = statements(&script);
+    let submit = lines.iter().find(|st| starts(&st.words, &["ray", "job", "submit"]))?;
+    // The entrypoint is the statement's text after `--`, as the shell would pass it on.
+    let (opts, entry) = match submit.words.iter().position(|w| w == "--") {
+        Some(i) => (&submit.words[..i], submit.raw[submit.ends[i]..].trim().to_string()),
+        None => (&submit.words[..], String::new()),
+    };
+    let env = |name: &str| c.env.iter().flatten().find(|e| e.name == name).and_then(|e| e.value.clone());
+    let address = option(opts, "--address").or_else(|| env("RAY_DASHBOARD_ADDRESS")).or_else(|| env("RAY_ADDRESS"))?;
+    let address = if address.contains("://") { address } else { format!("http://{address}") };
+    let no_wait = opts.iter().any(|w| w == "--no-wait");
+    let follows_logs = lines
+        .iter()
+        .any(|st| starts(&st.words, &["ray", "job", "logs"]) && st.words.iter().any(|f| f == "--follow" || f == "-f"));
+    Some(Submission {
+        address,
+        submission_id: option(opts, "--submission-id"),
+        entrypoint: entry,
+        follows: !no_wait || follows_logs,
+    })
+}
+
+/// The pod's `ray job submit`: the first container running one.
+pub fn parse(pod: &Pod) -> Option<(String, Submission)> {
+    pod.spec.as_ref()?.containers.iter().find_map(|c| parse_container(c).map(|s| (c.name.clone(), s)))
+}
+
+/// The pod's final status: every container terminated with `code`.
+pub fn ended(pod: &Pod, code: i32, message: &str) -> Value {
+    let now = jiff::Timestamp::now().to_string();
+    let started = pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map_or_else(|| now.clone(), |t| t.0.to_string());
+    let reason = if code == 0 { "Completed" } else { "Error" };
+    let statuses: Vec<Value> = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.containers.iter())
+        .map(|c| {
+            json!({"name": c.name, "ready": false, "started": false, "restartCount": 0, "image": c.image.clone().unwrap_or_default(), "imageID": "",
+                   "state": {"terminated": {"exitCode": code, "reason": reason, "message": message, "startedAt": started, "finishedAt": now}}})
+        })
+        .collect();
+    let cond = |t: &str| json!({"type": t, "status": "False", "reason": "PodCompleted", "lastTransitionTime": now});
+    json!({
+        "phase": if code == 0 { "Succeeded" } else { "Failed" },
+        "conditions": [cond("ContainersReady"), cond("Ready")],
+        "containerStatuses": statuses,
+    })
+}
+
+/// What to do with a running submitter now.
+#[derive(Debug, PartialEq)]
+enum Step {
+    /// End the pod with this exit code and message.
+    End(i32, String),
+    /// Look again later.
+    Poll,
+}
+
+/// One pass over a running submitter: submit if the job is not there yet, then end or keep following.
+async fn step(jobs: &dyn RayJobsApi, sub: &Submission, known_id: Option<String>) -> (Step, Option<String>) {
+    let endpoint = DashboardEndpoint::new(sub.address.clone());
+    let refused = |e: DashboardError| (Step::End(1, format!("ray job submit: {e}")), None);
+    let id = match known_id.or_else(|| sub.submission_id.clone()) {
+        Some(id) => match jobs.job_info(&endpoint, &id).await {
+            Ok(Some(_)) => id,
+            Ok(None) => match submit(jobs, &endpoint, sub, Some(id)).await {
+                Ok(id) => id,
+                Err(e) => return refused(e),
+            },
+            Err(e) => return refused(e),
+        },
+        None => match submit(jobs, &endpoint, sub, None).await {
+            Ok(id) => id,
+            Err(e) => return refused(e),
+        },
+    };
+    if !sub.follows {
+        return (Step::End(0, format!("submitted {id}")), Some(id));
+    }
+    match jobs.job_info(&endpoint, &id).await {
+        Ok(Some(d)) if matches!(d.status.as_str(), "SUCCEEDED" | "FAILED" | "STOPPED") => {
+            (Step::End(0, format!("job {id} ended {}", d.status)), Some(id))
+        }
+        Ok(Some(_)) => (Step::Poll, Some(id)),
+        Ok(None) => (Step::End(1, format!("ray job logs: job {id} does not exist")), Some(id)),
+        Err(e) => (Step::End(1, format!("ray job logs: {e}")), Some(id)),
+    }
+}
+
+async fn submit(jobs: &dyn RayJobsApi, endpoint: &DashboardEndpoint, sub: &Submission, id: Option<String>) -> Result<String, DashboardError> {
+    let request = JobSubmitRequest { entrypoint: sub.entrypoint.clone(), submission_id: id, ..Default::default() };
+    jobs.submit_job(endpoint, &request).await.map(|r| r.submission_id)
+}
+
+struct Ctx {
+    client: kube::Client,
+    sim: Arc<RaySim>,
+    /// Pod uid -> the submission id its CLI got back (for a submit without `--submission-id`).
+    ids: Mutex<HashMap<String, String>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("kube API: {0}")]
+struct LoopError(#[from] kube::Error);
+
+async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, LoopError> {
+    let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let Some((_, sub)) = parse(&pod).filter(|_| running && pod.metadata.deletion_timestamp.is_none()) else {
+        ctx.ids.lock().unwrap_or_else(|p| p.into_inner()).remove(&uid);
+        return Ok(Action::await_change());
+    };
+    let known = ctx.ids.lock().unwrap_or_else(|p| p.into_inner()).get(&uid).cloned();
+    let (next, id) = step(ctx.sim.as_ref(), &sub, known).await;
+    match next {
+        Step::Poll => {
+            if let Some(id) = id {
+                ctx.ids.lock().unwrap_or_else(|p| p.into_inner()).insert(uid, id);
+            }
+            Ok(Action::requeue(POLL))
+        }
+        Step::End(code, message) => {
+            let ns = pod.metadata.namespace.clone().unwrap_or_default();
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({"status": ended(&pod, code, &message)}))).await?;
+            ctx.ids.lock().unwrap_or_else(|p| p.into_inner()).remove(&uid);
+            Ok(Action::await_change())
+        }
+    }
+}
+
+/// Runs until the pod stream ends (never, while the API is up).
+pub async fn run(client: kube::Client, sim: Arc<RaySim>) {
+    let ctx = Arc::new(Ctx { client: client.clone(), sim, ids: Mutex::new(HashMap::new()) });
+    Controller::new(Api::<Pod>::all(client), watcher::Config::default())
+        .run(reconcile, |_, _, _| Action::requeue(Duration::from_millis(200)), ctx)
+        .for_each(|_| async {})
+        .await;
+}
+
+#[cfg(test)]
+#[path = "submitter_tests.rs"]
+mod tests;

@@ -1,0 +1,102 @@
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Container;
+use serde_json::json;
+
+use super::*;
+use crate::api::ray::RayJob;
+use crate::rayservice::dashboard::sim::SimOptions;
+
+fn container(command: &[&str], args: &[&str]) -> Container {
+    serde_json::from_value(json!({"name": "ray-job-submitter", "command": command, "args": args})).unwrap()
+}
+
+fn job(entrypoint: &str) -> RayJob {
+    serde_json::from_value(json!({
+        "apiVersion": "ray.io/v1", "kind": "RayJob",
+        "metadata": {"name": "rj", "namespace": "ns", "uid": "u1"},
+        "spec": {
+            "entrypoint": entrypoint,
+            "rayClusterSpec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "h", "image": "rayproject/ray:2.9.0"}]}}}}
+        },
+        "status": {"jobId": "rj-abcde", "dashboardURL": "rj-xyz-head-svc.ns.svc.cluster.local:8265"}
+    }))
+    .unwrap()
+}
+
+/// KubeRay's own submitter script (as `build_submitter` writes it): the address, the job's id, the
+/// entrypoint with its quoted `;` intact, and `ray job logs --follow` keeping the process until the end.
+#[test]
+fn kuberays_submitter_script_is_read_as_the_cli_would() {
+    let entrypoint = r#"python -c "import time; time.sleep(3)""#;
+    let submitter = crate::rayservice::rayjob::controller::build_submitter(&job(entrypoint)).unwrap();
+    let pod = submitter.spec.unwrap().template.spec.unwrap();
+    let sub = parse_container(&pod.containers[0]).expect("a ray job submit");
+    assert_eq!(
+        sub,
+        Submission {
+            address: "http://rj-xyz-head-svc.ns.svc.cluster.local:8265".into(),
+            submission_id: Some("rj-abcde".into()),
+            entrypoint: entrypoint.into(),
+            follows: true,
+        }
+    );
+}
+
+#[test]
+fn a_hand_written_submit_is_read_too() {
+    // `--no-wait` alone: the process ends once the job is accepted.
+    let c = container(&["sh", "-c"], &["ray job submit --address=10.0.0.2:8265 --no-wait -- sleep 5 && echo done"]);
+    let sub = parse_container(&c).unwrap();
+    assert_eq!((sub.address.as_str(), sub.entrypoint.as_str(), sub.follows), ("http://10.0.0.2:8265", "sleep 5", false));
+    // Without `--no-wait` the CLI waits; the address may come from the environment.
+    let mut c = container(&["ray", "job", "submit", "--", "python", "train.py"], &[]);
+    c.env = Some(vec![serde_json::from_value(json!({"name": "RAY_DASHBOARD_ADDRESS", "value": "head:8265"})).unwrap()]);
+    let sub = parse_container(&c).unwrap();
+    assert_eq!((sub.address.as_str(), sub.entrypoint.as_str(), sub.follows, sub.submission_id), ("http://head:8265", "python train.py", true, None));
+    // Not a submitter: no `ray job submit`, or no address anywhere.
+    assert_eq!(parse_container(&container(&["sleep", "3"], &[])), None);
+    assert_eq!(parse_container(&container(&["sh", "-c", "echo 'ray job submit -- x'"], &[])), None);
+    assert_eq!(parse_container(&container(&["ray", "job", "submit", "--", "x"], &[])), None);
+}
+
+fn sim() -> RaySim {
+    RaySim::new(SimOptions { build_delay: Duration::ZERO, replica_start_delay: Duration::ZERO, ..SimOptions::default() })
+}
+
+fn submission(entrypoint: &str, follows: bool) -> Submission {
+    Submission { address: "http://head:8265".into(), submission_id: Some("rj-1".into()), entrypoint: entrypoint.into(), follows }
+}
+
+/// Submitted once (a known id is not submitted again, as the script's `ray job status` check does),
+/// followed to the job's end, and the process exits 0 whatever the end, as `ray job logs --follow` does.
+#[tokio::test(start_paused = true)]
+async fn a_followed_job_is_submitted_once_and_the_pod_ends_with_the_job() {
+    let sim = sim();
+    let sub = submission("sleep 2", true);
+    let (next, id) = step(&sim, &sub, None).await;
+    assert_eq!((next, id.as_deref()), (Step::Poll, Some("rj-1")));
+    let (next, _) = step(&sim, &sub, id.clone()).await;
+    assert_eq!(next, Step::Poll, "still running, and not submitted twice");
+    tokio::time::advance(Duration::from_secs(3)).await;
+    let (next, _) = step(&sim, &sub, id).await;
+    assert_eq!(next, Step::End(0, "job rj-1 ended SUCCEEDED".into()));
+
+    let failing = Submission { submission_id: Some("rj-2".into()), ..submission("exit 3", true) };
+    let (_, id) = step(&sim, &failing, None).await;
+    tokio::time::advance(Duration::from_secs(2)).await;
+    let (next, _) = step(&sim, &failing, id).await;
+    assert_eq!(next, Step::End(0, "job rj-2 ended FAILED".into()), "ray job logs exits 0; Ray holds the job's end");
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_wait_ends_at_submission_and_a_refusal_fails_the_pod() {
+    let sim = sim();
+    let (next, _) = step(&sim, &submission("sleep 60", false), None).await;
+    assert_eq!(next, Step::End(0, "submitted rj-1".into()));
+    let (next, _) = step(&sim, &submission("", false), Some("rj-9".into())).await;
+    assert!(matches!(&next, Step::End(1, m) if m.contains("entrypoint")), "{next:?}");
+    sim.set_reachable("http://head:8265", false);
+    let (next, _) = step(&sim, &Submission { submission_id: Some("rj-3".into()), ..submission("sleep 1", true) }, None).await;
+    assert!(matches!(&next, Step::End(1, m) if m.contains("ray job submit")), "{next:?}");
+}
