@@ -22,7 +22,7 @@ use prometheus_client::registry::Registry;
 
 use crate::api::kueue::Workload;
 use crate::api::ray::constants as c;
-use crate::api::ray::{RayCluster, RayService};
+use crate::api::ray::{RayCluster, RayJob, RayService};
 
 fn find<'a>(conds: Option<&'a [Condition]>, type_: &str) -> Option<&'a Condition> {
     conds.into_iter().flatten().find(|c| c.type_ == type_)
@@ -95,6 +95,35 @@ pub fn render(clusters: &[RayCluster], services: &[RayService], now: Timestamp) 
     for (rc, g) in &gated {
         let secs = if g.status == "True" { now.duration_since(g.last_transition_time.0).as_secs_f64().max(0.0) } else { 0.0 };
         let _ = writeln!(out, "quotagate_raycluster_gated_seconds{{{}}} {secs}", gate_id(rc));
+    }
+    out
+}
+
+/// KubeRay's RayJob gauges (`ray_job_metrics.go`) for these jobs. KubeRay sets the execution duration
+/// when a job's deployment status goes from Initializing to a terminal state (or Retrying), as the time
+/// since its `startTime`; here it is read from the stored status at scrape time: `endTime - startTime`
+/// for a Complete or Failed job, with `retry_count` its failed tries. (KubeRay's value for a try that went
+/// Retrying is not kept: the status no longer holds it once the retry starts.)
+pub fn render_jobs(jobs: &[RayJob]) -> String {
+    let mut out = String::new();
+    let id = |j: &RayJob| format!("name=\"{}\",namespace=\"{}\"", esc(&j.name_any()), esc(&j.namespace().unwrap_or_default()));
+    let deployment = |j: &RayJob| j.status.as_ref().and_then(|s| s.job_deployment_status);
+    header(&mut out, "kuberay_job_info", "Metadata information about RayJob custom resources");
+    for j in jobs {
+        let _ = writeln!(out, "kuberay_job_info{{{}}} 1", id(j));
+    }
+    header(&mut out, "kuberay_job_deployment_status", "The RayJobs current deployment status");
+    for j in jobs {
+        let status = deployment(j).map_or("", |d| d.as_str());
+        let _ = writeln!(out, "kuberay_job_deployment_status{{{},deployment_status=\"{status}\"}} 1", id(j));
+    }
+    header(&mut out, "kuberay_job_execution_duration_seconds", "Duration from when the RayJob CR's JobDeploymentStatus transitions from Initializing to either the Retrying state or a terminal state, such as Complete or Failed");
+    for j in jobs {
+        let Some(st) = j.status.as_ref().filter(|_| deployment(j).is_some_and(|d| d.is_terminal())) else { continue };
+        let (Some(start), Some(end), Some(d)) = (st.start_time.as_ref(), st.end_time.as_ref(), st.job_deployment_status) else { continue };
+        let secs = end.0.duration_since(start.0).as_secs_f64().max(0.0);
+        let retries = st.failed.unwrap_or(0);
+        let _ = writeln!(out, "kuberay_job_execution_duration_seconds{{{},job_deployment_status=\"{}\",retry_count=\"{retries}\"}} {secs}", id(j), d.as_str());
     }
     out
 }
@@ -267,6 +296,34 @@ mod tests {
             assert!(text.contains(want), "missing {want} in\n{text}");
         }
         assert!(!text.contains("kuberay_cluster_provisioned_duration_seconds{name=\"b\""), "{text}");
+    }
+
+    // KubeRay's ray_job_metrics_test: info and deployment status per job (a deleted job's series go
+    // with it: these are read from the jobs there are), the execution duration of an ended job.
+    #[test]
+    fn kuberay_job_series() {
+        let job = |name: &str, ns: &str, status: serde_json::Value| -> RayJob {
+            serde_json::from_value(json!({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": name, "namespace": ns}, "spec": {}, "status": status})).unwrap()
+        };
+        let jobs = [
+            job("ray-job-1", "ns1", json!({"jobDeploymentStatus": "Running", "startTime": "2026-01-01T00:00:00Z"})),
+            job("ray-job-2", "ns2", json!({"jobDeploymentStatus": "Failed", "startTime": "2026-01-01T00:00:00Z", "endTime": "2026-01-01T00:00:20.5Z", "failed": 2})),
+            job("ray-job-3", "ns1", json!({})),
+        ];
+        let text = render_jobs(&jobs);
+        for want in [
+            "kuberay_job_info{name=\"ray-job-1\",namespace=\"ns1\"} 1",
+            "kuberay_job_info{name=\"ray-job-2\",namespace=\"ns2\"} 1",
+            "kuberay_job_deployment_status{name=\"ray-job-1\",namespace=\"ns1\",deployment_status=\"Running\"} 1",
+            "kuberay_job_deployment_status{name=\"ray-job-2\",namespace=\"ns2\",deployment_status=\"Failed\"} 1",
+            "kuberay_job_deployment_status{name=\"ray-job-3\",namespace=\"ns1\",deployment_status=\"\"} 1",
+            "kuberay_job_execution_duration_seconds{name=\"ray-job-2\",namespace=\"ns2\",job_deployment_status=\"Failed\",retry_count=\"2\"} 20.5",
+        ] {
+            assert!(text.contains(want), "missing {want} in\n{text}");
+        }
+        assert!(!text.contains("kuberay_job_execution_duration_seconds{name=\"ray-job-1\""), "a running job has no duration yet: {text}");
+        let fewer = render_jobs(&jobs[1..]);
+        assert!(!fewer.contains("ray-job-1"), "a deleted job's series are gone: {fewer}");
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Serves the Ray operator's metrics (`rayservice::metrics`): RayCluster and RayService watchers keep
-//! stores for KubeRay's scrape-time gauges and feed every change, with the Workloads', to the gate
+//! Serves the Ray operator's metrics (`rayservice::metrics`): RayCluster, RayService and RayJob watchers
+//! keep stores for KubeRay's scrape-time gauges and feed every change, with the Workloads', to the gate
 //! tracker. Reads only, so every replica serves them.
 
 use std::sync::Arc;
@@ -12,8 +12,8 @@ use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
 use crate::api::kueue::Workload;
-use crate::api::ray::{RayCluster, RayService};
-use crate::rayservice::metrics::{GateMetrics, render};
+use crate::api::ray::{RayCluster, RayJob, RayService};
+use crate::rayservice::metrics::{GateMetrics, render, render_jobs};
 
 /// Reflects `api` into a store and hands each applied or deleted object to `on`.
 fn watch<K>(api: Api<K>, tasks: &mut Vec<JoinHandle<()>>, on: impl Fn(&K, bool) + Send + 'static) -> Store<K>
@@ -55,10 +55,13 @@ pub fn spawn(client: &Client, tasks: &mut Vec<JoinHandle<()>>) -> impl Fn() -> S
             g.tracker().workload(wl, Instant::now());
         }
     });
+    let jobs = watch(Api::<RayJob>::all(client.clone()), tasks, |_, _| {});
     move || {
         let cs: Vec<RayCluster> = clusters.state().iter().map(|c| (**c).clone()).collect();
         let ss: Vec<RayService> = services.state().iter().map(|s| (**s).clone()).collect();
+        let js: Vec<RayJob> = jobs.state().iter().map(|j| (**j).clone()).collect();
         let mut text = render(&cs, &ss, jiff::Timestamp::now());
+        text.push_str(&render_jobs(&js));
         text.push_str(&gate.render());
         text
     }
