@@ -1,0 +1,318 @@
+//! Pod groups (Kueue's pod controller with `isGroup`): the Pods labelled `kueue.x-k8s.io/pod-group-name`
+//! with the `kueue.x-k8s.io/pod-group-total-count` annotation share one Workload named after the group,
+//! created once the group's total count of pods exists; its podsets are the pods' roles (Kueue's role
+//! hash), counted. Admission ungates every pod with its role's info; the group finishes when all its pods
+//! succeeded; a stop deletes every pod still running or ungated. The decision is the job framework's
+//! [`plan`] over a [`PodGroup`] (a `GenericJob` built from the group's pods); [`reconcile`] acts on it.
+//!
+//! Not (yet) as Kueue: failed pods are not replaced (no `WaitingForReplacementPods`), excess pods are
+//! not deleted, and a group is not marked `kueue.x-k8s.io/pod-group-fast-admission` or serving.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::core::GroupVersionKind;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::EventType;
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+
+use super::{finalizer_removable, gvk, pod_set, ready, remove_finalizer, stop_pod, to_stop, ungate};
+use crate::api::kueue::constants::{label, reason};
+use crate::api::kueue::{PodSet, Workload};
+use crate::api::pod as p;
+use crate::jobframework::admission::{clear_reservation, finished};
+use crate::jobframework::job_controller::{JobError, became_leader, priority};
+use crate::jobframework::podset_info::{InfoOptions, flavors_by_name, podsets_info_from_status};
+use crate::jobframework::priority::priority_source;
+use crate::jobframework::shell::{self, ignore_already_exists, ignore_not_found};
+use crate::jobframework::workload::{WorkloadOptions, construct_workload};
+use crate::jobframework::{Finished, GenericJob, JobContext, JobFrameworkError, PodSetInfo, Step, StopReason, plan};
+
+/// Kueue's annotation on a group's Workload.
+pub const IS_GROUP_WORKLOAD: &str = "kueue.x-k8s.io/is-group-workload";
+/// Kueue allows at most 8 roles in a group (a Workload's podset limit).
+pub const MAX_ROLES: usize = 8;
+
+/// One pod group as a job: its pods (in the order listed) and its declared size.
+#[derive(Clone, Debug)]
+pub struct PodGroup {
+    meta: ObjectMeta,
+    pub pods: Vec<Pod>,
+    pub total: i32,
+}
+
+/// Kueue's `isPodRunnableOrSucceeded`: not Failed, and not a deleted pod that never got a node.
+pub fn runnable_or_succeeded(pod: &Pod) -> bool {
+    let unbound = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty);
+    !(pod.metadata.deletion_timestamp.is_some() && unbound) && p::phase(pod) != "Failed"
+}
+
+impl PodGroup {
+    /// The group of `pods` (all with the group's label), checked as Kueue's `validatePodGroupMetadata`:
+    /// the same queue and total count on every pod that has not failed.
+    pub fn new(name: &str, pods: Vec<Pod>) -> Result<PodGroup, String> {
+        let first = pods.iter().find(|x| p::phase(x) != "Failed").or(pods.first()).ok_or_else(|| format!("pod group {name} has no pods"))?;
+        let total = p::group_total_count(&first.metadata)?;
+        let queue = |x: &Pod| x.metadata.labels.as_ref().and_then(|l| l.get(label::QUEUE_NAME)).cloned();
+        for other in pods.iter().filter(|x| p::phase(x) != "Failed") {
+            if queue(other) != queue(first) {
+                return Err(format!("pods '{}' and '{}' has different queue names: {}!={}", first.name_any(), other.name_any(), queue(first).unwrap_or_default(), queue(other).unwrap_or_default()));
+            }
+            if p::group_total_count(&other.metadata) != Ok(total) {
+                return Err(format!("pods '{}' and '{}' has different '{}' values", first.name_any(), other.name_any(), p::GROUP_TOTAL_COUNT_ANNOTATION));
+            }
+        }
+        let meta = ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: first.metadata.namespace.clone(),
+            uid: first.metadata.uid.clone(),
+            labels: first.metadata.labels.clone(),
+            ..Default::default()
+        };
+        Ok(PodGroup { meta, pods, total })
+    }
+
+    pub fn name(&self) -> &str {
+        self.meta.name.as_deref().unwrap_or_default()
+    }
+
+    /// The pods that count towards the group (Kueue's `runnableOrSucceededPods`).
+    pub fn runnable(&self) -> impl Iterator<Item = &Pod> {
+        self.pods.iter().filter(|x| runnable_or_succeeded(x))
+    }
+
+    /// Kueue creates no Workload before the group's total count of pods exists.
+    pub fn complete(&self) -> bool {
+        self.runnable().count() >= self.total as usize
+    }
+
+    /// The Workload for the group: named after it, owned by every pod, marked a group workload.
+    pub fn workload(&self, prio: crate::jobframework::priority::Priority) -> Result<Workload, JobFrameworkError> {
+        let mut wl = construct_workload(self, self.pod_sets()?, prio, &WorkloadOptions::default())?;
+        wl.metadata.name = Some(self.name().to_string());
+        if let Some(labels) = wl.metadata.labels.as_mut() {
+            labels.remove(label::JOB_UID);
+        }
+        wl.metadata.labels = wl.metadata.labels.take().filter(|l| !l.is_empty());
+        wl.metadata.annotations.get_or_insert_with(Default::default).insert(IS_GROUP_WORKLOAD.to_string(), "true".to_string());
+        wl.metadata.owner_references = Some(
+            self.pods
+                .iter()
+                .map(|x| OwnerReference {
+                    api_version: "v1".into(),
+                    kind: "Pod".into(),
+                    name: x.name_any(),
+                    uid: x.metadata.uid.clone().unwrap_or_default(),
+                    ..Default::default()
+                })
+                .collect(),
+        );
+        Ok(wl)
+    }
+
+    /// The pods to ungate with their role's info (each gated pod, changed in memory).
+    pub fn ungated(&self, infos: &[PodSetInfo]) -> Result<Vec<(Pod, Pod)>, JobFrameworkError> {
+        let mut out = Vec::new();
+        for pod in self.pods.iter().filter(|x| p::is_gated(x) && x.metadata.deletion_timestamp.is_none()) {
+            let role = p::role_hash(pod);
+            let info = infos.iter().find(|i| i.name == role).ok_or(JobFrameworkError::UnknownPodSet(role))?;
+            let mut after = pod.clone();
+            ungate(&mut after, info)?;
+            out.push((pod.clone(), after));
+        }
+        Ok(out)
+    }
+}
+
+impl GenericJob for PodGroup {
+    fn meta(&self) -> &ObjectMeta {
+        &self.meta
+    }
+
+    fn gvk(&self) -> GroupVersionKind {
+        gvk()
+    }
+
+    /// Kueue: a group is suspended while any of its pods is gated or ended.
+    fn is_suspended(&self) -> bool {
+        self.pods.iter().any(p::is_suspended)
+    }
+
+    fn suspend(&mut self) {}
+
+    fn run_with_podsets_info(&mut self, infos: &[PodSetInfo]) -> Result<(), JobFrameworkError> {
+        for (before, after) in self.ungated(infos)? {
+            if let Some(slot) = self.pods.iter_mut().find(|x| x.metadata.uid == before.metadata.uid) {
+                *slot = after;
+            }
+        }
+        Ok(())
+    }
+
+    fn restore_podsets_info(&mut self, _: &[PodSetInfo]) -> bool {
+        false
+    }
+
+    /// Kueue: finished when as many pods succeeded as the group counts, or, for a group that is not
+    /// retried (`retriable-in-group: "false"`), once none is left running.
+    fn finished(&self) -> Option<Finished> {
+        let succeeded = self.pods.iter().filter(|x| p::phase(x) == "Succeeded").count();
+        let active = self.pods.iter().any(|x| !p::is_terminated(x));
+        let unretriable = self.pods.iter().any(|x| x.metadata.annotations.as_ref().and_then(|a| a.get(p::RETRIABLE_IN_GROUP_ANNOTATION)).is_some_and(|v| v == "false"));
+        (succeeded == self.total as usize || (!active && unretriable))
+            .then(|| Finished { success: true, message: format!("Pods succeeded: {succeeded}/{}.", self.total) })
+    }
+
+    /// Kueue's `constructGroupPodSets`: one podset per role hash, named by it, counting the runnable
+    /// pods of that role, sorted by name.
+    fn pod_sets(&self) -> Result<Vec<PodSet>, JobFrameworkError> {
+        let mut roles: BTreeMap<String, (Pod, i32)> = BTreeMap::new();
+        for pod in self.runnable() {
+            roles.entry(p::role_hash(pod)).or_insert_with(|| (pod.clone(), 0)).1 += 1;
+        }
+        if roles.len() > MAX_ROLES {
+            return Err(JobFrameworkError::PodSets("pod group can't include more than 8 roles".into()));
+        }
+        Ok(roles.iter().map(|(role, (pod, n))| pod_set(pod, role, *n)).collect())
+    }
+
+    fn is_active(&self) -> bool {
+        self.pods.iter().any(|x| p::phase(x) == "Running")
+    }
+
+    fn pods_ready(&self) -> bool {
+        self.pods.iter().all(ready)
+    }
+}
+
+/// What one pass does for a group: the framework's step once the group is complete (before that,
+/// nothing but waiting), and the pods whose finalizer can go.
+pub fn decide(group: &PodGroup, workload: Option<&Workload>) -> Result<(Step, Vec<String>), JobFrameworkError> {
+    let wls: Vec<&Workload> = workload.into_iter().collect();
+    let open = wls.iter().any(|w| w.metadata.deletion_timestamp.is_none() && !w.is_finished());
+    let step = if !open && !group.complete() && group.finished().is_none() { Step::Nothing } else { plan(group, &wls)? };
+    let owned: Vec<Workload> = wls.iter().map(|w| (*w).clone()).collect();
+    let finished_wl = wls.iter().any(|w| w.is_finished());
+    let finalize = group
+        .pods
+        .iter()
+        .filter(|x| x.metadata.finalizers.iter().flatten().any(|f| f == p::FINALIZER))
+        .filter(|x| finished_wl || finalizer_removable(x, &owned))
+        .map(|x| x.name_any())
+        .collect();
+    Ok((step, finalize))
+}
+
+/// Runs the pod-group controller until `shutdown` completes.
+pub async fn run(ctx: JobContext, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+    let client = ctx.client.clone();
+    let mut leader = ctx.leader.clone();
+    let selector = format!("{},{}", super::managed_selector(), p::GROUP_NAME_LABEL);
+    let controller = Controller::new(Api::<Pod>::all(client.clone()), watcher::Config::default().labels(&selector))
+        .owns(Api::<Workload>::all(client.clone()), watcher::Config::default())
+        .graceful_shutdown_on(shutdown)
+        .reconcile_all_on(became_leader(&mut leader));
+    shell::run(controller, "podgroup", reconcile, Arc::new(ctx), |_| Duration::from_secs(1)).await;
+}
+
+/// Reconciles the group of `pod` (every pod of a group wakes the same pass).
+pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<JobContext>) -> Result<Action, JobError> {
+    if !*ctx.leader.borrow() {
+        return Ok(Action::requeue(Duration::from_secs(2)));
+    }
+    let Some(name) = p::group_name(&pod.metadata).map(str::to_string) else {
+        return Ok(Action::await_change());
+    };
+    let ns = pod.namespace().unwrap_or_default();
+    let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let wl_api: Api<Workload> = Api::namespaced(ctx.client.clone(), &ns);
+    let selector = format!("{}={name},{}", p::GROUP_NAME_LABEL, super::managed_selector());
+    let pods = pods_api.list(&ListParams::default().labels(&selector)).await?.items;
+    let workload = ignore_not_found(wl_api.get(&name).await)?;
+    let obj_ref = pod.object_ref(&());
+    let group = match PodGroup::new(&name, pods) {
+        Ok(g) => g,
+        Err(why) => {
+            shell::publish(&ctx.recorder, &obj_ref, EventType::Warning, "ErrWorkloadCompose", why).await;
+            return Ok(Action::requeue(Duration::from_secs(60)));
+        }
+    };
+    let (step, finalize) = decide(&group, workload.as_ref())?;
+    tracing::debug!(group = %name, ?step, "pod group step");
+    let active = group.is_active();
+    match &step {
+        Step::CreateWorkload => {
+            let podsets = group.pod_sets()?;
+            let prio = priority(&ctx, priority_source(&group, &podsets)).await?;
+            let wl = group.workload(prio)?;
+            if ignore_already_exists(wl_api.create(&PostParams::default(), &wl).await)?.is_some() {
+                let note = format!("Created Workload: {ns}/{name}");
+                shell::publish(&ctx.recorder, &obj_ref, EventType::Normal, "CreatedWorkload", note).await;
+            }
+        }
+        Step::Start(wl_name) => {
+            let Some(wl) = workload.as_ref() else { return Ok(Action::requeue(Duration::from_secs(1))) };
+            let flavors = flavors_by_name(&ctx.client).await?;
+            let infos = podsets_info_from_status(wl, &flavors, InfoOptions::default())?;
+            let cq = wl.admission().map(|a| a.cluster_queue.clone()).unwrap_or_default();
+            for (before, after) in group.ungated(&infos)? {
+                if let Some(patch) = crate::api::merge_patch::guarded(&before, &after).map_err(|e| JobFrameworkError::Encode(e.to_string()))? {
+                    pods_api.patch(&before.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+                    shell::publish(&ctx.recorder, &before.object_ref(&()), EventType::Normal, "Started", format!("Admitted by clusterQueue {cq}")).await;
+                }
+            }
+            tracing::debug!(workload = %wl_name, "pod group started");
+        }
+        Step::Stop(_) | Step::StopNotMatching(_) | Step::Suspend | Step::SuspendThenCreate => {
+            let (why, msg) = match (&step, workload.as_ref()) {
+                (Step::StopNotMatching(_), _) => (StopReason::NoMatchingWorkload, "No matching Workload".to_string()),
+                (Step::Stop(_), Some(wl)) => {
+                    (StopReason::WorkloadEvicted, wl.status.as_ref().and_then(|s| s.condition("Evicted")).map(|c| c.message.clone()).unwrap_or_default())
+                }
+                (Step::Suspend, _) => (StopReason::NotAdmitted, "Not admitted by cluster queue".to_string()),
+                _ => (StopReason::WorkloadDeleted, "Missing Workload".to_string()),
+            };
+            for x in to_stop(&group.pods, why) {
+                stop_pod(&ctx.client, x, why, &msg).await?;
+            }
+            // The quota goes back once no pod of the group runs.
+            if let (Step::Stop(_), Some(wl), false) = (&step, workload.as_ref(), active)
+                && let Some(status) = clear_reservation(wl, jiff::Timestamp::now())
+            {
+                let mut obj = wl.clone();
+                obj.status = Some(status);
+                wl_api.replace_status(&name, &PostParams::default(), &obj).await?;
+            }
+        }
+        Step::DeleteWorkloads(names) => {
+            for n in names {
+                ignore_not_found(wl_api.delete(n, &DeleteParams::default()).await)?;
+            }
+        }
+        Step::Finish { name: wl_name, finished: done } => {
+            if let Some(wl) = workload.as_ref()
+                && let Some(status) = finished(wl, reason::SUCCEEDED, &done.message, jiff::Timestamp::now())
+            {
+                let mut obj = wl.clone();
+                obj.status = Some(status);
+                wl_api.replace_status(wl_name, &PostParams::default(), &obj).await?;
+            }
+        }
+        // Groups have no workload slices.
+        Step::Ignore | Step::Nothing | Step::UpdateCounts(_) | Step::ReplacePodSets { .. } | Step::CreateSlice { .. } => {}
+    }
+    for pod_name in finalize {
+        if let Some(x) = group.pods.iter().find(|x| x.name_any() == pod_name) {
+            remove_finalizer(&ctx.client, x).await?;
+        }
+    }
+    Ok(match step {
+        Step::Stop(_) | Step::StopNotMatching(_) if active => Action::requeue(Duration::from_secs(1)),
+        _ => Action::requeue(crate::jobframework::job_controller::RESYNC),
+    })
+}
