@@ -284,9 +284,9 @@ mod tests {
         errs.iter().map(|e| e.field.clone()).collect()
     }
 
-    // Kueue: pod_webhook_test.go TestDefault ("pod with queue", "pod without queue", "pod with owner
-    // managed by kueue (Job)", "pod in the group gets the role hash"), and the default
-    // managedJobsNamespaceSelector leaving kube-system alone.
+    // Kueue: pod_webhook_test.go TestDefault ("pod with queue matching ns selector", "doesn’t match the
+    // managedJobsNamespaceSelector", "pod with owner managed by kueue (Job)", "pod with a group name
+    // label"), and getRoleHash: the same shape is the same role, other requests another.
     #[test]
     fn a_queue_labelled_pod_is_created_gated_managed_and_finalized() {
         let mut queued = pod(json!({label::QUEUE_NAME: "lq"}), json!({}));
@@ -321,9 +321,9 @@ mod tests {
         assert_ne!(bigger["metadata"]["annotations"][ROLE_HASH_ANNOTATION], hash.as_str(), "other requests, other role");
     }
 
-    // Kueue: pod_webhook_test.go TestValidateCreate ("invalid managed label value", "pod group name is
-    // missing", "pod group total count is missing", "invalid pod group total count", "group total
-    // count not positive", "invalid pod group name").
+    // Kueue: pod_webhook_test.go TestValidateCreate ("pod with group total count and no group name",
+    // "pod with group name and no group total count", "pod with empty group total count", "pod with 0
+    // group total count", "pod with incorrect group name"), and pod_webhook.go validateManagedLabel.
     #[test]
     fn create_rules_follow_kueues_pod_webhook() {
         let total = |v: &str| json!({GROUP_TOTAL_COUNT_ANNOTATION: v});
@@ -346,8 +346,9 @@ mod tests {
         assert!(errs[0].message.contains("group total count should be greater than zero"), "{errs:?}");
     }
 
-    // Kueue: pod_webhook_test.go TestValidateUpdate ("pod group name is changed", "retriable-in-group
-    // annotation is removed", queue name immutable once ungated).
+    // Kueue: pod_webhook_test.go TestValidateUpdate ("pod group name is changed", "retriable in group
+    // annotation is removed"), and jobframework's ValidateJobOnUpdate: the queue name is fixed once the
+    // pod is no longer suspended (ungated).
     #[test]
     fn update_rules_follow_kueues_pod_webhook() {
         let parse = |v: Value| serde_json::from_value::<Pod>(v).unwrap();

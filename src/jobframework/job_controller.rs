@@ -67,8 +67,9 @@ pub trait JobKind: GenericJob + Send + Sync + Sized + 'static {
     /// Kueue's `JobWithCustomStop` for a kind that cannot be suspended (a Pod): stopping is the kind's
     /// own action, [`JobKind::stop_itself`], instead of `suspend` and restoring the templates.
     const STOPS_ITSELF: bool = false;
-    /// Stops a running job of a kind that `STOPS_ITSELF` (a Pod is deleted), saying why.
-    fn stop_itself(&self, _reason: StopReason, _message: &str, _client: &Client) -> impl Future<Output = Result<(), kube::Error>> + Send {
+    /// Stops a running job of a kind that `STOPS_ITSELF` (a Pod is deleted), saying why: `why` is Kueue's
+    /// reason text (`WorkloadEvictedDueTo<the Evicted condition's reason>` for an eviction).
+    fn stop_itself(&self, _reason: StopReason, _why: &str, _message: &str, _client: &Client) -> impl Future<Output = Result<(), kube::Error>> + Send {
         async { Ok(()) }
     }
     /// Kueue's `JobWithCustomStop` for kinds whose API server refuses a template change in the write
@@ -341,6 +342,13 @@ fn mismatch(job: &dyn GenericJob, wl: &Workload, name: String) -> Step {
     }
 }
 
+/// Kueue's stop reason for an evicted workload: `WorkloadEvictedDueTo` and the Evicted condition's
+/// reason (e.g. `WorkloadEvictedDueToPreempted`).
+pub fn evicted_reason(wl: &Workload) -> String {
+    let why = wl.status.as_ref().and_then(|s| s.condition("Evicted")).map(|c| c.reason.clone()).unwrap_or_default();
+    format!("{}DueTo{why}", StopReason::WorkloadEvicted.as_str())
+}
+
 /// What every job controller shares: the client, the event recorder, leadership, and which job kinds
 /// are managed (a job whose controller owner is one of them is its parent's business).
 #[derive(Clone)]
@@ -511,7 +519,7 @@ impl<J: JobKind> Pass<'_, J> {
                     Step::Suspend => (StopReason::NotAdmitted, "Not admitted by cluster queue"),
                     _ => (StopReason::NoMatchingWorkload, "Missing Workload; unable to restore pod templates"),
                 };
-                job.stop_itself(reason, msg, &self.ctx.client).await?;
+                job.stop_itself(reason, reason.as_str(), msg, &self.ctx.client).await?;
                 shell::publish(&self.ctx.recorder, &self.obj_ref, EventType::Normal, "Stopped", msg.to_string()).await;
             }
             Step::SuspendThenCreate | Step::Suspend => {
@@ -692,8 +700,12 @@ impl<J: JobKind> Pass<'_, J> {
         };
         if J::STOPS_ITSELF {
             if was_running {
-                let reason = if not_matching { StopReason::NoMatchingWorkload } else { StopReason::WorkloadEvicted };
-                job.stop_itself(reason, &msg, &self.ctx.client).await?;
+                let (reason, why) = if not_matching {
+                    (StopReason::NoMatchingWorkload, StopReason::NoMatchingWorkload.as_str().to_string())
+                } else {
+                    (StopReason::WorkloadEvicted, evicted_reason(wl))
+                };
+                job.stop_itself(reason, &why, &msg, &self.ctx.client).await?;
             }
         } else if J::STOPS_IN_STEPS {
             // Kueue's Job `Stop`: suspended first, then what the kind needs before its templates may

@@ -74,9 +74,10 @@ fn workload_of(x: &Pod) -> String {
     workload_name_for_job(&PodJob::new(x.clone()), NameLength::Long).unwrap()
 }
 
-/// Kueue: test/integration/singlecluster/controller/jobs/pod/pod_controller_test.go, "Pod controller
-/// interacting with scheduler" / "Should schedule pods as they fit in their ClusterQueue" and "when
-/// the pod succeeds, the workload is finished and the finalizer removed": the first Pod is ungated
+/// Kueue: test/integration/singlecluster/controller/jobs/pod/pod_controller_test.go, "Using single pod"
+/// / "Should reconcile the single pod with the queue name" (gate, managed label, finalizer; ungated
+/// with the flavor's node selector; finished and finalized when it succeeds) and "Pod controller
+/// interacting with scheduler" / "Should schedule pods as they fit in their ClusterQueue": the first Pod is ungated
 /// with the flavor's node selector; a second that does not fit waits gated (Pending,
 /// `SchedulingGated`), and runs once the first finished, having run its `sleep`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -122,9 +123,10 @@ async fn a_pod_waits_gated_runs_when_admitted_finishes_and_releases_quota() {
     c.quota.assert_safe();
 }
 
-/// Kueue: test/integration/singlecluster/controller/jobs/pod/pod_controller_test.go, "Pod group" /
-/// "Should only admit a complete group" and "Should finish the group when all pods succeed": with one
-/// pod of two there is no Workload and the pod stays gated; the second creates the group's Workload
+/// Kueue: test/integration/singlecluster/controller/jobs/pod/pod_controller_test.go, "Using pod group" /
+/// "Should ungate pods when admitted and finalize Pods when succeeded", and Kueue's e2e pod-group case
+/// "Should only admit a complete group": with one pod of two there is no Workload and the pod stays
+/// gated; the second creates the group's Workload
 /// (named after the group, one role counted twice), both are ungated together, run, and the group
 /// finishes with "Pods succeeded: 2/2.".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -163,12 +165,15 @@ async fn a_pod_group_waits_for_all_its_pods_then_runs_and_finishes_together() {
     c.quota.assert_safe();
 }
 
-/// Kueue: test/integration/singlecluster/controller/jobs/pod/pod_controller_test.go, "Should stop the
-/// pod when its workload is evicted" (preempted by a higher-priority pod): the running low Pod gets a
-/// `TerminationTarget` condition and is deleted; its finalizer goes so it is removed, and the high Pod
-/// runs on the quota it held.
+/// Kueue: test/integration/singlecluster/controller/jobs/pod/pod_controller_test.go, "Using single pod" /
+/// "A workload is evicted" / "Should stop the single pod with the queue name", here evicted by the
+/// preemption of a higher-priority pod: the running low Pod gets a `TerminationTarget` condition
+/// (reason `WorkloadEvictedDueToPreempted`) and a deletion timestamp. As in Kueue's test, a finalizer of
+/// the test's own holds the pod to observe that. The quota is given back once the pod is gone (Kueue
+/// clears a single pod's reservation at once), and the high Pod then runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_higher_priority_pod_preempts_a_lower_one_which_is_deleted() {
+    const HOLD: &str = "kueue.x-k8s.io/integration-test";
     let mut q = ClusterQueue::build("cq").flavor("on-demand", [("cpu", "1")]).build();
     q.spec.preemption = Some(serde_json::from_value(serde_json::json!({"withinClusterQueue": "LowerPriority"})).unwrap());
     let (c, _sims) = cluster(q).await;
@@ -176,10 +181,52 @@ async fn a_higher_priority_pod_preempts_a_lower_one_which_is_deleted() {
     wpc.create(&PostParams::default(), &quotagate::api::kueue::builders::workload_priority_class("high", 1000)).await.unwrap();
     let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
 
-    pods.create(&PostParams::default(), &pod("low", "1", &["sleep", "3600"], None, None)).await.unwrap();
+    let mut low = pod("low", "1", &["sleep", "3600"], None, None);
+    low.metadata.finalizers = Some(vec![HOLD.to_string()]);
+    pods.create(&PostParams::default(), &low).await.unwrap();
     wait_for(&pods, "low", "running", |x| phase(x) == "Running").await;
     pods.create(&PostParams::default(), &pod("high", "1", &["sleep", "1"], None, Some("high"))).await.unwrap();
+    let stopped = wait_for(&pods, "low", "stopped by Kueue", |x| {
+        x.metadata.deletion_timestamp.is_some() && x.metadata.finalizers.as_ref().is_some_and(|f| !f.iter().any(|f| f == p::FINALIZER))
+    })
+    .await;
+    let cond = stopped.status.as_ref().and_then(|s| s.conditions.as_ref()).and_then(|cs| cs.iter().find(|c| c.type_ == p::TERMINATION_TARGET)).cloned().expect("a TerminationTarget condition");
+    assert_eq!((cond.status.as_str(), cond.reason.as_deref()), ("True", Some("WorkloadEvictedDueToPreempted")));
+    assert!(p::is_gated(&pods.get("high").await.unwrap()), "no quota for high while low still terminates");
+
+    let api: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+    api.patch("low", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}}))).await.unwrap();
     wait_gone(&pods, "low").await;
     wait_for(&pods, "high", "ungated and running", |x| !p::is_gated(x) && matches!(phase(x), "Running" | "Succeeded")).await;
+    c.quota.assert_safe();
+}
+
+/// Kueue: test/integration/singlecluster/controller/jobs/pod/pod_controller_test.go, "Using pod group" /
+/// "Should keep the running pod group with the queue name if workload is evicted", its replacement part
+/// (without the eviction, and without the `WaitingForReplacementPods` condition quotagate does not
+/// write): one pod of the group fails, the other keeps running on the Workload, the replacement is
+/// ungated on it and becomes an owner of it, and the group finishes with "Pods succeeded: 2/2.".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_group_keeps_its_workload_when_a_pod_fails_and_is_replaced() {
+    let (c, _sims) = cluster(ClusterQueue::build("cq").flavor("on-demand", [("cpu", "1")]).build()).await;
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+    let wls = c.workloads();
+
+    pods.create(&PostParams::default(), &pod("a", "500m", &["sh", "-c", "sleep 1; exit 1"], Some(("g", 2)), None)).await.unwrap();
+    pods.create(&PostParams::default(), &pod("b", "500m", &["sleep", "4"], Some(("g", 2)), None)).await.unwrap();
+    wait_for(&pods, "a", "failed", |x| phase(x) == "Failed").await;
+    let wl = wls.get("g").await.unwrap();
+    assert!(reserved(&wl) && !wl.is_finished(), "the group keeps its Workload: {:?}", wl.status);
+    assert_eq!(phase(&pods.get("b").await.unwrap()), "Running", "the other pod is not stopped");
+
+    pods.create(&PostParams::default(), &pod("a2", "500m", &["sleep", "1"], Some(("g", 2)), None)).await.unwrap();
+    wait_for(&pods, "a2", "ungated", |x| !p::is_gated(x)).await;
+    for name in ["a2", "b"] {
+        wait_for(&pods, name, "succeeded", |x| phase(x) == "Succeeded").await;
+    }
+    let done = wait_for(&wls, "g", "finished", |w: &Workload| w.is_finished()).await;
+    assert_eq!(condition(&done, condition::FINISHED).map(|(_, _, m)| m), Some("Pods succeeded: 2/2.".to_string()));
+    let a2 = pods.get("a2").await.unwrap();
+    assert!(done.metadata.owner_references.iter().flatten().any(|o| Some(&o.uid) == a2.metadata.uid.as_ref()), "the replacement owns the Workload");
     c.quota.assert_safe();
 }

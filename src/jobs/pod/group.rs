@@ -5,8 +5,10 @@
 //! succeeded; a stop deletes every pod still running or ungated. The decision is the job framework's
 //! [`plan`] over a [`PodGroup`] (a `GenericJob` built from the group's pods); [`reconcile`] acts on it.
 //!
-//! Not (yet) as Kueue: failed pods are not replaced (no `WaitingForReplacementPods`), excess pods are
-//! not deleted, and a group is not marked `kueue.x-k8s.io/pod-group-fast-admission` or serving.
+//! A pod that failed leaves its group running on the Workload until a replacement (a new gated pod of
+//! the same role) is ungated in its place. Not (yet) as Kueue: the `WaitingForReplacementPods`
+//! condition, deleting excess pods, fast admission (`kueue.x-k8s.io/pod-group-fast-admission`) and
+//! serving groups.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -26,7 +28,7 @@ use crate::api::kueue::constants::{label, reason};
 use crate::api::kueue::{PodSet, Workload};
 use crate::api::pod as p;
 use crate::jobframework::admission::{clear_reservation, finished};
-use crate::jobframework::job_controller::{JobError, became_leader, priority};
+use crate::jobframework::job_controller::{JobError, became_leader, evicted_reason, priority};
 use crate::jobframework::podset_info::{InfoOptions, flavors_by_name, podsets_info_from_status};
 use crate::jobframework::priority::priority_source;
 use crate::jobframework::shell::{self, ignore_already_exists, ignore_not_found};
@@ -44,6 +46,8 @@ pub struct PodGroup {
     meta: ObjectMeta,
     pub pods: Vec<Pod>,
     pub total: i32,
+    /// The podsets of the group's Workload when the pods still match it by Kueue's group rule.
+    matched: Option<Vec<PodSet>>,
 }
 
 /// Kueue's `isPodRunnableOrSucceeded`: not Failed, and not a deleted pod that never got a node.
@@ -74,7 +78,7 @@ impl PodGroup {
             labels: first.metadata.labels.clone(),
             ..Default::default()
         };
-        Ok(PodGroup { meta, pods, total })
+        Ok(PodGroup { meta, pods, total, matched: None })
     }
 
     pub fn name(&self) -> &str {
@@ -91,6 +95,48 @@ impl PodGroup {
         self.runnable().count() >= self.total as usize
     }
 
+    /// The group's roles and counts as its pods are now (Kueue's `constructGroupPodSets`).
+    pub fn own_pod_sets(&self) -> Result<Vec<PodSet>, JobFrameworkError> {
+        let mut roles: BTreeMap<String, (Pod, i32)> = BTreeMap::new();
+        for pod in self.runnable() {
+            roles.entry(p::role_hash(pod)).or_insert_with(|| (pod.clone(), 0)).1 += 1;
+        }
+        if roles.len() > MAX_ROLES {
+            return Err(JobFrameworkError::PodSets("pod group can't include more than 8 roles".into()));
+        }
+        Ok(roles.iter().map(|(role, (pod, n))| pod_set(pod, role, *n)).collect())
+    }
+
+    /// Kueue's `equivalentToWorkload` for groups: the Workload is the group's and has every role the
+    /// pods have, each with at least as many pods (a group missing a failed pod's replacement still
+    /// runs on its Workload). When it holds, the group's demand is the Workload's.
+    pub fn match_workload(&mut self, wl: &Workload) -> Result<(), JobFrameworkError> {
+        let own = self.own_pod_sets()?;
+        let finished = wl.is_finished();
+        let covered = wl.metadata.name.as_deref() == Some(self.name())
+            && (finished || wl.spec.pod_sets.len() >= own.len())
+            && own.iter().all(|o| wl.spec.pod_sets.iter().any(|w| w.name() == o.name() && (finished || w.count() >= o.count())));
+        self.matched = covered.then(|| wl.spec.pod_sets.clone());
+        Ok(())
+    }
+
+    /// The group's Workload with every pod of the group among its owners; `None` when it has them all.
+    pub fn with_all_owners(&self, wl: &Workload) -> Option<Workload> {
+        let mut owners = wl.metadata.owner_references.clone().unwrap_or_default();
+        let before = owners.len();
+        for x in self.pods.iter().filter(|x| x.metadata.deletion_timestamp.is_none()) {
+            let uid = x.metadata.uid.clone().unwrap_or_default();
+            if !owners.iter().any(|o| o.uid == uid) {
+                owners.push(owner_of(x));
+            }
+        }
+        (owners.len() > before).then(|| {
+            let mut out = wl.clone();
+            out.metadata.owner_references = Some(owners);
+            out
+        })
+    }
+
     /// The Workload for the group: named after it, owned by every pod, marked a group workload.
     pub fn workload(&self, prio: crate::jobframework::priority::Priority) -> Result<Workload, JobFrameworkError> {
         let mut wl = construct_workload(self, self.pod_sets()?, prio, &WorkloadOptions::default())?;
@@ -100,18 +146,7 @@ impl PodGroup {
         }
         wl.metadata.labels = wl.metadata.labels.take().filter(|l| !l.is_empty());
         wl.metadata.annotations.get_or_insert_with(Default::default).insert(IS_GROUP_WORKLOAD.to_string(), "true".to_string());
-        wl.metadata.owner_references = Some(
-            self.pods
-                .iter()
-                .map(|x| OwnerReference {
-                    api_version: "v1".into(),
-                    kind: "Pod".into(),
-                    name: x.name_any(),
-                    uid: x.metadata.uid.clone().unwrap_or_default(),
-                    ..Default::default()
-                })
-                .collect(),
-        );
+        wl.metadata.owner_references = Some(self.pods.iter().map(owner_of).collect());
         Ok(wl)
     }
 
@@ -127,6 +162,11 @@ impl PodGroup {
         }
         Ok(out)
     }
+}
+
+/// A pod as an owner of its group's Workload (not its controller: the Workload has many owners).
+fn owner_of(x: &Pod) -> OwnerReference {
+    OwnerReference { api_version: "v1".into(), kind: "Pod".into(), name: x.name_any(), uid: x.metadata.uid.clone().unwrap_or_default(), ..Default::default() }
 }
 
 impl GenericJob for PodGroup {
@@ -168,17 +208,13 @@ impl GenericJob for PodGroup {
             .then(|| Finished { success: true, message: format!("Pods succeeded: {succeeded}/{}.", self.total) })
     }
 
-    /// Kueue's `constructGroupPodSets`: one podset per role hash, named by it, counting the runnable
-    /// pods of that role, sorted by name.
+    /// Kueue's `constructGroupPodSets` (one podset per role hash, named by it, counting the runnable
+    /// pods of that role, sorted by name), or the Workload's when the pods match it.
     fn pod_sets(&self) -> Result<Vec<PodSet>, JobFrameworkError> {
-        let mut roles: BTreeMap<String, (Pod, i32)> = BTreeMap::new();
-        for pod in self.runnable() {
-            roles.entry(p::role_hash(pod)).or_insert_with(|| (pod.clone(), 0)).1 += 1;
+        match &self.matched {
+            Some(podsets) => Ok(podsets.clone()),
+            None => self.own_pod_sets(),
         }
-        if roles.len() > MAX_ROLES {
-            return Err(JobFrameworkError::PodSets("pod group can't include more than 8 roles".into()));
-        }
-        Ok(roles.iter().map(|(role, (pod, n))| pod_set(pod, role, *n)).collect())
     }
 
     fn is_active(&self) -> bool {
@@ -192,7 +228,11 @@ impl GenericJob for PodGroup {
 
 /// What one pass does for a group: the framework's step once the group is complete (before that,
 /// nothing but waiting), and the pods whose finalizer can go.
-pub fn decide(group: &PodGroup, workload: Option<&Workload>) -> Result<(Step, Vec<String>), JobFrameworkError> {
+pub fn decide(group: &mut PodGroup, workload: Option<&Workload>) -> Result<(Step, Vec<String>), JobFrameworkError> {
+    if let Some(wl) = workload {
+        group.match_workload(wl)?;
+    }
+    let group = &*group;
     let wls: Vec<&Workload> = workload.into_iter().collect();
     let open = wls.iter().any(|w| w.metadata.deletion_timestamp.is_none() && !w.is_finished());
     let step = if !open && !group.complete() && group.finished().is_none() { Step::Nothing } else { plan(group, &wls)? };
@@ -235,16 +275,25 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<JobContext>) -> Result<Action, Jo
     let pods = pods_api.list(&ListParams::default().labels(&selector)).await?.items;
     let workload = ignore_not_found(wl_api.get(&name).await)?;
     let obj_ref = pod.object_ref(&());
-    let group = match PodGroup::new(&name, pods) {
+    let mut group = match PodGroup::new(&name, pods) {
         Ok(g) => g,
         Err(why) => {
             shell::publish(&ctx.recorder, &obj_ref, EventType::Warning, "ErrWorkloadCompose", why).await;
             return Ok(Action::requeue(Duration::from_secs(60)));
         }
     };
-    let (step, finalize) = decide(&group, workload.as_ref())?;
+    let (step, finalize) = decide(&mut group, workload.as_ref())?;
     tracing::debug!(group = %name, ?step, "pod group step");
     let active = group.is_active();
+    // Kueue's `ensureWorkloadOwnedByAllMembers`: a replacement pod owns the group's Workload too.
+    if let Some(wl) = workload.as_ref().filter(|w| w.metadata.deletion_timestamp.is_none())
+        && let Some(owned) = group.with_all_owners(wl)
+    {
+        wl_api.replace(&name, &PostParams::default(), &owned).await?;
+        let added = owned.metadata.owner_references.as_ref().map_or(0, Vec::len) - wl.metadata.owner_references.as_ref().map_or(0, Vec::len);
+        shell::publish(&ctx.recorder, &owned.object_ref(&()), EventType::Normal, "OwnerReferencesAdded", format!("Added {added} owner reference(s)")).await;
+        return Ok(Action::requeue(Duration::from_millis(100)));
+    }
     match &step {
         Step::CreateWorkload => {
             let podsets = group.pod_sets()?;
@@ -269,16 +318,17 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<JobContext>) -> Result<Action, Jo
             tracing::debug!(workload = %wl_name, "pod group started");
         }
         Step::Stop(_) | Step::StopNotMatching(_) | Step::Suspend | Step::SuspendThenCreate => {
-            let (why, msg) = match (&step, workload.as_ref()) {
-                (Step::StopNotMatching(_), _) => (StopReason::NoMatchingWorkload, "No matching Workload".to_string()),
+            let (why, text, msg) = match (&step, workload.as_ref()) {
+                (Step::StopNotMatching(_), _) => (StopReason::NoMatchingWorkload, StopReason::NoMatchingWorkload.as_str().to_string(), "No matching Workload".to_string()),
                 (Step::Stop(_), Some(wl)) => {
-                    (StopReason::WorkloadEvicted, wl.status.as_ref().and_then(|s| s.condition("Evicted")).map(|c| c.message.clone()).unwrap_or_default())
+                    let msg = wl.status.as_ref().and_then(|s| s.condition("Evicted")).map(|c| c.message.clone()).unwrap_or_default();
+                    (StopReason::WorkloadEvicted, evicted_reason(wl), msg)
                 }
-                (Step::Suspend, _) => (StopReason::NotAdmitted, "Not admitted by cluster queue".to_string()),
-                _ => (StopReason::WorkloadDeleted, "Missing Workload".to_string()),
+                (Step::Suspend, _) => (StopReason::NotAdmitted, StopReason::NotAdmitted.as_str().to_string(), "Not admitted by cluster queue".to_string()),
+                _ => (StopReason::WorkloadDeleted, StopReason::WorkloadDeleted.as_str().to_string(), "Missing Workload".to_string()),
             };
             for x in to_stop(&group.pods, why) {
-                stop_pod(&ctx.client, x, why, &msg).await?;
+                stop_pod(&ctx.client, x, &text, &msg).await?;
             }
             // The quota goes back once no pod of the group runs.
             if let (Step::Stop(_), Some(wl), false) = (&step, workload.as_ref(), active)

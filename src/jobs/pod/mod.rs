@@ -100,8 +100,9 @@ pub fn to_stop<'a>(pods: &'a [Pod], reason: StopReason) -> Vec<&'a Pod> {
         .collect()
 }
 
-/// Kueue's stop of a Pod: a `TerminationTarget` condition saying why, then the delete.
-pub async fn stop_pod(client: &kube::Client, pod: &Pod, reason: StopReason, message: &str) -> Result<(), kube::Error> {
+/// Kueue's stop of a Pod: a `TerminationTarget` condition saying why (`reason`: Kueue's stop reason
+/// text), then the delete.
+pub async fn stop_pod(client: &kube::Client, pod: &Pod, reason: &str, message: &str) -> Result<(), kube::Error> {
     let api: Api<Pod> = Api::namespaced(client.clone(), pod.metadata.namespace.as_deref().unwrap_or_default());
     let name = pod.metadata.name.clone().unwrap_or_default();
     let mut conditions: Vec<PodCondition> = pod.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
@@ -109,7 +110,7 @@ pub async fn stop_pod(client: &kube::Client, pod: &Pod, reason: StopReason, mess
     conditions.push(PodCondition {
         type_: p::TERMINATION_TARGET.to_string(),
         status: "True".to_string(),
-        reason: Some(reason.as_str().to_string()),
+        reason: Some(reason.to_string()),
         message: Some(message.to_string()),
         last_transition_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now())),
         ..Default::default()
@@ -137,9 +138,9 @@ impl JobKind for PodJob {
 
     const STOPS_ITSELF: bool = true;
 
-    async fn stop_itself(&self, reason: StopReason, message: &str, client: &kube::Client) -> Result<(), kube::Error> {
+    async fn stop_itself(&self, reason: StopReason, why: &str, message: &str, client: &kube::Client) -> Result<(), kube::Error> {
         for pod in to_stop(std::slice::from_ref(&self.pod), reason) {
-            stop_pod(client, pod, reason, message).await?;
+            stop_pod(client, pod, why, message).await?;
         }
         Ok(())
     }

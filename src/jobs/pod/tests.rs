@@ -70,7 +70,7 @@ fn finished_wl(mut w: Workload) -> Workload {
     w
 }
 
-// Kueue: pod_controller_test.go TestReconciler "workload is created with queue and priorityClass" and
+// Kueue: pod_controller_test.go TestReconciler "the workload is created when queue name is set", and
 // GetWorkloadNameForPod: `pod-<name>-<hash>`, one podset `main` of one pod with the pod's spec.
 #[test]
 fn a_single_pod_is_one_workload_of_one_main_pod() {
@@ -83,8 +83,8 @@ fn a_single_pod_is_one_workload_of_one_main_pod() {
     assert_eq!(plan(&j, &[]).unwrap(), Step::CreateWorkload);
 }
 
-// Kueue: pod_controller_test.go "non-matching workload is deleted" / "the workload is admitted, the
-// pod is ungated with the flavor's node selector" (Run): the gate goes, the info comes in.
+// Kueue: pod_controller_test.go TestReconciler "scheduling gate is removed and node selector is added if
+// workload is admitted" (Run): the gate goes, the flavor's info comes in.
 #[test]
 fn admission_ungates_the_pod_with_the_flavors_node_selector_and_tolerations() {
     let mut j = single();
@@ -105,8 +105,9 @@ fn admission_ungates_the_pod_with_the_flavors_node_selector_and_tolerations() {
     assert_eq!(other.pod.spec.unwrap().scheduling_gates.unwrap().len(), 1);
 }
 
-// Kueue: pod_controller_test.go TestReconciler ("pod is stopped when workload is evicted", "running
-// pod without workload is stopped", "workload is finished when the pod succeeded / failed").
+// Kueue: pod_controller_test.go TestReconciler ("pod is stopped when workload is evicted", "pod without
+// scheduling gate is terminated if workload is not admitted", "pod is finalized when it's succeeded",
+// "the pod reconciliation is skipped when 'kueue.x-k8s.io/managed' label is not set").
 #[test]
 fn the_reconciler_runs_pods_in_kueues_order() {
     let gated = single();
@@ -155,8 +156,8 @@ fn a_stop_deletes_only_pods_that_hold_something() {
     assert_eq!(to_stop(&pods, StopReason::WorkloadDeleted).len(), 3);
 }
 
-// Kueue: pod_controller_test.go "the finalizer is removed when the workload is finished" / "deleted
-// pod is finalized".
+// Kueue: pod_controller_test.go TestReconciler "pod is finalized when it's succeeded", and the
+// integration test "Should remove finalizers from Pods that are actively deleted after being admitted".
 #[test]
 fn the_finalizer_goes_once_the_pod_is_done_with() {
     let gated = single().pod;
@@ -178,16 +179,17 @@ fn member(name: &str, cpu: &str) -> Pod {
     pod(name, cpu, json!({p::GROUP_NAME_LABEL: "g"}), json!({p::GROUP_TOTAL_COUNT_ANNOTATION: "3"}))
 }
 
-// Kueue: pod_controller_test.go TestReconciler "workload is not created if the pod group is not fully
-// created", "workload is created for a pod group with roles" (constructGroupPodSets: one podset per
-// role hash, counted, sorted), and the group Workload named after the group and owned by every pod.
+// Kueue: pod_controller_test.go TestReconciler "if there's not enough non-failed pods in the group,
+// workload should not be created", "workload is composed and created for the pod group"
+// (constructGroupPodSets: one podset per role hash, counted, sorted; the Workload named after the group
+// and owned by every pod), "workload for pod group with different queue names shouldn't be created".
 #[test]
 fn a_group_waits_for_its_total_count_then_gets_one_workload_of_its_roles() {
     let two = PodGroup::new("g", vec![member("a", "1"), member("b", "1")]).unwrap();
     assert_eq!(two.total, 3);
-    assert_eq!(decide(&two, None).unwrap().0, Step::Nothing, "waits for the third pod");
+    assert_eq!(decide(&mut two.clone(), None).unwrap().0, Step::Nothing, "waits for the third pod");
     let three = PodGroup::new("g", vec![member("a", "1"), member("b", "1"), member("c", "2")]).unwrap();
-    assert_eq!(decide(&three, None).unwrap().0, Step::CreateWorkload);
+    assert_eq!(decide(&mut three.clone(), None).unwrap().0, Step::CreateWorkload);
     let ps = three.pod_sets().unwrap();
     let mut want = vec![(p::role_hash(&member("a", "1")), 2), (p::role_hash(&member("c", "2")), 1)];
     want.sort();
@@ -206,15 +208,16 @@ fn a_group_waits_for_its_total_count_then_gets_one_workload_of_its_roles() {
     assert!(err.contains("different queue names"), "{err}");
 }
 
-// Kueue: pod_controller_test.go "pod group is ungated when admitted", "pod group finishes when all
-// pods succeeded" ("Pods succeeded: 3/3."), "pod group is stopped when evicted".
+// Kueue: pod_controller_test.go TestReconciler "scheduling gate is removed for all pods in the group if
+// workload is admitted", "workload is not finished if the pod in the group is running", "workload is
+// finished if all pods in the group has finished" ("Pods succeeded: n/n."), and Stop for a group.
 #[test]
 fn a_group_is_ungated_together_finishes_together_and_stops_together() {
     let pods = vec![member("a", "1"), member("b", "1"), member("c", "2")];
     let group = PodGroup::new("g", pods.clone()).unwrap();
     let ps = group.pod_sets().unwrap();
     let admitted = wl_for(ps.clone(), true, false);
-    assert_eq!(decide(&group, Some(&admitted)).unwrap().0, Step::Start("w".into()));
+    assert_eq!(decide(&mut group.clone(), Some(&admitted)).unwrap().0, Step::Start("w".into()));
     let infos: Vec<PodSetInfo> = ps.iter().map(|x| info(x.name())).collect();
     let changes = group.ungated(&infos).unwrap();
     assert_eq!(changes.len(), 3);
@@ -223,22 +226,65 @@ fn a_group_is_ungated_together_finishes_together_and_stops_together() {
 
     let running: Vec<Pod> = pods.iter().cloned().map(ungated).collect();
     let group = PodGroup::new("g", running.clone()).unwrap();
-    assert_eq!(decide(&group, Some(&admitted)).unwrap().0, Step::Nothing);
-    assert_eq!(decide(&group, Some(&wl_for(ps.clone(), true, true))).unwrap().0, Step::Stop("w".into()));
+    assert_eq!(decide(&mut group.clone(), Some(&admitted)).unwrap().0, Step::Nothing);
+    assert_eq!(decide(&mut group.clone(), Some(&wl_for(ps.clone(), true, true))).unwrap().0, Step::Stop("w".into()));
 
     let mut done = running.clone();
     for x in &mut done {
         set_phase(x, "Succeeded", None);
     }
     let group = PodGroup::new("g", done.clone()).unwrap();
-    let (step, finalize) = decide(&group, Some(&admitted)).unwrap();
+    let (step, finalize) = decide(&mut group.clone(), Some(&admitted)).unwrap();
     assert_eq!(step, Step::Finish { name: "w".into(), finished: Finished { success: true, message: "Pods succeeded: 3/3.".into() } });
     assert!(finalize.is_empty(), "finalizers stay until the Workload is finished");
-    let (_, finalize) = decide(&group, Some(&finished_wl(admitted.clone()))).unwrap();
+    let (_, finalize) = decide(&mut group.clone(), Some(&finished_wl(admitted.clone()))).unwrap();
     assert_eq!(finalize.len(), 3);
 
     let mut partly = running;
     set_phase(&mut partly[0], "Succeeded", None);
     let group = PodGroup::new("g", partly).unwrap();
     assert_eq!(group.finished(), None, "one of three succeeded");
+}
+
+// Kueue: pod_controller_test.go TestReconciler "replacement pod should be started for set of Running,
+// Failed, Succeeded pods" (equivalentToWorkload: a group with fewer runnable pods than its Workload
+// still matches it): a failed pod stops nothing, and its gated replacement is ungated on the same
+// Workload.
+#[test]
+fn a_failed_pod_leaves_its_group_running_and_its_replacement_is_ungated() {
+    let pods: Vec<Pod> = vec![member("a", "1"), member("b", "1"), member("c", "1")].into_iter().map(ungated).collect();
+    let group = PodGroup::new("g", pods.clone()).unwrap();
+    let admitted = wl_for(group.pod_sets().unwrap(), true, false);
+    let mut named = admitted.clone();
+    named.metadata.name = Some("g".into());
+    let mut one_failed = pods.clone();
+    set_phase(&mut one_failed[0], "Failed", None);
+    let mut group = PodGroup::new("g", one_failed.clone()).unwrap();
+    // As in Kueue, an ended pod makes the group count as suspended, so it is started again: with no
+    // pod gated that changes nothing, and nothing is stopped.
+    assert_eq!(decide(&mut group, Some(&named)).unwrap().0, Step::Start("g".into()), "the others keep running");
+    let infos: Vec<PodSetInfo> = named.spec.pod_sets.iter().map(|x| info(x.name())).collect();
+    assert!(group.ungated(&infos).unwrap().is_empty());
+
+    let mut replaced = one_failed;
+    replaced.push(member("a2", "1"));
+    let mut group = PodGroup::new("g", replaced).unwrap();
+    let (step, _) = decide(&mut group, Some(&named)).unwrap();
+    assert_eq!(step, Step::Start("g".into()));
+    let ungated = group.ungated(&infos).unwrap();
+    assert_eq!(ungated.iter().map(|(x, _)| x.metadata.name.clone().unwrap()).collect::<Vec<_>>(), vec!["a2"], "the replacement is ungated");
+}
+
+// Kueue: pod_controller_test.go TestReconciler "replacement pods are owning the workload"
+// (ensureWorkloadOwnedByAllMembers): every live pod of the group owns its Workload.
+#[test]
+fn a_replacement_pod_becomes_an_owner_of_the_groups_workload() {
+    let group = PodGroup::new("g", vec![member("a", "1"), member("b", "1")]).unwrap();
+    let wl = group.workload(crate::jobframework::priority::Priority { class_ref: None, value: 0 }).unwrap();
+    assert!(group.with_all_owners(&wl).is_none(), "already owned by both");
+    let bigger = PodGroup::new("g", vec![member("a", "1"), member("b", "1"), member("b2", "1")]).unwrap();
+    let owned = bigger.with_all_owners(&wl).expect("b2 added");
+    let owners: Vec<&str> = owned.metadata.owner_references.iter().flatten().map(|o| o.name.as_str()).collect();
+    assert_eq!(owners, vec!["a", "b", "b2"]);
+    assert!(owned.metadata.owner_references.iter().flatten().all(|o| o.controller.is_none()), "no pod controls the group's Workload");
 }
