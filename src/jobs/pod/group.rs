@@ -325,7 +325,8 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<JobContext>) -> Result<Action, Jo
                     (StopReason::WorkloadEvicted, evicted_reason(wl), msg)
                 }
                 (Step::Suspend, _) => (StopReason::NotAdmitted, StopReason::NotAdmitted.as_str().to_string(), "Not admitted by cluster queue".to_string()),
-                _ => (StopReason::WorkloadDeleted, StopReason::WorkloadDeleted.as_str().to_string(), "Missing Workload".to_string()),
+                // Kueue's words for a job running with no Workload.
+                _ => (StopReason::NoMatchingWorkload, StopReason::NoMatchingWorkload.as_str().to_string(), "Missing Workload; unable to restore pod templates".to_string()),
             };
             for x in to_stop(&group.pods, why) {
                 stop_pod(&ctx.client, x, &text, &msg).await?;
