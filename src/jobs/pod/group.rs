@@ -6,9 +6,10 @@
 //! [`plan`] over a [`PodGroup`] (a `GenericJob` built from the group's pods); [`reconcile`] acts on it.
 //!
 //! A pod that failed leaves its group running on the Workload until a replacement (a new gated pod of
-//! the same role) is ungated in its place. Not (yet) as Kueue: the `WaitingForReplacementPods`
-//! condition, deleting excess pods, fast admission (`kueue.x-k8s.io/pod-group-fast-admission`) and
-//! serving groups.
+//! the same role) is ungated in its place; pods beyond what the group counts are deleted (Kueue's
+//! excess pods). Not (yet) as Kueue: the `WaitingForReplacementPods` condition, the expectations that
+//! wait to observe a deletion before deleting more, fast admission
+//! (`kueue.x-k8s.io/pod-group-fast-admission`) and serving groups.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -226,26 +227,69 @@ impl GenericJob for PodGroup {
     }
 }
 
-/// What one pass does for a group: the framework's step once the group is complete (before that,
-/// nothing but waiting), and the pods whose finalizer can go.
-pub fn decide(group: &mut PodGroup, workload: Option<&Workload>) -> Result<(Step, Vec<String>), JobFrameworkError> {
+/// What one pass does for a group.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    /// The framework's step once the group is complete (before that, nothing but waiting).
+    pub step: Step,
+    /// The pods whose finalizer can go.
+    pub finalize: Vec<String>,
+    /// Kueue's excess pods, to delete: more than the group counts.
+    pub excess: Vec<String>,
+}
+
+fn has_finalizer(x: &Pod) -> bool {
+    x.metadata.finalizers.iter().flatten().any(|f| f == p::FINALIZER)
+}
+
+impl PodGroup {
+    /// Kueue's excess pods: the runnable pods beyond the group's total count (before it has a
+    /// Workload) or beyond each role's count in its Workload, the youngest first given up (Kueue's
+    /// `sortActivePods` keeps pods with the finalizer, then ungated ones, then older ones). They leave
+    /// the group and are returned for deletion; pods of a role the Workload does not have leave the
+    /// group too, as Kueue keeps only the Workload's roles.
+    pub fn trim(&mut self, wl: Option<&Workload>) -> Vec<Pod> {
+        let mut runnable: Vec<Pod> = self.runnable().cloned().collect();
+        runnable.sort_by_key(|x| (!has_finalizer(x), p::is_gated(x), x.metadata.creation_timestamp.as_ref().map(|t| t.0), x.name_any()));
+        let (kept, excess): (Vec<Pod>, Vec<Pod>) = match wl {
+            None => {
+                let total = self.total.max(0) as usize;
+                let excess = runnable.split_off(total.min(runnable.len()));
+                (runnable, excess)
+            }
+            Some(wl) => {
+                let mut seen: BTreeMap<String, i32> = BTreeMap::new();
+                let (mut kept, mut excess) = (Vec::new(), Vec::new());
+                for x in runnable {
+                    let role = p::role_hash(&x);
+                    let Some(ps) = wl.spec.pod_sets.iter().find(|ps| ps.name() == role) else { continue };
+                    let n = seen.entry(role).or_default();
+                    *n += 1;
+                    if *n <= ps.count() { kept.push(x) } else { excess.push(x) }
+                }
+                (kept, excess)
+            }
+        };
+        self.pods.retain(|x| !runnable_or_succeeded(x) || kept.iter().any(|k| k.metadata.uid == x.metadata.uid));
+        excess
+    }
+}
+
+/// One pass for a group: its excess pods trimmed, then the framework's decision (before the group is
+/// complete, nothing but waiting), and the pods whose finalizer can go.
+pub fn decide(group: &mut PodGroup, workload: Option<&Workload>) -> Result<Decision, JobFrameworkError> {
+    let live = workload.filter(|w| w.metadata.deletion_timestamp.is_none() && !w.is_finished());
+    let excess = if live.is_some() || group.complete() { group.trim(live) } else { Vec::new() };
     if let Some(wl) = workload {
         group.match_workload(wl)?;
     }
     let group = &*group;
     let wls: Vec<&Workload> = workload.into_iter().collect();
-    let open = wls.iter().any(|w| w.metadata.deletion_timestamp.is_none() && !w.is_finished());
-    let step = if !open && !group.complete() && group.finished().is_none() { Step::Nothing } else { plan(group, &wls)? };
+    let step = if live.is_none() && !group.complete() && group.finished().is_none() { Step::Nothing } else { plan(group, &wls)? };
     let owned: Vec<Workload> = wls.iter().map(|w| (*w).clone()).collect();
     let finished_wl = wls.iter().any(|w| w.is_finished());
-    let finalize = group
-        .pods
-        .iter()
-        .filter(|x| x.metadata.finalizers.iter().flatten().any(|f| f == p::FINALIZER))
-        .filter(|x| finished_wl || finalizer_removable(x, &owned))
-        .map(|x| x.name_any())
-        .collect();
-    Ok((step, finalize))
+    let finalize = group.pods.iter().filter(|x| has_finalizer(x)).filter(|x| finished_wl || finalizer_removable(x, &owned)).map(|x| x.name_any()).collect();
+    Ok(Decision { step, finalize, excess: excess.iter().map(|x| x.name_any()).collect() })
 }
 
 /// Runs the pod-group controller until `shutdown` completes.
@@ -282,7 +326,24 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<JobContext>) -> Result<Action, Jo
             return Ok(Action::requeue(Duration::from_secs(60)));
         }
     };
-    let (step, finalize) = decide(&mut group, workload.as_ref())?;
+    let all_pods = group.pods.clone();
+    let Decision { step, finalize, excess } = match decide(&mut group, workload.as_ref()) {
+        Ok(d) => d,
+        // Podsets Kueue refuses (more than 8 roles): retrying cannot fix it; say so and wait.
+        Err(JobFrameworkError::PodSets(why)) => {
+            shell::publish(&ctx.recorder, &obj_ref, EventType::Warning, "ErrWorkloadCompose", why).await;
+            return Ok(Action::requeue(Duration::from_secs(60)));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    // Kueue's `removeExcessPods`: finalized and deleted.
+    for x in all_pods.iter().filter(|x| excess.contains(&x.name_any())) {
+        remove_finalizer(&ctx.client, x).await?;
+        if x.metadata.deletion_timestamp.is_none() {
+            ignore_not_found(pods_api.delete(&x.name_any(), &DeleteParams::default()).await)?;
+            shell::publish(&ctx.recorder, &x.object_ref(&()), EventType::Normal, "ExcessPodDeleted", "Excess pod deleted".to_string()).await;
+        }
+    }
     tracing::debug!(group = %name, ?step, "pod group step");
     let active = group.is_active();
     // Kueue's `ensureWorkloadOwnedByAllMembers`: a replacement pod owns the group's Workload too.

@@ -2,7 +2,7 @@
 //! (`pkg/controller/jobs/pod/pod_controller_test.go`, the cases observable without a cluster), through
 //! the generic reconciler's pure decision.
 
-use super::group::{PodGroup, decide};
+use super::group::{Decision, PodGroup, decide};
 use super::*;
 use crate::api::kueue::constants::label;
 use crate::api::kueue::{Admission, PodSetAssignment};
@@ -187,9 +187,9 @@ fn member(name: &str, cpu: &str) -> Pod {
 fn a_group_waits_for_its_total_count_then_gets_one_workload_of_its_roles() {
     let two = PodGroup::new("g", vec![member("a", "1"), member("b", "1")]).unwrap();
     assert_eq!(two.total, 3);
-    assert_eq!(decide(&mut two.clone(), None).unwrap().0, Step::Nothing, "waits for the third pod");
+    assert_eq!(decide(&mut two.clone(), None).unwrap().step, Step::Nothing, "waits for the third pod");
     let three = PodGroup::new("g", vec![member("a", "1"), member("b", "1"), member("c", "2")]).unwrap();
-    assert_eq!(decide(&mut three.clone(), None).unwrap().0, Step::CreateWorkload);
+    assert_eq!(decide(&mut three.clone(), None).unwrap().step, Step::CreateWorkload);
     let ps = three.pod_sets().unwrap();
     let mut want = vec![(p::role_hash(&member("a", "1")), 2), (p::role_hash(&member("c", "2")), 1)];
     want.sort();
@@ -217,7 +217,7 @@ fn a_group_is_ungated_together_finishes_together_and_stops_together() {
     let group = PodGroup::new("g", pods.clone()).unwrap();
     let ps = group.pod_sets().unwrap();
     let admitted = wl_for(ps.clone(), true, false);
-    assert_eq!(decide(&mut group.clone(), Some(&admitted)).unwrap().0, Step::Start("w".into()));
+    assert_eq!(decide(&mut group.clone(), Some(&admitted)).unwrap().step, Step::Start("w".into()));
     let infos: Vec<PodSetInfo> = ps.iter().map(|x| info(x.name())).collect();
     let changes = group.ungated(&infos).unwrap();
     assert_eq!(changes.len(), 3);
@@ -226,18 +226,18 @@ fn a_group_is_ungated_together_finishes_together_and_stops_together() {
 
     let running: Vec<Pod> = pods.iter().cloned().map(ungated).collect();
     let group = PodGroup::new("g", running.clone()).unwrap();
-    assert_eq!(decide(&mut group.clone(), Some(&admitted)).unwrap().0, Step::Nothing);
-    assert_eq!(decide(&mut group.clone(), Some(&wl_for(ps.clone(), true, true))).unwrap().0, Step::Stop("w".into()));
+    assert_eq!(decide(&mut group.clone(), Some(&admitted)).unwrap().step, Step::Nothing);
+    assert_eq!(decide(&mut group.clone(), Some(&wl_for(ps.clone(), true, true))).unwrap().step, Step::Stop("w".into()));
 
     let mut done = running.clone();
     for x in &mut done {
         set_phase(x, "Succeeded", None);
     }
     let group = PodGroup::new("g", done.clone()).unwrap();
-    let (step, finalize) = decide(&mut group.clone(), Some(&admitted)).unwrap();
+    let Decision { step, finalize, .. } = decide(&mut group.clone(), Some(&admitted)).unwrap();
     assert_eq!(step, Step::Finish { name: "w".into(), finished: Finished { success: true, message: "Pods succeeded: 3/3.".into() } });
     assert!(finalize.is_empty(), "finalizers stay until the Workload is finished");
-    let (_, finalize) = decide(&mut group.clone(), Some(&finished_wl(admitted.clone()))).unwrap();
+    let finalize = decide(&mut group.clone(), Some(&finished_wl(admitted.clone()))).unwrap().finalize;
     assert_eq!(finalize.len(), 3);
 
     let mut partly = running;
@@ -262,14 +262,14 @@ fn a_failed_pod_leaves_its_group_running_and_its_replacement_is_ungated() {
     let mut group = PodGroup::new("g", one_failed.clone()).unwrap();
     // As in Kueue, an ended pod makes the group count as suspended, so it is started again: with no
     // pod gated that changes nothing, and nothing is stopped.
-    assert_eq!(decide(&mut group, Some(&named)).unwrap().0, Step::Start("g".into()), "the others keep running");
+    assert_eq!(decide(&mut group, Some(&named)).unwrap().step, Step::Start("g".into()), "the others keep running");
     let infos: Vec<PodSetInfo> = named.spec.pod_sets.iter().map(|x| info(x.name())).collect();
     assert!(group.ungated(&infos).unwrap().is_empty());
 
     let mut replaced = one_failed;
     replaced.push(member("a2", "1"));
     let mut group = PodGroup::new("g", replaced).unwrap();
-    let (step, _) = decide(&mut group, Some(&named)).unwrap();
+    let step = decide(&mut group, Some(&named)).unwrap().step;
     assert_eq!(step, Step::Start("g".into()));
     let ungated = group.ungated(&infos).unwrap();
     assert_eq!(ungated.iter().map(|(x, _)| x.metadata.name.clone().unwrap()).collect::<Vec<_>>(), vec!["a2"], "the replacement is ungated");
@@ -287,4 +287,34 @@ fn a_replacement_pod_becomes_an_owner_of_the_groups_workload() {
     let owners: Vec<&str> = owned.metadata.owner_references.iter().flatten().map(|o| o.name.as_str()).collect();
     assert_eq!(owners, vec!["a", "b", "b2"]);
     assert!(owned.metadata.owner_references.iter().flatten().all(|o| o.controller.is_none()), "no pod controls the group's Workload");
+}
+
+// Kueue: pod_controller_test.go TestReconciler "excess pods before wl creation, youngest pods are
+// deleted", "excess pods in pod set after admission, youngest pods are deleted", "delete excess pod that
+// is gated".
+#[test]
+fn pods_beyond_the_groups_count_are_the_youngest_and_deleted() {
+    let at = |x: &mut Pod, secs: i64| {
+        x.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::from_second(secs).unwrap()));
+    };
+    let mut pods = vec![member("a", "1"), member("b", "1"), member("c", "1"), member("d", "1")];
+    for (i, x) in pods.iter_mut().enumerate() {
+        at(x, 100 + i as i64);
+    }
+    let mut before = PodGroup::new("g", pods.clone()).unwrap();
+    let d = decide(&mut before, None).unwrap();
+    assert_eq!(d.excess, vec!["d"], "three counted, the youngest goes");
+    assert_eq!(d.step, Step::CreateWorkload);
+    assert_eq!(before.pod_sets().unwrap()[0].count(), 3);
+
+    // Admitted for three; a running group keeps its three, the gated newcomer is the excess.
+    let mut running: Vec<Pod> = pods[..3].iter().cloned().map(ungated).collect();
+    let wl = wl_for(PodGroup::new("g", running.clone()).unwrap().pod_sets().unwrap(), true, false);
+    let mut late = member("e", "1");
+    at(&mut late, 50);
+    running.push(late);
+    let mut after = PodGroup::new("g", running).unwrap();
+    let d = decide(&mut after, Some(&wl)).unwrap();
+    assert_eq!(d.excess, vec!["e"], "an ungated pod is kept over a gated one, however old");
+    assert_eq!(d.step, Step::Nothing, "the rest runs on");
 }
