@@ -56,7 +56,7 @@ pub fn spawn(f: Frameworks, jobs: &JobContext, cancel: &CancellationToken) -> Ve
         // Single Pods through the generic reconciler; groups (one Workload, many Pods) by their own.
         tasks.push(spawn_kind::<PodJob>(jobs, cancel));
         let c = cancel.clone();
-        tasks.push(tokio::spawn(pod::group::run(jobs.clone(), async move { c.cancelled().await })));
+        tasks.push(tokio::spawn(pod::group_controller::run(jobs.clone(), async move { c.cancelled().await })));
     }
     tasks
 }

@@ -6,9 +6,11 @@
 //! `TerminationTarget` condition that says why); a Succeeded or Failed Pod finishes its Workload; the
 //! finalizer goes once the Pod is being deleted, or it ended and its Workload is finished.
 //! Pod groups (`kueue.x-k8s.io/pod-group-name`) are one Workload for many Pods, which the one object,
-//! one job shape of the generic reconciler does not fit: [`group`] runs them.
+//! one job shape of the generic reconciler does not fit: [`group`] decides for them with the same
+//! `plan`, and [`group_controller`] runs them.
 
 pub mod group;
+pub mod group_controller;
 
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
