@@ -207,6 +207,14 @@ pub fn admit_for(op: Operation, new: &mut Value, old: Option<&Value>, gates: Ray
         let errors = super::batch::admit(op == Operation::Create, new, old);
         return if errors.is_empty() { Ok(()) } else { Err(errors) };
     }
+    if super::pod::is_pod(new) {
+        // Kueue's pod webhook only exists with the `pod` framework (it is not in the default set).
+        if !frameworks.pod {
+            return Ok(());
+        }
+        let errors = super::pod::admit(op == Operation::Create, new, old, frameworks);
+        return if errors.is_empty() { Ok(()) } else { Err(errors) };
+    }
     let (api_version, kind) = kind_of(new);
     if !super::manifest::is_managed(api_version, kind) {
         return Ok(());

@@ -11,6 +11,7 @@ pub mod kueue;
 pub mod manifest;
 pub mod merge_patch;
 pub mod names;
+pub mod pod;
 pub mod quantity;
 pub mod ray;
 pub mod validation;

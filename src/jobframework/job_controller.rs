@@ -26,7 +26,7 @@ use tokio::sync::watch;
 
 use super::JobFrameworkError;
 use super::core::conditions::{self, is_evicted};
-use super::interface::{DemandChange, GenericJob, queue_name};
+use super::interface::{DemandChange, GenericJob, StopReason, queue_name};
 use super::podset_info::{InfoOptions, PodSetInfo, podsets_equivalent, podsets_info_from_status};
 use super::priority::{Priority, PrioritySource, priority_source, resolve_priority};
 use super::refusal;
@@ -58,6 +58,19 @@ pub trait JobKind: GenericJob + Send + Sync + Sized + 'static {
     /// Extra watches that should wake the job (beyond its own object and its Workloads).
     fn watches(controller: Controller<Self::Object>, _client: &Client) -> Controller<Self::Object> {
         controller
+    }
+    /// The watch on the kind's objects: a kind most of whose objects are no job (Pods) narrows it to
+    /// the ones its webhook marked.
+    fn watcher_config() -> watcher::Config {
+        watcher::Config::default()
+    }
+    /// Kueue's `JobWithCustomStop` for a kind that cannot be suspended (a Pod): stopping is the kind's
+    /// own action, [`JobKind::stop_itself`], instead of `suspend` and restoring the templates.
+    const STOPS_ITSELF: bool = false;
+    /// Stops a running job of a kind that `STOPS_ITSELF` (a Pod is deleted), saying why: `why` is Kueue's
+    /// reason text (`WorkloadEvictedDueTo<the Evicted condition's reason>` for an eviction).
+    fn stop_itself(&self, _reason: StopReason, _why: &str, _message: &str, _client: &Client) -> impl Future<Output = Result<(), kube::Error>> + Send {
+        async { Ok(()) }
     }
     /// Kueue's `JobWithCustomStop` for kinds whose API server refuses a template change in the write
     /// that suspends them: stopping suspends first, runs [`JobKind::after_suspend`], then restores the
@@ -329,6 +342,13 @@ fn mismatch(job: &dyn GenericJob, wl: &Workload, name: String) -> Step {
     }
 }
 
+/// Kueue's stop reason for an evicted workload: `WorkloadEvictedDueTo` and the Evicted condition's
+/// reason (e.g. `WorkloadEvictedDueToPreempted`).
+pub fn evicted_reason(wl: &Workload) -> String {
+    let why = wl.status.as_ref().and_then(|s| s.condition("Evicted")).map(|c| c.reason.clone()).unwrap_or_default();
+    format!("{}DueTo{why}", StopReason::WorkloadEvicted.as_str())
+}
+
 /// What every job controller shares: the client, the event recorder, leadership, and which job kinds
 /// are managed (a job whose controller owner is one of them is its parent's business).
 #[derive(Clone)]
@@ -357,7 +377,8 @@ impl JobContext {
     }
 }
 
-async fn priority(ctx: &JobContext, source: PrioritySource) -> Result<Priority, JobError> {
+/// The priority a new Workload gets from `source` (lists the priority classes it may name).
+pub async fn priority(ctx: &JobContext, source: PrioritySource) -> Result<Priority, JobError> {
     let wpcs = Api::<WorkloadPriorityClass>::all(ctx.client.clone())
         .list(&ListParams::default())
         .await?
@@ -492,6 +513,15 @@ impl<J: JobKind> Pass<'_, J> {
             Step::Ignore | Step::Nothing => {}
             Step::UpdateCounts(name) => self.update_counts(job, name).await?,
             Step::ReplacePodSets { name, pod_sets } => self.replace_pod_sets(name, pod_sets).await?,
+            Step::SuspendThenCreate | Step::Suspend if J::STOPS_ITSELF => {
+                // Kueue's words: a job running with no Workload, or with one that holds no quota.
+                let (reason, msg) = match step {
+                    Step::Suspend => (StopReason::NotAdmitted, "Not admitted by cluster queue"),
+                    _ => (StopReason::NoMatchingWorkload, "Missing Workload; unable to restore pod templates"),
+                };
+                job.stop_itself(reason, reason.as_str(), msg, &self.ctx.client).await?;
+                shell::publish(&self.ctx.recorder, &self.obj_ref, EventType::Normal, "Stopped", msg.to_string()).await;
+            }
             Step::SuspendThenCreate | Step::Suspend => {
                 let before = job.object().clone();
                 job.suspend();
@@ -658,7 +688,26 @@ impl<J: JobKind> Pass<'_, J> {
         let wl = self.find(name)?;
         let was_running = !job.is_suspended();
         let originals: Vec<PodSetInfo> = wl.spec.pod_sets.iter().map(PodSetInfo::from_podset).collect();
-        if J::STOPS_IN_STEPS {
+        let msg = if not_matching {
+            // Kueue's words when a running job no longer matches its Workload.
+            "No matching Workload".to_string()
+        } else {
+            wl.status
+                .as_ref()
+                .and_then(|s| s.condition("Evicted"))
+                .map(|c| c.message.clone())
+                .unwrap_or_default()
+        };
+        if J::STOPS_ITSELF {
+            if was_running {
+                let (reason, why) = if not_matching {
+                    (StopReason::NoMatchingWorkload, StopReason::NoMatchingWorkload.as_str().to_string())
+                } else {
+                    (StopReason::WorkloadEvicted, evicted_reason(wl))
+                };
+                job.stop_itself(reason, &why, &msg, &self.ctx.client).await?;
+            }
+        } else if J::STOPS_IN_STEPS {
             // Kueue's Job `Stop`: suspended first, then what the kind needs before its templates may
             // change, then the templates restored in a write of their own. Each step is idempotent,
             // so a pass cut short (a conflict) is finished by the next one.
@@ -681,16 +730,6 @@ impl<J: JobKind> Pass<'_, J> {
             self.write_job(&before, job.object()).await?;
         }
         if was_running {
-            let msg = if not_matching {
-                // Kueue's words when a running job no longer matches its Workload.
-                "No matching Workload".to_string()
-            } else {
-                wl.status
-                    .as_ref()
-                    .and_then(|s| s.condition("Evicted"))
-                    .map(|c| c.message.clone())
-                    .unwrap_or_default()
-            };
             shell::publish(&self.ctx.recorder, &self.obj_ref, EventType::Normal, "Stopped", msg).await;
         }
         // Suspended means no pods run any more: give the quota back so the workload requeues. (A job
@@ -750,7 +789,7 @@ pub async fn run<J: JobKind>(
     let ctx = Arc::new(ctx);
     let controller = Controller::new(
         Api::<J::Object>::all(client.clone()),
-        watcher::Config::default(),
+        J::watcher_config(),
     )
     .owns(
         Api::<Workload>::all(client.clone()),

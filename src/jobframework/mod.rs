@@ -15,9 +15,13 @@
 //!   [`JobWithPriorityClass`], [`JobWithCustomWorkloadActivation`], [`ElasticWorkloadNameProvider`],
 //!   [`TopLevelJob`], [`JobWithCustomStop`]. Elastic jobs (workload slices) override
 //!   [`GenericJob::uses_slices`] and [`GenericJob::compare_demand`]; [`compare_counts`] is Kueue's default.
-//! - **Registering with the reconciler**: [`JobKind`] (the object watched, how a job is loaded, extra
-//!   watches, work after each step) with its [`JobContext`]; [`plan`] and [`Step`], the pure decision
-//!   a kind's tests can drive; [`owned_workloads`], a job's Workloads as the reconciler reads them.
+//! - **Registering with the reconciler**: [`JobKind`] (the object watched and the watch's selector, how a
+//!   job is loaded, extra watches, work after each step, and for a kind that cannot be suspended, such as
+//!   a Pod, its own stop: `STOPS_ITSELF` / `stop_itself`) with its [`JobContext`]; [`plan`] and [`Step`],
+//!   the pure decision a kind's tests can drive (a kind whose job spans several objects, such as a pod
+//!   group, can decide with it and act in a controller of its own, using [`job_controller::priority`]
+//!   and the condition helpers of [`admission`]); [`owned_workloads`], a job's Workloads as the
+//!   reconciler reads them.
 //! - **Podset helpers** ([`podset_info`]): [`PodSetInfo`] and merging it into / restoring it from pod
 //!   templates ([`merge_into_template`], [`merge_all`], [`restore_template`]).
 //! - **Slice-chain queries** ([`slices`]): [`replacement_for`] (which slice a scale-up slice replaces) and

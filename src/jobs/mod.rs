@@ -2,3 +2,4 @@
 //! (Kueue's `pkg/controller/jobs/<kind>/`), registered by the wiring from `integrations.frameworks`.
 
 pub mod batch;
+pub mod pod;

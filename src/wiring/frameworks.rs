@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::kueue::config::Frameworks;
 use crate::jobframework::job_controller::{self, JobContext, JobKind};
 use crate::jobs::batch::{self, BatchJob};
+use crate::jobs::pod::{self, PodJob};
 use crate::rayservice::job::raycluster::RayClusterJob;
 use crate::rayservice::job::rayjob::RayJobJob;
 use crate::rayservice::job::rayservice::RayServiceJob;
@@ -18,6 +19,9 @@ pub fn managed_kinds(f: Frameworks) -> Vec<GroupVersionKind> {
     let mut kinds = Vec::new();
     if f.batch_job {
         kinds.push(batch::gvk());
+    }
+    if f.pod {
+        kinds.push(pod::gvk());
     }
     kinds.extend(ray.into_iter().filter(|g| match g.kind.as_str() {
         "RayCluster" => f.ray_cluster,
@@ -48,6 +52,12 @@ pub fn spawn(f: Frameworks, jobs: &JobContext, cancel: &CancellationToken) -> Ve
     if f.batch_job {
         tasks.push(spawn_kind::<BatchJob>(jobs, cancel));
     }
+    if f.pod {
+        // Single Pods through the generic reconciler; groups (one Workload, many Pods) by their own.
+        tasks.push(spawn_kind::<PodJob>(jobs, cancel));
+        let c = cancel.clone();
+        tasks.push(tokio::spawn(pod::group_controller::run(jobs.clone(), async move { c.cancelled().await })));
+    }
     tasks
 }
 
@@ -61,6 +71,7 @@ mod tests {
         assert_eq!(kinds(Frameworks::default()), vec!["Job", "RayCluster", "RayService", "RayJob"]);
         assert_eq!(kinds(Frameworks::from_names(["ray.io/rayjob"])), vec!["RayJob"]);
         assert_eq!(kinds(Frameworks::from_names(["batch/job"])), vec!["Job"]);
-        assert_eq!(kinds(Frameworks::from_names(["ray.io/rayservice", "pod"])), vec!["RayService"]);
+        assert_eq!(kinds(Frameworks::from_names(["ray.io/rayservice", "pod"])), vec!["Pod", "RayService"]);
+        assert!(!Frameworks::default().pod, "Kueue's default frameworks leave pod out");
     }
 }

@@ -855,11 +855,12 @@ fn shipped_role() -> std::sync::Arc<quotagate::embedded::rbac::Authorizer> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_manager_needs_exactly_the_shipped_role() {
     let authz = shipped_role();
-    let mut c = Cluster::start_with_ray_on(
-        quotagate::wiring::manager::embedded_server(),
-        Limits::default().cq("cq", 4000),
-    )
-    .await;
+    // Every framework quotagate implements, Kueue's opt-in `pod` too, in the webhook and the manager.
+    let frameworks = quotagate::api::kueue::config::Frameworks { pod: true, ..Default::default() };
+    let admission = quotagate::embedded::QuotagateAdmission { frameworks, ..Default::default() };
+    let server = quotagate::embedded::EmbeddedServer::new(&quotagate::api::all_crds(), std::sync::Arc::new(admission));
+    let mut c = Cluster::start_with_ray_on(server, Limits::default().cq("cq", 4000)).await;
+    c.frameworks = frameworks;
     let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(c.client.clone());
     nss.create(
         &PostParams::default(),
@@ -1063,6 +1064,23 @@ async fn the_manager_needs_exactly_the_shipped_role() {
     k8s["spec"]["backoffLimit"] = json!(1);
     rayjobs.create(&PostParams::default(), &serde_json::from_value(k8s).unwrap()).await.unwrap();
     poll("the K8sJobMode RayJob to run and delete itself", || async { rayjobs.get_opt("rj-k8s").await.unwrap().is_none().then_some(()) }).await;
+    s.wait_cq_cpu(0).await;
+
+    // A queue-labelled Pod (Kueue's pod integration): created gated, ungated on admission, then
+    // preempted: stopped with its TerminationTarget condition, deleted and finalized.
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(s.c.client.clone(), "default");
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plain-pod", "namespace": "default", "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "3600"], "resources": {"requests": {"cpu": "3"}}}]}});
+    pods.create(&PostParams::default(), &serde_json::from_value(pod).unwrap()).await.unwrap();
+    poll("the Pod to be ungated and running", || async {
+        let p = pods.get("plain-pod").await.unwrap();
+        let running = p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+        (running && !quotagate::api::pod::is_gated(&p)).then_some(())
+    })
+    .await;
+    s.c.workload("urgent3", "lq", 1000, "3").await;
+    poll("the Pod to be stopped and gone", || async { pods.get_opt("plain-pod").await.unwrap().is_none().then_some(()) }).await;
+    s.c.workloads().delete("urgent3", &DeleteParams::default()).await.unwrap();
     s.wait_cq_cpu(0).await;
 
     let denied: Vec<String> = authz.denied().iter().map(|a| a.to_string()).collect();

@@ -25,6 +25,7 @@ mod kubectl_operators;
 mod kueuectl;
 mod metrics;
 mod pod_ledger;
+mod pods;
 mod quota_holds;
 mod raycluster;
 mod reapply;

@@ -93,6 +93,8 @@ pub struct Cluster {
     pub restricted: Option<(Client, String)>,
     /// The simulated load through RayServices' HTTPRoutes (with `start_with_ray`).
     pub load: Option<quotagate::wiring::raysim::LoadBoard>,
+    /// The job kinds managers started by `restart_manager` manage (Kueue's `integrations.frameworks`).
+    pub frameworks: quotagate::api::kueue::config::Frameworks,
     _sims: Option<tokio_util::sync::DropGuard>,
 }
 
@@ -119,6 +121,7 @@ impl Cluster {
             ray: None,
             restricted: None,
             load: None,
+            frameworks: Default::default(),
             _sims: None,
         }
     }
@@ -203,10 +206,21 @@ impl Cluster {
                     identity: identity.to_string(),
                     resync: Duration::from_millis(300),
                     ray: self.ray.clone(),
+                    frameworks: self.frameworks,
                     ..Default::default()
                 },
             ),
-            None => Manager::start_with(self.client.clone(), false, identity, self.ray.clone()),
+            None => Manager::start_opts(
+                self.client.clone(),
+                ManagerOptions {
+                    leader_election: false,
+                    identity: identity.to_string(),
+                    resync: Duration::from_millis(300),
+                    ray: self.ray.clone(),
+                    frameworks: self.frameworks,
+                    ..Default::default()
+                },
+            ),
         });
     }
 

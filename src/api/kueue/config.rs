@@ -144,24 +144,28 @@ pub struct Frameworks {
     pub ray_cluster: bool,
     pub ray_service: bool,
     pub ray_job: bool,
+    /// Plain Pods and pod groups (`pod`): opt-in, as in Kueue, whose default set leaves it out (its
+    /// webhook gates every queue-labelled Pod).
+    pub pod: bool,
 }
 
 impl Default for Frameworks {
     fn default() -> Self {
-        Frameworks { batch_job: true, ray_cluster: true, ray_service: true, ray_job: true }
+        Frameworks { batch_job: true, ray_cluster: true, ray_service: true, ray_job: true, pod: false }
     }
 }
 
 impl Frameworks {
     /// Only the named frameworks (names quotagate does not implement are skipped).
     pub fn from_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Self {
-        let mut f = Frameworks { batch_job: false, ray_cluster: false, ray_service: false, ray_job: false };
+        let mut f = Frameworks { batch_job: false, ray_cluster: false, ray_service: false, ray_job: false, pod: false };
         for n in names {
             match n {
                 framework::BATCH_JOB => f.batch_job = true,
                 framework::RAY_CLUSTER => f.ray_cluster = true,
                 framework::RAY_SERVICE => f.ray_service = true,
                 framework::RAY_JOB => f.ray_job = true,
+                framework::POD => f.pod = true,
                 _ => {}
             }
         }
@@ -170,7 +174,7 @@ impl Frameworks {
 
     /// Whether quotagate implements the framework of this name.
     pub fn implemented(name: &str) -> bool {
-        [framework::BATCH_JOB, framework::RAY_CLUSTER, framework::RAY_SERVICE, framework::RAY_JOB].contains(&name)
+        [framework::BATCH_JOB, framework::RAY_CLUSTER, framework::RAY_SERVICE, framework::RAY_JOB, framework::POD].contains(&name)
     }
 }
 
@@ -637,7 +641,7 @@ impl Configuration {
         let integrations = self.integrations.as_ref();
         note(
             integrations.and_then(|i| i.frameworks.as_ref()).is_some_and(|f| f.iter().any(|n| !Frameworks::implemented(n))),
-            "integrations.frameworks (other than batch/job, ray.io/raycluster, ray.io/rayservice)",
+            "integrations.frameworks (other than batch/job, pod, ray.io/raycluster, ray.io/rayservice, ray.io/rayjob)",
         );
         note(
             integrations.is_some_and(|i| i.external_frameworks.is_some() || i.pod_options.is_some() || i.label_keys_to_copy.is_some()),

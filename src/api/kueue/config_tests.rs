@@ -62,12 +62,12 @@ integrations:
         cfg.ignored(),
         vec![
             "clientConnection",
-            "integrations.frameworks (other than batch/job, ray.io/raycluster, ray.io/rayservice)",
+            "integrations.frameworks (other than batch/job, pod, ray.io/raycluster, ray.io/rayservice, ray.io/rayjob)",
             "metrics",
             "controller"
         ]
     );
-    let all = Frameworks { batch_job: true, ray_cluster: true, ray_service: true, ray_job: true };
+    let all = Frameworks { batch_job: true, ray_cluster: true, ray_service: true, ray_job: true, pod: true };
     assert_eq!(cfg.frameworks(), all, "Kueue's list names every kind quotagate implements");
 }
 
@@ -345,12 +345,12 @@ fn the_prioritize_preemptor_workloads_gate_is_read_from_feature_gates() {
 fn integrations_frameworks_pick_the_job_kinds() {
     let parse = |t: &str| Configuration::parse(t).unwrap_or_else(|e| panic!("{t}: {e}"));
     assert_eq!(parse(HEAD).frameworks(), Frameworks::default());
-    assert_eq!(Frameworks::default(), Frameworks { batch_job: true, ray_cluster: true, ray_service: true, ray_job: true });
+    assert_eq!(Frameworks::default(), Frameworks { batch_job: true, ray_cluster: true, ray_service: true, ray_job: true, pod: false });
     let only_jobs = parse(&format!("{HEAD}integrations:\n  frameworks: [batch/job]\n"));
-    assert_eq!(only_jobs.frameworks(), Frameworks { batch_job: true, ray_cluster: false, ray_service: false, ray_job: false });
+    assert_eq!(only_jobs.frameworks(), Frameworks { batch_job: true, ray_cluster: false, ray_service: false, ray_job: false, pod: false });
     assert!(only_jobs.ignored().is_empty(), "{:?}", only_jobs.ignored());
     let ray_only = parse(&format!("{HEAD}integrations:\n  frameworks: [ray.io/rayservice, ray.io/raycluster]\n"));
-    assert_eq!(ray_only.frameworks(), Frameworks { batch_job: false, ray_cluster: true, ray_service: true, ray_job: false });
+    assert_eq!(ray_only.frameworks(), Frameworks { batch_job: false, ray_cluster: true, ray_service: true, ray_job: false, pod: false });
     let unknown = err(&format!("{HEAD}integrations:\n  frameworks: [batch/job, batch/cronjob]\n"));
     assert!(
         unknown.starts_with("integrations.frameworks[1]: Unsupported value: \"batch/cronjob\": supported values: \"batch/job\", \"deployment\","),

@@ -1,0 +1,235 @@
+//! Plain Pods as Kueue jobs (after Kueue's `pkg/controller/jobs/pod/pod_controller.go`). The webhook
+//! (`api::pod`) creates a queue-labelled Pod gated by `kueue.x-k8s.io/admission`, labelled managed and
+//! with Kueue's finalizer. A single Pod is a job of the generic reconciler: one Workload
+//! (`pod-<name>-<hash>`) with one podset `main` of one pod; admission removes the gate and injects the
+//! flavor's node selector and tolerations; a Pod cannot be suspended, so stopping deletes it (after a
+//! `TerminationTarget` condition that says why); a Succeeded or Failed Pod finishes its Workload; the
+//! finalizer goes once the Pod is being deleted, or it ended and its Workload is finished.
+//! Pod groups (`kueue.x-k8s.io/pod-group-name`) are one Workload for many Pods, which the one object,
+//! one job shape of the generic reconciler does not fit: [`group`] decides for them with the same
+//! `plan`, and [`group_controller`] runs them.
+
+pub mod group;
+pub mod group_controller;
+
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::core::GroupVersionKind;
+use kube::runtime::watcher;
+
+use crate::api::kueue::constants::DEFAULT_PODSET_NAME;
+use crate::api::kueue::{PodSet, Workload};
+use crate::api::pod as p;
+use crate::jobframework::shell::ignore_not_found;
+use crate::jobframework::{
+    Finished, GenericJob, JobContext, JobFrameworkError, JobKind, JobWithSkip, PodSetInfo, StopReason, TopLevelJob, merge_into_template,
+};
+
+/// A Pod under Kueue's admission.
+pub struct PodJob {
+    pub pod: Pod,
+}
+
+impl PodJob {
+    pub fn new(pod: Pod) -> Self {
+        PodJob { pod }
+    }
+}
+
+/// The Pod's GroupVersionKind (Kueue's `pod` framework).
+pub fn gvk() -> GroupVersionKind {
+    GroupVersionKind::gvk("", "v1", "Pod")
+}
+
+/// Only the Pods the webhook marked are watched: a cluster's other Pods are no job.
+pub fn managed_selector() -> String {
+    format!("{}={}", p::MANAGED_LABEL, p::MANAGED_VALUE)
+}
+
+/// Removes the admission gate and merges the admitted info into the Pod (Kueue's `prepare`).
+pub fn ungate(pod: &mut Pod, info: &PodSetInfo) -> Result<(), JobFrameworkError> {
+    let spec = pod.spec.get_or_insert_with(Default::default);
+    merge_into_template(&mut pod.metadata, spec, info)?;
+    if let Some(gates) = spec.scheduling_gates.as_mut() {
+        gates.retain(|g| g.name != p::SCHEDULING_GATE);
+    }
+    if spec.scheduling_gates.as_ref().is_some_and(Vec::is_empty) {
+        spec.scheduling_gates = None;
+    }
+    Ok(())
+}
+
+/// The podset of one Pod: its spec as the template, one pod (Kueue's `constructPodSets`).
+pub fn pod_set(pod: &Pod, name: &str, count: i32) -> PodSet {
+    PodSet {
+        name: Some(name.to_string()),
+        template: PodTemplateSpec { metadata: None, spec: pod.spec.clone() },
+        count: Some(count),
+        min_count: None,
+        topology_request: None,
+    }
+}
+
+/// Whether a Pod's finalizer can go (Kueue's `Finalize` calls): it is being deleted, or it ended and
+/// none of its Workloads is still open.
+pub fn finalizer_removable(pod: &Pod, workloads: &[Workload]) -> bool {
+    let has = pod.metadata.finalizers.iter().flatten().any(|f| f == p::FINALIZER);
+    has && (pod.metadata.deletion_timestamp.is_some()
+        || (p::is_terminated(pod) && workloads.iter().all(|w| w.is_finished() || w.metadata.deletion_timestamp.is_some())))
+}
+
+/// Takes Kueue's finalizer off the Pod, guarded by the resourceVersion it was read at.
+pub async fn remove_finalizer(client: &kube::Client, pod: &Pod) -> Result<(), kube::Error> {
+    let mut after = pod.clone();
+    if let Some(f) = after.metadata.finalizers.as_mut() {
+        f.retain(|x| x != p::FINALIZER);
+    }
+    let Some(patch) = crate::api::merge_patch::guarded(pod, &after).map_err(kube::Error::SerdeError)? else {
+        return Ok(());
+    };
+    let api: Api<Pod> = Api::namespaced(client.clone(), pod.metadata.namespace.as_deref().unwrap_or_default());
+    ignore_not_found(api.patch(&pod.metadata.name.clone().unwrap_or_default(), &PatchParams::default(), &Patch::Merge(&patch)).await)?;
+    Ok(())
+}
+
+/// The Pods a stop deletes (Kueue's `Stop`): not already being deleted, and, unless the Workload is
+/// gone, not ended or still gated (those hold nothing).
+pub fn to_stop<'a>(pods: &'a [Pod], reason: StopReason) -> Vec<&'a Pod> {
+    pods.iter()
+        .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+        .filter(|pod| reason == StopReason::WorkloadDeleted || !p::is_suspended(pod))
+        .collect()
+}
+
+/// Kueue's stop of a Pod: a `TerminationTarget` condition saying why (`reason`: Kueue's stop reason
+/// text), then the delete.
+pub async fn stop_pod(client: &kube::Client, pod: &Pod, reason: &str, message: &str) -> Result<(), kube::Error> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), pod.metadata.namespace.as_deref().unwrap_or_default());
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let mut conditions: Vec<PodCondition> = pod.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+    conditions.retain(|c| c.type_ != p::TERMINATION_TARGET);
+    conditions.push(PodCondition {
+        type_: p::TERMINATION_TARGET.to_string(),
+        status: "True".to_string(),
+        reason: Some(reason.to_string()),
+        message: Some(message.to_string()),
+        last_transition_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now())),
+        ..Default::default()
+    });
+    let patch = serde_json::json!({"status": {"conditions": conditions}});
+    ignore_not_found(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await)?;
+    ignore_not_found(api.delete(&name, &DeleteParams::default()).await)?;
+    Ok(())
+}
+
+impl JobKind for PodJob {
+    type Object = Pod;
+
+    async fn load(obj: &Pod, _: &[Workload], _: &kube::Client) -> Result<Self, kube::Error> {
+        Ok(PodJob::new(obj.clone()))
+    }
+
+    fn object(&self) -> &Pod {
+        &self.pod
+    }
+
+    fn watcher_config() -> watcher::Config {
+        watcher::Config::default().labels(&managed_selector())
+    }
+
+    const STOPS_ITSELF: bool = true;
+
+    async fn stop_itself(&self, reason: StopReason, why: &str, message: &str, client: &kube::Client) -> Result<(), kube::Error> {
+        for pod in to_stop(std::slice::from_ref(&self.pod), reason) {
+            stop_pod(client, pod, why, message).await?;
+        }
+        Ok(())
+    }
+
+    /// The finalizer, once the Pod no longer needs it (a group's pods are the group controller's).
+    async fn after_step(&self, workloads: &[Workload], ctx: &JobContext) -> Result<(), kube::Error> {
+        if p::group_name(&self.pod.metadata).is_none() && finalizer_removable(&self.pod, workloads) {
+            remove_finalizer(&ctx.client, &self.pod).await?;
+        }
+        Ok(())
+    }
+}
+
+impl GenericJob for PodJob {
+    fn meta(&self) -> &ObjectMeta {
+        &self.pod.metadata
+    }
+
+    fn gvk(&self) -> GroupVersionKind {
+        gvk()
+    }
+
+    fn is_suspended(&self) -> bool {
+        p::is_suspended(&self.pod)
+    }
+
+    /// A Pod cannot be suspended: it is stopped by deleting it (`stop_itself`).
+    fn suspend(&mut self) {}
+
+    fn run_with_podsets_info(&mut self, infos: &[PodSetInfo]) -> Result<(), JobFrameworkError> {
+        let [info] = infos else {
+            return Err(JobFrameworkError::PodSetsInfoLength { want: 1, got: infos.len() });
+        };
+        ungate(&mut self.pod, info)
+    }
+
+    /// A Pod's spec cannot be put back: it ends instead.
+    fn restore_podsets_info(&mut self, _: &[PodSetInfo]) -> bool {
+        false
+    }
+
+    fn finished(&self) -> Option<Finished> {
+        p::is_terminated(&self.pod).then(|| Finished {
+            success: p::phase(&self.pod) == "Succeeded",
+            message: self.pod.status.as_ref().and_then(|s| s.message.clone()).unwrap_or_default(),
+        })
+    }
+
+    fn pod_sets(&self) -> Result<Vec<PodSet>, JobFrameworkError> {
+        Ok(vec![pod_set(&self.pod, DEFAULT_PODSET_NAME, 1)])
+    }
+
+    fn is_active(&self) -> bool {
+        p::phase(&self.pod) == "Running"
+    }
+
+    fn pods_ready(&self) -> bool {
+        ready(&self.pod)
+    }
+
+    fn as_with_skip(&self) -> Option<&dyn JobWithSkip> {
+        Some(self)
+    }
+
+    fn as_top_level(&self) -> Option<&dyn TopLevelJob> {
+        Some(self)
+    }
+}
+
+/// The Pod's `Ready` condition is True.
+pub fn ready(pod: &Pod) -> bool {
+    pod.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Kueue's `Skip`: a Pod the webhook did not mark is not Kueue's; a group's pods are the group
+/// controller's.
+impl JobWithSkip for PodJob {
+    fn skip(&self) -> bool {
+        !p::is_managed(&self.pod.metadata) || p::group_name(&self.pod.metadata).is_some()
+    }
+}
+
+impl TopLevelJob for PodJob {
+    fn is_top_level(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests;
