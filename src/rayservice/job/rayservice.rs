@@ -30,8 +30,9 @@ pub struct RayServiceJob {
     pub children: Vec<RayCluster>,
     /// The pods the children run now: the demand never drops below them.
     pub live: LivePods,
-    /// Workloads the service owns (finished slices included): names each new slice uniquely.
-    pub slices: usize,
+    /// The names of the Workloads the service owns (finished and deleting slices included): a new
+    /// slice's name is made from them, so it is none of theirs.
+    pub slices: Vec<String>,
 }
 
 /// The children of `rs` that it controls (origin labels and a controller owner reference to it), the
@@ -243,13 +244,18 @@ impl GenericJob for RayServiceJob {
 }
 
 impl ElasticWorkloadNameProvider for RayServiceJob {
-    /// The generation and the count of slices so far: a new slice never reuses a finished one's name.
+    /// The generation and a digest of the slices the service owns now. A count of them would come
+    /// round again once one is deleted (a finished slice removed by the retention policy, a waiting
+    /// one deleted by hand) and name the new slice as one still there, whose create then answers
+    /// AlreadyExists: no slice would wait and the upgrade would stall until the count changed. A set
+    /// of names that holds the one made from it cannot be the set it is made from again.
     fn workload_name_extra(&self) -> String {
-        format!(
-            "{}-{}",
-            self.rs.metadata.generation.unwrap_or(0),
-            self.slices
-        )
+        use sha2::{Digest, Sha256};
+        let mut names = self.slices.clone();
+        names.sort();
+        let digest = Sha256::digest(names.join("\n").as_bytes());
+        let short: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+        format!("{}-{short}", self.rs.metadata.generation.unwrap_or(0))
     }
 }
 
@@ -267,7 +273,7 @@ impl JobKind for RayServiceJob {
             rs: obj.clone(),
             children,
             live,
-            slices: workloads.len(),
+            slices: workloads.iter().map(|w| w.name_any()).collect(),
         })
     }
 
