@@ -250,3 +250,46 @@ async fn poll_workload(c: &Cluster, job: &RayJob) -> Workload {
     }
     panic!("no Workload for RayJob {}", job.name_any());
 }
+
+/// KubeRay's SidecarMode (`rayjob_controller_test.go` "RayJob in SidecarMode": the submitter is a
+/// container of the head pod, no submitter Job) with Kueue's RayJob integration (`rayjob` e2e "Should
+/// account for the SidecarMode submitter in the head PodSet quota"): the head podset asks for the head
+/// and the submitter together; the job runs to SUCCEEDED and the quota is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_rayjob_in_sidecar_mode_submits_from_its_head_pod() {
+    use k8s_openapi::api::batch::v1::Job;
+    let c = queued_ray_jobs("4").await;
+    let jobs: Api<RayJob> = Api::namespaced(c.client.clone(), "default");
+    let batch: Api<Job> = Api::namespaced(c.client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+    let mut job = ray_job("side", "sleep 1");
+    job.spec.submission_mode = Some(quotagate::api::ray::rayjob::JobSubmissionMode::SidecarMode);
+    let job = jobs.create(&PostParams::default(), &job).await.unwrap();
+    let wl = poll_workload(&c, &job).await;
+    let head = wl.spec.pod_sets.iter().find(|p| p.name.as_deref() == Some("head")).expect("a head podset");
+    let names: Vec<&str> = head.template.spec.as_ref().unwrap().containers.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["ray-head", "ray-job-submitter"], "the head podset holds the submitter");
+    assert_eq!(wl.spec.pod_sets.len(), 2, "no submitter podset in SidecarMode");
+
+    let running = wait_for(&jobs, "side", "Running", |j| {
+        j.status.as_ref().and_then(|s| s.job_deployment_status) == Some(JobDeploymentStatus::Running)
+    })
+    .await;
+    let cluster = running.status.as_ref().and_then(|s| s.ray_cluster_name.clone()).unwrap();
+    let sel = format!("ray.io/cluster={cluster},ray.io/node-type=head");
+    let head_pod = pods.list(&ListParams::default().labels(&sel)).await.unwrap().items.into_iter().next().expect("a head pod");
+    let spec = head_pod.spec.unwrap();
+    assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
+    assert!(spec.containers.iter().any(|c| c.name == "ray-job-submitter"));
+
+    let done = wait_for(&jobs, "side", "Complete", |j| {
+        j.status.as_ref().and_then(|s| s.job_deployment_status) == Some(JobDeploymentStatus::Complete)
+    })
+    .await;
+    assert_eq!(done.status.as_ref().and_then(|s| s.job_status), Some(JobStatus::Succeeded));
+    assert!(batch.get_opt("side").await.unwrap().is_none(), "no submitter Job in SidecarMode");
+    let wl = wait_for(&c.workloads(), &wl.name_any(), "Finished", |w| w.is_finished()).await;
+    assert_eq!(condition(&wl, condition::FINISHED).map(|(_, r, _)| r), Some("Succeeded".to_string()));
+    c.quota.wait_reserved("cq", 0).await;
+    c.quota.assert_safe();
+}

@@ -22,8 +22,8 @@ pub enum Support {
     /// Implemented with the gate's own default, either value accepted (RayJobDeletionPolicy: off refuses
     /// `deletionStrategy` and worker-group `suspend`, and the RayJob controller ignores the strategy).
     Honoured,
-    /// A RayCronJob or sidecar-submitter gate: accepted; no effect (quotagate has no RayCronJob and no
-    /// SidecarMode submitter).
+    /// A RayCronJob or sidecar-submitter-restart gate: accepted; no effect (quotagate has no RayCronJob,
+    /// and its SidecarMode submitter is KubeRay's without the gate: submit once, wait for the end).
     NoRayJob,
     /// Turning it on is refused: quotagate has no such feature.
     RefusedOn,

@@ -126,9 +126,13 @@ impl GenericJob for RayJobJob {
     }
 
     /// `head`, each worker group, and `submitter` in K8sJobMode (count 1; Kueue's default template when the
-    /// user wrote none: 500m CPU and 200Mi requested).
+    /// user wrote none: 500m CPU and 200Mi requested). In SidecarMode the head podset holds the submitter.
     fn pod_sets(&self) -> Result<Vec<PodSet>, JobFrameworkError> {
-        let spec = self.job.spec.ray_cluster_spec.clone().ok_or_else(no_cluster_spec)?;
+        let mut spec = self.job.spec.ray_cluster_spec.clone().ok_or_else(no_cluster_spec)?;
+        if self.job.spec.mode() == JobSubmissionMode::SidecarMode {
+            // The submitter runs in the head pod: the head podset asks for it too.
+            crate::rayservice::rayjob::sidecar::add(&mut spec, &self.job, "");
+        }
         let mut rc = RayCluster::new(self.job.metadata.name.as_deref().unwrap_or("rayjob"), spec);
         rc.metadata.namespace = self.job.metadata.namespace.clone();
         let mut podsets = raycluster_podsets(&rc)?;

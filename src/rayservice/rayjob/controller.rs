@@ -205,7 +205,16 @@ async fn observe(job: &RayJob, ns: &str, ctx: &Context) -> Result<Snapshot, Erro
         }
         _ => JobView::NotQueried,
     };
-    let submitter = if job.spec.mode() == JobSubmissionMode::K8sJobMode {
+    let submitter = if job.spec.mode() == JobSubmissionMode::SidecarMode {
+        match &cluster_name {
+            Some(n) if rc.is_some() => {
+                let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(ctx.client.clone(), ns);
+                let selector = format!("{}={n},{}={}", c::LABEL_CLUSTER, c::LABEL_NODE_TYPE, c::NODE_TYPE_HEAD);
+                super::sidecar::view(&pods.list(&kube::api::ListParams::default().labels(&selector)).await?.items)
+            }
+            _ => SubmitterView::Absent,
+        }
+    } else if job.spec.mode() == JobSubmissionMode::K8sJobMode {
         let api: Api<Job> = Api::namespaced(ctx.client.clone(), ns);
         match api.get_opt(&job.name_any()).await {
             Ok(found) => submitter_view(found.as_ref()),
@@ -267,7 +276,11 @@ fn owner_ref(job: &RayJob) -> Result<k8s_openapi::apimachinery::pkg::apis::meta:
 
 /// KubeRay's `constructRayClusterForRayJob`: the job's labels and annotations, plus where it came from.
 pub fn build_cluster(job: &RayJob, name: &str) -> Result<RayCluster, Error> {
-    let spec = job.spec.ray_cluster_spec.clone().ok_or(Error::MissingField("spec.rayClusterSpec"))?;
+    let mut spec = job.spec.ray_cluster_spec.clone().ok_or(Error::MissingField("spec.rayClusterSpec"))?;
+    if job.spec.mode() == JobSubmissionMode::SidecarMode {
+        let id = job.status.as_ref().and_then(|s| s.job_id.clone()).unwrap_or_default();
+        super::sidecar::add(&mut spec, job, &id);
+    }
     let mut labels = job.labels().clone();
     labels.insert(c::LABEL_ORIGINATED_FROM_CR_NAME.into(), job.name_any());
     labels.insert(c::LABEL_ORIGINATED_FROM_CRD.into(), c::CRD_RAY_JOB.into());
@@ -419,7 +432,12 @@ async fn execute(
             }
         }
         Action::CreateCluster { name } => {
-            let rc = build_cluster(current, name)?;
+            // The job id this pass gives the job goes into a SidecarMode submitter.
+            let mut job = current.clone();
+            if let Some(id) = next.and_then(|n| n.job_id.clone()) {
+                job.status.get_or_insert_with(Default::default).job_id = Some(id);
+            }
+            let rc = build_cluster(&job, name)?;
             ignore_status(clusters.create(&PostParams::default(), &rc).await.map(|_| ()), 409)?;
         }
         Action::DeleteCluster { name } => {

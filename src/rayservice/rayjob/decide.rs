@@ -353,7 +353,8 @@ fn initialize(s: &Snapshot, next: &mut RayJobStatus, plan: &mut Plan) -> bool {
 
 /// Running: poll the Ray job and follow it to its end. False when this pass waits.
 fn running(s: &Snapshot, next: &mut RayJobStatus, plan: &mut Plan) -> bool {
-    let k8s_job = s.spec.mode() == JobSubmissionMode::K8sJobMode;
+    // K8sJobMode's submitter Job, or SidecarMode's submitter container in the head pod.
+    let k8s_job = matches!(s.spec.mode(), JobSubmissionMode::K8sJobMode | JobSubmissionMode::SidecarMode);
     if k8s_job && let SubmitterView::Failed { reason, message } = &s.submitter {
         next.job_deployment_status = Some(D::Failed);
         if s.status.job_status == Some(JobStatus::Failed) {

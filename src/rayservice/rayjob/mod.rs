@@ -10,6 +10,7 @@
 
 pub mod controller;
 pub mod decide;
+pub mod sidecar;
 
 pub use decide::{Action, ClusterView, JobView, Plan, Snapshot, SubmitterView, decide};
 

@@ -25,6 +25,8 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 
 use super::RaySim;
+use crate::api::ray::RayCluster;
+use crate::api::ray::constants as c;
 use crate::rayservice::dashboard::{DashboardEndpoint, DashboardError, JobSubmitRequest, RayJobsApi};
 
 /// How often a followed job's status is read.
@@ -160,6 +162,41 @@ pub fn parse(pod: &Pod) -> Option<(String, Submission)> {
     pod.spec.as_ref()?.containers.iter().find_map(|c| parse_container(c).map(|s| (c.name.clone(), s)))
 }
 
+/// The pod's status once its submitter container `name` ended with `code`. Alone in its pod (K8sJobMode)
+/// the pod ends with it; beside other containers (SidecarMode, in the head pod) only that container
+/// ends, and the pod, still Running, is no longer Ready, as the kubelet says of a pod that never restarts.
+pub fn ended_container(pod: &Pod, name: &str, code: i32, message: &str) -> Value {
+    let alone = pod.spec.as_ref().is_none_or(|s| s.containers.iter().all(|c| c.name == name));
+    if alone {
+        return ended(pod, code, message);
+    }
+    let now = jiff::Timestamp::now().to_string();
+    let reason = if code == 0 { "Completed" } else { "Error" };
+    let current = pod.status.as_ref().and_then(|s| s.container_statuses.clone()).unwrap_or_default();
+    let statuses: Vec<Value> = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.containers.iter())
+        .map(|c| match current.iter().find(|st| st.name == c.name) {
+            Some(st) if c.name != name => serde_json::to_value(st).unwrap_or(Value::Null),
+            _ if c.name != name => json!({"name": c.name, "ready": true, "started": true, "restartCount": 0, "image": "", "imageID": "", "state": {"running": {"startedAt": now}}}),
+            _ => json!({"name": c.name, "ready": false, "started": false, "restartCount": 0, "image": c.image.clone().unwrap_or_default(), "imageID": "",
+                        "state": {"terminated": {"exitCode": code, "reason": reason, "message": message, "finishedAt": now}}}),
+        })
+        .collect();
+    let keep: Vec<Value> = pod
+        .status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .filter(|c| !matches!(c.type_.as_str(), "Ready" | "ContainersReady"))
+        .map(|c| serde_json::to_value(c).unwrap_or(Value::Null))
+        .collect();
+    let cond = |t: &str| json!({"type": t, "status": "False", "reason": "ContainersNotReady", "message": format!("containers with unready status: [{name}]"), "lastTransitionTime": now});
+    let mut conditions = keep;
+    conditions.extend([cond("ContainersReady"), cond("Ready")]);
+    json!({"conditions": conditions, "containerStatuses": statuses})
+}
+
 /// The pod's final status: every container terminated with `code`.
 pub fn ended(pod: &Pod, code: i32, message: &str) -> Value {
     let now = jiff::Timestamp::now().to_string();
@@ -241,10 +278,17 @@ struct LoopError(#[from] kube::Error);
 async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, LoopError> {
     let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
     let uid = pod.metadata.uid.clone().unwrap_or_default();
-    let Some((_, sub)) = parse(&pod).filter(|_| running && pod.metadata.deletion_timestamp.is_none()) else {
+    let Some((container, mut sub)) = parse(&pod).filter(|_| running && pod.metadata.deletion_timestamp.is_none()) else {
         ctx.ids.lock().unwrap_or_else(|p| p.into_inner()).remove(&uid);
         return Ok(Action::await_change());
     };
+    if has_ended(&pod, &container) {
+        return Ok(Action::await_change());
+    }
+    let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    if let Some(head) = loopback_to_head(&ctx.client, &pod, &ns, &sub.address).await? {
+        sub.address = head;
+    }
     let known = ctx.ids.lock().unwrap_or_else(|p| p.into_inner()).get(&uid).cloned();
     let (next, id) = step(ctx.sim.as_ref(), &sub, known).await;
     match next {
@@ -255,14 +299,36 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, LoopError> {
             Ok(Action::requeue(POLL))
         }
         Step::End(code, message) => {
-            let ns = pod.metadata.namespace.clone().unwrap_or_default();
             let name = pod.metadata.name.clone().unwrap_or_default();
             let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({"status": ended(&pod, code, &message)}))).await?;
+            let status = ended_container(&pod, &container, code, &message);
+            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({"status": status}))).await?;
             ctx.ids.lock().unwrap_or_else(|p| p.into_inner()).remove(&uid);
             Ok(Action::await_change())
         }
     }
+}
+
+/// Whether the submitter container already ended (a sidecar's pod goes on running).
+fn has_ended(pod: &Pod, container: &str) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.name == container))
+        .is_some_and(|c| c.state.as_ref().is_some_and(|s| s.terminated.is_some()))
+}
+
+/// A submitter beside a Ray head (SidecarMode) talks to its own head on loopback: on the embedded
+/// cluster that head's dashboard is the one its head Service names, as the Ray operator calls it.
+async fn loopback_to_head(client: &kube::Client, pod: &Pod, ns: &str, address: &str) -> Result<Option<String>, kube::Error> {
+    let loopback = ["http://127.0.0.1:", "http://localhost:"].iter().find_map(|p| address.strip_prefix(p));
+    let (Some(port), Some(cluster)) = (loopback, pod.metadata.labels.as_ref().and_then(|l| l.get(c::LABEL_CLUSTER))) else {
+        return Ok(None);
+    };
+    let clusters: Api<RayCluster> = Api::namespaced(client.clone(), ns);
+    let Some(rc) = clusters.get_opt(cluster).await? else { return Ok(None) };
+    let svc = crate::rayservice::cluster::names::head_service_name(cluster, &rc.spec);
+    Ok(Some(format!("http://{svc}.{ns}.svc.cluster.local:{port}")))
 }
 
 /// Runs until the pod stream ends (never, while the API is up).
