@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
-use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, PodTemplateSpec, ResourceRequirements, Secret};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::api::core::v1::{EnvVar, PodSpec, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::runtime::controller::Action as Requeue;
@@ -17,6 +16,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 use tracing::instrument;
 
+pub use super::template::default_submitter_template;
 use super::decide::{Action, ClusterView, EventType, JobView, Snapshot, SubmitterView, decide};
 use crate::api::ray::constants as c;
 use crate::api::ray::raycluster::ClusterState;
@@ -339,35 +339,6 @@ pub fn build_submitter(job: &RayJob) -> Result<Job, Error> {
         }),
         status: None,
     })
-}
-
-/// KubeRay's `GetDefaultSubmitterTemplate` (the head's image; 500m/200Mi requested, 1/1Gi limit).
-pub fn default_submitter_template(job: &RayJob) -> PodTemplateSpec {
-    let image = job
-        .spec
-        .ray_cluster_spec
-        .as_ref()
-        .and_then(|s| s.head_group_spec.template.spec.as_ref())
-        .and_then(|s| s.containers.first())
-        .and_then(|c| c.image.clone());
-    let q = |v: &str| Quantity(v.to_string());
-    PodTemplateSpec {
-        metadata: None,
-        spec: Some(PodSpec {
-            containers: vec![Container {
-                name: "ray-job-submitter".into(),
-                image,
-                resources: Some(ResourceRequirements {
-                    limits: Some([("cpu".to_string(), q("1")), ("memory".to_string(), q("1Gi"))].into_iter().collect()),
-                    requests: Some([("cpu".to_string(), q("500m")), ("memory".to_string(), q("200Mi"))].into_iter().collect()),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }],
-            restart_policy: Some("Never".into()),
-            ..Default::default()
-        }),
-    }
 }
 
 /// The Jobs API request for the job (KubeRay's `ConvertRayJobToReq`).

@@ -38,7 +38,7 @@ pub fn container(job: &RayJob, spec: &RayClusterSpec, job_id: &str) -> Container
     let script = format!(
         "until wget -T 2 -q -O- http://localhost:{port}/api/gcs_healthz | grep success >/dev/null 2>&1 ; do echo \"Waiting for Ray Dashboard GCS to become healthy at http://{address} ...\" ; sleep 2 ; done ; ray job submit --address http://{address} --submission-id {job_id} -- {entrypoint} ;"
     );
-    let template = super::controller::default_submitter_template(job);
+    let template = super::template::default_submitter_template(job);
     let mut container = template.spec.and_then(|s| s.containers.into_iter().next()).unwrap_or_default();
     container.name = SUBMITTER_CONTAINER.into();
     container.command = Some(vec!["/bin/bash".into(), "-ce".into(), "--".into()]);
