@@ -24,6 +24,7 @@ mod kubectl_incremental;
 mod kubectl_operators;
 mod kueuectl;
 mod metrics;
+mod mixed_gpu;
 mod pod_ledger;
 mod pods;
 mod quota_holds;
