@@ -134,11 +134,38 @@ pub fn objects(opts: &InstallOptions) -> Result<Vec<Value>, InstallError> {
         "metadata": {"name": CONFIG_MAP, "namespace": NAMESPACE},
         "data": {CONFIG_KEY: opts.config},
     }));
+    // Kueue's pod integration is opt-in: its webhooks, which every pod creation passes through, are
+    // registered only when the configuration names `pod`, as Kueue's Helm chart does.
+    let config = Configuration::parse(&opts.config).map_err(|e| InstallError::Config(e.to_string()))?;
+    if config.frameworks().pod {
+        for d in &mut docs {
+            add_pod_hooks(d);
+        }
+    }
     for d in &mut docs {
         apply(d, opts);
     }
     docs.sort_by_key(rank);
     Ok(docs)
+}
+
+/// The pod webhooks, made from the batch Job ones (same service, selectors and policies) with the
+/// pod's path and rule (Kueue's `/mutate--v1-pod` and `/validate--v1-pod`), right after them.
+fn add_pod_hooks(d: &mut Value) {
+    use super::webhook::{HOOKS, POD_MUTATING, POD_VALIDATING};
+    let (job, pod) = match kind(d) {
+        "MutatingWebhookConfiguration" => ("mjob.kb.io", POD_MUTATING),
+        "ValidatingWebhookConfiguration" => ("vjob.kb.io", POD_VALIDATING),
+        _ => return,
+    };
+    let Some(hook) = HOOKS.iter().find(|h| h.name == pod) else { return };
+    let Some(hooks) = d.get_mut("webhooks").and_then(Value::as_array_mut) else { return };
+    let Some(at) = hooks.iter().position(|w| w["name"] == job) else { return };
+    let mut w = hooks[at].clone();
+    w["name"] = Value::from(hook.name);
+    w["clientConfig"]["service"]["path"] = Value::from(hook.path());
+    w["rules"] = serde_json::json!([{"apiGroups": [hook.group], "apiVersions": [hook.version], "operations": hook.operations, "resources": [hook.resource]}]);
+    hooks.insert(at + 1, w);
 }
 
 /// `objects` as one YAML stream (`---` before each document).
@@ -281,11 +308,31 @@ mod tests {
         assert!(e.starts_with("--config: ") && e.contains("manageJobsWithoutQueueName"), "{e}");
     }
 
-    /// The webhook configurations register exactly the hooks the webhook server serves.
+    /// The webhook configurations register exactly the hooks the webhook server serves; the pod
+    /// hooks only with `pod` in `integrations.frameworks`.
     #[test]
     fn webhook_configurations_match_the_served_hooks() {
-        use super::super::webhook::HOOKS;
-        let docs = objects(&InstallOptions::default()).unwrap();
+        use super::super::webhook::{HOOKS, POD_MUTATING, POD_VALIDATING};
+        let served = |pods: bool| -> Vec<_> {
+            HOOKS
+                .iter()
+                .filter(|h| pods || (h.name != POD_MUTATING && h.name != POD_VALIDATING))
+                .map(|h| (h.name.to_string(), h.mutating, h.path(), h.group.to_string(), h.version.to_string(), h.resource.to_string(), h.operations.join(",")))
+                .collect()
+        };
+        assert_eq!(registered(&InstallOptions::default()), served(false));
+        let with_pods = InstallOptions {
+            config: "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nintegrations:\n  frameworks: [batch/job, pod]\n".into(),
+            ..Default::default()
+        };
+        let with = registered(&with_pods);
+        assert_eq!(with, served(true));
+        assert!(with.iter().any(|h| h.0 == POD_MUTATING && h.2 == "/mutate--v1-pod" && h.5 == "pods" && h.6 == "CREATE"), "{with:?}");
+    }
+
+    /// What the install's webhook configurations register, in order.
+    fn registered(opts: &InstallOptions) -> Vec<(String, bool, String, String, String, String, String)> {
+        let docs = objects(opts).unwrap();
         let mut registered = Vec::new();
         for (k, mutating) in [("MutatingWebhookConfiguration", true), ("ValidatingWebhookConfiguration", false)] {
             for d in docs.iter().filter(|d| kind(d) == k) {
@@ -306,10 +353,6 @@ mod tests {
                 }
             }
         }
-        let served: Vec<_> = HOOKS
-            .iter()
-            .map(|h| (h.name.to_string(), h.mutating, h.path(), h.group.to_string(), h.version.to_string(), h.resource.to_string(), h.operations.join(",")))
-            .collect();
-        assert_eq!(registered, served);
+        registered
     }
 }

@@ -135,7 +135,8 @@ pub async fn run_manager(
     if let Some(w) = opts.webhook.clone() {
         // The aggregated API groups ride on the webhook's TLS port (config/apiservice/).
         let groups = super::explain::router(opts.explanations.clone()).merge(super::visibility::router(client.clone()));
-        tasks.extend(super::webhook::spawn(client.clone(), w, rx.clone(), health.clone(), opts.ray_gates, groups, cancel.clone()));
+        let policy = super::webhook::Policy { gates: opts.ray_gates, frameworks: opts.frameworks };
+        tasks.extend(super::webhook::spawn(client.clone(), w, rx.clone(), health.clone(), policy, groups, cancel.clone()));
     }
     let notify = Arc::new(Notify::new());
     let (caches, cache_tasks) = Caches::start(&client, notify.clone());

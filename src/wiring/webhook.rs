@@ -16,9 +16,19 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::Value;
 use thiserror::Error;
 
-use crate::api::admission::{Operation, admit_with};
+use crate::api::admission::{Operation, admit_for};
+use crate::api::kueue::config::Frameworks;
 use crate::api::ray::validation::RayFeatureGates;
 use crate::api::validation::FieldError;
+
+/// What the webhook judges by: the KubeRay feature gates (`--feature-gates`) and the job kinds managed
+/// (`integrations.frameworks` of `--config`: a kind not managed is let through unchanged, as Kueue
+/// registers no webhook for it).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Policy {
+    pub gates: RayFeatureGates,
+    pub frameworks: Frameworks,
+}
 
 #[derive(Debug, Error)]
 pub enum WebhookError {
@@ -47,6 +57,11 @@ pub fn review(req: &AdmissionRequest<DynamicObject>, mutate: bool) -> AdmissionR
 
 /// `review` under the KubeRay feature gates of `--feature-gates`.
 pub fn review_with(req: &AdmissionRequest<DynamicObject>, mutate: bool, gates: RayFeatureGates) -> AdmissionResponse {
+    review_for(req, mutate, Policy { gates, ..Policy::default() })
+}
+
+/// `review` under `policy`.
+pub fn review_for(req: &AdmissionRequest<DynamicObject>, mutate: bool, policy: Policy) -> AdmissionResponse {
     let resp = AdmissionResponse::from(req);
     let op = match req.operation {
         KubeOp::Create => Operation::Create,
@@ -64,7 +79,7 @@ pub fn review_with(req: &AdmissionRequest<DynamicObject>, mutate: bool, gates: R
     };
     let old = req.old_object.as_ref().and_then(|o| serde_json::to_value(o).ok());
     let mut defaulted = new.clone();
-    if let Err(errors) = admit_with(op, &mut defaulted, old.as_ref(), gates) {
+    if let Err(errors) = admit_for(op, &mut defaulted, old.as_ref(), policy.gates, policy.frameworks) {
         let name = obj.metadata.name.clone().or_else(|| obj.metadata.generate_name.clone()).unwrap_or_default();
         return resp.deny(invalid_message(&req.kind.kind, &name, &errors));
     }
@@ -78,13 +93,13 @@ pub fn review_with(req: &AdmissionRequest<DynamicObject>, mutate: bool, gates: R
     }
 }
 
-fn answer(body: Value, mutate: bool, gates: RayFeatureGates) -> Json<AdmissionReview<DynamicObject>> {
+fn answer(body: Value, mutate: bool, policy: Policy) -> Json<AdmissionReview<DynamicObject>> {
     let parsed: Result<AdmissionReview<DynamicObject>, _> = serde_json::from_value(body);
     let response = match parsed.map_err(|e| e.to_string()).and_then(|r| {
         let req: Result<AdmissionRequest<DynamicObject>, _> = r.try_into();
         req.map_err(|e| e.to_string())
     }) {
-        Ok(req) => review_with(&req, mutate, gates),
+        Ok(req) => review_for(&req, mutate, policy),
         Err(e) => AdmissionResponse::invalid(format!("malformed AdmissionReview: {e}")),
     };
     Json(response.into_review())
@@ -129,6 +144,7 @@ pub const HOOKS: &[Hook] = &[
     hook("mrayservice.kb.io", true, "ray.io", "v1", "RayService", "rayservices"),
     hook("mrayjob.kb.io", true, "ray.io", "v1", "RayJob", "rayjobs"),
     hook("mjob.kb.io", true, "batch", "v1", "Job", "jobs"),
+    hook(POD_MUTATING, true, "", "v1", "Pod", "pods"),
     hook("vadmissioncheck.kb.io", false, "kueue.x-k8s.io", "v1beta2", "AdmissionCheck", "admissionchecks"),
     hook("vclusterqueue.kb.io", false, "kueue.x-k8s.io", "v1beta2", "ClusterQueue", "clusterqueues"),
     hook("vcohort.kb.io", false, "kueue.x-k8s.io", "v1beta2", "Cohort", "cohorts"),
@@ -140,7 +156,13 @@ pub const HOOKS: &[Hook] = &[
     hook("vrayservice.kb.io", false, "ray.io", "v1", "RayService", "rayservices"),
     hook("vrayjob.kb.io", false, "ray.io", "v1", "RayJob", "rayjobs"),
     hook("vjob.kb.io", false, "batch", "v1", "Job", "jobs"),
+    hook(POD_VALIDATING, false, "", "v1", "Pod", "pods"),
 ];
+
+/// Kueue's pod webhooks. A cluster registers them only when `integrations.frameworks` names `pod`
+/// (Kueue's Helm chart does the same): every pod creation in the cluster passes through them.
+pub const POD_MUTATING: &str = "mpod.kb.io";
+pub const POD_VALIDATING: &str = "vpod.kb.io";
 
 /// `/mutate` (defaulting, then validation), `/validate` (validation only), and each of [`HOOKS`]'
 /// paths (every kind shares the one decision; the path says only whether to mutate).
@@ -150,7 +172,12 @@ pub fn router() -> Router {
 
 /// `router` under the KubeRay feature gates of `--feature-gates`.
 pub fn router_with(gates: RayFeatureGates) -> Router {
-    let handler = move |mutate: bool| post(move |Json(body): Json<Value>| async move { answer(body, mutate, gates) });
+    router_for(Policy { gates, ..Policy::default() })
+}
+
+/// `router` under `policy`.
+pub fn router_for(policy: Policy) -> Router {
+    let handler = move |mutate: bool| post(move |Json(body): Json<Value>| async move { answer(body, mutate, policy) });
     HOOKS
         .iter()
         .fold(Router::new(), |r, h| r.route(&h.path(), handler(h.mutating)))
@@ -180,23 +207,23 @@ pub async fn serve(
     bound: tokio::sync::oneshot::Sender<SocketAddr>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), WebhookError> {
-    serve_with(addr, tls, RayFeatureGates::default(), bound, shutdown, Router::new()).await
+    serve_with(addr, tls, Policy::default(), bound, shutdown, Router::new()).await
 }
 
-/// As [`serve`], under the KubeRay feature gates of `--feature-gates`, with `extra` routes on the same
+/// As [`serve`], under `policy`, with `extra` routes on the same
 /// TLS port: the aggregated API groups (explain, visibility) an `APIService` sends the kube-apiserver's
 /// requests to (it only speaks TLS).
 pub async fn serve_with(
     addr: SocketAddr,
     tls: Arc<rustls::ServerConfig>,
-    gates: RayFeatureGates,
+    policy: Policy,
     bound: tokio::sync::oneshot::Sender<SocketAddr>,
     shutdown: impl std::future::Future<Output = ()>,
     extra: Router,
 ) -> Result<(), WebhookError> {
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| WebhookError::Bind { addr, source })?;
     let _ = bound.send(listener.local_addr().unwrap_or(addr));
-    let app = router_with(gates).merge(extra);
+    let app = router_for(policy).merge(extra);
     // The embedded API server's listener: kube-apiserver's header, idle and handshake timeouts, a cap
     // on open connections, and a pause (not a spin) when accept fails. On a real cluster this is the
     // port the API server and anything in the cluster network reach.
@@ -237,7 +264,7 @@ pub fn spawn(
     w: WebhookServing,
     leader: tokio::sync::watch::Receiver<bool>,
     health: super::health::Health,
-    gates: RayFeatureGates,
+    policy: Policy,
     extra: Router,
     cancel: tokio_util::sync::CancellationToken,
 ) -> Vec<tokio::task::JoinHandle<()>> {
@@ -264,7 +291,7 @@ pub fn spawn(
                 _ = r.loaded() => {}
             }
         }
-        if let Err(e) = serve_with(w.addr, tls, gates, bound_tx, c.cancelled_owned(), extra).await {
+        if let Err(e) = serve_with(w.addr, tls, policy, bound_tx, c.cancelled_owned(), extra).await {
             tracing::error!(error = %e, "webhook server stopped");
         }
     }));
@@ -275,4 +302,44 @@ pub fn spawn(
         }
     }));
     tasks
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn pod_review() -> AdmissionRequest<DynamicObject> {
+        let review: AdmissionReview<DynamicObject> = serde_json::from_value(json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "3f1c2b6e-0000-4000-8000-000000000002",
+                "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "name": "p", "namespace": "default", "operation": "CREATE", "userInfo": {"username": "alice"},
+                "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default",
+                    "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}]}},
+                "dryRun": false
+            }
+        }))
+        .unwrap();
+        review.try_into().unwrap()
+    }
+
+    /// The pod webhook (Kueue's `/mutate--v1-pod`) gates a queue-labelled Pod only where the
+    /// configuration manages pods; elsewhere it lets the Pod through unchanged.
+    #[test]
+    fn the_pod_webhook_follows_the_configured_frameworks() {
+        assert!(HOOKS.iter().any(|h| h.name == POD_MUTATING && h.path() == "/mutate--v1-pod"));
+        let req = pod_review();
+        let off = review_for(&req, true, Policy::default());
+        assert!(off.allowed && off.patch.is_none(), "{off:?}");
+        let frameworks = Frameworks::from_names(["batch/job", "pod"]);
+        let on = review_for(&req, true, Policy { frameworks, ..Policy::default() });
+        assert!(on.allowed, "{on:?}");
+        let patch = String::from_utf8(on.patch.clone().unwrap_or_default()).unwrap();
+        assert!(patch.contains("kueue.x-k8s.io/admission"), "the admission gate is added: {patch}");
+    }
 }
