@@ -52,12 +52,7 @@ pub fn invalid_message(kind: &str, name: &str, errors: &[FieldError]) -> String 
 
 /// Decides one request. `mutate` allows a defaulting patch; a validating webhook must not return one.
 pub fn review(req: &AdmissionRequest<DynamicObject>, mutate: bool) -> AdmissionResponse {
-    review_with(req, mutate, RayFeatureGates::default())
-}
-
-/// `review` under the KubeRay feature gates of `--feature-gates`.
-pub fn review_with(req: &AdmissionRequest<DynamicObject>, mutate: bool, gates: RayFeatureGates) -> AdmissionResponse {
-    review_for(req, mutate, Policy { gates, ..Policy::default() })
+    review_for(req, mutate, Policy::default())
 }
 
 /// `review` under `policy`.
@@ -167,12 +162,7 @@ pub const POD_VALIDATING: &str = "vpod.kb.io";
 /// `/mutate` (defaulting, then validation), `/validate` (validation only), and each of [`HOOKS`]'
 /// paths (every kind shares the one decision; the path says only whether to mutate).
 pub fn router() -> Router {
-    router_with(RayFeatureGates::default())
-}
-
-/// `router` under the KubeRay feature gates of `--feature-gates`.
-pub fn router_with(gates: RayFeatureGates) -> Router {
-    router_for(Policy { gates, ..Policy::default() })
+    router_for(Policy::default())
 }
 
 /// `router` under `policy`.

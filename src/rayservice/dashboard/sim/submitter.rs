@@ -171,7 +171,6 @@ pub fn ended_container(pod: &Pod, name: &str, code: i32, message: &str) -> Value
         return ended(pod, code, message);
     }
     let now = jiff::Timestamp::now().to_string();
-    let reason = if code == 0 { "Completed" } else { "Error" };
     let current = pod.status.as_ref().and_then(|s| s.container_statuses.clone()).unwrap_or_default();
     let statuses: Vec<Value> = pod
         .spec
@@ -180,8 +179,7 @@ pub fn ended_container(pod: &Pod, name: &str, code: i32, message: &str) -> Value
         .map(|c| match current.iter().find(|st| st.name == c.name) {
             Some(st) if c.name != name => serde_json::to_value(st).unwrap_or(Value::Null),
             _ if c.name != name => json!({"name": c.name, "ready": true, "started": true, "restartCount": 0, "image": "", "imageID": "", "state": {"running": {"startedAt": now}}}),
-            _ => json!({"name": c.name, "ready": false, "started": false, "restartCount": 0, "image": c.image.clone().unwrap_or_default(), "imageID": "",
-                        "state": {"terminated": {"exitCode": code, "reason": reason, "message": message, "finishedAt": now}}}),
+            _ => terminated(c, code, message, &started(pod, &now), &now),
         })
         .collect();
     let keep: Vec<Value> = pod
@@ -197,20 +195,23 @@ pub fn ended_container(pod: &Pod, name: &str, code: i32, message: &str) -> Value
     json!({"conditions": conditions, "containerStatuses": statuses})
 }
 
-/// The pod's final status: every container terminated with `code`.
-pub fn ended(pod: &Pod, code: i32, message: &str) -> Value {
-    let now = jiff::Timestamp::now().to_string();
-    let started = pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map_or_else(|| now.clone(), |t| t.0.to_string());
+/// When the pod started (its `startTime`), else `now`.
+fn started(pod: &Pod, now: &str) -> String {
+    pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map_or_else(|| now.to_string(), |t| t.0.to_string())
+}
+
+/// The status of container `c` ended with `code`.
+fn terminated(c: &Container, code: i32, message: &str, started: &str, now: &str) -> Value {
     let reason = if code == 0 { "Completed" } else { "Error" };
-    let statuses: Vec<Value> = pod
-        .spec
-        .iter()
-        .flat_map(|s| s.containers.iter())
-        .map(|c| {
-            json!({"name": c.name, "ready": false, "started": false, "restartCount": 0, "image": c.image.clone().unwrap_or_default(), "imageID": "",
-                   "state": {"terminated": {"exitCode": code, "reason": reason, "message": message, "startedAt": started, "finishedAt": now}}})
-        })
-        .collect();
+    json!({"name": c.name, "ready": false, "started": false, "restartCount": 0, "image": c.image.clone().unwrap_or_default(), "imageID": "",
+           "state": {"terminated": {"exitCode": code, "reason": reason, "message": message, "startedAt": started, "finishedAt": now}}})
+}
+
+/// The pod's final status: every container terminated with `code`.
+fn ended(pod: &Pod, code: i32, message: &str) -> Value {
+    let now = jiff::Timestamp::now().to_string();
+    let started = started(pod, &now);
+    let statuses: Vec<Value> = pod.spec.iter().flat_map(|s| s.containers.iter()).map(|c| terminated(c, code, message, &started, &now)).collect();
     let cond = |t: &str| json!({"type": t, "status": "False", "reason": "PodCompleted", "lastTransitionTime": now});
     json!({
         "phase": if code == 0 { "Succeeded" } else { "Failed" },
