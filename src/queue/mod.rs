@@ -13,6 +13,8 @@ pub mod convert;
 pub mod explain;
 pub mod fair_preemption;
 pub mod fair_sharing;
+mod floor;
+mod growth_first;
 pub mod flavor;
 pub mod model;
 pub mod partial;
@@ -59,6 +61,8 @@ mod kueue_schedule_preempt_cases;
 #[cfg(test)]
 #[path = "tests/kueue_slice_cases.rs"]
 mod kueue_slice_cases;
+#[cfg(test)]
+mod growth_first_tests;
 #[cfg(test)]
 mod preemption_tests;
 #[cfg(test)]

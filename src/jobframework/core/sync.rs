@@ -55,6 +55,12 @@ pub enum Action {
     ClearReservation {
         key: WorkloadKey,
     },
+    /// Preemption takes only the growth of an admitted slice (`GrowthPreempted=True` with Kueue's
+    /// reason): its job shrinks it back to its floor instead of stopping.
+    TakeGrowth {
+        key: WorkloadKey,
+        cause: EvictionCause,
+    },
     Pending {
         key: WorkloadKey,
         reason: String,
@@ -94,6 +100,7 @@ impl Action {
             Action::Admit { key, .. }
             | Action::Evict { key, .. }
             | Action::ClearReservation { key }
+            | Action::TakeGrowth { key, .. }
             | Action::Pending { key, .. }
             | Action::FinishSlice { key, .. }
             | Action::BackoffFinished { key }
@@ -363,6 +370,10 @@ impl AdmissionState {
         self.preemption_skips.extend(res.preemption_skips.iter().map(|(cq, n)| (cq.clone(), *n)));
         let withheld = self.admissions(res.admissions, (block, blocked), snap, &view, &mut actions);
         self.evictions(res.evictions, snap, &mut actions);
+        for e in res.growth_taken {
+            let cause = EvictionCause { by: e.reason.into(), message: e.message };
+            actions.push(Action::TakeGrowth { key: e.key, cause });
+        }
         self.explain_pending(&res.pending, now_ms);
         self.pending_writes(res.pending, &mut actions);
         for f in res.finished_slices {
@@ -783,6 +794,12 @@ impl AdmissionState {
             if let Err(e) = admitted {
                 tracing::warn!(workload = %key, error = %e, "cannot account an admitted workload");
             }
+        }
+        // The floor its job keeps when preemption takes its growth; one whose growth was taken
+        // (before a restart) is held until its job has shrunk it back.
+        self.core.set_floor(key, crate::jobframework::slices::growth_floor(wl).as_ref());
+        if crate::jobframework::slices::growth_preempted(wl) {
+            self.core.mark_taking_growth(key);
         }
         // Like Kueue, status.admission stays as admitted (it is immutable); the usage counted is
         // scaled to the smaller spec counts, or to the pods not reclaimable, so the difference is
