@@ -95,3 +95,37 @@ impl AdmissionCore {
         }
     }
 }
+
+impl AdmissionCore {
+    /// Upgrades in flight: admitted slices with a pending replacement, as the cycle breaker sees
+    /// them (the replacement's key, priority and queue time).
+    pub fn waiting_upgrades(&self) -> Vec<(super::WorkloadKey, super::WorkloadKey, i32, i64)> {
+        let mut v: Vec<_> = self
+            .replacements
+            .iter()
+            .filter_map(|(old, new)| {
+                self.admitted.get(old)?;
+                let p = self.pending.get(new)?;
+                Some((old.clone(), new.clone(), p.model.priority, p.model.timestamp))
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// The cycle breaker's release of an upgrade's growth: as a growth-only preemption, with no
+    /// preemptor. False when there is no growth to give back or it is already being evicted.
+    pub fn release_growth(&mut self, key: &super::WorkloadKey) -> bool {
+        let Some(a) = self.admitted.get_mut(key) else { return false };
+        if a.evicting || at_floor(a) {
+            return false;
+        }
+        a.evicting = true;
+        a.taking_growth = true;
+        let root = self.tree.cq(&a.admission.cluster_queue).map(|i| self.tree.root(i));
+        if let Some(r) = root {
+            self.dirty_roots.insert(self.tree.nodes[r].name.clone());
+        }
+        true
+    }
+}

@@ -25,6 +25,7 @@ mod scheduler;
 mod simulate;
 mod status;
 pub mod tree;
+pub mod wait_cycle;
 
 // Kueue's own test cases, ported (each file names its Kueue source and tests): they live in tests/ beside
 // the scheduler, compiled only for tests.

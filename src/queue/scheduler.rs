@@ -124,7 +124,7 @@ pub struct AdmissionCore {
     /// A workload that issued preemptions is retried first in its ClusterQueue, so others
     /// don't take the quota its victims free.
     waiting_preemptor: HashMap<String, WorkloadKey>,
-    dirty_roots: BTreeSet<String>,
+    pub(super) dirty_roots: BTreeSet<String>,
     requeue_everything: bool,
     /// Bumped whenever usage grows inside a cycle; cached outcomes are valid for one generation.
     generation: u64,

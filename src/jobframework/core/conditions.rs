@@ -275,11 +275,10 @@ pub fn evicted(
 
 /// `GrowthPreempted=True` with Kueue's preemption reason: preemption takes only this slice's
 /// growth (its job shrinks it back to its floor) instead of evicting it.
-pub fn growth_preempted(wl: &Workload, cause: &EvictionCause, now: jiff::Timestamp) -> Option<WorkloadStatus> {
+pub fn growth_preempted(wl: &Workload, why: &str, message: &str, now: jiff::Timestamp) -> Option<WorkloadStatus> {
     let g = wl.metadata.generation;
     let mut s = status_of(wl);
-    let why = cause.by.preempted_reason().unwrap_or(reason::PREEMPTED);
-    let c = cond(crate::jobframework::slices::GROWTH_PREEMPTED, true, why, &cause.message, g, now);
+    let c = cond(crate::jobframework::slices::GROWTH_PREEMPTED, true, why, message, g, now);
     set_condition(&mut s.conditions, c).then_some(s)
 }
 

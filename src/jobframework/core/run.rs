@@ -401,7 +401,7 @@ impl AdmissionLoop {
                 ..
             } => return self.admit(&api, wl, key, admission, replaced, checks).await,
             Action::Evict { cause, clear, .. } => self.evict(state, &api, wl, cause, clear).await,
-            Action::TakeGrowth { cause, .. } => self.take_growth(&api, wl, cause).await,
+            Action::TakeGrowth { reason: why, message, .. } => self.take_growth(&api, wl, &why, message).await,
             Action::ClearReservation { .. } => {
                 if let Some(status) = conditions::clear_reservation(wl, now()) {
                     let _ = self.write(&api, wl, status).await;
@@ -518,15 +518,16 @@ impl AdmissionLoop {
     }
 
     /// Writes `GrowthPreempted=True`, with an event on the Workload and a Warning on its job.
-    async fn take_growth(&self, api: &Api<Workload>, wl: &Arc<Workload>, cause: EvictionCause) {
-        let Some(status) = conditions::growth_preempted(wl, &cause, now()) else {
+    async fn take_growth(&self, api: &Api<Workload>, wl: &Arc<Workload>, why: &str, message: String) {
+        let Some(status) = conditions::growth_preempted(wl, why, &message, now()) else {
             return;
         };
         if self.write(api, wl, status).await.is_err() {
             return;
         }
         // Kueue's victim event is `Preempted`; the message says only the growth is taken.
-        self.event(&wl.object_ref(&()), EventType::Normal, "Preempted", cause.message.clone()).await;
+        let what = if why == super::cycle_breaker::REASON { "GrowthReleased" } else { "Preempted" };
+        self.event(&wl.object_ref(&()), EventType::Normal, what, message.clone()).await;
         if let Some(o) = conditions::controller_owner(wl) {
             let job = ObjectReference {
                 api_version: Some(o.api_version.clone()),
@@ -537,10 +538,8 @@ impl AdmissionLoop {
                 ..Default::default()
             };
             let note = format!(
-                "preemption took the growth of workload slice {} ({}); what serves keeps running and the upgrade waits for a new slice: {}",
+                "the growth of workload slice {} was taken ({why}); what serves keeps running and the upgrade waits for a new slice: {message}",
                 wl.name_any(),
-                cause.by.preempted_reason().unwrap_or_default(),
-                cause.message
             );
             self.event(&job, EventType::Warning, "UpgradeGrowthPreempted", note).await;
         }

@@ -59,7 +59,9 @@ pub enum Action {
     /// reason): its job shrinks it back to its floor instead of stopping.
     TakeGrowth {
         key: WorkloadKey,
-        cause: EvictionCause,
+        /// Kueue's preemption reason, or the cycle breaker's.
+        reason: String,
+        message: String,
     },
     Pending {
         key: WorkloadKey,
@@ -206,6 +208,10 @@ pub struct AdmissionState {
     /// whose status would say something new become writes, so a cycle over thousands of pending
     /// workloads costs no work per workload downstream of the core.
     shown: HashMap<WorkloadKey, u64>,
+    /// How long (ms) a wait-for cycle among upgrades may last before it is broken (`None`:
+    /// `cycle_breaker::BREAK_AFTER_MS`).
+    pub cycle_break_after_ms: Option<i64>,
+    pub(super) cycle_breaker: crate::queue::wait_cycle::CycleBreaker,
 }
 
 impl AdmissionState {
@@ -371,10 +377,12 @@ impl AdmissionState {
         let withheld = self.admissions(res.admissions, (block, blocked), snap, &view, &mut actions);
         self.evictions(res.evictions, snap, &mut actions);
         for e in res.growth_taken {
-            let cause = EvictionCause { by: e.reason.into(), message: e.message };
-            actions.push(Action::TakeGrowth { key: e.key, cause });
+            let by: super::conditions::EvictedBy = e.reason.into();
+            let reason = by.preempted_reason().unwrap_or(reason::PREEMPTED).to_string();
+            actions.push(Action::TakeGrowth { key: e.key, reason, message: e.message });
         }
         self.explain_pending(&res.pending, now_ms);
+        self.break_wait_cycles(now_ms, &mut actions);
         self.pending_writes(res.pending, &mut actions);
         for f in res.finished_slices {
             if withheld.contains(&f.replaced_by) {

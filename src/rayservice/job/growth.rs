@@ -96,7 +96,7 @@ pub fn close_growth(
         .map(|c| c.reason.clone())
         .unwrap_or_default();
     Some(format!(
-        "preemption ({why}) took the upgrade's growth from workload slice {}: the serving cluster keeps serving, the upgrade waits for a new slice",
+        "the upgrade's growth was taken from workload slice {} ({why}): the serving cluster keeps serving, the upgrade waits for a new slice",
         w.metadata.name.as_deref().unwrap_or_default()
     ))
 }
