@@ -85,6 +85,15 @@ pub trait GenericJob {
         compare_counts(desired, workload, reserved)
     }
 
+    /// Pods per podset of `pod_sets` the job keeps running when preemption takes only its growth
+    /// (beyond Kueue; e.g. a RayService's serving cluster while its upgrade is admitted). `None`: no
+    /// growth to give back, the job is preempted whole. Written on the slice
+    /// (`slices::GROWTH_FLOOR_ANNOTATION`) from what the job controller knows of the job, never from
+    /// anything a user writes on the job.
+    fn growth_floor(&self, _pod_sets: &[PodSet]) -> Option<std::collections::BTreeMap<String, i64>> {
+        None
+    }
+
     fn as_with_reclaimable_pods(&self) -> Option<&dyn JobWithReclaimablePods> {
         None
     }

@@ -167,6 +167,27 @@ fn split_chain<'a>(live: &mut Vec<&'a Workload>) -> Option<&'a Workload> {
     }
 }
 
+/// The slice's floor annotation differs from what the job says it keeps (`GenericJob::growth_floor`).
+fn stale_floor(job: &dyn GenericJob, wl: &Workload) -> bool {
+    let want = job.growth_floor(&wl.spec.pod_sets).map(|f| super::slices::format_floor(&f));
+    let have = wl.metadata.annotations.as_ref().and_then(|a| a.get(super::slices::GROWTH_FLOOR_ANNOTATION));
+    want.as_ref() != have
+}
+
+/// Writes (or removes) the job's floor for `pod_sets` on the workload.
+fn put_floor(job: &dyn GenericJob, wl: &mut Workload) {
+    let floor = job.growth_floor(&wl.spec.pod_sets).map(|f| super::slices::format_floor(&f));
+    let annotations = wl.metadata.annotations.get_or_insert_with(Default::default);
+    match floor {
+        Some(f) => {
+            annotations.insert(super::slices::GROWTH_FLOOR_ANNOTATION.to_string(), f);
+        }
+        None => {
+            annotations.remove(super::slices::GROWTH_FLOOR_ANNOTATION);
+        }
+    }
+}
+
 /// Kueue's reconcile order, reduced to what quotagate's jobs need.
 pub fn plan(job: &dyn GenericJob, workloads: &[&Workload]) -> Result<Step, JobFrameworkError> {
     if queue_name(job.meta()).is_none() || job.meta().deletion_timestamp.is_some() {
@@ -238,6 +259,10 @@ pub fn plan(job: &dyn GenericJob, workloads: &[&Workload]) -> Result<Step, JobFr
             }
         } else {
             match change {
+                // The floor written on the slice follows the job (an edit of it is written over).
+                DemandChange::Same if reserved && stale_floor(job, wl) => {
+                    return Ok(Step::ReplacePodSets { name, pod_sets: wl.spec.pod_sets.clone() });
+                }
                 DemandChange::Same | DemandChange::Incompatible => {}
                 DemandChange::Counts => return Ok(Step::UpdateCounts(name)),
                 DemandChange::PodSets(pod_sets) => {
@@ -512,7 +537,7 @@ impl<J: JobKind> Pass<'_, J> {
         match step {
             Step::Ignore | Step::Nothing => {}
             Step::UpdateCounts(name) => self.update_counts(job, name).await?,
-            Step::ReplacePodSets { name, pod_sets } => self.replace_pod_sets(name, pod_sets).await?,
+            Step::ReplacePodSets { name, pod_sets } => self.replace_pod_sets(job, name, pod_sets).await?,
             Step::SuspendThenCreate | Step::Suspend if J::STOPS_ITSELF => {
                 // Kueue's words: a job running with no Workload, or with one that holds no quota.
                 let (reason, msg) = match step {
@@ -567,9 +592,10 @@ impl<J: JobKind> Pass<'_, J> {
         Ok(())
     }
 
-    async fn replace_pod_sets(&self, name: &str, pod_sets: &[PodSet]) -> Result<(), JobError> {
+    async fn replace_pod_sets(&self, job: &J, name: &str, pod_sets: &[PodSet]) -> Result<(), JobError> {
         let mut wl = self.find(name)?.clone();
         wl.spec.pod_sets = pod_sets.to_vec();
+        put_floor(job, &mut wl);
         self.wl_api.replace(name, &PostParams::default(), &wl).await?;
         shell::publish(
             &self.ctx.recorder,
@@ -589,6 +615,7 @@ impl<J: JobKind> Pass<'_, J> {
         let prio = priority(self.ctx, source).await?;
         let mut wl = construct_workload(job, podsets, prio, &WorkloadOptions::default())?;
         if job.uses_slices() {
+            put_floor(job, &mut wl);
             let old: Vec<&Workload> = match step {
                 Step::CreateSlice { replaces } => {
                     self.owned.iter().filter(|w| w.name_any() == *replaces).collect()

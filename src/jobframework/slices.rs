@@ -19,3 +19,40 @@ pub fn replacement_for(wl: &Workload) -> Option<WorkloadKey> {
 pub fn is_evicted(wl: &Workload) -> bool {
     wl.status.as_ref().is_some_and(|s| s.condition_true(condition::EVICTED))
 }
+
+/// Workload condition (beyond Kueue): preemption took the growth of this admitted slice (a service's
+/// upgrade) instead of evicting it; True with Kueue's preemption reason until a new slice replaces it.
+/// The slice then covers only its job's floor (`GROWTH_FLOOR_ANNOTATION`): the job shrinks it back.
+pub const GROWTH_PREEMPTED: &str = "GrowthPreempted";
+
+/// Annotation a job's controller writes on its slice: pods per podset that the job keeps running when
+/// preemption takes its growth (a RayService: what its serving cluster holds), as `name=count,...`.
+/// Derived from the live children on every reconcile, so an edit is written over.
+pub const GROWTH_FLOOR_ANNOTATION: &str = "quotagate.io/growth-floor";
+
+/// GrowthPreempted=True on the workload.
+pub fn growth_preempted(wl: &Workload) -> bool {
+    wl.status.as_ref().is_some_and(|s| s.condition_true(GROWTH_PREEMPTED))
+}
+
+/// The floor annotation's pod counts; `None` when absent or malformed (a malformed floor is no floor:
+/// the workload is then preempted whole, as Kueue does).
+pub fn growth_floor(wl: &Workload) -> Option<std::collections::BTreeMap<String, i64>> {
+    parse_floor(wl.metadata.annotations.as_ref()?.get(GROWTH_FLOOR_ANNOTATION)?)
+}
+
+/// `name=count,...` as written by [`format_floor`].
+pub fn parse_floor(v: &str) -> Option<std::collections::BTreeMap<String, i64>> {
+    v.split(',')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (n, c) = p.split_once('=')?;
+            let c: i64 = c.trim().parse().ok().filter(|c| *c >= 0)?;
+            Some((n.trim().to_string(), c))
+        })
+        .collect()
+}
+
+pub fn format_floor(counts: &std::collections::BTreeMap<String, i64>) -> String {
+    counts.iter().map(|(n, c)| format!("{n}={c}")).collect::<Vec<_>>().join(",")
+}

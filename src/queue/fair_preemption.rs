@@ -314,6 +314,8 @@ pub fn fair_targets(
         .map(|((c, reason), _)| Target {
             key: c.key.clone(),
             reason,
+            // Fair-sharing preemption evicts whole, as Kueue does.
+            growth_only: false,
         })
         .collect()
 }

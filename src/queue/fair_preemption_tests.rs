@@ -65,6 +65,7 @@ fn run(c: &Case) -> Vec<String> {
                 queue_timestamp: 0,
                 admitted_at: 0,
                 lq_usage: None,
+                floor: None,
                 uid: a.0,
                 usage,
                 evicting: false,

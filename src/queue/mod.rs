@@ -13,6 +13,8 @@ pub mod convert;
 pub mod explain;
 pub mod fair_preemption;
 pub mod fair_sharing;
+mod floor;
+mod growth_first;
 pub mod flavor;
 pub mod model;
 pub mod partial;
@@ -23,6 +25,7 @@ mod scheduler;
 mod simulate;
 mod status;
 pub mod tree;
+pub mod wait_cycle;
 
 // Kueue's own test cases, ported (each file names its Kueue source and tests): they live in tests/ beside
 // the scheduler, compiled only for tests.
@@ -59,6 +62,8 @@ mod kueue_schedule_preempt_cases;
 #[cfg(test)]
 #[path = "tests/kueue_slice_cases.rs"]
 mod kueue_slice_cases;
+#[cfg(test)]
+mod growth_first_tests;
 #[cfg(test)]
 mod preemption_tests;
 #[cfg(test)]

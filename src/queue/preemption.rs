@@ -46,6 +46,9 @@ pub struct Candidate<'a> {
     pub evicting: bool,
     /// Admission fair sharing: its LocalQueue's name and usage rank, when its ClusterQueue uses it.
     pub lq_usage: Option<(&'a str, u64)>,
+    /// What it can shrink back to instead of being evicted (a service's serving part while its
+    /// upgrade's growth is admitted): its growth, `usage - floor`, is offered first (`growth_first`).
+    pub floor: Option<&'a FrAmounts>,
 }
 
 pub struct Preemptor<'a> {
@@ -63,6 +66,9 @@ pub struct Preemptor<'a> {
 pub struct Target {
     pub key: WorkloadKey,
     pub reason: PreemptedReason,
+    /// Only the growth above the candidate's floor is taken: it shrinks back to its floor instead
+    /// of being evicted.
+    pub growth_only: bool,
 }
 
 fn uses_contested(c: &Candidate<'_>, contested: &BTreeSet<FlavorResource>) -> bool {
@@ -103,11 +109,17 @@ impl Variant {
 }
 
 #[derive(Clone, Debug)]
-struct Elem<'a> {
-    c: Candidate<'a>,
+pub(super) struct Elem<'a> {
+    pub(super) c: Candidate<'a>,
     /// The lowest cohort shared with the preemptor (None in its own ClusterQueue).
     lca: Option<usize>,
     variant: Variant,
+}
+
+impl Elem<'_> {
+    pub(super) fn reason(&self) -> PreemptedReason {
+        self.variant.reason()
+    }
 }
 
 /// The preemptor's cohorts from its parent to the root, each with whether the preemptor has
@@ -320,7 +332,15 @@ pub fn find_targets(
     } else {
         &[true, false]
     };
+    let growth_first = candidates.iter().any(|e| super::growth_first::growth(&e.c).is_some());
     for &allow_borrowing in attempts {
+        if growth_first {
+            let chosen = super::growth_first::minimal(tree, p, &candidates, allow_borrowing);
+            if !chosen.is_empty() {
+                return chosen;
+            }
+            continue;
+        }
         let chosen = minimal(tree, p, &candidates, allow_borrowing);
         if !chosen.is_empty() {
             return chosen
@@ -328,6 +348,7 @@ pub fn find_targets(
                 .map(|e| Target {
                     key: e.c.key.clone(),
                     reason: e.variant.reason(),
+                    growth_only: false,
                 })
                 .collect();
         }
@@ -336,7 +357,7 @@ pub fn find_targets(
 }
 
 /// Kueue's `candidateIsValid`, on the tree as the search has changed it so far.
-fn still_valid(tree: &QuotaTree, p: &Preemptor<'_>, e: &Elem<'_>, allow_borrowing: bool) -> bool {
+pub(super) fn still_valid(tree: &QuotaTree, p: &Preemptor<'_>, e: &Elem<'_>, allow_borrowing: bool) -> bool {
     let Some(lca) = e.lca else {
         return true;
     };

@@ -86,6 +86,7 @@ fn run(c: Case) {
             usage,
             evicting: a.evicted,
             lq_usage: None,
+            floor: None,
         })
         .collect();
     let (cq_name, priority, requests) = c.incoming;

@@ -23,6 +23,10 @@ pub(super) struct AdmittedWorkload {
     pub usage: FrAmounts,
     pub admitted_at: i64,
     pub evicting: bool,
+    /// What it can shrink back to when preempted (`set_floor`): its growth is taken first.
+    pub floor: Option<FrAmounts>,
+    /// Its growth was taken (`growth_only` target): held until it shrinks to its floor.
+    pub taking_growth: bool,
 }
 
 impl AdmittedWorkload {
@@ -39,6 +43,7 @@ impl AdmittedWorkload {
             usage: &self.usage,
             evicting: self.evicting,
             lq_usage: None,
+            floor: self.floor.as_ref(),
         }
     }
 }
@@ -92,6 +97,9 @@ pub struct FinishedSlice {
 pub struct CycleResult {
     pub admissions: Vec<AdmissionResult>,
     pub evictions: Vec<Eviction>,
+    /// Preemption victims that only give back their growth: each shrinks back to its floor
+    /// (`AdmissionCore::set_floor`) instead of being evicted; Kueue's reason, and a message saying so.
+    pub growth_taken: Vec<Eviction>,
     pub pending: Vec<PendingStatus>,
     pub finished_slices: Vec<FinishedSlice>,
     /// Workloads evaluated in this cycle (admission attempts).
@@ -116,7 +124,7 @@ pub struct AdmissionCore {
     /// A workload that issued preemptions is retried first in its ClusterQueue, so others
     /// don't take the quota its victims free.
     waiting_preemptor: HashMap<String, WorkloadKey>,
-    dirty_roots: BTreeSet<String>,
+    pub(super) dirty_roots: BTreeSet<String>,
     requeue_everything: bool,
     /// Bumped whenever usage grows inside a cycle; cached outcomes are valid for one generation.
     generation: u64,
@@ -157,6 +165,8 @@ struct Cycle {
     attempted: HashSet<WorkloadKey>,
     /// Workloads a preemptor of this cycle has already chosen as victims.
     targets: HashSet<WorkloadKey>,
+    /// Those of `targets` that only give back their growth.
+    growth_only: HashSet<WorkloadKey>,
     /// Quota held for the rest of the cycle only (Kueue adds it to the cycle's snapshot): what
     /// preemptors will take once their victims are gone, and what a ClusterQueue that cannot
     /// always reclaim keeps for a head with no victims. Taken back out when the cycle ends.
@@ -453,6 +463,8 @@ impl AdmissionCore {
                 usage,
                 admitted_at,
                 evicting: false,
+                floor: None,
+                taking_growth: false,
             },
         );
         Ok(())
@@ -553,6 +565,11 @@ impl AdmissionCore {
             a.model = w;
             a.admission = admission.clone();
             a.usage = usage;
+            // A victim whose growth was taken lets go of it here: it is no longer being evicted.
+            if a.taking_growth && super::floor::at_floor(a) {
+                a.taking_growth = false;
+                a.evicting = false;
+            }
         }
         Ok(admission)
     }
@@ -1167,10 +1184,20 @@ impl AdmissionCore {
         );
         for t in targets {
             cy.targets.insert(t.key.clone());
+            if t.growth_only {
+                cy.growth_only.insert(t.key.clone());
+                let (uid, job_uid, path) = (&preemptor.0, &preemptor.1, &preemptor.2);
+                if let Some(ev) = self.take_growth(&t, &format!("(UID: {uid}, JobUID: {job_uid})"), path) {
+                    cy.res.growth_taken.push(ev);
+                }
+                continue;
+            }
+            // One whose growth is being taken may still be evicted whole.
             if let Some(a) = self.admitted.get_mut(&t.key)
-                && !a.evicting
+                && (!a.evicting || a.taking_growth)
             {
                 a.evicting = true;
+                a.taking_growth = false;
                 let preemptee = self
                     .tree
                     .cq(&a.admission.cluster_queue)
@@ -1244,7 +1271,11 @@ impl AdmissionCore {
             .into_iter()
             .filter_map(|k| {
                 let a = self.admitted.get(k)?;
-                Some((self.tree.cq(&a.admission.cluster_queue)?, a.usage.clone()))
+                // A victim that only gives back its growth frees only that.
+                let only_growth = cy.growth_only.contains(k)
+                    || targets.iter().any(|t| &t.key == k && t.growth_only);
+                let freed = if only_growth { self.growth_of(a) } else { a.usage.clone() };
+                Some((self.tree.cq(&a.admission.cluster_queue)?, freed))
             })
             .collect();
         for (i, u) in &victims {
@@ -1469,6 +1500,8 @@ impl AdmissionCore {
                 usage: e.assignment.usage,
                 admitted_at: now,
                 evicting: false,
+                floor: None,
+                taking_growth: false,
             },
         );
         afs_moved
@@ -1485,7 +1518,7 @@ fn or_unknown(s: &str) -> &str {
     if s.is_empty() { "UNKNOWN" } else { s }
 }
 
-fn preempt_text(r: PreemptedReason) -> &'static str {
+pub(super) fn preempt_text(r: PreemptedReason) -> &'static str {
     match r {
         PreemptedReason::InClusterQueue => "prioritization in the ClusterQueue",
         PreemptedReason::InCohortReclamation => "reclamation within the cohort",

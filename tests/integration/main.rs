@@ -29,6 +29,7 @@ mod pod_ledger;
 mod pods;
 mod quota_holds;
 mod raycluster;
+mod reclaim_gap;
 mod reapply;
 mod rayjob;
 mod visibility;

@@ -273,6 +273,15 @@ pub fn evicted(
     changed.then_some(s)
 }
 
+/// `GrowthPreempted=True` with Kueue's preemption reason: preemption takes only this slice's
+/// growth (its job shrinks it back to its floor) instead of evicting it.
+pub fn growth_preempted(wl: &Workload, why: &str, message: &str, now: jiff::Timestamp) -> Option<WorkloadStatus> {
+    let g = wl.metadata.generation;
+    let mut s = status_of(wl);
+    let c = cond(crate::jobframework::slices::GROWTH_PREEMPTED, true, why, message, g, now);
+    set_condition(&mut s.conditions, c).then_some(s)
+}
+
 /// Releases the reservation of an evicted workload whose job has stopped: admission cleared,
 /// QuotaReserved/Admitted false, and Requeued with the eviction reason.
 pub fn clear_reservation(wl: &Workload, now: jiff::Timestamp) -> Option<WorkloadStatus> {

@@ -9,6 +9,7 @@ pub mod caches;
 pub mod checks;
 mod classify;
 pub mod conditions;
+mod cycle_breaker;
 pub mod explanations;
 pub mod finalizers;
 pub mod metric_labels;

@@ -401,6 +401,7 @@ impl AdmissionLoop {
                 ..
             } => return self.admit(&api, wl, key, admission, replaced, checks).await,
             Action::Evict { cause, clear, .. } => self.evict(state, &api, wl, cause, clear).await,
+            Action::TakeGrowth { reason: why, message, .. } => self.take_growth(&api, wl, &why, message).await,
             Action::ClearReservation { .. } => {
                 if let Some(status) = conditions::clear_reservation(wl, now()) {
                     let _ = self.write(&api, wl, status).await;
@@ -513,6 +514,34 @@ impl AdmissionLoop {
                 super::pods_ready_metrics::record_evicted(&self.metrics, &a.cluster_queue, &cause, &evicted);
             }
             self.record_eviction(wl, &cause).await;
+        }
+    }
+
+    /// Writes `GrowthPreempted=True`, with an event on the Workload and a Warning on its job.
+    async fn take_growth(&self, api: &Api<Workload>, wl: &Arc<Workload>, why: &str, message: String) {
+        let Some(status) = conditions::growth_preempted(wl, why, &message, now()) else {
+            return;
+        };
+        if self.write(api, wl, status).await.is_err() {
+            return;
+        }
+        // Kueue's victim event is `Preempted`; the message says only the growth is taken.
+        let what = if why == super::cycle_breaker::REASON { "GrowthReleased" } else { "Preempted" };
+        self.event(&wl.object_ref(&()), EventType::Normal, what, message.clone()).await;
+        if let Some(o) = conditions::controller_owner(wl) {
+            let job = ObjectReference {
+                api_version: Some(o.api_version.clone()),
+                kind: Some(o.kind.clone()),
+                name: Some(o.name.clone()),
+                namespace: wl.metadata.namespace.clone(),
+                uid: Some(o.uid.clone()),
+                ..Default::default()
+            };
+            let note = format!(
+                "the growth of workload slice {} was taken ({why}); what serves keeps running and the upgrade waits for a new slice: {message}",
+                wl.name_any(),
+            );
+            self.event(&job, EventType::Warning, "UpgradeGrowthPreempted", note).await;
         }
     }
 

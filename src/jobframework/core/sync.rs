@@ -55,6 +55,14 @@ pub enum Action {
     ClearReservation {
         key: WorkloadKey,
     },
+    /// Preemption takes only the growth of an admitted slice (`GrowthPreempted=True` with Kueue's
+    /// reason): its job shrinks it back to its floor instead of stopping.
+    TakeGrowth {
+        key: WorkloadKey,
+        /// Kueue's preemption reason, or the cycle breaker's.
+        reason: String,
+        message: String,
+    },
     Pending {
         key: WorkloadKey,
         reason: String,
@@ -94,6 +102,7 @@ impl Action {
             Action::Admit { key, .. }
             | Action::Evict { key, .. }
             | Action::ClearReservation { key }
+            | Action::TakeGrowth { key, .. }
             | Action::Pending { key, .. }
             | Action::FinishSlice { key, .. }
             | Action::BackoffFinished { key }
@@ -199,6 +208,10 @@ pub struct AdmissionState {
     /// whose status would say something new become writes, so a cycle over thousands of pending
     /// workloads costs no work per workload downstream of the core.
     shown: HashMap<WorkloadKey, u64>,
+    /// How long (ms) a wait-for cycle among upgrades may last before it is broken (`None`:
+    /// `cycle_breaker::BREAK_AFTER_MS`).
+    pub cycle_break_after_ms: Option<i64>,
+    pub(super) cycle_breaker: crate::queue::wait_cycle::CycleBreaker,
 }
 
 impl AdmissionState {
@@ -363,7 +376,13 @@ impl AdmissionState {
         self.preemption_skips.extend(res.preemption_skips.iter().map(|(cq, n)| (cq.clone(), *n)));
         let withheld = self.admissions(res.admissions, (block, blocked), snap, &view, &mut actions);
         self.evictions(res.evictions, snap, &mut actions);
+        for e in res.growth_taken {
+            let by: super::conditions::EvictedBy = e.reason.into();
+            let reason = by.preempted_reason().unwrap_or(reason::PREEMPTED).to_string();
+            actions.push(Action::TakeGrowth { key: e.key, reason, message: e.message });
+        }
         self.explain_pending(&res.pending, now_ms);
+        self.break_wait_cycles(now_ms, &mut actions);
         self.pending_writes(res.pending, &mut actions);
         for f in res.finished_slices {
             if withheld.contains(&f.replaced_by) {
@@ -783,6 +802,12 @@ impl AdmissionState {
             if let Err(e) = admitted {
                 tracing::warn!(workload = %key, error = %e, "cannot account an admitted workload");
             }
+        }
+        // The floor its job keeps when preemption takes its growth; one whose growth was taken
+        // (before a restart) is held until its job has shrunk it back.
+        self.core.set_floor(key, crate::jobframework::slices::growth_floor(wl).as_ref());
+        if crate::jobframework::slices::growth_preempted(wl) {
+            self.core.mark_taking_growth(key);
         }
         // Like Kueue, status.admission stays as admitted (it is immutable); the usage counted is
         // scaled to the smaller spec counts, or to the pods not reclaimable, so the difference is

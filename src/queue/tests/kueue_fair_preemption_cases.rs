@@ -519,6 +519,7 @@ fn run(c: &Case) -> Result<(), String> {
             queue_timestamp: 0,
             admitted_at: 0,
             lq_usage: None,
+            floor: None,
             uid: a.0,
             usage,
             evicting: false,

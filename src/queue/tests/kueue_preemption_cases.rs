@@ -253,6 +253,7 @@ pub(super) fn run(c: Case) {
             usage,
             evicting: false,
             lq_usage: None,
+            floor: None,
         })
         .collect();
     let target = cqs

@@ -60,17 +60,31 @@ pub fn decide(rs: &RayService, children: &[RayCluster], workloads: &[Workload], 
     };
     let blocked = demand::podsets(&demands).err().map(|e| e.to_string());
     let admitted = demand::admitted_slice(workloads);
-    let allowed = demand::allowed_pods(admitted.map(|w| w.spec.pod_sets.as_slice()), &demands, live);
-    let covered = demands
+    let mut allowed = demand::allowed_pods(admitted.map(|w| w.spec.pod_sets.as_slice()), &demands, live);
+    let mut covered = demands
         .iter()
         .filter(|d| allowed.get(&d.name).is_some_and(|a| demand::covers(a, d)))
         .map(|d| d.name.clone())
         .collect();
+    let taken = super::growth::close_growth(rs, admitted, &mut allowed, &mut covered);
+    let pending = match (pending_slice(workloads), taken) {
+        (Some(mut p), Some(why)) => {
+            p.message = format!("{why}; {}", p.message);
+            Some(p)
+        }
+        // Not asked for yet: the slice shrinks back first.
+        (None, Some(why)) => admitted.map(|w| PendingSlice {
+            workload: w.name_any(),
+            local_queue: w.spec.queue_name.clone().unwrap_or_default(),
+            message: why,
+        }),
+        (p, None) => p,
+    };
     Gate {
         allowed,
         covered,
         admitted: admitted.map(|w| w.name_any()),
-        pending: pending_slice(workloads),
+        pending,
         blocked,
     }
 }

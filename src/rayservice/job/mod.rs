@@ -3,6 +3,7 @@
 
 pub mod demand;
 pub mod gate;
+pub mod growth;
 pub mod raycluster;
 pub mod rayjob;
 pub mod rayservice;

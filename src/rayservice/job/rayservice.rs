@@ -33,6 +33,9 @@ pub struct RayServiceJob {
     /// The names of the Workloads the service owns (finished and deleting slices included): a new
     /// slice's name is made from them, so it is none of theirs.
     pub slices: Vec<String>,
+    /// The podsets of the admitted slice whose growth preemption took (`GrowthPreempted`), until
+    /// it has shrunk back to the serving cluster.
+    pub growth_taken: Option<Vec<PodSet>>,
 }
 
 /// The children of `rs` that it controls (origin labels and a controller owner reference to it), the
@@ -205,7 +208,20 @@ impl GenericJob for RayServiceJob {
     fn pod_sets(&self) -> Result<Vec<PodSet>, JobFrameworkError> {
         let children = service_demand(&self.rs, &self.children, &self.live)
             .map_err(|e| JobFrameworkError::PodSets(e.to_string()))?;
+        // Preemption took the upgrade's growth: the slice shrinks back to the serving cluster
+        // (once the pending cluster's pods are gone), then the upgrade asks for a new slice.
+        if let Some(taken) = &self.growth_taken
+            && let Some(serving) = super::growth::serving_only(&self.rs, &children, &self.live)
+            && demand::compare(&serving, taken, true) != DemandChange::Same
+        {
+            return Ok(serving);
+        }
         demand::podsets(&children).map_err(|e| JobFrameworkError::PodSets(e.to_string()))
+    }
+
+    fn growth_floor(&self, pod_sets: &[PodSet]) -> Option<std::collections::BTreeMap<String, i64>> {
+        let children = service_demand(&self.rs, &self.children, &self.live).ok()?;
+        super::growth::floor(&self.rs, &children, pod_sets)
     }
 
     /// Pods may run while any child exists (suspending deletes them all).
@@ -274,6 +290,7 @@ impl JobKind for RayServiceJob {
             children,
             live,
             slices: workloads.iter().map(|w| w.name_any()).collect(),
+            growth_taken: super::growth::taken(workloads),
         })
     }
 

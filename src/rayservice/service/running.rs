@@ -41,7 +41,17 @@ pub(super) fn open_gates<'a>(
     notes: &mut Vec<String>,
     p: &mut Plan,
 ) {
-    for c in clusters.into_iter().flatten().filter(|c| c.gated) {
+    for c in clusters.into_iter().flatten() {
+        if !c.gated {
+            // Released once, not covered now (e.g. preemption took the upgrade's growth): say why.
+            if s.status.pending.as_deref() == Some(c.name.as_str())
+                && !s.admission.admits(&c.name)
+                && let Admission::QueueManaged { waiting: Some(why), .. } = &s.admission
+            {
+                notes.push(format!("pending cluster {} waits: {why}", c.name));
+            }
+            continue;
+        }
         if s.admission.admits(&c.name) {
             p.actions.push(Action::OpenGate {
                 name: c.name.clone(),
