@@ -94,6 +94,13 @@ pub trait GenericJob {
         None
     }
 
+    /// While the job is an upgrade in flight (a RayService with a pending cluster), what its slices
+    /// may still hold and keep once done, for the banker's check (`queue::banker`). Derived from
+    /// the job and its live children, never from anything its user writes.
+    fn upgrade_claim(&self) -> Option<crate::queue::model::UpgradeClaim> {
+        None
+    }
+
     fn as_with_reclaimable_pods(&self) -> Option<&dyn JobWithReclaimablePods> {
         None
     }

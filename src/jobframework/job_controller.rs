@@ -32,7 +32,7 @@ use super::priority::{Priority, PrioritySource, priority_source, resolve_priorit
 use super::refusal;
 use super::shell;
 use super::workload::{WorkloadOptions, construct_workload, prepare_workload_slice};
-use crate::api::kueue::constants::label;
+use crate::api::kueue::constants::{ANNOTATION_UPGRADE_CLAIM, label};
 use crate::api::merge_patch::guarded;
 use crate::api::kueue::{PodSet, Workload, WorkloadPriorityClass};
 
@@ -344,6 +344,16 @@ fn admitted_counts(wl: &Workload) -> Vec<PodSet> {
 /// deletes its children one by one). A job not yet suspended is stopped first, even with no pod at
 /// this instant; an evicted one is stopped and waited on by the caller's next steps; any other waits
 /// for the job's pods to go, which wakes it again.
+/// An upgrade's claim stays on its slice only while the job is one: the shrink that ends the
+/// upgrade (the old cluster gone, or the change rolled back) takes it off.
+fn drop_finished_claim(job: &dyn GenericJob, wl: &mut Workload) {
+    if job.upgrade_claim().is_none()
+        && let Some(a) = wl.metadata.annotations.as_mut()
+    {
+        a.remove(ANNOTATION_UPGRADE_CLAIM);
+    }
+}
+
 fn mismatch(job: &dyn GenericJob, wl: &Workload, name: String) -> Step {
     let reserved = wl.admission().is_some() && wl.has_quota_reservation();
     if reserved && is_evicted(wl) && !job.is_suspended() {
@@ -582,6 +592,7 @@ impl<J: JobKind> Pass<'_, J> {
     /// and the rest of a reserved workload's podsets is immutable.
     async fn update_counts(&self, job: &J, name: &str) -> Result<(), JobError> {
         let mut wl = self.find(name)?.clone();
+        drop_finished_claim(job, &mut wl);
         let counts = job.pod_sets()?;
         for ps in &mut wl.spec.pod_sets {
             if let Some(c) = counts.iter().find(|c| c.name == ps.name) {
@@ -594,6 +605,7 @@ impl<J: JobKind> Pass<'_, J> {
 
     async fn replace_pod_sets(&self, job: &J, name: &str, pod_sets: &[PodSet]) -> Result<(), JobError> {
         let mut wl = self.find(name)?.clone();
+        drop_finished_claim(job, &mut wl);
         wl.spec.pod_sets = pod_sets.to_vec();
         put_floor(job, &mut wl);
         self.wl_api.replace(name, &PostParams::default(), &wl).await?;
@@ -623,6 +635,10 @@ impl<J: JobKind> Pass<'_, J> {
                 _ => Vec::new(),
             };
             prepare_workload_slice(&mut wl, &old)?;
+        }
+        if let Some(claim) = job.upgrade_claim() {
+            let value = crate::queue::convert::upgrade_claim_annotation(&claim);
+            wl.metadata.annotations.get_or_insert_with(Default::default).insert(ANNOTATION_UPGRADE_CLAIM.to_string(), value);
         }
         let created = match self.wl_api.create(&PostParams::default(), &wl).await {
             // The API server refused the Workload for what it is (say a negative request in the

@@ -9,7 +9,7 @@ use super::model::{
     Admission, BorrowWithinCohort, BorrowWithinCohortPolicy, ClusterQueueModel, CohortModel, FairWeight,
     FlavorFungibility, FlavorModel, FlavorQuotas, FungibilityPolicy, FungibilityPreference,
     LabelSelector, PodSetAssignment, PreemptionPolicy, QueueingStrategy, ReclaimWithinCohort,
-    ResourceGroup, ResourceQuota, StopPolicy, WithinClusterQueue, WorkloadKey, WorkloadModel,
+    ResourceGroup, ResourceQuota, StopPolicy, UpgradeClaim, WithinClusterQueue, WorkloadKey, WorkloadModel,
 };
 use super::model::{PodSetModel, Requirement, SelectorOp, Taint, TaintEffect, Toleration};
 use super::requests::pod_requests;
@@ -398,7 +398,40 @@ pub fn workload_model(
         podsets,
         namespace_labels,
         replacement_for,
+        upgrade: upgrade_claim(w)?,
     })
+}
+
+/// The claim an upgrade's slice carries (`quotagate.io/upgrade-claim`), if any.
+pub fn upgrade_claim(w: &kueue::Workload) -> Result<Option<UpgradeClaim>, QueueError> {
+    let key = kueue::constants::ANNOTATION_UPGRADE_CLAIM;
+    let Some(raw) = w.metadata.annotations.as_ref().and_then(|a| a.get(key)) else {
+        return Ok(None);
+    };
+    let field = format!("metadata.annotations[{key}]");
+    let parsed: BTreeMap<String, BTreeMap<String, i64>> =
+        serde_json::from_str(raw).map_err(|e| QueueError::invalid(&field, format!("not a claim ({{\"peak\":{{..}},\"done\":{{..}}}}): {e}")))?;
+    let mut claim = UpgradeClaim::default();
+    for (part, amounts) in parsed {
+        let into = match part.as_str() {
+            "peak" => &mut claim.peak,
+            "done" => &mut claim.done,
+            other => return Err(QueueError::invalid(&field, format!("unknown part {other:?}: want peak and done"))),
+        };
+        for (r, v) in amounts {
+            if v < 0 {
+                return Err(QueueError::invalid(format!("{field}.{part}.{r}"), "must be non-negative"));
+            }
+            into.insert(r, Amount(v));
+        }
+    }
+    Ok(Some(claim))
+}
+
+/// The annotation value for `claim` (the inverse of `upgrade_claim`).
+pub fn upgrade_claim_annotation(claim: &UpgradeClaim) -> String {
+    let part = |m: &BTreeMap<String, Amount>| m.iter().map(|(r, v)| (r.clone(), v.0)).collect::<BTreeMap<_, _>>();
+    serde_json::json!({"peak": part(&claim.peak), "done": part(&claim.done)}).to_string()
 }
 
 /// The model of `status.admission`.

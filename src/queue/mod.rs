@@ -9,6 +9,7 @@
 pub mod admission_fair_sharing;
 mod afs_core;
 pub mod amount;
+pub mod banker;
 pub mod convert;
 pub mod explain;
 pub mod fair_preemption;

@@ -378,6 +378,18 @@ pub struct WorkloadModel {
     pub namespace_labels: BTreeMap<String, String>,
     /// `kueue.x-k8s.io/workload-slice-replacement-for`: the admitted slice this one replaces.
     pub replacement_for: Option<WorkloadKey>,
+    /// A slice of an upgrade in flight (a RayService with a pending cluster): what the chain may
+    /// still hold and what it keeps once done, for the banker's check (`banker.rs`).
+    pub upgrade: Option<UpgradeClaim>,
+}
+
+/// What an upgrade in flight asks of the quota, per resource in accounting units: `peak`, the
+/// most its slice chain holds at any state until it finishes; `done`, what it holds once finished
+/// (the new cluster alone). Computed by the job adapter from the spec and the live children.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UpgradeClaim {
+    pub peak: BTreeMap<String, Amount>,
+    pub done: BTreeMap<String, Amount>,
 }
 
 // ---- builders (used by tests, benches and the controllers' fixtures) ----
@@ -586,6 +598,16 @@ impl WorkloadModel {
     }
     pub fn replaces(mut self, old: &WorkloadKey) -> Self {
         self.replacement_for = Some(old.clone());
+        self
+    }
+    /// Marks the slice as an upgrade in flight: (resource, peak, done) per resource.
+    pub fn upgrade(mut self, claim: &[(&str, i64, i64)]) -> Self {
+        let mut c = UpgradeClaim::default();
+        for (r, peak, done) in claim {
+            c.peak.insert(r.to_string(), Amount(*peak));
+            c.done.insert(r.to_string(), Amount(*done));
+        }
+        self.upgrade = Some(c);
         self
     }
 }

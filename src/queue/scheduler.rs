@@ -1147,6 +1147,12 @@ impl AdmissionCore {
             );
             return;
         }
+        // An upgrade's slice does not evict for an admission the banker's check would refuse.
+        let freed: Vec<&WorkloadKey> = targets.iter().map(|t| &t.key).chain(old.map(|(k, _)| k)).collect();
+        if let Some(msg) = self.banker_refusal(key, e.cq_idx, &e.assignment.usage, &e.assignment.podsets, &freed) {
+            self.set_pending(key, PendingReason::WaitingForQuota, msg, false);
+            return;
+        }
         let n = targets.len();
         self.evict_for(&e, key, targets, cy);
         self.waiting_preemptor.insert(e.cq.clone(), key.clone());
@@ -1221,6 +1227,14 @@ impl AdmissionCore {
     /// An entry that fits: admitted unless quota changed under it in this cycle (then it is
     /// evaluated again in the next round).
     fn fit(&mut self, e: Entry, old: Option<(WorkloadKey, FrAmounts)>, now: i64, cy: &mut Cycle) {
+        // An upgrade's slice waits if admitting it could leave an upgrade unable to finish (`banker`).
+        let freed: Vec<&WorkloadKey> = old.iter().map(|(k, _)| k).collect();
+        if let Some(msg) = self.banker_refusal(&e.order.key, e.cq_idx, &e.assignment.usage, &e.assignment.podsets, &freed) {
+            let strict = self.cqs.get(&e.cq).is_some_and(|c| c.queueing_strategy == QueueingStrategy::StrictFifo);
+            cy.attempted.insert(e.order.key.clone());
+            self.fail(&e.order.key.clone(), PendingReason::WaitingForQuota, msg, strict, cy, &e.cq);
+            return;
+        }
         // The replaced slice's usage makes room for its successor; it stays out only
         // when the successor is admitted.
         let without = self

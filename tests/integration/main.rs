@@ -2,6 +2,7 @@
 //! embedded API server, driven and observed only through `kube::Client`.
 
 mod admitted_elsewhere;
+mod banker;
 mod batch_jobs;
 mod chaos;
 mod contention;

@@ -11,6 +11,10 @@ pub const DEFAULT_PODSET_NAME: &str = "main";
 pub const DEFAULT_LOCAL_QUEUE_NAME: &str = "default";
 /// Finalizer Kueue puts on flavors, queues and workloads that are in use.
 pub const RESOURCE_IN_USE_FINALIZER: &str = "kueue.x-k8s.io/resource-in-use";
+/// quotagate's own: on a slice of an upgrade in flight, what the chain may still hold (`peak`) and
+/// keeps once done (`done`), per resource in accounting units, for the banker's check. Written by
+/// the job controller; may be removed on update, never added or changed.
+pub const ANNOTATION_UPGRADE_CLAIM: &str = "quotagate.io/upgrade-claim";
 
 /// Labels and annotations on jobs, workloads and pods.
 pub mod label {

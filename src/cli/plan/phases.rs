@@ -21,8 +21,6 @@ use crate::rayservice::cluster::child::child_cluster;
 use crate::rayservice::cluster::replicas::desired_replicas;
 use crate::rayservice::job::demand::{self, ChildDemand};
 use crate::rayservice::job::step;
-use crate::rayservice::service::incremental::{Move, Progress, next_move};
-use crate::rayservice::service::snapshot::IncrementalOptions;
 
 /// Why a plan cannot be computed.
 #[derive(Debug, thiserror::Error)]
@@ -123,33 +121,10 @@ pub fn peak(from: &RayService, to: &RayService) -> Result<Phase, PhaseError> {
     }
 }
 
-/// Every (pending %, active %) capacity state an incremental upgrade passes through, in order, as
-/// the upgrade's own `next_move` decides them (replicas always serving, timers always passed).
+/// Every (pending %, active %) capacity state an incremental upgrade passes through, in order
+/// (the same walk the banker's claim of an upgrade in flight is computed over).
 pub fn incremental_states(max_surge: i32, step: i32) -> Vec<(i32, i32)> {
-    let o = IncrementalOptions {
-        max_surge,
-        step,
-        interval: jiff::SignedDuration::ZERO,
-        gateway_class: String::new(),
-        timer_only: false,
-    };
-    let (mut gain, mut lose, mut traffic) = (0, 100, 0);
-    let mut states = vec![(gain, lose)];
-    // Each move changes one percentage by at least 1, so 3 x 101 moves reach Done; the bound only
-    // guards against a decision function that stops converging.
-    for _ in 0..400 {
-        let p = Progress { gain_capacity: gain, lose_capacity: lose, traffic, gain_serving: true, interval_passed: true, traffic_settled: true };
-        match next_move(&p, &o) {
-            Move::Traffic(t) => traffic = t,
-            Move::Shrink(l) => lose = l,
-            Move::Grow(g) => gain = g,
-            Move::Done | Move::Wait(_) => break,
-        }
-        if states.last() != Some(&(gain, lose)) {
-            states.push((gain, lose));
-        }
-    }
-    states
+    crate::rayservice::job::claim::incremental_states(max_surge, step)
 }
 
 /// The incremental state asking the most: the largest share of the per-resource maxima over all

@@ -1,6 +1,7 @@
 //! RayCluster, RayService and RayJob as Kueue jobs (Kueue's `pkg/controller/jobs/ray*`): the `GenericJob`
 //! implementations the generic job reconciler runs, registered by the wiring.
 
+pub mod claim;
 pub mod demand;
 pub mod gate;
 pub mod growth;

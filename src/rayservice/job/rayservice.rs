@@ -257,6 +257,10 @@ impl GenericJob for RayServiceJob {
     fn as_elastic_workload_name_provider(&self) -> Option<&dyn ElasticWorkloadNameProvider> {
         Some(self)
     }
+
+    fn upgrade_claim(&self) -> Option<crate::queue::model::UpgradeClaim> {
+        super::claim::upgrade_claim(&self.rs, &self.children)
+    }
 }
 
 impl ElasticWorkloadNameProvider for RayServiceJob {

@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::Container;
 
 use super::{IMMUTABLE_MSG, names, non_negative, parse_quantity, too_few, too_many, validate_tolerations};
 use crate::api::kueue::common::ResourceList;
-use crate::api::kueue::constants::label;
+use crate::api::kueue::constants::{ANNOTATION_UPGRADE_CLAIM, label};
 use crate::api::kueue::priority_class::WorkloadPriorityClass;
 use crate::api::kueue::workload::{Admission, PodSet, PriorityClassGroup, PriorityClassKind, Workload};
 use crate::api::quantity::resource_value;
@@ -245,6 +245,15 @@ pub fn validate_workload_update(old: &Workload, new: &Workload) -> Vec<FieldErro
     }
     if both_reserved {
         validate_reclaimable_pods_update(old, new, &mut errs);
+    }
+    // The banker's claim is the job controller's, from the job: it may go when the upgrade ends,
+    // never be added or changed (a lower claim would let an unsafe upgrade in).
+    let claim = |w: &Workload| w.metadata.annotations.as_ref().and_then(|a| a.get(ANNOTATION_UPGRADE_CLAIM)).cloned();
+    if let Some(n) = claim(new)
+        && claim(old) != Some(n)
+    {
+        let path = format!("metadata.annotations[{ANNOTATION_UPGRADE_CLAIM}]");
+        errs.push(FieldError::invalid(path.as_str(), "may be removed, never added or changed"));
     }
     errs
 }
