@@ -34,6 +34,7 @@ pub fn spawn(client: kube::Client, config: &SimConfig, cancel: CancellationToken
         // Pods need a node to run on, and Jobs a controller to make their pods: they come together.
         handles.push(tokio::spawn(until(cancel.clone(), job_controller::run(client.clone()))));
         if let Some(rt) = n.runtime.clone() {
+            handles.push(tokio::spawn(until(cancel.clone(), rt.clone().follow_removals(client.clone()))));
             // Not under `until`: on cancel, this is what stops the pods' processes and removes their network.
             let cancel = cancel.clone();
             handles.push(tokio::spawn(async move {

@@ -12,14 +12,16 @@ mod pod;
 pub mod probe;
 pub mod status;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use futures::StreamExt;
 use kube::runtime::controller::Action;
+use kube::runtime::watcher::{self, watcher};
 use serde_json::json;
 use tokio::sync::watch;
 
@@ -60,6 +62,8 @@ struct Entry {
     host: u8,
     dir: PodDir,
     stop: watch::Sender<Option<Duration>>,
+    /// The pod's `terminationGracePeriodSeconds`, for a pod removed without a graceful delete.
+    grace: Duration,
     containers: BTreeMap<String, bool>,
 }
 
@@ -190,7 +194,9 @@ impl ProcessRuntime {
         let (stop, stop_rx) = watch::channel(None);
         {
             let mut pods = self.pods.lock().unwrap_or_else(PoisonError::into_inner);
-            pods.insert(uid.clone(), Entry { key: key.clone(), host, dir: dir.clone(), stop, containers: pod::process_containers(&pod) });
+            let grace = pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).and_then(|s| u64::try_from(s).ok()).unwrap_or(30);
+            let entry = Entry { key: key.clone(), host, dir: dir.clone(), stop, grace: Duration::from_secs(grace), containers: pod::process_containers(&pod) };
+            pods.insert(uid.clone(), entry);
         }
         let ctx = pod::PodCtx { client: client.clone(), subnet: self.subnet, host, dir: dir.clone(), node_name: node_name.into(), image_env: self.image_env.clone(), node: self.node };
         let rt = self.clone();
@@ -213,6 +219,36 @@ impl ProcessRuntime {
             }
         });
         Ok(Action::await_change())
+    }
+
+    /// Stops the processes of pods whose object is gone without a graceful delete the node agent saw
+    /// (removed by the garbage collector or with their namespace, or while a watch was down).
+    pub async fn follow_removals(self: Arc<Self>, client: kube::Client) {
+        let mut events = std::pin::pin!(watcher(Api::<Pod>::all(client), watcher::Config::default()));
+        let mut listed: HashSet<String> = HashSet::new();
+        while let Some(e) = events.next().await {
+            let gone: Vec<String> = match e {
+                Ok(watcher::Event::Delete(p)) => p.metadata.uid.into_iter().collect(),
+                Ok(watcher::Event::Init) => {
+                    listed.clear();
+                    continue;
+                }
+                Ok(watcher::Event::InitApply(p)) => {
+                    listed.extend(p.metadata.uid);
+                    continue;
+                }
+                Ok(watcher::Event::InitDone) => {
+                    let pods = self.pods.lock().unwrap_or_else(PoisonError::into_inner);
+                    pods.keys().filter(|u| !listed.contains(*u)).cloned().collect()
+                }
+                Ok(watcher::Event::Apply(_)) | Err(_) => continue,
+            };
+            let pods = self.pods.lock().unwrap_or_else(PoisonError::into_inner);
+            for e in gone.iter().filter_map(|u| pods.get(u)) {
+                tracing::info!(pod = %e.key, "process runtime: the pod was removed; stopping its processes");
+                e.stop.send_if_modified(|s| s.is_none().then(|| *s = Some(e.grace)).is_some());
+            }
+        }
     }
 
     /// Stops every pod (SIGTERM, SIGKILL after at most `grace`) and removes the pod network.
