@@ -3,7 +3,8 @@
 //! its own. Its head pod becomes Running and Ready from the real process and its real readiness probe,
 //! gets an address of the runtime's pod network, and the real dashboard answers on that address; the
 //! pod's output is served as its log; deleting the RayCluster stops every process and removes the
-//! namespace, and shutting the cluster down removes the bridge.
+//! namespace, and shutting the cluster down removes the bridge. A crashed run's leftovers (namespace,
+//! process, bridge) are removed when a runtime starts.
 //!
 //!   scripts/install-ray.sh && cargo test --test embedded_process_runtime -- --nocapture
 //!
@@ -113,7 +114,19 @@ fn a_raycluster_head_runs_as_real_ray_in_a_network_namespace_of_its_own() {
     }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async {
+        // What a crashed run leaves: a pod namespace with a process in it, and its bridge, under a /24
+        // whose lock no live quotagate holds. Starting a runtime removes them.
+        let stale_ns = "qg-254-9";
+        if !netns_list().contains(stale_ns) {
+            assert!(Command::new("ip").args(["netns", "add", stale_ns]).status().unwrap().success());
+        }
+        let mut stale = Command::new("ip").args(["netns", "exec", stale_ns, "sleep", "300"]).spawn().unwrap();
+        let _ = Command::new("ip").args(["link", "add", "qgbr254", "type", "bridge"]).status();
         let runtime = ProcessRuntime::start(ProcessConfig { ray_venv: repo_root().join(".venv-ray"), ..ProcessConfig::default() }).unwrap();
+        assert!(!netns_list().contains(stale_ns), "a crashed run's namespace is removed on start");
+        assert!(!Command::new("ip").args(["link", "show", "qgbr254"]).output().unwrap().status.success(), "and its bridge");
+        let waited = stale.wait().unwrap();
+        assert!(!waited.success(), "the process left in it was killed: {waited:?}");
         let cidr = runtime.pod_cidr();
         let prefix = cidr.trim_end_matches("0/24").to_owned();
         let bridge = format!("qgbr{}", cidr.split('.').nth(2).unwrap());

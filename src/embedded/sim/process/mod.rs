@@ -201,21 +201,22 @@ impl ProcessRuntime {
         let ctx = pod::PodCtx { client: client.clone(), subnet: self.subnet, host, dir: dir.clone(), node_name: node_name.into(), image_env: self.image_env.clone(), node: self.node };
         let rt = self.clone();
         tokio::spawn(async move {
+            let mut deleted = stop_rx.clone();
             let ended = pod::supervise(ctx, (*pod).clone(), stop_rx).await;
             tracing::info!(pod = %key, ?ended, "process runtime: pod ended");
+            // A pod that ended on its own keeps its entry (its address, its logs) until it is deleted.
+            let _ = deleted.wait_for(Option::is_some).await;
             rt.pods.lock().unwrap_or_else(PoisonError::into_inner).remove(&uid);
-            if ended == pod::Ended::Stopped {
-                let _ = std::fs::remove_dir_all(&dir.0);
-                // Deleted while it ran: now that its processes are gone, the pod object goes too.
-                let api: Api<Pod> = Api::namespaced(client, pod.metadata.namespace.as_deref().unwrap_or(""));
-                let name = pod.metadata.name.clone().unwrap_or_default();
-                if let Ok(Some(p)) = api.get_opt(&name).await
-                    && p.metadata.uid.as_deref() == Some(uid.as_str())
-                    && p.metadata.deletion_timestamp.is_some()
-                    && p.metadata.finalizers.as_ref().is_none_or(Vec::is_empty)
-                {
-                    let _ = api.delete(&name, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await;
-                }
+            let _ = std::fs::remove_dir_all(&dir.0);
+            // Deleted: now that its processes are gone, the pod object goes too.
+            let api: Api<Pod> = Api::namespaced(client, pod.metadata.namespace.as_deref().unwrap_or(""));
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            if let Ok(Some(p)) = api.get_opt(&name).await
+                && p.metadata.uid.as_deref() == Some(uid.as_str())
+                && p.metadata.deletion_timestamp.is_some()
+                && p.metadata.finalizers.as_ref().is_none_or(Vec::is_empty)
+            {
+                let _ = api.delete(&name, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await;
             }
         });
         Ok(Action::await_change())

@@ -209,7 +209,8 @@ pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Durat
         let _ = t.await;
     }
     let _ = tokio::task::spawn_blocking(move || subnet.remove_pod(host)).await;
-    if stopping { Ended::Stopped } else { Ended::Finished }
+    // The last container can end on the same stop before this loop saw it.
+    if stopping || stop.borrow().is_some() { Ended::Stopped } else { Ended::Finished }
 }
 
 /// The names of a pod's containers by how they run, for the runtime's log lookup.
