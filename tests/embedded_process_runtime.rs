@@ -1,6 +1,6 @@
 //! The embedded cluster's process runtime (issue 37, first milestone): a head-only RayCluster on
 //! `rayproject/ray:2.60.0` runs as real Ray (the pinned one in `.venv-ray`) in a network namespace of
-//! its own. Its head pod becomes Running and Ready from the real process and its real readiness probe,
+//! its own. Its head pod becomes Running and Ready from the real process and a real exec readiness probe,
 //! gets an address of the runtime's pod network, and the real dashboard answers on that address; the
 //! pod's output is served as its log; deleting the RayCluster stops every process and removes the
 //! namespace, and shutting the cluster down removes the bridge. A crashed run's leftovers (namespace,
@@ -94,6 +94,11 @@ fn head_cluster() -> RayCluster {
                 "containers": [{"name": "ray-head", "image": "rayproject/ray:2.60.0",
                     // As KubeRay's samples give it to the head.
                     "env": [{"name": "MY_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+                    // An exec readiness probe (KubeRay keeps a user's probe; its own liveness probe is an
+                    // httpGet for Ray >= 2.53). It asks localhost, which is only the pod's inside the pod.
+                    "readinessProbe": {"exec": {"command": ["python", "-c",
+                        "import sys, urllib.request as u; sys.exit(b'success' not in u.urlopen('http://localhost:52365/api/local_raylet_healthz', timeout=4).read())"]},
+                        "initialDelaySeconds": 5, "periodSeconds": 2, "timeoutSeconds": 5, "failureThreshold": 30},
                     "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}}}]}}}}
     }))
     .unwrap()
@@ -171,6 +176,9 @@ fn a_raycluster_head_runs_as_real_ray_in_a_network_namespace_of_its_own() {
             tokio::time::sleep(Duration::from_millis(250)).await;
         };
         let name = head.metadata.name.clone().unwrap();
+        let probes = &head.spec.as_ref().unwrap().containers[0];
+        assert!(probes.readiness_probe.as_ref().unwrap().exec.is_some(), "the exec readiness probe made it Ready");
+        assert!(probes.liveness_probe.as_ref().unwrap().http_get.is_some(), "and KubeRay's httpGet liveness probe runs beside it");
         let status = head.status.clone().unwrap();
         assert_eq!(status.phase.as_deref(), Some("Running"));
         let ip = status.pod_ip.clone().unwrap();
