@@ -243,3 +243,26 @@ fn a_raycluster_head_runs_as_real_ray_in_a_network_namespace_of_its_own() {
         println!("done in {:.1?}", t0.elapsed());
     });
 }
+
+/// The flag's refusals, before anything starts (no root or Ray needed).
+#[test]
+fn runtime_flag_refusals_name_the_problem() {
+    let qg = env!("CARGO_BIN_EXE_quotagate");
+    let out = Command::new(qg).args(["run", "--runtime", "process"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--runtime process runs the embedded cluster's pods: use it with --embedded"), "{err}");
+    let kc = std::env::temp_dir().join(format!("qg-rt-flag-{}.kubeconfig", std::process::id()));
+    let out = Command::new(qg)
+        .args(["apiserver", "--listen", "127.0.0.1:0", "--runtime", "process", "--ray-venv", "/nonexistent/venv", "--kubeconfig-out"])
+        .arg(&kc)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--ray-venv /nonexistent/venv: no bin/ray there (run scripts/install-ray.sh)"), "{err}");
+    let out = Command::new(qg).args(["run", "--embedded", "--runtime", "docker"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid value 'docker' for '--runtime <RUNTIME>'"));
+    let _ = std::fs::remove_file(kc);
+}
