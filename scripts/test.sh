@@ -7,6 +7,10 @@ cd "$(dirname "$0")/.."
 bash scripts/install-kubectl.sh
 bash scripts/install-ray.sh
 bash scripts/install-chromium.sh
+# The process runtime's network namespaces (tests/embedded_process_runtime.rs), as root.
+if { ! command -v ip || ! command -v nsenter; } >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  apt-get update -qq && apt-get install -y -qq iproute2 util-linux
+fi
 
 # With the tools installed, a test that cannot find them fails instead of skipping.
 export QUOTAGATE_REQUIRE_TOOLS=1

@@ -217,6 +217,8 @@ enum Command {
         event_ttl: Duration,
         #[command(flatten)]
         limits: ApiLimitsArgs,
+        #[command(flatten)]
+        pods: RuntimeArgs,
     },
 }
 
@@ -373,6 +375,44 @@ struct RunArgs {
     ui: UiArgs,
     #[command(flatten)]
     sim: SimArgs,
+    #[command(flatten)]
+    pods: RuntimeArgs,
+}
+
+/// How the embedded cluster runs pods.
+#[derive(clap::Args, Clone)]
+struct RuntimeArgs {
+    /// `sim`: the node agent simulates every pod. `process`: pods with a rayproject/ray image run
+    /// their real command with the Ray of --ray-venv, each in a network namespace of its own (needs
+    /// root and iproute2; see src/embedded/README.md); other pods stay simulated.
+    #[arg(long, value_enum, default_value = "sim")]
+    runtime: PodRuntime,
+    /// With --runtime process: the venv with Ray Serve (scripts/install-ray.sh).
+    #[arg(long, default_value = ".venv-ray")]
+    ray_venv: PathBuf,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum PodRuntime {
+    Sim,
+    Process,
+}
+
+impl RuntimeArgs {
+    /// Starts the process runtime (claiming a pod network) when asked for, into the node agent.
+    fn apply(&self, sims: &mut quotagate::embedded::sim::SimConfig) -> anyhow::Result<()> {
+        if self.runtime == PodRuntime::Sim {
+            return Ok(());
+        }
+        let Some(node) = sims.node.as_mut() else {
+            anyhow::bail!("--runtime process runs pods for the node agent, which --no-simulators turns off");
+        };
+        let cfg = quotagate::embedded::sim::process::ProcessConfig { ray_venv: self.ray_venv.clone(), ..Default::default() };
+        let rt = quotagate::embedded::sim::process::ProcessRuntime::start(cfg)?;
+        println!("process runtime: rayproject/ray pods run as processes, pod network {}", rt.pod_cidr());
+        node.runtime = Some(rt);
+        Ok(())
+    }
 }
 
 /// The web view's flags.
@@ -533,7 +573,8 @@ fn embedded_server(data_dir: Option<PathBuf>, event_ttl: Duration, limits: Optio
     Ok(server)
 }
 
-async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulators: bool, pod_start_delay: Duration, data_dir: Option<PathBuf>, event_ttl: Duration, limits: ApiLimitsArgs) -> anyhow::Result<()> {
+#[allow(clippy::too_many_arguments)]
+async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulators: bool, pod_start_delay: Duration, data_dir: Option<PathBuf>, event_ttl: Duration, limits: ApiLimitsArgs, pods: RuntimeArgs) -> anyhow::Result<()> {
     use quotagate::embedded::{ClusterOptions, EmbeddedCluster, QuotagateAdmission, ServerConfig, sim};
     let mut sims = if simulators { sim::SimConfig::default() } else { sim::SimConfig { node: None, gateway: None, endpoints: false } };
     if let Some(node) = sims.node.as_mut() {
@@ -545,6 +586,7 @@ async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulato
     let Some(path) = kubeconfig_out else {
         anyhow::bail!("--kubeconfig-out is required: the listener's CA and token are written only there, and it refuses requests without them");
     };
+    pods.apply(&mut sims)?;
     let server = ServerConfig { data_dir, event_ttl, listener: limits.limits(), store: limits.store(), ..ServerConfig::default() };
     let opts = ClusterOptions { server, sims, listen: Some(listen), kubeconfig_out: Some(path.clone()) };
     let cluster = EmbeddedCluster::start(&quotagate::api::all_crds(), Arc::new(QuotagateAdmission::default()), opts).await?;
@@ -556,6 +598,9 @@ async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulato
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
+    if args.pods.runtime == PodRuntime::Process && !args.embedded {
+        anyhow::bail!("--runtime process runs the embedded cluster's pods: use it with --embedded");
+    }
     use quotagate::wiring::manager::{self, EmbeddedOptions, ManagerOptions};
     use quotagate::wiring::webhook::WebhookCerts;
     let ui = args.ui.bind()?;
@@ -589,7 +634,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         opts.identity = id.clone();
     }
     if args.embedded {
-        let embedded = EmbeddedOptions { listen: args.listen, kubeconfig_out: args.kubeconfig_out.clone(), manager: opts, sims: args.sim.sims(), ray_sims: args.sim.ray_sims() };
+        let mut sims = args.sim.sims();
+        args.pods.apply(&mut sims)?;
+        let embedded = EmbeddedOptions { listen: args.listen, kubeconfig_out: args.kubeconfig_out.clone(), manager: opts, sims, ray_sims: args.sim.ray_sims() };
         let frameworks = embedded.manager.frameworks;
         manager::run_embedded_on(embedded_server(args.data_dir.clone(), args.event_ttl, Some(args.limits), frameworks)?, embedded, shutdown_signal()).await?;
         return Ok(());
@@ -709,8 +756,8 @@ fn main() -> ExitCode {
         Command::Demo { listen, kubeconfig_out, step_timeout, keep_running, data_dir, json, ui, sim } => {
             run_async(demo(listen, kubeconfig_out, step_timeout, keep_running, data_dir, json, ui, sim))
         }
-        Command::Apiserver { listen, kubeconfig_out, no_simulators, pod_start_delay, data_dir, event_ttl, limits } => {
-            run_async(apiserver(listen, kubeconfig_out, !no_simulators, pod_start_delay, data_dir, event_ttl, limits))
+        Command::Apiserver { listen, kubeconfig_out, no_simulators, pod_start_delay, data_dir, event_ttl, limits, pods } => {
+            run_async(apiserver(listen, kubeconfig_out, !no_simulators, pod_start_delay, data_dir, event_ttl, limits, pods))
         }
         Command::Chaos { seed, runs, jobs, shrink, scenario } => run_async(chaos(seed, runs, jobs, shrink, scenario)),
         Command::Bench(BenchCommand::E2e { config, rangespec, scale, json }) => run_async(async move {

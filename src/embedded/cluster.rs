@@ -42,6 +42,9 @@ impl EmbeddedCluster {
             }
             None => None,
         };
+        if let Some(rt) = opts.sims.node.as_ref().and_then(|n| n.runtime.clone()) {
+            server.runtimes.register(rt);
+        }
         let tasks = sim::spawn(client.clone(), &opts.sims, cancel.clone());
         Ok(EmbeddedCluster { server, client, addr, cancel, tasks })
     }

@@ -415,6 +415,10 @@ pub async fn run_embedded_on(
             .await?;
         tracing::info!(%addr, "embedded API server listening");
     }
+    let runtime = opts.sims.node.as_ref().and_then(|n| n.runtime.clone());
+    if let Some(rt) = &runtime {
+        server.runtimes.register(rt.clone());
+    }
     let mut sims: Tasks = embedded::sim::spawn(server.client(), &opts.sims, cancel.clone()).into();
     if let Some(super::ray::Dashboards::Simulated(sim)) = &opts.manager.ray {
         // The simulated Ray heads outlive this process as real ones would: beside the API state.
@@ -442,6 +446,10 @@ pub async fn run_embedded_on(
     let result = run_manager(server.client(), opts.manager, shutdown).await;
     cancel.cancel();
     drop(sims);
+    // Dropping the simulators aborted their tasks: the pods' processes and network go here.
+    if let Some(rt) = runtime {
+        rt.shutdown(embedded::sim::SHUTDOWN_GRACE).await;
+    }
     result
 }
 

@@ -6,6 +6,7 @@ pub mod endpoints;
 pub mod gateway;
 pub mod job_controller;
 pub mod node;
+pub mod process;
 
 use std::time::Duration;
 use tokio::task::JoinHandle;
@@ -32,6 +33,15 @@ pub fn spawn(client: kube::Client, config: &SimConfig, cancel: CancellationToken
         handles.push(tokio::spawn(until(cancel.clone(), node::run(client.clone(), n.clone()))));
         // Pods need a node to run on, and Jobs a controller to make their pods: they come together.
         handles.push(tokio::spawn(until(cancel.clone(), job_controller::run(client.clone()))));
+        if let Some(rt) = n.runtime.clone() {
+            handles.push(tokio::spawn(until(cancel.clone(), rt.clone().follow_removals(client.clone()))));
+            // Not under `until`: on cancel, this is what stops the pods' processes and removes their network.
+            let cancel = cancel.clone();
+            handles.push(tokio::spawn(async move {
+                cancel.cancelled().await;
+                rt.shutdown(SHUTDOWN_GRACE).await;
+            }));
+        }
     }
     if let Some(g) = &config.gateway {
         handles.push(tokio::spawn(until(cancel.clone(), gateway::run(client.clone(), g.clone()))));
@@ -48,6 +58,9 @@ async fn until(cancel: CancellationToken, fut: impl std::future::Future<Output =
         _ = fut => {}
     }
 }
+
+/// At most this long for a process-run pod to stop when the embedded cluster shuts down.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// Retry delay after a failed reconcile (the API said no; try again soon).
 pub(crate) const RETRY: Duration = Duration::from_millis(200);

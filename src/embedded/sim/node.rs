@@ -28,11 +28,13 @@ pub struct NodeAgentConfig {
     pub start_delay: Duration,
     /// Pods matching this label selector fail (phase Failed) instead of starting.
     pub fail_selector: Option<String>,
+    /// Runs pods with a known image (`rayproject/ray`) as real processes; `None`: every pod simulated.
+    pub runtime: Option<Arc<super::process::ProcessRuntime>>,
 }
 
 impl Default for NodeAgentConfig {
     fn default() -> Self {
-        NodeAgentConfig { node_name: "sim-node-1".into(), start_delay: Duration::ZERO, fail_selector: None }
+        NodeAgentConfig { node_name: "sim-node-1".into(), start_delay: Duration::ZERO, fail_selector: None, runtime: None }
     }
 }
 
@@ -195,6 +197,12 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, SimError> {
     let name = pod.metadata.name.clone().unwrap_or_default();
     let uid = pod.metadata.uid.clone().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let gated = pod.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty());
+    if let Some(rt) = ctx.cfg.runtime.as_ref().filter(|rt| rt.runs(&pod))
+        && (!gated || pod.metadata.deletion_timestamp.is_some())
+    {
+        return rt.reconcile(pod, &ctx.client, &ctx.cfg.node_name).await;
+    }
     let waited = {
         let mut seen = ctx.first_seen.lock().unwrap_or_else(|p| p.into_inner());
         seen.entry(uid.clone()).or_insert_with(Instant::now).elapsed()

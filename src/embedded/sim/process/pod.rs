@@ -1,0 +1,219 @@
+//! One pod's supervisor, the kubelet's part for a pod the process runtime runs: its network namespace,
+//! its files, its containers (Ray ones as processes, the rest simulated as running), and its status,
+//! written whenever what it shows changes. It ends when every process container has ended for good
+//! or after the pod asked its containers to stop; the namespace goes with it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, watch};
+
+use super::container::{self, Launch};
+use super::env::{self, Addresses, NodeCapacity, Sources};
+use super::image::{self, Runs};
+use super::launch::{self, PodDir};
+use super::net::Subnet;
+use super::probe;
+use super::status::{self, State, View};
+
+/// What a supervisor needs besides the pod.
+#[derive(Clone)]
+pub struct PodCtx {
+    pub client: kube::Client,
+    pub subnet: Subnet,
+    pub host: u8,
+    pub dir: PodDir,
+    pub node_name: String,
+    /// The image's own environment (PATH with the pinned Ray first, HOME, LANG).
+    pub image_env: Vec<(String, String)>,
+    pub node: NodeCapacity,
+}
+
+/// How a supervisor ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// The pod asked its containers to stop (it is being deleted, or the runtime shuts down).
+    Stopped,
+    /// Every process container ended and will not restart.
+    Finished,
+    /// The pod could not start (its network); the status says why.
+    Failed,
+}
+
+fn key(pod: &Pod) -> String {
+    format!("{}/{}", pod.metadata.namespace.as_deref().unwrap_or(""), pod.metadata.name.as_deref().unwrap_or(""))
+}
+
+async fn write(api: &Api<Pod>, name: &str, status: Value) {
+    if let Err(e) = api.patch_status(name, &PatchParams::default(), &Patch::Merge(json!({"status": status}))).await {
+        tracing::debug!(pod = name, error = %e, "process runtime: status not written");
+    }
+}
+
+/// The ConfigMaps and Secrets the containers' environments name (missing ones are left out; the
+/// environment then says which is missing).
+async fn sources(api_cm: &Api<ConfigMap>, api_s: &Api<Secret>, pod: &Pod) -> Sources {
+    let mut out = Sources::default();
+    for c in pod.spec.iter().flat_map(|s| s.containers.iter()) {
+        for (secret, name) in env::referenced(c) {
+            if secret {
+                if let Ok(Some(s)) = api_s.get_opt(&name).await {
+                    let mut data = Sources::decode_secret(&s.data.unwrap_or_default());
+                    data.extend(s.string_data.unwrap_or_default());
+                    out.secrets.insert(name, data);
+                }
+            } else if let Ok(Some(cm)) = api_cm.get_opt(&name).await {
+                out.config_maps.insert(name, cm.data.unwrap_or_default());
+            }
+        }
+    }
+    out
+}
+
+fn make_dirs(pod: &Pod, dir: &PodDir) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir.tmp())?;
+    std::fs::create_dir_all(dir.0.join("logs"))?;
+    for v in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+        if v.empty_dir.is_some() {
+            std::fs::create_dir_all(dir.volume(&v.name))?;
+        }
+    }
+    Ok(())
+}
+
+pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Duration>>) -> Ended {
+    let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let started = crate::embedded::meta::now_rfc3339();
+    let spec = pod.spec.clone().unwrap_or_default();
+    let policy = spec.restart_policy.clone().unwrap_or_else(|| "Always".into());
+    let host_ip = ctx.subnet.gateway().to_string();
+    let pod_ip = ctx.subnet.pod_ip(ctx.host).to_string();
+
+    let (subnet, host, dir) = (ctx.subnet, ctx.host, ctx.dir.clone());
+    let setup = tokio::task::spawn_blocking({
+        let pod = pod.clone();
+        move || -> Result<(), String> {
+            make_dirs(&pod, &dir).map_err(|e| format!("{}: {e}", dir.0.display()))?;
+            subnet.add_pod(host).map_err(|e| e.to_string())
+        }
+    })
+    .await
+    .unwrap_or_else(|e| Err(e.to_string()));
+    if let Err(message) = setup {
+        tracing::warn!(pod = %key(&pod), %message, "process runtime: the pod's network could not be made");
+        let mut s = status::pod_status(&[], &policy, "", &host_ip, &started);
+        s["phase"] = json!("Failed");
+        s["reason"] = json!("NetworkNotReady");
+        s["message"] = json!(format!("process runtime: {message}"));
+        write(&api, &name, s).await;
+        return Ended::Failed;
+    }
+    if spec.node_name.as_deref().is_none_or(str::is_empty) {
+        let _ = api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"nodeName": ctx.node_name}}))).await;
+    }
+
+    let src = sources(&Api::namespaced(ctx.client.clone(), &ns), &Api::namespaced(ctx.client.clone(), &ns), &pod).await;
+    let addrs = Addresses { pod_ip: pod_ip.clone(), host_ip: host_ip.clone(), node_name: ctx.node_name.clone() };
+    let grace = Duration::from_secs(spec.termination_grace_period_seconds.and_then(|s| u64::try_from(s).ok()).unwrap_or(30));
+    let mut views = Vec::new();
+    let mut launches = Vec::new();
+    for (i, c) in spec.containers.iter().enumerate() {
+        let img = c.image.clone().unwrap_or_default();
+        if image::runs(c) == Runs::Simulated {
+            views.push(View { ready: true, started: true, ..View::new(&c.name, &img, State::Running { started: started.clone() }) });
+            continue;
+        }
+        match env::resolve(&pod, i, &ctx.image_env, &addrs, &src, ctx.node) {
+            Err(e) => views.push(View::new(&c.name, &img, State::waiting("CreateContainerConfigError", e.to_string()))),
+            Ok(vars) => {
+                let command = env::command_line(c, &vars);
+                if command.is_empty() {
+                    views.push(View::new(&c.name, &img, State::waiting("CreateContainerError", "the container has no command and the image none either")));
+                    continue;
+                }
+                let workdir = c.working_dir.clone().filter(|w| !w.is_empty()).unwrap_or_else(|| "/tmp".into());
+                let argv = launch::argv(&subnet.netns(host), &ctx.dir, &launch::binds(&spec, c, &ctx.dir), &workdir, &command);
+                views.push(View::new(&c.name, &img, State::waiting("ContainerCreating", "")));
+                launches.push(Launch {
+                    index: i,
+                    name: c.name.clone(),
+                    image: img,
+                    argv,
+                    env: vars,
+                    log: ctx.dir.log(&c.name),
+                    pod_ip: pod_ip.clone(),
+                    pod: key(&pod),
+                    restart_policy: policy.clone(),
+                    grace,
+                    startup: c.startup_probe.as_ref().map(|p| probe::spec(p, c)),
+                    readiness: c.readiness_probe.as_ref().map(|p| probe::spec(p, c)),
+                    liveness: c.liveness_probe.as_ref().map(|p| probe::spec(p, c)),
+                });
+            }
+        }
+    }
+    write(&api, &name, status::pod_status(&views, &policy, &pod_ip, &host_ip, &started)).await;
+
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut tasks = Vec::new();
+    for l in launches {
+        tasks.push(tokio::spawn(container::run(l, tx.clone(), stop.clone())));
+    }
+    drop(tx);
+    let mut stop = stop;
+    let mut stopping = stop.borrow().is_some();
+    let mut open = !tasks.is_empty();
+    let mut last: Option<Value> = None;
+    loop {
+        // Stopped, or every process container ended for good (a pod with none waits for its stop).
+        if !open && (stopping || !tasks.is_empty()) {
+            break;
+        }
+        tokio::select! {
+            got = rx.recv(), if open => match got {
+                Some((i, v)) => {
+                    if let Some(slot) = views.get_mut(i) {
+                        *slot = v;
+                    }
+                }
+                None => open = false,
+            },
+            changed = stop.changed(), if !stopping => {
+                stopping = true;
+                if changed.is_err() {
+                    tracing::debug!(pod = %key(&pod), "process runtime: the pod's owner is gone; stopping it");
+                }
+            }
+        }
+        if stopping {
+            let now = crate::embedded::meta::now_rfc3339();
+            for (v, c) in views.iter_mut().zip(&spec.containers) {
+                if image::runs(c) == Runs::Simulated && matches!(v.state, State::Running { .. }) {
+                    v.ready = false;
+                    v.state = State::Terminated { code: 0, reason: "Completed".into(), started: started.clone(), finished: now.clone() };
+                }
+            }
+        }
+        let s = status::pod_status(&views, &policy, &pod_ip, &host_ip, &started);
+        if last.as_ref() != Some(&s) {
+            write(&api, &name, s.clone()).await;
+            last = Some(s);
+        }
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    let _ = tokio::task::spawn_blocking(move || subnet.remove_pod(host)).await;
+    // The last container can end on the same stop before this loop saw it.
+    if stopping || stop.borrow().is_some() { Ended::Stopped } else { Ended::Finished }
+}
+
+/// The names of a pod's containers by how they run, for the runtime's log lookup.
+pub fn process_containers(pod: &Pod) -> BTreeMap<String, bool> {
+    pod.spec.iter().flat_map(|s| s.containers.iter()).map(|c| (c.name.clone(), image::runs(c) == Runs::Ray)).collect()
+}

@@ -1,0 +1,268 @@
+//! The embedded cluster's process runtime (issue 37, first milestone): a head-only RayCluster on
+//! `rayproject/ray:2.60.0` runs as real Ray (the pinned one in `.venv-ray`) in a network namespace of
+//! its own. Its head pod becomes Running and Ready from the real process and a real exec readiness probe,
+//! gets an address of the runtime's pod network, and the real dashboard answers on that address; the
+//! pod's output is served as its log; deleting the RayCluster stops every process and removes the
+//! namespace, and shutting the cluster down removes the bridge. A crashed run's leftovers (namespace,
+//! process, bridge) are removed when a runtime starts.
+//!
+//!   scripts/install-ray.sh && cargo test --test embedded_process_runtime -- --nocapture
+//!
+//! Needs root and iproute2 (`ip netns`). Skipped without them or without `.venv-ray`, unless
+//! `QUOTAGATE_REQUIRE_TOOLS=1`, which makes their absence a failure. One #[test]: one Ray head.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
+use quotagate::api::ray::RayCluster;
+use quotagate::embedded::sim::process::{ProcessConfig, ProcessRuntime};
+use quotagate::embedded::sim::SimConfig;
+use quotagate::rayservice::dashboard::http::{HttpDashboard, HttpDashboardOptions};
+use quotagate::rayservice::dashboard::{DashboardEndpoint, RayDashboard};
+use quotagate::wiring::manager::{EmbeddedOptions, ManagerOptions, embedded_server, run_embedded_on};
+use quotagate::wiring::ray::Dashboards;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Why this host cannot run the test, if it cannot.
+fn missing_tool() -> Option<String> {
+    if !repo_root().join(".venv-ray/bin/ray").exists() {
+        return Some("no .venv-ray with Ray (run scripts/install-ray.sh)".into());
+    }
+    let uid = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).and_then(|l| l.split_whitespace().nth(1).map(String::from)));
+    if uid.as_deref() != Some("0") {
+        return Some("not root: network namespaces need root".into());
+    }
+    match Command::new("ip").args(["netns", "list"]).output() {
+        Ok(o) if o.status.success() => None,
+        Ok(o) => Some(format!("`ip netns list` failed: {}", String::from_utf8_lossy(&o.stderr).trim())),
+        Err(e) => Some(format!("no `ip` (install iproute2): {e}")),
+    }
+}
+
+fn netns_list() -> BTreeSet<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.split_whitespace().next()).map(String::from).collect()
+}
+
+fn netns_pids(ns: &str) -> Vec<u32> {
+    let out = Command::new("ip").args(["netns", "pids", ns]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).split_whitespace().filter_map(|p| p.parse().ok()).collect()
+}
+
+/// A process that exists and is not a zombie.
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()) != Some("Z"))
+}
+
+fn comm(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim().to_owned()
+}
+
+fn environ(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default().split(|b| *b == 0).map(|v| String::from_utf8_lossy(v).into_owned()).collect()
+}
+
+/// One plain GET from the host, as a user's curl would.
+async fn get(addr: &str, path: &str) -> Option<String> {
+    let mut s = tokio::time::timeout(Duration::from_secs(3), tokio::net::TcpStream::connect(addr)).await.ok()?.ok()?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes()).await.ok()?;
+    let mut out = String::new();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_string(&mut out)).await.ok()?.ok()?;
+    Some(out)
+}
+
+fn head_cluster() -> RayCluster {
+    serde_json::from_value(json!({
+        "apiVersion": "ray.io/v1", "kind": "RayCluster",
+        "metadata": {"name": "real", "namespace": "default"},
+        "spec": {"rayVersion": "2.60.0", "headGroupSpec": {
+            "rayStartParams": {"num-cpus": "1", "object-store-memory": "100000000"},
+            "template": {"spec": {
+                // Ray drains for up to 30 s on SIGTERM; 5 s then SIGKILL keeps the test short.
+                "terminationGracePeriodSeconds": 5,
+                "containers": [{"name": "ray-head", "image": "rayproject/ray:2.60.0",
+                    // As KubeRay's samples give it to the head.
+                    "env": [{"name": "MY_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+                    // An exec readiness probe (KubeRay keeps a user's probe; its own liveness probe is an
+                    // httpGet for Ray >= 2.53). It asks localhost, which is only the pod's inside the pod.
+                    "readinessProbe": {"exec": {"command": ["python", "-c",
+                        "import sys, urllib.request as u; sys.exit(b'success' not in u.urlopen('http://localhost:52365/api/local_raylet_healthz', timeout=4).read())"]},
+                        "initialDelaySeconds": 5, "periodSeconds": 2, "timeoutSeconds": 5, "failureThreshold": 30},
+                    "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}}}]}}}}
+    }))
+    .unwrap()
+}
+
+fn ready(p: &Pod) -> bool {
+    p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+#[test]
+fn a_raycluster_head_runs_as_real_ray_in_a_network_namespace_of_its_own() {
+    if let Some(why) = missing_tool() {
+        if std::env::var("QUOTAGATE_REQUIRE_TOOLS").as_deref() == Ok("1") {
+            panic!("QUOTAGATE_REQUIRE_TOOLS=1 but {why}");
+        }
+        println!("skipped: {why}");
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        // What a crashed run leaves: a pod namespace with a process in it, and its bridge, under a /24
+        // whose lock no live quotagate holds. Starting a runtime removes them.
+        let stale_ns = "qg-254-9";
+        if !netns_list().contains(stale_ns) {
+            assert!(Command::new("ip").args(["netns", "add", stale_ns]).status().unwrap().success());
+        }
+        let mut stale = Command::new("ip").args(["netns", "exec", stale_ns, "sleep", "300"]).spawn().unwrap();
+        let _ = Command::new("ip").args(["link", "add", "qgbr254", "type", "bridge"]).status();
+        let runtime = ProcessRuntime::start(ProcessConfig { ray_venv: repo_root().join(".venv-ray"), ..ProcessConfig::default() }).unwrap();
+        assert!(!netns_list().contains(stale_ns), "a crashed run's namespace is removed on start");
+        assert!(!Command::new("ip").args(["link", "show", "qgbr254"]).output().unwrap().status.success(), "and its bridge");
+        let waited = stale.wait().unwrap();
+        assert!(!waited.success(), "the process left in it was killed: {waited:?}");
+        let cidr = runtime.pod_cidr();
+        let prefix = cidr.trim_end_matches("0/24").to_owned();
+        let bridge = format!("qgbr{}", cidr.split('.').nth(2).unwrap());
+        println!("pod network {cidr} on {bridge}");
+        let mut sims = SimConfig::default();
+        sims.node.as_mut().unwrap().runtime = Some(runtime.clone());
+        let server = embedded_server();
+        let client = server.client();
+        let opts = EmbeddedOptions {
+            sims,
+            manager: ManagerOptions { ray: Some(Dashboards::simulated(Duration::from_secs(1), Duration::from_secs(1))), ..ManagerOptions::default() },
+            ..EmbeddedOptions::default()
+        };
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let manager = tokio::spawn(run_embedded_on(server, opts, async move {
+            let _ = stop_rx.await;
+        }));
+        drop(runtime);
+
+        let rcs: Api<RayCluster> = Api::namespaced(client.clone(), "default");
+        let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+        let t0 = Instant::now();
+        rcs.create(&PostParams::default(), &head_cluster()).await.unwrap();
+
+        // 1. The head pod: Running, with an address of the pod network, then Ready from its real probe.
+        let heads = ListParams::default().labels("ray.io/cluster=real,ray.io/node-type=head");
+        let mut said = String::new();
+        let head = loop {
+            let list = pods.list(&heads).await.unwrap();
+            if let Some(p) = list.items.first() {
+                let s = p.status.clone().unwrap_or_default();
+                let now = format!("{} ip={} ready={}", s.phase.clone().unwrap_or_default(), s.pod_ip.clone().unwrap_or_default(), ready(p));
+                if now != said {
+                    println!("  +{:.1?} head {now}", t0.elapsed());
+                    said = now;
+                }
+                if ready(p) {
+                    break p.clone();
+                }
+            }
+            assert!(t0.elapsed() < Duration::from_secs(120), "the head pod was not Ready within 120 s; last: {said}");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        };
+        let name = head.metadata.name.clone().unwrap();
+        let probes = &head.spec.as_ref().unwrap().containers[0];
+        assert!(probes.readiness_probe.as_ref().unwrap().exec.is_some(), "the exec readiness probe made it Ready");
+        assert!(probes.liveness_probe.as_ref().unwrap().http_get.is_some(), "and KubeRay's httpGet liveness probe runs beside it");
+        let status = head.status.clone().unwrap();
+        assert_eq!(status.phase.as_deref(), Some("Running"));
+        let ip = status.pod_ip.clone().unwrap();
+        assert!(ip.starts_with(&prefix), "{ip} is not in {cidr}");
+        let cs = &status.container_statuses.clone().unwrap()[0];
+        assert_eq!((cs.name.as_str(), cs.restart_count, cs.ready), ("ray-head", 0, true));
+        assert!(cs.state.as_ref().unwrap().running.is_some(), "{cs:?}");
+
+        // 2. Real Ray processes in the pod's own namespace, with the pod's environment.
+        let ns = format!("qg-{}-{}", cidr.split('.').nth(2).unwrap(), ip.rsplit('.').next().unwrap());
+        assert!(netns_list().contains(&ns), "no namespace {ns}: {:?}", netns_list());
+        let pids = netns_pids(&ns);
+        let names: BTreeSet<String> = pids.iter().map(|p| comm(*p)).collect();
+        println!("  {} processes in {ns}: {names:?}", pids.len());
+        assert!(names.contains("gcs_server") && names.contains("raylet"), "{names:?}");
+        let raylet = pids.iter().copied().find(|p| comm(*p) == "raylet").unwrap();
+        let env = environ(raylet);
+        for want in [format!("MY_POD_IP={ip}"), "RAY_ADDRESS=127.0.0.1:6379".into(), "RAY_CLUSTER_NAME=real".into(), format!("RAY_CLOUD_INSTANCE_ID={name}")] {
+            assert!(env.contains(&want), "{want} not in the raylet's environment");
+        }
+
+        // 3. The real dashboard on the pod's address: its version, and Serve through the project's client.
+        // The Ready probe asks the dashboard agent; the dashboard itself may come a little later.
+        let version = loop {
+            match get(&format!("{ip}:8265"), "/api/version").await {
+                Some(v) if v.starts_with("HTTP/1.1 200") => break v,
+                other => assert!(t0.elapsed() < Duration::from_secs(150), "the dashboard does not answer on {ip}:8265: {other:?}"),
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        println!("  +{:.1?} dashboard answers on {ip}:8265", t0.elapsed());
+        assert!(version.starts_with("HTTP/1.1 200") && version.contains("\"ray_version\": \"2.60.0\""), "{version}");
+        let dashboard = HttpDashboard::new(HttpDashboardOptions::default());
+        let serve = dashboard.serve_details(&DashboardEndpoint::new(format!("http://{ip}:8265"))).await.unwrap();
+        assert!(serve.applications.is_empty(), "a fresh head runs no Serve app");
+        assert!(get("127.0.0.1:8265", "/api/version").await.is_none_or(|v| !v.contains(&ip)), "the pod's port 8265 is its own, not the host's");
+
+        // 4. Its output is the pod's log.
+        let log = pods.logs(&name, &LogParams { container: Some("ray-head".into()), ..Default::default() }).await.unwrap();
+        assert!(log.contains("Ray runtime started"), "{log}");
+
+        // 5. Deleting the RayCluster stops every process (SIGTERM, SIGKILL after the 5 s grace) and
+        // removes the namespace. (The embedded garbage collector removes the pod object at once.)
+        let t1 = Instant::now();
+        rcs.delete("real", &DeleteParams::default()).await.unwrap();
+        loop {
+            let left: Vec<(u32, String)> = pids.iter().copied().filter(|p| alive(*p)).map(|p| (p, comm(p))).collect();
+            if left.is_empty() && !netns_list().contains(&ns) {
+                break;
+            }
+            assert!(t1.elapsed() < Duration::from_secs(30), "30 s after the delete: namespace listed: {}, processes left: {left:?}", netns_list().contains(&ns));
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        println!("  processes and namespace gone {:.1?} after the RayCluster's delete", t1.elapsed());
+        assert!(pods.get_opt(&name).await.unwrap().is_none(), "the head pod is gone");
+
+        // 6. Shutdown removes the pod network.
+        let _ = stop_tx.send(());
+        manager.await.unwrap().unwrap();
+        let out = Command::new("ip").args(["link", "show", &bridge]).output().unwrap();
+        assert!(!out.status.success(), "bridge {bridge} left behind");
+        println!("done in {:.1?}", t0.elapsed());
+    });
+}
+
+/// The flag's refusals, before anything starts (no root or Ray needed).
+#[test]
+fn runtime_flag_refusals_name_the_problem() {
+    let qg = env!("CARGO_BIN_EXE_quotagate");
+    let out = Command::new(qg).args(["run", "--runtime", "process"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--runtime process runs the embedded cluster's pods: use it with --embedded"), "{err}");
+    let kc = std::env::temp_dir().join(format!("qg-rt-flag-{}.kubeconfig", std::process::id()));
+    let out = Command::new(qg)
+        .args(["apiserver", "--listen", "127.0.0.1:0", "--runtime", "process", "--ray-venv", "/nonexistent/venv", "--kubeconfig-out"])
+        .arg(&kc)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--ray-venv /nonexistent/venv: no bin/ray there (run scripts/install-ray.sh)"), "{err}");
+    let out = Command::new(qg).args(["run", "--embedded", "--runtime", "docker"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid value 'docker' for '--runtime <RUNTIME>'"));
+    let _ = std::fs::remove_file(kc);
+}
