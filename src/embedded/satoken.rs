@@ -117,6 +117,9 @@ pub fn token_request(key: &TokenKey, sa: &Value, body: &[u8]) -> Result<Value, A
     let (ns, name, uid) = (text("/metadata/namespace"), text("/metadata/name"), text("/metadata/uid"));
     let req: Value = if body.is_empty() {
         json!({})
+    } else if body.starts_with(b"k8s\0") {
+        // kubectl sends built-in kinds as protobuf.
+        from_protobuf(body).ok_or_else(|| ApiError::bad_request("the TokenRequest body is not a valid protobuf TokenRequest"))?
     } else {
         serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("the TokenRequest body is not valid JSON: {e}")))?
     };
@@ -144,6 +147,86 @@ pub fn token_request(key: &TokenKey, sa: &Value, body: &[u8]) -> Result<Value, A
         "spec": {"audiences": audiences, "expirationSeconds": expiration, "boundObjectRef": null},
         "status": {"token": issue(key, &claims), "expirationTimestamp": rfc3339(claims.exp)}
     }))
+}
+
+/// One protobuf field: its number and its value (varint or length-delimited; fixed widths skipped).
+enum Wire<'a> {
+    Varint(u64),
+    Bytes(&'a [u8]),
+}
+
+fn varint(buf: &mut &[u8]) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let (&b, rest) = buf.split_first()?;
+        *buf = rest;
+        v |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+fn fields(mut buf: &[u8]) -> Option<Vec<(u64, Wire<'_>)>> {
+    let mut out = Vec::new();
+    while !buf.is_empty() {
+        let key = varint(&mut buf)?;
+        let value = match key & 7 {
+            0 => Wire::Varint(varint(&mut buf)?),
+            2 => {
+                let n = usize::try_from(varint(&mut buf)?).ok()?;
+                let (v, rest) = (buf.get(..n)?, buf.get(n..)?);
+                buf = rest;
+                Wire::Bytes(v)
+            }
+            1 => {
+                buf = buf.get(8..)?;
+                continue;
+            }
+            5 => {
+                buf = buf.get(4..)?;
+                continue;
+            }
+            _ => return None,
+        };
+        out.push((key >> 3, value));
+    }
+    Some(out)
+}
+
+fn bytes_field<'a>(f: &[(u64, Wire<'a>)], n: u64) -> Option<&'a [u8]> {
+    f.iter().find_map(|(k, v)| match v {
+        Wire::Bytes(b) if *k == n => Some(*b),
+        _ => None,
+    })
+}
+
+/// The spec of a protobuf TokenRequest (`k8s\0` + runtime.Unknown{raw: TokenRequest}): `audiences`
+/// (field 1) and `expirationSeconds` (field 4) of TokenRequestSpec (field 2).
+fn from_protobuf(body: &[u8]) -> Option<Value> {
+    let unknown = fields(body.strip_prefix(b"k8s\0")?)?;
+    let request = fields(bytes_field(&unknown, 2)?)?;
+    let Some(spec) = bytes_field(&request, 2) else { return Some(json!({})) };
+    let spec = fields(spec)?;
+    let mut out = serde_json::Map::new();
+    let audiences: Vec<String> = spec
+        .iter()
+        .filter_map(|(k, v)| match v {
+            Wire::Bytes(b) if *k == 1 => std::str::from_utf8(b).ok().map(String::from),
+            _ => None,
+        })
+        .collect();
+    if !audiences.is_empty() {
+        out.insert("audiences".into(), json!(audiences));
+    }
+    if let Some(secs) = spec.iter().find_map(|(k, v)| match v {
+        Wire::Varint(n) if *k == 4 => Some(*n as i64),
+        _ => None,
+    }) {
+        out.insert("expirationSeconds".into(), json!(secs));
+    }
+    Some(json!({"spec": out}))
 }
 
 #[cfg(test)]
@@ -193,6 +276,19 @@ mod tests {
         let err = token_request(&key, &sa(), br#"{"spec":{"expirationSeconds":60}}"#).unwrap_err();
         assert_eq!(err.code, 422);
         assert!(err.message.contains("may not specify a duration less than 10 minutes"), "{}", err.message);
+    }
+
+    #[test]
+    fn a_protobuf_token_request_is_read() {
+        // spec{audiences: ["a"], expirationSeconds: 700} inside TokenRequest inside runtime.Unknown.
+        let spec = [0x0a, 0x01, b'a', 0x20, 0xbc, 0x05];
+        let mut request = vec![0x12, spec.len() as u8];
+        request.extend_from_slice(&spec);
+        let mut body = b"k8s\0".to_vec();
+        body.extend_from_slice(&[0x12, request.len() as u8]);
+        body.extend_from_slice(&request);
+        assert_eq!(from_protobuf(&body), Some(json!({"spec": {"audiences": ["a"], "expirationSeconds": 700}})));
+        assert_eq!(from_protobuf(b"k8s\0\x12\xff"), None, "truncated");
     }
 
     #[test]
