@@ -54,6 +54,13 @@ pub fn matching(store: &Store, registry: &Registry, plural: &str, call: &Call<'_
     out
 }
 
+/// Whether any hook of either kind matches `call` on `object`.
+pub fn any_match(store: &Store, registry: &Registry, call: &Call<'_>, object: &Value) -> bool {
+    ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"]
+        .iter()
+        .any(|p| !matching(store, registry, p, call, object).is_empty())
+}
+
 /// Whether any configuration of either kind exists (the common case, none, costs two lookups).
 pub fn any_configured(store: &Store, registry: &Registry) -> bool {
     ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"].iter().any(|p| {

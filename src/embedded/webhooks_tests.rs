@@ -168,7 +168,10 @@ fn configuration(kind: &str, hook: &str, path: &str, ca: &str, policy: &str) -> 
         "webhooks": [{
             "name": hook, "sideEffects": "None", "admissionReviewVersions": ["v1"], "failurePolicy": policy,
             "clientConfig": {"caBundle": ca, "service": {"namespace": "team", "name": "hook", "path": path, "port": 443}},
-            "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]
+            "rules": [
+                {"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]},
+                {"operations": ["CREATE"], "apiGroups": ["events.k8s.io"], "apiVersions": ["v1"], "resources": ["events"]}
+            ]
         }]
     })
 }
@@ -216,6 +219,24 @@ async fn webhooks_are_called_over_tls_and_their_answers_applied() {
     replaced.metadata.annotations = None;
     let replaced = cms.replace("ok", &PostParams::default(), &replaced).await.unwrap();
     assert_eq!(replaced.metadata.annotations.unwrap()["hooked"], "UPDATE", "a PUT passes through the hooks too");
+
+    // An events.k8s.io Event (stored under the core names) reaches the hook and the store in its own
+    // version's fields; a core Event no rule matches is stored as sent.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(srv.client(), "team");
+    let ev: k8s_openapi::api::events::v1::Event = serde_json::from_value(json!({
+        "metadata": {"name": "e1"}, "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "c", "reportingInstance": "i",
+        "action": "A", "reason": "R", "type": "Normal", "note": "hello", "regarding": {"kind": "ConfigMap", "name": "ok", "namespace": "team"}
+    })).unwrap();
+    let made = events.create(&PostParams::default(), &ev).await.unwrap();
+    assert_eq!(made.metadata.annotations.unwrap()["hooked"], "CREATE");
+    assert_eq!((made.note.as_deref(), made.regarding.unwrap().name.as_deref()), (Some("hello"), Some("ok")));
+    let core: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(srv.client(), "team");
+    let seen = core.get("e1").await.unwrap();
+    assert_eq!((seen.message.as_deref(), seen.involved_object.name.as_deref()), (Some("hello"), Some("ok")));
+    let ev2: k8s_openapi::api::core::v1::Event = serde_json::from_value(json!({"metadata": {"name": "e2"}, "message": "m", "involvedObject": {"name": "ok"}})).unwrap();
+    let made = core.create(&PostParams::default(), &ev2).await.unwrap();
+    assert!(made.metadata.annotations.is_none());
+    assert_eq!(made.message.as_deref(), Some("m"));
 
     // The hook goes away: Fail refuses with the real server's words, nothing is stored.
     cancel.cancel();

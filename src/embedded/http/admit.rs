@@ -2,13 +2,15 @@
 //! computed first (a dry run of the same request), the hooks are called with no lock held, and then
 //! the admitted object is written as a create, or as an update conditional on the resourceVersion
 //! the hooks saw. When something else changed the object meanwhile (409), the whole request is
-//! run again, as kube-apiserver's `GuaranteedUpdate` retries its admission chain.
+//! run again, as kube-apiserver's `GuaranteedUpdate` retries its admission chain. A write no hook
+//! matches is served as it came, after the dry run.
 
 use super::super::webhooks;
 use super::{Query, Req, Target};
 use crate::embedded::error::ApiError;
 use crate::embedded::patch::PatchKind;
 use crate::embedded::meta::meta_str;
+use crate::embedded::store::Store;
 use axum::response::Response;
 use http::Method;
 use serde_json::{Value, json};
@@ -57,6 +59,10 @@ impl Req<'_> {
         let info = self.t.info.clone();
         for _ in 0..ATTEMPTS {
             let (new, old, create) = self.would_store()?;
+            // Hooks see, and the rewritten request carries, the object in the requested version
+            // (Events are stored under the core names: `events.rs`).
+            let new = (*Store::at_version(&info, Arc::new(new))).clone();
+            let old = old.map(|o| Store::at_version(&info, o));
             let call = webhooks::Call {
                 info: &info,
                 namespace: if info.namespaced { Some(self.ns().unwrap_or("default")) } else { None },
@@ -67,6 +73,9 @@ impl Req<'_> {
                 groups,
                 dry_run: self.query.dry_run(),
             };
+            if !webhooks::any_match(self.store(), &self.srv.registry, &call, &new) {
+                return self.serve();
+            }
             let mut admitted = webhooks::admit(self.store(), &self.srv.registry, &call, new).await?;
             let meta = admitted.get_mut("metadata").and_then(Value::as_object_mut);
             let (method, name) = match (&old, meta) {
