@@ -541,7 +541,7 @@ fn embedded_server(data_dir: Option<PathBuf>, event_ttl: Duration, limits: Optio
 
 #[allow(clippy::too_many_arguments)]
 async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulators: bool, pod_start_delay: Duration, data_dir: Option<PathBuf>, event_ttl: Duration, limits: ApiLimitsArgs, real_cluster: bool) -> anyhow::Result<()> {
-    use quotagate::embedded::{AdmissionHook, AllowAll, ClusterOptions, EmbeddedCluster, QuotagateAdmission, ServerConfig, sim};
+    use quotagate::embedded::{AdmissionHook, ClusterOptions, EmbeddedCluster, QuotagateAdmission, ServerConfig, sim};
     let mut sims = if simulators { sim::SimConfig::default() } else { sim::SimConfig { node: None, gateway: None, endpoints: false } };
     if let Some(node) = sims.node.as_mut() {
         node.start_delay = pod_start_delay;
@@ -555,7 +555,8 @@ async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulato
     let server = ServerConfig { data_dir, event_ttl, listener: limits.limits(), store: limits.store(), real_cluster, ..ServerConfig::default() };
     let opts = ClusterOptions { server, sims, listen: Some(listen), kubeconfig_out: Some(path.clone()) };
     // On a real cluster quotagate's own admission is its webhooks', reached over HTTPS.
-    let hook: Arc<dyn AdmissionHook> = if real_cluster { Arc::new(AllowAll) } else { Arc::new(QuotagateAdmission::default()) };
+    let hook: Arc<dyn AdmissionHook> =
+        if real_cluster { Arc::new(quotagate::embedded::crd_schema::CrdSchemaAdmission) } else { Arc::new(QuotagateAdmission::default()) };
     // The CRDs still come with the server here (not only from the manifest) so the simulators,
     // which watch RayClusters, start; applying the manifest's CRDs over them changes nothing.
     let cluster = EmbeddedCluster::start(&quotagate::api::all_crds(), hook, opts).await?;

@@ -6,6 +6,7 @@ pub mod admission;
 pub mod aggregated;
 pub mod auth;
 pub mod cluster;
+pub mod crd_schema;
 pub mod discovery;
 pub mod durable;
 pub mod error;
