@@ -329,6 +329,11 @@ fn install_manifest_two_in_cluster_managers_webhooks_and_failover() {
     assert!(out.contains("admission webhook \"vclusterqueue.kb.io\" denied the request"), "{out}");
     assert!(out.contains("lendingLimit: Invalid value: 2: must be less than or equal to the nominalQuota"), "{out}");
 
+    // The server's own check is the CRD's schema, in the real server's words.
+    let (ok, out) = k.apply(&BAD_CQ.replace("name: bad", "name: odd").replace("  resourceGroups:", "  queueingStrategy: Sometimes\n  resourceGroups:"));
+    assert!(!ok, "{out}");
+    assert!(out.contains("spec.queueingStrategy: Unsupported value: \"Sometimes\": supported values: \"StrictFIFO\", \"BestEffortFIFO\""), "{out}");
+
     // 6. A queue-labelled RayService arrives suspended (the mutating webhook) and stays so while its
     // LocalQueue does not exist; once the queues are there, the leader's Kueue controllers admit its
     // Workload into the 3-CPU ClusterQueue.
