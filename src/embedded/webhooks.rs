@@ -7,6 +7,9 @@
 //! write under `failurePolicy: Fail` (the default) with the real server's message and is skipped
 //! under `Ignore`; a hook that denies refuses it ("admission webhook ... denied the request: ...").
 //!
+//! A dry-run request reaching a hook whose `sideEffects` is not `None`/`NoneOnDryRun` is refused (400
+//! "admission webhook ... does not support dry run"), as the real server refuses it.
+//!
 //! Not modelled: `matchConditions` (CEL), `reinvocationPolicy: IfNeeded` (no second pass),
 //! `matchPolicy` (every version of a kind shares storage here, so Exact and Equivalent agree),
 //! DELETE and CONNECT operations (hooks are only called on create and update).
@@ -228,6 +231,11 @@ pub async fn admit(store: &Arc<Store>, registry: &Arc<Registry>, call: &Call<'_>
         for hook in matching(store, registry, plural, call, &object) {
             let name = hook.get("name").and_then(Value::as_str).unwrap_or("").to_string();
             let fail = hook.get("failurePolicy").and_then(Value::as_str).unwrap_or("Fail") != "Ignore";
+            // A dry run may only reach hooks that declare they have no side effects.
+            let side_effects = hook.get("sideEffects").and_then(Value::as_str).unwrap_or("Unknown");
+            if call.dry_run && !matches!(side_effects, "None" | "NoneOnDryRun") {
+                return Err(ApiError::bad_request(format!("admission webhook \"{name}\" does not support dry run")));
+            }
             let uid = super::meta::new_uid();
             let response = match super::webhook_client::call(store, registry, &hook, &review(call, &object, &uid)).await {
                 Ok(r) => r,

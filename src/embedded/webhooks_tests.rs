@@ -153,7 +153,12 @@ async fn hook_server(cancel: tokio_util::sync::CancellationToken) -> (u16, Strin
         }
         Json(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": resp}))
     };
+    let slow = move |b| async move {
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        answer(false, b).await
+    };
     let router = axum::Router::new()
+        .route("/slow", axum::routing::post(slow))
         .route("/mutate", axum::routing::post(move |b| answer(true, b)))
         .route("/validate", axum::routing::post(move |b| answer(false, b)));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -237,6 +242,31 @@ async fn webhooks_are_called_over_tls_and_their_answers_applied() {
     let made = core.create(&PostParams::default(), &ev2).await.unwrap();
     assert!(made.metadata.annotations.is_none());
     assert_eq!(made.message.as_deref(), Some("m"));
+
+    // A dry run may reach only hooks without side effects (these say None); one that may have some
+    // refuses it.
+    let dry = PostParams { dry_run: true, ..PostParams::default() };
+    let made = cms.create(&dry, &cm("dry")).await.unwrap();
+    assert_eq!(made.metadata.annotations.unwrap()["hooked"], "CREATE");
+    assert!(cms.get_opt("dry").await.unwrap().is_none(), "a dry run stores nothing");
+    let mut unknown = configuration("ValidatingWebhookConfiguration", "u.example", "/validate", &ca, "Fail");
+    unknown["webhooks"][0]["sideEffects"] = json!("Unknown");
+    vwc.create(&PostParams::default(), &serde_json::from_value(unknown).unwrap()).await.unwrap();
+    let err = cms.create(&dry, &cm("dry")).await.unwrap_err();
+    let kube::Error::Api(s) = err else { panic!("{err}") };
+    assert_eq!((s.code, s.message.as_str()), (400, "admission webhook \"u.example\" does not support dry run"));
+    vwc.delete("u.example", &Default::default()).await.unwrap();
+
+    // timeoutSeconds: a hook slower than it fails the call, in the real server's words.
+    let mut slow = configuration("ValidatingWebhookConfiguration", "slow.example", "/slow", &ca, "Fail");
+    slow["webhooks"][0]["timeoutSeconds"] = json!(1);
+    vwc.create(&PostParams::default(), &serde_json::from_value(slow).unwrap()).await.unwrap();
+    let started = std::time::Instant::now();
+    let err = cms.create(&PostParams::default(), &cm("slow")).await.unwrap_err();
+    let kube::Error::Api(s) = err else { panic!("{err}") };
+    assert!(started.elapsed() < std::time::Duration::from_millis(2500), "{:?}", started.elapsed());
+    assert!(s.message.ends_with("failed calling webhook \"slow.example\": failed to call webhook: Post \"https://hook.team.svc:443/slow?timeout=1s\": context deadline exceeded (Client.Timeout exceeded while awaiting headers)"), "{}", s.message);
+    vwc.delete("slow.example", &Default::default()).await.unwrap();
 
     // The hook goes away: Fail refuses with the real server's words, nothing is stored.
     cancel.cancel();
