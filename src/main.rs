@@ -219,6 +219,12 @@ enum Command {
         limits: ApiLimitsArgs,
         #[command(flatten)]
         pods: RuntimeArgs,
+        /// Serve as a real cluster's API server for a separately installed quotagate: no quotagate
+        /// defaulting or validation in the server, registered admission webhooks called, apps/v1
+        /// Deployments served (stored only). The install manifest applies and the manager runs
+        /// beside it as its Deployment's pods would.
+        #[arg(long)]
+        real_cluster: bool,
     },
 }
 
@@ -574,8 +580,8 @@ fn embedded_server(data_dir: Option<PathBuf>, event_ttl: Duration, limits: Optio
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulators: bool, pod_start_delay: Duration, data_dir: Option<PathBuf>, event_ttl: Duration, limits: ApiLimitsArgs, pods: RuntimeArgs) -> anyhow::Result<()> {
-    use quotagate::embedded::{ClusterOptions, EmbeddedCluster, QuotagateAdmission, ServerConfig, sim};
+async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulators: bool, pod_start_delay: Duration, data_dir: Option<PathBuf>, event_ttl: Duration, limits: ApiLimitsArgs, real_cluster: bool, pods: RuntimeArgs) -> anyhow::Result<()> {
+    use quotagate::embedded::{AdmissionHook, ClusterOptions, EmbeddedCluster, QuotagateAdmission, ServerConfig, sim};
     let mut sims = if simulators { sim::SimConfig::default() } else { sim::SimConfig { node: None, gateway: None, endpoints: false } };
     if let Some(node) = sims.node.as_mut() {
         node.start_delay = pod_start_delay;
@@ -587,11 +593,17 @@ async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulato
         anyhow::bail!("--kubeconfig-out is required: the listener's CA and token are written only there, and it refuses requests without them");
     };
     pods.apply(&mut sims)?;
-    let server = ServerConfig { data_dir, event_ttl, listener: limits.limits(), store: limits.store(), ..ServerConfig::default() };
+    let server = ServerConfig { data_dir, event_ttl, listener: limits.limits(), store: limits.store(), real_cluster, ..ServerConfig::default() };
     let opts = ClusterOptions { server, sims, listen: Some(listen), kubeconfig_out: Some(path.clone()) };
-    let cluster = EmbeddedCluster::start(&quotagate::api::all_crds(), Arc::new(QuotagateAdmission::default()), opts).await?;
+    // On a real cluster quotagate's own admission is its webhooks', reached over HTTPS.
+    let hook: Arc<dyn AdmissionHook> =
+        if real_cluster { Arc::new(quotagate::embedded::crd_schema::CrdSchemaAdmission) } else { Arc::new(QuotagateAdmission::default()) };
+    // The CRDs still come with the server here (not only from the manifest) so the simulators,
+    // which watch RayClusters, start; applying the manifest's CRDs over them changes nothing.
+    let cluster = EmbeddedCluster::start(&quotagate::api::all_crds(), hook, opts).await?;
     let addr = cluster.addr.unwrap_or(listen);
-    println!("embedded API server on https://{addr}; kubeconfig (CA and token) written to {}", path.display());
+    let mode = if real_cluster { " (real-cluster mode: webhooks, no in-process quotagate admission)" } else { "" };
+    println!("embedded API server on https://{addr}{mode}; kubeconfig (CA and token) written to {}", path.display());
     shutdown_signal().await;
     cluster.stopped().await;
     Ok(())
@@ -756,8 +768,8 @@ fn main() -> ExitCode {
         Command::Demo { listen, kubeconfig_out, step_timeout, keep_running, data_dir, json, ui, sim } => {
             run_async(demo(listen, kubeconfig_out, step_timeout, keep_running, data_dir, json, ui, sim))
         }
-        Command::Apiserver { listen, kubeconfig_out, no_simulators, pod_start_delay, data_dir, event_ttl, limits, pods } => {
-            run_async(apiserver(listen, kubeconfig_out, !no_simulators, pod_start_delay, data_dir, event_ttl, limits, pods))
+        Command::Apiserver { listen, kubeconfig_out, no_simulators, pod_start_delay, data_dir, event_ttl, limits, real_cluster, pods } => {
+            run_async(apiserver(listen, kubeconfig_out, !no_simulators, pod_start_delay, data_dir, event_ttl, limits, real_cluster, pods))
         }
         Command::Chaos { seed, runs, jobs, shrink, scenario } => run_async(chaos(seed, runs, jobs, shrink, scenario)),
         Command::Bench(BenchCommand::E2e { config, rangespec, scale, json }) => run_async(async move {

@@ -69,6 +69,9 @@ impl FieldError {
     /// The error without its field, as a real API server puts it in a `StatusCause.message`
     /// (kubectl prints `* <field>: <body>`).
     pub fn body(&self) -> String {
+        if self.message.is_empty() {
+            return self.kind.label().to_string();
+        }
         format!("{}: {}", self.kind.label(), self.message)
     }
 }

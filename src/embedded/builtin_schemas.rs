@@ -28,6 +28,12 @@ static BUILTIN: LazyLock<BTreeMap<(&'static str, &'static str, &'static str), Va
     m.insert(("", "v1", "ResourceQuota"), schema::<core::v1::ResourceQuota>());
     m.insert(("", "v1", "ServiceAccount"), schema::<core::v1::ServiceAccount>());
     m.insert(("batch", "v1", "Job"), schema::<batch::v1::Job>());
+    // Served only with `ServerConfig::real_cluster` (`registry.rs`).
+    m.insert(("apps", "v1", "Deployment"), schema::<k8s_openapi::api::apps::v1::Deployment>());
+    m.insert(
+        ("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+        schema::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>(),
+    );
     m.insert(("events.k8s.io", "v1", "Event"), schema::<events::v1::Event>());
     m.insert(("coordination.k8s.io", "v1", "Lease"), schema::<coordination::v1::Lease>());
     m.insert(("discovery.k8s.io", "v1", "EndpointSlice"), schema::<discovery::v1::EndpointSlice>());

@@ -29,6 +29,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod admit;
+
 /// The real API server's request body limit (3 MiB); larger bodies get 413.
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
 
@@ -118,6 +120,8 @@ enum Route {
     Resource(Target),
     /// `pods/{name}/log` (`logs.rs`).
     PodLog(Target),
+    /// `serviceaccounts/{name}/token`, the TokenRequest API (`satoken.rs`).
+    Token(Target),
     UnknownSub,
     NotFound,
 }
@@ -170,6 +174,9 @@ fn route(srv: &EmbeddedServer, path: &str) -> Route {
         Some("log") if info.group.is_empty() && info.plural == "pods" && name.is_some() => {
             return Route::PodLog(Target { info, namespace, name: name.map(String::from), status: false });
         }
+        Some("token") if info.group.is_empty() && info.plural == "serviceaccounts" && name.is_some() => {
+            return Route::Token(Target { info, namespace, name: name.map(String::from), status: false });
+        }
         Some(_) => return Route::UnknownSub,
     };
     Route::Resource(Target { info, namespace, name: name.map(String::from), status })
@@ -181,7 +188,7 @@ fn authorize(srv: &EmbeddedServer, authz: &rbac::Authorizer, t: &Target, method:
     let resource = if t.status { format!("{}/status", t.info.plural) } else { t.info.plural.clone() };
     let verb = rbac::verb(method, t.name.is_some(), query.flag("watch"));
     let access = rbac::Access { group: t.info.group.clone(), resource, verb: verb.to_string(), name: t.name.clone(), namespace: t.namespace.clone() };
-    let forbidden = |a: &rbac::Access| ApiError::new(403, "Forbidden", authz.forbidden_message(a));
+    let forbidden = |a: &rbac::Access| denied(authz.forbidden_message(a));
     if !authz.allows(&access) {
         return Err(forbidden(&access));
     }
@@ -230,7 +237,7 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
     };
     let aggregated = accept.contains("as=APIGroupDiscoveryList");
     let route = route(&srv, &path);
-    if !matches!(route, Route::Resource(_) | Route::PodLog(_) | Route::UnknownSub | Route::NotFound) && parts.method != Method::GET {
+    if !matches!(route, Route::Resource(_) | Route::PodLog(_) | Route::Token(_) | Route::UnknownSub | Route::NotFound) && parts.method != Method::GET {
         return error(&ApiError::method_not_allowed(format!(
             "the server does not allow this method on the requested resource: {} {path}",
             parts.method
@@ -250,6 +257,7 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
         Route::OpenApiGv(p) => discovery::openapi_v3_gv(&srv.registry, &p).map(|d| ok(200, &d)).unwrap_or_else(|| not_found_path(&path)),
         Route::UnknownSub | Route::NotFound => not_found_path(&path),
         Route::PodLog(t) => pod_log(&srv, &parts, &t).unwrap_or_else(|e| error(&e)),
+        Route::Token(t) => token(&srv, &parts, &t, &body).map(|v| ok(201, &v)).unwrap_or_else(|e| error(&e)),
         Route::Resource(t) => {
             let principal = match review::principal(&srv.store, &srv.registry, &parts.headers, parts.extensions.get::<rbac::Principal>()) {
                 Ok(p) => p,
@@ -266,8 +274,20 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
             }
             let watching = parts.method == Method::GET && query.flag("watch");
             let reading = parts.method == Method::GET;
+            let webhooks = srv.config.real_cluster
+                && matches!(parts.method, Method::POST | Method::PUT | Method::PATCH)
+                && super::webhooks::any_configured(&srv.store, &srv.registry);
             let r = Req { srv: &srv, t, query, accept, content_type, body: &body, method: parts.method };
-            let resp = match r.serve() {
+            let served = if webhooks {
+                let (user, groups) = match &principal {
+                    Some(a) => (a.user.clone(), review::Subject::authenticated(&a.user, &[]).groups),
+                    None => ("system:admin".to_string(), vec!["system:masters".to_string(), "system:authenticated".to_string()]),
+                };
+                r.serve_with_webhooks(&user, &groups).await
+            } else {
+                r.serve()
+            };
+            let resp = match served {
                 Ok(resp) => resp,
                 Err(e) => error(&e),
             };
@@ -303,6 +323,29 @@ fn pod_log(srv: &EmbeddedServer, parts: &http::request::Parts, t: &Target) -> Re
     let mut r = Response::new(Body::from_stream(body));
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
     Ok(r)
+}
+
+/// TokenRequest: RBAC `create serviceaccounts/token`, then a token for the ServiceAccount.
+fn token(srv: &EmbeddedServer, parts: &http::request::Parts, t: &Target, body: &[u8]) -> Result<Value, ApiError> {
+    if parts.method != Method::POST {
+        return Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource: {}", parts.method)));
+    }
+    let name = t.name.clone().unwrap_or_default();
+    let namespace = t.namespace.clone().unwrap_or_else(|| "default".into());
+    if let Some(authz) = review::principal(&srv.store, &srv.registry, &parts.headers, parts.extensions.get::<rbac::Principal>())? {
+        let a = rbac::Access { group: String::new(), resource: "serviceaccounts/token".into(), verb: "create".into(), name: Some(name.clone()), namespace: Some(namespace.clone()) };
+        if !authz.allows(&a) {
+            return Err(denied(authz.forbidden_message(&a)));
+        }
+    }
+    let sa = srv.store.get(&t.info, Some(&namespace), &name)?;
+    super::satoken::token_request(&srv.sa_tokens, &sa, body)
+}
+
+/// An RBAC refusal, logged by the server as kube-apiserver's audit log would show it.
+fn denied(message: String) -> ApiError {
+    tracing::warn!(target: "quotagate::embedded::rbac", "RBAC denied: {message}");
+    ApiError::new(403, "Forbidden", message)
 }
 
 struct Req<'a> {

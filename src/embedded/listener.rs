@@ -23,17 +23,29 @@ use tokio_util::sync::CancellationToken;
 
 use super::auth::{Credentials, unauthorized};
 
-async fn require_token(
-    State(creds): State<Arc<Credentials>>,
-    req: Request,
-    next: Next,
-) -> Response {
-    let auth = req
-        .headers()
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    if creds.accepts(auth) {
+struct Authn {
+    creds: Arc<Credentials>,
+    server: Arc<super::EmbeddedServer>,
+}
+
+/// The admin token (no RBAC, as `system:masters`), or a ServiceAccount token this server issued
+/// (`satoken.rs`) whose ServiceAccount still exists with the same uid: the request then carries that
+/// ServiceAccount as its RBAC principal.
+async fn require_token(State(authn): State<Arc<Authn>>, mut req: Request, next: Next) -> Response {
+    let auth = req.headers().get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    if authn.creds.accepts(auth) {
         return next.run(req).await;
+    }
+    let srv = &authn.server;
+    let claims = super::satoken::bearer(auth).and_then(|t| super::satoken::verify(&srv.sa_tokens, t, super::satoken::now_unix()));
+    if let Some(claims) = claims {
+        let live = srv.registry.find("", "v1", "serviceaccounts").and_then(|info| srv.store.get(&info, Some(&claims.ns), &claims.name).ok());
+        if live.is_some_and(|sa| sa.pointer("/metadata/uid").and_then(serde_json::Value::as_str) == Some(claims.uid.as_str())) {
+            let subject = super::review::Subject::authenticated(&claims.username(), &[]);
+            let authz = super::review::authorizer_for(&srv.store, &srv.registry, &subject);
+            req.extensions_mut().insert(super::rbac::Principal(Arc::new(authz)));
+            return next.run(req).await;
+        }
     }
     let body = Body::from(unauthorized().to_string());
     (
@@ -44,15 +56,16 @@ async fn require_token(
         .into_response()
 }
 
-/// `router` behind the token check, then the in-flight limits.
-pub fn authenticated(router: axum::Router, creds: Arc<Credentials>, limits: &ListenerLimits) -> axum::Router {
+/// The server's router behind the token check, then the in-flight limits.
+pub fn authenticated(server: Arc<super::EmbeddedServer>, creds: Arc<Credentials>, limits: &ListenerLimits) -> axum::Router {
     let in_flight = Arc::new(InFlightLimits {
         reads: Semaphore::new(limits.max_requests_inflight.max(1)),
         mutating: Semaphore::new(limits.max_mutating_requests_inflight.max(1)),
     });
-    router
+    server
+        .router()
         .layer(axum::middleware::from_fn_with_state(in_flight, limit_in_flight))
-        .layer(axum::middleware::from_fn_with_state(creds, require_token))
+        .layer(axum::middleware::from_fn_with_state(Arc::new(Authn { creds, server }), require_token))
 }
 
 /// kube-apiserver's `--max-requests-inflight` and `--max-mutating-requests-inflight` (the

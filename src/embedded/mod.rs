@@ -6,6 +6,7 @@ pub mod admission;
 pub mod aggregated;
 pub mod auth;
 pub mod cluster;
+pub mod crd_schema;
 pub mod discovery;
 pub mod durable;
 pub mod error;
@@ -32,10 +33,13 @@ pub mod registry;
 pub mod review;
 pub mod selector;
 pub mod serviceaccount;
+pub mod satoken;
 pub mod sim;
 pub mod store;
 pub mod table;
 pub mod watch;
+pub mod webhook_client;
+pub mod webhooks;
 
 pub use admission::{AdmissionHook, AllowAll, Operation, QuotagateAdmission};
 pub use cluster::{ClusterOptions, EmbeddedCluster};
@@ -63,6 +67,11 @@ pub struct ServerConfig {
     pub event_ttl: Duration,
     /// Timeouts and caps of the loopback listener (`listener.rs`).
     pub listener: listener::ListenerLimits,
+    /// Behave as a real cluster's API server for a separately installed manager (`apiserver
+    /// --real-cluster`): call the admission webhooks registered in the store on every create and
+    /// update (`webhooks.rs`) and serve apps/v1 Deployments and CRDs (stored only). Off by default: `run --embedded` admits
+    /// in process.
+    pub real_cluster: bool,
 }
 
 impl Default for ServerConfig {
@@ -73,6 +82,7 @@ impl Default for ServerConfig {
             data_dir: None,
             event_ttl: events::DEFAULT_TTL,
             listener: listener::ListenerLimits::default(),
+            real_cluster: false,
         }
     }
 }
@@ -104,6 +114,16 @@ pub struct EmbeddedServer {
     pub(crate) quota_lock: std::sync::Mutex<()>,
     /// Process runtimes whose pods have output for `pods/log` (`logs.rs`); none: all simulated.
     pub runtimes: logs::Runtimes,
+    /// The key ServiceAccount tokens are signed with (`satoken.rs`).
+    pub sa_tokens: satoken::TokenKey,
+}
+
+fn registry_for(crds: &[CustomResourceDefinition], config: &ServerConfig) -> Registry {
+    let mut registry = Registry::new(crds);
+    if config.real_cluster {
+        registry.serve_real_cluster_kinds();
+    }
+    registry
 }
 
 impl EmbeddedServer {
@@ -115,12 +135,13 @@ impl EmbeddedServer {
     /// An in-memory server with `config` (its `data_dir` is not used: see [`EmbeddedServer::open`]).
     pub fn with_config(crds: &[CustomResourceDefinition], hook: Arc<dyn AdmissionHook>, config: ServerConfig) -> Arc<Self> {
         let srv = Arc::new(EmbeddedServer {
-            registry: Arc::new(Registry::new(crds)),
+            registry: Arc::new(registry_for(crds, &config)),
             store: Arc::new(Store::new(config.store.clone(), hook)),
             config,
             aggregated: aggregated::Aggregated::default(),
             quota_lock: std::sync::Mutex::new(()),
             runtimes: logs::Runtimes::default(),
+            sa_tokens: satoken::TokenKey::default(),
         });
         for ns in ["default", "kube-system", "kube-public"] {
             serviceaccount::ensure_default(&srv.store, &srv.registry, ns);
@@ -138,12 +159,13 @@ impl EmbeddedServer {
             None => Store::new(config.store.clone(), hook),
         };
         let srv = Arc::new(EmbeddedServer {
-            registry: Arc::new(Registry::new(crds)),
+            registry: Arc::new(registry_for(crds, &config)),
             store: Arc::new(store),
             config,
             aggregated: aggregated::Aggregated::default(),
             quota_lock: std::sync::Mutex::new(()),
             runtimes: logs::Runtimes::default(),
+            sa_tokens: satoken::TokenKey::default(),
         });
         for ns in ["default", "kube-system", "kube-public"] {
             serviceaccount::ensure_default(&srv.store, &srv.registry, ns);
@@ -200,7 +222,8 @@ impl EmbeddedServer {
                 .map_err(|source| ServeError::Kubeconfig { path: path.display().to_string(), source })?;
         }
         let limits = self.config.listener.clone();
-        let router = listener::authenticated(self.router(), creds.clone(), &limits);
+        self.sa_tokens.init_from(&creds.token);
+        let router = listener::authenticated(self.clone(), creds.clone(), &limits);
         let handle = tokio::spawn(async move {
             listener::serve_tls(listener, router, creds.tls.clone(), limits, cancel).await.map_err(ServeError::Serve)
         });

@@ -84,6 +84,13 @@ impl Registry {
         r
     }
 
+    /// Also serves what an install manifest needs beyond these ([`REAL_CLUSTER`]).
+    pub fn serve_real_cluster_kinds(&mut self) {
+        for b in REAL_CLUSTER {
+            self.add(info_of(b));
+        }
+    }
+
     pub fn add(&mut self, info: ResourceInfo) {
         self.resources.retain(|r| !(r.group == info.group && r.version == info.version && r.plural == info.plural));
         self.resources.push(Arc::new(info));
@@ -207,39 +214,49 @@ fn col(name: &str, type_: &str, json_path: &str) -> PrinterColumn {
 
 /// The built-in kinds quotagate touches. Pods get kubectl's familiar columns; the others Name + Age.
 pub fn builtins() -> Vec<ResourceInfo> {
-    BUILTINS
-        .iter()
-        .map(|b| ResourceInfo {
-            group: b.group.into(),
-            version: b.version.into(),
-            kind: b.kind.into(),
-            plural: b.plural.into(),
-            singular: b.kind.to_lowercase(),
-            short_names: b.short.iter().map(|s| s.to_string()).collect(),
-            categories: b.categories.iter().map(|s| s.to_string()).collect(),
-            namespaced: b.namespaced,
-            has_status: b.has_status,
-            is_crd: false,
-            schema: None,
-            printer_columns: match b.plural {
-                "pods" => vec![
-                    col("Status", "string", ".status.phase"),
-                    col("IP", "string", ".status.podIP"),
-                    col("Age", "date", ".metadata.creationTimestamp"),
-                ],
-                "jobs" => vec![
-                    col("Succeeded", "integer", ".status.succeeded"),
-                    col("Age", "date", ".metadata.creationTimestamp"),
-                ],
-                "namespaces" => vec![col("Status", "string", ".status.phase"), col("Age", "date", ".metadata.creationTimestamp")],
-                "priorityclasses" => vec![
-                    col("Value", "integer", ".value"),
-                    col("Global-Default", "boolean", ".globalDefault"),
-                    col("Age", "date", ".metadata.creationTimestamp"),
-                    col("PreemptionPolicy", "string", ".preemptionPolicy"),
-                ],
-                _ => Vec::new(),
-            },
-        })
-        .collect()
+    BUILTINS.iter().map(info_of).collect()
+}
+
+/// Served, stored only, where a real cluster is modelled (`ServerConfig::real_cluster`), so an
+/// install manifest applies: apps/v1 Deployments (no controller runs them) and CRDs (the kinds
+/// served stay the ones the server started with; a CRD of another kind is stored, not served).
+/// Elsewhere both are NotFound as before.
+const REAL_CLUSTER: &[B] = &[
+    B { group: "apps", version: "v1", kind: "Deployment", plural: "deployments", short: &["deploy"], categories: &["all"], namespaced: true, has_status: true },
+    B { group: "apiextensions.k8s.io", version: "v1", kind: "CustomResourceDefinition", plural: "customresourcedefinitions", short: &["crd", "crds"], categories: &["api-extensions"], namespaced: false, has_status: true },
+];
+
+fn info_of(b: &B) -> ResourceInfo {
+    ResourceInfo {
+        group: b.group.into(),
+        version: b.version.into(),
+        kind: b.kind.into(),
+        plural: b.plural.into(),
+        singular: b.kind.to_lowercase(),
+        short_names: b.short.iter().map(|s| s.to_string()).collect(),
+        categories: b.categories.iter().map(|s| s.to_string()).collect(),
+        namespaced: b.namespaced,
+        has_status: b.has_status,
+        is_crd: false,
+        schema: None,
+        printer_columns: match b.plural {
+            "pods" => vec![
+                col("Status", "string", ".status.phase"),
+                col("IP", "string", ".status.podIP"),
+                col("Age", "date", ".metadata.creationTimestamp"),
+            ],
+            "jobs" => vec![
+                col("Succeeded", "integer", ".status.succeeded"),
+                col("Age", "date", ".metadata.creationTimestamp"),
+            ],
+            "namespaces" => vec![col("Status", "string", ".status.phase"), col("Age", "date", ".metadata.creationTimestamp")],
+            "priorityclasses" => vec![
+                col("Value", "integer", ".value"),
+                col("Global-Default", "boolean", ".globalDefault"),
+                col("Age", "date", ".metadata.creationTimestamp"),
+                col("PreemptionPolicy", "string", ".preemptionPolicy"),
+            ],
+            _ => Vec::new(),
+        },
+    }
 }
