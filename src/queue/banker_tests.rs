@@ -315,3 +315,25 @@ proptest! {
         prop_assert!(d.services.iter().all(Service::done), "stuck: {:?}", d.services);
     }
 }
+
+#[test]
+fn the_claim_annotation_round_trips_and_bad_ones_name_the_field() {
+    use crate::api::kueue::Workload;
+    use crate::api::kueue::constants::ANNOTATION_UPGRADE_CLAIM as KEY;
+    use crate::queue::convert::{upgrade_claim, upgrade_claim_annotation};
+    let with = |v: &str| Workload::build("w", "ns").queue("lq").podset("main", 1, [("cpu", "1")]).annotation(KEY, v).build();
+    let claim = UpgradeClaim {
+        peak: [("cpu".to_string(), Amount(13000))].into_iter().collect(),
+        done: [("cpu".to_string(), Amount(7500))].into_iter().collect(),
+    };
+    assert_eq!(upgrade_claim(&with(&upgrade_claim_annotation(&claim))).ok(), Some(Some(claim)));
+    assert_eq!(upgrade_claim(&Workload::build("w", "ns").queue("lq").podset("main", 1, [("cpu", "1")]).build()).ok(), Some(None));
+    for (bad, field) in [
+        ("not json", format!("metadata.annotations[{KEY}]")),
+        (r#"{"peek":{"cpu":1}}"#, format!("metadata.annotations[{KEY}]")),
+        (r#"{"peak":{"cpu":-1}}"#, format!("metadata.annotations[{KEY}].peak.cpu")),
+    ] {
+        let e = upgrade_claim(&with(bad)).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains(&field), "{bad}: {e}");
+    }
+}

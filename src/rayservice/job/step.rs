@@ -22,8 +22,9 @@
 //! itself and that someone admitted meanwhile took; a holder that is an upgrade got it as a whole
 //! first step, so it moves on by the same argument and, once done, deletes a whole serving cluster.
 //! The head-alone hold of the issue (each waiting for the other's head to leave) cannot form.
-//! Not covered: a new version asking more per replica than the old, whose grow needs more than its
-//! shrink frees; there a banker's check over the ClusterQueue would be needed (not implemented).
+//! A new version asking more per replica than the old grows by more than its shrink frees: there
+//! the banker's check over the ClusterQueue and its Cohort keeps upgrades from waiting on each
+//! other (`queue::banker`, with the claim from `claim`).
 
 use serde_json::Value;
 

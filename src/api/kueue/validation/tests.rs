@@ -345,6 +345,25 @@ fn reclaimable_pods_do_not_shrink_while_reserved() {
 }
 
 #[test]
+fn the_upgrade_claim_may_go_but_never_be_added_or_changed() {
+    let key = crate::api::kueue::constants::ANNOTATION_UPGRADE_CLAIM;
+    let with = |claim: Option<&str>| {
+        let b = Workload::build("w", "ns").queue("lq").podset("main", 2, [("cpu", "1")]);
+        match claim {
+            Some(c) => b.annotation(key, c).build(),
+            None => b.build(),
+        }
+    };
+    let (low, high) = (Some(r#"{"peak":{"cpu":1000},"done":{"cpu":1000}}"#), Some(r#"{"peak":{"cpu":9000},"done":{"cpu":1000}}"#));
+    let path = format!("metadata.annotations[{key}]");
+    let rule = "may be removed, never added or changed";
+    check("lowered", validate_workload_update(&with(high), &with(low)), &path, Invalid, rule);
+    check("added", validate_workload_update(&with(None), &with(low)), &path, Invalid, rule);
+    assert_eq!(validate_workload_update(&with(high), &with(None)), vec![]);
+    assert_eq!(validate_workload_update(&with(high), &with(high)), vec![]);
+}
+
+#[test]
 fn workload_priority_class_rules() {
     let mut wpc = workload_priority_class("high", 1000);
     assert_eq!(validate_workload_priority_class(&wpc), vec![]);
