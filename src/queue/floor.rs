@@ -32,13 +32,6 @@ fn floor_usage(a: &AdmittedWorkload, counts: &BTreeMap<String, i64>) -> FrAmount
     u
 }
 
-/// The workload holds no more than its floor (or has none).
-pub(super) fn at_floor(a: &AdmittedWorkload) -> bool {
-    a.floor
-        .as_ref()
-        .is_none_or(|f| a.usage.iter().all(|(fr, v)| *v <= f.get(fr).copied().unwrap_or_default()))
-}
-
 impl AdmissionCore {
     /// Sets (or with `None` clears) the floor of an admitted workload, as pod counts per podset.
     /// Unknown workloads are ignored: the floor is set again when it is recorded.
@@ -88,7 +81,7 @@ impl AdmissionCore {
     /// restart): held, and no victim, until it shrinks to its floor.
     pub fn mark_taking_growth(&mut self, key: &super::WorkloadKey) {
         if let Some(a) = self.admitted.get_mut(key)
-            && !at_floor(a)
+            && !a.at_floor()
         {
             a.evicting = true;
             a.taking_growth = true;
@@ -117,7 +110,7 @@ impl AdmissionCore {
     /// preemptor. False when there is no growth to give back or it is already being evicted.
     pub fn release_growth(&mut self, key: &super::WorkloadKey) -> bool {
         let Some(a) = self.admitted.get_mut(key) else { return false };
-        if a.evicting || at_floor(a) {
+        if a.evicting || a.at_floor() {
             return false;
         }
         a.evicting = true;

@@ -10,15 +10,20 @@
 //! anywhere the list is exactly Kueue's candidate list, so the answer is Kueue's.
 
 use super::amount::{Amount, FrAmounts};
-use super::preemption::{Candidate, Elem, Preemptor, Target, still_valid, workload_fits};
 use super::tree::QuotaTree;
 
-/// What the candidate holds above its floor, per flavor-resource (positive parts only); `None`
+/// A candidate as the search sees it: where its usage sits, the usage, and its floor.
+pub struct Piece<'a> {
+    pub cq_idx: usize,
+    pub usage: &'a FrAmounts,
+    pub floor: Option<&'a FrAmounts>,
+}
+
+/// What a candidate holds above its floor, per flavor-resource (positive parts only); `None`
 /// without a floor or when the floor covers all of it.
-pub fn growth(c: &Candidate<'_>) -> Option<FrAmounts> {
-    let floor = c.floor?;
-    let g: FrAmounts = c
-        .usage
+pub fn growth(usage: &FrAmounts, floor: Option<&FrAmounts>) -> Option<FrAmounts> {
+    let floor = floor?;
+    let g: FrAmounts = usage
         .iter()
         .map(|(fr, v)| (fr.clone(), (*v - floor.get(fr).copied().unwrap_or_default()).clamp_zero()))
         .filter(|(_, v)| *v > Amount::ZERO)
@@ -27,7 +32,7 @@ pub fn growth(c: &Candidate<'_>) -> Option<FrAmounts> {
 }
 
 /// The floor as far as the candidate holds it (never above its usage).
-fn rest(c: &Candidate<'_>) -> FrAmounts {
+fn rest(c: &Piece<'_>) -> FrAmounts {
     let floor = c.floor.cloned().unwrap_or_default();
     c.usage
         .iter()
@@ -42,17 +47,18 @@ enum Part {
     Rest,
 }
 
-/// The victims (whole or growth only) that make the preemptor fit, or empty. The tree is left as
-/// it was found.
+/// The victims that make the preemptor fit, as (candidate index, growth only), in the candidates'
+/// order, or empty. `valid(tree, i)`: candidate `i` may still be taken on the tree as the search
+/// has changed it; `fits(tree)`: the preemptor fits. The tree is left as it was found.
 pub(super) fn minimal(
     tree: &mut QuotaTree,
-    p: &Preemptor<'_>,
-    candidates: &[Elem<'_>],
-    allow_borrowing: bool,
-) -> Vec<Target> {
+    candidates: &[Piece<'_>],
+    valid: impl Fn(&QuotaTree, usize) -> bool,
+    fits: impl Fn(&QuotaTree) -> bool,
+) -> Vec<(usize, bool)> {
     // Owned before the guard below, which borrows them.
-    let growths: Vec<Option<FrAmounts>> = candidates.iter().map(|e| growth(&e.c)).collect();
-    let rests: Vec<FrAmounts> = candidates.iter().map(|e| rest(&e.c)).collect();
+    let growths: Vec<Option<FrAmounts>> = candidates.iter().map(|c| growth(c.usage, c.floor)).collect();
+    let rests: Vec<FrAmounts> = candidates.iter().map(rest).collect();
     let mut order: Vec<(usize, Part)> = (0..candidates.len())
         .filter(|i| growths[*i].is_some())
         .map(|i| (i, Part::Growth))
@@ -63,10 +69,10 @@ pub(super) fn minimal(
     let mut growth_out = vec![false; candidates.len()];
     // (candidate, part, the maps taken out for it)
     let mut removed: Vec<(usize, Part, Vec<&FrAmounts>)> = Vec::new();
-    let mut fits = false;
+    let mut fit = false;
     for (i, part) in order {
-        let e = &candidates[i];
-        if !still_valid(&sim, p, e, allow_borrowing) {
+        let c = &candidates[i];
+        if !valid(&*sim, i) {
             continue;
         }
         let maps: Vec<&FrAmounts> = match (part, &growths[i]) {
@@ -74,21 +80,21 @@ pub(super) fn minimal(
             (Part::Growth, None) => continue,
             // The rest on top of a growth already out; the whole usage otherwise.
             (Part::Rest, Some(_)) if growth_out[i] => vec![&rests[i]],
-            (Part::Rest, _) => vec![e.c.usage],
+            (Part::Rest, _) => vec![c.usage],
         };
         for m in &maps {
-            sim.remove(e.c.cq_idx, m);
+            sim.remove(c.cq_idx, m);
         }
         if part == Part::Growth {
             growth_out[i] = true;
         }
         removed.push((i, part, maps));
-        if workload_fits(&sim, p, allow_borrowing) {
-            fits = true;
+        if fits(&*sim) {
+            fit = true;
             break;
         }
     }
-    if !fits {
+    if !fit {
         return Vec::new();
     }
     let mut keep = vec![true; removed.len()];
@@ -103,13 +109,13 @@ pub(super) fn minimal(
             continue;
         }
         for m in maps {
-            sim.put_back(candidates[*i].c.cq_idx, m);
+            sim.put_back(candidates[*i].cq_idx, m);
         }
-        if workload_fits(&sim, p, allow_borrowing) {
+        if fits(&*sim) {
             keep[k] = false;
         } else {
             for m in maps {
-                sim.remove(candidates[*i].c.cq_idx, m);
+                sim.remove(candidates[*i].cq_idx, m);
             }
             if *part == Part::Rest {
                 rest_kept[*i] = true;
@@ -122,14 +128,8 @@ pub(super) fn minimal(
             growth_kept[*i] = true;
         }
     }
-    candidates
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| rest_kept[*i] || growth_kept[*i])
-        .map(|(i, e)| Target {
-            key: e.c.key.clone(),
-            reason: e.reason(),
-            growth_only: !rest_kept[i],
-        })
+    (0..candidates.len())
+        .filter(|i| rest_kept[*i] || growth_kept[*i])
+        .map(|i| (i, !rest_kept[i]))
         .collect()
 }

@@ -10,6 +10,7 @@ use super::model::{
     BorrowWithinCohortPolicy, ClusterQueueModel, ReclaimWithinCohort, WithinClusterQueue,
     WorkloadKey,
 };
+use super::growth_first::{Piece, growth, minimal as growth_first_minimal};
 use super::tree::QuotaTree;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -109,17 +110,11 @@ impl Variant {
 }
 
 #[derive(Clone, Debug)]
-pub(super) struct Elem<'a> {
-    pub(super) c: Candidate<'a>,
+struct Elem<'a> {
+    c: Candidate<'a>,
     /// The lowest cohort shared with the preemptor (None in its own ClusterQueue).
     lca: Option<usize>,
     variant: Variant,
-}
-
-impl Elem<'_> {
-    pub(super) fn reason(&self) -> PreemptedReason {
-        self.variant.reason()
-    }
 }
 
 /// The preemptor's cohorts from its parent to the root, each with whether the preemptor has
@@ -332,12 +327,26 @@ pub fn find_targets(
     } else {
         &[true, false]
     };
-    let growth_first = candidates.iter().any(|e| super::growth_first::growth(&e.c).is_some());
+    let growth_first = candidates.iter().any(|e| growth(e.c.usage, e.c.floor).is_some());
     for &allow_borrowing in attempts {
         if growth_first {
-            let chosen = super::growth_first::minimal(tree, p, &candidates, allow_borrowing);
+            let pieces: Vec<Piece<'_>> =
+                candidates.iter().map(|e| Piece { cq_idx: e.c.cq_idx, usage: e.c.usage, floor: e.c.floor }).collect();
+            let chosen = growth_first_minimal(
+                tree,
+                &pieces,
+                |t, i| still_valid(t, p, &candidates[i], allow_borrowing),
+                |t| workload_fits(t, p, allow_borrowing),
+            );
             if !chosen.is_empty() {
-                return chosen;
+                return chosen
+                    .into_iter()
+                    .map(|(i, growth_only)| Target {
+                        key: candidates[i].c.key.clone(),
+                        reason: candidates[i].variant.reason(),
+                        growth_only,
+                    })
+                    .collect();
             }
             continue;
         }
@@ -357,7 +366,7 @@ pub fn find_targets(
 }
 
 /// Kueue's `candidateIsValid`, on the tree as the search has changed it so far.
-pub(super) fn still_valid(tree: &QuotaTree, p: &Preemptor<'_>, e: &Elem<'_>, allow_borrowing: bool) -> bool {
+fn still_valid(tree: &QuotaTree, p: &Preemptor<'_>, e: &Elem<'_>, allow_borrowing: bool) -> bool {
     let Some(lca) = e.lca else {
         return true;
     };

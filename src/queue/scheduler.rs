@@ -30,6 +30,13 @@ pub(super) struct AdmittedWorkload {
 }
 
 impl AdmittedWorkload {
+    /// It holds no more than its floor (or has none).
+    pub(super) fn at_floor(&self) -> bool {
+        self.floor
+            .as_ref()
+            .is_none_or(|f| self.usage.iter().all(|(fr, v)| *v <= f.get(fr).copied().unwrap_or_default()))
+    }
+
     /// This workload as a preemption candidate of ClusterQueue `cq_idx` (the scheduler's search and
     /// `explain`'s account of it build the same one).
     pub(super) fn candidate<'a>(&'a self, key: &'a WorkloadKey, cq_idx: usize) -> Candidate<'a> {
@@ -566,7 +573,7 @@ impl AdmissionCore {
             a.admission = admission.clone();
             a.usage = usage;
             // A victim whose growth was taken lets go of it here: it is no longer being evicted.
-            if a.taking_growth && super::floor::at_floor(a) {
+            if a.taking_growth && a.at_floor() {
                 a.taking_growth = false;
                 a.evicting = false;
             }

@@ -148,9 +148,15 @@ async fn a_high_priority_workload_takes_only_the_upgrades_growth() {
     assert_eq!(s.pods_of(&old).await.len(), 2, "the serving cluster keeps its pods");
     let note = growth_event(&s, "rs").await;
     assert!(note.contains("InClusterQueue"), "{note}");
-    let rs = s.services().get("rs").await.unwrap();
-    let upgrading = rs.status.as_ref().and_then(|st| st.conditions.as_ref()).and_then(|c| c.iter().find(|c| c.type_ == "UpgradeInProgress")).cloned();
-    assert!(upgrading.as_ref().is_some_and(|c| c.message.contains("upgrade's growth was taken") && c.message.contains("InClusterQueue")), "{upgrading:?}");
+    // The service's condition says why its upgrade waits again (its controller's next pass).
+    s.wait_rs("rs", "UpgradeInProgress to say the growth was taken", |rs| {
+        rs.status
+            .as_ref()
+            .and_then(|st| st.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "UpgradeInProgress"))
+            .is_some_and(|c| c.message.contains("upgrade's growth was taken") && c.message.contains("InClusterQueue"))
+    })
+    .await;
     // Service 2 + urgent 2: the growth went, nothing more.
     s.wait_cq_cpu(4000).await;
     assert!(s.clusters().get_opt(&p).await.unwrap().is_some(), "the pending cluster stays, gated");
