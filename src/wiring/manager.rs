@@ -68,6 +68,8 @@ pub struct ManagerOptions {
     pub webhook: Option<super::webhook::WebhookServing>,
     /// The job kinds managed (Kueue's `integrations.frameworks`, `--config`).
     pub frameworks: crate::api::kueue::config::Frameworks,
+    /// Kueue's `manageJobsWithoutQueueName` and `managedJobsNamespaceSelector` (`--config`).
+    pub managed_jobs: crate::api::kueue::config::ManagedJobs,
 }
 
 impl Default for ManagerOptions {
@@ -94,6 +96,7 @@ impl Default for ManagerOptions {
             prioritize_preemptor_workloads: false,
             webhook: None,
             frameworks: Default::default(),
+            managed_jobs: Default::default(),
         }
     }
 }
@@ -160,6 +163,7 @@ pub async fn run_manager(
         managed_kinds: Arc::new(super::frameworks::managed_kinds(opts.frameworks)),
         wait_for_pods_ready: opts.pods_ready.is_some(),
         metrics: metrics.clone(),
+        managed_jobs: Arc::new(opts.managed_jobs.clone()),
     };
     tasks.extend(super::frameworks::spawn(opts.frameworks, &jobs, &cancel));
     if let Some(after) = opts.workload_retention {
@@ -394,7 +398,7 @@ pub async fn run_embedded(
     opts: EmbeddedOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ManagerError> {
-    let admission = embedded::QuotagateAdmission { gates: opts.manager.ray_gates, frameworks: opts.manager.frameworks };
+    let admission = embedded::QuotagateAdmission { gates: opts.manager.ray_gates, frameworks: opts.manager.frameworks, managed: opts.manager.managed_jobs.clone() };
     let server = EmbeddedServer::new(&crate::api::all_crds(), Arc::new(admission));
     run_embedded_on(server, opts, shutdown).await
 }

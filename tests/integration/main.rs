@@ -23,6 +23,7 @@ mod kueue_scheduler_more;
 mod kubectl_incremental;
 mod kubectl_operators;
 mod kueuectl;
+mod manage_without_queue;
 mod metrics;
 mod mixed_gpu;
 mod pod_ledger;
