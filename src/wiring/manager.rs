@@ -135,15 +135,21 @@ pub async fn run_manager(
         serve_health(addr, &client, &opts, &health, &cancel, &mut tasks).await?;
     }
     let (mut lease_task, rx) = start_leader_election(&client, &opts, &metrics, &mut tasks);
-    if let Some(w) = opts.webhook.clone() {
-        // The aggregated API groups ride on the webhook's TLS port (config/apiservice/).
-        let groups = super::explain::router(opts.explanations.clone()).merge(super::visibility::router(client.clone()));
-        let policy = super::webhook::Policy { gates: opts.ray_gates, frameworks: opts.frameworks };
-        tasks.extend(super::webhook::spawn(client.clone(), w, rx.clone(), health.clone(), policy, groups, cancel.clone()));
-    }
     let notify = Arc::new(Notify::new());
     let (caches, cache_tasks) = Caches::start(&client, notify.clone());
     tasks.extend(cache_tasks);
+    if let Some(w) = opts.webhook.clone() {
+        // The aggregated API groups ride on the webhook's TLS port (config/apiservice/).
+        let groups = super::explain::router(opts.explanations.clone()).merge(super::visibility::router(client.clone()));
+        let namespaces = super::webhook::NamespaceLookup { namespaces: caches.namespaces.clone(), local_queues: caches.local_queues.clone() };
+        let policy = super::webhook::Policy {
+            gates: opts.ray_gates,
+            frameworks: opts.frameworks,
+            managed: opts.managed_jobs.clone(),
+            namespaces: Some(namespaces),
+        };
+        tasks.extend(super::webhook::spawn(client.clone(), w, rx.clone(), health.clone(), policy, groups, cancel.clone()));
+    }
     if let Some(ui) = &opts.ui {
         // Every replica serves it from its own caches: reads need no leadership.
         tasks.extend(super::ui::spawn(&client, &caches, ui, cancel.clone()));
