@@ -565,14 +565,20 @@ async fn shutdown_signal() {
 
 /// The embedded API server every command serves: quotagate's CRDs and admission, kept in
 /// `data_dir` when given.
-fn embedded_server(data_dir: Option<PathBuf>, event_ttl: Duration, limits: Option<ApiLimitsArgs>, frameworks: quotagate::api::kueue::config::Frameworks) -> anyhow::Result<Arc<quotagate::embedded::EmbeddedServer>> {
+fn embedded_server(
+    data_dir: Option<PathBuf>,
+    event_ttl: Duration,
+    limits: Option<ApiLimitsArgs>,
+    frameworks: quotagate::api::kueue::config::Frameworks,
+    managed: quotagate::api::kueue::config::ManagedJobs,
+) -> anyhow::Result<Arc<quotagate::embedded::EmbeddedServer>> {
     use quotagate::embedded::{EmbeddedServer, QuotagateAdmission, ServerConfig};
     let mut config = ServerConfig { data_dir, event_ttl, ..ServerConfig::default() };
     if let Some(l) = limits {
         config.listener = l.limits();
         config.store = l.store();
     }
-    let server = EmbeddedServer::open(&quotagate::api::all_crds(), Arc::new(QuotagateAdmission { frameworks, ..QuotagateAdmission::default() }), config)?;
+    let server = EmbeddedServer::open(&quotagate::api::all_crds(), Arc::new(QuotagateAdmission { frameworks, managed, ..QuotagateAdmission::default() }), config)?;
     if let Some(file) = server.store.data_file() {
         tracing::info!(file = %file.display(), resource_version = server.store.restored_rv(), "state loaded from the data directory");
     }
@@ -640,6 +646,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         prioritize_preemptor_workloads: args.prioritize_preemptor_workloads
             || config.as_ref().is_some_and(|c| c.prioritize_preemptor_workloads()),
         frameworks: config.as_ref().map(|c| c.frameworks()).unwrap_or_default(),
+        managed_jobs: config.as_ref().map(|c| c.managed_jobs()).unwrap_or_default(),
         ..ManagerOptions::default()
     };
     if let Some(id) = &args.identity {
@@ -649,8 +656,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         let mut sims = args.sim.sims();
         args.pods.apply(&mut sims)?;
         let embedded = EmbeddedOptions { listen: args.listen, kubeconfig_out: args.kubeconfig_out.clone(), manager: opts, sims, ray_sims: args.sim.ray_sims() };
-        let frameworks = embedded.manager.frameworks;
-        manager::run_embedded_on(embedded_server(args.data_dir.clone(), args.event_ttl, Some(args.limits), frameworks)?, embedded, shutdown_signal()).await?;
+        let (frameworks, managed) = (embedded.manager.frameworks, embedded.manager.managed_jobs.clone());
+        manager::run_embedded_on(embedded_server(args.data_dir.clone(), args.event_ttl, Some(args.limits), frameworks, managed)?, embedded, shutdown_signal()).await?;
         return Ok(());
     }
     let client = match &args.kubeconfig {
@@ -693,7 +700,7 @@ async fn demo(listen: Option<SocketAddr>, kubeconfig_out: Option<PathBuf>, step_
         // --json keeps stdout for the timeline.
         if json { eprintln!("{}", ui.announcement()) } else { println!("{}", ui.announcement()) }
     }
-    let server = embedded_server(data_dir, quotagate::embedded::events::DEFAULT_TTL, None, Default::default())?;
+    let server = embedded_server(data_dir, quotagate::embedded::events::DEFAULT_TTL, None, Default::default(), Default::default())?;
     // A data directory that already holds a cluster: its objects would collide with the script's.
     let restored = server.store.restored_rv() > 0;
     let client = server.client();

@@ -11,6 +11,7 @@ use super::ray::validation::RayFeatureGates;
 use super::validation::{FieldError, Path};
 use super::kueue;
 use super::kueue::config::Frameworks;
+use super::kueue::managed_jobs::{JobNamespace, ManagedJobs};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Operation {
@@ -200,11 +201,26 @@ pub fn admit_with(op: Operation, new: &mut Value, old: Option<&Value>, gates: Ra
 /// `admit_with`, judging only the job kinds of `frameworks` as Kueue jobs (`integrations.frameworks`:
 /// Kueue registers no webhook for a framework it does not manage).
 pub fn admit_for(op: Operation, new: &mut Value, old: Option<&Value>, gates: RayFeatureGates, frameworks: Frameworks) -> Result<(), Vec<FieldError>> {
+    admit_in(op, new, old, gates, frameworks, &ManagedJobs::default(), &JobNamespace::default())
+}
+
+/// `admit_for` under the configuration's `manageJobsWithoutQueueName` and
+/// `managedJobsNamespaceSelector`, knowing the object's namespace (its labels, and whether a
+/// `default` LocalQueue is there for Kueue's LocalQueueDefaulting).
+pub fn admit_in(
+    op: Operation,
+    new: &mut Value,
+    old: Option<&Value>,
+    gates: RayFeatureGates,
+    frameworks: Frameworks,
+    managed: &ManagedJobs,
+    ns: &JobNamespace,
+) -> Result<(), Vec<FieldError>> {
     if super::batch::is_job(new) {
         if !frameworks.batch_job {
             return Ok(());
         }
-        let errors = super::batch::admit(op == Operation::Create, new, old);
+        let errors = super::batch::admit_in(op == Operation::Create, new, old, managed, ns, frameworks);
         return if errors.is_empty() { Ok(()) } else { Err(errors) };
     }
     if super::pod::is_pod(new) {
@@ -212,12 +228,19 @@ pub fn admit_for(op: Operation, new: &mut Value, old: Option<&Value>, gates: Ray
         if !frameworks.pod {
             return Ok(());
         }
-        let errors = super::pod::admit(op == Operation::Create, new, old, frameworks);
+        let errors = super::pod::admit_in(op == Operation::Create, new, old, frameworks, managed, ns);
         return if errors.is_empty() { Ok(()) } else { Err(errors) };
     }
     let (api_version, kind) = kind_of(new);
     if !super::manifest::is_managed(api_version, kind) {
         return Ok(());
+    }
+    // Kueue's Ray webhooks default the queue name too (LocalQueueDefaulting); the Ray kinds are managed
+    // by their queue label only (manageJobsWithoutQueueName is not applied to them).
+    let child = super::pod::owner_managed(new, frameworks) || super::ray::child_guard::owned_by_service(new) || owned_by_ray_job(new);
+    if op == Operation::Create && is_ray_job(api_version, kind) && ns.default_queue && !child && !(kind == "RayJob" && uses_cluster_selector(new)) {
+        let queue_only = ManagedJobs { without_queue_name: false, ..managed.clone() };
+        queue_only.default_new_job(new, ns);
     }
     default_object(op, new);
     let mut errors = check_document_with(new, gates).problems;

@@ -7,7 +7,9 @@ use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
+use super::kueue::config::Frameworks;
 use super::kueue::constants::label;
+use super::kueue::managed_jobs::{JobNamespace, ManagedJobs};
 use super::validation::{FieldError, Path};
 
 pub const API_VERSION: &str = "batch/v1";
@@ -83,16 +85,29 @@ fn queue_name(meta: &ObjectMeta) -> Option<&str> {
 
 /// Kueue's `ApplyDefaultForSuspend`: a queue-labelled Job is created suspended. True when changed.
 pub fn default_job(obj: &mut Value) -> bool {
-    let queued = obj.pointer("/metadata/labels").and_then(|l| l.get(label::QUEUE_NAME)).and_then(Value::as_str).is_some_and(|q| !q.is_empty());
-    if !queued {
+    default_job_in(obj, &ManagedJobs::default(), &JobNamespace::default(), Frameworks::default())
+}
+
+/// Kueue's Job webhook `Default` on create: the queue name defaulted to the `default` LocalQueue when
+/// it exists, then the Job suspended when Kueue manages it (a queue name, or none under
+/// `manageJobsWithoutQueueName` in a selected namespace), unless a managed job owns it. True when
+/// changed.
+pub fn default_job_in(obj: &mut Value, managed: &ManagedJobs, ns: &JobNamespace, frameworks: Frameworks) -> bool {
+    if super::pod::owner_managed(obj, frameworks) {
         return false;
+    }
+    let before = obj.pointer("/metadata/labels").cloned();
+    let suspend = managed.default_new_job(obj, ns);
+    let relabelled = obj.pointer("/metadata/labels").cloned() != before;
+    if !suspend {
+        return relabelled;
     }
     match obj.get_mut("spec").and_then(Value::as_object_mut) {
         Some(spec) if spec.get("suspend") != Some(&Value::Bool(true)) => {
             spec.insert("suspend".to_string(), Value::Bool(true));
             true
         }
-        _ => false,
+        _ => relabelled,
     }
 }
 
@@ -212,8 +227,13 @@ pub fn validate_update(new: &Job, old: &Job) -> Vec<FieldError> {
 /// Defaults and validates a Job write (the embedded server's and the webhook's Job rules). Objects
 /// that are not Jobs, or do not parse as one, are left to the schema check.
 pub fn admit(create: bool, new: &mut Value, old: Option<&Value>) -> Vec<FieldError> {
+    admit_in(create, new, old, &ManagedJobs::default(), &JobNamespace::default(), Frameworks::default())
+}
+
+/// [`admit`] knowing the configuration's managed-jobs switches and the Job's namespace.
+pub fn admit_in(create: bool, new: &mut Value, old: Option<&Value>, managed: &ManagedJobs, ns: &JobNamespace, frameworks: Frameworks) -> Vec<FieldError> {
     if create {
-        default_job(new);
+        default_job_in(new, managed, ns, frameworks);
     }
     let Ok(job) = serde_json::from_value::<Job>(new.clone()) else {
         return Vec::new();

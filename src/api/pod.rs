@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 
 use super::kueue::config::Frameworks;
 use super::kueue::constants::label;
+use super::kueue::managed_jobs::{JobNamespace, ManagedJobs};
 use super::validation::{FieldError, Path};
 
 /// The scheduling gate that holds a queue-managed Pod until its Workload is admitted.
@@ -29,7 +30,7 @@ pub const RETRIABLE_IN_GROUP_ANNOTATION: &str = "kueue.x-k8s.io/retriable-in-gro
 pub const TERMINATION_TARGET: &str = "TerminationTarget";
 /// Namespaces Kueue's default `managedJobsNamespaceSelector` leaves alone (the system's and the
 /// controller's own).
-pub const UNMANAGED_NAMESPACES: [&str; 3] = ["kube-system", "kueue-system", "quotagate-system"];
+pub const UNMANAGED_NAMESPACES: [&str; 3] = super::kueue::managed_jobs::DEFAULT_UNMANAGED_NAMESPACES;
 
 pub fn is_pod(obj: &Value) -> bool {
     obj.get("apiVersion").and_then(Value::as_str) == Some("v1") && obj.get("kind").and_then(Value::as_str) == Some("Pod")
@@ -114,13 +115,13 @@ pub fn role_hash(pod: &Pod) -> String {
     digest.iter().take(4).map(|b| format!("{b:02x}")).collect()
 }
 
-fn namespace_managed(obj: &Value) -> bool {
-    let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default");
-    !UNMANAGED_NAMESPACES.contains(&ns)
+fn namespace_of(obj: &Value) -> &str {
+    obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default")
 }
 
-/// Kueue does not gate a Pod whose controller is a job kind it manages (that job's Workload covers it).
-fn owner_managed(obj: &Value, frameworks: Frameworks) -> bool {
+/// Kueue does not gate a Pod (nor suspend a job) whose controller is a job kind it manages (that
+/// job's Workload covers it).
+pub(crate) fn owner_managed(obj: &Value, frameworks: Frameworks) -> bool {
     obj.pointer("/metadata/ownerReferences").and_then(Value::as_array).is_some_and(|owners| {
         owners.iter().filter(|o| o.get("controller") == Some(&Value::Bool(true))).any(|o| {
             let av = o.get("apiVersion").and_then(Value::as_str).unwrap_or("");
@@ -139,8 +140,17 @@ fn owner_managed(obj: &Value, frameworks: Frameworks) -> bool {
 /// gets the finalizer, the managed label and the admission gate (and, in a group, its role hash).
 /// True when the object was changed.
 pub fn default_pod(obj: &mut Value, frameworks: Frameworks) -> bool {
-    let queued = obj.pointer("/metadata/labels").and_then(|l| l.get(label::QUEUE_NAME)).and_then(Value::as_str).is_some_and(|q| !q.is_empty());
-    if !queued || !namespace_managed(obj) || owner_managed(obj, frameworks) {
+    default_pod_in(obj, frameworks, &ManagedJobs::default(), &JobNamespace::default())
+}
+
+/// [`default_pod`] under the configuration's switches: only in a namespace the
+/// `managedJobsNamespaceSelector` picks; the queue name defaulted to the `default` LocalQueue when it
+/// exists; a Pod with no queue name managed too under `manageJobsWithoutQueueName`.
+pub fn default_pod_in(obj: &mut Value, frameworks: Frameworks, managed: &ManagedJobs, ns: &JobNamespace) -> bool {
+    if owner_managed(obj, frameworks) || !managed.namespace_matches(namespace_of(obj), &ns.labels) {
+        return false;
+    }
+    if !managed.default_new_job(obj, ns) {
         return false;
     }
     let Ok(mut pod) = serde_json::from_value::<Pod>(obj.clone()) else {
@@ -244,11 +254,16 @@ pub fn validate_update(new: &Pod, old: &Pod) -> Vec<FieldError> {
 /// Defaults and validates a Pod write, as the embedded server's and the webhook's pod rules. Pods in
 /// unmanaged namespaces, and objects that do not parse as a Pod, are left alone.
 pub fn admit(create: bool, new: &mut Value, old: Option<&Value>, frameworks: Frameworks) -> Vec<FieldError> {
-    if !namespace_managed(new) {
+    admit_in(create, new, old, frameworks, &ManagedJobs::default(), &JobNamespace::default())
+}
+
+/// [`admit`] knowing the configuration's managed-jobs switches and the Pod's namespace.
+pub fn admit_in(create: bool, new: &mut Value, old: Option<&Value>, frameworks: Frameworks, managed: &ManagedJobs, ns: &JobNamespace) -> Vec<FieldError> {
+    if !managed.namespace_matches(namespace_of(new), &ns.labels) {
         return Vec::new();
     }
     if create {
-        default_pod(new, frameworks);
+        default_pod_in(new, frameworks, managed, ns);
     }
     let Ok(pod) = serde_json::from_value::<Pod>(new.clone()) else {
         return Vec::new();

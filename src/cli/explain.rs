@@ -1,4 +1,4 @@
-//! `quotagate explain workload|rayservice|raycluster NAME [-n NS]`: why it is pending or gated, in
+//! `quotagate explain workload|rayservice|raycluster|rayjob NAME [-n NS]`: why it is pending or gated, in
 //! numbers. The numbers are the scheduler's own record of its last decision on the workload, served
 //! by the manager (`explain.quotagate.io`, see `wiring::explain`); for a RayService, also its upgrade
 //! state and the gate of each child, computed with the gate's own function (`demand::allowed_pods`).
@@ -16,7 +16,7 @@ use crate::api::quantity::{Quantity, resource_value};
 use crate::queue::amount::{Amount, FlavorResource};
 use crate::api::kueue::constants::condition;
 use crate::api::ray::constants::ANNOTATION_ADMISSION_GATED;
-use crate::api::ray::{RayCluster, RayService};
+use crate::api::ray::{RayCluster, RayJob, RayService};
 use crate::cli::plan::render::{flavor_table, holder_table, table};
 use crate::queue::Explanation;
 use crate::rayservice::job::demand::{self, admitted_slice, allowed_pods, child_demand};
@@ -28,6 +28,7 @@ pub enum Kind {
     Workload,
     Rayservice,
     Raycluster,
+    Rayjob,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -265,6 +266,10 @@ pub async fn raycluster(client: &Client, namespace: &str, name: &str) -> Result<
         let body = rayservice(client, namespace, &owner.name).await?;
         return Ok(format!("RayCluster {namespace}/{name} belongs to RayService {}; its quota is the service's.\n{body}", owner.name));
     }
+    if let Some(owner) = rc.owner_references().iter().find(|o| o.kind == "RayJob" && o.controller == Some(true)) {
+        let body = rayjob(client, namespace, &owner.name).await?;
+        return Ok(format!("RayCluster {namespace}/{name} belongs to RayJob {}; its quota is the job's.\n{body}", owner.name));
+    }
     let wls = Api::<Workload>::namespaced(client.clone(), namespace)
         .list(&ListParams::default())
         .await
@@ -288,8 +293,42 @@ pub async fn raycluster(client: &Client, namespace: &str, name: &str) -> Result<
     })
 }
 
+/// A RayJob: where KubeRay's state machine is, then its Workload's story (admitted with its podsets'
+/// flavors, or why it waits, in numbers), or why it has none.
+pub async fn rayjob(client: &Client, namespace: &str, name: &str) -> Result<String, ExplainError> {
+    let get = |kind: &'static str| move |source| ExplainError::Get { kind, namespace: namespace.into(), name: name.into(), source };
+    let job = Api::<RayJob>::namespaced(client.clone(), namespace).get(name).await.map_err(get("RayJob"))?;
+    let status = job.status.clone().unwrap_or_default();
+    let mut out = format!("RayJob {namespace}/{name}\n");
+    let _ = writeln!(
+        out,
+        "jobDeploymentStatus {}, jobStatus {}, cluster {}{}",
+        status.job_deployment_status.map_or("-", |d| d.as_str()),
+        status.job_status.map_or("-", |s| s.as_str()),
+        status.ray_cluster_name.as_deref().filter(|n| !n.is_empty()).unwrap_or("-"),
+        if job.spec.is_suspended() { ", suspended" } else { "" },
+    );
+    if let Some(m) = status.message.as_deref().filter(|m| !m.is_empty()) {
+        let _ = writeln!(out, "message: {m}");
+    }
+    if job.spec.uses_cluster_selector() {
+        out.push_str("it runs on an existing RayCluster (spec.clusterSelector): not queue-managed, as in Kueue\n");
+        return Ok(out);
+    }
+    let wls = Api::<Workload>::namespaced(client.clone(), namespace).list(&ListParams::default()).await.map_err(get("Workloads of RayJob"))?.items;
+    let mut owned = owned_by(&wls, "RayJob", name);
+    // The open one tells why it waits or what it holds; else the last finished one how it ended.
+    owned.sort_by_key(|w| (!w.is_finished(), w.metadata.creation_timestamp.as_ref().map(|t| t.0)));
+    match owned.last() {
+        Some(w) => out.push_str(&workload(client, namespace, &w.name_any()).await?),
+        None => out.push_str("no Workload: it is not queue-managed (no kueue.x-k8s.io/queue-name label) or not reconciled yet\n"),
+    }
+    Ok(out)
+}
+
 pub async fn run(client: &Client, kind: Kind, namespace: &str, name: &str) -> Result<String, ExplainError> {
     match kind {
+        Kind::Rayjob => rayjob(client, namespace, name).await,
         Kind::Workload => workload(client, namespace, name).await,
         Kind::Rayservice => rayservice(client, namespace, name).await,
         Kind::Raycluster => raycluster(client, namespace, name).await,

@@ -2,6 +2,7 @@
 //! object is stored. Mutating (defaulting) first, then validating, as a real API server's chain does.
 
 use super::registry::ResourceInfo;
+use crate::api::kueue::managed_jobs::{JobNamespace, ManagedJobs};
 use crate::api::ray::validation::RayFeatureGates;
 use crate::api::validation::FieldError;
 use serde_json::Value;
@@ -17,6 +18,12 @@ pub enum Operation {
 pub trait AdmissionHook: Send + Sync {
     /// Default `new` in place, then validate it; errors become a 422 `Invalid` Status with one cause each.
     fn admit(&self, op: Operation, resource: &ResourceInfo, new: &mut Value, old: Option<&Value>) -> Result<(), Vec<FieldError>>;
+
+    /// `admit`, with what the server knows of the object's namespace (Kueue's webhooks read the
+    /// Namespace and the `default` LocalQueue). Hooks that need none of it keep the default.
+    fn admit_in(&self, op: Operation, resource: &ResourceInfo, new: &mut Value, old: Option<&Value>, _ns: &JobNamespace) -> Result<(), Vec<FieldError>> {
+        self.admit(op, resource, new, old)
+    }
 }
 
 /// Admits everything unchanged.
@@ -31,21 +38,27 @@ impl AdmissionHook for AllowAll {
 /// quotagate's own admission (`api::admission::admit`): the same defaulting and validation the webhook
 /// applies in a real cluster, so the embedded server rejects what a real cluster with quotagate would,
 /// under the same Ray feature gates (`Default`: KubeRay's defaults).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct QuotagateAdmission {
     pub gates: RayFeatureGates,
     /// The job kinds judged as Kueue jobs (`integrations.frameworks`).
     pub frameworks: crate::api::kueue::config::Frameworks,
+    /// `manageJobsWithoutQueueName` and `managedJobsNamespaceSelector`.
+    pub managed: ManagedJobs,
 }
 
 impl AdmissionHook for QuotagateAdmission {
-    fn admit(&self, op: Operation, _: &ResourceInfo, new: &mut Value, old: Option<&Value>) -> Result<(), Vec<FieldError>> {
+    fn admit(&self, op: Operation, info: &ResourceInfo, new: &mut Value, old: Option<&Value>) -> Result<(), Vec<FieldError>> {
+        self.admit_in(op, info, new, old, &JobNamespace::default())
+    }
+
+    fn admit_in(&self, op: Operation, _: &ResourceInfo, new: &mut Value, old: Option<&Value>, ns: &JobNamespace) -> Result<(), Vec<FieldError>> {
         let op = match op {
             Operation::Create => crate::api::admission::Operation::Create,
             // Status writes are validated as updates too: a real server checks the whole object's schema.
             Operation::Update | Operation::UpdateStatus => crate::api::admission::Operation::Update,
         };
-        crate::api::admission::admit_for(op, new, old, self.gates, self.frameworks)
+        crate::api::admission::admit_in(op, new, old, self.gates, self.frameworks, &self.managed, ns)
     }
 }
 

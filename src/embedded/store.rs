@@ -216,8 +216,23 @@ fn json_type(v: &Value) -> &'static str {
     }
 }
 
+use crate::api::kueue::constants::DEFAULT_LOCAL_QUEUE_NAME;
+use crate::api::kueue::managed_jobs::JobNamespace;
+
 fn ns_key() -> ResourceKey {
     ResourceKey { group: String::new(), plural: "namespaces".into() }
+}
+
+/// What Kueue's job webhooks read of a namespace: its labels, and whether the `default` LocalQueue is
+/// there.
+fn job_namespace(inner: &Inner, ns: &str) -> JobNamespace {
+    let labels = inner
+        .lookup(&ns_key(), "", ns)
+        .and_then(|n| n.pointer("/metadata/labels"))
+        .and_then(|l| serde_json::from_value(l.clone()).ok())
+        .unwrap_or_default();
+    let lq = ResourceKey { group: "kueue.x-k8s.io".into(), plural: "localqueues".into() };
+    JobNamespace { labels, default_queue: inner.lookup(&lq, ns, DEFAULT_LOCAL_QUEUE_NAME).is_some() }
 }
 
 fn owner_uids(obj: &Value) -> Vec<String> {
@@ -530,9 +545,10 @@ impl Store {
         self.synced(rv).await
     }
 
-    fn admit(&self, op: Operation, info: &ResourceInfo, new: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
+    fn admit(&self, inner: &Inner, op: Operation, info: &ResourceInfo, new: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
+        let ns = if info.namespaced { job_namespace(inner, meta_str(new, "namespace")) } else { JobNamespace::default() };
         self.admission
-            .admit(op, info, new, old)
+            .admit_in(op, info, new, old, &ns)
             .map_err(|errs| ApiError::invalid(&info.qualified_kind(), meta_str(new, "name"), &errs).details(meta_str(new, "name"), &info.group, &info.kind))
     }
 
@@ -603,7 +619,7 @@ impl Store {
         if inner.lookup(&key, &nsk, &name).is_some() {
             return Err(ApiError::already_exists(&info.qualified_plural(), &name).details(&name, &info.group, &info.plural));
         }
-        self.admit(Operation::Create, info, &mut obj, None)?;
+        self.admit(inner, Operation::Create, info, &mut obj, None)?;
         let bytes = sized(info, &obj)?;
         inner.within_quota(0, bytes)?;
         if dry_run {
@@ -697,7 +713,7 @@ impl Store {
             invalid_meta(info, &next)?;
         }
         let op = if status { Operation::UpdateStatus } else { Operation::Update };
-        self.admit(op, info, &mut next, Some(old))?;
+        self.admit(inner, op, info, &mut next, Some(old))?;
         if meta::same_content(&next, old) {
             return Ok(old.clone());
         }

@@ -10,7 +10,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -33,6 +33,7 @@ use super::refusal;
 use super::shell;
 use super::workload::{WorkloadOptions, construct_workload, prepare_workload_slice};
 use crate::api::kueue::constants::{ANNOTATION_UPGRADE_CLAIM, label};
+use crate::api::kueue::managed_jobs::ManagedJobs;
 use crate::api::merge_patch::guarded;
 use crate::api::kueue::{PodSet, Workload, WorkloadPriorityClass};
 
@@ -55,6 +56,9 @@ pub trait JobKind: GenericJob + Send + Sync + Sized + 'static {
         client: &Client,
     ) -> impl Future<Output = Result<Self, kube::Error>> + Send;
     fn object(&self) -> &Self::Object;
+    /// Whether `manageJobsWithoutQueueName` applies to this kind (it does in Kueue for every kind;
+    /// quotagate applies it to the kinds whose webhook suspends or gates them without a queue name).
+    const MANAGED_WITHOUT_QUEUE_NAME: bool = false;
     /// Extra watches that should wake the job (beyond its own object and its Workloads).
     fn watches(controller: Controller<Self::Object>, _client: &Client) -> Controller<Self::Object> {
         controller
@@ -130,6 +134,8 @@ pub enum Step {
     Suspend,
     /// Elastic job, pending workload or admitted and shrinking: take the job's new pod counts in place.
     UpdateCounts(String),
+    /// The suspended job's queue label changed: its waiting Workload follows it.
+    UpdateQueueName(String),
     /// The workload's podsets become these (a pending workload or replacement following the job's
     /// demand, or an admitted slice shrinking in place with its podsets kept).
     ReplacePodSets {
@@ -188,9 +194,16 @@ fn put_floor(job: &dyn GenericJob, wl: &mut Workload) {
     }
 }
 
-/// Kueue's reconcile order, reduced to what quotagate's jobs need.
+/// Kueue's reconcile order, reduced to what quotagate's jobs need, for a job that is Kueue's when it
+/// has a queue name.
 pub fn plan(job: &dyn GenericJob, workloads: &[&Workload]) -> Result<Step, JobFrameworkError> {
-    if queue_name(job.meta()).is_none() || job.meta().deletion_timestamp.is_some() {
+    plan_managed(job, workloads, queue_name(job.meta()).is_some())
+}
+
+/// [`plan`] for a job whose management was decided by the caller (`managed`: it has a queue name,
+/// or Kueue's `manageJobsWithoutQueueName` takes it; its Workload then has no queue and waits).
+pub fn plan_managed(job: &dyn GenericJob, workloads: &[&Workload], managed: bool) -> Result<Step, JobFrameworkError> {
+    if !managed || job.meta().deletion_timestamp.is_some() {
         return Ok(Step::Ignore);
     }
     // Kueue's `JobWithSkip`: e.g. a RayJob on an existing cluster is not queue-managed.
@@ -289,6 +302,12 @@ pub fn plan(job: &dyn GenericJob, workloads: &[&Workload]) -> Result<Step, JobFr
     }
     if !reserved && !job.is_suspended() {
         return Ok(Step::Suspend);
+    }
+    // Kueue: a suspended job whose queue label changed moves its waiting Workload to that queue (a job
+    // managed without a queue name gets one this way).
+    let wl_queue = wl.spec.queue_name.as_deref().filter(|q| !q.is_empty());
+    if !reserved && job.is_suspended() && wl_queue != queue_name(job.meta()) {
+        return Ok(Step::UpdateQueueName(name));
     }
     Ok(Step::Nothing)
 }
@@ -396,9 +415,23 @@ pub struct JobContext {
     pub wait_for_pods_ready: bool,
     /// Where waitForPodsReady's time-to-ready histograms are observed.
     pub metrics: Arc<super::metrics::Metrics>,
+    /// `manageJobsWithoutQueueName` and `managedJobsNamespaceSelector`.
+    pub managed_jobs: Arc<ManagedJobs>,
 }
 
 impl JobContext {
+    /// Kueue's reconciler: a job of a kind that allows it, with no queue name, is managed under
+    /// `manageJobsWithoutQueueName` when the selector picks its namespace (read from the API).
+    pub async fn manages_without_queue_name(&self, ns: &str) -> Result<bool, kube::Error> {
+        if !self.managed_jobs.without_queue_name {
+            return Ok(false);
+        }
+        // A list by name: the manager's Role may list and watch namespaces, not get them.
+        let found = Api::<Namespace>::all(self.client.clone()).list(&ListParams::default().fields(&format!("metadata.name={ns}"))).await?;
+        let labels = found.items.into_iter().next().and_then(|n| n.metadata.labels).unwrap_or_default();
+        Ok(self.managed_jobs.manages_without_queue_name(ns, &labels))
+    }
+
     /// True when `meta`'s controller owner is a managed job kind (Kueue: such a job gets no Workload of
     /// its own; its parent's Workload covers it).
     pub fn owned_by_managed_parent(&self, meta: &ObjectMeta) -> bool {
@@ -476,7 +509,8 @@ pub async fn reconcile<J: JobKind>(
         owned: &owned,
     };
     let refs: Vec<&Workload> = owned.iter().collect();
-    let step = match plan(&job, &refs) {
+    let managed = queue_name(obj.meta()).is_some() || (J::MANAGED_WITHOUT_QUEUE_NAME && ctx.manages_without_queue_name(&pass.ns).await?);
+    let step = match plan_managed(&job, &refs, managed) {
         Ok(step) => step,
         // The job's demand cannot be a Workload (e.g. more podsets than Kueue allows): retrying the same
         // spec cannot fix it, so say so on the job and wait for it to change.
@@ -547,6 +581,7 @@ impl<J: JobKind> Pass<'_, J> {
         match step {
             Step::Ignore | Step::Nothing => {}
             Step::UpdateCounts(name) => self.update_counts(job, name).await?,
+            Step::UpdateQueueName(name) => self.update_queue_name(job, name).await?,
             Step::ReplacePodSets { name, pod_sets } => self.replace_pod_sets(job, name, pod_sets).await?,
             Step::SuspendThenCreate | Step::Suspend if J::STOPS_ITSELF => {
                 // Kueue's words: a job running with no Workload, or with one that holds no quota.
@@ -599,6 +634,13 @@ impl<J: JobKind> Pass<'_, J> {
                 ps.count = c.count;
             }
         }
+        self.wl_api.replace(name, &PostParams::default(), &wl).await?;
+        Ok(())
+    }
+
+    async fn update_queue_name(&self, job: &J, name: &str) -> Result<(), JobError> {
+        let mut wl = self.find(name)?.clone();
+        wl.spec.queue_name = queue_name(job.meta()).map(str::to_string);
         self.wl_api.replace(name, &PostParams::default(), &wl).await?;
         Ok(())
     }

@@ -58,7 +58,7 @@ pub mod workload;
 
 pub use error::JobFrameworkError;
 pub use interface::*;
-pub use job_controller::{JobContext, JobKind, Step, owned_workloads, plan};
+pub use job_controller::{JobContext, JobKind, Step, owned_workloads, plan, plan_managed};
 pub use podset_info::{PodSetInfo, merge_all, merge_into_template, restore_template};
 pub use slices::{is_evicted, replacement_for};
 

@@ -304,8 +304,8 @@ mod tests {
         assert!(bad(|o| o.image = "a b".into()).starts_with("--image"));
         assert!(bad(|o| o.replicas = 1000).starts_with("--replicas 1000"));
         assert!(bad(|o| o.log_level = "quotagate=loud".into()).starts_with("--log-level"));
-        let e = bad(|o| o.config = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nmanageJobsWithoutQueueName: true\n".into());
-        assert!(e.starts_with("--config: ") && e.contains("manageJobsWithoutQueueName"), "{e}");
+        let e = bad(|o| o.config = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nresources:\n  transformations:\n  - input: x\n".into());
+        assert!(e.starts_with("--config: ") && e.contains("resources.transformations"), "{e}");
     }
 
     /// The webhook configurations register exactly the hooks the webhook server serves; the pod

@@ -68,6 +68,8 @@ pub struct ManagerOptions {
     pub webhook: Option<super::webhook::WebhookServing>,
     /// The job kinds managed (Kueue's `integrations.frameworks`, `--config`).
     pub frameworks: crate::api::kueue::config::Frameworks,
+    /// Kueue's `manageJobsWithoutQueueName` and `managedJobsNamespaceSelector` (`--config`).
+    pub managed_jobs: crate::api::kueue::config::ManagedJobs,
 }
 
 impl Default for ManagerOptions {
@@ -94,6 +96,7 @@ impl Default for ManagerOptions {
             prioritize_preemptor_workloads: false,
             webhook: None,
             frameworks: Default::default(),
+            managed_jobs: Default::default(),
         }
     }
 }
@@ -132,15 +135,21 @@ pub async fn run_manager(
         serve_health(addr, &client, &opts, &health, &cancel, &mut tasks).await?;
     }
     let (mut lease_task, rx) = start_leader_election(&client, &opts, &metrics, &mut tasks);
-    if let Some(w) = opts.webhook.clone() {
-        // The aggregated API groups ride on the webhook's TLS port (config/apiservice/).
-        let groups = super::explain::router(opts.explanations.clone()).merge(super::visibility::router(client.clone()));
-        let policy = super::webhook::Policy { gates: opts.ray_gates, frameworks: opts.frameworks };
-        tasks.extend(super::webhook::spawn(client.clone(), w, rx.clone(), health.clone(), policy, groups, cancel.clone()));
-    }
     let notify = Arc::new(Notify::new());
     let (caches, cache_tasks) = Caches::start(&client, notify.clone());
     tasks.extend(cache_tasks);
+    if let Some(w) = opts.webhook.clone() {
+        // The aggregated API groups ride on the webhook's TLS port (config/apiservice/).
+        let groups = super::explain::router(opts.explanations.clone()).merge(super::visibility::router(client.clone()));
+        let namespaces = super::webhook::NamespaceLookup { namespaces: caches.namespaces.clone(), local_queues: caches.local_queues.clone() };
+        let policy = super::webhook::Policy {
+            gates: opts.ray_gates,
+            frameworks: opts.frameworks,
+            managed: opts.managed_jobs.clone(),
+            namespaces: Some(namespaces),
+        };
+        tasks.extend(super::webhook::spawn(client.clone(), w, rx.clone(), health.clone(), policy, groups, cancel.clone()));
+    }
     if let Some(ui) = &opts.ui {
         // Every replica serves it from its own caches: reads need no leadership.
         tasks.extend(super::ui::spawn(&client, &caches, ui, cancel.clone()));
@@ -160,6 +169,7 @@ pub async fn run_manager(
         managed_kinds: Arc::new(super::frameworks::managed_kinds(opts.frameworks)),
         wait_for_pods_ready: opts.pods_ready.is_some(),
         metrics: metrics.clone(),
+        managed_jobs: Arc::new(opts.managed_jobs.clone()),
     };
     tasks.extend(super::frameworks::spawn(opts.frameworks, &jobs, &cancel));
     if let Some(after) = opts.workload_retention {
@@ -394,7 +404,7 @@ pub async fn run_embedded(
     opts: EmbeddedOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ManagerError> {
-    let admission = embedded::QuotagateAdmission { gates: opts.manager.ray_gates, frameworks: opts.manager.frameworks };
+    let admission = embedded::QuotagateAdmission { gates: opts.manager.ray_gates, frameworks: opts.manager.frameworks, managed: opts.manager.managed_jobs.clone() };
     let server = EmbeddedServer::new(&crate::api::all_crds(), Arc::new(admission));
     run_embedded_on(server, opts, shutdown).await
 }

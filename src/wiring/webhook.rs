@@ -16,7 +16,12 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::Value;
 use thiserror::Error;
 
-use crate::api::admission::{Operation, admit_for};
+use crate::api::admission::{Operation, admit_in};
+use crate::api::kueue::LocalQueue;
+use crate::api::kueue::constants::DEFAULT_LOCAL_QUEUE_NAME;
+use crate::api::kueue::managed_jobs::{JobNamespace, ManagedJobs};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::runtime::reflector::{ObjectRef, Store};
 use crate::api::kueue::config::Frameworks;
 use crate::api::ray::validation::RayFeatureGates;
 use crate::api::validation::FieldError;
@@ -24,10 +29,36 @@ use crate::api::validation::FieldError;
 /// What the webhook judges by: the KubeRay feature gates (`--feature-gates`) and the job kinds managed
 /// (`integrations.frameworks` of `--config`: a kind not managed is let through unchanged, as Kueue
 /// registers no webhook for it).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Policy {
     pub gates: RayFeatureGates,
     pub frameworks: Frameworks,
+    /// `manageJobsWithoutQueueName` and `managedJobsNamespaceSelector`.
+    pub managed: ManagedJobs,
+    /// Where a job's namespace is read from (Kueue's webhooks read the Namespace and the `default`
+    /// LocalQueue); `None`: as if it had no labels and no `default` LocalQueue.
+    pub namespaces: Option<NamespaceLookup>,
+}
+
+/// The manager's caches of Namespaces and LocalQueues, read by the webhook.
+#[derive(Clone)]
+pub struct NamespaceLookup {
+    pub namespaces: Store<Namespace>,
+    pub local_queues: Store<LocalQueue>,
+}
+
+impl std::fmt::Debug for NamespaceLookup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NamespaceLookup")
+    }
+}
+
+impl NamespaceLookup {
+    pub fn facts(&self, ns: &str) -> JobNamespace {
+        let labels = self.namespaces.get(&ObjectRef::new(ns)).and_then(|n| n.metadata.labels.clone()).unwrap_or_default();
+        let default_queue = self.local_queues.get(&ObjectRef::new(DEFAULT_LOCAL_QUEUE_NAME).within(ns)).is_some();
+        JobNamespace { labels, default_queue }
+    }
 }
 
 #[derive(Debug, Error)]
@@ -74,7 +105,11 @@ pub fn review_for(req: &AdmissionRequest<DynamicObject>, mutate: bool, policy: P
     };
     let old = req.old_object.as_ref().and_then(|o| serde_json::to_value(o).ok());
     let mut defaulted = new.clone();
-    if let Err(errors) = admit_for(op, &mut defaulted, old.as_ref(), policy.gates, policy.frameworks) {
+    let ns = match (&policy.namespaces, req.namespace.as_deref()) {
+        (Some(lookup), Some(ns)) => lookup.facts(ns),
+        _ => JobNamespace::default(),
+    };
+    if let Err(errors) = admit_in(op, &mut defaulted, old.as_ref(), policy.gates, policy.frameworks, &policy.managed, &ns) {
         let name = obj.metadata.name.clone().or_else(|| obj.metadata.generate_name.clone()).unwrap_or_default();
         return resp.deny(invalid_message(&req.kind.kind, &name, &errors));
     }
@@ -88,13 +123,13 @@ pub fn review_for(req: &AdmissionRequest<DynamicObject>, mutate: bool, policy: P
     }
 }
 
-fn answer(body: Value, mutate: bool, policy: Policy) -> Json<AdmissionReview<DynamicObject>> {
+fn answer(body: Value, mutate: bool, policy: &Policy) -> Json<AdmissionReview<DynamicObject>> {
     let parsed: Result<AdmissionReview<DynamicObject>, _> = serde_json::from_value(body);
     let response = match parsed.map_err(|e| e.to_string()).and_then(|r| {
         let req: Result<AdmissionRequest<DynamicObject>, _> = r.try_into();
         req.map_err(|e| e.to_string())
     }) {
-        Ok(req) => review_for(&req, mutate, policy),
+        Ok(req) => review_for(&req, mutate, policy.clone()),
         Err(e) => AdmissionResponse::invalid(format!("malformed AdmissionReview: {e}")),
     };
     Json(response.into_review())
@@ -167,7 +202,13 @@ pub fn router() -> Router {
 
 /// `router` under `policy`.
 pub fn router_for(policy: Policy) -> Router {
-    let handler = move |mutate: bool| post(move |Json(body): Json<Value>| async move { answer(body, mutate, policy) });
+    let handler = move |mutate: bool| {
+        let policy = policy.clone();
+        post(move |Json(body): Json<Value>| {
+            let policy = policy.clone();
+            async move { answer(body, mutate, &policy) }
+        })
+    };
     HOOKS
         .iter()
         .fold(Router::new(), |r, h| r.route(&h.path(), handler(h.mutating)))
@@ -331,5 +372,52 @@ mod tests {
         assert!(on.allowed, "{on:?}");
         let patch = String::from_utf8(on.patch.clone().unwrap_or_default()).unwrap();
         assert!(patch.contains("kueue.x-k8s.io/admission"), "the admission gate is added: {patch}");
+    }
+
+    /// On a real cluster the webhook reads the job's Namespace and LocalQueues from the manager's
+    /// caches, as Kueue's webhooks do: under manageJobsWithoutQueueName a Job naming no queue in a
+    /// selected namespace is created suspended, and the `default` LocalQueue is named when it exists
+    /// (Kueue: jobframework/defaults_test.go TestWorkloadShouldBeSuspended, job_webhook_test.go
+    /// "LocalQueueDefaulting enabled, default lq is created, job doesn't have queue label").
+    #[test]
+    fn the_job_webhook_reads_the_namespace_from_the_caches() {
+        use kube::runtime::{reflector, watcher};
+        let job_review = |ns: &str| -> AdmissionRequest<DynamicObject> {
+            let review: AdmissionReview<DynamicObject> = serde_json::from_value(json!({
+                "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                "request": {
+                    "uid": "3f1c2b6e-0000-4000-8000-000000000003",
+                    "kind": {"group": "batch", "version": "v1", "kind": "Job"},
+                    "resource": {"group": "batch", "version": "v1", "resource": "jobs"},
+                    "name": "j", "namespace": ns, "operation": "CREATE", "userInfo": {"username": "alice"},
+                    "object": {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": ns},
+                        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}},
+                    "dryRun": false
+                }
+            }))
+            .unwrap();
+            review.try_into().unwrap()
+        };
+        let (namespaces, mut ns_writer) = reflector::store::<Namespace>();
+        let (local_queues, mut lq_writer) = reflector::store::<LocalQueue>();
+        for name in ["batch", "with-default"] {
+            let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name, "labels": {"kueue-managed": "true"}}})).unwrap();
+            ns_writer.apply_watcher_event(&watcher::Event::Apply(ns));
+        }
+        lq_writer.apply_watcher_event(&watcher::Event::Apply(LocalQueue::build("default", "with-default").cluster_queue("cq").build()));
+        let selector = crate::api::kueue::managed_jobs::parse_selector(&json!({"matchLabels": {"kueue-managed": "true"}})).unwrap();
+        let policy = Policy {
+            managed: ManagedJobs { without_queue_name: true, namespace_selector: selector },
+            namespaces: Some(NamespaceLookup { namespaces, local_queues }),
+            ..Policy::default()
+        };
+        let patch = |ns: &str| String::from_utf8(review_for(&job_review(ns), true, policy.clone()).patch.unwrap_or_default()).unwrap();
+        let selected = patch("batch");
+        assert!(selected.contains("/spec/suspend") && !selected.contains("queue-name"), "selected: suspended, no queue named: {selected}");
+        assert_eq!(patch("elsewhere"), "", "not selected, no default queue: left alone");
+        let named = patch("with-default");
+        assert!(named.contains("queue-name") && named.contains("\"default\"") && named.contains("/spec/suspend"), "{named}");
+        let off = review_for(&job_review("batch"), true, Policy::default());
+        assert!(off.patch.is_none(), "without the switch a queue-less Job is not Kueue's");
     }
 }

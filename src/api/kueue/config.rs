@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 pub use crate::api::goduration::{GoDuration, parse as parse_go_duration};
+pub use crate::api::kueue::managed_jobs::{self, ManagedJobs};
 
 pub const GROUP: &str = "config.kueue.x-k8s.io";
 pub const KIND: &str = "Configuration";
@@ -484,6 +485,23 @@ impl Configuration {
         })
     }
 
+    /// `manageJobsWithoutQueueName` and `managedJobsNamespaceSelector`, Kueue's defaults filled in (the
+    /// selector defaults to every namespace but kube-system and the controller's).
+    pub fn managed_jobs(&self) -> ManagedJobs {
+        self.managed_jobs_checked().unwrap_or_default()
+    }
+
+    fn managed_jobs_checked(&self) -> Result<ManagedJobs, ConfigError> {
+        let namespace_selector = match &self.managed_jobs_namespace_selector {
+            Some(v) => managed_jobs::parse_selector(v).map_err(|(at, why)| {
+                let path = if at.is_empty() { "managedJobsNamespaceSelector".to_string() } else { format!("managedJobsNamespaceSelector.{at}") };
+                field(&path, why)
+            })?,
+            None => managed_jobs::default_selector(self.namespace.as_deref()),
+        };
+        Ok(ManagedJobs { without_queue_name: self.manage_jobs_without_queue_name == Some(true), namespace_selector })
+    }
+
     /// The job kinds to manage: `integrations.frameworks` when given, else the default set.
     pub fn frameworks(&self) -> Frameworks {
         match self.integrations.as_ref().and_then(|i| i.frameworks.as_ref()) {
@@ -514,6 +532,7 @@ impl Configuration {
     /// Kueue's own checks of the fields quotagate uses (`pkg/config/validation.go`).
     fn validate(&self) -> Result<(), ConfigError> {
         self.validate_integrations()?;
+        self.managed_jobs_checked()?;
         if self.fair_sharing().is_some() {
             let p = "fairSharing.preemptionStrategies";
             let given = self.fair_sharing.as_ref().and_then(|f| f.preemption_strategies.clone());
@@ -598,9 +617,6 @@ impl Configuration {
                 what,
             })
         };
-        if self.manage_jobs_without_queue_name == Some(true) {
-            return no("manageJobsWithoutQueueName", "managing jobs without a queue name");
-        }
         if let Some(r) = &self.resources {
             if r.transformations.as_ref().is_some_and(|t| !t.is_empty()) {
                 return no("resources.transformations", "resource transformations");
@@ -634,9 +650,6 @@ impl Configuration {
                 out.push(name);
             }
         };
-        note(self.namespace.is_some(), "namespace");
-        note(self.manage_jobs_without_queue_name.is_some(), "manageJobsWithoutQueueName");
-        note(self.managed_jobs_namespace_selector.is_some(), "managedJobsNamespaceSelector");
         note(self.client_connection.is_some(), "clientConnection");
         let integrations = self.integrations.as_ref();
         note(

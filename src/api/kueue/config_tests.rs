@@ -196,7 +196,6 @@ fn bad_fields_are_named_by_their_path() {
 fn switches_quotagate_does_not_implement_are_refused_when_on() {
     let v1 = "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n";
     let refused = [
-        format!("{HEAD}manageJobsWithoutQueueName: true\n"),
         format!("{HEAD}resources:\n  transformations:\n  - input: nvidia.com/mig-4g.5gb\n"),
         format!("{HEAD}resources:\n  quotaCheckStrategy: IgnoreUndeclared\n"),
         format!("{HEAD}objectRetentionPolicies:\n  workloads:\n    afterDeactivatedByKueue: 1h\n"),
@@ -209,7 +208,6 @@ fn switches_quotagate_does_not_implement_are_refused_when_on() {
     // Off is fine, and only noted as ignored.
     let off = [
         format!("{v1}fairSharing:\n  enable: false\n"),
-        format!("{HEAD}manageJobsWithoutQueueName: false\n"),
         format!("{HEAD}resources:\n  excludeResourcePrefixes: []\n  quotaCheckStrategy: BlockUndeclared\n"),
         format!("{HEAD}objectRetentionPolicies:\n  workloads:\n    afterFinished: null\n"),
     ];
@@ -217,6 +215,32 @@ fn switches_quotagate_does_not_implement_are_refused_when_on() {
         let cfg = Configuration::parse(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
         assert_eq!(cfg.ignored().len(), 1, "{text}: {:?}", cfg.ignored());
     }
+}
+
+// Kueue: apis/config/v1beta2/defaults.go (the default managedJobsNamespaceSelector) and
+// config/validation.go (a selector's rules, reported under its path).
+#[test]
+fn manage_jobs_without_queue_name_and_the_namespace_selector_are_read() {
+    let cfg = Configuration::parse(HEAD).unwrap();
+    let m = cfg.managed_jobs();
+    assert!(!m.without_queue_name);
+    assert!(!m.namespace_matches("kube-system", &Default::default()) && m.namespace_matches("team-a", &Default::default()));
+    let own = Configuration::parse(&format!("{HEAD}namespace: gpu-admin\nmanageJobsWithoutQueueName: true\n")).unwrap();
+    assert!(own.ignored().is_empty(), "{:?}", own.ignored());
+    let m = own.managed_jobs();
+    assert!(m.without_queue_name && !m.namespace_matches("gpu-admin", &Default::default()), "the controller's namespace is left alone");
+    let picky = Configuration::parse(&format!(
+        "{HEAD}manageJobsWithoutQueueName: true\nmanagedJobsNamespaceSelector:\n  matchLabels:\n    kueue-managed: \"true\"\n"
+    ))
+    .unwrap()
+    .managed_jobs();
+    let on: std::collections::BTreeMap<String, String> = [("kueue-managed".to_string(), "true".to_string())].into();
+    assert!(picky.namespace_matches("a", &on) && !picky.namespace_matches("a", &Default::default()));
+    let e = Configuration::parse(&format!(
+        "{HEAD}managedJobsNamespaceSelector:\n  matchExpressions:\n  - key: team\n    operator: In\n"
+    ))
+    .unwrap_err();
+    assert!(e.to_string().starts_with("managedJobsNamespaceSelector.matchExpressions[0].values: "), "{e}");
 }
 
 #[test]

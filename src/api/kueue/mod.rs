@@ -9,6 +9,7 @@ pub mod common;
 pub mod config;
 pub mod constants;
 pub mod local_queue;
+pub mod managed_jobs;
 pub mod priority_class;
 pub mod resource_flavor;
 pub mod topology;

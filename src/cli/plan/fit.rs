@@ -25,10 +25,10 @@ pub enum FitError {
     #[error("document {index} ({kind}): {message}")]
     Document { index: usize, kind: String, message: String },
     #[error(
-        "no ClusterQueue to check against: name one with --cluster-queue or label the RayService with {QUEUE_NAME}"
+        "no ClusterQueue to check against: name one with --cluster-queue or label the RayService or RayJob with {QUEUE_NAME}"
     )]
     NoQueue,
-    #[error("LocalQueue {namespace}/{name} (the RayService's {QUEUE_NAME}) does not exist")]
+    #[error("LocalQueue {namespace}/{name} (the job's {QUEUE_NAME}) does not exist")]
     NoLocalQueue { namespace: String, name: String },
     #[error("ClusterQueue {0} does not exist")]
     NoClusterQueue(String),
@@ -95,8 +95,8 @@ pub async fn load_live(client: &kube::Client) -> Result<Snapshot, FitError> {
 
 /// Where the plan's Workload queues: the `--cluster-queue` (through a LocalQueue of the plan's own) or
 /// the RayService's LocalQueue. Returns the LocalQueue name and the ClusterQueue it points to.
-pub fn queue_of(snap: &mut Snapshot, rs: &RayService, cluster_queue: Option<&str>) -> Result<(String, String), FitError> {
-    let ns = rs.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+pub fn queue_of(snap: &mut Snapshot, job: &ObjectMeta, cluster_queue: Option<&str>) -> Result<(String, String), FitError> {
+    let ns = job.namespace.clone().unwrap_or_else(|| "default".into());
     let (lq, cq) = match cluster_queue {
         Some(cq) => {
             snap.local_queues.push(Arc::new(LocalQueue {
@@ -107,7 +107,7 @@ pub fn queue_of(snap: &mut Snapshot, rs: &RayService, cluster_queue: Option<&str
             (PLAN_LOCAL_QUEUE.to_string(), cq.to_string())
         }
         None => {
-            let name = rs.metadata.labels.as_ref().and_then(|l| l.get(QUEUE_NAME)).cloned().ok_or(FitError::NoQueue)?;
+            let name = job.labels.as_ref().and_then(|l| l.get(QUEUE_NAME)).cloned().ok_or(FitError::NoQueue)?;
             let lq = snap
                 .local_queues
                 .iter()
@@ -138,9 +138,9 @@ pub fn current_slice(snap: &Snapshot, rs: &RayService) -> Option<WorkloadKey> {
 }
 
 /// Runs one admission cycle with a Workload of `podsets` added and reports what happened to it.
-pub fn check(snap: &Snapshot, rs: &RayService, local_queue: &str, podsets: &[PodSet], replaces: Option<&WorkloadKey>, now_ms: i64) -> Verdict {
-    let ns = rs.metadata.namespace.clone().unwrap_or_else(|| "default".into());
-    let name = format!("quotagate-plan-{}", rs.metadata.name.as_deref().unwrap_or("rayservice"));
+pub fn check(snap: &Snapshot, job: &ObjectMeta, local_queue: &str, podsets: &[PodSet], replaces: Option<&WorkloadKey>, now_ms: i64) -> Verdict {
+    let ns = job.namespace.clone().unwrap_or_else(|| "default".into());
+    let name = format!("quotagate-plan-{}", job.name.as_deref().unwrap_or("job"));
     let mut annotations = BTreeMap::new();
     if let Some(old) = replaces {
         annotations.insert(WORKLOAD_SLICE_REPLACEMENT_FOR.to_string(), old.to_string());

@@ -1,4 +1,4 @@
-//! `quotagate plan -f rayservice.yaml [--to changed.yaml] [--cluster-queue NAME | -f queues.yaml]`:
+//! `quotagate plan -f rayservice.yaml|rayjob.yaml [--to changed.yaml] [--cluster-queue NAME | -f queues.yaml]`:
 //! the quota a RayService needs at steady state and at the peak of its upgrade strategy, per
 //! resource, from the podset code the admission uses (`phases`); and, against ClusterQueue files or
 //! a live cluster, whether each would be admitted now and, if not, the shortfall and who holds the
@@ -6,6 +6,7 @@
 
 pub mod fit;
 pub mod phases;
+pub mod rayjob;
 pub mod render;
 pub mod several;
 
@@ -190,12 +191,12 @@ fn phases_extra(from: &RayService, to: &RayService) -> Result<BTreeMap<String, A
 /// Adds the admission verdicts against `snap` to `report`.
 pub fn check_against(report: &mut Report, snap: &Snapshot, from: &RayService, to: &RayService, cluster_queue: Option<&str>, now_ms: i64) -> Result<(), PlanError> {
     let mut snap = snap.clone();
-    let (lq, cq) = fit::queue_of(&mut snap, from, cluster_queue)?;
+    let (lq, cq) = fit::queue_of(&mut snap, &from.metadata, cluster_queue)?;
     let replaces = fit::current_slice(&snap, from);
     let steady = phases::steady(from, "spec")?;
     let peak = phases::peak(from, to)?;
-    report.steady.admission = Some(fit::check(&snap, from, &lq, &steady.podsets, replaces.as_ref(), now_ms));
-    report.peak.admission = Some(fit::check(&snap, from, &lq, &peak.podsets, replaces.as_ref(), now_ms));
+    report.steady.admission = Some(fit::check(&snap, &from.metadata, &lq, &steady.podsets, replaces.as_ref(), now_ms));
+    report.peak.admission = Some(fit::check(&snap, &from.metadata, &lq, &peak.podsets, replaces.as_ref(), now_ms));
     report.cluster_queue = Some(cq);
     report.replaces = replaces.map(|k| k.to_string());
     Ok(())
@@ -217,13 +218,17 @@ pub async fn run(opts: &Options) -> Result<Report, PlanError> {
 /// upgrade to the same spec) and what they need together through one queue. `--to` takes one.
 pub async fn run_all(opts: &Options) -> Result<several::Plans, PlanError> {
     let docs = read_docs(&opts.files)?;
+    let is = |kind: &str| docs.iter().any(|(_, d)| d.get("kind").and_then(Value::as_str) == Some(kind));
+    if is("RayJob") && !is("RayService") {
+        return Ok(several::Plans { services: Vec::new(), together: None, jobs: jobs_checked(opts, &docs).await? });
+    }
     let mut services = Vec::new();
     for (_, d) in docs.iter().filter(|(_, d)| d.get("kind").and_then(Value::as_str) == Some("RayService")) {
         let rs: RayService = serde_json::from_value(d.clone()).map_err(|e| PlanError::Input(format!("RayService: {e}")))?;
         services.push(rs);
     }
     if services.len() < 2 {
-        return Ok(several::Plans { services: vec![run(opts).await?], together: None });
+        return Ok(several::Plans { services: vec![run(opts).await?], together: None, jobs: Vec::new() });
     }
     if opts.to.is_some() {
         return Err(PlanError::Input(format!(
@@ -235,7 +240,35 @@ pub async fn run_all(opts: &Options) -> Result<several::Plans, PlanError> {
     for rs in &services {
         reports.push(checked(opts, &docs, rs, rs).await?);
     }
-    Ok(several::Plans { together: Some(several::together(&services)?), services: reports })
+    Ok(several::Plans { together: Some(several::together(&services)?), services: reports, jobs: Vec::new() })
+}
+
+/// Each RayJob's plan, checked against the files' queues or a live cluster when asked.
+async fn jobs_checked(opts: &Options, docs: &[(usize, Value)]) -> Result<Vec<rayjob::JobPlan>, PlanError> {
+    if opts.to.is_some() {
+        return Err(PlanError::Input("--to names the changed spec of a RayService; a RayJob has no upgrade".into()));
+    }
+    let mut snap = Snapshot::default();
+    fit::add_documents(&mut snap, docs)?;
+    let live = if !snap.cluster_queues.is_empty() && opts.kubeconfig.is_none() {
+        Some(snap)
+    } else if opts.kubeconfig.is_some() || opts.cluster_queue.is_some() {
+        let c = super::kube_client(opts.kubeconfig.as_deref()).await.map_err(PlanError::Kube)?;
+        Some(fit::load_live(&c).await?)
+    } else {
+        None
+    };
+    let now_ms = jiff::Timestamp::now().as_millisecond();
+    let mut out = Vec::new();
+    for (_, d) in docs.iter().filter(|(_, d)| d.get("kind").and_then(Value::as_str) == Some("RayJob")) {
+        let job: crate::api::ray::RayJob = serde_json::from_value(d.clone()).map_err(|e| PlanError::Input(format!("RayJob: {e}")))?;
+        let (mut plan, podsets) = rayjob::compute(&job)?;
+        if let Some(snap) = &live {
+            rayjob::check_against(&mut plan, &podsets, snap, &job, opts.cluster_queue.as_deref(), now_ms)?;
+        }
+        out.push(plan);
+    }
+    Ok(out)
 }
 
 /// One service's report, checked against the files' queues or a live cluster when asked.

@@ -30,6 +30,9 @@ pub struct Plans {
     pub services: Vec<Report>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub together: Option<Together>,
+    /// RayJobs planned (files holding RayJobs and no RayService).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<super::rayjob::JobPlan>,
 }
 
 /// Sums and maxima of the services' steady totals and upgrade extras (each upgrading to its own spec).
@@ -79,11 +82,18 @@ pub fn render_all(p: &Plans, output: Output) -> Result<String, String> {
     if let ([one], None) = (p.services.as_slice(), &p.together) {
         return super::render(one, output);
     }
+    if let ([], [one]) = (p.services.as_slice(), p.jobs.as_slice()) {
+        return super::rayjob::render(one, output);
+    }
     match output {
         Output::Table => {
             let mut out = String::new();
             for r in &p.services {
                 out.push_str(&super::render(r, Output::Table)?);
+                out.push('\n');
+            }
+            for j in &p.jobs {
+                out.push_str(&super::rayjob::render(j, Output::Table)?);
                 out.push('\n');
             }
             if let Some(t) = &p.together {

@@ -248,7 +248,7 @@ fn several_services_are_planned_together() {
     assert_eq!(cpu(&t.without_waiting), cpu(&a.upgrade_extra) + cpu(&b.upgrade_extra));
     assert_eq!(cpu(&t.taking_turns), cpu(&a.upgrade_extra).max(cpu(&b.upgrade_extra)));
     assert_ne!(cpu(&a.upgrade_extra), cpu(&b.upgrade_extra), "two different extras make the test tell sum from max");
-    let plans = several::Plans { services: vec![a, b], together: Some(t) };
+    let plans = several::Plans { services: vec![a, b], together: Some(t), jobs: Vec::new() };
     let text = several::render_all(&plans, Output::Table).unwrap();
     assert!(text.contains("Together: 2 RayServices") && text.contains("spare for upgrades taking turns"), "{text}");
     let json: serde_json::Value = serde_json::from_str(&several::render_all(&plans, Output::Json).unwrap()).unwrap();

@@ -3,7 +3,7 @@
 //! created once the group's total count of pods exists; its podsets are the pods' roles (Kueue's role
 //! hash), counted. Admission ungates every pod with its role's info; the group finishes when all its pods
 //! succeeded; a stop deletes every pod still running or ungated. The decision is the job framework's
-//! [`plan`] over a [`PodGroup`] (a `GenericJob` built from the group's pods), in [`decide`];
+//! [`plan_managed`] over a [`PodGroup`] (a `GenericJob` built from the group's pods), in [`decide`];
 //! `group_controller` acts on it.
 //!
 //! A pod that failed leaves its group running on the Workload until a replacement (a new gated pod of
@@ -24,7 +24,7 @@ use crate::api::kueue::constants::label;
 use crate::api::kueue::{PodSet, Workload};
 use crate::api::pod as p;
 use crate::jobframework::workload::{WorkloadOptions, construct_workload};
-use crate::jobframework::{Finished, GenericJob, JobFrameworkError, PodSetInfo, Step, plan};
+use crate::jobframework::{Finished, GenericJob, JobFrameworkError, PodSetInfo, Step, plan_managed};
 
 /// Kueue's annotation on a group's Workload.
 pub const IS_GROUP_WORKLOAD: &str = "kueue.x-k8s.io/is-group-workload";
@@ -275,7 +275,13 @@ pub fn decide(group: &mut PodGroup, workload: Option<&Workload>) -> Result<Decis
     }
     let group = &*group;
     let wls: Vec<&Workload> = workload.into_iter().collect();
-    let step = if live.is_none() && !group.complete() && group.finished().is_none() { Step::Nothing } else { plan(group, &wls)? };
+    let step = if live.is_none() && !group.complete() && group.finished().is_none() {
+        Step::Nothing
+    } else {
+        // The group's pods carry the managed label, which the webhook puts only on pods Kueue manages
+        // (queue-labelled, or any in a selected namespace under manageJobsWithoutQueueName).
+        plan_managed(group, &wls, true)?
+    };
     let owned: Vec<Workload> = wls.iter().map(|w| (*w).clone()).collect();
     let finished_wl = wls.iter().any(|w| w.is_finished());
     let finalize = group.pods.iter().filter(|x| has_finalizer(x)).filter(|x| finished_wl || finalizer_removable(x, &owned)).map(|x| x.name_any()).collect();

@@ -149,6 +149,14 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<JobContext>) -> Result<Action, Jo
                 wl_api.replace_status(wl_name, &PostParams::default(), &obj).await?;
             }
         }
+        // The group's pods now name another queue (or, managed without one, name one at last).
+        Step::UpdateQueueName(_) => {
+            if let Some(wl) = workload.as_ref() {
+                let mut obj = wl.clone();
+                obj.spec.queue_name = crate::jobframework::queue_name(crate::jobframework::GenericJob::meta(&group)).map(str::to_string);
+                wl_api.replace(&name, &PostParams::default(), &obj).await?;
+            }
+        }
         // Groups have no workload slices.
         Step::Ignore | Step::Nothing | Step::UpdateCounts(_) | Step::ReplacePodSets { .. } | Step::CreateSlice { .. } => {}
     }

@@ -62,6 +62,9 @@ pub struct JobDetails {
     pub end_time: Option<u64>,
     #[serde(default)]
     pub metadata: Option<BTreeMap<String, String>>,
+    /// The runtime env the job was submitted with.
+    #[serde(default)]
+    pub runtime_env: Option<serde_json::Value>,
     #[serde(default)]
     pub driver_exit_code: Option<i64>,
 }

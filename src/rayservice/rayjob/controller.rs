@@ -42,13 +42,16 @@ pub enum Error {
     Submit { submission_id: String, source: DashboardError },
     #[error("encoding {what}: {source}")]
     Encode { what: &'static str, source: serde_json::Error },
+    /// What the submitter's command needs from the spec cannot be built (KubeRay returns the error).
+    #[error("{0}")]
+    InvalidSpec(String),
 }
 
 impl shell::ReconcileError for Error {
     fn category(&self) -> &'static str {
         match self {
             Error::Kube(_) => "kube",
-            Error::MissingField(_) => "invalid_object",
+            Error::MissingField(_) | Error::InvalidSpec(_) => "invalid_object",
             Error::Submit { .. } => "dashboard",
             Error::Encode { .. } => "encode",
         }
@@ -279,7 +282,7 @@ pub fn build_cluster(job: &RayJob, name: &str) -> Result<RayCluster, Error> {
     let mut spec = job.spec.ray_cluster_spec.clone().ok_or(Error::MissingField("spec.rayClusterSpec"))?;
     if job.spec.mode() == JobSubmissionMode::SidecarMode {
         let id = job.status.as_ref().and_then(|s| s.job_id.clone()).unwrap_or_default();
-        super::sidecar::add(&mut spec, job, &id);
+        super::sidecar::add(&mut spec, job, &id).map_err(Error::InvalidSpec)?;
     }
     let mut labels = job.labels().clone();
     labels.insert(c::LABEL_ORIGINATED_FROM_CR_NAME.into(), job.name_any());
@@ -308,9 +311,10 @@ pub fn build_submitter(job: &RayJob) -> Result<Job, Error> {
     }
     let container = &mut spec.containers[0];
     if container.command.as_ref().is_none_or(Vec::is_empty) {
-        let entrypoint = job.spec.entrypoint.clone().unwrap_or_default();
+        let entrypoint = job.spec.entrypoint.as_deref().unwrap_or_default().trim();
+        let options = super::submit_command::options(job, &id).map_err(Error::InvalidSpec)?;
         let script = format!(
-            "if ! ray job status --address http://{address} {id} >/dev/null 2>&1 ; then ray job submit --address http://{address} --no-wait --submission-id {id} -- {entrypoint} ; fi ; ray job logs --address http://{address} --follow {id}"
+            "if ! ray job status --address http://{address} {id} >/dev/null 2>&1 ; then ray job submit --address http://{address} --no-wait{options} -- {entrypoint} ; fi ; ray job logs --address http://{address} --follow {id}"
         );
         container.command = Some(vec!["/bin/bash".into(), "-ce".into(), "--".into()]);
         container.args = Some(vec![script]);
@@ -502,7 +506,15 @@ mod tests {
         let c0 = &pod.containers[0];
         assert_eq!(c0.image.as_deref(), Some("rayproject/ray:2.9.0"));
         let script = &c0.args.as_ref().unwrap()[0];
-        assert!(script.contains("ray job submit --address http://rj-xyz-head-svc.ns.svc.cluster.local:8265 --no-wait --submission-id rj-abcde --"), "{script}");
+        // KubeRay job_test.go TestBuildJobSubmitCommandWithK8sJobMode: the spec's runtime env, metadata and
+        // entrypoint resources go on the command line, in KubeRay's order.
+        let submit = concat!(
+            "ray job submit --address http://rj-xyz-head-svc.ns.svc.cluster.local:8265 --no-wait",
+            " --runtime-env-json \"{\\\"pip\\\":[\\\"requests\\\"]}\" --metadata-json \"{\\\"owner\\\":\\\"me\\\"}\"",
+            " --submission-id rj-abcde --entrypoint-num-cpus 0.500000 --entrypoint-resources \"{\\\"r\\\": 1}\"",
+            " -- python -c \"import time; time.sleep(3)\" ; fi ; ray job logs",
+        );
+        assert!(script.contains(submit), "{script}\n{submit}");
         let env: Vec<_> = c0.env.as_ref().unwrap().iter().map(|e| (e.name.as_str(), e.value.as_deref().unwrap_or(""))).collect();
         assert!(env.contains(&("RAY_JOB_SUBMISSION_ID", "rj-abcde")) && env.contains(&("PYTHONUNBUFFERED", "1")), "{env:?}");
     }

@@ -11,6 +11,7 @@
 pub mod controller;
 pub mod decide;
 pub mod sidecar;
+pub mod submit_command;
 pub mod template;
 
 pub use decide::{Action, ClusterView, JobView, Plan, Snapshot, SubmitterView, decide};

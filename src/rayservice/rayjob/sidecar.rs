@@ -31,12 +31,13 @@ fn dashboard_port(spec: &RayClusterSpec) -> i32 {
 }
 
 /// The submitter container for `job`, submitting under `job_id`.
-pub fn container(job: &RayJob, spec: &RayClusterSpec, job_id: &str) -> Container {
+pub fn container(job: &RayJob, spec: &RayClusterSpec, job_id: &str) -> Result<Container, String> {
     let port = dashboard_port(spec);
     let address = format!("127.0.0.1:{port}");
-    let entrypoint = job.spec.entrypoint.clone().unwrap_or_default();
+    let entrypoint = job.spec.entrypoint.as_deref().unwrap_or_default().trim();
+    let options = super::submit_command::options(job, job_id)?;
     let script = format!(
-        "until wget -T 2 -q -O- http://localhost:{port}/api/gcs_healthz | grep success >/dev/null 2>&1 ; do echo \"Waiting for Ray Dashboard GCS to become healthy at http://{address} ...\" ; sleep 2 ; done ; ray job submit --address http://{address} --submission-id {job_id} -- {entrypoint} ;"
+        "until wget -T 2 -q -O- http://localhost:{port}/api/gcs_healthz | grep success >/dev/null 2>&1 ; do echo \"Waiting for Ray Dashboard GCS to become healthy at http://{address} ...\" ; sleep 2 ; done ; ray job submit --address http://{address}{options} -- {entrypoint} ;"
     );
     let template = super::template::default_submitter_template(job);
     let mut container = template.spec.and_then(|s| s.containers.into_iter().next()).unwrap_or_default();
@@ -49,16 +50,17 @@ pub fn container(job: &RayJob, spec: &RayClusterSpec, job_id: &str) -> Container
             .map(|(name, value)| EnvVar { name: name.into(), value: Some(value), ..Default::default() })
             .collect(),
     );
-    container
+    Ok(container)
 }
 
 /// Puts the submitter beside the head of `spec` (once) and keeps the head pod from restarting.
-pub fn add(spec: &mut RayClusterSpec, job: &RayJob, job_id: &str) {
-    let sidecar = container(job, spec, job_id);
+pub fn add(spec: &mut RayClusterSpec, job: &RayJob, job_id: &str) -> Result<(), String> {
+    let sidecar = container(job, spec, job_id)?;
     let pod = spec.head_group_spec.template.spec.get_or_insert_with(Default::default);
     pod.containers.retain(|c| c.name != SUBMITTER_CONTAINER);
     pod.containers.push(sidecar);
     pod.restart_policy = Some("Never".into());
+    Ok(())
 }
 
 /// The submitter container's state in the cluster's head pod.
@@ -104,8 +106,8 @@ mod tests {
     fn the_sidecar_waits_for_the_dashboard_submits_and_waits_for_the_end() {
         let j = job();
         let mut spec = j.spec.ray_cluster_spec.clone().unwrap();
-        add(&mut spec, &j, "rj-abcde");
-        add(&mut spec, &j, "rj-abcde");
+        add(&mut spec, &j, "rj-abcde").unwrap();
+        add(&mut spec, &j, "rj-abcde").unwrap();
         let pod = spec.head_group_spec.template.spec.unwrap();
         assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
         assert_eq!(pod.containers.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["ray-head", SUBMITTER_CONTAINER], "added once");

@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 
 use crate::api::kueue::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload};
-use crate::api::ray::{RayCluster, RayService};
+use crate::api::ray::{RayCluster, RayJob, RayService};
 
 /// Points kept per RayService for the traffic chart.
 pub const HISTORY_POINTS: usize = 120;
@@ -31,6 +31,7 @@ pub struct Stores {
     pub workloads: Store<Workload>,
     pub ray_services: Store<RayService>,
     pub ray_clusters: Store<RayCluster>,
+    pub ray_jobs: Store<RayJob>,
     pub events: EventLog,
 }
 
@@ -44,6 +45,7 @@ pub struct Snapshot {
     pub workloads: Vec<Arc<Workload>>,
     pub ray_services: Vec<Arc<RayService>>,
     pub ray_clusters: Vec<Arc<RayCluster>>,
+    pub ray_jobs: Vec<Arc<RayJob>>,
     /// Recent Events by (kind, namespace, name) of the object they regard.
     pub events: HashMap<ObjectKey, Vec<EventLine>>,
     /// Traffic history by RayService (namespace, name).
@@ -71,6 +73,7 @@ impl Stores {
             workloads: sorted(&self.workloads),
             ray_services: sorted(&self.ray_services),
             ray_clusters: sorted(&self.ray_clusters),
+            ray_jobs: sorted(&self.ray_jobs),
             events: self.events.lines(),
             history: history.points.clone(),
             events_unavailable: self.events.unavailable(),
@@ -98,6 +101,7 @@ impl Snapshot {
         versions(&self.workloads, &mut h);
         versions(&self.ray_services, &mut h);
         versions(&self.ray_clusters, &mut h);
+        versions(&self.ray_jobs, &mut h);
         let mut events: Vec<(&ObjectKey, &Vec<EventLine>)> = self.events.iter().collect();
         events.sort_by_key(|(k, _)| *k);
         for (k, lines) in events {

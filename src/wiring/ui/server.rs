@@ -84,6 +84,7 @@ pub fn spawn(client: &Client, caches: &Caches, listener: &UiListener, cancel: Ca
         workloads: caches.workloads.clone(),
         ray_services: reflect(Api::all(client.clone()), &mut tasks),
         ray_clusters: reflect(Api::all(client.clone()), &mut tasks),
+        ray_jobs: reflect(Api::all(client.clone()), &mut tasks),
         events,
     };
     let (tx, rx) = watch::channel(Arc::new(String::new()));
@@ -225,6 +226,7 @@ async fn yaml(State(st): State<AppState>, Query(r): Query<ObjectRef>) -> Respons
         "Workload" => find(&s.workloads, &r),
         "RayService" => find(&s.ray_services, &r),
         "RayCluster" => find(&s.ray_clusters, &r),
+        "RayJob" => find(&s.ray_jobs, &r),
         _ => return (StatusCode::BAD_REQUEST, format!("kind {:?} is not shown by this view", r.kind)).into_response(),
     };
     let Some(mut v) = found else {

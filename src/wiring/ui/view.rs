@@ -337,9 +337,11 @@ pub fn body(snap: &Snapshot, now: f64) -> String {
         s.push_str(&ray_service_card(snap, rs, now));
     }
     s.push_str("</section>");
+    s.push_str(&rayjob::ray_jobs(snap));
     s
 }
 
+mod rayjob;
 mod rayservice;
 
 pub use rayservice::chart;

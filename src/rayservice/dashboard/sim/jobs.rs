@@ -144,6 +144,7 @@ impl SimJob {
             start_time: started.then(|| self.wall_ms(self.running_at())),
             end_time: self.terminal(now).then(|| self.wall_ms(self.ends_at())),
             metadata: self.request.metadata.clone(),
+            runtime_env: self.request.runtime_env.clone(),
             driver_exit_code: (self.terminal(now) && status != "STOPPED").then_some(self.script.exit_code),
         }
     }

@@ -41,6 +41,62 @@ pub struct Submission {
     pub entrypoint: String,
     /// The process stays until the job ends (`ray job logs --follow`, or a submit without `--no-wait`).
     pub follows: bool,
+    /// The rest of the submit's options, passed on to the Jobs API as the Ray CLI does.
+    pub options: SubmitOptions,
+}
+
+/// `--runtime-env-json`, `--metadata-json` and the entrypoint's resources, as read from the command.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SubmitOptions {
+    pub runtime_env: Option<Value>,
+    pub metadata: Option<std::collections::BTreeMap<String, String>>,
+    pub entrypoint_num_cpus: Option<f64>,
+    pub entrypoint_num_gpus: Option<f64>,
+    pub entrypoint_resources: Option<std::collections::BTreeMap<String, f64>>,
+    /// An option the CLI could not read: it exits 1 with this message before submitting.
+    pub error: Option<String>,
+}
+
+impl SubmitOptions {
+    fn read(opts: &[String]) -> SubmitOptions {
+        let mut out = SubmitOptions::default();
+        let mut fail = |flag: &str, e: &dyn std::fmt::Display| {
+            out.error.get_or_insert_with(|| format!("ray job submit: invalid value for '{flag}': {e}"));
+        };
+        let json = |flag: &str| option(opts, flag).map(|v| serde_json::from_str::<Value>(&v).map_err(|e| e.to_string()));
+        let number = |flag: &str| option(opts, flag).map(|v| v.parse::<f64>().map_err(|e| e.to_string()));
+        let mut runtime_env = None;
+        match json("--runtime-env-json") {
+            Some(Ok(v)) => runtime_env = Some(v),
+            Some(Err(e)) => fail("--runtime-env-json", &e),
+            None => {}
+        }
+        let mut metadata = None;
+        match json("--metadata-json").map(|r| r.and_then(|v| serde_json::from_value(v).map_err(|e| e.to_string()))) {
+            Some(Ok(m)) => metadata = Some(m),
+            Some(Err(e)) => fail("--metadata-json", &e),
+            None => {}
+        }
+        let mut resources = None;
+        match json("--entrypoint-resources").map(|r| r.and_then(|v| serde_json::from_value(v).map_err(|e| e.to_string()))) {
+            Some(Ok(m)) => resources = Some(m),
+            Some(Err(e)) => fail("--entrypoint-resources", &e),
+            None => {}
+        }
+        let mut cpus = None;
+        match number("--entrypoint-num-cpus") {
+            Some(Ok(n)) => cpus = Some(n),
+            Some(Err(e)) => fail("--entrypoint-num-cpus", &e),
+            None => {}
+        }
+        let mut gpus = None;
+        match number("--entrypoint-num-gpus") {
+            Some(Ok(n)) => gpus = Some(n),
+            Some(Err(e)) => fail("--entrypoint-num-gpus", &e),
+            None => {}
+        }
+        SubmitOptions { runtime_env, metadata, entrypoint_num_cpus: cpus, entrypoint_num_gpus: gpus, entrypoint_resources: resources, ..out }
+    }
 }
 
 /// One shell statement: its words (quotes taken off) and each word's end in `raw`, the statement's text.
@@ -65,6 +121,21 @@ fn statements(script: &str) -> Vec<Statement<'_>> {
             }
         };
         match (quote, ch) {
+            // As the shell reads them: inside double quotes a backslash escapes only `"`, `\\`, `$` and
+            // `` ` ``; outside quotes it escapes any character.
+            (Some('"'), '\\') => match chars.peek() {
+                Some(&(_, n)) if matches!(n, '"' | '\\' | '$' | '`') => {
+                    word.push(n);
+                    chars.next();
+                }
+                _ => word.push('\\'),
+            },
+            (None, '\\') => {
+                if let Some((_, n)) = chars.next() {
+                    word.push(n);
+                }
+                in_word = true;
+            }
             (Some(q), c) if c == q => quote = None,
             (Some(_), c) => word.push(c),
             (None, '"' | '\'') => {
@@ -154,6 +225,7 @@ pub fn parse_container(c: &Container) -> Option<Submission> {
         submission_id: option(opts, "--submission-id"),
         entrypoint: entry,
         follows: !no_wait || follows_logs,
+        options: SubmitOptions::read(opts),
     })
 }
 
@@ -232,6 +304,9 @@ enum Step {
 /// One pass over a running submitter: submit if the job is not there yet, then end or keep following.
 async fn step(jobs: &dyn RayJobsApi, sub: &Submission, known_id: Option<String>) -> (Step, Option<String>) {
     let endpoint = DashboardEndpoint::new(sub.address.clone());
+    if let Some(why) = &sub.options.error {
+        return (Step::End(1, why.clone()), None);
+    }
     let refused = |e: DashboardError| (Step::End(1, format!("ray job submit: {e}")), None);
     let id = match known_id.or_else(|| sub.submission_id.clone()) {
         Some(id) => match jobs.job_info(&endpoint, &id).await {
@@ -261,7 +336,16 @@ async fn step(jobs: &dyn RayJobsApi, sub: &Submission, known_id: Option<String>)
 }
 
 async fn submit(jobs: &dyn RayJobsApi, endpoint: &DashboardEndpoint, sub: &Submission, id: Option<String>) -> Result<String, DashboardError> {
-    let request = JobSubmitRequest { entrypoint: sub.entrypoint.clone(), submission_id: id, ..Default::default() };
+    let o = &sub.options;
+    let request = JobSubmitRequest {
+        entrypoint: sub.entrypoint.clone(),
+        submission_id: id,
+        runtime_env: o.runtime_env.clone(),
+        metadata: o.metadata.clone(),
+        entrypoint_num_cpus: o.entrypoint_num_cpus,
+        entrypoint_num_gpus: o.entrypoint_num_gpus,
+        entrypoint_resources: o.entrypoint_resources.clone(),
+    };
     jobs.submit_job(endpoint, &request).await.map(|r| r.submission_id)
 }
 

@@ -39,8 +39,45 @@ fn kuberays_submitter_script_is_read_as_the_cli_would() {
             submission_id: Some("rj-abcde".into()),
             entrypoint: entrypoint.into(),
             follows: true,
+            options: SubmitOptions::default(),
         }
     );
+}
+
+/// The options KubeRay's `BuildJobSubmitCommand` writes (runtime env and metadata as quoted JSON, the
+/// entrypoint's resources) are read back through the shell's quoting and passed on as the Ray CLI
+/// passes them to `POST /api/jobs/`; one it cannot read ends the CLI with exit 1 before submitting.
+#[tokio::test]
+async fn the_submit_options_reach_the_jobs_api() {
+    let mut j = job("python -c 'print(1)'");
+    j.spec.runtime_env_yaml = Some("env_vars:\n  GREETING: 'say \"hi\"'\npip: [requests]\n".into());
+    j.spec.metadata = Some([("owner".to_string(), "me".to_string())].into());
+    j.spec.entrypoint_num_cpus = Some(0.5);
+    j.spec.entrypoint_num_gpus = Some(1.0);
+    j.spec.entrypoint_resources = Some(r#"{"Custom_1": 1, "Custom_2": 5.5}"#.into());
+    let submitter = crate::rayservice::rayjob::controller::build_submitter(&j).unwrap();
+    let pod = submitter.spec.unwrap().template.spec.unwrap();
+    let sub = parse_container(&pod.containers[0]).expect("a ray job submit");
+    assert_eq!(sub.entrypoint, "python -c 'print(1)'");
+    let o = &sub.options;
+    assert_eq!(o.runtime_env, Some(json!({"env_vars": {"GREETING": "say \"hi\""}, "pip": ["requests"]})));
+    assert_eq!(o.metadata.as_ref().unwrap()["owner"], "me");
+    assert_eq!((o.entrypoint_num_cpus, o.entrypoint_num_gpus), (Some(0.5), Some(1.0)));
+    assert_eq!(o.entrypoint_resources.as_ref().unwrap()["Custom_2"], 5.5);
+    assert_eq!(o.error, None);
+
+    let s = sim();
+    let sub = Submission { address: "http://head:8265".into(), ..sub };
+    let (_, id) = step(&s, &sub, None).await;
+    let info = s.job_info(&DashboardEndpoint::new(String::from("http://head:8265")), id.as_deref().unwrap()).await.unwrap().unwrap();
+    assert_eq!(info.metadata.as_ref().map(|m| m["owner"].as_str()), Some("me"));
+    assert_eq!(info.runtime_env.as_ref().map(|e| e["pip"].clone()), Some(json!(["requests"])));
+
+    let bad = container(&["sh", "-c"], &["ray job submit --address http://head:8265 --metadata-json '{not json' -- echo hi"]);
+    let bad = parse_container(&bad).unwrap();
+    assert!(bad.options.error.as_deref().is_some_and(|e| e.contains("--metadata-json")), "{:?}", bad.options);
+    let (next, _) = step(&s, &bad, None).await;
+    assert!(matches!(next, Step::End(1, _)));
 }
 
 #[test]
@@ -65,7 +102,7 @@ fn sim() -> RaySim {
 }
 
 fn submission(entrypoint: &str, follows: bool) -> Submission {
-    Submission { address: "http://head:8265".into(), submission_id: Some("rj-1".into()), entrypoint: entrypoint.into(), follows }
+    Submission { address: "http://head:8265".into(), submission_id: Some("rj-1".into()), entrypoint: entrypoint.into(), follows, options: SubmitOptions::default() }
 }
 
 /// Submitted once (a known id is not submitted again, as the script's `ray job status` check does),

@@ -154,3 +154,35 @@ fn a_long_queue_draws_its_head_only() {
     assert_eq!(html.matches("data-state=\"Pending\"").count(), MAX_ROWS, "{html}");
     assert!(html.contains("and 25 more not shown"), "{html}");
 }
+
+/// Issue 36: RayJobs are listed with KubeRay's states, their cluster, and what their Workload says
+/// about quota (admitted by which ClusterQueue, or the scheduler's reason for waiting).
+#[test]
+fn ray_jobs_are_listed_with_their_quota_story() {
+    let job = |name: &str, status: serde_json::Value| -> crate::api::ray::RayJob {
+        serde_json::from_value(json!({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"entrypoint": "python t.py", "suspend": status.is_null()}, "status": status}))
+        .unwrap()
+    };
+    let running = job("train", json!({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING", "rayClusterName": "train-x1"}));
+    let waiting = job("wait", serde_json::Value::Null);
+    let mut admitted = pending("rayjob-train-1", 0, "2026-01-01T00:00:00Z", "");
+    admitted.metadata.owner_references = Some(vec![serde_json::from_value(json!({"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "train", "uid": "u1", "controller": true})).unwrap()]);
+    admitted.status = serde_json::from_value(json!({"admission": {"clusterQueue": "gpus", "podSetAssignments": []},
+        "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]})).unwrap();
+    let mut queued = pending("rayjob-wait-1", 0, "2026-01-01T00:00:00Z", "couldn't assign flavors to pod set head: insufficient unused quota for nvidia.com/gpu");
+    queued.metadata.owner_references = Some(vec![serde_json::from_value(json!({"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "wait", "uid": "u2", "controller": true})).unwrap()]);
+    let snap = Snapshot {
+        ray_jobs: vec![Arc::new(running), Arc::new(waiting)],
+        workloads: vec![Arc::new(admitted), Arc::new(queued)],
+        ..Default::default()
+    };
+    let html = body(&snap, 0.0);
+    assert!(html.contains("<h2>RayJobs</h2>"), "{html}");
+    let row = |name: &str| html.split(&format!("data-rayjob=\"{name}\"")).nth(1).and_then(|r| r.split("</tr>").next()).unwrap_or_default().to_string();
+    let train = row("train");
+    assert!(train.contains("Running") && train.contains("RUNNING") && train.contains("train-x1") && train.contains("admitted by ClusterQueue gpus"), "{train}");
+    let wait = row("wait");
+    assert!(wait.contains("(suspended)") && wait.contains("waiting: couldn&#39;t assign flavors to pod set head"), "{wait}");
+    assert!(!body(&Snapshot::default(), 0.0).contains("RayJobs"), "no section without RayJobs");
+}
