@@ -22,8 +22,9 @@
 //! - I6 slices: at most one pending replacement per chain, and a slice finished as replaced has an
 //!   admitted (or since finished) successor; a successor deleted since (its job was stopped and its
 //!   Workload no longer matched) counts when the watcher saw it admitted before.
-//! - I8 no serving gap (only where the world cannot legitimately take a service down: `hostile`): a
-//!   RayService once Ready with serve endpoints keeps both until its user deletes or suspends it.
+//! - I8 no serving gap (the hostile and contention scenarios): a RayService once Ready with serve
+//!   endpoints keeps both, unless its user deletes it or a preemption that every upgrade's growth
+//!   could not satisfy takes it down (`serving.rs`).
 //!
 //! - I4 no disruption and I5 crash safety (no duplicate admission): `chain.rs`.
 //!
@@ -81,8 +82,8 @@ struct Seen {
     active: BTreeMap<String, super::chain::Baseline>,
     /// Liveness: since when each service (by uid) has wanted pods no slice covers or waits for.
     uncovered: BTreeMap<String, std::time::Instant>,
-    /// I8 (when checked): the services (by uid) seen Ready with serve endpoints.
-    served: std::collections::HashSet<String>,
+    /// I8 (when checked): who served, and which takedowns are excused.
+    serving: super::serving::Serving,
     /// Check I8 (see `Invariants::start_with`).
     serving_gap: bool,
 }
@@ -233,38 +234,28 @@ async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Er
     let mut bad = quota_safety(&world.wls, &world.cqs, seen);
     // I2 for queue-labelled RayClusters with a chain of their own, each pod held to its own requests.
     bad.extend(super::standalone::violations(&world.rcs, &world.wls, &world.pods));
-    for rs in world.rss.iter().filter(|rs| gate::queue_managed(rs)) {
+    let managed: Vec<&RayService> = world.rss.iter().filter(|rs| gate::queue_managed(rs)).collect();
+    for rs in &managed {
         bad.extend(service_checks(rs, &world, seen));
-        if seen.serving_gap {
-            bad.extend(serving_gap(rs, seen));
-        }
+    }
+    if seen.serving_gap {
+        bad.extend(serving_gaps(client, &world, &managed, seen).await?);
     }
     Ok(bad)
 }
 
-/// I8 no serving gap: a RayService once Ready with serve endpoints stays so, unless its user
-/// deletes or suspends it. Checked where nothing may legitimately take it down (no eviction, no
-/// failing pods): the hostile scenario's upgrades, hand edits and manager restarts.
-fn serving_gap(rs: &RayService, seen: &mut Seen) -> Option<String> {
-    let uid = rs.metadata.uid.clone().unwrap_or_default();
-    let st = rs.status.as_ref();
-    let endpoints = st.and_then(|s| s.num_serve_endpoints).unwrap_or(0);
-    let ready = crate::api::conditions::is_true(st.and_then(|s| s.conditions.as_deref()), "Ready");
-    if rs.metadata.deletion_timestamp.is_some() || rs.spec.suspend == Some(true) {
-        seen.served.remove(&uid);
-        return None;
+/// I8 (`serving.rs`). The Workloads were read before the RayServices, so an eviction that took a
+/// service down may be missing from this read: a gap no preemption excuses yet is judged again on
+/// the Workloads read once more, before it counts.
+async fn serving_gaps(client: &Client, world: &World, managed: &[&RayService], seen: &mut Seen) -> Result<Vec<String>, kube::Error> {
+    seen.serving.judge(&world.wls, &world.rss, &world.cqs, &world.pods);
+    let mut gaps: Vec<String> = managed.iter().filter_map(|rs| seen.serving.gap(rs)).collect();
+    if !gaps.is_empty() {
+        let wls = Api::<Workload>::all(client.clone()).list(&ListParams::default()).await?.items;
+        seen.serving.judge(&wls, &world.rss, &world.cqs, &world.pods);
+        gaps = managed.iter().filter_map(|rs| seen.serving.gap(rs)).collect();
     }
-    if ready && endpoints > 0 {
-        seen.served.insert(uid);
-        return None;
-    }
-    let why = st
-        .and_then(|s| s.conditions.as_deref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
-        .map_or_else(String::new, |c| format!(" ({}: {})", c.reason, c.message));
-    seen.served.contains(&uid).then(|| {
-        format!("I8: RayService {} served, and now Ready={ready} with {endpoints} serve endpoint(s){why}", rs.name_any())
-    })
+    Ok(gaps)
 }
 
 /// What the quota-holding Workloads hold, as I1 reads it.
@@ -667,30 +658,5 @@ mod tests {
         assert_eq!(Nominal::limit(Some(&later), 3000, t0 + CUT_LAG * 2), 3000);
         // A raise is the limit at once.
         assert_eq!(Nominal::limit(Some(&later), 9000, t0 + CUT_LAG * 2), 9000);
-    }
-    #[test]
-    fn a_served_service_that_stops_serving_is_an_i8_violation() {
-        let service = |ready: bool, endpoints: i32, suspend: bool| -> RayService {
-            serde_json::from_value(serde_json::json!({
-                "apiVersion": "ray.io/v1", "kind": "RayService",
-                "metadata": {"name": "shop", "namespace": "default", "uid": "u1"},
-                "spec": {"suspend": suspend, "rayClusterConfig": {"headGroupSpec": {"template": {"spec": {"containers": []}}}}},
-                "status": {"numServeEndpoints": endpoints,
-                           "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" },
-                                           "reason": "x", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
-            }))
-            .expect("a RayService")
-        };
-        let mut seen = Seen { serving_gap: true, ..Seen::default() };
-        // Not yet served: waiting to serve is no gap.
-        assert_eq!(serving_gap(&service(false, 0, false), &mut seen), None);
-        assert_eq!(serving_gap(&service(true, 2, false), &mut seen), None);
-        // Served, then no endpoints: a gap.
-        let gap = serving_gap(&service(true, 0, false), &mut seen).expect("a violation");
-        assert!(gap.starts_with("I8: RayService shop served"), "{gap}");
-        assert!(serving_gap(&service(false, 2, false), &mut seen).is_some());
-        // The user suspends it: no gap, and it must serve again before a gap counts.
-        assert_eq!(serving_gap(&service(false, 0, true), &mut seen), None);
-        assert_eq!(serving_gap(&service(false, 0, false), &mut seen), None);
     }
 }

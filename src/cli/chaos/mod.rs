@@ -19,6 +19,7 @@ mod env;
 mod hostile;
 pub mod invariants;
 mod run;
+mod serving;
 mod standalone;
 mod usage;
 mod world;
