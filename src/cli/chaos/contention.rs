@@ -97,9 +97,12 @@ pub(super) fn generate(seed: u64) -> Result<(World, Vec<Op>), String> {
     order.shuffle(&mut rng);
     // Every service upgrades at once.
     let mut list: Vec<Op> = order.into_iter().map(|i| Op::Version(i, VERSIONS[rng.random_range(2..4)])).collect();
-    // Urgent work arrives while the upgrades are under way (next to them, before the other actions).
+    // Urgent work arrives while the upgrades are under way (once one runs, next to them).
     for _ in 0..rng.random_range(0..=2) {
-        let op = urgent(&mut rng, &world, &extras);
+        let op = match urgent(&mut rng, &world, &extras) {
+            Op::Work { queue, milli, class } => Op::MidUpgrade { queue, milli, class },
+            other => other,
+        };
         let at = rng.random_range(1..=list.len());
         list.insert(at, op);
     }
@@ -182,7 +185,7 @@ mod tests {
             reclaim += usize::from(w.queues.len() == 2 && w.preemption.reclaim != "Never");
             within += usize::from(w.preemption.within == "LowerPriority");
             for op in &list {
-                if let Op::Work { milli, class, .. } = op
+                if let Op::Work { milli, class, .. } | Op::MidUpgrade { milli, class, .. } = op
                     && *class != "low"
                 {
                     if extras.iter().any(|e| milli <= e) {

@@ -52,6 +52,10 @@ use crate::rayservice::job::rayservice::children_in_gate_order;
 pub struct Invariants {
     violations: Arc<Mutex<Vec<String>>>,
     checks: Arc<AtomicU64>,
+    /// I8 takedowns a legitimate preemption excused (`serving.rs`).
+    excused: Arc<AtomicU64>,
+    /// Preemptions of a service's slice that I8 judged.
+    preempted: Arc<AtomicU64>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -565,7 +569,9 @@ impl Invariants {
         trigger!(ClusterQueue);
         // I4 reads which cluster is active from the RayService's status.
         trigger!(RayService);
-        let (v, n) = (violations.clone(), checks.clone());
+        let excused = Arc::new(AtomicU64::new(0));
+        let preempted = Arc::new(AtomicU64::new(0));
+        let (v, n, x, p) = (violations.clone(), checks.clone(), excused.clone(), preempted.clone());
         tasks.push(tokio::spawn(async move {
             let mut seen = Seen { serving_gap, ..Seen::default() };
             loop {
@@ -578,6 +584,8 @@ impl Invariants {
                 match check(&client, &mut seen).await {
                     Ok(found) => {
                         n.fetch_add(1, Ordering::SeqCst);
+                        x.store(seen.serving.excuses, Ordering::SeqCst);
+                        p.store(seen.serving.preemptions, Ordering::SeqCst);
                         lock(&v).extend(found);
                     }
                     Err(e) => lock(&v).push(format!("invariant check could not read the API: {e}")),
@@ -587,6 +595,8 @@ impl Invariants {
         Invariants {
             violations,
             checks,
+            excused,
+            preempted,
             tasks,
         }
     }
@@ -594,6 +604,17 @@ impl Invariants {
     /// How many checks ran so far.
     pub fn checks(&self) -> u64 {
         self.checks.load(Ordering::SeqCst)
+    }
+
+    /// How many times a service went down by a preemption every upgrade's growth could not satisfy,
+    /// and served again (I8's excuses).
+    pub fn excused(&self) -> u64 {
+        self.excused.load(Ordering::SeqCst)
+    }
+
+    /// How many preemptions of a service's slice I8 judged.
+    pub fn preempted(&self) -> u64 {
+        self.preempted.load(Ordering::SeqCst)
     }
 
     /// Every violation seen so far.

@@ -224,7 +224,12 @@ async fn run_seeds(scenario: Scenario, opts: &Options, mut progress: impl FnMut(
         match r {
             Ok(stats) => {
                 sum.checks += stats.checks;
-                progress(&format!("seed {seed}: ok, {} actions ({} faults), {} checks, {secs:.1} s", stats.actions, stats.faults, stats.checks));
+                let excused = if stats.preempted > 0 {
+                    format!(", {} service preemption(s), {} legitimate takedown(s)", stats.preempted, stats.excused)
+                } else {
+                    String::new()
+                };
+                progress(&format!("seed {seed}: ok, {} actions ({} faults), {} checks{excused}, {secs:.1} s", stats.actions, stats.faults, stats.checks));
             }
             Err(f) => {
                 match f {

@@ -160,12 +160,11 @@ impl Run {
                 self.plain.push(n.clone());
                 retry!(op, self.plain_workload(&n, *q, 1000, *milli))?;
             }
-            Op::Work { queue, milli, class } => {
-                let n = format!("work-{}", self.next_plain);
-                self.next_plain += 1;
-                self.plain.push(n.clone());
-                retry!(op, self.class_workload(&n, *queue, class, *milli))?;
+            Op::MidUpgrade { queue, milli, class } => {
+                self.until_an_upgrade_runs(Duration::from_secs(10)).await;
+                self.apply_work(*queue, *milli, class, op).await?;
             }
+            Op::Work { queue, milli, class } => self.apply_work(*queue, *milli, class, op).await?,
             Op::Finish => {
                 if !self.plain.is_empty() {
                     let n = self.plain.remove(0);
@@ -224,6 +223,29 @@ impl Run {
             }
         }
         Ok(())
+    }
+
+    /// A plain workload of WorkloadPriorityClass `class` arrives.
+    async fn apply_work(&mut self, queue: usize, milli: i64, class: &str, op: &Op) -> Result<(), String> {
+        let n = format!("work-{}", self.next_plain);
+        self.next_plain += 1;
+        self.plain.push(n.clone());
+        retry!(op, self.class_workload(&n, queue, class, milli))
+    }
+
+    /// Waits, up to `bound`, until some service's pending cluster runs unsuspended: its upgrade's
+    /// growth holds quota.
+    async fn until_an_upgrade_runs(&self, bound: Duration) {
+        let deadline = Instant::now() + bound;
+        while Instant::now() < deadline {
+            let services = self.services().list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
+            let clusters = self.clusters().list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
+            let running = services.iter().filter_map(pending).any(|p| clusters.iter().any(|c| c.name_any() == p && c.spec.suspend != Some(true)));
+            if running {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// Service `i`'s worker count or head CPU changed as `op` says (an upgrade).
@@ -497,6 +519,10 @@ pub struct RunStats {
     pub faults: usize,
     /// Invariant checks the watcher ran.
     pub checks: u64,
+    /// Services a legitimate preemption took down, that served again (I8's excuses).
+    pub excused: u64,
+    /// Preemptions of a service's slice that I8 judged.
+    pub preempted: u64,
 }
 
 /// One run of `world` with `list`. A failure says whether an invariant broke or liveness failed.
@@ -552,5 +578,5 @@ pub(super) async fn run(seed: u64, w: &World, list: &[Op]) -> Result<RunStats, F
     if let Some(v) = run.inv.violations().first() {
         return Err(Failure::Invariant(format!("while settling: {v}\n{}", run.dump().await)));
     }
-    Ok(RunStats { actions: list.len(), faults: list.iter().filter(|o| o.is_fault()).count(), checks: run.inv.checks() })
+    Ok(RunStats { actions: list.len(), faults: list.iter().filter(|o| o.is_fault()).count(), checks: run.inv.checks(), excused: run.inv.excused(), preempted: run.inv.preempted() })
 }

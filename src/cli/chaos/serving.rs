@@ -43,8 +43,10 @@ pub(super) struct Serving {
     judged: HashSet<String>,
     /// The quota as the previous check saw it: a preemption is judged on the state before it.
     before: Option<Pool>,
-    /// How many legitimate takedowns were excused (for the report of a run).
+    /// How many legitimate takedowns were excused, and how many preemptions of a service's slice
+    /// were judged (for the report of a run).
     pub(super) excuses: u64,
+    pub(super) preemptions: u64,
 }
 
 /// One ClusterQueue's CPU as a check saw it.
@@ -192,12 +194,11 @@ impl Serving {
         let services: HashSet<String> = rss.iter().filter_map(|r| r.metadata.uid.clone()).collect();
         for w in wls {
             let Some(service) = w.labels().get(label::JOB_UID).filter(|u| services.contains(*u)) else { continue };
-            for c in w.status.iter().flat_map(|s| s.conditions.iter()).filter(|c| c.status == "True") {
-                if !(c.type_ == "Preempted" || c.type_ == "Evicted") {
-                    continue;
-                }
+            // Kueue writes both `Preempted` and `Evicted`; one of them judges the preemption.
+            let preempted = w.status.as_ref().and_then(|s| s.condition("Preempted").or_else(|| s.condition("Evicted")));
+            for c in preempted.into_iter().filter(|c| c.status == "True") {
                 let Some(uid) = preemptor_uid(&c.message) else { continue };
-                let id = format!("{}@{}@{}", w.metadata.uid.as_deref().unwrap_or_default(), c.type_, c.last_transition_time.0);
+                let id = format!("{}@{}", w.metadata.uid.as_deref().unwrap_or_default(), c.last_transition_time.0);
                 if !self.judged.insert(id) {
                     continue;
                 }
@@ -211,6 +212,7 @@ impl Serving {
                     .and_then(|r| wls.iter().find(|o| &key(o) == r))
                     .map_or(0, |o| held(o).get("cpu").copied().unwrap_or(0));
                 let need = (requested(u) - replaced).max(0);
+                self.preemptions += 1;
                 let cq = u.admission().map(|a| a.cluster_queue.as_str()).or_else(|| preemptor_cq(&c.message)).unwrap_or_default();
                 let (free, growth) = self.before.as_ref().unwrap_or(&now).without_serving(cq, u.spec.priority());
                 let why = format!(
@@ -219,6 +221,7 @@ impl Serving {
                     u.name_any(),
                     u.spec.priority()
                 );
+                tracing::debug!(legitimate = need > free + growth, "chaos I8: {why}");
                 if need > free + growth {
                     self.excused.insert(service.clone(), why);
                 } else {

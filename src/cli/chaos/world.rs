@@ -43,6 +43,9 @@ pub enum Op {
     /// A plain workload of WorkloadPriorityClass `class` arrives in a ClusterQueue: batch work, or
     /// urgent work that may preempt (or reclaim from) what runs at a lower priority.
     Work { queue: usize, milli: i64, class: &'static str },
+    /// As `Work`, once some service's upgrade runs (its pending cluster unsuspended, its growth
+    /// admitted), waiting for that up to 10 s: urgent work arriving in the middle of an upgrade.
+    MidUpgrade { queue: usize, milli: i64, class: &'static str },
     /// The oldest background or urgent workload finishes (is deleted).
     Finish,
     StopQueue(usize),
