@@ -43,12 +43,13 @@ pub(super) fn generate(seed: u64) -> (World, Vec<Op>) {
     let quota = rng.random_range(3..=6) * 1000;
     let world = World {
         queues: vec![Queue { quota, borrowing_limit: None, lending_limit: None }],
-        preempt: rng.random_bool(0.5),
+        preemption: super::world::Preemption::on(rng.random_bool(0.5)),
         services: Vec::new(),
         clusters,
         background: (0..rng.random_range(0..=2)).map(|_| (0, rng.random_range(1..=3) * 500)).collect(),
         keep_quota: false,
         no_serving_gap: false,
+        settle_at_least: Vec::new(),
     };
     let n = world.clusters.len();
     let list = (0..rng.random_range(8..=14))

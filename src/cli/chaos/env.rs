@@ -10,8 +10,9 @@ use kube::api::{Api, PostParams};
 use tokio::sync::oneshot;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::api::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, ResourceGroup};
-use super::world::{NS, Queue, queue_names};
+use crate::api::kueue::builders::workload_priority_class;
+use crate::api::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, ResourceGroup, WorkloadPriorityClass};
+use super::world::{NS, PRIORITY_CLASSES, Preemption, Queue, queue_names};
 use crate::embedded::EmbeddedServer;
 use crate::rayservice::dashboard::sim::RaySim;
 use crate::wiring::manager::{ManagerOptions, embedded_server, run_manager};
@@ -131,8 +132,9 @@ impl Env {
 
     /// Flavor `default`; per queue of the world a ClusterQueue with its CPU quota (and memory enough for
     /// any run: workers request memory through the operator's init container) and a LocalQueue in the
-    /// default namespace (`queue_names`); two ClusterQueues share the cohort `pool`.
-    pub(super) async fn queues(&self, queues: &[Queue], preempt: bool) -> Result<(), kube::Error> {
+    /// default namespace (`queue_names`); two ClusterQueues share the cohort `pool`. The
+    /// WorkloadPriorityClasses of `PRIORITY_CLASSES` too.
+    pub(super) async fn queues(&self, queues: &[Queue], preemption: Preemption) -> Result<(), kube::Error> {
         let ns: Api<Namespace> = Api::all(self.client.clone());
         if ns.get_opt(NS).await?.is_none() {
             let mut n = Namespace::default();
@@ -141,6 +143,9 @@ impl Env {
         }
         let pp = PostParams::default();
         Api::<ResourceFlavor>::all(self.client.clone()).create(&pp, &ResourceFlavor::build("default").build()).await?;
+        for (name, value) in PRIORITY_CLASSES {
+            Api::<WorkloadPriorityClass>::all(self.client.clone()).create(&pp, &workload_priority_class(name, value)).await?;
+        }
         let cohort = queues.len() > 1;
         for (i, q) in queues.iter().enumerate() {
             let (cq_name, lq_name) = queue_names(i);
@@ -150,12 +155,12 @@ impl Env {
             if cohort {
                 cq.spec.cohort_name = Some("pool".into());
             }
-            if preempt {
-                let mut p = serde_json::json!({"withinClusterQueue": "LowerPriority"});
+            if preemption.within != "Never" || (cohort && preemption.reclaim != "Never") {
+                let mut p = serde_json::json!({"withinClusterQueue": preemption.within});
                 if cohort {
-                    p["reclaimWithinCohort"] = serde_json::json!("Any");
+                    p["reclaimWithinCohort"] = serde_json::json!(preemption.reclaim);
                 }
-                cq.spec.preemption = serde_json::from_value(p).ok();
+                cq.spec.preemption = Some(serde_json::from_value(p).map_err(kube::Error::SerdeError)?);
             }
             Api::<ClusterQueue>::all(self.client.clone()).create(&pp, &cq).await?;
             let lq = LocalQueue::build(lq_name, NS).cluster_queue(cq_name).build();

@@ -43,6 +43,7 @@ pub(super) fn generate(seed: u64) -> Result<(World, Vec<Op>), String> {
                 let surge = [50, 100][rng.random_range(0..2)];
                 (if surge == 50 { 25 } else { 50 }, surge)
             }),
+            priority: None,
         })
         .collect();
     let (mut steady, mut extra) = (0, 0);
@@ -54,12 +55,13 @@ pub(super) fn generate(seed: u64) -> Result<(World, Vec<Op>), String> {
     let quota = steady + extra + rng.random_range(0..=1) * 500;
     let world = World {
         queues: vec![Queue { quota, borrowing_limit: None, lending_limit: None }],
-        preempt: rng.random_bool(0.5),
+        preemption: super::world::Preemption::on(rng.random_bool(0.5)),
         services,
         clusters: Vec::new(),
         background: Vec::new(),
         keep_quota: true,
         no_serving_gap: true,
+        settle_at_least: Vec::new(),
     };
     // Below one step: every upgrade starts and waits.
     let mut list = vec![Op::QuotaCut(0, steady)];

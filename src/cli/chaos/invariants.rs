@@ -22,8 +22,9 @@
 //! - I6 slices: at most one pending replacement per chain, and a slice finished as replaced has an
 //!   admitted (or since finished) successor; a successor deleted since (its job was stopped and its
 //!   Workload no longer matched) counts when the watcher saw it admitted before.
-//! - I8 no serving gap (only where the world cannot legitimately take a service down: `hostile`): a
-//!   RayService once Ready with serve endpoints keeps both until its user deletes or suspends it.
+//! - I8 no serving gap (the hostile and contention scenarios): a RayService once Ready with serve
+//!   endpoints keeps both, unless its user deletes it or a preemption that every upgrade's growth
+//!   could not satisfy takes it down (`serving.rs`).
 //!
 //! - I4 no disruption and I5 crash safety (no duplicate admission): `chain.rs`.
 //!
@@ -51,6 +52,10 @@ use crate::rayservice::job::rayservice::children_in_gate_order;
 pub struct Invariants {
     violations: Arc<Mutex<Vec<String>>>,
     checks: Arc<AtomicU64>,
+    /// I8 takedowns a legitimate preemption excused (`serving.rs`).
+    excused: Arc<AtomicU64>,
+    /// Preemptions of a service's slice that I8 judged.
+    preempted: Arc<AtomicU64>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -81,8 +86,8 @@ struct Seen {
     active: BTreeMap<String, super::chain::Baseline>,
     /// Liveness: since when each service (by uid) has wanted pods no slice covers or waits for.
     uncovered: BTreeMap<String, std::time::Instant>,
-    /// I8 (when checked): the services (by uid) seen Ready with serve endpoints.
-    served: std::collections::HashSet<String>,
+    /// I8 (when checked): who served, and which takedowns are excused.
+    serving: super::serving::Serving,
     /// Check I8 (see `Invariants::start_with`).
     serving_gap: bool,
 }
@@ -233,38 +238,28 @@ async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Er
     let mut bad = quota_safety(&world.wls, &world.cqs, seen);
     // I2 for queue-labelled RayClusters with a chain of their own, each pod held to its own requests.
     bad.extend(super::standalone::violations(&world.rcs, &world.wls, &world.pods));
-    for rs in world.rss.iter().filter(|rs| gate::queue_managed(rs)) {
+    let managed: Vec<&RayService> = world.rss.iter().filter(|rs| gate::queue_managed(rs)).collect();
+    for rs in &managed {
         bad.extend(service_checks(rs, &world, seen));
-        if seen.serving_gap {
-            bad.extend(serving_gap(rs, seen));
-        }
+    }
+    if seen.serving_gap {
+        bad.extend(serving_gaps(client, &world, &managed, seen).await?);
     }
     Ok(bad)
 }
 
-/// I8 no serving gap: a RayService once Ready with serve endpoints stays so, unless its user
-/// deletes or suspends it. Checked where nothing may legitimately take it down (no eviction, no
-/// failing pods): the hostile scenario's upgrades, hand edits and manager restarts.
-fn serving_gap(rs: &RayService, seen: &mut Seen) -> Option<String> {
-    let uid = rs.metadata.uid.clone().unwrap_or_default();
-    let st = rs.status.as_ref();
-    let endpoints = st.and_then(|s| s.num_serve_endpoints).unwrap_or(0);
-    let ready = crate::api::conditions::is_true(st.and_then(|s| s.conditions.as_deref()), "Ready");
-    if rs.metadata.deletion_timestamp.is_some() || rs.spec.suspend == Some(true) {
-        seen.served.remove(&uid);
-        return None;
+/// I8 (`serving.rs`). The Workloads were read before the RayServices, so an eviction that took a
+/// service down may be missing from this read: a gap no preemption excuses yet is judged again on
+/// the Workloads read once more, before it counts.
+async fn serving_gaps(client: &Client, world: &World, managed: &[&RayService], seen: &mut Seen) -> Result<Vec<String>, kube::Error> {
+    seen.serving.judge(&world.wls, &world.rss, &world.cqs, &world.pods);
+    let mut gaps: Vec<String> = managed.iter().filter_map(|rs| seen.serving.gap(rs)).collect();
+    if !gaps.is_empty() {
+        let wls = Api::<Workload>::all(client.clone()).list(&ListParams::default()).await?.items;
+        seen.serving.judge(&wls, &world.rss, &world.cqs, &world.pods);
+        gaps = managed.iter().filter_map(|rs| seen.serving.gap(rs)).collect();
     }
-    if ready && endpoints > 0 {
-        seen.served.insert(uid);
-        return None;
-    }
-    let why = st
-        .and_then(|s| s.conditions.as_deref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
-        .map_or_else(String::new, |c| format!(" ({}: {})", c.reason, c.message));
-    seen.served.contains(&uid).then(|| {
-        format!("I8: RayService {} served, and now Ready={ready} with {endpoints} serve endpoint(s){why}", rs.name_any())
-    })
+    Ok(gaps)
 }
 
 /// What the quota-holding Workloads hold, as I1 reads it.
@@ -574,7 +569,9 @@ impl Invariants {
         trigger!(ClusterQueue);
         // I4 reads which cluster is active from the RayService's status.
         trigger!(RayService);
-        let (v, n) = (violations.clone(), checks.clone());
+        let excused = Arc::new(AtomicU64::new(0));
+        let preempted = Arc::new(AtomicU64::new(0));
+        let (v, n, x, p) = (violations.clone(), checks.clone(), excused.clone(), preempted.clone());
         tasks.push(tokio::spawn(async move {
             let mut seen = Seen { serving_gap, ..Seen::default() };
             loop {
@@ -587,6 +584,8 @@ impl Invariants {
                 match check(&client, &mut seen).await {
                     Ok(found) => {
                         n.fetch_add(1, Ordering::SeqCst);
+                        x.store(seen.serving.excuses, Ordering::SeqCst);
+                        p.store(seen.serving.preemptions, Ordering::SeqCst);
                         lock(&v).extend(found);
                     }
                     Err(e) => lock(&v).push(format!("invariant check could not read the API: {e}")),
@@ -596,6 +595,8 @@ impl Invariants {
         Invariants {
             violations,
             checks,
+            excused,
+            preempted,
             tasks,
         }
     }
@@ -603,6 +604,17 @@ impl Invariants {
     /// How many checks ran so far.
     pub fn checks(&self) -> u64 {
         self.checks.load(Ordering::SeqCst)
+    }
+
+    /// How many times a service went down by a preemption every upgrade's growth could not satisfy,
+    /// and served again (I8's excuses).
+    pub fn excused(&self) -> u64 {
+        self.excused.load(Ordering::SeqCst)
+    }
+
+    /// How many preemptions of a service's slice I8 judged.
+    pub fn preempted(&self) -> u64 {
+        self.preempted.load(Ordering::SeqCst)
     }
 
     /// Every violation seen so far.
@@ -667,30 +679,5 @@ mod tests {
         assert_eq!(Nominal::limit(Some(&later), 3000, t0 + CUT_LAG * 2), 3000);
         // A raise is the limit at once.
         assert_eq!(Nominal::limit(Some(&later), 9000, t0 + CUT_LAG * 2), 9000);
-    }
-    #[test]
-    fn a_served_service_that_stops_serving_is_an_i8_violation() {
-        let service = |ready: bool, endpoints: i32, suspend: bool| -> RayService {
-            serde_json::from_value(serde_json::json!({
-                "apiVersion": "ray.io/v1", "kind": "RayService",
-                "metadata": {"name": "shop", "namespace": "default", "uid": "u1"},
-                "spec": {"suspend": suspend, "rayClusterConfig": {"headGroupSpec": {"template": {"spec": {"containers": []}}}}},
-                "status": {"numServeEndpoints": endpoints,
-                           "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" },
-                                           "reason": "x", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
-            }))
-            .expect("a RayService")
-        };
-        let mut seen = Seen { serving_gap: true, ..Seen::default() };
-        // Not yet served: waiting to serve is no gap.
-        assert_eq!(serving_gap(&service(false, 0, false), &mut seen), None);
-        assert_eq!(serving_gap(&service(true, 2, false), &mut seen), None);
-        // Served, then no endpoints: a gap.
-        let gap = serving_gap(&service(true, 0, false), &mut seen).expect("a violation");
-        assert!(gap.starts_with("I8: RayService shop served"), "{gap}");
-        assert!(serving_gap(&service(false, 2, false), &mut seen).is_some());
-        // The user suspends it: no gap, and it must serve again before a gap counts.
-        assert_eq!(serving_gap(&service(false, 0, true), &mut seen), None);
-        assert_eq!(serving_gap(&service(false, 0, false), &mut seen), None);
     }
 }

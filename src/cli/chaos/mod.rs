@@ -19,6 +19,7 @@ mod env;
 mod hostile;
 pub mod invariants;
 mod run;
+mod serving;
 mod standalone;
 mod usage;
 mod world;
@@ -69,8 +70,10 @@ pub enum Scenario {
     /// One or two services, every kind of user action and fault, quota made ample at the end.
     #[default]
     Mixed,
-    /// Two or three services upgrading at once in quota sized for them to take turns, kept at the
-    /// end: a deadlock between upgrades is a liveness failure (`contention.rs`).
+    /// Two or three services upgrading at once under random quotas, priorities, preemption policies
+    /// and cohorts, urgent work arriving mid-upgrade, settling in at least the take-turns quota: a
+    /// deadlock between upgrades is a liveness failure, a serving gap that growth-first eviction
+    /// would have avoided an I8 violation (`contention.rs`, `serving.rs`).
     Contention,
     /// Queue-managed RayClusters of their own (plain, elastic, Recreate) whose replicas, worker requests
     /// and elastic annotation are edited at random beside batch work: pods never exceed what their
@@ -223,7 +226,12 @@ async fn run_seeds(scenario: Scenario, opts: &Options, mut progress: impl FnMut(
         match r {
             Ok(stats) => {
                 sum.checks += stats.checks;
-                progress(&format!("seed {seed}: ok, {} actions ({} faults), {} checks, {secs:.1} s", stats.actions, stats.faults, stats.checks));
+                let excused = if stats.preempted > 0 {
+                    format!(", {} service preemption(s), {} legitimate takedown(s)", stats.preempted, stats.excused)
+                } else {
+                    String::new()
+                };
+                progress(&format!("seed {seed}: ok, {} actions ({} faults), {} checks{excused}, {secs:.1} s", stats.actions, stats.faults, stats.checks));
             }
             Err(f) => {
                 match f {

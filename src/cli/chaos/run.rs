@@ -20,7 +20,7 @@ use super::Failure;
 use super::clusters::{cluster, cluster_name, edit};
 use super::env::{Env, resource_groups};
 use super::invariants::Invariants;
-use super::world::{ClusterShape, HEAD_CPUS, NS, Op, Queue, Shape, VERSIONS, World, name, queue_names, serve_config, service};
+use super::world::{ClusterShape, HEAD_CPUS, NS, Op, Queue, Shape, VERSIONS, World, class_value, name, queue_names, serve_config, service};
 
 /// Quota (milli-CPU) at the end, when every service must fit.
 const AMPLE: i64 = 64_000;
@@ -44,8 +44,10 @@ struct Run {
     broken: Vec<bool>,
     /// Managers started after the first (each replica gets its own identity on the Lease).
     managers: u32,
-    /// Settle in the world's quota, not an ample one (`World::keep_quota`).
+    /// Settle in the world's quota, not an ample one (`World::keep_quota`), raised to
+    /// `World::settle_at_least`.
     keep_quota: bool,
+    settle_at_least: Vec<i64>,
     /// The queue-managed RayClusters of their own, as last written.
     clusters: Vec<ClusterShape>,
     /// Edits the webhook took that it must refuse (`Op::Refused`).
@@ -105,6 +107,16 @@ impl Run {
         self.workloads().create(&PostParams::default(), &wl).await
     }
 
+    async fn class_workload(&self, name: &str, queue: usize, class: &str, milli: i64) -> Result<Workload, kube::Error> {
+        let cpu = format!("{milli}m");
+        let wl = Workload::build(name, NS)
+            .queue(queue_names(queue).1)
+            .priority_class(class, class_value(Some(class)))
+            .podset("main", 1, [("cpu", cpu.as_str())])
+            .build();
+        self.workloads().create(&PostParams::default(), &wl).await
+    }
+
     /// Writes service `i`'s Serve config, broken or not, if it is not so already.
     async fn set_serve(&mut self, i: usize, broken: bool) -> Result<(), String> {
         let Some(shape) = self.shapes[i].as_ref() else { return Ok(()) };
@@ -148,6 +160,11 @@ impl Run {
                 self.plain.push(n.clone());
                 retry!(op, self.plain_workload(&n, *q, 1000, *milli))?;
             }
+            Op::MidUpgrade { queue, milli, class } => {
+                self.until_an_upgrade_runs(Duration::from_secs(10)).await;
+                self.apply_work(*queue, *milli, class, op).await?;
+            }
+            Op::Work { queue, milli, class } => self.apply_work(*queue, *milli, class, op).await?,
             Op::Finish => {
                 if !self.plain.is_empty() {
                     let n = self.plain.remove(0);
@@ -206,6 +223,29 @@ impl Run {
             }
         }
         Ok(())
+    }
+
+    /// A plain workload of WorkloadPriorityClass `class` arrives.
+    async fn apply_work(&mut self, queue: usize, milli: i64, class: &str, op: &Op) -> Result<(), String> {
+        let n = format!("work-{}", self.next_plain);
+        self.next_plain += 1;
+        self.plain.push(n.clone());
+        retry!(op, self.class_workload(&n, queue, class, milli))
+    }
+
+    /// Waits, up to `bound`, until some service's pending cluster runs unsuspended: its upgrade's
+    /// growth holds quota.
+    async fn until_an_upgrade_runs(&self, bound: Duration) {
+        let deadline = Instant::now() + bound;
+        while Instant::now() < deadline {
+            let services = self.services().list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
+            let clusters = self.clusters().list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
+            let running = services.iter().filter_map(pending).any(|p| clusters.iter().any(|c| c.name_any() == p && c.spec.suspend != Some(true)));
+            if running {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// Service `i`'s worker count or head CPU changed as `op` says (an upgrade).
@@ -286,7 +326,8 @@ impl Run {
         }
         for q in 0..self.quotas.len() {
             retry!("resume", self.set_stop(q, false))?;
-            let milli = if self.keep_quota { self.queues[q].quota } else { AMPLE };
+            let at_least = self.settle_at_least.get(q).copied().unwrap_or(0);
+            let milli = if self.keep_quota { self.queues[q].quota.max(at_least) } else { AMPLE };
             retry!("settling quota", self.set_quota(q, milli))?;
         }
         for i in 0..self.shapes.len() {
@@ -396,7 +437,7 @@ impl Run {
                     let rc = clusters.iter().find(|c| c.name_any() == act).ok_or_else(|| format!("{n}'s active cluster {act} is gone"))?;
                     // KubeRay hashes a cluster spec without worker counts: changing only `replicas`
                     // neither makes a new cluster nor updates the active one (the autoscaler owns them).
-                    let got = shape_of(rc).map(|g| Shape { workers: shape.workers, queue: shape.queue, incremental: shape.incremental, ..g });
+                    let got = shape_of(rc).map(|g| Shape { workers: shape.workers, queue: shape.queue, incremental: shape.incremental, priority: shape.priority, ..g });
                     if got.as_ref() != Some(shape) {
                         return Err(format!("{n} serves from {act} shaped {got:?}, its spec says {shape:?}"));
                     }
@@ -453,6 +494,7 @@ fn shape_of(rc: &RayCluster) -> Option<Shape> {
         version: VERSIONS.into_iter().find(|v| *v == version)?,
         queue: 0,
         incremental: None,
+        priority: None,
     })
 }
 
@@ -477,6 +519,10 @@ pub struct RunStats {
     pub faults: usize,
     /// Invariant checks the watcher ran.
     pub checks: u64,
+    /// Services a legitimate preemption took down, that served again (I8's excuses).
+    pub excused: u64,
+    /// Preemptions of a service's slice that I8 judged.
+    pub preempted: u64,
 }
 
 /// One run of `world` with `list`. A failure says whether an invariant broke or liveness failed.
@@ -484,7 +530,7 @@ pub(super) async fn run(seed: u64, w: &World, list: &[Op]) -> Result<RunStats, F
     let setup = |e: String| Failure::Setup(e);
     let env = Env::start(Duration::from_millis(150)).await;
     let inv = Invariants::start_with(env.client.clone(), w.no_serving_gap);
-    env.queues(&w.queues, w.preempt).await.map_err(|e| setup(e.to_string()))?;
+    env.queues(&w.queues, w.preemption).await.map_err(|e| setup(e.to_string()))?;
     let mut run = Run {
         env,
         inv,
@@ -497,6 +543,7 @@ pub(super) async fn run(seed: u64, w: &World, list: &[Op]) -> Result<RunStats, F
         queues: w.queues.clone(),
         managers: 0,
         keep_quota: w.keep_quota,
+        settle_at_least: w.settle_at_least.clone(),
         clusters: w.clusters.clone(),
         taken: Vec::new(),
         grown: Vec::new(),
@@ -531,5 +578,5 @@ pub(super) async fn run(seed: u64, w: &World, list: &[Op]) -> Result<RunStats, F
     if let Some(v) = run.inv.violations().first() {
         return Err(Failure::Invariant(format!("while settling: {v}\n{}", run.dump().await)));
     }
-    Ok(RunStats { actions: list.len(), faults: list.iter().filter(|o| o.is_fault()).count(), checks: run.inv.checks() })
+    Ok(RunStats { actions: list.len(), faults: list.iter().filter(|o| o.is_fault()).count(), checks: run.inv.checks(), excused: run.inv.excused(), preempted: run.inv.preempted() })
 }

@@ -15,6 +15,15 @@ pub(super) const NS: &str = "default";
 pub const VERSIONS: [&str; 4] = ["2.44.0", "2.45.0", "2.46.0", "2.47.0"];
 pub const HEAD_CPUS: [&str; 3] = ["500m", "1", "1500m"];
 
+/// The WorkloadPriorityClasses every run creates, lowest first: services, batch and urgent work name
+/// them (the contention scenario); plain `Urgent` and background work carry a bare priority instead.
+pub const PRIORITY_CLASSES: [(&str, i32); 3] = [("low", 100), ("prod", 1000), ("critical", 2000)];
+
+/// The value of WorkloadPriorityClass `class` (0 without one, as Kueue defaults it).
+pub(super) fn class_value(class: Option<&str>) -> i32 {
+    PRIORITY_CLASSES.iter().find(|(n, _)| Some(*n) == class).map_or(0, |(_, v)| *v)
+}
+
 /// One user action or fault. `Debug` prints it as Rust, so a shrunk list pastes into a regression test.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
@@ -31,6 +40,12 @@ pub enum Op {
     QuotaCut(usize, i64),
     /// A higher-priority plain workload of this many milli-CPU arrives in a ClusterQueue.
     Urgent(usize, i64),
+    /// A plain workload of WorkloadPriorityClass `class` arrives in a ClusterQueue: batch work, or
+    /// urgent work that may preempt (or reclaim from) what runs at a lower priority.
+    Work { queue: usize, milli: i64, class: &'static str },
+    /// As `Work`, once some service's upgrade runs (its pending cluster unsuspended, its growth
+    /// admitted), waiting for that up to 10 s: urgent work arriving in the middle of an upgrade.
+    MidUpgrade { queue: usize, milli: i64, class: &'static str },
     /// The oldest background or urgent workload finishes (is deleted).
     Finish,
     StopQueue(usize),
@@ -98,8 +113,8 @@ impl fmt::Display for Op {
 pub(super) struct World {
     /// One ClusterQueue, or two in one cohort (they borrow each other's unused quota).
     pub(super) queues: Vec<Queue>,
-    /// Higher priority preempts lower within a ClusterQueue (and reclaims lent quota in the cohort).
-    pub(super) preempt: bool,
+    /// The ClusterQueues' preemption policies.
+    pub(super) preemption: Preemption,
     pub(super) services: Vec<Shape>,
     /// Queue-managed RayClusters of their own (the clusters scenario).
     pub(super) clusters: Vec<ClusterShape>,
@@ -108,8 +123,27 @@ pub(super) struct World {
     /// Settle in the world's own quota instead of an ample one (the contention scenario: liveness
     /// means every upgrade completed in the quota it was given).
     pub(super) keep_quota: bool,
-    /// The watcher checks I8 (no serving gap): no action of the world may take a service down.
+    /// The watcher checks I8 (no serving gap): only a user, or a preemption that every upgrade's
+    /// growth could not satisfy, may take a service down (`serving.rs`).
     pub(super) no_serving_gap: bool,
+    /// With `keep_quota`, each queue's quota is raised to at least this (milli) when the run settles:
+    /// a world drawn below the size `plan` gives for upgrades taking turns gets it then (empty: none).
+    pub(super) settle_at_least: Vec<i64>,
+}
+
+/// A ClusterQueue's `preemption`: `withinClusterQueue` and `reclaimWithinCohort` (Never,
+/// LowerPriority or Any), the latter only written in a cohort.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Preemption {
+    pub(super) within: &'static str,
+    pub(super) reclaim: &'static str,
+}
+
+impl Preemption {
+    /// Higher priority preempts lower within a ClusterQueue and reclaims any lent quota, or nothing.
+    pub(super) fn on(yes: bool) -> Preemption {
+        if yes { Preemption { within: "LowerPriority", reclaim: "Any" } } else { Preemption { within: "Never", reclaim: "Never" } }
+    }
 }
 
 /// One queue-managed RayCluster of the world: a head and one worker group.
@@ -157,6 +191,8 @@ pub(super) struct Shape {
     pub(super) queue: usize,
     /// `NewClusterWithIncrementalUpgrade` with (stepSizePercent, maxSurgePercent), else blue/green.
     pub(super) incremental: Option<(i32, i32)>,
+    /// Its WorkloadPriorityClass (`PRIORITY_CLASSES`), if any.
+    pub(super) priority: Option<&'static str>,
 }
 
 /// The seed's world and its own action list.
@@ -189,16 +225,18 @@ fn world(rng: &mut StdRng) -> World {
             version: VERSIONS[rng.random_range(0..2)],
             queue: 0,
             incremental: None,
+            priority: None,
         })
         .collect();
     World {
         queues: vec![Queue { quota: rng.random_range(5..=9) * 1000, borrowing_limit: None, lending_limit: None }],
-        preempt: rng.random_bool(0.6),
+        preemption: Preemption::on(rng.random_bool(0.6)),
         services,
         clusters: Vec::new(),
         background: (0..rng.random_range(0..=2)).map(|_| (0, rng.random_range(1..=3) * 500)).collect(),
         keep_quota: false,
         no_serving_gap: false,
+        settle_at_least: Vec::new(),
     }
 }
 
@@ -309,9 +347,13 @@ pub(super) fn service(name: &str, s: &Shape) -> Result<RayService, serde_json::E
         workers.as_object_mut().map(|g| g.remove("replicas"));
         workers["maxReplicas"] = json!(s.workers + 1);
     }
+    let mut labels = json!({"kueue.x-k8s.io/queue-name": queue_names(s.queue).1});
+    if let Some(class) = s.priority {
+        labels["kueue.x-k8s.io/priority-class"] = json!(class);
+    }
     serde_json::from_value(json!({
         "apiVersion": "ray.io/v1", "kind": "RayService",
-        "metadata": {"name": name, "namespace": NS, "labels": {"kueue.x-k8s.io/queue-name": queue_names(s.queue).1}},
+        "metadata": {"name": name, "namespace": NS, "labels": labels},
         "spec": spec
     }))
 }
