@@ -214,32 +214,7 @@ async fn waits_on(client: &Client, namespace: &str, wls: &[Workload]) -> Result<
 /// The shortest cycle of services each waiting for quota the next one holds, from `start` back to
 /// it (`start` first), if there is one.
 pub fn wait_for_cycle(start: &str, waits_on: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
-    // Breadth first: each service is reached once, by its shortest path from `start`.
-    let mut from: BTreeMap<&str, &str> = BTreeMap::new();
-    let mut frontier = vec![start];
-    while !frontier.is_empty() {
-        let mut next = Vec::new();
-        for s in frontier {
-            for t in waits_on.get(s).into_iter().flatten() {
-                if t == start {
-                    let mut path = vec![s.to_string()];
-                    let mut at = s;
-                    while at != start {
-                        at = from.get(at)?;
-                        path.push(at.to_string());
-                    }
-                    path.reverse();
-                    return Some(path);
-                }
-                if !from.contains_key(t.as_str()) {
-                    from.insert(t, s);
-                    next.push(t.as_str());
-                }
-            }
-        }
-        frontier = next;
-    }
-    None
+    crate::queue::wait_cycle::shortest_cycle(&start.to_string(), waits_on)
 }
 
 /// "a waits for quota held by b, which waits for c, which waits for a".

@@ -32,9 +32,11 @@ pub fn cycles(waits_on: &BTreeMap<WorkloadKey, BTreeSet<WorkloadKey>>) -> BTreeS
     out
 }
 
-/// The shortest cycle through `start`, breadth first.
-fn shortest_cycle(start: &WorkloadKey, waits_on: &BTreeMap<WorkloadKey, BTreeSet<WorkloadKey>>) -> Option<Vec<WorkloadKey>> {
-    let mut from: BTreeMap<&WorkloadKey, &WorkloadKey> = BTreeMap::new();
+/// The shortest cycle of `waits_on` through `start`, from `start` in wait order (each member waits
+/// for the next, the last for `start`), if there is one. Breadth first: each node is reached once,
+/// by its shortest path from `start`. Also used by `explain` over service names.
+pub fn shortest_cycle<T: Ord + Clone>(start: &T, waits_on: &BTreeMap<T, BTreeSet<T>>) -> Option<Vec<T>> {
+    let mut from: BTreeMap<&T, &T> = BTreeMap::new();
     let mut frontier = vec![start];
     while !frontier.is_empty() {
         let mut next = Vec::new();
@@ -47,6 +49,7 @@ fn shortest_cycle(start: &WorkloadKey, waits_on: &BTreeMap<WorkloadKey, BTreeSet
                         at = from.get(at)?;
                         path.push(at.clone());
                     }
+                    path.reverse();
                     return Some(path);
                 }
                 if !from.contains_key(t) {
