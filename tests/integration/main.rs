@@ -35,6 +35,7 @@ mod raycluster;
 mod reclaim_gap;
 mod reapply;
 mod rayjob;
+mod rayjob_e2e;
 mod visibility;
 mod resilience;
 mod restart_traffic;

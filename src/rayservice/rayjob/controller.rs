@@ -459,6 +459,17 @@ async fn execute(
                 Err(source) => return Err(Error::Submit { submission_id: submission_id.clone(), source }),
             }
         }
+        Action::ReconcileHeadService { cluster } => {
+            let Some(rc) = clusters.get_opt(cluster).await? else { return Ok(()) };
+            let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(ctx.client.clone(), ns);
+            let (reason, verb, name) = match super::service::ensure(&services, current, &rc).await? {
+                super::service::Outcome::Created(name) => ("CreatedService", "Created", name),
+                super::service::Outcome::Updated(name) => ("UpdatedService", "Updated", name),
+                super::service::Outcome::Unchanged => return Ok(()),
+            };
+            let message = format!("{verb} the service {ns}/{name}");
+            shell::publish(&ctx.recorder, &current.object_ref(&()), KEventType::Normal, reason, message).await;
+        }
         Action::DeleteSelf => {
             ignore_status(jobs_api.delete(&current.name_any(), &background).await.map(|_| ()), 404)?;
         }
