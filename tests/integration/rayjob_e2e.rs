@@ -208,3 +208,63 @@ async fn kuberay_e2e_rayjob_retries_in_http_and_sidecar_mode() {
     })
     .await;
 }
+
+/// `rayjob_cluster_selector_test.go` "Successful RayJob", "Failing RayJob", "RayJob should be created
+/// but not to be updated when managed externally" and "RayJob should not be created due to managedBy
+/// invalid value", on a RayCluster `raycluster` made first and Ready; and `rayjob_test.go` "RayJob
+/// should be created, but not updated when managed externally" (`managedBy` cannot change, no
+/// cluster and no submitter Job are made).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kuberay_e2e_rayjob_on_a_selected_cluster_and_managed_externally() {
+    Box::pin(async move {
+        let c = Cluster::start_with_ray_operator(Limits::default()).await;
+        let jobs: Api<RayJob> = Api::namespaced(c.client.clone(), "default");
+        let clusters: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
+        let spec = serde_json::to_value(ray_job("x", "x").spec.ray_cluster_spec).unwrap();
+        let rc: RayCluster = serde_json::from_value(json!({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "raycluster", "namespace": "default"}, "spec": spec})).unwrap();
+        clusters.create(&PostParams::default(), &rc).await.unwrap();
+        wait_for(&clusters, "raycluster", "Ready", |rc| rc.status.as_ref().and_then(|s| s.state).is_some_and(|s| format!("{s:?}") == "Ready")).await;
+
+        let on_selected = |name: &str, entrypoint: &str| {
+            let mut job = ray_job(name, entrypoint);
+            job.spec.ray_cluster_spec = None;
+            job.spec.cluster_selector = Some([("ray.io/cluster".to_string(), "raycluster".to_string())].into());
+            job
+        };
+        let mut counter = on_selected("counter", "sleep 1");
+        counter.spec.runtime_env_yaml = Some("env_vars:\n  counter_name: test_counter\n".into());
+        jobs.create(&PostParams::default(), &counter).await.unwrap();
+        let mut fail = on_selected("fail", "exit 1");
+        fail.spec.shutdown_after_job_finishes = Some(false);
+        jobs.create(&PostParams::default(), &fail).await.unwrap();
+        let mut external = on_selected("managed-externally", "sleep 1");
+        external.spec.managed_by = Some("kueue.x-k8s.io/multikueue".into());
+        jobs.create(&PostParams::default(), &external).await.unwrap();
+        let mut own_external = ray_job("managed-externally-own", "sleep 1");
+        own_external.spec.managed_by = Some("kueue.x-k8s.io/multikueue".into());
+        jobs.create(&PostParams::default(), &own_external).await.unwrap();
+        let mut invalid = on_selected("managed-externally-invalid", "sleep 1");
+        invalid.spec.managed_by = Some("invalid.com/controller".into());
+        let err = jobs.create(&PostParams::default(), &invalid).await.expect_err("an unknown managedBy is refused");
+        assert!(matches!(&err, kube::Error::Api(e) if e.code == 422), "{err:?}");
+
+        let terminal = |j: &RayJob| j.status.as_ref().and_then(|s| s.job_status).is_some_and(|s| s.is_terminal());
+        assert_eq!(wait_long(&jobs, "counter", "terminal", terminal).await.status.and_then(|s| s.job_status), Some(JobStatus::Succeeded));
+        assert_eq!(wait_long(&jobs, "fail", "terminal", terminal).await.status.and_then(|s| s.job_status), Some(JobStatus::Failed));
+        assert!(clusters.get_opt("raycluster").await.unwrap().is_some(), "a selected cluster is never deleted by the job");
+
+        // Managed externally: the status stays New for 3 s, and managedBy cannot change.
+        for _ in 0..6 {
+            for name in ["managed-externally", "managed-externally-own"] {
+                assert_eq!(deployment(&jobs.get(name).await.unwrap()), None, "{name} is left to its manager");
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        let change = json!({"spec": {"managedBy": "ray.io/kuberay-operator"}});
+        assert!(jobs.patch("managed-externally-own", &PatchParams::default(), &Patch::Merge(&change)).await.is_err(), "managedBy is immutable");
+        assert!(clusters.list(&ListParams::default()).await.unwrap().items.iter().all(|rc| !rc.metadata.name.as_deref().unwrap_or("").starts_with("managed-externally")));
+        let submitters = submitters(&c).await;
+        assert!(!submitters.iter().any(|s| s.starts_with("managed-externally")), "{submitters:?}");
+    })
+    .await;
+}
