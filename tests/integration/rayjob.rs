@@ -372,3 +372,71 @@ async fn sidecar_restart_body() {
     })
     .await;
 }
+
+/// Kueue `test/integration/singlecluster/controller/jobs/rayjob/rayjob_controller_test.go`, "Job
+/// controller with preemption enabled" / "Should preempt lower priority rayJobs when resource
+/// insufficient": a ClusterQueue of 5 CPUs preempting `LowerPriority`; a low-priority RayJob (head 1,
+/// workers 2) runs; a high-priority one (head 2, workers 2; its head names a PriorityClass) is admitted
+/// and the low one suspended with its Workload not admitted; once the high one is deleted, the low one
+/// is admitted and unsuspended again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_higher_priority_rayjob_preempts_a_lower_one_which_resumes_after() {
+    Box::pin(async move {
+        use k8s_openapi::api::scheduling::v1::PriorityClass;
+        use quotagate::api::kueue::{ClusterQueuePreemption, PreemptionPolicy};
+        let c = Cluster::start_with_ray_operator(Limits::default().cq("cq", 5000)).await;
+        c.flavor("default").await;
+        let preempting = ClusterQueuePreemption { within_cluster_queue: Some(PreemptionPolicy::LowerPriority), ..Default::default() };
+        c.cluster_queue(with_all_namespaces(cq_with("cq", "5").preemption(preempting).build())).await;
+        c.local_queue("lq", "cq").await;
+        let pcs: Api<PriorityClass> = Api::all(c.client.clone());
+        let pc: PriorityClass = serde_json::from_value(json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "test-priority-class"}, "value": 100})).unwrap();
+        pcs.create(&PostParams::default(), &pc).await.unwrap();
+        let jobs: Api<RayJob> = Api::namespaced(c.client.clone(), "default");
+        let sized = |name: &str, head: &str, workers: &str, class: Option<&str>| {
+            let mut job = ray_job(name, "sleep 600");
+            let spec = job.spec.ray_cluster_spec.as_mut().unwrap();
+            let pod = spec.head_group_spec.template.spec.as_mut().unwrap();
+            pod.priority_class_name = class.map(str::to_string);
+            pod.containers[0].resources = Some(serde_json::from_value(json!({"requests": {"cpu": head}})).unwrap());
+            let w = spec.worker_group_specs.as_mut().unwrap()[0].template.spec.as_mut().unwrap();
+            w.containers[0].resources = Some(serde_json::from_value(json!({"requests": {"cpu": workers}})).unwrap());
+            job
+        };
+        let suspended = |j: &RayJob| j.spec.suspend == Some(true);
+
+        let low = jobs.create(&PostParams::default(), &sized("rayjob-with-low-priority", "1", "2", None)).await.unwrap();
+        wait_for(&jobs, "rayjob-with-low-priority", "admitted", |j| !suspended(j)).await;
+        let high = jobs.create(&PostParams::default(), &sized("rayjob-with-high-priority", "2", "2", Some("test-priority-class"))).await.unwrap();
+        let high_wl = poll_workload(&c, &high).await;
+        wait_for(&c.workloads(), &high_wl.name_any(), "admitted", |w| condition(w, condition::ADMITTED).is_some_and(|(s, _, _)| s == "True")).await;
+        let low_wl = poll_workload(&c, &low).await;
+        wait_for(&c.workloads(), &low_wl.name_any(), "not admitted", |w| condition(w, condition::ADMITTED).is_some_and(|(s, _, _)| s == "False")).await;
+        wait_for(&jobs, "rayjob-with-low-priority", "suspended", suspended).await;
+
+        jobs.delete("rayjob-with-high-priority", &Default::default()).await.unwrap();
+        wait_for(&c.workloads(), &low_wl.name_any(), "admitted again", |w| condition(w, condition::ADMITTED).is_some_and(|(s, _, _)| s == "True")).await;
+        wait_for(&jobs, "rayjob-with-low-priority", "unsuspended", |j| !suspended(j)).await;
+        c.quota.assert_safe();
+    })
+    .await;
+}
+
+/// Kueue `rayjob_controller_test.go` "Should skip reconciliation for RayJobs with clusterSelector": a
+/// queue-labelled RayJob on a selected cluster, created unsuspended, gets no Workload and stays
+/// unsuspended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_labelled_rayjob_with_a_cluster_selector_is_not_queue_managed() {
+    let c = queued_ray_jobs("4").await;
+    let jobs: Api<RayJob> = Api::namespaced(c.client.clone(), "default");
+    let mut job = ray_job("rayjob-with-selector", "sleep 1");
+    job.spec.ray_cluster_spec = None;
+    job.spec.cluster_selector = Some([("ray.io/cluster".to_string(), "existing-cluster".to_string())].into());
+    job.spec.suspend = Some(false);
+    let job = jobs.create(&PostParams::default(), &job).await.unwrap();
+    for _ in 0..10 {
+        assert!(owned_by(c.workloads().list(&ListParams::default()).await.unwrap().items, &job).is_empty(), "no Workload");
+        assert_eq!(jobs.get("rayjob-with-selector").await.unwrap().spec.suspend, Some(false), "not suspended");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
