@@ -20,6 +20,8 @@ use quotagate::rayservice::dashboard::{
     DashboardEndpoint, DashboardError, JobDetails, JobSubmitRequest, RayDashboard, RayJobsApi, ServeConfig,
     ServeDetails, ServeReadiness, serve_readiness,
 };
+use quotagate::api::ray::RayJob;
+use quotagate::rayservice::rayjob::controller::submit_request;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 // tokio's clock, so the simulator run (paused clock) and the real run share the polling code.
@@ -122,6 +124,8 @@ fn ray_dashboard_against_real_head() {
             request_timeout: Duration::from_secs(30),
             ..Default::default()
         });
+        // The Jobs API first: it needs no Serve controller, whose start-up is the slowest step.
+        job_scenarios(&client, &head.url, head.token.as_deref(), Duration::from_millis(250), true).await;
         scenarios(
             &client,
             &head.url,
@@ -130,7 +134,6 @@ fn ray_dashboard_against_real_head() {
             Duration::from_millis(500),
         )
         .await;
-        job_scenarios(&client, &head.url, head.token.as_deref(), Duration::from_millis(250)).await;
 
         println!("6. closed port -> unreachable, fast");
         let closed = std::net::TcpListener::bind("127.0.0.1:0")
@@ -164,7 +167,7 @@ async fn simulator_matches_the_real_scenarios() {
         Duration::from_millis(500),
     )
     .await;
-    job_scenarios(&sim, url, Some(&token), Duration::from_millis(250)).await;
+    job_scenarios(&sim, url, Some(&token), Duration::from_millis(250), false).await;
 }
 
 /// Polls a job until `done` holds on its status; panics after `limit`.
@@ -185,7 +188,7 @@ async fn wait_job(client: &dyn RayJobsApi, ep: &DashboardEndpoint, id: &str, wha
 /// The Jobs API the RayJob controller's HTTPMode uses (KubeRay's `dashboard_httpclient.go`): submit,
 /// read, logs, stop, delete, and what the head refuses. Shell entrypoints, so the head's own Python
 /// environment does not matter; the simulator reads the same `sleep N` and `exit K`.
-async fn job_scenarios(client: &dyn RayJobsApi, url: &str, token: Option<&str>, poll: Duration) {
+async fn job_scenarios(client: &dyn RayJobsApi, url: &str, token: Option<&str>, poll: Duration, real: bool) {
     let mut ep = DashboardEndpoint::new(url);
     if let Some(t) = token {
         ep = ep.with_token(t.to_owned());
@@ -226,7 +229,36 @@ async fn job_scenarios(client: &dyn RayJobsApi, url: &str, token: Option<&str>, 
     assert!(client.stop_job(&ep, &id("long")).await.unwrap(), "a running job stops");
     wait_job(client, &ep, &id("long"), "STOPPED", poll, |s| s == "STOPPED").await;
     assert!(!client.stop_job(&ep, &id("long")).await.unwrap(), "an ended job is not stopped again");
-    for what in ["ok", "bad", "long"] {
+    println!("jobs 5. a RayJob in HTTPMode: the request the RayJob controller builds from its spec");
+    // KubeRay: ray-operator/controllers/ray/utils/dashboard_httpclient.go (SubmitJobReq with the
+    // request of ConvertRayJobToReq); ray-operator/test/e2erayjob/rayjob_lightweight_test.go
+    // "Successful RayJob in HTTP mode with auth token" (the head here runs with token auth too): the
+    // job submitted over the Jobs API runs to SUCCEEDED with its runtime env and metadata.
+    let ray_job: RayJob = serde_json::from_value(json!({
+        "apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "http-mode", "namespace": "default"},
+        "spec": {
+            "submissionMode": "HTTPMode",
+            "entrypoint": "echo greeting=$GREETING",
+            "runtimeEnvYAML": "env_vars:\n  GREETING: hello-from-runtime-env\n",
+            "metadata": {"rayjob": "http-mode"},
+            "entrypointNumCpus": 0.5,
+            "rayClusterSpec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray:2.46.0"}]}}}}
+        }
+    }))
+    .unwrap();
+    let request = submit_request(&ray_job, &id("rayjob")).unwrap();
+    assert_eq!(client.submit_job(&ep, &request).await.unwrap().submission_id, id("rayjob"));
+    let d = wait_job(client, &ep, &id("rayjob"), "SUCCEEDED", poll, |s| s == "SUCCEEDED" || s == "FAILED").await;
+    assert_eq!(d.status, "SUCCEEDED", "{d:?}");
+    assert_eq!(d.metadata.as_ref().and_then(|m| m.get("rayjob")).map(String::as_str), Some("http-mode"), "{d:?}");
+    let env = d.runtime_env.as_ref().and_then(|e| e.get("env_vars")).and_then(|v| v.get("GREETING")).and_then(|v| v.as_str());
+    assert_eq!(env, Some("hello-from-runtime-env"), "the runtime env as submitted: {d:?}");
+    let logs = client.job_logs(&ep, &id("rayjob")).await.unwrap();
+    if real {
+        // The simulator echoes the entrypoint as written; the real head runs it in the runtime env.
+        assert!(logs.contains("greeting=hello-from-runtime-env"), "{logs}");
+    }
+    for what in ["ok", "bad", "long", "rayjob"] {
         assert!(client.delete_job(&ep, &id(what)).await.unwrap(), "{what} deleted");
         assert_eq!(client.job_info(&ep, &id(what)).await.unwrap(), None, "{what} gone");
     }

@@ -111,9 +111,11 @@ impl Running {
         let manager = tokio::spawn(run_embedded(opts, async move {
             let _ = stop_rx.await;
         }));
-        // The kubeconfig is written once the listener is bound (process start-up, not cluster state).
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        // The kubeconfig is written once the listener is bound (process start-up, not cluster state);
+        // 30 s, as start-up on a machine busy compiling took over 10.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         while !dir.join("kubeconfig").exists() {
+            assert!(!manager.is_finished(), "run_embedded ended before writing its kubeconfig");
             assert!(
                 tokio::time::Instant::now() < deadline,
                 "run_embedded wrote no kubeconfig"

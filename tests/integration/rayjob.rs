@@ -293,3 +293,150 @@ async fn a_queued_rayjob_in_sidecar_mode_submits_from_its_head_pod() {
     c.quota.wait_reserved("cq", 0).await;
     c.quota.assert_safe();
 }
+
+/// The head pod's submitter container as the kubelet shows it after `restarts` restarts, the last
+/// one ended with exit 137 (`crictl stop`), running again.
+async fn restart_submitter(pods: &Api<Pod>, head: &str, restarts: i32) {
+    let pod = pods.get(head).await.unwrap();
+    let mut statuses = serde_json::to_value(pod.status.and_then(|s| s.container_statuses).unwrap_or_default()).unwrap();
+    let sub = statuses.as_array_mut().unwrap().iter_mut().find(|s| s["name"] == "ray-job-submitter").expect("a submitter status");
+    sub["restartCount"] = json!(restarts);
+    sub["lastState"] = json!({"terminated": {"exitCode": 137, "reason": "Error", "startedAt": "2026-01-01T00:00:00Z", "finishedAt": "2026-01-01T00:00:01Z"}});
+    sub["state"] = json!({"running": {"startedAt": "2026-01-01T00:00:01Z"}});
+    pods.patch_status(head, &PatchParams::default(), &Patch::Merge(&json!({"status": {"containerStatuses": statuses}}))).await.unwrap();
+}
+
+async fn head_pod_of(jobs: &Api<RayJob>, pods: &Api<Pod>, job: &str) -> Pod {
+    let running = wait_for(jobs, job, "its Ray job RUNNING", |j| j.status.as_ref().and_then(|s| s.job_status) == Some(JobStatus::Running)).await;
+    let cluster = running.status.as_ref().and_then(|s| s.ray_cluster_name.clone()).unwrap();
+    let sel = format!("ray.io/cluster={cluster},ray.io/node-type=head");
+    pods.list(&ListParams::default().labels(&sel)).await.unwrap().items.into_iter().next().expect("a head pod")
+}
+
+/// KubeRay's SidecarSubmitterRestart gate: `ray-operator/test/e2erayjob/rayjob_sidecar_mode_test.go`
+/// "RayJob Sidecar Mode should restart submitter container on non-zero exit" (the submitter container
+/// stopped under a running job restarts; the RayJob stays Running with the same job id and then
+/// completes), and `rayjob_controller.go` `checkIsRestartCountExceeded` (restarts reaching
+/// `submitterConfig.backoffLimit` fail the RayJob, SubmissionFailed). The kubelet's restart is written
+/// into the head pod's status as the kubelet would write it.
+#[test]
+fn with_sidecar_submitter_restart_a_restarted_submitter_follows_its_job_until_the_limit() {
+    // Its own thread with a larger stack: restarting a manager that runs the Ray operator (for the
+    // gate) drops the old manager's futures on this thread, deeper than a test thread's 2 MiB.
+    let body = || {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        rt.block_on(sidecar_restart_body());
+    };
+    std::thread::Builder::new().stack_size(32 << 20).spawn(body).unwrap().join().unwrap();
+}
+
+async fn sidecar_restart_body() {
+    Box::pin(async move {
+        use quotagate::api::ray::rayjob::{JobFailedReason, JobSubmissionMode};
+        let mut c = queued_ray_jobs("8").await;
+        c.restart_manager_with(|o| o.ray_gates.sidecar_submitter_restart = true).await;
+        let jobs: Api<RayJob> = Api::namespaced(c.client.clone(), "default");
+        let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+        let sidecar = |name: &str, entrypoint: &str| {
+            let mut job = ray_job(name, entrypoint);
+            job.spec.submission_mode = Some(JobSubmissionMode::SidecarMode);
+            job
+        };
+
+        jobs.create(&PostParams::default(), &sidecar("restarts", "sleep 4")).await.unwrap();
+        let head = head_pod_of(&jobs, &pods, "restarts").await;
+        let spec = head.spec.as_ref().unwrap();
+        let container = spec.containers.iter().find(|c| c.name == "ray-job-submitter").unwrap();
+        assert_eq!(container.restart_policy.as_deref(), Some("OnFailure"), "the gate lets the submitter restart");
+        assert!(container.args.as_ref().unwrap()[0].contains("ray job logs"), "it follows the job it finds");
+        let id = jobs.get("restarts").await.unwrap().status.and_then(|s| s.job_id).unwrap();
+        restart_submitter(&pods, &head.metadata.name.clone().unwrap(), 1).await;
+        tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+        let after = jobs.get("restarts").await.unwrap().status.unwrap();
+        assert_eq!(after.job_deployment_status, Some(JobDeploymentStatus::Running), "one restart does not fail the job: {after:?}");
+        assert_eq!(after.job_id.as_deref(), Some(id.as_str()), "the same Ray job");
+        let done = wait_for(&jobs, "restarts", "Complete", |j| j.status.as_ref().and_then(|s| s.job_deployment_status).is_some_and(|d| d.is_terminal())).await;
+        let status = done.status.unwrap();
+        assert_eq!((status.job_deployment_status, status.job_status), (Some(JobDeploymentStatus::Complete), Some(JobStatus::Succeeded)), "{status:?}");
+        assert_eq!(status.failed.unwrap_or(0), 0);
+
+        jobs.create(&PostParams::default(), &sidecar("exhausted", "sleep 600")).await.unwrap();
+        let head = head_pod_of(&jobs, &pods, "exhausted").await;
+        restart_submitter(&pods, &head.metadata.name.clone().unwrap(), 2).await;
+        let failed = wait_for(&jobs, "exhausted", "Failed", |j| j.status.as_ref().and_then(|s| s.job_deployment_status) == Some(JobDeploymentStatus::Failed)).await;
+        let status = failed.status.unwrap();
+        assert_eq!(status.reason, Some(JobFailedReason::SubmissionFailed), "{status:?}");
+        assert!(status.message.as_deref().unwrap_or_default().contains("exceeding the maximum restart count"), "{status:?}");
+        c.quota.wait_reserved("cq", 0).await;
+        c.quota.assert_safe();
+    })
+    .await;
+}
+
+/// Kueue `test/integration/singlecluster/controller/jobs/rayjob/rayjob_controller_test.go`, "Job
+/// controller with preemption enabled" / "Should preempt lower priority rayJobs when resource
+/// insufficient": a ClusterQueue of 5 CPUs preempting `LowerPriority`; a low-priority RayJob (head 1,
+/// workers 2) runs; a high-priority one (head 2, workers 2; its head names a PriorityClass) is admitted
+/// and the low one suspended with its Workload not admitted; once the high one is deleted, the low one
+/// is admitted and unsuspended again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_higher_priority_rayjob_preempts_a_lower_one_which_resumes_after() {
+    Box::pin(async move {
+        use k8s_openapi::api::scheduling::v1::PriorityClass;
+        use quotagate::api::kueue::{ClusterQueuePreemption, PreemptionPolicy};
+        let c = Cluster::start_with_ray_operator(Limits::default().cq("cq", 5000)).await;
+        c.flavor("default").await;
+        let preempting = ClusterQueuePreemption { within_cluster_queue: Some(PreemptionPolicy::LowerPriority), ..Default::default() };
+        c.cluster_queue(with_all_namespaces(cq_with("cq", "5").preemption(preempting).build())).await;
+        c.local_queue("lq", "cq").await;
+        let pcs: Api<PriorityClass> = Api::all(c.client.clone());
+        let pc: PriorityClass = serde_json::from_value(json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "test-priority-class"}, "value": 100})).unwrap();
+        pcs.create(&PostParams::default(), &pc).await.unwrap();
+        let jobs: Api<RayJob> = Api::namespaced(c.client.clone(), "default");
+        let sized = |name: &str, head: &str, workers: &str, class: Option<&str>| {
+            let mut job = ray_job(name, "sleep 600");
+            let spec = job.spec.ray_cluster_spec.as_mut().unwrap();
+            let pod = spec.head_group_spec.template.spec.as_mut().unwrap();
+            pod.priority_class_name = class.map(str::to_string);
+            pod.containers[0].resources = Some(serde_json::from_value(json!({"requests": {"cpu": head}})).unwrap());
+            let w = spec.worker_group_specs.as_mut().unwrap()[0].template.spec.as_mut().unwrap();
+            w.containers[0].resources = Some(serde_json::from_value(json!({"requests": {"cpu": workers}})).unwrap());
+            job
+        };
+        let suspended = |j: &RayJob| j.spec.suspend == Some(true);
+
+        let low = jobs.create(&PostParams::default(), &sized("rayjob-with-low-priority", "1", "2", None)).await.unwrap();
+        wait_for(&jobs, "rayjob-with-low-priority", "admitted", |j| !suspended(j)).await;
+        let high = jobs.create(&PostParams::default(), &sized("rayjob-with-high-priority", "2", "2", Some("test-priority-class"))).await.unwrap();
+        let high_wl = poll_workload(&c, &high).await;
+        wait_for(&c.workloads(), &high_wl.name_any(), "admitted", |w| condition(w, condition::ADMITTED).is_some_and(|(s, _, _)| s == "True")).await;
+        let low_wl = poll_workload(&c, &low).await;
+        wait_for(&c.workloads(), &low_wl.name_any(), "not admitted", |w| condition(w, condition::ADMITTED).is_some_and(|(s, _, _)| s == "False")).await;
+        wait_for(&jobs, "rayjob-with-low-priority", "suspended", suspended).await;
+
+        jobs.delete("rayjob-with-high-priority", &Default::default()).await.unwrap();
+        wait_for(&c.workloads(), &low_wl.name_any(), "admitted again", |w| condition(w, condition::ADMITTED).is_some_and(|(s, _, _)| s == "True")).await;
+        wait_for(&jobs, "rayjob-with-low-priority", "unsuspended", |j| !suspended(j)).await;
+        c.quota.assert_safe();
+    })
+    .await;
+}
+
+/// Kueue `rayjob_controller_test.go` "Should skip reconciliation for RayJobs with clusterSelector": a
+/// queue-labelled RayJob on a selected cluster, created unsuspended, gets no Workload and stays
+/// unsuspended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_labelled_rayjob_with_a_cluster_selector_is_not_queue_managed() {
+    let c = queued_ray_jobs("4").await;
+    let jobs: Api<RayJob> = Api::namespaced(c.client.clone(), "default");
+    let mut job = ray_job("rayjob-with-selector", "sleep 1");
+    job.spec.ray_cluster_spec = None;
+    job.spec.cluster_selector = Some([("ray.io/cluster".to_string(), "existing-cluster".to_string())].into());
+    job.spec.suspend = Some(false);
+    let job = jobs.create(&PostParams::default(), &job).await.unwrap();
+    for _ in 0..10 {
+        assert!(owned_by(c.workloads().list(&ListParams::default()).await.unwrap().items, &job).is_empty(), "no Workload");
+        assert_eq!(jobs.get("rayjob-with-selector").await.unwrap().spec.suspend, Some(false), "not suspended");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}

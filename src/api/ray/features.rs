@@ -20,10 +20,10 @@ pub enum Support {
     /// Only changes what validation accepts: with the gate on, the field is refused as not implemented.
     NotImplemented,
     /// Implemented with the gate's own default, either value accepted (RayJobDeletionPolicy: off refuses
-    /// `deletionStrategy` and worker-group `suspend`, and the RayJob controller ignores the strategy).
+    /// `deletionStrategy` and worker-group `suspend`, and the RayJob controller ignores the strategy;
+    /// SidecarSubmitterRestart: on, SidecarMode's submitter container restarts on failure).
     Honoured,
-    /// A RayCronJob or sidecar-submitter-restart gate: accepted; no effect (quotagate has no RayCronJob,
-    /// and its SidecarMode submitter is KubeRay's without the gate: submit once, wait for the end).
+    /// The RayCronJob gate: accepted; no effect (quotagate has no RayCronJob kind).
     NoRayJob,
     /// Turning it on is refused: quotagate has no such feature.
     RefusedOn,
@@ -47,7 +47,7 @@ pub const GATES: [Gate; 11] = [
     gate("RayMultiHostIndexing", true, Stage::Beta, Support::AlwaysOn),
     gate("RayServiceIncrementalUpgrade", true, Stage::Beta, Support::AlwaysOn),
     gate("RayCronJob", false, Stage::Alpha, Support::NoRayJob),
-    gate("SidecarSubmitterRestart", false, Stage::Alpha, Support::NoRayJob),
+    gate("SidecarSubmitterRestart", false, Stage::Alpha, Support::Honoured),
     gate("RayClusterNetworkPolicy", false, Stage::Alpha, Support::NotImplemented),
     gate("GCSFaultToleranceEmbeddedStorage", false, Stage::Alpha, Support::NotImplemented),
     gate("RayClusterMTLS", false, Stage::Alpha, Support::NotImplemented),
@@ -85,6 +85,7 @@ pub fn parse(text: &str) -> Result<RayFeatureGates, String> {
             "RayClusterMTLS" => gates.mtls = on,
             "GCSFaultToleranceEmbeddedStorage" => gates.embedded_gcs_storage = on,
             "RayJobDeletionPolicy" => gates.job_deletion_policy = on,
+            "SidecarSubmitterRestart" => gates.sidecar_submitter_restart = on,
             _ => {}
         }
     }
@@ -107,7 +108,8 @@ mod tests {
     #[test]
     fn parses_kubernetes_syntax_and_refuses_what_quotagate_cannot_honour() {
         let g = parse("RayClusterMTLS=true, RayClusterHistoryServer=true,RayCronJob=true").unwrap();
-        assert!(g.mtls && g.history_server && !g.network_policy);
+        assert!(g.mtls && g.history_server && !g.network_policy && !g.sidecar_submitter_restart);
+        assert!(parse("SidecarSubmitterRestart=true").unwrap().sidecar_submitter_restart);
         assert!(parse("RayServiceIncrementalUpgrade=true").is_ok());
         let err = |s: &str| parse(s).unwrap_err();
         assert_eq!(err("Nope=true"), "unrecognized feature gate: Nope");

@@ -131,7 +131,8 @@ impl GenericJob for RayJobJob {
         let mut spec = self.job.spec.ray_cluster_spec.clone().ok_or_else(no_cluster_spec)?;
         if self.job.spec.mode() == JobSubmissionMode::SidecarMode {
             // The submitter runs in the head pod: the head podset asks for it too.
-            crate::rayservice::rayjob::sidecar::add(&mut spec, &self.job, "").map_err(JobFrameworkError::PodSets)?;
+            // The gate changes the script and restart policy, not what the head podset asks for.
+            crate::rayservice::rayjob::sidecar::add(&mut spec, &self.job, "", false).map_err(JobFrameworkError::PodSets)?;
         }
         let mut rc = RayCluster::new(self.job.metadata.name.as_deref().unwrap_or("rayjob"), spec);
         rc.metadata.namespace = self.job.metadata.namespace.clone();

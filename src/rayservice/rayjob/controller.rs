@@ -213,7 +213,10 @@ async fn observe(job: &RayJob, ns: &str, ctx: &Context) -> Result<Snapshot, Erro
             Some(n) if rc.is_some() => {
                 let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(ctx.client.clone(), ns);
                 let selector = format!("{}={n},{}={}", c::LABEL_CLUSTER, c::LABEL_NODE_TYPE, c::NODE_TYPE_HEAD);
-                super::sidecar::view(&pods.list(&kube::api::ListParams::default().labels(&selector)).await?.items)
+                let restart_limit = ctx.config.gates.sidecar_submitter_restart.then(|| {
+                    job.spec.submitter_config.as_ref().and_then(|s| s.backoff_limit).unwrap_or(super::sidecar::DEFAULT_RESTART_LIMIT)
+                });
+                super::sidecar::view(&pods.list(&kube::api::ListParams::default().labels(&selector)).await?.items, restart_limit)
             }
             _ => SubmitterView::Absent,
         }
@@ -278,11 +281,12 @@ fn owner_ref(job: &RayJob) -> Result<k8s_openapi::apimachinery::pkg::apis::meta:
 }
 
 /// KubeRay's `constructRayClusterForRayJob`: the job's labels and annotations, plus where it came from.
-pub fn build_cluster(job: &RayJob, name: &str) -> Result<RayCluster, Error> {
+/// `sidecar_restart` is the SidecarSubmitterRestart gate.
+pub fn build_cluster(job: &RayJob, name: &str, sidecar_restart: bool) -> Result<RayCluster, Error> {
     let mut spec = job.spec.ray_cluster_spec.clone().ok_or(Error::MissingField("spec.rayClusterSpec"))?;
     if job.spec.mode() == JobSubmissionMode::SidecarMode {
         let id = job.status.as_ref().and_then(|s| s.job_id.clone()).unwrap_or_default();
-        super::sidecar::add(&mut spec, job, &id).map_err(Error::InvalidSpec)?;
+        super::sidecar::add(&mut spec, job, &id, sidecar_restart).map_err(Error::InvalidSpec)?;
     }
     let mut labels = job.labels().clone();
     labels.insert(c::LABEL_ORIGINATED_FROM_CR_NAME.into(), job.name_any());
@@ -412,7 +416,7 @@ async fn execute(
             if let Some(id) = next.and_then(|n| n.job_id.clone()) {
                 job.status.get_or_insert_with(Default::default).job_id = Some(id);
             }
-            let rc = build_cluster(&job, name)?;
+            let rc = build_cluster(&job, name, ctx.config.gates.sidecar_submitter_restart)?;
             ignore_status(clusters.create(&PostParams::default(), &rc).await.map(|_| ()), 409)?;
         }
         Action::DeleteCluster { name } => {
@@ -455,6 +459,17 @@ async fn execute(
                 Err(source) => return Err(Error::Submit { submission_id: submission_id.clone(), source }),
             }
         }
+        Action::ReconcileHeadService { cluster } => {
+            let Some(rc) = clusters.get_opt(cluster).await? else { return Ok(()) };
+            let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(ctx.client.clone(), ns);
+            let (reason, verb, name) = match super::service::ensure(&services, current, &rc).await? {
+                super::service::Outcome::Created(name) => ("CreatedService", "Created", name),
+                super::service::Outcome::Updated(name) => ("UpdatedService", "Updated", name),
+                super::service::Outcome::Unchanged => return Ok(()),
+            };
+            let message = format!("{verb} the service {ns}/{name}");
+            shell::publish(&ctx.recorder, &current.object_ref(&()), KEventType::Normal, reason, message).await;
+        }
         Action::DeleteSelf => {
             ignore_status(jobs_api.delete(&current.name_any(), &background).await.map(|_| ()), 404)?;
         }
@@ -486,7 +501,7 @@ mod tests {
     /// KubeRay `constructRayClusterForRayJob`: the job's labels and annotations, origin labels, owned by it.
     #[test]
     fn the_cluster_carries_the_jobs_labels_and_owner() {
-        let rc = build_cluster(&job(), "rj-xyz").unwrap();
+        let rc = build_cluster(&job(), "rj-xyz", false).unwrap();
         let labels = rc.metadata.labels.unwrap();
         assert_eq!((labels["team"].as_str(), labels[c::LABEL_ORIGINATED_FROM_CRD].as_str()), ("a", "RayJob"));
         assert_eq!(rc.metadata.annotations.unwrap()["note"], "x");

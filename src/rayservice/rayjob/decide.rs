@@ -101,6 +101,8 @@ pub enum Action {
     CreateSubmitter,
     DeleteSubmitter,
     SubmitJob { submission_id: String },
+    /// Create `<job>-head-svc` or point it at this cluster (KubeRay's `reconcileServices`).
+    ReconcileHeadService { cluster: String },
     DeleteSelf,
 }
 
@@ -368,6 +370,9 @@ fn running(s: &Snapshot, next: &mut RayJobStatus, plan: &mut Plan) -> bool {
     let Some(ClusterView::Present { status: cluster_status, .. }) = ensure_cluster(s, plan) else {
         return false;
     };
+    if !s.spec.uses_cluster_selector() {
+        plan.actions.push(Action::ReconcileHeadService { cluster: s.status.ray_cluster_name.clone().unwrap_or_default() });
+    }
     let info = match &s.job {
         JobView::Found(info) => info,
         JobView::NotFound if s.spec.mode() == JobSubmissionMode::HTTPMode => {

@@ -10,6 +10,7 @@
 
 pub mod controller;
 pub mod decide;
+pub mod service;
 pub mod sidecar;
 pub mod submit_command;
 pub mod template;

@@ -137,7 +137,11 @@ fn running_submits_over_http_once_and_follows_the_job_to_its_end() {
     s.cluster = ready_cluster();
     s.job = JobView::NotFound;
     let plan = decide(&s);
-    assert_eq!(plan.actions, vec![Action::SubmitJob { submission_id: "job-abcde".into() }]);
+    assert_eq!(
+        plan.actions,
+        vec![Action::ReconcileHeadService { cluster: "job-fghij".into() }, Action::SubmitJob { submission_id: "job-abcde".into() }],
+        "the job's head Service follows its cluster while it runs"
+    );
     assert_eq!(plan.status, None);
     s.job = JobView::Found(Box::new(details("RUNNING")));
     let st = next(&decide(&s));

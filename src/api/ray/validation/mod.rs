@@ -27,6 +27,9 @@ pub struct RayFeatureGates {
     pub embedded_gcs_storage: bool,
     /// Beta, on: off refuses worker-group `suspend` (KubeRay ties it to the RayJob deletion policy).
     pub job_deletion_policy: bool,
+    /// Alpha, off: on, SidecarMode's submitter container restarts on failure (up to
+    /// `submitterConfig.backoffLimit` times) and resubmits only a job the head does not know.
+    pub sidecar_submitter_restart: bool,
 }
 
 impl Default for RayFeatureGates {
@@ -38,6 +41,7 @@ impl Default for RayFeatureGates {
             mtls: false,
             embedded_gcs_storage: false,
             job_deletion_policy: true,
+            sidecar_submitter_restart: false,
         }
     }
 }

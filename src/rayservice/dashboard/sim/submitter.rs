@@ -237,7 +237,14 @@ pub fn parse(pod: &Pod) -> Option<(String, Submission)> {
 /// The pod's status once its submitter container `name` ended with `code`. Alone in its pod (K8sJobMode)
 /// the pod ends with it; beside other containers (SidecarMode, in the head pod) only that container
 /// ends, and the pod, still Running, is no longer Ready, as the kubelet says of a pod that never restarts.
+/// A container with its own `restartPolicy: OnFailure` (KubeRay's SidecarSubmitterRestart) that failed
+/// is restarted instead, as the kubelet does: its restart count goes up, its last state is the failure,
+/// and it runs again.
 pub fn ended_container(pod: &Pod, name: &str, code: i32, message: &str) -> Value {
+    let spec_of = |n: &str| pod.spec.as_ref().and_then(|s| s.containers.iter().find(|c| c.name == n));
+    if code != 0 && spec_of(name).is_some_and(|c| c.restart_policy.as_deref() == Some("OnFailure")) {
+        return restarted(pod, name, code, message);
+    }
     let alone = pod.spec.as_ref().is_none_or(|s| s.containers.iter().all(|c| c.name == name));
     if alone {
         return ended(pod, code, message);
@@ -265,6 +272,29 @@ pub fn ended_container(pod: &Pod, name: &str, code: i32, message: &str) -> Value
     let mut conditions = keep;
     conditions.extend([cond("ContainersReady"), cond("Ready")]);
     json!({"conditions": conditions, "containerStatuses": statuses})
+}
+
+/// The pod's status with container `name` restarted after failing with `code` (the others as they are).
+fn restarted(pod: &Pod, name: &str, code: i32, message: &str) -> Value {
+    let now = jiff::Timestamp::now().to_string();
+    let mut current = pod.status.as_ref().and_then(|s| s.container_statuses.clone()).unwrap_or_default();
+    if !current.iter().any(|st| st.name == name) {
+        current.push(k8s_openapi::api::core::v1::ContainerStatus { name: name.to_string(), ..Default::default() });
+    }
+    let statuses: Vec<Value> = current
+        .iter()
+        .map(|st| {
+            let mut v = serde_json::to_value(st).unwrap_or(Value::Null);
+            if st.name == name {
+                let since = st.state.as_ref().and_then(|s| s.running.as_ref()).and_then(|r| r.started_at.as_ref()).map_or_else(|| started(pod, &now), |t| t.0.to_string());
+                v["restartCount"] = json!(st.restart_count.saturating_add(1));
+                v["lastState"] = json!({"terminated": {"exitCode": code, "reason": "Error", "message": message, "startedAt": since, "finishedAt": now}});
+                v["state"] = json!({"running": {"startedAt": now}});
+            }
+            v
+        })
+        .collect();
+    json!({"containerStatuses": statuses})
 }
 
 /// When the pod started (its `startTime`), else `now`.
@@ -370,6 +400,9 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, LoopError> {
     if has_ended(&pod, &container) {
         return Ok(Action::await_change());
     }
+    if let Some(wait) = restart_backoff_left(&pod, &container) {
+        return Ok(Action::requeue(wait));
+    }
     let ns = pod.metadata.namespace.clone().unwrap_or_default();
     if let Some(head) = loopback_to_head(&ctx.client, &pod, &ns, &sub.address).await? {
         sub.address = head;
@@ -402,6 +435,18 @@ fn has_ended(pod: &Pod, container: &str) -> bool {
         .and_then(|cs| cs.iter().find(|c| c.name == container))
         .is_some_and(|c| c.state.as_ref().is_some_and(|s| s.terminated.is_some()))
 }
+
+/// How long a restarted submitter still waits before it runs again (the kubelet's crash back-off,
+/// shortened to [`RESTART_BACKOFF`]), so a submitter that always fails does not spin.
+fn restart_backoff_left(pod: &Pod, container: &str) -> Option<Duration> {
+    let st = pod.status.as_ref()?.container_statuses.as_ref()?.iter().find(|c| c.name == container)?;
+    let failed_at = st.last_state.as_ref()?.terminated.as_ref()?.finished_at.as_ref()?.0;
+    let since = Duration::try_from(jiff::Timestamp::now().duration_since(failed_at)).unwrap_or(Duration::ZERO);
+    RESTART_BACKOFF.checked_sub(since).filter(|d| !d.is_zero())
+}
+
+/// The simulated kubelet's back-off before a failed submitter container runs again.
+const RESTART_BACKOFF: Duration = Duration::from_secs(1);
 
 /// A submitter beside a Ray head (SidecarMode) talks to its own head on loopback: on the embedded
 /// cluster that head's dashboard is the one its head Service names, as the Ray operator calls it.

@@ -137,3 +137,40 @@ async fn no_wait_ends_at_submission_and_a_refusal_fails_the_pod() {
     let (next, _) = step(&sim, &Submission { submission_id: Some("rj-3".into()), ..submission("sleep 1", true) }, None).await;
     assert!(matches!(&next, Step::End(1, m) if m.contains("ray job submit")), "{next:?}");
 }
+
+/// The kubelet with Kubernetes 1.35's per-container restart rules, as KubeRay's SidecarSubmitterRestart
+/// relies on (`rayjob_sidecar_mode_test.go` "RayJob Sidecar Mode should restart submitter container on
+/// non-zero exit"): a failed `restartPolicy: OnFailure` submitter runs again with its restart count up
+/// and its failure as last state; one without the rule ends, and so does one that exits 0.
+#[test]
+fn a_failed_submitter_with_its_own_on_failure_policy_restarts() {
+    let pod = |policy: Option<&str>| -> Pod {
+        let mut sidecar = json!({"name": "ray-job-submitter", "image": "ray"});
+        if let Some(p) = policy {
+            sidecar["restartPolicy"] = json!(p);
+        }
+        serde_json::from_value(json!({
+            "metadata": {"name": "h"},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "ray-head", "image": "ray"}, sidecar]},
+            "status": {"phase": "Running", "containerStatuses": [
+                {"name": "ray-head", "ready": true, "restartCount": 0, "image": "", "imageID": "", "state": {"running": {}}},
+                {"name": "ray-job-submitter", "ready": true, "restartCount": 1, "image": "", "imageID": "", "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]}
+        }))
+        .unwrap()
+    };
+    let status = ended_container(&pod(Some("OnFailure")), "ray-job-submitter", 1, "ray job logs: closed");
+    let sub = &status["containerStatuses"][1];
+    assert_eq!(sub["restartCount"], 2);
+    assert!(sub["state"]["running"].is_object(), "{status}");
+    assert_eq!(sub["lastState"]["terminated"]["exitCode"], 1);
+    assert_eq!(sub["lastState"]["terminated"]["startedAt"], "2026-01-01T00:00:00Z");
+    assert!(status["containerStatuses"][0]["state"]["running"].is_object(), "the head is untouched");
+    let restarted: Pod = serde_json::from_value(json!({"metadata": {"name": "h"}, "status": status})).unwrap();
+    assert!(!has_ended(&restarted, "ray-job-submitter"), "it runs again");
+    assert!(restart_backoff_left(&restarted, "ray-job-submitter").is_some(), "after the back-off");
+
+    let ended = ended_container(&pod(None), "ray-job-submitter", 1, "failed");
+    assert_eq!(ended["containerStatuses"][1]["state"]["terminated"]["exitCode"], 1);
+    let done = ended_container(&pod(Some("OnFailure")), "ray-job-submitter", 0, "job ended");
+    assert_eq!(done["containerStatuses"][1]["state"]["terminated"]["exitCode"], 0);
+}
