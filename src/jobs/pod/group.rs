@@ -21,10 +21,10 @@ use kube::core::GroupVersionKind;
 
 use super::{finalizer_removable, gvk, pod_set, ready, ungate};
 use crate::api::kueue::constants::label;
-use crate::api::kueue::{PodSet, Workload};
+use crate::api::kueue::{PodSet, ReclaimablePod, Workload};
 use crate::api::pod as p;
 use crate::jobframework::workload::{WorkloadOptions, construct_workload};
-use crate::jobframework::{Finished, GenericJob, JobFrameworkError, PodSetInfo, Step, plan_managed};
+use crate::jobframework::{Finished, GenericJob, JobFrameworkError, JobWithReclaimablePods, PodSetInfo, Step, plan_managed};
 
 /// Kueue's annotation on a group's Workload.
 pub const IS_GROUP_WORKLOAD: &str = "kueue.x-k8s.io/is-group-workload";
@@ -81,13 +81,38 @@ impl PodGroup {
         self.pods.iter().filter(|x| runnable_or_succeeded(x))
     }
 
+    /// Kueue's fast admission, asked by the group's pods.
+    pub fn fast_admission(&self) -> bool {
+        self.pods.iter().any(|x| p::annotation_true(&x.metadata, p::GROUP_FAST_ADMISSION_ANNOTATION))
+    }
+
+    /// A serving group (Kueue's `isServing`).
+    pub fn serving(&self) -> bool {
+        self.pods.iter().any(|x| p::annotation_true(&x.metadata, p::GROUP_SERVING_ANNOTATION))
+    }
+
+    /// The pods still match the group's Workload (set by [`PodGroup::match_workload`]).
+    pub fn matches_workload(&self) -> bool {
+        self.matched.is_some()
+    }
+
     /// Kueue creates no Workload before the group's total count of pods exists.
+    /// With fast admission, one runnable pod is enough: the Workload counts the group's total.
     pub fn complete(&self) -> bool {
+        if self.fast_admission() {
+            return self.runnable().next().is_some();
+        }
         self.runnable().count() >= self.total as usize
     }
 
     /// The group's roles and counts as its pods are now (Kueue's `constructGroupPodSets`).
+    /// With fast admission (Kueue's `constructGroupPodSetsFast`): one podset, the first runnable
+    /// pod's role, counted at the group's total.
     pub fn own_pod_sets(&self) -> Result<Vec<PodSet>, JobFrameworkError> {
+        if self.fast_admission() {
+            let first = self.runnable().next().ok_or_else(|| JobFrameworkError::PodSets("failed to find a runnable pod in the group".into()))?;
+            return Ok(vec![pod_set(first, &p::role_hash(first), self.total)]);
+        }
         let mut roles: BTreeMap<String, (Pod, i32)> = BTreeMap::new();
         for pod in self.runnable() {
             roles.entry(p::role_hash(pod)).or_insert_with(|| (pod.clone(), 0)).1 += 1;
@@ -192,6 +217,10 @@ impl GenericJob for PodGroup {
     /// Kueue: finished when as many pods succeeded as the group counts, or, for a group that is not
     /// retried (`retriable-in-group: "false"`), once none is left running.
     fn finished(&self) -> Option<Finished> {
+        // A serving group runs until it is deleted.
+        if self.serving() {
+            return None;
+        }
         let succeeded = self.pods.iter().filter(|x| p::phase(x) == "Succeeded").count();
         let active = self.pods.iter().any(|x| !p::is_terminated(x));
         let unretriable = self.pods.iter().any(|x| x.metadata.annotations.as_ref().and_then(|a| a.get(p::RETRIABLE_IN_GROUP_ANNOTATION)).is_some_and(|v| v == "false"));
@@ -214,6 +243,29 @@ impl GenericJob for PodGroup {
 
     fn pods_ready(&self) -> bool {
         self.pods.iter().all(ready)
+    }
+
+    fn as_with_reclaimable_pods(&self) -> Option<&dyn JobWithReclaimablePods> {
+        Some(self)
+    }
+}
+
+/// Kueue's `ReclaimablePods` for a group: its Succeeded pods, per role, give their quota back; a
+/// serving group (`kueue.x-k8s.io/pod-group-serving: "true"`) reports none.
+impl JobWithReclaimablePods for PodGroup {
+    fn reclaimable_pods(&self) -> Vec<ReclaimablePod> {
+        if self.serving() {
+            return Vec::new();
+        }
+        let mut out: Vec<ReclaimablePod> = Vec::new();
+        for x in self.pods.iter().filter(|x| p::phase(x) == "Succeeded") {
+            let role = p::role_hash(x);
+            match out.iter_mut().find(|r| r.name == role) {
+                Some(r) => r.count += 1,
+                None => out.push(ReclaimablePod { name: role, count: 1 }),
+            }
+        }
+        out
     }
 }
 
