@@ -76,9 +76,11 @@ impl PodGroup {
         self.meta.name.as_deref().unwrap_or_default()
     }
 
-    /// The pods that count towards the group (Kueue's `runnableOrSucceededPods`).
+    /// The pods that count towards the group (Kueue's `runnableOrSucceededPods`), less those on their
+    /// way out: Kueue counts a deleted pod bound to a node until the kubelet ends it, which would
+    /// count a stopped pod beside its replacement.
     pub fn runnable(&self) -> impl Iterator<Item = &Pod> {
-        self.pods.iter().filter(|x| runnable_or_succeeded(x))
+        self.pods.iter().filter(|x| active(x))
     }
 
     /// Kueue's fast admission, asked by the group's pods.
@@ -291,7 +293,8 @@ impl PodGroup {
     /// the group and are returned for deletion; pods of a role the Workload does not have leave the
     /// group too, as Kueue keeps only the Workload's roles.
     pub fn trim(&mut self, wl: Option<&Workload>) -> Vec<Pod> {
-        let mut runnable: Vec<Pod> = self.runnable().cloned().collect();
+        // A pod on its way out is no longer counted (it would push its replacement out as excess).
+        let mut runnable: Vec<Pod> = self.pods.iter().filter(|x| active(x)).cloned().collect();
         runnable.sort_by_key(|x| (!has_finalizer(x), p::is_gated(x), x.metadata.creation_timestamp.as_ref().map(|t| t.0), x.name_any()));
         let (kept, excess): (Vec<Pod>, Vec<Pod>) = match wl {
             None => {
@@ -312,7 +315,7 @@ impl PodGroup {
                 (kept, excess)
             }
         };
-        self.pods.retain(|x| !runnable_or_succeeded(x) || kept.iter().any(|k| k.metadata.uid == x.metadata.uid));
+        self.pods.retain(|x| !active(x) || kept.iter().any(|k| k.metadata.uid == x.metadata.uid));
         excess
     }
 }
@@ -336,6 +339,37 @@ pub fn decide(group: &mut PodGroup, workload: Option<&Workload>) -> Result<Decis
     };
     let owned: Vec<Workload> = wls.iter().map(|w| (*w).clone()).collect();
     let finished_wl = wls.iter().any(|w| w.is_finished());
-    let finalize = group.pods.iter().filter(|x| has_finalizer(x)).filter(|x| finished_wl || finalizer_removable(x, &owned)).map(|x| x.name_any()).collect();
+    let finalize = match live {
+        // Kueue's `replacedInactivePods`: while the group runs on its Workload, a pod that ended or is
+        // being deleted keeps its finalizer (so the Workload it owns stays) until its role has the
+        // pods it counts without it.
+        Some(wl) if !finished_wl => replaced_inactive(group, wl),
+        _ => group.pods.iter().filter(|x| has_finalizer(x)).filter(|x| finished_wl || finalizer_removable(x, &owned)).map(|x| x.name_any()).collect(),
+    };
     Ok(Decision { step, finalize, excess: excess.iter().map(|x| x.name_any()).collect() })
+}
+
+/// A pod that can still run or succeeded and is not on its way out.
+fn active(x: &Pod) -> bool {
+    runnable_or_succeeded(x) && (x.metadata.deletion_timestamp.is_none() || p::phase(x) == "Succeeded")
+}
+
+/// Per role of `wl`, the inactive pods (ended or being deleted) holding the finalizer beyond what the
+/// role's active pods leave missing: `min(inactive, inactive + active - count)`, the earliest listed.
+/// Pods of a role the Workload does not have lose it too.
+fn replaced_inactive(group: &PodGroup, wl: &Workload) -> Vec<String> {
+    let mut out = Vec::new();
+    for x in group.pods.iter().filter(|x| has_finalizer(x) && !active(x)) {
+        if !wl.spec.pod_sets.iter().any(|ps| ps.name() == p::role_hash(x)) {
+            out.push(x.name_any());
+        }
+    }
+    for ps in &wl.spec.pod_sets {
+        let role = |x: &&Pod| p::role_hash(x) == ps.name();
+        let active_n = group.pods.iter().filter(role).filter(|x| active(x)).count() as i32;
+        let inactive: Vec<&Pod> = group.pods.iter().filter(role).filter(|x| has_finalizer(x) && !active(x)).collect();
+        let n = (inactive.len() as i32).min(inactive.len() as i32 + active_n - ps.count()).max(0) as usize;
+        out.extend(inactive.iter().take(n).map(|x| x.name_any()));
+    }
+    out
 }

@@ -125,7 +125,9 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<JobContext>) -> Result<Action, Jo
         Step::Stop(_) | Step::StopNotMatching(_) | Step::Suspend | Step::SuspendThenCreate => {
             let (why, text, msg) = match (&step, workload.as_ref()) {
                 (Step::StopNotMatching(_), _) => (StopReason::NoMatchingWorkload, StopReason::NoMatchingWorkload.as_str().to_string(), "No matching Workload".to_string()),
-                (Step::Stop(_), Some(wl)) => {
+                // Evicted: the core gives a group's quota back at once (the Workload has no controller
+                // owner), so the group may see it unreserved already; the pods still go for the eviction.
+                (Step::Stop(_), Some(wl)) | (Step::Suspend, Some(wl)) if wl.status.as_ref().is_some_and(|s| s.condition_true("Evicted")) => {
                     let msg = wl.status.as_ref().and_then(|s| s.condition("Evicted")).map(|c| c.message.clone()).unwrap_or_default();
                     (StopReason::WorkloadEvicted, evicted_reason(wl), msg)
                 }
@@ -138,7 +140,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<JobContext>) -> Result<Action, Jo
                 stop_pod(&ctx.client, x, &text, &msg).await?;
                 stopped.push(x.name_any());
             }
-            if let (Step::Stop(_), Some(wl)) = (&step, workload.as_ref()) {
+            if let (Step::Stop(_) | Step::Suspend, Some(wl)) = (&step, workload.as_ref()) {
                 let now = jiff::Timestamp::now();
                 let mut obj = wl.clone();
                 let mut changed = false;

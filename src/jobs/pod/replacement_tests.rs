@@ -115,3 +115,65 @@ fn with_fast_admission_a_role_waits_only_when_it_has_no_pod() {
     set_phase(&mut failed, "Failed", None);
     assert_eq!(absent_pods(&PodGroup::new("g", vec![failed]).unwrap(), &wl, &[]), 1);
 }
+
+// Kueue: pod_controller_test.go TestReconciler "workload is not finished if the pod in the group is
+// running" (one Succeeded pod: the Workload gets `reclaimablePods` {role: 1}); and integration "Should
+// ungate pod after Succeeded phase when serving workload is enabled" (a serving group reports no
+// reclaimable pods and is not finished by its pods succeeding).
+#[test]
+fn a_groups_succeeded_pods_are_reclaimable_unless_it_serves() {
+    use crate::api::kueue::ReclaimablePod;
+    use crate::jobframework::{JobWithReclaimablePods, Step};
+    let mut pods = running(&["a", "b", "c"]);
+    set_phase(&mut pods[0], "Succeeded", None);
+    let mut wl = workload_of(&pods, false);
+    wl.metadata.name = Some("g".into());
+    let role = p::role_hash(&pods[0]);
+    let want = vec![ReclaimablePod { name: role, count: 1 }];
+    let mut group = PodGroup::new("g", pods.clone()).unwrap();
+    assert_eq!(super::group::decide(&mut group, Some(&wl)).unwrap().step, Step::UpdateReclaimablePods { name: "g".into(), pods: want.clone() });
+    wl.status.as_mut().unwrap().reclaimable_pods = want;
+    let mut group = PodGroup::new("g", pods).unwrap();
+    // Written: the pass goes on (a group with an ended pod reads suspended, so Start, which ungates
+    // nothing here).
+    assert_eq!(super::group::decide(&mut group, Some(&wl)).unwrap().step, Step::Start("g".into()));
+
+    let serving = |name: &str| {
+        let mut x = ungated(pod(name, "1", json!({p::GROUP_NAME_LABEL: "s"}), json!({p::GROUP_TOTAL_COUNT_ANNOTATION: "2", p::GROUP_SERVING_ANNOTATION: "true"})));
+        set_phase(&mut x, "Succeeded", None);
+        x
+    };
+    let group = PodGroup::new("s", vec![serving("a"), serving("b")]).unwrap();
+    assert!(group.serving());
+    assert!(group.reclaimable_pods().is_empty());
+    assert_eq!(group.finished(), None, "a serving group runs until deleted");
+}
+
+// Kueue: pod_controller_test.go integration "Should keep the running pod group with the queue name if
+// workload is evicted" ("checking that pod2 fully removed" only after its replacement exists), and
+// TestReconciler's `replacedInactivePods`: while the group's Workload is open, its stopped pods keep
+// the finalizer (they own the Workload) until replacements fill their role.
+#[test]
+fn stopped_pods_keep_the_finalizer_until_replaced() {
+    let mut pods = running(&["a", "b"]);
+    let wl = {
+        let mut w = workload_of(&pods, true);
+        w.metadata.name = Some("g".into());
+        w
+    };
+    for x in &mut pods {
+        x.spec.as_mut().unwrap().node_name = Some("node1".into());
+        x.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(NOW));
+        set_phase(x, "Failed", None);
+    }
+    let mut group = PodGroup::new("g", pods.clone()).unwrap();
+    assert!(super::group::decide(&mut group, Some(&wl)).unwrap().finalize.is_empty(), "kept while not replaced");
+    let mut with_one = pods.clone();
+    with_one.push(member("a2", "1"));
+    let mut group = PodGroup::new("g", with_one).unwrap();
+    assert_eq!(super::group::decide(&mut group, Some(&wl)).unwrap().finalize.len(), 1, "one replaced");
+    let mut with_two = pods;
+    with_two.extend([member("a2", "1"), member("b2", "1")]);
+    let mut group = PodGroup::new("g", with_two).unwrap();
+    assert_eq!(super::group::decide(&mut group, Some(&wl)).unwrap().finalize.len(), 2);
+}
