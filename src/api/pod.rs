@@ -26,6 +26,11 @@ pub const GROUP_TOTAL_COUNT_ANNOTATION: &str = "kueue.x-k8s.io/pod-group-total-c
 pub const ROLE_HASH_ANNOTATION: &str = "kueue.x-k8s.io/role-hash";
 /// `"false"`: the group is not retried once one of its pods failed.
 pub const RETRIABLE_IN_GROUP_ANNOTATION: &str = "kueue.x-k8s.io/retriable-in-group";
+/// `"true"`: the group's Workload is created from its first pod, counted at the group's total, and
+/// is not waiting for replacements while each role still has a pod (Kueue's fast admission).
+pub const GROUP_FAST_ADMISSION_ANNOTATION: &str = "kueue.x-k8s.io/pod-group-fast-admission";
+/// `"true"`: a serving group, whose pods are long-running (no reclaimable pods).
+pub const GROUP_SERVING_ANNOTATION: &str = "kueue.x-k8s.io/pod-group-serving";
 /// The condition Kueue writes on a Pod it deletes to stop it (its `ConditionTypeTerminationTarget`).
 pub const TERMINATION_TARGET: &str = "TerminationTarget";
 /// Namespaces Kueue's default `managedJobsNamespaceSelector` leaves alone (the system's and the
@@ -47,6 +52,11 @@ fn annotation_of<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
 /// The pod's group, if it is in one.
 pub fn group_name(meta: &ObjectMeta) -> Option<&str> {
     label_of(meta, GROUP_NAME_LABEL).filter(|g| !g.is_empty())
+}
+
+/// The annotation is set to `"true"` on the pod.
+pub fn annotation_true(meta: &ObjectMeta, key: &str) -> bool {
+    annotation_of(meta, key) == Some("true")
 }
 
 /// Kueue's `groupTotalCount`: the annotation as a positive integer, or why not.

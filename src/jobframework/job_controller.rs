@@ -152,6 +152,12 @@ pub enum Step {
         name: String,
         finished: super::interface::Finished,
     },
+    /// Kueue's step 4: the workload's `status.reclaimablePods` become the job's (pods it no longer
+    /// needs, whose quota goes back).
+    UpdateReclaimablePods {
+        name: String,
+        pods: Vec<crate::api::kueue::ReclaimablePod>,
+    },
     Nothing,
 }
 
@@ -293,6 +299,9 @@ pub fn plan_managed(job: &dyn GenericJob, workloads: &[&Workload], managed: bool
         }
     } else if !matches_workload(job.is_suspended(), reserved, &podsets, wl) {
         return Ok(mismatch(job, wl, name));
+    }
+    if let Some(pods) = super::reclaimable::update(job, wl) {
+        return Ok(Step::UpdateReclaimablePods { name, pods });
     }
     if reserved && is_evicted(wl) {
         return Ok(Step::Stop(name));
@@ -603,6 +612,11 @@ impl<J: JobKind> Pass<'_, J> {
             Step::Stop(name) => self.stop(job, name, false).await?,
             Step::StopNotMatching(name) => self.stop(job, name, true).await?,
             Step::Finish { name, finished } => self.finish(name, finished).await?,
+            Step::UpdateReclaimablePods { name, pods } => {
+                let mut obj = self.find(name)?.clone();
+                obj.status.get_or_insert_with(Default::default).reclaimable_pods = pods.clone();
+                self.wl_api.replace_status(name, &PostParams::default(), &obj).await?;
+            }
         }
         Ok(None)
     }

@@ -50,6 +50,7 @@ pub mod metrics;
 pub mod names;
 pub mod podset_info;
 pub mod priority;
+pub mod reclaimable;
 pub mod refusal;
 pub mod retention;
 pub mod shell;

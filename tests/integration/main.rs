@@ -23,6 +23,7 @@ mod kueue_scheduler;
 mod kueue_scheduler_more;
 mod kubectl_incremental;
 mod kubectl_jobs;
+mod kubectl_pods;
 mod kubectl_rayjobs;
 mod kubectl_operators;
 mod kueuectl;

@@ -230,3 +230,74 @@ async fn a_pod_group_keeps_its_workload_when_a_pod_fails_and_is_replaced() {
     assert!(done.metadata.owner_references.iter().flatten().any(|o| Some(&o.uid) == a2.metadata.uid.as_ref()), "the replacement owns the Workload");
     c.quota.assert_safe();
 }
+
+/// Kueue: test/integration/singlecluster/controller/jobs/pod/pod_controller_test.go, "Using pod group" /
+/// "Should keep the running pod group with the queue name if workload is evicted" and "Should set
+/// WaitingForReplacementPod workload condition to false after replacement", here evicted by a
+/// higher-priority pod's preemption: the group's pods are stopped (`TerminationTarget`,
+/// `WorkloadEvictedDueToPreempted`) and deleted, its Workload is evicted (Preempted) and requeued with
+/// `WaitingForReplacementPods=True` (reason Preempted), and is not admitted again on the freed quota
+/// until replacement pods exist (the stopped pods stay, terminating, until then: they own it); then the condition turns False ("No pods need replacement"), the same
+/// Workload is admitted, the replacements run, and the group finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preempted_pod_group_is_evicted_and_waits_for_replacement_pods() {
+    let mut q = ClusterQueue::build("cq").flavor("on-demand", [("cpu", "1")]).build();
+    q.spec.preemption = Some(serde_json::from_value(serde_json::json!({"withinClusterQueue": "LowerPriority"})).unwrap());
+    let (c, _sims) = cluster(q).await;
+    let wpc: Api<WorkloadPriorityClass> = Api::all(c.client.clone());
+    wpc.create(&PostParams::default(), &quotagate::api::kueue::builders::workload_priority_class("high", 1000)).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+    let wls = c.workloads();
+
+    for name in ["a", "b"] {
+        pods.create(&PostParams::default(), &pod(name, "500m", &["sleep", "3600"], Some(("g", 2)), None)).await.unwrap();
+    }
+    for name in ["a", "b"] {
+        wait_for(&pods, name, "running", |x| phase(x) == "Running").await;
+    }
+    let uid = wls.get("g").await.unwrap().metadata.uid;
+
+    pods.create(&PostParams::default(), &pod("high", "1", &["sleep", "2"], None, Some("high"))).await.unwrap();
+    for name in ["a", "b"] {
+        let stopped = wait_for(&pods, name, "stopped by Kueue", |x| x.metadata.deletion_timestamp.is_some()).await;
+        let cond = stopped.status.as_ref().and_then(|s| s.conditions.as_ref()).and_then(|cs| cs.iter().find(|c| c.type_ == p::TERMINATION_TARGET)).cloned();
+        assert_eq!(cond.map(|c| (c.status, c.reason)), Some(("True".to_string(), Some("WorkloadEvictedDueToPreempted".to_string()))));
+    }
+    let evicted = wait_for(&wls, "g", "evicted, requeued, waiting for replacements", |w: &Workload| {
+        !reserved(w) && condition(w, condition::WAITING_FOR_REPLACEMENT_PODS).is_some_and(|(s, _, _)| s == "True")
+    })
+    .await;
+    assert_eq!(condition(&evicted, condition::EVICTED).map(|(s, r, _)| (s, r)), Some(("True".to_string(), "Preempted".to_string())));
+    let (_, why, message) = condition(&evicted, condition::WAITING_FOR_REPLACEMENT_PODS).unwrap();
+    assert_eq!(why, "Preempted", "the eviction's reason: {message}");
+    assert_eq!(message, condition(&evicted, condition::EVICTED).unwrap().2);
+
+    // The high pod runs and ends; the quota is free, but the group has no pod to run: not admitted.
+    wait_for(&pods, "high", "succeeded", |x| phase(x) == "Succeeded").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let still = wls.get("g").await.unwrap();
+    assert!(!reserved(&still), "a group waiting for replacement pods is not admitted: {:?}", still.status);
+
+    // Kueue keeps the stopped pods' finalizer (they own the Workload) until they are replaced.
+    for name in ["a", "b"] {
+        assert!(pods.get_opt(name).await.unwrap().is_some(), "{name} is kept, terminating, until replaced");
+    }
+    for name in ["a2", "b2"] {
+        pods.create(&PostParams::default(), &pod(name, "500m", &["sleep", "1"], Some(("g", 2)), None)).await.unwrap();
+    }
+    for name in ["a", "b"] {
+        wait_gone(&pods, name).await;
+    }
+    wait_for(&wls, "g", "admitted again", |w: &Workload| reserved(w)).await;
+    for name in ["a2", "b2"] {
+        wait_for(&pods, name, "succeeded", |x| phase(x) == "Succeeded").await;
+    }
+    let done = wait_for(&wls, "g", "finished", |w: &Workload| w.is_finished()).await;
+    assert_eq!(done.metadata.uid, uid, "the same Workload, admitted again");
+    assert_eq!(
+        condition(&done, condition::WAITING_FOR_REPLACEMENT_PODS).map(|(s, r, m)| (s, r, m)),
+        Some(("False".to_string(), "PodsReady".to_string(), "No pods need replacement".to_string()))
+    );
+    assert_eq!(condition(&done, condition::FINISHED).map(|(_, _, m)| m), Some("Pods succeeded: 2/2.".to_string()));
+    c.quota.assert_safe();
+}

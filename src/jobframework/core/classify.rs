@@ -35,6 +35,8 @@ pub(super) enum Class {
     },
     /// Not reserved, and kept out of the queue; `why` is the pending reason and message to write.
     Held { why: (&'static str, String) },
+    /// Not reserved, kept out of the queue with nothing written: its job has pods to replace first.
+    Waiting,
     /// In requeue backoff; `elapsed`: the backoff is over and `BackoffFinished` is to be written.
     Backoff { elapsed: bool },
     /// The cause of a `Requeued=False` is gone: write `Requeued=True` first, then queue.
@@ -195,6 +197,10 @@ impl<'a> View<'a> {
             return Class::Held {
                 why: (reason::PENDING_EVALUATION, checks::FAILED_MESSAGE.to_string()),
             };
+        }
+        // Kueue's `IsAdmissible`: a pod group missing pods waits for their replacements.
+        if wl.status.as_ref().is_some_and(|s| s.condition_true(condition::WAITING_FOR_REPLACEMENT_PODS)) {
+            return Class::Waiting;
         }
         Class::Queue {
             cluster_queue: cluster_queue.to_string(),

@@ -714,6 +714,7 @@ impl AdmissionState {
                     message,
                 });
             }
+            Class::Waiting => self.unqueue(&key),
             // Kept out of the queue until requeueAt, then released by the write.
             Class::Backoff { elapsed } => {
                 self.unqueue(&key);

@@ -205,3 +205,24 @@ fn the_reconciler_runs_jobs_in_kueues_order() {
         assert_eq!(plan(j, &refs).unwrap(), want, "{name}");
     }
 }
+
+// Kueue: pkg/controller/jobframework/reconciler.go step 4, as job_controller_test.go TestReconciler
+// "reclaimable pods are updated" sees it: a running Job with fewer completions left than it runs in
+// parallel has its reclaimable pods written into its Workload once; written, nothing more. Counts
+// are capped at the podset's size (`LimitReclaimablePodsToPodSetSizes`).
+#[test]
+fn a_running_jobs_reclaimable_pods_are_written_into_its_workload() {
+    let mut j = job(5, Some(10), json!({}));
+    j.run_with_podsets_info(&[info(5)]).unwrap();
+    set_status(&mut j, json!({"succeeded": 7, "active": 3}));
+    let mut wl = crate::api::kueue::Workload::build("w", "default").queue("lq").build();
+    wl.spec.pod_sets = job(5, Some(10), json!({})).pod_sets().unwrap();
+    let assignments = vec![PodSetAssignment { name: "main".into(), count: Some(5), ..Default::default() }];
+    wl.status = Some(conditions::admitted(&wl, Admission { cluster_queue: "cq".into(), pod_set_assignments: assignments }, jiff::Timestamp::UNIX_EPOCH));
+    let want = vec![ReclaimablePod { name: "main".into(), count: 2 }];
+    assert_eq!(plan(&j, &[&wl]).unwrap(), Step::UpdateReclaimablePods { name: "w".into(), pods: want.clone() });
+    wl.status.as_mut().unwrap().reclaimable_pods = want;
+    assert_eq!(plan(&j, &[&wl]).unwrap(), Step::Nothing);
+    let capped = crate::jobframework::reclaimable::limited(&wl, vec![ReclaimablePod { name: "main".into(), count: 9 }]);
+    assert_eq!(capped, vec![ReclaimablePod { name: "main".into(), count: 5 }]);
+}

@@ -21,10 +21,10 @@ use kube::core::GroupVersionKind;
 
 use super::{finalizer_removable, gvk, pod_set, ready, ungate};
 use crate::api::kueue::constants::label;
-use crate::api::kueue::{PodSet, Workload};
+use crate::api::kueue::{PodSet, ReclaimablePod, Workload};
 use crate::api::pod as p;
 use crate::jobframework::workload::{WorkloadOptions, construct_workload};
-use crate::jobframework::{Finished, GenericJob, JobFrameworkError, PodSetInfo, Step, plan_managed};
+use crate::jobframework::{Finished, GenericJob, JobFrameworkError, JobWithReclaimablePods, PodSetInfo, Step, plan_managed};
 
 /// Kueue's annotation on a group's Workload.
 pub const IS_GROUP_WORKLOAD: &str = "kueue.x-k8s.io/is-group-workload";
@@ -76,18 +76,45 @@ impl PodGroup {
         self.meta.name.as_deref().unwrap_or_default()
     }
 
-    /// The pods that count towards the group (Kueue's `runnableOrSucceededPods`).
+    /// The pods that count towards the group (Kueue's `runnableOrSucceededPods`), less those on their
+    /// way out: Kueue counts a deleted pod bound to a node until the kubelet ends it, which would
+    /// count a stopped pod beside its replacement.
     pub fn runnable(&self) -> impl Iterator<Item = &Pod> {
-        self.pods.iter().filter(|x| runnable_or_succeeded(x))
+        self.pods.iter().filter(|x| active(x))
+    }
+
+    /// Kueue's fast admission, asked by the group's pods.
+    pub fn fast_admission(&self) -> bool {
+        self.pods.iter().any(|x| p::annotation_true(&x.metadata, p::GROUP_FAST_ADMISSION_ANNOTATION))
+    }
+
+    /// A serving group (Kueue's `isServing`).
+    pub fn serving(&self) -> bool {
+        self.pods.iter().any(|x| p::annotation_true(&x.metadata, p::GROUP_SERVING_ANNOTATION))
+    }
+
+    /// The pods still match the group's Workload (set by [`PodGroup::match_workload`]).
+    pub fn matches_workload(&self) -> bool {
+        self.matched.is_some()
     }
 
     /// Kueue creates no Workload before the group's total count of pods exists.
+    /// With fast admission, one runnable pod is enough: the Workload counts the group's total.
     pub fn complete(&self) -> bool {
+        if self.fast_admission() {
+            return self.runnable().next().is_some();
+        }
         self.runnable().count() >= self.total as usize
     }
 
     /// The group's roles and counts as its pods are now (Kueue's `constructGroupPodSets`).
+    /// With fast admission (Kueue's `constructGroupPodSetsFast`): one podset, the first runnable
+    /// pod's role, counted at the group's total.
     pub fn own_pod_sets(&self) -> Result<Vec<PodSet>, JobFrameworkError> {
+        if self.fast_admission() {
+            let first = self.runnable().next().ok_or_else(|| JobFrameworkError::PodSets("failed to find a runnable pod in the group".into()))?;
+            return Ok(vec![pod_set(first, &p::role_hash(first), self.total)]);
+        }
         let mut roles: BTreeMap<String, (Pod, i32)> = BTreeMap::new();
         for pod in self.runnable() {
             roles.entry(p::role_hash(pod)).or_insert_with(|| (pod.clone(), 0)).1 += 1;
@@ -192,6 +219,10 @@ impl GenericJob for PodGroup {
     /// Kueue: finished when as many pods succeeded as the group counts, or, for a group that is not
     /// retried (`retriable-in-group: "false"`), once none is left running.
     fn finished(&self) -> Option<Finished> {
+        // A serving group runs until it is deleted.
+        if self.serving() {
+            return None;
+        }
         let succeeded = self.pods.iter().filter(|x| p::phase(x) == "Succeeded").count();
         let active = self.pods.iter().any(|x| !p::is_terminated(x));
         let unretriable = self.pods.iter().any(|x| x.metadata.annotations.as_ref().and_then(|a| a.get(p::RETRIABLE_IN_GROUP_ANNOTATION)).is_some_and(|v| v == "false"));
@@ -214,6 +245,29 @@ impl GenericJob for PodGroup {
 
     fn pods_ready(&self) -> bool {
         self.pods.iter().all(ready)
+    }
+
+    fn as_with_reclaimable_pods(&self) -> Option<&dyn JobWithReclaimablePods> {
+        Some(self)
+    }
+}
+
+/// Kueue's `ReclaimablePods` for a group: its Succeeded pods, per role, give their quota back; a
+/// serving group (`kueue.x-k8s.io/pod-group-serving: "true"`) reports none.
+impl JobWithReclaimablePods for PodGroup {
+    fn reclaimable_pods(&self) -> Vec<ReclaimablePod> {
+        if self.serving() {
+            return Vec::new();
+        }
+        let mut out: Vec<ReclaimablePod> = Vec::new();
+        for x in self.pods.iter().filter(|x| p::phase(x) == "Succeeded") {
+            let role = p::role_hash(x);
+            match out.iter_mut().find(|r| r.name == role) {
+                Some(r) => r.count += 1,
+                None => out.push(ReclaimablePod { name: role, count: 1 }),
+            }
+        }
+        out
     }
 }
 
@@ -239,7 +293,8 @@ impl PodGroup {
     /// the group and are returned for deletion; pods of a role the Workload does not have leave the
     /// group too, as Kueue keeps only the Workload's roles.
     pub fn trim(&mut self, wl: Option<&Workload>) -> Vec<Pod> {
-        let mut runnable: Vec<Pod> = self.runnable().cloned().collect();
+        // A pod on its way out is no longer counted (it would push its replacement out as excess).
+        let mut runnable: Vec<Pod> = self.pods.iter().filter(|x| active(x)).cloned().collect();
         runnable.sort_by_key(|x| (!has_finalizer(x), p::is_gated(x), x.metadata.creation_timestamp.as_ref().map(|t| t.0), x.name_any()));
         let (kept, excess): (Vec<Pod>, Vec<Pod>) = match wl {
             None => {
@@ -260,7 +315,7 @@ impl PodGroup {
                 (kept, excess)
             }
         };
-        self.pods.retain(|x| !runnable_or_succeeded(x) || kept.iter().any(|k| k.metadata.uid == x.metadata.uid));
+        self.pods.retain(|x| !active(x) || kept.iter().any(|k| k.metadata.uid == x.metadata.uid));
         excess
     }
 }
@@ -284,6 +339,37 @@ pub fn decide(group: &mut PodGroup, workload: Option<&Workload>) -> Result<Decis
     };
     let owned: Vec<Workload> = wls.iter().map(|w| (*w).clone()).collect();
     let finished_wl = wls.iter().any(|w| w.is_finished());
-    let finalize = group.pods.iter().filter(|x| has_finalizer(x)).filter(|x| finished_wl || finalizer_removable(x, &owned)).map(|x| x.name_any()).collect();
+    let finalize = match live {
+        // Kueue's `replacedInactivePods`: while the group runs on its Workload, a pod that ended or is
+        // being deleted keeps its finalizer (so the Workload it owns stays) until its role has the
+        // pods it counts without it.
+        Some(wl) if !finished_wl => replaced_inactive(group, wl),
+        _ => group.pods.iter().filter(|x| has_finalizer(x)).filter(|x| finished_wl || finalizer_removable(x, &owned)).map(|x| x.name_any()).collect(),
+    };
     Ok(Decision { step, finalize, excess: excess.iter().map(|x| x.name_any()).collect() })
+}
+
+/// A pod that can still run or succeeded and is not on its way out.
+fn active(x: &Pod) -> bool {
+    runnable_or_succeeded(x) && (x.metadata.deletion_timestamp.is_none() || p::phase(x) == "Succeeded")
+}
+
+/// Per role of `wl`, the inactive pods (ended or being deleted) holding the finalizer beyond what the
+/// role's active pods leave missing: `min(inactive, inactive + active - count)`, the earliest listed.
+/// Pods of a role the Workload does not have lose it too.
+fn replaced_inactive(group: &PodGroup, wl: &Workload) -> Vec<String> {
+    let mut out = Vec::new();
+    for x in group.pods.iter().filter(|x| has_finalizer(x) && !active(x)) {
+        if !wl.spec.pod_sets.iter().any(|ps| ps.name() == p::role_hash(x)) {
+            out.push(x.name_any());
+        }
+    }
+    for ps in &wl.spec.pod_sets {
+        let role = |x: &&Pod| p::role_hash(x) == ps.name();
+        let active_n = group.pods.iter().filter(role).filter(|x| active(x)).count() as i32;
+        let inactive: Vec<&Pod> = group.pods.iter().filter(role).filter(|x| has_finalizer(x) && !active(x)).collect();
+        let n = (inactive.len() as i32).min(inactive.len() as i32 + active_n - ps.count()).max(0) as usize;
+        out.extend(inactive.iter().take(n).map(|x| x.name_any()));
+    }
+    out
 }

@@ -15,6 +15,7 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 
 use super::group::{Decision, PodGroup, decide};
+use super::replacement::with_replacement_condition;
 use super::{remove_finalizer, stop_pod, to_stop};
 use crate::api::kueue::Workload;
 use crate::api::kueue::constants::reason;
@@ -89,6 +90,15 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<JobContext>) -> Result<Action, Jo
         shell::publish(&ctx.recorder, &owned.object_ref(&()), EventType::Normal, "OwnerReferencesAdded", format!("Added {added} owner reference(s)")).await;
         return Ok(Action::requeue(Duration::from_millis(100)));
     }
+    // Kueue's `CustomWorkloadConditions`: the replacement condition is written first, on its own.
+    if let Some(wl) = workload.as_ref().filter(|w| w.metadata.deletion_timestamp.is_none() && group.matches_workload())
+        && let Some(status) = with_replacement_condition(&group, wl, &[], jiff::Timestamp::now())
+    {
+        let mut obj = wl.clone();
+        obj.status = Some(status);
+        wl_api.replace_status(&name, &PostParams::default(), &obj).await?;
+        return Ok(Action::requeue(Duration::from_millis(100)));
+    }
     match &step {
         Step::CreateWorkload => {
             let podsets = group.pod_sets()?;
@@ -115,7 +125,9 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<JobContext>) -> Result<Action, Jo
         Step::Stop(_) | Step::StopNotMatching(_) | Step::Suspend | Step::SuspendThenCreate => {
             let (why, text, msg) = match (&step, workload.as_ref()) {
                 (Step::StopNotMatching(_), _) => (StopReason::NoMatchingWorkload, StopReason::NoMatchingWorkload.as_str().to_string(), "No matching Workload".to_string()),
-                (Step::Stop(_), Some(wl)) => {
+                // Evicted: the core gives a group's quota back at once (the Workload has no controller
+                // owner), so the group may see it unreserved already; the pods still go for the eviction.
+                (Step::Stop(_), Some(wl)) | (Step::Suspend, Some(wl)) if wl.status.as_ref().is_some_and(|s| s.condition_true("Evicted")) => {
                     let msg = wl.status.as_ref().and_then(|s| s.condition("Evicted")).map(|c| c.message.clone()).unwrap_or_default();
                     (StopReason::WorkloadEvicted, evicted_reason(wl), msg)
                 }
@@ -123,16 +135,30 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<JobContext>) -> Result<Action, Jo
                 // Kueue's words for a job running with no Workload.
                 _ => (StopReason::NoMatchingWorkload, StopReason::NoMatchingWorkload.as_str().to_string(), "Missing Workload; unable to restore pod templates".to_string()),
             };
+            let mut stopped = Vec::new();
             for x in to_stop(&group.pods, why) {
                 stop_pod(&ctx.client, x, &text, &msg).await?;
+                stopped.push(x.name_any());
             }
-            // The quota goes back once no pod of the group runs.
-            if let (Step::Stop(_), Some(wl), false) = (&step, workload.as_ref(), active)
-                && let Some(status) = clear_reservation(wl, jiff::Timestamp::now())
-            {
+            if let (Step::Stop(_) | Step::Suspend, Some(wl)) = (&step, workload.as_ref()) {
+                let now = jiff::Timestamp::now();
                 let mut obj = wl.clone();
-                obj.status = Some(status);
-                wl_api.replace_status(&name, &PostParams::default(), &obj).await?;
+                let mut changed = false;
+                // The stopped pods are to be replaced before the Workload may be admitted again.
+                if group.matches_workload()
+                    && let Some(status) = with_replacement_condition(&group, &obj, &stopped, now)
+                {
+                    obj.status = Some(status);
+                    changed = true;
+                }
+                // The quota goes back once no pod of the group runs.
+                if !active && let Some(status) = clear_reservation(&obj, now) {
+                    obj.status = Some(status);
+                    changed = true;
+                }
+                if changed {
+                    wl_api.replace_status(&name, &PostParams::default(), &obj).await?;
+                }
             }
         }
         Step::DeleteWorkloads(names) => {
@@ -151,10 +177,18 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<JobContext>) -> Result<Action, Jo
         }
         // The group's pods now name another queue (or, managed without one, name one at last).
         Step::UpdateQueueName(_) => {
-            if let Some(wl) = workload.as_ref() {
+            // Kueue's `CustomQueueNameChange`: a serving group's Workload keeps its queue.
+            if let Some(wl) = workload.as_ref().filter(|_| !group.serving()) {
                 let mut obj = wl.clone();
                 obj.spec.queue_name = crate::jobframework::queue_name(crate::jobframework::GenericJob::meta(&group)).map(str::to_string);
                 wl_api.replace(&name, &PostParams::default(), &obj).await?;
+            }
+        }
+        Step::UpdateReclaimablePods { name: wl_name, pods } => {
+            if let Some(wl) = workload.as_ref() {
+                let mut obj = wl.clone();
+                obj.status.get_or_insert_with(Default::default).reclaimable_pods = pods.clone();
+                wl_api.replace_status(wl_name, &PostParams::default(), &obj).await?;
             }
         }
         // Groups have no workload slices.

@@ -11,6 +11,7 @@
 
 pub mod group;
 pub mod group_controller;
+pub mod replacement;
 
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -237,3 +238,5 @@ impl TopLevelJob for PodJob {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod replacement_tests;

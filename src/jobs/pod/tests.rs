@@ -13,7 +13,7 @@ use crate::jobframework::{Step, plan};
 use serde_json::{Value, json};
 
 /// A queue-labelled Pod as the webhook leaves it (gated, managed, with the finalizer).
-fn pod(name: &str, cpu: &str, extra_labels: Value, annotations: Value) -> Pod {
+pub(super) fn pod(name: &str, cpu: &str, extra_labels: Value, annotations: Value) -> Pod {
     let mut v = json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"), "labels": {label::QUEUE_NAME: "lq"}, "annotations": annotations},
         "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}]}});
@@ -30,11 +30,11 @@ fn single() -> PodJob {
     PodJob::new(pod("p", "1", json!({}), json!({})))
 }
 
-fn set_phase(x: &mut Pod, phase: &str, message: Option<&str>) {
+pub(super) fn set_phase(x: &mut Pod, phase: &str, message: Option<&str>) {
     x.status = Some(serde_json::from_value(json!({"phase": phase, "message": message})).unwrap());
 }
 
-fn ungated(mut x: Pod) -> Pod {
+pub(super) fn ungated(mut x: Pod) -> Pod {
     x.spec.as_mut().unwrap().scheduling_gates = None;
     set_phase(&mut x, "Running", None);
     x
@@ -50,7 +50,7 @@ fn info(name: &str) -> PodSetInfo {
     }
 }
 
-fn wl_for(pod_sets: Vec<PodSet>, reserved: bool, evicted: bool) -> Workload {
+pub(super) fn wl_for(pod_sets: Vec<PodSet>, reserved: bool, evicted: bool) -> Workload {
     let mut w = Workload::build("w", "default").queue("lq").build();
     w.spec.pod_sets = pod_sets;
     let now = jiff::Timestamp::UNIX_EPOCH;
@@ -175,7 +175,7 @@ fn the_finalizer_goes_once_the_pod_is_done_with() {
     assert!(!finalizer_removable(&deleting, &[]), "nothing to remove");
 }
 
-fn member(name: &str, cpu: &str) -> Pod {
+pub(super) fn member(name: &str, cpu: &str) -> Pod {
     pod(name, cpu, json!({p::GROUP_NAME_LABEL: "g"}), json!({p::GROUP_TOTAL_COUNT_ANNOTATION: "3"}))
 }
 
