@@ -163,7 +163,7 @@ pub fn resolve(store: &Store, registry: &Registry, ns: &str, name: &str, port: &
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .find(|p| port.is_empty() && wanted.is_empty() || port_name(p) == wanted)
+            .find(|p| (port.is_empty() && wanted.is_empty()) || port_name(p) == wanted)
             .and_then(|p| p.get("port").and_then(Value::as_u64))
             .and_then(|p| u16::try_from(p).ok())
         else {
@@ -184,6 +184,70 @@ pub fn resolve(store: &Store, registry: &Registry, ns: &str, name: &str, port: &
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::embedded::EmbeddedServer;
+    use crate::embedded::admission::AllowAll;
+    use serde_json::json;
+
+    /// A head Service with a ready and a not-ready pod, and a pod network answering for the ready one.
+    fn server() -> Arc<EmbeddedServer> {
+        let srv = EmbeddedServer::new(&[], Arc::new(AllowAll));
+        let put = |plural: &str, group: &str, v: Value| {
+            let info = srv.registry.all().iter().find(|r| r.plural == plural && r.group == group).cloned().unwrap();
+            srv.store.create(&info, Some("default"), v, false).unwrap();
+        };
+        put("services", "", json!({"metadata": {"name": "head"}, "spec": {"ports": [{"name": "dashboard", "port": 8265}, {"name": "serve", "port": 8000}]}}));
+        put("endpointslices", "discovery.k8s.io", json!({
+            "metadata": {"name": "head-1", "labels": {"kubernetes.io/service-name": "head"}}, "addressType": "IPv4",
+            "ports": [{"name": "dashboard", "port": 8265}, {"name": "serve", "port": 8000}],
+            "endpoints": [
+                {"addresses": ["10.244.0.9"], "conditions": {"ready": false}, "targetRef": {"kind": "Pod", "name": "old"}},
+                {"addresses": ["10.244.0.7"], "conditions": {"ready": true}, "targetRef": {"kind": "Pod", "name": "head-pod"}}
+            ]
+        }));
+        srv
+    }
+
+    struct Echo;
+    impl PodNetwork for Echo {
+        fn forward(&self, target: &ProxyTarget, req: &ProxyRequest) -> Option<BoxFuture<'static, Result<ProxyResponse, String>>> {
+            let body = format!("{} {}:{} {} {}", req.method, target.ip, target.port, target.pod.clone().unwrap_or_default(), req.path_and_query);
+            Some(Box::pin(async move { Ok(ProxyResponse { status: 200, content_type: Some("text/plain".into()), body: body.into() }) }))
+        }
+    }
+
+    /// kube-apiserver's service proxy (`pkg/registry/core/service/storage/storage.go` ResourceLocation):
+    /// the port by name or number, a ready endpoint, 503 without one, 404 without the Service.
+    #[test]
+    fn a_service_resolves_to_a_ready_endpoint_by_port_name_or_number() {
+        let srv = server();
+        let at = |name: &str, port: &str| resolve(&srv.store, &srv.registry, "default", name, port);
+        let want = ProxyTarget { namespace: "default".into(), pod: Some("head-pod".into()), ip: "10.244.0.7".into(), port: 8265 };
+        assert_eq!(at("head", "dashboard").unwrap(), want);
+        assert_eq!(at("head", "8265").unwrap(), want);
+        assert_eq!(at("head", "8000").unwrap().port, 8000);
+        let e = at("head", "9999").unwrap_err();
+        assert_eq!((e.code, e.message.as_str()), (503, "no endpoints available for service \"head\""));
+        assert_eq!(at("nope", "dashboard").unwrap_err().code, 404);
+    }
+
+    /// Through the API: RBAC `services/proxy` with the method's verb (GET `get`, PUT `update`), the
+    /// path after `/proxy` and the query passed on, the pod's answer returned as it is.
+    #[tokio::test]
+    async fn the_subresource_checks_rbac_by_method_and_forwards() {
+        use k8s_openapi::api::rbac::v1::PolicyRule;
+        let srv = server();
+        srv.pod_networks.register(Arc::new(Echo));
+        let rule = PolicyRule { api_groups: Some(vec![String::new()]), resources: Some(vec!["services/proxy".into()]), verbs: vec!["get".into()], ..Default::default() };
+        let authz = Arc::new(crate::embedded::rbac::Authorizer::from_rules("system:serviceaccount:ns:bot", vec![(None, rule)]));
+        let client = srv.client_as(authz);
+        let path = "/api/v1/namespaces/default/services/head:dashboard/proxy/api/serve/applications/?api_type=declarative";
+        let got = client.request_text(http::Request::get(path).body(Vec::new()).unwrap()).await.unwrap();
+        assert_eq!(got, "GET 10.244.0.7:8265 head-pod /api/serve/applications/?api_type=declarative");
+        let put = http::Request::put(path).body(b"{}".to_vec()).unwrap();
+        let kube::Error::Api(s) = client.request_text(put).await.unwrap_err() else { panic!("an API error") };
+        assert_eq!(s.code, 403);
+        assert!(s.message.contains("cannot update resource \"services/proxy\""), "{}", s.message);
+    }
 
     #[test]
     fn names_split_as_kube_apiserver_splits_them() {
