@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 /// controllers' small, cross-thread allocations.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+use quotagate::wiring::install::InstallOptions;
 use quotagate::wiring::ray::Dashboards;
 use quotagate::api::ray::validation::RayFeatureGates;
 
@@ -43,6 +44,10 @@ enum Command {
         /// A Kueue Configuration file for the manager's ConfigMap (default: config/manager's).
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
+        /// The manager reaches Ray dashboards through the API server's service proxy (its
+        /// --use-kubernetes-proxy, with the `services/proxy` grant); off by default, as in KubeRay.
+        #[arg(long)]
+        use_kubernetes_proxy: bool,
     },
     /// Check manifests offline: every problem with file, document, kind/name and field path.
     Validate {
@@ -364,6 +369,11 @@ struct RunArgs {
     /// Do not run the Ray operator (RayCluster and RayService controllers): admission only.
     #[arg(long)]
     no_ray_operator: bool,
+    /// Reach Ray dashboards through the API server's service proxy (KubeRay's flag of the same name),
+    /// for a manager outside the cluster network; needs `services/proxy` (`install-manifests
+    /// --use-kubernetes-proxy` grants it).
+    #[arg(long)]
+    use_kubernetes_proxy: bool,
     /// KubeRay's feature gates, as `Name=true,...` (KubeRay v1.7 names and defaults; see README).
     #[arg(long, default_value = "", value_parser = quotagate::api::ray::features::parse)]
     feature_gates: RayFeatureGates,
@@ -599,6 +609,7 @@ async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulato
         anyhow::bail!("--kubeconfig-out is required: the listener's CA and token are written only there, and it refuses requests without them");
     };
     pods.apply(&mut sims)?;
+    let simulated_heads = pods.runtime == PodRuntime::Sim;
     let server = ServerConfig { data_dir, event_ttl, listener: limits.limits(), store: limits.store(), real_cluster, ..ServerConfig::default() };
     let opts = ClusterOptions { server, sims, listen: Some(listen), kubeconfig_out: Some(path.clone()) };
     // On a real cluster quotagate's own admission is its webhooks', reached over HTTPS.
@@ -607,6 +618,11 @@ async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulato
     // The CRDs still come with the server here (not only from the manifest) so the simulators,
     // which watch RayClusters, start; applying the manifest's CRDs over them changes nothing.
     let cluster = EmbeddedCluster::start(&quotagate::api::all_crds(), hook, opts).await?;
+    if simulated_heads {
+        // Simulated Ray heads answer `services/proxy` (KubeRay's --use-kubernetes-proxy) as real ones would.
+        let sim = quotagate::rayservice::dashboard::sim::RaySim::new(Default::default());
+        cluster.server.pod_networks.register(Arc::new(quotagate::wiring::sim_pod_network::SimulatedHeads::new(Arc::new(sim))));
+    }
     let addr = cluster.addr.unwrap_or(listen);
     let mode = if real_cluster { " (real-cluster mode: webhooks, no in-process quotagate admission)" } else { "" };
     println!("embedded API server on https://{addr}{mode}; kubeconfig (CA and token) written to {}", path.display());
@@ -640,7 +656,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         workload_retention: config.as_ref().and_then(|c| c.workload_retention()),
         fair_sharing: config.as_ref().and_then(|c| c.fair_sharing()).map(fair_sharing_config),
         admission_fair_sharing: config.as_ref().and_then(|c| c.admission_fair_sharing()),
-        ray: (!args.no_ray_operator).then(|| if args.embedded { args.sim.dashboards() } else { Dashboards::Http }),
+        ray: (!args.no_ray_operator).then(|| if args.embedded { args.sim.dashboards() } else if args.use_kubernetes_proxy { Dashboards::KubernetesProxy } else { Dashboards::Http }),
         ray_gates: args.feature_gates,
         upgrade_deadline: args.upgrade_deadline,
         prioritize_preemptor_workloads: args.prioritize_preemptor_workloads
@@ -830,7 +846,9 @@ fn main() -> ExitCode {
             eprintln!("error: {}", c.exec());
             ExitCode::FAILURE
         }
-        Command::InstallManifests { image, namespace, replicas, log_level, config } => install_manifests(image, namespace, replicas, log_level, config),
+        Command::InstallManifests { image, namespace, replicas, log_level, config, use_kubernetes_proxy } => {
+            install_manifests(InstallOptions { image, namespace, replicas, log_level, config: String::new(), use_kubernetes_proxy }, config)
+        }
         Command::Crds => print_crds(),
         Command::Validate { files, feature_gates } => validate(&files, feature_gates),
     }
@@ -861,8 +879,8 @@ async fn pending_workloads(cluster_queue: Option<String>, local_queue: Option<St
 }
 
 /// `quotagate install-manifests`: everything a cluster needs, as YAML on stdout.
-fn install_manifests(image: String, namespace: String, replicas: u32, log_level: String, config: Option<PathBuf>) -> ExitCode {
-    use quotagate::wiring::install::{InstallOptions, manifests};
+fn install_manifests(opts: InstallOptions, config: Option<PathBuf>) -> ExitCode {
+    use quotagate::wiring::install::manifests;
     let config = match config.map(|p| std::fs::read_to_string(&p).map_err(|e| format!("--config {}: {e}", p.display()))).transpose() {
         Ok(c) => c,
         Err(e) => {
@@ -871,7 +889,7 @@ fn install_manifests(image: String, namespace: String, replicas: u32, log_level:
         }
     };
     let defaults = InstallOptions::default();
-    let opts = InstallOptions { image, namespace, replicas, log_level, config: config.unwrap_or(defaults.config) };
+    let opts = InstallOptions { config: config.unwrap_or(defaults.config), ..opts };
     match manifests(&opts) {
         Ok(yaml) => {
             print!("{yaml}");

@@ -138,7 +138,7 @@ fn manager(dir: &Path, api_port: u16, name: &str, health: u16, webhook: u16) -> 
         sa = sa.display()
     );
     let mut cmd = Command::new("unshare");
-    cmd.args(["-m", "sh", "-c", &script, env!("CARGO_BIN_EXE_quotagate"), "run", "--leader-elect=true"])
+    cmd.args(["-m", "sh", "-c", &script, env!("CARGO_BIN_EXE_quotagate"), "run", "--leader-elect=true", "--use-kubernetes-proxy"])
         .arg(format!("--config={}", dir.join("controller_manager_config.yaml").display()))
         .arg(format!("--health-addr=127.0.0.1:{health}"))
         .arg(format!("--webhook-addr=127.0.0.1:{webhook}"))
@@ -278,11 +278,22 @@ fn install_manifest_two_in_cluster_managers_webhooks_and_failover() {
         .expect("the kubeconfig names the server");
     let k = Kubectl { bin, kubeconfig };
 
-    // 2. The install manifest, as a platform team applies it.
+    // 2. The install manifest, as a platform team applies it: the shipped one, then the same with
+    // the knob a manager outside the cluster network needs (`--use-kubernetes-proxy`: Ray dashboards
+    // through the API server's service proxy, and the `services/proxy` grant for it).
     let manifest = root().join("dist/install.yaml");
     let (ok, out, err) = k.run(&["apply", "--server-side", "-f", manifest.to_str().unwrap()], None);
     assert!(ok, "apply --server-side of the install manifest: {err}\n{out}");
     assert!(out.contains("deployment.apps/quotagate-controller-manager serverside-applied"), "{out}");
+    let printed = Command::new(env!("CARGO_BIN_EXE_quotagate")).args(["install-manifests", "--use-kubernetes-proxy"]).output().expect("install-manifests runs");
+    assert!(printed.status.success(), "{}", String::from_utf8_lossy(&printed.stderr));
+    let proxied = dir.join("install-proxy.yaml");
+    std::fs::write(&proxied, &printed.stdout).unwrap();
+    let (ok, out, err) = k.run(&["apply", "--server-side", "-f", proxied.to_str().unwrap()], None);
+    assert!(ok, "apply --server-side of the manifest with --use-kubernetes-proxy: {err}\n{out}");
+    assert!(out.contains("clusterrole.rbac.authorization.k8s.io/quotagate-kubernetes-proxy-role serverside-applied"), "{out}");
+    let args = k.ok(&["get", "deploy", "quotagate-controller-manager", "-n", NS, "-o", "jsonpath={.spec.template.spec.containers[0].args}"]);
+    assert!(args.contains("--use-kubernetes-proxy"), "{args}");
 
     // 3. What the kubelet gives the pods: a token for the ServiceAccount (TokenRequest), the CA, the
     // namespace; and the Kueue Configuration from the ConfigMap.
@@ -351,8 +362,42 @@ fn install_manifest_two_in_cluster_managers_webhooks_and_failover() {
     };
     wait_for("the RayService's Workload admitted", Duration::from_secs(30), || admitted(&k));
 
-    // 7. The leader dies without a word (kill -9); the other takes the Lease within its duration and
-    // goes on leading: a second queue-labelled RayService is admitted by it.
+    // 7. The POC's gated upgrade (config/samples/gated-upgrade, POC-TESTING.md section 3) with the
+    // leader killed in the middle of it. The invariant watcher (the chaos and integration tests'
+    // one) checks I1-I6 on every Workload, RayCluster, Pod and ClusterQueue event from here on.
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let inv = rt.block_on(async {
+        let kc = kube::config::Kubeconfig::read_from(&k.kubeconfig).expect("the kubeconfig reads");
+        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.expect("the kubeconfig is usable");
+        quotagate::cli::chaos::invariants::Invariants::start(kube::Client::try_from(config).expect("a client"))
+    });
+    let samples = root().join("config/samples/gated-upgrade");
+    for f in ["quota.yaml", "rayservice.yaml"] {
+        k.ok(&["apply", "-f", samples.join(f).to_str().unwrap()]);
+    }
+    let poc = |path: &str| k.ok(&["get", "rayservice", "poc", "-o", &format!("jsonpath={path}")]);
+    // Ready needs the Serve apps RUNNING, which the manager reads from the head's dashboard through
+    // the API server's service proxy (the simulated head answers there).
+    k.ok(&["wait", "--for=condition=Ready", "rayservice/poc", "--timeout=60s"]);
+    let first = poc("{.status.activeServiceStatus.rayClusterName}");
+    assert!(!first.is_empty());
+    let version = k.ok(&["get", "--raw", &format!("/api/v1/namespaces/default/services/{first}-head-svc:8265/proxy/api/version")]);
+    assert!(version.contains("\"ray_version\""), "kubectl get --raw through the service proxy: {version}");
+    // The upgrade: both clusters need 4 CPU, the queue has 3; the pending cluster waits at the gate.
+    k.ok(&["patch", "rayservice", "poc", "--type=merge", "-p", r#"{"spec":{"rayClusterConfig":{"rayVersion":"2.47.0"}}}"#]);
+    let pending = wait_for("the pending cluster", Duration::from_secs(30), || Some(poc("{.status.pendingServiceStatus.rayClusterName}")).filter(|p| !p.is_empty()));
+    wait_for("the wait explained", Duration::from_secs(30), || {
+        poc("{.status.conditions[?(@.type==\"UpgradeInProgress\")].message}").contains("is gated: waiting for workload slice").then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let pods_of = |cluster: &str| k.ok(&["get", "pods", "-l", &format!("ray.io/cluster={cluster}"), "-o", "name"]);
+    assert_eq!(poc("{.status.activeServiceStatus.rayClusterName}"), first, "no switch while the upgrade waits for quota");
+    assert!(pods_of(&pending).trim().is_empty(), "the pending cluster is gated: {}", pods_of(&pending));
+    // Quota raised: the pending cluster starts. Once its pods exist, and before the switch, the leader
+    // dies without a word (kill -9).
+    k.ok(&["patch", "clusterqueue", "ray-cq", "--type=json", "-p", r#"[{"op":"replace","path":"/spec/resourceGroups/0/flavors/0/resources/0/nominalQuota","value":"4"}]"#]);
+    wait_for("the pending cluster's pods", Duration::from_secs(30), || (!pods_of(&pending).trim().is_empty()).then_some(()));
+    assert_eq!(poc("{.status.activeServiceStatus.rayClusterName}"), first, "killed before the switch");
     let leader_index = managers.iter().position(|m| m.log().contains("became leader")).unwrap();
     let other = if leader_index == 0 { "m2" } else { "m1" };
     managers[leader_index].kill();
@@ -364,6 +409,18 @@ fn install_manifest_two_in_cluster_managers_webhooks_and_failover() {
     let lease_duration = k.ok(&["get", "lease", "quotagate-leader", "-n", NS, "-o", "jsonpath={.spec.leaseDurationSeconds}"]);
     let lease_duration: u64 = lease_duration.parse().unwrap_or(15);
     assert!(killed_at.elapsed() <= Duration::from_secs(lease_duration + 5), "taken over after {:?}", killed_at.elapsed());
+    // The new leader finishes the upgrade: the traffic on the new cluster, the old one deleted.
+    wait_for("the switch to the new cluster", Duration::from_secs(45), || (poc("{.status.activeServiceStatus.rayClusterName}") == pending).then_some(()));
+    wait_for("the old cluster deleted", Duration::from_secs(30), || {
+        let (_, out, err) = k.run(&["get", "raycluster", &first, "-o", "name"], None);
+        (out.trim().is_empty() && err.contains("NotFound")).then_some(())
+    });
+    assert_eq!(poc("{.status.conditions[?(@.type==\"Ready\")].status}"), "True");
+    let violations = inv.violations();
+    assert!(violations.is_empty(), "invariant violations:\n{}", violations.join("\n"));
+    assert!(inv.checks() > 0, "the invariant watcher ran no check");
+    drop(inv);
+    drop(rt);
     let (ok, out) = k.apply(&RAYSERVICE.replace("name: fruit", "name: veg").replace("cpu: \"1\"", "cpu: 500m"));
     assert!(ok, "the webhook still answers (the survivor's endpoint): {out}");
     wait_for("the second Workload admitted by the new leader", Duration::from_secs(30), || {

@@ -20,6 +20,10 @@ pub struct CrdSchemaAdmission;
 
 impl AdmissionHook for CrdSchemaAdmission {
     fn admit(&self, _: Operation, resource: &ResourceInfo, new: &mut Value, _: Option<&Value>) -> Result<(), Vec<FieldError>> {
+        let refused = super::webhooks::refuse_match_conditions(resource, new);
+        if !refused.is_empty() {
+            return Err(refused);
+        }
         let Some(schema) = resource.schema.as_deref() else { return Ok(()) };
         let Some(obj) = new.as_object_mut() else { return Ok(()) };
         let props = schema.get("properties").and_then(Value::as_object);

@@ -30,6 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod admit;
+mod proxy;
 
 /// The real API server's request body limit (3 MiB); larger bodies get 413.
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -235,6 +236,9 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
         Err(e) if is_length_limit(&e) => return too_large(),
         Err(e) => return error(&ApiError::bad_request(format!("reading the request body: {e}"))),
     };
+    if let Some(p) = proxy::parse(&path) {
+        return proxy::serve(&srv, &parts, body, p).await.unwrap_or_else(|e| error(&e));
+    }
     let aggregated = accept.contains("as=APIGroupDiscoveryList");
     let route = route(&srv, &path);
     if !matches!(route, Route::Resource(_) | Route::PodLog(_) | Route::Token(_) | Route::UnknownSub | Route::NotFound) && parts.method != Method::GET {

@@ -26,6 +26,7 @@ pub mod meta;
 pub mod patch;
 pub mod private;
 pub mod protobuf;
+pub mod proxy;
 pub mod quota;
 pub mod rbac;
 mod refusals;
@@ -116,6 +117,8 @@ pub struct EmbeddedServer {
     pub runtimes: logs::Runtimes,
     /// The key ServiceAccount tokens are signed with (`satoken.rs`).
     pub sa_tokens: satoken::TokenKey,
+    /// Pods the `services/proxy` subresource reaches other than by dialling them (`proxy.rs`).
+    pub pod_networks: proxy::PodNetworks,
 }
 
 fn registry_for(crds: &[CustomResourceDefinition], config: &ServerConfig) -> Registry {
@@ -142,6 +145,7 @@ impl EmbeddedServer {
             quota_lock: std::sync::Mutex::new(()),
             runtimes: logs::Runtimes::default(),
             sa_tokens: satoken::TokenKey::default(),
+            pod_networks: proxy::PodNetworks::default(),
         });
         for ns in ["default", "kube-system", "kube-public"] {
             serviceaccount::ensure_default(&srv.store, &srv.registry, ns);
@@ -166,6 +170,7 @@ impl EmbeddedServer {
             quota_lock: std::sync::Mutex::new(()),
             runtimes: logs::Runtimes::default(),
             sa_tokens: satoken::TokenKey::default(),
+            pod_networks: proxy::PodNetworks::default(),
         });
         for ns in ["default", "kube-system", "kube-public"] {
             serviceaccount::ensure_default(&srv.store, &srv.registry, ns);

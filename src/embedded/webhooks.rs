@@ -10,7 +10,8 @@
 //! A dry-run request reaching a hook whose `sideEffects` is not `None`/`NoneOnDryRun` is refused (400
 //! "admission webhook ... does not support dry run"), as the real server refuses it.
 //!
-//! Not modelled: `matchConditions` (CEL), `reinvocationPolicy: IfNeeded` (no second pass),
+//! `reinvocationPolicy: IfNeeded` reruns a hook once when a later one changed the object (`admit`).
+//! Not modelled: `matchConditions` (CEL; a configuration carrying them is refused, see `crd_schema.rs`),
 //! `matchPolicy` (every version of a kind shares storage here, so Exact and Equivalent agree),
 //! DELETE and CONNECT operations (hooks are only called on create and update).
 
@@ -226,43 +227,90 @@ pub fn call_failed(hook_name: &str, why: &str) -> ApiError {
 }
 
 /// Runs the matching mutating then validating hooks on `object`; returns the object as mutated.
+///
+/// `reinvocationPolicy: IfNeeded` as kube-apiserver's mutating dispatcher has it: a hook with it that
+/// was called before another hook changed the object is called once more after the first pass (only
+/// those, in order, still matching); a change in that second pass starts no third one.
 pub async fn admit(store: &Arc<Store>, registry: &Arc<Registry>, call: &Call<'_>, mut object: Value) -> Result<Value, ApiError> {
-    for (plural, mutating) in [("mutatingwebhookconfigurations", true), ("validatingwebhookconfigurations", false)] {
-        for hook in matching(store, registry, plural, call, &object) {
-            let name = hook.get("name").and_then(Value::as_str).unwrap_or("").to_string();
-            let fail = hook.get("failurePolicy").and_then(Value::as_str).unwrap_or("Fail") != "Ignore";
-            // A dry run may only reach hooks that declare they have no side effects.
-            let side_effects = hook.get("sideEffects").and_then(Value::as_str).unwrap_or("Unknown");
-            if call.dry_run && !matches!(side_effects, "None" | "NoneOnDryRun") {
-                return Err(ApiError::bad_request(format!("admission webhook \"{name}\" does not support dry run")));
-            }
-            let uid = super::meta::new_uid();
-            let response = match super::webhook_client::call(store, registry, &hook, &review(call, &object, &uid)).await {
-                Ok(r) => r,
-                Err(why) if fail => return Err(call_failed(&name, &why)),
-                Err(why) => {
-                    tracing::warn!(webhook = %name, "failed calling webhook, failing open (failurePolicy Ignore): {why}");
-                    continue;
-                }
-            };
-            if response.get("uid").and_then(Value::as_str) != Some(uid.as_str()) {
-                let why = format!("expected response.uid=\"{uid}\", got {}", response.get("uid").unwrap_or(&Value::Null));
-                if fail {
-                    return Err(call_failed(&name, &why));
-                }
-                continue;
-            }
-            if response.get("allowed").and_then(Value::as_bool) != Some(true) {
-                return Err(denied(&name, response.get("status")));
-            }
-            if mutating && let Some(patch) = response.get("patch").and_then(Value::as_str) {
-                if let Err(why) = apply_patch(&mut object, response.get("patchType").and_then(Value::as_str), patch) {
-                    return Err(call_failed(&name, &why));
-                }
+    let mut invoked_if_needed: Vec<String> = Vec::new();
+    let mut reinvoke: Vec<String> = Vec::new();
+    for hook in matching(store, registry, "mutatingwebhookconfigurations", call, &object) {
+        let name = hook_name(&hook);
+        if call_hook(store, registry, call, &hook, &mut object, true).await? {
+            reinvoke.append(&mut invoked_if_needed);
+        }
+        if hook.get("reinvocationPolicy").and_then(Value::as_str) == Some("IfNeeded") {
+            invoked_if_needed.push(name);
+        }
+    }
+    if !reinvoke.is_empty() {
+        for hook in matching(store, registry, "mutatingwebhookconfigurations", call, &object) {
+            if reinvoke.contains(&hook_name(&hook)) {
+                call_hook(store, registry, call, &hook, &mut object, true).await?;
             }
         }
     }
+    for hook in matching(store, registry, "validatingwebhookconfigurations", call, &object) {
+        call_hook(store, registry, call, &hook, &mut object, false).await?;
+    }
     Ok(object)
+}
+
+/// A webhook configuration with `matchConditions` is refused (422, naming the field): they are CEL,
+/// which this server does not evaluate, and calling the hook for objects its conditions exclude
+/// (as ignoring them would) could do what its author ruled out. A real 1.33 server evaluates them.
+pub fn refuse_match_conditions(resource: &ResourceInfo, obj: &Value) -> Vec<crate::api::validation::FieldError> {
+    use crate::api::validation::{ErrorType, FieldError};
+    if resource.group != GROUP || !matches!(resource.plural.as_str(), "mutatingwebhookconfigurations" | "validatingwebhookconfigurations") {
+        return Vec::new();
+    }
+    let hooks = obj.get("webhooks").and_then(Value::as_array).into_iter().flatten().enumerate();
+    hooks
+        .filter(|(_, h)| h.get("matchConditions").and_then(Value::as_array).is_some_and(|c| !c.is_empty()))
+        .map(|(i, _)| {
+            let message = "not supported by this API server (CEL match conditions are not evaluated); select with objectSelector or namespaceSelector instead";
+            FieldError::new(format!("webhooks[{i}].matchConditions"), ErrorType::Forbidden, message)
+        })
+        .collect()
+}
+
+fn hook_name(hook: &Value) -> String {
+    hook.get("name").and_then(Value::as_str).unwrap_or("").to_string()
+}
+
+/// Calls one hook on `object` (a mutating one's patch applied to it); whether it changed the object.
+async fn call_hook(store: &Arc<Store>, registry: &Arc<Registry>, call: &Call<'_>, hook: &Value, object: &mut Value, mutating: bool) -> Result<bool, ApiError> {
+    let name = hook_name(hook);
+    let fail = hook.get("failurePolicy").and_then(Value::as_str).unwrap_or("Fail") != "Ignore";
+    // A dry run may only reach hooks that declare they have no side effects.
+    let side_effects = hook.get("sideEffects").and_then(Value::as_str).unwrap_or("Unknown");
+    if call.dry_run && !matches!(side_effects, "None" | "NoneOnDryRun") {
+        return Err(ApiError::bad_request(format!("admission webhook \"{name}\" does not support dry run")));
+    }
+    let uid = super::meta::new_uid();
+    let response = match super::webhook_client::call(store, registry, hook, &review(call, object, &uid)).await {
+        Ok(r) => r,
+        Err(why) if fail => return Err(call_failed(&name, &why)),
+        Err(why) => {
+            tracing::warn!(webhook = %name, "failed calling webhook, failing open (failurePolicy Ignore): {why}");
+            return Ok(false);
+        }
+    };
+    if response.get("uid").and_then(Value::as_str) != Some(uid.as_str()) {
+        let why = format!("expected response.uid=\"{uid}\", got {}", response.get("uid").unwrap_or(&Value::Null));
+        return if fail { Err(call_failed(&name, &why)) } else { Ok(false) };
+    }
+    if response.get("allowed").and_then(Value::as_bool) != Some(true) {
+        return Err(denied(&name, response.get("status")));
+    }
+    if mutating && let Some(patch) = response.get("patch").and_then(Value::as_str) {
+        let before = object.clone();
+        if let Err(why) = apply_patch(object, response.get("patchType").and_then(Value::as_str), patch) {
+            return Err(call_failed(&name, &why));
+        }
+        return Ok(*object != before);
+    }
+    Ok(false)
 }
 
 fn apply_patch(object: &mut Value, patch_type: Option<&str>, patch: &str) -> Result<(), String> {

@@ -127,20 +127,6 @@ fn a_review_carries_the_request_as_the_real_server_sends_it() {
 /// annotates every object `hooked: <operation>`, `/validate` denies an object named `bad`.
 async fn hook_server(cancel: tokio_util::sync::CancellationToken) -> (u16, String) {
     use axum::Json;
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = rcgen::Issuer::new(ca_params, ca_key);
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["hook.team.svc".to_string()]).unwrap().signed_by(&key, &issuer).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let tls = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(vec![cert.der().clone()], rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()))
-        .unwrap();
     let answer = |mutate: bool, Json(review): Json<Value>| async move {
         let req = &review["request"];
         let mut resp = json!({"uid": req["uid"], "allowed": true});
@@ -161,6 +147,25 @@ async fn hook_server(cancel: tokio_util::sync::CancellationToken) -> (u16, Strin
         .route("/slow", axum::routing::post(slow))
         .route("/mutate", axum::routing::post(move |b| answer(true, b)))
         .route("/validate", axum::routing::post(move |b| answer(false, b)));
+    tls_hook_server(router, cancel).await
+}
+
+/// Serves `router` over TLS on loopback for `hook.team.svc`; the port and the CA (base64 PEM).
+async fn tls_hook_server(router: axum::Router, cancel: tokio_util::sync::CancellationToken) -> (u16, String) {
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["hook.team.svc".to_string()]).unwrap().signed_by(&key, &issuer).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.der().clone()], rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()))
+        .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(super::super::listener::serve_tls(listener, router, Arc::new(tls), Default::default(), cancel));
@@ -303,4 +308,81 @@ async fn webhooks_are_not_called_outside_real_cluster_mode() {
     let cms: Api<ConfigMap> = Api::namespaced(srv.client(), "default");
     let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "c"}})).unwrap();
     cms.create(&PostParams::default(), &cm).await.expect("no webhook is called");
+}
+
+/// A mutating hook that adds annotations, keeping the object's own: `key` set to `value`, or with
+/// `value` "=b", to the object's annotation `b` as the hook saw it ("none" without one).
+fn annotating(key: &'static str, value: &'static str) -> axum::routing::MethodRouter {
+    use axum::Json;
+    axum::routing::post(move |Json(review): Json<Value>| async move {
+        let req = &review["request"];
+        let mut annotations = req["object"]["metadata"]["annotations"].as_object().cloned().unwrap_or_default();
+        let seen = annotations.get("b").and_then(Value::as_str).unwrap_or("none").to_string();
+        annotations.insert(key.into(), json!(if value == "=b" { seen.as_str() } else { value }));
+        let patch = json!([{"op": "add", "path": "/metadata/annotations", "value": annotations}]);
+        let patch = base64::engine::general_purpose::STANDARD.encode(patch.to_string());
+        Json(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                    "response": {"uid": req["uid"], "allowed": true, "patchType": "JSONPatch", "patch": patch}}))
+    })
+}
+
+/// `reinvocationPolicy: IfNeeded` (kube-apiserver `pkg/admission/plugin/webhook/mutating/dispatcher.go`
+/// and the API reference): hook "a" (first by name) records what "b" later sets; with Never it saw
+/// only the first state, with IfNeeded it is called again after b changed the object and records
+/// b's value. Hook b, though IfNeeded too, is not called again: no hook after it changed the object.
+#[tokio::test]
+async fn a_hook_that_asks_is_called_again_after_a_later_hook_changed_the_object() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Api, Patch, PatchParams, PostParams};
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let router = axum::Router::new().route("/a", annotating("a-saw", "=b")).route("/b", annotating("b", "set"));
+    let (port, ca) = tls_hook_server(router, cancel.clone()).await;
+    let config = crate::embedded::ServerConfig { real_cluster: true, ..Default::default() };
+    let srv = EmbeddedServer::with_config(&crate::api::all_crds(), Arc::new(AllowAll), config);
+    let put = |plural: &str, group: &str, ns: Option<&str>, v: Value| {
+        let info = srv.registry.all().iter().find(|r| r.plural == plural && r.group == group).cloned().unwrap();
+        srv.store.create(&info, ns, v, false).unwrap();
+    };
+    put("namespaces", "", None, json!({"metadata": {"name": "team"}}));
+    put("services", "", Some("team"), json!({"metadata": {"name": "hook"}, "spec": {"ports": [{"name": "https", "port": 443}]}}));
+    put("endpointslices", "discovery.k8s.io", Some("team"), json!({
+        "metadata": {"name": "hook-1", "labels": {"kubernetes.io/service-name": "hook"}}, "addressType": "IPv4",
+        "ports": [{"name": "https", "port": port}], "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}]
+    }));
+    let mwc: Api<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration> = Api::all(srv.client());
+    let hook = |name: &str, path: &str, policy: &str| {
+        let mut c = configuration("MutatingWebhookConfiguration", name, path, &ca, "Fail");
+        c["webhooks"][0]["reinvocationPolicy"] = json!(policy);
+        serde_json::from_value(c).unwrap()
+    };
+    mwc.create(&PostParams::default(), &hook("a.example", "/a", "Never")).await.unwrap();
+    mwc.create(&PostParams::default(), &hook("b.example", "/b", "IfNeeded")).await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(srv.client(), "team");
+    let cm = |name: &str| -> ConfigMap { serde_json::from_value(json!({"metadata": {"name": name}})).unwrap() };
+    let annotations = |c: ConfigMap| c.metadata.annotations.unwrap_or_default();
+    let made = annotations(cms.create(&PostParams::default(), &cm("never")).await.unwrap());
+    assert_eq!((made["a-saw"].as_str(), made["b"].as_str()), ("none", "set"), "Never: one pass");
+    mwc.patch("a.example", &PatchParams::apply("t").force(), &Patch::Apply(hook("a.example", "/a", "IfNeeded"))).await.unwrap();
+    let made = annotations(cms.create(&PostParams::default(), &cm("ifneeded")).await.unwrap());
+    assert_eq!((made["a-saw"].as_str(), made["b"].as_str()), ("set", "set"), "IfNeeded: a called again after b");
+    cancel.cancel();
+}
+
+/// `matchConditions` are CEL, not evaluated here: a configuration with them is refused in real-cluster
+/// mode naming the field, rather than stored and ignored (which would call the hook for objects its
+/// conditions exclude).
+#[tokio::test]
+async fn a_configuration_with_match_conditions_is_refused_naming_the_field() {
+    use kube::api::{Api, PostParams};
+    let config = crate::embedded::ServerConfig { real_cluster: true, ..Default::default() };
+    let srv = EmbeddedServer::with_config(&crate::api::all_crds(), Arc::new(crate::embedded::crd_schema::CrdSchemaAdmission), config);
+    let vwc: Api<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration> = Api::all(srv.client());
+    let mut c = configuration("ValidatingWebhookConfiguration", "v.example", "/validate", "", "Fail");
+    c["webhooks"][0]["matchConditions"] = json!([{"name": "not-system", "expression": "!request.userInfo.username.startsWith('system:')"}]);
+    let err = vwc.create(&PostParams::default(), &serde_json::from_value(c.clone()).unwrap()).await.unwrap_err();
+    let kube::Error::Api(s) = err else { panic!("{err}") };
+    assert_eq!(s.code, 422);
+    assert!(s.message.contains("webhooks[0].matchConditions: Forbidden: not supported by this API server"), "{}", s.message);
+    c["webhooks"][0]["matchConditions"] = json!([]);
+    vwc.create(&PostParams::default(), &serde_json::from_value(c).unwrap()).await.expect("without conditions it is stored");
 }

@@ -26,6 +26,9 @@ const SOURCES: &[(&str, &str)] = &[
     ("config/manager/service.yaml", include_str!("../../config/manager/service.yaml")),
 ];
 
+/// The `services/proxy` grant of `--use-kubernetes-proxy`, outside the default install.
+const KUBERNETES_PROXY_ROLE: (&str, &str) = ("config/rbac/kubernetes_proxy_role.yaml", include_str!("../../config/rbac/kubernetes_proxy_role.yaml"));
+
 /// The Kueue `Configuration` the ConfigMap carries unless `--config` gives another.
 pub const DEFAULT_CONFIG: &str = include_str!("../../config/manager/controller_manager_config.yaml");
 
@@ -59,6 +62,9 @@ pub struct InstallOptions {
     pub log_level: String,
     /// The Kueue `Configuration` file's text.
     pub config: String,
+    /// The manager reaches Ray dashboards through the API server (`--use-kubernetes-proxy`, off by
+    /// default as in KubeRay), with the `services/proxy` grant that needs.
+    pub use_kubernetes_proxy: bool,
 }
 
 impl Default for InstallOptions {
@@ -69,6 +75,7 @@ impl Default for InstallOptions {
             replicas: 2,
             log_level: "info".to_string(),
             config: DEFAULT_CONFIG.to_string(),
+            use_kubernetes_proxy: false,
         }
     }
 }
@@ -124,7 +131,8 @@ pub fn objects(opts: &InstallOptions) -> Result<Vec<Value>, InstallError> {
         }
         docs.push(serde_json::to_value(&crd).map_err(|e| InstallError::Render(e.to_string()))?);
     }
-    for (file, text) in SOURCES {
+    let extra = opts.use_kubernetes_proxy.then_some(KUBERNETES_PROXY_ROLE);
+    for (file, text) in SOURCES.iter().copied().chain(extra) {
         let parsed = crate::api::manifest::load_documents(text).map_err(|e| InstallError::Source { file, detail: e.to_string() })?;
         docs.extend(parsed);
     }
@@ -220,6 +228,11 @@ fn apply(d: &mut Value, opts: &InstallOptions) {
             let containers = d.pointer_mut("/spec/template/spec/containers").and_then(Value::as_array_mut);
             for c in containers.into_iter().flatten() {
                 c["image"] = Value::String(opts.image.clone());
+                if opts.use_kubernetes_proxy
+                    && let Some(args) = c.get_mut("args").and_then(Value::as_array_mut)
+                {
+                    args.push(Value::from("--use-kubernetes-proxy"));
+                }
                 for e in c.get_mut("env").and_then(Value::as_array_mut).into_iter().flatten() {
                     if e.get("name").and_then(Value::as_str) == Some("RUST_LOG") {
                         e["value"] = Value::String(opts.log_level.clone());
@@ -271,6 +284,7 @@ mod tests {
             replicas: 3,
             log_level: "quotagate=debug,info".into(),
             config: "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n".into(),
+            use_kubernetes_proxy: true,
         };
         let docs = objects(&opts).unwrap();
         let text = serde_json::to_string(&docs).unwrap();
@@ -284,6 +298,13 @@ mod tests {
         assert!(c["env"].as_array().unwrap().iter().any(|e| e["name"] == "RUST_LOG" && e["value"] == "quotagate=debug,info"));
         let crb = find(&docs, "ClusterRoleBinding", "quotagate-manager-rolebinding");
         assert_eq!(crb["subjects"][0]["namespace"], "platform");
+        assert_eq!(c["args"].as_array().unwrap().last(), Some(&Value::from("--use-kubernetes-proxy")));
+        let proxy = find(&docs, "ClusterRoleBinding", "quotagate-kubernetes-proxy-rolebinding");
+        assert_eq!(proxy["subjects"][0]["namespace"], "platform");
+        assert_eq!(find(&docs, "ClusterRole", "quotagate-kubernetes-proxy-role")["rules"][0]["resources"][0], "services/proxy");
+        // Off by default: neither the grant nor the flag.
+        let default = serde_json::to_string(&objects(&InstallOptions::default()).unwrap()).unwrap();
+        assert!(!default.contains("services/proxy") && !default.contains("--use-kubernetes-proxy"));
         let v = find(&docs, "ValidatingWebhookConfiguration", "quotagate-validating-webhook-configuration");
         for w in v["webhooks"].as_array().unwrap() {
             assert_eq!(w["clientConfig"]["service"]["namespace"], "platform", "{w}");

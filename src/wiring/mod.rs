@@ -13,6 +13,7 @@ pub mod frameworks;
 pub mod ray;
 pub mod ray_metrics;
 pub mod raysim;
+pub mod sim_pod_network;
 pub mod demo;
 pub mod manager;
 pub mod tasks;

@@ -20,6 +20,9 @@ use crate::rayservice::service::controller::{self as rsctl, DashboardFactory};
 pub enum Dashboards {
     /// Real Ray heads over HTTP (`quotagate run`).
     Http,
+    /// Real Ray heads through the API server's service proxy (`quotagate run --use-kubernetes-proxy`,
+    /// KubeRay's flag): for a manager outside the cluster network.
+    KubernetesProxy,
     /// One simulator for every cluster (`quotagate run --embedded`, `quotagate demo`).
     Simulated(Arc<RaySim>),
 }
@@ -30,18 +33,20 @@ impl Dashboards {
         Dashboards::Simulated(Arc::new(RaySim::new(SimOptions { build_delay, replica_start_delay, ..SimOptions::default() })))
     }
 
-    fn factory(&self) -> DashboardFactory {
+    fn factory(&self, client: &kube::Client) -> DashboardFactory {
         let dashboard: Arc<dyn RayDashboard> = match self {
             Dashboards::Http => Arc::new(HttpDashboard::new(HttpDashboardOptions::default())),
+            Dashboards::KubernetesProxy => Arc::new(HttpDashboard::through_api_server(client.clone(), HttpDashboardOptions::default())),
             Dashboards::Simulated(sim) => sim.clone(),
         };
         Arc::new(move |_: &DashboardEndpoint| dashboard.clone())
     }
 
     /// The Ray Jobs API client the RayJob controller uses.
-    fn jobs(&self) -> Arc<dyn RayJobsApi> {
+    fn jobs(&self, client: &kube::Client) -> Arc<dyn RayJobsApi> {
         match self {
             Dashboards::Http => Arc::new(HttpDashboard::new(HttpDashboardOptions::default())),
+            Dashboards::KubernetesProxy => Arc::new(HttpDashboard::through_api_server(client.clone(), HttpDashboardOptions::default())),
             Dashboards::Simulated(sim) => sim.clone(),
         }
     }
@@ -51,6 +56,7 @@ impl std::fmt::Debug for Dashboards {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Dashboards::Http => "Dashboards::Http",
+            Dashboards::KubernetesProxy => "Dashboards::KubernetesProxy",
             Dashboards::Simulated(_) => "Dashboards::Simulated",
         })
     }
@@ -69,10 +75,11 @@ pub fn spawn_ray_operator(
 ) -> RayOperator {
     let mut clusters = clusterctl::Context::new(client.clone());
     clusters.config.gates = gates;
-    let mut services = rsctl::Context::new(client.clone(), dashboards.factory());
+    let mut services = rsctl::Context::new(client.clone(), dashboards.factory(&client));
     services.config.gates = gates;
     services.config.upgrade_deadline = upgrade_deadline;
-    let mut jobs = rjctl::Context::new(client, dashboards.jobs());
+    let jobs_api = dashboards.jobs(&client);
+    let mut jobs = rjctl::Context::new(client, jobs_api);
     jobs.config.gates = gates;
     if let Dashboards::Simulated(_) = dashboards {
         // Simulated heads answer at once: poll running jobs often so their end shows promptly.

@@ -49,6 +49,9 @@ impl Default for HttpDashboardOptions {
 pub struct HttpDashboard {
     client: Client<HttpConnector, Full<Bytes>>,
     options: HttpDashboardOptions,
+    /// `--use-kubernetes-proxy`: every call goes through this API server's `services/proxy`
+    /// (`kube_proxy.rs`) instead of to the head Service's cluster address.
+    api_server: Option<kube::Client>,
 }
 
 impl HttpDashboard {
@@ -59,7 +62,13 @@ impl HttpDashboard {
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
             .build(connector);
-        Self { client, options }
+        Self { client, options, api_server: None }
+    }
+
+    /// A client that reaches every dashboard through `api`'s service proxy, as KubeRay's operator
+    /// does with `--use-kubernetes-proxy` (for a manager outside the cluster network).
+    pub fn through_api_server(api: kube::Client, options: HttpDashboardOptions) -> Self {
+        Self { api_server: Some(api), ..Self::new(options) }
     }
 
     /// Sends one request and returns the status and body, classifying transport failures.
@@ -70,6 +79,12 @@ impl HttpDashboard {
         path_and_query: &str,
         json_body: Option<Vec<u8>>,
     ) -> Result<(StatusCode, Bytes), DashboardError> {
+        if let Some(api) = &self.api_server {
+            let path = super::kube_proxy::proxy_path(&endpoint.base_url, path_and_query)?;
+            let headers: Vec<(&str, String)> = endpoint.auth_token.iter().map(|t| (AUTH_HEADER, format!("Bearer {t}"))).collect();
+            let limits = super::kube_proxy::Limits { request_timeout: self.options.request_timeout, max_body_bytes: self.options.max_body_bytes };
+            return super::kube_proxy::send(api, limits, method, path, &headers, json_body).await;
+        }
         let url = format!("{}{}", endpoint.base_url, path_and_query);
         let uri: Uri = url.parse().map_err(|e| {
             DashboardError::InvalidEndpoint(format!("{url:?} is not a valid URL: {e}"))
@@ -220,12 +235,17 @@ impl RayDashboard for HttpDashboard {
 
     fn proxy_healthy<'a>(
         &'a self,
-        _dashboard: &'a DashboardEndpoint,
+        dashboard: &'a DashboardEndpoint,
         proxy_url: &'a str,
     ) -> BoxFuture<'a, Result<bool, DashboardError>> {
         async move {
             // The proxy's health route needs no token (KubeRay's proxy client sends none).
-            let proxy = DashboardEndpoint::new(proxy_url);
+            let mut proxy = DashboardEndpoint::new(proxy_url);
+            if self.api_server.is_some() {
+                // Through the API server, the head pod's Serve proxy is the cluster's head
+                // Service on the proxy's port (the pod's address is not reachable from here).
+                proxy = super::kube_proxy::serve_proxy_endpoint(&dashboard.base_url, proxy_url)?;
+            }
             let path = crate::api::ray::constants::SERVE_PROXY_HEALTH_PATH;
             let (status, _) = self.send(&proxy, Method::GET, path, None).await?;
             Ok(status.is_success())

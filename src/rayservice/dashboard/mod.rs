@@ -9,6 +9,7 @@ pub mod config;
 pub mod error;
 pub mod http;
 pub mod jobs;
+pub mod kube_proxy;
 pub mod readiness;
 pub mod sim;
 pub mod types;
