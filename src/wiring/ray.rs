@@ -22,6 +22,9 @@ pub enum Dashboards {
     Http,
     /// One simulator for every cluster (`quotagate run --embedded`, `quotagate demo`).
     Simulated(Arc<RaySim>),
+    /// Real heads of process-run pods through their Service names, the simulator for the rest
+    /// (`run --embedded --runtime process`).
+    Routed(Arc<super::ray_routed::Routed>),
 }
 
 impl Dashboards {
@@ -34,6 +37,7 @@ impl Dashboards {
         let dashboard: Arc<dyn RayDashboard> = match self {
             Dashboards::Http => Arc::new(HttpDashboard::new(HttpDashboardOptions::default())),
             Dashboards::Simulated(sim) => sim.clone(),
+            Dashboards::Routed(r) => r.clone(),
         };
         Arc::new(move |_: &DashboardEndpoint| dashboard.clone())
     }
@@ -43,6 +47,24 @@ impl Dashboards {
         match self {
             Dashboards::Http => Arc::new(HttpDashboard::new(HttpDashboardOptions::default())),
             Dashboards::Simulated(sim) => sim.clone(),
+            Dashboards::Routed(r) => r.clone(),
+        }
+    }
+
+    /// The simulator behind these dashboards, if any (it needs its state and load tasks).
+    pub fn sim(&self) -> Option<&Arc<RaySim>> {
+        match self {
+            Dashboards::Http => None,
+            Dashboards::Simulated(sim) => Some(sim),
+            Dashboards::Routed(r) => Some(&r.sim),
+        }
+    }
+
+    /// Clusters of process-run pods get their real dashboards; the rest stay simulated.
+    pub fn with_process_runtime(self, names: Arc<crate::embedded::sim::process::hosts::Names>) -> Self {
+        match self {
+            Dashboards::Simulated(sim) => Dashboards::Routed(Arc::new(super::ray_routed::Routed::new(sim, names))),
+            other => other,
         }
     }
 }
@@ -52,6 +74,7 @@ impl std::fmt::Debug for Dashboards {
         f.write_str(match self {
             Dashboards::Http => "Dashboards::Http",
             Dashboards::Simulated(_) => "Dashboards::Simulated",
+            Dashboards::Routed(_) => "Dashboards::Routed",
         })
     }
 }

@@ -30,6 +30,7 @@ pub struct PodCtx {
     /// The image's own environment (PATH with the pinned Ray first, HOME, LANG).
     pub image_env: Vec<(String, String)>,
     pub node: NodeCapacity,
+    pub names: std::sync::Arc<super::hosts::Names>,
 }
 
 /// How a supervisor ended.
@@ -96,10 +97,12 @@ pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Durat
 
     let (subnet, host, dir) = (ctx.subnet, ctx.host, ctx.dir.clone());
     let setup = tokio::task::spawn_blocking({
-        let pod = pod.clone();
+        let (pod, names, ns, name) = (pod.clone(), ctx.names.clone(), ns.clone(), name.clone());
         move || -> Result<(), String> {
             make_dirs(&pod, &dir).map_err(|e| format!("{}: {e}", dir.0.display()))?;
-            subnet.add_pod(host).map_err(|e| e.to_string())
+            subnet.add_pod(host).map_err(|e| e.to_string())?;
+            // Before any process starts: `ip netns exec` mounts the file as the pod's /etc/hosts.
+            names.add_pod(&subnet.netns(host), &ns, &name, subnet.pod_ip(host)).map_err(|e| format!("the pod's hosts file: {e}"))
         }
     })
     .await
@@ -208,7 +211,12 @@ pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Durat
     for t in tasks {
         let _ = t.await;
     }
-    let _ = tokio::task::spawn_blocking(move || subnet.remove_pod(host)).await;
+    let names = ctx.names.clone();
+    let _ = tokio::task::spawn_blocking(move || {
+        subnet.remove_pod(host);
+        names.remove_pod(&subnet.netns(host));
+    })
+    .await;
     // The last container can end on the same stop before this loop saw it.
     if stopping || stop.borrow().is_some() { Ended::Stopped } else { Ended::Finished }
 }
