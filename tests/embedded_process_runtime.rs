@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
 use quotagate::api::ray::RayCluster;
 use quotagate::embedded::sim::process::{ProcessConfig, ProcessRuntime};
@@ -226,6 +226,48 @@ fn a_raycluster_head_runs_as_real_ray_in_a_network_namespace_of_its_own() {
         let serve = dashboard.serve_details(&DashboardEndpoint::new(format!("http://{ip}:8265"))).await.unwrap();
         assert!(serve.applications.is_empty(), "a fresh head runs no Serve app");
         assert!(get("127.0.0.1:8265", "/api/version").await.is_none_or(|v| !v.contains(&ip)), "the pod's port 8265 is its own, not the host's");
+
+        // 3b. Services: a ClusterIP Service reaches the dashboard from the host through the in-process
+        // proxy, and inside the pod Service names resolve (the pod's hosts file): the headless head
+        // Service to the head's address, the ClusterIP Service by its short name.
+        let svcs: Api<Service> = Api::namespaced(client.clone(), "default");
+        let dash: Service = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "dash", "namespace": "default"},
+            "spec": {"selector": {"ray.io/cluster": "real", "ray.io/node-type": "head"}, "ports": [{"name": "dashboard", "port": 80, "targetPort": 8265}]}}))
+        .unwrap();
+        svcs.create(&PostParams::default(), &dash).await.unwrap();
+        let cluster_ip = loop {
+            let s = svcs.get("dash").await.unwrap();
+            if let Some(ip) = s.spec.and_then(|s| s.cluster_ip).filter(|ip| !ip.is_empty()) {
+                break ip;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(180), "no ClusterIP on Service dash");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        };
+        assert!(cluster_ip.starts_with(&format!("10.96.{}.", cidr.split('.').nth(2).unwrap())), "{cluster_ip}");
+        let through_proxy = loop {
+            match get(&format!("{cluster_ip}:80"), "/api/version").await {
+                Some(v) if v.starts_with("HTTP/1.1 200") => break v,
+                other => assert!(t0.elapsed() < Duration::from_secs(180), "no answer through {cluster_ip}:80: {other:?}"),
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        };
+        assert!(through_proxy.contains("\"ray_version\": \"2.60.0\""), "{through_proxy}");
+        let python = repo_root().join(".venv-ray/bin/python");
+        let script = "import socket, sys, urllib.request as u\n\
+            print(socket.gethostbyname('real-head-svc.default.svc.cluster.local'))\n\
+            print(u.urlopen('http://dash/api/version', timeout=5).status)\n\
+            print(u.urlopen('http://dash.default.svc.cluster.local:80/api/version', timeout=5).status)";
+        let inside = loop {
+            let out = Command::new("ip").args(["netns", "exec", &ns]).arg(&python).args(["-c", script]).output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            if out.status.success() {
+                break text;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(180), "names inside the pod: {text} {}", String::from_utf8_lossy(&out.stderr));
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        assert_eq!(inside, format!("{ip}\n200\n200\n"), "inside the pod");
+        println!("  +{:.1?} Service dash at {cluster_ip}:80 answers from the host; names resolve inside the pod", t0.elapsed());
 
         // 4. Its output is the pod's log.
         let log = pods.logs(&name, &LogParams { container: Some("ray-head".into()), ..Default::default() }).await.unwrap();
