@@ -15,6 +15,12 @@ use std::sync::{Mutex, PoisonError};
 /// The cluster domain, as a kubelet's `--cluster-domain` default.
 pub const CLUSTER_DOMAIN: &str = "cluster.local";
 
+/// The pods' `/etc/resolv.conf`: no DNS server serves the pod network (no NAT to the host's either), so
+/// a lookup that goes past the hosts file (an AAAA query for a name that has only an IPv4 entry, as
+/// `getaddrinfo` with AF_UNSPEC and gRPC's c-ares resolver make) must fail at once, not wait for the
+/// host's nameserver: nothing listens on the pod's own 127.0.0.1:53, so it is refused immediately.
+const RESOLV_CONF: &str = "# written by quotagate's process runtime: no DNS server here; Service names are in /etc/hosts\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n";
+
 /// One Service's addresses as DNS would answer for its name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {
@@ -83,6 +89,7 @@ impl Names {
             std::fs::create_dir_all(dir)?;
         }
         write_in_place(&path, &text)?;
+        write_in_place(&self.root.join(netns).join("resolv.conf"), RESOLV_CONF)?;
         let entry = PodHosts { namespace: namespace.into(), name: name.into(), ip, written: text };
         self.pods.lock().unwrap_or_else(PoisonError::into_inner).insert(netns.into(), entry);
         Ok(())
@@ -171,6 +178,7 @@ mod tests {
         let inode = |p: &std::path::Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
         let before = inode(&path);
         assert!(!std::fs::read_to_string(&path).unwrap().contains("svc"));
+        assert!(std::fs::read_to_string(root.join("qg-1-2/resolv.conf")).unwrap().contains("nameserver 127.0.0.1\n"));
         names.set_records(vec![rec("ml", "head-svc", &[[10, 244, 1, 3]])]);
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.contains("10.244.1.3\thead-svc.ml.svc.cluster.local"), "{text}");

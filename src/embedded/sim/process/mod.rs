@@ -7,6 +7,7 @@ mod container;
 pub mod env;
 pub mod hosts;
 pub mod image;
+mod init;
 pub mod launch;
 pub mod net;
 mod pod;
