@@ -174,6 +174,9 @@ enum Command {
     /// Benchmarks: `bench e2e --config baseline`.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// HTTP/1.1 load at a fixed rate on a bounded keep-alive pool; prints per-second counts (sent, 2xx,
+    /// non-2xx, connection errors, timeouts) and which cluster answered, as JSON.
+    Load(LoadArgs),
     /// Seeded random runs of queue-managed RayService upgrades under faults on the embedded cluster,
     /// with DESIGN.md's invariants checked on every event and liveness checked once faults stop.
     /// Prints a line per run and a summary; a failing seed is printed with the shortest action list
@@ -262,6 +265,25 @@ impl ApiLimitsArgs {
             ..Default::default()
         }
     }
+}
+
+#[derive(clap::Args, Debug)]
+struct LoadArgs {
+    /// `http://host:port/path` (e.g. a serve Service's ClusterIP).
+    #[arg(long)]
+    url: String,
+    #[arg(long, default_value_t = 10)]
+    rps: u32,
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Requests in flight at most (connections open at most).
+    #[arg(long, default_value_t = 8)]
+    connections: usize,
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    timeout: Duration,
+    /// The answer's JSON field naming the cluster that answered.
+    #[arg(long, default_value = "cluster")]
+    cluster_field: String,
 }
 
 /// Benchmarks users can run.
@@ -778,7 +800,7 @@ fn run_async(fut: impl std::future::Future<Output = anyhow::Result<()>>) -> Exit
 /// The commands whose own output is the point (a story, a table, a report): controller logs would
 /// drown it, so they log only warnings.
 fn prints_own_output(command: &Command) -> bool {
-    matches!(command, Command::Demo { .. } | Command::Bench(_) | Command::Chaos { .. } | Command::Plan { .. } | Command::Explain { .. } | Command::PendingWorkloads { .. } | Command::List { .. } | Command::Stop { .. } | Command::Resume { .. } | Command::Create { .. })
+    matches!(command, Command::Demo { .. } | Command::Bench(_) | Command::Load(_) | Command::Chaos { .. } | Command::Plan { .. } | Command::Explain { .. } | Command::PendingWorkloads { .. } | Command::List { .. } | Command::Stop { .. } | Command::Resume { .. } | Command::Create { .. })
 }
 
 fn main() -> ExitCode {
@@ -804,6 +826,12 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Incremental { step, interval, surge, rps, timeout, json }) => run_async(async move {
             let opts = quotagate::cli::bench::incremental::Options { step, interval, surge, rps, timeout, ..Default::default() };
             quotagate::cli::bench::incremental(&opts, json).await?;
+            Ok(())
+        }),
+        Command::Load(a) => run_async(async move {
+            let opts = quotagate::cli::load::Options { url: a.url, rps: a.rps, duration: a.duration, connections: a.connections, timeout: a.timeout, cluster_field: a.cluster_field };
+            let report = quotagate::cli::load::run(&opts, tokio_util::sync::CancellationToken::new(), None).await?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(())
         }),
         Command::Plan { files, to, cluster_queue, kubeconfig, concurrent, output } => run_async(async move {

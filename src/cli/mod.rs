@@ -4,6 +4,7 @@
 pub mod chaos;
 pub mod explain;
 pub mod kueuectl;
+pub mod load;
 pub mod pending;
 pub mod plan;
 pub mod validate;

@@ -428,9 +428,11 @@ pub async fn run_embedded_on(
     let runtime = opts.sims.node.as_ref().and_then(|n| n.runtime.clone());
     if let Some(rt) = &runtime {
         server.runtimes.register(rt.clone());
+        // Process-run Ray heads have real dashboards, reached through their head Services' names.
+        opts.manager.ray = opts.manager.ray.take().map(|d| d.with_process_runtime(rt.names()));
     }
     let mut sims: Tasks = embedded::sim::spawn(server.client(), &opts.sims, cancel.clone()).into();
-    if let Some(super::ray::Dashboards::Simulated(sim)) = &opts.manager.ray {
+    if let Some(sim) = opts.manager.ray.as_ref().and_then(|d| d.sim()).cloned() {
         // The simulated Ray heads outlive this process as real ones would: beside the API state.
         if let Some(dir) = &server.config.data_dir {
             match sim.persist_in(dir) {

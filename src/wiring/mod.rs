@@ -11,6 +11,7 @@ pub mod install;
 pub mod certs;
 pub mod frameworks;
 pub mod ray;
+pub mod ray_routed;
 pub mod ray_metrics;
 pub mod raysim;
 pub mod sim_pod_network;

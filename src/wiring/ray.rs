@@ -25,6 +25,9 @@ pub enum Dashboards {
     KubernetesProxy,
     /// One simulator for every cluster (`quotagate run --embedded`, `quotagate demo`).
     Simulated(Arc<RaySim>),
+    /// Real heads of process-run pods through their Service names, the simulator for the rest
+    /// (`run --embedded --runtime process`).
+    Routed(Arc<super::ray_routed::Routed>),
 }
 
 impl Dashboards {
@@ -38,6 +41,7 @@ impl Dashboards {
             Dashboards::Http => Arc::new(HttpDashboard::new(HttpDashboardOptions::default())),
             Dashboards::KubernetesProxy => Arc::new(HttpDashboard::through_api_server(client.clone(), HttpDashboardOptions::default())),
             Dashboards::Simulated(sim) => sim.clone(),
+            Dashboards::Routed(r) => r.clone(),
         };
         Arc::new(move |_: &DashboardEndpoint| dashboard.clone())
     }
@@ -48,6 +52,24 @@ impl Dashboards {
             Dashboards::Http => Arc::new(HttpDashboard::new(HttpDashboardOptions::default())),
             Dashboards::KubernetesProxy => Arc::new(HttpDashboard::through_api_server(client.clone(), HttpDashboardOptions::default())),
             Dashboards::Simulated(sim) => sim.clone(),
+            Dashboards::Routed(r) => r.clone(),
+        }
+    }
+
+    /// The simulator behind these dashboards, if any (it needs its state and load tasks).
+    pub fn sim(&self) -> Option<&Arc<RaySim>> {
+        match self {
+            Dashboards::Http => None,
+            Dashboards::Simulated(sim) => Some(sim),
+            Dashboards::Routed(r) => Some(&r.sim),
+        }
+    }
+
+    /// Clusters of process-run pods get their real dashboards; the rest stay simulated.
+    pub fn with_process_runtime(self, names: Arc<crate::embedded::sim::process::hosts::Names>) -> Self {
+        match self {
+            Dashboards::Simulated(sim) => Dashboards::Routed(Arc::new(super::ray_routed::Routed::new(sim, names))),
+            other => other,
         }
     }
 }
@@ -58,6 +80,7 @@ impl std::fmt::Debug for Dashboards {
             Dashboards::Http => "Dashboards::Http",
             Dashboards::KubernetesProxy => "Dashboards::KubernetesProxy",
             Dashboards::Simulated(_) => "Dashboards::Simulated",
+            Dashboards::Routed(_) => "Dashboards::Routed",
         })
     }
 }

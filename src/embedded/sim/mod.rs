@@ -7,6 +7,7 @@ pub mod gateway;
 pub mod job_controller;
 pub mod node;
 pub mod process;
+pub mod proxy;
 
 use std::time::Duration;
 use tokio::task::JoinHandle;
@@ -35,6 +36,7 @@ pub fn spawn(client: kube::Client, config: &SimConfig, cancel: CancellationToken
         handles.push(tokio::spawn(until(cancel.clone(), job_controller::run(client.clone()))));
         if let Some(rt) = n.runtime.clone() {
             handles.push(tokio::spawn(until(cancel.clone(), rt.clone().follow_removals(client.clone()))));
+            handles.push(tokio::spawn(until(cancel.clone(), proxy::ServiceProxy::new(&rt).run(client.clone()))));
             // Not under `until`: on cancel, this is what stops the pods' processes and removes their network.
             let cancel = cancel.clone();
             handles.push(tokio::spawn(async move {

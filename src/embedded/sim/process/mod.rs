@@ -5,7 +5,9 @@
 
 mod container;
 pub mod env;
+pub mod hosts;
 pub mod image;
+mod init;
 pub mod launch;
 pub mod net;
 mod pod;
@@ -31,6 +33,9 @@ use launch::PodDir;
 use net::{Host, Subnet};
 
 /// Where the runtime finds Ray and keeps its state.
+/// Where `ip netns exec NAME` finds files to mount over `/etc` (iproute2's `NETNS_ETC_DIR`).
+const NETNS_ETC: &str = "/etc/netns";
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProcessConfig {
     /// A venv with Ray Serve (`scripts/install-ray.sh`): its `bin/` goes first on the pods' PATH.
@@ -76,6 +81,8 @@ pub struct ProcessRuntime {
     pods: Mutex<HashMap<String, Entry>>,
     image_env: Vec<(String, String)>,
     node: env::NodeCapacity,
+    /// The pods' hosts files (Service names), kept current by the Service proxy.
+    names: Arc<hosts::Names>,
 }
 
 impl std::fmt::Debug for ProcessRuntime {
@@ -111,13 +118,25 @@ impl ProcessRuntime {
         let path = format!("{}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", venv.join("bin").display());
         // The rayproject/ray image's own variables, as a container runtime sets them from the image.
         let image_env = vec![("PATH".into(), path), ("HOME".into(), "/tmp".into()), ("LANG".into(), "C.UTF-8".into()), ("VIRTUAL_ENV".into(), venv.display().to_string())];
+        let names = Arc::new(hosts::Names::new(NETNS_ETC));
+        names.remove_leftovers(|n| n.starts_with(&subnet.netns_prefix()));
         tracing::info!(pod_network = %subnet.cidr(), bridge = %subnet.bridge(), ray = %venv.display(), "process runtime: rayproject/ray pods run as processes");
-        Ok(Arc::new(ProcessRuntime { cfg, subnet, work, host: Mutex::new(Some(host)), pods: Mutex::new(HashMap::new()), image_env, node: node_capacity() }))
+        Ok(Arc::new(ProcessRuntime { cfg, subnet, work, host: Mutex::new(Some(host)), pods: Mutex::new(HashMap::new()), image_env, node: node_capacity(), names }))
     }
 
     /// This instance's pod network, e.g. `10.244.128.0/24`.
     pub fn pod_cidr(&self) -> String {
         self.subnet.cidr()
+    }
+
+    /// This instance's /24 (its bridge, its block index).
+    pub fn subnet(&self) -> Subnet {
+        self.subnet
+    }
+
+    /// The pods' hosts files, which the Service proxy keeps current; also the host side's resolver.
+    pub fn names(&self) -> Arc<hosts::Names> {
+        self.names.clone()
     }
 
     /// Whether this runtime runs `pod` (one of its containers has a known image).
@@ -198,7 +217,7 @@ impl ProcessRuntime {
             let entry = Entry { key: key.clone(), host, dir: dir.clone(), stop, grace: Duration::from_secs(grace), containers: pod::process_containers(&pod) };
             pods.insert(uid.clone(), entry);
         }
-        let ctx = pod::PodCtx { client: client.clone(), subnet: self.subnet, host, dir: dir.clone(), node_name: node_name.into(), image_env: self.image_env.clone(), node: self.node };
+        let ctx = pod::PodCtx { client: client.clone(), subnet: self.subnet, host, dir: dir.clone(), node_name: node_name.into(), image_env: self.image_env.clone(), node: self.node, names: self.names.clone() };
         let rt = self.clone();
         tokio::spawn(async move {
             let mut deleted = stop_rx.clone();
@@ -274,6 +293,7 @@ impl ProcessRuntime {
         let host = self.host.lock().unwrap_or_else(PoisonError::into_inner).take();
         if let Some(h) = host {
             h.release();
+            self.names.remove_leftovers(|n| n.starts_with(&self.subnet.netns_prefix()));
             let _ = std::fs::remove_dir_all(&self.work);
             tracing::info!(pod_network = %self.subnet.cidr(), "process runtime: pod network removed");
         }

@@ -52,9 +52,18 @@ impl Subnet {
     pub fn netns(&self, host: u8) -> String {
         format!("qg-{}-{host}", self.block)
     }
+    /// What every pod namespace name of this block starts with.
+    pub fn netns_prefix(&self) -> String {
+        format!("qg-{}-", self.block)
+    }
     /// At most 15 bytes, the kernel's limit on interface names ("qg254v254" is 9).
     pub fn veth(&self, host: u8) -> String {
         format!("qg{}v{host}", self.block)
+    }
+    /// Whether `ip` is a pod address of this block.
+    pub fn contains(&self, ip: Ipv4Addr) -> bool {
+        let o = ip.octets();
+        o[0] == 10 && o[1] == 244 && o[2] == self.block
     }
     pub fn cidr(&self) -> String {
         format!("10.244.{}.0/24", self.block)
@@ -106,7 +115,7 @@ pub struct Host {
     _lock: File,
 }
 
-fn ip(args: &[&str]) -> Result<String, NetError> {
+pub fn ip(args: &[&str]) -> Result<String, NetError> {
     let out = Command::new("ip").args(args).output().map_err(|e| NetError::Ip { args: args.join(" "), message: e.to_string() })?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())

@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, watch};
 use super::container::{self, Launch};
 use super::env::{self, Addresses, NodeCapacity, Sources};
 use super::image::{self, Runs};
+use super::init::{self, InitCtx, InitResult};
 use super::launch::{self, PodDir};
 use super::net::Subnet;
 use super::probe;
@@ -30,6 +31,7 @@ pub struct PodCtx {
     /// The image's own environment (PATH with the pinned Ray first, HOME, LANG).
     pub image_env: Vec<(String, String)>,
     pub node: NodeCapacity,
+    pub names: std::sync::Arc<super::hosts::Names>,
 }
 
 /// How a supervisor ended.
@@ -96,10 +98,12 @@ pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Durat
 
     let (subnet, host, dir) = (ctx.subnet, ctx.host, ctx.dir.clone());
     let setup = tokio::task::spawn_blocking({
-        let pod = pod.clone();
+        let (pod, names, ns, name) = (pod.clone(), ctx.names.clone(), ns.clone(), name.clone());
         move || -> Result<(), String> {
             make_dirs(&pod, &dir).map_err(|e| format!("{}: {e}", dir.0.display()))?;
-            subnet.add_pod(host).map_err(|e| e.to_string())
+            subnet.add_pod(host).map_err(|e| e.to_string())?;
+            // Before any process starts: `ip netns exec` mounts the file as the pod's /etc/hosts.
+            names.add_pod(&subnet.netns(host), &ns, &name, subnet.pod_ip(host)).map_err(|e| format!("the pod's hosts file: {e}"))
         }
     })
     .await
@@ -120,6 +124,27 @@ pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Durat
     let src = sources(&Api::namespaced(ctx.client.clone(), &ns), &Api::namespaced(ctx.client.clone(), &ns), &pod).await;
     let addrs = Addresses { pod_ip: pod_ip.clone(), host_ip: host_ip.clone(), node_name: ctx.node_name.clone() };
     let grace = Duration::from_secs(spec.termination_grace_period_seconds.and_then(|s| u64::try_from(s).ok()).unwrap_or(30));
+    let init = InitCtx { pod: &pod, netns: subnet.netns(host), dir: &ctx.dir, image_env: &ctx.image_env, addrs: &addrs, sources: &src, node: ctx.node, policy: &policy, grace, key: key(&pod) };
+    match init::run(init, stop.clone()).await {
+        InitResult::Done => {}
+        InitResult::Stopped => {
+            teardown(&ctx).await;
+            return Ended::Stopped;
+        }
+        InitResult::Failed(message) => {
+            tracing::info!(pod = %key(&pod), %message, "process runtime: an init container failed");
+            let mut s = status::pod_status(&[], &policy, &pod_ip, &host_ip, &started);
+            s["phase"] = json!("Failed");
+            s["reason"] = json!("InitContainerFailed");
+            s["message"] = json!(message);
+            write(&api, &name, s).await;
+            // A failed pod keeps its address until it is deleted, as one that ran and ended.
+            let mut stop = stop.clone();
+            let _ = stop.wait_for(Option::is_some).await;
+            teardown(&ctx).await;
+            return Ended::Stopped;
+        }
+    }
     let mut views = Vec::new();
     let mut launches = Vec::new();
     for (i, c) in spec.containers.iter().enumerate() {
@@ -208,9 +233,19 @@ pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Durat
     for t in tasks {
         let _ = t.await;
     }
-    let _ = tokio::task::spawn_blocking(move || subnet.remove_pod(host)).await;
+    teardown(&ctx).await;
     // The last container can end on the same stop before this loop saw it.
     if stopping || stop.borrow().is_some() { Ended::Stopped } else { Ended::Finished }
+}
+
+/// Removes the pod's namespace (killing what is left in it) and its hosts file.
+async fn teardown(ctx: &PodCtx) {
+    let (subnet, host, names) = (ctx.subnet, ctx.host, ctx.names.clone());
+    let _ = tokio::task::spawn_blocking(move || {
+        subnet.remove_pod(host);
+        names.remove_pod(&subnet.netns(host));
+    })
+    .await;
 }
 
 /// The names of a pod's containers by how they run, for the runtime's log lookup.

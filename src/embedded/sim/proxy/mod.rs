@@ -1,0 +1,265 @@
+//! Services for the process runtime's pods, as kube-proxy's old userspace mode did it, in process:
+//! each Service (not headless, not ExternalName) gets a ClusterIP from this instance's service range
+//! (`alloc.rs`), added as a /32 to the pod bridge so the host and every pod reach it, and each of its
+//! TCP ports a listener there that forwards every accepted connection to a ready endpoint of the
+//! Service's EndpointSlices (round robin; the next endpoint when one refuses). A connection keeps its
+//! endpoint for its life: a selector switch moves new connections only, as with kube-proxy.
+//!
+//! Names: the pods' hosts files (`process/hosts.rs`) list every Service's ClusterIP, or for a headless
+//! Service its ready endpoints' addresses, as cluster DNS would answer.
+
+pub mod alloc;
+mod forward;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use serde_json::json;
+use tokio::task::JoinHandle;
+
+use super::process::ProcessRuntime;
+use super::process::hosts::{Names, Record};
+use super::process::net::{self, Subnet};
+use forward::{Backends, Targets};
+
+/// A listener of one Service port.
+struct Listener {
+    service: String,
+    task: JoinHandle<()>,
+}
+
+#[derive(Default)]
+struct State {
+    /// ClusterIPs by Service UID.
+    ips: HashMap<String, (String, Ipv4Addr)>,
+    listeners: HashMap<SocketAddrV4, Listener>,
+}
+
+pub struct ServiceProxy {
+    subnet: Subnet,
+    names: Arc<Names>,
+    backends: Backends,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for ServiceProxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceProxy").field("service_cidr", &alloc::cidr(self.subnet.block)).finish_non_exhaustive()
+    }
+}
+
+fn key(ns: &str, name: &str) -> String {
+    format!("{ns}/{name}")
+}
+
+/// Whether a Service gets a ClusterIP (not headless, not ExternalName).
+fn wants_ip(svc: &Service) -> bool {
+    let Some(spec) = svc.spec.as_ref() else { return false };
+    spec.type_.as_deref() != Some("ExternalName") && spec.cluster_ip.as_deref() != Some("None")
+}
+
+/// Ready addresses and ports of a Service's slices: port name -> (port, addresses).
+fn slice_targets(slices: &[Arc<EndpointSlice>]) -> Targets {
+    let mut out: Targets = BTreeMap::new();
+    for s in slices {
+        if s.address_type != "IPv4" {
+            continue;
+        }
+        let ready: Vec<Ipv4Addr> = s
+            .endpoints
+            .iter()
+            .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false))
+            .flat_map(|e| e.addresses.iter().filter_map(|a| a.parse().ok()))
+            .collect();
+        for p in s.ports.iter().flatten() {
+            let Some(port) = p.port.and_then(|p| u16::try_from(p).ok()) else { continue };
+            if p.protocol.as_deref().is_some_and(|pr| pr != "TCP") {
+                continue;
+            }
+            let e = out.entry(p.name.clone().unwrap_or_default()).or_insert_with(|| (port, Vec::new()));
+            e.1.extend(ready.iter().copied());
+        }
+    }
+    for (_, ips) in out.values_mut() {
+        ips.sort();
+        ips.dedup();
+    }
+    out
+}
+
+impl ServiceProxy {
+    pub fn new(rt: &ProcessRuntime) -> Arc<ServiceProxy> {
+        Arc::new(ServiceProxy { subnet: rt.subnet(), names: rt.names(), backends: Arc::new(RwLock::new(HashMap::new())), state: Mutex::new(State::default()) })
+    }
+
+    /// Follows Services and EndpointSlices until dropped (then its listeners close).
+    pub async fn run(self: Arc<Self>, client: kube::Client) {
+        tracing::info!(service_cidr = %alloc::cidr(self.subnet.block), bridge = %self.subnet.bridge(), "service proxy: ClusterIPs on the pod bridge");
+        let _guard = CloseOnDrop(self.clone());
+        let (svc_r, svc_w) = reflector::store::<Service>();
+        let (eps_r, eps_w) = reflector::store::<EndpointSlice>();
+        let svcs = reflector(svc_w, watcher(Api::<Service>::all(client.clone()), watcher::Config::default())).default_backoff().map(|_| ());
+        let eps = reflector(eps_w, watcher(Api::<EndpointSlice>::all(client.clone()), watcher::Config::default())).default_backoff().map(|_| ());
+        let mut events = std::pin::pin!(futures::stream::select(svcs, eps));
+        while events.next().await.is_some() {
+            // Apply every event already waiting before one sync.
+            while let Some(Some(())) = futures::FutureExt::now_or_never(events.next()) {}
+            self.sync(&client, &svc_r.state(), &eps_r.state());
+        }
+    }
+
+    fn sync(&self, client: &kube::Client, services: &[Arc<Service>], slices: &[Arc<EndpointSlice>]) {
+        let mut by_service: HashMap<String, Vec<Arc<EndpointSlice>>> = HashMap::new();
+        for s in slices {
+            let ns = s.metadata.namespace.clone().unwrap_or_default();
+            if let Some(svc) = s.metadata.labels.as_ref().and_then(|l| l.get("kubernetes.io/service-name")) {
+                by_service.entry(key(&ns, svc)).or_default().push(s.clone());
+            }
+        }
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut records = Vec::new();
+        let mut wanted: HashMap<SocketAddrV4, String> = HashMap::new();
+        let mut backends = HashMap::new();
+        let mut live = HashSet::new();
+        for svc in services {
+            let (Some(name), Some(uid)) = (svc.metadata.name.clone(), svc.metadata.uid.clone()) else { continue };
+            let ns = svc.metadata.namespace.clone().unwrap_or_default();
+            let k = key(&ns, &name);
+            let targets = slice_targets(by_service.get(&k).map_or(&[][..], |v| &v[..]));
+            let process = targets.values().any(|(_, ips)| ips.iter().any(|ip| self.subnet.contains(*ip)));
+            if !wants_ip(svc) {
+                // Headless: the name is the ready endpoints' addresses.
+                let mut ips: Vec<Ipv4Addr> = targets.values().flat_map(|(_, ips)| ips.iter().copied()).collect();
+                ips.sort();
+                ips.dedup();
+                if !ips.is_empty() {
+                    records.push(Record { namespace: ns, name, ips, process });
+                }
+                continue;
+            }
+            live.insert(uid.clone());
+            let ip = match state.ips.get(&uid) {
+                Some((_, ip)) => *ip,
+                None => {
+                    let taken: HashSet<Ipv4Addr> = state.ips.values().map(|(_, ip)| *ip).collect();
+                    let asked = svc.spec.as_ref().and_then(|s| s.cluster_ip.as_deref()).and_then(|s| s.parse().ok());
+                    let Some(ip) = alloc::pick(self.subnet.block, &taken, asked) else {
+                        tracing::warn!(service = %k, range = %alloc::cidr(self.subnet.block), "service proxy: no free ClusterIP; the Service is not reachable");
+                        continue;
+                    };
+                    if let Err(e) = net::ip(&["addr", "add", &format!("{ip}/32"), "dev", &self.subnet.bridge()]) {
+                        tracing::warn!(service = %k, %ip, error = %e, "service proxy: the ClusterIP could not be added to the bridge");
+                        continue;
+                    }
+                    state.ips.insert(uid.clone(), (k.clone(), ip));
+                    if asked != Some(ip) {
+                        record_cluster_ip(client, &ns, &name, ip);
+                    }
+                    ip
+                }
+            };
+            records.push(Record { namespace: ns, name, ips: vec![ip], process });
+            for p in svc.spec.iter().flat_map(|s| s.ports.iter().flatten()) {
+                if p.protocol.as_deref().is_some_and(|pr| pr != "TCP") {
+                    continue;
+                }
+                let Ok(port) = u16::try_from(p.port) else { continue };
+                wanted.insert(SocketAddrV4::new(ip, port), k.clone());
+            }
+            backends.insert(k, (svc.spec.as_ref().and_then(|s| s.ports.clone()).unwrap_or_default(), targets));
+        }
+        *self.backends.write().unwrap_or_else(PoisonError::into_inner) = backends;
+        // Listeners of ports gone (or moved to another Service) close; new ones open.
+        state.listeners.retain(|addr, l| {
+            let keep = wanted.get(addr) == Some(&l.service);
+            if !keep {
+                l.task.abort();
+            }
+            keep
+        });
+        for (addr, service) in wanted {
+            if state.listeners.contains_key(&addr) {
+                continue;
+            }
+            match forward::listen(addr, service.clone(), self.backends.clone()) {
+                Ok(task) => {
+                    state.listeners.insert(addr, Listener { service, task });
+                }
+                Err(e) => tracing::warn!(%service, %addr, error = %e, "service proxy: cannot listen on the ClusterIP"),
+            }
+        }
+        let gone: Vec<String> = state.ips.keys().filter(|u| !live.contains(*u)).cloned().collect();
+        for uid in gone {
+            if let Some((_, ip)) = state.ips.remove(&uid) {
+                let _ = net::ip(&["addr", "del", &format!("{ip}/32"), "dev", &self.subnet.bridge()]);
+            }
+        }
+        drop(state);
+        self.names.set_records(records);
+    }
+
+    fn close(&self) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        for (_, l) in state.listeners.drain() {
+            l.task.abort();
+        }
+        for (_, (_, ip)) in state.ips.drain() {
+            let _ = net::ip(&["addr", "del", &format!("{ip}/32"), "dev", &self.subnet.bridge()]);
+        }
+    }
+}
+
+struct CloseOnDrop(Arc<ServiceProxy>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+/// Writes the address into `spec.clusterIP`, as the API server's allocator would have at create.
+fn record_cluster_ip(client: &kube::Client, ns: &str, name: &str, ip: Ipv4Addr) {
+    let api: Api<Service> = Api::namespaced(client.clone(), ns);
+    let name = name.to_owned();
+    tokio::spawn(async move {
+        let patch = json!({"spec": {"clusterIP": ip.to_string(), "clusterIPs": [ip.to_string()]}});
+        if let Err(e) = api.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await {
+            tracing::debug!(service = %name, error = %e, "service proxy: clusterIP not written");
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_targets_by_port_name() {
+        let s: EndpointSlice = serde_json::from_value(json!({
+            "addressType": "IPv4", "metadata": {"name": "a"},
+            "ports": [{"name": "serve", "port": 8000, "protocol": "TCP"}, {"name": "dns", "port": 53, "protocol": "UDP"}],
+            "endpoints": [{"addresses": ["10.244.130.3"], "conditions": {"ready": true}},
+                          {"addresses": ["10.244.130.4"], "conditions": {"ready": false}},
+                          {"addresses": ["10.244.130.2"]}]
+        }))
+        .unwrap();
+        let t = slice_targets(&[Arc::new(s)]);
+        assert_eq!(t.len(), 1, "{t:?}");
+        assert_eq!(t["serve"], (8000, vec![Ipv4Addr::new(10, 244, 130, 2), Ipv4Addr::new(10, 244, 130, 3)]));
+    }
+
+    #[test]
+    fn headless_and_external_names_get_no_cluster_ip() {
+        let svc = |spec: serde_json::Value| -> Service { serde_json::from_value(json!({"metadata": {"name": "s"}, "spec": spec})).unwrap() };
+        assert!(wants_ip(&svc(json!({"ports": [{"port": 80}]}))));
+        assert!(wants_ip(&svc(json!({"type": "NodePort"}))));
+        assert!(!wants_ip(&svc(json!({"clusterIP": "None"}))));
+        assert!(!wants_ip(&svc(json!({"type": "ExternalName", "externalName": "x.example"}))));
+    }
+}
