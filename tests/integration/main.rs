@@ -33,6 +33,7 @@ mod pods;
 mod quota_holds;
 mod raycluster;
 mod reclaim_gap;
+mod cycle_break;
 mod reapply;
 mod rayjob;
 mod visibility;
