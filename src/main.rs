@@ -409,6 +409,11 @@ struct RunArgs {
     /// on with `featureGates: {PrioritizePreemptorWorkloads: true}` in `--config`.
     #[arg(long)]
     prioritize_preemptor_workloads: bool,
+    /// How long a wait-for cycle among RayService upgrades (each waiting for quota the other holds)
+    /// may last before the growth of the lower-priority, then younger, upgrade is released
+    /// (`GrowthPreempted`, reason `WaitForCycle`); its old cluster keeps serving and it retries.
+    #[arg(long, value_parser = parse_duration, default_value = "60s")]
+    cycle_break_after: Duration,
     #[command(flatten)]
     ui: UiArgs,
     #[command(flatten)]
@@ -685,6 +690,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             || config.as_ref().is_some_and(|c| c.prioritize_preemptor_workloads()),
         frameworks: config.as_ref().map(|c| c.frameworks()).unwrap_or_default(),
         managed_jobs: config.as_ref().map(|c| c.managed_jobs()).unwrap_or_default(),
+        cycle_break_after: args.cycle_break_after,
         ..ManagerOptions::default()
     };
     if let Some(id) = &args.identity {

@@ -8,5 +8,6 @@ pub use super::core::conditions::{EvictedBy, EvictionCause, admitted, clear_rese
 #[cfg(test)]
 pub(crate) use super::core::run::{User, in_use_live};
 pub use super::core::stats::Phase;
+pub use super::core::CYCLE_BREAK_AFTER_MS;
 pub use super::core::sync::{Action, AdmissionState, Snapshot, key_of};
 pub use super::core::{AdmissionLoop, Caches, CycleFigures, CycleStats, Explanations};

@@ -70,6 +70,9 @@ pub struct ManagerOptions {
     pub frameworks: crate::api::kueue::config::Frameworks,
     /// Kueue's `manageJobsWithoutQueueName` and `managedJobsNamespaceSelector` (`--config`).
     pub managed_jobs: crate::api::kueue::config::ManagedJobs,
+    /// How long a wait-for cycle among upgrades may last before the cycle breaker releases one
+    /// upgrade's growth (`--cycle-break-after`; default 60 s, `BREAK_AFTER_MS`).
+    pub cycle_break_after: Duration,
 }
 
 impl Default for ManagerOptions {
@@ -97,6 +100,7 @@ impl Default for ManagerOptions {
             webhook: None,
             frameworks: Default::default(),
             managed_jobs: Default::default(),
+            cycle_break_after: Duration::from_millis(crate::jobframework::admission::CYCLE_BREAK_AFTER_MS.unsigned_abs()),
         }
     }
 }
@@ -195,6 +199,7 @@ pub async fn run_manager(
         fair_sharing: opts.fair_sharing.clone(),
         admission_fair_sharing: opts.admission_fair_sharing.clone(),
         prioritize_preemptor_workloads: opts.prioritize_preemptor_workloads,
+        cycle_break_after: opts.cycle_break_after,
         own_writes: Default::default(),
     };
     let c = cancel.clone();

@@ -16,7 +16,7 @@ const NS: &str = "default";
 
 /// An autoscaled incremental service (50% surge and step, two Serve replicas of 1 CPU; Ray sees one
 /// CPU per worker): its head asks `head` CPUs (plus the 500m autoscaler sidecar), each worker `worker`.
-fn service(name: &str, head: &str, worker: &str) -> RayService {
+pub(super) fn service(name: &str, head: &str, worker: &str) -> RayService {
     serde_json::from_value(json!({
         "apiVersion": "ray.io/v1", "kind": "RayService",
         "metadata": {"name": name, "namespace": NS, "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
@@ -31,7 +31,7 @@ fn service(name: &str, head: &str, worker: &str) -> RayService {
     .unwrap()
 }
 
-fn cluster_config(head: &str, worker: &str) -> serde_json::Value {
+pub(super) fn cluster_config(head: &str, worker: &str) -> serde_json::Value {
     let res = |cpu: &str| json!({"requests": {"cpu": cpu, "memory": "1Gi"}, "limits": {"cpu": cpu}});
     json!({
         "rayVersion": "2.46.0",

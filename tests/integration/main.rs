@@ -35,6 +35,7 @@ mod pods;
 mod quota_holds;
 mod raycluster;
 mod reclaim_gap;
+mod cycle_break;
 mod reapply;
 mod rayjob;
 mod rayjob_e2e;

@@ -29,13 +29,13 @@ const GOOD: &str = "applications:\n  - name: app\n    import_path: app.graph\n  
 
 /// Samples service `name` every 25 ms; records the first read not Ready, with no serve endpoint,
 /// suspended or with no active cluster, until dropped.
-struct GapWatch {
+pub(super) struct GapWatch {
     gap: Arc<Mutex<Option<String>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl GapWatch {
-    fn start(services: Api<RayService>, name: &'static str) -> GapWatch {
+    pub(super) fn start(services: Api<RayService>, name: &'static str) -> GapWatch {
         let gap = Arc::new(Mutex::new(None));
         let g = gap.clone();
         let task = tokio::spawn(async move {
@@ -61,7 +61,7 @@ impl GapWatch {
         GapWatch { gap, task }
     }
 
-    fn assert_no_gap(&self) {
+    pub(super) fn assert_no_gap(&self) {
         assert_eq!(*self.gap.lock().unwrap(), None, "the service stopped serving");
     }
 }
@@ -97,7 +97,7 @@ async fn growth_preempted(s: &Scenario, name: &str) -> (String, String) {
 }
 
 /// The Warning event on RayService `name` that says its growth was taken.
-async fn growth_event(s: &Scenario, name: &str) -> String {
+pub(super) async fn growth_event(s: &Scenario, name: &str) -> String {
     let events: Api<Event> = Api::namespaced(s.c.client.clone(), NS);
     poll("the UpgradeGrowthPreempted event", || async {
         events.list(&ListParams::default()).await.unwrap().items.into_iter().find_map(|e| {

@@ -35,8 +35,12 @@ use crate::api::ray::RayService;
 pub(super) struct Serving {
     /// The services (by uid) seen Ready with serve endpoints.
     served: HashSet<String>,
-    /// Services (by uid) a legitimate preemption took down, with why, until they serve again.
-    excused: HashMap<String, String>,
+    /// Services (by uid) a legitimate preemption takes down, until they serve again after going
+    /// down (the eviction is written before the service stops serving: seed 3).
+    excused: HashMap<String, Excuse>,
+    /// Every Workload a check saw, by uid, as a preemptor: urgent work may preempt and be deleted
+    /// before the next check (the run settling deletes it: seeds 12 and 18).
+    known: HashMap<String, Preemptor>,
     /// Preemptions of a service that growth alone could have satisfied, by service uid.
     unneeded: HashMap<String, String>,
     /// Preemption conditions already judged (`<workload uid>@<transition time>`).
@@ -47,6 +51,44 @@ pub(super) struct Serving {
     /// were judged (for the report of a run).
     pub(super) excuses: u64,
     pub(super) preemptions: u64,
+}
+
+/// A legitimate takedown of a service, until it serves again.
+#[derive(Clone, Debug)]
+struct Excuse {
+    why: String,
+    /// The evicted slice's uid.
+    victim: String,
+    /// The service was seen not serving since the preemption.
+    went_down: bool,
+    /// The evicted slice is gone and the service never went down: the takedown did not happen.
+    victim_gone: bool,
+}
+
+/// What the judge needs of a preemptor.
+#[derive(Clone, Debug)]
+struct Preemptor {
+    name: String,
+    /// Its requests less what the slice it replaces holds (milli-CPU).
+    need: i64,
+    cq: Option<String>,
+    priority: i32,
+}
+
+impl Preemptor {
+    fn of(u: &Workload, wls: &[Workload]) -> Preemptor {
+        let replaced = u
+            .annotations()
+            .get(label::WORKLOAD_SLICE_REPLACEMENT_FOR)
+            .and_then(|r| wls.iter().find(|o| &key(o) == r))
+            .map_or(0, |o| held(o).get("cpu").copied().unwrap_or(0));
+        Preemptor {
+            name: u.name_any(),
+            need: (requested(u) - replaced).max(0),
+            cq: u.admission().map(|a| a.cluster_queue.clone()),
+            priority: u.spec.priority(),
+        }
+    }
 }
 
 /// One ClusterQueue's CPU as a check saw it.
@@ -191,6 +233,23 @@ impl Serving {
     /// saw (this one's when there is none).
     pub(super) fn judge(&mut self, wls: &[Workload], rss: &[RayService], cqs: &[ClusterQueue], pods: &[Pod]) {
         let now = Pool::read(wls, rss, cqs, pods);
+        // What each Workload asks as a preemptor, kept from the first sight (a replacement's
+        // replaced slice is gone once it is admitted) and refreshed while it has no admission.
+        for w in wls {
+            let Some(uid) = w.metadata.uid.clone() else { continue };
+            let p = Preemptor::of(w, wls);
+            match self.known.get_mut(&uid) {
+                Some(k) if k.cq.is_none() => k.cq = p.cq,
+                Some(_) => {}
+                None => {
+                    self.known.insert(uid, p);
+                }
+            }
+        }
+        let present: HashSet<&str> = wls.iter().filter_map(|w| w.metadata.uid.as_deref()).collect();
+        for e in self.excused.values_mut() {
+            e.victim_gone = !present.contains(e.victim.as_str());
+        }
         let services: HashSet<String> = rss.iter().filter_map(|r| r.metadata.uid.clone()).collect();
         for w in wls {
             let Some(service) = w.labels().get(label::JOB_UID).filter(|u| services.contains(*u)) else { continue };
@@ -202,28 +261,24 @@ impl Serving {
                 if !self.judged.insert(id) {
                     continue;
                 }
-                let Some(u) = wls.iter().find(|p| p.metadata.uid.as_deref() == Some(uid)) else {
-                    // The preemptor is gone already: nothing to weigh, so no excuse either.
+                let Some(u) = self.known.get(uid) else {
+                    // A preemptor no check ever saw: nothing to weigh, so no excuse either.
                     continue;
                 };
-                let replaced = u
-                    .annotations()
-                    .get(label::WORKLOAD_SLICE_REPLACEMENT_FOR)
-                    .and_then(|r| wls.iter().find(|o| &key(o) == r))
-                    .map_or(0, |o| held(o).get("cpu").copied().unwrap_or(0));
-                let need = (requested(u) - replaced).max(0);
+                let need = u.need;
                 self.preemptions += 1;
-                let cq = u.admission().map(|a| a.cluster_queue.as_str()).or_else(|| preemptor_cq(&c.message)).unwrap_or_default();
-                let (free, growth) = self.before.as_ref().unwrap_or(&now).without_serving(cq, u.spec.priority());
+                let cq = u.cq.as_deref().or_else(|| preemptor_cq(&c.message)).unwrap_or_default();
+                let (free, growth) = self.before.as_ref().unwrap_or(&now).without_serving(cq, u.priority);
                 let why = format!(
                     "{} preempted by {} (priority {}, ClusterQueue {cq}) needing {need}m, with {free}m free and {growth}m of upgrades' growth it may preempt",
                     w.name_any(),
-                    u.name_any(),
-                    u.spec.priority()
+                    u.name,
+                    u.priority
                 );
                 tracing::debug!(legitimate = need > free + growth, "chaos I8: {why}");
                 if need > free + growth {
-                    self.excused.insert(service.clone(), why);
+                    let victim = w.metadata.uid.clone().unwrap_or_default();
+                    self.excused.insert(service.clone(), Excuse { why, victim, went_down: false, victim_gone: false });
                 } else {
                     self.unneeded.insert(service.clone(), why);
                 }
@@ -245,13 +300,28 @@ impl Serving {
         }
         if ready && endpoints > 0 {
             self.served.insert(uid.clone());
-            if self.excused.remove(&uid).is_some() {
-                self.excuses += 1;
+            // An excuse is spent when the service serves again after going down; one whose
+            // takedown never came (the slice gone, the service up throughout) lapses uncounted.
+            // A service still serving right after its eviction keeps it: it goes down next.
+            match self.excused.get(&uid) {
+                Some(e) if e.went_down => {
+                    tracing::debug!("chaos I8: {} serves again after a legitimate takedown: {}", rs.name_any(), e.why);
+                    self.excused.remove(&uid);
+                    self.excuses += 1;
+                }
+                Some(e) if e.victim_gone => {
+                    self.excused.remove(&uid);
+                }
+                _ => {}
             }
             self.unneeded.remove(&uid);
             return None;
         }
-        if !self.served.contains(&uid) || self.excused.contains_key(&uid) {
+        if let Some(e) = self.excused.get_mut(&uid) {
+            e.went_down = true;
+            return None;
+        }
+        if !self.served.contains(&uid) {
             return None;
         }
         let why = st
@@ -294,11 +364,74 @@ mod tests {
         assert!(s.gap(&service(false, 2, false)).is_some());
         assert!(s.gap(&service(false, 0, true)).is_some());
         // A legitimate preemption excuses it until it serves again, and only until then.
-        s.excused.insert("u1".into(), "preempted".into());
+        s.excused.insert("u1".into(), excuse());
         assert_eq!(s.gap(&service(false, 0, true)), None);
         assert_eq!(s.gap(&service(true, 1, false)), None);
         assert_eq!(s.excuses, 1);
         assert!(s.gap(&service(false, 0, false)).is_some());
+    }
+
+    fn excuse() -> Excuse {
+        Excuse { why: "preempted".into(), victim: "w1".into(), went_down: false, victim_gone: false }
+    }
+
+    /// Seed 3 (`quotagate chaos --scenario contention --seed 3`): the eviction is written before the
+    /// service stops serving, so the check that judges the preemption legitimate still sees it
+    /// Ready; that sight must not spend the excuse, or the takedown that follows is a false I8.
+    #[test]
+    fn an_excuse_outlives_the_service_serving_between_its_eviction_and_its_suspend() {
+        let mut s = Serving::default();
+        assert_eq!(s.gap(&service(true, 2, false)), None);
+        s.excused.insert("u1".into(), excuse());
+        assert_eq!(s.gap(&service(true, 2, false)), None, "still serving: the suspend has not landed");
+        assert_eq!(s.gap(&service(false, 0, false)), None, "the takedown is excused");
+        assert_eq!(s.gap(&service(false, 0, true)), None);
+        assert_eq!(s.excuses, 0);
+        assert_eq!(s.gap(&service(true, 1, false)), None);
+        assert_eq!(s.excuses, 1, "spent once it serves again");
+        assert!(s.gap(&service(false, 0, false)).is_some(), "a second takedown needs its own excuse");
+        // An excuse whose takedown never came lapses once the evicted slice is gone, uncounted.
+        let mut e = excuse();
+        e.victim_gone = true;
+        s.excused.insert("u1".into(), e);
+        assert_eq!(s.gap(&service(true, 1, false)), None);
+        assert!(s.excused.is_empty() && s.excuses == 1);
+    }
+
+    fn workload(v: serde_json::Value) -> Workload {
+        serde_json::from_value(v).expect("a Workload")
+    }
+
+    /// Seeds 12 and 18: urgent work preempts a service and is deleted (the run settles) before
+    /// the next check; the judge still knows what it needed from an earlier check.
+    #[test]
+    fn a_preemptor_deleted_before_the_check_is_judged_from_an_earlier_sight() {
+        let cq = |nominal: &str| -> ClusterQueue {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+                "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": nominal}]}]}],
+                         "preemption": {"withinClusterQueue": "LowerPriority"}},
+            }))
+            .expect("a ClusterQueue")
+        };
+        let mut urgent = Workload::build("work-1", "default").queue("lq").priority(1000).podset("main", 1, [("cpu", "2500m")]).build();
+        urgent.metadata.uid = Some("p1".into());
+        let rs = service(true, 2, false);
+        let victim = workload(serde_json::json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload",
+            "metadata": {"name": "rayservice-shop", "namespace": "default", "uid": "w1", "labels": {(label::JOB_UID): "u1"}},
+            "spec": {"queueName": "lq", "podSets": []},
+            "status": {"conditions": [{"type": "Evicted", "status": "True", "reason": "Preempted", "lastTransitionTime": "2026-01-01T00:00:01Z",
+                       "message": "Preempted to accommodate a workload (UID: p1, JobUID: j) due to prioritization in the ClusterQueue; preemptor path: /cq; preemptee path: /cq"}]},
+        }));
+        let mut s = Serving::default();
+        s.judge(&[urgent], &[rs.clone()], &[cq("1000m")], &[]);
+        // The preemptor is gone when the eviction is seen.
+        s.judge(&[victim], &[rs.clone()], &[cq("1000m")], &[]);
+        assert_eq!(s.preemptions, 1);
+        let e = s.excused.get("u1").expect("a legitimate takedown: 2500m needed, 1000m free");
+        assert!(e.why.contains("needing 2500m, with 1000m free"), "{}", e.why);
+        assert_eq!(s.gap(&service(false, 0, true)), None);
     }
 
     fn pool(within: PreemptionPolicy, reclaim: PreemptionPolicy, cohort: bool) -> Pool {

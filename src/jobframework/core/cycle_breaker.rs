@@ -11,7 +11,8 @@ use super::sync::{Action, AdmissionState};
 use crate::queue::WorkloadKey;
 use crate::queue::wait_cycle::{self, Upgrade};
 
-/// How long a wait-for cycle among upgrades may last before it is broken.
+/// How long a wait-for cycle among upgrades may last before it is broken, by default (the manager's
+/// `--cycle-break-after`, `ManagerOptions::cycle_break_after`).
 pub const BREAK_AFTER_MS: i64 = 60_000;
 
 /// The `GrowthPreempted` reason the cycle breaker writes.

@@ -10,6 +10,7 @@ pub mod checks;
 mod classify;
 pub mod conditions;
 mod cycle_breaker;
+pub use cycle_breaker::BREAK_AFTER_MS as CYCLE_BREAK_AFTER_MS;
 pub mod explanations;
 pub mod finalizers;
 pub mod metric_labels;

@@ -53,6 +53,8 @@ pub struct AdmissionLoop {
     pub admission_fair_sharing: Option<crate::api::kueue::config::AfsConfig>,
     /// Kueue's `PrioritizePreemptorWorkloads` feature gate.
     pub prioritize_preemptor_workloads: bool,
+    /// How long a wait-for cycle among upgrades may last before it is broken (`cycle_breaker`).
+    pub cycle_break_after: Duration,
     /// The versions our own status writes produced, until the cache shows them.
     pub own_writes: super::own_writes::OwnWrites,
 }
@@ -234,6 +236,7 @@ impl AdmissionLoop {
             .with_admission_fair_sharing(self.admission_fair_sharing.as_ref());
         state.core.set_fair_sharing(self.fair_sharing.clone());
         state.core.set_prioritize_preemptors(self.prioritize_preemptor_workloads);
+        state.cycle_break_after_ms = Some(i64::try_from(self.cycle_break_after.as_millis()).unwrap_or(i64::MAX));
         state.explanations = self.explanations.clone();
         state
     }
