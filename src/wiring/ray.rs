@@ -59,7 +59,7 @@ impl Dashboards {
     /// The simulator behind these dashboards, if any (it needs its state and load tasks).
     pub fn sim(&self) -> Option<&Arc<RaySim>> {
         match self {
-            Dashboards::Http => None,
+            Dashboards::Http | Dashboards::KubernetesProxy => None,
             Dashboards::Simulated(sim) => Some(sim),
             Dashboards::Routed(r) => Some(&r.sim),
         }
