@@ -10,7 +10,9 @@ use super::rayservice::RayServiceJob;
 use crate::api::kueue::{Admission, PodSet, Workload};
 use crate::api::ray::{RayCluster, RayService};
 use crate::jobframework::admission as conditions;
+use crate::jobframework::GenericJob;
 use crate::jobframework::job_controller::{Step, plan};
+use crate::jobframework::slices::{GROWTH_FLOOR_ANNOTATION, format_floor};
 use crate::rayservice::cluster::BuildOptions;
 use crate::rayservice::cluster::child::child_cluster;
 
@@ -105,11 +107,22 @@ fn an_incremental_upgrade_whose_growth_was_taken_asks_for_a_new_slice_after_shri
     let Step::ReplacePodSets { pod_sets, .. } = step else { panic!("expected a shrink, got {step:?}") };
     assert_eq!(counts(&pod_sets), vec![("head".into(), 1), ("workers".into(), 1)]);
 
-    // Shrunk (still GrowthPreempted until a new slice replaces it): a new slice for the upgrade.
+    // Shrunk (still GrowthPreempted until a new slice replaces it), the floor written as the job
+    // keeps it: a new slice for the upgrade.
     let mut shrunk = wl.clone();
     shrunk.spec.pod_sets = pod_sets;
-    let step = plan(&job(&rs, &children, serving_only, &shrunk), &[&shrunk]).expect("a step");
+    let j = job(&rs, &children, serving_only.clone(), &shrunk);
+    let floor = j.growth_floor(&shrunk.spec.pod_sets).expect("a floor during the upgrade");
+    assert_eq!(floor, BTreeMap::from([("head".to_string(), 1), ("workers".to_string(), 1)]));
+    let stale = shrunk.clone();
+    shrunk.metadata.annotations.get_or_insert_with(Default::default).insert(GROWTH_FLOOR_ANNOTATION.into(), format_floor(&floor));
+    let step = plan(&j, &[&shrunk]).expect("a step");
     assert_eq!(step, Step::CreateSlice { replaces: "rs-slice-1".into() });
+
+    // A floor not written yet (or stale) is written first, also while the slice waits to grow: the
+    // admission core holds a slice whose growth was taken until it is at its floor.
+    let step = plan(&job(&rs, &children, serving_only, &stale), &[&stale]).expect("a step");
+    assert_eq!(step, Step::ReplacePodSets { name: "rs-slice-1".into(), pod_sets: stale.spec.pod_sets.clone() });
 
     // Before the pending pods are gone, the pending cluster's growth waits for a slice too.
     let all = pods(&[("rs-old", &[("head", 1), ("workers", 1)]), ("rs-new", &[("head", 1), ("workers", 1)])]);
