@@ -261,6 +261,11 @@ pub fn plan_managed(job: &dyn GenericJob, workloads: &[&Workload], managed: bool
     let podsets = job.pod_sets()?;
     if job.uses_slices() && !is_evicted(wl) {
         let change = job.compare_demand(&podsets, &wl.spec.pod_sets, reserved);
+        // The floor follows the job while the slice waits to grow too: a stale floor would hold a
+        // slice whose growth is taken above what it keeps, and its new slice behind it for good.
+        if reserved && change == DemandChange::Grow && stale_floor(job, wl) {
+            return Ok(Step::ReplacePodSets { name, pod_sets: wl.spec.pod_sets.clone() });
+        }
         if let Some(r) = replacement {
             let r_name = r.metadata.name.clone().unwrap_or_default();
             match change {

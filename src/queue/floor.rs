@@ -38,6 +38,17 @@ impl AdmissionCore {
     pub fn set_floor(&mut self, key: &super::WorkloadKey, counts: Option<&BTreeMap<String, i64>>) {
         let Some(a) = self.admitted.get_mut(key) else { return };
         a.floor = counts.map(|c| floor_usage(a, c));
+        // A victim whose growth was taken is let go once it holds no more than its floor, also when
+        // the floor rose to what it holds (its job's serving part grew since the floor was written):
+        // otherwise nothing shrinks it further and the upgrade's new slice waits behind it for good.
+        if a.taking_growth && a.at_floor() {
+            a.taking_growth = false;
+            a.evicting = false;
+            let root = self.tree.cq(&a.admission.cluster_queue).map(|i| self.tree.root(i));
+            if let Some(r) = root {
+                self.dirty_roots.insert(self.tree.nodes[r].name.clone());
+            }
+        }
     }
 
     /// What an admitted workload holds above its floor.

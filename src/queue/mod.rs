@@ -66,6 +66,8 @@ mod kueue_slice_cases;
 #[cfg(test)]
 mod growth_first_tests;
 #[cfg(test)]
+mod floor_tests;
+#[cfg(test)]
 mod preemption_tests;
 #[cfg(test)]
 mod proptests;

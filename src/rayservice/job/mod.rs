@@ -27,3 +27,5 @@ pub fn managed_kinds() -> Vec<GroupVersionKind> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod growth_tests;
