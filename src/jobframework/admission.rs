@@ -4,7 +4,7 @@
 //! or evicted Workload. The engine behind it (`jobframework::core`) stays private to the framework.
 
 pub use super::core::caches::reflect_each;
-pub use super::core::conditions::{EvictedBy, EvictionCause, admitted, clear_reservation, evicted, finished};
+pub use super::core::conditions::{EvictedBy, EvictionCause, admitted, clear_reservation, evicted, finished, growth_preempted};
 #[cfg(test)]
 pub(crate) use super::core::run::{User, in_use_live};
 pub use super::core::stats::Phase;

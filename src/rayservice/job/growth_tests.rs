@@ -61,7 +61,7 @@ fn taken_slice(pod_sets: Vec<PodSet>) -> Workload {
     let admission = Admission { cluster_queue: "cq".into(), pod_set_assignments: vec![] };
     wl.status = Some(conditions::admitted(&wl, admission, now));
     let mut tmp = wl.clone();
-    tmp.status = crate::jobframework::core::conditions::growth_preempted(&wl, "InClusterQueue", "preempted", now);
+    tmp.status = conditions::growth_preempted(&wl, "InClusterQueue", "preempted", now);
     tmp
 }
 
