@@ -12,8 +12,9 @@
 //! Needs root and iproute2 (`ip netns`). Skipped without them or without `.venv-ray`, unless
 //! `QUOTAGATE_REQUIRE_TOOLS=1`, which makes their absence a failure. One #[test]: one head, one worker.
 
+mod process_support;
+
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -28,53 +29,11 @@ use quotagate::wiring::manager::{EmbeddedOptions, ManagerOptions, embedded_serve
 use quotagate::wiring::ray::Dashboards;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Why this host cannot run the test, if it cannot.
-fn missing_tool() -> Option<String> {
-    if !repo_root().join(".venv-ray/bin/ray").exists() {
-        return Some("no .venv-ray with Ray (run scripts/install-ray.sh)".into());
-    }
-    let uid = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).and_then(|l| l.split_whitespace().nth(1).map(String::from)));
-    if uid.as_deref() != Some("0") {
-        return Some("not root: network namespaces need root".into());
-    }
-    match Command::new("ip").args(["netns", "list"]).output() {
-        Ok(o) if o.status.success() => None,
-        Ok(o) => Some(format!("`ip netns list` failed: {}", String::from_utf8_lossy(&o.stderr).trim())),
-        Err(e) => Some(format!("no `ip` (install iproute2): {e}")),
-    }
-}
+use process_support::{alive, bridge_gone_or_reused, missing_tool, netns_pids, repo_root};
 
 fn netns_list() -> BTreeSet<String> {
     let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
     String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.split_whitespace().next()).map(String::from).collect()
-}
-
-/// Whether pod bridge `bridge` is gone, or is another live instance's: once an instance releases its
-/// /24, a quotagate started meanwhile (another test on this host) may take it and make its own bridge.
-fn bridge_gone_or_reused(bridge: &str) -> bool {
-    if !Command::new("ip").args(["link", "show", bridge]).output().unwrap().status.success() {
-        return true;
-    }
-    let block = bridge.trim_start_matches("qgbr");
-    let lock = std::fs::OpenOptions::new().write(true).open(format!("/run/quotagate/pod-net/{block}.lock"));
-    lock.is_ok_and(|f| f.try_lock().is_err())
-}
-
-fn netns_pids(ns: &str) -> Vec<u32> {
-    let out = Command::new("ip").args(["netns", "pids", ns]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout).split_whitespace().filter_map(|p| p.parse().ok()).collect()
-}
-
-/// A process that exists and is not a zombie.
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()) != Some("Z"))
 }
 
 fn comm(pid: u32) -> String {
