@@ -71,11 +71,23 @@ async fn two_upgrades_asking_more_per_replica_take_turns_instead_of_deadlocking(
     .await;
     assert!(waiting.1.contains("unable to finish: it may still need"), "{waiting:?}");
     // Both complete, one after the other.
+    wait_upgrades_complete(&s, &names, &old, "(a deadlock?)").await;
+    for o in &old {
+        s.wait_gone(o).await;
+    }
+    s.wait_cq_cpu(15000).await;
+    s.inv.assert_clean();
+    s.c.quota.assert_safe();
+}
+
+/// Waits up to 240 s until every service's upgrade completed: a new active cluster (not its `old` one)
+/// and no pending cluster. `why` goes into the failure message.
+pub(super) async fn wait_upgrades_complete(s: &Scenario, names: &[&str], old: &[String], why: &str) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(240);
     loop {
         let mut state = String::new();
         let mut done = 0;
-        for (n, o) in names.iter().zip(&old) {
+        for (n, o) in names.iter().zip(old) {
             let r = s.services().get(n).await.unwrap();
             if active(&r).is_some_and(|a| &a != o) && pending(&r).is_none() {
                 done += 1;
@@ -85,15 +97,9 @@ async fn two_upgrades_asking_more_per_replica_take_turns_instead_of_deadlocking(
         if done == names.len() {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "the upgrades did not complete (a deadlock?):{state}");
+        assert!(std::time::Instant::now() < deadline, "the upgrades did not complete {why}:{state}");
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
-    for o in &old {
-        s.wait_gone(o).await;
-    }
-    s.wait_cq_cpu(15000).await;
-    s.inv.assert_clean();
-    s.c.quota.assert_safe();
 }
 
 /// Polls `f` every 100 ms until it yields, failing after `secs`.

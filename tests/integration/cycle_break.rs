@@ -13,8 +13,8 @@ use kube::api::{Api, Patch, PatchParams};
 use quotagate::api::kueue::{ClusterQueue, Workload};
 use serde_json::json;
 
-use super::banker::{cluster_config, service};
-use super::gated::{Scenario, active, cq_cpu, pending, poll};
+use super::banker::{cluster_config, service, wait_upgrades_complete};
+use super::gated::{Scenario, cq_cpu, poll};
 use super::reclaim_gap::{GapWatch, growth_event};
 use super::support::*;
 
@@ -57,23 +57,7 @@ async fn a_wait_for_cycle_between_upgrades_releases_the_younger_ones_growth_and_
     let note = growth_event(&s, &released).await;
     assert!(note.contains("(WaitForCycle)"), "{note}");
     // Both upgrades complete, their old clusters serving until then.
-    let deadline = std::time::Instant::now() + Duration::from_secs(240);
-    loop {
-        let mut state = String::new();
-        let mut done = 0;
-        for (n, o) in names.iter().zip(&old) {
-            let r = s.services().get(n).await.unwrap();
-            if active(&r).is_some_and(|a| &a != o) && pending(&r).is_none() {
-                done += 1;
-            }
-            state += &format!(" {n}: active {:?} pending {:?};", active(&r), pending(&r));
-        }
-        if done == names.len() {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "the upgrades did not complete after the cycle was broken ({released} released):{state}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_upgrades_complete(&s, &names, &old, &format!("after the cycle was broken ({released} released)")).await;
     for w in &watches {
         w.assert_no_gap();
     }
