@@ -22,14 +22,11 @@ use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
 use quotagate::api::ray::RayCluster;
 use quotagate::embedded::sim::process::{ProcessConfig, ProcessRuntime};
-use quotagate::embedded::sim::SimConfig;
 use quotagate::rayservice::dashboard::http::{HttpDashboard, HttpDashboardOptions};
 use quotagate::rayservice::dashboard::{DashboardEndpoint, RayDashboard};
-use quotagate::wiring::manager::{EmbeddedOptions, ManagerOptions, embedded_server, run_embedded_on};
-use quotagate::wiring::ray::Dashboards;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use process_support::{alive, bridge_gone_or_reused, missing_tool, netns_pids, repo_root};
+use process_support::{Manager, alive, bridge_gone_or_reused, missing_tool, netns_pids, repo_root, start_manager};
 
 fn netns_list() -> BTreeSet<String> {
     let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
@@ -113,19 +110,7 @@ fn a_raycluster_head_runs_as_real_ray_in_a_network_namespace_of_its_own() {
         let prefix = cidr.trim_end_matches("0/24").to_owned();
         let bridge = format!("qgbr{}", cidr.split('.').nth(2).unwrap());
         println!("pod network {cidr} on {bridge}");
-        let mut sims = SimConfig::default();
-        sims.node.as_mut().unwrap().runtime = Some(runtime.clone());
-        let server = embedded_server();
-        let client = server.client();
-        let opts = EmbeddedOptions {
-            sims,
-            manager: ManagerOptions { ray: Some(Dashboards::simulated(Duration::from_secs(1), Duration::from_secs(1))), ..ManagerOptions::default() },
-            ..EmbeddedOptions::default()
-        };
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let manager = tokio::spawn(run_embedded_on(server, opts, async move {
-            let _ = stop_rx.await;
-        }));
+        let Manager { client, stop_tx, manager } = start_manager(&runtime);
         drop(runtime);
 
         let rcs: Api<RayCluster> = Api::namespaced(client.clone(), "default");

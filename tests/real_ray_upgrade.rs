@@ -26,13 +26,10 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use quotagate::api::kueue::{ClusterQueue, LocalQueue, ResourceFlavor};
 use quotagate::api::ray::{RayCluster, RayService};
 use quotagate::cli::load;
-use quotagate::embedded::sim::SimConfig;
 use quotagate::embedded::sim::process::{ProcessConfig, ProcessRuntime};
-use quotagate::wiring::manager::{EmbeddedOptions, ManagerOptions, embedded_server, run_embedded_on};
-use quotagate::wiring::ray::Dashboards;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use process_support::{alive, bridge_gone_or_reused, missing_tool, netns_pids, repo_root};
+use process_support::{Manager, alive, bridge_gone_or_reused, missing_tool, netns_pids, repo_root, start_manager};
 
 const NS: &str = "default";
 
@@ -104,19 +101,7 @@ fn a_gated_blue_green_upgrade_on_real_ray_fails_no_request() {
     rt.block_on(async {
         let runtime = ProcessRuntime::start(ProcessConfig { ray_venv: repo_root().join(".venv-ray"), ..ProcessConfig::default() }).unwrap();
         let bridge = runtime.subnet().bridge();
-        let mut sims = SimConfig::default();
-        sims.node.as_mut().unwrap().runtime = Some(runtime.clone());
-        let server = embedded_server();
-        let client = server.client();
-        let opts = EmbeddedOptions {
-            sims,
-            manager: ManagerOptions { ray: Some(Dashboards::simulated(Duration::from_secs(1), Duration::from_secs(1))), ..ManagerOptions::default() },
-            ..EmbeddedOptions::default()
-        };
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let manager = tokio::spawn(run_embedded_on(server, opts, async move {
-            let _ = stop_rx.await;
-        }));
+        let Manager { client, stop_tx, manager } = start_manager(&runtime);
         let t0 = Instant::now();
         let pp = PostParams::default();
 

@@ -4,6 +4,40 @@
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use quotagate::embedded::sim::SimConfig;
+use quotagate::embedded::sim::process::ProcessRuntime;
+use quotagate::wiring::manager::{EmbeddedOptions, ManagerError, ManagerOptions, embedded_server, run_embedded_on};
+use quotagate::wiring::ray::Dashboards;
+
+/// An embedded server and manager whose node agent runs pods through `runtime`.
+pub struct Manager {
+    pub client: kube::Client,
+    /// Send to stop the manager.
+    pub stop_tx: tokio::sync::oneshot::Sender<()>,
+    pub manager: tokio::task::JoinHandle<Result<(), ManagerError>>,
+}
+
+/// Starts the embedded server and manager on `runtime`, the Ray dashboards routed per pod (real heads
+/// of process-run pods, the simulator for the rest).
+pub fn start_manager(runtime: &Arc<ProcessRuntime>) -> Manager {
+    let mut sims = SimConfig::default();
+    sims.node.as_mut().unwrap().runtime = Some(runtime.clone());
+    let server = embedded_server();
+    let client = server.client();
+    let opts = EmbeddedOptions {
+        sims,
+        manager: ManagerOptions { ray: Some(Dashboards::simulated(Duration::from_secs(1), Duration::from_secs(1))), ..ManagerOptions::default() },
+        ..EmbeddedOptions::default()
+    };
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let manager = tokio::spawn(run_embedded_on(server, opts, async move {
+        let _ = stop_rx.await;
+    }));
+    Manager { client, stop_tx, manager }
+}
 
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
