@@ -94,6 +94,13 @@ pub trait GenericJob {
         None
     }
 
+    /// The parts of the job the floor stands for (a RayService: the child clusters it keeps), written
+    /// beside it (`slices::GROWTH_KEEPS_ANNOTATION`); a job whose growth was taken returns what its
+    /// slice already names, so what stays is what the preemption was decided on.
+    fn growth_keeps(&self) -> Option<Vec<String>> {
+        None
+    }
+
     /// While the job is an upgrade in flight (a RayService with a pending cluster), what its slices
     /// may still hold and keep once done, for the banker's check (`queue::banker`). Derived from
     /// the job and its live children, never from anything its user writes.

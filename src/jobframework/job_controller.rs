@@ -179,23 +179,32 @@ fn split_chain<'a>(live: &mut Vec<&'a Workload>) -> Option<&'a Workload> {
     }
 }
 
-/// The slice's floor annotation differs from what the job says it keeps (`GenericJob::growth_floor`).
-fn stale_floor(job: &dyn GenericJob, wl: &Workload) -> bool {
-    let want = job.growth_floor(&wl.spec.pod_sets).map(|f| super::slices::format_floor(&f));
-    let have = wl.metadata.annotations.as_ref().and_then(|a| a.get(super::slices::GROWTH_FLOOR_ANNOTATION));
-    want.as_ref() != have
+/// The job's floor and the parts it keeps, as the slice's annotations would read.
+fn floor_annotations(job: &dyn GenericJob, wl: &Workload) -> [(&'static str, Option<String>); 2] {
+    let floor = job.growth_floor(&wl.spec.pod_sets).map(|f| super::slices::format_floor(&f));
+    let keeps = floor.as_ref().and(job.growth_keeps()).map(|k| k.join(","));
+    [(super::slices::GROWTH_FLOOR_ANNOTATION, floor), (super::slices::GROWTH_KEEPS_ANNOTATION, keeps)]
 }
 
-/// Writes (or removes) the job's floor for `pod_sets` on the workload.
+/// The slice's floor annotations differ from what the job says it keeps (`GenericJob::growth_floor`,
+/// `GenericJob::growth_keeps`).
+fn stale_floor(job: &dyn GenericJob, wl: &Workload) -> bool {
+    let have = |key: &str| wl.metadata.annotations.as_ref().and_then(|a| a.get(key));
+    floor_annotations(job, wl).iter().any(|(key, want)| want.as_ref() != have(key))
+}
+
+/// Writes (or removes) the job's floor for `pod_sets`, and the parts it keeps, on the workload.
 fn put_floor(job: &dyn GenericJob, wl: &mut Workload) {
-    let floor = job.growth_floor(&wl.spec.pod_sets).map(|f| super::slices::format_floor(&f));
+    let wanted = floor_annotations(job, wl);
     let annotations = wl.metadata.annotations.get_or_insert_with(Default::default);
-    match floor {
-        Some(f) => {
-            annotations.insert(super::slices::GROWTH_FLOOR_ANNOTATION.to_string(), f);
-        }
-        None => {
-            annotations.remove(super::slices::GROWTH_FLOOR_ANNOTATION);
+    for (key, value) in wanted {
+        match value {
+            Some(v) => {
+                annotations.insert(key.to_string(), v);
+            }
+            None => {
+                annotations.remove(key);
+            }
         }
     }
 }

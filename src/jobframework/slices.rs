@@ -30,6 +30,13 @@ pub const GROWTH_PREEMPTED: &str = "GrowthPreempted";
 /// Derived from the live children on every reconcile, so an edit is written over.
 pub const GROWTH_FLOOR_ANNOTATION: &str = "quotagate.io/growth-floor";
 
+/// Annotation a job's controller writes on its slice beside the floor: the parts of the job the floor
+/// stands for (a RayService: the child clusters it keeps running when its growth is taken), as
+/// `name,name`. The job's controller freezes it once the growth is taken, so what stays is what the
+/// preemption was decided on; and a part not named here may lose its pods to preemption at any time, so
+/// the job moves nothing it cannot lose (a RayService's traffic) onto it.
+pub const GROWTH_KEEPS_ANNOTATION: &str = "quotagate.io/growth-keeps";
+
 /// GrowthPreempted=True on the workload.
 pub fn growth_preempted(wl: &Workload) -> bool {
     wl.status.as_ref().is_some_and(|s| s.condition_true(GROWTH_PREEMPTED))
@@ -55,4 +62,19 @@ pub fn parse_floor(v: &str) -> Option<std::collections::BTreeMap<String, i64>> {
 
 pub fn format_floor(counts: &std::collections::BTreeMap<String, i64>) -> String {
     counts.iter().map(|(n, c)| format!("{n}={c}")).collect::<Vec<_>>().join(",")
+}
+
+/// The parts of the job named by the slice's keeps annotation; `None` when absent.
+pub fn growth_keeps(wl: &Workload) -> Option<Vec<String>> {
+    let v = wl.metadata.annotations.as_ref()?.get(GROWTH_KEEPS_ANNOTATION)?;
+    Some(v.split(',').map(str::trim).filter(|n| !n.is_empty()).map(str::to_string).collect())
+}
+
+/// Whether preemption may still take `part` of the job as growth from this admitted slice: it has a
+/// floor (so it has growth to give) that does not stand for `part`, or its growth was taken and `part`
+/// is not what it keeps. A slice without a floor is preempted whole or not at all.
+pub fn may_lose_part(wl: &Workload, part: &str) -> bool {
+    let keeps = growth_keeps(wl).unwrap_or_default();
+    let kept = keeps.iter().any(|k| k == part);
+    (growth_preempted(wl) || growth_floor(wl).is_some()) && !kept
 }

@@ -12,7 +12,8 @@
 //!   cluster's pods) of every upgrade it may preempt: lower-priority services in its own
 //!   ClusterQueue under `withinClusterQueue: LowerPriority`, and, in the other ClusterQueue of the
 //!   cohort under `reclaimWithinCohort` (`Any`, or `LowerPriority` for lower priorities), up to what
-//!   that queue borrows. If `R` is more, Kueue's whole eviction is legitimate and the service's gap is
+//!   that queue borrows. A pending cluster whose service said it is ready to take traffic is serving
+//!   too, not growth (the switch guard of `rayservice::job::growth`). If `R` is more, Kueue's whole eviction is legitimate and the service's gap is
 //!   excused until it serves again; if not, evicting the growth first would have been enough, and
 //!   the gap is a violation whose message says so.
 //!
@@ -29,6 +30,7 @@ use super::usage::held;
 use crate::api::kueue::constants::label;
 use crate::api::kueue::{ClusterQueue, PreemptionPolicy, Workload};
 use crate::api::ray::RayService;
+use crate::rayservice::job::growth::switch_announced;
 
 /// What I8 remembers between checks.
 #[derive(Default)]
@@ -169,11 +171,17 @@ impl Pool {
             let chain: Vec<&Workload> = wls.iter().filter(|w| w.labels().get(label::JOB_UID) == Some(&uid)).collect();
             let Some(latest) = latest_holding(&chain) else { continue };
             let Some(a) = latest.admission() else { continue };
+            // The serving cluster, and the pending one once the service said it is ready to take
+            // traffic (the switch is imminent, so it is serving too: not growth).
             let active = rs.status.as_ref().and_then(|s| s.active_service_status.as_ref()).and_then(|s| s.ray_cluster_name.clone());
+            let pending = crate::rayservice::job::step::pending_cluster(rs).filter(|_| switch_announced(rs));
             let serving: i64 = pods
                 .iter()
                 .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .filter(|p| active.is_some() && p.labels().get("ray.io/cluster") == active.as_ref())
+                .filter(|p| {
+                    let cluster = p.labels().get("ray.io/cluster").map(String::as_str);
+                    active.is_some() && (cluster == active.as_deref() || (cluster.is_some() && cluster == pending))
+                })
                 .map(|p| cpu_of(p.spec.as_ref()))
                 .sum();
             let growth = if active.is_some() { (held(latest).get("cpu").copied().unwrap_or(0) - serving).max(0) } else { 0 };

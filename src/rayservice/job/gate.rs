@@ -16,6 +16,7 @@ use crate::api::ray::constants as c;
 use crate::api::ray::{RayCluster, RayService};
 use crate::jobframework::interface::queue_name;
 use crate::jobframework::job_controller::owned_workloads;
+use crate::jobframework::slices::may_lose_part;
 
 /// A slice waiting for quota, and Kueue's reason as its QuotaReserved condition states it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,6 +39,9 @@ pub struct Gate {
     pub pending: Option<PendingSlice>,
     /// Why no slice can be made for the current children at all (e.g. Kueue's podset limit).
     pub blocked: Option<String>,
+    /// Children that preemption may still take from the admitted slice as growth
+    /// (`slices::may_lose_part`): no traffic moves onto them (`growth`, the switch guard).
+    pub exposed: BTreeSet<String>,
 }
 
 /// True when the RayService's clusters run only under admitted quota.
@@ -66,6 +70,9 @@ pub fn decide(rs: &RayService, children: &[RayCluster], workloads: &[Workload], 
         .filter(|d| allowed.get(&d.name).is_some_and(|a| demand::covers(a, d)))
         .map(|d| d.name.clone())
         .collect();
+    let exposed = admitted
+        .map(|w| demands.iter().filter(|d| may_lose_part(w, &d.name)).map(|d| d.name.clone()).collect())
+        .unwrap_or_default();
     let taken = super::growth::close_growth(rs, admitted, &mut allowed, &mut covered);
     let pending = match (pending_slice(workloads), taken) {
         (Some(mut p), Some(why)) => {
@@ -86,6 +93,7 @@ pub fn decide(rs: &RayService, children: &[RayCluster], workloads: &[Workload], 
         admitted: admitted.map(|w| w.name_any()),
         pending,
         blocked,
+        exposed,
     }
 }
 

@@ -12,7 +12,7 @@ use crate::api::ray::{RayCluster, RayService};
 use crate::jobframework::admission as conditions;
 use crate::jobframework::GenericJob;
 use crate::jobframework::job_controller::{Step, plan};
-use crate::jobframework::slices::{GROWTH_FLOOR_ANNOTATION, format_floor};
+use crate::jobframework::slices::{GROWTH_FLOOR_ANNOTATION, GROWTH_KEEPS_ANNOTATION, format_floor};
 use crate::rayservice::cluster::BuildOptions;
 use crate::rayservice::cluster::child::child_cluster;
 
@@ -114,8 +114,11 @@ fn an_incremental_upgrade_whose_growth_was_taken_asks_for_a_new_slice_after_shri
     let j = job(&rs, &children, serving_only.clone(), &shrunk);
     let floor = j.growth_floor(&shrunk.spec.pod_sets).expect("a floor during the upgrade");
     assert_eq!(floor, BTreeMap::from([("head".to_string(), 1), ("workers".to_string(), 1)]));
+    assert_eq!(j.growth_keeps(), Some(vec!["rs-old".to_string()]), "a slice written before it named what it keeps keeps the serving cluster");
     let stale = shrunk.clone();
-    shrunk.metadata.annotations.get_or_insert_with(Default::default).insert(GROWTH_FLOOR_ANNOTATION.into(), format_floor(&floor));
+    let annotations = shrunk.metadata.annotations.get_or_insert_with(Default::default);
+    annotations.insert(GROWTH_FLOOR_ANNOTATION.into(), format_floor(&floor));
+    annotations.insert(GROWTH_KEEPS_ANNOTATION.into(), "rs-old".into());
     let step = plan(&j, &[&shrunk]).expect("a step");
     assert_eq!(step, Step::CreateSlice { replaces: "rs-slice-1".into() });
 
@@ -128,4 +131,106 @@ fn an_incremental_upgrade_whose_growth_was_taken_asks_for_a_new_slice_after_shri
     let all = pods(&[("rs-old", &[("head", 1), ("workers", 1)]), ("rs-new", &[("head", 1), ("workers", 1)])]);
     let step = plan(&job(&rs, &children, all, &wl), &[&wl]).expect("a step");
     assert!(matches!(step, Step::CreateSlice { .. } | Step::ReplacePodSets { .. }), "got {step:?}");
+}
+
+/// `rs` with its pending cluster's Serve app reported as `app_status` (`None`: nothing reported).
+fn announced(mut rs: RayService, app_status: Option<&str>) -> RayService {
+    let mut status = json!({"activeServiceStatus": {"rayClusterName": "rs-old"}, "pendingServiceStatus": {"rayClusterName": "rs-new"}});
+    if let Some(s) = app_status {
+        status["pendingServiceStatus"]["applicationStatuses"] = json!({"app": {"status": s}});
+    }
+    rs.status = serde_json::from_value(status).ok();
+    rs
+}
+
+/// What preemption keeps of a service: the serving cluster while the upgrade's pending cluster is
+/// not ready to take traffic, both once the service announced the switch, the new one alone after
+/// it (the old one, waiting for deletion, is growth), nothing to tell apart otherwise.
+#[test]
+fn kept_follows_the_upgrade_through_its_switch() {
+    let (rs, _) = upgrading(1, 2);
+    let both = ["rs-old", "rs-new"];
+    let names = |k: Option<Vec<String>>| k.map(|v| v.join(","));
+    assert_eq!(names(super::growth::kept(&announced(rs.clone(), None), &both)), Some("rs-old".into()));
+    assert_eq!(names(super::growth::kept(&announced(rs.clone(), Some("DEPLOYING")), &both)), Some("rs-old".into()));
+    assert_eq!(names(super::growth::kept(&announced(rs.clone(), Some("DEPLOY_FAILED")), &both)), Some("rs-old".into()));
+    assert_eq!(names(super::growth::kept(&announced(rs.clone(), Some("RUNNING")), &both)), Some("rs-old,rs-new".into()));
+    // Promoted: the new cluster serves, the old one waits for deletion and is growth.
+    let mut promoted = rs.clone();
+    promoted.status = serde_json::from_value(json!({"activeServiceStatus": {"rayClusterName": "rs-new"}})).ok();
+    assert_eq!(names(super::growth::kept(&promoted, &both)), Some("rs-new".into()));
+    // The serving cluster alone, or none serving: preempted whole.
+    assert_eq!(super::growth::kept(&promoted, &["rs-new"]), None);
+    let mut starting = rs.clone();
+    starting.status = serde_json::from_value(json!({"pendingServiceStatus": {"rayClusterName": "rs-new"}})).ok();
+    assert_eq!(super::growth::kept(&starting, &both), None);
+}
+
+fn admitted_slice(pod_sets: Vec<PodSet>, floor: &str, keeps: &str) -> Workload {
+    let mut wl = Workload::build("rs-slice-1", "default").queue("lq").build();
+    wl.spec.pod_sets = pod_sets;
+    let admission = Admission { cluster_queue: "cq".into(), pod_set_assignments: vec![] };
+    wl.status = Some(conditions::admitted(&wl, admission, jiff::Timestamp::UNIX_EPOCH));
+    let a = wl.metadata.annotations.get_or_insert_with(Default::default);
+    a.insert(GROWTH_FLOOR_ANNOTATION.into(), floor.into());
+    a.insert(GROWTH_KEEPS_ANNOTATION.into(), keeps.into());
+    wl
+}
+
+/// The announcement reaches the slice: its floor and what it keeps grow to the pending cluster, so
+/// that no growth preemption decided from then on can take it; and the gate lets traffic onto a
+/// cluster only once the slice keeps it.
+#[test]
+fn an_announced_switch_moves_the_floor_onto_the_pending_cluster_first() {
+    let (rs, children) = upgrading(2, 2);
+    let opts = BuildOptions::default();
+    let demands: Vec<_> = children.iter().map(|c| demand::child_demand(c, &opts).expect("demand")).collect();
+    let pod_sets = demand::podsets(&demands).expect("podsets");
+    assert_eq!(counts(&pod_sets), vec![("head".into(), 2), ("workers".into(), 4)]);
+    let live = pods(&[("rs-old", &[("head", 1), ("workers", 2)]), ("rs-new", &[("head", 1), ("workers", 2)])]);
+    let wl = admitted_slice(pod_sets.clone(), "head=1,workers=2", "rs-old");
+    let job = |rs: &RayService| RayServiceJob { rs: rs.clone(), children: children.clone(), live: live.clone(), slices: vec![], growth_taken: None };
+
+    // Not announced: the slice is as the job wants it, and the pending cluster is exposed.
+    let waiting = announced(rs.clone(), Some("DEPLOYING"));
+    assert_eq!(plan(&job(&waiting), &[&wl]).expect("a step"), Step::Nothing);
+    let g = super::gate::decide(&waiting, &children, std::slice::from_ref(&wl), &live);
+    assert_eq!(g.exposed.iter().collect::<Vec<_>>(), vec!["rs-new"]);
+    assert!(g.covered.contains("rs-new"), "covered: its pods may run, but no traffic moves onto it");
+
+    // Announced: the floor is rewritten to keep both before any traffic moves.
+    let ready = announced(rs.clone(), Some("RUNNING"));
+    let j = job(&ready);
+    assert_eq!(j.growth_keeps(), Some(vec!["rs-old".to_string(), "rs-new".to_string()]));
+    assert_eq!(j.growth_floor(&pod_sets), Some(BTreeMap::from([("head".to_string(), 2), ("workers".to_string(), 4)])));
+    let step = plan(&j, &[&wl]).expect("a step");
+    assert_eq!(step, Step::ReplacePodSets { name: "rs-slice-1".into(), pod_sets: pod_sets.clone() });
+    let kept_both = admitted_slice(pod_sets, "head=2,workers=4", "rs-old,rs-new");
+    let g = super::gate::decide(&ready, &children, std::slice::from_ref(&kept_both), &live);
+    assert!(g.exposed.is_empty(), "{:?}", g.exposed);
+}
+
+/// Chaos seed 223: the growth was taken on a slice that kept the serving cluster, and the service
+/// was promoted afterwards. The gate keeps what the slice named when its growth was taken, not what
+/// the status says now: the cluster the preemption counted on stays, the other one goes.
+#[test]
+fn a_slice_whose_growth_was_taken_keeps_what_it_named_whatever_the_status_says_since() {
+    let (rs, children) = upgrading(2, 2);
+    let opts = BuildOptions::default();
+    let demands: Vec<_> = children.iter().map(|c| demand::child_demand(c, &opts).expect("demand")).collect();
+    let live = pods(&[("rs-old", &[("head", 1), ("workers", 2)]), ("rs-new", &[("head", 1), ("workers", 2)])]);
+    let mut wl = admitted_slice(demand::podsets(&demands).expect("podsets"), "head=1,workers=2", "rs-old");
+    let mut tmp = wl.clone();
+    tmp.status = conditions::growth_preempted(&wl, "InClusterQueue", "preempted", jiff::Timestamp::UNIX_EPOCH);
+    wl.status = tmp.status;
+    let mut promoted = rs.clone();
+    promoted.status = serde_json::from_value(json!({"activeServiceStatus": {"rayClusterName": "rs-new"}})).ok();
+    for rs in [&rs, &promoted] {
+        let g = super::gate::decide(rs, &children, std::slice::from_ref(&wl), &live);
+        assert_eq!(g.covered.iter().collect::<Vec<_>>(), vec!["rs-old"]);
+        assert!(g.allowed["rs-new"].values().all(|n| *n == 0), "{:?}", g.allowed);
+        assert!(g.exposed.contains("rs-new"));
+        let j = RayServiceJob { rs: rs.clone(), children: children.clone(), live: live.clone(), slices: vec![], growth_taken: super::growth::taken(std::slice::from_ref(&wl)) };
+        assert_eq!(j.growth_keeps(), Some(vec!["rs-old".to_string()]), "frozen once taken");
+    }
 }

@@ -33,9 +33,9 @@ pub struct RayServiceJob {
     /// The names of the Workloads the service owns (finished and deleting slices included): a new
     /// slice's name is made from them, so it is none of theirs.
     pub slices: Vec<String>,
-    /// The podsets of the admitted slice whose growth preemption took (`GrowthPreempted`), until
-    /// it has shrunk back to the serving cluster.
-    pub growth_taken: Option<Vec<PodSet>>,
+    /// The admitted slice whose growth preemption took (`GrowthPreempted`), until it has shrunk back
+    /// to the clusters it keeps.
+    pub growth_taken: Option<super::growth::Taken>,
 }
 
 /// The children of `rs` that it controls (origin labels and a controller owner reference to it), the
@@ -211,17 +211,31 @@ impl GenericJob for RayServiceJob {
         // Preemption took the upgrade's growth: the slice shrinks back to the serving cluster
         // (once the pending cluster's pods are gone), then the upgrade asks for a new slice.
         if let Some(taken) = &self.growth_taken
-            && let Some(serving) = super::growth::serving_only(&self.rs, &children, &self.live)
-            && demand::compare(&serving, taken, true) != DemandChange::Same
+            && let Some(kept) = super::growth::kept_only(&self.rs, &children, &self.live, taken)
+            && demand::compare(&kept, &taken.pod_sets, true) != DemandChange::Same
         {
-            return Ok(serving);
+            return Ok(kept);
         }
         demand::podsets(&children).map_err(|e| JobFrameworkError::PodSets(e.to_string()))
     }
 
     fn growth_floor(&self, pod_sets: &[PodSet]) -> Option<std::collections::BTreeMap<String, i64>> {
         let children = service_demand(&self.rs, &self.children, &self.live).ok()?;
-        super::growth::floor(&self.rs, &children, pod_sets)
+        super::growth::floor(&children, pod_sets, &self.growth_keeps()?)
+    }
+
+    /// The clusters kept when growth is taken: frozen as the slice names them once it was taken.
+    fn growth_keeps(&self) -> Option<Vec<String>> {
+        match &self.growth_taken {
+            Some(t) => Some(t.keeps.clone().unwrap_or_else(|| {
+                super::growth::active_cluster(&self.rs).map(str::to_string).into_iter().collect()
+            }))
+            .filter(|k| !k.is_empty()),
+            None => {
+                let names: Vec<&str> = self.children.iter().filter_map(|c| c.metadata.name.as_deref()).collect();
+                super::growth::kept(&self.rs, &names)
+            }
+        }
     }
 
     /// Pods may run while any child exists (suspending deletes them all).

@@ -67,7 +67,7 @@ pub(crate) fn step(s: &Snapshot, p: &mut Plan) {
     let target = if serve_on_pending {
         pending.clone()
     } else {
-        services_target([pending_obj, active_obj], &pushed)
+        services_target(s, [pending_obj, active_obj], &pushed, &mut notes)
     };
     point_services(s, target.as_deref(), p);
     let serving: Option<String> = target.or_else(|| s.serve_service.clone());
@@ -122,18 +122,30 @@ fn push_serve_configs(
 
 /// The first of `candidates` (pending, then active) ready to take traffic. A status read before this
 /// pass's PUT says nothing about the new config (KubeRay §3.6), so a cluster just pushed to waits.
-fn services_target(candidates: [Option<&ChildCluster>; 2], pushed: &[String]) -> Option<String> {
+/// A ready cluster that preemption may still take as growth waits until the admitted slice keeps it
+/// (the status written this pass announces it: `rayservice::job::growth`).
+fn services_target(
+    s: &Snapshot,
+    candidates: [Option<&ChildCluster>; 2],
+    pushed: &[String],
+    notes: &mut Vec<String>,
+) -> Option<String> {
     let ready = |c: &ChildCluster| {
         !c.gated
             && c.head_ready
             && !pushed.contains(&c.name)
             && matches!(c.serve, ServeObservation::Apps { ready: true, .. })
     };
-    candidates
-        .into_iter()
-        .flatten()
-        .find(|c| ready(c))
-        .map(|c| c.name.clone())
+    for c in candidates.into_iter().flatten().filter(|c| ready(c)) {
+        if s.admission.may_take_traffic(&c.name) {
+            return Some(c.name.clone());
+        }
+        notes.push(format!(
+            "RayCluster {} is ready; traffic moves to it once its workload slice keeps it from preemption",
+            c.name
+        ));
+    }
+    None
 }
 
 /// Points the head and serve Services at `target` unless both already point there.

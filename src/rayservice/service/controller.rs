@@ -235,6 +235,7 @@ async fn admission(rs: &RayService, client: &Client) -> Result<Admission, Error>
     Ok(Admission::QueueManaged {
         admitted: g.covered,
         waiting,
+        exposed: g.exposed,
     })
 }
 

@@ -425,6 +425,11 @@ fn upgrade_move(
             Admission::QueueManaged { waiting: Some(why), .. } => format!("pending cluster {} is gated: {why}", pc.name),
             _ => format!("pending cluster {} waits for quota admission", pc.name),
         })
+    } else if !rolling_back && !s.admission.may_take_traffic(&pc.name) {
+        Some(format!(
+            "pending cluster {} takes traffic once its workload slice keeps it from preemption",
+            pc.name
+        ))
     } else if !t.gateway_ready {
         Some(format!(
             "Gateway {} is not Accepted and Programmed yet",

@@ -44,6 +44,8 @@ struct World {
     fresh: u32,
     /// (time, traffic on the cluster named second) for each route change.
     moves: Vec<(Timestamp, String, i32)>,
+    /// The pending cluster's admitted slice does not keep it yet: preemption may take it as growth.
+    pending_exposed: bool,
 }
 
 fn options(step: i32, interval: i64, surge: i32) -> IncrementalOptions {
@@ -72,6 +74,7 @@ impl World {
             options: o,
             fresh: 0,
             moves: Vec::new(),
+            pending_exposed: false,
         }
     }
 
@@ -150,7 +153,14 @@ impl World {
             head_service: self.head.clone(),
             serve_service: self.status.active.clone(),
             serve_endpoints: 1,
-            admission: Admission::NotQueueManaged,
+            admission: match (&self.status.pending, self.pending_exposed) {
+                (Some(p), true) => Admission::QueueManaged {
+                    admitted: self.clusters.keys().cloned().collect(),
+                    waiting: None,
+                    exposed: BTreeSet::from([p.clone()]),
+                },
+                _ => Admission::NotQueueManaged,
+            },
             incremental: Some((self.options.clone(), traffic)),
             fresh_name: format!("rs-{}", self.fresh),
             operator_version: V.into(),
@@ -351,6 +361,24 @@ fn a_slow_pending_cluster_holds_traffic() {
         "no traffic before the replicas run"
     );
     assert_eq!(w.clusters[&a].capacity, Some(100));
+    w.run_until(400, |w| w.serving_alone().is_some_and(|n| n == b));
+}
+
+/// The switch guard of `rayservice::job::growth` (issue 45): no traffic moves onto a pending
+/// cluster that preemption may still take as growth; once its slice keeps it, the upgrade goes on.
+#[test]
+fn no_traffic_moves_onto_a_pending_cluster_preemption_may_still_take() {
+    let (mut w, a) = started(options(50, 1, 50));
+    w.pending_exposed = true;
+    w.desired = "B".into();
+    for _ in 0..30 {
+        w.pass();
+    }
+    let b = w.status.pending.clone().expect("an upgrade in progress");
+    let on_b = w.route.iter().flatten().find(|(n, _)| *n == b).map_or(0, |(_, v)| *v);
+    assert_eq!(on_b, 0, "no traffic on {b} while it may be taken: {:?}", w.route);
+    assert_eq!(w.clusters[&a].capacity, Some(100), "the active cluster keeps its capacity");
+    w.pending_exposed = false;
     w.run_until(400, |w| w.serving_alone().is_some_and(|n| n == b));
 }
 

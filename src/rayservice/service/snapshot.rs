@@ -140,6 +140,9 @@ pub enum Admission {
         admitted: BTreeSet<String>,
         /// Why the upgrade's slice waits (its name, LocalQueue and Kueue's reason), when one does.
         waiting: Option<String>,
+        /// Clusters preemption may still take as growth: no traffic moves onto them until the
+        /// admitted slice keeps them (`rayservice::job::growth`, the switch guard).
+        exposed: BTreeSet<String>,
     },
 }
 
@@ -149,6 +152,13 @@ impl Admission {
         match self {
             Admission::NotQueueManaged => false,
             Admission::QueueManaged { admitted, .. } => has_active && !admitted.contains(name),
+        }
+    }
+    /// Whether traffic may move onto `name`: preemption can no longer take it as growth.
+    pub fn may_take_traffic(&self, name: &str) -> bool {
+        match self {
+            Admission::NotQueueManaged => true,
+            Admission::QueueManaged { exposed, .. } => !exposed.contains(name),
         }
     }
     pub fn admits(&self, name: &str) -> bool {

@@ -210,6 +210,7 @@ fn named_first_cluster_is_created_ungated_even_when_queue_managed() {
         Admission::QueueManaged {
             admitted: BTreeSet::new(),
             waiting: None,
+            exposed: BTreeSet::new(),
         },
     ] {
         let mut s = base();
@@ -570,6 +571,7 @@ fn queue_managed_pending_is_gated_until_admitted() {
     s.admission = Admission::QueueManaged {
         admitted: BTreeSet::new(),
         waiting: None,
+        exposed: BTreeSet::new(),
     };
     s.clusters.retain(|c| c.name != "rs-b");
     let p = plan(&s);
@@ -586,6 +588,7 @@ fn queue_managed_pending_is_gated_until_admitted() {
     s.admission = Admission::QueueManaged {
         admitted: BTreeSet::new(),
         waiting: None,
+        exposed: BTreeSet::new(),
     };
     let b = pending_mut(&mut s, "rs-b");
     b.gated = true;
@@ -603,6 +606,7 @@ fn queue_managed_pending_is_gated_until_admitted() {
     s.admission = Admission::QueueManaged {
         admitted: BTreeSet::from(["rs-b".to_string()]),
         waiting: None,
+        exposed: BTreeSet::new(),
     };
     let p = plan(&s);
     assert_eq!(
@@ -612,6 +616,41 @@ fn queue_managed_pending_is_gated_until_admitted() {
         }]
     );
     assert!(!touches(&p, "rs-a"));
+}
+
+/// Chaos seed 223 (issue 45): the switch raced a preemption of the upgrade's growth, decided on a
+/// slice that kept the serving cluster alone, and moved the traffic onto the cluster whose pods the
+/// gate was removing. A ready pending cluster takes the traffic only once the admitted slice keeps
+/// it (`rayservice::job::growth`); until then the active one keeps serving and the status says why.
+#[test]
+fn a_ready_pending_cluster_preemption_may_still_take_gets_no_traffic() {
+    let ready_pending = |exposed: &[&str]| {
+        let mut s = upgrading();
+        s.admission = Admission::QueueManaged {
+            admitted: BTreeSet::from(["rs-a".to_string(), "rs-b".to_string()]),
+            waiting: None,
+            exposed: exposed.iter().map(|n| n.to_string()).collect(),
+        };
+        let b = pending_mut(&mut s, "rs-b");
+        b.head_ready = true;
+        b.served_config_hash = Some("cfg1".into());
+        b.serve = running_apps("RUNNING", "");
+        b.proxy_healthy = Some(true);
+        s
+    };
+    let switched = |p: &Plan| p.actions.iter().any(|a| matches!(a, Action::PointServices { .. }));
+
+    let p = plan(&ready_pending(&["rs-b"]));
+    assert!(!switched(&p), "{:?}", p.actions);
+    assert_eq!(names(&p), (Some("rs-a".into()), Some("rs-b".into())), "not promoted either");
+    let message = cond_of(&p, cond::UPGRADE_IN_PROGRESS).2;
+    assert!(message.contains("traffic moves to it once its workload slice keeps it"), "{message}");
+    assert_eq!(cond_of(&p, cond::READY).0, "True", "the active cluster keeps serving");
+
+    // Once the slice keeps it, the same pass switches and promotes, as without a queue.
+    let p = plan(&ready_pending(&[]));
+    assert!(switched(&p), "{:?}", p.actions);
+    assert_eq!(names(&p), (Some("rs-b".into()), None));
 }
 
 #[test]
@@ -1069,7 +1108,7 @@ mod properties {
             if none_strategy { s.strategy = UpgradeStrategy::None; }
             if managed {
                 let admitted = if admitted { BTreeSet::from(["rs-b".to_string()]) } else { BTreeSet::new() };
-                s.admission = Admission::QueueManaged { admitted, waiting: None };
+                s.admission = Admission::QueueManaged { admitted, waiting: None, exposed: BTreeSet::new() };
             }
             if sched_past {
                 for c in ["rs-a", "rs-b", "rs-old"] { s.deletion_schedule.insert(c.to_string(), ts("2026-01-01T00:00:00Z")); }
