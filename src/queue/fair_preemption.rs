@@ -2,12 +2,15 @@
 //! (`pkg/scheduler/preemption/preemption.go`, `preemption/fairsharing/*`): the preemptor's usage
 //! is counted first; ClusterQueues are visited from the root down towards the one with the
 //! highest share; a victim in another ClusterQueue is taken only when a fair-sharing strategy
-//! allows it, comparing shares at the two ClusterQueues' almost-least-common-ancestors.
+//! allows it, comparing shares at the two ClusterQueues' almost-least-common-ancestors. Beyond
+//! Kueue, candidates' growth above their floors is offered first (`fair_targets`).
 
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet, VecDeque};
 
+use super::amount::FrAmounts;
 use super::fair_sharing::{Drs, compare, drs};
+use super::growth_first::growth;
 use super::model::FairPreemptionStrategy;
 use super::preemption::{Candidate, PreemptedReason, Preemptor, Target, any_candidate, order, workload_fits};
 use super::simulate::Without;
@@ -263,13 +266,18 @@ fn second_strategy<'c, 'a: 'c>(
 
 /// The victims to evict so the preemptor fits with fair sharing on, or empty when the strategies
 /// allow no such set. The tree is left as it was found.
+///
+/// Growth first (beyond Kueue, as `growth_first` is for classical preemption): when candidates carry
+/// growth above a floor, the same search runs first over their growth alone, each growth a victim the
+/// strategies judge on its own; if that is enough, only growth is taken (the victims shrink back to
+/// their floors). Otherwise Kueue's search over whole workloads decides.
 pub fn fair_targets(
     tree: &mut QuotaTree,
     p: &Preemptor<'_>,
     admitted: &[Candidate<'_>],
     strategies: &[FairPreemptionStrategy],
 ) -> Vec<Target> {
-    let mut cands: Vec<Candidate<'_>> = admitted
+    let cands: Vec<Candidate<'_>> = admitted
         .iter()
         .filter(|c| {
             let one = std::iter::once((c.cq_idx, c.priority, c.queue_timestamp, c.usage));
@@ -277,6 +285,29 @@ pub fn fair_targets(
         })
         .cloned()
         .collect();
+    let growths: Vec<Option<FrAmounts>> = cands.iter().map(|c| growth(c.usage, c.floor)).collect();
+    let grown: Vec<Candidate<'_>> = cands
+        .iter()
+        .zip(&growths)
+        .filter_map(|(c, g)| Some(Candidate { usage: g.as_ref()?, floor: None, ..c.clone() }))
+        .collect();
+    if !grown.is_empty() {
+        let targets = search(tree, p, grown, strategies, true);
+        if !targets.is_empty() {
+            return targets;
+        }
+    }
+    search(tree, p, cands, strategies, false)
+}
+
+/// Kueue's fair-sharing search over `cands` (`growth_only`: each stands for its growth alone).
+fn search(
+    tree: &mut QuotaTree,
+    p: &Preemptor<'_>,
+    mut cands: Vec<Candidate<'_>>,
+    strategies: &[FairPreemptionStrategy],
+    growth_only: bool,
+) -> Vec<Target> {
     let Some(&first) = strategies.first() else {
         return Vec::new();
     };
@@ -311,12 +342,7 @@ pub fn fair_targets(
         .into_iter()
         .zip(keep)
         .filter(|(_, k)| *k)
-        .map(|((c, reason), _)| Target {
-            key: c.key.clone(),
-            reason,
-            // Fair-sharing preemption evicts whole, as Kueue does.
-            growth_only: false,
-        })
+        .map(|((c, reason), _)| Target { key: c.key.clone(), reason, growth_only })
         .collect()
 }
 

@@ -11,11 +11,14 @@
 use std::collections::BTreeMap;
 
 use super::amount::{Amount, FlavorResource, FrAmounts};
-use super::model::{ClusterQueueModel, CohortModel, PreemptionPolicy, ReclaimWithinCohort, WithinClusterQueue, WorkloadKey};
+use super::fair_preemption::fair_targets;
+use super::model::{
+    ClusterQueueModel, CohortModel, FairPreemptionStrategy, PreemptionPolicy, ReclaimWithinCohort, WithinClusterQueue, WorkloadKey,
+};
 use super::preemption::{Candidate, PreemptedReason, Preemptor, find_targets};
 use super::tree::QuotaTree;
 
-use PreemptedReason::{InClusterQueue, InCohortReclamation};
+use PreemptedReason::{InClusterQueue, InCohortFairSharing, InCohortReclamation};
 
 /// An admitted workload: name, ClusterQueue, priority, cpu used, cpu floor (if any).
 type Adm = (&'static str, &'static str, i32, i64, Option<i64>);
@@ -34,6 +37,17 @@ fn policy() -> PreemptionPolicy {
 
 /// Victims as (name, reason, growth only), sorted; checks the tree is left as found.
 fn targets(cqs: &[ClusterQueueModel], cohorts: &[CohortModel], admitted: &[Adm], incoming: (&str, i32, i64)) -> Vec<(String, PreemptedReason, bool)> {
+    search(cqs, cohorts, admitted, incoming, None)
+}
+
+/// [`targets`] with fair sharing on (Kueue's default strategies) when `fair`.
+fn search(
+    cqs: &[ClusterQueueModel],
+    cohorts: &[CohortModel],
+    admitted: &[Adm],
+    incoming: (&str, i32, i64),
+    fair: Option<&[FairPreemptionStrategy]>,
+) -> Vec<(String, PreemptedReason, bool)> {
     let cohorts: BTreeMap<String, CohortModel> = cohorts.iter().map(|c| (c.name.clone(), c.clone())).collect();
     let mut tree = QuotaTree::build(cqs, &cohorts);
     let keys: Vec<WorkloadKey> = admitted.iter().map(|a| WorkloadKey::new("ns", a.0)).collect();
@@ -65,10 +79,17 @@ fn targets(cqs: &[ClusterQueueModel], cohorts: &[CohortModel], admitted: &[Adm],
     let usage = cpu(incoming.2);
     let contested = usage.keys().cloned().collect();
     let p = Preemptor { cq_idx: idx(&tree, incoming.0), cq, priority: incoming.1, queue_timestamp: 0, usage: &usage, contested: &contested };
-    let before: Vec<FrAmounts> = tree.nodes.iter().map(|n| n.usage.clone()).collect();
-    let mut got: Vec<(String, PreemptedReason, bool)> =
-        find_targets(&mut tree, &p, &cands).into_iter().map(|t| (t.key.name, t.reason, t.growth_only)).collect();
-    let after: Vec<FrAmounts> = tree.nodes.iter().map(|n| n.usage.clone()).collect();
+    // A zero left where an amount was added and taken out again is no usage.
+    let usage_of = |t: &QuotaTree| -> Vec<FrAmounts> {
+        t.nodes.iter().map(|n| n.usage.iter().filter(|(_, v)| **v != Amount::ZERO).map(|(k, v)| (k.clone(), *v)).collect()).collect()
+    };
+    let before = usage_of(&tree);
+    let found = match fair {
+        Some(strategies) => fair_targets(&mut tree, &p, &cands, strategies),
+        None => find_targets(&mut tree, &p, &cands),
+    };
+    let mut got: Vec<(String, PreemptedReason, bool)> = found.into_iter().map(|t| (t.key.name, t.reason, t.growth_only)).collect();
+    let after = usage_of(&tree);
     assert_eq!(before, after, "the search must leave the tree as found");
     got.sort();
     got
@@ -158,4 +179,46 @@ fn cohort_reclaim_takes_the_borrowers_growth_first() {
     assert_eq!(targets(&cqs, &[cohort.clone()], &[a], ("b", 0, 3)), want(&[("svc-a", InCohortReclamation, true)]));
     // B asks its whole nominal 4: A's growth (2) is not enough, A is reclaimed whole, as Kueue does.
     assert_eq!(targets(&cqs, &[cohort], &[a], ("b", 0, 4)), want(&[("svc-a", InCohortReclamation, false)]));
+}
+
+/// Fair sharing on (issue 45: growth-first was classical preemption only). Kueue's fair-sharing
+/// preemption evicts whole (`pkg/scheduler/preemption/preemption_test.go`, the fair-sharing cases
+/// "reclaim nominal quota from lowest priority workload, excluding non-borrowing" and the
+/// `preemption/fairsharing` strategies); here the same strategies first judge the candidates' growth
+/// alone, and whole victims are taken only when the growth is not enough.
+#[test]
+fn fair_sharing_takes_the_borrowers_growth_first() {
+    use FairPreemptionStrategy::{LessThanInitialShare, LessThanOrEqualToFinalShare};
+    let kueue_default = [LessThanOrEqualToFinalShare, LessThanInitialShare];
+    let cohort = CohortModel::build("co");
+    let cqs = vec![
+        ClusterQueueModel::build("a").cohort("co").flavor("default", &[("cpu", 4000)]).preemption(policy()),
+        ClusterQueueModel::build("b").cohort("co").flavor("default", &[("cpu", 4000)]).preemption(policy()),
+    ];
+    let fair = |admitted: &[Adm], incoming| search(&cqs, std::slice::from_ref(&cohort), admitted, incoming, Some(&kueue_default));
+    // B's service: 4 serving + 2 growth (borrowing 2 of A's); A runs 1. A asks 2 within its nominal:
+    // only the growth goes.
+    let svc: Adm = ("svc", "b", 0, 6000, Some(4000));
+    let own: Adm = ("own", "a", 0, 1000, None);
+    assert_eq!(fair(&[own, svc], ("a", 0, 2000)), want(&[("svc", InCohortReclamation, true)]));
+    // A asks 3: the growth (2) and the free quota (1) are enough, still no whole victim.
+    assert_eq!(fair(&[own, svc], ("a", 0, 3000)), want(&[("svc", InCohortReclamation, true)]));
+    // Without a floor: Kueue's answer, the borrower whole.
+    let plain: Adm = ("svc", "b", 0, 6000, None);
+    assert_eq!(fair(&[own, plain], ("a", 0, 2000)), want(&[("svc", InCohortReclamation, false)]));
+    // B borrows 3 (5 serving, 2 growth), 1 free: A's 2 is the growth and the free quota.
+    let big: Adm = ("svc", "b", 0, 7000, Some(5000));
+    assert_eq!(fair(&[big], ("a", 0, 2000)), want(&[("svc", InCohortReclamation, true)]));
+    // A asks beyond its nominal (5 of 4): the strategies compare shares. B at its nominal lends
+    // nothing and is no candidate, its growth included.
+    let within: Adm = ("svc", "b", 0, 4000, Some(3000));
+    assert_eq!(fair(&[within], ("a", 0, 5000)), want(&[]));
+    // Both borrowing-capable: A over its nominal takes from B only what the shares allow; B
+    // borrowing 2 of growth, A asking 5 with 1 free: the growth is judged as a victim of its own
+    // and taken (A's share after, 1/4, does not exceed B's after, 0).
+    let lender: Adm = ("svc", "b", 0, 6000, Some(4000));
+    let none: [Adm; 0] = [];
+    assert!(fair(&none, ("a", 0, 5000)).is_empty());
+    assert_eq!(fair(&[lender], ("a", 0, 4000)), want(&[("svc", InCohortReclamation, true)]));
+    assert_eq!(fair(&[lender], ("a", 0, 5000)), want(&[("svc", InCohortFairSharing, false)]));
 }

@@ -1642,7 +1642,11 @@ fn simulate_preemption(
     for t in &targets {
         if let Some(c) = cands.iter().find(|c| *c.key == t.key) {
             own |= c.cq_idx == cq_idx;
-            sim.remove_all(c.cq_idx, c.usage);
+            // A victim that only shrinks back to its floor frees its growth alone.
+            match super::growth_first::growth(c.usage, c.floor).filter(|_| t.growth_only) {
+                Some(g) => sim.remove_all(c.cq_idx, &g),
+                None => sim.remove_all(c.cq_idx, c.usage),
+            }
         }
     }
     let possibility = if own { Possibility::Preempt } else { Possibility::Reclaim };

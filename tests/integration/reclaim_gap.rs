@@ -176,11 +176,27 @@ async fn a_high_priority_workload_takes_only_the_upgrades_growth() {
 /// completes once B's quota is free again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cohort_reclaim_during_an_upgrade_leaves_the_service_serving() {
-    let c = Cluster::start_with_ray_on(
+    cohort_reclaim(false).await;
+}
+
+/// The same with fair sharing on (Kueue's fair-sharing preemption evicts whole, as its classical
+/// preemption does: `test/integration/singlecluster/scheduler/fairsharing/fair_sharing_test.go`
+/// "Preemption is enabled"); here the fair-sharing strategies judge A's growth first, and B, asking
+/// within its nominal quota, takes only that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cohort_reclaim_with_fair_sharing_takes_only_the_growth() {
+    cohort_reclaim(true).await;
+}
+
+async fn cohort_reclaim(fair_sharing: bool) {
+    let mut c = Cluster::start_with_ray_on(
         quotagate::wiring::manager::embedded_server(),
         Limits::default().cq("cq-a", 4000).cq("cq-b", 2000).group(&["cq-a", "cq-b"], 4000),
     )
     .await;
+    if fair_sharing {
+        c.restart_manager_with(|o| o.fair_sharing = Some(quotagate::queue::FairSharingConfig::default())).await;
+    }
     let inv = Invariants::start(c.client.clone());
     c.flavor("default").await;
     for q in ["cq-a", "cq-b"] {
