@@ -234,3 +234,58 @@ async fn cohort_reclaim(fair_sharing: bool) {
     s.inv.assert_clean();
     s.c.quota.assert_safe();
 }
+
+/// An incremental upgrade (KubeRay's `NewClusterWithIncrementalUpgrade`, quota-gated step by step)
+/// whose growth preemption took before any traffic moved to its pending cluster resumes once the
+/// quota is back: the pending cluster's first step goes, the serving cluster keeps its pods and
+/// serves throughout, and after the preemptor leaves the upgrade asks for a new slice and completes
+/// (the path chaos seed 47 stalled on; `growth_tests` has the unit half).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_incremental_upgrade_whose_growth_was_taken_resumes_and_completes() {
+    // The service at full capacity (5.5 CPU) and one 50% step of its pending cluster (3.5 CPU).
+    let s = Scenario::start("9", 9000).await;
+    let cqs: Api<ClusterQueue> = Api::all(s.c.client.clone());
+    cqs.patch("cq", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"preemption": {"withinClusterQueue": "LowerPriority"}}})))
+        .await
+        .unwrap();
+    let rs = super::incremental::service("rs", "2.46.0", 50, 50);
+    let good = rs.spec.serve_config_v2.clone().unwrap_or_default();
+    let old = s.serving(rs).await;
+    poll("the serving cluster at full capacity", || async { (s.pods_of(&old).await.len() == 5).then_some(()) }).await;
+    let watch = GapWatch::start(s.services(), "rs");
+
+    // The new version's first step runs but never serves (its import fails), so no traffic moves.
+    let broken = good.replace("import_path: app.graph", "import_path: no_such_module.graph");
+    patch_rs(&s, "rs", json!({"spec": {"serveConfigV2": broken, "rayClusterConfig": {"rayVersion": "2.47.0"}}})).await;
+    let p = pending(&s.wait_rs("rs", "a pending cluster", |r| pending(r).is_some()).await).unwrap();
+    // Its slice holds the whole first step (head and two workers) though Serve, failing, asks the
+    // autoscaler for no worker yet.
+    poll("the pending cluster's head to run", || async { (!s.pods_of(&p).await.is_empty()).then_some(()) }).await;
+    s.wait_cq_cpu(9000).await;
+
+    s.c.workload("urgent", "lq", 1000, "3").await;
+    let (reason, message) = growth_preempted(&s, "rs").await;
+    assert_eq!(reason, "InClusterQueue", "{message}");
+    wait_for(&s.c.workloads(), "urgent", "admitted", reserved).await;
+    poll("the pending cluster's pods to be gone", || async { s.pods_of(&p).await.is_empty().then_some(()) }).await;
+    assert_eq!(s.pods_of(&old).await.len(), 5, "the serving cluster keeps its pods");
+
+    // The preemptor leaves and the config is fixed: a new slice, the steps, the promotion.
+    s.c.workloads().delete("urgent", &DeleteParams::default()).await.unwrap();
+    patch_rs(&s, "rs", json!({"spec": {"serveConfigV2": good}})).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let rs = s.services().get("rs").await.unwrap();
+        if active(&rs).is_some_and(|a| a != old) && pending(&rs).is_none() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the upgrade did not resume: active {:?}, pending {:?}", active(&rs), pending(&rs));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    s.wait_gone(&old).await;
+    watch.assert_no_gap();
+    drop(watch);
+    s.wait_cq_cpu(5500).await;
+    s.inv.assert_clean();
+    s.c.quota.assert_safe();
+}

@@ -43,7 +43,8 @@ pub(super) struct Serving {
     /// Every Workload a check saw, by uid, as a preemptor: urgent work may preempt and be deleted
     /// before the next check (the run settling deletes it: seeds 12 and 18).
     known: HashMap<String, Preemptor>,
-    /// Preemptions of a service that growth alone could have satisfied, by service uid.
+    /// Preemptions of a service that excuse no gap, by service uid: growth alone could have
+    /// satisfied them, or their preemptor was never seen.
     unneeded: HashMap<String, String>,
     /// Preemption conditions already judged (`<workload uid>@<transition time>`).
     judged: HashSet<String>,
@@ -270,7 +271,10 @@ impl Serving {
                     continue;
                 }
                 let Some(u) = self.known.get(uid) else {
-                    // A preemptor no check ever saw: nothing to weigh, so no excuse either.
+                    // A preemptor no check ever saw: nothing to weigh, so no excuse either; a gap
+                    // that follows says so.
+                    let why = format!("{} preempted by a workload no check saw (UID {uid}): {}", w.name_any(), c.message);
+                    self.unneeded.insert(service.clone(), why);
                     continue;
                 };
                 let need = u.need;
@@ -336,7 +340,7 @@ impl Serving {
             .and_then(|s| s.conditions.as_deref())
             .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
             .map_or_else(String::new, |c| format!(" ({}: {})", c.reason, c.message));
-        let preempted = self.unneeded.get(&uid).map_or_else(String::new, |p| format!("; growth alone could have made room: {p}"));
+        let preempted = self.unneeded.get(&uid).map_or_else(String::new, |p| format!("; not excused: {p}"));
         Some(format!(
             "I8: RayService {} served, and now Ready={ready} with {endpoints} serve endpoint(s){why}{preempted}",
             rs.name_any()
