@@ -60,7 +60,6 @@ const FOREIGN_KINDS: &[(&str, &str)] = &[
     ("kueue.x-k8s.io", "MultiKueueCluster"),
     ("kueue.x-k8s.io", "ProvisioningRequestConfig"),
     ("kueue.x-k8s.io", "Topology"),
-    ("ray.io", "RayCronJob"),
 ];
 
 fn group_of(api_version: &str) -> &str {
