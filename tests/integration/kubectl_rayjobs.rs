@@ -216,7 +216,7 @@ async fn cron_made(run: &Running) -> usize {
 /// Two RayCronJobs, each `@every 2s`, sharing a queue whose quota fits one of their RayJobs at a time
 /// (head 1 CPU + worker 1 CPU + KubeRay's 500m submitter = 2.5 of 3 CPUs).
 fn ray_cron_job(name: &str) -> String {
-    let job = ray_job("unused", "sleep 4", 0, 0);
+    let job = ray_job("unused", "sleep 10", 0, 0);
     let spec = job.split_once("spec:\n").map(|(_, s)| s).unwrap_or_default();
     let template: String = spec.lines().map(|l| format!("    {l}\n")).collect();
     format!(
