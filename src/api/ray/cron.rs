@@ -114,10 +114,9 @@ impl Schedule {
                 let k = i64::try_from(elapsed / step * step).ok()?;
                 first.checked_add(SignedDuration::from_secs(k)).ok()
             }
-            Schedule::Spec { .. } => {
-                let found = self.latest_spec(at.to_zoned(tz.clone()))?.timestamp();
-                Some(found.max(first))
-            }
+            // Never before `first`, and `first` itself if the backward walk finds nothing (it agrees
+            // with `next` everywhere tested; a disagreement must still move the schedule on).
+            Schedule::Spec { .. } => Some(self.latest_spec(at.to_zoned(tz.clone())).map_or(first, |z| z.timestamp().max(first))),
         }
     }
 
