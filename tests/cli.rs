@@ -70,7 +70,7 @@ fn kuberay_rules_name_the_field() {
 fn unknown_kinds_fail_foreign_kinds_are_listed_and_built_ins_are_parsed() {
     let (code, out) = quotagate(&["validate", "-f", "tests/fixtures/validate/mixed.yaml"]);
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("document 0: RayCronJob/not-ours (ray.io/v1): not managed by quotagate"), "{out}");
+    assert!(out.contains("document 0: Topology/not-ours (kueue.x-k8s.io/v1alpha1): not managed by quotagate"), "{out}");
     assert!(out.contains("document 1: RayTrainer/no-such-kind: kind: Unsupported value: ray.io/v1 does not define kind \"RayTrainer\""), "{out}");
     assert!(out.contains("document 2: Pod/broken-pod: spec.containers: Invalid value: invalid type: string \"not a list\", expected a sequence"), "{out}");
 }

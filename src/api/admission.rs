@@ -179,6 +179,15 @@ fn validate_queue_managed_ray_job(obj: &Value) -> Vec<FieldError> {
     if obj.pointer("/spec/shutdownAfterJobFinishes").and_then(Value::as_bool) != Some(true) {
         errs.push(FieldError::invalid(&spec.child("shutdownAfterJobFinishes"), "a kueue managed job should delete the cluster after finishing"));
     }
+    // Kueue's `raycluster.ValidateCreate` on the job's cluster spec: its Workload follows the autoscaler
+    // only through workload slices.
+    let elastic = obj.pointer("/metadata/annotations").and_then(|a| a.get(kueue::constants::label::ELASTIC_JOB)).and_then(Value::as_str) == Some("true");
+    if obj.pointer("/spec/rayClusterSpec/enableInTreeAutoscaling").and_then(Value::as_bool) == Some(true) && !elastic {
+        errs.push(FieldError::invalid(
+            &spec.child("rayClusterSpec").child("enableInTreeAutoscaling"),
+            "true: a kueue managed job should only use autoscaling when workload slicing is enabled",
+        ));
+    }
     let groups = obj.pointer("/spec/rayClusterSpec/workerGroupSpecs").and_then(Value::as_array).map_or(0, Vec::len);
     if groups > 7 {
         let path = spec.child("rayClusterSpec").child("workerGroupSpecs");
@@ -334,5 +343,14 @@ mod tests {
         child["metadata"]["ownerReferences"] = serde_json::json!([{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "rj", "uid": "u", "controller": true}]);
         assert_eq!(admit(Operation::Create, &mut child, None), Ok(()));
         assert!(child["spec"].get("suspend").is_none(), "a RayJob's cluster is not held by a Workload of its own");
+        // Kueue `rayjob_webhook_test.go` (raycluster.ValidateCreate): the autoscaler only on an elastic job.
+        let autoscaled = serde_json::json!({"enableInTreeAutoscaling": true, "headGroupSpec": head["headGroupSpec"]});
+        assert_eq!(
+            fields(ray_job(serde_json::json!({"shutdownAfterJobFinishes": true, "rayClusterSpec": autoscaled}))),
+            vec!["spec.rayClusterSpec.enableInTreeAutoscaling"]
+        );
+        let mut elastic = ray_job(serde_json::json!({"shutdownAfterJobFinishes": true, "rayClusterSpec": autoscaled}));
+        elastic["metadata"]["annotations"] = serde_json::json!({kueue::constants::label::ELASTIC_JOB: "true"});
+        assert_eq!(admit(Operation::Create, &mut elastic, None), Ok(()), "an elastic job may autoscale");
     }
 }

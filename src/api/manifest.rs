@@ -60,7 +60,6 @@ const FOREIGN_KINDS: &[(&str, &str)] = &[
     ("kueue.x-k8s.io", "MultiKueueCluster"),
     ("kueue.x-k8s.io", "ProvisioningRequestConfig"),
     ("kueue.x-k8s.io", "Topology"),
-    ("ray.io", "RayCronJob"),
 ];
 
 fn group_of(api_version: &str) -> &str {
@@ -121,6 +120,7 @@ kinds! {
     ray::RayCluster => ray::validation::validate_ray_cluster_with,
     ray::RayService => ray::validation::validate_ray_service_with,
     ray::RayJob => ray::validation::validate_ray_job_with,
+    ray::RayCronJob => ray::validation::validate_ray_cron_job_with,
     gateway::GatewayClass => |o, _| no_rules(o),
     gateway::Gateway => |o, _| no_rules(o),
     gateway::HTTPRoute => |o, _| no_rules(o),

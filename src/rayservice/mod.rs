@@ -8,5 +8,6 @@ pub mod clusterctl;
 pub mod dashboard;
 pub mod job;
 pub mod metrics;
+pub mod raycronjob;
 pub mod rayjob;
 pub mod service;

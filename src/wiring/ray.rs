@@ -1,4 +1,5 @@
-//! Starting the embedded Ray operator (RayCluster, RayService and RayJob controllers) with a Ray dashboard:
+//! Starting the embedded Ray operator (RayCluster, RayService and RayJob controllers, and RayCronJob's with
+//! KubeRay's `RayCronJob` gate) with a Ray dashboard:
 //! the HTTP client against real Ray heads in a cluster, the simulator on the embedded cluster.
 
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use crate::rayservice::dashboard::sim::{RaySim, SimOptions};
 use crate::rayservice::clusterctl::controller as clusterctl;
 use crate::rayservice::dashboard::http::{HttpDashboard, HttpDashboardOptions};
 use crate::rayservice::dashboard::{DashboardEndpoint, RayDashboard, RayJobsApi};
+use crate::rayservice::raycronjob::controller as cronctl;
 use crate::rayservice::rayjob::controller as rjctl;
 use crate::rayservice::service::controller::{self as rsctl, DashboardFactory};
 
@@ -102,14 +104,19 @@ pub fn spawn_ray_operator(
     services.config.gates = gates;
     services.config.upgrade_deadline = upgrade_deadline;
     let jobs_api = dashboards.jobs(&client);
-    let mut jobs = rjctl::Context::new(client, jobs_api);
+    let mut jobs = rjctl::Context::new(client.clone(), jobs_api);
     jobs.config.gates = gates;
     if let Dashboards::Simulated(_) = dashboards {
         // Simulated heads answer at once: poll running jobs often so their end shows promptly.
         jobs.config.requeue = Duration::from_millis(300);
     }
     let (clusters, services, jobs) = (Arc::new(clusters), Arc::new(services), Arc::new(jobs));
-    RayOperator(
-        vec![tokio::spawn(clusterctl::run(clusters)), tokio::spawn(rsctl::run(services)), tokio::spawn(rjctl::run(jobs))].into(),
-    )
+    let mut tasks = vec![tokio::spawn(clusterctl::run(clusters)), tokio::spawn(rsctl::run(services)), tokio::spawn(rjctl::run(jobs))];
+    // KubeRay starts its RayCronJob controller only with the gate; the CRD is installed either way.
+    if gates.ray_cron_job {
+        let mut crons = cronctl::Context::new(client);
+        crons.gates = gates;
+        tasks.push(tokio::spawn(cronctl::run(Arc::new(crons))));
+    }
+    RayOperator(tasks.into())
 }

@@ -185,6 +185,7 @@ pub const HOOKS: &[Hook] = &[
     hook("vraycluster.kb.io", false, "ray.io", "v1", "RayCluster", "rayclusters"),
     hook("vrayservice.kb.io", false, "ray.io", "v1", "RayService", "rayservices"),
     hook("vrayjob.kb.io", false, "ray.io", "v1", "RayJob", "rayjobs"),
+    hook("vraycronjob.kb.io", false, "ray.io", "v1", "RayCronJob", "raycronjobs"),
     hook("vjob.kb.io", false, "batch", "v1", "Job", "jobs"),
     hook(POD_VALIDATING, false, "", "v1", "Pod", "pods"),
 ];

@@ -861,6 +861,8 @@ async fn the_manager_needs_exactly_the_shipped_role() {
     let server = quotagate::embedded::EmbeddedServer::new(&quotagate::api::all_crds(), std::sync::Arc::new(admission));
     let mut c = Cluster::start_with_ray_on(server, Limits::default().cq("cq", 4000)).await;
     c.frameworks = frameworks;
+    // KubeRay's alpha RayCronJob controller too: it creates RayJobs and writes its own status.
+    c.ray_gates.ray_cron_job = true;
     let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(c.client.clone());
     nss.create(
         &PostParams::default(),
@@ -1052,6 +1054,7 @@ async fn the_manager_needs_exactly_the_shipped_role() {
             "deletionStrategy": {"onSuccess": {"policy": "DeleteSelf"}, "onFailure": {"policy": "DeleteSelf"}},
             "rayClusterSpec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head",
                 "image": "rayproject/ray:2.46.0", "resources": {"requests": {"cpu": "1"}}}]}}}}}});
+    let rj_template = rj["spec"].clone();
     rayjobs.create(&PostParams::default(), &serde_json::from_value(rj.clone()).unwrap()).await.unwrap();
     poll("the RayJob to run and delete itself", || async { rayjobs.get_opt("rj").await.unwrap().is_none().then_some(()) }).await;
     s.wait_cq_cpu(0).await;
@@ -1064,6 +1067,26 @@ async fn the_manager_needs_exactly_the_shipped_role() {
     k8s["spec"]["backoffLimit"] = json!(1);
     rayjobs.create(&PostParams::default(), &serde_json::from_value(k8s).unwrap()).await.unwrap();
     poll("the K8sJobMode RayJob to run and delete itself", || async { rayjobs.get_opt("rj-k8s").await.unwrap().is_none().then_some(()) }).await;
+    s.wait_cq_cpu(0).await;
+    // A queue-labelled RayCronJob (KubeRay's RayCronJob gate): the manager creates its RayJob (owned by
+    // it, blocking its deletion) and writes `lastScheduleTime`; the RayJob runs and deletes itself.
+    let crons: Api<quotagate::api::ray::RayCronJob> = Api::namespaced(s.c.client.clone(), NS);
+    let cron = json!({"apiVersion": "ray.io/v1", "kind": "RayCronJob",
+        "metadata": {"name": "nightly", "namespace": NS, "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+        "spec": {"schedule": "@every 1s", "jobTemplate": rj_template}});
+    crons.create(&PostParams::default(), &serde_json::from_value(cron).unwrap()).await.unwrap();
+    poll("the RayCronJob to schedule a RayJob", || async {
+        let c = crons.get("nightly").await.unwrap();
+        c.status.and_then(|st| st.last_schedule_time).map(|_| ())
+    })
+    .await;
+    crons.patch("nightly", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"suspend": true}}))).await.unwrap();
+    poll("its RayJob to run and delete itself", || async {
+        let left = rayjobs.list(&ListParams::default().labels("ray.io/cronjob-name=nightly")).await.unwrap().items;
+        left.is_empty().then_some(())
+    })
+    .await;
+    crons.delete("nightly", &DeleteParams::default()).await.unwrap();
     s.wait_cq_cpu(0).await;
 
     // A queue-labelled Pod (Kueue's pod integration): created gated, ungated on admission, then

@@ -207,3 +207,117 @@ async fn kubectl_sees_a_rayjob_wait_run_succeed_and_its_cluster_go_after_the_ttl
     })
     .await;
 }
+
+/// How many RayJobs a RayCronJob made (they carry `ray.io/cronjob-name`).
+async fn cron_made(run: &Running) -> usize {
+    get(run, &["get", "rayjobs", "-l", "ray.io/cronjob-name", "-o", "name"]).await.lines().count()
+}
+
+/// Two RayCronJobs, each `@every 2s`, sharing a queue whose quota fits one of their RayJobs at a time
+/// (head 1 CPU + worker 1 CPU + KubeRay's 500m submitter = 2.5 of 3 CPUs).
+fn ray_cron_job(name: &str) -> String {
+    let job = ray_job("unused", "sleep 10", 0, 0);
+    let spec = job.split_once("spec:\n").map(|(_, s)| s).unwrap_or_default();
+    let template: String = spec.lines().map(|l| format!("    {l}\n")).collect();
+    format!(
+        "apiVersion: ray.io/v1
+kind: RayCronJob
+metadata:
+  name: {name}
+  namespace: default
+  labels:
+    kueue.x-k8s.io/queue-name: user-queue
+spec:
+  schedule: \"@every 2s\"
+  jobTemplate:
+{template}"
+    )
+}
+
+/// Issue 36's RayCronJob, through the real kubectl against `run_embedded` with KubeRay's `RayCronJob`
+/// gate on. KubeRay: `ray-operator/test/e2eraycronjob/raycronjob_test.go` (`TestRayCronJobSuspend`:
+/// the RayCronJob's RayJobs, owned by it, and none created while suspended; `TestRayCronJobNoDuplicateRayJob`:
+/// one RayJob per schedule time however often it reconciles) and the CRD's printer columns; Kueue:
+/// each RayJob is an ordinary queued RayJob, so the two wait for each other under a quota that fits
+/// one, run to SUCCEEDED, and give the quota back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_sees_ray_cron_jobs_make_queued_ray_jobs_that_run_under_quota() {
+    Box::pin(async move {
+        let Some(run) = Running::start_with("kubectl-raycronjobs", |o| {
+            o.manager.ray = Some(quotagate::wiring::ray::Dashboards::simulated(Duration::from_millis(100), Duration::from_millis(100)));
+            o.manager.ray_gates.ray_cron_job = true;
+        })
+        .await
+        else {
+            return;
+        };
+        let write = |name: &str, text: &str| {
+            let path = run.dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            path.to_string_lossy().into_owned()
+        };
+        get(&run, &["apply", "-f", &write("quota.yaml", &QUOTA.replace("nominalQuota: \"2\"", "nominalQuota: \"3\""))]).await;
+        let out = get(&run, &["apply", "-f", &write("crons.yaml", &format!("{}---\n{}", ray_cron_job("nightly-a"), ray_cron_job("nightly-b")))]).await;
+        assert!(out.contains("raycronjob.ray.io/nightly-a created") && out.contains("raycronjob.ray.io/nightly-b created"), "{out}");
+
+        // Each schedules a RayJob named `<cron>-<unix minute>`, owned by it and labelled with it.
+        let mut names = Vec::new();
+        for cron in ["nightly-a", "nightly-b"] {
+            let found = loop {
+                let out = get(&run, &["get", "rayjobs", "-l", &format!("ray.io/cronjob-name={cron}"), "-o", "jsonpath={range .items[*]}{.metadata.name} {.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name} {.metadata.labels.kueue\\.x-k8s\\.io/queue-name};{end}"]).await;
+                if let Some(first) = out.split(';').find(|s| !s.is_empty()) {
+                    break first.to_string();
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            };
+            let parts: Vec<&str> = found.split(' ').collect();
+            let minute: i64 = parts[0].strip_prefix(&format!("{cron}-")).and_then(|m| m.parse().ok()).unwrap_or_else(|| panic!("{found}"));
+            assert!((minute * 60 - jiff::Timestamp::now().as_second()).abs() < 120, "named by its schedule minute: {found}");
+            assert_eq!(&parts[1..], [&format!("RayCronJob/{cron}")[..], "user-queue"], "{found}");
+            names.push(parts[0].to_string());
+        }
+
+        // `kubectl get raycronjob`: KubeRay's columns, the schedule, the time of the last RayJob.
+        let table = get(&run, &["get", "raycronjob", "nightly-a"]).await;
+        let header: Vec<&str> = table.lines().next().unwrap_or_default().split("  ").map(str::trim).filter(|s| !s.is_empty()).collect();
+        assert_eq!(header, ["NAME", "SCHEDULE", "TIMEZONE", "LAST SCHEDULE", "AGE", "SUSPEND"], "{table}");
+        let row = table.lines().nth(1).unwrap_or_default();
+        assert!(row.starts_with("nightly-a") && row.contains("@every 2s") && !row.contains("<unknown>"), "{table}");
+
+        // Suspended: no new RayJob, and kubectl shows it.
+        for cron in ["nightly-a", "nightly-b"] {
+            get(&run, &["patch", "raycronjob", cron, "--type=merge", "-p", r#"{"spec":{"suspend":true}}"#]).await;
+        }
+        let suspended = get(&run, &["get", "raycronjob", "-o", "jsonpath={range .items[*]}{.spec.suspend} {end}"]).await;
+        assert_eq!(suspended.trim(), "true true");
+        let count = cron_made(&run).await;
+        assert!(count >= 2, "two RayJobs at least (one more if a minute turned before the suspend)");
+
+        // The quota fits one: one runs while the other waits suspended with its Workload unreserved.
+        let running = loop {
+            let out = get(&run, &["get", "rayjobs", "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.jobStatus}/{.status.jobDeploymentStatus};{end}"]).await;
+            let states: Vec<(String, String)> = out.split(';').filter_map(|s| s.split_once('=')).map(|(a, b)| (a.to_string(), b.to_string())).collect();
+            if let Some((name, _)) = states.iter().find(|(_, s)| s.starts_with("RUNNING/")) {
+                let others: Vec<&(String, String)> = states.iter().filter(|(n, s)| n != name && !s.starts_with("SUCCEEDED")).collect();
+                assert!(others.iter().all(|(_, s)| s.ends_with("/Suspended") || s.ends_with("/")), "only one runs under a quota for one: {out}");
+                break name.clone();
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        let clusters = get(&run, &["get", "rayclusters", "-o", "name"]).await;
+        assert_eq!(clusters.lines().count(), 1, "one cluster while one RayJob holds the quota: {clusters}");
+        let waiting = names.iter().find(|n| **n != running).unwrap().clone();
+        let wl = workload_of(&run, &waiting).await;
+        get(&run, &["wait", "--for=jsonpath={.status.conditions[?(@.type==\"QuotaReserved\")].status}=False", &format!("workload/{wl}"), "--timeout=30s"]).await;
+
+        // Both (and any made before the suspend) run to SUCCEEDED in turn; nothing holds the quota after.
+        for name in get(&run, &["get", "rayjobs", "-l", "ray.io/cronjob-name", "-o", "name"]).await.lines() {
+            get(&run, &["wait", "--for=jsonpath={.status.jobDeploymentStatus}=Complete", name, "--timeout=120s"]).await;
+            assert_eq!(get(&run, &["get", name, "-o", "jsonpath={.status.jobStatus}"]).await, "SUCCEEDED");
+        }
+        assert_eq!(cron_made(&run).await, count, "no RayJob was created while suspended");
+        get(&run, &["wait", "--for=jsonpath={.status.reservingWorkloads}=0", "clusterqueue/cq", "--timeout=30s"]).await;
+        run.stop().await;
+    })
+    .await;
+}

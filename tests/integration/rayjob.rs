@@ -440,3 +440,115 @@ async fn a_queue_labelled_rayjob_with_a_cluster_selector_is_not_queue_managed() 
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
+
+/// An elastic RayJob (`kueue.x-k8s.io/elastic-job: "true"`, the in-tree autoscaler on): head 1 CPU (plus
+/// the autoscaler's 500m), workers of 1 CPU, one to start, up to four.
+fn elastic_ray_job(name: &str) -> RayJob {
+    let mut job = ray_job(name, "sleep 120");
+    job.metadata.annotations = Some([(label::ELASTIC_JOB.to_string(), "true".to_string())].into());
+    let spec = job.spec.ray_cluster_spec.as_mut().unwrap();
+    spec.enable_in_tree_autoscaling = Some(true);
+    let group = &mut spec.worker_group_specs.as_mut().unwrap()[0];
+    (group.min_replicas, group.max_replicas) = (Some(1), Some(4));
+    job
+}
+
+/// Kueue v0.20's elastic RayJob (`pkg/controller/jobs/rayjob` `PodSets` with `raycluster.UpdatePodSets`,
+/// `TestGetCustomAnnotations` "first call sets annotation with all podset counts": the worker podset
+/// follows the live cluster's replicas; `test/e2e/singlecluster/extended/kuberay_test.go` "Should run a
+/// rayjob with InTreeAutoscaling": the autoscaler's workers run under an admitted workload, one
+/// unfinished Workload at a time) with Kueue's workload-slice rules (KEP 77): the autoscaler growing
+/// the job's cluster makes a replacement slice while the job runs on; the new workers wait behind the
+/// gate until the slice is admitted, which finishes the old one (`WorkloadSliceReplaced`); a smaller
+/// cluster shrinks the slice in place once the workers are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_elastic_rayjob_grows_through_a_slice_while_it_runs_and_shrinks_in_place() {
+    Box::pin(async move {
+        let c = queued_ray_jobs("3").await;
+        let jobs: Api<RayJob> = Api::namespaced(c.client.clone(), "default");
+        let clusters: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
+        let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+        let wls = c.workloads();
+        jobs.create(&PostParams::default(), &elastic_ray_job("elastic")).await.unwrap();
+        let running = wait_for(&jobs, "elastic", "running", |j| j.status.as_ref().and_then(|s| s.job_status) == Some(JobStatus::Running)).await;
+        let name = running.status.as_ref().and_then(|s| s.ray_cluster_name.clone()).unwrap();
+        let workers = || async {
+            let sel = format!("ray.io/cluster={name},ray.io/node-type=worker");
+            pods.list(&ListParams::default().labels(&sel)).await.unwrap().items.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()).count()
+        };
+        let live = || async {
+            let all = wls.list(&ListParams::default()).await.unwrap().items;
+            owned_by(all, &running).into_iter().filter(|w| !w.is_finished()).collect::<Vec<_>>()
+        };
+        let worker_count = |w: &Workload| w.spec.pod_sets.iter().find(|p| p.name() == "workers").map(|p| p.count());
+        let first = live().await;
+        assert_eq!(first.len(), 1);
+        let first = first[0].name_any();
+        assert_eq!(worker_count(&wls.get(&first).await.unwrap()), Some(1));
+
+        // The autoscaler asks for 3 workers: 1.5 + 3 CPUs, over the 3 of the queue. A replacement slice
+        // waits; the job runs on with its one worker; the cluster says what it waits for.
+        let scale = |n: i32| json!([{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": n}]);
+        clusters.patch(&name, &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(scale(3)).unwrap())).await.unwrap();
+        let second = loop {
+            let found = live().await.into_iter().find(|w| w.annotations().get(label::WORKLOAD_SLICE_REPLACEMENT_FOR) == Some(&format!("default/{first}")));
+            if let Some(w) = found {
+                break w;
+            }
+            c.quota.wait_any_event().await;
+        };
+        assert_eq!(worker_count(&second), Some(3), "the slice asks for what the autoscaler wrote");
+        let second = second.name_any();
+        wait_for(&wls, &second, "waiting for quota", |w| condition(w, condition::QUOTA_RESERVED).is_some_and(|c| c.0 == "False")).await;
+        wait_for(&clusters, &name, "gated", |rc| {
+            rc.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "QuotaGated" && c.status == "True"))
+        })
+        .await;
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        assert_eq!(workers().await, 1, "no worker beyond the admitted slice");
+        let j = jobs.get("elastic").await.unwrap();
+        assert_eq!((j.spec.suspend, j.status.as_ref().and_then(|s| s.job_status)), (Some(false), Some(JobStatus::Running)), "the job runs on while its slice waits");
+        assert!(reserved(&wls.get(&first).await.unwrap()), "the running slice keeps its quota");
+
+        // Quota for it: the slice is admitted, replaces the first, and the two new workers start.
+        c.quota.set_cq_limit("cq", 5000);
+        set_quota(&c, "5").await;
+        let old = wait_for(&wls, &first, "replaced", |w| condition(w, "Finished").is_some_and(|c| c.0 == "True")).await;
+        assert_eq!(condition(&old, "Finished").unwrap().1, "WorkloadSliceReplaced");
+        wait_for(&wls, &second, "admitted", reserved).await;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while workers().await < 3 {
+            assert!(std::time::Instant::now() < deadline, "the admitted slice's workers did not start");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+
+        Box::pin(shrink_in_place(&c, &name, &second, &running)).await;
+        c.quota.assert_safe();
+    })
+    .await;
+}
+
+/// The autoscaler lets two of the elastic job's three workers go (`replicas` and the two in
+/// `workersToDelete`): its admitted slice shrinks in place to one worker once they are gone.
+async fn shrink_in_place(c: &Cluster, name: &str, second: &str, running: &RayJob) {
+    let jobs: Api<RayJob> = Api::namespaced(c.client.clone(), "default");
+    let clusters: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+    let wls = c.workloads();
+    let sel = format!("ray.io/cluster={name},ray.io/node-type=worker");
+    let live_pods = pods.list(&ListParams::default().labels(&sel)).await.unwrap().items;
+    let victims: Vec<String> = live_pods.iter().take(2).map(|p| p.name_any()).collect();
+    let down = json!([
+        {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 1},
+        {"op": "add", "path": "/spec/workerGroupSpecs/0/scaleStrategy", "value": {"workersToDelete": victims}}
+    ]);
+    clusters.patch(name, &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(down).unwrap())).await.unwrap();
+    let shrunk = wait_for(&wls, second, "shrunk to 1 worker", |w| w.spec.pod_sets.iter().any(|p| p.name() == "workers" && p.count() == 1)).await;
+    assert!(reserved(&shrunk), "the same Workload keeps its smaller reservation");
+    let left = pods.list(&ListParams::default().labels(&sel)).await.unwrap().items.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()).count();
+    assert_eq!(left, 1);
+    let all = wls.list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(owned_by(all, running).into_iter().filter(|w| !w.is_finished()).count(), 1, "one unfinished Workload");
+    let j = jobs.get("elastic").await.unwrap();
+    assert_eq!(j.status.as_ref().and_then(|s| s.job_status), Some(JobStatus::Running));
+}

@@ -65,10 +65,10 @@ async fn submitters(c: &Cluster) -> Vec<String> {
 }
 
 /// `rayjob_test.go` "Successful RayJob", "Failing RayJob without cluster shutdown after finished",
-/// "Should transition to 'Complete' if the Ray job has stopped." and "RayJob has passed
-/// ActiveDeadlineSeconds", run side by side as KubeRay runs them in one namespace. ("Failing submitter
-/// K8s Job" is not ported: the simulated dashboard answers at any address, so a submitter pointed at
-/// `http://do-not-exist:8265` does not fail as the real CLI does.)
+/// "Failing submitter K8s Job", "Should transition to 'Complete' if the Ray job has stopped." and
+/// "RayJob has passed ActiveDeadlineSeconds", run side by side as KubeRay runs them in one namespace.
+/// The failing submitter points `ray job submit` at `http://do-not-exist:8265`, a name the cluster's
+/// DNS does not resolve: the simulated CLI fails to connect as the real one does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kuberay_e2e_rayjob_runs_fails_stops_and_passes_its_deadline() {
     // Boxed: the body's future is too large for the test thread's stack.
@@ -94,6 +94,14 @@ async fn kuberay_e2e_rayjob_runs_fails_stops_and_passes_its_deadline() {
         long.spec.ttl_seconds_after_finished = Some(600);
         long.spec.active_deadline_seconds = Some(3);
         create(long).await;
+        // KubeRay's `JobSubmitterPodTemplateApplyConfiguration` with the command replaced.
+        let mut fail_k8s_job = ray_job("fail-k8s-job", "The command will be overridden by the submitter Job");
+        fail_k8s_job.spec.shutdown_after_job_finishes = Some(true);
+        fail_k8s_job.spec.submitter_pod_template = Some(serde_json::from_value(json!({"spec": {"restartPolicy": "Never", "containers": [{
+            "name": "ray-job-submitter", "image": "rayproject/ray:2.46.0",
+            "command": ["ray", "job", "submit", "--address", "http://do-not-exist:8265", "--", "echo 123"],
+            "resources": {"requests": {"cpu": "200m", "memory": "200Mi"}}}]}})).unwrap());
+        create(fail_k8s_job).await;
 
         // Successful RayJob: the job's own head Service (`GenerateHeadServiceName(RayJobCRD, ...)`) appears
         // and selects the job's cluster; SUCCEEDED, Complete, the Ray job's times, the cluster torn down,
@@ -136,6 +144,18 @@ async fn kuberay_e2e_rayjob_runs_fails_stops_and_passes_its_deadline() {
         // activeDeadlineSeconds passed while the job runs: Failed with DeadlineExceeded.
         let late = wait_deployment(&jobs, "long-running", D::Failed).await;
         assert_eq!(late.status.and_then(|s| s.reason), Some(JobFailedReason::DeadlineExceeded));
+
+        // Failing submitter K8s Job: the submitter cannot reach the cluster and its Job reaches its
+        // back-off limit; the RayJob is Failed with SubmissionFailed and no Ray job status (New); the
+        // cluster goes (shutdownAfterJobFinishes), the submitter Job stays until the RayJob is deleted.
+        let failed = wait_deployment(&jobs, "fail-k8s-job", D::Failed).await;
+        let status = failed.status.clone().unwrap();
+        assert_eq!((status.job_status, status.reason), (None, Some(JobFailedReason::SubmissionFailed)), "{status:?}");
+        wait_gone(&clusters, status.ray_cluster_name.as_deref().unwrap()).await;
+        let submitter = Api::<Job>::namespaced(c.client.clone(), "default").get("fail-k8s-job").await.unwrap();
+        let tries = submitter.status.as_ref().and_then(|s| s.failed).unwrap_or(0);
+        assert_eq!(tries, 3, "KubeRay's submitter Job back-off limit (2): three tries, all failed");
+        jobs.delete("fail-k8s-job", &DeleteParams::default()).await.unwrap();
     })
     .await;
 }

@@ -95,6 +95,8 @@ pub struct Cluster {
     pub load: Option<quotagate::wiring::raysim::LoadBoard>,
     /// The job kinds managers started by `restart_manager` manage (Kueue's `integrations.frameworks`).
     pub frameworks: quotagate::api::kueue::config::Frameworks,
+    /// The KubeRay feature gates of managers started by `restart_manager`.
+    pub ray_gates: quotagate::api::ray::validation::RayFeatureGates,
     _sims: Option<tokio_util::sync::DropGuard>,
 }
 
@@ -122,6 +124,7 @@ impl Cluster {
             restricted: None,
             load: None,
             frameworks: Default::default(),
+            ray_gates: Default::default(),
             _sims: None,
         }
     }
@@ -207,6 +210,7 @@ impl Cluster {
                     resync: Duration::from_millis(300),
                     ray: self.ray.clone(),
                     frameworks: self.frameworks,
+                    ray_gates: self.ray_gates,
                     ..Default::default()
                 },
             ),
@@ -218,6 +222,7 @@ impl Cluster {
                     resync: Duration::from_millis(300),
                     ray: self.ray.clone(),
                     frameworks: self.frameworks,
+                    ray_gates: self.ray_gates,
                     ..Default::default()
                 },
             ),

@@ -146,6 +146,15 @@ pub const HTTPROUTE_SUFFIX: &str = "httproute";
 pub const MAX_RAY_CLUSTER_NAME_LENGTH: usize = 53;
 pub const MAX_RAY_SERVICE_NAME_LENGTH: usize = 47;
 pub const MAX_RAY_JOB_NAME_LENGTH: usize = 47;
+/// Leaves room for the `-<unix minute>` (up to 11 characters) of the RayJobs a RayCronJob creates.
+pub const MAX_RAY_CRON_JOB_NAME_LENGTH: usize = MAX_RAY_JOB_NAME_LENGTH - 11;
+
+// RayCronJob: what it writes on the RayJobs it creates, and its event reasons.
+pub const LABEL_CRON_JOB_NAME: &str = "ray.io/cronjob-name";
+pub const ANNOTATION_CRON_JOB_SCHEDULED_TIMESTAMP: &str = "ray.io/cronjob-scheduled-timestamp";
+pub const CRD_RAY_CRON_JOB: &str = "RayCronJob";
+pub const EVENT_INVALID_RAY_CRON_JOB_SPEC: &str = "InvalidRayCronJobSpec";
+pub const EVENT_SUSPENDED_RAY_CRON_JOB: &str = "SuspendedRayCronJob";
 
 // Timings (seconds).
 pub const DEFAULT_RAY_CLUSTER_DELETION_DELAY_SECONDS: i32 = 60;

@@ -21,10 +21,9 @@ pub enum Support {
     NotImplemented,
     /// Implemented with the gate's own default, either value accepted (RayJobDeletionPolicy: off refuses
     /// `deletionStrategy` and worker-group `suspend`, and the RayJob controller ignores the strategy;
-    /// SidecarSubmitterRestart: on, SidecarMode's submitter container restarts on failure).
+    /// SidecarSubmitterRestart: on, SidecarMode's submitter container restarts on failure;
+    /// RayCronJob: on, the RayCronJob controller runs).
     Honoured,
-    /// The RayCronJob gate: accepted; no effect (quotagate has no RayCronJob kind).
-    NoRayJob,
     /// Turning it on is refused: quotagate has no such feature.
     RefusedOn,
 }
@@ -46,7 +45,7 @@ pub const GATES: [Gate; 11] = [
     gate("RayJobDeletionPolicy", true, Stage::Beta, Support::Honoured),
     gate("RayMultiHostIndexing", true, Stage::Beta, Support::AlwaysOn),
     gate("RayServiceIncrementalUpgrade", true, Stage::Beta, Support::AlwaysOn),
-    gate("RayCronJob", false, Stage::Alpha, Support::NoRayJob),
+    gate("RayCronJob", false, Stage::Alpha, Support::Honoured),
     gate("SidecarSubmitterRestart", false, Stage::Alpha, Support::Honoured),
     gate("RayClusterNetworkPolicy", false, Stage::Alpha, Support::NotImplemented),
     gate("GCSFaultToleranceEmbeddedStorage", false, Stage::Alpha, Support::NotImplemented),
@@ -86,6 +85,7 @@ pub fn parse(text: &str) -> Result<RayFeatureGates, String> {
             "GCSFaultToleranceEmbeddedStorage" => gates.embedded_gcs_storage = on,
             "RayJobDeletionPolicy" => gates.job_deletion_policy = on,
             "SidecarSubmitterRestart" => gates.sidecar_submitter_restart = on,
+            "RayCronJob" => gates.ray_cron_job = on,
             _ => {}
         }
     }
@@ -110,6 +110,7 @@ mod tests {
         let g = parse("RayClusterMTLS=true, RayClusterHistoryServer=true,RayCronJob=true").unwrap();
         assert!(g.mtls && g.history_server && !g.network_policy && !g.sidecar_submitter_restart);
         assert!(parse("SidecarSubmitterRestart=true").unwrap().sidecar_submitter_restart);
+        assert!(g.ray_cron_job && !parse("").unwrap().ray_cron_job, "RayCronJob: alpha, off unless asked for");
         assert!(parse("RayServiceIncrementalUpgrade=true").is_ok());
         let err = |s: &str| parse(s).unwrap_err();
         assert_eq!(err("Nope=true"), "unrecognized feature gate: Nope");

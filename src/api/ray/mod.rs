@@ -1,9 +1,12 @@
-//! KubeRay-compatible `ray.io/v1` types (RayCluster, RayService, RayJob), their constants and validation.
+//! KubeRay-compatible `ray.io/v1` types (RayCluster, RayService, RayJob, RayCronJob), their constants and
+//! validation.
 
 pub mod child_guard;
 pub mod constants;
+pub mod cron;
 pub mod features;
 pub mod raycluster;
+pub mod raycronjob;
 pub mod rayjob;
 pub mod rayservice;
 pub mod validation;
@@ -12,6 +15,7 @@ pub mod validation;
 pub(crate) mod roundtrip_tests;
 
 pub use raycluster::{RayCluster, RayClusterSpec, RayClusterStatus, WorkerGroupSpec};
+pub use raycronjob::{RayCronJob, RayCronJobSpec, RayCronJobStatus};
 pub use rayjob::{RayJob, RayJobSpec, RayJobStatus};
 pub use rayservice::{RayService, RayServiceSpec, RayServiceStatuses};
 
@@ -20,5 +24,5 @@ use kube::CustomResourceExt;
 
 /// CRDs the embedded API server serves for KubeRay.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![RayCluster::crd(), RayService::crd(), RayJob::crd()]
+    vec![RayCluster::crd(), RayService::crd(), RayJob::crd(), RayCronJob::crd()]
 }

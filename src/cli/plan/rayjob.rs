@@ -49,7 +49,7 @@ pub fn compute(job: &RayJob) -> Result<(JobPlan, Vec<crate::api::kueue::PodSet>)
             "RayJob {name} uses spec.clusterSelector: it runs on an existing RayCluster and, as in Kueue, is not queue-managed, so it asks no quota of its own"
         )));
     }
-    let podsets = RayJobJob { job: job.clone() }.pod_sets().map_err(|e| PlanError::Input(format!("RayJob {name}: {e}")))?;
+    let podsets = RayJobJob::new(job.clone()).pod_sets().map_err(|e| PlanError::Input(format!("RayJob {name}: {e}")))?;
     let mut reports = Vec::new();
     let mut totals: BTreeMap<String, Amount> = BTreeMap::new();
     for ps in &podsets {

@@ -60,8 +60,8 @@ pub async fn run(ctx: Arc<Context>) {
     )
     .owns(Api::<Pod>::all(client.clone()), pods)
     .owns(Api::<Service>::all(client.clone()), watcher::Config::default());
-    // A workload slice admitted or evicted opens or closes the gate of the RayCluster that owns it, or
-    // of its RayService's children.
+    // A workload slice admitted or evicted opens or closes the gate of the RayCluster that owns it, of
+    // its RayService's children, or of its RayJob's cluster (an elastic job's new slice).
     let clusters = controller.store();
     let controller = controller.watches(
         Api::<Workload>::all(client),
@@ -71,14 +71,15 @@ pub async fn run(ctx: Arc<Context>) {
             let owners = |kind: &str| -> Vec<String> {
                 wl.owner_references().iter().filter(|o| o.kind == kind).map(|o| o.name.clone()).collect()
             };
-            let (services, own) = (owners(c::CRD_RAY_SERVICE), owners(c::CRD_RAY_CLUSTER));
+            let (services, own, jobs) = (owners(c::CRD_RAY_SERVICE), owners(c::CRD_RAY_CLUSTER), owners(c::CRD_RAY_JOB));
             clusters
                 .state()
                 .into_iter()
                 .filter(|rc| {
                     rc.namespace() == ns
                         && (own.contains(&rc.name_any())
-                            || gate::parent_service(rc).is_some_and(|p| services.contains(&p)))
+                            || gate::parent_service(rc).is_some_and(|p| services.contains(&p))
+                            || gate::parent_ray_job(rc).is_some_and(|j| jobs.contains(&j)))
                 })
                 .map(|rc| ObjectRef::from_obj(rc.as_ref()))
                 .collect::<Vec<_>>()

@@ -90,6 +90,22 @@ impl JobKind for RayClusterJob {
     }
 }
 
+impl RayClusterJob {
+    /// The podsets of an elastic cluster: its spec's counts (what the autoscaler wrote), never below
+    /// the pods it has (terminating ones included) nor below its admitted slice while its controller
+    /// has not observed its spec. An elastic RayJob's Workload takes its cluster's counts from here.
+    pub fn elastic_pod_sets(&self) -> Result<Vec<PodSet>, JobFrameworkError> {
+        let mut podsets = raycluster_podsets(&self.rc)?;
+        for ps in &mut podsets {
+            let group = ps.name.clone().unwrap_or_default();
+            let have = self.pods.get(&group).copied().unwrap_or(0);
+            let held = self.held.get(&group).copied().unwrap_or(0);
+            ps.count = Some(i32::try_from(i64::from(ps.count()).max(have).max(held)).unwrap_or(i32::MAX));
+        }
+        Ok(podsets)
+    }
+}
+
 /// The podsets of a RayCluster, or an error naming what is wrong with its spec.
 pub fn raycluster_podsets(rc: &RayCluster) -> Result<Vec<PodSet>, JobFrameworkError> {
     cluster_podsets(rc, &BuildOptions::default())
@@ -176,17 +192,10 @@ impl GenericJob for RayClusterJob {
     /// spec; a name left in `workersToDelete` after its pod went counts for nothing.
     /// A plain cluster's counts are its spec's.
     fn pod_sets(&self) -> Result<Vec<PodSet>, JobFrameworkError> {
-        let mut podsets = raycluster_podsets(&self.rc)?;
         if !self.uses_slices() {
-            return Ok(podsets);
+            return raycluster_podsets(&self.rc);
         }
-        for ps in &mut podsets {
-            let group = ps.name.clone().unwrap_or_default();
-            let have = self.pods.get(&group).copied().unwrap_or(0);
-            let held = self.held.get(&group).copied().unwrap_or(0);
-            ps.count = Some(i32::try_from(i64::from(ps.count()).max(have).max(held)).unwrap_or(i32::MAX));
-        }
-        Ok(podsets)
+        self.elastic_pod_sets()
     }
 
     /// While any of its pods exists (terminating ones included), and while a suspended cluster's

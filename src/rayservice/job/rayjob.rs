@@ -3,20 +3,28 @@
 //! K8sJobMode. `spec.suspend` is the switch: KubeRay creates no cluster while it is true and deletes the
 //! cluster when it becomes true, so admission starts the job and eviction stops it whole. A RayJob on an
 //! existing cluster (`clusterSelector`) is not queue-managed.
+//!
+//! An elastic RayJob (`kueue.x-k8s.io/elastic-job: "true"`) with the in-tree autoscaler takes its worker
+//! counts from its live cluster, as Kueue v0.20's `UpdatePodSets` does: when the autoscaler grows a group
+//! the demand grows and the job framework asks for a new workload slice while the job runs on; the
+//! cluster's gate keeps the new workers from being created until the slice is admitted. A smaller demand
+//! shrinks the slice in place, once the pods it no longer covers are gone.
+
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::GroupVersionKind;
-use kube::Resource;
+use kube::{Api, Resource, ResourceExt};
 
-use super::raycluster::raycluster_podsets;
+use super::raycluster::{RayClusterJob, raycluster_podsets};
 use crate::api::kueue::{PodSet, Workload};
 use crate::api::ray::raycluster::ClusterState;
 use crate::api::ray::rayjob::{JobDeploymentStatus, JobStatus, JobSubmissionMode};
 use crate::api::ray::{RayCluster, RayJob};
 use crate::jobframework::{
-    Finished, GenericJob, JobFrameworkError, JobKind, JobWithOnHold, JobWithSkip, PodSetInfo, merge_all,
-    restore_template,
+    ElasticWorkloadNameProvider, Finished, GenericJob, JobFrameworkError, JobKind, JobWithOnHold, JobWithSkip, PodSetInfo,
+    merge_all, restore_template, workload_slice_enabled,
 };
 use crate::rayservice::rayjob::controller::default_submitter_template;
 
@@ -25,17 +33,45 @@ pub const SUBMITTER_PODSET: &str = "submitter";
 
 pub struct RayJobJob {
     pub job: RayJob,
+    /// The live cluster of an elastic, autoscaled job, with its pods: the Workload's worker counts.
+    pub cluster: Option<RayClusterJob>,
+}
+
+impl RayJobJob {
+    /// A job whose podsets are its spec's (not elastic, or no cluster yet).
+    pub fn new(job: RayJob) -> Self {
+        RayJobJob { job, cluster: None }
+    }
+}
+
+/// Kueue's condition for following the cluster: workload slicing on the job and the in-tree autoscaler.
+pub fn follows_autoscaler(job: &RayJob) -> bool {
+    workload_slice_enabled(&job.metadata) && job.spec.ray_cluster_spec.as_ref().is_some_and(|c| c.autoscaling_enabled())
 }
 
 impl JobKind for RayJobJob {
     type Object = RayJob;
 
-    async fn load(obj: &RayJob, _: &[Workload], _: &kube::Client) -> Result<Self, kube::Error> {
-        Ok(RayJobJob { job: obj.clone() })
+    async fn load(obj: &RayJob, workloads: &[Workload], client: &kube::Client) -> Result<Self, kube::Error> {
+        let name = obj.status.as_ref().and_then(|s| s.ray_cluster_name.clone()).filter(|n| !n.is_empty());
+        let (Some(name), true) = (name, follows_autoscaler(obj)) else {
+            return Ok(RayJobJob::new(obj.clone()));
+        };
+        let api: Api<RayCluster> = Api::namespaced(client.clone(), &obj.namespace().unwrap_or_default());
+        let cluster = match api.get_opt(&name).await? {
+            Some(rc) => Some(<RayClusterJob as JobKind>::load(&rc, workloads, client).await?),
+            None => None,
+        };
+        Ok(RayJobJob { job: obj.clone(), cluster })
     }
 
     fn object(&self) -> &RayJob {
         &self.job
+    }
+
+    /// The autoscaler writing the cluster's replicas changes an elastic job's demand.
+    fn watches(controller: kube::runtime::Controller<RayJob>, client: &kube::Client) -> kube::runtime::Controller<RayJob> {
+        controller.owns(Api::<RayCluster>::all(client.clone()), kube::runtime::watcher::Config::default())
     }
 }
 
@@ -146,7 +182,20 @@ impl GenericJob for RayJobJob {
                 .unwrap_or_else(|| default_submitter_template(&self.job));
             podsets.push(PodSet { name: Some(SUBMITTER_PODSET.into()), template, count: Some(1), ..Default::default() });
         }
+        if let Some(cluster) = &self.cluster {
+            // Kueue's `UpdatePodSets`: the live cluster's counts, the job's templates.
+            let live: BTreeMap<String, i32> = cluster.elastic_pod_sets()?.iter().map(|p| (p.name().to_string(), p.count())).collect();
+            for ps in podsets.iter_mut().filter(|p| p.name() != SUBMITTER_PODSET) {
+                if let Some(n) = live.get(ps.name()) {
+                    ps.count = Some(*n);
+                }
+            }
+        }
         Ok(podsets)
+    }
+
+    fn as_elastic_workload_name_provider(&self) -> Option<&dyn ElasticWorkloadNameProvider> {
+        Some(self)
     }
 
     /// Kueue: active unless Suspended (or not started): KubeRay deletes the cluster on the way there.
@@ -165,6 +214,19 @@ impl GenericJob for RayJobJob {
 
     fn as_with_on_hold(&self) -> Option<&dyn JobWithOnHold> {
         Some(self)
+    }
+}
+
+impl ElasticWorkloadNameProvider for RayJobJob {
+    /// Kueue's `GetWorkloadNameExtraPart`: the job's generation and its cluster's, so a slice for a
+    /// cluster the autoscaler grew gets a name of its own (the job's generation does not move). The
+    /// cluster's name too: a retry's new cluster counts its generations from 1 again.
+    fn workload_name_extra(&self) -> String {
+        let generation = self.job.metadata.generation.unwrap_or(0);
+        match &self.cluster {
+            Some(c) => format!("{generation}_{}_{}", c.rc.name_any(), c.rc.metadata.generation.unwrap_or(0)),
+            None => generation.to_string(),
+        }
     }
 }
 
@@ -208,7 +270,7 @@ mod tests {
             "spec": spec
         }))
         .unwrap();
-        RayJobJob { job }
+        RayJobJob::new(job)
     }
 
     fn names_and_counts(j: &RayJobJob) -> Vec<(String, i32)> {
@@ -226,6 +288,38 @@ mod tests {
         assert_eq!((requests["cpu"].0.as_str(), requests["memory"].0.as_str()), ("500m", "200Mi"));
         let http = job("HTTPMode", json!({}));
         assert_eq!(names_and_counts(&http), vec![("head".into(), 1), ("small".into(), 2)]);
+    }
+
+    /// Kueue `rayjob_controller_test.go` `TestGetCustomAnnotations` ("first call sets annotation with all
+    /// podset counts": the job asks 1 worker of group1, its live cluster has 5, the podset says 5): an
+    /// elastic, autoscaled job's worker counts are its live cluster's, never below the pods it still
+    /// has; the submitter stays 1; the slice name moves with the cluster's generation. A job that is not
+    /// elastic keeps its spec's counts.
+    #[test]
+    fn an_elastic_autoscaled_job_counts_its_live_clusters_workers() {
+        let mut j = job("K8sJobMode", json!({"rayClusterSpec": {
+            "enableInTreeAutoscaling": true,
+            "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "head", "image": "ray", "resources": {"requests": {"cpu": "1"}}}]}}},
+            "workerGroupSpecs": [{"groupName": "group1", "replicas": 1, "maxReplicas": 8, "rayStartParams": {}, "template": {"spec": {"containers": [{"name": "w", "image": "ray", "resources": {"requests": {"cpu": "1"}}}]}}}]
+        }}));
+        j.job.metadata.annotations = Some([(label::ELASTIC_JOB.to_string(), "true".to_string())].into());
+        j.job.metadata.generation = Some(1);
+        assert!(follows_autoscaler(&j.job));
+        let mut rc = RayCluster::new("rj-abcde", j.job.spec.ray_cluster_spec.clone().unwrap());
+        rc.metadata.generation = Some(4);
+        rc.spec.worker_group_specs.as_mut().unwrap()[0].replicas = Some(5);
+        let before = j.workload_name_extra();
+        j.cluster = Some(RayClusterJob::new(rc.clone()));
+        assert_eq!(names_and_counts(&j), vec![("head".into(), 1), ("group1".into(), 5), (SUBMITTER_PODSET.into(), 1)]);
+        assert_eq!((before.as_str(), j.workload_name_extra().as_str()), ("1", "1_rj-abcde_4"));
+        // The autoscaler scaled down to 2 while 3 workers still run: the demand holds 3 until they go.
+        rc.spec.worker_group_specs.as_mut().unwrap()[0].replicas = Some(2);
+        j.cluster = Some(RayClusterJob { rc, pods: [("group1".to_string(), 3)].into(), held: Default::default() });
+        assert_eq!(names_and_counts(&j)[1], ("group1".into(), 3));
+        // Not elastic: the spec's count, whatever the cluster says.
+        j.job.metadata.annotations = None;
+        assert!(!follows_autoscaler(&j.job));
+        assert_eq!(names_and_counts(&RayJobJob::new(j.job.clone()))[1], ("group1".into(), 1));
     }
 
     /// Kueue `TestRunWithPodSetsInfo`-style: admission writes each podset's node selector into its template

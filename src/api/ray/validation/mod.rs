@@ -4,6 +4,7 @@
 //! Unlike KubeRay, which stops at the first broken rule, every broken rule is reported.
 
 mod pod_resources;
+mod raycronjob;
 mod rayjob;
 mod spec;
 mod syntax;
@@ -13,6 +14,7 @@ use super::raycluster::RayCluster;
 use super::rayservice::{RayService, RayServiceUpgradeType};
 use crate::api::validation::{ErrorType, FieldError, Path};
 
+pub use raycronjob::{time_zone, validate_ray_cron_job_spec, validate_ray_cron_job_with};
 pub use rayjob::{validate_ray_job, validate_ray_job_spec, validate_ray_job_status, validate_ray_job_with};
 pub use spec::{validate_ray_cluster_spec, validate_ray_cluster_spec_with};
 pub(crate) use syntax::is_dns1035_label;
@@ -30,6 +32,8 @@ pub struct RayFeatureGates {
     /// Alpha, off: on, SidecarMode's submitter container restarts on failure (up to
     /// `submitterConfig.backoffLimit` times) and resubmits only a job the head does not know.
     pub sidecar_submitter_restart: bool,
+    /// Alpha, off: on, the RayCronJob controller runs (KubeRay starts it only with the gate).
+    pub ray_cron_job: bool,
 }
 
 impl Default for RayFeatureGates {
@@ -42,6 +46,7 @@ impl Default for RayFeatureGates {
             embedded_gcs_storage: false,
             job_deletion_policy: true,
             sidecar_submitter_restart: false,
+            ray_cron_job: false,
         }
     }
 }

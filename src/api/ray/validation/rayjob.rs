@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::super::constants as c;
-use super::super::rayjob::{DeletionPolicyType, JobDeploymentStatus, JobStatus, JobSubmissionMode, RayJob};
+use super::super::rayjob::{DeletionPolicyType, JobDeploymentStatus, JobStatus, JobSubmissionMode, RayJob, RayJobSpec};
 use super::{RayFeatureGates, validate_managed_by, validate_name, validate_ray_cluster_spec_with};
 use crate::api::validation::{ErrorType, FieldError, Path};
 
@@ -37,8 +37,13 @@ pub fn validate_ray_job_status(job: &RayJob) -> Vec<FieldError> {
 
 /// `ValidateRayJobSpec` and the CRD's own rules.
 pub fn validate_ray_job_spec(job: &RayJob, gates: RayFeatureGates) -> Vec<FieldError> {
-    let spec = &job.spec;
-    let p = Path::root("spec");
+    let annotations = job.metadata.annotations.clone().unwrap_or_default();
+    validate_spec_at(&job.spec, &annotations, &Path::root("spec"), gates)
+}
+
+/// [`validate_ray_job_spec`] of a spec at `p` (a RayCronJob's `spec.jobTemplate`).
+pub(super) fn validate_spec_at(spec: &RayJobSpec, annotations: &BTreeMap<String, String>, p: &Path, gates: RayFeatureGates) -> Vec<FieldError> {
+    let p = p.clone();
     let mut errs = Vec::new();
     let suspend = spec.is_suspended();
     let shutdown = spec.shutdown_after_finish();
@@ -51,7 +56,7 @@ pub fn validate_ray_job_spec(job: &RayJob, gates: RayFeatureGates) -> Vec<FieldE
     if spec.ttl_seconds() < 0 {
         errs.push(FieldError::invalid(&p.child("ttlSecondsAfterFinished"), "TTLSecondsAfterFinished must be a non-negative integer"));
     }
-    validate_deletion(job, gates, &p, &mut errs);
+    validate_deletion(spec, gates, &p, &mut errs);
     let selector_mode = spec.uses_cluster_selector();
     if suspend && selector_mode {
         errs.push(FieldError::invalid(&p.child("suspend"), "the ClusterSelector mode doesn't support the suspend operation"));
@@ -94,8 +99,7 @@ pub fn validate_ray_job_spec(job: &RayJob, gates: RayFeatureGates) -> Vec<FieldE
         }
     }
     if let Some(cluster) = &spec.ray_cluster_spec {
-        let annotations = job.metadata.annotations.clone().unwrap_or_default();
-        errs.extend(validate_ray_cluster_spec_with(cluster, &annotations, &p.child("rayClusterSpec"), gates));
+        errs.extend(validate_ray_cluster_spec_with(cluster, annotations, &p.child("rayClusterSpec"), gates));
     }
     if let Some(yaml) = spec.runtime_env_yaml.as_deref().filter(|y| !y.trim().is_empty())
         && let Err(msg) = check_runtime_env(yaml)
@@ -123,8 +127,7 @@ fn check_runtime_env(yaml: &str) -> Result<(), String> {
 
 /// `validateDeletionConfiguration`: TTL needs shutdown; a strategy needs the gate and is either both
 /// legacy policies or a list of rules.
-fn validate_deletion(job: &RayJob, gates: RayFeatureGates, p: &Path, errs: &mut Vec<FieldError>) {
-    let spec = &job.spec;
+fn validate_deletion(spec: &RayJobSpec, gates: RayFeatureGates, p: &Path, errs: &mut Vec<FieldError>) {
     let shutdown = spec.shutdown_after_finish();
     if !shutdown && spec.ttl_seconds() > 0 {
         errs.push(FieldError::invalid(

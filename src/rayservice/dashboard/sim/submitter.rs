@@ -9,7 +9,10 @@
 //!   Running until the Ray job ends, then Succeeded (exit 0): the CLI tails logs and exits 0 whatever
 //!   the job's end, and the RayJob reads the job's status from Ray, not from the pod;
 //! * a submission the dashboard refuses, or a dashboard that does not answer: Failed (exit 1), as the
-//!   CLI under `bash -e` fails, and the Job controller retries per its `backoffLimit`.
+//!   CLI under `bash -e` fails, and the Job controller retries per its `backoffLimit`;
+//! * an `--address` whose host the cluster's DNS would not resolve (no such Service, a name outside
+//!   the cluster): Failed (exit 1), as the CLI fails to connect. The simulated dashboards answer at
+//!   any address, so this is decided here, against the Services the API has.
 //!
 //! A pod whose command has no `ray job submit` statement is not this loop's business.
 
@@ -18,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, Pod, Service};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
@@ -408,7 +411,10 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, LoopError> {
         sub.address = head;
     }
     let known = ctx.ids.lock().unwrap_or_else(|p| p.into_inner()).get(&uid).cloned();
-    let (next, id) = step(ctx.sim.as_ref(), &sub, known).await;
+    let (next, id) = match unresolved(&ctx.client, &ns, &sub.address).await? {
+        Some(host) => (Step::End(1, format!("ray job submit: failed to connect to {}: could not resolve host {host}", sub.address)), None),
+        None => step(ctx.sim.as_ref(), &sub, known).await,
+    };
     match next {
         Step::Poll => {
             if let Some(id) = id {
@@ -459,6 +465,45 @@ async fn loopback_to_head(client: &kube::Client, pod: &Pod, ns: &str, address: &
     let Some(rc) = clusters.get_opt(cluster).await? else { return Ok(None) };
     let svc = crate::rayservice::cluster::names::head_service_name(cluster, &rc.spec);
     Ok(Some(format!("http://{svc}.{ns}.svc.cluster.local:{port}")))
+}
+
+/// Where the cluster's DNS would send a pod in `ns` asking for `host`: an IP or `localhost` as they
+/// are, else the Service `name` in the namespace `name`, `name.ns`, `name.ns.svc` or
+/// `name.ns.svc.<domain>` say (a pod's search path); `None` for a name no Service can answer.
+pub fn service_for<'a>(host: &'a str, ns: &'a str) -> Option<Option<(&'a str, &'a str)>> {
+    if host == "localhost" || host.parse::<std::net::IpAddr>().is_ok() || host.starts_with('[') {
+        return Some(None);
+    }
+    let parts: Vec<&str> = host.split('.').collect();
+    match parts.as_slice() {
+        [name] => Some(Some((name, ns))),
+        [name, ns] => Some(Some((name, ns))),
+        [name, ns, "svc", ..] => Some(Some((name, ns))),
+        _ => None,
+    }
+}
+
+/// The host of `address` (`http://host:port/...`, or `host:port`).
+fn host_of(address: &str) -> &str {
+    let rest = address.split_once("://").map_or(address, |(_, r)| r);
+    let authority = rest.split('/').next().unwrap_or(rest);
+    if authority.starts_with('[') {
+        return authority.split(']').next().map_or(authority, |h| &authority[..=h.len()]);
+    }
+    authority.rsplit_once(':').map_or(authority, |(h, _)| h)
+}
+
+/// The host of `address` when the cluster's DNS would not resolve it (no such Service).
+async fn unresolved(client: &kube::Client, ns: &str, address: &str) -> Result<Option<String>, kube::Error> {
+    let host = host_of(address);
+    match service_for(host, ns) {
+        None => Ok(Some(host.to_owned())),
+        Some(None) => Ok(None),
+        Some(Some((name, ns))) => {
+            let found = Api::<Service>::namespaced(client.clone(), ns).get_opt(name).await?;
+            Ok(found.is_none().then(|| host.to_owned()))
+        }
+    }
 }
 
 /// Runs until the pod stream ends (never, while the API is up).

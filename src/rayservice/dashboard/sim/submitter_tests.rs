@@ -174,3 +174,19 @@ fn a_failed_submitter_with_its_own_on_failure_policy_restarts() {
     let done = ended_container(&pod(Some("OnFailure")), "ray-job-submitter", 0, "job ended");
     assert_eq!(done["containerStatuses"][1]["state"]["terminated"]["exitCode"], 0);
 }
+
+/// The cluster's DNS as a submitter pod sees it: Services by their short, namespaced and full names,
+/// IPs and localhost as they are, anything else (KubeRay e2e's `http://do-not-exist:8265` is a short
+/// name whose Service does not exist) for the API to answer or not at all.
+#[test]
+fn addresses_resolve_as_a_pods_dns_would() {
+    assert_eq!(host_of("http://rc-head-svc.ns.svc.cluster.local:8265"), "rc-head-svc.ns.svc.cluster.local");
+    assert_eq!(host_of("do-not-exist:8265"), "do-not-exist");
+    assert_eq!(host_of("http://[::1]:8265/api"), "[::1]");
+    assert_eq!(service_for("rc-head-svc.ns.svc.cluster.local", "default"), Some(Some(("rc-head-svc", "ns"))));
+    assert_eq!(service_for("rc-head-svc.ns", "default"), Some(Some(("rc-head-svc", "ns"))));
+    assert_eq!(service_for("do-not-exist", "default"), Some(Some(("do-not-exist", "default"))));
+    assert_eq!(service_for("10.0.0.7", "default"), Some(None));
+    assert_eq!(service_for("localhost", "default"), Some(None));
+    assert_eq!(service_for("ray.example.com", "default"), None, "no Service answers a name outside the cluster");
+}
