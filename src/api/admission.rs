@@ -110,11 +110,11 @@ fn validate_update(new: &Value, old: &Value) -> Vec<FieldError> {
                 errs.push(FieldError::invalid(&path, "field is immutable while the job is admitted (unsuspended)"));
             }
             // Kueue's `validatedUpdateForEnabledWorkloadSlice`: whether a job is elastic is fixed at
-            // creation (its Workloads are built one way or the other). Kueue names the annotation
-            // under `metadata.labels`; so do we, word for word.
+            // creation (its Workloads are built one way or the other). Since Kueue v0.18 (#11342) the
+            // error names the annotation's own path.
             let elastic = |v: &Value| v.pointer("/metadata/annotations").and_then(|a| a.get(kueue::constants::label::ELASTIC_JOB)).and_then(Value::as_str) == Some("true");
             if elastic(old) != elastic(new) {
-                let path = Path::root("metadata").child("labels").key(kueue::constants::label::ELASTIC_JOB);
+                let path = Path::root("metadata").child("annotations").key(kueue::constants::label::ELASTIC_JOB);
                 errs.push(FieldError::invalid(&path, format!("{}: field is immutable", elastic(new))));
             }
             errs
@@ -296,7 +296,7 @@ mod tests {
             Ok(()) => Vec::new(),
             Err(errs) => errs.iter().map(|e| (e.field.clone(), e.message.clone())).collect::<Vec<_>>(),
         };
-        let want = |v: &str| vec![(format!("metadata.labels[{}]", kueue::constants::label::ELASTIC_JOB), format!("{v}: field is immutable"))];
+        let want = |v: &str| vec![(format!("metadata.annotations[{}]", kueue::constants::label::ELASTIC_JOB), format!("{v}: field is immutable"))];
         assert_eq!(update(cluster(serde_json::json!({}), false, 1), cluster(elastic.clone(), false, 1)), want("true"));
         assert_eq!(update(cluster(elastic.clone(), false, 1), cluster(serde_json::json!({}), false, 1)), want("false"));
         assert!(update(cluster(elastic.clone(), false, 1), cluster(elastic, false, 2)).is_empty());

@@ -177,16 +177,24 @@ impl GenericJob for BatchJob {
 }
 
 /// Kueue's `ReclaimablePods`: once fewer completions remain than pods run in parallel, the pods no
-/// longer needed give their quota back.
+/// longer needed give their quota back. An Indexed Job counts its terminal indexes below `completions`
+/// (completed, or failed for good), so an elastic scale-down that removed indexes never reclaims more
+/// than the shrunk podset holds (kueue#12670, #13117).
 impl JobWithReclaimablePods for BatchJob {
     fn reclaimable_pods(&self) -> Vec<ReclaimablePod> {
         let spec = self.spec();
+        let status = self.job.status.clone().unwrap_or_default();
         let parallelism = b::parallelism(&spec);
-        let succeeded = self.job.status.as_ref().and_then(|s| s.succeeded).unwrap_or(0);
-        if parallelism == 1 || succeeded == 0 {
+        let completions = spec.completions.unwrap_or(parallelism);
+        let terminal = if spec.completion_mode.as_deref() == Some("Indexed") {
+            b::terminal_indexes_count(status.completed_indexes.as_deref().unwrap_or_default(), status.failed_indexes.as_deref().unwrap_or_default(), completions)
+        } else {
+            status.succeeded.unwrap_or(0)
+        };
+        if parallelism <= 1 || terminal <= 0 {
             return Vec::new();
         }
-        let remaining = spec.completions.unwrap_or(parallelism).saturating_sub(succeeded);
+        let remaining = completions.saturating_sub(terminal).max(0);
         if remaining >= parallelism {
             return Vec::new();
         }
