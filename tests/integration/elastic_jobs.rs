@@ -62,43 +62,46 @@ async fn pods_of(c: &Cluster, job: &str) -> (Vec<Pod>, Vec<Pod>) {
     list.items.into_iter().filter(is_live).partition(is_gated)
 }
 
-/// Waits (on a watch of the Job's pods, never a sleep) until `cond` holds for its (gated, ungated)
-/// live pods; panics with what it saw after 60 s.
-async fn wait_pods(c: &Cluster, job: &str, what: &str, cond: impl Fn(&[Pod], &[Pod]) -> bool) -> (Vec<Pod>, Vec<Pod>) {
-    let api: Api<Pod> = Api::namespaced(c.client.clone(), "default");
-    let stream = watcher(api, watcher::Config::default().labels(&format!("batch.kubernetes.io/job-name={job}"))).default_backoff();
+/// Runs `check` once the watch on `api` has listed, and again after every event, until it answers
+/// `Some` (never a sleep; no change is missed: one after the listing is an event); panics after 60 s.
+pub(crate) async fn on_every_event<K, T, Fut>(api: Api<K>, cfg: watcher::Config, what: &str, mut check: impl FnMut() -> Fut) -> T
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    Fut: Future<Output = Option<T>>,
+{
+    let stream = watcher(api, cfg).default_backoff();
     futures::pin_mut!(stream);
-    let mut last = (Vec::new(), Vec::new());
     let found = tokio::time::timeout(std::time::Duration::from_secs(60), async {
-        loop {
-            last = pods_of(c, job).await;
-            if cond(&last.0, &last.1) {
-                return;
-            }
-            if stream.next().await.is_none() {
-                return;
+        while stream.next().await.is_some() {
+            if let Some(v) = check().await {
+                return Some(v);
             }
         }
+        None
     })
     .await;
-    let names = |v: &[Pod]| v.iter().filter_map(|p| p.metadata.name.clone()).collect::<Vec<_>>();
-    assert!(found.is_ok() && cond(&last.0, &last.1), "timed out waiting for the pods of {job}: {what}; gated {:?}, through {:?}", names(&last.0), names(&last.1));
-    last
+    found.ok().flatten().unwrap_or_else(|| panic!("timed out waiting for {what}"))
 }
 
-/// Waits (on the quota watch's Workload events) until the Job has `n` Workloads, first slice first.
-async fn wait_workloads(c: &Cluster, uid: &str, n: usize) -> Vec<Workload> {
-    let found = tokio::time::timeout(std::time::Duration::from_secs(60), async {
-        loop {
-            let all = workloads_of(c, uid).await;
-            if all.len() == n {
-                return all;
-            }
-            c.quota.wait_any_event().await;
-        }
+/// Waits until `cond` holds for the Job's (gated, through the gate) live pods.
+async fn wait_pods(c: &Cluster, job: &str, what: &str, cond: impl Fn(&[Pod], &[Pod]) -> bool) -> (Vec<Pod>, Vec<Pod>) {
+    let api: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+    let cfg = watcher::Config::default().labels(&format!("batch.kubernetes.io/job-name={job}"));
+    on_every_event(api, cfg, &format!("the pods of {job}: {what}"), || async {
+        let (gated, through) = pods_of(c, job).await;
+        cond(&gated, &through).then_some((gated, through))
     })
-    .await;
-    found.unwrap_or_else(|_| panic!("timed out waiting for {n} Workloads of the Job"))
+    .await
+}
+
+/// Waits until the Job has `n` Workloads, first slice first.
+async fn wait_workloads(c: &Cluster, uid: &str, n: usize) -> Vec<Workload> {
+    let cfg = watcher::Config::default().labels(&format!("{}={uid}", label::JOB_UID));
+    on_every_event(c.workloads(), cfg, &format!("{n} Workloads of the Job"), || async {
+        let all = workloads_of(c, uid).await;
+        (all.len() == n).then_some(all)
+    })
+    .await
 }
 
 /// The Job's Workloads, the chain's first slice first (creation times have a second's resolution:
