@@ -57,10 +57,6 @@ impl JobKind for BatchJob {
         &self.job
     }
 
-    /// Kueue's `manageJobsWithoutQueueName` applies: the webhook takes such a job in a selected
-    /// namespace, and its Workload, with no queue, waits.
-    const MANAGED_WITHOUT_QUEUE_NAME: bool = true;
-
     /// The API server lets a Job's template take new scheduling directives only while it is suspended
     /// with no `startTime`: stopping suspends it, resets `startTime`, then restores the template.
     const STOPS_IN_STEPS: bool = true;
