@@ -158,6 +158,8 @@ async fn an_elastic_job_scales_down_in_place_and_up_through_a_new_slice() {
     assert_eq!(condition(&old, condition::FINISHED).map(|(s, r, _)| (s, r)), Some(("True".into(), "WorkloadSliceReplaced".into())));
     let all = wait_workloads(&c, &uid, 2).await;
     assert!(all[1].is_admitted() && all[1].spec.pod_sets[0].count == Some(2), "{:?}", all[1]);
+    let podset_labels = all[1].spec.pod_sets[0].template.metadata.as_ref().and_then(|m| m.labels.clone()).unwrap_or_default();
+    assert!(!podset_labels.contains_key(label::PODSET), "the new slice has the chain's template, not the one admission wrote into the Job: {podset_labels:?}");
     wait_for(&jobs, "job1", "two pods ready", |j| j.status.as_ref().and_then(|s| s.ready) == Some(2)).await;
     assert_eq!(jobs.get("job1").await.unwrap().spec.unwrap().suspend, Some(false), "never suspended");
     c.quota.assert_safe();

@@ -15,11 +15,33 @@ use crate::jobframework::{Finished, GenericJob, JobFrameworkError, JobKind, JobW
 /// A batch/v1 Job under Kueue's admission.
 pub struct BatchJob {
     pub job: Job,
+    /// A running elastic Job's pod template as its admitted slice holds it: the template before
+    /// admission injected the flavor's node selector and the podset label into it (the API server keeps
+    /// a running Job's template as it is), so a new slice carries the chain's original template, and a
+    /// Job stopped from that slice gets the original back, whatever flavor admits it next.
+    admitted_template: Option<k8s_openapi::api::core::v1::PodTemplateSpec>,
 }
 
 impl BatchJob {
     pub fn new(job: Job) -> Self {
-        BatchJob { job }
+        BatchJob { job, admitted_template: None }
+    }
+
+    /// The Job with its Workloads as read: a running elastic Job takes its pod template from the
+    /// newest unfinished slice holding quota.
+    pub fn with_workloads(job: Job, workloads: &[Workload]) -> Self {
+        let running = job.spec.as_ref().and_then(|s| s.suspend) != Some(true);
+        let admitted_template = (running && crate::api::kueue::is_elastic_job(&job.metadata))
+            .then(|| {
+                workloads
+                    .iter()
+                    .filter(|w| !w.is_finished() && w.metadata.deletion_timestamp.is_none() && w.admission().is_some() && w.has_quota_reservation())
+                    .max_by_key(|w| w.metadata.creation_timestamp.as_ref().map(|t| t.0))
+            })
+            .flatten()
+            .and_then(|w| w.spec.pod_sets.iter().find(|p| p.name() == DEFAULT_PODSET_NAME))
+            .map(|p| p.template.clone());
+        BatchJob { job, admitted_template }
     }
 
     fn spec(&self) -> k8s_openapi::api::batch::v1::JobSpec {
@@ -48,9 +70,10 @@ pub fn gvk() -> GroupVersionKind {
 impl JobKind for BatchJob {
     type Object = Job;
 
-    /// Everything the decisions need is in the Job itself (its status counts the pods).
-    async fn load(obj: &Job, _: &[Workload], _: &kube::Client) -> Result<Self, kube::Error> {
-        Ok(BatchJob::new(obj.clone()))
+    /// The Job itself (its status counts the pods) and, for a running elastic one, the template its
+    /// admitted slice holds.
+    async fn load(obj: &Job, workloads: &[Workload], _: &kube::Client) -> Result<Self, kube::Error> {
+        Ok(BatchJob::with_workloads(obj.clone(), workloads))
     }
 
     fn object(&self) -> &Job {
@@ -139,11 +162,12 @@ impl GenericJob for BatchJob {
             .map(|c| Finished { success: c.type_ != "Failed", message: c.message.clone().unwrap_or_default() })
     }
 
-    /// One podset `main`: the Job's template without the Job controller's labels, Kueue's pod count,
-    /// and the min-parallelism annotation as `minCount`.
+    /// One podset `main`: the Job's template (a running elastic Job's as its admitted slice holds it)
+    /// without the Job controller's labels, Kueue's pod count, and the min-parallelism annotation as
+    /// `minCount`.
     fn pod_sets(&self) -> Result<Vec<PodSet>, JobFrameworkError> {
         let spec = self.spec();
-        let mut template = spec.template.clone();
+        let mut template = self.admitted_template.clone().unwrap_or_else(|| spec.template.clone());
         if let Some(labels) = template.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
             for key in MANAGED_LABELS {
                 labels.remove(key);

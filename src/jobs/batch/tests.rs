@@ -344,3 +344,27 @@ fn each_slice_of_an_elastic_job_has_its_own_name() {
     assert_ne!(name(&elastic(3, 1)), name(&job(3, Some(3), json!({}))));
     assert_eq!(name(&elastic(3, 1)), name(&elastic(5, 1)), "a name follows the generation, not the count");
 }
+
+// A running elastic Job's template carries what admission injected (the flavor's node selector, the
+// podset label, the slice name): its next slice takes the chain's template instead, so a Job evicted
+// from that slice is restored to the template its user wrote, whichever flavor admits it next.
+#[test]
+fn a_new_slice_carries_the_chains_original_template() {
+    let original = elastic(3, 1);
+    let admitted = wl_for(&original, true, false);
+    let mut grown = running_at(&running(elastic(3, 1)), 5, 2);
+    let injected = grown.job.spec.as_ref().unwrap().template.spec.as_ref().unwrap().node_selector.clone();
+    assert_eq!(injected.unwrap()["pool"], "spot", "the running Job's template has the flavor in it");
+    grown = BatchJob::with_workloads(grown.job, std::slice::from_ref(&admitted));
+    let podsets = grown.pod_sets().unwrap();
+    assert_eq!(podsets[0].template, admitted.spec.pod_sets[0].template, "the slice's template, not the running one");
+    assert_eq!(podsets[0].count(), 5, "with the Job's count");
+    let originals: Vec<PodSetInfo> = podsets.iter().map(PodSetInfo::from_podset).collect();
+    grown.suspend();
+    assert!(grown.restore_podsets_info(&originals));
+    let spec = grown.job.spec.as_ref().unwrap().template.spec.clone().unwrap();
+    assert!(spec.node_selector.is_none_or(|s| s.is_empty()), "restored to the user's template");
+    // Suspended (or not elastic), the Job's own template is its demand.
+    let suspended = BatchJob::with_workloads(elastic(3, 1).job, std::slice::from_ref(&admitted));
+    assert_eq!(suspended.pod_sets().unwrap()[0].template, elastic(3, 1).pod_sets().unwrap()[0].template);
+}
