@@ -121,3 +121,17 @@ fn the_active_slice_is_the_newest_admitted_one_not_being_evicted() {
     assert!(active_slice(&[Workload::build("plain", "ns").podset("main", 1, [("cpu", "1")]).reserve_quota("cq", "f").admitted().build()]).is_none());
     assert!(active_slice(&[evicted(old)]).is_none(), "\"Should stop ungating once the slice holding the reservation is evicted\"");
 }
+
+// Kueue: test/integration/singlecluster/controller/jobs/job/job_controller_test.go, "Should ungate chain
+// pods after the origin workload slice is deleted" and "Should keep chain pods gated when the origin
+// slice is deleted and no active slice survives": the ungater finds a job's slices by their owner, and
+// a chain keeps its first slice's name, so the origin being gone changes nothing; with no admitted
+// slice left, nothing is let through.
+#[test]
+fn a_deleted_origin_slice_neither_strands_nor_frees_the_chains_pods() {
+    let survivor = slice("wl-2", &[("main", 2)]).annotation(label::WORKLOAD_SLICE_NAME, "wl").reserve_quota("cq", "flavor").admitted().build();
+    let only = [survivor];
+    let active = active_slice(&only).unwrap();
+    assert_eq!(names(pods_to_ungate(active, &[pod("worker-0", Some("main"), true, None)])), vec!["worker-0"]);
+    assert!(active_slice(&[]).is_none());
+}
