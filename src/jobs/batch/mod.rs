@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::GroupVersionKind;
 
 use crate::api::batch::{self as b, MANAGED_LABELS};
-use crate::api::kueue::constants::DEFAULT_PODSET_NAME;
+use crate::api::kueue::constants::{DEFAULT_PODSET_NAME, label};
 use crate::api::kueue::{PodSet, ReclaimablePod, Workload};
 use crate::jobframework::{Finished, GenericJob, JobFrameworkError, JobKind, JobWithReclaimablePods, PodSetInfo, merge_into_template, restore_template};
 
@@ -121,11 +121,18 @@ impl GenericJob for BatchJob {
         if b::min_pods_count(&self.job.metadata).is_some() {
             self.set_parallelism(info.count);
         }
+        // An elastic Job's pods are let through by the ungater only: one created before Kueue managed
+        // it (no gate from the webhook, then given a queue name while suspended) gets the gate here,
+        // while its template still takes scheduling directives, so pods added later wait for a slice.
+        let mut info = info.clone();
+        if crate::api::kueue::is_elastic_job(&self.job.metadata) {
+            info.scheduling_gates.push(k8s_openapi::api::core::v1::PodSchedulingGate { name: label::ELASTIC_JOB_SCHEDULING_GATE.to_string() });
+        }
         let spec = self.job.spec.get_or_insert_with(Default::default);
         merge_into_template(
             spec.template.metadata.get_or_insert_with(Default::default),
             spec.template.spec.get_or_insert_with(Default::default),
-            info,
+            &info,
         )?;
         spec.suspend = Some(false);
         Ok(())

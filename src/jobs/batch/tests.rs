@@ -368,3 +368,19 @@ fn a_new_slice_carries_the_chains_original_template() {
     let suspended = BatchJob::with_workloads(elastic(3, 1).job, std::slice::from_ref(&admitted));
     assert_eq!(suspended.pod_sets().unwrap()[0].template, elastic(3, 1).pod_sets().unwrap()[0].template);
 }
+
+// An elastic Job created before Kueue managed it has no gate from the webhook; starting it puts the
+// gate on its template (Kueue's webhook gates every elastic Job at creation instead), once.
+#[test]
+fn starting_an_elastic_job_gates_its_pods() {
+    let gates = |j: &BatchJob| j.job.spec.as_ref().unwrap().template.spec.as_ref().unwrap().scheduling_gates.clone().unwrap_or_default();
+    let mut j = elastic(2, 1);
+    assert!(gates(&j).is_empty());
+    j.run_with_podsets_info(&[info(2)]).unwrap();
+    assert_eq!(gates(&j).iter().map(|g| g.name.as_str()).collect::<Vec<_>>(), vec![label::ELASTIC_JOB_SCHEDULING_GATE]);
+    j.run_with_podsets_info(&[info(2)]).unwrap();
+    assert_eq!(gates(&j).len(), 1, "not doubled");
+    let mut plain = job(2, None, json!({}));
+    plain.run_with_podsets_info(&[info(2)]).unwrap();
+    assert!(gates(&plain).is_empty(), "only elastic Jobs");
+}
