@@ -185,13 +185,13 @@ async fn the_feature_gate_starts_the_controller() {
     let api: Api<RayCronJob> = Api::namespaced(client.clone(), NS);
     let uid = api.create(&PostParams::default(), &cron("gated", "@every 1s")).await.unwrap().uid().unwrap();
 
-    let without = quotagate::wiring::ray::spawn_ray_operator(client.clone(), &dashboards, gates(false), None);
+    let without = quotagate::wiring::ray::spawn_ray_operator(client.clone(), &dashboards, gates(false), None, Default::default());
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(owned(&client, &uid).await.is_empty(), "no RayJob without the gate");
     assert_eq!(last_schedule(&api.get("gated").await.unwrap()), None);
     drop(without);
 
-    let _with = quotagate::wiring::ray::spawn_ray_operator(client.clone(), &dashboards, gates(true), None);
+    let _with = quotagate::wiring::ray::spawn_ray_operator(client.clone(), &dashboards, gates(true), None, Default::default());
     wait_for_count(&client, &uid, 1, Duration::from_secs(20)).await;
     assert!(last_schedule(&api.get("gated").await.unwrap()).is_some());
 }

@@ -110,11 +110,11 @@ fn validate_update(new: &Value, old: &Value) -> Vec<FieldError> {
                 errs.push(FieldError::invalid(&path, "field is immutable while the job is admitted (unsuspended)"));
             }
             // Kueue's `validatedUpdateForEnabledWorkloadSlice`: whether a job is elastic is fixed at
-            // creation (its Workloads are built one way or the other). Kueue names the annotation
-            // under `metadata.labels`; so do we, word for word.
+            // creation (its Workloads are built one way or the other). Since Kueue v0.18 (#11342) the
+            // error names the annotation's own path.
             let elastic = |v: &Value| v.pointer("/metadata/annotations").and_then(|a| a.get(kueue::constants::label::ELASTIC_JOB)).and_then(Value::as_str) == Some("true");
             if elastic(old) != elastic(new) {
-                let path = Path::root("metadata").child("labels").key(kueue::constants::label::ELASTIC_JOB);
+                let path = Path::root("metadata").child("annotations").key(kueue::constants::label::ELASTIC_JOB);
                 errs.push(FieldError::invalid(&path, format!("{}: field is immutable", elastic(new))));
             }
             errs
@@ -126,14 +126,16 @@ fn validate_update(new: &Value, old: &Value) -> Vec<FieldError> {
 /// Kueue's RayCluster webhook rules for a queue-managed cluster of its own (a RayService's children answer
 /// to the service's Workload): the in-tree autoscaler only on an elastic job, whose podsets follow it
 /// through workload slices (a plain job's reservation is fixed once admitted), and at most 7 worker groups
-/// (Kueue's 8 podsets, one of them the head).
-fn validate_queue_managed_cluster(obj: &Value) -> Vec<FieldError> {
+/// (Kueue's 8 podsets, one of them the head). Kueue judges a job that names a queue, and every job under
+/// `manageJobsWithoutQueueName` (`without_queue_name`).
+fn validate_queue_managed_cluster(obj: &Value, without_queue_name: bool) -> Vec<FieldError> {
     let (api_version, kind) = kind_of(obj);
-    if (api_version, kind) == ("ray.io/v1", "RayJob") && queue_name(obj).is_some() {
+    let judged = queue_name(obj).is_some() || without_queue_name;
+    if (api_version, kind) == ("ray.io/v1", "RayJob") && judged {
         return validate_queue_managed_ray_job(obj);
     }
     if (api_version, kind) != ("ray.io/v1", "RayCluster")
-        || queue_name(obj).is_none()
+        || !judged
         || super::ray::child_guard::owned_by_service(obj)
         || owned_by_ray_job(obj)
     {
@@ -244,19 +246,25 @@ pub fn admit_in(
     if !super::manifest::is_managed(api_version, kind) {
         return Ok(());
     }
-    // Kueue's Ray webhooks default the queue name too (LocalQueueDefaulting); the Ray kinds are managed
-    // by their queue label only (manageJobsWithoutQueueName is not applied to them).
+    // Kueue's Ray webhooks (`ApplyDefaultLocalQueue`, `ApplyDefaultForSuspend`): the queue name
+    // defaulted to the `default` LocalQueue, and a job Kueue manages created suspended: one that names
+    // a queue, or, under `manageJobsWithoutQueueName`, any in a namespace the selector picks. A cluster
+    // a RayService or RayJob owns is its parent's business; a RayJob on an existing cluster is no job.
     let child = super::pod::owner_managed(new, frameworks) || super::ray::child_guard::owned_by_service(new) || owned_by_ray_job(new);
-    if op == Operation::Create && is_ray_job(api_version, kind) && ns.default_queue && !child && !(kind == "RayJob" && uses_cluster_selector(new)) {
-        let queue_only = ManagedJobs { without_queue_name: false, ..managed.clone() };
-        queue_only.default_new_job(new, ns);
-    }
+    let managed_now = op == Operation::Create
+        && is_ray_job(api_version, kind)
+        && !child
+        && !(kind == "RayJob" && uses_cluster_selector(new))
+        && managed.default_new_job(new, ns);
     default_object(op, new);
+    if managed_now && let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.insert("suspend".to_string(), Value::Bool(true));
+    }
     let mut errors = check_document_with(new, gates).problems;
     // Kueue's job webhooks judge the job's spec; a write that leaves it alone (status, a label) is not
     // theirs to refuse, so a cluster stored before the webhook can still report why it waits.
     if op == Operation::Create || old.is_none_or(|o| o.get("spec") != new.get("spec")) {
-        errors.extend(validate_queue_managed_cluster(new));
+        errors.extend(validate_queue_managed_cluster(new, managed.without_queue_name));
     }
     if let (Operation::Update, Some(old)) = (op, old) {
         errors.extend(validate_update(new, old));
@@ -305,10 +313,51 @@ mod tests {
             Ok(()) => Vec::new(),
             Err(errs) => errs.iter().map(|e| (e.field.clone(), e.message.clone())).collect::<Vec<_>>(),
         };
-        let want = |v: &str| vec![(format!("metadata.labels[{}]", kueue::constants::label::ELASTIC_JOB), format!("{v}: field is immutable"))];
+        let want = |v: &str| vec![(format!("metadata.annotations[{}]", kueue::constants::label::ELASTIC_JOB), format!("{v}: field is immutable"))];
         assert_eq!(update(cluster(serde_json::json!({}), false, 1), cluster(elastic.clone(), false, 1)), want("true"));
         assert_eq!(update(cluster(elastic.clone(), false, 1), cluster(serde_json::json!({}), false, 1)), want("false"));
         assert!(update(cluster(elastic.clone(), false, 1), cluster(elastic, false, 2)).is_empty());
+    }
+
+    // Kueue: pkg/controller/jobs/raycluster/raycluster_webhook_test.go TestValidateDefault ("unmanaged",
+    // "managed - by config", "managed - by queue") and the RayJob and RayService webhooks' `Default`,
+    // which take `manageJobsWithoutQueueName` and `managedJobsNamespaceSelector` the same way
+    // (`ApplyDefaultForSuspend`); a cluster a RayService or RayJob owns is its parent's business, and a
+    // RayJob on an existing cluster is no job.
+    #[test]
+    fn ray_kinds_without_a_queue_are_suspended_when_kueue_manages_them() {
+        let all = ManagedJobs { without_queue_name: true, ..ManagedJobs::default() };
+        let create = |mut obj: Value, m: &ManagedJobs| {
+            admit_in(Operation::Create, &mut obj, None, RayFeatureGates::default(), Frameworks::default(), m, &JobNamespace::default()).map(|()| obj)
+        };
+        let suspended = |obj: &Value| obj.pointer("/spec/suspend") == Some(&Value::Bool(true));
+        let mut unqueued = cluster(serde_json::json!({}), false, 1);
+        unqueued["metadata"]["labels"] = serde_json::json!({});
+        assert!(!suspended(&create(unqueued.clone(), &ManagedJobs::default()).unwrap()), "unmanaged");
+        assert!(suspended(&create(unqueued.clone(), &all).unwrap()), "managed - by config");
+        assert!(suspended(&create(cluster(serde_json::json!({}), false, 1), &ManagedJobs::default()).unwrap()), "managed - by queue");
+        let mut system = unqueued.clone();
+        system["metadata"]["namespace"] = "kube-system".into();
+        assert!(!suspended(&create(system, &all).unwrap()), "a namespace the selector leaves out");
+        let mut child = unqueued.clone();
+        child["metadata"]["ownerReferences"] = serde_json::json!([{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "rj", "uid": "u", "controller": true}]);
+        assert!(!suspended(&create(child, &all).unwrap()), "a RayJob's cluster");
+        let head = serde_json::json!({"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "h", "image": "ray"}]}}}});
+        let mut rj = ray_job(serde_json::json!({"shutdownAfterJobFinishes": true, "rayClusterSpec": head}));
+        rj["metadata"]["labels"] = serde_json::json!({});
+        assert!(suspended(&create(rj, &all).unwrap()), "a RayJob managed by config");
+        let mut selected = ray_job(serde_json::json!({"clusterSelector": {"ray.io/cluster": "c"}}));
+        selected["metadata"]["labels"] = serde_json::json!({});
+        assert!(!suspended(&create(selected, &all).unwrap()), "a RayJob on an existing cluster");
+        let rs = serde_json::json!({"apiVersion": "ray.io/v1", "kind": "RayService", "metadata": {"name": "rs", "namespace": "default"},
+            "spec": {"rayClusterConfig": head}});
+        assert!(suspended(&create(rs, &all).unwrap()), "a RayService managed by config");
+        // Kueue's validateCreate judges every cluster under manageJobsWithoutQueueName.
+        let mut autoscaled = cluster(serde_json::json!({}), true, 1);
+        autoscaled["metadata"]["labels"] = serde_json::json!({});
+        let errs = create(autoscaled.clone(), &all).unwrap_err();
+        assert_eq!(errs.iter().map(|e| e.field.as_str()).collect::<Vec<_>>(), vec!["spec.enableInTreeAutoscaling"]);
+        assert!(create(autoscaled, &ManagedJobs::default()).is_ok());
     }
 
     fn ray_job(spec: Value) -> Value {

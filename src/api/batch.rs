@@ -70,7 +70,60 @@ fn parse_go_bool(s: &str) -> Option<bool> {
     }
 }
 
-/// Whether the built-in Job controller runs this Job (`spec.managedBy` unset or its own name).
+/// Index intervals in the Job status format (`completedIndexes`, `failedIndexes`: `"1,3-5"`), each
+/// clamped below `limit` (the Job's completions: a scale-down leaves indexes above it that no longer
+/// count, kueue#13117). Malformed or descending parts are skipped, as Kueue's `parseIndexRange` skips
+/// them. Sorted and merged.
+pub fn parse_indexes(s: &str, limit: i32) -> Vec<(i32, i32)> {
+    let mut out = Vec::new();
+    for part in s.split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (Ok(first), Ok(last)) = (a.parse::<i32>(), b.parse::<i32>()) else {
+            continue;
+        };
+        let last = last.min(limit.saturating_sub(1));
+        if first >= 0 && first <= last {
+            out.push((first, last));
+        }
+    }
+    merge_indexes(out)
+}
+
+/// Sorts and merges overlapping or adjacent intervals.
+pub fn merge_indexes(mut v: Vec<(i32, i32)>) -> Vec<(i32, i32)> {
+    v.sort_unstable();
+    let mut out: Vec<(i32, i32)> = Vec::with_capacity(v.len());
+    for (first, last) in v {
+        match out.last_mut() {
+            Some(prev) if first <= prev.1.saturating_add(1) => prev.1 = prev.1.max(last),
+            _ => out.push((first, last)),
+        }
+    }
+    out
+}
+
+/// How many indexes the (merged) intervals hold.
+pub fn count_indexes(v: &[(i32, i32)]) -> i64 {
+    v.iter().map(|(a, b)| i64::from(*b) - i64::from(*a) + 1).sum()
+}
+
+/// The status string of merged intervals (`"0-3,5"`).
+pub fn format_indexes(v: &[(i32, i32)]) -> String {
+    v.iter().map(|(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect::<Vec<_>>().join(",")
+}
+
+/// Kueue's `terminalIndexesCount`: the indexes of an Indexed Job that will not run again (completed,
+/// or failed past `backoffLimitPerIndex`), below `completions`, each counted once.
+pub fn terminal_indexes_count(completed: &str, failed: &str, completions: i32) -> i32 {
+    if completions <= 0 {
+        return 0;
+    }
+    let mut all = parse_indexes(completed, completions);
+    all.extend(parse_indexes(failed, completions));
+    i32::try_from(count_indexes(&merge_indexes(all))).unwrap_or(i32::MAX)
+}
+
+/// Whether the built-in Job controller runs this Job/// Whether the built-in Job controller runs this Job (`spec.managedBy` unset or its own name).
 pub fn managed_by_job_controller(spec: &JobSpec) -> bool {
     spec.managed_by.as_deref().is_none_or(|m| m == JOB_CONTROLLER)
 }
@@ -90,8 +143,8 @@ pub fn default_job(obj: &mut Value) -> bool {
 
 /// Kueue's Job webhook `Default` on create: the queue name defaulted to the `default` LocalQueue when
 /// it exists, then the Job suspended when Kueue manages it (a queue name, or none under
-/// `manageJobsWithoutQueueName` in a selected namespace), unless a managed job owns it. True when
-/// changed.
+/// `manageJobsWithoutQueueName` in a selected namespace), unless a managed job owns it; an elastic
+/// Job's pod template also gets the scheduling gate `kueue.x-k8s.io/elastic-job`. True when changed.
 pub fn default_job_in(obj: &mut Value, managed: &ManagedJobs, ns: &JobNamespace, frameworks: Frameworks) -> bool {
     if super::pod::owner_managed(obj, frameworks) {
         return false;
@@ -102,13 +155,44 @@ pub fn default_job_in(obj: &mut Value, managed: &ManagedJobs, ns: &JobNamespace,
     if !suspend {
         return relabelled;
     }
+    let gated = gate_elastic_template(obj);
     match obj.get_mut("spec").and_then(Value::as_object_mut) {
         Some(spec) if spec.get("suspend") != Some(&Value::Bool(true)) => {
             spec.insert("suspend".to_string(), Value::Bool(true));
             true
         }
-        _ => relabelled,
+        _ => relabelled || gated,
     }
+}
+
+fn is_elastic(obj: &Value) -> bool {
+    obj.pointer("/metadata/annotations").and_then(|a| a.get(label::ELASTIC_JOB)).and_then(Value::as_str) == Some("true")
+}
+
+/// Kueue's `applyWorkloadSliceSchedulingGate`: every pod of an elastic Job is created behind the gate
+/// `kueue.x-k8s.io/elastic-job`, which the elastic-job ungater lifts for as many pods as the Job's
+/// admitted slice covers; so a `parallelism` raised while the Job runs starts no pod before its new
+/// slice is admitted. Kueue gates any Job with the annotation; quotagate only one it manages (here,
+/// one the webhook suspends), since no slice would ever lift the gate of another. True when changed.
+fn gate_elastic_template(obj: &mut Value) -> bool {
+    if !is_elastic(obj) {
+        return false;
+    }
+    let Some(spec) = obj.pointer_mut("/spec/template/spec").and_then(Value::as_object_mut) else {
+        return false;
+    };
+    let gates = spec.entry("schedulingGates").or_insert_with(|| Value::Array(Vec::new()));
+    if gates.is_null() {
+        *gates = Value::Array(Vec::new());
+    }
+    let Some(list) = gates.as_array_mut() else {
+        return false; // not a list: the schema check refuses the Job
+    };
+    if list.iter().any(|g| g.get("name").and_then(Value::as_str) == Some(label::ELASTIC_JOB_SCHEDULING_GATE)) {
+        return false;
+    }
+    list.push(serde_json::json!({"name": label::ELASTIC_JOB_SCHEDULING_GATE}));
+    true
 }
 
 fn annotations_path(key: &str) -> Path {
@@ -150,13 +234,18 @@ fn validate_partial_admission(job: &Job) -> Vec<FieldError> {
     };
     let path = annotations_path(JOB_MIN_PARALLELISM);
     let count = job.spec.as_ref().map_or(1, pods_count);
-    match v.parse::<i64>() {
+    let mut errs = match v.parse::<i64>() {
         Err(e) => vec![FieldError::invalid(&path, format!("{v:?}: {e}"))],
         Ok(n) if n >= i64::from(count) || n <= 0 => {
             vec![FieldError::invalid(&path, format!("{n}: should be between 0 and {}", i64::from(count) - 1))]
         }
         Ok(_) => Vec::new(),
+    };
+    // Kueue: an elastic Job is resized through workload slices, each admitted whole.
+    if super::kueue::is_elastic_job(&job.metadata) {
+        errs.push(FieldError::invalid(&path, format!("{v:?}: partial admission and elastic job cannot be used together")));
     }
+    errs
 }
 
 fn validate_sync_completions(job: &Job) -> Vec<FieldError> {
@@ -189,7 +278,7 @@ fn suspended(job: &Job) -> bool {
 
 /// Kueue's Job webhook `validateUpdate`: the create rules on the new Job, and what may not change
 /// while it runs (queue name, workload priority class, max execution time, parallelism under
-/// partial admission).
+/// partial admission), and the elastic-job annotation, never.
 pub fn validate_update(new: &Job, old: &Job) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if queue_name(&new.metadata).is_some() {
@@ -214,6 +303,12 @@ pub fn validate_update(new: &Job, old: &Job) -> Vec<FieldError> {
         if p(old) != p(new) {
             errs.push(FieldError::forbidden("spec.parallelism", "cannot change when partial admission is enabled and the job is not suspended"));
         }
+    }
+    // Kueue's `validatedUpdateForEnabledWorkloadSlice`: whether a Job is elastic is fixed at creation
+    // (its Workloads, and its pods' gate, are made one way or the other).
+    let elastic = |j: &Job| super::kueue::is_elastic_job(&j.metadata);
+    if elastic(old) != elastic(new) {
+        errs.push(FieldError::invalid(&annotations_path(label::ELASTIC_JOB), format!("{}: field is immutable", elastic(new))));
     }
     if suspended(old) == suspended(new) && !suspended(new) && completions_follow_parallelism(&old.metadata) != completions_follow_parallelism(&new.metadata) {
         errs.push(FieldError::forbidden(
@@ -329,6 +424,96 @@ mod tests {
         let mut wpc = with("a", false, 2, None);
         wpc.metadata.labels.as_mut().unwrap().insert(label::PRIORITY_CLASS.into(), "high".into());
         assert_eq!(fields(&validate_update(&wpc, &with("a", false, 2, None))), vec!["metadata.labels[kueue.x-k8s.io/priority-class]"]);
+    }
+
+    // Kueue: job_webhook.go `applyWorkloadSliceSchedulingGate` (TestDefault's elastic cases): an
+    // elastic Job's pod template gets the elastic-job scheduling gate, once.
+    #[test]
+    fn an_elastic_job_is_created_suspended_with_its_pods_gated() {
+        let elastic = json!({label::ELASTIC_JOB: "true"});
+        let gates = |v: &Value| v.pointer("/spec/template/spec/schedulingGates").cloned();
+        let mut queued = job(json!({label::QUEUE_NAME: "lq"}), elastic.clone(), json!({"parallelism": 2, "template": template()}));
+        assert!(admit(true, &mut queued, None).is_empty());
+        assert_eq!(queued["spec"]["suspend"], true);
+        assert_eq!(gates(&queued), Some(json!([{"name": label::ELASTIC_JOB_SCHEDULING_GATE}])));
+        // A gate already there (or the user's own beside it) is kept, not doubled.
+        let mut t = template();
+        t["spec"]["schedulingGates"] = json!([{"name": "user/gate"}, {"name": label::ELASTIC_JOB_SCHEDULING_GATE}]);
+        let mut again = job(json!({label::QUEUE_NAME: "lq"}), elastic.clone(), json!({"template": t}));
+        assert!(admit(true, &mut again, None).is_empty());
+        assert_eq!(gates(&again), Some(json!([{"name": "user/gate"}, {"name": label::ELASTIC_JOB_SCHEDULING_GATE}])));
+        let mut plain = job(json!({label::QUEUE_NAME: "lq"}), json!({}), json!({"template": template()}));
+        assert!(admit(true, &mut plain, None).is_empty());
+        assert_eq!(gates(&plain), None, "only elastic Jobs are gated");
+        // Kueue gates this one too, and nothing would ever lift it: quotagate leaves a Job it does not
+        // manage alone.
+        let mut unqueued = job(json!({}), elastic, json!({"template": template()}));
+        assert!(admit(true, &mut unqueued, None).is_empty());
+        assert_eq!((gates(&unqueued), unqueued["spec"].get("suspend")), (None, None));
+    }
+
+    // Kueue: job_webhook_test.go TestValidateCreate "partial admission and elastic job cannot be used
+    // together" (here with a queue name: quotagate judges only the Jobs it manages).
+    #[test]
+    fn partial_admission_is_refused_on_an_elastic_job() {
+        let mut j = job(
+            json!({label::QUEUE_NAME: "lq"}),
+            json!({JOB_MIN_PARALLELISM: "2", label::ELASTIC_JOB: "true"}),
+            json!({"parallelism": 4, "completions": 6, "template": template()}),
+        );
+        let errs = admit(true, &mut j, None);
+        let got: Vec<(String, String)> = errs.iter().map(|e| (e.field.clone(), e.message.clone())).collect();
+        assert_eq!(got, vec![(format!("metadata.annotations[{JOB_MIN_PARALLELISM}]"), "\"2\": partial admission and elastic job cannot be used together".to_string())]);
+    }
+
+    // Kueue: pkg/controller/jobframework/validation_test.go (validatedUpdateForEnabledWorkloadSlice):
+    // the elastic-job annotation can be neither added nor removed; parallelism stays free to change.
+    #[test]
+    fn the_elastic_annotation_is_immutable_on_a_job() {
+        let with = |elastic: bool, parallelism: i32| {
+            let annotations = if elastic { json!({label::ELASTIC_JOB: "true"}) } else { json!({}) };
+            parse(&job(json!({label::QUEUE_NAME: "lq"}), annotations, json!({"suspend": false, "parallelism": parallelism, "template": template()})))
+        };
+        let path = format!("metadata.annotations[{}]", label::ELASTIC_JOB);
+        let msgs = |errs: Vec<FieldError>| errs.into_iter().map(|e| (e.field, e.message)).collect::<Vec<_>>();
+        assert_eq!(msgs(validate_update(&with(true, 2), &with(false, 2))), vec![(path.clone(), "true: field is immutable".to_string())]);
+        assert_eq!(msgs(validate_update(&with(false, 2), &with(true, 2))), vec![(path, "false: field is immutable".to_string())]);
+        assert!(validate_update(&with(true, 5), &with(true, 2)).is_empty(), "a running elastic Job may be resized");
+    }
+
+    // Kueue: pkg/controller/jobs/job/job_controller_test.go TestTerminalIndexesCount, every case.
+    #[test]
+    fn terminal_indexes_are_counted_as_kueue_counts_them() {
+        let cases = [
+            ("", "", 10, 0),
+            ("0-9", "", 0, 0),
+            ("0", "", 10, 1),
+            ("", "1", 10, 1),
+            ("0-4", "", 10, 5),
+            ("0-4,7,9-11", "", 10, 7),
+            ("0-2,7", "3-5,8", 10, 8),
+            ("0-4", "3-7", 10, 8),
+            ("0-9", "2-3", 10, 10),
+            ("0-8", "", 10, 9),
+            ("0-14", "", 10, 10),
+            ("5-19", "", 10, 5),
+            ("10-19", "", 10, 0),
+            ("", "5-19", 10, 5),
+            ("", "10-19", 10, 0),
+            ("", "4", 3, 0),
+            ("0-1", "2-19", 5, 5),
+            ("0-4", "", 3, 3),
+            ("3,5,7", "", 10, 3),
+            ("3,5,12", "", 10, 2),
+            ("abc,0-2", "", 10, 3),
+            ("0-x,4", "", 10, 1),
+        ];
+        for (completed, failed, completions, want) in cases {
+            assert_eq!(terminal_indexes_count(completed, failed, completions), want, "{completed:?} {failed:?} {completions}");
+        }
+        assert_eq!(format_indexes(&merge_indexes(vec![(5, 5), (0, 1), (2, 3), (7, 9)])), "0-3,5,7-9");
+        // A forged range costs nothing in proportion to its numbers.
+        assert_eq!(terminal_indexes_count("0-2147483646", "", i32::MAX), i32::MAX);
     }
 
     #[test]

@@ -67,9 +67,10 @@ pub fn is_deleting(obj: &Value) -> bool {
     meta(obj).and_then(|m| m.get("deletionTimestamp")).is_some_and(|v| !v.is_null())
 }
 
-/// Kinds whose objects carry `metadata.generation` (all CRDs, and Pods as in recent Kubernetes).
+/// Kinds whose objects carry `metadata.generation` (all CRDs, Pods as in recent Kubernetes, and
+/// batch Jobs, whose strategy bumps it on a spec change: an elastic Job's slices are named by it).
 pub fn tracks_generation(info: &ResourceInfo) -> bool {
-    info.is_crd || info.plural == "pods"
+    info.is_crd || info.plural == "pods" || (info.group == "batch" && info.plural == "jobs")
 }
 
 /// The parts of an object whose change bumps `generation`: everything but metadata, and status too
@@ -392,6 +393,20 @@ mod tests {
         let mut o = json!({"metadata": {"name": "a", "namespace": "other"}});
         assert_eq!(prepare_create(&cm, &mut o, Some("d"), "u".into(), "t").unwrap_err().code, 400);
         assert!(new_uid().len() == 36 && name_suffix().len() == 5);
+    }
+
+    /// kube-apiserver's Job strategy: `generation` 1 on create, bumped by a spec change only (an
+    /// elastic Job's workload slices are named after it).
+    #[test]
+    fn a_jobs_generation_follows_its_spec() {
+        let jobs = builtins().into_iter().find(|b| b.group == "batch" && b.plural == "jobs").unwrap();
+        let mut o = json!({"metadata": {"name": "j"}, "spec": {"parallelism": 1}});
+        prepare_create(&jobs, &mut o, Some("d"), "u".into(), "t").unwrap();
+        assert_eq!(o.pointer("/metadata/generation"), Some(&json!(1)));
+        let scaled = prepare_update(&jobs, &o, &json!({"metadata": {"name": "j"}, "spec": {"parallelism": 3}}), false);
+        assert_eq!(scaled.pointer("/metadata/generation"), Some(&json!(2)));
+        let status = prepare_update(&jobs, &scaled, &json!({"metadata": {"name": "j"}, "spec": {"parallelism": 3}, "status": {"active": 3}}), true);
+        assert_eq!(status.pointer("/metadata/generation"), Some(&json!(2)));
     }
 
     /// As the real server: `stringData` lands base64-encoded in `data`, winning over the same key, and

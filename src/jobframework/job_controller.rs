@@ -56,9 +56,6 @@ pub trait JobKind: GenericJob + Send + Sync + Sized + 'static {
         client: &Client,
     ) -> impl Future<Output = Result<Self, kube::Error>> + Send;
     fn object(&self) -> &Self::Object;
-    /// Whether `manageJobsWithoutQueueName` applies to this kind (it does in Kueue for every kind;
-    /// quotagate applies it to the kinds whose webhook suspends or gates them without a queue name).
-    const MANAGED_WITHOUT_QUEUE_NAME: bool = false;
     /// Extra watches that should wake the job (beyond its own object and its Workloads).
     fn watches(controller: Controller<Self::Object>, _client: &Client) -> Controller<Self::Object> {
         controller
@@ -442,17 +439,29 @@ pub struct JobContext {
     pub managed_jobs: Arc<ManagedJobs>,
 }
 
+/// Whether Kueue manages a job: it names a queue, or `manageJobsWithoutQueueName` takes it in a
+/// namespace `managedJobsNamespaceSelector` selects (the namespace's labels are read from the API, only
+/// then). The one decision the job reconciler takes for every kind and the Ray kinds' quota gate takes
+/// for their clusters, so what one admits the other holds. A job whose controller owner is a managed
+/// job is its parent's business, decided before this.
+pub async fn manages(client: &Client, config: &ManagedJobs, meta: &ObjectMeta) -> Result<bool, kube::Error> {
+    if queue_name(meta).is_some() {
+        return Ok(true);
+    }
+    if !config.without_queue_name {
+        return Ok(false);
+    }
+    let ns = meta.namespace.as_deref().unwrap_or_default();
+    // A list by name: the manager's Role may list and watch namespaces, not get them.
+    let found = Api::<Namespace>::all(client.clone()).list(&ListParams::default().fields(&format!("metadata.name={ns}"))).await?;
+    let labels = found.items.into_iter().next().and_then(|n| n.metadata.labels).unwrap_or_default();
+    Ok(config.manages_without_queue_name(ns, &labels))
+}
+
 impl JobContext {
-    /// Kueue's reconciler: a job of a kind that allows it, with no queue name, is managed under
-    /// `manageJobsWithoutQueueName` when the selector picks its namespace (read from the API).
-    pub async fn manages_without_queue_name(&self, ns: &str) -> Result<bool, kube::Error> {
-        if !self.managed_jobs.without_queue_name {
-            return Ok(false);
-        }
-        // A list by name: the manager's Role may list and watch namespaces, not get them.
-        let found = Api::<Namespace>::all(self.client.clone()).list(&ListParams::default().fields(&format!("metadata.name={ns}"))).await?;
-        let labels = found.items.into_iter().next().and_then(|n| n.metadata.labels).unwrap_or_default();
-        Ok(self.managed_jobs.manages_without_queue_name(ns, &labels))
+    /// [`manages`] under this manager's configuration.
+    pub async fn manages(&self, meta: &ObjectMeta) -> Result<bool, kube::Error> {
+        manages(&self.client, &self.managed_jobs, meta).await
     }
 
     /// True when `meta`'s controller owner is a managed job kind (Kueue: such a job gets no Workload of
@@ -532,7 +541,7 @@ pub async fn reconcile<J: JobKind>(
         owned: &owned,
     };
     let refs: Vec<&Workload> = owned.iter().collect();
-    let managed = queue_name(obj.meta()).is_some() || (J::MANAGED_WITHOUT_QUEUE_NAME && ctx.manages_without_queue_name(&pass.ns).await?);
+    let managed = ctx.manages(obj.meta()).await?;
     let step = match plan_managed(&job, &refs, managed) {
         Ok(step) => step,
         // The job's demand cannot be a Workload (e.g. more podsets than Kueue allows): retrying the same

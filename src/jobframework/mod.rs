@@ -21,7 +21,9 @@
 //!   the pure decision a kind's tests can drive (a kind whose job spans several objects, such as a pod
 //!   group, can decide with it and act in a controller of its own, using [`job_controller::priority`]
 //!   and the condition helpers of [`admission`]); [`owned_workloads`], a job's Workloads as the
-//!   reconciler reads them.
+//!   reconciler reads them; [`manages`], whether Kueue manages a job (its queue name, or
+//!   `manageJobsWithoutQueueName` in a selected namespace), for a kind whose own controller holds
+//!   what the reconciler has not admitted.
 //! - **Podset helpers** ([`podset_info`]): [`PodSetInfo`] and merging it into / restoring it from pod
 //!   templates ([`merge_into_template`], [`merge_all`], [`restore_template`]).
 //! - **Slice-chain queries** ([`slices`]): [`replacement_for`] (which slice a scale-up slice replaces) and
@@ -59,7 +61,7 @@ pub mod workload;
 
 pub use error::JobFrameworkError;
 pub use interface::*;
-pub use job_controller::{JobContext, JobKind, Step, owned_workloads, plan, plan_managed};
+pub use job_controller::{JobContext, JobKind, Step, manages, owned_workloads, plan, plan_managed};
 pub use podset_info::{PodSetInfo, merge_all, merge_into_template, restore_template};
 pub use slices::{is_evicted, replacement_for};
 

@@ -2,4 +2,5 @@
 //! (Kueue's `pkg/controller/jobs/<kind>/`), registered by the wiring from `integrations.frameworks`.
 
 pub mod batch;
+pub mod elastic;
 pub mod pod;

@@ -51,6 +51,9 @@ pub fn spawn(f: Frameworks, jobs: &JobContext, cancel: &CancellationToken) -> Ve
     }
     if f.batch_job {
         tasks.push(spawn_kind::<BatchJob>(jobs, cancel));
+        // Kueue's ElasticJobUngater: an elastic Job's pods wait behind their gate until a slice covers them.
+        let c = cancel.clone();
+        tasks.push(tokio::spawn(crate::jobs::elastic::controller::run::<k8s_openapi::api::batch::v1::Job>(jobs.clone(), async move { c.cancelled().await })));
     }
     if f.pod {
         // Single Pods through the generic reconciler; groups (one Workload, many Pods) by their own.

@@ -180,7 +180,7 @@ pub async fn run_manager(
         tasks.push(crate::jobframework::retention::spawn(client.clone(), after, rx.clone()));
     }
     if let Some(dashboards) = opts.ray.clone() {
-        tasks.push(spawn_ray_operator_when_leader(client.clone(), dashboards, opts.ray_gates, opts.upgrade_deadline, rx.clone()));
+        tasks.push(spawn_ray_operator_when_leader(client.clone(), dashboards, opts.ray_gates, opts.upgrade_deadline, opts.managed_jobs.clone(), rx.clone()));
     }
     let (queued, events_task) = crate::jobframework::events::QueuedRecorder::spawn(recorder.clone(), 4096);
     tasks.push(events_task);
@@ -315,6 +315,7 @@ fn spawn_ray_operator_when_leader(
     dashboards: super::ray::Dashboards,
     gates: crate::api::ray::validation::RayFeatureGates,
     upgrade_deadline: Option<Duration>,
+    managed_jobs: crate::api::kueue::config::ManagedJobs,
     mut leader: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
@@ -323,7 +324,7 @@ fn spawn_ray_operator_when_leader(
                 return;
             }
         }
-        let _operator = super::ray::spawn_ray_operator(client, &dashboards, gates, upgrade_deadline);
+        let _operator = super::ray::spawn_ray_operator(client, &dashboards, gates, upgrade_deadline, managed_jobs);
         std::future::pending::<()>().await
     })
 }

@@ -97,12 +97,17 @@ pub fn spawn_ray_operator(
     dashboards: &Dashboards,
     gates: RayFeatureGates,
     upgrade_deadline: Option<Duration>,
+    managed_jobs: crate::api::kueue::managed_jobs::ManagedJobs,
 ) -> RayOperator {
+    // Which clusters and services the quota gate holds: the job reconciler's own decision.
+    let managed_jobs = Arc::new(managed_jobs);
     let mut clusters = clusterctl::Context::new(client.clone());
     clusters.config.gates = gates;
+    clusters.config.managed_jobs = managed_jobs.clone();
     let mut services = rsctl::Context::new(client.clone(), dashboards.factory(&client));
     services.config.gates = gates;
     services.config.upgrade_deadline = upgrade_deadline;
+    services.config.managed_jobs = managed_jobs;
     let jobs_api = dashboards.jobs(&client);
     let mut jobs = rjctl::Context::new(client.clone(), jobs_api);
     jobs.config.gates = gates;

@@ -36,6 +36,7 @@ mod quota_holds;
 mod raycluster;
 mod reclaim_gap;
 mod cycle_break;
+mod elastic_jobs;
 mod reapply;
 mod rayjob;
 mod rayjob_e2e;

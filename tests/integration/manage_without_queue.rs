@@ -159,3 +159,93 @@ async fn pods_without_a_queue_name_are_gated_where_the_selector_says() {
     let plain = free.create(&PostParams::default(), &pod("unmanaged-ns")).await.unwrap();
     assert!(!p::is_gated(&plain) && !p::is_managed(&plain.metadata));
 }
+
+/// The server (admission under the switches), the manager and the Ray operator, both under the
+/// switches, a ClusterQueue for every namespace, LocalQueue `lq` in `default`, and `unmanaged-ns`.
+async fn ray_cluster() -> Cluster {
+    let admission = QuotagateAdmission { managed: managed(), ..Default::default() };
+    let server = EmbeddedServer::new(&quotagate::api::all_crds(), Arc::new(admission));
+    let mut c = Cluster::start_with_ray_on(server, Limits::default().cq("cq", 4000)).await;
+    c.restart_manager_with(|o| o.managed_jobs = managed()).await;
+    c.flavor("on-demand").await;
+    // (A worker's init container, which waits for the head, asks for memory too.)
+    c.cluster_queue(with_all_namespaces(ClusterQueue::build("cq").flavor("on-demand", [("cpu", "4"), ("memory", "4Gi")]).build())).await;
+    c.local_queue("lq", "cq").await;
+    let nss: Api<Namespace> = Api::all(c.client.clone());
+    nss.create(&PostParams::default(), &serde_json::from_value(serde_json::json!({"metadata": {"name": "unmanaged-ns"}})).unwrap()).await.unwrap();
+    c
+}
+
+/// A RayCluster naming no queue, written unsuspended: a 1-CPU head and one 1-CPU worker.
+fn unqueued_ray_cluster(ns: &str) -> quotagate::api::ray::RayCluster {
+    let mut rc = queued_ray_cluster("rc", serde_json::json!({}));
+    rc.metadata.namespace = Some(ns.into());
+    rc.metadata.labels = None;
+    rc.spec.suspend = Some(false);
+    rc
+}
+
+/// Kueue: test/integration/singlecluster/controller/jobs/raycluster/raycluster_controller_test.go, whose
+/// manager runs with `WithManageJobsWithoutQueueName(true)` and a selector excluding `unmanaged-ns`,
+/// "Should reconcile RayClusters": a cluster created unsuspended with no queue name is suspended, its
+/// Workload is created with no `.spec.queueName` and owned by it, and takes the queue name when the
+/// cluster does; then (here) it is admitted and the cluster runs. Before that the quota gate, which
+/// decides "managed" as the job reconciler does, lets no pod of it be created, even when its user
+/// unsuspends it by hand (checked at every pod event). In `unmanaged-ns` the same cluster runs as
+/// written, with no Workload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ray_cluster_without_a_queue_name_is_held_until_it_names_one() {
+    use quotagate::api::ray::RayCluster;
+    use quotagate::api::ray::constants::LABEL_CLUSTER;
+    let c = ray_cluster().await;
+    let rcs: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+    let admitted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (seen, watch_pods) = (admitted.clone(), pods.clone());
+    let checker = tokio::spawn(async move {
+        use futures::StreamExt;
+        use kube::runtime::{WatchStreamExt, watcher};
+        let stream = watcher(watch_pods, watcher::Config::default().labels(&format!("{LABEL_CLUSTER}=rc"))).default_backoff().applied_objects();
+        futures::pin_mut!(stream);
+        while let Some(Ok(p)) = stream.next().await {
+            assert!(seen.load(std::sync::atomic::Ordering::SeqCst), "a pod before admission: {:?}", p.metadata.name);
+        }
+    });
+
+    let created = rcs.create(&PostParams::default(), &unqueued_ray_cluster("default")).await.unwrap();
+    assert_eq!(created.spec.suspend, Some(true), "suspended on create although it names no queue");
+    let uid = created.metadata.uid.clone().unwrap();
+    let wls = c.workloads();
+    let by_uid = kube::runtime::watcher::Config::default().labels(&format!("{}={uid}", label::JOB_UID));
+    let held = crate::elastic_jobs::on_every_event(wls.clone(), by_uid, "the cluster's Workload, held", || async {
+        let list = wls.list(&ListParams::default().labels(&format!("{}={uid}", label::JOB_UID))).await.unwrap().items;
+        list.into_iter().find(|w| condition(w, condition::QUOTA_RESERVED).is_some_and(|(s, _, _)| s == "False"))
+    })
+    .await;
+    assert_eq!(held.spec.queue_name, None, "the Workload has no queue");
+    let owner = held.metadata.owner_references.as_ref().and_then(|o| o.first()).unwrap();
+    assert_eq!((owner.kind.as_str(), owner.uid.as_str(), owner.controller), ("RayCluster", uid.as_str(), Some(true)));
+
+    // Its user unsuspends it by hand: suspended again, and no pod meanwhile.
+    let resume = serde_json::json!({"spec": {"suspend": false}});
+    rcs.patch("rc", &PatchParams::default(), &Patch::Merge(&resume)).await.unwrap();
+    wait_for(&rcs, "rc", "suspended again", |r| r.spec.suspend == Some(true)).await;
+    assert!(pods.list(&ListParams::default().labels(&format!("{LABEL_CLUSTER}=rc"))).await.unwrap().items.is_empty());
+
+    admitted.store(true, std::sync::atomic::Ordering::SeqCst);
+    let named = serde_json::json!({"metadata": {"labels": {label::QUEUE_NAME: "lq"}}});
+    rcs.patch("rc", &PatchParams::default(), &Patch::Merge(&named)).await.unwrap();
+    let name = held.metadata.name.clone().unwrap();
+    wait_for(&wls, &name, "moved to the queue the cluster names, and admitted", |w: &Workload| w.spec.queue_name.as_deref() == Some("lq") && w.is_admitted()).await;
+    wait_for(&rcs, "rc", "running", |r| r.spec.suspend == Some(false) && r.status.as_ref().and_then(|s| s.ready_worker_replicas) == Some(1)).await;
+    assert!(!checker.is_finished(), "no pod was created before admission");
+    checker.abort();
+
+    let outside: Api<RayCluster> = Api::namespaced(c.client.clone(), "unmanaged-ns");
+    let free = outside.create(&PostParams::default(), &unqueued_ray_cluster("unmanaged-ns")).await.unwrap();
+    assert_eq!(free.spec.suspend, Some(false), "not Kueue's: created as written");
+    wait_for(&outside, "rc", "running on its own", |r| r.status.as_ref().and_then(|s| s.ready_worker_replicas) == Some(1)).await;
+    let wls: Api<Workload> = Api::namespaced(c.client.clone(), "unmanaged-ns");
+    assert!(wls.list(&ListParams::default()).await.unwrap().items.is_empty(), "no Workload for it");
+    c.quota.assert_safe();
+}

@@ -100,9 +100,20 @@ pub struct Configuration {
 pub struct Integrations {
     pub frameworks: Option<Vec<String>>,
     pub external_frameworks: Option<Vec<String>>,
-    /// v1beta1 only.
-    pub pod_options: Option<Value>,
+    /// v1beta1 only, deprecated there "in favour of `managedJobsNamespaceSelector`", and dropped by
+    /// Kueue's conversion to v1beta2 (`Convert_v1beta1_Integrations_To_v1beta2_Integrations`): read,
+    /// never applied (the pod integration follows `managedJobsNamespaceSelector`). v1beta2 removed it,
+    /// and refuses it as an unknown field.
+    pub pod_options: Option<PodIntegrationOptions>,
     pub label_keys_to_copy: Option<Vec<String>>,
+}
+
+/// Kueue v1beta1's `PodIntegrationOptions`, decoded as strictly as Kueue decodes it.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodIntegrationOptions {
+    pub namespace_selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+    pub pod_selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
 }
 
 /// Every framework name Kueue registers (`jobframework.GetIntegrationsList()`, sorted as Kueue lists
@@ -513,6 +524,10 @@ impl Configuration {
     /// Kueue's `validateIntegrations`: every framework a name Kueue registers, none twice. (Kueue
     /// defaults an absent list to `batch/job` before validating, so absence is no error.)
     fn validate_integrations(&self) -> Result<(), ConfigError> {
+        // Kueue decodes its file strictly into v1beta2's types, which have no `podOptions`.
+        if self.version()? == Version::V1beta2 && self.integrations.as_ref().is_some_and(|i| i.pod_options.is_some()) {
+            return Err(field("integrations.podOptions", "strict decoding error: unknown field \"integrations.podOptions\""));
+        }
         let Some(names) = self.integrations.as_ref().and_then(|i| i.frameworks.as_ref()) else {
             return Ok(());
         };
@@ -657,8 +672,12 @@ impl Configuration {
             "integrations.frameworks (other than batch/job, pod, ray.io/raycluster, ray.io/rayservice, ray.io/rayjob)",
         );
         note(
-            integrations.is_some_and(|i| i.external_frameworks.is_some() || i.pod_options.is_some() || i.label_keys_to_copy.is_some()),
-            "integrations.externalFrameworks/podOptions/labelKeysToCopy",
+            integrations.is_some_and(|i| i.external_frameworks.is_some() || i.label_keys_to_copy.is_some()),
+            "integrations.externalFrameworks/labelKeysToCopy",
+        );
+        note(
+            integrations.is_some_and(|i| i.pod_options.is_some()),
+            "integrations.podOptions (deprecated in v1beta1 and not applied, as Kueue drops it: managedJobsNamespaceSelector picks the Pods' namespaces)",
         );
         note(self.queue_visibility.is_some(), "queueVisibility");
         note(self.multi_kueue.is_some(), "multiKueue");

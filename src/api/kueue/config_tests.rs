@@ -398,3 +398,25 @@ fn workload_retention_after_finished_is_read_and_a_negative_one_refused() {
     let e = Configuration::parse(&format!("{HEAD}objectRetentionPolicies:\n  workloads:\n    afterFinished: -1m\n")).unwrap_err();
     assert!(e.to_string().contains("objectRetentionPolicies.workloads.afterFinished") && e.to_string().contains("greater than or equal to 0"), "{e}");
 }
+
+// Kueue: apis/config/v1beta1/configuration_types.go (`podOptions`, "Deprecated: This field will be
+// removed on v1beta2, use ManagedJobsNamespaceSelector"), configuration_conversion.go (the conversion
+// to v1beta2 "ignores deprecated PodOptions field") and pkg/config/config.go (strict decoding into
+// v1beta2, which has no such field: `strict decoding error: unknown field ...`, as config_test.go's
+// "invalid config" case reports one).
+#[test]
+fn pod_options_are_read_and_not_applied_in_v1beta1_and_refused_in_v1beta2() {
+    let options = "integrations:\n  frameworks: [pod]\n  podOptions:\n    namespaceSelector:\n      matchExpressions:\n      - key: kubernetes.io/metadata.name\n        operator: NotIn\n        values: [team-b]\n    podSelector:\n      matchLabels:\n        app: x\n";
+    let v1 = "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n";
+    let old = Configuration::parse(&format!("{v1}{options}")).unwrap();
+    assert!(old.ignored().iter().any(|n| n.starts_with("integrations.podOptions")), "{:?}", old.ignored());
+    let m = old.managed_jobs();
+    assert!(m.namespace_matches("team-b", &Default::default()), "the namespace selector of podOptions is not applied");
+    assert!(old.frameworks().pod);
+    assert_eq!(
+        err(&format!("{HEAD}{options}")),
+        "integrations.podOptions: strict decoding error: unknown field \"integrations.podOptions\""
+    );
+    // v1beta1 decodes it as strictly as its other fields.
+    assert!(err(&format!("{v1}integrations:\n  podOptions:\n    labelSelector: {{}}\n")).starts_with("integrations.podOptions.labelSelector: unknown field"));
+}

@@ -121,11 +121,20 @@ pub fn decide(job: &Job, pods: &[&Pod], now: jiff::Timestamp) -> Plan {
     let finished = condition_true(&old, cond::COMPLETE) || condition_true(&old, cond::FAILED);
     let parallelism = b::parallelism(&spec).max(0);
     let backoff_limit = spec.backoff_limit.unwrap_or(b::DEFAULT_BACKOFF_LIMIT);
+    // An Indexed Job's completed indexes (below its completions: a scale-down drops the ones above),
+    // kept in its status as the real controller keeps them, so a pod deleted after it succeeded still
+    // counts.
+    let completed = indexed.then(|| {
+        let limit = spec.completions.unwrap_or(parallelism);
+        let mut all = b::parse_indexes(old.completed_indexes.as_deref().unwrap_or_default(), limit);
+        all.extend(succeeded_pods.iter().filter_map(|p| index_of(p)).filter(|i| (0..limit).contains(i)).map(|i| (i, i)));
+        b::merge_indexes(all)
+    });
+    if let Some(done) = &completed {
+        status.completed_indexes = Some(b::format_indexes(done));
+    }
     let complete = match spec.completions {
-        Some(c) if indexed => {
-            let done: BTreeSet<i32> = succeeded_pods.iter().filter_map(|p| index_of(p)).collect();
-            done.len() as i32 >= c
-        }
+        Some(c) if indexed => completed.as_ref().is_some_and(|d| b::count_indexes(d) >= i64::from(c)),
         Some(c) => succeeded >= c,
         // A work queue: done once a pod succeeded and none is left running.
         None => succeeded > 0 && active.is_empty(),
@@ -164,14 +173,15 @@ pub fn decide(job: &Job, pods: &[&Pod], now: jiff::Timestamp) -> Plan {
             None => parallelism,
         };
         let want = usize::try_from(want).unwrap_or(0);
-        if keep.len() > want {
-            keep.truncate(want);
-        } else if indexed {
-            let taken: BTreeSet<i32> = keep.iter().copied().chain(succeeded_pods.iter().copied()).filter_map(index_of).collect();
-            let total = spec.completions.unwrap_or(parallelism);
-            plan.create = (0..total).filter(|i| !taken.contains(i)).take(want - keep.len()).map(Some).collect();
+        let total = spec.completions.unwrap_or(parallelism);
+        keep = keep_for(keep, want, indexed.then_some(total));
+        if indexed {
+            let done = completed.clone().unwrap_or_default();
+            let running: BTreeSet<i32> = keep.iter().copied().filter_map(index_of).collect();
+            let free = |i: &i32| !running.contains(i) && !done.iter().any(|(a, b)| (*a..=*b).contains(i));
+            plan.create = (0..total).filter(free).take(want.saturating_sub(keep.len())).map(Some).collect();
         } else {
-            plan.create = vec![None; want - keep.len()];
+            plan.create = vec![None; want.saturating_sub(keep.len())];
         }
     }
     let kept: BTreeSet<&str> = keep.iter().filter_map(|p| p.metadata.name.as_deref()).collect();
@@ -182,6 +192,42 @@ pub fn decide(job: &Job, pods: &[&Pod], now: jiff::Timestamp) -> Plan {
         plan.status = Some(status);
     }
     plan
+}
+
+/// The active pods a Job keeps when it wants `want` of them (the real controller's
+/// `activePodsForRemoval`): an Indexed Job first drops pods whose index is out of range (`total`, its
+/// completions) or taken twice; then the pods to go are the least far along, as `controller.ActivePods`
+/// sorts them: not yet scheduled (held by a scheduling gate) before scheduled, Pending before Running,
+/// not ready before ready, the newest first. A scale-down thus takes an elastic Job's gated pods before
+/// its running ones.
+fn keep_for(active: Vec<&Pod>, want: usize, total: Option<i32>) -> Vec<&Pod> {
+    let mut seen = BTreeSet::new();
+    let mut keep: Vec<&Pod> = active
+        .into_iter()
+        .filter(|p| match total {
+            Some(t) => index_of(p).is_some_and(|i| (0..t).contains(&i) && seen.insert(i)),
+            None => true,
+        })
+        .collect();
+    if keep.len() <= want {
+        return keep;
+    }
+    let scheduled = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
+    let phase_rank = |p: &Pod| match phase(p) {
+        "Pending" => 0,
+        "Running" => 2,
+        _ => 1,
+    };
+    let created = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    // Most worth keeping first; ties by name so the choice is the same on every pass.
+    keep.sort_by(|a, b| {
+        (scheduled(b), phase_rank(b), is_ready(b))
+            .cmp(&(scheduled(a), phase_rank(a), is_ready(a)))
+            .then_with(|| created(a).cmp(&created(b)))
+            .then_with(|| a.metadata.name.cmp(&b.metadata.name))
+    });
+    keep.truncate(want);
+    keep
 }
 
 /// A pod of the Job, as the real controller makes it: the template, the controller's labels, an owner

@@ -8,18 +8,40 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::GroupVersionKind;
 
 use crate::api::batch::{self as b, MANAGED_LABELS};
-use crate::api::kueue::constants::DEFAULT_PODSET_NAME;
+use crate::api::kueue::constants::{DEFAULT_PODSET_NAME, label};
 use crate::api::kueue::{PodSet, ReclaimablePod, Workload};
 use crate::jobframework::{Finished, GenericJob, JobFrameworkError, JobKind, JobWithReclaimablePods, PodSetInfo, merge_into_template, restore_template};
 
 /// A batch/v1 Job under Kueue's admission.
 pub struct BatchJob {
     pub job: Job,
+    /// A running elastic Job's pod template as its admitted slice holds it: the template before
+    /// admission injected the flavor's node selector and the podset label into it (the API server keeps
+    /// a running Job's template as it is), so a new slice carries the chain's original template, and a
+    /// Job stopped from that slice gets the original back, whatever flavor admits it next.
+    admitted_template: Option<k8s_openapi::api::core::v1::PodTemplateSpec>,
 }
 
 impl BatchJob {
     pub fn new(job: Job) -> Self {
-        BatchJob { job }
+        BatchJob { job, admitted_template: None }
+    }
+
+    /// The Job with its Workloads as read: a running elastic Job takes its pod template from the
+    /// newest unfinished slice holding quota.
+    pub fn with_workloads(job: Job, workloads: &[Workload]) -> Self {
+        let running = job.spec.as_ref().and_then(|s| s.suspend) != Some(true);
+        let admitted_template = (running && crate::api::kueue::is_elastic_job(&job.metadata))
+            .then(|| {
+                workloads
+                    .iter()
+                    .filter(|w| !w.is_finished() && w.metadata.deletion_timestamp.is_none() && w.admission().is_some() && w.has_quota_reservation())
+                    .max_by_key(|w| w.metadata.creation_timestamp.as_ref().map(|t| t.0))
+            })
+            .flatten()
+            .and_then(|w| w.spec.pod_sets.iter().find(|p| p.name() == DEFAULT_PODSET_NAME))
+            .map(|p| p.template.clone());
+        BatchJob { job, admitted_template }
     }
 
     fn spec(&self) -> k8s_openapi::api::batch::v1::JobSpec {
@@ -48,18 +70,15 @@ pub fn gvk() -> GroupVersionKind {
 impl JobKind for BatchJob {
     type Object = Job;
 
-    /// Everything the decisions need is in the Job itself (its status counts the pods).
-    async fn load(obj: &Job, _: &[Workload], _: &kube::Client) -> Result<Self, kube::Error> {
-        Ok(BatchJob::new(obj.clone()))
+    /// The Job itself (its status counts the pods) and, for a running elastic one, the template its
+    /// admitted slice holds.
+    async fn load(obj: &Job, workloads: &[Workload], _: &kube::Client) -> Result<Self, kube::Error> {
+        Ok(BatchJob::with_workloads(obj.clone(), workloads))
     }
 
     fn object(&self) -> &Job {
         &self.job
     }
-
-    /// Kueue's `manageJobsWithoutQueueName` applies: the webhook takes such a job in a selected
-    /// namespace, and its Workload, with no queue, waits.
-    const MANAGED_WITHOUT_QUEUE_NAME: bool = true;
 
     /// The API server lets a Job's template take new scheduling directives only while it is suspended
     /// with no `startTime`: stopping suspends it, resets `startTime`, then restores the template.
@@ -102,11 +121,18 @@ impl GenericJob for BatchJob {
         if b::min_pods_count(&self.job.metadata).is_some() {
             self.set_parallelism(info.count);
         }
+        // An elastic Job's pods are let through by the ungater only: one created before Kueue managed
+        // it (no gate from the webhook, then given a queue name while suspended) gets the gate here,
+        // while its template still takes scheduling directives, so pods added later wait for a slice.
+        let mut info = info.clone();
+        if crate::api::kueue::is_elastic_job(&self.job.metadata) {
+            info.scheduling_gates.push(k8s_openapi::api::core::v1::PodSchedulingGate { name: label::ELASTIC_JOB_SCHEDULING_GATE.to_string() });
+        }
         let spec = self.job.spec.get_or_insert_with(Default::default);
         merge_into_template(
             spec.template.metadata.get_or_insert_with(Default::default),
             spec.template.spec.get_or_insert_with(Default::default),
-            info,
+            &info,
         )?;
         spec.suspend = Some(false);
         Ok(())
@@ -143,11 +169,12 @@ impl GenericJob for BatchJob {
             .map(|c| Finished { success: c.type_ != "Failed", message: c.message.clone().unwrap_or_default() })
     }
 
-    /// One podset `main`: the Job's template without the Job controller's labels, Kueue's pod count,
-    /// and the min-parallelism annotation as `minCount`.
+    /// One podset `main`: the Job's template (a running elastic Job's as its admitted slice holds it)
+    /// without the Job controller's labels, Kueue's pod count, and the min-parallelism annotation as
+    /// `minCount`.
     fn pod_sets(&self) -> Result<Vec<PodSet>, JobFrameworkError> {
         let spec = self.spec();
-        let mut template = spec.template.clone();
+        let mut template = self.admitted_template.clone().unwrap_or_else(|| spec.template.clone());
         if let Some(labels) = template.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
             for key in MANAGED_LABELS {
                 labels.remove(key);
@@ -177,16 +204,24 @@ impl GenericJob for BatchJob {
 }
 
 /// Kueue's `ReclaimablePods`: once fewer completions remain than pods run in parallel, the pods no
-/// longer needed give their quota back.
+/// longer needed give their quota back. An Indexed Job counts its terminal indexes below `completions`
+/// (completed, or failed for good), so an elastic scale-down that removed indexes never reclaims more
+/// than the shrunk podset holds (kueue#12670, #13117).
 impl JobWithReclaimablePods for BatchJob {
     fn reclaimable_pods(&self) -> Vec<ReclaimablePod> {
         let spec = self.spec();
+        let status = self.job.status.clone().unwrap_or_default();
         let parallelism = b::parallelism(&spec);
-        let succeeded = self.job.status.as_ref().and_then(|s| s.succeeded).unwrap_or(0);
-        if parallelism == 1 || succeeded == 0 {
+        let completions = spec.completions.unwrap_or(parallelism);
+        let terminal = if spec.completion_mode.as_deref() == Some("Indexed") {
+            b::terminal_indexes_count(status.completed_indexes.as_deref().unwrap_or_default(), status.failed_indexes.as_deref().unwrap_or_default(), completions)
+        } else {
+            status.succeeded.unwrap_or(0)
+        };
+        if parallelism <= 1 || terminal <= 0 {
             return Vec::new();
         }
-        let remaining = spec.completions.unwrap_or(parallelism).saturating_sub(succeeded);
+        let remaining = completions.saturating_sub(terminal).max(0);
         if remaining >= parallelism {
             return Vec::new();
         }

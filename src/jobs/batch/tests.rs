@@ -226,3 +226,161 @@ fn a_running_jobs_reclaimable_pods_are_written_into_its_workload() {
     let capped = crate::jobframework::reclaimable::limited(&wl, vec![ReclaimablePod { name: "main".into(), count: 9 }]);
     assert_eq!(capped, vec![ReclaimablePod { name: "main".into(), count: 5 }]);
 }
+
+fn indexed(parallelism: i32, completions: i32, status: serde_json::Value) -> BatchJob {
+    let mut j = job(parallelism, Some(completions), json!({}));
+    j.job.spec.as_mut().unwrap().completion_mode = Some("Indexed".into());
+    set_status(&mut j, status);
+    j
+}
+
+// Kueue: job_controller_test.go TestReclaimablePods (every case: an Indexed Job counts its terminal
+// indexes, not `status.succeeded`), and the integration specs "Should not wedge the reconciler when
+// scaling down below the accumulated succeeded count" (kueue#12670) and "Should not over-reserve quota
+// for a non-indexed Job after a scale-down" (kueue#13117), at the Job's end of them.
+#[test]
+fn reclaimable_pods_count_terminal_indexes_and_survive_a_scale_down() {
+    let main = |count| vec![ReclaimablePod { name: "main".into(), count }];
+    assert_eq!(indexed(8, 8, json!({"succeeded": 4, "completedIndexes": "0-3"})).reclaimable_pods(), main(4), "completed indexes");
+    let mut retryable = indexed(8, 8, json!({"succeeded": 1, "failed": 1, "completedIndexes": "0"}));
+    retryable.job.spec.as_mut().unwrap().backoff_limit_per_index = Some(1);
+    assert_eq!(retryable.reclaimable_pods(), main(1), "a retryable failure holds its quota");
+    assert_eq!(indexed(8, 8, json!({"succeeded": 1, "failed": 1, "completedIndexes": "0", "failedIndexes": "1"})).reclaimable_pods(), main(2), "completed and failed indexes");
+    assert_eq!(indexed(8, 8, json!({"succeeded": 4})).reclaimable_pods(), vec![], "counters without index sets hold the quota");
+    // Scaled from 8 to 3 after indexes 0-3 completed: 3 of the 3 are done, never 4 of 3.
+    assert_eq!(indexed(3, 3, json!({"succeeded": 4, "completedIndexes": "0-3"})).reclaimable_pods(), main(3));
+    // A stale failed index removed by the scale-down counts for nothing (kueue#13552).
+    assert_eq!(indexed(3, 3, json!({"failed": 1, "failedIndexes": "4"})).reclaimable_pods(), vec![]);
+    // Non-indexed, 20 → 10 after 15 succeeded: the 5 still running keep their quota.
+    let mut j = job(10, Some(20), json!({}));
+    set_status(&mut j, json!({"succeeded": 15}));
+    assert_eq!(j.reclaimable_pods(), main(5));
+    // More succeeded than completions left (a scale-down below them): every pod is reclaimable, no more.
+    let mut below = job(3, Some(3), json!({}));
+    set_status(&mut below, json!({"succeeded": 4}));
+    assert_eq!(below.reclaimable_pods(), main(3));
+}
+
+fn elastic(parallelism: i32, generation: i64) -> BatchJob {
+    let mut j = job(parallelism, Some(parallelism), json!({label::ELASTIC_JOB: "true"}));
+    j.job.metadata.generation = Some(generation);
+    j
+}
+
+fn running(mut j: BatchJob) -> BatchJob {
+    let mut info = info(j.pod_sets().unwrap()[0].count());
+    info.labels.insert(label::PODSET.into(), "main".into());
+    info.annotations.insert(label::WORKLOAD_SLICE_NAME.into(), "w".into());
+    j.run_with_podsets_info(&[info]).unwrap();
+    j
+}
+
+fn replacing(mut w: Workload, name: &str, old: &str) -> Workload {
+    w.metadata.name = Some(name.into());
+    w.metadata.annotations = Some([(label::WORKLOAD_SLICE_REPLACEMENT_FOR.to_string(), format!("default/{old}"))].into());
+    w
+}
+
+// Kueue: pkg/workloadslicing/workloadslicing_test.go TestEnsureWorkloadSlices, for a batch Job
+// ("OneWorkloadSlice_CurrentWorkload", "..._ReservedQuota_ScaleUp", "..._ReservedQuota_ScaleDown",
+// "..._UnreservedQuota_ScaleUp", "..._UnreservedQuota_ScaleDown", "TwoWorkloadSlices_NewIsUnreserved..."),
+// and reconciler.go step 8: an elastic Job running while its new slice waits is not suspended (its new
+// pods wait behind the elastic-job scheduling gate instead).
+#[test]
+fn an_elastic_jobs_parallelism_changes_become_slices_as_kueue_makes_them() {
+    let at3 = running(elastic(3, 1));
+    let admitted3 = wl_for(&elastic(3, 1), true, false);
+    let pending3 = wl_for(&elastic(3, 1), false, false);
+    let cases: Vec<(&str, BatchJob, Vec<Workload>, Step)> = vec![
+        ("admitted, unchanged", running(elastic(3, 1)), vec![admitted3.clone()], Step::Nothing),
+        ("admitted, scaled up: a new slice", running_at(&at3, 5, 2), vec![admitted3.clone()], Step::CreateSlice { replaces: "w".into() }),
+        ("admitted, scaled down: in place", running_at(&at3, 1, 2), vec![admitted3.clone()], Step::UpdateCounts("w".into())),
+        ("pending, scaled up: in place", with_parallelism(elastic(3, 1), 5, 2), vec![pending3.clone()], Step::UpdateCounts("w".into())),
+        ("pending, scaled down: in place", with_parallelism(elastic(3, 1), 2, 2), vec![pending3], Step::UpdateCounts("w".into())),
+        (
+            "running while its new slice waits: not suspended",
+            running_at(&at3, 5, 2),
+            vec![admitted3.clone(), replacing(wl_for(&elastic(5, 2), false, false), "w2", "w")],
+            Step::Nothing,
+        ),
+        (
+            "the waiting slice follows a further scale-up",
+            running_at(&at3, 6, 3),
+            vec![admitted3.clone(), replacing(wl_for(&elastic(5, 2), false, false), "w2", "w")],
+            Step::ReplacePodSets { name: "w2".into(), pod_sets: running_at(&at3, 6, 3).pod_sets().unwrap() },
+        ),
+        (
+            "scaled back while the new slice waits: it goes",
+            running(elastic(3, 3)),
+            vec![admitted3.clone(), replacing(wl_for(&elastic(5, 2), false, false), "w2", "w")],
+            Step::DeleteWorkloads(vec!["w2".into()]),
+        ),
+        ("the new slice admitted: the Job runs on it", running_at(&at3, 5, 2), vec![replacing(wl_for(&elastic(5, 2), true, false), "w2", "w")], Step::Nothing),
+        ("evicted: stopped whole", running(elastic(3, 1)), vec![wl_for(&elastic(3, 1), true, true)], Step::Stop("w".into())),
+    ];
+    for (name, j, wls, want) in cases {
+        let refs: Vec<&Workload> = wls.iter().collect();
+        assert_eq!(plan(&j, &refs).unwrap(), want, "{name}");
+    }
+}
+
+fn with_parallelism(mut j: BatchJob, parallelism: i32, generation: i64) -> BatchJob {
+    let spec = j.job.spec.as_mut().unwrap();
+    (spec.parallelism, spec.completions) = (Some(parallelism), Some(parallelism));
+    j.job.metadata.generation = Some(generation);
+    j
+}
+
+fn running_at(j: &BatchJob, parallelism: i32, generation: i64) -> BatchJob {
+    with_parallelism(BatchJob::new(j.job.clone()), parallelism, generation)
+}
+
+// Kueue: reconciler.go `newWorkloadName` (workload_names_test.go's "1" extra): each slice of an elastic
+// Job is named with the Job's generation, so every scale-up gets a Workload of its own.
+#[test]
+fn each_slice_of_an_elastic_job_has_its_own_name() {
+    let name = |j: &BatchJob| workload_name_for_job(j, NameLength::Long).unwrap();
+    assert_ne!(name(&elastic(3, 1)), name(&elastic(3, 2)));
+    assert_ne!(name(&elastic(3, 1)), name(&job(3, Some(3), json!({}))));
+    assert_eq!(name(&elastic(3, 1)), name(&elastic(5, 1)), "a name follows the generation, not the count");
+}
+
+// A running elastic Job's template carries what admission injected (the flavor's node selector, the
+// podset label, the slice name): its next slice takes the chain's template instead, so a Job evicted
+// from that slice is restored to the template its user wrote, whichever flavor admits it next.
+#[test]
+fn a_new_slice_carries_the_chains_original_template() {
+    let original = elastic(3, 1);
+    let admitted = wl_for(&original, true, false);
+    let mut grown = running_at(&running(elastic(3, 1)), 5, 2);
+    let injected = grown.job.spec.as_ref().unwrap().template.spec.as_ref().unwrap().node_selector.clone();
+    assert_eq!(injected.unwrap()["pool"], "spot", "the running Job's template has the flavor in it");
+    grown = BatchJob::with_workloads(grown.job, std::slice::from_ref(&admitted));
+    let podsets = grown.pod_sets().unwrap();
+    assert_eq!(podsets[0].template, admitted.spec.pod_sets[0].template, "the slice's template, not the running one");
+    assert_eq!(podsets[0].count(), 5, "with the Job's count");
+    let originals: Vec<PodSetInfo> = podsets.iter().map(PodSetInfo::from_podset).collect();
+    grown.suspend();
+    assert!(grown.restore_podsets_info(&originals));
+    let spec = grown.job.spec.as_ref().unwrap().template.spec.clone().unwrap();
+    assert!(spec.node_selector.is_none_or(|s| s.is_empty()), "restored to the user's template");
+    // Suspended (or not elastic), the Job's own template is its demand.
+    let suspended = BatchJob::with_workloads(elastic(3, 1).job, std::slice::from_ref(&admitted));
+    assert_eq!(suspended.pod_sets().unwrap()[0].template, elastic(3, 1).pod_sets().unwrap()[0].template);
+}
+
+// An elastic Job created before Kueue managed it has no gate from the webhook; starting it puts the
+// gate on its template (Kueue's webhook gates every elastic Job at creation instead), once.
+#[test]
+fn starting_an_elastic_job_gates_its_pods() {
+    let gates = |j: &BatchJob| j.job.spec.as_ref().unwrap().template.spec.as_ref().unwrap().scheduling_gates.clone().unwrap_or_default();
+    let mut j = elastic(2, 1);
+    assert!(gates(&j).is_empty());
+    j.run_with_podsets_info(&[info(2)]).unwrap();
+    assert_eq!(gates(&j).iter().map(|g| g.name.as_str()).collect::<Vec<_>>(), vec![label::ELASTIC_JOB_SCHEDULING_GATE]);
+    j.run_with_podsets_info(&[info(2)]).unwrap();
+    assert_eq!(gates(&j).len(), 1, "not doubled");
+    let mut plain = job(2, None, json!({}));
+    plain.run_with_podsets_info(&[info(2)]).unwrap();
+    assert!(gates(&plain).is_empty(), "only elastic Jobs");
+}

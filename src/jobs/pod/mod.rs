@@ -135,10 +135,6 @@ impl JobKind for PodJob {
         &self.pod
     }
 
-    /// Kueue's `manageJobsWithoutQueueName` applies: the webhook takes such a job in a selected
-    /// namespace, and its Workload, with no queue, waits.
-    const MANAGED_WITHOUT_QUEUE_NAME: bool = true;
-
     fn watcher_config() -> watcher::Config {
         watcher::Config::default().labels(&managed_selector())
     }

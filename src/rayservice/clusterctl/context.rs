@@ -8,6 +8,7 @@ use kube::Client;
 use kube::Resource;
 use kube::runtime::events::{EventType, Reporter};
 
+use crate::api::kueue::managed_jobs::ManagedJobs;
 use crate::api::ray::RayCluster;
 use crate::api::ray::constants as c;
 use crate::api::ray::validation::RayFeatureGates;
@@ -47,6 +48,9 @@ pub struct Config {
     pub idle_requeue: Duration,
     /// KubeRay feature gates (`--feature-gates`) for validation.
     pub gates: RayFeatureGates,
+    /// `manageJobsWithoutQueueName` and `managedJobsNamespaceSelector`: which clusters the quota gate
+    /// holds, as the job reconciler decides it.
+    pub managed_jobs: std::sync::Arc<ManagedJobs>,
 }
 
 impl Default for Config {
@@ -56,6 +60,7 @@ impl Default for Config {
             busy_requeue: Duration::from_secs(2),
             idle_requeue: Duration::from_secs(c::RAY_CLUSTER_DEFAULT_REQUEUE_SECONDS),
             gates: RayFeatureGates::default(),
+            managed_jobs: Default::default(),
         }
     }
 }

@@ -186,7 +186,7 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
     let views: Vec<PodView> = pods.iter().map(pod_view).collect();
     // The quota gate: computed from the admitted Workload of the cluster's own chain or of its parent
     // RayService, never from a field of this object a user could edit.
-    let cluster_gate = gate::cluster_gate(&ctx.client, &rc).await?;
+    let cluster_gate = gate::cluster_gate(&ctx.client, &ctx.config.managed_jobs, &rc).await?;
     let admission = admission_info(&ctx, &rc, cluster_gate.as_ref()).await?;
     let now = Timestamp::now();
     let backoff = head_backoff_record(&rc, &views, now, &ctx).await?;

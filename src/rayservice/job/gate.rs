@@ -14,8 +14,10 @@ use crate::api::kueue::Workload;
 use crate::api::kueue::constants::condition;
 use crate::api::ray::constants as c;
 use crate::api::ray::{RayCluster, RayService};
+use crate::api::kueue::managed_jobs::ManagedJobs;
 use crate::jobframework::interface::queue_name;
 use crate::jobframework::job_controller::owned_workloads;
+use crate::jobframework::manages;
 use crate::jobframework::slices::may_lose_part;
 
 /// A slice waiting for quota, and Kueue's reason as its QuotaReserved condition states it.
@@ -44,9 +46,17 @@ pub struct Gate {
     pub exposed: BTreeSet<String>,
 }
 
-/// True when the RayService's clusters run only under admitted quota.
+/// True when the RayService's clusters run only under admitted quota, under Kueue's default
+/// configuration (no `manageJobsWithoutQueueName`): it names a queue. The controllers decide with
+/// [`service_managed`], which knows the configuration.
 pub fn queue_managed(rs: &RayService) -> bool {
     queue_name(&rs.metadata).is_some()
+}
+
+/// Whether Kueue manages the RayService (the job framework's [`manages`], the decision its job
+/// reconciler takes too): its clusters then run only under admitted quota.
+pub async fn service_managed(client: &Client, managed: &ManagedJobs, rs: &RayService) -> Result<bool, kube::Error> {
+    manages(client, managed, &rs.metadata).await
 }
 
 /// The gate, from the service's workloads, its children in gate order and the pods they run now.
@@ -137,16 +147,21 @@ fn waits_for(w: &Workload) -> String {
         .unwrap_or_else(|| "not yet considered by the scheduler".to_string())
 }
 
-/// True when `rc` is a job of its own under quota: queue-labelled, and not a child of a Ray kind that
-/// is the job instead (a RayService's clusters are gated by the service's chain).
+/// True when `rc` is a job of its own under quota, under Kueue's default configuration:
+/// queue-labelled, and not a child of a Ray kind that is the job instead (a RayService's clusters are
+/// gated by the service's chain). The controllers decide with [`manages`] on [`own_job`] clusters.
 pub fn standalone_managed(rc: &RayCluster) -> bool {
-    queue_name(&rc.metadata).is_some()
-        && !rc
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .any(|o| o.controller == Some(true) && (o.kind == c::CRD_RAY_SERVICE || o.kind == c::CRD_RAY_JOB))
+    queue_name(&rc.metadata).is_some() && own_job(rc)
+}
+
+/// `rc` is not the child of a Ray kind that is the job instead (Kueue: a job owned by a managed job
+/// is not a job of its own).
+pub fn own_job(rc: &RayCluster) -> bool {
+    !rc.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && (o.kind == c::CRD_RAY_SERVICE || o.kind == c::CRD_RAY_JOB))
 }
 
 /// The gate of a queue-labelled RayCluster with a chain of its own: per group, the pods the latest
@@ -200,12 +215,12 @@ pub fn parent_ray_job(rc: &RayCluster) -> Option<String> {
 /// Workload covers with the cluster's own requests (its podsets are the cluster's, plus a submitter's),
 /// whatever a user writes into the cluster afterwards. A RayJob that is not queue-managed leaves its
 /// cluster ungated; one that cannot be found covers nothing.
-async fn ray_job_cluster_gate(client: &Client, rc: &RayCluster, ns: &str, job: &str) -> Result<Option<ClusterGate>, kube::Error> {
+async fn ray_job_cluster_gate(client: &Client, managed: &ManagedJobs, rc: &RayCluster, ns: &str, job: &str) -> Result<Option<ClusterGate>, kube::Error> {
     let api: Api<crate::api::ray::RayJob> = Api::namespaced(client.clone(), ns);
     let Some(rj) = api.get_opt(job).await? else {
         return Ok(Some(ClusterGate::default()));
     };
-    if queue_name(&rj.metadata).is_none() {
+    if !manages(client, managed, &rj.metadata).await? {
         return Ok(None);
     }
     let uid = rj.metadata.uid.clone().unwrap_or_default();
@@ -264,15 +279,16 @@ impl ClusterGate {
     }
 }
 
-/// The gate of `rc`, or `None` when `rc` is not quota-gated (neither queue-labelled itself nor the child
-/// of a queue-managed RayService). A parent that cannot be found covers nothing.
-pub async fn cluster_gate(client: &Client, rc: &RayCluster) -> Result<Option<ClusterGate>, kube::Error> {
+/// The gate of `rc`, or `None` when `rc` is not quota-gated (neither managed itself nor the child of a
+/// managed RayService or RayJob; managed as the job reconciler decides it, [`manages`] under the
+/// configuration's `manageJobsWithoutQueueName`). A parent that cannot be found covers nothing.
+pub async fn cluster_gate(client: &Client, managed: &ManagedJobs, rc: &RayCluster) -> Result<Option<ClusterGate>, kube::Error> {
     let ns = rc.namespace().unwrap_or_default();
     if let Some(job) = parent_ray_job(rc) {
-        return ray_job_cluster_gate(client, rc, &ns, &job).await;
+        return ray_job_cluster_gate(client, managed, rc, &ns, &job).await;
     }
     let Some(parent) = parent_service(rc) else {
-        if !standalone_managed(rc) {
+        if !own_job(rc) || !manages(client, managed, &rc.metadata).await? {
             return Ok(None);
         }
         let uid = rc.metadata.uid.clone().unwrap_or_default();
@@ -284,7 +300,7 @@ pub async fn cluster_gate(client: &Client, rc: &RayCluster) -> Result<Option<Clu
     let Some(rs) = api.get_opt(&parent).await? else {
         return Ok(Some(ClusterGate::default()));
     };
-    if !queue_managed(&rs) {
+    if !service_managed(client, managed, &rs).await? {
         return Ok(None);
     }
     let (gate, workloads) = load_with_workloads(client, &rs).await?;

@@ -66,6 +66,9 @@ pub struct Config {
     pub gates: RayFeatureGates,
     /// `--upgrade-deadline`: the default of `quotagate.io/upgrade-deadline` (`None`: off, as KubeRay).
     pub upgrade_deadline: Option<Duration>,
+    /// `manageJobsWithoutQueueName` and `managedJobsNamespaceSelector`: which services run only under
+    /// admitted quota, as the job reconciler decides it.
+    pub managed_jobs: std::sync::Arc<crate::api::kueue::managed_jobs::ManagedJobs>,
 }
 
 impl Default for Config {
@@ -81,6 +84,7 @@ impl Default for Config {
             incremental_timer_only: false,
             gates: RayFeatureGates::default(),
             upgrade_deadline: None,
+            managed_jobs: Default::default(),
         }
     }
 }
@@ -219,8 +223,8 @@ fn quota_covered_in_status(rc: &RayCluster) -> bool {
 
 /// Which children the quota admission covers, from the service's workload slices (not queue-managed:
 /// no gate), and why a waiting one waits.
-async fn admission(rs: &RayService, client: &Client) -> Result<Admission, Error> {
-    if !gate::queue_managed(rs) {
+async fn admission(rs: &RayService, client: &Client, managed: &crate::api::kueue::managed_jobs::ManagedJobs) -> Result<Admission, Error> {
+    if !gate::service_managed(client, managed, rs).await? {
         return Ok(Admission::NotQueueManaged);
     }
     let g = gate::load(client, rs).await?;
@@ -293,7 +297,7 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
         .as_deref()
         .and_then(|y| ServeConfig::from_yaml(y).ok());
 
-    let mut admission = admission(rs, &ctx.client).await?;
+    let mut admission = admission(rs, &ctx.client, &ctx.config.managed_jobs).await?;
     // A held child is released only once the RayCluster controller has recorded in its status that an
     // admitted slice covers it (QuotaGated=False): admission refuses the release before that.
     if let Admission::QueueManaged { admitted, .. } = &mut admission {

@@ -138,3 +138,47 @@ fn indexed_jobs_create_the_missing_indexes() {
     assert_eq!((labels["app"].as_str(), labels[b::CONTROLLER_UID_LABEL].as_str(), labels[b::JOB_NAME_LABEL].as_str()), ("x", "u1", "j"));
     assert_eq!(p.metadata.owner_references.unwrap()[0].controller, Some(true));
 }
+
+fn indexed_pod(name: &str, phase: &str, index: i32) -> Pod {
+    let mut p = pod(name, phase, phase == "Running");
+    p.metadata.annotations = Some([(COMPLETION_INDEX.to_string(), index.to_string())].into());
+    p
+}
+
+// kube-controller-manager's Job controller keeps `status.completedIndexes` ("0-2,5"), only below
+// `completions`, and counts completion by it: a succeeded pod deleted since still counts.
+#[test]
+fn indexed_jobs_keep_their_completed_indexes() {
+    let j = job(json!({"parallelism": 2, "completions": 4, "completionMode": "Indexed"}), json!({"completedIndexes": "0"}));
+    let (one, three) = (indexed_pod("a", "Succeeded", 1), indexed_pod("b", "Succeeded", 3));
+    let plan = decide(&j, &[&one, &three], now());
+    let status = plan.status.unwrap();
+    assert_eq!(status.completed_indexes.as_deref(), Some("0-1,3"));
+    assert_eq!(plan.create, vec![Some(2)], "index 0 was done before its pod went");
+    let scaled = job(json!({"parallelism": 2, "completions": 2, "completionMode": "Indexed"}), json!({"completedIndexes": "0-1,3"}));
+    let status = decide(&scaled, &[], now()).status.unwrap();
+    assert_eq!(status.completed_indexes.as_deref(), Some("0-1"), "indexes past completions are dropped");
+    assert_eq!(cond_of(&status, "Complete").map(|c| c.0), Some("True".into()));
+}
+
+// kube-controller-manager: job_controller.go `activePodsForRemoval` and controller.ActivePods' order:
+// lowering parallelism deletes the pods least far along (unscheduled and gated, then pending, then not
+// ready) before running ones; an Indexed Job first deletes pods whose index is out of range.
+#[test]
+fn a_scale_down_deletes_the_pods_least_far_along_first() {
+    let j = job(json!({"parallelism": 1, "completions": 5}), json!({}));
+    let mut running = pod("a-running", "Running", true);
+    running.spec = Some(serde_json::from_value(json!({"nodeName": "node", "containers": []})).unwrap());
+    let mut gated = pod("b-gated", "Pending", false);
+    gated.spec = Some(serde_json::from_value(json!({"schedulingGates": [{"name": "kueue.x-k8s.io/elastic-job"}], "containers": []})).unwrap());
+    let plan = decide(&j, &[&running, &gated], now());
+    assert_eq!(plan.delete, vec!["b-gated".to_string()], "the gated pod goes, the running one stays");
+    let plan = decide(&j, &[&gated, &running], now());
+    assert_eq!(plan.delete, vec!["b-gated".to_string()], "whatever the listing order");
+
+    let ix = job(json!({"parallelism": 2, "completions": 2, "completionMode": "Indexed"}), json!({}));
+    let (zero, one, four, dup) = (indexed_pod("p0", "Running", 0), indexed_pod("p1", "Pending", 1), indexed_pod("p4", "Running", 4), indexed_pod("q0", "Running", 0));
+    let plan = decide(&ix, &[&zero, &one, &four, &dup], now());
+    assert_eq!(plan.delete, vec!["p4".to_string(), "q0".to_string()], "out of range, and the second pod of index 0");
+    assert!(plan.create.is_empty());
+}
