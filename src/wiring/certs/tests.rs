@@ -145,7 +145,7 @@ async fn the_leader_writes_secret_and_ca_bundles_and_a_follower_serves_the_same(
     let v: ValidatingWebhookConfiguration = Api::all(admin.clone()).get(VALIDATING).await.unwrap();
     assert!(m.webhooks.iter().flatten().all(|w| w.client_config.ca_bundle == want), "mutating caBundle");
     assert!(v.webhooks.iter().flatten().all(|w| w.client_config.ca_bundle == want), "validating caBundle");
-    assert_eq!(v.webhooks.iter().flatten().count(), 11);
+    assert_eq!(v.webhooks.iter().flatten().count(), 12, "every validating hook of the manifest, RayCronJob's included");
 
     // A follower never writes; it serves what the leader stored.
     let (_f_tx, f_rx) = watch::channel(false);
