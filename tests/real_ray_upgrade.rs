@@ -29,7 +29,7 @@ use quotagate::cli::load;
 use quotagate::embedded::sim::process::{ProcessConfig, ProcessRuntime};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use process_support::{Manager, alive, bridge_gone_or_reused, missing_tool, netns_pids, repo_root, start_manager};
+use process_support::{Manager, alive, bridge_gone_or_reused, missing_tool, netns_pids, repo_root, start_manager, wait};
 
 const NS: &str = "default";
 
@@ -67,25 +67,6 @@ fn at<'a>(v: &'a Value, p: &str) -> Option<&'a str> {
 
 async fn rs_status(rss: &Api<RayService>) -> Value {
     rss.get_opt("echo").await.ok().flatten().map(|r| serde_json::to_value(r).unwrap_or_default()).unwrap_or_default()
-}
-
-/// Polls `f` every 250 ms until it returns Some, failing after `secs` with `what` and the last state.
-async fn wait<T, F, Fut>(secs: u64, what: &str, t0: Instant, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, String>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        match f().await {
-            Ok(v) => {
-                println!("  +{:.1?} {what}", t0.elapsed());
-                return v;
-            }
-            Err(last) => assert!(Instant::now() < deadline, "{what}: not within {secs} s; last: {last}"),
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
 }
 
 #[test]

@@ -264,7 +264,7 @@ impl ServiceProxy {
 
     /// Gateways: an address each (from the ClusterIP range), their HTTP listeners wanted, the routing
     /// table rebuilt from the HTTPRoutes. Returns each Gateway's address and HTTP listener ports.
-    fn sync_gateways(&self, state: &mut State, traffic: &Traffic, live: &mut HashSet<String>, wanted: &mut HashMap<SocketAddrV4, String>) -> Vec<(String, Ipv4Addr, Vec<(String, u16)>)> {
+    fn sync_gateways(&self, state: &mut State, traffic: &Traffic, live: &mut HashSet<String>, wanted: &mut HashMap<SocketAddrV4, String>) -> Vec<GatewayPorts> {
         let mut tables: HashMap<Ipv4Addr, Vec<routes::Listener>> = HashMap::new();
         let mut gateways = HashMap::new();
         let mut out = Vec::new();
@@ -333,6 +333,9 @@ impl ServiceProxy {
         }
     }
 }
+
+/// A Gateway (`namespace/name`), its address and its HTTP listeners' names and ports.
+type GatewayPorts = (String, Ipv4Addr, Vec<(String, u16)>);
 
 /// The Gateways and HTTPRoutes (as JSON, what `routes.rs` reads) one sync sees.
 struct Traffic {

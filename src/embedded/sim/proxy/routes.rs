@@ -200,9 +200,12 @@ fn matches(m: &Match, r: &Request<'_>) -> bool {
         && m.query.iter().all(|(n, v)| v.as_deref().is_some_and(|v| query_value(r.query, n) == Some(v)))
 }
 
+/// A match's precedence: exact path, prefix length, method, header count, query count.
+type Rank = (u8, usize, u8, usize, usize);
+
 /// Gateway API precedence among matching rules: an exact path, then the longest prefix, then a method,
 /// then the most header matches, then the most query matches (higher sorts first).
-fn rank(m: &Match) -> (u8, usize, u8, usize, usize) {
+fn rank(m: &Match) -> Rank {
     let (exact, len) = match &m.path {
         PathMatch::Exact(v) => (1, v.len()),
         PathMatch::Prefix(p) => (0, p.len()),
@@ -220,7 +223,7 @@ pub fn pick_rule<'a>(listeners: &'a [Listener], port: u16, r: &Request<'_>) -> O
         .filter(|l| l.port == port && l.hostname.as_deref().is_none_or(|h| host_matches(h, &host)))
         // An exact hostname beats a wildcard, which beats none.
         .max_by_key(|l| l.hostname.as_deref().map_or(0, |h| if h.starts_with("*.") { 1 + h.len() } else { 1000 + h.len() }))?;
-    let mut best: Option<(&Rule, (u8, usize, u8, usize, usize))> = None;
+    let mut best: Option<(&Rule, Rank)> = None;
     for rule in &listener.rules {
         if !rule.hostnames.is_empty() && !rule.hostnames.iter().any(|h| host_matches(h, &host)) {
             continue;
