@@ -151,9 +151,18 @@ enum Command {
         /// With --listen: write a kubeconfig for that address here.
         #[arg(long, requires = "listen")]
         kubeconfig_out: Option<PathBuf>,
-        /// How long each step may take.
-        #[arg(long, default_value = "60s", value_parser = parse_duration)]
-        step_timeout: Duration,
+        /// How long each step may take [default: 60s; 300s with --real-ray].
+        #[arg(long, value_parser = parse_duration)]
+        step_timeout: Option<Duration>,
+        /// Run the story on real Ray: rayproject/ray pods run the Ray of --ray-venv as processes (each
+        /// in a network namespace of its own: needs root, iproute2 and scripts/install-ray.sh), the
+        /// RayService deploys a real Serve app, and real requests go to it through the upgrade, their
+        /// counts printed at every step.
+        #[arg(long)]
+        real_ray: bool,
+        /// With --real-ray: the venv with Ray Serve (scripts/install-ray.sh).
+        #[arg(long, default_value = ".venv-ray", requires = "real_ray")]
+        ray_venv: PathBuf,
         /// Keep the embedded cluster running after the demo (until Ctrl-C), to look around with kubectl
         /// (needs --listen) or in the web view (needs --ui-addr).
         #[arg(long)]
@@ -731,9 +740,32 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `demo --real-ray`: refuses, naming everything missing, when this host cannot run Ray pods as
+/// processes; else starts the process runtime into `sims`.
+fn real_ray(venv: &std::path::Path, sims: &mut quotagate::embedded::sim::SimConfig) -> anyhow::Result<quotagate::wiring::demo_real::RealRay> {
+    use quotagate::embedded::sim::process::{ProcessConfig, ProcessRuntime, missing};
+    let cfg = ProcessConfig { ray_venv: venv.to_owned(), ..Default::default() };
+    let missing = missing(&cfg);
+    if !missing.is_empty() {
+        anyhow::bail!("demo --real-ray runs Ray pods as real processes and needs what this host lacks:\n  - {}", missing.join("\n  - "));
+    }
+    let Some(node) = sims.node.as_mut() else { anyhow::bail!("demo --real-ray needs the node agent") };
+    let rt = ProcessRuntime::start(cfg)?;
+    println!("real Ray: rayproject/ray pods run {} as processes, pod network {}", venv.join("bin/ray").display(), rt.pod_cidr());
+    node.runtime = Some(rt);
+    Ok(quotagate::wiring::demo_real::RealRay::new()?)
+}
+
 #[allow(clippy::too_many_arguments, reason = "one parameter per flag of `quotagate demo`")]
-async fn demo(listen: Option<SocketAddr>, kubeconfig_out: Option<PathBuf>, step_timeout: Duration, keep_running: bool, data_dir: Option<PathBuf>, json: bool, ui: DemoUiArgs, sim: SimArgs) -> anyhow::Result<()> {
+async fn demo(listen: Option<SocketAddr>, kubeconfig_out: Option<PathBuf>, step_timeout: Option<Duration>, real: Option<PathBuf>, keep_running: bool, data_dir: Option<PathBuf>, json: bool, ui: DemoUiArgs, sim: SimArgs) -> anyhow::Result<()> {
     use quotagate::wiring::manager::{self, EmbeddedOptions, ManagerOptions};
+    let step_timeout = step_timeout.unwrap_or(Duration::from_secs(if real.is_some() { 300 } else { 60 }));
+    let mut sims = sim.sims();
+    // Checked before anything else starts: a refusal leaves nothing behind.
+    let real = match &real {
+        Some(venv) => Some(real_ray(venv, &mut sims)?),
+        None => None,
+    };
     let pause = if ui.ui.ui_addr.is_some() { ui.ui_pause } else { Duration::ZERO };
     let ui = ui.ui;
     if keep_running && listen.is_none() && ui.ui_addr.is_none() {
@@ -752,7 +784,7 @@ async fn demo(listen: Option<SocketAddr>, kubeconfig_out: Option<PathBuf>, step_
         listen,
         kubeconfig_out: kubeconfig_out.clone(),
         manager: ManagerOptions { leader_election: false, ray: Some(sim.dashboards()), ui, ..ManagerOptions::default() },
-        sims: sim.sims(),
+        sims,
         ray_sims: sim.ray_sims(),
     };
     let stop = tokio_util::sync::CancellationToken::new();
@@ -761,9 +793,20 @@ async fn demo(listen: Option<SocketAddr>, kubeconfig_out: Option<PathBuf>, step_
     if let Some(path) = &kubeconfig_out {
         println!("embedded cluster: kubectl --kubeconfig {} get rayclusters,workloads,clusterqueues", path.display());
     }
+    let mut interrupted = false;
     let result = if restored {
         println!("the data directory holds a cluster already: skipping the walk-through, serving what it kept");
         Ok(())
+    } else if let Some(real) = &real {
+        // Ctrl-C stops the story and then the cluster, whose shutdown stops the pods' processes.
+        tokio::select! {
+            r = quotagate::wiring::demo::run_real(client, step_timeout, json, pause, real) => r,
+            _ = shutdown_signal() => {
+                eprintln!("interrupted: stopping the pods' processes");
+                interrupted = true;
+                Ok(())
+            }
+        }
     } else {
         quotagate::wiring::demo::run_paced(client, step_timeout, json, pause).await
     };
@@ -774,6 +817,9 @@ async fn demo(listen: Option<SocketAddr>, kubeconfig_out: Option<PathBuf>, step_
     stop.cancel();
     cluster.await??;
     result?;
+    if interrupted {
+        anyhow::bail!("the demo was interrupted");
+    }
     Ok(())
 }
 
@@ -816,8 +862,8 @@ fn main() -> ExitCode {
     init_tracing(if prints_own_output(&cli.command) { "warn" } else { "info" });
     match cli.command {
         Command::Run(args) => run_async(run(args)),
-        Command::Demo { listen, kubeconfig_out, step_timeout, keep_running, data_dir, json, ui, sim } => {
-            run_async(demo(listen, kubeconfig_out, step_timeout, keep_running, data_dir, json, ui, sim))
+        Command::Demo { listen, kubeconfig_out, step_timeout, real_ray, ray_venv, keep_running, data_dir, json, ui, sim } => {
+            run_async(demo(listen, kubeconfig_out, step_timeout, real_ray.then_some(ray_venv), keep_running, data_dir, json, ui, sim))
         }
         Command::Apiserver { listen, kubeconfig_out, no_simulators, pod_start_delay, data_dir, event_ttl, limits, real_cluster, pods } => {
             run_async(apiserver(listen, kubeconfig_out, !no_simulators, pod_start_delay, data_dir, event_ttl, limits, real_cluster, pods))

@@ -213,3 +213,28 @@ fn a_gated_blue_green_upgrade_on_real_ray_fails_no_request() {
         println!("done in {:.1?}", t0.elapsed());
     });
 }
+
+/// `demo --real-ray` refuses before anything starts, naming every missing piece and how to get it
+/// (no Ray or root needed for this test).
+#[test]
+fn demo_real_ray_refusals_name_what_is_missing() {
+    let qg = env!("CARGO_BIN_EXE_quotagate");
+    let out = std::process::Command::new(qg).args(["demo", "--real-ray", "--ray-venv", "/nonexistent/venv"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("demo --real-ray runs Ray pods as real processes and needs what this host lacks"), "{err}");
+    assert!(err.contains("Ray Serve in a venv at /nonexistent/venv (run scripts/install-ray.sh from the repository)"), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).is_empty(), "nothing started: {}", String::from_utf8_lossy(&out.stdout));
+    // As another user (when this test runs as root and util-linux's setpriv is there): root is named too.
+    let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")));
+    if root && std::process::Command::new("setpriv").arg("--version").output().is_ok() {
+        let out = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", qg, "demo", "--real-ray", "--ray-venv", "/nonexistent/venv"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(err.contains("  - root: pods get network namespaces of their own"), "{err}");
+        assert!(err.contains("  - Ray Serve in a venv at /nonexistent/venv"), "{err}");
+    }
+}

@@ -101,6 +101,29 @@ fn node_capacity() -> env::NodeCapacity {
     env::NodeCapacity { cpu_cores, memory_bytes }
 }
 
+/// What this host lacks to run the process runtime, each item naming the thing and how to get it
+/// (empty: nothing). Checked up front so that a user sees every missing piece at once.
+pub fn missing(cfg: &ProcessConfig) -> Vec<String> {
+    let mut out = Vec::new();
+    let uid = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).and_then(|l| l.split_whitespace().nth(1).map(str::to_owned)));
+    if uid.as_deref() != Some("0") {
+        out.push("root: pods get network namespaces of their own, which only root can make (run it with sudo)".into());
+    }
+    if let Err(e) = net::available() {
+        out.push(format!("iproute2's `ip netns` ({e}); on Debian or Ubuntu: apt-get install iproute2"));
+    }
+    let nsenter = std::process::Command::new("nsenter").arg("--version").output();
+    if nsenter.is_err() {
+        out.push("util-linux's `nsenter`, which runs the pods' exec probes; on Debian or Ubuntu: apt-get install util-linux".into());
+    }
+    if !cfg.ray_venv.join("bin/ray").exists() {
+        out.push(format!("Ray Serve in a venv at {} (run scripts/install-ray.sh from the repository)", cfg.ray_venv.display()));
+    }
+    out
+}
+
 impl ProcessRuntime {
     /// Checks the venv, claims a pod network (removing what crashed runs left) and brings it up.
     pub fn start(cfg: ProcessConfig) -> Result<Arc<ProcessRuntime>, ProcessError> {
