@@ -393,12 +393,16 @@ async fn story(client: &Client, step_timeout: Duration, clock: &Clock, real: Opt
             let report = report?;
             clock.say(&format!("load stopped: {}", summary(&report)));
             if report.failed > 0 {
+                let seconds: Vec<u64> = report.per_second.iter().filter(|s| s.counts.failed() > 0).map(|s| s.second).collect();
                 return Err(DemoError::RequestsFailed(format!(
-                    "{} ({} non-2xx, {} connection errors, {} timeouts)",
+                    "{} ({} non-2xx, {} connection errors, {} timeouts; in {} of the load's seconds, from +{} s to +{} s)",
                     summary(&report),
                     report.total.non_2xx,
                     report.total.conn_errors,
-                    report.total.timeouts
+                    report.total.timeouts,
+                    seconds.len(),
+                    seconds.first().copied().unwrap_or(0),
+                    seconds.last().copied().unwrap_or(0)
                 )));
             }
         }
