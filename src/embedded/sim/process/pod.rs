@@ -125,7 +125,30 @@ pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Durat
     let addrs = Addresses { pod_ip: pod_ip.clone(), host_ip: host_ip.clone(), node_name: ctx.node_name.clone() };
     let grace = Duration::from_secs(spec.termination_grace_period_seconds.and_then(|s| u64::try_from(s).ok()).unwrap_or(30));
     let init = InitCtx { pod: &pod, netns: subnet.netns(host), dir: &ctx.dir, image_env: &ctx.image_env, addrs: &addrs, sources: &src, node: ctx.node, policy: &policy, grace, key: key(&pod) };
-    match init::run(init, stop.clone()).await {
+    // While the init containers run, the pod shows them, and its containers waiting for them.
+    let mut inits = init::initial_views(&pod, &started);
+    let waiting: Vec<View> = spec.containers.iter().map(|c| status::initializing(&c.name, c.image.as_deref().unwrap_or(""))).collect();
+    let (itx, mut irx) = mpsc::unbounded_channel::<Vec<View>>();
+    let outcome = {
+        let run = init::run(init, stop.clone(), itx);
+        tokio::pin!(run);
+        if !inits.is_empty() {
+            write(&api, &name, status::pod_status_with_inits(&waiting, &inits, &policy, &pod_ip, &host_ip, &started)).await;
+        }
+        loop {
+            tokio::select! {
+                r = &mut run => break r,
+                Some(v) = irx.recv() => {
+                    inits = v;
+                    write(&api, &name, status::pod_status_with_inits(&waiting, &inits, &policy, &pod_ip, &host_ip, &started)).await;
+                }
+            }
+        }
+    };
+    while let Ok(v) = irx.try_recv() {
+        inits = v;
+    }
+    match outcome {
         InitResult::Done => {}
         InitResult::Stopped => {
             teardown(&ctx).await;
@@ -133,7 +156,7 @@ pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Durat
         }
         InitResult::Failed(message) => {
             tracing::info!(pod = %key(&pod), %message, "process runtime: an init container failed");
-            let mut s = status::pod_status(&[], &policy, &pod_ip, &host_ip, &started);
+            let mut s = status::pod_status_with_inits(&waiting, &inits, &policy, &pod_ip, &host_ip, &started);
             s["phase"] = json!("Failed");
             s["reason"] = json!("InitContainerFailed");
             s["message"] = json!(message);
@@ -182,7 +205,7 @@ pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Durat
             }
         }
     }
-    write(&api, &name, status::pod_status(&views, &policy, &pod_ip, &host_ip, &started)).await;
+    write(&api, &name, status::pod_status_with_inits(&views, &inits, &policy, &pod_ip, &host_ip, &started)).await;
 
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut tasks = Vec::new();
@@ -224,7 +247,7 @@ pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Durat
                 }
             }
         }
-        let s = status::pod_status(&views, &policy, &pod_ip, &host_ip, &started);
+        let s = status::pod_status_with_inits(&views, &inits, &policy, &pod_ip, &host_ip, &started);
         if last.as_ref() != Some(&s) {
             write(&api, &name, s.clone()).await;
             last = Some(s);
