@@ -339,6 +339,15 @@ enum BenchCommand {
         /// Print the runs as JSON.
         #[arg(long)]
         json: bool,
+        /// Instead: one quota-gated incremental upgrade on real Ray (rayproject/ray pods run as
+        /// processes: root, iproute2 and scripts/install-ray.sh), the load through the Gateway's real
+        /// proxy; prints the times from the quota raise to the new cluster's first pod, its first
+        /// answer and promotion, and the failed requests. Use a --timeout of minutes.
+        #[arg(long, conflicts_with = "json")]
+        real_ray: bool,
+        /// With --real-ray: the venv with Ray Serve.
+        #[arg(long, default_value = ".venv-ray", requires = "real_ray")]
+        ray_venv: PathBuf,
     },
 }
 
@@ -875,7 +884,21 @@ fn main() -> ExitCode {
                 .map_err(anyhow::Error::msg)?;
             if misses.is_empty() { Ok(()) } else { anyhow::bail!("{} rangespec threshold(s) missed", misses.len()) }
         }),
-        Command::Bench(BenchCommand::Incremental { step, interval, surge, rps, timeout, json }) => run_async(async move {
+        Command::Bench(BenchCommand::Incremental { step, interval, surge, rps, timeout, json, real_ray: true, ray_venv }) => run_async(async move {
+            use quotagate::cli::bench::incremental_real as real;
+            // The same checks as the simulated run's.
+            quotagate::cli::bench::incremental::Options { step, interval, surge, rps, timeout, ..Default::default() }.check()?;
+            let _ = json;
+            let rps = (rps.round() as u32).max(1);
+            let opts = real::RealOptions { incremental: true, step, interval, surge, rps, ray_venv, timeout };
+            let figures = real::run(&opts).await.map_err(anyhow::Error::msg)?;
+            println!("{}", real::render(&opts, &figures));
+            if figures.load.failed > 0 {
+                anyhow::bail!("{} request(s) failed", figures.load.failed);
+            }
+            Ok(())
+        }),
+        Command::Bench(BenchCommand::Incremental { step, interval, surge, rps, timeout, json, .. }) => run_async(async move {
             let opts = quotagate::cli::bench::incremental::Options { step, interval, surge, rps, timeout, ..Default::default() };
             quotagate::cli::bench::incremental(&opts, json).await?;
             Ok(())
