@@ -205,9 +205,13 @@ async fn upgrade(client: &kube::Client, o: &RealOptions, app: &RealRay) -> Resul
     let stop_load = CancellationToken::new();
     let load_opts = load::Options { url, rps: o.rps, duration: load::MAX_DURATION, connections: 64, timeout: Duration::from_secs(5), ..Default::default() };
     let load_start = Instant::now();
+    let latest: std::sync::Arc<std::sync::Mutex<Report>> = std::sync::Arc::default();
     let load_task = tokio::spawn({
-        let stop = stop_load.clone();
-        async move { load::run(&load_opts, stop, None).await }
+        let (stop, latest) = (stop_load.clone(), latest.clone());
+        async move {
+            let progress = move |r: &Report| *latest.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = r.clone();
+            load::run(&load_opts, stop, Some(&progress)).await
+        }
     });
     tokio::time::sleep(Duration::from_secs(2)).await;
 
@@ -254,7 +258,13 @@ async fn upgrade(client: &kube::Client, o: &RealOptions, app: &RealRay) -> Resul
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     until("the old cluster deleted", o.timeout, || async { rcs.get_opt(&old).await.ok().and_then(|c| c.is_none().then_some(())) }).await?;
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Through a ClusterIP, keep-alive connections stay with the old head until its processes stop
+    // serving them: wait for the new cluster's answers, then a few seconds of them.
+    until("answers from the new cluster", o.timeout, || async {
+        latest.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clusters_in_order.iter().any(|c| *c == new).then_some(())
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
     stop_load.cancel();
     let load = load_task.await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
     let raise_at = raised.saturating_duration_since(load_start);
