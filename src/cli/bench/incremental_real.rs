@@ -261,7 +261,7 @@ async fn upgrade(client: &kube::Client, o: &RealOptions, app: &RealRay) -> Resul
     // Through a ClusterIP, keep-alive connections stay with the old head until its processes stop
     // serving them: wait for the new cluster's answers, then a few seconds of them.
     until("answers from the new cluster", o.timeout, || async {
-        latest.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clusters_in_order.iter().any(|c| *c == new).then_some(())
+        latest.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clusters_in_order.contains(&new).then_some(())
     })
     .await?;
     tokio::time::sleep(Duration::from_secs(3)).await;
