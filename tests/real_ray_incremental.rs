@@ -169,6 +169,17 @@ fn a_gated_incremental_upgrade_on_real_ray_through_the_gateway_fails_no_request(
         assert_eq!(answer, vec![first.clone()], "the app names its cluster");
         let first_pids: BTreeSet<u32> = runtime.namespaces().values().flat_map(|ns| netns_pids(ns)).collect();
         assert!(!first_pids.is_empty());
+        // Where the host has a cgroup v1 cpu controller, the head's processes are in its pod's group,
+        // whose quota is the sum of its containers' CPU limits (head 1 + autoscaler sidecar 0.5).
+        let cpu_root = std::path::Path::new("/sys/fs/cgroup/cpu").join(format!("quotagate-{}", bridge.trim_start_matches("qgbr")));
+        if cpu_root.exists() {
+            let groups: Vec<_> = std::fs::read_dir(&cpu_root).unwrap().flatten().filter(|e| e.path().is_dir()).map(|e| e.path()).collect();
+            assert_eq!(groups.len(), 1, "one pod, one group: {groups:?}");
+            let procs: BTreeSet<u32> = std::fs::read_to_string(groups[0].join("cgroup.procs")).unwrap().split_whitespace().filter_map(|p| p.parse().ok()).collect();
+            assert!(procs.len() >= 5 && procs.is_subset(&first_pids), "the head's processes in its group: {procs:?} of {first_pids:?}");
+            assert_eq!(std::fs::read_to_string(groups[0].join("cpu.cfs_quota_us")).unwrap().trim(), "150000");
+            println!("  +{:.1?} the head's {} processes run in its pod's CPU group (quota 1.5 CPU)", t0.elapsed(), procs.len());
+        }
 
         // 2. Load through the Gateway for the whole upgrade; a watcher records every weight the route
         // gives the new cluster and what the new cluster's real dashboard reports at that moment.
@@ -292,6 +303,9 @@ fn a_gated_incremental_upgrade_on_real_ray_through_the_gateway_fails_no_request(
         let left: Vec<u32> = first_pids.iter().chain(&second_pids).copied().filter(|p| alive(*p)).collect();
         assert!(left.is_empty(), "processes left: {left:?}");
         assert!(bridge_gone_or_reused(&bridge), "bridge {bridge} left behind");
+        // (Unless another instance on this host took the /24 meanwhile: then its bridge is there.)
+        let reused = std::process::Command::new("ip").args(["link", "show", &bridge]).output().is_ok_and(|o| o.status.success());
+        assert!(!cpu_root.exists() || reused, "CPU group {} left behind", cpu_root.display());
         println!("done in {:.1?}", t0.elapsed());
     });
 }

@@ -34,6 +34,7 @@ pub struct InitCtx<'a> {
     pub policy: &'a str,
     pub grace: std::time::Duration,
     pub key: String,
+    pub cgroup: Option<std::path::PathBuf>,
 }
 
 /// The environment of init container `c`: resolved as a container's (`env::resolve` reads the pod's
@@ -94,6 +95,7 @@ pub async fn run(x: InitCtx<'_>, stop: Stop, views: mpsc::UnboundedSender<Vec<Vi
             startup: None,
             readiness: None,
             liveness: None,
+            cgroup: x.cgroup.clone(),
         };
         let (tx, mut rx) = mpsc::unbounded_channel();
         let task = tokio::spawn(container::run(l, tx, stop.clone()));
