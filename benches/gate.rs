@@ -9,6 +9,13 @@
 //! the ClusterQueue finishes (is deleted) at t0.
 //!
 //!     cargo bench --bench gate            # RUNS=50 by default; GATE_RUNS=N to change
+//!
+//! On real Ray (`GATE_REAL_RAY=1`, as root with iproute2 and `scripts/install-ray.sh`): each run is a
+//! head-only RayService on real Ray upgraded blue/green behind the gate, with 20 requests/s through its
+//! serve Service; timed from the quota raise to the new cluster's first pod, to its first answered
+//! request and to promotion, with the requests that failed. GATE_RUNS defaults to 3 there.
+//!
+//!     GATE_REAL_RAY=1 cargo bench --bench gate
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -136,7 +143,41 @@ fn pct(sorted: &[Duration], p: f64) -> Duration {
     sorted[i.min(sorted.len() - 1)]
 }
 
+/// `GATE_REAL_RAY=1`: gated blue/green upgrades on real Ray.
+fn real_ray(runs: usize) {
+    use quotagate::cli::bench::incremental_real::{RealOptions, render, run};
+    let rt = tokio::runtime::Builder::new_multi_thread().thread_stack_size(8 << 20).enable_all().build().unwrap();
+    let opts = RealOptions { incremental: false, ray_venv: std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv-ray"), ..Default::default() };
+    let mut all = Vec::new();
+    for i in 0..runs {
+        let f = match rt.block_on(run(&opts)) {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("gate bench (real Ray), run {}: {e}", i + 1);
+                std::process::exit(1);
+            }
+        };
+        println!("{}", render(&opts, &f));
+        all.push(f);
+    }
+    let mut pod: Vec<Duration> = all.iter().map(|f| f.first_pod).collect();
+    let mut answer: Vec<Duration> = all.iter().map(|f| f.first_new_answer).collect();
+    let mut promoted: Vec<Duration> = all.iter().map(|f| f.promoted).collect();
+    println!("== gate latency on real Ray, blue/green, {runs} runs: from the quota raise");
+    for (name, v) in [("first pod of the new cluster", &mut pod), ("first answer from it (to 1 s)", &mut answer), ("promotion", &mut promoted)] {
+        v.sort();
+        println!("{name:<32} p50 {:>7.2} s  max {:>7.2} s", pct(v, 0.5).as_secs_f64(), v.last().map_or(0.0, |d| d.as_secs_f64()));
+    }
+    let (sent, failed): (u64, u64) = all.iter().fold((0, 0), |(s, f), r| (s + r.load.total.sent, f + r.load.failed));
+    println!("requests: sent {sent}, failed {failed}");
+    rt.shutdown_background();
+}
+
 fn main() {
+    if std::env::var("GATE_REAL_RAY").as_deref() == Ok("1") {
+        real_ray(std::env::var("GATE_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(3).max(1));
+        return;
+    }
     let runs: usize = std::env::var("GATE_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(50).max(2);
     let rt = tokio::runtime::Builder::new_multi_thread().thread_stack_size(8 << 20).enable_all().build().unwrap();
     rt.block_on(async move {

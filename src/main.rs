@@ -151,9 +151,18 @@ enum Command {
         /// With --listen: write a kubeconfig for that address here.
         #[arg(long, requires = "listen")]
         kubeconfig_out: Option<PathBuf>,
-        /// How long each step may take.
-        #[arg(long, default_value = "60s", value_parser = parse_duration)]
-        step_timeout: Duration,
+        /// How long each step may take [default: 60s; 300s with --real-ray].
+        #[arg(long, value_parser = parse_duration)]
+        step_timeout: Option<Duration>,
+        /// Run the story on real Ray: rayproject/ray pods run the Ray of --ray-venv as processes (each
+        /// in a network namespace of its own: needs root, iproute2 and scripts/install-ray.sh), the
+        /// RayService deploys a real Serve app, and real requests go to it through the upgrade, their
+        /// counts printed at every step.
+        #[arg(long)]
+        real_ray: bool,
+        /// With --real-ray: the venv with Ray Serve (scripts/install-ray.sh).
+        #[arg(long, default_value = ".venv-ray", requires = "real_ray")]
+        ray_venv: PathBuf,
         /// Keep the embedded cluster running after the demo (until Ctrl-C), to look around with kubectl
         /// (needs --listen) or in the web view (needs --ui-addr).
         #[arg(long)]
@@ -330,6 +339,15 @@ enum BenchCommand {
         /// Print the runs as JSON.
         #[arg(long)]
         json: bool,
+        /// Instead: one quota-gated incremental upgrade on real Ray (rayproject/ray pods run as
+        /// processes: root, iproute2 and scripts/install-ray.sh), the load through the Gateway's real
+        /// proxy; prints the times from the quota raise to the new cluster's first pod, its first
+        /// answer and promotion, and the failed requests. Use a --timeout of minutes.
+        #[arg(long, conflicts_with = "json")]
+        real_ray: bool,
+        /// With --real-ray: the venv with Ray Serve.
+        #[arg(long, default_value = ".venv-ray", requires = "real_ray")]
+        ray_venv: PathBuf,
     },
 }
 
@@ -731,9 +749,32 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `demo --real-ray`: refuses, naming everything missing, when this host cannot run Ray pods as
+/// processes; else starts the process runtime into `sims`.
+fn real_ray(venv: &std::path::Path, sims: &mut quotagate::embedded::sim::SimConfig) -> anyhow::Result<quotagate::wiring::demo_real::RealRay> {
+    use quotagate::embedded::sim::process::{ProcessConfig, ProcessRuntime, missing};
+    let cfg = ProcessConfig { ray_venv: venv.to_owned(), ..Default::default() };
+    let missing = missing(&cfg);
+    if !missing.is_empty() {
+        anyhow::bail!("demo --real-ray runs Ray pods as real processes and needs what this host lacks:\n  - {}", missing.join("\n  - "));
+    }
+    let Some(node) = sims.node.as_mut() else { anyhow::bail!("demo --real-ray needs the node agent") };
+    let rt = ProcessRuntime::start(cfg)?;
+    println!("real Ray: rayproject/ray pods run {} as processes, pod network {}", venv.join("bin/ray").display(), rt.pod_cidr());
+    node.runtime = Some(rt);
+    Ok(quotagate::wiring::demo_real::RealRay::new()?)
+}
+
 #[allow(clippy::too_many_arguments, reason = "one parameter per flag of `quotagate demo`")]
-async fn demo(listen: Option<SocketAddr>, kubeconfig_out: Option<PathBuf>, step_timeout: Duration, keep_running: bool, data_dir: Option<PathBuf>, json: bool, ui: DemoUiArgs, sim: SimArgs) -> anyhow::Result<()> {
+async fn demo(listen: Option<SocketAddr>, kubeconfig_out: Option<PathBuf>, step_timeout: Option<Duration>, real: Option<PathBuf>, keep_running: bool, data_dir: Option<PathBuf>, json: bool, ui: DemoUiArgs, sim: SimArgs) -> anyhow::Result<()> {
     use quotagate::wiring::manager::{self, EmbeddedOptions, ManagerOptions};
+    let step_timeout = step_timeout.unwrap_or(Duration::from_secs(if real.is_some() { 300 } else { 60 }));
+    let mut sims = sim.sims();
+    // Checked before anything else starts: a refusal leaves nothing behind.
+    let real = match &real {
+        Some(venv) => Some(real_ray(venv, &mut sims)?),
+        None => None,
+    };
     let pause = if ui.ui.ui_addr.is_some() { ui.ui_pause } else { Duration::ZERO };
     let ui = ui.ui;
     if keep_running && listen.is_none() && ui.ui_addr.is_none() {
@@ -752,7 +793,7 @@ async fn demo(listen: Option<SocketAddr>, kubeconfig_out: Option<PathBuf>, step_
         listen,
         kubeconfig_out: kubeconfig_out.clone(),
         manager: ManagerOptions { leader_election: false, ray: Some(sim.dashboards()), ui, ..ManagerOptions::default() },
-        sims: sim.sims(),
+        sims,
         ray_sims: sim.ray_sims(),
     };
     let stop = tokio_util::sync::CancellationToken::new();
@@ -761,9 +802,20 @@ async fn demo(listen: Option<SocketAddr>, kubeconfig_out: Option<PathBuf>, step_
     if let Some(path) = &kubeconfig_out {
         println!("embedded cluster: kubectl --kubeconfig {} get rayclusters,workloads,clusterqueues", path.display());
     }
+    let mut interrupted = false;
     let result = if restored {
         println!("the data directory holds a cluster already: skipping the walk-through, serving what it kept");
         Ok(())
+    } else if let Some(real) = &real {
+        // Ctrl-C stops the story and then the cluster, whose shutdown stops the pods' processes.
+        tokio::select! {
+            r = quotagate::wiring::demo::run_real(client, step_timeout, json, pause, real) => r,
+            _ = shutdown_signal() => {
+                eprintln!("interrupted: stopping the pods' processes");
+                interrupted = true;
+                Ok(())
+            }
+        }
     } else {
         quotagate::wiring::demo::run_paced(client, step_timeout, json, pause).await
     };
@@ -774,6 +826,9 @@ async fn demo(listen: Option<SocketAddr>, kubeconfig_out: Option<PathBuf>, step_
     stop.cancel();
     cluster.await??;
     result?;
+    if interrupted {
+        anyhow::bail!("the demo was interrupted");
+    }
     Ok(())
 }
 
@@ -816,8 +871,8 @@ fn main() -> ExitCode {
     init_tracing(if prints_own_output(&cli.command) { "warn" } else { "info" });
     match cli.command {
         Command::Run(args) => run_async(run(args)),
-        Command::Demo { listen, kubeconfig_out, step_timeout, keep_running, data_dir, json, ui, sim } => {
-            run_async(demo(listen, kubeconfig_out, step_timeout, keep_running, data_dir, json, ui, sim))
+        Command::Demo { listen, kubeconfig_out, step_timeout, real_ray, ray_venv, keep_running, data_dir, json, ui, sim } => {
+            run_async(demo(listen, kubeconfig_out, step_timeout, real_ray.then_some(ray_venv), keep_running, data_dir, json, ui, sim))
         }
         Command::Apiserver { listen, kubeconfig_out, no_simulators, pod_start_delay, data_dir, event_ttl, limits, real_cluster, pods } => {
             run_async(apiserver(listen, kubeconfig_out, !no_simulators, pod_start_delay, data_dir, event_ttl, limits, real_cluster, pods))
@@ -829,7 +884,21 @@ fn main() -> ExitCode {
                 .map_err(anyhow::Error::msg)?;
             if misses.is_empty() { Ok(()) } else { anyhow::bail!("{} rangespec threshold(s) missed", misses.len()) }
         }),
-        Command::Bench(BenchCommand::Incremental { step, interval, surge, rps, timeout, json }) => run_async(async move {
+        Command::Bench(BenchCommand::Incremental { step, interval, surge, rps, timeout, json, real_ray: true, ray_venv }) => run_async(async move {
+            use quotagate::cli::bench::incremental_real as real;
+            // The same checks as the simulated run's.
+            quotagate::cli::bench::incremental::Options { step, interval, surge, rps, timeout, ..Default::default() }.check()?;
+            let _ = json;
+            let rps = (rps.round() as u32).max(1);
+            let opts = real::RealOptions { incremental: true, step, interval, surge, rps, ray_venv, timeout };
+            let figures = real::run(&opts).await.map_err(anyhow::Error::msg)?;
+            println!("{}", real::render(&opts, &figures));
+            if figures.load.failed > 0 {
+                anyhow::bail!("{} request(s) failed", figures.load.failed);
+            }
+            Ok(())
+        }),
+        Command::Bench(BenchCommand::Incremental { step, interval, surge, rps, timeout, json, .. }) => run_async(async move {
             let opts = quotagate::cli::bench::incremental::Options { step, interval, surge, rps, timeout, ..Default::default() };
             quotagate::cli::bench::incremental(&opts, json).await?;
             Ok(())

@@ -233,6 +233,14 @@ fn a_raycluster_head_runs_as_real_ray_in_a_network_namespace_of_its_own() {
         let worker_ip = worker.status.clone().unwrap().pod_ip.unwrap();
         let spec = worker.spec.clone().unwrap();
         assert!(spec.init_containers.iter().flatten().any(|c| c.name == "wait-gcs-ready"), "KubeRay's init container ran first");
+        // Its status as the kubelet shows it: the init container's own status, exited 0, Initialized.
+        let st = worker.status.clone().unwrap();
+        let init = st.init_container_statuses.unwrap_or_default();
+        assert_eq!(init.len(), 1, "{init:?}");
+        assert_eq!(init[0].name, "wait-gcs-ready");
+        let done = init[0].state.as_ref().and_then(|s| s.terminated.as_ref()).expect("wait-gcs-ready terminated");
+        assert_eq!((done.exit_code, done.reason.as_deref()), (0, Some("Completed")));
+        assert!(st.conditions.iter().flatten().any(|c| c.type_ == "Initialized" && c.status == "True"));
         let args = spec.containers[0].args.clone().unwrap_or_default().join(" ");
         assert!(args.contains("--address=real-head-svc.default.svc.cluster.local:6379"), "{args}");
         let nodes = loop {

@@ -29,7 +29,7 @@ use quotagate::cli::load;
 use quotagate::embedded::sim::process::{ProcessConfig, ProcessRuntime};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use process_support::{Manager, alive, bridge_gone_or_reused, missing_tool, netns_pids, repo_root, start_manager};
+use process_support::{Manager, alive, bridge_gone_or_reused, missing_tool, netns_pids, repo_root, start_manager, wait};
 
 const NS: &str = "default";
 
@@ -67,25 +67,6 @@ fn at<'a>(v: &'a Value, p: &str) -> Option<&'a str> {
 
 async fn rs_status(rss: &Api<RayService>) -> Value {
     rss.get_opt("echo").await.ok().flatten().map(|r| serde_json::to_value(r).unwrap_or_default()).unwrap_or_default()
-}
-
-/// Polls `f` every 250 ms until it returns Some, failing after `secs` with `what` and the last state.
-async fn wait<T, F, Fut>(secs: u64, what: &str, t0: Instant, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, String>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        match f().await {
-            Ok(v) => {
-                println!("  +{:.1?} {what}", t0.elapsed());
-                return v;
-            }
-            Err(last) => assert!(Instant::now() < deadline, "{what}: not within {secs} s; last: {last}"),
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
 }
 
 #[test]
@@ -231,4 +212,29 @@ fn a_gated_blue_green_upgrade_on_real_ray_fails_no_request() {
         assert!(bridge_gone_or_reused(&bridge), "bridge {bridge} left behind");
         println!("done in {:.1?}", t0.elapsed());
     });
+}
+
+/// `demo --real-ray` refuses before anything starts, naming every missing piece and how to get it
+/// (no Ray or root needed for this test).
+#[test]
+fn demo_real_ray_refusals_name_what_is_missing() {
+    let qg = env!("CARGO_BIN_EXE_quotagate");
+    let out = std::process::Command::new(qg).args(["demo", "--real-ray", "--ray-venv", "/nonexistent/venv"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("demo --real-ray runs Ray pods as real processes and needs what this host lacks"), "{err}");
+    assert!(err.contains("Ray Serve in a venv at /nonexistent/venv (run scripts/install-ray.sh from the repository)"), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).is_empty(), "nothing started: {}", String::from_utf8_lossy(&out.stdout));
+    // As another user (when this test runs as root and util-linux's setpriv is there): root is named too.
+    let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")));
+    if root && std::process::Command::new("setpriv").arg("--version").output().is_ok() {
+        let out = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", qg, "demo", "--real-ray", "--ray-venv", "/nonexistent/venv"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(err.contains("  - root: pods get network namespaces of their own"), "{err}");
+        assert!(err.contains("  - Ray Serve in a venv at /nonexistent/venv"), "{err}");
+    }
 }

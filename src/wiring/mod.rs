@@ -16,6 +16,7 @@ pub mod ray_metrics;
 pub mod raysim;
 pub mod sim_pod_network;
 pub mod demo;
+pub mod demo_real;
 pub mod manager;
 pub mod tasks;
 pub mod ui;

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use quotagate::embedded::sim::SimConfig;
 use quotagate::embedded::sim::process::ProcessRuntime;
@@ -82,3 +82,39 @@ pub fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()) != Some("Z"))
 }
 
+
+/// Polls `f` every 250 ms until it returns Ok, failing after `secs` with `what` and the last state;
+/// prints how long into the test (`t0`) it held.
+pub async fn wait<T, F, Fut>(secs: u64, what: &str, t0: Instant, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        match f().await {
+            Ok(v) => {
+                println!("  +{:.1?} {what}", t0.elapsed());
+                return v;
+            }
+            Err(last) => assert!(Instant::now() < deadline, "{what}: not within {secs} s; last: {last}"),
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The body of `GET http://{addr}{path}` (HTTP/1.0, so the server closes), None on any failure.
+pub async fn http_get(addr: &str, path: &str) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let exchange = async {
+        let mut c = tokio::net::TcpStream::connect(addr).await.ok()?;
+        c.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).await.ok()?;
+        let mut out = Vec::new();
+        c.read_to_end(&mut out).await.ok()?;
+        let text = String::from_utf8_lossy(&out).into_owned();
+        let (head, body) = text.split_once("\r\n\r\n")?;
+        head.split_whitespace().nth(1).filter(|s| s.starts_with('2'))?;
+        Some(body.to_owned())
+    };
+    tokio::time::timeout(Duration::from_secs(15), exchange).await.ok().flatten()
+}

@@ -8,6 +8,7 @@
 
 pub mod config;
 pub mod incremental;
+pub mod incremental_real;
 pub mod report;
 pub mod runner;
 

@@ -1,5 +1,9 @@
 //! An endpoints controller: one EndpointSlice per Service with a selector (`<svc>-sim`, labelled
-//! `kubernetes.io/service-name`, owned by the Service), listing the matching pods that are Ready.
+//! `kubernetes.io/service-name`, owned by the Service), listing the matching pods that are Ready, or,
+//! for a Service with `publishNotReadyAddresses`, every matching pod with an address that is neither
+//! being deleted nor finished, marked `ready` (its `serving` says whether the pod is Ready), as the
+//! EndpointSlice controller does: KubeRay's head Service sets it so that workers find the head before
+//! its probes pass.
 
 use super::{RETRY, SimError};
 use crate::embedded::selector::LabelSelector;
@@ -23,18 +27,28 @@ fn pod_ready(p: &Pod) -> bool {
         })
 }
 
+/// A pod a `publishNotReadyAddresses` Service lists: it has an address, is not being deleted and has
+/// not finished.
+fn pod_published(p: &Pod) -> bool {
+    p.metadata.deletion_timestamp.is_none()
+        && p.status.as_ref().is_some_and(|s| {
+            s.pod_ip.as_deref().is_some_and(|ip| !ip.is_empty()) && !matches!(s.phase.as_deref(), Some("Succeeded" | "Failed"))
+        })
+}
+
 /// The desired slice for `svc` given every pod in its namespace; None when the Service has no selector.
 pub fn desired_slice(svc: &Service, pods: &[Pod]) -> Option<Value> {
     let selector = svc.spec.as_ref()?.selector.as_ref().filter(|s| !s.is_empty())?;
     let sel = LabelSelector::from_map(selector);
     let name = svc.metadata.name.clone()?;
     let ns = svc.metadata.namespace.clone().unwrap_or_default();
+    let publish = svc.spec.as_ref().and_then(|s| s.publish_not_ready_addresses) == Some(true);
     let mut endpoints: Vec<Value> = pods
         .iter()
-        .filter(|p| pod_ready(p) && p.metadata.labels.as_ref().is_some_and(|l| sel.matches_labels(l)))
+        .filter(|p| (pod_ready(p) || (publish && pod_published(p))) && p.metadata.labels.as_ref().is_some_and(|l| sel.matches_labels(l)))
         .map(|p| {
             let ip = p.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap_or_default();
-            json!({"addresses": [ip], "conditions": {"ready": true, "serving": true, "terminating": false},
+            json!({"addresses": [ip], "conditions": {"ready": true, "serving": pod_ready(p), "terminating": false},
                    "nodeName": p.spec.as_ref().and_then(|s| s.node_name.clone()),
                    "targetRef": {"kind": "Pod", "namespace": ns, "name": p.metadata.name, "uid": p.metadata.uid}})
         })
@@ -103,4 +117,41 @@ pub async fn run(client: kube::Client) {
     .run(reconcile, error_policy, Arc::new(client))
     .for_each(|_| async {})
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, ip: &str, ready: bool, phase: &str) -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": name, "namespace": "ns", "uid": name, "labels": {"app": "a"}},
+            "status": {"phase": phase, "podIP": ip, "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}}))
+        .unwrap()
+    }
+
+    /// Kubernetes' EndpointSlice controller (pkg/controller/endpointslice, `podToEndpoint`): a
+    /// `publishNotReadyAddresses` Service lists pods before they are Ready, marked ready, with `serving`
+    /// from the pod; an ordinary Service lists Ready pods only. Pods without an address or finished
+    /// are listed by neither.
+    #[test]
+    fn publish_not_ready_addresses_lists_pods_before_they_are_ready() {
+        let svc = |publish: bool| -> Service {
+            serde_json::from_value(json!({"metadata": {"name": "s", "namespace": "ns", "uid": "u"},
+                "spec": {"selector": {"app": "a"}, "publishNotReadyAddresses": publish, "ports": [{"name": "gcs", "port": 6379}]}}))
+            .unwrap()
+        };
+        let pods = [pod("a", "10.244.1.2", true, "Running"), pod("b", "10.244.1.3", false, "Running"), pod("c", "", false, "Pending"), pod("d", "10.244.1.4", false, "Failed")];
+        let names = |v: &Value| -> Vec<(String, bool, bool)> {
+            v["endpoints"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| (e["targetRef"]["name"].as_str().unwrap().to_owned(), e["conditions"]["ready"].as_bool().unwrap(), e["conditions"]["serving"].as_bool().unwrap()))
+                .collect()
+        };
+        let plain = desired_slice(&svc(false), &pods).unwrap();
+        assert_eq!(names(&plain), [("a".to_string(), true, true)]);
+        let published = desired_slice(&svc(true), &pods).unwrap();
+        assert_eq!(names(&published), [("a".to_string(), true, true), ("b".to_string(), true, false)]);
+    }
 }

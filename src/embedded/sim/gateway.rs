@@ -1,6 +1,12 @@
 //! A gateway controller: Gateways get Accepted/Programmed and an address; HTTPRoutes get, per parent,
 //! Accepted and ResolvedRefs (False with BackendNotFound while a backend Service is missing).
+//!
+//! With the process runtime, a real data plane carries the traffic (`proxy/l7.rs`): a Gateway's address
+//! is the one it listens on, a Gateway is Programmed once its HTTP listeners are bound, and an
+//! HTTPRoute's generation is accepted only once the routing table was built from it. Without it, the
+//! address is a fixed one that leads nowhere and both are reported at once.
 
+use super::proxy::{GatewayState, ServiceProxy};
 use super::{RETRY, SimError, condition};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
@@ -38,26 +44,51 @@ pub fn httproute_resource() -> ApiResource {
     resource("HTTPRoute", "httproutes")
 }
 
-/// The Gateway status the simulator writes.
-pub fn gateway_status(gw: &Value, cfg: &GatewayConfig) -> Value {
+/// The Gateway status to write: as the data plane serves it (`plane`), else the simulated one.
+pub fn gateway_status(gw: &Value, cfg: &GatewayConfig, plane: Option<&GatewayState>) -> Value {
     let generation = gw.pointer("/metadata/generation").and_then(Value::as_i64);
+    let mut all_bound = true;
     let listeners: Vec<Value> = gw
         .pointer("/spec/listeners")
         .and_then(Value::as_array)
         .map(|ls| {
             ls.iter()
                 .map(|l| {
-                    json!({"name": l.get("name").cloned().unwrap_or(json!("")), "attachedRoutes": 0,
+                    let name = l.get("name").and_then(Value::as_str).unwrap_or("");
+                    let (accepted, programmed, attached) = match plane {
+                        None => (condition("Accepted", true, "Accepted", "", generation), condition("Programmed", true, "Programmed", "", generation), 0),
+                        Some(p) => {
+                            let (bound, attached) = p.listeners.get(name).copied().unwrap_or((false, 0));
+                            let http = l.get("protocol").and_then(Value::as_str) == Some("HTTP");
+                            all_bound &= bound || !http;
+                            let accepted = if http {
+                                condition("Accepted", true, "Accepted", "", generation)
+                            } else {
+                                condition("Accepted", false, "UnsupportedProtocol", "this gateway serves HTTP listeners only", generation)
+                            };
+                            let programmed = if bound {
+                                condition("Programmed", true, "Programmed", &format!("proxying on {}", p.address), generation)
+                            } else {
+                                condition("Programmed", false, "Pending", "the listener's port is not bound", generation)
+                            };
+                            (accepted, programmed, attached)
+                        }
+                    };
+                    json!({"name": name, "attachedRoutes": attached,
                            "supportedKinds": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}],
-                           "conditions": [condition("Accepted", true, "Accepted", "", generation), condition("Programmed", true, "Programmed", "", generation)]})
+                           "conditions": [accepted, programmed]})
                 })
                 .collect()
         })
         .unwrap_or_default();
+    let (address, programmed) = match plane {
+        None => (cfg.address.clone(), condition("Programmed", true, "Programmed", "Programmed by the simulated gateway controller", generation)),
+        Some(p) if all_bound => (p.address.to_string(), condition("Programmed", true, "Programmed", "an HTTP proxy serves every HTTP listener", generation)),
+        Some(p) => (p.address.to_string(), condition("Programmed", false, "Pending", "a listener's port is not bound yet", generation)),
+    };
     json!({
-        "addresses": [{"type": "IPAddress", "value": cfg.address}],
-        "conditions": [condition("Accepted", true, "Accepted", "Accepted by the simulated gateway controller", generation),
-                       condition("Programmed", true, "Programmed", "Programmed by the simulated gateway controller", generation)],
+        "addresses": [{"type": "IPAddress", "value": address}],
+        "conditions": [condition("Accepted", true, "Accepted", "Accepted by the embedded gateway controller", generation), programmed],
         "listeners": listeners,
     })
 }
@@ -113,13 +144,27 @@ fn same_ignoring_time(a: Option<&Value>, b: &Value) -> bool {
 struct Ctx {
     client: kube::Client,
     cfg: GatewayConfig,
+    /// The data plane, with the process runtime.
+    plane: Option<Arc<ServiceProxy>>,
 }
 
 async fn reconcile_gateway(gw: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, SimError> {
     let v = serde_json::to_value(&*gw).unwrap_or(Value::Null);
-    let status = gateway_status(&v, &ctx.cfg);
+    let ns = gw.metadata.namespace.clone().unwrap_or_default();
+    let name = gw.metadata.name.clone().unwrap_or_default();
+    let plane = match &ctx.plane {
+        None => None,
+        // The data plane has not seen this Gateway yet: look again shortly.
+        Some(p) => match p.gateway(&ns, &name) {
+            Some(state) => Some(state),
+            None => return Ok(Action::requeue(RETRY)),
+        },
+    };
+    let status = gateway_status(&v, &ctx.cfg, plane.as_ref());
+    // Until every listener is bound, and while routes attach, the data plane's state keeps changing.
+    let again = if ctx.plane.is_some() { Action::requeue(Duration::from_millis(500)) } else { Action::await_change() };
     if same_ignoring_time(v.get("status"), &status) {
-        return Ok(Action::await_change());
+        return Ok(again);
     }
     if !ctx.cfg.program_delay.is_zero() && v.get("status").and_then(|s| s.get("conditions")).is_none() {
         // First sight: come back once the gateway would be programmed.
@@ -133,16 +178,21 @@ async fn reconcile_gateway(gw: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Acti
             return Ok(Action::requeue(ctx.cfg.program_delay - age));
         }
     }
-    let ns = gw.metadata.namespace.clone().unwrap_or_default();
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &gateway_resource());
-    api.patch_status(&gw.metadata.name.clone().unwrap_or_default(), &PatchParams::default(), &Patch::Merge(json!({"status": status})))
-        .await?;
-    Ok(Action::await_change())
+    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({"status": status}))).await?;
+    Ok(again)
 }
 
 async fn reconcile_route(route: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, SimError> {
     let v = serde_json::to_value(&*route).unwrap_or(Value::Null);
     let ns = route.metadata.namespace.clone().unwrap_or_default();
+    if let Some(p) = &ctx.plane {
+        // Accepted means the data plane routes by this generation: wait until its table holds it.
+        let generation = route.metadata.generation.unwrap_or(0);
+        if p.route_generation(&ns, route.metadata.name.as_deref().unwrap_or_default()) != Some(generation) {
+            return Ok(Action::requeue(Duration::from_millis(50)));
+        }
+    }
     let svcs: Api<Service> = Api::namespaced(ctx.client.clone(), &ns);
     let mut missing = Vec::new();
     for name in backend_services(&v) {
@@ -164,8 +214,9 @@ fn error_policy(_: Arc<DynamicObject>, _: &SimError, _: Arc<Ctx>) -> Action {
     Action::requeue(RETRY)
 }
 
-pub async fn run(client: kube::Client, cfg: GatewayConfig) {
-    let ctx = Arc::new(Ctx { client: client.clone(), cfg });
+/// Runs the controller; `plane` is the data plane when one carries the traffic (the process runtime).
+pub async fn run(client: kube::Client, cfg: GatewayConfig, plane: Option<Arc<ServiceProxy>>) {
+    let ctx = Arc::new(Ctx { client: client.clone(), cfg, plane });
     let gws = Controller::new_with(Api::<DynamicObject>::all_with(client.clone(), &gateway_resource()), watcher::Config::default(), gateway_resource())
         .run(reconcile_gateway, error_policy, ctx.clone())
         .for_each(|_| async {});
@@ -191,8 +242,25 @@ mod tests {
         assert_eq!((conds[1]["status"].as_str(), conds[1]["reason"].as_str()), (Some("False"), Some("BackendNotFound")));
         assert_eq!(conds[1]["observedGeneration"], 3);
         assert!(same_ignoring_time(Some(&s), &route_status(&route, &["b".into()])));
-        let g = gateway_status(&json!({"metadata": {"generation": 1}, "spec": {"listeners": [{"name": "http"}]}}), &GatewayConfig::default());
+        let g = gateway_status(&json!({"metadata": {"generation": 1}, "spec": {"listeners": [{"name": "http"}]}}), &GatewayConfig::default(), None);
         assert_eq!(g["conditions"][1]["type"], "Programmed");
         assert_eq!(g["listeners"][0]["name"], "http");
+    }
+
+    /// With a data plane: its address, Programmed only once every HTTP listener is bound, attached
+    /// routes counted, a listener of another protocol not accepted.
+    #[test]
+    fn gateway_status_from_the_data_plane() {
+        let gw = json!({"metadata": {"generation": 2}, "spec": {"listeners": [{"name": "http", "protocol": "HTTP", "port": 80}, {"name": "tls", "protocol": "HTTPS", "port": 443}]}});
+        let mut state = GatewayState { address: "10.96.7.2".parse().unwrap(), listeners: [("http".to_string(), (false, 1)), ("tls".to_string(), (false, 0))].into() };
+        let s = gateway_status(&gw, &GatewayConfig::default(), Some(&state));
+        assert_eq!(s["addresses"][0]["value"], "10.96.7.2");
+        assert_eq!((s["conditions"][1]["type"].as_str(), s["conditions"][1]["status"].as_str()), (Some("Programmed"), Some("False")));
+        assert_eq!(s["listeners"][0]["attachedRoutes"], 1);
+        assert_eq!(s["listeners"][1]["conditions"][0]["reason"], "UnsupportedProtocol");
+        state.listeners.insert("http".into(), (true, 1));
+        let s = gateway_status(&gw, &GatewayConfig::default(), Some(&state));
+        assert_eq!(s["conditions"][1]["status"], "True");
+        assert_eq!(s["listeners"][0]["conditions"][1]["status"], "True");
     }
 }

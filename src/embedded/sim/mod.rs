@@ -30,13 +30,17 @@ impl Default for SimConfig {
 /// Starts the enabled simulators; they stop when `cancel` fires.
 pub fn spawn(client: kube::Client, config: &SimConfig, cancel: CancellationToken) -> Vec<JoinHandle<()>> {
     let mut handles = Vec::new();
+    // With the process runtime, the Service proxy is also the Gateways' data plane.
+    let mut plane = None;
     if let Some(n) = &config.node {
         handles.push(tokio::spawn(until(cancel.clone(), node::run(client.clone(), n.clone()))));
         // Pods need a node to run on, and Jobs a controller to make their pods: they come together.
         handles.push(tokio::spawn(until(cancel.clone(), job_controller::run(client.clone()))));
         if let Some(rt) = n.runtime.clone() {
             handles.push(tokio::spawn(until(cancel.clone(), rt.clone().follow_removals(client.clone()))));
-            handles.push(tokio::spawn(until(cancel.clone(), proxy::ServiceProxy::new(&rt).run(client.clone()))));
+            let proxy = proxy::ServiceProxy::new(&rt);
+            plane = Some(proxy.clone());
+            handles.push(tokio::spawn(until(cancel.clone(), proxy.run(client.clone()))));
             // Not under `until`: on cancel, this is what stops the pods' processes and removes their network.
             let cancel = cancel.clone();
             handles.push(tokio::spawn(async move {
@@ -46,7 +50,7 @@ pub fn spawn(client: kube::Client, config: &SimConfig, cancel: CancellationToken
         }
     }
     if let Some(g) = &config.gateway {
-        handles.push(tokio::spawn(until(cancel.clone(), gateway::run(client.clone(), g.clone()))));
+        handles.push(tokio::spawn(until(cancel.clone(), gateway::run(client.clone(), g.clone(), plane))));
     }
     if config.endpoints {
         handles.push(tokio::spawn(until(cancel.clone(), endpoints::run(client.clone()))));

@@ -37,6 +37,8 @@ pub struct Launch {
     pub startup: Option<Spec>,
     pub readiness: Option<Spec>,
     pub liveness: Option<Spec>,
+    /// The pod's CPU group: the process goes there as soon as it starts (what it forks follows).
+    pub cgroup: Option<std::path::PathBuf>,
 }
 
 /// The stop request a pod sends its containers: the grace period to give them.
@@ -128,6 +130,9 @@ pub async fn run(l: Launch, tx: mpsc::UnboundedSender<(usize, View)>, mut stop: 
             }
         };
         let Some(pid) = child.id() else { return };
+        if let Some(dir) = &l.cgroup {
+            super::cgroup::add(dir, pid);
+        }
         let started_at = Instant::now();
         let started = now();
         view.state = State::Running { started: started.clone() };

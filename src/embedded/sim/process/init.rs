@@ -2,8 +2,8 @@
 //! next, before any container starts (KubeRay's `wait-gcs-ready` on workers polls the head Service's
 //! name until the head's GCS answers). A failed one runs again with the kubelet's back-off, unless the
 //! pod's `restartPolicy` is `Never` (then the pod fails). Init containers of other images count as done
-//! at once, as simulated containers do. Their state is not written to `initContainerStatuses`: the pod
-//! shows `Pending` meanwhile.
+//! at once, as simulated containers do. Each change of their states goes out as the pod's
+//! `initContainerStatuses` (waiting `PodInitializing` until its turn, then its process's states).
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 use tokio::sync::mpsc;
@@ -12,7 +12,7 @@ use super::container::{self, Launch, Stop};
 use super::env::{self, Addresses, NodeCapacity, Sources};
 use super::image::{self, Runs};
 use super::launch::{self, PodDir};
-use super::status::State;
+use super::status::{self, State, View};
 
 /// What the pod's containers need to know about how its init containers went.
 pub enum InitResult {
@@ -34,6 +34,7 @@ pub struct InitCtx<'a> {
     pub policy: &'a str,
     pub grace: std::time::Duration,
     pub key: String,
+    pub cgroup: Option<std::path::PathBuf>,
 }
 
 /// The environment of init container `c`: resolved as a container's (`env::resolve` reads the pod's
@@ -46,9 +47,26 @@ fn environment(x: &InitCtx<'_>, c: &Container) -> Result<Vec<(String, String)>, 
     env::resolve(&as_main, 0, x.image_env, x.addrs, x.sources, x.node).map_err(|e| format!("init container {:?}: {e}", c.name))
 }
 
-pub async fn run(x: InitCtx<'_>, stop: Stop) -> InitResult {
+/// The init containers' views before any runs: a simulated one done at once, the rest waiting.
+pub fn initial_views(pod: &Pod, now: &str) -> Vec<View> {
+    let inits = pod.spec.iter().flat_map(|s| s.init_containers.iter().flatten());
+    inits
+        .map(|c| {
+            let image = c.image.clone().unwrap_or_default();
+            if image::runs(c) == Runs::Simulated {
+                View::new(&c.name, &image, State::Terminated { code: 0, reason: "Completed".into(), started: now.into(), finished: now.into() })
+            } else {
+                status::initializing(&c.name, &image)
+            }
+        })
+        .collect()
+}
+
+/// Runs the init containers in order; `views` gets every change of their states.
+pub async fn run(x: InitCtx<'_>, stop: Stop, views: mpsc::UnboundedSender<Vec<View>>) -> InitResult {
     let inits: Vec<Container> = x.pod.spec.iter().flat_map(|s| s.init_containers.iter().flatten()).cloned().collect();
     let spec = x.pod.spec.clone().unwrap_or_default();
+    let mut shown = initial_views(x.pod, &crate::embedded::meta::now_rfc3339());
     for (i, c) in inits.iter().enumerate() {
         if image::runs(c) == Runs::Simulated {
             continue;
@@ -77,12 +95,17 @@ pub async fn run(x: InitCtx<'_>, stop: Stop) -> InitResult {
             startup: None,
             readiness: None,
             liveness: None,
+            cgroup: x.cgroup.clone(),
         };
         let (tx, mut rx) = mpsc::unbounded_channel();
         let task = tokio::spawn(container::run(l, tx, stop.clone()));
         let mut last = None;
         while let Some((_, v)) = rx.recv().await {
-            last = Some(v.state);
+            last = Some(v.state.clone());
+            if let Some(slot) = shown.get_mut(i) {
+                *slot = v;
+                let _ = views.send(shown.clone());
+            }
         }
         let _ = task.await;
         if stop.borrow().is_some() {

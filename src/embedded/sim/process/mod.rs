@@ -3,6 +3,7 @@
 //! own with an address from this instance's /24 of 10.244.0.0/16 (`net.rs`). Everything else stays
 //! simulated. What it does and does not do: `src/embedded/README.md`.
 
+pub mod cgroup;
 mod container;
 pub mod env;
 pub mod hosts;
@@ -83,6 +84,8 @@ pub struct ProcessRuntime {
     node: env::NodeCapacity,
     /// The pods' hosts files (Service names), kept current by the Service proxy.
     names: Arc<hosts::Names>,
+    /// The pods' CPU groups, where the host has a cgroup v1 `cpu` controller.
+    cpu: Option<cgroup::Cpu>,
 }
 
 impl std::fmt::Debug for ProcessRuntime {
@@ -99,6 +102,29 @@ fn node_capacity() -> env::NodeCapacity {
         .and_then(|m| m.lines().find(|l| l.starts_with("MemTotal:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|k| k.parse::<u64>().ok()))
         .map_or(0, |kib| kib.saturating_mul(1024));
     env::NodeCapacity { cpu_cores, memory_bytes }
+}
+
+/// What this host lacks to run the process runtime, each item naming the thing and how to get it
+/// (empty: nothing). Checked up front so that a user sees every missing piece at once.
+pub fn missing(cfg: &ProcessConfig) -> Vec<String> {
+    let mut out = Vec::new();
+    let uid = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).and_then(|l| l.split_whitespace().nth(1).map(str::to_owned)));
+    if uid.as_deref() != Some("0") {
+        out.push("root: pods get network namespaces of their own, which only root can make (run it with sudo)".into());
+    }
+    if let Err(e) = net::available() {
+        out.push(format!("iproute2's `ip netns` ({e}); on Debian or Ubuntu: apt-get install iproute2"));
+    }
+    let nsenter = std::process::Command::new("nsenter").arg("--version").output();
+    if nsenter.is_err() {
+        out.push("util-linux's `nsenter`, which runs the pods' exec probes; on Debian or Ubuntu: apt-get install util-linux".into());
+    }
+    if !cfg.ray_venv.join("bin/ray").exists() {
+        out.push(format!("Ray Serve in a venv at {} (run scripts/install-ray.sh from the repository)", cfg.ray_venv.display()));
+    }
+    out
 }
 
 impl ProcessRuntime {
@@ -121,7 +147,9 @@ impl ProcessRuntime {
         let names = Arc::new(hosts::Names::new(NETNS_ETC));
         names.remove_leftovers(|n| n.starts_with(&subnet.netns_prefix()));
         tracing::info!(pod_network = %subnet.cidr(), bridge = %subnet.bridge(), ray = %venv.display(), "process runtime: rayproject/ray pods run as processes");
-        Ok(Arc::new(ProcessRuntime { cfg, subnet, work, host: Mutex::new(Some(host)), pods: Mutex::new(HashMap::new()), image_env, node: node_capacity(), names }))
+        let node = node_capacity();
+        let cpu = cgroup::Cpu::claim(subnet.block, node.cpu_cores);
+        Ok(Arc::new(ProcessRuntime { cfg, subnet, work, host: Mutex::new(Some(host)), pods: Mutex::new(HashMap::new()), image_env, node, names, cpu }))
     }
 
     /// This instance's pod network, e.g. `10.244.128.0/24`.
@@ -217,7 +245,8 @@ impl ProcessRuntime {
             let entry = Entry { key: key.clone(), host, dir: dir.clone(), stop, grace: Duration::from_secs(grace), containers: pod::process_containers(&pod) };
             pods.insert(uid.clone(), entry);
         }
-        let ctx = pod::PodCtx { client: client.clone(), subnet: self.subnet, host, dir: dir.clone(), node_name: node_name.into(), image_env: self.image_env.clone(), node: self.node, names: self.names.clone() };
+        let cgroup = self.cpu.as_ref().and_then(|c| c.pod(&format!("pod{short}"), &pod));
+        let ctx = pod::PodCtx { client: client.clone(), subnet: self.subnet, host, dir: dir.clone(), node_name: node_name.into(), image_env: self.image_env.clone(), node: self.node, names: self.names.clone(), cgroup };
         let rt = self.clone();
         tokio::spawn(async move {
             let mut deleted = stop_rx.clone();
@@ -293,6 +322,9 @@ impl ProcessRuntime {
         let host = self.host.lock().unwrap_or_else(PoisonError::into_inner).take();
         if let Some(h) = host {
             h.release();
+            if let Some(c) = &self.cpu {
+                c.release();
+            }
             self.names.remove_leftovers(|n| n.starts_with(&self.subnet.netns_prefix()));
             let _ = std::fs::remove_dir_all(&self.work);
             tracing::info!(pod_network = %self.subnet.cidr(), "process runtime: pod network removed");

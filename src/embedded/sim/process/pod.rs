@@ -32,6 +32,8 @@ pub struct PodCtx {
     pub image_env: Vec<(String, String)>,
     pub node: NodeCapacity,
     pub names: std::sync::Arc<super::hosts::Names>,
+    /// The pod's CPU group (`cgroup.rs`), when the host has one to give.
+    pub cgroup: Option<std::path::PathBuf>,
 }
 
 /// How a supervisor ended.
@@ -124,8 +126,31 @@ pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Durat
     let src = sources(&Api::namespaced(ctx.client.clone(), &ns), &Api::namespaced(ctx.client.clone(), &ns), &pod).await;
     let addrs = Addresses { pod_ip: pod_ip.clone(), host_ip: host_ip.clone(), node_name: ctx.node_name.clone() };
     let grace = Duration::from_secs(spec.termination_grace_period_seconds.and_then(|s| u64::try_from(s).ok()).unwrap_or(30));
-    let init = InitCtx { pod: &pod, netns: subnet.netns(host), dir: &ctx.dir, image_env: &ctx.image_env, addrs: &addrs, sources: &src, node: ctx.node, policy: &policy, grace, key: key(&pod) };
-    match init::run(init, stop.clone()).await {
+    let init = InitCtx { pod: &pod, netns: subnet.netns(host), dir: &ctx.dir, image_env: &ctx.image_env, addrs: &addrs, sources: &src, node: ctx.node, policy: &policy, grace, key: key(&pod), cgroup: ctx.cgroup.clone() };
+    // While the init containers run, the pod shows them, and its containers waiting for them.
+    let mut inits = init::initial_views(&pod, &started);
+    let waiting: Vec<View> = spec.containers.iter().map(|c| status::initializing(&c.name, c.image.as_deref().unwrap_or(""))).collect();
+    let (itx, mut irx) = mpsc::unbounded_channel::<Vec<View>>();
+    let outcome = {
+        let run = init::run(init, stop.clone(), itx);
+        tokio::pin!(run);
+        if !inits.is_empty() {
+            write(&api, &name, status::pod_status_with_inits(&waiting, &inits, &policy, &pod_ip, &host_ip, &started)).await;
+        }
+        loop {
+            tokio::select! {
+                r = &mut run => break r,
+                Some(v) = irx.recv() => {
+                    inits = v;
+                    write(&api, &name, status::pod_status_with_inits(&waiting, &inits, &policy, &pod_ip, &host_ip, &started)).await;
+                }
+            }
+        }
+    };
+    while let Ok(v) = irx.try_recv() {
+        inits = v;
+    }
+    match outcome {
         InitResult::Done => {}
         InitResult::Stopped => {
             teardown(&ctx).await;
@@ -133,7 +158,7 @@ pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Durat
         }
         InitResult::Failed(message) => {
             tracing::info!(pod = %key(&pod), %message, "process runtime: an init container failed");
-            let mut s = status::pod_status(&[], &policy, &pod_ip, &host_ip, &started);
+            let mut s = status::pod_status_with_inits(&waiting, &inits, &policy, &pod_ip, &host_ip, &started);
             s["phase"] = json!("Failed");
             s["reason"] = json!("InitContainerFailed");
             s["message"] = json!(message);
@@ -178,11 +203,12 @@ pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Durat
                     startup: c.startup_probe.as_ref().map(|p| probe::spec(p, c)),
                     readiness: c.readiness_probe.as_ref().map(|p| probe::spec(p, c)),
                     liveness: c.liveness_probe.as_ref().map(|p| probe::spec(p, c)),
+                    cgroup: ctx.cgroup.clone(),
                 });
             }
         }
     }
-    write(&api, &name, status::pod_status(&views, &policy, &pod_ip, &host_ip, &started)).await;
+    write(&api, &name, status::pod_status_with_inits(&views, &inits, &policy, &pod_ip, &host_ip, &started)).await;
 
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut tasks = Vec::new();
@@ -224,7 +250,7 @@ pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Durat
                 }
             }
         }
-        let s = status::pod_status(&views, &policy, &pod_ip, &host_ip, &started);
+        let s = status::pod_status_with_inits(&views, &inits, &policy, &pod_ip, &host_ip, &started);
         if last.as_ref() != Some(&s) {
             write(&api, &name, s.clone()).await;
             last = Some(s);
@@ -240,10 +266,13 @@ pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Durat
 
 /// Removes the pod's namespace (killing what is left in it) and its hosts file.
 async fn teardown(ctx: &PodCtx) {
-    let (subnet, host, names) = (ctx.subnet, ctx.host, ctx.names.clone());
+    let (subnet, host, names, cgroup) = (ctx.subnet, ctx.host, ctx.names.clone(), ctx.cgroup.clone());
     let _ = tokio::task::spawn_blocking(move || {
         subnet.remove_pod(host);
         names.remove_pod(&subnet.netns(host));
+        if let Some(dir) = cgroup {
+            super::cgroup::remove(&dir);
+        }
     })
     .await;
 }

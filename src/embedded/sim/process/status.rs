@@ -91,15 +91,33 @@ pub fn phase(views: &[View], restart_policy: &str) -> &'static str {
     }
 }
 
-/// The whole `status` to write.
+/// The whole `status` to write, for a pod without init containers.
 pub fn pod_status(views: &[View], restart_policy: &str, pod_ip: &str, host_ip: &str, start_time: &str) -> Value {
+    pod_status_with_inits(views, &[], restart_policy, pod_ip, host_ip, start_time)
+}
+
+/// An init container that has not run yet, or a container waiting for the init containers.
+pub fn initializing(name: &str, image: &str) -> View {
+    View::new(name, image, State::waiting("PodInitializing", ""))
+}
+
+/// The whole `status` to write: `inits` are the init containers' views (kubelet: `Initialized` is
+/// False, `ContainersNotInitialized`, until each has exited 0).
+pub fn pod_status_with_inits(views: &[View], inits: &[View], restart_policy: &str, pod_ip: &str, host_ip: &str, start_time: &str) -> Value {
     let phase = phase(views, restart_policy);
     let unready: Vec<&str> = views.iter().filter(|v| !v.ready).map(|v| v.name.as_str()).collect();
-    let ready = unready.is_empty() && phase == "Running";
+    let incomplete: Vec<&str> = inits.iter().filter(|v| !matches!(v.state, State::Terminated { code: 0, .. })).map(|v| v.name.as_str()).collect();
+    let initialized = incomplete.is_empty();
+    let ready = unready.is_empty() && phase == "Running" && initialized;
     let (reason, message) = match phase {
         "Succeeded" | "Failed" => ("PodCompleted", String::new()),
         _ if ready => ("", String::new()),
         _ => ("ContainersNotReady", format!("containers with unready status: [{}]", unready.join(" "))),
+    };
+    let (init_reason, init_message) = if initialized {
+        ("", String::new())
+    } else {
+        ("ContainersNotInitialized", format!("containers with incomplete status: [{}]", incomplete.join(" ")))
     };
     let mut status = json!({
         "phase": phase,
@@ -108,13 +126,16 @@ pub fn pod_status(views: &[View], restart_policy: &str, pod_ip: &str, host_ip: &
         "startTime": start_time,
         "conditions": [
             condition("PodReadyToStartContainers", !pod_ip.is_empty(), "", "", None),
-            condition("Initialized", true, "", "", None),
+            condition("Initialized", initialized, init_reason, &init_message, None),
             condition("ContainersReady", ready, reason, &message, None),
             condition("Ready", ready, reason, &message, None),
             condition("PodScheduled", true, "", "", None),
         ],
         "containerStatuses": views.iter().map(View::to_json).collect::<Vec<_>>(),
     });
+    if !inits.is_empty() {
+        status["initContainerStatuses"] = json!(inits.iter().map(View::to_json).collect::<Vec<_>>());
+    }
     if !pod_ip.is_empty() {
         status["podIP"] = json!(pod_ip);
         status["podIPs"] = json!([{"ip": pod_ip}]);
@@ -180,5 +201,28 @@ mod tests {
         let done = pod_status(&[View::new("c", "i", end(3))], "Never", "", "10.244.130.1", "t0");
         assert_eq!((done["phase"].as_str(), done["conditions"][3]["reason"].as_str()), (Some("Failed"), Some("PodCompleted")));
         assert!(done.get("podIP").is_none());
+        assert!(done.get("initContainerStatuses").is_none());
+    }
+
+    /// As the kubelet shows a pod whose init container runs (KubeRay's `wait-gcs-ready`): Pending,
+    /// Initialized=False ContainersNotInitialized naming it, the containers waiting PodInitializing;
+    /// then, once it exited 0, Initialized=True and its status Terminated/Completed.
+    #[test]
+    fn init_containers_show_in_their_own_statuses() {
+        let worker = initializing("ray-worker", "rayproject/ray:2.60.0");
+        let waiting = View::new("wait-gcs-ready", "rayproject/ray:2.60.0", run());
+        let s = pod_status_with_inits(&[worker], &[waiting], "Always", "10.244.130.3", "10.244.130.1", "t0");
+        assert_eq!(s["phase"], "Pending");
+        assert_eq!((s["conditions"][1]["type"].as_str(), s["conditions"][1]["status"].as_str()), (Some("Initialized"), Some("False")));
+        assert_eq!(s["conditions"][1]["reason"], "ContainersNotInitialized");
+        assert_eq!(s["conditions"][1]["message"], "containers with incomplete status: [wait-gcs-ready]");
+        assert_eq!(s["initContainerStatuses"][0]["state"]["running"]["startedAt"], "t0");
+        assert_eq!(s["containerStatuses"][0]["state"]["waiting"]["reason"], "PodInitializing");
+        let worker = View { ready: true, started: true, ..View::new("ray-worker", "rayproject/ray:2.60.0", run()) };
+        let done = View::new("wait-gcs-ready", "rayproject/ray:2.60.0", end(0));
+        let s = pod_status_with_inits(&[worker], &[done], "Always", "10.244.130.3", "10.244.130.1", "t0");
+        assert_eq!((s["phase"].as_str(), s["conditions"][1]["status"].as_str(), s["conditions"][3]["status"].as_str()), (Some("Running"), Some("True"), Some("True")));
+        assert_eq!(s["initContainerStatuses"][0]["state"]["terminated"]["reason"], "Completed");
+        assert_eq!(s["initContainerStatuses"][0]["ready"], false);
     }
 }

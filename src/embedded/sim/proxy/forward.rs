@@ -21,11 +21,17 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Where a connection to `port` of `service` may go now.
 fn endpoints(backends: &Backends, service: &str, port: u16) -> Vec<SocketAddrV4> {
+    service_endpoints(backends, service, port).unwrap_or_default()
+}
+
+/// The ready endpoints behind `port` of `service` (`namespace/name`); None when there is no such
+/// Service or it has no such port.
+pub fn service_endpoints(backends: &Backends, service: &str, port: u16) -> Option<Vec<SocketAddrV4>> {
     let b = backends.read().unwrap_or_else(PoisonError::into_inner);
-    let Some((ports, targets)) = b.get(service) else { return Vec::new() };
-    let Some(p) = ports.iter().find(|p| u16::try_from(p.port).ok() == Some(port)) else { return Vec::new() };
+    let (ports, targets) = b.get(service)?;
+    let p = ports.iter().find(|p| u16::try_from(p.port).ok() == Some(port))?;
     let name = p.name.clone().unwrap_or_default();
-    targets.get(&name).map(|(tp, ips)| ips.iter().map(|ip| SocketAddrV4::new(*ip, *tp)).collect()).unwrap_or_default()
+    Some(targets.get(&name).map(|(tp, ips)| ips.iter().map(|ip| SocketAddrV4::new(*ip, *tp)).collect()).unwrap_or_default())
 }
 
 /// Binds `addr` (a ClusterIP already on the bridge) and serves it until the task is aborted.

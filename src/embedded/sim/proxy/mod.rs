@@ -5,13 +5,21 @@
 //! Service's EndpointSlices (round robin; the next endpoint when one refuses). A connection keeps its
 //! endpoint for its life: a selector switch moves new connections only, as with kube-proxy.
 //!
+//! Gateways (`l7.rs`, `routes.rs`): each Gateway gets an address from the same range, and each of its
+//! HTTP listeners an HTTP/1.1 proxy there that routes by the attached HTTPRoutes and splits requests by
+//! their backends' weights, straight to the backend Services' ready endpoints. The gateway controller
+//! (`sim/gateway.rs`) reports a Gateway Programmed, with this address, once its listeners are bound,
+//! and accepts an HTTPRoute's generation once the table here was built from it.
+//!
 //! Names: the pods' hosts files (`process/hosts.rs`) list every Service's ClusterIP, or for a headless
 //! Service its ready endpoints' addresses, as cluster DNS would answer.
 
 pub mod alloc;
 mod forward;
+mod l7;
+pub mod routes;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
@@ -24,27 +32,42 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 
 use super::process::ProcessRuntime;
+use crate::api::gateway::{Gateway, HTTPRoute};
 use super::process::hosts::{Names, Record};
 use super::process::net::{self, Subnet};
 use forward::{Backends, Targets};
 
-/// A listener of one Service port.
+/// A listener of one Service port (`service` is its `namespace/name`), or of a Gateway's HTTP port
+/// (`service` is `gateway <namespace/name>`).
 struct Listener {
     service: String,
     task: JoinHandle<()>,
 }
 
+/// What the data plane made of a Gateway, for its status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GatewayState {
+    pub address: Ipv4Addr,
+    /// By listener name: whether its port is bound (an HTTP listener) and how many routes attach.
+    pub listeners: BTreeMap<String, (bool, i32)>,
+}
+
 #[derive(Default)]
 struct State {
-    /// ClusterIPs by Service UID.
+    /// ClusterIPs (and Gateway addresses) by object UID.
     ips: HashMap<String, (String, Ipv4Addr)>,
     listeners: HashMap<SocketAddrV4, Listener>,
+    gateways: HashMap<String, GatewayState>,
+    /// The generation of each HTTPRoute (`namespace/name`) the routing table was last built from.
+    routes: HashMap<String, i64>,
 }
 
 pub struct ServiceProxy {
     subnet: Subnet,
     names: Arc<Names>,
     backends: Backends,
+    tables: l7::Tables,
+    plane: l7::DataPlane,
     state: Mutex<State>,
 }
 
@@ -52,6 +75,10 @@ impl std::fmt::Debug for ServiceProxy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServiceProxy").field("service_cidr", &alloc::cidr(self.subnet.block)).finish_non_exhaustive()
     }
+}
+
+fn gateway_key(k: &str) -> String {
+    format!("gateway {k}")
 }
 
 fn key(ns: &str, name: &str) -> String {
@@ -95,7 +122,20 @@ fn slice_targets(slices: &[Arc<EndpointSlice>]) -> Targets {
 
 impl ServiceProxy {
     pub fn new(rt: &ProcessRuntime) -> Arc<ServiceProxy> {
-        Arc::new(ServiceProxy { subnet: rt.subnet(), names: rt.names(), backends: Arc::new(RwLock::new(HashMap::new())), state: Mutex::new(State::default()) })
+        let backends: Backends = Arc::new(RwLock::new(HashMap::new()));
+        let tables: l7::Tables = Arc::default();
+        let plane = l7::DataPlane::new(tables.clone(), backends.clone());
+        Arc::new(ServiceProxy { subnet: rt.subnet(), names: rt.names(), backends, tables, plane, state: Mutex::new(State::default()) })
+    }
+
+    /// The Gateway's address and listeners as the data plane serves them; None until it has an address.
+    pub fn gateway(&self, ns: &str, name: &str) -> Option<GatewayState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).gateways.get(&key(ns, name)).cloned()
+    }
+
+    /// The generation of the HTTPRoute the routing table holds now.
+    pub fn route_generation(&self, ns: &str, name: &str) -> Option<i64> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).routes.get(&key(ns, name)).copied()
     }
 
     /// Follows Services and EndpointSlices until dropped (then its listeners close).
@@ -104,17 +144,22 @@ impl ServiceProxy {
         let _guard = CloseOnDrop(self.clone());
         let (svc_r, svc_w) = reflector::store::<Service>();
         let (eps_r, eps_w) = reflector::store::<EndpointSlice>();
+        let (gw_r, gw_w) = reflector::store::<Gateway>();
+        let (rt_r, rt_w) = reflector::store::<HTTPRoute>();
         let svcs = reflector(svc_w, watcher(Api::<Service>::all(client.clone()), watcher::Config::default())).default_backoff().map(|_| ());
         let eps = reflector(eps_w, watcher(Api::<EndpointSlice>::all(client.clone()), watcher::Config::default())).default_backoff().map(|_| ());
-        let mut events = std::pin::pin!(futures::stream::select(svcs, eps));
+        let gws = reflector(gw_w, watcher(Api::<Gateway>::all(client.clone()), watcher::Config::default())).default_backoff().map(|_| ());
+        let rts = reflector(rt_w, watcher(Api::<HTTPRoute>::all(client.clone()), watcher::Config::default())).default_backoff().map(|_| ());
+        let mut events = std::pin::pin!(futures::stream::select(futures::stream::select(svcs, eps), futures::stream::select(gws, rts)));
         while events.next().await.is_some() {
             // Apply every event already waiting before one sync.
             while let Some(Some(())) = futures::FutureExt::now_or_never(events.next()) {}
-            self.sync(&client, &svc_r.state(), &eps_r.state());
+            let traffic = Traffic { gateways: gw_r.state(), routes: rt_r.state().iter().filter_map(|r| serde_json::to_value(&**r).ok()).collect() };
+            self.sync(&client, &svc_r.state(), &eps_r.state(), &traffic);
         }
     }
 
-    fn sync(&self, client: &kube::Client, services: &[Arc<Service>], slices: &[Arc<EndpointSlice>]) {
+    fn sync(&self, client: &kube::Client, services: &[Arc<Service>], slices: &[Arc<EndpointSlice>], traffic: &Traffic) {
         let mut by_service: HashMap<String, Vec<Arc<EndpointSlice>>> = HashMap::new();
         for s in slices {
             let ns = s.metadata.namespace.clone().unwrap_or_default();
@@ -175,6 +220,7 @@ impl ServiceProxy {
             backends.insert(k, (svc.spec.as_ref().and_then(|s| s.ports.clone()).unwrap_or_default(), targets));
         }
         *self.backends.write().unwrap_or_else(PoisonError::into_inner) = backends;
+        let gateway_ips = self.sync_gateways(&mut state, traffic, &mut live, &mut wanted);
         // Listeners of ports gone (or moved to another Service) close; new ones open.
         state.listeners.retain(|addr, l| {
             let keep = wanted.get(addr) == Some(&l.service);
@@ -187,7 +233,8 @@ impl ServiceProxy {
             if state.listeners.contains_key(&addr) {
                 continue;
             }
-            match forward::listen(addr, service.clone(), self.backends.clone()) {
+            let bound = if service.starts_with("gateway ") { self.plane.listen(addr) } else { forward::listen(addr, service.clone(), self.backends.clone()) };
+            match bound {
                 Ok(task) => {
                     state.listeners.insert(addr, Listener { service, task });
                 }
@@ -200,8 +247,80 @@ impl ServiceProxy {
                 let _ = net::ip(&["addr", "del", &format!("{ip}/32"), "dev", &self.subnet.bridge()]);
             }
         }
+        // A Gateway's listeners are bound (or not) now: that is what its status reports.
+        let bound: HashSet<SocketAddrV4> = state.listeners.keys().copied().collect();
+        for (gw, ip, ports) in gateway_ips {
+            if let Some(g) = state.gateways.get_mut(&gw) {
+                for (name, port) in ports {
+                    if let Some(l) = g.listeners.get_mut(&name) {
+                        l.0 = bound.contains(&SocketAddrV4::new(ip, port));
+                    }
+                }
+            }
+        }
         drop(state);
         self.names.set_records(records);
+    }
+
+    /// Gateways: an address each (from the ClusterIP range), their HTTP listeners wanted, the routing
+    /// table rebuilt from the HTTPRoutes. Returns each Gateway's address and HTTP listener ports.
+    fn sync_gateways(&self, state: &mut State, traffic: &Traffic, live: &mut HashSet<String>, wanted: &mut HashMap<SocketAddrV4, String>) -> Vec<GatewayPorts> {
+        let mut tables: HashMap<Ipv4Addr, Vec<routes::Listener>> = HashMap::new();
+        let mut gateways = HashMap::new();
+        let mut out = Vec::new();
+        let gw_json: Vec<serde_json::Value> = traffic.gateways.iter().filter_map(|g| serde_json::to_value(&**g).ok()).collect();
+        let attached = routes::attached_routes(&gw_json, &traffic.routes);
+        for (gw, v) in traffic.gateways.iter().zip(&gw_json) {
+            let (Some(name), Some(uid)) = (gw.metadata.name.clone(), gw.metadata.uid.clone()) else { continue };
+            let ns = gw.metadata.namespace.clone().unwrap_or_default();
+            let k = key(&ns, &name);
+            live.insert(uid.clone());
+            let ip = match state.ips.get(&uid) {
+                Some((_, ip)) => *ip,
+                None => {
+                    let taken: HashSet<Ipv4Addr> = state.ips.values().map(|(_, ip)| *ip).collect();
+                    let Some(ip) = alloc::pick(self.subnet.block, &taken, None) else {
+                        tracing::warn!(gateway = %k, range = %alloc::cidr(self.subnet.block), "gateway: no free address; the Gateway is not reachable");
+                        continue;
+                    };
+                    if let Err(e) = net::ip(&["addr", "add", &format!("{ip}/32"), "dev", &self.subnet.bridge()]) {
+                        tracing::warn!(gateway = %k, %ip, error = %e, "gateway: the address could not be added to the bridge");
+                        continue;
+                    }
+                    state.ips.insert(uid.clone(), (gateway_key(&k), ip));
+                    ip
+                }
+            };
+            let mut ls = routes::listeners(v);
+            for r in &traffic.routes {
+                routes::attach(r, &mut ls);
+            }
+            let counts = attached.get(&k);
+            let mut listeners: BTreeMap<String, (bool, i32)> = BTreeMap::new();
+            // Listeners of other protocols are reported, not served.
+            for l in &gw.spec.listeners {
+                listeners.insert(l.name.clone(), (false, counts.and_then(|c| c.get(&l.name)).copied().unwrap_or(0)));
+            }
+            let ports: BTreeSet<u16> = ls.iter().map(|l| l.port).collect();
+            for p in &ports {
+                wanted.insert(SocketAddrV4::new(ip, *p), gateway_key(&k));
+            }
+            out.push((k.clone(), ip, ls.iter().map(|l| (l.name.clone(), l.port)).collect()));
+            tables.entry(ip).or_default().extend(ls);
+            gateways.insert(k, GatewayState { address: ip, listeners });
+        }
+        *self.tables.write().unwrap_or_else(PoisonError::into_inner) = tables;
+        state.gateways = gateways;
+        state.routes = traffic
+            .routes
+            .iter()
+            .filter_map(|r| {
+                let m = r.get("metadata")?;
+                let k = key(m.get("namespace")?.as_str()?, m.get("name")?.as_str()?);
+                Some((k, m.get("generation").and_then(serde_json::Value::as_i64).unwrap_or(0)))
+            })
+            .collect();
+        out
     }
 
     fn close(&self) {
@@ -213,6 +332,15 @@ impl ServiceProxy {
             let _ = net::ip(&["addr", "del", &format!("{ip}/32"), "dev", &self.subnet.bridge()]);
         }
     }
+}
+
+/// A Gateway (`namespace/name`), its address and its HTTP listeners' names and ports.
+type GatewayPorts = (String, Ipv4Addr, Vec<(String, u16)>);
+
+/// The Gateways and HTTPRoutes (as JSON, what `routes.rs` reads) one sync sees.
+struct Traffic {
+    gateways: Vec<Arc<Gateway>>,
+    routes: Vec<serde_json::Value>,
 }
 
 struct CloseOnDrop(Arc<ServiceProxy>);
