@@ -31,18 +31,8 @@ pub struct Snapshot<'a> {
     pub gates: RayFeatureGates,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EventType {
-    Normal,
-    Warning,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Event {
-    pub type_: EventType,
-    pub reason: &'static str,
-    pub message: String,
-}
+/// The events a decision records, as the RayJob controller's.
+pub use crate::rayservice::rayjob::decide::{Event, EventType};
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Plan {
