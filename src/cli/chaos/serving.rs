@@ -27,7 +27,7 @@ use kube::ResourceExt;
 
 use super::chain::{holds_quota, latest_holding};
 use super::usage::held;
-use crate::api::kueue::constants::label;
+use crate::api::kueue::constants::{condition, label};
 use crate::api::kueue::{ClusterQueue, PreemptionPolicy, Workload};
 use crate::api::ray::RayService;
 use crate::rayservice::job::growth::switch_announced;
@@ -44,8 +44,9 @@ pub(super) struct Serving {
     /// before the next check (the run settling deletes it: seeds 12 and 18).
     known: HashMap<String, Preemptor>,
     /// Preemptions of a service that excuse no gap, by service uid: growth alone could have
-    /// satisfied them, or their preemptor was never seen.
-    unneeded: HashMap<String, String>,
+    /// satisfied them, or their preemptor was never seen. Kept, like an excuse, until the service
+    /// serves again after going down, so the gap that follows names them.
+    unneeded: HashMap<String, Excuse>,
     /// Preemption conditions already judged (`<workload uid>@<transition time>`).
     judged: HashSet<String>,
     /// The quota as the previous check saw it: a preemption is judged on the state before it.
@@ -56,7 +57,8 @@ pub(super) struct Serving {
     pub(super) preemptions: u64,
 }
 
-/// A legitimate takedown of a service, until it serves again.
+/// A judged preemption of a service (a legitimate takedown, or one that growth alone could have
+/// satisfied), until the service serves again.
 #[derive(Clone, Debug)]
 struct Excuse {
     why: String,
@@ -66,6 +68,12 @@ struct Excuse {
     went_down: bool,
     /// The evicted slice is gone and the service never went down: the takedown did not happen.
     victim_gone: bool,
+}
+
+impl Excuse {
+    fn of(why: String, victim: &Workload) -> Excuse {
+        Excuse { why, victim: victim.metadata.uid.clone().unwrap_or_default(), went_down: false, victim_gone: false }
+    }
 }
 
 /// What the judge needs of a preemptor.
@@ -172,6 +180,13 @@ impl Pool {
             let chain: Vec<&Workload> = wls.iter().filter(|w| w.labels().get(label::JOB_UID) == Some(&uid)).collect();
             let Some(latest) = latest_holding(&chain) else { continue };
             let Some(a) = latest.admission() else { continue };
+            // A slice already evicted, or giving its growth back, is being freed for the preemptor
+            // that took it: what it still holds is no growth another preemptor could take (its
+            // pods going away would otherwise read as growth: seed 438).
+            let taken = |c: &str| latest.status.as_ref().is_some_and(|s| s.condition_true(c));
+            if taken(condition::EVICTED) || taken(crate::jobframework::slices::GROWTH_PREEMPTED) {
+                continue;
+            }
             // The serving cluster, and the pending one once the service said it is ready to take
             // traffic (the switch is imminent, so it is serving too: not growth).
             let active = rs.status.as_ref().and_then(|s| s.active_service_status.as_ref()).and_then(|s| s.ray_cluster_name.clone());
@@ -256,7 +271,7 @@ impl Serving {
             }
         }
         let present: HashSet<&str> = wls.iter().filter_map(|w| w.metadata.uid.as_deref()).collect();
-        for e in self.excused.values_mut() {
+        for e in self.excused.values_mut().chain(self.unneeded.values_mut()) {
             e.victim_gone = !present.contains(e.victim.as_str());
         }
         let services: HashSet<String> = rss.iter().filter_map(|r| r.metadata.uid.clone()).collect();
@@ -274,7 +289,7 @@ impl Serving {
                     // A preemptor no check ever saw: nothing to weigh, so no excuse either; a gap
                     // that follows says so.
                     let why = format!("{} preempted by a workload no check saw (UID {uid}): {}", w.name_any(), c.message);
-                    self.unneeded.insert(service.clone(), why);
+                    self.unneeded.insert(service.clone(), Excuse::of(why, w));
                     continue;
                 };
                 let need = u.need;
@@ -289,10 +304,9 @@ impl Serving {
                 );
                 tracing::debug!(legitimate = need > free + growth, "chaos I8: {why}");
                 if need > free + growth {
-                    let victim = w.metadata.uid.clone().unwrap_or_default();
-                    self.excused.insert(service.clone(), Excuse { why, victim, went_down: false, victim_gone: false });
+                    self.excused.insert(service.clone(), Excuse::of(why, w));
                 } else {
-                    self.unneeded.insert(service.clone(), why);
+                    self.unneeded.insert(service.clone(), Excuse::of(why, w));
                 }
             }
         }
@@ -326,8 +340,13 @@ impl Serving {
                 }
                 _ => {}
             }
-            self.unneeded.remove(&uid);
+            if self.unneeded.get(&uid).is_some_and(|u| u.went_down || u.victim_gone) {
+                self.unneeded.remove(&uid);
+            }
             return None;
+        }
+        if let Some(u) = self.unneeded.get_mut(&uid) {
+            u.went_down = true;
         }
         if let Some(e) = self.excused.get_mut(&uid) {
             e.went_down = true;
@@ -340,7 +359,7 @@ impl Serving {
             .and_then(|s| s.conditions.as_deref())
             .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
             .map_or_else(String::new, |c| format!(" ({}: {})", c.reason, c.message));
-        let preempted = self.unneeded.get(&uid).map_or_else(String::new, |p| format!("; not excused: {p}"));
+        let preempted = self.unneeded.get(&uid).map_or_else(String::new, |p| format!("; not excused: {}", p.why));
         Some(format!(
             "I8: RayService {} served, and now Ready={ready} with {endpoints} serve endpoint(s){why}{preempted}",
             rs.name_any()
@@ -474,6 +493,64 @@ mod tests {
         assert_eq!(pool(Never, Never, true).without_serving("cq", 1000), (0, 0));
         // An unknown ClusterQueue can have nothing.
         assert_eq!(p.without_serving("nope", 1000), (0, 0));
+    }
+
+    /// Seed 438: a service's slice evicted by urgent work still holds its quota while its pods go,
+    /// and what its pods no longer use read as growth; a second preemptor was then judged to have
+    /// had that growth to take, though the eviction had already claimed it.
+    #[test]
+    fn an_evicted_slice_gives_no_growth_another_preemptor_could_take() {
+        let cq: ClusterQueue = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+            "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": "4"}]}]}],
+                     "preemption": {"withinClusterQueue": "LowerPriority"}},
+        }))
+        .expect("a ClusterQueue");
+        let rs: RayService = serde_json::from_value(serde_json::json!({
+            "apiVersion": "ray.io/v1", "kind": "RayService", "metadata": {"name": "shop", "namespace": "default", "uid": "u1"},
+            "spec": {"rayClusterConfig": {"headGroupSpec": {"template": {"spec": {"containers": []}}}}},
+            "status": {"activeServiceStatus": {"rayClusterName": "shop-a"}},
+        }))
+        .expect("a RayService");
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "shop-a-head", "namespace": "default", "labels": {"ray.io/cluster": "shop-a"}},
+            "spec": {"containers": [{"name": "ray-head", "resources": {"requests": {"cpu": "1"}}}]},
+        }))
+        .expect("a Pod");
+        let slice = || {
+            Workload::build("rayservice-shop", "default")
+                .queue("lq")
+                .uid("w1")
+                .label(label::JOB_UID, "u1")
+                .podset("head", 1, [("cpu", "1")])
+                .podset("workers", 2, [("cpu", "1")])
+                .reserve_quota("cq", "f")
+                .admitted()
+        };
+        // 3 CPU held, 1 of them by the serving cluster's pod: 2 CPU of growth, 1 CPU free.
+        let pool = Pool::read(&[slice().build()], std::slice::from_ref(&rs), std::slice::from_ref(&cq), std::slice::from_ref(&pod));
+        assert_eq!(pool.without_serving("cq", 1000), (1000, 2000));
+        // Evicted, or giving its growth back: nothing of it is growth for another preemptor.
+        for c in [condition::EVICTED, crate::jobframework::slices::GROWTH_PREEMPTED] {
+            let evicted = slice().condition(crate::api::kueue::builders::condition(c, true, "Preempted", "")).build();
+            let pool = Pool::read(&[evicted], std::slice::from_ref(&rs), std::slice::from_ref(&cq), std::slice::from_ref(&pod));
+            assert_eq!(pool.without_serving("cq", 1000), (1000, 0), "{c}");
+        }
+    }
+
+    /// The eviction is written before the service stops serving: a preemption judged unneeded is
+    /// still named by the gap that follows (seed 438's gap named none).
+    #[test]
+    fn an_unneeded_preemption_is_named_by_the_gap_that_follows_it() {
+        let mut s = Serving::default();
+        assert_eq!(s.gap(&service(true, 2, false)), None);
+        s.unneeded.insert("u1".into(), excuse());
+        assert_eq!(s.gap(&service(true, 2, false)), None, "still serving: the suspend has not landed");
+        let gap = s.gap(&service(false, 0, true)).expect("a violation");
+        assert!(gap.ends_with("; not excused: preempted"), "{gap}");
+        // Serving again after it went down, the preemption is spent.
+        assert_eq!(s.gap(&service(true, 1, false)), None);
+        assert!(s.unneeded.is_empty());
     }
 
     #[test]
