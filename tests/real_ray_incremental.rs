@@ -33,13 +33,13 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use quotagate::api::gateway::{Gateway, HTTPRoute};
-use quotagate::api::kueue::{ClusterQueue, LocalQueue, ResourceFlavor};
+use quotagate::api::kueue::ClusterQueue;
 use quotagate::api::ray::{RayCluster, RayService};
 use quotagate::cli::load;
 use quotagate::embedded::sim::process::{ProcessConfig, ProcessRuntime};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use process_support::{Manager, alive, bridge_gone_or_reused, http_get, missing_tool, netns_pids, repo_root, start_manager, wait};
+use process_support::{Manager, alive, bridge_gone_or_reused, http_get, create_real_queue, netns_pids, real_queue, repo_root, skip_without_tools, start_manager, wait};
 
 const NS: &str = "default";
 const REPLICAS: u32 = 2;
@@ -108,11 +108,7 @@ async fn serve_state(head_ip: &str) -> Result<(u32, Option<f64>), String> {
 
 #[test]
 fn a_gated_incremental_upgrade_on_real_ray_through_the_gateway_fails_no_request() {
-    if let Some(why) = missing_tool() {
-        if std::env::var("QUOTAGATE_REQUIRE_TOOLS").as_deref() == Ok("1") {
-            panic!("QUOTAGATE_REQUIRE_TOOLS=1 but {why}");
-        }
-        println!("skipped: {why}");
+    if skip_without_tools() {
         return;
     }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
@@ -123,18 +119,8 @@ fn a_gated_incremental_upgrade_on_real_ray_through_the_gateway_fails_no_request(
         let t0 = Instant::now();
         let pp = PostParams::default();
 
-        let flavors: Api<ResourceFlavor> = Api::all(client.clone());
+        create_real_queue(&client, NS, "2").await;
         let cqs: Api<ClusterQueue> = Api::all(client.clone());
-        let lqs: Api<LocalQueue> = Api::namespaced(client.clone(), NS);
-        let cq = |cpu: &str| {
-            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "real"},
-                "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default-flavor",
-                    "resources": [{"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": "16Gi"}]}]}]}})
-        };
-        flavors.create(&pp, &serde_json::from_value(json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default-flavor"}})).unwrap()).await.unwrap();
-        cqs.create(&pp, &serde_json::from_value(cq("2")).unwrap()).await.unwrap();
-        lqs.create(&pp, &serde_json::from_value(json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-            "metadata": {"name": "real-queue", "namespace": NS}, "spec": {"clusterQueue": "real"}})).unwrap()).await.unwrap();
 
         let rss: Api<RayService> = Api::namespaced(client.clone(), NS);
         let rcs: Api<RayCluster> = Api::namespaced(client.clone(), NS);
@@ -245,7 +231,7 @@ fn a_gated_incremental_upgrade_on_real_ray_through_the_gateway_fails_no_request(
         assert!(steps.lock().unwrap().is_empty(), "no traffic moved while the pending cluster was gated: {:?}", steps.lock().unwrap());
 
         // 4. Quota raised: the new head starts, traffic moves in steps, the old cluster goes.
-        cqs.patch("real", &PatchParams::default(), &Patch::Merge(cq("3"))).await.unwrap();
+        cqs.patch("real", &PatchParams::default(), &Patch::Merge(real_queue("3"))).await.unwrap();
         let raised = Instant::now();
         wait(300, "the new cluster is promoted", t0, || async {
             let s = rs_status(&rss).await;

@@ -1,5 +1,5 @@
 //! Helpers shared by the tests that run Ray pods as real processes in network namespaces of their own
-//! (`embedded_process_runtime.rs`, `real_ray_upgrade.rs`).
+//! (`embedded_process_runtime.rs`, `real_ray_upgrade.rs`, `real_ray_incremental.rs`).
 #![allow(dead_code)]
 
 use std::path::PathBuf;
@@ -59,6 +59,39 @@ pub fn missing_tool() -> Option<String> {
         Ok(o) => Some(format!("`ip netns list` failed: {}", String::from_utf8_lossy(&o.stderr).trim())),
         Err(e) => Some(format!("no `ip` (install iproute2): {e}")),
     }
+}
+
+/// Whether this test should skip: prints why and returns true when a tool is missing, or panics
+/// when `QUOTAGATE_REQUIRE_TOOLS=1` (CI) says the tools must be there.
+pub fn skip_without_tools() -> bool {
+    let Some(why) = missing_tool() else { return false };
+    if std::env::var("QUOTAGATE_REQUIRE_TOOLS").as_deref() == Ok("1") {
+        panic!("QUOTAGATE_REQUIRE_TOOLS=1 but {why}");
+    }
+    println!("skipped: {why}");
+    true
+}
+
+/// The ClusterQueue `real` (cpu `cpu`, memory 16Gi, flavor `default-flavor`), as a JSON object to
+/// create or merge-patch.
+pub fn real_queue(cpu: &str) -> serde_json::Value {
+    serde_json::json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "real"},
+        "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default-flavor",
+            "resources": [{"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": "16Gi"}]}]}]}})
+}
+
+/// Creates the flavor `default-flavor`, the ClusterQueue `real` with `cpu` (`real_queue`) and the
+/// LocalQueue `real-queue` in `ns` pointing at it.
+pub async fn create_real_queue(client: &kube::Client, ns: &str, cpu: &str) {
+    use kube::api::{Api, PostParams};
+    use quotagate::api::kueue::{ClusterQueue, LocalQueue, ResourceFlavor};
+    let pp = PostParams::default();
+    let flavor = serde_json::json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default-flavor"}});
+    let local = serde_json::json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+        "metadata": {"name": "real-queue", "namespace": ns}, "spec": {"clusterQueue": "real"}});
+    Api::<ResourceFlavor>::all(client.clone()).create(&pp, &serde_json::from_value(flavor).unwrap()).await.expect("create the ResourceFlavor");
+    Api::<ClusterQueue>::all(client.clone()).create(&pp, &serde_json::from_value(real_queue(cpu)).unwrap()).await.expect("create the ClusterQueue");
+    Api::<LocalQueue>::namespaced(client.clone(), ns).create(&pp, &serde_json::from_value(local).unwrap()).await.expect("create the LocalQueue");
 }
 
 /// Whether pod bridge `bridge` is gone, or is another live instance's: once an instance releases its
