@@ -12,7 +12,9 @@
 //!   cluster's pods) of every upgrade it may preempt: lower-priority services in its own
 //!   ClusterQueue under `withinClusterQueue: LowerPriority`, and, in the other ClusterQueue of the
 //!   cohort under `reclaimWithinCohort` (`Any`, or `LowerPriority` for lower priorities), up to what
-//!   that queue borrows. A pending cluster whose service said it is ready to take traffic is serving
+//!   that queue borrows. The check before may be older than the preemption, so quota another
+//!   Workload took since, and the part of the free quota an earlier judged preemptor still waiting
+//!   for its victims will take, are not free for it. A pending cluster whose service said it is ready to take traffic is serving
 //!   too, not growth (the switch guard of `rayservice::job::growth`). If `R` is more, Kueue's whole eviction is legitimate and the service's gap is
 //!   excused until it serves again; if not, evicting the growth first would have been enough, and
 //!   the gap is a violation whose message says so.
@@ -47,6 +49,8 @@ pub(super) struct Serving {
     /// satisfied them, or their preemptor was never seen. Kept, like an excuse, until the service
     /// serves again after going down, so the gap that follows names them.
     unneeded: HashMap<String, Excuse>,
+    /// What judged preemptors that hold no quota yet will take of the free quota, by their uid.
+    claims: HashMap<String, Claim>,
     /// Preemption conditions already judged (`<workload uid>@<transition time>`).
     judged: HashSet<String>,
     /// The quota as the previous check saw it: a preemption is judged on the state before it.
@@ -126,6 +130,17 @@ struct Upgrade {
 struct Pool {
     cqs: BTreeMap<String, Cq>,
     upgrades: Vec<Upgrade>,
+    /// What each Workload holding quota takes of its ClusterQueue's (a replacement slice: beyond
+    /// the slice it replaces), by uid: (ClusterQueue, milli-CPU).
+    takes: HashMap<String, (String, i64)>,
+}
+
+/// The part of the free quota a judged preemptor will take once its victims are gone (it holds
+/// nothing until then, so the free quota still reads free).
+#[derive(Clone, Debug)]
+struct Claim {
+    cq: String,
+    milli: i64,
 }
 
 fn cpu_of(spec: Option<&k8s_openapi::api::core::v1::PodSpec>) -> i64 {
@@ -152,6 +167,16 @@ impl Pool {
             }
         }
         let mut pool = Pool::default();
+        for w in holding.iter().filter(|w| !replaced.contains(&key(w))) {
+            let (Some(uid), Some(a)) = (w.metadata.uid.clone(), w.admission()) else { continue };
+            let before = w
+                .annotations()
+                .get(label::WORKLOAD_SLICE_REPLACEMENT_FOR)
+                .and_then(|r| wls.iter().find(|o| &key(o) == r))
+                .map_or(0, |o| held(o).get("cpu").copied().unwrap_or(0));
+            let now = held(w).get("cpu").copied().unwrap_or(0);
+            pool.takes.insert(uid, (a.cluster_queue.clone(), (now - before).max(0)));
+        }
         for cq in cqs {
             let name = cq.name_any();
             let nominal = cq
@@ -204,6 +229,11 @@ impl Pool {
             pool.upgrades.push(Upgrade { cq: a.cluster_queue.clone(), priority: latest.spec.priority(), growth });
         }
         pool
+    }
+
+    /// ClusterQueues `a` and `b` draw on the same free quota (the same queue, or one cohort).
+    fn shares_quota(&self, a: &str, b: &str) -> bool {
+        a == b || matches!((self.cqs.get(a).and_then(|q| q.cohort.as_ref()), self.cqs.get(b).and_then(|q| q.cohort.as_ref())), (Some(x), Some(y)) if x == y)
     }
 
     /// What preemptor `cq`/`priority` could get without taking any serving cluster: free quota plus
@@ -274,6 +304,8 @@ impl Serving {
         for e in self.excused.values_mut().chain(self.unneeded.values_mut()) {
             e.victim_gone = !present.contains(e.victim.as_str());
         }
+        // A claim ends once its preemptor holds quota (the quota then reads used) or is gone.
+        self.claims.retain(|id, _| present.contains(id.as_str()) && !now.takes.contains_key(id));
         let services: HashSet<String> = rss.iter().filter_map(|r| r.metadata.uid.clone()).collect();
         for w in wls {
             let Some(service) = w.labels().get(label::JOB_UID).filter(|u| services.contains(*u)) else { continue };
@@ -295,9 +327,27 @@ impl Serving {
                 let need = u.need;
                 self.preemptions += 1;
                 let cq = u.cq.as_deref().or_else(|| preemptor_cq(&c.message)).unwrap_or_default();
-                let (free, growth) = self.before.as_ref().unwrap_or(&now).without_serving(cq, u.priority);
+                let before = self.before.as_ref().unwrap_or(&now);
+                let (free, growth) = before.without_serving(cq, u.priority);
+                // The check before may be older than the preemption: quota other workloads took
+                // since, and what preemptors still waiting for their victims will take, was not
+                // free for this one (seeds 219 and 584: a growth slice admitted, a preemptor
+                // claiming the free part, in the same second as the preemption).
+                let taken: i64 = now
+                    .takes
+                    .iter()
+                    .filter(|(id, (q, _))| id.as_str() != uid && !before.takes.contains_key(*id) && before.shares_quota(cq, q))
+                    .map(|(_, (_, m))| m)
+                    .sum();
+                let claimed: i64 =
+                    self.claims.iter().filter(|(id, c)| id.as_str() != uid && before.shares_quota(cq, &c.cq)).map(|(_, c)| c.milli).sum();
+                let free = (free - taken - claimed).max(0);
+                if !now.takes.contains_key(uid) {
+                    self.claims.insert(uid.to_string(), Claim { cq: cq.to_string(), milli: need.min(free) });
+                }
+                let others = if taken + claimed > 0 { format!(" ({}m more taken or claimed by others)", taken + claimed) } else { String::new() };
                 let why = format!(
-                    "{} preempted by {} (priority {}, ClusterQueue {cq}) needing {need}m, with {free}m free and {growth}m of upgrades' growth it may preempt",
+                    "{} preempted by {} (priority {}, ClusterQueue {cq}) needing {need}m, with {free}m free{others} and {growth}m of upgrades' growth it may preempt",
                     w.name_any(),
                     u.name,
                     u.priority
@@ -475,7 +525,7 @@ mod tests {
             cqs.get_mut("cq").map(|q| q.used = 2500);
         }
         let up = |cq: &str, priority, growth| Upgrade { cq: cq.into(), priority, growth };
-        Pool { cqs, upgrades: vec![up("cq", 0, 1000), up("cq", 1000, 2000), up("cq-b", 0, 1000), up("cq-b", 1000, 1000)] }
+        Pool { cqs, upgrades: vec![up("cq", 0, 1000), up("cq", 1000, 2000), up("cq-b", 0, 1000), up("cq-b", 1000, 1000)], takes: HashMap::new() }
     }
 
     #[test]
@@ -551,6 +601,56 @@ mod tests {
         // Serving again after it went down, the preemption is spent.
         assert_eq!(s.gap(&service(true, 1, false)), None);
         assert!(s.unneeded.is_empty());
+    }
+
+    /// Seeds 219 and 584: the free quota the check before saw was gone by the preemption, taken by
+    /// a slice admitted in between, or claimed by an earlier preemptor still waiting for its victim.
+    #[test]
+    fn free_quota_taken_or_claimed_since_the_check_before_is_not_free() {
+        let cq: ClusterQueue = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+            "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": "3"}]}]}],
+                     "preemption": {"withinClusterQueue": "LowerPriority"}},
+        }))
+        .expect("a ClusterQueue");
+        let wl = |name: &str, uid: &str, cpu: &str, priority: i32| {
+            Workload::build(name, "default").queue("lq").uid(uid).priority(priority).podset("main", 1, [("cpu", cpu)])
+        };
+        let served = |name: &str, uid: &str| wl(name, uid, "1500m", 0).label(label::JOB_UID, "u1").reserve_quota("cq", "f").admitted();
+        let preempted_by = |b: crate::api::kueue::builders::WorkloadBuilder, preemptor: &str, at: &str| {
+            let m = format!("Preempted to accommodate a workload (UID: {preemptor}, JobUID: j) due to prioritization in the ClusterQueue; preemptor path: /cq; preemptee path: /cq");
+            let mut c = crate::api::kueue::builders::condition("Evicted", true, "Preempted", &m);
+            c.last_transition_time = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at.parse().expect("a time"));
+            b.condition(c).build()
+        };
+        let rs = service(true, 2, false);
+        let cqs = std::slice::from_ref(&cq);
+
+        // Taken: 1500m free at the check before; a batch Workload admitted since took it.
+        let urgent = wl("urgent", "p1", "1500m", 1000).build();
+        let mut s = Serving::default();
+        s.judge(&[served("rayservice-shop", "w1").build(), urgent.clone()], std::slice::from_ref(&rs), cqs, &[]);
+        let batch = wl("batch", "b1", "1500m", 500).reserve_quota("cq", "f").admitted().build();
+        s.judge(&[preempted_by(served("rayservice-shop", "w1"), "p1", "2026-01-01T00:00:01Z"), urgent.clone(), batch], std::slice::from_ref(&rs), cqs, &[]);
+        let e = s.excused.get("u1").expect("legitimate: the free quota was taken");
+        assert!(e.why.contains("with 0m free (1500m more taken or claimed by others)"), "{}", e.why);
+
+        // Claimed: a first preemptor needing 2000m takes the 1500m free once its victim is gone;
+        // a second, judged before the first holds anything, finds none free.
+        let first = wl("first", "p1", "2000m", 1000).build();
+        let second = wl("second", "p2", "1500m", 1000).build();
+        let mut s = Serving::default();
+        s.judge(&[served("rayservice-shop", "w1").build(), first.clone(), second.clone()], std::slice::from_ref(&rs), cqs, &[]);
+        s.judge(&[preempted_by(served("rayservice-shop", "w1"), "p1", "2026-01-01T00:00:01Z"), first.clone(), second.clone()], std::slice::from_ref(&rs), cqs, &[]);
+        assert!(s.claims.get("p1").is_some_and(|c| c.milli == 1500), "{:?}", s.claims);
+        s.excused.clear();
+        s.judge(&[preempted_by(served("rayservice-shop", "w1"), "p2", "2026-01-01T00:00:02Z"), first.clone(), second], std::slice::from_ref(&rs), cqs, &[]);
+        assert!(s.unneeded.is_empty() && s.excused.contains_key("u1"), "the second preemption is legitimate too");
+        // Without the claim the same preemption would read as one the free quota could satisfy.
+        let mut s = Serving::default();
+        s.judge(&[served("rayservice-shop", "w1").build(), wl("second", "p2", "1500m", 1000).build()], std::slice::from_ref(&rs), cqs, &[]);
+        s.judge(&[preempted_by(served("rayservice-shop", "w1"), "p2", "2026-01-01T00:00:02Z"), wl("second", "p2", "1500m", 1000).build()], std::slice::from_ref(&rs), cqs, &[]);
+        assert!(s.unneeded.contains_key("u1"), "1500m free, 1500m needed: not legitimate");
     }
 
     #[test]
