@@ -395,14 +395,16 @@ impl Serving {
             }
             return None;
         }
+        // Down means down after serving: a service not serving yet when its eviction is judged
+        // may still come up on the pods the eviction has not reached (seed 584).
+        if !self.served.contains(&uid) {
+            return None;
+        }
         if let Some(u) = self.unneeded.get_mut(&uid) {
             u.went_down = true;
         }
         if let Some(e) = self.excused.get_mut(&uid) {
             e.went_down = true;
-            return None;
-        }
-        if !self.served.contains(&uid) {
             return None;
         }
         let why = st
@@ -477,6 +479,22 @@ mod tests {
         s.excused.insert("u1".into(), e);
         assert_eq!(s.gap(&service(true, 1, false)), None);
         assert!(s.excused.is_empty() && s.excuses == 1);
+    }
+
+    /// Seed 584: a service preempted before it first served came up on the pods the eviction had
+    /// not reached yet, then went down; its not serving before that was no takedown to spend the
+    /// excuse on.
+    #[test]
+    fn an_excuse_judged_before_the_service_first_served_covers_the_takedown_after() {
+        let mut s = Serving::default();
+        assert_eq!(s.gap(&service(false, 0, false)), None);
+        s.excused.insert("u1".into(), excuse());
+        assert_eq!(s.gap(&service(false, 0, false)), None, "not serving yet");
+        assert_eq!(s.gap(&service(true, 2, false)), None, "first served");
+        assert_eq!(s.excuses, 0, "no takedown yet");
+        assert_eq!(s.gap(&service(false, 0, true)), None, "the takedown is excused");
+        assert_eq!(s.gap(&service(true, 1, false)), None);
+        assert_eq!(s.excuses, 1);
     }
 
     fn workload(v: serde_json::Value) -> Workload {
