@@ -252,11 +252,11 @@ async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Er
 /// service down may be missing from this read: a gap no preemption excuses yet is judged again on
 /// the Workloads read once more, before it counts.
 async fn serving_gaps(client: &Client, world: &World, managed: &[&RayService], seen: &mut Seen) -> Result<Vec<String>, kube::Error> {
-    seen.serving.judge(&world.wls, &world.rss, &world.cqs, &world.pods);
+    seen.serving.judge(&world.wls, &world.rss, &world.rcs, &world.cqs, &world.pods);
     let mut gaps: Vec<String> = managed.iter().filter_map(|rs| seen.serving.gap(rs)).collect();
     if !gaps.is_empty() {
         let wls = Api::<Workload>::all(client.clone()).list(&ListParams::default()).await?.items;
-        seen.serving.judge(&wls, &world.rss, &world.cqs, &world.pods);
+        seen.serving.judge(&wls, &world.rss, &world.rcs, &world.cqs, &world.pods);
         gaps = managed.iter().filter_map(|rs| seen.serving.gap(rs)).collect();
     }
     Ok(gaps)

@@ -31,7 +31,8 @@ use super::chain::{holds_quota, latest_holding};
 use super::usage::held;
 use crate::api::kueue::constants::{condition, label};
 use crate::api::kueue::{ClusterQueue, PreemptionPolicy, Workload};
-use crate::api::ray::RayService;
+use crate::api::ray::constants as ray;
+use crate::api::ray::{RayCluster, RayService};
 use crate::rayservice::job::growth::switch_announced;
 
 /// What I8 remembers between checks.
@@ -147,6 +148,29 @@ fn cpu_of(spec: Option<&k8s_openapi::api::core::v1::PodSpec>) -> i64 {
     spec.and_then(|s| crate::queue::requests::pod_requests("spec", s).ok()).and_then(|r| r.get("cpu").map(|a| a.0)).unwrap_or(0)
 }
 
+/// What a RayCluster's pods ask for once all are there (milli-CPU): its head and each worker
+/// group's replicas (times `numOfHosts`), each pod at what a live pod of its group (`own`) requests,
+/// its group's template while it has none.
+fn wanted_cpu(rc: &RayCluster, own: &[&Pod]) -> i64 {
+    let per_pod = |group: &str, template: Option<&k8s_openapi::api::core::v1::PodSpec>| {
+        own.iter()
+            .find(|p| p.labels().get(ray::LABEL_GROUP).map(String::as_str) == Some(group))
+            .map_or_else(|| cpu_of(template), |p| cpu_of(p.spec.as_ref()))
+    };
+    let head = per_pod(ray::HEAD_GROUP_NAME, rc.spec.head_group_spec.template.spec.as_ref());
+    let workers: i64 = rc
+        .spec
+        .worker_groups()
+        .iter()
+        .filter(|g| g.suspend != Some(true))
+        .map(|g| {
+            let pods = i64::from(g.replicas.unwrap_or(0).max(0)) * i64::from(g.num_of_hosts.unwrap_or(1).max(1));
+            pods * per_pod(&g.group_name, g.template.spec.as_ref())
+        })
+        .sum();
+    head + workers
+}
+
 /// What a Workload asks for (milli-CPU), from its spec.
 fn requested(w: &Workload) -> i64 {
     w.spec.pod_sets.iter().map(|p| i64::from(p.count().max(0)) * cpu_of(p.template.spec.as_ref())).sum()
@@ -157,7 +181,7 @@ fn key(w: &Workload) -> String {
 }
 
 impl Pool {
-    fn read(wls: &[Workload], rss: &[RayService], cqs: &[ClusterQueue], pods: &[Pod]) -> Pool {
+    fn read(wls: &[Workload], rss: &[RayService], rcs: &[RayCluster], cqs: &[ClusterQueue], pods: &[Pod]) -> Pool {
         let holding: Vec<&Workload> = wls.iter().filter(|w| holds_quota(w)).collect();
         let replaced: HashSet<&String> = holding.iter().filter_map(|w| w.annotations().get(label::WORKLOAD_SLICE_REPLACEMENT_FOR)).collect();
         let mut used: BTreeMap<String, i64> = BTreeMap::new();
@@ -216,14 +240,22 @@ impl Pool {
             // traffic (the switch is imminent, so it is serving too: not growth).
             let active = rs.status.as_ref().and_then(|s| s.active_service_status.as_ref()).and_then(|s| s.ray_cluster_name.clone());
             let pending = crate::rayservice::job::step::pending_cluster(rs).filter(|_| switch_announced(rs));
-            let serving: i64 = pods
-                .iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .filter(|p| {
-                    let cluster = p.labels().get("ray.io/cluster").map(String::as_str);
-                    active.is_some() && (cluster == active.as_deref() || (cluster.is_some() && cluster == pending))
+            // What they want, not only the pods they have: a worker the serving cluster scaled up to
+            // waits for its slice with no pod yet, and is no growth (seeds 87 and 100).
+            let serving: i64 = [active.as_deref(), pending]
+                .into_iter()
+                .flatten()
+                .filter(|_| active.is_some())
+                .map(|name| {
+                    let own: Vec<&Pod> = pods
+                        .iter()
+                        .filter(|p| p.metadata.deletion_timestamp.is_none())
+                        .filter(|p| p.labels().get(ray::LABEL_CLUSTER).map(String::as_str) == Some(name))
+                        .collect();
+                    let running: i64 = own.iter().map(|p| cpu_of(p.spec.as_ref())).sum();
+                    let wanted = rcs.iter().find(|rc| rc.name_any() == name && rc.namespace() == rs.namespace()).map_or(0, |rc| wanted_cpu(rc, &own));
+                    running.max(wanted)
                 })
-                .map(|p| cpu_of(p.spec.as_ref()))
                 .sum();
             let growth = if active.is_some() { (held(latest).get("cpu").copied().unwrap_or(0) - serving).max(0) } else { 0 };
             pool.upgrades.push(Upgrade { cq: a.cluster_queue.clone(), priority: latest.spec.priority(), growth });
@@ -285,8 +317,8 @@ fn preemptor_cq(message: &str) -> Option<&str> {
 impl Serving {
     /// Judges the preemptions of services' slices not judged yet, on the quota the previous check
     /// saw (this one's when there is none).
-    pub(super) fn judge(&mut self, wls: &[Workload], rss: &[RayService], cqs: &[ClusterQueue], pods: &[Pod]) {
-        let now = Pool::read(wls, rss, cqs, pods);
+    pub(super) fn judge(&mut self, wls: &[Workload], rss: &[RayService], rcs: &[RayCluster], cqs: &[ClusterQueue], pods: &[Pod]) {
+        let now = Pool::read(wls, rss, rcs, cqs, pods);
         // What each Workload asks as a preemptor, kept from the first sight (a replacement's
         // replaced slice is gone once it is admitted) and refreshed while it has no admission.
         for w in wls {
@@ -524,9 +556,9 @@ mod tests {
                        "message": "Preempted to accommodate a workload (UID: p1, JobUID: j) due to prioritization in the ClusterQueue; preemptor path: /cq; preemptee path: /cq"}]},
         }));
         let mut s = Serving::default();
-        s.judge(&[urgent], &[rs.clone()], &[cq("1000m")], &[]);
+        s.judge(&[urgent], &[rs.clone()], &[], &[cq("1000m")], &[]);
         // The preemptor is gone when the eviction is seen.
-        s.judge(&[victim], &[rs.clone()], &[cq("1000m")], &[]);
+        s.judge(&[victim], &[rs.clone()], &[], &[cq("1000m")], &[]);
         assert_eq!(s.preemptions, 1);
         let e = s.excused.get("u1").expect("a legitimate takedown: 2500m needed, 1000m free");
         assert!(e.why.contains("needing 2500m, with 1000m free"), "{}", e.why);
@@ -596,14 +628,62 @@ mod tests {
                 .admitted()
         };
         // 3 CPU held, 1 of them by the serving cluster's pod: 2 CPU of growth, 1 CPU free.
-        let pool = Pool::read(&[slice().build()], std::slice::from_ref(&rs), std::slice::from_ref(&cq), std::slice::from_ref(&pod));
+        let pool = Pool::read(&[slice().build()], std::slice::from_ref(&rs), &[], std::slice::from_ref(&cq), std::slice::from_ref(&pod));
         assert_eq!(pool.without_serving("cq", 1000), (1000, 2000));
         // Evicted, or giving its growth back: nothing of it is growth for another preemptor.
         for c in [condition::EVICTED, crate::jobframework::slices::GROWTH_PREEMPTED] {
             let evicted = slice().condition(crate::api::kueue::builders::condition(c, true, "Preempted", "")).build();
-            let pool = Pool::read(&[evicted], std::slice::from_ref(&rs), std::slice::from_ref(&cq), std::slice::from_ref(&pod));
+            let pool = Pool::read(&[evicted], std::slice::from_ref(&rs), &[], std::slice::from_ref(&cq), std::slice::from_ref(&pod));
             assert_eq!(pool.without_serving("cq", 1000), (1000, 0), "{c}");
         }
+    }
+
+    /// Seeds 87 and 100: the serving cluster scaled up a worker, its slice admitted, the worker's
+    /// pod not made yet. What the cluster wants is serving, not growth: the core keeps it (the
+    /// slice's floor follows the live clusters' specs), so only a whole eviction could free it.
+    #[test]
+    fn a_worker_the_serving_cluster_scaled_up_to_is_no_growth_before_its_pod_exists() {
+        let cq: ClusterQueue = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+            "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": "3"}]}]}],
+                     "preemption": {"withinClusterQueue": "LowerPriority"}},
+        }))
+        .expect("a ClusterQueue");
+        let rs: RayService = serde_json::from_value(serde_json::json!({
+            "apiVersion": "ray.io/v1", "kind": "RayService", "metadata": {"name": "shop", "namespace": "default", "uid": "u1"},
+            "spec": {"rayClusterConfig": {"headGroupSpec": {"template": {"spec": {"containers": []}}}}},
+            "status": {"activeServiceStatus": {"rayClusterName": "shop-a"}},
+        }))
+        .expect("a RayService");
+        let template = serde_json::json!({"spec": {"containers": [{"name": "ray", "resources": {"requests": {"cpu": "1"}}}]}});
+        let rc: RayCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "shop-a", "namespace": "default"},
+            "spec": {"headGroupSpec": {"template": template}, "workerGroupSpecs": [{"groupName": "workers", "replicas": 2, "template": template}]},
+        }))
+        .expect("a RayCluster");
+        let pod = |name: &str, group: &str| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "default", "labels": {"ray.io/cluster": "shop-a", "ray.io/group": group}},
+                "spec": {"containers": [{"name": "ray", "resources": {"requests": {"cpu": "1"}}}]},
+            }))
+            .expect("a Pod")
+        };
+        let pods = [pod("shop-a-head", "headgroup"), pod("shop-a-worker-1", "workers")];
+        let slice = Workload::build("rayservice-shop", "default")
+            .queue("lq")
+            .uid("w1")
+            .label(label::JOB_UID, "u1")
+            .podset("head", 1, [("cpu", "1")])
+            .podset("workers", 2, [("cpu", "1")])
+            .reserve_quota("cq", "f")
+            .admitted()
+            .build();
+        let wls = std::slice::from_ref(&slice);
+        let (rss, cqs) = (std::slice::from_ref(&rs), std::slice::from_ref(&cq));
+        // Read from its pods alone, the second worker would be 1 CPU of growth.
+        assert_eq!(Pool::read(wls, rss, &[], cqs, &pods).without_serving("cq", 1000), (0, 1000));
+        assert_eq!(Pool::read(wls, rss, std::slice::from_ref(&rc), cqs, &pods).without_serving("cq", 1000), (0, 0));
     }
 
     /// The eviction is written before the service stops serving: a preemption judged unneeded is
@@ -647,9 +727,9 @@ mod tests {
         // Taken: 1500m free at the check before; a batch Workload admitted since took it.
         let urgent = wl("urgent", "p1", "1500m", 1000).build();
         let mut s = Serving::default();
-        s.judge(&[served("rayservice-shop", "w1").build(), urgent.clone()], std::slice::from_ref(&rs), cqs, &[]);
+        s.judge(&[served("rayservice-shop", "w1").build(), urgent.clone()], std::slice::from_ref(&rs), &[], cqs, &[]);
         let batch = wl("batch", "b1", "1500m", 500).reserve_quota("cq", "f").admitted().build();
-        s.judge(&[preempted_by(served("rayservice-shop", "w1"), "p1", "2026-01-01T00:00:01Z"), urgent.clone(), batch], std::slice::from_ref(&rs), cqs, &[]);
+        s.judge(&[preempted_by(served("rayservice-shop", "w1"), "p1", "2026-01-01T00:00:01Z"), urgent.clone(), batch], std::slice::from_ref(&rs), &[], cqs, &[]);
         let e = s.excused.get("u1").expect("legitimate: the free quota was taken");
         assert!(e.why.contains("with 0m free (1500m more taken or claimed by others)"), "{}", e.why);
 
@@ -658,16 +738,16 @@ mod tests {
         let first = wl("first", "p1", "2000m", 1000).build();
         let second = wl("second", "p2", "1500m", 1000).build();
         let mut s = Serving::default();
-        s.judge(&[served("rayservice-shop", "w1").build(), first.clone(), second.clone()], std::slice::from_ref(&rs), cqs, &[]);
-        s.judge(&[preempted_by(served("rayservice-shop", "w1"), "p1", "2026-01-01T00:00:01Z"), first.clone(), second.clone()], std::slice::from_ref(&rs), cqs, &[]);
+        s.judge(&[served("rayservice-shop", "w1").build(), first.clone(), second.clone()], std::slice::from_ref(&rs), &[], cqs, &[]);
+        s.judge(&[preempted_by(served("rayservice-shop", "w1"), "p1", "2026-01-01T00:00:01Z"), first.clone(), second.clone()], std::slice::from_ref(&rs), &[], cqs, &[]);
         assert!(s.claims.get("p1").is_some_and(|c| c.milli == 1500), "{:?}", s.claims);
         s.excused.clear();
-        s.judge(&[preempted_by(served("rayservice-shop", "w1"), "p2", "2026-01-01T00:00:02Z"), first.clone(), second], std::slice::from_ref(&rs), cqs, &[]);
+        s.judge(&[preempted_by(served("rayservice-shop", "w1"), "p2", "2026-01-01T00:00:02Z"), first.clone(), second], std::slice::from_ref(&rs), &[], cqs, &[]);
         assert!(s.unneeded.is_empty() && s.excused.contains_key("u1"), "the second preemption is legitimate too");
         // Without the claim the same preemption would read as one the free quota could satisfy.
         let mut s = Serving::default();
-        s.judge(&[served("rayservice-shop", "w1").build(), wl("second", "p2", "1500m", 1000).build()], std::slice::from_ref(&rs), cqs, &[]);
-        s.judge(&[preempted_by(served("rayservice-shop", "w1"), "p2", "2026-01-01T00:00:02Z"), wl("second", "p2", "1500m", 1000).build()], std::slice::from_ref(&rs), cqs, &[]);
+        s.judge(&[served("rayservice-shop", "w1").build(), wl("second", "p2", "1500m", 1000).build()], std::slice::from_ref(&rs), &[], cqs, &[]);
+        s.judge(&[preempted_by(served("rayservice-shop", "w1"), "p2", "2026-01-01T00:00:02Z"), wl("second", "p2", "1500m", 1000).build()], std::slice::from_ref(&rs), &[], cqs, &[]);
         assert!(s.unneeded.contains_key("u1"), "1500m free, 1500m needed: not legitimate");
     }
 
