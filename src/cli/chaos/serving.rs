@@ -595,38 +595,55 @@ mod tests {
         assert_eq!(p.without_serving("nope", 1000), (0, 0));
     }
 
+    /// ClusterQueue `cq`: `nominal` CPU of flavor `f`, preemption within it of lower priorities.
+    fn lower_priority_cq(nominal: &str) -> ClusterQueue {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+            "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": nominal}]}]}],
+                     "preemption": {"withinClusterQueue": "LowerPriority"}},
+        }))
+        .expect("a ClusterQueue")
+    }
+
+    /// RayService `shop` (uid u1) serving from cluster `shop-a`.
+    fn serving_shop_a() -> RayService {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "ray.io/v1", "kind": "RayService", "metadata": {"name": "shop", "namespace": "default", "uid": "u1"},
+            "spec": {"rayClusterConfig": {"headGroupSpec": {"template": {"spec": {"containers": []}}}}},
+            "status": {"activeServiceStatus": {"rayClusterName": "shop-a"}},
+        }))
+        .expect("a RayService")
+    }
+
+    /// A pod of cluster `shop-a` in `group`, asking 1 CPU.
+    fn shop_a_pod(name: &str, group: &str) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "labels": {"ray.io/cluster": "shop-a", "ray.io/group": group}},
+            "spec": {"containers": [{"name": "ray", "resources": {"requests": {"cpu": "1"}}}]},
+        }))
+        .expect("a Pod")
+    }
+
+    /// `shop`'s slice (uid w1): a head and 2 workers at 1 CPU each, admitted in `cq`.
+    fn shop_slice() -> crate::api::kueue::builders::WorkloadBuilder {
+        Workload::build("rayservice-shop", "default")
+            .queue("lq")
+            .uid("w1")
+            .label(label::JOB_UID, "u1")
+            .podset("head", 1, [("cpu", "1")])
+            .podset("workers", 2, [("cpu", "1")])
+            .reserve_quota("cq", "f")
+            .admitted()
+    }
+
     /// Seed 438: a service's slice evicted by urgent work still holds its quota while its pods go,
     /// and what its pods no longer use read as growth; a second preemptor was then judged to have
     /// had that growth to take, though the eviction had already claimed it.
     #[test]
     fn an_evicted_slice_gives_no_growth_another_preemptor_could_take() {
-        let cq: ClusterQueue = serde_json::from_value(serde_json::json!({
-            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"},
-            "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": "4"}]}]}],
-                     "preemption": {"withinClusterQueue": "LowerPriority"}},
-        }))
-        .expect("a ClusterQueue");
-        let rs: RayService = serde_json::from_value(serde_json::json!({
-            "apiVersion": "ray.io/v1", "kind": "RayService", "metadata": {"name": "shop", "namespace": "default", "uid": "u1"},
-            "spec": {"rayClusterConfig": {"headGroupSpec": {"template": {"spec": {"containers": []}}}}},
-            "status": {"activeServiceStatus": {"rayClusterName": "shop-a"}},
-        }))
-        .expect("a RayService");
-        let pod: Pod = serde_json::from_value(serde_json::json!({
-            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "shop-a-head", "namespace": "default", "labels": {"ray.io/cluster": "shop-a"}},
-            "spec": {"containers": [{"name": "ray-head", "resources": {"requests": {"cpu": "1"}}}]},
-        }))
-        .expect("a Pod");
-        let slice = || {
-            Workload::build("rayservice-shop", "default")
-                .queue("lq")
-                .uid("w1")
-                .label(label::JOB_UID, "u1")
-                .podset("head", 1, [("cpu", "1")])
-                .podset("workers", 2, [("cpu", "1")])
-                .reserve_quota("cq", "f")
-                .admitted()
-        };
+        let (cq, rs, pod) = (lower_priority_cq("4"), serving_shop_a(), shop_a_pod("shop-a-head", "headgroup"));
+        let slice = shop_slice;
         // 3 CPU held, 1 of them by the serving cluster's pod: 2 CPU of growth, 1 CPU free.
         let pool = Pool::read(&[slice().build()], std::slice::from_ref(&rs), &[], std::slice::from_ref(&cq), std::slice::from_ref(&pod));
         assert_eq!(pool.without_serving("cq", 1000), (1000, 2000));
@@ -643,42 +660,15 @@ mod tests {
     /// slice's floor follows the live clusters' specs), so only a whole eviction could free it.
     #[test]
     fn a_worker_the_serving_cluster_scaled_up_to_is_no_growth_before_its_pod_exists() {
-        let cq: ClusterQueue = serde_json::from_value(serde_json::json!({
-            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"},
-            "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": "3"}]}]}],
-                     "preemption": {"withinClusterQueue": "LowerPriority"}},
-        }))
-        .expect("a ClusterQueue");
-        let rs: RayService = serde_json::from_value(serde_json::json!({
-            "apiVersion": "ray.io/v1", "kind": "RayService", "metadata": {"name": "shop", "namespace": "default", "uid": "u1"},
-            "spec": {"rayClusterConfig": {"headGroupSpec": {"template": {"spec": {"containers": []}}}}},
-            "status": {"activeServiceStatus": {"rayClusterName": "shop-a"}},
-        }))
-        .expect("a RayService");
+        let (cq, rs) = (lower_priority_cq("3"), serving_shop_a());
         let template = serde_json::json!({"spec": {"containers": [{"name": "ray", "resources": {"requests": {"cpu": "1"}}}]}});
         let rc: RayCluster = serde_json::from_value(serde_json::json!({
             "apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "shop-a", "namespace": "default"},
             "spec": {"headGroupSpec": {"template": template}, "workerGroupSpecs": [{"groupName": "workers", "replicas": 2, "template": template}]},
         }))
         .expect("a RayCluster");
-        let pod = |name: &str, group: &str| -> Pod {
-            serde_json::from_value(serde_json::json!({
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": name, "namespace": "default", "labels": {"ray.io/cluster": "shop-a", "ray.io/group": group}},
-                "spec": {"containers": [{"name": "ray", "resources": {"requests": {"cpu": "1"}}}]},
-            }))
-            .expect("a Pod")
-        };
-        let pods = [pod("shop-a-head", "headgroup"), pod("shop-a-worker-1", "workers")];
-        let slice = Workload::build("rayservice-shop", "default")
-            .queue("lq")
-            .uid("w1")
-            .label(label::JOB_UID, "u1")
-            .podset("head", 1, [("cpu", "1")])
-            .podset("workers", 2, [("cpu", "1")])
-            .reserve_quota("cq", "f")
-            .admitted()
-            .build();
+        let pods = [shop_a_pod("shop-a-head", "headgroup"), shop_a_pod("shop-a-worker-1", "workers")];
+        let slice = shop_slice().build();
         let wls = std::slice::from_ref(&slice);
         let (rss, cqs) = (std::slice::from_ref(&rs), std::slice::from_ref(&cq));
         // Read from its pods alone, the second worker would be 1 CPU of growth.
@@ -705,12 +695,7 @@ mod tests {
     /// a slice admitted in between, or claimed by an earlier preemptor still waiting for its victim.
     #[test]
     fn free_quota_taken_or_claimed_since_the_check_before_is_not_free() {
-        let cq: ClusterQueue = serde_json::from_value(serde_json::json!({
-            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"},
-            "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": "3"}]}]}],
-                     "preemption": {"withinClusterQueue": "LowerPriority"}},
-        }))
-        .expect("a ClusterQueue");
+        let cq = lower_priority_cq("3");
         let wl = |name: &str, uid: &str, cpu: &str, priority: i32| {
             Workload::build(name, "default").queue("lq").uid(uid).priority(priority).podset("main", 1, [("cpu", cpu)])
         };
