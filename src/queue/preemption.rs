@@ -328,6 +328,18 @@ pub fn find_targets(
         &[true, false]
     };
     let growth_first = candidates.iter().any(|e| growth(e.c.usage, e.c.floor).is_some());
+    let targets = search(tree, p, &candidates, attempts, growth_first);
+    tracing::debug!(
+        preemptor_usage = ?p.usage,
+        candidates = ?candidates.iter().map(|e| (e.c.key.to_string(), e.c.usage, e.c.floor)).collect::<Vec<_>>(),
+        targets = ?targets.iter().map(|t| (t.key.to_string(), t.growth_only)).collect::<Vec<_>>(),
+        "preemption: the candidates as the core saw them, and the targets chosen"
+    );
+    targets
+}
+
+/// The runs of `find_targets` over `candidates`, growth first when any candidate has growth.
+fn search(tree: &mut QuotaTree, p: &Preemptor<'_>, candidates: &[Elem<'_>], attempts: &[bool], growth_first: bool) -> Vec<Target> {
     for &allow_borrowing in attempts {
         if growth_first {
             let pieces: Vec<Piece<'_>> =
@@ -350,7 +362,7 @@ pub fn find_targets(
             }
             continue;
         }
-        let chosen = minimal(tree, p, &candidates, allow_borrowing);
+        let chosen = minimal(tree, p, candidates, allow_borrowing);
         if !chosen.is_empty() {
             return chosen
                 .into_iter()

@@ -56,13 +56,12 @@ pub fn switch_announced(rs: &RayService) -> bool {
 }
 
 /// The clusters of `children` that preemption leaves running when it takes the growth: the serving
-/// cluster, with the pending one once the switch is announced; `None` when there is no growth to
-/// tell apart (no other cluster beside the serving one, or none serving: preempted whole).
+/// cluster, with the pending one once the switch is announced; `None` when none serves (preempted
+/// whole). The serving cluster alone is kept too: its slice may still hold an old cluster just
+/// deleted (until the scale-down slice replaces it), and that is growth, not a reason to evict the
+/// service whole; with nothing beyond it, the floor is all the slice holds.
 pub fn kept(rs: &RayService, children: &[&str]) -> Option<Vec<String>> {
     let active = active_cluster(rs).filter(|a| children.contains(a))?;
-    if children.iter().all(|c| *c == active) {
-        return None;
-    }
     let mut kept = vec![active.to_string()];
     if let Some(pending) = super::step::pending_cluster(rs).filter(|p| *p != active && children.contains(p))
         && switch_announced(rs)

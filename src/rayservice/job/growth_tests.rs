@@ -145,7 +145,8 @@ fn announced(mut rs: RayService, app_status: Option<&str>) -> RayService {
 
 /// What preemption keeps of a service: the serving cluster while the upgrade's pending cluster is
 /// not ready to take traffic, both once the service announced the switch, the new one alone after
-/// it (the old one, waiting for deletion, is growth), nothing to tell apart otherwise.
+/// it (the old one, waiting for deletion, is growth), the serving cluster alone once the old one is
+/// gone, and nothing while none serves.
 #[test]
 fn kept_follows_the_upgrade_through_its_switch() {
     let (rs, _) = upgrading(1, 2);
@@ -159,8 +160,9 @@ fn kept_follows_the_upgrade_through_its_switch() {
     let mut promoted = rs.clone();
     promoted.status = serde_json::from_value(json!({"activeServiceStatus": {"rayClusterName": "rs-new"}})).ok();
     assert_eq!(names(super::growth::kept(&promoted, &both)), Some("rs-new".into()));
-    // The serving cluster alone, or none serving: preempted whole.
-    assert_eq!(super::growth::kept(&promoted, &["rs-new"]), None);
+    // The old cluster deleted: the serving one alone is kept, so what the slice still holds for the
+    // old one is growth; none serving: preempted whole.
+    assert_eq!(names(super::growth::kept(&promoted, &["rs-new"])), Some("rs-new".into()));
     let mut starting = rs.clone();
     starting.status = serde_json::from_value(json!({"pendingServiceStatus": {"rayClusterName": "rs-new"}})).ok();
     assert_eq!(super::growth::kept(&starting, &both), None);
@@ -233,4 +235,24 @@ fn a_slice_whose_growth_was_taken_keeps_what_it_named_whatever_the_status_says_s
         let j = RayServiceJob { rs: rs.clone(), children: children.clone(), live: live.clone(), slices: vec![], growth_taken: super::growth::taken(std::slice::from_ref(&wl)) };
         assert_eq!(j.growth_keeps(), Some(vec!["rs-old".to_string()]), "frozen once taken");
     }
+}
+
+/// After the switch the old cluster is deleted before the scale-down slice replaces the one that
+/// holds both: the serving cluster alone is the floor, so what the slice still holds for the old
+/// one is growth a preemptor takes first, not a reason to evict the serving cluster whole.
+#[test]
+fn a_lone_serving_cluster_is_the_floor_of_a_slice_still_holding_its_deleted_predecessor() {
+    let (mut rs, children) = upgrading(1, 2);
+    let opts = BuildOptions::default();
+    let both: Vec<_> = children.iter().map(|c| demand::child_demand(c, &opts).expect("demand")).collect();
+    let mut wl = Workload::build("rs-slice-1", "default").queue("lq").build();
+    wl.spec.pod_sets = demand::podsets(&both).expect("podsets");
+    assert_eq!(counts(&wl.spec.pod_sets), vec![("head".into(), 2), ("workers".into(), 3)]);
+    rs.status = serde_json::from_value(json!({"activeServiceStatus": {"rayClusterName": "rs-new"}})).ok();
+    let new_only = &children[1..];
+    let live = pods(&[("rs-new", &[("head", 1), ("workers", 2)])]);
+    let j = RayServiceJob { rs, children: new_only.to_vec(), live, slices: vec!["rs-slice-1".into()], growth_taken: None };
+    assert_eq!(j.growth_keeps(), Some(vec!["rs-new".to_string()]));
+    let floor = j.growth_floor(&wl.spec.pod_sets).expect("a floor: the serving cluster");
+    assert_eq!(floor, BTreeMap::from([("head".to_string(), 1), ("workers".to_string(), 2)]));
 }
