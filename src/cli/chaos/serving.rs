@@ -15,14 +15,17 @@
 //!   that queue borrows. The check before may be older than the preemption, so quota another
 //!   Workload took since, and the part of the free quota an earlier judged preemptor still waiting
 //!   for its victims will take, are not free for it. A pending cluster whose service said it is ready to take traffic is serving
-//!   too, not growth (the switch guard of `rayservice::job::growth`). If `R` is more, Kueue's whole eviction is legitimate and the service's gap is
+//!   too, not growth (the switch guard of `rayservice::job::growth`). The core decides on the floor
+//!   the job controller last wrote on the slice, a reconcile behind the service's status, so what
+//!   served at any check of the last `FLOOR_LAG` is serving too (a switch: the old cluster). If `R` is more, Kueue's whole eviction is legitimate and the service's gap is
 //!   excused until it serves again; if not, evicting the growth first would have been enough, and
 //!   the gap is a violation whose message says so.
 //!
 //! Anything else (upgrades, version changes mid-upgrade, batch work, manager restarts, faults) must
 //! not take a service down.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
@@ -34,6 +37,11 @@ use crate::api::kueue::{ClusterQueue, PreemptionPolicy, Workload};
 use crate::api::ray::constants as ray;
 use crate::api::ray::{RayCluster, RayService};
 use crate::rayservice::job::growth::switch_announced;
+
+/// How long the core may decide on a floor older than the service's status: the job controller
+/// rewrites the slice's floor a reconcile after the status changed (a switch: the old cluster stops
+/// serving, the floor keeps it until then).
+const FLOOR_LAG: Duration = Duration::from_secs(2);
 
 /// What I8 remembers between checks.
 #[derive(Default)]
@@ -56,6 +64,8 @@ pub(super) struct Serving {
     judged: HashSet<String>,
     /// The quota as the previous check saw it: a preemption is judged on the state before it.
     before: Option<Pool>,
+    /// What each service's serving clusters wanted, by check, over the last `FLOOR_LAG`.
+    recent: VecDeque<(Instant, HashMap<String, i64>)>,
     /// How many legitimate takedowns were excused, and how many preemptions of a service's slice
     /// were judged (for the report of a run).
     pub(super) excuses: u64,
@@ -122,8 +132,19 @@ struct Cq {
 struct Upgrade {
     cq: String,
     priority: i32,
-    /// What its latest slice holds beyond its serving cluster's pods (milli-CPU, at least 0).
-    growth: i64,
+    /// The RayService's uid.
+    service: String,
+    /// What its latest slice holds (milli-CPU).
+    held: i64,
+    /// What its serving clusters want (milli-CPU); `None` while none serves (no growth to tell apart).
+    serving: Option<i64>,
+}
+
+impl Upgrade {
+    /// What its latest slice holds beyond its serving clusters (at least 0).
+    fn growth(&self) -> i64 {
+        self.serving.map_or(0, |s| (self.held - s).max(0))
+    }
 }
 
 /// The CPU quota and every service's growth at one check.
@@ -257,10 +278,29 @@ impl Pool {
                     running.max(wanted)
                 })
                 .sum();
-            let growth = if active.is_some() { (held(latest).get("cpu").copied().unwrap_or(0) - serving).max(0) } else { 0 };
-            pool.upgrades.push(Upgrade { cq: a.cluster_queue.clone(), priority: latest.spec.priority(), growth });
+            pool.upgrades.push(Upgrade {
+                cq: a.cluster_queue.clone(),
+                priority: latest.spec.priority(),
+                service: uid,
+                held: held(latest).get("cpu").copied().unwrap_or(0),
+                serving: active.is_some().then_some(serving),
+            });
         }
         pool
+    }
+
+    /// What each service's serving clusters want, by RayService uid.
+    fn serving(&self) -> HashMap<String, i64> {
+        self.upgrades.iter().filter_map(|u| Some((u.service.clone(), u.serving?))).collect()
+    }
+
+    /// Counts as serving, for each service, at least what `seen` says served.
+    fn raise_serving(&mut self, seen: &HashMap<String, i64>) {
+        for u in &mut self.upgrades {
+            if let (Some(s), Some(at_least)) = (u.serving.as_mut(), seen.get(&u.service)) {
+                *s = (*s).max(*at_least);
+            }
+        }
     }
 
     /// ClusterQueues `a` and `b` draw on the same free quota (the same queue, or one cohort).
@@ -287,12 +327,12 @@ impl Pool {
             let mine = self.upgrades.iter().filter(|u| &u.cq == *name);
             if name.as_str() == cq {
                 if own.within == PreemptionPolicy::LowerPriority {
-                    growth += mine.filter(lower).map(|u| u.growth).sum::<i64>();
+                    growth += mine.filter(lower).map(Upgrade::growth).sum::<i64>();
                 }
             } else {
                 let g: i64 = match own.reclaim {
-                    PreemptionPolicy::Any => mine.map(|u| u.growth).sum(),
-                    PreemptionPolicy::LowerPriority => mine.filter(lower).map(|u| u.growth).sum(),
+                    PreemptionPolicy::Any => mine.map(Upgrade::growth).sum(),
+                    PreemptionPolicy::LowerPriority => mine.filter(lower).map(Upgrade::growth).sum(),
                     _ => 0,
                 };
                 growth += g.min((q.used - q.nominal).max(0));
@@ -319,6 +359,20 @@ impl Serving {
     /// saw (this one's when there is none).
     pub(super) fn judge(&mut self, wls: &[Workload], rss: &[RayService], rcs: &[RayCluster], cqs: &[ClusterQueue], pods: &[Pod]) {
         let now = Pool::read(wls, rss, rcs, cqs, pods);
+        self.recent.push_back((Instant::now(), now.serving()));
+        while self.recent.front().is_some_and(|(t, _)| t.elapsed() > FLOOR_LAG) {
+            self.recent.pop_front();
+        }
+        // What served at a check within the lag served for the core too (its floor may still say so).
+        let mut served_lately: HashMap<String, i64> = HashMap::new();
+        for (_, m) in &self.recent {
+            for (svc, v) in m {
+                let e = served_lately.entry(svc.clone()).or_default();
+                *e = (*e).max(*v);
+            }
+        }
+        let mut before = self.before.take().unwrap_or_else(|| now.clone());
+        before.raise_serving(&served_lately);
         // What each Workload asks as a preemptor, kept from the first sight (a replacement's
         // replaced slice is gone once it is admitted) and refreshed while it has no admission.
         for w in wls {
@@ -359,7 +413,6 @@ impl Serving {
                 let need = u.need;
                 self.preemptions += 1;
                 let cq = u.cq.as_deref().or_else(|| preemptor_cq(&c.message)).unwrap_or_default();
-                let before = self.before.as_ref().unwrap_or(&now);
                 let (free, growth) = before.without_serving(cq, u.priority);
                 // The check before may be older than the preemption: quota other workloads took
                 // since, and what preemptors still waiting for their victims will take, was not
@@ -574,7 +627,7 @@ mod tests {
             cqs.insert("cq-b".to_string(), cq(2000, 3500));
             cqs.get_mut("cq").map(|q| q.used = 2500);
         }
-        let up = |cq: &str, priority, growth| Upgrade { cq: cq.into(), priority, growth };
+        let up = |cq: &str, priority, growth| Upgrade { cq: cq.into(), priority, service: format!("{cq}-{priority}"), held: growth, serving: Some(0) };
         Pool { cqs, upgrades: vec![up("cq", 0, 1000), up("cq", 1000, 2000), up("cq-b", 0, 1000), up("cq-b", 1000, 1000)], takes: HashMap::new() }
     }
 
@@ -674,6 +727,31 @@ mod tests {
         // Read from its pods alone, the second worker would be 1 CPU of growth.
         assert_eq!(Pool::read(wls, rss, &[], cqs, &pods).without_serving("cq", 1000), (0, 1000));
         assert_eq!(Pool::read(wls, rss, std::slice::from_ref(&rc), cqs, &pods).without_serving("cq", 1000), (0, 0));
+    }
+
+    /// The core decides on the floor the job controller last wrote, a reconcile behind the
+    /// service's status: what served at a check within `FLOOR_LAG` is no growth for the judge
+    /// either (a switch: the old cluster served until a moment ago, and the floor still keeps it).
+    #[test]
+    fn what_served_within_the_floor_lag_is_no_growth() {
+        let (cq, rs) = (lower_priority_cq("3"), serving_shop_a());
+        let all = [shop_a_pod("shop-a-head", "headgroup"), shop_a_pod("shop-a-w1", "workers"), shop_a_pod("shop-a-w2", "workers")];
+        let urgent = Workload::build("urgent", "default").queue("lq").uid("p1").priority(1000).podset("main", 1, [("cpu", "1")]).build();
+        let m = "Preempted to accommodate a workload (UID: p1, JobUID: j) due to prioritization in the ClusterQueue; preemptor path: /cq; preemptee path: /cq";
+        let evicted = shop_slice().condition(crate::api::kueue::builders::condition("Evicted", true, "Preempted", m)).build();
+        let (rss, cqs) = (std::slice::from_ref(&rs), std::slice::from_ref(&cq));
+        // The slice's 3 CPU all served at the first check; at the second only the head's 1 CPU does.
+        let mut lagged = Serving::default();
+        lagged.judge(&[shop_slice().build(), urgent.clone()], rss, &[], cqs, &all);
+        lagged.judge(&[shop_slice().build(), urgent.clone()], rss, &[], cqs, &all[..1]);
+        lagged.judge(&[evicted.clone(), urgent.clone()], rss, &[], cqs, &all[..1]);
+        assert!(lagged.excused.contains_key("u1") && lagged.unneeded.is_empty(), "served a moment ago: no growth to take");
+        // Had it served only the head throughout, its 2 CPU beyond were growth: the eviction was not needed.
+        let mut s = Serving::default();
+        s.judge(&[shop_slice().build(), urgent.clone()], rss, &[], cqs, &all[..1]);
+        s.judge(&[evicted, urgent], rss, &[], cqs, &all[..1]);
+        let e = s.unneeded.get("u1").expect("growth alone could have made room");
+        assert!(e.why.contains("needing 1000m, with 0m free and 2000m of upgrades' growth"), "{}", e.why);
     }
 
     /// The eviction is written before the service stops serving: a preemption judged unneeded is
