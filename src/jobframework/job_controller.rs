@@ -193,6 +193,7 @@ fn stale_floor(job: &dyn GenericJob, wl: &Workload) -> bool {
 /// Writes (or removes) the job's floor for `pod_sets`, and the parts it keeps, on the workload.
 fn put_floor(job: &dyn GenericJob, wl: &mut Workload) {
     let wanted = floor_annotations(job, wl);
+    tracing::debug!(workload = wl.metadata.name.as_deref().unwrap_or_default(), floor = ?wanted[0].1, keeps = ?wanted[1].1, "the slice's floor");
     let annotations = wl.metadata.annotations.get_or_insert_with(Default::default);
     for (key, value) in wanted {
         match value {

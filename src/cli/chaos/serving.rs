@@ -17,7 +17,9 @@
 //!   for its victims will take, are not free for it. A pending cluster whose service said it is ready to take traffic is serving
 //!   too, not growth (the switch guard of `rayservice::job::growth`). The core decides on the floor
 //!   the job controller last wrote on the slice, a reconcile behind the service's status, so what
-//!   served at any check of the last `FLOOR_LAG` is serving too (a switch: the old cluster). If `R` is more, Kueue's whole eviction is legitimate and the service's gap is
+//!   served at any check of the last `FLOOR_LAG` is serving too (a switch: the old cluster), and a
+//!   service with none serving at one of those checks (its first cluster just began to serve) has no
+//!   growth yet: its slice may still carry no floor. If `R` is more, Kueue's whole eviction is legitimate and the service's gap is
 //!   excused until it serves again; if not, evicting the growth first would have been enough, and
 //!   the gap is a violation whose message says so.
 //!
@@ -65,7 +67,7 @@ pub(super) struct Serving {
     /// The quota as the previous check saw it: a preemption is judged on the state before it.
     before: Option<Pool>,
     /// What each service's serving clusters wanted, by check, over the last `FLOOR_LAG`.
-    recent: VecDeque<(Instant, HashMap<String, i64>)>,
+    recent: VecDeque<(Instant, HashMap<String, Option<i64>>)>,
     /// How many legitimate takedowns were excused, and how many preemptions of a service's slice
     /// were judged (for the report of a run).
     pub(super) excuses: u64,
@@ -289,16 +291,19 @@ impl Pool {
         pool
     }
 
-    /// What each service's serving clusters want, by RayService uid.
-    fn serving(&self) -> HashMap<String, i64> {
-        self.upgrades.iter().filter_map(|u| Some((u.service.clone(), u.serving?))).collect()
+    /// What each service's serving clusters want, by RayService uid (`None`: none serves).
+    fn serving(&self) -> HashMap<String, Option<i64>> {
+        self.upgrades.iter().map(|u| (u.service.clone(), u.serving)).collect()
     }
 
-    /// Counts as serving, for each service, at least what `seen` says served.
-    fn raise_serving(&mut self, seen: &HashMap<String, i64>) {
+    /// Counts as serving, for each service, at least what `seen` says served; a service `seen`
+    /// with none serving has no growth to tell apart.
+    fn raise_serving(&mut self, seen: &HashMap<String, Option<i64>>) {
         for u in &mut self.upgrades {
-            if let (Some(s), Some(at_least)) = (u.serving.as_mut(), seen.get(&u.service)) {
-                *s = (*s).max(*at_least);
+            match seen.get(&u.service) {
+                Some(None) => u.serving = None,
+                Some(Some(at_least)) => u.serving = u.serving.map(|s| s.max(*at_least)),
+                None => {}
             }
         }
     }
@@ -363,12 +368,13 @@ impl Serving {
         while self.recent.front().is_some_and(|(t, _)| t.elapsed() > FLOOR_LAG) {
             self.recent.pop_front();
         }
-        // What served at a check within the lag served for the core too (its floor may still say so).
-        let mut served_lately: HashMap<String, i64> = HashMap::new();
+        // What served at a check within the lag served for the core too (its floor may still say
+        // so), and a service that had none serving within it may still have no floor at all.
+        let mut served_lately: HashMap<String, Option<i64>> = HashMap::new();
         for (_, m) in &self.recent {
             for (svc, v) in m {
-                let e = served_lately.entry(svc.clone()).or_default();
-                *e = (*e).max(*v);
+                let e = served_lately.entry(svc.clone()).or_insert(Some(0));
+                *e = e.zip(*v).map(|(a, b)| a.max(b));
             }
         }
         let mut before = self.before.take().unwrap_or_else(|| now.clone());
@@ -731,7 +737,8 @@ mod tests {
 
     /// The core decides on the floor the job controller last wrote, a reconcile behind the
     /// service's status: what served at a check within `FLOOR_LAG` is no growth for the judge
-    /// either (a switch: the old cluster served until a moment ago, and the floor still keeps it).
+    /// either (a switch: the old cluster served until a moment ago, and the floor still keeps it),
+    /// and a service that had none serving within it may have no floor yet.
     #[test]
     fn what_served_within_the_floor_lag_is_no_growth() {
         let (cq, rs) = (lower_priority_cq("3"), serving_shop_a());
@@ -749,9 +756,17 @@ mod tests {
         // Had it served only the head throughout, its 2 CPU beyond were growth: the eviction was not needed.
         let mut s = Serving::default();
         s.judge(&[shop_slice().build(), urgent.clone()], rss, &[], cqs, &all[..1]);
-        s.judge(&[evicted, urgent], rss, &[], cqs, &all[..1]);
+        s.judge(&[evicted.clone(), urgent.clone()], rss, &[], cqs, &all[..1]);
         let e = s.unneeded.get("u1").expect("growth alone could have made room");
         assert!(e.why.contains("needing 1000m, with 0m free and 2000m of upgrades' growth"), "{}", e.why);
+        // None served a moment ago (the head just began to): the slice may carry no floor yet.
+        let mut starting = rs.clone();
+        starting.status = None;
+        let mut s = Serving::default();
+        s.judge(&[shop_slice().build(), urgent.clone()], std::slice::from_ref(&starting), &[], cqs, &all[..1]);
+        s.judge(&[shop_slice().build(), urgent.clone()], rss, &[], cqs, &all[..1]);
+        s.judge(&[evicted, urgent], rss, &[], cqs, &all[..1]);
+        assert!(s.excused.contains_key("u1") && s.unneeded.is_empty(), "no floor yet: no growth to take");
     }
 
     /// The eviction is written before the service stops serving: a preemption judged unneeded is
