@@ -14,12 +14,15 @@
 //!   cohort under `reclaimWithinCohort` (`Any`, or `LowerPriority` for lower priorities), up to what
 //!   that queue borrows. The check before may be older than the preemption, so quota another
 //!   Workload took since, and the part of the free quota an earlier judged preemptor still waiting
-//!   for its victims will take, are not free for it. A pending cluster whose service said it is ready to take traffic is serving
-//!   too, not growth (the switch guard of `rayservice::job::growth`). The core decides on the floor
-//!   the job controller last wrote on the slice, a reconcile behind the service's status, so what
-//!   served at any check of the last `FLOOR_LAG` is serving too (a switch: the old cluster), and a
-//!   service with none serving at one of those checks (its first cluster just began to serve) has no
-//!   growth yet: its slice may still carry no floor. If `R` is more, Kueue's whole eviction is legitimate and the service's gap is
+//!   for its victims will take, are not free for it. A pending cluster whose service said it is
+//!   ready to take traffic is serving too, not growth (the switch guard of
+//!   `rayservice::job::growth`). The core sees the world a watch event behind (`FLOOR_LAG`): it
+//!   decides on the floor the job controller last wrote on the slice, a reconcile behind the
+//!   service's status, so what served at any check of the lag is serving too (a switch: the old
+//!   cluster), and a service with none serving at one of those checks (its first cluster just began
+//!   to serve) has no growth yet, its slice may still carry no floor; and a waiting Workload deleted
+//!   within the lag may have been admitted before the core saw the deletion, so what it asked is not
+//!   free either. If `R` is more, Kueue's whole eviction is legitimate and the service's gap is
 //!   excused until it serves again; if not, evicting the growth first would have been enough, and
 //!   the gap is a violation whose message says so.
 //!
@@ -60,6 +63,11 @@ pub(super) struct Serving {
     /// satisfied them, or their preemptor was never seen. Kept, like an excuse, until the service
     /// serves again after going down, so the gap that follows names them.
     unneeded: HashMap<String, Excuse>,
+    /// Workloads (by uid) the previous check saw waiting for quota.
+    waiting: HashSet<String>,
+    /// Waiting Workloads deleted within the last `FLOOR_LAG`, with what they asked (milli-CPU): the
+    /// core, a watch event behind, may have admitted one and preempted for another on that usage.
+    vanished: VecDeque<(Instant, String, i64)>,
     /// What judged preemptors that hold no quota yet will take of the free quota, by their uid.
     claims: HashMap<String, Claim>,
     /// Preemption conditions already judged (`<workload uid>@<transition time>`).
@@ -396,6 +404,15 @@ impl Serving {
         for e in self.excused.values_mut().chain(self.unneeded.values_mut()) {
             e.victim_gone = !present.contains(e.victim.as_str());
         }
+        for uid in self.waiting.iter().filter(|u| !present.contains(u.as_str())) {
+            if let Some(k) = self.known.get(uid) {
+                self.vanished.push_back((Instant::now(), uid.clone(), k.need));
+            }
+        }
+        while self.vanished.front().is_some_and(|(t, _, _)| t.elapsed() > FLOOR_LAG) {
+            self.vanished.pop_front();
+        }
+        self.waiting = wls.iter().filter(|w| w.admission().is_none()).filter_map(|w| w.metadata.uid.clone()).collect();
         // A claim ends once its preemptor holds quota (the quota then reads used) or is gone.
         self.claims.retain(|id, _| present.contains(id.as_str()) && !now.takes.contains_key(id));
         let services: HashSet<String> = rss.iter().filter_map(|r| r.metadata.uid.clone()).collect();
@@ -424,12 +441,17 @@ impl Serving {
                 // since, and what preemptors still waiting for their victims will take, was not
                 // free for this one (seeds 219 and 584: a growth slice admitted, a preemptor
                 // claiming the free part, in the same second as the preemption).
+                // So was what a waiting Workload deleted a moment ago asked: the core may have
+                // admitted it before it saw the deletion (seed 147: settling deleted 6,000m of batch
+                // work as the raised quota admitted it, and its usage made room for urgent work
+                // only by a preemption). Its queue is not known here: counted for every queue.
                 let taken: i64 = now
                     .takes
                     .iter()
                     .filter(|(id, (q, _))| id.as_str() != uid && !before.takes.contains_key(*id) && before.shares_quota(cq, q))
                     .map(|(_, (_, m))| m)
-                    .sum();
+                    .sum::<i64>()
+                    + self.vanished.iter().filter(|(_, id, _)| id != uid).map(|(_, _, m)| m).sum::<i64>();
                 let claimed: i64 =
                     self.claims.iter().filter(|(id, c)| id.as_str() != uid && before.shares_quota(cq, &c.cq)).map(|(_, c)| c.milli).sum();
                 let free = (free - taken - claimed).max(0);
@@ -827,6 +849,29 @@ mod tests {
         s.judge(&[served("rayservice-shop", "w1").build(), wl("second", "p2", "1500m", 1000).build()], std::slice::from_ref(&rs), &[], cqs, &[]);
         s.judge(&[preempted_by(served("rayservice-shop", "w1"), "p2", "2026-01-01T00:00:02Z"), wl("second", "p2", "1500m", 1000).build()], std::slice::from_ref(&rs), &[], cqs, &[]);
         assert!(s.unneeded.contains_key("u1"), "1500m free, 1500m needed: not legitimate");
+    }
+
+    /// Seed 147: settling deleted waiting batch work as the raised quota let the core admit it; the
+    /// core, not yet seeing the deletion, preempted a service for urgent work on that usage.
+    #[test]
+    fn what_a_waiting_workload_deleted_a_moment_ago_asked_is_not_free() {
+        let cq = lower_priority_cq("3");
+        let wl = |name: &str, uid: &str, priority: i32| Workload::build(name, "default").queue("lq").uid(uid).priority(priority).podset("main", 1, [("cpu", "1500m")]);
+        let served = || wl("rayservice-shop", "w1", 0).label(label::JOB_UID, "u1").reserve_quota("cq", "f").admitted();
+        let m = "Preempted to accommodate a workload (UID: p1, JobUID: j) due to prioritization in the ClusterQueue; preemptor path: /cq; preemptee path: /cq";
+        let evicted = served().condition(crate::api::kueue::builders::condition("Evicted", true, "Preempted", m)).build();
+        let (rs, cqs) = (service(true, 2, false), std::slice::from_ref(&cq));
+        let (urgent, batch) = (wl("urgent", "p1", 1000).build(), wl("batch", "b1", 500).build());
+        let mut s = Serving::default();
+        s.judge(&[served().build(), urgent.clone(), batch], std::slice::from_ref(&rs), &[], cqs, &[]);
+        s.judge(&[evicted.clone(), urgent.clone()], std::slice::from_ref(&rs), &[], cqs, &[]);
+        let e = s.excused.get("u1").expect("legitimate: the deleted batch work may have taken the free quota");
+        assert!(e.why.contains("with 0m free (1500m more taken or claimed by others)"), "{}", e.why);
+        // Without the deletion, 1500m free was enough: not legitimate.
+        let mut s = Serving::default();
+        s.judge(&[served().build(), urgent.clone()], std::slice::from_ref(&rs), &[], cqs, &[]);
+        s.judge(&[evicted, urgent], std::slice::from_ref(&rs), &[], cqs, &[]);
+        assert!(s.unneeded.contains_key("u1"));
     }
 
     #[test]
