@@ -268,12 +268,9 @@ impl Pool {
                 continue;
             }
             // The serving cluster, and the pending one once the service said it is ready to take
-            // traffic (the switch is imminent, so it is serving too: not growth), or once the slice
-            // keeps it (it stays kept while pending, though its apps may stop reporting RUNNING for
-            // a moment: seed 426).
+            // traffic (the switch is imminent, so it is serving too: not growth).
             let active = rs.status.as_ref().and_then(|s| s.active_service_status.as_ref()).and_then(|s| s.ray_cluster_name.clone());
-            let keeps = crate::jobframework::slices::growth_keeps(latest).unwrap_or_default();
-            let pending = crate::rayservice::job::step::pending_cluster(rs).filter(|p| switch_announced(rs) || keeps.iter().any(|k| k == p));
+            let pending = crate::rayservice::job::step::pending_cluster(rs).filter(|_| switch_announced(rs));
             // What they want, not only the pods they have: a worker the serving cluster scaled up to
             // waits for its slice with no pod yet, and is no growth (seeds 87 and 100).
             let serving: i64 = [active.as_deref(), pending]
@@ -792,28 +789,6 @@ mod tests {
         s.judge(&[shop_slice().build(), urgent.clone()], rss, &[], cqs, &all[..1]);
         s.judge(&[evicted, urgent], rss, &[], cqs, &all[..1]);
         assert!(s.excused.contains_key("u1") && s.unneeded.is_empty(), "no floor yet: no growth to take");
-    }
-
-    /// Seed 426: a pending cluster the slice keeps is serving for the core while it is pending,
-    /// though its apps stopped reporting RUNNING; so it is for the judge.
-    #[test]
-    fn a_pending_cluster_the_slice_keeps_is_no_growth() {
-        let (cq, mut rs) = (lower_priority_cq("4"), serving_shop_a());
-        rs.status = serde_json::from_value(serde_json::json!({
-            "activeServiceStatus": {"rayClusterName": "shop-a"}, "pendingServiceStatus": {"rayClusterName": "shop-b"},
-        }))
-        .ok();
-        // It has applications to deploy, and none reported for shop-b: no switch announced.
-        rs.spec.serve_config_v2 = Some("applications:\n  - name: app\n    import_path: app.graph\n".into());
-        let mut pending_pod = shop_a_pod("shop-b-head", "headgroup");
-        pending_pod.labels_mut().insert("ray.io/cluster".into(), "shop-b".into());
-        let pods = [shop_a_pod("shop-a-head", "headgroup"), pending_pod];
-        let (rss, cqs) = (std::slice::from_ref(&rs), std::slice::from_ref(&cq));
-        // 3 CPU held, 1 served by shop-a: shop-b's head is growth while the slice keeps shop-a alone.
-        let alone = shop_slice().annotation(crate::jobframework::slices::GROWTH_KEEPS_ANNOTATION, "shop-a").build();
-        assert_eq!(Pool::read(&[alone], rss, &[], cqs, &pods).without_serving("cq", 1000), (1000, 2000));
-        let both = shop_slice().annotation(crate::jobframework::slices::GROWTH_KEEPS_ANNOTATION, "shop-a,shop-b").build();
-        assert_eq!(Pool::read(&[both], rss, &[], cqs, &pods).without_serving("cq", 1000), (1000, 1000));
     }
 
     /// The eviction is written before the service stops serving: a preemption judged unneeded is

@@ -15,8 +15,7 @@
 //! otherwise), and the job controller writes the floor on a version too. So either the growth was
 //! taken while the slice kept the serving cluster alone, and the RayService controller, reading the
 //! slice, sees it and keeps the traffic where it is; or the slice kept the pending cluster first,
-//! and no growth taken from then on can be it: once the slice keeps the pending cluster it keeps it
-//! while it is pending (`kept_since`), whatever its applications report in between. Without this, a switch racing a preemption moved the
+//! and no growth taken from then on can be it. Without this, a switch racing a preemption moved the
 //! traffic onto a cluster whose pods the gate was removing (chaos seed 223). After the switch, an old
 //! cluster waiting for deletion is growth: preemption takes it early instead of the service.
 
@@ -62,19 +61,10 @@ pub fn switch_announced(rs: &RayService) -> bool {
 /// deleted (until the scale-down slice replaces it), and that is growth, not a reason to evict the
 /// service whole; with nothing beyond it, the floor is all the slice holds.
 pub fn kept(rs: &RayService, children: &[&str]) -> Option<Vec<String>> {
-    kept_since(rs, children, &[])
-}
-
-/// [`kept`], given what the admitted slice keeps already (`written`): a pending cluster the slice
-/// keeps stays kept while it is the pending cluster, even when its applications stop reporting
-/// RUNNING for a moment (a replica restarting). The RayService controller may have moved traffic
-/// onto it as soon as the slice kept it; were it dropped again, preemption could take the cluster
-/// that serves (chaos seed 426 saw the floor go down and up within 200 ms).
-pub fn kept_since(rs: &RayService, children: &[&str], written: &[String]) -> Option<Vec<String>> {
     let active = active_cluster(rs).filter(|a| children.contains(a))?;
     let mut kept = vec![active.to_string()];
     if let Some(pending) = super::step::pending_cluster(rs).filter(|p| *p != active && children.contains(p))
-        && (switch_announced(rs) || written.iter().any(|w| w == pending))
+        && switch_announced(rs)
     {
         kept.push(pending.to_string());
     }

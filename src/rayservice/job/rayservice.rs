@@ -36,8 +36,6 @@ pub struct RayServiceJob {
     /// The admitted slice whose growth preemption took (`GrowthPreempted`), until it has shrunk back
     /// to the clusters it keeps.
     pub growth_taken: Option<super::growth::Taken>,
-    /// The clusters the admitted slice keeps as it names them now (`growth::kept_since`).
-    pub kept_before: Vec<String>,
 }
 
 /// The children of `rs` that it controls (origin labels and a controller owner reference to it), the
@@ -235,7 +233,7 @@ impl GenericJob for RayServiceJob {
             .filter(|k| !k.is_empty()),
             None => {
                 let names: Vec<&str> = self.children.iter().filter_map(|c| c.metadata.name.as_deref()).collect();
-                super::growth::kept_since(&self.rs, &names, &self.kept_before)
+                super::growth::kept(&self.rs, &names)
             }
         }
     }
@@ -311,7 +309,6 @@ impl JobKind for RayServiceJob {
             live,
             slices: workloads.iter().map(|w| w.name_any()).collect(),
             growth_taken: super::growth::taken(workloads),
-            kept_before: demand::admitted_slice(workloads).and_then(crate::jobframework::slices::growth_keeps).unwrap_or_default(),
         })
     }
 

@@ -311,7 +311,7 @@ mod demand_and_gate {
             message: "preempted".into(),
         };
         wl.status = conditions::evicted(&wl, &cause, now);
-        let job = |children: Vec<RayCluster>| RayServiceJob { rs: rs.clone(), children, live: Default::default(), slices: vec![], growth_taken: None, kept_before: vec![] };
+        let job = |children: Vec<RayCluster>| RayServiceJob { rs: rs.clone(), children, live: Default::default(), slices: vec![], growth_taken: None };
         // Child `a` deleted, `b` (and its pods) still there: stop and wait, keeping the reservation.
         assert_eq!(plan(&job(vec![b]), &[&wl]).unwrap(), Step::Stop("w".into()));
         // Every child gone: nothing runs, the Workload may go.
@@ -463,7 +463,7 @@ fn starting_a_service_leaves_its_templates_as_the_user_wrote_them() {
     }))
     .unwrap();
     let as_written = rs.spec.ray_cluster_config.clone();
-    let mut job = super::rayservice::RayServiceJob { rs, children: vec![], live: Default::default(), slices: vec![], growth_taken: None, kept_before: vec![] };
+    let mut job = super::rayservice::RayServiceJob { rs, children: vec![], live: Default::default(), slices: vec![], growth_taken: None };
     let mut head = PodSetInfo { name: "head".into(), count: 1, ..Default::default() };
     head.annotations.insert(WORKLOAD_SLICE_NAME.into(), "rayservice-rs-new".into());
     head.node_selector.insert("pool".into(), "a".into());
@@ -525,7 +525,7 @@ fn ray_jobs_report_pods_ready_from_their_pods() {
             "reason": "x", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]})).unwrap());
         rs
     };
-    let job = |rs: RayService, children: Vec<RayCluster>| RayServiceJob { rs, children, live: Default::default(), slices: vec![], growth_taken: None, kept_before: vec![] };
+    let job = |rs: RayService, children: Vec<RayCluster>| RayServiceJob { rs, children, live: Default::default(), slices: vec![], growth_taken: None };
     let serving = rc("svc-a", "True", 1, 1, Some("False"), 2);
     let broken_pending = rc("svc-b", "False", 0, 1, Some("False"), 2);
     // Kueue's RayService integration: the service's Ready condition, not its clusters' pods.
@@ -553,7 +553,7 @@ fn a_new_slice_is_never_named_as_one_the_service_still_owns() {
             "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "h", "image": "ray"}]}}}}}}))
     .unwrap();
     let name_with = |owned: &[String]| {
-        let job = RayServiceJob { rs: rs.clone(), children: vec![], live: Default::default(), slices: owned.to_vec(), growth_taken: None, kept_before: vec![] };
+        let job = RayServiceJob { rs: rs.clone(), children: vec![], live: Default::default(), slices: owned.to_vec(), growth_taken: None };
         workload_name_for_job(&job, Default::default()).unwrap()
     };
     let a = name_with(&[]);
