@@ -85,6 +85,13 @@ pub trait GenericJob {
         compare_counts(desired, workload, reserved)
     }
 
+    /// True while a controller of the job's pods may still create pods from an older, larger spec
+    /// than the one its demand was read from (a RayCluster whose `status.observedGeneration` is
+    /// behind): a slice holding quota then waits to shrink in place.
+    fn shrink_waits(&self) -> bool {
+        false
+    }
+
     /// Pods per podset of `pod_sets` the job keeps running when preemption takes only its growth
     /// (beyond Kueue; e.g. a RayService's serving cluster while its upgrade is admitted). `None`: no
     /// growth to give back, the job is preempted whole. Written on the slice

@@ -267,7 +267,15 @@ pub fn plan_managed(job: &dyn GenericJob, workloads: &[&Workload], managed: bool
     }
     let podsets = job.pod_sets()?;
     if job.uses_slices() && !is_evicted(wl) {
-        let change = job.compare_demand(&podsets, &wl.spec.pod_sets, reserved);
+        let mut change = job.compare_demand(&podsets, &wl.spec.pod_sets, reserved);
+        // A slice holding quota shrinks in place only once the job's own controller has acted on its
+        // current spec (`GenericJob::shrink_waits`): until then it may still make pods from an older,
+        // larger one, after the pods behind this demand were listed. Nothing changes meanwhile, the
+        // floor included.
+        let shrink_waits = reserved && matches!(change, DemandChange::PodSets(_)) && job.shrink_waits();
+        if shrink_waits {
+            change = DemandChange::Same;
+        }
         // The floor follows the job while the slice waits to grow too: a stale floor would hold a
         // slice whose growth is taken above what it keeps, and its new slice behind it for good.
         if reserved && change == DemandChange::Grow && stale_floor(job, wl) {
@@ -291,7 +299,7 @@ pub fn plan_managed(job: &dyn GenericJob, workloads: &[&Workload], managed: bool
         } else {
             match change {
                 // The floor written on the slice follows the job (an edit of it is written over).
-                DemandChange::Same if reserved && stale_floor(job, wl) => {
+                DemandChange::Same if reserved && !shrink_waits && stale_floor(job, wl) => {
                     return Ok(Step::ReplacePodSets { name, pod_sets: wl.spec.pod_sets.clone() });
                 }
                 DemandChange::Same | DemandChange::Incompatible => {}

@@ -256,3 +256,37 @@ fn a_lone_serving_cluster_is_the_floor_of_a_slice_still_holding_its_deleted_pred
     let floor = j.growth_floor(&wl.spec.pod_sets).expect("a floor: the serving cluster");
     assert_eq!(floor, BTreeMap::from([("head".to_string(), 1), ("workers".to_string(), 2)]));
 }
+
+/// Chaos `hostile` seed 174: a user grew the serving cluster to three workers, its slice grew to
+/// cover them, and the user shrank it back to one while a pass of the RayCluster controller that
+/// read it at three was still creating workers. The slice must not shrink in place until that
+/// controller reports the current generation: the workers it was making are listed only after.
+#[test]
+fn a_slice_shrinks_only_once_every_childs_controller_reports_its_current_spec() {
+    let (mut rs, children) = upgrading(1, 1);
+    rs.status = serde_json::from_value(json!({"activeServiceStatus": {"rayClusterName": "rs-old"}})).ok();
+    let mut serving = children[0].clone();
+    serving.metadata.generation = Some(3);
+    serving.status = serde_json::from_value(json!({"observedGeneration": 2})).ok();
+    let mut at_three = serving.clone();
+    for g in at_three.spec.worker_group_specs.iter_mut().flatten() {
+        g.replicas = Some(3);
+    }
+    let grown = vec![demand::child_demand(&at_three, &BuildOptions::default()).expect("demand")];
+    let mut wl = Workload::build("rs-slice-1", "default").queue("lq").build();
+    wl.spec.pod_sets = demand::podsets(&grown).expect("podsets");
+    let admission = Admission { cluster_queue: "cq".into(), pod_set_assignments: vec![] };
+    wl.status = Some(conditions::admitted(&wl, admission, jiff::Timestamp::UNIX_EPOCH));
+    let listed = pods(&[("rs-old", &[("head", 1), ("workers", 1)])]);
+
+    let behind = job(&rs, std::slice::from_ref(&serving), listed.clone(), &wl);
+    assert!(behind.shrink_waits());
+    let step = plan(&behind, &[&wl]).expect("a step");
+    assert!(!matches!(step, Step::ReplacePodSets { .. } | Step::UpdateCounts(_)), "shrank under a controller still behind: {step:?}");
+
+    serving.status = serde_json::from_value(json!({"observedGeneration": 3})).ok();
+    let caught_up = job(&rs, std::slice::from_ref(&serving), listed, &wl);
+    assert!(!caught_up.shrink_waits());
+    let Step::ReplacePodSets { pod_sets, .. } = plan(&caught_up, &[&wl]).expect("a step") else { panic!("expected the shrink") };
+    assert_eq!(counts(&pod_sets), vec![("head".into(), 1), ("workers".into(), 1)]);
+}

@@ -259,6 +259,19 @@ impl GenericJob for RayServiceJob {
         true
     }
 
+    /// A child whose controller has not reported its current generation may still make pods from an
+    /// older spec (chaos `hostile` seed 174: a hand-grown active cluster shrunk back while a pass
+    /// that read it grown was creating workers; the slice shrank under them). The children were read
+    /// before the pods were listed, so once every child reports, its pods are all counted. A child
+    /// being deleted, or another controller's, makes no pods here.
+    fn shrink_waits(&self) -> bool {
+        self.children.iter().any(|rc| {
+            rc.metadata.deletion_timestamp.is_none()
+                && rc.spec.managed_by.as_deref().is_none_or(|m| m == c::MANAGED_BY_KUBERAY)
+                && !super::raycluster::spec_observed(rc)
+        })
+    }
+
     fn compare_demand(
         &self,
         desired: &[PodSet],
