@@ -16,7 +16,9 @@
 //!   Workload took since, and the part of the free quota an earlier judged preemptor still waiting
 //!   for its victims will take, are not free for it. A pending cluster whose service said it is
 //!   ready to take traffic is serving too, not growth (the switch guard of
-//!   `rayservice::job::growth`). The core sees the world a watch event behind (`FLOOR_LAG`): it
+//!   `rayservice::job::growth`), and so is a cluster the slice says it keeps (Serve reports an
+//!   application RUNNING, then DEPLOYING again while it scales: the keeps written in between may be
+//!   all the core saw). The core sees the world a watch event behind (`FLOOR_LAG`): it
 //!   decides on the floor the job controller last wrote on the slice, a reconcile behind the
 //!   service's status, so what served at any check of the lag is serving too (a switch: the old
 //!   cluster), and a service with none serving at one of those checks (its first cluster just began
@@ -271,11 +273,20 @@ impl Pool {
             // traffic (the switch is imminent, so it is serving too: not growth).
             let active = rs.status.as_ref().and_then(|s| s.active_service_status.as_ref()).and_then(|s| s.ray_cluster_name.clone());
             let pending = crate::rayservice::job::step::pending_cluster(rs).filter(|_| switch_announced(rs));
+            // And what the slice says it keeps, which the core decides on: a pending cluster's Serve
+            // applications report RUNNING, then DEPLOYING again while it scales (Ray 2.60), and the
+            // keeps written in that moment may be all the core saw (seed 426).
+            let keeps = crate::jobframework::slices::growth_keeps(latest).unwrap_or_default();
+            let mut names: Vec<&str> = [active.as_deref(), pending].into_iter().flatten().collect();
+            for kept in &keeps {
+                if !names.contains(&kept.as_str()) {
+                    names.push(kept);
+                }
+            }
             // What they want, not only the pods they have: a worker the serving cluster scaled up to
             // waits for its slice with no pod yet, and is no growth (seeds 87 and 100).
-            let serving: i64 = [active.as_deref(), pending]
+            let serving: i64 = names
                 .into_iter()
-                .flatten()
                 .filter(|_| active.is_some())
                 .map(|name| {
                     let own: Vec<&Pod> = pods
@@ -789,6 +800,39 @@ mod tests {
         s.judge(&[shop_slice().build(), urgent.clone()], rss, &[], cqs, &all[..1]);
         s.judge(&[evicted, urgent], rss, &[], cqs, &all[..1]);
         assert!(s.excused.contains_key("u1") && s.unneeded.is_empty(), "no floor yet: no growth to take");
+    }
+
+    /// Seed 426: the pending cluster's applications reported RUNNING for 200 ms (Ray reports an app
+    /// DEPLOYING again while it scales), the job controller wrote a floor keeping it, and the core
+    /// decided on that floor; no check saw the RUNNING report. What the slice says it keeps is no
+    /// growth either.
+    #[test]
+    fn a_pending_cluster_the_slice_keeps_is_no_growth() {
+        let (cq, rs) = (lower_priority_cq("3"), serving_shop_a());
+        let b_worker = |name: &str| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "default", "labels": {"ray.io/cluster": "shop-b", "ray.io/group": "workers"}},
+                "spec": {"containers": [{"name": "ray", "resources": {"requests": {"cpu": "1"}}}]},
+            }))
+            .expect("a Pod")
+        };
+        let pods = [shop_a_pod("shop-a-head", "headgroup"), b_worker("shop-b-w1"), b_worker("shop-b-w2")];
+        let urgent = Workload::build("urgent", "default").queue("lq").uid("p1").priority(1000).podset("main", 1, [("cpu", "1")]).build();
+        let m = "Preempted to accommodate a workload (UID: p1, JobUID: j) due to prioritization in the ClusterQueue; preemptor path: /cq; preemptee path: /cq";
+        let evict = |b: crate::api::kueue::builders::WorkloadBuilder| b.condition(crate::api::kueue::builders::condition("Evicted", true, "Preempted", m)).build();
+        let (rss, cqs) = (std::slice::from_ref(&rs), std::slice::from_ref(&cq));
+        let keeping = || shop_slice().annotation(crate::jobframework::slices::GROWTH_KEEPS_ANNOTATION, "shop-a,shop-b");
+        let mut kept = Serving::default();
+        kept.judge(&[keeping().build(), urgent.clone()], rss, &[], cqs, &pods);
+        kept.judge(&[evict(keeping()), urgent.clone()], rss, &[], cqs, &pods);
+        assert!(kept.excused.contains_key("u1") && kept.unneeded.is_empty(), "the slice kept shop-b: no growth to take");
+        // Kept by nothing, shop-b's 2 CPU were growth.
+        let mut s = Serving::default();
+        s.judge(&[shop_slice().build(), urgent.clone()], rss, &[], cqs, &pods);
+        s.judge(&[evict(shop_slice()), urgent], rss, &[], cqs, &pods);
+        let e = s.unneeded.get("u1").expect("growth alone could have made room");
+        assert!(e.why.contains("2000m of upgrades' growth"), "{}", e.why);
     }
 
     /// The eviction is written before the service stops serving: a preemption judged unneeded is
