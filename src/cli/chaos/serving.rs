@@ -22,7 +22,9 @@
 //!   decides on the floor the job controller last wrote on the slice, a reconcile behind the
 //!   service's status, so what served at any check of the lag is serving too (a switch: the old
 //!   cluster), and a service with none serving at one of those checks (its first cluster just began
-//!   to serve) has no growth yet, its slice may still carry no floor; and a waiting Workload deleted
+//!   to serve) has no growth yet, its slice may still carry no floor; growth counts only as much as
+//!   every check of the lag saw (a slice admitted, or a floor lowered, a moment ago may be newer
+//!   than the core's view); and a waiting Workload deleted
 //!   within the lag may have been admitted before the core saw the deletion, so what it asked is not
 //!   free either. If `R` is more, Kueue's whole eviction is legitimate and the service's gap is
 //!   excused until it serves again; if not, evicting the growth first would have been enough, and
@@ -76,12 +78,22 @@ pub(super) struct Serving {
     judged: HashSet<String>,
     /// The quota as the previous check saw it: a preemption is judged on the state before it.
     before: Option<Pool>,
-    /// What each service's serving clusters wanted, by check, over the last `FLOOR_LAG`.
-    recent: VecDeque<(Instant, HashMap<String, Option<i64>>)>,
+    /// What each service's serving clusters wanted, and its growth, by check, over the last
+    /// `FLOOR_LAG`.
+    recent: VecDeque<Seen>,
     /// How many legitimate takedowns were excused, and how many preemptions of a service's slice
     /// were judged (for the report of a run).
     pub(super) excuses: u64,
     pub(super) preemptions: u64,
+}
+
+/// One check's view of the services, by RayService uid.
+struct Seen {
+    at: Instant,
+    /// What its serving clusters want (`None`: none serves).
+    serving: HashMap<String, Option<i64>>,
+    /// Its growth (a service with no upgrade seen: none).
+    growth: HashMap<String, i64>,
 }
 
 /// A judged preemption of a service (a legitimate takedown, or one that growth alone could have
@@ -295,7 +307,13 @@ impl Pool {
                         .filter(|p| p.labels().get(ray::LABEL_CLUSTER).map(String::as_str) == Some(name))
                         .collect();
                     let running: i64 = own.iter().map(|p| cpu_of(p.spec.as_ref())).sum();
-                    let wanted = rcs.iter().find(|rc| rc.name_any() == name && rc.namespace() == rs.namespace()).map_or(0, |rc| wanted_cpu(rc, &own));
+                    // A pending cluster at no less than its first step, as the admission counts it:
+                    // an incremental upgrade's new cluster may be created with fewer workers than
+                    // the step its slice holds (seed 100).
+                    let wanted = rcs
+                        .iter()
+                        .find(|rc| rc.name_any() == name && rc.namespace() == rs.namespace())
+                        .map_or(0, |rc| wanted_cpu(&crate::rayservice::job::step::at_least_first_step(rs, rc), &own));
                     running.max(wanted)
                 })
                 .sum();
@@ -313,6 +331,22 @@ impl Pool {
     /// What each service's serving clusters want, by RayService uid (`None`: none serves).
     fn serving(&self) -> HashMap<String, Option<i64>> {
         self.upgrades.iter().map(|u| (u.service.clone(), u.serving)).collect()
+    }
+
+    /// Each service's growth, by RayService uid.
+    fn growth(&self) -> HashMap<String, i64> {
+        self.upgrades.iter().map(|u| (u.service.clone(), u.growth())).collect()
+    }
+
+    /// Counts as growth, for each service, at most what it had at every one of `checks`: a slice
+    /// admitted, or a floor lowered, a moment ago may be newer than the core's view.
+    fn cap_growth<'a>(&mut self, checks: impl Iterator<Item = &'a Seen> + Clone) {
+        for u in &mut self.upgrades {
+            let least = checks.clone().map(|c| c.growth.get(&u.service).copied().unwrap_or(0)).min();
+            if let (Some(g), Some(s)) = (least, u.serving) {
+                u.held = u.held.min(s + g);
+            }
+        }
     }
 
     /// Counts as serving, for each service, at least what `seen` says served; a service `seen`
@@ -383,21 +417,25 @@ impl Serving {
     /// saw (this one's when there is none).
     pub(super) fn judge(&mut self, wls: &[Workload], rss: &[RayService], rcs: &[RayCluster], cqs: &[ClusterQueue], pods: &[Pod]) {
         let now = Pool::read(wls, rss, rcs, cqs, pods);
-        self.recent.push_back((Instant::now(), now.serving()));
-        while self.recent.front().is_some_and(|(t, _)| t.elapsed() > FLOOR_LAG) {
+        self.recent.push_back(Seen { at: Instant::now(), serving: now.serving(), growth: now.growth() });
+        while self.recent.front().is_some_and(|c| c.at.elapsed() > FLOOR_LAG) {
             self.recent.pop_front();
         }
         // What served at a check within the lag served for the core too (its floor may still say
         // so), and a service that had none serving within it may still have no floor at all.
         let mut served_lately: HashMap<String, Option<i64>> = HashMap::new();
-        for (_, m) in &self.recent {
-            for (svc, v) in m {
+        for c in &self.recent {
+            for (svc, v) in &c.serving {
                 let e = served_lately.entry(svc.clone()).or_insert(Some(0));
                 *e = e.zip(*v).map(|(a, b)| a.max(b));
             }
         }
         let mut before = self.before.take().unwrap_or_else(|| now.clone());
         before.raise_serving(&served_lately);
+        // And growth that appeared within it (a slice admitted in the same scheduling cycle as the
+        // preemption, a floor lowered a moment before it: seed 100) may be newer than the core's view.
+        // This check, after the preemption, no longer counts the victim's slice.
+        before.cap_growth(self.recent.iter().take(self.recent.len().saturating_sub(1)));
         // What each Workload asks as a preemptor, kept from the first sight (a replacement's
         // replaced slice is gone once it is admitted) and refreshed while it has no admission.
         for w in wls {
@@ -476,7 +514,7 @@ impl Serving {
                     u.name,
                     u.priority
                 );
-                tracing::debug!(legitimate = need > free + growth, "chaos I8: {why}");
+                tracing::debug!(legitimate = need > free + growth, upgrades = ?before.upgrades, "chaos I8: {why}");
                 if need > free + growth {
                     self.excused.insert(service.clone(), Excuse::of(why, w));
                 } else {
@@ -831,6 +869,34 @@ mod tests {
         let mut s = Serving::default();
         s.judge(&[shop_slice().build(), urgent.clone()], rss, &[], cqs, &pods);
         s.judge(&[evict(shop_slice()), urgent], rss, &[], cqs, &pods);
+        let e = s.unneeded.get("u1").expect("growth alone could have made room");
+        assert!(e.why.contains("2000m of upgrades' growth"), "{}", e.why);
+    }
+
+    /// Seed 100: the growth the check before saw had appeared a moment earlier (the upgrade's bigger
+    /// slice admitted in the same scheduling cycle as the preemption); the core had not seen it.
+    #[test]
+    fn growth_that_appeared_within_the_floor_lag_is_not_counted() {
+        let (cq, rs) = (lower_priority_cq("5"), serving_shop_a());
+        let all = [shop_a_pod("shop-a-head", "headgroup"), shop_a_pod("shop-a-w1", "workers"), shop_a_pod("shop-a-w2", "workers")];
+        let urgent = Workload::build("urgent", "default").queue("lq").uid("p1").priority(1000).podset("main", 1, [("cpu", "1")]).build();
+        let m = "Preempted to accommodate a workload (UID: p1, JobUID: j) due to prioritization in the ClusterQueue; preemptor path: /cq; preemptee path: /cq";
+        let grown = || {
+            Workload::build("rayservice-shop", "default").queue("lq").uid("w1").label(label::JOB_UID, "u1")
+                .podset("head", 1, [("cpu", "1")]).podset("workers", 4, [("cpu", "1")]).reserve_quota("cq", "f").admitted()
+        };
+        let evicted = grown().condition(crate::api::kueue::builders::condition("Evicted", true, "Preempted", m)).build();
+        let (rss, cqs) = (std::slice::from_ref(&rs), std::slice::from_ref(&cq));
+        // 3 CPU held and served, then 5 held: 2 CPU of growth only since the check before.
+        let mut lately = Serving::default();
+        lately.judge(&[shop_slice().build(), urgent.clone()], rss, &[], cqs, &all);
+        lately.judge(&[grown().build(), urgent.clone()], rss, &[], cqs, &all);
+        lately.judge(&[evicted.clone(), urgent.clone()], rss, &[], cqs, &all);
+        assert!(lately.excused.contains_key("u1") && lately.unneeded.is_empty(), "growth a moment old: the core may not have seen it");
+        // Held at 5 throughout, its 2 CPU beyond what served were growth: the eviction was not needed.
+        let mut s = Serving::default();
+        s.judge(&[grown().build(), urgent.clone()], rss, &[], cqs, &all);
+        s.judge(&[evicted, urgent], rss, &[], cqs, &all);
         let e = s.unneeded.get("u1").expect("growth alone could have made room");
         assert!(e.why.contains("2000m of upgrades' growth"), "{}", e.why);
     }
