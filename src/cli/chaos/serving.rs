@@ -747,12 +747,36 @@ mod tests {
 
     /// A pod of cluster `shop-a` in `group`, asking 1 CPU.
     fn shop_a_pod(name: &str, group: &str) -> Pod {
+        pod_of("shop-a", name, group)
+    }
+
+    /// A pod of `cluster` in `group`, asking 1 CPU.
+    fn pod_of(cluster: &str, name: &str, group: &str) -> Pod {
         serde_json::from_value(serde_json::json!({
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "default", "labels": {"ray.io/cluster": "shop-a", "ray.io/group": group}},
+            "metadata": {"name": name, "namespace": "default", "labels": {"ray.io/cluster": cluster, "ray.io/group": group}},
             "spec": {"containers": [{"name": "ray", "resources": {"requests": {"cpu": "1"}}}]},
         }))
         .expect("a Pod")
+    }
+
+    /// `shop-a`'s head and two workers.
+    fn shop_a_pods() -> [Pod; 3] {
+        [shop_a_pod("shop-a-head", "headgroup"), shop_a_pod("shop-a-w1", "workers"), shop_a_pod("shop-a-w2", "workers")]
+    }
+
+    /// Urgent work (uid p1, priority 1000) asking 1 CPU.
+    fn urgent() -> Workload {
+        Workload::build("urgent", "default").queue("lq").uid("p1").priority(1000).podset("main", 1, [("cpu", "1")]).build()
+    }
+
+    /// Kueue's message for a preemption by p1 in ClusterQueue `cq`.
+    const PREEMPTED_BY_P1: &str =
+        "Preempted to accommodate a workload (UID: p1, JobUID: j) due to prioritization in the ClusterQueue; preemptor path: /cq; preemptee path: /cq";
+
+    /// `b` evicted by p1.
+    fn evicted_by_p1(b: crate::api::kueue::builders::WorkloadBuilder) -> Workload {
+        b.condition(crate::api::kueue::builders::condition("Evicted", true, "Preempted", PREEMPTED_BY_P1)).build()
     }
 
     /// `shop`'s slice (uid w1): a head and 2 workers at 1 CPU each, admitted in `cq`.
@@ -813,10 +837,7 @@ mod tests {
     #[test]
     fn what_served_within_the_floor_lag_is_no_growth() {
         let (cq, rs) = (lower_priority_cq("3"), serving_shop_a());
-        let all = [shop_a_pod("shop-a-head", "headgroup"), shop_a_pod("shop-a-w1", "workers"), shop_a_pod("shop-a-w2", "workers")];
-        let urgent = Workload::build("urgent", "default").queue("lq").uid("p1").priority(1000).podset("main", 1, [("cpu", "1")]).build();
-        let m = "Preempted to accommodate a workload (UID: p1, JobUID: j) due to prioritization in the ClusterQueue; preemptor path: /cq; preemptee path: /cq";
-        let evicted = shop_slice().condition(crate::api::kueue::builders::condition("Evicted", true, "Preempted", m)).build();
+        let (all, urgent, evicted) = (shop_a_pods(), urgent(), evicted_by_p1(shop_slice()));
         let (rss, cqs) = (std::slice::from_ref(&rs), std::slice::from_ref(&cq));
         // The slice's 3 CPU all served at the first check; at the second only the head's 1 CPU does.
         let mut lagged = Serving::default();
@@ -847,18 +868,8 @@ mod tests {
     #[test]
     fn a_pending_cluster_the_slice_keeps_is_no_growth() {
         let (cq, rs) = (lower_priority_cq("3"), serving_shop_a());
-        let b_worker = |name: &str| -> Pod {
-            serde_json::from_value(serde_json::json!({
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": name, "namespace": "default", "labels": {"ray.io/cluster": "shop-b", "ray.io/group": "workers"}},
-                "spec": {"containers": [{"name": "ray", "resources": {"requests": {"cpu": "1"}}}]},
-            }))
-            .expect("a Pod")
-        };
-        let pods = [shop_a_pod("shop-a-head", "headgroup"), b_worker("shop-b-w1"), b_worker("shop-b-w2")];
-        let urgent = Workload::build("urgent", "default").queue("lq").uid("p1").priority(1000).podset("main", 1, [("cpu", "1")]).build();
-        let m = "Preempted to accommodate a workload (UID: p1, JobUID: j) due to prioritization in the ClusterQueue; preemptor path: /cq; preemptee path: /cq";
-        let evict = |b: crate::api::kueue::builders::WorkloadBuilder| b.condition(crate::api::kueue::builders::condition("Evicted", true, "Preempted", m)).build();
+        let pods = [shop_a_pod("shop-a-head", "headgroup"), pod_of("shop-b", "shop-b-w1", "workers"), pod_of("shop-b", "shop-b-w2", "workers")];
+        let (urgent, evict) = (urgent(), evicted_by_p1);
         let (rss, cqs) = (std::slice::from_ref(&rs), std::slice::from_ref(&cq));
         let keeping = || shop_slice().annotation(crate::jobframework::slices::GROWTH_KEEPS_ANNOTATION, "shop-a,shop-b");
         let mut kept = Serving::default();
@@ -878,14 +889,12 @@ mod tests {
     #[test]
     fn growth_that_appeared_within_the_floor_lag_is_not_counted() {
         let (cq, rs) = (lower_priority_cq("5"), serving_shop_a());
-        let all = [shop_a_pod("shop-a-head", "headgroup"), shop_a_pod("shop-a-w1", "workers"), shop_a_pod("shop-a-w2", "workers")];
-        let urgent = Workload::build("urgent", "default").queue("lq").uid("p1").priority(1000).podset("main", 1, [("cpu", "1")]).build();
-        let m = "Preempted to accommodate a workload (UID: p1, JobUID: j) due to prioritization in the ClusterQueue; preemptor path: /cq; preemptee path: /cq";
+        let (all, urgent) = (shop_a_pods(), urgent());
         let grown = || {
             Workload::build("rayservice-shop", "default").queue("lq").uid("w1").label(label::JOB_UID, "u1")
                 .podset("head", 1, [("cpu", "1")]).podset("workers", 4, [("cpu", "1")]).reserve_quota("cq", "f").admitted()
         };
-        let evicted = grown().condition(crate::api::kueue::builders::condition("Evicted", true, "Preempted", m)).build();
+        let evicted = evicted_by_p1(grown());
         let (rss, cqs) = (std::slice::from_ref(&rs), std::slice::from_ref(&cq));
         // 3 CPU held and served, then 5 held: 2 CPU of growth only since the check before.
         let mut lately = Serving::default();
@@ -968,8 +977,7 @@ mod tests {
         let cq = lower_priority_cq("3");
         let wl = |name: &str, uid: &str, priority: i32| Workload::build(name, "default").queue("lq").uid(uid).priority(priority).podset("main", 1, [("cpu", "1500m")]);
         let served = || wl("rayservice-shop", "w1", 0).label(label::JOB_UID, "u1").reserve_quota("cq", "f").admitted();
-        let m = "Preempted to accommodate a workload (UID: p1, JobUID: j) due to prioritization in the ClusterQueue; preemptor path: /cq; preemptee path: /cq";
-        let evicted = served().condition(crate::api::kueue::builders::condition("Evicted", true, "Preempted", m)).build();
+        let evicted = evicted_by_p1(served());
         let (rs, cqs) = (service(true, 2, false), std::slice::from_ref(&cq));
         let (urgent, batch) = (wl("urgent", "p1", 1000).build(), wl("batch", "b1", 500).build());
         let mut s = Serving::default();
