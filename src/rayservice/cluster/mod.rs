@@ -16,6 +16,17 @@ pub mod replicas;
 pub mod service;
 pub mod startcmd;
 
+/// False for a cluster another controller manages (`spec.managedBy`) or one being deleted: the
+/// RayCluster controller's pass leaves both alone, and makes no pods for them.
+pub fn is_ours_and_live(rc: &crate::api::ray::RayCluster) -> bool {
+    let foreign = rc
+        .spec
+        .managed_by
+        .as_deref()
+        .is_some_and(|m| m != crate::api::ray::constants::MANAGED_BY_KUBERAY);
+    !foreign && rc.metadata.deletion_timestamp.is_none()
+}
+
 /// Why a Pod or Service could not be built from a RayCluster spec.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum BuildError {

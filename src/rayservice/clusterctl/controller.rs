@@ -156,7 +156,7 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
         .namespace()
         .ok_or(Error::MissingField("metadata.namespace"))?;
     let name = rc.name_any();
-    if !is_ours_and_live(&rc) {
+    if !crate::rayservice::cluster::is_ours_and_live(&rc) {
         return Ok(Requeue::await_change());
     }
     if let Some(e) = validate_ray_cluster_with(&rc, ctx.config.gates).first() {
@@ -228,16 +228,6 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
     Ok(Requeue::requeue(head_wait.map_or(every, |w| w.min(every))))
 }
 
-/// False for a cluster another controller manages (`spec.managedBy`) or one being deleted: the
-/// pass leaves both alone.
-fn is_ours_and_live(rc: &RayCluster) -> bool {
-    let foreign = rc
-        .spec
-        .managed_by
-        .as_deref()
-        .is_some_and(|m| m != c::MANAGED_BY_KUBERAY);
-    !foreign && rc.metadata.deletion_timestamp.is_none()
-}
 
 /// The cluster to plan from; None when it is gone.
 ///

@@ -265,11 +265,9 @@ impl GenericJob for RayServiceJob {
     /// before the pods were listed, so once every child reports, its pods are all counted. A child
     /// being deleted, or another controller's, makes no pods here.
     fn shrink_waits(&self) -> bool {
-        self.children.iter().any(|rc| {
-            rc.metadata.deletion_timestamp.is_none()
-                && rc.spec.managed_by.as_deref().is_none_or(|m| m == c::MANAGED_BY_KUBERAY)
-                && !super::raycluster::spec_observed(rc)
-        })
+        self.children
+            .iter()
+            .any(|rc| crate::rayservice::cluster::is_ours_and_live(rc) && !super::raycluster::spec_observed(rc))
     }
 
     fn compare_demand(
