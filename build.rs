@@ -19,7 +19,10 @@ const FILES: &[&str] = &[
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=vendor/k8s-proto/k8s");
-    let set = protox::Compiler::new(["vendor/k8s-proto/k8s"])?.include_imports(true).open_files(FILES)?.encode_file_descriptor_set();
+    let set = protox::Compiler::new(["vendor/k8s-proto/k8s"])?
+        .include_imports(true)
+        .open_files(FILES)?
+        .encode_file_descriptor_set();
     let out = PathBuf::from(std::env::var("OUT_DIR")?).join("k8s.fds");
     std::fs::write(out, set)?;
     Ok(())

@@ -80,7 +80,10 @@ fn rate(label: &str, n: usize, start: Instant) {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("kueue.x-k8s.io", "v1beta2", "Workload"), "workloads");
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("kueue.x-k8s.io", "v1beta2", "Workload"),
+        "workloads",
+    );
     let objects: Vec<DynamicObject> = (0..N).map(workload).collect();
 
     // Memory: a fresh server, count live heap bytes across the creates (request garbage is freed).
@@ -88,7 +91,11 @@ async fn main() {
     let srv = EmbeddedServer::new(&[workload_crd()], Arc::new(AllowAll));
     let api: Api<DynamicObject> = Api::namespaced_with(srv.client(), "default", &ar);
 
-    let mut watch = api.watch(&WatchParams::default(), "0").await.expect("watch").boxed();
+    let mut watch = api
+        .watch(&WatchParams::default(), "0")
+        .await
+        .expect("watch")
+        .boxed();
     let watch_started = Instant::now();
     let watcher = tokio::spawn(async move {
         let mut seen = 0;
@@ -114,7 +121,9 @@ async fn main() {
 
     let t = Instant::now();
     for o in &objects {
-        api.get(o.metadata.name.as_deref().unwrap_or_default()).await.expect("get");
+        api.get(o.metadata.name.as_deref().unwrap_or_default())
+            .await
+            .expect("get");
     }
     rate("get (kube::Api)", N, t);
 
@@ -127,9 +136,16 @@ async fn main() {
     let live = LIVE.load(Ordering::Relaxed) - before;
     let (count, json_bytes) = srv.store.stored_size();
     // The 3 start-up namespaces are included; every write so far is still in the watch history.
-    println!("memory: {count} stored objects, {:.1} MiB live heap (counting allocator, incl. indexes and the watch history; store RV {})",
-        live as f64 / 1048576.0, srv.store.resource_version());
-    println!("memory: {:.1} MiB as compact JSON ({} bytes/object)", json_bytes as f64 / 1048576.0, json_bytes / count.max(1));
+    println!(
+        "memory: {count} stored objects, {:.1} MiB live heap (counting allocator, incl. indexes and the watch history; store RV {})",
+        live as f64 / 1048576.0,
+        srv.store.resource_version()
+    );
+    println!(
+        "memory: {:.1} MiB as compact JSON ({} bytes/object)",
+        json_bytes as f64 / 1048576.0,
+        json_bytes / count.max(1)
+    );
     drop(api);
     drop(srv);
 
@@ -138,7 +154,10 @@ async fn main() {
         let _ = std::fs::remove_dir_all(&dir);
         let memory = create_rate(&ar, None, in_flight).await;
         let durable = create_rate(&ar, Some(dir.clone()), in_flight).await;
-        println!("create, {in_flight:>2} in flight: in memory {memory:.0}/s, --data-dir {durable:.0}/s ({:.0}% of in memory)", 100.0 * durable / memory);
+        println!(
+            "create, {in_flight:>2} in flight: in memory {memory:.0}/s, --data-dir {durable:.0}/s ({:.0}% of in memory)",
+            100.0 * durable / memory
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -146,7 +165,10 @@ async fn main() {
 /// Creates per second of N Workloads on a fresh server (kept in `data_dir` when given), with
 /// `in_flight` requests outstanding at a time.
 async fn create_rate(ar: &ApiResource, data_dir: Option<std::path::PathBuf>, in_flight: usize) -> f64 {
-    let config = ServerConfig { data_dir, ..ServerConfig::default() };
+    let config = ServerConfig {
+        data_dir,
+        ..ServerConfig::default()
+    };
     let srv = EmbeddedServer::open(&[workload_crd()], Arc::new(AllowAll), config).expect("open the server");
     let api: Api<DynamicObject> = Api::namespaced_with(srv.client(), "default", ar);
     let objects: Vec<DynamicObject> = (0..N).map(workload).collect();

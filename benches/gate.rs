@@ -22,9 +22,9 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::Client;
 use quotagate::api::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Workload};
 use quotagate::api::ray::RayService;
 use quotagate::wiring::manager::{ManagerOptions, embedded_server, run_manager};
@@ -56,7 +56,11 @@ where
 
 fn status_cluster(rs: &RayService, pending: bool) -> Option<String> {
     let st = rs.status.as_ref()?;
-    let s = if pending { st.pending_service_status.as_ref()? } else { st.active_service_status.as_ref()? };
+    let s = if pending {
+        st.pending_service_status.as_ref()?
+    } else {
+        st.active_service_status.as_ref()?
+    };
     s.ray_cluster_name.clone().filter(|n| !n.is_empty())
 }
 
@@ -65,7 +69,10 @@ async fn run_once(client: &Client, i: usize, by_finishing: bool) -> Duration {
     let ns = format!("run-{i}");
     let pp = PostParams::default();
     Api::<Namespace>::all(client.clone())
-        .create(&pp, &typed(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})))
+        .create(
+            &pp,
+            &typed(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})),
+        )
         .await
         .unwrap();
     let cq = format!("cq-{i}");
@@ -89,7 +96,11 @@ async fn run_once(client: &Client, i: usize, by_finishing: bool) -> Duration {
             .await
             .unwrap();
         until("the holder admitted", || async {
-            wls.get("holder").await.ok().filter(|w| w.has_quota_reservation()).map(|_| ())
+            wls.get("holder")
+                .await
+                .ok()
+                .filter(|w| w.has_quota_reservation())
+                .map(|_| ())
         })
         .await;
     }
@@ -106,33 +117,53 @@ async fn run_once(client: &Client, i: usize, by_finishing: bool) -> Duration {
     };
     let rss: Api<RayService> = Api::namespaced(client.clone(), &ns);
     rss.create(&pp, &rs("2.46.0")).await.unwrap();
-    until("the service serving", || async { rss.get("svc").await.ok().and_then(|r| status_cluster(&r, false)) }).await;
+    until("the service serving", || async {
+        rss.get("svc").await.ok().and_then(|r| status_cluster(&r, false))
+    })
+    .await;
     let patch = json!({"spec": {"rayClusterConfig": {"rayVersion": "2.47.0"}}});
-    rss.patch("svc", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
-    let pending = until("a pending cluster", || async { rss.get("svc").await.ok().and_then(|r| status_cluster(&r, true)) }).await;
+    rss.patch("svc", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let pending = until("a pending cluster", || async {
+        rss.get("svc").await.ok().and_then(|r| status_cluster(&r, true))
+    })
+    .await;
     // Gated: its slice is waiting for quota.
     until("the slice to wait", || async {
         let all = wls.list(&ListParams::default()).await.ok()?.items;
         all.iter()
             .any(|w| {
-                w.status.as_ref().and_then(|s| s.condition("QuotaReserved")).is_some_and(|c| c.status == "False" && !c.message.is_empty())
+                w.status
+                    .as_ref()
+                    .and_then(|s| s.condition("QuotaReserved"))
+                    .is_some_and(|c| c.status == "False" && !c.message.is_empty())
             })
             .then_some(())
     })
     .await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let mut first_pod = watcher(pods, watcher::Config::default().labels(&format!("ray.io/cluster={pending}")))
-        .applied_objects()
-        .boxed();
+    let mut first_pod = watcher(
+        pods,
+        watcher::Config::default().labels(&format!("ray.io/cluster={pending}")),
+    )
+    .applied_objects()
+    .boxed();
     let t0 = Instant::now();
     if by_finishing {
         wls.delete("holder", &DeleteParams::default()).await.unwrap();
     } else {
         let raise = json!({"spec": {"resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default",
             "resources": [{"name": "cpu", "nominalQuota": "4"}, {"name": "memory", "nominalQuota": "64Gi"}]}]}]}});
-        cqs.patch(&cq, &PatchParams::default(), &Patch::Merge(&raise)).await.unwrap();
+        cqs.patch(&cq, &PatchParams::default(), &Patch::Merge(&raise))
+            .await
+            .unwrap();
     }
-    tokio::time::timeout(WAIT, first_pod.next()).await.expect("a pod of the pending cluster").expect("watch open").unwrap();
+    tokio::time::timeout(WAIT, first_pod.next())
+        .await
+        .expect("a pod of the pending cluster")
+        .expect("watch open")
+        .unwrap();
     let latency = t0.elapsed();
     rss.delete("svc", &DeleteParams::default()).await.unwrap();
     latency
@@ -146,8 +177,16 @@ fn pct(sorted: &[Duration], p: f64) -> Duration {
 /// `GATE_REAL_RAY=1`: gated blue/green upgrades on real Ray.
 fn real_ray(runs: usize) {
     use quotagate::cli::bench::incremental_real::{RealOptions, render, run};
-    let rt = tokio::runtime::Builder::new_multi_thread().thread_stack_size(8 << 20).enable_all().build().unwrap();
-    let opts = RealOptions { incremental: false, ray_venv: std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv-ray"), ..Default::default() };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .thread_stack_size(8 << 20)
+        .enable_all()
+        .build()
+        .unwrap();
+    let opts = RealOptions {
+        incremental: false,
+        ray_venv: std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv-ray"),
+        ..Default::default()
+    };
     let mut all = Vec::new();
     for i in 0..runs {
         let f = match rt.block_on(run(&opts)) {
@@ -164,22 +203,46 @@ fn real_ray(runs: usize) {
     let mut answer: Vec<Duration> = all.iter().map(|f| f.first_new_answer).collect();
     let mut promoted: Vec<Duration> = all.iter().map(|f| f.promoted).collect();
     println!("== gate latency on real Ray, blue/green, {runs} runs: from the quota raise");
-    for (name, v) in [("first pod of the new cluster", &mut pod), ("first answer from it (to 1 s)", &mut answer), ("promotion", &mut promoted)] {
+    for (name, v) in [
+        ("first pod of the new cluster", &mut pod),
+        ("first answer from it (to 1 s)", &mut answer),
+        ("promotion", &mut promoted),
+    ] {
         v.sort();
-        println!("{name:<32} p50 {:>7.2} s  max {:>7.2} s", pct(v, 0.5).as_secs_f64(), v.last().map_or(0.0, |d| d.as_secs_f64()));
+        println!(
+            "{name:<32} p50 {:>7.2} s  max {:>7.2} s",
+            pct(v, 0.5).as_secs_f64(),
+            v.last().map_or(0.0, |d| d.as_secs_f64())
+        );
     }
-    let (sent, failed): (u64, u64) = all.iter().fold((0, 0), |(s, f), r| (s + r.load.total.sent, f + r.load.failed));
+    let (sent, failed): (u64, u64) = all
+        .iter()
+        .fold((0, 0), |(s, f), r| (s + r.load.total.sent, f + r.load.failed));
     println!("requests: sent {sent}, failed {failed}");
     rt.shutdown_background();
 }
 
 fn main() {
     if std::env::var("GATE_REAL_RAY").as_deref() == Ok("1") {
-        real_ray(std::env::var("GATE_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(3).max(1));
+        real_ray(
+            std::env::var("GATE_RUNS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(3)
+                .max(1),
+        );
         return;
     }
-    let runs: usize = std::env::var("GATE_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(50).max(2);
-    let rt = tokio::runtime::Builder::new_multi_thread().thread_stack_size(8 << 20).enable_all().build().unwrap();
+    let runs: usize = std::env::var("GATE_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50)
+        .max(2);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .thread_stack_size(8 << 20)
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async move {
         let server = embedded_server();
         let client = server.client();

@@ -12,18 +12,40 @@ use tokio_util::sync::CancellationToken;
 
 #[tokio::main]
 async fn main() {
-    let n: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(1000);
+    let n: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(1000);
     let dir = std::env::temp_dir().join(format!("quotagate-bench-listener-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("scratch dir");
     let kubeconfig = dir.join("kubeconfig");
     let srv = EmbeddedServer::new(&[], Arc::new(AllowAll));
     let cancel = CancellationToken::new();
-    let (addr, _serving) = srv.spawn_tcp("127.0.0.1:0".parse().expect("addr"), Some(&kubeconfig), cancel.clone()).await.expect("listen");
+    let (addr, _serving) = srv
+        .spawn_tcp(
+            "127.0.0.1:0".parse().expect("addr"),
+            Some(&kubeconfig),
+            cancel.clone(),
+        )
+        .await
+        .expect("listen");
     let text = std::fs::read_to_string(&kubeconfig).expect("kubeconfig");
-    let field = |name: &str| text.lines().find_map(|l| l.trim().strip_prefix(name)).expect("kubeconfig field").trim().to_string();
-    let pem = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, field("certificate-authority-data:")).expect("CA");
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(name))
+            .expect("kubeconfig field")
+            .trim()
+            .to_string()
+    };
+    let pem = base64::Engine::decode(
+        &base64::engine::general_purpose::STANDARD,
+        field("certificate-authority-data:"),
+    )
+    .expect("CA");
     let mut roots = rustls::RootCertStore::empty();
-    roots.add(rustls_pki_types::CertificateDer::from_pem_slice(&pem).expect("CA PEM")).expect("root");
+    roots
+        .add(rustls_pki_types::CertificateDer::from_pem_slice(&pem).expect("CA PEM"))
+        .expect("root");
     let tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()
         .expect("TLS versions")
@@ -44,7 +66,11 @@ async fn main() {
         s.write_all(request.as_bytes()).await.expect("write");
         let mut out = Vec::new();
         let _ = s.read_to_end(&mut out).await;
-        assert!(out.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&out));
+        assert!(
+            out.starts_with(b"HTTP/1.1 200"),
+            "{}",
+            String::from_utf8_lossy(&out)
+        );
         took.push(t.elapsed());
     }
     took.sort();

@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use quotagate::queue::{
-    AdmissionCore, ClusterQueueModel, FlavorModel, ReclaimWithinCohort, WithinClusterQueue,
-    WorkloadKey, WorkloadModel,
+    AdmissionCore, ClusterQueueModel, FlavorModel, ReclaimWithinCohort, WithinClusterQueue, WorkloadKey,
+    WorkloadModel,
 };
 
 struct Counting;
@@ -74,11 +74,10 @@ fn workloads(shape: &Shape) -> Vec<WorkloadModel> {
             let cq = format!("cq-{c}-{q}");
             for (class, n, cpu, prio, every) in shape.classes {
                 for i in 0..n {
-                    let w =
-                        WorkloadModel::build(&format!("ns-{c}"), &format!("{cq}-{class}-{i}"), &cq)
-                            .request(&[("cpu", cpu * 1000)])
-                            .priority(prio)
-                            .at(i as i64 * every);
+                    let w = WorkloadModel::build(&format!("ns-{c}"), &format!("{cq}-{class}-{i}"), &cq)
+                        .request(&[("cpu", cpu * 1000)])
+                        .priority(prio)
+                        .at(i as i64 * every);
                     out.push(w);
                 }
             }
@@ -158,10 +157,7 @@ fn run(shape: &Shape) {
         busy.as_secs_f64(),
         wall.elapsed().as_secs_f64()
     );
-    println!(
-        "  admissions/s {:.0}",
-        admissions as f64 / busy.as_secs_f64()
-    );
+    println!("  admissions/s {:.0}", admissions as f64 / busy.as_secs_f64());
     println!(
         "  cycle p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms; first cycle (full backlog) {:.3} ms for {} attempts",
         pct(&times, 0.5).as_secs_f64() * 1e3,

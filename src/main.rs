@@ -13,12 +13,16 @@ use clap::{Parser, Subcommand};
 /// controllers' small, cross-thread allocations.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+use quotagate::api::ray::validation::RayFeatureGates;
 use quotagate::wiring::install::InstallOptions;
 use quotagate::wiring::ray::Dashboards;
-use quotagate::api::ray::validation::RayFeatureGates;
 
 #[derive(Parser)]
-#[command(name = "quotagate", version, about = "Kueue-compatible quota admission with a quota-gated, KubeRay-compatible Ray operator")]
+#[command(
+    name = "quotagate",
+    version,
+    about = "Kueue-compatible quota admission with a quota-gated, KubeRay-compatible Ray operator"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -264,7 +268,10 @@ struct ApiLimitsArgs {
 
 impl ApiLimitsArgs {
     fn store(self) -> quotagate::embedded::StoreConfig {
-        quotagate::embedded::StoreConfig { quota_bytes: self.storage_quota, ..Default::default() }
+        quotagate::embedded::StoreConfig {
+            quota_bytes: self.storage_quota,
+            ..Default::default()
+        }
     }
 
     fn limits(self) -> quotagate::embedded::listener::ListenerLimits {
@@ -468,9 +475,15 @@ impl RuntimeArgs {
         let Some(node) = sims.node.as_mut() else {
             anyhow::bail!("--runtime process runs pods for the node agent, which --no-simulators turns off");
         };
-        let cfg = quotagate::embedded::sim::process::ProcessConfig { ray_venv: self.ray_venv.clone(), ..Default::default() };
+        let cfg = quotagate::embedded::sim::process::ProcessConfig {
+            ray_venv: self.ray_venv.clone(),
+            ..Default::default()
+        };
         let rt = quotagate::embedded::sim::process::ProcessRuntime::start(cfg)?;
-        println!("process runtime: rayproject/ray pods run as processes, pod network {}", rt.pod_cidr());
+        println!(
+            "process runtime: rayproject/ray pods run as processes, pod network {}",
+            rt.pod_cidr()
+        );
         node.runtime = Some(rt);
         Ok(())
     }
@@ -502,7 +515,10 @@ impl UiArgs {
     /// Binds the view's address now, so a refused or busy address fails before anything starts.
     fn bind(&self) -> anyhow::Result<Option<quotagate::wiring::ui::UiListener>> {
         let Some(addr) = self.ui_addr else { return Ok(None) };
-        Ok(Some(quotagate::wiring::ui::UiListener::bind(addr, self.ui_allow_remote)?))
+        Ok(Some(quotagate::wiring::ui::UiListener::bind(
+            addr,
+            self.ui_allow_remote,
+        )?))
     }
 }
 
@@ -533,7 +549,10 @@ impl SimArgs {
         sims
     }
     fn ray_sims(&self) -> quotagate::wiring::raysim::RaySimOptions {
-        quotagate::wiring::raysim::RaySimOptions { load_rps: self.sim_load_rps, ..Default::default() }
+        quotagate::wiring::raysim::RaySimOptions {
+            load_rps: self.sim_load_rps,
+            ..Default::default()
+        }
     }
     fn dashboards(&self) -> Dashboards {
         Dashboards::simulated(self.serve_build_delay, self.replica_start_delay)
@@ -542,9 +561,14 @@ impl SimArgs {
 
 /// A request rate: finite, 0 to 10 million per second.
 fn parse_rps(s: &str) -> Result<f64, String> {
-    let r: f64 = s.parse().map_err(|_| format!("{s:?} is not a number of requests per second"))?;
+    let r: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of requests per second"))?;
     if !(0.0..=quotagate::rayservice::dashboard::sim::loadgen::MAX_REQUESTS_PER_SECOND).contains(&r) {
-        return Err(format!("{s}: requests per second must be between 0 and {}", quotagate::rayservice::dashboard::sim::loadgen::MAX_REQUESTS_PER_SECOND));
+        return Err(format!(
+            "{s}: requests per second must be between 0 and {}",
+            quotagate::rayservice::dashboard::sim::loadgen::MAX_REQUESTS_PER_SECOND
+        ));
     }
     Ok(r)
 }
@@ -552,7 +576,9 @@ fn parse_rps(s: &str) -> Result<f64, String> {
 /// `250ms`, `2s`, `1m`.
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = num.parse().map_err(|_| format!("{s:?} is not a duration like 500ms, 2s or 1m"))?;
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 500ms, 2s or 1m"))?;
     match unit {
         "ms" => Ok(Duration::from_millis(n)),
         "s" | "" => Ok(Duration::from_secs(n)),
@@ -564,7 +590,8 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// Reads `--config`: a Kueue `Configuration`; an error names the file and the field.
 fn load_config(path: &std::path::Path) -> anyhow::Result<quotagate::api::kueue::config::Configuration> {
-    let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("--config {}: {e}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("--config {}: {e}", path.display()))?;
     let cfg = quotagate::api::kueue::config::Configuration::parse(&text)
         .map_err(|e| anyhow::anyhow!("--config {}: {e}", path.display()))?;
     let ignored = cfg.ignored();
@@ -572,7 +599,9 @@ fn load_config(path: &std::path::Path) -> anyhow::Result<quotagate::api::kueue::
         tracing::info!(file = %path.display(), "configuration sections quotagate has no use for, ignored: {}", ignored.join(", "));
     }
     match cfg.wait_for_pods_ready() {
-        Some(w) => tracing::info!(timeout = ?w.timeout, block_admission = w.block_admission, backoff_limit_count = ?w.backoff_limit_count, "waitForPodsReady on"),
+        Some(w) => {
+            tracing::info!(timeout = ?w.timeout, block_admission = w.block_admission, backoff_limit_count = ?w.backoff_limit_count, "waitForPodsReady on")
+        }
         None => tracing::info!("waitForPodsReady off"),
     }
     match cfg.fair_sharing() {
@@ -586,7 +615,9 @@ fn load_config(path: &std::path::Path) -> anyhow::Result<quotagate::api::kueue::
 }
 
 /// The config file's fair-sharing strategies as the admission core takes them.
-fn fair_sharing_config(s: Vec<quotagate::api::kueue::config::PreemptionStrategy>) -> quotagate::queue::FairSharingConfig {
+fn fair_sharing_config(
+    s: Vec<quotagate::api::kueue::config::PreemptionStrategy>,
+) -> quotagate::queue::FairSharingConfig {
     use quotagate::api::kueue::config::PreemptionStrategy as S;
     use quotagate::queue::FairPreemptionStrategy as F;
     let strategies = s
@@ -628,12 +659,24 @@ fn embedded_server(
     managed: quotagate::api::kueue::config::ManagedJobs,
 ) -> anyhow::Result<Arc<quotagate::embedded::EmbeddedServer>> {
     use quotagate::embedded::{EmbeddedServer, QuotagateAdmission, ServerConfig};
-    let mut config = ServerConfig { data_dir, event_ttl, ..ServerConfig::default() };
+    let mut config = ServerConfig {
+        data_dir,
+        event_ttl,
+        ..ServerConfig::default()
+    };
     if let Some(l) = limits {
         config.listener = l.limits();
         config.store = l.store();
     }
-    let server = EmbeddedServer::open(&quotagate::api::all_crds(), Arc::new(QuotagateAdmission { frameworks, managed, ..QuotagateAdmission::default() }), config)?;
+    let server = EmbeddedServer::open(
+        &quotagate::api::all_crds(),
+        Arc::new(QuotagateAdmission {
+            frameworks,
+            managed,
+            ..QuotagateAdmission::default()
+        }),
+        config,
+    )?;
     if let Some(file) = server.store.data_file() {
         tracing::info!(file = %file.display(), resource_version = server.store.restored_rv(), "state loaded from the data directory");
     }
@@ -641,9 +684,29 @@ fn embedded_server(
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulators: bool, pod_start_delay: Duration, data_dir: Option<PathBuf>, event_ttl: Duration, limits: ApiLimitsArgs, real_cluster: bool, pods: RuntimeArgs) -> anyhow::Result<()> {
-    use quotagate::embedded::{AdmissionHook, ClusterOptions, EmbeddedCluster, QuotagateAdmission, ServerConfig, sim};
-    let mut sims = if simulators { sim::SimConfig::default() } else { sim::SimConfig { node: None, gateway: None, endpoints: false } };
+async fn apiserver(
+    listen: SocketAddr,
+    kubeconfig_out: Option<PathBuf>,
+    simulators: bool,
+    pod_start_delay: Duration,
+    data_dir: Option<PathBuf>,
+    event_ttl: Duration,
+    limits: ApiLimitsArgs,
+    real_cluster: bool,
+    pods: RuntimeArgs,
+) -> anyhow::Result<()> {
+    use quotagate::embedded::{
+        AdmissionHook, ClusterOptions, EmbeddedCluster, QuotagateAdmission, ServerConfig, sim,
+    };
+    let mut sims = if simulators {
+        sim::SimConfig::default()
+    } else {
+        sim::SimConfig {
+            node: None,
+            gateway: None,
+            endpoints: false,
+        }
+    };
     if let Some(node) = sims.node.as_mut() {
         node.start_delay = pod_start_delay;
     }
@@ -651,26 +714,52 @@ async fn apiserver(listen: SocketAddr, kubeconfig_out: Option<PathBuf>, simulato
         return Err(quotagate::embedded::ServeError::NotLoopback(listen).into());
     }
     let Some(path) = kubeconfig_out else {
-        anyhow::bail!("--kubeconfig-out is required: the listener's CA and token are written only there, and it refuses requests without them");
+        anyhow::bail!(
+            "--kubeconfig-out is required: the listener's CA and token are written only there, and it refuses requests without them"
+        );
     };
     pods.apply(&mut sims)?;
     let simulated_heads = pods.runtime == PodRuntime::Sim;
-    let server = ServerConfig { data_dir, event_ttl, listener: limits.limits(), store: limits.store(), real_cluster, ..ServerConfig::default() };
-    let opts = ClusterOptions { server, sims, listen: Some(listen), kubeconfig_out: Some(path.clone()) };
+    let server = ServerConfig {
+        data_dir,
+        event_ttl,
+        listener: limits.limits(),
+        store: limits.store(),
+        real_cluster,
+        ..ServerConfig::default()
+    };
+    let opts = ClusterOptions {
+        server,
+        sims,
+        listen: Some(listen),
+        kubeconfig_out: Some(path.clone()),
+    };
     // On a real cluster quotagate's own admission is its webhooks', reached over HTTPS.
-    let hook: Arc<dyn AdmissionHook> =
-        if real_cluster { Arc::new(quotagate::embedded::crd_schema::CrdSchemaAdmission) } else { Arc::new(QuotagateAdmission::default()) };
+    let hook: Arc<dyn AdmissionHook> = if real_cluster {
+        Arc::new(quotagate::embedded::crd_schema::CrdSchemaAdmission)
+    } else {
+        Arc::new(QuotagateAdmission::default())
+    };
     // The CRDs still come with the server here (not only from the manifest) so the simulators,
     // which watch RayClusters, start; applying the manifest's CRDs over them changes nothing.
     let cluster = EmbeddedCluster::start(&quotagate::api::all_crds(), hook, opts).await?;
     if simulated_heads {
         // Simulated Ray heads answer `services/proxy` (KubeRay's --use-kubernetes-proxy) as real ones would.
         let sim = quotagate::rayservice::dashboard::sim::RaySim::new(Default::default());
-        cluster.server.pod_networks.register(Arc::new(quotagate::wiring::sim_pod_network::SimulatedHeads::new(Arc::new(sim))));
+        cluster.server.pod_networks.register(Arc::new(
+            quotagate::wiring::sim_pod_network::SimulatedHeads::new(Arc::new(sim)),
+        ));
     }
     let addr = cluster.addr.unwrap_or(listen);
-    let mode = if real_cluster { " (real-cluster mode: webhooks, no in-process quotagate admission)" } else { "" };
-    println!("embedded API server on https://{addr}{mode}; kubeconfig (CA and token) written to {}", path.display());
+    let mode = if real_cluster {
+        " (real-cluster mode: webhooks, no in-process quotagate admission)"
+    } else {
+        ""
+    };
+    println!(
+        "embedded API server on https://{addr}{mode}; kubeconfig (CA and token) written to {}",
+        path.display()
+    );
     shutdown_signal().await;
     cluster.stopped().await;
     Ok(())
@@ -690,22 +779,51 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         Some(path) => Some(load_config(path)?),
         None => None,
     };
-    let from_file = config.as_ref().and_then(|c| c.leader_election.clone()).unwrap_or_default();
+    let from_file = config
+        .as_ref()
+        .and_then(|c| c.leader_election.clone())
+        .unwrap_or_default();
     let mut opts = ManagerOptions {
         ui,
-        health_addr: args.health_addr.or_else(|| config.as_ref().and_then(|c| c.health_addr())),
-        leader_election: args.leader_elect.or(from_file.leader_elect).unwrap_or(!args.embedded),
-        lease_namespace: args.lease_namespace.clone().or(from_file.resource_namespace).unwrap_or_else(|| "default".into()),
-        lease_name: args.lease_name.clone().or(from_file.resource_name).unwrap_or_else(|| "quotagate-leader".into()),
+        health_addr: args
+            .health_addr
+            .or_else(|| config.as_ref().and_then(|c| c.health_addr())),
+        leader_election: args
+            .leader_elect
+            .or(from_file.leader_elect)
+            .unwrap_or(!args.embedded),
+        lease_namespace: args
+            .lease_namespace
+            .clone()
+            .or(from_file.resource_namespace)
+            .unwrap_or_else(|| "default".into()),
+        lease_name: args
+            .lease_name
+            .clone()
+            .or(from_file.resource_name)
+            .unwrap_or_else(|| "quotagate-leader".into()),
         pods_ready: config.as_ref().and_then(|c| c.wait_for_pods_ready()),
         workload_retention: config.as_ref().and_then(|c| c.workload_retention()),
-        fair_sharing: config.as_ref().and_then(|c| c.fair_sharing()).map(fair_sharing_config),
+        fair_sharing: config
+            .as_ref()
+            .and_then(|c| c.fair_sharing())
+            .map(fair_sharing_config),
         admission_fair_sharing: config.as_ref().and_then(|c| c.admission_fair_sharing()),
-        ray: (!args.no_ray_operator).then(|| if args.embedded { args.sim.dashboards() } else if args.use_kubernetes_proxy { Dashboards::KubernetesProxy } else { Dashboards::Http }),
+        ray: (!args.no_ray_operator).then(|| {
+            if args.embedded {
+                args.sim.dashboards()
+            } else if args.use_kubernetes_proxy {
+                Dashboards::KubernetesProxy
+            } else {
+                Dashboards::Http
+            }
+        }),
         ray_gates: args.feature_gates,
         upgrade_deadline: args.upgrade_deadline,
         prioritize_preemptor_workloads: args.prioritize_preemptor_workloads
-            || config.as_ref().is_some_and(|c| c.prioritize_preemptor_workloads()),
+            || config
+                .as_ref()
+                .is_some_and(|c| c.prioritize_preemptor_workloads()),
         frameworks: config.as_ref().map(|c| c.frameworks()).unwrap_or_default(),
         managed_jobs: config.as_ref().map(|c| c.managed_jobs()).unwrap_or_default(),
         cycle_break_after: args.cycle_break_after,
@@ -717,27 +835,54 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     if args.embedded {
         let mut sims = args.sim.sims();
         args.pods.apply(&mut sims)?;
-        let embedded = EmbeddedOptions { listen: args.listen, kubeconfig_out: args.kubeconfig_out.clone(), manager: opts, sims, ray_sims: args.sim.ray_sims() };
+        let embedded = EmbeddedOptions {
+            listen: args.listen,
+            kubeconfig_out: args.kubeconfig_out.clone(),
+            manager: opts,
+            sims,
+            ray_sims: args.sim.ray_sims(),
+        };
         let (frameworks, managed) = (embedded.manager.frameworks, embedded.manager.managed_jobs.clone());
-        manager::run_embedded_on(embedded_server(args.data_dir.clone(), args.event_ttl, Some(args.limits), frameworks, managed)?, embedded, shutdown_signal()).await?;
+        manager::run_embedded_on(
+            embedded_server(
+                args.data_dir.clone(),
+                args.event_ttl,
+                Some(args.limits),
+                frameworks,
+                managed,
+            )?,
+            embedded,
+            shutdown_signal(),
+        )
+        .await?;
         return Ok(());
     }
     let client = match &args.kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)?;
-            let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await?;
+            let config =
+                kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await?;
             kube::Client::try_from(config)?
         }
         None => kube::Client::try_default().await?,
     };
-    let port = config.as_ref().and_then(|c| c.webhook.as_ref()).and_then(|w| w.port).unwrap_or(9443);
-    let addr = args.webhook_addr.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], port)));
+    let port = config
+        .as_ref()
+        .and_then(|c| c.webhook.as_ref())
+        .and_then(|w| w.port)
+        .unwrap_or(9443);
+    let addr = args
+        .webhook_addr
+        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], port)));
     let managed = config.clone().unwrap_or_default().cert_management();
     let certs = match (&args.webhook_cert_dir, managed) {
         (Some(dir), _) => Some(WebhookCerts::Static(quotagate::wiring::webhook::tls_config(dir)?)),
         // Kueue's internalCertManagement, on unless the configuration turns it off.
         (None, Some(m)) => Some(WebhookCerts::Managed(quotagate::wiring::certs::CertOptions {
-            namespace: args.lease_namespace.clone().unwrap_or_else(|| quotagate::wiring::install::NAMESPACE.into()),
+            namespace: args
+                .lease_namespace
+                .clone()
+                .unwrap_or_else(|| quotagate::wiring::install::NAMESPACE.into()),
             service: m.service_name,
             secret: m.secret_name,
             check_every: Duration::from_secs(30),
@@ -751,22 +896,50 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
 
 /// `demo --real-ray`: refuses, naming everything missing, when this host cannot run Ray pods as
 /// processes; else starts the process runtime into `sims`.
-fn real_ray(venv: &std::path::Path, sims: &mut quotagate::embedded::sim::SimConfig) -> anyhow::Result<quotagate::wiring::demo_real::RealRay> {
+fn real_ray(
+    venv: &std::path::Path,
+    sims: &mut quotagate::embedded::sim::SimConfig,
+) -> anyhow::Result<quotagate::wiring::demo_real::RealRay> {
     use quotagate::embedded::sim::process::{ProcessConfig, ProcessRuntime, missing};
-    let cfg = ProcessConfig { ray_venv: venv.to_owned(), ..Default::default() };
+    let cfg = ProcessConfig {
+        ray_venv: venv.to_owned(),
+        ..Default::default()
+    };
     let missing = missing(&cfg);
     if !missing.is_empty() {
-        anyhow::bail!("demo --real-ray runs Ray pods as real processes and needs what this host lacks:\n  - {}", missing.join("\n  - "));
+        anyhow::bail!(
+            "demo --real-ray runs Ray pods as real processes and needs what this host lacks:\n  - {}",
+            missing.join("\n  - ")
+        );
     }
-    let Some(node) = sims.node.as_mut() else { anyhow::bail!("demo --real-ray needs the node agent") };
+    let Some(node) = sims.node.as_mut() else {
+        anyhow::bail!("demo --real-ray needs the node agent")
+    };
     let rt = ProcessRuntime::start(cfg)?;
-    println!("real Ray: rayproject/ray pods run {} as processes, pod network {}", venv.join("bin/ray").display(), rt.pod_cidr());
+    println!(
+        "real Ray: rayproject/ray pods run {} as processes, pod network {}",
+        venv.join("bin/ray").display(),
+        rt.pod_cidr()
+    );
     node.runtime = Some(rt);
     Ok(quotagate::wiring::demo_real::RealRay::new()?)
 }
 
-#[allow(clippy::too_many_arguments, reason = "one parameter per flag of `quotagate demo`")]
-async fn demo(listen: Option<SocketAddr>, kubeconfig_out: Option<PathBuf>, step_timeout: Option<Duration>, real: Option<PathBuf>, keep_running: bool, data_dir: Option<PathBuf>, json: bool, ui: DemoUiArgs, sim: SimArgs) -> anyhow::Result<()> {
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one parameter per flag of `quotagate demo`"
+)]
+async fn demo(
+    listen: Option<SocketAddr>,
+    kubeconfig_out: Option<PathBuf>,
+    step_timeout: Option<Duration>,
+    real: Option<PathBuf>,
+    keep_running: bool,
+    data_dir: Option<PathBuf>,
+    json: bool,
+    ui: DemoUiArgs,
+    sim: SimArgs,
+) -> anyhow::Result<()> {
     use quotagate::wiring::manager::{self, EmbeddedOptions, ManagerOptions};
     let step_timeout = step_timeout.unwrap_or(Duration::from_secs(if real.is_some() { 300 } else { 60 }));
     let mut sims = sim.sims();
@@ -775,36 +948,64 @@ async fn demo(listen: Option<SocketAddr>, kubeconfig_out: Option<PathBuf>, step_
         Some(venv) => Some(real_ray(venv, &mut sims)?),
         None => None,
     };
-    let pause = if ui.ui.ui_addr.is_some() { ui.ui_pause } else { Duration::ZERO };
+    let pause = if ui.ui.ui_addr.is_some() {
+        ui.ui_pause
+    } else {
+        Duration::ZERO
+    };
     let ui = ui.ui;
     if keep_running && listen.is_none() && ui.ui_addr.is_none() {
-        anyhow::bail!("--keep-running needs --listen (to look around with kubectl) or --ui-addr (to watch in a browser)");
+        anyhow::bail!(
+            "--keep-running needs --listen (to look around with kubectl) or --ui-addr (to watch in a browser)"
+        );
     }
     let ui = ui.bind()?;
     if let Some(ui) = &ui {
         // --json keeps stdout for the timeline.
-        if json { eprintln!("{}", ui.announcement()) } else { println!("{}", ui.announcement()) }
+        if json {
+            eprintln!("{}", ui.announcement())
+        } else {
+            println!("{}", ui.announcement())
+        }
     }
-    let server = embedded_server(data_dir, quotagate::embedded::events::DEFAULT_TTL, None, Default::default(), Default::default())?;
+    let server = embedded_server(
+        data_dir,
+        quotagate::embedded::events::DEFAULT_TTL,
+        None,
+        Default::default(),
+        Default::default(),
+    )?;
     // A data directory that already holds a cluster: its objects would collide with the script's.
     let restored = server.store.restored_rv() > 0;
     let client = server.client();
     let opts = EmbeddedOptions {
         listen,
         kubeconfig_out: kubeconfig_out.clone(),
-        manager: ManagerOptions { leader_election: false, ray: Some(sim.dashboards()), ui, ..ManagerOptions::default() },
+        manager: ManagerOptions {
+            leader_election: false,
+            ray: Some(sim.dashboards()),
+            ui,
+            ..ManagerOptions::default()
+        },
         sims,
         ray_sims: sim.ray_sims(),
     };
     let stop = tokio_util::sync::CancellationToken::new();
     let stopped = stop.clone();
-    let cluster = tokio::spawn(manager::run_embedded_on(server, opts, async move { stopped.cancelled().await }));
+    let cluster = tokio::spawn(manager::run_embedded_on(server, opts, async move {
+        stopped.cancelled().await
+    }));
     if let Some(path) = &kubeconfig_out {
-        println!("embedded cluster: kubectl --kubeconfig {} get rayclusters,workloads,clusterqueues", path.display());
+        println!(
+            "embedded cluster: kubectl --kubeconfig {} get rayclusters,workloads,clusterqueues",
+            path.display()
+        );
     }
     let mut interrupted = false;
     let result = if restored {
-        println!("the data directory holds a cluster already: skipping the walk-through, serving what it kept");
+        println!(
+            "the data directory holds a cluster already: skipping the walk-through, serving what it kept"
+        );
         Ok(())
     } else if let Some(real) = &real {
         // Ctrl-C stops the story and then the cluster, whose shutdown stops the pods' processes.
@@ -834,15 +1035,24 @@ async fn demo(listen: Option<SocketAddr>, kubeconfig_out: Option<PathBuf>, step_
 
 /// Logs to stderr, filtered by RUST_LOG (default: `default_level`).
 fn init_tracing(default_level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     // Colours only for a person at a terminal: a log redirected to a file or a CI log stays plain text.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .try_init();
 }
 
 fn run_async(fut: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
     // Debug builds of the controllers' futures nest deeply; 8 MiB worker stacks leave room.
-    let runtime = match tokio::runtime::Builder::new_multi_thread().thread_stack_size(8 << 20).enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .thread_stack_size(8 << 20)
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -861,36 +1071,130 @@ fn run_async(fut: impl std::future::Future<Output = anyhow::Result<()>>) -> Exit
 /// The commands whose own output is the point (a story, a table, a report): controller logs would
 /// drown it, so they log only warnings.
 fn prints_own_output(command: &Command) -> bool {
-    matches!(command, Command::Demo { .. } | Command::Bench(_) | Command::Load(_) | Command::Chaos { .. } | Command::Plan { .. } | Command::Explain { .. } | Command::PendingWorkloads { .. } | Command::List { .. } | Command::Stop { .. } | Command::Resume { .. } | Command::Create { .. })
+    matches!(
+        command,
+        Command::Demo { .. }
+            | Command::Bench(_)
+            | Command::Load(_)
+            | Command::Chaos { .. }
+            | Command::Plan { .. }
+            | Command::Explain { .. }
+            | Command::PendingWorkloads { .. }
+            | Command::List { .. }
+            | Command::Stop { .. }
+            | Command::Resume { .. }
+            | Command::Create { .. }
+    )
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The demo prints its own story on stdout; controller logs would drown it.
     // So does a benchmark's table.
-    init_tracing(if prints_own_output(&cli.command) { "warn" } else { "info" });
+    init_tracing(if prints_own_output(&cli.command) {
+        "warn"
+    } else {
+        "info"
+    });
     match cli.command {
         Command::Run(args) => run_async(run(args)),
-        Command::Demo { listen, kubeconfig_out, step_timeout, real_ray, ray_venv, keep_running, data_dir, json, ui, sim } => {
-            run_async(demo(listen, kubeconfig_out, step_timeout, real_ray.then_some(ray_venv), keep_running, data_dir, json, ui, sim))
-        }
-        Command::Apiserver { listen, kubeconfig_out, no_simulators, pod_start_delay, data_dir, event_ttl, limits, real_cluster, pods } => {
-            run_async(apiserver(listen, kubeconfig_out, !no_simulators, pod_start_delay, data_dir, event_ttl, limits, real_cluster, pods))
-        }
-        Command::Chaos { seed, runs, jobs, shrink, scenario } => run_async(chaos(seed, runs, jobs, shrink, scenario)),
-        Command::Bench(BenchCommand::E2e { config, rangespec, scale, json }) => run_async(async move {
+        Command::Demo {
+            listen,
+            kubeconfig_out,
+            step_timeout,
+            real_ray,
+            ray_venv,
+            keep_running,
+            data_dir,
+            json,
+            ui,
+            sim,
+        } => run_async(demo(
+            listen,
+            kubeconfig_out,
+            step_timeout,
+            real_ray.then_some(ray_venv),
+            keep_running,
+            data_dir,
+            json,
+            ui,
+            sim,
+        )),
+        Command::Apiserver {
+            listen,
+            kubeconfig_out,
+            no_simulators,
+            pod_start_delay,
+            data_dir,
+            event_ttl,
+            limits,
+            real_cluster,
+            pods,
+        } => run_async(apiserver(
+            listen,
+            kubeconfig_out,
+            !no_simulators,
+            pod_start_delay,
+            data_dir,
+            event_ttl,
+            limits,
+            real_cluster,
+            pods,
+        )),
+        Command::Chaos {
+            seed,
+            runs,
+            jobs,
+            shrink,
+            scenario,
+        } => run_async(chaos(seed, runs, jobs, shrink, scenario)),
+        Command::Bench(BenchCommand::E2e {
+            config,
+            rangespec,
+            scale,
+            json,
+        }) => run_async(async move {
             let misses = quotagate::cli::bench::e2e(&config, rangespec.as_deref(), scale, json, !json)
                 .await
                 .map_err(anyhow::Error::msg)?;
-            if misses.is_empty() { Ok(()) } else { anyhow::bail!("{} rangespec threshold(s) missed", misses.len()) }
+            if misses.is_empty() {
+                Ok(())
+            } else {
+                anyhow::bail!("{} rangespec threshold(s) missed", misses.len())
+            }
         }),
-        Command::Bench(BenchCommand::Incremental { step, interval, surge, rps, timeout, json, real_ray: true, ray_venv }) => run_async(async move {
+        Command::Bench(BenchCommand::Incremental {
+            step,
+            interval,
+            surge,
+            rps,
+            timeout,
+            json,
+            real_ray: true,
+            ray_venv,
+        }) => run_async(async move {
             use quotagate::cli::bench::incremental_real as real;
             // The same checks as the simulated run's.
-            quotagate::cli::bench::incremental::Options { step, interval, surge, rps, timeout, ..Default::default() }.check()?;
+            quotagate::cli::bench::incremental::Options {
+                step,
+                interval,
+                surge,
+                rps,
+                timeout,
+                ..Default::default()
+            }
+            .check()?;
             let _ = json;
             let rps = (rps.round() as u32).max(1);
-            let opts = real::RealOptions { incremental: true, step, interval, surge, rps, ray_venv, timeout };
+            let opts = real::RealOptions {
+                incremental: true,
+                step,
+                interval,
+                surge,
+                rps,
+                ray_venv,
+                timeout,
+            };
             let figures = real::run(&opts).await.map_err(anyhow::Error::msg)?;
             println!("{}", real::render(&opts, &figures));
             if figures.load.failed > 0 {
@@ -898,31 +1202,88 @@ fn main() -> ExitCode {
             }
             Ok(())
         }),
-        Command::Bench(BenchCommand::Incremental { step, interval, surge, rps, timeout, json, .. }) => run_async(async move {
-            let opts = quotagate::cli::bench::incremental::Options { step, interval, surge, rps, timeout, ..Default::default() };
+        Command::Bench(BenchCommand::Incremental {
+            step,
+            interval,
+            surge,
+            rps,
+            timeout,
+            json,
+            ..
+        }) => run_async(async move {
+            let opts = quotagate::cli::bench::incremental::Options {
+                step,
+                interval,
+                surge,
+                rps,
+                timeout,
+                ..Default::default()
+            };
             quotagate::cli::bench::incremental(&opts, json).await?;
             Ok(())
         }),
         Command::Load(a) => run_async(async move {
-            let opts = quotagate::cli::load::Options { url: a.url, rps: a.rps, duration: a.duration, connections: a.connections, timeout: a.timeout, cluster_field: a.cluster_field };
-            let report = quotagate::cli::load::run(&opts, tokio_util::sync::CancellationToken::new(), None).await?;
+            let opts = quotagate::cli::load::Options {
+                url: a.url,
+                rps: a.rps,
+                duration: a.duration,
+                connections: a.connections,
+                timeout: a.timeout,
+                cluster_field: a.cluster_field,
+            };
+            let report =
+                quotagate::cli::load::run(&opts, tokio_util::sync::CancellationToken::new(), None).await?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(())
         }),
-        Command::Plan { files, to, cluster_queue, kubeconfig, concurrent, output } => run_async(async move {
-            let opts = quotagate::cli::plan::Options { files, to, cluster_queue, kubeconfig, concurrent };
+        Command::Plan {
+            files,
+            to,
+            cluster_queue,
+            kubeconfig,
+            concurrent,
+            output,
+        } => run_async(async move {
+            let opts = quotagate::cli::plan::Options {
+                files,
+                to,
+                cluster_queue,
+                kubeconfig,
+                concurrent,
+            };
             let plans = quotagate::cli::plan::run_all(&opts).await?;
-            print!("{}", quotagate::cli::plan::several::render_all(&plans, output).map_err(anyhow::Error::msg)?);
+            print!(
+                "{}",
+                quotagate::cli::plan::several::render_all(&plans, output).map_err(anyhow::Error::msg)?
+            );
             Ok(())
         }),
-        Command::Explain { kind, name, namespace, kubeconfig } => run_async(async move {
-            let client = quotagate::cli::kube_client(kubeconfig.as_deref()).await.map_err(anyhow::Error::msg)?;
-            print!("{}", quotagate::cli::explain::run(&client, kind, &namespace, &name).await?);
+        Command::Explain {
+            kind,
+            name,
+            namespace,
+            kubeconfig,
+        } => run_async(async move {
+            let client = quotagate::cli::kube_client(kubeconfig.as_deref())
+                .await
+                .map_err(anyhow::Error::msg)?;
+            print!(
+                "{}",
+                quotagate::cli::explain::run(&client, kind, &namespace, &name).await?
+            );
             Ok(())
         }),
-        Command::PendingWorkloads { cluster_queue, local_queue, namespace, kubeconfig } => {
-            run_async(pending_workloads(cluster_queue, local_queue, namespace, kubeconfig))
-        }
+        Command::PendingWorkloads {
+            cluster_queue,
+            local_queue,
+            namespace,
+            kubeconfig,
+        } => run_async(pending_workloads(
+            cluster_queue,
+            local_queue,
+            namespace,
+            kubeconfig,
+        )),
         Command::List { what, conn } => run_async(async move {
             let (client, ns) = conn.client().await?;
             let out = quotagate::cli::kueuectl::list::run(&client, &ns, &what).await?;
@@ -932,12 +1293,28 @@ fn main() -> ExitCode {
         }),
         Command::Stop { what, conn } => run_async(async move {
             let (client, ns) = conn.client().await?;
-            print!("{}", quotagate::cli::kueuectl::update::apply(&client, &ns, &quotagate::cli::kueuectl::update::stop(&what)).await?);
+            print!(
+                "{}",
+                quotagate::cli::kueuectl::update::apply(
+                    &client,
+                    &ns,
+                    &quotagate::cli::kueuectl::update::stop(&what)
+                )
+                .await?
+            );
             Ok(())
         }),
         Command::Resume { what, conn } => run_async(async move {
             let (client, ns) = conn.client().await?;
-            print!("{}", quotagate::cli::kueuectl::update::apply(&client, &ns, &quotagate::cli::kueuectl::update::resume(&what)).await?);
+            print!(
+                "{}",
+                quotagate::cli::kueuectl::update::apply(
+                    &client,
+                    &ns,
+                    &quotagate::cli::kueuectl::update::resume(&what)
+                )
+                .await?
+            );
             Ok(())
         }),
         Command::Create { what, conn } => run_async(async move {
@@ -949,34 +1326,70 @@ fn main() -> ExitCode {
             eprintln!("error: {}", c.exec());
             ExitCode::FAILURE
         }
-        Command::InstallManifests { image, namespace, replicas, log_level, config, use_kubernetes_proxy } => {
-            install_manifests(InstallOptions { image, namespace, replicas, log_level, config: String::new(), use_kubernetes_proxy }, config)
-        }
+        Command::InstallManifests {
+            image,
+            namespace,
+            replicas,
+            log_level,
+            config,
+            use_kubernetes_proxy,
+        } => install_manifests(
+            InstallOptions {
+                image,
+                namespace,
+                replicas,
+                log_level,
+                config: String::new(),
+                use_kubernetes_proxy,
+            },
+            config,
+        ),
         Command::Crds => print_crds(),
         Command::Validate { files, feature_gates } => validate(&files, feature_gates),
     }
 }
 
 /// `quotagate chaos`: a line per run, then the summary; an error when any run failed.
-async fn chaos(seed: u64, runs: u64, jobs: usize, shrink: usize, scenario: quotagate::cli::chaos::Scenario) -> anyhow::Result<()> {
-    let opts = quotagate::cli::chaos::Options { seeds: seed..seed.saturating_add(runs), jobs, shrink };
+async fn chaos(
+    seed: u64,
+    runs: u64,
+    jobs: usize,
+    shrink: usize,
+    scenario: quotagate::cli::chaos::Scenario,
+) -> anyhow::Result<()> {
+    let opts = quotagate::cli::chaos::Options {
+        seeds: seed..seed.saturating_add(runs),
+        jobs,
+        shrink,
+    };
     let summary = quotagate::cli::chaos::run_many_scenario(scenario, &opts, |line| println!("{line}")).await;
     for f in &summary.failures {
         println!("{f}");
     }
     println!("{summary}");
-    if summary.passed() { Ok(()) } else { anyhow::bail!("{} of {} chaos runs failed", summary.failures.len(), summary.runs) }
+    if summary.passed() {
+        Ok(())
+    } else {
+        anyhow::bail!("{} of {} chaos runs failed", summary.failures.len(), summary.runs)
+    }
 }
 
 /// `quotagate pending-workloads`: the named ClusterQueue's or LocalQueue's pending workloads.
-async fn pending_workloads(cluster_queue: Option<String>, local_queue: Option<String>, namespace: String, kubeconfig: Option<PathBuf>) -> anyhow::Result<()> {
+async fn pending_workloads(
+    cluster_queue: Option<String>,
+    local_queue: Option<String>,
+    namespace: String,
+    kubeconfig: Option<PathBuf>,
+) -> anyhow::Result<()> {
     use quotagate::cli::pending::Queue;
     let queue = match (cluster_queue, local_queue) {
         (Some(cq), _) => Queue::Cluster(cq),
         (None, Some(name)) => Queue::Local { namespace, name },
         (None, None) => anyhow::bail!("name a queue: --cluster-queue NAME or --local-queue NAME"),
     };
-    let client = quotagate::cli::kube_client(kubeconfig.as_deref()).await.map_err(anyhow::Error::msg)?;
+    let client = quotagate::cli::kube_client(kubeconfig.as_deref())
+        .await
+        .map_err(anyhow::Error::msg)?;
     print!("{}", quotagate::cli::pending::run(&client, &queue).await?);
     Ok(())
 }
@@ -984,7 +1397,10 @@ async fn pending_workloads(cluster_queue: Option<String>, local_queue: Option<St
 /// `quotagate install-manifests`: everything a cluster needs, as YAML on stdout.
 fn install_manifests(opts: InstallOptions, config: Option<PathBuf>) -> ExitCode {
     use quotagate::wiring::install::manifests;
-    let config = match config.map(|p| std::fs::read_to_string(&p).map_err(|e| format!("--config {}: {e}", p.display()))).transpose() {
+    let config = match config
+        .map(|p| std::fs::read_to_string(&p).map_err(|e| format!("--config {}: {e}", p.display())))
+        .transpose()
+    {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}");
@@ -992,7 +1408,10 @@ fn install_manifests(opts: InstallOptions, config: Option<PathBuf>) -> ExitCode 
         }
     };
     let defaults = InstallOptions::default();
-    let opts = InstallOptions { config: config.unwrap_or(defaults.config), ..opts };
+    let opts = InstallOptions {
+        config: config.unwrap_or(defaults.config),
+        ..opts
+    };
     match manifests(&opts) {
         Ok(yaml) => {
             print!("{yaml}");
@@ -1027,7 +1446,10 @@ fn validate(files: &[PathBuf], feature_gates: RayFeatureGates) -> ExitCode {
         println!("{line}");
     }
     if outcome.problems > 0 {
-        println!("{} problem(s) in {} document(s)", outcome.problems, outcome.documents);
+        println!(
+            "{} problem(s) in {} document(s)",
+            outcome.problems, outcome.documents
+        );
         ExitCode::FAILURE
     } else {
         println!("{} document(s) valid", outcome.documents);

@@ -55,8 +55,7 @@ fn impossible_configs_are_refused_by_field() {
     let (code, _, stderr) = bench(&["--config", file.to_str().unwrap()]);
     assert_eq!(code, 1);
     assert!(
-        stderr.contains("workloadsSets[0].workloads[0]")
-            && stderr.contains("could never be admitted"),
+        stderr.contains("workloadsSets[0].workloads[0]") && stderr.contains("could never be admitted"),
         "{stderr}"
     );
     let (code, _, stderr) = bench(&["--config", "no-such-config"]);

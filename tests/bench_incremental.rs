@@ -44,11 +44,7 @@ fn running_capacity_upgrade_drops_no_request_and_is_promoted() {
     assert_eq!(run.counts.ok, run.counts.sent, "{text}");
     assert_ne!(run.new, run.old, "{text}");
     let new_svc = format!("{}-serve-svc", run.new);
-    let on_new = run
-        .counts
-        .per_backend
-        .get(&new_svc)
-        .map_or(0, |(ok, _)| *ok);
+    let on_new = run.counts.per_backend.get(&new_svc).map_or(0, |(ok, _)| *ok);
     assert!(
         on_new > 0,
         "no request reached the new cluster {new_svc}:\n{text}"

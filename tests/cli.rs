@@ -10,7 +10,11 @@ fn quotagate(args: &[&str]) -> (i32, String) {
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("the quotagate binary runs");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     (out.status.code().unwrap_or(-1), text)
 }
 
@@ -18,14 +22,30 @@ fn quotagate(args: &[&str]) -> (i32, String) {
 fn committed_crds_are_exactly_what_the_binary_prints() {
     let (code, printed) = quotagate(&["crds"]);
     assert_eq!(code, 0, "{printed}");
-    let committed = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/crd/bases/quotagate.yaml"))
-        .expect("config/crd/bases/quotagate.yaml exists");
+    let committed = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("config/crd/bases/quotagate.yaml"),
+    )
+    .expect("config/crd/bases/quotagate.yaml exists");
     assert!(
         printed == committed,
         "config/crd/bases/quotagate.yaml is stale: run `cargo run -- crds > config/crd/bases/quotagate.yaml`"
     );
-    for kind in ["ClusterQueue", "LocalQueue", "ResourceFlavor", "Cohort", "Workload", "WorkloadPriorityClass", "RayCluster", "RayService", "HTTPRoute", "Gateway"] {
-        assert!(printed.contains(&format!("kind: {kind}\n")), "CRD for {kind} missing");
+    for kind in [
+        "ClusterQueue",
+        "LocalQueue",
+        "ResourceFlavor",
+        "Cohort",
+        "Workload",
+        "WorkloadPriorityClass",
+        "RayCluster",
+        "RayService",
+        "HTTPRoute",
+        "Gateway",
+    ] {
+        assert!(
+            printed.contains(&format!("kind: {kind}\n")),
+            "CRD for {kind} missing"
+        );
     }
 }
 
@@ -70,7 +90,10 @@ fn kuberay_rules_name_the_field() {
 fn unknown_kinds_fail_foreign_kinds_are_listed_and_built_ins_are_parsed() {
     let (code, out) = quotagate(&["validate", "-f", "tests/fixtures/validate/mixed.yaml"]);
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("document 0: Topology/not-ours (kueue.x-k8s.io/v1alpha1): not managed by quotagate"), "{out}");
+    assert!(
+        out.contains("document 0: Topology/not-ours (kueue.x-k8s.io/v1alpha1): not managed by quotagate"),
+        "{out}"
+    );
     assert!(out.contains("document 1: RayTrainer/no-such-kind: kind: Unsupported value: ray.io/v1 does not define kind \"RayTrainer\""), "{out}");
     assert!(out.contains("document 2: Pod/broken-pod: spec.containers: Invalid value: invalid type: string \"not a list\", expected a sequence"), "{out}");
 }
@@ -114,8 +137,14 @@ fn tls_get(server: &str, ca_pem: &[u8], path: &str, token: Option<&str>) -> Stri
     let name = rustls_pki_types::ServerName::try_from(host).unwrap();
     let conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
     let mut tls = rustls::StreamOwned::new(conn, std::net::TcpStream::connect(server).unwrap());
-    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
-    write!(tls, "GET {path} HTTP/1.1\r\nHost: {server}\r\n{auth}Connection: close\r\n\r\n").unwrap();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        tls,
+        "GET {path} HTTP/1.1\r\nHost: {server}\r\n{auth}Connection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut resp = Vec::new();
     // A server that closes without close_notify still gave its whole response.
     let _ = tls.read_to_end(&mut resp);
@@ -171,7 +200,10 @@ fn apiserver_serves_tls_on_loopback_and_only_to_the_kubeconfig_token() {
     let plain = {
         use std::io::{Read, Write};
         let mut tcp = std::net::TcpStream::connect(&server).unwrap();
-        let _ = write!(tcp, "GET {path} HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\n\r\n");
+        let _ = write!(
+            tcp,
+            "GET {path} HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\n\r\n"
+        );
         let mut resp = Vec::new();
         let _ = tcp.read_to_end(&mut resp);
         String::from_utf8_lossy(&resp).into_owned()
@@ -207,7 +239,15 @@ fn apiserver_refuses_a_non_loopback_address() {
 
 #[test]
 fn demo_walks_through_admission_and_a_blue_green_upgrade() {
-    let (code, out) = quotagate(&["demo", "--pod-start-delay", "100ms", "--serve-build-delay", "200ms", "--replica-start-delay", "200ms"]);
+    let (code, out) = quotagate(&[
+        "demo",
+        "--pod-start-delay",
+        "100ms",
+        "--serve-build-delay",
+        "200ms",
+        "--replica-start-delay",
+        "200ms",
+    ]);
     assert_eq!(code, 0, "{out}");
     for step in [
         "admitted into ClusterQueue demo",
@@ -235,9 +275,23 @@ fn run_refuses_a_bad_kueue_config_naming_the_field() {
     std::fs::create_dir_all(&dir).unwrap();
     let head = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n";
     let cases = [
-        ("timeout.yaml", format!("{head}waitForPodsReady:\n  timeout: soon\n"), "waitForPodsReady.timeout: \"soon\" is not a duration"),
-        ("count.yaml", format!("{head}waitForPodsReady:\n  requeuingStrategy:\n    backoffLimitCount: -1\n"), "waitForPodsReady.requeuingStrategy.backoffLimitCount: must be greater than or equal to 0"),
-        ("fs.yaml", format!("{head}fairSharing:\n  preemptionStrategies: [LessThanInitialShare, LessThanOrEqualToFinalShare]\n"), "fairSharing.preemptionStrategies: Unsupported value"),
+        (
+            "timeout.yaml",
+            format!("{head}waitForPodsReady:\n  timeout: soon\n"),
+            "waitForPodsReady.timeout: \"soon\" is not a duration",
+        ),
+        (
+            "count.yaml",
+            format!("{head}waitForPodsReady:\n  requeuingStrategy:\n    backoffLimitCount: -1\n"),
+            "waitForPodsReady.requeuingStrategy.backoffLimitCount: must be greater than or equal to 0",
+        ),
+        (
+            "fs.yaml",
+            format!(
+                "{head}fairSharing:\n  preemptionStrategies: [LessThanInitialShare, LessThanOrEqualToFinalShare]\n"
+            ),
+            "fairSharing.preemptionStrategies: Unsupported value",
+        ),
     ];
     for (name, text, want) in cases {
         let path = dir.join(name);

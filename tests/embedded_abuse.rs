@@ -34,7 +34,9 @@ fn scratch(name: &str) -> PathBuf {
 
 async fn client_from(path: &Path) -> Option<Client> {
     let kc = kube::config::Kubeconfig::read_from(path).ok()?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.ok()?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+        .await
+        .ok()?;
     Client::try_from(config).ok()
 }
 
@@ -43,7 +45,13 @@ async fn start(name: &str, extra: &[&str]) -> Server {
     let dir = scratch(name);
     let kubeconfig = dir.join("kubeconfig");
     let child = Command::new(env!("CARGO_BIN_EXE_quotagate"))
-        .args(["apiserver", "--no-simulators", "--listen", "127.0.0.1:0", "--kubeconfig-out"])
+        .args([
+            "apiserver",
+            "--no-simulators",
+            "--listen",
+            "127.0.0.1:0",
+            "--kubeconfig-out",
+        ])
         .arg(&kubeconfig)
         .args(extra)
         .stdout(std::process::Stdio::null())
@@ -58,7 +66,10 @@ async fn start(name: &str, extra: &[&str]) -> Server {
         {
             return Server { child, client, dir };
         }
-        assert!(tokio::time::Instant::now() < deadline, "the server did not answer within 30 s");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the server did not answer within 30 s"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -73,10 +84,12 @@ async fn send(client: &Client, method: &str, path: &str, content_type: &str, bod
         .expect("a request");
     let resp = client.send(req).await.expect("an answer");
     let code = resp.status().as_u16();
-    let bytes = http_body_util::BodyExt::collect(resp.into_body()).await.expect("a body").to_bytes();
+    let bytes = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .expect("a body")
+        .to_bytes();
     (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
 }
-
 
 const CM: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -92,9 +105,23 @@ async fn patches_built_to_exhaust_the_stack_or_the_heap_are_refused() {
     }
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "victim", "annotations": {"seed": "x".repeat(1000)}}, "data": {"k": "v"}});
-    let (code, _) = send(&s.client, "POST", CM, "application/json", cm.to_string().into_bytes()).await;
+    let (code, _) = send(
+        &s.client,
+        "POST",
+        CM,
+        "application/json",
+        cm.to_string().into_bytes(),
+    )
+    .await;
     assert_eq!(code, 201);
-    let (_, before) = send(&s.client, "GET", &format!("{CM}/victim"), "application/json", vec![]).await;
+    let (_, before) = send(
+        &s.client,
+        "GET",
+        &format!("{CM}/victim"),
+        "application/json",
+        vec![],
+    )
+    .await;
     let base = peak_rss_kib(&s.child);
 
     // The nesting patch: an annotation 100 levels deep is impossible (annotations are strings), so
@@ -105,29 +132,73 @@ async fn patches_built_to_exhaust_the_stack_or_the_heap_are_refused() {
     }
     let mut ops = vec![json!({"op": "add", "path": "/deep", "value": deep})];
     ops.extend((0..8).map(|i| json!({"op": "copy", "from": "/deep", "path": format!("{into}/c{i}")})));
-    let (code, status) = send(&s.client, "PATCH", &format!("{CM}/victim"), "application/json-patch+json", Value::Array(ops).to_string().into_bytes()).await;
+    let (code, status) = send(
+        &s.client,
+        "PATCH",
+        &format!("{CM}/victim"),
+        "application/json-patch+json",
+        Value::Array(ops).to_string().into_bytes(),
+    )
+    .await;
     assert_eq!(code, 422, "{status}");
-    assert!(status["message"].as_str().unwrap_or_default().contains("exceeded max depth"), "{status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("exceeded max depth"),
+        "{status}"
+    );
 
     let doubling: Vec<Value> = (0..19)
         .map(|i| json!({"op": "copy", "from": "/metadata/annotations", "path": format!("/metadata/annotations/k{i}")}))
         .collect();
-    let (code, status) = send(&s.client, "PATCH", &format!("{CM}/victim"), "application/json-patch+json", Value::Array(doubling).to_string().into_bytes()).await;
+    let (code, status) = send(
+        &s.client,
+        "PATCH",
+        &format!("{CM}/victim"),
+        "application/json-patch+json",
+        Value::Array(doubling).to_string().into_bytes(),
+    )
+    .await;
     assert_eq!(code, 422, "{status}");
     let msg = status["message"].as_str().unwrap_or_default();
-    assert!(msg.starts_with("Unable to complete the copy, the accumulated size increase of copy is"), "{status}");
+    assert!(
+        msg.starts_with("Unable to complete the copy, the accumulated size increase of copy is"),
+        "{status}"
+    );
 
     let many = vec![json!({"op": "test", "path": "/data/k", "value": "v"}); 10_001];
-    let (code, status) = send(&s.client, "PATCH", &format!("{CM}/victim"), "application/json-patch+json", Value::Array(many).to_string().into_bytes()).await;
+    let (code, status) = send(
+        &s.client,
+        "PATCH",
+        &format!("{CM}/victim"),
+        "application/json-patch+json",
+        Value::Array(many).to_string().into_bytes(),
+    )
+    .await;
     assert_eq!(code, 413, "{status}");
-    assert_eq!(status["message"], "Request entity too large: The allowed maximum operations in a JSON patch is 10000, got 10001");
+    assert_eq!(
+        status["message"],
+        "Request entity too large: The allowed maximum operations in a JSON patch is 10000, got 10001"
+    );
 
     // Still serving, object unchanged, memory bounded.
-    let (code, after) = send(&s.client, "GET", &format!("{CM}/victim"), "application/json", vec![]).await;
+    let (code, after) = send(
+        &s.client,
+        "GET",
+        &format!("{CM}/victim"),
+        "application/json",
+        vec![],
+    )
+    .await;
     assert_eq!(code, 200);
     assert_eq!(after, before);
     let grown = peak_rss_kib(&s.child).saturating_sub(base);
-    println!("peak RSS before the patches {} MiB, growth {} KiB (bound 150 MiB)", base / 1024, grown);
+    println!(
+        "peak RSS before the patches {} MiB, growth {} KiB (bound 150 MiB)",
+        base / 1024,
+        grown
+    );
     assert!(grown < 150 * 1024, "peak RSS grew by {grown} KiB");
 }
 
@@ -161,35 +232,70 @@ mod listener {
     /// The embedded server's TLS listener with `limits`, and what a client needs to reach it.
     async fn listen(name: &str, limits: ListenerLimits) -> Listening {
         let dir = scratch(name);
-        let config = ServerConfig { listener: limits, ..ServerConfig::default() };
-        let srv = EmbeddedServer::with_config(&quotagate::api::all_crds(), Arc::new(QuotagateAdmission::default()), config);
+        let config = ServerConfig {
+            listener: limits,
+            ..ServerConfig::default()
+        };
+        let srv = EmbeddedServer::with_config(
+            &quotagate::api::all_crds(),
+            Arc::new(QuotagateAdmission::default()),
+            config,
+        );
         let cancel = CancellationToken::new();
         let kubeconfig = dir.join("kubeconfig");
-        let (addr, _serving) = srv.spawn_tcp("127.0.0.1:0".parse().unwrap(), Some(&kubeconfig), cancel.clone()).await.unwrap();
+        let (addr, _serving) = srv
+            .spawn_tcp("127.0.0.1:0".parse().unwrap(), Some(&kubeconfig), cancel.clone())
+            .await
+            .unwrap();
         let text = std::fs::read_to_string(&kubeconfig).unwrap();
-        let field = |name: &str| text.lines().find_map(|l| l.trim().strip_prefix(name)).unwrap().trim().to_string();
-        let pem = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, field("certificate-authority-data:")).unwrap();
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| l.trim().strip_prefix(name))
+                .unwrap()
+                .trim()
+                .to_string()
+        };
+        let pem = base64::Engine::decode(
+            &base64::engine::general_purpose::STANDARD,
+            field("certificate-authority-data:"),
+        )
+        .unwrap();
         let token = field("token:");
         let mut roots = rustls::RootCertStore::empty();
-        roots.add(rustls_pki_types::CertificateDer::from_pem_slice(&pem).unwrap()).unwrap();
+        roots
+            .add(rustls_pki_types::CertificateDer::from_pem_slice(&pem).unwrap())
+            .unwrap();
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let tls = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .unwrap()
             .with_root_certificates(roots)
             .with_no_client_auth();
-        Listening { addr, tls: Arc::new(tls), token, cancel, dir, srv }
+        Listening {
+            addr,
+            tls: Arc::new(tls),
+            token,
+            cancel,
+            dir,
+            srv,
+        }
     }
 
     impl Listening {
         async fn connect(&self) -> Tls {
             let tcp = tokio::net::TcpStream::connect(self.addr).await.unwrap();
             let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
-            tokio_rustls::TlsConnector::from(self.tls.clone()).connect(name, tcp).await.unwrap()
+            tokio_rustls::TlsConnector::from(self.tls.clone())
+                .connect(name, tcp)
+                .await
+                .unwrap()
         }
 
         fn get(&self, path: &str) -> String {
-            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {}\r\n\r\n", self.token)
+            format!(
+                "GET {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {}\r\n\r\n",
+                self.token
+            )
         }
     }
 
@@ -226,13 +332,23 @@ mod listener {
         let l = listen("half", short()).await;
         let mut s = l.connect().await;
         let began = std::time::Instant::now();
-        s.write_all(b"GET /version HTTP/1.1\r\nHost: localhost\r\n").await.unwrap();
-        let got = until_closed(&mut s, Duration::from_secs(10)).await.expect("closed within 10 s");
+        s.write_all(b"GET /version HTTP/1.1\r\nHost: localhost\r\n")
+            .await
+            .unwrap();
+        let got = until_closed(&mut s, Duration::from_secs(10))
+            .await
+            .expect("closed within 10 s");
         assert!(got.is_empty(), "{}", String::from_utf8_lossy(&got));
-        assert!(began.elapsed() >= Duration::from_millis(250), "closed after {:?}, before the timeout", began.elapsed());
+        assert!(
+            began.elapsed() >= Duration::from_millis(250),
+            "closed after {:?}, before the timeout",
+            began.elapsed()
+        );
         // A connection that sends nothing at all is cut off the same way.
         let mut silent = l.connect().await;
-        until_closed(&mut silent, Duration::from_secs(10)).await.expect("a silent connection is closed");
+        until_closed(&mut silent, Duration::from_secs(10))
+            .await
+            .expect("a silent connection is closed");
     }
 
     /// IdleTimeout: a keep-alive connection is closed once idle; a watch in flight is never idle.
@@ -242,14 +358,32 @@ mod listener {
         let mut s = l.connect().await;
         s.write_all(l.get("/version").as_bytes()).await.unwrap();
         let began = std::time::Instant::now();
-        let got = until_closed(&mut s, Duration::from_secs(10)).await.expect("an idle connection is closed");
-        assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200"), "{}", String::from_utf8_lossy(&got));
-        assert!(began.elapsed() >= Duration::from_millis(700), "closed after {:?}, before the idle timeout", began.elapsed());
+        let got = until_closed(&mut s, Duration::from_secs(10))
+            .await
+            .expect("an idle connection is closed");
+        assert!(
+            String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200"),
+            "{}",
+            String::from_utf8_lossy(&got)
+        );
+        assert!(
+            began.elapsed() >= Duration::from_millis(700),
+            "closed after {:?}, before the idle timeout",
+            began.elapsed()
+        );
 
         let mut w = l.connect().await;
-        w.write_all(l.get("/api/v1/namespaces/default/configmaps?watch=true").as_bytes()).await.unwrap();
+        w.write_all(
+            l.get("/api/v1/namespaces/default/configmaps?watch=true")
+                .as_bytes(),
+        )
+        .await
+        .unwrap();
         // Three idle timeouts with no event on the watch: still open.
-        assert!(until_closed(&mut w, Duration::from_millis(2400)).await.is_err(), "the watch was closed");
+        assert!(
+            until_closed(&mut w, Duration::from_millis(2400)).await.is_err(),
+            "the watch was closed"
+        );
     }
 
     /// MaxHeaderBytes: headers past it get 431, and the server goes on serving.
@@ -257,10 +391,19 @@ mod listener {
     async fn oversized_headers_are_refused() {
         let l = listen("headers", short()).await;
         let mut s = l.connect().await;
-        let big = format!("GET /version HTTP/1.1\r\nHost: localhost\r\nX-Pad: {}\r\n\r\n", "a".repeat(20 * 1024));
+        let big = format!(
+            "GET /version HTTP/1.1\r\nHost: localhost\r\nX-Pad: {}\r\n\r\n",
+            "a".repeat(20 * 1024)
+        );
         s.write_all(big.as_bytes()).await.unwrap();
-        let got = until_closed(&mut s, Duration::from_secs(10)).await.expect("answered and closed");
-        assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 431"), "{}", String::from_utf8_lossy(&got));
+        let got = until_closed(&mut s, Duration::from_secs(10))
+            .await
+            .expect("answered and closed");
+        assert!(
+            String::from_utf8_lossy(&got).starts_with("HTTP/1.1 431"),
+            "{}",
+            String::from_utf8_lossy(&got)
+        );
         let mut ok = l.connect().await;
         ok.write_all(l.get("/version").as_bytes()).await.unwrap();
         let mut buf = [0u8; 12];
@@ -289,7 +432,11 @@ mod listener {
     /// over the listener is served too, once kube's client has retried the 429 after Retry-After.
     #[tokio::test]
     async fn a_flood_past_the_in_flight_limit_gets_429_and_the_manager_is_still_served() {
-        let limits = ListenerLimits { max_requests_inflight: 2, max_mutating_requests_inflight: 1, ..short() };
+        let limits = ListenerLimits {
+            max_requests_inflight: 2,
+            max_mutating_requests_inflight: 1,
+            ..short()
+        };
         let l = Arc::new(listen("inflight", limits).await);
         // Every request takes 2 s in the handler, so the flood overlaps whatever the machine's load.
         l.srv.store.faults.set_delay(Some(Duration::from_secs(2)));
@@ -304,19 +451,35 @@ mod listener {
         // Retry-After second and is served; a served first try would take the 2 s delay alone.
         tokio::time::sleep(Duration::from_millis(100)).await;
         let kc = kube::config::Kubeconfig::read_from(l.dir.join("kubeconfig")).unwrap();
-        let over_tcp = kube::Client::try_from(kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap()).unwrap();
+        let over_tcp = kube::Client::try_from(
+            kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                .await
+                .unwrap(),
+        )
+        .unwrap();
         let manager = tokio::spawn(async move {
             let began = std::time::Instant::now();
-            let got = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(over_tcp).get("default").await;
+            let got = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(over_tcp)
+                .get("default")
+                .await;
             (got, began.elapsed())
         });
         let ns: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(l.srv.client());
-        assert!(ns.get("default").await.is_ok(), "the in-process client was refused during the flood");
+        assert!(
+            ns.get("default").await.is_ok(),
+            "the in-process client was refused during the flood"
+        );
         let watch = head_of(&l, l.get("/api/v1/namespaces/default/configmaps?watch=true")).await;
         assert!(watch.starts_with("HTTP/1.1 200"), "{watch}");
         let (got, took) = manager.await.unwrap();
-        assert!(got.is_ok(), "a client over the listener was not served after its 429: {got:?}");
-        assert!(took >= Duration::from_millis(2900), "served after {took:?}: no 429 was retried");
+        assert!(
+            got.is_ok(),
+            "a client over the listener was not served after its 429: {got:?}"
+        );
+        assert!(
+            took >= Duration::from_millis(2900),
+            "served after {took:?}: no 429 was retried"
+        );
         let mut codes = Vec::new();
         for f in flood {
             let head = f.await.unwrap();
@@ -326,8 +489,15 @@ mod listener {
             codes.push(head.get(9..12).unwrap_or_default().to_string());
         }
         let refused = codes.iter().filter(|c| *c == "429").count();
-        assert!(refused >= 1 && codes.iter().filter(|c| *c == "200").count() >= 2, "{codes:?}");
-        assert_eq!(refused + codes.iter().filter(|c| *c == "200").count(), codes.len(), "{codes:?}");
+        assert!(
+            refused >= 1 && codes.iter().filter(|c| *c == "200").count() >= 2,
+            "{codes:?}"
+        );
+        assert_eq!(
+            refused + codes.iter().filter(|c| *c == "200").count(),
+            codes.len(),
+            "{codes:?}"
+        );
         l.srv.store.faults.set_delay(None);
         assert!(head_of(&l, l.get("/version")).await.starts_with("HTTP/1.1 200"));
     }
@@ -335,17 +505,36 @@ mod listener {
     /// The connection cap: past it a new connection waits, and is served once one closes.
     #[tokio::test]
     async fn connections_past_the_cap_wait_for_a_free_slot() {
-        let limits = ListenerLimits { idle_timeout: Duration::from_secs(60), header_read_timeout: Duration::from_secs(60), ..short() };
-        let l = listen("cap", ListenerLimits { max_connections: 2, ..limits }).await;
+        let limits = ListenerLimits {
+            idle_timeout: Duration::from_secs(60),
+            header_read_timeout: Duration::from_secs(60),
+            ..short()
+        };
+        let l = listen(
+            "cap",
+            ListenerLimits {
+                max_connections: 2,
+                ..limits
+            },
+        )
+        .await;
         let a = l.connect().await;
         let _b = l.connect().await;
         let tcp = tokio::net::TcpStream::connect(l.addr).await.unwrap();
         let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
         let third = tokio_rustls::TlsConnector::from(l.tls.clone()).connect(name, tcp);
         tokio::pin!(third);
-        assert!(tokio::time::timeout(Duration::from_millis(500), &mut third).await.is_err(), "a third connection was served past the cap of 2");
+        assert!(
+            tokio::time::timeout(Duration::from_millis(500), &mut third)
+                .await
+                .is_err(),
+            "a third connection was served past the cap of 2"
+        );
         drop(a);
-        let mut c = tokio::time::timeout(Duration::from_secs(10), third).await.expect("served once a slot is free").unwrap();
+        let mut c = tokio::time::timeout(Duration::from_secs(10), third)
+            .await
+            .expect("served once a slot is free")
+            .unwrap();
         c.write_all(l.get("/version").as_bytes()).await.unwrap();
         let mut buf = [0u8; 12];
         c.read_exact(&mut buf).await.unwrap();
@@ -364,12 +553,24 @@ mod files {
     /// Runs `quotagate apiserver --kubeconfig-out <kubeconfig>` expecting it to refuse to start.
     async fn refused(kubeconfig: &Path) -> String {
         let out = Command::new(env!("CARGO_BIN_EXE_quotagate"))
-            .args(["apiserver", "--no-simulators", "--listen", "127.0.0.1:0", "--kubeconfig-out"])
+            .args([
+                "apiserver",
+                "--no-simulators",
+                "--listen",
+                "127.0.0.1:0",
+                "--kubeconfig-out",
+            ])
             .arg(kubeconfig)
             .kill_on_drop(true)
             .output();
-        let out = tokio::time::timeout(Duration::from_secs(30), out).await.expect("exits").expect("runs");
-        assert!(!out.status.success(), "started with a kubeconfig path it must refuse");
+        let out = tokio::time::timeout(Duration::from_secs(30), out)
+            .await
+            .expect("exits")
+            .expect("runs");
+        assert!(
+            !out.status.success(),
+            "started with a kubeconfig path it must refuse"
+        );
         String::from_utf8_lossy(&out.stderr).into_owned()
     }
 
@@ -435,37 +636,111 @@ mod refusals {
 
     #[tokio::test]
     async fn refused_with_the_real_servers_words_through_kubectl() {
-        let Some(k) = Kube::start("refusals").await else { return };
+        let Some(k) = Kube::start("refusals").await else {
+            return;
+        };
         let numeric = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: numeric\ndata:\n  port: 8080\n";
-        k.refused(&["create", "-f", "-"], Some(numeric), "cannot unmarshal number into Go struct field ConfigMap.data of type string").await;
+        k.refused(
+            &["create", "-f", "-"],
+            Some(numeric),
+            "cannot unmarshal number into Go struct field ConfigMap.data of type string",
+        )
+        .await;
         let secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\nstringData:\n  enabled: true\n";
-        k.refused(&["apply", "-f", "-"], Some(secret), "cannot unmarshal bool into Go struct field Secret.stringData of type string").await;
+        k.refused(
+            &["apply", "-f", "-"],
+            Some(secret),
+            "cannot unmarshal bool into Go struct field Secret.stringData of type string",
+        )
+        .await;
 
         let file = k.dir.join("cm.json");
-        std::fs::write(&file, json!({"apiVersion": "v2", "kind": "ConfigMap", "metadata": {"name": "wrong"}}).to_string()).unwrap();
+        std::fs::write(
+            &file,
+            json!({"apiVersion": "v2", "kind": "ConfigMap", "metadata": {"name": "wrong"}}).to_string(),
+        )
+        .unwrap();
         let f = file.to_string_lossy().into_owned();
-        k.refused(&["create", "--raw", "/api/v1/namespaces/default/configmaps", "-f", &f], None, "the API version in the data (v2) does not match the expected API version (v1)").await;
-        std::fs::write(&file, json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "wrong"}}).to_string()).unwrap();
-        k.refused(&["create", "--raw", "/api/v1/namespaces/default/configmaps", "-f", &f], None, "kind: Invalid value: \"Secret\": must be ConfigMap").await;
-        std::fs::write(&file, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dry"}}).to_string()).unwrap();
         k.refused(
-            &["create", "--raw", "/api/v1/namespaces/default/configmaps?dryRun=Garbage", "-f", &f],
+            &[
+                "create",
+                "--raw",
+                "/api/v1/namespaces/default/configmaps",
+                "-f",
+                &f,
+            ],
+            None,
+            "the API version in the data (v2) does not match the expected API version (v1)",
+        )
+        .await;
+        std::fs::write(
+            &file,
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "wrong"}}).to_string(),
+        )
+        .unwrap();
+        k.refused(
+            &[
+                "create",
+                "--raw",
+                "/api/v1/namespaces/default/configmaps",
+                "-f",
+                &f,
+            ],
+            None,
+            "kind: Invalid value: \"Secret\": must be ConfigMap",
+        )
+        .await;
+        std::fs::write(
+            &file,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dry"}}).to_string(),
+        )
+        .unwrap();
+        k.refused(
+            &[
+                "create",
+                "--raw",
+                "/api/v1/namespaces/default/configmaps?dryRun=Garbage",
+                "-f",
+                &f,
+            ],
             None,
             "dryRun: Unsupported value: []string{\"Garbage\"}: supported values: \"All\"",
         )
         .await;
-        k.refused(&["delete", "--raw", "/api/v1/namespaces"], None, "MethodNotAllowed").await;
+        k.refused(
+            &["delete", "--raw", "/api/v1/namespaces"],
+            None,
+            "MethodNotAllowed",
+        )
+        .await;
         // Nothing of the above was stored, and every namespace is still there.
-        let names = k.ok(&["get", "cm", "-o", "jsonpath={.items[*].metadata.name}"]).await;
-        assert!(!names.contains("numeric") && !names.contains("wrong") && !names.contains("dry"), "{names}");
+        let names = k
+            .ok(&["get", "cm", "-o", "jsonpath={.items[*].metadata.name}"])
+            .await;
+        assert!(
+            !names.contains("numeric") && !names.contains("wrong") && !names.contains("dry"),
+            "{names}"
+        );
         assert!(k.ok(&["get", "ns", "kube-system"]).await.contains("kube-system"));
 
         // Server-side apply without fieldManager (kubectl cannot leave it out).
         let client = k.srv.client();
-        let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}}).to_string().into_bytes();
-        let (code, status) = send(&client, "PATCH", "/api/v1/namespaces/default/configmaps/ssa", "application/apply-patch+yaml", body).await;
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}})
+            .to_string()
+            .into_bytes();
+        let (code, status) = send(
+            &client,
+            "PATCH",
+            "/api/v1/namespaces/default/configmaps/ssa",
+            "application/apply-patch+yaml",
+            body,
+        )
+        .await;
         assert_eq!(code, 422, "{status}");
-        assert_eq!(status["message"], "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch");
+        assert_eq!(
+            status["message"],
+            "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"
+        );
     }
 }
 
@@ -480,13 +755,24 @@ mod storage_quota {
     use std::sync::Arc;
 
     fn cm(name: &str) -> ConfigMap {
-        serde_json::from_value(json!({"metadata": {"name": name}, "data": {"blob": "x".repeat(8 * 1024)}})).unwrap()
+        serde_json::from_value(json!({"metadata": {"name": name}, "data": {"blob": "x".repeat(8 * 1024)}}))
+            .unwrap()
     }
 
     #[tokio::test]
     async fn writes_past_the_quota_are_refused_and_deletes_make_room() {
-        let config = ServerConfig { store: StoreConfig { quota_bytes: 64 * 1024, ..Default::default() }, ..Default::default() };
-        let srv = EmbeddedServer::with_config(&quotagate::api::all_crds(), Arc::new(QuotagateAdmission::default()), config);
+        let config = ServerConfig {
+            store: StoreConfig {
+                quota_bytes: 64 * 1024,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let srv = EmbeddedServer::with_config(
+            &quotagate::api::all_crds(),
+            Arc::new(QuotagateAdmission::default()),
+            config,
+        );
         let api: Api<ConfigMap> = Api::namespaced(srv.client(), "default");
         let pp = PostParams::default();
         let mut created = 0;
@@ -496,14 +782,26 @@ mod storage_quota {
                 Err(kube::Error::Api(e)) => break e,
                 Err(e) => panic!("{e}"),
             }
-            assert!(created < 100, "no refusal after {created} creates of 8 KiB under a 64 KiB quota");
+            assert!(
+                created < 100,
+                "no refusal after {created} creates of 8 KiB under a 64 KiB quota"
+            );
         };
-        assert_eq!((refusal.code, refusal.message.as_str()), (500, "etcdserver: mvcc: database space exceeded"));
+        assert_eq!(
+            (refusal.code, refusal.message.as_str()),
+            (500, "etcdserver: mvcc: database space exceeded")
+        );
         let (used, quota) = srv.store.quota_usage();
-        assert!(used <= quota && created >= 5, "{used} of {quota} after {created} creates");
+        assert!(
+            used <= quota && created >= 5,
+            "{used} of {quota} after {created} creates"
+        );
         // Reads and lists still work; so does a delete, which makes room for a create again.
         assert!(api.get("c0").await.is_ok());
-        assert_eq!(api.list(&ListParams::default()).await.unwrap().items.len(), created);
+        assert_eq!(
+            api.list(&ListParams::default()).await.unwrap().items.len(),
+            created
+        );
         api.delete("c0", &DeleteParams::default()).await.unwrap();
         api.create(&pp, &cm("again")).await.unwrap();
     }

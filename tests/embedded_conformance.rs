@@ -29,7 +29,11 @@ async fn create_stamps_uid_timestamp_rv_and_generate_name() {
     assert!(w.metadata.uid.as_deref().is_some_and(|u| u.len() == 36));
     assert!(w.metadata.creation_timestamp.is_some());
     assert_eq!(w.metadata.generation, Some(1));
-    assert_eq!(w.metadata.labels.unwrap()["defaulted"], "yes", "admission hook mutated the object");
+    assert_eq!(
+        w.metadata.labels.unwrap()["defaulted"],
+        "yes",
+        "admission hook mutated the object"
+    );
     let mut gen_named = widget("", 2);
     gen_named.metadata.name = None;
     gen_named.metadata.generate_name = Some("w-".into());
@@ -46,19 +50,52 @@ async fn conflicts_already_exists_and_missing_namespace() {
     let srv = server();
     let api: Api<Widget> = Api::namespaced(srv.client(), "default");
     let w = api.create(&PostParams::default(), &widget("a", 1)).await.unwrap();
-    assert_eq!(err_code(api.create(&PostParams::default(), &widget("a", 1)).await.unwrap_err()), (409, "AlreadyExists".into()));
+    assert_eq!(
+        err_code(
+            api.create(&PostParams::default(), &widget("a", 1))
+                .await
+                .unwrap_err()
+        ),
+        (409, "AlreadyExists".into())
+    );
     let mut fresh = w.clone();
     fresh.spec.size = 2;
     api.replace("a", &PostParams::default(), &fresh).await.unwrap();
     let mut stale = w.clone();
     stale.spec.size = 3;
-    assert_eq!(err_code(api.replace("a", &PostParams::default(), &stale).await.unwrap_err()), (409, "Conflict".into()));
+    assert_eq!(
+        err_code(
+            api.replace("a", &PostParams::default(), &stale)
+                .await
+                .unwrap_err()
+        ),
+        (409, "Conflict".into())
+    );
     let nowhere: Api<Widget> = Api::namespaced(srv.client(), "nowhere");
-    assert_eq!(err_code(nowhere.create(&PostParams::default(), &widget("a", 1)).await.unwrap_err()), (404, "NotFound".into()));
+    assert_eq!(
+        err_code(
+            nowhere
+                .create(&PostParams::default(), &widget("a", 1))
+                .await
+                .unwrap_err()
+        ),
+        (404, "NotFound".into())
+    );
     let ns: Api<Namespace> = Api::all(srv.client());
-    ns.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "nowhere"}})).unwrap()).await.unwrap();
-    nowhere.create(&PostParams::default(), &widget("a", 1)).await.unwrap();
-    assert_eq!(err_code(api.get("missing").await.unwrap_err()), (404, "NotFound".into()));
+    ns.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "nowhere"}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    nowhere
+        .create(&PostParams::default(), &widget("a", 1))
+        .await
+        .unwrap();
+    assert_eq!(
+        err_code(api.get("missing").await.unwrap_err()),
+        (404, "NotFound".into())
+    );
 }
 
 /// `DeleteOptions.preconditions`, as the real server checks them: a delete decided on a read that is
@@ -73,10 +110,16 @@ async fn delete_preconditions_refuse_a_stale_delete() {
     api.replace("a", &PostParams::default(), &fresh).await.unwrap();
     let stale_rv = read.metadata.resource_version.clone().unwrap();
     let dp = |rv: Option<String>, uid: Option<String>| DeleteParams {
-        preconditions: Some(kube::api::Preconditions { resource_version: rv, uid }),
+        preconditions: Some(kube::api::Preconditions {
+            resource_version: rv,
+            uid,
+        }),
         ..DeleteParams::default()
     };
-    let e = api.delete("a", &dp(Some(stale_rv.clone()), None)).await.unwrap_err();
+    let e = api
+        .delete("a", &dp(Some(stale_rv.clone()), None))
+        .await
+        .unwrap_err();
     let kube::Error::Api(s) = e else { panic!("{e:?}") };
     assert_eq!((s.code, s.reason.as_str()), (409, "Conflict"));
     assert!(
@@ -86,11 +129,19 @@ async fn delete_preconditions_refuse_a_stale_delete() {
         "{}",
         s.message
     );
-    let e = api.delete("a", &dp(None, Some("not-the-uid".into()))).await.unwrap_err();
+    let e = api
+        .delete("a", &dp(None, Some("not-the-uid".into())))
+        .await
+        .unwrap_err();
     assert_eq!(err_code(e), (409, "Conflict".into()));
     let now = api.get("a").await.unwrap();
     assert_eq!(now.spec.size, 2, "a refused delete deletes nothing");
-    api.delete("a", &dp(now.metadata.resource_version.clone(), now.metadata.uid.clone())).await.unwrap();
+    api.delete(
+        "a",
+        &dp(now.metadata.resource_version.clone(), now.metadata.uid.clone()),
+    )
+    .await
+    .unwrap();
     assert_eq!(err_code(api.get("a").await.unwrap_err()).0, 404);
 }
 
@@ -100,15 +151,34 @@ async fn generation_tracks_spec_only() {
     let api: Api<Widget> = Api::namespaced(srv.client(), "default");
     api.create(&PostParams::default(), &widget("a", 1)).await.unwrap();
     let pp = PatchParams::default();
-    let w = api.patch("a", &pp, &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}}))).await.unwrap();
+    let w = api
+        .patch(
+            "a",
+            &pp,
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
+        )
+        .await
+        .unwrap();
     assert_eq!(w.metadata.generation, Some(1), "metadata-only change");
-    let w = api.patch_status("a", &pp, &Patch::Merge(json!({"status": {"seen": "yes"}}))).await.unwrap();
+    let w = api
+        .patch_status("a", &pp, &Patch::Merge(json!({"status": {"seen": "yes"}})))
+        .await
+        .unwrap();
     assert_eq!(w.metadata.generation, Some(1), "status change");
-    let w = api.patch("a", &pp, &Patch::Merge(json!({"spec": {"size": 5}}))).await.unwrap();
+    let w = api
+        .patch("a", &pp, &Patch::Merge(json!({"spec": {"size": 5}})))
+        .await
+        .unwrap();
     assert_eq!(w.metadata.generation, Some(2), "spec change");
     let rv = w.metadata.resource_version.clone();
-    let same = api.patch("a", &pp, &Patch::Merge(json!({"spec": {"size": 5}}))).await.unwrap();
-    assert_eq!(same.metadata.resource_version, rv, "a no-op write keeps the resourceVersion");
+    let same = api
+        .patch("a", &pp, &Patch::Merge(json!({"spec": {"size": 5}})))
+        .await
+        .unwrap();
+    assert_eq!(
+        same.metadata.resource_version, rv,
+        "a no-op write keeps the resourceVersion"
+    );
 }
 
 #[tokio::test]
@@ -117,14 +187,37 @@ async fn status_subresource_isolation() {
     let api: Api<Widget> = Api::namespaced(srv.client(), "default");
     api.create(&PostParams::default(), &widget("a", 1)).await.unwrap();
     let pp = PatchParams::default();
-    api.patch_status("a", &pp, &Patch::Merge(json!({"spec": {"size": 9}, "status": {"seen": "s1"}}))).await.unwrap();
-    let w = api.patch("a", &pp, &Patch::Merge(json!({"spec": {"size": 2}, "status": {"seen": "main"}}))).await.unwrap();
+    api.patch_status(
+        "a",
+        &pp,
+        &Patch::Merge(json!({"spec": {"size": 9}, "status": {"seen": "s1"}})),
+    )
+    .await
+    .unwrap();
+    let w = api
+        .patch(
+            "a",
+            &pp,
+            &Patch::Merge(json!({"spec": {"size": 2}, "status": {"seen": "main"}})),
+        )
+        .await
+        .unwrap();
     assert_eq!(w.spec.size, 2, "status write did not change spec; main write did");
-    assert_eq!(w.status.unwrap().seen.as_deref(), Some("s1"), "main write kept the stored status");
+    assert_eq!(
+        w.status.unwrap().seen.as_deref(),
+        Some("s1"),
+        "main write kept the stored status"
+    );
     let mut full = api.get("a").await.unwrap();
-    full.status = Some(WidgetStatus { seen: Some("put".into()), ..Default::default() });
+    full.status = Some(WidgetStatus {
+        seen: Some("put".into()),
+        ..Default::default()
+    });
     full.spec.size = 7;
-    let w = api.replace_status("a", &PostParams::default(), &full).await.unwrap();
+    let w = api
+        .replace_status("a", &PostParams::default(), &full)
+        .await
+        .unwrap();
     assert_eq!((w.spec.size, w.status.unwrap().seen.as_deref()), (2, Some("put")));
 }
 
@@ -140,11 +233,23 @@ async fn finalizers_hold_deletion_until_removed() {
     let held = api.get("a").await.unwrap();
     assert!(held.metadata.deletion_timestamp.is_some());
     let pp = PatchParams::default();
-    api.patch("a", &pp, &Patch::Json::<()>(serde_json::from_value(json!([{"op": "remove", "path": "/metadata/finalizers"}])).unwrap()))
+    api.patch(
+        "a",
+        &pp,
+        &Patch::Json::<()>(
+            serde_json::from_value(json!([{"op": "remove", "path": "/metadata/finalizers"}])).unwrap(),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(err_code(api.get("a").await.unwrap_err()).0, 404);
+    let events: Vec<_> = api
+        .watch(&WatchParams::default().timeout(1), &rv)
+        .await
+        .unwrap()
+        .try_collect()
         .await
         .unwrap();
-    assert_eq!(err_code(api.get("a").await.unwrap_err()).0, 404);
-    let events: Vec<_> = api.watch(&WatchParams::default().timeout(1), &rv).await.unwrap().try_collect().await.unwrap();
     let kinds: Vec<&str> = events
         .iter()
         .map(|e| match e {
@@ -165,32 +270,59 @@ async fn owner_references_cascade_in_background() {
     let srv = server();
     let widgets: Api<Widget> = Api::namespaced(srv.client(), "default");
     let cms: Api<ConfigMap> = Api::namespaced(srv.client(), "default");
-    let owner = widgets.create(&PostParams::default(), &widget("owner", 1)).await.unwrap();
+    let owner = widgets
+        .create(&PostParams::default(), &widget("owner", 1))
+        .await
+        .unwrap();
     let oref = json!([{"apiVersion": "example.quotagate.io/v1", "kind": "Widget", "name": "owner", "uid": owner.metadata.uid.clone().unwrap()}]);
     for n in ["dep1", "dep2"] {
-        let c: ConfigMap = serde_json::from_value(json!({"metadata": {"name": n, "ownerReferences": oref}})).unwrap();
+        let c: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": n, "ownerReferences": oref}})).unwrap();
         cms.create(&PostParams::default(), &c).await.unwrap();
     }
-    cms.create(&PostParams::default(), &cm("unrelated")).await.unwrap();
+    cms.create(&PostParams::default(), &cm("unrelated"))
+        .await
+        .unwrap();
     widgets.delete("owner", &DeleteParams::default()).await.unwrap();
-    let left: Vec<String> = cms.list(&ListParams::default()).await.unwrap().items.into_iter().map(|c| c.metadata.name.unwrap()).collect();
+    let left: Vec<String> = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|c| c.metadata.name.unwrap())
+        .collect();
     assert_eq!(left, ["unrelated"]);
     // A dependent made after its owner went (a controller on a stale cache) is accepted, then collected,
     // as the garbage collector does with a dependent none of whose owners exists.
-    let late: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "late", "ownerReferences": oref}})).unwrap();
+    let late: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "late", "ownerReferences": oref}})).unwrap();
     cms.create(&PostParams::default(), &late).await.unwrap();
-    assert!(cms.get_opt("late").await.unwrap().is_none(), "a dependent of a deleted owner is collected");
+    assert!(
+        cms.get_opt("late").await.unwrap().is_none(),
+        "a dependent of a deleted owner is collected"
+    );
 }
 
 #[tokio::test]
 async fn label_and_field_selectors() {
     let srv = server();
     let cms: Api<ConfigMap> = Api::namespaced(srv.client(), "default");
-    for (n, labels) in [("a", json!({"app": "web", "tier": "front"})), ("b", json!({"app": "db"})), ("c", json!({}))] {
-        let c: ConfigMap = serde_json::from_value(json!({"metadata": {"name": n, "labels": labels}})).unwrap();
+    for (n, labels) in [
+        ("a", json!({"app": "web", "tier": "front"})),
+        ("b", json!({"app": "db"})),
+        ("c", json!({})),
+    ] {
+        let c: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": n, "labels": labels}})).unwrap();
         cms.create(&PostParams::default(), &c).await.unwrap();
     }
-    let names = |l: kube::core::ObjectList<ConfigMap>| l.items.into_iter().map(|c| c.metadata.name.unwrap()).collect::<Vec<_>>();
+    let names = |l: kube::core::ObjectList<ConfigMap>| {
+        l.items
+            .into_iter()
+            .map(|c| c.metadata.name.unwrap())
+            .collect::<Vec<_>>()
+    };
     let cases: [(&str, &str, &[&str]); 8] = [
         ("app=web", "", &["a"]),
         ("app==db", "", &["b"]),
@@ -202,11 +334,22 @@ async fn label_and_field_selectors() {
         ("", "metadata.name=b", &["b"]),
     ];
     for (l, f, want) in cases {
-        let got = names(cms.list(&ListParams::default().labels(l).fields(f)).await.unwrap());
+        let got = names(
+            cms.list(&ListParams::default().labels(l).fields(f))
+                .await
+                .unwrap(),
+        );
         assert_eq!(got, want, "labels {l:?} fields {f:?}");
     }
     let all: Api<ConfigMap> = Api::all(srv.client());
-    assert_eq!(names(all.list(&ListParams::default().fields("metadata.namespace=default,metadata.name!=a")).await.unwrap()), ["b", "c"]);
+    assert_eq!(
+        names(
+            all.list(&ListParams::default().fields("metadata.namespace=default,metadata.name!=a"))
+                .await
+                .unwrap()
+        ),
+        ["b", "c"]
+    );
 }
 
 #[tokio::test]
@@ -214,7 +357,9 @@ async fn list_pagination_with_continue() {
     let srv = server();
     let cms: Api<ConfigMap> = Api::namespaced(srv.client(), "default");
     for i in 0..7 {
-        cms.create(&PostParams::default(), &cm(&format!("cm{i}"))).await.unwrap();
+        cms.create(&PostParams::default(), &cm(&format!("cm{i}")))
+            .await
+            .unwrap();
     }
     let mut seen = Vec::new();
     let mut lp = ListParams::default().limit(3);
@@ -239,12 +384,39 @@ async fn patch_flavours() {
     let cms: Api<ConfigMap> = Api::namespaced(srv.client(), "default");
     cms.create(&PostParams::default(), &cm("x")).await.unwrap();
     let pp = PatchParams::default();
-    let c = cms.patch("x", &pp, &Patch::Strategic(json!({"data": {"a": null, "b": "2"}}))).await.unwrap();
-    assert_eq!(c.data.unwrap().into_iter().collect::<Vec<_>>(), [("b".to_string(), "2".to_string())]);
-    let failing: json_patch::Patch = serde_json::from_value(json!([{"op": "test", "path": "/data/b", "value": "nope"}])).unwrap();
-    assert_eq!(err_code(cms.patch("x", &pp, &Patch::Json::<()>(failing)).await.unwrap_err()).0, 422);
+    let c = cms
+        .patch(
+            "x",
+            &pp,
+            &Patch::Strategic(json!({"data": {"a": null, "b": "2"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        c.data.unwrap().into_iter().collect::<Vec<_>>(),
+        [("b".to_string(), "2".to_string())]
+    );
+    let failing: json_patch::Patch =
+        serde_json::from_value(json!([{"op": "test", "path": "/data/b", "value": "nope"}])).unwrap();
+    assert_eq!(
+        err_code(
+            cms.patch("x", &pp, &Patch::Json::<()>(failing))
+                .await
+                .unwrap_err()
+        )
+        .0,
+        422
+    );
     let rv_precondition = json!({"metadata": {"resourceVersion": "1"}, "data": {"c": "3"}});
-    assert_eq!(err_code(cms.patch("x", &pp, &Patch::Merge(rv_precondition)).await.unwrap_err()).0, 409);
+    assert_eq!(
+        err_code(
+            cms.patch("x", &pp, &Patch::Merge(rv_precondition))
+                .await
+                .unwrap_err()
+        )
+        .0,
+        409
+    );
 
     let widgets: Api<Widget> = Api::namespaced(srv.client(), "default");
     let ap = PatchParams::apply("tester");
@@ -254,18 +426,36 @@ async fn patch_flavours() {
     let again = json!({"apiVersion": "example.quotagate.io/v1", "kind": "Widget", "metadata": {"name": "w", "annotations": {"a": "1"}}, "spec": {"size": 2}});
     let w = widgets.patch("w", &ap, &Patch::Apply(again)).await.unwrap();
     assert_eq!(w.spec.size, 2);
-    assert!(!w.metadata.annotations.unwrap().contains_key("b"), "a field the manager stopped applying is removed");
-    assert_eq!(err_code(widgets.patch("w", &pp, &Patch::Strategic(json!({"spec": {"size": 3}}))).await.unwrap_err()), (415, "UnsupportedMediaType".into()));
+    assert!(
+        !w.metadata.annotations.unwrap().contains_key("b"),
+        "a field the manager stopped applying is removed"
+    );
+    assert_eq!(
+        err_code(
+            widgets
+                .patch("w", &pp, &Patch::Strategic(json!({"spec": {"size": 3}})))
+                .await
+                .unwrap_err()
+        ),
+        (415, "UnsupportedMediaType".into())
+    );
 }
 
 #[tokio::test]
 async fn admission_errors_are_422_with_causes() {
     let srv = server();
     let api: Api<Widget> = Api::namespaced(srv.client(), "default");
-    match api.create(&PostParams::default(), &widget("bad", -1)).await.unwrap_err() {
+    match api
+        .create(&PostParams::default(), &widget("bad", -1))
+        .await
+        .unwrap_err()
+    {
         kube::Error::Api(s) => {
             assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"));
-            assert_eq!(s.message, "Widget.example.quotagate.io \"bad\" is invalid: spec.size: Invalid value: must be >= 0");
+            assert_eq!(
+                s.message,
+                "Widget.example.quotagate.io \"bad\" is invalid: spec.size: Invalid value: must be >= 0"
+            );
         }
         e => panic!("{e:?}"),
     }
@@ -273,14 +463,37 @@ async fn admission_errors_are_422_with_causes() {
     let resp = raw(&srv, "POST", "/apis/example.quotagate.io/v1/namespaces/default/widgets", json!({"apiVersion": "example.quotagate.io/v1", "kind": "Widget", "metadata": {"name": "b"}, "spec": {"size": -2}})).await;
     // As a real server: the cause's message leaves the field out (kubectl prints `* <field>: <message>`),
     // and details.kind is the Kind, not the plural.
-    assert_eq!((resp["details"]["kind"].as_str(), resp["details"]["group"].as_str()), (Some("Widget"), Some("example.quotagate.io")));
-    assert_eq!(resp["details"]["causes"][0], json!({"reason": "FieldValueInvalid", "field": "spec.size", "message": "Invalid value: must be >= 0"}));
-    api.create(&PostParams::default(), &widget("good", 0)).await.unwrap();
-    let err = api.patch("good", &PatchParams::default(), &Patch::Merge(json!({"spec": {"size": -5}}))).await.unwrap_err();
+    assert_eq!(
+        (
+            resp["details"]["kind"].as_str(),
+            resp["details"]["group"].as_str()
+        ),
+        (Some("Widget"), Some("example.quotagate.io"))
+    );
+    assert_eq!(
+        resp["details"]["causes"][0],
+        json!({"reason": "FieldValueInvalid", "field": "spec.size", "message": "Invalid value: must be >= 0"})
+    );
+    api.create(&PostParams::default(), &widget("good", 0))
+        .await
+        .unwrap();
+    let err = api
+        .patch(
+            "good",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": -5}})),
+        )
+        .await
+        .unwrap_err();
     assert_eq!(err_code(err).0, 422, "updates are admitted too");
 }
 
-async fn raw(srv: &std::sync::Arc<quotagate::embedded::EmbeddedServer>, method: &str, uri: &str, body: serde_json::Value) -> serde_json::Value {
+async fn raw(
+    srv: &std::sync::Arc<quotagate::embedded::EmbeddedServer>,
+    method: &str,
+    uri: &str,
+    body: serde_json::Value,
+) -> serde_json::Value {
     use tower::ServiceExt;
     let req = http::Request::builder()
         .method(method)
@@ -297,11 +510,24 @@ async fn raw(srv: &std::sync::Arc<quotagate::embedded::EmbeddedServer>, method: 
 async fn cluster_scoped_kinds() {
     let srv = server();
     let api: Api<Gadget> = Api::all(srv.client());
-    let g = api.create(&PostParams::default(), &Gadget::new("g", GadgetSpec { color: "red".into() })).await.unwrap();
+    let g = api
+        .create(
+            &PostParams::default(),
+            &Gadget::new("g", GadgetSpec { color: "red".into() }),
+        )
+        .await
+        .unwrap();
     assert_eq!(g.metadata.namespace, None);
     assert_eq!(api.list(&ListParams::default()).await.unwrap().items.len(), 1);
     // No status subresource: status travels with main writes and bumps generation.
-    let g = api.patch("g", &PatchParams::default(), &Patch::Merge(json!({"spec": {"color": "blue"}}))).await.unwrap();
+    let g = api
+        .patch(
+            "g",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"color": "blue"}})),
+        )
+        .await
+        .unwrap();
     assert_eq!(g.metadata.generation, Some(2));
 }
 
@@ -314,7 +540,11 @@ async fn watch_replays_from_rv_then_streams_live() {
     let rv = first.metadata.resource_version.unwrap();
     let mut stream = api.watch(&WatchParams::default(), &rv).await.unwrap().boxed();
     match next_event(&mut stream).await {
-        WatchEvent::Added(c) => assert_eq!(c.metadata.name.as_deref(), Some("b"), "replay starts after the given RV"),
+        WatchEvent::Added(c) => assert_eq!(
+            c.metadata.name.as_deref(),
+            Some("b"),
+            "replay starts after the given RV"
+        ),
         e => panic!("{e:?}"),
     }
     api.delete("a", &DeleteParams::default()).await.unwrap();
@@ -332,23 +562,47 @@ async fn watch_replays_from_rv_then_streams_live() {
 
 #[tokio::test]
 async fn watch_timeout_bookmarks_and_initial_events() {
-    let cfg = quotagate::embedded::ServerConfig { bookmark_interval: std::time::Duration::from_millis(200), ..Default::default() };
+    let cfg = quotagate::embedded::ServerConfig {
+        bookmark_interval: std::time::Duration::from_millis(200),
+        ..Default::default()
+    };
     let srv = server_with(cfg);
     let api: Api<ConfigMap> = Api::namespaced(srv.client(), "default");
     api.create(&PostParams::default(), &cm("a")).await.unwrap();
     // timeoutSeconds ends the stream; with bookmarks allowed, idle periods carry BOOKMARKs.
-    let events: Vec<_> = timeout(WAIT, api.watch(&WatchParams::default().timeout(1), "0").await.unwrap().try_collect::<Vec<_>>())
-        .await
-        .expect("the stream ended by itself")
-        .unwrap();
+    let events: Vec<_> = timeout(
+        WAIT,
+        api.watch(&WatchParams::default().timeout(1), "0")
+            .await
+            .unwrap()
+            .try_collect::<Vec<_>>(),
+    )
+    .await
+    .expect("the stream ended by itself")
+    .unwrap();
     assert!(matches!(events[0], WatchEvent::Added(_)));
-    assert!(events.iter().any(|e| matches!(e, WatchEvent::Bookmark(_))), "{events:?}");
+    assert!(
+        events.iter().any(|e| matches!(e, WatchEvent::Bookmark(_))),
+        "{events:?}"
+    );
     // WatchList: ADDED for current objects, then the initial-events-end bookmark.
-    let wl: Vec<_> = api.watch(&WatchParams::default().initial_events().timeout(1), "0").await.unwrap().try_collect().await.unwrap();
+    let wl: Vec<_> = api
+        .watch(&WatchParams::default().initial_events().timeout(1), "0")
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
     assert!(matches!(wl[0], WatchEvent::Added(_)));
     match &wl[1] {
         WatchEvent::Bookmark(b) => {
-            assert_eq!(b.metadata.annotations.get("k8s.io/initial-events-end").map(String::as_str), Some("true"));
+            assert_eq!(
+                b.metadata
+                    .annotations
+                    .get("k8s.io/initial-events-end")
+                    .map(String::as_str),
+                Some("true")
+            );
             assert_eq!(b.types.kind, "ConfigMap");
         }
         e => panic!("{e:?}"),
@@ -362,7 +616,13 @@ async fn watch_from_compacted_rv_is_200_with_error_410() {
     let c = api.create(&PostParams::default(), &cm("a")).await.unwrap();
     api.create(&PostParams::default(), &cm("b")).await.unwrap();
     srv.store.compact();
-    let events: Vec<_> = api.watch(&WatchParams::default(), &c.metadata.resource_version.unwrap()).await.unwrap().try_collect().await.unwrap();
+    let events: Vec<_> = api
+        .watch(&WatchParams::default(), &c.metadata.resource_version.unwrap())
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
     match &events[..] {
         [WatchEvent::Error(e)] => assert_eq!((e.code, e.reason.as_str()), (410, "Expired")),
         other => panic!("{other:?}"),
@@ -371,50 +631,106 @@ async fn watch_from_compacted_rv_is_200_with_error_410() {
 
 #[tokio::test]
 async fn bounded_history_expires_old_rvs() {
-    let cfg = quotagate::embedded::ServerConfig { store: quotagate::embedded::StoreConfig { history_limit: 5, ..Default::default() }, ..Default::default() };
+    let cfg = quotagate::embedded::ServerConfig {
+        store: quotagate::embedded::StoreConfig {
+            history_limit: 5,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
     let srv = server_with(cfg);
     let api: Api<ConfigMap> = Api::namespaced(srv.client(), "default");
     let first = api.create(&PostParams::default(), &cm("a")).await.unwrap();
     for i in 0..10 {
-        api.create(&PostParams::default(), &cm(&format!("x{i}"))).await.unwrap();
+        api.create(&PostParams::default(), &cm(&format!("x{i}")))
+            .await
+            .unwrap();
     }
-    let events: Vec<_> = api.watch(&WatchParams::default(), &first.metadata.resource_version.unwrap()).await.unwrap().try_collect().await.unwrap();
-    assert!(matches!(&events[..], [WatchEvent::Error(e)] if e.code == 410), "{events:?}");
+    let events: Vec<_> = api
+        .watch(&WatchParams::default(), &first.metadata.resource_version.unwrap())
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert!(
+        matches!(&events[..], [WatchEvent::Error(e)] if e.code == 410),
+        "{events:?}"
+    );
 }
 
 #[tokio::test]
 async fn injected_write_faults() {
     let srv = server();
     let api: Api<ConfigMap> = Api::namespaced(srv.client(), "default");
-    let m = quotagate::embedded::WriteMatch { verb: Some("create".into()), plural: Some("configmaps".into()), ..Default::default() };
+    let m = quotagate::embedded::WriteMatch {
+        verb: Some("create".into()),
+        plural: Some("configmaps".into()),
+        ..Default::default()
+    };
     srv.store.faults.fail_nth_write_500(m.clone(), 2);
     api.create(&PostParams::default(), &cm("one")).await.unwrap();
-    assert_eq!(err_code(api.create(&PostParams::default(), &cm("two")).await.unwrap_err()).0, 500);
+    assert_eq!(
+        err_code(api.create(&PostParams::default(), &cm("two")).await.unwrap_err()).0,
+        500
+    );
     api.create(&PostParams::default(), &cm("two")).await.unwrap();
     srv.store.faults.fail_nth_write_409(m, 1);
-    assert_eq!(err_code(api.create(&PostParams::default(), &cm("three")).await.unwrap_err()).0, 409);
+    assert_eq!(
+        err_code(
+            api.create(&PostParams::default(), &cm("three"))
+                .await
+                .unwrap_err()
+        )
+        .0,
+        409
+    );
 }
 
 #[tokio::test]
 async fn pods_terminate_gracefully_when_bound() {
     let srv = server();
     let pods: Api<Pod> = Api::namespaced(srv.client(), "default");
-    let p: Pod = serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}})).unwrap();
+    let p: Pod = serde_json::from_value(
+        json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}),
+    )
+    .unwrap();
     let created = pods.create(&PostParams::default(), &p).await.unwrap();
     assert_eq!(created.status.unwrap().phase.as_deref(), Some("Pending"));
     pods.delete("p", &DeleteParams::default()).await.unwrap();
-    assert_eq!(err_code(pods.get("p").await.unwrap_err()).0, 404, "an unbound pod goes at once");
+    assert_eq!(
+        err_code(pods.get("p").await.unwrap_err()).0,
+        404,
+        "an unbound pod goes at once"
+    );
     let bound: Pod = serde_json::from_value(json!({"metadata": {"name": "q"}, "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]}})).unwrap();
     pods.create(&PostParams::default(), &bound).await.unwrap();
     pods.delete("q", &DeleteParams::default()).await.unwrap();
-    assert!(pods.get("q").await.unwrap().metadata.deletion_timestamp.is_some(), "a bound pod waits for its node");
-    pods.delete("q", &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await.unwrap();
+    assert!(
+        pods.get("q").await.unwrap().metadata.deletion_timestamp.is_some(),
+        "a bound pod waits for its node"
+    );
+    pods.delete(
+        "q",
+        &DeleteParams {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
     let gone = await_condition(pods.clone(), "q", |p: Option<&Pod>| p.is_none());
     timeout(WAIT, gone).await.unwrap().unwrap();
 }
 
-async fn next_event(s: &mut futures::stream::BoxStream<'static, kube::Result<WatchEvent<ConfigMap>>>) -> WatchEvent<ConfigMap> {
-    timeout(WAIT, s.next()).await.expect("an event in time").expect("stream open").expect("a decodable event")
+async fn next_event(
+    s: &mut futures::stream::BoxStream<'static, kube::Result<WatchEvent<ConfigMap>>>,
+) -> WatchEvent<ConfigMap> {
+    timeout(WAIT, s.next())
+        .await
+        .expect("an event in time")
+        .expect("stream open")
+        .expect("a decodable event")
 }
 
 #[tokio::test]
@@ -423,11 +739,31 @@ async fn filtered_watch_sees_objects_enter_and_leave_the_selection() {
     let api: Api<ConfigMap> = Api::namespaced(srv.client(), "default");
     let c = api.create(&PostParams::default(), &cm("a")).await.unwrap();
     let pp = PatchParams::default();
-    api.patch("a", &pp, &Patch::Merge(json!({"metadata": {"labels": {"sel": "yes"}}}))).await.unwrap();
-    api.patch("a", &pp, &Patch::Merge(json!({"data": {"b": "2"}}))).await.unwrap();
-    api.patch("a", &pp, &Patch::Merge(json!({"metadata": {"labels": {"sel": "no"}}}))).await.unwrap();
+    api.patch(
+        "a",
+        &pp,
+        &Patch::Merge(json!({"metadata": {"labels": {"sel": "yes"}}})),
+    )
+    .await
+    .unwrap();
+    api.patch("a", &pp, &Patch::Merge(json!({"data": {"b": "2"}})))
+        .await
+        .unwrap();
+    api.patch(
+        "a",
+        &pp,
+        &Patch::Merge(json!({"metadata": {"labels": {"sel": "no"}}})),
+    )
+    .await
+    .unwrap();
     let wp = WatchParams::default().labels("sel=yes").timeout(1);
-    let events: Vec<_> = api.watch(&wp, &c.metadata.resource_version.unwrap()).await.unwrap().try_collect().await.unwrap();
+    let events: Vec<_> = api
+        .watch(&wp, &c.metadata.resource_version.unwrap())
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
     let kinds: Vec<&str> = events
         .iter()
         .map(|e| match e {
@@ -444,7 +780,12 @@ async fn filtered_watch_sees_objects_enter_and_leave_the_selection() {
 async fn deleting_a_namespace_deletes_its_objects() {
     let srv = server();
     let nss: Api<Namespace> = Api::all(srv.client());
-    nss.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "team"}})).unwrap()).await.unwrap();
+    nss.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "team"}})).unwrap(),
+    )
+    .await
+    .unwrap();
     let team: Api<ConfigMap> = Api::namespaced(srv.client(), "team");
     team.create(&PostParams::default(), &cm("x")).await.unwrap();
     let default: Api<ConfigMap> = Api::namespaced(srv.client(), "default");
@@ -466,21 +807,40 @@ async fn concurrent_writers_one_total_order() {
             for i in 0..25 {
                 let name = format!("t{t}-{i}");
                 api.create(&PostParams::default(), &cm(&name)).await.unwrap();
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"data": {"n": i.to_string()}}))).await.unwrap();
+                api.patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"data": {"n": i.to_string()}})),
+                )
+                .await
+                .unwrap();
             }
         }));
     }
     for t in tasks {
         t.await.unwrap();
     }
-    let events: Vec<_> = api.watch(&WatchParams::default().timeout(1), &start_rv).await.unwrap().try_collect().await.unwrap();
+    let events: Vec<_> = api
+        .watch(&WatchParams::default().timeout(1), &start_rv)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
     let rvs: Vec<u64> = events
         .iter()
         .filter_map(|e| match e {
-            WatchEvent::Added(c) | WatchEvent::Modified(c) => c.metadata.resource_version.as_deref().and_then(|r| r.parse().ok()),
+            WatchEvent::Added(c) | WatchEvent::Modified(c) => c
+                .metadata
+                .resource_version
+                .as_deref()
+                .and_then(|r| r.parse().ok()),
             _ => None,
         })
         .collect();
     assert_eq!(rvs.len(), 400, "every create and patch is one event");
-    assert!(rvs.windows(2).all(|w| w[0] < w[1]), "strictly increasing resourceVersions");
+    assert!(
+        rvs.windows(2).all(|w| w[0] < w[1]),
+        "strictly increasing resourceVersions"
+    );
 }

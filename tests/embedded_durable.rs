@@ -21,7 +21,10 @@ fn data_dir(test: &str) -> PathBuf {
 }
 
 fn open(dir: &Path) -> Result<Arc<EmbeddedServer>, DurableError> {
-    let config = ServerConfig { data_dir: Some(dir.to_path_buf()), ..ServerConfig::default() };
+    let config = ServerConfig {
+        data_dir: Some(dir.to_path_buf()),
+        ..ServerConfig::default()
+    };
     EmbeddedServer::open(&[Widget::crd(), Gadget::crd()], Arc::new(TestHook), config)
 }
 
@@ -73,8 +76,22 @@ async fn a_restart_loads_back_every_committed_write_exactly() {
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let pp = PostParams::default();
     let kept = widgets.create(&pp, &widget("kept", 1)).await.unwrap();
-    widgets.patch_status("kept", &PatchParams::default(), &Patch::Merge(json!({"status": {"seen": "yes"}}))).await.unwrap();
-    widgets.patch("kept", &PatchParams::default(), &Patch::Merge(json!({"spec": {"size": 2}}))).await.unwrap();
+    widgets
+        .patch_status(
+            "kept",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"seen": "yes"}})),
+        )
+        .await
+        .unwrap();
+    widgets
+        .patch(
+            "kept",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": 2}})),
+        )
+        .await
+        .unwrap();
     // Deleted outright, deleted through its finalizer, deleted by the owner cascade.
     widgets.create(&pp, &widget("gone", 1)).await.unwrap();
     widgets.delete("gone", &DeleteParams::default()).await.unwrap();
@@ -82,7 +99,14 @@ async fn a_restart_loads_back_every_committed_write_exactly() {
     held.metadata.finalizers = Some(vec!["example.quotagate.io/hold".into()]);
     widgets.create(&pp, &held).await.unwrap();
     widgets.delete("held", &DeleteParams::default()).await.unwrap();
-    widgets.patch("held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await.unwrap();
+    widgets
+        .patch(
+            "held",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
     let owner = widgets.create(&pp, &widget("owner", 1)).await.unwrap();
     let owned: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "owned", "ownerReferences": [
         {"apiVersion": "example.quotagate.io/v1", "kind": "Widget", "name": "owner", "uid": owner.metadata.uid}]}, "data": {"a": "1"}}))
@@ -90,24 +114,54 @@ async fn a_restart_loads_back_every_committed_write_exactly() {
     cms.create(&pp, &owned).await.unwrap();
     widgets.delete("owner", &DeleteParams::default()).await.unwrap();
     let gadgets: Api<Gadget> = Api::all(client.clone());
-    gadgets.create(&pp, &Gadget::new("g", GadgetSpec { color: "red".into() })).await.unwrap();
+    gadgets
+        .create(&pp, &Gadget::new("g", GadgetSpec { color: "red".into() }))
+        .await
+        .unwrap();
 
     let before = snapshot(&client).await;
     let rv = server.store.resource_version();
     drop((widgets, cms, gadgets, client, server));
 
     let server = reopen(&dir).await;
-    assert_eq!(server.store.restored_rv(), rv, "the RV counter comes back (deletes advanced it too)");
+    assert_eq!(
+        server.store.restored_rv(),
+        rv,
+        "the RV counter comes back (deletes advanced it too)"
+    );
     assert_eq!(server.store.resource_version(), rv);
     let client = server.client();
-    assert_eq!(snapshot(&client).await, before, "objects, uids, timestamps, RVs, generations exactly");
+    assert_eq!(
+        snapshot(&client).await,
+        before,
+        "objects, uids, timestamps, RVs, generations exactly"
+    );
     let widgets: Api<Widget> = Api::namespaced(client.clone(), "default");
-    let names: Vec<String> = widgets.list(&ListParams::default()).await.unwrap().iter().map(|w| w.metadata.name.clone().unwrap()).collect();
+    let names: Vec<String> = widgets
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .iter()
+        .map(|w| w.metadata.name.clone().unwrap())
+        .collect();
     assert_eq!(names, ["kept"]);
     assert_eq!(widgets.get("kept").await.unwrap().metadata.uid, kept.metadata.uid);
-    assert!(Api::<ConfigMap>::namespaced(client.clone(), "default").get_opt("owned").await.unwrap().is_none());
-    let next = widgets.create(&PostParams::default(), &widget("after", 1)).await.unwrap();
-    assert_eq!(next.metadata.resource_version, Some((rv + 1).to_string()), "the counter continues, never reuses");
+    assert!(
+        Api::<ConfigMap>::namespaced(client.clone(), "default")
+            .get_opt("owned")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let next = widgets
+        .create(&PostParams::default(), &widget("after", 1))
+        .await
+        .unwrap();
+    assert_eq!(
+        next.metadata.resource_version,
+        Some((rv + 1).to_string()),
+        "the counter continues, never reuses"
+    );
     drop((widgets, client, server));
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -119,21 +173,38 @@ async fn a_watch_resumed_from_before_the_restart_gets_410_and_from_the_loaded_rv
     let dir = data_dir("watch");
     let server = open(&dir).unwrap();
     let widgets: Api<Widget> = Api::namespaced(server.client(), "default");
-    let first = widgets.create(&PostParams::default(), &widget("a", 1)).await.unwrap();
-    widgets.create(&PostParams::default(), &widget("b", 1)).await.unwrap();
+    let first = widgets
+        .create(&PostParams::default(), &widget("a", 1))
+        .await
+        .unwrap();
+    widgets
+        .create(&PostParams::default(), &widget("b", 1))
+        .await
+        .unwrap();
     let loaded = server.store.resource_version();
     drop((widgets, server));
 
     let server = reopen(&dir).await;
     let widgets: Api<Widget> = Api::namespaced(server.client(), "default");
     let old = first.metadata.resource_version.unwrap();
-    let mut stream = widgets.watch(&WatchParams::default(), &old).await.unwrap().boxed();
+    let mut stream = widgets
+        .watch(&WatchParams::default(), &old)
+        .await
+        .unwrap()
+        .boxed();
     match stream.next().await {
         Some(Ok(WatchEvent::Error(e))) => assert_eq!(e.code, 410, "{e:?}"),
         other => panic!("expected a 410 ERROR event, got {other:?}"),
     }
-    let mut stream = widgets.watch(&WatchParams::default(), &loaded.to_string()).await.unwrap().boxed();
-    widgets.create(&PostParams::default(), &widget("c", 1)).await.unwrap();
+    let mut stream = widgets
+        .watch(&WatchParams::default(), &loaded.to_string())
+        .await
+        .unwrap()
+        .boxed();
+    widgets
+        .create(&PostParams::default(), &widget("c", 1))
+        .await
+        .unwrap();
     match tokio::time::timeout(embedded_support::WAIT, stream.next()).await {
         Ok(Some(Ok(WatchEvent::Added(w)))) => assert_eq!(w.metadata.name.as_deref(), Some("c")),
         other => panic!("expected ADDED c, got {other:?}"),
@@ -147,10 +218,19 @@ async fn a_second_server_on_the_same_directory_is_refused_and_changes_nothing() 
     let dir = data_dir("lock");
     let server = open(&dir).unwrap();
     let widgets: Api<Widget> = Api::namespaced(server.client(), "default");
-    widgets.create(&PostParams::default(), &widget("a", 1)).await.unwrap();
+    widgets
+        .create(&PostParams::default(), &widget("a", 1))
+        .await
+        .unwrap();
     let err = open(&dir).err().expect("a second open is refused").to_string();
-    assert!(err.contains("in use by another quotagate process") && err.contains(durable::FILE_NAME), "{err}");
-    widgets.create(&PostParams::default(), &widget("b", 1)).await.unwrap();
+    assert!(
+        err.contains("in use by another quotagate process") && err.contains(durable::FILE_NAME),
+        "{err}"
+    );
+    widgets
+        .create(&PostParams::default(), &widget("b", 1))
+        .await
+        .unwrap();
     drop((widgets, server));
     let server = reopen(&dir).await;
     let widgets: Api<Widget> = Api::namespaced(server.client(), "default");
@@ -167,16 +247,26 @@ fn a_directory_of_another_format_is_refused_naming_both_versions() {
         let db = redb::Database::create(dir.join(durable::FILE_NAME)).unwrap();
         let txn = db.begin_write().unwrap();
         {
-            let mut meta = txn.open_table(redb::TableDefinition::<&str, u64>::new("meta")).unwrap();
+            let mut meta = txn
+                .open_table(redb::TableDefinition::<&str, u64>::new("meta"))
+                .unwrap();
             meta.insert("format", durable::FORMAT_VERSION + 1).unwrap();
-            let mut info = txn.open_table(redb::TableDefinition::<&str, &str>::new("info")).unwrap();
+            let mut info = txn
+                .open_table(redb::TableDefinition::<&str, &str>::new("info"))
+                .unwrap();
             info.insert("written_by", "9.9.9").unwrap();
         }
         txn.commit().unwrap();
     }
     let err = open(&dir).err().expect("refused").to_string();
-    let want = format!("written with data format {} (by quotagate 9.9.9)", durable::FORMAT_VERSION + 1);
-    assert!(err.contains(&want) && err.contains(&format!("reads format {}", durable::FORMAT_VERSION)), "{err}");
+    let want = format!(
+        "written with data format {} (by quotagate 9.9.9)",
+        durable::FORMAT_VERSION + 1
+    );
+    assert!(
+        err.contains(&want) && err.contains(&format!("reads format {}", durable::FORMAT_VERSION)),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -185,9 +275,16 @@ fn corrupt_or_foreign_data_is_a_clear_error_naming_the_file() {
     let dir = data_dir("corrupt");
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join(durable::FILE_NAME);
-    std::fs::write(&file, b"this is not a database, just some bytes that are long enough to look like a header").unwrap();
+    std::fs::write(
+        &file,
+        b"this is not a database, just some bytes that are long enough to look like a header",
+    )
+    .unwrap();
     let err = open(&dir).err().expect("refused").to_string();
-    assert!(err.contains(&file.display().to_string()) && err.contains("cannot be read"), "{err}");
+    assert!(
+        err.contains(&file.display().to_string()) && err.contains("cannot be read"),
+        "{err}"
+    );
 
     // A well-formed database holding an object that is not JSON.
     std::fs::remove_file(&file).unwrap();
@@ -198,12 +295,20 @@ fn corrupt_or_foreign_data_is_a_clear_error_naming_the_file() {
         {
             let def = redb::TableDefinition::<(&str, &str, &str, &str), &[u8]>::new("objects");
             let mut objects = txn.open_table(def).unwrap();
-            objects.insert(("example.quotagate.io", "widgets", "default", "w"), b"{broken".as_slice()).unwrap();
+            objects
+                .insert(
+                    ("example.quotagate.io", "widgets", "default", "w"),
+                    b"{broken".as_slice(),
+                )
+                .unwrap();
         }
         txn.commit().unwrap();
     }
     let err = open(&dir).err().expect("refused").to_string();
-    assert!(err.contains(&file.display().to_string()) && err.contains("widgets.example.quotagate.io default/w"), "{err}");
+    assert!(
+        err.contains(&file.display().to_string()) && err.contains("widgets.example.quotagate.io default/w"),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -221,34 +326,61 @@ async fn a_disk_that_refuses_writes_refuses_them_keeps_reads_and_recovers() {
     let server = open(&dir).unwrap();
     let client = server.client();
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    cms.create(&PostParams::default(), &config_map("before")).await.unwrap();
+    cms.create(&PostParams::default(), &config_map("before"))
+        .await
+        .unwrap();
     let mut watch = cms.watch(&WatchParams::default(), "0").await.unwrap().boxed();
 
     let faults = server.store.disk_faults().expect("a data directory");
     faults.set_refusing(true);
     // The write the disk refuses first is answered with the error (it may yet reach the disk).
-    let first = cms.create(&PostParams::default(), &config_map("refused")).await.unwrap_err();
+    let first = cms
+        .create(&PostParams::default(), &config_map("refused"))
+        .await
+        .unwrap_err();
     assert!(first.to_string().contains("no space left on device"), "{first}");
     // Then every write is refused before it is applied, naming why.
-    let e = cms.create(&PostParams::default(), &config_map("never")).await.unwrap_err();
-    assert!(e.to_string().contains("writing failed, so the API refuses writes until the disk takes them again"), "{e}");
+    let e = cms
+        .create(&PostParams::default(), &config_map("never"))
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("writing failed, so the API refuses writes until the disk takes them again"),
+        "{e}"
+    );
     // Reads go on.
     assert_eq!(cms.get("before").await.unwrap().data.unwrap()["k"], "before");
-    assert!(cms.list(&ListParams::default()).await.unwrap().items.iter().any(|c| c.metadata.name.as_deref() == Some("before")));
+    assert!(
+        cms.list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|c| c.metadata.name.as_deref() == Some("before"))
+    );
 
     faults.set_refusing(false);
     let deadline = tokio::time::Instant::now() + embedded_support::WAIT;
     loop {
         match cms.create(&PostParams::default(), &config_map("after")).await {
             Ok(_) => break,
-            Err(e) => assert!(tokio::time::Instant::now() < deadline, "writes did not resume: {e}"),
+            Err(e) => assert!(
+                tokio::time::Instant::now() < deadline,
+                "writes did not resume: {e}"
+            ),
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     // The watch saw every change in order, with no error in between.
     let mut seen = Vec::new();
     while !seen.iter().any(|n: &String| n == "after") {
-        match tokio::time::timeout(embedded_support::WAIT, watch.next()).await.expect("watch events").unwrap().unwrap() {
+        match tokio::time::timeout(embedded_support::WAIT, watch.next())
+            .await
+            .expect("watch events")
+            .unwrap()
+            .unwrap()
+        {
             WatchEvent::Added(c) => seen.push(c.metadata.name.unwrap()),
             WatchEvent::Error(e) => panic!("the watch failed during the alarm: {e:?}"),
             _ => {}
@@ -257,11 +389,24 @@ async fn a_disk_that_refuses_writes_refuses_them_keeps_reads_and_recovers() {
     assert_eq!(seen, ["before", "refused", "after"]);
     drop((watch, cms, client, server));
     let server = reopen(&dir).await;
-    let names: Vec<String> = Api::<ConfigMap>::namespaced(server.client(), "default").list(&ListParams::default()).await.unwrap().items.into_iter().filter_map(|c| c.metadata.name).collect();
+    let names: Vec<String> = Api::<ConfigMap>::namespaced(server.client(), "default")
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
     for acknowledged in ["before", "after"] {
-        assert!(names.iter().any(|n| n == acknowledged), "{acknowledged} lost: {names:?}");
+        assert!(
+            names.iter().any(|n| n == acknowledged),
+            "{acknowledged} lost: {names:?}"
+        );
     }
-    assert!(!names.iter().any(|n| n == "never"), "a refused write was stored: {names:?}");
+    assert!(
+        !names.iter().any(|n| n == "never"),
+        "a refused write was stored: {names:?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -273,7 +418,11 @@ async fn a_disk_that_refuses_writes_refuses_them_keeps_reads_and_recovers() {
 async fn a_full_data_directory_refuses_writes_until_space_returns() {
     let mount = data_dir("full-disk");
     std::fs::create_dir_all(&mount).unwrap();
-    let mounted = std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"]).arg(&mount).status().is_ok_and(|s| s.success());
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
+        .arg(&mount)
+        .status()
+        .is_ok_and(|s| s.success());
     if !mounted {
         println!("skipped: mounting a tmpfs needs root");
         return;
@@ -309,10 +458,16 @@ async fn a_full_data_directory_refuses_writes_until_space_returns() {
         }
     }
     let refusal = refusal.expect("a 4 MiB disk refuses some write");
-    assert!(refusal.contains("state.redb") && refusal.contains("writing failed"), "{refusal}");
+    assert!(
+        refusal.contains("state.redb") && refusal.contains("writing failed"),
+        "{refusal}"
+    );
     assert!(!acknowledged.is_empty(), "nothing fit before the disk filled");
     // Reads go on while the disk is full.
-    assert_eq!(cms.list(&ListParams::default()).await.unwrap().items.len() >= acknowledged.len(), true);
+    assert_eq!(
+        cms.list(&ListParams::default()).await.unwrap().items.len() >= acknowledged.len(),
+        true
+    );
     cms.get(&acknowledged[0]).await.unwrap();
 
     std::fs::remove_file(&filler).unwrap();
@@ -320,14 +475,24 @@ async fn a_full_data_directory_refuses_writes_until_space_returns() {
     loop {
         match cms.create(&PostParams::default(), &config_map("after")).await {
             Ok(_) => break,
-            Err(e) => assert!(tokio::time::Instant::now() < deadline, "writes did not resume once space returned: {e}"),
+            Err(e) => assert!(
+                tokio::time::Instant::now() < deadline,
+                "writes did not resume once space returned: {e}"
+            ),
         }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     acknowledged.push("after".into());
     drop((cms, server));
     let server = reopen(&dir).await;
-    let names: Vec<String> = Api::<ConfigMap>::namespaced(server.client(), "default").list(&ListParams::default()).await.unwrap().items.into_iter().filter_map(|c| c.metadata.name).collect();
+    let names: Vec<String> = Api::<ConfigMap>::namespaced(server.client(), "default")
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
     let lost: Vec<&String> = acknowledged.iter().filter(|n| !names.contains(n)).collect();
     assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
     drop(server);

@@ -25,10 +25,7 @@ async fn raw(
         .body(body)
         .unwrap();
     match client.request_text(req).await {
-        Ok(text) => (
-            200,
-            serde_json::from_str(&text).unwrap_or(Value::String(text)),
-        ),
+        Ok(text) => (200, serde_json::from_str(&text).unwrap_or(Value::String(text))),
         Err(kube::Error::Api(s)) => (s.code, json!({"reason": s.reason, "message": s.message})),
         Err(e) => panic!("{method} {path}: {e}"),
     }
@@ -55,9 +52,7 @@ async fn object_names_are_validated_and_paths_decoded() {
         return;
     };
     for bad in ["stuck wl", "a/b", "..", "ünï", "Upper", "-lead"] {
-        let o = k
-            .run_with(&["apply", "-f", "-"], Some(&configmap(bad)))
-            .await;
+        let o = k.run_with(&["apply", "-f", "-"], Some(&configmap(bad))).await;
         assert!(!o.ok, "{bad:?} was stored: {}", o.stdout);
         // kubectl itself refuses a name that cannot be a path segment before it asks the server;
         // every other one must be the server's 422 naming the field.
@@ -78,12 +73,10 @@ async fn object_names_are_validated_and_paths_decoded() {
     // A namespace name is a DNS label; a Service name a DNS-1035 label.
     k.refused(&["create", "namespace", "team.a"], None, "RFC 1123 label")
         .await;
-    let svc =
-        "apiVersion: v1\nkind: Service\nmetadata:\n  name: 0svc\nspec:\n  ports:\n  - port: 80\n";
+    let svc = "apiVersion: v1\nkind: Service\nmetadata:\n  name: 0svc\nspec:\n  ports:\n  - port: 80\n";
     let apply = ["apply", "-f", "-"];
     k.refused(&apply, Some(svc), "DNS-1035").await;
-    let labels =
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: lab\n  labels:\n    \"!bad\": x\n";
+    let labels = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: lab\n  labels:\n    \"!bad\": x\n";
     k.refused(&apply, Some(labels), "metadata.labels").await;
     let long = format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: lab\n  labels:\n    k: {}\n",
@@ -173,8 +166,7 @@ async fn oversized_requests_and_objects_are_refused() {
     };
     let client = k.srv.client();
     let big = |n: usize| {
-        serde_json::to_vec(&json!({"metadata": {"name": "big"}, "data": {"a": "x".repeat(n)}}))
-            .unwrap()
+        serde_json::to_vec(&json!({"metadata": {"name": "big"}, "data": {"a": "x".repeat(n)}})).unwrap()
     };
     let (code, st) = raw(
         &client,
@@ -199,10 +191,7 @@ async fn oversized_requests_and_objects_are_refused() {
     .await;
     assert_eq!(code, 413, "{st}");
     assert!(
-        st["message"]
-            .as_str()
-            .unwrap()
-            .contains("limit for one object"),
+        st["message"].as_str().unwrap().contains("limit for one object"),
         "{st}"
     );
     let file = k.dir.join("big.yaml");
@@ -214,12 +203,9 @@ async fn oversized_requests_and_objects_are_refused() {
         ),
     )
     .unwrap();
-    let o = k
-        .run_with(&["create", "-f", file.to_str().unwrap()], None)
-        .await;
+    let o = k.run_with(&["create", "-f", file.to_str().unwrap()], None).await;
     assert!(
-        !o.ok && o.stderr.contains("Request entity too large")
-            || o.stderr.contains("limit for one object"),
+        !o.ok && o.stderr.contains("Request entity too large") || o.stderr.contains("limit for one object"),
         "{}",
         o.stderr
     );
@@ -240,9 +226,7 @@ async fn oversized_requests_and_objects_are_refused() {
         )
         .unwrap();
         cms.create(&Default::default(), &cm).await.unwrap();
-        cms.delete(&format!("l{i}"), &Default::default())
-            .await
-            .unwrap();
+        cms.delete(&format!("l{i}"), &Default::default()).await.unwrap();
     }
     let (events, bytes) = srv.store.history_size();
     assert!(
@@ -272,11 +256,7 @@ async fn api_semantics_match_the_real_server() {
             r#"{"metadata":{"namespace":"other"}}"#,
             "does not match the namespace",
         ),
-        (
-            "merge",
-            r#"{"metadata":{"uid":"forged"}}"#,
-            "field is immutable",
-        ),
+        ("merge", r#"{"metadata":{"uid":"forged"}}"#, "field is immutable"),
         (
             "json",
             r#"[{"op":"replace","path":"/kind","value":"Secret"}]"#,
@@ -317,8 +297,7 @@ async fn api_semantics_match_the_real_server() {
         assert_eq!(code, 400, "merge patch {body}: {st}");
     }
     let apply = |name: &str, kind: &str| {
-        serde_json::to_vec(&json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": name}}))
-            .unwrap()
+        serde_json::to_vec(&json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": name}})).unwrap()
     };
     let (code, st) = raw(
         &client,
@@ -339,14 +318,7 @@ async fn api_semantics_match_the_real_server() {
     .await;
     assert_eq!(code, 400, "apply with a mismatched kind: {st}");
     for method in ["POST", "DELETE", "PUT"] {
-        let (code, _) = raw(
-            &client,
-            method,
-            "/version",
-            "application/json",
-            b"{}".to_vec(),
-        )
-        .await;
+        let (code, _) = raw(&client, method, "/version", "application/json", b"{}".to_vec()).await;
         assert_eq!(code, 405, "{method} /version");
     }
     assert_eq!(
@@ -380,7 +352,11 @@ async fn only_the_kubeconfig_credentials_reach_the_listener() {
         .to_string();
     assert!(text.contains(&format!("server: https://{}", k.addr)), "{text}");
     let variants = [
-        ("no-token", text.replace(&format!("token: {token}"), "{}").replace("user:\n    {}", "user: {}")),
+        (
+            "no-token",
+            text.replace(&format!("token: {token}"), "{}")
+                .replace("user:\n    {}", "user: {}"),
+        ),
         ("wrong-token", text.replace(&token, "not-the-token")),
     ];
     for (name, config) in &variants {

@@ -10,12 +10,12 @@ mod embedded_support;
 
 use std::time::{Duration, Instant};
 
+use embedded_support::peak_rss_kib;
 use k8s_openapi::api::core::v1::{Event, Pod};
-use kube::api::{Api, ListParams, PostParams};
 use kube::Client;
+use kube::api::{Api, ListParams, PostParams};
 use quotagate::api::ray::RayCluster;
 use serde_json::json;
-use embedded_support::peak_rss_kib;
 use tokio::process::Command;
 
 /// The stated bound on the process's peak resident set.
@@ -26,7 +26,6 @@ fn free_addr() -> String {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free loopback port");
     l.local_addr().expect("bound address").to_string()
 }
-
 
 fn huge() -> RayCluster {
     let container = |n: &str| json!({"name": n, "image": "rayproject/ray:2.46.0", "resources": {"requests": {"cpu": "100m"}}});
@@ -49,7 +48,15 @@ async fn a_two_billion_worker_cluster_stops_at_the_storage_quota_and_says_why() 
     std::fs::create_dir_all(&dir).expect("scratch directory");
     let kubeconfig = dir.join("kubeconfig");
     let mut child = Command::new(env!("CARGO_BIN_EXE_quotagate"))
-        .args(["run", "--embedded", "--storage-quota", "4194304", "--pod-start-delay", "0ms", "--listen"])
+        .args([
+            "run",
+            "--embedded",
+            "--storage-quota",
+            "4194304",
+            "--pod-start-delay",
+            "0ms",
+            "--listen",
+        ])
         .arg(free_addr())
         .arg("--kubeconfig-out")
         .arg(&kubeconfig)
@@ -67,11 +74,17 @@ async fn a_two_billion_worker_cluster_stops_at_the_storage_quota_and_says_why() 
         {
             break client;
         }
-        assert!(Instant::now() < deadline, "the process did not answer within 60 s");
+        assert!(
+            Instant::now() < deadline,
+            "the process did not answer within 60 s"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let clusters: Api<RayCluster> = Api::namespaced(client.clone(), "default");
-    clusters.create(&PostParams::default(), &huge()).await.expect("the API takes the cluster");
+    clusters
+        .create(&PostParams::default(), &huge())
+        .await
+        .expect("the API takes the cluster");
     let base_rss = peak_rss_kib(&child);
 
     // Every 100 ms for WATCH: a GET of the cluster, timed.
@@ -83,26 +96,43 @@ async fn a_two_billion_worker_cluster_stops_at_the_storage_quota_and_says_why() 
         }
         let t = Instant::now();
         let got = tokio::time::timeout(Duration::from_secs(5), clusters.get("huge")).await;
-        assert!(matches!(got, Ok(Ok(_))), "a GET went unanswered for 5 s or failed: {got:?}");
+        assert!(
+            matches!(got, Ok(Ok(_))),
+            "a GET went unanswered for 5 s or failed: {got:?}"
+        );
         latencies.push(t.elapsed());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     latencies.sort();
     let p = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
     let peak = peak_rss_kib(&child);
-    let pods = Api::<Pod>::namespaced(client.clone(), "default").list(&ListParams::default()).await.expect("pods").items.len();
+    let pods = Api::<Pod>::namespaced(client.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .expect("pods")
+        .items
+        .len();
     let rc = clusters.get("huge").await.expect("the cluster");
     let failure = rc
         .status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "ReplicaFailure" && c.status == "True"))
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.type_ == "ReplicaFailure" && c.status == "True")
+        })
         .map(|c| format!("{}: {}", c.reason, c.message))
         .unwrap_or_default();
-    let events = Api::<Event>::namespaced(client.clone(), "default").list(&ListParams::default()).await.expect("events").items;
+    let events = Api::<Event>::namespaced(client.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items;
     let said: Vec<String> = events
         .iter()
-        .filter(|e| e.involved_object.name.as_deref() == Some("huge") && e.type_.as_deref() == Some("Warning"))
+        .filter(|e| {
+            e.involved_object.name.as_deref() == Some("huge") && e.type_.as_deref() == Some("Warning")
+        })
         .filter_map(|e| e.message.clone())
         .collect();
     println!(
@@ -115,8 +145,16 @@ async fn a_two_billion_worker_cluster_stops_at_the_storage_quota_and_says_why() 
         base_rss / 1024,
         half_rss / 1024
     );
-    assert!(peak < PEAK_RSS_BOUND_KIB, "peak RSS {} MiB over the bound of {} MiB", peak / 1024, PEAK_RSS_BOUND_KIB / 1024);
-    assert!(pods > 100 && pods < 100_000, "{pods} pods: creation neither started nor stopped");
+    assert!(
+        peak < PEAK_RSS_BOUND_KIB,
+        "peak RSS {} MiB over the bound of {} MiB",
+        peak / 1024,
+        PEAK_RSS_BOUND_KIB / 1024
+    );
+    assert!(
+        pods > 100 && pods < 100_000,
+        "{pods} pods: creation neither started nor stopped"
+    );
     // The store refuses what does not fit, as etcd does once its quota is reached: the condition (a
     // few hundred bytes on an existing object) usually fits where a pod did not, the Warning event (a
     // new object) less often. When the store is too full for either, the process's log says why.
@@ -125,17 +163,29 @@ async fn a_two_billion_worker_cluster_stops_at_the_storage_quota_and_says_why() 
     let full_by = Instant::now() + Duration::from_secs(60);
     let logged = loop {
         let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
-        let logged = log.lines().any(|l| l.contains("database space exceeded") || l.contains("storage quota"));
+        let logged = log
+            .lines()
+            .any(|l| l.contains("database space exceeded") || l.contains("storage quota"));
         if logged || Instant::now() > full_by {
             break logged;
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
     println!("why, as the user sees it: condition {failure:?}, events {said:?}, in the log: {logged}");
-    assert!(logged, "the log does not say the store is full (condition {failure:?}, events {said:?})");
+    assert!(
+        logged,
+        "the log does not say the store is full (condition {failure:?}, events {said:?})"
+    );
     // Said from the first status write, before anything refused a pod.
-    let reason = rc.status.as_ref().and_then(|s| s.reason.clone()).unwrap_or_default();
-    assert!(reason.starts_with("ReplicasBeyondClusterLimit:") && reason.contains("2147483647 pods"), "status.reason: {reason:?}");
+    let reason = rc
+        .status
+        .as_ref()
+        .and_then(|s| s.reason.clone())
+        .unwrap_or_default();
+    assert!(
+        reason.starts_with("ReplicasBeyondClusterLimit:") && reason.contains("2147483647 pods"),
+        "status.reason: {reason:?}"
+    );
     let _ = child.start_kill();
     let _ = child.wait().await;
     let _ = std::fs::remove_dir_all(&dir);

@@ -20,33 +20,54 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
+use process_support::{
+    Manager, alive, bridge_gone_or_reused, netns_pids, repo_root, skip_without_tools, start_manager,
+};
 use quotagate::api::ray::RayCluster;
 use quotagate::embedded::sim::process::{ProcessConfig, ProcessRuntime};
 use quotagate::rayservice::dashboard::http::{HttpDashboard, HttpDashboardOptions};
 use quotagate::rayservice::dashboard::{DashboardEndpoint, RayDashboard};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use process_support::{Manager, alive, bridge_gone_or_reused, netns_pids, repo_root, skip_without_tools, start_manager};
 
 fn netns_list() -> BTreeSet<String> {
     let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.split_whitespace().next()).map(String::from).collect()
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(String::from)
+        .collect()
 }
 
 fn comm(pid: u32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim().to_owned()
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
 }
 
 fn environ(pid: u32) -> Vec<String> {
-    std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default().split(|b| *b == 0).map(|v| String::from_utf8_lossy(v).into_owned()).collect()
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .unwrap_or_default()
+        .split(|b| *b == 0)
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .collect()
 }
 
 /// One plain GET from the host, as a user's curl would.
 async fn get(addr: &str, path: &str) -> Option<String> {
-    let mut s = tokio::time::timeout(Duration::from_secs(3), tokio::net::TcpStream::connect(addr)).await.ok()?.ok()?;
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes()).await.ok()?;
+    let mut s = tokio::time::timeout(Duration::from_secs(3), tokio::net::TcpStream::connect(addr))
+        .await
+        .ok()?
+        .ok()?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .ok()?;
     let mut out = String::new();
-    tokio::time::timeout(Duration::from_secs(5), s.read_to_string(&mut out)).await.ok()?.ok()?;
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_string(&mut out))
+        .await
+        .ok()?
+        .ok()?;
     Some(out)
 }
 
@@ -79,7 +100,10 @@ fn head_cluster() -> RayCluster {
 }
 
 fn ready(p: &Pod) -> bool {
-    p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 #[test]
@@ -87,7 +111,11 @@ fn a_raycluster_head_runs_as_real_ray_in_a_network_namespace_of_its_own() {
     if skip_without_tools() {
         return;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         // What a crashed run leaves: a pod namespace with a process in it, and its bridge, under a /24
         // whose lock no live quotagate holds. Starting a runtime removes them.
@@ -283,21 +311,44 @@ fn a_raycluster_head_runs_as_real_ray_in_a_network_namespace_of_its_own() {
 #[test]
 fn runtime_flag_refusals_name_the_problem() {
     let qg = env!("CARGO_BIN_EXE_quotagate");
-    let out = Command::new(qg).args(["run", "--runtime", "process"]).output().unwrap();
+    let out = Command::new(qg)
+        .args(["run", "--runtime", "process"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--runtime process runs the embedded cluster's pods: use it with --embedded"), "{err}");
+    assert!(
+        err.contains("--runtime process runs the embedded cluster's pods: use it with --embedded"),
+        "{err}"
+    );
     let kc = std::env::temp_dir().join(format!("qg-rt-flag-{}.kubeconfig", std::process::id()));
     let out = Command::new(qg)
-        .args(["apiserver", "--listen", "127.0.0.1:0", "--runtime", "process", "--ray-venv", "/nonexistent/venv", "--kubeconfig-out"])
+        .args([
+            "apiserver",
+            "--listen",
+            "127.0.0.1:0",
+            "--runtime",
+            "process",
+            "--ray-venv",
+            "/nonexistent/venv",
+            "--kubeconfig-out",
+        ])
         .arg(&kc)
         .output()
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--ray-venv /nonexistent/venv: no bin/ray there (run scripts/install-ray.sh)"), "{err}");
-    let out = Command::new(qg).args(["run", "--embedded", "--runtime", "docker"]).output().unwrap();
+    assert!(
+        err.contains("--ray-venv /nonexistent/venv: no bin/ray there (run scripts/install-ray.sh)"),
+        "{err}"
+    );
+    let out = Command::new(qg)
+        .args(["run", "--embedded", "--runtime", "docker"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid value 'docker' for '--runtime <RUNTIME>'"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("invalid value 'docker' for '--runtime <RUNTIME>'")
+    );
     let _ = std::fs::remove_file(kc);
 }

@@ -17,25 +17,54 @@ async fn kubeconfig_client_and_cancellation() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("kubeconfig");
     let cancel = CancellationToken::new();
-    let (addr, handle) = srv.spawn_tcp("127.0.0.1:0".parse().unwrap(), Some(&path), cancel.clone()).await.unwrap();
+    let (addr, handle) = srv
+        .spawn_tcp("127.0.0.1:0".parse().unwrap(), Some(&path), cancel.clone())
+        .await
+        .unwrap();
     let kc = kube::config::Kubeconfig::read_from(&path).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
     assert_eq!(config.cluster_url.to_string(), format!("https://{addr}/"));
     let client = kube::Client::try_from(config).unwrap();
-    let names: Vec<String> = Api::<Namespace>::all(client).list(&ListParams::default()).await.unwrap().items.into_iter().filter_map(|n| n.metadata.name).collect();
+    let names: Vec<String> = Api::<Namespace>::all(client)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
     assert!(names.contains(&"default".to_string()), "{names:?}");
     cancel.cancel();
-    tokio::time::timeout(WAIT, handle).await.expect("server stops when cancelled").unwrap().unwrap();
+    tokio::time::timeout(WAIT, handle)
+        .await
+        .expect("server stops when cancelled")
+        .unwrap()
+        .unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]
 async fn serve_tcp_refuses_non_loopback_and_returns_on_cancel() {
-    let err = serve_tcp(server(), "0.0.0.0:0".parse().unwrap(), None, CancellationToken::new()).await.unwrap_err();
+    let err = serve_tcp(
+        server(),
+        "0.0.0.0:0".parse().unwrap(),
+        None,
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap_err();
     assert!(matches!(err, ServeError::NotLoopback(_)), "{err}");
     let cancel = CancellationToken::new();
     cancel.cancel();
-    tokio::time::timeout(WAIT, serve_tcp(server(), "127.0.0.1:0".parse().unwrap(), None, cancel)).await.unwrap().unwrap();
+    tokio::time::timeout(
+        WAIT,
+        serve_tcp(server(), "127.0.0.1:0".parse().unwrap(), None, cancel),
+    )
+    .await
+    .unwrap()
+    .unwrap();
 }
 
 #[tokio::test]
@@ -60,14 +89,30 @@ async fn embedded_cluster_starts_server_listener_and_simulators() {
     use quotagate::embedded::{AllowAll, ClusterOptions, EmbeddedCluster};
     let dir = std::env::temp_dir().join(format!("quotagate-cluster-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let opts = ClusterOptions { listen: Some("127.0.0.1:0".parse().unwrap()), kubeconfig_out: Some(dir.join("kc")), ..Default::default() };
-    let cluster = EmbeddedCluster::start(&[], std::sync::Arc::new(AllowAll), opts).await.unwrap();
+    let opts = ClusterOptions {
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        kubeconfig_out: Some(dir.join("kc")),
+        ..Default::default()
+    };
+    let cluster = EmbeddedCluster::start(&[], std::sync::Arc::new(AllowAll), opts)
+        .await
+        .unwrap();
     assert!(cluster.addr.is_some() && dir.join("kc").exists());
     let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
-    let p: Pod = serde_json::from_value(serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}})).unwrap();
+    let p: Pod = serde_json::from_value(
+        serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}),
+    )
+    .unwrap();
     pods.create(&PostParams::default(), &p).await.unwrap();
-    let running = |p: Option<&Pod>| p.and_then(|p| p.status.as_ref()).and_then(|s| s.phase.as_deref()) == Some("Running");
-    tokio::time::timeout(WAIT, await_condition(pods, "p", running)).await.unwrap().unwrap();
-    tokio::time::timeout(WAIT, cluster.stopped()).await.expect("simulators stop on shutdown");
+    let running = |p: Option<&Pod>| {
+        p.and_then(|p| p.status.as_ref()).and_then(|s| s.phase.as_deref()) == Some("Running")
+    };
+    tokio::time::timeout(WAIT, await_condition(pods, "p", running))
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::timeout(WAIT, cluster.stopped())
+        .await
+        .expect("simulators stop on shutdown");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -20,7 +20,11 @@ fn install_manifests(args: &[&str]) -> (bool, String, String) {
         .current_dir(root())
         .output()
         .expect("the quotagate binary runs");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 fn committed() -> String {
@@ -31,14 +35,20 @@ fn committed() -> String {
 fn committed_install_manifest_is_exactly_what_the_binary_prints() {
     let (ok, printed, err) = install_manifests(&[]);
     assert!(ok, "{err}");
-    assert!(printed == committed(), "dist/install.yaml is stale: run `cargo run -- install-manifests > dist/install.yaml`");
+    assert!(
+        printed == committed(),
+        "dist/install.yaml is stale: run `cargo run -- install-manifests > dist/install.yaml`"
+    );
 }
 
 #[test]
 fn a_bad_flag_is_refused_with_its_name() {
     let (ok, out, err) = install_manifests(&["--namespace", "Not_A_Label"]);
     assert!(!ok && out.is_empty(), "{out}");
-    assert!(err.contains("--namespace \"Not_A_Label\": must be a DNS label"), "{err}");
+    assert!(
+        err.contains("--namespace \"Not_A_Label\": must be a DNS label"),
+        "{err}"
+    );
     let (ok, _, err) = install_manifests(&["--config", "no/such/file.yaml"]);
     assert!(!ok && err.contains("--config no/such/file.yaml"), "{err}");
 }
@@ -52,18 +62,35 @@ fn kubectl_path() -> Option<PathBuf> {
 }
 
 fn name_of(d: &Value) -> String {
-    let s = |p: &str| d.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
-    format!("{} {}/{}", s("/kind"), s("/metadata/namespace"), s("/metadata/name"))
+    let s = |p: &str| {
+        d.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    format!(
+        "{} {}/{}",
+        s("/kind"),
+        s("/metadata/namespace"),
+        s("/metadata/name")
+    )
 }
 
 #[test]
 fn kustomize_of_config_default_builds_the_same_objects() {
     let Some(kubectl) = kubectl_path() else {
-        assert!(std::env::var("QUOTAGATE_REQUIRE_TOOLS").as_deref() != Ok("1"), "kubectl not installed: run scripts/install-kubectl.sh");
+        assert!(
+            std::env::var("QUOTAGATE_REQUIRE_TOOLS").as_deref() != Ok("1"),
+            "kubectl not installed: run scripts/install-kubectl.sh"
+        );
         println!("skipped: kubectl not installed, run scripts/install-kubectl.sh");
         return;
     };
-    let out = Command::new(kubectl).args(["kustomize", "config/default"]).current_dir(root()).output().expect("kubectl runs");
+    let out = Command::new(kubectl)
+        .args(["kustomize", "config/default"])
+        .current_dir(root())
+        .output()
+        .expect("kubectl runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let built = load_documents(&String::from_utf8_lossy(&out.stdout)).expect("kustomize prints YAML");
     let ours = load_documents(&committed()).expect("dist/install.yaml is YAML");
@@ -72,7 +99,11 @@ fn kustomize_of_config_default_builds_the_same_objects() {
     let names = |docs: &[Value]| docs.iter().map(name_of).collect::<Vec<_>>();
     assert_eq!(names(&built), names(&ours));
     for (b, o) in built.iter().zip(&ours) {
-        assert!(b == o, "{} differs between `kubectl kustomize config/default` and dist/install.yaml", name_of(o));
+        assert!(
+            b == o,
+            "{} differs between `kubectl kustomize config/default` and dist/install.yaml",
+            name_of(o)
+        );
     }
 }
 
@@ -89,5 +120,8 @@ fn the_install_guide_lists_the_objects_the_manifest_has() {
     }
     let printed: String = counted.iter().map(|(n, k)| format!("{n:>7} {k}\n")).collect();
     let guide = std::fs::read_to_string(root().join("docs/install.md")).expect("docs/install.md exists");
-    assert!(guide.contains(&printed), "docs/install.md's object list is stale; the manifest has:\n{printed}");
+    assert!(
+        guide.contains(&printed),
+        "docs/install.md's object list is stale; the manifest has:\n{printed}"
+    );
 }

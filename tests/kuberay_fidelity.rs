@@ -23,18 +23,13 @@ async fn managed_by_is_immutable_on_rayclusters_and_rayservices() {
     let rcs: Api<RayCluster> = Api::namespaced(client.clone(), "default");
     let mut spec = cluster_spec();
     spec["managedBy"] = json!("kueue.x-k8s.io/multikueue");
-    let rc: RayCluster =
-        serde_json::from_value(json!({"apiVersion": "ray.io/v1", "kind": "RayCluster",
+    let rc: RayCluster = serde_json::from_value(json!({"apiVersion": "ray.io/v1", "kind": "RayCluster",
         "metadata": {"name": "rc", "namespace": "default"}, "spec": spec}))
-        .unwrap();
+    .unwrap();
     rcs.create(&PostParams::default(), &rc).await.unwrap();
     let flip = |to: &str| Patch::Merge(json!({"spec": {"managedBy": to}}));
     let err = rcs
-        .patch(
-            "rc",
-            &PatchParams::default(),
-            &flip("ray.io/kuberay-operator"),
-        )
+        .patch("rc", &PatchParams::default(), &flip("ray.io/kuberay-operator"))
         .await
         .expect_err("a managedBy change is refused");
     let msg = err.to_string();
@@ -42,32 +37,20 @@ async fn managed_by_is_immutable_on_rayclusters_and_rayservices() {
         msg.contains("spec.managedBy") && msg.contains("the managedBy field is immutable"),
         "{msg}"
     );
-    rcs.patch(
-        "rc",
-        &PatchParams::default(),
-        &flip("kueue.x-k8s.io/multikueue"),
-    )
-    .await
-    .expect("writing the same value is no change");
+    rcs.patch("rc", &PatchParams::default(), &flip("kueue.x-k8s.io/multikueue"))
+        .await
+        .expect("writing the same value is no change");
     let got = rcs.get("rc").await.unwrap();
-    assert_eq!(
-        got.spec.managed_by.as_deref(),
-        Some("kueue.x-k8s.io/multikueue")
-    );
+    assert_eq!(got.spec.managed_by.as_deref(), Some("kueue.x-k8s.io/multikueue"));
 
     let rss: Api<RayService> = Api::namespaced(client, "default");
-    let rs: RayService =
-        serde_json::from_value(json!({"apiVersion": "ray.io/v1", "kind": "RayService",
+    let rs: RayService = serde_json::from_value(json!({"apiVersion": "ray.io/v1", "kind": "RayService",
         "metadata": {"name": "rs", "namespace": "default"},
         "spec": {"managedBy": "ray.io/kuberay-operator", "rayClusterConfig": cluster_spec()}}))
-        .unwrap();
+    .unwrap();
     rss.create(&PostParams::default(), &rs).await.unwrap();
     let err = rss
-        .patch(
-            "rs",
-            &PatchParams::default(),
-            &flip("kueue.x-k8s.io/multikueue"),
-        )
+        .patch("rs", &PatchParams::default(), &flip("kueue.x-k8s.io/multikueue"))
         .await
         .expect_err("a managedBy change is refused");
     assert!(
@@ -93,13 +76,22 @@ async fn alpha_fields_are_refused_by_gate_then_as_not_implemented() {
             let gates = quotagate::api::ray::features::parse(gates).unwrap();
             let server = quotagate::wiring::manager::embedded_server_with(gates);
             let rcs: Api<RayCluster> = Api::namespaced(server.client(), "default");
-            rcs.create(&PostParams::default(), &rc).await.expect_err("refused").to_string()
+            rcs.create(&PostParams::default(), &rc)
+                .await
+                .expect_err("refused")
+                .to_string()
         }
     };
     let off = refusal("").await;
-    assert!(off.contains("spec.tlsOptions requires the RayClusterMTLS feature gate to be enabled"), "{off}");
+    assert!(
+        off.contains("spec.tlsOptions requires the RayClusterMTLS feature gate to be enabled"),
+        "{off}"
+    );
     let on = refusal("RayClusterMTLS=true").await;
-    assert!(on.contains("spec.tlsOptions") && on.contains("not implemented by quotagate"), "{on}");
+    assert!(
+        on.contains("spec.tlsOptions") && on.contains("not implemented by quotagate"),
+        "{on}"
+    );
     assert!(!on.contains("feature gate to be enabled"), "{on}");
 }
 
@@ -108,7 +100,10 @@ async fn alpha_fields_are_refused_by_gate_then_as_not_implemented() {
 /// usage error, as in KubeRay ("unrecognized feature gate").
 #[test]
 fn validate_takes_kuberay_feature_gates() {
-    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/manifests/kuberay/ray-cluster.embedded-gcs-ft.yaml");
+    let sample = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/manifests/kuberay/ray-cluster.embedded-gcs-ft.yaml"
+    );
     let run = |gates: &str| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_quotagate"))
             .args(["validate", "--feature-gates", gates, "-f", sample])
@@ -119,7 +114,10 @@ fn validate_takes_kuberay_feature_gates() {
     };
     let (code, out) = run("");
     assert_eq!(code, Some(1), "{out}");
-    assert!(out.contains("requires the GCSFaultToleranceEmbeddedStorage feature gate to be enabled"), "{out}");
+    assert!(
+        out.contains("requires the GCSFaultToleranceEmbeddedStorage feature gate to be enabled"),
+        "{out}"
+    );
     let (code, out) = run("GCSFaultToleranceEmbeddedStorage=true");
     assert_eq!(code, Some(1), "{out}");
     assert!(out.contains("is not implemented by quotagate"), "{out}");

@@ -76,7 +76,11 @@ impl Harness {
         ctx.config.busy_requeue = Duration::from_millis(200);
         ctx.config.gates = gates;
         tokio::spawn(clusterctl::run(Arc::new(ctx)));
-        Harness { client, cancel, _server: server }
+        Harness {
+            client,
+            cancel,
+            _server: server,
+        }
     }
 
     fn api<K>(&self) -> Api<K>
@@ -94,12 +98,17 @@ impl Harness {
     async fn pods(&self, labels: &str) -> Vec<Pod> {
         let lp = ListParams::default().labels(labels);
         let pods = self.api::<Pod>().list(&lp).await.unwrap().items;
-        pods.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect()
+        pods.into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect()
     }
 
     async fn patch_spec(&self, name: &str, spec: serde_json::Value) {
         let patch = Patch::Merge(json!({ "spec": spec }));
-        self.api::<RayCluster>().patch(name, &PatchParams::default(), &patch).await.unwrap();
+        self.api::<RayCluster>()
+            .patch(name, &PatchParams::default(), &patch)
+            .await
+            .unwrap();
     }
 }
 
@@ -114,7 +123,10 @@ where
         if let Some(v) = probe().await {
             return v;
         }
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -138,7 +150,10 @@ fn template(name: &str) -> serde_json::Value {
 
 async fn create(h: &Harness, v: serde_json::Value) -> RayCluster {
     let rc: RayCluster = serde_json::from_value(v).unwrap();
-    h.api::<RayCluster>().create(&PostParams::default(), &rc).await.unwrap()
+    h.api::<RayCluster>()
+        .create(&PostParams::default(), &rc)
+        .await
+        .unwrap()
 }
 
 fn workers(name: &str) -> String {
@@ -163,7 +178,8 @@ async fn ready_and_settled(h: &Harness, name: &str) -> RayCluster {
     eventually("state ready with the current generation observed", || async {
         let rc = h.cluster(name).await;
         let s = rc.status.as_ref()?;
-        (s.state == Some(ClusterState::Ready) && s.observed_generation == rc.metadata.generation).then_some(rc)
+        (s.state == Some(ClusterState::Ready) && s.observed_generation == rc.metadata.generation)
+            .then_some(rc)
     })
     .await
 }
@@ -184,7 +200,10 @@ fn static_raycluster() {
             .push(json!({"name": "fluentbit", "image": "fluent/fluent-bit:1.9.6"}));
         create(&h, v).await;
         eventually("the head service", || async {
-            h.api::<Service>().get_opt("raycluster-static-head-svc").await.unwrap()
+            h.api::<Service>()
+                .get_opt("raycluster-static-head-svc")
+                .await
+                .unwrap()
         })
         .await;
         worker_count(&h, "raycluster-static", 3).await;
@@ -194,16 +213,26 @@ fn static_raycluster() {
         })
         .await;
         let containers = &heads[0].spec.as_ref().unwrap().containers;
-        assert_eq!(containers.len(), 2, "autoscaling off: the Ray container and the sidecar");
+        assert_eq!(
+            containers.len(),
+            2,
+            "autoscaling off: the Ray container and the sidecar"
+        );
         assert_eq!(containers.last().unwrap().name, "fluentbit");
 
         let rc = ready_and_settled(&h, "raycluster-static").await;
         let times = rc.status.unwrap().state_transition_times.unwrap_or_default();
-        assert!(times.contains_key(&ClusterState::Ready), "stateTransitionTimes[ready] is set");
+        assert!(
+            times.contains_key(&ClusterState::Ready),
+            "stateTransitionTimes[ready] is set"
+        );
 
         let pods = worker_count(&h, "raycluster-static", 3).await;
         let gone = pods[0].name_any();
-        h.api::<Pod>().delete(&gone, &DeleteParams::default().grace_period(0)).await.unwrap();
+        h.api::<Pod>()
+            .delete(&gone, &DeleteParams::default().grace_period(0))
+            .await
+            .unwrap();
         eventually("a replacement worker", || async {
             let pods = h.pods(&workers("raycluster-static")).await;
             (pods.len() == 3 && pods.iter().all(|p| p.name_any() != gone)).then_some(())
@@ -232,7 +261,8 @@ fn overridden_app_labels_and_head_service_ip() {
     scenario(async {
         let h = Harness::start();
         let mut v = template("raycluster-overridden-k8s-labels");
-        v["spec"]["headGroupSpec"]["template"]["metadata"] = json!({"labels": {"app.kubernetes.io/name": "myapp"}});
+        v["spec"]["headGroupSpec"]["template"]["metadata"] =
+            json!({"labels": {"app.kubernetes.io/name": "myapp"}});
         create(&h, v).await;
         let name = "raycluster-overridden-k8s-labels";
         worker_count(&h, name, 3).await;
@@ -241,12 +271,23 @@ fn overridden_app_labels_and_head_service_ip() {
         assert_eq!(heads.len(), 1);
         assert_eq!(heads[0].labels()["app.kubernetes.io/name"], "myapp");
         let status = rc.status.unwrap();
-        assert!(status.state_transition_times.unwrap_or_default().contains_key(&ClusterState::Ready));
+        assert!(
+            status
+                .state_transition_times
+                .unwrap_or_default()
+                .contains_key(&ClusterState::Ready)
+        );
         let pod_ip = heads[0].status.as_ref().and_then(|s| s.pod_ip.clone());
         assert!(pod_ip.is_some(), "the node agent gave the head pod an IP");
         let head_info = status.head.unwrap();
-        assert_eq!(head_info.service_ip, pod_ip, "headless head Service: serviceIP is the head pod IP");
-        assert_eq!(head_info.service_name.as_deref(), Some("raycluster-overridden-k8s-labels-head-svc"));
+        assert_eq!(
+            head_info.service_ip, pod_ip,
+            "headless head Service: serviceIP is the head pod IP"
+        );
+        assert_eq!(
+            head_info.service_name.as_deref(),
+            Some("raycluster-overridden-k8s-labels-head-svc")
+        );
     });
 }
 
@@ -263,12 +304,28 @@ fn raycluster_with_autoscaling_enabled() {
         let mut v = template(name);
         v["spec"]["enableInTreeAutoscaling"] = json!(true);
         let rc = create(&h, v).await;
-        let rb = eventually("the autoscaler RoleBinding", || async { h.api::<RoleBinding>().get_opt(name).await.unwrap() }).await;
-        let role = eventually("the autoscaler Role", || async { h.api::<Role>().get_opt(name).await.unwrap() }).await;
-        let sa = eventually("the autoscaler ServiceAccount", || async { h.api::<ServiceAccount>().get_opt(name).await.unwrap() }).await;
-        for owners in [&rb.metadata.owner_references, &role.metadata.owner_references, &sa.metadata.owner_references] {
+        let rb = eventually("the autoscaler RoleBinding", || async {
+            h.api::<RoleBinding>().get_opt(name).await.unwrap()
+        })
+        .await;
+        let role = eventually("the autoscaler Role", || async {
+            h.api::<Role>().get_opt(name).await.unwrap()
+        })
+        .await;
+        let sa = eventually("the autoscaler ServiceAccount", || async {
+            h.api::<ServiceAccount>().get_opt(name).await.unwrap()
+        })
+        .await;
+        for owners in [
+            &rb.metadata.owner_references,
+            &role.metadata.owner_references,
+            &sa.metadata.owner_references,
+        ] {
             let o = &owners.as_ref().expect("owned")[0];
-            assert_eq!((o.kind.as_str(), o.uid.as_str()), ("RayCluster", rc.metadata.uid.as_deref().unwrap()));
+            assert_eq!(
+                (o.kind.as_str(), o.uid.as_str()),
+                ("RayCluster", rc.metadata.uid.as_deref().unwrap())
+            );
         }
         assert_eq!(rb.role_ref.name, name);
         assert_eq!(rb.subjects.unwrap()[0].name, name);
@@ -280,15 +337,23 @@ fn raycluster_with_autoscaling_enabled() {
             (p.len() == 1).then_some(p)
         })
         .await;
-        assert_eq!(heads[0].spec.as_ref().unwrap().service_account_name.as_deref(), Some(name));
+        assert_eq!(
+            heads[0].spec.as_ref().unwrap().service_account_name.as_deref(),
+            Some(name)
+        );
 
         let victim = pods[0].name_any();
-        let mut group = serde_json::to_value(&h.cluster(name).await.spec.worker_group_specs.unwrap()[0]).unwrap();
+        let mut group =
+            serde_json::to_value(&h.cluster(name).await.spec.worker_group_specs.unwrap()[0]).unwrap();
         group["replicas"] = json!(2);
         group["scaleStrategy"] = json!({"workersToDelete": [victim]});
-        h.patch_spec(name, json!({"workerGroupSpecs": [group.clone()]})).await;
+        h.patch_spec(name, json!({"workerGroupSpecs": [group.clone()]}))
+            .await;
         let left = worker_count(&h, name, 2).await;
-        assert!(left.iter().all(|p| p.name_any() != victim), "the named worker is the one removed");
+        assert!(
+            left.iter().all(|p| p.name_any() != victim),
+            "the named worker is the one removed"
+        );
         // What the autoscaler does after a scale-down (KubeRay's cleanUpWorkersToDelete), then scale up.
         group["scaleStrategy"] = json!({"workersToDelete": []});
         group["replicas"] = json!(4);
@@ -313,25 +378,46 @@ fn a_user_named_service_account_must_exist() {
         let events: Api<Event> = h.api();
         let event = eventually("the AutoscalerServiceAccountNotFound event", || async {
             let list = events.list(&ListParams::default()).await.unwrap().items;
-            list.into_iter().find(|e| e.reason.as_deref() == Some("AutoscalerServiceAccountNotFound"))
+            list.into_iter()
+                .find(|e| e.reason.as_deref() == Some("AutoscalerServiceAccountNotFound"))
         })
         .await;
-        assert!(event.note.unwrap_or_default().contains("ServiceAccount my-sa is not found"));
-        assert!(h.pods(&format!("ray.io/cluster={name}")).await.is_empty(), "no pod without its ServiceAccount");
+        assert!(
+            event
+                .note
+                .unwrap_or_default()
+                .contains("ServiceAccount my-sa is not found")
+        );
+        assert!(
+            h.pods(&format!("ray.io/cluster={name}")).await.is_empty(),
+            "no pod without its ServiceAccount"
+        );
         assert!(h.api::<Role>().get_opt(name).await.unwrap().is_none());
 
         let sa: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "my-sa"}})).unwrap();
-        h.api::<ServiceAccount>().create(&PostParams::default(), &sa).await.unwrap();
+        h.api::<ServiceAccount>()
+            .create(&PostParams::default(), &sa)
+            .await
+            .unwrap();
         let heads = eventually("the head pod", || async {
             let p = h.pods(&head(name)).await;
             (p.len() == 1).then_some(p)
         })
         .await;
-        assert_eq!(heads[0].spec.as_ref().unwrap().service_account_name.as_deref(), Some("my-sa"));
-        let rb = eventually("the RoleBinding", || async { h.api::<RoleBinding>().get_opt(name).await.unwrap() }).await;
+        assert_eq!(
+            heads[0].spec.as_ref().unwrap().service_account_name.as_deref(),
+            Some("my-sa")
+        );
+        let rb = eventually("the RoleBinding", || async {
+            h.api::<RoleBinding>().get_opt(name).await.unwrap()
+        })
+        .await;
         assert_eq!(rb.subjects.unwrap()[0].name, "my-sa");
         let sa = h.api::<ServiceAccount>().get("my-sa").await.unwrap();
-        assert!(sa.metadata.owner_references.is_none(), "the user's ServiceAccount stays the user's");
+        assert!(
+            sa.metadata.owner_references.is_none(),
+            "the user's ServiceAccount stays the user's"
+        );
     });
 }
 
@@ -349,11 +435,18 @@ fn pods_need_their_service_account() {
             }
             serde_json::from_value(v).unwrap()
         };
-        let err = h.api::<Pod>().create(&PostParams::default(), &pod(Some("absent"))).await.expect_err("refused");
+        let err = h
+            .api::<Pod>()
+            .create(&PostParams::default(), &pod(Some("absent")))
+            .await
+            .expect_err("refused");
         match err {
             kube::Error::Api(s) => {
                 assert_eq!((s.code, s.reason.as_str()), (403, "Forbidden"));
-                assert_eq!(s.message, "pods \"p\" is forbidden: error looking up service account default/absent: serviceaccount \"absent\" not found");
+                assert_eq!(
+                    s.message,
+                    "pods \"p\" is forbidden: error looking up service account default/absent: serviceaccount \"absent\" not found"
+                );
             }
             e => panic!("not an API error: {e}"),
         }
@@ -361,8 +454,14 @@ fn pods_need_their_service_account() {
         let ns = serde_json::from_value(json!({"metadata": {"name": "ml"}})).unwrap();
         nss.create(&PostParams::default(), &ns).await.unwrap();
         let ml: Api<Pod> = Api::namespaced(h.client.clone(), "ml");
-        let created = ml.create(&PostParams::default(), &pod(None)).await.expect("default exists in a new namespace");
-        assert_eq!(created.spec.unwrap().service_account_name.as_deref(), Some("default"));
+        let created = ml
+            .create(&PostParams::default(), &pod(None))
+            .await
+            .expect("default exists in a new namespace");
+        assert_eq!(
+            created.spec.unwrap().service_account_name.as_deref(),
+            Some("default")
+        );
     });
 }
 
@@ -389,7 +488,10 @@ fn suspend_worker_group() {
         let h = Harness::start();
         let name = "raycluster-suspend-workergroup";
         create(&h, template(name)).await;
-        eventually("4 pods", || async { (h.pods(&format!("ray.io/cluster={name}")).await.len() == 4).then_some(()) }).await;
+        eventually("4 pods", || async {
+            (h.pods(&format!("ray.io/cluster={name}")).await.len() == 4).then_some(())
+        })
+        .await;
         suspend_first_group(&h, name).await;
         worker_count(&h, name, 0).await;
         assert_eq!(h.pods(&head(name)).await.len(), 1);
@@ -409,12 +511,24 @@ fn suspend_worker_group_with_autoscaler_enabled() {
         let mut v = template(name);
         v["spec"]["enableInTreeAutoscaling"] = json!(true);
         create(&h, v).await;
-        eventually("4 pods", || async { (h.pods(&format!("ray.io/cluster={name}")).await.len() == 4).then_some(()) }).await;
-        let mut groups = serde_json::to_value(h.cluster(name).await.spec.worker_group_specs.unwrap()).unwrap();
+        eventually("4 pods", || async {
+            (h.pods(&format!("ray.io/cluster={name}")).await.len() == 4).then_some(())
+        })
+        .await;
+        let mut groups =
+            serde_json::to_value(h.cluster(name).await.spec.worker_group_specs.unwrap()).unwrap();
         groups[0]["suspend"] = json!(true);
         let patch = Patch::Merge(json!({"spec": {"workerGroupSpecs": groups}}));
-        let err = h.api::<RayCluster>().patch(name, &PatchParams::default(), &patch).await.expect_err("refused");
-        assert!(err.to_string().contains("cannot be suspended with the autoscaler enabled"), "{err}");
+        let err = h
+            .api::<RayCluster>()
+            .patch(name, &PatchParams::default(), &patch)
+            .await
+            .expect_err("refused");
+        assert!(
+            err.to_string()
+                .contains("cannot be suspended with the autoscaler enabled"),
+            "{err}"
+        );
         observed(&h, name).await;
         assert_eq!(h.pods(&workers(name)).await.len(), 3);
         assert_eq!(h.pods(&head(name)).await.len(), 1);
@@ -433,7 +547,10 @@ fn pod_template_namespace_is_ignored() {
         v["spec"]["workerGroupSpecs"][0]["template"]["metadata"] = json!({"namespace": "not-default"});
         create(&h, v).await;
         worker_count(&h, name, 3).await;
-        eventually("the head pod", || async { (h.pods(&head(name)).await.len() == 1).then_some(()) }).await;
+        eventually("the head pod", || async {
+            (h.pods(&head(name)).await.len() == 1).then_some(())
+        })
+        .await;
     });
 }
 

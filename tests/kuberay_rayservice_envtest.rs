@@ -58,10 +58,7 @@ fn head_only(name: &str) -> RayService {
 }
 
 async fn create(h: &Harness, rs: &RayService) -> RayService {
-    h.services()
-        .create(&PostParams::default(), rs)
-        .await
-        .unwrap()
+    h.services().create(&PostParams::default(), rs).await.unwrap()
 }
 
 /// The applications of the active (or pending) side of the status.
@@ -72,8 +69,7 @@ fn apps(rs: &RayService, pending_side: bool) -> BTreeMap<String, AppStatus> {
     } else {
         s.and_then(|s| s.active_service_status.as_ref())
     };
-    side.and_then(|a| a.applications.clone())
-        .unwrap_or_default()
+    side.and_then(|a| a.applications.clone()).unwrap_or_default()
 }
 
 /// Starts the head of `cluster` in the Ray simulator (KubeRay's `updateHeadPodToRunningAndReady`).
@@ -134,13 +130,10 @@ async fn pods(h: &Harness, labels: &str) -> Vec<Pod> {
 }
 
 async fn head_pod(h: &Harness, cluster: &str) -> Option<Pod> {
-    pods(
-        h,
-        &format!("ray.io/cluster={cluster},ray.io/node-type=head"),
-    )
-    .await
-    .into_iter()
-    .next()
+    pods(h, &format!("ray.io/cluster={cluster},ray.io/node-type=head"))
+        .await
+        .into_iter()
+        .next()
 }
 
 /// (pod name, pod uid) of every ready endpoint of Service `svc`'s EndpointSlices.
@@ -205,14 +198,8 @@ async fn group_count(h: &Harness, cluster: &str) -> usize {
 /// The RayService's worker groups with a copy of the first named `group` appended (KubeRay's
 /// `appendNewWorkerGroup`).
 fn with_group_appended(rs: &RayService, group: &str) -> serde_json::Value {
-    let mut groups = serde_json::to_value(
-        rs.spec
-            .ray_cluster_config
-            .worker_group_specs
-            .clone()
-            .unwrap(),
-    )
-    .unwrap();
+    let mut groups =
+        serde_json::to_value(rs.spec.ray_cluster_config.worker_group_specs.clone().unwrap()).unwrap();
     let mut extra = groups[0].clone();
     extra["groupName"] = json!(group);
     groups.as_array_mut().unwrap().push(extra);
@@ -230,9 +217,7 @@ fn with_group_appended(rs: &RayService, group: &str) -> serde_json::Value {
 async fn running_service(h: &Harness, name: &str) -> (RayService, String) {
     create(h, &kuberay_template(name)).await;
     let rs = h
-        .wait_rs(name, "conditions initialized", |rs| {
-            cond(rs, "Ready").is_some()
-        })
+        .wait_rs(name, "conditions initialized", |rs| cond(rs, "Ready").is_some())
         .await;
     assert!(!is_true(&rs, "UpgradeInProgress"), "{:?}", rs.status);
     assert!(!is_true(&rs, "Ready"), "{:?}", rs.status);
@@ -267,9 +252,7 @@ async fn running_service(h: &Harness, name: &str) -> (RayService, String) {
     for svc in [format!("{name}-head-svc"), format!("{name}-serve-svc")] {
         assert!(h.svcs().get_opt(&svc).await.unwrap().is_some(), "{svc}");
     }
-    let rs = h
-        .wait_rs(name, "serve endpoints", |rs| endpoints(rs) > 0)
-        .await;
+    let rs = h.wait_rs(name, "serve endpoints", |rs| endpoints(rs) > 0).await;
     assert!(
         is_true(&rs, "Ready"),
         "Ready once there are serve endpoints: {:?}",
@@ -467,11 +450,8 @@ fn appending_a_worker_group_updates_the_pending_cluster() {
             Some(1)
         );
         let groups = with_group_appended(&rs, "worker-group-to-active-cluster");
-        h.patch_spec(
-            name,
-            json!({"rayClusterConfig": {"workerGroupSpecs": groups}}),
-        )
-        .await;
+        h.patch_spec(name, json!({"rayClusterConfig": {"workerGroupSpecs": groups}}))
+            .await;
         eventually("two worker groups on the pending cluster", || async {
             (group_count(&h, &next).await == 2).then_some(())
         })

@@ -10,10 +10,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("api", &["api"]),
     ("queue", &["api", "queue"]),
     ("jobframework", &["api", "queue", "jobframework"]),
-    (
-        "rayservice",
-        &["api", "queue", "jobframework", "rayservice"],
-    ),
+    ("rayservice", &["api", "queue", "jobframework", "rayservice"]),
     ("jobs", &["api", "queue", "jobframework", "jobs"]),
     ("embedded", &["api", "embedded"]),
 ];
@@ -84,11 +81,7 @@ fn violations(src: &Path) -> Vec<String> {
         for (n, line) in text.lines().enumerate() {
             for module in crate_refs(line) {
                 if !allowed.contains(&module.as_str()) {
-                    out.push(format!(
-                        "src/{}:{}: {layer} -> {module}",
-                        rel.display(),
-                        n + 1
-                    ));
+                    out.push(format!("src/{}:{}: {layer} -> {module}", rel.display(), n + 1));
                 }
             }
         }
@@ -199,7 +192,10 @@ fn use_tree(code: &str, mut at: usize, base: &[String], out: &mut Vec<Vec<String
                 return at;
             }
         }
-        let name: String = code[at..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        let name: String = code[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
         if name.is_empty() {
             break;
         }
@@ -235,8 +231,10 @@ fn sources(src: &Path) -> Vec<Source> {
     let mut out = Vec::new();
     for file in files {
         let rel = file.strip_prefix(src).unwrap_or(&file).to_path_buf();
-        let mut module: Vec<String> =
-            rel.iter().map(|c| c.to_string_lossy().trim_end_matches(".rs").to_string()).collect();
+        let mut module: Vec<String> = rel
+            .iter()
+            .map(|c| c.to_string_lossy().trim_end_matches(".rs").to_string())
+            .collect();
         if matches!(module.last().map(String::as_str), Some("mod" | "lib" | "main")) {
             module.pop();
         }
@@ -245,13 +243,20 @@ fn sources(src: &Path) -> Vec<Source> {
         let mut cfg_test = false;
         for line in text.lines() {
             let t = line.trim_start();
-            if cfg_test && (t.starts_with("mod ") || t.starts_with("pub mod ") || t.starts_with("pub(crate) mod ")) && t.ends_with('{') {
+            if cfg_test
+                && (t.starts_with("mod ") || t.starts_with("pub mod ") || t.starts_with("pub(crate) mod "))
+                && t.ends_with('{')
+            {
                 break; // an inline test module: the rest of the file is tests
             }
             cfg_test = t.starts_with("#[cfg(test)]");
             lines.push(line.split("//").next().unwrap_or("").to_string());
         }
-        out.push(Source { rel, module, code: lines.join("\n") });
+        out.push(Source {
+            rel,
+            module,
+            code: lines.join("\n"),
+        });
     }
     out
 }
@@ -300,7 +305,10 @@ fn file_circles(src: &Path) -> Vec<String> {
     // What a folder's face re-exports (`pub use scheduler::{AdmissionCore, …}` in `queue/mod.rs`):
     // `super::AdmissionCore` in a sibling file names `scheduler.rs`.
     let mut aliases: BTreeMap<Vec<String>, Vec<String>> = BTreeMap::new();
-    for s in all.iter().filter(|s| s.rel.file_name().is_some_and(|f| f == "mod.rs")) {
+    for s in all
+        .iter()
+        .filter(|s| s.rel.file_name().is_some_and(|f| f == "mod.rs"))
+    {
         let mut at = 0;
         while let Some(found) = s.code[at..].find("pub use ") {
             let start = at + found + "pub use ".len();
@@ -322,7 +330,10 @@ fn file_circles(src: &Path) -> Vec<String> {
     }
     let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for s in &all {
-        let is_face = s.rel.file_name().is_some_and(|f| f == "mod.rs" || f == "lib.rs" || f == "main.rs");
+        let is_face = s
+            .rel
+            .file_name()
+            .is_some_and(|f| f == "mod.rs" || f == "lib.rs" || f == "main.rs");
         if is_face || is_test_file(&s.rel) {
             continue;
         }
@@ -335,7 +346,10 @@ fn file_circles(src: &Path) -> Vec<String> {
                 continue;
             };
             if target.len() == s.module.len() && target[..target.len() - 1] == *folder && target != s.module {
-                edges.entry(s.module.join("/")).or_default().insert(target.join("/"));
+                edges
+                    .entry(s.module.join("/"))
+                    .or_default()
+                    .insert(target.join("/"));
             }
         }
     }
@@ -397,7 +411,10 @@ fn file_circles(src: &Path) -> Vec<String> {
             let ties: Vec<String> = c
                 .iter()
                 .flat_map(|a| {
-                    edges[a].iter().filter(|b| c.contains(b)).map(move |b| format!("{a}.rs -> {b}.rs"))
+                    edges[a]
+                        .iter()
+                        .filter(|b| c.contains(b))
+                        .map(move |b| format!("{a}.rs -> {b}.rs"))
                 })
                 .collect();
             ties.join(", ")
@@ -421,17 +438,33 @@ fn the_checkers_see_a_core_import_and_a_circle() {
     let dir = std::env::temp_dir().join(format!("quotagate-circles-{}", std::process::id()));
     let jobs = dir.join("jobs");
     std::fs::create_dir_all(&jobs).unwrap();
-    std::fs::write(jobs.join("mod.rs"), "pub mod a;\npub mod b;\npub mod c;\npub mod d;\npub mod e;\npub use d::{Core, other};\n").unwrap();
+    std::fs::write(
+        jobs.join("mod.rs"),
+        "pub mod a;\npub mod b;\npub mod c;\npub mod d;\npub mod e;\npub use d::{Core, other};\n",
+    )
+    .unwrap();
     std::fs::write(
         jobs.join("a.rs"),
         "use super::b::Thing;\nuse crate::jobframework::{GenericJob, core::sync::replacement_for};\n",
     )
     .unwrap();
-    std::fs::write(jobs.join("b.rs"), "pub fn f() { super::a::g() }\n// super::c in a comment\n").unwrap();
-    std::fs::write(jobs.join("c.rs"), "use super::a;\n#[cfg(test)]\nmod tests {\n    use super::super::b;\n}\n").unwrap();
+    std::fs::write(
+        jobs.join("b.rs"),
+        "pub fn f() { super::a::g() }\n// super::c in a comment\n",
+    )
+    .unwrap();
+    std::fs::write(
+        jobs.join("c.rs"),
+        "use super::a;\n#[cfg(test)]\nmod tests {\n    use super::super::b;\n}\n",
+    )
+    .unwrap();
     // A circle through the face's re-export: `impl super::Core` in e.rs names d.rs.
     std::fs::write(jobs.join("d.rs"), "pub struct Core;\nuse super::e::share;\n").unwrap();
-    std::fs::write(jobs.join("e.rs"), "impl super::Core { fn g() {} }\npub fn share() {}\n").unwrap();
+    std::fs::write(
+        jobs.join("e.rs"),
+        "impl super::Core { fn g() {} }\npub fn share() {}\n",
+    )
+    .unwrap();
     let circles = file_circles(&dir);
     let core = core_imports(&dir);
     std::fs::remove_dir_all(&dir).ok();

@@ -13,7 +13,9 @@ fn manifests_dir() -> PathBuf {
 
 fn yaml_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else { return out };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
     for e in entries.flatten() {
         let p = e.path();
         if p.is_dir() {
@@ -65,7 +67,11 @@ fn diff(want: &Value, got: &Value, path: &str, out: &mut Vec<String>) {
 #[test]
 fn shared_manifests_exist() {
     let files = yaml_files(&manifests_dir());
-    assert!(files.len() >= 40, "expected the shared Kueue and KubeRay samples, found {} files", files.len());
+    assert!(
+        files.len() >= 40,
+        "expected the shared Kueue and KubeRay samples, found {} files",
+        files.len()
+    );
 }
 
 #[test]
@@ -76,7 +82,9 @@ fn every_document_of_our_kinds_round_trips_without_loss() {
         let text = std::fs::read_to_string(&file).expect("readable manifest");
         let docs = load_documents(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         for (i, doc) in docs.iter().enumerate() {
-            let Some(result) = round_trip_managed(doc) else { continue };
+            let Some(result) = round_trip_managed(doc) else {
+                continue;
+            };
             ours += 1;
             match result {
                 Ok(back) => {
@@ -90,7 +98,10 @@ fn every_document_of_our_kinds_round_trips_without_loss() {
             }
         }
     }
-    assert!(ours >= 30, "expected at least 30 documents of our kinds, found {ours}");
+    assert!(
+        ours >= 30,
+        "expected at least 30 documents of our kinds, found {ours}"
+    );
     assert!(failures.is_empty(), "round-trip losses:\n{}", failures.join("\n"));
 }
 
@@ -106,15 +117,23 @@ fn built_in_kinds_parse_and_foreign_kinds_are_listed_not_failed() {
                 DocClass::BuiltIn => builtin += 1,
                 DocClass::NotManaged => foreign += 1,
                 DocClass::Managed => continue,
-                DocClass::Unknown => problems.push(format!("{} doc {i}: unknown kind {}", file.display(), r.kind)),
+                DocClass::Unknown => {
+                    problems.push(format!("{} doc {i}: unknown kind {}", file.display(), r.kind))
+                }
             }
             for p in r.problems {
                 problems.push(format!("{} doc {i} {}/{}: {p}", file.display(), r.kind, r.name));
             }
         }
     }
-    assert!(builtin >= 10, "expected built-in kinds (ConfigMap, Secret, Service, ...), found {builtin}");
-    assert!(foreign >= 2, "expected Topology and another scheduler's Queue to be listed, found {foreign}");
+    assert!(
+        builtin >= 10,
+        "expected built-in kinds (ConfigMap, Secret, Service, ...), found {builtin}"
+    );
+    assert!(
+        foreign >= 2,
+        "expected Topology and another scheduler's Queue to be listed, found {foreign}"
+    );
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 

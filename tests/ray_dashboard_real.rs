@@ -14,13 +14,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use quotagate::rayservice::dashboard::sim::{RaySim, SimOptions};
+use quotagate::api::ray::RayJob;
 use quotagate::rayservice::dashboard::http::{HttpDashboard, HttpDashboardOptions};
+use quotagate::rayservice::dashboard::sim::{RaySim, SimOptions};
 use quotagate::rayservice::dashboard::{
     DashboardEndpoint, DashboardError, JobDetails, JobSubmitRequest, RayDashboard, RayJobsApi, ServeConfig,
     ServeDetails, ServeReadiness, serve_readiness,
 };
-use quotagate::api::ray::RayJob;
 use quotagate::rayservice::rayjob::controller::submit_request;
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -96,9 +96,7 @@ fn ray_dashboard_against_real_head() {
         .filter(|s| !s.is_empty());
     if reuse.is_none() && !root.join(".venv-ray/bin/ray").exists() {
         if std::env::var("QUOTAGATE_REQUIRE_TOOLS").as_deref() == Ok("1") {
-            panic!(
-                "QUOTAGATE_REQUIRE_TOOLS=1 but .venv-ray is missing: run scripts/install-ray.sh"
-            );
+            panic!("QUOTAGATE_REQUIRE_TOOLS=1 but .venv-ray is missing: run scripts/install-ray.sh");
         }
         println!("skipped: run scripts/install-ray.sh (no .venv-ray with Ray Serve)");
         return;
@@ -125,7 +123,14 @@ fn ray_dashboard_against_real_head() {
             ..Default::default()
         });
         // The Jobs API first: it needs no Serve controller, whose start-up is the slowest step.
-        job_scenarios(&client, &head.url, head.token.as_deref(), Duration::from_millis(250), true).await;
+        job_scenarios(
+            &client,
+            &head.url,
+            head.token.as_deref(),
+            Duration::from_millis(250),
+            true,
+        )
+        .await;
         scenarios(
             &client,
             &head.url,
@@ -171,16 +176,30 @@ async fn simulator_matches_the_real_scenarios() {
 }
 
 /// Polls a job until `done` holds on its status; panics after `limit`.
-async fn wait_job(client: &dyn RayJobsApi, ep: &DashboardEndpoint, id: &str, what: &str, poll: Duration, done: impl Fn(&str) -> bool) -> JobDetails {
+async fn wait_job(
+    client: &dyn RayJobsApi,
+    ep: &DashboardEndpoint,
+    id: &str,
+    what: &str,
+    poll: Duration,
+    done: impl Fn(&str) -> bool,
+) -> JobDetails {
     let limit = Duration::from_secs(90);
     let start = Instant::now();
     loop {
-        let d = client.job_info(ep, id).await.unwrap().unwrap_or_else(|| panic!("job {id} unknown to the head"));
+        let d = client
+            .job_info(ep, id)
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("job {id} unknown to the head"));
         if done(&d.status) {
             println!("  {id}: {} after {:.1?}", d.status, start.elapsed());
             return d;
         }
-        assert!(start.elapsed() < limit, "job {id}: {what} not reached in {limit:?}; last {d:?}");
+        assert!(
+            start.elapsed() < limit,
+            "job {id}: {what} not reached in {limit:?}; last {d:?}"
+        );
         tokio::time::sleep(poll).await;
     }
 }
@@ -208,27 +227,59 @@ async fn job_scenarios(client: &dyn RayJobsApi, url: &str, token: Option<&str>, 
     };
     let submitted = client.submit_job(&ep, &ok).await.unwrap();
     assert_eq!(submitted.submission_id, id("ok"));
-    assert!(client.submit_job(&ep, &ok).await.is_err(), "a known submission id is refused");
-    let d = wait_job(client, &ep, &id("ok"), "SUCCEEDED", poll, |s| s == "SUCCEEDED" || s == "FAILED").await;
+    assert!(
+        client.submit_job(&ep, &ok).await.is_err(),
+        "a known submission id is refused"
+    );
+    let d = wait_job(client, &ep, &id("ok"), "SUCCEEDED", poll, |s| {
+        s == "SUCCEEDED" || s == "FAILED"
+    })
+    .await;
     assert_eq!(d.status, "SUCCEEDED", "{d:?}");
-    assert_eq!(d.metadata.as_ref().and_then(|m| m.get("owner")).map(String::as_str), Some("quotagate"));
+    assert_eq!(
+        d.metadata
+            .as_ref()
+            .and_then(|m| m.get("owner"))
+            .map(String::as_str),
+        Some("quotagate")
+    );
     let logs = client.job_logs(&ep, &id("ok")).await.unwrap();
     assert!(logs.contains("hello from a ray job"), "{logs}");
 
     println!("jobs 3. a non-zero exit fails");
-    let bad = JobSubmitRequest { entrypoint: "exit 3".into(), submission_id: Some(id("bad")), ..Default::default() };
+    let bad = JobSubmitRequest {
+        entrypoint: "exit 3".into(),
+        submission_id: Some(id("bad")),
+        ..Default::default()
+    };
     client.submit_job(&ep, &bad).await.unwrap();
-    let d = wait_job(client, &ep, &id("bad"), "FAILED", poll, |s| s == "SUCCEEDED" || s == "FAILED").await;
+    let d = wait_job(client, &ep, &id("bad"), "FAILED", poll, |s| {
+        s == "SUCCEEDED" || s == "FAILED"
+    })
+    .await;
     assert_eq!(d.status, "FAILED", "{d:?}");
 
     println!("jobs 4. a running job cannot be deleted; stopped, it can, once");
-    let long = JobSubmitRequest { entrypoint: "sleep 60".into(), submission_id: Some(id("long")), ..Default::default() };
+    let long = JobSubmitRequest {
+        entrypoint: "sleep 60".into(),
+        submission_id: Some(id("long")),
+        ..Default::default()
+    };
     client.submit_job(&ep, &long).await.unwrap();
     wait_job(client, &ep, &id("long"), "RUNNING", poll, |s| s == "RUNNING").await;
-    assert!(client.delete_job(&ep, &id("long")).await.is_err(), "a running job's record is not deleted");
-    assert!(client.stop_job(&ep, &id("long")).await.unwrap(), "a running job stops");
+    assert!(
+        client.delete_job(&ep, &id("long")).await.is_err(),
+        "a running job's record is not deleted"
+    );
+    assert!(
+        client.stop_job(&ep, &id("long")).await.unwrap(),
+        "a running job stops"
+    );
     wait_job(client, &ep, &id("long"), "STOPPED", poll, |s| s == "STOPPED").await;
-    assert!(!client.stop_job(&ep, &id("long")).await.unwrap(), "an ended job is not stopped again");
+    assert!(
+        !client.stop_job(&ep, &id("long")).await.unwrap(),
+        "an ended job is not stopped again"
+    );
     println!("jobs 5. a RayJob in HTTPMode: the request the RayJob controller builds from its spec");
     // KubeRay: ray-operator/controllers/ray/utils/dashboard_httpclient.go (SubmitJobReq with the
     // request of ConvertRayJobToReq); ray-operator/test/e2erayjob/rayjob_lightweight_test.go
@@ -247,12 +298,34 @@ async fn job_scenarios(client: &dyn RayJobsApi, url: &str, token: Option<&str>, 
     }))
     .unwrap();
     let request = submit_request(&ray_job, &id("rayjob")).unwrap();
-    assert_eq!(client.submit_job(&ep, &request).await.unwrap().submission_id, id("rayjob"));
-    let d = wait_job(client, &ep, &id("rayjob"), "SUCCEEDED", poll, |s| s == "SUCCEEDED" || s == "FAILED").await;
+    assert_eq!(
+        client.submit_job(&ep, &request).await.unwrap().submission_id,
+        id("rayjob")
+    );
+    let d = wait_job(client, &ep, &id("rayjob"), "SUCCEEDED", poll, |s| {
+        s == "SUCCEEDED" || s == "FAILED"
+    })
+    .await;
     assert_eq!(d.status, "SUCCEEDED", "{d:?}");
-    assert_eq!(d.metadata.as_ref().and_then(|m| m.get("rayjob")).map(String::as_str), Some("http-mode"), "{d:?}");
-    let env = d.runtime_env.as_ref().and_then(|e| e.get("env_vars")).and_then(|v| v.get("GREETING")).and_then(|v| v.as_str());
-    assert_eq!(env, Some("hello-from-runtime-env"), "the runtime env as submitted: {d:?}");
+    assert_eq!(
+        d.metadata
+            .as_ref()
+            .and_then(|m| m.get("rayjob"))
+            .map(String::as_str),
+        Some("http-mode"),
+        "{d:?}"
+    );
+    let env = d
+        .runtime_env
+        .as_ref()
+        .and_then(|e| e.get("env_vars"))
+        .and_then(|v| v.get("GREETING"))
+        .and_then(|v| v.as_str());
+    assert_eq!(
+        env,
+        Some("hello-from-runtime-env"),
+        "the runtime env as submitted: {d:?}"
+    );
     let logs = client.job_logs(&ep, &id("rayjob")).await.unwrap();
     if real {
         // The simulator echoes the entrypoint as written; the real head runs it in the runtime env.
@@ -260,19 +333,16 @@ async fn job_scenarios(client: &dyn RayJobsApi, url: &str, token: Option<&str>, 
     }
     for what in ["ok", "bad", "long", "rayjob"] {
         assert!(client.delete_job(&ep, &id(what)).await.unwrap(), "{what} deleted");
-        assert_eq!(client.job_info(&ep, &id(what)).await.unwrap(), None, "{what} gone");
+        assert_eq!(
+            client.job_info(&ep, &id(what)).await.unwrap(),
+            None,
+            "{what} gone"
+        );
     }
 }
 
-fn app_config(
-    root: &Path,
-    target_capacity: Option<f64>,
-    extra_apps: Vec<serde_json::Value>,
-) -> ServeConfig {
-    let working_dir = format!(
-        "local://{}",
-        root.join("tests/fixtures/serve_app").display()
-    );
+fn app_config(root: &Path, target_capacity: Option<f64>, extra_apps: Vec<serde_json::Value>) -> ServeConfig {
+    let working_dir = format!("local://{}", root.join("tests/fixtures/serve_app").display());
     let mut apps = vec![json!({
         "name": "hello", "route_prefix": "/", "import_path": "app:app",
         "runtime_env": {"working_dir": working_dir},
@@ -333,13 +403,7 @@ fn hello_target_and_running(d: &ServeDetails) -> Option<(u32, usize)> {
     Some((dep.target_num_replicas?, dep.running_replicas()))
 }
 
-async fn scenarios(
-    client: &dyn RayDashboard,
-    url: &str,
-    token: Option<&str>,
-    root: &Path,
-    poll: Duration,
-) {
+async fn scenarios(client: &dyn RayDashboard, url: &str, token: Option<&str>, root: &Path, poll: Duration) {
     let mut ep = DashboardEndpoint::new(url);
 
     if let Some(token) = token {
@@ -353,10 +417,7 @@ async fn scenarios(
                  stop it with scripts/ray-peer.sh stop"
             ),
         }
-        match client
-            .serve_details(&ep.clone().with_token("0".repeat(64)))
-            .await
-        {
+        match client.serve_details(&ep.clone().with_token("0".repeat(64))).await {
             Err(DashboardError::Unauthorized { status: 403, .. }) => {
                 println!("  wrong token -> 403")
             }
@@ -430,14 +491,10 @@ async fn scenarios(
 
     println!("3. schema error -> 400 with Ray's message");
     let missing_import =
-        ServeConfig::from_json(json!({"applications": [{"name": "x", "route_prefix": "/x"}]}))
-            .unwrap();
+        ServeConfig::from_json(json!({"applications": [{"name": "x", "route_prefix": "/x"}]})).unwrap();
     match client.deploy(&ep, &missing_import, None).await {
         Err(DashboardError::Rejected { message }) => {
-            println!(
-                "  {}",
-                message.lines().take(3).collect::<Vec<_>>().join(" | ")
-            );
+            println!("  {}", message.lines().take(3).collect::<Vec<_>>().join(" | "));
             assert!(
                 message.contains("1 validation error for ServeDeploySchema"),
                 "{message}"
@@ -451,10 +508,7 @@ async fn scenarios(
     }
 
     println!("4. bad import path -> DEPLOY_FAILED with the traceback's last line");
-    let working_dir = format!(
-        "local://{}",
-        root.join("tests/fixtures/serve_app").display()
-    );
+    let working_dir = format!("local://{}", root.join("tests/fixtures/serve_app").display());
     let broken = json!({"name": "broken", "route_prefix": "/broken", "import_path": "no_such_module:app",
                         "runtime_env": {"working_dir": working_dir}});
     let t = Instant::now();
@@ -475,17 +529,10 @@ async fn scenarios(
     )
     .await;
     match serve_readiness(&d, None) {
-        ServeReadiness::Failed {
-            app,
-            status,
-            message,
-        } => {
+        ServeReadiness::Failed { app, status, message } => {
             assert_eq!(app, "broken");
             assert_eq!(status.as_str(), "DEPLOY_FAILED");
-            assert_eq!(
-                message,
-                "ModuleNotFoundError: No module named 'no_such_module'"
-            );
+            assert_eq!(message, "ModuleNotFoundError: No module named 'no_such_module'");
             let raw = &d.applications["broken"].message;
             assert!(
                 raw.starts_with("Deploying app 'broken' failed with exception:\nTraceback"),

@@ -188,10 +188,7 @@ fn creates_pods_services_and_status_then_scales() {
         );
         assert_eq!(s.desired_cpu.map(|q| q.0).as_deref(), Some("3"));
         assert_eq!(cond_status(&rc, "HeadPodReady").as_deref(), Some("True"));
-        assert_eq!(
-            cond_status(&rc, "RayClusterProvisioned").as_deref(),
-            Some("True")
-        );
+        assert_eq!(cond_status(&rc, "RayClusterProvisioned").as_deref(), Some("True"));
         assert!(s.head.and_then(|h| h.pod_ip).is_some());
         assert_eq!(h.pod_names("rc").await.len(), 3);
         let svcs: Api<Service> = Api::namespaced(h.client.clone(), NS);
@@ -251,17 +248,9 @@ fn recreate_strategy_replaces_every_pod_on_a_spec_change() {
             .items
             .iter()
             .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .map(|p| {
-                p.spec.as_ref().unwrap().containers[0]
-                    .image
-                    .clone()
-                    .unwrap()
-            })
+            .map(|p| p.spec.as_ref().unwrap().containers[0].image.clone().unwrap())
             .collect();
-        assert!(
-            images.iter().all(|i| i == "rayproject/ray:2.47.0"),
-            "{images:?}"
-        );
+        assert!(images.iter().all(|i| i == "rayproject/ray:2.47.0"), "{images:?}");
         assert!(ready(&rc));
     });
 }
@@ -293,10 +282,7 @@ fn suspend_deletes_pods_and_resume_recreates_them() {
                     .is_some_and(|s| s.state == Some(ClusterState::Suspended))
             })
             .await;
-        assert_eq!(
-            cond_status(&rc, "RayClusterSuspended").as_deref(),
-            Some("True")
-        );
+        assert_eq!(cond_status(&rc, "RayClusterSuspended").as_deref(), Some("True"));
         assert_eq!(
             cond_status(&rc, "RayClusterProvisioned").as_deref(),
             Some("False")
@@ -343,10 +329,7 @@ fn suspend_deletes_pods_and_resume_recreates_them() {
             .await
             .unwrap();
         let rc = h.wait_cluster("sus", "ready again", ready).await;
-        assert_eq!(
-            cond_status(&rc, "RayClusterSuspended").as_deref(),
-            Some("False")
-        );
+        assert_eq!(cond_status(&rc, "RayClusterSuspended").as_deref(), Some("False"));
         let suspended = rc
             .status
             .as_ref()
@@ -377,10 +360,7 @@ fn failed_worker_is_replaced() {
             annotations: Some([(node::FAIL_ANNOTATION.to_string(), "true".to_string())].into()),
             ..Default::default()
         });
-        h.clusters()
-            .create(&PostParams::default(), &rc)
-            .await
-            .unwrap();
+        h.clusters().create(&PostParams::default(), &rc).await.unwrap();
         let pods = h.pods();
         let workers = "ray.io/cluster=fail,ray.io/node-type=worker";
         wait_pods(&pods, workers, "a failed worker", |ps| {
@@ -405,8 +385,7 @@ fn failed_worker_is_replaced() {
             )
             .await
             .unwrap();
-        h.wait_cluster("fail", "ready with a replacement", ready)
-            .await;
+        h.wait_cluster("fail", "ready with a replacement", ready).await;
         let now = live_names(
             &pods
                 .list(&ListParams::default().labels(workers))

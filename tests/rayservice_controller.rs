@@ -6,8 +6,8 @@ mod rayservice_support;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use quotagate::api::ray::{RayCluster, RayService};
 use quotagate::rayservice::dashboard::{DashboardEndpoint, RayDashboard};
 use rayservice_support::*;
@@ -46,8 +46,7 @@ async fn create_then_serve_update_in_place_body() {
             move |rs| {
                 sim.put_count(&url) == 2
                     && is_true(rs, "Ready")
-                    && rs.status.as_ref().and_then(|s| s.observed_generation)
-                        == rs.metadata.generation
+                    && rs.status.as_ref().and_then(|s| s.observed_generation) == rs.metadata.generation
             }
         })
         .await;
@@ -70,11 +69,8 @@ async fn blue_green_upgrade_switches_services_and_deletes_the_old_cluster_later_
     let rs = create_and_wait_ready(&h, "bg").await;
     let old = active(&rs).unwrap();
 
-    h.patch_spec(
-        "bg",
-        json!({ "rayClusterConfig": { "rayVersion": "2.47.0" } }),
-    )
-    .await;
+    h.patch_spec("bg", json!({ "rayClusterConfig": { "rayVersion": "2.47.0" } }))
+        .await;
     let rs = h
         .wait_rs("bg", "a pending cluster", |rs| pending(rs).is_some())
         .await;
@@ -90,9 +86,7 @@ async fn blue_green_upgrade_switches_services_and_deletes_the_old_cluster_later_
         .wait_rs("bg", "promotion", {
             let new = new.clone();
             move |rs| {
-                active(rs).as_deref() == Some(new.as_str())
-                    && pending(rs).is_none()
-                    && is_true(rs, "Ready")
+                active(rs).as_deref() == Some(new.as_str()) && pending(rs).is_none() && is_true(rs, "Ready")
             }
         })
         .await;
@@ -142,7 +136,11 @@ async fn suspend_deletes_everything_and_resume_recreates_body() {
     // might wait on ends False/SuspendComplete, RollbackInProgress included.
     for type_ in ["Suspending", "Ready", "UpgradeInProgress", "RollbackInProgress"] {
         let c = cond(&rs, type_).unwrap_or_else(|| panic!("no {type_}"));
-        assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "SuspendComplete"), "{type_}");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "SuspendComplete"),
+            "{type_}"
+        );
     }
     assert_eq!((active(&rs), pending(&rs), endpoints(&rs)), (None, None, 0));
     assert!(!is_true(&rs, "Ready"));
@@ -183,8 +181,16 @@ async fn broken_serve_config_keeps_the_active_serving_body() {
         .await;
     // KubeRay's rule (issue 47): Ready stays True while serve endpoints exist; the failure is said.
     let ready = cond(&rs, "Ready").unwrap();
-    assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("True", "NonZeroServeEndpoints"));
-    assert!(cond(&rs, "UpgradeInProgress").unwrap().message.contains("DEPLOY_FAILED"));
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("True", "NonZeroServeEndpoints")
+    );
+    assert!(
+        cond(&rs, "UpgradeInProgress")
+            .unwrap()
+            .message
+            .contains("DEPLOY_FAILED")
+    );
     assert!(endpoints(&rs) > 0, "old replicas keep serving");
     assert_eq!(active(&rs).as_deref(), Some(a.as_str()));
     assert_eq!(
@@ -239,12 +245,19 @@ async fn a_config_fixed_back_body() {
         status: Some(false),
     };
     h.server.store.faults.fail_nth_write_409(writes_to_the_cluster, 1);
-    h.patch_spec("fixed", json!({ "serveConfigV2": serve_config("no_such_module.app", 3) })).await;
+    h.patch_spec(
+        "fixed",
+        json!({ "serveConfigV2": serve_config("no_such_module.app", 3) }),
+    )
+    .await;
     // The fix lands once the broken config was deployed and its record refused, before the
     // controller's retry after that error would record it.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while h.server.store.faults.pending_write_faults() > 0 {
-        assert!(std::time::Instant::now() < deadline, "the broken config was never recorded");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the broken config was never recorded"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     h.patch_spec("fixed", json!({ "serveConfigV2": good })).await;
@@ -255,16 +268,26 @@ async fn a_config_fixed_back_body() {
     loop {
         let details = h.sim.serve_details(&ray).await.unwrap();
         let app = details.applications.values().next().unwrap();
-        let import = app.deployed_app_config.as_ref().and_then(|c| c["import_path"].as_str().map(str::to_string));
-        if import.as_deref() == Some("fruit.deployment_graph") && app.status == quotagate::rayservice::dashboard::types::AppStatus::Running {
+        let import = app
+            .deployed_app_config
+            .as_ref()
+            .and_then(|c| c["import_path"].as_str().map(str::to_string));
+        if import.as_deref() == Some("fruit.deployment_graph")
+            && app.status == quotagate::rayservice::dashboard::types::AppStatus::Running
+        {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "Ray still applies {import:?} ({:?}): the fix was never pushed", app.status);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Ray still applies {import:?} ({:?}): the fix was never pushed",
+            app.status
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let rs = h
         .wait_rs("fixed", "Ready again on the fixed config", |rs| {
-            is_true(rs, "Ready") && rs.status.as_ref().and_then(|s| s.observed_generation) == rs.metadata.generation
+            is_true(rs, "Ready")
+                && rs.status.as_ref().and_then(|s| s.observed_generation) == rs.metadata.generation
         })
         .await;
     assert_eq!(active(&rs).as_deref(), Some(a.as_str()));
@@ -278,11 +301,8 @@ fn operator_restart_mid_upgrade_resumes_without_a_second_pending() {
 async fn operator_restart_mid_upgrade_resumes_without_a_second_pending_body() {
     let mut h = Harness::start();
     create_and_wait_ready(&h, "crash").await;
-    h.patch_spec(
-        "crash",
-        json!({ "rayClusterConfig": { "rayVersion": "2.47.0" } }),
-    )
-    .await;
+    h.patch_spec("crash", json!({ "rayClusterConfig": { "rayVersion": "2.47.0" } }))
+        .await;
     let rs = h
         .wait_rs("crash", "a pending cluster", |rs| pending(rs).is_some())
         .await;
@@ -313,12 +333,11 @@ async fn queue_managed_service_without_admitted_workload_runs_no_pod_body() {
     let h = Harness::start();
     let mut rs = rayservice("gated", "rayproject/ray:2.46.0");
     rs.metadata.labels = Some([("kueue.x-k8s.io/queue-name".to_string(), "lq".to_string())].into());
-    h.services()
-        .create(&PostParams::default(), &rs)
-        .await
-        .unwrap();
+    h.services().create(&PostParams::default(), &rs).await.unwrap();
     let rs = h
-        .wait_rs("gated", "a first cluster named", |rs| pending(rs).is_some() || active(rs).is_some())
+        .wait_rs("gated", "a first cluster named", |rs| {
+            pending(rs).is_some() || active(rs).is_some()
+        })
         .await;
     let name = pending(&rs).or_else(|| active(&rs)).unwrap();
     // Wait until the RayCluster controller has reconciled the cluster (it writes status).
@@ -348,12 +367,10 @@ fn config_refused_by_ray_is_reported_once_and_the_active_keeps_serving() {
         let a = active(&rs).unwrap();
         // No import_path: Ray's schema check answers 400.
         let bad = "applications:\n  - name: fruit_app\n    route_prefix: /fruit\n";
-        h.patch_spec("refused", json!({ "serveConfigV2": bad }))
-            .await;
+        h.patch_spec("refused", json!({ "serveConfigV2": bad })).await;
         let rs = h
             .wait_rs("refused", "the refusal in Ready", |rs| {
-                cond(rs, "Ready")
-                    .is_some_and(|c| c.message.contains("Ray rejected the Serve config"))
+                cond(rs, "Ready").is_some_and(|c| c.message.contains("Ray rejected the Serve config"))
             })
             .await;
         assert_eq!(cond(&rs, "Ready").unwrap().reason, "NonZeroServeEndpoints");
@@ -377,15 +394,8 @@ fn deleting_the_rayservice_deletes_its_clusters_then_releases_the_finalizer() {
     scenario(async {
         let h = Harness::start();
         let rs = create_and_wait_ready(&h, "gone").await;
-        assert!(
-            rs.finalizers()
-                .iter()
-                .any(|f| f == "ray.io/rayservice-finalizer")
-        );
-        h.services()
-            .delete("gone", &Default::default())
-            .await
-            .unwrap();
+        assert!(rs.finalizers().iter().any(|f| f == "ray.io/rayservice-finalizer"));
+        h.services().delete("gone", &Default::default()).await.unwrap();
         let uid = rs.uid().unwrap();
         poll_until(&h.services(), "gone", deleted(uid))
             .await
@@ -393,7 +403,6 @@ fn deleting_the_rayservice_deletes_its_clusters_then_releases_the_finalizer() {
         assert!(h.cluster_names().await.is_empty());
     });
 }
-
 
 #[test]
 fn serve_endpoints_come_from_slices_and_the_head_label_from_proxy_health() {
@@ -428,8 +437,7 @@ async fn serve_endpoints_body() {
     // excludeHeadPodFromServeSvc wins over a healthy proxy.
     h.patch_spec("ep", json!({ "excludeHeadPodFromServeSvc": true }))
         .await;
-    h.wait_rs("ep", "head excluded", |rs| endpoints(rs) == 1)
-        .await;
+    h.wait_rs("ep", "head excluded", |rs| endpoints(rs) == 1).await;
     assert_eq!(head_serve_label(&h, &a).await.as_deref(), Some("false"));
 }
 
@@ -446,10 +454,7 @@ async fn token_auth_body() {
     rs.spec.ray_cluster_config.ray_version = Some("2.52.0".into());
     rs.spec.ray_cluster_config.auth_options =
         Some(serde_json::from_value(json!({"mode": "token", "secretName": "auth-token"})).unwrap());
-    h.services()
-        .create(&PostParams::default(), &rs)
-        .await
-        .unwrap();
+    h.services().create(&PostParams::default(), &rs).await.unwrap();
     let rs = h
         .wait_rs("auth", "a pending cluster", |rs| pending(rs).is_some())
         .await;
@@ -469,10 +474,7 @@ async fn token_auth_body() {
     }))
     .unwrap();
     let secrets: Api<Secret> = Api::namespaced(h.client.clone(), NS);
-    secrets
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
+    secrets.create(&PostParams::default(), &secret).await.unwrap();
     let rs = h
         .wait_rs("auth", "Ready with the token", |rs| is_true(rs, "Ready"))
         .await;
@@ -496,23 +498,14 @@ async fn custom_serve_service_body() {
         }))
         .unwrap(),
     );
-    h.services()
-        .create(&PostParams::default(), &rs)
-        .await
-        .unwrap();
+    h.services().create(&PostParams::default(), &rs).await.unwrap();
     let rs = h
         .wait_rs("custom", "Ready through the custom Service", |rs| {
             is_true(rs, "Ready") && endpoints(rs) > 0
         })
         .await;
     let a = active(&rs).unwrap();
-    assert!(
-        h.svcs()
-            .get_opt("custom-serve-svc")
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(h.svcs().get_opt("custom-serve-svc").await.unwrap().is_none());
     let svc = h.svcs().get("custom-public").await.unwrap();
     assert_eq!(svc.annotations()["lb.example/internal"], "true");
     assert_eq!(svc.labels()["team"], "ml");
@@ -548,12 +541,8 @@ async fn generated_token_body() {
     let h = Harness::start_with(false);
     let mut rs = rayservice("gen", "rayproject/ray:2.52.0");
     rs.spec.ray_cluster_config.ray_version = Some("2.52.0".into());
-    rs.spec.ray_cluster_config.auth_options =
-        Some(serde_json::from_value(json!({"mode": "token"})).unwrap());
-    h.services()
-        .create(&PostParams::default(), &rs)
-        .await
-        .unwrap();
+    rs.spec.ray_cluster_config.auth_options = Some(serde_json::from_value(json!({"mode": "token"})).unwrap());
+    h.services().create(&PostParams::default(), &rs).await.unwrap();
     let rs = h
         .wait_rs("gen", "a pending cluster", |rs| pending(rs).is_some())
         .await;
@@ -581,9 +570,7 @@ async fn generated_token_body() {
     assert_eq!(h.sim.put_count(&endpoint_of(&cluster)), 0);
     h.sim.set_auth_token(&endpoint_of(&cluster), Some(token));
     let rs = h
-        .wait_rs("gen", "Ready with the generated token", |rs| {
-            is_true(rs, "Ready")
-        })
+        .wait_rs("gen", "Ready with the generated token", |rs| is_true(rs, "Ready"))
         .await;
     assert_eq!(active(&rs).as_deref(), Some(cluster.as_str()));
     assert_eq!(h.sim.put_count(&endpoint_of(&cluster)), 1);
@@ -607,7 +594,9 @@ fn incremental(name: &str, step: i32, interval: i32, surge: i32) -> RayService {
     wg["minReplicas"] = json!(0);
     wg["maxReplicas"] = json!(4);
     wg.as_object_mut().unwrap().remove("replicas");
-    v["spec"]["serveConfigV2"] = json!("applications:\n  - name: fruit_app\n    import_path: fruit.deployment_graph\n    route_prefix: /fruit\n    deployments:\n      - name: MangoStand\n        num_replicas: 4\n");
+    v["spec"]["serveConfigV2"] = json!(
+        "applications:\n  - name: fruit_app\n    import_path: fruit.deployment_graph\n    route_prefix: /fruit\n    deployments:\n      - name: MangoStand\n        num_replicas: 4\n"
+    );
     rs = serde_json::from_value(v).unwrap();
     rs
 }
@@ -672,7 +661,10 @@ async fn incremental_upgrade_body() {
     let gateways: Api<quotagate::api::gateway::Gateway> = Api::namespaced(h.client.clone(), NS);
     let gw = gateways.get("inc-gateway").await.unwrap();
     assert_eq!(gw.spec.gateway_class_name, "istio");
-    assert_eq!((gw.spec.listeners[0].name.as_str(), gw.spec.listeners[0].port), ("http", 80));
+    assert_eq!(
+        (gw.spec.listeners[0].name.as_str(), gw.spec.listeners[0].port),
+        ("http", 80)
+    );
     assert!(gw.is_ready());
     assert_eq!(
         route_weights(&h, "inc").await,
@@ -711,15 +703,25 @@ async fn incremental_upgrade_body() {
         {
             seen.push(*w);
         }
-        assert!(pending(&rs).is_none_or(|p| p == new), "a second pending cluster: {rs:?}");
+        assert!(
+            pending(&rs).is_none_or(|p| p == new),
+            "a second pending cluster: {rs:?}"
+        );
         if active(&rs).as_deref() == Some(new.as_str()) && pending(&rs).is_none() {
             assert_eq!(traffic(&rs, false), Some((Some(100), Some(100))));
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "no promotion; weights seen {seen:?}: {:#?}", rs.status);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no promotion; weights seen {seen:?}: {:#?}",
+            rs.status
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(seen.windows(2).all(|w| w[1] >= w[0]), "traffic went back: {seen:?}");
+    assert!(
+        seen.windows(2).all(|w| w[1] >= w[0]),
+        "traffic went back: {seen:?}"
+    );
     assert!(seen.len() >= 2, "traffic moved in steps: {seen:?}");
     poll_until(&h.clusters(), &old, |o| o.is_none())
         .await
@@ -737,7 +739,10 @@ async fn incremental_upgrade_body() {
     assert_eq!(weights, vec![(format!("{new}-serve-svc"), 100)]);
     let (sent, failed) = failed_requests(&h, "inc");
     assert!(sent > 100, "the load ran: {sent} requests");
-    assert_eq!(failed, failed_before, "requests failed during the upgrade (or the restart)");
+    assert_eq!(
+        failed, failed_before,
+        "requests failed during the upgrade (or the restart)"
+    );
 }
 
 /// Source: KubeRay `ray-operator/controllers/ray/rayservice_controller.go` rollback (v1.6+) and
@@ -813,7 +818,6 @@ fn kuberay_envtest_rayservice_with_a_maximum_name() {
     });
 }
 
-
 /// `Describe("Autoscaler updates RayCluster should not trigger zero downtime upgrade")`: "Autoscaler
 /// updates the active RayCluster and should not switch to a new RayCluster" (the autoscaler writes the
 /// RayCluster's replicas, never the RayService).
@@ -827,14 +831,30 @@ fn kuberay_envtest_autoscaler_updates_do_not_trigger_an_upgrade() {
         let mut groups = serde_json::to_value(rc.spec.worker_group_specs.unwrap()).unwrap();
         groups[0]["replicas"] = json!(2);
         h.clusters()
-            .patch(&a, &PatchParams::default(), &Patch::Merge(json!({"spec": {"workerGroupSpecs": groups}})))
+            .patch(
+                &a,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"workerGroupSpecs": groups}})),
+            )
             .await
             .unwrap();
         let rs = barrier(&h, "test-autoscaler", &a, 5).await;
         assert_eq!(active(&rs).as_deref(), Some(a.as_str()));
         assert_eq!(pending(&rs), None);
-        assert_eq!(h.cluster_names().await, vec![a.clone()], "no other RayCluster was created");
-        let replicas = h.clusters().get(&a).await.unwrap().spec.worker_group_specs.unwrap()[0].replicas;
+        assert_eq!(
+            h.cluster_names().await,
+            vec![a.clone()],
+            "no other RayCluster was created"
+        );
+        let replicas = h
+            .clusters()
+            .get(&a)
+            .await
+            .unwrap()
+            .spec
+            .worker_group_specs
+            .unwrap()[0]
+            .replicas;
         assert_eq!(replicas, Some(2), "the autoscaler's write stays");
     });
 }
@@ -848,11 +868,16 @@ fn kuberay_envtest_appending_a_worker_group_updates_the_active_cluster() {
         let h = Harness::start();
         let rs = create_and_wait_ready(&h, "append").await;
         let a = active(&rs).unwrap();
-        let mut groups = serde_json::to_value(rs.spec.ray_cluster_config.worker_group_specs.unwrap()).unwrap();
+        let mut groups =
+            serde_json::to_value(rs.spec.ray_cluster_config.worker_group_specs.unwrap()).unwrap();
         let mut extra = groups[0].clone();
         extra["groupName"] = json!("worker-group-to-active-cluster");
         groups.as_array_mut().unwrap().push(extra);
-        h.patch_spec("append", json!({"rayClusterConfig": {"workerGroupSpecs": groups}})).await;
+        h.patch_spec(
+            "append",
+            json!({"rayClusterConfig": {"workerGroupSpecs": groups}}),
+        )
+        .await;
         let clusters = h.clusters();
         let a2 = a.clone();
         match poll_until(&clusters, &a, move |rc: Option<&RayCluster>| {
@@ -861,7 +886,10 @@ fn kuberay_envtest_appending_a_worker_group_updates_the_active_cluster() {
         .await
         {
             Ok(Some(_)) => {}
-            other => panic!("the active cluster {a2} never got the second worker group: {:?}", other.map(|o| o.map(|r| r.spec.worker_group_specs))),
+            other => panic!(
+                "the active cluster {a2} never got the second worker group: {:?}",
+                other.map(|o| o.map(|r| r.spec.worker_group_specs))
+            ),
         }
         let rs = barrier(&h, "append", &a, 6).await;
         assert_eq!(active(&rs).as_deref(), Some(a.as_str()));

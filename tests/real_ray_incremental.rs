@@ -32,6 +32,10 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use process_support::{
+    Manager, alive, bridge_gone_or_reused, create_real_queue, http_get, netns_pids, real_queue, repo_root,
+    skip_without_tools, start_manager, wait,
+};
 use quotagate::api::gateway::{Gateway, HTTPRoute};
 use quotagate::api::kueue::ClusterQueue;
 use quotagate::api::ray::{RayCluster, RayService};
@@ -39,7 +43,6 @@ use quotagate::cli::load;
 use quotagate::embedded::sim::process::{ProcessConfig, ProcessRuntime};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use process_support::{Manager, alive, bridge_gone_or_reused, http_get, create_real_queue, netns_pids, real_queue, repo_root, skip_without_tools, start_manager, wait};
 
 const NS: &str = "default";
 const REPLICAS: u32 = 2;
@@ -77,13 +80,22 @@ fn at<'a>(v: &'a Value, p: &str) -> Option<&'a str> {
 }
 
 async fn rs_status(rss: &Api<RayService>) -> Value {
-    rss.get_opt("echo").await.ok().flatten().map(|r| serde_json::to_value(r).unwrap_or_default()).unwrap_or_default()
+    rss.get_opt("echo")
+        .await
+        .ok()
+        .flatten()
+        .map(|r| serde_json::to_value(r).unwrap_or_default())
+        .unwrap_or_default()
 }
 
 /// Serve's `target_capacity` rounding (`get_capacity_adjusted_num_replicas`: half up, at least 1
 /// unless 0).
 fn replicas_at(percent: u32) -> u32 {
-    if percent == 0 { 0 } else { ((REPLICAS * percent + 50) / 100).max(1) }
+    if percent == 0 {
+        0
+    } else {
+        ((REPLICAS * percent + 50) / 100).max(1)
+    }
 }
 
 /// One weight the route gave the new cluster, and what its real dashboard said right then.
@@ -99,11 +111,22 @@ struct Step {
 
 /// RUNNING replicas of the Echo deployment and the cluster's target_capacity, from its dashboard.
 async fn serve_state(head_ip: &str) -> Result<(u32, Option<f64>), String> {
-    let body = http_get(&format!("{head_ip}:8265"), "/api/serve/applications/").await.ok_or_else(|| format!("GET {head_ip}:8265/api/serve/applications/ failed"))?;
+    let body = http_get(&format!("{head_ip}:8265"), "/api/serve/applications/")
+        .await
+        .ok_or_else(|| format!("GET {head_ip}:8265/api/serve/applications/ failed"))?;
     let v: Value = serde_json::from_str(&body).map_err(|e| format!("{e}: {body}"))?;
-    let replicas = v.pointer("/applications/echo/deployments/Echo/replicas").and_then(Value::as_array).ok_or_else(|| format!("no Echo replicas in {body}"))?;
-    let running = replicas.iter().filter(|r| r.get("state").and_then(Value::as_str) == Some("RUNNING")).count();
-    Ok((u32::try_from(running).unwrap_or(u32::MAX), v.get("target_capacity").and_then(Value::as_f64)))
+    let replicas = v
+        .pointer("/applications/echo/deployments/Echo/replicas")
+        .and_then(Value::as_array)
+        .ok_or_else(|| format!("no Echo replicas in {body}"))?;
+    let running = replicas
+        .iter()
+        .filter(|r| r.get("state").and_then(Value::as_str) == Some("RUNNING"))
+        .count();
+    Ok((
+        u32::try_from(running).unwrap_or(u32::MAX),
+        v.get("target_capacity").and_then(Value::as_f64),
+    ))
 }
 
 #[test]
@@ -111,7 +134,11 @@ fn a_gated_incremental_upgrade_on_real_ray_through_the_gateway_fails_no_request(
     if skip_without_tools() {
         return;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let runtime = ProcessRuntime::start(ProcessConfig { ray_venv: repo_root().join(".venv-ray"), ..ProcessConfig::default() }).unwrap();
         let bridge = runtime.subnet().bridge();

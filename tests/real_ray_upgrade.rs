@@ -23,13 +23,16 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use process_support::{
+    Manager, alive, bridge_gone_or_reused, create_real_queue, netns_pids, real_queue, repo_root,
+    skip_without_tools, start_manager, wait,
+};
 use quotagate::api::kueue::ClusterQueue;
 use quotagate::api::ray::{RayCluster, RayService};
 use quotagate::cli::load;
 use quotagate::embedded::sim::process::{ProcessConfig, ProcessRuntime};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use process_support::{Manager, alive, bridge_gone_or_reused, create_real_queue, netns_pids, real_queue, repo_root, skip_without_tools, start_manager, wait};
 
 const NS: &str = "default";
 
@@ -66,7 +69,12 @@ fn at<'a>(v: &'a Value, p: &str) -> Option<&'a str> {
 }
 
 async fn rs_status(rss: &Api<RayService>) -> Value {
-    rss.get_opt("echo").await.ok().flatten().map(|r| serde_json::to_value(r).unwrap_or_default()).unwrap_or_default()
+    rss.get_opt("echo")
+        .await
+        .ok()
+        .flatten()
+        .map(|r| serde_json::to_value(r).unwrap_or_default())
+        .unwrap_or_default()
 }
 
 #[test]
@@ -74,7 +82,11 @@ fn a_gated_blue_green_upgrade_on_real_ray_fails_no_request() {
     if skip_without_tools() {
         return;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let runtime = ProcessRuntime::start(ProcessConfig { ray_venv: repo_root().join(".venv-ray"), ..ProcessConfig::default() }).unwrap();
         let bridge = runtime.subnet().bridge();
@@ -205,22 +217,60 @@ fn a_gated_blue_green_upgrade_on_real_ray_fails_no_request() {
 #[test]
 fn demo_real_ray_refusals_name_what_is_missing() {
     let qg = env!("CARGO_BIN_EXE_quotagate");
-    let out = std::process::Command::new(qg).args(["demo", "--real-ray", "--ray-venv", "/nonexistent/venv"]).output().unwrap();
+    let out = std::process::Command::new(qg)
+        .args(["demo", "--real-ray", "--ray-venv", "/nonexistent/venv"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("demo --real-ray runs Ray pods as real processes and needs what this host lacks"), "{err}");
-    assert!(err.contains("Ray Serve in a venv at /nonexistent/venv (run scripts/install-ray.sh from the repository)"), "{err}");
-    assert!(String::from_utf8_lossy(&out.stdout).is_empty(), "nothing started: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        err.contains("demo --real-ray runs Ray pods as real processes and needs what this host lacks"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "Ray Serve in a venv at /nonexistent/venv (run scripts/install-ray.sh from the repository)"
+        ),
+        "{err}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).is_empty(),
+        "nothing started: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     // As another user (when this test runs as root and util-linux's setpriv is there): root is named too.
-    let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")));
-    if root && std::process::Command::new("setpriv").arg("--version").output().is_ok() {
+    let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+    });
+    if root
+        && std::process::Command::new("setpriv")
+            .arg("--version")
+            .output()
+            .is_ok()
+    {
         let out = std::process::Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", qg, "demo", "--real-ray", "--ray-venv", "/nonexistent/venv"])
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                qg,
+                "demo",
+                "--real-ray",
+                "--ray-venv",
+                "/nonexistent/venv",
+            ])
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success());
-        assert!(err.contains("  - root: pods get network namespaces of their own"), "{err}");
-        assert!(err.contains("  - Ray Serve in a venv at /nonexistent/venv"), "{err}");
+        assert!(
+            err.contains("  - root: pods get network namespaces of their own"),
+            "{err}"
+        );
+        assert!(
+            err.contains("  - Ray Serve in a venv at /nonexistent/venv"),
+            "{err}"
+        );
     }
 }

@@ -25,8 +25,18 @@ impl Drop for Running {
 }
 
 fn kubectl(bin: &PathBuf, kubeconfig: &PathBuf, args: &[&str]) -> String {
-    let out = Command::new(bin).arg("--kubeconfig").arg(kubeconfig).args(args).current_dir(env!("CARGO_MANIFEST_DIR")).output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(bin)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(out.status.success(), "kubectl {args:?} failed: {text}");
     text
 }
@@ -58,7 +68,19 @@ fn kuberay_sample_becomes_ready_and_upgrades_blue_green_with_kubectl() {
     let kc = dir.join("kubeconfig");
     let _server = Running(
         Command::new(env!("CARGO_BIN_EXE_quotagate"))
-            .args(["run", "--embedded", "--listen", "127.0.0.1:0", "--pod-start-delay", "100ms", "--serve-build-delay", "200ms", "--replica-start-delay", "200ms", "--kubeconfig-out"])
+            .args([
+                "run",
+                "--embedded",
+                "--listen",
+                "127.0.0.1:0",
+                "--pod-start-delay",
+                "100ms",
+                "--serve-build-delay",
+                "200ms",
+                "--replica-start-delay",
+                "200ms",
+                "--kubeconfig-out",
+            ])
             .arg(&kc)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -71,17 +93,97 @@ fn kuberay_sample_becomes_ready_and_upgrades_blue_green_with_kubectl() {
         std::thread::sleep(Duration::from_millis(50));
     }
 
-    kubectl(&bin, &kc, &["apply", "-f", "../shared/manifests/kuberay/ray-service.sample.yaml"]);
-    kubectl(&bin, &kc, &["wait", "--for=condition=Ready", "rayservice/rayservice-sample", "--timeout=90s"]);
-    let first = until(&bin, &kc, &["get", "rayservice", "rayservice-sample", "-o", "jsonpath={.status.activeServiceStatus.rayClusterName}"], "active cluster", |s| !s.is_empty());
-    let pods = kubectl(&bin, &kc, &["get", "pods", "-l", &format!("ray.io/cluster={first}")]);
+    kubectl(
+        &bin,
+        &kc,
+        &[
+            "apply",
+            "-f",
+            "../shared/manifests/kuberay/ray-service.sample.yaml",
+        ],
+    );
+    kubectl(
+        &bin,
+        &kc,
+        &[
+            "wait",
+            "--for=condition=Ready",
+            "rayservice/rayservice-sample",
+            "--timeout=90s",
+        ],
+    );
+    let first = until(
+        &bin,
+        &kc,
+        &[
+            "get",
+            "rayservice",
+            "rayservice-sample",
+            "-o",
+            "jsonpath={.status.activeServiceStatus.rayClusterName}",
+        ],
+        "active cluster",
+        |s| !s.is_empty(),
+    );
+    let pods = kubectl(
+        &bin,
+        &kc,
+        &["get", "pods", "-l", &format!("ray.io/cluster={first}")],
+    );
     assert!(pods.contains("Running"), "{pods}");
 
-    kubectl(&bin, &kc, &["patch", "rayservice", "rayservice-sample", "--type=merge", "-p", r#"{"spec":{"rayClusterConfig":{"rayVersion":"2.47.0"}}}"#]);
-    let second = until(&bin, &kc, &["get", "rayservice", "rayservice-sample", "-o", "jsonpath={.status.activeServiceStatus.rayClusterName}"], "switch to the new cluster", |s| !s.is_empty() && s != first);
-    let selector = kubectl(&bin, &kc, &["get", "svc", "rayservice-sample-serve-svc", "-o", "jsonpath={.spec.selector.ray\\.io/cluster}"]);
-    assert_eq!(selector.trim(), second, "the serve Service follows the new cluster");
-    let ready = kubectl(&bin, &kc, &["get", "rayservice", "rayservice-sample", "-o", "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}"]);
+    kubectl(
+        &bin,
+        &kc,
+        &[
+            "patch",
+            "rayservice",
+            "rayservice-sample",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"rayClusterConfig":{"rayVersion":"2.47.0"}}}"#,
+        ],
+    );
+    let second = until(
+        &bin,
+        &kc,
+        &[
+            "get",
+            "rayservice",
+            "rayservice-sample",
+            "-o",
+            "jsonpath={.status.activeServiceStatus.rayClusterName}",
+        ],
+        "switch to the new cluster",
+        |s| !s.is_empty() && s != first,
+    );
+    let selector = kubectl(
+        &bin,
+        &kc,
+        &[
+            "get",
+            "svc",
+            "rayservice-sample-serve-svc",
+            "-o",
+            "jsonpath={.spec.selector.ray\\.io/cluster}",
+        ],
+    );
+    assert_eq!(
+        selector.trim(),
+        second,
+        "the serve Service follows the new cluster"
+    );
+    let ready = kubectl(
+        &bin,
+        &kc,
+        &[
+            "get",
+            "rayservice",
+            "rayservice-sample",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+        ],
+    );
     assert_eq!(ready.trim(), "True");
     let _ = std::fs::remove_dir_all(&dir);
 }

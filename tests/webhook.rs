@@ -64,18 +64,31 @@ fn tls() -> Tls {
     let server = webhook::tls_config(&dir).unwrap();
     let mut roots = rustls::RootCertStore::empty();
     roots.add(ck.cert.der().clone()).unwrap();
-    let client = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Tls { _dir: dir, server, client: Arc::new(client) }
+    let client =
+        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    Tls {
+        _dir: dir,
+        server,
+        client: Arc::new(client),
+    }
 }
 
-async fn post(addr: std::net::SocketAddr, client: Arc<rustls::ClientConfig>, path: &str, body: &Value) -> Value {
+async fn post(
+    addr: std::net::SocketAddr,
+    client: Arc<rustls::ClientConfig>,
+    path: &str,
+    body: &Value,
+) -> Value {
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-    let mut tls = tokio_rustls::TlsConnector::from(client).connect(name, tcp).await.unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(client)
+        .connect(name, tcp)
+        .await
+        .unwrap();
     let body = serde_json::to_vec(body).unwrap();
     let head = format!(
         "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
@@ -92,12 +105,23 @@ async fn post(addr: std::net::SocketAddr, client: Arc<rustls::ClientConfig>, pat
 }
 
 /// The webhook on a loopback port: its address, the stop sender, and the serving task.
-async fn start(tls: &Tls) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<Result<(), webhook::WebhookError>>) {
+async fn start(
+    tls: &Tls,
+) -> (
+    std::net::SocketAddr,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), webhook::WebhookError>>,
+) {
     let (tx, rx) = tokio::sync::oneshot::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(webhook::serve("127.0.0.1:0".parse().unwrap(), tls.server.clone(), tx, async {
-        let _ = stop_rx.await;
-    }));
+    let server = tokio::spawn(webhook::serve(
+        "127.0.0.1:0".parse().unwrap(),
+        tls.server.clone(),
+        tx,
+        async {
+            let _ = stop_rx.await;
+        },
+    ));
     (rx.await.unwrap(), stop_tx, server)
 }
 
@@ -107,38 +131,74 @@ async fn webhook_over_tls_denies_defaults_and_allows() {
     let (addr, stop_tx, server) = start(&tls).await;
 
     // Invalid: minReplicas > maxReplicas. Denied with the field path and the rule.
-    let denied = post(addr, tls.client.clone(), "/validate", &review("CREATE", raycluster("bad", None, 3, 2), None)).await;
+    let denied = post(
+        addr,
+        tls.client.clone(),
+        "/validate",
+        &review("CREATE", raycluster("bad", None, 3, 2), None),
+    )
+    .await;
     let resp = &denied["response"];
     assert_eq!(resp["uid"], "3f1c2b6e-0000-4000-8000-000000000001");
     assert_eq!(resp["allowed"], false);
     let msg = resp["status"]["message"].as_str().unwrap();
-    assert!(msg.starts_with("RayCluster \"bad\" is invalid: spec.workerGroupSpecs[0].minReplicas"), "{msg}");
+    assert!(
+        msg.starts_with("RayCluster \"bad\" is invalid: spec.workerGroupSpecs[0].minReplicas"),
+        "{msg}"
+    );
 
     // Queue-managed: created suspended (a JSONPatch adding spec.suspend).
-    let defaulted = post(addr, tls.client.clone(), "/mutate", &review("CREATE", raycluster("managed", Some("user-queue"), 1, 2), None)).await;
+    let defaulted = post(
+        addr,
+        tls.client.clone(),
+        "/mutate",
+        &review("CREATE", raycluster("managed", Some("user-queue"), 1, 2), None),
+    )
+    .await;
     let resp = &defaulted["response"];
     assert_eq!(resp["allowed"], true, "{resp}");
     assert_eq!(resp["patchType"], "JSONPatch");
     // kube-core sends the patch bytes as a JSON array of numbers, which Go's decoder accepts for []byte.
     let bytes: Vec<u8> = serde_json::from_value(resp["patch"].clone()).expect("patch bytes");
     let patch: Value = serde_json::from_slice(&bytes).unwrap();
-    assert_eq!(patch, json!([{"op": "add", "path": "/spec/suspend", "value": true}]));
+    assert_eq!(
+        patch,
+        json!([{"op": "add", "path": "/spec/suspend", "value": true}])
+    );
 
     // Valid and not queue-managed: allowed unchanged.
-    let allowed = post(addr, tls.client.clone(), "/mutate", &review("CREATE", raycluster("plain", None, 1, 2), None)).await;
+    let allowed = post(
+        addr,
+        tls.client.clone(),
+        "/mutate",
+        &review("CREATE", raycluster("plain", None, 1, 2), None),
+    )
+    .await;
     assert_eq!(allowed["response"]["allowed"], true);
     assert!(allowed["response"].get("patch").is_none());
 
     // Changing the queue of a running (unsuspended) job is refused.
     let old = raycluster("running", Some("user-queue"), 1, 2);
     let new = raycluster("running", Some("other-queue"), 1, 2);
-    let moved = post(addr, tls.client.clone(), "/validate", &review("UPDATE", new, Some(old))).await;
+    let moved = post(
+        addr,
+        tls.client.clone(),
+        "/validate",
+        &review("UPDATE", new, Some(old)),
+    )
+    .await;
     assert_eq!(moved["response"]["allowed"], false);
     let msg = moved["response"]["status"]["message"].as_str().unwrap();
     assert!(msg.contains("metadata.labels[kueue.x-k8s.io/queue-name]: Invalid value: field is immutable while the job is admitted"), "{msg}");
 
     // Garbage in: a clear refusal, not a crash.
-    let garbage = post(addr, tls.client.clone(), "/validate", &json!({"kind": "AdmissionReview"})).await;
+    let garbage = post(
+        addr,
+        tls.client.clone(),
+        "/validate",
+        &json!({"kind": "AdmissionReview"}),
+    )
+    .await;
     assert_eq!(garbage["response"]["allowed"], false);
 
     let _ = stop_tx.send(());
@@ -155,23 +215,42 @@ async fn webhook_listener_has_the_api_servers_limits() {
     let connect = || async {
         let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
         let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-        tokio_rustls::TlsConnector::from(tls.client.clone()).connect(name, tcp).await.unwrap()
+        tokio_rustls::TlsConnector::from(tls.client.clone())
+            .connect(name, tcp)
+            .await
+            .unwrap()
     };
 
     // Half a request, never finished.
     let mut stalled = connect().await;
-    stalled.write_all(b"POST /validate HTTP/1.1\r\nHost: localhost\r\nX-Slow: ").await.unwrap();
+    stalled
+        .write_all(b"POST /validate HTTP/1.1\r\nHost: localhost\r\nX-Slow: ")
+        .await
+        .unwrap();
 
     let mut big = connect().await;
-    let head = format!("POST /validate HTTP/1.1\r\nHost: localhost\r\nX-Big: {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", "a".repeat(2 << 20));
+    let head = format!(
+        "POST /validate HTTP/1.1\r\nHost: localhost\r\nX-Big: {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        "a".repeat(2 << 20)
+    );
     let _ = big.write_all(head.as_bytes()).await;
     let mut resp = Vec::new();
     let _ = tokio::time::timeout(std::time::Duration::from_secs(10), big.read_to_end(&mut resp)).await;
     let text = String::from_utf8_lossy(&resp);
-    assert!(text.starts_with("HTTP/1.1 431"), "{}", text.lines().next().unwrap_or(""));
+    assert!(
+        text.starts_with("HTTP/1.1 431"),
+        "{}",
+        text.lines().next().unwrap_or("")
+    );
 
     // The stalled client holds nothing another request needs.
-    let allowed = post(addr, tls.client.clone(), "/mutate", &review("CREATE", raycluster("plain", None, 1, 2), None)).await;
+    let allowed = post(
+        addr,
+        tls.client.clone(),
+        "/mutate",
+        &review("CREATE", raycluster("plain", None, 1, 2), None),
+    )
+    .await;
     assert_eq!(allowed["response"]["allowed"], true);
     drop(stalled);
     let _ = stop_tx.send(());

@@ -4,14 +4,14 @@
 
 use serde_json::Value;
 
+use super::kueue;
+use super::kueue::config::Frameworks;
 use super::kueue::constants::label::QUEUE_NAME as QUEUE_NAME_LABEL;
+use super::kueue::managed_jobs::{JobNamespace, ManagedJobs};
 use super::kueue::validation as kueue_rules;
 use super::manifest::check_document_with;
 use super::ray::validation::RayFeatureGates;
 use super::validation::{FieldError, Path};
-use super::kueue;
-use super::kueue::config::Frameworks;
-use super::kueue::managed_jobs::{JobNamespace, ManagedJobs};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Operation {
@@ -20,11 +20,17 @@ pub enum Operation {
 }
 
 fn kind_of(obj: &Value) -> (&str, &str) {
-    (obj.get("apiVersion").and_then(Value::as_str).unwrap_or(""), obj.get("kind").and_then(Value::as_str).unwrap_or(""))
+    (
+        obj.get("apiVersion").and_then(Value::as_str).unwrap_or(""),
+        obj.get("kind").and_then(Value::as_str).unwrap_or(""),
+    )
 }
 
 fn queue_name(obj: &Value) -> Option<&str> {
-    obj.pointer("/metadata/labels").and_then(|l| l.get(QUEUE_NAME_LABEL)).and_then(Value::as_str).filter(|s| !s.is_empty())
+    obj.pointer("/metadata/labels")
+        .and_then(|l| l.get(QUEUE_NAME_LABEL))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
 }
 
 fn is_ray_job(api_version: &str, kind: &str) -> bool {
@@ -33,18 +39,22 @@ fn is_ray_job(api_version: &str, kind: &str) -> bool {
 
 /// A RayCluster a RayJob created: the RayJob's Workload covers it (Kueue skips jobs owned by a managed job).
 fn owned_by_ray_job(obj: &Value) -> bool {
-    obj.pointer("/metadata/ownerReferences").and_then(Value::as_array).is_some_and(|owners| {
-        owners.iter().any(|o| {
-            o.get("controller") == Some(&Value::Bool(true))
-                && o.get("kind").and_then(Value::as_str) == Some(super::ray::constants::CRD_RAY_JOB)
-                && o.get("apiVersion").and_then(Value::as_str) == Some("ray.io/v1")
+    obj.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .is_some_and(|owners| {
+            owners.iter().any(|o| {
+                o.get("controller") == Some(&Value::Bool(true))
+                    && o.get("kind").and_then(Value::as_str) == Some(super::ray::constants::CRD_RAY_JOB)
+                    && o.get("apiVersion").and_then(Value::as_str) == Some("ray.io/v1")
+            })
         })
-    })
 }
 
 /// A RayJob on an existing cluster (`clusterSelector`) is not queue-managed (Kueue's rule).
 fn uses_cluster_selector(obj: &Value) -> bool {
-    obj.pointer("/spec/clusterSelector").and_then(Value::as_object).is_some_and(|m| !m.is_empty())
+    obj.pointer("/spec/clusterSelector")
+        .and_then(Value::as_object)
+        .is_some_and(|m| !m.is_empty())
 }
 
 /// Kueue's job defaulting: a queue-managed job is created suspended, so nothing runs before admission.
@@ -81,41 +91,71 @@ fn validate_update(new: &Value, old: &Value) -> Vec<FieldError> {
             _ => Vec::new(), // parse errors are reported by the full check of `new`
         },
         ("kueue.x-k8s.io/v1beta2", "LocalQueue") => {
-            match (serde_json::from_value::<kueue::LocalQueue>(old.clone()), serde_json::from_value::<kueue::LocalQueue>(new.clone())) {
+            match (
+                serde_json::from_value::<kueue::LocalQueue>(old.clone()),
+                serde_json::from_value::<kueue::LocalQueue>(new.clone()),
+            ) {
                 (Ok(o), Ok(n)) => kueue_rules::validate_local_queue_update(&o, &n),
                 _ => Vec::new(),
             }
         }
         ("kueue.x-k8s.io/v1beta2", "AdmissionCheck") => {
-            match (serde_json::from_value::<kueue::AdmissionCheck>(old.clone()), serde_json::from_value::<kueue::AdmissionCheck>(new.clone())) {
+            match (
+                serde_json::from_value::<kueue::AdmissionCheck>(old.clone()),
+                serde_json::from_value::<kueue::AdmissionCheck>(new.clone()),
+            ) {
                 (Ok(o), Ok(n)) => kueue_rules::validate_admission_check_update(&o, &n),
                 _ => Vec::new(),
             }
         }
         (av, k) if is_ray_job(av, k) => {
             // A child of a RayService answers to its parent's gate (and says so).
-            let mut errs = if k == "RayCluster" { super::ray::child_guard::validate_child_update(new, old) } else { Vec::new() };
+            let mut errs = if k == "RayCluster" {
+                super::ray::child_guard::validate_child_update(new, old)
+            } else {
+                Vec::new()
+            };
             // KubeRay's CEL rule on spec.managedBy, `self == oldSelf`: evaluated when both old and
             // new set it (a transition rule), so a set value never changes hands.
-            let managed_by = |v: &Value| v.pointer("/spec/managedBy").and_then(Value::as_str).map(str::to_owned);
+            let managed_by = |v: &Value| {
+                v.pointer("/spec/managedBy")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            };
             if let (Some(o), Some(n)) = (managed_by(old), managed_by(new))
                 && o != n
             {
-                errs.push(FieldError::invalid(&Path::root("spec").child("managedBy"), format!("{n:?}: the managedBy field is immutable")));
+                errs.push(FieldError::invalid(
+                    &Path::root("spec").child("managedBy"),
+                    format!("{n:?}: the managedBy field is immutable"),
+                ));
             }
             // Kueue: the queue of a job cannot change while the job runs (it is admitted).
             let running = old.pointer("/spec/suspend") != Some(&Value::Bool(true));
             if errs.is_empty() && queue_name(old).is_some() && running && queue_name(old) != queue_name(new) {
                 let path = Path::root("metadata").child("labels").key(QUEUE_NAME_LABEL);
-                errs.push(FieldError::invalid(&path, "field is immutable while the job is admitted (unsuspended)"));
+                errs.push(FieldError::invalid(
+                    &path,
+                    "field is immutable while the job is admitted (unsuspended)",
+                ));
             }
             // Kueue's `validatedUpdateForEnabledWorkloadSlice`: whether a job is elastic is fixed at
             // creation (its Workloads are built one way or the other). Since Kueue v0.18 (#11342) the
             // error names the annotation's own path.
-            let elastic = |v: &Value| v.pointer("/metadata/annotations").and_then(|a| a.get(kueue::constants::label::ELASTIC_JOB)).and_then(Value::as_str) == Some("true");
+            let elastic = |v: &Value| {
+                v.pointer("/metadata/annotations")
+                    .and_then(|a| a.get(kueue::constants::label::ELASTIC_JOB))
+                    .and_then(Value::as_str)
+                    == Some("true")
+            };
             if elastic(old) != elastic(new) {
-                let path = Path::root("metadata").child("annotations").key(kueue::constants::label::ELASTIC_JOB);
-                errs.push(FieldError::invalid(&path, format!("{}: field is immutable", elastic(new))));
+                let path = Path::root("metadata")
+                    .child("annotations")
+                    .key(kueue::constants::label::ELASTIC_JOB);
+                errs.push(FieldError::invalid(
+                    &path,
+                    format!("{}: field is immutable", elastic(new)),
+                ));
             }
             errs
         }
@@ -143,17 +183,31 @@ fn validate_queue_managed_cluster(obj: &Value, without_queue_name: bool) -> Vec<
     }
     let spec = Path::root("spec");
     let mut errs = Vec::new();
-    let elastic = obj.pointer("/metadata/annotations").and_then(|a| a.get(kueue::constants::label::ELASTIC_JOB)).and_then(Value::as_str) == Some("true");
-    let autoscaling = obj.pointer("/spec/enableInTreeAutoscaling").and_then(Value::as_bool) == Some(true);
+    let elastic = obj
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(kueue::constants::label::ELASTIC_JOB))
+        .and_then(Value::as_str)
+        == Some("true");
+    let autoscaling = obj
+        .pointer("/spec/enableInTreeAutoscaling")
+        .and_then(Value::as_bool)
+        == Some(true);
     if autoscaling && !elastic {
         errs.push(FieldError::invalid(
             &spec.child("enableInTreeAutoscaling"),
             "true: a kueue managed job can use autoscaling only when the ElasticJobsViaWorkloadSlices feature gate is on and the job is an elastic job",
         ));
     }
-    let groups = obj.pointer("/spec/workerGroupSpecs").and_then(Value::as_array).map_or(0, Vec::len);
+    let groups = obj
+        .pointer("/spec/workerGroupSpecs")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
     if groups > 7 {
-        errs.push(FieldError::new(spec.child("workerGroupSpecs").as_str(), super::validation::ErrorType::TooMany, format!("{groups}: must have at most 7 items")));
+        errs.push(FieldError::new(
+            spec.child("workerGroupSpecs").as_str(),
+            super::validation::ErrorType::TooMany,
+            format!("{groups}: must have at most 7 items"),
+        ));
     }
     errs
 }
@@ -165,7 +219,10 @@ fn validate_queue_managed_ray_job(obj: &Value) -> Vec<FieldError> {
     let has_spec = obj.pointer("/spec/rayClusterSpec").is_some_and(|v| !v.is_null());
     match (uses_cluster_selector(obj), has_spec) {
         (true, true) => {
-            return vec![FieldError::invalid(&spec.child("clusterSelector"), "a kueue managed job should not use an existing cluster")];
+            return vec![FieldError::invalid(
+                &spec.child("clusterSelector"),
+                "a kueue managed job should not use an existing cluster",
+            )];
         }
         // On an existing cluster: not queue-managed.
         (true, false) => return Vec::new(),
@@ -178,22 +235,45 @@ fn validate_queue_managed_ray_job(obj: &Value) -> Vec<FieldError> {
         (false, true) => {}
     }
     let mut errs = Vec::new();
-    if obj.pointer("/spec/shutdownAfterJobFinishes").and_then(Value::as_bool) != Some(true) {
-        errs.push(FieldError::invalid(&spec.child("shutdownAfterJobFinishes"), "a kueue managed job should delete the cluster after finishing"));
+    if obj
+        .pointer("/spec/shutdownAfterJobFinishes")
+        .and_then(Value::as_bool)
+        != Some(true)
+    {
+        errs.push(FieldError::invalid(
+            &spec.child("shutdownAfterJobFinishes"),
+            "a kueue managed job should delete the cluster after finishing",
+        ));
     }
     // Kueue's `raycluster.ValidateCreate` on the job's cluster spec: its Workload follows the autoscaler
     // only through workload slices.
-    let elastic = obj.pointer("/metadata/annotations").and_then(|a| a.get(kueue::constants::label::ELASTIC_JOB)).and_then(Value::as_str) == Some("true");
-    if obj.pointer("/spec/rayClusterSpec/enableInTreeAutoscaling").and_then(Value::as_bool) == Some(true) && !elastic {
+    let elastic = obj
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(kueue::constants::label::ELASTIC_JOB))
+        .and_then(Value::as_str)
+        == Some("true");
+    if obj
+        .pointer("/spec/rayClusterSpec/enableInTreeAutoscaling")
+        .and_then(Value::as_bool)
+        == Some(true)
+        && !elastic
+    {
         errs.push(FieldError::invalid(
             &spec.child("rayClusterSpec").child("enableInTreeAutoscaling"),
             "true: a kueue managed job should only use autoscaling when workload slicing is enabled",
         ));
     }
-    let groups = obj.pointer("/spec/rayClusterSpec/workerGroupSpecs").and_then(Value::as_array).map_or(0, Vec::len);
+    let groups = obj
+        .pointer("/spec/rayClusterSpec/workerGroupSpecs")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
     if groups > 7 {
         let path = spec.child("rayClusterSpec").child("workerGroupSpecs");
-        errs.push(FieldError::new(path.as_str(), super::validation::ErrorType::TooMany, format!("{groups}: must have at most 7 items")));
+        errs.push(FieldError::new(
+            path.as_str(),
+            super::validation::ErrorType::TooMany,
+            format!("{groups}: must have at most 7 items"),
+        ));
     }
     errs
 }
@@ -205,14 +285,33 @@ pub fn admit(op: Operation, new: &mut Value, old: Option<&Value>) -> Result<(), 
 }
 
 /// `admit` with the Ray feature gates of `--feature-gates`.
-pub fn admit_with(op: Operation, new: &mut Value, old: Option<&Value>, gates: RayFeatureGates) -> Result<(), Vec<FieldError>> {
+pub fn admit_with(
+    op: Operation,
+    new: &mut Value,
+    old: Option<&Value>,
+    gates: RayFeatureGates,
+) -> Result<(), Vec<FieldError>> {
     admit_for(op, new, old, gates, Frameworks::default())
 }
 
 /// `admit_with`, judging only the job kinds of `frameworks` as Kueue jobs (`integrations.frameworks`:
 /// Kueue registers no webhook for a framework it does not manage).
-pub fn admit_for(op: Operation, new: &mut Value, old: Option<&Value>, gates: RayFeatureGates, frameworks: Frameworks) -> Result<(), Vec<FieldError>> {
-    admit_in(op, new, old, gates, frameworks, &ManagedJobs::default(), &JobNamespace::default())
+pub fn admit_for(
+    op: Operation,
+    new: &mut Value,
+    old: Option<&Value>,
+    gates: RayFeatureGates,
+    frameworks: Frameworks,
+) -> Result<(), Vec<FieldError>> {
+    admit_in(
+        op,
+        new,
+        old,
+        gates,
+        frameworks,
+        &ManagedJobs::default(),
+        &JobNamespace::default(),
+    )
 }
 
 /// `admit_for` under the configuration's `manageJobsWithoutQueueName` and
@@ -250,7 +349,9 @@ pub fn admit_in(
     // defaulted to the `default` LocalQueue, and a job Kueue manages created suspended: one that names
     // a queue, or, under `manageJobsWithoutQueueName`, any in a namespace the selector picks. A cluster
     // a RayService or RayJob owns is its parent's business; a RayJob on an existing cluster is no job.
-    let child = super::pod::owner_managed(new, frameworks) || super::ray::child_guard::owned_by_service(new) || owned_by_ray_job(new);
+    let child = super::pod::owner_managed(new, frameworks)
+        || super::ray::child_guard::owned_by_service(new)
+        || owned_by_ray_job(new);
     let managed_now = op == Operation::Create
         && is_ray_job(api_version, kind)
         && !child
@@ -295,13 +396,25 @@ mod tests {
             Err(errs) => errs.iter().map(|e| e.field.clone()).collect::<Vec<_>>(),
         };
         let elastic = serde_json::json!({kueue::constants::label::ELASTIC_JOB: "true"});
-        assert_eq!(fields(&mut cluster(serde_json::json!({}), true, 1)), vec!["spec.enableInTreeAutoscaling"]);
-        assert!(fields(&mut cluster(elastic, true, 1)).is_empty(), "an elastic job may autoscale");
+        assert_eq!(
+            fields(&mut cluster(serde_json::json!({}), true, 1)),
+            vec!["spec.enableInTreeAutoscaling"]
+        );
+        assert!(
+            fields(&mut cluster(elastic, true, 1)).is_empty(),
+            "an elastic job may autoscale"
+        );
         assert!(fields(&mut cluster(serde_json::json!({}), false, 7)).is_empty());
-        assert_eq!(fields(&mut cluster(serde_json::json!({}), false, 8)), vec!["spec.workerGroupSpecs"]);
+        assert_eq!(
+            fields(&mut cluster(serde_json::json!({}), false, 8)),
+            vec!["spec.workerGroupSpecs"]
+        );
         let mut unqueued = cluster(serde_json::json!({}), true, 8);
         unqueued["metadata"]["labels"] = serde_json::json!({});
-        assert!(fields(&mut unqueued).is_empty(), "not Kueue's business without a queue");
+        assert!(
+            fields(&mut unqueued).is_empty(),
+            "not Kueue's business without a queue"
+        );
     }
 
     // Kueue: pkg/controller/jobframework/validation.go validatedUpdateForEnabledWorkloadSlice (the
@@ -311,11 +424,31 @@ mod tests {
         let elastic = serde_json::json!({kueue::constants::label::ELASTIC_JOB: "true"});
         let update = |old: Value, mut new: Value| match admit(Operation::Update, &mut new, Some(&old)) {
             Ok(()) => Vec::new(),
-            Err(errs) => errs.iter().map(|e| (e.field.clone(), e.message.clone())).collect::<Vec<_>>(),
+            Err(errs) => errs
+                .iter()
+                .map(|e| (e.field.clone(), e.message.clone()))
+                .collect::<Vec<_>>(),
         };
-        let want = |v: &str| vec![(format!("metadata.annotations[{}]", kueue::constants::label::ELASTIC_JOB), format!("{v}: field is immutable"))];
-        assert_eq!(update(cluster(serde_json::json!({}), false, 1), cluster(elastic.clone(), false, 1)), want("true"));
-        assert_eq!(update(cluster(elastic.clone(), false, 1), cluster(serde_json::json!({}), false, 1)), want("false"));
+        let want = |v: &str| {
+            vec![(
+                format!("metadata.annotations[{}]", kueue::constants::label::ELASTIC_JOB),
+                format!("{v}: field is immutable"),
+            )]
+        };
+        assert_eq!(
+            update(
+                cluster(serde_json::json!({}), false, 1),
+                cluster(elastic.clone(), false, 1)
+            ),
+            want("true")
+        );
+        assert_eq!(
+            update(
+                cluster(elastic.clone(), false, 1),
+                cluster(serde_json::json!({}), false, 1)
+            ),
+            want("false")
+        );
         assert!(update(cluster(elastic.clone(), false, 1), cluster(elastic, false, 2)).is_empty());
     }
 
@@ -326,37 +459,73 @@ mod tests {
     // RayJob on an existing cluster is no job.
     #[test]
     fn ray_kinds_without_a_queue_are_suspended_when_kueue_manages_them() {
-        let all = ManagedJobs { without_queue_name: true, ..ManagedJobs::default() };
+        let all = ManagedJobs {
+            without_queue_name: true,
+            ..ManagedJobs::default()
+        };
         let create = |mut obj: Value, m: &ManagedJobs| {
-            admit_in(Operation::Create, &mut obj, None, RayFeatureGates::default(), Frameworks::default(), m, &JobNamespace::default()).map(|()| obj)
+            admit_in(
+                Operation::Create,
+                &mut obj,
+                None,
+                RayFeatureGates::default(),
+                Frameworks::default(),
+                m,
+                &JobNamespace::default(),
+            )
+            .map(|()| obj)
         };
         let suspended = |obj: &Value| obj.pointer("/spec/suspend") == Some(&Value::Bool(true));
         let mut unqueued = cluster(serde_json::json!({}), false, 1);
         unqueued["metadata"]["labels"] = serde_json::json!({});
-        assert!(!suspended(&create(unqueued.clone(), &ManagedJobs::default()).unwrap()), "unmanaged");
-        assert!(suspended(&create(unqueued.clone(), &all).unwrap()), "managed - by config");
-        assert!(suspended(&create(cluster(serde_json::json!({}), false, 1), &ManagedJobs::default()).unwrap()), "managed - by queue");
+        assert!(
+            !suspended(&create(unqueued.clone(), &ManagedJobs::default()).unwrap()),
+            "unmanaged"
+        );
+        assert!(
+            suspended(&create(unqueued.clone(), &all).unwrap()),
+            "managed - by config"
+        );
+        assert!(
+            suspended(&create(cluster(serde_json::json!({}), false, 1), &ManagedJobs::default()).unwrap()),
+            "managed - by queue"
+        );
         let mut system = unqueued.clone();
         system["metadata"]["namespace"] = "kube-system".into();
-        assert!(!suspended(&create(system, &all).unwrap()), "a namespace the selector leaves out");
+        assert!(
+            !suspended(&create(system, &all).unwrap()),
+            "a namespace the selector leaves out"
+        );
         let mut child = unqueued.clone();
         child["metadata"]["ownerReferences"] = serde_json::json!([{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "rj", "uid": "u", "controller": true}]);
         assert!(!suspended(&create(child, &all).unwrap()), "a RayJob's cluster");
         let head = serde_json::json!({"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "h", "image": "ray"}]}}}});
         let mut rj = ray_job(serde_json::json!({"shutdownAfterJobFinishes": true, "rayClusterSpec": head}));
         rj["metadata"]["labels"] = serde_json::json!({});
-        assert!(suspended(&create(rj, &all).unwrap()), "a RayJob managed by config");
+        assert!(
+            suspended(&create(rj, &all).unwrap()),
+            "a RayJob managed by config"
+        );
         let mut selected = ray_job(serde_json::json!({"clusterSelector": {"ray.io/cluster": "c"}}));
         selected["metadata"]["labels"] = serde_json::json!({});
-        assert!(!suspended(&create(selected, &all).unwrap()), "a RayJob on an existing cluster");
+        assert!(
+            !suspended(&create(selected, &all).unwrap()),
+            "a RayJob on an existing cluster"
+        );
         let rs = serde_json::json!({"apiVersion": "ray.io/v1", "kind": "RayService", "metadata": {"name": "rs", "namespace": "default"},
             "spec": {"rayClusterConfig": head}});
-        assert!(suspended(&create(rs, &all).unwrap()), "a RayService managed by config");
+        assert!(
+            suspended(&create(rs, &all).unwrap()),
+            "a RayService managed by config"
+        );
         // Kueue's validateCreate judges every cluster under manageJobsWithoutQueueName.
         let mut autoscaled = cluster(serde_json::json!({}), true, 1);
         autoscaled["metadata"]["labels"] = serde_json::json!({});
         let errs = create(autoscaled.clone(), &all).unwrap_err();
-        assert_eq!(errs.iter().map(|e| e.field.as_str()).collect::<Vec<_>>(), vec!["spec.enableInTreeAutoscaling"]);
+        assert_eq!(
+            errs.iter().map(|e| e.field.as_str()).collect::<Vec<_>>(),
+            vec!["spec.enableInTreeAutoscaling"]
+        );
         assert!(create(autoscaled, &ManagedJobs::default()).is_ok());
     }
 
@@ -375,12 +544,28 @@ mod tests {
         let head = serde_json::json!({"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "h", "image": "ray"}]}}}});
         let mut ok = ray_job(serde_json::json!({"shutdownAfterJobFinishes": true, "rayClusterSpec": head}));
         assert_eq!(admit(Operation::Create, &mut ok, None), Ok(()));
-        assert_eq!(ok["spec"]["suspend"], Value::Bool(true), "a queued RayJob is created suspended");
-        let fields = |mut obj: Value| admit(Operation::Create, &mut obj, None).err().unwrap_or_default().into_iter().map(|e| e.field).collect::<Vec<_>>();
-        // (KubeRay also refuses the defaulted suspend without shutdownAfterJobFinishes.)
-        assert_eq!(fields(ray_job(serde_json::json!({"rayClusterSpec": head}))), vec!["spec.suspend", "spec.shutdownAfterJobFinishes"]);
         assert_eq!(
-            fields(ray_job(serde_json::json!({"shutdownAfterJobFinishes": true, "rayClusterSpec": head, "clusterSelector": {"ray.io/cluster": "c"}}))),
+            ok["spec"]["suspend"],
+            Value::Bool(true),
+            "a queued RayJob is created suspended"
+        );
+        let fields = |mut obj: Value| {
+            admit(Operation::Create, &mut obj, None)
+                .err()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|e| e.field)
+                .collect::<Vec<_>>()
+        };
+        // (KubeRay also refuses the defaulted suspend without shutdownAfterJobFinishes.)
+        assert_eq!(
+            fields(ray_job(serde_json::json!({"rayClusterSpec": head}))),
+            vec!["spec.suspend", "spec.shutdownAfterJobFinishes"]
+        );
+        assert_eq!(
+            fields(ray_job(
+                serde_json::json!({"shutdownAfterJobFinishes": true, "rayClusterSpec": head, "clusterSelector": {"ray.io/cluster": "c"}})
+            )),
             vec!["spec.clusterSelector"]
         );
         // On an existing cluster: not queue-managed, so not suspended (KubeRay refuses suspend with a selector).
@@ -391,15 +576,27 @@ mod tests {
         let mut child = cluster(serde_json::json!({}), false, 1);
         child["metadata"]["ownerReferences"] = serde_json::json!([{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "rj", "uid": "u", "controller": true}]);
         assert_eq!(admit(Operation::Create, &mut child, None), Ok(()));
-        assert!(child["spec"].get("suspend").is_none(), "a RayJob's cluster is not held by a Workload of its own");
+        assert!(
+            child["spec"].get("suspend").is_none(),
+            "a RayJob's cluster is not held by a Workload of its own"
+        );
         // Kueue `rayjob_webhook_test.go` (raycluster.ValidateCreate): the autoscaler only on an elastic job.
-        let autoscaled = serde_json::json!({"enableInTreeAutoscaling": true, "headGroupSpec": head["headGroupSpec"]});
+        let autoscaled =
+            serde_json::json!({"enableInTreeAutoscaling": true, "headGroupSpec": head["headGroupSpec"]});
         assert_eq!(
-            fields(ray_job(serde_json::json!({"shutdownAfterJobFinishes": true, "rayClusterSpec": autoscaled}))),
+            fields(ray_job(
+                serde_json::json!({"shutdownAfterJobFinishes": true, "rayClusterSpec": autoscaled})
+            )),
             vec!["spec.rayClusterSpec.enableInTreeAutoscaling"]
         );
-        let mut elastic = ray_job(serde_json::json!({"shutdownAfterJobFinishes": true, "rayClusterSpec": autoscaled}));
-        elastic["metadata"]["annotations"] = serde_json::json!({kueue::constants::label::ELASTIC_JOB: "true"});
-        assert_eq!(admit(Operation::Create, &mut elastic, None), Ok(()), "an elastic job may autoscale");
+        let mut elastic =
+            ray_job(serde_json::json!({"shutdownAfterJobFinishes": true, "rayClusterSpec": autoscaled}));
+        elastic["metadata"]["annotations"] =
+            serde_json::json!({kueue::constants::label::ELASTIC_JOB: "true"});
+        assert_eq!(
+            admit(Operation::Create, &mut elastic, None),
+            Ok(()),
+            "an elastic job may autoscale"
+        );
     }
 }

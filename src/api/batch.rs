@@ -25,7 +25,12 @@ pub const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
 pub const CONTROLLER_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";
 pub const LEGACY_JOB_NAME_LABEL: &str = "job-name";
 pub const LEGACY_CONTROLLER_UID_LABEL: &str = "controller-uid";
-pub const MANAGED_LABELS: [&str; 4] = [LEGACY_JOB_NAME_LABEL, LEGACY_CONTROLLER_UID_LABEL, JOB_NAME_LABEL, CONTROLLER_UID_LABEL];
+pub const MANAGED_LABELS: [&str; 4] = [
+    LEGACY_JOB_NAME_LABEL,
+    LEGACY_CONTROLLER_UID_LABEL,
+    JOB_NAME_LABEL,
+    CONTROLLER_UID_LABEL,
+];
 
 /// `spec.managedBy` of a Job the built-in Job controller runs (also what an unset field means).
 pub const JOB_CONTROLLER: &str = "kubernetes.io/job-controller";
@@ -48,7 +53,10 @@ pub fn pods_count(spec: &JobSpec) -> i32 {
 }
 
 fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
-    meta.annotations.as_ref().and_then(|a| a.get(key)).map(String::as_str)
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
 }
 
 /// Kueue's `minPodsCount`: the min-parallelism annotation when it is a number.
@@ -109,7 +117,10 @@ pub fn count_indexes(v: &[(i32, i32)]) -> i64 {
 
 /// The status string of merged intervals (`"0-3,5"`).
 pub fn format_indexes(v: &[(i32, i32)]) -> String {
-    v.iter().map(|(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect::<Vec<_>>().join(",")
+    v.iter()
+        .map(|(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Kueue's `terminalIndexesCount`: the indexes of an Indexed Job that will not run again (completed,
@@ -129,23 +140,38 @@ pub fn managed_by_job_controller(spec: &JobSpec) -> bool {
 }
 
 pub fn is_job(obj: &Value) -> bool {
-    obj.get("apiVersion").and_then(Value::as_str) == Some(API_VERSION) && obj.get("kind").and_then(Value::as_str) == Some(KIND)
+    obj.get("apiVersion").and_then(Value::as_str) == Some(API_VERSION)
+        && obj.get("kind").and_then(Value::as_str) == Some(KIND)
 }
 
 fn queue_name(meta: &ObjectMeta) -> Option<&str> {
-    meta.labels.as_ref().and_then(|l| l.get(label::QUEUE_NAME)).map(String::as_str).filter(|q| !q.is_empty())
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get(label::QUEUE_NAME))
+        .map(String::as_str)
+        .filter(|q| !q.is_empty())
 }
 
 /// Kueue's `ApplyDefaultForSuspend`: a queue-labelled Job is created suspended. True when changed.
 pub fn default_job(obj: &mut Value) -> bool {
-    default_job_in(obj, &ManagedJobs::default(), &JobNamespace::default(), Frameworks::default())
+    default_job_in(
+        obj,
+        &ManagedJobs::default(),
+        &JobNamespace::default(),
+        Frameworks::default(),
+    )
 }
 
 /// Kueue's Job webhook `Default` on create: the queue name defaulted to the `default` LocalQueue when
 /// it exists, then the Job suspended when Kueue manages it (a queue name, or none under
 /// `manageJobsWithoutQueueName` in a selected namespace), unless a managed job owns it; an elastic
 /// Job's pod template also gets the scheduling gate `kueue.x-k8s.io/elastic-job`. True when changed.
-pub fn default_job_in(obj: &mut Value, managed: &ManagedJobs, ns: &JobNamespace, frameworks: Frameworks) -> bool {
+pub fn default_job_in(
+    obj: &mut Value,
+    managed: &ManagedJobs,
+    ns: &JobNamespace,
+    frameworks: Frameworks,
+) -> bool {
     if super::pod::owner_managed(obj, frameworks) {
         return false;
     }
@@ -166,7 +192,10 @@ pub fn default_job_in(obj: &mut Value, managed: &ManagedJobs, ns: &JobNamespace,
 }
 
 fn is_elastic(obj: &Value) -> bool {
-    obj.pointer("/metadata/annotations").and_then(|a| a.get(label::ELASTIC_JOB)).and_then(Value::as_str) == Some("true")
+    obj.pointer("/metadata/annotations")
+        .and_then(|a| a.get(label::ELASTIC_JOB))
+        .and_then(Value::as_str)
+        == Some("true")
 }
 
 /// Kueue's `applyWorkloadSliceSchedulingGate`: every pod of an elastic Job is created behind the gate
@@ -178,17 +207,25 @@ fn gate_elastic_template(obj: &mut Value) -> bool {
     if !is_elastic(obj) {
         return false;
     }
-    let Some(spec) = obj.pointer_mut("/spec/template/spec").and_then(Value::as_object_mut) else {
+    let Some(spec) = obj
+        .pointer_mut("/spec/template/spec")
+        .and_then(Value::as_object_mut)
+    else {
         return false;
     };
-    let gates = spec.entry("schedulingGates").or_insert_with(|| Value::Array(Vec::new()));
+    let gates = spec
+        .entry("schedulingGates")
+        .or_insert_with(|| Value::Array(Vec::new()));
     if gates.is_null() {
         *gates = Value::Array(Vec::new());
     }
     let Some(list) = gates.as_array_mut() else {
         return false; // not a list: the schema check refuses the Job
     };
-    if list.iter().any(|g| g.get("name").and_then(Value::as_str) == Some(label::ELASTIC_JOB_SCHEDULING_GATE)) {
+    if list
+        .iter()
+        .any(|g| g.get("name").and_then(Value::as_str) == Some(label::ELASTIC_JOB_SCHEDULING_GATE))
+    {
         return false;
     }
     list.push(serde_json::json!({"name": label::ELASTIC_JOB_SCHEDULING_GATE}));
@@ -214,11 +251,18 @@ pub fn validate_create(job: &Job) -> Vec<FieldError> {
     if let Some(q) = queue_name(meta) {
         super::names::dns_subdomain(&labels_path(label::QUEUE_NAME), q, &mut errs);
     }
-    if let Some(v) = meta.labels.as_ref().and_then(|l| l.get(label::MAX_EXEC_TIME_SECONDS)) {
+    if let Some(v) = meta
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(label::MAX_EXEC_TIME_SECONDS))
+    {
         let path = labels_path(label::MAX_EXEC_TIME_SECONDS);
         match v.parse::<i64>() {
             Err(e) => errs.push(FieldError::invalid(&path, format!("{v:?}: {e}"))),
-            Ok(n) if n <= 0 => errs.push(FieldError::invalid(&path, format!("{n}: should be greater than 0"))),
+            Ok(n) if n <= 0 => errs.push(FieldError::invalid(
+                &path,
+                format!("{n}: should be greater than 0"),
+            )),
             Ok(_) => {}
         }
     }
@@ -237,13 +281,19 @@ fn validate_partial_admission(job: &Job) -> Vec<FieldError> {
     let mut errs = match v.parse::<i64>() {
         Err(e) => vec![FieldError::invalid(&path, format!("{v:?}: {e}"))],
         Ok(n) if n >= i64::from(count) || n <= 0 => {
-            vec![FieldError::invalid(&path, format!("{n}: should be between 0 and {}", i64::from(count) - 1))]
+            vec![FieldError::invalid(
+                &path,
+                format!("{n}: should be between 0 and {}", i64::from(count) - 1),
+            )]
         }
         Ok(_) => Vec::new(),
     };
     // Kueue: an elastic Job is resized through workload slices, each admitted whole.
     if super::kueue::is_elastic_job(&job.metadata) {
-        errs.push(FieldError::invalid(&path, format!("{v:?}: partial admission and elastic job cannot be used together")));
+        errs.push(FieldError::invalid(
+            &path,
+            format!("{v:?}: partial admission and elastic job cannot be used together"),
+        ));
     }
     errs
 }
@@ -260,7 +310,10 @@ fn validate_sync_completions(job: &Job) -> Vec<FieldError> {
     if on {
         let spec = job.spec.clone().unwrap_or_default();
         if spec.completion_mode.as_deref().is_none_or(|m| m == "NonIndexed") {
-            errs.push(FieldError::invalid(&path, format!("{v:?}: should not be enabled for NonIndexed jobs")));
+            errs.push(FieldError::invalid(
+                &path,
+                format!("{v:?}: should not be enabled for NonIndexed jobs"),
+            ));
         }
         if spec.parallelism.unwrap_or(1) != spec.completions.unwrap_or(1) {
             errs.push(FieldError::invalid(
@@ -291,26 +344,42 @@ pub fn validate_update(new: &Job, old: &Job) -> Vec<FieldError> {
         errs.extend(create);
     }
     if !suspended(new) {
-        for key in [label::QUEUE_NAME, label::PRIORITY_CLASS, label::MAX_EXEC_TIME_SECONDS] {
+        for key in [
+            label::QUEUE_NAME,
+            label::PRIORITY_CLASS,
+            label::MAX_EXEC_TIME_SECONDS,
+        ] {
             let get = |j: &Job| j.metadata.labels.as_ref().and_then(|l| l.get(key)).cloned();
             if get(new) != get(old) {
-                errs.push(FieldError::invalid(&labels_path(key), format!("{:?}: field is immutable", get(new).unwrap_or_default())));
+                errs.push(FieldError::invalid(
+                    &labels_path(key),
+                    format!("{:?}: field is immutable", get(new).unwrap_or_default()),
+                ));
             }
         }
     }
     if annotation(&old.metadata, JOB_MIN_PARALLELISM).is_some() && !suspended(old) {
         let p = |j: &Job| j.spec.as_ref().map_or(1, parallelism);
         if p(old) != p(new) {
-            errs.push(FieldError::forbidden("spec.parallelism", "cannot change when partial admission is enabled and the job is not suspended"));
+            errs.push(FieldError::forbidden(
+                "spec.parallelism",
+                "cannot change when partial admission is enabled and the job is not suspended",
+            ));
         }
     }
     // Kueue's `validatedUpdateForEnabledWorkloadSlice`: whether a Job is elastic is fixed at creation
     // (its Workloads, and its pods' gate, are made one way or the other).
     let elastic = |j: &Job| super::kueue::is_elastic_job(&j.metadata);
     if elastic(old) != elastic(new) {
-        errs.push(FieldError::invalid(&annotations_path(label::ELASTIC_JOB), format!("{}: field is immutable", elastic(new))));
+        errs.push(FieldError::invalid(
+            &annotations_path(label::ELASTIC_JOB),
+            format!("{}: field is immutable", elastic(new)),
+        ));
     }
-    if suspended(old) == suspended(new) && !suspended(new) && completions_follow_parallelism(&old.metadata) != completions_follow_parallelism(&new.metadata) {
+    if suspended(old) == suspended(new)
+        && !suspended(new)
+        && completions_follow_parallelism(&old.metadata) != completions_follow_parallelism(&new.metadata)
+    {
         errs.push(FieldError::forbidden(
             annotations_path(JOB_COMPLETIONS_EQUAL_PARALLELISM).as_str(),
             "field is immutable while the job is not suspended",
@@ -322,11 +391,25 @@ pub fn validate_update(new: &Job, old: &Job) -> Vec<FieldError> {
 /// Defaults and validates a Job write (the embedded server's and the webhook's Job rules). Objects
 /// that are not Jobs, or do not parse as one, are left to the schema check.
 pub fn admit(create: bool, new: &mut Value, old: Option<&Value>) -> Vec<FieldError> {
-    admit_in(create, new, old, &ManagedJobs::default(), &JobNamespace::default(), Frameworks::default())
+    admit_in(
+        create,
+        new,
+        old,
+        &ManagedJobs::default(),
+        &JobNamespace::default(),
+        Frameworks::default(),
+    )
 }
 
 /// [`admit`] knowing the configuration's managed-jobs switches and the Job's namespace.
-pub fn admit_in(create: bool, new: &mut Value, old: Option<&Value>, managed: &ManagedJobs, ns: &JobNamespace, frameworks: Frameworks) -> Vec<FieldError> {
+pub fn admit_in(
+    create: bool,
+    new: &mut Value,
+    old: Option<&Value>,
+    managed: &ManagedJobs,
+    ns: &JobNamespace,
+    frameworks: Frameworks,
+) -> Vec<FieldError> {
     if create {
         default_job_in(new, managed, ns, frameworks);
     }
@@ -336,7 +419,10 @@ pub fn admit_in(create: bool, new: &mut Value, old: Option<&Value>, managed: &Ma
     match old.map(|o| serde_json::from_value::<Job>(o.clone())) {
         Some(Ok(old)) if !create => {
             // Kueue's webhooks judge the spec and labels; a status write is not theirs to refuse.
-            if old.spec == job.spec && old.metadata.labels == job.metadata.labels && old.metadata.annotations == job.metadata.annotations {
+            if old.spec == job.spec
+                && old.metadata.labels == job.metadata.labels
+                && old.metadata.annotations == job.metadata.annotations
+            {
                 return Vec::new();
             }
             validate_update(&job, &old)
@@ -372,12 +458,19 @@ mod tests {
     // name is set", "job without queue name is not suspended").
     #[test]
     fn a_queue_labelled_job_is_created_suspended() {
-        let mut queued = job(json!({label::QUEUE_NAME: "lq"}), json!({}), json!({"template": template()}));
+        let mut queued = job(
+            json!({label::QUEUE_NAME: "lq"}),
+            json!({}),
+            json!({"template": template()}),
+        );
         assert!(admit(true, &mut queued, None).is_empty());
         assert_eq!(queued["spec"]["suspend"], true);
         let mut plain = job(json!({}), json!({}), json!({"template": template()}));
         assert!(admit(true, &mut plain, None).is_empty());
-        assert!(plain["spec"].get("suspend").is_none(), "not Kueue's business without a queue");
+        assert!(
+            plain["spec"].get("suspend").is_none(),
+            "not Kueue's business without a queue"
+        );
     }
 
     // Kueue: job_webhook_test.go TestValidateCreate ("invalid queue-name label", "min-parallelism
@@ -386,16 +479,76 @@ mod tests {
     fn create_rules_follow_kueues_job_webhook() {
         let spec = json!({"parallelism": 4, "completions": 6, "template": template()});
         let cases: Vec<(&str, Value, Value, Value, Vec<&str>)> = vec![
-            ("valid", json!({label::QUEUE_NAME: "lq"}), json!({}), spec.clone(), vec![]),
-            ("bad queue name", json!({label::QUEUE_NAME: "Bad_Queue"}), json!({}), spec.clone(), vec!["metadata.labels[kueue.x-k8s.io/queue-name]"]),
-            ("min parallelism in range", json!({label::QUEUE_NAME: "lq"}), json!({JOB_MIN_PARALLELISM: "3"}), spec.clone(), vec![]),
-            ("min parallelism = pods", json!({label::QUEUE_NAME: "lq"}), json!({JOB_MIN_PARALLELISM: "4"}), spec.clone(), vec!["metadata.annotations[kueue.x-k8s.io/job-min-parallelism]"]),
-            ("min parallelism zero", json!({label::QUEUE_NAME: "lq"}), json!({JOB_MIN_PARALLELISM: "0"}), spec.clone(), vec!["metadata.annotations[kueue.x-k8s.io/job-min-parallelism]"]),
-            ("min parallelism not a number", json!({label::QUEUE_NAME: "lq"}), json!({JOB_MIN_PARALLELISM: "x"}), spec.clone(), vec!["metadata.annotations[kueue.x-k8s.io/job-min-parallelism]"]),
-            ("sync completions on NonIndexed", json!({label::QUEUE_NAME: "lq"}), json!({JOB_COMPLETIONS_EQUAL_PARALLELISM: "true"}), json!({"parallelism": 4, "completions": 4, "template": template()}), vec!["metadata.annotations[kueue.x-k8s.io/job-completions-equal-parallelism]"]),
-            ("sync completions, Indexed, unequal", json!({label::QUEUE_NAME: "lq"}), json!({JOB_COMPLETIONS_EQUAL_PARALLELISM: "true"}), json!({"completionMode": "Indexed", "parallelism": 4, "completions": 6, "template": template()}), vec!["spec.completions"]),
-            ("max exec time zero", json!({label::QUEUE_NAME: "lq", label::MAX_EXEC_TIME_SECONDS: "0"}), json!({}), spec.clone(), vec!["metadata.labels[kueue.x-k8s.io/max-exec-time-seconds]"]),
-            ("no queue: not judged", json!({}), json!({JOB_MIN_PARALLELISM: "40"}), spec.clone(), vec![]),
+            (
+                "valid",
+                json!({label::QUEUE_NAME: "lq"}),
+                json!({}),
+                spec.clone(),
+                vec![],
+            ),
+            (
+                "bad queue name",
+                json!({label::QUEUE_NAME: "Bad_Queue"}),
+                json!({}),
+                spec.clone(),
+                vec!["metadata.labels[kueue.x-k8s.io/queue-name]"],
+            ),
+            (
+                "min parallelism in range",
+                json!({label::QUEUE_NAME: "lq"}),
+                json!({JOB_MIN_PARALLELISM: "3"}),
+                spec.clone(),
+                vec![],
+            ),
+            (
+                "min parallelism = pods",
+                json!({label::QUEUE_NAME: "lq"}),
+                json!({JOB_MIN_PARALLELISM: "4"}),
+                spec.clone(),
+                vec!["metadata.annotations[kueue.x-k8s.io/job-min-parallelism]"],
+            ),
+            (
+                "min parallelism zero",
+                json!({label::QUEUE_NAME: "lq"}),
+                json!({JOB_MIN_PARALLELISM: "0"}),
+                spec.clone(),
+                vec!["metadata.annotations[kueue.x-k8s.io/job-min-parallelism]"],
+            ),
+            (
+                "min parallelism not a number",
+                json!({label::QUEUE_NAME: "lq"}),
+                json!({JOB_MIN_PARALLELISM: "x"}),
+                spec.clone(),
+                vec!["metadata.annotations[kueue.x-k8s.io/job-min-parallelism]"],
+            ),
+            (
+                "sync completions on NonIndexed",
+                json!({label::QUEUE_NAME: "lq"}),
+                json!({JOB_COMPLETIONS_EQUAL_PARALLELISM: "true"}),
+                json!({"parallelism": 4, "completions": 4, "template": template()}),
+                vec!["metadata.annotations[kueue.x-k8s.io/job-completions-equal-parallelism]"],
+            ),
+            (
+                "sync completions, Indexed, unequal",
+                json!({label::QUEUE_NAME: "lq"}),
+                json!({JOB_COMPLETIONS_EQUAL_PARALLELISM: "true"}),
+                json!({"completionMode": "Indexed", "parallelism": 4, "completions": 6, "template": template()}),
+                vec!["spec.completions"],
+            ),
+            (
+                "max exec time zero",
+                json!({label::QUEUE_NAME: "lq", label::MAX_EXEC_TIME_SECONDS: "0"}),
+                json!({}),
+                spec.clone(),
+                vec!["metadata.labels[kueue.x-k8s.io/max-exec-time-seconds]"],
+            ),
+            (
+                "no queue: not judged",
+                json!({}),
+                json!({JOB_MIN_PARALLELISM: "40"}),
+                spec.clone(),
+                vec![],
+            ),
         ];
         for (name, labels, annotations, spec, want) in cases {
             let mut obj = job(labels, annotations, spec);
@@ -413,17 +566,43 @@ mod tests {
                 Some(m) => json!({JOB_MIN_PARALLELISM: m}),
                 None => json!({}),
             };
-            parse(&job(json!({label::QUEUE_NAME: queue}), annotations, json!({"suspend": suspend, "parallelism": parallelism, "template": template()})))
+            parse(&job(
+                json!({label::QUEUE_NAME: queue}),
+                annotations,
+                json!({"suspend": suspend, "parallelism": parallelism, "template": template()}),
+            ))
         };
         assert!(validate_update(&with("b", true, 2, None), &with("a", true, 2, None)).is_empty());
-        assert_eq!(fields(&validate_update(&with("b", false, 2, None), &with("a", false, 2, None))), vec!["metadata.labels[kueue.x-k8s.io/queue-name]"]);
-        assert_eq!(fields(&validate_update(&with("a", false, 3, Some("1")), &with("a", false, 2, Some("1")))), vec!["spec.parallelism"]);
-        assert!(validate_update(&with("a", true, 3, Some("1")), &with("a", true, 2, Some("1"))).is_empty(), "suspended: free to change");
+        assert_eq!(
+            fields(&validate_update(
+                &with("b", false, 2, None),
+                &with("a", false, 2, None)
+            )),
+            vec!["metadata.labels[kueue.x-k8s.io/queue-name]"]
+        );
+        assert_eq!(
+            fields(&validate_update(
+                &with("a", false, 3, Some("1")),
+                &with("a", false, 2, Some("1"))
+            )),
+            vec!["spec.parallelism"]
+        );
+        assert!(
+            validate_update(&with("a", true, 3, Some("1")), &with("a", true, 2, Some("1"))).is_empty(),
+            "suspended: free to change"
+        );
         // An annotation out of range stored before is judged again only when it changes.
         assert!(validate_update(&with("a", true, 1, Some("1")), &with("a", true, 1, Some("1"))).is_empty());
         let mut wpc = with("a", false, 2, None);
-        wpc.metadata.labels.as_mut().unwrap().insert(label::PRIORITY_CLASS.into(), "high".into());
-        assert_eq!(fields(&validate_update(&wpc, &with("a", false, 2, None))), vec!["metadata.labels[kueue.x-k8s.io/priority-class]"]);
+        wpc.metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert(label::PRIORITY_CLASS.into(), "high".into());
+        assert_eq!(
+            fields(&validate_update(&wpc, &with("a", false, 2, None))),
+            vec!["metadata.labels[kueue.x-k8s.io/priority-class]"]
+        );
     }
 
     // Kueue: job_webhook.go `applyWorkloadSliceSchedulingGate` (TestDefault's elastic cases): an
@@ -432,17 +611,36 @@ mod tests {
     fn an_elastic_job_is_created_suspended_with_its_pods_gated() {
         let elastic = json!({label::ELASTIC_JOB: "true"});
         let gates = |v: &Value| v.pointer("/spec/template/spec/schedulingGates").cloned();
-        let mut queued = job(json!({label::QUEUE_NAME: "lq"}), elastic.clone(), json!({"parallelism": 2, "template": template()}));
+        let mut queued = job(
+            json!({label::QUEUE_NAME: "lq"}),
+            elastic.clone(),
+            json!({"parallelism": 2, "template": template()}),
+        );
         assert!(admit(true, &mut queued, None).is_empty());
         assert_eq!(queued["spec"]["suspend"], true);
-        assert_eq!(gates(&queued), Some(json!([{"name": label::ELASTIC_JOB_SCHEDULING_GATE}])));
+        assert_eq!(
+            gates(&queued),
+            Some(json!([{"name": label::ELASTIC_JOB_SCHEDULING_GATE}]))
+        );
         // A gate already there (or the user's own beside it) is kept, not doubled.
         let mut t = template();
-        t["spec"]["schedulingGates"] = json!([{"name": "user/gate"}, {"name": label::ELASTIC_JOB_SCHEDULING_GATE}]);
-        let mut again = job(json!({label::QUEUE_NAME: "lq"}), elastic.clone(), json!({"template": t}));
+        t["spec"]["schedulingGates"] =
+            json!([{"name": "user/gate"}, {"name": label::ELASTIC_JOB_SCHEDULING_GATE}]);
+        let mut again = job(
+            json!({label::QUEUE_NAME: "lq"}),
+            elastic.clone(),
+            json!({"template": t}),
+        );
         assert!(admit(true, &mut again, None).is_empty());
-        assert_eq!(gates(&again), Some(json!([{"name": "user/gate"}, {"name": label::ELASTIC_JOB_SCHEDULING_GATE}])));
-        let mut plain = job(json!({label::QUEUE_NAME: "lq"}), json!({}), json!({"template": template()}));
+        assert_eq!(
+            gates(&again),
+            Some(json!([{"name": "user/gate"}, {"name": label::ELASTIC_JOB_SCHEDULING_GATE}]))
+        );
+        let mut plain = job(
+            json!({label::QUEUE_NAME: "lq"}),
+            json!({}),
+            json!({"template": template()}),
+        );
         assert!(admit(true, &mut plain, None).is_empty());
         assert_eq!(gates(&plain), None, "only elastic Jobs are gated");
         // Kueue gates this one too, and nothing would ever lift it: quotagate leaves a Job it does not
@@ -462,8 +660,17 @@ mod tests {
             json!({"parallelism": 4, "completions": 6, "template": template()}),
         );
         let errs = admit(true, &mut j, None);
-        let got: Vec<(String, String)> = errs.iter().map(|e| (e.field.clone(), e.message.clone())).collect();
-        assert_eq!(got, vec![(format!("metadata.annotations[{JOB_MIN_PARALLELISM}]"), "\"2\": partial admission and elastic job cannot be used together".to_string())]);
+        let got: Vec<(String, String)> = errs
+            .iter()
+            .map(|e| (e.field.clone(), e.message.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(
+                format!("metadata.annotations[{JOB_MIN_PARALLELISM}]"),
+                "\"2\": partial admission and elastic job cannot be used together".to_string()
+            )]
+        );
     }
 
     // Kueue: pkg/controller/jobframework/validation_test.go (validatedUpdateForEnabledWorkloadSlice):
@@ -471,14 +678,31 @@ mod tests {
     #[test]
     fn the_elastic_annotation_is_immutable_on_a_job() {
         let with = |elastic: bool, parallelism: i32| {
-            let annotations = if elastic { json!({label::ELASTIC_JOB: "true"}) } else { json!({}) };
-            parse(&job(json!({label::QUEUE_NAME: "lq"}), annotations, json!({"suspend": false, "parallelism": parallelism, "template": template()})))
+            let annotations = if elastic {
+                json!({label::ELASTIC_JOB: "true"})
+            } else {
+                json!({})
+            };
+            parse(&job(
+                json!({label::QUEUE_NAME: "lq"}),
+                annotations,
+                json!({"suspend": false, "parallelism": parallelism, "template": template()}),
+            ))
         };
         let path = format!("metadata.annotations[{}]", label::ELASTIC_JOB);
         let msgs = |errs: Vec<FieldError>| errs.into_iter().map(|e| (e.field, e.message)).collect::<Vec<_>>();
-        assert_eq!(msgs(validate_update(&with(true, 2), &with(false, 2))), vec![(path.clone(), "true: field is immutable".to_string())]);
-        assert_eq!(msgs(validate_update(&with(false, 2), &with(true, 2))), vec![(path, "false: field is immutable".to_string())]);
-        assert!(validate_update(&with(true, 5), &with(true, 2)).is_empty(), "a running elastic Job may be resized");
+        assert_eq!(
+            msgs(validate_update(&with(true, 2), &with(false, 2))),
+            vec![(path.clone(), "true: field is immutable".to_string())]
+        );
+        assert_eq!(
+            msgs(validate_update(&with(false, 2), &with(true, 2))),
+            vec![(path, "false: field is immutable".to_string())]
+        );
+        assert!(
+            validate_update(&with(true, 5), &with(true, 2)).is_empty(),
+            "a running elastic Job may be resized"
+        );
     }
 
     // Kueue: pkg/controller/jobs/job/job_controller_test.go TestTerminalIndexesCount, every case.
@@ -509,16 +733,27 @@ mod tests {
             ("0-x,4", "", 10, 1),
         ];
         for (completed, failed, completions, want) in cases {
-            assert_eq!(terminal_indexes_count(completed, failed, completions), want, "{completed:?} {failed:?} {completions}");
+            assert_eq!(
+                terminal_indexes_count(completed, failed, completions),
+                want,
+                "{completed:?} {failed:?} {completions}"
+            );
         }
-        assert_eq!(format_indexes(&merge_indexes(vec![(5, 5), (0, 1), (2, 3), (7, 9)])), "0-3,5,7-9");
+        assert_eq!(
+            format_indexes(&merge_indexes(vec![(5, 5), (0, 1), (2, 3), (7, 9)])),
+            "0-3,5,7-9"
+        );
         // A forged range costs nothing in proportion to its numbers.
         assert_eq!(terminal_indexes_count("0-2147483646", "", i32::MAX), i32::MAX);
     }
 
     #[test]
     fn pods_count_is_kueues() {
-        let spec = |p: Option<i32>, c: Option<i32>| JobSpec { parallelism: p, completions: c, ..Default::default() };
+        let spec = |p: Option<i32>, c: Option<i32>| JobSpec {
+            parallelism: p,
+            completions: c,
+            ..Default::default()
+        };
         assert_eq!(pods_count(&spec(None, None)), 1);
         assert_eq!(pods_count(&spec(Some(4), None)), 4);
         assert_eq!(pods_count(&spec(Some(4), Some(2))), 2);

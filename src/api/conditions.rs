@@ -77,28 +77,19 @@ mod tests {
     #[test]
     fn transition_time_moves_only_when_the_status_flips() {
         let mut conds = vec![];
-        assert!(set(
-            &mut conds,
-            new("Ready", false, "A", "m", Some(1), at(10))
-        ));
+        assert!(set(&mut conds, new("Ready", false, "A", "m", Some(1), at(10))));
         assert!(
             !set(&mut conds, new("Ready", false, "A", "m", Some(1), at(20))),
             "a no-op is not a change"
         );
-        assert!(set(
-            &mut conds,
-            new("Ready", false, "B", "m2", Some(2), at(30))
-        ));
+        assert!(set(&mut conds, new("Ready", false, "B", "m2", Some(2), at(30))));
         assert_eq!(
             conds[0].last_transition_time,
             Time(at(10)),
             "same status keeps its time"
         );
         assert_eq!(conds[0].reason, "B");
-        assert!(set(
-            &mut conds,
-            new("Ready", true, "C", "", Some(2), at(40))
-        ));
+        assert!(set(&mut conds, new("Ready", true, "C", "", Some(2), at(40))));
         assert_eq!(conds[0].last_transition_time, Time(at(40)));
         assert!(is_true(Some(&conds), "Ready"));
         assert!(!is_true(Some(&conds), "Other"));

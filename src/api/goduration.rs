@@ -29,7 +29,10 @@ pub fn parse(v: &str) -> Result<GoDuration, String> {
         None => (false, v.strip_prefix('+').unwrap_or(v)),
     };
     if rest == "0" {
-        return Ok(GoDuration { negative, value: Duration::ZERO });
+        return Ok(GoDuration {
+            negative,
+            value: Duration::ZERO,
+        });
     }
     if rest.is_empty() {
         return Err(bad());
@@ -57,7 +60,11 @@ pub fn parse(v: &str) -> Result<GoDuration, String> {
         if (int.is_empty() && frac.is_empty()) || frac.contains('.') {
             return Err(bad());
         }
-        let whole: u128 = if int.is_empty() { 0 } else { int.parse().map_err(|_| bad())? };
+        let whole: u128 = if int.is_empty() {
+            0
+        } else {
+            int.parse().map_err(|_| bad())?
+        };
         let mut part: u128 = 0;
         let mut scale: u128 = 1;
         // Digits past nanosecond precision change nothing.

@@ -26,7 +26,10 @@ pub fn load_documents(text: &str) -> Result<Vec<Value>, YamlError> {
         Ok(docs) => Ok(docs.into_iter().filter(|d| !d.is_null()).collect()),
         Err(e) => {
             let line = e.location().map(|l| l.line() as usize).unwrap_or(0);
-            Err(YamlError { line, message: e.to_string() })
+            Err(YamlError {
+                line,
+                message: e.to_string(),
+            })
         }
     }
 }
@@ -75,7 +78,10 @@ fn parse<T: DeserializeOwned>(doc: &Value) -> Result<T, FieldError> {
     })
 }
 
-fn check_typed<T: DeserializeOwned>(doc: &Value, validate: impl Fn(&T) -> Vec<FieldError>) -> Vec<FieldError> {
+fn check_typed<T: DeserializeOwned>(
+    doc: &Value,
+    validate: impl Fn(&T) -> Vec<FieldError>,
+) -> Vec<FieldError> {
     match parse::<T>(doc) {
         Ok(obj) => validate(&obj),
         Err(e) => vec![e],
@@ -159,10 +165,10 @@ macro_rules! builtins {
 
 mod k {
     pub use k8s_openapi::api::{
-        admissionregistration::v1 as admreg, apps::v1 as apps, autoscaling::v2 as autoscaling, batch::v1 as batch,
-        coordination::v1 as coordination, core::v1 as core, discovery::v1 as discovery, events::v1 as events,
-        networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac, scheduling::v1 as scheduling,
-        storage::v1 as storage,
+        admissionregistration::v1 as admreg, apps::v1 as apps, autoscaling::v2 as autoscaling,
+        batch::v1 as batch, coordination::v1 as coordination, core::v1 as core, discovery::v1 as discovery,
+        events::v1 as events, networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac,
+        scheduling::v1 as scheduling, storage::v1 as storage,
     };
     pub use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
 }
@@ -205,14 +211,30 @@ pub fn check_document_with(doc: &Value, gates: RayFeatureGates) -> DocReport {
         "" => str_at(doc, &["metadata", "generateName"]).to_string(),
         n => n.to_string(),
     };
-    let mut report = DocReport { api_version, kind, name, class: DocClass::Unknown, problems: Vec::new() };
+    let mut report = DocReport {
+        api_version,
+        kind,
+        name,
+        class: DocClass::Unknown,
+        problems: Vec::new(),
+    };
     if !doc.is_object() {
-        report.problems.push(FieldError::invalid("<root>", "a manifest document must be a mapping"));
+        report.problems.push(FieldError::invalid(
+            "<root>",
+            "a manifest document must be a mapping",
+        ));
         return report;
     }
     if report.api_version.is_empty() || report.kind.is_empty() {
-        let missing = if report.api_version.is_empty() { "apiVersion" } else { "kind" };
-        report.problems.push(FieldError::required(missing, "every Kubernetes object needs apiVersion and kind"));
+        let missing = if report.api_version.is_empty() {
+            "apiVersion"
+        } else {
+            "kind"
+        };
+        report.problems.push(FieldError::required(
+            missing,
+            "every Kubernetes object needs apiVersion and kind",
+        ));
         return report;
     }
     if let Some((check, _)) = managed(&report.api_version, &report.kind) {
@@ -224,12 +246,17 @@ pub fn check_document_with(doc: &Value, gates: RayFeatureGates) -> DocReport {
     } else {
         let group = group_of(&report.api_version);
         let ours = group == "kueue.x-k8s.io" || group == "ray.io";
-        let foreign = FOREIGN_KINDS.iter().any(|(g, k)| *g == group && *k == report.kind);
+        let foreign = FOREIGN_KINDS
+            .iter()
+            .any(|(g, k)| *g == group && *k == report.kind);
         if ours && !foreign {
             report.problems.push(FieldError::new(
                 "kind",
                 super::validation::ErrorType::NotSupported,
-                format!("{} does not define kind {:?} (neither Kueue nor KubeRay has it)", report.api_version, report.kind),
+                format!(
+                    "{} does not define kind {:?} (neither Kueue nor KubeRay has it)",
+                    report.api_version, report.kind
+                ),
             ));
         } else {
             report.class = DocClass::NotManaged;
@@ -261,6 +288,10 @@ mod tests {
         let text = "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata:\n  name: a\n  name: b\n";
         let err = load_documents(text).unwrap_err();
         assert_eq!(err.line, 5, "{}", err.message);
-        assert!(err.message.to_lowercase().contains("duplicate"), "{}", err.message);
+        assert!(
+            err.message.to_lowercase().contains("duplicate"),
+            "{}",
+            err.message
+        );
     }
 }

@@ -39,7 +39,10 @@ pub fn guarded<T: serde::Serialize>(before: &T, after: &T) -> Result<Option<Valu
     if patch.as_object().is_none_or(Map::is_empty) {
         return Ok(None);
     }
-    let version = before.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null);
+    let version = before
+        .pointer("/metadata/resourceVersion")
+        .cloned()
+        .unwrap_or(Value::Null);
     patch["metadata"]["resourceVersion"] = version;
     Ok(Some(patch))
 }
@@ -54,17 +57,26 @@ mod tests {
     fn only_what_changed_is_written() {
         let old = json!({"spec": {"suspend": true, "a": {"cpu": 4, "keep": [1, 2]}, "gone": 1}});
         let new = json!({"spec": {"suspend": false, "a": {"cpu": 4, "keep": [1, 2]}, "added": {"x": 1}}});
-        assert_eq!(merge_diff(&old, &new), json!({"spec": {"suspend": false, "added": {"x": 1}, "gone": null}}));
+        assert_eq!(
+            merge_diff(&old, &new),
+            json!({"spec": {"suspend": false, "added": {"x": 1}, "gone": null}})
+        );
         assert_eq!(merge_diff(&old, &old), json!({}));
         // Arrays are replaced whole.
-        assert_eq!(merge_diff(&json!({"l": [1, 2]}), &json!({"l": [1]})), json!({"l": [1]}));
+        assert_eq!(
+            merge_diff(&json!({"l": [1, 2]}), &json!({"l": [1]})),
+            json!({"l": [1]})
+        );
     }
 
     #[test]
     fn a_guarded_patch_carries_the_version_read() {
         let before = json!({"metadata": {"name": "a", "resourceVersion": "7"}, "spec": {"suspend": true}});
         let after = json!({"metadata": {"name": "a", "resourceVersion": "7"}, "spec": {"suspend": false}});
-        assert_eq!(super::guarded(&before, &after).unwrap(), Some(json!({"metadata": {"resourceVersion": "7"}, "spec": {"suspend": false}})));
+        assert_eq!(
+            super::guarded(&before, &after).unwrap(),
+            Some(json!({"metadata": {"resourceVersion": "7"}, "spec": {"suspend": false}}))
+        );
         assert_eq!(super::guarded(&before, &before).unwrap(), None);
     }
 }

@@ -8,10 +8,13 @@ use regex::Regex;
 
 use crate::api::validation::{ErrorType, FieldError, Path};
 
-static DNS_LABEL: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$").expect("constant regex"));
-static DNS_SUBDOMAIN: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$").expect("constant regex"));
-static QUALIFIED_NAME_PART: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$").expect("constant regex"));
+static DNS_LABEL: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$").expect("constant regex"));
+static DNS_SUBDOMAIN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$").expect("constant regex")
+});
+static QUALIFIED_NAME_PART: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$").expect("constant regex"));
 
 const DNS_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 const DNS_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
@@ -19,7 +22,11 @@ const QUALIFIED_NAME_MSG: &str = "name part must consist of alphanumeric charact
 const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
 
 fn too_long(path: &Path, max: usize) -> FieldError {
-    FieldError::new(path, ErrorType::TooLong, format!("must be no more than {max} characters"))
+    FieldError::new(
+        path,
+        ErrorType::TooLong,
+        format!("must be no more than {max} characters"),
+    )
 }
 
 /// An RFC 1123 label (≤63): podset names.
@@ -49,10 +56,16 @@ pub fn qualified_name(path: &Path, v: &str, errs: &mut Vec<FieldError>) {
         None => (None, v),
     };
     if name.is_empty() {
-        errs.push(FieldError::invalid(path, format!("{v:?}: name part must be non-empty")));
+        errs.push(FieldError::invalid(
+            path,
+            format!("{v:?}: name part must be non-empty"),
+        ));
     } else {
         if name.len() > 63 {
-            errs.push(FieldError::invalid(path, format!("{v:?}: name part must be no more than 63 characters")));
+            errs.push(FieldError::invalid(
+                path,
+                format!("{v:?}: name part must be no more than 63 characters"),
+            ));
         }
         if !QUALIFIED_NAME_PART.is_match(name) {
             errs.push(FieldError::invalid(path, format!("{v:?}: {QUALIFIED_NAME_MSG}")));
@@ -60,9 +73,15 @@ pub fn qualified_name(path: &Path, v: &str, errs: &mut Vec<FieldError>) {
     }
     if let Some(p) = prefix {
         if p.is_empty() {
-            errs.push(FieldError::invalid(path, format!("{v:?}: prefix part must be non-empty")));
+            errs.push(FieldError::invalid(
+                path,
+                format!("{v:?}: prefix part must be non-empty"),
+            ));
         } else if p.len() > 253 || !DNS_SUBDOMAIN.is_match(p) {
-            errs.push(FieldError::invalid(path, format!("{v:?}: prefix part {DNS_SUBDOMAIN_MSG}")));
+            errs.push(FieldError::invalid(
+                path,
+                format!("{v:?}: prefix part {DNS_SUBDOMAIN_MSG}"),
+            ));
         }
     }
 }
@@ -85,7 +104,8 @@ pub fn labels(path: &Path, m: &BTreeMap<String, String>, errs: &mut Vec<FieldErr
     }
 }
 
-static DNS1035_LABEL: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^[a-z]([-a-z0-9]*[a-z0-9])?$").expect("constant regex"));
+static DNS1035_LABEL: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^[a-z]([-a-z0-9]*[a-z0-9])?$").expect("constant regex"));
 const DNS1035_LABEL_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
 
 /// Which rule an object's `metadata.name` follows, per kind, as the API server's strategies pick it.
@@ -133,10 +153,16 @@ pub fn annotations(path: &Path, m: &serde_json::Map<String, serde_json::Value>, 
     let mut total = 0usize;
     for (k, v) in m {
         qualified_name(path, &k.to_lowercase(), errs);
-        total = total.saturating_add(k.len()).saturating_add(v.as_str().map_or(0, str::len));
+        total = total
+            .saturating_add(k.len())
+            .saturating_add(v.as_str().map_or(0, str::len));
     }
     if total > TOTAL_ANNOTATION_SIZE_LIMIT {
-        errs.push(FieldError::new(path, ErrorType::TooLong, format!("must have at most {TOTAL_ANNOTATION_SIZE_LIMIT} bytes")));
+        errs.push(FieldError::new(
+            path,
+            ErrorType::TooLong,
+            format!("must have at most {TOTAL_ANNOTATION_SIZE_LIMIT} bytes"),
+        ));
     }
 }
 
@@ -146,7 +172,10 @@ pub fn label_map(path: &Path, m: &serde_json::Map<String, serde_json::Value>, er
         qualified_name(path, k, errs);
         match v.as_str() {
             Some(s) => label_value(&path.key(k), s, errs),
-            None => errs.push(FieldError::invalid(&path.key(k), "a label value must be a string")),
+            None => errs.push(FieldError::invalid(
+                &path.key(k),
+                "a label value must be a string",
+            )),
         }
     }
 }
@@ -185,9 +214,15 @@ mod tests {
         }
         assert!(errors(NameRule::Label, "a.b", false) > 0);
         assert!(errors(NameRule::Dns1035Label, "0abc", false) > 0);
-        assert_eq!(errors(NameRule::Subdomain, "job-", true), 0, "a generateName prefix may end in a dash");
+        assert_eq!(
+            errors(NameRule::Subdomain, "job-", true),
+            0,
+            "a generateName prefix may end in a dash"
+        );
         assert!(errors(NameRule::Subdomain, &"a".repeat(254), false) > 0);
-        assert!(!is_label_key("!") && !is_label_key(&"k".repeat(64)) && is_label_key("kueue.x-k8s.io/queue-name"));
+        assert!(
+            !is_label_key("!") && !is_label_key(&"k".repeat(64)) && is_label_key("kueue.x-k8s.io/queue-name")
+        );
         assert!(is_label_value("") && !is_label_value(&"v".repeat(64)) && !is_label_value("a b"));
     }
 }

@@ -23,7 +23,9 @@ const MAX_NANOS: i128 = i128::MAX / 1024;
 pub enum QuantityError {
     #[error("quantity is empty")]
     Empty,
-    #[error("quantity {0:?} does not match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")]
+    #[error(
+        "quantity {0:?} does not match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+    )]
     Format(String),
     #[error("quantity {0:?} has an unknown suffix {1:?}")]
     Suffix(String, String),
@@ -88,11 +90,25 @@ fn scale(mantissa: i128, bin: u32, dec: i32, frac_digits: i32, raw: &str) -> Res
             div = match div.checked_mul(10) {
                 Some(d) => d,
                 // Dividing by more than i128 can hold: the value is below one nano-unit.
-                None => return Ok(if num > 0 { 1 } else if num < 0 { -1 } else { 0 }),
+                None => {
+                    return Ok(if num > 0 {
+                        1
+                    } else if num < 0 {
+                        -1
+                    } else {
+                        0
+                    });
+                }
             };
         }
         let (q, r) = (num / div, num % div);
-        num = if r > 0 { q + 1 } else if r < 0 { q - 1 } else { q };
+        num = if r > 0 {
+            q + 1
+        } else if r < 0 {
+            q - 1
+        } else {
+            q
+        };
     }
     if num.abs() > MAX_NANOS {
         return Err(too_large());
@@ -115,7 +131,9 @@ impl FromStr for Quantity {
             b'+' => (false, &s[1..]),
             _ => (false, s),
         };
-        let num_end = body.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(body.len());
+        let num_end = body
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(body.len());
         let (number, suffix) = body.split_at(num_end);
         if number.is_empty() || number == "." || number.matches('.').count() > 1 {
             return Err(bad());
@@ -126,7 +144,11 @@ impl FromStr for Quantity {
         if digits.len() > 38 {
             return Err(QuantityError::TooLarge(raw.to_string()));
         }
-        let mantissa: i128 = if digits.is_empty() { 0 } else { digits.parse().map_err(|_| bad())? };
+        let mantissa: i128 = if digits.is_empty() {
+            0
+        } else {
+            digits.parse().map_err(|_| bad())?
+        };
         let frac_digits = frac_part.len() as i32;
 
         let (bin, dec, format) = match suffix {
@@ -147,7 +169,9 @@ impl FromStr for Quantity {
             "Pi" => (50, 0, Format::BinarySi),
             "Ei" => (60, 0, Format::BinarySi),
             other if other.starts_with(['e', 'E']) => {
-                let exp: i32 = other[1..].parse().map_err(|_| QuantityError::Suffix(raw.to_string(), other.to_string()))?;
+                let exp: i32 = other[1..]
+                    .parse()
+                    .map_err(|_| QuantityError::Suffix(raw.to_string(), other.to_string()))?;
                 if !(-40..=40).contains(&exp) {
                     return Err(QuantityError::TooLarge(raw.to_string()));
                 }
@@ -156,12 +180,18 @@ impl FromStr for Quantity {
             other => return Err(QuantityError::Suffix(raw.to_string(), other.to_string())),
         };
         let nanos = scale(mantissa, bin, dec, frac_digits, raw)?;
-        Ok(Quantity { nanos: if negative { -nanos } else { nanos }, format })
+        Ok(Quantity {
+            nanos: if negative { -nanos } else { nanos },
+            format,
+        })
     }
 }
 
 impl Quantity {
-    pub const ZERO: Quantity = Quantity { nanos: 0, format: Format::DecimalSi };
+    pub const ZERO: Quantity = Quantity {
+        nanos: 0,
+        format: Format::DecimalSi,
+    };
 
     pub fn parse(s: &str) -> Result<Self, QuantityError> {
         s.parse()
@@ -169,12 +199,18 @@ impl Quantity {
 
     /// Whole units, as `resource.NewQuantity(v, format)`.
     pub fn from_value(v: i64, format: Format) -> Self {
-        Quantity { nanos: v as i128 * NANO, format }
+        Quantity {
+            nanos: v as i128 * NANO,
+            format,
+        }
     }
 
     /// Thousandths of a unit, as `resource.NewMilliQuantity(v, DecimalSI)`.
     pub fn from_milli(v: i64) -> Self {
-        Quantity { nanos: v as i128 * 1_000_000, format: Format::DecimalSi }
+        Quantity {
+            nanos: v as i128 * 1_000_000,
+            format: Format::DecimalSi,
+        }
     }
 
     pub fn format(&self) -> Format {
@@ -183,7 +219,10 @@ impl Quantity {
 
     /// Billionths of a unit (the finest scale a quantity keeps), clamped to the representable range.
     pub fn from_nanos(nanos: i128, format: Format) -> Self {
-        Quantity { nanos: nanos.clamp(-MAX_NANOS, MAX_NANOS), format }
+        Quantity {
+            nanos: nanos.clamp(-MAX_NANOS, MAX_NANOS),
+            format,
+        }
     }
 
     /// The value in billionths of a unit.
@@ -221,24 +260,35 @@ impl Quantity {
 
     pub fn checked_add(&self, other: &Quantity) -> Option<Quantity> {
         let nanos = self.nanos.checked_add(other.nanos)?;
-        (nanos.abs() <= MAX_NANOS).then_some(Quantity { nanos, format: self.format })
+        (nanos.abs() <= MAX_NANOS).then_some(Quantity {
+            nanos,
+            format: self.format,
+        })
     }
 
     pub fn checked_sub(&self, other: &Quantity) -> Option<Quantity> {
         let nanos = self.nanos.checked_sub(other.nanos)?;
-        (nanos.abs() <= MAX_NANOS).then_some(Quantity { nanos, format: self.format })
+        (nanos.abs() <= MAX_NANOS).then_some(Quantity {
+            nanos,
+            format: self.format,
+        })
     }
 
     /// Multiplies by a count (pods of a podset), saturating at the representable range.
     pub fn saturating_mul(&self, n: i64) -> Quantity {
         let nanos = self.nanos.saturating_mul(n as i128).clamp(-MAX_NANOS, MAX_NANOS);
-        Quantity { nanos, format: self.format }
+        Quantity {
+            nanos,
+            format: self.format,
+        }
     }
 
     /// Prints the value the way the API server canonicalizes it for this quantity's format.
     pub fn canonical(&self) -> String {
         match self.format {
-            Format::BinarySi if self.nanos % NANO == 0 && self.nanos.abs() >= 1024 * NANO => binary_si(self.nanos / NANO),
+            Format::BinarySi if self.nanos % NANO == 0 && self.nanos.abs() >= 1024 * NANO => {
+                binary_si(self.nanos / NANO)
+            }
             Format::DecimalExponent => decimal(self.nanos, true),
             _ => decimal(self.nanos, false),
         }
@@ -275,7 +325,11 @@ fn decimal(nanos: i128, exponent_form: bool) -> String {
         exp += 3;
     }
     if exponent_form {
-        return if exp == 0 { format!("{mantissa}") } else { format!("{mantissa}e{exp}") };
+        return if exp == 0 {
+            format!("{mantissa}")
+        } else {
+            format!("{mantissa}e{exp}")
+        };
     }
     let suffix = match exp {
         -9 => "n",
@@ -314,7 +368,11 @@ impl From<Quantity> for k8s_openapi::apimachinery::pkg::api::resource::Quantity 
 /// The integer Kueue accounts a resource in: thousandths for `cpu`, whole units for everything else
 /// (Kueue's `resources.ResourceValue`).
 pub fn resource_value(resource: &str, q: &Quantity) -> i64 {
-    if resource == "cpu" { q.milli_value() } else { q.value() }
+    if resource == "cpu" {
+        q.milli_value()
+    } else {
+        q.value()
+    }
 }
 
 /// The quantity Kueue reports for an accounted integer (Kueue's `resources.ResourceQuantity`): cpu in
@@ -380,7 +438,20 @@ mod tests {
 
     #[test]
     fn malformed_quantities_are_errors_not_panics() {
-        for s in ["", "abc", "1.2.3", "1x", "1Kb", "--1", "1e", "e3", "1ee3", ".", "1e999", "99999999999999999999999999999999999999999"] {
+        for s in [
+            "",
+            "abc",
+            "1.2.3",
+            "1x",
+            "1Kb",
+            "--1",
+            "1e",
+            "e3",
+            "1ee3",
+            ".",
+            "1e999",
+            "99999999999999999999999999999999999999999",
+        ] {
             assert!(s.parse::<Quantity>().is_err(), "{s:?} should be rejected");
         }
     }

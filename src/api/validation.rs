@@ -52,7 +52,11 @@ pub struct FieldError {
 
 impl FieldError {
     pub fn new(field: impl Into<String>, kind: ErrorType, message: impl Into<String>) -> Self {
-        Self { field: field.into(), kind, message: message.into() }
+        Self {
+            field: field.into(),
+            kind,
+            message: message.into(),
+        }
     }
     pub fn required(field: impl Into<String>, message: impl Into<String>) -> Self {
         Self::new(field, ErrorType::Required, message)
@@ -91,7 +95,11 @@ impl Path {
         Path(name.to_string())
     }
     pub fn child(&self, name: &str) -> Self {
-        if self.0.is_empty() { Path(name.to_string()) } else { Path(format!("{}.{}", self.0, name)) }
+        if self.0.is_empty() {
+            Path(name.to_string())
+        } else {
+            Path(format!("{}.{}", self.0, name))
+        }
     }
     pub fn index(&self, i: usize) -> Self {
         Path(format!("{}[{}]", self.0, i))
@@ -122,10 +130,17 @@ mod tests {
 
     #[test]
     fn paths_print_like_kubernetes() {
-        let p = Path::root("spec").child("resourceGroups").index(0).child("flavors").index(1);
+        let p = Path::root("spec")
+            .child("resourceGroups")
+            .index(0)
+            .child("flavors")
+            .index(1);
         assert_eq!(p.as_str(), "spec.resourceGroups[0].flavors[1]");
         let e = FieldError::invalid(&p, "must list exactly the covered resources");
-        assert_eq!(e.to_string(), "spec.resourceGroups[0].flavors[1]: Invalid value: must list exactly the covered resources");
+        assert_eq!(
+            e.to_string(),
+            "spec.resourceGroups[0].flavors[1]: Invalid value: must list exactly the covered resources"
+        );
         assert_eq!(e.kind.reason(), "FieldValueInvalid");
     }
 }

@@ -27,7 +27,10 @@ pub async fn kube_client(kubeconfig: Option<&std::path::Path>) -> Result<kube::C
     match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| e.to_string())?;
-            let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.map_err(|e| e.to_string())?;
+            let config =
+                kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                    .await
+                    .map_err(|e| e.to_string())?;
             kube::Client::try_from(config).map_err(|e| e.to_string())
         }
         None => kube::Client::try_default().await.map_err(|e| e.to_string()),

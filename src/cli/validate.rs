@@ -21,11 +21,16 @@ pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, std::io::Error> {
     let mut out = Vec::new();
     for p in paths {
         if p.is_dir() {
-            let mut entries: Vec<PathBuf> = std::fs::read_dir(p)?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+            let mut entries: Vec<PathBuf> = std::fs::read_dir(p)?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .collect();
             entries.sort();
             let (dirs, files): (Vec<_>, Vec<_>) = entries.into_iter().partition(|e| e.is_dir());
             out.extend(files.into_iter().filter(|f| {
-                matches!(f.extension().and_then(|e| e.to_str()), Some("yaml") | Some("yml") | Some("json"))
+                matches!(
+                    f.extension().and_then(|e| e.to_str()),
+                    Some("yaml") | Some("yml") | Some("json")
+                )
             }));
             out.extend(expand(&dirs)?);
         } else {
@@ -47,16 +52,27 @@ pub fn check_text_with(file: &Path, text: &str, gates: RayFeatureGates, outcome:
         Ok(d) => d,
         Err(e) => {
             outcome.problems += 1;
-            let _ = writeln!(outcome.report, "{shown}: line {}: unparsable YAML: {}", e.line, e.message);
+            let _ = writeln!(
+                outcome.report,
+                "{shown}: line {}: unparsable YAML: {}",
+                e.line, e.message
+            );
             return;
         }
     };
     for (i, doc) in docs.iter().enumerate() {
         outcome.documents += 1;
         let r = check_document_with(doc, gates);
-        let what = format!("{}/{}", if r.kind.is_empty() { "<no kind>" } else { &r.kind }, r.name);
+        let what = format!(
+            "{}/{}",
+            if r.kind.is_empty() { "<no kind>" } else { &r.kind },
+            r.name
+        );
         if r.class == DocClass::NotManaged {
-            outcome.not_managed.push(format!("{shown}: document {i}: {what} ({}): not managed by quotagate", r.api_version));
+            outcome.not_managed.push(format!(
+                "{shown}: document {i}: {what} ({}): not managed by quotagate",
+                r.api_version
+            ));
         }
         for p in &r.problems {
             outcome.problems += 1;
@@ -77,7 +93,15 @@ pub fn run_with(paths: &[PathBuf], gates: RayFeatureGates) -> Outcome {
         Ok(f) => f,
         Err(e) => {
             outcome.problems += 1;
-            let _ = writeln!(outcome.report, "cannot read {}: {e}", paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+            let _ = writeln!(
+                outcome.report,
+                "cannot read {}: {e}",
+                paths
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
             return outcome;
         }
     };

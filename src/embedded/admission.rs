@@ -17,11 +17,24 @@ pub enum Operation {
 
 pub trait AdmissionHook: Send + Sync {
     /// Default `new` in place, then validate it; errors become a 422 `Invalid` Status with one cause each.
-    fn admit(&self, op: Operation, resource: &ResourceInfo, new: &mut Value, old: Option<&Value>) -> Result<(), Vec<FieldError>>;
+    fn admit(
+        &self,
+        op: Operation,
+        resource: &ResourceInfo,
+        new: &mut Value,
+        old: Option<&Value>,
+    ) -> Result<(), Vec<FieldError>>;
 
     /// `admit`, with what the server knows of the object's namespace (Kueue's webhooks read the
     /// Namespace and the `default` LocalQueue). Hooks that need none of it keep the default.
-    fn admit_in(&self, op: Operation, resource: &ResourceInfo, new: &mut Value, old: Option<&Value>, _ns: &JobNamespace) -> Result<(), Vec<FieldError>> {
+    fn admit_in(
+        &self,
+        op: Operation,
+        resource: &ResourceInfo,
+        new: &mut Value,
+        old: Option<&Value>,
+        _ns: &JobNamespace,
+    ) -> Result<(), Vec<FieldError>> {
         self.admit(op, resource, new, old)
     }
 }
@@ -30,7 +43,13 @@ pub trait AdmissionHook: Send + Sync {
 pub struct AllowAll;
 
 impl AdmissionHook for AllowAll {
-    fn admit(&self, _: Operation, _: &ResourceInfo, _: &mut Value, _: Option<&Value>) -> Result<(), Vec<FieldError>> {
+    fn admit(
+        &self,
+        _: Operation,
+        _: &ResourceInfo,
+        _: &mut Value,
+        _: Option<&Value>,
+    ) -> Result<(), Vec<FieldError>> {
         Ok(())
     }
 }
@@ -48,11 +67,24 @@ pub struct QuotagateAdmission {
 }
 
 impl AdmissionHook for QuotagateAdmission {
-    fn admit(&self, op: Operation, info: &ResourceInfo, new: &mut Value, old: Option<&Value>) -> Result<(), Vec<FieldError>> {
+    fn admit(
+        &self,
+        op: Operation,
+        info: &ResourceInfo,
+        new: &mut Value,
+        old: Option<&Value>,
+    ) -> Result<(), Vec<FieldError>> {
         self.admit_in(op, info, new, old, &JobNamespace::default())
     }
 
-    fn admit_in(&self, op: Operation, _: &ResourceInfo, new: &mut Value, old: Option<&Value>, ns: &JobNamespace) -> Result<(), Vec<FieldError>> {
+    fn admit_in(
+        &self,
+        op: Operation,
+        _: &ResourceInfo,
+        new: &mut Value,
+        old: Option<&Value>,
+        ns: &JobNamespace,
+    ) -> Result<(), Vec<FieldError>> {
         let op = match op {
             Operation::Create => crate::api::admission::Operation::Create,
             // Status writes are validated as updates too: a real server checks the whole object's schema.
@@ -70,16 +102,25 @@ mod tests {
     #[test]
     fn quotagate_admission_defaults_and_rejects() {
         let registry = Registry::new(&crate::api::all_crds());
-        let info = registry.find("ray.io", "v1", "rayclusters").expect("RayCluster is served");
+        let info = registry
+            .find("ray.io", "v1", "rayclusters")
+            .expect("RayCluster is served");
         let mut rc = serde_json::json!({
             "apiVersion": "ray.io/v1", "kind": "RayCluster",
             "metadata": {"name": "rc", "namespace": "default", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
             "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "h", "image": "ray"}]}}}}
         });
-        QuotagateAdmission::default().admit(Operation::Create, &info, &mut rc, None).expect("valid");
+        QuotagateAdmission::default()
+            .admit(Operation::Create, &info, &mut rc, None)
+            .expect("valid");
         assert_eq!(rc["spec"]["suspend"], true, "queue-managed jobs start suspended");
         rc["spec"]["headGroupSpec"]["template"]["spec"]["containers"] = serde_json::json!([]);
-        let errs = QuotagateAdmission::default().admit(Operation::Update, &info, &mut rc.clone(), Some(&rc)).expect_err("no head container");
-        assert!(errs.iter().any(|e| e.field.starts_with("spec.headGroupSpec")), "{errs:?}");
+        let errs = QuotagateAdmission::default()
+            .admit(Operation::Update, &info, &mut rc.clone(), Some(&rc))
+            .expect_err("no head container");
+        assert!(
+            errs.iter().any(|e| e.field.starts_with("spec.headGroupSpec")),
+            "{errs:?}"
+        );
     }
 }

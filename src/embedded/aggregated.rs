@@ -34,7 +34,12 @@ impl Aggregated {
 
     /// Mounted group names.
     pub fn groups(&self) -> Vec<String> {
-        self.groups.read().unwrap_or_else(PoisonError::into_inner).iter().map(|(n, _)| n.clone()).collect()
+        self.groups
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(n, _)| n.clone())
+            .collect()
     }
 }
 

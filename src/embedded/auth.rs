@@ -61,10 +61,14 @@ impl Credentials {
     /// The credentials kept in `dir` (made and written there, mode 0600, the first time).
     pub fn load_or_generate(dir: &Path) -> Result<Self, AuthError> {
         let path = dir.join(CREDENTIALS_FILE);
-        let bad = |detail: String| AuthError::Stored { path: path.display().to_string(), detail };
+        let bad = |detail: String| AuthError::Stored {
+            path: path.display().to_string(),
+            detail,
+        };
         match std::fs::read(&path) {
             Ok(bytes) => {
-                let stored: Stored = serde_json::from_slice(&bytes).map_err(|e| bad(format!("not valid credentials: {e}")))?;
+                let stored: Stored =
+                    serde_json::from_slice(&bytes).map_err(|e| bad(format!("not valid credentials: {e}")))?;
                 Self::from_stored(stored).map_err(|e| bad(e.to_string()))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -113,7 +117,10 @@ impl Credentials {
 
     fn from_stored(stored: Stored) -> Result<Self, AuthError> {
         let der = |field: &str, b64: &str| {
-            STANDARD.decode(b64).map_err(|e| AuthError::Stored { path: field.to_string(), detail: format!("not base64: {e}") })
+            STANDARD.decode(b64).map_err(|e| AuthError::Stored {
+                path: field.to_string(),
+                detail: format!("not base64: {e}"),
+            })
         };
         let chain = vec![
             CertificateDer::from(der("certDer", &stored.cert_der)?),
@@ -221,16 +228,25 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let first = Credentials::load_or_generate(&dir).unwrap();
         let again = Credentials::load_or_generate(&dir).unwrap();
-        assert_eq!((first.ca_pem.as_str(), first.token.as_str()), (again.ca_pem.as_str(), again.token.as_str()));
+        assert_eq!(
+            (first.ca_pem.as_str(), first.token.as_str()),
+            (again.ca_pem.as_str(), again.token.as_str())
+        );
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(dir.join(CREDENTIALS_FILE)).unwrap().permissions().mode();
+            let mode = std::fs::metadata(dir.join(CREDENTIALS_FILE))
+                .unwrap()
+                .permissions()
+                .mode();
             assert_eq!(mode & 0o777, 0o600);
         }
         std::fs::write(dir.join(CREDENTIALS_FILE), b"{not json").unwrap();
         let err = Credentials::load_or_generate(&dir).err().unwrap().to_string();
-        assert!(err.contains(CREDENTIALS_FILE) && err.contains("not valid credentials"), "{err}");
+        assert!(
+            err.contains(CREDENTIALS_FILE) && err.contains("not valid credentials"),
+            "{err}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

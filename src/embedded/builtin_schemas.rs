@@ -29,29 +29,73 @@ static BUILTIN: LazyLock<BTreeMap<(&'static str, &'static str, &'static str), Va
     m.insert(("", "v1", "ServiceAccount"), schema::<core::v1::ServiceAccount>());
     m.insert(("batch", "v1", "Job"), schema::<batch::v1::Job>());
     // Served only with `ServerConfig::real_cluster` (`registry.rs`).
-    m.insert(("apps", "v1", "Deployment"), schema::<k8s_openapi::api::apps::v1::Deployment>());
+    m.insert(
+        ("apps", "v1", "Deployment"),
+        schema::<k8s_openapi::api::apps::v1::Deployment>(),
+    );
     m.insert(
         ("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
         schema::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>(),
     );
     m.insert(("events.k8s.io", "v1", "Event"), schema::<events::v1::Event>());
-    m.insert(("coordination.k8s.io", "v1", "Lease"), schema::<coordination::v1::Lease>());
-    m.insert(("discovery.k8s.io", "v1", "EndpointSlice"), schema::<discovery::v1::EndpointSlice>());
-    m.insert(("rbac.authorization.k8s.io", "v1", "Role"), schema::<rbac::v1::Role>());
-    m.insert(("rbac.authorization.k8s.io", "v1", "RoleBinding"), schema::<rbac::v1::RoleBinding>());
-    m.insert(("rbac.authorization.k8s.io", "v1", "ClusterRole"), schema::<rbac::v1::ClusterRole>());
-    m.insert(("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding"), schema::<rbac::v1::ClusterRoleBinding>());
-    m.insert(("authorization.k8s.io", "v1", "LocalSubjectAccessReview"), schema::<authorization::v1::LocalSubjectAccessReview>());
-    m.insert(("authorization.k8s.io", "v1", "SelfSubjectAccessReview"), schema::<authorization::v1::SelfSubjectAccessReview>());
-    m.insert(("authorization.k8s.io", "v1", "SelfSubjectRulesReview"), schema::<authorization::v1::SelfSubjectRulesReview>());
-    m.insert(("authorization.k8s.io", "v1", "SubjectAccessReview"), schema::<authorization::v1::SubjectAccessReview>());
-    m.insert(("scheduling.k8s.io", "v1", "PriorityClass"), schema::<scheduling::v1::PriorityClass>());
     m.insert(
-        ("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration"),
+        ("coordination.k8s.io", "v1", "Lease"),
+        schema::<coordination::v1::Lease>(),
+    );
+    m.insert(
+        ("discovery.k8s.io", "v1", "EndpointSlice"),
+        schema::<discovery::v1::EndpointSlice>(),
+    );
+    m.insert(
+        ("rbac.authorization.k8s.io", "v1", "Role"),
+        schema::<rbac::v1::Role>(),
+    );
+    m.insert(
+        ("rbac.authorization.k8s.io", "v1", "RoleBinding"),
+        schema::<rbac::v1::RoleBinding>(),
+    );
+    m.insert(
+        ("rbac.authorization.k8s.io", "v1", "ClusterRole"),
+        schema::<rbac::v1::ClusterRole>(),
+    );
+    m.insert(
+        ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding"),
+        schema::<rbac::v1::ClusterRoleBinding>(),
+    );
+    m.insert(
+        ("authorization.k8s.io", "v1", "LocalSubjectAccessReview"),
+        schema::<authorization::v1::LocalSubjectAccessReview>(),
+    );
+    m.insert(
+        ("authorization.k8s.io", "v1", "SelfSubjectAccessReview"),
+        schema::<authorization::v1::SelfSubjectAccessReview>(),
+    );
+    m.insert(
+        ("authorization.k8s.io", "v1", "SelfSubjectRulesReview"),
+        schema::<authorization::v1::SelfSubjectRulesReview>(),
+    );
+    m.insert(
+        ("authorization.k8s.io", "v1", "SubjectAccessReview"),
+        schema::<authorization::v1::SubjectAccessReview>(),
+    );
+    m.insert(
+        ("scheduling.k8s.io", "v1", "PriorityClass"),
+        schema::<scheduling::v1::PriorityClass>(),
+    );
+    m.insert(
+        (
+            "admissionregistration.k8s.io",
+            "v1",
+            "MutatingWebhookConfiguration",
+        ),
         schema::<admissionregistration::v1::MutatingWebhookConfiguration>(),
     );
     m.insert(
-        ("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration"),
+        (
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingWebhookConfiguration",
+        ),
         schema::<admissionregistration::v1::ValidatingWebhookConfiguration>(),
     );
     m
@@ -61,7 +105,10 @@ static OBJECT_META: LazyLock<Value> = LazyLock::new(schema::<ObjectMeta>);
 
 /// The schema of a built-in kind, if the server serves it.
 pub fn builtin(group: &str, version: &str, kind: &str) -> Option<&'static Value> {
-    BUILTIN.iter().find(|((g, v, k), _)| *g == group && *v == version && *k == kind).map(|(_, s)| s)
+    BUILTIN
+        .iter()
+        .find(|((g, v, k), _)| *g == group && *v == version && *k == kind)
+        .map(|(_, s)| s)
 }
 
 /// ObjectMeta's schema: what every object's `metadata` may hold.
@@ -78,7 +125,11 @@ mod tests {
         for info in super::super::registry::builtins() {
             let s = builtin(&info.group, &info.version, &info.kind)
                 .unwrap_or_else(|| panic!("no schema for {}/{} {}", info.group, info.version, info.kind));
-            assert!(s.get("properties").is_some_and(Value::is_object), "{} has no properties", info.kind);
+            assert!(
+                s.get("properties").is_some_and(Value::is_object),
+                "{} has no properties",
+                info.kind
+            );
         }
         assert!(object_meta()["properties"]["labels"]["additionalProperties"].is_object());
     }

@@ -31,13 +31,19 @@ pub struct EmbeddedCluster {
 }
 
 impl EmbeddedCluster {
-    pub async fn start(crds: &[CustomResourceDefinition], hook: Arc<dyn AdmissionHook>, opts: ClusterOptions) -> Result<Self, ServeError> {
+    pub async fn start(
+        crds: &[CustomResourceDefinition],
+        hook: Arc<dyn AdmissionHook>,
+        opts: ClusterOptions,
+    ) -> Result<Self, ServeError> {
         let server = EmbeddedServer::open(crds, hook, opts.server.clone())?;
         let cancel = CancellationToken::new();
         let client = server.client();
         let addr = match opts.listen {
             Some(listen) => {
-                let (addr, _serving) = server.spawn_tcp(listen, opts.kubeconfig_out.as_deref(), cancel.clone()).await?;
+                let (addr, _serving) = server
+                    .spawn_tcp(listen, opts.kubeconfig_out.as_deref(), cancel.clone())
+                    .await?;
                 Some(addr)
             }
             None => None,
@@ -46,7 +52,13 @@ impl EmbeddedCluster {
             server.runtimes.register(rt);
         }
         let tasks = sim::spawn(client.clone(), &opts.sims, cancel.clone());
-        Ok(EmbeddedCluster { server, client, addr, cancel, tasks })
+        Ok(EmbeddedCluster {
+            server,
+            client,
+            addr,
+            cancel,
+            tasks,
+        })
     }
 
     /// Stops the listener and the simulators (the in-process client keeps working on the store).

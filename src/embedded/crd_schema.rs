@@ -19,13 +19,23 @@ use crate::api::validation::{ErrorType, FieldError};
 pub struct CrdSchemaAdmission;
 
 impl AdmissionHook for CrdSchemaAdmission {
-    fn admit(&self, _: Operation, resource: &ResourceInfo, new: &mut Value, _: Option<&Value>) -> Result<(), Vec<FieldError>> {
+    fn admit(
+        &self,
+        _: Operation,
+        resource: &ResourceInfo,
+        new: &mut Value,
+        _: Option<&Value>,
+    ) -> Result<(), Vec<FieldError>> {
         let refused = super::webhooks::refuse_match_conditions(resource, new);
         if !refused.is_empty() {
             return Err(refused);
         }
-        let Some(schema) = resource.schema.as_deref() else { return Ok(()) };
-        let Some(obj) = new.as_object_mut() else { return Ok(()) };
+        let Some(schema) = resource.schema.as_deref() else {
+            return Ok(());
+        };
+        let Some(obj) = new.as_object_mut() else {
+            return Ok(());
+        };
         let props = schema.get("properties").and_then(Value::as_object);
         let mut errors = Vec::new();
         for (key, value) in obj.iter_mut() {
@@ -44,7 +54,13 @@ impl AdmissionHook for CrdSchemaAdmission {
                 }
             }
         }
-        for r in schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+        for r in schema
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
             if !obj.contains_key(r) {
                 errors.push(FieldError::new(r, ErrorType::Required, ""));
             }
@@ -124,14 +140,22 @@ pub fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldEr
     let int_or_string = schema.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true);
     if int_or_string {
         if got != "integer" && got != "string" {
-            errors.push(invalid(path, &Value::String(got.into()), format!("{path} in body must be of type integer,string: {:?}", got)));
+            errors.push(invalid(
+                path,
+                &Value::String(got.into()),
+                format!("{path} in body must be of type integer,string: {:?}", got),
+            ));
         }
         return;
     }
     if let Some(want) = schema.get("type").and_then(Value::as_str) {
         let fits = want == got || (want == "number" && got == "integer");
         if !fits {
-            errors.push(invalid(path, &Value::String(got.into()), format!("{path} in body must be of type {want}: {got:?}")));
+            errors.push(invalid(
+                path,
+                &Value::String(got.into()),
+                format!("{path} in body must be of type {want}: {got:?}"),
+            ));
             return;
         }
     }
@@ -139,7 +163,11 @@ pub fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldEr
         && !allowed.contains(value)
     {
         let list = allowed.iter().map(shown).collect::<Vec<_>>().join(", ");
-        errors.push(FieldError::new(path, ErrorType::NotSupported, format!("{}: supported values: {list}", shown(value))));
+        errors.push(FieldError::new(
+            path,
+            ErrorType::NotSupported,
+            format!("{}: supported values: {list}", shown(value)),
+        ));
     }
     match value {
         Value::Number(n) => {
@@ -147,16 +175,32 @@ pub fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldEr
             let exclusive = |k: &str| schema.get(k).and_then(Value::as_bool) == Some(true);
             if let Some(max) = num("maximum") {
                 if exclusive("exclusiveMaximum") && x >= max {
-                    errors.push(invalid(path, value, format!("{path} in body should be less than {max}")));
+                    errors.push(invalid(
+                        path,
+                        value,
+                        format!("{path} in body should be less than {max}"),
+                    ));
                 } else if x > max {
-                    errors.push(invalid(path, value, format!("{path} in body should be less than or equal to {max}")));
+                    errors.push(invalid(
+                        path,
+                        value,
+                        format!("{path} in body should be less than or equal to {max}"),
+                    ));
                 }
             }
             if let Some(min) = num("minimum") {
                 if exclusive("exclusiveMinimum") && x <= min {
-                    errors.push(invalid(path, value, format!("{path} in body should be greater than {min}")));
+                    errors.push(invalid(
+                        path,
+                        value,
+                        format!("{path} in body should be greater than {min}"),
+                    ));
                 } else if x < min {
-                    errors.push(invalid(path, value, format!("{path} in body should be greater than or equal to {min}")));
+                    errors.push(invalid(
+                        path,
+                        value,
+                        format!("{path} in body should be greater than or equal to {min}"),
+                    ));
                 }
             }
         }
@@ -165,12 +209,20 @@ pub fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldEr
             if let Some(max) = uint("maxLength")
                 && len > max
             {
-                errors.push(FieldError::new(path, ErrorType::TooLong, format!("may not be more than {max} bytes")));
+                errors.push(FieldError::new(
+                    path,
+                    ErrorType::TooLong,
+                    format!("may not be more than {max} bytes"),
+                ));
             }
             if let Some(min) = uint("minLength")
                 && len < min
             {
-                errors.push(invalid(path, value, format!("{path} in body should be at least {min} chars long")));
+                errors.push(invalid(
+                    path,
+                    value,
+                    format!("{path} in body should be at least {min} chars long"),
+                ));
             }
             if let Some(p) = schema.get("pattern").and_then(Value::as_str)
                 && let Ok(re) = regex::Regex::new(p)
@@ -184,12 +236,20 @@ pub fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldEr
             if let Some(max) = uint("maxItems")
                 && n > max
             {
-                errors.push(FieldError::new(path, ErrorType::TooMany, format!("{n}: must have at most {max} items")));
+                errors.push(FieldError::new(
+                    path,
+                    ErrorType::TooMany,
+                    format!("{n}: must have at most {max} items"),
+                ));
             }
             if let Some(min) = uint("minItems")
                 && n < min
             {
-                errors.push(invalid(path, value, format!("{path} in body should have at least {min} items")));
+                errors.push(invalid(
+                    path,
+                    value,
+                    format!("{path} in body should have at least {min} items"),
+                ));
             }
             if let Some(s) = schema.get("items") {
                 for (i, v) in items.iter().enumerate() {
@@ -204,7 +264,13 @@ pub fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldEr
 
 fn check_object(schema: &Value, m: &Map<String, Value>, path: &str, errors: &mut Vec<FieldError>) {
     let props = schema.get("properties").and_then(Value::as_object);
-    for r in schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+    for r in schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
         if m.get(r).is_none_or(Value::is_null) {
             errors.push(FieldError::new(child(path, r), ErrorType::Required, ""));
         }

@@ -21,19 +21,49 @@ fn structural_checks_word_their_refusals_as_the_real_server() {
         "q": {"x-kubernetes-int-or-string": true},
         "m": {"type": "object", "additionalProperties": {"type": "boolean"}}
     }});
-    assert!(errors(&schema, &json!({"n": 2, "s": "ab", "e": "A", "l": [1], "q": "1Gi", "m": {"x": true}})).is_empty());
+    assert!(
+        errors(
+            &schema,
+            &json!({"n": 2, "s": "ab", "e": "A", "l": [1], "q": "1Gi", "m": {"x": true}})
+        )
+        .is_empty()
+    );
     assert_eq!(errors(&schema, &json!({})), ["spec.n: Required value"]);
-    assert_eq!(errors(&schema, &json!({"n": "two"})), ["spec.n: Invalid value: \"string\": spec.n in body must be of type integer: \"string\""]);
-    assert_eq!(errors(&schema, &json!({"n": 5})), ["spec.n: Invalid value: 5: spec.n in body should be less than or equal to 3"]);
-    assert_eq!(errors(&schema, &json!({"n": 0})), ["spec.n: Invalid value: 0: spec.n in body should be greater than or equal to 1"]);
-    assert_eq!(errors(&schema, &json!({"n": 1, "e": "C"})), ["spec.e: Unsupported value: \"C\": supported values: \"A\", \"B\""]);
+    assert_eq!(
+        errors(&schema, &json!({"n": "two"})),
+        ["spec.n: Invalid value: \"string\": spec.n in body must be of type integer: \"string\""]
+    );
+    assert_eq!(
+        errors(&schema, &json!({"n": 5})),
+        ["spec.n: Invalid value: 5: spec.n in body should be less than or equal to 3"]
+    );
+    assert_eq!(
+        errors(&schema, &json!({"n": 0})),
+        ["spec.n: Invalid value: 0: spec.n in body should be greater than or equal to 1"]
+    );
+    assert_eq!(
+        errors(&schema, &json!({"n": 1, "e": "C"})),
+        ["spec.e: Unsupported value: \"C\": supported values: \"A\", \"B\""]
+    );
     assert_eq!(
         errors(&schema, &json!({"n": 1, "s": "ABCD"})),
-        ["spec.s: Too long: may not be more than 3 bytes", "spec.s: Invalid value: \"ABCD\": spec.s in body should match '^[a-z]+$'"]
+        [
+            "spec.s: Too long: may not be more than 3 bytes",
+            "spec.s: Invalid value: \"ABCD\": spec.s in body should match '^[a-z]+$'"
+        ]
     );
-    assert_eq!(errors(&schema, &json!({"n": 1, "l": [1, "x"]})), ["spec.l: Too many: 2: must have at most 1 items", "spec.l[1]: Invalid value: \"string\": spec.l[1] in body must be of type integer: \"string\""]);
+    assert_eq!(
+        errors(&schema, &json!({"n": 1, "l": [1, "x"]})),
+        [
+            "spec.l: Too many: 2: must have at most 1 items",
+            "spec.l[1]: Invalid value: \"string\": spec.l[1] in body must be of type integer: \"string\""
+        ]
+    );
     assert_eq!(errors(&schema, &json!({"n": 1, "q": true})).len(), 1);
-    assert_eq!(errors(&schema, &json!({"n": 1, "m": {"x": 1}})), ["spec.m.x: Invalid value: \"integer\": spec.m.x in body must be of type boolean: \"integer\""]);
+    assert_eq!(
+        errors(&schema, &json!({"n": 1, "m": {"x": 1}})),
+        ["spec.m.x: Invalid value: \"integer\": spec.m.x in body must be of type boolean: \"integer\""]
+    );
 }
 
 #[test]
@@ -45,7 +75,10 @@ fn defaults_fill_missing_fields_of_present_objects() {
     }});
     let mut v = json!({"o": {}, "l": [{}, {"c": false}]});
     default(&schema, &mut v);
-    assert_eq!(v, json!({"a": "x", "o": {"b": 7}, "l": [{"c": true}, {"c": false}]}));
+    assert_eq!(
+        v,
+        json!({"a": "x", "o": {"b": 7}, "l": [{"c": true}, {"c": false}]})
+    );
 }
 
 /// The hook on a real CRD: a ClusterQueue with a mistyped field is refused by its schema alone, and
@@ -53,11 +86,20 @@ fn defaults_fill_missing_fields_of_present_objects() {
 #[test]
 fn the_hook_applies_a_real_crds_schema() {
     let registry = crate::embedded::Registry::new(&crate::api::all_crds());
-    let info: Arc<ResourceInfo> = registry.find("kueue.x-k8s.io", "v1beta2", "clusterqueues").unwrap();
+    let info: Arc<ResourceInfo> = registry
+        .find("kueue.x-k8s.io", "v1beta2", "clusterqueues")
+        .unwrap();
     let mut cq = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"}, "spec": {}});
-    CrdSchemaAdmission.admit(Operation::Create, &info, &mut cq, None).expect("an empty spec is valid");
+    CrdSchemaAdmission
+        .admit(Operation::Create, &info, &mut cq, None)
+        .expect("an empty spec is valid");
     assert_eq!(cq["spec"]["queueingStrategy"], "BestEffortFIFO", "{cq}");
     let mut bad = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"}, "spec": {"queueingStrategy": "Sometimes"}});
-    let errs = CrdSchemaAdmission.admit(Operation::Create, &info, &mut bad, None).unwrap_err();
-    assert_eq!(errs[0].to_string(), "spec.queueingStrategy: Unsupported value: \"Sometimes\": supported values: \"StrictFIFO\", \"BestEffortFIFO\"");
+    let errs = CrdSchemaAdmission
+        .admit(Operation::Create, &info, &mut bad, None)
+        .unwrap_err();
+    assert_eq!(
+        errs[0].to_string(),
+        "spec.queueingStrategy: Unsupported value: \"Sometimes\": supported values: \"StrictFIFO\", \"BestEffortFIFO\""
+    );
 }

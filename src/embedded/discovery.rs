@@ -5,9 +5,19 @@ use super::registry::{Registry, ResourceInfo};
 use serde_json::{Value, json};
 
 /// The exact Content-Type kubectl needs to recognise an aggregated discovery document.
-pub const AGGREGATED_CONTENT_TYPE: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+pub const AGGREGATED_CONTENT_TYPE: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 
-const VERBS: [&str; 8] = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+const VERBS: [&str; 8] = [
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
 
 pub fn version() -> Value {
     json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0-quotagate-embedded", "gitCommit": "", "gitTreeState": "clean",
@@ -20,12 +30,20 @@ fn response_kind(r: &ResourceInfo) -> Value {
 
 /// The reviews of `authorization.k8s.io` can only be created, as on the real server.
 fn verbs(r: &ResourceInfo) -> &'static [&'static str] {
-    if r.group == super::review::GROUP { &["create"] } else { &VERBS }
+    if r.group == super::review::GROUP {
+        &["create"]
+    } else {
+        &VERBS
+    }
 }
 
 /// Subresources beyond `status`: a pod's `log` (`logs.rs`).
 fn extra_subresources(r: &ResourceInfo) -> &'static [&'static str] {
-    if r.group.is_empty() && r.plural == "pods" { &["log"] } else { &[] }
+    if r.group.is_empty() && r.plural == "pods" {
+        &["log"]
+    } else {
+        &[]
+    }
 }
 
 fn aggregated_resource(r: &ResourceInfo) -> Value {
@@ -69,8 +87,12 @@ pub fn aggregated(reg: &Registry, core: bool) -> Value {
             .into_iter()
             .filter(|(gg, _)| *gg == g)
             .map(|(_, v)| {
-                let resources: Vec<Value> =
-                    reg.all().iter().filter(|r| r.group == g && r.version == v).map(|r| aggregated_resource(r)).collect();
+                let resources: Vec<Value> = reg
+                    .all()
+                    .iter()
+                    .filter(|r| r.group == g && r.version == v)
+                    .map(|r| aggregated_resource(r))
+                    .collect();
                 json!({"version": v, "freshness": "Current", "resources": resources})
             })
             .collect();
@@ -106,40 +128,62 @@ pub fn legacy_apis(reg: &Registry) -> Value {
 }
 
 pub fn api_group(reg: &Registry, g: &str) -> Option<Value> {
-    reg.group_versions().iter().any(|(gg, _)| gg == g).then(|| group_doc(reg, g))
+    reg.group_versions()
+        .iter()
+        .any(|(gg, _)| gg == g)
+        .then(|| group_doc(reg, g))
 }
 
 /// `/api/v1` or `/apis/{g}/{v}` as an APIResourceList.
 pub fn resource_list(reg: &Registry, g: &str, v: &str) -> Option<Value> {
-    let rs: Vec<&std::sync::Arc<ResourceInfo>> = reg.all().iter().filter(|r| r.group == g && r.version == v).collect();
+    let rs: Vec<&std::sync::Arc<ResourceInfo>> = reg
+        .all()
+        .iter()
+        .filter(|r| r.group == g && r.version == v)
+        .collect();
     if rs.is_empty() {
         return None;
     }
     let mut resources = Vec::new();
     for r in rs {
-        resources.push(json!({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind,
-                              "verbs": verbs(r), "shortNames": r.short_names, "categories": r.categories}));
+        resources.push(
+            json!({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind,
+                              "verbs": verbs(r), "shortNames": r.short_names, "categories": r.categories}),
+        );
         if r.has_status {
-            resources.push(json!({"name": format!("{}/status", r.plural), "singularName": "", "namespaced": r.namespaced,
-                                  "kind": r.kind, "verbs": ["get", "patch", "update"]}));
+            resources.push(
+                json!({"name": format!("{}/status", r.plural), "singularName": "", "namespaced": r.namespaced,
+                                  "kind": r.kind, "verbs": ["get", "patch", "update"]}),
+            );
         }
         for s in extra_subresources(r) {
             resources.push(json!({"name": format!("{}/{s}", r.plural), "singularName": "", "namespaced": r.namespaced, "kind": r.kind, "verbs": ["get"]}));
         }
     }
-    let gv = if g.is_empty() { v.to_string() } else { format!("{g}/{v}") };
+    let gv = if g.is_empty() {
+        v.to_string()
+    } else {
+        format!("{g}/{v}")
+    };
     Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}))
 }
 
 fn gv_path(g: &str, v: &str) -> String {
-    if g.is_empty() { format!("api/{v}") } else { format!("apis/{g}/{v}") }
+    if g.is_empty() {
+        format!("api/{v}")
+    } else {
+        format!("apis/{g}/{v}")
+    }
 }
 
 pub fn openapi_v3_root(reg: &Registry) -> Value {
     let mut paths = serde_json::Map::new();
     for (g, v) in reg.group_versions() {
         let p = gv_path(&g, &v);
-        paths.insert(p.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{p}")}));
+        paths.insert(
+            p.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{p}")}),
+        );
     }
     json!({"paths": paths})
 }
@@ -155,7 +199,11 @@ pub fn openapi_v3_gv(reg: &Registry, path: &str) -> Option<Value> {
     let mut paths = serde_json::Map::new();
     for r in reg.all().iter().filter(|r| r.group == g && r.version == v) {
         let url = if r.namespaced {
-            format!("/{}/namespaces/{{namespace}}/{}/{{name}}", gv_path(&g, &v), r.plural)
+            format!(
+                "/{}/namespaces/{{namespace}}/{}/{{name}}",
+                gv_path(&g, &v),
+                r.plural
+            )
         } else {
             format!("/{}/{}/{{name}}", gv_path(&g, &v), r.plural)
         };
@@ -171,5 +219,7 @@ pub fn openapi_v3_gv(reg: &Registry, path: &str) -> Option<Value> {
     if paths.is_empty() {
         return None;
     }
-    Some(json!({"openapi": "3.0.0", "info": {"title": "quotagate embedded", "version": "v1"}, "paths": paths}))
+    Some(
+        json!({"openapi": "3.0.0", "info": {"title": "quotagate embedded", "version": "v1"}, "paths": paths}),
+    )
 }

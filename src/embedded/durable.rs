@@ -11,8 +11,8 @@ use super::registry::ResourceKey;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
 use std::sync::Arc;
+use std::sync::mpsc;
 use std::thread::JoinHandle;
 use tokio::sync::watch;
 
@@ -37,12 +37,19 @@ const MAX_BATCH: usize = 4096;
 pub enum DurableError {
     #[error("data directory {dir}: {source}")]
     Dir { dir: PathBuf, source: std::io::Error },
-    #[error("data directory {dir} is in use by another quotagate process ({file} is locked); stop it or use another --data-dir")]
+    #[error(
+        "data directory {dir} is in use by another quotagate process ({file} is locked); stop it or use another --data-dir"
+    )]
     Locked { dir: PathBuf, file: PathBuf },
     #[error(
         "{file} was written with data format {found} (by quotagate {written_by}); this quotagate {ours} reads format {FORMAT_VERSION}"
     )]
-    Version { file: PathBuf, found: u64, written_by: String, ours: &'static str },
+    Version {
+        file: PathBuf,
+        found: u64,
+        written_by: String,
+        ours: &'static str,
+    },
     #[error("{file} cannot be read: {detail}")]
     Unreadable { file: PathBuf, detail: String },
     #[error("{file}: writing failed, so the API refuses writes until the disk takes them again: {detail}")]
@@ -52,8 +59,19 @@ pub enum DurableError {
 /// One committed change, in RV order.
 #[derive(Debug)]
 pub enum Op {
-    Put { key: ResourceKey, ns: String, name: String, object: Arc<Value>, rv: u64 },
-    Delete { key: ResourceKey, ns: String, name: String, rv: u64 },
+    Put {
+        key: ResourceKey,
+        ns: String,
+        name: String,
+        object: Arc<Value>,
+        rv: u64,
+    },
+    Delete {
+        key: ResourceKey,
+        ns: String,
+        name: String,
+        rv: u64,
+    },
     /// The RV advanced without an object changing (the `expire_all` fault).
     Rv(u64),
 }
@@ -88,18 +106,32 @@ pub struct Durable {
 }
 
 fn unreadable(file: &Path, detail: impl std::fmt::Display) -> DurableError {
-    DurableError::Unreadable { file: file.to_path_buf(), detail: detail.to_string() }
+    DurableError::Unreadable {
+        file: file.to_path_buf(),
+        detail: detail.to_string(),
+    }
 }
 
 /// Opens (creating if needed) `dir`, takes its lock for the life of the returned `Durable`, checks
 /// the format and loads every object.
 pub fn open(dir: &Path) -> Result<(Durable, Loaded), DurableError> {
-    super::private::private_dir(dir).map_err(|source| DurableError::Dir { dir: dir.to_path_buf(), source })?;
+    super::private::private_dir(dir).map_err(|source| DurableError::Dir {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
     let file = dir.join(FILE_NAME);
-    super::private::private_file(&file).map_err(|source| DurableError::Dir { dir: dir.to_path_buf(), source })?;
+    super::private::private_file(&file).map_err(|source| DurableError::Dir {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
     let db = match Database::create(&file) {
         Ok(db) => db,
-        Err(redb::DatabaseError::DatabaseAlreadyOpen) => return Err(DurableError::Locked { dir: dir.to_path_buf(), file }),
+        Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+            return Err(DurableError::Locked {
+                dir: dir.to_path_buf(),
+                file,
+            });
+        }
         Err(e) => return Err(unreadable(&file, e)),
     };
     let loaded = load_or_init(&db, &file)?;
@@ -111,22 +143,37 @@ pub fn open(dir: &Path) -> Result<(Durable, Loaded), DurableError> {
     let writer = std::thread::Builder::new()
         .name("quotagate-durable".into())
         .spawn(move || write_loop(db, &writer_file, rx, synced_tx, &writer_faults))
-        .map_err(|source| DurableError::Dir { dir: dir.to_path_buf(), source })?;
-    let durable = Durable { file, tx: Some(tx), synced, writer: Some(writer), faults };
+        .map_err(|source| DurableError::Dir {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
+    let durable = Durable {
+        file,
+        tx: Some(tx),
+        synced,
+        writer: Some(writer),
+        faults,
+    };
     Ok((durable, loaded))
 }
 
 fn load_or_init(db: &Database, file: &Path) -> Result<Loaded, DurableError> {
     let read = db.begin_read().map_err(|e| unreadable(file, e))?;
     let format = match read.open_table(META) {
-        Ok(meta) => meta.get("format").map_err(|e| unreadable(file, e))?.map(|v| v.value()),
+        Ok(meta) => meta
+            .get("format")
+            .map_err(|e| unreadable(file, e))?
+            .map(|v| v.value()),
         Err(redb::TableError::TableDoesNotExist(_)) => None,
         Err(e) => return Err(unreadable(file, e)),
     };
     let Some(format) = format else {
         drop(read);
         init(db, file)?;
-        return Ok(Loaded { rv: 0, objects: Vec::new() });
+        return Ok(Loaded {
+            rv: 0,
+            objects: Vec::new(),
+        });
     };
     if format != FORMAT_VERSION {
         let written_by = match read.open_table(INFO) {
@@ -141,20 +188,39 @@ fn load_or_init(db: &Database, file: &Path) -> Result<Loaded, DurableError> {
         });
     }
     let meta = read.open_table(META).map_err(|e| unreadable(file, e))?;
-    let rv = meta.get("rv").map_err(|e| unreadable(file, e))?.map(|v| v.value()).unwrap_or(0);
+    let rv = meta
+        .get("rv")
+        .map_err(|e| unreadable(file, e))?
+        .map(|v| v.value())
+        .unwrap_or(0);
     let table = read.open_table(OBJECTS).map_err(|e| unreadable(file, e))?;
     let mut objects = Vec::new();
     for entry in table.iter().map_err(|e| unreadable(file, e))? {
         let (k, v) = entry.map_err(|e| unreadable(file, e))?;
         let (group, plural, ns, name) = k.value();
         let what = format!("{plural}.{group} {ns}/{name}");
-        let object: Value = serde_json::from_slice(v.value()).map_err(|e| unreadable(file, format!("object {what}: {e}")))?;
-        let obj_rv = object.pointer("/metadata/resourceVersion").and_then(Value::as_str).and_then(|r| r.parse::<u64>().ok());
+        let object: Value =
+            serde_json::from_slice(v.value()).map_err(|e| unreadable(file, format!("object {what}: {e}")))?;
+        let obj_rv = object
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .and_then(|r| r.parse::<u64>().ok());
         match obj_rv {
             Some(r) if r <= rv => {}
-            _ => return Err(unreadable(file, format!("object {what}: resourceVersion missing or above the stored counter {rv}"))),
+            _ => {
+                return Err(unreadable(
+                    file,
+                    format!("object {what}: resourceVersion missing or above the stored counter {rv}"),
+                ));
+            }
         }
-        objects.push((ResourceKey { group: group.to_string(), plural: plural.to_string() }, object));
+        objects.push((
+            ResourceKey {
+                group: group.to_string(),
+                plural: plural.to_string(),
+            },
+            object,
+        ));
     }
     Ok(Loaded { rv, objects })
 }
@@ -163,10 +229,12 @@ fn init(db: &Database, file: &Path) -> Result<(), DurableError> {
     let txn = db.begin_write().map_err(|e| unreadable(file, e))?;
     {
         let mut meta = txn.open_table(META).map_err(|e| unreadable(file, e))?;
-        meta.insert("format", FORMAT_VERSION).map_err(|e| unreadable(file, e))?;
+        meta.insert("format", FORMAT_VERSION)
+            .map_err(|e| unreadable(file, e))?;
         meta.insert("rv", 0).map_err(|e| unreadable(file, e))?;
         let mut info = txn.open_table(INFO).map_err(|e| unreadable(file, e))?;
-        info.insert("written_by", env!("CARGO_PKG_VERSION")).map_err(|e| unreadable(file, e))?;
+        info.insert("written_by", env!("CARGO_PKG_VERSION"))
+            .map_err(|e| unreadable(file, e))?;
         txn.open_table(OBJECTS).map_err(|e| unreadable(file, e))?;
     }
     txn.commit().map_err(|e| unreadable(file, e))
@@ -183,7 +251,13 @@ const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 /// fail, while reads go on. The same batch is tried again, with back-off, until the disk takes it;
 /// then the alarm clears and writes resume. Nothing is dropped: what was acknowledged is on disk, and
 /// what was refused stays queued, in order, until it is.
-fn write_loop(db: Database, file: &Path, rx: mpsc::Receiver<Op>, synced: watch::Sender<Synced>, faults: &DiskFaults) {
+fn write_loop(
+    db: Database,
+    file: &Path,
+    rx: mpsc::Receiver<Op>,
+    synced: watch::Sender<Synced>,
+    faults: &DiskFaults,
+) {
     // redb refuses every transaction after an I/O error until the database is opened again
     // ("Previous I/O error occurred"): after a refused commit the file is closed, and opened again
     // before the next attempt (which replays the whole batch over the last committed prefix).
@@ -206,7 +280,10 @@ fn write_loop(db: Database, file: &Path, rx: mpsc::Receiver<Op>, synced: watch::
             let result = if faults.refusing() {
                 Err("injected fault: no space left on device".to_string())
             } else {
-                match db.take().map_or_else(|| Database::create(file).map_err(|e| e.to_string()), Ok) {
+                match db
+                    .take()
+                    .map_or_else(|| Database::create(file).map_err(|e| e.to_string()), Ok)
+                {
                     Ok(open) => {
                         let r = commit(&open, &batch);
                         if r.is_ok() {
@@ -265,12 +342,35 @@ fn commit(db: &Database, batch: &[Op]) -> Result<u64, String> {
         let mut objects = txn.open_table(OBJECTS).map_err(|e| e.to_string())?;
         for op in batch {
             match op {
-                Op::Put { key, ns, name, object, .. } => {
+                Op::Put {
+                    key,
+                    ns,
+                    name,
+                    object,
+                    ..
+                } => {
                     let bytes = serde_json::to_vec(&**object).map_err(|e| e.to_string())?;
-                    objects.insert((key.group.as_str(), key.plural.as_str(), ns.as_str(), name.as_str()), bytes.as_slice()).map_err(|e| e.to_string())?;
+                    objects
+                        .insert(
+                            (
+                                key.group.as_str(),
+                                key.plural.as_str(),
+                                ns.as_str(),
+                                name.as_str(),
+                            ),
+                            bytes.as_slice(),
+                        )
+                        .map_err(|e| e.to_string())?;
                 }
                 Op::Delete { key, ns, name, .. } => {
-                    objects.remove((key.group.as_str(), key.plural.as_str(), ns.as_str(), name.as_str())).map_err(|e| e.to_string())?;
+                    objects
+                        .remove((
+                            key.group.as_str(),
+                            key.plural.as_str(),
+                            ns.as_str(),
+                            name.as_str(),
+                        ))
+                        .map_err(|e| e.to_string())?;
                 }
                 Op::Rv(_) => {}
             }
@@ -304,8 +404,14 @@ impl Durable {
             .map(|s| s.clone());
         match outcome {
             Ok(Synced::Upto(_)) => Ok(()),
-            Ok(Synced::Failed(detail)) => Err(DurableError::WriteFailed { file: self.file.clone(), detail }),
-            Err(_) => Err(DurableError::WriteFailed { file: self.file.clone(), detail: "the writer thread stopped".into() }),
+            Ok(Synced::Failed(detail)) => Err(DurableError::WriteFailed {
+                file: self.file.clone(),
+                detail,
+            }),
+            Err(_) => Err(DurableError::WriteFailed {
+                file: self.file.clone(),
+                detail: "the writer thread stopped".into(),
+            }),
         }
     }
 
@@ -314,16 +420,25 @@ impl Durable {
     /// is gone.
     pub async fn persisted(&self, rv: u64) -> Result<(), DurableError> {
         let mut rx = self.synced.clone();
-        match rx.wait_for(|s| matches!(s, Synced::Upto(done) if *done >= rv)).await {
+        match rx
+            .wait_for(|s| matches!(s, Synced::Upto(done) if *done >= rv))
+            .await
+        {
             Ok(_) => Ok(()),
-            Err(_) => Err(DurableError::WriteFailed { file: self.file.clone(), detail: "the writer thread stopped".into() }),
+            Err(_) => Err(DurableError::WriteFailed {
+                file: self.file.clone(),
+                detail: "the writer thread stopped".into(),
+            }),
         }
     }
 
     /// Why writes are refused, while the disk refuses them.
     pub fn failure(&self) -> Option<DurableError> {
         match &*self.synced.borrow() {
-            Synced::Failed(detail) => Some(DurableError::WriteFailed { file: self.file.clone(), detail: detail.clone() }),
+            Synced::Failed(detail) => Some(DurableError::WriteFailed {
+                file: self.file.clone(),
+                detail: detail.clone(),
+            }),
             Synced::Upto(_) => None,
         }
     }

@@ -49,7 +49,11 @@ impl ApiError {
         ApiError::new(404, "NotFound", format!("{qualified} \"{name}\" not found"))
     }
     pub fn already_exists(qualified: &str, name: &str) -> Self {
-        ApiError::new(409, "AlreadyExists", format!("{qualified} \"{name}\" already exists"))
+        ApiError::new(
+            409,
+            "AlreadyExists",
+            format!("{qualified} \"{name}\" already exists"),
+        )
     }
     pub fn conflict(qualified: &str, name: &str) -> Self {
         ApiError::new(
@@ -81,12 +85,23 @@ impl ApiError {
         let joined = if errors.len() == 1 {
             errors[0].to_string()
         } else {
-            format!("[{}]", errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", "))
+            format!(
+                "[{}]",
+                errors
+                    .iter()
+                    .map(|e| e.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
         };
         let mut e = ApiError::new(422, "Invalid", format!("{kind} \"{name}\" is invalid: {joined}"));
         e.details.causes = errors
             .iter()
-            .map(|fe| Cause { reason: fe.kind.reason().into(), field: fe.field.clone(), message: fe.body() })
+            .map(|fe| Cause {
+                reason: fe.kind.reason().into(),
+                field: fe.field.clone(),
+                message: fe.body(),
+            })
             .collect();
         e
     }

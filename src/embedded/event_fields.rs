@@ -53,7 +53,9 @@ pub(super) fn rename_key(key: &str, to: Version) -> Option<&str> {
 
 /// An object in the other version's names, in `to`'s.
 pub(super) fn renamed(obj: Map<String, Value>, to: Version) -> Map<String, Value> {
-    obj.into_iter().filter_map(|(k, v)| rename_key(&k, to).map(|nk| (nk.to_string(), v))).collect()
+    obj.into_iter()
+        .filter_map(|(k, v)| rename_key(&k, to).map(|nk| (nk.to_string(), v)))
+        .collect()
 }
 
 pub(super) fn api_version(v: Version) -> &'static str {
@@ -66,8 +68,14 @@ pub(super) fn api_version(v: Version) -> &'static str {
 /// A stored Event (core names) as `info`'s version serves it; `None` when `info` is not an Event.
 pub fn to_version(group: &str, plural: &str, stored: &Value) -> Option<Value> {
     let v = version_of(group, plural)?;
-    let Value::Object(m) = stored else { return Some(stored.clone()) };
-    let mut out = if v == Version::Core { strip_foreign(m.clone(), Version::Core) } else { renamed(m.clone(), Version::EventsV1) };
+    let Value::Object(m) = stored else {
+        return Some(stored.clone());
+    };
+    let mut out = if v == Version::Core {
+        strip_foreign(m.clone(), Version::Core)
+    } else {
+        renamed(m.clone(), Version::EventsV1)
+    };
     out.insert("apiVersion".into(), json!(api_version(v)));
     out.insert("kind".into(), json!("Event"));
     Some(Value::Object(out))
@@ -84,14 +92,19 @@ pub(super) fn strip_foreign(mut m: Map<String, Value>, v: Version) -> Map<String
 /// The `source` selectable field of a stored Event: `source.component`, else the reporting
 /// controller (`EventToSelectableFields`).
 pub fn source_field(obj: &Value) -> String {
-    let component = obj.pointer("/source/component").and_then(Value::as_str).unwrap_or("");
+    let component = obj
+        .pointer("/source/component")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     if !component.is_empty() {
         return component.to_string();
     }
-    obj.get("reportingComponent").and_then(Value::as_str).unwrap_or("").to_string()
+    obj.get("reportingComponent")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
 }
 
 pub(super) fn text<'a>(obj: &'a Value, path: &str) -> &'a str {
     obj.pointer(path).and_then(Value::as_str).unwrap_or("")
 }
-

@@ -14,11 +14,11 @@
 //! watch event, as the etcd lease's expiry does. The store never merges events: two events are two
 //! objects whatever they share (the correlator that makes series lives in the clients).
 
+use super::event_fields::{Version, rename_key, renamed, strip_foreign, text, version_of};
 use super::patch::PatchKind;
 use super::registry::{Registry, ResourceInfo};
 use super::selector::FieldSelector;
 use super::store::{DeleteOptions, ListOptions, Store};
-use super::event_fields::{Version, rename_key, renamed, strip_foreign, text, version_of};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -60,7 +60,11 @@ pub fn patch_to_storage(info: &ResourceInfo, kind: PatchKind, body: Value) -> Va
         return body;
     }
     match (kind, body) {
-        (PatchKind::Json, Value::Array(ops)) => Value::Array(ops.into_iter().filter_map(|op| json_op_to_storage(info, op)).collect()),
+        (PatchKind::Json, Value::Array(ops)) => Value::Array(
+            ops.into_iter()
+                .filter_map(|op| json_op_to_storage(info, op))
+                .collect(),
+        ),
         (_, body) => {
             // A merge patch's `apiVersion` is not rewritten: the served version is set on the way out.
             let mut out = to_storage(info, body);
@@ -76,7 +80,9 @@ pub fn patch_to_storage(info: &ResourceInfo, kind: PatchKind, body: Value) -> Va
 /// version does not have (dropped, as such a field would be).
 fn json_op_to_storage(info: &ResourceInfo, mut op: Value) -> Option<Value> {
     for key in ["path", "from"] {
-        let Some(path) = op.get(key).and_then(Value::as_str) else { continue };
+        let Some(path) = op.get(key).and_then(Value::as_str) else {
+            continue;
+        };
         let converted = json_path_to_storage(path)?;
         op[key] = json!(converted);
     }
@@ -90,7 +96,9 @@ fn json_op_to_storage(info: &ResourceInfo, mut op: Value) -> Option<Value> {
 }
 
 fn json_path_to_storage(path: &str) -> Option<String> {
-    let Some(rest) = path.strip_prefix('/') else { return Some(path.to_string()) };
+    let Some(rest) = path.strip_prefix('/') else {
+        return Some(path.to_string());
+    };
     let (first, tail) = rest.split_once('/').map_or((rest, None), |(f, t)| (f, Some(t)));
     // JSON pointer escapes (`~0`, `~1`) cannot occur in these names, so the segment compares as is.
     let key = rename_key(first, Version::Core)?;
@@ -106,18 +114,17 @@ pub fn field_selector_to_storage(info: &ResourceInfo, fs: FieldSelector) -> Fiel
     if version(info) != Some(Version::EventsV1) {
         return fs;
     }
-    let terms = fs
-        .0
-        .into_iter()
-        .map(|(path, eq, value)| {
-            let path = match path.split_once('.') {
-                Some(("regarding", rest)) => format!("involvedObject.{rest}"),
-                None if path == "reportingController" => "reportingComponent".to_string(),
-                _ => path,
-            };
-            (path, eq, value)
-        })
-        .collect();
+    let terms =
+        fs.0.into_iter()
+            .map(|(path, eq, value)| {
+                let path = match path.split_once('.') {
+                    Some(("regarding", rest)) => format!("involvedObject.{rest}"),
+                    None if path == "reportingController" => "reportingComponent".to_string(),
+                    _ => path,
+                };
+                (path, eq, value)
+            })
+            .collect();
     FieldSelector(terms)
 }
 
@@ -140,23 +147,34 @@ impl RvClock {
         while self.samples.get(1).is_some_and(|(at, _)| *at <= cutoff) {
             self.samples.pop_front();
         }
-        self.samples.front().filter(|(at, _)| *at <= cutoff).map(|(_, rv)| *rv)
+        self.samples
+            .front()
+            .filter(|(at, _)| *at <= cutoff)
+            .map(|(_, rv)| *rv)
     }
 }
 
 /// Deletes the Events last written at or before `horizon` (their RV), each only if it is still at the
 /// RV seen, so an event written again meanwhile lives on. Returns how many went.
 pub fn expire(store: &Store, info: &ResourceInfo, horizon: u64) -> usize {
-    let Ok(all) = store.list(info, None, &ListOptions::default()) else { return 0 };
+    let Ok(all) = store.list(info, None, &ListOptions::default()) else {
+        return 0;
+    };
     let mut gone = 0;
     for obj in all.items {
         let rv = text(&obj, "/metadata/resourceVersion");
         if rv.parse::<u64>().map_or(true, |rv| rv > horizon) {
             continue;
         }
-        let opts = DeleteOptions { resource_version: Some(rv.to_string()), ..Default::default() };
+        let opts = DeleteOptions {
+            resource_version: Some(rv.to_string()),
+            ..Default::default()
+        };
         let ns = text(&obj, "/metadata/namespace");
-        if store.delete(info, Some(ns), text(&obj, "/metadata/name"), &opts).is_ok() {
+        if store
+            .delete(info, Some(ns), text(&obj, "/metadata/name"), &opts)
+            .is_ok()
+        {
             gone += 1;
         }
     }
@@ -167,8 +185,12 @@ pub fn expire(store: &Store, info: &ResourceInfo, horizon: u64) -> usize {
 /// events): every `ttl / 20` (at least 50 ms, at most a minute) it deletes the events not written for
 /// `ttl`. It ends when the store is dropped.
 pub fn spawn_ttl(store: &Arc<Store>, registry: &Registry, ttl: Duration) {
-    let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
-    let Some(info) = registry.find("", "v1", "events") else { return };
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let Some(info) = registry.find("", "v1", "events") else {
+        return;
+    };
     let weak = Arc::downgrade(store);
     let tick = (ttl / 20).clamp(Duration::from_millis(50), Duration::from_secs(60));
     rt.spawn(async move {
@@ -195,7 +217,10 @@ mod tests {
     use crate::embedded::registry::builtins;
 
     fn info(group: &str) -> ResourceInfo {
-        builtins().into_iter().find(|b| b.plural == "events" && b.group == group).expect("served")
+        builtins()
+            .into_iter()
+            .find(|b| b.plural == "events" && b.group == group)
+            .expect("served")
     }
 
     fn core_event() -> Value {
@@ -226,11 +251,29 @@ mod tests {
         assert_eq!(v1["deprecatedLastTimestamp"], "2026-01-01T00:01:00Z");
         assert_eq!(v1["deprecatedCount"], 2);
         assert_eq!(v1["reportingController"], "rc-ctrl");
-        for same in ["reason", "type", "action", "series", "related", "reportingInstance"] {
+        for same in [
+            "reason",
+            "type",
+            "action",
+            "series",
+            "related",
+            "reportingInstance",
+        ] {
             assert_eq!(v1[same], stored[same], "{same}");
         }
-        for core_only in ["involvedObject", "message", "source", "firstTimestamp", "lastTimestamp", "count", "reportingComponent"] {
-            assert!(v1.get(core_only).is_none(), "{core_only} is no events.k8s.io field");
+        for core_only in [
+            "involvedObject",
+            "message",
+            "source",
+            "firstTimestamp",
+            "lastTimestamp",
+            "count",
+            "reportingComponent",
+        ] {
+            assert!(
+                v1.get(core_only).is_none(),
+                "{core_only} is no events.k8s.io field"
+            );
         }
         let mut back = to_storage(&ev, v1);
         back["apiVersion"] = json!("v1");
@@ -241,8 +284,12 @@ mod tests {
     #[test]
     fn a_field_of_the_other_version_is_dropped_not_kept() {
         let core = info("");
-        let body = json!({"metadata": {"name": "x"}, "message": "m", "note": "n", "regarding": {"name": "r"}});
-        assert_eq!(to_storage(&core, body), json!({"metadata": {"name": "x"}, "message": "m"}));
+        let body =
+            json!({"metadata": {"name": "x"}, "message": "m", "note": "n", "regarding": {"name": "r"}});
+        assert_eq!(
+            to_storage(&core, body),
+            json!({"metadata": {"name": "x"}, "message": "m"})
+        );
         let ev = info(EVENTS_GROUP);
         let body = json!({"note": "n", "message": "stray"});
         assert_eq!(to_storage(&ev, body), json!({"message": "n"}));
@@ -251,7 +298,11 @@ mod tests {
     #[test]
     fn patches_reach_the_stored_names() {
         let ev = info(EVENTS_GROUP);
-        let merge = patch_to_storage(&ev, PatchKind::Merge, json!({"series": {"count": 2}, "note": "again", "apiVersion": "events.k8s.io/v1"}));
+        let merge = patch_to_storage(
+            &ev,
+            PatchKind::Merge,
+            json!({"series": {"count": 2}, "note": "again", "apiVersion": "events.k8s.io/v1"}),
+        );
         assert_eq!(merge, json!({"series": {"count": 2}, "message": "again"}));
         let ops = patch_to_storage(
             &ev,
@@ -271,7 +322,10 @@ mod tests {
         );
         // Core patches pass as written.
         let core = info("");
-        assert_eq!(patch_to_storage(&core, PatchKind::Merge, json!({"message": "m"})), json!({"message": "m"}));
+        assert_eq!(
+            patch_to_storage(&core, PatchKind::Merge, json!({"message": "m"})),
+            json!({"message": "m"})
+        );
     }
 
     /// The real server's `events.k8s.io/v1` field label conversions (TestSelectableFieldConversion in
@@ -291,17 +345,34 @@ mod tests {
         ] {
             let fs = FieldSelector::parse(&format!("{label}={value}")).expect("parses");
             fs.check_supported(EVENTS_GROUP, "events").expect("selectable");
-            assert!(field_selector_to_storage(&ev, fs.clone()).matches(&stored), "{label}");
+            assert!(
+                field_selector_to_storage(&ev, fs.clone()).matches(&stored),
+                "{label}"
+            );
             let other = FieldSelector::parse(&format!("{label}=other")).expect("parses");
             assert!(!field_selector_to_storage(&ev, other).matches(&stored), "{label}");
         }
-        assert!(FieldSelector::parse("involvedObject.name=rc").unwrap().check_supported(EVENTS_GROUP, "events").is_err());
-        assert!(FieldSelector::parse("regarding.name=rc").unwrap().check_supported("", "events").is_err());
+        assert!(
+            FieldSelector::parse("involvedObject.name=rc")
+                .unwrap()
+                .check_supported(EVENTS_GROUP, "events")
+                .is_err()
+        );
+        assert!(
+            FieldSelector::parse("regarding.name=rc")
+                .unwrap()
+                .check_supported("", "events")
+                .is_err()
+        );
         let mut no_source = stored.clone();
         no_source.as_object_mut().unwrap().remove("source");
         assert_eq!(source_field(&stored), "c");
         assert_eq!(source_field(&no_source), "rc-ctrl");
-        assert!(FieldSelector::parse("source=rc-ctrl").unwrap().matches(&no_source));
+        assert!(
+            FieldSelector::parse("source=rc-ctrl")
+                .unwrap()
+                .matches(&no_source)
+        );
         assert!(FieldSelector::parse("source=c").unwrap().matches(&stored));
     }
 
@@ -317,7 +388,13 @@ mod tests {
         assert_eq!(cells[6], "made it");
         assert_eq!(cells[8], 3, "a series counts its occurrences");
         assert_eq!(cells[9], "e1");
-        let names: Vec<&str> = t["columnDefinitions"].as_array().unwrap().iter().filter(|c| c["priority"] == 0).map(|c| c["name"].as_str().unwrap()).collect();
+        let names: Vec<&str> = t["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["priority"] == 0)
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
         assert_eq!(names, ["Last Seen", "Type", "Reason", "Object", "Message"]);
         assert!(table(&builtins()[0], &[&stored], "", None).is_none());
     }

@@ -34,7 +34,11 @@ impl Faults {
     /// Fail the `nth` (1-based) write matching `matcher` with `error` (then the fault is spent).
     pub fn fail_nth_write(&self, matcher: WriteMatch, nth: u32, error: ApiError) {
         if let Ok(mut w) = self.writes.lock() {
-            w.push(WriteFault { matcher, skip: nth.saturating_sub(1), error });
+            w.push(WriteFault {
+                matcher,
+                skip: nth.saturating_sub(1),
+                error,
+            });
         }
     }
 
@@ -45,7 +49,11 @@ impl Faults {
 
     /// 409 Conflict for the nth matching write.
     pub fn fail_nth_write_409(&self, matcher: WriteMatch, nth: u32) {
-        let e = ApiError::new(409, "Conflict", "Operation cannot be fulfilled: injected conflict; please apply your changes to the latest version and try again");
+        let e = ApiError::new(
+            409,
+            "Conflict",
+            "Operation cannot be fulfilled: injected conflict; please apply your changes to the latest version and try again",
+        );
         self.fail_nth_write(matcher, nth, e);
     }
 

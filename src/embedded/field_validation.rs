@@ -83,20 +83,42 @@ pub const MAX_FINDINGS: usize = 64;
 /// The findings for a request body of `info`'s kind. `body` is the raw bytes (for duplicates; only
 /// JSON is scanned) and `value` the decoded object or merge/apply patch.
 pub fn inspect(info: &ResourceInfo, body: &[u8], value: &Value) -> Findings {
-    Findings { duplicate: duplicates(body), unknown: unknown(info, value) }
+    Findings {
+        duplicate: duplicates(body),
+        unknown: unknown(info, value),
+    }
 }
 
 /// Paths in `value` (an object, or a merge, strategic or apply patch of one) that `info`'s kind does
 /// not declare: against the CRD's schema or the built-in kind's, and `metadata` against ObjectMeta's.
 pub fn unknown(info: &ResourceInfo, value: &Value) -> Vec<String> {
     let mut out = Vec::new();
-    let builtin = if info.is_crd { None } else { super::builtin_schemas::builtin(&info.group, &info.version, &info.kind) };
+    let builtin = if info.is_crd {
+        None
+    } else {
+        super::builtin_schemas::builtin(&info.group, &info.version, &info.kind)
+    };
     if let Some(schema) = info.schema.as_deref().or(builtin) {
-        unknown_fields(value, Schema { node: schema, doc: schema }, &mut String::new(), true, &mut out);
+        unknown_fields(
+            value,
+            Schema {
+                node: schema,
+                doc: schema,
+            },
+            &mut String::new(),
+            true,
+            &mut out,
+        );
     }
     if let Some(meta) = value.get("metadata") {
         let m = super::builtin_schemas::object_meta();
-        unknown_fields(meta, Schema { node: m, doc: m }, &mut "metadata".to_string(), false, &mut out);
+        unknown_fields(
+            meta,
+            Schema { node: m, doc: m },
+            &mut "metadata".to_string(),
+            false,
+            &mut out,
+        );
     }
     out.truncate(MAX_FINDINGS);
     out
@@ -107,7 +129,10 @@ pub fn unknown(info: &ResourceInfo, value: &Value) -> Vec<String> {
 pub fn duplicates(body: &[u8]) -> Vec<String> {
     let mut found = Vec::new();
     let mut de = serde_json::Deserializer::from_slice(body);
-    let seed = Walk { path: String::new(), found: &mut found };
+    let seed = Walk {
+        path: String::new(),
+        found: &mut found,
+    };
     if seed.deserialize(&mut de).is_err() {
         return Vec::new();
     }
@@ -128,7 +153,11 @@ impl<'de> DeserializeSeed<'de> for Walk<'_> {
 }
 
 fn child(path: &str, key: &str) -> String {
-    if path.is_empty() { key.to_owned() } else { format!("{path}.{key}") }
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
+    }
 }
 
 impl<'de> Visitor<'de> for Walk<'_> {
@@ -143,13 +172,22 @@ impl<'de> Visitor<'de> for Walk<'_> {
             if !seen.insert(key) && self.found.len() < MAX_FINDINGS && !self.found.contains(&path) {
                 self.found.push(path.clone());
             }
-            map.next_value_seed(Walk { path, found: &mut *self.found })?;
+            map.next_value_seed(Walk {
+                path,
+                found: &mut *self.found,
+            })?;
         }
         Ok(())
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         let mut i = 0usize;
-        while seq.next_element_seed(Walk { path: format!("{}[{i}]", self.path), found: &mut *self.found })?.is_some() {
+        while seq
+            .next_element_seed(Walk {
+                path: format!("{}[{i}]", self.path),
+                found: &mut *self.found,
+            })?
+            .is_some()
+        {
             i += 1;
         }
         Ok(())
@@ -186,7 +224,13 @@ impl<'a> Schema<'a> {
     fn resolved(self) -> Schema<'a> {
         let mut node = self.node;
         for _ in 0..8 {
-            let Some(name) = node.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/$defs/")) else { break };
+            let Some(name) = node
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| r.strip_prefix("#/$defs/"))
+            else {
+                break;
+            };
             match self.doc.get("$defs").and_then(|d| d.get(name)) {
                 Some(target) => node = target,
                 None => break,
@@ -205,7 +249,9 @@ impl<'a> Schema<'a> {
 /// is bounded by the server's depth limit on every body (`limits.rs`).
 fn unknown_fields(value: &Value, schema: Schema, path: &mut String, root: bool, out: &mut Vec<String>) {
     let schema = schema.resolved();
-    if out.len() >= MAX_FINDINGS || schema.node.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)) {
+    if out.len() >= MAX_FINDINGS
+        || schema.node.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true))
+    {
         return;
     }
     match value {
@@ -213,7 +259,9 @@ fn unknown_fields(value: &Value, schema: Schema, path: &mut String, root: bool, 
             let props = schema.node.get("properties").and_then(Value::as_object);
             let additional = schema.node.get("additionalProperties");
             for (key, v) in map {
-                if (root && matches!(key.as_str(), "metadata" | "apiVersion" | "kind")) || key.starts_with('$') {
+                if (root && matches!(key.as_str(), "metadata" | "apiVersion" | "kind"))
+                    || key.starts_with('$')
+                {
                     continue;
                 }
                 let len = path.len();
@@ -256,7 +304,10 @@ fn unknown_fields(value: &Value, schema: Schema, path: &mut String, root: bool, 
 /// this one keeps what `Warn` accepted, and a later patch is not blamed for it).
 pub fn introduced(info: &ResourceInfo, before: &Value, after: &Value) -> Vec<String> {
     let old = unknown(info, before);
-    unknown(info, after).into_iter().filter(|p| !old.contains(p)).collect()
+    unknown(info, after)
+        .into_iter()
+        .filter(|p| !old.contains(p))
+        .collect()
 }
 
 #[cfg(test)]
@@ -296,9 +347,18 @@ mod tests {
     #[test]
     fn duplicate_keys_are_found_at_their_path() {
         let body = br#"{"metadata":{"name":"a","name":"b"},"spec":{"groups":[{"name":"x","name":"y"}],"suspend":true,"suspend":false}}"#;
-        assert_eq!(duplicates(body), vec!["metadata.name", "spec.groups[0].name", "spec.suspend"]);
-        assert!(duplicates(br#"{"a":{"b":1},"c":{"b":2}}"#).is_empty(), "the same key in two objects is no duplicate");
-        assert!(duplicates(b"kind: Foo\nkind: Bar\n").is_empty(), "not JSON: not scanned here");
+        assert_eq!(
+            duplicates(body),
+            vec!["metadata.name", "spec.groups[0].name", "spec.suspend"]
+        );
+        assert!(
+            duplicates(br#"{"a":{"b":1},"c":{"b":2}}"#).is_empty(),
+            "the same key in two objects is no duplicate"
+        );
+        assert!(
+            duplicates(b"kind: Foo\nkind: Bar\n").is_empty(),
+            "not JSON: not scanned here"
+        );
     }
 
     #[test]
@@ -307,15 +367,25 @@ mod tests {
             "spec": {"suspend": true, "bogus": 1, "labels": {"any": "x"}, "groups": [{"name": "g"}, {"nmae": "h"}],
                      "free": {"deep": {"x": 1}}, "gone": null}, "extra": {}});
         let f = inspect(&info(Some(schema())), b"", &v);
-        assert_eq!(f.unknown, vec!["spec.bogus", "spec.groups[1].nmae", "extra", "metadata.whatever"]);
-        assert_eq!(inspect(&info(None), b"", &v).unknown, vec!["metadata.whatever"], "a CRD without a schema: metadata only");
+        assert_eq!(
+            f.unknown,
+            vec!["spec.bogus", "spec.groups[1].nmae", "extra", "metadata.whatever"]
+        );
+        assert_eq!(
+            inspect(&info(None), b"", &v).unknown,
+            vec!["metadata.whatever"],
+            "a CRD without a schema: metadata only"
+        );
     }
 
     /// A built-in kind's own schema (k8s-openapi's, through `$ref`s), and ObjectMeta's for `metadata`
     /// of every kind, as a real server's strict decoding finds them.
     #[test]
     fn built_in_kinds_and_metadata_are_held_to_their_schemas() {
-        let pods = super::super::registry::builtins().into_iter().find(|i| i.plural == "pods").unwrap();
+        let pods = super::super::registry::builtins()
+            .into_iter()
+            .find(|i| i.plural == "pods")
+            .unwrap();
         let pod = json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "p", "labels": {"any": "x"}, "lables": {}, "annotations": {"a": "b"}},
             "spec": {"containers": [{"name": "c", "image": "i", "imagePullPolicy": "Always",
@@ -323,20 +393,33 @@ mod tests {
                 "nodeSelector": {"k": "v"}, "tolerations": [{"key": "k", "operator": "Exists"}], "bogus": true},
             "status": {"phase": "Running"}});
         let f = inspect(&pods, b"", &pod);
-        assert_eq!(f.unknown, vec!["spec.containers[0].ports[0].hostnet", "spec.bogus", "metadata.lables"]);
+        assert_eq!(
+            f.unknown,
+            vec![
+                "spec.containers[0].ports[0].hostnet",
+                "spec.bogus",
+                "metadata.lables"
+            ]
+        );
         // A strategic merge patch's directives are no fields; a merge patch's null deletes.
         let smp = json!({"spec": {"$setElementOrder/containers": [{"name": "c"}], "containers": [{"name": "c", "$patch": "delete"}]},
             "metadata": {"labels": {"gone": null}}});
         assert!(inspect(&pods, b"", &smp).unknown.is_empty());
         // A CRD's metadata too, beside its own schema.
         let v = json!({"metadata": {"name": "a", "nmae": "b"}, "spec": {"suspend": true}});
-        assert_eq!(inspect(&info(Some(schema())), b"", &v).unknown, vec!["metadata.nmae"]);
+        assert_eq!(
+            inspect(&info(Some(schema())), b"", &v).unknown,
+            vec!["metadata.nmae"]
+        );
     }
 
     /// A JSON patch is judged by what it adds to the stored object, not by what the object already had.
     #[test]
     fn a_json_patch_is_blamed_only_for_what_it_adds() {
-        let cms = super::super::registry::builtins().into_iter().find(|i| i.plural == "configmaps").unwrap();
+        let cms = super::super::registry::builtins()
+            .into_iter()
+            .find(|i| i.plural == "configmaps")
+            .unwrap();
         let before = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}, "old": 1});
         let mut after = before.clone();
         super::super::patch::json_patch(&mut after, &json!([{"op": "add", "path": "/dta", "value": {}}, {"op": "add", "path": "/data/b", "value": "2"}])).unwrap();
@@ -345,7 +428,10 @@ mod tests {
 
     #[test]
     fn each_directive_does_what_kube_apiserver_does() {
-        let f = Findings { unknown: vec!["spec.bogus".into()], duplicate: vec!["spec.suspend".into()] };
+        let f = Findings {
+            unknown: vec!["spec.bogus".into()],
+            duplicate: vec!["spec.suspend".into()],
+        };
         let i = info(None);
         let err = f.judge(Directive::Strict, &i).unwrap_err();
         assert_eq!(err.code, 400);
@@ -353,7 +439,10 @@ mod tests {
             err.message,
             "RayCluster in version \"v1\" cannot be handled as a RayCluster: strict decoding error: unknown field \"spec.bogus\", duplicate field \"spec.suspend\""
         );
-        assert_eq!(f.judge(Directive::Warn, &i).unwrap(), vec!["unknown field \"spec.bogus\"", "duplicate field \"spec.suspend\""]);
+        assert_eq!(
+            f.judge(Directive::Warn, &i).unwrap(),
+            vec!["unknown field \"spec.bogus\"", "duplicate field \"spec.suspend\""]
+        );
         assert!(f.judge(Directive::Ignore, &i).unwrap().is_empty());
         assert_eq!(Directive::parse(None).unwrap(), Directive::Warn);
         assert!(Directive::parse(Some("Loose")).is_err());

@@ -12,9 +12,9 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
+use super::limits::json_len;
 use super::limits::{MAX_DEPTH, MAX_JSON_PATCH_COPY_BYTES, nested, within_depth};
 use super::patch::{apply, json_patch, merge_patch, strategic_merge};
-use super::limits::json_len;
 use super::selector::{FieldSelector, LabelSelector};
 use super::{EmbeddedServer, QuotagateAdmission};
 
@@ -42,9 +42,23 @@ fn selector_text() -> impl Strategy<Value = String> {
         Just("kueue.x-k8s.io/queue-name".to_string()),
         Just("metadata.name".to_string()),
         prop_oneof![
-            Just("="), Just("=="), Just("!="), Just("!"), Just(","), Just(" "), Just("("),
-            Just(")"), Just(" in "), Just(" notin "), Just(">"), Just("<"), Just("\\"), Just("/"),
-            Just("-"), Just("."), Just("%"),
+            Just("="),
+            Just("=="),
+            Just("!="),
+            Just("!"),
+            Just(","),
+            Just(" "),
+            Just("("),
+            Just(")"),
+            Just(" in "),
+            Just(" notin "),
+            Just(">"),
+            Just("<"),
+            Just("\\"),
+            Just("/"),
+            Just("-"),
+            Just("."),
+            Just("%"),
         ]
         .prop_map(String::from),
     ];
@@ -85,12 +99,23 @@ fn json_value() -> impl Strategy<Value = Value> {
 /// JSON Patch operations aimed at paths that exist and paths that do not.
 fn json_patch_body() -> impl Strategy<Value = Value> {
     let op = prop_oneof![
-        Just("add"), Just("remove"), Just("replace"), Just("move"), Just("copy"), Just("test"),
+        Just("add"),
+        Just("remove"),
+        Just("replace"),
+        Just("move"),
+        Just("copy"),
+        Just("test"),
         Just("bogus"),
     ];
     let path = prop_oneof![
-        Just("/metadata/labels/app"), Just("/spec/containers/0"), Just("/spec/containers/-"),
-        Just("/spec/containers/99999999999"), Just("/data"), Just(""), Just("/"), Just("/~2"),
+        Just("/metadata/labels/app"),
+        Just("/spec/containers/0"),
+        Just("/spec/containers/-"),
+        Just("/spec/containers/99999999999"),
+        Just("/data"),
+        Just(""),
+        Just("/"),
+        Just("/~2"),
         Just("/metadata/labels/a~1b"),
     ];
     prop::collection::vec((op, path.clone(), path, json_value()), 0..5).prop_map(|ops| {
@@ -106,7 +131,11 @@ fn json_patch_body() -> impl Strategy<Value = Value> {
 /// into themselves, and `add` of values nested up to past the depth limit.
 fn growing_json_patch() -> impl Strategy<Value = Value> {
     let container = prop_oneof![
-        Just(""), Just("/metadata"), Just("/metadata/labels"), Just("/spec"), Just("/spec/containers/0"),
+        Just(""),
+        Just("/metadata"),
+        Just("/metadata/labels"),
+        Just("/spec"),
+        Just("/spec/containers/0"),
         Just("/data"),
     ];
     let op = (
@@ -133,7 +162,10 @@ fn shared() -> &'static (tokio::runtime::Runtime, Arc<EmbeddedServer>) {
     static SHARED: std::sync::OnceLock<(tokio::runtime::Runtime, Arc<EmbeddedServer>)> =
         std::sync::OnceLock::new();
     SHARED.get_or_init(|| {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         let srv = EmbeddedServer::new(&crate::api::all_crds(), Arc::new(QuotagateAdmission::default()));
         (rt, srv)
     })
@@ -144,30 +176,68 @@ type Request = (&'static str, String, String, &'static str, Vec<u8>);
 
 fn request() -> impl Strategy<Value = Request> {
     let method = prop_oneof![
-        Just("GET"), Just("POST"), Just("PUT"), Just("PATCH"), Just("DELETE"), Just("OPTIONS"),
+        Just("GET"),
+        Just("POST"),
+        Just("PUT"),
+        Just("PATCH"),
+        Just("DELETE"),
+        Just("OPTIONS"),
         Just("HEAD"),
     ];
     let seg = prop_oneof![
-        Just("api"), Just("apis"), Just("v1"), Just("namespaces"), Just("default"),
-        Just("kube-system"), Just("configmaps"), Just("pods"), Just("kueue.x-k8s.io"),
-        Just("v1beta2"), Just("workloads"), Just("clusterqueues"), Just("ray.io"),
-        Just("rayclusters"), Just("status"), Just("scale"), Just("version"), Just("openapi"),
-        Just("v3"), Just(".."), Just("%2F"), Just("%zz"), Just("a%20b"), Just("x"),
+        Just("api"),
+        Just("apis"),
+        Just("v1"),
+        Just("namespaces"),
+        Just("default"),
+        Just("kube-system"),
+        Just("configmaps"),
+        Just("pods"),
+        Just("kueue.x-k8s.io"),
+        Just("v1beta2"),
+        Just("workloads"),
+        Just("clusterqueues"),
+        Just("ray.io"),
+        Just("rayclusters"),
+        Just("status"),
+        Just("scale"),
+        Just("version"),
+        Just("openapi"),
+        Just("v3"),
+        Just(".."),
+        Just("%2F"),
+        Just("%zz"),
+        Just("a%20b"),
+        Just("x"),
     ];
     let path = prop::collection::vec(seg, 0..7).prop_map(|s| format!("/{}", s.join("/")));
     let param = prop_oneof![
-        Just("labelSelector=!!"), Just("labelSelector=app%3Dweb"), Just("labelSelector=a,,b"),
-        Just("fieldSelector=metadata.name%3Da"), Just("fieldSelector=spec.x%3D1"),
-        Just("watch=true&timeoutSeconds=1"), Just("limit=1"), Just("limit=-5"),
-        Just("limit=99999999999999999999"), Just("continue=garbage"), Just("resourceVersion=abc"),
-        Just("resourceVersion=999999999999"), Just("dryRun=All"), Just("fieldManager=x"),
-        Just("force=true"), Just("propagationPolicy=Orphan"), Just("timeoutSeconds=-1"),
+        Just("labelSelector=!!"),
+        Just("labelSelector=app%3Dweb"),
+        Just("labelSelector=a,,b"),
+        Just("fieldSelector=metadata.name%3Da"),
+        Just("fieldSelector=spec.x%3D1"),
+        Just("watch=true&timeoutSeconds=1"),
+        Just("limit=1"),
+        Just("limit=-5"),
+        Just("limit=99999999999999999999"),
+        Just("continue=garbage"),
+        Just("resourceVersion=abc"),
+        Just("resourceVersion=999999999999"),
+        Just("dryRun=All"),
+        Just("fieldManager=x"),
+        Just("force=true"),
+        Just("propagationPolicy=Orphan"),
+        Just("timeoutSeconds=-1"),
     ];
     let query = prop::collection::vec(param, 0..3).prop_map(|p| p.join("&"));
     let ct = prop_oneof![
-        Just("application/json"), Just("application/merge-patch+json"),
-        Just("application/strategic-merge-patch+json"), Just("application/json-patch+json"),
-        Just("application/apply-patch+yaml"), Just("application/vnd.kubernetes.protobuf"),
+        Just("application/json"),
+        Just("application/merge-patch+json"),
+        Just("application/strategic-merge-patch+json"),
+        Just("application/json-patch+json"),
+        Just("application/apply-patch+yaml"),
+        Just("application/vnd.kubernetes.protobuf"),
         Just("text/plain"),
     ];
     let body = prop_oneof![
@@ -181,7 +251,11 @@ fn request() -> impl Strategy<Value = Request> {
 
 async fn send(srv: &Arc<EmbeddedServer>, r: &Request) -> http::StatusCode {
     let (method, path, query, ct, body) = r;
-    let uri = if query.is_empty() { path.clone() } else { format!("{path}?{query}") };
+    let uri = if query.is_empty() {
+        path.clone()
+    } else {
+        format!("{path}?{query}")
+    };
     let req = http::Request::builder()
         .method(*method)
         .uri(uri)

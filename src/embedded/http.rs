@@ -1,25 +1,25 @@
 //! The HTTP face of the store: path routing, query parsing, body decoding and response shaping.
 //! One handler serves both the in-process tower service and the loopback TCP listener.
 
+use super::EmbeddedServer;
 use super::discovery;
 use super::error::ApiError;
 use super::escalation;
 use super::events;
 use super::field_validation;
 use super::logs;
-use super::review;
 use super::patch::PatchKind;
 use super::protobuf;
+use super::quota;
 use super::rbac;
 use super::refusals;
 use super::registry::ResourceInfo;
+use super::review;
 use super::selector::{FieldSelector, LabelSelector};
-use super::quota;
 use super::serviceaccount;
 use super::store::{DeleteOptions, ListOptions, Store, WatchFrom};
 use super::table;
 use super::watch::{self, WatchRequest};
-use super::EmbeddedServer;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::Response;
@@ -66,7 +66,11 @@ fn error(e: &ApiError) -> Response {
 }
 
 fn too_large() -> Response {
-    error(&ApiError::new(413, "RequestEntityTooLarge", format!("Request entity too large: limit is {MAX_BODY}")))
+    error(&ApiError::new(
+        413,
+        "RequestEntityTooLarge",
+        format!("Request entity too large: limit is {MAX_BODY}"),
+    ))
 }
 
 fn is_length_limit(e: &axum::Error) -> bool {
@@ -81,7 +85,14 @@ fn is_length_limit(e: &axum::Error) -> bool {
 }
 
 fn not_found_path(path: &str) -> Response {
-    error(&ApiError::new(404, "NotFound", "the server could not find the requested resource").details(path, "", ""))
+    error(
+        &ApiError::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+        .details(path, "", ""),
+    )
 }
 
 struct Query(HashMap<String, String>);
@@ -131,12 +142,19 @@ enum Route {
 fn segments(path: &str) -> Option<Vec<String>> {
     path.split('/')
         .filter(|s| !s.is_empty())
-        .map(|s| percent_encoding::percent_decode_str(s).decode_utf8().ok().map(|c| c.into_owned()))
+        .map(|s| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8()
+                .ok()
+                .map(|c| c.into_owned())
+        })
         .collect()
 }
 
 fn route(srv: &EmbeddedServer, path: &str) -> Route {
-    let Some(owned) = segments(path) else { return Route::NotFound };
+    let Some(owned) = segments(path) else {
+        return Route::NotFound;
+    };
     let segs: Vec<&str> = owned.iter().map(String::as_str).collect();
     let (group, version, rest) = match segs.as_slice() {
         ["version"] => return Route::Version,
@@ -153,8 +171,15 @@ fn route(srv: &EmbeddedServer, path: &str) -> Route {
     };
     let reg = &srv.registry;
     let (namespace, plural, name, sub) = match rest {
-        ["namespaces", ns, plural, tail @ ..] if reg.find(group, version, plural).is_some_and(|r| r.namespaced) => {
-            (Some(ns.to_string()), *plural, tail.first().copied(), tail.get(1).copied())
+        ["namespaces", ns, plural, tail @ ..]
+            if reg.find(group, version, plural).is_some_and(|r| r.namespaced) =>
+        {
+            (
+                Some(ns.to_string()),
+                *plural,
+                tail.first().copied(),
+                tail.get(1).copied(),
+            )
         }
         [plural, tail @ ..] => (None, *plural, tail.first().copied(), tail.get(1).copied()),
         [] => return Route::NotFound,
@@ -168,27 +193,61 @@ fn route(srv: &EmbeddedServer, path: &str) -> Route {
     if tail_len > 2 {
         return Route::NotFound;
     }
-    let Some(info) = reg.find(group, version, plural) else { return Route::NotFound };
+    let Some(info) = reg.find(group, version, plural) else {
+        return Route::NotFound;
+    };
     let status = match sub {
         None => false,
         Some("status") if info.has_status => true,
         Some("log") if info.group.is_empty() && info.plural == "pods" && name.is_some() => {
-            return Route::PodLog(Target { info, namespace, name: name.map(String::from), status: false });
+            return Route::PodLog(Target {
+                info,
+                namespace,
+                name: name.map(String::from),
+                status: false,
+            });
         }
         Some("token") if info.group.is_empty() && info.plural == "serviceaccounts" && name.is_some() => {
-            return Route::Token(Target { info, namespace, name: name.map(String::from), status: false });
+            return Route::Token(Target {
+                info,
+                namespace,
+                name: name.map(String::from),
+                status: false,
+            });
         }
         Some(_) => return Route::UnknownSub,
     };
-    Route::Resource(Target { info, namespace, name: name.map(String::from), status })
+    Route::Resource(Target {
+        info,
+        namespace,
+        name: name.map(String::from),
+        status,
+    })
 }
 
 /// RBAC for an in-process principal (`EmbeddedServer::client_as`): the request itself, and on a
 /// create the owners its references block deletion of (`update` on `<owner>/finalizers`).
-fn authorize(srv: &EmbeddedServer, authz: &rbac::Authorizer, t: &Target, method: &Method, query: &Query, body: &[u8]) -> Result<(), ApiError> {
-    let resource = if t.status { format!("{}/status", t.info.plural) } else { t.info.plural.clone() };
+fn authorize(
+    srv: &EmbeddedServer,
+    authz: &rbac::Authorizer,
+    t: &Target,
+    method: &Method,
+    query: &Query,
+    body: &[u8],
+) -> Result<(), ApiError> {
+    let resource = if t.status {
+        format!("{}/status", t.info.plural)
+    } else {
+        t.info.plural.clone()
+    };
     let verb = rbac::verb(method, t.name.is_some(), query.flag("watch"));
-    let access = rbac::Access { group: t.info.group.clone(), resource, verb: verb.to_string(), name: t.name.clone(), namespace: t.namespace.clone() };
+    let access = rbac::Access {
+        group: t.info.group.clone(),
+        resource,
+        verb: verb.to_string(),
+        name: t.name.clone(),
+        namespace: t.namespace.clone(),
+    };
     let forbidden = |a: &rbac::Access| denied(authz.forbidden_message(a));
     if !authz.allows(&access) {
         return Err(forbidden(&access));
@@ -198,18 +257,41 @@ fn authorize(srv: &EmbeddedServer, authz: &rbac::Authorizer, t: &Target, method:
     }
     let obj: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     if t.info.group == "rbac.authorization.k8s.io" {
-        escalation::check(authz, &srv.store, &srv.registry, &t.info.plural, t.namespace.as_deref().unwrap_or("default"), &obj)?;
+        escalation::check(
+            authz,
+            &srv.store,
+            &srv.registry,
+            &t.info.plural,
+            t.namespace.as_deref().unwrap_or("default"),
+            &obj,
+        )?;
     }
     if *method != Method::POST {
         return Ok(());
     }
     for (api_version, kind, name) in rbac::blocking_owners(&obj) {
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version.as_str()));
-        let Some(owner) = srv.registry.all().iter().find(|r| r.group == group && r.version == version && r.kind == kind).cloned() else {
+        let Some(owner) = srv
+            .registry
+            .all()
+            .iter()
+            .find(|r| r.group == group && r.version == version && r.kind == kind)
+            .cloned()
+        else {
             continue;
         };
-        let namespace = if owner.namespaced { t.namespace.clone() } else { None };
-        let a = rbac::Access { group: owner.group.clone(), resource: format!("{}/finalizers", owner.plural), verb: "update".into(), name: Some(name), namespace };
+        let namespace = if owner.namespaced {
+            t.namespace.clone()
+        } else {
+            None
+        };
+        let a = rbac::Access {
+            group: owner.group.clone(),
+            resource: format!("{}/finalizers", owner.plural),
+            verb: "update".into(),
+            name: Some(name),
+            namespace,
+        };
         if !authz.allows(&a) {
             return Err(forbidden(&a));
         }
@@ -224,10 +306,21 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
     let (parts, body) = req.into_parts();
     let path = parts.uri.path().to_string();
     let query = Query::parse(parts.uri.query());
-    let header = |h: header::HeaderName| parts.headers.get(h).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let header = |h: header::HeaderName| {
+        parts
+            .headers
+            .get(h)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string()
+    };
     let accept = header(header::ACCEPT);
     let content_type = header(header::CONTENT_TYPE);
-    let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|n| n > MAX_BODY) {
         return too_large();
     }
@@ -237,11 +330,17 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
         Err(e) => return error(&ApiError::bad_request(format!("reading the request body: {e}"))),
     };
     if let Some(p) = proxy::parse(&path) {
-        return proxy::serve(&srv, &parts, body, p).await.unwrap_or_else(|e| error(&e));
+        return proxy::serve(&srv, &parts, body, p)
+            .await
+            .unwrap_or_else(|e| error(&e));
     }
     let aggregated = accept.contains("as=APIGroupDiscoveryList");
     let route = route(&srv, &path);
-    if !matches!(route, Route::Resource(_) | Route::PodLog(_) | Route::Token(_) | Route::UnknownSub | Route::NotFound) && parts.method != Method::GET {
+    if !matches!(
+        route,
+        Route::Resource(_) | Route::PodLog(_) | Route::Token(_) | Route::UnknownSub | Route::NotFound
+    ) && parts.method != Method::GET
+    {
         return error(&ApiError::method_not_allowed(format!(
             "the server does not allow this method on the requested resource: {} {path}",
             parts.method
@@ -249,27 +348,56 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
     }
     match route {
         Route::Version => ok(200, &discovery::version()),
-        Route::Api if aggregated => json_response(200, &discovery::aggregated(&srv.registry, true), discovery::AGGREGATED_CONTENT_TYPE),
-        Route::Apis if aggregated => json_response(200, &discovery::aggregated(&srv.registry, false), discovery::AGGREGATED_CONTENT_TYPE),
+        Route::Api if aggregated => json_response(
+            200,
+            &discovery::aggregated(&srv.registry, true),
+            discovery::AGGREGATED_CONTENT_TYPE,
+        ),
+        Route::Apis if aggregated => json_response(
+            200,
+            &discovery::aggregated(&srv.registry, false),
+            discovery::AGGREGATED_CONTENT_TYPE,
+        ),
         Route::Api => ok(200, &discovery::legacy_api()),
         Route::Apis => ok(200, &discovery::legacy_apis(&srv.registry)),
-        Route::Group(g) => discovery::api_group(&srv.registry, &g).map(|v| ok(200, &v)).unwrap_or_else(|| not_found_path(&path)),
-        Route::GroupVersion(g, v) => {
-            discovery::resource_list(&srv.registry, &g, &v).map(|d| ok(200, &d)).unwrap_or_else(|| not_found_path(&path))
-        }
+        Route::Group(g) => discovery::api_group(&srv.registry, &g)
+            .map(|v| ok(200, &v))
+            .unwrap_or_else(|| not_found_path(&path)),
+        Route::GroupVersion(g, v) => discovery::resource_list(&srv.registry, &g, &v)
+            .map(|d| ok(200, &d))
+            .unwrap_or_else(|| not_found_path(&path)),
         Route::OpenApiRoot => ok(200, &discovery::openapi_v3_root(&srv.registry)),
-        Route::OpenApiGv(p) => discovery::openapi_v3_gv(&srv.registry, &p).map(|d| ok(200, &d)).unwrap_or_else(|| not_found_path(&path)),
+        Route::OpenApiGv(p) => discovery::openapi_v3_gv(&srv.registry, &p)
+            .map(|d| ok(200, &d))
+            .unwrap_or_else(|| not_found_path(&path)),
         Route::UnknownSub | Route::NotFound => not_found_path(&path),
         Route::PodLog(t) => pod_log(&srv, &parts, &t).unwrap_or_else(|e| error(&e)),
-        Route::Token(t) => token(&srv, &parts, &t, &body).map(|v| ok(201, &v)).unwrap_or_else(|e| error(&e)),
+        Route::Token(t) => token(&srv, &parts, &t, &body)
+            .map(|v| ok(201, &v))
+            .unwrap_or_else(|e| error(&e)),
         Route::Resource(t) => {
-            let principal = match review::principal(&srv.store, &srv.registry, &parts.headers, parts.extensions.get::<rbac::Principal>()) {
+            let principal = match review::principal(
+                &srv.store,
+                &srv.registry,
+                &parts.headers,
+                parts.extensions.get::<rbac::Principal>(),
+            ) {
                 Ok(p) => p,
                 Err(e) => return error(&e),
             };
             if t.info.group == review::GROUP {
-                let reviewed = review::serve(&srv, principal.as_deref(), &t.info, t.namespace.as_deref(), &parts.method, &content_type, &body);
-                return reviewed.map(|(code, v)| ok(code, &v)).unwrap_or_else(|e| error(&e));
+                let reviewed = review::serve(
+                    &srv,
+                    principal.as_deref(),
+                    &t.info,
+                    t.namespace.as_deref(),
+                    &parts.method,
+                    &content_type,
+                    &body,
+                );
+                return reviewed
+                    .map(|(code, v)| ok(code, &v))
+                    .unwrap_or_else(|e| error(&e));
             }
             if let Some(authz) = &principal
                 && let Err(e) = authorize(&srv, authz, &t, &parts.method, &query, &body)
@@ -281,11 +409,25 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
             let webhooks = srv.config.real_cluster
                 && matches!(parts.method, Method::POST | Method::PUT | Method::PATCH)
                 && super::webhooks::any_configured(&srv.store, &srv.registry);
-            let r = Req { srv: &srv, t, query, accept, content_type, body: &body, method: parts.method };
+            let r = Req {
+                srv: &srv,
+                t,
+                query,
+                accept,
+                content_type,
+                body: &body,
+                method: parts.method,
+            };
             let served = if webhooks {
                 let (user, groups) = match &principal {
-                    Some(a) => (a.user.clone(), review::Subject::authenticated(&a.user, &[]).groups),
-                    None => ("system:admin".to_string(), vec!["system:masters".to_string(), "system:authenticated".to_string()]),
+                    Some(a) => (
+                        a.user.clone(),
+                        review::Subject::authenticated(&a.user, &[]).groups,
+                    ),
+                    None => (
+                        "system:admin".to_string(),
+                        vec!["system:masters".to_string(), "system:authenticated".to_string()],
+                    ),
                 };
                 r.serve_with_webhooks(&user, &groups).await
             } else {
@@ -299,7 +441,10 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
             // per event instead): a crash then never loses something a client has seen. While the
             // disk refuses writes (they are refused, see `durable.rs`), reads are answered from
             // memory, as etcd answers them under its NOSPACE alarm.
-            if !watching && !(reading && srv.store.disk_alarm()) && let Err(e) = srv.store.synced_now().await {
+            if !watching
+                && !(reading && srv.store.disk_alarm())
+                && let Err(e) = srv.store.synced_now().await
+            {
                 return error(&e);
             }
             resp
@@ -310,34 +455,69 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
 /// `kubectl logs`: RBAC on `pods/log`, then the pod's output or why it has none (`logs.rs`).
 fn pod_log(srv: &EmbeddedServer, parts: &http::request::Parts, t: &Target) -> Result<Response, ApiError> {
     if parts.method != Method::GET {
-        return Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource: {}", parts.method)));
+        return Err(ApiError::method_not_allowed(format!(
+            "the server does not allow this method on the requested resource: {}",
+            parts.method
+        )));
     }
     let name = t.name.clone().unwrap_or_default();
     let namespace = t.namespace.clone().unwrap_or_else(|| "default".into());
-    if let Some(authz) = review::principal(&srv.store, &srv.registry, &parts.headers, parts.extensions.get::<rbac::Principal>())? {
-        let a = rbac::Access { group: String::new(), resource: "pods/log".into(), verb: "get".into(), name: Some(name.clone()), namespace: Some(namespace.clone()) };
+    if let Some(authz) = review::principal(
+        &srv.store,
+        &srv.registry,
+        &parts.headers,
+        parts.extensions.get::<rbac::Principal>(),
+    )? {
+        let a = rbac::Access {
+            group: String::new(),
+            resource: "pods/log".into(),
+            verb: "get".into(),
+            name: Some(name.clone()),
+            namespace: Some(namespace.clone()),
+        };
         if !authz.allows(&a) {
             return Err(ApiError::new(403, "Forbidden", authz.forbidden_message(&a)));
         }
     }
-    let query: Vec<(String, String)> = serde_urlencoded::from_str(parts.uri.query().unwrap_or("")).unwrap_or_default();
+    let query: Vec<(String, String)> =
+        serde_urlencoded::from_str(parts.uri.query().unwrap_or("")).unwrap_or_default();
     let req = logs::request(&srv.store, &srv.registry, &namespace, &name, &query)?;
     let stream = logs::logs(&srv.runtimes, &req)?;
     let body = futures::StreamExt::map(stream, Ok::<_, std::io::Error>);
     let mut r = Response::new(Body::from_stream(body));
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
     Ok(r)
 }
 
 /// TokenRequest: RBAC `create serviceaccounts/token`, then a token for the ServiceAccount.
-fn token(srv: &EmbeddedServer, parts: &http::request::Parts, t: &Target, body: &[u8]) -> Result<Value, ApiError> {
+fn token(
+    srv: &EmbeddedServer,
+    parts: &http::request::Parts,
+    t: &Target,
+    body: &[u8],
+) -> Result<Value, ApiError> {
     if parts.method != Method::POST {
-        return Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource: {}", parts.method)));
+        return Err(ApiError::method_not_allowed(format!(
+            "the server does not allow this method on the requested resource: {}",
+            parts.method
+        )));
     }
     let name = t.name.clone().unwrap_or_default();
     let namespace = t.namespace.clone().unwrap_or_else(|| "default".into());
-    if let Some(authz) = review::principal(&srv.store, &srv.registry, &parts.headers, parts.extensions.get::<rbac::Principal>())? {
-        let a = rbac::Access { group: String::new(), resource: "serviceaccounts/token".into(), verb: "create".into(), name: Some(name.clone()), namespace: Some(namespace.clone()) };
+    if let Some(authz) = review::principal(
+        &srv.store,
+        &srv.registry,
+        &parts.headers,
+        parts.extensions.get::<rbac::Principal>(),
+    )? {
+        let a = rbac::Access {
+            group: String::new(),
+            resource: "serviceaccounts/token".into(),
+            verb: "create".into(),
+            name: Some(name.clone()),
+            namespace: Some(namespace.clone()),
+        };
         if !authz.allows(&a) {
             return Err(denied(authz.forbidden_message(&a)));
         }
@@ -391,13 +571,21 @@ impl Req<'_> {
     fn decode_any(&self) -> Result<Value, ApiError> {
         let ct = self.content_type.split(';').next().unwrap_or("").trim();
         if ct == "application/vnd.kubernetes.protobuf" {
-            return protobuf::decode(self.body, &self.t.info).map_err(|e| ApiError::unsupported_media(e.to_string()));
+            return protobuf::decode(self.body, &self.t.info)
+                .map_err(|e| ApiError::unsupported_media(e.to_string()));
         }
         match serde_json::from_slice(self.body) {
             Ok(v) => Ok(v),
-            Err(json_err) if ct.ends_with("yaml") => serde_saphyr::from_slice::<Value>(self.body)
-                .map_err(|e| ApiError::bad_request(format!("the request body is neither JSON ({json_err}) nor YAML ({e})"))),
-            Err(e) => Err(ApiError::bad_request(format!("the request body is not valid JSON: {e}"))),
+            Err(json_err) if ct.ends_with("yaml") => {
+                serde_saphyr::from_slice::<Value>(self.body).map_err(|e| {
+                    ApiError::bad_request(format!(
+                        "the request body is neither JSON ({json_err}) nor YAML ({e})"
+                    ))
+                })
+            }
+            Err(e) => Err(ApiError::bad_request(format!(
+                "the request body is not valid JSON: {e}"
+            ))),
         }
     }
 
@@ -419,7 +607,10 @@ impl Req<'_> {
         if directive == field_validation::Directive::Ignore {
             return Ok(Vec::new());
         }
-        let mut f = field_validation::Findings { duplicate: field_validation::duplicates(self.body), unknown: Vec::new() };
+        let mut f = field_validation::Findings {
+            duplicate: field_validation::duplicates(self.body),
+            unknown: Vec::new(),
+        };
         if let Ok(current) = self.store().get(&self.t.info, self.ns(), name) {
             let mut doc = (*current).clone();
             if super::patch::json_patch(&mut doc, ops).is_ok() {
@@ -448,10 +639,18 @@ impl Req<'_> {
             && !self.query.dry_run()
             && (quota_write || (core && self.t.info.plural == "pods") || self.method == Method::DELETE);
         let ns = match self.ns() {
-            Some(ns) if touches_usage && (quota_write || quota::any(self.store(), &self.srv.registry, ns)) => ns,
+            Some(ns)
+                if touches_usage && (quota_write || quota::any(self.store(), &self.srv.registry, ns)) =>
+            {
+                ns
+            }
             _ => return self.serve_unquoted(),
         };
-        let _guard = self.srv.quota_lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _guard = self
+            .srv
+            .quota_lock
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let result = self.serve_unquoted();
         if result.is_ok() {
             quota::refresh(self.store(), &self.srv.registry, ns);
@@ -491,7 +690,9 @@ impl Req<'_> {
                 if info.group.is_empty() && info.plural == "resourcequotas" && !self.t.status {
                     quota::validate(&obj)?;
                 }
-                let updated = self.store().update(&info, self.ns(), &n, obj, self.t.status, self.query.dry_run())?;
+                let updated =
+                    self.store()
+                        .update(&info, self.ns(), &n, obj, self.t.status, self.query.dry_run())?;
                 Ok(with_warnings(self.object(200, updated), &warnings))
             }
             (&Method::PATCH, Some(n)) => {
@@ -509,12 +710,23 @@ impl Req<'_> {
                 };
                 let body = events::patch_to_storage(&info, kind, body);
                 let manager = self.query.get("fieldManager").unwrap_or("unknown");
-                let (obj, created) =
-                    self.store().patch(&info, self.ns(), &n, kind, body, self.t.status, manager, self.query.dry_run())?;
+                let (obj, created) = self.store().patch(
+                    &info,
+                    self.ns(),
+                    &n,
+                    kind,
+                    body,
+                    self.t.status,
+                    manager,
+                    self.query.dry_run(),
+                )?;
                 if created {
                     self.after_create(&info, &obj);
                 }
-                Ok(with_warnings(self.object(if created { 201 } else { 200 }, obj), &warnings))
+                Ok(with_warnings(
+                    self.object(if created { 201 } else { 200 }, obj),
+                    &warnings,
+                ))
             }
             (&Method::DELETE, Some(n)) => {
                 let opts = self.delete_options()?;
@@ -522,10 +734,14 @@ impl Req<'_> {
             }
             // Namespaces have no deletecollection verb on the real server.
             (&Method::DELETE, None) if info.group.is_empty() && info.plural == "namespaces" => {
-                Err(ApiError::method_not_allowed("the server does not allow this method on the requested resource"))
+                Err(ApiError::method_not_allowed(
+                    "the server does not allow this method on the requested resource",
+                ))
             }
             (&Method::DELETE, None) => self.delete_collection(),
-            (m, _) => Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource: {m}"))),
+            (m, _) => Err(ApiError::method_not_allowed(format!(
+                "the server does not allow this method on the requested resource: {m}"
+            ))),
         }
     }
 
@@ -533,13 +749,20 @@ impl Req<'_> {
     /// `default` ServiceAccount.
     fn after_create(&self, info: &ResourceInfo, obj: &Value) {
         if info.group.is_empty() && info.plural == "namespaces" && !self.query.dry_run() {
-            let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+            let name = obj
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
             serviceaccount::ensure_default(self.store(), &self.srv.registry, name);
         }
     }
 
     fn delete_options(&self) -> Result<DeleteOptions, ApiError> {
-        let body: Value = if self.body.is_empty() { json!({}) } else { self.decode_body()? };
+        let body: Value = if self.body.is_empty() {
+            json!({})
+        } else {
+            self.decode_body()?
+        };
         Ok(DeleteOptions {
             propagation: body
                 .get("propagationPolicy")
@@ -550,9 +773,18 @@ impl Req<'_> {
                 .get("gracePeriodSeconds")
                 .and_then(Value::as_i64)
                 .or_else(|| self.query.get("gracePeriodSeconds").and_then(|g| g.parse().ok())),
-            dry_run: body.get("dryRun").is_some_and(|d| d.as_array().is_some_and(|a| !a.is_empty())) || self.query.dry_run(),
-            uid: body.pointer("/preconditions/uid").and_then(Value::as_str).map(String::from),
-            resource_version: body.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(String::from),
+            dry_run: body
+                .get("dryRun")
+                .is_some_and(|d| d.as_array().is_some_and(|a| !a.is_empty()))
+                || self.query.dry_run(),
+            uid: body
+                .pointer("/preconditions/uid")
+                .and_then(Value::as_str)
+                .map(String::from),
+            resource_version: body
+                .pointer("/preconditions/resourceVersion")
+                .and_then(Value::as_str)
+                .map(String::from),
         })
     }
 
@@ -561,7 +793,10 @@ impl Req<'_> {
         Ok(ListOptions {
             labels: LabelSelector::parse(self.query.get("labelSelector").unwrap_or("")).map_err(bad)?,
             fields: FieldSelector::parse(self.query.get("fieldSelector").unwrap_or(""))
-                .and_then(|f| f.check_supported(&self.t.info.group, &self.t.info.plural).map(|()| f))
+                .and_then(|f| {
+                    f.check_supported(&self.t.info.group, &self.t.info.plural)
+                        .map(|()| f)
+                })
                 .map(|f| events::field_selector_to_storage(&self.t.info, f))
                 .map_err(bad)?,
             limit: self.query.get("limit").and_then(|l| l.parse().ok()),
@@ -575,14 +810,21 @@ impl Req<'_> {
         let rv = res.rv.to_string();
         if self.as_table() {
             let objs: Vec<&Value> = res.items.iter().map(|o| &**o).collect();
-            return Ok(ok(200, &table::table(&self.t.info, &objs, &rv, res.continue_token.as_deref())));
+            return Ok(ok(
+                200,
+                &table::table(&self.t.info, &objs, &rv, res.continue_token.as_deref()),
+            ));
         }
         let mut md = json!({"resourceVersion": rv});
         if let Some(c) = &res.continue_token {
             md["continue"] = json!(c);
             md["remainingItemCount"] = json!(res.remaining);
         }
-        let items: Vec<Value> = res.items.into_iter().map(|o| (*Store::at_version(&self.t.info, o)).clone()).collect();
+        let items: Vec<Value> = res
+            .items
+            .into_iter()
+            .map(|o| (*Store::at_version(&self.t.info, o)).clone())
+            .collect();
         Ok(ok(
             200,
             &json!({"kind": format!("{}List", self.t.info.kind), "apiVersion": self.t.info.api_version(), "metadata": md, "items": items}),
@@ -614,28 +856,45 @@ impl Req<'_> {
         let opts = self.list_options()?;
         let from = match self.query.get("resourceVersion") {
             None | Some("0") => WatchFrom::Current,
-            Some(rv) => WatchFrom::Rv(rv.parse().map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {rv:?}")))?),
+            Some(rv) => WatchFrom::Rv(
+                rv.parse()
+                    .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {rv:?}")))?,
+            ),
         };
         let send_initial_events = self.query.flag("sendInitialEvents");
         let bookmarks = self.query.flag("allowWatchBookmarks");
         if send_initial_events && !bookmarks {
-            return Err(ApiError::new(422, "Invalid", "sendInitialEvents requires allowWatchBookmarks=true"));
+            return Err(ApiError::new(
+                422,
+                "Invalid",
+                "sendInitialEvents requires allowWatchBookmarks=true",
+            ));
         }
         let req = WatchRequest {
             info: self.t.info.clone(),
-            namespace: if self.t.info.namespaced { self.t.namespace.clone() } else { None },
+            namespace: if self.t.info.namespaced {
+                self.t.namespace.clone()
+            } else {
+                None
+            },
             labels: opts.labels,
             fields: opts.fields,
             from,
             send_initial_events,
             bookmarks,
-            timeout: self.query.get("timeoutSeconds").and_then(|t| t.parse().ok()).map(Duration::from_secs),
+            timeout: self
+                .query
+                .get("timeoutSeconds")
+                .and_then(|t| t.parse().ok())
+                .map(Duration::from_secs),
             as_table: self.as_table(),
         };
         let rx = watch::start(self.store().clone(), req, self.srv.config.bookmark_interval);
-        let body = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|line| (line, rx)) });
+        let body =
+            futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|line| (line, rx)) });
         let mut r = Response::new(Body::from_stream(body));
-        r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        r.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         Ok(r)
     }
 }

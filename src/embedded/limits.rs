@@ -67,7 +67,11 @@ pub const TOO_DEEP: &str = "exceeded max depth";
 pub(crate) fn nested(depth: usize) -> Value {
     let mut v = Value::from(1);
     for i in 0..depth {
-        v = if i % 2 == 0 { serde_json::json!({ "a": v }) } else { serde_json::json!([v]) };
+        v = if i % 2 == 0 {
+            serde_json::json!({ "a": v })
+        } else {
+            serde_json::json!([v])
+        };
     }
     v
 }
@@ -137,7 +141,12 @@ mod tests {
     /// tokio worker's.
     #[test]
     fn a_value_at_the_depth_limit_fits_a_small_stack() {
-        std::thread::Builder::new().stack_size(128 * 1024).spawn(exercise_at_limit).unwrap().join().unwrap();
+        std::thread::Builder::new()
+            .stack_size(128 * 1024)
+            .spawn(exercise_at_limit)
+            .unwrap()
+            .join()
+            .unwrap();
     }
 
     /// By hand, one run per figure in [`MAX_DEPTH`]'s comment (an overflow aborts the process):
@@ -145,14 +154,25 @@ mod tests {
     #[test]
     #[ignore]
     fn depth_on_a_stack() {
-        let depth: usize = std::env::var("QG_DEPTH").ok().and_then(|d| d.parse().ok()).unwrap_or(MAX_DEPTH);
-        let stack: usize = std::env::var("QG_STACK").ok().and_then(|d| d.parse().ok()).unwrap_or(2 << 20);
+        let depth: usize = std::env::var("QG_DEPTH")
+            .ok()
+            .and_then(|d| d.parse().ok())
+            .unwrap_or(MAX_DEPTH);
+        let stack: usize = std::env::var("QG_STACK")
+            .ok()
+            .and_then(|d| d.parse().ok())
+            .unwrap_or(2 << 20);
         let run = move || {
             let v = nested(depth);
             let copy = v.clone();
             assert_eq!(copy, v);
             let _ = serde_json::to_vec(&copy);
         };
-        std::thread::Builder::new().stack_size(stack).spawn(run).unwrap().join().unwrap();
+        std::thread::Builder::new()
+            .stack_size(stack)
+            .spawn(run)
+            .unwrap()
+            .join()
+            .unwrap();
     }
 }

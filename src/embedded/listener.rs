@@ -32,18 +32,28 @@ struct Authn {
 /// (`satoken.rs`) whose ServiceAccount still exists with the same uid: the request then carries that
 /// ServiceAccount as its RBAC principal.
 async fn require_token(State(authn): State<Arc<Authn>>, mut req: Request, next: Next) -> Response {
-    let auth = req.headers().get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let auth = req
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
     if authn.creds.accepts(auth) {
         return next.run(req).await;
     }
     let srv = &authn.server;
-    let claims = super::satoken::bearer(auth).and_then(|t| super::satoken::verify(&srv.sa_tokens, t, super::satoken::now_unix()));
+    let claims = super::satoken::bearer(auth)
+        .and_then(|t| super::satoken::verify(&srv.sa_tokens, t, super::satoken::now_unix()));
     if let Some(claims) = claims {
-        let live = srv.registry.find("", "v1", "serviceaccounts").and_then(|info| srv.store.get(&info, Some(&claims.ns), &claims.name).ok());
-        if live.is_some_and(|sa| sa.pointer("/metadata/uid").and_then(serde_json::Value::as_str) == Some(claims.uid.as_str())) {
+        let live = srv
+            .registry
+            .find("", "v1", "serviceaccounts")
+            .and_then(|info| srv.store.get(&info, Some(&claims.ns), &claims.name).ok());
+        if live.is_some_and(|sa| {
+            sa.pointer("/metadata/uid").and_then(serde_json::Value::as_str) == Some(claims.uid.as_str())
+        }) {
             let subject = super::review::Subject::authenticated(&claims.username(), &[]);
             let authz = super::review::authorizer_for(&srv.store, &srv.registry, &subject);
-            req.extensions_mut().insert(super::rbac::Principal(Arc::new(authz)));
+            req.extensions_mut()
+                .insert(super::rbac::Principal(Arc::new(authz)));
             return next.run(req).await;
         }
     }
@@ -57,7 +67,11 @@ async fn require_token(State(authn): State<Arc<Authn>>, mut req: Request, next: 
 }
 
 /// The server's router behind the token check, then the in-flight limits.
-pub fn authenticated(server: Arc<super::EmbeddedServer>, creds: Arc<Credentials>, limits: &ListenerLimits) -> axum::Router {
+pub fn authenticated(
+    server: Arc<super::EmbeddedServer>,
+    creds: Arc<Credentials>,
+    limits: &ListenerLimits,
+) -> axum::Router {
     let in_flight = Arc::new(InFlightLimits {
         reads: Semaphore::new(limits.max_requests_inflight.max(1)),
         mutating: Semaphore::new(limits.max_mutating_requests_inflight.max(1)),
@@ -65,7 +79,10 @@ pub fn authenticated(server: Arc<super::EmbeddedServer>, creds: Arc<Credentials>
     server
         .router()
         .layer(axum::middleware::from_fn_with_state(in_flight, limit_in_flight))
-        .layer(axum::middleware::from_fn_with_state(Arc::new(Authn { creds, server }), require_token))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(Authn { creds, server }),
+            require_token,
+        ))
 }
 
 /// kube-apiserver's `--max-requests-inflight` and `--max-mutating-requests-inflight` (the
@@ -79,12 +96,18 @@ struct InFlightLimits {
 }
 
 async fn limit_in_flight(State(limits): State<Arc<InFlightLimits>>, req: Request, next: Next) -> Response {
-    let watch = req.uri().query().is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"))
+    let watch = req
+        .uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"))
         || req.uri().path().contains("/watch/");
     if watch {
         return next.run(req).await;
     }
-    let readonly = matches!(*req.method(), http::Method::GET | http::Method::HEAD | http::Method::OPTIONS);
+    let readonly = matches!(
+        *req.method(),
+        http::Method::GET | http::Method::HEAD | http::Method::OPTIONS
+    );
     let slots = if readonly { &limits.reads } else { &limits.mutating };
     let Ok(_permit) = slots.try_acquire() else {
         let body = serde_json::json!({
@@ -94,7 +117,10 @@ async fn limit_in_flight(State(limits): State<Arc<InFlightLimits>>, req: Request
         });
         return (
             http::StatusCode::TOO_MANY_REQUESTS,
-            [(http::header::CONTENT_TYPE, "application/json"), (http::header::RETRY_AFTER, "1")],
+            [
+                (http::header::CONTENT_TYPE, "application/json"),
+                (http::header::RETRY_AFTER, "1"),
+            ],
             Body::from(body.to_string()),
         )
             .into_response();
@@ -148,26 +174,31 @@ pub async fn serve_tls(
     cancel: CancellationToken,
 ) -> std::io::Result<()> {
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-    accept_loop(listener, limits, cancel, move |tcp, peer, limits, cancel, permit| {
-        let acceptor = acceptor.clone();
-        let router = router.clone();
-        async move {
-            let handshake = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp));
-            let stream = match handshake.await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "TLS handshake timed out");
-                    return;
-                }
-            };
-            serve_connection(stream, peer, router, limits, cancel).await;
-            drop(permit);
-        }
-    })
+    accept_loop(
+        listener,
+        limits,
+        cancel,
+        move |tcp, peer, limits, cancel, permit| {
+            let acceptor = acceptor.clone();
+            let router = router.clone();
+            async move {
+                let handshake = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp));
+                let stream = match handshake.await {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(e)) => {
+                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(%peer, "TLS handshake timed out");
+                        return;
+                    }
+                };
+                serve_connection(stream, peer, router, limits, cancel).await;
+                drop(permit);
+            }
+        },
+    )
     .await
 }
 
@@ -178,13 +209,18 @@ pub async fn serve_plain(
     limits: ListenerLimits,
     cancel: CancellationToken,
 ) -> std::io::Result<()> {
-    accept_loop(listener, limits, cancel, move |tcp, peer, limits, cancel, permit| {
-        let router = router.clone();
-        async move {
-            serve_connection(tcp, peer, router, limits, cancel).await;
-            drop(permit);
-        }
-    })
+    accept_loop(
+        listener,
+        limits,
+        cancel,
+        move |tcp, peer, limits, cancel, permit| {
+            let router = router.clone();
+            async move {
+                serve_connection(tcp, peer, router, limits, cancel).await;
+                drop(permit);
+            }
+        },
+    )
     .await
 }
 
@@ -269,9 +305,11 @@ impl Activity {
         let began = self.request_began.load(Ordering::Acquire);
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(NONE);
         if began != NONE {
-            return (now.saturating_sub(began) >= ms(limits.header_read_timeout)).then_some("request headers not complete in time");
+            return (now.saturating_sub(began) >= ms(limits.header_read_timeout))
+                .then_some("request headers not complete in time");
         }
-        (now.saturating_sub(self.idle_since.load(Ordering::Acquire)) >= ms(limits.idle_timeout)).then_some("idle keep-alive connection")
+        (now.saturating_sub(self.idle_since.load(Ordering::Acquire)) >= ms(limits.idle_timeout))
+            .then_some("idle keep-alive connection")
     }
 }
 
@@ -320,11 +358,18 @@ struct Watched<S> {
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
         let before = buf.filled().len();
         let r = Pin::new(&mut self.inner).poll_read(cx, buf);
         let a = &self.activity;
-        if buf.filled().len() > before && a.in_flight.load(Ordering::Acquire) == 0 && a.request_began.load(Ordering::Acquire) == NONE {
+        if buf.filled().len() > before
+            && a.in_flight.load(Ordering::Acquire) == 0
+            && a.request_began.load(Ordering::Acquire) == NONE
+        {
             a.request_began.store(a.now(), Ordering::Release);
         }
         r
@@ -332,7 +377,11 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
 }
 
 impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -341,7 +390,11 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
-    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[std::io::IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
         Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
     }
     fn is_write_vectored(&self) -> bool {
@@ -351,13 +404,26 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
 
 /// Serves HTTP/1.1 on one connection until the client leaves, a timer of [`ListenerLimits`] ends
 /// it, or `cancel` fires.
-async fn serve_connection<S>(stream: S, peer: SocketAddr, router: axum::Router, limits: ListenerLimits, cancel: CancellationToken)
-where
+async fn serve_connection<S>(
+    stream: S,
+    peer: SocketAddr,
+    router: axum::Router,
+    limits: ListenerLimits,
+    cancel: CancellationToken,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     // Headers are due from the accept on, as for every later request from its first byte.
-    let activity = Arc::new(Activity { start: Instant::now(), in_flight: AtomicUsize::new(0), idle_since: AtomicU64::new(0), request_began: AtomicU64::new(0) });
-    let io = hyper_util::rt::TokioIo::new(Watched { inner: stream, activity: activity.clone() });
+    let activity = Arc::new(Activity {
+        start: Instant::now(),
+        in_flight: AtomicUsize::new(0),
+        idle_since: AtomicU64::new(0),
+        request_began: AtomicU64::new(0),
+    });
+    let io = hyper_util::rt::TokioIo::new(Watched {
+        inner: stream,
+        activity: activity.clone(),
+    });
     let tracked = activity.clone();
     let service = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
         tracked.in_flight.fetch_add(1, Ordering::AcqRel);
@@ -368,14 +434,22 @@ where
                 Ok(r) => r,
                 Err(never) => match never {},
             };
-            Ok::<_, Infallible>(resp.map(|body| axum::body::Body::new(Tracked { body, _in_flight: in_flight })))
+            Ok::<_, Infallible>(resp.map(|body| {
+                axum::body::Body::new(Tracked {
+                    body,
+                    _in_flight: in_flight,
+                })
+            }))
         }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     // The timers below replace hyper's own header timer, which would also count idle time.
-    builder.header_read_timeout(None).max_buf_size(limits.max_header_bytes.max(8192));
+    builder
+        .header_read_timeout(None)
+        .max_buf_size(limits.max_header_bytes.max(8192));
     let conn = builder.serve_connection(io, service);
-    let tick = (limits.header_read_timeout.min(limits.idle_timeout) / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+    let tick = (limits.header_read_timeout.min(limits.idle_timeout) / 4)
+        .clamp(Duration::from_millis(10), Duration::from_secs(1));
     let timers = async {
         loop {
             tokio::time::sleep(tick).await;

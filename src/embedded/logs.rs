@@ -50,11 +50,18 @@ pub struct Runtimes {
 
 impl Runtimes {
     pub fn register(&self, source: Arc<dyn LogSource>) {
-        self.sources.write().unwrap_or_else(PoisonError::into_inner).push(source);
+        self.sources
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(source);
     }
 
     fn logs(&self, req: &LogRequest) -> Option<LogStream> {
-        let sources = self.sources.read().unwrap_or_else(PoisonError::into_inner).clone();
+        let sources = self
+            .sources
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         sources.iter().find_map(|s| s.logs(req))
     }
 }
@@ -81,7 +88,9 @@ pub fn tail(output: &[u8], req: &LogRequest) -> Bytes {
         }
     }
     let rest = &output[start..];
-    let end = req.limit_bytes.map_or(rest.len(), |l| usize::try_from(l).unwrap_or(usize::MAX).min(rest.len()));
+    let end = req.limit_bytes.map_or(rest.len(), |l| {
+        usize::try_from(l).unwrap_or(usize::MAX).min(rest.len())
+    });
     Bytes::copy_from_slice(&rest[..end])
 }
 
@@ -90,7 +99,12 @@ fn bad(message: impl Into<String>) -> ApiError {
 }
 
 fn flag(query: &[(String, String)], k: &str) -> Result<bool, ApiError> {
-    match query.iter().rev().find(|(key, _)| key == k).map(|(_, v)| v.as_str()) {
+    match query
+        .iter()
+        .rev()
+        .find(|(key, _)| key == k)
+        .map(|(_, v)| v.as_str())
+    {
         None | Some("" | "false" | "0") => Ok(false),
         Some("true" | "1") => Ok(true),
         Some(v) => Err(bad(format!("{k}: Invalid value: {v:?}: must be true or false"))),
@@ -99,12 +113,24 @@ fn flag(query: &[(String, String)], k: &str) -> Result<bool, ApiError> {
 
 /// A non-negative count; `positive` refuses 0 too (`limitBytes`, `sinceSeconds` must be > 0).
 fn count(query: &[(String, String)], k: &str, positive: bool) -> Result<Option<u64>, ApiError> {
-    let Some(v) = query.iter().rev().find(|(key, _)| key == k).map(|(_, v)| v.as_str()).filter(|v| !v.is_empty()) else {
+    let Some(v) = query
+        .iter()
+        .rev()
+        .find(|(key, _)| key == k)
+        .map(|(_, v)| v.as_str())
+        .filter(|v| !v.is_empty())
+    else {
         return Ok(None);
     };
-    let n: i64 = v.parse().map_err(|_| bad(format!("{k}: Invalid value: {v:?}: must be an integer")))?;
+    let n: i64 = v
+        .parse()
+        .map_err(|_| bad(format!("{k}: Invalid value: {v:?}: must be an integer")))?;
     if n < 0 || (positive && n == 0) {
-        let rule = if positive { "must be greater than 0" } else { "must be greater than or equal to 0" };
+        let rule = if positive {
+            "must be greater than 0"
+        } else {
+            "must be greater than or equal to 0"
+        };
         return Err(bad(format!("{k}: Invalid value: {n}: {rule}")));
     }
     Ok(Some(n.unsigned_abs()))
@@ -119,23 +145,53 @@ fn container_names(pod: &Value) -> Vec<String> {
             .filter_map(|c| c.get("name").and_then(Value::as_str).map(String::from))
             .collect::<Vec<_>>()
     };
-    [names("containers"), names("initContainers"), names("ephemeralContainers")].concat()
+    [
+        names("containers"),
+        names("initContainers"),
+        names("ephemeralContainers"),
+    ]
+    .concat()
 }
 
 /// The checked request for pod `name` in `namespace`: NotFound when there is no such pod, 400 for a
 /// container it does not have or a malformed parameter.
-pub fn request(store: &Store, registry: &Registry, namespace: &str, name: &str, query: &[(String, String)]) -> Result<LogRequest, ApiError> {
-    let info = registry.find("", "v1", "pods").ok_or_else(|| ApiError::not_found("pods", name))?;
+pub fn request(
+    store: &Store,
+    registry: &Registry,
+    namespace: &str,
+    name: &str,
+    query: &[(String, String)],
+) -> Result<LogRequest, ApiError> {
+    let info = registry
+        .find("", "v1", "pods")
+        .ok_or_else(|| ApiError::not_found("pods", name))?;
     let pod = store.get(&info, Some(namespace), name)?;
     let all = container_names(&pod);
-    let main: Vec<&Value> = pod.pointer("/spec/containers").and_then(Value::as_array).into_iter().flatten().collect();
-    let asked = query.iter().rev().find(|(k, _)| k == "container").map(|(_, v)| v.clone()).filter(|v| !v.is_empty());
+    let main: Vec<&Value> = pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .collect();
+    let asked = query
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "container")
+        .map(|(_, v)| v.clone())
+        .filter(|v| !v.is_empty());
     let container = match asked {
         Some(c) if all.contains(&c) => c,
         Some(c) => return Err(bad(format!("container {c} is not valid for pod {name}"))),
-        None if main.len() == 1 => main[0].get("name").and_then(Value::as_str).unwrap_or_default().to_string(),
+        None if main.len() == 1 => main[0]
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
         None => {
-            return Err(bad(format!("a container name must be specified for pod {name}, choose one of: [{}]", all.join(" "))));
+            return Err(bad(format!(
+                "a container name must be specified for pod {name}, choose one of: [{}]",
+                all.join(" ")
+            )));
         }
     };
     Ok(LogRequest {
@@ -169,13 +225,20 @@ mod tests {
     use serde_json::json;
 
     fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
     fn tail_and_limit_cut_as_the_kubelet_does() {
         let out = b"a\nb\nc\n";
-        let req = |tail: Option<u64>, limit: Option<u64>| LogRequest { tail_lines: tail, limit_bytes: limit, ..Default::default() };
+        let req = |tail: Option<u64>, limit: Option<u64>| LogRequest {
+            tail_lines: tail,
+            limit_bytes: limit,
+            ..Default::default()
+        };
         assert_eq!(&tail(out, &req(None, None))[..], b"a\nb\nc\n");
         assert_eq!(&tail(out, &req(Some(2), None))[..], b"b\nc\n");
         assert_eq!(&tail(out, &req(Some(0), None))[..], b"");
@@ -197,13 +260,31 @@ mod tests {
         let e = r(&[]).unwrap_err();
         assert_eq!(e.code, 400);
         assert!(e.message.contains("choose one of: [a b init]"), "{}", e.message);
-        assert!(r(&[("container", "zzz")]).unwrap_err().message.contains("container zzz is not valid for pod p"));
+        assert!(
+            r(&[("container", "zzz")])
+                .unwrap_err()
+                .message
+                .contains("container zzz is not valid for pod p")
+        );
         let ok = r(&[("container", "b"), ("tailLines", "5"), ("follow", "true")]).unwrap();
-        assert_eq!((ok.container.as_str(), ok.tail_lines, ok.follow), ("b", Some(5), true));
+        assert_eq!(
+            (ok.container.as_str(), ok.tail_lines, ok.follow),
+            ("b", Some(5), true)
+        );
         assert!(r(&[("container", "init")]).is_ok());
-        for (k, v) in [("tailLines", "-1"), ("limitBytes", "0"), ("sinceSeconds", "x"), ("follow", "maybe"), ("tailLines", "99999999999999999999")] {
+        for (k, v) in [
+            ("tailLines", "-1"),
+            ("limitBytes", "0"),
+            ("sinceSeconds", "x"),
+            ("follow", "maybe"),
+            ("tailLines", "99999999999999999999"),
+        ] {
             let e = r(&[("container", "a"), (k, v)]).unwrap_err();
-            assert!(e.code == 400 && e.message.starts_with(k), "{k}={v}: {}", e.message);
+            assert!(
+                e.code == 400 && e.message.starts_with(k),
+                "{k}={v}: {}",
+                e.message
+            );
         }
         let simulated = logs(&srv.runtimes, &ok).err().unwrap();
         assert_eq!(simulated.code, 400);
@@ -222,9 +303,22 @@ mod tests {
         use futures::StreamExt;
         let rt = Runtimes::default();
         rt.register(Arc::new(Fixed));
-        let req = LogRequest { pod: "p".into(), tail_lines: Some(1), ..Default::default() };
+        let req = LogRequest {
+            pod: "p".into(),
+            tail_lines: Some(1),
+            ..Default::default()
+        };
         let out: Vec<Bytes> = logs(&rt, &req).unwrap().collect().await;
         assert_eq!(out.concat(), b"two\n");
-        assert!(logs(&rt, &LogRequest { pod: "q".into(), ..Default::default() }).is_err());
+        assert!(
+            logs(
+                &rt,
+                &LogRequest {
+                    pod: "q".into(),
+                    ..Default::default()
+                }
+            )
+            .is_err()
+        );
     }
 }

@@ -1,27 +1,38 @@
 //! Pure object-metadata rules: what the real API server stamps on create and keeps on update.
 
 use super::error::ApiError;
+use super::registry::ResourceInfo;
 use crate::api::names::{self, NameRule};
 use crate::api::validation::{FieldError, Path};
-use super::registry::ResourceInfo;
 use serde_json::{Map, Value, json};
 
 /// `2026-11-22T04:15:50Z`: seconds precision, as the API server writes timestamps.
 pub fn now_rfc3339() -> String {
     let now = jiff::Timestamp::now();
-    jiff::Timestamp::from_second(now.as_second()).map(|t| t.to_string()).unwrap_or_else(|_| now.to_string())
+    jiff::Timestamp::from_second(now.as_second())
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| now.to_string())
 }
 
 pub fn new_uid() -> String {
     let v: u128 = rand::random();
     let h = format!("{v:032x}");
-    format!("{}-{}-4{}-a{}-{}", &h[0..8], &h[8..12], &h[13..16], &h[17..20], &h[20..32])
+    format!(
+        "{}-{}-4{}-a{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[13..16],
+        &h[17..20],
+        &h[20..32]
+    )
 }
 
 /// Random suffix for `generateName`, from the same alphabet as the real server (no vowels).
 pub fn name_suffix() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    (0..5).map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char).collect()
+    (0..5)
+        .map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char)
+        .collect()
 }
 
 pub fn meta(obj: &Value) -> Option<&Map<String, Value>> {
@@ -29,7 +40,10 @@ pub fn meta(obj: &Value) -> Option<&Map<String, Value>> {
 }
 
 pub fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
-    meta(obj).and_then(|m| m.get(field)).and_then(Value::as_str).unwrap_or("")
+    meta(obj)
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_str)
+        .unwrap_or("")
 }
 
 pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
@@ -40,7 +54,9 @@ pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
         Some(r) => r,
         None => unreachable_object(),
     };
-    let m = root.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
+    let m = root
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
     if !m.is_object() {
         *m = Value::Object(Map::new());
     }
@@ -64,7 +80,9 @@ pub fn finalizers(obj: &Value) -> Vec<String> {
 }
 
 pub fn is_deleting(obj: &Value) -> bool {
-    meta(obj).and_then(|m| m.get("deletionTimestamp")).is_some_and(|v| !v.is_null())
+    meta(obj)
+        .and_then(|m| m.get("deletionTimestamp"))
+        .is_some_and(|v| !v.is_null())
 }
 
 /// Kinds whose objects carry `metadata.generation` (all CRDs, Pods as in recent Kubernetes, and
@@ -89,7 +107,13 @@ fn spec_view(info: &ResourceInfo, obj: &Value) -> Value {
 }
 
 /// Fields a client may not set: stamped by the server on create.
-pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, namespace: Option<&str>, uid: String, now: &str) -> Result<(), ApiError> {
+pub fn prepare_create(
+    info: &ResourceInfo,
+    obj: &mut Value,
+    namespace: Option<&str>,
+    uid: String,
+    now: &str,
+) -> Result<(), ApiError> {
     if !obj.is_object() {
         return Err(ApiError::bad_request("the request body must be a JSON object"));
     }
@@ -161,7 +185,9 @@ fn fold_string_data(info: &ResourceInfo, obj: &mut Value) {
         return;
     }
     let Some(o) = obj.as_object_mut() else { return };
-    let Some(Value::Object(strings)) = o.remove("stringData") else { return };
+    let Some(Value::Object(strings)) = o.remove("stringData") else {
+        return;
+    };
     let data = o.entry("data").or_insert_with(|| json!({}));
     if !data.is_object() {
         *data = json!({});
@@ -213,7 +239,15 @@ pub fn prepare_update(info: &ResourceInfo, old: &Value, new: &Value, status_writ
     }
     let old_meta = meta(old).cloned().unwrap_or_default();
     let m = meta_mut(&mut out);
-    for f in ["name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+    for f in [
+        "name",
+        "namespace",
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+    ] {
         match old_meta.get(f) {
             Some(v) => {
                 m.insert(f.into(), v.clone());
@@ -246,13 +280,22 @@ pub fn name_rule(info: &ResourceInfo) -> NameRule {
 pub fn validate_meta(info: &ResourceInfo, obj: &Value) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let path = Path::root("metadata");
-    names::object_name(&path.child("name"), name_rule(info), meta_str(obj, "name"), false, &mut errs);
+    names::object_name(
+        &path.child("name"),
+        name_rule(info),
+        meta_str(obj, "name"),
+        false,
+        &mut errs,
+    );
     let Some(m) = meta(obj) else { return errs };
     let map_of = |field: &str, errs: &mut Vec<FieldError>| match m.get(field) {
         None | Some(Value::Null) => None,
         Some(Value::Object(o)) => Some(o),
         Some(_) => {
-            errs.push(FieldError::invalid(&path.child(field), "must be a map of strings"));
+            errs.push(FieldError::invalid(
+                &path.child(field),
+                "must be a map of strings",
+            ));
             None
         }
     };
@@ -279,16 +322,24 @@ const HIGHEST_USER_DEFINABLE_PRIORITY: i64 = 1_000_000_000;
 /// than one billion.
 fn priority_class(obj: &Value, errs: &mut Vec<FieldError>) {
     if meta_str(obj, "name").starts_with("system-") {
-        errs.push(FieldError::forbidden("metadata.name", "priority class names with 'system-' prefix are reserved for system use only"));
+        errs.push(FieldError::forbidden(
+            "metadata.name",
+            "priority class names with 'system-' prefix are reserved for system use only",
+        ));
         return;
     }
     match obj.get("value") {
         None | Some(Value::Null) => errs.push(FieldError::required("value", "Required value")),
         Some(v) => match v.as_i64().filter(|n| i32::try_from(*n).is_ok()) {
-            None => errs.push(FieldError::invalid("value", format!("{v}: must be a 32-bit integer"))),
+            None => errs.push(FieldError::invalid(
+                "value",
+                format!("{v}: must be a 32-bit integer"),
+            )),
             Some(n) if n > HIGHEST_USER_DEFINABLE_PRIORITY => errs.push(FieldError::forbidden(
                 "value",
-                format!("maximum allowed value of a user defined priority is {HIGHEST_USER_DEFINABLE_PRIORITY}"),
+                format!(
+                    "maximum allowed value of a user defined priority is {HIGHEST_USER_DEFINABLE_PRIORITY}"
+                ),
             )),
             Some(_) => {}
         },
@@ -300,7 +351,10 @@ fn priority_class(obj: &Value, errs: &mut Vec<FieldError>) {
 pub fn check_identity(info: &ResourceInfo, old: &Value, new: &Value) -> Result<(), ApiError> {
     let name = meta_str(old, "name");
     for (field, what) in [("kind", "kind"), ("apiVersion", "API version")] {
-        let (was, now) = (old.get(field).and_then(Value::as_str), new.get(field).and_then(Value::as_str));
+        let (was, now) = (
+            old.get(field).and_then(Value::as_str),
+            new.get(field).and_then(Value::as_str),
+        );
         if let (Some(was), Some(now)) = (was, now)
             && was != now
             && !(field == "apiVersion" && now == info.api_version())
@@ -320,7 +374,11 @@ pub fn check_identity(info: &ResourceInfo, old: &Value, new: &Value) -> Result<(
     let new_uid = meta_str(new, "uid");
     if !new_uid.is_empty() && new_uid != meta_str(old, "uid") {
         let fe = FieldError::invalid("metadata.uid", format!("{new_uid:?}: field is immutable"));
-        return Err(ApiError::invalid(&info.qualified_kind(), name, &[fe]).details(name, &info.group, &info.kind));
+        return Err(ApiError::invalid(&info.qualified_kind(), name, &[fe]).details(
+            name,
+            &info.group,
+            &info.kind,
+        ));
     }
     Ok(())
 }
@@ -366,17 +424,60 @@ mod tests {
     fn update_rules_table() {
         // (has_status, status_write, new, want spec.x, want status.s, want generation)
         let cases = [
-            (true, false, json!({"metadata": {"name": "a"}, "spec": {"x": 2}, "status": {"s": 9}}), 2, Some(1), 2),
-            (true, false, json!({"metadata": {"name": "a", "labels": {"l": "v"}}, "spec": {"x": 1}}), 1, Some(1), 1),
-            (true, true, json!({"metadata": {"name": "a"}, "spec": {"x": 7}, "status": {"s": 9}}), 1, Some(9), 1),
-            (true, true, json!({"metadata": {"name": "a"}, "spec": {"x": 7}}), 1, None, 1),
-            (false, false, json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"s": 9}}), 1, Some(9), 2),
+            (
+                true,
+                false,
+                json!({"metadata": {"name": "a"}, "spec": {"x": 2}, "status": {"s": 9}}),
+                2,
+                Some(1),
+                2,
+            ),
+            (
+                true,
+                false,
+                json!({"metadata": {"name": "a", "labels": {"l": "v"}}, "spec": {"x": 1}}),
+                1,
+                Some(1),
+                1,
+            ),
+            (
+                true,
+                true,
+                json!({"metadata": {"name": "a"}, "spec": {"x": 7}, "status": {"s": 9}}),
+                1,
+                Some(9),
+                1,
+            ),
+            (
+                true,
+                true,
+                json!({"metadata": {"name": "a"}, "spec": {"x": 7}}),
+                1,
+                None,
+                1,
+            ),
+            (
+                false,
+                false,
+                json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"s": 9}}),
+                1,
+                Some(9),
+                2,
+            ),
         ];
         for (i, (has_status, status_write, new, x, s, g)) in cases.into_iter().enumerate() {
             let out = prepare_update(&crd(has_status), &base(), &new, status_write);
-            assert_eq!(out.pointer("/spec/x").and_then(Value::as_i64), Some(x), "case {i}");
+            assert_eq!(
+                out.pointer("/spec/x").and_then(Value::as_i64),
+                Some(x),
+                "case {i}"
+            );
             assert_eq!(out.pointer("/status/s").and_then(Value::as_i64), s, "case {i}");
-            assert_eq!(out.pointer("/metadata/generation").and_then(Value::as_i64), Some(g), "case {i}");
+            assert_eq!(
+                out.pointer("/metadata/generation").and_then(Value::as_i64),
+                Some(g),
+                "case {i}"
+            );
             assert_eq!(meta_str(&out, "uid"), "u", "case {i}");
         }
     }
@@ -391,7 +492,12 @@ mod tests {
         assert!(o.get("status").is_none());
         let cm = builtins().into_iter().find(|b| b.plural == "configmaps").unwrap();
         let mut o = json!({"metadata": {"name": "a", "namespace": "other"}});
-        assert_eq!(prepare_create(&cm, &mut o, Some("d"), "u".into(), "t").unwrap_err().code, 400);
+        assert_eq!(
+            prepare_create(&cm, &mut o, Some("d"), "u".into(), "t")
+                .unwrap_err()
+                .code,
+            400
+        );
         assert!(new_uid().len() == 36 && name_suffix().len() == 5);
     }
 
@@ -399,13 +505,26 @@ mod tests {
     /// elastic Job's workload slices are named after it).
     #[test]
     fn a_jobs_generation_follows_its_spec() {
-        let jobs = builtins().into_iter().find(|b| b.group == "batch" && b.plural == "jobs").unwrap();
+        let jobs = builtins()
+            .into_iter()
+            .find(|b| b.group == "batch" && b.plural == "jobs")
+            .unwrap();
         let mut o = json!({"metadata": {"name": "j"}, "spec": {"parallelism": 1}});
         prepare_create(&jobs, &mut o, Some("d"), "u".into(), "t").unwrap();
         assert_eq!(o.pointer("/metadata/generation"), Some(&json!(1)));
-        let scaled = prepare_update(&jobs, &o, &json!({"metadata": {"name": "j"}, "spec": {"parallelism": 3}}), false);
+        let scaled = prepare_update(
+            &jobs,
+            &o,
+            &json!({"metadata": {"name": "j"}, "spec": {"parallelism": 3}}),
+            false,
+        );
         assert_eq!(scaled.pointer("/metadata/generation"), Some(&json!(2)));
-        let status = prepare_update(&jobs, &scaled, &json!({"metadata": {"name": "j"}, "spec": {"parallelism": 3}, "status": {"active": 3}}), true);
+        let status = prepare_update(
+            &jobs,
+            &scaled,
+            &json!({"metadata": {"name": "j"}, "spec": {"parallelism": 3}, "status": {"active": 3}}),
+            true,
+        );
         assert_eq!(status.pointer("/metadata/generation"), Some(&json!(2)));
     }
 
@@ -418,7 +537,12 @@ mod tests {
         prepare_create(&secrets, &mut o, Some("d"), "u".into(), "t").unwrap();
         assert_eq!(o["data"], json!({"a": "dG9r", "b": "eQ=="}));
         assert!(o.get("stringData").is_none());
-        let out = prepare_update(&secrets, &o, &json!({"metadata": {"name": "s"}, "stringData": {"c": "z"}}), false);
+        let out = prepare_update(
+            &secrets,
+            &o,
+            &json!({"metadata": {"name": "s"}, "stringData": {"c": "z"}}),
+            false,
+        );
         assert_eq!(out["data"], json!({"c": "eg=="}));
         assert!(out.get("stringData").is_none());
     }

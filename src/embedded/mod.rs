@@ -5,6 +5,7 @@
 pub mod admission;
 pub mod aggregated;
 pub mod auth;
+pub mod builtin_schemas;
 pub mod cluster;
 pub mod crd_schema;
 pub mod discovery;
@@ -13,9 +14,8 @@ pub mod error;
 mod escalation;
 pub mod event_fields;
 pub mod events;
-pub mod builtin_schemas;
-pub mod field_validation;
 pub mod faults;
+pub mod field_validation;
 #[cfg(test)]
 mod fuzz;
 mod http;
@@ -32,9 +32,9 @@ pub mod rbac;
 mod refusals;
 pub mod registry;
 pub mod review;
+pub mod satoken;
 pub mod selector;
 pub mod serviceaccount;
-pub mod satoken;
 pub mod sim;
 pub mod store;
 pub mod table;
@@ -93,7 +93,10 @@ pub enum ServeError {
     #[error("the embedded API server only listens on loopback, not {0}")]
     NotLoopback(SocketAddr),
     #[error("binding {addr}: {source}")]
-    Bind { addr: SocketAddr, source: std::io::Error },
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("writing the kubeconfig to {path}: {source}")]
     Kubeconfig { path: String, source: std::io::Error },
     #[error("serving: {0}")]
@@ -136,7 +139,11 @@ impl EmbeddedServer {
     }
 
     /// An in-memory server with `config` (its `data_dir` is not used: see [`EmbeddedServer::open`]).
-    pub fn with_config(crds: &[CustomResourceDefinition], hook: Arc<dyn AdmissionHook>, config: ServerConfig) -> Arc<Self> {
+    pub fn with_config(
+        crds: &[CustomResourceDefinition],
+        hook: Arc<dyn AdmissionHook>,
+        config: ServerConfig,
+    ) -> Arc<Self> {
         let srv = Arc::new(EmbeddedServer {
             registry: Arc::new(registry_for(crds, &config)),
             store: Arc::new(Store::new(config.store.clone(), hook)),
@@ -157,7 +164,11 @@ impl EmbeddedServer {
     /// A server whose objects live in `config.data_dir` when it is set (loaded now, every write
     /// durable before it is answered), in memory otherwise. Refused when another process holds the
     /// directory, or its data is of another format or unreadable.
-    pub fn open(crds: &[CustomResourceDefinition], hook: Arc<dyn AdmissionHook>, config: ServerConfig) -> Result<Arc<Self>, durable::DurableError> {
+    pub fn open(
+        crds: &[CustomResourceDefinition],
+        hook: Arc<dyn AdmissionHook>,
+        config: ServerConfig,
+    ) -> Result<Arc<Self>, durable::DurableError> {
         let store = match &config.data_dir {
             Some(dir) => Store::open(config.store.clone(), hook, dir)?,
             None => Store::new(config.store.clone(), hook),
@@ -181,7 +192,9 @@ impl EmbeddedServer {
 
     /// The router: a tower service accepted by `kube::Client::new` and by `axum::serve`.
     pub fn router(self: &Arc<Self>) -> axum::Router {
-        axum::Router::new().fallback(aggregated::dispatch).with_state(self.clone())
+        axum::Router::new()
+            .fallback(aggregated::dispatch)
+            .with_state(self.clone())
     }
 
     /// An in-process client (default namespace "default").
@@ -219,18 +232,27 @@ impl EmbeddedServer {
             Some(dir) => auth::Credentials::load_or_generate(dir)?,
             None => auth::Credentials::generate()?,
         });
-        let listener = tokio::net::TcpListener::bind(listen).await.map_err(|source| ServeError::Bind { addr: listen, source })?;
-        let addr = listener.local_addr().map_err(|source| ServeError::Bind { addr: listen, source })?;
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(|source| ServeError::Bind { addr: listen, source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| ServeError::Bind { addr: listen, source })?;
         if let Some(path) = kubeconfig_out {
             creds
                 .write_kubeconfig(path, addr)
-                .map_err(|source| ServeError::Kubeconfig { path: path.display().to_string(), source })?;
+                .map_err(|source| ServeError::Kubeconfig {
+                    path: path.display().to_string(),
+                    source,
+                })?;
         }
         let limits = self.config.listener.clone();
         self.sa_tokens.init_from(&creds.token);
         let router = listener::authenticated(self.clone(), creds.clone(), &limits);
         let handle = tokio::spawn(async move {
-            listener::serve_tls(listener, router, creds.tls.clone(), limits, cancel).await.map_err(ServeError::Serve)
+            listener::serve_tls(listener, router, creds.tls.clone(), limits, cancel)
+                .await
+                .map_err(ServeError::Serve)
         });
         Ok((addr, handle))
     }
@@ -250,4 +272,3 @@ pub async fn serve_tcp(
         Err(e) => Err(ServeError::Serve(std::io::Error::other(e))),
     }
 }
-

@@ -14,8 +14,8 @@
 
 use serde_json::{Map, Value};
 
-use super::limits::{MAX_DEPTH, MAX_JSON_PATCH_COPY_BYTES, MAX_JSON_PATCH_OPS, TOO_DEEP, depth_within};
 use super::limits::json_len;
+use super::limits::{MAX_DEPTH, MAX_JSON_PATCH_COPY_BYTES, MAX_JSON_PATCH_OPS, TOO_DEEP, depth_within};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PatchKind {
@@ -41,9 +41,9 @@ impl PatchKind {
             "application/json-patch+json" => Some(PatchKind::Json),
             "application/merge-patch+json" => Some(PatchKind::Merge),
             "application/strategic-merge-patch+json" => Some(PatchKind::Strategic),
-            "application/apply-patch+yaml" | "application/apply-patch+json" | "application/apply-patch+cbor" => {
-                Some(PatchKind::Apply)
-            }
+            "application/apply-patch+yaml"
+            | "application/apply-patch+json"
+            | "application/apply-patch+cbor" => Some(PatchKind::Apply),
             _ => None,
         }
     }
@@ -59,7 +59,9 @@ pub enum PatchError {
     #[error("The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPS}, got {0}")]
     TooManyOperations(usize),
     /// The wording of the json-patch library kube-apiserver uses (`AccumulatedCopySizeError`).
-    #[error("Unable to complete the copy, the accumulated size increase of copy is {0}, exceeding the limit {MAX_JSON_PATCH_COPY_BYTES}")]
+    #[error(
+        "Unable to complete the copy, the accumulated size increase of copy is {0}, exceeding the limit {MAX_JSON_PATCH_COPY_BYTES}"
+    )]
     CopyTooLarge(usize),
     #[error("operation '/{0}' would nest the object deeper than {MAX_DEPTH} levels: {TOO_DEEP}")]
     TooDeepAt(usize),
@@ -139,7 +141,10 @@ pub fn json_patch(doc: &mut Value, body: &Value) -> Result<(), PatchError> {
 /// One operation, its error naming its index in the whole patch as the library would.
 fn apply_one(doc: &mut Value, op: &json_patch::PatchOperation, index: usize) -> Result<(), PatchError> {
     json_patch::patch_unsafe(doc, std::slice::from_ref(op)).map_err(|e| {
-        PatchError::JsonPatchFailed(format!("operation '/{index}' failed at path '{}': {}", e.path, e.kind))
+        PatchError::JsonPatchFailed(format!(
+            "operation '/{index}' failed at path '{}': {}",
+            e.path, e.kind
+        ))
     })
 }
 
@@ -154,7 +159,9 @@ pub fn merge_patch(doc: &mut Value, body: &Value) {
 
 fn merge_key(field: &str, sample: &Map<String, Value>) -> Option<&'static str> {
     match field {
-        "containers" | "initContainers" | "ephemeralContainers" | "volumes" | "env" | "imagePullSecrets" => Some("name"),
+        "containers" | "initContainers" | "ephemeralContainers" | "volumes" | "env" | "imagePullSecrets" => {
+            Some("name")
+        }
         "ports" if sample.contains_key("containerPort") => Some("containerPort"),
         "ports" => Some("port"),
         "volumeMounts" => Some("mountPath"),
@@ -217,8 +224,13 @@ fn merge_list(field: &str, current: Option<&Value>, items: &[Value]) -> Value {
         }
         return Value::Array(out);
     }
-    let key = items.iter().find_map(|i| i.as_object()).and_then(|o| merge_key(field, o));
-    let Some(key) = key else { return Value::Array(items.to_vec()) };
+    let key = items
+        .iter()
+        .find_map(|i| i.as_object())
+        .and_then(|o| merge_key(field, o));
+    let Some(key) = key else {
+        return Value::Array(items.to_vec());
+    };
     let mut out = cur;
     for item in items {
         let Some(kv) = item.get(key) else {
@@ -272,7 +284,9 @@ fn apply_merge(doc: &mut Value, applied: &Value) {
 }
 
 fn prune(doc: &mut Value, prev: &Value, new: &Value) {
-    let (Some(d), Some(p)) = (doc.as_object_mut(), prev.as_object()) else { return };
+    let (Some(d), Some(p)) = (doc.as_object_mut(), prev.as_object()) else {
+        return;
+    };
     for (k, pv) in p {
         match new.get(k) {
             None => {
@@ -301,7 +315,10 @@ mod tests {
             {"op": "move", "from": "/metadata/labels/app", "path": ""},
             {"op": "add", "path": "/metadata/labels/app", "value": null}
         ]);
-        assert!(matches!(json_patch(&mut doc, &ops), Err(PatchError::JsonPatchFailed(_))));
+        assert!(matches!(
+            json_patch(&mut doc, &ops),
+            Err(PatchError::JsonPatchFailed(_))
+        ));
         assert_eq!(doc, before);
     }
 
@@ -315,7 +332,9 @@ mod tests {
         for _ in 0..50 {
             into.push_str("/a/0");
         }
-        let ops: Vec<Value> = (0..8).map(|i| json!({"op": "copy", "from": "/data", "path": format!("{into}/c{i}")})).collect();
+        let ops: Vec<Value> = (0..8)
+            .map(|i| json!({"op": "copy", "from": "/data", "path": format!("{into}/c{i}")}))
+            .collect();
         let err = json_patch(&mut doc, &Value::Array(ops)).unwrap_err();
         assert_eq!(err, PatchError::TooDeepAt(0));
         assert!(err.to_string().contains("exceeded max depth"), "{err}");
@@ -332,13 +351,24 @@ mod tests {
         let ops: Vec<Value> =
             (0..19).map(|i| json!({"op": "copy", "from": "/metadata/annotations", "path": format!("/metadata/annotations/k{i}")})).collect();
         let err = json_patch(&mut doc, &Value::Array(ops)).unwrap_err();
-        let PatchError::CopyTooLarge(n) = err else { panic!("{err:?}") };
+        let PatchError::CopyTooLarge(n) = err else {
+            panic!("{err:?}")
+        };
         // 2 KB doubling: the 11th copy passes 3 MiB (2 KiB * 2^11 = 4 MiB accumulated at most).
-        assert!(n > MAX_JSON_PATCH_COPY_BYTES && n < 2 * MAX_JSON_PATCH_COPY_BYTES, "{n}");
-        assert!(err.to_string().starts_with("Unable to complete the copy, the accumulated size increase of copy is"), "{err}");
+        assert!(
+            n > MAX_JSON_PATCH_COPY_BYTES && n < 2 * MAX_JSON_PATCH_COPY_BYTES,
+            "{n}"
+        );
+        assert!(
+            err.to_string()
+                .starts_with("Unable to complete the copy, the accumulated size increase of copy is"),
+            "{err}"
+        );
         assert_eq!(doc, before);
         // Copies that stay under the limit apply.
-        let small: Vec<Value> = (0..3).map(|i| json!({"op": "copy", "from": "/metadata/name", "path": format!("/metadata/n{i}")})).collect();
+        let small: Vec<Value> = (0..3)
+            .map(|i| json!({"op": "copy", "from": "/metadata/name", "path": format!("/metadata/n{i}")}))
+            .collect();
         json_patch(&mut doc, &Value::Array(small)).unwrap();
         assert_eq!(doc["metadata"]["n2"], "a");
     }
@@ -348,7 +378,10 @@ mod tests {
         let mut doc = json!({"metadata": {}});
         let op = json!({"op": "test", "path": "/metadata", "value": {}});
         let err = json_patch(&mut doc, &Value::Array(vec![op.clone(); MAX_JSON_PATCH_OPS + 1])).unwrap_err();
-        assert_eq!(err.to_string(), "The allowed maximum operations in a JSON patch is 10000, got 10001");
+        assert_eq!(
+            err.to_string(),
+            "The allowed maximum operations in a JSON patch is 10000, got 10001"
+        );
         assert_eq!(err.code(), 413);
         json_patch(&mut doc, &Value::Array(vec![op; MAX_JSON_PATCH_OPS])).unwrap();
     }
@@ -374,7 +407,11 @@ mod tests {
     #[test]
     fn strategic_merge_table() {
         let cases = [
-            (json!({"data": {"a": "1", "b": "2"}}), json!({"data": {"b": null, "c": "3"}}), json!({"data": {"a": "1", "c": "3"}})),
+            (
+                json!({"data": {"a": "1", "b": "2"}}),
+                json!({"data": {"b": null, "c": "3"}}),
+                json!({"data": {"a": "1", "c": "3"}}),
+            ),
             (
                 json!({"spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}]}}),
                 json!({"spec": {"containers": [{"name": "b", "image": "z"}, {"name": "c", "image": "w"}]}}),
@@ -385,9 +422,21 @@ mod tests {
                 json!({"spec": {"containers": [{"name": "a", "$patch": "delete"}], "$setElementOrder/containers": [{"name": "b"}]}}),
                 json!({"spec": {"containers": [{"name": "b"}]}}),
             ),
-            (json!({"metadata": {"finalizers": ["a"]}}), json!({"metadata": {"finalizers": ["b", "a"]}}), json!({"metadata": {"finalizers": ["a", "b"]}})),
-            (json!({"spec": {"args": ["a"]}}), json!({"spec": {"args": ["b"]}}), json!({"spec": {"args": ["b"]}})),
-            (json!({"spec": {"x": {"a": 1}}}), json!({"spec": {"x": {"$patch": "replace", "b": 2}}}), json!({"spec": {"x": {"b": 2}}})),
+            (
+                json!({"metadata": {"finalizers": ["a"]}}),
+                json!({"metadata": {"finalizers": ["b", "a"]}}),
+                json!({"metadata": {"finalizers": ["a", "b"]}}),
+            ),
+            (
+                json!({"spec": {"args": ["a"]}}),
+                json!({"spec": {"args": ["b"]}}),
+                json!({"spec": {"args": ["b"]}}),
+            ),
+            (
+                json!({"spec": {"x": {"a": 1}}}),
+                json!({"spec": {"x": {"$patch": "replace", "b": 2}}}),
+                json!({"spec": {"x": {"b": 2}}}),
+            ),
             (
                 json!({"metadata": {"finalizers": ["a", "b"]}}),
                 json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]}}),
@@ -404,7 +453,11 @@ mod tests {
     #[test]
     fn apply_prunes_fields_the_manager_dropped() {
         let mut doc = json!({"status": {"a": 1, "b": 2, "other": 9}});
-        apply(&mut doc, &json!({"status": {"a": 3}}), Some(&json!({"status": {"a": 1, "b": 2}})));
+        apply(
+            &mut doc,
+            &json!({"status": {"a": 3}}),
+            Some(&json!({"status": {"a": 1, "b": 2}})),
+        );
         assert_eq!(doc, json!({"status": {"a": 3, "other": 9}}));
     }
 
@@ -423,7 +476,11 @@ mod props {
     use proptest::prelude::*;
 
     fn json_value() -> impl Strategy<Value = Value> {
-        let leaf = prop_oneof![Just(Value::Null), any::<bool>().prop_map(Value::from), "[a-c$/]{0,3}".prop_map(Value::from)];
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            "[a-c$/]{0,3}".prop_map(Value::from)
+        ];
         leaf.prop_recursive(3, 16, 4, |inner| {
             prop_oneof![
                 prop::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),

@@ -21,8 +21,13 @@ pub fn current_uid() -> Option<u32> {
 /// regular file, or owned by another user is refused: writing the token into a file someone else
 /// owns would hand it to them.
 pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let name = path.file_name().ok_or_else(|| refused(format!("{} names no file", path.display())))?;
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .ok_or_else(|| refused(format!("{} names no file", path.display())))?;
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let existing = match std::fs::symlink_metadata(path) {
         Ok(m) => Some(m),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -30,10 +35,16 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     };
     if let Some(m) = &existing {
         if m.file_type().is_symlink() {
-            return Err(refused(format!("{} is a symbolic link; refusing to write credentials through it (remove it or choose another path)", path.display())));
+            return Err(refused(format!(
+                "{} is a symbolic link; refusing to write credentials through it (remove it or choose another path)",
+                path.display()
+            )));
         }
         if !m.is_file() {
-            return Err(refused(format!("{} exists and is not a regular file", path.display())));
+            return Err(refused(format!(
+                "{} exists and is not a regular file",
+                path.display()
+            )));
         }
     }
     #[cfg(unix)]
@@ -47,7 +58,11 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
             )));
         }
     }
-    let tmp = dir.join(format!(".{}.{:016x}.tmp", name.to_string_lossy(), rand::random::<u64>()));
+    let tmp = dir.join(format!(
+        ".{}.{:016x}.tmp",
+        name.to_string_lossy(),
+        rand::random::<u64>()
+    ));
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true).create_new(true);
     #[cfg(unix)]
@@ -56,7 +71,10 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         opts.mode(0o600);
     }
     let mut f = opts.open(&tmp)?;
-    let written = f.write_all(bytes).and_then(|()| f.sync_all()).and_then(|()| std::fs::rename(&tmp, path));
+    let written = f
+        .write_all(bytes)
+        .and_then(|()| f.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, path));
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }

@@ -25,19 +25,28 @@ pub enum ProtobufError {
     KindMismatch { found: String, expected: String },
 }
 
-static POOL: LazyLock<Result<DescriptorPool, String>> =
-    LazyLock::new(|| DescriptorPool::decode(&include_bytes!(concat!(env!("OUT_DIR"), "/k8s.fds"))[..]).map_err(|e| e.to_string()));
+static POOL: LazyLock<Result<DescriptorPool, String>> = LazyLock::new(|| {
+    DescriptorPool::decode(&include_bytes!(concat!(env!("OUT_DIR"), "/k8s.fds"))[..])
+        .map_err(|e| e.to_string())
+});
 
 /// The proto package of a built-in API group: `""` is core, otherwise the group's first label
 /// (`rbac.authorization.k8s.io` -> `rbac`), as the vendored files name them.
 fn message_name(info: &ResourceInfo) -> String {
-    let group = if info.group.is_empty() { "core" } else { info.group.split('.').next().unwrap_or_default() };
+    let group = if info.group.is_empty() {
+        "core"
+    } else {
+        info.group.split('.').next().unwrap_or_default()
+    };
     format!("api.{group}.{}.{}", info.version, info.kind)
 }
 
 fn descriptor(name: &str) -> Result<MessageDescriptor, ProtobufError> {
-    let pool = POOL.as_ref().map_err(|e| ProtobufError::Malformed(format!("the Kubernetes schema did not load: {e}")))?;
-    pool.get_message_by_name(name).ok_or_else(|| ProtobufError::Unsupported(name.to_string()))
+    let pool = POOL
+        .as_ref()
+        .map_err(|e| ProtobufError::Malformed(format!("the Kubernetes schema did not load: {e}")))?;
+    pool.get_message_by_name(name)
+        .ok_or_else(|| ProtobufError::Unsupported(name.to_string()))
 }
 
 /// Decodes a `k8s\0` + runtime.Unknown body into the JSON object it stands for.
@@ -46,20 +55,40 @@ pub fn decode(body: &[u8], info: &ResourceInfo) -> Result<Value, ProtobufError> 
         return Err(ProtobufError::Unsupported(info.qualified_kind()));
     }
     let rest = body.strip_prefix(b"k8s\0").ok_or(ProtobufError::Magic)?;
-    let unknown = DynamicMessage::decode(descriptor("apimachinery.pkg.runtime.Unknown")?, rest).map_err(|e| ProtobufError::Malformed(e.to_string()))?;
-    let text = |m: &DynamicMessage, f: &str| m.get_field_by_name(f).and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
-    let type_meta = unknown.get_field_by_name("typeMeta").and_then(|v| v.as_message().cloned());
-    let (api_version, kind) = type_meta.map(|t| (text(&t, "apiVersion"), text(&t, "kind"))).unwrap_or_default();
+    let unknown = DynamicMessage::decode(descriptor("apimachinery.pkg.runtime.Unknown")?, rest)
+        .map_err(|e| ProtobufError::Malformed(e.to_string()))?;
+    let text = |m: &DynamicMessage, f: &str| {
+        m.get_field_by_name(f)
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    };
+    let type_meta = unknown
+        .get_field_by_name("typeMeta")
+        .and_then(|v| v.as_message().cloned());
+    let (api_version, kind) = type_meta
+        .map(|t| (text(&t, "apiVersion"), text(&t, "kind")))
+        .unwrap_or_default();
     if !kind.is_empty() && kind != info.kind {
-        return Err(ProtobufError::KindMismatch { found: kind, expected: info.kind.clone() });
+        return Err(ProtobufError::KindMismatch {
+            found: kind,
+            expected: info.kind.clone(),
+        });
     }
-    let raw = unknown.get_field_by_name("raw").and_then(|v| v.as_bytes().cloned()).unwrap_or_default();
-    let msg = DynamicMessage::decode(descriptor(&message_name(info))?, raw).map_err(|e| ProtobufError::Malformed(e.to_string()))?;
+    let raw = unknown
+        .get_field_by_name("raw")
+        .and_then(|v| v.as_bytes().cloned())
+        .unwrap_or_default();
+    let msg = DynamicMessage::decode(descriptor(&message_name(info))?, raw)
+        .map_err(|e| ProtobufError::Malformed(e.to_string()))?;
     let mut obj = match message(&msg)? {
         Value::Object(m) => m,
         _ => Map::new(),
     };
-    let api_version = if api_version.is_empty() { info.api_version() } else { api_version };
+    let api_version = if api_version.is_empty() {
+        info.api_version()
+    } else {
+        api_version
+    };
     obj.insert("apiVersion".into(), json!(api_version));
     obj.insert("kind".into(), json!(info.kind));
     Ok(Value::Object(obj))
@@ -73,19 +102,34 @@ fn message(m: &DynamicMessage) -> Result<Value, ProtobufError> {
     Ok(match m.descriptor().full_name() {
         "apimachinery.pkg.apis.meta.v1.Time" => time(m, false),
         "apimachinery.pkg.apis.meta.v1.MicroTime" => time(m, true),
-        "apimachinery.pkg.api.resource.Quantity" => field("string").and_then(|v| v.as_str().map(|s| json!(s))).unwrap_or(Value::Null),
-        "apimachinery.pkg.apis.meta.v1.Duration" => json!(go_duration(field("duration").and_then(|v| v.as_i64()).unwrap_or(0))),
+        "apimachinery.pkg.api.resource.Quantity" => field("string")
+            .and_then(|v| v.as_str().map(|s| json!(s)))
+            .unwrap_or(Value::Null),
+        "apimachinery.pkg.apis.meta.v1.Duration" => json!(go_duration(
+            field("duration").and_then(|v| v.as_i64()).unwrap_or(0)
+        )),
         "apimachinery.pkg.util.intstr.IntOrString" => match field("type").and_then(|v| v.as_i64()) {
-            Some(1) => json!(field("strVal").and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()),
+            Some(1) => json!(
+                field("strVal")
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default()
+            ),
             _ => json!(field("intVal").and_then(|v| v.as_i32()).unwrap_or(0)),
         },
         "apimachinery.pkg.runtime.RawExtension" | "apimachinery.pkg.apis.meta.v1.FieldsV1" => {
-            let name = if m.descriptor().full_name().ends_with("FieldsV1") { "Raw" } else { "raw" };
-            let raw = field(name).and_then(|v| v.as_bytes().cloned()).unwrap_or_default();
+            let name = if m.descriptor().full_name().ends_with("FieldsV1") {
+                "Raw"
+            } else {
+                "raw"
+            };
+            let raw = field(name)
+                .and_then(|v| v.as_bytes().cloned())
+                .unwrap_or_default();
             if raw.is_empty() {
                 Value::Null
             } else {
-                serde_json::from_slice(&raw).map_err(|e| ProtobufError::Malformed(format!("embedded JSON: {e}")))?
+                serde_json::from_slice(&raw)
+                    .map_err(|e| ProtobufError::Malformed(format!("embedded JSON: {e}")))?
             }
         }
         _ => {
@@ -137,7 +181,10 @@ fn value(v: &Pb) -> Result<Value, ProtobufError> {
 
 /// meta/v1 Time is RFC 3339 to the second, MicroTime to the microsecond; Go's zero time is null.
 fn time(m: &DynamicMessage, micro: bool) -> Value {
-    let seconds = m.get_field_by_name("seconds").and_then(|v| v.as_i64()).unwrap_or(0);
+    let seconds = m
+        .get_field_by_name("seconds")
+        .and_then(|v| v.as_i64())
+        .unwrap_or(0);
     let nanos = m.get_field_by_name("nanos").and_then(|v| v.as_i32()).unwrap_or(0);
     if seconds == 0 && nanos == 0 {
         return Value::Null;
@@ -145,7 +192,11 @@ fn time(m: &DynamicMessage, micro: bool) -> Value {
     let Ok(ts) = jiff::Timestamp::new(seconds, if micro { nanos - nanos % 1000 } else { 0 }) else {
         return Value::Null;
     };
-    if micro { json!(format!("{}", ts.strftime("%Y-%m-%dT%H:%M:%S%.6fZ"))) } else { json!(format!("{}", ts.strftime("%Y-%m-%dT%H:%M:%SZ"))) }
+    if micro {
+        json!(format!("{}", ts.strftime("%Y-%m-%dT%H:%M:%S%.6fZ")))
+    } else {
+        json!(format!("{}", ts.strftime("%Y-%m-%dT%H:%M:%SZ")))
+    }
 }
 
 /// Go's `time.Duration.String()`: `1h2m3.5s`, `150ms`, `0s`.
@@ -208,21 +259,46 @@ mod tests {
     }
 
     fn body(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
-        [b"k8s\0".to_vec(), ld(1, &[ld(1, api_version.as_bytes()), ld(2, kind.as_bytes())].concat()), ld(2, raw)].concat()
+        [
+            b"k8s\0".to_vec(),
+            ld(
+                1,
+                &[ld(1, api_version.as_bytes()), ld(2, kind.as_bytes())].concat(),
+            ),
+            ld(2, raw),
+        ]
+        .concat()
     }
 
     fn info(group: &str, kind: &str) -> ResourceInfo {
         let r = Registry::new(&[]);
-        r.all().iter().find(|i| i.group == group && i.kind == kind).map(|i| (**i).clone()).expect("a built-in kind")
+        r.all()
+            .iter()
+            .find(|i| i.group == group && i.kind == kind)
+            .map(|i| (**i).clone())
+            .expect("a built-in kind")
     }
 
     #[test]
     fn a_configmap_with_labels_data_and_binary_data() {
         // ObjectMeta: name=1, generateName=2 (sent empty, as Go sends it), labels=11 (map entries).
-        let meta = [ld(1, b"cm1"), ld(2, b""), ld(11, &[ld(1, b"app"), ld(2, b"web")].concat())].concat();
-        let raw = [ld(1, &meta), ld(2, &[ld(1, b"a"), ld(2, b"1")].concat()), ld(3, &[ld(1, b"b"), ld(2, &[0xff, 0])].concat())].concat();
+        let meta = [
+            ld(1, b"cm1"),
+            ld(2, b""),
+            ld(11, &[ld(1, b"app"), ld(2, b"web")].concat()),
+        ]
+        .concat();
+        let raw = [
+            ld(1, &meta),
+            ld(2, &[ld(1, b"a"), ld(2, b"1")].concat()),
+            ld(3, &[ld(1, b"b"), ld(2, &[0xff, 0])].concat()),
+        ]
+        .concat();
         let v = decode(&body("v1", "ConfigMap", &raw), &info("", "ConfigMap")).unwrap();
-        assert_eq!(v, json!({"metadata": {"name": "cm1", "labels": {"app": "web"}}, "data": {"a": "1"}, "binaryData": {"b": "/wA="}, "apiVersion": "v1", "kind": "ConfigMap"}));
+        assert_eq!(
+            v,
+            json!({"metadata": {"name": "cm1", "labels": {"app": "web"}}, "data": {"a": "1"}, "binaryData": {"b": "/wA="}, "apiVersion": "v1", "kind": "ConfigMap"})
+        );
     }
 
     #[test]
@@ -230,25 +306,50 @@ mod tests {
         // Role: metadata=1, rules=2 {verbs=1, apiGroups=2, resources=3}.
         let rule = [ld(1, b"get"), ld(1, b"list"), ld(2, b""), ld(3, b"pods")].concat();
         let raw = [ld(1, &ld(1, b"reader")), ld(2, &rule)].concat();
-        let v = decode(&body("rbac.authorization.k8s.io/v1", "Role", &raw), &info("rbac.authorization.k8s.io", "Role")).unwrap();
-        assert_eq!(v["rules"], json!([{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]}]));
+        let v = decode(
+            &body("rbac.authorization.k8s.io/v1", "Role", &raw),
+            &info("rbac.authorization.k8s.io", "Role"),
+        )
+        .unwrap();
+        assert_eq!(
+            v["rules"],
+            json!([{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]}])
+        );
         assert_eq!(v["apiVersion"], "rbac.authorization.k8s.io/v1");
 
         // Service: spec=2 {ports=1 {name=1, protocol=2, port=3, targetPort=4 IntOrString{type=1,intVal=2}}, type=4}.
         let target = [varint(1, 0), varint(2, 8080)].concat();
         let port = [ld(1, b"80-8080"), ld(2, b"TCP"), varint(3, 80), ld(4, &target)].concat();
-        let raw = [ld(1, &ld(1, b"web")), ld(2, &[ld(1, &port), ld(4, b"ClusterIP")].concat())].concat();
+        let raw = [
+            ld(1, &ld(1, b"web")),
+            ld(2, &[ld(1, &port), ld(4, b"ClusterIP")].concat()),
+        ]
+        .concat();
         let v = decode(&body("v1", "Service", &raw), &info("", "Service")).unwrap();
-        assert_eq!(v["spec"], json!({"ports": [{"name": "80-8080", "protocol": "TCP", "port": 80, "targetPort": 8080}], "type": "ClusterIP"}));
+        assert_eq!(
+            v["spec"],
+            json!({"ports": [{"name": "80-8080", "protocol": "TCP", "port": 80, "targetPort": 8080}], "type": "ClusterIP"})
+        );
     }
 
     #[test]
     fn apimachinery_types_have_their_json_form() {
         // Lease spec: holderIdentity=1, leaseDurationSeconds=2, acquireTime=3 MicroTime{seconds=1,nanos=2}.
         let micro = [varint(1, 1_700_000_000), varint(2, 123_456_789)].concat();
-        let raw = [ld(1, &ld(1, b"l")), ld(2, &[ld(1, b"me"), varint(2, 15), ld(3, &micro)].concat())].concat();
-        let v = decode(&body("coordination.k8s.io/v1", "Lease", &raw), &info("coordination.k8s.io", "Lease")).unwrap();
-        assert_eq!(v["spec"], json!({"holderIdentity": "me", "leaseDurationSeconds": 15, "acquireTime": "2023-11-14T22:13:20.123456Z"}));
+        let raw = [
+            ld(1, &ld(1, b"l")),
+            ld(2, &[ld(1, b"me"), varint(2, 15), ld(3, &micro)].concat()),
+        ]
+        .concat();
+        let v = decode(
+            &body("coordination.k8s.io/v1", "Lease", &raw),
+            &info("coordination.k8s.io", "Lease"),
+        )
+        .unwrap();
+        assert_eq!(
+            v["spec"],
+            json!({"holderIdentity": "me", "leaseDurationSeconds": 15, "acquireTime": "2023-11-14T22:13:20.123456Z"})
+        );
         assert_eq!(go_duration(3_723_500_000_000), "1h2m3.5s");
         assert_eq!(go_duration(150_000_000), "150ms");
         assert_eq!(go_duration(0), "0s");
@@ -258,11 +359,20 @@ mod tests {
     fn bad_bodies_are_refused_with_the_reason() {
         let cm = info("", "ConfigMap");
         assert_eq!(decode(b"nope", &cm).unwrap_err(), ProtobufError::Magic);
-        assert!(matches!(decode(b"k8s\0\x12\xff", &cm), Err(ProtobufError::Malformed(_))));
+        assert!(matches!(
+            decode(b"k8s\0\x12\xff", &cm),
+            Err(ProtobufError::Malformed(_))
+        ));
         let err = decode(&body("v1", "Secret", &[]), &cm).unwrap_err();
-        assert_eq!(err.to_string(), "the protobuf body holds a Secret, but the request is for a ConfigMap");
+        assert_eq!(
+            err.to_string(),
+            "the protobuf body holds a Secret, but the request is for a ConfigMap"
+        );
         let crd = ResourceInfo { is_crd: true, ..cm };
-        assert!(matches!(decode(&body("v1", "ConfigMap", &[]), &crd), Err(ProtobufError::Unsupported(_))));
+        assert!(matches!(
+            decode(&body("v1", "ConfigMap", &[]), &crd),
+            Err(ProtobufError::Unsupported(_))
+        ));
     }
 
     #[test]

@@ -36,7 +36,11 @@ fn matches(resource: &str) -> bool {
 
 /// `a + b`; a zero `a` takes `b`'s format, as Go's `Quantity.Add` does.
 fn add(a: &Quantity, b: &Quantity) -> Quantity {
-    let sum = if a.is_zero() { b.checked_add(a) } else { a.checked_add(b) };
+    let sum = if a.is_zero() {
+        b.checked_add(a)
+    } else {
+        a.checked_add(b)
+    };
     sum.unwrap_or(*a)
 }
 
@@ -48,8 +52,12 @@ fn add_into(total: &mut Usage, key: &str, q: &Quantity) {
 /// A resource list (`requests`, `limits`, `overhead`) of quantities; unparsable entries are skipped
 /// (a real server would have refused the pod).
 fn resource_list(v: Option<&Value>) -> Usage {
-    let Some(m) = v.and_then(Value::as_object) else { return Usage::new() };
-    m.iter().filter_map(|(k, v)| Some((k.clone(), Quantity::parse(v.as_str()?).ok()?))).collect()
+    let Some(m) = v.and_then(Value::as_object) else {
+        return Usage::new();
+    };
+    m.iter()
+        .filter_map(|(k, v)| Some((k.clone(), Quantity::parse(v.as_str()?).ok()?)))
+        .collect()
 }
 
 /// A container's requests (each left-out request defaulted from its limit) and limits.
@@ -64,7 +72,10 @@ fn container_resources(c: &Value) -> (Usage, Usage) {
 }
 
 fn containers<'a>(pod: &'a Value, field: &str) -> impl Iterator<Item = &'a Value> {
-    pod.pointer(&format!("/spec/{field}")).and_then(Value::as_array).into_iter().flatten()
+    pod.pointer(&format!("/spec/{field}"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
 }
 
 fn requests_of(c: &Value) -> Usage {
@@ -131,22 +142,38 @@ fn usage_of(requests: &Usage, limits: &Usage) -> Usage {
 /// A pod's usage, with `pods` and `count/pods` 1.
 pub fn pod_usage(pod: &Value) -> Usage {
     let mut u = usage_of(&pod_resources(pod, requests_of), &pod_resources(pod, limits_of));
-    u.insert("pods".into(), Quantity::from_value(1, crate::api::quantity::Format::DecimalSi));
-    u.insert("count/pods".into(), Quantity::from_value(1, crate::api::quantity::Format::DecimalSi));
+    u.insert(
+        "pods".into(),
+        Quantity::from_value(1, crate::api::quantity::Format::DecimalSi),
+    );
+    u.insert(
+        "count/pods".into(),
+        Quantity::from_value(1, crate::api::quantity::Format::DecimalSi),
+    );
     u
 }
 
 /// Whether a pod still counts (Kubernetes' `QuotaV1Pod`): not Succeeded or Failed, and not past the
 /// end of its deletion grace period.
 fn counts(pod: &Value, now: jiff::Timestamp) -> bool {
-    if matches!(pod.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed")) {
+    if matches!(
+        pod.pointer("/status/phase").and_then(Value::as_str),
+        Some("Succeeded" | "Failed")
+    ) {
         return false;
     }
     let meta = pod.get("metadata");
-    let deleted = meta.and_then(|m| m.get("deletionTimestamp")).and_then(Value::as_str).and_then(|t| t.parse::<jiff::Timestamp>().ok());
-    let grace = meta.and_then(|m| m.get("deletionGracePeriodSeconds")).and_then(Value::as_i64);
+    let deleted = meta
+        .and_then(|m| m.get("deletionTimestamp"))
+        .and_then(Value::as_str)
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok());
+    let grace = meta
+        .and_then(|m| m.get("deletionGracePeriodSeconds"))
+        .and_then(Value::as_i64);
     match (deleted, grace) {
-        (Some(at), Some(g)) => at.checked_add(jiff::SignedDuration::from_secs(g)).is_ok_and(|end| now <= end),
+        (Some(at), Some(g)) => at
+            .checked_add(jiff::SignedDuration::from_secs(g))
+            .is_ok_and(|end| now <= end),
         _ => true,
     }
 }
@@ -154,13 +181,23 @@ fn counts(pod: &Value, now: jiff::Timestamp) -> bool {
 /// The containers that leave out a request or limit a quota tracks, by resource (Kubernetes'
 /// `enforcePodContainerConstraints`: only cpu and memory are required this way).
 fn missing(pod: &Value, restricted: &BTreeSet<&str>) -> BTreeMap<String, BTreeSet<String>> {
-    const REQUIRED: &[&str] = &["cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory"];
+    const REQUIRED: &[&str] = &[
+        "cpu",
+        "memory",
+        "requests.cpu",
+        "requests.memory",
+        "limits.cpu",
+        "limits.memory",
+    ];
     let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for c in containers(pod, "containers").chain(containers(pod, "initContainers")) {
         let (req, lim) = container_resources(c);
         let has = usage_of(&req, &lim);
         let name = c.get("name").and_then(Value::as_str).unwrap_or("").to_string();
-        for r in REQUIRED.iter().filter(|r| restricted.contains(**r) && !has.contains_key(**r)) {
+        for r in REQUIRED
+            .iter()
+            .filter(|r| restricted.contains(**r) && !has.contains_key(**r))
+        {
             out.entry(r.to_string()).or_default().insert(name.clone());
         }
     }
@@ -169,7 +206,10 @@ fn missing(pod: &Value, restricted: &BTreeSet<&str>) -> BTreeMap<String, BTreeSe
 
 /// `k1=v1,k2=v2`, sorted, as the plugin prints a resource list.
 fn pretty(u: &Usage) -> String {
-    u.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
+    u.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// One quota's `spec.hard`, parsed; entries that do not parse are not enforced (POST and PUT refuse them).
@@ -179,13 +219,23 @@ fn hard_of(quota: &Value) -> Usage {
 
 fn scoped(quota: &Value) -> bool {
     let spec = quota.get("spec");
-    spec.and_then(|s| s.get("scopes")).and_then(Value::as_array).is_some_and(|a| !a.is_empty())
-        || spec.and_then(|s| s.get("scopeSelector")).is_some_and(|s| !s.is_null())
+    spec.and_then(|s| s.get("scopes"))
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty())
+        || spec
+            .and_then(|s| s.get("scopeSelector"))
+            .is_some_and(|s| !s.is_null())
 }
 
 /// Why `pod` may not be created, checked against one quota with `used` being the namespace's current
 /// usage; `None` when it fits.
-fn refusal(quota_name: &str, hard: &Usage, used: &Usage, pod: &Value, requested_all: &Usage) -> Option<String> {
+fn refusal(
+    quota_name: &str,
+    hard: &Usage,
+    used: &Usage,
+    pod: &Value,
+    requested_all: &Usage,
+) -> Option<String> {
     let restricted: BTreeSet<&str> = hard.keys().map(String::as_str).filter(|k| matches(k)).collect();
     if restricted.is_empty() {
         return None;
@@ -196,7 +246,10 @@ fn refusal(quota_name: &str, hard: &Usage, used: &Usage, pod: &Value, requested_
             .iter()
             .map(|(r, names)| format!("{r} for: {}", names.iter().cloned().collect::<Vec<_>>().join(",")))
             .collect();
-        return Some(format!("failed quota: {quota_name}: must specify {}", parts.join("; ")));
+        return Some(format!(
+            "failed quota: {quota_name}: must specify {}",
+            parts.join("; ")
+        ));
     }
     let exceeded: BTreeSet<&str> = restricted
         .iter()
@@ -210,7 +263,12 @@ fn refusal(quota_name: &str, hard: &Usage, used: &Usage, pod: &Value, requested_
     if exceeded.is_empty() {
         return None;
     }
-    let mask = |u: &Usage| -> Usage { exceeded.iter().map(|k| (k.to_string(), *u.get(*k).unwrap_or(&Quantity::ZERO))).collect() };
+    let mask = |u: &Usage| -> Usage {
+        exceeded
+            .iter()
+            .map(|k| (k.to_string(), *u.get(*k).unwrap_or(&Quantity::ZERO)))
+            .collect()
+    };
     Some(format!(
         "exceeded quota: {quota_name}, requested: {}, used: {}, limited: {}",
         pretty(&mask(requested_all)),
@@ -224,8 +282,13 @@ fn info(registry: &Registry, plural: &str) -> Option<std::sync::Arc<ResourceInfo
 }
 
 fn quotas(store: &Store, registry: &Registry, ns: &str) -> Vec<std::sync::Arc<Value>> {
-    let Some(i) = info(registry, "resourcequotas") else { return Vec::new() };
-    store.list(&i, Some(ns), &ListOptions::default()).map(|r| r.items).unwrap_or_default()
+    let Some(i) = info(registry, "resourcequotas") else {
+        return Vec::new();
+    };
+    store
+        .list(&i, Some(ns), &ListOptions::default())
+        .map(|r| r.items)
+        .unwrap_or_default()
 }
 
 /// Whether `ns` has any ResourceQuota (writes elsewhere need no quota work).
@@ -235,8 +298,13 @@ pub fn any(store: &Store, registry: &Registry, ns: &str) -> bool {
 
 /// The namespace's usage over every pod that counts.
 fn namespace_usage(store: &Store, registry: &Registry, ns: &str) -> Usage {
-    let Some(i) = info(registry, "pods") else { return Usage::new() };
-    let pods = store.list(&i, Some(ns), &ListOptions::default()).map(|r| r.items).unwrap_or_default();
+    let Some(i) = info(registry, "pods") else {
+        return Usage::new();
+    };
+    let pods = store
+        .list(&i, Some(ns), &ListOptions::default())
+        .map(|r| r.items)
+        .unwrap_or_default();
     let now = jiff::Timestamp::now();
     let mut total = Usage::new();
     for p in pods.iter().filter(|p| counts(p, now)) {
@@ -260,9 +328,18 @@ pub fn admit_pod(store: &Store, registry: &Registry, ns: &str, pod: &Value) -> R
         let qname = q.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
         if let Some(why) = refusal(qname, &hard_of(q), &used, pod, &requested) {
             let meta = pod.get("metadata");
-            let field = |k: &str| meta.and_then(|m| m.get(k)).and_then(Value::as_str).filter(|s| !s.is_empty());
-            let name = field("name").or_else(|| field("generateName")).unwrap_or("Unknown");
-            return Err(ApiError::new(403, "Forbidden", format!("pods \"{name}\" is forbidden: {why}")).details(name, "", "pods"));
+            let field = |k: &str| {
+                meta.and_then(|m| m.get(k))
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+            };
+            let name = field("name")
+                .or_else(|| field("generateName"))
+                .unwrap_or("Unknown");
+            return Err(
+                ApiError::new(403, "Forbidden", format!("pods \"{name}\" is forbidden: {why}"))
+                    .details(name, "", "pods"),
+            );
         }
     }
     Ok(())
@@ -272,16 +349,26 @@ pub fn admit_pod(store: &Store, registry: &Registry, ns: &str, pod: &Value) -> R
 /// `status.used` the usage of what counts (call with the server's quota lock held).
 pub fn refresh(store: &Store, registry: &Registry, ns: &str) {
     let quotas = quotas(store, registry, ns);
-    let Some(i) = info(registry, "resourcequotas").filter(|_| !quotas.is_empty()) else { return };
+    let Some(i) = info(registry, "resourcequotas").filter(|_| !quotas.is_empty()) else {
+        return;
+    };
     let total = namespace_usage(store, registry, ns);
     for q in &quotas {
         let hard = hard_of(q);
         let used: serde_json::Map<String, Value> = hard
             .keys()
             .filter(|k| matches(k) && !scoped(q))
-            .map(|k| (k.clone(), json!(total.get(k).unwrap_or(&Quantity::ZERO).to_string())))
+            .map(|k| {
+                (
+                    k.clone(),
+                    json!(total.get(k).unwrap_or(&Quantity::ZERO).to_string()),
+                )
+            })
             .collect();
-        let hard: serde_json::Map<String, Value> = hard.iter().map(|(k, v)| (k.clone(), json!(v.to_string()))).collect();
+        let hard: serde_json::Map<String, Value> = hard
+            .iter()
+            .map(|(k, v)| (k.clone(), json!(v.to_string())))
+            .collect();
         let status = json!({"hard": hard, "used": used});
         if q.get("status") == Some(&status) {
             continue;
@@ -298,19 +385,33 @@ pub fn refresh(store: &Store, registry: &Registry, ns: &str) {
 /// A ResourceQuota's own rules on create and replace: every `spec.hard` value a non-negative quantity.
 pub fn validate(quota: &Value) -> Result<(), ApiError> {
     let mut errs = Vec::new();
-    for (k, v) in quota.pointer("/spec/hard").and_then(Value::as_object).into_iter().flatten() {
+    for (k, v) in quota
+        .pointer("/spec/hard")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
         let field = format!("spec.hard[{k}]");
         match v.as_str().map(Quantity::parse) {
-            Some(Ok(q)) if q.is_negative() => errs.push(FieldError::invalid(field, format!("{v}: must be greater than or equal to 0"))),
+            Some(Ok(q)) if q.is_negative() => errs.push(FieldError::invalid(
+                field,
+                format!("{v}: must be greater than or equal to 0"),
+            )),
             Some(Ok(_)) => {}
             Some(Err(e)) => errs.push(FieldError::invalid(field, format!("{v}: {e}"))),
-            None => errs.push(FieldError::invalid(field, format!("{v}: a quantity must be a string"))),
+            None => errs.push(FieldError::invalid(
+                field,
+                format!("{v}: a quantity must be a string"),
+            )),
         }
     }
     if errs.is_empty() {
         return Ok(());
     }
-    let name = quota.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let name = quota
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     Err(ApiError::invalid("ResourceQuota", name, &errs))
 }
 

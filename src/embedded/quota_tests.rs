@@ -36,7 +36,10 @@ fn pod_usage_follows_the_pod_evaluator() {
     assert_eq!(u["limits.cpu"], q("600m"), "the overhead adds to limits too");
     assert_eq!(u["requests.nvidia.com/gpu"], q("1"));
     assert_eq!(u["pods"], q("1"));
-    assert!(!u.contains_key("nvidia.com/gpu"), "extended resources count only as requests.<name>");
+    assert!(
+        !u.contains_key("nvidia.com/gpu"),
+        "extended resources count only as requests.<name>"
+    );
 }
 
 #[test]
@@ -45,16 +48,24 @@ fn terminal_and_expired_pods_do_not_count() {
     assert!(counts(&json!({"status": {"phase": "Running"}}), now));
     assert!(!counts(&json!({"status": {"phase": "Succeeded"}}), now));
     let held = json!({"metadata": {"deletionTimestamp": now.to_string()}});
-    assert!(counts(&held, now), "a pod held by finalizers without a grace period still counts");
+    assert!(
+        counts(&held, now),
+        "a pod held by finalizers without a grace period still counts"
+    );
     let past = now.checked_sub(jiff::SignedDuration::from_secs(60)).unwrap();
-    let expired = json!({"metadata": {"deletionTimestamp": past.to_string(), "deletionGracePeriodSeconds": 30}});
+    let expired =
+        json!({"metadata": {"deletionTimestamp": past.to_string(), "deletionGracePeriodSeconds": 30}});
     assert!(!counts(&expired, now));
 }
 
 /// The plugin's words: which resources, what the pod asks, what is used, what the quota allows.
 #[test]
 fn refusal_names_what_exceeds() {
-    let hard: Usage = [("limits.cpu".to_string(), q("100m")), ("limits.memory".to_string(), q("0.1Gi"))].into();
+    let hard: Usage = [
+        ("limits.cpu".to_string(), q("100m")),
+        ("limits.memory".to_string(), q("0.1Gi")),
+    ]
+    .into();
     let p = pod("p", Some("300m"), Some("500m"));
     let why = refusal("test-quota", &hard, &Usage::new(), &p, &pod_usage(&p)).expect("over the quota");
     assert_eq!(
@@ -80,7 +91,11 @@ fn typed(v: Value) -> Pod {
 
 fn status(rq: &ResourceQuota, which: &str) -> BTreeMap<String, String> {
     let s = rq.status.as_ref().expect("status");
-    let m = if which == "used" { s.used.clone() } else { s.hard.clone() };
+    let m = if which == "used" {
+        s.used.clone()
+    } else {
+        s.hard.clone()
+    };
     m.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect()
 }
 
@@ -92,27 +107,60 @@ async fn the_server_enforces_and_maintains_a_quota() {
     let quotas: Api<ResourceQuota> = Api::namespaced(srv.client(), "default");
     let pods: Api<Pod> = Api::namespaced(srv.client(), "default");
     let pp = PostParams::default();
-    quotas.create(&pp, &quota(json!({"pods": "1", "requests.cpu": "1", "services": "3"}))).await.unwrap();
+    quotas
+        .create(
+            &pp,
+            &quota(json!({"pods": "1", "requests.cpu": "1", "services": "3"})),
+        )
+        .await
+        .unwrap();
     let rq = quotas.get("test-quota").await.unwrap();
     assert_eq!(status(&rq, "hard")["pods"], "1");
-    assert_eq!(status(&rq, "used"), [("pods".into(), "0".into()), ("requests.cpu".into(), "0".into())].into());
+    assert_eq!(
+        status(&rq, "used"),
+        [("pods".into(), "0".into()), ("requests.cpu".into(), "0".into())].into()
+    );
 
-    pods.create(&pp, &typed(pod("a", Some("300m"), None))).await.unwrap();
+    pods.create(&pp, &typed(pod("a", Some("300m"), None)))
+        .await
+        .unwrap();
     let rq = quotas.get("test-quota").await.unwrap();
-    assert_eq!(status(&rq, "used"), [("pods".into(), "1".into()), ("requests.cpu".into(), "300m".into())].into());
+    assert_eq!(
+        status(&rq, "used"),
+        [
+            ("pods".into(), "1".into()),
+            ("requests.cpu".into(), "300m".into())
+        ]
+        .into()
+    );
 
-    let err = pods.create(&pp, &typed(pod("b", Some("300m"), None))).await.expect_err("over pods: 1");
+    let err = pods
+        .create(&pp, &typed(pod("b", Some("300m"), None)))
+        .await
+        .expect_err("over pods: 1");
     let kube::Error::Api(s) = err else { panic!("{err}") };
     assert_eq!((s.code, s.reason.as_str()), (403, "Forbidden"));
-    assert_eq!(s.message, "pods \"b\" is forbidden: exceeded quota: test-quota, requested: pods=1, used: pods=1, limited: pods=1");
+    assert_eq!(
+        s.message,
+        "pods \"b\" is forbidden: exceeded quota: test-quota, requested: pods=1, used: pods=1, limited: pods=1"
+    );
 
     let no_cpu = json!({"metadata": {"name": "c"}, "spec": {"containers": [{"name": "x", "image": "i"}]}});
     pods.delete("a", &DeleteParams::default()).await.unwrap();
-    let err = pods.create(&pp, &typed(no_cpu)).await.expect_err("no cpu request");
-    assert!(err.to_string().contains("failed quota: test-quota: must specify requests.cpu for: x"), "{err}");
+    let err = pods
+        .create(&pp, &typed(no_cpu))
+        .await
+        .expect_err("no cpu request");
+    assert!(
+        err.to_string()
+            .contains("failed quota: test-quota: must specify requests.cpu for: x"),
+        "{err}"
+    );
     let rq = quotas.get("test-quota").await.unwrap();
     assert_eq!(status(&rq, "used")["pods"], "0", "the delete released the pod");
-    pods.create(&pp, &typed(pod("b", Some("1"), None))).await.expect("fits again");
+    pods.create(&pp, &typed(pod("b", Some("1"), None)))
+        .await
+        .expect("fits again");
 
     let mut bad = quota(json!({"requests.memory": "lots"}));
     bad.metadata.name = Some("bad".into());
@@ -130,11 +178,18 @@ async fn concurrent_creates_stop_at_the_quota() {
     let srv = EmbeddedServer::new(&[], std::sync::Arc::new(AllowAll));
     let quotas: Api<ResourceQuota> = Api::namespaced(srv.client(), "default");
     let pods: Api<Pod> = Api::namespaced(srv.client(), "default");
-    quotas.create(&PostParams::default(), &quota(json!({"pods": "5"}))).await.unwrap();
+    quotas
+        .create(&PostParams::default(), &quota(json!({"pods": "5"})))
+        .await
+        .unwrap();
     let tasks: Vec<_> = (0..20)
         .map(|i| {
             let pods = pods.clone();
-            tokio::spawn(async move { pods.create(&PostParams::default(), &typed(pod(&format!("p{i}"), None, None))).await.is_ok() })
+            tokio::spawn(async move {
+                pods.create(&PostParams::default(), &typed(pod(&format!("p{i}"), None, None)))
+                    .await
+                    .is_ok()
+            })
         })
         .collect();
     let mut created = 0;

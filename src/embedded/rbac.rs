@@ -71,10 +71,7 @@ fn rule_allows(rule: &PolicyRule, a: &Access) -> bool {
     matches(&rule.verbs, &a.verb)
         && matches(groups, &a.group)
         && resource_matches(resources, &a.resource)
-        && (names.is_empty()
-            || a.name
-                .as_deref()
-                .is_some_and(|n| names.iter().any(|x| x == n)))
+        && (names.is_empty() || a.name.as_deref().is_some_and(|n| names.iter().any(|x| x == n)))
 }
 
 impl Authorizer {
@@ -111,13 +108,21 @@ impl Authorizer {
     /// `user` with exactly these rules, each with the namespace it applies in (`None`: everywhere);
     /// no rule allows nothing. What a subject's bindings in the store grant (`review.rs`).
     pub fn from_rules(user: &str, rules: Vec<(Option<String>, PolicyRule)>) -> Self {
-        Authorizer { user: user.to_string(), rules, used: Mutex::default(), denied: Mutex::default() }
+        Authorizer {
+            user: user.to_string(),
+            rules,
+            used: Mutex::default(),
+            denied: Mutex::default(),
+        }
     }
 
     /// The rules that apply in `namespace` (those bound everywhere, and those bound there), as a
     /// SelfSubjectRulesReview lists them; `None` lists only those bound everywhere.
     pub fn rules_in<'a>(&'a self, namespace: Option<&'a str>) -> impl Iterator<Item = &'a PolicyRule> + 'a {
-        self.rules.iter().filter(move |(ns, _)| ns.is_none() || ns.as_deref() == namespace).map(|(_, r)| r)
+        self.rules
+            .iter()
+            .filter(move |(ns, _)| ns.is_none() || ns.as_deref() == namespace)
+            .map(|(_, r)| r)
     }
 
     /// Whether a rule allows `verb` on the non-resource URL `path` (`/healthz`, `/apis/*`, `*`).
@@ -126,7 +131,9 @@ impl Authorizer {
             ns.is_none()
                 && matches(&r.verbs, verb)
                 && r.non_resource_urls.iter().flatten().any(|u| {
-                    u == "*" || u == path || u.strip_suffix('*').is_some_and(|prefix| path.starts_with(prefix))
+                    u == "*"
+                        || u == path
+                        || u.strip_suffix('*').is_some_and(|prefix| path.starts_with(prefix))
                 })
         })
     }
@@ -223,19 +230,12 @@ pub struct Principal(pub std::sync::Arc<Authorizer>);
 /// The owners a new object's `ownerReferences` block deletion of (`blockOwnerDeletion: true`), as
 /// (apiVersion, kind, name).
 pub fn blocking_owners(obj: &Value) -> Vec<(String, String, String)> {
-    let refs = obj
-        .pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array);
+    let refs = obj.pointer("/metadata/ownerReferences").and_then(Value::as_array);
     refs.into_iter()
         .flatten()
         .filter(|r| r.get("blockOwnerDeletion").and_then(Value::as_bool) == Some(true))
         .map(|r| {
-            let s = |k: &str| {
-                r.get(k)
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string()
-            };
+            let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
             (s("apiVersion"), s("kind"), s("name"))
         })
         .collect()
@@ -283,10 +283,7 @@ mod tests {
         ]});
         let a = Authorizer::from_documents("u", &[role, json!({"kind": "ConfigMap"})]).unwrap();
         for (acc, want) in [
-            (
-                access("kueue.x-k8s.io", "workloads", "get", Some("w")),
-                true,
-            ),
+            (access("kueue.x-k8s.io", "workloads", "get", Some("w")), true),
             (access("kueue.x-k8s.io", "workloads", "watch", None), false),
             (
                 access("kueue.x-k8s.io", "workloads/status", "patch", Some("w")),
@@ -300,18 +297,12 @@ mod tests {
             (access("", "secrets", "get", Some("token")), true),
             (access("", "secrets", "get", Some("other")), false),
             (access("", "secrets", "list", None), false),
-            (
-                access("ray.io", "rayclusters/status", "update", Some("c")),
-                true,
-            ),
+            (access("ray.io", "rayclusters/status", "update", Some("c")), true),
             (access("ray.io", "rayclusters", "update", Some("c")), false),
         ] {
             assert_eq!(a.allows(&acc), want, "{acc}");
         }
-        assert_eq!(
-            a.unused(),
-            vec!["list kueue.x-k8s.io/workloads".to_string()]
-        );
+        assert_eq!(a.unused(), vec!["list kueue.x-k8s.io/workloads".to_string()]);
         assert_eq!(a.denied().len(), 6);
     }
 
@@ -332,12 +323,7 @@ mod tests {
         assert_eq!(
             a.forbidden_message(&Access {
                 namespace: None,
-                ..access(
-                    "kueue.x-k8s.io",
-                    "clusterqueues/status",
-                    "update",
-                    Some("cq")
-                )
+                ..access("kueue.x-k8s.io", "clusterqueues/status", "update", Some("cq"))
             }),
             "clusterqueues.kueue.x-k8s.io \"cq\" is forbidden: User \"system:serviceaccount:ns:sa\" cannot update resource \"clusterqueues/status\" in API group \"kueue.x-k8s.io\" at the cluster scope"
         );
@@ -348,9 +334,6 @@ mod tests {
         assert!(!a.allows(&elsewhere), "a Role grants only in its namespace");
         assert!(a.allows(&access("", "pods", "get", Some("p"))));
         assert_eq!(verb(&http::Method::GET, false, true), "watch");
-        assert_eq!(
-            verb(&http::Method::DELETE, false, false),
-            "deletecollection"
-        );
+        assert_eq!(verb(&http::Method::DELETE, false, false), "deletecollection");
     }
 }

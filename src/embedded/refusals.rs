@@ -32,7 +32,11 @@ pub fn dry_run(method: &Method, value: Option<&str>) -> Result<(), ApiError> {
         Some(_) if *method == Method::GET => Ok(()),
         Some(v) => Err(invalid_options(
             method,
-            FieldError::new("dryRun", ErrorType::NotSupported, format!("[]string{{{v:?}}}: supported values: \"All\"")),
+            FieldError::new(
+                "dryRun",
+                ErrorType::NotSupported,
+                format!("[]string{{{v:?}}}: supported values: \"All\""),
+            ),
         )),
     }
 }
@@ -42,7 +46,10 @@ pub fn dry_run(method: &Method, value: Option<&str>) -> Result<(), ApiError> {
 pub fn field_manager(manager: Option<&str>) -> Result<(), ApiError> {
     match manager {
         Some(m) if !m.is_empty() => Ok(()),
-        _ => Err(invalid_options(&Method::PATCH, FieldError::required("fieldManager", "is required for apply patch"))),
+        _ => Err(invalid_options(
+            &Method::PATCH,
+            FieldError::required("fieldManager", "is required for apply patch"),
+        )),
     }
 }
 
@@ -50,16 +57,28 @@ pub fn field_manager(manager: Option<&str>) -> Result<(), ApiError> {
 /// `AcceptsGroupVersion` check, and the kind check of the decoder).
 pub fn type_meta(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
     let want = info.api_version();
-    if let Some(v) = obj.get("apiVersion").and_then(Value::as_str).filter(|v| !v.is_empty())
+    if let Some(v) = obj
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .filter(|v| !v.is_empty())
         && v != want
     {
-        return Err(ApiError::bad_request(format!("the API version in the data ({v}) does not match the expected API version ({want})")));
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({v}) does not match the expected API version ({want})"
+        )));
     }
     if let Some(k) = obj.get("kind").and_then(Value::as_str).filter(|k| !k.is_empty())
         && k != info.kind
     {
-        let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-        let qualified = if info.group.is_empty() { k.to_string() } else { format!("{k}.{}", info.group) };
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let qualified = if info.group.is_empty() {
+            k.to_string()
+        } else {
+            format!("{k}.{}", info.group)
+        };
         let fe = FieldError::invalid("kind", format!("{k:?}: must be {}", info.kind));
         return Err(ApiError::invalid(&qualified, name, &[fe]).details(name, &info.group, k));
     }
@@ -121,20 +140,56 @@ mod tests {
     #[test]
     fn the_real_servers_words() {
         let e = dry_run(&Method::POST, Some("Garbage")).unwrap_err();
-        assert_eq!((e.code, e.message.as_str()), (422, "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: []string{\"Garbage\"}: supported values: \"All\""));
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (
+                422,
+                "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: []string{\"Garbage\"}: supported values: \"All\""
+            )
+        );
         assert!(dry_run(&Method::DELETE, Some("All")).is_ok());
         let e = field_manager(None).unwrap_err();
-        assert_eq!(e.message, "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch");
+        assert_eq!(
+            e.message,
+            "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"
+        );
         let cm = builtin("configmaps");
         let e = string_maps(&cm, &json!({"data": {"a": 1}})).unwrap_err();
-        assert_eq!((e.code, e.message.as_str()), (400, "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot unmarshal number into Go struct field ConfigMap.data of type string"));
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (
+                400,
+                "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot unmarshal number into Go struct field ConfigMap.data of type string"
+            )
+        );
         assert!(string_maps(&cm, &json!({"data": {"a": "1", "b": null}})).is_ok());
         let e = string_maps(&builtin("secrets"), &json!({"stringData": {"a": {"x": 1}}})).unwrap_err();
-        assert!(e.message.ends_with("cannot unmarshal object into Go struct field Secret.stringData of type string"), "{}", e.message);
+        assert!(
+            e.message
+                .ends_with("cannot unmarshal object into Go struct field Secret.stringData of type string"),
+            "{}",
+            e.message
+        );
         let e = type_meta(&cm, &json!({"apiVersion": "v2", "kind": "ConfigMap"})).unwrap_err();
-        assert_eq!((e.code, e.message.as_str()), (400, "the API version in the data (v2) does not match the expected API version (v1)"));
-        let e = type_meta(&cm, &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}})).unwrap_err();
-        assert_eq!((e.code, e.message.as_str()), (422, "Secret \"x\" is invalid: kind: Invalid value: \"Secret\": must be ConfigMap"));
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (
+                400,
+                "the API version in the data (v2) does not match the expected API version (v1)"
+            )
+        );
+        let e = type_meta(
+            &cm,
+            &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}}),
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (
+                422,
+                "Secret \"x\" is invalid: kind: Invalid value: \"Secret\": must be ConfigMap"
+            )
+        );
         assert!(type_meta(&cm, &json!({"metadata": {}})).is_ok());
     }
 }

@@ -38,24 +38,42 @@ pub struct ResourceInfo {
 
 impl ResourceInfo {
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
     }
     /// `configmaps` or `clusterqueues.kueue.x-k8s.io`, as error messages name a resource.
     pub fn qualified_plural(&self) -> String {
-        if self.group.is_empty() { self.plural.clone() } else { format!("{}.{}", self.plural, self.group) }
+        if self.group.is_empty() {
+            self.plural.clone()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
     }
     /// `ClusterQueue.kueue.x-k8s.io` or `Pod`: how the real server names a kind in Invalid messages.
     pub fn qualified_kind(&self) -> String {
-        if self.group.is_empty() { self.kind.clone() } else { format!("{}.{}", self.kind, self.group) }
+        if self.group.is_empty() {
+            self.kind.clone()
+        } else {
+            format!("{}.{}", self.kind, self.group)
+        }
     }
     /// The storage key: every version of one resource shares one set of objects.
     pub fn key(&self) -> ResourceKey {
         // `events.k8s.io` Events are the core Events seen through another version, as on a real
         // server (`events.rs` converts between them).
         if self.group == super::event_fields::EVENTS_GROUP && self.plural == "events" {
-            return ResourceKey { group: String::new(), plural: self.plural.clone() };
+            return ResourceKey {
+                group: String::new(),
+                plural: self.plural.clone(),
+            };
         }
-        ResourceKey { group: self.group.clone(), plural: self.plural.clone() }
+        ResourceKey {
+            group: self.group.clone(),
+            plural: self.plural.clone(),
+        }
     }
 }
 
@@ -75,7 +93,9 @@ pub struct Registry {
 impl Registry {
     /// Built-in kinds plus every served version of every CRD given.
     pub fn new(crds: &[CustomResourceDefinition]) -> Self {
-        let mut r = Registry { resources: builtins().into_iter().map(Arc::new).collect() };
+        let mut r = Registry {
+            resources: builtins().into_iter().map(Arc::new).collect(),
+        };
         for crd in crds {
             for info in from_crd(crd) {
                 r.add(info);
@@ -92,17 +112,24 @@ impl Registry {
     }
 
     pub fn add(&mut self, info: ResourceInfo) {
-        self.resources.retain(|r| !(r.group == info.group && r.version == info.version && r.plural == info.plural));
+        self.resources
+            .retain(|r| !(r.group == info.group && r.version == info.version && r.plural == info.plural));
         self.resources.push(Arc::new(info));
     }
 
     pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceInfo>> {
-        self.resources.iter().find(|r| r.group == group && r.version == version && r.plural == plural).cloned()
+        self.resources
+            .iter()
+            .find(|r| r.group == group && r.version == version && r.plural == plural)
+            .cloned()
     }
 
     /// Any version of a stored resource (for cascade deletion and fault matching).
     pub fn by_key(&self, key: &ResourceKey) -> Option<Arc<ResourceInfo>> {
-        self.resources.iter().find(|r| r.group == key.group && r.plural == key.plural).cloned()
+        self.resources
+            .iter()
+            .find(|r| r.group == key.group && r.plural == key.plural)
+            .cloned()
     }
 
     pub fn all(&self) -> &[Arc<ResourceInfo>] {
@@ -134,7 +161,10 @@ pub fn from_crd(crd: &CustomResourceDefinition) -> Vec<ResourceInfo> {
             version: v.name.clone(),
             kind: names.kind.clone(),
             plural: names.plural.clone(),
-            singular: names.singular.clone().unwrap_or_else(|| names.kind.to_lowercase()),
+            singular: names
+                .singular
+                .clone()
+                .unwrap_or_else(|| names.kind.to_lowercase()),
             short_names: names.short_names.clone().unwrap_or_default(),
             categories: names.categories.clone().unwrap_or_default(),
             namespaced: spec.scope == "Namespaced",
@@ -175,30 +205,237 @@ struct B {
 }
 
 const BUILTINS: &[B] = &[
-    B { group: "", version: "v1", kind: "Namespace", plural: "namespaces", short: &["ns"], categories: &[], namespaced: false, has_status: true },
-    B { group: "", version: "v1", kind: "Pod", plural: "pods", short: &["po"], categories: &["all"], namespaced: true, has_status: true },
-    B { group: "", version: "v1", kind: "Service", plural: "services", short: &["svc"], categories: &["all"], namespaced: true, has_status: true },
-    B { group: "", version: "v1", kind: "Event", plural: "events", short: &["ev"], categories: &[], namespaced: true, has_status: false },
-    B { group: "", version: "v1", kind: "ConfigMap", plural: "configmaps", short: &["cm"], categories: &[], namespaced: true, has_status: false },
-    B { group: "", version: "v1", kind: "Secret", plural: "secrets", short: &[], categories: &[], namespaced: true, has_status: false },
-    B { group: "", version: "v1", kind: "ResourceQuota", plural: "resourcequotas", short: &["quota"], categories: &[], namespaced: true, has_status: true },
-    B { group: "", version: "v1", kind: "ServiceAccount", plural: "serviceaccounts", short: &["sa"], categories: &[], namespaced: true, has_status: false },
-    B { group: "batch", version: "v1", kind: "Job", plural: "jobs", short: &[], categories: &["all"], namespaced: true, has_status: true },
-    B { group: "events.k8s.io", version: "v1", kind: "Event", plural: "events", short: &["ev"], categories: &[], namespaced: true, has_status: false },
-    B { group: "coordination.k8s.io", version: "v1", kind: "Lease", plural: "leases", short: &[], categories: &[], namespaced: true, has_status: false },
-    B { group: "discovery.k8s.io", version: "v1", kind: "EndpointSlice", plural: "endpointslices", short: &[], categories: &[], namespaced: true, has_status: false },
-    B { group: "rbac.authorization.k8s.io", version: "v1", kind: "Role", plural: "roles", short: &[], categories: &[], namespaced: true, has_status: false },
-    B { group: "rbac.authorization.k8s.io", version: "v1", kind: "RoleBinding", plural: "rolebindings", short: &[], categories: &[], namespaced: true, has_status: false },
-    B { group: "rbac.authorization.k8s.io", version: "v1", kind: "ClusterRole", plural: "clusterroles", short: &[], categories: &[], namespaced: false, has_status: false },
-    B { group: "rbac.authorization.k8s.io", version: "v1", kind: "ClusterRoleBinding", plural: "clusterrolebindings", short: &[], categories: &[], namespaced: false, has_status: false },
+    B {
+        group: "",
+        version: "v1",
+        kind: "Namespace",
+        plural: "namespaces",
+        short: &["ns"],
+        categories: &[],
+        namespaced: false,
+        has_status: true,
+    },
+    B {
+        group: "",
+        version: "v1",
+        kind: "Pod",
+        plural: "pods",
+        short: &["po"],
+        categories: &["all"],
+        namespaced: true,
+        has_status: true,
+    },
+    B {
+        group: "",
+        version: "v1",
+        kind: "Service",
+        plural: "services",
+        short: &["svc"],
+        categories: &["all"],
+        namespaced: true,
+        has_status: true,
+    },
+    B {
+        group: "",
+        version: "v1",
+        kind: "Event",
+        plural: "events",
+        short: &["ev"],
+        categories: &[],
+        namespaced: true,
+        has_status: false,
+    },
+    B {
+        group: "",
+        version: "v1",
+        kind: "ConfigMap",
+        plural: "configmaps",
+        short: &["cm"],
+        categories: &[],
+        namespaced: true,
+        has_status: false,
+    },
+    B {
+        group: "",
+        version: "v1",
+        kind: "Secret",
+        plural: "secrets",
+        short: &[],
+        categories: &[],
+        namespaced: true,
+        has_status: false,
+    },
+    B {
+        group: "",
+        version: "v1",
+        kind: "ResourceQuota",
+        plural: "resourcequotas",
+        short: &["quota"],
+        categories: &[],
+        namespaced: true,
+        has_status: true,
+    },
+    B {
+        group: "",
+        version: "v1",
+        kind: "ServiceAccount",
+        plural: "serviceaccounts",
+        short: &["sa"],
+        categories: &[],
+        namespaced: true,
+        has_status: false,
+    },
+    B {
+        group: "batch",
+        version: "v1",
+        kind: "Job",
+        plural: "jobs",
+        short: &[],
+        categories: &["all"],
+        namespaced: true,
+        has_status: true,
+    },
+    B {
+        group: "events.k8s.io",
+        version: "v1",
+        kind: "Event",
+        plural: "events",
+        short: &["ev"],
+        categories: &[],
+        namespaced: true,
+        has_status: false,
+    },
+    B {
+        group: "coordination.k8s.io",
+        version: "v1",
+        kind: "Lease",
+        plural: "leases",
+        short: &[],
+        categories: &[],
+        namespaced: true,
+        has_status: false,
+    },
+    B {
+        group: "discovery.k8s.io",
+        version: "v1",
+        kind: "EndpointSlice",
+        plural: "endpointslices",
+        short: &[],
+        categories: &[],
+        namespaced: true,
+        has_status: false,
+    },
+    B {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        kind: "Role",
+        plural: "roles",
+        short: &[],
+        categories: &[],
+        namespaced: true,
+        has_status: false,
+    },
+    B {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        kind: "RoleBinding",
+        plural: "rolebindings",
+        short: &[],
+        categories: &[],
+        namespaced: true,
+        has_status: false,
+    },
+    B {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        kind: "ClusterRole",
+        plural: "clusterroles",
+        short: &[],
+        categories: &[],
+        namespaced: false,
+        has_status: false,
+    },
+    B {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        kind: "ClusterRoleBinding",
+        plural: "clusterrolebindings",
+        short: &[],
+        categories: &[],
+        namespaced: false,
+        has_status: false,
+    },
     // Create-only reviews, answered and never stored (`review.rs`).
-    B { group: "authorization.k8s.io", version: "v1", kind: "LocalSubjectAccessReview", plural: "localsubjectaccessreviews", short: &[], categories: &[], namespaced: true, has_status: false },
-    B { group: "authorization.k8s.io", version: "v1", kind: "SelfSubjectAccessReview", plural: "selfsubjectaccessreviews", short: &[], categories: &[], namespaced: false, has_status: false },
-    B { group: "authorization.k8s.io", version: "v1", kind: "SelfSubjectRulesReview", plural: "selfsubjectrulesreviews", short: &[], categories: &[], namespaced: false, has_status: false },
-    B { group: "authorization.k8s.io", version: "v1", kind: "SubjectAccessReview", plural: "subjectaccessreviews", short: &[], categories: &[], namespaced: false, has_status: false },
-    B { group: "scheduling.k8s.io", version: "v1", kind: "PriorityClass", plural: "priorityclasses", short: &["pc"], categories: &[], namespaced: false, has_status: false },
-    B { group: "admissionregistration.k8s.io", version: "v1", kind: "MutatingWebhookConfiguration", plural: "mutatingwebhookconfigurations", short: &[], categories: &["api-extensions"], namespaced: false, has_status: false },
-    B { group: "admissionregistration.k8s.io", version: "v1", kind: "ValidatingWebhookConfiguration", plural: "validatingwebhookconfigurations", short: &[], categories: &["api-extensions"], namespaced: false, has_status: false },
+    B {
+        group: "authorization.k8s.io",
+        version: "v1",
+        kind: "LocalSubjectAccessReview",
+        plural: "localsubjectaccessreviews",
+        short: &[],
+        categories: &[],
+        namespaced: true,
+        has_status: false,
+    },
+    B {
+        group: "authorization.k8s.io",
+        version: "v1",
+        kind: "SelfSubjectAccessReview",
+        plural: "selfsubjectaccessreviews",
+        short: &[],
+        categories: &[],
+        namespaced: false,
+        has_status: false,
+    },
+    B {
+        group: "authorization.k8s.io",
+        version: "v1",
+        kind: "SelfSubjectRulesReview",
+        plural: "selfsubjectrulesreviews",
+        short: &[],
+        categories: &[],
+        namespaced: false,
+        has_status: false,
+    },
+    B {
+        group: "authorization.k8s.io",
+        version: "v1",
+        kind: "SubjectAccessReview",
+        plural: "subjectaccessreviews",
+        short: &[],
+        categories: &[],
+        namespaced: false,
+        has_status: false,
+    },
+    B {
+        group: "scheduling.k8s.io",
+        version: "v1",
+        kind: "PriorityClass",
+        plural: "priorityclasses",
+        short: &["pc"],
+        categories: &[],
+        namespaced: false,
+        has_status: false,
+    },
+    B {
+        group: "admissionregistration.k8s.io",
+        version: "v1",
+        kind: "MutatingWebhookConfiguration",
+        plural: "mutatingwebhookconfigurations",
+        short: &[],
+        categories: &["api-extensions"],
+        namespaced: false,
+        has_status: false,
+    },
+    B {
+        group: "admissionregistration.k8s.io",
+        version: "v1",
+        kind: "ValidatingWebhookConfiguration",
+        plural: "validatingwebhookconfigurations",
+        short: &[],
+        categories: &["api-extensions"],
+        namespaced: false,
+        has_status: false,
+    },
 ];
 
 fn col(name: &str, type_: &str, json_path: &str) -> PrinterColumn {
@@ -222,8 +459,26 @@ pub fn builtins() -> Vec<ResourceInfo> {
 /// served stay the ones the server started with; a CRD of another kind is stored, not served).
 /// Elsewhere both are NotFound as before.
 const REAL_CLUSTER: &[B] = &[
-    B { group: "apps", version: "v1", kind: "Deployment", plural: "deployments", short: &["deploy"], categories: &["all"], namespaced: true, has_status: true },
-    B { group: "apiextensions.k8s.io", version: "v1", kind: "CustomResourceDefinition", plural: "customresourcedefinitions", short: &["crd", "crds"], categories: &["api-extensions"], namespaced: false, has_status: true },
+    B {
+        group: "apps",
+        version: "v1",
+        kind: "Deployment",
+        plural: "deployments",
+        short: &["deploy"],
+        categories: &["all"],
+        namespaced: true,
+        has_status: true,
+    },
+    B {
+        group: "apiextensions.k8s.io",
+        version: "v1",
+        kind: "CustomResourceDefinition",
+        plural: "customresourcedefinitions",
+        short: &["crd", "crds"],
+        categories: &["api-extensions"],
+        namespaced: false,
+        has_status: true,
+    },
 ];
 
 fn info_of(b: &B) -> ResourceInfo {
@@ -249,7 +504,10 @@ fn info_of(b: &B) -> ResourceInfo {
                 col("Succeeded", "integer", ".status.succeeded"),
                 col("Age", "date", ".metadata.creationTimestamp"),
             ],
-            "namespaces" => vec![col("Status", "string", ".status.phase"), col("Age", "date", ".metadata.creationTimestamp")],
+            "namespaces" => vec![
+                col("Status", "string", ".status.phase"),
+                col("Age", "date", ".metadata.creationTimestamp"),
+            ],
             "priorityclasses" => vec![
                 col("Value", "integer", ".value"),
                 col("Global-Default", "boolean", ".globalDefault"),

@@ -35,7 +35,12 @@ const AUTHENTICATED: &str = "system:authenticated";
 
 fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
     let owned = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    PolicyRule { api_groups: Some(owned(groups)), resources: Some(owned(resources)), verbs: owned(verbs), ..Default::default() }
+    PolicyRule {
+        api_groups: Some(owned(groups)),
+        resources: Some(owned(resources)),
+        verbs: owned(verbs),
+        ..Default::default()
+    }
 }
 
 fn non_resource(urls: &[&str], verbs: &[&str]) -> PolicyRule {
@@ -50,15 +55,40 @@ fn non_resource(urls: &[&str], verbs: &[&str]) -> PolicyRule {
 /// (the self reviews) and `system:discovery`.
 fn authenticated_rules() -> Vec<PolicyRule> {
     vec![
-        rule(&[GROUP], &["selfsubjectaccessreviews", "selfsubjectrulesreviews"], &["create"]),
+        rule(
+            &[GROUP],
+            &["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+            &["create"],
+        ),
         rule(&["authentication.k8s.io"], &["selfsubjectreviews"], &["create"]),
-        non_resource(&["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*", "/readyz", "/version", "/version/"], &["get"]),
+        non_resource(
+            &[
+                "/api",
+                "/api/*",
+                "/apis",
+                "/apis/*",
+                "/healthz",
+                "/livez",
+                "/openapi",
+                "/openapi/*",
+                "/readyz",
+                "/version",
+                "/version/",
+            ],
+            &["get"],
+        ),
     ]
 }
 
 /// Everything, as `system:masters` has it.
 pub fn superuser(user: &str) -> Authorizer {
-    Authorizer::from_rules(user, vec![(None, rule(&["*"], &["*"], &["*"])), (None, non_resource(&["*"], &["*"]))])
+    Authorizer::from_rules(
+        user,
+        vec![
+            (None, rule(&["*"], &["*"], &["*"])),
+            (None, non_resource(&["*"], &["*"])),
+        ],
+    )
 }
 
 /// A user and the groups it is in, as an authenticator (or impersonation) hands them to RBAC.
@@ -72,7 +102,11 @@ impl Subject {
     /// With the groups the real server adds: a ServiceAccount's, and `system:authenticated`.
     pub fn authenticated(user: &str, groups: &[String]) -> Subject {
         let mut all: Vec<String> = groups.to_vec();
-        if let Some(ns) = user.strip_prefix("system:serviceaccount:").and_then(|rest| rest.split_once(':')).map(|(ns, _)| ns) {
+        if let Some(ns) = user
+            .strip_prefix("system:serviceaccount:")
+            .and_then(|rest| rest.split_once(':'))
+            .map(|(ns, _)| ns)
+        {
             all.push("system:serviceaccounts".into());
             all.push(format!("system:serviceaccounts:{ns}"));
         }
@@ -81,7 +115,10 @@ impl Subject {
         }
         all.sort();
         all.dedup();
-        Subject { user: user.to_string(), groups: all }
+        Subject {
+            user: user.to_string(),
+            groups: all,
+        }
     }
 
     fn binds(&self, subject: &Value, binding_ns: &str) -> bool {
@@ -90,7 +127,11 @@ impl Subject {
             "User" => s("name") == self.user,
             "Group" => self.groups.iter().any(|g| g == s("name")),
             "ServiceAccount" => {
-                let ns = if s("namespace").is_empty() { binding_ns } else { s("namespace") };
+                let ns = if s("namespace").is_empty() {
+                    binding_ns
+                } else {
+                    s("namespace")
+                };
                 self.user == format!("system:serviceaccount:{ns}:{}", s("name"))
             }
             _ => false,
@@ -99,12 +140,20 @@ impl Subject {
 }
 
 fn rules_of(obj: &Value) -> Vec<PolicyRule> {
-    obj.get("rules").cloned().and_then(|r| serde_json::from_value(r).ok()).unwrap_or_default()
+    obj.get("rules")
+        .cloned()
+        .and_then(|r| serde_json::from_value(r).ok())
+        .unwrap_or_default()
 }
 
 fn list(store: &Store, registry: &Registry, plural: &str) -> Vec<Arc<Value>> {
-    let Some(info) = registry.find(RBAC, "v1", plural) else { return Vec::new() };
-    store.list(&info, None, &ListOptions::default()).map(|l| l.items).unwrap_or_default()
+    let Some(info) = registry.find(RBAC, "v1", plural) else {
+        return Vec::new();
+    };
+    store
+        .list(&info, None, &ListOptions::default())
+        .map(|l| l.items)
+        .unwrap_or_default()
 }
 
 fn get(store: &Store, registry: &Registry, plural: &str, ns: Option<&str>, name: &str) -> Option<Arc<Value>> {
@@ -119,10 +168,15 @@ pub fn authorizer_for(store: &Store, registry: &Registry, subject: &Subject) -> 
         return superuser(&subject.user);
     }
     let text = |o: &Value, p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
-    let bound = |b: &Value, ns: &str| b.get("subjects").and_then(Value::as_array).is_some_and(|s| s.iter().any(|s| subject.binds(s, ns)));
+    let bound = |b: &Value, ns: &str| {
+        b.get("subjects")
+            .and_then(Value::as_array)
+            .is_some_and(|s| s.iter().any(|s| subject.binds(s, ns)))
+    };
     let mut rules: Vec<(Option<String>, PolicyRule)> = Vec::new();
     for b in list(store, registry, "clusterrolebindings") {
-        if text(&b, "/roleRef/kind") == "ClusterRole" && bound(&b, "")
+        if text(&b, "/roleRef/kind") == "ClusterRole"
+            && bound(&b, "")
             && let Some(role) = get(store, registry, "clusterroles", None, &text(&b, "/roleRef/name"))
         {
             rules.extend(rules_of(&role).into_iter().map(|r| (None, r)));
@@ -150,32 +204,75 @@ pub fn authorizer_for(store: &Store, registry: &Registry, subject: &Subject) -> 
 }
 
 fn header_values<'a>(headers: &'a HeaderMap, name: &str) -> Vec<&'a str> {
-    headers.get_all(name).iter().filter_map(|v| v.to_str().ok()).collect()
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect()
 }
 
 /// Who the request is for authorization: `None` may do everything (the listener's token, the
 /// in-process client); otherwise the `client_as` principal, or the user it impersonates.
-pub fn principal(store: &Store, registry: &Registry, headers: &HeaderMap, given: Option<&Principal>) -> Result<Option<Arc<Authorizer>>, ApiError> {
+pub fn principal(
+    store: &Store,
+    registry: &Registry,
+    headers: &HeaderMap,
+    given: Option<&Principal>,
+) -> Result<Option<Arc<Authorizer>>, ApiError> {
     let given = given.map(|p| p.0.clone());
-    let user = header_values(headers, "impersonate-user").first().map(|u| u.to_string());
-    let groups: Vec<String> = header_values(headers, "impersonate-group").into_iter().map(String::from).collect();
+    let user = header_values(headers, "impersonate-user")
+        .first()
+        .map(|u| u.to_string());
+    let groups: Vec<String> = header_values(headers, "impersonate-group")
+        .into_iter()
+        .map(String::from)
+        .collect();
     let Some(user) = user else {
         if !groups.is_empty() {
-            return Err(ApiError::new(403, "Forbidden", "requested impersonation of groups without impersonating a user"));
+            return Err(ApiError::new(
+                403,
+                "Forbidden",
+                "requested impersonation of groups without impersonating a user",
+            ));
         }
         return Ok(given);
     };
     if let Some(authz) = &given {
-        let mut wanted = vec![match user.strip_prefix("system:serviceaccount:").and_then(|r| r.split_once(':')) {
-            Some((ns, name)) => Access { group: String::new(), resource: "serviceaccounts".into(), verb: "impersonate".into(), name: Some(name.into()), namespace: Some(ns.into()) },
-            None => Access { group: String::new(), resource: "users".into(), verb: "impersonate".into(), name: Some(user.clone()), namespace: None },
+        let mut wanted = vec![match user
+            .strip_prefix("system:serviceaccount:")
+            .and_then(|r| r.split_once(':'))
+        {
+            Some((ns, name)) => Access {
+                group: String::new(),
+                resource: "serviceaccounts".into(),
+                verb: "impersonate".into(),
+                name: Some(name.into()),
+                namespace: Some(ns.into()),
+            },
+            None => Access {
+                group: String::new(),
+                resource: "users".into(),
+                verb: "impersonate".into(),
+                name: Some(user.clone()),
+                namespace: None,
+            },
         }];
-        wanted.extend(groups.iter().map(|g| Access { group: String::new(), resource: "groups".into(), verb: "impersonate".into(), name: Some(g.clone()), namespace: None }));
+        wanted.extend(groups.iter().map(|g| Access {
+            group: String::new(),
+            resource: "groups".into(),
+            verb: "impersonate".into(),
+            name: Some(g.clone()),
+            namespace: None,
+        }));
         if let Some(denied) = wanted.iter().find(|a| !authz.allows(a)) {
             return Err(ApiError::new(403, "Forbidden", authz.forbidden_message(denied)));
         }
     }
-    Ok(Some(Arc::new(authorizer_for(store, registry, &Subject::authenticated(&user, &groups)))))
+    Ok(Some(Arc::new(authorizer_for(
+        store,
+        registry,
+        &Subject::authenticated(&user, &groups),
+    ))))
 }
 
 fn invalid(kind: &str, field: &str, why: &str) -> ApiError {
@@ -184,7 +281,12 @@ fn invalid(kind: &str, field: &str, why: &str) -> ApiError {
 }
 
 /// The decision for one review spec's attributes.
-fn decide(authz: Option<&Authorizer>, spec: &Value, kind: &str, namespace: Option<&str>) -> Result<bool, ApiError> {
+fn decide(
+    authz: Option<&Authorizer>,
+    spec: &Value,
+    kind: &str,
+    namespace: Option<&str>,
+) -> Result<bool, ApiError> {
     let res = spec.get("resourceAttributes").filter(|v| v.is_object());
     let non = spec.get("nonResourceAttributes").filter(|v| v.is_object());
     let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
@@ -194,13 +296,25 @@ fn decide(authz: Option<&Authorizer>, spec: &Value, kind: &str, namespace: Optio
                 "" => s(r, "resource"),
                 sub => format!("{}/{sub}", s(r, "resource")),
             };
-            let ns = namespace.map(String::from).or_else(|| Some(s(r, "namespace")).filter(|n| !n.is_empty()));
+            let ns = namespace
+                .map(String::from)
+                .or_else(|| Some(s(r, "namespace")).filter(|n| !n.is_empty()));
             let name = Some(s(r, "name")).filter(|n| !n.is_empty());
-            let access = Access { group: s(r, "group"), resource, verb: s(r, "verb"), name, namespace: ns };
+            let access = Access {
+                group: s(r, "group"),
+                resource,
+                verb: s(r, "verb"),
+                name,
+                namespace: ns,
+            };
             Ok(authz.is_none_or(|a| a.would_allow(&access)))
         }
         (None, Some(n)) => Ok(authz.is_none_or(|a| a.allows_non_resource(&s(n, "verb"), &s(n, "path")))),
-        _ => Err(invalid(kind, "spec.resourceAttributes", "exactly one of nonResourceAttributes or resourceAttributes must be specified")),
+        _ => Err(invalid(
+            kind,
+            "spec.resourceAttributes",
+            "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+        )),
     }
 }
 
@@ -208,7 +322,10 @@ fn rules_review(authz: Option<&Authorizer>, namespace: &str) -> Value {
     let rules: Vec<PolicyRule> = match authz {
         None => superuser("").rules_in(None).cloned().collect(),
         Some(a) => {
-            let mut r: Vec<PolicyRule> = a.rules_in(Some(namespace).filter(|n| !n.is_empty())).cloned().collect();
+            let mut r: Vec<PolicyRule> = a
+                .rules_in(Some(namespace).filter(|n| !n.is_empty()))
+                .cloned()
+                .collect();
             // What every authenticated user holds, whether or not the principal's own rules say so.
             for x in authenticated_rules() {
                 if !r.contains(&x) {
@@ -244,13 +361,17 @@ pub fn serve(
     body: &[u8],
 ) -> Result<(u16, Value), ApiError> {
     if *method != Method::POST {
-        return Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource ({method} {})", info.qualified_plural())));
+        return Err(ApiError::method_not_allowed(format!(
+            "the server does not allow this method on the requested resource ({method} {})",
+            info.qualified_plural()
+        )));
     }
     let ct = content_type.split(';').next().unwrap_or("").trim();
     let mut obj: Value = if ct == "application/vnd.kubernetes.protobuf" {
         protobuf::decode(body, info).map_err(|e| ApiError::unsupported_media(e.to_string()))?
     } else {
-        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))?
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))?
     };
     if !obj.is_object() {
         return Err(ApiError::bad_request("the request body must be a JSON object"));
@@ -259,27 +380,55 @@ pub fn serve(
     let kind = info.kind.as_str();
     let status = match kind {
         "SelfSubjectAccessReview" => json!({"allowed": decide(authz, &spec, kind, None)?}),
-        "SelfSubjectRulesReview" => rules_review(authz, spec.get("namespace").and_then(Value::as_str).unwrap_or("")),
+        "SelfSubjectRulesReview" => {
+            rules_review(authz, spec.get("namespace").and_then(Value::as_str).unwrap_or(""))
+        }
         "SubjectAccessReview" | "LocalSubjectAccessReview" => {
-            let access = Access { group: GROUP.into(), resource: info.plural.clone(), verb: "create".into(), name: None, namespace: url_namespace.map(String::from) };
+            let access = Access {
+                group: GROUP.into(),
+                resource: info.plural.clone(),
+                verb: "create".into(),
+                name: None,
+                namespace: url_namespace.map(String::from),
+            };
             if let Some(a) = authz
                 && !a.allows(&access)
             {
                 return Err(ApiError::new(403, "Forbidden", a.forbidden_message(&access)));
             }
-            if let (Some(url_ns), Some(ns)) = (url_namespace, spec.pointer("/resourceAttributes/namespace").and_then(Value::as_str))
-                && !ns.is_empty()
+            if let (Some(url_ns), Some(ns)) = (
+                url_namespace,
+                spec.pointer("/resourceAttributes/namespace")
+                    .and_then(Value::as_str),
+            ) && !ns.is_empty()
                 && ns != url_ns
             {
-                return Err(invalid(kind, "spec.resourceAttributes.namespace", "must match metadata.namespace"));
+                return Err(invalid(
+                    kind,
+                    "spec.resourceAttributes.namespace",
+                    "must match metadata.namespace",
+                ));
             }
             let user = spec.get("user").and_then(Value::as_str).unwrap_or("");
-            let groups: Vec<String> = spec.get("groups").and_then(Value::as_array).into_iter().flatten().filter_map(|g| g.as_str().map(String::from)).collect();
+            let groups: Vec<String> = spec
+                .get("groups")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|g| g.as_str().map(String::from))
+                .collect();
             if user.is_empty() && groups.is_empty() {
-                return Err(invalid(kind, "spec.user", "at least one of user or group must be specified"));
+                return Err(invalid(
+                    kind,
+                    "spec.user",
+                    "at least one of user or group must be specified",
+                ));
             }
             // The subject is exactly who the spec names (no groups added: a webhook passes them on).
-            let subject = Subject { user: user.to_string(), groups };
+            let subject = Subject {
+                user: user.to_string(),
+                groups,
+            };
             let theirs = authorizer_for(&srv.store, &srv.registry, &subject);
             json!({"allowed": decide(Some(&theirs), &spec, kind, url_namespace)?})
         }
@@ -302,13 +451,25 @@ mod tests {
     fn srv_with(docs: &[Value]) -> Arc<EmbeddedServer> {
         let srv = EmbeddedServer::new(&[], Arc::new(AllowAll));
         for d in docs {
-            let (group, version) = d["apiVersion"].as_str().unwrap().split_once('/').unwrap_or(("", "v1"));
+            let (group, version) = d["apiVersion"]
+                .as_str()
+                .unwrap()
+                .split_once('/')
+                .unwrap_or(("", "v1"));
             let kind = d["kind"].as_str().unwrap();
-            let info = srv.registry.all().iter().find(|r| r.group == group && r.version == version && r.kind == kind).cloned().unwrap();
+            let info = srv
+                .registry
+                .all()
+                .iter()
+                .find(|r| r.group == group && r.version == version && r.kind == kind)
+                .cloned()
+                .unwrap();
             let ns = d.pointer("/metadata/namespace").and_then(Value::as_str);
             if let Some(ns) = ns {
                 let nsi = srv.registry.find("", "v1", "namespaces").unwrap();
-                let _ = srv.store.create(&nsi, None, json!({"metadata": {"name": ns}}), false);
+                let _ = srv
+                    .store
+                    .create(&nsi, None, json!({"metadata": {"name": ns}}), false);
             }
             srv.store.create(&info, ns, d.clone(), false).unwrap();
         }
@@ -316,7 +477,13 @@ mod tests {
     }
 
     fn access(group: &str, resource: &str, verb: &str, ns: Option<&str>) -> Access {
-        Access { group: group.into(), resource: resource.into(), verb: verb.into(), name: None, namespace: ns.map(String::from) }
+        Access {
+            group: group.into(),
+            resource: resource.into(),
+            verb: verb.into(),
+            name: None,
+            namespace: ns.map(String::from),
+        }
     }
 
     /// Kubernetes RBAC's binding semantics: a RoleBinding grants in its namespace (also a
@@ -338,30 +505,74 @@ mod tests {
                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "wl-editor"},
                    "subjects": [{"kind": "User", "name": "alice"}]}),
         ]);
-        let bot = authorizer_for(&srv.store, &srv.registry, &Subject::authenticated("system:serviceaccount:team:bot", &[]));
+        let bot = authorizer_for(
+            &srv.store,
+            &srv.registry,
+            &Subject::authenticated("system:serviceaccount:team:bot", &[]),
+        );
         assert!(bot.would_allow(&access("", "pods", "list", Some("team"))));
         assert!(!bot.would_allow(&access("", "pods", "list", Some("other"))));
-        assert!(!bot.would_allow(&access("", "pods", "list", None)), "all namespaces needs a cluster-wide grant");
+        assert!(
+            !bot.would_allow(&access("", "pods", "list", None)),
+            "all namespaces needs a cluster-wide grant"
+        );
         assert!(!bot.would_allow(&access("", "pods", "delete", Some("team"))));
-        assert!(bot.would_allow(&access(GROUP, "selfsubjectaccessreviews", "create", None)), "system:basic-user");
-        let ml = authorizer_for(&srv.store, &srv.registry, &Subject::authenticated("bob", &["ml-team".into()]));
+        assert!(
+            bot.would_allow(&access(GROUP, "selfsubjectaccessreviews", "create", None)),
+            "system:basic-user"
+        );
+        let ml = authorizer_for(
+            &srv.store,
+            &srv.registry,
+            &Subject::authenticated("bob", &["ml-team".into()]),
+        );
         assert!(ml.would_allow(&access("kueue.x-k8s.io", "workloads", "create", Some("ml"))));
         assert!(!ml.would_allow(&access("kueue.x-k8s.io", "workloads", "create", Some("team"))));
         let alice = authorizer_for(&srv.store, &srv.registry, &Subject::authenticated("alice", &[]));
         assert!(alice.would_allow(&access("kueue.x-k8s.io", "workloads", "create", Some("anywhere"))));
-        let admin = authorizer_for(&srv.store, &srv.registry, &Subject::authenticated("root", &[MASTERS.into()]));
-        assert!(admin.would_allow(&access("x", "y", "z", None)) && admin.allows_non_resource("get", "/metrics"));
-        assert!(bot.allows_non_resource("get", "/apis/ray.io") && !bot.allows_non_resource("get", "/metrics"));
+        let admin = authorizer_for(
+            &srv.store,
+            &srv.registry,
+            &Subject::authenticated("root", &[MASTERS.into()]),
+        );
+        assert!(
+            admin.would_allow(&access("x", "y", "z", None)) && admin.allows_non_resource("get", "/metrics")
+        );
+        assert!(
+            bot.allows_non_resource("get", "/apis/ray.io") && !bot.allows_non_resource("get", "/metrics")
+        );
     }
 
     #[test]
     fn reviews_answer_from_the_callers_rules() {
         let srv = srv_with(&[]);
-        let info = |kind: &str| srv.registry.all().iter().find(|r| r.kind == kind).cloned().unwrap();
-        let ssar = |verb: &str, ns: &str| serde_json::to_vec(&json!({"spec": {"resourceAttributes": {"verb": verb, "resource": "pods", "namespace": ns}}})).unwrap();
+        let info = |kind: &str| {
+            srv.registry
+                .all()
+                .iter()
+                .find(|r| r.kind == kind)
+                .cloned()
+                .unwrap()
+        };
+        let ssar = |verb: &str, ns: &str| {
+            serde_json::to_vec(
+                &json!({"spec": {"resourceAttributes": {"verb": verb, "resource": "pods", "namespace": ns}}}),
+            )
+            .unwrap()
+        };
         let role = json!({"kind": "Role", "metadata": {"namespace": "team"}, "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]});
         let authz = Authorizer::from_documents("u", &[role]).unwrap();
-        let post = |authz: Option<&Authorizer>, kind: &str, body: &[u8]| serve(&srv, authz, &info(kind), None, &Method::POST, "application/json", body);
+        let post = |authz: Option<&Authorizer>, kind: &str, body: &[u8]| {
+            serve(
+                &srv,
+                authz,
+                &info(kind),
+                None,
+                &Method::POST,
+                "application/json",
+                body,
+            )
+        };
         let (code, out) = post(Some(&authz), "SelfSubjectAccessReview", &ssar("get", "team")).unwrap();
         assert_eq!((code, out["status"]["allowed"].as_bool()), (201, Some(true)));
         assert_eq!(out["apiVersion"], "authorization.k8s.io/v1");
@@ -370,24 +581,75 @@ mod tests {
         let (_, out) = post(Some(&authz), "SelfSubjectAccessReview", &ssar("get", "other")).unwrap();
         assert_eq!(out["status"]["allowed"], false);
         let (_, out) = post(None, "SelfSubjectAccessReview", &ssar("delete", "")).unwrap();
-        assert_eq!(out["status"]["allowed"], true, "the listener's token may do everything");
+        assert_eq!(
+            out["status"]["allowed"], true,
+            "the listener's token may do everything"
+        );
         let err = post(Some(&authz), "SelfSubjectAccessReview", br#"{"spec": {}}"#).unwrap_err();
         assert_eq!(err.code, 422);
-        assert!(err.message.contains("exactly one of nonResourceAttributes or resourceAttributes"), "{}", err.message);
-        let (_, rules) = post(Some(&authz), "SelfSubjectRulesReview", br#"{"spec": {"namespace": "team"}}"#).unwrap();
+        assert!(
+            err.message
+                .contains("exactly one of nonResourceAttributes or resourceAttributes"),
+            "{}",
+            err.message
+        );
+        let (_, rules) = post(
+            Some(&authz),
+            "SelfSubjectRulesReview",
+            br#"{"spec": {"namespace": "team"}}"#,
+        )
+        .unwrap();
         let rr = rules["status"]["resourceRules"].as_array().unwrap();
-        assert!(rr.iter().any(|r| r["resources"] == json!(["pods"]) && r["verbs"] == json!(["get"])), "{rules}");
-        let (_, elsewhere) = post(Some(&authz), "SelfSubjectRulesReview", br#"{"spec": {"namespace": "other"}}"#).unwrap();
-        assert!(!elsewhere["status"]["resourceRules"].as_array().unwrap().iter().any(|r| r["resources"] == json!(["pods"])));
+        assert!(
+            rr.iter()
+                .any(|r| r["resources"] == json!(["pods"]) && r["verbs"] == json!(["get"])),
+            "{rules}"
+        );
+        let (_, elsewhere) = post(
+            Some(&authz),
+            "SelfSubjectRulesReview",
+            br#"{"spec": {"namespace": "other"}}"#,
+        )
+        .unwrap();
+        assert!(
+            !elsewhere["status"]["resourceRules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["resources"] == json!(["pods"]))
+        );
         // A SubjectAccessReview needs create on it, and judges the subject named, not the caller.
         let sar = br#"{"spec": {"user": "nobody", "resourceAttributes": {"verb": "get", "resource": "pods", "namespace": "team"}}}"#;
-        assert_eq!(post(Some(&authz), "SubjectAccessReview", sar).unwrap_err().code, 403);
+        assert_eq!(
+            post(Some(&authz), "SubjectAccessReview", sar).unwrap_err().code,
+            403
+        );
         let (_, out) = post(None, "SubjectAccessReview", sar).unwrap();
         assert_eq!(out["status"]["allowed"], false);
         let masters = br#"{"spec": {"user": "x", "groups": ["system:masters"], "resourceAttributes": {"verb": "get", "resource": "pods"}}}"#;
-        assert_eq!(post(None, "SubjectAccessReview", masters).unwrap().1["status"]["allowed"], true);
-        assert_eq!(post(None, "SubjectAccessReview", br#"{"spec": {"resourceAttributes": {}}}"#).unwrap_err().code, 422);
-        let get = serve(&srv, None, &info("SelfSubjectAccessReview"), None, &Method::GET, "", b"");
+        assert_eq!(
+            post(None, "SubjectAccessReview", masters).unwrap().1["status"]["allowed"],
+            true
+        );
+        assert_eq!(
+            post(
+                None,
+                "SubjectAccessReview",
+                br#"{"spec": {"resourceAttributes": {}}}"#
+            )
+            .unwrap_err()
+            .code,
+            422
+        );
+        let get = serve(
+            &srv,
+            None,
+            &info("SelfSubjectAccessReview"),
+            None,
+            &Method::GET,
+            "",
+            b"",
+        );
         assert_eq!(get.unwrap_err().code, 405);
     }
 
@@ -395,17 +657,42 @@ mod tests {
     fn impersonation_needs_the_impersonate_verb() {
         let srv = srv_with(&[]);
         let mut headers = HeaderMap::new();
-        headers.insert("impersonate-user", "system:serviceaccount:team:bot".parse().unwrap());
-        let p = principal(&srv.store, &srv.registry, &headers, None).unwrap().expect("impersonated");
+        headers.insert(
+            "impersonate-user",
+            "system:serviceaccount:team:bot".parse().unwrap(),
+        );
+        let p = principal(&srv.store, &srv.registry, &headers, None)
+            .unwrap()
+            .expect("impersonated");
         assert_eq!(p.user, "system:serviceaccount:team:bot");
         assert!(!p.would_allow(&access("", "pods", "get", Some("team"))));
         let weak = Authorizer::from_documents("u", &[json!({"kind": "ClusterRole", "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]})]).unwrap();
-        let err = principal(&srv.store, &srv.registry, &headers, Some(&Principal(Arc::new(weak)))).unwrap_err();
+        let err = principal(
+            &srv.store,
+            &srv.registry,
+            &headers,
+            Some(&Principal(Arc::new(weak))),
+        )
+        .unwrap_err();
         assert_eq!(err.code, 403);
-        assert!(err.message.contains("cannot impersonate resource \"serviceaccounts\""), "{}", err.message);
+        assert!(
+            err.message
+                .contains("cannot impersonate resource \"serviceaccounts\""),
+            "{}",
+            err.message
+        );
         let mut groups_only = HeaderMap::new();
         groups_only.insert("impersonate-group", "g".parse().unwrap());
-        assert_eq!(principal(&srv.store, &srv.registry, &groups_only, None).unwrap_err().code, 403);
-        assert!(principal(&srv.store, &srv.registry, &HeaderMap::new(), None).unwrap().is_none());
+        assert_eq!(
+            principal(&srv.store, &srv.registry, &groups_only, None)
+                .unwrap_err()
+                .code,
+            403
+        );
+        assert!(
+            principal(&srv.store, &srv.registry, &HeaderMap::new(), None)
+                .unwrap()
+                .is_none()
+        );
     }
 }

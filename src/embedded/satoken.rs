@@ -68,8 +68,16 @@ fn hmac(key: &[u8; 32], msg: &[u8]) -> [u8; 32] {
     let mut k = [0u8; 64];
     k[..32].copy_from_slice(key);
     let pad = |b: u8| k.iter().map(|x| x ^ b).collect::<Vec<u8>>();
-    let inner: [u8; 32] = Sha256::new().chain_update(pad(0x36)).chain_update(msg).finalize().into();
-    Sha256::new().chain_update(pad(0x5c)).chain_update(inner).finalize().into()
+    let inner: [u8; 32] = Sha256::new()
+        .chain_update(pad(0x36))
+        .chain_update(msg)
+        .finalize()
+        .into();
+    Sha256::new()
+        .chain_update(pad(0x5c))
+        .chain_update(inner)
+        .finalize()
+        .into()
 }
 
 pub fn issue(key: &TokenKey, claims: &Claims) -> String {
@@ -84,7 +92,13 @@ pub fn verify(key: &TokenKey, token: &str, now: i64) -> Option<Claims> {
     let given = URL_SAFE_NO_PAD.decode(mac).ok()?;
     let want = hmac(key.key(), payload.as_bytes());
     // Constant time in the mac's content.
-    if given.len() != want.len() || given.iter().zip(want.iter()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) != 0 {
+    if given.len() != want.len()
+        || given
+            .iter()
+            .zip(want.iter())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            != 0
+    {
         return None;
     }
     let claims: Claims = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).ok()?).ok()?;
@@ -94,42 +108,67 @@ pub fn verify(key: &TokenKey, token: &str, now: i64) -> Option<Claims> {
 /// The bearer token of an `Authorization` header value.
 pub fn bearer(authorization: Option<&str>) -> Option<&str> {
     let (scheme, rest) = authorization?.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim()).filter(|t| !t.is_empty())
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| rest.trim())
+        .filter(|t| !t.is_empty())
 }
 
 pub fn now_unix() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
 }
 
 fn rfc3339(unix: i64) -> String {
-    jiff::Timestamp::from_second(unix).map(|t| t.to_string()).unwrap_or_default()
+    jiff::Timestamp::from_second(unix)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
 }
 
 fn invalid(name: &str, field: &str, why: &str) -> ApiError {
     let fe = crate::api::validation::FieldError::invalid(field, why);
-    ApiError::invalid("TokenRequest.authentication.k8s.io", name, &[fe]).details(name, "authentication.k8s.io", "TokenRequest")
+    ApiError::invalid("TokenRequest.authentication.k8s.io", name, &[fe]).details(
+        name,
+        "authentication.k8s.io",
+        "TokenRequest",
+    )
 }
 
 /// Answers a TokenRequest `body` for the ServiceAccount `sa` (already looked up): the TokenRequest
 /// with `status.token` and `status.expirationTimestamp`, as the real server returns it (201).
 pub fn token_request(key: &TokenKey, sa: &Value, body: &[u8]) -> Result<Value, ApiError> {
     let text = |p: &str| sa.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
-    let (ns, name, uid) = (text("/metadata/namespace"), text("/metadata/name"), text("/metadata/uid"));
+    let (ns, name, uid) = (
+        text("/metadata/namespace"),
+        text("/metadata/name"),
+        text("/metadata/uid"),
+    );
     let req: Value = if body.is_empty() {
         json!({})
     } else if body.starts_with(b"k8s\0") {
         // kubectl sends built-in kinds as protobuf.
-        from_protobuf(body).ok_or_else(|| ApiError::bad_request("the TokenRequest body is not a valid protobuf TokenRequest"))?
+        from_protobuf(body).ok_or_else(|| {
+            ApiError::bad_request("the TokenRequest body is not a valid protobuf TokenRequest")
+        })?
     } else {
-        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("the TokenRequest body is not valid JSON: {e}")))?
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("the TokenRequest body is not valid JSON: {e}")))?
     };
     let spec = req.get("spec").cloned().unwrap_or_else(|| json!({}));
     let expiration = match spec.get("expirationSeconds") {
         None | Some(Value::Null) => DEFAULT_EXPIRATION,
         Some(v) => {
-            let secs = v.as_i64().ok_or_else(|| invalid(&name, "spec.expirationSeconds", "must be an integer"))?;
+            let secs = v
+                .as_i64()
+                .ok_or_else(|| invalid(&name, "spec.expirationSeconds", "must be an integer"))?;
             if secs < MIN_EXPIRATION {
-                return Err(invalid(&name, "spec.expirationSeconds", "may not specify a duration less than 10 minutes"));
+                return Err(invalid(
+                    &name,
+                    "spec.expirationSeconds",
+                    "may not specify a duration less than 10 minutes",
+                ));
             }
             secs.min(MAX_EXPIRATION)
         }
@@ -139,7 +178,12 @@ pub fn token_request(key: &TokenKey, sa: &Value, body: &[u8]) -> Result<Value, A
         _ => json!([DEFAULT_AUDIENCE]),
     };
     let now = now_unix();
-    let claims = Claims { ns: ns.clone(), name: name.clone(), uid, exp: now.saturating_add(expiration) };
+    let claims = Claims {
+        ns: ns.clone(),
+        name: name.clone(),
+        uid,
+        exp: now.saturating_add(expiration),
+    };
     Ok(json!({
         "kind": "TokenRequest",
         "apiVersion": "authentication.k8s.io/v1",
@@ -207,7 +251,9 @@ fn bytes_field<'a>(f: &[(u64, Wire<'a>)], n: u64) -> Option<&'a [u8]> {
 fn from_protobuf(body: &[u8]) -> Option<Value> {
     let unknown = fields(body.strip_prefix(b"k8s\0")?)?;
     let request = fields(bytes_field(&unknown, 2)?)?;
-    let Some(spec) = bytes_field(&request, 2) else { return Some(json!({})) };
+    let Some(spec) = bytes_field(&request, 2) else {
+        return Some(json!({}));
+    };
     let spec = fields(spec)?;
     let mut out = serde_json::Map::new();
     let audiences: Vec<String> = spec
@@ -255,15 +301,26 @@ mod tests {
     fn forged_or_foreign_tokens_do_not_verify() {
         let key = TokenKey::default();
         key.init_from("admin");
-        let claims = Claims { ns: "qs".into(), name: "mgr".into(), uid: "u".into(), exp: now_unix() + 1000 };
+        let claims = Claims {
+            ns: "qs".into(),
+            name: "mgr".into(),
+            uid: "u".into(),
+            exp: now_unix() + 1000,
+        };
         let token = issue(&key, &claims);
         let other = TokenKey::default();
         other.init_from("another server");
         assert!(verify(&other, &token, now_unix()).is_none(), "another key");
         // The payload changed to name another ServiceAccount, the mac kept.
         let (_, mac) = token.rsplit_once('.').unwrap();
-        let forged_claims = Claims { name: "admin".into(), ..claims };
-        let forged = format!("{PREFIX}{}.{mac}", URL_SAFE_NO_PAD.encode(serde_json::to_vec(&forged_claims).unwrap()));
+        let forged_claims = Claims {
+            name: "admin".into(),
+            ..claims
+        };
+        let forged = format!(
+            "{PREFIX}{}.{mac}",
+            URL_SAFE_NO_PAD.encode(serde_json::to_vec(&forged_claims).unwrap())
+        );
         assert!(verify(&key, &forged, now_unix()).is_none(), "forged payload");
         for junk in ["", "qgsa.", "qgsa.x.y", "Bearer x", &token[..token.len() - 2]] {
             assert!(verify(&key, junk, now_unix()).is_none(), "{junk}");
@@ -275,7 +332,12 @@ mod tests {
         let key = TokenKey::default();
         let err = token_request(&key, &sa(), br#"{"spec":{"expirationSeconds":60}}"#).unwrap_err();
         assert_eq!(err.code, 422);
-        assert!(err.message.contains("may not specify a duration less than 10 minutes"), "{}", err.message);
+        assert!(
+            err.message
+                .contains("may not specify a duration less than 10 minutes"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]
@@ -287,7 +349,10 @@ mod tests {
         let mut body = b"k8s\0".to_vec();
         body.extend_from_slice(&[0x12, request.len() as u8]);
         body.extend_from_slice(&request);
-        assert_eq!(from_protobuf(&body), Some(json!({"spec": {"audiences": ["a"], "expirationSeconds": 700}})));
+        assert_eq!(
+            from_protobuf(&body),
+            Some(json!({"spec": {"audiences": ["a"], "expirationSeconds": 700}}))
+        );
         assert_eq!(from_protobuf(b"k8s\0\x12\xff"), None, "truncated");
     }
 
@@ -298,6 +363,9 @@ mod tests {
         key[..4].copy_from_slice(b"Jefe");
         let mac = hmac(&key, b"what do ya want for nothing?");
         let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(hex, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+        assert_eq!(
+            hex,
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
     }
 }

@@ -210,12 +210,9 @@ impl<'a> Parser<'a> {
 
 impl LabelSelector {
     pub fn parse(s: &str) -> Result<Self, SelectorError> {
-        let exprs = Parser {
-            toks: lex(s),
-            pos: 0,
-        }
-        .selector()
-        .map_err(|e| SelectorError(format!("unable to parse label selector {s:?}: {e}")))?;
+        let exprs = Parser { toks: lex(s), pos: 0 }
+            .selector()
+            .map_err(|e| SelectorError(format!("unable to parse label selector {s:?}: {e}")))?;
         Ok(LabelSelector(Selector::from_iter(exprs)))
     }
 
@@ -453,11 +450,7 @@ mod tests {
             ("   ", true),
         ];
         for (sel, want) in cases {
-            assert_eq!(
-                LabelSelector::parse(sel).unwrap().matches(&obj),
-                want,
-                "{sel}"
-            );
+            assert_eq!(LabelSelector::parse(sel).unwrap().matches(&obj), want, "{sel}");
         }
     }
 
@@ -483,10 +476,7 @@ mod tests {
             "a=!b",
         ] {
             let e = LabelSelector::parse(bad).expect_err(bad);
-            assert!(
-                e.0.starts_with("unable to parse label selector"),
-                "{bad}: {e}"
-            );
+            assert!(e.0.starts_with("unable to parse label selector"), "{bad}: {e}");
         }
         assert!(
             LabelSelector::parse("!!")
@@ -514,16 +504,9 @@ mod tests {
             ("involvedObject.namespace=", true),
         ];
         for (sel, want) in cases {
-            assert_eq!(
-                FieldSelector::parse(sel).unwrap().matches(&obj),
-                want,
-                "{sel}"
-            );
+            assert_eq!(FieldSelector::parse(sel).unwrap().matches(&obj), want, "{sel}");
         }
-        assert_eq!(
-            FieldSelector::parse("metadata.name=a").unwrap().name(),
-            Some("a")
-        );
+        assert_eq!(FieldSelector::parse("metadata.name=a").unwrap().name(), Some("a"));
         assert_eq!(
             FieldSelector::parse(r"metadata.name=a\,b").unwrap().name(),
             Some("a,b")
@@ -539,9 +522,7 @@ mod tests {
         }
         let ok = FieldSelector::parse("involvedObject.uid=u,metadata.name=a").unwrap();
         assert!(ok.check_supported("", "events").is_ok());
-        let e = ok
-            .check_supported("kueue.x-k8s.io", "workloads")
-            .unwrap_err();
+        let e = ok.check_supported("kueue.x-k8s.io", "workloads").unwrap_err();
         assert_eq!(e.0, "field label not supported: involvedObject.uid");
     }
 }

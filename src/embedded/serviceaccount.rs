@@ -18,7 +18,9 @@ fn service_accounts(registry: &Registry) -> Option<std::sync::Arc<ResourceInfo>>
 
 /// Creates `default` in `ns` unless it exists (the serviceaccount controller's job).
 pub fn ensure_default(store: &Store, registry: &Registry, ns: &str) {
-    let Some(info) = service_accounts(registry) else { return };
+    let Some(info) = service_accounts(registry) else {
+        return;
+    };
     if store.get(&info, Some(ns), DEFAULT_SERVICE_ACCOUNT).is_ok() {
         return;
     }
@@ -30,9 +32,17 @@ pub fn ensure_default(store: &Store, registry: &Registry, ns: &str) {
 
 /// The admission plugin on a pod create: default the ServiceAccount, then require that it exists.
 pub fn admit_pod(store: &Store, registry: &Registry, ns: &str, pod: &mut Value) -> Result<(), ApiError> {
-    let Some(info) = service_accounts(registry) else { return Ok(()) };
-    let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else { return Ok(()) };
-    let named = spec.get("serviceAccountName").and_then(Value::as_str).filter(|s| !s.is_empty()).map(String::from);
+    let Some(info) = service_accounts(registry) else {
+        return Ok(());
+    };
+    let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
+        return Ok(());
+    };
+    let named = spec
+        .get("serviceAccountName")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(String::from);
     let sa = match named {
         Some(sa) => sa,
         None => {
@@ -45,9 +55,17 @@ pub fn admit_pod(store: &Store, registry: &Registry, ns: &str, pod: &mut Value) 
     }
     // The plugin names the pod by its name, or its generateName before one is generated.
     let meta = pod.get("metadata");
-    let field = |k: &str| meta.and_then(|m| m.get(k)).and_then(Value::as_str).filter(|s| !s.is_empty());
-    let name = field("name").or_else(|| field("generateName")).unwrap_or("Unknown");
-    let message = format!("pods \"{name}\" is forbidden: error looking up service account {ns}/{sa}: serviceaccount \"{sa}\" not found");
+    let field = |k: &str| {
+        meta.and_then(|m| m.get(k))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    let name = field("name")
+        .or_else(|| field("generateName"))
+        .unwrap_or("Unknown");
+    let message = format!(
+        "pods \"{name}\" is forbidden: error looking up service account {ns}/{sa}: serviceaccount \"{sa}\" not found"
+    );
     Err(ApiError::new(403, "Forbidden", message).details(name, "", "pods"))
 }
 
@@ -73,7 +91,8 @@ mod tests {
         admit_pod(&srv.store, &srv.registry, "default", &mut p).expect("default exists at start");
         assert_eq!(p["spec"]["serviceAccountName"], "default");
 
-        let err = admit_pod(&srv.store, &srv.registry, "default", &mut pod(Some("autoscaler"))).expect_err("absent");
+        let err = admit_pod(&srv.store, &srv.registry, "default", &mut pod(Some("autoscaler")))
+            .expect_err("absent");
         assert_eq!((err.code, err.reason.as_str()), (403, "Forbidden"));
         assert_eq!(
             err.message,

@@ -117,7 +117,11 @@ pub const DEFAULT_QUOTA_BYTES: usize = 256 * 1024 * 1024;
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        StoreConfig { history_limit: 100_000, history_bytes: 16 * 1024 * 1024, quota_bytes: DEFAULT_QUOTA_BYTES }
+        StoreConfig {
+            history_limit: 100_000,
+            history_bytes: 16 * 1024 * 1024,
+            quota_bytes: DEFAULT_QUOTA_BYTES,
+        }
     }
 }
 
@@ -151,7 +155,11 @@ fn sized(info: &ResourceInfo, obj: &Value) -> Result<usize, ApiError> {
 /// A patch that did not apply, answered as the real server answers it.
 fn patch_refused(e: patch::PatchError) -> ApiError {
     match e.code() {
-        413 => ApiError::new(413, "RequestEntityTooLarge", format!("Request entity too large: {e}")),
+        413 => ApiError::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: {e}"),
+        ),
         400 => ApiError::bad_request(e.to_string()),
         code => ApiError::new(code, "Invalid", e.to_string()),
     }
@@ -220,7 +228,10 @@ use crate::api::kueue::constants::DEFAULT_LOCAL_QUEUE_NAME;
 use crate::api::kueue::managed_jobs::JobNamespace;
 
 fn ns_key() -> ResourceKey {
-    ResourceKey { group: String::new(), plural: "namespaces".into() }
+    ResourceKey {
+        group: String::new(),
+        plural: "namespaces".into(),
+    }
 }
 
 /// What Kueue's job webhooks read of a namespace: its labels, and whether the `default` LocalQueue is
@@ -231,27 +242,55 @@ fn job_namespace(inner: &Inner, ns: &str) -> JobNamespace {
         .and_then(|n| n.pointer("/metadata/labels"))
         .and_then(|l| serde_json::from_value(l.clone()).ok())
         .unwrap_or_default();
-    let lq = ResourceKey { group: "kueue.x-k8s.io".into(), plural: "localqueues".into() };
-    JobNamespace { labels, default_queue: inner.lookup(&lq, ns, DEFAULT_LOCAL_QUEUE_NAME).is_some() }
+    let lq = ResourceKey {
+        group: "kueue.x-k8s.io".into(),
+        plural: "localqueues".into(),
+    };
+    JobNamespace {
+        labels,
+        default_queue: inner.lookup(&lq, ns, DEFAULT_LOCAL_QUEUE_NAME).is_some(),
+    }
 }
 
 fn owner_uids(obj: &Value) -> Vec<String> {
     obj.pointer("/metadata/ownerReferences")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|r| r.get("uid").and_then(Value::as_str).map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| r.get("uid").and_then(Value::as_str).map(String::from))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 impl Inner {
     fn lookup(&self, key: &ResourceKey, ns: &str, name: &str) -> Option<&Arc<Value>> {
-        self.objects.get(key).and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+        self.objects
+            .get(key)
+            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
     }
 
-    fn emit(&mut self, key: &ResourceKey, type_: EventType, object: Arc<Value>, previous: Option<Arc<Value>>, bytes: usize) {
-        let ev = Arc::new(WatchEvent { rv: self.rv, key: key.clone(), type_, object, previous, bytes });
+    fn emit(
+        &mut self,
+        key: &ResourceKey,
+        type_: EventType,
+        object: Arc<Value>,
+        previous: Option<Arc<Value>>,
+        bytes: usize,
+    ) {
+        let ev = Arc::new(WatchEvent {
+            rv: self.rv,
+            key: key.clone(),
+            type_,
+            object,
+            previous,
+            bytes,
+        });
         self.history.push_back(ev.clone());
         self.history_bytes += bytes;
-        while self.history.len() > self.history_limit || (self.history_bytes > self.history_byte_limit && self.history.len() > 1) {
+        while self.history.len() > self.history_limit
+            || (self.history_bytes > self.history_byte_limit && self.history.len() > 1)
+        {
             if let Some(old) = self.history.pop_front() {
                 self.compacted = old.rv;
                 self.history_bytes -= old.bytes;
@@ -276,7 +315,11 @@ impl Inner {
         let uid = meta_str(&obj, "uid").to_string();
         let okey = (key.clone(), ns.clone(), name.clone());
         let obj = Arc::new(obj);
-        let old = self.objects.entry(key.clone()).or_default().insert((ns, name), obj.clone());
+        let old = self
+            .objects
+            .entry(key.clone())
+            .or_default()
+            .insert((ns, name), obj.clone());
         self.stored_bytes = (self.stored_bytes + bytes).saturating_sub(old.as_deref().map_or(0, json_len));
         if let Some(old) = &old {
             for o in owner_uids(old) {
@@ -289,7 +332,13 @@ impl Inner {
             self.dependents.entry(o).or_default().insert(okey.clone());
         }
         if let Some(d) = &self.durable {
-            d.record(Op::Put { key: key.clone(), ns: okey.1.clone(), name: okey.2.clone(), object: obj.clone(), rv: self.rv });
+            d.record(Op::Put {
+                key: key.clone(),
+                ns: okey.1.clone(),
+                name: okey.2.clone(),
+                object: obj.clone(),
+                rv: self.rv,
+            });
         }
         self.by_uid.insert(uid, okey);
         self.emit(key, type_, obj.clone(), old, bytes);
@@ -306,12 +355,18 @@ impl Inner {
         }
         self.by_uid.insert(meta_str(&obj, "uid").to_string(), okey);
         self.stored_bytes += json_len(&obj);
-        self.objects.entry(key).or_default().insert((ns, name), Arc::new(obj));
+        self.objects
+            .entry(key)
+            .or_default()
+            .insert((ns, name), Arc::new(obj));
     }
 
     /// Removes an object for good (DELETED event at a fresh RV), then garbage-collects what it owned.
     fn remove(&mut self, key: &ResourceKey, ns: &str, name: &str, cascade: bool) -> Option<Arc<Value>> {
-        let old = self.objects.get_mut(key)?.remove(&(ns.to_string(), name.to_string()))?;
+        let old = self
+            .objects
+            .get_mut(key)?
+            .remove(&(ns.to_string(), name.to_string()))?;
         self.stored_bytes = self.stored_bytes.saturating_sub(json_len(&old));
         self.rv += 1;
         let mut gone = (*old).clone();
@@ -327,7 +382,12 @@ impl Inner {
         }
         self.applied.retain(|(u, _, _), _| *u != uid);
         if let Some(d) = &self.durable {
-            d.record(Op::Delete { key: key.clone(), ns: ns.to_string(), name: name.to_string(), rv: self.rv });
+            d.record(Op::Delete {
+                key: key.clone(),
+                ns: ns.to_string(),
+                name: name.to_string(),
+                rv: self.rv,
+            });
         }
         let bytes = json_len(&gone);
         self.emit(key, EventType::Deleted, gone.clone(), None, bytes);
@@ -342,9 +402,15 @@ impl Inner {
 
     /// Background cascade: a dependent goes once none of its owners exists any more.
     fn collect_garbage(&mut self, owner_uid: &str) {
-        let deps: Vec<ObjKey> = self.dependents.remove(owner_uid).map(|s| s.into_iter().collect()).unwrap_or_default();
+        let deps: Vec<ObjKey> = self
+            .dependents
+            .remove(owner_uid)
+            .map(|s| s.into_iter().collect())
+            .unwrap_or_default();
         for (k, ns, name) in deps {
-            let Some(obj) = self.lookup(&k, &ns, &name).cloned() else { continue };
+            let Some(obj) = self.lookup(&k, &ns, &name).cloned() else {
+                continue;
+            };
             if owner_uids(&obj).iter().any(|u| self.by_uid.contains_key(u)) {
                 continue;
             }
@@ -358,7 +424,12 @@ impl Inner {
             let names: Vec<String> = self
                 .objects
                 .get(&k)
-                .map(|m| m.keys().filter(|(n, _)| n == ns).map(|(_, name)| name.clone()).collect())
+                .map(|m| {
+                    m.keys()
+                        .filter(|(n, _)| n == ns)
+                        .map(|(_, name)| name.clone())
+                        .collect()
+                })
                 .unwrap_or_default();
             for name in names {
                 self.remove(&k, ns, &name, true);
@@ -373,7 +444,11 @@ impl Inner {
         if after <= before || self.stored_bytes - before.min(self.stored_bytes) + after <= self.quota_bytes {
             if self.stored_bytes <= self.quota_bytes && self.over_quota {
                 self.over_quota = false;
-                tracing::info!(stored_bytes = self.stored_bytes, quota_bytes = self.quota_bytes, "storage back under its quota; writes resume");
+                tracing::info!(
+                    stored_bytes = self.stored_bytes,
+                    quota_bytes = self.quota_bytes,
+                    "storage back under its quota; writes resume"
+                );
             }
             return Ok(());
         }
@@ -389,7 +464,14 @@ impl Inner {
     }
 
     /// Delete honouring finalizers: with finalizers the object only gets a deletionTimestamp.
-    fn delete_now(&mut self, key: &ResourceKey, ns: &str, name: &str, obj: &Arc<Value>, cascade: bool) -> Arc<Value> {
+    fn delete_now(
+        &mut self,
+        key: &ResourceKey,
+        ns: &str,
+        name: &str,
+        obj: &Arc<Value>,
+        cascade: bool,
+    ) -> Arc<Value> {
         if finalizers(obj).is_empty() {
             return self.remove(key, ns, name, cascade).unwrap_or_else(|| obj.clone());
         }
@@ -417,7 +499,9 @@ fn encode_continue(rv: u64, ns: &str, name: &str) -> String {
 
 fn decode_continue(tok: &str) -> Result<(u64, String, String), ApiError> {
     let bad = || ApiError::bad_request(format!("continue key is not valid: {tok}"));
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(tok).map_err(|_| bad())?;
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(tok)
+        .map_err(|_| bad())?;
     let s = String::from_utf8(raw).map_err(|_| bad())?;
     let mut parts = s.splitn(3, '|');
     let rv = parts.next().and_then(|r| r.parse().ok()).ok_or_else(bad)?;
@@ -436,12 +520,20 @@ impl Store {
     /// as written) and records every committed write before the API answers (see `durable.rs`).
     /// Watch history starts empty at the loaded RV, so a client resuming from an older RV gets 410
     /// and relists, as after a real API server's restart.
-    pub fn open(config: StoreConfig, admission: Arc<dyn AdmissionHook>, data_dir: &std::path::Path) -> Result<Self, DurableError> {
+    pub fn open(
+        config: StoreConfig,
+        admission: Arc<dyn AdmissionHook>,
+        data_dir: &std::path::Path,
+    ) -> Result<Self, DurableError> {
         let (d, loaded) = durable::open(data_dir)?;
         Ok(Self::build(config, admission, Some((Arc::new(d), loaded))))
     }
 
-    fn build(config: StoreConfig, admission: Arc<dyn AdmissionHook>, durable: Option<(Arc<Durable>, durable::Loaded)>) -> Self {
+    fn build(
+        config: StoreConfig,
+        admission: Arc<dyn AdmissionHook>,
+        durable: Option<(Arc<Durable>, durable::Loaded)>,
+    ) -> Self {
         let (tx, _) = broadcast::channel(4096);
         let (durable, loaded) = match durable {
             Some((d, l)) => (Some(d), Some(l)),
@@ -473,14 +565,23 @@ impl Store {
             }
         }
         let (closer, _) = watch::channel(0);
-        let store = Store { inner: Mutex::new(inner), durable, restored_rv, closer, admission, faults: Faults::default() };
+        let store = Store {
+            inner: Mutex::new(inner),
+            durable,
+            restored_rv,
+            closer,
+            admission,
+            faults: Faults::default(),
+        };
         // A real cluster starts with these namespaces.
         for ns in ["default", "kube-system", "kube-public"] {
             if store.lock().lookup(&ns_key(), "", ns).is_some() {
                 continue;
             }
             let mut obj = json!({"metadata": {"name": ns}});
-            let info = super::registry::builtins().into_iter().find(|b| b.plural == "namespaces");
+            let info = super::registry::builtins()
+                .into_iter()
+                .find(|b| b.plural == "namespaces");
             if let Some(info) = info {
                 let _ = meta::prepare_create(&info, &mut obj, None, meta::new_uid(), &meta::now_rfc3339());
                 store.lock().put(&ns_key(), obj, EventType::Added);
@@ -522,7 +623,10 @@ impl Store {
     pub async fn persisted(&self, rv: u64) -> Result<(), ApiError> {
         match &self.durable {
             None => Ok(()),
-            Some(d) => d.persisted(rv).await.map_err(|e| ApiError::internal(e.to_string())),
+            Some(d) => d
+                .persisted(rv)
+                .await
+                .map_err(|e| ApiError::internal(e.to_string())),
         }
     }
 
@@ -545,11 +649,26 @@ impl Store {
         self.synced(rv).await
     }
 
-    fn admit(&self, inner: &Inner, op: Operation, info: &ResourceInfo, new: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
-        let ns = if info.namespaced { job_namespace(inner, meta_str(new, "namespace")) } else { JobNamespace::default() };
-        self.admission
-            .admit_in(op, info, new, old, &ns)
-            .map_err(|errs| ApiError::invalid(&info.qualified_kind(), meta_str(new, "name"), &errs).details(meta_str(new, "name"), &info.group, &info.kind))
+    fn admit(
+        &self,
+        inner: &Inner,
+        op: Operation,
+        info: &ResourceInfo,
+        new: &mut Value,
+        old: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        let ns = if info.namespaced {
+            job_namespace(inner, meta_str(new, "namespace"))
+        } else {
+            JobNamespace::default()
+        };
+        self.admission.admit_in(op, info, new, old, &ns).map_err(|errs| {
+            ApiError::invalid(&info.qualified_kind(), meta_str(new, "name"), &errs).details(
+                meta_str(new, "name"),
+                &info.group,
+                &info.kind,
+            )
+        })
     }
 
     fn fault(&self, verb: &str, info: &ResourceInfo, name: &str, status: bool) -> Result<(), ApiError> {
@@ -582,13 +701,30 @@ impl Store {
         Arc::new(o)
     }
 
-    pub fn create(&self, info: &ResourceInfo, ns: Option<&str>, obj: Value, dry_run: bool) -> Result<Arc<Value>, ApiError> {
+    pub fn create(
+        &self,
+        info: &ResourceInfo,
+        ns: Option<&str>,
+        obj: Value,
+        dry_run: bool,
+    ) -> Result<Arc<Value>, ApiError> {
         let mut inner = self.lock();
         self.create_locked(&mut inner, info, ns, obj, dry_run)
     }
 
-    fn create_locked(&self, inner: &mut Inner, info: &ResourceInfo, ns: Option<&str>, mut obj: Value, dry_run: bool) -> Result<Arc<Value>, ApiError> {
-        let ns = if info.namespaced { Some(ns.unwrap_or("default")) } else { None };
+    fn create_locked(
+        &self,
+        inner: &mut Inner,
+        info: &ResourceInfo,
+        ns: Option<&str>,
+        mut obj: Value,
+        dry_run: bool,
+    ) -> Result<Arc<Value>, ApiError> {
+        let ns = if info.namespaced {
+            Some(ns.unwrap_or("default"))
+        } else {
+            None
+        };
         // Before `stringData` is merged into `data`: the body as the client sent it.
         super::refusals::string_maps(info, &obj)?;
         meta::prepare_create(info, &mut obj, ns, meta::new_uid(), &meta::now_rfc3339())?;
@@ -597,8 +733,15 @@ impl Store {
         if meta_str(&obj, "name").is_empty() {
             let prefix = meta_str(&obj, "generateName").to_string();
             if prefix.is_empty() {
-                let fe = crate::api::validation::FieldError::required("metadata.name", "name or generateName is required");
-                return Err(ApiError::invalid(&info.qualified_kind(), "", &[fe]).details("", &info.group, &info.kind));
+                let fe = crate::api::validation::FieldError::required(
+                    "metadata.name",
+                    "name or generateName is required",
+                );
+                return Err(ApiError::invalid(&info.qualified_kind(), "", &[fe]).details(
+                    "",
+                    &info.group,
+                    &info.kind,
+                ));
             }
             let name = loop {
                 let candidate = format!("{prefix}{}", meta::name_suffix());
@@ -617,7 +760,11 @@ impl Store {
             return Err(ApiError::not_found("namespaces", ns).details(ns, "", "namespaces"));
         }
         if inner.lookup(&key, &nsk, &name).is_some() {
-            return Err(ApiError::already_exists(&info.qualified_plural(), &name).details(&name, &info.group, &info.plural));
+            return Err(ApiError::already_exists(&info.qualified_plural(), &name).details(
+                &name,
+                &info.group,
+                &info.plural,
+            ));
         }
         self.admit(inner, Operation::Create, info, &mut obj, None)?;
         let bytes = sized(info, &obj)?;
@@ -637,12 +784,24 @@ impl Store {
 
     pub fn get(&self, info: &ResourceInfo, ns: Option<&str>, name: &str) -> Result<Arc<Value>, ApiError> {
         let inner = self.lock();
-        let ns = if info.namespaced { ns.unwrap_or("default") } else { "" };
-        inner.lookup(&info.key(), ns, name).cloned().ok_or_else(|| Self::not_found(info, name))
+        let ns = if info.namespaced {
+            ns.unwrap_or("default")
+        } else {
+            ""
+        };
+        inner
+            .lookup(&info.key(), ns, name)
+            .cloned()
+            .ok_or_else(|| Self::not_found(info, name))
     }
 
     /// `ns = None` lists across namespaces (or a cluster-scoped resource).
-    pub fn list(&self, info: &ResourceInfo, ns: Option<&str>, opts: &ListOptions) -> Result<ListResult, ApiError> {
+    pub fn list(
+        &self,
+        info: &ResourceInfo,
+        ns: Option<&str>,
+        opts: &ListOptions,
+    ) -> Result<ListResult, ApiError> {
         let inner = self.lock();
         let (rv, after) = match &opts.continue_token {
             Some(t) if !t.is_empty() => {
@@ -658,7 +817,9 @@ impl Store {
         if let Some(m) = inner.objects.get(&info.key()) {
             type Entries<'a> = Box<dyn Iterator<Item = (&'a (String, String), &'a Arc<Value>)> + 'a>;
             let range: Entries<'_> = match &after {
-                Some(a) => Box::new(m.range((std::ops::Bound::Excluded(a.clone()), std::ops::Bound::Unbounded))),
+                Some(a) => {
+                    Box::new(m.range((std::ops::Bound::Excluded(a.clone()), std::ops::Bound::Unbounded)))
+                }
                 None => Box::new(m.iter()),
             };
             for ((ons, oname), obj) in range {
@@ -676,14 +837,35 @@ impl Store {
                 items.push(obj.clone());
             }
         }
-        let continue_token = if remaining > 0 { last.map(|(n, name)| encode_continue(rv, &n, &name)) } else { None };
-        Ok(ListResult { items, rv, continue_token, remaining })
+        let continue_token = if remaining > 0 {
+            last.map(|(n, name)| encode_continue(rv, &n, &name))
+        } else {
+            None
+        };
+        Ok(ListResult {
+            items,
+            rv,
+            continue_token,
+            remaining,
+        })
     }
 
     /// PUT. A stale `metadata.resourceVersion` is 409; CRDs require one, built-in kinds allow none.
-    pub fn update(&self, info: &ResourceInfo, ns: Option<&str>, name: &str, obj: Value, status: bool, dry_run: bool) -> Result<Arc<Value>, ApiError> {
+    pub fn update(
+        &self,
+        info: &ResourceInfo,
+        ns: Option<&str>,
+        name: &str,
+        obj: Value,
+        status: bool,
+        dry_run: bool,
+    ) -> Result<Arc<Value>, ApiError> {
         let mut inner = self.lock();
-        let ns = if info.namespaced { ns.unwrap_or("default") } else { "" };
+        let ns = if info.namespaced {
+            ns.unwrap_or("default")
+        } else {
+            ""
+        };
         let body_name = meta_str(&obj, "name");
         if !body_name.is_empty() && body_name != name {
             return Err(ApiError::bad_request(format!(
@@ -697,22 +879,45 @@ impl Store {
         meta::check_identity(info, &old, &obj)?;
         let rv = meta_str(&obj, "resourceVersion");
         if rv.is_empty() && info.is_crd {
-            let fe = crate::api::validation::FieldError::invalid("metadata.resourceVersion", "must be specified for an update");
-            return Err(ApiError::invalid(&info.qualified_kind(), name, &[fe]).details(name, &info.group, &info.kind));
+            let fe = crate::api::validation::FieldError::invalid(
+                "metadata.resourceVersion",
+                "must be specified for an update",
+            );
+            return Err(ApiError::invalid(&info.qualified_kind(), name, &[fe]).details(
+                name,
+                &info.group,
+                &info.kind,
+            ));
         }
         if !rv.is_empty() && rv != meta_str(&old, "resourceVersion") {
-            return Err(ApiError::conflict(&info.qualified_plural(), name).details(name, &info.group, &info.plural));
+            return Err(ApiError::conflict(&info.qualified_plural(), name).details(
+                name,
+                &info.group,
+                &info.plural,
+            ));
         }
         self.commit_update(&mut inner, info, &old, obj, status, dry_run)
     }
 
-    fn commit_update(&self, inner: &mut Inner, info: &ResourceInfo, old: &Arc<Value>, new: Value, status: bool, dry_run: bool) -> Result<Arc<Value>, ApiError> {
+    fn commit_update(
+        &self,
+        inner: &mut Inner,
+        info: &ResourceInfo,
+        old: &Arc<Value>,
+        new: Value,
+        status: bool,
+        dry_run: bool,
+    ) -> Result<Arc<Value>, ApiError> {
         super::refusals::string_maps(info, &new)?;
         let mut next = meta::prepare_update(info, old, &new, status);
         if !status {
             invalid_meta(info, &next)?;
         }
-        let op = if status { Operation::UpdateStatus } else { Operation::Update };
+        let op = if status {
+            Operation::UpdateStatus
+        } else {
+            Operation::Update
+        };
         self.admit(inner, op, info, &mut next, Some(old))?;
         if meta::same_content(&next, old) {
             return Ok(old.clone());
@@ -723,11 +928,19 @@ impl Store {
             return Ok(Arc::new(next));
         }
         let key = info.key();
-        let (ns, name) = (meta_str(old, "namespace").to_string(), meta_str(old, "name").to_string());
-        let grace = next.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0);
+        let (ns, name) = (
+            meta_str(old, "namespace").to_string(),
+            meta_str(old, "name").to_string(),
+        );
+        let grace = next
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
         if is_deleting(&next) && finalizers(&next).is_empty() && grace == 0 {
             // The last finalizer went: the pending deletion completes.
-            return Ok(inner.remove(&key, &ns, &name, true).unwrap_or_else(|| old.clone()));
+            return Ok(inner
+                .remove(&key, &ns, &name, true)
+                .unwrap_or_else(|| old.clone()));
         }
         Ok(inner.put_sized(&key, next, EventType::Modified, bytes))
     }
@@ -746,7 +959,11 @@ impl Store {
         dry_run: bool,
     ) -> Result<(Arc<Value>, bool), ApiError> {
         let mut inner = self.lock();
-        let nsk = if info.namespaced { ns.unwrap_or("default") } else { "" };
+        let nsk = if info.namespaced {
+            ns.unwrap_or("default")
+        } else {
+            ""
+        };
         if kind == PatchKind::Strategic && info.is_crd {
             return Err(ApiError::unsupported_media(
                 "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
@@ -775,7 +992,10 @@ impl Store {
                 meta_mut(&mut obj).insert("name".into(), json!(name));
                 let created = self.create_locked(&mut inner, info, ns, obj, dry_run)?;
                 if !dry_run {
-                    inner.applied.insert((meta_str(&created, "uid").to_string(), manager.to_string(), status), body);
+                    inner.applied.insert(
+                        (meta_str(&created, "uid").to_string(), manager.to_string(), status),
+                        body,
+                    );
                 }
                 return Ok((created, true));
             }
@@ -802,17 +1022,36 @@ impl Store {
         meta::check_identity(info, &old, &doc)?;
         // A resourceVersion written by the patch is a precondition, as on the real server.
         if meta_str(&doc, "resourceVersion") != meta_str(&old, "resourceVersion") {
-            return Err(ApiError::conflict(&info.qualified_plural(), name).details(name, &info.group, &info.plural));
+            return Err(ApiError::conflict(&info.qualified_plural(), name).details(
+                name,
+                &info.group,
+                &info.plural,
+            ));
         }
         if meta_str(&doc, "name") != name {
-            return Err(ApiError::bad_request("metadata.name cannot be changed by a patch"));
+            return Err(ApiError::bad_request(
+                "metadata.name cannot be changed by a patch",
+            ));
         }
-        Ok((self.commit_update(&mut inner, info, &old, doc, status, dry_run)?, false))
+        Ok((
+            self.commit_update(&mut inner, info, &old, doc, status, dry_run)?,
+            false,
+        ))
     }
 
-    pub fn delete(&self, info: &ResourceInfo, ns: Option<&str>, name: &str, opts: &DeleteOptions) -> Result<Arc<Value>, ApiError> {
+    pub fn delete(
+        &self,
+        info: &ResourceInfo,
+        ns: Option<&str>,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<Arc<Value>, ApiError> {
         let mut inner = self.lock();
-        let nsk = if info.namespaced { ns.unwrap_or("default") } else { "" };
+        let nsk = if info.namespaced {
+            ns.unwrap_or("default")
+        } else {
+            ""
+        };
         self.fault("delete", info, name, false)?;
         let key = info.key();
         let Some(obj) = inner.lookup(&key, nsk, name).cloned() else {
@@ -820,18 +1059,31 @@ impl Store {
         };
         Self::check_preconditions(info, name, &obj, opts)?;
         if key == ns_key() && IMMORTAL_NAMESPACES.contains(&name) {
-            return Err(ApiError::new(403, "Forbidden", format!("namespaces {name:?} is forbidden: this namespace may not be deleted"))
-                .details(name, "", "namespaces"));
+            return Err(ApiError::new(
+                403,
+                "Forbidden",
+                format!("namespaces {name:?} is forbidden: this namespace may not be deleted"),
+            )
+            .details(name, "", "namespaces"));
         }
         if opts.dry_run {
             return Ok(obj);
         }
         let cascade = opts.propagation.as_deref() != Some("Orphan");
         // A pod bound to a node terminates gracefully: the node agent removes it.
-        if info.plural == "pods" && !obj.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("").is_empty() {
+        if info.plural == "pods"
+            && !obj
+                .pointer("/spec/nodeName")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .is_empty()
+        {
             let grace = opts
                 .grace_period_seconds
-                .or_else(|| obj.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64))
+                .or_else(|| {
+                    obj.pointer("/spec/terminationGracePeriodSeconds")
+                        .and_then(Value::as_i64)
+                })
                 .unwrap_or(30);
             if grace > 0 && !is_deleting(&obj) {
                 let mut marked = (*obj).clone();
@@ -846,17 +1098,30 @@ impl Store {
     }
 
     /// The real server's delete preconditions: a mismatch is a 409 Conflict naming both values.
-    fn check_preconditions(info: &ResourceInfo, name: &str, obj: &Value, opts: &DeleteOptions) -> Result<(), ApiError> {
-        let checks = [("UID", "uid", &opts.uid), ("ResourceVersion", "resourceVersion", &opts.resource_version)];
+    fn check_preconditions(
+        info: &ResourceInfo,
+        name: &str,
+        obj: &Value,
+        opts: &DeleteOptions,
+    ) -> Result<(), ApiError> {
+        let checks = [
+            ("UID", "uid", &opts.uid),
+            ("ResourceVersion", "resourceVersion", &opts.resource_version),
+        ];
         for (label, field, want) in checks {
             let Some(want) = want else { continue };
             let have = meta_str(obj, field);
             if want != have {
-                let why = format!("Precondition failed: {label} in precondition: {want}, {label} in object meta: {have}");
+                let why = format!(
+                    "Precondition failed: {label} in precondition: {want}, {label} in object meta: {have}"
+                );
                 return Err(ApiError::new(
                     409,
                     "Conflict",
-                    format!("Operation cannot be fulfilled on {} \"{name}\": {why}", info.qualified_plural()),
+                    format!(
+                        "Operation cannot be fulfilled on {} \"{name}\": {why}",
+                        info.qualified_plural()
+                    ),
                 )
                 .details(name, &info.group, &info.plural));
             }
@@ -870,22 +1135,46 @@ impl Store {
         let closed = self.closer.subscribe();
         match from {
             WatchFrom::Current => {
-                let initial = inner.objects.get(key).map(|m| m.values().cloned().collect()).unwrap_or_default();
-                Ok(WatchStart { initial, replay: Vec::new(), live, rv: inner.rv, closed })
+                let initial = inner
+                    .objects
+                    .get(key)
+                    .map(|m| m.values().cloned().collect())
+                    .unwrap_or_default();
+                Ok(WatchStart {
+                    initial,
+                    replay: Vec::new(),
+                    live,
+                    rv: inner.rv,
+                    closed,
+                })
             }
             WatchFrom::Rv(rv) => {
                 let replay = Self::since(&inner, key, rv)?;
-                Ok(WatchStart { initial: Vec::new(), replay, live, rv: inner.rv, closed })
+                Ok(WatchStart {
+                    initial: Vec::new(),
+                    replay,
+                    live,
+                    rv: inner.rv,
+                    closed,
+                })
             }
         }
     }
 
     fn since(inner: &Inner, key: &ResourceKey, rv: u64) -> Result<Vec<Arc<WatchEvent>>, ApiError> {
         if rv < inner.compacted {
-            return Err(ApiError::expired(format!("too old resource version: {rv} ({})", inner.compacted + 1)));
+            return Err(ApiError::expired(format!(
+                "too old resource version: {rv} ({})",
+                inner.compacted + 1
+            )));
         }
         let start = inner.history.partition_point(|e| e.rv <= rv);
-        Ok(inner.history.range(start..).filter(|e| e.key == *key).cloned().collect())
+        Ok(inner
+            .history
+            .range(start..)
+            .filter(|e| e.key == *key)
+            .cloned()
+            .collect())
     }
 
     /// Retained events newer than `rv` (a watch that fell behind the live channel catches up here).

@@ -21,7 +21,9 @@ pub fn jsonpath<'a>(obj: &'a Value, path: &str) -> Vec<&'a Value> {
             }
             cur = cur.into_iter().filter_map(|v| v.get(field)).collect();
         } else if let Some(r) = rest.strip_prefix('[') {
-            let Some(end) = find_close(r) else { return Vec::new() };
+            let Some(end) = find_close(r) else {
+                return Vec::new();
+            };
             let inner = &r[..end];
             rest = &r[end + 1..];
             cur = cur.into_iter().flat_map(|v| index(v, inner)).collect();
@@ -59,10 +61,16 @@ fn index<'a>(v: &'a Value, inner: &str) -> Vec<&'a Value> {
     }
     if let Ok(i) = inner.parse::<i64>() {
         let idx = if i < 0 { arr.len() as i64 + i } else { i };
-        return usize::try_from(idx).ok().and_then(|i| arr.get(i)).into_iter().collect();
+        return usize::try_from(idx)
+            .ok()
+            .and_then(|i| arr.get(i))
+            .into_iter()
+            .collect();
     }
     if let Some(filter) = inner.strip_prefix("?(").and_then(|f| f.strip_suffix(')')) {
-        let Some((lhs, rhs)) = filter.split_once("==") else { return Vec::new() };
+        let Some((lhs, rhs)) = filter.split_once("==") else {
+            return Vec::new();
+        };
         let field = lhs.trim().trim_start_matches('@');
         let want = rhs.trim().trim_matches(|c| c == '"' || c == '\'');
         return arr
@@ -80,7 +88,9 @@ fn index<'a>(v: &'a Value, inner: &str) -> Vec<&'a Value> {
 
 /// Human age as kubectl prints it: `42s`, `5m`, `3h`, `2d`.
 pub fn age(created: &str) -> String {
-    let Ok(t) = created.parse::<jiff::Timestamp>() else { return "<unknown>".into() };
+    let Ok(t) = created.parse::<jiff::Timestamp>() else {
+        return "<unknown>".into();
+    };
     let secs = (jiff::Timestamp::now().as_second() - t.as_second()).max(0);
     match secs {
         s if s < 120 => format!("{s}s"),
@@ -101,7 +111,13 @@ fn cell(obj: &Value, c: &PrinterColumn) -> Value {
     if found.len() == 1 {
         return found[0].clone();
     }
-    json!(found.iter().map(|v| v.as_str().map(String::from).unwrap_or_else(|| v.to_string())).collect::<Vec<_>>().join(","))
+    json!(
+        found
+            .iter()
+            .map(|v| v.as_str().map(String::from).unwrap_or_else(|| v.to_string()))
+            .collect::<Vec<_>>()
+            .join(",")
+    )
 }
 
 fn columns(info: &ResourceInfo) -> Vec<PrinterColumn> {
@@ -128,7 +144,9 @@ pub fn table(info: &ResourceInfo, objects: &[&Value], rv: &str, cont: Option<&st
         return t;
     }
     let cols = columns(info);
-    let mut defs = vec![json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0})];
+    let mut defs = vec![
+        json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0}),
+    ];
     defs.extend(cols.iter().map(|c| {
         json!({"name": c.name, "type": c.type_, "format": c.format, "description": c.description, "priority": c.priority})
     }));
@@ -149,9 +167,12 @@ pub fn table(info: &ResourceInfo, objects: &[&Value], rv: &str, cont: Option<&st
 
 // The Event table (the real server's `printEvent`).
 
-
 fn since(t: &str) -> String {
-    if t.is_empty() { "<unknown>".to_string() } else { age(t) }
+    if t.is_empty() {
+        "<unknown>".to_string()
+    } else {
+        age(t)
+    }
 }
 
 fn first_non_empty<'a>(a: &'a str, b: &'a str) -> &'a str {
@@ -161,8 +182,15 @@ fn first_non_empty<'a>(a: &'a str, b: &'a str) -> &'a str {
 /// One row of the real server's Event table (`printEvent`, always rendered wide; kubectl hides the
 /// priority-1 columns unless `-o wide`).
 fn row(obj: &Value) -> Value {
-    let first = since(first_non_empty(text(obj, "/firstTimestamp"), text(obj, "/eventTime")));
-    let mut last = if text(obj, "/lastTimestamp").is_empty() { first.clone() } else { since(text(obj, "/lastTimestamp")) };
+    let first = since(first_non_empty(
+        text(obj, "/firstTimestamp"),
+        text(obj, "/eventTime"),
+    ));
+    let mut last = if text(obj, "/lastTimestamp").is_empty() {
+        first.clone()
+    } else {
+        since(text(obj, "/lastTimestamp"))
+    };
     let mut count = obj.get("count").and_then(Value::as_i64).unwrap_or(0);
     if obj.get("series").is_some_and(|s| s.is_object()) {
         last = since(text(obj, "/series/lastObservedTime"));
@@ -172,10 +200,18 @@ fn row(obj: &Value) -> Value {
     }
     let kind = text(obj, "/involvedObject/kind").to_lowercase();
     let name = text(obj, "/involvedObject/name");
-    let target = if name.is_empty() { kind } else { format!("{kind}/{name}") };
+    let target = if name.is_empty() {
+        kind
+    } else {
+        format!("{kind}/{name}")
+    };
     let component = first_non_empty(text(obj, "/source/component"), text(obj, "/reportingComponent"));
     let instance = first_non_empty(text(obj, "/source/host"), text(obj, "/reportingInstance"));
-    let source = if instance.is_empty() { component.to_string() } else { format!("{component}, {instance}") };
+    let source = if instance.is_empty() {
+        component.to_string()
+    } else {
+        format!("{component}, {instance}")
+    };
     let cells = json!([
         last,
         text(obj, "/type"),
@@ -201,13 +237,33 @@ pub fn events_table(info: &ResourceInfo, objects: &[&Value], rv: &str, cont: Opt
         json!({"name": name, "type": "string", "format": format, "description": description, "priority": priority})
     };
     let defs = json!([
-        col("Last Seen", 0, "The time at which the most recent occurrence of this event was recorded."),
-        col("Type", 0, "Type of this event (Normal, Warning), new types could be added in the future"),
-        col("Reason", 0, "This should be a short, machine understandable string that gives the reason for the transition into the object's current status."),
+        col(
+            "Last Seen",
+            0,
+            "The time at which the most recent occurrence of this event was recorded."
+        ),
+        col(
+            "Type",
+            0,
+            "Type of this event (Normal, Warning), new types could be added in the future"
+        ),
+        col(
+            "Reason",
+            0,
+            "This should be a short, machine understandable string that gives the reason for the transition into the object's current status."
+        ),
         col("Object", 0, "The object that this event is about."),
-        col("Subobject", 1, "The sub-object the event is about (the involved object's fieldPath)."),
+        col(
+            "Subobject",
+            1,
+            "The sub-object the event is about (the involved object's fieldPath)."
+        ),
         col("Source", 1, "The component reporting this event."),
-        col("Message", 0, "A human-readable description of the status of this operation."),
+        col(
+            "Message",
+            0,
+            "A human-readable description of the status of this operation."
+        ),
         col("First Seen", 1, "The time at which the event was first recorded."),
         col("Count", 1, "The number of times this event has occurred."),
         col("Name", 1, "Name must be unique within a namespace."),
@@ -217,7 +273,9 @@ pub fn events_table(info: &ResourceInfo, objects: &[&Value], rv: &str, cont: Opt
     if let Some(c) = cont {
         md["continue"] = json!(c);
     }
-    Some(json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": md, "columnDefinitions": defs, "rows": rows}))
+    Some(
+        json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": md, "columnDefinitions": defs, "rows": rows}),
+    )
 }
 
 #[cfg(test)]
@@ -230,7 +288,10 @@ mod tests {
                        "spec": {"items": [{"x": 1}, {"x": 2}]}});
         let cases = [
             (".status.n", vec![json!(3)]),
-            (".status.conditions[?(@.type==\"Ready\")].status", vec![json!("True")]),
+            (
+                ".status.conditions[?(@.type==\"Ready\")].status",
+                vec![json!("True")],
+            ),
             (".status.conditions[?(@.type=='A')].status", vec![json!("False")]),
             (".spec.items[*].x", vec![json!(1), json!(2)]),
             (".spec.items[-1].x", vec![json!(2)]),

@@ -7,11 +7,11 @@ use super::selector::{FieldSelector, LabelSelector};
 use super::store::{EventType, Store, WatchEvent, WatchFrom};
 use super::table;
 use bytes::Bytes;
-use tokio::sync::mpsc;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::mpsc;
 
 pub struct WatchRequest {
     pub info: Arc<ResourceInfo>,
@@ -49,7 +49,10 @@ impl WatchRequest {
         if initial_end {
             md["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
-        event_line("BOOKMARK", json!({"kind": self.info.kind, "apiVersion": self.info.api_version(), "metadata": md}))
+        event_line(
+            "BOOKMARK",
+            json!({"kind": self.info.kind, "apiVersion": self.info.api_version(), "metadata": md}),
+        )
     }
 }
 
@@ -85,7 +88,11 @@ type Tx = mpsc::Sender<Result<Bytes, std::io::Error>>;
 
 /// Starts the watch; the returned receiver is the response body. The task ends when the client goes
 /// away, the timeout passes, the store closes watches, or history no longer covers a lagging reader.
-pub fn start(store: Arc<Store>, req: WatchRequest, bookmark_interval: Duration) -> mpsc::Receiver<Result<Bytes, std::io::Error>> {
+pub fn start(
+    store: Arc<Store>,
+    req: WatchRequest,
+    bookmark_interval: Duration,
+) -> mpsc::Receiver<Result<Bytes, std::io::Error>> {
     let (tx, rx) = mpsc::channel(64);
     tokio::spawn(async move {
         let run = run(store, &req, tx.clone(), bookmark_interval);
@@ -101,7 +108,11 @@ pub fn start(store: Arc<Store>, req: WatchRequest, bookmark_interval: Duration) 
 
 async fn run(store: Arc<Store>, req: &WatchRequest, tx: Tx, bookmark_interval: Duration) {
     let key = req.info.key();
-    let from = if req.send_initial_events { WatchFrom::Current } else { req.from };
+    let from = if req.send_initial_events {
+        WatchFrom::Current
+    } else {
+        req.from
+    };
     let mut start = match store.watch(&key, from) {
         Ok(s) => s,
         Err(e) => {
@@ -130,7 +141,8 @@ async fn run(store: Arc<Store>, req: &WatchRequest, tx: Tx, bookmark_interval: D
         }
     }
     let mut last = start.rv;
-    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + bookmark_interval, bookmark_interval);
+    let mut ticker =
+        tokio::time::interval_at(tokio::time::Instant::now() + bookmark_interval, bookmark_interval);
     loop {
         let batch = tokio::select! {
             r = start.live.recv() => match r {
@@ -168,7 +180,9 @@ async fn run(store: Arc<Store>, req: &WatchRequest, tx: Tx, bookmark_interval: D
             if ev.key != key {
                 continue;
             }
-            let Some(t) = filtered_type(req, &ev) else { continue };
+            let Some(t) = filtered_type(req, &ev) else {
+                continue;
+            };
             if tx.send(Ok(req.line(t, &ev.object))).await.is_err() {
                 return;
             }

@@ -44,12 +44,27 @@ const GROUP: &str = "admissionregistration.k8s.io";
 
 /// The webhooks of every configuration of `plural` that match `call` on `object`, in configuration
 /// name order (the store lists by name), each as (webhook entry).
-pub fn matching(store: &Store, registry: &Registry, plural: &str, call: &Call<'_>, object: &Value) -> Vec<Value> {
-    let Some(info) = registry.find(GROUP, "v1", plural) else { return Vec::new() };
-    let Ok(list) = store.list(&info, None, &ListOptions::default()) else { return Vec::new() };
+pub fn matching(
+    store: &Store,
+    registry: &Registry,
+    plural: &str,
+    call: &Call<'_>,
+    object: &Value,
+) -> Vec<Value> {
+    let Some(info) = registry.find(GROUP, "v1", plural) else {
+        return Vec::new();
+    };
+    let Ok(list) = store.list(&info, None, &ListOptions::default()) else {
+        return Vec::new();
+    };
     let mut out = Vec::new();
     for config in list.items {
-        for hook in config.get("webhooks").and_then(Value::as_array).into_iter().flatten() {
+        for hook in config
+            .get("webhooks")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             if hook_matches(store, registry, hook, call, object) {
                 out.push(hook.clone());
             }
@@ -67,12 +82,25 @@ pub fn any_match(store: &Store, registry: &Registry, call: &Call<'_>, object: &V
 
 /// Whether any configuration of either kind exists (the common case, none, costs two lookups).
 pub fn any_configured(store: &Store, registry: &Registry) -> bool {
-    ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"].iter().any(|p| {
-        registry
-            .find(GROUP, "v1", p)
-            .and_then(|info| store.list(&info, None, &ListOptions { limit: Some(1), ..ListOptions::default() }).ok())
-            .is_some_and(|l| !l.items.is_empty())
-    })
+    ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"]
+        .iter()
+        .any(|p| {
+            registry
+                .find(GROUP, "v1", p)
+                .and_then(|info| {
+                    store
+                        .list(
+                            &info,
+                            None,
+                            &ListOptions {
+                                limit: Some(1),
+                                ..ListOptions::default()
+                            },
+                        )
+                        .ok()
+                })
+                .is_some_and(|l| !l.items.is_empty())
+        })
 }
 
 fn hook_matches(store: &Store, registry: &Registry, hook: &Value, call: &Call<'_>, object: &Value) -> bool {
@@ -105,7 +133,11 @@ fn hook_matches(store: &Store, registry: &Registry, hook: &Value, call: &Call<'_
 }
 
 fn strings(v: Option<&Value>) -> Vec<&str> {
-    v.and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect()
+    v.and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
 }
 
 /// One `RuleWithOperations`: operations, apiGroups, apiVersions, resources (with `*`,
@@ -139,7 +171,11 @@ pub fn rule_matches(rule: &Value, call: &Call<'_>) -> bool {
 fn labels(obj: &Value) -> BTreeMap<String, String> {
     obj.pointer("/metadata/labels")
         .and_then(Value::as_object)
-        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -159,10 +195,20 @@ fn namespace_labels(store: &Store, registry: &Registry, ns: &str) -> BTreeMap<St
 /// refuses such a configuration when it is written).
 pub fn selector_matches(sel: &Value, labels: &BTreeMap<String, String>) -> bool {
     let mut terms: Vec<String> = Vec::new();
-    for (k, v) in sel.get("matchLabels").and_then(Value::as_object).into_iter().flatten() {
+    for (k, v) in sel
+        .get("matchLabels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
         terms.push(format!("{k}={}", v.as_str().unwrap_or("")));
     }
-    for e in sel.get("matchExpressions").and_then(Value::as_array).into_iter().flatten() {
+    for e in sel
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         let key = e.get("key").and_then(Value::as_str).unwrap_or("");
         let values = strings(e.get("values")).join(",");
         terms.push(match e.get("operator").and_then(Value::as_str).unwrap_or("") {
@@ -179,7 +225,10 @@ pub fn selector_matches(sel: &Value, labels: &BTreeMap<String, String>) -> bool 
 /// The `AdmissionReview` v1 request kube-apiserver sends for `call` on `object`.
 pub fn review(call: &Call<'_>, object: &Value, uid: &str) -> Value {
     let info = call.info;
-    let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     let kind = json!({"group": info.group, "version": info.version, "kind": info.kind});
     let resource = json!({"group": info.group, "version": info.version, "resource": info.plural});
     let mut req = json!({
@@ -205,14 +254,24 @@ pub fn review(call: &Call<'_>, object: &Value, uid: &str) -> Value {
 
 /// The refusal for a hook that answered `allowed: false` (kube-apiserver's `webhookerrors.ToStatusErr`).
 pub fn denied(hook_name: &str, status: Option<&Value>) -> ApiError {
-    let s = |k: &str| status.and_then(|s| s.get(k)).and_then(Value::as_str).unwrap_or("").to_string();
+    let s = |k: &str| {
+        status
+            .and_then(|s| s.get(k))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     let by = format!("admission webhook \"{hook_name}\" denied the request");
     let message = match (s("message"), s("reason")) {
         (m, _) if !m.is_empty() => format!("{by}: {m}"),
         (_, r) if !r.is_empty() => format!("{by}: {r}"),
         _ => format!("{by} without explanation"),
     };
-    let code = status.and_then(|s| s.get("code")).and_then(Value::as_u64).filter(|c| (400..600).contains(c)).unwrap_or(400) as u16;
+    let code = status
+        .and_then(|s| s.get("code"))
+        .and_then(Value::as_u64)
+        .filter(|c| (400..600).contains(c))
+        .unwrap_or(400) as u16;
     let reason = match s("reason") {
         r if !r.is_empty() => r,
         _ if code == 403 => "Forbidden".into(),
@@ -231,7 +290,12 @@ pub fn call_failed(hook_name: &str, why: &str) -> ApiError {
 /// `reinvocationPolicy: IfNeeded` as kube-apiserver's mutating dispatcher has it: a hook with it that
 /// was called before another hook changed the object is called once more after the first pass (only
 /// those, in order, still matching); a change in that second pass starts no third one.
-pub async fn admit(store: &Arc<Store>, registry: &Arc<Registry>, call: &Call<'_>, mut object: Value) -> Result<Value, ApiError> {
+pub async fn admit(
+    store: &Arc<Store>,
+    registry: &Arc<Registry>,
+    call: &Call<'_>,
+    mut object: Value,
+) -> Result<Value, ApiError> {
     let mut invoked_if_needed: Vec<String> = Vec::new();
     let mut reinvoke: Vec<String> = Vec::new();
     for hook in matching(store, registry, "mutatingwebhookconfigurations", call, &object) {
@@ -259,12 +323,25 @@ pub async fn admit(store: &Arc<Store>, registry: &Arc<Registry>, call: &Call<'_>
 /// A webhook configuration with `matchConditions` is refused (422, naming the field): they are CEL,
 /// which this server does not evaluate, and calling the hook for objects its conditions exclude
 /// (as ignoring them would) could do what its author ruled out. A real 1.33 server evaluates them.
-pub fn refuse_match_conditions(resource: &ResourceInfo, obj: &Value) -> Vec<crate::api::validation::FieldError> {
+pub fn refuse_match_conditions(
+    resource: &ResourceInfo,
+    obj: &Value,
+) -> Vec<crate::api::validation::FieldError> {
     use crate::api::validation::{ErrorType, FieldError};
-    if resource.group != GROUP || !matches!(resource.plural.as_str(), "mutatingwebhookconfigurations" | "validatingwebhookconfigurations") {
+    if resource.group != GROUP
+        || !matches!(
+            resource.plural.as_str(),
+            "mutatingwebhookconfigurations" | "validatingwebhookconfigurations"
+        )
+    {
         return Vec::new();
     }
-    let hooks = obj.get("webhooks").and_then(Value::as_array).into_iter().flatten().enumerate();
+    let hooks = obj
+        .get("webhooks")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate();
     hooks
         .filter(|(_, h)| h.get("matchConditions").and_then(Value::as_array).is_some_and(|c| !c.is_empty()))
         .map(|(i, _)| {
@@ -279,16 +356,33 @@ fn hook_name(hook: &Value) -> String {
 }
 
 /// Calls one hook on `object` (a mutating one's patch applied to it); whether it changed the object.
-async fn call_hook(store: &Arc<Store>, registry: &Arc<Registry>, call: &Call<'_>, hook: &Value, object: &mut Value, mutating: bool) -> Result<bool, ApiError> {
+async fn call_hook(
+    store: &Arc<Store>,
+    registry: &Arc<Registry>,
+    call: &Call<'_>,
+    hook: &Value,
+    object: &mut Value,
+    mutating: bool,
+) -> Result<bool, ApiError> {
     let name = hook_name(hook);
-    let fail = hook.get("failurePolicy").and_then(Value::as_str).unwrap_or("Fail") != "Ignore";
+    let fail = hook
+        .get("failurePolicy")
+        .and_then(Value::as_str)
+        .unwrap_or("Fail")
+        != "Ignore";
     // A dry run may only reach hooks that declare they have no side effects.
-    let side_effects = hook.get("sideEffects").and_then(Value::as_str).unwrap_or("Unknown");
+    let side_effects = hook
+        .get("sideEffects")
+        .and_then(Value::as_str)
+        .unwrap_or("Unknown");
     if call.dry_run && !matches!(side_effects, "None" | "NoneOnDryRun") {
-        return Err(ApiError::bad_request(format!("admission webhook \"{name}\" does not support dry run")));
+        return Err(ApiError::bad_request(format!(
+            "admission webhook \"{name}\" does not support dry run"
+        )));
     }
     let uid = super::meta::new_uid();
-    let response = match super::webhook_client::call(store, registry, hook, &review(call, object, &uid)).await {
+    let response = match super::webhook_client::call(store, registry, hook, &review(call, object, &uid)).await
+    {
         Ok(r) => r,
         Err(why) if fail => return Err(call_failed(&name, &why)),
         Err(why) => {
@@ -297,8 +391,15 @@ async fn call_hook(store: &Arc<Store>, registry: &Arc<Registry>, call: &Call<'_>
         }
     };
     if response.get("uid").and_then(Value::as_str) != Some(uid.as_str()) {
-        let why = format!("expected response.uid=\"{uid}\", got {}", response.get("uid").unwrap_or(&Value::Null));
-        return if fail { Err(call_failed(&name, &why)) } else { Ok(false) };
+        let why = format!(
+            "expected response.uid=\"{uid}\", got {}",
+            response.get("uid").unwrap_or(&Value::Null)
+        );
+        return if fail {
+            Err(call_failed(&name, &why))
+        } else {
+            Ok(false)
+        };
     }
     if response.get("allowed").and_then(Value::as_bool) != Some(true) {
         return Err(denied(&name, response.get("status")));
@@ -317,7 +418,9 @@ fn apply_patch(object: &mut Value, patch_type: Option<&str>, patch: &str) -> Res
     if patch_type != Some("JSONPatch") {
         return Err(format!("unsupported patch type {:?}", patch_type.unwrap_or("")));
     }
-    let bytes = base64::engine::general_purpose::STANDARD.decode(patch).map_err(|e| format!("the patch is not base64: {e}"))?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(patch)
+        .map_err(|e| format!("the patch is not base64: {e}"))?;
     let ops: Value = serde_json::from_slice(&bytes).map_err(|e| format!("the patch is not JSON: {e}"))?;
     let mut next = object.clone();
     super::patch::json_patch(&mut next, &ops).map_err(|e| e.to_string())?;

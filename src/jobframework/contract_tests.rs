@@ -13,8 +13,8 @@ use crate::api::kueue::constants::label;
 use crate::api::kueue::{PodSet, ReclaimablePod, Workload};
 use crate::jobframework as framework;
 use framework::{
-    Finished, GenericJob, JobFrameworkError, JobWithCustomStop, JobWithReclaimablePods, JobWithSkip, PodSetInfo, Step,
-    StopReason, TopLevelJob,
+    Finished, GenericJob, JobFrameworkError, JobWithCustomStop, JobWithReclaimablePods, JobWithSkip,
+    PodSetInfo, Step, StopReason, TopLevelJob,
 };
 
 fn meta(name: &str, queue: Option<&str>) -> ObjectMeta {
@@ -30,7 +30,10 @@ fn meta(name: &str, queue: Option<&str>) -> ObjectMeta {
 fn templates(podsets: &mut [PodSet]) -> impl ExactSizeIterator<Item = (&mut ObjectMeta, &mut PodSpec)> {
     podsets.iter_mut().map(|p| {
         let t = &mut p.template;
-        (t.metadata.get_or_insert_with(Default::default), t.spec.get_or_insert_with(Default::default))
+        (
+            t.metadata.get_or_insert_with(Default::default),
+            t.spec.get_or_insert_with(Default::default),
+        )
     })
 }
 
@@ -58,7 +61,14 @@ impl JobWithReclaimablePods for BatchJob {
         let parallelism = self.main[0].count.unwrap_or(1);
         let remaining = (self.completions - self.succeeded).max(0);
         let reclaim = (parallelism - remaining).max(0);
-        if reclaim == 0 { vec![] } else { vec![ReclaimablePod { name: "main".into(), count: reclaim }] }
+        if reclaim == 0 {
+            vec![]
+        } else {
+            vec![ReclaimablePod {
+                name: "main".into(),
+                count: reclaim,
+            }]
+        }
     }
 }
 
@@ -84,7 +94,10 @@ impl GenericJob for BatchJob {
         restore_all(&mut self.main, infos)
     }
     fn finished(&self) -> Option<Finished> {
-        (self.succeeded >= self.completions).then(|| Finished { success: true, message: "Job finished successfully".into() })
+        (self.succeeded >= self.completions).then(|| Finished {
+            success: true,
+            message: "Job finished successfully".into(),
+        })
     }
     fn pod_sets(&self) -> Result<Vec<PodSet>, JobFrameworkError> {
         Ok(self.main.clone())
@@ -159,7 +172,12 @@ impl GenericJob for PodGroup {
         self.running > 0
     }
     fn pods_ready(&self) -> bool {
-        self.running == self.roles.iter().map(|p| p.count.unwrap_or(1) as usize).sum::<usize>()
+        self.running
+            == self
+                .roles
+                .iter()
+                .map(|p| p.count.unwrap_or(1) as usize)
+                .sum::<usize>()
     }
     fn as_top_level(&self) -> Option<&dyn TopLevelJob> {
         Some(self)
@@ -237,7 +255,10 @@ fn pod_group() -> PodGroup {
     PodGroup {
         meta: meta("group", Some("lq")),
         gated: true,
-        roles: vec![podset("driver", 1, [("cpu", "1")]), podset("workers", 2, [("cpu", "2")])],
+        roles: vec![
+            podset("driver", 1, [("cpu", "1")]),
+            podset("workers", 2, [("cpu", "2")]),
+        ],
         running: 0,
         deleted_for: None,
     }
@@ -260,21 +281,43 @@ fn ray_job(cluster_selector: bool) -> RayJob {
 fn admitted_for(job: &dyn GenericJob, name: &str) -> Workload {
     let mut w = Workload::build(name, "team-a").queue("lq").build();
     w.spec.pod_sets = job.pod_sets().unwrap();
-    let admission = crate::api::kueue::Admission { cluster_queue: "cq".into(), pod_set_assignments: vec![] };
-    w.status = Some(framework::admission::admitted(&w, admission, jiff::Timestamp::UNIX_EPOCH));
+    let admission = crate::api::kueue::Admission {
+        cluster_queue: "cq".into(),
+        pod_set_assignments: vec![],
+    };
+    w.status = Some(framework::admission::admitted(
+        &w,
+        admission,
+        jiff::Timestamp::UNIX_EPOCH,
+    ));
     w
 }
 
 #[test]
 fn each_kind_gets_one_workload_then_starts_when_admitted() {
-    let jobs: Vec<(&str, Box<dyn GenericJob>)> =
-        vec![("batch Job", Box::new(batch(Some("lq")))), ("Pod group", Box::new(pod_group())), ("RayJob", Box::new(ray_job(false)))];
+    let jobs: Vec<(&str, Box<dyn GenericJob>)> = vec![
+        ("batch Job", Box::new(batch(Some("lq")))),
+        ("Pod group", Box::new(pod_group())),
+        ("RayJob", Box::new(ray_job(false))),
+    ];
     for (kind, job) in &jobs {
-        assert_eq!(framework::plan(job.as_ref(), &[]).unwrap(), Step::CreateWorkload, "{kind}");
+        assert_eq!(
+            framework::plan(job.as_ref(), &[]).unwrap(),
+            Step::CreateWorkload,
+            "{kind}"
+        );
         let wl = admitted_for(job.as_ref(), "wl");
-        assert_eq!(framework::plan(job.as_ref(), &[&wl]).unwrap(), Step::Start("wl".into()), "{kind}");
+        assert_eq!(
+            framework::plan(job.as_ref(), &[&wl]).unwrap(),
+            Step::Start("wl".into()),
+            "{kind}"
+        );
     }
-    assert_eq!(framework::plan(&batch(None), &[]).unwrap(), Step::Ignore, "no queue label");
+    assert_eq!(
+        framework::plan(&batch(None), &[]).unwrap(),
+        Step::Ignore,
+        "no queue label"
+    );
 }
 
 #[test]
@@ -291,25 +334,58 @@ fn admitted_info_goes_onto_the_templates_and_comes_back_off() {
         })
         .collect();
     // What the templates held before admission, as Kueue keeps it to restore on stop.
-    let original: Vec<PodSetInfo> =
-        infos.iter().map(|i| PodSetInfo { name: i.name.clone(), count: i.count, ..Default::default() }).collect();
+    let original: Vec<PodSetInfo> = infos
+        .iter()
+        .map(|i| PodSetInfo {
+            name: i.name.clone(),
+            count: i.count,
+            ..Default::default()
+        })
+        .collect();
     group.run_with_podsets_info(&infos).unwrap();
     assert!(!group.is_suspended());
-    let selector = |p: &PodSet| p.template.spec.as_ref().and_then(|s| s.node_selector.clone()).unwrap_or_default();
-    assert!(group.roles.iter().all(|p| selector(p).get("pool").map(String::as_str) == Some("spot")));
+    let selector = |p: &PodSet| {
+        p.template
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_selector.clone())
+            .unwrap_or_default()
+    };
+    assert!(
+        group
+            .roles
+            .iter()
+            .all(|p| selector(p).get("pool").map(String::as_str) == Some("spot"))
+    );
     group.running = 3;
     let stop = group.as_with_custom_stop().expect("a Pod group stops itself");
     assert!(stop.stop(&original, StopReason::WorkloadEvicted));
-    assert!(group.roles.iter().all(|p| selector(p).is_empty()), "the injected node selector is gone");
-    assert_eq!((group.running, group.deleted_for), (0, Some(StopReason::WorkloadEvicted)));
+    assert!(
+        group.roles.iter().all(|p| selector(p).is_empty()),
+        "the injected node selector is gone"
+    );
+    assert_eq!(
+        (group.running, group.deleted_for),
+        (0, Some(StopReason::WorkloadEvicted))
+    );
 }
 
 #[test]
 fn optional_capabilities_answer_only_where_a_kind_opts_in() {
     let mut job = batch(Some("lq"));
     job.succeeded = 2;
-    let reclaim = job.as_with_reclaimable_pods().expect("a batch Job reclaims").reclaimable_pods();
-    assert_eq!(reclaim, vec![ReclaimablePod { name: "main".into(), count: 1 }], "2 of 4 left with 3 in parallel");
+    let reclaim = job
+        .as_with_reclaimable_pods()
+        .expect("a batch Job reclaims")
+        .reclaimable_pods();
+    assert_eq!(
+        reclaim,
+        vec![ReclaimablePod {
+            name: "main".into(),
+            count: 1
+        }],
+        "2 of 4 left with 3 in parallel"
+    );
     assert!(job.as_with_skip().is_none() && job.as_top_level().is_none());
     assert!(ray_job(true).as_with_skip().is_some_and(|s| s.skip()));
     assert!(!ray_job(false).as_with_skip().is_some_and(|s| s.skip()));
@@ -321,8 +397,17 @@ fn slice_chain_queries_read_the_workload_alone() {
     let job = ray_job(false);
     let old = admitted_for(&job, "old");
     let mut new = admitted_for(&job, "new");
-    new.metadata.annotations = Some([(label::WORKLOAD_SLICE_REPLACEMENT_FOR.to_string(), "team-a/old".to_string())].into());
-    assert_eq!(framework::replacement_for(&new).map(|k| k.name), Some("old".to_string()));
+    new.metadata.annotations = Some(
+        [(
+            label::WORKLOAD_SLICE_REPLACEMENT_FOR.to_string(),
+            "team-a/old".to_string(),
+        )]
+        .into(),
+    );
+    assert_eq!(
+        framework::replacement_for(&new).map(|k| k.name),
+        Some("old".to_string())
+    );
     assert_eq!(framework::replacement_for(&old), None);
     let cause = framework::admission::EvictionCause {
         by: framework::admission::EvictedBy::Preempted(crate::queue::PreemptedReason::InClusterQueue),
@@ -332,5 +417,8 @@ fn slice_chain_queries_read_the_workload_alone() {
     let mut evicted = old.clone();
     evicted.status = framework::admission::evicted(&old, &cause, jiff::Timestamp::UNIX_EPOCH);
     assert!(framework::is_evicted(&evicted));
-    assert_eq!(framework::plan(&job, &[&evicted]).unwrap(), Step::Stop("old".into()));
+    assert_eq!(
+        framework::plan(&job, &[&evicted]).unwrap(),
+        Step::Stop("old".into())
+    );
 }

@@ -14,8 +14,15 @@ pub enum JobFrameworkError {
     #[error("invalid podset infos: expecting {want} podset, got {got}")]
     PodSetsInfoLength { want: usize, got: usize },
     /// Kueue's ErrInvalidPodSetUpdate: an admission check asks for a value the template already sets differently.
-    #[error("invalid admission check PodSetUpdate: conflict for {field}: conflict for key={key}, value1={existing}, value2={requested}")]
-    PodSetUpdateConflict { field: &'static str, key: String, existing: String, requested: String },
+    #[error(
+        "invalid admission check PodSetUpdate: conflict for {field}: conflict for key={key}, value1={existing}, value2={requested}"
+    )]
+    PodSetUpdateConflict {
+        field: &'static str,
+        key: String,
+        existing: String,
+        requested: String,
+    },
     #[error("workload {0:?} has no admission")]
     NotAdmitted(String),
     #[error("admission names podset {0:?}, which the workload does not have")]
@@ -38,7 +45,9 @@ impl JobFrameworkError {
         match self {
             Self::WorkloadPriorityClassNotFound(_) | Self::PriorityClassNotFound(_) => "priority",
             Self::FlavorNotFound(_) => "flavor",
-            Self::PodSetsInfoLength { .. } | Self::PodSetUpdateConflict { .. } | Self::UnknownPodSet(_) => "podset_info",
+            Self::PodSetsInfoLength { .. } | Self::PodSetUpdateConflict { .. } | Self::UnknownPodSet(_) => {
+                "podset_info"
+            }
             Self::NotAdmitted(_) => "not_admitted",
             Self::MissingField { .. } => "job",
             Self::SliceCount(_) => "slices",
@@ -49,6 +58,9 @@ impl JobFrameworkError {
 
     /// Permanent errors will not go away by retrying (Kueue's `podset.IsPermanent`).
     pub fn is_permanent(&self) -> bool {
-        matches!(self, Self::PodSetsInfoLength { .. } | Self::PodSetUpdateConflict { .. })
+        matches!(
+            self,
+            Self::PodSetsInfoLength { .. } | Self::PodSetUpdateConflict { .. }
+        )
     }
 }

@@ -102,7 +102,9 @@ impl Cache {
             if !expired && self.entries.len() <= MAX_CACHED && self.order.len() <= 2 * MAX_CACHED {
                 break;
             }
-            let Some((t, k)) = self.order.pop_front() else { break };
+            let Some((t, k)) = self.order.pop_front() else {
+                break;
+            };
             // Only the latest queue entry of a key removes it: an older one means it was seen again.
             if self.entries.get(&k).is_some_and(|p| p.last == t) {
                 self.entries.remove(&k);
@@ -146,14 +148,23 @@ impl Recorder {
             // A poisoned cache only loses series: publish as a new event.
             Err(_) => None,
         };
-        let namespace = regarding.namespace.clone().unwrap_or_else(|| "default".to_string());
+        let namespace = regarding
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".to_string());
         let api: Api<K8sEvent> = Api::namespaced(self.client.clone(), &namespace);
         let published = match previous {
             Some(p) => {
                 let count = p.count.saturating_add(1);
-                let patch = serde_json::json!({"series": {"count": count, "lastObservedTime": MicroTime(now)}});
-                api.patch(&p.name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
-                Published { count, last: now, ..p }
+                let patch =
+                    serde_json::json!({"series": {"count": count, "lastObservedTime": MicroTime(now)}});
+                api.patch(&p.name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+                Published {
+                    count,
+                    last: now,
+                    ..p
+                }
             }
             None => {
                 let event = self.event(ev, regarding, &namespace, now);
@@ -186,7 +197,12 @@ impl Recorder {
                 ..Default::default()
             },
             reporting_controller: Some(self.reporter.controller.clone()),
-            reporting_instance: Some(self.reporter.instance.clone().unwrap_or_else(|| self.reporter.controller.clone())),
+            reporting_instance: Some(
+                self.reporter
+                    .instance
+                    .clone()
+                    .unwrap_or_else(|| self.reporter.controller.clone()),
+            ),
             type_: Some(
                 match ev.type_ {
                     EventType::Normal => "Normal",
@@ -237,7 +253,13 @@ impl QueuedRecorder {
                 }
             }
         });
-        (QueuedRecorder { tx, dropped: Arc::default() }, task)
+        (
+            QueuedRecorder {
+                tx,
+                dropped: Arc::default(),
+            },
+            task,
+        )
     }
 
     pub fn publish(&self, ev: Event, regarding: ObjectReference) {
@@ -258,7 +280,11 @@ mod tests {
         assert_eq!(super::truncate_note("short"), "short");
         let long = "é".repeat(800);
         let cut = super::truncate_note(&long);
-        assert!(cut.len() <= super::MAX_NOTE_BYTES && cut.ends_with("..."), "{}", cut.len());
+        assert!(
+            cut.len() <= super::MAX_NOTE_BYTES && cut.ends_with("..."),
+            "{}",
+            cut.len()
+        );
         assert!(cut.trim_end_matches("...").chars().all(|c| c == 'é'));
     }
 
@@ -291,10 +317,25 @@ mod tests {
 
     #[test]
     fn events_with_different_notes_are_different_series() {
-        let ev = |note: &str| Event { type_: EventType::Normal, reason: "DeletedPod".into(), note: Some(note.into()), action: "Delete".into(), secondary: None };
-        let r = ObjectReference { name: Some("rc".into()), ..Default::default() };
-        assert_eq!(Key::new(&ev("deleted pod a"), &r), Key::new(&ev("deleted pod a"), &r));
-        assert_ne!(Key::new(&ev("deleted pod a"), &r), Key::new(&ev("deleted pod b"), &r));
+        let ev = |note: &str| Event {
+            type_: EventType::Normal,
+            reason: "DeletedPod".into(),
+            note: Some(note.into()),
+            action: "Delete".into(),
+            secondary: None,
+        };
+        let r = ObjectReference {
+            name: Some("rc".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            Key::new(&ev("deleted pod a"), &r),
+            Key::new(&ev("deleted pod a"), &r)
+        );
+        assert_ne!(
+            Key::new(&ev("deleted pod a"), &r),
+            Key::new(&ev("deleted pod b"), &r)
+        );
     }
 
     #[test]
@@ -321,7 +362,10 @@ mod tests {
         for i in 0..3 * MAX_CACHED {
             c.observe(key(&i.to_string()), published("x", t0));
             // The same key again and again must not grow the queue without bound either.
-            c.observe(key("hot"), published("hot", t0 + SignedDuration::from_millis(i as i64)));
+            c.observe(
+                key("hot"),
+                published("hot", t0 + SignedDuration::from_millis(i as i64)),
+            );
             c.expire(t0);
         }
         assert!(c.entries.len() <= MAX_CACHED + 1, "{}", c.entries.len());

@@ -183,17 +183,29 @@ pub trait JobWithCustomStop {
 
 /// The LocalQueue named by the job's `kueue.x-k8s.io/queue-name` label, if any.
 pub fn queue_name(meta: &ObjectMeta) -> Option<&str> {
-    meta.labels.as_ref().and_then(|l| l.get(label::QUEUE_NAME)).map(String::as_str).filter(|q| !q.is_empty())
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get(label::QUEUE_NAME))
+        .map(String::as_str)
+        .filter(|q| !q.is_empty())
 }
 
 /// The WorkloadPriorityClass named by the job's `kueue.x-k8s.io/priority-class` label, if any.
 pub fn workload_priority_class_name(meta: &ObjectMeta) -> Option<&str> {
-    meta.labels.as_ref().and_then(|l| l.get(label::PRIORITY_CLASS)).map(String::as_str).filter(|q| !q.is_empty())
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get(label::PRIORITY_CLASS))
+        .map(String::as_str)
+        .filter(|q| !q.is_empty())
 }
 
 /// `kueue.x-k8s.io/max-exec-time-seconds`; ignored unless a positive int32, as Kueue does.
 pub fn maximum_execution_time_seconds(meta: &ObjectMeta) -> Option<i32> {
-    meta.labels.as_ref().and_then(|l| l.get(label::MAX_EXEC_TIME_SECONDS)).and_then(|v| v.parse::<i32>().ok()).filter(|v| *v > 0)
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get(label::MAX_EXEC_TIME_SECONDS))
+        .and_then(|v| v.parse::<i32>().ok())
+        .filter(|v| *v > 0)
 }
 
 pub use crate::api::kueue::is_elastic_job as workload_slice_enabled;

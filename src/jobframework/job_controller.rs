@@ -10,6 +10,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::events::Recorder;
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -17,7 +18,6 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
-use super::events::Recorder;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
@@ -34,8 +34,8 @@ use super::shell;
 use super::workload::{WorkloadOptions, construct_workload, prepare_workload_slice};
 use crate::api::kueue::constants::{ANNOTATION_UPGRADE_CLAIM, label};
 use crate::api::kueue::managed_jobs::ManagedJobs;
-use crate::api::merge_patch::guarded;
 use crate::api::kueue::{PodSet, Workload, WorkloadPriorityClass};
+use crate::api::merge_patch::guarded;
 
 /// A job kind the generic reconciler manages (Kueue's `IntegrationCallbacks`): the object it watches,
 /// how a job is loaded from it (with whatever the job reads from the cluster, e.g. its live children),
@@ -70,7 +70,13 @@ pub trait JobKind: GenericJob + Send + Sync + Sized + 'static {
     const STOPS_ITSELF: bool = false;
     /// Stops a running job of a kind that `STOPS_ITSELF` (a Pod is deleted), saying why: `why` is Kueue's
     /// reason text (`WorkloadEvictedDueTo<the Evicted condition's reason>` for an eviction).
-    fn stop_itself(&self, _reason: StopReason, _why: &str, _message: &str, _client: &Client) -> impl Future<Output = Result<(), kube::Error>> + Send {
+    fn stop_itself(
+        &self,
+        _reason: StopReason,
+        _why: &str,
+        _message: &str,
+        _client: &Client,
+    ) -> impl Future<Output = Result<(), kube::Error>> + Send {
         async { Ok(()) }
     }
     /// Kueue's `JobWithCustomStop` for kinds whose API server refuses a template change in the write
@@ -78,7 +84,10 @@ pub trait JobKind: GenericJob + Send + Sync + Sized + 'static {
     /// templates in a second write.
     const STOPS_IN_STEPS: bool = false;
     /// Between suspending and restoring (with `STOPS_IN_STEPS`): returns the object to restore.
-    fn after_suspend(suspended: Self::Object, _client: &Client) -> impl Future<Output = Result<Self::Object, kube::Error>> + Send {
+    fn after_suspend(
+        suspended: Self::Object,
+        _client: &Client,
+    ) -> impl Future<Output = Result<Self::Object, kube::Error>> + Send {
         async move { Ok(suspended) }
     }
     /// Work after the framework's step, given the job's workloads as they were read.
@@ -178,16 +187,23 @@ fn split_chain<'a>(live: &mut Vec<&'a Workload>) -> Option<&'a Workload> {
 
 /// The job's floor and the parts it keeps, as the slice's annotations would read.
 fn floor_annotations(job: &dyn GenericJob, wl: &Workload) -> [(&'static str, Option<String>); 2] {
-    let floor = job.growth_floor(&wl.spec.pod_sets).map(|f| super::slices::format_floor(&f));
+    let floor = job
+        .growth_floor(&wl.spec.pod_sets)
+        .map(|f| super::slices::format_floor(&f));
     let keeps = floor.as_ref().and(job.growth_keeps()).map(|k| k.join(","));
-    [(super::slices::GROWTH_FLOOR_ANNOTATION, floor), (super::slices::GROWTH_KEEPS_ANNOTATION, keeps)]
+    [
+        (super::slices::GROWTH_FLOOR_ANNOTATION, floor),
+        (super::slices::GROWTH_KEEPS_ANNOTATION, keeps),
+    ]
 }
 
 /// The slice's floor annotations differ from what the job says it keeps (`GenericJob::growth_floor`,
 /// `GenericJob::growth_keeps`).
 fn stale_floor(job: &dyn GenericJob, wl: &Workload) -> bool {
     let have = |key: &str| wl.metadata.annotations.as_ref().and_then(|a| a.get(key));
-    floor_annotations(job, wl).iter().any(|(key, want)| want.as_ref() != have(key))
+    floor_annotations(job, wl)
+        .iter()
+        .any(|(key, want)| want.as_ref() != have(key))
 }
 
 /// Writes (or removes) the job's floor for `pod_sets`, and the parts it keeps, on the workload.
@@ -215,7 +231,11 @@ pub fn plan(job: &dyn GenericJob, workloads: &[&Workload]) -> Result<Step, JobFr
 
 /// [`plan`] for a job whose management was decided by the caller (`managed`: it has a queue name,
 /// or Kueue's `manageJobsWithoutQueueName` takes it; its Workload then has no queue and waits).
-pub fn plan_managed(job: &dyn GenericJob, workloads: &[&Workload], managed: bool) -> Result<Step, JobFrameworkError> {
+pub fn plan_managed(
+    job: &dyn GenericJob,
+    workloads: &[&Workload],
+    managed: bool,
+) -> Result<Step, JobFrameworkError> {
     if !managed || job.meta().deletion_timestamp.is_some() {
         return Ok(Step::Ignore);
     }
@@ -225,9 +245,14 @@ pub fn plan_managed(job: &dyn GenericJob, workloads: &[&Workload], managed: bool
     }
     // A finished job finishes its Workload and gets no new one.
     if let Some(finished) = job.finished() {
-        let open = workloads.iter().find(|w| w.metadata.deletion_timestamp.is_none() && !w.is_finished());
+        let open = workloads
+            .iter()
+            .find(|w| w.metadata.deletion_timestamp.is_none() && !w.is_finished());
         return Ok(match open {
-            Some(w) => Step::Finish { name: w.metadata.name.clone().unwrap_or_default(), finished },
+            Some(w) => Step::Finish {
+                name: w.metadata.name.clone().unwrap_or_default(),
+                finished,
+            },
             None => Step::Nothing,
         });
     }
@@ -279,7 +304,10 @@ pub fn plan_managed(job: &dyn GenericJob, workloads: &[&Workload], managed: bool
         // The floor follows the job while the slice waits to grow too: a stale floor would hold a
         // slice whose growth is taken above what it keeps, and its new slice behind it for good.
         if reserved && change == DemandChange::Grow && stale_floor(job, wl) {
-            return Ok(Step::ReplacePodSets { name, pod_sets: wl.spec.pod_sets.clone() });
+            return Ok(Step::ReplacePodSets {
+                name,
+                pod_sets: wl.spec.pod_sets.clone(),
+            });
         }
         if let Some(r) = replacement {
             let r_name = r.metadata.name.clone().unwrap_or_default();
@@ -300,7 +328,10 @@ pub fn plan_managed(job: &dyn GenericJob, workloads: &[&Workload], managed: bool
             match change {
                 // The floor written on the slice follows the job (an edit of it is written over).
                 DemandChange::Same if reserved && !shrink_waits && stale_floor(job, wl) => {
-                    return Ok(Step::ReplacePodSets { name, pod_sets: wl.spec.pod_sets.clone() });
+                    return Ok(Step::ReplacePodSets {
+                        name,
+                        pod_sets: wl.spec.pod_sets.clone(),
+                    });
                 }
                 DemandChange::Same | DemandChange::Incompatible => {}
                 DemandChange::Counts => return Ok(Step::UpdateCounts(name)),
@@ -377,7 +408,12 @@ fn admitted_counts(wl: &Workload) -> Vec<PodSet> {
     let mut podsets = wl.spec.pod_sets.clone();
     if let Some(a) = wl.admission() {
         for ps in &mut podsets {
-            if let Some(n) = a.pod_set_assignments.iter().find(|x| Some(&x.name) == ps.name.as_ref()).and_then(|x| x.count) {
+            if let Some(n) = a
+                .pod_set_assignments
+                .iter()
+                .find(|x| Some(&x.name) == ps.name.as_ref())
+                .and_then(|x| x.count)
+            {
                 ps.count = Some(n);
             }
         }
@@ -428,7 +464,12 @@ fn mismatch(job: &dyn GenericJob, wl: &Workload, name: String) -> Step {
 /// Kueue's stop reason for an evicted workload: `WorkloadEvictedDueTo` and the Evicted condition's
 /// reason (e.g. `WorkloadEvictedDueToPreempted`).
 pub fn evicted_reason(wl: &Workload) -> String {
-    let why = wl.status.as_ref().and_then(|s| s.condition("Evicted")).map(|c| c.reason.clone()).unwrap_or_default();
+    let why = wl
+        .status
+        .as_ref()
+        .and_then(|s| s.condition("Evicted"))
+        .map(|c| c.reason.clone())
+        .unwrap_or_default();
     format!("{}DueTo{why}", StopReason::WorkloadEvicted.as_str())
 }
 
@@ -462,8 +503,15 @@ pub async fn manages(client: &Client, config: &ManagedJobs, meta: &ObjectMeta) -
     }
     let ns = meta.namespace.as_deref().unwrap_or_default();
     // A list by name: the manager's Role may list and watch namespaces, not get them.
-    let found = Api::<Namespace>::all(client.clone()).list(&ListParams::default().fields(&format!("metadata.name={ns}"))).await?;
-    let labels = found.items.into_iter().next().and_then(|n| n.metadata.labels).unwrap_or_default();
+    let found = Api::<Namespace>::all(client.clone())
+        .list(&ListParams::default().fields(&format!("metadata.name={ns}")))
+        .await?;
+    let labels = found
+        .items
+        .into_iter()
+        .next()
+        .and_then(|n| n.metadata.labels)
+        .unwrap_or_default();
     Ok(config.manages_without_queue_name(ns, &labels))
 }
 
@@ -495,30 +543,25 @@ pub async fn priority(ctx: &JobContext, source: PrioritySource) -> Result<Priori
     // Kueue reads pod PriorityClasses only when the job names one or none (the global default).
     let pcs = match source {
         PrioritySource::WorkloadPriorityClass(_) => Vec::new(),
-        _ => Api::<PriorityClass>::all(ctx.client.clone()).list(&ListParams::default()).await?.items,
+        _ => {
+            Api::<PriorityClass>::all(ctx.client.clone())
+                .list(&ListParams::default())
+                .await?
+                .items
+        }
     };
     Ok(resolve_priority(&source, &wpcs, &pcs)?)
 }
 
 /// The Workloads a job owns (label `kueue.x-k8s.io/job-uid` and an owner reference to it).
-pub async fn owned_workloads(
-    client: &Client,
-    ns: &str,
-    uid: &str,
-) -> Result<Vec<Workload>, kube::Error> {
+pub async fn owned_workloads(client: &Client, ns: &str, uid: &str) -> Result<Vec<Workload>, kube::Error> {
     let wl_api: Api<Workload> = Api::namespaced(client.clone(), ns);
     Ok(wl_api
         .list(&ListParams::default().labels(&format!("{}={uid}", label::JOB_UID)))
         .await?
         .items
         .into_iter()
-        .filter(|w| {
-            w.metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|o| o.uid == uid)
-        })
+        .filter(|w| w.metadata.owner_references.iter().flatten().any(|o| o.uid == uid))
         .collect())
 }
 
@@ -526,10 +569,7 @@ pub async fn owned_workloads(
 pub const RESYNC: Duration = Duration::from_secs(30);
 
 #[tracing::instrument(skip(obj, ctx), fields(name = %obj.name_any(), ns = obj.namespace().unwrap_or_default()))]
-pub async fn reconcile<J: JobKind>(
-    obj: Arc<J::Object>,
-    ctx: Arc<JobContext>,
-) -> Result<Action, JobError> {
+pub async fn reconcile<J: JobKind>(obj: Arc<J::Object>, ctx: Arc<JobContext>) -> Result<Action, JobError> {
     if !*ctx.leader.borrow() {
         return Ok(Action::requeue(Duration::from_secs(2)));
     }
@@ -557,7 +597,8 @@ pub async fn reconcile<J: JobKind>(
         // spec cannot fix it, so say so on the job and wait for it to change.
         Err(JobFrameworkError::PodSets(why)) => {
             let msg = format!("no Workload can be built for the job: {why}");
-            pass.refuse(&obj, "InvalidPodSets", refusal::REASON_INVALID_PODSETS, msg).await;
+            pass.refuse(&obj, "InvalidPodSets", refusal::REASON_INVALID_PODSETS, msg)
+                .await;
             return Ok(Action::requeue(Duration::from_secs(60)));
         }
         Err(e) => return Err(e.into()),
@@ -580,7 +621,9 @@ pub async fn reconcile<J: JobKind>(
     job.after_step(&owned, &ctx).await?;
     Ok(match step {
         // Stopping waits for the job to become inactive before the quota is given back.
-        Step::Stop(_) | Step::StopNotMatching(_) if job.is_active() => Action::requeue(Duration::from_secs(1)),
+        Step::Stop(_) | Step::StopNotMatching(_) if job.is_active() => {
+            Action::requeue(Duration::from_secs(1))
+        }
         // The safety net of kube-runtime controllers: a queue-managed job is derived again from what
         // the API holds now and then even with no event, so one missed event costs seconds, not the
         // job's progress for good (issue 44). A job with nothing to do costs two reads.
@@ -611,7 +654,14 @@ impl<J: JobKind> Pass<'_, J> {
 
     /// Says on the job (a Warning event and a condition) why no Workload stands for it.
     async fn refuse(&self, obj: &J::Object, event: &str, reason: &str, msg: String) {
-        shell::publish(&self.ctx.recorder, &self.obj_ref, EventType::Warning, event, msg.clone()).await;
+        shell::publish(
+            &self.ctx.recorder,
+            &self.obj_ref,
+            EventType::Warning,
+            event,
+            msg.clone(),
+        )
+        .await;
         if let Err(e) = refusal::record(&self.job_api, obj, Some((reason, msg.as_str()))).await {
             tracing::debug!(error = %e, "recording the refusal on the job failed; will retry");
         }
@@ -628,10 +678,21 @@ impl<J: JobKind> Pass<'_, J> {
                 // Kueue's words: a job running with no Workload, or with one that holds no quota.
                 let (reason, msg) = match step {
                     Step::Suspend => (StopReason::NotAdmitted, "Not admitted by cluster queue"),
-                    _ => (StopReason::NoMatchingWorkload, "Missing Workload; unable to restore pod templates"),
+                    _ => (
+                        StopReason::NoMatchingWorkload,
+                        "Missing Workload; unable to restore pod templates",
+                    ),
                 };
-                job.stop_itself(reason, reason.as_str(), msg, &self.ctx.client).await?;
-                shell::publish(&self.ctx.recorder, &self.obj_ref, EventType::Normal, "Stopped", msg.to_string()).await;
+                job.stop_itself(reason, reason.as_str(), msg, &self.ctx.client)
+                    .await?;
+                shell::publish(
+                    &self.ctx.recorder,
+                    &self.obj_ref,
+                    EventType::Normal,
+                    "Stopped",
+                    msg.to_string(),
+                )
+                .await;
             }
             Step::SuspendThenCreate | Step::Suspend => {
                 let before = job.object().clone();
@@ -647,7 +708,9 @@ impl<J: JobKind> Pass<'_, J> {
             Step::UpdateReclaimablePods { name, pods } => {
                 let mut obj = self.find(name)?.clone();
                 obj.status.get_or_insert_with(Default::default).reclaimable_pods = pods.clone();
-                self.wl_api.replace_status(name, &PostParams::default(), &obj).await?;
+                self.wl_api
+                    .replace_status(name, &PostParams::default(), &obj)
+                    .await?;
             }
         }
         Ok(None)
@@ -658,13 +721,26 @@ impl<J: JobKind> Pass<'_, J> {
     async fn finish(&self, name: &str, finished: &super::interface::Finished) -> Result<(), JobError> {
         use crate::api::kueue::constants::reason;
         let wl = self.find(name)?;
-        let why = if finished.success { reason::SUCCEEDED } else { reason::FAILED };
+        let why = if finished.success {
+            reason::SUCCEEDED
+        } else {
+            reason::FAILED
+        };
         if let Some(status) = conditions::finished(wl, why, &finished.message, jiff::Timestamp::now()) {
             let mut obj = wl.clone();
             obj.status = Some(status);
-            self.wl_api.replace_status(name, &PostParams::default(), &obj).await?;
+            self.wl_api
+                .replace_status(name, &PostParams::default(), &obj)
+                .await?;
             let note = format!("Workload {}/{name} finished: {why}", self.ns);
-            shell::publish(&self.ctx.recorder, &self.obj_ref, EventType::Normal, "FinishedWorkload", note).await;
+            shell::publish(
+                &self.ctx.recorder,
+                &self.obj_ref,
+                EventType::Normal,
+                "FinishedWorkload",
+                note,
+            )
+            .await;
         }
         Ok(())
     }
@@ -726,14 +802,23 @@ impl<J: JobKind> Pass<'_, J> {
         }
         if let Some(claim) = job.upgrade_claim() {
             let value = crate::queue::convert::upgrade_claim_annotation(&claim);
-            wl.metadata.annotations.get_or_insert_with(Default::default).insert(ANNOTATION_UPGRADE_CLAIM.to_string(), value);
+            wl.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(ANNOTATION_UPGRADE_CLAIM.to_string(), value);
         }
         let created = match self.wl_api.create(&PostParams::default(), &wl).await {
             // The API server refused the Workload for what it is (say a negative request in the
             // job's pod template): retrying cannot fix it, so say why on the job and wait for a change.
             Err(kube::Error::Api(s)) if s.code == 422 || s.code == 400 => {
                 let msg = format!("the Workload for the job was refused: {}", s.message);
-                self.refuse(job.object(), "FailedCreateWorkload", refusal::REASON_WORKLOAD_REFUSED, msg).await;
+                self.refuse(
+                    job.object(),
+                    "FailedCreateWorkload",
+                    refusal::REASON_WORKLOAD_REFUSED,
+                    msg,
+                )
+                .await;
                 tracing::info!(error = %s.message, "workload refused by the API server; waiting for the job to change");
                 return Ok(Some(Action::requeue(Duration::from_secs(60))));
             }
@@ -772,7 +857,14 @@ impl<J: JobKind> Pass<'_, J> {
             };
             if shell::ignore_not_found(self.wl_api.delete(n, &dp).await)?.is_some() {
                 let note = format!("Deleted not matching Workload: {}/{n}", self.ns);
-                shell::publish(&self.ctx.recorder, &self.obj_ref, EventType::Normal, "DeletedWorkload", note).await;
+                shell::publish(
+                    &self.ctx.recorder,
+                    &self.obj_ref,
+                    EventType::Normal,
+                    "DeletedWorkload",
+                    note,
+                )
+                .await;
             }
         }
         Ok(())
@@ -787,7 +879,10 @@ impl<J: JobKind> Pass<'_, J> {
         let patch = guarded(before, after).map_err(|e| JobFrameworkError::Encode(e.to_string()))?;
         match patch {
             None => Ok(after.clone()),
-            Some(p) => Ok(self.job_api.patch(&self.name_of_job, &PatchParams::default(), &Patch::Merge(&p)).await?),
+            Some(p) => Ok(self
+                .job_api
+                .patch(&self.name_of_job, &PatchParams::default(), &Patch::Merge(&p))
+                .await?),
         }
     }
 
@@ -832,7 +927,10 @@ impl<J: JobKind> Pass<'_, J> {
         if J::STOPS_ITSELF {
             if was_running {
                 let (reason, why) = if not_matching {
-                    (StopReason::NoMatchingWorkload, StopReason::NoMatchingWorkload.as_str().to_string())
+                    (
+                        StopReason::NoMatchingWorkload,
+                        StopReason::NoMatchingWorkload.as_str().to_string(),
+                    )
                 } else {
                     (StopReason::WorkloadEvicted, evicted_reason(wl))
                 };
@@ -861,7 +959,14 @@ impl<J: JobKind> Pass<'_, J> {
             self.write_job(&before, job.object()).await?;
         }
         if was_running {
-            shell::publish(&self.ctx.recorder, &self.obj_ref, EventType::Normal, "Stopped", msg).await;
+            shell::publish(
+                &self.ctx.recorder,
+                &self.obj_ref,
+                EventType::Normal,
+                "Stopped",
+                msg,
+            )
+            .await;
         }
         // Suspended means no pods run any more: give the quota back so the workload requeues. (A job
         // stopped for not matching gets a new Workload instead once its pods are gone.)
@@ -883,14 +988,24 @@ impl<J: JobKind> Pass<'_, J> {
         // A workload that never had the condition gets it once admitted: written while it is still
         // pending, it would race the admission's own status write for nothing.
         let shows = |w: &Workload| {
-            w.is_admitted() || w.status.as_ref().is_some_and(|s| s.condition(crate::api::kueue::constants::condition::PODS_READY).is_some())
+            w.is_admitted()
+                || w.status.as_ref().is_some_and(|s| {
+                    s.condition(crate::api::kueue::constants::condition::PODS_READY)
+                        .is_some()
+                })
         };
-        for wl in self.owned.iter().filter(|w| w.metadata.deletion_timestamp.is_none() && !w.is_finished() && shows(w)) {
+        for wl in self
+            .owned
+            .iter()
+            .filter(|w| w.metadata.deletion_timestamp.is_none() && !w.is_finished() && shows(w))
+        {
             let now = jiff::Timestamp::now();
             if let Some(status) = super::core::pods_ready::with_condition(wl, ready, now) {
                 let mut obj = wl.clone();
                 obj.status = Some(status.clone());
-                self.wl_api.replace_status(&wl.name_any(), &PostParams::default(), &obj).await?;
+                self.wl_api
+                    .replace_status(&wl.name_any(), &PostParams::default(), &obj)
+                    .await?;
                 super::core::pods_ready_metrics::record_ready(&self.ctx.metrics, wl, &status, now);
             }
         }
@@ -911,28 +1026,16 @@ impl shell::ReconcileError for JobError {
 }
 
 /// Runs the job controller for kind `J` until `shutdown` completes.
-pub async fn run<J: JobKind>(
-    ctx: JobContext,
-    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
-) {
+pub async fn run<J: JobKind>(ctx: JobContext, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let client = ctx.client.clone();
     let mut leader = ctx.leader.clone();
     let ctx = Arc::new(ctx);
-    let controller = Controller::new(
-        Api::<J::Object>::all(client.clone()),
-        J::watcher_config(),
-    )
-    .owns(
-        Api::<Workload>::all(client.clone()),
-        watcher::Config::default(),
-    );
+    let controller = Controller::new(Api::<J::Object>::all(client.clone()), J::watcher_config())
+        .owns(Api::<Workload>::all(client.clone()), watcher::Config::default());
     let controller = J::watches(controller, &client).graceful_shutdown_on(shutdown);
     // Becoming leader re-checks every job (the followers skipped their writes).
     let controller = controller.reconcile_all_on(became_leader(&mut leader));
-    shell::run(controller, "job", reconcile::<J>, ctx, |_| {
-        Duration::from_secs(1)
-    })
-    .await;
+    shell::run(controller, "job", reconcile::<J>, ctx, |_| Duration::from_secs(1)).await;
 }
 
 /// One item each time this replica becomes leader (for `Controller::reconcile_all_on`).

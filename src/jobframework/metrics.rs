@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::hash::Hash;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder, text::encode};
 use prometheus_client::metrics::counter::Counter;
@@ -241,9 +241,16 @@ pub struct GaugeSet<L, G> {
     seen: Mutex<HashSet<L>>,
 }
 
-impl<L: Clone + Eq + Hash + EncodeLabelSet + std::fmt::Debug, G: Default + prometheus_client::metrics::TypedMetric> GaugeSet<L, G> {
+impl<
+    L: Clone + Eq + Hash + EncodeLabelSet + std::fmt::Debug,
+    G: Default + prometheus_client::metrics::TypedMetric,
+> GaugeSet<L, G>
+{
     fn new() -> Self {
-        GaugeSet { family: Family::default(), seen: Mutex::new(HashSet::new()) }
+        GaugeSet {
+            family: Family::default(),
+            seen: Mutex::new(HashSet::new()),
+        }
     }
 
     /// Sets every series in `values` and removes the ones set last time but not now.
@@ -360,7 +367,11 @@ impl Metrics {
         let mut r = Registry::with_prefix("kueue");
         let m = Metrics::unregistered();
         m.register(&mut r);
-        r.register("build_info", "Kueue build information: 1 for the running version (quotagate's, built with rustc)", build_info());
+        r.register(
+            "build_info",
+            "Kueue build information: 1 for the running version (quotagate's, built with rustc)",
+            build_info(),
+        );
         Metrics { registry: r, ..m }
     }
 
@@ -419,7 +430,8 @@ impl Metrics {
             pods_ready: PodsReadyMetrics::new(),
             local_queue_admission_fair_sharing_usage: GaugeSet::new(),
             counted: Mutex::new(HashSet::new()),
-            counting_since: jiff::Timestamp::from_second(jiff::Timestamp::now().as_second()).unwrap_or_default(),
+            counting_since: jiff::Timestamp::from_second(jiff::Timestamp::now().as_second())
+                .unwrap_or_default(),
             registry: Registry::default(),
         }
     }
@@ -427,54 +439,206 @@ impl Metrics {
     /// The registration table: each family under Kueue's name and help text, in the order served.
     fn register(&self, r: &mut Registry) {
         // Counters are registered without `_total`: the encoder appends it.
-        r.register("admission_attempts", "The total number of attempts to admit workloads, by result (success, inadmissible)", self.admission_attempts_total.clone());
-        r.register("admission_attempt_duration_seconds", "The latency of an admission attempt, by result", self.admission_attempt_duration_seconds.clone());
-        r.register("pending_workloads", "The number of pending workloads, per cluster_queue and status (active, inadmissible)", self.pending_workloads.family.clone());
-        r.register("finished_workloads", "The number of finished workloads, per cluster_queue", self.finished_workloads.family.clone());
-        r.register("quota_reserved_workloads", "The total number of quota reserved workloads per cluster_queue", self.quota_reserved_workloads_total.clone());
+        r.register(
+            "admission_attempts",
+            "The total number of attempts to admit workloads, by result (success, inadmissible)",
+            self.admission_attempts_total.clone(),
+        );
+        r.register(
+            "admission_attempt_duration_seconds",
+            "The latency of an admission attempt, by result",
+            self.admission_attempt_duration_seconds.clone(),
+        );
+        r.register(
+            "pending_workloads",
+            "The number of pending workloads, per cluster_queue and status (active, inadmissible)",
+            self.pending_workloads.family.clone(),
+        );
+        r.register(
+            "finished_workloads",
+            "The number of finished workloads, per cluster_queue",
+            self.finished_workloads.family.clone(),
+        );
+        r.register(
+            "quota_reserved_workloads",
+            "The total number of quota reserved workloads per cluster_queue",
+            self.quota_reserved_workloads_total.clone(),
+        );
         r.register("quota_reserved_wait_time_seconds", "The time between a workload was created or requeued until it got quota reservation, per cluster_queue", self.quota_reserved_wait_time_seconds.clone());
-        r.register("admitted_workloads", "The total number of admitted workloads per cluster_queue", self.admitted_workloads_total.clone());
-        r.register("admission_wait_time_seconds", "The time between a workload was created or requeued until admission, per cluster_queue", self.admission_wait_time_seconds.clone());
-        r.register("admission_checks_wait_time_seconds", "The time from when a workload got the quota reservation until admission, per cluster_queue", self.admission_checks_wait_time_seconds.clone());
-        r.register("evicted_workloads", "The number of evicted workloads per cluster_queue, reason and underlying_cause", self.evicted_workloads_total.clone());
-        r.register("evicted_workloads_once", "The number of unique workload evictions per cluster_queue, reason and underlying_cause", self.evicted_workloads_once_total.clone());
-        r.register("preempted_workloads", "The number of preempted workloads per preempting_cluster_queue and reason", self.preempted_workloads_total.clone());
-        r.register("replaced_workload_slices", "The number of replaced workload slices per cluster_queue", self.replaced_workload_slices_total.clone());
-        r.register("reserving_active_workloads", "The number of Workloads that are reserving quota, per cluster_queue", self.reserving_active_workloads.family.clone());
-        r.register("admitted_active_workloads", "The number of admitted Workloads that are active, per cluster_queue", self.admitted_active_workloads.family.clone());
-        r.register("cluster_queue_status", "Reports cluster_queue with its status (pending, active or terminating); 1 for one status", self.cluster_queue_status.family.clone());
-        r.register("cluster_queue_resource_reservation", "Reports the cluster_queue's total resource reservation within all the flavors", self.cluster_queue_resource_reservation.family.clone());
-        r.register("cluster_queue_resource_usage", "Reports the cluster_queue's total resource usage within all the flavors", self.cluster_queue_resource_usage.family.clone());
-        r.register("cluster_queue_nominal_quota", "Reports the cluster_queue's resource nominal quota within all the flavors", self.cluster_queue_nominal_quota.family.clone());
-        r.register("cluster_queue_borrowing_limit", "Reports the cluster_queue's resource borrowing limit within all the flavors", self.cluster_queue_borrowing_limit.family.clone());
-        r.register("cluster_queue_lending_limit", "Reports the cluster_queue's resource lending limit within all the flavors", self.cluster_queue_lending_limit.family.clone());
-        r.register("local_queue_pending_workloads", "The number of pending workloads, per local_queue and status", self.local_queue_pending_workloads.family.clone());
-        r.register("local_queue_reserving_active_workloads", "The number of Workloads that are reserving quota, per localQueue", self.local_queue_reserving_active_workloads.family.clone());
-        r.register("local_queue_admitted_active_workloads", "The number of admitted Workloads that are active, per localQueue", self.local_queue_admitted_active_workloads.family.clone());
-        r.register("local_queue_finished_workloads", "The number of finished workloads, per localQueue", self.local_queue_finished_workloads.family.clone());
-        r.register("local_queue_status", "Reports localQueue with its active status (True, False or Unknown); 1 for one status", self.local_queue_status.family.clone());
-        r.register("local_queue_resource_reservation", "Reports the localQueue's total resource reservation within all the flavors", self.local_queue_resource_reservation.family.clone());
-        r.register("local_queue_resource_usage", "Reports the localQueue's total resource usage within all the flavors", self.local_queue_resource_usage.family.clone());
-        r.register("local_queue_quota_reserved_workloads", "The total number of quota reserved workloads per local_queue", self.local_queue_quota_reserved_workloads_total.clone());
-        r.register("local_queue_admitted_workloads", "The total number of admitted workloads per local_queue", self.local_queue_admitted_workloads_total.clone());
-        r.register("local_queue_admission_wait_time_seconds", "The time between a workload was created or requeued until admission, per local_queue", self.local_queue_admission_wait_time_seconds.clone());
-        r.register("local_queue_evicted_workloads", "The number of evicted workloads per local_queue", self.local_queue_evicted_workloads_total.clone());
+        r.register(
+            "admitted_workloads",
+            "The total number of admitted workloads per cluster_queue",
+            self.admitted_workloads_total.clone(),
+        );
+        r.register(
+            "admission_wait_time_seconds",
+            "The time between a workload was created or requeued until admission, per cluster_queue",
+            self.admission_wait_time_seconds.clone(),
+        );
+        r.register(
+            "admission_checks_wait_time_seconds",
+            "The time from when a workload got the quota reservation until admission, per cluster_queue",
+            self.admission_checks_wait_time_seconds.clone(),
+        );
+        r.register(
+            "evicted_workloads",
+            "The number of evicted workloads per cluster_queue, reason and underlying_cause",
+            self.evicted_workloads_total.clone(),
+        );
+        r.register(
+            "evicted_workloads_once",
+            "The number of unique workload evictions per cluster_queue, reason and underlying_cause",
+            self.evicted_workloads_once_total.clone(),
+        );
+        r.register(
+            "preempted_workloads",
+            "The number of preempted workloads per preempting_cluster_queue and reason",
+            self.preempted_workloads_total.clone(),
+        );
+        r.register(
+            "replaced_workload_slices",
+            "The number of replaced workload slices per cluster_queue",
+            self.replaced_workload_slices_total.clone(),
+        );
+        r.register(
+            "reserving_active_workloads",
+            "The number of Workloads that are reserving quota, per cluster_queue",
+            self.reserving_active_workloads.family.clone(),
+        );
+        r.register(
+            "admitted_active_workloads",
+            "The number of admitted Workloads that are active, per cluster_queue",
+            self.admitted_active_workloads.family.clone(),
+        );
+        r.register(
+            "cluster_queue_status",
+            "Reports cluster_queue with its status (pending, active or terminating); 1 for one status",
+            self.cluster_queue_status.family.clone(),
+        );
+        r.register(
+            "cluster_queue_resource_reservation",
+            "Reports the cluster_queue's total resource reservation within all the flavors",
+            self.cluster_queue_resource_reservation.family.clone(),
+        );
+        r.register(
+            "cluster_queue_resource_usage",
+            "Reports the cluster_queue's total resource usage within all the flavors",
+            self.cluster_queue_resource_usage.family.clone(),
+        );
+        r.register(
+            "cluster_queue_nominal_quota",
+            "Reports the cluster_queue's resource nominal quota within all the flavors",
+            self.cluster_queue_nominal_quota.family.clone(),
+        );
+        r.register(
+            "cluster_queue_borrowing_limit",
+            "Reports the cluster_queue's resource borrowing limit within all the flavors",
+            self.cluster_queue_borrowing_limit.family.clone(),
+        );
+        r.register(
+            "cluster_queue_lending_limit",
+            "Reports the cluster_queue's resource lending limit within all the flavors",
+            self.cluster_queue_lending_limit.family.clone(),
+        );
+        r.register(
+            "local_queue_pending_workloads",
+            "The number of pending workloads, per local_queue and status",
+            self.local_queue_pending_workloads.family.clone(),
+        );
+        r.register(
+            "local_queue_reserving_active_workloads",
+            "The number of Workloads that are reserving quota, per localQueue",
+            self.local_queue_reserving_active_workloads.family.clone(),
+        );
+        r.register(
+            "local_queue_admitted_active_workloads",
+            "The number of admitted Workloads that are active, per localQueue",
+            self.local_queue_admitted_active_workloads.family.clone(),
+        );
+        r.register(
+            "local_queue_finished_workloads",
+            "The number of finished workloads, per localQueue",
+            self.local_queue_finished_workloads.family.clone(),
+        );
+        r.register(
+            "local_queue_status",
+            "Reports localQueue with its active status (True, False or Unknown); 1 for one status",
+            self.local_queue_status.family.clone(),
+        );
+        r.register(
+            "local_queue_resource_reservation",
+            "Reports the localQueue's total resource reservation within all the flavors",
+            self.local_queue_resource_reservation.family.clone(),
+        );
+        r.register(
+            "local_queue_resource_usage",
+            "Reports the localQueue's total resource usage within all the flavors",
+            self.local_queue_resource_usage.family.clone(),
+        );
+        r.register(
+            "local_queue_quota_reserved_workloads",
+            "The total number of quota reserved workloads per local_queue",
+            self.local_queue_quota_reserved_workloads_total.clone(),
+        );
+        r.register(
+            "local_queue_admitted_workloads",
+            "The total number of admitted workloads per local_queue",
+            self.local_queue_admitted_workloads_total.clone(),
+        );
+        r.register(
+            "local_queue_admission_wait_time_seconds",
+            "The time between a workload was created or requeued until admission, per local_queue",
+            self.local_queue_admission_wait_time_seconds.clone(),
+        );
+        r.register(
+            "local_queue_evicted_workloads",
+            "The number of evicted workloads per local_queue",
+            self.local_queue_evicted_workloads_total.clone(),
+        );
         r.register("local_queue_quota_reserved_wait_time_seconds", "The time between a workload was created or requeued until it got quota reservation, per local_queue", self.local_queue_quota_reserved_wait_time_seconds.clone());
-        r.register("local_queue_admission_checks_wait_time_seconds", "The time from when a workload got the quota reservation until admission, per local_queue", self.local_queue_admission_checks_wait_time_seconds.clone());
+        r.register(
+            "local_queue_admission_checks_wait_time_seconds",
+            "The time from when a workload got the quota reservation until admission, per local_queue",
+            self.local_queue_admission_checks_wait_time_seconds.clone(),
+        );
         r.register("finished_workloads_total", "The total number of finished workloads per cluster_queue (a counter, served untyped: see TotalCounter)", self.finished_workloads_total.clone());
         r.register("local_queue_finished_workloads_total", "The total number of finished workloads per local_queue (a counter, served untyped: see TotalCounter)", self.local_queue_finished_workloads_total.clone());
         r.register("execution_time_seconds", "The total execution time of a finished admitted workload (from admission to completion), per cluster_queue", self.execution_time_seconds.clone());
         r.register("local_queue_execution_time_seconds", "The total execution time of a finished admitted workload (from admission to completion), per local_queue", self.local_queue_execution_time_seconds.clone());
         r.register("admission_cycle_preemption_skips", "The number of Workloads in the ClusterQueue that got preemption candidates but were skipped because another ClusterQueue's preemptor claimed the same victims in the same cycle", self.admission_cycle_preemption_skips.family.clone());
-        r.register("cluster_queue_resource_pending", "Reports the cluster_queue's total pending resource requests (not yet assigned to flavors)", self.cluster_queue_resource_pending.family.clone());
-        r.register("cluster_queue_info", "Reports ClusterQueue hierarchy information; 1, joined on its labels", self.cluster_queue_info.family.clone());
-        r.register("cohort_info", "Reports Cohort hierarchy information; 1, joined on its labels", self.cohort_info.family.clone());
+        r.register(
+            "cluster_queue_resource_pending",
+            "Reports the cluster_queue's total pending resource requests (not yet assigned to flavors)",
+            self.cluster_queue_resource_pending.family.clone(),
+        );
+        r.register(
+            "cluster_queue_info",
+            "Reports ClusterQueue hierarchy information; 1, joined on its labels",
+            self.cluster_queue_info.family.clone(),
+        );
+        r.register(
+            "cohort_info",
+            "Reports Cohort hierarchy information; 1, joined on its labels",
+            self.cohort_info.family.clone(),
+        );
         r.register("cohort_subtree_quota", "Reports the cohort's nominal quota aggregated within the cohort's subtree, per flavor and resource", self.cohort_subtree_quota.family.clone());
         r.register("cohort_subtree_resource_reservations", "Reports the cohort's resource reservations aggregated within the cohort's subtree, per flavor and resource", self.cohort_subtree_resource_reservations.family.clone());
-        r.register("cohort_subtree_admitted_active_workloads", "The number of admitted Workloads that are active, per cohort's subtree", self.cohort_subtree_admitted_active_workloads.family.clone());
-        r.register("cohort_subtree_admitted_workloads", "The total number of admitted workloads per cohort's subtree", self.cohort_subtree_admitted_workloads_total.clone());
+        r.register(
+            "cohort_subtree_admitted_active_workloads",
+            "The number of admitted Workloads that are active, per cohort's subtree",
+            self.cohort_subtree_admitted_active_workloads.family.clone(),
+        );
+        r.register(
+            "cohort_subtree_admitted_workloads",
+            "The total number of admitted workloads per cohort's subtree",
+            self.cohort_subtree_admitted_workloads_total.clone(),
+        );
         r.register("cluster_queue_weighted_share", "Reports the cluster_queue's weighted share (fair sharing): the highest ratio, among resources, of usage above nominal to what the cohort can lend, divided by the weight; NaN for an infinite share", self.cluster_queue_weighted_share.family.clone());
-        r.register("cohort_weighted_share", "Reports the cohort's weighted share (fair sharing), as cluster_queue_weighted_share", self.cohort_weighted_share.family.clone());
+        r.register(
+            "cohort_weighted_share",
+            "Reports the cohort's weighted share (fair sharing), as cluster_queue_weighted_share",
+            self.cohort_weighted_share.family.clone(),
+        );
         self.pods_ready.register(r);
         r.register("local_queue_admission_fair_sharing_usage", "Reports a value representing the LocalQueue's Admission Fair Sharing usage, calculated from the resource-weighted sum of consumed resources and pending admission penalties, divided by the LocalQueue's fair sharing weight", self.local_queue_admission_fair_sharing_usage.family.clone());
     }
@@ -492,23 +656,42 @@ impl Metrics {
     }
 
     pub fn cq(&self, cluster_queue: &str) -> CqLabels {
-        CqLabels { cluster_queue: cluster_queue.to_string(), replica_role: self.role() }
+        CqLabels {
+            cluster_queue: cluster_queue.to_string(),
+            replica_role: self.role(),
+        }
     }
 
     pub fn cq_priority(&self, cluster_queue: &str, priority_class: &str) -> CqPriorityLabels {
-        CqPriorityLabels { cluster_queue: cluster_queue.to_string(), priority_class: priority_class.to_string(), replica_role: self.role() }
+        CqPriorityLabels {
+            cluster_queue: cluster_queue.to_string(),
+            priority_class: priority_class.to_string(),
+            replica_role: self.role(),
+        }
     }
 
     pub fn lq(&self, namespace: &str, name: &str) -> LqLabels {
-        LqLabels { name: name.to_string(), namespace: namespace.to_string(), replica_role: self.role() }
+        LqLabels {
+            name: name.to_string(),
+            namespace: namespace.to_string(),
+            replica_role: self.role(),
+        }
     }
 
     pub fn lq_priority(&self, namespace: &str, name: &str, priority_class: &str) -> LqPriorityLabels {
-        LqPriorityLabels { name: name.to_string(), namespace: namespace.to_string(), priority_class: priority_class.to_string(), replica_role: self.role() }
+        LqPriorityLabels {
+            name: name.to_string(),
+            namespace: namespace.to_string(),
+            priority_class: priority_class.to_string(),
+            replica_role: self.role(),
+        }
     }
 
     pub fn result(&self, result: &'static str) -> ResultLabels {
-        ResultLabels { result: Cow::Borrowed(result), replica_role: self.role() }
+        ResultLabels {
+            result: Cow::Borrowed(result),
+            replica_role: self.role(),
+        }
     }
 
     /// The text exposition format served at `/metrics`.
@@ -568,10 +751,26 @@ impl PodsReadyMetrics {
     }
 
     fn register(&self, r: &mut Registry) {
-        r.register("ready_wait_time_seconds", "The time between a workload was created or requeued until ready, per 'cluster_queue'", self.ready_wait_time_seconds.clone());
-        r.register("admitted_until_ready_wait_time_seconds", "The time between a workload was admitted until ready, per 'cluster_queue'", self.admitted_until_ready_wait_time_seconds.clone());
-        r.register("local_queue_ready_wait_time_seconds", "The time between a workload was created or requeued until ready, per 'local_queue'", self.local_queue_ready_wait_time_seconds.clone());
-        r.register("local_queue_admitted_until_ready_wait_time_seconds", "The time between a workload was admitted until ready, per 'local_queue'", self.local_queue_admitted_until_ready_wait_time_seconds.clone());
+        r.register(
+            "ready_wait_time_seconds",
+            "The time between a workload was created or requeued until ready, per 'cluster_queue'",
+            self.ready_wait_time_seconds.clone(),
+        );
+        r.register(
+            "admitted_until_ready_wait_time_seconds",
+            "The time between a workload was admitted until ready, per 'cluster_queue'",
+            self.admitted_until_ready_wait_time_seconds.clone(),
+        );
+        r.register(
+            "local_queue_ready_wait_time_seconds",
+            "The time between a workload was created or requeued until ready, per 'local_queue'",
+            self.local_queue_ready_wait_time_seconds.clone(),
+        );
+        r.register(
+            "local_queue_admitted_until_ready_wait_time_seconds",
+            "The time between a workload was admitted until ready, per 'local_queue'",
+            self.local_queue_admitted_until_ready_wait_time_seconds.clone(),
+        );
         r.register("pods_ready_to_evicted_time_seconds", "The number of seconds between a workload's pods being ready and eviction, per 'cluster_queue', 'reason' and 'underlying_cause'", self.pods_ready_to_evicted_time_seconds.clone());
     }
 }
@@ -584,13 +783,25 @@ mod tests {
     fn names_and_labels_match_kueue() {
         let m = Metrics::new();
         m.set_role(Role::Leader);
-        m.admission_attempts_total.get_or_create(&m.result("success")).inc();
-        m.admitted_workloads_total.get_or_create(&m.cq_priority("team-a", "")).inc();
-        m.admission_attempt_duration_seconds.get_or_create(&m.result("success")).observe(0.002);
+        m.admission_attempts_total
+            .get_or_create(&m.result("success"))
+            .inc();
+        m.admitted_workloads_total
+            .get_or_create(&m.cq_priority("team-a", ""))
+            .inc();
+        m.admission_attempt_duration_seconds
+            .get_or_create(&m.result("success"))
+            .observe(0.002);
         let text = m.render();
-        assert!(text.contains("kueue_admission_attempts_total{result=\"success\",replica_role=\"leader\"} 1"), "{text}");
+        assert!(
+            text.contains("kueue_admission_attempts_total{result=\"success\",replica_role=\"leader\"} 1"),
+            "{text}"
+        );
         assert!(text.contains("kueue_admitted_workloads_total{cluster_queue=\"team-a\",priority_class=\"\",replica_role=\"leader\"} 1"), "{text}");
-        assert!(text.contains("kueue_admission_attempt_duration_seconds_bucket{"), "{text}");
+        assert!(
+            text.contains("kueue_admission_attempt_duration_seconds_bucket{"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -598,17 +809,27 @@ mod tests {
         let m = Metrics::new();
         m.set_role(Role::Leader);
         let p = &m.pods_ready;
-        p.ready_wait_time_seconds.get_or_create(&m.cq_priority("cq", "")).observe(3.0);
-        p.admitted_until_ready_wait_time_seconds.get_or_create(&m.cq_priority("cq", "")).observe(2.0);
-        p.local_queue_ready_wait_time_seconds.get_or_create(&m.lq_priority("ns", "lq", "")).observe(3.0);
-        p.local_queue_admitted_until_ready_wait_time_seconds.get_or_create(&m.lq_priority("ns", "lq", "")).observe(2.0);
+        p.ready_wait_time_seconds
+            .get_or_create(&m.cq_priority("cq", ""))
+            .observe(3.0);
+        p.admitted_until_ready_wait_time_seconds
+            .get_or_create(&m.cq_priority("cq", ""))
+            .observe(2.0);
+        p.local_queue_ready_wait_time_seconds
+            .get_or_create(&m.lq_priority("ns", "lq", ""))
+            .observe(3.0);
+        p.local_queue_admitted_until_ready_wait_time_seconds
+            .get_or_create(&m.lq_priority("ns", "lq", ""))
+            .observe(2.0);
         let l = CqEvictionLabels {
             cluster_queue: "cq".into(),
             reason: "Deactivated".into(),
             underlying_cause: String::new(),
             replica_role: Role::Leader,
         };
-        p.pods_ready_to_evicted_time_seconds.get_or_create(&l).observe(30.0);
+        p.pods_ready_to_evicted_time_seconds
+            .get_or_create(&l)
+            .observe(30.0);
         let text = m.render();
         for want in [
             "kueue_ready_wait_time_seconds_count{cluster_queue=\"cq\",priority_class=\"\",replica_role=\"leader\"} 1",

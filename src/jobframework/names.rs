@@ -41,7 +41,10 @@ fn truncate(s: &str, n: usize) -> &str {
 
 fn hash(owner_name: &str, owner_uid: &str, gvk: &GroupVersionKind, extra: &str) -> String {
     let mut h = Sha1::new();
-    for (i, part) in [gvk.kind.as_str(), gvk.group.as_str(), owner_name, owner_uid].into_iter().enumerate() {
+    for (i, part) in [gvk.kind.as_str(), gvk.group.as_str(), owner_name, owner_uid]
+        .into_iter()
+        .enumerate()
+    {
         if i > 0 {
             h.update(b"\n");
         }
@@ -56,13 +59,27 @@ fn hash(owner_name: &str, owner_uid: &str, gvk: &GroupVersionKind, extra: &str) 
 
 /// `<lowercase kind>-<owner name>`, truncated to leave room for `-<hash>`.
 pub fn workload_name_prefix(owner_name: &str, gvk: &GroupVersionKind, len: NameLength) -> String {
-    truncate(&format!("{}-{owner_name}", gvk.kind.to_lowercase()), len.max_prefix()).to_string()
+    truncate(
+        &format!("{}-{owner_name}", gvk.kind.to_lowercase()),
+        len.max_prefix(),
+    )
+    .to_string()
 }
 
 /// Name of the workload for a job; `extra` (e.g. the generation of an elastic job) makes each slice's name unique.
-pub fn workload_name(owner_name: &str, owner_uid: &str, gvk: &GroupVersionKind, extra: &str, len: NameLength) -> String {
+pub fn workload_name(
+    owner_name: &str,
+    owner_uid: &str,
+    gvk: &GroupVersionKind,
+    extra: &str,
+    len: NameLength,
+) -> String {
     let prefix = workload_name_prefix(owner_name, gvk, len);
-    format!("{}-{}", truncate(&prefix, len.max_prefix()), &hash(owner_name, owner_uid, gvk, extra)[..HASH_LENGTH])
+    format!(
+        "{}-{}",
+        truncate(&prefix, len.max_prefix()),
+        &hash(owner_name, owner_uid, gvk, extra)[..HASH_LENGTH]
+    )
 }
 
 #[cfg(test)]
@@ -95,8 +112,26 @@ mod tests {
     fn hash_separates_kind_group_uid_and_extra() {
         let base = workload_name("a", "u", &job(), "", NameLength::Long);
         assert_ne!(base, workload_name("a", "v", &job(), "", NameLength::Long));
-        assert_ne!(base, workload_name("a", "u", &GroupVersionKind::gvk("other.io", "v1", "Job"), "", NameLength::Long));
+        assert_ne!(
+            base,
+            workload_name(
+                "a",
+                "u",
+                &GroupVersionKind::gvk("other.io", "v1", "Job"),
+                "",
+                NameLength::Long
+            )
+        );
         assert_ne!(base, workload_name("a", "u", &job(), "2", NameLength::Long));
-        assert!(workload_name("svc", "u", &GroupVersionKind::gvk("ray.io", "v1", "RayService"), "", NameLength::Long).starts_with("rayservice-svc-"));
+        assert!(
+            workload_name(
+                "svc",
+                "u",
+                &GroupVersionKind::gvk("ray.io", "v1", "RayService"),
+                "",
+                NameLength::Long
+            )
+            .starts_with("rayservice-svc-")
+        );
     }
 }

@@ -27,18 +27,29 @@ pub struct PodSetInfo {
 impl PodSetInfo {
     /// Info from an admission: every assigned flavor's node labels and tolerations, and the
     /// admitted count (the podset's own count unless partially admitted).
-    pub fn from_assignment(assignment: &PodSetAssignment, podset: &PodSet, flavors: &BTreeMap<String, ResourceFlavor>) -> Result<Self, JobFrameworkError> {
-        let mut info = PodSetInfo { name: assignment.name.clone(), count: assignment.count.unwrap_or_else(|| podset.count()), ..Default::default() };
+    pub fn from_assignment(
+        assignment: &PodSetAssignment,
+        podset: &PodSet,
+        flavors: &BTreeMap<String, ResourceFlavor>,
+    ) -> Result<Self, JobFrameworkError> {
+        let mut info = PodSetInfo {
+            name: assignment.name.clone(),
+            count: assignment.count.unwrap_or_else(|| podset.count()),
+            ..Default::default()
+        };
         let mut seen: Vec<&str> = Vec::new();
         for flavor_name in assignment.flavors.values() {
             if seen.contains(&flavor_name.as_str()) {
                 continue;
             }
             seen.push(flavor_name);
-            let flavor = flavors.get(flavor_name).ok_or_else(|| JobFrameworkError::FlavorNotFound(flavor_name.clone()))?;
+            let flavor = flavors
+                .get(flavor_name)
+                .ok_or_else(|| JobFrameworkError::FlavorNotFound(flavor_name.clone()))?;
             let spec = flavor.spec();
             if let Some(labels) = spec.node_labels() {
-                info.node_selector.extend(labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+                info.node_selector
+                    .extend(labels.iter().map(|(k, v)| (k.clone(), v.clone())));
             }
             info.tolerations.extend(spec.tolerations().iter().cloned());
         }
@@ -99,12 +110,21 @@ fn extend(into: &mut BTreeMap<String, String>, from: &BTreeMap<String, String>) 
     into.extend(from.iter().map(|(k, v)| (k.clone(), v.clone())));
 }
 
-fn check_conflict(field: &'static str, have: &BTreeMap<String, String>, want: &BTreeMap<String, String>) -> Result<(), JobFrameworkError> {
+fn check_conflict(
+    field: &'static str,
+    have: &BTreeMap<String, String>,
+    want: &BTreeMap<String, String>,
+) -> Result<(), JobFrameworkError> {
     for (k, v) in want {
         if let Some(existing) = have.get(k)
             && existing != v
         {
-            return Err(JobFrameworkError::PodSetUpdateConflict { field, key: k.clone(), existing: existing.clone(), requested: v.clone() });
+            return Err(JobFrameworkError::PodSetUpdateConflict {
+                field,
+                key: k.clone(),
+                existing: existing.clone(),
+                requested: v.clone(),
+            });
         }
     }
     Ok(())
@@ -120,13 +140,23 @@ fn non_empty_vec<T>(v: Vec<T>) -> Option<Vec<T>> {
 
 /// Every ResourceFlavor by name, as `podsets_info_from_status` reads them (one list call).
 pub async fn flavors_by_name(client: &kube::Client) -> Result<BTreeMap<String, ResourceFlavor>, kube::Error> {
-    let list = kube::Api::<ResourceFlavor>::all(client.clone()).list(&kube::api::ListParams::default()).await?;
-    Ok(list.items.into_iter().map(|f| (kube::ResourceExt::name_any(&f), f)).collect())
+    let list = kube::Api::<ResourceFlavor>::all(client.clone())
+        .list(&kube::api::ListParams::default())
+        .await?;
+    Ok(list
+        .items
+        .into_iter()
+        .map(|f| (kube::ResourceExt::name_any(&f), f))
+        .collect())
 }
 
 /// Applies admission info to a pod template (Kueue's `podset.Merge`). Fails without changing
 /// anything when the template already sets a key to a different value.
-pub fn merge_into_template(meta: &mut ObjectMeta, spec: &mut PodSpec, info: &PodSetInfo) -> Result<(), JobFrameworkError> {
+pub fn merge_into_template(
+    meta: &mut ObjectMeta,
+    spec: &mut PodSpec,
+    info: &PodSetInfo,
+) -> Result<(), JobFrameworkError> {
     let mut current = PodSetInfo {
         annotations: meta.annotations.clone().unwrap_or_default(),
         labels: meta.labels.clone().unwrap_or_default(),
@@ -183,25 +213,53 @@ pub struct InfoOptions {
 /// The info to run an admitted workload's job with, one per podset in admission order (Kueue's
 /// `getPodSetsInfoFromStatus`): flavor info, the podset label, slice annotation for elastic
 /// workloads, and admission checks' podset updates.
-pub fn podsets_info_from_status(wl: &Workload, flavors: &BTreeMap<String, ResourceFlavor>, opts: InfoOptions) -> Result<Vec<PodSetInfo>, JobFrameworkError> {
+pub fn podsets_info_from_status(
+    wl: &Workload,
+    flavors: &BTreeMap<String, ResourceFlavor>,
+    opts: InfoOptions,
+) -> Result<Vec<PodSetInfo>, JobFrameworkError> {
     let name = wl.metadata.name.clone().unwrap_or_default();
-    let admission = wl.admission().ok_or_else(|| JobFrameworkError::NotAdmitted(name.clone()))?;
-    let status = wl.status.as_ref().ok_or_else(|| JobFrameworkError::NotAdmitted(name.clone()))?;
+    let admission = wl
+        .admission()
+        .ok_or_else(|| JobFrameworkError::NotAdmitted(name.clone()))?;
+    let status = wl
+        .status
+        .as_ref()
+        .ok_or_else(|| JobFrameworkError::NotAdmitted(name.clone()))?;
     let elastic = crate::api::kueue::is_elastic_job(&wl.metadata);
     let mut out = Vec::with_capacity(admission.pod_set_assignments.len());
     for (i, assignment) in admission.pod_set_assignments.iter().enumerate() {
         // Kueue pairs assignments and podsets by position; a name mismatch means the admission is stale.
-        let podset = wl.spec.pod_sets.get(i).filter(|p| p.name() == assignment.name).ok_or_else(|| JobFrameworkError::UnknownPodSet(assignment.name.clone()))?;
+        let podset = wl
+            .spec
+            .pod_sets
+            .get(i)
+            .filter(|p| p.name() == assignment.name)
+            .ok_or_else(|| JobFrameworkError::UnknownPodSet(assignment.name.clone()))?;
         let mut info = PodSetInfo::from_assignment(assignment, podset, flavors)?;
         if elastic {
-            let slice = wl.metadata.annotations.as_ref().and_then(|a| a.get(label::WORKLOAD_SLICE_NAME)).cloned().unwrap_or_else(|| name.clone());
-            info.annotations.insert(label::WORKLOAD_SLICE_NAME.to_string(), slice);
+            let slice = wl
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(label::WORKLOAD_SLICE_NAME))
+                .cloned()
+                .unwrap_or_else(|| name.clone());
+            info.annotations
+                .insert(label::WORKLOAD_SLICE_NAME.to_string(), slice);
         }
-        info.labels.insert(label::PODSET.to_string(), assignment.name.clone());
+        info.labels
+            .insert(label::PODSET.to_string(), assignment.name.clone());
         if opts.assign_queue_labels {
-            info.labels.insert(label::LOCAL_QUEUE_NAME.to_string(), wl.spec.queue_name().to_string());
+            info.labels.insert(
+                label::LOCAL_QUEUE_NAME.to_string(),
+                wl.spec.queue_name().to_string(),
+            );
             if is_dns_label(&admission.cluster_queue) {
-                info.labels.insert(label::CLUSTER_QUEUE_NAME.to_string(), admission.cluster_queue.clone());
+                info.labels.insert(
+                    label::CLUSTER_QUEUE_NAME.to_string(),
+                    admission.cluster_queue.clone(),
+                );
             }
         }
         for check in &status.admission_checks {
@@ -218,16 +276,23 @@ fn is_dns_label(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
         && b.len() <= 63
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         && b[0] != b'-'
         && b[b.len() - 1] != b'-'
 }
 
 /// Applies infos to templates in order; the counts must match (Kueue's BadPodSetsInfoLenError).
 /// Helper for `GenericJob::run_with_podsets_info` implementations.
-pub fn merge_all<'a>(templates: impl ExactSizeIterator<Item = (&'a mut ObjectMeta, &'a mut PodSpec)>, infos: &[PodSetInfo]) -> Result<(), JobFrameworkError> {
+pub fn merge_all<'a>(
+    templates: impl ExactSizeIterator<Item = (&'a mut ObjectMeta, &'a mut PodSpec)>,
+    infos: &[PodSetInfo],
+) -> Result<(), JobFrameworkError> {
     if templates.len() != infos.len() {
-        return Err(JobFrameworkError::PodSetsInfoLength { want: templates.len(), got: infos.len() });
+        return Err(JobFrameworkError::PodSetsInfoLength {
+            want: templates.len(),
+            got: infos.len(),
+        });
     }
     for ((meta, spec), info) in templates.zip(infos) {
         merge_into_template(meta, spec, info)?;
@@ -237,7 +302,11 @@ pub fn merge_all<'a>(templates: impl ExactSizeIterator<Item = (&'a mut ObjectMet
 
 /// What the workload's podsets look like once its admission info is applied; `None` when not
 /// reserved or the info cannot be built (Kueue's `expectedRunningPodSets`).
-pub fn expected_running_podsets(wl: &Workload, flavors: &BTreeMap<String, ResourceFlavor>, opts: InfoOptions) -> Option<Vec<PodSet>> {
+pub fn expected_running_podsets(
+    wl: &Workload,
+    flavors: &BTreeMap<String, ResourceFlavor>,
+    opts: InfoOptions,
+) -> Option<Vec<PodSet>> {
     if !wl.has_quota_reservation() {
         return None;
     }
@@ -268,11 +337,16 @@ pub fn podsets_equivalent(a: &[PodSet], b: &[PodSet], ignore_tolerations: bool) 
     };
     a.len() == b.len()
         && a.iter().zip(b).all(|(x, y)| {
-            let (sx, sy) = (x.template.spec.clone().unwrap_or_default(), y.template.spec.clone().unwrap_or_default());
+            let (sx, sy) = (
+                x.template.spec.clone().unwrap_or_default(),
+                y.template.spec.clone().unwrap_or_default(),
+            );
             x.count() == y.count()
                 && x.min_count == y.min_count
-                && (ignore_tolerations || sx.tolerations.unwrap_or_default() == sy.tolerations.unwrap_or_default())
-                && resources(sx.init_containers.as_deref().unwrap_or_default()) == resources(sy.init_containers.as_deref().unwrap_or_default())
+                && (ignore_tolerations
+                    || sx.tolerations.unwrap_or_default() == sy.tolerations.unwrap_or_default())
+                && resources(sx.init_containers.as_deref().unwrap_or_default())
+                    == resources(sy.init_containers.as_deref().unwrap_or_default())
                 && resources(&sx.containers) == resources(&sy.containers)
         })
 }

@@ -32,7 +32,12 @@ pub fn priority_source(job: &dyn GenericJob, podsets: &[PodSet]) -> PrioritySour
     }
     podsets
         .iter()
-        .filter_map(|p| p.template.spec.as_ref().and_then(|s| s.priority_class_name.clone()))
+        .filter_map(|p| {
+            p.template
+                .spec
+                .as_ref()
+                .and_then(|s| s.priority_class_name.clone())
+        })
         .find(|n| !n.is_empty())
         .map_or(PrioritySource::Default, PrioritySource::PriorityClass)
 }
@@ -45,26 +50,44 @@ pub struct Priority {
 }
 
 /// Looks the source up among the classes known to the caller.
-pub fn resolve_priority(source: &PrioritySource, workload_classes: &[WorkloadPriorityClass], pod_classes: &[PriorityClass]) -> Result<Priority, JobFrameworkError> {
+pub fn resolve_priority(
+    source: &PrioritySource,
+    workload_classes: &[WorkloadPriorityClass],
+    pod_classes: &[PriorityClass],
+) -> Result<Priority, JobFrameworkError> {
     match source {
         PrioritySource::WorkloadPriorityClass(name) => workload_classes
             .iter()
             .find(|c| c.metadata.name.as_deref() == Some(name))
-            .map(|c| Priority { class_ref: Some(PriorityClassRef::workload_priority_class(name)), value: c.spec.value })
+            .map(|c| Priority {
+                class_ref: Some(PriorityClassRef::workload_priority_class(name)),
+                value: c.spec.value,
+            })
             .ok_or_else(|| JobFrameworkError::WorkloadPriorityClassNotFound(name.clone())),
         PrioritySource::PriorityClass(name) => pod_classes
             .iter()
             .find(|c| c.metadata.name.as_deref() == Some(name))
-            .map(|c| Priority { class_ref: Some(PriorityClassRef::pod_priority_class(name)), value: c.value })
+            .map(|c| Priority {
+                class_ref: Some(PriorityClassRef::pod_priority_class(name)),
+                value: c.value,
+            })
             .ok_or_else(|| JobFrameworkError::PriorityClassNotFound(name.clone())),
         // Several global defaults can exist after a race; Kueue takes the lowest value.
         PrioritySource::Default => Ok(pod_classes
             .iter()
             .filter(|c| c.global_default == Some(true))
             .min_by_key(|c| c.value)
-            .map_or(Priority { class_ref: None, value: DEFAULT_PRIORITY }, |c| Priority {
-                class_ref: Some(PriorityClassRef::pod_priority_class(c.metadata.name.as_deref().unwrap_or_default())),
-                value: c.value,
-            })),
+            .map_or(
+                Priority {
+                    class_ref: None,
+                    value: DEFAULT_PRIORITY,
+                },
+                |c| Priority {
+                    class_ref: Some(PriorityClassRef::pod_priority_class(
+                        c.metadata.name.as_deref().unwrap_or_default(),
+                    )),
+                    value: c.value,
+                },
+            )),
     }
 }

@@ -22,13 +22,21 @@ pub fn limited(wl: &Workload, pods: Vec<ReclaimablePod>) -> Vec<ReclaimablePod> 
 
 /// Same length and the same count per name.
 pub fn equal(a: &[ReclaimablePod], b: &[ReclaimablePod]) -> bool {
-    let by_name = |x: &[ReclaimablePod]| x.iter().map(|r| (r.name.clone(), r.count)).collect::<BTreeMap<_, _>>();
+    let by_name = |x: &[ReclaimablePod]| {
+        x.iter()
+            .map(|r| (r.name.clone(), r.count))
+            .collect::<BTreeMap<_, _>>()
+    };
     a.len() == b.len() && by_name(a) == by_name(b)
 }
 
 /// The reclaimable pods to write on `wl`, or `None` when the job reports none or they are written.
 pub fn update(job: &dyn GenericJob, wl: &Workload) -> Option<Vec<ReclaimablePod>> {
     let want = limited(wl, job.as_with_reclaimable_pods()?.reclaimable_pods());
-    let have = wl.status.as_ref().map(|s| s.reclaimable_pods.as_slice()).unwrap_or_default();
+    let have = wl
+        .status
+        .as_ref()
+        .map(|s| s.reclaimable_pods.as_slice())
+        .unwrap_or_default();
     (!equal(&want, have)).then_some(want)
 }

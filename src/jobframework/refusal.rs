@@ -26,8 +26,7 @@ fn conditions_of<K: Serialize>(obj: &K) -> Vec<Condition> {
 }
 
 fn refused(c: &Condition) -> bool {
-    c.type_ == QUOTA_GATED
-        && (c.reason == REASON_INVALID_PODSETS || c.reason == REASON_WORKLOAD_REFUSED)
+    c.type_ == QUOTA_GATED && (c.reason == REASON_INVALID_PODSETS || c.reason == REASON_WORKLOAD_REFUSED)
 }
 
 /// The conditions to write, or `None` when the job already says exactly this. `why`: the reason
@@ -41,8 +40,7 @@ pub fn next_conditions<K: Serialize>(
     let mut conds = conditions_of(obj);
     match why {
         Some((reason, message)) => {
-            let c =
-                crate::api::conditions::new(QUOTA_GATED, true, reason, message, generation, now);
+            let c = crate::api::conditions::new(QUOTA_GATED, true, reason, message, generation, now);
             crate::api::conditions::set(&mut conds, c).then_some(conds)
         }
         None => {
@@ -59,21 +57,16 @@ pub async fn record<K>(api: &Api<K>, obj: &K, why: Option<(&str, &str)>) -> Resu
 where
     K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
 {
-    let Some(conds) = next_conditions(obj, obj.meta().generation, why, jiff::Timestamp::now())
-    else {
+    let Some(conds) = next_conditions(obj, obj.meta().generation, why, jiff::Timestamp::now()) else {
         return Ok(());
     };
     let patch = json!({
         "metadata": {"resourceVersion": obj.resource_version()},
         "status": {"conditions": conds},
     });
-    api.patch_status(
-        &obj.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await
-    .map(|_| ())
+    api.patch_status(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
 }
 
 #[cfg(test)]
@@ -89,8 +82,7 @@ mod tests {
         let ready = json!({"type": "Ready", "status": "True", "reason": "R", "message": "",
             "lastTransitionTime": "2027-01-15T08:00:00Z"});
         let obj = json!({"status": {"conditions": [ready]}});
-        let set = next_conditions(&obj, Some(1), Some((REASON_WORKLOAD_REFUSED, "no")), t(0))
-            .expect("set");
+        let set = next_conditions(&obj, Some(1), Some((REASON_WORKLOAD_REFUSED, "no")), t(0)).expect("set");
         assert_eq!(set.len(), 2);
         let with = json!({"status": {"conditions": set}});
         assert!(

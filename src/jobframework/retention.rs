@@ -35,11 +35,18 @@ pub enum Retention {
 /// The retention of `wl` at `now` under `after_finished` (`None`: no policy). The period runs from the
 /// `Finished` condition's last transition.
 pub fn decide(wl: &Workload, after_finished: Option<Duration>, now: Timestamp) -> Retention {
-    let Some(after) = after_finished else { return Retention::Keep };
+    let Some(after) = after_finished else {
+        return Retention::Keep;
+    };
     if wl.metadata.deletion_timestamp.is_some() {
         return Retention::Keep;
     }
-    let Some(finished) = wl.status.as_ref().and_then(|s| s.condition(condition::FINISHED)).filter(|c| c.status == "True") else {
+    let Some(finished) = wl
+        .status
+        .as_ref()
+        .and_then(|s| s.condition(condition::FINISHED))
+        .filter(|c| c.status == "True")
+    else {
         return Retention::Keep;
     };
     let since = finished.last_transition_time.0;
@@ -83,7 +90,10 @@ async fn reconcile(wl: Arc<Workload>, ctx: Arc<Ctx>) -> Result<Action, Retention
             // The Workload read, not one made since under the same name.
             let dp = DeleteParams {
                 propagation_policy: Some(PropagationPolicy::Background),
-                preconditions: Some(Preconditions { uid: wl.uid(), resource_version: None }),
+                preconditions: Some(Preconditions {
+                    uid: wl.uid(),
+                    resource_version: None,
+                }),
                 ..Default::default()
             };
             super::shell::ignore_not_found(api.delete(&wl.name_any(), &dp).await)?;
@@ -94,14 +104,26 @@ async fn reconcile(wl: Arc<Workload>, ctx: Arc<Ctx>) -> Result<Action, Retention
 }
 
 /// Runs the retention controller for `after_finished` on every Workload.
-pub fn spawn(client: Client, after_finished: Duration, leader: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+pub fn spawn(
+    client: Client,
+    after_finished: Duration,
+    leader: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
     let api: Api<Workload> = Api::all(client.clone());
     let mut rx = leader.clone();
-    let ctx = Arc::new(Ctx { client, after: after_finished, leader });
+    let ctx = Arc::new(Ctx {
+        client,
+        after: after_finished,
+        leader,
+    });
     tokio::spawn(async move {
         // Becoming leader looks at every Workload again: a follower skipped them.
-        let controller = Controller::new(api, watcher::Config::default()).reconcile_all_on(super::job_controller::became_leader(&mut rx));
-        super::shell::run(controller, "workload-retention", reconcile, ctx, |_| Duration::from_secs(5)).await;
+        let controller = Controller::new(api, watcher::Config::default())
+            .reconcile_all_on(super::job_controller::became_leader(&mut rx));
+        super::shell::run(controller, "workload-retention", reconcile, ctx, |_| {
+            Duration::from_secs(5)
+        })
+        .await;
     })
 }
 
@@ -134,17 +156,33 @@ mod tests {
         let hour = Duration::from_secs(3600);
         let wl = finished_at(t0);
         // "shouldn't delete the workload because, object retention not configured"
-        assert_eq!(decide(&wl, None, t0 + jiff::SignedDuration::from_hours(5)), Retention::Keep);
+        assert_eq!(
+            decide(&wl, None, t0 + jiff::SignedDuration::from_hours(5)),
+            Retention::Keep
+        );
         // "shouldn't try to delete the workload because the retention period hasn't elapsed yet"
-        assert_eq!(decide(&wl, Some(hour), t0 + jiff::SignedDuration::from_mins(20)), Retention::Wait(Duration::from_secs(40 * 60)));
+        assert_eq!(
+            decide(&wl, Some(hour), t0 + jiff::SignedDuration::from_mins(20)),
+            Retention::Wait(Duration::from_secs(40 * 60))
+        );
         // "should delete the workload because the retention period has elapsed"
-        assert_eq!(decide(&wl, Some(hour), t0 + jiff::SignedDuration::from_hours(1)), Retention::Delete);
+        assert_eq!(
+            decide(&wl, Some(hour), t0 + jiff::SignedDuration::from_hours(1)),
+            Retention::Delete
+        );
         // "should delete the workload immediately after it completed because the retention period is set to 0s"
         assert_eq!(decide(&wl, Some(Duration::ZERO), t0), Retention::Delete);
         // "shouldn't try to delete the workload (no event emitted) because it is already being deleted"
         let mut deleting = finished_at(t0);
         deleting.metadata.deletion_timestamp = Some(Time(t0));
-        assert_eq!(decide(&deleting, Some(Duration::ZERO), t0 + jiff::SignedDuration::from_hours(2)), Retention::Keep);
+        assert_eq!(
+            decide(
+                &deleting,
+                Some(Duration::ZERO),
+                t0 + jiff::SignedDuration::from_hours(2)
+            ),
+            Retention::Keep
+        );
         // Not finished (or Finished=False): kept whatever the policy.
         let running = Workload::build("wl", "ns").build();
         assert_eq!(decide(&running, Some(Duration::ZERO), t0), Retention::Keep);

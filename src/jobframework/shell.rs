@@ -7,13 +7,13 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::events::Recorder;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource;
 use kube::runtime::Controller;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
-use super::events::Recorder;
 use rand::Rng;
 use serde::de::DeserializeOwned;
 
@@ -171,20 +171,12 @@ mod tests {
     use super::*;
 
     fn api_error(code: u16) -> kube::Error {
-        kube::Error::Api(
-            kube::core::Status::failure("x", "y")
-                .with_code(code)
-                .boxed(),
-        )
+        kube::Error::Api(kube::core::Status::failure("x", "y").with_code(code).boxed())
     }
 
     #[test]
     fn not_found_and_conflict_are_recognised() {
-        assert!(
-            ignore_not_found::<()>(Err(api_error(404)))
-                .unwrap()
-                .is_none()
-        );
+        assert!(ignore_not_found::<()>(Err(api_error(404))).unwrap().is_none());
         assert!(ignore_not_found::<()>(Err(api_error(409))).is_err());
         assert!(
             ignore_already_exists::<()>(Err(api_error(409)))
@@ -213,7 +205,12 @@ mod tests {
         assert!(burst >= Duration::from_millis(4_000), "{burst:?}");
         // A server failing every request is still asked only every 5 s at most.
         let later: Vec<Duration> = b.by_ref().take(20).collect();
-        assert!(later.iter().all(|d| *d <= Duration::from_secs(5) && *d >= Duration::from_secs(4)), "{later:?}");
+        assert!(
+            later
+                .iter()
+                .all(|d| *d <= Duration::from_secs(5) && *d >= Duration::from_secs(4)),
+            "{later:?}"
+        );
         b.reset();
         assert!(b.next().unwrap() <= Duration::from_millis(100));
     }

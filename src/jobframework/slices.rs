@@ -8,7 +8,11 @@ use crate::queue::WorkloadKey;
 
 /// `kueue.x-k8s.io/workload-slice-replacement-for: <ns>/<name>` of a scale-up slice: the slice it replaces.
 pub fn replacement_for(wl: &Workload) -> Option<WorkloadKey> {
-    let v = wl.metadata.annotations.as_ref()?.get(label::WORKLOAD_SLICE_REPLACEMENT_FOR)?;
+    let v = wl
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(label::WORKLOAD_SLICE_REPLACEMENT_FOR)?;
     Some(match v.split_once('/') {
         Some((ns, n)) => WorkloadKey::new(ns, n),
         None => WorkloadKey::new(wl.metadata.namespace.clone().unwrap_or_default(), v.clone()),
@@ -17,7 +21,9 @@ pub fn replacement_for(wl: &Workload) -> Option<WorkloadKey> {
 
 /// An eviction is in progress: Evicted=True while quota is still reserved.
 pub fn is_evicted(wl: &Workload) -> bool {
-    wl.status.as_ref().is_some_and(|s| s.condition_true(condition::EVICTED))
+    wl.status
+        .as_ref()
+        .is_some_and(|s| s.condition_true(condition::EVICTED))
 }
 
 /// Workload condition (beyond Kueue): preemption took the growth of this admitted slice (a service's
@@ -39,7 +45,9 @@ pub const GROWTH_KEEPS_ANNOTATION: &str = "quotagate.io/growth-keeps";
 
 /// GrowthPreempted=True on the workload.
 pub fn growth_preempted(wl: &Workload) -> bool {
-    wl.status.as_ref().is_some_and(|s| s.condition_true(GROWTH_PREEMPTED))
+    wl.status
+        .as_ref()
+        .is_some_and(|s| s.condition_true(GROWTH_PREEMPTED))
 }
 
 /// The floor annotation's pod counts; `None` when absent or malformed (a malformed floor is no floor:
@@ -61,13 +69,23 @@ pub fn parse_floor(v: &str) -> Option<std::collections::BTreeMap<String, i64>> {
 }
 
 pub fn format_floor(counts: &std::collections::BTreeMap<String, i64>) -> String {
-    counts.iter().map(|(n, c)| format!("{n}={c}")).collect::<Vec<_>>().join(",")
+    counts
+        .iter()
+        .map(|(n, c)| format!("{n}={c}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The parts of the job named by the slice's keeps annotation; `None` when absent.
 pub fn growth_keeps(wl: &Workload) -> Option<Vec<String>> {
     let v = wl.metadata.annotations.as_ref()?.get(GROWTH_KEEPS_ANNOTATION)?;
-    Some(v.split(',').map(str::trim).filter(|n| !n.is_empty()).map(str::to_string).collect())
+    Some(
+        v.split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
+            .collect(),
+    )
 }
 
 /// Whether preemption may still take `part` of the job as growth from this admitted slice: it has a

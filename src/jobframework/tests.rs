@@ -31,14 +31,27 @@ impl TestJob {
             name: Some("sample".into()),
             namespace: Some("team-a".into()),
             uid: Some("uid-1".into()),
-            labels: Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
             ..Default::default()
         };
-        TestJob { meta, suspended: true, podsets: vec![podset("main", 3, [("cpu", "1")])], custom_priority_class: None }
+        TestJob {
+            meta,
+            suspended: true,
+            podsets: vec![podset("main", 3, [("cpu", "1")])],
+            custom_priority_class: None,
+        }
     }
     fn template(&mut self, i: usize) -> (&mut ObjectMeta, &mut PodSpec) {
         let t = &mut self.podsets[i].template;
-        (t.metadata.get_or_insert_with(Default::default), t.spec.get_or_insert_with(Default::default))
+        (
+            t.metadata.get_or_insert_with(Default::default),
+            t.spec.get_or_insert_with(Default::default),
+        )
     }
 }
 
@@ -64,7 +77,10 @@ impl GenericJob for TestJob {
     fn run_with_podsets_info(&mut self, infos: &[PodSetInfo]) -> Result<(), JobFrameworkError> {
         let templates = self.podsets.iter_mut().map(|p| {
             let t = &mut p.template;
-            (t.metadata.get_or_insert_with(Default::default), t.spec.get_or_insert_with(Default::default))
+            (
+                t.metadata.get_or_insert_with(Default::default),
+                t.spec.get_or_insert_with(Default::default),
+            )
         });
         merge_all(templates, infos)?;
         self.suspended = false;
@@ -91,47 +107,128 @@ impl GenericJob for TestJob {
         false
     }
     fn as_with_priority_class(&self) -> Option<&dyn JobWithPriorityClass> {
-        self.custom_priority_class.as_ref().map(|_| self as &dyn JobWithPriorityClass)
+        self.custom_priority_class
+            .as_ref()
+            .map(|_| self as &dyn JobWithPriorityClass)
     }
 }
 
 fn pod_class(name: &str, value: i32, global_default: bool) -> PriorityClass {
-    PriorityClass { metadata: ObjectMeta { name: Some(name.into()), ..Default::default() }, value, global_default: Some(global_default), ..Default::default() }
+    PriorityClass {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        value,
+        global_default: Some(global_default),
+        ..Default::default()
+    }
 }
 
 fn toleration(key: &str) -> Toleration {
-    Toleration { key: Some(key.into()), operator: Some("Exists".into()), effect: Some("NoSchedule".into()), ..Default::default() }
+    Toleration {
+        key: Some(key.into()),
+        operator: Some("Exists".into()),
+        effect: Some("NoSchedule".into()),
+        ..Default::default()
+    }
 }
 
 fn flavors() -> BTreeMap<String, ResourceFlavor> {
-    let spot = ResourceFlavor::build("spot").node_label("instance-type", "spot").toleration(toleration("spot")).build();
-    let gpu = ResourceFlavor::build("gpu").node_label("accelerator", "a100").build();
+    let spot = ResourceFlavor::build("spot")
+        .node_label("instance-type", "spot")
+        .toleration(toleration("spot"))
+        .build();
+    let gpu = ResourceFlavor::build("gpu")
+        .node_label("accelerator", "a100")
+        .build();
     let plain = ResourceFlavor::build("plain").build();
-    [("spot", spot), ("gpu", gpu), ("plain", plain)].into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+    [("spot", spot), ("gpu", gpu), ("plain", plain)]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
 }
 
 #[test]
 fn constructed_workload_carries_kueue_metadata() {
-    let mut job = TestJob::new(&[(label::QUEUE_NAME, "user-queue"), (label::PRIORITY_CLASS, "high"), (label::MAX_EXEC_TIME_SECONDS, "600"), ("team", "a"), ("other", "x")]);
-    job.meta.annotations = Some([("provreq.kueue.x-k8s.io/maxRunDuration".to_string(), "60".to_string()), ("unrelated".to_string(), "y".to_string())].into());
+    let mut job = TestJob::new(&[
+        (label::QUEUE_NAME, "user-queue"),
+        (label::PRIORITY_CLASS, "high"),
+        (label::MAX_EXEC_TIME_SECONDS, "600"),
+        ("team", "a"),
+        ("other", "x"),
+    ]);
+    job.meta.annotations = Some(
+        [
+            (
+                "provreq.kueue.x-k8s.io/maxRunDuration".to_string(),
+                "60".to_string(),
+            ),
+            ("unrelated".to_string(), "y".to_string()),
+        ]
+        .into(),
+    );
     let podsets = job.pod_sets().unwrap();
-    let priority = resolve_priority(&priority_source(&job, &podsets), &[workload_priority_class("high", 1000)], &[]).unwrap();
-    let opts = WorkloadOptions { label_keys_to_copy: vec!["team".into()], name_length: NameLength::Long };
+    let priority = resolve_priority(
+        &priority_source(&job, &podsets),
+        &[workload_priority_class("high", 1000)],
+        &[],
+    )
+    .unwrap();
+    let opts = WorkloadOptions {
+        label_keys_to_copy: vec!["team".into()],
+        name_length: NameLength::Long,
+    };
     let wl = construct_workload(&job, podsets, priority, &opts).unwrap();
 
-    assert_eq!(wl.metadata.name.as_deref(), Some(super::names::workload_name("sample", "uid-1", &job.gvk(), "", NameLength::Long).as_str()));
+    assert_eq!(
+        wl.metadata.name.as_deref(),
+        Some(super::names::workload_name("sample", "uid-1", &job.gvk(), "", NameLength::Long).as_str())
+    );
     assert!(wl.metadata.name.as_deref().unwrap().starts_with("job-sample-"));
     assert_eq!(wl.metadata.namespace.as_deref(), Some("team-a"));
     let labels = wl.metadata.labels.clone().unwrap();
-    assert_eq!(labels, [("team".to_string(), "a".to_string()), (label::JOB_UID.to_string(), "uid-1".to_string())].into());
-    assert_eq!(wl.metadata.annotations.clone().unwrap().keys().collect::<Vec<_>>(), ["provreq.kueue.x-k8s.io/maxRunDuration"]);
-    assert_eq!(wl.metadata.finalizers.clone().unwrap(), [RESOURCE_IN_USE_FINALIZER]);
+    assert_eq!(
+        labels,
+        [
+            ("team".to_string(), "a".to_string()),
+            (label::JOB_UID.to_string(), "uid-1".to_string())
+        ]
+        .into()
+    );
+    assert_eq!(
+        wl.metadata
+            .annotations
+            .clone()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
+        ["provreq.kueue.x-k8s.io/maxRunDuration"]
+    );
+    assert_eq!(
+        wl.metadata.finalizers.clone().unwrap(),
+        [RESOURCE_IN_USE_FINALIZER]
+    );
     let owner = &wl.metadata.owner_references.as_ref().unwrap()[0];
-    assert_eq!((owner.api_version.as_str(), owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()), ("batch/v1", "Job", "sample", "uid-1"));
-    assert_eq!((owner.controller, owner.block_owner_deletion), (Some(true), Some(true)));
+    assert_eq!(
+        (
+            owner.api_version.as_str(),
+            owner.kind.as_str(),
+            owner.name.as_str(),
+            owner.uid.as_str()
+        ),
+        ("batch/v1", "Job", "sample", "uid-1")
+    );
+    assert_eq!(
+        (owner.controller, owner.block_owner_deletion),
+        (Some(true), Some(true))
+    );
     assert_eq!(wl.spec.queue_name.as_deref(), Some("user-queue"));
     assert_eq!(wl.spec.priority, Some(1000));
-    assert_eq!(wl.spec.priority_class_ref, Some(PriorityClassRef::workload_priority_class("high")));
+    assert_eq!(
+        wl.spec.priority_class_ref,
+        Some(PriorityClassRef::workload_priority_class("high"))
+    );
     assert_eq!(wl.spec.maximum_execution_time_seconds, Some(600));
     assert_eq!(wl.spec.active, None);
     assert_eq!(crate::api::kueue::validation::validate_workload(&wl), vec![]);
@@ -141,8 +238,23 @@ fn constructed_workload_carries_kueue_metadata() {
 fn workload_without_uid_cannot_be_owned() {
     let mut job = TestJob::new(&[]);
     job.meta.uid = None;
-    let err = construct_workload(&job, vec![], Priority { class_ref: None, value: 0 }, &WorkloadOptions::default()).unwrap_err();
-    assert_eq!(err, JobFrameworkError::MissingField { kind: "Job".into(), field: "metadata.uid" });
+    let err = construct_workload(
+        &job,
+        vec![],
+        Priority {
+            class_ref: None,
+            value: 0,
+        },
+        &WorkloadOptions::default(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        err,
+        JobFrameworkError::MissingField {
+            kind: "Job".into(),
+            field: "metadata.uid"
+        }
+    );
 }
 
 #[test]
@@ -156,7 +268,11 @@ fn bad_max_exec_time_label_is_ignored() {
 #[test]
 fn priority_resolution_follows_kueue_order() {
     let wpcs = [workload_priority_class("high", 1000)];
-    let pcs = [pod_class("pod-high", 500, false), pod_class("default-b", 20, true), pod_class("default-a", 10, true)];
+    let pcs = [
+        pod_class("pod-high", 500, false),
+        pod_class("default-b", 20, true),
+        pod_class("default-a", 10, true),
+    ];
     let with_pc = |name: &str| {
         let mut j = TestJob::new(&[]);
         j.podsets[0].template.spec.as_mut().unwrap().priority_class_name = Some(name.into());
@@ -165,24 +281,84 @@ fn priority_resolution_follows_kueue_order() {
     let mut custom = with_pc("pod-high");
     custom.custom_priority_class = Some(None);
     let cases: Vec<(&str, TestJob, Result<Priority, JobFrameworkError>)> = vec![
-        ("workload class label wins", { let mut j = with_pc("pod-high"); j.meta.labels = Some([(label::PRIORITY_CLASS.to_string(), "high".to_string())].into()); j },
-            Ok(Priority { class_ref: Some(PriorityClassRef::workload_priority_class("high")), value: 1000 })),
-        ("missing workload class is an error", TestJob::new(&[(label::PRIORITY_CLASS, "nope")]), Err(JobFrameworkError::WorkloadPriorityClassNotFound("nope".into()))),
-        ("podset priorityClassName", with_pc("pod-high"), Ok(Priority { class_ref: Some(PriorityClassRef::pod_priority_class("pod-high")), value: 500 })),
-        ("missing pod class is an error", with_pc("gone"), Err(JobFrameworkError::PriorityClassNotFound("gone".into()))),
-        ("custom capability overrides podsets, empty means default", custom, Ok(Priority { class_ref: Some(PriorityClassRef::pod_priority_class("default-a")), value: 10 })),
-        ("lowest global default", TestJob::new(&[]), Ok(Priority { class_ref: Some(PriorityClassRef::pod_priority_class("default-a")), value: 10 })),
+        (
+            "workload class label wins",
+            {
+                let mut j = with_pc("pod-high");
+                j.meta.labels = Some([(label::PRIORITY_CLASS.to_string(), "high".to_string())].into());
+                j
+            },
+            Ok(Priority {
+                class_ref: Some(PriorityClassRef::workload_priority_class("high")),
+                value: 1000,
+            }),
+        ),
+        (
+            "missing workload class is an error",
+            TestJob::new(&[(label::PRIORITY_CLASS, "nope")]),
+            Err(JobFrameworkError::WorkloadPriorityClassNotFound("nope".into())),
+        ),
+        (
+            "podset priorityClassName",
+            with_pc("pod-high"),
+            Ok(Priority {
+                class_ref: Some(PriorityClassRef::pod_priority_class("pod-high")),
+                value: 500,
+            }),
+        ),
+        (
+            "missing pod class is an error",
+            with_pc("gone"),
+            Err(JobFrameworkError::PriorityClassNotFound("gone".into())),
+        ),
+        (
+            "custom capability overrides podsets, empty means default",
+            custom,
+            Ok(Priority {
+                class_ref: Some(PriorityClassRef::pod_priority_class("default-a")),
+                value: 10,
+            }),
+        ),
+        (
+            "lowest global default",
+            TestJob::new(&[]),
+            Ok(Priority {
+                class_ref: Some(PriorityClassRef::pod_priority_class("default-a")),
+                value: 10,
+            }),
+        ),
     ];
     for (case, job, want) in cases {
         let podsets = job.pod_sets().unwrap();
-        assert_eq!(resolve_priority(&priority_source(&job, &podsets), &wpcs, &pcs), want, "{case}");
+        assert_eq!(
+            resolve_priority(&priority_source(&job, &podsets), &wpcs, &pcs),
+            want,
+            "{case}"
+        );
     }
-    assert_eq!(resolve_priority(&PrioritySource::Default, &[], &[]), Ok(Priority { class_ref: None, value: DEFAULT_PRIORITY }));
+    assert_eq!(
+        resolve_priority(&PrioritySource::Default, &[], &[]),
+        Ok(Priority {
+            class_ref: None,
+            value: DEFAULT_PRIORITY
+        })
+    );
 }
 
 fn admitted(flavor_of: &[(&str, &str)]) -> Workload {
-    let mut wl = Workload::build("job-sample-abcde", "team-a").queue("user-queue").podset("main", 3, [("cpu", "1"), ("nvidia.com/gpu", "1")]).reserve_quota("cq", "spot").build();
-    let psa = &mut wl.status.as_mut().unwrap().admission.as_mut().unwrap().pod_set_assignments[0];
+    let mut wl = Workload::build("job-sample-abcde", "team-a")
+        .queue("user-queue")
+        .podset("main", 3, [("cpu", "1"), ("nvidia.com/gpu", "1")])
+        .reserve_quota("cq", "spot")
+        .build();
+    let psa = &mut wl
+        .status
+        .as_mut()
+        .unwrap()
+        .admission
+        .as_mut()
+        .unwrap()
+        .pod_set_assignments[0];
     for (r, f) in flavor_of {
         psa.flavors.insert(r.to_string(), f.to_string());
     }
@@ -199,24 +375,55 @@ fn info_from_status_gathers_flavors_podset_label_and_check_updates() {
         message: String::new(),
         requeue_after_seconds: None,
         retry_count: None,
-        pod_set_updates: vec![PodSetUpdate { name: "main".into(), node_selector: [("zone".to_string(), "a".to_string())].into(), tolerations: vec![toleration("spot")], ..Default::default() }],
+        pod_set_updates: vec![PodSetUpdate {
+            name: "main".into(),
+            node_selector: [("zone".to_string(), "a".to_string())].into(),
+            tolerations: vec![toleration("spot")],
+            ..Default::default()
+        }],
     }];
-    let infos = podsets_info_from_status(&wl, &flavors(), InfoOptions { assign_queue_labels: true }).unwrap();
+    let infos = podsets_info_from_status(
+        &wl,
+        &flavors(),
+        InfoOptions {
+            assign_queue_labels: true,
+        },
+    )
+    .unwrap();
     assert_eq!(infos.len(), 1);
     let info = &infos[0];
     assert_eq!(info.count, 3);
     let want_selector: BTreeMap<String, String> =
-        [("instance-type", "spot"), ("accelerator", "a100"), ("zone", "a")].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        [("instance-type", "spot"), ("accelerator", "a100"), ("zone", "a")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
     assert_eq!(info.node_selector, want_selector);
-    assert_eq!(info.tolerations, vec![toleration("spot")], "flavor and check tolerations are not duplicated");
+    assert_eq!(
+        info.tolerations,
+        vec![toleration("spot")],
+        "flavor and check tolerations are not duplicated"
+    );
     assert_eq!(info.labels.get(label::PODSET).map(String::as_str), Some("main"));
-    assert_eq!(info.labels.get(label::LOCAL_QUEUE_NAME).map(String::as_str), Some("user-queue"));
-    assert_eq!(info.labels.get(label::CLUSTER_QUEUE_NAME).map(String::as_str), Some("cq"));
+    assert_eq!(
+        info.labels.get(label::LOCAL_QUEUE_NAME).map(String::as_str),
+        Some("user-queue")
+    );
+    assert_eq!(
+        info.labels.get(label::CLUSTER_QUEUE_NAME).map(String::as_str),
+        Some("cq")
+    );
 
     let missing = admitted(&[("cpu", "nowhere")]);
-    assert_eq!(podsets_info_from_status(&missing, &flavors(), InfoOptions::default()), Err(JobFrameworkError::FlavorNotFound("nowhere".into())));
+    assert_eq!(
+        podsets_info_from_status(&missing, &flavors(), InfoOptions::default()),
+        Err(JobFrameworkError::FlavorNotFound("nowhere".into()))
+    );
     let pending = Workload::build("w", "ns").podset("main", 1, []).build();
-    assert_eq!(podsets_info_from_status(&pending, &flavors(), InfoOptions::default()), Err(JobFrameworkError::NotAdmitted("w".into())));
+    assert_eq!(
+        podsets_info_from_status(&pending, &flavors(), InfoOptions::default()),
+        Err(JobFrameworkError::NotAdmitted("w".into()))
+    );
 
     let mut conflicting = admitted(&[("cpu", "spot")]);
     conflicting.status.as_mut().unwrap().admission_checks = vec![AdmissionCheckState {
@@ -226,11 +433,18 @@ fn info_from_status_gathers_flavors_podset_label_and_check_updates() {
         message: String::new(),
         requeue_after_seconds: None,
         retry_count: None,
-        pod_set_updates: vec![PodSetUpdate { name: "main".into(), node_selector: [("instance-type".to_string(), "on-demand".to_string())].into(), ..Default::default() }],
+        pod_set_updates: vec![PodSetUpdate {
+            name: "main".into(),
+            node_selector: [("instance-type".to_string(), "on-demand".to_string())].into(),
+            ..Default::default()
+        }],
     }];
     let err = podsets_info_from_status(&conflicting, &flavors(), InfoOptions::default()).unwrap_err();
     assert!(err.is_permanent());
-    assert_eq!(err.to_string(), "invalid admission check PodSetUpdate: conflict for nodeSelector: conflict for key=instance-type, value1=spot, value2=on-demand");
+    assert_eq!(
+        err.to_string(),
+        "invalid admission check PodSetUpdate: conflict for nodeSelector: conflict for key=instance-type, value1=spot, value2=on-demand"
+    );
 }
 
 #[test]
@@ -249,24 +463,54 @@ fn run_then_restore_gives_back_the_original_job() {
     job.run_with_podsets_info(&infos).unwrap();
     assert!(!job.is_suspended());
     let spec = job.podsets[0].template.spec.clone().unwrap();
-    assert_eq!(spec.node_selector.unwrap().get("instance-type").map(String::as_str), Some("spot"));
+    assert_eq!(
+        spec.node_selector
+            .unwrap()
+            .get("instance-type")
+            .map(String::as_str),
+        Some("spot")
+    );
     assert_eq!(spec.tolerations.unwrap(), vec![toleration("spot")]);
-    assert_eq!(job.podsets[0].template.metadata.clone().unwrap().labels.unwrap().get(label::PODSET).map(String::as_str), Some("main"));
+    assert_eq!(
+        job.podsets[0]
+            .template
+            .metadata
+            .clone()
+            .unwrap()
+            .labels
+            .unwrap()
+            .get(label::PODSET)
+            .map(String::as_str),
+        Some("main")
+    );
 
     job.suspend();
     assert!(job.restore_podsets_info(&saved));
     assert_eq!(job.podsets, original.podsets);
-    assert!(!job.restore_podsets_info(&saved), "restoring twice changes nothing");
+    assert!(
+        !job.restore_podsets_info(&saved),
+        "restoring twice changes nothing"
+    );
 
-    assert_eq!(job.run_with_podsets_info(&[]), Err(JobFrameworkError::PodSetsInfoLength { want: 1, got: 0 }));
+    assert_eq!(
+        job.run_with_podsets_info(&[]),
+        Err(JobFrameworkError::PodSetsInfoLength { want: 1, got: 0 })
+    );
 }
 
 #[test]
 fn merge_conflict_leaves_template_unchanged() {
-    let mut meta = ObjectMeta { labels: Some([("k".to_string(), "v1".to_string())].into()), ..Default::default() };
+    let mut meta = ObjectMeta {
+        labels: Some([("k".to_string(), "v1".to_string())].into()),
+        ..Default::default()
+    };
     let mut spec = PodSpec::default();
     let before = (meta.clone(), spec.clone());
-    let info = PodSetInfo { labels: [("k".to_string(), "v2".to_string())].into(), node_selector: [("n".to_string(), "x".to_string())].into(), ..Default::default() };
+    let info = PodSetInfo {
+        labels: [("k".to_string(), "v2".to_string())].into(),
+        node_selector: [("n".to_string(), "x".to_string())].into(),
+        ..Default::default()
+    };
     assert!(merge_into_template(&mut meta, &mut spec, &info).is_err());
     assert_eq!((meta, spec), before);
 }
@@ -277,14 +521,23 @@ fn equivalence_ignores_injected_tolerations_only_when_asked() {
     let wl = admitted(&[("cpu", "spot")]);
     let running = expected_running_podsets(&wl, &flavors(), InfoOptions::default()).unwrap();
     let job_podsets = vec![podset("main", 3, [("cpu", "1"), ("nvidia.com/gpu", "1")])];
-    assert!(!podsets_equivalent(&job_podsets, &running, false), "flavor toleration differs");
+    assert!(
+        !podsets_equivalent(&job_podsets, &running, false),
+        "flavor toleration differs"
+    );
     assert!(podsets_equivalent(&job_podsets, &running, true));
-    assert!(!podsets_equivalent(&job.pod_sets().unwrap(), &wl.spec.pod_sets, true), "requests differ");
+    assert!(
+        !podsets_equivalent(&job.pod_sets().unwrap(), &wl.spec.pod_sets, true),
+        "requests differ"
+    );
     let mut fewer = job_podsets.clone();
     fewer[0].count = Some(2);
     assert!(!podsets_equivalent(&fewer, &wl.spec.pod_sets, true));
     let pending = Workload::build("w", "ns").podset("main", 1, []).build();
-    assert_eq!(expected_running_podsets(&pending, &flavors(), InfoOptions::default()), None);
+    assert_eq!(
+        expected_running_podsets(&pending, &flavors(), InfoOptions::default()),
+        None
+    );
 }
 
 #[test]
@@ -293,29 +546,51 @@ fn slices_chain_by_annotation() {
     job.meta.annotations = Some([(label::ELASTIC_JOB.to_string(), "true".to_string())].into());
     job.meta.generation = Some(2);
     let name = workload_name_for_job(&job, NameLength::Long).unwrap();
-    assert_eq!(name, super::names::workload_name("sample", "uid-1", &job.gvk(), "2", NameLength::Long));
+    assert_eq!(
+        name,
+        super::names::workload_name("sample", "uid-1", &job.gvk(), "2", NameLength::Long)
+    );
 
     let mut first = Workload::build("job-sample-11111", "team-a").build();
     prepare_workload_slice(&mut first, &[]).unwrap();
     let a = first.metadata.annotations.clone().unwrap();
     assert_eq!(a.get(label::ELASTIC_JOB).map(String::as_str), Some("true"));
-    assert_eq!(a.get(label::WORKLOAD_SLICE_NAME).map(String::as_str), Some("job-sample-11111"));
+    assert_eq!(
+        a.get(label::WORKLOAD_SLICE_NAME).map(String::as_str),
+        Some("job-sample-11111")
+    );
     assert_eq!(a.get(label::WORKLOAD_SLICE_REPLACEMENT_FOR), None);
 
     let mut second = Workload::build("job-sample-22222", "team-a").build();
     prepare_workload_slice(&mut second, &[&first]).unwrap();
     let a = second.metadata.annotations.clone().unwrap();
-    assert_eq!(a.get(label::WORKLOAD_SLICE_REPLACEMENT_FOR).map(String::as_str), Some("team-a/job-sample-11111"));
-    assert_eq!(a.get(label::WORKLOAD_SLICE_NAME).map(String::as_str), Some("job-sample-11111"), "the chain keeps its first name");
+    assert_eq!(
+        a.get(label::WORKLOAD_SLICE_REPLACEMENT_FOR).map(String::as_str),
+        Some("team-a/job-sample-11111")
+    );
+    assert_eq!(
+        a.get(label::WORKLOAD_SLICE_NAME).map(String::as_str),
+        Some("job-sample-11111"),
+        "the chain keeps its first name"
+    );
 
     let mut third = Workload::build("job-sample-33333", "team-a").build();
-    assert_eq!(prepare_workload_slice(&mut third, &[&first, &second]), Err(JobFrameworkError::SliceCount(2)));
+    assert_eq!(
+        prepare_workload_slice(&mut third, &[&first, &second]),
+        Err(JobFrameworkError::SliceCount(2))
+    );
 }
 
 #[test]
 fn template_spec_defaults_are_tolerated() {
     // A podset whose template has no metadata or spec still yields info and can be run.
-    let ps = PodSet { name: Some("main".into()), template: PodTemplateSpec::default(), count: None, min_count: None, topology_request: None };
+    let ps = PodSet {
+        name: Some("main".into()),
+        template: PodTemplateSpec::default(),
+        count: None,
+        min_count: None,
+        topology_request: None,
+    };
     let info = PodSetInfo::from_podset(&ps);
     assert_eq!((info.name.as_str(), info.count), ("main", 1));
 }
@@ -326,15 +601,31 @@ fn template_spec_defaults_are_tolerated() {
 #[test]
 fn a_stale_slice_chain_name_is_replaced_not_a_conflict() {
     let mut meta = ObjectMeta {
-        annotations: Some([(label::WORKLOAD_SLICE_NAME.to_string(), "old-chain".to_string()), ("user".to_string(), "kept".to_string())].into()),
+        annotations: Some(
+            [
+                (label::WORKLOAD_SLICE_NAME.to_string(), "old-chain".to_string()),
+                ("user".to_string(), "kept".to_string()),
+            ]
+            .into(),
+        ),
         ..Default::default()
     };
     let mut spec = PodSpec::default();
-    let mut info = PodSetInfo { name: "main".into(), ..Default::default() };
-    info.annotations.insert(label::WORKLOAD_SLICE_NAME.into(), "new-chain".into());
+    let mut info = PodSetInfo {
+        name: "main".into(),
+        ..Default::default()
+    };
+    info.annotations
+        .insert(label::WORKLOAD_SLICE_NAME.into(), "new-chain".into());
     merge_into_template(&mut meta, &mut spec, &info).unwrap();
     let a = meta.annotations.clone().unwrap();
-    assert_eq!((a[label::WORKLOAD_SLICE_NAME].as_str(), a["user"].as_str()), ("new-chain", "kept"));
+    assert_eq!(
+        (a[label::WORKLOAD_SLICE_NAME].as_str(), a["user"].as_str()),
+        ("new-chain", "kept")
+    );
     info.annotations.insert("user".into(), "other".into());
-    assert!(merge_into_template(&mut meta, &mut spec, &info).is_err(), "a user's key still conflicts");
+    assert!(
+        merge_into_template(&mut meta, &mut spec, &info).is_err(),
+        "a user's key still conflicts"
+    );
 }

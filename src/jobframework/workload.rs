@@ -28,7 +28,13 @@ pub struct WorkloadOptions {
 pub fn workload_name_for_job(job: &dyn GenericJob, len: NameLength) -> Result<String, JobFrameworkError> {
     let meta = job.meta();
     let gvk = job.gvk();
-    let name = meta.name.as_deref().ok_or_else(|| JobFrameworkError::MissingField { kind: gvk.kind.clone(), field: "metadata.name" })?;
+    let name = meta
+        .name
+        .as_deref()
+        .ok_or_else(|| JobFrameworkError::MissingField {
+            kind: gvk.kind.clone(),
+            field: "metadata.name",
+        })?;
     let uid = meta.uid.as_deref().unwrap_or_default();
     let extra = if job.uses_slices() {
         match job.as_elastic_workload_name_provider() {
@@ -45,9 +51,16 @@ pub fn workload_name_for_job(job: &dyn GenericJob, len: NameLength) -> Result<St
 pub fn owner_reference(job: &dyn GenericJob) -> Result<OwnerReference, JobFrameworkError> {
     let meta = job.meta();
     let gvk = job.gvk();
-    let missing = |field| JobFrameworkError::MissingField { kind: gvk.kind.clone(), field };
+    let missing = |field| JobFrameworkError::MissingField {
+        kind: gvk.kind.clone(),
+        field,
+    };
     Ok(OwnerReference {
-        api_version: if gvk.group.is_empty() { gvk.version.clone() } else { format!("{}/{}", gvk.group, gvk.version) },
+        api_version: if gvk.group.is_empty() {
+            gvk.version.clone()
+        } else {
+            format!("{}/{}", gvk.group, gvk.version)
+        },
         kind: gvk.kind.clone(),
         name: meta.name.clone().ok_or_else(|| missing("metadata.name"))?,
         uid: meta.uid.clone().ok_or_else(|| missing("metadata.uid"))?,
@@ -59,18 +72,32 @@ pub fn owner_reference(job: &dyn GenericJob) -> Result<OwnerReference, JobFramew
 /// A new Workload for `job` with the given podsets and resolved priority: name, namespace, owner,
 /// finalizer, copied labels, job-uid label, ProvisioningRequest annotations, queue name and
 /// maximum execution time from the job's labels, and `active` as the job asks (absent = active).
-pub fn construct_workload(job: &dyn GenericJob, podsets: Vec<PodSet>, priority: Priority, opts: &WorkloadOptions) -> Result<Workload, JobFrameworkError> {
+pub fn construct_workload(
+    job: &dyn GenericJob,
+    podsets: Vec<PodSet>,
+    priority: Priority,
+    opts: &WorkloadOptions,
+) -> Result<Workload, JobFrameworkError> {
     let meta = job.meta();
     let name = workload_name_for_job(job, opts.name_length)?;
     let job_labels = meta.labels.clone().unwrap_or_default();
-    let mut labels: BTreeMap<String, String> = job_labels.iter().filter(|(k, _)| opts.label_keys_to_copy.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let mut labels: BTreeMap<String, String> = job_labels
+        .iter()
+        .filter(|(k, _)| opts.label_keys_to_copy.contains(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     if let Some(uid) = meta.uid.as_deref()
         && is_label_value(uid)
     {
         labels.insert(label::JOB_UID.to_string(), uid.to_string());
     }
-    let annotations: BTreeMap<String, String> =
-        meta.annotations.iter().flatten().filter(|(k, _)| k.starts_with(PROV_REQ_ANNOTATION_PREFIX)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let annotations: BTreeMap<String, String> = meta
+        .annotations
+        .iter()
+        .flatten()
+        .filter(|(k, _)| k.starts_with(PROV_REQ_ANNOTATION_PREFIX))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     let mut wl = Workload {
         metadata: ObjectMeta {
             name: Some(name),
@@ -100,7 +127,10 @@ pub fn construct_workload(job: &dyn GenericJob, podsets: Vec<PodSet>, priority: 
 /// Marks an elastic job's new workload as a slice: the elastic-job annotation, the slice-chain
 /// name, and `workload-slice-replacement-for: <ns>/<name>` when it replaces a not-finished slice.
 /// More than one unfinished slice means a previous replacement has not settled yet.
-pub fn prepare_workload_slice(wl: &mut Workload, unfinished_slices: &[&Workload]) -> Result<(), JobFrameworkError> {
+pub fn prepare_workload_slice(
+    wl: &mut Workload,
+    unfinished_slices: &[&Workload],
+) -> Result<(), JobFrameworkError> {
     let own_name = wl.metadata.name.clone().unwrap_or_default();
     let annotations = wl.metadata.annotations.get_or_insert_with(BTreeMap::new);
     annotations.insert(label::ELASTIC_JOB.to_string(), "true".to_string());
@@ -110,9 +140,20 @@ pub fn prepare_workload_slice(wl: &mut Workload, unfinished_slices: &[&Workload]
         }
         [old] => {
             let old_name = old.metadata.name.clone().unwrap_or_default();
-            let key = format!("{}/{}", old.metadata.namespace.as_deref().unwrap_or_default(), old_name);
+            let key = format!(
+                "{}/{}",
+                old.metadata.namespace.as_deref().unwrap_or_default(),
+                old_name
+            );
             annotations.insert(label::WORKLOAD_SLICE_REPLACEMENT_FOR.to_string(), key);
-            let origin = old.metadata.annotations.as_ref().and_then(|a| a.get(label::WORKLOAD_SLICE_NAME)).filter(|n| !n.is_empty()).cloned().unwrap_or(old_name);
+            let origin = old
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(label::WORKLOAD_SLICE_NAME))
+                .filter(|n| !n.is_empty())
+                .cloned()
+                .unwrap_or(old_name);
             annotations.insert(label::WORKLOAD_SLICE_NAME.to_string(), origin);
         }
         more => return Err(JobFrameworkError::SliceCount(more.len())),
@@ -123,5 +164,9 @@ pub fn prepare_workload_slice(wl: &mut Workload, unfinished_slices: &[&Workload]
 fn is_label_value(v: &str) -> bool {
     let b = v.as_bytes();
     let alnum = |c: &u8| c.is_ascii_alphanumeric();
-    b.is_empty() || (b.len() <= 63 && alnum(&b[0]) && alnum(&b[b.len() - 1]) && b.iter().all(|c| alnum(c) || matches!(c, b'-' | b'_' | b'.')))
+    b.is_empty()
+        || (b.len() <= 63
+            && alnum(&b[0])
+            && alnum(&b[b.len() - 1])
+            && b.iter().all(|c| alnum(c) || matches!(c, b'-' | b'_' | b'.')))
 }

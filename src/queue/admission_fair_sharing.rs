@@ -238,7 +238,10 @@ pub(super) fn candidate_usage<'a>(
     if !cqs.get(cq).is_some_and(|c| c.admission_fair_sharing) {
         return None;
     }
-    let r = afs.entries.get(&LocalQueueKey::of(w)).map_or(0, |e| rank(e.usage(cfg)));
+    let r = afs
+        .entries
+        .get(&LocalQueueKey::of(w))
+        .map_or(0, |e| rank(e.usage(cfg)));
     Some((w.local_queue.as_str(), r))
 }
 

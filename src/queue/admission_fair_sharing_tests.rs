@@ -30,7 +30,11 @@ const WEEK: i64 = 168 * 3600 * 1000;
 fn entry_penalty_covers_every_requested_resource() {
     for c in [cfg(10 * 60 * 1000, MIN5), cfg(WEEK, MIN5)] {
         let p = entry_penalty(
-            &res(&[("cpu", 4 * CORE), ("gpu-logical", 2 * CORE), ("nvidia.com/gpu", CORE)]),
+            &res(&[
+                ("cpu", 4 * CORE),
+                ("gpu-logical", 2 * CORE),
+                ("nvidia.com/gpu", CORE),
+            ]),
             &c,
         );
         for r in ["cpu", "gpu-logical", "nvidia.com/gpu"] {
@@ -56,7 +60,10 @@ fn decay_accumulates_below_a_milli() {
         consumed = decayed(&consumed, &held, MIN5 as f64, WEEK as f64);
         assert!(consumed["cpu"] > cpu, "sample {sample}: {consumed:?}");
         assert!(consumed["nvidia.com/gpu"] > gpu, "sample {sample}: {consumed:?}");
-        assert!(consumed["cpu"] - cpu < 1_000_000, "sample {sample}: less than a milli-CPU more");
+        assert!(
+            consumed["cpu"] - cpu < 1_000_000,
+            "sample {sample}: less than a milli-CPU more"
+        );
         (cpu, gpu) = (consumed["cpu"], consumed["nvidia.com/gpu"]);
     }
 }
@@ -72,7 +79,10 @@ fn decay_converges_to_what_is_held() {
             consumed = decayed(&consumed, &held, MIN5 as f64, WEEK as f64);
         }
         let got = consumed["cpu"];
-        assert!((got - want_milli * 1_000_000).abs() <= 1_000_000, "after {half_lives}: {got}");
+        assert!(
+            (got - want_milli * 1_000_000).abs() <= 1_000_000,
+            "after {half_lives}: {got}"
+        );
         assert!(got <= 2 * CORE);
     }
 }
@@ -90,9 +100,23 @@ fn decay_keeps_large_quantities_positive() {
 /// `TestCalculateUsageWithDRA`, every case.
 #[test]
 fn usage_is_weighted_per_resource_and_divided_by_the_queue_weight() {
-    type Case = (&'static str, Resources, Resources, f64, Vec<(&'static str, f64)>, f64);
+    type Case = (
+        &'static str,
+        Resources,
+        Resources,
+        f64,
+        Vec<(&'static str, f64)>,
+        f64,
+    );
     let cases: Vec<Case> = vec![
-        ("DRA resource with default weight", res(&[("gpu-logical", 2 * CORE)]), res(&[]), 1.0, vec![], 2.0),
+        (
+            "DRA resource with default weight",
+            res(&[("gpu-logical", 2 * CORE)]),
+            res(&[]),
+            1.0,
+            vec![],
+            2.0,
+        ),
         (
             "DRA resource with explicit weight",
             res(&[("gpu-logical", 2 * CORE)]),
@@ -117,7 +141,14 @@ fn usage_is_weighted_per_resource_and_divided_by_the_queue_weight() {
             vec![("gpu-logical", 0.0)],
             0.0,
         ),
-        ("DRA resource in penalty only", res(&[]), res(&[("gpu-logical", 3 * CORE)]), 1.0, vec![], 3.0),
+        (
+            "DRA resource in penalty only",
+            res(&[]),
+            res(&[("gpu-logical", 3 * CORE)]),
+            1.0,
+            vec![],
+            3.0,
+        ),
         (
             "DRA resource in both consumed and penalty",
             res(&[("gpu-logical", 2 * CORE)]),
@@ -168,7 +199,9 @@ fn afs_cq(name: &str, cpu: i64, on: bool) -> ClusterQueueModel {
 fn wl(name: &str, lq: &str, priority: i32, req: &[(&str, i64)]) -> WorkloadModel {
     WorkloadModel {
         local_queue: lq.to_string(),
-        ..WorkloadModel::build("default", name, "cq").priority(priority).request(req)
+        ..WorkloadModel::build("default", name, "cq")
+            .priority(priority)
+            .request(req)
     }
 }
 
@@ -216,7 +249,10 @@ fn pending_workloads_are_ordered_by_their_local_queue_usage() {
             "workloads are ordered by LQ usage, instead of priorities",
             true,
             Some(cfg(0, MIN5)),
-            vec![("lqA", 1.0, res(&[("cpu", 2 * CORE)])), ("lqB", 1.0, res(&[("cpu", CORE)]))],
+            vec![
+                ("lqA", 1.0, res(&[("cpu", 2 * CORE)])),
+                ("lqB", 1.0, res(&[("cpu", CORE)])),
+            ],
             vec![one("wlA-high", "lqA", 2), one("wlB-low", "lqB", 1)],
             "wlB-low",
         ),
@@ -235,7 +271,10 @@ fn pending_workloads_are_ordered_by_their_local_queue_usage() {
             "workloads are ordered by LQ usage with respect to LQs' fair sharing weights",
             true,
             Some(cfg(0, MIN5)),
-            vec![("lqA", 1.0, res(&[("cpu", 10 * CORE)])), ("lqB", 2.0, res(&[("cpu", 6 * CORE)]))],
+            vec![
+                ("lqA", 1.0, res(&[("cpu", 10 * CORE)])),
+                ("lqB", 2.0, res(&[("cpu", 6 * CORE)])),
+            ],
             vec![one("wlA-high", "lqA", 2), one("wlB-low", "lqB", 1)],
             "wlB-low",
         ),
@@ -277,8 +316,10 @@ fn pending_workloads_are_ordered_by_their_local_queue_usage() {
     // The same with the high-priority workload's queue busier but AFS configured off: priority wins.
     let mut core = core_with(afs_cq("cq", 1, true), None);
     core.track_local_queue(lq("lqA"), "cq", 1.0, Some(res(&[("cpu", 2 * CORE)])), 0);
-    core.add_workload(one("wlA-high", "lqA", 2)).unwrap_or_else(|e| panic!("{e}"));
-    core.add_workload(one("wlB-low", "lqB", 1)).unwrap_or_else(|e| panic!("{e}"));
+    core.add_workload(one("wlA-high", "lqA", 2))
+        .unwrap_or_else(|e| panic!("{e}"));
+    core.add_workload(one("wlB-low", "lqB", 1))
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(admitted_names(&mut core, 1), ["wlA-high"]);
 }
 
@@ -321,7 +362,8 @@ fn penalty_of(core: &AdmissionCore, n: &str) -> Resources {
 fn the_penalty_is_settled_into_consumed_resources_when_the_admission_shows() {
     let mut core = core_with(afs_cq("cq", 8000, true), Some(cfg(1000, 1000)));
     core.track_local_queue(lq("lq-a"), "cq", 1.0, None, 0);
-    core.add_workload(wl("a1", "lq-a", 0, &[("cpu", 4000)])).unwrap_or_else(|e| panic!("{e}"));
+    core.add_workload(wl("a1", "lq-a", 0, &[("cpu", 4000)]))
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(admitted_names(&mut core, 0), ["a1"]);
     // alpha(1s, 1s) = 1/2 of 4 CPU.
     assert_eq!(penalty_of(&core, "lq-a"), res(&[("cpu", 2 * CORE)]));
@@ -330,7 +372,8 @@ fn the_penalty_is_settled_into_consumed_resources_when_the_admission_shows() {
     assert!(!e.has_pending_penalty(), "{e:?}");
     // Every resource of the ClusterQueue shows, as Kueue's LocalQueue usage lists them.
     assert_eq!(e.consumed, res(&[("cpu", 2 * CORE), ("gpu", 0)]));
-    core.add_workload(wl("a2", "lq-a", 0, &[("cpu", 4000)])).unwrap_or_else(|e| panic!("{e}"));
+    core.add_workload(wl("a2", "lq-a", 0, &[("cpu", 4000)]))
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(admitted_names(&mut core, 0), ["a2"]);
     core.settle_admission(&WorkloadKey::new("default", "a2"), 0);
     let e = core.local_queue_usage(&lq("lq-a")).cloned().unwrap_or_default();
@@ -347,15 +390,25 @@ fn an_unsettled_penalty_is_kept_on_eviction_replaced_not_stacked_and_dropped_whe
     let mut core = core_with(afs_cq("cq", 8000, true), Some(cfg(1000, 1000)));
     core.track_local_queue(lq("lq-a"), "cq", 1.0, None, 0);
     let a1 = WorkloadKey::new("default", "a1");
-    core.add_workload(wl("a1", "lq-a", 0, &[("cpu", 4000)])).unwrap_or_else(|e| panic!("{e}"));
+    core.add_workload(wl("a1", "lq-a", 0, &[("cpu", 4000)]))
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(admitted_names(&mut core, 0), ["a1"]);
     assert!(core.release(&a1));
-    assert_eq!(penalty_of(&core, "lq-a"), res(&[("cpu", 2 * CORE)]), "evicted back to pending: kept");
+    assert_eq!(
+        penalty_of(&core, "lq-a"),
+        res(&[("cpu", 2 * CORE)]),
+        "evicted back to pending: kept"
+    );
     core.retain_entry_penalty(&a1, Some(&lq("lq-a")));
     assert!(core.has_entry_penalty(&a1), "still on its LocalQueue: kept");
-    core.add_workload(wl("a1", "lq-a", 0, &[("cpu", 4000)])).unwrap_or_else(|e| panic!("{e}"));
+    core.add_workload(wl("a1", "lq-a", 0, &[("cpu", 4000)]))
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(admitted_names(&mut core, 0), ["a1"]);
-    assert_eq!(penalty_of(&core, "lq-a"), res(&[("cpu", 2 * CORE)]), "replaced, not stacked");
+    assert_eq!(
+        penalty_of(&core, "lq-a"),
+        res(&[("cpu", 2 * CORE)]),
+        "replaced, not stacked"
+    );
     // Settling twice folds it once (no time passed: nothing decays).
     core.settle_admission(&a1, 0);
     core.settle_admission(&a1, 0);
@@ -365,7 +418,8 @@ fn an_unsettled_penalty_is_kept_on_eviction_replaced_not_stacked_and_dropped_whe
 
     for home in [None, Some(lq("lq-b"))] {
         let a2 = WorkloadKey::new("default", "a2");
-        core.add_workload(wl("a2", "lq-a", 0, &[("cpu", 2000)])).unwrap_or_else(|e| panic!("{e}"));
+        core.add_workload(wl("a2", "lq-a", 0, &[("cpu", 2000)]))
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(admitted_names(&mut core, 0), ["a2"]);
         assert_eq!(penalty_of(&core, "lq-a"), res(&[("cpu", CORE)]));
         core.retain_entry_penalty(&a2, home.as_ref());
@@ -384,9 +438,14 @@ fn a_local_queue_seen_before_its_cluster_queue_lists_its_resources_once_known() 
     core.upsert_flavor(FlavorModel::build("default"));
     core.set_admission_fair_sharing(Some(cfg(3_600_000, 3_600_000)));
     core.track_local_queue(lq("lq-a"), "cq", 1.0, None, 0);
-    let consumed = |core: &AdmissionCore| core.local_queue_usage(&lq("lq-a")).map(|e| e.consumed.clone()).unwrap_or_default();
+    let consumed = |core: &AdmissionCore| {
+        core.local_queue_usage(&lq("lq-a"))
+            .map(|e| e.consumed.clone())
+            .unwrap_or_default()
+    };
     assert_eq!(consumed(&core), res(&[]));
-    core.upsert_cluster_queue(afs_cq("cq", 8000, true)).unwrap_or_else(|e| panic!("{e}"));
+    core.upsert_cluster_queue(afs_cq("cq", 8000, true))
+        .unwrap_or_else(|e| panic!("{e}"));
     core.track_local_queue(lq("lq-a"), "cq", 1.0, None, 1);
     assert_eq!(consumed(&core), res(&[("cpu", 0), ("gpu", 0)]));
 }
@@ -401,25 +460,43 @@ fn sampling_decays_toward_what_is_held() {
     core.track_local_queue(lq("lq-b"), "cq", 1.0, None, 500);
     assert_eq!(core.next_sample_ms(), Some(1000));
     assert_eq!(core.sample_local_queues(999), 0);
-    core.add_workload(wl("a1", "lq-a", 0, &[("cpu", 2000)])).unwrap_or_else(|e| panic!("{e}"));
+    core.add_workload(wl("a1", "lq-a", 0, &[("cpu", 2000)]))
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(admitted_names(&mut core, 999), ["a1"]);
     core.settle_admission(&WorkloadKey::new("default", "a1"), 999);
     // Settled at 999: 6 decayed by alpha(999ms) toward 2 held, plus the 1 CPU penalty.
-    let after_settle = core.local_queue_usage(&lq("lq-a")).map(|e| e.consumed["cpu"]).unwrap_or_default();
-    assert!(after_settle > 5 * CORE && after_settle < 6 * CORE, "{after_settle}");
+    let after_settle = core
+        .local_queue_usage(&lq("lq-a"))
+        .map(|e| e.consumed["cpu"])
+        .unwrap_or_default();
+    assert!(
+        after_settle > 5 * CORE && after_settle < 6 * CORE,
+        "{after_settle}"
+    );
     assert_eq!(core.sample_local_queues(1500), 1, "only lq-b is due");
-    assert_eq!(core.sample_local_queues(1999), 1, "lq-a, one interval after its settlement");
+    assert_eq!(
+        core.sample_local_queues(1999),
+        1,
+        "lq-a, one interval after its settlement"
+    );
     let e = core.local_queue_usage(&lq("lq-a")).cloned().unwrap_or_default();
     assert_eq!(e.last_update_ms, 1999);
     // One half-life later: half way from the settled value toward the 2 CPU held.
     let want = after_settle / 2 + CORE;
-    assert!((e.consumed["cpu"] - want).abs() < 2_000_000, "{} vs {want}", e.consumed["cpu"]);
+    assert!(
+        (e.consumed["cpu"] - want).abs() < 2_000_000,
+        "{} vs {want}",
+        e.consumed["cpu"]
+    );
     assert_eq!(core.next_sample_ms(), Some(2500));
     // No half-life: reset at each sample.
     let mut core = core_with(afs_cq("cq", 8000, true), Some(cfg(0, 1000)));
     core.track_local_queue(lq("lq-a"), "cq", 1.0, Some(res(&[("cpu", 6 * CORE)])), 0);
     core.sample_local_queues(1000);
-    assert_eq!(core.local_queue_usage(&lq("lq-a")).map(|e| e.consumed.clone()), Some(res(&[])));
+    assert_eq!(
+        core.local_queue_usage(&lq("lq-a")).map(|e| e.consumed.clone()),
+        Some(res(&[]))
+    );
     // Without the feature nothing is tracked.
     let mut core = core_with(afs_cq("cq", 8000, true), None);
     core.track_local_queue(lq("lq-a"), "cq", 1.0, None, 0);
@@ -435,8 +512,10 @@ fn a_raised_weight_puts_the_queue_first() {
     let mut core = core_with(afs_cq("cq", 1000, true), Some(cfg(0, MIN5)));
     core.track_local_queue(lq("lq-a"), "cq", 1.0, Some(res(&[("cpu", 4 * CORE)])), 0);
     core.track_local_queue(lq("lq-b"), "cq", 1.0, Some(res(&[("cpu", 2 * CORE)])), 0);
-    core.add_workload(wl("a", "lq-a", 0, &[("cpu", 1000)]).at(0)).unwrap_or_else(|e| panic!("{e}"));
-    core.add_workload(wl("b", "lq-b", 0, &[("cpu", 1000)]).at(1)).unwrap_or_else(|e| panic!("{e}"));
+    core.add_workload(wl("a", "lq-a", 0, &[("cpu", 1000)]).at(0))
+        .unwrap_or_else(|e| panic!("{e}"));
+    core.add_workload(wl("b", "lq-b", 0, &[("cpu", 1000)]).at(1))
+        .unwrap_or_else(|e| panic!("{e}"));
     let pos = core.queue_positions();
     assert_eq!(pos[&WorkloadKey::new("default", "b")].1, 0);
     core.track_local_queue(lq("lq-a"), "cq", 4.0, None, 0);
@@ -458,7 +537,9 @@ fn preemption_takes_the_busier_local_queue_first() {
         core.set_admission_fair_sharing(Some(cfg(1000, 1000)));
         let cq1 = ClusterQueueModel {
             admission_fair_sharing: on,
-            ..ClusterQueueModel::build("cq1").cohort("all").flavor("default", &[("cpu", 16_000)])
+            ..ClusterQueueModel::build("cq1")
+                .cohort("all")
+                .flavor("default", &[("cpu", 16_000)])
         };
         let cq2 = ClusterQueueModel::build("cq2")
             .cohort("all")
@@ -475,7 +556,10 @@ fn preemption_takes_the_busier_local_queue_first() {
         core.track_local_queue(lq("lq-a"), "cq1", 1.0, Some(res(&[("cpu", 20 * CORE)])), 0);
         core.track_local_queue(lq("lq-b"), "cq1", 1.0, Some(res(&[("cpu", 12 * CORE)])), 0);
         for (n, q, p, cpu) in [("high-a", "lq-a", 10, 20_000), ("low-b", "lq-b", 1, 12_000)] {
-            let w = WorkloadModel { cluster_queue: "cq1".into(), ..wl(n, q, p, &[("cpu", cpu)]) };
+            let w = WorkloadModel {
+                cluster_queue: "cq1".into(),
+                ..wl(n, q, p, &[("cpu", cpu)])
+            };
             let a = crate::queue::Admission {
                 cluster_queue: "cq1".into(),
                 pod_set_assignments: vec![crate::queue::PodSetAssignment {
@@ -487,13 +571,20 @@ fn preemption_takes_the_busier_local_queue_first() {
             };
             core.record_admitted(w, a, 0).unwrap_or_else(|e| panic!("{e}"));
         }
-        let c = WorkloadModel { cluster_queue: "cq2".into(), ..wl("c", "lq-c", 0, &[("cpu", 10_000)]) };
+        let c = WorkloadModel {
+            cluster_queue: "cq2".into(),
+            ..wl("c", "lq-c", 0, &[("cpu", 10_000)])
+        };
         core.add_workload(c).unwrap_or_else(|e| panic!("{e}"));
         let res = core.schedule_cycle(1);
         res.evictions.into_iter().map(|e| e.key.name).collect::<Vec<_>>()
     };
     assert_eq!(setup(true), ["high-a"], "the busier LocalQueue first");
-    assert_eq!(setup(false), ["low-b"], "without fair sharing: the lower priority first");
+    assert_eq!(
+        setup(false),
+        ["low-b"],
+        "without fair sharing: the lower priority first"
+    );
 }
 
 /// Turned off with workloads already ranked, the usual order is back at once.
@@ -501,9 +592,14 @@ fn preemption_takes_the_busier_local_queue_first() {
 fn turning_it_off_restores_the_usual_order() {
     let mut core = core_with(afs_cq("cq", 1000, true), Some(cfg(0, MIN5)));
     core.track_local_queue(lq("lqA"), "cq", 1.0, Some(res(&[("cpu", 2 * CORE)])), 0);
-    core.add_workload(wl("wlA-high", "lqA", 2, &[("cpu", 1000)])).unwrap_or_else(|e| panic!("{e}"));
-    core.add_workload(wl("wlB-low", "lqB", 1, &[("cpu", 1000)])).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(core.queue_positions()[&WorkloadKey::new("default", "wlB-low")].1, 0);
+    core.add_workload(wl("wlA-high", "lqA", 2, &[("cpu", 1000)]))
+        .unwrap_or_else(|e| panic!("{e}"));
+    core.add_workload(wl("wlB-low", "lqB", 1, &[("cpu", 1000)]))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        core.queue_positions()[&WorkloadKey::new("default", "wlB-low")].1,
+        0
+    );
     core.set_admission_fair_sharing(None);
     assert_eq!(admitted_names(&mut core, 1), ["wlA-high"]);
 }

@@ -78,7 +78,11 @@ impl AdmissionCore {
                 // Every resource of its ClusterQueue shows also when the ClusterQueue became known
                 // after the LocalQueue (Kueue's reconcile waits for it in its cache); without this
                 // the status would list none until the next sample.
-                let groups = self.cqs.get(cluster_queue).into_iter().flat_map(|c| &c.resource_groups);
+                let groups = self
+                    .cqs
+                    .get(cluster_queue)
+                    .into_iter()
+                    .flat_map(|c| &c.resource_groups);
                 for r in groups.flat_map(|g| &g.covered_resources) {
                     if !e.consumed.contains_key(r) {
                         e.consumed.insert(r.clone(), 0);
@@ -131,7 +135,11 @@ impl AdmissionCore {
         let Some(cfg) = &self.afs.config else {
             return Vec::new();
         };
-        self.afs.entries.iter().map(|(k, e)| (k, e, e.usage(cfg))).collect()
+        self.afs
+            .entries
+            .iter()
+            .map(|(k, e)| (k, e, e.usage(cfg)))
+            .collect()
     }
 
     /// When (ms) the next LocalQueue is due for sampling.
@@ -242,7 +250,11 @@ impl AdmissionCore {
         let Some(cfg) = &self.afs.config else {
             return 0;
         };
-        if !self.cqs.get(&w.cluster_queue).is_some_and(|c| c.admission_fair_sharing) {
+        if !self
+            .cqs
+            .get(&w.cluster_queue)
+            .is_some_and(|c| c.admission_fair_sharing)
+        {
             return 0;
         }
         // A LocalQueue not tracked yet has no history: usage 0 (Kueue falls back to weight 1).

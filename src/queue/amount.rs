@@ -137,18 +137,8 @@ mod tests {
     fn saturating_table() {
         let cases = [
             (Amount(1), Amount(2), Amount(3), Amount(-1)),
-            (
-                Amount::UNLIMITED,
-                Amount(5),
-                Amount::UNLIMITED,
-                Amount::UNLIMITED,
-            ),
-            (
-                Amount(5),
-                Amount::UNLIMITED,
-                Amount::UNLIMITED,
-                Amount(i64::MIN),
-            ),
+            (Amount::UNLIMITED, Amount(5), Amount::UNLIMITED, Amount::UNLIMITED),
+            (Amount(5), Amount::UNLIMITED, Amount::UNLIMITED, Amount(i64::MIN)),
             (
                 Amount(i64::MAX - 1),
                 Amount(10),

@@ -58,7 +58,13 @@ impl Upgrade {
     /// An upgrade holding `held` in ClusterQueue `cq_idx`, its resources in `flavors` (resource ->
     /// flavor, as its slices keep them), asking `c`. A resource the claim does not name is assumed
     /// neither to grow nor to be given back.
-    pub fn of(key: WorkloadKey, cq_idx: usize, held: &FrAmounts, flavors: &BTreeMap<String, String>, c: &UpgradeClaim) -> Upgrade {
+    pub fn of(
+        key: WorkloadKey,
+        cq_idx: usize,
+        held: &FrAmounts,
+        flavors: &BTreeMap<String, String>,
+        c: &UpgradeClaim,
+    ) -> Upgrade {
         let mut per_resource: BTreeMap<&str, Amount> = BTreeMap::new();
         for (fr, v) in held {
             *per_resource.entry(fr.resource.as_str()).or_default() += *v;
@@ -82,11 +88,19 @@ impl Upgrade {
                 done.insert(FlavorResource::new(f, r), *v);
             }
         }
-        Upgrade { key, cq_idx, held: held.clone(), claim, done }
+        Upgrade {
+            key,
+            cq_idx,
+            held: held.clone(),
+            claim,
+            done,
+        }
     }
 
     fn releases_only(&self) -> bool {
-        self.done.iter().all(|(fr, v)| *v <= self.held.get(fr).copied().unwrap_or_default())
+        self.done
+            .iter()
+            .all(|(fr, v)| *v <= self.held.get(fr).copied().unwrap_or_default())
     }
 
     /// How much room it leaves once done, relative to what it asks: larger goes first among
@@ -124,7 +138,9 @@ pub fn search(mut tree: QuotaTree, ups: &[Upgrade]) -> Outcome {
                 continue;
             }
             let rank = (u.releases_only(), u.room_left(&tree));
-            let better = best.as_ref().is_none_or(|(_, b)| rank.0 > b.0 || (rank.0 == b.0 && rank.1 > b.1));
+            let better = best
+                .as_ref()
+                .is_none_or(|(_, b)| rank.0 > b.0 || (rank.0 == b.0 && rank.1 > b.1));
             if better {
                 best = Some((pos, rank));
             }
@@ -134,7 +150,10 @@ pub fn search(mut tree: QuotaTree, ups: &[Upgrade]) -> Outcome {
         tree.remove_all(u.cq_idx, &u.held);
         tree.add_all(u.cq_idx, &u.done);
     }
-    Outcome { stranded: left, end: tree }
+    Outcome {
+        stranded: left,
+        end: tree,
+    }
 }
 
 /// Why upgrade `u` could not finish in `end`: the first flavor-resource of its claim that does not fit.
@@ -156,12 +175,28 @@ impl AdmissionCore {
     fn upgrades_in_flight(&self, cq_idx: usize, skip: &[&WorkloadKey]) -> Vec<Upgrade> {
         let mut out = Vec::new();
         for ci in self.tree.cqs_under(self.tree.root(cq_idx)) {
-            for k in self.admitted_by_cq.get(&self.tree.nodes[ci].name).into_iter().flatten() {
+            for k in self
+                .admitted_by_cq
+                .get(&self.tree.nodes[ci].name)
+                .into_iter()
+                .flatten()
+            {
                 let Some(a) = self.admitted.get(k) else { continue };
-                let Some(c) = a.model.upgrade.as_ref().filter(|_| !a.evicting && !skip.contains(&k)) else {
+                let Some(c) = a
+                    .model
+                    .upgrade
+                    .as_ref()
+                    .filter(|_| !a.evicting && !skip.contains(&k))
+                else {
                     continue;
                 };
-                out.push(Upgrade::of(k.clone(), ci, &a.usage, &flavors_of(&a.admission.pod_set_assignments), c));
+                out.push(Upgrade::of(
+                    k.clone(),
+                    ci,
+                    &a.usage,
+                    &flavors_of(&a.admission.pod_set_assignments),
+                    c,
+                ));
             }
         }
         out
@@ -182,8 +217,11 @@ impl AdmissionCore {
         let w = &self.pending.get(key)?.model;
         let claim = w.upgrade.as_ref()?;
         let before = self.upgrades_in_flight(cq_idx, &[]);
-        let stuck_before: BTreeSet<&WorkloadKey> =
-            search(self.tree.clone(), &before).stranded.iter().map(|&i| &before[i].key).collect();
+        let stuck_before: BTreeSet<&WorkloadKey> = search(self.tree.clone(), &before)
+            .stranded
+            .iter()
+            .map(|&i| &before[i].key)
+            .collect();
         let mut sim = self.tree.clone();
         for k in freed {
             if let Some(a) = self.admitted.get(*k)
@@ -194,14 +232,33 @@ impl AdmissionCore {
         }
         sim.add_all(cq_idx, usage);
         let mut after = self.upgrades_in_flight(cq_idx, freed);
-        after.push(Upgrade::of(key.clone(), cq_idx, usage, &flavors_of(podsets), claim));
+        after.push(Upgrade::of(
+            key.clone(),
+            cq_idx,
+            usage,
+            &flavors_of(podsets),
+            claim,
+        ));
         let out = search(sim, &after);
         // The slice this one replaces stands for the same upgrade: stuck before, it is no news now.
         let old = w.replacement_for.as_ref();
-        let was_stuck = |k: &WorkloadKey| stuck_before.contains(k) || (k == key && old.is_some_and(|o| stuck_before.contains(o)));
-        let u = out.stranded.iter().map(|&i| &after[i]).find(|u| !was_stuck(&u.key))?;
-        let who = if &u.key == key { format!("{} (this one)", u.key) } else { u.key.to_string() };
-        Some(format!("admitting it could leave upgrade {who} unable to finish: {}", shortfall(u, &out.end)))
+        let was_stuck = |k: &WorkloadKey| {
+            stuck_before.contains(k) || (k == key && old.is_some_and(|o| stuck_before.contains(o)))
+        };
+        let u = out
+            .stranded
+            .iter()
+            .map(|&i| &after[i])
+            .find(|u| !was_stuck(&u.key))?;
+        let who = if &u.key == key {
+            format!("{} (this one)", u.key)
+        } else {
+            u.key.to_string()
+        };
+        Some(format!(
+            "admitting it could leave upgrade {who} unable to finish: {}",
+            shortfall(u, &out.end)
+        ))
     }
 }
 

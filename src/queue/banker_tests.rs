@@ -8,16 +8,21 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::queue::amount::{Amount, FlavorResource, FrAmounts};
-use crate::queue::model::{ClusterQueueModel, CohortModel, FlavorModel, PodSetModel, UpgradeClaim, WorkloadKey, WorkloadModel};
+use crate::queue::model::{
+    ClusterQueueModel, CohortModel, FlavorModel, PodSetModel, UpgradeClaim, WorkloadKey, WorkloadModel,
+};
 use crate::queue::tree::QuotaTree;
 use crate::queue::{AdmissionCore, PendingReason};
 
 fn cpu(v: i64) -> FrAmounts {
-    [(FlavorResource::new("default", "cpu"), Amount(v))].into_iter().collect()
+    [(FlavorResource::new("default", "cpu"), Amount(v))]
+        .into_iter()
+        .collect()
 }
 
 fn up(name: &str, cq_idx: usize, held: i64, peak: i64, done: i64) -> Upgrade {
-    let flavors: BTreeMap<String, String> = [("cpu".to_string(), "default".to_string())].into_iter().collect();
+    let flavors: BTreeMap<String, String> =
+        [("cpu".to_string(), "default".to_string())].into_iter().collect();
     let c = UpgradeClaim {
         peak: [("cpu".to_string(), Amount(peak))].into_iter().collect(),
         done: [("cpu".to_string(), Amount(done))].into_iter().collect(),
@@ -44,16 +49,30 @@ fn search_table() {
         ("one whose claim fits", vec![(10, 12, 7)], 0, vec![]),
         ("one whose claim does not fit", vec![(10, 12, 7)], 9, vec![0]),
         // 20 held, 0 free: each needs 2 more. The two-incremental-upgrades deadlock.
-        ("two, each waiting for the other", vec![(10, 12, 7), (10, 12, 7)], 0, vec![0, 1]),
+        (
+            "two, each waiting for the other",
+            vec![(10, 12, 7), (10, 12, 7)],
+            0,
+            vec![0, 1],
+        ),
         // 19 held, 1 free: the first fits, finishes at 7, and frees room for the second.
         ("one after the other", vec![(9, 10, 7), (10, 12, 7)], 0, vec![]),
         // 2 free. The releaser must go first: the grower ends 3 bigger than it holds.
-        ("a releaser before a grower", vec![(5, 7, 8), (5, 7, 2)], 8, vec![]),
+        (
+            "a releaser before a grower",
+            vec![(5, 7, 8), (5, 7, 2)],
+            8,
+            vec![],
+        ),
         ("nothing in flight", vec![], 20, vec![]),
     ];
     for (name, ups, other, want) in cases {
         let used: Vec<(usize, i64)> = ups.iter().map(|u| (0, u.0)).chain([(0, other)]).collect();
-        let ups: Vec<Upgrade> = ups.iter().enumerate().map(|(i, u)| up(&format!("u{i}"), 0, u.0, u.1, u.2)).collect();
+        let ups: Vec<Upgrade> = ups
+            .iter()
+            .enumerate()
+            .map(|(i, u)| up(&format!("u{i}"), 0, u.0, u.1, u.2))
+            .collect();
         let t = tree(&one, &[], &used);
         let out = search(t, &ups);
         assert_eq!(out.stranded, want, "{name}");
@@ -64,10 +83,19 @@ fn search_table() {
 fn search_counts_the_cohort() {
     // Two ClusterQueues of 10 in a cohort: an upgrade in each, both at their nominal quota.
     let cqs = [
-        ClusterQueueModel::build("a").cohort("c").flavor("default", &[("cpu", 10)]),
-        ClusterQueueModel::build("b").cohort("c").flavor("default", &[("cpu", 10)]),
+        ClusterQueueModel::build("a")
+            .cohort("c")
+            .flavor("default", &[("cpu", 10)]),
+        ClusterQueueModel::build("b")
+            .cohort("c")
+            .flavor("default", &[("cpu", 10)]),
     ];
-    let ups = |t: &QuotaTree, b_held: i64| vec![up("a", t.cq("a").unwrap_or_default(), 10, 12, 7), up("b", t.cq("b").unwrap_or_default(), b_held, 12, 7)];
+    let ups = |t: &QuotaTree, b_held: i64| {
+        vec![
+            up("a", t.cq("a").unwrap_or_default(), 10, 12, 7),
+            up("b", t.cq("b").unwrap_or_default(), b_held, 12, 7),
+        ]
+    };
     // Both at 10: no one can borrow the 2 more it needs.
     let t = tree(&cqs, &[], &[(0, 10), (1, 10)]);
     assert_eq!(search(t.clone(), &ups(&t, 10)).stranded, vec![0, 1]);
@@ -76,8 +104,12 @@ fn search_counts_the_cohort() {
     assert_eq!(search(t.clone(), &ups(&t, 8)).stranded, Vec::<usize>::new());
     // The same with b lending nothing: a cannot borrow from b, and b needs 4 with 2 of its own free.
     let lend0 = [
-        ClusterQueueModel::build("a").cohort("c").flavor("default", &[("cpu", 10)]),
-        ClusterQueueModel::build("b").cohort("c").flavor_limits("default", &[("cpu", 10, None, Some(0))]),
+        ClusterQueueModel::build("a")
+            .cohort("c")
+            .flavor("default", &[("cpu", 10)]),
+        ClusterQueueModel::build("b")
+            .cohort("c")
+            .flavor_limits("default", &[("cpu", 10, None, Some(0))]),
     ];
     let t = tree(&lend0, &[], &[(0, 10), (1, 8)]);
     assert_eq!(search(t.clone(), &ups(&t, 8)).stranded, vec![0, 1]);
@@ -106,9 +138,17 @@ impl Service {
         self.pos + 1 == self.traj.len()
     }
     fn slice(&self, name: &str, count: i64, claim: bool) -> WorkloadModel {
-        let w = WorkloadModel::build("ns", name, &self.cq).podset(PodSetModel::build("main", count, &[("cpu", 1)]));
+        let w = WorkloadModel::build("ns", name, &self.cq).podset(PodSetModel::build(
+            "main",
+            count,
+            &[("cpu", 1)],
+        ));
         let last = *self.traj.last().unwrap_or(&0);
-        if claim { w.upgrade(&[("cpu", self.peak(), last)]) } else { w }
+        if claim {
+            w.upgrade(&[("cpu", self.peak(), last)])
+        } else {
+            w
+        }
     }
 }
 
@@ -121,7 +161,12 @@ struct Driver {
 }
 
 impl Driver {
-    fn new(cqs: &[ClusterQueueModel], cohorts: &[CohortModel], services: &[(&str, &str, Vec<i64>)], claims: bool) -> Driver {
+    fn new(
+        cqs: &[ClusterQueueModel],
+        cohorts: &[CohortModel],
+        services: &[(&str, &str, Vec<i64>)],
+        claims: bool,
+    ) -> Driver {
         let mut core = AdmissionCore::new();
         core.upsert_flavor(FlavorModel::build("default"));
         for c in cohorts {
@@ -130,14 +175,33 @@ impl Driver {
         for cq in cqs {
             core.upsert_cluster_queue(cq.clone()).unwrap();
         }
-        let mut d = Driver { core, services: Vec::new(), claims, now: 1 };
+        let mut d = Driver {
+            core,
+            services: Vec::new(),
+            claims,
+            now: 1,
+        };
         for (name, cq, traj) in services {
-            let s = Service { name: name.to_string(), cq: cq.to_string(), traj: traj.clone(), pos: 0, slices: 0, current: WorkloadKey::new("ns", format!("{name}-0")), pending: None };
-            d.core.add_workload(s.slice(&format!("{name}-0"), traj[0], false)).unwrap();
+            let s = Service {
+                name: name.to_string(),
+                cq: cq.to_string(),
+                traj: traj.clone(),
+                pos: 0,
+                slices: 0,
+                current: WorkloadKey::new("ns", format!("{name}-0")),
+                pending: None,
+            };
+            d.core
+                .add_workload(s.slice(&format!("{name}-0"), traj[0], false))
+                .unwrap();
             d.services.push(s);
         }
         let r = d.core.schedule_cycle(0);
-        assert_eq!(r.admissions.len(), services.len(), "every service runs at steady state first");
+        assert_eq!(
+            r.admissions.len(),
+            services.len(),
+            "every service runs at steady state first"
+        );
         d
     }
 
@@ -170,7 +234,11 @@ impl Driver {
         self.now += 1;
         let r = self.core.schedule_cycle(self.now);
         for a in r.admissions {
-            if let Some(s) = self.services.iter_mut().find(|s| s.pending.as_ref() == Some(&a.key)) {
+            if let Some(s) = self
+                .services
+                .iter_mut()
+                .find(|s| s.pending.as_ref() == Some(&a.key))
+            {
                 s.current = a.key;
                 s.pending = None;
                 s.pos += 1;
@@ -236,14 +304,23 @@ fn two_upgrades_deadlock_without_the_check_and_take_turns_with_it() {
     // 20 fits both steady services plus both first steps, not both next grows; each alone
     // finishes beside the other at steady state or done (12 + 7 <= 20).
     let cqs = [ClusterQueueModel::build("cq").flavor("default", &[("cpu", 20)])];
-    let services = [("a", "cq", bigger_per_replica()), ("b", "cq", bigger_per_replica())];
+    let services = [
+        ("a", "cq", bigger_per_replica()),
+        ("b", "cq", bigger_per_replica()),
+    ];
     let mut off = Driver::new(&cqs, &[], &services, false);
-    assert!(!off.run(), "without the check both take their first step and then wait on each other");
+    assert!(
+        !off.run(),
+        "without the check both take their first step and then wait on each other"
+    );
     assert!(off.services.iter().all(|s| s.pos == 2), "{:?}", off.services);
 
     let mut on = Driver::new(&cqs, &[], &services, true);
     on.round();
-    let (reason, msg) = on.core.pending_reason(&WorkloadKey::new("ns", "b-1")).unwrap_or((PendingReason::Pending, ""));
+    let (reason, msg) = on
+        .core
+        .pending_reason(&WorkloadKey::new("ns", "b-1"))
+        .unwrap_or((PendingReason::Pending, ""));
     assert_eq!(reason, PendingReason::WaitingForQuota);
     assert!(msg.starts_with("admitting it could leave upgrade ns/a-1 unable to finish: it may still need 2m more cpu in flavor default"), "{msg}");
     assert!(on.run(), "{:?}", on.services);
@@ -252,10 +329,17 @@ fn two_upgrades_deadlock_without_the_check_and_take_turns_with_it() {
 #[test]
 fn the_check_spans_the_cohort() {
     let cqs = [
-        ClusterQueueModel::build("qa").cohort("c").flavor("default", &[("cpu", 10)]),
-        ClusterQueueModel::build("qb").cohort("c").flavor("default", &[("cpu", 10)]),
+        ClusterQueueModel::build("qa")
+            .cohort("c")
+            .flavor("default", &[("cpu", 10)]),
+        ClusterQueueModel::build("qb")
+            .cohort("c")
+            .flavor("default", &[("cpu", 10)]),
     ];
-    let services = [("a", "qa", bigger_per_replica()), ("b", "qb", bigger_per_replica())];
+    let services = [
+        ("a", "qa", bigger_per_replica()),
+        ("b", "qb", bigger_per_replica()),
+    ];
     assert!(!Driver::new(&cqs, &[], &services, false).run());
     assert!(Driver::new(&cqs, &[], &services, true).run());
 }
@@ -267,9 +351,16 @@ fn other_work_is_not_held_back() {
     let mut d = Driver::new(&cqs, &[], &[("a", "cq", bigger_per_replica())], true);
     d.round();
     assert_eq!(d.services[0].pos, 1);
-    d.core.add_workload(WorkloadModel::build("ns", "batch", "cq").request(&[("cpu", 9)])).unwrap();
+    d.core
+        .add_workload(WorkloadModel::build("ns", "batch", "cq").request(&[("cpu", 9)]))
+        .unwrap();
     let r = d.core.schedule_cycle(100);
-    assert_eq!(r.admissions.len(), 1, "{:?}", d.core.pending_reason(&WorkloadKey::new("ns", "batch")));
+    assert_eq!(
+        r.admissions.len(),
+        1,
+        "{:?}",
+        d.core.pending_reason(&WorkloadKey::new("ns", "batch"))
+    );
 }
 
 fn trajectory() -> impl Strategy<Value = Vec<i64>> {
@@ -321,19 +412,43 @@ fn the_claim_annotation_round_trips_and_bad_ones_name_the_field() {
     use crate::api::kueue::Workload;
     use crate::api::kueue::constants::ANNOTATION_UPGRADE_CLAIM as KEY;
     use crate::queue::convert::{upgrade_claim, upgrade_claim_annotation};
-    let with = |v: &str| Workload::build("w", "ns").queue("lq").podset("main", 1, [("cpu", "1")]).annotation(KEY, v).build();
+    let with = |v: &str| {
+        Workload::build("w", "ns")
+            .queue("lq")
+            .podset("main", 1, [("cpu", "1")])
+            .annotation(KEY, v)
+            .build()
+    };
     let claim = UpgradeClaim {
         peak: [("cpu".to_string(), Amount(13000))].into_iter().collect(),
         done: [("cpu".to_string(), Amount(7500))].into_iter().collect(),
     };
-    assert_eq!(upgrade_claim(&with(&upgrade_claim_annotation(&claim))).ok(), Some(Some(claim)));
-    assert_eq!(upgrade_claim(&Workload::build("w", "ns").queue("lq").podset("main", 1, [("cpu", "1")]).build()).ok(), Some(None));
+    assert_eq!(
+        upgrade_claim(&with(&upgrade_claim_annotation(&claim))).ok(),
+        Some(Some(claim))
+    );
+    assert_eq!(
+        upgrade_claim(
+            &Workload::build("w", "ns")
+                .queue("lq")
+                .podset("main", 1, [("cpu", "1")])
+                .build()
+        )
+        .ok(),
+        Some(None)
+    );
     for (bad, field) in [
         ("not json", format!("metadata.annotations[{KEY}]")),
         (r#"{"peek":{"cpu":1}}"#, format!("metadata.annotations[{KEY}]")),
-        (r#"{"peak":{"cpu":-1}}"#, format!("metadata.annotations[{KEY}].peak.cpu")),
+        (
+            r#"{"peak":{"cpu":-1}}"#,
+            format!("metadata.annotations[{KEY}].peak.cpu"),
+        ),
     ] {
-        let e = upgrade_claim(&with(bad)).err().map(|e| e.to_string()).unwrap_or_default();
+        let e = upgrade_claim(&with(bad))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(e.contains(&field), "{bad}: {e}");
     }
 }

@@ -7,9 +7,9 @@ use super::QueueError;
 use super::amount::Amount;
 use super::model::{
     Admission, BorrowWithinCohort, BorrowWithinCohortPolicy, ClusterQueueModel, CohortModel, FairWeight,
-    FlavorFungibility, FlavorModel, FlavorQuotas, FungibilityPolicy, FungibilityPreference,
-    LabelSelector, PodSetAssignment, PreemptionPolicy, QueueingStrategy, ReclaimWithinCohort,
-    ResourceGroup, ResourceQuota, StopPolicy, UpgradeClaim, WithinClusterQueue, WorkloadKey, WorkloadModel,
+    FlavorFungibility, FlavorModel, FlavorQuotas, FungibilityPolicy, FungibilityPreference, LabelSelector,
+    PodSetAssignment, PreemptionPolicy, QueueingStrategy, ReclaimWithinCohort, ResourceGroup, ResourceQuota,
+    StopPolicy, UpgradeClaim, WithinClusterQueue, WorkloadKey, WorkloadModel,
 };
 use super::model::{PodSetModel, Requirement, SelectorOp, Taint, TaintEffect, Toleration};
 use super::requests::pod_requests;
@@ -71,10 +71,7 @@ fn selector_op(field: &str, op: &str) -> Result<SelectorOp, QueueError> {
         "Gt" => SelectorOp::Gt,
         "Lt" => SelectorOp::Lt,
         other => {
-            return Err(QueueError::invalid(
-                field,
-                format!("unknown operator {other:?}"),
-            ));
+            return Err(QueueError::invalid(field, format!("unknown operator {other:?}")));
         }
     })
 }
@@ -102,10 +99,7 @@ pub fn podset_from_template(
         .affinity
         .as_ref()
         .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| {
-            n.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        })
+        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
         .map(|r| r.node_selector_terms.as_slice())
         .unwrap_or_default();
     for (ti, term) in terms.iter().enumerate() {
@@ -137,7 +131,11 @@ fn amount(field: &str, resource: &str, q: &K8sQuantity) -> Result<Amount, QueueE
 
 /// `q` parsed, refused with `rule` when negative.
 fn non_negative(field: &str, q: &K8sQuantity, rule: &str) -> Result<Quantity, QueueError> {
-    let invalid = |message: String| QueueError::InvalidQuantity { field: field.to_string(), value: q.0.clone(), message };
+    let invalid = |message: String| QueueError::InvalidQuantity {
+        field: field.to_string(),
+        value: q.0.clone(),
+        message,
+    };
     let parsed = Quantity::try_from(q).map_err(|e| invalid(e.to_string()))?;
     if parsed.is_negative() {
         return Err(invalid(rule.into()));
@@ -217,9 +215,7 @@ fn label_selector(field: &str, s: &K8sLabelSelector) -> Result<LabelSelector, Qu
     Ok(out)
 }
 
-fn name_of(
-    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) -> Result<String, QueueError> {
+fn name_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Result<String, QueueError> {
     meta.name
         .clone()
         .filter(|n| !n.is_empty())
@@ -305,9 +301,10 @@ impl TryFrom<&kueue::ClusterQueue> for ClusterQueueModel {
                 .transpose()?,
             terminating: cq.metadata.deletion_timestamp.is_some(),
             fair_weight: fair_weight(s.fair_sharing.as_ref())?,
-            admission_fair_sharing: s.admission_scope.as_ref().is_some_and(|a| {
-                a.admission_mode == kueue::AdmissionMode::UsageBasedAdmissionFairSharing
-            }),
+            admission_fair_sharing: s
+                .admission_scope
+                .as_ref()
+                .is_some_and(|a| a.admission_mode == kueue::AdmissionMode::UsageBasedAdmissionFairSharing),
         })
     }
 }
@@ -318,10 +315,7 @@ impl TryFrom<&kueue::Cohort> for CohortModel {
         Ok(CohortModel {
             name: name_of(&c.metadata)?,
             parent: c.spec.parent_name.clone().filter(|p| !p.is_empty()),
-            resource_groups: groups(
-                "spec",
-                c.spec.resource_groups.as_deref().unwrap_or_default(),
-            )?,
+            resource_groups: groups("spec", c.spec.resource_groups.as_deref().unwrap_or_default())?,
             fair_weight: fair_weight(c.spec.fair_sharing.as_ref())?,
         })
     }
@@ -337,8 +331,7 @@ impl TryFrom<&kueue::ResourceFlavor> for FlavorModel {
             ..Default::default()
         };
         for (i, t) in spec.node_taints.iter().flatten().enumerate() {
-            out.node_taints
-                .push(taint(&format!("spec.nodeTaints[{i}]"), t)?);
+            out.node_taints.push(taint(&format!("spec.nodeTaints[{i}]"), t)?);
         }
         for (i, t) in spec.tolerations.iter().flatten().enumerate() {
             out.tolerations
@@ -364,8 +357,7 @@ pub fn workload_model(
             .clone()
             .unwrap_or_else(|| kueue::constants::DEFAULT_PODSET_NAME.to_string());
         let count = i64::from(ps.count.unwrap_or(1));
-        let mut model =
-            podset_from_template(&format!("spec.podSets[{i}]"), &ps_name, count, &ps.template)?;
+        let mut model = podset_from_template(&format!("spec.podSets[{i}]"), &ps_name, count, &ps.template)?;
         model.min_count = ps.min_count.map(i64::from);
         podsets.push(model);
     }
@@ -409,18 +401,30 @@ pub fn upgrade_claim(w: &kueue::Workload) -> Result<Option<UpgradeClaim>, QueueE
         return Ok(None);
     };
     let field = format!("metadata.annotations[{key}]");
-    let parsed: BTreeMap<String, BTreeMap<String, i64>> =
-        serde_json::from_str(raw).map_err(|e| QueueError::invalid(&field, format!("not a claim ({{\"peak\":{{..}},\"done\":{{..}}}}): {e}")))?;
+    let parsed: BTreeMap<String, BTreeMap<String, i64>> = serde_json::from_str(raw).map_err(|e| {
+        QueueError::invalid(
+            &field,
+            format!("not a claim ({{\"peak\":{{..}},\"done\":{{..}}}}): {e}"),
+        )
+    })?;
     let mut claim = UpgradeClaim::default();
     for (part, amounts) in parsed {
         let into = match part.as_str() {
             "peak" => &mut claim.peak,
             "done" => &mut claim.done,
-            other => return Err(QueueError::invalid(&field, format!("unknown part {other:?}: want peak and done"))),
+            other => {
+                return Err(QueueError::invalid(
+                    &field,
+                    format!("unknown part {other:?}: want peak and done"),
+                ));
+            }
         };
         for (r, v) in amounts {
             if v < 0 {
-                return Err(QueueError::invalid(format!("{field}.{part}.{r}"), "must be non-negative"));
+                return Err(QueueError::invalid(
+                    format!("{field}.{part}.{r}"),
+                    "must be non-negative",
+                ));
             }
             into.insert(r, Amount(v));
         }
@@ -430,7 +434,11 @@ pub fn upgrade_claim(w: &kueue::Workload) -> Result<Option<UpgradeClaim>, QueueE
 
 /// The annotation value for `claim` (the inverse of `upgrade_claim`).
 pub fn upgrade_claim_annotation(claim: &UpgradeClaim) -> String {
-    let part = |m: &BTreeMap<String, Amount>| m.iter().map(|(r, v)| (r.clone(), v.0)).collect::<BTreeMap<_, _>>();
+    let part = |m: &BTreeMap<String, Amount>| {
+        m.iter()
+            .map(|(r, v)| (r.clone(), v.0))
+            .collect::<BTreeMap<_, _>>()
+    };
     serde_json::json!({"peak": part(&claim.peak), "done": part(&claim.done)}).to_string()
 }
 
@@ -475,12 +483,7 @@ pub fn admission_api(a: &Admission) -> kueue::Admission {
                 resource_usage: p
                     .resource_usage
                     .iter()
-                    .map(|(r, v)| {
-                        (
-                            r.clone(),
-                            crate::api::quantity::resource_quantity(r, v.0).into(),
-                        )
-                    })
+                    .map(|(r, v)| (r.clone(), crate::api::quantity::resource_quantity(r, v.0).into()))
                     .collect(),
                 count: i32::try_from(p.count).ok(),
                 ..Default::default()
@@ -493,8 +496,8 @@ pub fn admission_api(a: &Admission) -> kueue::Admission {
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{
-        Affinity, Container, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
-        PodSpec, ResourceRequirements,
+        Affinity, Container, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodSpec,
+        ResourceRequirements,
     };
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -539,8 +542,7 @@ mod tests {
 
     #[test]
     fn podset_from_pod_template() {
-        let ps =
-            podset_from_template("spec.podSets[0]", "main", 3, &template("250m", "In")).unwrap();
+        let ps = podset_from_template("spec.podSets[0]", "main", 3, &template("250m", "In")).unwrap();
         assert_eq!(ps.requests["cpu"].0, 250);
         assert_eq!(ps.total("cpu").0, 750);
         assert_eq!(ps.node_selector["instance"], "spot");
@@ -550,19 +552,14 @@ mod tests {
 
     #[test]
     fn errors_name_the_field() {
-        let e =
-            podset_from_template("spec.podSets[1]", "main", 1, &template("1x", "In")).unwrap_err();
+        let e = podset_from_template("spec.podSets[1]", "main", 1, &template("1x", "In")).unwrap_err();
         assert!(
             e.to_string()
                 .contains("spec.podSets[1].template.spec.containers[0].resources.requests[cpu]"),
             "{e}"
         );
-        let e =
-            podset_from_template("spec.podSets[1]", "main", 1, &template("1", "Near")).unwrap_err();
-        assert!(
-            e.to_string().contains("matchExpressions[0].operator"),
-            "{e}"
-        );
+        let e = podset_from_template("spec.podSets[1]", "main", 1, &template("1", "Near")).unwrap_err();
+        assert!(e.to_string().contains("matchExpressions[0].operator"), "{e}");
     }
 
     mod kueue_types {
@@ -608,20 +605,14 @@ mod tests {
                 .build();
             let m = workload_model(&w, "cluster-queue", BTreeMap::new()).unwrap();
             assert_eq!(m.priority, 3);
-            assert_eq!(
-                m.replacement_for,
-                Some(WorkloadKey::new("default", "job-0"))
-            );
+            assert_eq!(m.replacement_for, Some(WorkloadKey::new("default", "job-0")));
             assert_eq!(m.podsets[0].total("cpu"), Amount(3000));
             core.add_workload(m).unwrap();
             let res = core.schedule_cycle(0);
             assert_eq!(res.admissions.len(), 1, "{:?}", res.pending);
             let api = admission_api(&res.admissions[0].admission);
             assert_eq!(api.pod_set_assignments[0].resource_usage["cpu"].0, "3");
-            assert_eq!(
-                api.pod_set_assignments[0].resource_usage["memory"].0,
-                "600Mi"
-            );
+            assert_eq!(api.pod_set_assignments[0].resource_usage["memory"].0, "600Mi");
             let back = admission_model(&api).unwrap();
             assert_eq!(back, res.admissions[0].admission);
             assert_eq!(
@@ -708,9 +699,8 @@ mod tests {
                 .build();
             let e = workload_model(&w, "cq", BTreeMap::new()).unwrap_err();
             assert!(
-                e.to_string().contains(
-                    "spec.podSets[0].template.spec.containers[0].resources.requests[cpu]"
-                ),
+                e.to_string()
+                    .contains("spec.podSets[0].template.spec.containers[0].resources.requests[cpu]"),
                 "{e}"
             );
         }

@@ -127,7 +127,10 @@ impl AdmissionCore {
     pub fn queue_positions(&self) -> HashMap<WorkloadKey, (String, usize)> {
         let mut by_cq: HashMap<&str, Vec<&OrderKey>> = HashMap::new();
         for p in self.pending.values() {
-            by_cq.entry(p.model.cluster_queue.as_str()).or_default().push(&p.order);
+            by_cq
+                .entry(p.model.cluster_queue.as_str())
+                .or_default()
+                .push(&p.order);
         }
         let mut out = HashMap::with_capacity(self.pending.len());
         for (cq, mut keys) in by_cq {
@@ -144,15 +147,28 @@ impl AdmissionCore {
     /// their outcome, so a deep backlog of look-alikes costs one record per shape. Each record gets
     /// its own name, reason, message and queue position.
     pub fn explain_all(&mut self, keys: &[WorkloadKey]) -> Vec<(WorkloadKey, Explanation)> {
-        let positions = if keys.is_empty() { HashMap::new() } else { self.queue_positions() };
+        let positions = if keys.is_empty() {
+            HashMap::new()
+        } else {
+            self.queue_positions()
+        };
         let mut shared: HashMap<(String, i32, u64), Explanation> = HashMap::new();
         let mut out = Vec::with_capacity(keys.len());
         for key in keys {
             let Some(p) = self.pending.get(key) else { continue };
-            let class = p.model.replacement_for.is_none().then(|| (p.model.cluster_queue.clone(), p.model.priority, p.shape));
+            let class = p
+                .model
+                .replacement_for
+                .is_none()
+                .then(|| (p.model.cluster_queue.clone(), p.model.priority, p.shape));
             let (reason, message) = (p.reason.as_str().to_string(), p.message.clone());
             let e = match class.as_ref().and_then(|c| shared.get(c)) {
-                Some(e) => Some(Explanation { workload: key.to_string(), reason, message, ..e.clone() }),
+                Some(e) => Some(Explanation {
+                    workload: key.to_string(),
+                    reason,
+                    message,
+                    ..e.clone()
+                }),
                 None => {
                     let e = self.explain(key);
                     if let (Some(c), Some(e)) = (class, e.as_ref()) {
@@ -186,14 +202,35 @@ impl AdmissionCore {
         let root = tree.root(cq_idx);
         let cohort = (root != cq_idx).then(|| tree.nodes[root].name.clone());
 
-        let trees = Trees { fit: &tree, now: &now, replaced: replaced.map(|o| &o.usage) };
-        let Quotas { mut podsets, views, short, want } = quotas(&trees, cq_idx, cq, w);
+        let trees = Trees {
+            fit: &tree,
+            now: &now,
+            replaced: replaced.map(|o| &o.usage),
+        };
+        let Quotas {
+            mut podsets,
+            views,
+            short,
+            want,
+        } = quotas(&trees, cq_idx, cq, w);
         let empty = FrAmounts::new();
-        let pre = Preemptor { cq_idx, cq, priority: w.priority, queue_timestamp: w.timestamp, usage: &empty, contested: &short };
+        let pre = Preemptor {
+            cq_idx,
+            cq,
+            priority: w.priority,
+            queue_timestamp: w.timestamp,
+            usage: &empty,
+            contested: &short,
+        };
         let held_by = (&self.admitted, &self.admitted_by_cq);
-        let Reach { held, allowed, freeable } = reach(&tree, root, &pre, w, held_by, self.fair_sharing.is_some());
+        let Reach {
+            held,
+            allowed,
+            freeable,
+        } = reach(&tree, root, &pre, w, held_by, self.fair_sharing.is_some());
         for (pi, ri, fi, fr, _) in &views {
-            podsets[*pi].resources[*ri].flavors[*fi].preemptible = fr.show(freeable.get(fr).copied().unwrap_or_default());
+            podsets[*pi].resources[*ri].flavors[*fi].preemptible =
+                fr.show(freeable.get(fr).copied().unwrap_or_default());
         }
         let holders = holders(&tree, held, &short, &allowed);
 
@@ -203,7 +240,9 @@ impl AdmissionCore {
             "nothing is short of quota: preemption is not needed".to_string()
         } else if chosen {
             "the scheduler is evicting workloads to make room".to_string()
-        } else if pol.within_cluster_queue == WithinClusterQueue::Never && (cohort.is_none() || pol.reclaim_within_cohort == ReclaimWithinCohort::Never) {
+        } else if pol.within_cluster_queue == WithinClusterQueue::Never
+            && (cohort.is_none() || pol.reclaim_within_cohort == ReclaimWithinCohort::Never)
+        {
             "the ClusterQueue's preemption policy allows no preemption".to_string()
         } else if allowed.is_empty() {
             "no admitted workload holding the short quota may be preempted under the policy (lower priority in the ClusterQueue, or borrowing in the cohort)".to_string()
@@ -221,7 +260,12 @@ impl AdmissionCore {
             position_in_cluster_queue: None,
             podsets,
             holders,
-            preemption: PreemptionView { policy: policy_text(pol.within_cluster_queue, pol.reclaim_within_cohort), candidates: allowed.len(), chosen, why },
+            preemption: PreemptionView {
+                policy: policy_text(pol.within_cluster_queue, pol.reclaim_within_cohort),
+                candidates: allowed.len(),
+                chosen,
+                why,
+            },
         })
     }
 }
@@ -249,7 +293,11 @@ impl NowView {
             for f in &g.flavors {
                 for r in &g.covered_resources {
                     let fr = FlavorResource::new(&f.name, r.as_str());
-                    let v = (tree.usage(cq_idx, &fr), tree.available(cq_idx, &fr), tree.subtree_quota(cq_idx, &fr));
+                    let v = (
+                        tree.usage(cq_idx, &fr),
+                        tree.available(cq_idx, &fr),
+                        tree.subtree_quota(cq_idx, &fr),
+                    );
                     m.insert(fr, v);
                 }
             }
@@ -290,7 +338,11 @@ fn quotas(trees: &Trees<'_>, cq_idx: usize, cq: &ClusterQueueModel, w: &Workload
                 continue;
             }
             let mut flavors = Vec::new();
-            for g in cq.resource_groups.iter().filter(|g| g.covered_resources.contains(r)) {
+            for g in cq
+                .resource_groups
+                .iter()
+                .filter(|g| g.covered_resources.contains(r))
+            {
                 for f in &g.flavors {
                     let fr = FlavorResource::new(&f.name, r.as_str());
                     let total = want.get(&fr).copied().unwrap_or_default() + requested;
@@ -317,18 +369,36 @@ fn quotas(trees: &Trees<'_>, cq_idx: usize, cq: &ClusterQueueModel, w: &Workload
                 }
             }
             // The workload's later podsets compete with this one in the first flavor listed.
-            if let Some(first) = cq.resource_groups.iter().find(|g| g.covered_resources.contains(r)).and_then(|g| g.flavors.first()) {
+            if let Some(first) = cq
+                .resource_groups
+                .iter()
+                .find(|g| g.covered_resources.contains(r))
+                .and_then(|g| g.flavors.first())
+            {
                 let fr = FlavorResource::new(&first.name, r.as_str());
                 *want.entry(fr.clone()).or_default() += requested;
                 if let Some(h) = held_back.get_mut(&fr) {
                     *h = (*h - requested).clamp_zero();
                 }
             }
-            resources.push(ResourceView { resource: r.clone(), requested: FlavorResource::new("", r.as_str()).show(requested), flavors });
+            resources.push(ResourceView {
+                resource: r.clone(),
+                requested: FlavorResource::new("", r.as_str()).show(requested),
+                flavors,
+            });
         }
-        podsets.push(PodSetView { name: ps.name.clone(), count: ps.count, resources });
+        podsets.push(PodSetView {
+            name: ps.name.clone(),
+            count: ps.count,
+            resources,
+        });
     }
-    Quotas { podsets, views, short, want }
+    Quotas {
+        podsets,
+        views,
+        short,
+        want,
+    }
 }
 
 /// What preemption could reach for the short flavor-resources.
@@ -348,7 +418,10 @@ fn reach<'a>(
     root: usize,
     pre: &Preemptor<'_>,
     w: &WorkloadModel,
-    (admitted, by_cq): (&'a HashMap<WorkloadKey, AdmittedWorkload>, &'a BTreeMap<String, BTreeSet<WorkloadKey>>),
+    (admitted, by_cq): (
+        &'a HashMap<WorkloadKey, AdmittedWorkload>,
+        &'a BTreeMap<String, BTreeSet<WorkloadKey>>,
+    ),
     fair_sharing: bool,
 ) -> Reach<'a> {
     let short = pre.contested;
@@ -360,7 +433,10 @@ fn reach<'a>(
                 continue;
             }
             let Some(a) = admitted.get(k) else { continue };
-            if !short.iter().any(|fr| a.usage.get(fr).is_some_and(|v| *v > Amount::ZERO)) {
+            if !short
+                .iter()
+                .any(|fr| a.usage.get(fr).is_some_and(|v| *v > Amount::ZERO))
+            {
                 continue;
             }
             held.push((k, ci, a.model.priority, &a.usage));
@@ -371,11 +447,20 @@ fn reach<'a>(
     let allowed: BTreeSet<&WorkloadKey> = if fair_sharing {
         cands
             .iter()
-            .filter(|c| any_candidate(tree, pre, std::iter::once((c.cq_idx, c.priority, c.queue_timestamp, c.usage))))
+            .filter(|c| {
+                any_candidate(
+                    tree,
+                    pre,
+                    std::iter::once((c.cq_idx, c.priority, c.queue_timestamp, c.usage)),
+                )
+            })
             .map(|c| c.key)
             .collect()
     } else {
-        allowed_candidates(tree, pre, &cands).into_iter().map(|c| c.key).collect()
+        allowed_candidates(tree, pre, &cands)
+            .into_iter()
+            .map(|c| c.key)
+            .collect()
     };
     let mut freeable = FrAmounts::new();
     for c in cands.iter().filter(|c| allowed.contains(c.key)) {
@@ -383,7 +468,11 @@ fn reach<'a>(
             *freeable.entry(fr.clone()).or_default() += c.usage.get(fr).copied().unwrap_or_default();
         }
     }
-    Reach { held, allowed, freeable }
+    Reach {
+        held,
+        allowed,
+        freeable,
+    }
 }
 
 /// The holders of the short quota, largest holding first, at most `MAX_HOLDERS`.
@@ -394,7 +483,12 @@ fn holders(
     allowed: &BTreeSet<&WorkloadKey>,
 ) -> Vec<Holder> {
     held.sort_by(|a, b| {
-        let sum = |u: &FrAmounts| short.iter().map(|fr| u.get(fr).copied().unwrap_or_default()).fold(Amount::ZERO, |x, y| x + y);
+        let sum = |u: &FrAmounts| {
+            short
+                .iter()
+                .map(|fr| u.get(fr).copied().unwrap_or_default())
+                .fold(Amount::ZERO, |x, y| x + y)
+        };
         sum(b.3).cmp(&sum(a.3)).then_with(|| a.0.cmp(b.0))
     });
     held.iter()
@@ -405,7 +499,12 @@ fn holders(
             priority: *prio,
             holds: short
                 .iter()
-                .filter_map(|fr| usage.get(fr).filter(|v| **v > Amount::ZERO).map(|v| (fr.to_string(), fr.show(*v))))
+                .filter_map(|fr| {
+                    usage
+                        .get(fr)
+                        .filter(|v| **v > Amount::ZERO)
+                        .map(|v| (fr.to_string(), fr.show(*v)))
+                })
                 .collect(),
             preemptible: allowed.contains(k),
         })
@@ -414,7 +513,13 @@ fn holders(
 
 /// Why preemption did not make room although the policy allows victims: what would stay short with
 /// every preemptible workload evicted, or that the scheduler did not choose them this cycle.
-fn still_short(tree: &QuotaTree, cq_idx: usize, short: &BTreeSet<FlavorResource>, want: &FrAmounts, freeable: &FrAmounts) -> String {
+fn still_short(
+    tree: &QuotaTree,
+    cq_idx: usize,
+    short: &BTreeSet<FlavorResource>,
+    want: &FrAmounts,
+    freeable: &FrAmounts,
+) -> String {
     let not_enough: Vec<String> = short
         .iter()
         .filter(|fr| {
@@ -426,7 +531,10 @@ fn still_short(tree: &QuotaTree, cq_idx: usize, short: &BTreeSet<FlavorResource>
     if not_enough.is_empty() {
         "the preemptible workloads could free enough; the scheduler did not choose them this cycle (see the message)".to_string()
     } else {
-        format!("evicting every preemptible workload would still leave {} short", not_enough.join(", "))
+        format!(
+            "evicting every preemptible workload would still leave {} short",
+            not_enough.join(", ")
+        )
     }
 }
 
@@ -437,7 +545,9 @@ mod tests {
     use crate::queue::{Admission, PodSetAssignment};
 
     fn wl(name: &str, cq: &str, cpu: i64, priority: i32) -> WorkloadModel {
-        WorkloadModel::build("ns", name, cq).request(&[("cpu", cpu)]).priority(priority)
+        WorkloadModel::build("ns", name, cq)
+            .request(&[("cpu", cpu)])
+            .priority(priority)
     }
 
     fn admit(core: &mut AdmissionCore, w: WorkloadModel) {
@@ -459,8 +569,19 @@ mod tests {
     fn cohort(policy: PreemptionPolicy) -> AdmissionCore {
         let mut core = AdmissionCore::new();
         core.upsert_flavor(FlavorModel::build("default"));
-        core.upsert_cluster_queue(ClusterQueueModel::build("a").cohort("c").flavor("default", &[("cpu", 4000)]).preemption(policy)).unwrap();
-        core.upsert_cluster_queue(ClusterQueueModel::build("b").cohort("c").flavor("default", &[("cpu", 6000)])).unwrap();
+        core.upsert_cluster_queue(
+            ClusterQueueModel::build("a")
+                .cohort("c")
+                .flavor("default", &[("cpu", 4000)])
+                .preemption(policy),
+        )
+        .unwrap();
+        core.upsert_cluster_queue(
+            ClusterQueueModel::build("b")
+                .cohort("c")
+                .flavor("default", &[("cpu", 6000)]),
+        )
+        .unwrap();
         admit(&mut core, wl("a-big", "a", 4000, 0));
         admit(&mut core, wl("b-use", "b", 3000, 0));
         core
@@ -478,19 +599,45 @@ mod tests {
         assert_eq!(e.cohort.as_deref(), Some("c"));
         let f = &e.podsets[0].resources[0].flavors[0];
         // a's own 4 are used; b lends its unused 3; the most a could get is 4 + 6.
-        assert_eq!((f.nominal.as_str(), f.used.as_str(), f.available.as_str(), f.borrowable.as_str(), f.max_capacity.as_str()), ("4", "4", "3", "3", "10"));
+        assert_eq!(
+            (
+                f.nominal.as_str(),
+                f.used.as_str(),
+                f.available.as_str(),
+                f.borrowable.as_str(),
+                f.max_capacity.as_str()
+            ),
+            ("4", "4", "3", "3", "10")
+        );
         assert!(!f.fits);
         assert_eq!(e.podsets[0].resources[0].requested, "4");
-        let holders: Vec<(&str, &str)> = e.holders.iter().map(|h| (h.workload.as_str(), h.holds[0].1.as_str())).collect();
-        assert_eq!(holders, vec![("ns/a-big", "4"), ("ns/b-use", "3")], "largest first");
-        assert_eq!(e.preemption.why, "the ClusterQueue's preemption policy allows no preemption");
+        let holders: Vec<(&str, &str)> = e
+            .holders
+            .iter()
+            .map(|h| (h.workload.as_str(), h.holds[0].1.as_str()))
+            .collect();
+        assert_eq!(
+            holders,
+            vec![("ns/a-big", "4"), ("ns/b-use", "3")],
+            "largest first"
+        );
+        assert_eq!(
+            e.preemption.why,
+            "the ClusterQueue's preemption policy allows no preemption"
+        );
         assert_eq!(e.preemption.candidates, 0);
-        assert_eq!(core.queue_positions()[&WorkloadKey::new("ns", "a-new")], ("a".to_string(), 0));
+        assert_eq!(
+            core.queue_positions()[&WorkloadKey::new("ns", "a-new")],
+            ("a".to_string(), 0)
+        );
     }
 
     #[test]
     fn preemption_says_which_holders_it_may_take_and_that_it_chose_to() {
-        let policy = PreemptionPolicy { within_cluster_queue: WithinClusterQueue::LowerPriority, ..Default::default() };
+        let policy = PreemptionPolicy {
+            within_cluster_queue: WithinClusterQueue::LowerPriority,
+            ..Default::default()
+        };
         let mut core = cohort(policy);
         core.add_workload(wl("a-new", "a", 4000, 5)).unwrap();
         let res = core.schedule_cycle(1);
@@ -502,20 +649,32 @@ mod tests {
         let big = e.holders.iter().find(|h| h.workload == "ns/a-big").unwrap();
         assert!(big.preemptible, "lower priority in its own ClusterQueue");
         let b = e.holders.iter().find(|h| h.workload == "ns/b-use").unwrap();
-        assert!(!b.preemptible, "b is not borrowing: reclaimWithinCohort has nothing to take");
+        assert!(
+            !b.preemptible,
+            "b is not borrowing: reclaimWithinCohort has nothing to take"
+        );
         assert_eq!(e.podsets[0].resources[0].flavors[0].preemptible, "4");
     }
 
     #[test]
     fn an_equal_priority_holder_is_not_preemptible_and_the_record_says_so() {
-        let policy = PreemptionPolicy { within_cluster_queue: WithinClusterQueue::LowerPriority, ..Default::default() };
+        let policy = PreemptionPolicy {
+            within_cluster_queue: WithinClusterQueue::LowerPriority,
+            ..Default::default()
+        };
         let mut core = cohort(policy);
         core.add_workload(wl("a-new", "a", 4000, 0)).unwrap();
         core.add_workload(wl("a-later", "a", 1000, 0).at(5)).unwrap();
         core.schedule_cycle(1);
         let e = core.explain(&WorkloadKey::new("ns", "a-new")).unwrap();
         assert!(!e.preemption.chosen);
-        assert!(e.preemption.why.starts_with("no admitted workload holding the short quota may be preempted"), "{}", e.preemption.why);
+        assert!(
+            e.preemption
+                .why
+                .starts_with("no admitted workload holding the short quota may be preempted"),
+            "{}",
+            e.preemption.why
+        );
         assert!(core.explain(&WorkloadKey::new("ns", "nobody")).is_none());
     }
 
@@ -525,10 +684,20 @@ mod tests {
         core.add_workload(wl("first", "a", 4000, 0).at(1)).unwrap();
         core.add_workload(wl("second", "a", 4000, 0).at(2)).unwrap();
         core.schedule_cycle(3);
-        let keys = [WorkloadKey::new("ns", "second"), WorkloadKey::new("ns", "first"), WorkloadKey::new("ns", "gone")];
+        let keys = [
+            WorkloadKey::new("ns", "second"),
+            WorkloadKey::new("ns", "first"),
+            WorkloadKey::new("ns", "gone"),
+        ];
         let all = core.explain_all(&keys);
-        let got: Vec<(&str, &str, Option<usize>)> = all.iter().map(|(k, e)| (k.name.as_str(), e.workload.as_str(), e.position_in_cluster_queue)).collect();
-        assert_eq!(got, vec![("second", "ns/second", Some(1)), ("first", "ns/first", Some(0))]);
+        let got: Vec<(&str, &str, Option<usize>)> = all
+            .iter()
+            .map(|(k, e)| (k.name.as_str(), e.workload.as_str(), e.position_in_cluster_queue))
+            .collect();
+        assert_eq!(
+            got,
+            vec![("second", "ns/second", Some(1)), ("first", "ns/first", Some(0))]
+        );
         assert_eq!(all[0].1.podsets, all[1].1.podsets);
         assert_eq!(all[0].1.holders, core.explain(&keys[1]).unwrap().holders);
     }

@@ -87,7 +87,10 @@ impl<'c, 'a> TargetOrdering<'c, 'a> {
         let children = &tree.nodes[cohort].children;
         let mut best_cq: Option<usize> = None;
         let mut best_cq_drs = Drs::negative();
-        for &cq in children.iter().filter(|&&c| tree.nodes[c].kind == NodeKind::ClusterQueue) {
+        for &cq in children
+            .iter()
+            .filter(|&&c| tree.nodes[c].kind == NodeKind::ClusterQueue)
+        {
             if self.pruned_cqs.contains(&cq) {
                 continue;
             }
@@ -116,7 +119,10 @@ impl<'c, 'a> TargetOrdering<'c, 'a> {
         }
         let mut best_cohort: Option<usize> = None;
         let mut best_cohort_drs = Drs::negative();
-        for &c in children.iter().filter(|&&c| tree.nodes[c].kind == NodeKind::Cohort) {
+        for &c in children
+            .iter()
+            .filter(|&&c| tree.nodes[c].kind == NodeKind::Cohort)
+        {
             if self.pruned_cohorts.contains(&c) {
                 continue;
             }
@@ -289,7 +295,13 @@ pub fn fair_targets(
     let grown: Vec<Candidate<'_>> = cands
         .iter()
         .zip(&growths)
-        .filter_map(|(c, g)| Some(Candidate { usage: g.as_ref()?, floor: None, ..c.clone() }))
+        .filter_map(|(c, g)| {
+            Some(Candidate {
+                usage: g.as_ref()?,
+                floor: None,
+                ..c.clone()
+            })
+        })
         .collect();
     if !grown.is_empty() {
         let targets = search(tree, p, grown, strategies, true);
@@ -342,7 +354,11 @@ fn search(
         .into_iter()
         .zip(keep)
         .filter(|(_, k)| *k)
-        .map(|((c, reason), _)| Target { key: c.key.clone(), reason, growth_only })
+        .map(|((c, reason), _)| Target {
+            key: c.key.clone(),
+            reason,
+            growth_only,
+        })
         .collect()
 }
 

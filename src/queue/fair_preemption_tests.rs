@@ -40,10 +40,13 @@ fn run(c: &Case) -> Vec<String> {
         .iter()
         .map(|(n, p)| {
             let co = CohortModel::build(n);
-            (n.to_string(), match p {
-                Some(p) => co.parent(p),
-                None => co,
-            })
+            (
+                n.to_string(),
+                match p {
+                    Some(p) => co.parent(p),
+                    None => co,
+                },
+            )
         })
         .collect();
     let mut tree = QuotaTree::build(&cqs, &cohorts);
@@ -55,7 +58,9 @@ fn run(c: &Case) -> Vec<String> {
         .collect();
     let mut cands = Vec::new();
     for ((a, key), usage) in c.admitted.iter().zip(&keys).zip(&usages) {
-        let Some(i) = tree.cq(a.1) else { panic!("{}: no {}", c.name, a.1) };
+        let Some(i) = tree.cq(a.1) else {
+            panic!("{}: no {}", c.name, a.1)
+        };
         tree.add_all(i, usage);
         if c.candidate_cqs.contains(&a.1) {
             cands.push(Candidate {
@@ -72,7 +77,9 @@ fn run(c: &Case) -> Vec<String> {
             });
         }
     }
-    let Some(preemptor) = tree.cq(c.preemptor) else { panic!("{}: no preemptor", c.name) };
+    let Some(preemptor) = tree.cq(c.preemptor) else {
+        panic!("{}: no preemptor", c.name)
+    };
     let mut o = TargetOrdering::new(&tree, preemptor, &cands);
     let mut got = Vec::new();
     let mut step = 0;
@@ -93,7 +100,11 @@ fn run(c: &Case) -> Vec<String> {
 fn kueue_make_cluster_queue_ordering() {
     let three = |admitted: Vec<(&'static str, &'static str, i64)>| Case {
         name: "",
-        cqs: vec![("preemptor", Some("all"), 4), ("high", Some("all"), 2), ("low", Some("all"), 2)],
+        cqs: vec![
+            ("preemptor", Some("all"), 4),
+            ("high", Some("all"), 2),
+            ("low", Some("all"), 2),
+        ],
         cohorts: vec![],
         admitted,
         preemptor: "preemptor",
@@ -147,8 +158,16 @@ fn kueue_make_cluster_queue_ordering() {
         },
         Case {
             name: "hierarchical cohorts: higher-DRS subtree visited first",
-            cqs: vec![("preemptor-cq", Some("root"), 4), ("left-cq", Some("left-cohort"), 2), ("right-cq", Some("right-cohort"), 2)],
-            cohorts: vec![("root", None), ("left-cohort", Some("root")), ("right-cohort", Some("root"))],
+            cqs: vec![
+                ("preemptor-cq", Some("root"), 4),
+                ("left-cq", Some("left-cohort"), 2),
+                ("right-cq", Some("right-cohort"), 2),
+            ],
+            cohorts: vec![
+                ("root", None),
+                ("left-cohort", Some("root")),
+                ("right-cohort", Some("root")),
+            ],
             admitted: vec![("lc1", "left-cq", 5), ("rc1", "right-cq", 3)],
             preemptor: "preemptor-cq",
             candidate_cqs: vec!["left-cq", "right-cq"],

@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::PendingReason;
 use super::amount::{Amount, FlavorResource, FrAmounts};
 use super::model::{
-    BorrowWithinCohortPolicy, ClusterQueueModel, FlavorModel, FungibilityPolicy, FungibilityPreference, PodSetAssignment,
-    PodSetModel, ReclaimWithinCohort, ResourceGroup, TaintEffect, WithinClusterQueue,
+    BorrowWithinCohortPolicy, ClusterQueueModel, FlavorModel, FungibilityPolicy, FungibilityPreference,
+    PodSetAssignment, PodSetModel, ReclaimWithinCohort, ResourceGroup, TaintEffect, WithinClusterQueue,
     WorkloadModel,
 };
 use super::tree::QuotaTree;
@@ -156,9 +156,7 @@ impl Rank {
     fn stops_search(self, fung: super::model::FlavorFungibility) -> bool {
         match self.grade {
             Grade::NoFit | Grade::NoCandidates => false,
-            Grade::Preempt | Grade::Reclaim
-                if fung.when_can_preempt == FungibilityPolicy::TryNextFlavor =>
-            {
+            Grade::Preempt | Grade::Reclaim if fung.when_can_preempt == FungibilityPolicy::TryNextFlavor => {
                 false
             }
             _ => !(self.borrowing > 0 && fung.when_can_borrow == FungibilityPolicy::TryNextFlavor),
@@ -184,8 +182,7 @@ impl AssignCtx<'_> {
         val <= nominal
             || self.tree.may_reclaim_in_hierarchy(self.cq_idx, fr, val)
             || self.cq.preemption.borrow_within_cohort.policy != BorrowWithinCohortPolicy::Never
-            || (self.fair_sharing
-                && self.cq.preemption.reclaim_within_cohort != ReclaimWithinCohort::Never)
+            || (self.fair_sharing && self.cq.preemption.reclaim_within_cohort != ReclaimWithinCohort::Never)
     }
 
     /// Kueue's `fitsResourceQuota`: `assumed` is what earlier podsets of the workload already
@@ -237,12 +234,7 @@ impl AssignCtx<'_> {
         FitOutcome::NoFit(PendingReason::WaitingForQuota, msg, Some(short))
     }
 
-    fn eligible(
-        &self,
-        group: &ResourceGroup,
-        flavor: &str,
-        ps: &PodSetModel,
-    ) -> Result<(), String> {
+    fn eligible(&self, group: &ResourceGroup, flavor: &str, ps: &PodSetModel) -> Result<(), String> {
         let Some(f) = self.flavors.get(flavor) else {
             return Err(format!("flavor {flavor} not found"));
         };
@@ -272,9 +264,7 @@ impl AssignCtx<'_> {
             .collect();
         for (k, v) in &ps.node_selector {
             if keys.contains(k) && f.node_labels.get(k) != Some(v) {
-                return Err(format!(
-                    "flavor {flavor} doesn't match node selector {k}={v}"
-                ));
+                return Err(format!("flavor {flavor} doesn't match node selector {k}={v}"));
             }
         }
         if !ps.affinity_terms.is_empty() {
@@ -357,8 +347,12 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
             if rs.is_empty() {
                 continue;
             }
-            let GroupSearch { best, mut notes, reasons: mut group_reasons, shorts } =
-                search_group(ctx, group, ps, &rs, &out.usage);
+            let GroupSearch {
+                best,
+                mut notes,
+                reasons: mut group_reasons,
+                shorts,
+            } = search_group(ctx, group, ps, &rs, &out.usage);
             match best {
                 Some((fi, rank, max_borrow, preempt)) if rank.grade != Grade::NoFit => {
                     // A group that fits says nothing; one that needs preemption reports every
@@ -478,7 +472,12 @@ fn search_group(
     let forced: Option<&String> = ctx
         .forced
         .and_then(|f| rs.iter().find_map(|(r, _)| f.get(r.as_str())));
-    let mut search = GroupSearch { best: None, notes: Vec::new(), reasons: Vec::new(), shorts: Vec::new() };
+    let mut search = GroupSearch {
+        best: None,
+        notes: Vec::new(),
+        reasons: Vec::new(),
+        shorts: Vec::new(),
+    };
     for (fi, fq) in group.flavors.iter().enumerate() {
         if let Some(ff) = forced
             && *ff != fq.name

@@ -5,10 +5,10 @@
 
 use std::collections::BTreeMap;
 
+use super::AdmissionCore;
 use super::amount::{Amount, FlavorResource, FrAmounts};
 use super::preemption::Target;
 use super::scheduler::{AdmittedWorkload, Eviction, EvictionReason};
-use super::AdmissionCore;
 
 /// The usage of `counts` pods per podset of admission `a`'s podsets (a podset not named keeps all
 /// its pods; a count is held to 0..=admitted), each amount rounded up so a floor never frees more
@@ -16,7 +16,11 @@ use super::AdmissionCore;
 fn floor_usage(a: &AdmittedWorkload, counts: &BTreeMap<String, i64>) -> FrAmounts {
     let mut u = FrAmounts::new();
     for ps in &a.admission.pod_set_assignments {
-        let keep = counts.get(&ps.name).copied().unwrap_or(ps.count).clamp(0, ps.count.max(0));
+        let keep = counts
+            .get(&ps.name)
+            .copied()
+            .unwrap_or(ps.count)
+            .clamp(0, ps.count.max(0));
         for (r, v) in &ps.resource_usage {
             let Some(f) = ps.flavors.get(r) else { continue };
             let part = if ps.count <= 0 || v.is_unlimited() {
@@ -36,7 +40,9 @@ impl AdmissionCore {
     /// Sets (or with `None` clears) the floor of an admitted workload, as pod counts per podset.
     /// Unknown workloads are ignored: the floor is set again when it is recorded.
     pub fn set_floor(&mut self, key: &super::WorkloadKey, counts: Option<&BTreeMap<String, i64>>) {
-        let Some(a) = self.admitted.get_mut(key) else { return };
+        let Some(a) = self.admitted.get_mut(key) else {
+            return;
+        };
         a.floor = counts.map(|c| floor_usage(a, c));
         // A victim whose growth was taken is let go once it holds no more than its floor, also when
         // the floor rose to what it holds (its job's serving part grew since the floor was written):
@@ -44,7 +50,10 @@ impl AdmissionCore {
         if a.taking_growth && a.at_floor() {
             a.taking_growth = false;
             a.evicting = false;
-            let root = self.tree.cq(&a.admission.cluster_queue).map(|i| self.tree.root(i));
+            let root = self
+                .tree
+                .cq(&a.admission.cluster_queue)
+                .map(|i| self.tree.root(i));
             if let Some(r) = root {
                 self.dirty_roots.insert(self.tree.nodes[r].name.clone());
             }
@@ -53,10 +62,17 @@ impl AdmissionCore {
 
     /// What an admitted workload holds above its floor.
     pub(super) fn growth_of(&self, a: &AdmittedWorkload) -> FrAmounts {
-        let Some(floor) = &a.floor else { return FrAmounts::new() };
+        let Some(floor) = &a.floor else {
+            return FrAmounts::new();
+        };
         a.usage
             .iter()
-            .map(|(fr, v)| (fr.clone(), (*v - floor.get(fr).copied().unwrap_or_default()).clamp_zero()))
+            .map(|(fr, v)| {
+                (
+                    fr.clone(),
+                    (*v - floor.get(fr).copied().unwrap_or_default()).clamp_zero(),
+                )
+            })
             .filter(|(_, v)| *v > Amount::ZERO)
             .collect()
     }
@@ -64,7 +80,12 @@ impl AdmissionCore {
     /// Marks a victim whose growth is taken: it keeps its quota (as an evicted one does until it
     /// lets go) and is not a candidate again until it has shrunk to its floor (`shrink_admitted`).
     /// Returns the report, with Kueue's reason and preemption message and what is taken.
-    pub(super) fn take_growth(&mut self, t: &Target, preemptor: &str, preemptor_path: &str) -> Option<Eviction> {
+    pub(super) fn take_growth(
+        &mut self,
+        t: &Target,
+        preemptor: &str,
+        preemptor_path: &str,
+    ) -> Option<Eviction> {
         let preemptee = {
             let a = self.admitted.get(&t.key)?;
             if a.evicting {
@@ -120,13 +141,18 @@ impl AdmissionCore {
     /// The cycle breaker's release of an upgrade's growth: as a growth-only preemption, with no
     /// preemptor. False when there is no growth to give back or it is already being evicted.
     pub fn release_growth(&mut self, key: &super::WorkloadKey) -> bool {
-        let Some(a) = self.admitted.get_mut(key) else { return false };
+        let Some(a) = self.admitted.get_mut(key) else {
+            return false;
+        };
         if a.evicting || a.at_floor() {
             return false;
         }
         a.evicting = true;
         a.taking_growth = true;
-        let root = self.tree.cq(&a.admission.cluster_queue).map(|i| self.tree.root(i));
+        let root = self
+            .tree
+            .cq(&a.admission.cluster_queue)
+            .map(|i| self.tree.root(i));
         if let Some(r) = root {
             self.dirty_roots.insert(self.tree.nodes[r].name.clone());
         }

@@ -33,9 +33,20 @@ fn a_slice_whose_growth_was_taken_is_let_go_when_its_floor_rises_to_what_it_hold
         .podset(PodSetModel::build("workers", 4, &[("cpu", 1)]))
         .replaces(&k("svc-1"));
     core.add_workload(next).unwrap();
-    assert!(core.schedule_cycle(2).admissions.is_empty(), "held above its floor");
+    assert!(
+        core.schedule_cycle(2).admissions.is_empty(),
+        "held above its floor"
+    );
     // The job writes the floor as the serving cluster holds it now: let go, the new slice admitted.
     core.set_floor(&k("svc-1"), Some(&floor(1, 2)));
     let r = core.schedule_cycle(3);
-    assert_eq!(r.admissions.iter().map(|a| a.key.name.clone()).collect::<Vec<_>>(), vec!["svc-2".to_string()], "{:?}", r.pending);
+    assert_eq!(
+        r.admissions
+            .iter()
+            .map(|a| a.key.name.clone())
+            .collect::<Vec<_>>(),
+        vec!["svc-2".to_string()],
+        "{:?}",
+        r.pending
+    );
 }

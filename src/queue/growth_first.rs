@@ -25,7 +25,12 @@ pub fn growth(usage: &FrAmounts, floor: Option<&FrAmounts>) -> Option<FrAmounts>
     let floor = floor?;
     let g: FrAmounts = usage
         .iter()
-        .map(|(fr, v)| (fr.clone(), (*v - floor.get(fr).copied().unwrap_or_default()).clamp_zero()))
+        .map(|(fr, v)| {
+            (
+                fr.clone(),
+                (*v - floor.get(fr).copied().unwrap_or_default()).clamp_zero(),
+            )
+        })
         .filter(|(_, v)| *v > Amount::ZERO)
         .collect();
     (!g.is_empty()).then_some(g)
@@ -36,7 +41,12 @@ fn rest(c: &Piece<'_>) -> FrAmounts {
     let floor = c.floor.cloned().unwrap_or_default();
     c.usage
         .iter()
-        .map(|(fr, v)| (fr.clone(), (*v).min(floor.get(fr).copied().unwrap_or_default()).clamp_zero()))
+        .map(|(fr, v)| {
+            (
+                fr.clone(),
+                (*v).min(floor.get(fr).copied().unwrap_or_default()).clamp_zero(),
+            )
+        })
         .filter(|(_, v)| *v > Amount::ZERO)
         .collect()
 }

@@ -13,7 +13,8 @@ use std::collections::BTreeMap;
 use super::amount::{Amount, FlavorResource, FrAmounts};
 use super::fair_preemption::fair_targets;
 use super::model::{
-    ClusterQueueModel, CohortModel, FairPreemptionStrategy, PreemptionPolicy, ReclaimWithinCohort, WithinClusterQueue, WorkloadKey,
+    ClusterQueueModel, CohortModel, FairPreemptionStrategy, PreemptionPolicy, ReclaimWithinCohort,
+    WithinClusterQueue, WorkloadKey,
 };
 use super::preemption::{Candidate, PreemptedReason, Preemptor, find_targets};
 use super::tree::QuotaTree;
@@ -24,7 +25,9 @@ use PreemptedReason::{InClusterQueue, InCohortFairSharing, InCohortReclamation};
 type Adm = (&'static str, &'static str, i32, i64, Option<i64>);
 
 fn cpu(v: i64) -> FrAmounts {
-    [(FlavorResource::new("default", "cpu"), Amount(v))].into_iter().collect()
+    [(FlavorResource::new("default", "cpu"), Amount(v))]
+        .into_iter()
+        .collect()
 }
 
 fn policy() -> PreemptionPolicy {
@@ -36,7 +39,12 @@ fn policy() -> PreemptionPolicy {
 }
 
 /// Victims as (name, reason, growth only), sorted; checks the tree is left as found.
-fn targets(cqs: &[ClusterQueueModel], cohorts: &[CohortModel], admitted: &[Adm], incoming: (&str, i32, i64)) -> Vec<(String, PreemptedReason, bool)> {
+fn targets(
+    cqs: &[ClusterQueueModel],
+    cohorts: &[CohortModel],
+    admitted: &[Adm],
+    incoming: (&str, i32, i64),
+) -> Vec<(String, PreemptedReason, bool)> {
     search(cqs, cohorts, admitted, incoming, None)
 }
 
@@ -48,7 +56,8 @@ fn search(
     incoming: (&str, i32, i64),
     fair: Option<&[FairPreemptionStrategy]>,
 ) -> Vec<(String, PreemptedReason, bool)> {
-    let cohorts: BTreeMap<String, CohortModel> = cohorts.iter().map(|c| (c.name.clone(), c.clone())).collect();
+    let cohorts: BTreeMap<String, CohortModel> =
+        cohorts.iter().map(|c| (c.name.clone(), c.clone())).collect();
     let mut tree = QuotaTree::build(cqs, &cohorts);
     let keys: Vec<WorkloadKey> = admitted.iter().map(|a| WorkloadKey::new("ns", a.0)).collect();
     let usages: Vec<FrAmounts> = admitted.iter().map(|a| cpu(a.3)).collect();
@@ -75,20 +84,42 @@ fn search(
             floor: floors[n].as_ref(),
         })
         .collect();
-    let cq = cqs.iter().find(|q| q.name == incoming.0).unwrap_or_else(|| panic!("no ClusterQueue {}", incoming.0));
+    let cq = cqs
+        .iter()
+        .find(|q| q.name == incoming.0)
+        .unwrap_or_else(|| panic!("no ClusterQueue {}", incoming.0));
     let usage = cpu(incoming.2);
     let contested = usage.keys().cloned().collect();
-    let p = Preemptor { cq_idx: idx(&tree, incoming.0), cq, priority: incoming.1, queue_timestamp: 0, usage: &usage, contested: &contested };
+    let p = Preemptor {
+        cq_idx: idx(&tree, incoming.0),
+        cq,
+        priority: incoming.1,
+        queue_timestamp: 0,
+        usage: &usage,
+        contested: &contested,
+    };
     // A zero left where an amount was added and taken out again is no usage.
     let usage_of = |t: &QuotaTree| -> Vec<FrAmounts> {
-        t.nodes.iter().map(|n| n.usage.iter().filter(|(_, v)| **v != Amount::ZERO).map(|(k, v)| (k.clone(), *v)).collect()).collect()
+        t.nodes
+            .iter()
+            .map(|n| {
+                n.usage
+                    .iter()
+                    .filter(|(_, v)| **v != Amount::ZERO)
+                    .map(|(k, v)| (k.clone(), *v))
+                    .collect()
+            })
+            .collect()
     };
     let before = usage_of(&tree);
     let found = match fair {
         Some(strategies) => fair_targets(&mut tree, &p, &cands, strategies),
         None => find_targets(&mut tree, &p, &cands),
     };
-    let mut got: Vec<(String, PreemptedReason, bool)> = found.into_iter().map(|t| (t.key.name, t.reason, t.growth_only)).collect();
+    let mut got: Vec<(String, PreemptedReason, bool)> = found
+        .into_iter()
+        .map(|t| (t.key.name, t.reason, t.growth_only))
+        .collect();
     let after = usage_of(&tree);
     assert_eq!(before, after, "the search must leave the tree as found");
     got.sort();
@@ -102,7 +133,11 @@ fn want(v: &[(&str, PreemptedReason, bool)]) -> Vec<(String, PreemptedReason, bo
 }
 
 fn one_cq(cpu: i64) -> Vec<ClusterQueueModel> {
-    vec![ClusterQueueModel::build("cq").flavor("default", &[("cpu", cpu)]).preemption(policy())]
+    vec![
+        ClusterQueueModel::build("cq")
+            .flavor("default", &[("cpu", cpu)])
+            .preemption(policy()),
+    ]
 }
 
 /// A service holding 6 (4 serving, 2 of its upgrade's growth) in a full queue of 6: a higher
@@ -112,14 +147,26 @@ fn one_cq(cpu: i64) -> Vec<ClusterQueueModel> {
 fn growth_suffices_or_not_within_the_cluster_queue() {
     let cqs = one_cq(6);
     let svc: Adm = ("svc", "cq", 0, 6, Some(4));
-    assert_eq!(targets(&cqs, &[], &[svc], ("cq", 10, 2)), want(&[("svc", InClusterQueue, true)]));
-    assert_eq!(targets(&cqs, &[], &[svc], ("cq", 10, 3)), want(&[("svc", InClusterQueue, false)]));
+    assert_eq!(
+        targets(&cqs, &[], &[svc], ("cq", 10, 2)),
+        want(&[("svc", InClusterQueue, true)])
+    );
+    assert_eq!(
+        targets(&cqs, &[], &[svc], ("cq", 10, 3)),
+        want(&[("svc", InClusterQueue, false)])
+    );
     // No floor: Kueue's answer, whole.
     let plain: Adm = ("svc", "cq", 0, 6, None);
-    assert_eq!(targets(&cqs, &[], &[plain], ("cq", 10, 2)), want(&[("svc", InClusterQueue, false)]));
+    assert_eq!(
+        targets(&cqs, &[], &[plain], ("cq", 10, 2)),
+        want(&[("svc", InClusterQueue, false)])
+    );
     // A floor that covers everything offers no growth.
     let at_floor: Adm = ("svc", "cq", 0, 6, Some(6));
-    assert_eq!(targets(&cqs, &[], &[at_floor], ("cq", 10, 2)), want(&[("svc", InClusterQueue, false)]));
+    assert_eq!(
+        targets(&cqs, &[], &[at_floor], ("cq", 10, 2)),
+        want(&[("svc", InClusterQueue, false)])
+    );
 }
 
 /// Growth is tried before whole victims: a batch workload ordered before the service (lower
@@ -130,7 +177,10 @@ fn growth_first_mixed_with_whole_victims() {
     let cqs = one_cq(8);
     let batch: Adm = ("batch", "cq", -5, 2, None);
     let svc: Adm = ("svc", "cq", 0, 6, Some(4));
-    assert_eq!(targets(&cqs, &[], &[batch, svc], ("cq", 10, 2)), want(&[("svc", InClusterQueue, true)]));
+    assert_eq!(
+        targets(&cqs, &[], &[batch, svc], ("cq", 10, 2)),
+        want(&[("svc", InClusterQueue, true)])
+    );
     assert_eq!(
         targets(&cqs, &[], &[batch, svc], ("cq", 10, 4)),
         want(&[("batch", InClusterQueue, false), ("svc", InClusterQueue, true)])
@@ -160,7 +210,10 @@ fn growth_of_a_service_not_preemptible_is_not_taken() {
     assert!(targets(&cqs, &[], &[svc], ("cq", 10, 2)).is_empty());
     let batch: Adm = ("batch", "cq", 0, 2, None);
     let svc: Adm = ("svc", "cq", 10, 4, Some(2));
-    assert_eq!(targets(&cqs, &[], &[batch, svc], ("cq", 5, 2)), want(&[("batch", InClusterQueue, false)]));
+    assert_eq!(
+        targets(&cqs, &[], &[batch, svc], ("cq", 5, 2)),
+        want(&[("batch", InClusterQueue, false)])
+    );
 }
 
 /// The issue's case 3: two ClusterQueues in a cohort, reclaimWithinCohort Any. Service A borrows
@@ -171,14 +224,26 @@ fn growth_of_a_service_not_preemptible_is_not_taken() {
 fn cohort_reclaim_takes_the_borrowers_growth_first() {
     let cohort = CohortModel::build("co");
     let cqs = vec![
-        ClusterQueueModel::build("a").cohort("co").flavor("default", &[("cpu", 2)]).preemption(policy()),
-        ClusterQueueModel::build("b").cohort("co").flavor("default", &[("cpu", 4)]).preemption(policy()),
+        ClusterQueueModel::build("a")
+            .cohort("co")
+            .flavor("default", &[("cpu", 2)])
+            .preemption(policy()),
+        ClusterQueueModel::build("b")
+            .cohort("co")
+            .flavor("default", &[("cpu", 4)])
+            .preemption(policy()),
     ];
     // A: 3 serving + 2 growth, borrowing 3 of B's 4; 1 is free.
     let a: Adm = ("svc-a", "a", 0, 5, Some(3));
-    assert_eq!(targets(&cqs, &[cohort.clone()], &[a], ("b", 0, 3)), want(&[("svc-a", InCohortReclamation, true)]));
+    assert_eq!(
+        targets(&cqs, &[cohort.clone()], &[a], ("b", 0, 3)),
+        want(&[("svc-a", InCohortReclamation, true)])
+    );
     // B asks its whole nominal 4: A's growth (2) is not enough, A is reclaimed whole, as Kueue does.
-    assert_eq!(targets(&cqs, &[cohort], &[a], ("b", 0, 4)), want(&[("svc-a", InCohortReclamation, false)]));
+    assert_eq!(
+        targets(&cqs, &[cohort], &[a], ("b", 0, 4)),
+        want(&[("svc-a", InCohortReclamation, false)])
+    );
 }
 
 /// Fair sharing on (issue 45: growth-first was classical preemption only). Kueue's fair-sharing
@@ -192,23 +257,49 @@ fn fair_sharing_takes_the_borrowers_growth_first() {
     let kueue_default = [LessThanOrEqualToFinalShare, LessThanInitialShare];
     let cohort = CohortModel::build("co");
     let cqs = vec![
-        ClusterQueueModel::build("a").cohort("co").flavor("default", &[("cpu", 4000)]).preemption(policy()),
-        ClusterQueueModel::build("b").cohort("co").flavor("default", &[("cpu", 4000)]).preemption(policy()),
+        ClusterQueueModel::build("a")
+            .cohort("co")
+            .flavor("default", &[("cpu", 4000)])
+            .preemption(policy()),
+        ClusterQueueModel::build("b")
+            .cohort("co")
+            .flavor("default", &[("cpu", 4000)])
+            .preemption(policy()),
     ];
-    let fair = |admitted: &[Adm], incoming| search(&cqs, std::slice::from_ref(&cohort), admitted, incoming, Some(&kueue_default));
+    let fair = |admitted: &[Adm], incoming| {
+        search(
+            &cqs,
+            std::slice::from_ref(&cohort),
+            admitted,
+            incoming,
+            Some(&kueue_default),
+        )
+    };
     // B's service: 4 serving + 2 growth (borrowing 2 of A's); A runs 1. A asks 2 within its nominal:
     // only the growth goes.
     let svc: Adm = ("svc", "b", 0, 6000, Some(4000));
     let own: Adm = ("own", "a", 0, 1000, None);
-    assert_eq!(fair(&[own, svc], ("a", 0, 2000)), want(&[("svc", InCohortReclamation, true)]));
+    assert_eq!(
+        fair(&[own, svc], ("a", 0, 2000)),
+        want(&[("svc", InCohortReclamation, true)])
+    );
     // A asks 3: the growth (2) and the free quota (1) are enough, still no whole victim.
-    assert_eq!(fair(&[own, svc], ("a", 0, 3000)), want(&[("svc", InCohortReclamation, true)]));
+    assert_eq!(
+        fair(&[own, svc], ("a", 0, 3000)),
+        want(&[("svc", InCohortReclamation, true)])
+    );
     // Without a floor: Kueue's answer, the borrower whole.
     let plain: Adm = ("svc", "b", 0, 6000, None);
-    assert_eq!(fair(&[own, plain], ("a", 0, 2000)), want(&[("svc", InCohortReclamation, false)]));
+    assert_eq!(
+        fair(&[own, plain], ("a", 0, 2000)),
+        want(&[("svc", InCohortReclamation, false)])
+    );
     // B borrows 3 (5 serving, 2 growth), 1 free: A's 2 is the growth and the free quota.
     let big: Adm = ("svc", "b", 0, 7000, Some(5000));
-    assert_eq!(fair(&[big], ("a", 0, 2000)), want(&[("svc", InCohortReclamation, true)]));
+    assert_eq!(
+        fair(&[big], ("a", 0, 2000)),
+        want(&[("svc", InCohortReclamation, true)])
+    );
     // A asks beyond its nominal (5 of 4): the strategies compare shares. B at its nominal lends
     // nothing and is no candidate, its growth included.
     let within: Adm = ("svc", "b", 0, 4000, Some(3000));
@@ -219,6 +310,12 @@ fn fair_sharing_takes_the_borrowers_growth_first() {
     let lender: Adm = ("svc", "b", 0, 6000, Some(4000));
     let none: [Adm; 0] = [];
     assert!(fair(&none, ("a", 0, 5000)).is_empty());
-    assert_eq!(fair(&[lender], ("a", 0, 4000)), want(&[("svc", InCohortReclamation, true)]));
-    assert_eq!(fair(&[lender], ("a", 0, 5000)), want(&[("svc", InCohortFairSharing, false)]));
+    assert_eq!(
+        fair(&[lender], ("a", 0, 4000)),
+        want(&[("svc", InCohortReclamation, true)])
+    );
+    assert_eq!(
+        fair(&[lender], ("a", 0, 5000)),
+        want(&[("svc", InCohortFairSharing, false)])
+    );
 }

@@ -14,9 +14,9 @@ pub mod convert;
 pub mod explain;
 pub mod fair_preemption;
 pub mod fair_sharing;
+pub mod flavor;
 mod floor;
 mod growth_first;
-pub mod flavor;
 pub mod model;
 pub mod partial;
 pub mod pending;
@@ -30,6 +30,10 @@ pub mod wait_cycle;
 
 // Kueue's own test cases, ported (each file names its Kueue source and tests): they live in tests/ beside
 // the scheduler, compiled only for tests.
+#[cfg(test)]
+mod floor_tests;
+#[cfg(test)]
+mod growth_first_tests;
 #[cfg(test)]
 #[path = "tests/kueue_cases.rs"]
 mod kueue_cases;
@@ -64,10 +68,6 @@ mod kueue_schedule_preempt_cases;
 #[path = "tests/kueue_slice_cases.rs"]
 mod kueue_slice_cases;
 #[cfg(test)]
-mod growth_first_tests;
-#[cfg(test)]
-mod floor_tests;
-#[cfg(test)]
 mod preemption_tests;
 #[cfg(test)]
 mod proptests;
@@ -79,8 +79,7 @@ pub use explain::Explanation;
 pub use model::*;
 pub use preemption::PreemptedReason;
 pub use scheduler::{
-    AdmissionCore, AdmissionResult, CycleResult, Eviction, EvictionReason, FinishedSlice,
-    PendingStatus,
+    AdmissionCore, AdmissionResult, CycleResult, Eviction, EvictionReason, FinishedSlice, PendingStatus,
 };
 pub use status::{ClusterQueueStatus, CohortStatus, FlavorUsage, ResourceUsage};
 
@@ -156,9 +155,7 @@ impl QueueError {
         match self {
             QueueError::Invalid { .. } | QueueError::InvalidQuantity { .. } => "invalid",
             QueueError::AlreadyAdmitted(_) | QueueError::NotAdmitted(_) => "state",
-            QueueError::ReplacementAlreadyPending { .. } | QueueError::ReplacesPending { .. } => {
-                "slice"
-            }
+            QueueError::ReplacementAlreadyPending { .. } | QueueError::ReplacesPending { .. } => "slice",
             QueueError::NotAShrink { .. } => "slice",
         }
     }

@@ -158,10 +158,9 @@ impl Requirement {
             SelectorOp::Exists => v.is_some(),
             SelectorOp::DoesNotExist => v.is_none(),
             SelectorOp::Gt | SelectorOp::Lt => {
-                let (Some(have), Some(want)) = (
-                    v.and_then(|v| int(v)),
-                    self.values.first().and_then(|w| int(w)),
-                ) else {
+                let (Some(have), Some(want)) =
+                    (v.and_then(|v| int(v)), self.values.first().and_then(|w| int(w)))
+                else {
                     return false;
                 };
                 if self.op == SelectorOp::Gt {
@@ -184,9 +183,7 @@ pub struct LabelSelector {
 
 impl LabelSelector {
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.match_labels
-            .iter()
-            .all(|(k, v)| labels.get(k) == Some(v))
+        self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
             && self.match_expressions.iter().all(|r| r.matches(labels))
     }
 }
@@ -427,13 +424,8 @@ impl ClusterQueueModel {
         self.flavor_limits(flavor, &q)
     }
     /// (resource, nominal, borrowingLimit, lendingLimit)
-    pub fn flavor_limits(
-        mut self,
-        flavor: &str,
-        quotas: &[(&str, i64, Option<i64>, Option<i64>)],
-    ) -> Self {
-        self.resource_groups =
-            push_flavor(std::mem::take(&mut self.resource_groups), flavor, quotas);
+    pub fn flavor_limits(mut self, flavor: &str, quotas: &[(&str, i64, Option<i64>, Option<i64>)]) -> Self {
+        self.resource_groups = push_flavor(std::mem::take(&mut self.resource_groups), flavor, quotas);
         self
     }
     pub fn strategy(mut self, s: QueueingStrategy) -> Self {
@@ -477,13 +469,8 @@ impl CohortModel {
         self.fair_weight = FairWeight::of(w);
         self
     }
-    pub fn flavor_limits(
-        mut self,
-        flavor: &str,
-        quotas: &[(&str, i64, Option<i64>, Option<i64>)],
-    ) -> Self {
-        self.resource_groups =
-            push_flavor(std::mem::take(&mut self.resource_groups), flavor, quotas);
+    pub fn flavor_limits(mut self, flavor: &str, quotas: &[(&str, i64, Option<i64>, Option<i64>)]) -> Self {
+        self.resource_groups = push_flavor(std::mem::take(&mut self.resource_groups), flavor, quotas);
         self
     }
 }

@@ -79,10 +79,7 @@ impl PendingQueue {
     pub fn next_after(&self, after: Option<&OrderKey>) -> Option<&OrderKey> {
         match after {
             None => self.active.iter().next(),
-            Some(a) => self
-                .active
-                .range((Bound::Excluded(a), Bound::Unbounded))
-                .next(),
+            Some(a) => self.active.range((Bound::Excluded(a), Bound::Unbounded)).next(),
         }
     }
 

@@ -6,11 +6,10 @@ use std::cmp::Ordering;
 use std::collections::BTreeSet;
 
 use super::amount::{Amount, FlavorResource, FrAmounts};
-use super::model::{
-    BorrowWithinCohortPolicy, ClusterQueueModel, ReclaimWithinCohort, WithinClusterQueue,
-    WorkloadKey,
-};
 use super::growth_first::{Piece, growth, minimal as growth_first_minimal};
+use super::model::{
+    BorrowWithinCohortPolicy, ClusterQueueModel, ReclaimWithinCohort, WithinClusterQueue, WorkloadKey,
+};
 use super::tree::QuotaTree;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -101,9 +100,7 @@ impl Variant {
     fn reason(self) -> PreemptedReason {
         match self {
             Variant::WithinCq => PreemptedReason::InClusterQueue,
-            Variant::Hierarchical | Variant::WithoutBorrowing => {
-                PreemptedReason::InCohortReclamation
-            }
+            Variant::Hierarchical | Variant::WithoutBorrowing => PreemptedReason::InCohortReclamation,
             Variant::WhileBorrowing => PreemptedReason::InCohortReclaimWhileBorrowing,
         }
     }
@@ -137,10 +134,19 @@ fn advantage_levels(tree: &QuotaTree, p: &Preemptor<'_>) -> Vec<(usize, bool)> {
 /// The candidate's ClusterQueue and every cohort below `lca` on its path borrow a contested
 /// resource (Kueue prunes subtrees within nominal, and re-checks as victims are removed).
 fn reclaimable_below(tree: &QuotaTree, cq: usize, lca: usize, frs: &BTreeSet<FlavorResource>) -> bool {
-    cq == lca || (!tree.within_nominal(cq, frs) && tree.nodes[cq].parent.is_some_and(|q| reclaimable_below(tree, q, lca, frs)))
+    cq == lca
+        || (!tree.within_nominal(cq, frs)
+            && tree.nodes[cq]
+                .parent
+                .is_some_and(|q| reclaimable_below(tree, q, lca, frs)))
 }
 
-fn classify(tree: &QuotaTree, p: &Preemptor<'_>, levels: &[(usize, bool)], c: &Candidate<'_>) -> Option<(Option<usize>, Variant)> {
+fn classify(
+    tree: &QuotaTree,
+    p: &Preemptor<'_>,
+    levels: &[(usize, bool)],
+    c: &Candidate<'_>,
+) -> Option<(Option<usize>, Variant)> {
     uses_contested(c, p.contested).then_some(())?;
     let pol = p.cq.preemption;
     if c.cq_idx == p.cq_idx {
@@ -148,8 +154,7 @@ fn classify(tree: &QuotaTree, p: &Preemptor<'_>, levels: &[(usize, bool)], c: &C
             WithinClusterQueue::Never => false,
             WithinClusterQueue::LowerPriority => c.priority < p.priority,
             WithinClusterQueue::LowerOrNewerEqualPriority => {
-                c.priority < p.priority
-                    || (c.priority == p.priority && p.queue_timestamp < c.queue_timestamp)
+                c.priority < p.priority || (c.priority == p.priority && p.queue_timestamp < c.queue_timestamp)
             }
         };
         ok.then_some(())?;
@@ -176,17 +181,17 @@ fn classify(tree: &QuotaTree, p: &Preemptor<'_>, levels: &[(usize, bool)], c: &C
 
 /// Candidates allowed by the preemptor's policies, in Kueue's order: already evicted first, then
 /// hierarchical, priority and same-queue candidates, each group by `order`.
-fn find_candidates<'a>(
-    tree: &QuotaTree,
-    p: &Preemptor<'_>,
-    admitted: &[Candidate<'a>],
-) -> Vec<Elem<'a>> {
+fn find_candidates<'a>(tree: &QuotaTree, p: &Preemptor<'_>, admitted: &[Candidate<'a>]) -> Vec<Elem<'a>> {
     let levels = advantage_levels(tree, p);
     let mut out: Vec<Elem<'a>> = admitted
         .iter()
         .filter_map(|c| {
             let (lca, variant) = classify(tree, p, &levels, c)?;
-            Some(Elem { c: c.clone(), lca, variant })
+            Some(Elem {
+                c: c.clone(),
+                lca,
+                variant,
+            })
         })
         .collect();
     let group = |v: Variant| match v {
@@ -220,7 +225,11 @@ fn merge_sort<T>(v: Vec<T>, cmp: &impl Fn(&T, &T) -> Ordering) -> Vec<T> {
     let mut out = Vec::with_capacity(left.len() + right.len());
     let (mut l, mut r) = (left.into_iter().peekable(), right.into_iter().peekable());
     while let (Some(a), Some(b)) = (l.peek(), r.peek()) {
-        let next = if cmp(b, a) == Ordering::Less { r.next() } else { l.next() };
+        let next = if cmp(b, a) == Ordering::Less {
+            r.next()
+        } else {
+            l.next()
+        };
         out.extend(next);
     }
     out.extend(l);
@@ -229,8 +238,15 @@ fn merge_sort<T>(v: Vec<T>, cmp: &impl Fn(&T, &T) -> Ordering) -> Vec<T> {
 }
 
 /// The candidates of [`find_candidates`] themselves, in its order (for `quotagate explain`).
-pub fn allowed_candidates<'a>(tree: &QuotaTree, p: &Preemptor<'_>, admitted: &[Candidate<'a>]) -> Vec<Candidate<'a>> {
-    find_candidates(tree, p, admitted).into_iter().map(|e| e.c).collect()
+pub fn allowed_candidates<'a>(
+    tree: &QuotaTree,
+    p: &Preemptor<'_>,
+    admitted: &[Candidate<'a>],
+) -> Vec<Candidate<'a>> {
+    find_candidates(tree, p, admitted)
+        .into_iter()
+        .map(|e| e.c)
+        .collect()
 }
 
 /// Whether the preemptor's policies allow any of `admitted` as a victim for `frs`.
@@ -308,11 +324,7 @@ pub(super) fn workload_fits(tree: &QuotaTree, p: &Preemptor<'_>, allow_borrowing
 /// The victims to evict so the preemptor fits, or empty when no set of candidates makes it fit.
 /// Kueue's `classicalPreemptions`: one or two runs over the ordered candidates, with and without
 /// the preemptor borrowing. The tree is left as it was found.
-pub fn find_targets(
-    tree: &mut QuotaTree,
-    p: &Preemptor<'_>,
-    admitted: &[Candidate<'_>],
-) -> Vec<Target> {
+pub fn find_targets(tree: &mut QuotaTree, p: &Preemptor<'_>, admitted: &[Candidate<'_>]) -> Vec<Target> {
     let candidates = find_candidates(tree, p, admitted);
     if candidates.is_empty() {
         return Vec::new();
@@ -339,11 +351,23 @@ pub fn find_targets(
 }
 
 /// The runs of `find_targets` over `candidates`, growth first when any candidate has growth.
-fn search(tree: &mut QuotaTree, p: &Preemptor<'_>, candidates: &[Elem<'_>], attempts: &[bool], growth_first: bool) -> Vec<Target> {
+fn search(
+    tree: &mut QuotaTree,
+    p: &Preemptor<'_>,
+    candidates: &[Elem<'_>],
+    attempts: &[bool],
+    growth_first: bool,
+) -> Vec<Target> {
     for &allow_borrowing in attempts {
         if growth_first {
-            let pieces: Vec<Piece<'_>> =
-                candidates.iter().map(|e| Piece { cq_idx: e.c.cq_idx, usage: e.c.usage, floor: e.c.floor }).collect();
+            let pieces: Vec<Piece<'_>> = candidates
+                .iter()
+                .map(|e| Piece {
+                    cq_idx: e.c.cq_idx,
+                    usage: e.c.usage,
+                    floor: e.c.floor,
+                })
+                .collect();
             let chosen = growth_first_minimal(
                 tree,
                 &pieces,
@@ -467,6 +491,9 @@ mod merge_tests {
         let pairs: Vec<(u8, u8)> = (0..40).map(|i| (i % 4, i)).collect();
         let mut want = pairs.clone();
         want.sort_by_key(|a| a.0);
-        assert_eq!(merge_sort(pairs, &|a: &(u8, u8), b: &(u8, u8)| a.0.cmp(&b.0)), want);
+        assert_eq!(
+            merge_sort(pairs, &|a: &(u8, u8), b: &(u8, u8)| a.0.cmp(&b.0)),
+            want
+        );
     }
 }

@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::amount::{Amount, FlavorResource, FrAmounts};
 use super::model::{
-    BorrowWithinCohort, BorrowWithinCohortPolicy, ClusterQueueModel, CohortModel,
-    PreemptionPolicy, ReclaimWithinCohort, WithinClusterQueue, WorkloadKey,
+    BorrowWithinCohort, BorrowWithinCohortPolicy, ClusterQueueModel, CohortModel, PreemptionPolicy,
+    ReclaimWithinCohort, WithinClusterQueue, WorkloadKey,
 };
 use super::preemption::{Candidate, PreemptedReason, Preemptor, find_targets};
 use super::tree::QuotaTree;
@@ -51,11 +51,8 @@ fn fr_amounts(usage: &[(&str, i64)]) -> FrAmounts {
 }
 
 fn run(c: Case) {
-    let cohorts: BTreeMap<String, CohortModel> = c
-        .cohorts
-        .iter()
-        .map(|co| (co.name.clone(), co.clone()))
-        .collect();
+    let cohorts: BTreeMap<String, CohortModel> =
+        c.cohorts.iter().map(|co| (co.name.clone(), co.clone())).collect();
     let mut tree = QuotaTree::build(&c.cqs, &cohorts);
     let keys: Vec<WorkloadKey> = c
         .admitted
@@ -123,8 +120,7 @@ pub(super) fn assert_targets(
         .map(|t| (t.key.name, t.reason))
         .collect();
     got.sort();
-    let mut want: Vec<(String, PreemptedReason)> =
-        want.iter().map(|(n, r)| (n.to_string(), *r)).collect();
+    let mut want: Vec<(String, PreemptedReason)> = want.iter().map(|(n, r)| (n.to_string(), *r)).collect();
     want.sort();
     assert_eq!(got, want, "{name}");
     let after: Vec<FrAmounts> = tree.nodes.iter().map(|n| n.usage.clone()).collect();

@@ -174,7 +174,8 @@ fn build_fair(cfg: &[CqCfg], (weights, strategies): &(Vec<u8>, u8)) -> Admission
     for (i, w) in weights.iter().enumerate() {
         let name = format!("cq{i}");
         if let Some(cq) = core.cqs.get(&name).cloned() {
-            core.upsert_cluster_queue(cq.weight([0.0, 0.5, 1.0, 3.0][*w as usize])).unwrap();
+            core.upsert_cluster_queue(cq.weight([0.0, 0.5, 1.0, 3.0][*w as usize]))
+                .unwrap();
         }
     }
     use FairPreemptionStrategy::{LessThanInitialShare as Initial, LessThanOrEqualToFinalShare as Final};

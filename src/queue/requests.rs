@@ -13,10 +13,7 @@ use crate::api::quantity::{Quantity, resource_value};
 
 pub type Requests = BTreeMap<String, Amount>;
 
-fn parse_list(
-    field: &str,
-    list: Option<&BTreeMap<String, K8sQuantity>>,
-) -> Result<Requests, QueueError> {
+fn parse_list(field: &str, list: Option<&BTreeMap<String, K8sQuantity>>) -> Result<Requests, QueueError> {
     let mut out = Requests::new();
     for (r, q) in list.into_iter().flatten() {
         let parsed = Quantity::try_from(q).map_err(|e| QueueError::InvalidQuantity {
@@ -111,10 +108,7 @@ pub fn pod_requests(field: &str, spec: &PodSpec) -> Result<Requests, QueueError>
 
 /// Total requests of `count` pods.
 pub fn podset_total(per_pod: &Requests, count: i64) -> Requests {
-    per_pod
-        .iter()
-        .map(|(r, v)| (r.clone(), v.times(count)))
-        .collect()
+    per_pod.iter().map(|(r, v)| (r.clone(), v.times(count))).collect()
 }
 
 #[cfg(test)]
@@ -192,10 +186,7 @@ mod tests {
             Case {
                 name: "sidecar adds to containers and to later init containers",
                 containers: vec![c(&[("cpu", "1")], &[], false)],
-                init: vec![
-                    c(&[("cpu", "500m")], &[], true),
-                    c(&[("cpu", "2")], &[], false),
-                ],
+                init: vec![c(&[("cpu", "500m")], &[], true), c(&[("cpu", "2")], &[], false)],
                 overhead: &[],
                 // containers + sidecar = 1.5; init phase = 2 + 0.5 = 2.5
                 want: (2500, 0),
@@ -203,10 +194,7 @@ mod tests {
             Case {
                 name: "init before sidecar does not see it",
                 containers: vec![c(&[("cpu", "1")], &[], false)],
-                init: vec![
-                    c(&[("cpu", "1200m")], &[], false),
-                    c(&[("cpu", "1")], &[], true),
-                ],
+                init: vec![c(&[("cpu", "1200m")], &[], false), c(&[("cpu", "1")], &[], true)],
                 overhead: &[],
                 want: (2000, 0),
             },

@@ -8,8 +8,8 @@ use super::fair_preemption::fair_targets;
 use super::fair_sharing::{Contender, next_contender};
 use super::flavor::{AssignCtx, Assignment, Mode, Possibility, assign};
 use super::model::{
-    Admission, ClusterQueueModel, CohortModel, FairSharingConfig, FlavorModel, QueueingStrategy,
-    StopPolicy, WorkloadKey, WorkloadModel,
+    Admission, ClusterQueueModel, CohortModel, FairSharingConfig, FlavorModel, QueueingStrategy, StopPolicy,
+    WorkloadKey, WorkloadModel,
 };
 use super::pending::{OrderKey, PendingQueue};
 use super::preemption::{Candidate, PreemptedReason, Preemptor, find_targets};
@@ -32,9 +32,11 @@ pub(super) struct AdmittedWorkload {
 impl AdmittedWorkload {
     /// It holds no more than its floor (or has none).
     pub(super) fn at_floor(&self) -> bool {
-        self.floor
-            .as_ref()
-            .is_none_or(|f| self.usage.iter().all(|(fr, v)| *v <= f.get(fr).copied().unwrap_or_default()))
+        self.floor.as_ref().is_none_or(|f| {
+            self.usage
+                .iter()
+                .all(|(fr, v)| *v <= f.get(fr).copied().unwrap_or_default())
+        })
     }
 
     /// This workload as a preemption candidate of ClusterQueue `cq_idx` (the scheduler's search and
@@ -395,7 +397,8 @@ impl AdmissionCore {
         let sticky = self.waiting_preemptor.get(&w.cluster_queue) == Some(&w.key);
         self.remove_pending(&w.key);
         if sticky {
-            self.waiting_preemptor.insert(w.cluster_queue.clone(), w.key.clone());
+            self.waiting_preemptor
+                .insert(w.cluster_queue.clone(), w.key.clone());
         }
         if let Some(old) = &w.replacement_for {
             self.replacements.insert(old.clone(), w.key.clone());
@@ -519,11 +522,7 @@ impl AdmissionCore {
             pod_set_assignments: vec![],
         };
         for (i, ps) in w.podsets.iter().enumerate() {
-            let old_ps = a
-                .admission
-                .pod_set_assignments
-                .iter()
-                .find(|p| p.name == ps.name);
+            let old_ps = a.admission.pod_set_assignments.iter().find(|p| p.name == ps.name);
             let mut psa = super::model::PodSetAssignment {
                 name: ps.name.clone(),
                 count: ps.count,
@@ -602,9 +601,7 @@ impl AdmissionCore {
     }
 
     pub fn pending_reason(&self, key: &WorkloadKey) -> Option<(PendingReason, &str)> {
-        self.pending
-            .get(key)
-            .map(|p| (p.reason, p.message.as_str()))
+        self.pending.get(key).map(|p| (p.reason, p.message.as_str()))
     }
 
     pub fn pending_count(&self) -> usize {
@@ -800,8 +797,16 @@ impl AdmissionCore {
                 // (LocalQueue usage orders only within a ClusterQueue, as in Kueue.)
                 // With PrioritizePreemptorWorkloads, waiting preemptors go first.
                 entries.sort_by(|a, b| {
-                    let ka = (!self.prioritized_preemptor(a), a.assignment.borrowing, a.order.base());
-                    let kb = (!self.prioritized_preemptor(b), b.assignment.borrowing, b.order.base());
+                    let ka = (
+                        !self.prioritized_preemptor(a),
+                        a.assignment.borrowing,
+                        a.order.base(),
+                    );
+                    let kb = (
+                        !self.prioritized_preemptor(b),
+                        b.assignment.borrowing,
+                        b.order.base(),
+                    );
                     ka.cmp(&kb)
                 });
                 // Popped from the back below.
@@ -857,11 +862,7 @@ impl AdmissionCore {
 
     /// Workloads never evaluated because their ClusterQueue's head blocked still get a reason,
     /// once (they keep it until evaluated).
-    fn explain_blocked(
-        &mut self,
-        cursors: &BTreeMap<String, Cursor>,
-        reported: &mut HashSet<WorkloadKey>,
-    ) {
+    fn explain_blocked(&mut self, cursors: &BTreeMap<String, Cursor>, reported: &mut HashSet<WorkloadKey>) {
         for (name, cur) in cursors {
             let Some(blocker) = &cur.blocked_by else {
                 continue;
@@ -916,13 +917,7 @@ impl AdmissionCore {
     }
 
     /// Records a pending reason; `park` moves the workload to the inadmissible set.
-    fn set_pending(
-        &mut self,
-        key: &WorkloadKey,
-        reason: PendingReason,
-        message: String,
-        park: bool,
-    ) {
+    fn set_pending(&mut self, key: &WorkloadKey, reason: PendingReason, message: String, park: bool) {
         let Some(p) = self.pending.get_mut(key) else {
             return;
         };
@@ -940,10 +935,10 @@ impl AdmissionCore {
     }
 
     fn nominate(&mut self, head: &OrderKey) -> Result<Entry, (PendingReason, String)> {
-        let p = self.pending.get(&head.key).ok_or((
-            PendingReason::Misconfigured,
-            "workload vanished".to_string(),
-        ))?;
+        let p = self
+            .pending
+            .get(&head.key)
+            .ok_or((PendingReason::Misconfigured, "workload vanished".to_string()))?;
         let w = &p.model;
         let cq_name = w.cluster_queue.clone();
         let (Some(cq), Some(cq_idx)) = (self.cqs.get(&cq_name), self.tree.cq(&cq_name)) else {
@@ -993,9 +988,7 @@ impl AdmissionCore {
             });
         }
         let replaced = w.replacement_for.clone();
-        let sim = self
-            .tree
-            .without_usage(cq_idx, old.as_ref().map(|(u, _)| u));
+        let sim = self.tree.without_usage(cq_idx, old.as_ref().map(|(u, _)| u));
         let base: &QuotaTree = &sim;
         let ctx = AssignCtx {
             tree: base,
@@ -1037,14 +1030,7 @@ impl AdmissionCore {
             .map(|o| (o.model.key.clone(), o.usage.clone()));
         if e.cached {
             cy.attempted.insert(key.clone());
-            self.fail(
-                &key,
-                e.assignment.reason,
-                e.assignment.message,
-                strict,
-                cy,
-                &e.cq,
-            );
+            self.fail(&key, e.assignment.reason, e.assignment.message, strict, cy, &e.cq);
             return;
         }
         let targets = self.choose_victims(&mut e, old.as_ref(), cy);
@@ -1119,10 +1105,8 @@ impl AdmissionCore {
             if let Some((ck, generation)) = e.cache_as
                 && generation == self.generation
             {
-                self.unfit_cache.insert(
-                    ck,
-                    (generation, PendingReason::WaitingForQuota, msg.clone()),
-                );
+                self.unfit_cache
+                    .insert(ck, (generation, PendingReason::WaitingForQuota, msg.clone()));
             }
             self.reserve_for_unreclaimable(&e, old.map(|(_, u)| u), cy);
             self.fail(key, PendingReason::WaitingForQuota, msg, strict, cy, &e.cq);
@@ -1155,8 +1139,14 @@ impl AdmissionCore {
             return;
         }
         // An upgrade's slice does not evict for an admission the banker's check would refuse.
-        let freed: Vec<&WorkloadKey> = targets.iter().map(|t| &t.key).chain(old.map(|(k, _)| k)).collect();
-        if let Some(msg) = self.banker_refusal(key, e.cq_idx, &e.assignment.usage, &e.assignment.podsets, &freed) {
+        let freed: Vec<&WorkloadKey> = targets
+            .iter()
+            .map(|t| &t.key)
+            .chain(old.map(|(k, _)| k))
+            .collect();
+        if let Some(msg) =
+            self.banker_refusal(key, e.cq_idx, &e.assignment.usage, &e.assignment.podsets, &freed)
+        {
             self.set_pending(key, PendingReason::WaitingForQuota, msg, false);
             return;
         }
@@ -1187,9 +1177,10 @@ impl AdmissionCore {
         targets: Vec<super::preemption::Target>,
         cy: &mut Cycle,
     ) {
-        let (uid, job_uid) = self.pending.get(key).map_or(("", None), |p| {
-            (p.model.uid.as_str(), p.model.job_uid.as_deref())
-        });
+        let (uid, job_uid) = self
+            .pending
+            .get(key)
+            .map_or(("", None), |p| (p.model.uid.as_str(), p.model.job_uid.as_deref()));
         let preemptor = (
             or_unknown(uid).to_string(),
             or_unknown(job_uid.unwrap_or_default()).to_string(),
@@ -1236,17 +1227,31 @@ impl AdmissionCore {
     fn fit(&mut self, e: Entry, old: Option<(WorkloadKey, FrAmounts)>, now: i64, cy: &mut Cycle) {
         // An upgrade's slice waits if admitting it could leave an upgrade unable to finish (`banker`).
         let freed: Vec<&WorkloadKey> = old.iter().map(|(k, _)| k).collect();
-        if let Some(msg) = self.banker_refusal(&e.order.key, e.cq_idx, &e.assignment.usage, &e.assignment.podsets, &freed) {
-            let strict = self.cqs.get(&e.cq).is_some_and(|c| c.queueing_strategy == QueueingStrategy::StrictFifo);
+        if let Some(msg) = self.banker_refusal(
+            &e.order.key,
+            e.cq_idx,
+            &e.assignment.usage,
+            &e.assignment.podsets,
+            &freed,
+        ) {
+            let strict = self
+                .cqs
+                .get(&e.cq)
+                .is_some_and(|c| c.queueing_strategy == QueueingStrategy::StrictFifo);
             cy.attempted.insert(e.order.key.clone());
-            self.fail(&e.order.key.clone(), PendingReason::WaitingForQuota, msg, strict, cy, &e.cq);
+            self.fail(
+                &e.order.key.clone(),
+                PendingReason::WaitingForQuota,
+                msg,
+                strict,
+                cy,
+                &e.cq,
+            );
             return;
         }
         // The replaced slice's usage makes room for its successor; it stays out only
         // when the successor is admitted.
-        let without = self
-            .tree
-            .without_usage(e.cq_idx, old.as_ref().map(|(_, u)| u));
+        let without = self.tree.without_usage(e.cq_idx, old.as_ref().map(|(_, u)| u));
         if !without.fits(e.cq_idx, &e.assignment.usage) {
             // Quota changed under it in this cycle: evaluate again in the next round.
             if let Some(c) = cy.cursors.get_mut(&e.cq) {
@@ -1293,9 +1298,13 @@ impl AdmissionCore {
             .filter_map(|k| {
                 let a = self.admitted.get(k)?;
                 // A victim that only gives back its growth frees only that.
-                let only_growth = cy.growth_only.contains(k)
-                    || targets.iter().any(|t| &t.key == k && t.growth_only);
-                let freed = if only_growth { self.growth_of(a) } else { a.usage.clone() };
+                let only_growth =
+                    cy.growth_only.contains(k) || targets.iter().any(|t| &t.key == k && t.growth_only);
+                let freed = if only_growth {
+                    self.growth_of(a)
+                } else {
+                    a.usage.clone()
+                };
                 Some((self.tree.cq(&a.admission.cluster_queue)?, freed))
             })
             .collect();
@@ -1318,7 +1327,8 @@ impl AdmissionCore {
             return;
         };
         // With PrioritizePreemptorWorkloads, also a preemptor still waiting for its victims.
-        if (cq.preemption.reclaim_within_cohort == super::model::ReclaimWithinCohort::Any && !self.prioritized_preemptor(e))
+        if (cq.preemption.reclaim_within_cohort == super::model::ReclaimWithinCohort::Any
+            && !self.prioritized_preemptor(e))
             || !cy.held_unreclaimable.insert(e.cq_idx)
         {
             return;
@@ -1438,8 +1448,7 @@ impl AdmissionCore {
         let root = tree.root(e.cq_idx);
         let mut cands: Vec<Candidate<'_>> = Vec::new();
         let within = cq.preemption.within_cluster_queue != super::model::WithinClusterQueue::Never;
-        let reclaim =
-            cq.preemption.reclaim_within_cohort != super::model::ReclaimWithinCohort::Never;
+        let reclaim = cq.preemption.reclaim_within_cohort != super::model::ReclaimWithinCohort::Never;
         for ci in tree.cqs_under(root) {
             // Skip whole ClusterQueues that cannot give anything back before looking at workloads.
             let useful = if ci == e.cq_idx {
@@ -1461,7 +1470,8 @@ impl AdmissionCore {
                 }
                 if let Some(a) = self.admitted.get(k) {
                     let mut c = a.candidate(k, ci);
-                    c.lq_usage = super::admission_fair_sharing::candidate_usage(&self.afs, &self.cqs, &a.model, name);
+                    c.lq_usage =
+                        super::admission_fair_sharing::candidate_usage(&self.afs, &self.cqs, &a.model, name);
                     cands.push(c);
                 }
             }
@@ -1543,9 +1553,7 @@ pub(super) fn preempt_text(r: PreemptedReason) -> &'static str {
     match r {
         PreemptedReason::InClusterQueue => "prioritization in the ClusterQueue",
         PreemptedReason::InCohortReclamation => "reclamation within the cohort",
-        PreemptedReason::InCohortReclaimWhileBorrowing => {
-            "reclamation within the cohort while borrowing"
-        }
+        PreemptedReason::InCohortReclaimWhileBorrowing => "reclamation within the cohort while borrowing",
         PreemptedReason::InCohortFairSharing => "Fair Sharing within the cohort",
     }
 }
@@ -1649,6 +1657,10 @@ fn simulate_preemption(
             }
         }
     }
-    let possibility = if own { Possibility::Preempt } else { Possibility::Reclaim };
+    let possibility = if own {
+        Possibility::Preempt
+    } else {
+        Possibility::Reclaim
+    };
     (possibility, sim.borrowing_level(cq_idx, fr, val))
 }

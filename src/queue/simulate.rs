@@ -25,11 +25,7 @@ impl QuotaTree {
     }
 
     /// A guard with `usage` of node `i` taken out, if there is any.
-    pub fn without_usage<'t, 'u>(
-        &'t mut self,
-        i: usize,
-        usage: Option<&'u FrAmounts>,
-    ) -> Without<'t, 'u> {
+    pub fn without_usage<'t, 'u>(&'t mut self, i: usize, usage: Option<&'u FrAmounts>) -> Without<'t, 'u> {
         let mut w = Without {
             tree: self,
             removed: Vec::new(),
@@ -102,10 +98,8 @@ mod tests {
         let mut t = QuotaTree::build(&[cq], &Default::default());
         let a = t.cq("a").unwrap();
         let fr = FlavorResource::new("default", "cpu");
-        let (u3, u4): (FrAmounts, FrAmounts) = (
-            [(fr.clone(), Amount(3))].into(),
-            [(fr.clone(), Amount(4))].into(),
-        );
+        let (u3, u4): (FrAmounts, FrAmounts) =
+            ([(fr.clone(), Amount(3))].into(), [(fr.clone(), Amount(4))].into());
         t.add_all(a, &u3);
         t.add_all(a, &u4);
         {

@@ -62,10 +62,7 @@ impl AdmissionCore {
                 })
             })
             .collect();
-        let frs = spec
-            .iter()
-            .chain(node.quotas.keys())
-            .chain(node.usage.keys());
+        let frs = spec.iter().chain(node.quotas.keys()).chain(node.usage.keys());
         for fr in frs {
             let total = self.tree.usage(idx, fr);
             let borrowed = (total - self.tree.subtree_quota(idx, fr)).clamp_zero();
@@ -161,4 +158,3 @@ impl AdmissionCore {
         self.share_of(self.tree.cohort(name), NodeKind::Cohort)
     }
 }
-

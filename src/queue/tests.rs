@@ -42,11 +42,7 @@ pub(super) fn admission_in(w: &WorkloadModel, cq: &str, flavor: &str) -> Admissi
                     .keys()
                     .map(|r| (r.clone(), flavor.to_string()))
                     .collect(),
-                resource_usage: ps
-                    .requests
-                    .keys()
-                    .map(|r| (r.clone(), ps.total(r)))
-                    .collect(),
+                resource_usage: ps.requests.keys().map(|r| (r.clone(), ps.total(r))).collect(),
             })
             .collect(),
     }
@@ -127,11 +123,7 @@ pub(super) fn run(s: Scenario) {
     if let Some((n, _)) = s.want_pending.first() {
         let (_, msg) = core.pending_reason(&k(n)).unwrap();
         for sub in &s.want_message {
-            assert!(
-                msg.contains(sub),
-                "{}: message {msg:?} lacks {sub:?}",
-                s.name
-            );
+            assert!(msg.contains(sub), "{}: message {msg:?} lacks {sub:?}", s.name);
         }
     }
 }
@@ -211,9 +203,8 @@ fn flavor_assignment_scenarios() {
             ],
             cqs: vec![cq2()],
             pending: vec![
-                WorkloadModel::build("ns", "a", "cq").podset(
-                    PodSetModel::build("main", 1, &[("cpu", 1)]).selector("instance", "spot"),
-                ),
+                WorkloadModel::build("ns", "a", "cq")
+                    .podset(PodSetModel::build("main", 1, &[("cpu", 1)]).selector("instance", "spot")),
             ],
             want_admitted: vec![("a", "spot")],
             ..Default::default()
@@ -423,10 +414,7 @@ fn queueing_scenarios() {
         Scenario {
             name: "higher priority first",
             cqs: vec![cq(QueueingStrategy::BestEffortFifo)],
-            pending: vec![
-                wl("low", "cq", 8).at(1),
-                wl("high", "cq", 8).priority(5).at(2),
-            ],
+            pending: vec![wl("low", "cq", 8).at(1), wl("high", "cq", 8).priority(5).at(2)],
             want_admitted: vec![("high", "default")],
             want_pending: vec![("low", PendingReason::WaitingForQuota)],
             ..Default::default()
@@ -570,7 +558,9 @@ fn preemption_scenarios() {
             admitted: vec![(wl("low", "cq", 6).priority(1), "default", 1)],
             pending: vec![wl("high", "cq", 5).priority(10)],
             want_pending: vec![("high", PendingReason::WaitingForQuota)],
-            want_message: vec!["couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 1m more needed"],
+            want_message: vec![
+                "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 1m more needed",
+            ],
             ..Default::default()
         },
         Scenario {
@@ -619,7 +609,9 @@ fn preemption_scenarios() {
             admitted: vec![(wl("borrower", "b", 16).priority(100), "default", 2)],
             pending: vec![wl("x", "a", 6)],
             want_pending: vec![("x", PendingReason::WaitingForQuota)],
-            want_message: vec!["couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 2m more needed"],
+            want_message: vec![
+                "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 2m more needed",
+            ],
             ..Default::default()
         },
         Scenario {
@@ -680,10 +672,7 @@ fn preemptor_admitted_after_victims_release() {
                 .within(WithinClusterQueue::LowerPriority),
         ],
         admitted: vec![(wl("low", "cq", 8), "default", 1)],
-        pending: vec![
-            wl("high", "cq", 5).priority(10),
-            wl("filler", "cq", 2).at(5),
-        ],
+        pending: vec![wl("high", "cq", 5).priority(10), wl("filler", "cq", 2).at(5)],
         ..Default::default()
     });
     let r1 = core.schedule_cycle(1);
@@ -737,8 +726,7 @@ fn workload_slices() {
     let mut s = base();
     s.admitted = vec![(wl("old", "cq", 4), "f2", 1)];
     let mut core = setup(&s);
-    core.add_workload(wl("new", "cq", 6).replaces(&k("old")))
-        .unwrap();
+    core.add_workload(wl("new", "cq", 6).replaces(&k("old"))).unwrap();
     let err = core
         .add_workload(wl("other", "cq", 5).replaces(&k("old")))
         .unwrap_err();
@@ -771,8 +759,7 @@ fn workload_slices() {
     let mut s = base();
     s.admitted = vec![(wl("old", "cq", 4), "f2", 1)];
     let mut core = setup(&s);
-    core.add_workload(wl("new", "cq", 7).replaces(&k("old")))
-        .unwrap();
+    core.add_workload(wl("new", "cq", 7).replaces(&k("old"))).unwrap();
     let r = core.schedule_cycle(2);
     assert!(r.admissions.is_empty());
     assert!(core.is_admitted(&k("old")));
@@ -847,8 +834,7 @@ fn heterogeneous_slices_are_accounted_exactly() {
     let r = core.schedule_cycle(2);
     assert_eq!(r.admissions.len(), 1, "{:?}", r.pending);
     assert_eq!(
-        core.cq_usage("cq")
-            .get(&FlavorResource::new("default", "cpu")),
+        core.cq_usage("cq").get(&FlavorResource::new("default", "cpu")),
         Some(&Amount(7))
     );
     // One more pod than quota: refused as a whole.
@@ -875,8 +861,7 @@ fn heterogeneous_slices_are_accounted_exactly() {
     };
     core.shrink_admitted(smaller).unwrap();
     assert_eq!(
-        core.cq_usage("cq")
-            .get(&FlavorResource::new("default", "cpu")),
+        core.cq_usage("cq").get(&FlavorResource::new("default", "cpu")),
         Some(&Amount(3))
     );
     core.add_workload(wl("other", "cq", 5)).unwrap();
@@ -884,15 +869,10 @@ fn heterogeneous_slices_are_accounted_exactly() {
     assert_eq!(r.admissions.len(), 1);
     assert_eq!(r.admissions[0].key, k("other"));
     assert_eq!(
-        core.cq_usage("cq")
-            .get(&FlavorResource::new("default", "cpu")),
+        core.cq_usage("cq").get(&FlavorResource::new("default", "cpu")),
         Some(&Amount(8))
     );
-    let grow = WorkloadModel::build("ns", "new", "cq").podset(PodSetModel::build(
-        "head",
-        9,
-        &[("cpu", 1)],
-    ));
+    let grow = WorkloadModel::build("ns", "new", "cq").podset(PodSetModel::build("head", 9, &[("cpu", 1)]));
     assert!(matches!(
         core.shrink_admitted(grow),
         Err(QueueError::NotAShrink { .. })
@@ -950,8 +930,7 @@ fn status_reports_usage_and_borrowing() {
 #[test]
 fn invalid_input_is_rejected_with_the_field() {
     let mut core = AdmissionCore::new();
-    let bad =
-        ClusterQueueModel::build("cq").flavor_limits("default", &[("cpu", 10, Some(1), None)]);
+    let bad = ClusterQueueModel::build("cq").flavor_limits("default", &[("cpu", 10, Some(1), None)]);
     let err = core.upsert_cluster_queue(bad).unwrap_err();
     assert!(err.to_string().contains("borrowingLimit"), "{err}");
     let neg = ClusterQueueModel::build("cq").flavor("default", &[("cpu", -1)]);
@@ -961,8 +940,7 @@ fn invalid_input_is_rejected_with_the_field() {
             .to_string()
             .contains("nominalQuota")
     );
-    let w =
-        WorkloadModel::build("ns", "w", "cq").podset(PodSetModel::build("main", -1, &[("cpu", 1)]));
+    let w = WorkloadModel::build("ns", "w", "cq").podset(PodSetModel::build("main", -1, &[("cpu", 1)]));
     assert!(
         core.add_workload(w)
             .unwrap_err()
@@ -1186,10 +1164,7 @@ fn guaranteed_cohort_quota_is_reclaimed_from_best_effort() {
         .collect();
     assert_eq!(
         ev,
-        [(
-            "best-effort-wl",
-            &preempted(PreemptedReason::InCohortReclamation)
-        )]
+        [("best-effort-wl", &preempted(PreemptedReason::InCohortReclamation))]
     );
     core.release(&k("best-effort-wl"));
     core.add_workload(wl("best-effort-wl", "best-effort", 3).priority(100))
@@ -1208,9 +1183,19 @@ fn a_preemptor_whose_victims_are_claimed_is_skipped_and_counted() {
     let reclaim = |cq: ClusterQueueModel| cq.reclaim(ReclaimWithinCohort::Any);
     let mut core = setup(&Scenario {
         cqs: vec![
-            reclaim(ClusterQueueModel::build("a").cohort("c").flavor("default", &[("cpu", 2)])),
-            reclaim(ClusterQueueModel::build("b").cohort("c").flavor("default", &[("cpu", 2)])),
-            ClusterQueueModel::build("borrower").cohort("c").flavor("default", &[("cpu", 0)]),
+            reclaim(
+                ClusterQueueModel::build("a")
+                    .cohort("c")
+                    .flavor("default", &[("cpu", 2)]),
+            ),
+            reclaim(
+                ClusterQueueModel::build("b")
+                    .cohort("c")
+                    .flavor("default", &[("cpu", 2)]),
+            ),
+            ClusterQueueModel::build("borrower")
+                .cohort("c")
+                .flavor("default", &[("cpu", 0)]),
         ],
         admitted: vec![(wl("v", "borrower", 4), "default", 0)],
         pending: vec![wl("wa", "a", 2).at(1), wl("wb", "b", 2).at(2)],
@@ -1219,8 +1204,17 @@ fn a_preemptor_whose_victims_are_claimed_is_skipped_and_counted() {
     let r = core.schedule_cycle(3);
     let evicted: Vec<&str> = r.evictions.iter().map(|e| e.key.name.as_str()).collect();
     assert_eq!(evicted, ["v"], "one preemption of the shared victim");
-    assert_eq!(r.preemption_skips.values().sum::<usize>(), 1, "{:?}", r.preemption_skips);
-    assert!(r.preemption_skips.keys().all(|cq| cq == "a" || cq == "b"), "{:?}", r.preemption_skips);
+    assert_eq!(
+        r.preemption_skips.values().sum::<usize>(),
+        1,
+        "{:?}",
+        r.preemption_skips
+    );
+    assert!(
+        r.preemption_skips.keys().all(|cq| cq == "a" || cq == "b"),
+        "{:?}",
+        r.preemption_skips
+    );
 }
 
 /// Kueue's `fair_sharing_test.go` "ClusterQueue head is ineligible for admission due to
@@ -1233,14 +1227,27 @@ fn a_preemptor_whose_victims_are_claimed_is_skipped_and_counted() {
 fn fair_sharing_preemptor_keeps_quota_while_victims_let_go() {
     let fs = ClusterQueueModel::build;
     let q = |n: &str| {
-        fs(n).cohort("cohort-a").flavor("flavor1", &[("cpu", 0)]).reclaim(ReclaimWithinCohort::Any).within(WithinClusterQueue::LowerPriority)
+        fs(n)
+            .cohort("cohort-a")
+            .flavor("flavor1", &[("cpu", 0)])
+            .reclaim(ReclaimWithinCohort::Any)
+            .within(WithinClusterQueue::LowerPriority)
     };
     let mut core = setup(&Scenario {
         flavors: vec![FlavorModel::build("flavor1")],
-        cohorts: vec![CohortModel::build("cohort-a").parent("root-cohort").flavor_limits("flavor1", &[("cpu", 9, None, None)])],
+        cohorts: vec![
+            CohortModel::build("cohort-a")
+                .parent("root-cohort")
+                .flavor_limits("flavor1", &[("cpu", 9, None, None)]),
+        ],
         cqs: vec![q("cq-p1"), q("cq-p2")],
-        admitted: (0..4).map(|i| (wl(&format!("p1-{i}"), "cq-p1", 2), "flavor1", i)).collect(),
-        pending: vec![wl("p2-6", "cq-p2", 6).priority(999).at(10), wl("p2-5", "cq-p2", 5).at(11)],
+        admitted: (0..4)
+            .map(|i| (wl(&format!("p1-{i}"), "cq-p1", 2), "flavor1", i))
+            .collect(),
+        pending: vec![
+            wl("p2-6", "cq-p2", 6).priority(999).at(10),
+            wl("p2-5", "cq-p2", 5).at(11),
+        ],
         ..Default::default()
     });
     core.set_fair_sharing(Some(FairSharingConfig::default()));
@@ -1248,16 +1255,24 @@ fn fair_sharing_preemptor_keeps_quota_while_victims_let_go() {
     let mut victims: Vec<String> = r.evictions.iter().map(|e| e.key.name.clone()).collect();
     victims.sort();
     assert_eq!(victims.len(), 2, "{victims:?}");
-    assert_eq!(core.pending_reason(&k("p2-5")).map(|r| r.0), Some(PendingReason::WaitingForPreemptedWorkloads));
+    assert_eq!(
+        core.pending_reason(&k("p2-5")).map(|r| r.0),
+        Some(PendingReason::WaitingForPreemptedWorkloads)
+    );
     // Its status write is a new version of the pending Workload: queued again, as the sync does.
     core.add_workload(wl("p2-5", "cq-p2", 5).at(11)).unwrap();
     let requeued = |core: &mut AdmissionCore, n: &str| {
         core.release(&k(n));
-        core.add_workload(wl(n, "cq-p1", 2).at(victims.iter().position(|v| v == n).unwrap() as i64)).unwrap();
+        core.add_workload(wl(n, "cq-p1", 2).at(victims.iter().position(|v| v == n).unwrap() as i64))
+            .unwrap();
     };
     requeued(&mut core, &victims[0]);
     let r = core.schedule_cycle(30);
-    assert!(r.admissions.is_empty(), "{:?}", r.admissions.iter().map(|a| &a.key.name).collect::<Vec<_>>());
+    assert!(
+        r.admissions.is_empty(),
+        "{:?}",
+        r.admissions.iter().map(|a| &a.key.name).collect::<Vec<_>>()
+    );
     assert!(r.evictions.is_empty());
     requeued(&mut core, &victims[1]);
     let r = core.schedule_cycle(40);
@@ -1274,10 +1289,21 @@ fn fair_sharing_preemptor_keeps_quota_while_victims_let_go() {
 fn prioritize_preemptor_workloads_keeps_released_victims_out() {
     for gate in [false, true] {
         let q = |n: &str, cpu, mem| {
-            ClusterQueueModel::build(n).cohort("thrash-cohort").flavor("default", &[("cpu", cpu), ("memory", mem)]).reclaim(ReclaimWithinCohort::Any)
+            ClusterQueueModel::build(n)
+                .cohort("thrash-cohort")
+                .flavor("default", &[("cpu", cpu), ("memory", mem)])
+                .reclaim(ReclaimWithinCohort::Any)
         };
-        let borrower = |n: &str| WorkloadModel::build("ns", n, "cq-2").priority(100).request(&[("cpu", 1), ("memory", 0)]);
-        let preemptor = || WorkloadModel::build("ns", "preemptor", "cq-1").at(10).request(&[("cpu", 10), ("memory", 10)]);
+        let borrower = |n: &str| {
+            WorkloadModel::build("ns", n, "cq-2")
+                .priority(100)
+                .request(&[("cpu", 1), ("memory", 0)])
+        };
+        let preemptor = || {
+            WorkloadModel::build("ns", "preemptor", "cq-1")
+                .at(10)
+                .request(&[("cpu", 10), ("memory", 10)])
+        };
         let mut core = setup(&Scenario {
             cqs: vec![q("cq-1", 10, 0), q("cq-2", 0, 10)],
             admitted: vec![(borrower("wl-a"), "default", 1), (borrower("wl-b"), "default", 2)],

@@ -125,7 +125,15 @@ impl QuotaTree {
             if let Some(p) = parents[i].clone()
                 && !t.cohorts.contains_key(&p)
             {
-                let j = add(&mut t, &mut parents, &p, NodeKind::Cohort, &[], FairWeight::default(), None);
+                let j = add(
+                    &mut t,
+                    &mut parents,
+                    &p,
+                    NodeKind::Cohort,
+                    &[],
+                    FairWeight::default(),
+                    None,
+                );
                 t.cohorts.insert(p, j);
             }
             i += 1;
@@ -152,10 +160,8 @@ impl QuotaTree {
             let mut cur = start;
             while let Some(p) = self.nodes[cur].parent {
                 if let Some(pos) = path.iter().position(|&x| x == p) {
-                    let mut names: Vec<&str> = path[pos..]
-                        .iter()
-                        .map(|&x| self.nodes[x].name.as_str())
-                        .collect();
+                    let mut names: Vec<&str> =
+                        path[pos..].iter().map(|&x| self.nodes[x].name.as_str()).collect();
                     names.push(&self.nodes[p].name);
                     let reason = format!("cohort cycle: {}", names.join(" -> "));
                     cyclic_members.push((start, reason));
@@ -363,11 +369,7 @@ impl QuotaTree {
 
     /// No contested resource used above the node's subtree quota (Kueue's
     /// `IsWithinNominalInResources`): nothing there to reclaim.
-    pub fn within_nominal<'a>(
-        &self,
-        i: usize,
-        frs: impl IntoIterator<Item = &'a FlavorResource>,
-    ) -> bool {
+    pub fn within_nominal<'a>(&self, i: usize, frs: impl IntoIterator<Item = &'a FlavorResource>) -> bool {
         frs.into_iter().all(|fr| !self.is_borrowing(i, fr))
     }
 
@@ -440,10 +442,7 @@ mod tests {
     }
 
     fn tree(cqs: &[ClusterQueueModel], cohorts: &[CohortModel]) -> QuotaTree {
-        let cohorts = cohorts
-            .iter()
-            .map(|c| (c.name.clone(), c.clone()))
-            .collect();
+        let cohorts = cohorts.iter().map(|c| (c.name.clone(), c.clone())).collect();
         QuotaTree::build(cqs, &cohorts)
     }
 
@@ -457,11 +456,7 @@ mod tests {
             .cohort("c")
             .flavor_limits("default", &[("cpu", 10, Some(3), None)]);
         let mut t = tree(&[a, b], &[]);
-        let (ia, ib, ic) = (
-            t.cq("a").unwrap(),
-            t.cq("b").unwrap(),
-            t.cohort("c").unwrap(),
-        );
+        let (ia, ib, ic) = (t.cq("a").unwrap(), t.cq("b").unwrap(), t.cohort("c").unwrap());
         // cohort subtree = (10 - 6) + (10 - 0) = 14
         assert_eq!(t.subtree_quota(ic, &fr()), Amount(14));
         assert_eq!(t.available(ia, &fr()), Amount(20));
@@ -493,10 +488,7 @@ mod tests {
         let right = CohortModel::build("right").parent("root");
         let t = tree(&[a, b], &[root, left, right]);
         let ia = t.cq("a").unwrap();
-        assert_eq!(
-            t.subtree_quota(t.cohort("root").unwrap(), &fr()),
-            Amount(20)
-        );
+        assert_eq!(t.subtree_quota(t.cohort("root").unwrap(), &fr()), Amount(20));
         assert_eq!(t.available(ia, &fr()), Amount(20));
         assert_eq!(t.borrowing_level(ia, &fr(), Amount(5)), 0);
         assert_eq!(t.borrowing_level(ia, &fr(), Amount(6)), 2);

@@ -120,19 +120,39 @@ mod tests {
 
     #[test]
     fn finds_each_cycle_once() {
-        let c = cycles(&edges(&[("a", "b"), ("b", "a"), ("c", "d"), ("d", "e"), ("e", "c"), ("f", "a")]));
-        assert_eq!(c.into_iter().collect::<Vec<_>>(), vec![vec![k("a"), k("b")], vec![k("c"), k("d"), k("e")]]);
+        let c = cycles(&edges(&[
+            ("a", "b"),
+            ("b", "a"),
+            ("c", "d"),
+            ("d", "e"),
+            ("e", "c"),
+            ("f", "a"),
+        ]));
+        assert_eq!(
+            c.into_iter().collect::<Vec<_>>(),
+            vec![vec![k("a"), k("b")], vec![k("c"), k("d"), k("e")]]
+        );
         assert!(cycles(&edges(&[("a", "b"), ("b", "c")])).is_empty());
     }
 
     /// Lower priority first; at equal priority the younger upgrade (its replacement queued later).
     #[test]
     fn the_victim_is_the_lower_priority_then_younger_upgrade() {
-        let u = |n: &str, priority, waiting_since| Upgrade { slice: k(n), priority, waiting_since };
+        let u = |n: &str, priority, waiting_since| Upgrade {
+            slice: k(n),
+            priority,
+            waiting_since,
+        };
         let prod_old = u("prod", 100, 1);
         let batch = u("batch", 0, 1);
-        assert_eq!(victim(&[prod_old.clone(), batch.clone()]).unwrap().slice, k("batch"));
-        assert_eq!(victim(&[batch.clone(), prod_old.clone()]).unwrap().slice, k("batch"));
+        assert_eq!(
+            victim(&[prod_old.clone(), batch.clone()]).unwrap().slice,
+            k("batch")
+        );
+        assert_eq!(
+            victim(&[batch.clone(), prod_old.clone()]).unwrap().slice,
+            k("batch")
+        );
         let a = u("a", 5, 10);
         let b = u("b", 5, 20);
         assert_eq!(victim(&[a.clone(), b.clone()]).unwrap().slice, k("b"));

@@ -48,53 +48,152 @@ fn header(out: &mut String, name: &str, help: &str) {
 /// KubeRay's scrape-time gauges plus quotagate's gate gauges for these objects, at `now`.
 pub fn render(clusters: &[RayCluster], services: &[RayService], now: Timestamp) -> String {
     let mut out = String::new();
-    let id = |name: String, ns: Option<String>| format!("name=\"{}\",namespace=\"{}\"", esc(&name), esc(&ns.unwrap_or_default()));
-    header(&mut out, "kuberay_cluster_info", "Metadata information about RayCluster custom resources");
+    let id = |name: String, ns: Option<String>| {
+        format!(
+            "name=\"{}\",namespace=\"{}\"",
+            esc(&name),
+            esc(&ns.unwrap_or_default())
+        )
+    };
+    header(
+        &mut out,
+        "kuberay_cluster_info",
+        "Metadata information about RayCluster custom resources",
+    );
     for rc in clusters {
-        let owner = rc.labels().get(c::LABEL_ORIGINATED_FROM_CRD).cloned().unwrap_or_else(|| "None".into());
-        let _ = writeln!(out, "kuberay_cluster_info{{{},owner_kind=\"{}\"}} 1", id(rc.name_any(), rc.namespace()), esc(&owner));
+        let owner = rc
+            .labels()
+            .get(c::LABEL_ORIGINATED_FROM_CRD)
+            .cloned()
+            .unwrap_or_else(|| "None".into());
+        let _ = writeln!(
+            out,
+            "kuberay_cluster_info{{{},owner_kind=\"{}\"}} 1",
+            id(rc.name_any(), rc.namespace()),
+            esc(&owner)
+        );
     }
-    header(&mut out, "kuberay_cluster_condition_provisioned", "Indicates whether the RayCluster is provisioned");
+    header(
+        &mut out,
+        "kuberay_cluster_condition_provisioned",
+        "Indicates whether the RayCluster is provisioned",
+    );
     for rc in clusters {
         let p = is_true(cluster_conditions(rc), c::COND_RAY_CLUSTER_PROVISIONED);
-        let _ = writeln!(out, "kuberay_cluster_condition_provisioned{{{},condition=\"{p}\"}} 1", id(rc.name_any(), rc.namespace()));
+        let _ = writeln!(
+            out,
+            "kuberay_cluster_condition_provisioned{{{},condition=\"{p}\"}} 1",
+            id(rc.name_any(), rc.namespace())
+        );
     }
-    header(&mut out, "kuberay_cluster_provisioned_duration_seconds", "The time, in seconds, when a RayCluster's `RayClusterProvisioned` status transitions from false (or unset) to true");
+    header(
+        &mut out,
+        "kuberay_cluster_provisioned_duration_seconds",
+        "The time, in seconds, when a RayCluster's `RayClusterProvisioned` status transitions from false (or unset) to true",
+    );
     for rc in clusters {
-        let prov = find(cluster_conditions(rc), c::COND_RAY_CLUSTER_PROVISIONED).filter(|c| c.status == "True");
+        let prov =
+            find(cluster_conditions(rc), c::COND_RAY_CLUSTER_PROVISIONED).filter(|c| c.status == "True");
         if let (Some(p), Some(created)) = (prov, rc.metadata.creation_timestamp.as_ref()) {
-            let secs = p.last_transition_time.0.duration_since(created.0).as_secs_f64().max(0.0);
-            let _ = writeln!(out, "kuberay_cluster_provisioned_duration_seconds{{{}}} {secs}", id(rc.name_any(), rc.namespace()));
+            let secs = p
+                .last_transition_time
+                .0
+                .duration_since(created.0)
+                .as_secs_f64()
+                .max(0.0);
+            let _ = writeln!(
+                out,
+                "kuberay_cluster_provisioned_duration_seconds{{{}}} {secs}",
+                id(rc.name_any(), rc.namespace())
+            );
         }
     }
-    header(&mut out, "kuberay_service_info", "Metadata information about RayService custom resources");
+    header(
+        &mut out,
+        "kuberay_service_info",
+        "Metadata information about RayService custom resources",
+    );
     for rs in services {
-        let _ = writeln!(out, "kuberay_service_info{{{}}} 1", id(rs.name_any(), rs.namespace()));
+        let _ = writeln!(
+            out,
+            "kuberay_service_info{{{}}} 1",
+            id(rs.name_any(), rs.namespace())
+        );
     }
     let service_conds = |rs: &RayService| rs.status.as_ref().and_then(|s| s.conditions.clone());
-    header(&mut out, "kuberay_service_condition_ready", "Describes whether the RayService is ready. Ready means users can send requests to the underlying cluster and the number of serve endpoints is greater than 0.");
+    header(
+        &mut out,
+        "kuberay_service_condition_ready",
+        "Describes whether the RayService is ready. Ready means users can send requests to the underlying cluster and the number of serve endpoints is greater than 0.",
+    );
     for rs in services {
         let v = is_true(service_conds(rs).as_deref(), c::COND_READY);
-        let _ = writeln!(out, "kuberay_service_condition_ready{{{},condition=\"{v}\"}} 1", id(rs.name_any(), rs.namespace()));
+        let _ = writeln!(
+            out,
+            "kuberay_service_condition_ready{{{},condition=\"{v}\"}} 1",
+            id(rs.name_any(), rs.namespace())
+        );
     }
-    header(&mut out, "kuberay_service_condition_upgrade_in_progress", "Describes whether the RayService is performing a zero-downtime upgrade.");
+    header(
+        &mut out,
+        "kuberay_service_condition_upgrade_in_progress",
+        "Describes whether the RayService is performing a zero-downtime upgrade.",
+    );
     for rs in services {
         let v = is_true(service_conds(rs).as_deref(), c::COND_UPGRADE_IN_PROGRESS);
-        let _ = writeln!(out, "kuberay_service_condition_upgrade_in_progress{{{},condition=\"{v}\"}} 1", id(rs.name_any(), rs.namespace()));
+        let _ = writeln!(
+            out,
+            "kuberay_service_condition_upgrade_in_progress{{{},condition=\"{v}\"}} 1",
+            id(rs.name_any(), rs.namespace())
+        );
     }
-    let gated: Vec<(&RayCluster, &Condition)> = clusters.iter().filter_map(|rc| find(cluster_conditions(rc), c::COND_QUOTA_GATED).map(|g| (rc, g))).collect();
+    let gated: Vec<(&RayCluster, &Condition)> = clusters
+        .iter()
+        .filter_map(|rc| find(cluster_conditions(rc), c::COND_QUOTA_GATED).map(|g| (rc, g)))
+        .collect();
     let gate_id = |rc: &RayCluster| {
-        let rs = rc.labels().get(c::LABEL_ORIGINATED_FROM_CR_NAME).cloned().unwrap_or_default();
-        format!("{},rayservice=\"{}\"", id(rc.name_any(), rc.namespace()), esc(&rs))
+        let rs = rc
+            .labels()
+            .get(c::LABEL_ORIGINATED_FROM_CR_NAME)
+            .cloned()
+            .unwrap_or_default();
+        format!(
+            "{},rayservice=\"{}\"",
+            id(rc.name_any(), rc.namespace()),
+            esc(&rs)
+        )
     };
-    header(&mut out, "quotagate_raycluster_quota_gated", "1 while the RayCluster waits behind the quota gate (QuotaGated=True), 0 once an admitted workload slice covers it");
+    header(
+        &mut out,
+        "quotagate_raycluster_quota_gated",
+        "1 while the RayCluster waits behind the quota gate (QuotaGated=True), 0 once an admitted workload slice covers it",
+    );
     for (rc, g) in &gated {
-        let _ = writeln!(out, "quotagate_raycluster_quota_gated{{{}}} {}", gate_id(rc), i32::from(g.status == "True"));
+        let _ = writeln!(
+            out,
+            "quotagate_raycluster_quota_gated{{{}}} {}",
+            gate_id(rc),
+            i32::from(g.status == "True")
+        );
     }
-    header(&mut out, "quotagate_raycluster_gated_seconds", "How long the RayCluster has been waiting behind the quota gate (0 when open)");
+    header(
+        &mut out,
+        "quotagate_raycluster_gated_seconds",
+        "How long the RayCluster has been waiting behind the quota gate (0 when open)",
+    );
     for (rc, g) in &gated {
-        let secs = if g.status == "True" { now.duration_since(g.last_transition_time.0).as_secs_f64().max(0.0) } else { 0.0 };
-        let _ = writeln!(out, "quotagate_raycluster_gated_seconds{{{}}} {secs}", gate_id(rc));
+        let secs = if g.status == "True" {
+            now.duration_since(g.last_transition_time.0)
+                .as_secs_f64()
+                .max(0.0)
+        } else {
+            0.0
+        };
+        let _ = writeln!(
+            out,
+            "quotagate_raycluster_gated_seconds{{{}}} {secs}",
+            gate_id(rc)
+        );
     }
     out
 }
@@ -106,24 +205,63 @@ pub fn render(clusters: &[RayCluster], services: &[RayService], now: Timestamp) 
 /// Retrying is not kept: the status no longer holds it once the retry starts.)
 pub fn render_jobs(jobs: &[RayJob]) -> String {
     let mut out = String::new();
-    let id = |j: &RayJob| format!("name=\"{}\",namespace=\"{}\"", esc(&j.name_any()), esc(&j.namespace().unwrap_or_default()));
+    let id = |j: &RayJob| {
+        format!(
+            "name=\"{}\",namespace=\"{}\"",
+            esc(&j.name_any()),
+            esc(&j.namespace().unwrap_or_default())
+        )
+    };
     let deployment = |j: &RayJob| j.status.as_ref().and_then(|s| s.job_deployment_status);
-    header(&mut out, "kuberay_job_info", "Metadata information about RayJob custom resources");
+    header(
+        &mut out,
+        "kuberay_job_info",
+        "Metadata information about RayJob custom resources",
+    );
     for j in jobs {
         let _ = writeln!(out, "kuberay_job_info{{{}}} 1", id(j));
     }
-    header(&mut out, "kuberay_job_deployment_status", "The RayJobs current deployment status");
+    header(
+        &mut out,
+        "kuberay_job_deployment_status",
+        "The RayJobs current deployment status",
+    );
     for j in jobs {
         let status = deployment(j).map_or("", |d| d.as_str());
-        let _ = writeln!(out, "kuberay_job_deployment_status{{{},deployment_status=\"{status}\"}} 1", id(j));
+        let _ = writeln!(
+            out,
+            "kuberay_job_deployment_status{{{},deployment_status=\"{status}\"}} 1",
+            id(j)
+        );
     }
-    header(&mut out, "kuberay_job_execution_duration_seconds", "Duration from when the RayJob CR's JobDeploymentStatus transitions from Initializing to either the Retrying state or a terminal state, such as Complete or Failed");
+    header(
+        &mut out,
+        "kuberay_job_execution_duration_seconds",
+        "Duration from when the RayJob CR's JobDeploymentStatus transitions from Initializing to either the Retrying state or a terminal state, such as Complete or Failed",
+    );
     for j in jobs {
-        let Some(st) = j.status.as_ref().filter(|_| deployment(j).is_some_and(|d| d.is_terminal())) else { continue };
-        let (Some(start), Some(end), Some(d)) = (st.start_time.as_ref(), st.end_time.as_ref(), st.job_deployment_status) else { continue };
+        let Some(st) = j
+            .status
+            .as_ref()
+            .filter(|_| deployment(j).is_some_and(|d| d.is_terminal()))
+        else {
+            continue;
+        };
+        let (Some(start), Some(end), Some(d)) = (
+            st.start_time.as_ref(),
+            st.end_time.as_ref(),
+            st.job_deployment_status,
+        ) else {
+            continue;
+        };
         let secs = end.0.duration_since(start.0).as_secs_f64().max(0.0);
         let retries = st.failed.unwrap_or(0);
-        let _ = writeln!(out, "kuberay_job_execution_duration_seconds{{{},job_deployment_status=\"{}\",retry_count=\"{retries}\"}} {secs}", id(j), d.as_str());
+        let _ = writeln!(
+            out,
+            "kuberay_job_execution_duration_seconds{{{},job_deployment_status=\"{}\",retry_count=\"{retries}\"}} {secs}",
+            id(j),
+            d.as_str()
+        );
     }
     out
 }
@@ -139,7 +277,10 @@ pub struct ServiceLabels {
 pub enum Observed {
     /// A gated cluster's gate opened after `waited`; `latency` from its service's slice admission
     /// (when that was seen while the cluster waited).
-    GateOpened { waited: Duration, latency: Option<Duration> },
+    GateOpened {
+        waited: Duration,
+        latency: Option<Duration>,
+    },
     /// An incremental upgrade moved traffic on a service's pending cluster.
     TrafficStep(ServiceLabels),
 }
@@ -171,9 +312,22 @@ impl GateTracker {
             return None;
         }
         let since = self.gated_since.remove(&k)?;
-        let rs = key(rc.namespace(), rc.labels().get(c::LABEL_ORIGINATED_FROM_CR_NAME).map(String::as_str).unwrap_or_default());
-        let latency = self.admitted_at.get(&rs).filter(|t| **t >= since).map(|t| now.saturating_duration_since(*t));
-        Some(Observed::GateOpened { waited: now.saturating_duration_since(since), latency })
+        let rs = key(
+            rc.namespace(),
+            rc.labels()
+                .get(c::LABEL_ORIGINATED_FROM_CR_NAME)
+                .map(String::as_str)
+                .unwrap_or_default(),
+        );
+        let latency = self
+            .admitted_at
+            .get(&rs)
+            .filter(|t| **t >= since)
+            .map(|t| now.saturating_duration_since(*t));
+        Some(Observed::GateOpened {
+            waited: now.saturating_duration_since(since),
+            latency,
+        })
     }
 
     pub fn cluster_deleted(&mut self, rc: &RayCluster) {
@@ -196,13 +350,19 @@ impl GateTracker {
     }
 
     pub fn service(&mut self, rs: &RayService) -> Option<Observed> {
-        let pending = rs.status.as_ref().and_then(|s| s.pending_service_status.as_ref())?;
+        let pending = rs
+            .status
+            .as_ref()
+            .and_then(|s| s.pending_service_status.as_ref())?;
         let (cluster, pct) = (pending.ray_cluster_name.clone()?, pending.traffic_routed_percent?);
         let k = key(rs.namespace(), &rs.name_any());
         let before = self.traffic.insert(k, (cluster.clone(), pct));
         // A step is a change of the same pending cluster's share (not its first report).
         match before {
-            Some((c, p)) if c == cluster && p != pct => Some(Observed::TrafficStep(ServiceLabels { name: rs.name_any(), namespace: rs.namespace().unwrap_or_default() })),
+            Some((c, p)) if c == cluster && p != pct => Some(Observed::TrafficStep(ServiceLabels {
+                name: rs.name_any(),
+                namespace: rs.namespace().unwrap_or_default(),
+            })),
             _ => None,
         }
     }
@@ -224,10 +384,24 @@ impl Default for GateMetrics {
         let wait = Histogram::new(std::iter::once(1.0).chain(exponential_buckets(2.5, 2.0, 13)));
         let latency = Histogram::new(exponential_buckets(0.01, 2.0, 12));
         let steps: Family<ServiceLabels, Counter> = Family::default();
-        registry.register("gate_wait_seconds", "How long a RayCluster waited behind the quota gate, observed when the gate opens", wait.clone());
+        registry.register(
+            "gate_wait_seconds",
+            "How long a RayCluster waited behind the quota gate, observed when the gate opens",
+            wait.clone(),
+        );
         registry.register("gate_latency_seconds", "From a RayService's workload slice turning admitted to its gated cluster's gate opening, as the manager's watcher sees both", latency.clone());
-        registry.register("rayservice_traffic_steps", "Traffic moves of an incremental upgrade onto a RayService's pending cluster", steps.clone());
-        GateMetrics { registry, gate_wait_seconds: wait, gate_latency_seconds: latency, traffic_steps_total: steps, tracker: Mutex::default() }
+        registry.register(
+            "rayservice_traffic_steps",
+            "Traffic moves of an incremental upgrade onto a RayService's pending cluster",
+            steps.clone(),
+        );
+        GateMetrics {
+            registry,
+            gate_wait_seconds: wait,
+            gate_latency_seconds: latency,
+            traffic_steps_total: steps,
+            tracker: Mutex::default(),
+        }
     }
 }
 
@@ -281,7 +455,13 @@ mod tests {
     // provisioned condition as a label, the provisioned duration from creation.
     #[test]
     fn kuberay_series_and_gate_gauges() {
-        let a = rc("a", json!([cond("RayClusterProvisioned", "True", "2026-01-01T00:00:30Z"), cond("QuotaGated", "False", "2026-01-01T00:00:20Z")]));
+        let a = rc(
+            "a",
+            json!([
+                cond("RayClusterProvisioned", "True", "2026-01-01T00:00:30Z"),
+                cond("QuotaGated", "False", "2026-01-01T00:00:20Z")
+            ]),
+        );
         let b = rc("b", json!([cond("QuotaGated", "True", "2026-01-01T00:01:00Z")]));
         let text = render(&[a, b], &[], "2026-01-01T00:01:45Z".parse().unwrap());
         for want in [
@@ -295,7 +475,10 @@ mod tests {
         ] {
             assert!(text.contains(want), "missing {want} in\n{text}");
         }
-        assert!(!text.contains("kuberay_cluster_provisioned_duration_seconds{name=\"b\""), "{text}");
+        assert!(
+            !text.contains("kuberay_cluster_provisioned_duration_seconds{name=\"b\""),
+            "{text}"
+        );
     }
 
     // KubeRay's ray_job_metrics_test: info and deployment status per job (a deleted job's series go
@@ -306,8 +489,16 @@ mod tests {
             serde_json::from_value(json!({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": name, "namespace": ns}, "spec": {}, "status": status})).unwrap()
         };
         let jobs = [
-            job("ray-job-1", "ns1", json!({"jobDeploymentStatus": "Running", "startTime": "2026-01-01T00:00:00Z"})),
-            job("ray-job-2", "ns2", json!({"jobDeploymentStatus": "Failed", "startTime": "2026-01-01T00:00:00Z", "endTime": "2026-01-01T00:00:20.5Z", "failed": 2})),
+            job(
+                "ray-job-1",
+                "ns1",
+                json!({"jobDeploymentStatus": "Running", "startTime": "2026-01-01T00:00:00Z"}),
+            ),
+            job(
+                "ray-job-2",
+                "ns2",
+                json!({"jobDeploymentStatus": "Failed", "startTime": "2026-01-01T00:00:00Z", "endTime": "2026-01-01T00:00:20.5Z", "failed": 2}),
+            ),
             job("ray-job-3", "ns1", json!({})),
         ];
         let text = render_jobs(&jobs);
@@ -321,9 +512,15 @@ mod tests {
         ] {
             assert!(text.contains(want), "missing {want} in\n{text}");
         }
-        assert!(!text.contains("kuberay_job_execution_duration_seconds{name=\"ray-job-1\""), "a running job has no duration yet: {text}");
+        assert!(
+            !text.contains("kuberay_job_execution_duration_seconds{name=\"ray-job-1\""),
+            "a running job has no duration yet: {text}"
+        );
         let fewer = render_jobs(&jobs[1..]);
-        assert!(!fewer.contains("ray-job-1"), "a deleted job's series are gone: {fewer}");
+        assert!(
+            !fewer.contains("ray-job-1"),
+            "a deleted job's series are gone: {fewer}"
+        );
     }
 
     #[test]
@@ -336,7 +533,17 @@ mod tests {
             "spec": {"podSets": []}, "status": {"conditions": [cond("Admitted", "True", "2026-01-01T00:00:05Z")]}})).unwrap();
         t.workload(&wl, t0 + Duration::from_secs(5));
         let open = rc("b", json!([cond("QuotaGated", "False", "2026-01-01T00:00:05Z")]));
-        assert_eq!(t.cluster(&open, t0 + Duration::from_millis(5040)), Some(Observed::GateOpened { waited: Duration::from_millis(5040), latency: Some(Duration::from_millis(40)) }));
-        assert_eq!(t.cluster(&open, t0 + Duration::from_secs(6)), None, "an open gate is timed once");
+        assert_eq!(
+            t.cluster(&open, t0 + Duration::from_millis(5040)),
+            Some(Observed::GateOpened {
+                waited: Duration::from_millis(5040),
+                latency: Some(Duration::from_millis(40))
+            })
+        );
+        assert_eq!(
+            t.cluster(&open, t0 + Duration::from_secs(6)),
+            None,
+            "an open gate is timed once"
+        );
     }
 }

@@ -13,10 +13,12 @@ use std::time::Duration;
 use base64::Engine;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::ByteString;
-use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, PostParams};
 use kube::Client;
+use kube::api::{Api, PostParams};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::PemObject;
@@ -100,16 +102,26 @@ pub fn plan(stored: Option<&Bundle>, names: &[String], now: Timestamp) -> Plan {
 /// Midnight UTC of the day `at` falls on, and that day: certificates are dated by the day.
 fn day_of(at: Timestamp) -> (Timestamp, (i32, u8, u8)) {
     let date = at.to_zoned(jiff::tz::TimeZone::UTC).date();
-    let midnight = date.to_zoned(jiff::tz::TimeZone::UTC).map(|z| z.timestamp()).unwrap_or(at);
+    let midnight = date
+        .to_zoned(jiff::tz::TimeZone::UTC)
+        .map(|z| z.timestamp())
+        .unwrap_or(at);
     // jiff's months and days are 1-12 and 1-31, so the narrowing is exact.
-    (midnight, (i32::from(date.year()), date.month() as u8, date.day() as u8))
+    (
+        midnight,
+        (i32::from(date.year()), date.month() as u8, date.day() as u8),
+    )
 }
 
 fn ca_params(not_before: Timestamp, not_after: Timestamp) -> Result<rcgen::CertificateParams, rcgen::Error> {
     let mut p = rcgen::CertificateParams::new(Vec::<String>::new())?;
     p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    p.distinguished_name.push(rcgen::DnType::CommonName, "quotagate-webhook-ca");
-    p.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::DigitalSignature];
+    p.distinguished_name
+        .push(rcgen::DnType::CommonName, "quotagate-webhook-ca");
+    p.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::DigitalSignature,
+    ];
     set_validity(&mut p, not_before, not_after);
     Ok(p)
 }
@@ -129,7 +141,12 @@ pub fn issue(ca: Option<&Bundle>, names: &[String], now: Timestamp) -> Result<Bu
         Some(b) => {
             // The same key and name sign as the stored CA: what verifies a certificate is the
             // issuer's name and public key, so the stored certificate stays the caBundle.
-            (b.ca_cert.clone(), b.ca_key.clone(), b.ca_not_after, ca_params(start, b.ca_not_after)?)
+            (
+                b.ca_cert.clone(),
+                b.ca_key.clone(),
+                b.ca_not_after,
+                ca_params(start, b.ca_not_after)?,
+            )
         }
         None => {
             let key = rcgen::KeyPair::generate()?;
@@ -142,15 +159,29 @@ pub fn issue(ca: Option<&Bundle>, names: &[String], now: Timestamp) -> Result<Bu
     let ca_key = rcgen::KeyPair::from_pem(&ca_key_pem)?;
     let issuer = rcgen::Issuer::new(ca_params, ca_key);
     let mut p = rcgen::CertificateParams::new(names.to_vec())?;
-    p.distinguished_name.push(rcgen::DnType::CommonName, names.first().map(String::as_str).unwrap_or("quotagate-webhook"));
+    p.distinguished_name.push(
+        rcgen::DnType::CommonName,
+        names.first().map(String::as_str).unwrap_or("quotagate-webhook"),
+    );
     p.use_authority_key_identifier_extension = true;
-    p.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature, rcgen::KeyUsagePurpose::KeyEncipherment];
+    p.key_usages = vec![
+        rcgen::KeyUsagePurpose::DigitalSignature,
+        rcgen::KeyUsagePurpose::KeyEncipherment,
+    ];
     p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
     let not_after = day_of(now + SERVING_VALIDITY).0.min(ca_not_after);
     set_validity(&mut p, start, not_after);
     let key = rcgen::KeyPair::generate()?;
     let cert = p.signed_by(&key, &issuer)?;
-    Ok(Bundle { ca_cert, ca_key: ca_key_pem, cert: cert.pem(), key: key.serialize_pem(), ca_not_after, not_after, names: names.to_vec() })
+    Ok(Bundle {
+        ca_cert,
+        ca_key: ca_key_pem,
+        cert: cert.pem(),
+        key: key.serialize_pem(),
+        ca_not_after,
+        not_after,
+        names: names.to_vec(),
+    })
 }
 
 /// The bundle a Secret holds; `None` when anything is missing or unreadable (then it is rebuilt).
@@ -178,7 +209,17 @@ pub fn from_secret(s: &Secret) -> Option<Bundle> {
 pub fn to_secret(mut secret: Secret, b: &Bundle) -> Secret {
     let bytes = |s: &str| ByteString(s.as_bytes().to_vec());
     secret.type_ = Some("kubernetes.io/tls".to_string());
-    secret.data = Some([(CA_CRT, &b.ca_cert), (CA_KEY, &b.ca_key), (TLS_CRT, &b.cert), (TLS_KEY, &b.key)].into_iter().map(|(k, v)| (k.to_string(), bytes(v))).collect());
+    secret.data = Some(
+        [
+            (CA_CRT, &b.ca_cert),
+            (CA_KEY, &b.ca_key),
+            (TLS_CRT, &b.cert),
+            (TLS_KEY, &b.key),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), bytes(v)))
+        .collect(),
+    );
     let ann = secret.metadata.annotations.get_or_insert_with(Default::default);
     ann.insert(CA_NOT_AFTER.to_string(), b.ca_not_after.to_string());
     ann.insert(NOT_AFTER.to_string(), b.not_after.to_string());
@@ -188,7 +229,9 @@ pub fn to_secret(mut secret: Secret, b: &Bundle) -> Secret {
 
 fn certified_key(b: &Bundle) -> Result<CertifiedKey, CertError> {
     let load = |e: &dyn std::fmt::Display| CertError::Load(e.to_string());
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(b.cert.as_bytes()).collect::<Result<_, _>>().map_err(|e| load(&e))?;
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(b.cert.as_bytes())
+        .collect::<Result<_, _>>()
+        .map_err(|e| load(&e))?;
     let key = PrivateKeyDer::from_pem_slice(b.key.as_bytes()).map_err(|e| load(&e))?;
     let signer = rustls::crypto::ring::sign::any_supported_type(&key).map_err(|e| load(&e))?;
     Ok(CertifiedKey::new(certs, signer))
@@ -203,7 +246,10 @@ pub struct CertResolver {
 
 impl Default for CertResolver {
     fn default() -> Self {
-        CertResolver { current: RwLock::new(None), loaded: watch::channel(false).0 }
+        CertResolver {
+            current: RwLock::new(None),
+            loaded: watch::channel(false).0,
+        }
     }
 }
 
@@ -222,7 +268,11 @@ impl CertResolver {
 
     /// What is served now.
     pub fn current(&self) -> Option<Bundle> {
-        self.current.read().unwrap_or_else(|e| e.into_inner()).as_ref().map(|(b, _)| b.clone())
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|(b, _)| b.clone())
     }
 
     /// Until a certificate is loaded.
@@ -245,7 +295,11 @@ impl CertResolver {
 
 impl ResolvesServerCert for CertResolver {
     fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        self.current.read().unwrap_or_else(|e| e.into_inner()).as_ref().map(|(_, k)| k.clone())
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|(_, k)| k.clone())
     }
 }
 
@@ -272,13 +326,24 @@ async fn ensure_secret(api: &Api<Secret>, o: &CertOptions, now: Timestamp) -> Re
     };
     match existing {
         // resourceVersion kept: a write by another replica since is a conflict, and the next pass reads it.
-        Some(s) => api.replace(&o.secret, &PostParams::default(), &to_secret(s, &fresh)).await.map_err(err)?,
+        Some(s) => api
+            .replace(&o.secret, &PostParams::default(), &to_secret(s, &fresh))
+            .await
+            .map_err(err)?,
         None => {
             let mut s = Secret::default();
             s.metadata.name = Some(o.secret.clone());
             s.metadata.namespace = Some(o.namespace.clone());
-            s.metadata.labels = Some([("app.kubernetes.io/managed-by".to_string(), "quotagate".to_string())].into());
-            api.create(&PostParams::default(), &to_secret(s, &fresh)).await.map_err(err)?
+            s.metadata.labels = Some(
+                [(
+                    "app.kubernetes.io/managed-by".to_string(),
+                    "quotagate".to_string(),
+                )]
+                .into(),
+            );
+            api.create(&PostParams::default(), &to_secret(s, &fresh))
+                .await
+                .map_err(err)?
         }
     };
     tracing::info!(secret = %o.secret, not_after = %fresh.not_after, ca_not_after = %fresh.ca_not_after, "webhook certificate written");
@@ -292,7 +357,9 @@ async fn ensure_ca_bundle(client: &Client, ca: &str) -> Result<(), kube::Error> 
     let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
     if let Some(mut c) = mutating.get_opt(MUTATING).await? {
         let hooks = c.webhooks.iter_mut().flatten();
-        if hooks.fold(false, |changed, w| changed | set_bundle(&mut w.client_config.ca_bundle, &want)) {
+        if hooks.fold(false, |changed, w| {
+            changed | set_bundle(&mut w.client_config.ca_bundle, &want)
+        }) {
             mutating.replace(MUTATING, &PostParams::default(), &c).await?;
             tracing::info!(configuration = MUTATING, "caBundle written");
         }
@@ -300,7 +367,9 @@ async fn ensure_ca_bundle(client: &Client, ca: &str) -> Result<(), kube::Error> 
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     if let Some(mut c) = validating.get_opt(VALIDATING).await? {
         let hooks = c.webhooks.iter_mut().flatten();
-        if hooks.fold(false, |changed, w| changed | set_bundle(&mut w.client_config.ca_bundle, &want)) {
+        if hooks.fold(false, |changed, w| {
+            changed | set_bundle(&mut w.client_config.ca_bundle, &want)
+        }) {
             validating.replace(VALIDATING, &PostParams::default(), &c).await?;
             tracing::info!(configuration = VALIDATING, "caBundle written");
         }
@@ -318,7 +387,13 @@ fn set_bundle(slot: &mut Option<ByteString>, want: &ByteString) -> bool {
 
 /// Keeps the certificate until `cancel`: the leader writes the Secret and the caBundles; every
 /// replica loads the Secret's certificate into `resolver`. Errors are logged and retried.
-pub async fn run(client: Client, o: CertOptions, mut leader: watch::Receiver<bool>, resolver: Arc<CertResolver>, cancel: tokio_util::sync::CancellationToken) {
+pub async fn run(
+    client: Client,
+    o: CertOptions,
+    mut leader: watch::Receiver<bool>,
+    resolver: Arc<CertResolver>,
+    cancel: tokio_util::sync::CancellationToken,
+) {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &o.namespace);
     loop {
         let leads = *leader.borrow_and_update();
@@ -351,7 +426,11 @@ pub async fn run(client: Client, o: CertOptions, mut leader: watch::Receiver<boo
         }
         // Quickly until a certificate is served, then at the check interval; at once on a change
         // of leadership.
-        let wait = if resolver.current().is_some() { o.check_every } else { o.check_every.min(Duration::from_secs(1)) };
+        let wait = if resolver.current().is_some() {
+            o.check_every
+        } else {
+            o.check_every.min(Duration::from_secs(1))
+        };
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep(wait) => {}

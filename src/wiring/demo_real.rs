@@ -39,7 +39,11 @@ impl RealRay {
         let app_dir = PathBuf::from("/var/tmp").join(format!("quotagate-demo-app-{}", std::process::id()));
         std::fs::create_dir_all(&app_dir)?;
         std::fs::write(app_dir.join("echo_app.py"), ECHO_APP)?;
-        Ok(RealRay { app_dir, load: Mutex::new(None), latest: Arc::default() })
+        Ok(RealRay {
+            app_dir,
+            load: Mutex::new(None),
+            latest: Arc::default(),
+        })
     }
 
     pub fn app_dir(&self) -> &Path {
@@ -50,10 +54,18 @@ impl RealRay {
     pub fn start_load(&self, url: String) {
         let stop = CancellationToken::new();
         let latest = self.latest.clone();
-        let opts = load::Options { url, rps: LOAD_RPS, duration: load::MAX_DURATION, connections: 64, timeout: Duration::from_secs(5), ..Default::default() };
+        let opts = load::Options {
+            url,
+            rps: LOAD_RPS,
+            duration: load::MAX_DURATION,
+            connections: 64,
+            timeout: Duration::from_secs(5),
+            ..Default::default()
+        };
         let s = stop.clone();
         let task = tokio::spawn(async move {
-            let progress = move |r: &Report| *latest.lock().unwrap_or_else(PoisonError::into_inner) = r.clone();
+            let progress =
+                move |r: &Report| *latest.lock().unwrap_or_else(PoisonError::into_inner) = r.clone();
             load::run(&opts, s, Some(&progress)).await
         });
         *self.load.lock().unwrap_or_else(PoisonError::into_inner) = Some(LoadRun { stop, task });
@@ -64,19 +76,32 @@ impl RealRay {
         if self.load.lock().unwrap_or_else(PoisonError::into_inner).is_none() {
             return String::new();
         }
-        format!(" [load: {}]", summary(&self.latest.lock().unwrap_or_else(PoisonError::into_inner)))
+        format!(
+            " [load: {}]",
+            summary(&self.latest.lock().unwrap_or_else(PoisonError::into_inner))
+        )
     }
 
     /// Whether `cluster` has answered a request of the load yet.
     pub fn answered_by(&self, cluster: &str) -> bool {
-        self.latest.lock().unwrap_or_else(PoisonError::into_inner).clusters_in_order.iter().any(|c| c == cluster)
+        self.latest
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clusters_in_order
+            .iter()
+            .any(|c| c == cluster)
     }
 
     /// Stops the load and returns its whole report (None if it never started).
     pub async fn finish_load(&self) -> Option<Result<Report, LoadError>> {
         let run = self.load.lock().unwrap_or_else(PoisonError::into_inner).take()?;
         run.stop.cancel();
-        Some(run.task.await.unwrap_or_else(|e| Err(LoadError::Url(String::new(), format!("the load generator stopped: {e}")))))
+        Some(run.task.await.unwrap_or_else(|e| {
+            Err(LoadError::Url(
+                String::new(),
+                format!("the load generator stopped: {e}"),
+            ))
+        }))
     }
 }
 
@@ -104,8 +129,16 @@ pub fn thousands(n: u64) -> String {
 
 /// "1,204 requests, 0 failed, served by fruit-stand-abc then fruit-stand-def".
 pub fn summary(r: &Report) -> String {
-    let served = if r.clusters_in_order.is_empty() { "no answer yet".to_owned() } else { format!("served by {}", r.clusters_in_order.join(" then ")) };
-    format!("{} requests, {} failed, {served}", thousands(r.total.sent), thousands(r.total.failed()))
+    let served = if r.clusters_in_order.is_empty() {
+        "no answer yet".to_owned()
+    } else {
+        format!("served by {}", r.clusters_in_order.join(" then "))
+    };
+    format!(
+        "{} requests, {} failed, {served}",
+        thousands(r.total.sent),
+        thousands(r.total.failed())
+    )
 }
 
 /// The demo's RayService on real Ray: the same quota story as the simulated one (its cluster asks 2
@@ -149,17 +182,28 @@ mod tests {
         r.total.sent = 1204;
         r.total.timeouts = 2;
         r.clusters_in_order = vec!["fruit-stand-abc".into(), "fruit-stand-def".into()];
-        assert_eq!(summary(&r), "1,204 requests, 2 failed, served by fruit-stand-abc then fruit-stand-def");
+        assert_eq!(
+            summary(&r),
+            "1,204 requests, 2 failed, served by fruit-stand-abc then fruit-stand-def"
+        );
     }
 
     #[test]
     fn the_app_is_written_and_removed() {
         let real = RealRay::new().unwrap();
         let dir = real.app_dir().to_owned();
-        assert!(std::fs::read_to_string(dir.join("echo_app.py")).unwrap().contains("serve.deployment"));
+        assert!(
+            std::fs::read_to_string(dir.join("echo_app.py"))
+                .unwrap()
+                .contains("serve.deployment")
+        );
         assert_eq!(real.counts(), "", "no load yet, no counts");
         let rs = ray_service(&dir, "blue");
-        assert_eq!(rs.pointer("/spec/rayClusterConfig/headGroupSpec/template/spec/containers/0/env/0/value").and_then(Value::as_str), dir.to_str());
+        assert_eq!(
+            rs.pointer("/spec/rayClusterConfig/headGroupSpec/template/spec/containers/0/env/0/value")
+                .and_then(Value::as_str),
+            dir.to_str()
+        );
         drop(real);
         assert!(!dir.exists());
     }

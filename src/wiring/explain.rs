@@ -30,7 +30,10 @@ pub fn to_object(key: &WorkloadKey, e: &Explanation) -> Value {
     if let Value::Object(m) = &mut v {
         m.insert("apiVersion".into(), json!(format!("{GROUP}/{VERSION}")));
         m.insert("kind".into(), json!(KIND));
-        m.insert("metadata".into(), json!({"name": key.name, "namespace": key.namespace}));
+        m.insert(
+            "metadata".into(),
+            json!({"name": key.name, "namespace": key.namespace}),
+        );
     }
     v
 }
@@ -47,7 +50,9 @@ async fn one(State(x): State<Explanations>, Path((namespace, name)): Path<(Strin
         None => status(
             StatusCode::NOT_FOUND,
             "NotFound",
-            format!("no scheduling record for workload {key}: it is admitted, held, not queued, or not evaluated yet"),
+            format!(
+                "no scheduling record for workload {key}: it is admitted, held, not queued, or not evaluated yet"
+            ),
         ),
     }
 }
@@ -64,6 +69,9 @@ async fn resources() -> Response {
 pub fn router(explanations: Explanations) -> Router {
     Router::new()
         .route(&format!("/apis/{GROUP}/{VERSION}"), get(resources))
-        .route(&format!("/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/workloads/{{name}}"), get(one))
+        .route(
+            &format!("/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/workloads/{{name}}"),
+            get(one),
+        )
         .with_state(explanations)
 }

@@ -34,7 +34,9 @@ pub fn managed_kinds(f: Frameworks) -> Vec<GroupVersionKind> {
 
 fn spawn_kind<J: JobKind>(jobs: &JobContext, cancel: &CancellationToken) -> JoinHandle<()> {
     let c = cancel.clone();
-    tokio::spawn(job_controller::run::<J>(jobs.clone(), async move { c.cancelled().await }))
+    tokio::spawn(job_controller::run::<J>(jobs.clone(), async move {
+        c.cancelled().await
+    }))
 }
 
 /// One job controller per managed kind, until `cancel` fires.
@@ -53,13 +55,20 @@ pub fn spawn(f: Frameworks, jobs: &JobContext, cancel: &CancellationToken) -> Ve
         tasks.push(spawn_kind::<BatchJob>(jobs, cancel));
         // Kueue's ElasticJobUngater: an elastic Job's pods wait behind their gate until a slice covers them.
         let c = cancel.clone();
-        tasks.push(tokio::spawn(crate::jobs::elastic::controller::run::<k8s_openapi::api::batch::v1::Job>(jobs.clone(), async move { c.cancelled().await })));
+        tasks.push(tokio::spawn(crate::jobs::elastic::controller::run::<
+            k8s_openapi::api::batch::v1::Job,
+        >(jobs.clone(), async move {
+            c.cancelled().await
+        })));
     }
     if f.pod {
         // Single Pods through the generic reconciler; groups (one Workload, many Pods) by their own.
         tasks.push(spawn_kind::<PodJob>(jobs, cancel));
         let c = cancel.clone();
-        tasks.push(tokio::spawn(pod::group_controller::run(jobs.clone(), async move { c.cancelled().await })));
+        tasks.push(tokio::spawn(pod::group_controller::run(
+            jobs.clone(),
+            async move { c.cancelled().await },
+        )));
     }
     tasks
 }
@@ -71,10 +80,19 @@ mod tests {
     #[test]
     fn the_managed_kinds_follow_the_frameworks() {
         let kinds = |f: Frameworks| managed_kinds(f).into_iter().map(|g| g.kind).collect::<Vec<_>>();
-        assert_eq!(kinds(Frameworks::default()), vec!["Job", "RayCluster", "RayService", "RayJob"]);
+        assert_eq!(
+            kinds(Frameworks::default()),
+            vec!["Job", "RayCluster", "RayService", "RayJob"]
+        );
         assert_eq!(kinds(Frameworks::from_names(["ray.io/rayjob"])), vec!["RayJob"]);
         assert_eq!(kinds(Frameworks::from_names(["batch/job"])), vec!["Job"]);
-        assert_eq!(kinds(Frameworks::from_names(["ray.io/rayservice", "pod"])), vec!["Pod", "RayService"]);
-        assert!(!Frameworks::default().pod, "Kueue's default frameworks leave pod out");
+        assert_eq!(
+            kinds(Frameworks::from_names(["ray.io/rayservice", "pod"])),
+            vec!["Pod", "RayService"]
+        );
+        assert!(
+            !Frameworks::default().pod,
+            "Kueue's default frameworks leave pod out"
+        );
     }
 }

@@ -44,7 +44,12 @@ pub struct Health {
 
 impl Health {
     pub fn new(metrics: Arc<Metrics>) -> Self {
-        Self { ready: Arc::new(AtomicBool::new(false)), webhook: Arc::new(AtomicBool::new(true)), metrics, extra: None }
+        Self {
+            ready: Arc::new(AtomicBool::new(false)),
+            webhook: Arc::new(AtomicBool::new(true)),
+            metrics,
+            extra: None,
+        }
     }
     pub fn with_extra(self, extra: Option<ExtraMetrics>) -> Self {
         Self { extra, ..self }
@@ -53,7 +58,10 @@ impl Health {
     pub fn render(&self) -> String {
         let mut text = self.metrics.render();
         if let Some(extra) = &self.extra {
-            let body = text.strip_suffix("# EOF\n").map(str::to_owned).unwrap_or_else(|| text.clone());
+            let body = text
+                .strip_suffix("# EOF\n")
+                .map(str::to_owned)
+                .unwrap_or_else(|| text.clone());
             text = format!("{body}{}# EOF\n", (extra.0)());
         }
         text
@@ -72,7 +80,11 @@ impl Health {
         self.webhook.store(serving, Ordering::Relaxed);
     }
     fn not_ready_reason(&self) -> &'static str {
-        if !self.ready.load(Ordering::Relaxed) { "caches not synced yet" } else { "webhook not serving yet (no certificate)" }
+        if !self.ready.load(Ordering::Relaxed) {
+            "caches not synced yet"
+        } else {
+            "webhook not serving yet (no certificate)"
+        }
     }
 }
 
@@ -81,19 +93,37 @@ async fn healthz() -> &'static str {
 }
 
 async fn readyz(State(h): State<Health>) -> impl IntoResponse {
-    if h.is_ready() { (StatusCode::OK, "ok") } else { (StatusCode::SERVICE_UNAVAILABLE, h.not_ready_reason()) }
+    if h.is_ready() {
+        (StatusCode::OK, "ok")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, h.not_ready_reason())
+    }
 }
 
 async fn metrics(State(h): State<Health>) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], h.render())
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        h.render(),
+    )
 }
 
 pub fn router(health: Health) -> Router {
-    Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz)).route("/metrics", get(metrics)).with_state(health)
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(health)
 }
 
 /// Serves the endpoints until the shutdown future completes.
-pub async fn serve(addr: SocketAddr, health: Health, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+pub async fn serve(
+    addr: SocketAddr,
+    health: Health,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let cancel = tokio_util::sync::CancellationToken::new();
     let stop = cancel.clone();
@@ -122,9 +152,11 @@ mod tests {
         assert!(h.is_ready());
     }
 
-
     async fn get_status(app: Router, path: &str) -> (StatusCode, String) {
-        let req = axum::http::Request::builder().uri(path).body(axum::body::Body::empty()).unwrap();
+        let req = axum::http::Request::builder()
+            .uri(path)
+            .body(axum::body::Body::empty())
+            .unwrap();
         let resp = app.oneshot(req).await.unwrap();
         let status = resp.status();
         let body = axum::body::to_bytes(resp.into_body(), 1 << 20).await.unwrap();
@@ -135,7 +167,10 @@ mod tests {
     async fn readiness_follows_cache_sync() {
         let h = Health::new(Arc::new(Metrics::new()));
         assert_eq!(get_status(router(h.clone()), "/healthz").await.0, StatusCode::OK);
-        assert_eq!(get_status(router(h.clone()), "/readyz").await.0, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            get_status(router(h.clone()), "/readyz").await.0,
+            StatusCode::SERVICE_UNAVAILABLE
+        );
         h.set_ready(true);
         assert_eq!(get_status(router(h.clone()), "/readyz").await.0, StatusCode::OK);
         let (s, body) = get_status(router(h), "/metrics").await;
@@ -145,10 +180,10 @@ mod tests {
 
     #[tokio::test]
     async fn extra_series_come_before_the_end_marker() {
-        let h = Health::new(Arc::new(Metrics::new())).with_extra(Some(ExtraMetrics::new(|| "x_total 3\n".into())));
+        let h = Health::new(Arc::new(Metrics::new()))
+            .with_extra(Some(ExtraMetrics::new(|| "x_total 3\n".into())));
         let (_, body) = get_status(router(h), "/metrics").await;
         assert!(body.ends_with("x_total 3\n# EOF\n"), "{body}");
         assert_eq!(body.matches("# EOF").count(), 1, "{body}");
     }
 }
-

@@ -15,19 +15,49 @@ pub const CONFIG_KEY: &str = "controller_manager_config.yaml";
 
 /// `config/`, compiled in: what `kubectl kustomize config/default` reads besides the CRDs.
 const SOURCES: &[(&str, &str)] = &[
-    ("config/rbac/service_account.yaml", include_str!("../../config/rbac/service_account.yaml")),
-    ("config/rbac/role.yaml", include_str!("../../config/rbac/role.yaml")),
-    ("config/rbac/role_binding.yaml", include_str!("../../config/rbac/role_binding.yaml")),
-    ("config/rbac/leader_election_role.yaml", include_str!("../../config/rbac/leader_election_role.yaml")),
-    ("config/rbac/cert_role.yaml", include_str!("../../config/rbac/cert_role.yaml")),
-    ("config/webhook/manifests.yaml", include_str!("../../config/webhook/manifests.yaml")),
-    ("config/webhook/service.yaml", include_str!("../../config/webhook/service.yaml")),
-    ("config/manager/manager.yaml", include_str!("../../config/manager/manager.yaml")),
-    ("config/manager/service.yaml", include_str!("../../config/manager/service.yaml")),
+    (
+        "config/rbac/service_account.yaml",
+        include_str!("../../config/rbac/service_account.yaml"),
+    ),
+    (
+        "config/rbac/role.yaml",
+        include_str!("../../config/rbac/role.yaml"),
+    ),
+    (
+        "config/rbac/role_binding.yaml",
+        include_str!("../../config/rbac/role_binding.yaml"),
+    ),
+    (
+        "config/rbac/leader_election_role.yaml",
+        include_str!("../../config/rbac/leader_election_role.yaml"),
+    ),
+    (
+        "config/rbac/cert_role.yaml",
+        include_str!("../../config/rbac/cert_role.yaml"),
+    ),
+    (
+        "config/webhook/manifests.yaml",
+        include_str!("../../config/webhook/manifests.yaml"),
+    ),
+    (
+        "config/webhook/service.yaml",
+        include_str!("../../config/webhook/service.yaml"),
+    ),
+    (
+        "config/manager/manager.yaml",
+        include_str!("../../config/manager/manager.yaml"),
+    ),
+    (
+        "config/manager/service.yaml",
+        include_str!("../../config/manager/service.yaml"),
+    ),
 ];
 
 /// The `services/proxy` grant of `--use-kubernetes-proxy`, outside the default install.
-const KUBERNETES_PROXY_ROLE: (&str, &str) = ("config/rbac/kubernetes_proxy_role.yaml", include_str!("../../config/rbac/kubernetes_proxy_role.yaml"));
+const KUBERNETES_PROXY_ROLE: (&str, &str) = (
+    "config/rbac/kubernetes_proxy_role.yaml",
+    include_str!("../../config/rbac/kubernetes_proxy_role.yaml"),
+);
 
 /// The Kueue `Configuration` the ConfigMap carries unless `--config` gives another.
 pub const DEFAULT_CONFIG: &str = include_str!("../../config/manager/controller_manager_config.yaml");
@@ -82,7 +112,9 @@ impl Default for InstallOptions {
 
 #[derive(Debug, thiserror::Error)]
 pub enum InstallError {
-    #[error("--namespace {0:?}: must be a DNS label (lower-case letters, digits and '-', at most 63, starting and ending with a letter or digit)")]
+    #[error(
+        "--namespace {0:?}: must be a DNS label (lower-case letters, digits and '-', at most 63, starting and ending with a letter or digit)"
+    )]
     Namespace(String),
     #[error("--image {0:?}: must be a non-empty image reference without spaces")]
     Image(String),
@@ -114,7 +146,8 @@ impl InstallOptions {
         if self.replicas > 100 {
             return Err(InstallError::Replicas(self.replicas));
         }
-        tracing_subscriber::EnvFilter::try_new(&self.log_level).map_err(|e| InstallError::LogLevel(self.log_level.clone(), e.to_string()))?;
+        tracing_subscriber::EnvFilter::try_new(&self.log_level)
+            .map_err(|e| InstallError::LogLevel(self.log_level.clone(), e.to_string()))?;
         // The manager refuses a configuration it cannot honour at start; refuse it here already.
         Configuration::parse(&self.config).map_err(|e| InstallError::Config(e.to_string()))?;
         Ok(())
@@ -133,7 +166,10 @@ pub fn objects(opts: &InstallOptions) -> Result<Vec<Value>, InstallError> {
     }
     let extra = opts.use_kubernetes_proxy.then_some(KUBERNETES_PROXY_ROLE);
     for (file, text) in SOURCES.iter().copied().chain(extra) {
-        let parsed = crate::api::manifest::load_documents(text).map_err(|e| InstallError::Source { file, detail: e.to_string() })?;
+        let parsed = crate::api::manifest::load_documents(text).map_err(|e| InstallError::Source {
+            file,
+            detail: e.to_string(),
+        })?;
         docs.extend(parsed);
     }
     docs.push(serde_json::json!({
@@ -166,9 +202,15 @@ fn add_pod_hooks(d: &mut Value) {
         "ValidatingWebhookConfiguration" => ("vjob.kb.io", POD_VALIDATING),
         _ => return,
     };
-    let Some(hook) = HOOKS.iter().find(|h| h.name == pod) else { return };
-    let Some(hooks) = d.get_mut("webhooks").and_then(Value::as_array_mut) else { return };
-    let Some(at) = hooks.iter().position(|w| w["name"] == job) else { return };
+    let Some(hook) = HOOKS.iter().find(|h| h.name == pod) else {
+        return;
+    };
+    let Some(hooks) = d.get_mut("webhooks").and_then(Value::as_array_mut) else {
+        return;
+    };
+    let Some(at) = hooks.iter().position(|w| w["name"] == job) else {
+        return;
+    };
     let mut w = hooks[at].clone();
     w["name"] = Value::from(hook.name);
     w["clientConfig"]["service"]["path"] = Value::from(hook.path());
@@ -193,7 +235,10 @@ fn kind(d: &Value) -> &str {
 /// Install order, then name within a kind (as kustomize sorts).
 fn rank(d: &Value) -> (usize, String) {
     let k = ORDER.iter().position(|o| *o == kind(d)).unwrap_or(ORDER.len());
-    let name = d.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let name = d
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     (k, name.to_string())
 }
 
@@ -203,20 +248,38 @@ fn apply(d: &mut Value, opts: &InstallOptions) {
     match kind(d) {
         "Namespace" => d["metadata"]["name"] = ns.clone(),
         "RoleBinding" | "ClusterRoleBinding" => {
-            for s in d.get_mut("subjects").and_then(Value::as_array_mut).into_iter().flatten() {
+            for s in d
+                .get_mut("subjects")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
                 if s.get("kind").and_then(Value::as_str) == Some("ServiceAccount") {
                     s["namespace"] = ns.clone();
                 }
             }
         }
         "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration" => {
-            for w in d.get_mut("webhooks").and_then(Value::as_array_mut).into_iter().flatten() {
+            for w in d
+                .get_mut("webhooks")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
                 if let Some(svc) = w.pointer_mut("/clientConfig/service") {
                     svc["namespace"] = ns.clone();
                 }
                 // Not in the manager's own namespace, wherever it is installed.
-                let values = w.pointer_mut("/namespaceSelector/matchExpressions").and_then(Value::as_array_mut);
-                for v in values.into_iter().flatten().filter_map(|e| e.get_mut("values")).filter_map(Value::as_array_mut).flatten() {
+                let values = w
+                    .pointer_mut("/namespaceSelector/matchExpressions")
+                    .and_then(Value::as_array_mut);
+                for v in values
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|e| e.get_mut("values"))
+                    .filter_map(Value::as_array_mut)
+                    .flatten()
+                {
                     if v.as_str() == Some(NAMESPACE) {
                         *v = ns.clone();
                     }
@@ -225,7 +288,9 @@ fn apply(d: &mut Value, opts: &InstallOptions) {
         }
         "Deployment" => {
             d["spec"]["replicas"] = Value::from(opts.replicas);
-            let containers = d.pointer_mut("/spec/template/spec/containers").and_then(Value::as_array_mut);
+            let containers = d
+                .pointer_mut("/spec/template/spec/containers")
+                .and_then(Value::as_array_mut);
             for c in containers.into_iter().flatten() {
                 c["image"] = Value::String(opts.image.clone());
                 if opts.use_kubernetes_proxy
@@ -233,7 +298,12 @@ fn apply(d: &mut Value, opts: &InstallOptions) {
                 {
                     args.push(Value::from("--use-kubernetes-proxy"));
                 }
-                for e in c.get_mut("env").and_then(Value::as_array_mut).into_iter().flatten() {
+                for e in c
+                    .get_mut("env")
+                    .and_then(Value::as_array_mut)
+                    .into_iter()
+                    .flatten()
+                {
                     if e.get("name").and_then(Value::as_str) == Some("RUST_LOG") {
                         e["value"] = Value::String(opts.log_level.clone());
                     }
@@ -265,13 +335,33 @@ mod tests {
         let kinds: Vec<&str> = docs.iter().map(kind).collect();
         let mut seen = kinds.clone();
         seen.dedup();
-        assert_eq!(seen, ORDER.iter().filter(|k| **k != "Secret").copied().collect::<Vec<_>>());
-        let crds: Vec<&str> = docs.iter().filter(|d| kind(d) == "CustomResourceDefinition").filter_map(|d| d.pointer("/metadata/name")?.as_str()).collect();
-        assert!(crds.contains(&"clusterqueues.kueue.x-k8s.io") && crds.contains(&"rayservices.ray.io"), "{crds:?}");
-        assert!(!crds.iter().any(|n| n.ends_with("gateway.networking.k8s.io")), "{crds:?}");
+        assert_eq!(
+            seen,
+            ORDER
+                .iter()
+                .filter(|k| **k != "Secret")
+                .copied()
+                .collect::<Vec<_>>()
+        );
+        let crds: Vec<&str> = docs
+            .iter()
+            .filter(|d| kind(d) == "CustomResourceDefinition")
+            .filter_map(|d| d.pointer("/metadata/name")?.as_str())
+            .collect();
+        assert!(
+            crds.contains(&"clusterqueues.kueue.x-k8s.io") && crds.contains(&"rayservices.ray.io"),
+            "{crds:?}"
+        );
+        assert!(
+            !crds.iter().any(|n| n.ends_with("gateway.networking.k8s.io")),
+            "{crds:?}"
+        );
         let dep = find(&docs, "Deployment", "quotagate-controller-manager");
         assert_eq!(dep["spec"]["replicas"], 2);
-        assert_eq!(dep.pointer("/spec/template/spec/containers/0/image"), Some(&Value::from(IMAGE)));
+        assert_eq!(
+            dep.pointer("/spec/template/spec/containers/0/image"),
+            Some(&Value::from(IMAGE))
+        );
         let cm = find(&docs, "ConfigMap", CONFIG_MAP);
         assert_eq!(cm["data"][CONFIG_KEY], DEFAULT_CONFIG);
     }
@@ -288,29 +378,58 @@ mod tests {
         };
         let docs = objects(&opts).unwrap();
         let text = serde_json::to_string(&docs).unwrap();
-        assert!(!text.contains(NAMESPACE), "the default namespace is left somewhere");
+        assert!(
+            !text.contains(NAMESPACE),
+            "the default namespace is left somewhere"
+        );
         find(&docs, "Namespace", "platform");
         let dep = find(&docs, "Deployment", "quotagate-controller-manager");
         assert_eq!(dep["metadata"]["namespace"], "platform");
         assert_eq!(dep["spec"]["replicas"], 3);
         let c = &dep["spec"]["template"]["spec"]["containers"][0];
         assert_eq!(c["image"], "registry.example/quotagate:1.2");
-        assert!(c["env"].as_array().unwrap().iter().any(|e| e["name"] == "RUST_LOG" && e["value"] == "quotagate=debug,info"));
+        assert!(
+            c["env"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["name"] == "RUST_LOG" && e["value"] == "quotagate=debug,info")
+        );
         let crb = find(&docs, "ClusterRoleBinding", "quotagate-manager-rolebinding");
         assert_eq!(crb["subjects"][0]["namespace"], "platform");
-        assert_eq!(c["args"].as_array().unwrap().last(), Some(&Value::from("--use-kubernetes-proxy")));
-        let proxy = find(&docs, "ClusterRoleBinding", "quotagate-kubernetes-proxy-rolebinding");
+        assert_eq!(
+            c["args"].as_array().unwrap().last(),
+            Some(&Value::from("--use-kubernetes-proxy"))
+        );
+        let proxy = find(
+            &docs,
+            "ClusterRoleBinding",
+            "quotagate-kubernetes-proxy-rolebinding",
+        );
         assert_eq!(proxy["subjects"][0]["namespace"], "platform");
-        assert_eq!(find(&docs, "ClusterRole", "quotagate-kubernetes-proxy-role")["rules"][0]["resources"][0], "services/proxy");
+        assert_eq!(
+            find(&docs, "ClusterRole", "quotagate-kubernetes-proxy-role")["rules"][0]["resources"][0],
+            "services/proxy"
+        );
         // Off by default: neither the grant nor the flag.
         let default = serde_json::to_string(&objects(&InstallOptions::default()).unwrap()).unwrap();
         assert!(!default.contains("services/proxy") && !default.contains("--use-kubernetes-proxy"));
-        let v = find(&docs, "ValidatingWebhookConfiguration", "quotagate-validating-webhook-configuration");
+        let v = find(
+            &docs,
+            "ValidatingWebhookConfiguration",
+            "quotagate-validating-webhook-configuration",
+        );
         for w in v["webhooks"].as_array().unwrap() {
             assert_eq!(w["clientConfig"]["service"]["namespace"], "platform", "{w}");
         }
         let cm = find(&docs, "ConfigMap", CONFIG_MAP);
-        assert_eq!((cm["metadata"]["namespace"].as_str(), cm["data"][CONFIG_KEY].as_str()), (Some("platform"), Some(opts.config.as_str())));
+        assert_eq!(
+            (
+                cm["metadata"]["namespace"].as_str(),
+                cm["data"][CONFIG_KEY].as_str()
+            ),
+            (Some("platform"), Some(opts.config.as_str()))
+        );
     }
 
     #[test]
@@ -325,8 +444,13 @@ mod tests {
         assert!(bad(|o| o.image = "a b".into()).starts_with("--image"));
         assert!(bad(|o| o.replicas = 1000).starts_with("--replicas 1000"));
         assert!(bad(|o| o.log_level = "quotagate=loud".into()).starts_with("--log-level"));
-        let e = bad(|o| o.config = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nresources:\n  transformations:\n  - input: x\n".into());
-        assert!(e.starts_with("--config: ") && e.contains("resources.transformations"), "{e}");
+        let e = bad(|o| {
+            o.config = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nresources:\n  transformations:\n  - input: x\n".into()
+        });
+        assert!(
+            e.starts_with("--config: ") && e.contains("resources.transformations"),
+            "{e}"
+        );
     }
 
     /// The webhook configurations register exactly the hooks the webhook server serves; the pod
@@ -338,7 +462,17 @@ mod tests {
             HOOKS
                 .iter()
                 .filter(|h| pods || (h.name != POD_MUTATING && h.name != POD_VALIDATING))
-                .map(|h| (h.name.to_string(), h.mutating, h.path(), h.group.to_string(), h.version.to_string(), h.resource.to_string(), h.operations.join(",")))
+                .map(|h| {
+                    (
+                        h.name.to_string(),
+                        h.mutating,
+                        h.path(),
+                        h.group.to_string(),
+                        h.version.to_string(),
+                        h.resource.to_string(),
+                        h.operations.join(","),
+                    )
+                })
                 .collect()
         };
         assert_eq!(registered(&InstallOptions::default()), served(false));
@@ -348,20 +482,39 @@ mod tests {
         };
         let with = registered(&with_pods);
         assert_eq!(with, served(true));
-        assert!(with.iter().any(|h| h.0 == POD_MUTATING && h.2 == "/mutate--v1-pod" && h.5 == "pods" && h.6 == "CREATE"), "{with:?}");
+        assert!(
+            with.iter()
+                .any(|h| h.0 == POD_MUTATING && h.2 == "/mutate--v1-pod" && h.5 == "pods" && h.6 == "CREATE"),
+            "{with:?}"
+        );
     }
 
     /// What the install's webhook configurations register, in order.
     fn registered(opts: &InstallOptions) -> Vec<(String, bool, String, String, String, String, String)> {
         let docs = objects(opts).unwrap();
         let mut registered = Vec::new();
-        for (k, mutating) in [("MutatingWebhookConfiguration", true), ("ValidatingWebhookConfiguration", false)] {
+        for (k, mutating) in [
+            ("MutatingWebhookConfiguration", true),
+            ("ValidatingWebhookConfiguration", false),
+        ] {
             for d in docs.iter().filter(|d| kind(d) == k) {
                 for w in d["webhooks"].as_array().unwrap() {
-                    assert_eq!((w["failurePolicy"].as_str(), w["sideEffects"].as_str()), (Some("Fail"), Some("None")), "{w}");
-                    assert_eq!(w["clientConfig"]["service"]["name"], crate::api::kueue::config::WEBHOOK_SERVICE);
+                    assert_eq!(
+                        (w["failurePolicy"].as_str(), w["sideEffects"].as_str()),
+                        (Some("Fail"), Some("None")),
+                        "{w}"
+                    );
+                    assert_eq!(
+                        w["clientConfig"]["service"]["name"],
+                        crate::api::kueue::config::WEBHOOK_SERVICE
+                    );
                     let rule = &w["rules"][0];
-                    let ops: Vec<&str> = rule["operations"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+                    let ops: Vec<&str> = rule["operations"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .collect();
                     registered.push((
                         w["name"].as_str().unwrap().to_string(),
                         mutating,

@@ -33,7 +33,9 @@ pub enum Decision {
 
 /// Pure decision from the lease as read (None = no Lease object yet).
 pub fn decide(spec: Option<&LeaseSpec>, me: &str, now: Timestamp) -> Decision {
-    let Some(spec) = spec else { return Decision::Acquire };
+    let Some(spec) = spec else {
+        return Decision::Acquire;
+    };
     let holder = spec.holder_identity.clone().unwrap_or_default();
     if holder.is_empty() {
         return Decision::Acquire;
@@ -42,21 +44,39 @@ pub fn decide(spec: Option<&LeaseSpec>, me: &str, now: Timestamp) -> Decision {
         return Decision::Renew;
     }
     let duration = SignedDuration::from_secs(spec.lease_duration_seconds.unwrap_or(15).max(1) as i64);
-    let renewed = spec.renew_time.as_ref().or(spec.acquire_time.as_ref()).map(|t| t.0);
+    let renewed = spec
+        .renew_time
+        .as_ref()
+        .or(spec.acquire_time.as_ref())
+        .map(|t| t.0);
     match renewed {
-        Some(t) if t.checked_add(duration).map(|end| end > now).unwrap_or(true) => Decision::Follow { holder },
+        Some(t) if t.checked_add(duration).map(|end| end > now).unwrap_or(true) => {
+            Decision::Follow { holder }
+        }
         _ => Decision::Acquire,
     }
 }
 
 /// The spec to write for a decision; `None` for `Follow`.
-pub fn next_spec(old: Option<&LeaseSpec>, decision: &Decision, me: &str, now: Timestamp, duration: Duration) -> Option<LeaseSpec> {
+pub fn next_spec(
+    old: Option<&LeaseSpec>,
+    decision: &Decision,
+    me: &str,
+    now: Timestamp,
+    duration: Duration,
+) -> Option<LeaseSpec> {
     let old = old.cloned().unwrap_or_default();
     match decision {
         Decision::Follow { .. } => None,
-        Decision::Renew => Some(LeaseSpec { renew_time: Some(MicroTime(now)), ..old }),
+        Decision::Renew => Some(LeaseSpec {
+            renew_time: Some(MicroTime(now)),
+            ..old
+        }),
         Decision::Acquire => {
-            let taken_from_someone = old.holder_identity.as_deref().is_some_and(|h| !h.is_empty() && h != me);
+            let taken_from_someone = old
+                .holder_identity
+                .as_deref()
+                .is_some_and(|h| !h.is_empty() && h != me);
             Some(LeaseSpec {
                 holder_identity: Some(me.to_string()),
                 lease_duration_seconds: Some(duration.as_secs().max(1) as i32),
@@ -96,12 +116,24 @@ async fn round(api: &Api<Lease>, cfg: &LeaderConfig) -> Result<bool, kube::Error
     let current = api.get_opt(&cfg.lease_name).await?;
     let now = Timestamp::now();
     let decision = decide(current.as_ref().and_then(|l| l.spec.as_ref()), &cfg.identity, now);
-    let Some(spec) = next_spec(current.as_ref().and_then(|l| l.spec.as_ref()), &decision, &cfg.identity, now, cfg.lease_duration) else {
+    let Some(spec) = next_spec(
+        current.as_ref().and_then(|l| l.spec.as_ref()),
+        &decision,
+        &cfg.identity,
+        now,
+        cfg.lease_duration,
+    ) else {
         return Ok(false);
     };
     let result = match current {
         None => {
-            let lease = Lease { metadata: ObjectMeta { name: Some(cfg.lease_name.clone()), ..Default::default() }, spec: Some(spec) };
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(cfg.lease_name.clone()),
+                    ..Default::default()
+                },
+                spec: Some(spec),
+            };
             api.create(&PostParams::default(), &lease).await
         }
         Some(mut lease) => {
@@ -137,8 +169,12 @@ pub fn released_spec(old: Option<&LeaseSpec>, me: &str, now: Timestamp) -> Optio
 /// Gives the lease up on a clean shutdown, once nothing of this replica writes any more. A write
 /// that loses a race (409) means someone else already holds it: nothing to release.
 pub async fn release(api: &Api<Lease>, cfg: &LeaderConfig) -> Result<(), kube::Error> {
-    let Some(mut lease) = api.get_opt(&cfg.lease_name).await? else { return Ok(()) };
-    let Some(spec) = released_spec(lease.spec.as_ref(), &cfg.identity, Timestamp::now()) else { return Ok(()) };
+    let Some(mut lease) = api.get_opt(&cfg.lease_name).await? else {
+        return Ok(());
+    };
+    let Some(spec) = released_spec(lease.spec.as_ref(), &cfg.identity, Timestamp::now()) else {
+        return Ok(());
+    };
     lease.spec = Some(spec);
     match api.replace(&cfg.lease_name, &PostParams::default(), &lease).await {
         Ok(_) => {
@@ -202,9 +238,20 @@ mod tests {
             (None, Decision::Acquire),
             (Some(spec("", 0, 15, now)), Decision::Acquire),
             (Some(spec("me", 100, 15, now)), Decision::Renew),
-            (Some(spec("other", 5, 15, now)), Decision::Follow { holder: "other".into() }),
+            (
+                Some(spec("other", 5, 15, now)),
+                Decision::Follow {
+                    holder: "other".into(),
+                },
+            ),
             (Some(spec("other", 16, 15, now)), Decision::Acquire),
-            (Some(LeaseSpec { holder_identity: Some("other".into()), ..Default::default() }), Decision::Acquire),
+            (
+                Some(LeaseSpec {
+                    holder_identity: Some("other".into()),
+                    ..Default::default()
+                }),
+                Decision::Acquire,
+            ),
         ];
         for (lease, want) in cases {
             assert_eq!(decide(lease.as_ref(), "me", now), want, "{lease:?}");
@@ -222,19 +269,41 @@ mod tests {
         let renewed = next_spec(Some(&taken), &Decision::Renew, "me", now, Duration::from_secs(15)).unwrap();
         assert_eq!(renewed.lease_transitions, Some(4));
         assert_eq!(renewed.renew_time, Some(MicroTime(now)));
-        assert!(next_spec(Some(&old), &Decision::Follow { holder: "other".into() }, "me", now, Duration::from_secs(15)).is_none());
+        assert!(
+            next_spec(
+                Some(&old),
+                &Decision::Follow {
+                    holder: "other".into()
+                },
+                "me",
+                now,
+                Duration::from_secs(15)
+            )
+            .is_none()
+        );
     }
 
     #[test]
     fn releasing_hands_the_lease_to_the_next_round() {
         let now = Timestamp::now();
         let held = spec("me", 1, 15, now);
-        assert_eq!(released_spec(Some(&held), "other", now), None, "only the holder releases");
+        assert_eq!(
+            released_spec(Some(&held), "other", now),
+            None,
+            "only the holder releases"
+        );
         let released = released_spec(Some(&held), "me", now).unwrap();
         assert_eq!(released.holder_identity, None);
         assert_eq!(released.lease_transitions, held.lease_transitions);
         assert_eq!(decide(Some(&released), "other", now), Decision::Acquire);
-        let taken = next_spec(Some(&released), &Decision::Acquire, "other", now, Duration::from_secs(15)).unwrap();
+        let taken = next_spec(
+            Some(&released),
+            &Decision::Acquire,
+            "other",
+            now,
+            Duration::from_secs(15),
+        )
+        .unwrap();
         assert_eq!(taken.holder_identity.as_deref(), Some("other"));
     }
 }

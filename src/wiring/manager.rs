@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::jobframework::events::Recorder;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::runtime::events::Reporter;
-use crate::jobframework::events::Recorder;
 use kube::{Api, Client};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
@@ -100,7 +100,9 @@ impl Default for ManagerOptions {
             webhook: None,
             frameworks: Default::default(),
             managed_jobs: Default::default(),
-            cycle_break_after: Duration::from_millis(crate::jobframework::admission::CYCLE_BREAK_AFTER_MS.unsigned_abs()),
+            cycle_break_after: Duration::from_millis(
+                crate::jobframework::admission::CYCLE_BREAK_AFTER_MS.unsigned_abs(),
+            ),
         }
     }
 }
@@ -144,15 +146,27 @@ pub async fn run_manager(
     tasks.extend(cache_tasks);
     if let Some(w) = opts.webhook.clone() {
         // The aggregated API groups ride on the webhook's TLS port (config/apiservice/).
-        let groups = super::explain::router(opts.explanations.clone()).merge(super::visibility::router(client.clone()));
-        let namespaces = super::webhook::NamespaceLookup { namespaces: caches.namespaces.clone(), local_queues: caches.local_queues.clone() };
+        let groups = super::explain::router(opts.explanations.clone())
+            .merge(super::visibility::router(client.clone()));
+        let namespaces = super::webhook::NamespaceLookup {
+            namespaces: caches.namespaces.clone(),
+            local_queues: caches.local_queues.clone(),
+        };
         let policy = super::webhook::Policy {
             gates: opts.ray_gates,
             frameworks: opts.frameworks,
             managed: opts.managed_jobs.clone(),
             namespaces: Some(namespaces),
         };
-        tasks.extend(super::webhook::spawn(client.clone(), w, rx.clone(), health.clone(), policy, groups, cancel.clone()));
+        tasks.extend(super::webhook::spawn(
+            client.clone(),
+            w,
+            rx.clone(),
+            health.clone(),
+            policy,
+            groups,
+            cancel.clone(),
+        ));
     }
     if let Some(ui) = &opts.ui {
         // Every replica serves it from its own caches: reads need no leadership.
@@ -177,10 +191,21 @@ pub async fn run_manager(
     };
     tasks.extend(super::frameworks::spawn(opts.frameworks, &jobs, &cancel));
     if let Some(after) = opts.workload_retention {
-        tasks.push(crate::jobframework::retention::spawn(client.clone(), after, rx.clone()));
+        tasks.push(crate::jobframework::retention::spawn(
+            client.clone(),
+            after,
+            rx.clone(),
+        ));
     }
     if let Some(dashboards) = opts.ray.clone() {
-        tasks.push(spawn_ray_operator_when_leader(client.clone(), dashboards, opts.ray_gates, opts.upgrade_deadline, opts.managed_jobs.clone(), rx.clone()));
+        tasks.push(spawn_ray_operator_when_leader(
+            client.clone(),
+            dashboards,
+            opts.ray_gates,
+            opts.upgrade_deadline,
+            opts.managed_jobs.clone(),
+            rx.clone(),
+        ));
     }
     let (queued, events_task) = crate::jobframework::events::QueuedRecorder::spawn(recorder.clone(), 4096);
     tasks.push(events_task);
@@ -212,11 +237,7 @@ pub async fn run_manager(
 }
 
 /// With the Ray operator: KubeRay's metrics and the gate's, beside any extra series.
-fn extra_metrics(
-    client: &Client,
-    opts: &ManagerOptions,
-    tasks: &mut Tasks,
-) -> Option<health::ExtraMetrics> {
+fn extra_metrics(client: &Client, opts: &ManagerOptions, tasks: &mut Tasks) -> Option<health::ExtraMetrics> {
     match (opts.ray.is_some(), opts.extra_metrics.clone()) {
         (false, extra) => extra,
         (true, extra) => {
@@ -249,7 +270,8 @@ async fn serve_health(
         .merge(super::visibility::router(client.clone()));
     let c = cancel.clone();
     tasks.push(tokio::spawn(async move {
-        if let Err(e) = crate::embedded::listener::serve_plain(listener, router, Default::default(), c).await {
+        if let Err(e) = crate::embedded::listener::serve_plain(listener, router, Default::default(), c).await
+        {
             tracing::error!(error = %e, "health endpoint failed");
         }
     }));
@@ -282,11 +304,7 @@ fn start_leader_election(
     let m = metrics.clone();
     tasks.push(tokio::spawn(async move {
         while r.changed().await.is_ok() {
-            m.set_role(if *r.borrow() {
-                Role::Leader
-            } else {
-                Role::Follower
-            });
+            m.set_role(if *r.borrow() { Role::Leader } else { Role::Follower });
         }
     }));
     (Some(lease_task), rx)
@@ -324,7 +342,8 @@ fn spawn_ray_operator_when_leader(
                 return;
             }
         }
-        let _operator = super::ray::spawn_ray_operator(client, &dashboards, gates, upgrade_deadline, managed_jobs);
+        let _operator =
+            super::ray::spawn_ray_operator(client, &dashboards, gates, upgrade_deadline, managed_jobs);
         std::future::pending::<()>().await
     })
 }
@@ -357,7 +376,11 @@ async fn stop(
     opts: &ManagerOptions,
 ) {
     // A JoinHandle must not be polled again once it has given its output.
-    if !loop_ended && tokio::time::timeout(Duration::from_secs(5), &mut loop_task).await.is_err() {
+    if !loop_ended
+        && tokio::time::timeout(Duration::from_secs(5), &mut loop_task)
+            .await
+            .is_err()
+    {
         loop_task.abort();
         let _ = loop_task.await;
     }
@@ -401,7 +424,10 @@ pub fn embedded_server() -> Arc<EmbeddedServer> {
 pub fn embedded_server_with(gates: crate::api::ray::validation::RayFeatureGates) -> Arc<EmbeddedServer> {
     EmbeddedServer::new(
         &crate::api::all_crds(),
-        Arc::new(embedded::QuotagateAdmission { gates, ..Default::default() }),
+        Arc::new(embedded::QuotagateAdmission {
+            gates,
+            ..Default::default()
+        }),
     )
 }
 
@@ -410,7 +436,11 @@ pub async fn run_embedded(
     opts: EmbeddedOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ManagerError> {
-    let admission = embedded::QuotagateAdmission { gates: opts.manager.ray_gates, frameworks: opts.manager.frameworks, managed: opts.manager.managed_jobs.clone() };
+    let admission = embedded::QuotagateAdmission {
+        gates: opts.manager.ray_gates,
+        frameworks: opts.manager.frameworks,
+        managed: opts.manager.managed_jobs.clone(),
+    };
     let server = EmbeddedServer::new(&crate::api::all_crds(), Arc::new(admission));
     run_embedded_on(server, opts, shutdown).await
 }
@@ -423,8 +453,14 @@ pub async fn run_embedded_on(
 ) -> Result<(), ManagerError> {
     let cancel = CancellationToken::new();
     let _guard = cancel.clone().drop_guard();
-    server.aggregated.mount(super::explain::GROUP, super::explain::router(opts.manager.explanations.clone()));
-    server.aggregated.mount(super::visibility::GROUP, super::visibility::router(server.client()));
+    server.aggregated.mount(
+        super::explain::GROUP,
+        super::explain::router(opts.manager.explanations.clone()),
+    );
+    server.aggregated.mount(
+        super::visibility::GROUP,
+        super::visibility::router(server.client()),
+    );
     if let Some(listen) = opts.listen {
         let (addr, _handle) = server
             .spawn_tcp(listen, opts.kubeconfig_out.as_deref(), cancel.clone())
@@ -435,7 +471,11 @@ pub async fn run_embedded_on(
     if let Some(rt) = &runtime {
         server.runtimes.register(rt.clone());
         // Process-run Ray heads have real dashboards, reached through their head Services' names.
-        opts.manager.ray = opts.manager.ray.take().map(|d| d.with_process_runtime(rt.names()));
+        opts.manager.ray = opts
+            .manager
+            .ray
+            .take()
+            .map(|d| d.with_process_runtime(rt.names()));
     }
     let mut sims: Tasks = embedded::sim::spawn(server.client(), &opts.sims, cancel.clone()).into();
     if let Some(sim) = opts.manager.ray.as_ref().and_then(|d| d.sim()).cloned() {
@@ -446,7 +486,8 @@ pub async fn run_embedded_on(
                 Err(error) => tracing::warn!(%error, "simulated Ray starts with no state"),
             }
         }
-        let (tasks, board) = super::raysim::spawn(server.client(), sim.clone(), &opts.ray_sims, cancel.clone());
+        let (tasks, board) =
+            super::raysim::spawn(server.client(), sim.clone(), &opts.ray_sims, cancel.clone());
         sims.extend(tasks);
         if opts.manager.extra_metrics.is_none() {
             opts.manager.extra_metrics = Some(health::ExtraMetrics::new(move || board.render()));
@@ -457,7 +498,10 @@ pub async fn run_embedded_on(
     let store = server.store.clone();
     let before = opts.manager.extra_metrics.take();
     opts.manager.extra_metrics = Some(health::ExtraMetrics::new(move || {
-        let mut text = before.as_ref().map(health::ExtraMetrics::render).unwrap_or_default();
+        let mut text = before
+            .as_ref()
+            .map(health::ExtraMetrics::render)
+            .unwrap_or_default();
         text.push_str(&storage_metrics(&store));
         text
     }));
@@ -528,13 +572,22 @@ mod tests {
         // Until it leads, so that the Ray operator and the admission loop run too.
         let leases: Api<Lease> = Api::namespaced(client, "default");
         for _ in 0..250 {
-            if leases.get_opt(&ManagerOptions::default().lease_name).await.ok().flatten().is_some() {
+            if leases
+                .get_opt(&ManagerOptions::default().lease_name)
+                .await
+                .ok()
+                .flatten()
+                .is_some()
+            {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
-        assert!(tokio::runtime::Handle::current().metrics().num_alive_tasks() > before + 5, "the manager did not start");
+        assert!(
+            tokio::runtime::Handle::current().metrics().num_alive_tasks() > before + 5,
+            "the manager did not start"
+        );
         handle.abort();
         let _ = handle.await;
         let after = settled_alive_tasks(before).await;
@@ -551,8 +604,14 @@ mod tests {
         use crate::jobframework::admission::{User, in_use_live};
         let server = embedded_server();
         let client = server.client();
-        let cq = ClusterQueue::build("cq").flavor("on-demand", [("cpu", "5")]).admission_check("check", &[]).build();
-        Api::<ClusterQueue>::all(client.clone()).create(&Default::default(), &cq).await.unwrap();
+        let cq = ClusterQueue::build("cq")
+            .flavor("on-demand", [("cpu", "5")])
+            .admission_check("check", &[])
+            .build();
+        Api::<ClusterQueue>::all(client.clone())
+            .create(&Default::default(), &cq)
+            .await
+            .unwrap();
         assert!(in_use_live(&client, User::Flavor("on-demand")).await.unwrap());
         assert!(!in_use_live(&client, User::Flavor("spot")).await.unwrap());
         assert!(in_use_live(&client, User::AdmissionCheck("check")).await.unwrap());
@@ -567,18 +626,29 @@ mod tests {
         }))
         .unwrap();
         let mut wl = wls.create(&Default::default(), &wl).await.unwrap();
-        assert!(!in_use_live(&client, User::ClusterQueue("cq")).await.unwrap(), "a pending workload holds no quota");
+        assert!(
+            !in_use_live(&client, User::ClusterQueue("cq")).await.unwrap(),
+            "a pending workload holds no quota"
+        );
         let admission = crate::api::kueue::Admission {
             cluster_queue: "cq".into(),
             pod_set_assignments: vec![crate::api::kueue::PodSetAssignment {
                 name: "main".into(),
                 flavors: [("cpu".to_string(), "on-demand".to_string())].into(),
-                resource_usage: [("cpu".to_string(), k8s_openapi::apimachinery::pkg::api::resource::Quantity("1".into()))].into(),
+                resource_usage: [(
+                    "cpu".to_string(),
+                    k8s_openapi::apimachinery::pkg::api::resource::Quantity("1".into()),
+                )]
+                .into(),
                 count: Some(1),
                 ..Default::default()
             }],
         };
-        wl.status = Some(crate::jobframework::admission::admitted(&wl, admission, jiff::Timestamp::now()));
+        wl.status = Some(crate::jobframework::admission::admitted(
+            &wl,
+            admission,
+            jiff::Timestamp::now(),
+        ));
         wls.replace_status("w", &Default::default(), &wl).await.unwrap();
         assert!(in_use_live(&client, User::ClusterQueue("cq")).await.unwrap());
         assert!(!in_use_live(&client, User::ClusterQueue("other")).await.unwrap());

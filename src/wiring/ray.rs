@@ -9,9 +9,9 @@ use super::tasks::Tasks;
 
 use crate::api::ray::validation::RayFeatureGates;
 
-use crate::rayservice::dashboard::sim::{RaySim, SimOptions};
 use crate::rayservice::clusterctl::controller as clusterctl;
 use crate::rayservice::dashboard::http::{HttpDashboard, HttpDashboardOptions};
+use crate::rayservice::dashboard::sim::{RaySim, SimOptions};
 use crate::rayservice::dashboard::{DashboardEndpoint, RayDashboard, RayJobsApi};
 use crate::rayservice::raycronjob::controller as cronctl;
 use crate::rayservice::rayjob::controller as rjctl;
@@ -35,13 +35,20 @@ pub enum Dashboards {
 impl Dashboards {
     /// A simulator whose Serve apps become RUNNING after the given delays.
     pub fn simulated(build_delay: Duration, replica_start_delay: Duration) -> Self {
-        Dashboards::Simulated(Arc::new(RaySim::new(SimOptions { build_delay, replica_start_delay, ..SimOptions::default() })))
+        Dashboards::Simulated(Arc::new(RaySim::new(SimOptions {
+            build_delay,
+            replica_start_delay,
+            ..SimOptions::default()
+        })))
     }
 
     fn factory(&self, client: &kube::Client) -> DashboardFactory {
         let dashboard: Arc<dyn RayDashboard> = match self {
             Dashboards::Http => Arc::new(HttpDashboard::new(HttpDashboardOptions::default())),
-            Dashboards::KubernetesProxy => Arc::new(HttpDashboard::through_api_server(client.clone(), HttpDashboardOptions::default())),
+            Dashboards::KubernetesProxy => Arc::new(HttpDashboard::through_api_server(
+                client.clone(),
+                HttpDashboardOptions::default(),
+            )),
             Dashboards::Simulated(sim) => sim.clone(),
             Dashboards::Routed(r) => r.clone(),
         };
@@ -52,7 +59,10 @@ impl Dashboards {
     fn jobs(&self, client: &kube::Client) -> Arc<dyn RayJobsApi> {
         match self {
             Dashboards::Http => Arc::new(HttpDashboard::new(HttpDashboardOptions::default())),
-            Dashboards::KubernetesProxy => Arc::new(HttpDashboard::through_api_server(client.clone(), HttpDashboardOptions::default())),
+            Dashboards::KubernetesProxy => Arc::new(HttpDashboard::through_api_server(
+                client.clone(),
+                HttpDashboardOptions::default(),
+            )),
             Dashboards::Simulated(sim) => sim.clone(),
             Dashboards::Routed(r) => r.clone(),
         }
@@ -70,7 +80,9 @@ impl Dashboards {
     /// Clusters of process-run pods get their real dashboards; the rest stay simulated.
     pub fn with_process_runtime(self, names: Arc<crate::embedded::sim::process::hosts::Names>) -> Self {
         match self {
-            Dashboards::Simulated(sim) => Dashboards::Routed(Arc::new(super::ray_routed::Routed::new(sim, names))),
+            Dashboards::Simulated(sim) => {
+                Dashboards::Routed(Arc::new(super::ray_routed::Routed::new(sim, names)))
+            }
             other => other,
         }
     }
@@ -116,7 +128,11 @@ pub fn spawn_ray_operator(
         jobs.config.requeue = Duration::from_millis(300);
     }
     let (clusters, services, jobs) = (Arc::new(clusters), Arc::new(services), Arc::new(jobs));
-    let mut tasks = vec![tokio::spawn(clusterctl::run(clusters)), tokio::spawn(rsctl::run(services)), tokio::spawn(rjctl::run(jobs))];
+    let mut tasks = vec![
+        tokio::spawn(clusterctl::run(clusters)),
+        tokio::spawn(rsctl::run(services)),
+        tokio::spawn(rjctl::run(jobs)),
+    ];
     // KubeRay starts its RayCronJob controller only with the gate; the CRD is installed either way.
     if gates.ray_cron_job {
         let mut crons = cronctl::Context::new(client);

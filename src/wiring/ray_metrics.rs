@@ -29,26 +29,37 @@ where
 }
 
 /// Starts the watchers; the returned closure renders the series for `/metrics`.
-pub fn spawn(client: &Client, tasks: &mut Vec<JoinHandle<()>>) -> impl Fn() -> String + Send + Sync + 'static {
+pub fn spawn(
+    client: &Client,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> impl Fn() -> String + Send + Sync + 'static {
     let gate = Arc::new(GateMetrics::default());
     let g = gate.clone();
-    let clusters = watch(Api::<RayCluster>::all(client.clone()), tasks, move |rc, deleted| {
-        let mut t = g.tracker();
-        if deleted {
-            t.cluster_deleted(rc);
-        } else {
-            let o = t.cluster(rc, Instant::now());
-            drop(t);
-            g.record(o);
-        }
-    });
+    let clusters = watch(
+        Api::<RayCluster>::all(client.clone()),
+        tasks,
+        move |rc, deleted| {
+            let mut t = g.tracker();
+            if deleted {
+                t.cluster_deleted(rc);
+            } else {
+                let o = t.cluster(rc, Instant::now());
+                drop(t);
+                g.record(o);
+            }
+        },
+    );
     let g = gate.clone();
-    let services = watch(Api::<RayService>::all(client.clone()), tasks, move |rs, deleted| {
-        if !deleted {
-            let o = g.tracker().service(rs);
-            g.record(o);
-        }
-    });
+    let services = watch(
+        Api::<RayService>::all(client.clone()),
+        tasks,
+        move |rs, deleted| {
+            if !deleted {
+                let o = g.tracker().service(rs);
+                g.record(o);
+            }
+        },
+    );
     let g = gate.clone();
     let _workloads = watch(Api::<Workload>::all(client.clone()), tasks, move |wl, deleted| {
         if !deleted {

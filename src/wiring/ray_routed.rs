@@ -23,7 +23,11 @@ pub struct Routed {
 
 impl Routed {
     pub fn new(sim: Arc<RaySim>, names: Arc<Names>) -> Routed {
-        Routed { sim, http: HttpDashboard::new(HttpDashboardOptions::default()), names }
+        Routed {
+            sim,
+            http: HttpDashboard::new(HttpDashboardOptions::default()),
+            names,
+        }
     }
 
     /// The endpoint with its Service name replaced by the address it resolves to, when that is a
@@ -32,7 +36,10 @@ impl Routed {
         let uri: http::Uri = ep.base_url.parse().ok()?;
         let ip = self.names.resolve_process(uri.host()?)?;
         let port = uri.port_u16().unwrap_or(80);
-        Some(DashboardEndpoint { base_url: format!("http://{ip}:{port}"), auth_token: ep.auth_token.clone() })
+        Some(DashboardEndpoint {
+            base_url: format!("http://{ip}:{port}"),
+            auth_token: ep.auth_token.clone(),
+        })
     }
 }
 
@@ -47,34 +54,69 @@ macro_rules! route {
 }
 
 impl RayDashboard for Routed {
-    fn deploy<'a>(&'a self, ep: &'a DashboardEndpoint, config: &'a ServeConfig, target_capacity: Option<f64>) -> BoxFuture<'a, Result<(), DashboardError>> {
+    fn deploy<'a>(
+        &'a self,
+        ep: &'a DashboardEndpoint,
+        config: &'a ServeConfig,
+        target_capacity: Option<f64>,
+    ) -> BoxFuture<'a, Result<(), DashboardError>> {
         route!(self, ep, deploy(config, target_capacity))
     }
-    fn serve_details<'a>(&'a self, ep: &'a DashboardEndpoint) -> BoxFuture<'a, Result<ServeDetails, DashboardError>> {
+    fn serve_details<'a>(
+        &'a self,
+        ep: &'a DashboardEndpoint,
+    ) -> BoxFuture<'a, Result<ServeDetails, DashboardError>> {
         route!(self, ep, serve_details())
     }
-    fn delete_applications<'a>(&'a self, ep: &'a DashboardEndpoint) -> BoxFuture<'a, Result<(), DashboardError>> {
+    fn delete_applications<'a>(
+        &'a self,
+        ep: &'a DashboardEndpoint,
+    ) -> BoxFuture<'a, Result<(), DashboardError>> {
         route!(self, ep, delete_applications())
     }
-    fn proxy_healthy<'a>(&'a self, ep: &'a DashboardEndpoint, proxy_url: &'a str) -> BoxFuture<'a, Result<bool, DashboardError>> {
+    fn proxy_healthy<'a>(
+        &'a self,
+        ep: &'a DashboardEndpoint,
+        proxy_url: &'a str,
+    ) -> BoxFuture<'a, Result<bool, DashboardError>> {
         route!(self, ep, proxy_healthy(proxy_url))
     }
 }
 
 impl RayJobsApi for Routed {
-    fn submit_job<'a>(&'a self, ep: &'a DashboardEndpoint, request: &'a JobSubmitRequest) -> BoxFuture<'a, Result<JobSubmitResponse, DashboardError>> {
+    fn submit_job<'a>(
+        &'a self,
+        ep: &'a DashboardEndpoint,
+        request: &'a JobSubmitRequest,
+    ) -> BoxFuture<'a, Result<JobSubmitResponse, DashboardError>> {
         route!(self, ep, submit_job(request))
     }
-    fn job_info<'a>(&'a self, ep: &'a DashboardEndpoint, id: &'a str) -> BoxFuture<'a, Result<Option<JobDetails>, DashboardError>> {
+    fn job_info<'a>(
+        &'a self,
+        ep: &'a DashboardEndpoint,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<JobDetails>, DashboardError>> {
         route!(self, ep, job_info(id))
     }
-    fn stop_job<'a>(&'a self, ep: &'a DashboardEndpoint, id: &'a str) -> BoxFuture<'a, Result<bool, DashboardError>> {
+    fn stop_job<'a>(
+        &'a self,
+        ep: &'a DashboardEndpoint,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<bool, DashboardError>> {
         route!(self, ep, stop_job(id))
     }
-    fn delete_job<'a>(&'a self, ep: &'a DashboardEndpoint, id: &'a str) -> BoxFuture<'a, Result<bool, DashboardError>> {
+    fn delete_job<'a>(
+        &'a self,
+        ep: &'a DashboardEndpoint,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<bool, DashboardError>> {
         route!(self, ep, delete_job(id))
     }
-    fn job_logs<'a>(&'a self, ep: &'a DashboardEndpoint, id: &'a str) -> BoxFuture<'a, Result<String, DashboardError>> {
+    fn job_logs<'a>(
+        &'a self,
+        ep: &'a DashboardEndpoint,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<String, DashboardError>> {
         route!(self, ep, job_logs(id))
     }
 }
@@ -89,15 +131,42 @@ mod tests {
     fn process_pods_services_go_to_their_address_the_rest_to_the_simulator() {
         let names = Arc::new(Names::new(std::env::temp_dir().join("qg-routed-test-unused")));
         names.set_records(vec![
-            Record { namespace: "ml".into(), name: "real-head-svc".into(), ips: vec![Ipv4Addr::new(10, 244, 130, 4)], process: true },
-            Record { namespace: "ml".into(), name: "sim-head-svc".into(), ips: vec![Ipv4Addr::new(10, 244, 0, 4)], process: false },
+            Record {
+                namespace: "ml".into(),
+                name: "real-head-svc".into(),
+                ips: vec![Ipv4Addr::new(10, 244, 130, 4)],
+                process: true,
+            },
+            Record {
+                namespace: "ml".into(),
+                name: "sim-head-svc".into(),
+                ips: vec![Ipv4Addr::new(10, 244, 0, 4)],
+                process: false,
+            },
         ]);
         let r = Routed::new(Arc::new(RaySim::new(Default::default())), names);
-        let ep = DashboardEndpoint::for_head_service("real-head-svc", "ml", "cluster.local", 8265).with_token("t");
+        let ep =
+            DashboardEndpoint::for_head_service("real-head-svc", "ml", "cluster.local", 8265).with_token("t");
         let real = r.real(&ep).unwrap();
         assert_eq!(real.base_url, "http://10.244.130.4:8265");
         assert_eq!(real.auth_token.as_deref(), Some("t"));
-        assert!(r.real(&DashboardEndpoint::for_head_service("sim-head-svc", "ml", "cluster.local", 8265)).is_none());
-        assert!(r.real(&DashboardEndpoint::for_head_service("gone-head-svc", "ml", "cluster.local", 8265)).is_none());
+        assert!(
+            r.real(&DashboardEndpoint::for_head_service(
+                "sim-head-svc",
+                "ml",
+                "cluster.local",
+                8265
+            ))
+            .is_none()
+        );
+        assert!(
+            r.real(&DashboardEndpoint::for_head_service(
+                "gone-head-svc",
+                "ml",
+                "cluster.local",
+                8265
+            ))
+            .is_none()
+        );
     }
 }

@@ -11,8 +11,8 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use kube::api::{Api, ListParams};
 use kube::ResourceExt;
+use kube::api::{Api, ListParams};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -38,7 +38,12 @@ pub struct RaySimOptions {
 
 impl Default for RaySimOptions {
     fn default() -> Self {
-        RaySimOptions { autoscaler: Some(AutoscalerConfig::default()), load_rps: 20.0, route_scan: Duration::from_secs(1), submitter: true }
+        RaySimOptions {
+            autoscaler: Some(AutoscalerConfig::default()),
+            load_rps: 20.0,
+            route_scan: Duration::from_secs(1),
+            submitter: true,
+        }
     }
 }
 
@@ -53,7 +58,9 @@ pub struct LoadBoard {
 
 impl std::fmt::Debug for LoadBoard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LoadBoard").field("routes", &self.lock().keys().collect::<Vec<_>>()).finish()
+        f.debug_struct("LoadBoard")
+            .field("routes", &self.lock().keys().collect::<Vec<_>>())
+            .finish()
     }
 }
 
@@ -80,16 +87,28 @@ impl LoadBoard {
         for ((ns, route), c) in &counts {
             for (backend, (ok, failed)) in &c.per_backend {
                 for (result, n) in [("ok", ok), ("failed", failed)] {
-                    let _ = writeln!(out, "quotagate_sim_requests_total{{namespace=\"{ns}\",route=\"{route}\",backend=\"{backend}\",result=\"{result}\"}} {n}");
+                    let _ = writeln!(
+                        out,
+                        "quotagate_sim_requests_total{{namespace=\"{ns}\",route=\"{route}\",backend=\"{backend}\",result=\"{result}\"}} {n}"
+                    );
                 }
             }
         }
-        out.push_str("# HELP quotagate_sim_failed_requests Requests of the simulated load that failed, by reason.\n");
+        out.push_str(
+            "# HELP quotagate_sim_failed_requests Requests of the simulated load that failed, by reason.\n",
+        );
         out.push_str("# TYPE quotagate_sim_failed_requests counter\n");
         for ((ns, route), c) in &counts {
-            let _ = writeln!(out, "quotagate_sim_failed_requests_total{{namespace=\"{ns}\",route=\"{route}\",reason=\"all\"}} {}", c.failed);
+            let _ = writeln!(
+                out,
+                "quotagate_sim_failed_requests_total{{namespace=\"{ns}\",route=\"{route}\",reason=\"all\"}} {}",
+                c.failed
+            );
             for (reason, n) in &c.failed_by_reason {
-                let _ = writeln!(out, "quotagate_sim_failed_requests_total{{namespace=\"{ns}\",route=\"{route}\",reason=\"{reason}\"}} {n}");
+                let _ = writeln!(
+                    out,
+                    "quotagate_sim_failed_requests_total{{namespace=\"{ns}\",route=\"{route}\",reason=\"{reason}\"}} {n}"
+                );
             }
         }
         out
@@ -98,7 +117,12 @@ impl LoadBoard {
 
 /// Starts the autoscaler and the load supervisor; they stop (and the load generators with them) when
 /// `cancel` fires or the handles are aborted.
-pub fn spawn(client: kube::Client, sim: Arc<RaySim>, opts: &RaySimOptions, cancel: CancellationToken) -> (Vec<JoinHandle<()>>, LoadBoard) {
+pub fn spawn(
+    client: kube::Client,
+    sim: Arc<RaySim>,
+    opts: &RaySimOptions,
+    cancel: CancellationToken,
+) -> (Vec<JoinHandle<()>>, LoadBoard) {
     let board = LoadBoard::default();
     let mut tasks = Vec::new();
     if let Some(cfg) = opts.autoscaler.clone() {
@@ -115,7 +139,11 @@ pub fn spawn(client: kube::Client, sim: Arc<RaySim>, opts: &RaySimOptions, cance
             tokio::select! { _ = c.cancelled() => {}, _ = submitter => {} }
         }));
     }
-    let rps = if opts.load_rps.is_finite() { opts.load_rps.clamp(0.0, MAX_REQUESTS_PER_SECOND) } else { 0.0 };
+    let rps = if opts.load_rps.is_finite() {
+        opts.load_rps.clamp(0.0, MAX_REQUESTS_PER_SECOND)
+    } else {
+        0.0
+    };
     if rps > 0.0 {
         let b = board.clone();
         let supervisor = supervise(client, sim, rps, opts.route_scan, board.clone());
@@ -129,7 +157,10 @@ pub fn spawn(client: kube::Client, sim: Arc<RaySim>, opts: &RaySimOptions, cance
 
 /// An HTTPRoute a RayService controls (the incremental upgrade's `<rs>-httproute`).
 fn owned_by_rayservice(route: &HTTPRoute) -> bool {
-    route.owner_references().iter().any(|o| o.kind == "RayService" && o.api_version.starts_with("ray.io/"))
+    route
+        .owner_references()
+        .iter()
+        .any(|o| o.kind == "RayService" && o.api_version.starts_with("ray.io/"))
 }
 
 /// Keeps one load generator per RayService HTTPRoute: starts one for a new route, stops the one of a
@@ -147,8 +178,11 @@ async fn supervise(client: kube::Client, sim: Arc<RaySim>, rps: f64, scan: Durat
                 continue;
             }
         };
-        let live: Vec<(String, String)> =
-            listed.iter().filter(|r| owned_by_rayservice(r)).map(|r| (r.namespace().unwrap_or_default(), r.name_any())).collect();
+        let live: Vec<(String, String)> = listed
+            .iter()
+            .filter(|r| owned_by_rayservice(r))
+            .map(|r| (r.namespace().unwrap_or_default(), r.name_any()))
+            .collect();
         let mut gens = board.lock();
         gens.retain(|k, _| live.contains(k));
         for (ns, name) in live {

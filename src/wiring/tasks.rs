@@ -61,7 +61,10 @@ impl<T> AbortOnDrop<T> {
 
 impl<T> Future for AbortOnDrop<T> {
     type Output = Result<T, tokio::task::JoinError>;
-    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
         std::pin::Pin::new(&mut self.0).poll(cx)
     }
 }

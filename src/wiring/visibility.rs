@@ -40,17 +40,38 @@ pub struct Pending {
 pub fn pending(workloads: &[Workload], local_queues: &[LocalQueue]) -> Vec<Pending> {
     let lq_cq: HashMap<(String, String), String> = local_queues
         .iter()
-        .map(|l| ((l.metadata.namespace.clone().unwrap_or_default(), l.metadata.name.clone().unwrap_or_default()), l.spec.cluster_queue.clone().unwrap_or_default()))
+        .map(|l| {
+            (
+                (
+                    l.metadata.namespace.clone().unwrap_or_default(),
+                    l.metadata.name.clone().unwrap_or_default(),
+                ),
+                l.spec.cluster_queue.clone().unwrap_or_default(),
+            )
+        })
         .collect();
     let mut out: Vec<Pending> = workloads
         .iter()
-        .filter(|w| w.spec.active() && !w.is_finished() && !w.has_quota_reservation() && w.metadata.deletion_timestamp.is_none())
+        .filter(|w| {
+            w.spec.active()
+                && !w.is_finished()
+                && !w.has_quota_reservation()
+                && w.metadata.deletion_timestamp.is_none()
+        })
         .filter_map(|w| {
             let lq = w.spec.queue_name().to_string();
-            let cq = lq_cq.get(&(w.metadata.namespace.clone().unwrap_or_default(), lq.clone()))?.clone();
+            let cq = lq_cq
+                .get(&(w.metadata.namespace.clone().unwrap_or_default(), lq.clone()))?
+                .clone();
             // An unconvertible workload cannot be queued, so it has no position either.
             let model = workload_model(w, &cq, Default::default()).ok()?;
-            Some(Pending { order: OrderKey::of(&model), priority: model.priority, workload: w.clone(), local_queue: lq, cluster_queue: cq })
+            Some(Pending {
+                order: OrderKey::of(&model),
+                priority: model.priority,
+                workload: w.clone(),
+                local_queue: lq,
+                cluster_queue: cq,
+            })
         })
         .collect();
     out.sort_by(|a, b| a.order.cmp(&b.order));
@@ -65,7 +86,9 @@ pub fn summary(all: &[Pending], keep: impl Fn(&Pending) -> bool, offset: usize, 
     let mut items = Vec::new();
     for p in all {
         let in_cq = cq_pos.entry(p.cluster_queue.as_str()).or_insert(0);
-        let in_lq = lq_pos.entry((p.workload.metadata.namespace.as_deref(), p.local_queue.as_str())).or_insert(0);
+        let in_lq = lq_pos
+            .entry((p.workload.metadata.namespace.as_deref(), p.local_queue.as_str()))
+            .or_insert(0);
         let (c, l) = (*in_cq, *in_lq);
         *in_cq += 1;
         *in_lq += 1;
@@ -73,7 +96,8 @@ pub fn summary(all: &[Pending], keep: impl Fn(&Pending) -> bool, offset: usize, 
             continue;
         }
         let m = &p.workload.metadata;
-        let mut meta = json!({"name": m.name, "namespace": m.namespace, "creationTimestamp": m.creation_timestamp});
+        let mut meta =
+            json!({"name": m.name, "namespace": m.namespace, "creationTimestamp": m.creation_timestamp});
         if let Some(o) = m.owner_references.as_ref().filter(|o| !o.is_empty()) {
             meta["ownerReferences"] = json!(o);
         }
@@ -99,22 +123,45 @@ fn paging(q: &Paging) -> Result<(usize, usize), String> {
     let parse = |name: &str, v: &Option<String>| -> Result<Option<usize>, String> {
         match v {
             None => Ok(None),
-            Some(s) => s.parse::<usize>().map(Some).map_err(|_| format!("{name}: {s:?} is not a non-negative integer")),
+            Some(s) => s
+                .parse::<usize>()
+                .map(Some)
+                .map_err(|_| format!("{name}: {s:?} is not a non-negative integer")),
         }
     };
     let offset = parse("offset", &q.offset)?.unwrap_or(0);
-    let limit = parse("limit", &q.limit)?.filter(|l| *l > 0).unwrap_or(DEFAULT_LIMIT);
+    let limit = parse("limit", &q.limit)?
+        .filter(|l| *l > 0)
+        .unwrap_or(DEFAULT_LIMIT);
     Ok((offset, limit))
 }
 
 async fn load(client: &kube::Client) -> Result<Vec<Pending>, Response> {
-    let err = |e: kube::Error| status(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", format!("listing queues: {e}"));
-    let wls = Api::<Workload>::all(client.clone()).list(&ListParams::default()).await.map_err(err)?.items;
-    let lqs = Api::<LocalQueue>::all(client.clone()).list(&ListParams::default()).await.map_err(err)?.items;
+    let err = |e: kube::Error| {
+        status(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "InternalError",
+            format!("listing queues: {e}"),
+        )
+    };
+    let wls = Api::<Workload>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(err)?
+        .items;
+    let lqs = Api::<LocalQueue>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(err)?
+        .items;
     Ok(pending(&wls, &lqs))
 }
 
-async fn cluster_queue(State(client): State<kube::Client>, Path(cq): Path<String>, Query(q): Query<Paging>) -> Response {
+async fn cluster_queue(
+    State(client): State<kube::Client>,
+    Path(cq): Path<String>,
+    Query(q): Query<Paging>,
+) -> Response {
     let (offset, limit) = match paging(&q) {
         Ok(p) => p,
         Err(m) => return status(StatusCode::BAD_REQUEST, "BadRequest", m),
@@ -125,13 +172,23 @@ async fn cluster_queue(State(client): State<kube::Client>, Path(cq): Path<String
     }
 }
 
-async fn local_queue(State(client): State<kube::Client>, Path((ns, lq)): Path<(String, String)>, Query(q): Query<Paging>) -> Response {
+async fn local_queue(
+    State(client): State<kube::Client>,
+    Path((ns, lq)): Path<(String, String)>,
+    Query(q): Query<Paging>,
+) -> Response {
     let (offset, limit) = match paging(&q) {
         Ok(p) => p,
         Err(m) => return status(StatusCode::BAD_REQUEST, "BadRequest", m),
     };
     match load(&client).await {
-        Ok(all) => axum::Json(summary(&all, |p| p.local_queue == lq && p.workload.metadata.namespace.as_deref() == Some(ns.as_str()), offset, limit)).into_response(),
+        Ok(all) => axum::Json(summary(
+            &all,
+            |p| p.local_queue == lq && p.workload.metadata.namespace.as_deref() == Some(ns.as_str()),
+            offset,
+            limit,
+        ))
+        .into_response(),
         Err(r) => r,
     }
 }
@@ -140,7 +197,13 @@ async fn local_queue(State(client): State<kube::Client>, Path((ns, lq)): Path<(S
 pub fn router(client: kube::Client) -> Router {
     let base = format!("/apis/{GROUP}/{VERSION}");
     Router::new()
-        .route(&format!("{base}/clusterqueues/{{cq}}/pendingworkloads"), get(cluster_queue))
-        .route(&format!("{base}/namespaces/{{ns}}/localqueues/{{lq}}/pendingworkloads"), get(local_queue))
+        .route(
+            &format!("{base}/clusterqueues/{{cq}}/pendingworkloads"),
+            get(cluster_queue),
+        )
+        .route(
+            &format!("{base}/namespaces/{{ns}}/localqueues/{{lq}}/pendingworkloads"),
+            get(local_queue),
+        )
         .with_state(client)
 }

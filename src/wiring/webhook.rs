@@ -18,13 +18,13 @@ use thiserror::Error;
 
 use crate::api::admission::{Operation, admit_in};
 use crate::api::kueue::LocalQueue;
+use crate::api::kueue::config::Frameworks;
 use crate::api::kueue::constants::DEFAULT_LOCAL_QUEUE_NAME;
 use crate::api::kueue::managed_jobs::{JobNamespace, ManagedJobs};
-use k8s_openapi::api::core::v1::Namespace;
-use kube::runtime::reflector::{ObjectRef, Store};
-use crate::api::kueue::config::Frameworks;
 use crate::api::ray::validation::RayFeatureGates;
 use crate::api::validation::FieldError;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::runtime::reflector::{ObjectRef, Store};
 
 /// What the webhook judges by: the KubeRay feature gates (`--feature-gates`) and the job kinds managed
 /// (`integrations.frameworks` of `--config`: a kind not managed is let through unchanged, as Kueue
@@ -55,20 +55,36 @@ impl std::fmt::Debug for NamespaceLookup {
 
 impl NamespaceLookup {
     pub fn facts(&self, ns: &str) -> JobNamespace {
-        let labels = self.namespaces.get(&ObjectRef::new(ns)).and_then(|n| n.metadata.labels.clone()).unwrap_or_default();
-        let default_queue = self.local_queues.get(&ObjectRef::new(DEFAULT_LOCAL_QUEUE_NAME).within(ns)).is_some();
-        JobNamespace { labels, default_queue }
+        let labels = self
+            .namespaces
+            .get(&ObjectRef::new(ns))
+            .and_then(|n| n.metadata.labels.clone())
+            .unwrap_or_default();
+        let default_queue = self
+            .local_queues
+            .get(&ObjectRef::new(DEFAULT_LOCAL_QUEUE_NAME).within(ns))
+            .is_some();
+        JobNamespace {
+            labels,
+            default_queue,
+        }
     }
 }
 
 #[derive(Debug, Error)]
 pub enum WebhookError {
     #[error("cannot read TLS certificate {path}: {source}")]
-    Cert { path: String, source: rustls_pki_types::pem::Error },
+    Cert {
+        path: String,
+        source: rustls_pki_types::pem::Error,
+    },
     #[error("TLS configuration rejected: {0}")]
     Tls(#[from] rustls::Error),
     #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: SocketAddr, source: std::io::Error },
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
 }
 
 /// The message a real API server prints for an invalid object: `Kind "name" is invalid: [a, b]`.
@@ -98,7 +114,9 @@ pub fn review_for(req: &AdmissionRequest<DynamicObject>, mutate: bool, policy: P
     if req.sub_resource.is_some() {
         return resp;
     }
-    let Some(obj) = req.object.as_ref() else { return resp.deny("the request carries no object") };
+    let Some(obj) = req.object.as_ref() else {
+        return resp.deny("the request carries no object");
+    };
     let new = match serde_json::to_value(obj) {
         Ok(v) => v,
         Err(e) => return resp.deny(format!("cannot read the object: {e}")),
@@ -109,8 +127,21 @@ pub fn review_for(req: &AdmissionRequest<DynamicObject>, mutate: bool, policy: P
         (Some(lookup), Some(ns)) => lookup.facts(ns),
         _ => JobNamespace::default(),
     };
-    if let Err(errors) = admit_in(op, &mut defaulted, old.as_ref(), policy.gates, policy.frameworks, &policy.managed, &ns) {
-        let name = obj.metadata.name.clone().or_else(|| obj.metadata.generate_name.clone()).unwrap_or_default();
+    if let Err(errors) = admit_in(
+        op,
+        &mut defaulted,
+        old.as_ref(),
+        policy.gates,
+        policy.frameworks,
+        &policy.managed,
+        &ns,
+    ) {
+        let name = obj
+            .metadata
+            .name
+            .clone()
+            .or_else(|| obj.metadata.generate_name.clone())
+            .unwrap_or_default();
         return resp.deny(invalid_message(&req.kind.kind, &name, &errors));
     }
     if !mutate || defaulted == new {
@@ -152,15 +183,35 @@ impl Hook {
     /// `/validate-kueue-x-k8s-io-v1beta2-clusterqueue`.
     pub fn path(&self) -> String {
         let verb = if self.mutating { "mutate" } else { "validate" };
-        format!("/{verb}-{}-{}-{}", self.group.replace('.', "-"), self.version, self.kind.to_lowercase())
+        format!(
+            "/{verb}-{}-{}-{}",
+            self.group.replace('.', "-"),
+            self.version,
+            self.kind.to_lowercase()
+        )
     }
 }
 
 const CREATE: &[&str] = &["CREATE"];
 const CREATE_UPDATE: &[&str] = &["CREATE", "UPDATE"];
 
-const fn hook(name: &'static str, mutating: bool, group: &'static str, version: &'static str, kind: &'static str, resource: &'static str) -> Hook {
-    Hook { name, mutating, group, version, kind, resource, operations: if mutating { CREATE } else { CREATE_UPDATE } }
+const fn hook(
+    name: &'static str,
+    mutating: bool,
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    resource: &'static str,
+) -> Hook {
+    Hook {
+        name,
+        mutating,
+        group,
+        version,
+        kind,
+        resource,
+        operations: if mutating { CREATE } else { CREATE_UPDATE },
+    }
 }
 
 /// Every kind quotagate defaults (the queue-managed Ray jobs and batch Jobs: created suspended) or
@@ -170,22 +221,106 @@ const fn hook(name: &'static str, mutating: bool, group: &'static str, version: 
 /// the defaults, so those would change nothing. Status writes are not sent (`workloads/status` is
 /// in Kueue's rule): the manager is their only writer.
 pub const HOOKS: &[Hook] = &[
-    hook("mraycluster.kb.io", true, "ray.io", "v1", "RayCluster", "rayclusters"),
-    hook("mrayservice.kb.io", true, "ray.io", "v1", "RayService", "rayservices"),
+    hook(
+        "mraycluster.kb.io",
+        true,
+        "ray.io",
+        "v1",
+        "RayCluster",
+        "rayclusters",
+    ),
+    hook(
+        "mrayservice.kb.io",
+        true,
+        "ray.io",
+        "v1",
+        "RayService",
+        "rayservices",
+    ),
     hook("mrayjob.kb.io", true, "ray.io", "v1", "RayJob", "rayjobs"),
     hook("mjob.kb.io", true, "batch", "v1", "Job", "jobs"),
     hook(POD_MUTATING, true, "", "v1", "Pod", "pods"),
-    hook("vadmissioncheck.kb.io", false, "kueue.x-k8s.io", "v1beta2", "AdmissionCheck", "admissionchecks"),
-    hook("vclusterqueue.kb.io", false, "kueue.x-k8s.io", "v1beta2", "ClusterQueue", "clusterqueues"),
-    hook("vcohort.kb.io", false, "kueue.x-k8s.io", "v1beta2", "Cohort", "cohorts"),
-    hook("vlocalqueue.kb.io", false, "kueue.x-k8s.io", "v1beta2", "LocalQueue", "localqueues"),
-    hook("vresourceflavor.kb.io", false, "kueue.x-k8s.io", "v1beta2", "ResourceFlavor", "resourceflavors"),
-    hook("vworkload.kb.io", false, "kueue.x-k8s.io", "v1beta2", "Workload", "workloads"),
-    hook("vworkloadpriorityclass.kb.io", false, "kueue.x-k8s.io", "v1beta2", "WorkloadPriorityClass", "workloadpriorityclasses"),
-    hook("vraycluster.kb.io", false, "ray.io", "v1", "RayCluster", "rayclusters"),
-    hook("vrayservice.kb.io", false, "ray.io", "v1", "RayService", "rayservices"),
+    hook(
+        "vadmissioncheck.kb.io",
+        false,
+        "kueue.x-k8s.io",
+        "v1beta2",
+        "AdmissionCheck",
+        "admissionchecks",
+    ),
+    hook(
+        "vclusterqueue.kb.io",
+        false,
+        "kueue.x-k8s.io",
+        "v1beta2",
+        "ClusterQueue",
+        "clusterqueues",
+    ),
+    hook(
+        "vcohort.kb.io",
+        false,
+        "kueue.x-k8s.io",
+        "v1beta2",
+        "Cohort",
+        "cohorts",
+    ),
+    hook(
+        "vlocalqueue.kb.io",
+        false,
+        "kueue.x-k8s.io",
+        "v1beta2",
+        "LocalQueue",
+        "localqueues",
+    ),
+    hook(
+        "vresourceflavor.kb.io",
+        false,
+        "kueue.x-k8s.io",
+        "v1beta2",
+        "ResourceFlavor",
+        "resourceflavors",
+    ),
+    hook(
+        "vworkload.kb.io",
+        false,
+        "kueue.x-k8s.io",
+        "v1beta2",
+        "Workload",
+        "workloads",
+    ),
+    hook(
+        "vworkloadpriorityclass.kb.io",
+        false,
+        "kueue.x-k8s.io",
+        "v1beta2",
+        "WorkloadPriorityClass",
+        "workloadpriorityclasses",
+    ),
+    hook(
+        "vraycluster.kb.io",
+        false,
+        "ray.io",
+        "v1",
+        "RayCluster",
+        "rayclusters",
+    ),
+    hook(
+        "vrayservice.kb.io",
+        false,
+        "ray.io",
+        "v1",
+        "RayService",
+        "rayservices",
+    ),
     hook("vrayjob.kb.io", false, "ray.io", "v1", "RayJob", "rayjobs"),
-    hook("vraycronjob.kb.io", false, "ray.io", "v1", "RayCronJob", "raycronjobs"),
+    hook(
+        "vraycronjob.kb.io",
+        false,
+        "ray.io",
+        "v1",
+        "RayCronJob",
+        "raycronjobs",
+    ),
     hook("vjob.kb.io", false, "batch", "v1", "Job", "jobs"),
     hook(POD_VALIDATING, false, "", "v1", "Pod", "pods"),
 ];
@@ -223,12 +358,19 @@ pub fn tls_config(cert_dir: &Path) -> Result<Arc<rustls::ServerConfig>, WebhookE
     let key_path = cert_dir.join("tls.key");
     let certs = CertificateDer::pem_file_iter(&cert_path)
         .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .map_err(|source| WebhookError::Cert { path: cert_path.display().to_string(), source })?;
-    let key = PrivateKeyDer::from_pem_file(&key_path).map_err(|source| WebhookError::Cert { path: key_path.display().to_string(), source })?;
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)?;
+        .map_err(|source| WebhookError::Cert {
+            path: cert_path.display().to_string(),
+            source,
+        })?;
+    let key = PrivateKeyDer::from_pem_file(&key_path).map_err(|source| WebhookError::Cert {
+        path: key_path.display().to_string(),
+        source,
+    })?;
+    let config =
+        rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()?
+            .with_no_client_auth()
+            .with_single_cert(certs, key)?;
     Ok(Arc::new(config))
 }
 
@@ -253,14 +395,17 @@ pub async fn serve_with(
     shutdown: impl std::future::Future<Output = ()>,
     extra: Router,
 ) -> Result<(), WebhookError> {
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| WebhookError::Bind { addr, source })?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| WebhookError::Bind { addr, source })?;
     let _ = bound.send(listener.local_addr().unwrap_or(addr));
     let app = router_for(policy).merge(extra);
     // The embedded API server's listener: kube-apiserver's header, idle and handshake timeouts, a cap
     // on open connections, and a pause (not a spin) when accept fails. On a real cluster this is the
     // port the API server and anything in the cluster network reach.
     let cancel = tokio_util::sync::CancellationToken::new();
-    let serving = crate::embedded::listener::serve_tls(listener, app, tls, ListenerLimits::default(), cancel.clone());
+    let serving =
+        crate::embedded::listener::serve_tls(listener, app, tls, ListenerLimits::default(), cancel.clone());
     tokio::pin!(serving);
     tokio::select! {
         _ = shutdown => {
@@ -306,7 +451,13 @@ pub fn spawn(
         WebhookCerts::Static(tls) => (Ok(tls), None),
         WebhookCerts::Managed(opts) => {
             let resolver = Arc::new(super::certs::CertResolver::default());
-            tasks.push(tokio::spawn(super::certs::run(client, opts, leader, resolver.clone(), cancel.clone())));
+            tasks.push(tokio::spawn(super::certs::run(
+                client,
+                opts,
+                leader,
+                resolver.clone(),
+                cancel.clone(),
+            )));
             (resolver.server_config(), Some(resolver))
         }
     };
@@ -364,15 +515,29 @@ mod tests {
     /// configuration manages pods; elsewhere it lets the Pod through unchanged.
     #[test]
     fn the_pod_webhook_follows_the_configured_frameworks() {
-        assert!(HOOKS.iter().any(|h| h.name == POD_MUTATING && h.path() == "/mutate--v1-pod"));
+        assert!(
+            HOOKS
+                .iter()
+                .any(|h| h.name == POD_MUTATING && h.path() == "/mutate--v1-pod")
+        );
         let req = pod_review();
         let off = review_for(&req, true, Policy::default());
         assert!(off.allowed && off.patch.is_none(), "{off:?}");
         let frameworks = Frameworks::from_names(["batch/job", "pod"]);
-        let on = review_for(&req, true, Policy { frameworks, ..Policy::default() });
+        let on = review_for(
+            &req,
+            true,
+            Policy {
+                frameworks,
+                ..Policy::default()
+            },
+        );
         assert!(on.allowed, "{on:?}");
         let patch = String::from_utf8(on.patch.clone().unwrap_or_default()).unwrap();
-        assert!(patch.contains("kueue.x-k8s.io/admission"), "the admission gate is added: {patch}");
+        assert!(
+            patch.contains("kueue.x-k8s.io/admission"),
+            "the admission gate is added: {patch}"
+        );
     }
 
     /// On a real cluster the webhook reads the job's Namespace and LocalQueues from the manager's
@@ -402,23 +567,59 @@ mod tests {
         let (namespaces, mut ns_writer) = reflector::store::<Namespace>();
         let (local_queues, mut lq_writer) = reflector::store::<LocalQueue>();
         for name in ["batch", "with-default"] {
-            let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name, "labels": {"kueue-managed": "true"}}})).unwrap();
+            let ns: Namespace = serde_json::from_value(
+                json!({"metadata": {"name": name, "labels": {"kueue-managed": "true"}}}),
+            )
+            .unwrap();
             ns_writer.apply_watcher_event(&watcher::Event::Apply(ns));
         }
-        lq_writer.apply_watcher_event(&watcher::Event::Apply(LocalQueue::build("default", "with-default").cluster_queue("cq").build()));
-        let selector = crate::api::kueue::managed_jobs::parse_selector(&json!({"matchLabels": {"kueue-managed": "true"}})).unwrap();
+        lq_writer.apply_watcher_event(&watcher::Event::Apply(
+            LocalQueue::build("default", "with-default")
+                .cluster_queue("cq")
+                .build(),
+        ));
+        let selector = crate::api::kueue::managed_jobs::parse_selector(
+            &json!({"matchLabels": {"kueue-managed": "true"}}),
+        )
+        .unwrap();
         let policy = Policy {
-            managed: ManagedJobs { without_queue_name: true, namespace_selector: selector },
-            namespaces: Some(NamespaceLookup { namespaces, local_queues }),
+            managed: ManagedJobs {
+                without_queue_name: true,
+                namespace_selector: selector,
+            },
+            namespaces: Some(NamespaceLookup {
+                namespaces,
+                local_queues,
+            }),
             ..Policy::default()
         };
-        let patch = |ns: &str| String::from_utf8(review_for(&job_review(ns), true, policy.clone()).patch.unwrap_or_default()).unwrap();
+        let patch = |ns: &str| {
+            String::from_utf8(
+                review_for(&job_review(ns), true, policy.clone())
+                    .patch
+                    .unwrap_or_default(),
+            )
+            .unwrap()
+        };
         let selected = patch("batch");
-        assert!(selected.contains("/spec/suspend") && !selected.contains("queue-name"), "selected: suspended, no queue named: {selected}");
-        assert_eq!(patch("elsewhere"), "", "not selected, no default queue: left alone");
+        assert!(
+            selected.contains("/spec/suspend") && !selected.contains("queue-name"),
+            "selected: suspended, no queue named: {selected}"
+        );
+        assert_eq!(
+            patch("elsewhere"),
+            "",
+            "not selected, no default queue: left alone"
+        );
         let named = patch("with-default");
-        assert!(named.contains("queue-name") && named.contains("\"default\"") && named.contains("/spec/suspend"), "{named}");
+        assert!(
+            named.contains("queue-name") && named.contains("\"default\"") && named.contains("/spec/suspend"),
+            "{named}"
+        );
         let off = review_for(&job_review("batch"), true, Policy::default());
-        assert!(off.patch.is_none(), "without the switch a queue-less Job is not Kueue's");
+        assert!(
+            off.patch.is_none(),
+            "without the switch a queue-less Job is not Kueue's"
+        );
     }
 }

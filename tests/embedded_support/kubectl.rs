@@ -49,25 +49,18 @@ impl Kube {
     pub async fn start_on(test: &str, srv: Arc<quotagate::embedded::EmbeddedServer>) -> Option<Kube> {
         let Some(bin) = kubectl_path() else {
             if std::env::var("QUOTAGATE_REQUIRE_TOOLS").as_deref() == Ok("1") {
-                panic!(
-                    "kubectl not installed and QUOTAGATE_REQUIRE_TOOLS=1: run scripts/install-kubectl.sh"
-                );
+                panic!("kubectl not installed and QUOTAGATE_REQUIRE_TOOLS=1: run scripts/install-kubectl.sh");
             }
             println!("skipped: kubectl not installed, run scripts/install-kubectl.sh");
             return None;
         };
-        let dir =
-            std::env::temp_dir().join(format!("quotagate-kubectl-{test}-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("quotagate-kubectl-{test}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let kubeconfig = dir.join("kubeconfig");
         let cancel = CancellationToken::new();
         let (addr, _) = srv
-            .spawn_tcp(
-                "127.0.0.1:0".parse().unwrap(),
-                Some(&kubeconfig),
-                cancel.clone(),
-            )
+            .spawn_tcp("127.0.0.1:0".parse().unwrap(), Some(&kubeconfig), cancel.clone())
             .await
             .unwrap();
         Some(Kube {
@@ -99,11 +92,10 @@ impl Kube {
             let mut s = child.stdin.take().unwrap();
             s.write_all(input.as_bytes()).await.unwrap();
         }
-        let out =
-            tokio::time::timeout(std::time::Duration::from_secs(60), child.wait_with_output())
-                .await
-                .unwrap_or_else(|_| panic!("kubectl {args:?} did not finish in 60s"))
-                .unwrap();
+        let out = tokio::time::timeout(std::time::Duration::from_secs(60), child.wait_with_output())
+            .await
+            .unwrap_or_else(|_| panic!("kubectl {args:?} did not finish in 60s"))
+            .unwrap();
         Out {
             ok: out.status.success(),
             stdout: String::from_utf8_lossy(&out.stdout).into(),

@@ -58,7 +58,10 @@ async fn two_upgrades_asking_more_per_replica_take_turns_instead_of_deadlocking(
     s.wait_cq_cpu(13000).await;
     for n in names {
         let patch = json!({"spec": {"rayClusterConfig": cluster_config("1", "3")}});
-        s.services().patch(n, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+        s.services()
+            .patch(n, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
     }
     // One upgrade's first slice waits with the banker's message, naming the other upgrade.
     let waiting = poll_for(60, "a slice waiting for the banker's check", || async {
@@ -69,7 +72,10 @@ async fn two_upgrades_asking_more_per_replica_take_turns_instead_of_deadlocking(
         })
     })
     .await;
-    assert!(waiting.1.contains("unable to finish: it may still need"), "{waiting:?}");
+    assert!(
+        waiting.1.contains("unable to finish: it may still need"),
+        "{waiting:?}"
+    );
     // Both complete, one after the other.
     wait_upgrades_complete(&s, &names, &old, "(a deadlock?)").await;
     for o in &old {
@@ -97,7 +103,10 @@ pub(super) async fn wait_upgrades_complete(s: &Scenario, names: &[&str], old: &[
         if done == names.len() {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "the upgrades did not complete {why}:{state}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the upgrades did not complete {why}:{state}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
@@ -113,7 +122,10 @@ where
         if let Some(v) = f().await {
             return v;
         }
-        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }

@@ -32,9 +32,24 @@ fn job(name: &str, cpu: &str, command: &[&str], priority_class: Option<&str>) ->
 async fn cluster(cq: ClusterQueue) -> (Cluster, tokio_util::sync::DropGuard) {
     let c = Cluster::start(Limits::default().cq("cq", 2000)).await;
     let cancel = tokio_util::sync::CancellationToken::new();
-    quotagate::embedded::sim::spawn(c.client.clone(), &quotagate::embedded::sim::SimConfig { gateway: None, endpoints: false, ..Default::default() }, cancel.clone());
+    quotagate::embedded::sim::spawn(
+        c.client.clone(),
+        &quotagate::embedded::sim::SimConfig {
+            gateway: None,
+            endpoints: false,
+            ..Default::default()
+        },
+        cancel.clone(),
+    );
     let rf: Api<ResourceFlavor> = Api::all(c.client.clone());
-    rf.create(&PostParams::default(), &ResourceFlavor::build("on-demand").node_label("instance", "on-demand").build()).await.unwrap();
+    rf.create(
+        &PostParams::default(),
+        &ResourceFlavor::build("on-demand")
+            .node_label("instance", "on-demand")
+            .build(),
+    )
+    .await
+    .unwrap();
     c.cluster_queue(with_all_namespaces(cq)).await;
     c.local_queue("lq", "cq").await;
     (c, cancel.drop_guard())
@@ -48,12 +63,27 @@ async fn workload_of(c: &Cluster, job: &Job) -> String {
 
 async fn active_pods(c: &Cluster, job: &str) -> usize {
     let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
-    let list = pods.list(&ListParams::default().labels(&format!("batch.kubernetes.io/job-name={job}"))).await.unwrap();
-    list.items.iter().filter(|p| p.metadata.deletion_timestamp.is_none() && !matches!(p.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))).count()
+    let list = pods
+        .list(&ListParams::default().labels(&format!("batch.kubernetes.io/job-name={job}")))
+        .await
+        .unwrap();
+    list.items
+        .iter()
+        .filter(|p| {
+            p.metadata.deletion_timestamp.is_none()
+                && !matches!(
+                    p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                    Some("Succeeded" | "Failed")
+                )
+        })
+        .count()
 }
 
 fn job_condition(j: &Job, type_: &str) -> bool {
-    j.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == type_ && c.status == "True"))
+    j.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == type_ && c.status == "True"))
 }
 
 /// Kueue: test/integration/singlecluster/controller/jobs/job/job_controller_test.go, "Job controller
@@ -63,27 +93,70 @@ fn job_condition(j: &Job, type_: &str) -> bool {
 /// waiting) rather than by a forged status.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_waits_suspended_runs_when_admitted_completes_and_releases_quota() {
-    let (c, _sims) = cluster(ClusterQueue::build("cq").flavor("on-demand", [("cpu", "2")]).build()).await;
+    let (c, _sims) = cluster(
+        ClusterQueue::build("cq")
+            .flavor("on-demand", [("cpu", "2")])
+            .build(),
+    )
+    .await;
     let jobs: Api<Job> = Api::namespaced(c.client.clone(), "default");
     let wls = c.workloads();
 
-    let first = jobs.create(&PostParams::default(), &job("first", "2", &["sh", "-c", "sleep 3"], None)).await.unwrap();
-    assert_eq!(first.spec.as_ref().unwrap().suspend, Some(true), "a queue-labelled Job is created suspended");
-    let first = wait_for(&jobs, "first", "running", |j| j.spec.as_ref().unwrap().suspend == Some(false)).await;
-    let selector = first.spec.as_ref().unwrap().template.spec.as_ref().unwrap().node_selector.clone().unwrap();
-    assert_eq!(selector["instance"], "on-demand", "admission injects the flavor's node labels");
+    let first = jobs
+        .create(
+            &PostParams::default(),
+            &job("first", "2", &["sh", "-c", "sleep 3"], None),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        first.spec.as_ref().unwrap().suspend,
+        Some(true),
+        "a queue-labelled Job is created suspended"
+    );
+    let first = wait_for(&jobs, "first", "running", |j| {
+        j.spec.as_ref().unwrap().suspend == Some(false)
+    })
+    .await;
+    let selector = first
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .node_selector
+        .clone()
+        .unwrap();
+    assert_eq!(
+        selector["instance"], "on-demand",
+        "admission injects the flavor's node labels"
+    );
     let first_wl = workload_of(&c, &first).await;
     assert!(first_wl.starts_with("job-first-"), "{first_wl}");
 
-    let second = jobs.create(&PostParams::default(), &job("second", "2", &["sleep", "1"], None)).await.unwrap();
+    let second = jobs
+        .create(&PostParams::default(), &job("second", "2", &["sleep", "1"], None))
+        .await
+        .unwrap();
     assert_eq!(second.spec.as_ref().unwrap().suspend, Some(true));
     let second_wl = workload_of(&c, &second).await;
-    let pending = wait_for(&wls, &second_wl, "pending with Kueue's message", |w: &Workload| {
-        condition(w, condition::QUOTA_RESERVED).is_some_and(|(s, r, _)| s == "False" && r == reason::WAITING_FOR_QUOTA)
-    })
+    let pending = wait_for(
+        &wls,
+        &second_wl,
+        "pending with Kueue's message",
+        |w: &Workload| {
+            condition(w, condition::QUOTA_RESERVED)
+                .is_some_and(|(s, r, _)| s == "False" && r == reason::WAITING_FOR_QUOTA)
+        },
+    )
     .await;
     let (_, _, message) = condition(&pending, condition::QUOTA_RESERVED).unwrap();
-    assert_eq!(message, "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor on-demand, 2 more needed");
+    assert_eq!(
+        message,
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor on-demand, 2 more needed"
+    );
     assert_eq!(active_pods(&c, "second").await, 0, "a waiting Job has no pod");
     assert!(jobs.get("second").await.unwrap().spec.unwrap().suspend == Some(true));
 
@@ -91,12 +164,26 @@ async fn a_job_waits_suspended_runs_when_admitted_completes_and_releases_quota()
     let done = wait_for(&jobs, "first", "complete", |j| job_condition(j, "Complete")).await;
     assert_eq!(done.status.as_ref().unwrap().succeeded, Some(1));
     let finished = wait_for(&wls, &first_wl, "finished", |w: &Workload| w.is_finished()).await;
-    assert_eq!(condition(&finished, condition::FINISHED).map(|(_, r, m)| (r, m)), Some(("Succeeded".to_string(), "Reached expected number of succeeded pods".to_string())));
-    wait_for(&jobs, "second", "running", |j| j.spec.as_ref().unwrap().suspend == Some(false)).await;
+    assert_eq!(
+        condition(&finished, condition::FINISHED).map(|(_, r, m)| (r, m)),
+        Some((
+            "Succeeded".to_string(),
+            "Reached expected number of succeeded pods".to_string()
+        ))
+    );
+    wait_for(&jobs, "second", "running", |j| {
+        j.spec.as_ref().unwrap().suspend == Some(false)
+    })
+    .await;
     wait_for(&jobs, "second", "complete", |j| job_condition(j, "Complete")).await;
     wait_for(&wls, &second_wl, "finished", |w: &Workload| w.is_finished()).await;
     let cqs: Api<ClusterQueue> = Api::all(c.client.clone());
-    wait_for(&cqs, "cq", "no quota held", |q| q.status.as_ref().is_some_and(|s| s.reserving_workloads == 0 && s.admitted_workloads == 0)).await;
+    wait_for(&cqs, "cq", "no quota held", |q| {
+        q.status
+            .as_ref()
+            .is_some_and(|s| s.reserving_workloads == 0 && s.admitted_workloads == 0)
+    })
+    .await;
     c.quota.assert_safe();
 }
 
@@ -106,37 +193,88 @@ async fn a_job_waits_suspended_runs_when_admitted_completes_and_releases_quota()
 /// high Job runs. (job_controller_test.go "Should suspend a job when its workload is evicted".)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_higher_priority_job_preempts_a_lower_one_which_is_suspended_and_requeued() {
-    let mut q = ClusterQueue::build("cq").flavor("on-demand", [("cpu", "2")]).build();
-    q.spec.preemption = Some(serde_json::from_value(serde_json::json!({"withinClusterQueue": "LowerPriority"})).unwrap());
+    let mut q = ClusterQueue::build("cq")
+        .flavor("on-demand", [("cpu", "2")])
+        .build();
+    q.spec.preemption =
+        Some(serde_json::from_value(serde_json::json!({"withinClusterQueue": "LowerPriority"})).unwrap());
     let (c, _sims) = cluster(q).await;
     let wpc: Api<WorkloadPriorityClass> = Api::all(c.client.clone());
-    wpc.create(&PostParams::default(), &quotagate::api::kueue::builders::workload_priority_class("high", 1000)).await.unwrap();
+    wpc.create(
+        &PostParams::default(),
+        &quotagate::api::kueue::builders::workload_priority_class("high", 1000),
+    )
+    .await
+    .unwrap();
     let jobs: Api<Job> = Api::namespaced(c.client.clone(), "default");
     let wls = c.workloads();
 
-    let low = jobs.create(&PostParams::default(), &job("low", "2", &["sleep", "3600"], None)).await.unwrap();
+    let low = jobs
+        .create(&PostParams::default(), &job("low", "2", &["sleep", "3600"], None))
+        .await
+        .unwrap();
     let low_wl = workload_of(&c, &low).await;
-    wait_for(&jobs, "low", "running with a pod", |j| j.status.as_ref().and_then(|s| s.active) == Some(1)).await;
+    wait_for(&jobs, "low", "running with a pod", |j| {
+        j.status.as_ref().and_then(|s| s.active) == Some(1)
+    })
+    .await;
     assert_eq!(active_pods(&c, "low").await, 1);
 
-    jobs.create(&PostParams::default(), &job("high", "2", &["sleep", "3600"], Some("high"))).await.unwrap();
+    jobs.create(
+        &PostParams::default(),
+        &job("high", "2", &["sleep", "3600"], Some("high")),
+    )
+    .await
+    .unwrap();
     // Kueue stops a Job in steps (suspend, reset startTime, restore the template), so the restored
     // template shows a moment after the suspension (job_controller_test.go "the node selector should
     // be restored").
-    wait_for(&jobs, "low", "suspended by the eviction, its template restored", |j| {
-        let spec = j.spec.as_ref().unwrap();
-        spec.suspend == Some(true) && spec.template.spec.as_ref().unwrap().node_selector.as_ref().is_none_or(|s| s.is_empty())
+    wait_for(
+        &jobs,
+        "low",
+        "suspended by the eviction, its template restored",
+        |j| {
+            let spec = j.spec.as_ref().unwrap();
+            spec.suspend == Some(true)
+                && spec
+                    .template
+                    .spec
+                    .as_ref()
+                    .unwrap()
+                    .node_selector
+                    .as_ref()
+                    .is_none_or(|s| s.is_empty())
+        },
+    )
+    .await;
+    wait_for(&jobs, "high", "running", |j| {
+        j.status.as_ref().and_then(|s| s.active) == Some(1)
     })
     .await;
-    wait_for(&jobs, "high", "running", |j| j.status.as_ref().and_then(|s| s.active) == Some(1)).await;
     let requeued = wait_for(&wls, &low_wl, "evicted and pending again", |w: &Workload| {
-        !reserved(w) && condition(w, condition::EVICTED).is_some_and(|(s, r, _)| s == "True" && r == "Preempted")
+        !reserved(w)
+            && condition(w, condition::EVICTED).is_some_and(|(s, r, _)| s == "True" && r == "Preempted")
     })
     .await;
-    assert!(condition(&requeued, condition::PREEMPTED).is_some_and(|(s, r, _)| s == "True" && r == "InClusterQueue"), "{:?}", requeued.status);
-    let low = wait_for(&jobs, "low", "no active pod", |j| j.status.as_ref().and_then(|s| s.active) == Some(0)).await;
-    assert!(job_condition(&low, "Suspended"), "the Job controller says it is suspended");
-    assert_eq!(low.status.as_ref().unwrap().start_time, None, "startTime is reset on suspension");
+    assert!(
+        condition(&requeued, condition::PREEMPTED)
+            .is_some_and(|(s, r, _)| s == "True" && r == "InClusterQueue"),
+        "{:?}",
+        requeued.status
+    );
+    let low = wait_for(&jobs, "low", "no active pod", |j| {
+        j.status.as_ref().and_then(|s| s.active) == Some(0)
+    })
+    .await;
+    assert!(
+        job_condition(&low, "Suspended"),
+        "the Job controller says it is suspended"
+    );
+    assert_eq!(
+        low.status.as_ref().unwrap().start_time,
+        None,
+        "startTime is reset on suspension"
+    );
     assert_eq!(active_pods(&c, "low").await, 0);
     c.quota.assert_safe();
 }
@@ -147,22 +285,48 @@ async fn a_higher_priority_job_preempts_a_lower_one_which_is_suspended_and_reque
 /// than 2 pods at once, and it completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_with_min_parallelism_is_partially_admitted_and_completes() {
-    let (c, _sims) = cluster(ClusterQueue::build("cq").flavor("on-demand", [("cpu", "1")]).build()).await;
+    let (c, _sims) = cluster(
+        ClusterQueue::build("cq")
+            .flavor("on-demand", [("cpu", "1")])
+            .build(),
+    )
+    .await;
     let jobs: Api<Job> = Api::namespaced(c.client.clone(), "default");
     let mut j = job("partial", "500m", &["sleep", "0.3"], None);
-    j.metadata.annotations = Some([(quotagate::api::batch::JOB_MIN_PARALLELISM.to_string(), "1".to_string())].into());
+    j.metadata.annotations = Some(
+        [(
+            quotagate::api::batch::JOB_MIN_PARALLELISM.to_string(),
+            "1".to_string(),
+        )]
+        .into(),
+    );
     let spec = j.spec.as_mut().unwrap();
     (spec.parallelism, spec.completions) = (Some(3), Some(4));
     jobs.create(&PostParams::default(), &j).await.unwrap();
-    let running = wait_for(&jobs, "partial", "running", |j| j.spec.as_ref().unwrap().suspend == Some(false)).await;
+    let running = wait_for(&jobs, "partial", "running", |j| {
+        j.spec.as_ref().unwrap().suspend == Some(false)
+    })
+    .await;
     let spec = running.spec.as_ref().unwrap();
-    assert_eq!((spec.parallelism, spec.completions), (Some(2), Some(4)), "parallelism is the admitted count");
+    assert_eq!(
+        (spec.parallelism, spec.completions),
+        (Some(2), Some(4)),
+        "parallelism is the admitted count"
+    );
     let wl = c.workloads().get(&workload_of(&c, &running).await).await.unwrap();
-    assert_eq!(wl.spec.pod_sets[0].count, Some(3), "the Workload keeps the Job's own demand");
+    assert_eq!(
+        wl.spec.pod_sets[0].count,
+        Some(3),
+        "the Workload keeps the Job's own demand"
+    );
     assert_eq!(wl.spec.pod_sets[0].min_count, Some(1));
     assert_eq!(wl.admission().unwrap().pod_set_assignments[0].count, Some(2));
     let done = wait_for(&jobs, "partial", "complete", |j| {
-        assert!(j.status.as_ref().and_then(|s| s.active).unwrap_or(0) <= 2, "more pods than admitted: {:?}", j.status);
+        assert!(
+            j.status.as_ref().and_then(|s| s.active).unwrap_or(0) <= 2,
+            "more pods than admitted: {:?}",
+            j.status
+        );
         job_condition(j, "Complete")
     })
     .await;

@@ -9,13 +9,23 @@ use quotagate::cli::chaos::{Options, Scenario, run_base, run_many, run_ops, run_
 fn seeds(default: std::ops::Range<u64>) -> std::ops::Range<u64> {
     std::env::var("CHAOS_SEEDS")
         .ok()
-        .and_then(|s| s.split_once("..").and_then(|(a, b)| Some(a.parse().ok()?..b.parse().ok()?)))
+        .and_then(|s| {
+            s.split_once("..")
+                .and_then(|(a, b)| Some(a.parse().ok()?..b.parse().ok()?))
+        })
         .unwrap_or(default)
 }
 
 async fn run_seeds(range: std::ops::Range<u64>) {
-    let shrink = std::env::var("CHAOS_SHRINK").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
-    let opts = Options { seeds: seeds(range), jobs: 4, shrink };
+    let shrink = std::env::var("CHAOS_SHRINK")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let opts = Options {
+        seeds: seeds(range),
+        jobs: 4,
+        shrink,
+    };
     let summary = run_many(&opts, |line| eprintln!("{line}")).await;
     let failures: Vec<String> = summary.failures.iter().map(ToString::to_string).collect();
     assert!(summary.passed(), "{summary}\n{}", failures.join("\n"));
@@ -107,7 +117,8 @@ async fn regression_hostile_seeds_keep_the_invariants_and_converge() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn contention_seeds_complete_every_upgrade_with_no_serving_gap() {
     for pair in [[0, 12], [6, 8]] {
-        let runs = pair.map(|seed| async move { (seed, run_scenario(Scenario::Contention, seed, None).await) });
+        let runs =
+            pair.map(|seed| async move { (seed, run_scenario(Scenario::Contention, seed, None).await) });
         for (seed, result) in futures::future::join_all(runs).await {
             match result {
                 Ok(stats) => eprintln!("contention seed {seed}: {stats:?}"),

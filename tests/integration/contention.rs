@@ -112,7 +112,10 @@ async fn all_upgraded(s: &Scenario, names: &[&str], old: &[String], secs: u64) -
 /// Serves `services`, then upgrades them all at once, and checks that both complete, the quota
 /// settles back at `steady` and no request of the simulated load failed during the upgrades.
 async fn upgrade_together(s: &Scenario, services: Vec<quotagate::api::ray::RayService>, steady: i64) {
-    let names: Vec<String> = services.iter().map(|r| r.metadata.name.clone().unwrap()).collect();
+    let names: Vec<String> = services
+        .iter()
+        .map(|r| r.metadata.name.clone().unwrap())
+        .collect();
     let mut old = Vec::new();
     for rs in services {
         old.push(s.serving(rs).await);
@@ -187,7 +190,10 @@ async fn the_incremental_sample_twice_in_its_own_quota_both_complete() {
             Some(quotagate::api::quantity::resource_value("cpu", &q))
         })
         .expect("the sample's ClusterQueue cpu quota");
-    assert_eq!(nominal_milli, 9000, "the sample's quota changed; re-check this test's sizing");
+    assert_eq!(
+        nominal_milli, 9000,
+        "the sample's quota changed; re-check this test's sizing"
+    );
     let total = nominal_milli + 5500;
     let s = Scenario::start(&format!("{total}m"), total).await;
     let sample: serde_json::Value =
@@ -209,5 +215,10 @@ async fn the_incremental_sample_twice_in_its_own_quota_both_complete() {
 async fn two_blue_green_upgrades_take_turns_and_both_complete() {
     // Two services of 2 CPU (head 1 + a 1-CPU worker) plus room for one new cluster.
     let s = Scenario::start("6", 6000).await;
-    upgrade_together(&s, vec![service("bg-a", "1", "2.46.0"), service("bg-b", "1", "2.46.0")], 4000).await;
+    upgrade_together(
+        &s,
+        vec![service("bg-a", "1", "2.46.0"), service("bg-b", "1", "2.46.0")],
+        4000,
+    )
+    .await;
 }

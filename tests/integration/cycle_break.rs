@@ -27,37 +27,63 @@ use super::support::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_for_cycle_between_upgrades_releases_the_younger_ones_growth_and_both_complete() {
     let mut s = Scenario::start("25", 25000).await;
-    s.c.restart_manager_with(|o| o.cycle_break_after = Duration::from_secs(3)).await;
+    s.c.restart_manager_with(|o| o.cycle_break_after = Duration::from_secs(3))
+        .await;
     let names = ["big-a", "big-b"];
     let mut old = Vec::new();
     for n in names {
         old.push(s.serving(service(n, "4", "1")).await);
     }
     s.wait_cq_cpu(13000).await;
-    let watches = [GapWatch::start(s.services(), "big-a"), GapWatch::start(s.services(), "big-b")];
+    let watches = [
+        GapWatch::start(s.services(), "big-a"),
+        GapWatch::start(s.services(), "big-b"),
+    ];
     for n in names {
         let patch = json!({"spec": {"rayClusterConfig": cluster_config("1", "3")}});
-        s.services().patch(n, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+        s.services()
+            .patch(n, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
     }
     // Both first steps admitted: cut the quota before either old half goes.
     let cqs: Api<ClusterQueue> = Api::all(s.c.client.clone());
-    poll("both first steps admitted (22 CPU)", || async { (cq_cpu(&cqs.get("cq").await.unwrap()) == 22000).then_some(()) }).await;
+    poll("both first steps admitted (22 CPU)", || async {
+        (cq_cpu(&cqs.get("cq").await.unwrap()) == 22000).then_some(())
+    })
+    .await;
     s.set_quota("21").await;
     // The cycle breaker releases one upgrade's growth, with its reason.
     let (released, message) = poll("GrowthPreempted=True with reason WaitForCycle", || async {
         let wls = s.c.workloads().list(&Default::default()).await.unwrap().items;
         wls.iter().find_map(|w: &Workload| {
             let (st, reason, msg) = condition(w, "GrowthPreempted")?;
-            let owner = w.metadata.owner_references.as_ref()?.iter().find(|o| o.kind == "RayService")?.name.clone();
+            let owner = w
+                .metadata
+                .owner_references
+                .as_ref()?
+                .iter()
+                .find(|o| o.kind == "RayService")?
+                .name
+                .clone();
             (st == "True" && reason == "WaitForCycle").then_some((owner, msg))
         })
     })
     .await;
-    assert!(message.contains("waited for each other's quota for 3 s"), "{message}");
+    assert!(
+        message.contains("waited for each other's quota for 3 s"),
+        "{message}"
+    );
     let note = growth_event(&s, &released).await;
     assert!(note.contains("(WaitForCycle)"), "{note}");
     // Both upgrades complete, their old clusters serving until then.
-    wait_upgrades_complete(&s, &names, &old, &format!("after the cycle was broken ({released} released)")).await;
+    wait_upgrades_complete(
+        &s,
+        &names,
+        &old,
+        &format!("after the cycle was broken ({released} released)"),
+    )
+    .await;
     for w in &watches {
         w.assert_no_gap();
     }

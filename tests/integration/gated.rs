@@ -47,12 +47,7 @@ pub(super) struct Scenario {
 impl Scenario {
     /// A ClusterQueue `cq` of `cpu` (and ample memory), LocalQueue `lq`, the invariant watcher on.
     pub(super) async fn start(cpu: &str, max_cpu_milli: i64) -> Scenario {
-        Self::start_on(
-            quotagate::wiring::manager::embedded_server(),
-            cpu,
-            max_cpu_milli,
-        )
-        .await
+        Self::start_on(quotagate::wiring::manager::embedded_server(), cpu, max_cpu_milli).await
     }
 
     pub(super) async fn start_on(
@@ -82,7 +77,8 @@ impl Scenario {
         let cqs: Api<ClusterQueue> = Api::all(self.c.client.clone());
         let patch = json!({"spec": {"resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default",
             "resources": [{"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": "64Gi"}]}]}]}});
-        cqs.patch("cq", &PatchParams::default(), &Patch::Merge(&patch)).await
+        cqs.patch("cq", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
     }
 
     /// Deletes the preempting workload `wl` and waits until service `rs` serves again, resumed.
@@ -102,9 +98,13 @@ impl Scenario {
     async fn preempt_lower_priority(&self, mut spec: serde_json::Value) {
         spec["preemption"] = json!({"withinClusterQueue": "LowerPriority"});
         let cqs: Api<ClusterQueue> = Api::all(self.c.client.clone());
-        cqs.patch("cq", &PatchParams::default(), &Patch::Merge(&json!({"spec": spec})))
-            .await
-            .unwrap();
+        cqs.patch(
+            "cq",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": spec})),
+        )
+        .await
+        .unwrap();
     }
 
     pub(super) async fn patch_version(&self, name: &str, version: &str) {
@@ -123,11 +123,7 @@ impl Scenario {
         cond: impl Fn(&RayService) -> bool,
     ) -> RayService {
         poll(what, || async {
-            self.services()
-                .get_opt(name)
-                .await
-                .unwrap()
-                .filter(|r| cond(r))
+            self.services().get_opt(name).await.unwrap().filter(|r| cond(r))
         })
         .await
     }
@@ -135,13 +131,10 @@ impl Scenario {
     /// The ClusterQueue's reserved cpu, in millis, once it equals `want`.
     pub(super) async fn wait_cq_cpu(&self, want: i64) {
         let cqs: Api<ClusterQueue> = Api::all(self.c.client.clone());
-        poll(
-            &format!("ClusterQueue cq to reserve {want}m cpu"),
-            || async {
-                let cq = cqs.get("cq").await.unwrap();
-                (cq_cpu(&cq) == want).then_some(())
-            },
-        )
+        poll(&format!("ClusterQueue cq to reserve {want}m cpu"), || async {
+            let cq = cqs.get("cq").await.unwrap();
+            (cq_cpu(&cq) == want).then_some(())
+        })
         .await
     }
 
@@ -175,10 +168,7 @@ impl Scenario {
     /// Creates the service and waits until it serves; returns its active cluster.
     pub(super) async fn serving(&self, rs: RayService) -> String {
         let name = rs.name_any();
-        self.services()
-            .create(&PostParams::default(), &rs)
-            .await
-            .unwrap();
+        self.services().create(&PostParams::default(), &rs).await.unwrap();
         let rs = self
             .wait_rs(&name, "Ready", |r| ready(r) && active(r).is_some())
             .await;
@@ -292,10 +282,7 @@ pub(super) fn pending(rs: &RayService) -> Option<String> {
 }
 
 pub(super) fn ready(rs: &RayService) -> bool {
-    quotagate::api::conditions::is_true(
-        rs.status.as_ref().and_then(|s| s.conditions.as_deref()),
-        "Ready",
-    )
+    quotagate::api::conditions::is_true(rs.status.as_ref().and_then(|s| s.conditions.as_deref()), "Ready")
 }
 
 fn finished_reason(w: &Workload) -> Option<String> {
@@ -340,10 +327,7 @@ async fn gated_upgrade_waits_for_quota_then_switches_and_settles() {
         .await;
     assert_eq!(active(&rs).as_deref(), Some(a.as_str()));
     assert!(ready(&rs));
-    assert!(
-        s.pods_of(&p).await.is_empty(),
-        "a gated cluster runs no pod"
-    );
+    assert!(s.pods_of(&p).await.is_empty(), "a gated cluster runs no pod");
     assert_eq!(
         pod_names(&s.pods_of(&a).await),
         active_pods,
@@ -384,10 +368,7 @@ async fn gated_upgrade_waits_for_quota_then_switches_and_settles() {
         .iter()
         .find(|w| w.name_any() == first_wl[0].name_any())
         .unwrap();
-    assert_eq!(
-        finished_reason(old).as_deref(),
-        Some("WorkloadSliceReplaced")
-    );
+    assert_eq!(finished_reason(old).as_deref(), Some("WorkloadSliceReplaced"));
     assert_eq!(
         wls.iter().filter(|w| !w.is_finished()).count(),
         1,
@@ -430,11 +411,7 @@ async fn resized_upgrade_reserves_the_true_mix_then_settles_at_the_new_size() {
         .filter(|p| p.name.as_deref().is_some_and(|n| n.starts_with("head")))
         .map(|p| (p.name.clone().unwrap(), p.count()))
         .collect();
-    assert_eq!(
-        heads.len(),
-        2,
-        "each head shape is its own podset: {heads:?}"
-    );
+    assert_eq!(heads.len(), 2, "each head shape is its own podset: {heads:?}");
     s.wait_active("rs", &p).await;
     s.wait_gone(&a).await;
     s.wait_cq_cpu(3000).await;
@@ -517,23 +494,17 @@ async fn with_admission_off_a_resumed_gated_child_still_runs_no_pod() {
         .patch(&p, &PatchParams::default(), &Patch::Merge(&resume))
         .await
         .unwrap();
-    poll(
-        "the RayCluster controller to see the resumed child",
-        || async {
-            let rc = s.clusters().get(&p).await.unwrap();
-            rc.status
-                .as_ref()
-                .and_then(|st| st.observed_generation)
-                .filter(|g| Some(*g) == rc.metadata.generation)
-                .map(|_| ())
-        },
-    )
+    poll("the RayCluster controller to see the resumed child", || async {
+        let rc = s.clusters().get(&p).await.unwrap();
+        rc.status
+            .as_ref()
+            .and_then(|st| st.observed_generation)
+            .filter(|g| Some(*g) == rc.metadata.generation)
+            .map(|_| ())
+    })
     .await;
     tokio::time::sleep(Duration::from_millis(800)).await;
-    assert!(
-        s.pods_of(&p).await.is_empty(),
-        "the gate holds without admission"
-    );
+    assert!(s.pods_of(&p).await.is_empty(), "the gate holds without admission");
     s.set_quota("4").await;
     poll(
         "the pending cluster's pods once its slice is admitted",
@@ -552,10 +523,8 @@ async fn preemption_during_an_upgrade_suspends_the_service_and_it_resumes_later(
     s.serving(service("rs", "1", "2.46.0")).await;
     s.gated_upgrade("rs", "2.47.0").await;
     s.c.workload("urgent", "lq", 1000, "3").await;
-    s.wait_rs("rs", "suspended by preemption", |r| {
-        r.spec.suspend == Some(true)
-    })
-    .await;
+    s.wait_rs("rs", "suspended by preemption", |r| r.spec.suspend == Some(true))
+        .await;
     poll("the children to be deleted", || async {
         s.clusters()
             .list(&ListParams::default())
@@ -856,9 +825,16 @@ fn shipped_role() -> std::sync::Arc<quotagate::embedded::rbac::Authorizer> {
 async fn the_manager_needs_exactly_the_shipped_role() {
     let authz = shipped_role();
     // Every framework quotagate implements, Kueue's opt-in `pod` too, in the webhook and the manager.
-    let frameworks = quotagate::api::kueue::config::Frameworks { pod: true, ..Default::default() };
-    let admission = quotagate::embedded::QuotagateAdmission { frameworks, ..Default::default() };
-    let server = quotagate::embedded::EmbeddedServer::new(&quotagate::api::all_crds(), std::sync::Arc::new(admission));
+    let frameworks = quotagate::api::kueue::config::Frameworks {
+        pod: true,
+        ..Default::default()
+    };
+    let admission = quotagate::embedded::QuotagateAdmission {
+        frameworks,
+        ..Default::default()
+    };
+    let server =
+        quotagate::embedded::EmbeddedServer::new(&quotagate::api::all_crds(), std::sync::Arc::new(admission));
     let mut c = Cluster::start_with_ray_on(server, Limits::default().cq("cq", 4000)).await;
     c.frameworks = frameworks;
     // KubeRay's alpha RayCronJob controller too: it creates RayJobs and writes its own status.
@@ -891,7 +867,10 @@ async fn the_manager_needs_exactly_the_shipped_role() {
     let checks: Api<quotagate::api::kueue::AdmissionCheck> = Api::all(s.c.client.clone());
     let auto = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "auto"},
         "spec": {"controllerName": quotagate::api::kueue::admission_check::AUTO_READY_CONTROLLER}});
-    checks.create(&PostParams::default(), &serde_json::from_value(auto).unwrap()).await.unwrap();
+    checks
+        .create(&PostParams::default(), &serde_json::from_value(auto).unwrap())
+        .await
+        .unwrap();
     poll("the built-in check to be Active and in use", || async {
         let ac = checks.get("auto").await.unwrap();
         (ac.is_active() && !ac.finalizers().is_empty()).then_some(())
@@ -920,13 +899,15 @@ async fn the_manager_needs_exactly_the_shipped_role() {
     })
     .await;
     s.resumes_once_deleted("urgent").await;
-    s.services()
-        .delete("rs", &DeleteParams::default())
-        .await
-        .unwrap();
+    s.services().delete("rs", &DeleteParams::default()).await.unwrap();
     poll("the service and its children to be gone", || async {
         let gone = s.services().get_opt("rs").await.unwrap().is_none()
-            && s.clusters().list(&ListParams::default()).await.unwrap().items.is_empty();
+            && s.clusters()
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .is_empty();
         gone.then_some(())
     })
     .await;
@@ -964,7 +945,8 @@ async fn the_manager_needs_exactly_the_shipped_role() {
         active(r).is_some_and(|a| a != old) && pending(r).is_none()
     })
     .await;
-    let class = json!({"spec": {"upgradeStrategy": {"clusterUpgradeOptions": {"gatewayClassName": "envoy"}}}});
+    let class =
+        json!({"spec": {"upgradeStrategy": {"clusterUpgradeOptions": {"gatewayClassName": "envoy"}}}});
     s.services()
         .patch("inc", &PatchParams::default(), &Patch::Merge(&class))
         .await
@@ -1011,17 +993,21 @@ async fn the_manager_needs_exactly_the_shipped_role() {
         .await
         .unwrap();
     // The edit replaces the Workload while urgent2 still holds the quota.
-    poll("plain's Workload to be replaced by one for the edited spec", || async {
-        let wls = s.c.workloads().list(&ListParams::default()).await.unwrap().items;
-        wls.iter()
-            .filter(|w| w.name_any().starts_with("raycluster-plain-"))
-            .any(|w| {
-                w.spec.pod_sets.iter().any(|p| {
-                    serde_json::to_string(&p.template).unwrap().contains("\"500m\"")
+    poll(
+        "plain's Workload to be replaced by one for the edited spec",
+        || async {
+            let wls = s.c.workloads().list(&ListParams::default()).await.unwrap().items;
+            wls.iter()
+                .filter(|w| w.name_any().starts_with("raycluster-plain-"))
+                .any(|w| {
+                    w.spec
+                        .pod_sets
+                        .iter()
+                        .any(|p| serde_json::to_string(&p.template).unwrap().contains("\"500m\""))
                 })
-            })
-            .then_some(())
-    })
+                .then_some(())
+        },
+    )
     .await;
     s.c.workloads()
         .delete("urgent2", &DeleteParams::default())
@@ -1037,10 +1023,14 @@ async fn the_manager_needs_exactly_the_shipped_role() {
     let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(s.c.client.clone(), "default");
     let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "batch", "namespace": "default", "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
         "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "0"], "resources": {"requests": {"cpu": "1"}}}]}}}});
-    jobs.create(&PostParams::default(), &serde_json::from_value(job).unwrap()).await.unwrap();
+    jobs.create(&PostParams::default(), &serde_json::from_value(job).unwrap())
+        .await
+        .unwrap();
     poll("the batch Job to complete and its Workload to finish", || async {
         let wls = s.c.workloads().list(&ListParams::default()).await.unwrap().items;
-        wls.iter().any(|w| w.name_any().starts_with("job-batch-") && w.is_finished()).then_some(())
+        wls.iter()
+            .any(|w| w.name_any().starts_with("job-batch-") && w.is_finished())
+            .then_some(())
     })
     .await;
     s.wait_cq_cpu(0).await;
@@ -1055,8 +1045,17 @@ async fn the_manager_needs_exactly_the_shipped_role() {
             "rayClusterSpec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head",
                 "image": "rayproject/ray:2.46.0", "resources": {"requests": {"cpu": "1"}}}]}}}}}});
     let rj_template = rj["spec"].clone();
-    rayjobs.create(&PostParams::default(), &serde_json::from_value(rj.clone()).unwrap()).await.unwrap();
-    poll("the RayJob to run and delete itself", || async { rayjobs.get_opt("rj").await.unwrap().is_none().then_some(()) }).await;
+    rayjobs
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(rj.clone()).unwrap(),
+        )
+        .await
+        .unwrap();
+    poll("the RayJob to run and delete itself", || async {
+        rayjobs.get_opt("rj").await.unwrap().is_none().then_some(())
+    })
+    .await;
     s.wait_cq_cpu(0).await;
     // KubeRay's default mode (K8sJobMode): the manager runs a submitter batch Job, and deletes it
     // to retry a failed try (`backoffLimit: 1`), before the second failure ends it.
@@ -1065,8 +1064,14 @@ async fn the_manager_needs_exactly_the_shipped_role() {
     k8s["spec"].as_object_mut().unwrap().remove("submissionMode");
     k8s["spec"]["entrypoint"] = json!("exit 3");
     k8s["spec"]["backoffLimit"] = json!(1);
-    rayjobs.create(&PostParams::default(), &serde_json::from_value(k8s).unwrap()).await.unwrap();
-    poll("the K8sJobMode RayJob to run and delete itself", || async { rayjobs.get_opt("rj-k8s").await.unwrap().is_none().then_some(()) }).await;
+    rayjobs
+        .create(&PostParams::default(), &serde_json::from_value(k8s).unwrap())
+        .await
+        .unwrap();
+    poll("the K8sJobMode RayJob to run and delete itself", || async {
+        rayjobs.get_opt("rj-k8s").await.unwrap().is_none().then_some(())
+    })
+    .await;
     s.wait_cq_cpu(0).await;
     // A queue-labelled RayCronJob (KubeRay's RayCronJob gate): the manager creates its RayJob (owned by
     // it, blocking its deletion) and writes `lastScheduleTime`; the RayJob runs and deletes itself.
@@ -1074,15 +1079,29 @@ async fn the_manager_needs_exactly_the_shipped_role() {
     let cron = json!({"apiVersion": "ray.io/v1", "kind": "RayCronJob",
         "metadata": {"name": "nightly", "namespace": NS, "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
         "spec": {"schedule": "@every 1s", "jobTemplate": rj_template}});
-    crons.create(&PostParams::default(), &serde_json::from_value(cron).unwrap()).await.unwrap();
+    crons
+        .create(&PostParams::default(), &serde_json::from_value(cron).unwrap())
+        .await
+        .unwrap();
     poll("the RayCronJob to schedule a RayJob", || async {
         let c = crons.get("nightly").await.unwrap();
         c.status.and_then(|st| st.last_schedule_time).map(|_| ())
     })
     .await;
-    crons.patch("nightly", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"suspend": true}}))).await.unwrap();
+    crons
+        .patch(
+            "nightly",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"suspend": true}})),
+        )
+        .await
+        .unwrap();
     poll("its RayJob to run and delete itself", || async {
-        let left = rayjobs.list(&ListParams::default().labels("ray.io/cronjob-name=nightly")).await.unwrap().items;
+        let left = rayjobs
+            .list(&ListParams::default().labels("ray.io/cronjob-name=nightly"))
+            .await
+            .unwrap()
+            .items;
         left.is_empty().then_some(())
     })
     .await;
@@ -1094,7 +1113,9 @@ async fn the_manager_needs_exactly_the_shipped_role() {
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(s.c.client.clone(), "default");
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plain-pod", "namespace": "default", "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
         "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "3600"], "resources": {"requests": {"cpu": "3"}}}]}});
-    pods.create(&PostParams::default(), &serde_json::from_value(pod).unwrap()).await.unwrap();
+    pods.create(&PostParams::default(), &serde_json::from_value(pod).unwrap())
+        .await
+        .unwrap();
     poll("the Pod to be ungated and running", || async {
         let p = pods.get("plain-pod").await.unwrap();
         let running = p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
@@ -1102,13 +1123,22 @@ async fn the_manager_needs_exactly_the_shipped_role() {
     })
     .await;
     s.c.workload("urgent3", "lq", 1000, "3").await;
-    poll("the Pod to be stopped and gone", || async { pods.get_opt("plain-pod").await.unwrap().is_none().then_some(()) }).await;
-    s.c.workloads().delete("urgent3", &DeleteParams::default()).await.unwrap();
+    poll("the Pod to be stopped and gone", || async {
+        pods.get_opt("plain-pod").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    s.c.workloads()
+        .delete("urgent3", &DeleteParams::default())
+        .await
+        .unwrap();
     s.wait_cq_cpu(0).await;
 
     let denied: Vec<String> = authz.denied().iter().map(|a| a.to_string()).collect();
     assert!(denied.is_empty(), "the shipped Role is missing: {denied:?}");
     let unused = authz.unused();
-    assert!(unused.is_empty(), "the shipped Role grants what the code never does: {unused:?}");
+    assert!(
+        unused.is_empty(),
+        "the shipped Role grants what the code never does: {unused:?}"
+    );
     s.inv.assert_clean();
 }

@@ -73,12 +73,21 @@ impl Sampler {
             let mut served = false;
             loop {
                 if let Ok(rs) = services.get("rs").await {
-                    let endpoints = rs.status.as_ref().and_then(|st| st.num_serve_endpoints).unwrap_or(0);
+                    let endpoints = rs
+                        .status
+                        .as_ref()
+                        .and_then(|st| st.num_serve_endpoints)
+                        .unwrap_or(0);
                     let ok = super::gated::ready(&rs) && endpoints > 0;
                     if served && !ok {
                         let mut g = g.lock().unwrap();
                         if g.is_none() {
-                            *g = Some(format!("active {:?}, pending {:?}, {endpoints} endpoint(s): {:?}", active(&rs), pending(&rs), rs.status.as_ref().map(|st| &st.conditions)));
+                            *g = Some(format!(
+                                "active {:?}, pending {:?}, {endpoints} endpoint(s): {:?}",
+                                active(&rs),
+                                pending(&rs),
+                                rs.status.as_ref().map(|st| &st.conditions)
+                            ));
                         }
                     }
                     served |= ok;
@@ -186,10 +195,7 @@ async fn quota_gated_incremental_upgrade_peaks_at_one_surge_step_and_drops_nothi
             .get(&format!("{cluster}-serve-svc"))
             .map_or(0, |(ok, _)| *ok)
     };
-    assert!(
-        ok_on(&old) > 0 && ok_on(&new) > 0,
-        "both clusters served: {c:?}"
-    );
+    assert!(ok_on(&old) > 0 && ok_on(&new) > 0, "both clusters served: {c:?}");
     let gap = sampler.gap.lock().unwrap().clone();
     assert_eq!(gap, None, "the service stopped serving during the upgrade");
     s.inv.assert_clean();

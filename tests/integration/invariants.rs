@@ -50,7 +50,11 @@ async fn the_watcher_reports_a_planted_violation_of_each_invariant() {
         let ar = kube::core::ApiResource {
             group: group.into(),
             version: version.into(),
-            api_version: if group.is_empty() { version.into() } else { format!("{group}/{version}") },
+            api_version: if group.is_empty() {
+                version.into()
+            } else {
+                format!("{group}/{version}")
+            },
             kind: kind.into(),
             plural: plural.into(),
         };
@@ -80,7 +84,9 @@ async fn the_watcher_reports_a_planted_violation_of_each_invariant() {
         "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "2"}}]},
         "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "planted",
             "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
-    wls.patch_status("big", &PatchParams::default(), &Patch::Merge(&reserve)).await.unwrap();
+    wls.patch_status("big", &PatchParams::default(), &Patch::Merge(&reserve))
+        .await
+        .unwrap();
 
     // I2 and I6: a queue-managed RayService, a child RayCluster it controls, a head pod of that child,
     // no admitted slice, and two pending slices of its chain.
@@ -112,37 +118,64 @@ async fn the_watcher_reports_a_planted_violation_of_each_invariant() {
     // I5 and I4: two slices of the chain hold quota without a replacement link between them, and while
     // a slice of the chain waits for quota, the service's active cluster changes its spec.
     wls.create(&pp, &workload("slice-c", &uid)).await.unwrap();
-    wls.patch_status("slice-c", &PatchParams::default(), &Patch::Merge(&reserve)).await.unwrap();
+    wls.patch_status("slice-c", &PatchParams::default(), &Patch::Merge(&reserve))
+        .await
+        .unwrap();
     wls.create(&pp, &workload("slice-d", &uid)).await.unwrap();
-    wls.patch_status("slice-d", &PatchParams::default(), &Patch::Merge(&reserve)).await.unwrap();
+    wls.patch_status("slice-d", &PatchParams::default(), &Patch::Merge(&reserve))
+        .await
+        .unwrap();
     let active = json!({"status": {"activeServiceStatus": {"rayClusterName": "rs-child"}}});
-    api("ray.io", "v1", "RayService", "rayservices", true).patch_status("rs", &PatchParams::default(), &Patch::Merge(&active)).await.unwrap();
+    api("ray.io", "v1", "RayService", "rayservices", true)
+        .patch_status("rs", &PatchParams::default(), &Patch::Merge(&active))
+        .await
+        .unwrap();
     // The watcher takes the active cluster's baseline on a check after the status write.
     let seen = inv.0.checks();
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
-    let cqs = api("kueue.x-k8s.io", "v1beta2", "ClusterQueue", "clusterqueues", false);
+    let cqs = api(
+        "kueue.x-k8s.io",
+        "v1beta2",
+        "ClusterQueue",
+        "clusterqueues",
+        false,
+    );
     let mut poke = 0;
     while inv.0.checks() < seen + 2 {
-        assert!(tokio::time::Instant::now() < deadline, "the watcher ran no check after the status write");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the watcher ran no check after the status write"
+        );
         // Another event, so that a second check runs even when nothing else happens.
         poke += 1;
         let touch = json!({"metadata": {"annotations": {"test/poke": poke.to_string()}}});
-        cqs.patch("cq", &PatchParams::default(), &Patch::Merge(&touch)).await.unwrap();
+        cqs.patch("cq", &PatchParams::default(), &Patch::Merge(&touch))
+            .await
+            .unwrap();
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     let upgrade = json!({"spec": {"rayVersion": "2.47.0"}});
-    api("ray.io", "v1", "RayCluster", "rayclusters", true).patch("rs-child", &PatchParams::default(), &Patch::Merge(&upgrade)).await.unwrap();
+    api("ray.io", "v1", "RayCluster", "rayclusters", true)
+        .patch("rs-child", &PatchParams::default(), &Patch::Merge(&upgrade))
+        .await
+        .unwrap();
 
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
         let v = inv.violations();
         let found = |p: &str| v.iter().any(|m| m.starts_with(p));
-        if found("I1: ClusterQueue cq admitted a workload while using") && found("I2: RayCluster rs-child group head has 1 pods") && found("I6: RayService rs has 2 pending slices")
-            && found("I5: RayService rs holds quota in 2 slices") && found("I4: RayService rs's active cluster rs-child changed its spec")
+        if found("I1: ClusterQueue cq admitted a workload while using")
+            && found("I2: RayCluster rs-child group head has 1 pods")
+            && found("I6: RayService rs has 2 pending slices")
+            && found("I5: RayService rs holds quota in 2 slices")
+            && found("I4: RayService rs's active cluster rs-child changed its spec")
         {
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "the watcher missed a planted violation; it reported: {v:#?}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the watcher missed a planted violation; it reported: {v:#?}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }

@@ -88,10 +88,7 @@ impl Running {
             println!("skipped: kubectl not installed, run scripts/install-kubectl.sh");
             return None;
         };
-        let dir = std::env::temp_dir().join(format!(
-            "quotagate-integration-{name}-{}",
-            std::process::id()
-        ));
+        let dir = std::env::temp_dir().join(format!("quotagate-integration-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let opts = EmbeddedOptions {
@@ -115,7 +112,10 @@ impl Running {
         // 30 s, as start-up on a machine busy compiling took over 10.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         while !dir.join("kubeconfig").exists() {
-            assert!(!manager.is_finished(), "run_embedded ended before writing its kubeconfig");
+            assert!(
+                !manager.is_finished(),
+                "run_embedded ended before writing its kubeconfig"
+            );
             assert!(
                 tokio::time::Instant::now() < deadline,
                 "run_embedded wrote no kubeconfig"
@@ -133,7 +133,10 @@ impl Running {
     /// As [`Running::start`], with the simulated Ray dashboards (100 ms builds and replica starts).
     pub(super) async fn start_with_simulated_ray(name: &str) -> Option<Running> {
         Self::start_with(name, |o| {
-            o.manager.ray = Some(quotagate::wiring::ray::Dashboards::simulated(Duration::from_millis(100), Duration::from_millis(100)));
+            o.manager.ray = Some(quotagate::wiring::ray::Dashboards::simulated(
+                Duration::from_millis(100),
+                Duration::from_millis(100),
+            ));
         })
         .await
     }
@@ -174,54 +177,49 @@ async fn kubectl_applies_kueue_setup_and_sees_admission() {
     let dir = run.dir.clone();
     run.apply_setup().await;
     std::fs::write(dir.join("wl.yaml"), WORKLOAD).unwrap();
-    let (ok, out) = run.kubectl(
-        &["apply", "-f", dir.join("wl.yaml").to_str().unwrap()],
-    )
-    .await;
+    let (ok, out) = run
+        .kubectl(&["apply", "-f", dir.join("wl.yaml").to_str().unwrap()])
+        .await;
     assert!(ok, "{out}");
     // kubectl waits on a watch.
-    let (ok, out) = run.kubectl(
-        &[
+    let (ok, out) = run
+        .kubectl(&[
             "wait",
             "--for=condition=Admitted",
             "workload/sample",
             "--timeout=30s",
-        ],
-    )
-    .await;
+        ])
+        .await;
     assert!(ok, "{out}");
-    let (ok, reason) = run.kubectl(
-        &[
+    let (ok, reason) = run
+        .kubectl(&[
             "get",
             "workload",
             "sample",
             "-o",
             "jsonpath={.status.conditions[?(@.type==\"QuotaReserved\")].message}",
-        ],
-    )
-    .await;
+        ])
+        .await;
     assert!(ok, "{reason}");
     assert_eq!(reason, "Quota reserved in ClusterQueue cluster-queue");
-    let (ok, out) = run.kubectl(
-        &[
+    let (ok, out) = run
+        .kubectl(&[
             "wait",
             "--for=jsonpath={.status.admittedWorkloads}=1",
             "clusterqueue/cluster-queue",
             "--timeout=30s",
-        ],
-    )
-    .await;
+        ])
+        .await;
     assert!(ok, "{out}");
-    let (ok, usage) = run.kubectl(
-        &[
+    let (ok, usage) = run
+        .kubectl(&[
             "get",
             "clusterqueue",
             "cluster-queue",
             "-o",
             "jsonpath={.status.flavorsUsage[0].resources[0].total}",
-        ],
-    )
-    .await;
+        ])
+        .await;
     assert!(ok, "{usage}");
     assert_eq!(usage, "2");
     let (ok, table) = run.kubectl(&["get", "workloads"]).await;
@@ -229,16 +227,15 @@ async fn kubectl_applies_kueue_setup_and_sees_admission() {
         ok && table.contains("sample") && table.contains("cluster-queue"),
         "{table}"
     );
-    let (ok, active) = run.kubectl(
-        &[
+    let (ok, active) = run
+        .kubectl(&[
             "get",
             "cq",
             "cluster-queue",
             "-o",
             "jsonpath={.status.conditions[?(@.type==\"Active\")].reason}",
-        ],
-    )
-    .await;
+        ])
+        .await;
     assert!(ok, "{active}");
     assert_eq!(active, "Ready");
 
@@ -253,12 +250,19 @@ async fn kubectl_applies_kueue_setup_and_sees_admission() {
         ("neg.yaml", negative_cpu, "resources.requests[cpu]"),
     ] {
         std::fs::write(dir.join(file), yaml).unwrap();
-        let (ok, out) = run.kubectl(&["apply", "-f", dir.join(file).to_str().unwrap()]).await;
-        assert!(!ok && out.contains(want), "{file} must be refused naming {want}: {out}");
+        let (ok, out) = run
+            .kubectl(&["apply", "-f", dir.join(file).to_str().unwrap()])
+            .await;
+        assert!(
+            !ok && out.contains(want),
+            "{file} must be refused naming {want}: {out}"
+        );
     }
     let (ok, out) = run.kubectl(&["get", "ns"]).await;
     assert!(ok && out.contains("default"), "{out}");
-    let (ok, names) = run.kubectl(&["get", "workloads", "-o", "jsonpath={.items[*].metadata.name}"]).await;
+    let (ok, names) = run
+        .kubectl(&["get", "workloads", "-o", "jsonpath={.items[*].metadata.name}"])
+        .await;
     assert!(ok && names == "sample", "nothing else stored: {names}");
     run.stop().await;
 }
@@ -273,13 +277,32 @@ async fn describe_of_a_pending_workload_shows_why_it_waits() {
     };
     let dir = run.dir.clone();
     run.apply_setup().await;
-    let big = WORKLOAD.replace("name: sample", "name: big").replace("cpu: \"1\"", "cpu: \"100\"");
+    let big = WORKLOAD
+        .replace("name: sample", "name: big")
+        .replace("cpu: \"1\"", "cpu: \"100\"");
     std::fs::write(dir.join("big.yaml"), big).unwrap();
-    let (ok, out) = run.kubectl(&["apply", "-f", dir.join("big.yaml").to_str().unwrap()]).await;
+    let (ok, out) = run
+        .kubectl(&["apply", "-f", dir.join("big.yaml").to_str().unwrap()])
+        .await;
     assert!(ok, "{out}");
-    let (ok, out) = run.kubectl(&["wait", "--for=jsonpath={.status.conditions[?(@.type==\"QuotaReserved\")].reason}=ExceedsMaxQuota", "workload/big", "--timeout=30s"]).await;
+    let (ok, out) = run
+        .kubectl(&[
+            "wait",
+            "--for=jsonpath={.status.conditions[?(@.type==\"QuotaReserved\")].reason}=ExceedsMaxQuota",
+            "workload/big",
+            "--timeout=30s",
+        ])
+        .await;
     assert!(ok, "{out}");
-    let (ok, message) = run.kubectl(&["get", "workload", "big", "-o", "jsonpath={.status.conditions[?(@.type==\"QuotaReserved\")].message}"]).await;
+    let (ok, message) = run
+        .kubectl(&[
+            "get",
+            "workload",
+            "big",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"QuotaReserved\")].message}",
+        ])
+        .await;
     assert!(ok && message.contains("insufficient quota"), "{message}");
     // Events are published off the admission loop: give the write a moment to land.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
@@ -292,8 +315,14 @@ async fn describe_of_a_pending_workload_shows_why_it_waits() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     let events = described.split("Events:").nth(1).unwrap_or_default();
-    let line = events.lines().find(|l| l.contains("Pending")).unwrap_or_else(|| panic!("no Pending event: {described}"));
-    assert!(line.trim_start().starts_with("Warning") && line.contains("insufficient quota"), "{line}");
+    let line = events
+        .lines()
+        .find(|l| l.contains("Pending"))
+        .unwrap_or_else(|| panic!("no Pending event: {described}"));
+    assert!(
+        line.trim_start().starts_with("Warning") && line.contains("insufficient quota"),
+        "{line}"
+    );
     run.stop().await;
 }
 

@@ -72,10 +72,7 @@ async fn kubectl_upgrades_kuberays_incremental_sample_step_by_step() {
     std::fs::write(&file, sample).unwrap();
     let (ok, out) = run.kubectl(&["apply", "-f", file.to_str().unwrap()]).await;
     assert!(ok, "{out}");
-    assert!(
-        out.contains(&format!("rayservice.ray.io/{RS} created")),
-        "{out}"
-    );
+    assert!(out.contains(&format!("rayservice.ray.io/{RS} created")), "{out}");
     let (ok, out) = run
         .kubectl(&[
             "wait",
@@ -97,12 +94,7 @@ async fn kubectl_upgrades_kuberays_incremental_sample_step_by_step() {
         }
     };
     assert_eq!(
-        get(
-            "gateway",
-            format!("{RS}-gateway"),
-            "{.spec.gatewayClassName}"
-        )
-        .await,
+        get("gateway", format!("{RS}-gateway"), "{.spec.gatewayClassName}").await,
         "istio"
     );
     let old = get(
@@ -211,15 +203,24 @@ async fn kubectl_upgrades_kuberays_incremental_sample_step_by_step() {
     );
     let ok_new = series(
         &metrics,
-        &format!(
-            "quotagate_sim_requests_total{{{route},backend=\"{new}-serve-svc\",result=\"ok\"}}"
-        ),
+        &format!("quotagate_sim_requests_total{{{route},backend=\"{new}-serve-svc\",result=\"ok\"}}"),
     );
     assert_eq!(failed, Some(0), "{metrics}");
     // The embedded store's size, its quota (256 MiB by default) and its disk alarm (none).
-    assert!(series(&metrics, "quotagate_embedded_storage_bytes ").is_some_and(|b| b > 0), "{metrics}");
-    assert_eq!(series(&metrics, "quotagate_embedded_storage_quota_bytes "), Some(256 * 1024 * 1024), "{metrics}");
-    assert_eq!(series(&metrics, "quotagate_embedded_storage_disk_alarm "), Some(0), "{metrics}");
+    assert!(
+        series(&metrics, "quotagate_embedded_storage_bytes ").is_some_and(|b| b > 0),
+        "{metrics}"
+    );
+    assert_eq!(
+        series(&metrics, "quotagate_embedded_storage_quota_bytes "),
+        Some(256 * 1024 * 1024),
+        "{metrics}"
+    );
+    assert_eq!(
+        series(&metrics, "quotagate_embedded_storage_disk_alarm "),
+        Some(0),
+        "{metrics}"
+    );
     assert!(ok_new.is_some_and(|n| n > 0), "{metrics}");
     run.stop().await;
 }

@@ -103,14 +103,27 @@ async fn quotagate(run: &Running, args: &[&str]) -> (bool, String) {
         .output()
         .await
         .expect("the quotagate binary runs");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     (out.status.success(), text)
 }
 
 /// The name of the Workload whose owner is RayJob `job`.
 async fn workload_of(run: &Running, job: &str) -> String {
     for _ in 0..100 {
-        let owners = get(run, &["get", "workloads", "-o", "jsonpath={range .items[*]}{.metadata.ownerReferences[0].name}={.metadata.name};{end}"]).await;
+        let owners = get(
+            run,
+            &[
+                "get",
+                "workloads",
+                "-o",
+                "jsonpath={range .items[*]}{.metadata.ownerReferences[0].name}={.metadata.name};{end}",
+            ],
+        )
+        .await;
         if let Some(name) = owners.split(';').find_map(|p| p.strip_prefix(&format!("{job}="))) {
             return name.to_string();
         }
@@ -210,7 +223,13 @@ async fn kubectl_sees_a_rayjob_wait_run_succeed_and_its_cluster_go_after_the_ttl
 
 /// How many RayJobs a RayCronJob made (they carry `ray.io/cronjob-name`).
 async fn cron_made(run: &Running) -> usize {
-    get(run, &["get", "rayjobs", "-l", "ray.io/cronjob-name", "-o", "name"]).await.lines().count()
+    get(
+        run,
+        &["get", "rayjobs", "-l", "ray.io/cronjob-name", "-o", "name"],
+    )
+    .await
+    .lines()
+    .count()
 }
 
 /// Two RayCronJobs, each `@every 2s`, sharing a queue whose quota fits one of their RayJobs at a time

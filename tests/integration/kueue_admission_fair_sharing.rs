@@ -62,7 +62,9 @@ fn afs_cq(cq: ClusterQueue) -> ClusterQueue {
 async fn local_queue(c: &Cluster, name: &str, cq: &str, weight: &str) {
     let mut lq = LocalQueue::build(name, "default").cluster_queue(cq).build();
     lq.spec.fair_sharing = Some(FairSharing {
-        weight: Some(k8s_openapi::apimachinery::pkg::api::resource::Quantity(weight.into())),
+        weight: Some(k8s_openapi::apimachinery::pkg::api::resource::Quantity(
+            weight.into(),
+        )),
     });
     lqs(c)
         .create(&Default::default(), &lq)
@@ -88,12 +90,20 @@ async fn cq_level(cq: ClusterQueue) -> Cluster {
 }
 
 fn cq1() -> ClusterQueue {
-    ClusterQueue::build("cq1").flavor("default", [("cpu", "8")]).build()
+    ClusterQueue::build("cq1")
+        .flavor("default", [("cpu", "8")])
+        .build()
 }
 
 /// Consumed milli-CPU in status and how many resources it lists.
 fn usage(lq: &LocalQueue) -> Option<(usize, i64)> {
-    let s = lq.status.as_ref()?.fair_sharing.as_ref()?.admission_fair_sharing_status.as_ref()?;
+    let s = lq
+        .status
+        .as_ref()?
+        .fair_sharing
+        .as_ref()?
+        .admission_fair_sharing_status
+        .as_ref()?;
     let cpu = s.consumed_resources.get("cpu")?;
     let q = quotagate::api::quantity::Quantity::parse(&cpu.0).ok()?;
     Some((s.consumed_resources.len(), q.milli_value()))
@@ -101,7 +111,10 @@ fn usage(lq: &LocalQueue) -> Option<(usize, i64)> {
 
 /// Kueue's `ExpectLocalQueueFairSharingUsageToBe`: one resource listed, its milli-CPU compared.
 async fn usage_is(c: &Cluster, lq: &str, what: &str, ok: impl Fn(i64) -> bool) -> LocalQueue {
-    wait_for(&lqs(c), lq, what, |q| usage(q).is_some_and(|(n, m)| n == 1 && ok(m))).await
+    wait_for(&lqs(c), lq, what, |q| {
+        usage(q).is_some_and(|(n, m)| n == 1 && ok(m))
+    })
+    .await
 }
 
 async fn admitted(c: &Cluster, name: &str) -> quotagate::api::kueue::Workload {
@@ -126,7 +139,10 @@ async fn reserved_count(c: &Cluster, names: &[&str], n: usize) -> Vec<String> {
         if got.len() >= n {
             return got;
         }
-        assert!(tokio::time::Instant::now() < deadline, "{n} of {names:?} reserved; got {got:?}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{n} of {names:?} reserved; got {got:?}"
+        );
         c.quota.wait_any_event().await;
     }
 }
@@ -138,7 +154,9 @@ async fn admits_one_workload_from_each_local_queue_when_quota_is_limited() {
     let c = cq_level(cq1()).await;
     let cqs: Api<ClusterQueue> = Api::all(c.client.clone());
     let hold = serde_json::json!({"spec": {"stopPolicy": "Hold"}});
-    cqs.patch("cq1", &PatchParams::default(), &Patch::Merge(&hold)).await.unwrap();
+    cqs.patch("cq1", &PatchParams::default(), &Patch::Merge(&hold))
+        .await
+        .unwrap();
     wait_for(&cqs, "cq1", "stopped", |q| {
         q.status
             .as_ref()
@@ -146,14 +164,21 @@ async fn admits_one_workload_from_each_local_queue_when_quota_is_limited() {
             .is_some_and(|c| c.status == "False")
     })
     .await;
-    for (name, lq, prio) in [("a1", "lq-a", 1), ("a2", "lq-a", 1), ("b1", "lq-b", 0), ("b2", "lq-b", 0)] {
+    for (name, lq, prio) in [
+        ("a1", "lq-a", 1),
+        ("a2", "lq-a", 1),
+        ("b1", "lq-b", 0),
+        ("b2", "lq-b", 0),
+    ] {
         c.workload(name, lq, prio, "4").await;
     }
     for name in ["a1", "a2", "b1", "b2"] {
         pending(&c.workloads(), name).await;
     }
     let resume = serde_json::json!({"spec": {"stopPolicy": "None"}});
-    cqs.patch("cq1", &PatchParams::default(), &Patch::Merge(&resume)).await.unwrap();
+    cqs.patch("cq1", &PatchParams::default(), &Patch::Merge(&resume))
+        .await
+        .unwrap();
     let got = reserved_count(&c, &["a1", "a2", "b1", "b2"], 2).await;
     let from_a = got.iter().filter(|n| n.starts_with('a')).count();
     assert_eq!(from_a, 1, "one from each LocalQueue: {got:?}");
@@ -192,7 +217,13 @@ async fn admits_the_new_local_queue_when_all_others_are_busy() {
         c.workload(name, lq, 0, "4").await;
         admitted(&c, name).await;
     }
-    for (name, lq, prio) in [("a2", "lq-a", 1), ("a3", "lq-a", 1), ("b2", "lq-b", 1), ("b3", "lq-b", 1), ("c1", "lq-c", 0)] {
+    for (name, lq, prio) in [
+        ("a2", "lq-a", 1),
+        ("a3", "lq-a", 1),
+        ("b2", "lq-b", 1),
+        ("b3", "lq-b", 1),
+        ("c1", "lq-c", 0),
+    ] {
         c.workload(name, lq, prio, "4").await;
         pending(&c.workloads(), name).await;
     }
@@ -237,7 +268,9 @@ async fn admits_less_active_local_queues_as_quota_is_released() {
 async fn consumed_resources_grow_with_each_admission() {
     let _serial = SERIAL.lock().await;
     let mut c = cq_level(cq1()).await;
-    let addr = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).unwrap();
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap();
     use_config_serving(&mut c, Some(afs(SECOND, SECOND)), Some(addr)).await;
     c.workload("a1", "lq-a", 0, "4").await;
     admitted(&c, "a1").await;
@@ -263,7 +296,9 @@ async fn consumed_resources_grow_with_each_admission() {
 /// Kueue's `local_queue_admission_fair_sharing_usage` of a LocalQueue of "default" in `cq`, from a
 /// /metrics text: its consumed resources plus its unsettled entry penalties, over its weight.
 fn usage_metric(text: &str, lq: &str, cq: &str) -> Option<f64> {
-    let series = format!("kueue_local_queue_admission_fair_sharing_usage{{name=\"{lq}\",namespace=\"default\",cluster_queue=\"{cq}\"");
+    let series = format!(
+        "kueue_local_queue_admission_fair_sharing_usage{{name=\"{lq}\",namespace=\"default\",cluster_queue=\"{cq}\""
+    );
     let line = text.lines().find(|l| l.starts_with(&series))?;
     line.rsplit(' ').next()?.parse().ok()
 }
@@ -276,12 +311,17 @@ fn usage_metric(text: &str, lq: &str, cq: &str) -> Option<f64> {
 /// penalties) shows above the status (consumed only). A 4 CPU workload's penalty is then half of it.
 async fn with_admission_check() -> (Cluster, std::net::SocketAddr) {
     let mut c = Cluster::start(Limits::default().cq("cq-with-check", 8_000)).await;
-    let addr = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).unwrap();
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap();
     let hour = Duration::from_secs(3600);
     use_config_serving(&mut c, Some(afs(hour, hour)), Some(addr)).await;
     c.flavor("default").await;
     admission_check(&c, "check1", "ctrl", true).await;
-    let cq = ClusterQueue::build("cq-with-check").flavor("default", [("cpu", "8")]).admission_check("check1", &[]).build();
+    let cq = ClusterQueue::build("cq-with-check")
+        .flavor("default", [("cpu", "8")])
+        .admission_check("check1", &[])
+        .build();
     c.cluster_queue(afs_cq(cq)).await;
     local_queue(&c, "lq-a", "cq-with-check", "1").await;
     (c, addr)
@@ -297,7 +337,12 @@ async fn lq_a_ledger(c: &Cluster, addr: std::net::SocketAddr) -> Option<(i64, i6
 
 /// Holds until lq-a's (consumed, penalty) satisfy `ok`. The penalty has no watch to wait on:
 /// `/metrics` is polled, bounded by `WAIT`.
-async fn lq_a_ledger_until(c: &Cluster, addr: std::net::SocketAddr, what: &str, ok: impl Fn(i64, i64) -> bool) -> (i64, i64) {
+async fn lq_a_ledger_until(
+    c: &Cluster,
+    addr: std::net::SocketAddr,
+    what: &str,
+    ok: impl Fn(i64, i64) -> bool,
+) -> (i64, i64) {
     let deadline = tokio::time::Instant::now() + WAIT;
     let mut last = None;
     while tokio::time::Instant::now() < deadline {
@@ -310,9 +355,14 @@ async fn lq_a_ledger_until(c: &Cluster, addr: std::net::SocketAddr, what: &str, 
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let text = scrape(addr).await;
-    let series: Vec<&str> = text.lines().filter(|l| l.contains("admission_fair_sharing_usage")).collect();
+    let series: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("admission_fair_sharing_usage"))
+        .collect();
     let status = lqs(c).get("lq-a").await.ok().and_then(|q| q.status);
-    panic!("lq-a: {what}; last (consumed, penalty) in milli-CPU: {last:?}; /metrics: {series:?}; status: {status:?}");
+    panic!(
+        "lq-a: {what}; last (consumed, penalty) in milli-CPU: {last:?}; /metrics: {series:?}; status: {status:?}"
+    );
 }
 
 /// Kueue's penalty for a 4 CPU workload here: 4 CPU times alpha(interval, half-life) = 1/2.
@@ -322,7 +372,9 @@ const PENALTY_4_CPU: i64 = 2_000;
 /// reservingWorkloads counts it) shows the consumed resources of that cycle.
 async fn lq_a_once_reserving(c: &Cluster) -> LocalQueue {
     wait_for(&lqs(c), "lq-a", "counts the reservation", |q| {
-        q.status.as_ref().is_some_and(|s| s.reserving_workloads == 1 && s.admitted_workloads == 0)
+        q.status
+            .as_ref()
+            .is_some_and(|s| s.reserving_workloads == 1 && s.admitted_workloads == 0)
     })
     .await
 }
@@ -337,8 +389,16 @@ async fn the_entry_penalty_is_settled_when_an_admission_check_admits() {
     c.workload("wl", "lq-a", 0, "4").await;
     reserved_not_admitted(&c, "wl").await;
     let q = lq_a_once_reserving(&c).await;
-    assert_eq!(usage(&q), Some((1, 0)), "nothing settled at the reservation: {:?}", q.status);
-    lq_a_ledger_until(&c, addr, "the entry penalty pending", |consumed, penalty| consumed == 0 && penalty == PENALTY_4_CPU).await;
+    assert_eq!(
+        usage(&q),
+        Some((1, 0)),
+        "nothing settled at the reservation: {:?}",
+        q.status
+    );
+    lq_a_ledger_until(&c, addr, "the entry penalty pending", |consumed, penalty| {
+        consumed == 0 && penalty == PENALTY_4_CPU
+    })
+    .await;
 
     set_check_state(&c, "wl", "check1", CheckState::Ready, "check ready", None).await;
     wait_for(&c.workloads(), "wl", "Admitted", |w| w.is_admitted()).await;
@@ -359,12 +419,18 @@ async fn the_entry_penalty_is_dropped_when_the_workload_is_deleted_waiting_for_i
     let (c, addr) = with_admission_check().await;
     c.workload("wl", "lq-a", 0, "4").await;
     reserved_not_admitted(&c, "wl").await;
-    lq_a_ledger_until(&c, addr, "the entry penalty pending", |consumed, penalty| consumed == 0 && penalty == PENALTY_4_CPU).await;
+    lq_a_ledger_until(&c, addr, "the entry penalty pending", |consumed, penalty| {
+        consumed == 0 && penalty == PENALTY_4_CPU
+    })
+    .await;
 
     c.workloads().delete("wl", &Default::default()).await.unwrap();
     wait_gone(&c.workloads(), "wl").await;
     lq_a_ledger_until(&c, addr, "the entry penalty dropped", |_, penalty| penalty == 0).await;
-    let q = wait_for(&lqs(&c), "lq-a", "the deletion counted", |q| q.status.as_ref().is_some_and(|s| s.reserving_workloads == 0)).await;
+    let q = wait_for(&lqs(&c), "lq-a", "the deletion counted", |q| {
+        q.status.as_ref().is_some_and(|s| s.reserving_workloads == 0)
+    })
+    .await;
     assert_eq!(usage(&q), Some((1, 0)), "dropped, not settled: {:?}", q.status);
 }
 
@@ -377,7 +443,10 @@ async fn an_evicted_workload_reserving_again_does_not_stack_entry_penalties() {
     let (c, addr) = with_admission_check().await;
     c.workload("wl", "lq-a", 0, "4").await;
     reserved_not_admitted(&c, "wl").await;
-    let first = lq_a_ledger_until(&c, addr, "the entry penalty pending", |consumed, penalty| consumed == 0 && penalty == PENALTY_4_CPU).await;
+    let first = lq_a_ledger_until(&c, addr, "the entry penalty pending", |consumed, penalty| {
+        consumed == 0 && penalty == PENALTY_4_CPU
+    })
+    .await;
 
     set_check_state(&c, "wl", "check1", CheckState::Retry, "retry", None).await;
     wait_for(&c.workloads(), "wl", "evicted by the check", |w| {
@@ -385,7 +454,12 @@ async fn an_evicted_workload_reserving_again_does_not_stack_entry_penalties() {
     })
     .await;
     wait_for(&c.workloads(), "wl", "reserved again after the retry", |w| {
-        let retried = w.status.as_ref().and_then(|s| s.admission_checks.first()).and_then(|s| s.retry_count) == Some(1);
+        let retried = w
+            .status
+            .as_ref()
+            .and_then(|s| s.admission_checks.first())
+            .and_then(|s| s.retry_count)
+            == Some(1);
         let evicted = condition(w, condition::EVICTED).is_some_and(|(s, _, _)| s == "True");
         reserved(w) && retried && !evicted
     })
@@ -394,7 +468,11 @@ async fn an_evicted_workload_reserving_again_does_not_stack_entry_penalties() {
     let until = tokio::time::Instant::now() + SECOND;
     while tokio::time::Instant::now() < until {
         let now = lq_a_ledger(&c, addr).await;
-        assert_eq!(now, Some(first), "(consumed, penalty) after reserving again, milli-CPU");
+        assert_eq!(
+            now,
+            Some(first),
+            "(consumed, penalty) after reserving again, milli-CPU"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     c.quota.assert_safe();
@@ -489,9 +567,16 @@ async fn a_weight_raised_through_the_api_changes_the_order() {
     // LocalQueue watch, which is not ordered with its Workload watch, so a raise written just
     // before the blocker finishes could reach the admission loop after the cycle that refills.
     let raise = serde_json::json!({"spec": {"fairSharing": {"weight": "1000000"}}});
-    lqs(&c).patch("lq-a", &PatchParams::default(), &Patch::Merge(&raise)).await.unwrap();
+    lqs(&c)
+        .patch("lq-a", &PatchParams::default(), &Patch::Merge(&raise))
+        .await
+        .unwrap();
     wait_for(&lqs(&c), "lq-a", "weight raised", |q| {
-        q.spec.fair_sharing.as_ref().and_then(|f| f.weight.as_ref()).is_some_and(|w| w.0 == "1000000")
+        q.spec
+            .fair_sharing
+            .as_ref()
+            .and_then(|f| f.weight.as_ref())
+            .is_some_and(|w| w.0 == "1000000")
     })
     .await;
     c.workload("wl-a", "lq-a", 0, "32").await;
@@ -512,7 +597,10 @@ async fn the_history_survives_a_restart() {
     use_config(&mut c, Some(afs(SECOND, SECOND))).await;
     c.flavor("default").await;
     c.cluster_queue(afs_cq(
-        ClusterQueue::build("cq-restart").cohort("all").flavor("default", [("cpu", "16")]).build(),
+        ClusterQueue::build("cq-restart")
+            .cohort("all")
+            .flavor("default", [("cpu", "16")])
+            .build(),
     ))
     .await;
     local_queue(&c, "lq-restart", "cq-restart", "1").await;
@@ -525,17 +613,29 @@ async fn the_history_survives_a_restart() {
     }
     let frozen = lqs(&c).get("lq-restart").await.unwrap();
     let (_, frozen) = usage(&frozen).unwrap_or_default();
-    assert!(frozen > 2_000, "persisted usage decayed too much before the stop: {frozen}m");
+    assert!(
+        frozen > 2_000,
+        "persisted usage decayed too much before the stop: {frozen}m"
+    );
     // A long half-life freezes the history; the finished workload holds nothing any more, so only
     // a ledger seeded from status keeps the usage near the frozen value.
     let restart = jiff::Timestamp::now();
     use_config(&mut c, Some(afs(SECOND, Duration::from_secs(3600)))).await;
     c.workload("wl2", "lq-restart", 0, "1").await;
     admitted(&c, "wl2").await;
-    wait_for(&lqs(&c), "lq-restart", "a status written after the restart keeping the history", |q| {
-        let s = q.status.as_ref().and_then(|s| s.fair_sharing.as_ref()).and_then(|f| f.admission_fair_sharing_status.as_ref());
-        s.is_some_and(|s| s.last_update.0 > restart) && usage(q).is_some_and(|(_, m)| m > frozen * 7 / 10)
-    })
+    wait_for(
+        &lqs(&c),
+        "lq-restart",
+        "a status written after the restart keeping the history",
+        |q| {
+            let s = q
+                .status
+                .as_ref()
+                .and_then(|s| s.fair_sharing.as_ref())
+                .and_then(|f| f.admission_fair_sharing_status.as_ref());
+            s.is_some_and(|s| s.last_update.0 > restart) && usage(q).is_some_and(|(_, m)| m > frozen * 7 / 10)
+        },
+    )
     .await;
     // Kept, not overwritten by later samples (three sampling intervals).
     for _ in 0..3 {
@@ -556,7 +656,10 @@ async fn small_cpu_usage_is_not_truncated_by_samples() {
     use_config(&mut c, Some(afs(SECOND, SECOND))).await;
     c.flavor("default").await;
     c.cluster_queue(with_all_namespaces(
-        ClusterQueue::build("cq-afs-cpu").cohort("cohort").flavor("default", [("cpu", "4")]).build(),
+        ClusterQueue::build("cq-afs-cpu")
+            .cohort("cohort")
+            .flavor("default", [("cpu", "4")])
+            .build(),
     ))
     .await;
     c.local_queue("lq-afs-cpu", "cq-afs-cpu").await;
@@ -593,5 +696,9 @@ async fn without_the_config_the_mode_is_ignored() {
         q.status.as_ref().is_some_and(|s| s.admitted_workloads == 1)
     })
     .await;
-    assert!(q.status.as_ref().and_then(|s| s.fair_sharing.as_ref()).is_none(), "{:?}", q.status);
+    assert!(
+        q.status.as_ref().and_then(|s| s.fair_sharing.as_ref()).is_none(),
+        "{:?}",
+        q.status
+    );
 }

@@ -16,7 +16,10 @@ fn lq_usage(u: &[quotagate::api::kueue::LocalQueueFlavorUsage]) -> Vec<(String, 
     u.iter()
         .flat_map(|f| {
             f.resources.iter().map(|r| {
-                let v = r.total.as_ref().map_or(0, |q| resource_value(&r.name, &Quantity::try_from(q).unwrap()));
+                let v = r
+                    .total
+                    .as_ref()
+                    .map_or(0, |q| resource_value(&r.name, &Quantity::try_from(q).unwrap()));
                 (f.name.clone(), r.name.clone(), v)
             })
         })
@@ -25,7 +28,10 @@ fn lq_usage(u: &[quotagate::api::kueue::LocalQueueFlavorUsage]) -> Vec<(String, 
 
 /// Kueue's LocalQueue usage of "cluster-queue.queue-controller": model-d then model-c.
 fn lq_at(d: i64, c: i64) -> Vec<(String, String, i64)> {
-    vec![("model-d".into(), GPU.into(), d), ("model-c".into(), GPU.into(), c)]
+    vec![
+        ("model-d".into(), GPU.into(), d),
+        ("model-c".into(), GPU.into(), c),
+    ]
 }
 
 /// Kueue's `localqueue_controller_test.go` ClusterQueue: 5 GPUs in model-d and in model-c.
@@ -33,8 +39,16 @@ fn lq_cq() -> ClusterQueue {
     with_all_namespaces(
         ClusterQueue::build("cluster-queue.queue-controller")
             .cohort("cohort")
-            .flavor_quotas(FlavorQuotas::build("model-d").resource_with_limits(GPU, "5", Some("5"), None).build())
-            .flavor_quotas(FlavorQuotas::build("model-c").resource_with_limits(GPU, "5", Some("5"), None).build())
+            .flavor_quotas(
+                FlavorQuotas::build("model-d")
+                    .resource_with_limits(GPU, "5", Some("5"), None)
+                    .build(),
+            )
+            .flavor_quotas(
+                FlavorQuotas::build("model-c")
+                    .resource_with_limits(GPU, "5", Some("5"), None)
+                    .build(),
+            )
             .build(),
     )
 }
@@ -63,9 +77,18 @@ async fn a_flavor_is_deleted_once_no_cluster_queue_references_it() {
     let c = Cluster::start(Limits::default()).await;
     flavor_setup(&c).await;
     let flavors: Api<ResourceFlavor> = Api::all(c.client.clone());
-    flavors.delete("on-demand", &DeleteParams::default()).await.unwrap();
-    let f = wait_for(&flavors, "on-demand", "deleting", |f| f.metadata.deletion_timestamp.is_some()).await;
-    assert_eq!(f.metadata.finalizers.as_deref(), Some(&[RESOURCE_IN_USE_FINALIZER.to_string()][..]));
+    flavors
+        .delete("on-demand", &DeleteParams::default())
+        .await
+        .unwrap();
+    let f = wait_for(&flavors, "on-demand", "deleting", |f| {
+        f.metadata.deletion_timestamp.is_some()
+    })
+    .await;
+    assert_eq!(
+        f.metadata.finalizers.as_deref(),
+        Some(&[RESOURCE_IN_USE_FINALIZER.to_string()][..])
+    );
     // Still referenced: a cycle that saw the deletion (it saw the later flavor "x") keeps it.
     c.flavor("x").await;
     wait_for(&flavors, "x", "the resource-in-use finalizer", |f| {
@@ -94,10 +117,18 @@ async fn a_flavor_is_deleted_once_its_cluster_queue_is() {
     let c = Cluster::start(Limits::default()).await;
     flavor_setup(&c).await;
     let flavors: Api<ResourceFlavor> = Api::all(c.client.clone());
-    flavors.delete("on-demand", &DeleteParams::default()).await.unwrap();
-    wait_for(&flavors, "on-demand", "deleting", |f| f.metadata.deletion_timestamp.is_some()).await;
+    flavors
+        .delete("on-demand", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(&flavors, "on-demand", "deleting", |f| {
+        f.metadata.deletion_timestamp.is_some()
+    })
+    .await;
     let cqs: Api<ClusterQueue> = Api::all(c.client.clone());
-    cqs.delete("cluster-queue", &DeleteParams::default()).await.unwrap();
+    cqs.delete("cluster-queue", &DeleteParams::default())
+        .await
+        .unwrap();
     gone(&cqs, "cluster-queue").await;
     gone(&flavors, "on-demand").await;
 }
@@ -113,19 +144,45 @@ async fn local_queue_active_condition_follows_its_cluster_queue() {
         move |s: &LocalQueueStatus| active(&s.conditions) == t(status, why, msg)
     };
     const NO_SUBMIT: &str = "Can't submit new workloads to clusterQueue";
-    let s = lq_status(&c, "queue", "no ClusterQueue", is("False", "ClusterQueueDoesNotExist", NO_SUBMIT)).await;
+    let s = lq_status(
+        &c,
+        "queue",
+        "no ClusterQueue",
+        is("False", "ClusterQueueDoesNotExist", NO_SUBMIT),
+    )
+    .await;
     assert!(s.flavors_reservation.is_empty() && s.flavors_usage.is_empty());
     c.cluster_queue(lq_cq()).await;
-    let s = lq_status(&c, "queue", "ClusterQueue inactive", is("False", "ClusterQueueIsInactive", NO_SUBMIT)).await;
+    let s = lq_status(
+        &c,
+        "queue",
+        "ClusterQueue inactive",
+        is("False", "ClusterQueueIsInactive", NO_SUBMIT),
+    )
+    .await;
     assert_eq!(lq_usage(&s.flavors_reservation), lq_at(0, 0));
     assert_eq!(lq_usage(&s.flavors_usage), lq_at(0, 0));
     c.flavor("model-c").await;
     c.flavor("model-d").await;
-    let s = lq_status(&c, "queue", "ready", is("True", "Ready", "Can submit new workloads to localQueue")).await;
+    let s = lq_status(
+        &c,
+        "queue",
+        "ready",
+        is("True", "Ready", "Can submit new workloads to localQueue"),
+    )
+    .await;
     assert_eq!(lq_usage(&s.flavors_reservation), lq_at(0, 0));
     let cqs: Api<ClusterQueue> = Api::all(c.client.clone());
-    cqs.delete("cluster-queue.queue-controller", &DeleteParams::default()).await.unwrap();
-    let s = lq_status(&c, "queue", "no ClusterQueue again", is("False", "ClusterQueueDoesNotExist", NO_SUBMIT)).await;
+    cqs.delete("cluster-queue.queue-controller", &DeleteParams::default())
+        .await
+        .unwrap();
+    let s = lq_status(
+        &c,
+        "queue",
+        "no ClusterQueue again",
+        is("False", "ClusterQueueDoesNotExist", NO_SUBMIT),
+    )
+    .await;
     assert!(s.flavors_reservation.is_empty() && s.flavors_usage.is_empty());
 }
 
@@ -138,9 +195,27 @@ async fn lq_workloads_reserved(c: &Cluster) {
         workload(c, n, "queue", &[(GPU, "6")]).await;
     }
     ready_with(c, "3 pending", (3, 0, 0), lq_at(0, 0)).await;
-    reserve(&wls, "one", "cluster-queue.queue-controller", &[("main", 1, &[(GPU, "model-c", "2")])]).await;
-    reserve(&wls, "two", "cluster-queue.queue-controller", &[("main", 1, &[(GPU, "model-c", "3")])]).await;
-    reserve(&wls, "three", "cluster-queue.queue-controller", &[("main", 1, &[(GPU, "model-d", "1")])]).await;
+    reserve(
+        &wls,
+        "one",
+        "cluster-queue.queue-controller",
+        &[("main", 1, &[(GPU, "model-c", "2")])],
+    )
+    .await;
+    reserve(
+        &wls,
+        "two",
+        "cluster-queue.queue-controller",
+        &[("main", 1, &[(GPU, "model-c", "3")])],
+    )
+    .await;
+    reserve(
+        &wls,
+        "three",
+        "cluster-queue.queue-controller",
+        &[("main", 1, &[(GPU, "model-d", "1")])],
+    )
+    .await;
     ready_with(c, "3 admitted", (0, 3, 3), lq_at(1, 5)).await;
 }
 
@@ -176,7 +251,10 @@ async fn local_queue_status_follows_its_workloads() {
     for n in ["one", "two", "three"] {
         finish(&wls, n).await;
     }
-    let s = lq_status(&c, "queue", "nothing left", |s| (s.pending_workloads, s.reserving_workloads, s.admitted_workloads) == (0, 0, 0)).await;
+    let s = lq_status(&c, "queue", "nothing left", |s| {
+        (s.pending_workloads, s.reserving_workloads, s.admitted_workloads) == (0, 0, 0)
+    })
+    .await;
     assert_eq!(lq_usage(&s.flavors_reservation), lq_at(0, 0));
     assert_eq!(lq_usage(&s.flavors_usage), lq_at(0, 0));
 }
@@ -190,7 +268,9 @@ async fn local_queue_status_after_its_cluster_queue_is_forcefully_deleted() {
     lq_setup(&c).await;
     lq_workloads_reserved(&c).await;
     let cqs: Api<ClusterQueue> = Api::all(c.client.clone());
-    cqs.delete("cluster-queue.queue-controller", &DeleteParams::default()).await.unwrap();
+    cqs.delete("cluster-queue.queue-controller", &DeleteParams::default())
+        .await
+        .unwrap();
     cqs.patch(
         "cluster-queue.queue-controller",
         &kube::api::PatchParams::default(),
@@ -200,9 +280,17 @@ async fn local_queue_status_after_its_cluster_queue_is_forcefully_deleted() {
     .unwrap();
     gone(&cqs, "cluster-queue.queue-controller").await;
     let s = lq_status(&c, "queue", "ClusterQueueDoesNotExist", |s| {
-        active(&s.conditions) == t("False", "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue")
+        active(&s.conditions)
+            == t(
+                "False",
+                "ClusterQueueDoesNotExist",
+                "Can't submit new workloads to clusterQueue",
+            )
     })
     .await;
-    assert_eq!((s.pending_workloads, s.reserving_workloads, s.admitted_workloads), (0, 0, 0));
+    assert_eq!(
+        (s.pending_workloads, s.reserving_workloads, s.admitted_workloads),
+        (0, 0, 0)
+    );
     assert!(s.flavors_reservation.is_empty() && s.flavors_usage.is_empty());
 }

@@ -34,10 +34,18 @@ pub(crate) async fn reserve(wls: &Api<Workload>, name: &str, cq: &str, podsets: 
             .iter()
             .map(|(ps, count, rs)| PodSetAssignment {
                 name: ps.to_string(),
-                flavors: rs.iter().map(|(r, f, _)| (r.to_string(), f.to_string())).collect(),
+                flavors: rs
+                    .iter()
+                    .map(|(r, f, _)| (r.to_string(), f.to_string()))
+                    .collect(),
                 resource_usage: rs
                     .iter()
-                    .map(|(r, _, q)| (r.to_string(), k8s_openapi::apimachinery::pkg::api::resource::Quantity(q.to_string())))
+                    .map(|(r, _, q)| {
+                        (
+                            r.to_string(),
+                            k8s_openapi::apimachinery::pkg::api::resource::Quantity(q.to_string()),
+                        )
+                    })
                     .collect(),
                 count: Some(*count),
                 ..Default::default()
@@ -55,7 +63,12 @@ pub(crate) async fn reserve(wls: &Api<Workload>, name: &str, cq: &str, podsets: 
         );
         quotagate::api::conditions::set(
             &mut s.conditions,
-            make_condition(condition::ADMITTED, true, reason::ADMITTED, "The workload is admitted"),
+            make_condition(
+                condition::ADMITTED,
+                true,
+                reason::ADMITTED,
+                "The workload is admitted",
+            ),
         );
         if wls.replace_status(name, &PostParams::default(), &w).await.is_ok() {
             return;
@@ -77,18 +90,26 @@ pub(crate) async fn workload(c: &Cluster, name: &str, lq: &str, requests: &[(&st
 /// cpu), in the order written.
 fn usage(u: &[quotagate::api::kueue::FlavorUsage]) -> Vec<(String, String, i64, i64)> {
     let v = |r: &str, q: &Option<k8s_openapi::apimachinery::pkg::api::resource::Quantity>| {
-        q.as_ref().map_or(0, |q| resource_value(r, &Quantity::try_from(q).unwrap()))
+        q.as_ref()
+            .map_or(0, |q| resource_value(r, &Quantity::try_from(q).unwrap()))
     };
     u.iter()
         .flat_map(|f| {
-            f.resources
-                .iter()
-                .map(|r| (f.name.clone(), r.name.clone(), v(&r.name, &r.total), v(&r.name, &r.borrowed)))
+            f.resources.iter().map(|r| {
+                (
+                    f.name.clone(),
+                    r.name.clone(),
+                    v(&r.name, &r.total),
+                    v(&r.name, &r.borrowed),
+                )
+            })
         })
         .collect()
 }
 
-pub(crate) fn active(conds: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]) -> Option<(String, String, String)> {
+pub(crate) fn active(
+    conds: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+) -> Option<(String, String, String)> {
     conds
         .iter()
         .find(|c| c.type_ == condition::ACTIVE)
@@ -99,7 +120,12 @@ pub(crate) fn t(s: &str, r: &str, m: &str) -> Option<(String, String, String)> {
     Some((s.into(), r.into(), m.into()))
 }
 
-pub(crate) async fn cq_status(c: &Cluster, name: &str, what: &str, cond: impl Fn(&ClusterQueueStatus) -> bool) -> ClusterQueueStatus {
+pub(crate) async fn cq_status(
+    c: &Cluster,
+    name: &str,
+    what: &str,
+    cond: impl Fn(&ClusterQueueStatus) -> bool,
+) -> ClusterQueueStatus {
     let api: Api<ClusterQueue> = Api::all(c.client.clone());
     wait_for(&api, name, what, |q| q.status.as_ref().is_some_and(&cond))
         .await
@@ -107,7 +133,12 @@ pub(crate) async fn cq_status(c: &Cluster, name: &str, what: &str, cond: impl Fn
         .unwrap()
 }
 
-pub(crate) async fn lq_status(c: &Cluster, name: &str, what: &str, cond: impl Fn(&LocalQueueStatus) -> bool) -> LocalQueueStatus {
+pub(crate) async fn lq_status(
+    c: &Cluster,
+    name: &str,
+    what: &str,
+    cond: impl Fn(&LocalQueueStatus) -> bool,
+) -> LocalQueueStatus {
     let api: Api<LocalQueue> = Api::namespaced(c.client.clone(), "default");
     wait_for(&api, name, what, |q| q.status.as_ref().is_some_and(&cond))
         .await
@@ -145,7 +176,9 @@ where
 /// spot, gpu in model-a and model-b, 5 of each (borrowing limit 5), in cohort "cohort".
 fn usage_cq() -> ClusterQueue {
     let fq = |f: &str, r: &str| {
-        FlavorQuotas::build(f).resource_with_limits(r, "5", Some("5"), None).build()
+        FlavorQuotas::build(f)
+            .resource_with_limits(r, "5", Some("5"), None)
+            .build()
     };
     let mut cq = ClusterQueue::build("cluster-queue").cohort("cohort").build();
     cq.spec.resource_groups = Some(vec![
@@ -162,10 +195,15 @@ fn usage_cq() -> ClusterQueue {
 }
 
 fn empty_usage() -> Vec<(String, String, i64, i64)> {
-    [("on-demand", "cpu"), ("spot", "cpu"), ("model-a", GPU), ("model-b", GPU)]
-        .iter()
-        .map(|(f, r)| (f.to_string(), r.to_string(), 0, 0))
-        .collect()
+    [
+        ("on-demand", "cpu"),
+        ("spot", "cpu"),
+        ("model-a", GPU),
+        ("model-b", GPU),
+    ]
+    .iter()
+    .map(|(f, r)| (f.to_string(), r.to_string(), 0, 0))
+    .collect()
 }
 
 const MISSING_ALL: &str =
@@ -199,12 +237,42 @@ async fn cluster_queue_status_follows_reservations_and_finishes() {
     assert_eq!(usage(&s.flavors_usage), empty_usage());
 
     let wls = c.workloads();
-    reserve(&wls, "one", "cluster-queue", &[("main", 1, &[("cpu", "on-demand", "2"), (GPU, "model-a", "2")])]).await;
-    reserve(&wls, "two", "cluster-queue", &[("main", 1, &[("cpu", "on-demand", "3"), (GPU, "model-a", "3")])]).await;
-    reserve(&wls, "three", "cluster-queue", &[("main", 1, &[("cpu", "on-demand", "1"), (GPU, "model-b", "1")])]).await;
-    reserve(&wls, "four", "cluster-queue", &[("main", 1, &[("cpu", "spot", "1"), (GPU, "model-b", "1")])]).await;
+    reserve(
+        &wls,
+        "one",
+        "cluster-queue",
+        &[("main", 1, &[("cpu", "on-demand", "2"), (GPU, "model-a", "2")])],
+    )
+    .await;
+    reserve(
+        &wls,
+        "two",
+        "cluster-queue",
+        &[("main", 1, &[("cpu", "on-demand", "3"), (GPU, "model-a", "3")])],
+    )
+    .await;
+    reserve(
+        &wls,
+        "three",
+        "cluster-queue",
+        &[("main", 1, &[("cpu", "on-demand", "1"), (GPU, "model-b", "1")])],
+    )
+    .await;
+    reserve(
+        &wls,
+        "four",
+        "cluster-queue",
+        &[("main", 1, &[("cpu", "spot", "1"), (GPU, "model-b", "1")])],
+    )
+    .await;
     // Reserved in a ClusterQueue that does not exist: counted nowhere.
-    reserve(&wls, "five", "other", &[("main", 1, &[("cpu", "spot", "1"), (GPU, "model-b", "1")])]).await;
+    reserve(
+        &wls,
+        "five",
+        "other",
+        &[("main", 1, &[("cpu", "spot", "1"), (GPU, "model-b", "1")])],
+    )
+    .await;
     for f in ["on-demand", "spot", "model-a", "model-b"] {
         c.flavor(f).await;
     }
@@ -234,7 +302,10 @@ async fn cluster_queue_status_follows_reservations_and_finishes() {
     .await;
     assert_eq!(usage(&s.flavors_reservation), empty_usage());
     assert_eq!(usage(&s.flavors_usage), empty_usage());
-    assert_eq!(active(&s.conditions), t("True", reason::READY, "Can admit new workloads"));
+    assert_eq!(
+        active(&s.conditions),
+        t("True", reason::READY, "Can admit new workloads")
+    );
 }
 
 /// `clusterqueue_controller_test.go`, "Should update status and report metrics when a pending
@@ -245,11 +316,21 @@ async fn cluster_queue_forgets_a_deleted_pending_workload() {
     c.cluster_queue(usage_cq()).await;
     c.local_queue("queue", "cluster-queue").await;
     workload(&c, "one", "queue", &[("cpu", "5")]).await;
-    let missing = |s: &ClusterQueueStatus| active(&s.conditions) == t("False", reason::FLAVOR_NOT_FOUND, MISSING_ALL);
-    let s = cq_status(&c, "cluster-queue", "1 pending", |s| s.pending_workloads == 1 && missing(s)).await;
+    let missing =
+        |s: &ClusterQueueStatus| active(&s.conditions) == t("False", reason::FLAVOR_NOT_FOUND, MISSING_ALL);
+    let s = cq_status(&c, "cluster-queue", "1 pending", |s| {
+        s.pending_workloads == 1 && missing(s)
+    })
+    .await;
     assert_eq!(usage(&s.flavors_reservation), empty_usage());
-    c.workloads().delete("one", &DeleteParams::default()).await.unwrap();
-    let s = cq_status(&c, "cluster-queue", "0 pending", |s| s.pending_workloads == 0 && missing(s)).await;
+    c.workloads()
+        .delete("one", &DeleteParams::default())
+        .await
+        .unwrap();
+    let s = cq_status(&c, "cluster-queue", "0 pending", |s| {
+        s.pending_workloads == 0 && missing(s)
+    })
+    .await;
     assert_eq!(usage(&s.flavors_usage), empty_usage());
 }
 
@@ -276,7 +357,10 @@ async fn cluster_queue_reservation_leaves_out_reclaimable_pods() {
         &wls,
         "one",
         "cluster-queue",
-        &[("driver", 2, &[("cpu", "on-demand", "2")]), ("workers", 5, &[(GPU, "model-a", "5")])],
+        &[
+            ("driver", 2, &[("cpu", "on-demand", "2")]),
+            ("workers", 5, &[(GPU, "model-a", "5")]),
+        ],
     )
     .await;
     let at = |cpu: i64, gpu: i64| {
@@ -292,12 +376,20 @@ async fn cluster_queue_reservation_leaves_out_reclaimable_pods() {
     let reclaim = |pods: serde_json::Value| async {
         let mut w = wls.get_status("one").await.unwrap();
         w.status.as_mut().unwrap().reclaimable_pods = serde_json::from_value(pods).unwrap();
-        wls.replace_status("one", &PostParams::default(), &w).await.unwrap();
+        wls.replace_status("one", &PostParams::default(), &w)
+            .await
+            .unwrap();
     };
     reclaim(serde_json::json!([{"name": "workers", "count": 2}])).await;
-    cq_status(&c, "cluster-queue", "3 GPUs reserved", |s| usage(&s.flavors_reservation) == at(2000, 3)).await;
+    cq_status(&c, "cluster-queue", "3 GPUs reserved", |s| {
+        usage(&s.flavors_reservation) == at(2000, 3)
+    })
+    .await;
     reclaim(serde_json::json!([{"name": "workers", "count": 5}, {"name": "driver", "count": 1}])).await;
-    let s = cq_status(&c, "cluster-queue", "1 cpu, 0 GPUs reserved", |s| usage(&s.flavors_reservation) == at(1000, 0)).await;
+    let s = cq_status(&c, "cluster-queue", "1 cpu, 0 GPUs reserved", |s| {
+        usage(&s.flavors_reservation) == at(1000, 0)
+    })
+    .await;
     assert_eq!(s.reserving_workloads, 1);
     finish(&wls, "one").await;
     cq_status(&c, "cluster-queue", "nothing left", |s| {
@@ -311,7 +403,11 @@ async fn cluster_queue_reservation_leaves_out_reclaimable_pods() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_queue_active_condition_follows_its_flavors() {
     let c = Cluster::start(Limits::default()).await;
-    let fq = |f: &str| FlavorQuotas::build(f).resource_with_limits("cpu", "5", Some("5"), None).build();
+    let fq = |f: &str| {
+        FlavorQuotas::build(f)
+            .resource_with_limits("cpu", "5", Some("5"), None)
+            .build()
+    };
     c.cluster_queue(with_all_namespaces(
         ClusterQueue::build("bar-cq")
             .cohort("bar-cohort")
@@ -325,11 +421,37 @@ async fn cluster_queue_active_condition_follows_its_flavors() {
     let is = |status: &'static str, why: &'static str, msg: &'static str| {
         move |s: &ClusterQueueStatus| active(&s.conditions) == t(status, why, msg)
     };
-    cq_status(&c, "bar-cq", "all flavors missing", is("False", "FlavorNotFound", "Can't admit new workloads: references missing ResourceFlavor(s): arch-a,arch-b.")).await;
+    cq_status(
+        &c,
+        "bar-cq",
+        "all flavors missing",
+        is(
+            "False",
+            "FlavorNotFound",
+            "Can't admit new workloads: references missing ResourceFlavor(s): arch-a,arch-b.",
+        ),
+    )
+    .await;
     c.flavor("arch-a").await;
-    cq_status(&c, "bar-cq", "arch-b missing", is("False", "FlavorNotFound", "Can't admit new workloads: references missing ResourceFlavor(s): arch-b.")).await;
+    cq_status(
+        &c,
+        "bar-cq",
+        "arch-b missing",
+        is(
+            "False",
+            "FlavorNotFound",
+            "Can't admit new workloads: references missing ResourceFlavor(s): arch-b.",
+        ),
+    )
+    .await;
     c.flavor("arch-b").await;
-    cq_status(&c, "bar-cq", "ready", is("True", "Ready", "Can admit new workloads")).await;
+    cq_status(
+        &c,
+        "bar-cq",
+        "ready",
+        is("True", "Ready", "Can admit new workloads"),
+    )
+    .await;
 }
 
 /// The ClusterQueue of Kueue's "Deleting clusterQueues" specs: 5 GPUs in on-demand.
@@ -337,7 +459,9 @@ async fn deleting_setup(c: &Cluster) {
     c.flavor("on-demand").await;
     c.local_queue("queue", "foo-cq").await;
     c.cluster_queue(with_all_namespaces(
-        ClusterQueue::build("foo-cq").flavor("on-demand", [(GPU, "5")]).build(),
+        ClusterQueue::build("foo-cq")
+            .flavor("on-demand", [(GPU, "5")])
+            .build(),
     ))
     .await;
     let api: Api<ClusterQueue> = Api::all(c.client.clone());
@@ -380,14 +504,23 @@ async fn a_cluster_queue_in_use_terminates_until_its_workloads_finish() {
     let api: Api<ClusterQueue> = Api::all(c.client.clone());
     api.delete("foo-cq", &DeleteParams::default()).await.unwrap();
     let cq = wait_for(&api, "foo-cq", "terminating", |q| {
-        q.status.as_ref().is_some_and(|s| active(&s.conditions).is_some_and(|a| a.1 == reason::TERMINATING))
+        q.status
+            .as_ref()
+            .is_some_and(|s| active(&s.conditions).is_some_and(|a| a.1 == reason::TERMINATING))
     })
     .await;
     assert!(cq.metadata.deletion_timestamp.is_some());
-    assert_eq!(cq.metadata.finalizers.as_deref(), Some(&[RESOURCE_IN_USE_FINALIZER.to_string()][..]));
+    assert_eq!(
+        cq.metadata.finalizers.as_deref(),
+        Some(&[RESOURCE_IN_USE_FINALIZER.to_string()][..])
+    );
     assert_eq!(
         active(&cq.status.unwrap().conditions),
-        t("False", "Terminating", "Can't admit new workloads; clusterQueue is terminating")
+        t(
+            "False",
+            "Terminating",
+            "Can't admit new workloads; clusterQueue is terminating"
+        )
     );
     // "it mirrors the ClusterQueue's Active condition".
     lq_status(&c, "queue", "inactive", |s| {
@@ -399,7 +532,10 @@ async fn a_cluster_queue_in_use_terminates_until_its_workloads_finish() {
     let s = cq_status(&c, "foo-cq", "pending back to 0", |s| s.pending_workloads == 0).await;
     assert_eq!(s.reserving_workloads, 1);
     assert_eq!(active(&s.conditions).unwrap().1, reason::TERMINATING);
-    assert!(api.get_opt("foo-cq").await.unwrap().is_some(), "held while a workload holds quota");
+    assert!(
+        api.get_opt("foo-cq").await.unwrap().is_some(),
+        "held while a workload holds quota"
+    );
 
     finish(&wls, "admitted").await;
     gone(&api, "foo-cq").await;

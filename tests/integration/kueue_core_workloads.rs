@@ -34,7 +34,10 @@ async fn plain(c: &Cluster, name: &str, lq: Option<&str>) {
     if let Some(q) = lq {
         b = b.queue(q);
     }
-    c.workloads().create(&PostParams::default(), &b.build()).await.unwrap();
+    c.workloads()
+        .create(&PostParams::default(), &b.build())
+        .await
+        .unwrap();
 }
 
 async fn stop_local_queue(c: &Cluster, name: &str, p: StopPolicy) {
@@ -63,7 +66,13 @@ async fn set_active(wls: &Api<Workload>, name: &str, active: bool) {
 async fn a_workload_without_a_queue_name_is_misconfigured() {
     let c = Cluster::start(Limits::default()).await;
     plain(&c, "one", None).await;
-    held_with(&c.workloads(), "one", reason::MISCONFIGURED, "LocalQueue  doesn't exist").await;
+    held_with(
+        &c.workloads(),
+        "one",
+        reason::MISCONFIGURED,
+        "LocalQueue  doesn't exist",
+    )
+    .await;
 }
 
 /// "the queue doesn't exist": "Should update status when workloads are created", and
@@ -91,7 +100,9 @@ async fn a_workload_of_a_missing_cluster_queue_is_misconfigured() {
     c.local_queue("queue", "fooclusterqueue").await;
     let lqs: Api<LocalQueue> = Api::namespaced(c.client.clone(), "default");
     wait_for(&lqs, "queue", "an Active condition", |q| {
-        q.status.as_ref().is_some_and(|s| s.conditions.iter().any(|c| c.type_ == condition::ACTIVE))
+        q.status
+            .as_ref()
+            .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == condition::ACTIVE))
     })
     .await;
     plain(&c, "three", Some("queue")).await;
@@ -121,7 +132,9 @@ async fn a_workload_of_a_held_local_queue_is_suspended() {
     .await
     .unwrap();
     wait_for(&lqs, "inactive-q", "an Active condition", |q| {
-        q.status.as_ref().is_some_and(|s| s.conditions.iter().any(|c| c.type_ == condition::ACTIVE))
+        q.status
+            .as_ref()
+            .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == condition::ACTIVE))
     })
     .await;
     plain(&c, "wl-inactive-q", Some("inactive-q")).await;
@@ -173,7 +186,13 @@ async fn a_workload_created_inactive_is_deactivated_and_evicted() {
         .build();
     let wls = c.workloads();
     wls.create(&PostParams::default(), &wl).await.unwrap();
-    let w = held_with(&wls, "wl-deactivated", reason::DEACTIVATED, "The workload is deactivated").await;
+    let w = held_with(
+        &wls,
+        "wl-deactivated",
+        reason::DEACTIVATED,
+        "The workload is deactivated",
+    )
+    .await;
     assert_eq!(
         condition(&w, condition::EVICTED),
         cond("True", reason::DEACTIVATED, "The workload is deactivated")
@@ -187,7 +206,9 @@ async fn a_workload_waiting_for_quota_says_how_much_is_missing() {
     let c = Cluster::start(Limits::default().cq("cq", 1000)).await;
     c.flavor("on-demand").await;
     c.cluster_queue(with_all_namespaces(
-        ClusterQueue::build("cq").flavor("on-demand", [("cpu", "1")]).build(),
+        ClusterQueue::build("cq")
+            .flavor("on-demand", [("cpu", "1")])
+            .build(),
     ))
     .await;
     c.local_queue("q", "cq").await;
@@ -219,10 +240,22 @@ async fn pending_reasons_follow_their_precedence() {
     pending_with(&wls, "wl-transitioning", reason::WAITING_FOR_QUOTA).await;
 
     stop_local_queue(&c, "q", StopPolicy::Hold).await;
-    held_with(&wls, "wl-transitioning", reason::SUSPENDED, "LocalQueue q is inactive").await;
+    held_with(
+        &wls,
+        "wl-transitioning",
+        reason::SUSPENDED,
+        "LocalQueue q is inactive",
+    )
+    .await;
 
     set_active(&wls, "wl-transitioning", false).await;
-    held_with(&wls, "wl-transitioning", reason::DEACTIVATED, "The workload is deactivated").await;
+    held_with(
+        &wls,
+        "wl-transitioning",
+        reason::DEACTIVATED,
+        "The workload is deactivated",
+    )
+    .await;
 
     stop_local_queue(&c, "q", StopPolicy::None).await;
     let lqs: Api<LocalQueue> = Api::namespaced(c.client.clone(), "default");
@@ -249,7 +282,9 @@ async fn a_misconfigured_workload_is_evaluated_once_its_queue_exists() {
     let c = Cluster::start(Limits::default().cq("cluster-queue", 0)).await;
     c.flavor("default-flavor").await;
     c.cluster_queue(with_all_namespaces(
-        ClusterQueue::build("cluster-queue").flavor("default-flavor", [("cpu", "0")]).build(),
+        ClusterQueue::build("cluster-queue")
+            .flavor("default-flavor", [("cpu", "0")])
+            .build(),
     ))
     .await;
     let wls = c.workloads();
@@ -288,17 +323,31 @@ async fn deactivation_clears_the_requeue_state() {
     // Kueue's suite where no scheduler runs.
     stop_local_queue(&c, "queue", StopPolicy::Hold).await;
     plain(&c, "reset-requeue", Some("queue")).await;
-    held_with(&wls, "reset-requeue", reason::SUSPENDED, "LocalQueue queue is inactive").await;
+    held_with(
+        &wls,
+        "reset-requeue",
+        reason::SUSPENDED,
+        "LocalQueue queue is inactive",
+    )
+    .await;
     let at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(30);
     wls.patch_status(
         "reset-requeue",
         &PatchParams::default(),
-        &Patch::Merge(&serde_json::json!({"status": {"requeueState": {"count": 2, "requeueAt": at.to_string()}}})),
+        &Patch::Merge(
+            &serde_json::json!({"status": {"requeueState": {"count": 2, "requeueAt": at.to_string()}}}),
+        ),
     )
     .await
     .unwrap();
     let w = wls.get("reset-requeue").await.unwrap();
-    let rs = w.status.as_ref().unwrap().requeue_state.as_ref().expect("requeueState written");
+    let rs = w
+        .status
+        .as_ref()
+        .unwrap()
+        .requeue_state
+        .as_ref()
+        .expect("requeueState written");
     assert_eq!(rs.count, Some(2));
     set_active(&wls, "reset-requeue", false).await;
     wait_for(&wls, "reset-requeue", "requeueState cleared", |w| {
@@ -325,12 +374,15 @@ async fn a_namespace_mismatch_is_misconfigured_until_the_namespace_matches() {
     )
     .await;
     let nss: Api<Namespace> = Api::all(c.client.clone());
-    let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": "ns-selector"}})).unwrap();
+    let ns: Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "ns-selector"}})).unwrap();
     nss.create(&PostParams::default(), &ns).await.unwrap();
     let lqs: Api<LocalQueue> = Api::namespaced(c.client.clone(), "ns-selector");
     lqs.create(
         &PostParams::default(),
-        &LocalQueue::build("q-ns-selector", "ns-selector").cluster_queue("cq-ns-selector").build(),
+        &LocalQueue::build("q-ns-selector", "ns-selector")
+            .cluster_queue("cq-ns-selector")
+            .build(),
     )
     .await
     .unwrap();
@@ -366,9 +418,12 @@ async fn a_workload_follows_its_workload_priority_class_value() {
     use quotagate::api::kueue::builders::workload_priority_class;
     let c = Cluster::start(Limits::default()).await;
     let wpcs: Api<WorkloadPriorityClass> = Api::all(c.client.clone());
-    wpcs.create(&PostParams::default(), &workload_priority_class("workload-priority-class", 200))
-        .await
-        .unwrap();
+    wpcs.create(
+        &PostParams::default(),
+        &workload_priority_class("workload-priority-class", 200),
+    )
+    .await
+    .unwrap();
     let wl = Workload::build("wl", "default")
         .queue("lq")
         .podset("main", 1, [("cpu", "1")])
@@ -397,7 +452,8 @@ async fn a_workload_follows_its_workload_priority_class_value() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_workload_is_deleted_once_its_retention_is_over() {
     let mut c = Cluster::start(Limits::default()).await;
-    c.restart_manager_with(|o| o.workload_retention = Some(std::time::Duration::from_secs(2))).await;
+    c.restart_manager_with(|o| o.workload_retention = Some(std::time::Duration::from_secs(2)))
+        .await;
     c.simple("cq", "lq", "4").await;
     let wls = c.workloads();
     for name in ["done", "running"] {
@@ -408,10 +464,22 @@ async fn a_finished_workload_is_deleted_once_its_retention_is_over() {
         "type": "Finished", "status": "True", "reason": "Succeeded", "message": "Job finished successfully",
         "lastTransitionTime": jiff::Timestamp::now().to_string()}}]);
     let at = std::time::Instant::now();
-    wls.patch_status("done", &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(finished).unwrap())).await.unwrap();
+    wls.patch_status(
+        "done",
+        &PatchParams::default(),
+        &Patch::Json::<()>(serde_json::from_value(finished).unwrap()),
+    )
+    .await
+    .unwrap();
     wait_gone(&wls, "done").await;
     let took = at.elapsed();
     // The condition's time has whole seconds: the period may end up to a second early.
-    assert!(took >= std::time::Duration::from_secs(1), "deleted {took:?} after it finished, before its retention");
-    assert!(wls.get_opt("running").await.unwrap().is_some(), "an unfinished workload is kept");
+    assert!(
+        took >= std::time::Duration::from_secs(1),
+        "deleted {took:?} after it finished, before its retention"
+    );
+    assert!(
+        wls.get_opt("running").await.unwrap().is_some(),
+        "an unfinished workload is kept"
+    );
 }

@@ -16,18 +16,24 @@ use crate::support::*;
 /// A cluster whose manager runs with fair sharing on (Kueue's default strategies).
 async fn fair_cluster(limits: Limits) -> Cluster {
     let mut c = Cluster::start(limits).await;
-    c.restart_manager_with(|o| o.fair_sharing = Some(FairSharingConfig::default())).await;
+    c.restart_manager_with(|o| o.fair_sharing = Some(FairSharingConfig::default()))
+        .await;
     c
 }
 
 async fn share_is(c: &Cluster, cq: &str, want: i64) {
     let api: Api<ClusterQueue> = Api::all(c.client.clone());
-    wait_for(&api, cq, &format!("status.fairSharing.weightedShare {want}"), |q| {
-        q.status
-            .as_ref()
-            .and_then(|s| s.fair_sharing.as_ref())
-            .is_some_and(|f| f.weighted_share == want)
-    })
+    wait_for(
+        &api,
+        cq,
+        &format!("status.fairSharing.weightedShare {want}"),
+        |q| {
+            q.status
+                .as_ref()
+                .and_then(|s| s.fair_sharing.as_ref())
+                .is_some_and(|f| f.weighted_share == want)
+        },
+    )
     .await;
 }
 
@@ -35,7 +41,10 @@ async fn share_is(c: &Cluster, cq: &str, want: i64) {
 async fn until(c: &Cluster, what: &str, cond: impl Fn(&Cluster) -> bool) {
     let deadline = tokio::time::Instant::now() + WAIT;
     while !cond(c) {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
         c.quota.wait_any_event().await;
     }
 }
@@ -62,7 +71,10 @@ async fn admits_workloads_respecting_fair_share() {
     c.flavor("default").await;
     for (name, cpu) in [("a", "3"), ("b", "1"), ("shared", "4")] {
         c.cluster_queue(with_all_namespaces(
-            ClusterQueue::build(name).cohort("all").flavor("default", [("cpu", cpu)]).build(),
+            ClusterQueue::build(name)
+                .cohort("all")
+                .flavor("default", [("cpu", cpu)])
+                .build(),
         ))
         .await;
         c.local_queue(name, name).await;
@@ -94,7 +106,11 @@ async fn admits_workloads_respecting_fair_share() {
         c.quota.wait_reserved("a", a).await;
     }
     // Now a's share with its next workload (250) is below b's (375): a gets the CPU.
-    let admitted_in_a = |c: &Cluster| (0..10).filter(|i| c.quota.admissions(&format!("default/a-{i}")) > 0).count();
+    let admitted_in_a = |c: &Cluster| {
+        (0..10)
+            .filter(|i| c.quota.admissions(&format!("default/a-{i}")) > 0)
+            .count()
+    };
     assert_eq!(admitted_in_a(&c), 8);
     let victim = reserved_names(&wls, "a").await.remove(0);
     finish(&wls, &victim).await;
@@ -122,14 +138,24 @@ async fn zero_weights_do_not_cause_an_infinite_preemption_cycle() {
     c.flavor("default").await;
     let cohorts: Api<Cohort> = Api::all(c.client.clone());
     cohorts
-        .create(&Default::default(), &Cohort::build("top-cohort").flavor("default", [("cpu", "8")]).build())
+        .create(
+            &Default::default(),
+            &Cohort::build("top-cohort")
+                .flavor("default", [("cpu", "8")])
+                .build(),
+        )
         .await
         .unwrap();
     for name in ["a", "b"] {
         let mut q = with_all_namespaces(
-            ClusterQueue::build(name).cohort("top-cohort").fair_weight("0").flavor("default", [("cpu", "0")]).build(),
+            ClusterQueue::build(name)
+                .cohort("top-cohort")
+                .fair_weight("0")
+                .flavor("default", [("cpu", "0")])
+                .build(),
         );
-        q.spec.preemption = Some(serde_json::from_value(serde_json::json!({"reclaimWithinCohort": "Any"})).unwrap());
+        q.spec.preemption =
+            Some(serde_json::from_value(serde_json::json!({"reclaimWithinCohort": "Any"})).unwrap());
         c.cluster_queue(q).await;
         c.local_queue(name, name).await;
     }
@@ -147,7 +173,10 @@ async fn zero_weights_do_not_cause_an_infinite_preemption_cycle() {
         condition(w, condition::PREEMPTED).is_some_and(|c| c.0 == "True")
     })
     .await;
-    assert_eq!(condition(&a2, condition::PREEMPTED).unwrap().1, reason::IN_COHORT_FAIR_SHARING);
+    assert_eq!(
+        condition(&a2, condition::PREEMPTED).unwrap().1,
+        reason::IN_COHORT_FAIR_SHARING
+    );
     wait_for(&wls, "b1", "admitted", |w| w.is_admitted()).await;
     // a2 evaluated again with b1 admitted: no victim allowed, it waits for quota.
     wait_for(&wls, "a2", "pending without a preemption", |w| {
@@ -157,14 +186,23 @@ async fn zero_weights_do_not_cause_an_infinite_preemption_cycle() {
     })
     .await;
     let a1 = wls.get("a1").await.unwrap();
-    assert!(a1.is_admitted() && condition(&a1, condition::PREEMPTED).is_none_or(|c| c.0 != "True"), "{a1:?}");
+    assert!(
+        a1.is_admitted() && condition(&a1, condition::PREEMPTED).is_none_or(|c| c.0 != "True"),
+        "{a1:?}"
+    );
     let b1 = wls.get("b1").await.unwrap();
-    assert!(b1.is_admitted() && condition(&b1, condition::PREEMPTED).is_none_or(|c| c.0 != "True"), "{b1:?}");
+    assert!(
+        b1.is_admitted() && condition(&b1, condition::PREEMPTED).is_none_or(|c| c.0 != "True"),
+        "{b1:?}"
+    );
     assert_eq!((c.quota.reserved_in("a"), c.quota.reserved_in("b")), (1, 1));
     share_is(&c, "a", i64::MAX).await;
     share_is(&c, "b", i64::MAX).await;
     wait_for(&cohorts, "top-cohort", "weightedShare 0", |co| {
-        co.status.as_ref().and_then(|s| s.fair_sharing.as_ref()).is_some_and(|f| f.weighted_share == 0)
+        co.status
+            .as_ref()
+            .and_then(|s| s.fair_sharing.as_ref())
+            .is_some_and(|f| f.weighted_share == 0)
     })
     .await;
     assert!(c.quota.readmitted().is_empty(), "{:?}", c.quota.readmitted());
@@ -191,22 +229,33 @@ async fn hierarchical_cohorts_preempt_to_enforce_fair_share() {
         Cohort::build("chemistry").parent("research").build(),
         Cohort::build("physics").parent("research").build(),
         Cohort::build("llm").parent("research").fair_weight("2.0").build(),
-        Cohort::build("best-effort").parent("root").fair_weight("0.5").build(),
+        Cohort::build("best-effort")
+            .parent("root")
+            .fair_weight("0.5")
+            .build(),
     ] {
         cohorts.create(&Default::default(), &co).await.unwrap();
     }
     for q in queues {
-        let mut cq = with_all_namespaces(ClusterQueue::build(&format!("{q}-queue")).cohort(q).flavor("default", [("cpu", "0")]).build());
+        let mut cq = with_all_namespaces(
+            ClusterQueue::build(&format!("{q}-queue"))
+                .cohort(q)
+                .flavor("default", [("cpu", "0")])
+                .build(),
+        );
         if q != "best-effort" {
-            cq.spec.preemption =
-                Some(serde_json::from_value(serde_json::json!({"reclaimWithinCohort": "LowerPriority"})).unwrap());
+            cq.spec.preemption = Some(
+                serde_json::from_value(serde_json::json!({"reclaimWithinCohort": "LowerPriority"})).unwrap(),
+            );
         }
         c.cluster_queue(cq).await;
         c.local_queue(&format!("{q}-queue"), &format!("{q}-queue")).await;
     }
     for i in 0..6 {
-        c.workload(&format!("be-low-{i}"), "best-effort-queue", -1, "1").await;
-        c.workload(&format!("physics-low-{i}"), "physics-queue", -1, "1").await;
+        c.workload(&format!("be-low-{i}"), "best-effort-queue", -1, "1")
+            .await;
+        c.workload(&format!("physics-low-{i}"), "physics-queue", -1, "1")
+            .await;
     }
     c.quota.wait_reserved("best-effort-queue", 6).await;
     c.quota.wait_reserved("physics-queue", 6).await;
@@ -214,7 +263,10 @@ async fn hierarchical_cohorts_preempt_to_enforce_fair_share() {
         let cohorts = cohorts.clone();
         async move {
             wait_for(&cohorts, name, &format!("weightedShare {want}"), |co| {
-                co.status.as_ref().and_then(|s| s.fair_sharing.as_ref()).is_some_and(|f| f.weighted_share == want)
+                co.status
+                    .as_ref()
+                    .and_then(|s| s.fair_sharing.as_ref())
+                    .is_some_and(|f| f.weighted_share == want)
             })
             .await;
         }
@@ -225,14 +277,26 @@ async fn hierarchical_cohorts_preempt_to_enforce_fair_share() {
 
     for i in 0..6 {
         for q in queues {
-            c.workload(&format!("{q}-high-{i}"), &format!("{q}-queue"), 100, "1").await;
+            c.workload(&format!("{q}-high-{i}"), &format!("{q}-queue"), 100, "1")
+                .await;
         }
     }
-    for (q, n) in [("best-effort-queue", 4), ("chemistry-queue", 2), ("physics-queue", 2), ("llm-queue", 4)] {
+    for (q, n) in [
+        ("best-effort-queue", 4),
+        ("chemistry-queue", 2),
+        ("physics-queue", 2),
+        ("llm-queue", 4),
+    ] {
         c.quota.wait_reserved(q, n).await;
     }
     // Rounded up, as Kueue's status writer does: 4/12/0.5, 8/12, 2/12, 2/12, 4/12/2 (per mille).
-    for (co, want) in [("best-effort", 667), ("research", 667), ("chemistry", 167), ("physics", 167), ("llm", 167)] {
+    for (co, want) in [
+        ("best-effort", 667),
+        ("research", 667),
+        ("chemistry", 167),
+        ("physics", 167),
+        ("llm", 167),
+    ] {
         cohort_share(co, want).await;
     }
     c.quota.assert_safe();
@@ -253,20 +317,31 @@ async fn hierarchical_cohorts_admit_respecting_fair_share() {
         Cohort::build("first-right").parent("root").build(),
         Cohort::build("second-left").parent("first-left").build(),
         Cohort::build("second-right").parent("first-left").build(),
-        Cohort::build("bank").parent("first-right").flavor("default", [("cpu", "10")]).build(),
+        Cohort::build("bank")
+            .parent("first-right")
+            .flavor("default", [("cpu", "10")])
+            .build(),
     ] {
         cohorts.create(&Default::default(), &co).await.unwrap();
     }
     for q in ["second-left", "second-right"] {
-        c.cluster_queue(with_all_namespaces(ClusterQueue::build(q).cohort(q).flavor("default", [("cpu", "2")]).build()))
-            .await;
+        c.cluster_queue(with_all_namespaces(
+            ClusterQueue::build(q)
+                .cohort(q)
+                .flavor("default", [("cpu", "2")])
+                .build(),
+        ))
+        .await;
         c.local_queue(q, q).await;
     }
     let share = |name: &'static str, want: i64| {
         let cohorts = cohorts.clone();
         async move {
             wait_for(&cohorts, name, &format!("weightedShare {want}"), |co| {
-                co.status.as_ref().and_then(|s| s.fair_sharing.as_ref()).is_some_and(|f| f.weighted_share == want)
+                co.status
+                    .as_ref()
+                    .and_then(|s| s.fair_sharing.as_ref())
+                    .is_some_and(|f| f.weighted_share == want)
             })
             .await;
         }
@@ -281,7 +356,13 @@ async fn hierarchical_cohorts_admit_respecting_fair_share() {
     c.quota.wait_reserved("second-left", 5).await;
     c.quota.wait_reserved("second-right", 5).await;
     // 6/14, 0, 3/14, 3/14, 0 (per mille).
-    for (co, want) in [("first-left", 429), ("first-right", 0), ("second-left", 215), ("second-right", 215), ("bank", 0)] {
+    for (co, want) in [
+        ("first-left", 429),
+        ("first-right", 0),
+        ("second-left", 215),
+        ("second-right", 215),
+        ("bank", 0),
+    ] {
         share(co, want).await;
     }
     c.quota.assert_safe();
@@ -298,10 +379,17 @@ async fn preemption_admits_workloads_respecting_fair_share() {
     let c = fair_cluster(Limits::default().group(&["a", "b", "c"], 9000)).await;
     c.flavor("default").await;
     for name in ["a", "b", "c"] {
-        let mut q = with_all_namespaces(ClusterQueue::build(name).cohort("all").flavor("default", [("cpu", "3")]).build());
+        let mut q = with_all_namespaces(
+            ClusterQueue::build(name)
+                .cohort("all")
+                .flavor("default", [("cpu", "3")])
+                .build(),
+        );
         q.spec.preemption = Some(
-            serde_json::from_value(serde_json::json!({"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}))
-                .unwrap(),
+            serde_json::from_value(
+                serde_json::json!({"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}),
+            )
+            .unwrap(),
         );
         c.cluster_queue(q).await;
         c.local_queue(name, name).await;
@@ -340,9 +428,17 @@ async fn preemption_admits_workloads_respecting_fair_share() {
 
 async fn cohort_share_is(c: &Cluster, name: &str, want: i64) {
     let api: Api<Cohort> = Api::all(c.client.clone());
-    wait_for(&api, name, &format!("status.fairSharing.weightedShare {want}"), |co| {
-        co.status.as_ref().and_then(|s| s.fair_sharing.as_ref()).is_some_and(|f| f.weighted_share == want)
-    })
+    wait_for(
+        &api,
+        name,
+        &format!("status.fairSharing.weightedShare {want}"),
+        |co| {
+            co.status
+                .as_ref()
+                .and_then(|s| s.fair_sharing.as_ref())
+                .is_some_and(|f| f.weighted_share == want)
+        },
+    )
     .await;
 }
 
@@ -358,7 +454,11 @@ async fn queue(c: &Cluster, cq: ClusterQueue) {
     c.cluster_queue(with_all_namespaces(cq)).await;
     let api: Api<ClusterQueue> = Api::all(c.client.clone());
     wait_for(&api, &name, "active", |q| {
-        q.status.as_ref().is_some_and(|s| s.conditions.iter().any(|c| c.type_ == condition::ACTIVE && c.status == "True"))
+        q.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == condition::ACTIVE && c.status == "True")
+        })
     })
     .await;
     c.local_queue(&name, &name).await;
@@ -366,15 +466,25 @@ async fn queue(c: &Cluster, cq: ClusterQueue) {
 
 /// Kueue's fair-sharing fixtures' fungibility and preemption (TryNextFlavor; Any / LowerPriority).
 fn try_next_any_lower(cq: quotagate::api::kueue::builders::ClusterQueueBuilder) -> ClusterQueue {
-    cq.flavor_fungibility(fungibility(serde_json::json!({"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor"})))
-        .preemption(preemption(serde_json::json!({"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"})))
-        .build()
+    cq.flavor_fungibility(fungibility(
+        serde_json::json!({"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor"}),
+    ))
+    .preemption(preemption(
+        serde_json::json!({"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}),
+    ))
+    .build()
 }
 
 /// The owner of held Workloads: a ConfigMap standing for their job.
 async fn job_owner(c: &Cluster) -> OwnerReference {
     let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), "default");
-    let cm = ConfigMap { metadata: kube::api::ObjectMeta { name: Some("job".into()), ..Default::default() }, ..Default::default() };
+    let cm = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some("job".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
     let cm = api.create(&Default::default(), &cm).await.unwrap();
     OwnerReference {
         api_version: "v1".into(),
@@ -387,8 +497,19 @@ async fn job_owner(c: &Cluster) -> OwnerReference {
 }
 
 /// A one-pod Workload with these requests, owned by `owner` when given.
-async fn workload_with(c: &Cluster, name: &str, lq: &str, priority: i32, requests: &[(&str, &str)], owner: Option<&OwnerReference>) {
-    let mut wl = Workload::build(name, "default").queue(lq).priority(priority).podset("main", 1, requests.iter().copied()).build();
+async fn workload_with(
+    c: &Cluster,
+    name: &str,
+    lq: &str,
+    priority: i32,
+    requests: &[(&str, &str)],
+    owner: Option<&OwnerReference>,
+) {
+    let mut wl = Workload::build(name, "default")
+        .queue(lq)
+        .priority(priority)
+        .podset("main", 1, requests.iter().copied())
+        .build();
     wl.metadata.owner_references = owner.map(|o| vec![o.clone()]);
     c.workloads().create(&Default::default(), &wl).await.unwrap();
 }
@@ -419,7 +540,8 @@ async fn finish_eviction(wls: &Api<Workload>, name: &str) {
 /// Pending, and evaluated by the scheduler with a message containing `part`.
 async fn pending_saying(wls: &Api<Workload>, name: &str, part: &str) -> Workload {
     wait_for(wls, name, &format!("pending: {part}"), |w| {
-        !reserved(w) && condition(w, condition::QUOTA_RESERVED).is_some_and(|c| c.0 == "False" && c.2.contains(part))
+        !reserved(w)
+            && condition(w, condition::QUOTA_RESERVED).is_some_and(|c| c.0 == "False" && c.2.contains(part))
     })
     .await
 }
@@ -432,7 +554,14 @@ async fn does_not_reserve_quota_beyond_the_cohort() {
     let c = fair_cluster(Limits::default().group(&["a", "b", "shared"], 8000)).await;
     c.flavor("default").await;
     for (name, cpu) in [("a", "3"), ("b", "1"), ("shared", "4")] {
-        queue(&c, ClusterQueue::build(name).cohort("all").flavor("default", [("cpu", cpu)]).build()).await;
+        queue(
+            &c,
+            ClusterQueue::build(name)
+                .cohort("all")
+                .flavor("default", [("cpu", cpu)])
+                .build(),
+        )
+        .await;
     }
     c.workload("big", "a", 0, "10").await;
     let want = "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default, previously considered podsets requests (0) + current podset request (10) > maximum capacity (8)";
@@ -481,17 +610,32 @@ async fn preemptor_waiting_for_several_evictions_keeps_its_quota() {
     for n in ["wl-a", "wl-b"] {
         wait_for(&wls, n, "admitted", |w| w.is_admitted()).await;
     }
-    workload_with(&c, "preemptor", "cq-1", 0, &[("cpu", "10"), ("memory", "10")], None).await;
+    workload_with(
+        &c,
+        "preemptor",
+        "cq-1",
+        0,
+        &[("cpu", "10"), ("memory", "10")],
+        None,
+    )
+    .await;
     preempted(&wls, "wl-a").await;
     preempted(&wls, "wl-b").await;
     finish_eviction(&wls, "wl-a").await;
     // Kueue checks this for a while; here the scheduler's own verdict on wl-a, written after it
     // let go, is the event: it waits for quota instead of taking it.
     let a = pending_saying(&wls, "wl-a", "insufficient unused quota").await;
-    assert_eq!(condition(&a, condition::QUOTA_RESERVED).unwrap().1, reason::WAITING_FOR_QUOTA);
+    assert_eq!(
+        condition(&a, condition::QUOTA_RESERVED).unwrap().1,
+        reason::WAITING_FOR_QUOTA
+    );
     finish_eviction(&wls, "wl-b").await;
     wait_for(&wls, "preemptor", "admitted", |w| w.is_admitted()).await;
-    assert_eq!(c.quota.admissions("default/wl-a"), 1, "wl-a took quota back in the interim");
+    assert_eq!(
+        c.quota.admissions("default/wl-a"),
+        1,
+        "wl-a took quota back in the interim"
+    );
     assert!(!reserved(&wls.get("wl-a").await.unwrap()));
     c.quota.assert_safe();
 }
@@ -502,11 +646,26 @@ async fn preemptor_waiting_for_several_evictions_keeps_its_quota() {
 async fn drs_setup() -> Cluster {
     let c = fair_cluster(Limits::default().group(&["cq-p1", "cq-p2"], 9000)).await;
     c.flavor("flavor1").await;
-    create_cohort(&c, Cohort::build("cohort-a").parent("root-cohort").fair_weight("1").flavor("flavor1", [("cpu", "9")]).build())
-        .await;
+    create_cohort(
+        &c,
+        Cohort::build("cohort-a")
+            .parent("root-cohort")
+            .fair_weight("1")
+            .flavor("flavor1", [("cpu", "9")])
+            .build(),
+    )
+    .await;
     for name in ["cq-p1", "cq-p2"] {
-        queue(&c, try_next_any_lower(ClusterQueue::build(name).cohort("cohort-a").fair_weight("1").flavor("flavor1", [("cpu", "0")])))
-            .await;
+        queue(
+            &c,
+            try_next_any_lower(
+                ClusterQueue::build(name)
+                    .cohort("cohort-a")
+                    .fair_weight("1")
+                    .flavor("flavor1", [("cpu", "0")]),
+            ),
+        )
+        .await;
     }
     for i in 0..4 {
         c.workload(&format!("p1-{i}"), "cq-p1", 0, "2").await;
@@ -588,10 +747,26 @@ async fn drs_admits_behind_several_inadmissible_heads() {
 async fn head_setup(held: bool) -> Cluster {
     let c = fair_cluster(Limits::default().group(&["cq1", "cq2"], 3000)).await;
     c.flavor("flavor1").await;
-    create_cohort(&c, Cohort::build("cohort-a").parent("root").fair_weight("1").flavor("flavor1", [("cpu", "3")]).build()).await;
+    create_cohort(
+        &c,
+        Cohort::build("cohort-a")
+            .parent("root")
+            .fair_weight("1")
+            .flavor("flavor1", [("cpu", "3")])
+            .build(),
+    )
+    .await;
     for (name, cohort) in [("cq1", "cohort-a"), ("cq2", "root")] {
-        queue(&c, try_next_any_lower(ClusterQueue::build(name).cohort(cohort).fair_weight("1").flavor("flavor1", [("cpu", "0")])))
-            .await;
+        queue(
+            &c,
+            try_next_any_lower(
+                ClusterQueue::build(name)
+                    .cohort(cohort)
+                    .fair_weight("1")
+                    .flavor("flavor1", [("cpu", "0")]),
+            ),
+        )
+        .await;
     }
     let owner = if held { Some(job_owner(&c).await) } else { None };
     for n in ["cq2-0", "cq2-1"] {
@@ -647,8 +822,12 @@ async fn head_sticky_workload_becomes_inadmissible() {
     pending(&wls, "next").await;
     let cohorts: Api<Cohort> = Api::all(c.client.clone());
     let mut co = cohorts.get("cohort-a").await.unwrap();
-    co.spec.resource_groups.as_mut().unwrap()[0].flavors[0] = FlavorQuotas::build("flavor1").resource("cpu", "2").build();
-    cohorts.replace("cohort-a", &Default::default(), &co).await.unwrap();
+    co.spec.resource_groups.as_mut().unwrap()[0].flavors[0] =
+        FlavorQuotas::build("flavor1").resource("cpu", "2").build();
+    cohorts
+        .replace("cohort-a", &Default::default(), &co)
+        .await
+        .unwrap();
     pending_saying(&wls, "sticky", "insufficient quota for cpu in flavor flavor1").await;
     finish_eviction(&wls, "cq2-0").await;
     finish_eviction(&wls, "cq2-1").await;
@@ -690,7 +869,9 @@ async fn large_quota_and_weights_reclaim_nominal_quota() {
                 .cohort("all")
                 .fair_weight("300")
                 .flavor("default", [("cpu", "600")])
-                .preemption(preemption(serde_json::json!({"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"})))
+                .preemption(preemption(
+                    serde_json::json!({"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}),
+                ))
                 .build(),
         )
         .await;
@@ -714,10 +895,18 @@ async fn large_quota_and_weights_reclaim_nominal_quota() {
 /// ordering by admission time would pick best-effort-a's, and only priority picks b's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn guaranteed_workload_preempts_a_single_best_effort_workload() {
-    let c = fair_cluster(Limits::default().group(&["best-effort-a", "best-effort-b", "guaranteed"], 8000)).await;
+    let c =
+        fair_cluster(Limits::default().group(&["best-effort-a", "best-effort-b", "guaranteed"], 8000)).await;
     c.flavor("default").await;
     for name in ["best-effort-a", "best-effort-b"] {
-        queue(&c, ClusterQueue::build(name).cohort("all").flavor("default", [("cpu", "0")]).build()).await;
+        queue(
+            &c,
+            ClusterQueue::build(name)
+                .cohort("all")
+                .flavor("default", [("cpu", "0")])
+                .build(),
+        )
+        .await;
     }
     queue(
         &c,
@@ -737,7 +926,10 @@ async fn guaranteed_workload_preempts_a_single_best_effort_workload() {
     preempted(&wls, "be-b").await;
     wait_for(&wls, "guaranteed", "admitted", |w| w.is_admitted()).await;
     let a = wls.get("be-a").await.unwrap();
-    assert!(a.is_admitted() && condition(&a, condition::EVICTED).is_none(), "{a:?}");
+    assert!(
+        a.is_admitted() && condition(&a, condition::EVICTED).is_none(),
+        "{a:?}"
+    );
     assert_eq!(c.quota.admissions("default/be-a"), 1);
     assert!(!reserved(&wls.get("be-b").await.unwrap()));
     c.quota.assert_safe();
@@ -754,7 +946,11 @@ async fn prefers_flavor_with_remaining_guarantees_at_cohort_level() {
     let c = fair_cluster(Limits::default().group(&["cq-p1", "cq-p2", "cq-p3", "cq-p4"], 20_000)).await;
     c.flavor("flavor1").await;
     c.flavor("flavor2").await;
-    let limited = |f: &str, cpu: &str| FlavorQuotas::build(f).resource_with_limits("cpu", cpu, Some("10"), None).build();
+    let limited = |f: &str, cpu: &str| {
+        FlavorQuotas::build(f)
+            .resource_with_limits("cpu", cpu, Some("10"), None)
+            .build()
+    };
     create_cohort(&c, Cohort::build("root-cohort").build()).await;
     for co in ["cohort-a", "cohort-b"] {
         create_cohort(
@@ -768,9 +964,12 @@ async fn prefers_flavor_with_remaining_guarantees_at_cohort_level() {
         )
         .await;
     }
-    for (name, cohort, f1, f2) in
-        [("cq-p1", "cohort-a", "3", "3"), ("cq-p2", "cohort-a", "3", "3"), ("cq-p3", "cohort-a", "2", "4"), ("cq-p4", "cohort-b", "2", "0")]
-    {
+    for (name, cohort, f1, f2) in [
+        ("cq-p1", "cohort-a", "3", "3"),
+        ("cq-p2", "cohort-a", "3", "3"),
+        ("cq-p3", "cohort-a", "2", "4"),
+        ("cq-p4", "cohort-b", "2", "0"),
+    ] {
         queue(
             &c,
             try_next_any_lower(
@@ -792,9 +991,16 @@ async fn prefers_flavor_with_remaining_guarantees_at_cohort_level() {
     let wls = c.workloads();
     let mut per_flavor = std::collections::BTreeMap::new();
     for w in wls.list(&Default::default()).await.unwrap() {
-        *per_flavor.entry(crate::kueue_scheduler_more::cpu_flavor(&w).unwrap_or_default()).or_insert(0) += 1;
+        *per_flavor
+            .entry(crate::kueue_scheduler_more::cpu_flavor(&w).unwrap_or_default())
+            .or_insert(0) += 1;
     }
-    assert_eq!(per_flavor, [("flavor1".to_string(), 8), ("flavor2".to_string(), 10)].into_iter().collect());
+    assert_eq!(
+        per_flavor,
+        [("flavor1".to_string(), 8), ("flavor2".to_string(), 10)]
+            .into_iter()
+            .collect()
+    );
     c.quota.assert_safe();
 }
 
@@ -803,15 +1009,24 @@ async fn prefers_flavor_with_remaining_guarantees_at_cohort_level() {
 /// infinite share, served as NaN in `kueue_cluster_queue_weighted_share` (and `i64::MAX` in status).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zero_weight_share_metric_is_nan() {
-    let mut c = Cluster::start(Limits::default().group(&["best-effort-cq-a", "best-effort-cq-b"], 8000)).await;
-    let addr = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).unwrap();
+    let mut c =
+        Cluster::start(Limits::default().group(&["best-effort-cq-a", "best-effort-cq-b"], 8000)).await;
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap();
     c.restart_manager_with(|o| {
         o.fair_sharing = Some(FairSharingConfig::default());
         o.health_addr = Some(addr);
     })
     .await;
     c.flavor("default").await;
-    create_cohort(&c, Cohort::build("top-cohort").flavor("default", [("cpu", "8")]).build()).await;
+    create_cohort(
+        &c,
+        Cohort::build("top-cohort")
+            .flavor("default", [("cpu", "8")])
+            .build(),
+    )
+    .await;
     for name in ["best-effort-cq-a", "best-effort-cq-b"] {
         queue(
             &c,
@@ -827,9 +1042,13 @@ async fn zero_weight_share_metric_is_nan() {
     c.workload("a1", "best-effort-cq-a", 100, "4").await;
     wait_for(&c.workloads(), "a1", "admitted", |w| w.is_admitted()).await;
     share_is(&c, "best-effort-cq-a", i64::MAX).await;
-    let series = "kueue_cluster_queue_weighted_share{cluster_queue=\"best-effort-cq-a\",cohort=\"top-cohort\"";
+    let series =
+        "kueue_cluster_queue_weighted_share{cluster_queue=\"best-effort-cq-a\",cohort=\"top-cohort\"";
     let value = |text: &str| {
-        text.lines().find(|l| l.starts_with(series)).and_then(|l| l.rsplit(' ').next()).map(str::to_string)
+        text.lines()
+            .find(|l| l.starts_with(series))
+            .and_then(|l| l.rsplit(' ').next())
+            .map(str::to_string)
     };
     // The gauges may trail the status by a pass: scraped again until they show it (or WAIT).
     let deadline = tokio::time::Instant::now() + WAIT;

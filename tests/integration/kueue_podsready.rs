@@ -25,7 +25,10 @@ async fn start(cfg: PodsReadyConfig) -> Cluster {
     c.flavor("default").await;
     for name in ["prod-cq", "dev-cq"] {
         c.cluster_queue(with_all_namespaces(
-            ClusterQueue::build(name).cohort("all").flavor("default", [("cpu", "5")]).build(),
+            ClusterQueue::build(name)
+                .cohort("all")
+                .flavor("default", [("cpu", "5")])
+                .build(),
         ))
         .await;
     }
@@ -90,7 +93,14 @@ async fn set_pods_ready(c: &Cluster, name: &str, why: &str) {
         let s = w.status.get_or_insert_with(Default::default);
         quotagate::api::conditions::set(
             &mut s.conditions,
-            quotagate::api::conditions::new(condition::PODS_READY, true, why, "", None, jiff::Timestamp::now()),
+            quotagate::api::conditions::new(
+                condition::PODS_READY,
+                true,
+                why,
+                "",
+                None,
+                jiff::Timestamp::now(),
+            ),
         );
         match api.replace_status(name, &PostParams::default(), &w).await {
             Ok(_) => return,
@@ -103,10 +113,20 @@ async fn set_pods_ready(c: &Cluster, name: &str, why: &str) {
 
 /// Kueue's `AwaitWorkloadEvictionByPodsReadyTimeout`, then the requeue count it left.
 async fn evicted_by_timeout(c: &Cluster, name: &str, count: i32) -> Workload {
-    let w = wait_for(&c.workloads(), name, &format!("evicted by the PodsReady timeout, requeue count {count}"), |w| {
-        condition(w, condition::EVICTED).is_some_and(|e| e.0 == "True" && e.1 == reason::PODS_READY_TIMEOUT)
-            && w.status.as_ref().and_then(|s| s.requeue_state.as_ref()).and_then(|r| r.count) == Some(count)
-    })
+    let w = wait_for(
+        &c.workloads(),
+        name,
+        &format!("evicted by the PodsReady timeout, requeue count {count}"),
+        |w| {
+            condition(w, condition::EVICTED)
+                .is_some_and(|e| e.0 == "True" && e.1 == reason::PODS_READY_TIMEOUT)
+                && w.status
+                    .as_ref()
+                    .and_then(|s| s.requeue_state.as_ref())
+                    .and_then(|r| r.count)
+                    == Some(count)
+        },
+    )
     .await;
     assert_eq!(
         condition(&w, condition::EVICTED).unwrap().2,
@@ -143,7 +163,10 @@ async fn deleting_the_admitted_workload_unblocks_admission() {
     reserved_in(&c, "prod-wl", "prod-cq").await;
     create(&c, "dev-wl", "dev-queue", 0, "2").await;
     waiting(&c, "dev-wl").await;
-    c.workloads().delete("prod-wl", &DeleteParams::default()).await.unwrap();
+    c.workloads()
+        .delete("prod-wl", &DeleteParams::default())
+        .await
+        .unwrap();
     reserved_in(&c, "dev-wl", "dev-cq").await;
 }
 
@@ -164,7 +187,10 @@ async fn only_one_of_two_in_the_same_cycle_is_admitted() {
         .await;
     }
     // Its quota is what lets either of them borrow enough (Kueue's test-cq: 25 cpu, no borrowing).
-    let q = ClusterQueue::build("test-cq").cohort("all").flavor("default", [("cpu", "25")]).build();
+    let q = ClusterQueue::build("test-cq")
+        .cohort("all")
+        .flavor("default", [("cpu", "25")])
+        .build();
     c.cluster_queue(with_all_namespaces(q)).await;
     reserved_in(&c, "prod-wl", "prod-cq").await;
     waiting(&c, "dev-wl").await;
@@ -182,7 +208,16 @@ async fn a_timed_out_workload_is_requeued_with_backoff() {
     reserved_in(&c, "prod1", "prod-cq").await;
     waiting(&c, "prod2").await;
     let w = evicted_by_timeout(&c, "prod1", 1).await;
-    assert!(w.status.as_ref().unwrap().requeue_state.as_ref().unwrap().requeue_at.is_some());
+    assert!(
+        w.status
+            .as_ref()
+            .unwrap()
+            .requeue_state
+            .as_ref()
+            .unwrap()
+            .requeue_at
+            .is_some()
+    );
     reserved_in(&c, "prod2", "prod-cq").await;
     let p1 = wait_for(&c.workloads(), "prod1", "released", |w| !reserved(w)).await;
     assert_eq!(
@@ -204,23 +239,40 @@ async fn requeued_then_deactivated_past_the_limit_then_reactivated() {
     evicted_by_timeout(&c, "prod", 1).await;
     wait_for(&api, "prod", "re-admitted", |w| reserved(w) && w.is_admitted()).await;
     evicted_by_timeout(&c, "prod", 2).await;
-    wait_for(&api, "prod", "re-admitted twice", |w| reserved(w) && w.is_admitted() && condition(w, condition::EVICTED).is_some_and(|e| e.0 == "False")).await;
+    wait_for(&api, "prod", "re-admitted twice", |w| {
+        reserved(w) && w.is_admitted() && condition(w, condition::EVICTED).is_some_and(|e| e.0 == "False")
+    })
+    .await;
     let w = wait_for(&api, "prod", "deactivated", |w| {
         w.spec.active == Some(false)
             && !reserved(w)
             && condition(w, condition::EVICTED).is_some_and(|e| e.0 == "True" && e.1 == reason::DEACTIVATED)
     })
     .await;
-    assert_eq!(w.status.as_ref().unwrap().requeue_state, None, "the requeue history ends");
+    assert_eq!(
+        w.status.as_ref().unwrap().requeue_state,
+        None,
+        "the requeue history ends"
+    );
     assert_eq!(
         condition(&w, condition::EVICTED).unwrap().2,
         "The workload is deactivated due to exceeding the maximum number of re-queuing retries"
     );
-    assert!(condition(&w, condition::DEACTIVATION_TARGET).is_none(), "the mark is removed");
-    api.patch("prod", &PatchParams::default(), &Patch::Merge(serde_json::json!({"spec": {"active": true}})))
-        .await
-        .unwrap();
-    wait_for(&api, "prod", "re-admitted after reactivation", |w| reserved(w) && w.is_admitted()).await;
+    assert!(
+        condition(&w, condition::DEACTIVATION_TARGET).is_none(),
+        "the mark is removed"
+    );
+    api.patch(
+        "prod",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"spec": {"active": true}})),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "prod", "re-admitted after reactivation", |w| {
+        reserved(w) && w.is_admitted()
+    })
+    .await;
     evicted_by_timeout(&c, "prod", 1).await;
 }
 
@@ -264,12 +316,24 @@ async fn the_evicted_workload_goes_to_the_end_of_the_queue() {
     // prod1's backoff (1 s) is over long before prod2 times out, yet it queues behind prod3: its
     // eviction came after prod3's creation.
     wait_for(&api, "prod3", "admitted third", holds("prod3")).await;
-    assert_eq!(c.quota.admissions("default/prod1"), 1, "prod1 waited behind prod3");
+    assert_eq!(
+        c.quota.admissions("default/prod1"),
+        1,
+        "prod1 waited behind prod3"
+    );
     let p1 = wait_for(&api, "prod1", "admitted again", holds("prod1")).await;
-    assert_eq!(p1.status.unwrap().requeue_state.unwrap().count, Some(1), "the count stays on re-admission");
+    assert_eq!(
+        p1.status.unwrap().requeue_state.unwrap().count,
+        Some(1),
+        "the count stays on re-admission"
+    );
     for n in ["prod2", "prod3"] {
         let w = api.get(n).await.unwrap();
-        assert_eq!(w.status.unwrap().requeue_state.and_then(|r| r.count), Some(1), "{n}");
+        assert_eq!(
+            w.status.unwrap().requeue_state.and_then(|r| r.count),
+            Some(1),
+            "{n}"
+        );
     }
 }
 
@@ -289,12 +353,18 @@ async fn non_blocking_mode_admits_both_and_readmits_after_a_timeout() {
     reserved_in(&c, "prod-wl", "prod-cq").await;
     reserved_in(&c, "dev-wl", "dev-cq").await;
     evicted_by_timeout(&c, "prod-wl", 1).await;
-    wait_for(&c.workloads(), "prod-wl", "re-admitted", |w| reserved(w) && w.is_admitted()).await;
+    wait_for(&c.workloads(), "prod-wl", "re-admitted", |w| {
+        reserved(w) && w.is_admitted()
+    })
+    .await;
 }
 
 /// A queue-managed RayCluster whose worker pod fails to start.
 fn failing_cluster(name: &str) -> quotagate::api::ray::RayCluster {
-    queued_ray_cluster(name, serde_json::json!({quotagate::embedded::sim::node::FAIL_ANNOTATION: "true"}))
+    queued_ray_cluster(
+        name,
+        serde_json::json!({quotagate::embedded::sim::node::FAIL_ANNOTATION: "true"}),
+    )
 }
 
 /// A RayCluster whose worker pod fails to start never reports its pods ready: its Workload gets
@@ -313,10 +383,13 @@ async fn a_raycluster_whose_pods_never_become_ready_is_evicted() {
     )
     .await;
     c.flavor("default").await;
-    c.cluster_queue(with_all_namespaces(cq_with("cq", "4").build())).await;
+    c.cluster_queue(with_all_namespaces(cq_with("cq", "4").build()))
+        .await;
     c.local_queue("lq", "cq").await;
     let rcs: Api<quotagate::api::ray::RayCluster> = Api::namespaced(c.client.clone(), "default");
-    rcs.create(&PostParams::default(), &failing_cluster("flaky")).await.unwrap();
+    rcs.create(&PostParams::default(), &failing_cluster("flaky"))
+        .await
+        .unwrap();
     wait_for(&rcs, "flaky", "started", |r| r.spec.suspend == Some(false)).await;
     let wl_name = loop {
         let wls = c.workloads().list(&ListParams::default()).await.unwrap().items;
@@ -329,7 +402,10 @@ async fn a_raycluster_whose_pods_never_become_ready_is_evicted() {
         condition(w, condition::PODS_READY).is_some_and(|p| p.0 == "False")
     })
     .await;
-    assert_eq!(condition(&w, condition::PODS_READY).unwrap().1, reason::WAIT_FOR_START);
+    assert_eq!(
+        condition(&w, condition::PODS_READY).unwrap().1,
+        reason::WAIT_FOR_START
+    );
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.client.clone(), "default");
     let sel = ListParams::default().labels("ray.io/cluster=flaky");
     // The head starts, the worker fails: some pods exist while it runs.
@@ -370,7 +446,12 @@ async fn creation_order(block_admission: bool) -> Cluster {
         ..suite(Duration::from_secs(5), None)
     })
     .await;
-    c.cluster_queue(with_all_namespaces(ClusterQueue::build("standalone-cq").flavor("default", [("cpu", "1")]).build())).await;
+    c.cluster_queue(with_all_namespaces(
+        ClusterQueue::build("standalone-cq")
+            .flavor("default", [("cpu", "1")])
+            .build(),
+    ))
+    .await;
     c.local_queue("standalone-queue", "standalone-cq").await;
     for (i, n) in ["wl-1", "wl-2", "wl-3"].into_iter().enumerate() {
         if i > 0 {
@@ -383,9 +464,16 @@ async fn creation_order(block_admission: bool) -> Cluster {
     evicted_by_timeout(&c, "wl-1", 1).await;
     reserved_in(&c, "wl-2", "standalone-cq").await;
     evicted_by_timeout(&c, "wl-2", 1).await;
-    let w1 = wait_for(&c.workloads(), "wl-1", "admitted again, before wl-3", |w| reserved(w) && w.is_admitted()).await;
+    let w1 = wait_for(&c.workloads(), "wl-1", "admitted again, before wl-3", |w| {
+        reserved(w) && w.is_admitted()
+    })
+    .await;
     assert_eq!(w1.status.unwrap().requeue_state.unwrap().count, Some(1));
-    assert_eq!(c.quota.admissions("default/wl-3"), 0, "wl-3, created last, still waits");
+    assert_eq!(
+        c.quota.admissions("default/wl-3"),
+        0,
+        "wl-3, created last, still waits"
+    );
     c
 }
 
@@ -406,13 +494,20 @@ async fn non_blocking_with_the_creation_timestamp_keeps_the_evicted_workload_in_
     let c = creation_order(false).await;
     let api = c.workloads();
     wait_for(&api, "wl-1", "evicted twice, backoff over", |w| {
-        w.status.as_ref().and_then(|s| s.requeue_state.as_ref()).is_some_and(|r| r.count == Some(2) && r.requeue_at.is_none())
+        w.status
+            .as_ref()
+            .and_then(|s| s.requeue_state.as_ref())
+            .is_some_and(|r| r.count == Some(2) && r.requeue_at.is_none())
     })
     .await;
     let w2 = api.get("wl-2").await.unwrap();
     assert_eq!(w2.status.unwrap().requeue_state.and_then(|r| r.count), Some(1));
     let w3 = api.get("wl-3").await.unwrap();
-    assert_eq!(w3.status.unwrap().requeue_state, None, "wl-3 had never been admitted");
+    assert_eq!(
+        w3.status.unwrap().requeue_state,
+        None,
+        "wl-3 had never been admitted"
+    );
 }
 
 /// The recovery timeout (Kueue's `waitForPodsReady.recoveryTimeout`, counted from the PodsReady=False
@@ -432,14 +527,24 @@ async fn a_workload_that_does_not_recover_in_time_is_evicted() {
     set_pods_ready(&c, "prod", reason::STARTED).await;
     // Ready for longer than the recovery timeout: nothing happens.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert!(reserved(&c.workloads().get("prod").await.unwrap()), "a ready workload stays");
+    assert!(
+        reserved(&c.workloads().get("prod").await.unwrap()),
+        "a ready workload stays"
+    );
     let api = c.workloads();
     for _ in 0..50 {
         let mut w = api.get("prod").await.unwrap();
         let s = w.status.get_or_insert_with(Default::default);
         quotagate::api::conditions::set(
             &mut s.conditions,
-            quotagate::api::conditions::new(condition::PODS_READY, false, reason::WAIT_FOR_RECOVERY, "", None, jiff::Timestamp::now()),
+            quotagate::api::conditions::new(
+                condition::PODS_READY,
+                false,
+                reason::WAIT_FOR_RECOVERY,
+                "",
+                None,
+                jiff::Timestamp::now(),
+            ),
         );
         match api.replace_status("prod", &PostParams::default(), &w).await {
             Ok(_) => break,
@@ -466,7 +571,8 @@ async fn ray_cluster_with(cfg: PodsReadyConfig, cpu: &str) -> Cluster {
     let mut c = Cluster::start_with_ray(Limits::default().cq("cq", 4000)).await;
     use_config(&mut c, cfg).await;
     c.flavor("default").await;
-    c.cluster_queue(with_all_namespaces(cq_with("cq", cpu).build())).await;
+    c.cluster_queue(with_all_namespaces(cq_with("cq", cpu).build()))
+        .await;
     c.local_queue("lq", "cq").await;
     c
 }
@@ -487,10 +593,19 @@ async fn a_raycluster_whose_pods_start_reports_pods_ready() {
     })
     .await;
     let p = condition(&w, condition::PODS_READY).unwrap();
-    assert_eq!((p.1.as_str(), p.2.as_str()), (reason::STARTED, "All pods reached readiness and the workload is running"));
+    assert_eq!(
+        (p.1.as_str(), p.2.as_str()),
+        (
+            reason::STARTED,
+            "All pods reached readiness and the workload is running"
+        )
+    );
     tokio::time::sleep(Duration::from_secs(3)).await;
     let w = c.workloads().get(&name).await.unwrap();
-    assert!(reserved(&w) && condition(&w, condition::EVICTED).is_none(), "{w:?}");
+    assert!(
+        reserved(&w) && condition(&w, condition::EVICTED).is_none(),
+        "{w:?}"
+    );
 }
 
 /// A RayService reports PodsReady from its `Ready` condition (Kueue's RayService integration); an
@@ -501,7 +616,12 @@ async fn a_gated_rayservice_upgrade_does_not_time_out_the_serving_slice() {
     let _serial = SERIAL.lock().await;
     let c = ray_cluster_with(PodsReadyConfig::with_timeout(Duration::from_secs(6)), "3").await;
     let rss: Api<quotagate::api::ray::RayService> = Api::namespaced(c.client.clone(), "default");
-    rss.create(&PostParams::default(), &super::gated::service("svc", "1", "2.46.0")).await.unwrap();
+    rss.create(
+        &PostParams::default(),
+        &super::gated::service("svc", "1", "2.46.0"),
+    )
+    .await
+    .unwrap();
     wait_for(&rss, "svc", "Ready", super::gated::ready).await;
     let name = reserved_workload(&c).await.metadata.name.unwrap();
     wait_for(&c.workloads(), &name, "PodsReady=True", |w| {
@@ -519,7 +639,13 @@ async fn a_gated_rayservice_upgrade_does_not_time_out_the_serving_slice() {
     // slice is still ready and admitted.
     let mut slices = 0;
     for _ in 0..200 {
-        slices = c.workloads().list(&ListParams::default()).await.unwrap().items.len();
+        slices = c
+            .workloads()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len();
         if slices == 2 {
             break;
         }
@@ -529,9 +655,20 @@ async fn a_gated_rayservice_upgrade_does_not_time_out_the_serving_slice() {
     tokio::time::sleep(Duration::from_secs(7)).await;
     let w = c.workloads().get(&name).await.unwrap();
     assert!(reserved(&w) && !w.is_finished(), "{w:?}");
-    assert_eq!(condition(&w, condition::PODS_READY).map(|p| p.0), Some("True".into()));
+    assert_eq!(
+        condition(&w, condition::PODS_READY).map(|p| p.0),
+        Some("True".into())
+    );
     assert!(condition(&w, condition::EVICTED).is_none(), "{w:?}");
-    let pending: Vec<Workload> = c.workloads().list(&ListParams::default()).await.unwrap().items.into_iter().filter(|w| !reserved(w)).collect();
+    let pending: Vec<Workload> = c
+        .workloads()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|w| !reserved(w))
+        .collect();
     assert_eq!(pending.len(), 1, "the upgrade's slice still waits for quota");
 }
 
@@ -548,39 +685,65 @@ async fn a_broken_rayservice_upgrade_does_not_evict_the_serving_version() {
     let c = ray_cluster_with(PodsReadyConfig::with_timeout(Duration::from_secs(6)), "6").await;
     let rss: Api<quotagate::api::ray::RayService> = Api::namespaced(c.client.clone(), "default");
     let rcs: Api<quotagate::api::ray::RayCluster> = Api::namespaced(c.client.clone(), "default");
-    rss.create(&PostParams::default(), &super::gated::service("svc", "1", "2.46.0")).await.unwrap();
+    rss.create(
+        &PostParams::default(),
+        &super::gated::service("svc", "1", "2.46.0"),
+    )
+    .await
+    .unwrap();
     let rs = wait_for(&rss, "svc", "Ready", super::gated::ready).await;
     let serving = super::gated::active(&rs).unwrap();
     let fail = quotagate::embedded::sim::node::FAIL_ANNOTATION;
     rss.patch(
         "svc",
         &PatchParams::default(),
-        &Patch::Merge(serde_json::json!({"spec": {"rayClusterConfig": {"rayVersion": "2.47.0",
-            "headGroupSpec": {"template": {"metadata": {"annotations": {fail: "true"}}}}}}})),
+        &Patch::Merge(
+            serde_json::json!({"spec": {"rayClusterConfig": {"rayVersion": "2.47.0",
+            "headGroupSpec": {"template": {"metadata": {"annotations": {fail: "true"}}}}}}}),
+        ),
     )
     .await
     .unwrap();
     // The replacement slice is admitted (4 cpu of 6) and the broken head is tried.
-    let rs = wait_for(&rss, "svc", "a pending cluster", |rs| super::gated::pending(rs).is_some()).await;
+    let rs = wait_for(&rss, "svc", "a pending cluster", |rs| {
+        super::gated::pending(rs).is_some()
+    })
+    .await;
     let broken = super::gated::pending(&rs).unwrap();
     wait_for(&rcs, &broken, "the broken cluster ungated", |rc| {
-        !quotagate::api::conditions::is_true(rc.status.as_ref().and_then(|s| s.conditions.as_deref()), "QuotaGated")
-            && rc.status.as_ref().and_then(|s| s.reason.as_deref()).is_some_and(|r| r.starts_with("CrashLoopBackOff"))
+        !quotagate::api::conditions::is_true(
+            rc.status.as_ref().and_then(|s| s.conditions.as_deref()),
+            "QuotaGated",
+        ) && rc
+            .status
+            .as_ref()
+            .and_then(|s| s.reason.as_deref())
+            .is_some_and(|r| r.starts_with("CrashLoopBackOff"))
     })
     .await;
     // Two timeouts: every 100 ms the service is ready, unsuspended and served by the old cluster.
     for _ in 0..120 {
         let rs = rss.get("svc").await.unwrap();
-        assert!(super::gated::ready(&rs), "the service stopped serving: {:?}", rs.status);
+        assert!(
+            super::gated::ready(&rs),
+            "the service stopped serving: {:?}",
+            rs.status
+        );
         assert_eq!(rs.spec.suspend, Some(false), "the service was suspended");
         assert_eq!(super::gated::active(&rs).as_deref(), Some(serving.as_str()));
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let wls = c.workloads().list(&ListParams::default()).await.unwrap().items;
-    assert!(wls.iter().all(|w| condition(w, condition::EVICTED).is_none()), "{wls:?}");
+    assert!(
+        wls.iter().all(|w| condition(w, condition::EVICTED).is_none()),
+        "{wls:?}"
+    );
     let live: Vec<&Workload> = wls.iter().filter(|w| reserved(w) && !w.is_finished()).collect();
     assert_eq!(live.len(), 1, "the replacement slice holds the chain: {wls:?}");
-    assert_eq!(condition(live[0], condition::PODS_READY).map(|p| p.0), Some("True".into()));
+    assert_eq!(
+        condition(live[0], condition::PODS_READY).map(|p| p.0),
+        Some("True".into())
+    );
     c.quota.assert_safe();
 }
 
@@ -592,7 +755,10 @@ async fn a_broken_rayservice_upgrade_does_not_evict_the_serving_version() {
 async fn a_rayservice_that_never_serves_is_evicted_and_keeps_its_requeue_state() {
     let _serial = SERIAL.lock().await;
     let c = ray_cluster_with(
-        PodsReadyConfig { backoff_base_seconds: 600, ..PodsReadyConfig::with_timeout(Duration::from_secs(3)) },
+        PodsReadyConfig {
+            backoff_base_seconds: 600,
+            ..PodsReadyConfig::with_timeout(Duration::from_secs(3))
+        },
         "6",
     )
     .await;
@@ -604,7 +770,11 @@ async fn a_rayservice_that_never_serves_is_evicted_and_keeps_its_requeue_state()
     rss.create(&PostParams::default(), &rs).await.unwrap();
     let name = reserved_workload(&c).await.metadata.name.unwrap();
     let w = evicted_by_timeout(&c, &name, 1).await;
-    let requeue_at = w.status.as_ref().and_then(|s| s.requeue_state.as_ref()).and_then(|r| r.requeue_at.clone());
+    let requeue_at = w
+        .status
+        .as_ref()
+        .and_then(|s| s.requeue_state.as_ref())
+        .and_then(|r| r.requeue_at.clone());
     assert!(requeue_at.is_some_and(|t| t.0 > jiff::Timestamp::now()), "{w:?}");
     wait_for(&rss, "svc", "suspended", |r| r.spec.suspend == Some(true)).await;
     wait_for(&c.workloads(), &name, "quota released", |w| !reserved(w)).await;
@@ -613,9 +783,21 @@ async fn a_rayservice_that_never_serves_is_evicted_and_keeps_its_requeue_state()
         let wls = c.workloads().list(&ListParams::default()).await.unwrap().items;
         let live: Vec<&Workload> = wls.iter().filter(|w| !w.is_finished()).collect();
         assert_eq!(live.len(), 1, "one Workload for the service: {wls:?}");
-        assert_eq!(live[0].metadata.name.as_deref(), Some(name.as_str()), "the Workload was replaced");
-        assert!(!reserved(live[0]), "re-admitted during the back-off: {:?}", live[0].status);
-        let count = live[0].status.as_ref().and_then(|s| s.requeue_state.as_ref()).and_then(|r| r.count);
+        assert_eq!(
+            live[0].metadata.name.as_deref(),
+            Some(name.as_str()),
+            "the Workload was replaced"
+        );
+        assert!(
+            !reserved(live[0]),
+            "re-admitted during the back-off: {:?}",
+            live[0].status
+        );
+        let count = live[0]
+            .status
+            .as_ref()
+            .and_then(|s| s.requeue_state.as_ref())
+            .and_then(|r| r.count);
         assert_eq!(count, Some(1));
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -629,7 +811,9 @@ async fn a_rayservice_that_never_serves_is_evicted_and_keeps_its_requeue_state()
 async fn the_pods_ready_to_evicted_time_is_observed() {
     let _serial = SERIAL.lock().await;
     let mut c = start(suite(Duration::from_secs(45), None)).await;
-    let addr = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).unwrap();
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap();
     use_config_serving(&mut c, suite(Duration::from_secs(45), None), Some(addr)).await;
     create(&c, "prod-wl", "prod-queue", 0, "2").await;
     reserved_in(&c, "prod-wl", "prod-cq").await;
@@ -639,7 +823,10 @@ async fn the_pods_ready_to_evicted_time_is_observed() {
     })
     .await;
     let off = serde_json::json!({"spec": {"active": false}});
-    c.workloads().patch("prod-wl", &PatchParams::default(), &Patch::Merge(&off)).await.unwrap();
+    c.workloads()
+        .patch("prod-wl", &PatchParams::default(), &Patch::Merge(&off))
+        .await
+        .unwrap();
     wait_for(&c.workloads(), "prod-wl", "evicted as deactivated", |w| {
         condition(w, condition::EVICTED).is_some_and(|e| e.0 == "True" && e.1 == reason::DEACTIVATED)
     })
@@ -654,7 +841,10 @@ async fn the_pods_ready_to_evicted_time_is_observed() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let line = text.lines().find(|l| l.starts_with(want)).unwrap_or_else(|| panic!("no {want} in:\n{text}"));
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(want))
+        .unwrap_or_else(|| panic!("no {want} in:\n{text}"));
     assert!(line.ends_with(" 1"), "{line}");
 }
 
@@ -666,7 +856,9 @@ async fn the_time_to_ready_is_observed_once_a_job_is_ready() {
     let _serial = SERIAL.lock().await;
     let cfg = PodsReadyConfig::with_timeout(Duration::from_secs(60));
     let mut c = ray_cluster_with(cfg.clone(), "4").await;
-    let addr = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).unwrap();
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap();
     use_config_serving(&mut c, cfg, Some(addr)).await;
     let rcs: Api<quotagate::api::ray::RayCluster> = Api::namespaced(c.client.clone(), "default");
     let mut rc = failing_cluster("healthy");
@@ -692,8 +884,14 @@ async fn the_time_to_ready_is_observed_once_a_job_is_ready() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     for want in wants {
-        let line = text.lines().find(|l| l.starts_with(want)).unwrap_or_else(|| panic!("no {want} in:\n{text}"));
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(want))
+            .unwrap_or_else(|| panic!("no {want} in:\n{text}"));
         assert!(line.ends_with(" 1"), "{line}");
     }
-    assert!(!text.contains("kueue_pods_ready_to_evicted_time_seconds_count"), "not evicted:\n{text}");
+    assert!(
+        !text.contains("kueue_pods_ready_to_evicted_time_seconds_count"),
+        "not evicted:\n{text}"
+    );
 }

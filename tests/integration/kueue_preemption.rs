@@ -52,8 +52,7 @@ async fn preempts_lower_priority_workloads_when_quota_is_short() {
 /// Kueue's "In a ClusterQueue that is part of a cohort" setup: alpha-cq and gamma-cq (2 CPU,
 /// LowerPriority within, reclaim Any) and beta-cq (2 CPU, no preemption) in cohort `all`.
 async fn three_in_a_cohort() -> Cluster {
-    let c =
-        Cluster::start(Limits::default().group(&["alpha-cq", "beta-cq", "gamma-cq"], 6000)).await;
+    let c = Cluster::start(Limits::default().group(&["alpha-cq", "beta-cq", "gamma-cq"], 6000)).await;
     c.flavor("alpha").await;
     let policy = serde_json::json!({
         "withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"
@@ -135,19 +134,12 @@ async fn preempts_when_lending_limit_is_set() {
         cq("prod-cq")
             .cohort("all")
             .flavor_quotas(fq("alpha", "5", None, Some("4")))
-            .preemption(preemption(
-                serde_json::json!({"reclaimWithinCohort": "Any"}),
-            ))
+            .preemption(preemption(serde_json::json!({"reclaimWithinCohort": "Any"})))
             .build(),
     )
     .await;
-    c.cluster_queue(
-        cq("dev-cq")
-            .cohort("all")
-            .flavor("alpha", [("cpu", "5")])
-            .build(),
-    )
-    .await;
+    c.cluster_queue(cq("dev-cq").cohort("all").flavor("alpha", [("cpu", "5")]).build())
+        .await;
     c.local_queue("prod-queue", "prod-cq").await;
     c.local_queue("dev-queue", "dev-cq").await;
     let wls = c.workloads();

@@ -10,8 +10,8 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use quotagate::api::kueue::builders::{ClusterQueueBuilder, condition as make_condition, podset};
 use quotagate::api::kueue::constants::{condition, reason};
 use quotagate::api::kueue::{
-    ClusterQueue, ClusterQueuePreemption, FlavorFungibility, FlavorQuotas, LocalQueue,
-    QueueingStrategy, ResourceFlavor, StopPolicy, Workload,
+    ClusterQueue, ClusterQueuePreemption, FlavorFungibility, FlavorQuotas, LocalQueue, QueueingStrategy,
+    ResourceFlavor, StopPolicy, Workload,
 };
 
 use crate::support::*;
@@ -29,12 +29,7 @@ pub(crate) fn fungibility(v: serde_json::Value) -> FlavorFungibility {
 }
 
 /// `flavor` with `cpu` nominal and optional borrowing and lending limits.
-pub(crate) fn fq(
-    flavor: &str,
-    cpu: &str,
-    borrowing: Option<&str>,
-    lending: Option<&str>,
-) -> FlavorQuotas {
+pub(crate) fn fq(flavor: &str, cpu: &str, borrowing: Option<&str>, lending: Option<&str>) -> FlavorQuotas {
     FlavorQuotas::build(flavor)
         .resource_with_limits("cpu", cpu, borrowing, lending)
         .build()
@@ -71,10 +66,7 @@ pub(crate) fn tolerating(name: &str, lq: &str, cpu: &str) -> Workload {
         effect: Some("NoSchedule".into()),
         ..Default::default()
     }]);
-    Workload::build(name, "default")
-        .queue(lq)
-        .podset_spec(ps)
-        .build()
+    Workload::build(name, "default").queue(lq).podset_spec(ps).build()
 }
 
 /// Kueue's `util.FinishWorkloads`: Finished=True, which releases the quota.
@@ -266,12 +258,9 @@ async fn schedules_workloads_on_tolerated_flavors() {
     admitted_in(&wls, "on-demand-wl1", "cluster-queue", "on-demand").await;
     c.workload("on-demand-wl2", "queue", 0, "5").await;
     pending(&wls, "on-demand-wl2").await;
-    wls.create(
-        &PostParams::default(),
-        &tolerating("on-demand-wl3", "queue", "5"),
-    )
-    .await
-    .unwrap();
+    wls.create(&PostParams::default(), &tolerating("on-demand-wl3", "queue", "5"))
+        .await
+        .unwrap();
     admitted_in(&wls, "on-demand-wl3", "cluster-queue", "spot-tainted").await;
     assert!(!reserved(&wls.get("on-demand-wl2").await.unwrap()));
     c.quota.assert_safe();
@@ -365,9 +354,7 @@ async fn tries_next_flavor_instead_of_borrowing() {
     c.cluster_queue(
         cq("dev-cq")
             .cohort("all")
-            .flavor_fungibility(fungibility(
-                serde_json::json!({"whenCanBorrow": "TryNextFlavor"}),
-            ))
+            .flavor_fungibility(fungibility(serde_json::json!({"whenCanBorrow": "TryNextFlavor"})))
             .flavor_quotas(fq("on-demand", "10", Some("10"), None))
             .flavor_quotas(fq("spot-tainted", "11", None, None))
             .build(),
@@ -378,12 +365,9 @@ async fn tries_next_flavor_instead_of_borrowing() {
     let wls = c.workloads();
     c.workload("wl-1", "prod-queue", 0, "9").await;
     admitted_in(&wls, "wl-1", "prod-cq", "on-demand").await;
-    wls.create(
-        &PostParams::default(),
-        &tolerating("wl-2", "dev-queue", "11"),
-    )
-    .await
-    .unwrap();
+    wls.create(&PostParams::default(), &tolerating("wl-2", "dev-queue", "11"))
+        .await
+        .unwrap();
     admitted_in(&wls, "wl-2", "dev-cq", "spot-tainted").await;
 }
 
@@ -400,9 +384,7 @@ async fn preempts_before_trying_next_flavor() {
             .cohort("all")
             .flavor_quotas(fq("on-demand", "10", Some("10"), None))
             .flavor_quotas(fq("spot-untainted", "11", None, None))
-            .preemption(preemption(
-                serde_json::json!({"reclaimWithinCohort": "Any"}),
-            ))
+            .preemption(preemption(serde_json::json!({"reclaimWithinCohort": "Any"})))
             .flavor_fungibility(fungibility(
                 serde_json::json!({"whenCanPreempt": "MayStopSearch"}),
             ))
@@ -412,9 +394,7 @@ async fn preempts_before_trying_next_flavor() {
     c.cluster_queue(
         cq("dev-cq")
             .cohort("all")
-            .flavor_fungibility(fungibility(
-                serde_json::json!({"whenCanBorrow": "TryNextFlavor"}),
-            ))
+            .flavor_fungibility(fungibility(serde_json::json!({"whenCanBorrow": "TryNextFlavor"})))
             .flavor_quotas(fq("on-demand", "10", Some("10"), None))
             .build(),
     )
@@ -496,9 +476,7 @@ async fn strict_fifo_blocks_behind_the_head_but_not_behind_misconfigured() {
         let lqs: Api<LocalQueue> = Api::namespaced(c.client.clone(), ns);
         lqs.create(
             &PostParams::default(),
-            &LocalQueue::build("q", ns)
-                .cluster_queue("strict-fifo-cq")
-                .build(),
+            &LocalQueue::build("q", ns).cluster_queue("strict-fifo-cq").build(),
         )
         .await
         .unwrap();

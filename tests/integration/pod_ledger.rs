@@ -29,7 +29,10 @@ pub struct PodLedger {
 }
 
 fn rv_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> u64 {
-    meta.resource_version.as_deref().and_then(|v| v.parse().ok()).unwrap_or(0)
+    meta.resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 impl PodLedger {
@@ -49,7 +52,9 @@ impl PodLedger {
                     _ => None,
                 };
                 if let Some((p, gone)) = got {
-                    e.lock().unwrap().push((rv_of(&p.metadata), Ev::Pod(Box::new(p), gone)));
+                    e.lock()
+                        .unwrap()
+                        .push((rv_of(&p.metadata), Ev::Pod(Box::new(p), gone)));
                 }
             }
         });
@@ -64,11 +69,16 @@ impl PodLedger {
                     _ => None,
                 };
                 if let Some((w, gone)) = got {
-                    e.lock().unwrap().push((rv_of(&w.metadata), Ev::Workload(Box::new(w), gone)));
+                    e.lock()
+                        .unwrap()
+                        .push((rv_of(&w.metadata), Ev::Workload(Box::new(w), gone)));
                 }
             }
         });
-        PodLedger { events, tasks: vec![t1, t2] }
+        PodLedger {
+            events,
+            tasks: vec![t1, t2],
+        }
     }
 
     /// Replays every event so far; `quota_milli_cpu` is the ClusterQueue's CPU quota at each RV (the
@@ -92,7 +102,10 @@ impl PodLedger {
             let used: i64 = pods.values().map(pod_cpu).sum();
             let limit = quota_milli_cpu(*rv);
             if used > limit {
-                bad.push(format!("rv {rv}: pods request {used}m cpu > quota {limit}m: {:?}", pods.keys().collect::<Vec<_>>()));
+                bad.push(format!(
+                    "rv {rv}: pods request {used}m cpu > quota {limit}m: {:?}",
+                    pods.keys().collect::<Vec<_>>()
+                ));
             }
             for (cluster, groups) in per_cluster(&pods) {
                 let held = reserved_counts(&wls, &cluster);
@@ -135,7 +148,9 @@ fn per_cluster(pods: &BTreeMap<String, Pod>) -> BTreeMap<String, BTreeMap<String
     let mut out: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
     for p in pods.values() {
         let l = p.labels();
-        let Some(cluster) = l.get("ray.io/cluster") else { continue };
+        let Some(cluster) = l.get("ray.io/cluster") else {
+            continue;
+        };
         let group = if l.get("ray.io/node-type").map(String::as_str) == Some("head") {
             "head".to_string()
         } else {
@@ -151,12 +166,20 @@ fn per_cluster(pods: &BTreeMap<String, Pod>) -> BTreeMap<String, BTreeMap<String
 fn reserved_counts(wls: &BTreeMap<String, Workload>, cluster: &str) -> BTreeMap<String, i64> {
     let held: Vec<&Workload> = wls
         .values()
-        .filter(|w| w.owner_references().iter().any(|o| o.kind == "RayCluster" && o.name == cluster))
+        .filter(|w| {
+            w.owner_references()
+                .iter()
+                .any(|o| o.kind == "RayCluster" && o.name == cluster)
+        })
         .filter(|w| w.has_quota_reservation() && !w.is_finished())
         .collect();
     let replaced: Vec<String> = held
         .iter()
-        .filter_map(|w| w.annotations().get(label::WORKLOAD_SLICE_REPLACEMENT_FOR).cloned())
+        .filter_map(|w| {
+            w.annotations()
+                .get(label::WORKLOAD_SLICE_REPLACEMENT_FOR)
+                .cloned()
+        })
         .filter_map(|k| k.rsplit('/').next().map(str::to_string))
         .collect();
     let mut out = BTreeMap::new();
@@ -172,13 +195,41 @@ fn reserved_counts(wls: &BTreeMap<String, Workload>, cluster: &str) -> BTreeMap<
 fn describe(ev: &Ev) -> String {
     match ev {
         Ev::Pod(p, gone) => {
-            let phase = p.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
-            let deleting = if p.metadata.deletion_timestamp.is_some() { " deleting" } else { "" };
-            format!("pod {} {phase}{deleting}{} cpu={}m", p.name_any(), if *gone { " GONE" } else { "" }, pod_cpu(p))
+            let phase = p
+                .status
+                .as_ref()
+                .and_then(|s| s.phase.clone())
+                .unwrap_or_default();
+            let deleting = if p.metadata.deletion_timestamp.is_some() {
+                " deleting"
+            } else {
+                ""
+            };
+            format!(
+                "pod {} {phase}{deleting}{} cpu={}m",
+                p.name_any(),
+                if *gone { " GONE" } else { "" },
+                pod_cpu(p)
+            )
         }
         Ev::Workload(w, gone) => {
-            let counts: Vec<String> = w.spec.pod_sets.iter().map(|ps| format!("{}={}", ps.name.clone().unwrap_or_default(), ps.count.unwrap_or(1))).collect();
-            let deleting = if w.metadata.deletion_timestamp.is_some() { " deleting" } else { "" };
+            let counts: Vec<String> = w
+                .spec
+                .pod_sets
+                .iter()
+                .map(|ps| {
+                    format!(
+                        "{}={}",
+                        ps.name.clone().unwrap_or_default(),
+                        ps.count.unwrap_or(1)
+                    )
+                })
+                .collect();
+            let deleting = if w.metadata.deletion_timestamp.is_some() {
+                " deleting"
+            } else {
+                ""
+            };
             format!(
                 "workload {} [{}] reserved={} admitted={}{deleting}{}",
                 w.name_any(),

@@ -63,8 +63,17 @@ async fn setup(cpu: &str, milli: i64) -> (Cluster, PodLedger) {
         effect: Some("NoSchedule".into()),
         ..Default::default()
     };
-    rf.create(&PostParams::default(), &ResourceFlavor::build("default").node_label("pool", "blue").toleration(toleration).build()).await.unwrap();
-    c.cluster_queue(with_all_namespaces(cq_with("cq", cpu).build())).await;
+    rf.create(
+        &PostParams::default(),
+        &ResourceFlavor::build("default")
+            .node_label("pool", "blue")
+            .toleration(toleration)
+            .build(),
+    )
+    .await
+    .unwrap();
+    c.cluster_queue(with_all_namespaces(cq_with("cq", cpu).build()))
+        .await;
     c.local_queue("lq", "cq").await;
     (c, ledger)
 }
@@ -73,7 +82,9 @@ async fn set_quota(c: &Cluster, cpu: &str) {
     let cqs: Api<ClusterQueue> = Api::all(c.client.clone());
     let patch = json!({"spec": {"resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default",
         "resources": [{"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": "64Gi"}]}]}]}});
-    cqs.patch("cq", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    cqs.patch("cq", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
 }
 
 fn clusters(c: &Cluster) -> Api<RayCluster> {
@@ -99,9 +110,19 @@ async fn live_workloads(c: &Cluster, rc: &RayCluster) -> Vec<Workload> {
 
 /// Pods of `name` per group, not being deleted.
 async fn running(c: &Cluster, name: &str) -> (usize, usize) {
-    let list = pods(c).list(&ListParams::default().labels(&format!("ray.io/cluster={name}"))).await.unwrap().items;
-    let live: Vec<&Pod> = list.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect();
-    let heads = live.iter().filter(|p| p.labels().get("ray.io/node-type").map(String::as_str) == Some("head")).count();
+    let list = pods(c)
+        .list(&ListParams::default().labels(&format!("ray.io/cluster={name}")))
+        .await
+        .unwrap()
+        .items;
+    let live: Vec<&Pod> = list
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect();
+    let heads = live
+        .iter()
+        .filter(|p| p.labels().get("ray.io/node-type").map(String::as_str) == Some("head"))
+        .count();
     (heads, live.len() - heads)
 }
 
@@ -112,13 +133,25 @@ async fn wait_pods(c: &Cluster, name: &str, want: (usize, usize)) {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let list = api.list(&ListParams::default().labels(&sel)).await.unwrap().items;
-        let live: Vec<&Pod> = list.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect();
-        let heads = live.iter().filter(|p| p.labels().get("ray.io/node-type").map(String::as_str) == Some("head")).count();
-        let all_running = live.iter().all(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"));
+        let live: Vec<&Pod> = list
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        let heads = live
+            .iter()
+            .filter(|p| p.labels().get("ray.io/node-type").map(String::as_str) == Some("head"))
+            .count();
+        let all_running = live
+            .iter()
+            .all(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"));
         if (heads, live.len() - heads) == want && all_running {
             return;
         }
-        assert!(tokio::time::Instant::now() < deadline, "cluster {name}: want {want:?} running pods, have {:?}", (heads, live.len() - heads));
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "cluster {name}: want {want:?} running pods, have {:?}",
+            (heads, live.len() - heads)
+        );
         // Pods change through the node agent and the operator; a short poll on the API (not a sleep
         // standing in for a condition: the loop re-checks the state each time).
         let _ = tokio::time::timeout(std::time::Duration::from_millis(100), c.quota.wait_any_event()).await;
@@ -130,7 +163,12 @@ async fn wait_pods(c: &Cluster, name: &str, want: (usize, usize)) {
 async fn considered_workload(c: &Cluster, rc: &RayCluster, except: Option<&str>) -> Workload {
     loop {
         let w = live_workloads(c, rc).await;
-        if let Some(w) = w.into_iter().find(|w| Some(w.name_any().as_str()) != except && w.status.as_ref().is_some_and(|s| s.condition("QuotaReserved").is_some())) {
+        if let Some(w) = w.into_iter().find(|w| {
+            Some(w.name_any().as_str()) != except
+                && w.status
+                    .as_ref()
+                    .is_some_and(|s| s.condition("QuotaReserved").is_some())
+        }) {
             return w;
         }
         c.quota.wait_any_event().await;
@@ -141,24 +179,42 @@ async fn considered_workload(c: &Cluster, rc: &RayCluster, except: Option<&str>)
 /// `workersToDelete`, then, once the pod is gone, the list cleared.
 async fn scale_down_one(c: &Cluster, name: &str, to: i32) {
     let rcs = clusters(c);
-    let victim = pods(c).list(&ListParams::default().labels(&format!("ray.io/cluster={name},ray.io/node-type=worker"))).await.unwrap().items[0].name_any();
+    let victim = pods(c)
+        .list(&ListParams::default().labels(&format!("ray.io/cluster={name},ray.io/node-type=worker")))
+        .await
+        .unwrap()
+        .items[0]
+        .name_any();
     let rc = rcs.get(name).await.unwrap();
     let patch = json!({"spec": {"workerGroupSpecs": [{"groupName": "workers", "replicas": to, "minReplicas": 0, "maxReplicas": 10, "rayStartParams": {},
         "scaleStrategy": {"workersToDelete": [victim]},
         "template": rc.spec.worker_group_specs.as_ref().unwrap()[0].template}]}});
-    rcs.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    rcs.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
     wait_gone(&pods(c), &victim).await;
 }
 
 async fn clear_workers_to_delete(c: &Cluster, name: &str) {
     let patch = json!([{"op": "replace", "path": "/spec/workerGroupSpecs/0/scaleStrategy/workersToDelete", "value": []}]);
-    clusters(c).patch(name, &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(patch).unwrap())).await.unwrap();
+    clusters(c)
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Json::<()>(serde_json::from_value(patch).unwrap()),
+        )
+        .await
+        .unwrap();
 }
 
 fn assert_ledger(ledger: &PodLedger, quota: impl Fn(u64) -> i64) {
     let (bad, events) = ledger.replay(quota);
     assert!(events > 0, "the ledger saw no event");
-    assert!(bad.is_empty(), "quota or reservation exceeded at some resourceVersion:\n{}", bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "quota or reservation exceeded at some resourceVersion:\n{}",
+        bad.join("\n")
+    );
 }
 
 /// The RV of the last event before a quota change: the ledger holds the old quota until then.
@@ -166,17 +222,26 @@ fn assert_ledger(ledger: &PodLedger, quota: impl Fn(u64) -> i64) {
 async fn wait_record(c: &Cluster, name: &str) -> quotagate::queue::explain::Explanation {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
-        if let Some(e) = quotagate::cli::explain::record(&c.client, NS, name).await.unwrap() {
+        if let Some(e) = quotagate::cli::explain::record(&c.client, NS, name)
+            .await
+            .unwrap()
+        {
             return e;
         }
-        assert!(tokio::time::Instant::now() < deadline, "no scheduler record of {name}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no scheduler record of {name}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
 
 async fn current_rv(c: &Cluster) -> u64 {
     let list = c.workloads().list(&ListParams::default().limit(1)).await.unwrap();
-    list.metadata.resource_version.and_then(|v| v.parse().ok()).unwrap_or(0)
+    list.metadata
+        .resource_version
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 async fn events_of(c: &Cluster, name: &str) -> Vec<(String, String)> {
@@ -200,49 +265,97 @@ async fn events_of(c: &Cluster, name: &str) -> Vec<(String, String)> {
 async fn elastic_raycluster_scales_down_in_place_and_up_through_a_slice() {
     let (c, ledger) = setup("6", 6000).await;
     let rcs = clusters(&c);
-    rcs.create(&PostParams::default(), &cluster("foo", 2, elastic())).await.unwrap();
+    rcs.create(&PostParams::default(), &cluster("foo", 2, elastic()))
+        .await
+        .unwrap();
     let rc = wait_for(&rcs, "foo", "running", |r| r.spec.suspend == Some(false)).await;
     let wls = live_workloads(&c, &rc).await;
     assert_eq!(wls.len(), 1);
     let first = wls[0].clone();
-    let counts = |w: &Workload| w.spec.pod_sets.iter().map(|p| p.count.unwrap_or(1)).collect::<Vec<_>>();
+    let counts = |w: &Workload| {
+        w.spec
+            .pod_sets
+            .iter()
+            .map(|p| p.count.unwrap_or(1))
+            .collect::<Vec<_>>()
+    };
     assert_eq!(counts(&first), vec![1, 2]);
     wait_pods(&c, "foo", (1, 2)).await;
     // 1 CPU head, 500m for the autoscaler sidecar, 1 per worker.
     let cqs: Api<ClusterQueue> = Api::all(c.client.clone());
     let usage = |cq: &ClusterQueue| {
-        cq.status.as_ref().and_then(|s| s.flavors_reservation.first()).and_then(|f| f.resources.iter().find(|r| r.name == "cpu")).and_then(|r| r.total.as_ref()).map(|q| q.0.clone())
+        cq.status
+            .as_ref()
+            .and_then(|s| s.flavors_reservation.first())
+            .and_then(|f| f.resources.iter().find(|r| r.name == "cpu"))
+            .and_then(|r| r.total.as_ref())
+            .map(|q| q.0.clone())
     };
-    wait_for(&cqs, "cq", "3500m reserved", |cq| usage(cq).as_deref() == Some("3500m")).await;
+    wait_for(&cqs, "cq", "3500m reserved", |cq| {
+        usage(cq).as_deref() == Some("3500m")
+    })
+    .await;
 
     // The autoscaler scales down by one worker, naming it.
     // The ledger checks, event by event, that the worker was held until its pod was gone; once gone,
     // its name left in workersToDelete holds nothing (the autoscaler clears the list later).
     scale_down_one(&c, "foo", 1).await;
-    let wl = wait_for(&c.workloads(), &first.name_any(), "shrunk in place", |w| counts(w) == vec![1, 1]).await;
+    let wl = wait_for(&c.workloads(), &first.name_any(), "shrunk in place", |w| {
+        counts(w) == vec![1, 1]
+    })
+    .await;
     clear_workers_to_delete(&c, "foo").await;
     assert_eq!(wl.uid(), first.uid(), "a scale-down keeps the workload");
     assert!(wl.is_admitted());
-    wait_for(&cqs, "cq", "2500m reserved", |cq| usage(cq).as_deref() == Some("2500m")).await;
+    wait_for(&cqs, "cq", "2500m reserved", |cq| {
+        usage(cq).as_deref() == Some("2500m")
+    })
+    .await;
     // Issue 44: as Kueue, the admission keeps the granted count (it is immutable); `explain` shows
     // what is counted, and it sums to the ClusterQueue's 2500m.
-    let admitted_workers = |w: &Workload| w.admission().and_then(|a| a.pod_set_assignments.iter().find(|p| p.name == "workers")).and_then(|p| p.count);
+    let admitted_workers = |w: &Workload| {
+        w.admission()
+            .and_then(|a| a.pod_set_assignments.iter().find(|p| p.name == "workers"))
+            .and_then(|p| p.count)
+    };
     assert_eq!(admitted_workers(&wl), Some(2));
-    let text = quotagate::cli::explain::run(&c.client, quotagate::cli::explain::Kind::Workload, NS, &first.name_any()).await.unwrap();
-    assert!(text.contains("podset head x1: cpu=default, memory=default; counts cpu 1500m"), "{text}");
+    let text = quotagate::cli::explain::run(
+        &c.client,
+        quotagate::cli::explain::Kind::Workload,
+        NS,
+        &first.name_any(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        text.contains("podset head x1: cpu=default, memory=default; counts cpu 1500m"),
+        "{text}"
+    );
     assert!(text.contains("podset workers x1 (admitted x2; shrunk in place, the admission keeps the granted count): cpu=default, memory=default; counts cpu 1"), "{text}");
 
     // Scale-up: a new slice replaces the first, which finishes.
     let patch = json!([{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 2}]);
-    rcs.patch("foo", &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(patch).unwrap())).await.unwrap();
-    wait_for(&c.workloads(), &first.name_any(), "finished as replaced", |w| w.is_finished()).await;
+    rcs.patch(
+        "foo",
+        &PatchParams::default(),
+        &Patch::Json::<()>(serde_json::from_value(patch).unwrap()),
+    )
+    .await
+    .unwrap();
+    wait_for(&c.workloads(), &first.name_any(), "finished as replaced", |w| {
+        w.is_finished()
+    })
+    .await;
     let now = live_workloads(&c, &rc).await;
     assert_eq!(now.len(), 1);
     assert_ne!(now[0].name_any(), first.name_any());
     assert!(now[0].is_admitted());
     assert_eq!(counts(&now[0]), vec![1, 2]);
     wait_pods(&c, "foo", (1, 2)).await;
-    wait_for(&cqs, "cq", "3500m reserved", |cq| usage(cq).as_deref() == Some("3500m")).await;
+    wait_for(&cqs, "cq", "3500m reserved", |cq| {
+        usage(cq).as_deref() == Some("3500m")
+    })
+    .await;
     assert_ledger(&ledger, |_| 6000);
     c.quota.assert_safe();
 }
@@ -253,18 +366,30 @@ async fn elastic_raycluster_scales_down_in_place_and_up_through_a_slice() {
 async fn a_pending_raycluster_is_admitted_once_an_elastic_one_scales_down() {
     let (c, ledger) = setup("6", 6000).await;
     let rcs = clusters(&c);
-    rcs.create(&PostParams::default(), &cluster("a", 2, elastic())).await.unwrap();
+    rcs.create(&PostParams::default(), &cluster("a", 2, elastic()))
+        .await
+        .unwrap();
     wait_for(&rcs, "a", "running", |r| r.spec.suspend == Some(false)).await;
     wait_pods(&c, "a", (1, 2)).await;
-    let b = rcs.create(&PostParams::default(), &cluster("b", 2, elastic())).await.unwrap();
+    let b = rcs
+        .create(&PostParams::default(), &cluster("b", 2, elastic()))
+        .await
+        .unwrap();
     let pending = considered_workload(&c, &b, None).await;
     assert!(!pending.has_quota_reservation());
-    assert_eq!(rcs.get("b").await.unwrap().spec.suspend, Some(true), "b stays suspended");
+    assert_eq!(
+        rcs.get("b").await.unwrap().spec.suspend,
+        Some(true),
+        "b stays suspended"
+    );
     assert_eq!(running(&c, "b").await, (0, 0));
 
     scale_down_one(&c, "a", 1).await;
     clear_workers_to_delete(&c, "a").await;
-    wait_for(&c.workloads(), &pending.name_any(), "admitted", |w| w.is_admitted()).await;
+    wait_for(&c.workloads(), &pending.name_any(), "admitted", |w| {
+        w.is_admitted()
+    })
+    .await;
     wait_for(&rcs, "b", "unsuspended", |r| r.spec.suspend == Some(false)).await;
     wait_pods(&c, "b", (1, 2)).await;
     assert_ledger(&ledger, |_| 6000);
@@ -281,7 +406,10 @@ struct Kubectl {
 impl Kubectl {
     async fn start(c: &Cluster, name: &str) -> Option<Kubectl> {
         let Some(bin) = crate::kubectl::kubectl_path() else {
-            assert!(std::env::var("QUOTAGATE_REQUIRE_TOOLS").as_deref() != Ok("1"), "kubectl not installed and QUOTAGATE_REQUIRE_TOOLS=1");
+            assert!(
+                std::env::var("QUOTAGATE_REQUIRE_TOOLS").as_deref() != Ok("1"),
+                "kubectl not installed and QUOTAGATE_REQUIRE_TOOLS=1"
+            );
             println!("skipped: kubectl not installed, run scripts/install-kubectl.sh");
             return None;
         };
@@ -289,8 +417,19 @@ impl Kubectl {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let cancel = tokio_util::sync::CancellationToken::new();
-        c.server.spawn_tcp("127.0.0.1:0".parse().unwrap(), Some(&dir.join("kubeconfig")), cancel.clone()).await.unwrap();
-        Some(Kubectl { bin, dir, _stop: cancel.drop_guard() })
+        c.server
+            .spawn_tcp(
+                "127.0.0.1:0".parse().unwrap(),
+                Some(&dir.join("kubeconfig")),
+                cancel.clone(),
+            )
+            .await
+            .unwrap();
+        Some(Kubectl {
+            bin,
+            dir,
+            _stop: cancel.drop_guard(),
+        })
     }
 
     async fn run(&self, args: &[&str]) -> (bool, String) {
@@ -322,7 +461,9 @@ fn path_str(p: &Path) -> &str {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_edit_stops_and_requeues_a_plain_cluster_and_never_runs_past_quota() {
     let (c, ledger) = setup("3", 3000).await;
-    let Some(k) = Kubectl::start(&c, "replicas").await else { return };
+    let Some(k) = Kubectl::start(&c, "replicas").await else {
+        return;
+    };
     let (ok, out) = k.apply(&cluster("rc", 1, json!({}))).await;
     assert!(ok, "{out}");
     let rcs = clusters(&c);
@@ -330,20 +471,50 @@ async fn a_replica_edit_stops_and_requeues_a_plain_cluster_and_never_runs_past_q
     wait_pods(&c, "rc", (1, 1)).await;
     let first = live_workloads(&c, &rc).await.remove(0);
 
-    let (ok, out) = k.run(&["patch", "raycluster", "rc", "--type=json", "-p", r#"[{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":6}]"#]).await;
+    let (ok, out) = k
+        .run(&[
+            "patch",
+            "raycluster",
+            "rc",
+            "--type=json",
+            "-p",
+            r#"[{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":6}]"#,
+        ])
+        .await;
     assert!(ok, "{out}");
     wait_for(&rcs, "rc", "stopped", |r| r.spec.suspend == Some(true)).await;
     wait_gone(&c.workloads(), &first.name_any()).await;
     let requeued = considered_workload(&c, &rc, None).await;
-    assert_eq!(requeued.spec.pod_sets[1].count, Some(6), "requeued with the new count");
+    assert_eq!(
+        requeued.spec.pod_sets[1].count,
+        Some(6),
+        "requeued with the new count"
+    );
     assert!(!requeued.has_quota_reservation(), "7 CPU do not fit 3");
     assert_eq!(running(&c, "rc").await, (0, 0));
     let events = events_of(&c, "rc").await;
-    assert!(events.contains(&("Stopped".to_string(), "No matching Workload".to_string())), "{events:?}");
-    assert!(events.iter().any(|(r, m)| r == "DeletedWorkload" && m.contains(&first.name_any())), "{events:?}");
+    assert!(
+        events.contains(&("Stopped".to_string(), "No matching Workload".to_string())),
+        "{events:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|(r, m)| r == "DeletedWorkload" && m.contains(&first.name_any())),
+        "{events:?}"
+    );
 
     // A fitting edit replaces the pending Workload and runs.
-    let (ok, out) = k.run(&["patch", "raycluster", "rc", "--type=json", "-p", r#"[{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":2}]"#]).await;
+    let (ok, out) = k
+        .run(&[
+            "patch",
+            "raycluster",
+            "rc",
+            "--type=json",
+            "-p",
+            r#"[{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":2}]"#,
+        ])
+        .await;
     assert!(ok, "{out}");
     wait_for(&rcs, "rc", "running again", |r| r.spec.suspend == Some(false)).await;
     wait_pods(&c, "rc", (1, 2)).await;
@@ -354,10 +525,22 @@ async fn a_replica_edit_stops_and_requeues_a_plain_cluster_and_never_runs_past_q
     // Lowered on the admitted cluster: Kueue stops it too (the Workload no longer matches) and requeues
     // it with the smaller count, which runs.
     let second = now[0].name_any();
-    let (ok, out) = k.run(&["patch", "raycluster", "rc", "--type=json", "-p", r#"[{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":1}]"#]).await;
+    let (ok, out) = k
+        .run(&[
+            "patch",
+            "raycluster",
+            "rc",
+            "--type=json",
+            "-p",
+            r#"[{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":1}]"#,
+        ])
+        .await;
     assert!(ok, "{out}");
     wait_gone(&c.workloads(), &second).await;
-    wait_for(&rcs, "rc", "running on the smaller Workload", |r| r.spec.suspend == Some(false)).await;
+    wait_for(&rcs, "rc", "running on the smaller Workload", |r| {
+        r.spec.suspend == Some(false)
+    })
+    .await;
     wait_pods(&c, "rc", (1, 1)).await;
     let now = live_workloads(&c, &rc).await;
     assert_eq!(now.len(), 1);
@@ -373,58 +556,160 @@ async fn a_replica_edit_stops_and_requeues_a_plain_cluster_and_never_runs_past_q
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recreate_clusters_survive_reapplies_and_resize_only_through_a_new_workload() {
     let (c, ledger) = setup("4", 4000).await;
-    let Some(k) = Kubectl::start(&c, "recreate").await else { return };
+    let Some(k) = Kubectl::start(&c, "recreate").await else {
+        return;
+    };
     // Kueue's webhook rule: a plain queue-managed cluster may not use the in-tree autoscaler.
-    let (ok, out) = k.apply(&cluster("bad", 1, json!({"spec": {"enableInTreeAutoscaling": true}}))).await;
+    let (ok, out) = k
+        .apply(&cluster(
+            "bad",
+            1,
+            json!({"spec": {"enableInTreeAutoscaling": true}}),
+        ))
+        .await;
     assert!(!ok, "{out}");
-    assert!(out.contains("spec.enableInTreeAutoscaling") && out.contains("only when the ElasticJobsViaWorkloadSlices feature gate is on and the job is an elastic job"), "{out}");
+    assert!(
+        out.contains("spec.enableInTreeAutoscaling")
+            && out.contains(
+                "only when the ElasticJobsViaWorkloadSlices feature gate is on and the job is an elastic job"
+            ),
+        "{out}"
+    );
 
-    let manifest = cluster("rc", 1, json!({"spec": {"upgradeStrategy": {"type": "Recreate"}}}));
+    let manifest = cluster(
+        "rc",
+        1,
+        json!({"spec": {"upgradeStrategy": {"type": "Recreate"}}}),
+    );
     let (ok, out) = k.apply(&manifest).await;
     assert!(ok, "{out}");
     let rcs = clusters(&c);
     let rc = wait_for(&rcs, "rc", "running", |r| r.spec.suspend == Some(false)).await;
     wait_pods(&c, "rc", (1, 1)).await;
-    let head_uid = |list: &[Pod]| list.iter().find(|p| p.labels().get("ray.io/node-type").map(String::as_str) == Some("head")).and_then(|p| p.uid());
-    let before = pods(&c).list(&ListParams::default().labels("ray.io/cluster=rc")).await.unwrap().items;
+    let head_uid = |list: &[Pod]| {
+        list.iter()
+            .find(|p| p.labels().get("ray.io/node-type").map(String::as_str) == Some("head"))
+            .and_then(|p| p.uid())
+    };
+    let before = pods(&c)
+        .list(&ListParams::default().labels("ray.io/cluster=rc"))
+        .await
+        .unwrap()
+        .items;
     let head = head_uid(&before).unwrap();
 
     // GitOps re-apply: the list of worker groups is replaced whole, dropping what admission injected.
     let (ok, out) = k.apply(&manifest).await;
     assert!(ok, "{out}");
     let reapplied = rcs.get("rc").await.unwrap();
-    assert!(reapplied.spec.worker_group_specs.as_ref().unwrap()[0].template.spec.as_ref().unwrap().node_selector.is_none(), "the re-apply dropped the injected node selector");
-    let worker = before.iter().find(|p| p.labels().get("ray.io/node-type").map(String::as_str) == Some("worker")).unwrap().name_any();
+    assert!(
+        reapplied.spec.worker_group_specs.as_ref().unwrap()[0]
+            .template
+            .spec
+            .as_ref()
+            .unwrap()
+            .node_selector
+            .is_none(),
+        "the re-apply dropped the injected node selector"
+    );
+    let worker = before
+        .iter()
+        .find(|p| p.labels().get("ray.io/node-type").map(String::as_str) == Some("worker"))
+        .unwrap()
+        .name_any();
     let (ok, out) = k.run(&["delete", "pod", &worker]).await;
     assert!(ok, "{out}");
     wait_gone(&pods(&c), &worker).await;
     wait_pods(&c, "rc", (1, 1)).await;
-    let after = pods(&c).list(&ListParams::default().labels("ray.io/cluster=rc")).await.unwrap().items;
-    assert_eq!(head_uid(&after), Some(head), "a no-op re-apply restarted the head (Recreate)");
-    let replacement = after.iter().find(|p| p.labels().get("ray.io/node-type").map(String::as_str) == Some("worker")).unwrap();
-    let sel = replacement.spec.as_ref().unwrap().node_selector.clone().unwrap_or_default();
-    assert_eq!(sel.get("pool").map(String::as_str), Some("blue"), "the replacement worker keeps the flavor's node selector");
-    let tolerated = replacement.spec.as_ref().unwrap().tolerations.iter().flatten().any(|t| t.key.as_deref() == Some("pool") && t.value.as_deref() == Some("blue"));
-    assert!(tolerated, "the replacement worker keeps the flavor's toleration: {:?}", replacement.spec.as_ref().unwrap().tolerations);
-    assert_eq!(replacement.labels().get(label::PODSET).map(String::as_str), Some("workers"));
-    assert_eq!(live_workloads(&c, &rc).await.len(), 1, "a re-apply is not a new Workload");
+    let after = pods(&c)
+        .list(&ListParams::default().labels("ray.io/cluster=rc"))
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(
+        head_uid(&after),
+        Some(head),
+        "a no-op re-apply restarted the head (Recreate)"
+    );
+    let replacement = after
+        .iter()
+        .find(|p| p.labels().get("ray.io/node-type").map(String::as_str) == Some("worker"))
+        .unwrap();
+    let sel = replacement
+        .spec
+        .as_ref()
+        .unwrap()
+        .node_selector
+        .clone()
+        .unwrap_or_default();
+    assert_eq!(
+        sel.get("pool").map(String::as_str),
+        Some("blue"),
+        "the replacement worker keeps the flavor's node selector"
+    );
+    let tolerated = replacement
+        .spec
+        .as_ref()
+        .unwrap()
+        .tolerations
+        .iter()
+        .flatten()
+        .any(|t| t.key.as_deref() == Some("pool") && t.value.as_deref() == Some("blue"));
+    assert!(
+        tolerated,
+        "the replacement worker keeps the flavor's toleration: {:?}",
+        replacement.spec.as_ref().unwrap().tolerations
+    );
+    assert_eq!(
+        replacement.labels().get(label::PODSET).map(String::as_str),
+        Some("workers")
+    );
+    assert_eq!(
+        live_workloads(&c, &rc).await.len(),
+        1,
+        "a re-apply is not a new Workload"
+    );
 
     // Recreate to 2-CPU workers: 3 CPU fit 4, but not on the old Workload's 1-CPU reservation.
     let first = live_workloads(&c, &rc).await.remove(0);
-    let bigger = cluster("rc", 1, json!({"spec": {"upgradeStrategy": {"type": "Recreate"}, "workerGroupSpecs": [{"groupName": "workers", "replicas": 1, "minReplicas": 0, "maxReplicas": 10, "rayStartParams": {},
-        "template": {"spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray:2.9.0", "resources": {"requests": {"cpu": "2"}}}]}}}]}}));
+    let bigger = cluster(
+        "rc",
+        1,
+        json!({"spec": {"upgradeStrategy": {"type": "Recreate"}, "workerGroupSpecs": [{"groupName": "workers", "replicas": 1, "minReplicas": 0, "maxReplicas": 10, "rayStartParams": {},
+        "template": {"spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray:2.9.0", "resources": {"requests": {"cpu": "2"}}}]}}}]}}),
+    );
     let (ok, out) = k.apply(&bigger).await;
     assert!(ok, "{out}");
     wait_gone(&c.workloads(), &first.name_any()).await;
-    let rc = wait_for(&rcs, "rc", "running on the new Workload", |r| r.spec.suspend == Some(false)).await;
+    let rc = wait_for(&rcs, "rc", "running on the new Workload", |r| {
+        r.spec.suspend == Some(false)
+    })
+    .await;
     wait_pods(&c, "rc", (1, 1)).await;
     let now = live_workloads(&c, &rc).await;
     assert_eq!(now.len(), 1);
     assert!(now[0].is_admitted());
-    let cpu = |ps: &quotagate::api::kueue::PodSet| ps.template.spec.as_ref().unwrap().containers[0].resources.as_ref().unwrap().requests.as_ref().unwrap()["cpu"].0.clone();
-    assert_eq!(cpu(&now[0].spec.pod_sets[1]), "2", "the new Workload reserves the new requests");
+    let cpu = |ps: &quotagate::api::kueue::PodSet| {
+        ps.template.spec.as_ref().unwrap().containers[0]
+            .resources
+            .as_ref()
+            .unwrap()
+            .requests
+            .as_ref()
+            .unwrap()["cpu"]
+            .0
+            .clone()
+    };
+    assert_eq!(
+        cpu(&now[0].spec.pod_sets[1]),
+        "2",
+        "the new Workload reserves the new requests"
+    );
     let events = events_of(&c, "rc").await;
-    assert!(events.contains(&("Stopped".to_string(), "No matching Workload".to_string())), "{events:?}");
+    assert!(
+        events.contains(&("Stopped".to_string(), "No matching Workload".to_string())),
+        "{events:?}"
+    );
     assert_ledger(&ledger, |_| 4000);
     c.quota.assert_safe();
 }
@@ -435,9 +720,15 @@ async fn recreate_clusters_survive_reapplies_and_resize_only_through_a_new_workl
 async fn elastic_growth_waits_for_its_slice_before_any_new_pod() {
     let (mut c, ledger) = setup("4", 4000).await;
     let explanations = quotagate::jobframework::admission::Explanations::default();
-    c.server.aggregated.mount(quotagate::wiring::explain::GROUP, quotagate::wiring::explain::router(explanations.clone()));
-    c.restart_manager_with(|o| o.explanations = explanations.clone()).await;
-    let Some(k) = Kubectl::start(&c, "elastic-growth").await else { return };
+    c.server.aggregated.mount(
+        quotagate::wiring::explain::GROUP,
+        quotagate::wiring::explain::router(explanations.clone()),
+    );
+    c.restart_manager_with(|o| o.explanations = explanations.clone())
+        .await;
+    let Some(k) = Kubectl::start(&c, "elastic-growth").await else {
+        return;
+    };
     let rcs = clusters(&c);
     let (ok, out) = k.apply(&cluster("e", 1, elastic())).await;
     assert!(ok, "{out}");
@@ -445,22 +736,50 @@ async fn elastic_growth_waits_for_its_slice_before_any_new_pod() {
     wait_pods(&c, "e", (1, 1)).await;
     let first = live_workloads(&c, &rc).await.remove(0);
     // 1.5 CPU head with its sidecar + 5 workers = 6.5 CPU, over the 4 the queue holds.
-    let (ok, out) = k.run(&["patch", "raycluster", "e", "--type=json", "-p", r#"[{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":5}]"#]).await;
+    let (ok, out) = k
+        .run(&[
+            "patch",
+            "raycluster",
+            "e",
+            "--type=json",
+            "-p",
+            r#"[{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":5}]"#,
+        ])
+        .await;
     assert!(ok, "{out}");
     let slice = considered_workload(&c, &rc, Some(&first.name_any())).await;
     assert!(!slice.has_quota_reservation());
     let now = running(&c, "e").await;
-    assert_eq!(now, (1, 1), "no worker runs before its slice is admitted; events: {:?}", events_of(&c, "e").await);
+    assert_eq!(
+        now,
+        (1, 1),
+        "no worker runs before its slice is admitted; events: {:?}",
+        events_of(&c, "e").await
+    );
     // The operator says so once it has seen the slice (its write follows the scheduler's).
     let gated_on = |r: &RayCluster| {
-        let cond = r.status.as_ref().and_then(|s| s.conditions.as_ref()).and_then(|cs| cs.iter().find(|c| c.type_ == "QuotaGated"));
+        let cond = r
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "QuotaGated"));
         cond.is_some_and(|c| c.status == "True" && c.message.contains(&slice.name_any()))
     };
     wait_for(&rcs, "e", "QuotaGated=True naming the waiting slice", gated_on).await;
-    assert_eq!(running(&c, "e").await, (1, 1), "no worker runs before its slice is admitted");
-    let explained = quotagate::cli::explain::raycluster(&c.client, NS, "e").await.unwrap();
+    assert_eq!(
+        running(&c, "e").await,
+        (1, 1),
+        "no worker runs before its slice is admitted"
+    );
+    let explained = quotagate::cli::explain::raycluster(&c.client, NS, "e")
+        .await
+        .unwrap();
     assert!(
-        explained.starts_with(&format!("RayCluster {NS}/e runs on Workload {}; its growth waits in workload slice {}", first.name_any(), slice.name_any())),
+        explained.starts_with(&format!(
+            "RayCluster {NS}/e runs on Workload {}; its growth waits in workload slice {}",
+            first.name_any(),
+            slice.name_any()
+        )),
         "{explained}"
     );
     // The scheduler's record: USED is what the ClusterQueue holds now (the 1.5 CPU head and the
@@ -470,11 +789,38 @@ async fn elastic_growth_waits_for_its_slice_before_any_new_pod() {
     let workers = record.podsets.iter().find(|p| p.name == "workers").unwrap();
     let cpu = workers.resources.iter().find(|r| r.resource == "cpu").unwrap();
     let f = &cpu.flavors[0];
-    assert_eq!((cpu.requested.as_str(), f.adds.as_str(), f.used.as_str(), f.available.as_str()), ("5", "4", "2500m", "1500m"), "{record:?}");
-    let head = record.podsets.iter().find(|p| p.name == "head").unwrap().resources.iter().find(|r| r.resource == "cpu").unwrap();
+    assert_eq!(
+        (
+            cpu.requested.as_str(),
+            f.adds.as_str(),
+            f.used.as_str(),
+            f.available.as_str()
+        ),
+        ("5", "4", "2500m", "1500m"),
+        "{record:?}"
+    );
+    let head = record
+        .podsets
+        .iter()
+        .find(|p| p.name == "head")
+        .unwrap()
+        .resources
+        .iter()
+        .find(|r| r.resource == "cpu")
+        .unwrap();
     assert_eq!(head.flavors[0].adds, "0", "the head is held already");
-    let text = quotagate::cli::explain::run(&c.client, quotagate::cli::explain::Kind::Workload, NS, &slice.name_any()).await.unwrap();
-    assert!(text.contains("ADDS") && text.contains("replaces admitted slice"), "{text}");
+    let text = quotagate::cli::explain::run(
+        &c.client,
+        quotagate::cli::explain::Kind::Workload,
+        NS,
+        &slice.name_any(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        text.contains("ADDS") && text.contains("replaces admitted slice"),
+        "{text}"
+    );
 
     let raised_at = current_rv(&c).await;
     c.quota.set_cq_limit("cq", 7000);
@@ -492,7 +838,9 @@ async fn elastic_growth_waits_for_its_slice_before_any_new_pod() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_elastic_clusters_growing_in_one_queue_take_turns_and_never_run_past_it() {
     let (c, ledger) = setup("6", 6000).await;
-    let Some(k) = Kubectl::start(&c, "two-elastic").await else { return };
+    let Some(k) = Kubectl::start(&c, "two-elastic").await else {
+        return;
+    };
     let rcs = clusters(&c);
     let mut rc = Vec::new();
     for name in ["a", "b"] {
@@ -506,7 +854,16 @@ async fn two_elastic_clusters_growing_in_one_queue_take_turns_and_never_run_past
     let mut first = Vec::new();
     for r in &rc {
         first.push(live_workloads(&c, r).await.remove(0).name_any());
-        let (ok, out) = k.run(&["patch", "raycluster", &r.name_any(), "--type=json", "-p", r#"[{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":5}]"#]).await;
+        let (ok, out) = k
+            .run(&[
+                "patch",
+                "raycluster",
+                &r.name_any(),
+                "--type=json",
+                "-p",
+                r#"[{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":5}]"#,
+            ])
+            .await;
         assert!(ok, "{out}");
     }
     let mut slices = Vec::new();
@@ -515,7 +872,11 @@ async fn two_elastic_clusters_growing_in_one_queue_take_turns_and_never_run_past
         assert!(!slice.has_quota_reservation(), "4 more CPU do not fit 1");
         slices.push(slice.name_any());
     }
-    assert_eq!((running(&c, "a").await, running(&c, "b").await), ((1, 1), (1, 1)), "no worker before its slice");
+    assert_eq!(
+        (running(&c, "a").await, running(&c, "b").await),
+        ((1, 1), (1, 1)),
+        "no worker before its slice"
+    );
 
     // Room for one growth: exactly one slice is admitted and its cluster grows; the other waits.
     let raised_at = current_rv(&c).await;
@@ -544,19 +905,57 @@ async fn two_elastic_clusters_growing_in_one_queue_take_turns_and_never_run_past
 
     // The winner scales down to 1 without naming workers. With autoscaling on KubeRay deletes only
     // named workers, so all five keep running and keep their quota: the other growth still waits.
-    let (ok, out) = k.run(&["patch", "raycluster", &winner, "--type=json", "-p", r#"[{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":1}]"#]).await;
+    let (ok, out) = k
+        .run(&[
+            "patch",
+            "raycluster",
+            &winner,
+            "--type=json",
+            "-p",
+            r#"[{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":1}]"#,
+        ])
+        .await;
     assert!(ok, "{out}");
-    wait_for(&rcs, &winner, "the operator to see the edit", |r| r.status.as_ref().and_then(|s| s.observed_generation) == r.metadata.generation).await;
+    wait_for(&rcs, &winner, "the operator to see the edit", |r| {
+        r.status.as_ref().and_then(|s| s.observed_generation) == r.metadata.generation
+    })
+    .await;
     assert_eq!(running(&c, &winner).await, (1, 5), "unnamed workers are kept");
-    let held: i32 = live_workloads(&c, &rc[grown]).await.iter().filter(|w| w.is_admitted()).filter_map(|w| w.spec.pod_sets.get(1).and_then(|p| p.count)).max().unwrap_or(0);
+    let held: i32 = live_workloads(&c, &rc[grown])
+        .await
+        .iter()
+        .filter(|w| w.is_admitted())
+        .filter_map(|w| w.spec.pod_sets.get(1).and_then(|p| p.count))
+        .max()
+        .unwrap_or(0);
     assert_eq!(held, 5, "the Workload keeps the workers that still run");
-    assert!(!wls.get(&slices[1 - grown]).await.unwrap().is_admitted(), "no quota was given back for pods still running");
+    assert!(
+        !wls.get(&slices[1 - grown]).await.unwrap().is_admitted(),
+        "no quota was given back for pods still running"
+    );
     // Ray's autoscaler then names the surplus; the quota goes to the waiting growth once they are gone.
-    let names: Vec<String> = pods(&c).list(&ListParams::default().labels(&format!("ray.io/cluster={winner},ray.io/node-type=worker"))).await.unwrap().items.iter().skip(1).map(|p| p.name_any()).collect();
+    let names: Vec<String> = pods(&c)
+        .list(&ListParams::default().labels(&format!("ray.io/cluster={winner},ray.io/node-type=worker")))
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .skip(1)
+        .map(|p| p.name_any())
+        .collect();
     let patch = json!([{"op": "add", "path": "/spec/workerGroupSpecs/0/scaleStrategy", "value": {"workersToDelete": names}}]);
-    rcs.patch(&winner, &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(patch).unwrap())).await.unwrap();
+    rcs.patch(
+        &winner,
+        &PatchParams::default(),
+        &Patch::Json::<()>(serde_json::from_value(patch).unwrap()),
+    )
+    .await
+    .unwrap();
     wait_pods(&c, &winner, (1, 1)).await;
-    wait_for(&wls, &slices[1 - grown], "admitted once the pods are gone", |w| w.is_admitted()).await;
+    wait_for(&wls, &slices[1 - grown], "admitted once the pods are gone", |w| {
+        w.is_admitted()
+    })
+    .await;
     wait_pods(&c, &waiter, (1, 5)).await;
     assert_ledger(&ledger, |rv| if rv <= raised_at { 6000 } else { 9000 });
     c.quota.assert_safe();

@@ -105,19 +105,13 @@ async fn raycluster_gets_one_workload_runs_when_admitted_and_frees_quota_when_de
         .iter()
         .map(|p| (p.name.clone().unwrap(), p.count.unwrap()))
         .collect();
-    assert_eq!(
-        counts,
-        vec![("head".to_string(), 1), ("workers".to_string(), 2)]
-    );
+    assert_eq!(counts, vec![("head".to_string(), 1), ("workers".to_string(), 2)]);
 
     // A second cluster does not fit next to the first and stays suspended.
     rcs.create(&PostParams::default(), &cluster("second"))
         .await
         .unwrap();
-    let second = wait_for(&rcs, "second", "has a workload", |r| {
-        r.metadata.uid.is_some()
-    })
-    .await;
+    let second = wait_for(&rcs, "second", "has a workload", |r| r.metadata.uid.is_some()).await;
     let second_wl = loop {
         let all = wls.list(&Default::default()).await.unwrap().items;
         if let Some(w) = owned_by(&all, &second).first() {
@@ -152,9 +146,8 @@ async fn preempted_raycluster_is_suspended_restored_and_requeued() {
     .await
     .unwrap();
     let mut q = with_all_namespaces(cq_with("cq", "4").build());
-    q.spec.preemption = Some(
-        serde_json::from_value(serde_json::json!({"withinClusterQueue": "LowerPriority"})).unwrap(),
-    );
+    q.spec.preemption =
+        Some(serde_json::from_value(serde_json::json!({"withinClusterQueue": "LowerPriority"})).unwrap());
     c.cluster_queue(q).await;
     c.local_queue("lq", "cq").await;
     let wpc: Api<quotagate::api::kueue::WorkloadPriorityClass> = Api::all(c.client.clone());
@@ -165,9 +158,7 @@ async fn preempted_raycluster_is_suspended_restored_and_requeued() {
     .await
     .unwrap();
     let rcs: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
-    rcs.create(&PostParams::default(), &cluster("low"))
-        .await
-        .unwrap();
+    rcs.create(&PostParams::default(), &cluster("low")).await.unwrap();
     wait_for(&rcs, "low", "running", |r| r.spec.suspend == Some(false)).await;
     let mut high = cluster("high");
     high.metadata
@@ -198,8 +189,7 @@ async fn preempted_raycluster_is_suspended_restored_and_requeued() {
     assert_eq!(owned_by(&all, &high)[0].spec.priority, Some(1000));
     let low_wl = owned_by(&all, &low)[0].metadata.name.clone().unwrap();
     wait_for(&wls, &low_wl, "requeued", |w| {
-        !reserved(w)
-            && condition(w, "Requeued").is_some_and(|c| c.0 == "True" && c.1 == "Preempted")
+        !reserved(w) && condition(w, "Requeued").is_some_and(|c| c.0 == "True" && c.1 == "Preempted")
     })
     .await;
     c.quota.assert_safe();
@@ -240,10 +230,7 @@ async fn elastic_raycluster_grows_through_workload_slices() {
         condition(w, "Finished").is_some_and(|c| c.0 == "True")
     })
     .await;
-    assert_eq!(
-        condition(&old, "Finished").unwrap().1,
-        "WorkloadSliceReplaced"
-    );
+    assert_eq!(condition(&old, "Finished").unwrap().1, "WorkloadSliceReplaced");
     c.quota.wait_reserved("cq", 1).await;
     let all = wls.list(&Default::default()).await.unwrap().items;
     let live: Vec<_> = owned_by(&all, &rc)
@@ -270,8 +257,7 @@ async fn elastic_raycluster_grows_through_workload_slices() {
     let third = loop {
         let all = wls.list(&Default::default()).await.unwrap().items;
         if let Some(w) = owned_by(&all, &rc).into_iter().find(|w| {
-            w.annotations().get(label::WORKLOAD_SLICE_REPLACEMENT_FOR)
-                == Some(&format!("default/{second}"))
+            w.annotations().get(label::WORKLOAD_SLICE_REPLACEMENT_FOR) == Some(&format!("default/{second}"))
         }) {
             break w.metadata.name.clone().unwrap();
         }
@@ -347,11 +333,7 @@ async fn elastic_raycluster_scaled_down_frees_quota_in_place() {
     })
     .await;
     let all = wls.list(&Default::default()).await.unwrap().items;
-    assert_eq!(
-        owned_by(&all, &rc).len(),
-        1,
-        "no new slice for a scale-down"
-    );
+    assert_eq!(owned_by(&all, &rc).len(), 1, "no new slice for a scale-down");
     c.quota.assert_safe();
 }
 
@@ -382,7 +364,10 @@ impl quotagate::embedded::AdmissionHook for ClustersStoredBeforeTheWebhook {
 /// stored before the webhook existed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_raycluster_whose_workload_is_refused_says_why_on_its_status() {
-    let server = quotagate::embedded::EmbeddedServer::new(&quotagate::api::all_crds(), std::sync::Arc::new(ClustersStoredBeforeTheWebhook));
+    let server = quotagate::embedded::EmbeddedServer::new(
+        &quotagate::api::all_crds(),
+        std::sync::Arc::new(ClustersStoredBeforeTheWebhook),
+    );
     let c = Cluster::start_on(server, Limits::default().cq("cq", 40000)).await;
     c.simple("cq", "lq", "40").await;
     let group = |i: usize| {
@@ -391,7 +376,11 @@ async fn a_raycluster_whose_workload_is_refused_says_why_on_its_status() {
                 "resources": {"requests": {"cpu": "100m"}}}]}}})
     };
     let mut rc = cluster("many");
-    rc.spec.worker_group_specs = Some((0..19).map(|i| serde_json::from_value(group(i)).unwrap()).collect());
+    rc.spec.worker_group_specs = Some(
+        (0..19)
+            .map(|i| serde_json::from_value(group(i)).unwrap())
+            .collect(),
+    );
     let rcs: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
     // Through quotagate's admission: Kueue's RayCluster webhook rule.
     let mut through = serde_json::to_value(&rc).unwrap();
@@ -400,7 +389,11 @@ async fn a_raycluster_whose_workload_is_refused_says_why_on_its_status() {
     let errs = quotagate::embedded::QuotagateAdmission::default()
         .admit(quotagate::embedded::Operation::Create, &info, &mut through, None)
         .unwrap_err();
-    assert!(errs.iter().any(|e| e.field == "spec.workerGroupSpecs" && e.message.contains("must have at most 7 items")), "{errs:?}");
+    assert!(
+        errs.iter()
+            .any(|e| e.field == "spec.workerGroupSpecs" && e.message.contains("must have at most 7 items")),
+        "{errs:?}"
+    );
     // Stored unchecked, suspended as the webhook would have left it.
     rc.spec.suspend = Some(true);
     rcs.create(&PostParams::default(), &rc).await.unwrap();
@@ -410,21 +403,56 @@ async fn a_raycluster_whose_workload_is_refused_says_why_on_its_status() {
             .and_then(|s| s.conditions.as_ref())
             .into_iter()
             .flatten()
-            .any(|c| c.type_ == "QuotaGated" && c.status == "True" && c.reason == "WorkloadRefused" && c.message.contains("podSets"))
+            .any(|c| {
+                c.type_ == "QuotaGated"
+                    && c.status == "True"
+                    && c.reason == "WorkloadRefused"
+                    && c.message.contains("podSets")
+            })
     };
     let seen = wait_for(&rcs, "many", "the refusal on the RayCluster's status", refused).await;
     assert_eq!(seen.spec.suspend, Some(true), "nothing runs without a Workload");
-    assert!(c.workloads().list(&ListParams::default()).await.unwrap().items.is_empty());
+    assert!(
+        c.workloads()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.client.clone(), "default");
-    let warned = events.list(&ListParams::default()).await.unwrap().items.into_iter().any(|e| {
-        e.reason.as_deref() == Some("FailedCreateWorkload") && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("many")
-    });
+    let warned = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .any(|e| {
+            e.reason.as_deref() == Some("FailedCreateWorkload")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("many")
+        });
     assert!(warned, "a Warning event says it too");
 
     let fixed = serde_json::json!({"spec": {"workerGroupSpecs": [group(0)]}});
-    rcs.patch("many", &PatchParams::default(), &Patch::Merge(&fixed)).await.unwrap();
-    wait_for(&rcs, "many", "the refusal cleared once the Workload exists", |r| !refused(r) && r.spec.suspend == Some(false)).await;
-    assert_eq!(c.workloads().list(&ListParams::default()).await.unwrap().items.len(), 1);
+    rcs.patch("many", &PatchParams::default(), &Patch::Merge(&fixed))
+        .await
+        .unwrap();
+    wait_for(
+        &rcs,
+        "many",
+        "the refusal cleared once the Workload exists",
+        |r| !refused(r) && r.spec.suspend == Some(false),
+    )
+    .await;
+    assert_eq!(
+        c.workloads()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
 }
 
 /// Kueue `test/integration/singlecluster/controller/jobs/raycluster/raycluster_controller_test.go`,
@@ -440,15 +468,30 @@ async fn a_raycluster_takes_its_pods_priority_class_or_the_global_default() {
     c.simple("cq", "lq", "4").await;
     let pcs: Api<PriorityClass> = Api::all(c.client.clone());
     let pc = |name: &str, value: i32, default: bool| -> PriorityClass {
-        serde_json::from_value(serde_json::json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-            "metadata": {"name": name}, "value": value, "globalDefault": default}))
+        serde_json::from_value(
+            serde_json::json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name}, "value": value, "globalDefault": default}),
+        )
         .unwrap()
     };
-    let created = pcs.create(&PostParams::default(), &pc("test-priority-class", 10, false)).await.unwrap();
-    assert_eq!(created.preemption_policy.as_deref(), Some("PreemptLowerPriority"), "defaulted as the API server does");
+    let created = pcs
+        .create(&PostParams::default(), &pc("test-priority-class", 10, false))
+        .await
+        .unwrap();
+    assert_eq!(
+        created.preemption_policy.as_deref(),
+        Some("PreemptLowerPriority"),
+        "defaulted as the API server does"
+    );
 
     let mut rc = cluster("prio");
-    rc.spec.head_group_spec.template.spec.as_mut().unwrap().priority_class_name = Some("test-priority-class".into());
+    rc.spec
+        .head_group_spec
+        .template
+        .spec
+        .as_mut()
+        .unwrap()
+        .priority_class_name = Some("test-priority-class".into());
     for g in rc.spec.worker_group_specs.as_mut().unwrap() {
         g.template.spec.as_mut().unwrap().priority_class_name = Some("test-priority-class".into());
     }
@@ -468,8 +511,13 @@ async fn a_raycluster_takes_its_pods_priority_class_or_the_global_default() {
         serde_json::json!({"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": "test-priority-class"})
     );
 
-    pcs.create(&PostParams::default(), &pc("cluster-default", 7, true)).await.unwrap();
-    let plain = rcs.create(&PostParams::default(), &cluster("plain")).await.unwrap();
+    pcs.create(&PostParams::default(), &pc("cluster-default", 7, true))
+        .await
+        .unwrap();
+    let plain = rcs
+        .create(&PostParams::default(), &cluster("plain"))
+        .await
+        .unwrap();
     let wl = loop {
         let all = c.workloads().list(&Default::default()).await.unwrap().items;
         if let Some(w) = owned_by(&all, &plain).first() {
@@ -478,13 +526,30 @@ async fn a_raycluster_takes_its_pods_priority_class_or_the_global_default() {
         c.quota.wait_any_event().await;
     };
     assert_eq!(wl.spec.priority, Some(7));
-    assert_eq!(wl.spec.priority_class_ref.as_ref().map(|r| r.name.as_str()), Some("cluster-default"));
+    assert_eq!(
+        wl.spec.priority_class_ref.as_ref().map(|r| r.name.as_str()),
+        Some("cluster-default")
+    );
 
     // The API server's own rules for PriorityClasses.
-    let too_high = pcs.create(&PostParams::default(), &pc("too-high", 1_000_000_001, false)).await.unwrap_err();
-    assert!(too_high.to_string().contains("maximum allowed value of a user defined priority is 1000000000"), "{too_high}");
-    let system = pcs.create(&PostParams::default(), &pc("system-mine", 5, false)).await.unwrap_err();
-    assert!(system.to_string().contains("reserved for system use only"), "{system}");
+    let too_high = pcs
+        .create(&PostParams::default(), &pc("too-high", 1_000_000_001, false))
+        .await
+        .unwrap_err();
+    assert!(
+        too_high
+            .to_string()
+            .contains("maximum allowed value of a user defined priority is 1000000000"),
+        "{too_high}"
+    );
+    let system = pcs
+        .create(&PostParams::default(), &pc("system-mine", 5, false))
+        .await
+        .unwrap_err();
+    assert!(
+        system.to_string().contains("reserved for system use only"),
+        "{system}"
+    );
 }
 
 /// Kueue `test/integration/singlecluster/controller/jobs/raycluster/raycluster_controller_test.go`,
@@ -502,7 +567,12 @@ async fn kueue_should_reconcile_rayclusters_and_stop_one_that_no_longer_matches(
     let c = Cluster::start(Limits::default().cq("cluster-queue", 6000)).await;
     let rf: Api<ResourceFlavor> = Api::all(c.client.clone());
     for f in ["on-demand", "spot"] {
-        rf.create(&PostParams::default(), &ResourceFlavor::build(f).node_label(KEY, f).build()).await.unwrap();
+        rf.create(
+            &PostParams::default(),
+            &ResourceFlavor::build(f).node_label(KEY, f).build(),
+        )
+        .await
+        .unwrap();
     }
     let cq: ClusterQueue = serde_json::from_value(serde_json::json!({
         "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cluster-queue"},
@@ -515,7 +585,8 @@ async fn kueue_should_reconcile_rayclusters_and_stop_one_that_no_longer_matches(
     c.local_queue("test-queue", "cluster-queue").await;
     let rcs: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
     let mut job = cluster("test-job");
-    job.labels_mut().insert(label::QUEUE_NAME.into(), "test-queue".into());
+    job.labels_mut()
+        .insert(label::QUEUE_NAME.into(), "test-queue".into());
     let job = rcs.create(&PostParams::default(), &job).await.unwrap();
     let wls = c.workloads();
     let first = loop {
@@ -528,7 +599,8 @@ async fn kueue_should_reconcile_rayclusters_and_stop_one_that_no_longer_matches(
     let wl_name = first.name_any();
 
     // "checking a second non-matching workload is deleted"
-    let mut second = quotagate::api::kueue::Workload::build("raycluster-second-workload-1a2b3", "default").build();
+    let mut second =
+        quotagate::api::kueue::Workload::build("raycluster-second-workload-1a2b3", "default").build();
     second.spec = first.spec.clone();
     second.spec.pod_sets[0].count = Some(second.spec.pod_sets[0].count() + 1);
     second.metadata.owner_references = first.metadata.owner_references.clone();
@@ -542,28 +614,78 @@ async fn kueue_should_reconcile_rayclusters_and_stop_one_that_no_longer_matches(
 
     // "checking the job is unsuspended when workload is assigned"
     let selector = |rc: &RayCluster, worker: bool| {
-        let t = if worker { &rc.spec.worker_group_specs.as_ref().unwrap()[0].template } else { &rc.spec.head_group_spec.template };
-        t.spec.as_ref().and_then(|s| s.node_selector.clone()).unwrap_or_default()
+        let t = if worker {
+            &rc.spec.worker_group_specs.as_ref().unwrap()[0].template
+        } else {
+            &rc.spec.head_group_spec.template
+        };
+        t.spec
+            .as_ref()
+            .and_then(|s| s.node_selector.clone())
+            .unwrap_or_default()
     };
     let started = wait_for(&rcs, "test-job", "unsuspended", |r| r.spec.suspend == Some(false)).await;
-    assert_eq!(selector(&started, false), [(KEY.to_string(), "on-demand".to_string())].into());
-    assert_eq!(selector(&started, true), [(KEY.to_string(), "spot".to_string())].into());
+    assert_eq!(
+        selector(&started, false),
+        [(KEY.to_string(), "on-demand".to_string())].into()
+    );
+    assert_eq!(
+        selector(&started, true),
+        [(KEY.to_string(), "spot".to_string())].into()
+    );
     assert!(reserved(&wls.get(&wl_name).await.unwrap()));
-    wait_event(&c, "test-job", "Started", "Admitted by clusterQueue cluster-queue").await;
+    wait_event(
+        &c,
+        "test-job",
+        "Started",
+        "Admitted by clusterQueue cluster-queue",
+    )
+    .await;
 
     // "checking the job gets suspended when parallelism changes and the added node selectors are removed"
-    let patch = serde_json::json!([{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 3}]);
-    rcs.patch("test-job", &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(patch).unwrap())).await.unwrap();
-    wait_for(&rcs, "test-job", "suspended without the injected selectors", |r| r.spec.suspend == Some(true) && selector(r, true).is_empty()).await;
-    wait_event(&c, "test-job", "DeletedWorkload", &format!("Deleted not matching Workload: default/{wl_name}")).await;
+    let patch =
+        serde_json::json!([{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 3}]);
+    rcs.patch(
+        "test-job",
+        &PatchParams::default(),
+        &Patch::Json::<()>(serde_json::from_value(patch).unwrap()),
+    )
+    .await
+    .unwrap();
+    wait_for(
+        &rcs,
+        "test-job",
+        "suspended without the injected selectors",
+        |r| r.spec.suspend == Some(true) && selector(r, true).is_empty(),
+    )
+    .await;
+    wait_event(
+        &c,
+        "test-job",
+        "DeletedWorkload",
+        &format!("Deleted not matching Workload: default/{wl_name}"),
+    )
+    .await;
 
     // "checking the workload is updated with new count", then "... unsuspended and selectors added when
     // workload is assigned again": the new Workload takes the same name, as Kueue names it.
-    let again = wait_for(&wls, &wl_name, "the Workload with the new count", |w| w.spec.pod_sets.get(1).and_then(|p| p.count) == Some(3)).await;
+    let again = wait_for(&wls, &wl_name, "the Workload with the new count", |w| {
+        w.spec.pod_sets.get(1).and_then(|p| p.count) == Some(3)
+    })
+    .await;
     assert_eq!(again.metadata.owner_references, first.metadata.owner_references);
-    let restarted = wait_for(&rcs, "test-job", "unsuspended again", |r| r.spec.suspend == Some(false)).await;
-    assert_eq!(selector(&restarted, false), [(KEY.to_string(), "on-demand".to_string())].into());
-    assert_eq!(selector(&restarted, true), [(KEY.to_string(), "spot".to_string())].into());
+    let restarted = wait_for(&rcs, "test-job", "unsuspended again", |r| {
+        r.spec.suspend == Some(false)
+    })
+    .await;
+    assert_eq!(
+        selector(&restarted, false),
+        [(KEY.to_string(), "on-demand".to_string())].into()
+    );
+    assert_eq!(
+        selector(&restarted, true),
+        [(KEY.to_string(), "spot".to_string())].into()
+    );
     assert!(reserved(&wls.get(&wl_name).await.unwrap()));
     c.quota.assert_safe();
 }
@@ -575,13 +697,21 @@ async fn wait_event(c: &Cluster, name: &str, reason: &str, message: &str) {
     loop {
         let events = api.list(&ListParams::default()).await.unwrap().items;
         let seen = events.iter().any(|e| {
-            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name) && e.reason.as_deref() == Some(reason) && e.note.as_deref() == Some(message)
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                && e.reason.as_deref() == Some(reason)
+                && e.note.as_deref() == Some(message)
         });
         if seen {
             return;
         }
-        let all: Vec<_> = events.iter().map(|e| (e.reason.clone(), e.note.clone())).collect();
-        assert!(tokio::time::Instant::now() < deadline, "no event {reason} {message:?} on {name}: {all:?}");
+        let all: Vec<_> = events
+            .iter()
+            .map(|e| (e.reason.clone(), e.note.clone()))
+            .collect();
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no event {reason} {message:?} on {name}: {all:?}"
+        );
         let _ = tokio::time::timeout(std::time::Duration::from_millis(100), c.quota.wait_any_event()).await;
     }
 }

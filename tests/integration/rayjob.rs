@@ -33,7 +33,11 @@ fn ray_job(name: &str, entrypoint: &str) -> RayJob {
 
 fn owned_by(wls: Vec<Workload>, job: &RayJob) -> Vec<Workload> {
     wls.into_iter()
-        .filter(|w| w.owner_references().iter().any(|o| Some(&o.uid) == job.metadata.uid.as_ref()))
+        .filter(|w| {
+            w.owner_references()
+                .iter()
+                .any(|o| Some(&o.uid) == job.metadata.uid.as_ref())
+        })
         .collect()
 }
 
@@ -43,7 +47,8 @@ async fn queued_ray_jobs(cpu: &str) -> Cluster {
     let milli = cpu.parse::<i64>().expect("whole CPUs") * 1000;
     let c = Cluster::start_with_ray_operator(Limits::default().cq("cq", milli)).await;
     c.flavor("default").await;
-    c.cluster_queue(with_all_namespaces(cq_with("cq", cpu).build())).await;
+    c.cluster_queue(with_all_namespaces(cq_with("cq", cpu).build()))
+        .await;
     c.local_queue("lq", "cq").await;
     c
 }
@@ -52,7 +57,9 @@ async fn set_quota(c: &Cluster, cpu: &str) {
     let cqs: Api<ClusterQueue> = Api::all(c.client.clone());
     let patch = json!({"spec": {"resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default",
         "resources": [{"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": "64Gi"}]}]}]}});
-    cqs.patch("cq", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    cqs.patch("cq", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
 }
 
 /// Kueue's `test/integration/singlecluster/controller/jobs/rayjob` "Should reconcile RayJobs" (suspended on
@@ -66,8 +73,15 @@ async fn a_queued_rayjob_waits_for_quota_runs_to_success_and_gives_the_quota_bac
     let clusters: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
     let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
 
-    let job = jobs.create(&PostParams::default(), &ray_job("sleeper", "sleep 1")).await.unwrap();
-    assert_eq!(job.spec.suspend, Some(true), "a queue-labelled RayJob is created suspended");
+    let job = jobs
+        .create(&PostParams::default(), &ray_job("sleeper", "sleep 1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        job.spec.suspend,
+        Some(true),
+        "a queue-labelled RayJob is created suspended"
+    );
 
     // Over quota (head + worker ask 2 CPUs of 1): the Workload waits and KubeRay parks the job Suspended.
     let wls = c.workloads();
@@ -78,14 +92,34 @@ async fn a_queued_rayjob_waits_for_quota_runs_to_success_and_gives_the_quota_bac
     let mine = owned_by(wls.list(&ListParams::default()).await.unwrap().items, &job);
     assert_eq!(mine.len(), 1, "one Workload per RayJob");
     let wl_name = mine[0].name_any();
-    let counts: Vec<(String, i32)> = mine[0].spec.pod_sets.iter().map(|p| (p.name.clone().unwrap_or_default(), p.count.unwrap_or(0))).collect();
-    assert_eq!(counts, vec![("head".to_string(), 1), ("workers".to_string(), 1)], "HTTPMode has no submitter podset");
+    let counts: Vec<(String, i32)> = mine[0]
+        .spec
+        .pod_sets
+        .iter()
+        .map(|p| (p.name.clone().unwrap_or_default(), p.count.unwrap_or(0)))
+        .collect();
+    assert_eq!(
+        counts,
+        vec![("head".to_string(), 1), ("workers".to_string(), 1)],
+        "HTTPMode has no submitter podset"
+    );
     wait_for(&wls, &wl_name, "considered and found over quota", |w| {
         condition(w, condition::QUOTA_RESERVED).is_some_and(|(s, _, _)| s == "False")
     })
     .await;
-    assert!(pods.list(&ListParams::default()).await.unwrap().items.is_empty(), "no pod runs before admission");
-    assert!(clusters.list(&ListParams::default()).await.unwrap().items.is_empty(), "no cluster before admission");
+    assert!(
+        pods.list(&ListParams::default()).await.unwrap().items.is_empty(),
+        "no pod runs before admission"
+    );
+    assert!(
+        clusters
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty(),
+        "no cluster before admission"
+    );
 
     // Quota raised: admitted, unsuspended, its cluster starts and the job runs to SUCCEEDED.
     c.quota.set_cq_limit("cq", 4000);
@@ -95,9 +129,17 @@ async fn a_queued_rayjob_waits_for_quota_runs_to_success_and_gives_the_quota_bac
     })
     .await;
     assert_eq!(running.spec.suspend, Some(false));
-    let cluster_name = running.status.as_ref().and_then(|s| s.ray_cluster_name.clone()).unwrap();
+    let cluster_name = running
+        .status
+        .as_ref()
+        .and_then(|s| s.ray_cluster_name.clone())
+        .unwrap();
     let rc = clusters.get(&cluster_name).await.unwrap();
-    assert!(rc.owner_references().iter().any(|o| o.kind == "RayJob" && o.controller == Some(true)));
+    assert!(
+        rc.owner_references()
+            .iter()
+            .any(|o| o.kind == "RayJob" && o.controller == Some(true))
+    );
     let done = wait_for(&jobs, "sleeper", "Complete", |j| {
         j.status.as_ref().and_then(|s| s.job_deployment_status) == Some(JobDeploymentStatus::Complete)
     })
@@ -110,10 +152,16 @@ async fn a_queued_rayjob_waits_for_quota_runs_to_success_and_gives_the_quota_bac
     // shutdownAfterJobFinishes (ttl 0): the cluster goes, the Workload finishes and the quota is free.
     wait_gone(&clusters, &cluster_name).await;
     let wl = wait_for(&wls, &wl_name, "Finished", |w| w.is_finished()).await;
-    assert_eq!(condition(&wl, condition::FINISHED).map(|(_, r, _)| r), Some("Succeeded".to_string()));
+    assert_eq!(
+        condition(&wl, condition::FINISHED).map(|(_, r, _)| r),
+        Some("Succeeded".to_string())
+    );
     c.quota.wait_reserved("cq", 0).await;
     let cqs: Api<ClusterQueue> = Api::all(c.client.clone());
-    wait_for(&cqs, "cq", "no reserving workload", |q| q.status.as_ref().is_some_and(|s| s.reserving_workloads == 0)).await;
+    wait_for(&cqs, "cq", "no reserving workload", |q| {
+        q.status.as_ref().is_some_and(|s| s.reserving_workloads == 0)
+    })
+    .await;
     c.quota.assert_safe();
 }
 
@@ -126,22 +174,39 @@ async fn an_evicted_rayjob_is_suspended_and_its_cluster_deleted() {
     let c = queued_ray_jobs("4").await;
     let jobs: Api<RayJob> = Api::namespaced(c.client.clone(), "default");
     let clusters: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
-    let job = jobs.create(&PostParams::default(), &ray_job("long", "sleep 600")).await.unwrap();
+    let job = jobs
+        .create(&PostParams::default(), &ray_job("long", "sleep 600"))
+        .await
+        .unwrap();
     let running = wait_for(&jobs, "long", "running its Ray job", |j| {
         j.status.as_ref().and_then(|s| s.job_status) == Some(JobStatus::Running)
     })
     .await;
-    let cluster_name = running.status.as_ref().and_then(|s| s.ray_cluster_name.clone()).unwrap();
-    let wl_name = owned_by(c.workloads().list(&ListParams::default()).await.unwrap().items, &job)[0].name_any();
+    let cluster_name = running
+        .status
+        .as_ref()
+        .and_then(|s| s.ray_cluster_name.clone())
+        .unwrap();
+    let wl_name = owned_by(
+        c.workloads().list(&ListParams::default()).await.unwrap().items,
+        &job,
+    )[0]
+    .name_any();
 
     let off = json!({"spec": {"active": false}});
-    c.workloads().patch(&wl_name, &PatchParams::default(), &Patch::Merge(&off)).await.unwrap();
+    c.workloads()
+        .patch(&wl_name, &PatchParams::default(), &Patch::Merge(&off))
+        .await
+        .unwrap();
     let suspended = wait_for(&jobs, "long", "Suspended", |j| {
         j.status.as_ref().and_then(|s| s.job_deployment_status) == Some(JobDeploymentStatus::Suspended)
     })
     .await;
     assert_eq!(suspended.spec.suspend, Some(true), "eviction suspends the RayJob");
-    assert_eq!(suspended.status.as_ref().and_then(|s| s.ray_cluster_name.clone()), None);
+    assert_eq!(
+        suspended.status.as_ref().and_then(|s| s.ray_cluster_name.clone()),
+        None
+    );
     wait_gone(&clusters, &cluster_name).await;
     c.quota.wait_reserved("cq", 0).await;
     c.quota.assert_safe();
@@ -155,27 +220,61 @@ async fn a_rayjobs_cluster_edited_by_hand_runs_no_pod_beyond_the_jobs_workload()
     let jobs: Api<RayJob> = Api::namespaced(c.client.clone(), "default");
     let clusters: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
     let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
-    jobs.create(&PostParams::default(), &ray_job("long", "sleep 30")).await.unwrap();
+    jobs.create(&PostParams::default(), &ray_job("long", "sleep 30"))
+        .await
+        .unwrap();
     let running = wait_for(&jobs, "long", "running on its cluster", |j| {
         j.status.as_ref().and_then(|s| s.job_deployment_status) == Some(JobDeploymentStatus::Running)
     })
     .await;
-    let name = running.status.as_ref().and_then(|s| s.ray_cluster_name.clone()).unwrap();
+    let name = running
+        .status
+        .as_ref()
+        .and_then(|s| s.ray_cluster_name.clone())
+        .unwrap();
     let workers = || async {
         let sel = format!("ray.io/cluster={name},ray.io/node-type=worker");
-        pods.list(&ListParams::default().labels(&sel)).await.unwrap().items.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()).count()
+        pods.list(&ListParams::default().labels(&sel))
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .count()
     };
     assert_eq!(workers().await, 1);
 
     let patch = json!([{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 4}]);
-    clusters.patch(&name, &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(patch).unwrap())).await.unwrap();
-    let gated = wait_for(&clusters, &name, "the gate saying what the Workload covers", |rc| {
-        rc.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "QuotaGated" && c.status == "True"))
-    })
+    clusters
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Json::<()>(serde_json::from_value(patch).unwrap()),
+        )
+        .await
+        .unwrap();
+    let gated = wait_for(
+        &clusters,
+        &name,
+        "the gate saying what the Workload covers",
+        |rc| {
+            rc.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "QuotaGated" && c.status == "True"))
+        },
+    )
     .await;
-    assert_eq!(gated.spec.worker_group_specs.as_ref().unwrap()[0].replicas, Some(4));
+    assert_eq!(
+        gated.spec.worker_group_specs.as_ref().unwrap()[0].replicas,
+        Some(4)
+    );
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-    assert_eq!(workers().await, 1, "workers beyond the RayJob's Workload were created");
+    assert_eq!(
+        workers().await,
+        1,
+        "workers beyond the RayJob's Workload were created"
+    );
     c.quota.assert_safe();
 }
 
@@ -200,25 +299,53 @@ async fn a_queued_rayjob_in_k8s_job_mode_submits_from_its_submitter_pod_and_comp
     let jobs: Api<RayJob> = Api::namespaced(c.client.clone(), "default");
     let clusters: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
     let batch: Api<Job> = Api::namespaced(c.client.clone(), "default");
-    let job = jobs.create(&PostParams::default(), &k8s_job_mode("k8s", "sleep 1", 0)).await.unwrap();
+    let job = jobs
+        .create(&PostParams::default(), &k8s_job_mode("k8s", "sleep 1", 0))
+        .await
+        .unwrap();
     let wl = poll_workload(&c, &job).await;
-    let counts: Vec<(String, i32)> = wl.spec.pod_sets.iter().map(|p| (p.name.clone().unwrap_or_default(), p.count.unwrap_or(0))).collect();
-    assert_eq!(counts, [("head".to_string(), 1), ("workers".to_string(), 1), ("submitter".to_string(), 1)]);
+    let counts: Vec<(String, i32)> = wl
+        .spec
+        .pod_sets
+        .iter()
+        .map(|p| (p.name.clone().unwrap_or_default(), p.count.unwrap_or(0)))
+        .collect();
+    assert_eq!(
+        counts,
+        [
+            ("head".to_string(), 1),
+            ("workers".to_string(), 1),
+            ("submitter".to_string(), 1)
+        ]
+    );
 
     let done = wait_for(&jobs, "k8s", "Complete", |j| {
         j.status.as_ref().and_then(|s| s.job_deployment_status) == Some(JobDeploymentStatus::Complete)
     })
     .await;
     let status = done.status.unwrap();
-    assert_eq!((status.job_status, status.succeeded), (Some(JobStatus::Succeeded), Some(1)));
-    let submitter = batch.get("k8s").await.expect("the submitter Job stays for its logs");
-    assert_eq!(submitter.status.as_ref().and_then(|s| s.succeeded), Some(1), "its pod's ray job submit ended with the job");
+    assert_eq!(
+        (status.job_status, status.succeeded),
+        (Some(JobStatus::Succeeded), Some(1))
+    );
+    let submitter = batch
+        .get("k8s")
+        .await
+        .expect("the submitter Job stays for its logs");
+    assert_eq!(
+        submitter.status.as_ref().and_then(|s| s.succeeded),
+        Some(1),
+        "its pod's ray job submit ended with the job"
+    );
     let cluster_name = status.ray_cluster_name.clone().unwrap_or_default();
     if !cluster_name.is_empty() {
         wait_gone(&clusters, &cluster_name).await;
     }
     let wl = wait_for(&c.workloads(), &wl.name_any(), "Finished", |w| w.is_finished()).await;
-    assert_eq!(condition(&wl, condition::FINISHED).map(|(_, r, _)| r), Some("Succeeded".to_string()));
+    assert_eq!(
+        condition(&wl, condition::FINISHED).map(|(_, r, _)| r),
+        Some("Succeeded".to_string())
+    );
     c.quota.wait_reserved("cq", 0).await;
     c.quota.assert_safe();
 }
@@ -229,21 +356,33 @@ async fn a_queued_rayjob_in_k8s_job_mode_submits_from_its_submitter_pod_and_comp
 async fn a_failing_rayjob_in_k8s_job_mode_retries_its_backoff_limit_then_fails() {
     let c = queued_ray_jobs("4").await;
     let jobs: Api<RayJob> = Api::namespaced(c.client.clone(), "default");
-    jobs.create(&PostParams::default(), &k8s_job_mode("flaky", "exit 3", 1)).await.unwrap();
+    jobs.create(&PostParams::default(), &k8s_job_mode("flaky", "exit 3", 1))
+        .await
+        .unwrap();
     let failed = wait_for(&jobs, "flaky", "Failed", |j| {
         j.status.as_ref().and_then(|s| s.job_deployment_status) == Some(JobDeploymentStatus::Failed)
     })
     .await;
     let status = failed.status.unwrap();
     assert_eq!(status.job_status, Some(JobStatus::Failed));
-    assert_eq!((status.failed, status.succeeded.unwrap_or(0)), (Some(2), 0), "one try and one retry: {status:?}");
+    assert_eq!(
+        (status.failed, status.succeeded.unwrap_or(0)),
+        (Some(2), 0),
+        "one try and one retry: {status:?}"
+    );
     c.quota.wait_reserved("cq", 0).await;
     c.quota.assert_safe();
 }
 
 async fn poll_workload(c: &Cluster, job: &RayJob) -> Workload {
     for _ in 0..200 {
-        if let Some(w) = owned_by(c.workloads().list(&ListParams::default()).await.unwrap().items, job).into_iter().next() {
+        if let Some(w) = owned_by(
+            c.workloads().list(&ListParams::default()).await.unwrap().items,
+            job,
+        )
+        .into_iter()
+        .next()
+        {
             return w;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -266,18 +405,46 @@ async fn a_queued_rayjob_in_sidecar_mode_submits_from_its_head_pod() {
     job.spec.submission_mode = Some(quotagate::api::ray::rayjob::JobSubmissionMode::SidecarMode);
     let job = jobs.create(&PostParams::default(), &job).await.unwrap();
     let wl = poll_workload(&c, &job).await;
-    let head = wl.spec.pod_sets.iter().find(|p| p.name.as_deref() == Some("head")).expect("a head podset");
-    let names: Vec<&str> = head.template.spec.as_ref().unwrap().containers.iter().map(|c| c.name.as_str()).collect();
-    assert_eq!(names, ["ray-head", "ray-job-submitter"], "the head podset holds the submitter");
+    let head = wl
+        .spec
+        .pod_sets
+        .iter()
+        .find(|p| p.name.as_deref() == Some("head"))
+        .expect("a head podset");
+    let names: Vec<&str> = head
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["ray-head", "ray-job-submitter"],
+        "the head podset holds the submitter"
+    );
     assert_eq!(wl.spec.pod_sets.len(), 2, "no submitter podset in SidecarMode");
 
     let running = wait_for(&jobs, "side", "Running", |j| {
         j.status.as_ref().and_then(|s| s.job_deployment_status) == Some(JobDeploymentStatus::Running)
     })
     .await;
-    let cluster = running.status.as_ref().and_then(|s| s.ray_cluster_name.clone()).unwrap();
+    let cluster = running
+        .status
+        .as_ref()
+        .and_then(|s| s.ray_cluster_name.clone())
+        .unwrap();
     let sel = format!("ray.io/cluster={cluster},ray.io/node-type=head");
-    let head_pod = pods.list(&ListParams::default().labels(&sel)).await.unwrap().items.into_iter().next().expect("a head pod");
+    let head_pod = pods
+        .list(&ListParams::default().labels(&sel))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .next()
+        .expect("a head pod");
     let spec = head_pod.spec.unwrap();
     assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
     assert!(spec.containers.iter().any(|c| c.name == "ray-job-submitter"));
@@ -286,10 +453,19 @@ async fn a_queued_rayjob_in_sidecar_mode_submits_from_its_head_pod() {
         j.status.as_ref().and_then(|s| s.job_deployment_status) == Some(JobDeploymentStatus::Complete)
     })
     .await;
-    assert_eq!(done.status.as_ref().and_then(|s| s.job_status), Some(JobStatus::Succeeded));
-    assert!(batch.get_opt("side").await.unwrap().is_none(), "no submitter Job in SidecarMode");
+    assert_eq!(
+        done.status.as_ref().and_then(|s| s.job_status),
+        Some(JobStatus::Succeeded)
+    );
+    assert!(
+        batch.get_opt("side").await.unwrap().is_none(),
+        "no submitter Job in SidecarMode"
+    );
     let wl = wait_for(&c.workloads(), &wl.name_any(), "Finished", |w| w.is_finished()).await;
-    assert_eq!(condition(&wl, condition::FINISHED).map(|(_, r, _)| r), Some("Succeeded".to_string()));
+    assert_eq!(
+        condition(&wl, condition::FINISHED).map(|(_, r, _)| r),
+        Some("Succeeded".to_string())
+    );
     c.quota.wait_reserved("cq", 0).await;
     c.quota.assert_safe();
 }
@@ -298,19 +474,44 @@ async fn a_queued_rayjob_in_sidecar_mode_submits_from_its_head_pod() {
 /// one ended with exit 137 (`crictl stop`), running again.
 async fn restart_submitter(pods: &Api<Pod>, head: &str, restarts: i32) {
     let pod = pods.get(head).await.unwrap();
-    let mut statuses = serde_json::to_value(pod.status.and_then(|s| s.container_statuses).unwrap_or_default()).unwrap();
-    let sub = statuses.as_array_mut().unwrap().iter_mut().find(|s| s["name"] == "ray-job-submitter").expect("a submitter status");
+    let mut statuses =
+        serde_json::to_value(pod.status.and_then(|s| s.container_statuses).unwrap_or_default()).unwrap();
+    let sub = statuses
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|s| s["name"] == "ray-job-submitter")
+        .expect("a submitter status");
     sub["restartCount"] = json!(restarts);
     sub["lastState"] = json!({"terminated": {"exitCode": 137, "reason": "Error", "startedAt": "2026-01-01T00:00:00Z", "finishedAt": "2026-01-01T00:00:01Z"}});
     sub["state"] = json!({"running": {"startedAt": "2026-01-01T00:00:01Z"}});
-    pods.patch_status(head, &PatchParams::default(), &Patch::Merge(&json!({"status": {"containerStatuses": statuses}}))).await.unwrap();
+    pods.patch_status(
+        head,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"status": {"containerStatuses": statuses}})),
+    )
+    .await
+    .unwrap();
 }
 
 async fn head_pod_of(jobs: &Api<RayJob>, pods: &Api<Pod>, job: &str) -> Pod {
-    let running = wait_for(jobs, job, "its Ray job RUNNING", |j| j.status.as_ref().and_then(|s| s.job_status) == Some(JobStatus::Running)).await;
-    let cluster = running.status.as_ref().and_then(|s| s.ray_cluster_name.clone()).unwrap();
+    let running = wait_for(jobs, job, "its Ray job RUNNING", |j| {
+        j.status.as_ref().and_then(|s| s.job_status) == Some(JobStatus::Running)
+    })
+    .await;
+    let cluster = running
+        .status
+        .as_ref()
+        .and_then(|s| s.ray_cluster_name.clone())
+        .unwrap();
     let sel = format!("ray.io/cluster={cluster},ray.io/node-type=head");
-    pods.list(&ListParams::default().labels(&sel)).await.unwrap().items.into_iter().next().expect("a head pod")
+    pods.list(&ListParams::default().labels(&sel))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .next()
+        .expect("a head pod")
 }
 
 /// KubeRay's SidecarSubmitterRestart gate: `ray-operator/test/e2erayjob/rayjob_sidecar_mode_test.go`
@@ -324,17 +525,27 @@ fn with_sidecar_submitter_restart_a_restarted_submitter_follows_its_job_until_th
     // Its own thread with a larger stack: restarting a manager that runs the Ray operator (for the
     // gate) drops the old manager's futures on this thread, deeper than a test thread's 2 MiB.
     let body = || {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
         rt.block_on(sidecar_restart_body());
     };
-    std::thread::Builder::new().stack_size(32 << 20).spawn(body).unwrap().join().unwrap();
+    std::thread::Builder::new()
+        .stack_size(32 << 20)
+        .spawn(body)
+        .unwrap()
+        .join()
+        .unwrap();
 }
 
 async fn sidecar_restart_body() {
     Box::pin(async move {
         use quotagate::api::ray::rayjob::{JobFailedReason, JobSubmissionMode};
         let mut c = queued_ray_jobs("8").await;
-        c.restart_manager_with(|o| o.ray_gates.sidecar_submitter_restart = true).await;
+        c.restart_manager_with(|o| o.ray_gates.sidecar_submitter_restart = true)
+            .await;
         let jobs: Api<RayJob> = Api::namespaced(c.client.clone(), "default");
         let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
         let sidecar = |name: &str, entrypoint: &str| {
@@ -343,30 +554,79 @@ async fn sidecar_restart_body() {
             job
         };
 
-        jobs.create(&PostParams::default(), &sidecar("restarts", "sleep 4")).await.unwrap();
+        jobs.create(&PostParams::default(), &sidecar("restarts", "sleep 4"))
+            .await
+            .unwrap();
         let head = head_pod_of(&jobs, &pods, "restarts").await;
         let spec = head.spec.as_ref().unwrap();
-        let container = spec.containers.iter().find(|c| c.name == "ray-job-submitter").unwrap();
-        assert_eq!(container.restart_policy.as_deref(), Some("OnFailure"), "the gate lets the submitter restart");
-        assert!(container.args.as_ref().unwrap()[0].contains("ray job logs"), "it follows the job it finds");
-        let id = jobs.get("restarts").await.unwrap().status.and_then(|s| s.job_id).unwrap();
+        let container = spec
+            .containers
+            .iter()
+            .find(|c| c.name == "ray-job-submitter")
+            .unwrap();
+        assert_eq!(
+            container.restart_policy.as_deref(),
+            Some("OnFailure"),
+            "the gate lets the submitter restart"
+        );
+        assert!(
+            container.args.as_ref().unwrap()[0].contains("ray job logs"),
+            "it follows the job it finds"
+        );
+        let id = jobs
+            .get("restarts")
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.job_id)
+            .unwrap();
         restart_submitter(&pods, &head.metadata.name.clone().unwrap(), 1).await;
         tokio::time::sleep(std::time::Duration::from_millis(700)).await;
         let after = jobs.get("restarts").await.unwrap().status.unwrap();
-        assert_eq!(after.job_deployment_status, Some(JobDeploymentStatus::Running), "one restart does not fail the job: {after:?}");
+        assert_eq!(
+            after.job_deployment_status,
+            Some(JobDeploymentStatus::Running),
+            "one restart does not fail the job: {after:?}"
+        );
         assert_eq!(after.job_id.as_deref(), Some(id.as_str()), "the same Ray job");
-        let done = wait_for(&jobs, "restarts", "Complete", |j| j.status.as_ref().and_then(|s| s.job_deployment_status).is_some_and(|d| d.is_terminal())).await;
+        let done = wait_for(&jobs, "restarts", "Complete", |j| {
+            j.status
+                .as_ref()
+                .and_then(|s| s.job_deployment_status)
+                .is_some_and(|d| d.is_terminal())
+        })
+        .await;
         let status = done.status.unwrap();
-        assert_eq!((status.job_deployment_status, status.job_status), (Some(JobDeploymentStatus::Complete), Some(JobStatus::Succeeded)), "{status:?}");
+        assert_eq!(
+            (status.job_deployment_status, status.job_status),
+            (Some(JobDeploymentStatus::Complete), Some(JobStatus::Succeeded)),
+            "{status:?}"
+        );
         assert_eq!(status.failed.unwrap_or(0), 0);
 
-        jobs.create(&PostParams::default(), &sidecar("exhausted", "sleep 600")).await.unwrap();
+        jobs.create(&PostParams::default(), &sidecar("exhausted", "sleep 600"))
+            .await
+            .unwrap();
         let head = head_pod_of(&jobs, &pods, "exhausted").await;
         restart_submitter(&pods, &head.metadata.name.clone().unwrap(), 2).await;
-        let failed = wait_for(&jobs, "exhausted", "Failed", |j| j.status.as_ref().and_then(|s| s.job_deployment_status) == Some(JobDeploymentStatus::Failed)).await;
+        let failed = wait_for(&jobs, "exhausted", "Failed", |j| {
+            j.status.as_ref().and_then(|s| s.job_deployment_status) == Some(JobDeploymentStatus::Failed)
+        })
+        .await;
         let status = failed.status.unwrap();
-        assert_eq!(status.reason, Some(JobFailedReason::SubmissionFailed), "{status:?}");
-        assert!(status.message.as_deref().unwrap_or_default().contains("exceeding the maximum restart count"), "{status:?}");
+        assert_eq!(
+            status.reason,
+            Some(JobFailedReason::SubmissionFailed),
+            "{status:?}"
+        );
+        assert!(
+            status
+                .message
+                .as_deref()
+                .unwrap_or_default()
+                .contains("exceeding the maximum restart count"),
+            "{status:?}"
+        );
         c.quota.wait_reserved("cq", 0).await;
         c.quota.assert_safe();
     })
@@ -435,8 +695,19 @@ async fn a_queue_labelled_rayjob_with_a_cluster_selector_is_not_queue_managed() 
     job.spec.suspend = Some(false);
     let job = jobs.create(&PostParams::default(), &job).await.unwrap();
     for _ in 0..10 {
-        assert!(owned_by(c.workloads().list(&ListParams::default()).await.unwrap().items, &job).is_empty(), "no Workload");
-        assert_eq!(jobs.get("rayjob-with-selector").await.unwrap().spec.suspend, Some(false), "not suspended");
+        assert!(
+            owned_by(
+                c.workloads().list(&ListParams::default()).await.unwrap().items,
+                &job
+            )
+            .is_empty(),
+            "no Workload"
+        );
+        assert_eq!(
+            jobs.get("rayjob-with-selector").await.unwrap().spec.suspend,
+            Some(false),
+            "not suspended"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
@@ -469,18 +740,42 @@ async fn an_elastic_rayjob_grows_through_a_slice_while_it_runs_and_shrinks_in_pl
         let clusters: Api<RayCluster> = Api::namespaced(c.client.clone(), "default");
         let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
         let wls = c.workloads();
-        jobs.create(&PostParams::default(), &elastic_ray_job("elastic")).await.unwrap();
-        let running = wait_for(&jobs, "elastic", "running", |j| j.status.as_ref().and_then(|s| s.job_status) == Some(JobStatus::Running)).await;
-        let name = running.status.as_ref().and_then(|s| s.ray_cluster_name.clone()).unwrap();
+        jobs.create(&PostParams::default(), &elastic_ray_job("elastic"))
+            .await
+            .unwrap();
+        let running = wait_for(&jobs, "elastic", "running", |j| {
+            j.status.as_ref().and_then(|s| s.job_status) == Some(JobStatus::Running)
+        })
+        .await;
+        let name = running
+            .status
+            .as_ref()
+            .and_then(|s| s.ray_cluster_name.clone())
+            .unwrap();
         let workers = || async {
             let sel = format!("ray.io/cluster={name},ray.io/node-type=worker");
-            pods.list(&ListParams::default().labels(&sel)).await.unwrap().items.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()).count()
+            pods.list(&ListParams::default().labels(&sel))
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .count()
         };
         let live = || async {
             let all = wls.list(&ListParams::default()).await.unwrap().items;
-            owned_by(all, &running).into_iter().filter(|w| !w.is_finished()).collect::<Vec<_>>()
+            owned_by(all, &running)
+                .into_iter()
+                .filter(|w| !w.is_finished())
+                .collect::<Vec<_>>()
         };
-        let worker_count = |w: &Workload| w.spec.pod_sets.iter().find(|p| p.name() == "workers").map(|p| p.count());
+        let worker_count = |w: &Workload| {
+            w.spec
+                .pod_sets
+                .iter()
+                .find(|p| p.name() == "workers")
+                .map(|p| p.count())
+        };
         let first = live().await;
         assert_eq!(first.len(), 1);
         let first = first[0].name_any();
@@ -488,37 +783,71 @@ async fn an_elastic_rayjob_grows_through_a_slice_while_it_runs_and_shrinks_in_pl
 
         // The autoscaler asks for 3 workers: 1.5 + 3 CPUs, over the 3 of the queue. A replacement slice
         // waits; the job runs on with its one worker; the cluster says what it waits for.
-        let scale = |n: i32| json!([{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": n}]);
-        clusters.patch(&name, &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(scale(3)).unwrap())).await.unwrap();
+        let scale =
+            |n: i32| json!([{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": n}]);
+        clusters
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Json::<()>(serde_json::from_value(scale(3)).unwrap()),
+            )
+            .await
+            .unwrap();
         let second = loop {
-            let found = live().await.into_iter().find(|w| w.annotations().get(label::WORKLOAD_SLICE_REPLACEMENT_FOR) == Some(&format!("default/{first}")));
+            let found = live().await.into_iter().find(|w| {
+                w.annotations().get(label::WORKLOAD_SLICE_REPLACEMENT_FOR)
+                    == Some(&format!("default/{first}"))
+            });
             if let Some(w) = found {
                 break w;
             }
             c.quota.wait_any_event().await;
         };
-        assert_eq!(worker_count(&second), Some(3), "the slice asks for what the autoscaler wrote");
+        assert_eq!(
+            worker_count(&second),
+            Some(3),
+            "the slice asks for what the autoscaler wrote"
+        );
         let second = second.name_any();
-        wait_for(&wls, &second, "waiting for quota", |w| condition(w, condition::QUOTA_RESERVED).is_some_and(|c| c.0 == "False")).await;
+        wait_for(&wls, &second, "waiting for quota", |w| {
+            condition(w, condition::QUOTA_RESERVED).is_some_and(|c| c.0 == "False")
+        })
+        .await;
         wait_for(&clusters, &name, "gated", |rc| {
-            rc.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "QuotaGated" && c.status == "True"))
+            rc.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "QuotaGated" && c.status == "True"))
         })
         .await;
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
         assert_eq!(workers().await, 1, "no worker beyond the admitted slice");
         let j = jobs.get("elastic").await.unwrap();
-        assert_eq!((j.spec.suspend, j.status.as_ref().and_then(|s| s.job_status)), (Some(false), Some(JobStatus::Running)), "the job runs on while its slice waits");
-        assert!(reserved(&wls.get(&first).await.unwrap()), "the running slice keeps its quota");
+        assert_eq!(
+            (j.spec.suspend, j.status.as_ref().and_then(|s| s.job_status)),
+            (Some(false), Some(JobStatus::Running)),
+            "the job runs on while its slice waits"
+        );
+        assert!(
+            reserved(&wls.get(&first).await.unwrap()),
+            "the running slice keeps its quota"
+        );
 
         // Quota for it: the slice is admitted, replaces the first, and the two new workers start.
         c.quota.set_cq_limit("cq", 5000);
         set_quota(&c, "5").await;
-        let old = wait_for(&wls, &first, "replaced", |w| condition(w, "Finished").is_some_and(|c| c.0 == "True")).await;
+        let old = wait_for(&wls, &first, "replaced", |w| {
+            condition(w, "Finished").is_some_and(|c| c.0 == "True")
+        })
+        .await;
         assert_eq!(condition(&old, "Finished").unwrap().1, "WorkloadSliceReplaced");
         wait_for(&wls, &second, "admitted", reserved).await;
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while workers().await < 3 {
-            assert!(std::time::Instant::now() < deadline, "the admitted slice's workers did not start");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the admitted slice's workers did not start"
+            );
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
 
@@ -536,19 +865,56 @@ async fn shrink_in_place(c: &Cluster, name: &str, second: &str, running: &RayJob
     let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
     let wls = c.workloads();
     let sel = format!("ray.io/cluster={name},ray.io/node-type=worker");
-    let live_pods = pods.list(&ListParams::default().labels(&sel)).await.unwrap().items;
+    let live_pods = pods
+        .list(&ListParams::default().labels(&sel))
+        .await
+        .unwrap()
+        .items;
     let victims: Vec<String> = live_pods.iter().take(2).map(|p| p.name_any()).collect();
     let down = json!([
         {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 1},
         {"op": "add", "path": "/spec/workerGroupSpecs/0/scaleStrategy", "value": {"workersToDelete": victims}}
     ]);
-    clusters.patch(name, &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(down).unwrap())).await.unwrap();
-    let shrunk = wait_for(&wls, second, "shrunk to 1 worker", |w| w.spec.pod_sets.iter().any(|p| p.name() == "workers" && p.count() == 1)).await;
-    assert!(reserved(&shrunk), "the same Workload keeps its smaller reservation");
-    let left = pods.list(&ListParams::default().labels(&sel)).await.unwrap().items.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()).count();
+    clusters
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Json::<()>(serde_json::from_value(down).unwrap()),
+        )
+        .await
+        .unwrap();
+    let shrunk = wait_for(&wls, second, "shrunk to 1 worker", |w| {
+        w.spec
+            .pod_sets
+            .iter()
+            .any(|p| p.name() == "workers" && p.count() == 1)
+    })
+    .await;
+    assert!(
+        reserved(&shrunk),
+        "the same Workload keeps its smaller reservation"
+    );
+    let left = pods
+        .list(&ListParams::default().labels(&sel))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .count();
     assert_eq!(left, 1);
     let all = wls.list(&ListParams::default()).await.unwrap().items;
-    assert_eq!(owned_by(all, running).into_iter().filter(|w| !w.is_finished()).count(), 1, "one unfinished Workload");
+    assert_eq!(
+        owned_by(all, running)
+            .into_iter()
+            .filter(|w| !w.is_finished())
+            .count(),
+        1,
+        "one unfinished Workload"
+    );
     let j = jobs.get("elastic").await.unwrap();
-    assert_eq!(j.status.as_ref().and_then(|s| s.job_status), Some(JobStatus::Running));
+    assert_eq!(
+        j.status.as_ref().and_then(|s| s.job_status),
+        Some(JobStatus::Running)
+    );
 }

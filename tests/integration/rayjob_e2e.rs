@@ -49,7 +49,11 @@ async fn wait_long(jobs: &Api<RayJob>, name: &str, what: &str, cond: impl Fn(&Ra
         if cond(&j) {
             return j;
         }
-        assert!(start.elapsed() < Duration::from_secs(90), "RayJob {name}: {what} not reached; last status {:?}", j.status);
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "RayJob {name}: {what} not reached; last status {:?}",
+            j.status
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -61,7 +65,14 @@ async fn wait_deployment(jobs: &Api<RayJob>, name: &str, want: D) -> RayJob {
 /// The submitter Jobs (K8sJobMode) in `default`, not being deleted.
 async fn submitters(c: &Cluster) -> Vec<String> {
     let api: Api<Job> = Api::namespaced(c.client.clone(), "default");
-    api.list(&ListParams::default()).await.unwrap().items.into_iter().filter(|j| j.metadata.deletion_timestamp.is_none()).filter_map(|j| j.metadata.name).collect()
+    api.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|j| j.metadata.deletion_timestamp.is_none())
+        .filter_map(|j| j.metadata.name)
+        .collect()
 }
 
 /// `rayjob_test.go` "Successful RayJob", "Failing RayJob without cluster shutdown after finished",
@@ -95,67 +106,130 @@ async fn kuberay_e2e_rayjob_runs_fails_stops_and_passes_its_deadline() {
         long.spec.active_deadline_seconds = Some(3);
         create(long).await;
         // KubeRay's `JobSubmitterPodTemplateApplyConfiguration` with the command replaced.
-        let mut fail_k8s_job = ray_job("fail-k8s-job", "The command will be overridden by the submitter Job");
+        let mut fail_k8s_job = ray_job(
+            "fail-k8s-job",
+            "The command will be overridden by the submitter Job",
+        );
         fail_k8s_job.spec.shutdown_after_job_finishes = Some(true);
-        fail_k8s_job.spec.submitter_pod_template = Some(serde_json::from_value(json!({"spec": {"restartPolicy": "Never", "containers": [{
+        fail_k8s_job.spec.submitter_pod_template = Some(
+            serde_json::from_value(json!({"spec": {"restartPolicy": "Never", "containers": [{
             "name": "ray-job-submitter", "image": "rayproject/ray:2.46.0",
             "command": ["ray", "job", "submit", "--address", "http://do-not-exist:8265", "--", "echo 123"],
-            "resources": {"requests": {"cpu": "200m", "memory": "200Mi"}}}]}})).unwrap());
+            "resources": {"requests": {"cpu": "200m", "memory": "200Mi"}}}]}}))
+            .unwrap(),
+        );
         create(fail_k8s_job).await;
 
         // Successful RayJob: the job's own head Service (`GenerateHeadServiceName(RayJobCRD, ...)`) appears
         // and selects the job's cluster; SUCCEEDED, Complete, the Ray job's times, the cluster torn down,
         // the submitter Job kept; suspending a finished job changes nothing.
         let services: Api<Service> = Api::namespaced(c.client.clone(), "default");
-        let svc = wait_for(&services, "counter-head-svc", "the RayJob's head Service", |_| true).await;
-        let selected = svc.spec.and_then(|s| s.selector).and_then(|s| s.get("ray.io/cluster").cloned()).unwrap_or_default();
-        assert!(selected.starts_with("counter-"), "it selects the job's cluster: {selected}");
+        let svc = wait_for(&services, "counter-head-svc", "the RayJob's head Service", |_| {
+            true
+        })
+        .await;
+        let selected = svc
+            .spec
+            .and_then(|s| s.selector)
+            .and_then(|s| s.get("ray.io/cluster").cloned())
+            .unwrap_or_default();
+        assert!(
+            selected.starts_with("counter-"),
+            "it selects the job's cluster: {selected}"
+        );
         let done = wait_deployment(&jobs, "counter", D::Complete).await;
         let status = done.status.clone().unwrap();
         assert_eq!(status.job_status, Some(JobStatus::Succeeded));
         let info = status.ray_job_info.clone().expect("rayJobInfo");
         assert!(info.start_time.is_some() && info.end_time.is_some(), "{info:?}");
         wait_gone(&clusters, status.ray_cluster_name.as_deref().unwrap()).await;
-        assert!(submitters(&c).await.contains(&"counter".to_string()), "the submitter Job is not deleted");
-        jobs.patch("counter", &PatchParams::default(), &Patch::Merge(json!({"spec": {"suspend": true}}))).await.unwrap();
+        assert!(
+            submitters(&c).await.contains(&"counter".to_string()),
+            "the submitter Job is not deleted"
+        );
+        jobs.patch(
+            "counter",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"suspend": true}})),
+        )
+        .await
+        .unwrap();
         tokio::time::sleep(Duration::from_secs(1)).await;
-        assert_eq!(deployment(&jobs.get("counter").await.unwrap()), Some(D::Complete), "a finished job stays Complete when suspended");
+        assert_eq!(
+            deployment(&jobs.get("counter").await.unwrap()),
+            Some(D::Complete),
+            "a finished job stays Complete when suspended"
+        );
 
         // Failing RayJob without cluster shutdown: FAILED, Failed with AppFailed; the cluster stays until
         // the RayJob is deleted, then it and the submitter Job go with it.
         let failed = wait_deployment(&jobs, "fail", D::Failed).await;
         let status = failed.status.clone().unwrap();
-        assert_eq!((status.job_status, status.reason), (Some(JobStatus::Failed), Some(JobFailedReason::AppFailed)));
+        assert_eq!(
+            (status.job_status, status.reason),
+            (Some(JobStatus::Failed), Some(JobFailedReason::AppFailed))
+        );
         let fail_cluster = status.ray_cluster_name.clone().unwrap();
-        assert!(clusters.get_opt(&fail_cluster).await.unwrap().is_some(), "shutdownAfterJobFinishes false keeps the cluster");
+        assert!(
+            clusters.get_opt(&fail_cluster).await.unwrap().is_some(),
+            "shutdownAfterJobFinishes false keeps the cluster"
+        );
         jobs.delete("fail", &DeleteParams::default()).await.unwrap();
         wait_gone(&clusters, &fail_cluster).await;
         wait_gone(&Api::<Job>::namespaced(c.client.clone(), "default"), "fail").await;
 
         // A Ray job stopped while it runs (stop.py stops itself): Complete with STOPPED.
-        let running = wait_long(&jobs, "stop", "RUNNING", |j| j.status.as_ref().and_then(|s| s.job_status) == Some(JobStatus::Running)).await;
+        let running = wait_long(&jobs, "stop", "RUNNING", |j| {
+            j.status.as_ref().and_then(|s| s.job_status) == Some(JobStatus::Running)
+        })
+        .await;
         let status = running.status.unwrap();
-        let Some(Dashboards::Simulated(sim)) = &c.ray else { panic!("simulated dashboards") };
+        let Some(Dashboards::Simulated(sim)) = &c.ray else {
+            panic!("simulated dashboards")
+        };
         let ep = DashboardEndpoint::new(format!("http://{}", status.dashboard_url.unwrap()));
-        assert!(sim.stop_job(&ep, status.job_id.as_deref().unwrap()).await.unwrap(), "the Ray job stops");
+        assert!(
+            sim.stop_job(&ep, status.job_id.as_deref().unwrap())
+                .await
+                .unwrap(),
+            "the Ray job stops"
+        );
         let stopped = wait_deployment(&jobs, "stop", D::Complete).await;
-        assert_eq!(stopped.status.and_then(|s| s.job_status), Some(JobStatus::Stopped));
+        assert_eq!(
+            stopped.status.and_then(|s| s.job_status),
+            Some(JobStatus::Stopped)
+        );
 
         // activeDeadlineSeconds passed while the job runs: Failed with DeadlineExceeded.
         let late = wait_deployment(&jobs, "long-running", D::Failed).await;
-        assert_eq!(late.status.and_then(|s| s.reason), Some(JobFailedReason::DeadlineExceeded));
+        assert_eq!(
+            late.status.and_then(|s| s.reason),
+            Some(JobFailedReason::DeadlineExceeded)
+        );
 
         // Failing submitter K8s Job: the submitter cannot reach the cluster and its Job reaches its
         // back-off limit; the RayJob is Failed with SubmissionFailed and no Ray job status (New); the
         // cluster goes (shutdownAfterJobFinishes), the submitter Job stays until the RayJob is deleted.
         let failed = wait_deployment(&jobs, "fail-k8s-job", D::Failed).await;
         let status = failed.status.clone().unwrap();
-        assert_eq!((status.job_status, status.reason), (None, Some(JobFailedReason::SubmissionFailed)), "{status:?}");
+        assert_eq!(
+            (status.job_status, status.reason),
+            (None, Some(JobFailedReason::SubmissionFailed)),
+            "{status:?}"
+        );
         wait_gone(&clusters, status.ray_cluster_name.as_deref().unwrap()).await;
-        let submitter = Api::<Job>::namespaced(c.client.clone(), "default").get("fail-k8s-job").await.unwrap();
+        let submitter = Api::<Job>::namespaced(c.client.clone(), "default")
+            .get("fail-k8s-job")
+            .await
+            .unwrap();
         let tries = submitter.status.as_ref().and_then(|s| s.failed).unwrap_or(0);
-        assert_eq!(tries, 3, "KubeRay's submitter Job back-off limit (2): three tries, all failed");
-        jobs.delete("fail-k8s-job", &DeleteParams::default()).await.unwrap();
+        assert_eq!(
+            tries, 3,
+            "KubeRay's submitter Job back-off limit (2): three tries, all failed"
+        );
+        jobs.delete("fail-k8s-job", &DeleteParams::default())
+            .await
+            .unwrap();
     })
     .await;
 }
@@ -184,16 +258,46 @@ async fn kuberay_e2e_rayjob_suspend_and_resume() {
 
         let running = wait_deployment(&jobs, "long-running", D::Running).await;
         let cluster = running.status.and_then(|s| s.ray_cluster_name).unwrap();
-        jobs.patch("long-running", &PatchParams::default(), &Patch::Merge(suspend(true))).await.unwrap();
+        jobs.patch(
+            "long-running",
+            &PatchParams::default(),
+            &Patch::Merge(suspend(true)),
+        )
+        .await
+        .unwrap();
         wait_deployment(&jobs, "long-running", D::Suspended).await;
-        assert!(clusters.get_opt(&cluster).await.unwrap().is_none(), "the cluster is torn down before Suspended");
-        wait_gone(&Api::<Job>::namespaced(c.client.clone(), "default"), "long-running").await;
-        jobs.patch("long-running", &PatchParams::default(), &Patch::Merge(suspend(false))).await.unwrap();
+        assert!(
+            clusters.get_opt(&cluster).await.unwrap().is_none(),
+            "the cluster is torn down before Suspended"
+        );
+        wait_gone(
+            &Api::<Job>::namespaced(c.client.clone(), "default"),
+            "long-running",
+        )
+        .await;
+        jobs.patch(
+            "long-running",
+            &PatchParams::default(),
+            &Patch::Merge(suspend(false)),
+        )
+        .await
+        .unwrap();
         wait_deployment(&jobs, "long-running", D::Running).await;
 
         wait_deployment(&jobs, "counter", D::Suspended).await;
-        assert!(clusters.list(&ListParams::default()).await.unwrap().items.iter().all(|rc| !rc.metadata.name.as_deref().unwrap_or("").starts_with("counter-")), "no cluster while suspended");
-        jobs.patch("counter", &PatchParams::default(), &Patch::Merge(suspend(false))).await.unwrap();
+        assert!(
+            clusters
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .all(|rc| !rc.metadata.name.as_deref().unwrap_or("").starts_with("counter-")),
+            "no cluster while suspended"
+        );
+        jobs.patch("counter", &PatchParams::default(), &Patch::Merge(suspend(false)))
+            .await
+            .unwrap();
         let done = wait_deployment(&jobs, "counter", D::Complete).await;
         let status = done.status.unwrap();
         assert_eq!(status.job_status, Some(JobStatus::Succeeded));
@@ -212,7 +316,10 @@ async fn kuberay_e2e_rayjob_retries_in_http_and_sidecar_mode() {
     Box::pin(async move {
         let c = Cluster::start_with_ray_operator(Limits::default()).await;
         let jobs: Api<RayJob> = Api::namespaced(c.client.clone(), "default");
-        for (name, mode) in [("failing-rayjob-in-httpmode", JobSubmissionMode::HTTPMode), ("failing-rayjob-in-sidecar-mode", JobSubmissionMode::SidecarMode)] {
+        for (name, mode) in [
+            ("failing-rayjob-in-httpmode", JobSubmissionMode::HTTPMode),
+            ("failing-rayjob-in-sidecar-mode", JobSubmissionMode::SidecarMode),
+        ] {
             let mut job = ray_job(name, "exit 1");
             job.spec.submission_mode = Some(mode);
             job.spec.backoff_limit = Some(2);
@@ -220,10 +327,21 @@ async fn kuberay_e2e_rayjob_retries_in_http_and_sidecar_mode() {
             jobs.create(&PostParams::default(), &job).await.unwrap();
         }
         for name in ["failing-rayjob-in-httpmode", "failing-rayjob-in-sidecar-mode"] {
-            let failed = wait_long(&jobs, name, "Failed after its retries", |j| deployment(j) == Some(D::Failed)).await;
+            let failed = wait_long(&jobs, name, "Failed after its retries", |j| {
+                deployment(j) == Some(D::Failed)
+            })
+            .await;
             let status = failed.status.unwrap();
-            assert_eq!((status.job_status, status.reason), (Some(JobStatus::Failed), Some(JobFailedReason::AppFailed)), "{name}: {status:?}");
-            assert_eq!((status.failed, status.succeeded), (Some(3), Some(0)), "{name}: 2 retries + 1 initial attempt");
+            assert_eq!(
+                (status.job_status, status.reason),
+                (Some(JobStatus::Failed), Some(JobFailedReason::AppFailed)),
+                "{name}: {status:?}"
+            );
+            assert_eq!(
+                (status.failed, status.succeeded),
+                (Some(3), Some(0)),
+                "{name}: 2 retries + 1 initial attempt"
+            );
         }
     })
     .await;

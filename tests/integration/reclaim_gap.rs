@@ -41,8 +41,16 @@ impl GapWatch {
         let task = tokio::spawn(async move {
             loop {
                 if let Ok(rs) = services.get(name).await {
-                    let endpoints = rs.status.as_ref().and_then(|st| st.num_serve_endpoints).unwrap_or(0);
-                    if !(ready(&rs) && endpoints > 0 && active(&rs).is_some() && rs.spec.suspend != Some(true)) {
+                    let endpoints = rs
+                        .status
+                        .as_ref()
+                        .and_then(|st| st.num_serve_endpoints)
+                        .unwrap_or(0);
+                    if !(ready(&rs)
+                        && endpoints > 0
+                        && active(&rs).is_some()
+                        && rs.spec.suspend != Some(true))
+                    {
                         let mut g = g.lock().unwrap();
                         if g.is_none() {
                             *g = Some(format!(
@@ -73,16 +81,29 @@ impl Drop for GapWatch {
 }
 
 async fn patch_rs(s: &Scenario, name: &str, patch: serde_json::Value) {
-    s.services().patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    s.services()
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
 }
 
 /// Starts an upgrade of `name` whose new version never serves; returns its pending cluster once
 /// its slice (serving + growth) holds quota and its pods run.
 async fn upgrade_in_flight(s: &Scenario, name: &str) -> String {
-    patch_rs(s, name, json!({"spec": {"serveConfigV2": BROKEN, "rayClusterConfig": {"rayVersion": "2.47.0"}}})).await;
-    let rs = s.wait_rs(name, "a pending cluster", |r| pending(r).is_some()).await;
+    patch_rs(
+        s,
+        name,
+        json!({"spec": {"serveConfigV2": BROKEN, "rayClusterConfig": {"rayVersion": "2.47.0"}}}),
+    )
+    .await;
+    let rs = s
+        .wait_rs(name, "a pending cluster", |r| pending(r).is_some())
+        .await;
     let p = pending(&rs).unwrap();
-    poll("the pending cluster's pods to run", || async { (s.pods_of(&p).await.len() == 2).then_some(()) }).await;
+    poll("the pending cluster's pods to run", || async {
+        (s.pods_of(&p).await.len() == 2).then_some(())
+    })
+    .await;
     p
 }
 
@@ -90,7 +111,9 @@ async fn upgrade_in_flight(s: &Scenario, name: &str) -> String {
 async fn growth_preempted(s: &Scenario, name: &str) -> (String, String) {
     poll("GrowthPreempted on the service's slice", || async {
         s.workloads_of(name).await.iter().find_map(|w: &Workload| {
-            condition(w, "GrowthPreempted").filter(|(st, _, _)| st == "True").map(|(_, r, m)| (r, m))
+            condition(w, "GrowthPreempted")
+                .filter(|(st, _, _)| st == "True")
+                .map(|(_, r, m)| (r, m))
         })
     })
     .await
@@ -100,11 +123,21 @@ async fn growth_preempted(s: &Scenario, name: &str) -> (String, String) {
 pub(super) async fn growth_event(s: &Scenario, name: &str) -> String {
     let events: Api<Event> = Api::namespaced(s.c.client.clone(), NS);
     poll("the UpgradeGrowthPreempted event", || async {
-        events.list(&ListParams::default()).await.unwrap().items.into_iter().find_map(|e| {
-            let about = e.regarding.as_ref().is_some_and(|r| r.name.as_deref() == Some(name) && r.kind.as_deref() == Some("RayService"));
-            (about && e.reason.as_deref() == Some("UpgradeGrowthPreempted") && e.type_.as_deref() == Some("Warning"))
+        events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .find_map(|e| {
+                let about = e.regarding.as_ref().is_some_and(|r| {
+                    r.name.as_deref() == Some(name) && r.kind.as_deref() == Some("RayService")
+                });
+                (about
+                    && e.reason.as_deref() == Some("UpgradeGrowthPreempted")
+                    && e.type_.as_deref() == Some("Warning"))
                 .then(|| e.note.unwrap_or_default())
-        })
+            })
     })
     .await
 }
@@ -118,7 +151,12 @@ async fn upgrade_completes(s: &Scenario, name: &str, old: &str) {
         if active(&rs).is_some_and(|a| a != old) && pending(&rs).is_none() {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "the upgrade did not complete: active {:?}, pending {:?}", active(&rs), pending(&rs));
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the upgrade did not complete: active {:?}, pending {:?}",
+            active(&rs),
+            pending(&rs)
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     s.wait_gone(old).await;
@@ -131,9 +169,13 @@ async fn upgrade_completes(s: &Scenario, name: &str, old: &str) {
 async fn a_high_priority_workload_takes_only_the_upgrades_growth() {
     let s = Scenario::start("4", 4000).await;
     let cqs: Api<ClusterQueue> = Api::all(s.c.client.clone());
-    cqs.patch("cq", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"preemption": {"withinClusterQueue": "LowerPriority"}}})))
-        .await
-        .unwrap();
+    cqs.patch(
+        "cq",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"spec": {"preemption": {"withinClusterQueue": "LowerPriority"}}})),
+    )
+    .await
+    .unwrap();
     let old = s.serving(service("rs", "1", "2.46.0")).await;
     let watch = GapWatch::start(s.services(), "rs");
     let p = upgrade_in_flight(&s, "rs").await;
@@ -142,10 +184,20 @@ async fn a_high_priority_workload_takes_only_the_upgrades_growth() {
     s.c.workload("urgent", "lq", 1000, "2").await;
     let (reason, message) = growth_preempted(&s, "rs").await;
     assert_eq!(reason, "InClusterQueue", "{message}");
-    assert!(message.contains("due to prioritization in the ClusterQueue") && message.contains("only the growth"), "{message}");
+    assert!(
+        message.contains("due to prioritization in the ClusterQueue") && message.contains("only the growth"),
+        "{message}"
+    );
     wait_for(&s.c.workloads(), "urgent", "admitted", reserved).await;
-    poll("the pending cluster's pods to be gone", || async { s.pods_of(&p).await.is_empty().then_some(()) }).await;
-    assert_eq!(s.pods_of(&old).await.len(), 2, "the serving cluster keeps its pods");
+    poll("the pending cluster's pods to be gone", || async {
+        s.pods_of(&p).await.is_empty().then_some(())
+    })
+    .await;
+    assert_eq!(
+        s.pods_of(&old).await.len(),
+        2,
+        "the serving cluster keeps its pods"
+    );
     let note = growth_event(&s, "rs").await;
     assert!(note.contains("InClusterQueue"), "{note}");
     // The service's condition says why its upgrade waits again (its controller's next pass).
@@ -154,14 +206,22 @@ async fn a_high_priority_workload_takes_only_the_upgrades_growth() {
             .as_ref()
             .and_then(|st| st.conditions.as_ref())
             .and_then(|c| c.iter().find(|c| c.type_ == "UpgradeInProgress"))
-            .is_some_and(|c| c.message.contains("upgrade's growth was taken") && c.message.contains("InClusterQueue"))
+            .is_some_and(|c| {
+                c.message.contains("upgrade's growth was taken") && c.message.contains("InClusterQueue")
+            })
     })
     .await;
     // Service 2 + urgent 2: the growth went, nothing more.
     s.wait_cq_cpu(4000).await;
-    assert!(s.clusters().get_opt(&p).await.unwrap().is_some(), "the pending cluster stays, gated");
+    assert!(
+        s.clusters().get_opt(&p).await.unwrap().is_some(),
+        "the pending cluster stays, gated"
+    );
 
-    s.c.workloads().delete("urgent", &DeleteParams::default()).await.unwrap();
+    s.c.workloads()
+        .delete("urgent", &DeleteParams::default())
+        .await
+        .unwrap();
     upgrade_completes(&s, "rs", &old).await;
     watch.assert_no_gap();
     drop(watch);
@@ -191,11 +251,15 @@ async fn cohort_reclaim_with_fair_sharing_takes_only_the_growth() {
 async fn cohort_reclaim(fair_sharing: bool) {
     let mut c = Cluster::start_with_ray_on(
         quotagate::wiring::manager::embedded_server(),
-        Limits::default().cq("cq-a", 4000).cq("cq-b", 2000).group(&["cq-a", "cq-b"], 4000),
+        Limits::default()
+            .cq("cq-a", 4000)
+            .cq("cq-b", 2000)
+            .group(&["cq-a", "cq-b"], 4000),
     )
     .await;
     if fair_sharing {
-        c.restart_manager_with(|o| o.fair_sharing = Some(quotagate::queue::FairSharingConfig::default())).await;
+        c.restart_manager_with(|o| o.fair_sharing = Some(quotagate::queue::FairSharingConfig::default()))
+            .await;
     }
     let inv = Invariants::start(c.client.clone());
     c.flavor("default").await;
@@ -205,15 +269,22 @@ async fn cohort_reclaim(fair_sharing: bool) {
         c.cluster_queue(cq).await;
     }
     let cqs: Api<ClusterQueue> = Api::all(c.client.clone());
-    cqs.patch("cq-b", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"preemption": {"reclaimWithinCohort": "Any"}}})))
-        .await
-        .unwrap();
+    cqs.patch(
+        "cq-b",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"spec": {"preemption": {"reclaimWithinCohort": "Any"}}})),
+    )
+    .await
+    .unwrap();
     c.local_queue("lq-a", "cq-a").await;
     c.local_queue("lq-b", "cq-b").await;
     let s = Scenario { c, inv };
 
     let mut rs = service("rs", "1", "2.46.0");
-    rs.metadata.labels.get_or_insert_with(Default::default).insert("kueue.x-k8s.io/queue-name".into(), "lq-a".into());
+    rs.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert("kueue.x-k8s.io/queue-name".into(), "lq-a".into());
     let old = s.serving(rs).await;
     let watch = GapWatch::start(s.services(), "rs");
     let p = upgrade_in_flight(&s, "rs").await;
@@ -221,13 +292,26 @@ async fn cohort_reclaim(fair_sharing: bool) {
     s.c.workload("b-work", "lq-b", 0, "2").await;
     let (reason, message) = growth_preempted(&s, "rs").await;
     assert_eq!(reason, "InCohortReclamation", "{message}");
-    assert!(message.contains("due to reclamation within the cohort") && message.contains("only the growth"), "{message}");
+    assert!(
+        message.contains("due to reclamation within the cohort") && message.contains("only the growth"),
+        "{message}"
+    );
     wait_for(&s.c.workloads(), "b-work", "admitted", reserved).await;
-    poll("the pending cluster's pods to be gone", || async { s.pods_of(&p).await.is_empty().then_some(()) }).await;
-    assert_eq!(s.pods_of(&old).await.len(), 2, "the serving cluster keeps its pods");
+    poll("the pending cluster's pods to be gone", || async {
+        s.pods_of(&p).await.is_empty().then_some(())
+    })
+    .await;
+    assert_eq!(
+        s.pods_of(&old).await.len(),
+        2,
+        "the serving cluster keeps its pods"
+    );
     growth_event(&s, "rs").await;
 
-    s.c.workloads().delete("b-work", &DeleteParams::default()).await.unwrap();
+    s.c.workloads()
+        .delete("b-work", &DeleteParams::default())
+        .await
+        .unwrap();
     upgrade_completes(&s, "rs", &old).await;
     watch.assert_no_gap();
     drop(watch);
@@ -245,33 +329,62 @@ async fn an_incremental_upgrade_whose_growth_was_taken_resumes_and_completes() {
     // The service at full capacity (5.5 CPU) and one 50% step of its pending cluster (3.5 CPU).
     let s = Scenario::start("9", 9000).await;
     let cqs: Api<ClusterQueue> = Api::all(s.c.client.clone());
-    cqs.patch("cq", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"preemption": {"withinClusterQueue": "LowerPriority"}}})))
-        .await
-        .unwrap();
+    cqs.patch(
+        "cq",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"spec": {"preemption": {"withinClusterQueue": "LowerPriority"}}})),
+    )
+    .await
+    .unwrap();
     let rs = super::incremental::service("rs", "2.46.0", 50, 50);
     let good = rs.spec.serve_config_v2.clone().unwrap_or_default();
     let old = s.serving(rs).await;
-    poll("the serving cluster at full capacity", || async { (s.pods_of(&old).await.len() == 5).then_some(()) }).await;
+    poll("the serving cluster at full capacity", || async {
+        (s.pods_of(&old).await.len() == 5).then_some(())
+    })
+    .await;
     let watch = GapWatch::start(s.services(), "rs");
 
     // The new version's first step runs but never serves (its import fails), so no traffic moves.
     let broken = good.replace("import_path: app.graph", "import_path: no_such_module.graph");
-    patch_rs(&s, "rs", json!({"spec": {"serveConfigV2": broken, "rayClusterConfig": {"rayVersion": "2.47.0"}}})).await;
-    let p = pending(&s.wait_rs("rs", "a pending cluster", |r| pending(r).is_some()).await).unwrap();
+    patch_rs(
+        &s,
+        "rs",
+        json!({"spec": {"serveConfigV2": broken, "rayClusterConfig": {"rayVersion": "2.47.0"}}}),
+    )
+    .await;
+    let p = pending(
+        &s.wait_rs("rs", "a pending cluster", |r| pending(r).is_some())
+            .await,
+    )
+    .unwrap();
     // Its slice holds the whole first step (head and two workers) though Serve, failing, asks the
     // autoscaler for no worker yet.
-    poll("the pending cluster's head to run", || async { (!s.pods_of(&p).await.is_empty()).then_some(()) }).await;
+    poll("the pending cluster's head to run", || async {
+        (!s.pods_of(&p).await.is_empty()).then_some(())
+    })
+    .await;
     s.wait_cq_cpu(9000).await;
 
     s.c.workload("urgent", "lq", 1000, "3").await;
     let (reason, message) = growth_preempted(&s, "rs").await;
     assert_eq!(reason, "InClusterQueue", "{message}");
     wait_for(&s.c.workloads(), "urgent", "admitted", reserved).await;
-    poll("the pending cluster's pods to be gone", || async { s.pods_of(&p).await.is_empty().then_some(()) }).await;
-    assert_eq!(s.pods_of(&old).await.len(), 5, "the serving cluster keeps its pods");
+    poll("the pending cluster's pods to be gone", || async {
+        s.pods_of(&p).await.is_empty().then_some(())
+    })
+    .await;
+    assert_eq!(
+        s.pods_of(&old).await.len(),
+        5,
+        "the serving cluster keeps its pods"
+    );
 
     // The preemptor leaves and the config is fixed: a new slice, the steps, the promotion.
-    s.c.workloads().delete("urgent", &DeleteParams::default()).await.unwrap();
+    s.c.workloads()
+        .delete("urgent", &DeleteParams::default())
+        .await
+        .unwrap();
     patch_rs(&s, "rs", json!({"spec": {"serveConfigV2": good}})).await;
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     loop {
@@ -279,7 +392,12 @@ async fn an_incremental_upgrade_whose_growth_was_taken_resumes_and_completes() {
         if active(&rs).is_some_and(|a| a != old) && pending(&rs).is_none() {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "the upgrade did not resume: active {:?}, pending {:?}", active(&rs), pending(&rs));
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the upgrade did not resume: active {:?}, pending {:?}",
+            active(&rs),
+            pending(&rs)
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     s.wait_gone(&old).await;

@@ -68,8 +68,7 @@ async fn conflicts_closed_watches_and_expired_versions_lose_nothing() {
     for w in pending {
         let name = w.metadata.name.clone().unwrap();
         wait_for(&wls, &name, "pending with a reason", |w| {
-            condition(w, "QuotaReserved")
-                .is_some_and(|c| c.0 == "False" && c.1 == "WaitingForQuota")
+            condition(w, "QuotaReserved").is_some_and(|c| c.0 == "False" && c.1 == "WaitingForQuota")
         })
         .await;
     }
@@ -95,8 +94,7 @@ async fn two_replicas_with_leader_election_admit_each_workload_once() {
         c.workload(&format!("w{i}"), "lq", 0, "1").await;
     }
     c.quota.wait_reserved("cq", 5).await;
-    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
-        Api::namespaced(c.client.clone(), "default");
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(c.client.clone(), "default");
     let holder = leases
         .get("quotagate-leader")
         .await
@@ -129,18 +127,26 @@ async fn a_cleanly_stopped_leader_hands_over_at_once() {
     c.workload("w0", "lq", 0, "1").await;
     c.quota.wait_reserved("cq", 1).await;
     let b = Manager::start(c.client.clone(), true, "replica-b");
-    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
-        Api::namespaced(c.client.clone(), "default");
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(c.client.clone(), "default");
     let holder = |l: &k8s_openapi::api::coordination::v1::Lease| {
         l.spec.as_ref().and_then(|s| s.holder_identity.clone())
     };
-    assert_eq!(holder(&leases.get("quotagate-leader").await.unwrap()).as_deref(), Some("replica-a"));
+    assert_eq!(
+        holder(&leases.get("quotagate-leader").await.unwrap()).as_deref(),
+        Some("replica-a")
+    );
     let stopped = std::time::Instant::now();
     a.stop().await;
     // Well under the 15 s the lease would otherwise take to run out.
-    wait_for(&leases, "quotagate-leader", "held by replica-b", |l| holder(l).as_deref() == Some("replica-b")).await;
+    wait_for(&leases, "quotagate-leader", "held by replica-b", |l| {
+        holder(l).as_deref() == Some("replica-b")
+    })
+    .await;
     let took = stopped.elapsed();
-    assert!(took < std::time::Duration::from_secs(12), "replica-b led only after {took:?}");
+    assert!(
+        took < std::time::Duration::from_secs(12),
+        "replica-b led only after {took:?}"
+    );
     c.workload("w1", "lq", 0, "1").await;
     c.quota.wait_reserved("cq", 2).await;
     c.quota.assert_safe();
@@ -156,19 +162,35 @@ async fn a_refused_admission_write_backs_off_and_releases_its_quota() {
     let c = Cluster::start(Limits::default().cq("cq", 2_000)).await;
     c.simple("cq", "lq", "2").await;
     let faults = &c.server.store.faults;
-    let refused = WriteMatch { name: Some("refused".into()), ..status_writes() };
+    let refused = WriteMatch {
+        name: Some("refused".into()),
+        ..status_writes()
+    };
     for _ in 0..50 {
-        let e = quotagate::embedded::ApiError::new(422, "Invalid", "Workload.kueue.x-k8s.io \"refused\" is invalid: injected");
+        let e = quotagate::embedded::ApiError::new(
+            422,
+            "Invalid",
+            "Workload.kueue.x-k8s.io \"refused\" is invalid: injected",
+        );
         faults.fail_nth_write(refused.clone(), 1, e);
     }
     c.workload("refused", "lq", 100, "2").await;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     c.workload("behind", "lq", 0, "2").await;
     let wls = c.workloads();
-    wait_for(&wls, "behind", "admitted in the quota the refused write gave back", reserved).await;
+    wait_for(
+        &wls,
+        "behind",
+        "admitted in the quota the refused write gave back",
+        reserved,
+    )
+    .await;
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     let attempts = 50 - faults.pending_write_faults();
-    assert!((1..=4).contains(&attempts), "{attempts} admission writes in ~2.5 s: the loop must back off");
+    assert!(
+        (1..=4).contains(&attempts),
+        "{attempts} admission writes in ~2.5 s: the loop must back off"
+    );
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.client.clone(), "default");
     let warned: Vec<_> = events
         .list(&Default::default())
@@ -179,6 +201,9 @@ async fn a_refused_admission_write_backs_off_and_releases_its_quota() {
         .filter(|e| e.reason.as_deref() == Some("AdmissionWriteFailed"))
         .collect();
     assert_eq!(warned.len(), 1, "reported once per streak: {warned:?}");
-    assert!(warned[0].note.as_deref().unwrap_or("").contains("quota released"), "{warned:?}");
+    assert!(
+        warned[0].note.as_deref().unwrap_or("").contains("quota released"),
+        "{warned:?}"
+    );
     c.quota.assert_safe();
 }

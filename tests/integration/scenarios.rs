@@ -46,10 +46,7 @@ async fn admits_when_quota_fits_then_waits_then_admits_after_quota_raised() {
     })
     .await;
     let st = cq.status.unwrap();
-    assert_eq!(
-        st.flavors_usage[0].resources[0].total.as_ref().unwrap().0,
-        "3"
-    );
+    assert_eq!(st.flavors_usage[0].resources[0].total.as_ref().unwrap().0, "3");
     let active = st
         .conditions
         .iter()
@@ -69,19 +66,14 @@ async fn admits_when_quota_fits_then_waits_then_admits_after_quota_raised() {
     })
     .await;
     let lst = lq.status.unwrap();
-    assert_eq!(
-        lst.flavors_usage[0].resources[0].total.as_ref().unwrap().0,
-        "3"
-    );
+    assert_eq!(lst.flavors_usage[0].resources[0].total.as_ref().unwrap().0, "3");
     assert_eq!(lst.conditions[0].reason, "Ready");
     // Every admission is also a Kubernetes Event on the Workload.
-    let events: Api<k8s_openapi::api::events::v1::Event> =
-        Api::namespaced(c.client.clone(), "default");
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.client.clone(), "default");
     let evs = events.list(&Default::default()).await.unwrap().items;
     assert!(
-        evs.iter()
-            .any(|e| e.reason.as_deref() == Some("QuotaReserved")
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("a")),
+        evs.iter().any(|e| e.reason.as_deref() == Some("QuotaReserved")
+            && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("a")),
         "{evs:?}"
     );
     c.quota.set_cq_limit("cq", 5000);
@@ -181,9 +173,8 @@ async fn higher_priority_preempts_lower_priority() {
     let c = Cluster::start(Limits::default().cq("cq", 4000)).await;
     c.flavor("default").await;
     let mut q = with_all_namespaces(cq_with("cq", "4").build());
-    q.spec.preemption = Some(
-        serde_json::from_value(serde_json::json!({"withinClusterQueue": "LowerPriority"})).unwrap(),
-    );
+    q.spec.preemption =
+        Some(serde_json::from_value(serde_json::json!({"withinClusterQueue": "LowerPriority"})).unwrap());
     c.cluster_queue(q).await;
     c.local_queue("lq", "cq").await;
     let wls = c.workloads();
@@ -194,10 +185,7 @@ async fn higher_priority_preempts_lower_priority() {
         condition(w, condition::EVICTED).is_some_and(|c| c.0 == "True")
     })
     .await;
-    assert_eq!(
-        condition(&low, condition::EVICTED).unwrap().1,
-        reason::PREEMPTED
-    );
+    assert_eq!(condition(&low, condition::EVICTED).unwrap().1, reason::PREEMPTED);
     assert_eq!(
         condition(&low, condition::PREEMPTED).unwrap().1,
         reason::IN_CLUSTER_QUEUE
@@ -207,10 +195,7 @@ async fn higher_priority_preempts_lower_priority() {
         !reserved(w) && condition(w, condition::REQUEUED).is_some_and(|c| c.0 == "True")
     })
     .await;
-    assert_eq!(
-        condition(&low, condition::QUOTA_RESERVED).unwrap().0,
-        "False"
-    );
+    assert_eq!(condition(&low, condition::QUOTA_RESERVED).unwrap().0, "False");
     // Kueue backs off only after a PodsReady timeout: a preempted workload requeues at once.
     assert!(
         low.status
@@ -243,8 +228,7 @@ async fn fifo(strategy: QueueingStrategy) -> bool {
     c.workload("small", "lq", 0, "1").await;
     let small = wait_for(&wls, "small", "decided", |w| {
         w.is_admitted()
-            || condition(w, condition::QUOTA_RESERVED)
-                .is_some_and(|c| c.0 == "False" && !c.2.is_empty())
+            || condition(w, condition::QUOTA_RESERVED).is_some_and(|c| c.0 == "False" && !c.2.is_empty())
     })
     .await;
     c.quota.assert_safe();
@@ -334,10 +318,7 @@ async fn deleting_a_workload_frees_its_quota() {
     })
     .await;
     wls.delete("a", &DeleteParams::default()).await.unwrap();
-    wait_for(&wls, "b", "admitted after a was deleted", |w| {
-        w.is_admitted()
-    })
-    .await;
+    wait_for(&wls, "b", "admitted after a was deleted", |w| w.is_admitted()).await;
     c.quota.assert_safe();
 }
 
@@ -359,15 +340,9 @@ async fn inactive_workload_is_evicted_and_not_requeued() {
         !reserved(w) && condition(w, condition::EVICTED).is_some_and(|c| c.0 == "True")
     })
     .await;
-    assert_eq!(
-        condition(&a, condition::EVICTED).unwrap().1,
-        reason::DEACTIVATED
-    );
+    assert_eq!(condition(&a, condition::EVICTED).unwrap().1, reason::DEACTIVATED);
     c.workload("b", "lq", 0, "3").await;
-    wait_for(&wls, "b", "admitted in the freed quota", |w| {
-        w.is_admitted()
-    })
-    .await;
+    wait_for(&wls, "b", "admitted in the freed quota", |w| w.is_admitted()).await;
     c.quota.assert_safe();
 }
 
@@ -405,9 +380,9 @@ async fn local_queue_hold_and_drain_evicts_and_holds_new_workloads() {
     );
     // The Stopped condition may be written before the drained reservation is seen: wait for both.
     wait_for(&lqs, "lq", "inactive with nothing reserved", |q| {
-        q.status.as_ref().is_some_and(|s| {
-            s.conditions.iter().any(|c| c.reason == "Stopped") && s.reserving_workloads == 0
-        })
+        q.status
+            .as_ref()
+            .is_some_and(|s| s.conditions.iter().any(|c| c.reason == "Stopped") && s.reserving_workloads == 0)
     })
     .await;
     lqs.patch(
@@ -435,18 +410,15 @@ async fn workload_in_backoff_is_admitted_only_after_requeue_at() {
         let s = w.status.get_or_insert_with(Default::default);
         s.requeue_state = Some(quotagate::api::kueue::RequeueState {
             count: Some(1),
-            requeue_at: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                requeue_at,
-            )),
+            requeue_at: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(requeue_at)),
         });
         s.conditions.retain(|c| c.type_ != condition::REQUEUED);
-        s.conditions
-            .push(quotagate::api::kueue::builders::condition(
-                condition::REQUEUED,
-                false,
-                reason::PODS_READY_TIMEOUT,
-                "Exceeded the PodsReady timeout default/b",
-            ));
+        s.conditions.push(quotagate::api::kueue::builders::condition(
+            condition::REQUEUED,
+            false,
+            reason::PODS_READY_TIMEOUT,
+            "Exceeded the PodsReady timeout default/b",
+        ));
         match wls.replace_status("b", &Default::default(), &w).await {
             Ok(_) => break,
             Err(kube::Error::Api(e)) if e.code == 409 => continue,
@@ -457,19 +429,13 @@ async fn workload_in_backoff_is_admitted_only_after_requeue_at() {
     // Quota is free, yet the workload waits out its backoff.
     let until = requeue_at - jiff::SignedDuration::from_millis(4000);
     let left = until.duration_since(jiff::Timestamp::now());
-    assert!(
-        left.is_positive(),
-        "setup took too long to observe the backoff"
-    );
+    assert!(left.is_positive(), "setup took too long to observe the backoff");
     tokio::time::sleep(left.unsigned_abs()).await;
     let w = wls.get("b").await.unwrap();
     assert!(!reserved(&w), "admitted before requeueAt");
     let w = wait_for(&wls, "b", "admitted after the backoff", reserved).await;
     let rq = condition(&w, condition::REQUEUED).unwrap();
-    assert_eq!(
-        (rq.0.as_str(), rq.1.as_str()),
-        ("True", reason::BACKOFF_FINISHED)
-    );
+    assert_eq!((rq.0.as_str(), rq.1.as_str()), ("True", reason::BACKOFF_FINISHED));
     let state = w.status.as_ref().and_then(|s| s.requeue_state.clone());
     assert!(
         state.is_none_or(|s| s.requeue_at.is_none()),

@@ -13,7 +13,8 @@ use kube::{Client, Resource, ResourceExt};
 use quotagate::api::kueue::builders::ClusterQueueBuilder;
 use quotagate::api::kueue::constants::condition;
 use quotagate::api::kueue::{
-    AdmissionCheck, AdmissionCheckSpec, AdmissionCheckStatus, CheckState, ClusterQueue, LocalQueue, ResourceFlavor, Workload,
+    AdmissionCheck, AdmissionCheckSpec, AdmissionCheckStatus, CheckState, ClusterQueue, LocalQueue,
+    ResourceFlavor, Workload,
 };
 use quotagate::api::quantity::{Quantity, resource_value};
 use quotagate::embedded::EmbeddedServer;
@@ -166,11 +167,19 @@ impl Cluster {
     pub async fn start_with_ray_operator(limits: Limits) -> Cluster {
         let mut c = Cluster::start_on(embedded_server(), limits).await;
         let cancel = tokio_util::sync::CancellationToken::new();
-        quotagate::embedded::sim::spawn(c.client.clone(), &quotagate::embedded::sim::SimConfig::default(), cancel.clone());
+        quotagate::embedded::sim::spawn(
+            c.client.clone(),
+            &quotagate::embedded::sim::SimConfig::default(),
+            cancel.clone(),
+        );
         let dashboards = Dashboards::simulated(Duration::from_millis(50), Duration::from_millis(50));
         if let Dashboards::Simulated(sim) = &dashboards {
             // Only the Ray CLI of RayJob submitter pods (K8sJobMode).
-            let opts = quotagate::wiring::raysim::RaySimOptions { autoscaler: None, load_rps: 0.0, ..Default::default() };
+            let opts = quotagate::wiring::raysim::RaySimOptions {
+                autoscaler: None,
+                load_rps: 0.0,
+                ..Default::default()
+            };
             quotagate::wiring::raysim::spawn(c.client.clone(), sim.clone(), &opts, cancel.clone());
         }
         c._sims = Some(cancel.drop_guard());
@@ -272,7 +281,13 @@ impl Cluster {
         self.try_workload(name, lq, priority, cpu).await.unwrap()
     }
 
-    pub async fn try_workload(&self, name: &str, lq: &str, priority: i32, cpu: &str) -> Result<Workload, kube::Error> {
+    pub async fn try_workload(
+        &self,
+        name: &str,
+        lq: &str,
+        priority: i32,
+        cpu: &str,
+    ) -> Result<Workload, kube::Error> {
         let wl = Workload::build(name, "default")
             .queue(lq)
             .priority(priority)
@@ -348,7 +363,11 @@ pub async fn wait_gone<K>(api: &Api<K>, name: &str)
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
-    let stream = watcher(api.clone(), watcher::Config::default().fields(&format!("metadata.name={name}"))).default_backoff();
+    let stream = watcher(
+        api.clone(),
+        watcher::Config::default().fields(&format!("metadata.name={name}")),
+    )
+    .default_backoff();
     futures::pin_mut!(stream);
     let mut listed = false;
     let gone = tokio::time::timeout(WAIT, async {
@@ -484,11 +503,8 @@ impl QuotaWatch {
                         }
                     }
                     Ok(watcher::Event::Delete(w)) => {
-                        st.usage.remove(&format!(
-                            "{}/{}",
-                            w.namespace().unwrap_or_default(),
-                            w.name_any()
-                        ));
+                        st.usage
+                            .remove(&format!("{}/{}", w.namespace().unwrap_or_default(), w.name_any()));
                     }
                     _ => {}
                 }
@@ -604,11 +620,7 @@ impl QuotaWatch {
 
     /// Call before raising a ClusterQueue's quota.
     pub fn set_cq_limit(&self, cq: &str, milli_cpu: i64) {
-        self.limits
-            .lock()
-            .unwrap()
-            .cq
-            .insert(cq.to_string(), milli_cpu);
+        self.limits.lock().unwrap().cq.insert(cq.to_string(), milli_cpu);
     }
 
     /// Fails the test on any observed over-commitment.
@@ -647,7 +659,10 @@ pub async fn scrape(addr: std::net::SocketAddr) -> String {
     let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else {
         return String::new();
     };
-    if s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").await.is_err() {
+    if s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .await
+        .is_err()
+    {
         return String::new();
     }
     let mut out = String::new();
@@ -657,7 +672,10 @@ pub async fn scrape(addr: std::net::SocketAddr) -> String {
 
 /// A RayCluster on LocalQueue "lq": a 1-CPU head and one 1-CPU worker (0 to 2), Ray 2.9.0, with
 /// `worker_annotations` on the worker template (e.g. the simulated node's fail annotation).
-pub fn queued_ray_cluster(name: &str, worker_annotations: serde_json::Value) -> quotagate::api::ray::RayCluster {
+pub fn queued_ray_cluster(
+    name: &str,
+    worker_annotations: serde_json::Value,
+) -> quotagate::api::ray::RayCluster {
     let container = |n: &str| serde_json::json!({"name": n, "image": "rayproject/ray:2.9.0", "resources": {"requests": {"cpu": "1"}}});
     serde_json::from_value(serde_json::json!({
         "apiVersion": "ray.io/v1", "kind": "RayCluster",
@@ -686,7 +704,13 @@ pub fn checks_api(c: &Cluster) -> Api<AdmissionCheck> {
 /// Active (Kueue's `util.SetAdmissionCheckActive`).
 pub async fn admission_check(c: &Cluster, name: &str, controller: &str, active: bool) {
     let api = checks_api(c);
-    let ac = AdmissionCheck::new(name, AdmissionCheckSpec { controller_name: controller.into(), parameters: None });
+    let ac = AdmissionCheck::new(
+        name,
+        AdmissionCheckSpec {
+            controller_name: controller.into(),
+            parameters: None,
+        },
+    );
     api.create(&PostParams::default(), &ac).await.unwrap();
     if active {
         set_check_active(c, name).await;
@@ -698,9 +722,18 @@ pub async fn set_check_active(c: &Cluster, name: &str) {
     retry_conflicts(|| async {
         let mut ac = api.get(name).await?;
         ac.status = Some(AdmissionCheckStatus {
-            conditions: vec![quotagate::api::conditions::new(condition::ACTIVE, true, "Active", "set by the test", None, jiff::Timestamp::now())],
+            conditions: vec![quotagate::api::conditions::new(
+                condition::ACTIVE,
+                true,
+                "Active",
+                "set by the test",
+                None,
+                jiff::Timestamp::now(),
+            )],
         });
-        api.replace_status(name, &PostParams::default(), &ac).await.map(|_| ())
+        api.replace_status(name, &PostParams::default(), &ac)
+            .await
+            .map(|_| ())
     })
     .await;
 }
@@ -723,7 +756,14 @@ where
 
 /// The check's controller sets `wl`'s state for `check` (Kueue's `SetAdmissionCheckState` and a
 /// status update).
-pub async fn set_check_state(c: &Cluster, wl: &str, check: &str, state: CheckState, message: &str, requeue_after: Option<i32>) {
+pub async fn set_check_state(
+    c: &Cluster,
+    wl: &str,
+    check: &str,
+    state: CheckState,
+    message: &str,
+    requeue_after: Option<i32>,
+) {
     let wls = c.workloads();
     retry_conflicts(|| async {
         let mut w = wls.get(wl).await?;
@@ -732,12 +772,16 @@ pub async fn set_check_state(c: &Cluster, wl: &str, check: &str, state: CheckSta
             panic!("{wl} has no state for {check}: {:?}", st.admission_checks)
         };
         if s.state != state {
-            s.last_transition_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()));
+            s.last_transition_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                jiff::Timestamp::now(),
+            ));
         }
         s.state = state;
         s.message = message.into();
         s.requeue_after_seconds = requeue_after;
-        wls.replace_status(wl, &PostParams::default(), &w).await.map(|_| ())
+        wls.replace_status(wl, &PostParams::default(), &w)
+            .await
+            .map(|_| ())
     })
     .await;
 }
@@ -745,8 +789,13 @@ pub async fn set_check_state(c: &Cluster, wl: &str, check: &str, state: CheckSta
 /// Waits until `name` holds quota but waits for its admission checks.
 pub async fn reserved_not_admitted(c: &Cluster, name: &str) -> Workload {
     wait_for(&c.workloads(), name, "quota reserved, checks unsatisfied", |w| {
-        reserved(w) && condition(w, condition::ADMITTED) == cond("False", "UnsatisfiedAdmissionChecks", "The workload has not all checks ready")
+        reserved(w)
+            && condition(w, condition::ADMITTED)
+                == cond(
+                    "False",
+                    "UnsatisfiedAdmissionChecks",
+                    "The workload has not all checks ready",
+                )
     })
     .await
 }
-

@@ -45,7 +45,12 @@ fn url_of(sim: &RaySim, cluster: &str) -> String {
 }
 
 fn workers(rc: &RayCluster) -> i64 {
-    rc.spec.worker_group_specs.as_ref().and_then(|g| g.first()).and_then(|g| g.replicas).map_or(-1, i64::from)
+    rc.spec
+        .worker_group_specs
+        .as_ref()
+        .and_then(|g| g.first())
+        .and_then(|g| g.replicas)
+        .map_or(-1, i64::from)
 }
 
 /// A gated incremental upgrade (the quota holds only the serving cluster) changes the cluster and the
@@ -65,10 +70,19 @@ async fn an_active_head_restarted_mid_upgrade_gets_its_own_config_and_keeps_its_
     .await;
 
     // The upgrade: a new version and a new Serve config; its first surge step does not fit.
-    let new_config = service("rs", "2.47.0", 25, 50).spec.serve_config_v2.unwrap().replace("app.graph", "app.graph_v2");
+    let new_config = service("rs", "2.47.0", 25, 50)
+        .spec
+        .serve_config_v2
+        .unwrap()
+        .replace("app.graph", "app.graph_v2");
     let patch = json!({"spec": {"rayClusterConfig": {"rayVersion": "2.47.0"}, "serveConfigV2": new_config}});
-    s.services().patch("rs", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
-    let rs = s.wait_rs("rs", "a pending cluster", |r| pending(r).is_some()).await;
+    s.services()
+        .patch("rs", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let rs = s
+        .wait_rs("rs", "a pending cluster", |r| pending(r).is_some())
+        .await;
     let new = pending(&rs).unwrap();
 
     // The active cluster's worker count, sampled until the end.
@@ -87,8 +101,15 @@ async fn an_active_head_restarted_mid_upgrade_gets_its_own_config_and_keeps_its_
 
     let started = sim.started_at(&url);
     let pods: Api<Pod> = Api::namespaced(s.c.client.clone(), NS);
-    let head = s.pods_of(&old).await.into_iter().find(|p| p.labels().get("ray.io/node-type").map(String::as_str) == Some("head")).unwrap();
-    pods.delete(&head.name_any(), &DeleteParams::default()).await.unwrap();
+    let head = s
+        .pods_of(&old)
+        .await
+        .into_iter()
+        .find(|p| p.labels().get("ray.io/node-type").map(String::as_str) == Some("head"))
+        .unwrap();
+    pods.delete(&head.name_any(), &DeleteParams::default())
+        .await
+        .unwrap();
     // The replaced head pod restarts the simulated head, with no apps; then the operator gives it
     // its config back.
     poll("the simulated active head to restart", || async {
@@ -101,14 +122,24 @@ async fn an_active_head_restarted_mid_upgrade_gets_its_own_config_and_keeps_its_
     .await;
     let details = sim.serve_details(&DashboardEndpoint::new(&url)).await.unwrap();
     let deployed = details.applications["app"].deployed_app_config.clone().unwrap();
-    assert_eq!(deployed["import_path"], "app.graph", "the active cluster keeps its own (old) config: {deployed}");
+    assert_eq!(
+        deployed["import_path"], "app.graph",
+        "the active cluster keeps its own (old) config: {deployed}"
+    );
     sampler.abort();
-    assert_eq!(lowest.load(Ordering::SeqCst), 4, "the serving cluster's workers were scaled down");
+    assert_eq!(
+        lowest.load(Ordering::SeqCst),
+        4,
+        "the serving cluster's workers were scaled down"
+    );
 
     let rs = s.services().get("rs").await.unwrap();
     assert_eq!(active(&rs).as_deref(), Some(old.as_str()));
     assert_eq!(pending(&rs).as_deref(), Some(new.as_str()));
-    assert!(s.pods_of(&new).await.is_empty(), "the pending cluster stays gated");
+    assert!(
+        s.pods_of(&new).await.is_empty(),
+        "the pending cluster stays gated"
+    );
     s.inv.assert_clean();
     s.c.quota.assert_safe();
 }
@@ -132,24 +163,44 @@ fn crash_looping(name: &str) -> RayCluster {
 async fn a_crash_looping_head_is_recreated_with_back_off_and_a_warning() {
     let c = Cluster::start_with_ray_operator(Limits::default()).await;
     let rcs: Api<RayCluster> = Api::namespaced(c.client.clone(), NS);
-    rcs.create(&PostParams::default(), &crash_looping("loop")).await.unwrap();
+    rcs.create(&PostParams::default(), &crash_looping("loop"))
+        .await
+        .unwrap();
     let rc = wait_for(&rcs, "loop", "the second head failure in the status", |rc| {
-        rc.status.as_ref().and_then(|s| s.reason.as_deref()).is_some_and(|r| r.contains("(2 in a row)"))
+        rc.status
+            .as_ref()
+            .and_then(|s| s.reason.as_deref())
+            .is_some_and(|r| r.contains("(2 in a row)"))
     })
     .await;
     let reason = rc.status.as_ref().and_then(|s| s.reason.clone()).unwrap();
-    assert!(reason.starts_with("CrashLoopBackOff:") && reason.contains("(10s back-off)"), "{reason}");
-    let record = rc.annotations().get("quotagate.io/head-restarts").cloned().unwrap();
+    assert!(
+        reason.starts_with("CrashLoopBackOff:") && reason.contains("(10s back-off)"),
+        "{reason}"
+    );
+    let record = rc
+        .annotations()
+        .get("quotagate.io/head-restarts")
+        .cloned()
+        .unwrap();
     assert!(record.starts_with("2 "), "{record}");
 
     let events: Api<Event> = Api::namespaced(c.client.clone(), NS);
     let list = events.list(&ListParams::default()).await.unwrap().items;
     let about_loop = |e: &&Event| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("loop");
-    let warnings: Vec<&Event> = list.iter().filter(about_loop).filter(|e| e.reason.as_deref() == Some("HeadPodBackOff")).collect();
+    let warnings: Vec<&Event> = list
+        .iter()
+        .filter(about_loop)
+        .filter(|e| e.reason.as_deref() == Some("HeadPodBackOff"))
+        .collect();
     assert_eq!(warnings.len(), 2, "one Warning per failed head");
     assert!(warnings.iter().all(|e| e.type_.as_deref() == Some("Warning")));
     // The third head waits for the back-off: only the two failed heads were ever created.
-    let created = list.iter().filter(about_loop).filter(|e| e.reason.as_deref() == Some("CreatedHeadPod")).count();
+    let created = list
+        .iter()
+        .filter(about_loop)
+        .filter(|e| e.reason.as_deref() == Some("CreatedHeadPod"))
+        .count();
     assert_eq!(created, 2, "heads created while the back-off runs");
     let pods: Api<Pod> = Api::namespaced(c.client.clone(), NS);
     let live_heads = pods
@@ -164,7 +215,10 @@ async fn a_crash_looping_head_is_recreated_with_back_off_and_a_warning() {
 }
 
 fn state_dir(test: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("quotagate-upgrade-failures-{test}-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "quotagate-upgrade-failures-{test}-{}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     dir
 }
@@ -187,7 +241,10 @@ fn run_process(
             ray: Some(Dashboards::Simulated(sim)),
             ..Default::default()
         },
-        ray_sims: quotagate::wiring::raysim::RaySimOptions { load_rps: 0.0, ..Default::default() },
+        ray_sims: quotagate::wiring::raysim::RaySimOptions {
+            load_rps: 0.0,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -219,8 +276,15 @@ async fn a_process_restart_with_a_data_dir_keeps_the_serving_cluster_as_it_was()
     use quotagate::embedded::{EmbeddedServer, QuotagateAdmission, ServerConfig};
     let dir = state_dir("restart");
     std::fs::create_dir_all(&dir).unwrap();
-    let config = ServerConfig { data_dir: Some(dir.clone()), ..ServerConfig::default() };
-    let server = EmbeddedServer::with_config(&quotagate::api::all_crds(), Arc::new(QuotagateAdmission::default()), config);
+    let config = ServerConfig {
+        data_dir: Some(dir.clone()),
+        ..ServerConfig::default()
+    };
+    let server = EmbeddedServer::with_config(
+        &quotagate::api::all_crds(),
+        Arc::new(QuotagateAdmission::default()),
+        config,
+    );
     let client = server.client();
     let first = fast_sim();
     let (stop, handle) = run_process(&server, first.clone());
@@ -229,7 +293,11 @@ async fn a_process_restart_with_a_data_dir_keeps_the_serving_cluster_as_it_was()
     let services: Api<quotagate::api::ray::RayService> = Api::namespaced(client.clone(), NS);
     services.create(&PostParams::default(), &rs).await.unwrap();
     let rs = poll("the service to serve", || async {
-        services.get_opt("rs").await.unwrap().filter(|r| active(r).is_some() && super::gated::ready(r))
+        services
+            .get_opt("rs")
+            .await
+            .unwrap()
+            .filter(|r| active(r).is_some() && super::gated::ready(r))
     })
     .await;
     let cluster = active(&rs).unwrap();
@@ -250,16 +318,28 @@ async fn a_process_restart_with_a_data_dir_keeps_the_serving_cluster_as_it_was()
         (!second.cluster_urls().is_empty()).then_some(())
     })
     .await;
-    assert_eq!(second.running_replicas(&url).get("app"), Some(&4), "replicas RUNNING from the first moment");
+    assert_eq!(
+        second.running_replicas(&url).get("app"),
+        Some(&4),
+        "replicas RUNNING from the first moment"
+    );
     // Three of the autoscaler's periods (500 ms): an observation window, not a wait for a condition.
     let until = tokio::time::Instant::now() + Duration::from_millis(1500);
     while tokio::time::Instant::now() < until {
         let rc = rcs.get(&cluster).await.unwrap();
         assert_eq!(workers(&rc), 4, "the autoscaler scaled the serving cluster");
-        assert_eq!(second.running_replicas(&url).get("app"), Some(&4), "a replica stopped serving");
+        assert_eq!(
+            second.running_replicas(&url).get("app"),
+            Some(&4),
+            "a replica stopped serving"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(second.put_count(&url), puts, "the restart re-sent the Serve config");
+    assert_eq!(
+        second.put_count(&url),
+        puts,
+        "the restart re-sent the Serve config"
+    );
     let _ = stop.send(());
     handle.await.unwrap();
     let _ = std::fs::remove_dir_all(&dir);
@@ -274,21 +354,31 @@ async fn a_process_restart_with_a_data_dir_keeps_the_serving_cluster_as_it_was()
 async fn a_broken_upgrade_is_dropped_at_its_deadline_and_its_quota_released() {
     let s = Scenario::start("6", 6000).await;
     let mut svc = super::gated::service("rs", "1", "2.46.0");
-    svc.annotations_mut().insert("quotagate.io/upgrade-deadline".into(), "3s".into());
+    svc.annotations_mut()
+        .insert("quotagate.io/upgrade-deadline".into(), "3s".into());
     let a = s.serving(svc).await;
     s.wait_cq_cpu(2000).await;
     let fail = quotagate::embedded::sim::node::FAIL_ANNOTATION;
     let broken_spec = json!({"spec": {"rayClusterConfig": {"rayVersion": "2.47.0",
         "headGroupSpec": {"template": {"metadata": {"annotations": {fail: "true"}}}}}}});
-    s.services().patch("rs", &PatchParams::default(), &Patch::Merge(&broken_spec)).await.unwrap();
-    let rs = s.wait_rs("rs", "a pending cluster", |r| pending(r).is_some()).await;
+    s.services()
+        .patch("rs", &PatchParams::default(), &Patch::Merge(&broken_spec))
+        .await
+        .unwrap();
+    let rs = s
+        .wait_rs("rs", "a pending cluster", |r| pending(r).is_some())
+        .await;
     let broken = pending(&rs).unwrap();
     s.wait_cq_cpu(4000).await;
     // Every 100 ms until the drop: the old cluster serves.
     let mut dropped = None;
     for _ in 0..300 {
         let rs = s.services().get("rs").await.unwrap();
-        assert!(super::gated::ready(&rs), "the service stopped serving: {:?}", rs.status);
+        assert!(
+            super::gated::ready(&rs),
+            "the service stopped serving: {:?}",
+            rs.status
+        );
         assert_eq!(active(&rs).as_deref(), Some(a.as_str()));
         if pending(&rs).is_none() && rs.annotations().contains_key("quotagate.io/failed-upgrade") {
             dropped = Some(rs);
@@ -297,20 +387,40 @@ async fn a_broken_upgrade_is_dropped_at_its_deadline_and_its_quota_released() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let rs = dropped.expect("the broken upgrade was dropped within 30 s");
-    let upgrade = rs.status.as_ref().and_then(|st| st.conditions.as_ref()).and_then(|cs| cs.iter().find(|c| c.type_ == "UpgradeInProgress")).cloned().unwrap();
+    let upgrade = rs
+        .status
+        .as_ref()
+        .and_then(|st| st.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "UpgradeInProgress"))
+        .cloned()
+        .unwrap();
     assert!(upgrade.message.contains("deadline"), "{upgrade:?}");
     s.wait_gone(&broken).await;
     s.wait_cq_cpu(2000).await;
     let events: Api<Event> = Api::namespaced(s.c.client.clone(), NS);
-    let warned = events.list(&ListParams::default()).await.unwrap().items.into_iter().any(|e| {
-        e.reason.as_deref() == Some("UpgradeDeadlineExceeded")
-            && e.type_.as_deref() == Some("Warning")
-            && e.note.as_deref().is_some_and(|n| n.contains(&broken))
-    });
+    let warned = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .any(|e| {
+            e.reason.as_deref() == Some("UpgradeDeadlineExceeded")
+                && e.type_.as_deref() == Some("Warning")
+                && e.note.as_deref().is_some_and(|n| n.contains(&broken))
+        });
     assert!(warned, "a Warning event names the dropped cluster");
     // Not tried again: for 3 s only the serving cluster exists.
     for _ in 0..30 {
-        let names: Vec<String> = s.clusters().list(&ListParams::default()).await.unwrap().items.iter().map(|c| c.name_any()).collect();
+        let names: Vec<String> = s
+            .clusters()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|c| c.name_any())
+            .collect();
         assert_eq!(names, [a.clone()], "the failed spec was tried again");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -319,7 +429,10 @@ async fn a_broken_upgrade_is_dropped_at_its_deadline_and_its_quota_released() {
     let fixed = json!({"metadata": {"annotations": {"quotagate.io/upgrade-deadline": "5m"}},
         "spec": {"rayClusterConfig": {"rayVersion": "2.48.0",
         "headGroupSpec": {"template": {"metadata": {"annotations": {fail: null}}}}}}});
-    s.services().patch("rs", &PatchParams::default(), &Patch::Merge(&fixed)).await.unwrap();
+    s.services()
+        .patch("rs", &PatchParams::default(), &Patch::Merge(&fixed))
+        .await
+        .unwrap();
     s.wait_rs("rs", "the fixed upgrade promoted", |r| {
         active(r).is_some_and(|n| n != a) && pending(r).is_none() && super::gated::ready(r)
     })

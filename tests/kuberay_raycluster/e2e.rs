@@ -38,7 +38,11 @@ pub(super) fn e2e_spec() -> serde_json::Value {
 }
 
 /// `RayClusters(ns).Apply(ctx, ac, TestApplyOptions)`.
-pub(super) async fn apply(h: &Harness, name: &str, spec: serde_json::Value) -> Result<RayCluster, kube::Error> {
+pub(super) async fn apply(
+    h: &Harness,
+    name: &str,
+    spec: serde_json::Value,
+) -> Result<RayCluster, kube::Error> {
     apply_in(h, NS, name, json!({}), spec).await
 }
 
@@ -51,22 +55,39 @@ pub(super) async fn apply_in(
     spec: serde_json::Value,
 ) -> Result<RayCluster, kube::Error> {
     let mut meta = json!({"name": name, "namespace": ns});
-    meta.as_object_mut().unwrap().extend(metadata.as_object().cloned().unwrap_or_default());
+    meta.as_object_mut()
+        .unwrap()
+        .extend(metadata.as_object().cloned().unwrap_or_default());
     let body = json!({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": meta, "spec": spec});
     let pp = PatchParams::apply("kuberay-e2e").force();
-    Api::<RayCluster>::namespaced(h.client.clone(), ns).patch(name, &pp, &Patch::Apply(&body)).await
+    Api::<RayCluster>::namespaced(h.client.clone(), ns)
+        .patch(name, &pp, &Patch::Apply(&body))
+        .await
 }
 
 pub(super) fn cond<'a>(rc: &'a RayCluster, type_: &str) -> Option<&'a Condition> {
-    rc.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == type_)
+    rc.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
 }
 
 /// Gomega's `StatusCondition(type)` + `MatchCondition(status, reason)`.
-pub(super) async fn wait_condition(h: &Harness, name: &str, type_: &str, status: &str, reason: &str) -> RayCluster {
+pub(super) async fn wait_condition(
+    h: &Harness,
+    name: &str,
+    type_: &str,
+    status: &str,
+    reason: &str,
+) -> RayCluster {
     let what = format!("{type_}={status}/{reason} on {name}");
     eventually(&what, || async {
         let rc = h.cluster(name).await;
-        cond(&rc, type_).is_some_and(|c| c.status == status && c.reason == reason).then_some(rc)
+        cond(&rc, type_)
+            .is_some_and(|c| c.status == status && c.reason == reason)
+            .then_some(rc)
     })
     .await
 }
@@ -82,7 +103,11 @@ pub(super) async fn wait_ready(h: &Harness, name: &str) -> RayCluster {
 
 /// Pods matching `labels`, terminating ones included (KubeRay's `GetWorkerPods`/`WorkerPods` list).
 pub(super) async fn listed(h: &Harness, labels: &str) -> Vec<Pod> {
-    h.api::<Pod>().list(&ListParams::default().labels(labels)).await.unwrap().items
+    h.api::<Pod>()
+        .list(&ListParams::default().labels(labels))
+        .await
+        .unwrap()
+        .items
 }
 
 /// Gomega's `Consistently`: `probe` holds at every check for `window`.
@@ -126,9 +151,17 @@ fn managed_by_multikueue_is_not_reconciled() {
         apply(&h, name, spec.clone()).await.expect("applied");
         consistently("no conditions and no pods", Duration::from_secs(3), || async {
             let rc = h.cluster(name).await;
-            let conditions = rc.status.as_ref().and_then(|s| s.conditions.as_ref()).map_or(0, Vec::len);
+            let conditions = rc
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .map_or(0, Vec::len);
             let pods = listed(&h, &format!("ray.io/cluster={name}")).await.len();
-            if conditions == 0 && pods == 0 { Ok(()) } else { Err(format!("{conditions} conditions, {pods} pods")) }
+            if conditions == 0 && pods == 0 {
+                Ok(())
+            } else {
+                Err(format!("{conditions} conditions, {pods} pods"))
+            }
         })
         .await;
 
@@ -149,7 +182,9 @@ fn managed_by_an_unsupported_controller_is_invalid() {
         let mut spec = e2e_spec();
         spec["managedBy"] = json!("controller.com/not-supported");
         let err = apply(&h, "raycluster-fail", spec).await.expect_err("refused");
-        let kube::Error::Api(s) = &err else { panic!("{err}") };
+        let kube::Error::Api(s) = &err else {
+            panic!("{err}")
+        };
         assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"), "{err}");
         assert!(s.message.contains("spec.managedBy"), "{}", s.message);
     });
@@ -166,21 +201,45 @@ fn raycluster_suspend() {
         let name = "raycluster-suspend";
         apply(&h, name, e2e_spec()).await.expect("applied");
         wait_condition(&h, name, "HeadPodReady", "True", "HeadPodRunningAndReady").await;
-        wait_condition(&h, name, "RayClusterProvisioned", "True", "AllPodRunningAndReadyFirstTime").await;
+        wait_condition(
+            &h,
+            name,
+            "RayClusterProvisioned",
+            "True",
+            "AllPodRunningAndReadyFirstTime",
+        )
+        .await;
 
         let mut spec = e2e_spec();
         spec["suspend"] = json!(true);
         apply(&h, name, spec.clone()).await.expect("suspended");
         wait_condition(&h, name, "RayClusterSuspended", "True", "RayClusterSuspended").await;
         wait_condition(&h, name, "HeadPodReady", "False", "HeadPodNotFound").await;
-        wait_condition(&h, name, "RayClusterProvisioned", "False", "RayClusterPodsProvisioning").await;
-        assert!(h.pods(&format!("ray.io/cluster={name}")).await.is_empty(), "a suspended cluster runs no pod");
+        wait_condition(
+            &h,
+            name,
+            "RayClusterProvisioned",
+            "False",
+            "RayClusterPodsProvisioning",
+        )
+        .await;
+        assert!(
+            h.pods(&format!("ray.io/cluster={name}")).await.is_empty(),
+            "a suspended cluster runs no pod"
+        );
 
         spec["suspend"] = json!(false);
         apply(&h, name, spec).await.expect("resumed");
         wait_condition(&h, name, "RayClusterSuspended", "False", "RayClusterSuspended").await;
         wait_condition(&h, name, "HeadPodReady", "True", "HeadPodRunningAndReady").await;
-        wait_condition(&h, name, "RayClusterProvisioned", "True", "AllPodRunningAndReadyFirstTime").await;
+        wait_condition(
+            &h,
+            name,
+            "RayClusterProvisioned",
+            "True",
+            "AllPodRunningAndReadyFirstTime",
+        )
+        .await;
     });
 }
 
@@ -199,13 +258,22 @@ fn raycluster_with_resource_quota() {
             "spec": {"hard": {"limits.cpu": "0.1", "limits.memory": "0.1Gi"}}
         }))
         .unwrap();
-        h.api::<ResourceQuota>().create(&PostParams::default(), &quota).await.unwrap();
+        h.api::<ResourceQuota>()
+            .create(&PostParams::default(), &quota)
+            .await
+            .unwrap();
         let name = "raycluster-resource-quota";
         apply(&h, name, e2e_spec()).await.expect("applied");
         let rc = wait_condition(&h, name, "ReplicaFailure", "True", "FailedCreateHeadPod").await;
         let message = &cond(&rc, "ReplicaFailure").unwrap().message;
-        assert!(message.contains("forbidden: exceeded quota: test-quota"), "{message}");
-        assert!(!message.contains("Status {"), "the API's message, not a debug dump: {message}");
+        assert!(
+            message.contains("forbidden: exceeded quota: test-quota"),
+            "{message}"
+        );
+        assert!(
+            !message.contains("Status {"),
+            "the API's message, not a debug dump: {message}"
+        );
         assert!(message.contains("limited: limits.cpu=100m"), "{message}");
 
         let warned = || async {
@@ -217,13 +285,19 @@ fn raycluster_with_resource_quota() {
                 .map(|e| 1 + e.series.as_ref().map_or(0, |s| s.count.max(1) - 1))
                 .sum::<i32>()
         };
-        let first = eventually("a FailedCreateHeadPod event", || async { Some(warned().await).filter(|n| *n > 0) }).await;
+        let first = eventually("a FailedCreateHeadPod event", || async {
+            Some(warned().await).filter(|n| *n > 0)
+        })
+        .await;
         let window = Duration::from_secs(2);
         tokio::time::sleep(window).await;
         let attempts = warned().await - first;
         // The harness requeues a busy cluster every 200 ms: ten intervals in the window, so ten attempts
         // (nine to ten measured), a few more allowed for watch-triggered passes.
-        assert!(attempts <= 13, "{attempts} failed creates in {window:?}: a hot loop");
+        assert!(
+            attempts <= 13,
+            "{attempts} failed creates in {window:?}: a hot loop"
+        );
         assert!(listed(&h, &format!("ray.io/cluster={name}")).await.is_empty());
         let rq = h.api::<ResourceQuota>().get("test-quota").await.unwrap();
         let used = rq.status.and_then(|s| s.used).unwrap_or_default();
@@ -260,17 +334,26 @@ fn raycluster_scaling_down() {
         apply(&h, name, spec(1)).await.expect("scaled down");
         eventually("exactly one of the two workers marked for deletion", || async {
             let workers = listed(&h, &workers(name)).await;
-            let deleting = workers.iter().filter(|p| p.metadata.deletion_timestamp.is_some()).count();
+            let deleting = workers
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_some())
+                .count();
             (workers.len() == 2 && deleting == 1).then_some(())
         })
         .await;
         let heads = listed(&h, &head(name)).await;
         assert_eq!(heads.len(), 1);
-        assert!(heads[0].metadata.deletion_timestamp.is_none(), "the head is not deleted");
+        assert!(
+            heads[0].metadata.deletion_timestamp.is_none(),
+            "the head is not deleted"
+        );
 
         for p in &all {
             let patch = Patch::Merge(json!({"metadata": {"finalizers": []}}));
-            h.api::<Pod>().patch(&p.name_any(), &PatchParams::default(), &patch).await.unwrap();
+            h.api::<Pod>()
+                .patch(&p.name_any(), &PatchParams::default(), &patch)
+                .await
+                .unwrap();
         }
         eventually("the scaled-down worker gone", || async {
             (listed(&h, &workers(name)).await.len() == 1).then_some(())
@@ -299,7 +382,8 @@ fn raycluster_upgrade_strategy_recreate() {
 
         spec["rayVersion"] = json!("2.51.0");
         spec["headGroupSpec"]["template"]["spec"]["containers"][0]["image"] = json!("rayproject/ray:2.51.0");
-        spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["image"] = json!("rayproject/ray:2.51.0");
+        spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["image"] =
+            json!("rayproject/ray:2.51.0");
         apply(&h, name, spec).await.expect("updated");
         let new_head = eventually("a new head pod Running", || async {
             let heads = h.pods(&head(name)).await;
@@ -337,13 +421,23 @@ fn raycluster_with_token_auth() {
         for pod in &pods {
             let ray = &pod.spec.as_ref().unwrap().containers[0];
             let env = |n: &str| ray.env.iter().flatten().find(|e| e.name == n).cloned();
-            assert_eq!(env("RAY_AUTH_MODE").and_then(|e| e.value).as_deref(), Some("token"), "{}", pod.name_any());
+            assert_eq!(
+                env("RAY_AUTH_MODE").and_then(|e| e.value).as_deref(),
+                Some("token"),
+                "{}",
+                pod.name_any()
+            );
             let key = env("RAY_AUTH_TOKEN")
                 .and_then(|e| e.value_from)
                 .and_then(|v| v.secret_key_ref)
                 .unwrap_or_else(|| panic!("RAY_AUTH_TOKEN from a Secret key in {}", pod.name_any()));
             let secret = h.api::<Secret>().get(&key.name).await.unwrap();
-            let token = secret.data.unwrap_or_default().remove(&key.key).map(|b| b.0).unwrap_or_default();
+            let token = secret
+                .data
+                .unwrap_or_default()
+                .remove(&key.key)
+                .map(|b| b.0)
+                .unwrap_or_default();
             assert!(!token.is_empty(), "the token in Secret {}", key.name);
         }
     });
@@ -365,18 +459,43 @@ fn raycluster_without_tls_has_no_tls_resources() {
         assert_eq!(pods.len(), 2, "a head and a worker");
         for pod in &pods {
             let spec = pod.spec.as_ref().unwrap();
-            assert!(spec.containers[0].env.iter().flatten().all(|e| e.name != "RAY_USE_TLS"), "{}", pod.name_any());
-            assert!(spec.volumes.iter().flatten().all(|v| v.name != "ray-tls"), "{}", pod.name_any());
+            assert!(
+                spec.containers[0]
+                    .env
+                    .iter()
+                    .flatten()
+                    .all(|e| e.name != "RAY_USE_TLS"),
+                "{}",
+                pod.name_any()
+            );
+            assert!(
+                spec.volumes.iter().flatten().all(|v| v.name != "ray-tls"),
+                "{}",
+                pod.name_any()
+            );
         }
-        let secrets = h.api::<Secret>().list(&ListParams::default()).await.unwrap().items;
+        let secrets = h
+            .api::<Secret>()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items;
         let prefix = format!("{name}-ca-secret");
-        assert!(secrets.iter().all(|s| !s.name_any().starts_with(&prefix)), "no CA secret");
+        assert!(
+            secrets.iter().all(|s| !s.name_any().starts_with(&prefix)),
+            "no CA secret"
+        );
 
-        let gates = RayFeatureGates { mtls: true, ..Default::default() };
+        let gates = RayFeatureGates {
+            mtls: true,
+            ..Default::default()
+        };
         let h = Harness::start_with(gates);
         let mut spec = e2e_spec();
         spec["tlsOptions"] = json!({"enabled": true});
-        let err = apply(&h, "tls-enabled", spec).await.expect_err("mTLS is not implemented");
+        let err = apply(&h, "tls-enabled", spec)
+            .await
+            .expect_err("mTLS is not implemented");
         assert!(err.to_string().contains("spec.tlsOptions"), "{err}");
     });
 }

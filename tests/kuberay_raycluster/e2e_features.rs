@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::e2e::{apply, apply_in, e2e_spec, head_template, worker_template, wait_ready};
+use super::e2e::{apply, apply_in, e2e_spec, head_template, wait_ready, worker_template};
 use super::*;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 
@@ -17,26 +17,43 @@ const REDIS_PASSWORD: &str = "5241590000000000";
 
 async fn namespace(h: &Harness, name: &str) {
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-    Api::<Namespace>::all(h.client.clone()).create(&PostParams::default(), &ns).await.unwrap();
+    Api::<Namespace>::all(h.client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
 }
 
 /// RayClusterProvisioned True/AllPodRunningAndReadyFirstTime in `ns`, then the head pod named in
 /// `status.head.podName`.
 async fn provisioned_head(h: &Harness, ns: &str, name: &str) -> Pod {
     let clusters = Api::<RayCluster>::namespaced(h.client.clone(), ns);
-    let rc = eventually("RayClusterProvisioned True/AllPodRunningAndReadyFirstTime", || async {
-        let rc = clusters.get(name).await.ok()?;
-        let c = super::e2e::cond(&rc, "RayClusterProvisioned")?;
-        (c.status == "True" && c.reason == "AllPodRunningAndReadyFirstTime").then_some(rc)
-    })
+    let rc = eventually(
+        "RayClusterProvisioned True/AllPodRunningAndReadyFirstTime",
+        || async {
+            let rc = clusters.get(name).await.ok()?;
+            let c = super::e2e::cond(&rc, "RayClusterProvisioned")?;
+            (c.status == "True" && c.reason == "AllPodRunningAndReadyFirstTime").then_some(rc)
+        },
+    )
     .await;
-    let pod_name = rc.status.and_then(|s| s.head).and_then(|h| h.pod_name).expect("status.head.podName");
-    Api::<Pod>::namespaced(h.client.clone(), ns).get(&pod_name).await.unwrap()
+    let pod_name = rc
+        .status
+        .and_then(|s| s.head)
+        .and_then(|h| h.pod_name)
+        .expect("status.head.podName");
+    Api::<Pod>::namespaced(h.client.clone(), ns)
+        .get(&pod_name)
+        .await
+        .unwrap()
 }
 
 fn ray_env(pod: &Pod) -> BTreeMap<String, k8s_openapi::api::core::v1::EnvVar> {
     let ray = &pod.spec.as_ref().unwrap().containers[0];
-    ray.env.iter().flatten().map(|e| (e.name.clone(), e.clone())).collect()
+    ray.env
+        .iter()
+        .flatten()
+        .map(|e| (e.name.clone(), e.clone()))
+        .collect()
 }
 
 /// Source: `raycluster_gcs_ft_test.go` TestGcsFaultToleranceOptions, all five cases ("No Redis Password",
@@ -50,7 +67,13 @@ fn gcs_fault_tolerance_options() {
         let h = Harness::start();
         let secret_ref = json!({"secretKeyRef": {"name": "redis-password-secret", "key": "password"}});
         let cases = [
-            ("no-password", "raycluster-gcsft", json!({"redisAddress": REDIS_ADDRESS}), false, false),
+            (
+                "no-password",
+                "raycluster-gcsft",
+                json!({"redisAddress": REDIS_ADDRESS}),
+                false,
+                false,
+            ),
             (
                 "password",
                 "raycluster-gcsft",
@@ -89,17 +112,25 @@ fn gcs_fault_tolerance_options() {
                     "stringData": {"password": REDIS_PASSWORD}
                 }))
                 .unwrap();
-                Api::<Secret>::namespaced(h.client.clone(), ns).create(&PostParams::default(), &secret).await.unwrap();
+                Api::<Secret>::namespaced(h.client.clone(), ns)
+                    .create(&PostParams::default(), &secret)
+                    .await
+                    .unwrap();
             }
             let mut spec = e2e_spec();
             spec["gcsFaultToleranceOptions"] = options;
-            apply_in(&h, ns, name, json!({}), spec).await.unwrap_or_else(|e| panic!("{ns}: {e}"));
+            apply_in(&h, ns, name, json!({}), spec)
+                .await
+                .unwrap_or_else(|e| panic!("{ns}: {e}"));
             let head = provisioned_head(&h, ns, name).await;
             let env = ray_env(&head);
             assert!(env.contains_key("RAY_REDIS_ADDRESS"), "{ns}");
             assert!(env.contains_key("RAY_external_storage_namespace"), "{ns}");
             assert_eq!(env.contains_key("REDIS_PASSWORD"), has_password, "{ns}");
-            Api::<RayCluster>::namespaced(h.client.clone(), ns).delete(name, &DeleteParams::default()).await.unwrap();
+            Api::<RayCluster>::namespaced(h.client.clone(), ns)
+                .delete(name, &DeleteParams::default())
+                .await
+                .unwrap();
         }
     });
 }
@@ -117,8 +148,18 @@ fn gcs_fault_tolerance_annotations() {
         let cases = [
             ("without-password", "", "", ""),
             ("password-in-params", "", "", REDIS_PASSWORD),
-            ("password-in-params-from-env", "", REDIS_PASSWORD, "$REDIS_PASSWORD"),
-            ("storage-namespace", "test-storage-ns", REDIS_PASSWORD, "$REDIS_PASSWORD"),
+            (
+                "password-in-params-from-env",
+                "",
+                REDIS_PASSWORD,
+                "$REDIS_PASSWORD",
+            ),
+            (
+                "storage-namespace",
+                "test-storage-ns",
+                REDIS_PASSWORD,
+                "$REDIS_PASSWORD",
+            ),
         ];
         for (ns, storage_ns, password_env, password_param) in cases {
             namespace(&h, ns).await;
@@ -138,18 +179,25 @@ fn gcs_fault_tolerance_annotations() {
             }
             let spec = json!({"rayVersion": "2.52.0", "headGroupSpec": {"rayStartParams": params, "template": template}});
             let name = "raycluster-gcsft";
-            apply_in(&h, ns, name, json!({"annotations": annotations}), spec).await.unwrap_or_else(|e| panic!("{ns}: {e}"));
+            apply_in(&h, ns, name, json!({"annotations": annotations}), spec)
+                .await
+                .unwrap_or_else(|e| panic!("{ns}: {e}"));
             let head = provisioned_head(&h, ns, name).await;
             let env = ray_env(&head);
             assert!(env.contains_key("RAY_REDIS_ADDRESS"), "{ns}");
-            let storage = env.get("RAY_external_storage_namespace").and_then(|e| e.value.clone());
+            let storage = env
+                .get("RAY_external_storage_namespace")
+                .and_then(|e| e.value.clone());
             assert!(storage.is_some(), "{ns}");
             if !storage_ns.is_empty() {
                 assert_eq!(storage.as_deref(), Some(storage_ns), "{ns}");
             }
             let has_password = !password_env.is_empty() || !password_param.is_empty();
             assert_eq!(env.contains_key("REDIS_PASSWORD"), has_password, "{ns}");
-            Api::<RayCluster>::namespaced(h.client.clone(), ns).delete(name, &DeleteParams::default()).await.unwrap();
+            Api::<RayCluster>::namespaced(h.client.clone(), ns)
+                .delete(name, &DeleteParams::default())
+                .await
+                .unwrap();
         }
     });
 }
@@ -164,15 +212,26 @@ fn gcs_fault_tolerance_annotations() {
 #[test]
 fn embedded_gcs_fault_tolerance_wiring() {
     scenario(async {
-        let gates = RayFeatureGates { embedded_gcs_storage: true, ..Default::default() };
+        let gates = RayFeatureGates {
+            embedded_gcs_storage: true,
+            ..Default::default()
+        };
         let h = Harness::start_with(gates);
         let name = "raycluster-embedded-gcsft-wiring";
         let mut spec = e2e_spec();
         spec["gcsFaultToleranceOptions"] =
             json!({"backend": "rocksdb", "storage": {"size": "1Gi", "accessModes": ["ReadWriteOnce"]}});
-        let err = apply(&h, name, spec.clone()).await.expect_err("no operator-made PVC");
-        assert!(err.to_string().contains("spec.gcsFaultToleranceOptions.backend"), "{err}");
-        assert!(err.to_string().contains("storage.claimName"), "the message says what to do instead: {err}");
+        let err = apply(&h, name, spec.clone())
+            .await
+            .expect_err("no operator-made PVC");
+        assert!(
+            err.to_string().contains("spec.gcsFaultToleranceOptions.backend"),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("storage.claimName"),
+            "the message says what to do instead: {err}"
+        );
 
         spec["gcsFaultToleranceOptions"]["storage"] = json!({"claimName": "my-gcs-claim"});
         apply(&h, name, spec).await.expect("the user's claim is accepted");
@@ -185,12 +244,30 @@ fn embedded_gcs_fault_tolerance_wiring() {
         let value = |n: &str| env.get(n).and_then(|e| e.value.clone());
         assert_eq!(value("RAY_gcs_storage").as_deref(), Some("rocksdb"));
         assert_eq!(value("RAY_gcs_storage_path").as_deref(), Some("/data/gcs"));
-        assert!(!env.contains_key("RAY_REDIS_ADDRESS"), "no Redis env on the embedded path");
+        assert!(
+            !env.contains_key("RAY_REDIS_ADDRESS"),
+            "no Redis env on the embedded path"
+        );
         let spec = heads[0].spec.as_ref().unwrap();
-        let mounted = spec.containers[0].volume_mounts.iter().flatten().any(|m| m.name == "gcs-storage" && m.mount_path == "/data/gcs");
+        let mounted = spec.containers[0]
+            .volume_mounts
+            .iter()
+            .flatten()
+            .any(|m| m.name == "gcs-storage" && m.mount_path == "/data/gcs");
         assert!(mounted, "the gcs-storage mount");
-        let volume = spec.volumes.iter().flatten().find(|v| v.name == "gcs-storage").expect("the gcs-storage volume");
-        assert_eq!(volume.persistent_volume_claim.as_ref().map(|p| p.claim_name.as_str()), Some("my-gcs-claim"));
+        let volume = spec
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == "gcs-storage")
+            .expect("the gcs-storage volume");
+        assert_eq!(
+            volume
+                .persistent_volume_claim
+                .as_ref()
+                .map(|p| p.claim_name.as_str()),
+            Some("my-gcs-claim")
+        );
     });
 }
 
@@ -198,10 +275,23 @@ fn embedded_gcs_fault_tolerance_wiring() {
 /// only a unique `ray.io/worker-group-replica-index`; multi-host pods also a replica name and a host index,
 /// every replica with one index and `hosts` distinct host indices. `indices`, when given, is the exact set
 /// of replica indices.
-fn check_indices(pods: &[Pod], group: &str, hosts: usize, replicas: usize, indices: Option<&[u32]>) -> Result<(), String> {
-    let pods: Vec<&Pod> = pods.iter().filter(|p| p.labels().get("ray.io/group").map(String::as_str) == Some(group)).collect();
+fn check_indices(
+    pods: &[Pod],
+    group: &str,
+    hosts: usize,
+    replicas: usize,
+    indices: Option<&[u32]>,
+) -> Result<(), String> {
+    let pods: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| p.labels().get("ray.io/group").map(String::as_str) == Some(group))
+        .collect();
     if pods.len() != replicas * hosts {
-        return Err(format!("{} pods in {group}, want {}", pods.len(), replicas * hosts));
+        return Err(format!(
+            "{} pods in {group}, want {}",
+            pods.len(),
+            replicas * hosts
+        ));
     }
     let label = |p: &Pod, k: &str| p.labels().get(k).cloned();
     let number = |p: &Pod, k: &str| -> Result<u32, String> {
@@ -212,11 +302,14 @@ fn check_indices(pods: &[Pod], group: &str, hosts: usize, replicas: usize, indic
     if hosts > 1 {
         let mut replicas_by_name: BTreeMap<String, (u32, BTreeSet<u32>)> = BTreeMap::new();
         for p in &pods {
-            let id = label(p, "ray.io/worker-group-replica-name").ok_or_else(|| format!("{} has no replica name", p.name_any()))?;
+            let id = label(p, "ray.io/worker-group-replica-name")
+                .ok_or_else(|| format!("{} has no replica name", p.name_any()))?;
             let index = number(p, "ray.io/worker-group-replica-index")?;
             let host = number(p, "ray.io/replica-host-index")?;
             seen.insert(index);
-            let entry = replicas_by_name.entry(id.clone()).or_insert((index, BTreeSet::new()));
+            let entry = replicas_by_name
+                .entry(id.clone())
+                .or_insert((index, BTreeSet::new()));
             if entry.0 != index {
                 return Err(format!("replica {id} has indices {} and {index}", entry.0));
             }
@@ -229,7 +322,9 @@ fn check_indices(pods: &[Pod], group: &str, hosts: usize, replicas: usize, indic
         }
     } else {
         for p in &pods {
-            if label(p, "ray.io/worker-group-replica-name").is_some() || label(p, "ray.io/replica-host-index").is_some() {
+            if label(p, "ray.io/worker-group-replica-name").is_some()
+                || label(p, "ray.io/replica-host-index").is_some()
+            {
                 return Err(format!("single-host pod {} has multi-host labels", p.name_any()));
             }
             if !seen.insert(number(p, "ray.io/worker-group-replica-index")?) {
@@ -238,12 +333,21 @@ fn check_indices(pods: &[Pod], group: &str, hosts: usize, replicas: usize, indic
         }
     }
     match indices {
-        Some(want) if seen != want.iter().copied().collect::<BTreeSet<_>>() => Err(format!("replica indices {seen:?}, want {want:?}")),
+        Some(want) if seen != want.iter().copied().collect::<BTreeSet<_>>() => {
+            Err(format!("replica indices {seen:?}, want {want:?}"))
+        }
         _ => Ok(()),
     }
 }
 
-async fn wait_indices(h: &Harness, name: &str, group: &str, hosts: usize, replicas: usize, indices: Option<&[u32]>) {
+async fn wait_indices(
+    h: &Harness,
+    name: &str,
+    group: &str,
+    hosts: usize,
+    replicas: usize,
+    indices: Option<&[u32]>,
+) {
     let what = format!("{replicas} replicas x {hosts} hosts in {group}, indices {indices:?}");
     let labels = format!("ray.io/cluster={name},ray.io/node-type=worker");
     let deadline = tokio::time::Instant::now() + WAIT;
@@ -256,7 +360,13 @@ async fn wait_indices(h: &Harness, name: &str, group: &str, hosts: usize, replic
     }
 }
 
-fn multi_host_spec(group: &str, head_params: serde_json::Value, replicas: i32, min: i32, hosts: i32) -> serde_json::Value {
+fn multi_host_spec(
+    group: &str,
+    head_params: serde_json::Value,
+    replicas: i32,
+    min: i32,
+    hosts: i32,
+) -> serde_json::Value {
     json!({
         "rayVersion": "2.52.0",
         "headGroupSpec": {"rayStartParams": head_params, "template": head_template("rayproject/ray:2.52.0")},
@@ -266,9 +376,14 @@ fn multi_host_spec(group: &str, head_params: serde_json::Value, replicas: i32, m
 }
 
 async fn delete_pod_where(h: &Harness, name: &str, pick: impl Fn(&Pod) -> bool) {
-    let pods = h.pods(&format!("ray.io/cluster={name},ray.io/node-type=worker")).await;
+    let pods = h
+        .pods(&format!("ray.io/cluster={name},ray.io/node-type=worker"))
+        .await;
     let pod = pods.iter().find(|p| pick(p)).expect("a pod to delete");
-    h.api::<Pod>().delete(&pod.name_any(), &DeleteParams::default()).await.unwrap();
+    h.api::<Pod>()
+        .delete(&pod.name_any(), &DeleteParams::default())
+        .await
+        .unwrap();
 }
 
 /// Source: `raycluster_multi_host_test.go` TestRayClusterSingleHostMultiSlice (RayMultiHostIndexing on,
@@ -279,14 +394,32 @@ fn single_host_multi_slice() {
     scenario(async {
         let h = Harness::start();
         let (name, group) = ("raycluster-singlehost", "single-host-group");
-        apply(&h, name, multi_host_spec(group, json!({"num-cpus": "0"}), 3, 0, 1)).await.expect("applied");
+        apply(
+            &h,
+            name,
+            multi_host_spec(group, json!({"num-cpus": "0"}), 3, 0, 1),
+        )
+        .await
+        .expect("applied");
         wait_ready(&h, name).await;
         wait_indices(&h, name, group, 1, 3, Some(&[0, 1, 2])).await;
 
-        delete_pod_where(&h, name, |p| p.labels().get("ray.io/worker-group-replica-index").map(String::as_str) == Some("1")).await;
+        delete_pod_where(&h, name, |p| {
+            p.labels()
+                .get("ray.io/worker-group-replica-index")
+                .map(String::as_str)
+                == Some("1")
+        })
+        .await;
         wait_indices(&h, name, group, 1, 3, Some(&[0, 1, 2])).await;
 
-        apply(&h, name, multi_host_spec(group, json!({"num-cpus": "0"}), 4, 0, 1)).await.expect("scaled up");
+        apply(
+            &h,
+            name,
+            multi_host_spec(group, json!({"num-cpus": "0"}), 4, 0, 1),
+        )
+        .await
+        .expect("scaled up");
         wait_indices(&h, name, group, 1, 4, Some(&[0, 1, 2, 3])).await;
     });
 }
@@ -301,14 +434,20 @@ fn multi_host_multi_slice() {
         let h = Harness::start();
         let (name, group) = ("raycluster-multihost", "multi-host-group");
         let params = json!({"dashboard-host": "0.0.0.0"});
-        apply(&h, name, multi_host_spec(group, params.clone(), 2, 0, 4)).await.expect("applied");
+        apply(&h, name, multi_host_spec(group, params.clone(), 2, 0, 4))
+            .await
+            .expect("applied");
         wait_ready(&h, name).await;
         wait_indices(&h, name, group, 4, 2, Some(&[0, 1])).await;
 
-        apply(&h, name, multi_host_spec(group, params.clone(), 1, 0, 4)).await.expect("scaled down");
+        apply(&h, name, multi_host_spec(group, params.clone(), 1, 0, 4))
+            .await
+            .expect("scaled down");
         wait_indices(&h, name, group, 4, 1, None).await;
 
-        apply(&h, name, multi_host_spec(group, params, 3, 0, 4)).await.expect("scaled up");
+        apply(&h, name, multi_host_spec(group, params, 3, 0, 4))
+            .await
+            .expect("scaled up");
         wait_indices(&h, name, group, 4, 3, Some(&[0, 1, 2])).await;
 
         delete_pod_where(&h, name, |_| true).await;

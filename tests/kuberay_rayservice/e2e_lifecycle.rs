@@ -17,21 +17,12 @@ fn rayservice_with_token_auth() {
             Some(serde_json::from_value(json!({"mode": "token"})).unwrap());
         create(&h, &rs).await;
         let rs = h
-            .wait_rs(name, "Ready", |rs| {
-                is_true(rs, "Ready") && active(rs).is_some()
-            })
+            .wait_rs(name, "Ready", |rs| is_true(rs, "Ready") && active(rs).is_some())
             .await;
         let cluster = active(&rs).unwrap();
         let head = head_pod(&h, &cluster).await.expect("the head pod");
         let container = &head.spec.as_ref().unwrap().containers[0];
-        let env = |n: &str| {
-            container
-                .env
-                .iter()
-                .flatten()
-                .find(|e| e.name == n)
-                .cloned()
-        };
+        let env = |n: &str| container.env.iter().flatten().find(|e| e.name == n).cloned();
         assert_eq!(
             env("RAY_AUTH_MODE").and_then(|e| e.value).as_deref(),
             Some("token")
@@ -84,11 +75,7 @@ fn initializing_timeout_is_a_terminal_failure() {
     scenario(async {
         let h = Harness::start_admitted(false);
         let name = "rayservice-timeout-test";
-        let created = create(
-            &h,
-            &with_timeout(rayservice(name, "rayproject/ray:2.46.0"), "2s"),
-        )
-        .await;
+        let created = create(&h, &with_timeout(rayservice(name, "rayproject/ray:2.46.0"), "2s")).await;
         let initial_generation = created.metadata.generation.unwrap();
         let rs = h
             .wait_rs(name, "InitializingTimeout", |rs| {
@@ -105,11 +92,7 @@ fn initializing_timeout_is_a_terminal_failure() {
             ready.message
         );
         assert_eq!((active(&rs), pending(&rs)), (None, None));
-        assert!(
-            rs.finalizers()
-                .iter()
-                .any(|f| f == "ray.io/rayservice-finalizer")
-        );
+        assert!(rs.finalizers().iter().any(|f| f == "ray.io/rayservice-finalizer"));
         assert_eq!(
             rs.metadata.generation,
             Some(initial_generation),
@@ -168,9 +151,7 @@ fn redeploy_after_the_head_pod_is_deleted() {
         let svc = format!("{name}-serve-svc");
         create(&h, &head_only(name)).await;
         let rs = h
-            .wait_rs(name, "Ready", |rs| {
-                is_true(rs, "Ready") && endpoints(rs) > 0
-            })
+            .wait_rs(name, "Ready", |rs| is_true(rs, "Ready") && endpoints(rs) > 0)
             .await;
         let cluster = active(&rs).unwrap();
         let old = head_pod(&h, &cluster).await.expect("the head pod");
@@ -194,8 +175,7 @@ fn redeploy_after_the_head_pod_is_deleted() {
             (t.len() == 1 && t[0].1 != old_uid).then_some(())
         })
         .await;
-        h.wait_rs(name, "Ready again", |rs| is_true(rs, "Ready"))
-            .await;
+        h.wait_rs(name, "Ready again", |rs| is_true(rs, "Ready")).await;
         assert_eq!(
             served_price(&h, &cluster).await,
             Some(3),
@@ -215,9 +195,7 @@ fn suspend_is_atomic() {
         let blocker = "ray.io/test-suspend-block";
         create(&h, &rayservice(name, "rayproject/ray:2.46.0")).await;
         let rs = h
-            .wait_rs(name, "Ready", |rs| {
-                is_true(rs, "Ready") && active(rs).is_some()
-            })
+            .wait_rs(name, "Ready", |rs| is_true(rs, "Ready") && active(rs).is_some())
             .await;
         let original = active(&rs).unwrap();
         add_finalizer(&h, &original, blocker).await;
@@ -277,8 +255,8 @@ fn created_suspended() {
         consistently("nothing created", Duration::from_secs(2), || {
             let (svc, clusters, services) = (svc.clone(), clusters.clone(), services.clone());
             async move {
-                let lp = ListParams::default()
-                    .labels("ray.io/originated-from-cr-name=rayservice-born-suspended");
+                let lp =
+                    ListParams::default().labels("ray.io/originated-from-cr-name=rayservice-born-suspended");
                 let rcs = clusters
                     .list(&ListParams::default())
                     .await
@@ -289,13 +267,7 @@ fn created_suspended() {
                     .get("rayservice-born-suspended")
                     .await
                     .map_err(|e| e.to_string())?;
-                match (
-                    rcs.len(),
-                    svcs.len(),
-                    active(&rs),
-                    pending(&rs),
-                    endpoints(&rs),
-                ) {
+                match (rcs.len(), svcs.len(), active(&rs), pending(&rs), endpoints(&rs)) {
                     (0, 0, None, None, 0) => Ok(()),
                     other => Err(format!("{other:?}")),
                 }
@@ -321,10 +293,8 @@ fn suspend_during_an_upgrade() {
             .wait_rs(name, "a pending cluster", |rs| pending(rs).is_some())
             .await;
         start_head(&h, &pending(&rs).unwrap());
-        h.wait_rs(name, "Ready", |rs| {
-            is_true(rs, "Ready") && active(rs).is_some()
-        })
-        .await;
+        h.wait_rs(name, "Ready", |rs| is_true(rs, "Ready") && active(rs).is_some())
+            .await;
         h.patch_spec(name, json!({"rayClusterConfig": {"rayVersion": "2.47.0"}}))
             .await;
         let rs = h
@@ -352,9 +322,7 @@ fn suspend_during_an_upgrade() {
         let resumed = pending(&rs).or_else(|| active(&rs)).unwrap();
         start_head(&h, &resumed);
         let rs = h
-            .wait_rs(name, "Ready", |rs| {
-                is_true(rs, "Ready") && active(rs).is_some()
-            })
+            .wait_rs(name, "Ready", |rs| is_true(rs, "Ready") && active(rs).is_some())
             .await;
         let rc = h.clusters().get(&active(&rs).unwrap()).await.unwrap();
         assert_eq!(rc.spec.ray_version.as_deref(), Some("2.47.0"));
@@ -414,15 +382,11 @@ fn managed_by() {
         consistently("not reconciled", Duration::from_secs(2), || {
             let svc = svc.clone();
             async move {
-                let rs = svc
-                    .get("rayservice-skip")
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let rs = svc.get("rayservice-skip").await.map_err(|e| e.to_string())?;
                 let status = rs.status.as_ref();
                 let service_status = status.and_then(|s| s.service_status);
-                let not_running = service_status.is_none_or(|s| {
-                    s == quotagate::api::ray::rayservice::ServiceStatus::NotRunning
-                });
+                let not_running = service_status
+                    .is_none_or(|s| s == quotagate::api::ray::rayservice::ServiceStatus::NotRunning);
                 match (
                     cond(&rs, "Ready").is_none(),
                     not_running,
@@ -441,10 +405,7 @@ fn managed_by() {
             .await
             .expect_err("managedBy is immutable");
         let got = h.services().get("rayservice-skip").await.unwrap();
-        assert_eq!(
-            got.spec.managed_by.as_deref(),
-            Some("kueue.x-k8s.io/multikueue")
-        );
+        assert_eq!(got.spec.managed_by.as_deref(), Some("kueue.x-k8s.io/multikueue"));
         assert!(
             h.cluster_names()
                 .await

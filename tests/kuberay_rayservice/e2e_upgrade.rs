@@ -14,9 +14,7 @@ async fn ready(h: &Harness, rs: &RayService) -> String {
     let first = pending(&got).unwrap();
     start_head(h, &first);
     let got = h
-        .wait_rs(&name, "Ready", |rs| {
-            is_true(rs, "Ready") && active(rs).is_some()
-        })
+        .wait_rs(&name, "Ready", |rs| is_true(rs, "Ready") && active(rs).is_some())
         .await;
     active(&got).unwrap()
 }
@@ -101,12 +99,7 @@ fn the_old_cluster_stays_for_the_deletion_delay() {
         .await;
         let start = tokio::time::Instant::now();
         eventually("the old cluster deleted", || async {
-            h.clusters()
-                .get_opt(&old)
-                .await
-                .unwrap()
-                .is_none()
-                .then_some(())
+            h.clusters().get_opt(&old).await.unwrap().is_none().then_some(())
         })
         .await;
         assert!(
@@ -216,12 +209,7 @@ fn old_head_pod_fails_during_upgrade() {
             .await;
         let pod = head_pod(&h, &old).await.expect("the old head pod");
         assert_eq!(pod.name_any(), old_head);
-        assert!(
-            pod.status
-                .as_ref()
-                .and_then(|s| s.pod_ip.as_ref())
-                .is_some()
-        );
+        assert!(pod.status.as_ref().and_then(|s| s.pod_ip.as_ref()).is_some());
         assert_eq!(head_serve_label(&h, &old).await.as_deref(), Some("true"));
 
         h.sim.set_reachable(&endpoint_of(&old), false);
@@ -233,10 +221,8 @@ fn old_head_pod_fails_during_upgrade() {
             is_true(rs, "UpgradeInProgress")
         })
         .await;
-        h.wait_rs(name, "Ready=False with no endpoint", |rs| {
-            !is_true(rs, "Ready")
-        })
-        .await;
+        h.wait_rs(name, "Ready=False with no endpoint", |rs| !is_true(rs, "Ready"))
+            .await;
 
         let next = eventually("a pending cluster", || async {
             pending(&h.services().get(name).await.unwrap())
@@ -253,7 +239,6 @@ fn old_head_pod_fails_during_upgrade() {
             !is_true(rs, "UpgradeInProgress")
         })
         .await;
-        h.wait_rs(name, "Ready=True", |rs| is_true(rs, "Ready"))
-            .await;
+        h.wait_rs(name, "Ready=True", |rs| is_true(rs, "Ready")).await;
     });
 }

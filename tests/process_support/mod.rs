@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use quotagate::embedded::sim::SimConfig;
 use quotagate::embedded::sim::process::ProcessRuntime;
-use quotagate::wiring::manager::{EmbeddedOptions, ManagerError, ManagerOptions, embedded_server, run_embedded_on};
+use quotagate::wiring::manager::{
+    EmbeddedOptions, ManagerError, ManagerOptions, embedded_server, run_embedded_on,
+};
 use quotagate::wiring::ray::Dashboards;
 
 /// An embedded server and manager whose node agent runs pods through `runtime`.
@@ -29,14 +31,24 @@ pub fn start_manager(runtime: &Arc<ProcessRuntime>) -> Manager {
     let client = server.client();
     let opts = EmbeddedOptions {
         sims,
-        manager: ManagerOptions { ray: Some(Dashboards::simulated(Duration::from_secs(1), Duration::from_secs(1))), ..ManagerOptions::default() },
+        manager: ManagerOptions {
+            ray: Some(Dashboards::simulated(
+                Duration::from_secs(1),
+                Duration::from_secs(1),
+            )),
+            ..ManagerOptions::default()
+        },
         ..EmbeddedOptions::default()
     };
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let manager = tokio::spawn(run_embedded_on(server, opts, async move {
         let _ = stop_rx.await;
     }));
-    Manager { client, stop_tx, manager }
+    Manager {
+        client,
+        stop_tx,
+        manager,
+    }
 }
 
 pub fn repo_root() -> PathBuf {
@@ -48,15 +60,20 @@ pub fn missing_tool() -> Option<String> {
     if !repo_root().join(".venv-ray/bin/ray").exists() {
         return Some("no .venv-ray with Ray (run scripts/install-ray.sh)".into());
     }
-    let uid = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).and_then(|l| l.split_whitespace().nth(1).map(String::from)));
+    let uid = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| {
+        s.lines()
+            .find(|l| l.starts_with("Uid:"))
+            .and_then(|l| l.split_whitespace().nth(1).map(String::from))
+    });
     if uid.as_deref() != Some("0") {
         return Some("not root: network namespaces need root".into());
     }
     match Command::new("ip").args(["netns", "list"]).output() {
         Ok(o) if o.status.success() => None,
-        Ok(o) => Some(format!("`ip netns list` failed: {}", String::from_utf8_lossy(&o.stderr).trim())),
+        Ok(o) => Some(format!(
+            "`ip netns list` failed: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
         Err(e) => Some(format!("no `ip` (install iproute2): {e}")),
     }
 }
@@ -89,32 +106,52 @@ pub async fn create_real_queue(client: &kube::Client, ns: &str, cpu: &str) {
     let flavor = serde_json::json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default-flavor"}});
     let local = serde_json::json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
         "metadata": {"name": "real-queue", "namespace": ns}, "spec": {"clusterQueue": "real"}});
-    Api::<ResourceFlavor>::all(client.clone()).create(&pp, &serde_json::from_value(flavor).unwrap()).await.expect("create the ResourceFlavor");
-    Api::<ClusterQueue>::all(client.clone()).create(&pp, &serde_json::from_value(real_queue(cpu)).unwrap()).await.expect("create the ClusterQueue");
-    Api::<LocalQueue>::namespaced(client.clone(), ns).create(&pp, &serde_json::from_value(local).unwrap()).await.expect("create the LocalQueue");
+    Api::<ResourceFlavor>::all(client.clone())
+        .create(&pp, &serde_json::from_value(flavor).unwrap())
+        .await
+        .expect("create the ResourceFlavor");
+    Api::<ClusterQueue>::all(client.clone())
+        .create(&pp, &serde_json::from_value(real_queue(cpu)).unwrap())
+        .await
+        .expect("create the ClusterQueue");
+    Api::<LocalQueue>::namespaced(client.clone(), ns)
+        .create(&pp, &serde_json::from_value(local).unwrap())
+        .await
+        .expect("create the LocalQueue");
 }
 
 /// Whether pod bridge `bridge` is gone, or is another live instance's: once an instance releases its
 /// /24, a quotagate started meanwhile (another test on this host) may take it and make its own bridge.
 pub fn bridge_gone_or_reused(bridge: &str) -> bool {
-    if !Command::new("ip").args(["link", "show", bridge]).output().unwrap().status.success() {
+    if !Command::new("ip")
+        .args(["link", "show", bridge])
+        .output()
+        .unwrap()
+        .status
+        .success()
+    {
         return true;
     }
     let block = bridge.trim_start_matches("qgbr");
-    let lock = std::fs::OpenOptions::new().write(true).open(format!("/run/quotagate/pod-net/{block}.lock"));
+    let lock = std::fs::OpenOptions::new()
+        .write(true)
+        .open(format!("/run/quotagate/pod-net/{block}.lock"));
     lock.is_ok_and(|f| f.try_lock().is_err())
 }
 
 pub fn netns_pids(ns: &str) -> Vec<u32> {
     let out = Command::new("ip").args(["netns", "pids", ns]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout).split_whitespace().filter_map(|p| p.parse().ok()).collect()
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
 }
 
 /// A process that exists and is not a zombie.
 pub fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()) != Some("Z"))
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()) != Some("Z"))
 }
-
 
 /// Polls `f` every 250 ms until it returns Ok, failing after `secs` with `what` and the last state;
 /// prints how long into the test (`t0`) it held.
@@ -130,7 +167,10 @@ where
                 println!("  +{:.1?} {what}", t0.elapsed());
                 return v;
             }
-            Err(last) => assert!(Instant::now() < deadline, "{what}: not within {secs} s; last: {last}"),
+            Err(last) => assert!(
+                Instant::now() < deadline,
+                "{what}: not within {secs} s; last: {last}"
+            ),
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -141,7 +181,9 @@ pub async fn http_get(addr: &str, path: &str) -> Option<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let exchange = async {
         let mut c = tokio::net::TcpStream::connect(addr).await.ok()?;
-        c.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).await.ok()?;
+        c.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .await
+            .ok()?;
         let mut out = Vec::new();
         c.read_to_end(&mut out).await.ok()?;
         let text = String::from_utf8_lossy(&out).into_owned();
@@ -149,5 +191,8 @@ pub async fn http_get(addr: &str, path: &str) -> Option<String> {
         head.split_whitespace().nth(1).filter(|s| s.starts_with('2'))?;
         Some(body.to_owned())
     };
-    tokio::time::timeout(Duration::from_secs(15), exchange).await.ok().flatten()
+    tokio::time::timeout(Duration::from_secs(15), exchange)
+        .await
+        .ok()
+        .flatten()
 }

@@ -98,11 +98,7 @@ impl Harness {
     /// With quotagate's own admission (validation and defaulting) on the embedded API server, as
     /// `quotagate run --embedded` serves it; no gateway.
     pub fn start_admitted(auto_start: bool) -> Self {
-        Self::start_on(
-            quotagate::wiring::manager::embedded_server(),
-            auto_start,
-            false,
-        )
+        Self::start_on(quotagate::wiring::manager::embedded_server(), auto_start, false)
     }
 
     fn start_on(server: Arc<EmbeddedServer>, auto_start: bool, gateway: bool) -> Self {
@@ -293,10 +289,7 @@ pub async fn selector_cluster(h: &Harness, svc: &str) -> Option<String> {
 
 pub async fn create_and_wait_ready(h: &Harness, name: &str) -> RayService {
     h.services()
-        .create(
-            &PostParams::default(),
-            &rayservice(name, "rayproject/ray:2.46.0"),
-        )
+        .create(&PostParams::default(), &rayservice(name, "rayproject/ray:2.46.0"))
         .await
         .unwrap();
     let rs = h
@@ -308,15 +301,11 @@ pub async fn create_and_wait_ready(h: &Harness, name: &str) -> RayService {
     assert!(a.starts_with(&format!("{name}-")), "{a}");
     assert!(endpoints(&rs) > 0);
     assert_eq!(
-        selector_cluster(h, &format!("{name}-head-svc"))
-            .await
-            .as_deref(),
+        selector_cluster(h, &format!("{name}-head-svc")).await.as_deref(),
         Some(a.as_str())
     );
     assert_eq!(
-        selector_cluster(h, &format!("{name}-serve-svc"))
-            .await
-            .as_deref(),
+        selector_cluster(h, &format!("{name}-serve-svc")).await.as_deref(),
         Some(a.as_str())
     );
     rs
@@ -344,10 +333,7 @@ pub async fn slice_endpoints(h: &Harness, svc: &str) -> usize {
 pub async fn head_serve_label(h: &Harness, cluster: &str) -> Option<String> {
     let pods: Api<Pod> = Api::namespaced(h.client.clone(), NS);
     let head = pods
-        .list(
-            &ListParams::default()
-                .labels(&format!("ray.io/cluster={cluster},ray.io/node-type=head")),
-        )
+        .list(&ListParams::default().labels(&format!("ray.io/cluster={cluster},ray.io/node-type=head")))
         .await
         .unwrap()
         .items

@@ -21,7 +21,8 @@ pub const READY_AFTER_SECONDS_ANNOTATION: &str = "quotagate.x-k8s.io/ready-after
 #[kube(
     group = "kueue.x-k8s.io",
     version = "v1beta2",
-    kind = "AdmissionCheck", doc = "AdmissionCheck is a gate, run by a named controller, that workloads of the ClusterQueues naming it must pass before admission.",
+    kind = "AdmissionCheck",
+    doc = "AdmissionCheck is a gate, run by a named controller, that workloads of the ClusterQueues naming it must pass before admission.",
     plural = "admissionchecks",
     shortname = "ac",
     status = "AdmissionCheckStatus",
@@ -62,8 +63,10 @@ pub struct AdmissionCheckStatus {
 impl AdmissionCheck {
     /// `Active=True`: its controller is ready to evaluate the check.
     pub fn is_active(&self) -> bool {
-        self.status
-            .as_ref()
-            .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == super::constants::condition::ACTIVE && c.status == "True"))
+        self.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == super::constants::condition::ACTIVE && c.status == "True")
+        })
     }
 }

@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, ResourceRequirements, Taint, Toleration};
+use k8s_openapi::api::core::v1::{
+    Container, PodSpec, PodTemplateSpec, ResourceRequirements, Taint, Toleration,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, ObjectMeta, Time};
 
@@ -12,7 +14,11 @@ use super::constants::{condition, reason};
 use super::*;
 
 fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
-    ObjectMeta { name: Some(name.to_string()), namespace: namespace.map(str::to_string), ..Default::default() }
+    ObjectMeta {
+        name: Some(name.to_string()),
+        namespace: namespace.map(str::to_string),
+        ..Default::default()
+    }
 }
 
 fn q(s: &str) -> Quantity {
@@ -34,7 +40,10 @@ pub struct FlavorQuotasBuilder(FlavorQuotas);
 
 impl FlavorQuotas {
     pub fn build(name: &str) -> FlavorQuotasBuilder {
-        FlavorQuotasBuilder(FlavorQuotas { name: name.to_string(), resources: Vec::new() })
+        FlavorQuotasBuilder(FlavorQuotas {
+            name: name.to_string(),
+            resources: Vec::new(),
+        })
     }
 }
 
@@ -42,7 +51,13 @@ impl FlavorQuotasBuilder {
     pub fn resource(self, name: &str, nominal: &str) -> Self {
         self.resource_with_limits(name, nominal, None, None)
     }
-    pub fn resource_with_limits(mut self, name: &str, nominal: &str, borrowing: Option<&str>, lending: Option<&str>) -> Self {
+    pub fn resource_with_limits(
+        mut self,
+        name: &str,
+        nominal: &str,
+        borrowing: Option<&str>,
+        lending: Option<&str>,
+    ) -> Self {
         self.0.resources.push(ResourceQuota {
             name: name.to_string(),
             nominal_quota: q(nominal),
@@ -61,7 +76,10 @@ fn add_flavor(groups: &mut Vec<ResourceGroup>, flavor: FlavorQuotas) {
     let names: Vec<String> = flavor.resources.iter().map(|r| r.name.clone()).collect();
     match groups.iter_mut().find(|g| g.covered_resources == names) {
         Some(g) => g.flavors.push(flavor),
-        None => groups.push(ResourceGroup { covered_resources: names, flavors: vec![flavor] }),
+        None => groups.push(ResourceGroup {
+            covered_resources: names,
+            flavors: vec![flavor],
+        }),
     }
 }
 
@@ -71,8 +89,15 @@ pub struct ClusterQueueBuilder(ClusterQueue);
 
 impl ClusterQueue {
     pub fn build(name: &str) -> ClusterQueueBuilder {
-        let spec = ClusterQueueSpec { namespace_selector: Some(LabelSelector::default()), ..Default::default() };
-        ClusterQueueBuilder(ClusterQueue { metadata: meta(name, None), spec, status: None })
+        let spec = ClusterQueueSpec {
+            namespace_selector: Some(LabelSelector::default()),
+            ..Default::default()
+        };
+        ClusterQueueBuilder(ClusterQueue {
+            metadata: meta(name, None),
+            spec,
+            status: None,
+        })
     }
 }
 
@@ -83,7 +108,9 @@ impl ClusterQueueBuilder {
     }
     /// A flavor with nominal quotas only, e.g. `.flavor("default", [("cpu", "10"), ("memory", "10Gi")])`.
     pub fn flavor<'a>(self, name: &str, nominal: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
-        let fq = nominal.into_iter().fold(FlavorQuotas::build(name), |b, (r, n)| b.resource(r, n));
+        let fq = nominal
+            .into_iter()
+            .fold(FlavorQuotas::build(name), |b, (r, n)| b.resource(r, n));
         self.flavor_quotas(fq.build())
     }
     pub fn flavor_quotas(mut self, flavor: FlavorQuotas) -> Self {
@@ -91,7 +118,11 @@ impl ClusterQueueBuilder {
         self
     }
     pub fn resource_group(mut self, group: ResourceGroup) -> Self {
-        self.0.spec.resource_groups.get_or_insert_with(Vec::new).push(group);
+        self.0
+            .spec
+            .resource_groups
+            .get_or_insert_with(Vec::new)
+            .push(group);
         self
     }
     pub fn queueing_strategy(mut self, s: QueueingStrategy) -> Self {
@@ -116,13 +147,25 @@ impl ClusterQueueBuilder {
     }
     /// Adds an `admissionChecksStrategy` rule: the check `name` on `on_flavors` (none: every flavor).
     pub fn admission_check(mut self, name: &str, on_flavors: &[&str]) -> Self {
-        let rules = &mut self.0.spec.admission_checks_strategy.get_or_insert_with(|| AdmissionChecksStrategy { admission_checks: Vec::new() }).admission_checks;
+        let rules = &mut self
+            .0
+            .spec
+            .admission_checks_strategy
+            .get_or_insert_with(|| AdmissionChecksStrategy {
+                admission_checks: Vec::new(),
+            })
+            .admission_checks;
         let on = (!on_flavors.is_empty()).then(|| on_flavors.iter().map(|f| f.to_string()).collect());
-        rules.push(AdmissionCheckStrategyRule { name: name.to_string(), on_flavors: on });
+        rules.push(AdmissionCheckStrategyRule {
+            name: name.to_string(),
+            on_flavors: on,
+        });
         self
     }
     pub fn fair_weight(mut self, weight: &str) -> Self {
-        self.0.spec.fair_sharing = Some(FairSharing { weight: Some(q(weight)) });
+        self.0.spec.fair_sharing = Some(FairSharing {
+            weight: Some(q(weight)),
+        });
         self
     }
     pub fn build(self) -> ClusterQueue {
@@ -136,7 +179,11 @@ pub struct CohortBuilder(Cohort);
 
 impl Cohort {
     pub fn build(name: &str) -> CohortBuilder {
-        CohortBuilder(Cohort { metadata: meta(name, None), spec: CohortSpec::default(), status: None })
+        CohortBuilder(Cohort {
+            metadata: meta(name, None),
+            spec: CohortSpec::default(),
+            status: None,
+        })
     }
 }
 
@@ -146,7 +193,9 @@ impl CohortBuilder {
         self
     }
     pub fn flavor<'a>(self, name: &str, nominal: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
-        let fq = nominal.into_iter().fold(FlavorQuotas::build(name), |b, (r, n)| b.resource(r, n));
+        let fq = nominal
+            .into_iter()
+            .fold(FlavorQuotas::build(name), |b, (r, n)| b.resource(r, n));
         self.flavor_quotas(fq.build())
     }
     pub fn flavor_quotas(mut self, flavor: FlavorQuotas) -> Self {
@@ -154,7 +203,9 @@ impl CohortBuilder {
         self
     }
     pub fn fair_weight(mut self, weight: &str) -> Self {
-        self.0.spec.fair_sharing = Some(FairSharing { weight: Some(q(weight)) });
+        self.0.spec.fair_sharing = Some(FairSharing {
+            weight: Some(q(weight)),
+        });
         self
     }
     pub fn build(self) -> Cohort {
@@ -168,7 +219,10 @@ pub struct ResourceFlavorBuilder(ResourceFlavor);
 
 impl ResourceFlavor {
     pub fn build(name: &str) -> ResourceFlavorBuilder {
-        ResourceFlavorBuilder(ResourceFlavor { metadata: meta(name, None), spec: None })
+        ResourceFlavorBuilder(ResourceFlavor {
+            metadata: meta(name, None),
+            spec: None,
+        })
     }
 }
 
@@ -177,7 +231,10 @@ impl ResourceFlavorBuilder {
         self.0.spec.get_or_insert_with(Default::default)
     }
     pub fn node_label(mut self, key: &str, value: &str) -> Self {
-        self.spec().node_labels.get_or_insert_with(BTreeMap::new).insert(key.to_string(), value.to_string());
+        self.spec()
+            .node_labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(key.to_string(), value.to_string());
         self
     }
     pub fn taint(mut self, taint: Taint) -> Self {
@@ -185,7 +242,10 @@ impl ResourceFlavorBuilder {
         self
     }
     pub fn toleration(mut self, toleration: Toleration) -> Self {
-        self.spec().tolerations.get_or_insert_with(Vec::new).push(toleration);
+        self.spec()
+            .tolerations
+            .get_or_insert_with(Vec::new)
+            .push(toleration);
         self
     }
     pub fn topology(mut self, name: &str) -> Self {
@@ -203,7 +263,11 @@ pub struct LocalQueueBuilder(LocalQueue);
 
 impl LocalQueue {
     pub fn build(name: &str, namespace: &str) -> LocalQueueBuilder {
-        LocalQueueBuilder(LocalQueue { metadata: meta(name, Some(namespace)), spec: LocalQueueSpec::default(), status: None })
+        LocalQueueBuilder(LocalQueue {
+            metadata: meta(name, Some(namespace)),
+            spec: LocalQueueSpec::default(),
+            status: None,
+        })
     }
 }
 
@@ -223,19 +287,34 @@ impl LocalQueueBuilder {
 
 /// Builds a [`WorkloadPriorityClass`].
 pub fn workload_priority_class(name: &str, value: i32) -> WorkloadPriorityClass {
-    WorkloadPriorityClass { metadata: meta(name, None), spec: WorkloadPriorityClassFields { value, description: None } }
+    WorkloadPriorityClass {
+        metadata: meta(name, None),
+        spec: WorkloadPriorityClassFields {
+            value,
+            description: None,
+        },
+    }
 }
 
 /// A podset of `count` pods, each with one container requesting `requests`.
 pub fn podset<'a>(name: &str, count: i32, requests: impl IntoIterator<Item = (&'a str, &'a str)>) -> PodSet {
     let container = Container {
         name: "c".to_string(),
-        resources: Some(ResourceRequirements { requests: Some(resource_list(requests)), ..Default::default() }),
+        resources: Some(ResourceRequirements {
+            requests: Some(resource_list(requests)),
+            ..Default::default()
+        }),
         ..Default::default()
     };
     PodSet {
         name: Some(name.to_string()),
-        template: PodTemplateSpec { metadata: None, spec: Some(PodSpec { containers: vec![container], ..Default::default() }) },
+        template: PodTemplateSpec {
+            metadata: None,
+            spec: Some(PodSpec {
+                containers: vec![container],
+                ..Default::default()
+            }),
+        },
         count: Some(count),
         min_count: None,
         topology_request: None,
@@ -248,7 +327,11 @@ pub struct WorkloadBuilder(Workload);
 
 impl Workload {
     pub fn build(name: &str, namespace: &str) -> WorkloadBuilder {
-        WorkloadBuilder(Workload { metadata: meta(name, Some(namespace)), spec: WorkloadSpec::default(), status: None })
+        WorkloadBuilder(Workload {
+            metadata: meta(name, Some(namespace)),
+            spec: WorkloadSpec::default(),
+            status: None,
+        })
     }
 }
 
@@ -268,7 +351,12 @@ impl WorkloadBuilder {
         self
     }
     /// Adds a podset, e.g. `.podset("main", 3, [("cpu", "1")])`.
-    pub fn podset<'a>(mut self, name: &str, count: i32, requests: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+    pub fn podset<'a>(
+        mut self,
+        name: &str,
+        count: i32,
+        requests: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Self {
         self.0.spec.pod_sets.push(podset(name, count, requests));
         self
     }
@@ -291,11 +379,19 @@ impl WorkloadBuilder {
         self
     }
     pub fn label(mut self, key: &str, value: &str) -> Self {
-        self.0.metadata.labels.get_or_insert_with(BTreeMap::new).insert(key.to_string(), value.to_string());
+        self.0
+            .metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(key.to_string(), value.to_string());
         self
     }
     pub fn annotation(mut self, key: &str, value: &str) -> Self {
-        self.0.metadata.annotations.get_or_insert_with(BTreeMap::new).insert(key.to_string(), value.to_string());
+        self.0
+            .metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(key.to_string(), value.to_string());
         self
     }
     /// Creation time, which orders workloads of equal priority.
@@ -306,16 +402,41 @@ impl WorkloadBuilder {
     /// Reserves quota in `cq`, every podset getting `flavor` for each resource it requests and
     /// its full count: sets status.admission and QuotaReserved=True.
     pub fn reserve_quota(mut self, cq: &str, flavor: &str) -> Self {
-        let assignments = self.0.spec.pod_sets.iter().map(|ps| assignment_for(ps, flavor)).collect();
+        let assignments = self
+            .0
+            .spec
+            .pod_sets
+            .iter()
+            .map(|ps| assignment_for(ps, flavor))
+            .collect();
         let status = self.0.status.get_or_insert_with(Default::default);
-        status.admission = Some(Admission { cluster_queue: cq.to_string(), pod_set_assignments: assignments });
-        set_condition(status, condition(condition::QUOTA_RESERVED, true, reason::QUOTA_RESERVED, &format!("Quota reserved in ClusterQueue {cq}")));
+        status.admission = Some(Admission {
+            cluster_queue: cq.to_string(),
+            pod_set_assignments: assignments,
+        });
+        set_condition(
+            status,
+            condition(
+                condition::QUOTA_RESERVED,
+                true,
+                reason::QUOTA_RESERVED,
+                &format!("Quota reserved in ClusterQueue {cq}"),
+            ),
+        );
         self
     }
     /// Marks the workload Admitted=True (call after `reserve_quota`).
     pub fn admitted(mut self) -> Self {
         let status = self.0.status.get_or_insert_with(Default::default);
-        set_condition(status, condition(condition::ADMITTED, true, reason::ADMITTED, "The workload is admitted"));
+        set_condition(
+            status,
+            condition(
+                condition::ADMITTED,
+                true,
+                reason::ADMITTED,
+                "The workload is admitted",
+            ),
+        );
         self
     }
     pub fn condition(mut self, c: Condition) -> Self {
@@ -327,7 +448,6 @@ impl WorkloadBuilder {
     }
 }
 
-
 fn set_condition(status: &mut WorkloadStatus, c: Condition) {
     crate::api::conditions::set(&mut status.conditions, c);
 }
@@ -336,9 +456,16 @@ fn set_condition(status: &mut WorkloadStatus, c: Condition) {
 /// Kueue records: the containers' summed requests times the count (unparsable requests skipped).
 fn assignment_for(ps: &PodSet, flavor: &str) -> PodSetAssignment {
     let mut per_pod: BTreeMap<String, crate::api::quantity::Quantity> = BTreeMap::new();
-    let requests = ps.template.spec.iter().flat_map(|s| s.containers.iter()).filter_map(|c| c.resources.as_ref().and_then(|r| r.requests.as_ref()));
+    let requests = ps
+        .template
+        .spec
+        .iter()
+        .flat_map(|s| s.containers.iter())
+        .filter_map(|c| c.resources.as_ref().and_then(|r| r.requests.as_ref()));
     for (name, q) in requests.flatten() {
-        let Ok(v) = crate::api::quantity::Quantity::try_from(q) else { continue };
+        let Ok(v) = crate::api::quantity::Quantity::try_from(q) else {
+            continue;
+        };
         let sum = match per_pod.get(name) {
             Some(prev) => prev.checked_add(&v).unwrap_or(*prev),
             None => v,
@@ -348,7 +475,10 @@ fn assignment_for(ps: &PodSet, flavor: &str) -> PodSetAssignment {
     PodSetAssignment {
         name: ps.name().to_string(),
         flavors: per_pod.keys().map(|r| (r.clone(), flavor.to_string())).collect(),
-        resource_usage: per_pod.iter().map(|(r, q)| (r.clone(), q.saturating_mul(i64::from(ps.count())).into())).collect(),
+        resource_usage: per_pod
+            .iter()
+            .map(|(r, q)| (r.clone(), q.saturating_mul(i64::from(ps.count())).into()))
+            .collect(),
         count: Some(ps.count()),
         topology_assignment: None,
         delayed_topology_request: None,

@@ -12,7 +12,8 @@ use super::common::{AdmissionScope, FairSharing, FairSharingStatus, FlavorUsage,
 #[kube(
     group = "kueue.x-k8s.io",
     version = "v1beta2",
-    kind = "ClusterQueue", doc = "ClusterQueue is the Schema for the clusterQueue API: quota per flavor and resource, and the policies for admitting workloads against it.",
+    kind = "ClusterQueue",
+    doc = "ClusterQueue is the Schema for the clusterQueue API: quota per flavor and resource, and the policies for admitting workloads against it.",
     plural = "clusterqueues",
     shortname = "cq",
     status = "ClusterQueueStatus",
@@ -134,13 +135,16 @@ pub struct FlavorFungibility {
 
 impl FlavorFungibility {
     pub fn when_can_borrow(&self) -> FlavorFungibilityPolicy {
-        self.when_can_borrow.unwrap_or(FlavorFungibilityPolicy::MayStopSearch)
+        self.when_can_borrow
+            .unwrap_or(FlavorFungibilityPolicy::MayStopSearch)
     }
     pub fn when_can_preempt(&self) -> FlavorFungibilityPolicy {
-        self.when_can_preempt.unwrap_or(FlavorFungibilityPolicy::TryNextFlavor)
+        self.when_can_preempt
+            .unwrap_or(FlavorFungibilityPolicy::TryNextFlavor)
     }
     pub fn preference(&self) -> FlavorFungibilityPreference {
-        self.preference.unwrap_or(FlavorFungibilityPreference::BorrowingOverPreemption)
+        self.preference
+            .unwrap_or(FlavorFungibilityPreference::BorrowingOverPreemption)
     }
 }
 

@@ -10,7 +10,8 @@ use super::common::{FairSharing, FairSharingStatus, ResourceGroup};
 #[kube(
     group = "kueue.x-k8s.io",
     version = "v1beta2",
-    kind = "Cohort", doc = "Cohort groups ClusterQueues and Cohorts that borrow and lend quota among each other.",
+    kind = "Cohort",
+    doc = "Cohort groups ClusterQueues and Cohorts that borrow and lend quota among each other.",
     plural = "cohorts",
     shortname = "co",
     status = "CohortStatus",

@@ -163,14 +163,26 @@ pub struct Frameworks {
 
 impl Default for Frameworks {
     fn default() -> Self {
-        Frameworks { batch_job: true, ray_cluster: true, ray_service: true, ray_job: true, pod: false }
+        Frameworks {
+            batch_job: true,
+            ray_cluster: true,
+            ray_service: true,
+            ray_job: true,
+            pod: false,
+        }
     }
 }
 
 impl Frameworks {
     /// Only the named frameworks (names quotagate does not implement are skipped).
     pub fn from_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Self {
-        let mut f = Frameworks { batch_job: false, ray_cluster: false, ray_service: false, ray_job: false, pod: false };
+        let mut f = Frameworks {
+            batch_job: false,
+            ray_cluster: false,
+            ray_service: false,
+            ray_job: false,
+            pod: false,
+        };
         for n in names {
             match n {
                 framework::BATCH_JOB => f.batch_job = true,
@@ -186,7 +198,14 @@ impl Frameworks {
 
     /// Whether quotagate implements the framework of this name.
     pub fn implemented(name: &str) -> bool {
-        [framework::BATCH_JOB, framework::RAY_CLUSTER, framework::RAY_SERVICE, framework::RAY_JOB, framework::POD].contains(&name)
+        [
+            framework::BATCH_JOB,
+            framework::RAY_CLUSTER,
+            framework::RAY_SERVICE,
+            framework::RAY_JOB,
+            framework::POD,
+        ]
+        .contains(&name)
     }
 }
 
@@ -241,7 +260,10 @@ pub enum PreemptionStrategy {
 const STRATEGY_SETS: [&[PreemptionStrategy]; 3] = [
     &[PreemptionStrategy::LessThanOrEqualToFinalShare],
     &[PreemptionStrategy::LessThanInitialShare],
-    &[PreemptionStrategy::LessThanOrEqualToFinalShare, PreemptionStrategy::LessThanInitialShare],
+    &[
+        PreemptionStrategy::LessThanOrEqualToFinalShare,
+        PreemptionStrategy::LessThanInitialShare,
+    ],
 ];
 /// `admissionFairSharing`: LocalQueues' recent usage orders the pending workloads of ClusterQueues
 /// with `admissionScope.admissionMode: UsageBasedAdmissionFairSharing`.
@@ -375,7 +397,11 @@ impl Configuration {
         }
         let cfg: Configuration = serde_path_to_error::deserialize(raw).map_err(|e| {
             let path = e.path().to_string();
-            let path = if path == "." { "(top level)".to_string() } else { path };
+            let path = if path == "." {
+                "(top level)".to_string()
+            } else {
+                path
+            };
             field(&path, e.into_inner().to_string())
         })?;
         cfg.version()?;
@@ -393,7 +419,10 @@ impl Configuration {
             Some((GROUP, "v1beta1")) => Ok(Version::V1beta1),
             _ => Err(field(
                 "apiVersion",
-                format!("must be {GROUP}/v1beta2 or {GROUP}/v1beta1, not {:?}", self.api_version),
+                format!(
+                    "must be {GROUP}/v1beta2 or {GROUP}/v1beta1, not {:?}",
+                    self.api_version
+                ),
             )),
         }
     }
@@ -425,7 +454,12 @@ impl Configuration {
     /// `objectRetentionPolicies.workloads.afterFinished`: how long a finished Workload is kept before
     /// it is deleted (`None`: kept for good, Kueue's default).
     pub fn workload_retention(&self) -> Option<std::time::Duration> {
-        self.object_retention_policies.as_ref()?.workloads.as_ref()?.after_finished.map(|d| d.value)
+        self.object_retention_policies
+            .as_ref()?
+            .workloads
+            .as_ref()?
+            .after_finished
+            .map(|d| d.value)
     }
 
     /// waitForPodsReady with Kueue's defaults, when on.
@@ -505,12 +539,19 @@ impl Configuration {
     fn managed_jobs_checked(&self) -> Result<ManagedJobs, ConfigError> {
         let namespace_selector = match &self.managed_jobs_namespace_selector {
             Some(v) => managed_jobs::parse_selector(v).map_err(|(at, why)| {
-                let path = if at.is_empty() { "managedJobsNamespaceSelector".to_string() } else { format!("managedJobsNamespaceSelector.{at}") };
+                let path = if at.is_empty() {
+                    "managedJobsNamespaceSelector".to_string()
+                } else {
+                    format!("managedJobsNamespaceSelector.{at}")
+                };
                 field(&path, why)
             })?,
             None => managed_jobs::default_selector(self.namespace.as_deref()),
         };
-        Ok(ManagedJobs { without_queue_name: self.manage_jobs_without_queue_name == Some(true), namespace_selector })
+        Ok(ManagedJobs {
+            without_queue_name: self.manage_jobs_without_queue_name == Some(true),
+            namespace_selector,
+        })
     }
 
     /// The job kinds to manage: `integrations.frameworks` when given, else the default set.
@@ -525,8 +566,16 @@ impl Configuration {
     /// defaults an absent list to `batch/job` before validating, so absence is no error.)
     fn validate_integrations(&self) -> Result<(), ConfigError> {
         // Kueue decodes its file strictly into v1beta2's types, which have no `podOptions`.
-        if self.version()? == Version::V1beta2 && self.integrations.as_ref().is_some_and(|i| i.pod_options.is_some()) {
-            return Err(field("integrations.podOptions", "strict decoding error: unknown field \"integrations.podOptions\""));
+        if self.version()? == Version::V1beta2
+            && self
+                .integrations
+                .as_ref()
+                .is_some_and(|i| i.pod_options.is_some())
+        {
+            return Err(field(
+                "integrations.podOptions",
+                "strict decoding error: unknown field \"integrations.podOptions\"",
+            ));
         }
         let Some(names) = self.integrations.as_ref().and_then(|i| i.frameworks.as_ref()) else {
             return Ok(());
@@ -535,7 +584,13 @@ impl Configuration {
             let path = format!("integrations.frameworks[{i}]");
             if !KUEUE_FRAMEWORKS.contains(&name.as_str()) {
                 let supported: Vec<String> = KUEUE_FRAMEWORKS.iter().map(|n| format!("{n:?}")).collect();
-                return Err(field(&path, format!("Unsupported value: {name:?}: supported values: {}", supported.join(", "))));
+                return Err(field(
+                    &path,
+                    format!(
+                        "Unsupported value: {name:?}: supported values: {}",
+                        supported.join(", ")
+                    ),
+                ));
             }
             if names[..i].contains(name) {
                 return Err(field(&path, format!("Duplicate value: {name:?}")));
@@ -550,7 +605,10 @@ impl Configuration {
         self.managed_jobs_checked()?;
         if self.fair_sharing().is_some() {
             let p = "fairSharing.preemptionStrategies";
-            let given = self.fair_sharing.as_ref().and_then(|f| f.preemption_strategies.clone());
+            let given = self
+                .fair_sharing
+                .as_ref()
+                .and_then(|f| f.preemption_strategies.clone());
             let v1beta2 = self.version()? == Version::V1beta2;
             match given {
                 None => {
@@ -573,7 +631,10 @@ impl Configuration {
             }
         }
         const NEGATIVE: &str = "must be greater than or equal to 0";
-        if let Some(w) = self.object_retention_policies.as_ref().and_then(|o| o.workloads.as_ref())
+        if let Some(w) = self
+            .object_retention_policies
+            .as_ref()
+            .and_then(|o| o.workloads.as_ref())
             && w.after_finished.is_some_and(|d| d.negative && !d.value.is_zero())
         {
             return Err(field("objectRetentionPolicies.workloads.afterFinished", NEGATIVE));
@@ -583,7 +644,9 @@ impl Configuration {
             if w.timeout.is_some_and(|d| d.negative && !d.value.is_zero()) {
                 return Err(field(&format!("{p}.timeout"), NEGATIVE));
             }
-            if w.recovery_timeout.is_some_and(|d| d.negative && !d.value.is_zero()) {
+            if w.recovery_timeout
+                .is_some_and(|d| d.negative && !d.value.is_zero())
+            {
                 return Err(field(&format!("{p}.recoveryTimeout"), NEGATIVE));
             }
             if let Some(s) = &w.requeuing_strategy {
@@ -600,12 +663,19 @@ impl Configuration {
         }
         if let Some(a) = &self.admission_fair_sharing {
             let p = "admissionFairSharing";
-            if a.usage_half_life_time.is_some_and(|d| d.negative && !d.value.is_zero()) {
+            if a.usage_half_life_time
+                .is_some_and(|d| d.negative && !d.value.is_zero())
+            {
                 return Err(field(&format!("{p}.usageHalfLifeTime"), NEGATIVE));
             }
             // Kueue defaults a zero interval to 5m before validating, so only a negative one fails.
-            if a.usage_sampling_interval.is_some_and(|d| d.negative && !d.value.is_zero()) {
-                return Err(field(&format!("{p}.usageSamplingInterval"), "must be greater than 0"));
+            if a.usage_sampling_interval
+                .is_some_and(|d| d.negative && !d.value.is_zero())
+            {
+                return Err(field(
+                    &format!("{p}.usageSamplingInterval"),
+                    "must be greater than 0",
+                ));
             }
             for (name, w) in a.resource_weights.iter().flatten() {
                 if !w.is_finite() || *w < 0.0 {
@@ -618,7 +688,11 @@ impl Configuration {
         {
             return Err(field("webhook.port", "must be a port number (1-65535)"));
         }
-        if let Some(addr) = self.health.as_ref().and_then(|h| h.health_probe_bind_address.as_deref()) {
+        if let Some(addr) = self
+            .health
+            .as_ref()
+            .and_then(|h| h.health_probe_bind_address.as_deref())
+        {
             bind_address(addr).map_err(|e| field("health.healthProbeBindAddress", e))?;
         }
         Ok(())
@@ -636,17 +710,33 @@ impl Configuration {
             if r.transformations.as_ref().is_some_and(|t| !t.is_empty()) {
                 return no("resources.transformations", "resource transformations");
             }
-            if r.exclude_resource_prefixes.as_ref().is_some_and(|t| !t.is_empty()) {
-                return no("resources.excludeResourcePrefixes", "excluding resources from quota");
+            if r.exclude_resource_prefixes
+                .as_ref()
+                .is_some_and(|t| !t.is_empty())
+            {
+                return no(
+                    "resources.excludeResourcePrefixes",
+                    "excluding resources from quota",
+                );
             }
             if r.device_class_mappings.as_ref().is_some_and(|t| !t.is_empty()) {
                 return no("resources.deviceClassMappings", "dynamic resource allocation");
             }
-            if r.quota_check_strategy.as_deref().is_some_and(|s| s != "BlockUndeclared") {
-                return no("resources.quotaCheckStrategy", "quota check strategies other than BlockUndeclared");
+            if r.quota_check_strategy
+                .as_deref()
+                .is_some_and(|s| s != "BlockUndeclared")
+            {
+                return no(
+                    "resources.quotaCheckStrategy",
+                    "quota check strategies other than BlockUndeclared",
+                );
             }
         }
-        if let Some(w) = self.object_retention_policies.as_ref().and_then(|o| o.workloads.as_ref()) {
+        if let Some(w) = self
+            .object_retention_policies
+            .as_ref()
+            .and_then(|o| o.workloads.as_ref())
+        {
             if w.after_deactivated_by_kueue.is_some() {
                 return no(
                     "objectRetentionPolicies.workloads.afterDeactivatedByKueue",
@@ -668,7 +758,9 @@ impl Configuration {
         note(self.client_connection.is_some(), "clientConnection");
         let integrations = self.integrations.as_ref();
         note(
-            integrations.and_then(|i| i.frameworks.as_ref()).is_some_and(|f| f.iter().any(|n| !Frameworks::implemented(n))),
+            integrations
+                .and_then(|i| i.frameworks.as_ref())
+                .is_some_and(|f| f.iter().any(|n| !Frameworks::implemented(n))),
             "integrations.frameworks (other than batch/job, pod, ray.io/raycluster, ray.io/rayservice, ray.io/rayjob)",
         );
         note(
@@ -681,16 +773,25 @@ impl Configuration {
         );
         note(self.queue_visibility.is_some(), "queueVisibility");
         note(self.multi_kueue.is_some(), "multiKueue");
-        note(self.fair_sharing.is_some() && self.fair_sharing().is_none(), "fairSharing");
+        note(
+            self.fair_sharing.is_some() && self.fair_sharing().is_none(),
+            "fairSharing",
+        );
         note(self.resources.is_some(), "resources");
-        note(self.object_retention_policies.is_some() && self.workload_retention().is_none(), "objectRetentionPolicies");
+        note(
+            self.object_retention_policies.is_some() && self.workload_retention().is_none(),
+            "objectRetentionPolicies",
+        );
         note(self.visibility_server.is_some(), "visibilityServer");
         note(self.metrics.is_some(), "metrics");
         note(self.pprof_bind_address.is_some(), "pprofBindAddress");
         note(self.controller.is_some(), "controller");
         note(self.tls.is_some(), "tls");
         let w = self.webhook.as_ref();
-        note(w.is_some_and(|w| w.host.is_some() || w.cert_dir.is_some()), "webhook.host/certDir");
+        note(
+            w.is_some_and(|w| w.host.is_some() || w.cert_dir.is_some()),
+            "webhook.host/certDir",
+        );
         let h = self.health.as_ref();
         note(
             h.is_some_and(|h| h.readiness_endpoint_name.is_some() || h.liveness_endpoint_name.is_some()),
@@ -709,8 +810,14 @@ impl Configuration {
         let gates = self.feature_gates.as_ref();
         note(
             gates.is_some_and(|g| {
-                g.keys()
-                    .any(|k| ![DISABLE_WAIT_FOR_PODS_READY, ADMISSION_FAIR_SHARING_GATE, PRIORITIZE_PREEMPTOR_WORKLOADS].contains(&k.as_str()))
+                g.keys().any(|k| {
+                    ![
+                        DISABLE_WAIT_FOR_PODS_READY,
+                        ADMISSION_FAIR_SHARING_GATE,
+                        PRIORITIZE_PREEMPTOR_WORKLOADS,
+                    ]
+                    .contains(&k.as_str())
+                })
             }),
             "featureGates (other than DisableWaitForPodsReady, AdmissionFairSharing, PrioritizePreemptorWorkloads)",
         );
@@ -722,8 +829,12 @@ impl Configuration {
     pub fn cert_management(&self) -> Option<CertManagement> {
         let c = self.internal_cert_management.clone().unwrap_or_default();
         (c.enable != Some(false)).then(|| CertManagement {
-            service_name: c.webhook_service_name.unwrap_or_else(|| WEBHOOK_SERVICE.to_string()),
-            secret_name: c.webhook_secret_name.unwrap_or_else(|| WEBHOOK_SECRET.to_string()),
+            service_name: c
+                .webhook_service_name
+                .unwrap_or_else(|| WEBHOOK_SERVICE.to_string()),
+            secret_name: c
+                .webhook_secret_name
+                .unwrap_or_else(|| WEBHOOK_SECRET.to_string()),
         })
     }
 
@@ -736,7 +847,11 @@ impl Configuration {
 
 /// A Go bind address (`":8081"`, `"127.0.0.1:8081"`); an empty host binds every interface.
 pub fn bind_address(a: &str) -> Result<std::net::SocketAddr, String> {
-    let full = if a.starts_with(':') { format!("0.0.0.0{a}") } else { a.to_string() };
+    let full = if a.starts_with(':') {
+        format!("0.0.0.0{a}")
+    } else {
+        a.to_string()
+    };
     full.parse()
         .map_err(|_| format!("{a:?} is not an address like \":8081\" or \"127.0.0.1:8081\""))
 }

@@ -67,8 +67,18 @@ integrations:
             "controller"
         ]
     );
-    let all = Frameworks { batch_job: true, ray_cluster: true, ray_service: true, ray_job: true, pod: true };
-    assert_eq!(cfg.frameworks(), all, "Kueue's list names every kind quotagate implements");
+    let all = Frameworks {
+        batch_job: true,
+        ray_cluster: true,
+        ray_service: true,
+        ray_job: true,
+        pod: true,
+    };
+    assert_eq!(
+        cfg.frameworks(),
+        all,
+        "Kueue's list names every kind quotagate implements"
+    );
 }
 
 /// The sample shipped in `config/manager/`.
@@ -224,23 +234,37 @@ fn manage_jobs_without_queue_name_and_the_namespace_selector_are_read() {
     let cfg = Configuration::parse(HEAD).unwrap();
     let m = cfg.managed_jobs();
     assert!(!m.without_queue_name);
-    assert!(!m.namespace_matches("kube-system", &Default::default()) && m.namespace_matches("team-a", &Default::default()));
-    let own = Configuration::parse(&format!("{HEAD}namespace: gpu-admin\nmanageJobsWithoutQueueName: true\n")).unwrap();
+    assert!(
+        !m.namespace_matches("kube-system", &Default::default())
+            && m.namespace_matches("team-a", &Default::default())
+    );
+    let own = Configuration::parse(&format!(
+        "{HEAD}namespace: gpu-admin\nmanageJobsWithoutQueueName: true\n"
+    ))
+    .unwrap();
     assert!(own.ignored().is_empty(), "{:?}", own.ignored());
     let m = own.managed_jobs();
-    assert!(m.without_queue_name && !m.namespace_matches("gpu-admin", &Default::default()), "the controller's namespace is left alone");
+    assert!(
+        m.without_queue_name && !m.namespace_matches("gpu-admin", &Default::default()),
+        "the controller's namespace is left alone"
+    );
     let picky = Configuration::parse(&format!(
         "{HEAD}manageJobsWithoutQueueName: true\nmanagedJobsNamespaceSelector:\n  matchLabels:\n    kueue-managed: \"true\"\n"
     ))
     .unwrap()
     .managed_jobs();
-    let on: std::collections::BTreeMap<String, String> = [("kueue-managed".to_string(), "true".to_string())].into();
+    let on: std::collections::BTreeMap<String, String> =
+        [("kueue-managed".to_string(), "true".to_string())].into();
     assert!(picky.namespace_matches("a", &on) && !picky.namespace_matches("a", &Default::default()));
     let e = Configuration::parse(&format!(
         "{HEAD}managedJobsNamespaceSelector:\n  matchExpressions:\n  - key: team\n    operator: In\n"
     ))
     .unwrap_err();
-    assert!(e.to_string().starts_with("managedJobsNamespaceSelector.matchExpressions[0].values: "), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("managedJobsNamespaceSelector.matchExpressions[0].values: "),
+        "{e}"
+    );
 }
 
 #[test]
@@ -255,7 +279,11 @@ fn go_durations() {
         (".5s", 500),
     ];
     for (s, ms) in ok {
-        assert_eq!(parse_go_duration(s).unwrap().value, Duration::from_millis(ms), "{s}");
+        assert_eq!(
+            parse_go_duration(s).unwrap().value,
+            Duration::from_millis(ms),
+            "{s}"
+        );
     }
     assert!(parse_go_duration("-5m").unwrap().negative);
     for bad in ["", "5", "5x", "m", "1.2.3s", "s5", "99999999999999999999999h"] {
@@ -268,14 +296,25 @@ fn fair_sharing_is_read_as_kueue_reads_it() {
     use PreemptionStrategy::{LessThanInitialShare as Initial, LessThanOrEqualToFinalShare as Final};
     let v1 = "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n";
     let on = [
-        (format!("{HEAD}fairSharing:\n  preemptionStrategies: [LessThanOrEqualToFinalShare]\n"), vec![Final]),
-        (format!("{HEAD}fairSharing:\n  preemptionStrategies: [LessThanInitialShare]\n"), vec![Initial]),
         (
-            format!("{HEAD}fairSharing:\n  preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]\n"),
+            format!("{HEAD}fairSharing:\n  preemptionStrategies: [LessThanOrEqualToFinalShare]\n"),
+            vec![Final],
+        ),
+        (
+            format!("{HEAD}fairSharing:\n  preemptionStrategies: [LessThanInitialShare]\n"),
+            vec![Initial],
+        ),
+        (
+            format!(
+                "{HEAD}fairSharing:\n  preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]\n"
+            ),
             vec![Final, Initial],
         ),
         // v1beta1 defaults an empty list to both, in Kueue's order.
-        (format!("{v1}fairSharing:\n  enable: true\n"), vec![Final, Initial]),
+        (
+            format!("{v1}fairSharing:\n  enable: true\n"),
+            vec![Final, Initial],
+        ),
     ];
     for (text, want) in on {
         let cfg = Configuration::parse(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
@@ -288,12 +327,20 @@ fn fair_sharing_is_read_as_kueue_reads_it() {
         assert_eq!(cfg.fair_sharing(), None, "{text}");
     }
     let bad = [
-        (format!("{HEAD}fairSharing: {{}}\n"), "fairSharing.preemptionStrategies: Required value"),
         (
-            format!("{HEAD}fairSharing:\n  preemptionStrategies: [LessThanInitialShare, LessThanOrEqualToFinalShare]\n"),
+            format!("{HEAD}fairSharing: {{}}\n"),
+            "fairSharing.preemptionStrategies: Required value",
+        ),
+        (
+            format!(
+                "{HEAD}fairSharing:\n  preemptionStrategies: [LessThanInitialShare, LessThanOrEqualToFinalShare]\n"
+            ),
             "fairSharing.preemptionStrategies: Unsupported value",
         ),
-        (format!("{HEAD}fairSharing:\n  preemptionStrategies: [Fairest]\n"), "fairSharing.preemptionStrategies"),
+        (
+            format!("{HEAD}fairSharing:\n  preemptionStrategies: [Fairest]\n"),
+            "fairSharing.preemptionStrategies",
+        ),
     ];
     for (text, want) in bad {
         let e = err(&text);
@@ -320,7 +367,8 @@ fn admission_fair_sharing_is_read_defaulted_and_validated() {
     for text in [
         format!("{HEAD}admissionFairSharing: {{}}\n"),
         format!("{HEAD}admissionFairSharing:\n  usageSamplingInterval: 0s\n"),
-        "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\nadmissionFairSharing: {}\n".to_string(),
+        "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\nadmissionFairSharing: {}\n"
+            .to_string(),
     ] {
         let afs = Configuration::parse(&text)
             .unwrap_or_else(|e| panic!("{text}: {e}"))
@@ -331,16 +379,33 @@ fn admission_fair_sharing_is_read_defaulted_and_validated() {
         assert!(afs.resource_weights.is_empty());
     }
     // Absent, or its feature gate off: not on.
-    assert!(Configuration::parse(HEAD).unwrap_or_else(|e| panic!("{e}")).admission_fair_sharing().is_none());
+    assert!(
+        Configuration::parse(HEAD)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .admission_fair_sharing()
+            .is_none()
+    );
     let gated = format!("{HEAD}admissionFairSharing: {{}}\nfeatureGates:\n  AdmissionFairSharing: false\n");
     let gated = Configuration::parse(&gated).unwrap_or_else(|e| panic!("{e}"));
     assert!(gated.admission_fair_sharing().is_none());
     assert!(gated.ignored().is_empty(), "{:?}", gated.ignored());
     let bad = [
-        ("  usageHalfLifeTime: -1s\n  usageSamplingInterval: 1s\n", "admissionFairSharing.usageHalfLifeTime: "),
-        ("  usageSamplingInterval: -1s\n", "admissionFairSharing.usageSamplingInterval: "),
-        ("  usageSamplingInterval: 1s\n  resourceWeights:\n    cpu: -0.5\n", "admissionFairSharing.resourceWeights[cpu]: "),
-        ("  usageHalfLifeTime: 1s\n  halfLife: 1s\n", "admissionFairSharing.halfLife: unknown field `halfLife`"),
+        (
+            "  usageHalfLifeTime: -1s\n  usageSamplingInterval: 1s\n",
+            "admissionFairSharing.usageHalfLifeTime: ",
+        ),
+        (
+            "  usageSamplingInterval: -1s\n",
+            "admissionFairSharing.usageSamplingInterval: ",
+        ),
+        (
+            "  usageSamplingInterval: 1s\n  resourceWeights:\n    cpu: -0.5\n",
+            "admissionFairSharing.resourceWeights[cpu]: ",
+        ),
+        (
+            "  usageHalfLifeTime: 1s\n  halfLife: 1s\n",
+            "admissionFairSharing.halfLife: unknown field `halfLife`",
+        ),
     ];
     for (body, want) in bad {
         let text = format!("{HEAD}admissionFairSharing:\n{body}");
@@ -356,7 +421,9 @@ fn the_prioritize_preemptor_workloads_gate_is_read_from_feature_gates() {
     let parse = |t: &str| Configuration::parse(t).unwrap_or_else(|e| panic!("{t}: {e}"));
     assert!(!parse(HEAD).prioritize_preemptor_workloads());
     for (value, on) in [("true", true), ("false", false)] {
-        let cfg = parse(&format!("{HEAD}featureGates:\n  PrioritizePreemptorWorkloads: {value}\n"));
+        let cfg = parse(&format!(
+            "{HEAD}featureGates:\n  PrioritizePreemptorWorkloads: {value}\n"
+        ));
         assert_eq!(cfg.prioritize_preemptor_workloads(), on, "{value}");
         assert!(cfg.ignored().is_empty(), "{value}: {:?}", cfg.ignored());
     }
@@ -369,34 +436,88 @@ fn the_prioritize_preemptor_workloads_gate_is_read_from_feature_gates() {
 fn integrations_frameworks_pick_the_job_kinds() {
     let parse = |t: &str| Configuration::parse(t).unwrap_or_else(|e| panic!("{t}: {e}"));
     assert_eq!(parse(HEAD).frameworks(), Frameworks::default());
-    assert_eq!(Frameworks::default(), Frameworks { batch_job: true, ray_cluster: true, ray_service: true, ray_job: true, pod: false });
+    assert_eq!(
+        Frameworks::default(),
+        Frameworks {
+            batch_job: true,
+            ray_cluster: true,
+            ray_service: true,
+            ray_job: true,
+            pod: false
+        }
+    );
     let only_jobs = parse(&format!("{HEAD}integrations:\n  frameworks: [batch/job]\n"));
-    assert_eq!(only_jobs.frameworks(), Frameworks { batch_job: true, ray_cluster: false, ray_service: false, ray_job: false, pod: false });
+    assert_eq!(
+        only_jobs.frameworks(),
+        Frameworks {
+            batch_job: true,
+            ray_cluster: false,
+            ray_service: false,
+            ray_job: false,
+            pod: false
+        }
+    );
     assert!(only_jobs.ignored().is_empty(), "{:?}", only_jobs.ignored());
-    let ray_only = parse(&format!("{HEAD}integrations:\n  frameworks: [ray.io/rayservice, ray.io/raycluster]\n"));
-    assert_eq!(ray_only.frameworks(), Frameworks { batch_job: false, ray_cluster: true, ray_service: true, ray_job: false, pod: false });
-    let unknown = err(&format!("{HEAD}integrations:\n  frameworks: [batch/job, batch/cronjob]\n"));
+    let ray_only = parse(&format!(
+        "{HEAD}integrations:\n  frameworks: [ray.io/rayservice, ray.io/raycluster]\n"
+    ));
+    assert_eq!(
+        ray_only.frameworks(),
+        Frameworks {
+            batch_job: false,
+            ray_cluster: true,
+            ray_service: true,
+            ray_job: false,
+            pod: false
+        }
+    );
+    let unknown = err(&format!(
+        "{HEAD}integrations:\n  frameworks: [batch/job, batch/cronjob]\n"
+    ));
     assert!(
         unknown.starts_with("integrations.frameworks[1]: Unsupported value: \"batch/cronjob\": supported values: \"batch/job\", \"deployment\","),
         "{unknown}"
     );
     assert_eq!(
-        err(&format!("{HEAD}integrations:\n  frameworks: [pod, batch/job, pod]\n")),
+        err(&format!(
+            "{HEAD}integrations:\n  frameworks: [pod, batch/job, pod]\n"
+        )),
         "integrations.frameworks[2]: Duplicate value: \"pod\""
     );
-    assert!(err(&format!("{HEAD}integrations:\n  framework: [pod]\n")).starts_with("integrations.framework: unknown field"));
+    assert!(
+        err(&format!("{HEAD}integrations:\n  framework: [pod]\n"))
+            .starts_with("integrations.framework: unknown field")
+    );
 }
 
 #[test]
 fn workload_retention_after_finished_is_read_and_a_negative_one_refused() {
-    let cfg = Configuration::parse(&format!("{HEAD}objectRetentionPolicies:\n  workloads:\n    afterFinished: 90s\n")).unwrap();
+    let cfg = Configuration::parse(&format!(
+        "{HEAD}objectRetentionPolicies:\n  workloads:\n    afterFinished: 90s\n"
+    ))
+    .unwrap();
     assert_eq!(cfg.workload_retention(), Some(std::time::Duration::from_secs(90)));
     assert!(cfg.ignored().is_empty(), "{:?}", cfg.ignored());
-    let zero = Configuration::parse(&format!("{HEAD}objectRetentionPolicies:\n  workloads:\n    afterFinished: 0s\n")).unwrap();
-    assert_eq!(zero.workload_retention(), Some(std::time::Duration::ZERO), "0s deletes at once");
+    let zero = Configuration::parse(&format!(
+        "{HEAD}objectRetentionPolicies:\n  workloads:\n    afterFinished: 0s\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        zero.workload_retention(),
+        Some(std::time::Duration::ZERO),
+        "0s deletes at once"
+    );
     assert_eq!(Configuration::parse(HEAD).unwrap().workload_retention(), None);
-    let e = Configuration::parse(&format!("{HEAD}objectRetentionPolicies:\n  workloads:\n    afterFinished: -1m\n")).unwrap_err();
-    assert!(e.to_string().contains("objectRetentionPolicies.workloads.afterFinished") && e.to_string().contains("greater than or equal to 0"), "{e}");
+    let e = Configuration::parse(&format!(
+        "{HEAD}objectRetentionPolicies:\n  workloads:\n    afterFinished: -1m\n"
+    ))
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("objectRetentionPolicies.workloads.afterFinished")
+            && e.to_string().contains("greater than or equal to 0"),
+        "{e}"
+    );
 }
 
 // Kueue: apis/config/v1beta1/configuration_types.go (`podOptions`, "Deprecated: This field will be
@@ -409,14 +530,28 @@ fn pod_options_are_read_and_not_applied_in_v1beta1_and_refused_in_v1beta2() {
     let options = "integrations:\n  frameworks: [pod]\n  podOptions:\n    namespaceSelector:\n      matchExpressions:\n      - key: kubernetes.io/metadata.name\n        operator: NotIn\n        values: [team-b]\n    podSelector:\n      matchLabels:\n        app: x\n";
     let v1 = "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n";
     let old = Configuration::parse(&format!("{v1}{options}")).unwrap();
-    assert!(old.ignored().iter().any(|n| n.starts_with("integrations.podOptions")), "{:?}", old.ignored());
+    assert!(
+        old.ignored()
+            .iter()
+            .any(|n| n.starts_with("integrations.podOptions")),
+        "{:?}",
+        old.ignored()
+    );
     let m = old.managed_jobs();
-    assert!(m.namespace_matches("team-b", &Default::default()), "the namespace selector of podOptions is not applied");
+    assert!(
+        m.namespace_matches("team-b", &Default::default()),
+        "the namespace selector of podOptions is not applied"
+    );
     assert!(old.frameworks().pod);
     assert_eq!(
         err(&format!("{HEAD}{options}")),
         "integrations.podOptions: strict decoding error: unknown field \"integrations.podOptions\""
     );
     // v1beta1 decodes it as strictly as its other fields.
-    assert!(err(&format!("{v1}integrations:\n  podOptions:\n    labelSelector: {{}}\n")).starts_with("integrations.podOptions.labelSelector: unknown field"));
+    assert!(
+        err(&format!(
+            "{v1}integrations:\n  podOptions:\n    labelSelector: {{}}\n"
+        ))
+        .starts_with("integrations.podOptions.labelSelector: unknown field")
+    );
 }

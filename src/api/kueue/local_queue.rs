@@ -12,7 +12,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 #[kube(
     group = "kueue.x-k8s.io",
     version = "v1beta2",
-    kind = "LocalQueue", doc = "LocalQueue is the namespaced queue that jobs name; it feeds one ClusterQueue.",
+    kind = "LocalQueue",
+    doc = "LocalQueue is the namespaced queue that jobs name; it feeds one ClusterQueue.",
     plural = "localqueues",
     namespaced,
     shortname = "queue",

@@ -31,14 +31,20 @@ pub struct ManagedJobs {
 
 impl Default for ManagedJobs {
     fn default() -> Self {
-        ManagedJobs { without_queue_name: false, namespace_selector: default_selector(None) }
+        ManagedJobs {
+            without_queue_name: false,
+            namespace_selector: default_selector(None),
+        }
     }
 }
 
 /// Kueue's default (`apis/config/v1beta2/defaults.go`): every namespace but `kube-system` and the
 /// controller's, by the name label.
 pub fn default_selector(controller_namespace: Option<&str>) -> LabelSelector {
-    let mut values: Vec<String> = DEFAULT_UNMANAGED_NAMESPACES.iter().map(|s| s.to_string()).collect();
+    let mut values: Vec<String> = DEFAULT_UNMANAGED_NAMESPACES
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     if let Some(ns) = controller_namespace.filter(|n| !values.iter().any(|v| v == n)) {
         values.push(ns.to_string());
     }
@@ -60,12 +66,25 @@ pub fn parse_selector(v: &Value) -> Result<LabelSelector, (String, String)> {
         let path = format!("matchExpressions[{i}]");
         let n = r.values.as_ref().map_or(0, Vec::len);
         match r.operator.as_str() {
-            "In" | "NotIn" if n == 0 => return Err((format!("{path}.values"), "must be specified when `operator` is 'In' or 'NotIn'".into())),
+            "In" | "NotIn" if n == 0 => {
+                return Err((
+                    format!("{path}.values"),
+                    "must be specified when `operator` is 'In' or 'NotIn'".into(),
+                ));
+            }
             "Exists" | "DoesNotExist" if n > 0 => {
-                return Err((format!("{path}.values"), "may not be specified when `operator` is 'Exists' or 'DoesNotExist'".into()));
+                return Err((
+                    format!("{path}.values"),
+                    "may not be specified when `operator` is 'Exists' or 'DoesNotExist'".into(),
+                ));
             }
             "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
-            other => return Err((format!("{path}.operator"), format!("not a valid selector operator: {other:?}"))),
+            other => {
+                return Err((
+                    format!("{path}.operator"),
+                    format!("not a valid selector operator: {other:?}"),
+                ));
+            }
         }
         if r.key.is_empty() {
             return Err((format!("{path}.key"), "must not be empty".into()));
@@ -77,7 +96,11 @@ pub fn parse_selector(v: &Value) -> Result<LabelSelector, (String, String)> {
 /// A label selector applied to a label set (operators are checked by [`parse_selector`]; one it
 /// does not know matches nothing).
 pub fn selector_matches(sel: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
-    let by_labels = sel.match_labels.iter().flatten().all(|(k, v)| labels.get(k) == Some(v));
+    let by_labels = sel
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
     by_labels
         && sel.match_expressions.iter().flatten().all(|r| {
             let values = r.values.as_deref().unwrap_or_default();
@@ -121,9 +144,18 @@ impl ManagedJobs {
     /// `default` when that LocalQueue exists in a selected namespace, and whether the job must be
     /// created suspended.
     pub fn default_new_job(&self, obj: &mut Value, facts: &JobNamespace) -> bool {
-        let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default").to_string();
+        let ns = obj
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("default")
+            .to_string();
         let selected = self.namespace_matches(&ns, &facts.labels);
-        let has_queue = |o: &Value| o.pointer("/metadata/labels").and_then(|l| l.get(label::QUEUE_NAME)).and_then(Value::as_str).is_some_and(|q| !q.is_empty());
+        let has_queue = |o: &Value| {
+            o.pointer("/metadata/labels")
+                .and_then(|l| l.get(label::QUEUE_NAME))
+                .and_then(Value::as_str)
+                .is_some_and(|q| !q.is_empty())
+        };
         if !has_queue(obj) && facts.default_queue && selected {
             set_queue_label(obj, DEFAULT_LOCAL_QUEUE_NAME);
         }
@@ -135,7 +167,9 @@ fn set_queue_label(obj: &mut Value, queue: &str) {
     let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
-    let labels = meta.entry("labels").or_insert_with(|| Value::Object(Default::default()));
+    let labels = meta
+        .entry("labels")
+        .or_insert_with(|| Value::Object(Default::default()));
     if !labels.is_object() {
         *labels = Value::Object(Default::default());
     }
@@ -150,7 +184,10 @@ mod tests {
     use serde_json::json;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     fn job(ns: &str, queue: Option<&str>) -> Value {
@@ -168,21 +205,39 @@ mod tests {
     #[test]
     fn jobs_without_a_queue_are_suspended_only_when_managed_and_selected() {
         let off = ManagedJobs::default();
-        let on = ManagedJobs { without_queue_name: true, ..ManagedJobs::default() };
+        let on = ManagedJobs {
+            without_queue_name: true,
+            ..ManagedJobs::default()
+        };
         let none = JobNamespace::default();
-        assert!(off.default_new_job(&mut job("team", Some("lq")), &none), "a queue name is always Kueue's");
+        assert!(
+            off.default_new_job(&mut job("team", Some("lq")), &none),
+            "a queue name is always Kueue's"
+        );
         assert!(!off.default_new_job(&mut job("team", None), &none));
         assert!(on.default_new_job(&mut job("team", None), &none));
-        assert!(!on.default_new_job(&mut job("kube-system", None), &none), "the default selector leaves kube-system alone");
+        assert!(
+            !on.default_new_job(&mut job("kube-system", None), &none),
+            "the default selector leaves kube-system alone"
+        );
         assert!(!on.default_new_job(&mut job("kueue-system", None), &none));
         let picky = ManagedJobs {
             without_queue_name: true,
             namespace_selector: parse_selector(&json!({"matchLabels": {"kueue-managed": "true"}})).unwrap(),
         };
-        assert!(!picky.default_new_job(&mut job("team", None), &none), "namespace not selected");
-        let selected = JobNamespace { labels: labels(&[("kueue-managed", "true")]), default_queue: false };
+        assert!(
+            !picky.default_new_job(&mut job("team", None), &none),
+            "namespace not selected"
+        );
+        let selected = JobNamespace {
+            labels: labels(&[("kueue-managed", "true")]),
+            default_queue: false,
+        };
         assert!(picky.default_new_job(&mut job("team", None), &selected));
-        assert!(picky.manages_without_queue_name("team", &selected.labels) && !picky.manages_without_queue_name("team", &BTreeMap::new()));
+        assert!(
+            picky.manages_without_queue_name("team", &selected.labels)
+                && !picky.manages_without_queue_name("team", &BTreeMap::new())
+        );
         assert!(!off.manages_without_queue_name("team", &selected.labels));
     }
 
@@ -194,33 +249,67 @@ mod tests {
     #[test]
     fn the_default_local_queue_is_named_when_it_exists() {
         let m = ManagedJobs::default();
-        let with_default = JobNamespace { labels: BTreeMap::new(), default_queue: true };
+        let with_default = JobNamespace {
+            labels: BTreeMap::new(),
+            default_queue: true,
+        };
         let mut j = job("team", None);
-        assert!(m.default_new_job(&mut j, &with_default), "defaulted to a queue, so suspended");
+        assert!(
+            m.default_new_job(&mut j, &with_default),
+            "defaulted to a queue, so suspended"
+        );
         assert_eq!(j["metadata"]["labels"][label::QUEUE_NAME], "default");
         let mut named = job("team", Some("lq"));
         m.default_new_job(&mut named, &with_default);
-        assert_eq!(named["metadata"]["labels"][label::QUEUE_NAME], "lq", "a queue name the user wrote stays");
+        assert_eq!(
+            named["metadata"]["labels"][label::QUEUE_NAME],
+            "lq",
+            "a queue name the user wrote stays"
+        );
         let mut no_lq = job("team", None);
         assert!(!m.default_new_job(&mut no_lq, &JobNamespace::default()));
         assert!(no_lq["metadata"].get("labels").is_none());
         let mut system = job("kube-system", None);
-        assert!(!m.default_new_job(&mut system, &with_default), "not in a namespace the selector picks");
+        assert!(
+            !m.default_new_job(&mut system, &with_default),
+            "not in a namespace the selector picks"
+        );
     }
 
     #[test]
     fn selectors_are_checked_and_matched_as_kubernetes_does() {
         let bad = |v: Value| parse_selector(&v).unwrap_err().0;
-        assert_eq!(bad(json!({"matchExpressions": [{"key": "a", "operator": "In"}]})), "matchExpressions[0].values");
-        assert_eq!(bad(json!({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]})), "matchExpressions[0].values");
-        assert_eq!(bad(json!({"matchExpressions": [{"key": "a", "operator": "Near", "values": ["x"]}]})), "matchExpressions[0].operator");
+        assert_eq!(
+            bad(json!({"matchExpressions": [{"key": "a", "operator": "In"}]})),
+            "matchExpressions[0].values"
+        );
+        assert_eq!(
+            bad(json!({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]})),
+            "matchExpressions[0].values"
+        );
+        assert_eq!(
+            bad(json!({"matchExpressions": [{"key": "a", "operator": "Near", "values": ["x"]}]})),
+            "matchExpressions[0].operator"
+        );
         assert_eq!(bad(json!({"matchLabels": ["a"]})), "");
         let sel = parse_selector(&json!({"matchLabels": {"team": "a"}, "matchExpressions": [
             {"key": "tier", "operator": "In", "values": ["gold", "silver"]}, {"key": "frozen", "operator": "DoesNotExist"}]}))
         .unwrap();
-        assert!(selector_matches(&sel, &labels(&[("team", "a"), ("tier", "gold")])));
-        assert!(!selector_matches(&sel, &labels(&[("team", "a"), ("tier", "bronze")])));
-        assert!(!selector_matches(&sel, &labels(&[("team", "a"), ("tier", "gold"), ("frozen", "")])));
-        assert!(selector_matches(&LabelSelector::default(), &BTreeMap::new()), "an empty selector selects everything");
+        assert!(selector_matches(
+            &sel,
+            &labels(&[("team", "a"), ("tier", "gold")])
+        ));
+        assert!(!selector_matches(
+            &sel,
+            &labels(&[("team", "a"), ("tier", "bronze")])
+        ));
+        assert!(!selector_matches(
+            &sel,
+            &labels(&[("team", "a"), ("tier", "gold"), ("frozen", "")])
+        ));
+        assert!(
+            selector_matches(&LabelSelector::default(), &BTreeMap::new()),
+            "an empty selector selects everything"
+        );
     }
 }

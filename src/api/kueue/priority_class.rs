@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 #[kube(
     group = "kueue.x-k8s.io",
     version = "v1beta2",
-    kind = "WorkloadPriorityClass", doc = "WorkloadPriorityClass is a priority value for workloads, independent of pod priority.",
+    kind = "WorkloadPriorityClass",
+    doc = "WorkloadPriorityClass is a priority value for workloads, independent of pod priority.",
     plural = "workloadpriorityclasses",
     shortname = "wpc",
     no_spec,

@@ -60,7 +60,13 @@ pub struct ResourceFlavor {
 
 impl ResourceFlavor {
     pub fn new(name: &str, spec: ResourceFlavorSpec) -> Self {
-        ResourceFlavor { metadata: ObjectMeta { name: Some(name.to_string()), ..Default::default() }, spec: Some(spec) }
+        ResourceFlavor {
+            metadata: ObjectMeta {
+                name: Some(name.to_string()),
+                ..Default::default()
+            },
+            spec: Some(spec),
+        }
     }
     /// The spec, or the empty one when absent.
     pub fn spec(&self) -> Cow<'_, ResourceFlavorSpec> {
@@ -128,7 +134,8 @@ impl CustomResourceExt for ResourceFlavor {
 #[kube(
     group = "kueue.x-k8s.io",
     version = "v1beta2",
-    kind = "ResourceFlavor", doc = "ResourceFlavor describes a kind of node that quota is given for: its labels, taints and the tolerations to add.",
+    kind = "ResourceFlavor",
+    doc = "ResourceFlavor describes a kind of node that quota is given for: its labels, taints and the tolerations to add.",
     root = "ResourceFlavorCrdTwin",
     plural = "resourceflavors",
     shortname = "flavor",

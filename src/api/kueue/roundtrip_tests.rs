@@ -14,8 +14,12 @@ use super::*;
 /// same number in string form (`nominalQuota: 9` → `"9"`), as it does from a real API server.
 fn same_tree(original: &Value, back: &Value) -> bool {
     match (original, back) {
-        (Value::Object(a), Value::Object(b)) => a.len() == b.len() && a.iter().all(|(k, v)| b.get(k).is_some_and(|w| same_tree(v, w))),
-        (Value::Array(a), Value::Array(b)) => a.len() == b.len() && a.iter().zip(b).all(|(v, w)| same_tree(v, w)),
+        (Value::Object(a), Value::Object(b)) => {
+            a.len() == b.len() && a.iter().all(|(k, v)| b.get(k).is_some_and(|w| same_tree(v, w)))
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            a.len() == b.len() && a.iter().zip(b).all(|(v, w)| same_tree(v, w))
+        }
         (Value::Number(n), Value::String(s)) => n.to_string() == *s,
         _ => original == back,
     }
@@ -42,14 +46,20 @@ fn round_trip_kind(kind: &str, doc: &Value) -> Result<Value, String> {
 
 pub(crate) fn kueue_manifest_docs() -> Vec<(String, Value)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/manifests/kueue");
-    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     files.sort();
     let mut out = Vec::new();
     for f in files {
         let text = std::fs::read_to_string(&f).unwrap();
         let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
         for (i, doc) in docs.into_iter().enumerate() {
-            let is_kueue = doc.get("apiVersion").and_then(Value::as_str).is_some_and(|v| v.starts_with("kueue.x-k8s.io/"));
+            let is_kueue = doc
+                .get("apiVersion")
+                .and_then(Value::as_str)
+                .is_some_and(|v| v.starts_with("kueue.x-k8s.io/"));
             if is_kueue {
                 out.push((format!("{}#{i}", f.file_name().unwrap().to_string_lossy()), doc));
             }
@@ -61,11 +71,18 @@ pub(crate) fn kueue_manifest_docs() -> Vec<(String, Value)> {
 #[test]
 fn kueue_manifests_round_trip() {
     let docs = kueue_manifest_docs();
-    assert!(docs.len() >= 15, "expected the Kueue sample manifests, found {}", docs.len());
+    assert!(
+        docs.len() >= 15,
+        "expected the Kueue sample manifests, found {}",
+        docs.len()
+    );
     for (name, doc) in docs {
         let kind = doc["kind"].as_str().unwrap();
         let back = round_trip_kind(kind, &doc).unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert!(same_tree(&doc, &back), "{name} ({kind}) changed on round trip:\n{doc:#}\n---\n{back:#}");
+        assert!(
+            same_tree(&doc, &back),
+            "{name} ({kind}) changed on round trip:\n{doc:#}\n---\n{back:#}"
+        );
     }
 }
 
@@ -104,14 +121,43 @@ fn workload_with_status_round_trips() {
 #[test]
 fn crds_carry_kueue_names_scope_and_columns() {
     let crds = crds();
-    let find = |name: &str| crds.iter().find(|c| c.metadata.name.as_deref() == Some(name)).unwrap();
+    let find = |name: &str| {
+        crds.iter()
+            .find(|c| c.metadata.name.as_deref() == Some(name))
+            .unwrap()
+    };
     let cases = [
-        ("resourceflavors.kueue.x-k8s.io", "Cluster", vec!["flavor", "flavors", "rf"], vec![]),
-        ("clusterqueues.kueue.x-k8s.io", "Cluster", vec!["cq"], vec!["Cohort", "Strategy", "Pending Workloads", "Admitted Workloads"]),
+        (
+            "resourceflavors.kueue.x-k8s.io",
+            "Cluster",
+            vec!["flavor", "flavors", "rf"],
+            vec![],
+        ),
+        (
+            "clusterqueues.kueue.x-k8s.io",
+            "Cluster",
+            vec!["cq"],
+            vec!["Cohort", "Strategy", "Pending Workloads", "Admitted Workloads"],
+        ),
         ("cohorts.kueue.x-k8s.io", "Cluster", vec!["co"], vec![]),
-        ("localqueues.kueue.x-k8s.io", "Namespaced", vec!["queue", "queues", "lq"], vec!["ClusterQueue", "Pending Workloads", "Admitted Workloads"]),
-        ("workloads.kueue.x-k8s.io", "Namespaced", vec!["kwl", "kueueworkload", "kueueworkloads"], vec!["Queue", "Reserved in", "Admitted", "Finished", "Age"]),
-        ("workloadpriorityclasses.kueue.x-k8s.io", "Cluster", vec!["wpc"], vec!["Value"]),
+        (
+            "localqueues.kueue.x-k8s.io",
+            "Namespaced",
+            vec!["queue", "queues", "lq"],
+            vec!["ClusterQueue", "Pending Workloads", "Admitted Workloads"],
+        ),
+        (
+            "workloads.kueue.x-k8s.io",
+            "Namespaced",
+            vec!["kwl", "kueueworkload", "kueueworkloads"],
+            vec!["Queue", "Reserved in", "Admitted", "Finished", "Age"],
+        ),
+        (
+            "workloadpriorityclasses.kueue.x-k8s.io",
+            "Cluster",
+            vec!["wpc"],
+            vec!["Value"],
+        ),
         ("topologies.kueue.x-k8s.io", "Cluster", vec!["topo"], vec![]),
         ("admissionchecks.kueue.x-k8s.io", "Cluster", vec!["ac"], vec![]),
     ];
@@ -119,24 +165,67 @@ fn crds_carry_kueue_names_scope_and_columns() {
     for (name, scope, short, columns) in cases {
         let crd = find(name);
         assert_eq!(crd.spec.scope, scope, "{name}");
-        assert_eq!(crd.spec.names.short_names.clone().unwrap_or_default(), short, "{name}");
+        assert_eq!(
+            crd.spec.names.short_names.clone().unwrap_or_default(),
+            short,
+            "{name}"
+        );
         let v = &crd.spec.versions[0];
         assert_eq!(v.name, "v1beta2");
-        let got: Vec<String> = v.additional_printer_columns.iter().flatten().map(|c| c.name.clone()).collect();
+        let got: Vec<String> = v
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| c.name.clone())
+            .collect();
         assert_eq!(got, columns, "{name}");
     }
     let cq = &find("clusterqueues.kueue.x-k8s.io").spec.versions[0];
-    let priorities: Vec<Option<i32>> = cq.additional_printer_columns.iter().flatten().map(|c| c.priority).collect();
-    assert_eq!(priorities, [None, Some(1), None, Some(1)], "Strategy and Admitted Workloads only with -o wide");
+    let priorities: Vec<Option<i32>> = cq
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .map(|c| c.priority)
+        .collect();
+    assert_eq!(
+        priorities,
+        [None, Some(1), None, Some(1)],
+        "Strategy and Admitted Workloads only with -o wide"
+    );
     let wl = &find("workloads.kueue.x-k8s.io").spec.versions[0];
-    let age = wl.additional_printer_columns.iter().flatten().find(|c| c.name == "Age").unwrap();
-    assert_eq!((age.type_.as_str(), age.json_path.as_str()), ("date", ".metadata.creationTimestamp"));
-    let selectable: Vec<&str> = wl.selectable_fields.iter().flatten().map(|f| f.json_path.as_str()).collect();
+    let age = wl
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .find(|c| c.name == "Age")
+        .unwrap();
+    assert_eq!(
+        (age.type_.as_str(), age.json_path.as_str()),
+        ("date", ".metadata.creationTimestamp")
+    );
+    let selectable: Vec<&str> = wl
+        .selectable_fields
+        .iter()
+        .flatten()
+        .map(|f| f.json_path.as_str())
+        .collect();
     assert_eq!(selectable, [".status.admission.clusterQueue"]);
     // Kueue: status subresource on CQ, Cohort, LQ and Workload; none on RF, WPC, Topology.
-    for (name, has_status) in [("admissionchecks", true), ("clusterqueues", true), ("cohorts", true), ("localqueues", true), ("workloads", true), ("resourceflavors", false), ("workloadpriorityclasses", false)] {
+    for (name, has_status) in [
+        ("admissionchecks", true),
+        ("clusterqueues", true),
+        ("cohorts", true),
+        ("localqueues", true),
+        ("workloads", true),
+        ("resourceflavors", false),
+        ("workloadpriorityclasses", false),
+    ] {
         let crd = find(&format!("{name}.kueue.x-k8s.io"));
-        let status = crd.spec.versions[0].subresources.as_ref().and_then(|s| s.status.as_ref()).is_some();
+        let status = crd.spec.versions[0]
+            .subresources
+            .as_ref()
+            .and_then(|s| s.status.as_ref())
+            .is_some();
         assert_eq!(status, has_status, "{name}");
     }
 }
@@ -148,17 +237,29 @@ fn crd_schemas_are_optional_where_kueue_is_and_show_defaults() {
     };
     let rf = schema(ResourceFlavor::crd());
     let required = rf.get("required").cloned().unwrap_or(Value::Array(vec![]));
-    assert!(!required.as_array().unwrap().iter().any(|r| r == "spec"), "ResourceFlavor spec must be optional: {required}");
+    assert!(
+        !required.as_array().unwrap().iter().any(|r| r == "spec"),
+        "ResourceFlavor spec must be optional: {required}"
+    );
     assert!(rf["properties"]["spec"]["properties"]["nodeLabels"].is_object());
 
     let cq = schema(ClusterQueue::crd());
     let spec = &cq["properties"]["spec"]["properties"];
     assert_eq!(spec["queueingStrategy"]["default"], "BestEffortFIFO");
-    assert_eq!(spec["preemption"]["properties"]["reclaimWithinCohort"]["default"], "Never");
-    assert_eq!(spec["flavorFungibility"]["properties"]["whenCanPreempt"]["default"], "TryNextFlavor");
+    assert_eq!(
+        spec["preemption"]["properties"]["reclaimWithinCohort"]["default"],
+        "Never"
+    );
+    assert_eq!(
+        spec["flavorFungibility"]["properties"]["whenCanPreempt"]["default"],
+        "TryNextFlavor"
+    );
 
     let wpc = schema(WorkloadPriorityClass::crd());
-    assert!(wpc["properties"]["value"].is_object(), "value is top-level: {wpc}");
+    assert!(
+        wpc["properties"]["value"].is_object(),
+        "value is top-level: {wpc}"
+    );
     assert!(wpc["properties"].get("spec").is_none());
 }
 
@@ -168,9 +269,18 @@ fn accessors_give_kueue_defaults() {
     assert_eq!(cq.queueing_strategy(), QueueingStrategy::BestEffortFIFO);
     assert_eq!(cq.stop_policy(), StopPolicy::None);
     assert_eq!(cq.preemption().reclaim_within_cohort(), PreemptionPolicy::Never);
-    assert_eq!(cq.preemption().borrow_within_cohort().policy(), BorrowWithinCohortPolicy::Never);
-    assert_eq!(cq.flavor_fungibility().when_can_borrow(), FlavorFungibilityPolicy::MayStopSearch);
-    assert_eq!(cq.flavor_fungibility().when_can_preempt(), FlavorFungibilityPolicy::TryNextFlavor);
+    assert_eq!(
+        cq.preemption().borrow_within_cohort().policy(),
+        BorrowWithinCohortPolicy::Never
+    );
+    assert_eq!(
+        cq.flavor_fungibility().when_can_borrow(),
+        FlavorFungibilityPolicy::MayStopSearch
+    );
+    assert_eq!(
+        cq.flavor_fungibility().when_can_preempt(),
+        FlavorFungibilityPolicy::TryNextFlavor
+    );
     assert_eq!(cq.cohort(), None);
     let ps = PodSet::default();
     assert_eq!((ps.name(), ps.count()), ("main", 1));
@@ -189,17 +299,31 @@ fn builders_make_what_they_say() {
     let groups = cq.spec.resource_groups();
     assert_eq!(groups.len(), 2);
     assert_eq!(groups[0].covered_resources, ["cpu", "memory"]);
-    assert_eq!(groups[0].flavors.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(), ["on-demand", "spot"]);
+    assert_eq!(
+        groups[0]
+            .flavors
+            .iter()
+            .map(|f| f.name.as_str())
+            .collect::<Vec<_>>(),
+        ["on-demand", "spot"]
+    );
     assert_eq!(groups[1].flavors[0].resources[0].nominal_quota.0, "8");
     assert_eq!(cq.spec.cohort(), Some("c"));
 
-    let wl = Workload::build("w", "ns").queue("lq").podset("main", 3, [("cpu", "500m"), ("memory", "1Gi")]).reserve_quota("cq", "on-demand").build();
+    let wl = Workload::build("w", "ns")
+        .queue("lq")
+        .podset("main", 3, [("cpu", "500m"), ("memory", "1Gi")])
+        .reserve_quota("cq", "on-demand")
+        .build();
     assert!(wl.has_quota_reservation() && !wl.is_admitted());
     let a = wl.admission().unwrap();
     assert_eq!(a.pod_set_assignments[0].flavors["cpu"], "on-demand");
     assert_eq!(a.pod_set_assignments[0].count, Some(3));
     let usage = &a.pod_set_assignments[0].resource_usage;
-    assert_eq!((usage["cpu"].0.as_str(), usage["memory"].0.as_str()), ("1500m", "3Gi"));
+    assert_eq!(
+        (usage["cpu"].0.as_str(), usage["memory"].0.as_str()),
+        ("1500m", "3Gi")
+    );
 }
 
 /// Kueue's own AdmissionCheck shape (`config/components/crd/bases/kueue.x-k8s.io_admissionchecks.yaml`,
@@ -217,5 +341,9 @@ fn admission_check_round_trips() {
     assert!(typed.is_active());
     let bare = serde_json::json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "c"}, "spec": {"controllerName": "x"}});
     assert_eq!(round_trip_kind("AdmissionCheck", &bare).unwrap(), bare);
-    assert!(!serde_json::from_value::<AdmissionCheck>(bare).unwrap().is_active());
+    assert!(
+        !serde_json::from_value::<AdmissionCheck>(bare)
+            .unwrap()
+            .is_active()
+    );
 }

@@ -12,10 +12,12 @@ mod tests;
 
 pub use admission_check::{validate_admission_check, validate_admission_check_update};
 pub use queues::{
-    validate_cluster_queue, validate_cluster_queue_update, validate_cohort, validate_local_queue, validate_local_queue_update, validate_resource_flavor,
-    validate_resource_flavor_update,
+    validate_cluster_queue, validate_cluster_queue_update, validate_cohort, validate_local_queue,
+    validate_local_queue_update, validate_resource_flavor, validate_resource_flavor_update,
 };
-pub use workload::{MAX_PODSETS, validate_workload, validate_workload_priority_class, validate_workload_update};
+pub use workload::{
+    MAX_PODSETS, validate_workload, validate_workload_priority_class, validate_workload_update,
+};
 
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as WireQuantity;
@@ -30,11 +32,22 @@ const NEGATIVE_MSG: &str = "must be greater than or equal to 0";
 pub(crate) const IMMUTABLE_MSG: &str = "field is immutable";
 
 fn too_many(path: &Path, len: usize, max: usize) -> Option<FieldError> {
-    (len > max).then(|| FieldError::new(path, ErrorType::TooMany, format!("must have at most {max} items, got {len}")))
+    (len > max).then(|| {
+        FieldError::new(
+            path,
+            ErrorType::TooMany,
+            format!("must have at most {max} items, got {len}"),
+        )
+    })
 }
 
 fn too_few(path: &Path, len: usize, min: usize) -> Option<FieldError> {
-    (len < min).then(|| FieldError::required(path, format!("must have at least {min} item{}", if min == 1 { "" } else { "s" })))
+    (len < min).then(|| {
+        FieldError::required(
+            path,
+            format!("must have at least {min} item{}", if min == 1 { "" } else { "s" }),
+        )
+    })
 }
 
 /// Parses a quantity, reporting a malformed one at `path`.
@@ -59,12 +72,19 @@ fn non_negative(path: &Path, q: &WireQuantity, errs: &mut Vec<FieldError>) -> Op
 
 /// Weight ≥ 0 and, when not 0, above 1n (Kueue: 0 means an infinite share).
 fn validate_fair_sharing(path: &Path, fs: Option<&FairSharing>, errs: &mut Vec<FieldError>) {
-    let Some(w) = fs.and_then(|f| f.weight.as_ref()) else { return };
-    let Some(v) = parse_quantity(path, w, errs) else { return };
+    let Some(w) = fs.and_then(|f| f.weight.as_ref()) else {
+        return;
+    };
+    let Some(v) = parse_quantity(path, w, errs) else {
+        return;
+    };
     if v.is_negative() {
         errs.push(FieldError::invalid(path, format!("{}: {NEGATIVE_MSG}", w.0)));
     } else if !v.is_zero() && v <= Quantity::parse("1n").unwrap_or(Quantity::ZERO) {
-        errs.push(FieldError::invalid(path, format!("{}: When not 0, weight must be > 10e-9", w.0)));
+        errs.push(FieldError::invalid(
+            path,
+            format!("{}: When not 0, weight must be > 10e-9", w.0),
+        ));
     }
 }
 
@@ -81,10 +101,18 @@ fn validate_taints(path: &Path, taints: &[Taint], errs: &mut Vec<FieldError>) {
             names::label_value(&p.child("value"), v, errs);
         }
         if !TAINT_EFFECTS.contains(&t.effect.as_str()) {
-            errs.push(FieldError::new(p.child("effect").as_str(), ErrorType::NotSupported, EFFECT_MSG));
+            errs.push(FieldError::new(
+                p.child("effect").as_str(),
+                ErrorType::NotSupported,
+                EFFECT_MSG,
+            ));
         }
         if seen.contains(&(t.key.as_str(), t.effect.as_str())) {
-            errs.push(FieldError::new(&p, ErrorType::Duplicate, "taints must be unique by key and effect pair"));
+            errs.push(FieldError::new(
+                &p,
+                ErrorType::Duplicate,
+                "taints must be unique by key and effect pair",
+            ));
         } else {
             seen.push((t.key.as_str(), t.effect.as_str()));
         }
@@ -105,21 +133,35 @@ fn validate_tolerations(path: &Path, tolerations: &[Toleration], errs: &mut Vec<
             names::qualified_name(&p.child("key"), key, errs);
         }
         if t.toleration_seconds.is_some() && t.effect.as_deref() != Some("NoExecute") {
-            errs.push(FieldError::invalid(p.child("effect").as_str(), "effect must be 'NoExecute' when 'tolerationSeconds' is set"));
+            errs.push(FieldError::invalid(
+                p.child("effect").as_str(),
+                "effect must be 'NoExecute' when 'tolerationSeconds' is set",
+            ));
         }
         if let Some(op) = op
             && op != "Equal"
             && op != "Exists"
         {
-            errs.push(FieldError::new(p.child("operator").as_str(), ErrorType::NotSupported, "supported toleration values: 'Equal'(default), 'Exists'"));
+            errs.push(FieldError::new(
+                p.child("operator").as_str(),
+                ErrorType::NotSupported,
+                "supported toleration values: 'Equal'(default), 'Exists'",
+            ));
         }
         if op == Some("Exists") && t.value.is_some() {
-            errs.push(FieldError::invalid(p.child("value").as_str(), "a value must be empty when 'operator' is 'Exists'"));
+            errs.push(FieldError::invalid(
+                p.child("value").as_str(),
+                "a value must be empty when 'operator' is 'Exists'",
+            ));
         }
         if let Some(e) = t.effect.as_deref()
             && !TAINT_EFFECTS.contains(&e)
         {
-            errs.push(FieldError::new(p.child("effect").as_str(), ErrorType::NotSupported, EFFECT_MSG));
+            errs.push(FieldError::new(
+                p.child("effect").as_str(),
+                ErrorType::NotSupported,
+                EFFECT_MSG,
+            ));
         }
     }
 }

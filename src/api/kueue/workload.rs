@@ -15,7 +15,8 @@ use super::constants::{DEFAULT_PODSET_NAME, condition};
 #[kube(
     group = "kueue.x-k8s.io",
     version = "v1beta2",
-    kind = "Workload", doc = "Workload is the unit of admission: the pods of one job, and where their quota is reserved.",
+    kind = "Workload",
+    doc = "Workload is the unit of admission: the pods of one job, and where their quota is reserved.",
     plural = "workloads",
     namespaced,
     shortname = "kwl",
@@ -93,10 +94,18 @@ pub struct PriorityClassRef {
 
 impl PriorityClassRef {
     pub fn workload_priority_class(name: &str) -> Self {
-        PriorityClassRef { group: PriorityClassGroup::Kueue, kind: PriorityClassKind::WorkloadPriorityClass, name: name.to_string() }
+        PriorityClassRef {
+            group: PriorityClassGroup::Kueue,
+            kind: PriorityClassKind::WorkloadPriorityClass,
+            name: name.to_string(),
+        }
     }
     pub fn pod_priority_class(name: &str) -> Self {
-        PriorityClassRef { group: PriorityClassGroup::Scheduling, kind: PriorityClassKind::PriorityClass, name: name.to_string() }
+        PriorityClassRef {
+            group: PriorityClassGroup::Scheduling,
+            kind: PriorityClassKind::PriorityClass,
+            name: name.to_string(),
+        }
     }
 }
 
@@ -212,14 +221,20 @@ impl WorkloadStatus {
 impl Workload {
     /// Quota is reserved: condition QuotaReserved=True.
     pub fn has_quota_reservation(&self) -> bool {
-        self.status.as_ref().is_some_and(|s| s.condition_true(condition::QUOTA_RESERVED))
+        self.status
+            .as_ref()
+            .is_some_and(|s| s.condition_true(condition::QUOTA_RESERVED))
     }
     /// Admitted: condition Admitted=True.
     pub fn is_admitted(&self) -> bool {
-        self.status.as_ref().is_some_and(|s| s.condition_true(condition::ADMITTED))
+        self.status
+            .as_ref()
+            .is_some_and(|s| s.condition_true(condition::ADMITTED))
     }
     pub fn is_finished(&self) -> bool {
-        self.status.as_ref().is_some_and(|s| s.condition_true(condition::FINISHED))
+        self.status
+            .as_ref()
+            .is_some_and(|s| s.condition_true(condition::FINISHED))
     }
     pub fn admission(&self) -> Option<&Admission> {
         self.status.as_ref().and_then(|s| s.admission.as_ref())

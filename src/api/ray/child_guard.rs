@@ -83,7 +83,11 @@ pub fn validate_child_update(new: &Value, old: &Value) -> Vec<FieldError> {
             ));
         }
     }
-    let created_at = |o: &Value| o.pointer("/metadata/annotations").and_then(|a| a.get(c::ANNOTATION_CREATED_AT)).cloned();
+    let created_at = |o: &Value| {
+        o.pointer("/metadata/annotations")
+            .and_then(|a| a.get(c::ANNOTATION_CREATED_AT))
+            .cloned()
+    };
     if created_at(new) != created_at(old) {
         errs.push(FieldError::forbidden(
             meta.child("annotations").key(c::ANNOTATION_CREATED_AT).as_str(),
@@ -180,7 +184,9 @@ mod tests {
             ),
             (
                 "reorder the gate's coverage",
-                Box::new(|v| v["metadata"]["annotations"][c::ANNOTATION_CREATED_AT] = json!("2000-01-01T00:00:00Z")),
+                Box::new(|v| {
+                    v["metadata"]["annotations"][c::ANNOTATION_CREATED_AT] = json!("2000-01-01T00:00:00Z")
+                }),
                 "metadata.annotations[quotagate.io/created-at]",
             ),
             (

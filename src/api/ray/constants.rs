@@ -36,8 +36,7 @@ pub const CRD_RAY_SERVICE: &str = "RayService";
 pub const CRD_RAY_JOB: &str = "RayJob";
 
 // Annotations.
-pub const ANNOTATION_HASH_WITHOUT_REPLICAS: &str =
-    "ray.io/hash-without-replicas-and-workers-to-delete";
+pub const ANNOTATION_HASH_WITHOUT_REPLICAS: &str = "ray.io/hash-without-replicas-and-workers-to-delete";
 pub const ANNOTATION_UPGRADE_STRATEGY_RECREATE_HASH: &str = "ray.io/upgrade-strategy-recreate-hash";
 pub const ANNOTATION_NUM_WORKER_GROUPS: &str = "ray.io/num-worker-groups";
 pub const ANNOTATION_KUBERAY_VERSION: &str = "ray.io/kuberay-version";
@@ -47,8 +46,7 @@ pub const ANNOTATION_OVERWRITE_CONTAINER_CMD: &str = "ray.io/overwrite-container
 pub const ANNOTATION_FT_ENABLED: &str = "ray.io/ft-enabled";
 pub const ANNOTATION_EXTERNAL_STORAGE_NAMESPACE: &str = "ray.io/external-storage-namespace";
 pub const ANNOTATION_GCS_FT_DELETION_TIMEOUT: &str = "ray.io/gcs-ft-deletion-timeout";
-pub const ANNOTATION_DISABLE_PROVISIONED_HEAD_RESTART: &str =
-    "ray.io/disable-provisioned-head-restart";
+pub const ANNOTATION_DISABLE_PROVISIONED_HEAD_RESTART: &str = "ray.io/disable-provisioned-head-restart";
 
 /// Version we stamp in `ray.io/kuberay-version`; KubeRay re-stamps hashes when it changes.
 pub const KUBERAY_COMPAT_VERSION: &str = "v1.7.0";
@@ -173,8 +171,7 @@ pub const ENV_RAY_REDIS_ADDRESS: &str = "RAY_REDIS_ADDRESS";
 pub const ENV_REDIS_PASSWORD: &str = "REDIS_PASSWORD";
 pub const ENV_REDIS_USERNAME: &str = "REDIS_USERNAME";
 pub const ENV_RAY_EXTERNAL_STORAGE_NS: &str = "RAY_external_storage_namespace";
-pub const ENV_RAY_GCS_RPC_SERVER_RECONNECT_TIMEOUT_S: &str =
-    "RAY_gcs_rpc_server_reconnect_timeout_s";
+pub const ENV_RAY_GCS_RPC_SERVER_RECONNECT_TIMEOUT_S: &str = "RAY_gcs_rpc_server_reconnect_timeout_s";
 pub const ENV_RAY_USAGE_STATS_KUBERAY_IN_USE: &str = "RAY_USAGE_STATS_KUBERAY_IN_USE";
 pub const ENV_RAY_USAGE_STATS_EXTRA_TAGS: &str = "RAY_USAGE_STATS_EXTRA_TAGS";
 pub const ENV_KUBERAY_GEN_RAY_START_CMD: &str = "KUBERAY_GEN_RAY_START_CMD";

@@ -21,7 +21,13 @@ const YEARS: i16 = 5;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Schedule {
     /// The five fields as bit sets (bit N set: value N matches; [`STAR`] for `*`/`?`).
-    Spec { minute: u64, hour: u64, dom: u64, month: u64, dow: u64 },
+    Spec {
+        minute: u64,
+        hour: u64,
+        dom: u64,
+        month: u64,
+        dow: u64,
+    },
     /// `@every D`: whole seconds, at least one.
     Every { seconds: i64 },
 }
@@ -32,9 +38,21 @@ struct Bounds {
     names: &'static [(&'static str, u32)],
 }
 
-const MINUTES: Bounds = Bounds { min: 0, max: 59, names: &[] };
-const HOURS: Bounds = Bounds { min: 0, max: 23, names: &[] };
-const DOM: Bounds = Bounds { min: 1, max: 31, names: &[] };
+const MINUTES: Bounds = Bounds {
+    min: 0,
+    max: 59,
+    names: &[],
+};
+const HOURS: Bounds = Bounds {
+    min: 0,
+    max: 23,
+    names: &[],
+};
+const DOM: Bounds = Bounds {
+    min: 1,
+    max: 31,
+    names: &[],
+};
 const MONTHS: Bounds = Bounds {
     min: 1,
     max: 12,
@@ -56,7 +74,15 @@ const MONTHS: Bounds = Bounds {
 const DOW: Bounds = Bounds {
     min: 0,
     max: 6,
-    names: &[("sun", 0), ("mon", 1), ("tue", 2), ("wed", 3), ("thu", 4), ("fri", 5), ("sat", 6)],
+    names: &[
+        ("sun", 0),
+        ("mon", 1),
+        ("tue", 2),
+        ("wed", 3),
+        ("thu", 4),
+        ("fri", 5),
+        ("sat", 6),
+    ],
 };
 
 fn all(b: &Bounds) -> u64 {
@@ -64,7 +90,9 @@ fn all(b: &Bounds) -> u64 {
 }
 
 fn bits(start: u32, end: u32, step: u32) -> u64 {
-    (start..=end).step_by(step.max(1) as usize).fold(0, |acc, v| acc | 1 << v)
+    (start..=end)
+        .step_by(step.max(1) as usize)
+        .fold(0, |acc, v| acc | 1 << v)
 }
 
 impl Schedule {
@@ -79,7 +107,10 @@ impl Schedule {
         }
         let fields: Vec<&str> = spec.split_whitespace().collect();
         if fields.len() != 5 {
-            return Err(format!("expected exactly 5 fields, found {}: {spec}", fields.len()));
+            return Err(format!(
+                "expected exactly 5 fields, found {}: {spec}",
+                fields.len()
+            ));
         }
         Ok(Schedule::Spec {
             minute: field(fields[0], &MINUTES)?,
@@ -94,7 +125,9 @@ impl Schedule {
     /// when there is none within five years (`0 0 30 2 *`).
     pub fn next(&self, after: Timestamp, tz: &TimeZone) -> Option<Timestamp> {
         match *self {
-            Schedule::Every { seconds } => floor_second(after).checked_add(SignedDuration::from_secs(seconds)).ok(),
+            Schedule::Every { seconds } => floor_second(after)
+                .checked_add(SignedDuration::from_secs(seconds))
+                .ok(),
             Schedule::Spec { .. } => self.next_spec(after.to_zoned(tz.clone())).map(|z| z.timestamp()),
         }
     }
@@ -116,7 +149,10 @@ impl Schedule {
             }
             // Never before `first`, and `first` itself if the backward walk finds nothing (it agrees
             // with `next` everywhere tested; a disagreement must still move the schedule on).
-            Schedule::Spec { .. } => Some(self.latest_spec(at.to_zoned(tz.clone())).map_or(first, |z| z.timestamp().max(first))),
+            Schedule::Spec { .. } => Some(
+                self.latest_spec(at.to_zoned(tz.clone()))
+                    .map_or(first, |z| z.timestamp().max(first)),
+            ),
         }
     }
 
@@ -135,10 +171,16 @@ impl Schedule {
     /// robfig's `dayMatches`: both day fields must match when either was written `*` (or `?`),
     /// either one when both are restricted (Vixie cron's rule).
     fn day_ok(&self, z: &Zoned) -> bool {
-        let Schedule::Spec { dom, dow, .. } = *self else { return false };
+        let Schedule::Spec { dom, dow, .. } = *self else {
+            return false;
+        };
         let dom_ok = dom & (1 << z.day()) != 0;
         let dow_ok = dow & (1 << z.weekday().to_sunday_zero_offset()) != 0;
-        if dom & STAR != 0 || dow & STAR != 0 { dom_ok && dow_ok } else { dom_ok || dow_ok }
+        if dom & STAR != 0 || dow & STAR != 0 {
+            dom_ok && dow_ok
+        } else {
+            dom_ok || dow_ok
+        }
     }
 
     /// robfig's `SpecSchedule.Next`, field by field from the month down, restarting when a field
@@ -156,7 +198,13 @@ impl Schedule {
                     added = true;
                     t = t.first_of_month().ok()?.start_of_day().ok()?;
                 }
-                t = t.date().first_of_month().checked_add(1.month()).ok()?.to_zoned(t.time_zone().clone()).ok()?;
+                t = t
+                    .date()
+                    .first_of_month()
+                    .checked_add(1.month())
+                    .ok()?
+                    .to_zoned(t.time_zone().clone())
+                    .ok()?;
                 if t.month() == 1 {
                     continue 'wrap;
                 }
@@ -263,7 +311,15 @@ fn floor_second_z(z: &Zoned) -> Option<Zoned> {
 
 /// robfig's `parseDescriptor` (case-sensitive).
 fn descriptor(spec: &str) -> Result<Schedule, String> {
-    let fixed = |minute: u64, hour: u64, dom: u64, month: u64, dow: u64| Ok(Schedule::Spec { minute, hour, dom, month, dow });
+    let fixed = |minute: u64, hour: u64, dom: u64, month: u64, dow: u64| {
+        Ok(Schedule::Spec {
+            minute,
+            hour,
+            dom,
+            month,
+            dow,
+        })
+    };
     let one = 1;
     match spec {
         "@yearly" | "@annually" => fixed(one, one, 1 << 1, 1 << 1, all(&DOW)),
@@ -275,9 +331,14 @@ fn descriptor(spec: &str) -> Result<Schedule, String> {
             let Some(text) = spec.strip_prefix("@every ") else {
                 return Err(format!("unrecognized descriptor: {spec}"));
             };
-            let d = crate::api::goduration::parse(text).map_err(|e| format!("failed to parse duration {spec}: {e}"))?;
+            let d = crate::api::goduration::parse(text)
+                .map_err(|e| format!("failed to parse duration {spec}: {e}"))?;
             // robfig's `Every`: below a second is one second; the rest is cut to whole seconds.
-            let seconds = if d.negative { 1 } else { i64::try_from(d.value.as_secs()).unwrap_or(i64::MAX).max(1) };
+            let seconds = if d.negative {
+                1
+            } else {
+                i64::try_from(d.value.as_secs()).unwrap_or(i64::MAX).max(1)
+            };
             Ok(Schedule::Every { seconds })
         }
     }
@@ -319,13 +380,18 @@ fn range(expr: &str, b: &Bounds) -> Result<u64, String> {
         _ => return Err(format!("too many slashes: {expr}")),
     };
     if start < b.min {
-        return Err(format!("beginning of range ({start}) below minimum ({}): {expr}", b.min));
+        return Err(format!(
+            "beginning of range ({start}) below minimum ({}): {expr}",
+            b.min
+        ));
     }
     if end > b.max {
         return Err(format!("end of range ({end}) above maximum ({}): {expr}", b.max));
     }
     if start > end {
-        return Err(format!("beginning of range ({start}) beyond end of range ({end}): {expr}"));
+        return Err(format!(
+            "beginning of range ({start}) beyond end of range ({end}): {expr}"
+        ));
     }
     if step == 0 {
         return Err(format!("step of range should be a positive number: {expr}"));
@@ -345,7 +411,9 @@ fn int_or_name(text: &str, b: &Bounds) -> Result<u32, String> {
 fn int(text: &str) -> Result<u32, String> {
     let digits = text.strip_prefix('+').unwrap_or(text);
     if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) {
-        return Err(format!("failed to parse int from {text}: strconv.Atoi: parsing {text:?}: invalid syntax"));
+        return Err(format!(
+            "failed to parse int from {text}: strconv.Atoi: parsing {text:?}: invalid syntax"
+        ));
     }
     // Anything above 63 is out of every field's range; keep the number only to say so.
     let value: u64 = digits.parse().unwrap_or(u64::MAX);

@@ -36,7 +36,12 @@ pub struct Gate {
 }
 
 const fn gate(name: &'static str, default: bool, stage: Stage, support: Support) -> Gate {
-    Gate { name, default, stage, support }
+    Gate {
+        name,
+        default,
+        stage,
+        support,
+    }
 }
 
 /// KubeRay v1.7's gates, in its order.
@@ -44,13 +49,33 @@ pub const GATES: [Gate; 11] = [
     gate("RayClusterStatusConditions", true, Stage::Beta, Support::AlwaysOn),
     gate("RayJobDeletionPolicy", true, Stage::Beta, Support::Honoured),
     gate("RayMultiHostIndexing", true, Stage::Beta, Support::AlwaysOn),
-    gate("RayServiceIncrementalUpgrade", true, Stage::Beta, Support::AlwaysOn),
+    gate(
+        "RayServiceIncrementalUpgrade",
+        true,
+        Stage::Beta,
+        Support::AlwaysOn,
+    ),
     gate("RayCronJob", false, Stage::Alpha, Support::Honoured),
     gate("SidecarSubmitterRestart", false, Stage::Alpha, Support::Honoured),
-    gate("RayClusterNetworkPolicy", false, Stage::Alpha, Support::NotImplemented),
-    gate("GCSFaultToleranceEmbeddedStorage", false, Stage::Alpha, Support::NotImplemented),
+    gate(
+        "RayClusterNetworkPolicy",
+        false,
+        Stage::Alpha,
+        Support::NotImplemented,
+    ),
+    gate(
+        "GCSFaultToleranceEmbeddedStorage",
+        false,
+        Stage::Alpha,
+        Support::NotImplemented,
+    ),
     gate("RayClusterMTLS", false, Stage::Alpha, Support::NotImplemented),
-    gate("RayClusterHistoryServer", false, Stage::Alpha, Support::NotImplemented),
+    gate(
+        "RayClusterHistoryServer",
+        false,
+        Stage::Alpha,
+        Support::NotImplemented,
+    ),
     gate("KubernetesWAS", false, Stage::Alpha, Support::RefusedOn),
 ];
 
@@ -62,19 +87,25 @@ pub fn parse(text: &str) -> Result<RayFeatureGates, String> {
             .split_once('=')
             .ok_or_else(|| format!("missing bool value for {item} (the form is Name=true or Name=false)"))?;
         let (name, value) = (name.trim(), value.trim());
-        let on: bool = value
-            .parse()
-            .map_err(|_| format!("invalid value of {name}={value}, err: strconv.ParseBool: parsing {value:?}: invalid syntax"))?;
+        let on: bool = value.parse().map_err(|_| {
+            format!(
+                "invalid value of {name}={value}, err: strconv.ParseBool: parsing {value:?}: invalid syntax"
+            )
+        })?;
         let g = GATES
             .iter()
             .find(|g| g.name == name)
             .ok_or_else(|| format!("unrecognized feature gate: {name}"))?;
         match (g.support, on) {
             (Support::AlwaysOn, false) => {
-                return Err(format!("{name}=false is not implemented by quotagate: it always behaves as with {name}=true"));
+                return Err(format!(
+                    "{name}=false is not implemented by quotagate: it always behaves as with {name}=true"
+                ));
             }
             (Support::RefusedOn, true) => {
-                return Err(format!("{name}=true is not implemented by quotagate (it has no such batch scheduler)"));
+                return Err(format!(
+                    "{name}=true is not implemented by quotagate (it has no such batch scheduler)"
+                ));
             }
             _ => {}
         }
@@ -109,8 +140,15 @@ mod tests {
     fn parses_kubernetes_syntax_and_refuses_what_quotagate_cannot_honour() {
         let g = parse("RayClusterMTLS=true, RayClusterHistoryServer=true,RayCronJob=true").unwrap();
         assert!(g.mtls && g.history_server && !g.network_policy && !g.sidecar_submitter_restart);
-        assert!(parse("SidecarSubmitterRestart=true").unwrap().sidecar_submitter_restart);
-        assert!(g.ray_cron_job && !parse("").unwrap().ray_cron_job, "RayCronJob: alpha, off unless asked for");
+        assert!(
+            parse("SidecarSubmitterRestart=true")
+                .unwrap()
+                .sidecar_submitter_restart
+        );
+        assert!(
+            g.ray_cron_job && !parse("").unwrap().ray_cron_job,
+            "RayCronJob: alpha, off unless asked for"
+        );
         assert!(parse("RayServiceIncrementalUpgrade=true").is_ok());
         let err = |s: &str| parse(s).unwrap_err();
         assert_eq!(err("Nope=true"), "unrecognized feature gate: Nope");

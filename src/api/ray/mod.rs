@@ -24,5 +24,10 @@ use kube::CustomResourceExt;
 
 /// CRDs the embedded API server serves for KubeRay.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![RayCluster::crd(), RayService::crd(), RayJob::crd(), RayCronJob::crd()]
+    vec![
+        RayCluster::crd(),
+        RayService::crd(),
+        RayJob::crd(),
+        RayCronJob::crd(),
+    ]
 }

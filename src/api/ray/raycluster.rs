@@ -7,12 +7,10 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    EnvFromSource, EnvVar, EnvVarSource, PodTemplateSpec, ResourceRequirements, SecurityContext,
-    Service, ServiceSpec, ServiceStatus, VolumeMount,
+    EnvFromSource, EnvVar, EnvVarSource, PodTemplateSpec, ResourceRequirements, SecurityContext, Service,
+    ServiceSpec, ServiceStatus, VolumeMount,
 };
-use k8s_openapi::api::networking::v1::{
-    IngressTLS, NetworkPolicyEgressRule, NetworkPolicyIngressRule,
-};
+use k8s_openapi::api::networking::v1::{IngressTLS, NetworkPolicyEgressRule, NetworkPolicyIngressRule};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -64,11 +62,7 @@ pub struct RayClusterSpec {
     pub history_server_options: Option<HistoryServerOptions>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_policy: Option<NetworkPolicyConfig>,
-    #[serde(
-        default,
-        rename = "tlsOptions",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, rename = "tlsOptions", skip_serializing_if = "Option::is_none")]
     pub tls_options: Option<TlsOptions>,
     pub head_group_spec: HeadGroupSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -399,9 +393,7 @@ pub struct AutoscalerOptions {
 }
 
 /// Deprecated overall state (conditions replace it); `failed` is kept only so old objects still parse.
-#[derive(
-    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema,
-)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ClusterState {
     Ready,
@@ -415,25 +407,13 @@ pub enum ClusterState {
 pub struct RayClusterStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<ClusterState>,
-    #[serde(
-        default,
-        rename = "desiredCPU",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, rename = "desiredCPU", skip_serializing_if = "Option::is_none")]
     pub desired_cpu: Option<Quantity>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub desired_memory: Option<Quantity>,
-    #[serde(
-        default,
-        rename = "desiredGPU",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, rename = "desiredGPU", skip_serializing_if = "Option::is_none")]
     pub desired_gpu: Option<Quantity>,
-    #[serde(
-        default,
-        rename = "desiredTPU",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, rename = "desiredTPU", skip_serializing_if = "Option::is_none")]
     pub desired_tpu: Option<Quantity>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_update_time: Option<Time>,

@@ -165,7 +165,10 @@ pub enum JobStatus {
 impl JobStatus {
     /// Ray's `is_terminal()`.
     pub fn is_terminal(self) -> bool {
-        matches!(self, JobStatus::Stopped | JobStatus::Succeeded | JobStatus::Failed)
+        matches!(
+            self,
+            JobStatus::Stopped | JobStatus::Succeeded | JobStatus::Failed
+        )
     }
     pub fn as_str(self) -> &'static str {
         match self {
@@ -286,10 +289,11 @@ impl RayJobSpec {
     }
     /// The existing cluster `clusterSelector` names (`ray.io/cluster`), if the job uses one.
     pub fn selected_cluster(&self) -> Option<&str> {
-        self.cluster_selector
-            .as_ref()
-            .filter(|s| !s.is_empty())
-            .map(|s| s.get(super::constants::LABEL_CLUSTER).map(String::as_str).unwrap_or(""))
+        self.cluster_selector.as_ref().filter(|s| !s.is_empty()).map(|s| {
+            s.get(super::constants::LABEL_CLUSTER)
+                .map(String::as_str)
+                .unwrap_or("")
+        })
     }
     /// A non-empty selector: the job runs on a cluster it does not own.
     pub fn uses_cluster_selector(&self) -> bool {

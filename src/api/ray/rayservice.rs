@@ -44,11 +44,7 @@ pub struct RayServiceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub managed_by: Option<String>,
     /// Ray Serve multi-application config as a YAML string.
-    #[serde(
-        default,
-        rename = "serveConfigV2",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, rename = "serveConfigV2", skip_serializing_if = "Option::is_none")]
     pub serve_config_v2: Option<String>,
     #[serde(rename = "rayClusterConfig")]
     pub ray_cluster_config: RayClusterSpec,

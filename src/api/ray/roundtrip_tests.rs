@@ -75,9 +75,7 @@ fn every_kuberay_sample_round_trips() {
     for (file, doc) in kuberay_docs() {
         let api_version = doc["apiVersion"].as_str().unwrap_or_default();
         let kind = doc["kind"].as_str().unwrap_or_default().to_string();
-        if !(api_version.starts_with("ray.io/")
-            || api_version.starts_with("gateway.networking.k8s.io/"))
-        {
+        if !(api_version.starts_with("ray.io/") || api_version.starts_with("gateway.networking.k8s.io/")) {
             continue;
         }
         match kind.as_str() {
@@ -92,14 +90,8 @@ fn every_kuberay_sample_round_trips() {
         *counts.entry(kind).or_default() += 1;
     }
     // The folder holds 18 RayClusters, 15 RayServices and one GatewayClass; guard against a silent empty walk.
-    assert!(
-        counts.get("RayCluster").copied().unwrap_or(0) >= 18,
-        "{counts:?}"
-    );
-    assert!(
-        counts.get("RayService").copied().unwrap_or(0) >= 15,
-        "{counts:?}"
-    );
+    assert!(counts.get("RayCluster").copied().unwrap_or(0) >= 18, "{counts:?}");
+    assert!(counts.get("RayService").copied().unwrap_or(0) >= 15, "{counts:?}");
     assert!(
         counts.get("GatewayClass").copied().unwrap_or(0) >= 1,
         "{counts:?}"
@@ -135,11 +127,16 @@ fn unknown_gateway_fields_are_preserved() {
 #[test]
 fn crds_have_kuberay_names_and_columns() {
     let crds = crate::api::ray::crds();
-    let names: Vec<_> = crds
-        .iter()
-        .map(|c| c.metadata.name.clone().unwrap())
-        .collect();
-    assert_eq!(names, ["rayclusters.ray.io", "rayservices.ray.io", "rayjobs.ray.io", "raycronjobs.ray.io"]);
+    let names: Vec<_> = crds.iter().map(|c| c.metadata.name.clone().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "rayclusters.ray.io",
+            "rayservices.ray.io",
+            "rayjobs.ray.io",
+            "raycronjobs.ray.io"
+        ]
+    );
     // KubeRay's `raycronjob_types.go` printer columns, in its order, and `timeZone`'s MinLength=1.
     let cron = &crds[3].spec.versions[0];
     let cols: Vec<(&str, &str, &str)> = cron
@@ -161,14 +158,16 @@ fn crds_have_kuberay_names_and_columns() {
     let schema = serde_json::to_value(&cron.schema).unwrap();
     let spec = &schema["openAPIV3Schema"]["properties"]["spec"];
     assert_eq!(spec["properties"]["timeZone"]["minLength"], 1);
-    let required: Vec<&str> = spec["required"].as_array().unwrap().iter().filter_map(|v| v.as_str()).collect();
+    let required: Vec<&str> = spec["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
     assert_eq!(required, ["jobTemplate", "schedule"]);
     assert!(cron.subresources.as_ref().is_some_and(|s| s.status.is_some()));
     let rc = &crds[0].spec;
-    assert_eq!(
-        rc.names.categories.as_deref(),
-        Some(&["all".to_string()][..])
-    );
+    assert_eq!(rc.names.categories.as_deref(), Some(&["all".to_string()][..]));
     let cols: Vec<_> = rc.versions[0]
         .additional_printer_columns
         .as_ref()
@@ -191,14 +190,7 @@ fn crds_have_kuberay_names_and_columns() {
             "head service IP"
         ]
     );
-    assert!(
-        rc.versions[0]
-            .subresources
-            .as_ref()
-            .unwrap()
-            .status
-            .is_some()
-    );
+    assert!(rc.versions[0].subresources.as_ref().unwrap().status.is_some());
     let gw: Vec<_> = crate::api::gateway::crds()
         .iter()
         .map(|c| (c.metadata.name.clone().unwrap(), c.spec.scope.clone()))
@@ -240,7 +232,6 @@ fn gateway_schemas_preserve_unknown_fields() {
     );
     assert!(backend.get("additionalProperties").is_none(), "{backend}");
 }
-
 
 /// A RayCronJob written as KubeRay's `ray-cronjob-timezone.sample.yaml` is (a schedule, a zone, a
 /// RayJob template with a cluster) round-trips with no field lost and is valid.

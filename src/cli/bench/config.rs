@@ -181,9 +181,7 @@ fn policy(v: &Option<String>, field: &str) -> Result<PreemptionPolicy, String> {
     match v {
         None => Ok(PreemptionPolicy::Never),
         Some(s) => serde_json::from_value(serde_json::Value::String(s.clone())).map_err(|_| {
-            format!(
-                "{field}: {s:?} is not one of Never, LowerPriority, LowerOrNewerEqualPriority, Any"
-            )
+            format!("{field}: {s:?} is not one of Never, LowerPriority, LowerOrNewerEqualPriority, Any")
         }),
     }
 }
@@ -264,15 +262,21 @@ struct Template {
 
 impl Tally {
     /// One queues set of one cohort: its quota, its workload sets, and its `count` ClusterQueues.
-    fn queues_set(&mut self, at: &str, qi: usize, qset: &QueuesSet, cohort: &str, scale: f64) -> Result<(), String> {
+    fn queues_set(
+        &mut self,
+        at: &str,
+        qi: usize,
+        qset: &QueuesSet,
+        cohort: &str,
+        scale: f64,
+    ) -> Result<(), String> {
         let nominal_m = milli_cpu(&qset.nominal_quota, &format!("{at}.nominalQuota"))?;
         let borrowing_limit_m = qset
             .borrowing_limit
             .as_deref()
             .map(|b| milli_cpu(b, &format!("{at}.borrowingLimit")))
             .transpose()?;
-        let ceiling =
-            nominal_m.saturating_add(borrowing_limit_m.unwrap_or(i64::MAX / 4));
+        let ceiling = nominal_m.saturating_add(borrowing_limit_m.unwrap_or(i64::MAX / 4));
         let mut sets = Vec::new();
         // CPU-milli x ms of one queue of this set.
         let mut queue_work = 0.0;
@@ -344,19 +348,16 @@ impl Tally {
             ));
         }
         let last = set.workloads.last().map_or(0, |w| w.runtime_ms);
-        self.arrival_bound =
-            self.arrival_bound.max(per_queue * set.creation_interval_ms + last);
+        self.arrival_bound = self
+            .arrival_bound
+            .max(per_queue * set.creation_interval_ms + last);
         for (wi, w) in set.workloads.iter().enumerate() {
             let at = format!("{at}.workloads[{wi}]");
             if w.runtime_ms > MAX_MS {
-                return Err(format!(
-                    "{at}.runtimeMs: {} is above one hour",
-                    w.runtime_ms
-                ));
+                return Err(format!("{at}.runtimeMs: {} is above one hour", w.runtime_ms));
             }
             let pods = i64::from(w.pod_count.unwrap_or(1).max(1));
-            let req = milli_cpu(&w.request, &format!("{at}.request"))?
-                .saturating_mul(pods);
+            let req = milli_cpu(&w.request, &format!("{at}.request"))?.saturating_mul(pods);
             self.templates.push(Template {
                 cohort: cohort.to_string(),
                 ceiling,
@@ -367,16 +368,21 @@ impl Tally {
             });
             *queue_work += req as f64 * w.runtime_ms as f64 * f64::from(count);
         }
-        Ok(WorkloadsSet {
-            count,
-            ..set.clone()
-        })
+        Ok(WorkloadsSet { count, ..set.clone() })
     }
 
     /// Refuses a workload larger than its ClusterQueue can ever hold (its nominal quota and
     /// borrowing limit, within its cohort's quota).
     fn refuse_never_admissible(&self) -> Result<(), String> {
-        for Template { cohort, ceiling, req, at, class, qclass } in &self.templates {
+        for Template {
+            cohort,
+            ceiling,
+            req,
+            at,
+            class,
+            qclass,
+        } in &self.templates
+        {
             let cap = (*ceiling).min(self.cohort_work.get(cohort).map_or(0, |c| c.1));
             if *req > cap {
                 return Err(format!(
@@ -479,9 +485,6 @@ mod tests {
                 .unwrap_err()
                 .contains("TAS")
         );
-        assert!(
-            Generator::parse("cohorts: [{className: c, count: 1, queuesSets: [], extra: 1}]")
-                .is_err()
-        );
+        assert!(Generator::parse("cohorts: [{className: c, count: 1, queuesSets: [], extra: 1}]").is_err());
     }
 }

@@ -390,11 +390,7 @@ impl Bed {
             period: d.autoscaler_period,
             ..AutoscalerConfig::default()
         };
-        tasks.push(tokio::spawn(autoscaler::run(
-            client.clone(),
-            sim.clone(),
-            scaler,
-        )));
+        tasks.push(tokio::spawn(autoscaler::run(client.clone(), sim.clone(), scaler)));
         let mut rc_ctx = clusterctl::Context::new(client.clone());
         rc_ctx.config.busy_requeue = Duration::from_millis(200);
         tasks.push(tokio::spawn(clusterctl::run(Arc::new(rc_ctx))));
@@ -449,11 +445,7 @@ impl<'a> Probe<'a> {
 
     fn kube(&self, what: &'static str) -> impl FnOnce(kube::Error) -> Error {
         let policy = self.policy.name();
-        move |source| Error::Kube {
-            policy,
-            what,
-            source,
-        }
+        move |source| Error::Kube { policy, what, source }
     }
 
     async fn status(&self) -> Result<Option<RayServiceStatuses>, Error> {
@@ -495,13 +487,8 @@ impl<'a> Probe<'a> {
                 return Ok(None);
             };
             let svc = names::head_service_name(cluster, &rc.spec);
-            let url = DashboardEndpoint::for_head_service(
-                &svc,
-                NS,
-                "cluster.local",
-                DEFAULT_DASHBOARD_PORT,
-            )
-            .base_url;
+            let url = DashboardEndpoint::for_head_service(&svc, NS, "cluster.local", DEFAULT_DASHBOARD_PORT)
+                .base_url;
             self.urls.insert(cluster.to_owned(), url);
         }
         Ok(self.urls.get(cluster).map(|url| {
@@ -695,16 +682,7 @@ pub fn render(r: &RunReport) -> String {
     let _ = writeln!(
         out,
         "  {:>6} | {:>4} {:>7} {:>6} {:>7} | {:>4} {:>7} {:>6} {:>7} | {:>6}",
-        "t (s)",
-        "cap%",
-        "traffic",
-        "weight",
-        "running",
-        "cap%",
-        "traffic",
-        "weight",
-        "running",
-        "failed"
+        "t (s)", "cap%", "traffic", "weight", "running", "cap%", "traffic", "weight", "running", "failed"
     );
     for row in &r.rows {
         let v = |c: &ClusterView| {

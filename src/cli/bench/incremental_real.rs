@@ -46,7 +46,15 @@ pub struct RealOptions {
 
 impl Default for RealOptions {
     fn default() -> Self {
-        RealOptions { incremental: true, step: 25, interval: 2, surge: 50, rps: 20, ray_venv: ".venv-ray".into(), timeout: Duration::from_secs(300) }
+        RealOptions {
+            incremental: true,
+            step: 25,
+            interval: 2,
+            surge: 50,
+            rps: 20,
+            ray_venv: ".venv-ray".into(),
+            timeout: Duration::from_secs(300),
+        }
     }
 }
 
@@ -117,7 +125,10 @@ where
             return Ok(v);
         }
         if Instant::now() > deadline {
-            return Err(format!("real-Ray bench: {what} did not happen within {} s", timeout.as_secs()));
+            return Err(format!(
+                "real-Ray bench: {what} did not happen within {} s",
+                timeout.as_secs()
+            ));
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -125,17 +136,31 @@ where
 
 fn cluster_of(rs: &RayService, pending: bool) -> Option<String> {
     let st = rs.status.as_ref()?;
-    let s = if pending { st.pending_service_status.as_ref()? } else { st.active_service_status.as_ref()? };
+    let s = if pending {
+        st.pending_service_status.as_ref()?
+    } else {
+        st.active_service_status.as_ref()?
+    };
     s.ray_cluster_name.clone().filter(|n| !n.is_empty())
 }
 
 /// Runs one upgrade; refuses up front, naming what is missing, when this host cannot run Ray pods.
 pub async fn run(o: &RealOptions) -> Result<RealFigures, String> {
-    let lacks = missing(&ProcessConfig { ray_venv: o.ray_venv.clone(), ..Default::default() });
+    let lacks = missing(&ProcessConfig {
+        ray_venv: o.ray_venv.clone(),
+        ..Default::default()
+    });
     if !lacks.is_empty() {
-        return Err(format!("the real-Ray bench runs Ray pods as processes and needs what this host lacks:\n  - {}", lacks.join("\n  - ")));
+        return Err(format!(
+            "the real-Ray bench runs Ray pods as processes and needs what this host lacks:\n  - {}",
+            lacks.join("\n  - ")
+        ));
     }
-    let runtime = ProcessRuntime::start(ProcessConfig { ray_venv: o.ray_venv.clone(), ..Default::default() }).map_err(|e| e.to_string())?;
+    let runtime = ProcessRuntime::start(ProcessConfig {
+        ray_venv: o.ray_venv.clone(),
+        ..Default::default()
+    })
+    .map_err(|e| e.to_string())?;
     let app = RealRay::new().map_err(|e| format!("writing the Serve app: {e}"))?;
     let mut sims = SimConfig::default();
     if let Some(n) = sims.node.as_mut() {
@@ -145,12 +170,23 @@ pub async fn run(o: &RealOptions) -> Result<RealFigures, String> {
     let client = server.client();
     let opts = EmbeddedOptions {
         sims,
-        manager: ManagerOptions { leader_election: false, ray: Some(Dashboards::simulated(Duration::from_secs(1), Duration::from_secs(1))), ..ManagerOptions::default() },
+        manager: ManagerOptions {
+            leader_election: false,
+            ray: Some(Dashboards::simulated(
+                Duration::from_secs(1),
+                Duration::from_secs(1),
+            )),
+            ..ManagerOptions::default()
+        },
         ..EmbeddedOptions::default()
     };
     let stop = CancellationToken::new();
     let stopped = stop.clone();
-    let manager = tokio::spawn(run_embedded_on(server, opts, async move { stopped.cancelled().await }));
+    let manager = tokio::spawn(run_embedded_on(
+        server,
+        opts,
+        async move { stopped.cancelled().await },
+    ));
     let result = upgrade(&client, o, &app).await;
     stop.cancel();
     // The manager's shutdown stops every pod's processes and removes the pod network.
@@ -175,13 +211,25 @@ async fn upgrade(client: &kube::Client, o: &RealOptions, app: &RealRay) -> Resul
         .await
         .map_err(e)?;
     let rss: Api<RayService> = Api::namespaced(client.clone(), NS);
-    rss.create(&pp, &typed(service(app.app_dir(), o, "blue"))?).await.map_err(e)?;
-    let old = until("the first cluster serving", o.timeout, || async { rss.get("echo").await.ok().and_then(|r| cluster_of(&r, false)) }).await?;
+    rss.create(&pp, &typed(service(app.app_dir(), o, "blue"))?)
+        .await
+        .map_err(e)?;
+    let old = until("the first cluster serving", o.timeout, || async {
+        rss.get("echo").await.ok().and_then(|r| cluster_of(&r, false))
+    })
+    .await?;
     let url = if o.incremental {
         let gws: Api<Gateway> = Api::namespaced(client.clone(), NS);
         let ip = until("the Gateway's address", o.timeout, || async {
             let g = gws.get_opt("echo-gateway").await.ok().flatten()?;
-            let ip = g.status.as_ref()?.extra.get("addresses")?.pointer("/0/value")?.as_str()?.to_owned();
+            let ip = g
+                .status
+                .as_ref()?
+                .extra
+                .get("addresses")?
+                .pointer("/0/value")?
+                .as_str()?
+                .to_owned();
             (g.is_ready() && ip.starts_with("10.")).then_some(ip)
         })
         .await?;
@@ -189,13 +237,25 @@ async fn upgrade(client: &kube::Client, o: &RealOptions, app: &RealRay) -> Resul
     } else {
         let svcs: Api<Service> = Api::namespaced(client.clone(), NS);
         let ip = until("the serve Service's ClusterIP", o.timeout, || async {
-            svcs.get_opt("echo-serve-svc").await.ok().flatten()?.spec?.cluster_ip.filter(|ip| ip.starts_with("10."))
+            svcs.get_opt("echo-serve-svc")
+                .await
+                .ok()
+                .flatten()?
+                .spec?
+                .cluster_ip
+                .filter(|ip| ip.starts_with("10."))
         })
         .await?;
         format!("http://{ip}:8000/")
     };
     until("the first answer", o.timeout, || async {
-        let probe = load::Options { url: url.clone(), rps: 5, duration: Duration::from_millis(400), connections: 2, ..Default::default() };
+        let probe = load::Options {
+            url: url.clone(),
+            rps: 5,
+            duration: Duration::from_millis(400),
+            connections: 2,
+            ..Default::default()
+        };
         let r = load::run(&probe, CancellationToken::new(), None).await.ok()?;
         (r.total.ok > 0 && r.failed == 0).then_some(())
     })
@@ -203,13 +263,22 @@ async fn upgrade(client: &kube::Client, o: &RealOptions, app: &RealRay) -> Resul
 
     // The load, from here to the end.
     let stop_load = CancellationToken::new();
-    let load_opts = load::Options { url, rps: o.rps, duration: load::MAX_DURATION, connections: 64, timeout: Duration::from_secs(5), ..Default::default() };
+    let load_opts = load::Options {
+        url,
+        rps: o.rps,
+        duration: load::MAX_DURATION,
+        connections: 64,
+        timeout: Duration::from_secs(5),
+        ..Default::default()
+    };
     let load_start = Instant::now();
     let latest: std::sync::Arc<std::sync::Mutex<Report>> = std::sync::Arc::default();
     let load_task = tokio::spawn({
         let (stop, latest) = (stop_load.clone(), latest.clone());
         async move {
-            let progress = move |r: &Report| *latest.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = r.clone();
+            let progress = move |r: &Report| {
+                *latest.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = r.clone()
+            };
             load::run(&load_opts, stop, Some(&progress)).await
         }
     });
@@ -219,20 +288,49 @@ async fn upgrade(client: &kube::Client, o: &RealOptions, app: &RealRay) -> Resul
     let mut rs = rss.get("echo").await.map_err(e)?;
     rs.spec = typed::<RayService>(service(app.app_dir(), o, "green"))?.spec;
     rss.replace("echo", &pp, &rs).await.map_err(e)?;
-    let new = until("the pending cluster", o.timeout, || async { rss.get("echo").await.ok().and_then(|r| cluster_of(&r, true)) }).await?;
+    let new = until("the pending cluster", o.timeout, || async {
+        rss.get("echo").await.ok().and_then(|r| cluster_of(&r, true))
+    })
+    .await?;
     let rcs: Api<RayCluster> = Api::namespaced(client.clone(), NS);
-    until("the pending cluster gated", o.timeout, || async { rcs.get_opt(&new).await.ok().flatten().filter(|c| c.spec.suspend == Some(true)).map(|_| ()) }).await?;
+    until("the pending cluster gated", o.timeout, || async {
+        rcs.get_opt(&new)
+            .await
+            .ok()
+            .flatten()
+            .filter(|c| c.spec.suspend == Some(true))
+            .map(|_| ())
+    })
+    .await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    if !pods.list(&ListParams::default().labels(&format!("ray.io/cluster={new}"))).await.map_err(e)?.items.is_empty() {
+    if !pods
+        .list(&ListParams::default().labels(&format!("ray.io/cluster={new}")))
+        .await
+        .map_err(e)?
+        .items
+        .is_empty()
+    {
         return Err(format!("{new} has a pod before the quota was raised"));
     }
-    let mut first_pod = watcher(pods, watcher::Config::default().labels(&format!("ray.io/cluster={new}"))).applied_objects().boxed();
+    let mut first_pod = watcher(
+        pods,
+        watcher::Config::default().labels(&format!("ray.io/cluster={new}")),
+    )
+    .applied_objects()
+    .boxed();
     let raised = Instant::now();
-    cqs.patch("cq", &PatchParams::default(), &Patch::Merge(cq(enough))).await.map_err(e)?;
+    cqs.patch("cq", &PatchParams::default(), &Patch::Merge(cq(enough)))
+        .await
+        .map_err(e)?;
     let first_pod = match tokio::time::timeout(o.timeout, first_pod.next()).await {
         Ok(Some(Ok(_))) => raised.elapsed(),
-        _ => return Err(format!("no pod of {new} within {} s of the quota raise", o.timeout.as_secs())),
+        _ => {
+            return Err(format!(
+                "no pod of {new} within {} s of the quota raise",
+                o.timeout.as_secs()
+            ));
+        }
     };
     // Promotion, with the route's weights on the way (incremental).
     let routes: Api<HTTPRoute> = Api::namespaced(client.clone(), NS);
@@ -242,7 +340,14 @@ async fn upgrade(client: &kube::Client, o: &RealOptions, app: &RealRay) -> Resul
         if o.incremental
             && let Ok(Some(r)) = routes.get_opt("echo-httproute").await
         {
-            let w = r.spec.rules.iter().flatten().flat_map(|rule| rule.backend_refs.iter().flatten()).find(|b| b.name.starts_with(&new)).and_then(|b| b.weight);
+            let w = r
+                .spec
+                .rules
+                .iter()
+                .flatten()
+                .flat_map(|rule| rule.backend_refs.iter().flatten())
+                .find(|b| b.name.starts_with(&new))
+                .and_then(|b| b.weight);
             let w = w.map_or(0, |w| u32::try_from(w).unwrap_or(0));
             if weights.last().map_or(w > 0, |(_, l)| *l != w) {
                 weights.push((raised.elapsed(), w));
@@ -253,44 +358,97 @@ async fn upgrade(client: &kube::Client, o: &RealOptions, app: &RealRay) -> Resul
             break raised.elapsed();
         }
         if Instant::now() > deadline {
-            return Err(format!("{new} not promoted within {} s of the quota raise", o.timeout.as_secs()));
+            return Err(format!(
+                "{new} not promoted within {} s of the quota raise",
+                o.timeout.as_secs()
+            ));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    until("the old cluster deleted", o.timeout, || async { rcs.get_opt(&old).await.ok().and_then(|c| c.is_none().then_some(())) }).await?;
+    until("the old cluster deleted", o.timeout, || async {
+        rcs.get_opt(&old)
+            .await
+            .ok()
+            .and_then(|c| c.is_none().then_some(()))
+    })
+    .await?;
     // Through a ClusterIP, keep-alive connections stay with the old head until its processes stop
     // serving them: wait for the new cluster's answers, then a few seconds of them.
     until("answers from the new cluster", o.timeout, || async {
-        latest.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clusters_in_order.contains(&new).then_some(())
+        latest
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clusters_in_order
+            .contains(&new)
+            .then_some(())
     })
     .await?;
     tokio::time::sleep(Duration::from_secs(3)).await;
     stop_load.cancel();
-    let load = load_task.await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
+    let load = load_task
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
     let raise_at = raised.saturating_duration_since(load_start);
-    let first_new_second = load.per_second.iter().find(|s| s.clusters.contains_key(&new)).map(|s| s.second);
+    let first_new_second = load
+        .per_second
+        .iter()
+        .find(|s| s.clusters.contains_key(&new))
+        .map(|s| s.second);
     let first_new_answer = match first_new_second {
         Some(s) => Duration::from_secs(s).saturating_sub(raise_at),
-        None => return Err(format!("the new cluster {new} never answered a request of the load")),
+        None => {
+            return Err(format!(
+                "the new cluster {new} never answered a request of the load"
+            ));
+        }
     };
-    Ok(RealFigures { old, new, first_pod, first_new_answer, promoted, weights, raise_at, load })
+    Ok(RealFigures {
+        old,
+        new,
+        first_pod,
+        first_new_answer,
+        promoted,
+        weights,
+        raise_at,
+        load,
+    })
 }
 
 /// The figures as printed.
 pub fn render(o: &RealOptions, f: &RealFigures) -> String {
     let mut out = String::new();
     let how = if o.incremental {
-        format!("NewClusterWithIncrementalUpgrade (step {}%, interval {}s, surge {}%) through the Gateway's proxy", o.step, o.interval, o.surge)
+        format!(
+            "NewClusterWithIncrementalUpgrade (step {}%, interval {}s, surge {}%) through the Gateway's proxy",
+            o.step, o.interval, o.surge
+        )
     } else {
         "blue/green through the serve Service's ClusterIP".to_owned()
     };
-    out.push_str(&format!("== real Ray: {} -> {}, {how}, load {} requests/s\n", f.old, f.new, o.rps));
+    out.push_str(&format!(
+        "== real Ray: {} -> {}, {how}, load {} requests/s\n",
+        f.old, f.new, o.rps
+    ));
     for (t, w) in &f.weights {
-        out.push_str(&format!("  +{:>6.2} s  route: {w}% to {}\n", t.as_secs_f64(), f.new));
+        out.push_str(&format!(
+            "  +{:>6.2} s  route: {w}% to {}\n",
+            t.as_secs_f64(),
+            f.new
+        ));
     }
-    out.push_str(&format!("  quota raised -> first pod of the new cluster   {:>7.2} s\n", f.first_pod.as_secs_f64()));
-    out.push_str(&format!("  quota raised -> first answer from it (to 1 s)  {:>7.2} s\n", f.first_new_answer.as_secs_f64()));
-    out.push_str(&format!("  quota raised -> promotion                      {:>7.2} s\n", f.promoted.as_secs_f64()));
+    out.push_str(&format!(
+        "  quota raised -> first pod of the new cluster   {:>7.2} s\n",
+        f.first_pod.as_secs_f64()
+    ));
+    out.push_str(&format!(
+        "  quota raised -> first answer from it (to 1 s)  {:>7.2} s\n",
+        f.first_new_answer.as_secs_f64()
+    ));
+    out.push_str(&format!(
+        "  quota raised -> promotion                      {:>7.2} s\n",
+        f.promoted.as_secs_f64()
+    ));
     let t = &f.load.total;
     // Where the failures fell, in seconds from the quota raise.
     let raise_at = f.raise_at.as_secs();
@@ -299,10 +457,19 @@ pub fn render(o: &RealOptions, f: &RealFigures) -> String {
         .per_second
         .iter()
         .filter(|s| s.counts.failed() > 0)
-        .map(|s| format!("{:+}: {}", i128::from(s.second) - i128::from(raise_at), s.counts.failed()))
+        .map(|s| {
+            format!(
+                "{:+}: {}",
+                i128::from(s.second) - i128::from(raise_at),
+                s.counts.failed()
+            )
+        })
         .collect();
     if !failed.is_empty() {
-        out.push_str(&format!("  failed requests by second from the quota raise: {}\n", failed.join(", ")));
+        out.push_str(&format!(
+            "  failed requests by second from the quota raise: {}\n",
+            failed.join(", ")
+        ));
     }
     out.push_str(&format!(
         "  requests: sent {}, ok {}, failed {} ({} non-2xx, {} connection errors, {} timeouts), skipped {}; answered by {}",

@@ -252,11 +252,7 @@ fn render_prints_rows_counts_and_reasons() {
         "{text}"
     );
     assert!(text.contains("2.50 s"), "{text}");
-    assert_eq!(
-        text.lines().filter(|l| l.contains(" | ")).count(),
-        4,
-        "{text}"
-    );
+    assert_eq!(text.lines().filter(|l| l.contains(" | ")).count(), 4, "{text}");
     assert_eq!(
         compare(std::slice::from_ref(&r)),
         "comparison: timer-only dropped 3 of 10 requests (2.50 s upgrade)"

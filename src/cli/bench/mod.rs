@@ -32,9 +32,7 @@ pub async fn e2e(
         ),
     };
     let spec = match rangespec {
-        Some(p) => Some(
-            std::fs::read_to_string(p).map_err(|e| format!("--rangespec {}: {e}", p.display()))?,
-        ),
+        Some(p) => Some(std::fs::read_to_string(p).map_err(|e| format!("--rangespec {}: {e}", p.display()))?),
         None => spec,
     };
     let spec = spec.map(|s| config::RangeSpec::parse(&s)).transpose()?;
@@ -46,10 +44,7 @@ pub async fn e2e(
         .filter(|_| config::builtin(config).is_none())
         .unwrap_or(config);
     let v = report::to_json(name, scale, &plan, &m);
-    let misses = spec
-        .as_ref()
-        .map(|s| report::check(s, &v))
-        .unwrap_or_default();
+    let misses = spec.as_ref().map(|s| report::check(s, &v)).unwrap_or_default();
     if json {
         let mut v = v;
         v["rangespecMisses"] = serde_json::json!(misses);
@@ -68,10 +63,7 @@ pub async fn e2e(
 }
 
 /// Runs the incremental upgrade once per policy; prints each timeline and the comparison (or JSON).
-pub async fn incremental(
-    opts: &incremental::Options,
-    json: bool,
-) -> Result<(), incremental::Error> {
+pub async fn incremental(opts: &incremental::Options, json: bool) -> Result<(), incremental::Error> {
     opts.check()?;
     let mut runs = Vec::new();
     for policy in incremental::POLICIES {

@@ -21,20 +21,12 @@ pub fn published(config: &str) -> Option<Published> {
     match config {
         "baseline" => Some(Published {
             wall_ms: 351_116.0,
-            admission_ms: &[
-                ("large", 16_501.0),
-                ("medium", 76_768.0),
-                ("small", 215_468.0),
-            ],
+            admission_ms: &[("large", 16_501.0), ("medium", 76_768.0), ("small", 215_468.0)],
             usage_pct: 55.9,
         }),
         "large-scale" => Some(Published {
             wall_ms: 1_179_411.0,
-            admission_ms: &[
-                ("large", 105_604.0),
-                ("medium", 256_413.0),
-                ("small", 700_379.0),
-            ],
+            admission_ms: &[("large", 105_604.0), ("medium", 256_413.0), ("small", 700_379.0)],
             usage_pct: 38.64,
         }),
         _ => None,
@@ -197,16 +189,9 @@ pub fn to_text(v: &Value) -> String {
         v["evictions"]
     ));
     if let Some(by) = v["apiRequestsBy"].as_object() {
-        let mut top: Vec<(&String, u64)> = by
-            .iter()
-            .map(|(k, n)| (k, n.as_u64().unwrap_or(0)))
-            .collect();
+        let mut top: Vec<(&String, u64)> = by.iter().map(|(k, n)| (k, n.as_u64().unwrap_or(0))).collect();
         top.sort_by_key(|t| std::cmp::Reverse(t.1));
-        let line: Vec<String> = top
-            .iter()
-            .take(6)
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect();
+        let line: Vec<String> = top.iter().take(6).map(|(k, n)| format!("{k} {n}")).collect();
         out.push_str(&format!("  busiest: {}\n", line.join(", ")));
     }
     if let Some(line) = v["admissionLoop"]["summary"].as_str() {

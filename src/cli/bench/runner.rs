@@ -76,12 +76,7 @@ fn counting_client(
 ) -> Client {
     let svc = tower::ServiceBuilder::new()
         .map_request(move |r: http::Request<kube::client::Body>| {
-            let segs: Vec<&str> = r
-                .uri()
-                .path()
-                .split('/')
-                .filter(|s| !s.is_empty())
-                .collect();
+            let segs: Vec<&str> = r.uri().path().split('/').filter(|s| !s.is_empty()).collect();
             let plural = plural_of(&segs).unwrap_or("?");
             let status = if segs.last() == Some(&"status") {
                 "/status"
@@ -114,24 +109,20 @@ fn plural_of<'a>(segs: &[&'a str]) -> Option<&'a str> {
 
 fn cpu_and_rss() -> (Option<Duration>, Option<u64>) {
     // /proc exports CPU time in USER_HZ, fixed at 100 per second on Linux.
-    let cpu = std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|s| {
-            let after = s.rsplit_once(')')?.1;
-            let f: Vec<&str> = after.split_whitespace().collect();
-            let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-            Some(Duration::from_millis(ticks * 10))
-        });
-    let rss = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))?
-                .split_whitespace()
-                .nth(1)?
-                .parse()
-                .ok()
-        });
+    let cpu = std::fs::read_to_string("/proc/self/stat").ok().and_then(|s| {
+        let after = s.rsplit_once(')')?.1;
+        let f: Vec<&str> = after.split_whitespace().collect();
+        let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+        Some(Duration::from_millis(ticks * 10))
+    });
+    let rss = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| {
+        s.lines()
+            .find(|l| l.starts_with("VmHWM:"))?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    });
     (cpu, rss)
 }
 
@@ -167,9 +158,7 @@ async fn create_queues(client: &Client, plan: &Plan) -> Result<(), String> {
             .create(&pp, &cq)
             .await
             .map_err(|e| format!("creating ClusterQueue {}: {e}", q.name))?;
-        let lq = LocalQueue::build(&q.name, &q.name)
-            .cluster_queue(&q.name)
-            .build();
+        let lq = LocalQueue::build(&q.name, &q.name).cluster_queue(&q.name).build();
         Api::<LocalQueue>::namespaced(client.clone(), &q.name)
             .create(&pp, &lq)
             .await
@@ -180,10 +169,7 @@ async fn create_queues(client: &Client, plan: &Plan) -> Result<(), String> {
     let api = Api::<ClusterQueue>::all(client.clone());
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let cqs = api
-            .list(&Default::default())
-            .await
-            .map_err(|e| e.to_string())?;
+        let cqs = api.list(&Default::default()).await.map_err(|e| e.to_string())?;
         let active = cqs
             .items
             .iter()
@@ -299,9 +285,11 @@ pub async fn run(plan: &Plan, progress: bool) -> Result<Measured, String> {
         ..ManagerOptions::default()
     };
     let c = cancel.clone();
-    let manager = tokio::spawn(run_manager(client.clone(), opts, async move {
-        c.cancelled().await
-    }));
+    let manager = tokio::spawn(run_manager(
+        client.clone(),
+        opts,
+        async move { c.cancelled().await },
+    ));
     create_queues(&client, plan).await?;
     let (cpu0, _) = cpu_and_rss();
     let loop0 = stats.figures();
@@ -324,7 +312,13 @@ pub async fn run(plan: &Plan, progress: bool) -> Result<Measured, String> {
     }
     watch.abort();
     outcome?;
-    let Tally { records, evictions, usage, last_finish, .. } = &tally;
+    let Tally {
+        records,
+        evictions,
+        usage,
+        last_finish,
+        ..
+    } = &tally;
     let total = plan.workloads;
     let end = last_finish
         .lock()
@@ -383,7 +377,14 @@ struct Tally {
 
 /// One watch of all Workloads: admission, eviction and finish times, and the finish timers.
 fn watch_workloads(client: Client, plan: &Plan, tally: Tally) -> tokio::task::JoinHandle<()> {
-    let Tally { records, finished, admitted_n, evictions, usage, last_finish } = tally;
+    let Tally {
+        records,
+        finished,
+        admitted_n,
+        evictions,
+        usage,
+        last_finish,
+    } = tally;
     let queue_index: HashMap<String, usize> = plan
         .queues
         .iter()
@@ -416,10 +417,7 @@ fn watch_workloads(client: Client, plan: &Plan, tally: Tally) -> tokio::task::Jo
                         r.first_admitted.get_or_insert(now);
                         r.epoch += 1;
                         admitted_n.fetch_add(1, Ordering::Relaxed);
-                        let cq = w
-                            .admission()
-                            .map(|a| a.cluster_queue.clone())
-                            .unwrap_or_default();
+                        let cq = w.admission().map(|a| a.cluster_queue.clone()).unwrap_or_default();
                         timer = Some((r.runtime, r.epoch, cq));
                     }
                     (Some(since), false) => {
@@ -441,12 +439,8 @@ fn watch_workloads(client: Client, plan: &Plan, tally: Tally) -> tokio::task::Jo
                 }
             }
             if let Some((runtime, epoch, cq)) = timer {
-                let (client, records, name, ns) = (
-                    client.clone(),
-                    records.clone(),
-                    w.name_any(),
-                    queues[qi].clone(),
-                );
+                let (client, records, name, ns) =
+                    (client.clone(), records.clone(), w.name_any(), queues[qi].clone());
                 tokio::spawn(async move {
                     tokio::time::sleep(runtime).await;
                     let current = records.lock().ok().and_then(|r| {
@@ -472,18 +466,16 @@ async fn create_and_wait<T>(
     tty: bool,
     manager: &tokio::task::JoinHandle<T>,
 ) -> Result<(), String> {
-    let Tally { records, finished, admitted_n, .. } = tally;
+    let Tally {
+        records,
+        finished,
+        admitted_n,
+        ..
+    } = tally;
     let mut creators = tokio::task::JoinSet::new();
     for (qi, q) in plan.queues.iter().enumerate() {
         for si in 0..q.sets.len() {
-            creators.spawn(create_set(
-                client.clone(),
-                records.clone(),
-                qi,
-                q.clone(),
-                si,
-                t0,
-            ));
+            creators.spawn(create_set(client.clone(), records.clone(), qi, q.clone(), si, t0));
         }
     }
     let total = plan.workloads;
@@ -527,7 +519,10 @@ async fn create_and_wait<T>(
 }
 
 /// The loop's figures between two readings (the queues' set-up is not part of the run).
-fn since(a: &crate::jobframework::admission::CycleFigures, b: &crate::jobframework::admission::CycleFigures) -> crate::jobframework::admission::CycleFigures {
+fn since(
+    a: &crate::jobframework::admission::CycleFigures,
+    b: &crate::jobframework::admission::CycleFigures,
+) -> crate::jobframework::admission::CycleFigures {
     let mut phases = b.phases;
     for (p, q) in phases.iter_mut().zip(a.phases) {
         *p = p.saturating_sub(q);
@@ -547,9 +542,7 @@ mod tests {
     fn request_paths_name_their_resource() {
         let segs = |p: &'static str| p.split('/').filter(|s| !s.is_empty()).collect::<Vec<_>>();
         assert_eq!(
-            plural_of(&segs(
-                "/apis/kueue.x-k8s.io/v1beta2/namespaces/a/workloads/w"
-            )),
+            plural_of(&segs("/apis/kueue.x-k8s.io/v1beta2/namespaces/a/workloads/w")),
             Some("workloads")
         );
         assert_eq!(plural_of(&segs("/api/v1/namespaces")), Some("namespaces"));

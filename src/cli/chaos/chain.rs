@@ -13,8 +13,8 @@ use std::collections::{BTreeMap, HashSet};
 
 use kube::ResourceExt;
 
-use crate::api::kueue::{ClusterQueue, Workload};
 use crate::api::kueue::constants::{condition, label};
+use crate::api::kueue::{ClusterQueue, Workload};
 use crate::api::ray::{RayCluster, RayService};
 use crate::queue::requests::{pod_requests, podset_total};
 use crate::rayservice::cluster::hash::hash_without_replicas_and_workers_to_delete;
@@ -65,9 +65,18 @@ pub(super) fn no_disruption(
     seen: &mut BTreeMap<String, Baseline>,
 ) -> Option<String> {
     let uid = rs.metadata.uid.clone().unwrap_or_default();
-    let evicted = chain.iter().any(|w| w.status.as_ref().is_some_and(|s| s.condition_true(condition::EVICTED)));
-    let pending = chain.iter().any(|w| !holds_quota(w) && !w.is_finished() && w.metadata.deletion_timestamp.is_none());
-    let waiting = pending && !evicted && chain.iter().any(|w| holds_quota(w)) && rs.metadata.deletion_timestamp.is_none();
+    let evicted = chain.iter().any(|w| {
+        w.status
+            .as_ref()
+            .is_some_and(|s| s.condition_true(condition::EVICTED))
+    });
+    let pending = chain
+        .iter()
+        .any(|w| !holds_quota(w) && !w.is_finished() && w.metadata.deletion_timestamp.is_none());
+    let waiting = pending
+        && !evicted
+        && chain.iter().any(|w| holds_quota(w))
+        && rs.metadata.deletion_timestamp.is_none();
     let rc = active.and_then(|a| clusters.iter().find(|c| c.name_any() == a));
     let (Some(rc), true) = (rc, waiting) else {
         seen.remove(&uid);
@@ -90,7 +99,10 @@ pub(super) fn no_disruption(
     };
     // Report a change once; the next check compares with what it became.
     seen.insert(uid, now);
-    Some(format!("I4: RayService {}'s active cluster {name} {what} while its upgrade waited for quota", rs.name_any()))
+    Some(format!(
+        "I4: RayService {}'s active cluster {name} {what} while its upgrade waited for quota",
+        rs.name_any()
+    ))
 }
 
 /// I5 for one service: the slices holding quota form one replacement chain.
@@ -102,12 +114,20 @@ pub(super) fn one_chain(rs: &RayService, chain: &[&Workload]) -> Option<String> 
     let keys: HashSet<String> = holding.iter().map(|w| key(w)).collect();
     let links = holding
         .iter()
-        .filter(|w| w.annotations().get(label::WORKLOAD_SLICE_REPLACEMENT_FOR).is_some_and(|o| keys.contains(o)))
+        .filter(|w| {
+            w.annotations()
+                .get(label::WORKLOAD_SLICE_REPLACEMENT_FOR)
+                .is_some_and(|o| keys.contains(o))
+        })
         .count();
     (links + 1 < holding.len()).then(|| {
         let mut names: Vec<String> = keys.into_iter().collect();
         names.sort();
-        format!("I5: RayService {} holds quota in {} slices that are not one replacement chain: {names:?}", rs.name_any(), holding.len())
+        format!(
+            "I5: RayService {} holds quota in {} slices that are not one replacement chain: {names:?}",
+            rs.name_any(),
+            holding.len()
+        )
     })
 }
 
@@ -117,18 +137,24 @@ pub(super) fn exact(rs: &RayService, chain: &[&Workload], clusters: &[RayCluster
     let name = rs.name_any();
     let holding: Vec<&Workload> = chain.iter().copied().filter(|w| holds_quota(w)).collect();
     let [slice] = holding.as_slice() else {
-        return Err(format!("I3: {name} holds quota in {} slices once settled", holding.len()));
+        return Err(format!(
+            "I3: {name} holds quota in {} slices once settled",
+            holding.len()
+        ));
     };
     let uid = rs.metadata.uid.as_deref();
     let mut want: BTreeMap<String, i64> = BTreeMap::new();
-    let live = clusters
-        .iter()
-        .filter(|c| c.metadata.deletion_timestamp.is_none() && c.owner_references().iter().any(|o| Some(o.uid.as_str()) == uid));
+    let live = clusters.iter().filter(|c| {
+        c.metadata.deletion_timestamp.is_none()
+            && c.owner_references().iter().any(|o| Some(o.uid.as_str()) == uid)
+    });
     for rc in live {
-        let d = demand::child_demand(rc, &Default::default()).map_err(|e| format!("I3: {}: {e}", rc.name_any()))?;
+        let d = demand::child_demand(rc, &Default::default())
+            .map_err(|e| format!("I3: {}: {e}", rc.name_any()))?;
         for (_, count, template) in &d.pods {
             let spec = template.spec.clone().unwrap_or_default();
-            let per_pod = pod_requests("template.spec", &spec).map_err(|e| format!("I3: {}: {e}", rc.name_any()))?;
+            let per_pod =
+                pod_requests("template.spec", &spec).map_err(|e| format!("I3: {}: {e}", rc.name_any()))?;
             for (r, v) in podset_total(&per_pod, *count) {
                 *want.entry(r).or_default() += v.0;
             }
@@ -138,7 +164,10 @@ pub(super) fn exact(rs: &RayService, chain: &[&Workload], clusters: &[RayCluster
     let mut got = super::usage::held(slice);
     got.retain(|_, v| *v != 0);
     if got != want {
-        return Err(format!("I3: {name}'s slice {} reserves {got:?}, its live clusters request {want:?}", slice.name_any()));
+        return Err(format!(
+            "I3: {name}'s slice {} reserves {got:?}, its live clusters request {want:?}",
+            slice.name_any()
+        ));
     }
     Ok(())
 }
@@ -147,7 +176,10 @@ pub(super) fn exact(rs: &RayService, chain: &[&Workload], clusters: &[RayCluster
 /// quota in it.
 pub(super) fn queue_exact(cq: &ClusterQueue, workloads: &[Workload]) -> Result<(), String> {
     let mut want: BTreeMap<String, i64> = BTreeMap::new();
-    for w in workloads.iter().filter(|w| holds_quota(w) && w.admission().is_some_and(|a| a.cluster_queue == cq.name_any())) {
+    for w in workloads
+        .iter()
+        .filter(|w| holds_quota(w) && w.admission().is_some_and(|a| a.cluster_queue == cq.name_any()))
+    {
         for (r, v) in super::usage::held(w) {
             *want.entry(r).or_default() += v;
         }
@@ -163,7 +195,10 @@ pub(super) fn queue_exact(cq: &ClusterQueue, workloads: &[Workload]) -> Result<(
     want.retain(|_, v| *v != 0);
     got.retain(|_, v| *v != 0);
     if got != want {
-        return Err(format!("I3: ClusterQueue {} reports {got:?} reserved, its Workloads hold {want:?}", cq.name_any()));
+        return Err(format!(
+            "I3: ClusterQueue {} reports {got:?} reserved, its Workloads hold {want:?}",
+            cq.name_any()
+        ));
     }
     Ok(())
 }
@@ -199,19 +234,29 @@ mod tests {
     /// read the predecessor (the later of the two by name) and reported pods the replacement covers.
     #[test]
     fn the_latest_holding_slice_is_the_replacement_while_both_hold_quota() {
-        let (old, new) = (wl("rayservice-rs-e0a99", true, Some("first"), false), wl("rayservice-rs-17cee", true, Some("rayservice-rs-e0a99"), false));
+        let (old, new) = (
+            wl("rayservice-rs-e0a99", true, Some("first"), false),
+            wl("rayservice-rs-17cee", true, Some("rayservice-rs-e0a99"), false),
+        );
         for chain in [vec![&old, &new], vec![&new, &old]] {
-            assert_eq!(latest_holding(&chain).map(|w| w.name_any()), Some("rayservice-rs-17cee".to_string()));
+            assert_eq!(
+                latest_holding(&chain).map(|w| w.name_any()),
+                Some("rayservice-rs-17cee".to_string())
+            );
         }
         let waiting = wl("rayservice-rs-17cee", false, Some("rayservice-rs-e0a99"), false);
-        assert_eq!(latest_holding(&[&old, &waiting]).map(|w| w.name_any()), Some("rayservice-rs-e0a99".to_string()));
+        assert_eq!(
+            latest_holding(&[&old, &waiting]).map(|w| w.name_any()),
+            Some("rayservice-rs-e0a99".to_string())
+        );
         assert!(latest_holding(&[&waiting]).is_none());
     }
 
     fn rs() -> RayService {
         serde_json::from_value(json!({"apiVersion": "ray.io/v1", "kind": "RayService",
             "metadata": {"name": "rs", "namespace": "ns", "uid": "u1"},
-            "spec": {"rayClusterConfig": {"headGroupSpec": {"rayStartParams": {}, "template": {}}}}})).unwrap()
+            "spec": {"rayClusterConfig": {"headGroupSpec": {"rayStartParams": {}, "template": {}}}}}))
+        .unwrap()
     }
 
     fn rc(version: &str, suspend: bool) -> RayCluster {
@@ -226,7 +271,9 @@ mod tests {
         let (old, new) = (wl("old", true, None, false), wl("new", false, Some("old"), false));
         let chain = [&old, &new];
         let mut seen = BTreeMap::new();
-        let check = |c: RayCluster, seen: &mut BTreeMap<String, Baseline>| no_disruption(&rs(), Some("rs-a"), &chain, &[c], seen);
+        let check = |c: RayCluster, seen: &mut BTreeMap<String, Baseline>| {
+            no_disruption(&rs(), Some("rs-a"), &chain, &[c], seen)
+        };
         assert_eq!(check(rc("2.46.0", false), &mut seen), None);
         // Worker counts belong to the autoscaler and the user: not a disruption.
         let mut scaled = rc("2.46.0", false);
@@ -243,21 +290,35 @@ mod tests {
         let mut seen = BTreeMap::new();
         let (old, new) = (wl("old", true, None, true), wl("new", false, Some("old"), false));
         for c in [rc("2.46.0", false), rc("2.46.0", true)] {
-            assert_eq!(no_disruption(&rs(), Some("rs-a"), &[&old, &new], &[c], &mut seen), None);
+            assert_eq!(
+                no_disruption(&rs(), Some("rs-a"), &[&old, &new], &[c], &mut seen),
+                None
+            );
         }
         let alone = wl("old", true, None, false);
         for c in [rc("2.46.0", false), rc("2.47.0", true)] {
-            assert_eq!(no_disruption(&rs(), Some("rs-a"), &[&alone], &[c], &mut seen), None);
+            assert_eq!(
+                no_disruption(&rs(), Some("rs-a"), &[&alone], &[c], &mut seen),
+                None
+            );
         }
     }
 
     #[test]
     fn slices_holding_quota_must_be_one_chain() {
-        let (a, b, c) = (wl("a", true, None, false), wl("b", true, Some("a"), false), wl("c", true, Some("b"), false));
+        let (a, b, c) = (
+            wl("a", true, None, false),
+            wl("b", true, Some("a"), false),
+            wl("c", true, Some("b"), false),
+        );
         assert_eq!(one_chain(&rs(), &[&a, &b, &c]), None);
         let stray = wl("d", true, None, false);
-        let found = one_chain(&rs(), &[&a, &b, &stray]).expect("an unlinked second slice is a duplicate admission");
-        assert!(found.starts_with("I5: RayService rs holds quota in 3 slices"), "{found}");
+        let found =
+            one_chain(&rs(), &[&a, &b, &stray]).expect("an unlinked second slice is a duplicate admission");
+        assert!(
+            found.starts_with("I5: RayService rs holds quota in 3 slices"),
+            "{found}"
+        );
         assert_eq!(one_chain(&rs(), &[&a, &wl("p", false, None, false)]), None);
     }
 }

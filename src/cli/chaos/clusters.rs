@@ -42,11 +42,17 @@ pub(super) fn generate(seed: u64) -> (World, Vec<Op>) {
         .collect();
     let quota = rng.random_range(3..=6) * 1000;
     let world = World {
-        queues: vec![Queue { quota, borrowing_limit: None, lending_limit: None }],
+        queues: vec![Queue {
+            quota,
+            borrowing_limit: None,
+            lending_limit: None,
+        }],
         preemption: super::world::Preemption::on(rng.random_bool(0.5)),
         services: Vec::new(),
         clusters,
-        background: (0..rng.random_range(0..=2)).map(|_| (0, rng.random_range(1..=3) * 500)).collect(),
+        background: (0..rng.random_range(0..=2))
+            .map(|_| (0, rng.random_range(1..=3) * 500))
+            .collect(),
         keep_quota: false,
         no_serving_gap: false,
         settle_at_least: Vec::new(),
@@ -55,7 +61,10 @@ pub(super) fn generate(seed: u64) -> (World, Vec<Op>) {
     let list = (0..rng.random_range(8..=14))
         .map(|_| match rng.random_range(0..91) {
             0..=29 => Op::ClusterReplicas(rng.random_range(0..n), rng.random_range(0..=MAX_WORKERS)),
-            30..=41 => Op::ClusterCpu(rng.random_range(0..n), WORKER_CPUS[rng.random_range(0..WORKER_CPUS.len())]),
+            30..=41 => Op::ClusterCpu(
+                rng.random_range(0..n),
+                WORKER_CPUS[rng.random_range(0..WORKER_CPUS.len())],
+            ),
             42..=47 => Op::ClusterElastic(rng.random_range(0..n), rng.random_bool(0.5)),
             48..=53 => Op::ClusterScaleDown(rng.random_range(0..n)),
             54..=57 => Op::ClusterTamper(rng.random_range(0..n)),
@@ -69,7 +78,9 @@ pub(super) fn generate(seed: u64) -> (World, Vec<Op>) {
                 nth: rng.random_range(1..=4),
                 conflict: rng.random_bool(0.5),
             },
-            84..=86 => Op::Watches { expire: rng.random_bool(0.5) },
+            84..=86 => Op::Watches {
+                expire: rng.random_bool(0.5),
+            },
             87..=88 => Op::StopQueue(0),
             _ => Op::ResumeQueue(0),
         })
@@ -104,33 +115,62 @@ pub(super) fn cluster(name: &str, s: &ClusterShape) -> Result<RayCluster, serde_
 /// Applies a cluster edit of `op` to `shape`'s cluster through the API, as a user or Ray's autoscaler
 /// would; `shape` follows what was written. An edit the webhook refuses (422) is the user's answer
 /// and changes nothing.
-pub(super) async fn edit(api: &Api<RayCluster>, pods: &Api<Pod>, name: &str, op: &Op, shape: &mut ClusterShape) -> Result<(), kube::Error> {
+pub(super) async fn edit(
+    api: &Api<RayCluster>,
+    pods: &Api<Pod>,
+    name: &str,
+    op: &Op,
+    shape: &mut ClusterShape,
+) -> Result<(), kube::Error> {
     let pp = PatchParams::default();
     let json_patch = |v: serde_json::Value| -> Result<Patch<()>, kube::Error> {
-        serde_json::from_value(v).map(Patch::Json).map_err(kube::Error::SerdeError)
+        serde_json::from_value(v)
+            .map(Patch::Json)
+            .map_err(kube::Error::SerdeError)
     };
     let written = match op {
         Op::ClusterReplicas(_, n) => {
-            let p = json_patch(json!([{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": n}]))?;
+            let p = json_patch(
+                json!([{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": n}]),
+            )?;
             api.patch(name, &pp, &p).await.map(|_| shape.replicas = *n)
         }
         Op::ClusterCpu(_, cpu) => {
             let path = "/spec/workerGroupSpecs/0/template/spec/containers/0/resources/requests/cpu";
-            api.patch(name, &pp, &json_patch(json!([{"op": "replace", "path": path, "value": cpu}]))?).await.map(|_| shape.worker_cpu = cpu)
+            api.patch(
+                name,
+                &pp,
+                &json_patch(json!([{"op": "replace", "path": path, "value": cpu}]))?,
+            )
+            .await
+            .map(|_| shape.worker_cpu = cpu)
         }
         Op::ClusterElastic(_, on) => {
             let value = if *on { json!("true") } else { json!(null) };
             let p = json!({"metadata": {"annotations": {label::ELASTIC_JOB: value}}});
-            api.patch(name, &pp, &Patch::Merge(&p)).await.map(|_| shape.elastic = *on)
+            api.patch(name, &pp, &Patch::Merge(&p))
+                .await
+                .map(|_| shape.elastic = *on)
         }
         Op::ClusterScaleDown(_) => {
             let sel = format!("ray.io/cluster={name},ray.io/node-type=worker");
             let workers = pods.list(&ListParams::default().labels(&sel)).await?.items;
-            let Some(victim) = workers.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).map(ResourceExt::name_any).min() else {
+            let Some(victim) = workers
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .map(ResourceExt::name_any)
+                .min()
+            else {
                 return Ok(());
             };
             let rc = api.get(name).await?;
-            let now = rc.spec.worker_group_specs.as_ref().and_then(|g| g.first()).and_then(|g| g.replicas).unwrap_or(0);
+            let now = rc
+                .spec
+                .worker_group_specs
+                .as_ref()
+                .and_then(|g| g.first())
+                .and_then(|g| g.replicas)
+                .unwrap_or(0);
             let to = (now - 1).max(0);
             let p = json_patch(json!([
                 {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": to},
@@ -138,7 +178,10 @@ pub(super) async fn edit(api: &Api<RayCluster>, pods: &Api<Pod>, name: &str, op:
             ]))?;
             api.patch(name, &pp, &p).await.map(|_| shape.replicas = to)
         }
-        Op::ClusterTamper(_) => api.patch(name, &pp, &Patch::Merge(&json!({"spec": {"suspend": false}}))).await.map(|_| ()),
+        Op::ClusterTamper(_) => api
+            .patch(name, &pp, &Patch::Merge(&json!({"spec": {"suspend": false}})))
+            .await
+            .map(|_| ()),
         _ => Ok(()),
     };
     match written {
@@ -150,14 +193,25 @@ pub(super) async fn edit(api: &Api<RayCluster>, pods: &Api<Pod>, name: &str, op:
 /// Once settled in ample quota: every cluster of `shapes` runs unsuspended on exactly one live
 /// Workload, admitted, whose podsets are its spec (head 1, workers `replicas` at `worker_cpu`), with
 /// exactly that many Running pods and none terminating.
-pub(super) fn converged(shapes: &[ClusterShape], clusters: &[RayCluster], pods: &[Pod], wls: &[Workload]) -> Result<(), String> {
+pub(super) fn converged(
+    shapes: &[ClusterShape],
+    clusters: &[RayCluster],
+    pods: &[Pod],
+    wls: &[Workload],
+) -> Result<(), String> {
     for (i, shape) in shapes.iter().enumerate() {
         let n = cluster_name(i);
-        let rc = clusters.iter().find(|c| c.name_any() == n).ok_or_else(|| format!("RayCluster {n} is gone"))?;
+        let rc = clusters
+            .iter()
+            .find(|c| c.name_any() == n)
+            .ok_or_else(|| format!("RayCluster {n} is gone"))?;
         if rc.spec.suspend != Some(false) {
             return Err(format!("RayCluster {n} is still suspended"));
         }
-        let mine: Vec<&Pod> = pods.iter().filter(|p| p.labels().get("ray.io/cluster") == Some(&n)).collect();
+        let mine: Vec<&Pod> = pods
+            .iter()
+            .filter(|p| p.labels().get("ray.io/cluster") == Some(&n))
+            .collect();
         let running = |head: bool| {
             mine.iter()
                 .filter(|p| (p.labels().get("ray.io/node-type").map(String::as_str) == Some("head")) == head)
@@ -166,20 +220,46 @@ pub(super) fn converged(shapes: &[ClusterShape], clusters: &[RayCluster], pods: 
         };
         let want = usize::try_from(shape.replicas).unwrap_or(0);
         if (running(true), running(false), mine.len()) != (1, want, 1 + want) {
-            return Err(format!("RayCluster {n} runs head {} and {} workers of {} pods; its spec asks for 1 and {want}", running(true), running(false), mine.len()));
+            return Err(format!(
+                "RayCluster {n} runs head {} and {} workers of {} pods; its spec asks for 1 and {want}",
+                running(true),
+                running(false),
+                mine.len()
+            ));
         }
         let uid = rc.metadata.uid.clone().unwrap_or_default();
         let live: Vec<&Workload> = wls
             .iter()
-            .filter(|w| w.owner_references().iter().any(|o| o.uid == uid) && !w.is_finished() && w.metadata.deletion_timestamp.is_none())
+            .filter(|w| {
+                w.owner_references().iter().any(|o| o.uid == uid)
+                    && !w.is_finished()
+                    && w.metadata.deletion_timestamp.is_none()
+            })
             .collect();
         let [w] = live.as_slice() else {
-            return Err(format!("RayCluster {n} has {} live Workloads: {:?}", live.len(), live.iter().map(|w| w.name_any()).collect::<Vec<_>>()));
+            return Err(format!(
+                "RayCluster {n} has {} live Workloads: {:?}",
+                live.len(),
+                live.iter().map(|w| w.name_any()).collect::<Vec<_>>()
+            ));
         };
         let counts: Vec<i32> = w.spec.pod_sets.iter().map(|p| p.count.unwrap_or(1)).collect();
-        let cpu = w.spec.pod_sets.get(1).and_then(|p| p.template.spec.as_ref()).and_then(|s| s.containers.first()).and_then(|c| c.resources.as_ref()).and_then(|r| r.requests.as_ref()).and_then(|r| r.get("cpu")).map(|q| q.0.clone());
+        let cpu = w
+            .spec
+            .pod_sets
+            .get(1)
+            .and_then(|p| p.template.spec.as_ref())
+            .and_then(|s| s.containers.first())
+            .and_then(|c| c.resources.as_ref())
+            .and_then(|r| r.requests.as_ref())
+            .and_then(|r| r.get("cpu"))
+            .map(|q| q.0.clone());
         if !w.is_admitted() || counts != [1, shape.replicas] || cpu.as_deref() != Some(shape.worker_cpu) {
-            return Err(format!("RayCluster {n}'s Workload {} holds {counts:?} at {cpu:?} (admitted {}); its spec is {shape:?}", w.name_any(), w.is_admitted()));
+            return Err(format!(
+                "RayCluster {n}'s Workload {} holds {counts:?} at {cpu:?} (admitted {}); its spec is {shape:?}",
+                w.name_any(),
+                w.is_admitted()
+            ));
         }
     }
     Ok(())
@@ -203,13 +283,21 @@ mod tests {
             assert!(w.services.is_empty() && !w.clusters.is_empty());
             let n = w.clusters.len();
             assert!(list.iter().all(|o| match o {
-                Op::ClusterReplicas(i, _) | Op::ClusterCpu(i, _) | Op::ClusterElastic(i, _) | Op::ClusterScaleDown(i) | Op::ClusterTamper(i) => *i < n,
+                Op::ClusterReplicas(i, _)
+                | Op::ClusterCpu(i, _)
+                | Op::ClusterElastic(i, _)
+                | Op::ClusterScaleDown(i)
+                | Op::ClusterTamper(i) => *i < n,
                 _ => true,
             }));
             for (i, s) in w.clusters.iter().enumerate() {
                 let rc = cluster(&cluster_name(i), s).unwrap();
                 let mut v = serde_json::to_value(&rc).unwrap();
-                assert_eq!(crate::api::admission::admit(crate::api::admission::Operation::Create, &mut v, None), Ok(()), "{s:?}");
+                assert_eq!(
+                    crate::api::admission::admit(crate::api::admission::Operation::Create, &mut v, None),
+                    Ok(()),
+                    "{s:?}"
+                );
             }
         }
         assert!(runs.iter().any(|(w, _)| w.clusters.iter().any(|c| c.elastic)));

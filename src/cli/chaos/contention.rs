@@ -71,7 +71,11 @@ pub(super) fn generate(seed: u64) -> Result<(World, Vec<Op>), String> {
         _ => all,
     };
     // In a cohort the spare is split at random; a queue borrows what the other does not use.
-    let first = if cohort { rng.random_range(0..=spare / 500) * 500 } else { spare };
+    let first = if cohort {
+        rng.random_range(0..=spare / 500) * 500
+    } else {
+        spare
+    };
     let mut quotas = steady.clone();
     quotas[0] += first;
     if cohort {
@@ -81,14 +85,27 @@ pub(super) fn generate(seed: u64) -> Result<(World, Vec<Op>), String> {
     settle_at_least[0] += largest;
     let preemption = Preemption {
         within: WITHIN[rng.random_range(0..WITHIN.len())],
-        reclaim: if cohort { RECLAIM[rng.random_range(0..RECLAIM.len())] } else { "Never" },
+        reclaim: if cohort {
+            RECLAIM[rng.random_range(0..RECLAIM.len())]
+        } else {
+            "Never"
+        },
     };
     let world = World {
-        queues: quotas.into_iter().map(|quota| Queue { quota, borrowing_limit: None, lending_limit: None }).collect(),
+        queues: quotas
+            .into_iter()
+            .map(|quota| Queue {
+                quota,
+                borrowing_limit: None,
+                lending_limit: None,
+            })
+            .collect(),
         preemption,
         services,
         clusters: Vec::new(),
-        background: (0..rng.random_range(0..=1)).map(|_| (rng.random_range(0..queues), rng.random_range(1..=2) * 500)).collect(),
+        background: (0..rng.random_range(0..=1))
+            .map(|_| (rng.random_range(0..queues), rng.random_range(1..=2) * 500))
+            .collect(),
         keep_quota: true,
         no_serving_gap: true,
         settle_at_least,
@@ -96,7 +113,10 @@ pub(super) fn generate(seed: u64) -> Result<(World, Vec<Op>), String> {
     let mut order: Vec<usize> = (0..n).collect();
     order.shuffle(&mut rng);
     // Every service upgrades at once.
-    let mut list: Vec<Op> = order.into_iter().map(|i| Op::Version(i, VERSIONS[rng.random_range(2..4)])).collect();
+    let mut list: Vec<Op> = order
+        .into_iter()
+        .map(|i| Op::Version(i, VERSIONS[rng.random_range(2..4)]))
+        .collect();
     // Urgent work arrives while the upgrades are under way (once one runs, next to them).
     for _ in 0..rng.random_range(0..=2) {
         let op = match urgent(&mut rng, &world, &extras) {
@@ -110,7 +130,11 @@ pub(super) fn generate(seed: u64) -> Result<(World, Vec<Op>), String> {
         let op = match rng.random_range(0..9) {
             0 => Op::Version(rng.random_range(0..n), VERSIONS[rng.random_range(0..4)]),
             1 => urgent(&mut rng, &world, &extras),
-            2 => Op::Work { queue: rng.random_range(0..queues), milli: rng.random_range(1..=2) * 500, class: "low" },
+            2 => Op::Work {
+                queue: rng.random_range(0..queues),
+                milli: rng.random_range(1..=2) * 500,
+                class: "low",
+            },
             3 => Op::Finish,
             4 => Op::RestartManager,
             5..=6 => Op::WriteFault {
@@ -118,7 +142,9 @@ pub(super) fn generate(seed: u64) -> Result<(World, Vec<Op>), String> {
                 nth: rng.random_range(1..=4),
                 conflict: rng.random_bool(0.5),
             },
-            _ => Op::Watches { expire: rng.random_bool(0.5) },
+            _ => Op::Watches {
+                expire: rng.random_bool(0.5),
+            },
         };
         let at = rng.random_range(0..=list.len());
         list.insert(at, op);
@@ -158,12 +184,30 @@ mod tests {
                 extra = i64::max(extra, pk - st);
                 all += pk - st;
             }
-            assert!(total >= steady && total <= steady + all.max(extra + 2000), "seed {seed}: {total} for {steady} + {extra}");
-            let settled: i64 = w.queues.iter().zip(&w.settle_at_least).map(|(q, l)| q.quota.max(*l)).sum();
-            assert!(settled >= steady + extra, "seed {seed}: settles in {settled}, taking turns needs {}", steady + extra);
-            let upgraded: std::collections::BTreeSet<usize> =
-                list.iter().filter_map(|o| if let Op::Version(i, _) = o { Some(*i) } else { None }).collect();
-            assert_eq!(upgraded.len(), w.services.len(), "seed {seed}: every service upgrades");
+            assert!(
+                total >= steady && total <= steady + all.max(extra + 2000),
+                "seed {seed}: {total} for {steady} + {extra}"
+            );
+            let settled: i64 = w
+                .queues
+                .iter()
+                .zip(&w.settle_at_least)
+                .map(|(q, l)| q.quota.max(*l))
+                .sum();
+            assert!(
+                settled >= steady + extra,
+                "seed {seed}: settles in {settled}, taking turns needs {}",
+                steady + extra
+            );
+            let upgraded: std::collections::BTreeSet<usize> = list
+                .iter()
+                .filter_map(|o| if let Op::Version(i, _) = o { Some(*i) } else { None })
+                .collect();
+            assert_eq!(
+                upgraded.len(),
+                w.services.len(),
+                "seed {seed}: every service upgrades"
+            );
             assert!(w.keep_quota && w.no_serving_gap);
         }
     }
@@ -175,8 +219,18 @@ mod tests {
         for seed in 0..200 {
             let (w, list) = generate(seed).unwrap();
             let total: i64 = w.queues.iter().map(|q| q.quota).sum();
-            let extras: Vec<i64> = w.services.iter().enumerate().map(|(i, s)| sizes(i, s).map(|(st, pk)| pk - st).unwrap()).collect();
-            let steady: i64 = w.services.iter().enumerate().map(|(i, s)| sizes(i, s).unwrap().0).sum();
+            let extras: Vec<i64> = w
+                .services
+                .iter()
+                .enumerate()
+                .map(|(i, s)| sizes(i, s).map(|(st, pk)| pk - st).unwrap())
+                .collect();
+            let steady: i64 = w
+                .services
+                .iter()
+                .enumerate()
+                .map(|(i, s)| sizes(i, s).unwrap().0)
+                .sum();
             let largest = extras.iter().copied().max().unwrap_or(0);
             let spare = total - steady;
             below += usize::from(spare < largest);
@@ -193,7 +247,11 @@ mod tests {
                     } else {
                         larger += usize::from(*milli > extras.iter().sum::<i64>());
                     }
-                    outranks += usize::from(w.services.iter().any(|s| class_value(s.priority) < class_value(Some(class))));
+                    outranks += usize::from(
+                        w.services
+                            .iter()
+                            .any(|s| class_value(s.priority) < class_value(Some(class))),
+                    );
                 }
             }
         }

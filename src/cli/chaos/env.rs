@@ -10,9 +10,9 @@ use kube::api::{Api, PostParams};
 use tokio::sync::oneshot;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use super::world::{NS, PRIORITY_CLASSES, Preemption, Queue, queue_names};
 use crate::api::kueue::builders::workload_priority_class;
 use crate::api::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, ResourceGroup, WorkloadPriorityClass};
-use super::world::{NS, PRIORITY_CLASSES, Preemption, Queue, queue_names};
 use crate::embedded::EmbeddedServer;
 use crate::rayservice::dashboard::sim::RaySim;
 use crate::wiring::manager::{ManagerOptions, embedded_server, run_manager};
@@ -60,7 +60,11 @@ impl Env {
         }));
         // The in-tree autoscaler stand-in, for parity with `run --embedded`; no load: blue/green
         // services have no HTTPRoute to send it through.
-        let opts = crate::wiring::raysim::RaySimOptions { load_rps: 0.0, submitter: false, ..Default::default() };
+        let opts = crate::wiring::raysim::RaySimOptions {
+            load_rps: 0.0,
+            submitter: false,
+            ..Default::default()
+        };
         crate::wiring::raysim::spawn(client.clone(), sim.clone(), &opts, cancel.clone());
         let mut env = Env {
             server,
@@ -123,11 +127,17 @@ impl Env {
                 *error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
             }
         });
-        Manager { stop: Some(tx), handle }
+        Manager {
+            stop: Some(tx),
+            handle,
+        }
     }
 
     pub(super) fn manager_error(&self) -> Option<String> {
-        self.manager_error.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.manager_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Flavor `default`; per queue of the world a ClusterQueue with its CPU quota (and memory enough for
@@ -142,9 +152,13 @@ impl Env {
             ns.create(&PostParams::default(), &n).await?;
         }
         let pp = PostParams::default();
-        Api::<ResourceFlavor>::all(self.client.clone()).create(&pp, &ResourceFlavor::build("default").build()).await?;
+        Api::<ResourceFlavor>::all(self.client.clone())
+            .create(&pp, &ResourceFlavor::build("default").build())
+            .await?;
         for (name, value) in PRIORITY_CLASSES {
-            Api::<WorkloadPriorityClass>::all(self.client.clone()).create(&pp, &workload_priority_class(name, value)).await?;
+            Api::<WorkloadPriorityClass>::all(self.client.clone())
+                .create(&pp, &workload_priority_class(name, value))
+                .await?;
         }
         let cohort = queues.len() > 1;
         for (i, q) in queues.iter().enumerate() {
@@ -162,9 +176,13 @@ impl Env {
                 }
                 cq.spec.preemption = Some(serde_json::from_value(p).map_err(kube::Error::SerdeError)?);
             }
-            Api::<ClusterQueue>::all(self.client.clone()).create(&pp, &cq).await?;
+            Api::<ClusterQueue>::all(self.client.clone())
+                .create(&pp, &cq)
+                .await?;
             let lq = LocalQueue::build(lq_name, NS).cluster_queue(cq_name).build();
-            Api::<LocalQueue>::namespaced(self.client.clone(), NS).create(&pp, &lq).await?;
+            Api::<LocalQueue>::namespaced(self.client.clone(), NS)
+                .create(&pp, &lq)
+                .await?;
         }
         Ok(())
     }
@@ -172,7 +190,11 @@ impl Env {
 
 /// One `default` flavor with `milli` CPU (borrowing at most `borrow` more, lending at most `lend` of
 /// it, when set) and 64Gi memory.
-pub(super) fn resource_groups(milli: i64, borrow: Option<i64>, lend: Option<i64>) -> Result<Vec<ResourceGroup>, kube::Error> {
+pub(super) fn resource_groups(
+    milli: i64,
+    borrow: Option<i64>,
+    lend: Option<i64>,
+) -> Result<Vec<ResourceGroup>, kube::Error> {
     let mut cpu = serde_json::json!({"name": "cpu", "nominalQuota": format!("{milli}m")});
     if let Some(b) = borrow {
         cpu["borrowingLimit"] = serde_json::json!(format!("{b}m"));

@@ -22,10 +22,22 @@ use crate::api::ray::{RayCluster, RayService};
 
 /// The edits the webhook refuses on a service's child, by `Op::Refused`'s index.
 pub const REFUSED: [(&str, &str); 4] = [
-    ("remove the queue label", r#"[{"op":"remove","path":"/metadata/labels/kueue.x-k8s.io~1queue-name"}]"#),
-    ("remove the origin label", r#"[{"op":"remove","path":"/metadata/labels/ray.io~1originated-from-crd"}]"#),
-    ("remove the ownerReferences", r#"[{"op":"remove","path":"/metadata/ownerReferences"}]"#),
-    ("set managedBy", r#"[{"op":"add","path":"/spec/managedBy","value":"example.com/other"}]"#),
+    (
+        "remove the queue label",
+        r#"[{"op":"remove","path":"/metadata/labels/kueue.x-k8s.io~1queue-name"}]"#,
+    ),
+    (
+        "remove the origin label",
+        r#"[{"op":"remove","path":"/metadata/labels/ray.io~1originated-from-crd"}]"#,
+    ),
+    (
+        "remove the ownerReferences",
+        r#"[{"op":"remove","path":"/metadata/ownerReferences"}]"#,
+    ),
+    (
+        "set managedBy",
+        r#"[{"op":"add","path":"/spec/managedBy","value":"example.com/other"}]"#,
+    ),
 ];
 
 /// The seed's hostile world and actions.
@@ -54,7 +66,11 @@ pub(super) fn generate(seed: u64) -> Result<(World, Vec<Op>), String> {
     }
     let quota = steady + extra + rng.random_range(0..=1) * 500;
     let world = World {
-        queues: vec![Queue { quota, borrowing_limit: None, lending_limit: None }],
+        queues: vec![Queue {
+            quota,
+            borrowing_limit: None,
+            lending_limit: None,
+        }],
         preemption: super::world::Preemption::on(rng.random_bool(0.5)),
         services,
         clusters: Vec::new(),
@@ -78,7 +94,9 @@ pub(super) fn generate(seed: u64) -> Result<(World, Vec<Op>), String> {
                 11..=13 => Op::GrowActive(i, rng.random_range(1..=3)),
                 14..=16 => Op::Refused(i, rng.random_range(0..REFUSED.len())),
                 17 => Op::RestartManager,
-                18 => Op::Watches { expire: rng.random_bool(0.5) },
+                18 => Op::Watches {
+                    expire: rng.random_bool(0.5),
+                },
                 _ => Op::WriteFault {
                     plural: ["workloads", "rayclusters", "rayservices"][rng.random_range(0..3)],
                     nth: rng.random_range(1..=3),
@@ -105,10 +123,18 @@ fn json_patch(p: &str) -> Option<Patch<()>> {
 pub(super) async fn edit(client: &kube::Client, op: &Op, i: usize) -> Result<Option<String>, kube::Error> {
     let services: Api<RayService> = Api::namespaced(client.clone(), NS);
     let clusters: Api<RayCluster> = Api::namespaced(client.clone(), NS);
-    let Some(rs) = services.get_opt(&name(i)).await? else { return Ok(None) };
+    let Some(rs) = services.get_opt(&name(i)).await? else {
+        return Ok(None);
+    };
     let st = rs.status.as_ref();
-    let pending = st.and_then(|s| s.pending_service_status.as_ref()).and_then(|s| s.ray_cluster_name.clone()).filter(|n| !n.is_empty());
-    let active = st.and_then(|s| s.active_service_status.as_ref()).and_then(|s| s.ray_cluster_name.clone()).filter(|n| !n.is_empty());
+    let pending = st
+        .and_then(|s| s.pending_service_status.as_ref())
+        .and_then(|s| s.ray_cluster_name.clone())
+        .filter(|n| !n.is_empty());
+    let active = st
+        .and_then(|s| s.active_service_status.as_ref())
+        .and_then(|s| s.ray_cluster_name.clone())
+        .filter(|n| !n.is_empty());
     let pp = PatchParams::default();
     // Each answer the server may give is fine unless said otherwise: the watcher checks that no pod
     // runs unadmitted and that the upgrade still completes.
@@ -117,7 +143,9 @@ pub(super) async fn edit(client: &kube::Client, op: &Op, i: usize) -> Result<Opt
             if let Some(p) = pending {
                 let drop_gate = json!({"metadata": {"annotations": {ANNOTATION_ADMISSION_GATED: null}}});
                 let _ = clusters.patch(&p, &pp, &Patch::Merge(&drop_gate)).await;
-                let _ = clusters.patch(&p, &pp, &Patch::Merge(&json!({"spec": {"suspend": false}}))).await;
+                let _ = clusters
+                    .patch(&p, &pp, &Patch::Merge(&json!({"spec": {"suspend": false}})))
+                    .await;
             }
         }
         Op::ForgeGated(_) => {
@@ -131,12 +159,25 @@ pub(super) async fn edit(client: &kube::Client, op: &Op, i: usize) -> Result<Opt
             let uid = rs.uid().unwrap_or_default();
             let wls: Api<Workload> = Api::namespaced(client.clone(), NS);
             let mine = wls.list(&Default::default()).await?.items;
-            let waiting = mine.iter().find(|w| w.labels().get(label::JOB_UID) == Some(&uid) && !w.has_quota_reservation() && !w.is_finished());
+            let waiting = mine.iter().find(|w| {
+                w.labels().get(label::JOB_UID) == Some(&uid) && !w.has_quota_reservation() && !w.is_finished()
+            });
             if let Some(w) = waiting {
                 // Only the slice as it was listed, still waiting: one admitted since is no longer the
                 // waiting slice this edit is about (seed 512 deleted an admitted successor).
-                let preconditions = kube::api::Preconditions { resource_version: w.resource_version(), uid: w.uid() };
-                let _ = wls.delete(&w.name_any(), &DeleteParams { preconditions: Some(preconditions), ..Default::default() }).await;
+                let preconditions = kube::api::Preconditions {
+                    resource_version: w.resource_version(),
+                    uid: w.uid(),
+                };
+                let _ = wls
+                    .delete(
+                        &w.name_any(),
+                        &DeleteParams {
+                            preconditions: Some(preconditions),
+                            ..Default::default()
+                        },
+                    )
+                    .await;
             }
         }
         Op::GrowActive(_, n) => {
@@ -151,7 +192,9 @@ pub(super) async fn edit(client: &kube::Client, op: &Op, i: usize) -> Result<Opt
             if let (Some(c), Some(patch)) = (pending, json_patch(p))
                 && clusters.patch(&c, &pp, &patch).await.is_ok()
             {
-                return Ok(Some(format!("the webhook took a hostile edit of RayCluster {c}: {what}")));
+                return Ok(Some(format!(
+                    "the webhook took a hostile edit of RayCluster {c}: {what}"
+                )));
             }
         }
         _ => {}
@@ -163,17 +206,32 @@ pub(super) async fn edit(client: &kube::Client, op: &Op, i: usize) -> Result<Opt
 pub(super) async fn shrink_active(client: &kube::Client, i: usize, workers: i32) -> Result<(), kube::Error> {
     let services: Api<RayService> = Api::namespaced(client.clone(), NS);
     let clusters: Api<RayCluster> = Api::namespaced(client.clone(), NS);
-    let Some(rs) = services.get_opt(&name(i)).await? else { return Ok(()) };
-    let active = rs.status.as_ref().and_then(|s| s.active_service_status.as_ref()).and_then(|s| s.ray_cluster_name.clone());
-    let Some(rc) = active.filter(|n| !n.is_empty()) else { return Ok(()) };
-    let Some(current) = clusters.get_opt(&rc).await? else { return Ok(()) };
-    let replicas = current.spec.worker_group_specs.as_ref().and_then(|g| g.first()).and_then(|g| g.replicas);
+    let Some(rs) = services.get_opt(&name(i)).await? else {
+        return Ok(());
+    };
+    let active = rs
+        .status
+        .as_ref()
+        .and_then(|s| s.active_service_status.as_ref())
+        .and_then(|s| s.ray_cluster_name.clone());
+    let Some(rc) = active.filter(|n| !n.is_empty()) else {
+        return Ok(());
+    };
+    let Some(current) = clusters.get_opt(&rc).await? else {
+        return Ok(());
+    };
+    let replicas = current
+        .spec
+        .worker_group_specs
+        .as_ref()
+        .and_then(|g| g.first())
+        .and_then(|g| g.replicas);
     if replicas.is_some_and(|r| r > workers) {
-        let p = format!(r#"[{{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":{workers}}}]"#);
+        let p =
+            format!(r#"[{{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":{workers}}}]"#);
         if let Some(patch) = json_patch(&p) {
             clusters.patch(&rc, &PatchParams::default(), &patch).await?;
         }
     }
     Ok(())
 }
-

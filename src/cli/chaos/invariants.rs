@@ -35,19 +35,19 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use super::chain::holds_quota;
+use super::usage::{amount, held};
+use crate::api::kueue::constants::label;
+use crate::api::kueue::{ClusterQueue, Workload};
+use crate::api::ray::{RayCluster, RayService};
+use crate::rayservice::job::demand;
+use crate::rayservice::job::gate;
+use crate::rayservice::job::rayservice::children_in_gate_order;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
-use crate::api::kueue::constants::label;
-use crate::api::kueue::{ClusterQueue, Workload};
-use super::chain::holds_quota;
-use super::usage::{amount, held};
-use crate::api::ray::{RayCluster, RayService};
-use crate::rayservice::job::demand;
-use crate::rayservice::job::gate;
-use crate::rayservice::job::rayservice::children_in_gate_order;
 
 pub struct Invariants {
     violations: Arc<Mutex<Vec<String>>>,
@@ -206,18 +206,9 @@ async fn read(client: &Client, seen: &mut Seen) -> Result<World, kube::Error> {
     let before = Api::<Pod>::all(client.clone()).list(&lp).await?.items;
     let wls = Api::<Workload>::all(client.clone()).list(&lp).await?.items;
     seen.record(&wls);
-    let rcs = Api::<RayCluster>::all(client.clone())
-        .list(&lp)
-        .await?
-        .items;
-    let rss = Api::<RayService>::all(client.clone())
-        .list(&lp)
-        .await?
-        .items;
-    let cqs = Api::<ClusterQueue>::all(client.clone())
-        .list(&lp)
-        .await?
-        .items;
+    let rcs = Api::<RayCluster>::all(client.clone()).list(&lp).await?.items;
+    let rss = Api::<RayService>::all(client.clone()).list(&lp).await?.items;
+    let cqs = Api::<ClusterQueue>::all(client.clone()).list(&lp).await?.items;
     let after: std::collections::HashSet<String> = Api::<Pod>::all(client.clone())
         .list(&lp)
         .await?
@@ -230,7 +221,13 @@ async fn read(client: &Client, seen: &mut Seen) -> Result<World, kube::Error> {
         .into_iter()
         .filter(|p| p.metadata.uid.as_ref().is_some_and(|u| after.contains(u)))
         .collect();
-    Ok(World { wls, rcs, rss, cqs, pods })
+    Ok(World {
+        wls,
+        rcs,
+        rss,
+        cqs,
+        pods,
+    })
 }
 
 async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Error> {
@@ -251,12 +248,22 @@ async fn check(client: &Client, seen: &mut Seen) -> Result<Vec<String>, kube::Er
 /// I8 (`serving.rs`). The Workloads were read before the RayServices, so an eviction that took a
 /// service down may be missing from this read: a gap no preemption excuses yet is judged again on
 /// the Workloads read once more, before it counts.
-async fn serving_gaps(client: &Client, world: &World, managed: &[&RayService], seen: &mut Seen) -> Result<Vec<String>, kube::Error> {
-    seen.serving.judge(&world.wls, &world.rss, &world.rcs, &world.cqs, &world.pods);
+async fn serving_gaps(
+    client: &Client,
+    world: &World,
+    managed: &[&RayService],
+    seen: &mut Seen,
+) -> Result<Vec<String>, kube::Error> {
+    seen.serving
+        .judge(&world.wls, &world.rss, &world.rcs, &world.cqs, &world.pods);
     let mut gaps: Vec<String> = managed.iter().filter_map(|rs| seen.serving.gap(rs)).collect();
     if !gaps.is_empty() {
-        let wls = Api::<Workload>::all(client.clone()).list(&ListParams::default()).await?.items;
-        seen.serving.judge(&wls, &world.rss, &world.rcs, &world.cqs, &world.pods);
+        let wls = Api::<Workload>::all(client.clone())
+            .list(&ListParams::default())
+            .await?
+            .items;
+        seen.serving
+            .judge(&wls, &world.rss, &world.rcs, &world.cqs, &world.pods);
         gaps = managed.iter().filter_map(|rs| seen.serving.gap(rs)).collect();
     }
     Ok(gaps)
@@ -303,13 +310,25 @@ fn quota_held(wls: &[Workload], seen: &Seen) -> Held {
         }
         let Some(a) = w.admission() else { continue };
         let h = held(w);
-        let deleting = if w.metadata.deletion_timestamp.is_some() { " (deleting)" } else { "" };
-        holders.entry(a.cluster_queue.clone()).or_default().push(format!("{} {h:?}{deleting}", w.name_any()));
+        let deleting = if w.metadata.deletion_timestamp.is_some() {
+            " (deleting)"
+        } else {
+            ""
+        };
+        holders
+            .entry(a.cluster_queue.clone())
+            .or_default()
+            .push(format!("{} {h:?}{deleting}", w.name_any()));
         for (r, v) in h {
             *usage.entry((a.cluster_queue.clone(), r)).or_default() += v;
         }
     }
-    Held { usage, admitted_in, holding, holders }
+    Held {
+        usage,
+        admitted_in,
+        holding,
+        holders,
+    }
 }
 
 /// One ClusterQueue's quotas per resource, summed over its flavors.
@@ -322,18 +341,30 @@ struct Quotas {
 
 /// Reads a ClusterQueue's nominal quota, what it lends and its borrowing limit, per resource.
 fn quotas(cq: &ClusterQueue) -> Quotas {
-    let resources = cq.spec.resource_groups().iter().flat_map(|g| g.flavors.iter()).flat_map(|f| f.resources.iter());
+    let resources = cq
+        .spec
+        .resource_groups()
+        .iter()
+        .flat_map(|g| g.flavors.iter())
+        .flat_map(|f| f.resources.iter());
     let mut nominal: BTreeMap<String, i64> = BTreeMap::new();
     let mut lendable: BTreeMap<String, i64> = BTreeMap::new();
     let mut borrow: BTreeMap<String, Option<i64>> = BTreeMap::new();
     for r in resources {
         let n = amount(&r.nominal_quota, &r.name);
         *nominal.entry(r.name.clone()).or_default() += n;
-        *lendable.entry(r.name.clone()).or_default() += r.lending_limit.as_ref().map_or(n, |l| amount(l, &r.name).min(n));
+        *lendable.entry(r.name.clone()).or_default() +=
+            r.lending_limit.as_ref().map_or(n, |l| amount(l, &r.name).min(n));
         let b = borrow.entry(r.name.clone()).or_insert(Some(0));
-        *b = b.zip(r.borrowing_limit.as_ref()).map(|(sum, l)| sum + amount(l, &r.name));
+        *b = b
+            .zip(r.borrowing_limit.as_ref())
+            .map(|(sum, l)| sum + amount(l, &r.name));
     }
-    Quotas { nominal, lendable, borrow }
+    Quotas {
+        nominal,
+        lendable,
+        borrow,
+    }
 }
 
 /// I1: latest slice of each chain, per ClusterQueue and resource, within nominal quota (outside a
@@ -341,7 +372,12 @@ fn quotas(cq: &ClusterQueue) -> Quotas {
 /// it saw is remembered in `seen` for the next check.
 fn quota_safety(wls: &[Workload], cqs: &[ClusterQueue], seen: &mut Seen) -> Vec<String> {
     let mut bad = Vec::new();
-    let Held { usage, admitted_in, holding, holders } = quota_held(wls, seen);
+    let Held {
+        usage,
+        admitted_in,
+        holding,
+        holders,
+    } = quota_held(wls, seen);
     let mut next = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
     let at = std::time::Instant::now();
     // Per cohort and resource: its members.
@@ -349,11 +385,17 @@ fn quota_safety(wls: &[Workload], cqs: &[ClusterQueue], seen: &mut Seen) -> Vec<
     for cq in cqs {
         let q = cq.name_any();
         let cohort = cq.spec.cohort().map(str::to_string);
-        let Quotas { nominal, lendable, borrow } = quotas(cq);
+        let Quotas {
+            nominal,
+            lendable,
+            borrow,
+        } = quotas(cq);
         for (r, now) in &nominal {
             let key = (q.clone(), r.clone());
             // Each amount as an admission seen now is held to it, remembered for the next check.
-            let lag = |seen: &BTreeMap<(String, String), Nominal>, next: &mut BTreeMap<(String, String), Nominal>, now: i64| {
+            let lag = |seen: &BTreeMap<(String, String), Nominal>,
+                       next: &mut BTreeMap<(String, String), Nominal>,
+                       now: i64| {
                 next.insert(key.clone(), Nominal::next(seen.get(&key), now, at));
                 Nominal::limit(seen.get(&key), now, at)
             };
@@ -399,8 +441,18 @@ fn service_checks(rs: &RayService, world: &World, seen: &mut Seen) -> Vec<String
         .collect();
     let chain: Vec<&Workload> = mine.iter().collect();
     let mut bad = service_gate(rs, &chain, world);
-    let active = rs.status.as_ref().and_then(|s| s.active_service_status.as_ref()).and_then(|a| a.ray_cluster_name.as_deref());
-    bad.extend(super::chain::no_disruption(rs, active, &chain, &world.rcs, &mut seen.active));
+    let active = rs
+        .status
+        .as_ref()
+        .and_then(|s| s.active_service_status.as_ref())
+        .and_then(|a| a.ray_cluster_name.as_deref());
+    bad.extend(super::chain::no_disruption(
+        rs,
+        active,
+        &chain,
+        &world.rcs,
+        &mut seen.active,
+    ));
     bad.extend(super::chain::one_chain(rs, &chain));
     bad.extend(slice_handover(rs, &mine, seen));
     bad.extend(stalled(rs, &chain, world, seen));
@@ -437,7 +489,13 @@ fn coverage<'a>(rs: &RayService, chain: &[&'a Workload], world: &World) -> Cover
         &live,
     );
     let allowed = demand::allowed_pods(holding.map(|w| w.spec.pod_sets.as_slice()), &demands, &live);
-    Coverage { holding, children, live, demands, allowed }
+    Coverage {
+        holding,
+        children,
+        live,
+        demands,
+        allowed,
+    }
 }
 
 /// Liveness (issue 44): a service whose children want more pods in some group than its latest
@@ -449,13 +507,24 @@ fn stalled(rs: &RayService, chain: &[&Workload], world: &World, seen: &mut Seen)
     let short: Vec<(String, String, i64, i64)> = cov
         .demands
         .iter()
-        .flat_map(|d| d.pods.iter().map(move |(id, n, _)| (d.name.clone(), id.group.clone(), *n)))
+        .flat_map(|d| {
+            d.pods
+                .iter()
+                .map(move |(id, n, _)| (d.name.clone(), id.group.clone(), *n))
+        })
         .filter_map(|(child, group, want)| {
-            let cap = cov.allowed.get(&child).and_then(|a| a.get(&group)).copied().unwrap_or(0);
+            let cap = cov
+                .allowed
+                .get(&child)
+                .and_then(|a| a.get(&group))
+                .copied()
+                .unwrap_or(0);
             (want > cap).then_some((child, group, want, cap))
         })
         .collect();
-    let waiting = chain.iter().any(|w| !reserved(w) && !w.is_finished() && w.metadata.deletion_timestamp.is_none());
+    let waiting = chain
+        .iter()
+        .any(|w| !reserved(w) && !w.is_finished() && w.metadata.deletion_timestamp.is_none());
     let exempt = rs.metadata.deletion_timestamp.is_some() || rs.spec.suspend == Some(true);
     if short.is_empty() || waiting || exempt {
         seen.uncovered.remove(&uid);
@@ -476,7 +545,13 @@ fn stalled(rs: &RayService, chain: &[&Workload], world: &World, seen: &mut Seen)
 /// coverage.
 fn service_gate(rs: &RayService, chain: &[&Workload], world: &World) -> Vec<String> {
     let mut bad = Vec::new();
-    let Coverage { holding, children, live, demands, allowed } = coverage(rs, chain, world);
+    let Coverage {
+        holding,
+        children,
+        live,
+        demands,
+        allowed,
+    } = coverage(rs, chain, world);
     for child in &children {
         let name = child.name_any();
         for (group, &n) in live.get(&name).into_iter().flatten() {
@@ -504,9 +579,7 @@ fn slice_handover(rs: &RayService, mine: &[Workload], seen: &Seen) -> Vec<String
     let mut bad = Vec::new();
     let pending: Vec<String> = mine
         .iter()
-        .filter(|w| {
-            !w.is_finished() && !reserved(w) && w.metadata.deletion_timestamp.is_none()
-        })
+        .filter(|w| !w.is_finished() && !reserved(w) && w.metadata.deletion_timestamp.is_none())
         .map(|w| w.name_any())
         .collect();
     if pending.len() > 1 {
@@ -571,9 +644,17 @@ impl Invariants {
         trigger!(RayService);
         let excused = Arc::new(AtomicU64::new(0));
         let preempted = Arc::new(AtomicU64::new(0));
-        let (v, n, x, p) = (violations.clone(), checks.clone(), excused.clone(), preempted.clone());
+        let (v, n, x, p) = (
+            violations.clone(),
+            checks.clone(),
+            excused.clone(),
+            preempted.clone(),
+        );
         tasks.push(tokio::spawn(async move {
-            let mut seen = Seen { serving_gap, ..Seen::default() };
+            let mut seen = Seen {
+                serving_gap,
+                ..Seen::default()
+            };
             loop {
                 // An event, or a quiet spell: a stall makes no events (see `stalled`).
                 if let Ok(None) = tokio::time::timeout(IDLE_CHECK, rx.recv()).await {
@@ -634,31 +715,111 @@ mod tests {
     use std::time::{Duration, Instant};
 
     /// A cohort member with nominal quota `nominal` lending `lending` of it (all without one).
-    fn member(name: &str, used: i64, nominal: i64, lending: Option<i64>, borrowing_limit: Option<i64>) -> Member {
+    fn member(
+        name: &str,
+        used: i64,
+        nominal: i64,
+        lending: Option<i64>,
+        borrowing_limit: Option<i64>,
+    ) -> Member {
         let lendable = lending.map_or(nominal, |l| l.min(nominal));
-        Member { name: name.into(), used, nominal, lendable, guaranteed: nominal - lendable, borrowing_limit, admitted: true }
+        Member {
+            name: name.into(),
+            used,
+            nominal,
+            lendable,
+            guaranteed: nominal - lendable,
+            borrowing_limit,
+            admitted: true,
+        }
     }
 
     #[test]
     fn cohort_limits_follow_lending_limits() {
         // (case, members of one cohort, how many violations)
         let cases = [
-            ("no lending limits: the other's whole quota is borrowable", vec![member("a", 10_000, 5000, None, None), member("b", 0, 5000, None, None)], 0),
-            ("lending 1 of 5 lets the other borrow 1", vec![member("a", 6000, 5000, None, None), member("b", 0, 5000, Some(1000), None)], 0),
-            ("lending 1 of 5 does not let the other borrow 5", vec![member("a", 10_000, 5000, None, None), member("b", 0, 5000, Some(1000), None)], 2),
-            ("an over-borrow is reported for the queue and the cohort", vec![member("a", 7000, 5000, None, None), member("b", 0, 5000, Some(1000), None)], 2),
-            ("usage within what a queue keeps plus what it lends is fine", vec![member("a", 4000, 5000, Some(1000), None), member("b", 5000, 5000, Some(1000), None)], 0),
-            ("a queue using its guaranteed part leaves the lent part to the other", vec![member("a", 6000, 5000, None, None), member("b", 4000, 5000, Some(1000), None)], 0),
-            ("but not more of it", vec![member("a", 6000, 5000, None, None), member("b", 4500, 5000, Some(1000), None)], 1),
-            ("a borrowing limit below what the others lend bounds the queue", vec![member("a", 7000, 5000, None, Some(1000)), member("b", 0, 5000, None, None)], 1),
-            ("lending 0 keeps the whole quota", vec![member("a", 5500, 5000, None, None), member("b", 0, 5000, Some(0), None)], 2),
+            (
+                "no lending limits: the other's whole quota is borrowable",
+                vec![
+                    member("a", 10_000, 5000, None, None),
+                    member("b", 0, 5000, None, None),
+                ],
+                0,
+            ),
+            (
+                "lending 1 of 5 lets the other borrow 1",
+                vec![
+                    member("a", 6000, 5000, None, None),
+                    member("b", 0, 5000, Some(1000), None),
+                ],
+                0,
+            ),
+            (
+                "lending 1 of 5 does not let the other borrow 5",
+                vec![
+                    member("a", 10_000, 5000, None, None),
+                    member("b", 0, 5000, Some(1000), None),
+                ],
+                2,
+            ),
+            (
+                "an over-borrow is reported for the queue and the cohort",
+                vec![
+                    member("a", 7000, 5000, None, None),
+                    member("b", 0, 5000, Some(1000), None),
+                ],
+                2,
+            ),
+            (
+                "usage within what a queue keeps plus what it lends is fine",
+                vec![
+                    member("a", 4000, 5000, Some(1000), None),
+                    member("b", 5000, 5000, Some(1000), None),
+                ],
+                0,
+            ),
+            (
+                "a queue using its guaranteed part leaves the lent part to the other",
+                vec![
+                    member("a", 6000, 5000, None, None),
+                    member("b", 4000, 5000, Some(1000), None),
+                ],
+                0,
+            ),
+            (
+                "but not more of it",
+                vec![
+                    member("a", 6000, 5000, None, None),
+                    member("b", 4500, 5000, Some(1000), None),
+                ],
+                1,
+            ),
+            (
+                "a borrowing limit below what the others lend bounds the queue",
+                vec![
+                    member("a", 7000, 5000, None, Some(1000)),
+                    member("b", 0, 5000, None, None),
+                ],
+                1,
+            ),
+            (
+                "lending 0 keeps the whole quota",
+                vec![
+                    member("a", 5500, 5000, None, None),
+                    member("b", 0, 5000, Some(0), None),
+                ],
+                2,
+            ),
         ];
         for (case, members, want) in cases {
             let got = cohort_over(&members);
             assert_eq!(got.len(), want, "{case}: {got:?}");
         }
         // Nothing admitted since the last check: usage over the limits (after a cut) is no violation.
-        let mut quiet = vec![member("a", 10_000, 5000, None, None), member("b", 0, 5000, Some(1000), None)];
+        let mut quiet = vec![
+            member("a", 10_000, 5000, None, None),
+            member("b", 0, 5000, Some(1000), None),
+        ];
         quiet.iter_mut().for_each(|m| m.admitted = false);
         assert!(cohort_over(&quiet).is_empty());
     }
@@ -672,9 +833,15 @@ mod tests {
         assert_eq!(Nominal::limit(Some(&first), 3000, t0), 8000);
         let cut = Nominal::next(Some(&first), 3000, t0);
         // An admission written just after the cut, decided before it arrived: still the old quota.
-        assert_eq!(Nominal::limit(Some(&cut), 3000, t0 + Duration::from_secs(1)), 8000);
+        assert_eq!(
+            Nominal::limit(Some(&cut), 3000, t0 + Duration::from_secs(1)),
+            8000
+        );
         // Once the cut has had time to arrive, the new quota is the limit.
-        assert_eq!(Nominal::limit(Some(&cut), 3000, t0 + CUT_LAG + Duration::from_millis(1)), 3000);
+        assert_eq!(
+            Nominal::limit(Some(&cut), 3000, t0 + CUT_LAG + Duration::from_millis(1)),
+            3000
+        );
         let later = Nominal::next(Some(&cut), 3000, t0 + CUT_LAG + Duration::from_millis(1));
         assert_eq!(Nominal::limit(Some(&later), 3000, t0 + CUT_LAG * 2), 3000);
         // A raise is the limit at once.

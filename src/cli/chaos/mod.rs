@@ -126,7 +126,13 @@ pub async fn shrink(seed: u64, list: Vec<Op>, failure: &Failure, budget: usize) 
     shrink_scenario(Scenario::Mixed, seed, list, failure, budget).await
 }
 
-async fn shrink_scenario(scenario: Scenario, seed: u64, mut list: Vec<Op>, failure: &Failure, budget: usize) -> Vec<Op> {
+async fn shrink_scenario(
+    scenario: Scenario,
+    seed: u64,
+    mut list: Vec<Op>,
+    failure: &Failure,
+    budget: usize,
+) -> Vec<Op> {
     let mut runs = 0;
     let mut i = 0;
     while i < list.len() && runs < budget {
@@ -168,7 +174,11 @@ impl fmt::Display for SeedFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "seed {} failed: {}", self.seed, self.failure)?;
         writeln!(f, "  actions: {:?}", self.actions)?;
-        write!(f, "  shortest still failing: run_ops({}, Some(&{:?}))", self.seed, self.shortest)
+        write!(
+            f,
+            "  shortest still failing: run_ops({}, Some(&{:?}))",
+            self.seed, self.shortest
+        )
     }
 }
 
@@ -196,7 +206,14 @@ impl fmt::Display for Summary {
         write!(
             f,
             "chaos: runs {}, actions {}, faults injected {}, invariant checks {}, invariant violations {}, liveness failures {}, run errors {}, {:.0} s",
-            self.runs, self.actions, self.faults, self.checks, self.violations, self.liveness, self.errors, self.seconds
+            self.runs,
+            self.actions,
+            self.faults,
+            self.checks,
+            self.violations,
+            self.liveness,
+            self.errors,
+            self.seconds
         )
     }
 }
@@ -227,11 +244,17 @@ async fn run_seeds(scenario: Scenario, opts: &Options, mut progress: impl FnMut(
             Ok(stats) => {
                 sum.checks += stats.checks;
                 let excused = if stats.preempted > 0 {
-                    format!(", {} service preemption(s), {} legitimate takedown(s)", stats.preempted, stats.excused)
+                    format!(
+                        ", {} service preemption(s), {} legitimate takedown(s)",
+                        stats.preempted, stats.excused
+                    )
                 } else {
                     String::new()
                 };
-                progress(&format!("seed {seed}: ok, {} actions ({} faults), {} checks{excused}, {secs:.1} s", stats.actions, stats.faults, stats.checks));
+                progress(&format!(
+                    "seed {seed}: ok, {} actions ({} faults), {} checks{excused}, {secs:.1} s",
+                    stats.actions, stats.faults, stats.checks
+                ));
             }
             Err(f) => {
                 match f {
@@ -248,12 +271,21 @@ async fn run_seeds(scenario: Scenario, opts: &Options, mut progress: impl FnMut(
     failed.sort_by_key(|(s, _, _)| *s);
     for (seed, list, failure) in failed {
         let shortest = if opts.shrink > 0 {
-            progress(&format!("seed {seed}: shrinking {} actions (up to {} re-runs)", list.len(), opts.shrink));
+            progress(&format!(
+                "seed {seed}: shrinking {} actions (up to {} re-runs)",
+                list.len(),
+                opts.shrink
+            ));
             shrink_scenario(scenario, seed, list.clone(), &failure, opts.shrink).await
         } else {
             list.clone()
         };
-        sum.failures.push(SeedFailure { seed, failure, actions: list, shortest });
+        sum.failures.push(SeedFailure {
+            seed,
+            failure,
+            actions: list,
+            shortest,
+        });
     }
     sum.seconds = start.elapsed().as_secs_f64();
     sum

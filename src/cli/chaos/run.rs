@@ -20,7 +20,10 @@ use super::Failure;
 use super::clusters::{cluster, cluster_name, edit};
 use super::env::{Env, resource_groups};
 use super::invariants::Invariants;
-use super::world::{ClusterShape, HEAD_CPUS, NS, Op, Queue, Shape, VERSIONS, World, class_value, name, queue_names, serve_config, service};
+use super::world::{
+    ClusterShape, HEAD_CPUS, NS, Op, Queue, Shape, VERSIONS, World, class_value, name, queue_names,
+    serve_config, service,
+};
 
 /// Quota (milli-CPU) at the end, when every service must fit.
 const AMPLE: i64 = 64_000;
@@ -97,17 +100,40 @@ impl Run {
         // A cut below the lending limit lowers it in the same write (Kueue rejects lending more than the
         // nominal quota); a later raise lends the world's limit again.
         let q = &self.queues[queue];
-        let patch = json!({"spec": {"resourceGroups": resource_groups(milli, q.borrowing_limit, q.lent(milli))?}});
-        self.cqs().patch(queue_names(queue).0, &PatchParams::default(), &Patch::Merge(&patch)).await
+        let patch =
+            json!({"spec": {"resourceGroups": resource_groups(milli, q.borrowing_limit, q.lent(milli))?}});
+        self.cqs()
+            .patch(
+                queue_names(queue).0,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
     }
 
-    async fn plain_workload(&self, name: &str, queue: usize, priority: i32, milli: i64) -> Result<Workload, kube::Error> {
+    async fn plain_workload(
+        &self,
+        name: &str,
+        queue: usize,
+        priority: i32,
+        milli: i64,
+    ) -> Result<Workload, kube::Error> {
         let cpu = format!("{milli}m");
-        let wl = Workload::build(name, NS).queue(queue_names(queue).1).priority(priority).podset("main", 1, [("cpu", cpu.as_str())]).build();
+        let wl = Workload::build(name, NS)
+            .queue(queue_names(queue).1)
+            .priority(priority)
+            .podset("main", 1, [("cpu", cpu.as_str())])
+            .build();
         self.workloads().create(&PostParams::default(), &wl).await
     }
 
-    async fn class_workload(&self, name: &str, queue: usize, class: &str, milli: i64) -> Result<Workload, kube::Error> {
+    async fn class_workload(
+        &self,
+        name: &str,
+        queue: usize,
+        class: &str,
+        milli: i64,
+    ) -> Result<Workload, kube::Error> {
         let cpu = format!("{milli}m");
         let wl = Workload::build(name, NS)
             .queue(queue_names(queue).1)
@@ -119,18 +145,30 @@ impl Run {
 
     /// Writes service `i`'s Serve config, broken or not, if it is not so already.
     async fn set_serve(&mut self, i: usize, broken: bool) -> Result<(), String> {
-        let Some(shape) = self.shapes[i].as_ref() else { return Ok(()) };
+        let Some(shape) = self.shapes[i].as_ref() else {
+            return Ok(());
+        };
         if self.broken[i] != broken {
             self.broken[i] = broken;
             let p = json!({"spec": {"serveConfigV2": serve_config(shape, broken)}});
-            retry!(format!("serve config of {}", name(i)), self.services().patch(&name(i), &PatchParams::default(), &Patch::Merge(&p)))?;
+            retry!(
+                format!("serve config of {}", name(i)),
+                self.services()
+                    .patch(&name(i), &PatchParams::default(), &Patch::Merge(&p))
+            )?;
         }
         Ok(())
     }
 
     async fn set_stop(&self, queue: usize, stop: bool) -> Result<ClusterQueue, kube::Error> {
         let policy = if stop { json!("Hold") } else { json!(null) };
-        self.cqs().patch(queue_names(queue).0, &PatchParams::default(), &Patch::Merge(&json!({"spec": {"stopPolicy": policy}}))).await
+        self.cqs()
+            .patch(
+                queue_names(queue).0,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"spec": {"stopPolicy": policy}})),
+            )
+            .await
     }
 
     /// Makes one action of the run, as a user (or a fault) would.
@@ -186,8 +224,15 @@ impl Run {
                 self.managers += 1;
                 self.env.leader_change(&format!("m{}", self.managers)).await
             }
-            Op::WriteFault { plural, nth, conflict } => {
-                let m = WriteMatch { plural: Some((*plural).into()), ..Default::default() };
+            Op::WriteFault {
+                plural,
+                nth,
+                conflict,
+            } => {
+                let m = WriteMatch {
+                    plural: Some((*plural).into()),
+                    ..Default::default()
+                };
                 let faults = &self.env.server.store.faults;
                 if *conflict {
                     faults.fail_nth_write_409(m, *nth);
@@ -197,21 +242,38 @@ impl Run {
             }
             Op::Watches { expire } => {
                 let store = &self.env.server.store;
-                if *expire { store.expire_all() } else { store.close_watches() }
+                if *expire {
+                    store.expire_all()
+                } else {
+                    store.close_watches()
+                }
             }
             Op::DashboardsDown | Op::DashboardsBack => {
                 for url in self.env.sim.cluster_urls() {
                     self.env.sim.set_reachable(&url, *op == Op::DashboardsBack);
                 }
             }
-            Op::ClusterReplicas(i, _) | Op::ClusterCpu(i, _) | Op::ClusterElastic(i, _) | Op::ClusterScaleDown(i) | Op::ClusterTamper(i) => {
-                let (api, pods) = (self.clusters(), Api::<Pod>::namespaced(self.env.client.clone(), NS));
+            Op::ClusterReplicas(i, _)
+            | Op::ClusterCpu(i, _)
+            | Op::ClusterElastic(i, _)
+            | Op::ClusterScaleDown(i)
+            | Op::ClusterTamper(i) => {
+                let (api, pods) = (
+                    self.clusters(),
+                    Api::<Pod>::namespaced(self.env.client.clone(), NS),
+                );
                 let name = cluster_name(*i);
-                let Some(shape) = self.clusters.get_mut(*i) else { return Ok(()) };
+                let Some(shape) = self.clusters.get_mut(*i) else {
+                    return Ok(());
+                };
                 retry!(op, edit(&api, &pods, &name, op, shape))?;
             }
             Op::PodsFail(i) => self.fail_pods(*i).await?,
-            Op::Ungate(i) | Op::ForgeGated(i) | Op::DeleteSlice(i) | Op::GrowActive(i, _) | Op::Refused(i, _) => {
+            Op::Ungate(i)
+            | Op::ForgeGated(i)
+            | Op::DeleteSlice(i)
+            | Op::GrowActive(i, _)
+            | Op::Refused(i, _) => {
                 if matches!(op, Op::GrowActive(..)) && !self.grown.contains(i) {
                     self.grown.push(*i);
                 }
@@ -238,9 +300,23 @@ impl Run {
     async fn until_an_upgrade_runs(&self, bound: Duration) {
         let deadline = Instant::now() + bound;
         while Instant::now() < deadline {
-            let services = self.services().list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
-            let clusters = self.clusters().list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
-            let running = services.iter().filter_map(pending).any(|p| clusters.iter().any(|c| c.name_any() == p && c.spec.suspend != Some(true)));
+            let services = self
+                .services()
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items)
+                .unwrap_or_default();
+            let clusters = self
+                .clusters()
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items)
+                .unwrap_or_default();
+            let running = services.iter().filter_map(pending).any(|p| {
+                clusters
+                    .iter()
+                    .any(|c| c.name_any() == p && c.spec.suspend != Some(true))
+            });
             if running {
                 return;
             }
@@ -251,7 +327,9 @@ impl Run {
     /// Service `i`'s worker count or head CPU changed as `op` says (an upgrade).
     async fn resize_service(&mut self, op: &Op, i: usize) -> Result<(), String> {
         let services = self.services();
-        let Some(shape) = self.shapes[i].as_mut() else { return Ok(()) };
+        let Some(shape) = self.shapes[i].as_mut() else {
+            return Ok(());
+        };
         match op {
             Op::Workers(_, n) => shape.workers = *n,
             Op::HeadCpu(_, cpu) => shape.head_cpu = cpu,
@@ -259,7 +337,10 @@ impl Run {
         }
         let spec = service(&name(i), shape).map_err(|e| e.to_string())?.spec;
         let p = json!({"spec": {"rayClusterConfig": spec.ray_cluster_config}});
-        retry!(op, services.patch(&name(i), &PatchParams::default(), &Patch::Merge(&p)))
+        retry!(
+            op,
+            services.patch(&name(i), &PatchParams::default(), &Patch::Merge(&p))
+        )
     }
 
     /// Service `i` deleted if it is there, else created again in its first shape once the old one
@@ -277,7 +358,12 @@ impl Run {
                 if services.get_opt(&name(i)).await.ok().flatten().is_none()
                     && let Some(old) = self.kept[i].take()
                 {
-                    let shape = Shape { head_cpu: HEAD_CPUS[0], workers: 1, version: VERSIONS[0], ..old };
+                    let shape = Shape {
+                        head_cpu: HEAD_CPUS[0],
+                        workers: 1,
+                        version: VERSIONS[0],
+                        ..old
+                    };
                     let rs = service(&name(i), &shape).map_err(|e| e.to_string())?;
                     retry!(op, services.create(&PostParams::default(), &rs))?;
                     self.shapes[i] = Some(shape);
@@ -292,12 +378,17 @@ impl Run {
 
     /// A user tries to resume service `i`'s gated pending child by hand.
     async fn tamper(&self, i: usize) {
-        let Some(rs) = self.services().get_opt(&name(i)).await.ok().flatten() else { return };
+        let Some(rs) = self.services().get_opt(&name(i)).await.ok().flatten() else {
+            return;
+        };
         if let Some(p) = pending(&rs) {
             // Admission refuses this while the child is gated; either answer is fine, what
             // matters is that no pod starts outside a slice (the watcher checks).
             let patch = json!({"spec": {"suspend": false}});
-            let _ = self.clusters().patch(&p, &PatchParams::default(), &Patch::Merge(&patch)).await;
+            let _ = self
+                .clusters()
+                .patch(&p, &PatchParams::default(), &Patch::Merge(&patch))
+                .await;
         }
     }
 
@@ -306,12 +397,22 @@ impl Run {
         // Pods take a moment to start (Env::start), so the ones just created are still Pending.
         let pods: Api<Pod> = Api::namespaced(self.env.client.clone(), NS);
         let prefix = format!("{}-", name(i));
-        let list = pods.list(&ListParams::default()).await.map_err(|e| e.to_string())?.items;
+        let list = pods
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?
+            .items;
         let p = json!({"metadata": {"annotations": {FAIL_ANNOTATION: "true"}}});
         for pod in list.iter().filter(|p| p.name_any().starts_with(&prefix)) {
-            let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+            let phase = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.phase.as_deref())
+                .unwrap_or("Pending");
             if phase == "Pending" && pod.metadata.deletion_timestamp.is_none() {
-                let _ = pods.patch(&pod.name_any(), &PatchParams::default(), &Patch::Merge(&p)).await;
+                let _ = pods
+                    .patch(&pod.name_any(), &PatchParams::default(), &Patch::Merge(&p))
+                    .await;
             }
         }
         Ok(())
@@ -327,7 +428,11 @@ impl Run {
         for q in 0..self.quotas.len() {
             retry!("resume", self.set_stop(q, false))?;
             let at_least = self.settle_at_least.get(q).copied().unwrap_or(0);
-            let milli = if self.keep_quota { self.queues[q].quota.max(at_least) } else { AMPLE };
+            let milli = if self.keep_quota {
+                self.queues[q].quota.max(at_least)
+            } else {
+                AMPLE
+            };
             retry!("settling quota", self.set_quota(q, milli))?;
         }
         for i in 0..self.shapes.len() {
@@ -341,21 +446,36 @@ impl Run {
         // upgrade behind it. Taking it back must drop the waiting growth.
         for i in std::mem::take(&mut self.grown) {
             if let Some(workers) = self.shapes[i].as_ref().map(|s| s.workers) {
-                retry!("taking the growth back", super::hostile::shrink_active(&self.env.client, i, workers))?;
+                retry!(
+                    "taking the growth back",
+                    super::hostile::shrink_active(&self.env.client, i, workers)
+                )?;
             }
         }
         // In the world's own quota, upgrades take turns: each service gets the bound in turn.
-        let turns = if self.keep_quota { u32::try_from(self.shapes.len()).unwrap_or(1).max(1) } else { 1 };
+        let turns = if self.keep_quota {
+            u32::try_from(self.shapes.len()).unwrap_or(1).max(1)
+        } else {
+            1
+        };
         let bound = LIVENESS * turns;
         let deadline = Instant::now() + bound;
         loop {
-            if let Some(v) = self.inv.violations().into_iter().find(|v| v.starts_with("liveness:")) {
+            if let Some(v) = self
+                .inv
+                .violations()
+                .into_iter()
+                .find(|v| v.starts_with("liveness:"))
+            {
                 return Err(v);
             }
             match self.converged().await {
                 Ok(()) => return Ok(()),
                 Err(why) if Instant::now() > deadline => {
-                    return Err(format!("not converged {} s after the faults stopped: {why}", bound.as_secs()));
+                    return Err(format!(
+                        "not converged {} s after the faults stopped: {why}",
+                        bound.as_secs()
+                    ));
                 }
                 Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
             }
@@ -366,9 +486,17 @@ impl Run {
     async fn dump(&self) -> String {
         let mut out = Vec::new();
         let lp = ListParams::default();
-        for rs in self.services().list(&lp).await.map(|l| l.items).unwrap_or_default() {
+        for rs in self
+            .services()
+            .list(&lp)
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+        {
             let st = rs.status.as_ref();
-            let ready = st.and_then(|s| s.conditions.as_ref()).and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
+            let ready = st
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
             out.push(format!(
                 "  RayService {} suspend={:?} active={:?} pending={:?} endpoints={:?} ready={:?}",
                 rs.name_any(),
@@ -379,21 +507,34 @@ impl Run {
                 ready.map(|c| format!("{}/{}: {}", c.status, c.reason, c.message))
             ));
         }
-        for rc in self.clusters().list(&lp).await.map(|l| l.items).unwrap_or_default() {
+        for rc in self
+            .clusters()
+            .list(&lp)
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+        {
             let group = rc.spec.worker_group_specs.as_ref().and_then(|g| g.first());
             out.push(format!(
                 "  RayCluster {} suspend={:?} replicas={:?} workersToDelete={:?} created={:?} deleting={}",
                 rc.name_any(),
                 rc.spec.suspend,
                 group.and_then(|g| g.replicas),
-                group.and_then(|g| g.scale_strategy.as_ref()).and_then(|s| s.workers_to_delete.clone()),
+                group
+                    .and_then(|g| g.scale_strategy.as_ref())
+                    .and_then(|s| s.workers_to_delete.clone()),
                 rc.metadata.creation_timestamp.as_ref().map(|t| t.0.to_string()),
                 rc.metadata.deletion_timestamp.is_some()
             ));
         }
         let pods: Api<Pod> = Api::namespaced(self.env.client.clone(), NS);
         for p in pods.list(&lp).await.map(|l| l.items).unwrap_or_default() {
-            let pod_ready = p.status.as_ref().and_then(|s| s.conditions.as_ref()).and_then(|cs| cs.iter().find(|c| c.type_ == "Ready")).map(|c| c.status.clone());
+            let pod_ready = p
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+                .map(|c| c.status.clone());
             out.push(format!(
                 "  Pod {} phase={:?} ready={:?} serve={:?} deleting={}",
                 p.name_any(),
@@ -403,14 +544,29 @@ impl Run {
                 p.metadata.deletion_timestamp.is_some()
             ));
         }
-        for w in self.workloads().list(&lp).await.map(|l| l.items).unwrap_or_default() {
-            let conds: Vec<String> =
-                w.status.iter().flat_map(|s| s.conditions.iter()).map(|c| format!("{}={}/{}", c.type_, c.status, c.reason)).collect();
+        for w in self
+            .workloads()
+            .list(&lp)
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+        {
+            let conds: Vec<String> = w
+                .status
+                .iter()
+                .flat_map(|s| s.conditions.iter())
+                .map(|c| format!("{}={}/{}", c.type_, c.status, c.reason))
+                .collect();
             out.push(format!(
                 "  Workload {} replaces={:?} podsets={:?} {}",
                 w.name_any(),
-                w.annotations().get("kueue.x-k8s.io/workload-slice-replacement-for"),
-                w.spec.pod_sets.iter().map(|p| (p.name.clone().unwrap_or_default(), p.count())).collect::<Vec<_>>(),
+                w.annotations()
+                    .get("kueue.x-k8s.io/workload-slice-replacement-for"),
+                w.spec
+                    .pod_sets
+                    .iter()
+                    .map(|p| (p.name.clone().unwrap_or_default(), p.count()))
+                    .collect::<Vec<_>>(),
                 conds.join(" ")
             ));
         }
@@ -431,15 +587,29 @@ impl Run {
                 (Some(_), None) => return Err(format!("{n} is gone")),
                 (Some(shape), Some(rs)) => {
                     if !ready(rs) || pending(rs).is_some() {
-                        return Err(format!("{n} is not Ready with no pending cluster: {:?}", rs.status.as_ref().map(|s| &s.conditions)));
+                        return Err(format!(
+                            "{n} is not Ready with no pending cluster: {:?}",
+                            rs.status.as_ref().map(|s| &s.conditions)
+                        ));
                     }
                     let act = active(rs).ok_or_else(|| format!("{n} has no active cluster"))?;
-                    let rc = clusters.iter().find(|c| c.name_any() == act).ok_or_else(|| format!("{n}'s active cluster {act} is gone"))?;
+                    let rc = clusters
+                        .iter()
+                        .find(|c| c.name_any() == act)
+                        .ok_or_else(|| format!("{n}'s active cluster {act} is gone"))?;
                     // KubeRay hashes a cluster spec without worker counts: changing only `replicas`
                     // neither makes a new cluster nor updates the active one (the autoscaler owns them).
-                    let got = shape_of(rc).map(|g| Shape { workers: shape.workers, queue: shape.queue, incremental: shape.incremental, priority: shape.priority, ..g });
+                    let got = shape_of(rc).map(|g| Shape {
+                        workers: shape.workers,
+                        queue: shape.queue,
+                        incremental: shape.incremental,
+                        priority: shape.priority,
+                        ..g
+                    });
                     if got.as_ref() != Some(shape) {
-                        return Err(format!("{n} serves from {act} shaped {got:?}, its spec says {shape:?}"));
+                        return Err(format!(
+                            "{n} serves from {act} shaped {got:?}, its spec says {shape:?}"
+                        ));
                     }
                 }
             }
@@ -447,11 +617,22 @@ impl Run {
         // No orphans: every RayCluster's owner, every pod's cluster and every Workload's owner exists.
         let mut uids: Vec<String> = services.iter().filter_map(|r| r.metadata.uid.clone()).collect();
         let own: Vec<String> = (0..self.clusters.len()).map(cluster_name).collect();
-        if let Some(rc) = clusters.iter().find(|c| !own.contains(&c.name_any()) && !c.owner_references().iter().any(|o| uids.contains(&o.uid))) {
+        if let Some(rc) = clusters.iter().find(|c| {
+            !own.contains(&c.name_any()) && !c.owner_references().iter().any(|o| uids.contains(&o.uid))
+        }) {
             return Err(format!("RayCluster {} has no live owner", rc.name_any()));
         }
-        uids.extend(clusters.iter().filter(|c| own.contains(&c.name_any())).filter_map(|c| c.metadata.uid.clone()));
-        let extra: Vec<String> = clusters.iter().filter(|c| c.metadata.deletion_timestamp.is_none()).map(|c| c.name_any()).collect();
+        uids.extend(
+            clusters
+                .iter()
+                .filter(|c| own.contains(&c.name_any()))
+                .filter_map(|c| c.metadata.uid.clone()),
+        );
+        let extra: Vec<String> = clusters
+            .iter()
+            .filter(|c| c.metadata.deletion_timestamp.is_none())
+            .map(|c| c.name_any())
+            .collect();
         if extra.len() > self.shapes.iter().flatten().count() + own.len() {
             return Err(format!("more RayClusters than services once settled: {extra:?}"));
         }
@@ -464,7 +645,10 @@ impl Run {
             }
         }
         let wls = self.workloads().list(&lp).await.map_err(e)?.items;
-        for w in wls.iter().filter(|w| !w.owner_references().is_empty() && !w.is_finished()) {
+        for w in wls
+            .iter()
+            .filter(|w| !w.owner_references().is_empty() && !w.is_finished())
+        {
             if !w.owner_references().iter().any(|o| uids.contains(&o.uid)) {
                 return Err(format!("Workload {} has no live owner", w.name_any()));
             }
@@ -473,7 +657,10 @@ impl Run {
         // reports exactly what its Workloads hold.
         for rs in &services {
             let uid = rs.metadata.uid.clone().unwrap_or_default();
-            let chain: Vec<&Workload> = wls.iter().filter(|w| w.labels().get(JOB_UID) == Some(&uid)).collect();
+            let chain: Vec<&Workload> = wls
+                .iter()
+                .filter(|w| w.labels().get(JOB_UID) == Some(&uid))
+                .collect();
             super::chain::exact(rs, &chain, &clusters)?;
         }
         super::clusters::converged(&self.clusters, &clusters, &pods, &wls)?;
@@ -485,7 +672,14 @@ impl Run {
 }
 
 fn shape_of(rc: &RayCluster) -> Option<Shape> {
-    let head = rc.spec.head_group_spec.template.spec.as_ref()?.containers.first()?;
+    let head = rc
+        .spec
+        .head_group_spec
+        .template
+        .spec
+        .as_ref()?
+        .containers
+        .first()?;
     let cpu = head.resources.as_ref()?.requests.as_ref()?.get("cpu")?.0.clone();
     let version = rc.spec.ray_version.clone()?;
     Some(Shape {
@@ -530,7 +724,9 @@ pub(super) async fn run(seed: u64, w: &World, list: &[Op]) -> Result<RunStats, F
     let setup = |e: String| Failure::Setup(e);
     let env = Env::start(Duration::from_millis(150)).await;
     let inv = Invariants::start_with(env.client.clone(), w.no_serving_gap);
-    env.queues(&w.queues, w.preemption).await.map_err(|e| setup(e.to_string()))?;
+    env.queues(&w.queues, w.preemption)
+        .await
+        .map_err(|e| setup(e.to_string()))?;
     let mut run = Run {
         env,
         inv,
@@ -550,23 +746,34 @@ pub(super) async fn run(seed: u64, w: &World, list: &[Op]) -> Result<RunStats, F
     };
     for (i, (queue, milli)) in w.background.iter().enumerate() {
         let n = format!("background-{i}");
-        run.plain_workload(&n, *queue, 0, *milli).await.map_err(|e| setup(e.to_string()))?;
+        run.plain_workload(&n, *queue, 0, *milli)
+            .await
+            .map_err(|e| setup(e.to_string()))?;
         run.plain.push(n);
     }
     for (i, shape) in w.services.iter().enumerate() {
         let rs = service(&name(i), shape).map_err(|e| setup(e.to_string()))?;
-        run.services().create(&PostParams::default(), &rs).await.map_err(|e| setup(e.to_string()))?;
+        run.services()
+            .create(&PostParams::default(), &rs)
+            .await
+            .map_err(|e| setup(e.to_string()))?;
     }
     for (i, shape) in w.clusters.iter().enumerate() {
         let rc = cluster(&cluster_name(i), shape).map_err(|e| setup(e.to_string()))?;
-        run.clusters().create(&PostParams::default(), &rc).await.map_err(|e| setup(e.to_string()))?;
+        run.clusters()
+            .create(&PostParams::default(), &rc)
+            .await
+            .map_err(|e| setup(e.to_string()))?;
     }
     let mut pace = super::world::pacing(seed);
     for op in list {
         run.apply(op).await.map_err(Failure::Setup)?;
         tokio::time::sleep(Duration::from_millis(pace.random_range(50..=600))).await;
         if let Some(v) = run.inv.violations().first().or(run.taken.first()) {
-            return Err(Failure::Invariant(format!("after {op}: {v}\n{}", run.dump().await)));
+            return Err(Failure::Invariant(format!(
+                "after {op}: {v}\n{}",
+                run.dump().await
+            )));
         }
         if let Some(e) = run.env.manager_error() {
             return Err(Failure::Liveness(format!("the manager ended after {op}: {e}")));
@@ -576,7 +783,16 @@ pub(super) async fn run(seed: u64, w: &World, list: &[Op]) -> Result<RunStats, F
         return Err(Failure::Liveness(format!("{why}\n{}", run.dump().await)));
     }
     if let Some(v) = run.inv.violations().first() {
-        return Err(Failure::Invariant(format!("while settling: {v}\n{}", run.dump().await)));
+        return Err(Failure::Invariant(format!(
+            "while settling: {v}\n{}",
+            run.dump().await
+        )));
     }
-    Ok(RunStats { actions: list.len(), faults: list.iter().filter(|o| o.is_fault()).count(), checks: run.inv.checks(), excused: run.inv.excused(), preempted: run.inv.preempted() })
+    Ok(RunStats {
+        actions: list.len(),
+        faults: list.iter().filter(|o| o.is_fault()).count(),
+        checks: run.inv.checks(),
+        excused: run.inv.excused(),
+        preempted: run.inv.preempted(),
+    })
 }

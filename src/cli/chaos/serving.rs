@@ -111,7 +111,12 @@ struct Excuse {
 
 impl Excuse {
     fn of(why: String, victim: &Workload) -> Excuse {
-        Excuse { why, victim: victim.metadata.uid.clone().unwrap_or_default(), went_down: false, victim_gone: false }
+        Excuse {
+            why,
+            victim: victim.metadata.uid.clone().unwrap_or_default(),
+            went_down: false,
+            victim_gone: false,
+        }
     }
 }
 
@@ -190,7 +195,9 @@ struct Claim {
 }
 
 fn cpu_of(spec: Option<&k8s_openapi::api::core::v1::PodSpec>) -> i64 {
-    spec.and_then(|s| crate::queue::requests::pod_requests("spec", s).ok()).and_then(|r| r.get("cpu").map(|a| a.0)).unwrap_or(0)
+    spec.and_then(|s| crate::queue::requests::pod_requests("spec", s).ok())
+        .and_then(|r| r.get("cpu").map(|a| a.0))
+        .unwrap_or(0)
 }
 
 /// What a RayCluster's pods ask for once all are there (milli-CPU): its head and each worker
@@ -202,14 +209,18 @@ fn wanted_cpu(rc: &RayCluster, own: &[&Pod]) -> i64 {
             .find(|p| p.labels().get(ray::LABEL_GROUP).map(String::as_str) == Some(group))
             .map_or_else(|| cpu_of(template), |p| cpu_of(p.spec.as_ref()))
     };
-    let head = per_pod(ray::HEAD_GROUP_NAME, rc.spec.head_group_spec.template.spec.as_ref());
+    let head = per_pod(
+        ray::HEAD_GROUP_NAME,
+        rc.spec.head_group_spec.template.spec.as_ref(),
+    );
     let workers: i64 = rc
         .spec
         .worker_groups()
         .iter()
         .filter(|g| g.suspend != Some(true))
         .map(|g| {
-            let pods = i64::from(g.replicas.unwrap_or(0).max(0)) * i64::from(g.num_of_hosts.unwrap_or(1).max(1));
+            let pods =
+                i64::from(g.replicas.unwrap_or(0).max(0)) * i64::from(g.num_of_hosts.unwrap_or(1).max(1));
             pods * per_pod(&g.group_name, g.template.spec.as_ref())
         })
         .sum();
@@ -218,7 +229,11 @@ fn wanted_cpu(rc: &RayCluster, own: &[&Pod]) -> i64 {
 
 /// What a Workload asks for (milli-CPU), from its spec.
 fn requested(w: &Workload) -> i64 {
-    w.spec.pod_sets.iter().map(|p| i64::from(p.count().max(0)) * cpu_of(p.template.spec.as_ref())).sum()
+    w.spec
+        .pod_sets
+        .iter()
+        .map(|p| i64::from(p.count().max(0)) * cpu_of(p.template.spec.as_ref()))
+        .sum()
 }
 
 fn key(w: &Workload) -> String {
@@ -226,9 +241,18 @@ fn key(w: &Workload) -> String {
 }
 
 impl Pool {
-    fn read(wls: &[Workload], rss: &[RayService], rcs: &[RayCluster], cqs: &[ClusterQueue], pods: &[Pod]) -> Pool {
+    fn read(
+        wls: &[Workload],
+        rss: &[RayService],
+        rcs: &[RayCluster],
+        cqs: &[ClusterQueue],
+        pods: &[Pod],
+    ) -> Pool {
         let holding: Vec<&Workload> = wls.iter().filter(|w| holds_quota(w)).collect();
-        let replaced: HashSet<&String> = holding.iter().filter_map(|w| w.annotations().get(label::WORKLOAD_SLICE_REPLACEMENT_FOR)).collect();
+        let replaced: HashSet<&String> = holding
+            .iter()
+            .filter_map(|w| w.annotations().get(label::WORKLOAD_SLICE_REPLACEMENT_FOR))
+            .collect();
         let mut used: BTreeMap<String, i64> = BTreeMap::new();
         for w in holding.iter().filter(|w| !replaced.contains(&key(w))) {
             if let Some(a) = w.admission() {
@@ -237,14 +261,17 @@ impl Pool {
         }
         let mut pool = Pool::default();
         for w in holding.iter().filter(|w| !replaced.contains(&key(w))) {
-            let (Some(uid), Some(a)) = (w.metadata.uid.clone(), w.admission()) else { continue };
+            let (Some(uid), Some(a)) = (w.metadata.uid.clone(), w.admission()) else {
+                continue;
+            };
             let before = w
                 .annotations()
                 .get(label::WORKLOAD_SLICE_REPLACEMENT_FOR)
                 .and_then(|r| wls.iter().find(|o| &key(o) == r))
                 .map_or(0, |o| held(o).get("cpu").copied().unwrap_or(0));
             let now = held(w).get("cpu").copied().unwrap_or(0);
-            pool.takes.insert(uid, (a.cluster_queue.clone(), (now - before).max(0)));
+            pool.takes
+                .insert(uid, (a.cluster_queue.clone(), (now - before).max(0)));
         }
         for cq in cqs {
             let name = cq.name_any();
@@ -271,8 +298,13 @@ impl Pool {
         }
         for rs in rss {
             let uid = rs.metadata.uid.clone().unwrap_or_default();
-            let chain: Vec<&Workload> = wls.iter().filter(|w| w.labels().get(label::JOB_UID) == Some(&uid)).collect();
-            let Some(latest) = latest_holding(&chain) else { continue };
+            let chain: Vec<&Workload> = wls
+                .iter()
+                .filter(|w| w.labels().get(label::JOB_UID) == Some(&uid))
+                .collect();
+            let Some(latest) = latest_holding(&chain) else {
+                continue;
+            };
             let Some(a) = latest.admission() else { continue };
             // A slice already evicted, or giving its growth back, is being freed for the preemptor
             // that took it: what it still holds is no growth another preemptor could take (its
@@ -283,7 +315,11 @@ impl Pool {
             }
             // The serving cluster, and the pending one once the service said it is ready to take
             // traffic (the switch is imminent, so it is serving too: not growth).
-            let active = rs.status.as_ref().and_then(|s| s.active_service_status.as_ref()).and_then(|s| s.ray_cluster_name.clone());
+            let active = rs
+                .status
+                .as_ref()
+                .and_then(|s| s.active_service_status.as_ref())
+                .and_then(|s| s.ray_cluster_name.clone());
             let pending = crate::rayservice::job::step::pending_cluster(rs).filter(|_| switch_announced(rs));
             // And what the slice says it keeps, which the core decides on: a pending cluster's Serve
             // applications report RUNNING, then DEPLOYING again while it scales (Ray 2.60), and the
@@ -313,7 +349,9 @@ impl Pool {
                     let wanted = rcs
                         .iter()
                         .find(|rc| rc.name_any() == name && rc.namespace() == rs.namespace())
-                        .map_or(0, |rc| wanted_cpu(&crate::rayservice::job::step::at_least_first_step(rs, rc), &own));
+                        .map_or(0, |rc| {
+                            wanted_cpu(&crate::rayservice::job::step::at_least_first_step(rs, rc), &own)
+                        });
                     running.max(wanted)
                 })
                 .sum();
@@ -330,19 +368,28 @@ impl Pool {
 
     /// What each service's serving clusters want, by RayService uid (`None`: none serves).
     fn serving(&self) -> HashMap<String, Option<i64>> {
-        self.upgrades.iter().map(|u| (u.service.clone(), u.serving)).collect()
+        self.upgrades
+            .iter()
+            .map(|u| (u.service.clone(), u.serving))
+            .collect()
     }
 
     /// Each service's growth, by RayService uid.
     fn growth(&self) -> HashMap<String, i64> {
-        self.upgrades.iter().map(|u| (u.service.clone(), u.growth())).collect()
+        self.upgrades
+            .iter()
+            .map(|u| (u.service.clone(), u.growth()))
+            .collect()
     }
 
     /// Counts as growth, for each service, at most what it had at every one of `checks`: a slice
     /// admitted, or a floor lowered, a moment ago may be newer than the core's view.
     fn cap_growth<'a>(&mut self, checks: impl Iterator<Item = &'a Seen> + Clone) {
         for u in &mut self.upgrades {
-            let least = checks.clone().map(|c| c.growth.get(&u.service).copied().unwrap_or(0)).min();
+            let least = checks
+                .clone()
+                .map(|c| c.growth.get(&u.service).copied().unwrap_or(0))
+                .min();
             if let (Some(g), Some(s)) = (least, u.serving) {
                 u.held = u.held.min(s + g);
             }
@@ -363,13 +410,16 @@ impl Pool {
 
     /// ClusterQueues `a` and `b` draw on the same free quota (the same queue, or one cohort).
     fn shares_quota(&self, a: &str, b: &str) -> bool {
-        a == b || matches!((self.cqs.get(a).and_then(|q| q.cohort.as_ref()), self.cqs.get(b).and_then(|q| q.cohort.as_ref())), (Some(x), Some(y)) if x == y)
+        a == b
+            || matches!((self.cqs.get(a).and_then(|q| q.cohort.as_ref()), self.cqs.get(b).and_then(|q| q.cohort.as_ref())), (Some(x), Some(y)) if x == y)
     }
 
     /// What preemptor `cq`/`priority` could get without taking any serving cluster: free quota plus
     /// the growth of every upgrade it may preempt.
     fn without_serving(&self, cq: &str, priority: i32) -> (i64, i64) {
-        let Some(own) = self.cqs.get(cq) else { return (0, 0) };
+        let Some(own) = self.cqs.get(cq) else {
+            return (0, 0);
+        };
         let members: Vec<(&String, &Cq)> = self
             .cqs
             .iter()
@@ -378,7 +428,11 @@ impl Pool {
                 None => name.as_str() == cq,
             })
             .collect();
-        let free = members.iter().map(|(_, q)| q.nominal - q.used).sum::<i64>().max(0);
+        let free = members
+            .iter()
+            .map(|(_, q)| q.nominal - q.used)
+            .sum::<i64>()
+            .max(0);
         let mut growth = 0;
         for (name, q) in &members {
             let lower = |u: &&Upgrade| u.priority < priority;
@@ -402,22 +456,40 @@ impl Pool {
 
 /// The preemptor's UID in Kueue's message ("Preempted to accommodate a workload (UID: u, ...").
 fn preemptor_uid(message: &str) -> Option<&str> {
-    let rest = message.split_once("Preempted to accommodate a workload (UID: ")?.1;
+    let rest = message
+        .split_once("Preempted to accommodate a workload (UID: ")?
+        .1;
     rest.split([',', ')']).next().filter(|s| !s.is_empty())
 }
 
 /// The preemptor's ClusterQueue, the last element of "preemptor path: /cohort/cq".
 fn preemptor_cq(message: &str) -> Option<&str> {
     let rest = message.split_once("preemptor path: ")?.1;
-    rest.split(';').next()?.trim().rsplit('/').next().filter(|s| !s.is_empty())
+    rest.split(';')
+        .next()?
+        .trim()
+        .rsplit('/')
+        .next()
+        .filter(|s| !s.is_empty())
 }
 
 impl Serving {
     /// Judges the preemptions of services' slices not judged yet, on the quota the previous check
     /// saw (this one's when there is none).
-    pub(super) fn judge(&mut self, wls: &[Workload], rss: &[RayService], rcs: &[RayCluster], cqs: &[ClusterQueue], pods: &[Pod]) {
+    pub(super) fn judge(
+        &mut self,
+        wls: &[Workload],
+        rss: &[RayService],
+        rcs: &[RayCluster],
+        cqs: &[ClusterQueue],
+        pods: &[Pod],
+    ) {
         let now = Pool::read(wls, rss, rcs, cqs, pods);
-        self.recent.push_back(Seen { at: Instant::now(), serving: now.serving(), growth: now.growth() });
+        self.recent.push_back(Seen {
+            at: Instant::now(),
+            serving: now.serving(),
+            growth: now.growth(),
+        });
         while self.recent.front().is_some_and(|c| c.at.elapsed() > FLOOR_LAG) {
             self.recent.pop_front();
         }
@@ -439,7 +511,9 @@ impl Serving {
         // What each Workload asks as a preemptor, kept from the first sight (a replacement's
         // replaced slice is gone once it is admitted) and refreshed while it has no admission.
         for w in wls {
-            let Some(uid) = w.metadata.uid.clone() else { continue };
+            let Some(uid) = w.metadata.uid.clone() else {
+                continue;
+            };
             let p = Preemptor::of(w, wls);
             match self.known.get_mut(&uid) {
                 Some(k) if k.cq.is_none() => k.cq = p.cq,
@@ -458,33 +532,60 @@ impl Serving {
                 self.vanished.push_back((Instant::now(), uid.clone(), k.need));
             }
         }
-        while self.vanished.front().is_some_and(|(t, _, _)| t.elapsed() > FLOOR_LAG) {
+        while self
+            .vanished
+            .front()
+            .is_some_and(|(t, _, _)| t.elapsed() > FLOOR_LAG)
+        {
             self.vanished.pop_front();
         }
-        self.waiting = wls.iter().filter(|w| w.admission().is_none()).filter_map(|w| w.metadata.uid.clone()).collect();
+        self.waiting = wls
+            .iter()
+            .filter(|w| w.admission().is_none())
+            .filter_map(|w| w.metadata.uid.clone())
+            .collect();
         // A claim ends once its preemptor holds quota (the quota then reads used) or is gone.
-        self.claims.retain(|id, _| present.contains(id.as_str()) && !now.takes.contains_key(id));
+        self.claims
+            .retain(|id, _| present.contains(id.as_str()) && !now.takes.contains_key(id));
         let services: HashSet<String> = rss.iter().filter_map(|r| r.metadata.uid.clone()).collect();
         for w in wls {
-            let Some(service) = w.labels().get(label::JOB_UID).filter(|u| services.contains(*u)) else { continue };
+            let Some(service) = w.labels().get(label::JOB_UID).filter(|u| services.contains(*u)) else {
+                continue;
+            };
             // Kueue writes both `Preempted` and `Evicted`; one of them judges the preemption.
-            let preempted = w.status.as_ref().and_then(|s| s.condition("Preempted").or_else(|| s.condition("Evicted")));
+            let preempted = w
+                .status
+                .as_ref()
+                .and_then(|s| s.condition("Preempted").or_else(|| s.condition("Evicted")));
             for c in preempted.into_iter().filter(|c| c.status == "True") {
-                let Some(uid) = preemptor_uid(&c.message) else { continue };
-                let id = format!("{}@{}", w.metadata.uid.as_deref().unwrap_or_default(), c.last_transition_time.0);
+                let Some(uid) = preemptor_uid(&c.message) else {
+                    continue;
+                };
+                let id = format!(
+                    "{}@{}",
+                    w.metadata.uid.as_deref().unwrap_or_default(),
+                    c.last_transition_time.0
+                );
                 if !self.judged.insert(id) {
                     continue;
                 }
                 let Some(u) = self.known.get(uid) else {
                     // A preemptor no check ever saw: nothing to weigh, so no excuse either; a gap
                     // that follows says so.
-                    let why = format!("{} preempted by a workload no check saw (UID {uid}): {}", w.name_any(), c.message);
+                    let why = format!(
+                        "{} preempted by a workload no check saw (UID {uid}): {}",
+                        w.name_any(),
+                        c.message
+                    );
                     self.unneeded.insert(service.clone(), Excuse::of(why, w));
                     continue;
                 };
                 let need = u.need;
                 self.preemptions += 1;
-                let cq = u.cq.as_deref().or_else(|| preemptor_cq(&c.message)).unwrap_or_default();
+                let cq =
+                    u.cq.as_deref()
+                        .or_else(|| preemptor_cq(&c.message))
+                        .unwrap_or_default();
                 let (free, growth) = before.without_serving(cq, u.priority);
                 // The check before may be older than the preemption: quota other workloads took
                 // since, and what preemptors still waiting for their victims will take, was not
@@ -497,17 +598,38 @@ impl Serving {
                 let taken: i64 = now
                     .takes
                     .iter()
-                    .filter(|(id, (q, _))| id.as_str() != uid && !before.takes.contains_key(*id) && before.shares_quota(cq, q))
+                    .filter(|(id, (q, _))| {
+                        id.as_str() != uid && !before.takes.contains_key(*id) && before.shares_quota(cq, q)
+                    })
                     .map(|(_, (_, m))| m)
                     .sum::<i64>()
-                    + self.vanished.iter().filter(|(_, id, _)| id != uid).map(|(_, _, m)| m).sum::<i64>();
-                let claimed: i64 =
-                    self.claims.iter().filter(|(id, c)| id.as_str() != uid && before.shares_quota(cq, &c.cq)).map(|(_, c)| c.milli).sum();
+                    + self
+                        .vanished
+                        .iter()
+                        .filter(|(_, id, _)| id != uid)
+                        .map(|(_, _, m)| m)
+                        .sum::<i64>();
+                let claimed: i64 = self
+                    .claims
+                    .iter()
+                    .filter(|(id, c)| id.as_str() != uid && before.shares_quota(cq, &c.cq))
+                    .map(|(_, c)| c.milli)
+                    .sum();
                 let free = (free - taken - claimed).max(0);
                 if !now.takes.contains_key(uid) {
-                    self.claims.insert(uid.to_string(), Claim { cq: cq.to_string(), milli: need.min(free) });
+                    self.claims.insert(
+                        uid.to_string(),
+                        Claim {
+                            cq: cq.to_string(),
+                            milli: need.min(free),
+                        },
+                    );
                 }
-                let others = if taken + claimed > 0 { format!(" ({}m more taken or claimed by others)", taken + claimed) } else { String::new() };
+                let others = if taken + claimed > 0 {
+                    format!(" ({}m more taken or claimed by others)", taken + claimed)
+                } else {
+                    String::new()
+                };
                 let why = format!(
                     "{} preempted by {} (priority {}, ClusterQueue {cq}) needing {need}m, with {free}m free{others} and {growth}m of upgrades' growth it may preempt",
                     w.name_any(),
@@ -543,7 +665,11 @@ impl Serving {
             // A service still serving right after its eviction keeps it: it goes down next.
             match self.excused.get(&uid) {
                 Some(e) if e.went_down => {
-                    tracing::debug!("chaos I8: {} serves again after a legitimate takedown: {}", rs.name_any(), e.why);
+                    tracing::debug!(
+                        "chaos I8: {} serves again after a legitimate takedown: {}",
+                        rs.name_any(),
+                        e.why
+                    );
                     self.excused.remove(&uid);
                     self.excuses += 1;
                 }
@@ -552,7 +678,11 @@ impl Serving {
                 }
                 _ => {}
             }
-            if self.unneeded.get(&uid).is_some_and(|u| u.went_down || u.victim_gone) {
+            if self
+                .unneeded
+                .get(&uid)
+                .is_some_and(|u| u.went_down || u.victim_gone)
+            {
                 self.unneeded.remove(&uid);
             }
             return None;
@@ -573,7 +703,10 @@ impl Serving {
             .and_then(|s| s.conditions.as_deref())
             .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
             .map_or_else(String::new, |c| format!(" ({}: {})", c.reason, c.message));
-        let preempted = self.unneeded.get(&uid).map_or_else(String::new, |p| format!("; not excused: {}", p.why));
+        let preempted = self
+            .unneeded
+            .get(&uid)
+            .map_or_else(String::new, |p| format!("; not excused: {}", p.why));
         Some(format!(
             "I8: RayService {} served, and now Ready={ready} with {endpoints} serve endpoint(s){why}{preempted}",
             rs.name_any()
@@ -617,7 +750,12 @@ mod tests {
     }
 
     fn excuse() -> Excuse {
-        Excuse { why: "preempted".into(), victim: "w1".into(), went_down: false, victim_gone: false }
+        Excuse {
+            why: "preempted".into(),
+            victim: "w1".into(),
+            went_down: false,
+            victim_gone: false,
+        }
     }
 
     /// Seed 3 (`quotagate chaos --scenario contention --seed 3`): the eviction is written before the
@@ -628,13 +766,20 @@ mod tests {
         let mut s = Serving::default();
         assert_eq!(s.gap(&service(true, 2, false)), None);
         s.excused.insert("u1".into(), excuse());
-        assert_eq!(s.gap(&service(true, 2, false)), None, "still serving: the suspend has not landed");
+        assert_eq!(
+            s.gap(&service(true, 2, false)),
+            None,
+            "still serving: the suspend has not landed"
+        );
         assert_eq!(s.gap(&service(false, 0, false)), None, "the takedown is excused");
         assert_eq!(s.gap(&service(false, 0, true)), None);
         assert_eq!(s.excuses, 0);
         assert_eq!(s.gap(&service(true, 1, false)), None);
         assert_eq!(s.excuses, 1, "spent once it serves again");
-        assert!(s.gap(&service(false, 0, false)).is_some(), "a second takedown needs its own excuse");
+        assert!(
+            s.gap(&service(false, 0, false)).is_some(),
+            "a second takedown needs its own excuse"
+        );
         // An excuse whose takedown never came lapses once the evicted slice is gone, uncounted.
         let mut e = excuse();
         e.victim_gone = true;
@@ -675,7 +820,11 @@ mod tests {
             }))
             .expect("a ClusterQueue")
         };
-        let mut urgent = Workload::build("work-1", "default").queue("lq").priority(1000).podset("main", 1, [("cpu", "2500m")]).build();
+        let mut urgent = Workload::build("work-1", "default")
+            .queue("lq")
+            .priority(1000)
+            .podset("main", 1, [("cpu", "2500m")])
+            .build();
         urgent.metadata.uid = Some("p1".into());
         let rs = service(true, 2, false);
         let victim = workload(serde_json::json!({
@@ -690,13 +839,22 @@ mod tests {
         // The preemptor is gone when the eviction is seen.
         s.judge(&[victim], &[rs.clone()], &[], &[cq("1000m")], &[]);
         assert_eq!(s.preemptions, 1);
-        let e = s.excused.get("u1").expect("a legitimate takedown: 2500m needed, 1000m free");
+        let e = s
+            .excused
+            .get("u1")
+            .expect("a legitimate takedown: 2500m needed, 1000m free");
         assert!(e.why.contains("needing 2500m, with 1000m free"), "{}", e.why);
         assert_eq!(s.gap(&service(false, 0, true)), None);
     }
 
     fn pool(within: PreemptionPolicy, reclaim: PreemptionPolicy, cohort: bool) -> Pool {
-        let cq = |nominal, used| Cq { cohort: cohort.then(|| "pool".to_string()), nominal, used, within, reclaim };
+        let cq = |nominal, used| Cq {
+            cohort: cohort.then(|| "pool".to_string()),
+            nominal,
+            used,
+            within,
+            reclaim,
+        };
         let mut cqs = BTreeMap::new();
         cqs.insert("cq".to_string(), cq(4000, 4000));
         if cohort {
@@ -704,8 +862,23 @@ mod tests {
             cqs.insert("cq-b".to_string(), cq(2000, 3500));
             cqs.get_mut("cq").map(|q| q.used = 2500);
         }
-        let up = |cq: &str, priority, growth| Upgrade { cq: cq.into(), priority, service: format!("{cq}-{priority}"), held: growth, serving: Some(0) };
-        Pool { cqs, upgrades: vec![up("cq", 0, 1000), up("cq", 1000, 2000), up("cq-b", 0, 1000), up("cq-b", 1000, 1000)], takes: HashMap::new() }
+        let up = |cq: &str, priority, growth| Upgrade {
+            cq: cq.into(),
+            priority,
+            service: format!("{cq}-{priority}"),
+            held: growth,
+            serving: Some(0),
+        };
+        Pool {
+            cqs,
+            upgrades: vec![
+                up("cq", 0, 1000),
+                up("cq", 1000, 2000),
+                up("cq-b", 0, 1000),
+                up("cq-b", 1000, 1000),
+            ],
+            takes: HashMap::new(),
+        }
     }
 
     #[test]
@@ -718,8 +891,14 @@ mod tests {
         assert_eq!(pool(Never, Never, false).without_serving("cq", 2000), (0, 0));
         // A cohort, full (6000 of 6000): from cq-b only what it borrows (1500m), of the growth the
         // reclaim policy lets it take.
-        assert_eq!(pool(LowerPriority, Any, true).without_serving("cq", 1000), (0, 1000 + 1500));
-        assert_eq!(pool(LowerPriority, LowerPriority, true).without_serving("cq", 1000), (0, 1000 + 1000));
+        assert_eq!(
+            pool(LowerPriority, Any, true).without_serving("cq", 1000),
+            (0, 1000 + 1500)
+        );
+        assert_eq!(
+            pool(LowerPriority, LowerPriority, true).without_serving("cq", 1000),
+            (0, 1000 + 1000)
+        );
         assert_eq!(pool(Never, Never, true).without_serving("cq", 1000), (0, 0));
         // An unknown ClusterQueue can have nothing.
         assert_eq!(p.without_serving("nope", 1000), (0, 0));
@@ -762,21 +941,35 @@ mod tests {
 
     /// `shop-a`'s head and two workers.
     fn shop_a_pods() -> [Pod; 3] {
-        [shop_a_pod("shop-a-head", "headgroup"), shop_a_pod("shop-a-w1", "workers"), shop_a_pod("shop-a-w2", "workers")]
+        [
+            shop_a_pod("shop-a-head", "headgroup"),
+            shop_a_pod("shop-a-w1", "workers"),
+            shop_a_pod("shop-a-w2", "workers"),
+        ]
     }
 
     /// Urgent work (uid p1, priority 1000) asking 1 CPU.
     fn urgent() -> Workload {
-        Workload::build("urgent", "default").queue("lq").uid("p1").priority(1000).podset("main", 1, [("cpu", "1")]).build()
+        Workload::build("urgent", "default")
+            .queue("lq")
+            .uid("p1")
+            .priority(1000)
+            .podset("main", 1, [("cpu", "1")])
+            .build()
     }
 
     /// Kueue's message for a preemption by p1 in ClusterQueue `cq`.
-    const PREEMPTED_BY_P1: &str =
-        "Preempted to accommodate a workload (UID: p1, JobUID: j) due to prioritization in the ClusterQueue; preemptor path: /cq; preemptee path: /cq";
+    const PREEMPTED_BY_P1: &str = "Preempted to accommodate a workload (UID: p1, JobUID: j) due to prioritization in the ClusterQueue; preemptor path: /cq; preemptee path: /cq";
 
     /// `b` evicted by p1.
     fn evicted_by_p1(b: crate::api::kueue::builders::WorkloadBuilder) -> Workload {
-        b.condition(crate::api::kueue::builders::condition("Evicted", true, "Preempted", PREEMPTED_BY_P1)).build()
+        b.condition(crate::api::kueue::builders::condition(
+            "Evicted",
+            true,
+            "Preempted",
+            PREEMPTED_BY_P1,
+        ))
+        .build()
     }
 
     /// `shop`'s slice (uid w1): a head and 2 workers at 1 CPU each, admitted in `cq`.
@@ -796,15 +989,33 @@ mod tests {
     /// had that growth to take, though the eviction had already claimed it.
     #[test]
     fn an_evicted_slice_gives_no_growth_another_preemptor_could_take() {
-        let (cq, rs, pod) = (lower_priority_cq("4"), serving_shop_a(), shop_a_pod("shop-a-head", "headgroup"));
+        let (cq, rs, pod) = (
+            lower_priority_cq("4"),
+            serving_shop_a(),
+            shop_a_pod("shop-a-head", "headgroup"),
+        );
         let slice = shop_slice;
         // 3 CPU held, 1 of them by the serving cluster's pod: 2 CPU of growth, 1 CPU free.
-        let pool = Pool::read(&[slice().build()], std::slice::from_ref(&rs), &[], std::slice::from_ref(&cq), std::slice::from_ref(&pod));
+        let pool = Pool::read(
+            &[slice().build()],
+            std::slice::from_ref(&rs),
+            &[],
+            std::slice::from_ref(&cq),
+            std::slice::from_ref(&pod),
+        );
         assert_eq!(pool.without_serving("cq", 1000), (1000, 2000));
         // Evicted, or giving its growth back: nothing of it is growth for another preemptor.
         for c in [condition::EVICTED, crate::jobframework::slices::GROWTH_PREEMPTED] {
-            let evicted = slice().condition(crate::api::kueue::builders::condition(c, true, "Preempted", "")).build();
-            let pool = Pool::read(&[evicted], std::slice::from_ref(&rs), &[], std::slice::from_ref(&cq), std::slice::from_ref(&pod));
+            let evicted = slice()
+                .condition(crate::api::kueue::builders::condition(c, true, "Preempted", ""))
+                .build();
+            let pool = Pool::read(
+                &[evicted],
+                std::slice::from_ref(&rs),
+                &[],
+                std::slice::from_ref(&cq),
+                std::slice::from_ref(&pod),
+            );
             assert_eq!(pool.without_serving("cq", 1000), (1000, 0), "{c}");
         }
     }
@@ -821,13 +1032,22 @@ mod tests {
             "spec": {"headGroupSpec": {"template": template}, "workerGroupSpecs": [{"groupName": "workers", "replicas": 2, "template": template}]},
         }))
         .expect("a RayCluster");
-        let pods = [shop_a_pod("shop-a-head", "headgroup"), shop_a_pod("shop-a-worker-1", "workers")];
+        let pods = [
+            shop_a_pod("shop-a-head", "headgroup"),
+            shop_a_pod("shop-a-worker-1", "workers"),
+        ];
         let slice = shop_slice().build();
         let wls = std::slice::from_ref(&slice);
         let (rss, cqs) = (std::slice::from_ref(&rs), std::slice::from_ref(&cq));
         // Read from its pods alone, the second worker would be 1 CPU of growth.
-        assert_eq!(Pool::read(wls, rss, &[], cqs, &pods).without_serving("cq", 1000), (0, 1000));
-        assert_eq!(Pool::read(wls, rss, std::slice::from_ref(&rc), cqs, &pods).without_serving("cq", 1000), (0, 0));
+        assert_eq!(
+            Pool::read(wls, rss, &[], cqs, &pods).without_serving("cq", 1000),
+            (0, 1000)
+        );
+        assert_eq!(
+            Pool::read(wls, rss, std::slice::from_ref(&rc), cqs, &pods).without_serving("cq", 1000),
+            (0, 0)
+        );
     }
 
     /// The core decides on the floor the job controller last wrote, a reconcile behind the
@@ -844,21 +1064,38 @@ mod tests {
         lagged.judge(&[shop_slice().build(), urgent.clone()], rss, &[], cqs, &all);
         lagged.judge(&[shop_slice().build(), urgent.clone()], rss, &[], cqs, &all[..1]);
         lagged.judge(&[evicted.clone(), urgent.clone()], rss, &[], cqs, &all[..1]);
-        assert!(lagged.excused.contains_key("u1") && lagged.unneeded.is_empty(), "served a moment ago: no growth to take");
+        assert!(
+            lagged.excused.contains_key("u1") && lagged.unneeded.is_empty(),
+            "served a moment ago: no growth to take"
+        );
         // Had it served only the head throughout, its 2 CPU beyond were growth: the eviction was not needed.
         let mut s = Serving::default();
         s.judge(&[shop_slice().build(), urgent.clone()], rss, &[], cqs, &all[..1]);
         s.judge(&[evicted.clone(), urgent.clone()], rss, &[], cqs, &all[..1]);
         let e = s.unneeded.get("u1").expect("growth alone could have made room");
-        assert!(e.why.contains("needing 1000m, with 0m free and 2000m of upgrades' growth"), "{}", e.why);
+        assert!(
+            e.why
+                .contains("needing 1000m, with 0m free and 2000m of upgrades' growth"),
+            "{}",
+            e.why
+        );
         // None served a moment ago (the head just began to): the slice may carry no floor yet.
         let mut starting = rs.clone();
         starting.status = None;
         let mut s = Serving::default();
-        s.judge(&[shop_slice().build(), urgent.clone()], std::slice::from_ref(&starting), &[], cqs, &all[..1]);
+        s.judge(
+            &[shop_slice().build(), urgent.clone()],
+            std::slice::from_ref(&starting),
+            &[],
+            cqs,
+            &all[..1],
+        );
         s.judge(&[shop_slice().build(), urgent.clone()], rss, &[], cqs, &all[..1]);
         s.judge(&[evicted, urgent], rss, &[], cqs, &all[..1]);
-        assert!(s.excused.contains_key("u1") && s.unneeded.is_empty(), "no floor yet: no growth to take");
+        assert!(
+            s.excused.contains_key("u1") && s.unneeded.is_empty(),
+            "no floor yet: no growth to take"
+        );
     }
 
     /// Seed 426: the pending cluster's applications reported RUNNING for 200 ms (Ray reports an app
@@ -868,14 +1105,26 @@ mod tests {
     #[test]
     fn a_pending_cluster_the_slice_keeps_is_no_growth() {
         let (cq, rs) = (lower_priority_cq("3"), serving_shop_a());
-        let pods = [shop_a_pod("shop-a-head", "headgroup"), pod_of("shop-b", "shop-b-w1", "workers"), pod_of("shop-b", "shop-b-w2", "workers")];
+        let pods = [
+            shop_a_pod("shop-a-head", "headgroup"),
+            pod_of("shop-b", "shop-b-w1", "workers"),
+            pod_of("shop-b", "shop-b-w2", "workers"),
+        ];
         let (urgent, evict) = (urgent(), evicted_by_p1);
         let (rss, cqs) = (std::slice::from_ref(&rs), std::slice::from_ref(&cq));
-        let keeping = || shop_slice().annotation(crate::jobframework::slices::GROWTH_KEEPS_ANNOTATION, "shop-a,shop-b");
+        let keeping = || {
+            shop_slice().annotation(
+                crate::jobframework::slices::GROWTH_KEEPS_ANNOTATION,
+                "shop-a,shop-b",
+            )
+        };
         let mut kept = Serving::default();
         kept.judge(&[keeping().build(), urgent.clone()], rss, &[], cqs, &pods);
         kept.judge(&[evict(keeping()), urgent.clone()], rss, &[], cqs, &pods);
-        assert!(kept.excused.contains_key("u1") && kept.unneeded.is_empty(), "the slice kept shop-b: no growth to take");
+        assert!(
+            kept.excused.contains_key("u1") && kept.unneeded.is_empty(),
+            "the slice kept shop-b: no growth to take"
+        );
         // Kept by nothing, shop-b's 2 CPU were growth.
         let mut s = Serving::default();
         s.judge(&[shop_slice().build(), urgent.clone()], rss, &[], cqs, &pods);
@@ -891,8 +1140,14 @@ mod tests {
         let (cq, rs) = (lower_priority_cq("5"), serving_shop_a());
         let (all, urgent) = (shop_a_pods(), urgent());
         let grown = || {
-            Workload::build("rayservice-shop", "default").queue("lq").uid("w1").label(label::JOB_UID, "u1")
-                .podset("head", 1, [("cpu", "1")]).podset("workers", 4, [("cpu", "1")]).reserve_quota("cq", "f").admitted()
+            Workload::build("rayservice-shop", "default")
+                .queue("lq")
+                .uid("w1")
+                .label(label::JOB_UID, "u1")
+                .podset("head", 1, [("cpu", "1")])
+                .podset("workers", 4, [("cpu", "1")])
+                .reserve_quota("cq", "f")
+                .admitted()
         };
         let evicted = evicted_by_p1(grown());
         let (rss, cqs) = (std::slice::from_ref(&rs), std::slice::from_ref(&cq));
@@ -901,7 +1156,10 @@ mod tests {
         lately.judge(&[shop_slice().build(), urgent.clone()], rss, &[], cqs, &all);
         lately.judge(&[grown().build(), urgent.clone()], rss, &[], cqs, &all);
         lately.judge(&[evicted.clone(), urgent.clone()], rss, &[], cqs, &all);
-        assert!(lately.excused.contains_key("u1") && lately.unneeded.is_empty(), "growth a moment old: the core may not have seen it");
+        assert!(
+            lately.excused.contains_key("u1") && lately.unneeded.is_empty(),
+            "growth a moment old: the core may not have seen it"
+        );
         // Held at 5 throughout, its 2 CPU beyond what served were growth: the eviction was not needed.
         let mut s = Serving::default();
         s.judge(&[grown().build(), urgent.clone()], rss, &[], cqs, &all);
@@ -917,7 +1175,11 @@ mod tests {
         let mut s = Serving::default();
         assert_eq!(s.gap(&service(true, 2, false)), None);
         s.unneeded.insert("u1".into(), excuse());
-        assert_eq!(s.gap(&service(true, 2, false)), None, "still serving: the suspend has not landed");
+        assert_eq!(
+            s.gap(&service(true, 2, false)),
+            None,
+            "still serving: the suspend has not landed"
+        );
         let gap = s.gap(&service(false, 0, true)).expect("a violation");
         assert!(gap.ends_with("; not excused: preempted"), "{gap}");
         // Serving again after it went down, the preemption is spent.
@@ -931,13 +1193,25 @@ mod tests {
     fn free_quota_taken_or_claimed_since_the_check_before_is_not_free() {
         let cq = lower_priority_cq("3");
         let wl = |name: &str, uid: &str, cpu: &str, priority: i32| {
-            Workload::build(name, "default").queue("lq").uid(uid).priority(priority).podset("main", 1, [("cpu", cpu)])
+            Workload::build(name, "default")
+                .queue("lq")
+                .uid(uid)
+                .priority(priority)
+                .podset("main", 1, [("cpu", cpu)])
         };
-        let served = |name: &str, uid: &str| wl(name, uid, "1500m", 0).label(label::JOB_UID, "u1").reserve_quota("cq", "f").admitted();
+        let served = |name: &str, uid: &str| {
+            wl(name, uid, "1500m", 0)
+                .label(label::JOB_UID, "u1")
+                .reserve_quota("cq", "f")
+                .admitted()
+        };
         let preempted_by = |b: crate::api::kueue::builders::WorkloadBuilder, preemptor: &str, at: &str| {
-            let m = format!("Preempted to accommodate a workload (UID: {preemptor}, JobUID: j) due to prioritization in the ClusterQueue; preemptor path: /cq; preemptee path: /cq");
+            let m = format!(
+                "Preempted to accommodate a workload (UID: {preemptor}, JobUID: j) due to prioritization in the ClusterQueue; preemptor path: /cq; preemptee path: /cq"
+            );
             let mut c = crate::api::kueue::builders::condition("Evicted", true, "Preempted", &m);
-            c.last_transition_time = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at.parse().expect("a time"));
+            c.last_transition_time =
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at.parse().expect("a time"));
             b.condition(c).build()
         };
         let rs = service(true, 2, false);
@@ -946,28 +1220,110 @@ mod tests {
         // Taken: 1500m free at the check before; a batch Workload admitted since took it.
         let urgent = wl("urgent", "p1", "1500m", 1000).build();
         let mut s = Serving::default();
-        s.judge(&[served("rayservice-shop", "w1").build(), urgent.clone()], std::slice::from_ref(&rs), &[], cqs, &[]);
-        let batch = wl("batch", "b1", "1500m", 500).reserve_quota("cq", "f").admitted().build();
-        s.judge(&[preempted_by(served("rayservice-shop", "w1"), "p1", "2026-01-01T00:00:01Z"), urgent.clone(), batch], std::slice::from_ref(&rs), &[], cqs, &[]);
+        s.judge(
+            &[served("rayservice-shop", "w1").build(), urgent.clone()],
+            std::slice::from_ref(&rs),
+            &[],
+            cqs,
+            &[],
+        );
+        let batch = wl("batch", "b1", "1500m", 500)
+            .reserve_quota("cq", "f")
+            .admitted()
+            .build();
+        s.judge(
+            &[
+                preempted_by(served("rayservice-shop", "w1"), "p1", "2026-01-01T00:00:01Z"),
+                urgent.clone(),
+                batch,
+            ],
+            std::slice::from_ref(&rs),
+            &[],
+            cqs,
+            &[],
+        );
         let e = s.excused.get("u1").expect("legitimate: the free quota was taken");
-        assert!(e.why.contains("with 0m free (1500m more taken or claimed by others)"), "{}", e.why);
+        assert!(
+            e.why
+                .contains("with 0m free (1500m more taken or claimed by others)"),
+            "{}",
+            e.why
+        );
 
         // Claimed: a first preemptor needing 2000m takes the 1500m free once its victim is gone;
         // a second, judged before the first holds anything, finds none free.
         let first = wl("first", "p1", "2000m", 1000).build();
         let second = wl("second", "p2", "1500m", 1000).build();
         let mut s = Serving::default();
-        s.judge(&[served("rayservice-shop", "w1").build(), first.clone(), second.clone()], std::slice::from_ref(&rs), &[], cqs, &[]);
-        s.judge(&[preempted_by(served("rayservice-shop", "w1"), "p1", "2026-01-01T00:00:01Z"), first.clone(), second.clone()], std::slice::from_ref(&rs), &[], cqs, &[]);
-        assert!(s.claims.get("p1").is_some_and(|c| c.milli == 1500), "{:?}", s.claims);
+        s.judge(
+            &[
+                served("rayservice-shop", "w1").build(),
+                first.clone(),
+                second.clone(),
+            ],
+            std::slice::from_ref(&rs),
+            &[],
+            cqs,
+            &[],
+        );
+        s.judge(
+            &[
+                preempted_by(served("rayservice-shop", "w1"), "p1", "2026-01-01T00:00:01Z"),
+                first.clone(),
+                second.clone(),
+            ],
+            std::slice::from_ref(&rs),
+            &[],
+            cqs,
+            &[],
+        );
+        assert!(
+            s.claims.get("p1").is_some_and(|c| c.milli == 1500),
+            "{:?}",
+            s.claims
+        );
         s.excused.clear();
-        s.judge(&[preempted_by(served("rayservice-shop", "w1"), "p2", "2026-01-01T00:00:02Z"), first.clone(), second], std::slice::from_ref(&rs), &[], cqs, &[]);
-        assert!(s.unneeded.is_empty() && s.excused.contains_key("u1"), "the second preemption is legitimate too");
+        s.judge(
+            &[
+                preempted_by(served("rayservice-shop", "w1"), "p2", "2026-01-01T00:00:02Z"),
+                first.clone(),
+                second,
+            ],
+            std::slice::from_ref(&rs),
+            &[],
+            cqs,
+            &[],
+        );
+        assert!(
+            s.unneeded.is_empty() && s.excused.contains_key("u1"),
+            "the second preemption is legitimate too"
+        );
         // Without the claim the same preemption would read as one the free quota could satisfy.
         let mut s = Serving::default();
-        s.judge(&[served("rayservice-shop", "w1").build(), wl("second", "p2", "1500m", 1000).build()], std::slice::from_ref(&rs), &[], cqs, &[]);
-        s.judge(&[preempted_by(served("rayservice-shop", "w1"), "p2", "2026-01-01T00:00:02Z"), wl("second", "p2", "1500m", 1000).build()], std::slice::from_ref(&rs), &[], cqs, &[]);
-        assert!(s.unneeded.contains_key("u1"), "1500m free, 1500m needed: not legitimate");
+        s.judge(
+            &[
+                served("rayservice-shop", "w1").build(),
+                wl("second", "p2", "1500m", 1000).build(),
+            ],
+            std::slice::from_ref(&rs),
+            &[],
+            cqs,
+            &[],
+        );
+        s.judge(
+            &[
+                preempted_by(served("rayservice-shop", "w1"), "p2", "2026-01-01T00:00:02Z"),
+                wl("second", "p2", "1500m", 1000).build(),
+            ],
+            std::slice::from_ref(&rs),
+            &[],
+            cqs,
+            &[],
+        );
+        assert!(
+            s.unneeded.contains_key("u1"),
+            "1500m free, 1500m needed: not legitimate"
+        );
     }
 
     /// Seed 147: settling deleted waiting batch work as the raised quota let the core admit it; the
@@ -975,19 +1331,56 @@ mod tests {
     #[test]
     fn what_a_waiting_workload_deleted_a_moment_ago_asked_is_not_free() {
         let cq = lower_priority_cq("3");
-        let wl = |name: &str, uid: &str, priority: i32| Workload::build(name, "default").queue("lq").uid(uid).priority(priority).podset("main", 1, [("cpu", "1500m")]);
-        let served = || wl("rayservice-shop", "w1", 0).label(label::JOB_UID, "u1").reserve_quota("cq", "f").admitted();
+        let wl = |name: &str, uid: &str, priority: i32| {
+            Workload::build(name, "default")
+                .queue("lq")
+                .uid(uid)
+                .priority(priority)
+                .podset("main", 1, [("cpu", "1500m")])
+        };
+        let served = || {
+            wl("rayservice-shop", "w1", 0)
+                .label(label::JOB_UID, "u1")
+                .reserve_quota("cq", "f")
+                .admitted()
+        };
         let evicted = evicted_by_p1(served());
         let (rs, cqs) = (service(true, 2, false), std::slice::from_ref(&cq));
         let (urgent, batch) = (wl("urgent", "p1", 1000).build(), wl("batch", "b1", 500).build());
         let mut s = Serving::default();
-        s.judge(&[served().build(), urgent.clone(), batch], std::slice::from_ref(&rs), &[], cqs, &[]);
-        s.judge(&[evicted.clone(), urgent.clone()], std::slice::from_ref(&rs), &[], cqs, &[]);
-        let e = s.excused.get("u1").expect("legitimate: the deleted batch work may have taken the free quota");
-        assert!(e.why.contains("with 0m free (1500m more taken or claimed by others)"), "{}", e.why);
+        s.judge(
+            &[served().build(), urgent.clone(), batch],
+            std::slice::from_ref(&rs),
+            &[],
+            cqs,
+            &[],
+        );
+        s.judge(
+            &[evicted.clone(), urgent.clone()],
+            std::slice::from_ref(&rs),
+            &[],
+            cqs,
+            &[],
+        );
+        let e = s
+            .excused
+            .get("u1")
+            .expect("legitimate: the deleted batch work may have taken the free quota");
+        assert!(
+            e.why
+                .contains("with 0m free (1500m more taken or claimed by others)"),
+            "{}",
+            e.why
+        );
         // Without the deletion, 1500m free was enough: not legitimate.
         let mut s = Serving::default();
-        s.judge(&[served().build(), urgent.clone()], std::slice::from_ref(&rs), &[], cqs, &[]);
+        s.judge(
+            &[served().build(), urgent.clone()],
+            std::slice::from_ref(&rs),
+            &[],
+            cqs,
+            &[],
+        );
         s.judge(&[evicted, urgent], std::slice::from_ref(&rs), &[], cqs, &[]);
         assert!(s.unneeded.contains_key("u1"));
     }

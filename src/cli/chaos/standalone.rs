@@ -21,7 +21,10 @@ pub(super) fn violations(rcs: &[RayCluster], wls: &[Workload], pods: &[Pod]) -> 
     for rc in rcs.iter().filter(|r| gate::standalone_managed(r)) {
         let uid = rc.metadata.uid.clone().unwrap_or_default();
         let name = rc.name_any();
-        let chain: Vec<&Workload> = wls.iter().filter(|w| w.labels().get(label::JOB_UID) == Some(&uid)).collect();
+        let chain: Vec<&Workload> = wls
+            .iter()
+            .filter(|w| w.labels().get(label::JOB_UID) == Some(&uid))
+            .collect();
         let holding = super::chain::latest_holding(&chain);
         let podsets = holding.map(|w| w.spec.pod_sets.as_slice()).unwrap_or_default();
         for ((group, requests), n) in live_shapes(&name, rc.namespace().as_deref(), pods) {
@@ -40,7 +43,10 @@ pub(super) fn violations(rcs: &[RayCluster], wls: &[Workload], pods: &[Pod]) -> 
 /// Live (not terminating) pods of cluster `name`, counted per (podset name, per-pod requests).
 fn live_shapes(name: &str, ns: Option<&str>, pods: &[Pod]) -> BTreeMap<(String, Requests), i64> {
     let mut out = BTreeMap::new();
-    for p in pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none() && p.namespace().as_deref() == ns) {
+    for p in pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none() && p.namespace().as_deref() == ns)
+    {
         let labels = p.labels();
         if labels.get("ray.io/cluster").map(String::as_str) != Some(name) {
             continue;
@@ -48,9 +54,17 @@ fn live_shapes(name: &str, ns: Option<&str>, pods: &[Pod]) -> BTreeMap<(String, 
         let group = if labels.get("ray.io/node-type").map(String::as_str) == Some("head") {
             "head".to_string()
         } else {
-            labels.get("ray.io/group").cloned().unwrap_or_default().to_lowercase()
+            labels
+                .get("ray.io/group")
+                .cloned()
+                .unwrap_or_default()
+                .to_lowercase()
         };
-        let requests = p.spec.as_ref().and_then(|s| pod_requests("spec", s).ok()).unwrap_or_default();
+        let requests = p
+            .spec
+            .as_ref()
+            .and_then(|s| pod_requests("spec", s).ok())
+            .unwrap_or_default();
         *out.entry((group, requests)).or_default() += 1;
     }
     out
@@ -61,7 +75,14 @@ fn covered(podsets: &[PodSet], group: &str, requests: &Requests) -> i64 {
     podsets
         .iter()
         .filter(|ps| ps.name.as_deref() == Some(group))
-        .filter(|ps| ps.template.spec.as_ref().and_then(|s| pod_requests("spec", s).ok()).as_ref() == Some(requests))
+        .filter(|ps| {
+            ps.template
+                .spec
+                .as_ref()
+                .and_then(|s| pod_requests("spec", s).ok())
+                .as_ref()
+                == Some(requests)
+        })
         .map(|ps| i64::from(ps.count().max(0)))
         .sum()
 }

@@ -7,9 +7,7 @@ use crate::api::quantity::Quantity;
 
 /// Milli-units of a quantity (cpu) or its value (memory, pods).
 pub(super) fn amount(q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity, resource: &str) -> i64 {
-    Quantity::try_from(q).map_or(0, |v| {
-        crate::api::quantity::resource_value(resource, &v)
-    })
+    Quantity::try_from(q).map_or(0, |v| crate::api::quantity::resource_value(resource, &v))
 }
 
 /// What a Workload holding quota holds, per resource, as Kueue counts it: each podset's admitted usage

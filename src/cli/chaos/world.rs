@@ -21,7 +21,10 @@ pub const PRIORITY_CLASSES: [(&str, i32); 3] = [("low", 100), ("prod", 1000), ("
 
 /// The value of WorkloadPriorityClass `class` (0 without one, as Kueue defaults it).
 pub(super) fn class_value(class: Option<&str>) -> i32 {
-    PRIORITY_CLASSES.iter().find(|(n, _)| Some(*n) == class).map_or(0, |(_, v)| *v)
+    PRIORITY_CLASSES
+        .iter()
+        .find(|(n, _)| Some(*n) == class)
+        .map_or(0, |(_, v)| *v)
 }
 
 /// One user action or fault. `Debug` prints it as Rust, so a shrunk list pastes into a regression test.
@@ -42,10 +45,18 @@ pub enum Op {
     Urgent(usize, i64),
     /// A plain workload of WorkloadPriorityClass `class` arrives in a ClusterQueue: batch work, or
     /// urgent work that may preempt (or reclaim from) what runs at a lower priority.
-    Work { queue: usize, milli: i64, class: &'static str },
+    Work {
+        queue: usize,
+        milli: i64,
+        class: &'static str,
+    },
     /// As `Work`, once some service's upgrade runs (its pending cluster unsuspended, its growth
     /// admitted), waiting for that up to 10 s: urgent work arriving in the middle of an upgrade.
-    MidUpgrade { queue: usize, milli: i64, class: &'static str },
+    MidUpgrade {
+        queue: usize,
+        milli: i64,
+        class: &'static str,
+    },
     /// The oldest background or urgent workload finishes (is deleted).
     Finish,
     StopQueue(usize),
@@ -58,9 +69,15 @@ pub enum Op {
     /// A second manager starts beside the leader, then the leader stops cleanly: the second leads.
     LeaderChange,
     /// The API server fails the nth write of a kind with a 500 or a 409.
-    WriteFault { plural: &'static str, nth: u32, conflict: bool },
+    WriteFault {
+        plural: &'static str,
+        nth: u32,
+        conflict: bool,
+    },
     /// Every open watch is closed, or its history expired (clients must relist).
-    Watches { expire: bool },
+    Watches {
+        expire: bool,
+    },
     /// Every Ray dashboard known now stops answering (calls time out or fail), until `DashboardsBack`.
     DashboardsDown,
     DashboardsBack,
@@ -97,7 +114,12 @@ impl Op {
     pub fn is_fault(&self) -> bool {
         matches!(
             self,
-            Op::RestartManager | Op::LeaderChange | Op::WriteFault { .. } | Op::Watches { .. } | Op::DashboardsDown | Op::PodsFail(_)
+            Op::RestartManager
+                | Op::LeaderChange
+                | Op::WriteFault { .. }
+                | Op::Watches { .. }
+                | Op::DashboardsDown
+                | Op::PodsFail(_)
         )
     }
 }
@@ -142,7 +164,17 @@ pub(super) struct Preemption {
 impl Preemption {
     /// Higher priority preempts lower within a ClusterQueue and reclaims any lent quota, or nothing.
     pub(super) fn on(yes: bool) -> Preemption {
-        if yes { Preemption { within: "LowerPriority", reclaim: "Any" } } else { Preemption { within: "Never", reclaim: "Never" } }
+        if yes {
+            Preemption {
+                within: "LowerPriority",
+                reclaim: "Any",
+            }
+        } else {
+            Preemption {
+                within: "Never",
+                reclaim: "Never",
+            }
+        }
     }
 }
 
@@ -198,7 +230,11 @@ pub(super) struct Shape {
 /// The seed's world and its own action list.
 pub(super) fn generate(seed: u64) -> (World, Vec<Op>) {
     let (mut w, mut list) = generate_base(seed);
-    extend(&mut StdRng::seed_from_u64(seed ^ 0xc040_47c0_4047), &mut w, &mut list);
+    extend(
+        &mut StdRng::seed_from_u64(seed ^ 0xc040_47c0_4047),
+        &mut w,
+        &mut list,
+    );
     (w, list)
 }
 
@@ -229,11 +265,17 @@ fn world(rng: &mut StdRng) -> World {
         })
         .collect();
     World {
-        queues: vec![Queue { quota: rng.random_range(5..=9) * 1000, borrowing_limit: None, lending_limit: None }],
+        queues: vec![Queue {
+            quota: rng.random_range(5..=9) * 1000,
+            borrowing_limit: None,
+            lending_limit: None,
+        }],
         preemption: Preemption::on(rng.random_bool(0.6)),
         services,
         clusters: Vec::new(),
-        background: (0..rng.random_range(0..=2)).map(|_| (0, rng.random_range(1..=3) * 500)).collect(),
+        background: (0..rng.random_range(0..=2))
+            .map(|_| (0, rng.random_range(1..=3) * 500))
+            .collect(),
         keep_quota: false,
         no_serving_gap: false,
         settle_at_least: Vec::new(),
@@ -245,7 +287,10 @@ fn ops(rng: &mut StdRng, w: &World) -> Vec<Op> {
     let quota = w.queues[0].quota;
     (0..rng.random_range(6..=12))
         .map(|_| match rng.random_range(0..112) {
-            0..=24 => Op::Version(rng.random_range(0..n), VERSIONS[rng.random_range(0..VERSIONS.len())]),
+            0..=24 => Op::Version(
+                rng.random_range(0..n),
+                VERSIONS[rng.random_range(0..VERSIONS.len())],
+            ),
             25..=32 => Op::Workers(rng.random_range(0..n), rng.random_range(1..=3)),
             33..=37 => Op::HeadCpu(rng.random_range(0..n), HEAD_CPUS[rng.random_range(0..3)]),
             38..=47 => Op::Quota(0, quota + rng.random_range(0..=6) * 1000),
@@ -262,7 +307,9 @@ fn ops(rng: &mut StdRng, w: &World) -> Vec<Op> {
                 nth: rng.random_range(1..=4),
                 conflict: rng.random_bool(0.5),
             },
-            95..=99 => Op::Watches { expire: rng.random_bool(0.5) },
+            95..=99 => Op::Watches {
+                expire: rng.random_bool(0.5),
+            },
             100..=103 => Op::QuotaCut(0, rng.random_range(2..=5) * 1000),
             104..=106 => Op::DashboardsDown,
             107..=108 => Op::DashboardsBack,
@@ -280,7 +327,11 @@ fn extend(rng: &mut StdRng, w: &mut World, list: &mut Vec<Op>) {
     let cohort = rng.random_bool(0.5);
     if cohort {
         let limit = rng.random_bool(0.5).then(|| rng.random_range(1..=4) * 1000);
-        w.queues.push(Queue { quota: rng.random_range(3..=6) * 1000, borrowing_limit: limit, lending_limit: None });
+        w.queues.push(Queue {
+            quota: rng.random_range(3..=6) * 1000,
+            borrowing_limit: limit,
+            lending_limit: None,
+        });
         for s in &mut w.services {
             s.queue = rng.random_range(0..2);
         }
@@ -313,7 +364,9 @@ fn extend(rng: &mut StdRng, w: &mut World, list: &mut Vec<Op>) {
     }
     if cohort {
         for q in &mut w.queues {
-            q.lending_limit = rng.random_bool(0.5).then(|| rng.random_range(0..=q.quota / 1000) * 1000);
+            q.lending_limit = rng
+                .random_bool(0.5)
+                .then(|| rng.random_range(0..=q.quota / 1000) * 1000);
         }
     }
 }
@@ -362,8 +415,14 @@ pub(super) fn service(name: &str, s: &Shape) -> Result<RayService, serde_json::E
 /// DEPLOY_FAILED once it tries to import it.
 pub(super) fn serve_config(s: &Shape, broken: bool) -> String {
     let module = if broken { "no_such_app" } else { "app" };
-    let replicas = if s.incremental.is_some() { "2\n        ray_actor_options:\n          num_cpus: 1" } else { "1" };
-    format!("applications:\n  - name: app\n    import_path: {module}.graph\n    route_prefix: /\n    deployments:\n      - name: D\n        num_replicas: {replicas}\n")
+    let replicas = if s.incremental.is_some() {
+        "2\n        ray_actor_options:\n          num_cpus: 1"
+    } else {
+        "1"
+    };
+    format!(
+        "applications:\n  - name: app\n    import_path: {module}.graph\n    route_prefix: /\n    deployments:\n      - name: D\n        num_replicas: {replicas}\n"
+    )
 }
 
 pub(super) fn name(i: usize) -> String {
@@ -377,11 +436,32 @@ mod tests {
     #[test]
     fn cohort_worlds_draw_lending_limits_within_quota() {
         let worlds: Vec<World> = (0..200).map(|seed| generate(seed).0).collect();
-        let lending: Vec<&Queue> = worlds.iter().flat_map(|w| &w.queues).filter(|q| q.lending_limit.is_some()).collect();
-        assert!(lending.len() > 20, "only {} queues lend with a limit", lending.len());
-        assert!(lending.iter().all(|q| q.lending_limit.is_some_and(|l| (0..=q.quota).contains(&l))));
-        assert!(worlds.iter().filter(|w| w.queues.len() == 1).all(|w| w.queues[0].lending_limit.is_none()));
-        let q = Queue { quota: 5000, borrowing_limit: None, lending_limit: Some(3000) };
+        let lending: Vec<&Queue> = worlds
+            .iter()
+            .flat_map(|w| &w.queues)
+            .filter(|q| q.lending_limit.is_some())
+            .collect();
+        assert!(
+            lending.len() > 20,
+            "only {} queues lend with a limit",
+            lending.len()
+        );
+        assert!(
+            lending
+                .iter()
+                .all(|q| q.lending_limit.is_some_and(|l| (0..=q.quota).contains(&l)))
+        );
+        assert!(
+            worlds
+                .iter()
+                .filter(|w| w.queues.len() == 1)
+                .all(|w| w.queues[0].lending_limit.is_none())
+        );
+        let q = Queue {
+            quota: 5000,
+            borrowing_limit: None,
+            lending_limit: Some(3000),
+        };
         assert_eq!((q.lent(2000), q.lent(4000)), (Some(2000), Some(3000)));
     }
 }

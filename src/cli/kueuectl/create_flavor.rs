@@ -47,16 +47,24 @@ fn split_item(s: &str) -> Option<(&str, &str, &str)> {
 }
 
 fn effect(e: &str) -> Result<String, String> {
-    if EFFECTS.contains(&e) { Ok(e.to_string()) } else { Err(format!("invalid taint effect: {e}, unsupported taint effect")) }
+    if EFFECTS.contains(&e) {
+        Ok(e.to_string())
+    } else {
+        Err(format!("invalid taint effect: {e}, unsupported taint effect"))
+    }
 }
 
 /// The key and value rules both generators apply (a label key and a label value).
 fn key_value(what: &str, item: &str, key: &str, value: &str, key_required: bool) -> Result<(), String> {
     if (key_required || !key.is_empty()) && !is_label_key(key) {
-        return Err(format!("invalid {what} spec: {item}, key {key:?} is not a qualified name (alphanumeric, '-', '_' or '.', starting and ending alphanumeric, optionally under a DNS prefix/)"));
+        return Err(format!(
+            "invalid {what} spec: {item}, key {key:?} is not a qualified name (alphanumeric, '-', '_' or '.', starting and ending alphanumeric, optionally under a DNS prefix/)"
+        ));
     }
     if !value.is_empty() && !is_label_value(value) {
-        return Err(format!("invalid {what} spec: {item}, value {value:?} is not a valid label value (at most 63 of alphanumeric, '-', '_' or '.', starting and ending alphanumeric)"));
+        return Err(format!(
+            "invalid {what} spec: {item}, value {value:?} is not a valid label value (at most 63 of alphanumeric, '-', '_' or '.', starting and ending alphanumeric)"
+        ));
     }
     Ok(())
 }
@@ -72,18 +80,28 @@ fn taint(item: &str) -> Result<Taint, String> {
     }
     let eff = effect(eff)?;
     key_value("taint", item, key, value, true)?;
-    Ok(Taint { key: key.into(), value: (!value.is_empty()).then(|| value.into()), effect: eff, time_added: None })
+    Ok(Taint {
+        key: key.into(),
+        value: (!value.is_empty()).then(|| value.into()),
+        effect: eff,
+        time_added: None,
+    })
 }
 
 /// kueuectl's parseTaints: every item parsed, no two with the same key and effect.
 pub fn taints(items: &[String]) -> Result<Vec<Taint>, CliError> {
-    let bad = |message: String| CliError::Flag { flag: "node-taints", message };
+    let bad = |message: String| CliError::Flag {
+        flag: "node-taints",
+        message,
+    };
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
     for item in items {
         let t = taint(item).map_err(bad)?;
         if !seen.insert((t.key.clone(), t.effect.clone())) {
-            return Err(bad(format!("duplicated taints with the same key and effect: {item}")));
+            return Err(bad(format!(
+                "duplicated taints with the same key and effect: {item}"
+            )));
         }
         out.push(t);
     }
@@ -113,14 +131,25 @@ fn toleration(item: &str) -> Result<Toleration, String> {
 }
 
 pub fn tolerations(items: &[String]) -> Result<Vec<Toleration>, CliError> {
-    items.iter().map(|i| toleration(i).map_err(|message| CliError::Flag { flag: "tolerations", message })).collect()
+    items
+        .iter()
+        .map(|i| {
+            toleration(i).map_err(|message| CliError::Flag {
+                flag: "tolerations",
+                message,
+            })
+        })
+        .collect()
 }
 
 /// `--node-labels`: pflag's string-to-string, `KEY=VALUE` pairs (the API server checks the rest).
 pub fn node_labels(items: &[String]) -> Result<BTreeMap<String, String>, CliError> {
     let mut out = BTreeMap::new();
     for item in items {
-        let (k, v) = item.split_once('=').ok_or_else(|| CliError::Flag { flag: "node-labels", message: format!("{item} must be formatted as key=value") })?;
+        let (k, v) = item.split_once('=').ok_or_else(|| CliError::Flag {
+            flag: "node-labels",
+            message: format!("{item} must be formatted as key=value"),
+        })?;
         out.insert(k.to_string(), v.to_string());
     }
     Ok(out)
@@ -140,13 +169,25 @@ pub fn resource_flavor(a: &ResourceFlavorArgs) -> Result<ResourceFlavor, CliErro
     Ok(ResourceFlavor::new(&a.name, spec))
 }
 
-pub async fn create_resource_flavor(client: &kube::Client, a: &ResourceFlavorArgs) -> Result<String, CliError> {
+pub async fn create_resource_flavor(
+    client: &kube::Client,
+    a: &ResourceFlavorArgs,
+) -> Result<String, CliError> {
     let rf = resource_flavor(a)?;
     if a.dry_run != DryRun::Client {
-        let pp = PostParams { dry_run: a.dry_run == DryRun::Server, ..Default::default() };
-        Api::<ResourceFlavor>::all(client.clone()).create(&pp, &rf).await?;
+        let pp = PostParams {
+            dry_run: a.dry_run == DryRun::Server,
+            ..Default::default()
+        };
+        Api::<ResourceFlavor>::all(client.clone())
+            .create(&pp, &rf)
+            .await?;
     }
-    Ok(format!("resourceflavor.kueue.x-k8s.io/{} created{}\n", a.name, a.dry_run.suffix()))
+    Ok(format!(
+        "resourceflavor.kueue.x-k8s.io/{} created{}\n",
+        a.name,
+        a.dry_run.suffix()
+    ))
 }
 
 #[cfg(test)]
@@ -167,17 +208,49 @@ mod tests {
     fn taints_parse_as_kueuectl_parses_them() {
         let t = |v: &[&str]| err(taints(&s(v)));
         assert_eq!(t(&[""]), "invalid --node-taints: invalid taint spec");
-        assert_eq!(t(&["NoSchedule"]), "invalid --node-taints: invalid taint spec: NoSchedule");
-        assert_eq!(t(&["key=value"]), "invalid --node-taints: invalid taint spec: key=value");
-        assert_eq!(t(&["key=value:NoSchedule:NoSchedule"]), "invalid --node-taints: invalid taint spec: key=value:NoSchedule:NoSchedule");
-        assert_eq!(t(&["key=value=value:NoSchedule"]), "invalid --node-taints: invalid taint spec: key=value=value:NoSchedule");
-        assert!(t(&["key=value:NoSchedule", "key=value:NoSchedule"]).starts_with("invalid --node-taints: duplicated taints with the same key and effect"));
-        assert!(t(&["=value:NoSchedule"]).starts_with("invalid --node-taints: invalid taint spec: =value:NoSchedule, key \"\""));
-        assert!(t(&["@=value:NoSchedule"]).starts_with("invalid --node-taints: invalid taint spec: @=value:NoSchedule, key \"@\""));
-        assert!(t(&["key=@:NoSchedule"]).starts_with("invalid --node-taints: invalid taint spec: key=@:NoSchedule, value \"@\""));
-        assert_eq!(t(&["key=value:Invalid"]), "invalid --node-taints: invalid taint effect: Invalid, unsupported taint effect");
+        assert_eq!(
+            t(&["NoSchedule"]),
+            "invalid --node-taints: invalid taint spec: NoSchedule"
+        );
+        assert_eq!(
+            t(&["key=value"]),
+            "invalid --node-taints: invalid taint spec: key=value"
+        );
+        assert_eq!(
+            t(&["key=value:NoSchedule:NoSchedule"]),
+            "invalid --node-taints: invalid taint spec: key=value:NoSchedule:NoSchedule"
+        );
+        assert_eq!(
+            t(&["key=value=value:NoSchedule"]),
+            "invalid --node-taints: invalid taint spec: key=value=value:NoSchedule"
+        );
+        assert!(
+            t(&["key=value:NoSchedule", "key=value:NoSchedule"])
+                .starts_with("invalid --node-taints: duplicated taints with the same key and effect")
+        );
+        assert!(
+            t(&["=value:NoSchedule"])
+                .starts_with("invalid --node-taints: invalid taint spec: =value:NoSchedule, key \"\"")
+        );
+        assert!(
+            t(&["@=value:NoSchedule"])
+                .starts_with("invalid --node-taints: invalid taint spec: @=value:NoSchedule, key \"@\"")
+        );
+        assert!(
+            t(&["key=@:NoSchedule"])
+                .starts_with("invalid --node-taints: invalid taint spec: key=@:NoSchedule, value \"@\"")
+        );
+        assert_eq!(
+            t(&["key=value:Invalid"]),
+            "invalid --node-taints: invalid taint effect: Invalid, unsupported taint effect"
+        );
         // "create resourceflavor with node taints": one key may carry several effects.
-        let ok = taints(&s(&["key1=value:NoSchedule", "key1=value:PreferNoSchedule", "key2:NoExecute"])).unwrap();
+        let ok = taints(&s(&[
+            "key1=value:NoSchedule",
+            "key1=value:PreferNoSchedule",
+            "key2:NoExecute",
+        ]))
+        .unwrap();
         assert_eq!(
             serde_json::to_value(&ok).unwrap(),
             json!([{"key": "key1", "value": "value", "effect": "NoSchedule"}, {"key": "key1", "value": "value", "effect": "PreferNoSchedule"}, {"key": "key2", "effect": "NoExecute"}])
@@ -189,14 +262,36 @@ mod tests {
     fn tolerations_parse_as_kueuectl_parses_them() {
         let t = |v: &[&str]| err(tolerations(&s(v)));
         assert_eq!(t(&[""]), "invalid --tolerations: invalid toleration spec");
-        assert_eq!(t(&["key=value:NoSchedule:NoSchedule"]), "invalid --tolerations: invalid toleration spec: key=value:NoSchedule:NoSchedule");
-        assert_eq!(t(&["key=value=value:NoSchedule"]), "invalid --tolerations: invalid toleration spec: key=value=value:NoSchedule");
-        assert_eq!(t(&["=value:NoSchedule"]), "invalid --tolerations: invalid toleration spec: =value:NoSchedule");
+        assert_eq!(
+            t(&["key=value:NoSchedule:NoSchedule"]),
+            "invalid --tolerations: invalid toleration spec: key=value:NoSchedule:NoSchedule"
+        );
+        assert_eq!(
+            t(&["key=value=value:NoSchedule"]),
+            "invalid --tolerations: invalid toleration spec: key=value=value:NoSchedule"
+        );
+        assert_eq!(
+            t(&["=value:NoSchedule"]),
+            "invalid --tolerations: invalid toleration spec: =value:NoSchedule"
+        );
         assert!(t(&["@=value:NoSchedule"]).contains("key \"@\""));
         assert!(t(&["key=@:NoSchedule"]).contains("value \"@\""));
-        assert_eq!(t(&["key=value:Invalid"]), "invalid --tolerations: invalid taint effect: Invalid, unsupported taint effect");
-        assert_eq!(t(&[":Invalid"]), "invalid --tolerations: invalid taint effect: Invalid, unsupported taint effect");
-        let ok = tolerations(&s(&["key", ":NoSchedule", "key=value", "key:NoSchedule", "key=value:NoSchedule"])).unwrap();
+        assert_eq!(
+            t(&["key=value:Invalid"]),
+            "invalid --tolerations: invalid taint effect: Invalid, unsupported taint effect"
+        );
+        assert_eq!(
+            t(&[":Invalid"]),
+            "invalid --tolerations: invalid taint effect: Invalid, unsupported taint effect"
+        );
+        let ok = tolerations(&s(&[
+            "key",
+            ":NoSchedule",
+            "key=value",
+            "key:NoSchedule",
+            "key=value:NoSchedule",
+        ]))
+        .unwrap();
         assert_eq!(
             serde_json::to_value(&ok).unwrap(),
             json!([
@@ -213,12 +308,30 @@ mod tests {
     // fields are set, and a flag without `=` names the flag.
     #[test]
     fn the_flavor_carries_only_what_was_given() {
-        let a = ResourceFlavorArgs { name: "rf".into(), node_labels: s(&["kubernetes.io/arch=arm64", "kubernetes.io/os=linux"]), ..Default::default() };
+        let a = ResourceFlavorArgs {
+            name: "rf".into(),
+            node_labels: s(&["kubernetes.io/arch=arm64", "kubernetes.io/os=linux"]),
+            ..Default::default()
+        };
         let v = serde_json::to_value(resource_flavor(&a).unwrap()).unwrap();
-        assert_eq!(v["spec"], json!({"nodeLabels": {"kubernetes.io/arch": "arm64", "kubernetes.io/os": "linux"}}));
-        let bare = serde_json::to_value(resource_flavor(&ResourceFlavorArgs { name: "rf".into(), ..Default::default() }).unwrap()).unwrap();
+        assert_eq!(
+            v["spec"],
+            json!({"nodeLabels": {"kubernetes.io/arch": "arm64", "kubernetes.io/os": "linux"}})
+        );
+        let bare = serde_json::to_value(
+            resource_flavor(&ResourceFlavorArgs {
+                name: "rf".into(),
+                ..Default::default()
+            })
+            .unwrap(),
+        )
+        .unwrap();
         assert!(bare.get("spec").is_none_or(|s| s == &json!({})), "{bare}");
-        let e = err(resource_flavor(&ResourceFlavorArgs { name: "rf".into(), node_labels: s(&["arch"]), ..Default::default() }));
+        let e = err(resource_flavor(&ResourceFlavorArgs {
+            name: "rf".into(),
+            node_labels: s(&["arch"]),
+            ..Default::default()
+        }));
         assert_eq!(e, "invalid --node-labels: arch must be formatted as key=value");
     }
 }

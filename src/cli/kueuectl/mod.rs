@@ -57,8 +57,13 @@ pub struct Conn {
 
 impl Conn {
     pub async fn client(&self) -> Result<(kube::Client, String), CliError> {
-        let client = super::kube_client(self.kubeconfig.as_deref()).await.map_err(CliError::Connect)?;
-        let ns = self.namespace.clone().unwrap_or_else(|| client.default_namespace().to_string());
+        let client = super::kube_client(self.kubeconfig.as_deref())
+            .await
+            .map_err(CliError::Connect)?;
+        let ns = self
+            .namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_string());
         Ok((client, ns))
     }
 }
@@ -237,7 +242,14 @@ impl CreateCmd {
     pub async fn run(&self, client: &kube::Client, ns: &str) -> Result<String, CliError> {
         match self {
             CreateCmd::Clusterqueue(a) => create::create_cluster_queue(client, a).await,
-            CreateCmd::Localqueue { name, clusterqueue, ignore_unknown_cq, dry_run } => create::create_local_queue(client, ns, name, clusterqueue, *ignore_unknown_cq, *dry_run).await,
+            CreateCmd::Localqueue {
+                name,
+                clusterqueue,
+                ignore_unknown_cq,
+                dry_run,
+            } => {
+                create::create_local_queue(client, ns, name, clusterqueue, *ignore_unknown_cq, *dry_run).await
+            }
             CreateCmd::Resourceflavor(a) => create_flavor::create_resource_flavor(client, a).await,
         }
     }
@@ -313,10 +325,23 @@ mod tests {
     fn ages_read_as_kubectl_prints_them() {
         let s = jiff::SignedDuration::from_secs;
         for (secs, want) in [
-            (1, "1s"), (70, "70s"), (190, "3m10s"), (200, "3m20s"), (600, "10m"), (3600, "60m"),
-            (3 * 3600 + 1, "3h"), (3 * 3600 + 60, "3h1m"), (8 * 3600, "8h"), (47 * 3600 + 59, "47h"),
-            (48 * 3600 + 59, "2d"), (6 * 86400 + 3600, "6d1h"), (8 * 86400, "8d"), (2 * 365 * 86400 + 86400, "2y1d"),
-            (8 * 365 * 86400, "8y"), (-1, "0s"), (-2, "<invalid>"),
+            (1, "1s"),
+            (70, "70s"),
+            (190, "3m10s"),
+            (200, "3m20s"),
+            (600, "10m"),
+            (3600, "60m"),
+            (3 * 3600 + 1, "3h"),
+            (3 * 3600 + 60, "3h1m"),
+            (8 * 3600, "8h"),
+            (47 * 3600 + 59, "47h"),
+            (48 * 3600 + 59, "2d"),
+            (6 * 86400 + 3600, "6d1h"),
+            (8 * 86400, "8d"),
+            (2 * 365 * 86400 + 86400, "2y1d"),
+            (8 * 365 * 86400, "8y"),
+            (-1, "0s"),
+            (-2, "<invalid>"),
         ] {
             assert_eq!(human_duration(s(secs)), want, "{secs}s");
         }

@@ -34,7 +34,13 @@ impl Verb {
 /// The kinds kueuectl passes through, with its aliases (the CRDs' short names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Kind {
-    #[value(alias = "workloads", alias = "wl", alias = "kwl", alias = "kueueworkload", alias = "kueueworkloads")]
+    #[value(
+        alias = "workloads",
+        alias = "wl",
+        alias = "kwl",
+        alias = "kueueworkload",
+        alias = "kueueworkloads"
+    )]
     Workload,
     #[value(alias = "clusterqueues", alias = "cq")]
     Clusterqueue,
@@ -107,20 +113,30 @@ pub enum PassthroughError {
     #[error("pass-through commands need kubectl: not found in PATH ({path})")]
     NoKubectl { path: String },
     #[error("cannot run {}: {source}", .kubectl.display())]
-    Exec { kubectl: PathBuf, source: std::io::Error },
+    Exec {
+        kubectl: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// The first `kubectl` on `path` (kueuectl's `exec.LookPath`).
 pub fn find_kubectl(path: Option<&std::ffi::OsStr>) -> Result<PathBuf, PassthroughError> {
-    let found = path.and_then(|p| std::env::split_paths(p).map(|d| d.join("kubectl")).find(|f| is_executable(f)));
-    found.ok_or_else(|| PassthroughError::NoKubectl { path: path.map(|p| p.to_string_lossy().into_owned()).unwrap_or_default() })
+    let found = path.and_then(|p| {
+        std::env::split_paths(p)
+            .map(|d| d.join("kubectl"))
+            .find(|f| is_executable(f))
+    });
+    found.ok_or_else(|| PassthroughError::NoKubectl {
+        path: path.map(|p| p.to_string_lossy().into_owned()).unwrap_or_default(),
+    })
 }
 
 fn is_executable(p: &Path) -> bool {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     }
     #[cfg(not(unix))]
     {
@@ -158,10 +174,31 @@ mod tests {
 
     #[test]
     fn the_kind_is_expanded_and_the_rest_passed_untouched() {
-        let rest: Vec<OsString> = ["wl-1", "-n", "team", "-o", "yaml"].iter().map(OsString::from).collect();
+        let rest: Vec<OsString> = ["wl-1", "-n", "team", "-o", "yaml"]
+            .iter()
+            .map(OsString::from)
+            .collect();
         let args = kubectl_args(Verb::Get, Kind::from_str("kwl", true).unwrap(), &rest);
-        assert_eq!(args, ["get", "workloads.kueue.x-k8s.io", "wl-1", "-n", "team", "-o", "yaml"].map(OsString::from));
-        for (alias, kind) in [("cq", Kind::Clusterqueue), ("lq", Kind::Localqueue), ("queues", Kind::Localqueue), ("rf", Kind::Resourceflavor), ("kueueworkloads", Kind::Workload)] {
+        assert_eq!(
+            args,
+            [
+                "get",
+                "workloads.kueue.x-k8s.io",
+                "wl-1",
+                "-n",
+                "team",
+                "-o",
+                "yaml"
+            ]
+            .map(OsString::from)
+        );
+        for (alias, kind) in [
+            ("cq", Kind::Clusterqueue),
+            ("lq", Kind::Localqueue),
+            ("queues", Kind::Localqueue),
+            ("rf", Kind::Resourceflavor),
+            ("kueueworkloads", Kind::Workload),
+        ] {
             assert_eq!(Kind::from_str(alias, true), Ok(kind), "{alias}");
         }
     }
@@ -170,7 +207,11 @@ mod tests {
     fn a_missing_kubectl_is_named_with_the_path_searched() {
         let dir = std::env::temp_dir().join(format!("quotagate-no-kubectl-{}", std::process::id()));
         let e = find_kubectl(Some(dir.as_os_str())).unwrap_err().to_string();
-        assert!(e.starts_with("pass-through commands need kubectl: not found in PATH") && e.contains("quotagate-no-kubectl"), "{e}");
+        assert!(
+            e.starts_with("pass-through commands need kubectl: not found in PATH")
+                && e.contains("quotagate-no-kubectl"),
+            "{e}"
+        );
         assert!(find_kubectl(None).is_err());
     }
 }

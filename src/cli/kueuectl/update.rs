@@ -40,48 +40,121 @@ fn stop_policy(p: StopPolicy) -> Value {
 }
 
 fn hold(keep_already_running: bool) -> StopPolicy {
-    if keep_already_running { StopPolicy::Hold } else { StopPolicy::HoldAndDrain }
+    if keep_already_running {
+        StopPolicy::Hold
+    } else {
+        StopPolicy::HoldAndDrain
+    }
 }
 
 pub fn stop(cmd: &StopCmd) -> Change {
     let (kind, name, patch, dry_run) = match cmd {
-        StopCmd::Clusterqueue { name, keep_already_running } => (Target::ClusterQueue, name, stop_policy(hold(*keep_already_running)), DryRun::None),
-        StopCmd::Localqueue { name, keep_already_running } => (Target::LocalQueue, name, stop_policy(hold(*keep_already_running)), DryRun::None),
-        StopCmd::Workload { name, dry_run } => (Target::Workload, name, json!({"spec": {"active": false}}), *dry_run),
+        StopCmd::Clusterqueue {
+            name,
+            keep_already_running,
+        } => (
+            Target::ClusterQueue,
+            name,
+            stop_policy(hold(*keep_already_running)),
+            DryRun::None,
+        ),
+        StopCmd::Localqueue {
+            name,
+            keep_already_running,
+        } => (
+            Target::LocalQueue,
+            name,
+            stop_policy(hold(*keep_already_running)),
+            DryRun::None,
+        ),
+        StopCmd::Workload { name, dry_run } => (
+            Target::Workload,
+            name,
+            json!({"spec": {"active": false}}),
+            *dry_run,
+        ),
     };
-    Change { kind, name: name.clone(), patch, operation: "stopped", dry_run }
+    Change {
+        kind,
+        name: name.clone(),
+        patch,
+        operation: "stopped",
+        dry_run,
+    }
 }
 
 pub fn resume(cmd: &ResumeCmd) -> Change {
     let (kind, name, patch, dry_run) = match cmd {
-        ResumeCmd::Clusterqueue { name } => (Target::ClusterQueue, name, stop_policy(StopPolicy::None), DryRun::None),
-        ResumeCmd::Localqueue { name } => (Target::LocalQueue, name, stop_policy(StopPolicy::None), DryRun::None),
-        ResumeCmd::Workload { name, dry_run } => (Target::Workload, name, json!({"spec": {"active": true}}), *dry_run),
+        ResumeCmd::Clusterqueue { name } => (
+            Target::ClusterQueue,
+            name,
+            stop_policy(StopPolicy::None),
+            DryRun::None,
+        ),
+        ResumeCmd::Localqueue { name } => (
+            Target::LocalQueue,
+            name,
+            stop_policy(StopPolicy::None),
+            DryRun::None,
+        ),
+        ResumeCmd::Workload { name, dry_run } => (
+            Target::Workload,
+            name,
+            json!({"spec": {"active": true}}),
+            *dry_run,
+        ),
     };
-    Change { kind, name: name.clone(), patch, operation: "resumed", dry_run }
+    Change {
+        kind,
+        name: name.clone(),
+        patch,
+        operation: "resumed",
+        dry_run,
+    }
 }
 
 /// Applies the change (a client dry run only reads the object, so a missing one is still an
 /// error) and returns kubectl's name-printer line.
 pub async fn apply(client: &kube::Client, ns: &str, c: &Change) -> Result<String, CliError> {
-    let pp = PatchParams { dry_run: c.dry_run == DryRun::Server, ..Default::default() };
+    let pp = PatchParams {
+        dry_run: c.dry_run == DryRun::Server,
+        ..Default::default()
+    };
     let patch = Patch::Merge(&c.patch);
     let client_only = c.dry_run == DryRun::Client;
     match c.kind {
         Target::ClusterQueue => {
             let api: Api<ClusterQueue> = Api::all(client.clone());
-            if client_only { api.get(&c.name).await.map(drop) } else { api.patch(&c.name, &pp, &patch).await.map(drop) }
+            if client_only {
+                api.get(&c.name).await.map(drop)
+            } else {
+                api.patch(&c.name, &pp, &patch).await.map(drop)
+            }
         }
         Target::LocalQueue => {
             let api: Api<LocalQueue> = Api::namespaced(client.clone(), ns);
-            if client_only { api.get(&c.name).await.map(drop) } else { api.patch(&c.name, &pp, &patch).await.map(drop) }
+            if client_only {
+                api.get(&c.name).await.map(drop)
+            } else {
+                api.patch(&c.name, &pp, &patch).await.map(drop)
+            }
         }
         Target::Workload => {
             let api: Api<Workload> = Api::namespaced(client.clone(), ns);
-            if client_only { api.get(&c.name).await.map(drop) } else { api.patch(&c.name, &pp, &patch).await.map(drop) }
+            if client_only {
+                api.get(&c.name).await.map(drop)
+            } else {
+                api.patch(&c.name, &pp, &patch).await.map(drop)
+            }
         }
     }?;
-    Ok(format!("{}.kueue.x-k8s.io/{} {}{}\n", c.kind.resource(), c.name, c.operation, c.dry_run.suffix()))
+    Ok(format!(
+        "{}.kueue.x-k8s.io/{} {}{}\n",
+        c.kind.resource(),
+        c.name,
+        c.operation,
+        c.dry_run.suffix()
+    ))
 }
 
 #[cfg(test)]
@@ -91,13 +164,38 @@ mod tests {
     // kueuectl's stop_clusterqueue: Hold keeps what runs, HoldAndDrain (the default) evicts it.
     #[test]
     fn stop_and_resume_patch_what_kueuectl_patches() {
-        let c = stop(&StopCmd::Clusterqueue { name: "cq".into(), keep_already_running: false });
+        let c = stop(&StopCmd::Clusterqueue {
+            name: "cq".into(),
+            keep_already_running: false,
+        });
         assert_eq!(c.patch, json!({"spec": {"stopPolicy": "HoldAndDrain"}}));
-        let c = stop(&StopCmd::Localqueue { name: "lq".into(), keep_already_running: true });
-        assert_eq!((c.kind, c.patch), (Target::LocalQueue, json!({"spec": {"stopPolicy": "Hold"}})));
-        assert_eq!(resume(&ResumeCmd::Clusterqueue { name: "cq".into() }).patch, json!({"spec": {"stopPolicy": "None"}}));
-        let w = stop(&StopCmd::Workload { name: "w".into(), dry_run: DryRun::Server });
-        assert_eq!((w.patch, w.dry_run), (json!({"spec": {"active": false}}), DryRun::Server));
-        assert_eq!(resume(&ResumeCmd::Workload { name: "w".into(), dry_run: DryRun::None }).patch, json!({"spec": {"active": true}}));
+        let c = stop(&StopCmd::Localqueue {
+            name: "lq".into(),
+            keep_already_running: true,
+        });
+        assert_eq!(
+            (c.kind, c.patch),
+            (Target::LocalQueue, json!({"spec": {"stopPolicy": "Hold"}}))
+        );
+        assert_eq!(
+            resume(&ResumeCmd::Clusterqueue { name: "cq".into() }).patch,
+            json!({"spec": {"stopPolicy": "None"}})
+        );
+        let w = stop(&StopCmd::Workload {
+            name: "w".into(),
+            dry_run: DryRun::Server,
+        });
+        assert_eq!(
+            (w.patch, w.dry_run),
+            (json!({"spec": {"active": false}}), DryRun::Server)
+        );
+        assert_eq!(
+            resume(&ResumeCmd::Workload {
+                name: "w".into(),
+                dry_run: DryRun::None
+            })
+            .patch,
+            json!({"spec": {"active": true}})
+        );
     }
 }

@@ -18,7 +18,10 @@ const MAX_BODY: usize = 64 * 1024;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// A response: its status and the cluster it names, if any.
-    Answered { status: u16, cluster: Option<String> },
+    Answered {
+        status: u16,
+        cluster: Option<String>,
+    },
     /// No connection, or it broke before a response.
     ConnError,
     Timeout,
@@ -54,7 +57,10 @@ impl Pool {
 }
 
 async fn connect(t: &Target) -> Option<SendRequest<Empty<Bytes>>> {
-    let stream = tokio::time::timeout(t.timeout, TcpStream::connect(t.addr)).await.ok()?.ok()?;
+    let stream = tokio::time::timeout(t.timeout, TcpStream::connect(t.addr))
+        .await
+        .ok()?
+        .ok()?;
     let _ = stream.set_nodelay(true);
     let (sender, conn) = http1::handshake(TokioIo::new(stream)).await.ok()?;
     tokio::spawn(async move {
@@ -76,7 +82,11 @@ enum Try {
 }
 
 async fn attempt(t: &Target, pool: &Pool, mut sender: SendRequest<Empty<Bytes>>, reused: bool) -> Try {
-    let req = match http::Request::get(&t.path).header(http::header::HOST, &t.authority).header(http::header::USER_AGENT, "quotagate-load").body(Empty::new()) {
+    let req = match http::Request::get(&t.path)
+        .header(http::header::HOST, &t.authority)
+        .header(http::header::USER_AGENT, "quotagate-load")
+        .body(Empty::new())
+    {
         Ok(r) => r,
         Err(_) => return Try::Done(Outcome::ConnError),
     };
@@ -84,9 +94,16 @@ async fn attempt(t: &Target, pool: &Pool, mut sender: SendRequest<Empty<Bytes>>,
         if sender.ready().await.is_err() {
             return Err(true);
         }
-        let resp = sender.send_request(req).await.map_err(|e| e.is_canceled() || e.is_incomplete_message())?;
+        let resp = sender
+            .send_request(req)
+            .await
+            .map_err(|e| e.is_canceled() || e.is_incomplete_message())?;
         let status = resp.status().as_u16();
-        let body = Limited::new(resp.into_body(), MAX_BODY).collect().await.map(|b| b.to_bytes()).ok();
+        let body = Limited::new(resp.into_body(), MAX_BODY)
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .ok();
         Ok((status, body))
     };
     match tokio::time::timeout(t.timeout, exchange).await {

@@ -37,7 +37,14 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { url: String::new(), rps: 10, duration: Duration::from_secs(10), connections: 8, timeout: Duration::from_secs(5), cluster_field: "cluster".into() }
+        Options {
+            url: String::new(),
+            rps: 10,
+            duration: Duration::from_secs(10),
+            connections: 8,
+            timeout: Duration::from_secs(5),
+            cluster_field: "cluster".into(),
+        }
     }
 }
 
@@ -103,20 +110,32 @@ pub struct Report {
 /// A URL the generator can use: `http://host:port/path` (no TLS), host resolved once.
 pub async fn target(opts: &Options) -> Result<conn::Target, LoadError> {
     let bad = |m: &str| LoadError::Url(opts.url.clone(), m.to_owned());
-    let uri: http::Uri = opts.url.parse().map_err(|e: http::uri::InvalidUri| bad(&e.to_string()))?;
+    let uri: http::Uri = opts
+        .url
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| bad(&e.to_string()))?;
     if uri.scheme_str() != Some("http") {
         return Err(bad("only http:// URLs are supported"));
     }
     let host = uri.host().ok_or_else(|| bad("no host"))?;
     let port = uri.port_u16().unwrap_or(80);
-    let addr: SocketAddr = tokio::net::lookup_host((host.trim_start_matches('[').trim_end_matches(']'), port))
-        .await
-        .map_err(|e| bad(&format!("cannot resolve {host}: {e}")))?
-        .next()
-        .ok_or_else(|| bad(&format!("{host} has no address")))?;
-    let path = uri.path_and_query().map_or("/".to_owned(), |p| p.as_str().to_owned());
+    let addr: SocketAddr =
+        tokio::net::lookup_host((host.trim_start_matches('[').trim_end_matches(']'), port))
+            .await
+            .map_err(|e| bad(&format!("cannot resolve {host}: {e}")))?
+            .next()
+            .ok_or_else(|| bad(&format!("{host} has no address")))?;
+    let path = uri
+        .path_and_query()
+        .map_or("/".to_owned(), |p| p.as_str().to_owned());
     let authority = uri.authority().map_or(host.to_owned(), |a| a.as_str().to_owned());
-    Ok(conn::Target { addr, authority, path, timeout: opts.timeout, cluster_field: opts.cluster_field.clone() })
+    Ok(conn::Target {
+        addr,
+        authority,
+        path,
+        timeout: opts.timeout,
+        cluster_field: opts.cluster_field.clone(),
+    })
 }
 
 pub fn validate(opts: &Options) -> Result<(), LoadError> {
@@ -146,10 +165,15 @@ impl Tally {
         let per = &mut self.report.per_second;
         while per.last().is_none_or(|l| l.second < s) {
             let next = per.last().map_or(0, |l| l.second + 1);
-            per.push(Second { second: next, ..Second::default() });
+            per.push(Second {
+                second: next,
+                ..Second::default()
+            });
         }
         // Seconds only grow by one at a time from 0, so `s` is an index.
-        let i = usize::try_from(s).unwrap_or(usize::MAX).min(per.len().saturating_sub(1));
+        let i = usize::try_from(s)
+            .unwrap_or(usize::MAX)
+            .min(per.len().saturating_sub(1));
         &mut per[i]
     }
 
@@ -163,7 +187,9 @@ impl Tally {
         match outcome {
             Outcome::Timeout => self.count(s, |c| c.timeouts += 1),
             Outcome::ConnError => self.count(s, |c| c.conn_errors += 1),
-            Outcome::Answered { status, .. } if !(200..300).contains(&status) => self.count(s, |c| c.non_2xx += 1),
+            Outcome::Answered { status, .. } if !(200..300).contains(&status) => {
+                self.count(s, |c| c.non_2xx += 1)
+            }
             Outcome::Answered { cluster, .. } => {
                 self.count(s, |c| c.ok += 1);
                 if let Some(name) = cluster {
@@ -183,7 +209,11 @@ impl Tally {
 
 /// Sends requests at `rps` until `duration` passes or `stop` fires, then waits for those in flight.
 /// `progress` gets the report so far after every second (for a caller printing as it goes).
-pub async fn run(opts: &Options, stop: CancellationToken, progress: Option<&(dyn Fn(&Report) + Sync)>) -> Result<Report, LoadError> {
+pub async fn run(
+    opts: &Options,
+    stop: CancellationToken,
+    progress: Option<&(dyn Fn(&Report) + Sync)>,
+) -> Result<Report, LoadError> {
     validate(opts)?;
     let target = Arc::new(target(opts).await?);
     let pool = Arc::new(conn::Pool::default());
@@ -221,7 +251,9 @@ pub async fn run(opts: &Options, stop: CancellationToken, progress: Option<&(dyn
         }
     }
     // Every request in flight ends within its timeout (twice, for a retried one).
-    let _ = slots.acquire_many(u32::try_from(opts.connections).unwrap_or(u32::MAX)).await;
+    let _ = slots
+        .acquire_many(u32::try_from(opts.connections).unwrap_or(u32::MAX))
+        .await;
     let mut r = std::mem::take(&mut tally.lock().unwrap_or_else(PoisonError::into_inner).report);
     r.url = opts.url.clone();
     r.rps = opts.rps;

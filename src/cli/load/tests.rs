@@ -28,9 +28,18 @@ async fn server(switched: Arc<AtomicBool>, one_per_conn: bool) -> String {
                     let (status, body) = if head.starts_with("GET /fail") {
                         ("500 Internal Server Error", "{}".to_string())
                     } else {
-                        ("200 OK", format!("{{\"cluster\": \"{}\"}}", if switched.load(Ordering::SeqCst) { "b" } else { "a" }))
+                        (
+                            "200 OK",
+                            format!(
+                                "{{\"cluster\": \"{}\"}}",
+                                if switched.load(Ordering::SeqCst) { "b" } else { "a" }
+                            ),
+                        )
                     };
-                    let resp = format!("HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+                    let resp = format!(
+                        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
                     if c.write_all(resp.as_bytes()).await.is_err() || one_per_conn {
                         return;
                     }
@@ -42,7 +51,14 @@ async fn server(switched: Arc<AtomicBool>, one_per_conn: bool) -> String {
 }
 
 fn opts(url: String, rps: u32, ms: u64) -> Options {
-    Options { url, rps, duration: Duration::from_millis(ms), connections: 4, timeout: Duration::from_secs(2), ..Options::default() }
+    Options {
+        url,
+        rps,
+        duration: Duration::from_millis(ms),
+        connections: 4,
+        timeout: Duration::from_secs(2),
+        ..Options::default()
+    }
 }
 
 #[tokio::test]
@@ -56,7 +72,9 @@ async fn counts_every_answer_and_the_clusters_in_order() {
             s.store(true, Ordering::SeqCst);
         }
     });
-    let r = run(&opts(format!("{url}/"), 40, 2000), CancellationToken::new(), None).await.unwrap();
+    let r = run(&opts(format!("{url}/"), 40, 2000), CancellationToken::new(), None)
+        .await
+        .unwrap();
     flip.await.unwrap();
     assert!((70..=90).contains(&r.total.sent), "{r:?}");
     assert_eq!((r.total.ok, r.failed), (r.total.sent, 0), "{r:?}");
@@ -74,19 +92,39 @@ async fn counts_every_answer_and_the_clusters_in_order() {
 #[tokio::test]
 async fn non_2xx_connection_errors_and_stale_connections() {
     let url = server(Arc::new(AtomicBool::new(false)), false).await;
-    let r = run(&opts(format!("{url}/fail"), 20, 500), CancellationToken::new(), None).await.unwrap();
-    assert!(r.total.sent > 0 && r.total.non_2xx == r.total.sent && r.failed == r.total.sent, "{r:?}");
+    let r = run(
+        &opts(format!("{url}/fail"), 20, 500),
+        CancellationToken::new(),
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(
+        r.total.sent > 0 && r.total.non_2xx == r.total.sent && r.failed == r.total.sent,
+        "{r:?}"
+    );
     assert!(r.clusters_in_order.is_empty());
 
     // Nothing listens: every request is a connection error.
-    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let r = run(&opts(format!("http://{free}/"), 20, 500), CancellationToken::new(), None).await.unwrap();
+    let free = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let r = run(
+        &opts(format!("http://{free}/"), 20, 500),
+        CancellationToken::new(),
+        None,
+    )
+    .await
+    .unwrap();
     assert!(r.total.sent > 0 && r.total.conn_errors == r.total.sent, "{r:?}");
 
     // A server that closes each connection after one answer: requests on pooled connections it closed
     // are sent again on a new one, and none fails.
     let url = server(Arc::new(AtomicBool::new(false)), true).await;
-    let r = run(&opts(format!("{url}/"), 20, 1000), CancellationToken::new(), None).await.unwrap();
+    let r = run(&opts(format!("{url}/"), 20, 1000), CancellationToken::new(), None)
+        .await
+        .unwrap();
     assert_eq!((r.failed, r.total.ok), (0, r.total.sent), "{r:?}");
 }
 
@@ -99,14 +137,43 @@ async fn stops_when_told_and_refuses_bad_options() {
         tokio::time::sleep(Duration::from_millis(300)).await;
         s2.cancel();
     });
-    let r = run(&opts(format!("{url}/"), 20, 60_000), stop, None).await.unwrap();
+    let r = run(&opts(format!("{url}/"), 20, 60_000), stop, None)
+        .await
+        .unwrap();
     assert!(r.seconds < 5.0, "{r:?}");
     let bad = |o: Options| validate(&o).unwrap_err().to_string();
-    assert_eq!(bad(Options { rps: 0, ..opts(url.clone(), 1, 1000) }), "--rps must be 1 to 100000, got 0");
-    assert_eq!(bad(Options { connections: 0, ..opts(url.clone(), 1, 1000) }), "--connections must be 1 to 4096, got 0");
-    assert_eq!(bad(opts(url.clone(), 1, 0)), "--duration must be more than 0 and at most 24h");
-    let e = run(&opts("https://x/".into(), 1, 1000), CancellationToken::new(), None).await.unwrap_err();
-    assert_eq!(e.to_string(), "--url \"https://x/\": only http:// URLs are supported");
-    assert_eq!(cluster_of(br#"{"cluster": "rs-abc", "ray": "2.60.0"}"#, "cluster").as_deref(), Some("rs-abc"));
+    assert_eq!(
+        bad(Options {
+            rps: 0,
+            ..opts(url.clone(), 1, 1000)
+        }),
+        "--rps must be 1 to 100000, got 0"
+    );
+    assert_eq!(
+        bad(Options {
+            connections: 0,
+            ..opts(url.clone(), 1, 1000)
+        }),
+        "--connections must be 1 to 4096, got 0"
+    );
+    assert_eq!(
+        bad(opts(url.clone(), 1, 0)),
+        "--duration must be more than 0 and at most 24h"
+    );
+    let e = run(
+        &opts("https://x/".into(), 1, 1000),
+        CancellationToken::new(),
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "--url \"https://x/\": only http:// URLs are supported"
+    );
+    assert_eq!(
+        cluster_of(br#"{"cluster": "rs-abc", "ray": "2.60.0"}"#, "cluster").as_deref(),
+        Some("rs-abc")
+    );
     assert_eq!(cluster_of(b"not json", "cluster"), None);
 }

@@ -23,7 +23,11 @@ pub const PLAN_LOCAL_QUEUE: &str = "quotagate-plan";
 #[derive(Debug, thiserror::Error)]
 pub enum FitError {
     #[error("document {index} ({kind}): {message}")]
-    Document { index: usize, kind: String, message: String },
+    Document {
+        index: usize,
+        kind: String,
+        message: String,
+    },
     #[error(
         "no ClusterQueue to check against: name one with --cluster-queue or label the RayService or RayJob with {QUEUE_NAME}"
     )]
@@ -52,8 +56,18 @@ pub struct Verdict {
 
 /// Adds the queue objects among `docs` to `snap`; other kinds are the caller's.
 pub fn add_documents(snap: &mut Snapshot, docs: &[(usize, Value)]) -> Result<(), FitError> {
-    fn parse<T: serde::de::DeserializeOwned>(index: usize, kind: &str, doc: &Value) -> Result<Arc<T>, FitError> {
-        serde_json::from_value(doc.clone()).map(Arc::new).map_err(|e| FitError::Document { index, kind: kind.to_string(), message: e.to_string() })
+    fn parse<T: serde::de::DeserializeOwned>(
+        index: usize,
+        kind: &str,
+        doc: &Value,
+    ) -> Result<Arc<T>, FitError> {
+        serde_json::from_value(doc.clone())
+            .map(Arc::new)
+            .map_err(|e| FitError::Document {
+                index,
+                kind: kind.to_string(),
+                message: e.to_string(),
+            })
     }
     for (index, doc) in docs {
         let index = *index;
@@ -76,7 +90,10 @@ pub async fn load_live(client: &kube::Client) -> Result<Snapshot, FitError> {
         K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     {
         let api: Api<K> = Api::all(client.clone());
-        let list = api.list(&ListParams::default()).await.map_err(|source| FitError::List { kind, source })?;
+        let list = api
+            .list(&ListParams::default())
+            .await
+            .map_err(|source| FitError::List { kind, source })?;
         Ok(list.items.into_iter().map(Arc::new).collect())
     }
     Ok(Snapshot {
@@ -95,28 +112,54 @@ pub async fn load_live(client: &kube::Client) -> Result<Snapshot, FitError> {
 
 /// Where the plan's Workload queues: the `--cluster-queue` (through a LocalQueue of the plan's own) or
 /// the RayService's LocalQueue. Returns the LocalQueue name and the ClusterQueue it points to.
-pub fn queue_of(snap: &mut Snapshot, job: &ObjectMeta, cluster_queue: Option<&str>) -> Result<(String, String), FitError> {
+pub fn queue_of(
+    snap: &mut Snapshot,
+    job: &ObjectMeta,
+    cluster_queue: Option<&str>,
+) -> Result<(String, String), FitError> {
     let ns = job.namespace.clone().unwrap_or_else(|| "default".into());
     let (lq, cq) = match cluster_queue {
         Some(cq) => {
             snap.local_queues.push(Arc::new(LocalQueue {
-                metadata: ObjectMeta { name: Some(PLAN_LOCAL_QUEUE.into()), namespace: Some(ns.clone()), ..Default::default() },
-                spec: LocalQueueSpec { cluster_queue: Some(cq.to_string()), ..Default::default() },
+                metadata: ObjectMeta {
+                    name: Some(PLAN_LOCAL_QUEUE.into()),
+                    namespace: Some(ns.clone()),
+                    ..Default::default()
+                },
+                spec: LocalQueueSpec {
+                    cluster_queue: Some(cq.to_string()),
+                    ..Default::default()
+                },
                 status: None,
             }));
             (PLAN_LOCAL_QUEUE.to_string(), cq.to_string())
         }
         None => {
-            let name = job.labels.as_ref().and_then(|l| l.get(QUEUE_NAME)).cloned().ok_or(FitError::NoQueue)?;
+            let name = job
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(QUEUE_NAME))
+                .cloned()
+                .ok_or(FitError::NoQueue)?;
             let lq = snap
                 .local_queues
                 .iter()
-                .find(|l| l.metadata.name.as_deref() == Some(name.as_str()) && l.metadata.namespace.as_deref().unwrap_or("default") == ns)
-                .ok_or_else(|| FitError::NoLocalQueue { namespace: ns.clone(), name: name.clone() })?;
+                .find(|l| {
+                    l.metadata.name.as_deref() == Some(name.as_str())
+                        && l.metadata.namespace.as_deref().unwrap_or("default") == ns
+                })
+                .ok_or_else(|| FitError::NoLocalQueue {
+                    namespace: ns.clone(),
+                    name: name.clone(),
+                })?;
             (name, lq.spec.cluster_queue.clone().unwrap_or_default())
         }
     };
-    if !snap.cluster_queues.iter().any(|q| q.metadata.name.as_deref() == Some(cq.as_str())) {
+    if !snap
+        .cluster_queues
+        .iter()
+        .any(|q| q.metadata.name.as_deref() == Some(cq.as_str()))
+    {
         return Err(FitError::NoClusterQueue(cq));
     }
     Ok((lq, cq))
@@ -131,14 +174,27 @@ pub fn current_slice(snap: &Snapshot, rs: &RayService) -> Option<WorkloadKey> {
         .workloads
         .iter()
         .filter(|w| w.metadata.namespace.as_deref() == Some(ns))
-        .filter(|w| w.metadata.owner_references.iter().flatten().any(|o| o.kind == "RayService" && o.name == name))
+        .filter(|w| {
+            w.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.kind == "RayService" && o.name == name)
+        })
         .map(|w| w.as_ref().clone())
         .collect();
     admitted_slice(&owned).map(key_of)
 }
 
 /// Runs one admission cycle with a Workload of `podsets` added and reports what happened to it.
-pub fn check(snap: &Snapshot, job: &ObjectMeta, local_queue: &str, podsets: &[PodSet], replaces: Option<&WorkloadKey>, now_ms: i64) -> Verdict {
+pub fn check(
+    snap: &Snapshot,
+    job: &ObjectMeta,
+    local_queue: &str,
+    podsets: &[PodSet],
+    replaces: Option<&WorkloadKey>,
+    now_ms: i64,
+) -> Verdict {
     let ns = job.namespace.clone().unwrap_or_else(|| "default".into());
     let name = format!("quotagate-plan-{}", job.name.as_deref().unwrap_or("job"));
     let mut annotations = BTreeMap::new();
@@ -156,7 +212,11 @@ pub fn check(snap: &Snapshot, job: &ObjectMeta, local_queue: &str, podsets: &[Po
             annotations: Some(annotations),
             ..Default::default()
         },
-        spec: WorkloadSpec { pod_sets: podsets.to_vec(), queue_name: Some(local_queue.to_string()), ..Default::default() },
+        spec: WorkloadSpec {
+            pod_sets: podsets.to_vec(),
+            queue_name: Some(local_queue.to_string()),
+            ..Default::default()
+        },
         status: None,
     };
     let key = key_of(&wl);
@@ -166,15 +226,43 @@ pub fn check(snap: &Snapshot, job: &ObjectMeta, local_queue: &str, podsets: &[Po
     let actions = state.step(&with, now_ms);
     for a in actions {
         match a {
-            Action::Admit { key: k, admission, .. } if k == key => {
-                let flavors = admission.pod_set_assignments.iter().map(|p| (p.name.clone(), p.flavors.clone())).collect();
-                return Verdict { admitted: true, flavors, reason: "Admitted".into(), message: format!("admitted by ClusterQueue {}", admission.cluster_queue), explanation: None };
+            Action::Admit {
+                key: k, admission, ..
+            } if k == key => {
+                let flavors = admission
+                    .pod_set_assignments
+                    .iter()
+                    .map(|p| (p.name.clone(), p.flavors.clone()))
+                    .collect();
+                return Verdict {
+                    admitted: true,
+                    flavors,
+                    reason: "Admitted".into(),
+                    message: format!("admitted by ClusterQueue {}", admission.cluster_queue),
+                    explanation: None,
+                };
             }
-            Action::Pending { key: k, reason, message } if k == key => {
-                return Verdict { admitted: false, flavors: BTreeMap::new(), reason, message, explanation: state.explanations.remove(&key) };
+            Action::Pending {
+                key: k,
+                reason,
+                message,
+            } if k == key => {
+                return Verdict {
+                    admitted: false,
+                    flavors: BTreeMap::new(),
+                    reason,
+                    message,
+                    explanation: state.explanations.remove(&key),
+                };
             }
             _ => {}
         }
     }
-    Verdict { admitted: false, flavors: BTreeMap::new(), reason: "Pending".into(), message: "not evaluated in this cycle".into(), explanation: state.explanations.remove(&key) }
+    Verdict {
+        admitted: false,
+        flavors: BTreeMap::new(),
+        reason: "Pending".into(),
+        message: "not evaluated in this cycle".into(),
+        explanation: state.explanations.remove(&key),
+    }
 }

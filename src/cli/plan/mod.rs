@@ -106,7 +106,10 @@ pub fn concurrent(extra: &BTreeMap<String, Amount>, n: u32) -> Concurrent {
     let n = n.max(1);
     Concurrent {
         upgrades: n,
-        without_waiting: extra.iter().map(|(r, v)| (r.clone(), show(r, v.times(i64::from(n))))).collect(),
+        without_waiting: extra
+            .iter()
+            .map(|(r, v)| (r.clone(), show(r, v.times(i64::from(n)))))
+            .collect(),
         taking_turns: extra.iter().map(|(r, v)| (r.clone(), show(r, *v))).collect(),
     }
 }
@@ -120,9 +123,14 @@ fn report_phase(p: &phases::Phase) -> Result<PhaseReport, PlanError> {
     for ps in &p.podsets {
         let name = ps.name.clone().unwrap_or_default();
         let spec = ps.template.spec.clone().unwrap_or_default();
-        let per = crate::queue::requests::pod_requests("template.spec", &spec).map_err(|e| PlanError::Input(format!("podset {name}: {e}")))?;
+        let per = crate::queue::requests::pod_requests("template.spec", &spec)
+            .map_err(|e| PlanError::Input(format!("podset {name}: {e}")))?;
         podsets.push(PodSetReport {
-            per_pod: per.iter().filter(|(_, v)| **v != Amount::ZERO).map(|(r, v)| (r.clone(), show(r, *v))).collect(),
+            per_pod: per
+                .iter()
+                .filter(|(_, v)| **v != Amount::ZERO)
+                .map(|(r, v)| (r.clone(), show(r, *v)))
+                .collect(),
             name,
             count: ps.count(),
         });
@@ -138,11 +146,24 @@ fn report_phase(p: &phases::Phase) -> Result<PhaseReport, PlanError> {
 
 /// Exactly one RayService from a list of documents.
 fn one_service(path: &str, docs: &[(usize, Value)]) -> Result<RayService, PlanError> {
-    let services: Vec<&Value> = docs.iter().map(|(_, d)| d).filter(|d| d.get("kind").and_then(Value::as_str) == Some("RayService")).collect();
+    let services: Vec<&Value> = docs
+        .iter()
+        .map(|(_, d)| d)
+        .filter(|d| d.get("kind").and_then(Value::as_str) == Some("RayService"))
+        .collect();
     match services.as_slice() {
-        [one] => serde_json::from_value((*one).clone()).map_err(|e| PlanError::File { path: path.to_string(), message: format!("RayService: {e}") }),
-        [] => Err(PlanError::File { path: path.to_string(), message: "no RayService in the file(s)".into() }),
-        _ => Err(PlanError::File { path: path.to_string(), message: format!("{} RayServices; plan takes one", services.len()) }),
+        [one] => serde_json::from_value((*one).clone()).map_err(|e| PlanError::File {
+            path: path.to_string(),
+            message: format!("RayService: {e}"),
+        }),
+        [] => Err(PlanError::File {
+            path: path.to_string(),
+            message: "no RayService in the file(s)".into(),
+        }),
+        _ => Err(PlanError::File {
+            path: path.to_string(),
+            message: format!("{} RayServices; plan takes one", services.len()),
+        }),
     }
 }
 
@@ -150,8 +171,14 @@ fn read_docs(paths: &[PathBuf]) -> Result<Vec<(usize, Value)>, PlanError> {
     let mut out = Vec::new();
     for p in paths {
         let shown = p.display().to_string();
-        let text = std::fs::read_to_string(p).map_err(|e| PlanError::File { path: shown.clone(), message: format!("cannot read: {e}") })?;
-        let docs = load_documents(&text).map_err(|e| PlanError::File { path: shown.clone(), message: format!("line {}: {}", e.line, e.message) })?;
+        let text = std::fs::read_to_string(p).map_err(|e| PlanError::File {
+            path: shown.clone(),
+            message: format!("cannot read: {e}"),
+        })?;
+        let docs = load_documents(&text).map_err(|e| PlanError::File {
+            path: shown.clone(),
+            message: format!("line {}: {}", e.line, e.message),
+        })?;
         for d in docs.into_iter().filter(|d| !d.is_null()) {
             out.push((out.len(), d));
         }
@@ -168,7 +195,11 @@ pub fn compute(from: &RayService, to: &RayService) -> Result<Report, PlanError> 
         let base = steady.totals.get(r).copied().unwrap_or_default();
         extra.insert(r.clone(), (*v - base).clamp_zero());
     }
-    let ns = from.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+    let ns = from
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
     Ok(Report {
         ray_service: format!("{ns}/{}", from.metadata.name.clone().unwrap_or_default()),
         strategy: phases::strategy_name(phases::strategy(to)),
@@ -185,18 +216,48 @@ pub fn compute(from: &RayService, to: &RayService) -> Result<Report, PlanError> 
 fn phases_extra(from: &RayService, to: &RayService) -> Result<BTreeMap<String, Amount>, PlanError> {
     let steady = phases::steady(from, "spec")?;
     let peak = phases::peak(from, to)?;
-    Ok(peak.totals.iter().map(|(r, v)| (r.clone(), (*v - steady.totals.get(r).copied().unwrap_or_default()).clamp_zero())).collect())
+    Ok(peak
+        .totals
+        .iter()
+        .map(|(r, v)| {
+            (
+                r.clone(),
+                (*v - steady.totals.get(r).copied().unwrap_or_default()).clamp_zero(),
+            )
+        })
+        .collect())
 }
 
 /// Adds the admission verdicts against `snap` to `report`.
-pub fn check_against(report: &mut Report, snap: &Snapshot, from: &RayService, to: &RayService, cluster_queue: Option<&str>, now_ms: i64) -> Result<(), PlanError> {
+pub fn check_against(
+    report: &mut Report,
+    snap: &Snapshot,
+    from: &RayService,
+    to: &RayService,
+    cluster_queue: Option<&str>,
+    now_ms: i64,
+) -> Result<(), PlanError> {
     let mut snap = snap.clone();
     let (lq, cq) = fit::queue_of(&mut snap, &from.metadata, cluster_queue)?;
     let replaces = fit::current_slice(&snap, from);
     let steady = phases::steady(from, "spec")?;
     let peak = phases::peak(from, to)?;
-    report.steady.admission = Some(fit::check(&snap, &from.metadata, &lq, &steady.podsets, replaces.as_ref(), now_ms));
-    report.peak.admission = Some(fit::check(&snap, &from.metadata, &lq, &peak.podsets, replaces.as_ref(), now_ms));
+    report.steady.admission = Some(fit::check(
+        &snap,
+        &from.metadata,
+        &lq,
+        &steady.podsets,
+        replaces.as_ref(),
+        now_ms,
+    ));
+    report.peak.admission = Some(fit::check(
+        &snap,
+        &from.metadata,
+        &lq,
+        &peak.podsets,
+        replaces.as_ref(),
+        now_ms,
+    ));
     report.cluster_queue = Some(cq);
     report.replaces = replaces.map(|k| k.to_string());
     Ok(())
@@ -204,7 +265,12 @@ pub fn check_against(report: &mut Report, snap: &Snapshot, from: &RayService, to
 
 /// The whole command: read, compute, and check against the files' queues or a live cluster.
 pub async fn run(opts: &Options) -> Result<Report, PlanError> {
-    let shown = opts.files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
+    let shown = opts
+        .files
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
     let docs = read_docs(&opts.files)?;
     let from = one_service(&shown, &docs)?;
     let to = match &opts.to {
@@ -218,17 +284,32 @@ pub async fn run(opts: &Options) -> Result<Report, PlanError> {
 /// upgrade to the same spec) and what they need together through one queue. `--to` takes one.
 pub async fn run_all(opts: &Options) -> Result<several::Plans, PlanError> {
     let docs = read_docs(&opts.files)?;
-    let is = |kind: &str| docs.iter().any(|(_, d)| d.get("kind").and_then(Value::as_str) == Some(kind));
+    let is = |kind: &str| {
+        docs.iter()
+            .any(|(_, d)| d.get("kind").and_then(Value::as_str) == Some(kind))
+    };
     if is("RayJob") && !is("RayService") {
-        return Ok(several::Plans { services: Vec::new(), together: None, jobs: jobs_checked(opts, &docs).await? });
+        return Ok(several::Plans {
+            services: Vec::new(),
+            together: None,
+            jobs: jobs_checked(opts, &docs).await?,
+        });
     }
     let mut services = Vec::new();
-    for (_, d) in docs.iter().filter(|(_, d)| d.get("kind").and_then(Value::as_str) == Some("RayService")) {
-        let rs: RayService = serde_json::from_value(d.clone()).map_err(|e| PlanError::Input(format!("RayService: {e}")))?;
+    for (_, d) in docs
+        .iter()
+        .filter(|(_, d)| d.get("kind").and_then(Value::as_str) == Some("RayService"))
+    {
+        let rs: RayService =
+            serde_json::from_value(d.clone()).map_err(|e| PlanError::Input(format!("RayService: {e}")))?;
         services.push(rs);
     }
     if services.len() < 2 {
-        return Ok(several::Plans { services: vec![run(opts).await?], together: None, jobs: Vec::new() });
+        return Ok(several::Plans {
+            services: vec![run(opts).await?],
+            together: None,
+            jobs: Vec::new(),
+        });
     }
     if opts.to.is_some() {
         return Err(PlanError::Input(format!(
@@ -240,31 +321,50 @@ pub async fn run_all(opts: &Options) -> Result<several::Plans, PlanError> {
     for rs in &services {
         reports.push(checked(opts, &docs, rs, rs).await?);
     }
-    Ok(several::Plans { together: Some(several::together(&services)?), services: reports, jobs: Vec::new() })
+    Ok(several::Plans {
+        together: Some(several::together(&services)?),
+        services: reports,
+        jobs: Vec::new(),
+    })
 }
 
 /// Each RayJob's plan, checked against the files' queues or a live cluster when asked.
 async fn jobs_checked(opts: &Options, docs: &[(usize, Value)]) -> Result<Vec<rayjob::JobPlan>, PlanError> {
     if opts.to.is_some() {
-        return Err(PlanError::Input("--to names the changed spec of a RayService; a RayJob has no upgrade".into()));
+        return Err(PlanError::Input(
+            "--to names the changed spec of a RayService; a RayJob has no upgrade".into(),
+        ));
     }
     let mut snap = Snapshot::default();
     fit::add_documents(&mut snap, docs)?;
     let live = if !snap.cluster_queues.is_empty() && opts.kubeconfig.is_none() {
         Some(snap)
     } else if opts.kubeconfig.is_some() || opts.cluster_queue.is_some() {
-        let c = super::kube_client(opts.kubeconfig.as_deref()).await.map_err(PlanError::Kube)?;
+        let c = super::kube_client(opts.kubeconfig.as_deref())
+            .await
+            .map_err(PlanError::Kube)?;
         Some(fit::load_live(&c).await?)
     } else {
         None
     };
     let now_ms = jiff::Timestamp::now().as_millisecond();
     let mut out = Vec::new();
-    for (_, d) in docs.iter().filter(|(_, d)| d.get("kind").and_then(Value::as_str) == Some("RayJob")) {
-        let job: crate::api::ray::RayJob = serde_json::from_value(d.clone()).map_err(|e| PlanError::Input(format!("RayJob: {e}")))?;
+    for (_, d) in docs
+        .iter()
+        .filter(|(_, d)| d.get("kind").and_then(Value::as_str) == Some("RayJob"))
+    {
+        let job: crate::api::ray::RayJob =
+            serde_json::from_value(d.clone()).map_err(|e| PlanError::Input(format!("RayJob: {e}")))?;
         let (mut plan, podsets) = rayjob::compute(&job)?;
         if let Some(snap) = &live {
-            rayjob::check_against(&mut plan, &podsets, snap, &job, opts.cluster_queue.as_deref(), now_ms)?;
+            rayjob::check_against(
+                &mut plan,
+                &podsets,
+                snap,
+                &job,
+                opts.cluster_queue.as_deref(),
+                now_ms,
+            )?;
         }
         out.push(plan);
     }
@@ -272,7 +372,12 @@ async fn jobs_checked(opts: &Options, docs: &[(usize, Value)]) -> Result<Vec<ray
 }
 
 /// One service's report, checked against the files' queues or a live cluster when asked.
-async fn checked(opts: &Options, docs: &[(usize, Value)], from: &RayService, to: &RayService) -> Result<Report, PlanError> {
+async fn checked(
+    opts: &Options,
+    docs: &[(usize, Value)],
+    from: &RayService,
+    to: &RayService,
+) -> Result<Report, PlanError> {
     let (from, to) = (from.clone(), to.clone());
     let mut report = compute(&from, &to)?;
     if let Some(n) = opts.concurrent {
@@ -283,11 +388,27 @@ async fn checked(opts: &Options, docs: &[(usize, Value)], from: &RayService, to:
     fit::add_documents(&mut snap, docs)?;
     let now_ms = jiff::Timestamp::now().as_millisecond();
     if !snap.cluster_queues.is_empty() && opts.kubeconfig.is_none() {
-        check_against(&mut report, &snap, &from, &to, opts.cluster_queue.as_deref(), now_ms)?;
+        check_against(
+            &mut report,
+            &snap,
+            &from,
+            &to,
+            opts.cluster_queue.as_deref(),
+            now_ms,
+        )?;
     } else if opts.kubeconfig.is_some() || opts.cluster_queue.is_some() {
-        let c = super::kube_client(opts.kubeconfig.as_deref()).await.map_err(PlanError::Kube)?;
+        let c = super::kube_client(opts.kubeconfig.as_deref())
+            .await
+            .map_err(PlanError::Kube)?;
         let live = fit::load_live(&c).await?;
-        check_against(&mut report, &live, &from, &to, opts.cluster_queue.as_deref(), now_ms)?;
+        check_against(
+            &mut report,
+            &live,
+            &from,
+            &to,
+            opts.cluster_queue.as_deref(),
+            now_ms,
+        )?;
     }
     Ok(report)
 }

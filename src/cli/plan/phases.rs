@@ -57,7 +57,9 @@ pub struct Phase {
 
 /// The strategy of the spec being applied (KubeRay's default is `NewCluster`).
 pub fn strategy(rs: &RayService) -> RayServiceUpgradeType {
-    rs.spec.upgrade_type().unwrap_or(RayServiceUpgradeType::NewCluster)
+    rs.spec
+        .upgrade_type()
+        .unwrap_or(RayServiceUpgradeType::NewCluster)
 }
 
 pub fn strategy_name(s: RayServiceUpgradeType) -> &'static str {
@@ -76,33 +78,65 @@ pub fn serve_cpus(rs: &RayService, capacity: i32) -> Result<f64, PhaseError> {
 
 /// The child cluster `rs` runs at `capacity` percent of its Serve replicas. `pending_incremental`:
 /// an incremental upgrade's new cluster, which starts from `minReplicas` and grows with Serve.
-pub fn sized_cluster(rs: &RayService, role: &'static str, capacity: i32, pending_incremental: bool) -> Result<(RayCluster, ClusterInPhase), PhaseError> {
+pub fn sized_cluster(
+    rs: &RayService,
+    role: &'static str,
+    capacity: i32,
+    pending_incremental: bool,
+) -> Result<(RayCluster, ClusterInPhase), PhaseError> {
     let name = format!("{}-{role}", rs.metadata.name.as_deref().unwrap_or("rayservice"));
-    let rc = step::sized_for(rs, &child_cluster(rs, &name, "", pending_incremental), capacity).map_err(PhaseError::ServeConfig)?;
-    let workers = rc.spec.worker_groups().iter().map(|g| (g.group_name.clone(), desired_replicas(g))).collect();
-    Ok((rc, ClusterInPhase { role, serve_capacity: capacity, workers }))
+    let rc = step::sized_for(rs, &child_cluster(rs, &name, "", pending_incremental), capacity)
+        .map_err(PhaseError::ServeConfig)?;
+    let workers = rc
+        .spec
+        .worker_groups()
+        .iter()
+        .map(|g| (g.group_name.clone(), desired_replicas(g)))
+        .collect();
+    Ok((
+        rc,
+        ClusterInPhase {
+            role,
+            serve_capacity: capacity,
+            workers,
+        },
+    ))
 }
 
 fn phase(name: String, clusters: Vec<(RayCluster, ClusterInPhase)>) -> Result<Phase, PhaseError> {
     let opts = BuildOptions::default();
-    let demands: Vec<ChildDemand> = clusters.iter().map(|(rc, _)| demand::child_demand(rc, &opts)).collect::<Result<_, _>>()?;
+    let demands: Vec<ChildDemand> = clusters
+        .iter()
+        .map(|(rc, _)| demand::child_demand(rc, &opts))
+        .collect::<Result<_, _>>()?;
     let podsets = demand::podsets(&demands)?;
     let mut totals: BTreeMap<String, Amount> = BTreeMap::new();
     for ps in &podsets {
         let podset = ps.name.clone().unwrap_or_default();
         let spec = ps.template.spec.clone().unwrap_or_default();
-        let per_pod = pod_requests("template.spec", &spec).map_err(|e| PhaseError::Requests { podset, message: e.to_string() })?;
+        let per_pod = pod_requests("template.spec", &spec).map_err(|e| PhaseError::Requests {
+            podset,
+            message: e.to_string(),
+        })?;
         for (r, v) in per_pod {
             *totals.entry(r).or_default() += v.times(i64::from(ps.count()));
         }
     }
     totals.retain(|_, v| *v != Amount::ZERO);
-    Ok(Phase { name, clusters: clusters.into_iter().map(|(_, c)| c).collect(), podsets, totals })
+    Ok(Phase {
+        name,
+        clusters: clusters.into_iter().map(|(_, c)| c).collect(),
+        podsets,
+        totals,
+    })
 }
 
 /// Steady state of `rs`: one cluster serving every replica.
 pub fn steady(rs: &RayService, label: &str) -> Result<Phase, PhaseError> {
-    phase(format!("steady ({label})"), vec![sized_cluster(rs, "active", 100, false)?])
+    phase(
+        format!("steady ({label})"),
+        vec![sized_cluster(rs, "active", 100, false)?],
+    )
 }
 
 /// The peak of upgrading `from` to `to` with `to`'s strategy.
@@ -115,7 +149,10 @@ pub fn peak(from: &RayService, to: &RayService) -> Result<Phase, PhaseError> {
         }
         RayServiceUpgradeType::NewCluster => phase(
             "peak (blue/green: both clusters)".into(),
-            vec![sized_cluster(from, "active", 100, false)?, sized_cluster(to, "pending", 100, false)?],
+            vec![
+                sized_cluster(from, "active", 100, false)?,
+                sized_cluster(to, "pending", 100, false)?,
+            ],
         ),
         RayServiceUpgradeType::NewClusterWithIncrementalUpgrade => incremental_peak(from, to),
     }
@@ -136,7 +173,13 @@ fn incremental_peak(from: &RayService, to: &RayService) -> Result<Phase, PhaseEr
     let mut phases = Vec::new();
     for (gain, lose) in incremental_states(surge, step) {
         let name = format!("peak (incremental: pending at {gain}%, active at {lose}%)");
-        phases.push(phase(name, vec![sized_cluster(from, "active", lose, false)?, sized_cluster(to, "pending", gain, true)?])?);
+        phases.push(phase(
+            name,
+            vec![
+                sized_cluster(from, "active", lose, false)?,
+                sized_cluster(to, "pending", gain, true)?,
+            ],
+        )?);
     }
     let mut max: BTreeMap<String, Amount> = BTreeMap::new();
     for p in &phases {
@@ -145,7 +188,12 @@ fn incremental_peak(from: &RayService, to: &RayService) -> Result<Phase, PhaseEr
             *e = (*e).max(*v);
         }
     }
-    let share = |p: &Phase| -> f64 { p.totals.iter().map(|(r, v)| v.0 as f64 / max.get(r).map_or(1.0, |m| m.0.max(1) as f64)).sum() };
+    let share = |p: &Phase| -> f64 {
+        p.totals
+            .iter()
+            .map(|(r, v)| v.0 as f64 / max.get(r).map_or(1.0, |m| m.0.max(1) as f64))
+            .sum()
+    };
     let mut best: Option<(f64, Phase)> = None;
     for p in phases {
         let s = share(&p);
@@ -154,5 +202,6 @@ fn incremental_peak(from: &RayService, to: &RayService) -> Result<Phase, PhaseEr
         }
     }
     // `incremental_states` always yields the starting state, so there is a best.
-    best.map(|(_, p)| p).ok_or_else(|| PhaseError::ServeConfig("no incremental upgrade state".into()))
+    best.map(|(_, p)| p)
+        .ok_or_else(|| PhaseError::ServeConfig("no incremental upgrade state".into()))
 }

@@ -49,19 +49,26 @@ pub fn compute(job: &RayJob) -> Result<(JobPlan, Vec<crate::api::kueue::PodSet>)
             "RayJob {name} uses spec.clusterSelector: it runs on an existing RayCluster and, as in Kueue, is not queue-managed, so it asks no quota of its own"
         )));
     }
-    let podsets = RayJobJob::new(job.clone()).pod_sets().map_err(|e| PlanError::Input(format!("RayJob {name}: {e}")))?;
+    let podsets = RayJobJob::new(job.clone())
+        .pod_sets()
+        .map_err(|e| PlanError::Input(format!("RayJob {name}: {e}")))?;
     let mut reports = Vec::new();
     let mut totals: BTreeMap<String, Amount> = BTreeMap::new();
     for ps in &podsets {
         let ps_name = ps.name.clone().unwrap_or_default();
         let spec = ps.template.spec.clone().unwrap_or_default();
-        let per = crate::queue::requests::pod_requests("template.spec", &spec).map_err(|e| PlanError::Input(format!("podset {ps_name}: {e}")))?;
+        let per = crate::queue::requests::pod_requests("template.spec", &spec)
+            .map_err(|e| PlanError::Input(format!("podset {ps_name}: {e}")))?;
         for (r, v) in &per {
             let t = totals.entry(r.clone()).or_default();
             *t = *t + v.times(i64::from(ps.count()));
         }
         reports.push(PodSetReport {
-            per_pod: per.iter().filter(|(_, v)| **v != Amount::ZERO).map(|(r, v)| (r.clone(), show(r, *v))).collect(),
+            per_pod: per
+                .iter()
+                .filter(|(_, v)| **v != Amount::ZERO)
+                .map(|(r, v)| (r.clone(), show(r, *v)))
+                .collect(),
             name: ps_name,
             count: ps.count(),
         });
@@ -70,7 +77,11 @@ pub fn compute(job: &RayJob) -> Result<(JobPlan, Vec<crate::api::kueue::PodSet>)
         ray_job: name,
         submission_mode: mode_name(job.spec.mode()),
         podsets: reports,
-        total: totals.iter().filter(|(_, v)| **v != Amount::ZERO).map(|(r, v)| (r.clone(), show(r, *v))).collect(),
+        total: totals
+            .iter()
+            .filter(|(_, v)| **v != Amount::ZERO)
+            .map(|(r, v)| (r.clone(), show(r, *v)))
+            .collect(),
         cluster_queue: None,
         admission: None,
     };
@@ -79,7 +90,14 @@ pub fn compute(job: &RayJob) -> Result<(JobPlan, Vec<crate::api::kueue::PodSet>)
 
 /// Adds the admission verdict against `snap`: one cycle of the scheduler with the RayJob's Workload
 /// added to what the queues already hold.
-pub fn check_against(plan: &mut JobPlan, podsets: &[crate::api::kueue::PodSet], snap: &Snapshot, job: &RayJob, cluster_queue: Option<&str>, now_ms: i64) -> Result<(), PlanError> {
+pub fn check_against(
+    plan: &mut JobPlan,
+    podsets: &[crate::api::kueue::PodSet],
+    snap: &Snapshot,
+    job: &RayJob,
+    cluster_queue: Option<&str>,
+    now_ms: i64,
+) -> Result<(), PlanError> {
     let mut snap = snap.clone();
     let (lq, cq) = fit::queue_of(&mut snap, &job.metadata, cluster_queue)?;
     plan.admission = Some(fit::check(&snap, &job.metadata, &lq, podsets, None, now_ms));
@@ -88,22 +106,40 @@ pub fn check_against(plan: &mut JobPlan, podsets: &[crate::api::kueue::PodSet], 
 }
 
 fn text(p: &JobPlan) -> String {
-    let mut out = format!("RayJob {} ({}): one Workload for the job's life\n\n", p.ray_job, p.submission_mode);
+    let mut out = format!(
+        "RayJob {} ({}): one Workload for the job's life\n\n",
+        p.ray_job, p.submission_mode
+    );
     let resources: Vec<&String> = p.total.keys().collect();
     let mut header = vec!["PODSET".to_string(), "COUNT".into()];
     header.extend(resources.iter().map(|r| format!("{}/POD", r.to_uppercase())));
     let mut rows = vec![header];
     for ps in &p.podsets {
         let mut row = vec![ps.name.clone(), ps.count.to_string()];
-        row.extend(resources.iter().map(|r| ps.per_pod.get(*r).cloned().unwrap_or_else(|| "0".into())));
+        row.extend(
+            resources
+                .iter()
+                .map(|r| ps.per_pod.get(*r).cloned().unwrap_or_else(|| "0".into())),
+        );
         rows.push(row);
     }
-    let mut total = vec!["total".to_string(), p.podsets.iter().map(|ps| ps.count).sum::<i32>().to_string()];
+    let mut total = vec![
+        "total".to_string(),
+        p.podsets.iter().map(|ps| ps.count).sum::<i32>().to_string(),
+    ];
     total.extend(resources.iter().map(|r| p.total[*r].clone()));
     rows.push(total);
     out.push_str(&table(&rows));
     if let (Some(cq), Some(v)) = (&p.cluster_queue, &p.admission) {
-        let _ = writeln!(out, "\nClusterQueue {cq}: {}", if v.admitted { format!("admitted now ({})", v.message) } else { format!("would wait: {}", v.message) });
+        let _ = writeln!(
+            out,
+            "\nClusterQueue {cq}: {}",
+            if v.admitted {
+                format!("admitted now ({})", v.message)
+            } else {
+                format!("would wait: {}", v.message)
+            }
+        );
         if let Some(e) = v.explanation.as_ref().filter(|_| !v.admitted) {
             out.push_str(&super::render::flavor_table(e, false));
             if !e.holders.is_empty() {
@@ -119,7 +155,9 @@ fn text(p: &JobPlan) -> String {
 pub fn render(p: &JobPlan, output: Output) -> Result<String, String> {
     match output {
         Output::Table => Ok(text(p)),
-        Output::Json => serde_json::to_string_pretty(p).map(|s| s + "\n").map_err(|e| e.to_string()),
+        Output::Json => serde_json::to_string_pretty(p)
+            .map(|s| s + "\n")
+            .map_err(|e| e.to_string()),
         Output::Yaml => serde_saphyr::to_string(p).map_err(|e| e.to_string()),
     }
 }
@@ -152,29 +190,51 @@ mod tests {
         let rows: Vec<(&str, i32)> = p.podsets.iter().map(|ps| (ps.name.as_str(), ps.count)).collect();
         assert_eq!(rows, [("head", 1), ("gpu", 2), ("submitter", 1)]);
         assert_eq!(p.podsets[2].per_pod["cpu"], "500m");
-        assert_eq!((p.total["cpu"].as_str(), p.total["nvidia.com/gpu"].as_str()), ("5500m", "2"));
+        assert_eq!(
+            (p.total["cpu"].as_str(), p.total["nvidia.com/gpu"].as_str()),
+            ("5500m", "2")
+        );
         let (http, _) = compute(&job("HTTPMode", 2)).unwrap();
-        assert_eq!(http.podsets.iter().map(|ps| ps.name.as_str()).collect::<Vec<_>>(), ["head", "gpu"]);
+        assert_eq!(
+            http.podsets.iter().map(|ps| ps.name.as_str()).collect::<Vec<_>>(),
+            ["head", "gpu"]
+        );
         assert_eq!(http.total["cpu"], "5");
         let text = render(&p, Output::Table).unwrap();
-        assert!(text.contains("RayJob default/train (K8sJobMode)") && text.contains("submitter"), "{text}");
+        assert!(
+            text.contains("RayJob default/train (K8sJobMode)") && text.contains("submitter"),
+            "{text}"
+        );
         let mut on_existing = job("K8sJobMode", 1);
-        on_existing.spec.cluster_selector = Some([("ray.io/cluster".to_string(), "shared".to_string())].into());
+        on_existing.spec.cluster_selector =
+            Some([("ray.io/cluster".to_string(), "shared".to_string())].into());
         on_existing.spec.ray_cluster_spec = None;
-        assert!(compute(&on_existing).unwrap_err().to_string().contains("not queue-managed"));
+        assert!(
+            compute(&on_existing)
+                .unwrap_err()
+                .to_string()
+                .contains("not queue-managed")
+        );
     }
 
     #[test]
     fn the_plan_says_whether_it_fits_and_why_not() {
         let cq = |gpus: &str| {
-            let mut cq = ClusterQueue::build("cq").flavor("default", [("cpu", "10"), ("memory", "10Gi"), ("nvidia.com/gpu", gpus)]).build();
+            let mut cq = ClusterQueue::build("cq")
+                .flavor(
+                    "default",
+                    [("cpu", "10"), ("memory", "10Gi"), ("nvidia.com/gpu", gpus)],
+                )
+                .build();
             cq.spec.namespace_selector = Some(Default::default());
             cq
         };
         let snap = |gpus: &str| Snapshot {
             cluster_queues: vec![Arc::new(cq(gpus))],
             flavors: vec![Arc::new(ResourceFlavor::build("default").build())],
-            local_queues: vec![Arc::new(LocalQueue::build("lq", "default").cluster_queue("cq").build())],
+            local_queues: vec![Arc::new(
+                LocalQueue::build("lq", "default").cluster_queue("cq").build(),
+            )],
             ..Default::default()
         };
         let j = job("K8sJobMode", 2);

@@ -17,7 +17,15 @@ pub enum Output {
 /// Left-aligned columns separated by three spaces, as kubectl prints them.
 pub fn table(rows: &[Vec<String>]) -> String {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..cols).map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
     let mut out = String::new();
     for r in rows {
         let mut line = String::new();
@@ -44,14 +52,19 @@ fn verdict_cell(p: &PhaseReport) -> String {
         None => String::new(),
         Some(v) if v.admitted => {
             let flavors: BTreeSet<&String> = v.flavors.values().flat_map(|m| m.values()).collect();
-            format!("yes ({})", flavors.into_iter().cloned().collect::<Vec<_>>().join(","))
+            format!(
+                "yes ({})",
+                flavors.into_iter().cloned().collect::<Vec<_>>().join(",")
+            )
         }
         Some(v) => format!("no ({})", v.reason),
     }
 }
 
 fn write_shortfall(out: &mut String, p: &PhaseReport) {
-    let Some(v) = p.admission.as_ref().filter(|v| !v.admitted) else { return };
+    let Some(v) = p.admission.as_ref().filter(|v| !v.admitted) else {
+        return;
+    };
     let _ = writeln!(out, "\n{}: {}", p.name, v.message);
     let Some(e) = &v.explanation else { return };
     out.push_str(&flavor_table(e, false));
@@ -72,7 +85,20 @@ fn yes_no(b: bool) -> String {
 /// to fit in AVAILABLE.
 pub fn flavor_table(e: &Explanation, count: bool) -> String {
     let growth = e.replaces.is_some();
-    let mut head = vec!["PODSET", "COUNT", "RESOURCE", "REQUESTED", "ADDS", "FLAVOR", "NOMINAL", "USED", "AVAILABLE", "BORROWABLE", "PREEMPTIBLE", "FITS"];
+    let mut head = vec![
+        "PODSET",
+        "COUNT",
+        "RESOURCE",
+        "REQUESTED",
+        "ADDS",
+        "FLAVOR",
+        "NOMINAL",
+        "USED",
+        "AVAILABLE",
+        "BORROWABLE",
+        "PREEMPTIBLE",
+        "FITS",
+    ];
     if !growth {
         head.remove(4);
     }
@@ -109,19 +135,45 @@ pub fn flavor_table(e: &Explanation, count: bool) -> String {
 
 /// The admitted workloads holding the quota a record is short of.
 pub fn holder_table(e: &Explanation) -> String {
-    let mut rows = vec![["HOLDER", "CLUSTERQUEUE", "PRIORITY", "HOLDS", "PREEMPTIBLE"].map(String::from).to_vec()];
+    let mut rows = vec![
+        ["HOLDER", "CLUSTERQUEUE", "PRIORITY", "HOLDS", "PREEMPTIBLE"]
+            .map(String::from)
+            .to_vec(),
+    ];
     for h in &e.holders {
-        let holds = h.holds.iter().map(|(fr, v)| format!("{v} {fr}")).collect::<Vec<_>>().join(", ");
-        rows.push(vec![h.workload.clone(), h.cluster_queue.clone(), h.priority.to_string(), holds, yes_no(h.preemptible)]);
+        let holds = h
+            .holds
+            .iter()
+            .map(|(fr, v)| format!("{v} {fr}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        rows.push(vec![
+            h.workload.clone(),
+            h.cluster_queue.clone(),
+            h.priority.to_string(),
+            holds,
+            yes_no(h.preemptible),
+        ]);
     }
     table(&rows)
 }
 
 fn text(r: &Report) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "RayService {}   upgrade strategy {}", r.ray_service, r.strategy);
+    let _ = writeln!(
+        out,
+        "RayService {}   upgrade strategy {}",
+        r.ray_service, r.strategy
+    );
     if let Some(cq) = &r.cluster_queue {
-        let _ = writeln!(out, "ClusterQueue {cq}{}", r.replaces.as_ref().map(|k| format!(" (the upgrade's slice replaces admitted {k})")).unwrap_or_default());
+        let _ = writeln!(
+            out,
+            "ClusterQueue {cq}{}",
+            r.replaces
+                .as_ref()
+                .map(|k| format!(" (the upgrade's slice replaces admitted {k})"))
+                .unwrap_or_default()
+        );
     }
     out.push('\n');
     let res = resources(r);
@@ -133,21 +185,33 @@ fn text(r: &Report) -> String {
     let mut rows = vec![header];
     for p in [&r.steady, &r.peak] {
         let mut row = vec![p.name.clone()];
-        row.extend(res.iter().map(|k| p.total.get(k).cloned().unwrap_or_else(|| "0".into())));
+        row.extend(
+            res.iter()
+                .map(|k| p.total.get(k).cloned().unwrap_or_else(|| "0".into())),
+        );
         if r.cluster_queue.is_some() {
             row.push(verdict_cell(p));
         }
         rows.push(row);
     }
     let mut row = vec!["upgrade needs on top of steady".to_string()];
-    row.extend(res.iter().map(|k| r.upgrade_extra.get(k).cloned().unwrap_or_else(|| "0".into())));
+    row.extend(
+        res.iter()
+            .map(|k| r.upgrade_extra.get(k).cloned().unwrap_or_else(|| "0".into())),
+    );
     rows.push(row);
     let c = &r.concurrent;
     let mut row = vec![format!("{} concurrent upgrades, none waiting", c.upgrades)];
-    row.extend(res.iter().map(|k| c.without_waiting.get(k).cloned().unwrap_or_else(|| "0".into())));
+    row.extend(
+        res.iter()
+            .map(|k| c.without_waiting.get(k).cloned().unwrap_or_else(|| "0".into())),
+    );
     rows.push(row);
     let mut row = vec![format!("{} concurrent upgrades, taking turns", c.upgrades)];
-    row.extend(res.iter().map(|k| c.taking_turns.get(k).cloned().unwrap_or_else(|| "0".into())));
+    row.extend(
+        res.iter()
+            .map(|k| c.taking_turns.get(k).cloned().unwrap_or_else(|| "0".into())),
+    );
     rows.push(row);
     out.push_str(&table(&rows));
     let _ = writeln!(
@@ -160,7 +224,10 @@ fn text(r: &Report) -> String {
         rows[0].extend(res.iter().map(|s| format!("{}/POD", s.to_uppercase())));
         for ps in &p.podsets {
             let mut row = vec![ps.name.clone(), ps.count.to_string()];
-            row.extend(res.iter().map(|k| ps.per_pod.get(k).cloned().unwrap_or_else(|| "0".into())));
+            row.extend(
+                res.iter()
+                    .map(|k| ps.per_pod.get(k).cloned().unwrap_or_else(|| "0".into())),
+            );
             rows.push(row);
         }
         out.push_str(&table(&rows));
@@ -168,8 +235,16 @@ fn text(r: &Report) -> String {
             .clusters
             .iter()
             .map(|c| {
-                let workers = c.workers.iter().map(|(g, n)| format!("{g}={n}")).collect::<Vec<_>>().join(",");
-                format!("{} cluster at {}% Serve capacity (workers {workers})", c.role, c.serve_capacity)
+                let workers = c
+                    .workers
+                    .iter()
+                    .map(|(g, n)| format!("{g}={n}"))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                format!(
+                    "{} cluster at {}% Serve capacity (workers {workers})",
+                    c.role, c.serve_capacity
+                )
             })
             .collect::<Vec<_>>()
             .join("; ");
@@ -183,7 +258,9 @@ fn text(r: &Report) -> String {
 pub fn render(r: &Report, output: Output) -> Result<String, String> {
     match output {
         Output::Table => Ok(text(r)),
-        Output::Json => serde_json::to_string_pretty(r).map(|s| s + "\n").map_err(|e| e.to_string()),
+        Output::Json => serde_json::to_string_pretty(r)
+            .map(|s| s + "\n")
+            .map_err(|e| e.to_string()),
         Output::Yaml => serde_saphyr::to_string(r).map_err(|e| e.to_string()),
     }
 }

@@ -37,7 +37,11 @@ pub struct Plans {
 
 /// Sums and maxima of the services' steady totals and upgrade extras (each upgrading to its own spec).
 pub fn together(services: &[RayService]) -> Result<Together, PlanError> {
-    let (mut steady, mut sum, mut max) = (BTreeMap::<String, Amount>::new(), BTreeMap::<String, Amount>::new(), BTreeMap::<String, Amount>::new());
+    let (mut steady, mut sum, mut max) = (
+        BTreeMap::<String, Amount>::new(),
+        BTreeMap::<String, Amount>::new(),
+        BTreeMap::<String, Amount>::new(),
+    );
     let mut names = Vec::new();
     for rs in services {
         let s = phases::steady(rs, "spec")?;
@@ -55,12 +59,27 @@ pub fn together(services: &[RayService]) -> Result<Together, PlanError> {
         names.push(format!("{ns}/{}", rs.metadata.name.clone().unwrap_or_default()));
     }
     let shown = |m: BTreeMap<String, Amount>| m.into_iter().map(|(r, v)| (r.clone(), show(&r, v))).collect();
-    Ok(Together { ray_services: names, steady: shown(steady), without_waiting: shown(sum), taking_turns: shown(max) })
+    Ok(Together {
+        ray_services: names,
+        steady: shown(steady),
+        without_waiting: shown(sum),
+        taking_turns: shown(max),
+    })
 }
 
 fn together_text(t: &Together) -> String {
-    let mut out = format!("Together: {} RayServices through one queue ({})\n\n", t.ray_services.len(), t.ray_services.join(", "));
-    let resources: Vec<&String> = t.steady.keys().chain(t.without_waiting.keys()).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+    let mut out = format!(
+        "Together: {} RayServices through one queue ({})\n\n",
+        t.ray_services.len(),
+        t.ray_services.join(", ")
+    );
+    let resources: Vec<&String> = t
+        .steady
+        .keys()
+        .chain(t.without_waiting.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
     let mut header = vec!["WHAT".to_string()];
     header.extend(resources.iter().map(|r| r.to_uppercase()));
     let mut rows = vec![header];
@@ -70,7 +89,11 @@ fn together_text(t: &Together) -> String {
         ("spare for upgrades taking turns", &t.taking_turns),
     ] {
         let mut row = vec![what.to_string()];
-        row.extend(resources.iter().map(|r| m.get(*r).cloned().unwrap_or_else(|| "0".into())));
+        row.extend(
+            resources
+                .iter()
+                .map(|r| m.get(*r).cloned().unwrap_or_else(|| "0".into())),
+        );
         rows.push(row);
     }
     out.push_str(&table(&rows));
@@ -101,7 +124,9 @@ pub fn render_all(p: &Plans, output: Output) -> Result<String, String> {
             }
             Ok(out)
         }
-        Output::Json => serde_json::to_string_pretty(p).map(|s| s + "\n").map_err(|e| e.to_string()),
+        Output::Json => serde_json::to_string_pretty(p)
+            .map(|s| s + "\n")
+            .map_err(|e| e.to_string()),
         Output::Yaml => serde_saphyr::to_string(p).map_err(|e| e.to_string()),
     }
 }

@@ -11,7 +11,9 @@ use super::*;
 use crate::api::kueue::Workload;
 
 fn manifest(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/manifests").join(rel)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/manifests")
+        .join(rel)
 }
 
 fn service(rel: &str) -> RayService {
@@ -20,12 +22,16 @@ fn service(rel: &str) -> RayService {
 }
 
 fn podset<'a>(p: &'a PhaseReport, name: &str) -> &'a PodSetReport {
-    p.podsets.iter().find(|ps| ps.name == name).unwrap_or_else(|| panic!("podset {name} in {:?}", p.podsets))
+    p.podsets
+        .iter()
+        .find(|ps| ps.name == name)
+        .unwrap_or_else(|| panic!("podset {name} in {:?}", p.podsets))
 }
 
 fn queues(rel: &str) -> Snapshot {
     let mut snap = Snapshot::default();
-    fit::add_documents(&mut snap, &read_docs(&[manifest(rel)]).expect("queues read")).expect("queue documents parse");
+    fit::add_documents(&mut snap, &read_docs(&[manifest(rel)]).expect("queues read"))
+        .expect("queue documents parse");
     snap
 }
 
@@ -60,10 +66,22 @@ fn a_resized_target_spec_is_its_own_podset_at_peak() {
     let g = &mut to.spec.ray_cluster_config.worker_group_specs.as_mut().unwrap()[0];
     g.replicas = Some(3);
     let c = &mut g.template.spec.as_mut().unwrap().containers[0];
-    c.resources.as_mut().unwrap().requests.as_mut().unwrap().insert("cpu".into(), k8s_openapi::apimachinery::pkg::api::resource::Quantity("2".into()));
+    c.resources.as_mut().unwrap().requests.as_mut().unwrap().insert(
+        "cpu".into(),
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity("2".into()),
+    );
     let r = compute(&from, &to).unwrap();
     assert_eq!(r.peak.total["cpu"], "10500m");
-    assert_eq!(r.peak.podsets.iter().filter(|p| p.name.starts_with("small-group-")).count(), 2, "{:?}", r.peak.podsets);
+    assert_eq!(
+        r.peak
+            .podsets
+            .iter()
+            .filter(|p| p.name.starts_with("small-group-"))
+            .count(),
+        2,
+        "{:?}",
+        r.peak.podsets
+    );
 }
 
 #[test]
@@ -107,7 +125,14 @@ fn incremental_peak_is_smaller_than_blue_green_with_many_replicas() {
          - name: FruitMarket\n        num_replicas: 10\n        ray_actor_options: {num_cpus: 1}\n"
             .into(),
     );
-    rs.spec.upgrade_strategy.as_mut().unwrap().cluster_upgrade_options.as_mut().unwrap().max_surge_percent = Some(20);
+    rs.spec
+        .upgrade_strategy
+        .as_mut()
+        .unwrap()
+        .cluster_upgrade_options
+        .as_mut()
+        .unwrap()
+        .max_surge_percent = Some(20);
     rs.spec.ray_cluster_config.worker_group_specs.as_mut().unwrap()[0].max_replicas = Some(20);
     assert_eq!(serve_cpus(&rs, 100).unwrap(), 10.5);
     assert_eq!(serve_cpus(&rs, 20).unwrap(), 2.5);
@@ -117,7 +142,11 @@ fn incremental_peak_is_smaller_than_blue_green_with_many_replicas() {
     assert_eq!(r.peak.total["memory"], "19Gi", "2 x 2.5Gi + 14 x 1Gi");
     let mut bg = rs.clone();
     bg.spec.upgrade_strategy = None;
-    assert_eq!(compute(&bg, &bg).unwrap().peak.total["cpu"], "14", "blue/green: 2 x 7");
+    assert_eq!(
+        compute(&bg, &bg).unwrap().peak.total["cpu"],
+        "14",
+        "blue/green: 2 x 7"
+    );
 }
 
 #[test]
@@ -133,11 +162,17 @@ fn strategy_none_needs_nothing_extra() {
 fn incremental_states_follow_the_upgrades_own_moves() {
     // surge 50, step 50: grow the pending to 50, move traffic to it, shrink the active to 50,
     // grow the pending to 100, move the rest of the traffic, shrink the active to 0.
-    assert_eq!(incremental_states(50, 50), vec![(0, 100), (50, 100), (50, 50), (100, 50), (100, 0)]);
+    assert_eq!(
+        incremental_states(50, 50),
+        vec![(0, 100), (50, 100), (50, 50), (100, 50), (100, 0)]
+    );
     let s = incremental_states(10, 10);
     assert_eq!(s.first(), Some(&(0, 100)));
     assert_eq!(s.last(), Some(&(100, 0)));
-    assert!(s.iter().all(|(g, l)| g + l <= 110), "never more than one surge step above 100%: {s:?}");
+    assert!(
+        s.iter().all(|(g, l)| g + l <= 110),
+        "never more than one surge step above 100%: {s:?}"
+    );
 }
 
 #[test]
@@ -185,14 +220,33 @@ fn a_peak_that_does_not_fit_names_the_shortfall_and_the_holder() {
     assert!(!peak.admitted);
     assert_eq!(peak.reason, "WaitingForQuota");
     let e = peak.explanation.as_ref().expect("the scheduler's record");
-    let cpu = e.podsets.iter().flat_map(|p| &p.resources).find(|r| r.resource == "cpu" && r.flavors.iter().any(|f| !f.fits)).expect("a short cpu");
+    let cpu = e
+        .podsets
+        .iter()
+        .flat_map(|p| &p.resources)
+        .find(|r| r.resource == "cpu" && r.flavors.iter().any(|f| !f.fits))
+        .expect("a short cpu");
     let f = &cpu.flavors[0];
-    assert_eq!((f.flavor.as_str(), f.nominal.as_str(), f.used.as_str(), f.available.as_str()), ("default-flavor", "9", "6", "3"));
+    assert_eq!(
+        (
+            f.flavor.as_str(),
+            f.nominal.as_str(),
+            f.used.as_str(),
+            f.available.as_str()
+        ),
+        ("default-flavor", "9", "6", "3")
+    );
     assert_eq!(e.holders.len(), 1);
     assert_eq!(e.holders[0].workload, "team-a/training");
-    assert_eq!(e.holders[0].holds, vec![("cpu in flavor default-flavor".to_string(), "6".to_string())]);
+    assert_eq!(
+        e.holders[0].holds,
+        vec![("cpu in flavor default-flavor".to_string(), "6".to_string())]
+    );
     assert!(!e.holders[0].preemptible);
-    assert_eq!(e.preemption.why, "the ClusterQueue's preemption policy allows no preemption");
+    assert_eq!(
+        e.preemption.why,
+        "the ClusterQueue's preemption policy allows no preemption"
+    );
     let table = render(&r, Output::Table).unwrap();
     assert!(table.contains("team-a/training"), "{table}");
     assert!(table.contains("no (WaitingForQuota)"), "{table}");
@@ -209,10 +263,22 @@ fn plan_refuses_input_it_cannot_use_with_a_clear_error() {
     assert!(e.to_string().contains("--cluster-queue"), "{e}");
     snap.cluster_queues.clear();
     let docs = vec![(0, json!({"kind": "ClusterQueue", "metadata": {"name": 5}}))];
-    assert!(fit::add_documents(&mut snap, &docs).unwrap_err().to_string().starts_with("document 0 (ClusterQueue)"));
+    assert!(
+        fit::add_documents(&mut snap, &docs)
+            .unwrap_err()
+            .to_string()
+            .starts_with("document 0 (ClusterQueue)")
+    );
     let mut bad = service("kuberay/ray-service.incremental-upgrade.yaml");
-    bad.spec.serve_config_v2 = Some("applications:\n  - name: a\n    deployments:\n      - name: d\n        num_replicas: -3\n".into());
-    assert!(compute(&bad, &bad).unwrap_err().to_string().contains("applications[0].deployments[0].num_replicas"));
+    bad.spec.serve_config_v2 = Some(
+        "applications:\n  - name: a\n    deployments:\n      - name: d\n        num_replicas: -3\n".into(),
+    );
+    assert!(
+        compute(&bad, &bad)
+            .unwrap_err()
+            .to_string()
+            .contains("applications[0].deployments[0].num_replicas")
+    );
 }
 
 /// The project's incremental sample: one 50% step of the new cluster is its head (1 CPU + the 500m
@@ -226,8 +292,14 @@ fn concurrent_upgrades_of_the_incremental_sample() {
     let r = compute(&rs, &rs).unwrap();
     assert_eq!(r.upgrade_extra.get("cpu").map(String::as_str), Some("3500m"));
     assert_eq!(r.concurrent.upgrades, 2);
-    assert_eq!(r.concurrent.without_waiting.get("cpu").map(String::as_str), Some("7"));
-    assert_eq!(r.concurrent.taking_turns.get("cpu").map(String::as_str), Some("3500m"));
+    assert_eq!(
+        r.concurrent.without_waiting.get("cpu").map(String::as_str),
+        Some("7")
+    );
+    assert_eq!(
+        r.concurrent.taking_turns.get("cpu").map(String::as_str),
+        Some("3500m")
+    );
     let text = render(&r, Output::Table).unwrap();
     assert!(text.contains("2 concurrent upgrades, none waiting"), "{text}");
 }
@@ -238,19 +310,45 @@ fn concurrent_upgrades_of_the_incremental_sample() {
 #[test]
 fn several_services_are_planned_together() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config/samples");
-    let inc = one_service("inc", &read_docs(&[root.join("incremental/rayservice.yaml")]).unwrap()).unwrap();
-    let gated = one_service("gated", &read_docs(&[root.join("gated-upgrade/rayservice.yaml")]).unwrap()).unwrap();
+    let inc = one_service(
+        "inc",
+        &read_docs(&[root.join("incremental/rayservice.yaml")]).unwrap(),
+    )
+    .unwrap();
+    let gated = one_service(
+        "gated",
+        &read_docs(&[root.join("gated-upgrade/rayservice.yaml")]).unwrap(),
+    )
+    .unwrap();
     let (a, b) = (compute(&inc, &inc).unwrap(), compute(&gated, &gated).unwrap());
     let t = several::together(&[inc, gated]).unwrap();
     let milli = |s: &str| crate::api::quantity::Quantity::parse(s).unwrap().milli_value();
     let cpu = |m: &std::collections::BTreeMap<String, String>| milli(m.get("cpu").unwrap());
     assert_eq!(cpu(&t.steady), cpu(&a.steady.total) + cpu(&b.steady.total));
-    assert_eq!(cpu(&t.without_waiting), cpu(&a.upgrade_extra) + cpu(&b.upgrade_extra));
-    assert_eq!(cpu(&t.taking_turns), cpu(&a.upgrade_extra).max(cpu(&b.upgrade_extra)));
-    assert_ne!(cpu(&a.upgrade_extra), cpu(&b.upgrade_extra), "two different extras make the test tell sum from max");
-    let plans = several::Plans { services: vec![a, b], together: Some(t), jobs: Vec::new() };
+    assert_eq!(
+        cpu(&t.without_waiting),
+        cpu(&a.upgrade_extra) + cpu(&b.upgrade_extra)
+    );
+    assert_eq!(
+        cpu(&t.taking_turns),
+        cpu(&a.upgrade_extra).max(cpu(&b.upgrade_extra))
+    );
+    assert_ne!(
+        cpu(&a.upgrade_extra),
+        cpu(&b.upgrade_extra),
+        "two different extras make the test tell sum from max"
+    );
+    let plans = several::Plans {
+        services: vec![a, b],
+        together: Some(t),
+        jobs: Vec::new(),
+    };
     let text = several::render_all(&plans, Output::Table).unwrap();
-    assert!(text.contains("Together: 2 RayServices") && text.contains("spare for upgrades taking turns"), "{text}");
-    let json: serde_json::Value = serde_json::from_str(&several::render_all(&plans, Output::Json).unwrap()).unwrap();
+    assert!(
+        text.contains("Together: 2 RayServices") && text.contains("spare for upgrades taking turns"),
+        "{text}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&several::render_all(&plans, Output::Json).unwrap()).unwrap();
     assert_eq!(json["services"].as_array().map(Vec::len), Some(2));
 }

@@ -8,8 +8,8 @@
 use super::super::webhooks;
 use super::{Query, Req, Target};
 use crate::embedded::error::ApiError;
-use crate::embedded::patch::PatchKind;
 use crate::embedded::meta::meta_str;
+use crate::embedded::patch::PatchKind;
 use crate::embedded::store::Store;
 use axum::response::Response;
 use http::Method;
@@ -30,7 +30,12 @@ impl Req<'_> {
                 let mut obj = super::events::to_storage(info, self.decode_body()?);
                 super::refusals::type_meta(info, &obj)?;
                 if info.group.is_empty() && info.plural == "pods" {
-                    super::serviceaccount::admit_pod(self.store(), &self.srv.registry, self.ns().unwrap_or("default"), &mut obj)?;
+                    super::serviceaccount::admit_pod(
+                        self.store(),
+                        &self.srv.registry,
+                        self.ns().unwrap_or("default"),
+                        &mut obj,
+                    )?;
                 }
                 let created = self.store().create(info, self.ns(), obj, true)?;
                 Ok(((*created).clone(), None, true))
@@ -39,23 +44,32 @@ impl Req<'_> {
                 let old = self.store().get(info, self.ns(), &name)?;
                 let obj = super::events::to_storage(info, self.decode_body()?);
                 super::refusals::type_meta(info, &obj)?;
-                let next = self.store().update(info, self.ns(), &name, obj, self.t.status, true)?;
+                let next = self
+                    .store()
+                    .update(info, self.ns(), &name, obj, self.t.status, true)?;
                 Ok(((*next).clone(), Some(old), false))
             }
             _ => {
-                let kind = PatchKind::from_content_type(&self.content_type)
-                    .ok_or_else(|| ApiError::unsupported_media(format!("unknown patch content type {:?}", self.content_type)))?;
+                let kind = PatchKind::from_content_type(&self.content_type).ok_or_else(|| {
+                    ApiError::unsupported_media(format!("unknown patch content type {:?}", self.content_type))
+                })?;
                 let old = self.store().get(info, self.ns(), &name).ok();
                 let body = super::events::patch_to_storage(info, kind, self.decode_body()?);
                 let manager = self.query.get("fieldManager").unwrap_or("unknown");
-                let (obj, created) = self.store().patch(info, self.ns(), &name, kind, body, self.t.status, manager, true)?;
+                let (obj, created) =
+                    self.store()
+                        .patch(info, self.ns(), &name, kind, body, self.t.status, manager, true)?;
                 Ok(((*obj).clone(), if created { None } else { old }, created))
             }
         }
     }
 
     /// Serves a write through the matching admission webhooks.
-    pub(super) async fn serve_with_webhooks(&self, user: &str, groups: &[String]) -> Result<Response, ApiError> {
+    pub(super) async fn serve_with_webhooks(
+        &self,
+        user: &str,
+        groups: &[String],
+    ) -> Result<Response, ApiError> {
         let info = self.t.info.clone();
         for _ in 0..ATTEMPTS {
             let (new, old, create) = self.would_store()?;
@@ -65,7 +79,11 @@ impl Req<'_> {
             let old = old.map(|o| Store::at_version(&info, o));
             let call = webhooks::Call {
                 info: &info,
-                namespace: if info.namespaced { Some(self.ns().unwrap_or("default")) } else { None },
+                namespace: if info.namespaced {
+                    Some(self.ns().unwrap_or("default"))
+                } else {
+                    None
+                },
                 subresource: self.t.status.then_some("status"),
                 operation: if create { "CREATE" } else { "UPDATE" },
                 old: old.as_deref(),
@@ -96,7 +114,12 @@ impl Req<'_> {
             query.0.insert("fieldValidation".into(), "Ignore".into());
             let again = Req {
                 srv: self.srv,
-                t: Target { info: info.clone(), namespace: self.t.namespace.clone(), name, status: self.t.status },
+                t: Target {
+                    info: info.clone(),
+                    namespace: self.t.namespace.clone(),
+                    name,
+                    status: self.t.status,
+                },
                 query,
                 accept: self.accept.clone(),
                 content_type: "application/json".into(),

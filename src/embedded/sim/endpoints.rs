@@ -23,7 +23,10 @@ fn pod_ready(p: &Pod) -> bool {
     p.metadata.deletion_timestamp.is_none()
         && p.status.as_ref().is_some_and(|s| {
             s.pod_ip.as_deref().is_some_and(|ip| !ip.is_empty())
-                && s.conditions.iter().flatten().any(|c| c.type_ == "Ready" && c.status == crate::api::conditions::TRUE)
+                && s.conditions
+                    .iter()
+                    .flatten()
+                    .any(|c| c.type_ == "Ready" && c.status == crate::api::conditions::TRUE)
         })
 }
 
@@ -32,7 +35,8 @@ fn pod_ready(p: &Pod) -> bool {
 fn pod_published(p: &Pod) -> bool {
     p.metadata.deletion_timestamp.is_none()
         && p.status.as_ref().is_some_and(|s| {
-            s.pod_ip.as_deref().is_some_and(|ip| !ip.is_empty()) && !matches!(s.phase.as_deref(), Some("Succeeded" | "Failed"))
+            s.pod_ip.as_deref().is_some_and(|ip| !ip.is_empty())
+                && !matches!(s.phase.as_deref(), Some("Succeeded" | "Failed"))
         })
 }
 
@@ -53,7 +57,12 @@ pub fn desired_slice(svc: &Service, pods: &[Pod]) -> Option<Value> {
                    "targetRef": {"kind": "Pod", "namespace": ns, "name": p.metadata.name, "uid": p.metadata.uid}})
         })
         .collect();
-    endpoints.sort_by_key(|e| e.pointer("/targetRef/name").and_then(Value::as_str).unwrap_or("").to_string());
+    endpoints.sort_by_key(|e| {
+        e.pointer("/targetRef/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    });
     let ports: Vec<Value> = svc
         .spec
         .as_ref()
@@ -83,17 +92,29 @@ pub fn desired_slice(svc: &Service, pods: &[Pod]) -> Option<Value> {
 
 async fn reconcile(svc: Arc<Service>, client: Arc<kube::Client>) -> Result<Action, SimError> {
     let ns = svc.metadata.namespace.clone().unwrap_or_default();
-    let pods: Vec<Pod> = Api::<Pod>::namespaced((*client).clone(), &ns).list(&ListParams::default()).await?.items;
-    let Some(slice) = desired_slice(&svc, &pods) else { return Ok(Action::await_change()) };
-    let name = slice.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+    let pods: Vec<Pod> = Api::<Pod>::namespaced((*client).clone(), &ns)
+        .list(&ListParams::default())
+        .await?
+        .items;
+    let Some(slice) = desired_slice(&svc, &pods) else {
+        return Ok(Action::await_change());
+    };
+    let name = slice
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     let api: Api<EndpointSlice> = Api::namespaced((*client).clone(), &ns);
     if let Some(current) = api.get_opt(&name).await? {
         let cur = serde_json::to_value(&current).unwrap_or(Value::Null);
-        if cur.get("endpoints").unwrap_or(&json!([])) == &slice["endpoints"] && cur.get("ports") == slice.get("ports") {
+        if cur.get("endpoints").unwrap_or(&json!([])) == &slice["endpoints"]
+            && cur.get("ports") == slice.get("ports")
+        {
             return Ok(Action::await_change());
         }
     }
-    api.patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(slice)).await?;
+    api.patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(slice))
+        .await?;
     Ok(Action::await_change())
 }
 
@@ -105,15 +126,19 @@ pub async fn run(client: kube::Client) {
     let ctrl = Controller::new(Api::<Service>::all(client.clone()), watcher::Config::default());
     let services = ctrl.store();
     // Any pod change may change any Service's slice in its namespace.
-    ctrl.watches(Api::<Pod>::all(client.clone()), watcher::Config::default(), move |pod: Pod| {
-        let ns = pod.metadata.namespace.clone();
-        services
-            .state()
-            .into_iter()
-            .filter(|s| s.metadata.namespace == ns)
-            .map(|s| ObjectRef::from_obj(&*s))
-            .collect::<Vec<_>>()
-    })
+    ctrl.watches(
+        Api::<Pod>::all(client.clone()),
+        watcher::Config::default(),
+        move |pod: Pod| {
+            let ns = pod.metadata.namespace.clone();
+            services
+                .state()
+                .into_iter()
+                .filter(|s| s.metadata.namespace == ns)
+                .map(|s| ObjectRef::from_obj(&*s))
+                .collect::<Vec<_>>()
+        },
+    )
     .run(reconcile, error_policy, Arc::new(client))
     .for_each(|_| async {})
     .await;
@@ -140,18 +165,32 @@ mod tests {
                 "spec": {"selector": {"app": "a"}, "publishNotReadyAddresses": publish, "ports": [{"name": "gcs", "port": 6379}]}}))
             .unwrap()
         };
-        let pods = [pod("a", "10.244.1.2", true, "Running"), pod("b", "10.244.1.3", false, "Running"), pod("c", "", false, "Pending"), pod("d", "10.244.1.4", false, "Failed")];
+        let pods = [
+            pod("a", "10.244.1.2", true, "Running"),
+            pod("b", "10.244.1.3", false, "Running"),
+            pod("c", "", false, "Pending"),
+            pod("d", "10.244.1.4", false, "Failed"),
+        ];
         let names = |v: &Value| -> Vec<(String, bool, bool)> {
             v["endpoints"]
                 .as_array()
                 .unwrap()
                 .iter()
-                .map(|e| (e["targetRef"]["name"].as_str().unwrap().to_owned(), e["conditions"]["ready"].as_bool().unwrap(), e["conditions"]["serving"].as_bool().unwrap()))
+                .map(|e| {
+                    (
+                        e["targetRef"]["name"].as_str().unwrap().to_owned(),
+                        e["conditions"]["ready"].as_bool().unwrap(),
+                        e["conditions"]["serving"].as_bool().unwrap(),
+                    )
+                })
                 .collect()
         };
         let plain = desired_slice(&svc(false), &pods).unwrap();
         assert_eq!(names(&plain), [("a".to_string(), true, true)]);
         let published = desired_slice(&svc(true), &pods).unwrap();
-        assert_eq!(names(&published), [("a".to_string(), true, true), ("b".to_string(), true, false)]);
+        assert_eq!(
+            names(&published),
+            [("a".to_string(), true, true), ("b".to_string(), true, false)]
+        );
     }
 }

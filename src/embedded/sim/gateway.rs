@@ -28,12 +28,18 @@ pub struct GatewayConfig {
 
 impl Default for GatewayConfig {
     fn default() -> Self {
-        GatewayConfig { program_delay: Duration::ZERO, address: "10.96.0.100".into() }
+        GatewayConfig {
+            program_delay: Duration::ZERO,
+            address: "10.96.0.100".into(),
+        }
     }
 }
 
 fn resource(kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", kind), plural)
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", kind),
+        plural,
+    )
 }
 
 pub fn gateway_resource() -> ApiResource {
@@ -56,7 +62,11 @@ pub fn gateway_status(gw: &Value, cfg: &GatewayConfig, plane: Option<&GatewaySta
                 .map(|l| {
                     let name = l.get("name").and_then(Value::as_str).unwrap_or("");
                     let (accepted, programmed, attached) = match plane {
-                        None => (condition("Accepted", true, "Accepted", "", generation), condition("Programmed", true, "Programmed", "", generation), 0),
+                        None => (
+                            condition("Accepted", true, "Accepted", "", generation),
+                            condition("Programmed", true, "Programmed", "", generation),
+                            0,
+                        ),
                         Some(p) => {
                             let (bound, attached) = p.listeners.get(name).copied().unwrap_or((false, 0));
                             let http = l.get("protocol").and_then(Value::as_str) == Some("HTTP");
@@ -64,12 +74,30 @@ pub fn gateway_status(gw: &Value, cfg: &GatewayConfig, plane: Option<&GatewaySta
                             let accepted = if http {
                                 condition("Accepted", true, "Accepted", "", generation)
                             } else {
-                                condition("Accepted", false, "UnsupportedProtocol", "this gateway serves HTTP listeners only", generation)
+                                condition(
+                                    "Accepted",
+                                    false,
+                                    "UnsupportedProtocol",
+                                    "this gateway serves HTTP listeners only",
+                                    generation,
+                                )
                             };
                             let programmed = if bound {
-                                condition("Programmed", true, "Programmed", &format!("proxying on {}", p.address), generation)
+                                condition(
+                                    "Programmed",
+                                    true,
+                                    "Programmed",
+                                    &format!("proxying on {}", p.address),
+                                    generation,
+                                )
                             } else {
-                                condition("Programmed", false, "Pending", "the listener's port is not bound", generation)
+                                condition(
+                                    "Programmed",
+                                    false,
+                                    "Pending",
+                                    "the listener's port is not bound",
+                                    generation,
+                                )
                             };
                             (accepted, programmed, attached)
                         }
@@ -82,9 +110,36 @@ pub fn gateway_status(gw: &Value, cfg: &GatewayConfig, plane: Option<&GatewaySta
         })
         .unwrap_or_default();
     let (address, programmed) = match plane {
-        None => (cfg.address.clone(), condition("Programmed", true, "Programmed", "Programmed by the simulated gateway controller", generation)),
-        Some(p) if all_bound => (p.address.to_string(), condition("Programmed", true, "Programmed", "an HTTP proxy serves every HTTP listener", generation)),
-        Some(p) => (p.address.to_string(), condition("Programmed", false, "Pending", "a listener's port is not bound yet", generation)),
+        None => (
+            cfg.address.clone(),
+            condition(
+                "Programmed",
+                true,
+                "Programmed",
+                "Programmed by the simulated gateway controller",
+                generation,
+            ),
+        ),
+        Some(p) if all_bound => (
+            p.address.to_string(),
+            condition(
+                "Programmed",
+                true,
+                "Programmed",
+                "an HTTP proxy serves every HTTP listener",
+                generation,
+            ),
+        ),
+        Some(p) => (
+            p.address.to_string(),
+            condition(
+                "Programmed",
+                false,
+                "Pending",
+                "a listener's port is not bound yet",
+                generation,
+            ),
+        ),
     };
     json!({
         "addresses": [{"type": "IPAddress", "value": address}],
@@ -99,7 +154,13 @@ pub fn route_status(route: &Value, missing: &[String]) -> Value {
     let resolved = if missing.is_empty() {
         condition("ResolvedRefs", true, "ResolvedRefs", "", generation)
     } else {
-        condition("ResolvedRefs", false, "BackendNotFound", &format!("backend Service(s) not found: {}", missing.join(", ")), generation)
+        condition(
+            "ResolvedRefs",
+            false,
+            "BackendNotFound",
+            &format!("backend Service(s) not found: {}", missing.join(", ")),
+            generation,
+        )
     };
     let parents: Vec<Value> = route
         .pointer("/spec/parentRefs")
@@ -116,8 +177,18 @@ pub fn route_status(route: &Value, missing: &[String]) -> Value {
 
 fn backend_services(route: &Value) -> Vec<String> {
     let mut out = Vec::new();
-    for rule in route.pointer("/spec/rules").and_then(Value::as_array).into_iter().flatten() {
-        for b in rule.get("backendRefs").and_then(Value::as_array).into_iter().flatten() {
+    for rule in route
+        .pointer("/spec/rules")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        for b in rule
+            .get("backendRefs")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             let kind = b.get("kind").and_then(Value::as_str).unwrap_or("Service");
             if let (Some(name), "Service") = (b.get("name").and_then(Value::as_str), kind)
                 && !out.iter().any(|n| n == name)
@@ -133,7 +204,12 @@ fn backend_services(route: &Value) -> Vec<String> {
 fn same_ignoring_time(a: Option<&Value>, b: &Value) -> bool {
     fn strip(v: &Value) -> Value {
         match v {
-            Value::Object(m) => Value::Object(m.iter().filter(|(k, _)| *k != "lastTransitionTime").map(|(k, v)| (k.clone(), strip(v))).collect()),
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .filter(|(k, _)| *k != "lastTransitionTime")
+                    .map(|(k, v)| (k.clone(), strip(v)))
+                    .collect(),
+            ),
             Value::Array(a) => Value::Array(a.iter().map(strip).collect()),
             other => other.clone(),
         }
@@ -162,7 +238,11 @@ async fn reconcile_gateway(gw: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Acti
     };
     let status = gateway_status(&v, &ctx.cfg, plane.as_ref());
     // Until every listener is bound, and while routes attach, the data plane's state keeps changing.
-    let again = if ctx.plane.is_some() { Action::requeue(Duration::from_millis(500)) } else { Action::await_change() };
+    let again = if ctx.plane.is_some() {
+        Action::requeue(Duration::from_millis(500))
+    } else {
+        Action::await_change()
+    };
     if same_ignoring_time(v.get("status"), &status) {
         return Ok(again);
     }
@@ -179,7 +259,12 @@ async fn reconcile_gateway(gw: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Acti
         }
     }
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &gateway_resource());
-    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({"status": status}))).await?;
+    api.patch_status(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": status})),
+    )
+    .await?;
     Ok(again)
 }
 
@@ -203,11 +288,19 @@ async fn reconcile_route(route: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Act
     let status = route_status(&v, &missing);
     if !same_ignoring_time(v.get("status"), &status) {
         let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &httproute_resource());
-        api.patch_status(&route.metadata.name.clone().unwrap_or_default(), &PatchParams::default(), &Patch::Merge(json!({"status": status})))
-            .await?;
+        api.patch_status(
+            &route.metadata.name.clone().unwrap_or_default(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": status})),
+        )
+        .await?;
     }
     // Backends may appear later; look again while any is missing.
-    Ok(if missing.is_empty() { Action::await_change() } else { Action::requeue(Duration::from_secs(1)) })
+    Ok(if missing.is_empty() {
+        Action::await_change()
+    } else {
+        Action::requeue(Duration::from_secs(1))
+    })
 }
 
 fn error_policy(_: Arc<DynamicObject>, _: &SimError, _: Arc<Ctx>) -> Action {
@@ -216,13 +309,25 @@ fn error_policy(_: Arc<DynamicObject>, _: &SimError, _: Arc<Ctx>) -> Action {
 
 /// Runs the controller; `plane` is the data plane when one carries the traffic (the process runtime).
 pub async fn run(client: kube::Client, cfg: GatewayConfig, plane: Option<Arc<ServiceProxy>>) {
-    let ctx = Arc::new(Ctx { client: client.clone(), cfg, plane });
-    let gws = Controller::new_with(Api::<DynamicObject>::all_with(client.clone(), &gateway_resource()), watcher::Config::default(), gateway_resource())
-        .run(reconcile_gateway, error_policy, ctx.clone())
-        .for_each(|_| async {});
-    let routes = Controller::new_with(Api::<DynamicObject>::all_with(client, &httproute_resource()), watcher::Config::default(), httproute_resource())
-        .run(reconcile_route, error_policy, ctx)
-        .for_each(|_| async {});
+    let ctx = Arc::new(Ctx {
+        client: client.clone(),
+        cfg,
+        plane,
+    });
+    let gws = Controller::new_with(
+        Api::<DynamicObject>::all_with(client.clone(), &gateway_resource()),
+        watcher::Config::default(),
+        gateway_resource(),
+    )
+    .run(reconcile_gateway, error_policy, ctx.clone())
+    .for_each(|_| async {});
+    let routes = Controller::new_with(
+        Api::<DynamicObject>::all_with(client, &httproute_resource()),
+        watcher::Config::default(),
+        httproute_resource(),
+    )
+    .run(reconcile_route, error_policy, ctx)
+    .for_each(|_| async {});
     futures::join!(gws, routes);
 }
 
@@ -238,11 +343,21 @@ mod tests {
         let s = route_status(&route, &["b".into()]);
         let conds = &s["parents"][0]["conditions"];
         assert_eq!(s["parents"][0]["parentRef"]["name"], "gw");
-        assert_eq!((conds[0]["type"].as_str(), conds[0]["status"].as_str()), (Some("Accepted"), Some("True")));
-        assert_eq!((conds[1]["status"].as_str(), conds[1]["reason"].as_str()), (Some("False"), Some("BackendNotFound")));
+        assert_eq!(
+            (conds[0]["type"].as_str(), conds[0]["status"].as_str()),
+            (Some("Accepted"), Some("True"))
+        );
+        assert_eq!(
+            (conds[1]["status"].as_str(), conds[1]["reason"].as_str()),
+            (Some("False"), Some("BackendNotFound"))
+        );
         assert_eq!(conds[1]["observedGeneration"], 3);
         assert!(same_ignoring_time(Some(&s), &route_status(&route, &["b".into()])));
-        let g = gateway_status(&json!({"metadata": {"generation": 1}, "spec": {"listeners": [{"name": "http"}]}}), &GatewayConfig::default(), None);
+        let g = gateway_status(
+            &json!({"metadata": {"generation": 1}, "spec": {"listeners": [{"name": "http"}]}}),
+            &GatewayConfig::default(),
+            None,
+        );
         assert_eq!(g["conditions"][1]["type"], "Programmed");
         assert_eq!(g["listeners"][0]["name"], "http");
     }
@@ -252,12 +367,24 @@ mod tests {
     #[test]
     fn gateway_status_from_the_data_plane() {
         let gw = json!({"metadata": {"generation": 2}, "spec": {"listeners": [{"name": "http", "protocol": "HTTP", "port": 80}, {"name": "tls", "protocol": "HTTPS", "port": 443}]}});
-        let mut state = GatewayState { address: "10.96.7.2".parse().unwrap(), listeners: [("http".to_string(), (false, 1)), ("tls".to_string(), (false, 0))].into() };
+        let mut state = GatewayState {
+            address: "10.96.7.2".parse().unwrap(),
+            listeners: [("http".to_string(), (false, 1)), ("tls".to_string(), (false, 0))].into(),
+        };
         let s = gateway_status(&gw, &GatewayConfig::default(), Some(&state));
         assert_eq!(s["addresses"][0]["value"], "10.96.7.2");
-        assert_eq!((s["conditions"][1]["type"].as_str(), s["conditions"][1]["status"].as_str()), (Some("Programmed"), Some("False")));
+        assert_eq!(
+            (
+                s["conditions"][1]["type"].as_str(),
+                s["conditions"][1]["status"].as_str()
+            ),
+            (Some("Programmed"), Some("False"))
+        );
         assert_eq!(s["listeners"][0]["attachedRoutes"], 1);
-        assert_eq!(s["listeners"][1]["conditions"][0]["reason"], "UnsupportedProtocol");
+        assert_eq!(
+            s["listeners"][1]["conditions"][0]["reason"],
+            "UnsupportedProtocol"
+        );
         state.listeners.insert("http".into(), (true, 1));
         let s = gateway_status(&gw, &GatewayConfig::default(), Some(&state));
         assert_eq!(s["conditions"][1]["status"], "True");

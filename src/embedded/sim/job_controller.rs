@@ -51,7 +51,10 @@ pub struct Plan {
 }
 
 fn phase(p: &Pod) -> &str {
-    p.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending")
+    p.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending")
 }
 
 fn is_active(p: &Pod) -> bool {
@@ -59,19 +62,37 @@ fn is_active(p: &Pod) -> bool {
 }
 
 fn is_ready(p: &Pod) -> bool {
-    p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 fn index_of(p: &Pod) -> Option<i32> {
-    p.metadata.annotations.as_ref().and_then(|a| a.get(COMPLETION_INDEX)).and_then(|v| v.parse().ok())
+    p.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(COMPLETION_INDEX))
+        .and_then(|v| v.parse().ok())
 }
 
 fn condition_true(status: &JobStatus, type_: &str) -> bool {
-    status.conditions.iter().flatten().any(|c| c.type_ == type_ && c.status == "True")
+    status
+        .conditions
+        .iter()
+        .flatten()
+        .any(|c| c.type_ == type_ && c.status == "True")
 }
 
 /// Sets a condition (its transition time changes only with its status); true when anything changed.
-fn set_condition(status: &mut JobStatus, type_: &str, on: bool, reason: &str, message: &str, now: &Time) -> bool {
+fn set_condition(
+    status: &mut JobStatus,
+    type_: &str,
+    on: bool,
+    reason: &str,
+    message: &str,
+    now: &Time,
+) -> bool {
     let want = if on { "True" } else { "False" };
     let conds = status.conditions.get_or_insert_with(Vec::new);
     match conds.iter_mut().find(|c| c.type_ == type_) {
@@ -127,14 +148,22 @@ pub fn decide(job: &Job, pods: &[&Pod], now: jiff::Timestamp) -> Plan {
     let completed = indexed.then(|| {
         let limit = spec.completions.unwrap_or(parallelism);
         let mut all = b::parse_indexes(old.completed_indexes.as_deref().unwrap_or_default(), limit);
-        all.extend(succeeded_pods.iter().filter_map(|p| index_of(p)).filter(|i| (0..limit).contains(i)).map(|i| (i, i)));
+        all.extend(
+            succeeded_pods
+                .iter()
+                .filter_map(|p| index_of(p))
+                .filter(|i| (0..limit).contains(i))
+                .map(|i| (i, i)),
+        );
         b::merge_indexes(all)
     });
     if let Some(done) = &completed {
         status.completed_indexes = Some(b::format_indexes(done));
     }
     let complete = match spec.completions {
-        Some(c) if indexed => completed.as_ref().is_some_and(|d| b::count_indexes(d) >= i64::from(c)),
+        Some(c) if indexed => completed
+            .as_ref()
+            .is_some_and(|d| b::count_indexes(d) >= i64::from(c)),
         Some(c) => succeeded >= c,
         // A work queue: done once a pod succeeded and none is left running.
         None => succeeded > 0 && active.is_empty(),
@@ -144,25 +173,68 @@ pub fn decide(job: &Job, pods: &[&Pod], now: jiff::Timestamp) -> Plan {
     if finished {
         keep.clear();
     } else if failed > backoff_limit {
-        set_condition(&mut status, cond::FAILURE_TARGET, true, cond::REASON_BACKOFF_LIMIT, cond::MSG_BACKOFF_LIMIT, &now);
-        set_condition(&mut status, cond::FAILED, true, cond::REASON_BACKOFF_LIMIT, cond::MSG_BACKOFF_LIMIT, &now);
+        set_condition(
+            &mut status,
+            cond::FAILURE_TARGET,
+            true,
+            cond::REASON_BACKOFF_LIMIT,
+            cond::MSG_BACKOFF_LIMIT,
+            &now,
+        );
+        set_condition(
+            &mut status,
+            cond::FAILED,
+            true,
+            cond::REASON_BACKOFF_LIMIT,
+            cond::MSG_BACKOFF_LIMIT,
+            &now,
+        );
         keep.clear();
     } else if complete {
-        set_condition(&mut status, cond::SUCCESS_CRITERIA_MET, true, cond::REASON_COMPLETIONS_REACHED, cond::MSG_COMPLETIONS_REACHED, &now);
-        set_condition(&mut status, cond::COMPLETE, true, cond::REASON_COMPLETIONS_REACHED, cond::MSG_COMPLETIONS_REACHED, &now);
+        set_condition(
+            &mut status,
+            cond::SUCCESS_CRITERIA_MET,
+            true,
+            cond::REASON_COMPLETIONS_REACHED,
+            cond::MSG_COMPLETIONS_REACHED,
+            &now,
+        );
+        set_condition(
+            &mut status,
+            cond::COMPLETE,
+            true,
+            cond::REASON_COMPLETIONS_REACHED,
+            cond::MSG_COMPLETIONS_REACHED,
+            &now,
+        );
         status.completion_time = Some(now.clone());
         keep.clear();
     } else if suspended {
         // Suspending deletes the active pods and resets the start time (as Kueue and the real
         // controller do between them), so the template may take new scheduling directives.
-        if set_condition(&mut status, cond::SUSPENDED, true, cond::REASON_SUSPENDED, cond::MSG_SUSPENDED, &now) || status.start_time.is_some() {
+        if set_condition(
+            &mut status,
+            cond::SUSPENDED,
+            true,
+            cond::REASON_SUSPENDED,
+            cond::MSG_SUSPENDED,
+            &now,
+        ) || status.start_time.is_some()
+        {
             status.start_time = None;
         }
         keep.clear();
     } else {
         let was_suspended = condition_true(&old, cond::SUSPENDED);
         if was_suspended {
-            set_condition(&mut status, cond::SUSPENDED, false, cond::REASON_RESUMED, cond::MSG_RESUMED, &now);
+            set_condition(
+                &mut status,
+                cond::SUSPENDED,
+                false,
+                cond::REASON_RESUMED,
+                cond::MSG_RESUMED,
+                &now,
+            );
         }
         if was_suspended || status.start_time.is_none() {
             status.start_time = Some(now.clone());
@@ -179,13 +251,21 @@ pub fn decide(job: &Job, pods: &[&Pod], now: jiff::Timestamp) -> Plan {
             let done = completed.clone().unwrap_or_default();
             let running: BTreeSet<i32> = keep.iter().copied().filter_map(index_of).collect();
             let free = |i: &i32| !running.contains(i) && !done.iter().any(|(a, b)| (*a..=*b).contains(i));
-            plan.create = (0..total).filter(free).take(want.saturating_sub(keep.len())).map(Some).collect();
+            plan.create = (0..total)
+                .filter(free)
+                .take(want.saturating_sub(keep.len()))
+                .map(Some)
+                .collect();
         } else {
             plan.create = vec![None; want.saturating_sub(keep.len())];
         }
     }
     let kept: BTreeSet<&str> = keep.iter().filter_map(|p| p.metadata.name.as_deref()).collect();
-    plan.delete = active.iter().filter_map(|p| p.metadata.name.clone()).filter(|n| !kept.contains(n.as_str())).collect();
+    plan.delete = active
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .filter(|n| !kept.contains(n.as_str()))
+        .collect();
     status.active = Some(keep.len() as i32 + plan.create.len() as i32);
     status.ready = Some(keep.iter().filter(|p| is_ready(p)).count() as i32);
     if status != old {
@@ -212,7 +292,12 @@ fn keep_for(active: Vec<&Pod>, want: usize, total: Option<i32>) -> Vec<&Pod> {
     if keep.len() <= want {
         return keep;
     }
-    let scheduled = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
+    let scheduled = |p: &Pod| {
+        p.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| !n.is_empty())
+    };
     let phase_rank = |p: &Pod| match phase(p) {
         "Pending" => 0,
         "Running" => 2,
@@ -238,11 +323,18 @@ pub fn pod_for(job: &Job, index: Option<i32>) -> Pod {
     let template: PodTemplateSpec = job.spec.as_ref().map(|s| s.template.clone()).unwrap_or_default();
     let mut meta: ObjectMeta = template.metadata.unwrap_or_default();
     let labels = meta.labels.get_or_insert_with(Default::default);
-    for (k, v) in [(b::CONTROLLER_UID_LABEL, &uid), (b::LEGACY_CONTROLLER_UID_LABEL, &uid), (b::JOB_NAME_LABEL, &name), (b::LEGACY_JOB_NAME_LABEL, &name)] {
+    for (k, v) in [
+        (b::CONTROLLER_UID_LABEL, &uid),
+        (b::LEGACY_CONTROLLER_UID_LABEL, &uid),
+        (b::JOB_NAME_LABEL, &name),
+        (b::LEGACY_JOB_NAME_LABEL, &name),
+    ] {
         labels.insert(k.to_string(), v.clone());
     }
     if let Some(i) = index {
-        meta.annotations.get_or_insert_with(Default::default).insert(COMPLETION_INDEX.to_string(), i.to_string());
+        meta.annotations
+            .get_or_insert_with(Default::default)
+            .insert(COMPLETION_INDEX.to_string(), i.to_string());
     }
     meta.name = None;
     meta.generate_name = Some(match index {
@@ -258,7 +350,11 @@ pub fn pod_for(job: &Job, index: Option<i32>) -> Pod {
         controller: Some(true),
         block_owner_deletion: Some(true),
     }]);
-    Pod { metadata: meta, spec: template.spec, status: None }
+    Pod {
+        metadata: meta,
+        spec: template.spec,
+        status: None,
+    }
 }
 
 async fn reconcile(job: Arc<Job>, client: Arc<kube::Client>) -> Result<Action, SimError> {
@@ -266,7 +362,10 @@ async fn reconcile(job: Arc<Job>, client: Arc<kube::Client>) -> Result<Action, S
     let name = job.metadata.name.clone().unwrap_or_default();
     let uid = job.metadata.uid.clone().unwrap_or_default();
     let pods_api: Api<Pod> = Api::namespaced((*client).clone(), &ns);
-    let pods = pods_api.list(&ListParams::default().labels(&format!("{}={uid}", b::CONTROLLER_UID_LABEL))).await?.items;
+    let pods = pods_api
+        .list(&ListParams::default().labels(&format!("{}={uid}", b::CONTROLLER_UID_LABEL)))
+        .await?
+        .items;
     let refs: Vec<&Pod> = pods.iter().collect();
     let plan = decide(&job, &refs, jiff::Timestamp::now());
     for n in &plan.delete {
@@ -277,7 +376,9 @@ async fn reconcile(job: Arc<Job>, client: Arc<kube::Client>) -> Result<Action, S
         }
     }
     for index in &plan.create {
-        pods_api.create(&PostParams::default(), &pod_for(&job, *index)).await?;
+        pods_api
+            .create(&PostParams::default(), &pod_for(&job, *index))
+            .await?;
     }
     if let Some(status) = plan.status {
         let jobs: Api<Job> = Api::namespaced((*client).clone(), &ns);
@@ -296,7 +397,10 @@ fn error_policy(_: Arc<Job>, _: &SimError, _: Arc<kube::Client>) -> Action {
 pub async fn run(client: kube::Client) {
     let ctx = Arc::new(client.clone());
     Controller::new(Api::<Job>::all(client.clone()), watcher::Config::default())
-        .owns(Api::<Pod>::all(client), watcher::Config::default().labels(b::CONTROLLER_UID_LABEL))
+        .owns(
+            Api::<Pod>::all(client),
+            watcher::Config::default().labels(b::CONTROLLER_UID_LABEL),
+        )
         .run(reconcile, error_policy, ctx)
         .for_each(|_| async {})
         .await;

@@ -23,7 +23,11 @@ pub struct SimConfig {
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { node: Some(node::NodeAgentConfig::default()), gateway: Some(gateway::GatewayConfig::default()), endpoints: true }
+        SimConfig {
+            node: Some(node::NodeAgentConfig::default()),
+            gateway: Some(gateway::GatewayConfig::default()),
+            endpoints: true,
+        }
     }
 }
 
@@ -33,11 +37,20 @@ pub fn spawn(client: kube::Client, config: &SimConfig, cancel: CancellationToken
     // With the process runtime, the Service proxy is also the Gateways' data plane.
     let mut plane = None;
     if let Some(n) = &config.node {
-        handles.push(tokio::spawn(until(cancel.clone(), node::run(client.clone(), n.clone()))));
+        handles.push(tokio::spawn(until(
+            cancel.clone(),
+            node::run(client.clone(), n.clone()),
+        )));
         // Pods need a node to run on, and Jobs a controller to make their pods: they come together.
-        handles.push(tokio::spawn(until(cancel.clone(), job_controller::run(client.clone()))));
+        handles.push(tokio::spawn(until(
+            cancel.clone(),
+            job_controller::run(client.clone()),
+        )));
         if let Some(rt) = n.runtime.clone() {
-            handles.push(tokio::spawn(until(cancel.clone(), rt.clone().follow_removals(client.clone()))));
+            handles.push(tokio::spawn(until(
+                cancel.clone(),
+                rt.clone().follow_removals(client.clone()),
+            )));
             let proxy = proxy::ServiceProxy::new(&rt);
             plane = Some(proxy.clone());
             handles.push(tokio::spawn(until(cancel.clone(), proxy.run(client.clone()))));
@@ -50,10 +63,16 @@ pub fn spawn(client: kube::Client, config: &SimConfig, cancel: CancellationToken
         }
     }
     if let Some(g) = &config.gateway {
-        handles.push(tokio::spawn(until(cancel.clone(), gateway::run(client.clone(), g.clone(), plane))));
+        handles.push(tokio::spawn(until(
+            cancel.clone(),
+            gateway::run(client.clone(), g.clone(), plane),
+        )));
     }
     if config.endpoints {
-        handles.push(tokio::spawn(until(cancel.clone(), endpoints::run(client.clone()))));
+        handles.push(tokio::spawn(until(
+            cancel.clone(),
+            endpoints::run(client.clone()),
+        )));
     }
     handles
 }
@@ -77,7 +96,13 @@ pub enum SimError {
     Kube(#[from] kube::Error),
 }
 
-pub(crate) fn condition(type_: &str, status: bool, reason: &str, message: &str, generation: Option<i64>) -> serde_json::Value {
+pub(crate) fn condition(
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+) -> serde_json::Value {
     let c = crate::api::conditions::new(type_, status, reason, message, generation, jiff::Timestamp::now());
     serde_json::to_value(c).unwrap_or_default()
 }

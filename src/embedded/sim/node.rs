@@ -34,7 +34,12 @@ pub struct NodeAgentConfig {
 
 impl Default for NodeAgentConfig {
     fn default() -> Self {
-        NodeAgentConfig { node_name: "sim-node-1".into(), start_delay: Duration::ZERO, fail_selector: None, runtime: None }
+        NodeAgentConfig {
+            node_name: "sim-node-1".into(),
+            start_delay: Duration::ZERO,
+            fail_selector: None,
+            runtime: None,
+        }
     }
 }
 
@@ -56,27 +61,56 @@ pub enum PodAction {
 pub const SCHEDULING_GATED: &str = "SchedulingGated";
 pub const SCHEDULING_GATED_MESSAGE: &str = "Scheduling is blocked due to non-empty scheduling gates";
 
-pub fn decide(pod: &Pod, cfg: &NodeAgentConfig, fail: &Option<LabelSelector>, waited: Duration, ip: &str) -> PodAction {
+pub fn decide(
+    pod: &Pod,
+    cfg: &NodeAgentConfig,
+    fail: &Option<LabelSelector>,
+    waited: Duration,
+    ip: &str,
+) -> PodAction {
     let meta = &pod.metadata;
     if meta.deletion_timestamp.is_some() {
-        return if meta.finalizers.as_ref().is_none_or(Vec::is_empty) { PodAction::Remove } else { PodAction::Nothing };
+        return if meta.finalizers.as_ref().is_none_or(Vec::is_empty) {
+            PodAction::Remove
+        } else {
+            PodAction::Nothing
+        };
     }
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+    let phase = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending");
     if phase == "Running" {
         return finish(pod, jiff::Timestamp::now());
     }
     if phase != "Pending" {
         return PodAction::Nothing;
     }
-    if pod.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty()) {
+    if pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|g| !g.is_empty())
+    {
         // The scheduler's word for a gated pod: not scheduled, `SchedulingGated`.
-        let said = pod.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
-            cs.iter().any(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some(SCHEDULING_GATED))
-        });
+        let said = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c.type_ == "PodScheduled"
+                        && c.status == "False"
+                        && c.reason.as_deref() == Some(SCHEDULING_GATED)
+                })
+            });
         return if said {
             PodAction::Nothing
         } else {
-            PodAction::Gated(json!({"phase": "Pending", "conditions": [condition("PodScheduled", false, SCHEDULING_GATED, SCHEDULING_GATED_MESSAGE, None)]}))
+            PodAction::Gated(
+                json!({"phase": "Pending", "conditions": [condition("PodScheduled", false, SCHEDULING_GATED, SCHEDULING_GATED_MESSAGE, None)]}),
+            )
         };
     }
     if waited < cfg.start_delay {
@@ -84,9 +118,17 @@ pub fn decide(pod: &Pod, cfg: &NodeAgentConfig, fail: &Option<LabelSelector>, wa
     }
     let now = crate::embedded::meta::now_rfc3339();
     let as_json = serde_json::to_value(pod).unwrap_or(Value::Null);
-    let by_annotation = meta.annotations.as_ref().and_then(|a| a.get(FAIL_ANNOTATION)).is_some_and(|v| v == "true");
+    let by_annotation = meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(FAIL_ANNOTATION))
+        .is_some_and(|v| v == "true");
     let failed = by_annotation || fail.as_ref().is_some_and(|s| s.matches(&as_json));
-    let containers: Vec<String> = pod.spec.as_ref().map(|s| s.containers.iter().map(|c| c.name.clone()).collect()).unwrap_or_default();
+    let containers: Vec<String> = pod
+        .spec
+        .as_ref()
+        .map(|s| s.containers.iter().map(|c| c.name.clone()).collect())
+        .unwrap_or_default();
     let statuses: Vec<Value> = containers
         .iter()
         .map(|n| {
@@ -127,12 +169,22 @@ pub struct Exit {
 /// command (it runs until deleted).
 pub fn exit_of(command: &[String]) -> Option<Exit> {
     let script = match command {
-        [sh, c, script] if ["sh", "/bin/sh", "bash", "/bin/bash"].contains(&sh.as_str()) && c == "-c" => script.clone(),
+        [sh, c, script] if ["sh", "/bin/sh", "bash", "/bin/bash"].contains(&sh.as_str()) && c == "-c" => {
+            script.clone()
+        }
         [] => return None,
         words => words.join(" "),
     };
-    let mut exit = Exit { after: Duration::ZERO, code: 0 };
-    for statement in script.split(';').flat_map(|s| s.split("&&")).map(str::trim).filter(|s| !s.is_empty()) {
+    let mut exit = Exit {
+        after: Duration::ZERO,
+        code: 0,
+    };
+    for statement in script
+        .split(';')
+        .flat_map(|s| s.split("&&"))
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
         match statement.split_whitespace().collect::<Vec<_>>().as_slice() {
             ["sleep", n] => {
                 let secs = n.parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0)?;
@@ -151,14 +203,31 @@ pub fn exit_of(command: &[String]) -> Option<Exit> {
 /// A running pod whose containers all end on their own: its final status once the longest has run
 /// its time (counted from the pod's `startTime`), else a wait until then.
 fn finish(pod: &Pod, now: jiff::Timestamp) -> PodAction {
-    let Some(spec) = pod.spec.as_ref() else { return PodAction::Nothing };
+    let Some(spec) = pod.spec.as_ref() else {
+        return PodAction::Nothing;
+    };
     let exits: Option<Vec<(String, Exit)>> = spec
         .containers
         .iter()
-        .map(|c| exit_of(&[c.command.clone().unwrap_or_default(), c.args.clone().unwrap_or_default()].concat()).map(|e| (c.name.clone(), e)))
+        .map(|c| {
+            exit_of(
+                &[
+                    c.command.clone().unwrap_or_default(),
+                    c.args.clone().unwrap_or_default(),
+                ]
+                .concat(),
+            )
+            .map(|e| (c.name.clone(), e))
+        })
         .collect();
-    let Some(exits) = exits.filter(|e| !e.is_empty()) else { return PodAction::Nothing };
-    let started = pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map_or(now, |t| t.0);
+    let Some(exits) = exits.filter(|e| !e.is_empty()) else {
+        return PodAction::Nothing;
+    };
+    let started = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.start_time.as_ref())
+        .map_or(now, |t| t.0);
     let ran = Duration::try_from(now.duration_since(started)).unwrap_or(Duration::ZERO);
     let longest = exits.iter().map(|(_, e)| e.after).max().unwrap_or(Duration::ZERO);
     if ran < longest {
@@ -197,7 +266,11 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, SimError> {
     let name = pod.metadata.name.clone().unwrap_or_default();
     let uid = pod.metadata.uid.clone().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-    let gated = pod.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty());
+    let gated = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|g| !g.is_empty());
     if let Some(rt) = ctx.cfg.runtime.as_ref().filter(|rt| rt.runs(&pod))
         && (!gated || pod.metadata.deletion_timestamp.is_some())
     {
@@ -213,24 +286,59 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, SimError> {
         PodAction::Nothing => Ok(Action::await_change()),
         PodAction::Wait(d) => Ok(Action::requeue(d)),
         PodAction::Remove => {
-            ctx.first_seen.lock().unwrap_or_else(|p| p.into_inner()).remove(&uid);
-            match api.delete(&name, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await {
+            ctx.first_seen
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&uid);
+            match api
+                .delete(
+                    &name,
+                    &DeleteParams {
+                        grace_period_seconds: Some(0),
+                        ..Default::default()
+                    },
+                )
+                .await
+            {
                 Ok(_) => Ok(Action::await_change()),
                 Err(kube::Error::Api(s)) if s.code == 404 => Ok(Action::await_change()),
                 Err(e) => Err(e.into()),
             }
         }
         PodAction::Gated(status) => {
-            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({"status": status}))).await?;
+            api.patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": status})),
+            )
+            .await?;
             Ok(Action::await_change())
         }
         PodAction::SetStatus(status) => {
-            if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty) {
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"nodeName": ctx.cfg.node_name}}))).await?;
+            if pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .is_none_or(str::is_empty)
+            {
+                api.patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"nodeName": ctx.cfg.node_name}})),
+                )
+                .await?;
             }
-            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({"status": status}))).await?;
+            api.patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": status})),
+            )
+            .await?;
             // Started (or failed): the start clock is no longer needed.
-            ctx.first_seen.lock().unwrap_or_else(|p| p.into_inner()).remove(&uid);
+            ctx.first_seen
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&uid);
             Ok(Action::await_change())
         }
     }
@@ -250,7 +358,13 @@ pub async fn run(client: kube::Client, cfg: NodeAgentConfig) {
         }
         None => None,
     };
-    let ctx = Arc::new(Ctx { client: client.clone(), cfg, fail, first_seen: Mutex::new(HashMap::new()), next_ip: AtomicU32::new(0) });
+    let ctx = Arc::new(Ctx {
+        client: client.clone(),
+        cfg,
+        fail,
+        first_seen: Mutex::new(HashMap::new()),
+        next_ip: AtomicU32::new(0),
+    });
     Controller::new(Api::<Pod>::all(client), watcher::Config::default())
         .run(reconcile, error_policy, ctx)
         .for_each(|_| async {})
@@ -267,15 +381,24 @@ mod tests {
 
     #[test]
     fn decisions() {
-        let cfg = NodeAgentConfig { start_delay: Duration::from_secs(2), ..Default::default() };
+        let cfg = NodeAgentConfig {
+            start_delay: Duration::from_secs(2),
+            ..Default::default()
+        };
         let base = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}, "status": {"phase": "Pending"}});
         let p = pod(base.clone());
-        assert_eq!(decide(&p, &cfg, &None, Duration::from_secs(1), "ip"), PodAction::Wait(Duration::from_secs(1)));
+        assert_eq!(
+            decide(&p, &cfg, &None, Duration::from_secs(1), "ip"),
+            PodAction::Wait(Duration::from_secs(1))
+        );
         match decide(&p, &cfg, &None, Duration::from_secs(2), "10.0.0.9") {
             PodAction::SetStatus(s) => {
                 assert_eq!(s["phase"], "Running");
                 assert_eq!(s["podIP"], "10.0.0.9");
-                assert_eq!(s["conditions"][3], json!({"type": "Ready", "status": "True", "reason": "", "message": "", "lastTransitionTime": s["conditions"][3]["lastTransitionTime"]}));
+                assert_eq!(
+                    s["conditions"][3],
+                    json!({"type": "Ready", "status": "True", "reason": "", "message": "", "lastTransitionTime": s["conditions"][3]["lastTransitionTime"]})
+                );
             }
             other => panic!("{other:?}"),
         }
@@ -290,43 +413,91 @@ mod tests {
         gated["spec"]["schedulingGates"] = json!([{"name": "g"}]);
         match decide(&pod(gated.clone()), &cfg, &None, Duration::from_secs(5), "ip") {
             PodAction::Gated(s) => {
-                assert_eq!((s["phase"].as_str(), s["conditions"][0]["type"].as_str()), (Some("Pending"), Some("PodScheduled")));
-                assert_eq!((s["conditions"][0]["status"].as_str(), s["conditions"][0]["reason"].as_str()), (Some("False"), Some("SchedulingGated")));
+                assert_eq!(
+                    (s["phase"].as_str(), s["conditions"][0]["type"].as_str()),
+                    (Some("Pending"), Some("PodScheduled"))
+                );
+                assert_eq!(
+                    (
+                        s["conditions"][0]["status"].as_str(),
+                        s["conditions"][0]["reason"].as_str()
+                    ),
+                    (Some("False"), Some("SchedulingGated"))
+                );
                 gated["status"] = s;
             }
             other => panic!("{other:?}"),
         }
-        assert_eq!(decide(&pod(gated), &cfg, &None, Duration::from_secs(5), "ip"), PodAction::Nothing, "said once");
+        assert_eq!(
+            decide(&pod(gated), &cfg, &None, Duration::from_secs(5), "ip"),
+            PodAction::Nothing,
+            "said once"
+        );
         let mut deleting = base.clone();
         deleting["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-        assert_eq!(decide(&pod(deleting.clone()), &cfg, &None, Duration::ZERO, "ip"), PodAction::Remove);
+        assert_eq!(
+            decide(&pod(deleting.clone()), &cfg, &None, Duration::ZERO, "ip"),
+            PodAction::Remove
+        );
         deleting["metadata"]["finalizers"] = json!(["x"]);
-        assert_eq!(decide(&pod(deleting), &cfg, &None, Duration::ZERO, "ip"), PodAction::Nothing);
+        assert_eq!(
+            decide(&pod(deleting), &cfg, &None, Duration::ZERO, "ip"),
+            PodAction::Nothing
+        );
         let mut running = base;
         running["status"]["phase"] = json!("Running");
-        assert_eq!(decide(&pod(running), &cfg, &None, Duration::from_secs(9), "ip"), PodAction::Nothing);
+        assert_eq!(
+            decide(&pod(running), &cfg, &None, Duration::from_secs(9), "ip"),
+            PodAction::Nothing
+        );
     }
 
     #[test]
     fn sleep_and_exit_commands_end_their_pods() {
         let words = |s: &[&str]| s.iter().map(|w| w.to_string()).collect::<Vec<_>>();
-        let exit = |secs: u64, code: i32| Some(Exit { after: Duration::from_secs(secs), code });
+        let exit = |secs: u64, code: i32| {
+            Some(Exit {
+                after: Duration::from_secs(secs),
+                code,
+            })
+        };
         assert_eq!(exit_of(&words(&["sleep", "3"])), exit(3, 0));
         assert_eq!(exit_of(&words(&["sh", "-c", "sleep 1; exit 3"])), exit(1, 3));
-        assert_eq!(exit_of(&words(&["/bin/sh", "-c", "sleep 1 && sleep 2"])), exit(3, 0));
+        assert_eq!(
+            exit_of(&words(&["/bin/sh", "-c", "sleep 1 && sleep 2"])),
+            exit(3, 0)
+        );
         assert_eq!(exit_of(&words(&["sh", "-c", "exit 2; sleep 9"])), exit(0, 2));
-        assert_eq!(exit_of(&words(&["sleep", "0.5"])), Some(Exit { after: Duration::from_millis(500), code: 0 }));
-        for forever in [&["python", "train.py"][..], &["sleep", "-1"], &["sleep", "inf"], &["sh", "-c", "echo hi; sleep 1"], &[]] {
+        assert_eq!(
+            exit_of(&words(&["sleep", "0.5"])),
+            Some(Exit {
+                after: Duration::from_millis(500),
+                code: 0
+            })
+        );
+        for forever in [
+            &["python", "train.py"][..],
+            &["sleep", "-1"],
+            &["sleep", "inf"],
+            &["sh", "-c", "echo hi; sleep 1"],
+            &[],
+        ] {
             assert_eq!(exit_of(&words(forever)), None, "{forever:?}");
         }
 
         let at = |s: i64| jiff::Timestamp::from_second(1_700_000_000 + s).unwrap();
         let running = |command: Value| {
-            pod(json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a", "command": command}, {"name": "b", "command": ["sleep", "1"]}]},
-                "status": {"phase": "Running", "startTime": at(0).to_string()}}))
+            pod(
+                json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a", "command": command}, {"name": "b", "command": ["sleep", "1"]}]},
+                "status": {"phase": "Running", "startTime": at(0).to_string()}}),
+            )
         };
         let p = running(json!(["sleep", "2"]));
-        assert_eq!(finish(&p, at(1)), PodAction::Wait(Duration::from_secs(1)), "the longest container decides");
+        assert_eq!(
+            finish(&p, at(1)),
+            PodAction::Wait(Duration::from_secs(1)),
+            "the longest container decides"
+        );
         match finish(&p, at(2)) {
             PodAction::SetStatus(s) => {
                 assert_eq!(s["phase"], "Succeeded");
@@ -341,6 +512,10 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert_eq!(finish(&running(json!(["serve"])), at(100)), PodAction::Nothing, "runs until deleted");
+        assert_eq!(
+            finish(&running(json!(["serve"])), at(100)),
+            PodAction::Nothing,
+            "runs until deleted"
+        );
     }
 }

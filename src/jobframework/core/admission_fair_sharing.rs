@@ -12,8 +12,7 @@ use kube::ResourceExt;
 
 use super::snapshot::Snapshot;
 use crate::api::kueue::{
-    LocalQueue, LocalQueueAdmissionFairSharingStatus, LocalQueueFairSharingStatus, LocalQueueStatus,
-    Workload,
+    LocalQueue, LocalQueueAdmissionFairSharingStatus, LocalQueueFairSharingStatus, LocalQueueStatus, Workload,
 };
 use crate::api::quantity::{Format, Quantity};
 use crate::queue::AdmissionCore;
@@ -36,7 +35,13 @@ pub fn weight(lq: &LocalQueue) -> f64 {
 
 /// The consumed resources persisted in status (resources that do not parse are left out).
 pub fn persisted(lq: &LocalQueue) -> Option<Resources> {
-    let s = lq.status.as_ref()?.fair_sharing.as_ref()?.admission_fair_sharing_status.as_ref()?;
+    let s = lq
+        .status
+        .as_ref()?
+        .fair_sharing
+        .as_ref()?
+        .admission_fair_sharing_status
+        .as_ref()?;
     Some(
         s.consumed_resources
             .iter()
@@ -54,7 +59,11 @@ pub fn sync(core: &mut AdmissionCore, snap: &Snapshot, now_ms: i64) {
     for lq in &snap.local_queues {
         let key = LocalQueueKey::new(lq.namespace().unwrap_or_default(), lq.name_any());
         // The persisted history only seeds a LocalQueue not tracked yet.
-        let seed = if core.local_queue_usage(&key).is_none() { persisted(lq) } else { None };
+        let seed = if core.local_queue_usage(&key).is_none() {
+            persisted(lq)
+        } else {
+            None
+        };
         core.track_local_queue(key.clone(), lq.spec.cluster_queue(), weight(lq), seed, now_ms);
         live.insert(key);
     }
@@ -87,16 +96,24 @@ pub fn status(
     let mut s = desired.clone().unwrap_or_else(|| old.clone());
     // Whole seconds, as the API keeps a Time: with the milliseconds, the status read back would
     // never equal the one computed, and every cycle would write it again.
-    let last_update = jiff::Timestamp::from_second(e.last_update_ms.div_euclid(1000)).unwrap_or_else(|_| jiff::Timestamp::now());
+    let last_update = jiff::Timestamp::from_second(e.last_update_ms.div_euclid(1000))
+        .unwrap_or_else(|_| jiff::Timestamp::now());
     let afs = LocalQueueAdmissionFairSharingStatus {
         consumed_resources: e
             .consumed
             .iter()
-            .map(|(r, n)| (r.clone(), ApiQuantity(Quantity::from_nanos(*n, Format::DecimalSi).canonical())))
+            .map(|(r, n)| {
+                (
+                    r.clone(),
+                    ApiQuantity(Quantity::from_nanos(*n, Format::DecimalSi).canonical()),
+                )
+            })
             .collect(),
         last_update: Time(last_update),
     };
-    let fs = s.fair_sharing.get_or_insert_with(LocalQueueFairSharingStatus::default);
+    let fs = s
+        .fair_sharing
+        .get_or_insert_with(LocalQueueFairSharingStatus::default);
     fs.admission_fair_sharing_status = Some(afs);
     if s == old { None } else { Some(s) }
 }
@@ -121,9 +138,10 @@ pub fn report_usage(m: &crate::jobframework::metrics::Metrics, core: &AdmissionC
             (l, u)
         })
         .collect();
-    m.local_queue_admission_fair_sharing_usage.replace(values, |g, v| {
-        g.set(v);
-    });
+    m.local_queue_admission_fair_sharing_usage
+        .replace(values, |g, v| {
+            g.set(v);
+        });
 }
 
 #[cfg(test)]
@@ -138,7 +156,9 @@ mod tests {
     fn local_queue_weight() {
         let lq = |w: Option<&str>| {
             let mut q = LocalQueue::build("lq", "ns").cluster_queue("cq").build();
-            q.spec.fair_sharing = w.map(|w| FairSharing { weight: Some(ApiQuantity(w.into())) });
+            q.spec.fair_sharing = w.map(|w| FairSharing {
+                weight: Some(ApiQuantity(w.into())),
+            });
             q
         };
         assert_eq!(weight(&lq(Some("2"))), 2.0);
@@ -154,12 +174,19 @@ mod tests {
         use crate::api::kueue::constants::condition;
         let at = jiff::Timestamp::from_second(1_800_000_000).unwrap_or_else(|e| panic!("{e}"));
         let wl = |queue: &str, active: bool, reserved: bool, finished: bool| {
-            let mut w = Workload::build("wl", "ns").queue(queue).podset("main", 1, [("cpu", "4")]).build();
+            let mut w = Workload::build("wl", "ns")
+                .queue(queue)
+                .podset("main", 1, [("cpu", "4")])
+                .build();
             w.spec.active = (!active).then_some(false);
             let mut s = crate::api::kueue::WorkloadStatus::default();
-            for (type_, on) in [(condition::QUOTA_RESERVED, reserved), (condition::FINISHED, finished)] {
+            for (type_, on) in [
+                (condition::QUOTA_RESERVED, reserved),
+                (condition::FINISHED, finished),
+            ] {
                 if on {
-                    s.conditions.push(crate::api::conditions::new(type_, true, "Test", "", None, at));
+                    s.conditions
+                        .push(crate::api::conditions::new(type_, true, "Test", "", None, at));
                 }
             }
             w.status = Some(s);
@@ -167,12 +194,32 @@ mod tests {
         };
         let home = Some(LocalQueueKey::new("ns", "lq"));
         let cases = [
-            ("evicted back to pending on the same LocalQueue keeps it", wl("lq", true, false, false), home.clone()),
+            (
+                "evicted back to pending on the same LocalQueue keeps it",
+                wl("lq", true, false, false),
+                home.clone(),
+            ),
             ("reserved keeps it", wl("lq", true, true, false), home.clone()),
-            ("deactivated keeping the reservation keeps it", wl("lq", false, true, false), home.clone()),
-            ("deactivated with the reservation gone drops it", wl("lq", false, false, false), None),
-            ("finished without admission drops it", wl("lq", true, true, true), None),
-            ("moved to another LocalQueue: only that one", wl("lq2", true, false, false), Some(LocalQueueKey::new("ns", "lq2"))),
+            (
+                "deactivated keeping the reservation keeps it",
+                wl("lq", false, true, false),
+                home.clone(),
+            ),
+            (
+                "deactivated with the reservation gone drops it",
+                wl("lq", false, false, false),
+                None,
+            ),
+            (
+                "finished without admission drops it",
+                wl("lq", true, true, true),
+                None,
+            ),
+            (
+                "moved to another LocalQueue: only that one",
+                wl("lq2", true, false, false),
+                Some(LocalQueueKey::new("ns", "lq2")),
+            ),
         ];
         for (name, w, want) in cases {
             assert_eq!(penalty_home(&w), want, "{name}");
@@ -193,13 +240,36 @@ mod tests {
         }));
         let cq = ClusterQueueModel::build("cq").flavor("default", &[("cpu", 8000), ("memory", 1 << 30)]);
         core.upsert_cluster_queue(cq).unwrap_or_else(|e| panic!("{e}"));
-        let persisted: Resources = [("cpu".to_string(), 7_500_000_000_i128), ("memory".to_string(), 1_000_000_001)].into();
-        core.track_local_queue(LocalQueueKey::new("ns", "lq"), "cq", 1.0, Some(persisted), 1_800_000_000_123);
+        let persisted: Resources = [
+            ("cpu".to_string(), 7_500_000_000_i128),
+            ("memory".to_string(), 1_000_000_001),
+        ]
+        .into();
+        core.track_local_queue(
+            LocalQueueKey::new("ns", "lq"),
+            "cq",
+            1.0,
+            Some(persisted),
+            1_800_000_000_123,
+        );
         let lq = LocalQueue::build("lq", "ns").cluster_queue("cq").build();
         let s = status(&lq, None, &core).unwrap_or_else(|| panic!("a status"));
-        let afs = s.fair_sharing.and_then(|f| f.admission_fair_sharing_status).unwrap_or_else(|| panic!("afs"));
-        let shown: Vec<(String, String)> = afs.consumed_resources.into_iter().map(|(k, v)| (k, v.0)).collect();
-        assert_eq!(shown, [("cpu".to_string(), "7500m".to_string()), ("memory".to_string(), "1000000001n".to_string())]);
+        let afs = s
+            .fair_sharing
+            .and_then(|f| f.admission_fair_sharing_status)
+            .unwrap_or_else(|| panic!("afs"));
+        let shown: Vec<(String, String)> = afs
+            .consumed_resources
+            .into_iter()
+            .map(|(k, v)| (k, v.0))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("cpu".to_string(), "7500m".to_string()),
+                ("memory".to_string(), "1000000001n".to_string())
+            ]
+        );
         assert_eq!(afs.last_update.0.as_millisecond(), 1_800_000_000_000);
         // Written once and read back through the API's JSON: the same ledger again is no change.
         let mut written = lq.clone();

@@ -42,17 +42,10 @@ impl RequeueBackoff {
     }
 
     /// The requeue state after one more PodsReady-timeout eviction at `now`.
-    pub fn next_state(
-        &self,
-        prev: Option<&RequeueState>,
-        now: jiff::Timestamp,
-        jitter: f64,
-    ) -> RequeueState {
+    pub fn next_state(&self, prev: Option<&RequeueState>, now: jiff::Timestamp, jitter: f64) -> RequeueState {
         let count = prev.and_then(|p| p.count).unwrap_or(0).saturating_add(1);
         let at = now
-            .checked_add(jiff::SignedDuration::from_millis(
-                self.delay_ms(count, jitter),
-            ))
+            .checked_add(jiff::SignedDuration::from_millis(self.delay_ms(count, jitter)))
             .unwrap_or(now);
         RequeueState {
             count: Some(count),
@@ -111,21 +104,15 @@ pub fn release(wl: &Workload, cq_stopped: bool) -> Option<(&'static str, &'stati
             "The LocalQueue was restarted after being stopped",
         )),
         reason::DEACTIVATED => Some((reason::REACTIVATED, "The workload was reactivated")),
-        reason::PODS_READY_TIMEOUT | reason::ADMISSION_CHECK => Some((
-            reason::BACKOFF_FINISHED,
-            "The workload backoff was finished",
-        )),
+        reason::PODS_READY_TIMEOUT | reason::ADMISSION_CHECK => {
+            Some((reason::BACKOFF_FINISHED, "The workload backoff was finished"))
+        }
         _ => None,
     }
 }
 
 /// Requeued=True with `why`.
-pub fn requeued(
-    wl: &Workload,
-    why: &str,
-    message: &str,
-    now: jiff::Timestamp,
-) -> Option<WorkloadStatus> {
+pub fn requeued(wl: &Workload, why: &str, message: &str, now: jiff::Timestamp) -> Option<WorkloadStatus> {
     let mut s = status_of(wl);
     set_condition(
         &mut s.conditions,

@@ -14,7 +14,9 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
 use super::sync::Snapshot;
-use crate::api::kueue::{AdmissionCheck, ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload, WorkloadPriorityClass};
+use crate::api::kueue::{
+    AdmissionCheck, ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload, WorkloadPriorityClass,
+};
 
 #[derive(Clone)]
 pub struct Caches {
@@ -69,10 +71,7 @@ where
 
 impl Caches {
     /// Starts one watch per kind; the returned tasks run until aborted.
-    pub fn start(
-        client: &Client,
-        notify: Arc<Notify>,
-    ) -> (Caches, Vec<tokio::task::JoinHandle<()>>) {
+    pub fn start(client: &Client, notify: Arc<Notify>) -> (Caches, Vec<tokio::task::JoinHandle<()>>) {
         let mut tasks = Vec::new();
         let caches = Caches {
             cluster_queues: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),

@@ -8,7 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::workload_status::{cond, set_condition};
-use crate::api::kueue::admission_check::{AUTO_READY_CONTROLLER, AdmissionCheck, READY_AFTER_SECONDS_ANNOTATION};
+use crate::api::kueue::admission_check::{
+    AUTO_READY_CONTROLLER, AdmissionCheck, READY_AFTER_SECONDS_ANNOTATION,
+};
 use crate::api::kueue::constants::{condition, reason};
 use crate::api::kueue::{Admission, AdmissionCheckState, CheckState, ClusterQueue, Workload, WorkloadStatus};
 
@@ -31,12 +33,19 @@ pub fn cluster_queue_checks(cq: &ClusterQueue) -> CheckFlavors {
 }
 
 fn all_flavors(cq: &ClusterQueue) -> BTreeSet<String> {
-    cq.spec.resource_groups().iter().flat_map(|g| g.flavors.iter().map(|f| f.name.clone())).collect()
+    cq.spec
+        .resource_groups()
+        .iter()
+        .flat_map(|g| g.flavors.iter().map(|f| f.name.clone()))
+        .collect()
 }
 
 /// The flavors an admission assigned, over every podset.
 fn admission_flavors(a: &Admission) -> BTreeSet<&str> {
-    a.pod_set_assignments.iter().flat_map(|p| p.flavors.values().map(String::as_str)).collect()
+    a.pod_set_assignments
+        .iter()
+        .flat_map(|p| p.flavors.values().map(String::as_str))
+        .collect()
 }
 
 /// Kueue's `admissionChecksForAdmission`: the checks whose flavors meet the admission's.
@@ -69,7 +78,11 @@ impl QueueChecks {
     pub fn of(cq: &ClusterQueue) -> Self {
         let checks = cluster_queue_checks(cq);
         let all = all_flavors(cq);
-        let everywhere = checks.iter().filter(|(_, on)| on.is_superset(&all)).map(|(n, _)| n.clone()).collect();
+        let everywhere = checks
+            .iter()
+            .filter(|(_, on)| on.is_superset(&all))
+            .map(|(n, _)| n.clone())
+            .collect();
         QueueChecks { checks, everywhere }
     }
 
@@ -84,8 +97,16 @@ impl QueueChecks {
 /// Kueue's `syncAdmissionCheckConditions`: a `Pending` state for each wanted check the workload
 /// lacks, none for a check no longer wanted, the others kept as they are; sorted by name. `None`
 /// when nothing changes.
-pub fn synced_states(current: &[AdmissionCheckState], wanted: &BTreeSet<String>, now: jiff::Timestamp) -> Option<Vec<AdmissionCheckState>> {
-    let mut states: Vec<AdmissionCheckState> = current.iter().filter(|s| wanted.contains(&s.name)).cloned().collect();
+pub fn synced_states(
+    current: &[AdmissionCheckState],
+    wanted: &BTreeSet<String>,
+    now: jiff::Timestamp,
+) -> Option<Vec<AdmissionCheckState>> {
+    let mut states: Vec<AdmissionCheckState> = current
+        .iter()
+        .filter(|s| wanted.contains(&s.name))
+        .cloned()
+        .collect();
     let mut changed = states.len() != current.len();
     for name in wanted {
         if !states.iter().any(|s| &s.name == name) {
@@ -126,16 +147,30 @@ pub fn sync_admitted(s: &mut WorkloadStatus, generation: Option<i64>, now: jiff:
     let (ok, why, msg) = if !reserved {
         (false, reason::NO_RESERVATION, "The workload has no reservation")
     } else if !all_ready(&s.admission_checks) {
-        (false, reason::UNSATISFIED_ADMISSION_CHECKS, "The workload has not all checks ready")
+        (
+            false,
+            reason::UNSATISFIED_ADMISSION_CHECKS,
+            "The workload has not all checks ready",
+        )
     } else {
         (true, reason::ADMITTED, "The workload is admitted")
     };
-    if !ok && let Some(since) = s.condition(condition::ADMITTED).filter(|c| c.status == "True").map(|c| c.last_transition_time.0) {
-        let d = i32::try_from((now - since).get_seconds()).unwrap_or(i32::MAX).max(0);
+    if !ok
+        && let Some(since) = s
+            .condition(condition::ADMITTED)
+            .filter(|c| c.status == "True")
+            .map(|c| c.last_transition_time.0)
+    {
+        let d = i32::try_from((now - since).get_seconds())
+            .unwrap_or(i32::MAX)
+            .max(0);
         let past = s.accumulated_past_execution_time_seconds.unwrap_or(0);
         s.accumulated_past_execution_time_seconds = Some(past.saturating_add(d));
     }
-    set_condition(&mut s.conditions, cond(condition::ADMITTED, ok, why, msg, generation, now))
+    set_condition(
+        &mut s.conditions,
+        cond(condition::ADMITTED, ok, why, msg, generation, now),
+    )
 }
 
 /// Kueue's `buildAdmissionChecksMessage`: `AdmissionCheck in Retry state: "a" (why); "b"`.
@@ -144,9 +179,19 @@ pub fn verdict_message(states: &[&AdmissionCheckState], state: CheckState) -> St
     sorted.sort_by(|a, b| a.name.cmp(&b.name));
     let parts: Vec<String> = sorted
         .iter()
-        .map(|s| if s.message.is_empty() { format!("{:?}", s.name) } else { format!("{:?} ({})", s.name, s.message) })
+        .map(|s| {
+            if s.message.is_empty() {
+                format!("{:?}", s.name)
+            } else {
+                format!("{:?} ({})", s.name, s.message)
+            }
+        })
         .collect();
-    let noun = if states.len() > 1 { "AdmissionChecks" } else { "AdmissionCheck" };
+    let noun = if states.len() > 1 {
+        "AdmissionChecks"
+    } else {
+        "AdmissionCheck"
+    };
     format!("{noun} in {state:?} state: {}", parts.join("; "))
 }
 
@@ -164,15 +209,25 @@ pub enum Verdict {
 pub fn verdict(states: &[AdmissionCheckState]) -> Option<Verdict> {
     let rejected = in_state(states, CheckState::Rejected);
     if !rejected.is_empty() {
-        return Some(Verdict::Deactivate(verdict_message(&rejected, CheckState::Rejected)));
+        return Some(Verdict::Deactivate(verdict_message(
+            &rejected,
+            CheckState::Rejected,
+        )));
     }
     let retry = in_state(states, CheckState::Retry);
-    (!retry.is_empty()).then(|| Verdict::Evict(format!("Evicted due to {}", verdict_message(&retry, CheckState::Retry))))
+    (!retry.is_empty()).then(|| {
+        Verdict::Evict(format!(
+            "Evicted due to {}",
+            verdict_message(&retry, CheckState::Retry)
+        ))
+    })
 }
 
 /// A pending workload with a failed check is not considered for admission (Kueue's scheduler).
 pub fn has_failed(states: &[AdmissionCheckState]) -> bool {
-    states.iter().any(|s| matches!(s.state, CheckState::Retry | CheckState::Rejected))
+    states
+        .iter()
+        .any(|s| matches!(s.state, CheckState::Retry | CheckState::Rejected))
 }
 
 pub const FAILED_MESSAGE: &str = "The workload has failed admission checks";
@@ -185,7 +240,10 @@ pub fn max_retry_time(states: &[AdmissionCheckState]) -> Option<jiff::Timestamp>
         .filter(|s| s.state == CheckState::Retry)
         .filter_map(|s| {
             let at = s.last_transition_time.as_ref()?.0;
-            at.checked_add(jiff::SignedDuration::from_secs(i64::from(s.requeue_after_seconds?))).ok()
+            at.checked_add(jiff::SignedDuration::from_secs(i64::from(
+                s.requeue_after_seconds?,
+            )))
+            .ok()
         })
         .max()
 }
@@ -194,7 +252,8 @@ pub fn max_retry_time(states: &[AdmissionCheckState]) -> Option<jiff::Timestamp>
 /// more retry), saying what it was.
 pub fn reset_on_eviction(states: &mut [AdmissionCheckState], now: jiff::Timestamp) {
     for s in states.iter_mut().filter(|s| s.state != CheckState::Pending) {
-        let retry_count = (s.state == CheckState::Retry).then(|| s.retry_count.unwrap_or(0).saturating_add(1));
+        let retry_count =
+            (s.state == CheckState::Retry).then(|| s.retry_count.unwrap_or(0).saturating_add(1));
         *s = AdmissionCheckState {
             name: std::mem::take(&mut s.name),
             state: CheckState::Pending,
@@ -227,7 +286,10 @@ pub type KnownChecks = BTreeMap<String, bool>;
 pub fn known_checks<'a>(checks: impl IntoIterator<Item = &'a AdmissionCheck>) -> KnownChecks {
     checks
         .into_iter()
-        .filter(|c| c.metadata.deletion_timestamp.is_none() || c.metadata.finalizers.as_ref().is_some_and(|f| !f.is_empty()))
+        .filter(|c| {
+            c.metadata.deletion_timestamp.is_none()
+                || c.metadata.finalizers.as_ref().is_some_and(|f| !f.is_empty())
+        })
         .filter_map(|c| Some((c.metadata.name.clone()?, c.is_active())))
         .collect()
 }
@@ -250,7 +312,9 @@ pub fn cluster_queue_problems(cq: &ClusterQueue, known: &KnownChecks) -> CheckPr
 pub fn auto_ready_checks<'a>(checks: impl IntoIterator<Item = &'a AdmissionCheck>) -> BTreeMap<String, i64> {
     checks
         .into_iter()
-        .filter(|c| c.spec.controller_name == AUTO_READY_CONTROLLER && c.metadata.deletion_timestamp.is_none())
+        .filter(|c| {
+            c.spec.controller_name == AUTO_READY_CONTROLLER && c.metadata.deletion_timestamp.is_none()
+        })
         .filter_map(|c| {
             let delay = c
                 .metadata
@@ -266,9 +330,19 @@ pub fn auto_ready_checks<'a>(checks: impl IntoIterator<Item = &'a AdmissionCheck
 
 /// The built-in controller's Active condition for one of its AdmissionChecks; `None` when it already
 /// says so.
-pub fn auto_ready_active(ac: &AdmissionCheck, now: jiff::Timestamp) -> Option<crate::api::kueue::AdmissionCheckStatus> {
+pub fn auto_ready_active(
+    ac: &AdmissionCheck,
+    now: jiff::Timestamp,
+) -> Option<crate::api::kueue::AdmissionCheckStatus> {
     let mut s = ac.status.clone().unwrap_or_default();
-    let c = cond(condition::ACTIVE, true, "Active", "The admission check is active", ac.metadata.generation, now);
+    let c = cond(
+        condition::ACTIVE,
+        true,
+        "Active",
+        "The admission check is active",
+        ac.metadata.generation,
+        now,
+    );
     set_condition(&mut s.conditions, c).then_some(s)
 }
 
@@ -278,9 +352,19 @@ pub const AUTO_READY_MESSAGE: &str = "Passed by quotagate's built-in auto-ready 
 /// The built-in controller on one workload: each of its checks still `Pending` on a workload whose
 /// quota is reserved turns `Ready` once its delay since the reservation has passed. Returns the
 /// new states (if any changed) and, for checks still waiting, when (ms) the next one is due.
-pub fn auto_ready(wl: &Workload, auto: &BTreeMap<String, i64>, now: jiff::Timestamp) -> (Option<Vec<AdmissionCheckState>>, Option<i64>) {
-    let Some(st) = wl.status.as_ref() else { return (None, None) };
-    let Some(reserved_at) = st.condition(condition::QUOTA_RESERVED).filter(|c| c.status == "True").map(|c| c.last_transition_time.0) else {
+pub fn auto_ready(
+    wl: &Workload,
+    auto: &BTreeMap<String, i64>,
+    now: jiff::Timestamp,
+) -> (Option<Vec<AdmissionCheckState>>, Option<i64>) {
+    let Some(st) = wl.status.as_ref() else {
+        return (None, None);
+    };
+    let Some(reserved_at) = st
+        .condition(condition::QUOTA_RESERVED)
+        .filter(|c| c.status == "True")
+        .map(|c| c.last_transition_time.0)
+    else {
         return (None, None);
     };
     if wl.admission().is_none() || st.condition_true(condition::EVICTED) {
@@ -291,7 +375,9 @@ pub fn auto_ready(wl: &Workload, auto: &BTreeMap<String, i64>, now: jiff::Timest
     let mut next: Option<i64> = None;
     for s in states.iter_mut().filter(|s| s.state == CheckState::Pending) {
         let Some(delay) = auto.get(&s.name) else { continue };
-        let due = reserved_at.as_millisecond().saturating_add(delay.saturating_mul(1000));
+        let due = reserved_at
+            .as_millisecond()
+            .saturating_add(delay.saturating_mul(1000));
         if due <= now.as_millisecond() {
             s.state = CheckState::Ready;
             s.message = AUTO_READY_MESSAGE.to_string();

@@ -52,8 +52,22 @@ fn admitted_follows_reservation_and_checks() {
         admitted_time: Option<i32>,
     }
     let cases = vec![
-        Case { name: "empty", checks: vec![], conditions: vec![], want: None, change: false, admitted_time: None },
-        Case { name: "reservation no checks", checks: vec![], conditions: vec![c(condition::QUOTA_RESERVED, true, 0)], want: Some((true, reason::ADMITTED)), change: true, admitted_time: None },
+        Case {
+            name: "empty",
+            checks: vec![],
+            conditions: vec![],
+            want: None,
+            change: false,
+            admitted_time: None,
+        },
+        Case {
+            name: "reservation no checks",
+            checks: vec![],
+            conditions: vec![c(condition::QUOTA_RESERVED, true, 0)],
+            want: Some((true, reason::ADMITTED)),
+            change: true,
+            admitted_time: None,
+        },
         Case {
             name: "reservation, checks not ready with observability",
             checks: vec![state("check1", Pending), state("check2", Ready)],
@@ -81,7 +95,10 @@ fn admitted_follows_reservation_and_checks() {
         Case {
             name: "check lost with observability",
             checks: vec![state("check1", Ready), state("check2", Pending)],
-            conditions: vec![c(condition::QUOTA_RESERVED, true, 0), c(condition::ADMITTED, true, 9)],
+            conditions: vec![
+                c(condition::QUOTA_RESERVED, true, 0),
+                c(condition::ADMITTED, true, 9),
+            ],
             want: Some((false, reason::UNSATISFIED_ADMISSION_CHECKS)),
             change: true,
             admitted_time: Some(1),
@@ -94,15 +111,32 @@ fn admitted_follows_reservation_and_checks() {
             change: true,
             admitted_time: Some(1),
         },
-        Case { name: "no reservation, no condition initially", checks: vec![state("check1", Pending)], conditions: vec![], want: None, change: false, admitted_time: None },
+        Case {
+            name: "no reservation, no condition initially",
+            checks: vec![state("check1", Pending)],
+            conditions: vec![],
+            want: None,
+            change: false,
+            admitted_time: None,
+        },
     ];
     for case in cases {
-        let mut s = WorkloadStatus { admission_checks: case.checks, conditions: case.conditions, ..Default::default() };
+        let mut s = WorkloadStatus {
+            admission_checks: case.checks,
+            conditions: case.conditions,
+            ..Default::default()
+        };
         let changed = checks::sync_admitted(&mut s, Some(1), t(10));
         assert_eq!(changed, case.change, "{}", case.name);
-        let got = s.condition(condition::ADMITTED).map(|c| (c.status == "True", c.reason.as_str()));
+        let got = s
+            .condition(condition::ADMITTED)
+            .map(|c| (c.status == "True", c.reason.as_str()));
         assert_eq!(got, case.want, "{}", case.name);
-        assert_eq!(s.accumulated_past_execution_time_seconds, case.admitted_time, "{}", case.name);
+        assert_eq!(
+            s.accumulated_past_execution_time_seconds, case.admitted_time,
+            "{}",
+            case.name
+        );
     }
 }
 
@@ -110,17 +144,29 @@ fn admitted_follows_reservation_and_checks() {
 #[test]
 fn check_states_follow_the_wanted_checks() {
     use CheckState::*;
-    assert_eq!(checks::synced_states(&[], &set(&[]), t(0)), None, "nil conditions, nil list");
+    assert_eq!(
+        checks::synced_states(&[], &set(&[]), t(0)),
+        None,
+        "nil conditions, nil list"
+    );
     let names = |v: &[AdmissionCheckState]| v.iter().map(|s| (s.name.clone(), s.state)).collect::<Vec<_>>();
     let added = checks::synced_states(&[], &set(&["ac1", "ac2"]), t(0)).expect("add to nil conditions");
     assert_eq!(names(&added), [("ac1".into(), Pending), ("ac2".into(), Pending)]);
     let both = [state("ac0", Pending), state("ac1", Pending)];
     let moved = checks::synced_states(&both, &set(&["ac1", "ac2"]), t(0)).expect("add and remove");
     assert_eq!(names(&moved), [("ac1".into(), Pending), ("ac2".into(), Pending)]);
-    assert_eq!(checks::synced_states(&both, &set(&[]), t(0)), Some(vec![]), "cleanup");
+    assert_eq!(
+        checks::synced_states(&both, &set(&[]), t(0)),
+        Some(vec![]),
+        "cleanup"
+    );
     let mut kept = state("ac0", Ready);
     kept.message = "Message one".into();
-    assert_eq!(checks::synced_states(&[kept, state("ac1", Pending)], &set(&["ac0", "ac1"]), t(0)), None, "preserve conditions data");
+    assert_eq!(
+        checks::synced_states(&[kept, state("ac1", Pending)], &set(&["ac0", "ac1"]), t(0)),
+        None,
+        "preserve conditions data"
+    );
 }
 
 /// Kueue `pkg/workload/workload_test.go` `TestAdmissionChecksForWorkload`.
@@ -142,13 +188,21 @@ fn checks_for_a_workload_depend_on_its_flavors() {
             cluster_queue: "cq".into(),
             pod_set_assignments: vec![PodSetAssignment {
                 name: "main".into(),
-                flavors: [("cpu".to_string(), "flavor1".to_string()), ("memory".to_string(), "flavor2".to_string())].into(),
+                flavors: [
+                    ("cpu".to_string(), "flavor1".to_string()),
+                    ("memory".to_string(), "flavor2".to_string()),
+                ]
+                .into(),
                 ..Default::default()
             }],
         }),
         ..Default::default()
     });
-    assert_eq!(checks::checks_for_workload(&admitted, &cq), set(&["ac1", "ac2", "ac3", "ac4", "ac6"]), "Only relevant checks returned for an admitted workload");
+    assert_eq!(
+        checks::checks_for_workload(&admitted, &cq),
+        set(&["ac1", "ac2", "ac3", "ac4", "ac6"]),
+        "Only relevant checks returned for an admitted workload"
+    );
     let pending = Workload::build("wl", "ns").build();
     assert_eq!(
         checks::checks_for_workload(&pending, &cq),
@@ -168,20 +222,47 @@ fn retry_time_is_the_latest_of_the_retry_checks() {
     };
     let cases: Vec<(&str, Vec<AdmissionCheckState>, Option<jiff::Timestamp>)> = vec![
         ("no admission checks", vec![], None),
-        ("admission check with nil RequeueAfterSeconds", vec![retry("check1", Some(0), None)], None),
-        ("admission check with zero LastTransitionTime", vec![retry("check1", None, Some(60))], None),
-        ("single admission check with valid retry time", vec![retry("check1", Some(0), Some(60))], Some(t(60))),
+        (
+            "admission check with nil RequeueAfterSeconds",
+            vec![retry("check1", Some(0), None)],
+            None,
+        ),
+        (
+            "admission check with zero LastTransitionTime",
+            vec![retry("check1", None, Some(60))],
+            None,
+        ),
+        (
+            "single admission check with valid retry time",
+            vec![retry("check1", Some(0), Some(60))],
+            Some(t(60)),
+        ),
         (
             "multiple admission checks, returns max retry time",
-            vec![retry("check1", Some(0), Some(60)), retry("check2", Some(0), Some(120)), retry("check3", Some(0), Some(30))],
+            vec![
+                retry("check1", Some(0), Some(60)),
+                retry("check2", Some(0), Some(120)),
+                retry("check3", Some(0), Some(30)),
+            ],
             Some(t(120)),
         ),
         (
             "multiple checks with mixed nil and valid values",
-            vec![retry("check1", Some(0), None), retry("check2", Some(0), Some(90)), retry("check3", None, Some(180))],
+            vec![
+                retry("check1", Some(0), None),
+                retry("check2", Some(0), Some(90)),
+                retry("check3", None, Some(180)),
+            ],
             Some(t(90)),
         ),
-        ("checks with different base times", vec![retry("check1", Some(0), Some(60)), retry("check2", Some(30), Some(60))], Some(t(90))),
+        (
+            "checks with different base times",
+            vec![
+                retry("check1", Some(0), Some(60)),
+                retry("check2", Some(30), Some(60)),
+            ],
+            Some(t(90)),
+        ),
     ];
     for (name, states, want) in cases {
         assert_eq!(checks::max_retry_time(&states), want, "{name}");
@@ -201,16 +282,23 @@ fn verdicts_name_the_failed_checks() {
     rejected.message = "check rejected".into();
     assert_eq!(
         checks::verdict(&[rejected.clone(), state("check2", CheckState::Retry)]),
-        Some(Verdict::Deactivate(r#"AdmissionCheck in Rejected state: "check1" (check rejected)"#.into())),
+        Some(Verdict::Deactivate(
+            r#"AdmissionCheck in Rejected state: "check1" (check rejected)"#.into()
+        )),
         "Rejected wins over Retry"
     );
     let mut b = state("b", CheckState::Retry);
     b.message = "no capacity".into();
     assert_eq!(
         checks::verdict(&[b, state("a", CheckState::Retry), state("c", CheckState::Ready)]),
-        Some(Verdict::Evict(r#"Evicted due to AdmissionChecks in Retry state: "a"; "b" (no capacity)"#.into()))
+        Some(Verdict::Evict(
+            r#"Evicted due to AdmissionChecks in Retry state: "a"; "b" (no capacity)"#.into()
+        ))
     );
-    assert_eq!(checks::verdict(&[state("a", CheckState::Pending), state("b", CheckState::Ready)]), None);
+    assert_eq!(
+        checks::verdict(&[state("a", CheckState::Pending), state("b", CheckState::Ready)]),
+        None
+    );
 }
 
 /// Kueue `pkg/workload/evict/evict.go` `resetChecksOnEviction`, through our eviction write: every
@@ -221,65 +309,138 @@ fn eviction_resets_the_checks_and_keeps_the_retry_time() {
     let mut retry = state("b", CheckState::Retry);
     retry.requeue_after_seconds = Some(60);
     retry.retry_count = Some(1);
-    let mut wl = Workload::build("w", "ns").queue("lq").podset("main", 1, [("cpu", "1")]).reserve_quota("cq", "default").build();
-    wl.status.as_mut().unwrap().admission_checks = vec![state("a", CheckState::Ready), retry, state("c", CheckState::Pending)];
-    let cause = conditions::EvictionCause { by: conditions::EvictedBy::AdmissionCheck, message: "m".into() };
+    let mut wl = Workload::build("w", "ns")
+        .queue("lq")
+        .podset("main", 1, [("cpu", "1")])
+        .reserve_quota("cq", "default")
+        .build();
+    wl.status.as_mut().unwrap().admission_checks = vec![
+        state("a", CheckState::Ready),
+        retry,
+        state("c", CheckState::Pending),
+    ];
+    let cause = conditions::EvictionCause {
+        by: conditions::EvictedBy::AdmissionCheck,
+        message: "m".into(),
+    };
     let s = conditions::evicted(&wl, &cause, t(10)).expect("evicted");
-    let got: Vec<(&str, CheckState, Option<i32>, &str)> = s.admission_checks.iter().map(|c| (c.name.as_str(), c.state, c.retry_count, c.message.as_str())).collect();
+    let got: Vec<(&str, CheckState, Option<i32>, &str)> = s
+        .admission_checks
+        .iter()
+        .map(|c| (c.name.as_str(), c.state, c.retry_count, c.message.as_str()))
+        .collect();
     assert_eq!(
         got,
         [
-            ("a", CheckState::Pending, None, "Reset to Pending after eviction. Previously: Ready"),
-            ("b", CheckState::Pending, Some(2), "Reset to Pending after eviction. Previously: Retry"),
+            (
+                "a",
+                CheckState::Pending,
+                None,
+                "Reset to Pending after eviction. Previously: Ready"
+            ),
+            (
+                "b",
+                CheckState::Pending,
+                Some(2),
+                "Reset to Pending after eviction. Previously: Retry"
+            ),
             ("c", CheckState::Pending, None, ""),
         ]
     );
-    assert_eq!(s.condition(condition::EVICTED).map(|c| c.reason.as_str()), Some(reason::ADMISSION_CHECK));
-    assert_eq!(s.requeue_state.and_then(|r| r.requeue_at).map(|t| t.0), Some(t(60)));
+    assert_eq!(
+        s.condition(condition::EVICTED).map(|c| c.reason.as_str()),
+        Some(reason::ADMISSION_CHECK)
+    );
+    assert_eq!(
+        s.requeue_state.and_then(|r| r.requeue_at).map(|t| t.0),
+        Some(t(60))
+    );
 }
 
 /// Kueue `clusterqueue_controller_test.go` "Should update status when the admission checks are
 /// missing or inactive" (the messages), and `pkg/cache/scheduler/clusterqueue.go`'s order of reasons.
 #[test]
 fn missing_or_inactive_checks_make_the_cluster_queue_inactive() {
-    let cq = ClusterQueue::build("cq").flavor("default", [("cpu", "1")]).admission_check("check1", &[]).admission_check("check2", &[]).build();
+    let cq = ClusterQueue::build("cq")
+        .flavor("default", [("cpu", "1")])
+        .admission_check("check1", &[])
+        .admission_check("check2", &[])
+        .build();
     let flavors: BTreeSet<String> = set(&["default"]);
-    let known = |v: &[(&str, bool)]| v.iter().map(|(n, a)| (n.to_string(), *a)).collect::<checks::KnownChecks>();
+    let known = |v: &[(&str, bool)]| {
+        v.iter()
+            .map(|(n, a)| (n.to_string(), *a))
+            .collect::<checks::KnownChecks>()
+    };
     let active = |k: &checks::KnownChecks| {
         let p = checks::cluster_queue_problems(&cq, k);
         super::queue_status::cluster_queue_active(&cq, &flavors, &p, None)
     };
     assert_eq!(
         active(&known(&[])),
-        (false, "AdmissionCheckNotFound".into(), "Can't admit new workloads: references missing AdmissionCheck(s): check1,check2.".into())
+        (
+            false,
+            "AdmissionCheckNotFound".into(),
+            "Can't admit new workloads: references missing AdmissionCheck(s): check1,check2.".into()
+        )
     );
     assert_eq!(
         active(&known(&[("check1", true)])),
-        (false, "AdmissionCheckNotFound".into(), "Can't admit new workloads: references missing AdmissionCheck(s): check2.".into())
+        (
+            false,
+            "AdmissionCheckNotFound".into(),
+            "Can't admit new workloads: references missing AdmissionCheck(s): check2.".into()
+        )
     );
     assert_eq!(
         active(&known(&[("check1", true), ("check2", false)])),
-        (false, "AdmissionCheckInactive".into(), "Can't admit new workloads: references inactive AdmissionCheck(s): check2.".into())
+        (
+            false,
+            "AdmissionCheckInactive".into(),
+            "Can't admit new workloads: references inactive AdmissionCheck(s): check2.".into()
+        )
     );
-    assert_eq!(active(&known(&[("check1", true), ("check2", true)])), (true, "Ready".into(), "Can admit new workloads".into()));
-    assert_eq!(checks::cluster_queue_problems(&cq, &known(&[("check1", false)])), CheckProblems { missing: vec!["check2".into()], inactive: vec!["check1".into()] });
+    assert_eq!(
+        active(&known(&[("check1", true), ("check2", true)])),
+        (true, "Ready".into(), "Can admit new workloads".into())
+    );
+    assert_eq!(
+        checks::cluster_queue_problems(&cq, &known(&[("check1", false)])),
+        CheckProblems {
+            missing: vec!["check2".into()],
+            inactive: vec!["check1".into()]
+        }
+    );
 }
 
 fn admission_check(name: &str, controller: &str, active: bool) -> Arc<AdmissionCheck> {
-    let mut ac = AdmissionCheck::new(name, AdmissionCheckSpec { controller_name: controller.into(), parameters: None });
+    let mut ac = AdmissionCheck::new(
+        name,
+        AdmissionCheckSpec {
+            controller_name: controller.into(),
+            parameters: None,
+        },
+    );
     if active {
-        ac.status = Some(AdmissionCheckStatus { conditions: vec![c(condition::ACTIVE, true, 0)] });
+        ac.status = Some(AdmissionCheckStatus {
+            conditions: vec![c(condition::ACTIVE, true, 0)],
+        });
     }
     Arc::new(ac)
 }
 
 fn snapshot(checks: Vec<Arc<AdmissionCheck>>, wls: Vec<Workload>) -> Snapshot {
-    let mut cq = ClusterQueue::build("cq").flavor("default", [("cpu", "4")]).admission_check("check1", &[]).build();
+    let mut cq = ClusterQueue::build("cq")
+        .flavor("default", [("cpu", "4")])
+        .admission_check("check1", &[])
+        .build();
     cq.metadata.resource_version = Some("1".into());
     Snapshot {
         cluster_queues: vec![Arc::new(cq)],
         flavors: vec![Arc::new(ResourceFlavor::build("default").build())],
-        local_queues: vec![Arc::new(LocalQueue::build("lq", "default").cluster_queue("cq").build())],
+        local_queues: vec![Arc::new(
+            LocalQueue::build("lq", "default").cluster_queue("cq").build(),
+        )],
         workloads: wls.into_iter().map(Arc::new).collect(),
         admission_checks: checks,
         ..Default::default()
@@ -287,7 +448,10 @@ fn snapshot(checks: Vec<Arc<AdmissionCheck>>, wls: Vec<Workload>) -> Snapshot {
 }
 
 fn pending_wl() -> Workload {
-    let mut w = Workload::build("w", "default").queue("lq").podset("main", 1, [("cpu", "1")]).build();
+    let mut w = Workload::build("w", "default")
+        .queue("lq")
+        .podset("main", 1, [("cpu", "1")])
+        .build();
     w.metadata.resource_version = Some("1".into());
     w
 }
@@ -306,29 +470,67 @@ fn checks_written(actions: &[Action]) -> Option<&WorkloadStatus> {
 fn a_workload_is_reserved_with_its_checks_pending_then_admitted_when_they_are_ready() {
     let mut st = AdmissionState::new();
     let check = admission_check("check1", "ctrl", true);
-    let actions = st.step(&snapshot(vec![check.clone()], vec![pending_wl()]), t(0).as_millisecond());
+    let actions = st.step(
+        &snapshot(vec![check.clone()], vec![pending_wl()]),
+        t(0).as_millisecond(),
+    );
     let s = checks_written(&actions).expect("the check states are written first");
-    assert_eq!(s.admission_checks.iter().map(|c| (c.name.as_str(), c.state)).collect::<Vec<_>>(), [("check1", CheckState::Pending)]);
-    assert!(!actions.iter().any(|a| matches!(a, Action::Admit { .. })), "nothing else is decided before that write shows: {actions:?}");
+    assert_eq!(
+        s.admission_checks
+            .iter()
+            .map(|c| (c.name.as_str(), c.state))
+            .collect::<Vec<_>>(),
+        [("check1", CheckState::Pending)]
+    );
+    assert!(
+        !actions.iter().any(|a| matches!(a, Action::Admit { .. })),
+        "nothing else is decided before that write shows: {actions:?}"
+    );
 
     let mut w = pending_wl();
     w.status = Some(s.clone());
     w.metadata.resource_version = Some("2".into());
-    let actions = st.step(&snapshot(vec![check.clone()], vec![w.clone()]), t(1).as_millisecond());
-    let Some(Action::Admit { checks, admission, .. }) = actions.iter().find(|a| matches!(a, Action::Admit { .. })) else {
+    let actions = st.step(
+        &snapshot(vec![check.clone()], vec![w.clone()]),
+        t(1).as_millisecond(),
+    );
+    let Some(Action::Admit {
+        checks, admission, ..
+    }) = actions.iter().find(|a| matches!(a, Action::Admit { .. }))
+    else {
         panic!("admitted into quota: {actions:?}")
     };
     assert_eq!(checks, &set(&["check1"]));
-    let reserved = conditions::admitted_with_checks(&w, crate::queue::convert::admission_api(admission), checks, t(1));
+    let reserved =
+        conditions::admitted_with_checks(&w, crate::queue::convert::admission_api(admission), checks, t(1));
     assert!(reserved.condition_true(condition::QUOTA_RESERVED));
     let admitted = reserved.condition(condition::ADMITTED).unwrap();
-    assert_eq!((admitted.status.as_str(), admitted.reason.as_str(), admitted.message.as_str()), ("False", "UnsatisfiedAdmissionChecks", "The workload has not all checks ready"));
+    assert_eq!(
+        (
+            admitted.status.as_str(),
+            admitted.reason.as_str(),
+            admitted.message.as_str()
+        ),
+        (
+            "False",
+            "UnsatisfiedAdmissionChecks",
+            "The workload has not all checks ready"
+        )
+    );
 
     // The reservation shows; nothing to write while the check is Pending.
     w.status = Some(reserved);
     w.metadata.resource_version = Some("3".into());
-    let actions = st.step(&snapshot(vec![check.clone()], vec![w.clone()]), t(2).as_millisecond());
-    assert!(actions.iter().all(|a| !matches!(a, Action::Checks { .. } | Action::Evict { .. })), "{actions:?}");
+    let actions = st.step(
+        &snapshot(vec![check.clone()], vec![w.clone()]),
+        t(2).as_millisecond(),
+    );
+    assert!(
+        actions
+            .iter()
+            .all(|a| !matches!(a, Action::Checks { .. } | Action::Evict { .. })),
+        "{actions:?}"
+    );
 
     // The check's controller says Ready: Admitted=True is written.
     w.status.as_mut().unwrap().admission_checks[0].state = CheckState::Ready;
@@ -336,14 +538,19 @@ fn a_workload_is_reserved_with_its_checks_pending_then_admitted_when_they_are_re
     let actions = st.step(&snapshot(vec![check], vec![w]), t(3).as_millisecond());
     let s = checks_written(&actions).expect("Admitted is written");
     let admitted = s.condition(condition::ADMITTED).unwrap();
-    assert_eq!((admitted.status.as_str(), admitted.reason.as_str()), ("True", "Admitted"));
+    assert_eq!(
+        (admitted.status.as_str(), admitted.reason.as_str()),
+        ("True", "Admitted")
+    );
 }
 
 /// `snapshot` with the ClusterQueue in UsageBasedAdmissionFairSharing mode.
 fn afs_snapshot(checks: Vec<Arc<AdmissionCheck>>, wls: Vec<Workload>) -> Snapshot {
     let mut snap = snapshot(checks, wls);
     let mut cq = (*snap.cluster_queues[0]).clone();
-    cq.spec.admission_scope = Some(AdmissionScope { admission_mode: AdmissionMode::UsageBasedAdmissionFairSharing });
+    cq.spec.admission_scope = Some(AdmissionScope {
+        admission_mode: AdmissionMode::UsageBasedAdmissionFairSharing,
+    });
     snap.cluster_queues[0] = Arc::new(cq);
     snap
 }
@@ -357,17 +564,34 @@ fn afs_reserved_waiting_for_its_check(check: &Arc<AdmissionCheck>) -> (Admission
         resource_weights: Default::default(),
     };
     let mut st = AdmissionState::new().with_admission_fair_sharing(Some(&cfg));
-    let actions = st.step(&afs_snapshot(vec![check.clone()], vec![pending_wl()]), t(0).as_millisecond());
+    let actions = st.step(
+        &afs_snapshot(vec![check.clone()], vec![pending_wl()]),
+        t(0).as_millisecond(),
+    );
     let mut w = pending_wl();
     w.status = checks_written(&actions).cloned();
     w.metadata.resource_version = Some("2".into());
-    let actions = st.step(&afs_snapshot(vec![check.clone()], vec![w.clone()]), t(0).as_millisecond());
-    let Some(Action::Admit { checks, admission, .. }) = actions.iter().find(|a| matches!(a, Action::Admit { .. })) else {
+    let actions = st.step(
+        &afs_snapshot(vec![check.clone()], vec![w.clone()]),
+        t(0).as_millisecond(),
+    );
+    let Some(Action::Admit {
+        checks, admission, ..
+    }) = actions.iter().find(|a| matches!(a, Action::Admit { .. }))
+    else {
         panic!("admitted into quota: {actions:?}")
     };
-    w.status = Some(conditions::admitted_with_checks(&w, crate::queue::convert::admission_api(admission), checks, t(0)));
+    w.status = Some(conditions::admitted_with_checks(
+        &w,
+        crate::queue::convert::admission_api(admission),
+        checks,
+        t(0),
+    ));
     w.metadata.resource_version = Some("3".into());
-    st.step(&afs_snapshot(vec![check.clone()], vec![w.clone()]), t(0).as_millisecond());
+    st.step(
+        &afs_snapshot(vec![check.clone()], vec![w.clone()]),
+        t(0).as_millisecond(),
+    );
     (st, w)
 }
 
@@ -386,23 +610,40 @@ fn the_entry_penalty_settles_when_the_checks_admit_not_at_the_reservation() {
     let (mut st, mut w) = afs_reserved_waiting_for_its_check(&check);
     let e = lq_usage(&st);
     assert!(e.has_pending_penalty(), "pending while QuotaReserved: {e:?}");
-    assert_eq!(e.consumed.get("cpu").copied().unwrap_or_default(), 0, "not folded at the reservation: {e:?}");
+    assert_eq!(
+        e.consumed.get("cpu").copied().unwrap_or_default(),
+        0,
+        "not folded at the reservation: {e:?}"
+    );
 
     w.status.as_mut().unwrap().admission_checks[0].state = CheckState::Ready;
     w.metadata.resource_version = Some("4".into());
-    let actions = st.step(&afs_snapshot(vec![check.clone()], vec![w.clone()]), t(1).as_millisecond());
+    let actions = st.step(
+        &afs_snapshot(vec![check.clone()], vec![w.clone()]),
+        t(1).as_millisecond(),
+    );
     w.status = checks_written(&actions).cloned();
     assert!(w.is_admitted());
-    assert!(lq_usage(&st).has_pending_penalty(), "settled when the API shows Admitted, not when it is written");
+    assert!(
+        lq_usage(&st).has_pending_penalty(),
+        "settled when the API shows Admitted, not when it is written"
+    );
     w.metadata.resource_version = Some("5".into());
-    st.step(&afs_snapshot(vec![check.clone()], vec![w.clone()]), t(1).as_millisecond());
+    st.step(
+        &afs_snapshot(vec![check.clone()], vec![w.clone()]),
+        t(1).as_millisecond(),
+    );
     let settled = lq_usage(&st);
     assert!(!settled.has_pending_penalty(), "{settled:?}");
     // Half of the 1 CPU request, plus the decay toward the 1 CPU held over the second elapsed.
     assert_eq!(settled.consumed["cpu"], 1_000_000_000, "{settled:?}");
     w.metadata.resource_version = Some("6".into());
     st.step(&afs_snapshot(vec![check], vec![w]), t(1).as_millisecond());
-    assert_eq!(lq_usage(&st).consumed, settled.consumed, "seen Admitted again: nothing settles twice");
+    assert_eq!(
+        lq_usage(&st).consumed,
+        settled.consumed,
+        "seen Admitted again: nothing settles twice"
+    );
 }
 
 /// Kueue `TestDeleteSubtractsPendingAfsEntryPenalty`: a workload deleted while it waits for its
@@ -416,7 +657,11 @@ fn a_workload_deleted_while_waiting_for_its_check_drops_its_entry_penalty() {
     st.step(&afs_snapshot(vec![check], vec![]), t(0).as_millisecond());
     let e = lq_usage(&st);
     assert!(!e.has_pending_penalty(), "{e:?}");
-    assert_eq!(e.consumed.get("cpu").copied().unwrap_or_default(), 0, "dropped, not settled: {e:?}");
+    assert_eq!(
+        e.consumed.get("cpu").copied().unwrap_or_default(),
+        0,
+        "dropped, not settled: {e:?}"
+    );
 }
 
 fn reserved_with(check: CheckState, message: &str) -> Workload {
@@ -435,9 +680,18 @@ impl ReservedForTest for Workload {
     fn reserved_for_test(mut self) -> Self {
         let a = Admission {
             cluster_queue: "cq".into(),
-            pod_set_assignments: vec![PodSetAssignment { name: "main".into(), flavors: [("cpu".to_string(), "default".to_string())].into(), ..Default::default() }],
+            pod_set_assignments: vec![PodSetAssignment {
+                name: "main".into(),
+                flavors: [("cpu".to_string(), "default".to_string())].into(),
+                ..Default::default()
+            }],
         };
-        self.status = Some(conditions::admitted_with_checks(&self, a, &set(&["check1"]), t(0)));
+        self.status = Some(conditions::admitted_with_checks(
+            &self,
+            a,
+            &set(&["check1"]),
+            t(0),
+        ));
         self
     }
 }
@@ -449,14 +703,26 @@ impl ReservedForTest for Workload {
 fn a_retry_check_evicts_and_a_rejected_one_deactivates() {
     let check = admission_check("check1", "ctrl", true);
     let mut st = AdmissionState::new();
-    let actions = st.step(&snapshot(vec![check.clone()], vec![reserved_with(CheckState::Retry, "no capacity")]), t(1).as_millisecond());
+    let actions = st.step(
+        &snapshot(
+            vec![check.clone()],
+            vec![reserved_with(CheckState::Retry, "no capacity")],
+        ),
+        t(1).as_millisecond(),
+    );
     assert!(
         matches!(&actions[..], [Action::Evict { cause, .. }]
             if cause.by == conditions::EvictedBy::AdmissionCheck && cause.message == r#"Evicted due to AdmissionCheck in Retry state: "check1" (no capacity)"#),
         "{actions:?}"
     );
     let mut st = AdmissionState::new();
-    let actions = st.step(&snapshot(vec![check], vec![reserved_with(CheckState::Rejected, "check rejected")]), t(1).as_millisecond());
+    let actions = st.step(
+        &snapshot(
+            vec![check],
+            vec![reserved_with(CheckState::Rejected, "check rejected")],
+        ),
+        t(1).as_millisecond(),
+    );
     assert!(
         matches!(&actions[..], [Action::Deactivate { reason, message, .. }]
             if *reason == "AdmissionCheck" && message == r#"AdmissionCheck in Rejected state: "check1" (check rejected)"#),
@@ -471,8 +737,14 @@ fn a_retry_check_evicts_and_a_rejected_one_deactivates() {
 fn failed_checks_and_inactive_queues_admit_nothing() {
     let mut st = AdmissionState::new();
     let mut w = pending_wl();
-    w.status = Some(WorkloadStatus { admission_checks: vec![state("check1", CheckState::Retry)], ..Default::default() });
-    let actions = st.step(&snapshot(vec![admission_check("check1", "ctrl", true)], vec![w]), t(0).as_millisecond());
+    w.status = Some(WorkloadStatus {
+        admission_checks: vec![state("check1", CheckState::Retry)],
+        ..Default::default()
+    });
+    let actions = st.step(
+        &snapshot(vec![admission_check("check1", "ctrl", true)], vec![w]),
+        t(0).as_millisecond(),
+    );
     assert!(
         matches!(&actions[..], [Action::Pending { reason, message, .. }] if reason == "PendingEvaluation" && message == checks::FAILED_MESSAGE),
         "{actions:?}"
@@ -480,7 +752,10 @@ fn failed_checks_and_inactive_queues_admit_nothing() {
     for checks in [vec![], vec![admission_check("check1", "ctrl", false)]] {
         let mut st = AdmissionState::new();
         let mut w = pending_wl();
-        w.status = Some(WorkloadStatus { admission_checks: vec![state("check1", CheckState::Pending)], ..Default::default() });
+        w.status = Some(WorkloadStatus {
+            admission_checks: vec![state("check1", CheckState::Pending)],
+            ..Default::default()
+        });
         let actions = st.step(&snapshot(checks.clone(), vec![w]), t(0).as_millisecond());
         assert!(
             matches!(&actions[..], [Action::Pending { reason, message, .. }] if reason == "Suspended" && message == "ClusterQueue cq is inactive"),
@@ -489,9 +764,18 @@ fn failed_checks_and_inactive_queues_admit_nothing() {
         );
         // Once the check exists and is Active, the same workload is admitted.
         let mut w = pending_wl();
-        w.status = Some(WorkloadStatus { admission_checks: vec![state("check1", CheckState::Pending)], ..Default::default() });
-        let actions = st.step(&snapshot(vec![admission_check("check1", "ctrl", true)], vec![w]), t(1).as_millisecond());
-        assert!(actions.iter().any(|a| matches!(a, Action::Admit { .. })), "{actions:?}");
+        w.status = Some(WorkloadStatus {
+            admission_checks: vec![state("check1", CheckState::Pending)],
+            ..Default::default()
+        });
+        let actions = st.step(
+            &snapshot(vec![admission_check("check1", "ctrl", true)], vec![w]),
+            t(1).as_millisecond(),
+        );
+        assert!(
+            actions.iter().any(|a| matches!(a, Action::Admit { .. })),
+            "{actions:?}"
+        );
     }
 }
 
@@ -501,24 +785,43 @@ fn failed_checks_and_inactive_queues_admit_nothing() {
 fn the_auto_ready_check_passes_after_its_delay() {
     let w = reserved_with(CheckState::Pending, "");
     let mut st = AdmissionState::new();
-    let actions = st.step(&snapshot(vec![admission_check("check1", AUTO_READY_CONTROLLER, true)], vec![w.clone()]), t(0).as_millisecond());
+    let actions = st.step(
+        &snapshot(
+            vec![admission_check("check1", AUTO_READY_CONTROLLER, true)],
+            vec![w.clone()],
+        ),
+        t(0).as_millisecond(),
+    );
     let s = checks_written(&actions).expect("passed at once");
     assert_eq!(s.admission_checks[0].state, CheckState::Ready);
     assert_eq!(s.admission_checks[0].message, checks::AUTO_READY_MESSAGE);
     assert!(s.condition_true(condition::ADMITTED));
 
     let mut delayed = (*admission_check("check1", AUTO_READY_CONTROLLER, true)).clone();
-    delayed.metadata.annotations = Some([(READY_AFTER_SECONDS_ANNOTATION.to_string(), "30".to_string())].into());
+    delayed.metadata.annotations =
+        Some([(READY_AFTER_SECONDS_ANNOTATION.to_string(), "30".to_string())].into());
     let delayed = Arc::new(delayed);
     let mut st = AdmissionState::new();
-    let actions = st.step(&snapshot(vec![delayed.clone()], vec![w.clone()]), t(10).as_millisecond());
+    let actions = st.step(
+        &snapshot(vec![delayed.clone()], vec![w.clone()]),
+        t(10).as_millisecond(),
+    );
     assert!(checks_written(&actions).is_none(), "not yet: {actions:?}");
     assert_eq!(st.wake_deadline(), Some(t(30).as_millisecond()));
     let actions = st.step(&snapshot(vec![delayed], vec![w]), t(30).as_millisecond());
-    assert_eq!(checks_written(&actions).expect("due").admission_checks[0].state, CheckState::Ready);
+    assert_eq!(
+        checks_written(&actions).expect("due").admission_checks[0].state,
+        CheckState::Ready
+    );
     // Another controller's check is left alone.
     let mut st = AdmissionState::new();
-    let actions = st.step(&snapshot(vec![admission_check("check1", "ctrl", true)], vec![reserved_with(CheckState::Pending, "")]), t(0).as_millisecond());
+    let actions = st.step(
+        &snapshot(
+            vec![admission_check("check1", "ctrl", true)],
+            vec![reserved_with(CheckState::Pending, "")],
+        ),
+        t(0).as_millisecond(),
+    );
     assert!(checks_written(&actions).is_none(), "{actions:?}");
 }
 
@@ -528,27 +831,60 @@ fn the_auto_ready_check_passes_after_its_delay() {
 #[test]
 fn a_replaced_slice_finishes_only_once_its_successor_passed_its_checks() {
     let check = admission_check("check1", "ctrl", true);
-    let mut old = Workload::build("old", "default").queue("lq").podset("main", 2, [("cpu", "1")]).reserve_quota("cq", "default").admitted().build();
+    let mut old = Workload::build("old", "default")
+        .queue("lq")
+        .podset("main", 2, [("cpu", "1")])
+        .reserve_quota("cq", "default")
+        .admitted()
+        .build();
     old.metadata.resource_version = Some("1".into());
     let mut new = Workload::build("new", "default")
         .queue("lq")
         .podset("main", 3, [("cpu", "1")])
-        .annotation(crate::api::kueue::constants::label::WORKLOAD_SLICE_REPLACEMENT_FOR, "default/old")
+        .annotation(
+            crate::api::kueue::constants::label::WORKLOAD_SLICE_REPLACEMENT_FOR,
+            "default/old",
+        )
         .build();
-    new.status = Some(WorkloadStatus { admission_checks: vec![state("check1", CheckState::Pending)], ..Default::default() });
+    new.status = Some(WorkloadStatus {
+        admission_checks: vec![state("check1", CheckState::Pending)],
+        ..Default::default()
+    });
     new.metadata.resource_version = Some("1".into());
     let mut st = AdmissionState::new();
-    let actions = st.step(&snapshot(vec![check.clone()], vec![old.clone(), new.clone()]), t(0).as_millisecond());
-    let Some(Action::Admit { admission, checks, .. }) = actions.iter().find(|a| matches!(a, Action::Admit { .. })) else {
+    let actions = st.step(
+        &snapshot(vec![check.clone()], vec![old.clone(), new.clone()]),
+        t(0).as_millisecond(),
+    );
+    let Some(Action::Admit {
+        admission, checks, ..
+    }) = actions.iter().find(|a| matches!(a, Action::Admit { .. }))
+    else {
         panic!("the replacement gets the quota: {actions:?}")
     };
-    assert!(!actions.iter().any(|a| matches!(a, Action::FinishSlice { .. })), "not finished at reservation: {actions:?}");
+    assert!(
+        !actions.iter().any(|a| matches!(a, Action::FinishSlice { .. })),
+        "not finished at reservation: {actions:?}"
+    );
     // The reservation shows, the check still Pending: the old slice stays.
-    new.status = Some(conditions::admitted_with_checks(&new, crate::queue::convert::admission_api(admission), checks, t(0)));
+    new.status = Some(conditions::admitted_with_checks(
+        &new,
+        crate::queue::convert::admission_api(admission),
+        checks,
+        t(0),
+    ));
     new.metadata.resource_version = Some("2".into());
     assert!(!new.is_admitted());
-    let actions = st.step(&snapshot(vec![check.clone()], vec![old.clone(), new.clone()]), t(1).as_millisecond());
-    assert!(!actions.iter().any(|a| matches!(a, Action::FinishSlice { .. } | Action::Admit { .. })), "{actions:?}");
+    let actions = st.step(
+        &snapshot(vec![check.clone()], vec![old.clone(), new.clone()]),
+        t(1).as_millisecond(),
+    );
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::FinishSlice { .. } | Action::Admit { .. })),
+        "{actions:?}"
+    );
     // The check passes and the replacement is Admitted: now the old slice is finished.
     new.status.as_mut().unwrap().admission_checks[0].state = CheckState::Ready;
     checks::sync_admitted(new.status.as_mut().unwrap(), None, t(2));
@@ -568,19 +904,41 @@ fn a_replaced_slice_finishes_only_once_its_successor_passed_its_checks() {
 #[test]
 fn the_reservation_keeps_the_check_states_and_admitted_follows_them() {
     for (check, want) in [
-        (CheckState::Ready, ("True", "Admitted", "The workload is admitted")),
-        (CheckState::Pending, ("False", "UnsatisfiedAdmissionChecks", "The workload has not all checks ready")),
+        (
+            CheckState::Ready,
+            ("True", "Admitted", "The workload is admitted"),
+        ),
+        (
+            CheckState::Pending,
+            (
+                "False",
+                "UnsatisfiedAdmissionChecks",
+                "The workload has not all checks ready",
+            ),
+        ),
     ] {
-        let mut cq = ClusterQueue::build("sales").flavor("default", [("cpu", "50")]).build();
+        let mut cq = ClusterQueue::build("sales")
+            .flavor("default", [("cpu", "50")])
+            .build();
         cq.metadata.resource_version = Some("1".into());
-        let mut w = Workload::build("foo", "default").queue("main").podset("one", 10, [("cpu", "1")]).build();
+        let mut w = Workload::build("foo", "default")
+            .queue("main")
+            .podset("one", 10, [("cpu", "1")])
+            .build();
         w.metadata.generation = Some(1);
         w.metadata.resource_version = Some("1".into());
-        w.status = Some(WorkloadStatus { admission_checks: vec![state("check", check)], ..Default::default() });
+        w.status = Some(WorkloadStatus {
+            admission_checks: vec![state("check", check)],
+            ..Default::default()
+        });
         let snap = |w: &Workload| Snapshot {
             cluster_queues: vec![Arc::new(cq.clone())],
             flavors: vec![Arc::new(ResourceFlavor::build("default").build())],
-            local_queues: vec![Arc::new(LocalQueue::build("main", "default").cluster_queue("sales").build())],
+            local_queues: vec![Arc::new(
+                LocalQueue::build("main", "default")
+                    .cluster_queue("sales")
+                    .build(),
+            )],
             workloads: vec![Arc::new(w.clone())],
             ..Default::default()
         };
@@ -596,10 +954,23 @@ fn the_reservation_keeps_the_check_states_and_admitted_follows_them() {
         };
         let s = conditions::admitted_with_checks(&w, admission, &BTreeSet::new(), t(0));
         let qr = s.condition(condition::QUOTA_RESERVED).unwrap();
-        assert_eq!((qr.status.as_str(), qr.reason.as_str(), qr.message.as_str()), ("True", "QuotaReserved", "Quota reserved in ClusterQueue sales"));
+        assert_eq!(
+            (qr.status.as_str(), qr.reason.as_str(), qr.message.as_str()),
+            ("True", "QuotaReserved", "Quota reserved in ClusterQueue sales")
+        );
         let a = s.condition(condition::ADMITTED).unwrap();
-        assert_eq!((a.status.as_str(), a.reason.as_str(), a.message.as_str()), want, "{check:?}");
-        assert_eq!(s.admission_checks.iter().map(|c| (c.name.as_str(), c.state)).collect::<Vec<_>>(), [("check", check)]);
+        assert_eq!(
+            (a.status.as_str(), a.reason.as_str(), a.message.as_str()),
+            want,
+            "{check:?}"
+        );
+        assert_eq!(
+            s.admission_checks
+                .iter()
+                .map(|c| (c.name.as_str(), c.state))
+                .collect::<Vec<_>>(),
+            [("check", check)]
+        );
         // The workload controller's sync: the stale check goes, and the workload is admitted.
         w.status = Some(s);
         w.metadata.resource_version = Some("2".into());
@@ -607,7 +978,11 @@ fn the_reservation_keeps_the_check_states_and_admitted_follows_them() {
         let actions = st.step(&snap(&w), t(1).as_millisecond());
         let synced = checks_written(&actions);
         match check {
-            CheckState::Ready => assert!(synced.is_some_and(|s| s.admission_checks.is_empty() && s.condition_true(condition::ADMITTED)), "{actions:?}"),
+            CheckState::Ready => assert!(
+                synced
+                    .is_some_and(|s| s.admission_checks.is_empty() && s.condition_true(condition::ADMITTED)),
+                "{actions:?}"
+            ),
             _ => {
                 let s = synced.expect("the stale check is dropped");
                 assert!(s.admission_checks.is_empty());
@@ -623,14 +998,33 @@ fn the_reservation_keeps_the_check_states_and_admitted_follows_them() {
 #[test]
 fn a_deactivation_by_a_check_is_counted_with_its_cause() {
     let reserved = reserved_with(CheckState::Rejected, "check rejected");
-    let marked = super::pods_ready::mark_for_deactivation(&reserved, reason::ADMISSION_CHECK, "AdmissionCheck in Rejected state: \"check1\"", t(1)).unwrap();
+    let marked = super::pods_ready::mark_for_deactivation(
+        &reserved,
+        reason::ADMISSION_CHECK,
+        "AdmissionCheck in Rejected state: \"check1\"",
+        t(1),
+    )
+    .unwrap();
     let mut w = reserved.clone();
     w.status = Some(marked);
-    assert_eq!(conditions::underlying_cause(&w, conditions::EvictedBy::Deactivated), "AdmissionCheck");
-    assert_eq!(conditions::underlying_cause(&reserved, conditions::EvictedBy::Deactivated), "", "deactivated by hand");
-    assert_eq!(conditions::underlying_cause(&w, conditions::EvictedBy::AdmissionCheck), "");
     assert_eq!(
-        conditions::underlying_cause(&w, conditions::EvictedBy::Preempted(crate::queue::PreemptedReason::InClusterQueue)),
+        conditions::underlying_cause(&w, conditions::EvictedBy::Deactivated),
+        "AdmissionCheck"
+    );
+    assert_eq!(
+        conditions::underlying_cause(&reserved, conditions::EvictedBy::Deactivated),
+        "",
+        "deactivated by hand"
+    );
+    assert_eq!(
+        conditions::underlying_cause(&w, conditions::EvictedBy::AdmissionCheck),
+        ""
+    );
+    assert_eq!(
+        conditions::underlying_cause(
+            &w,
+            conditions::EvictedBy::Preempted(crate::queue::PreemptedReason::InClusterQueue)
+        ),
         "InClusterQueue"
     );
 }
@@ -641,37 +1035,75 @@ fn a_deactivation_by_a_check_is_counted_with_its_cause() {
 fn reconcile_sync_admission_checks() {
     use CheckState::*;
     let cq = |rules: &[(&str, &[&str])]| {
-        rules.iter().fold(ClusterQueue::build("cq").flavor("flavor1", [("cpu", "1")]).flavor("flavor2", [("memory", "1")]), |b, (n, on)| b.admission_check(n, on)).build()
+        rules
+            .iter()
+            .fold(
+                ClusterQueue::build("cq")
+                    .flavor("flavor1", [("cpu", "1")])
+                    .flavor("flavor2", [("memory", "1")]),
+                |b, (n, on)| b.admission_check(n, on),
+            )
+            .build()
     };
     let plain = Workload::build("wl", "ns").build();
     let mut admitted = Workload::build("wl", "ns").build();
     admitted.status = Some(WorkloadStatus {
         admission: Some(Admission {
             cluster_queue: "cq".into(),
-            pod_set_assignments: vec![PodSetAssignment { name: "p1".into(), flavors: [("cpu".to_string(), "flavor1".to_string())].into(), ..Default::default() }],
+            pod_set_assignments: vec![PodSetAssignment {
+                name: "p1".into(),
+                flavors: [("cpu".to_string(), "flavor1".to_string())].into(),
+                ..Default::default()
+            }],
         }),
         ..Default::default()
     });
     let mut with_states = Workload::build("wl", "ns").build();
-    with_states.status = Some(WorkloadStatus { admission_checks: vec![state("ac1", Ready), state("ac3", Ready)], ..Default::default() });
+    with_states.status = Some(WorkloadStatus {
+        admission_checks: vec![state("ac1", Ready), state("ac3", Ready)],
+        ..Default::default()
+    });
     type Case<'a> = (&'a str, &'a Workload, ClusterQueue, Vec<(&'a str, CheckState)>);
     let cases: Vec<Case> = vec![
         ("no checks in cq", &plain, cq(&[]), vec![]),
-        ("add checks from cq", &plain, cq(&[("ac1", &[]), ("ac2", &[])]), vec![("ac1", Pending), ("ac2", Pending)]),
-        ("add only checks covering all flavors to unadmitted wl from cq with strategy", &plain, cq(&[("ac1", &["flavor1"]), ("ac2", &[])]), vec![("ac2", Pending)]),
+        (
+            "add checks from cq",
+            &plain,
+            cq(&[("ac1", &[]), ("ac2", &[])]),
+            vec![("ac1", Pending), ("ac2", Pending)],
+        ),
+        (
+            "add only checks covering all flavors to unadmitted wl from cq with strategy",
+            &plain,
+            cq(&[("ac1", &["flavor1"]), ("ac2", &[])]),
+            vec![("ac2", Pending)],
+        ),
         (
             "add checks to admitted wl from cq with strategy",
             &admitted,
             cq(&[("ac1", &["flavor1"]), ("ac2", &["flavor2"]), ("ac3", &[])]),
             vec![("ac1", Pending), ("ac3", Pending)],
         ),
-        ("keep only existing valid checks", &with_states, cq(&[("ac1", &[]), ("ac2", &[])]), vec![("ac1", Ready), ("ac2", Pending)]),
+        (
+            "keep only existing valid checks",
+            &with_states,
+            cq(&[("ac1", &[]), ("ac2", &[])]),
+            vec![("ac1", Ready), ("ac2", Pending)],
+        ),
     ];
     for (name, wl, cq, want) in cases {
-        let current = wl.status.as_ref().map(|s| s.admission_checks.clone()).unwrap_or_default();
+        let current = wl
+            .status
+            .as_ref()
+            .map(|s| s.admission_checks.clone())
+            .unwrap_or_default();
         let wanted = checks::checks_for_workload(wl, &cq);
         let got = checks::synced_states(&current, &wanted, t(0)).unwrap_or(current);
-        assert_eq!(got.iter().map(|c| (c.name.as_str(), c.state)).collect::<Vec<_>>(), want, "{name}");
+        assert_eq!(
+            got.iter().map(|c| (c.name.as_str(), c.state)).collect::<Vec<_>>(),
+            want,
+            "{name}"
+        );
     }
 }
 
@@ -690,14 +1122,28 @@ fn reconcile_assigns_checks_and_admits() {
         .build();
     cq.metadata.resource_version = Some("1".into());
     let reserved_in = |cq: &str, states: Vec<AdmissionCheckState>| {
-        let mut w = Workload::build("wl", "default").queue("queue").podset("main", 1, [("cpu", "1")]).build();
+        let mut w = Workload::build("wl", "default")
+            .queue("queue")
+            .podset("main", 1, [("cpu", "1")])
+            .build();
         w.metadata.resource_version = Some("1".into());
         w.status = Some(WorkloadStatus {
             admission: Some(Admission {
                 cluster_queue: cq.into(),
-                pod_set_assignments: vec![PodSetAssignment { name: "main".into(), flavors: [("cpu".to_string(), "flavor1".to_string())].into(), ..Default::default() }],
+                pod_set_assignments: vec![PodSetAssignment {
+                    name: "main".into(),
+                    flavors: [("cpu".to_string(), "flavor1".to_string())].into(),
+                    ..Default::default()
+                }],
             }),
-            conditions: vec![crate::api::conditions::new(condition::QUOTA_RESERVED, true, reason::QUOTA_RESERVED, "Quota reserved in ClusterQueue cq", None, t(0))],
+            conditions: vec![crate::api::conditions::new(
+                condition::QUOTA_RESERVED,
+                true,
+                reason::QUOTA_RESERVED,
+                "Quota reserved in ClusterQueue cq",
+                None,
+                t(0),
+            )],
             admission_checks: states,
             ..Default::default()
         });
@@ -705,24 +1151,53 @@ fn reconcile_assigns_checks_and_admits() {
     };
     let snap = |w: Workload| Snapshot {
         cluster_queues: vec![Arc::new(cq.clone())],
-        flavors: vec![Arc::new(ResourceFlavor::build("flavor1").build()), Arc::new(ResourceFlavor::build("flavor2").build())],
-        local_queues: vec![Arc::new(LocalQueue::build("queue", "default").cluster_queue("cq").build())],
+        flavors: vec![
+            Arc::new(ResourceFlavor::build("flavor1").build()),
+            Arc::new(ResourceFlavor::build("flavor2").build()),
+        ],
+        local_queues: vec![Arc::new(
+            LocalQueue::build("queue", "default").cluster_queue("cq").build(),
+        )],
         workloads: vec![Arc::new(w)],
-        admission_checks: vec![admission_check("ac1", "ctrl", true), admission_check("ac2", "ctrl", true)],
+        admission_checks: vec![
+            admission_check("ac1", "ctrl", true),
+            admission_check("ac2", "ctrl", true),
+        ],
         ..Default::default()
     };
     let actions = AdmissionState::new().step(&snap(reserved_in("cq", vec![])), t(1).as_millisecond());
     let s = checks_written(&actions).expect("the checks are assigned");
-    assert_eq!(s.admission_checks.iter().map(|c| (c.name.as_str(), c.state)).collect::<Vec<_>>(), [("ac1", CheckState::Pending), ("ac2", CheckState::Pending)]);
+    assert_eq!(
+        s.admission_checks
+            .iter()
+            .map(|c| (c.name.as_str(), c.state))
+            .collect::<Vec<_>>(),
+        [("ac1", CheckState::Pending), ("ac2", CheckState::Pending)]
+    );
 
-    let actions = AdmissionState::new().step(&snap(reserved_in("q1", vec![state("check", CheckState::Ready)])), t(1).as_millisecond());
+    let actions = AdmissionState::new().step(
+        &snap(reserved_in("q1", vec![state("check", CheckState::Ready)])),
+        t(1).as_millisecond(),
+    );
     let s = checks_written(&actions).expect("admit");
     let a = s.condition(condition::ADMITTED).unwrap();
-    assert_eq!((a.status.as_str(), a.reason.as_str(), a.message.as_str()), ("True", "Admitted", "The workload is admitted"));
-    assert_eq!(s.admission_checks.iter().map(|c| (c.name.as_str(), c.state)).collect::<Vec<_>>(), [("check", CheckState::Ready)]);
+    assert_eq!(
+        (a.status.as_str(), a.reason.as_str(), a.message.as_str()),
+        ("True", "Admitted", "The workload is admitted")
+    );
+    assert_eq!(
+        s.admission_checks
+            .iter()
+            .map(|c| (c.name.as_str(), c.state))
+            .collect::<Vec<_>>(),
+        [("check", CheckState::Ready)]
+    );
 
     let mut already = reserved_in("q1", vec![state("check", CheckState::Ready)]);
     already.status = Some(s.clone());
     let actions = AdmissionState::new().step(&snap(already), t(2).as_millisecond());
-    assert!(checks_written(&actions).is_none(), "already admitted: {actions:?}");
+    assert!(
+        checks_written(&actions).is_none(),
+        "already admitted: {actions:?}"
+    );
 }

@@ -9,10 +9,10 @@ use std::collections::{BTreeMap, HashMap};
 use super::checks::{self, QueueChecks, Verdict};
 use super::conditions::{EvictedBy, EvictionCause, controller_owner, is_active, is_evicted, status_of};
 use super::snapshot::{Snapshot, key_of};
-use crate::jobframework::slices::replacement_for;
-use crate::api::kueue::constants::{RESOURCE_IN_USE_FINALIZER, reason};
 use crate::api::kueue::constants::condition;
+use crate::api::kueue::constants::{RESOURCE_IN_USE_FINALIZER, reason};
 use crate::api::kueue::{LocalQueue, StopPolicy, Workload, WorkloadStatus};
+use crate::jobframework::slices::replacement_for;
 use crate::queue::WorkloadKey;
 
 /// One Workload's case.
@@ -85,7 +85,11 @@ impl<'a> View<'a> {
             .filter(|q| q.spec.admission_checks_strategy.is_some())
             .map(|q| (q.metadata.name.as_deref().unwrap_or_default(), QueueChecks::of(q)))
             .collect();
-        let cluster_queues = snap.cluster_queues.iter().map(|q| q.metadata.name.as_deref().unwrap_or_default()).collect();
+        let cluster_queues = snap
+            .cluster_queues
+            .iter()
+            .map(|q| q.metadata.name.as_deref().unwrap_or_default())
+            .collect();
         View {
             snap,
             local_queues,
@@ -128,10 +132,21 @@ impl<'a> View<'a> {
         let lq_stop = lq.and_then(|l| l.spec.stop_policy).unwrap_or_default();
         if wl.admission().is_some() && wl.has_quota_reservation() {
             if let Some(by) = self.replaced.get(&key_of(wl)) {
-                return Class::Replaced { by: by.0.clone(), finish: by.1 };
+                return Class::Replaced {
+                    by: by.0.clone(),
+                    finish: by.1,
+                };
             }
-            let states = wl.status.as_ref().map(|s| s.admission_checks.as_slice()).unwrap_or_default();
-            let verdict = if is_evicted(wl) { None } else { checks::verdict(states) };
+            let states = wl
+                .status
+                .as_ref()
+                .map(|s| s.admission_checks.as_slice())
+                .unwrap_or_default();
+            let verdict = if is_evicted(wl) {
+                None
+            } else {
+                checks::verdict(states)
+            };
             let stop = if !is_active(wl) {
                 Some(EvictionCause {
                     by: EvictedBy::Deactivated,
@@ -193,13 +208,21 @@ impl<'a> View<'a> {
             return Class::Release { reason, message };
         }
         // Kueue's scheduler does not consider a workload with a failed check.
-        if wl.status.as_ref().is_some_and(|s| checks::has_failed(&s.admission_checks)) {
+        if wl
+            .status
+            .as_ref()
+            .is_some_and(|s| checks::has_failed(&s.admission_checks))
+        {
             return Class::Held {
                 why: (reason::PENDING_EVALUATION, checks::FAILED_MESSAGE.to_string()),
             };
         }
         // Kueue's `IsAdmissible`: a pod group missing pods waits for their replacements.
-        if wl.status.as_ref().is_some_and(|s| s.condition_true(condition::WAITING_FOR_REPLACEMENT_PODS)) {
+        if wl
+            .status
+            .as_ref()
+            .is_some_and(|s| s.condition_true(condition::WAITING_FOR_REPLACEMENT_PODS))
+        {
             return Class::Waiting;
         }
         Class::Queue {
@@ -213,7 +236,10 @@ impl<'a> View<'a> {
     }
 
     /// The checks an admission's flavors need in its ClusterQueue.
-    pub(super) fn admission_checks(&self, admission: &crate::api::kueue::Admission) -> std::collections::BTreeSet<String> {
+    pub(super) fn admission_checks(
+        &self,
+        admission: &crate::api::kueue::Admission,
+    ) -> std::collections::BTreeSet<String> {
         self.queue_checks
             .get(admission.cluster_queue.as_str())
             .map(|q| checks::checks_for_admission(&q.checks, admission))
@@ -224,14 +250,23 @@ impl<'a> View<'a> {
     /// check states brought in line with its ClusterQueue's checks, the built-in checks passed, and
     /// `Admitted` following them while quota is reserved. `None` when the status already says all
     /// that. Also returns when (ms) a built-in check with a delay is next due.
-    pub(super) fn checks_status(&self, wl: &Workload, class: &Class, now: jiff::Timestamp) -> (Option<WorkloadStatus>, Option<i64>) {
+    pub(super) fn checks_status(
+        &self,
+        wl: &Workload,
+        class: &Class,
+        now: jiff::Timestamp,
+    ) -> (Option<WorkloadStatus>, Option<i64>) {
         let cq = match class {
             Class::Gone { .. } | Class::Replaced { .. } => return (None, None),
             Class::Reserved { .. } => wl.admission().map(|a| a.cluster_queue.as_str()),
             _ => self.local_queue(wl).map(|lq| lq.spec.cluster_queue()),
         };
         let Some(cq) = cq else { return (None, None) };
-        let current = wl.status.as_ref().map(|s| s.admission_checks.as_slice()).unwrap_or_default();
+        let current = wl
+            .status
+            .as_ref()
+            .map(|s| s.admission_checks.as_slice())
+            .unwrap_or_default();
         let queue = self.queue_checks.get(cq);
         // The common case, on every workload every cycle: no checks anywhere, nothing to copy. (A
         // reservation written without `Admitted`, by another writer, still gets it, as Kueue's

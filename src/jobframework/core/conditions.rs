@@ -20,10 +20,16 @@ pub fn admitted(wl: &Workload, admission: Admission, now: jiff::Timestamp) -> Wo
 /// when every check the workload carries is Ready (else `UnsatisfiedAdmissionChecks`), and any
 /// earlier eviction marked over. As Kueue's scheduler, a check the queue no longer names is left for
 /// the workload controller's sync (`Action::Checks`) to drop.
-pub fn admitted_with_checks(wl: &Workload, admission: Admission, checks: &std::collections::BTreeSet<String>, now: jiff::Timestamp) -> WorkloadStatus {
+pub fn admitted_with_checks(
+    wl: &Workload,
+    admission: Admission,
+    checks: &std::collections::BTreeSet<String>,
+    now: jiff::Timestamp,
+) -> WorkloadStatus {
     let g = wl.metadata.generation;
     let mut s = status_of(wl);
-    let mut wanted: std::collections::BTreeSet<String> = s.admission_checks.iter().map(|c| c.name.clone()).collect();
+    let mut wanted: std::collections::BTreeSet<String> =
+        s.admission_checks.iter().map(|c| c.name.clone()).collect();
     wanted.extend(checks.iter().cloned());
     if let Some(states) = super::checks::synced_states(&s.admission_checks, &wanted, now) {
         s.admission_checks = states;
@@ -66,12 +72,7 @@ pub fn admitted_with_checks(wl: &Workload, admission: Admission, checks: &std::c
 /// write it: QuotaReserved=False with the admission core's reason and message, Admitted=False
 /// with reason NoReservation, and `status.resourceRequests`. `None` when the workload already
 /// says that (Kueue #8095: don't rewrite unchanged pending status).
-pub fn pending(
-    wl: &Workload,
-    reason: &str,
-    message: &str,
-    now: jiff::Timestamp,
-) -> Option<WorkloadStatus> {
+pub fn pending(wl: &Workload, reason: &str, message: &str, now: jiff::Timestamp) -> Option<WorkloadStatus> {
     // Rewritten only when what it says changes in substance: the amounts in a message move every
     // cycle while the backlog drains, and a write per pending workload per cycle is what held the
     // scheduler back (and woke every watcher of Workloads). Decided on the cached status as it is,
@@ -91,7 +92,11 @@ pub fn pending(
         let deactivation_shown = reason != reason::DEACTIVATED
             || (st.condition_true(condition::EVICTED) && st.requeue_state.is_none());
         if said(condition::QUOTA_RESERVED, reason, message)
-            && said(condition::ADMITTED, reason::NO_RESERVATION, NO_RESERVATION_MESSAGE)
+            && said(
+                condition::ADMITTED,
+                reason::NO_RESERVATION,
+                NO_RESERVATION_MESSAGE,
+            )
             && !st.resource_requests.is_empty()
             && deactivation_shown
         {
@@ -183,8 +188,7 @@ pub fn resource_requests(wl: &Workload) -> Vec<PodSetRequest> {
             let name = ps.name().to_string();
             let count = i64::from(ps.count.unwrap_or(1));
             let field = format!("spec.podSets[{i}]");
-            let m = crate::queue::convert::podset_from_template(&field, &name, count, &ps.template)
-                .ok()?;
+            let m = crate::queue::convert::podset_from_template(&field, &name, count, &ps.template).ok()?;
             let resources = m
                 .requests
                 .keys()
@@ -225,7 +229,9 @@ fn substance_chars(message: &str) -> impl Iterator<Item = char> + '_ {
 pub fn underlying_cause(wl: &Workload, by: EvictedBy) -> String {
     match by.preempted_reason() {
         Some(r) => r.to_string(),
-        None if by == EvictedBy::Deactivated => super::pods_ready::deactivation_target(wl).map(|c| c.reason.clone()).unwrap_or_default(),
+        None if by == EvictedBy::Deactivated => super::pods_ready::deactivation_target(wl)
+            .map(|c| c.reason.clone())
+            .unwrap_or_default(),
         None => String::new(),
     }
 }
@@ -235,11 +241,7 @@ pub fn underlying_cause(wl: &Workload, by: EvictedBy) -> String {
 /// admission checks go back to `Pending`; evicted for a `Retry` check, it is requeued no earlier than
 /// the latest `lastTransitionTime + requeueAfterSeconds` of those checks (`requeueState.requeueAt`).
 /// `None` if already marked so.
-pub fn evicted(
-    wl: &Workload,
-    cause: &EvictionCause,
-    now: jiff::Timestamp,
-) -> Option<WorkloadStatus> {
+pub fn evicted(wl: &Workload, cause: &EvictionCause, now: jiff::Timestamp) -> Option<WorkloadStatus> {
     let g = wl.metadata.generation;
     let mut s = status_of(wl);
     if cause.by == EvictedBy::AdmissionCheck
@@ -275,10 +277,22 @@ pub fn evicted(
 
 /// `GrowthPreempted=True` with Kueue's preemption reason: preemption takes only this slice's
 /// growth (its job shrinks it back to its floor) instead of evicting it.
-pub fn growth_preempted(wl: &Workload, why: &str, message: &str, now: jiff::Timestamp) -> Option<WorkloadStatus> {
+pub fn growth_preempted(
+    wl: &Workload,
+    why: &str,
+    message: &str,
+    now: jiff::Timestamp,
+) -> Option<WorkloadStatus> {
     let g = wl.metadata.generation;
     let mut s = status_of(wl);
-    let c = cond(crate::jobframework::slices::GROWTH_PREEMPTED, true, why, message, g, now);
+    let c = cond(
+        crate::jobframework::slices::GROWTH_PREEMPTED,
+        true,
+        why,
+        message,
+        g,
+        now,
+    );
     set_condition(&mut s.conditions, c).then_some(s)
 }
 
@@ -324,8 +338,7 @@ pub fn clear_reservation(wl: &Workload, now: jiff::Timestamp) -> Option<Workload
     );
     // Kueue requeues at once only after a preemption or node failures; after any other eviction
     // Requeued=False parks the workload until its cause is gone (queue restarted, reactivated).
-    let at_once =
-        why == reason::PREEMPTED || why == reason::NODE_FAILURES || why == reason::PENDING;
+    let at_once = why == reason::PREEMPTED || why == reason::NODE_FAILURES || why == reason::PENDING;
     set_condition(
         &mut s.conditions,
         cond(condition::REQUEUED, at_once, &why, &msg, g, now),
@@ -334,12 +347,7 @@ pub fn clear_reservation(wl: &Workload, now: jiff::Timestamp) -> Option<Workload
 }
 
 /// Finished=True with `reason` (e.g. `WorkloadSliceReplaced`).
-pub fn finished(
-    wl: &Workload,
-    reason: &str,
-    message: &str,
-    now: jiff::Timestamp,
-) -> Option<WorkloadStatus> {
+pub fn finished(wl: &Workload, reason: &str, message: &str, now: jiff::Timestamp) -> Option<WorkloadStatus> {
     let mut s = status_of(wl);
     set_condition(
         &mut s.conditions,
@@ -354,7 +362,6 @@ pub fn finished(
     )
     .then_some(s)
 }
-
 
 /// `spec.active` unset means active.
 pub fn is_active(wl: &Workload) -> bool {
@@ -379,9 +386,11 @@ mod substance_tests {
     #[test]
     fn amounts_do_not_change_what_a_message_says() {
         let a = "insufficient unused quota for cpu in flavor rf, 3 more needed (requested 5, available 2)";
-        let b = "insufficient unused quota for cpu in flavor rf, 500m more needed (requested 5, available 4.5)";
+        let b =
+            "insufficient unused quota for cpu in flavor rf, 500m more needed (requested 5, available 4.5)";
         assert_eq!(substance(a), substance(b));
-        let other = "insufficient unused quota for memory in flavor rf, 3 more needed (requested 5, available 2)";
+        let other =
+            "insufficient unused quota for memory in flavor rf, 3 more needed (requested 5, available 2)";
         assert_ne!(substance(a), substance(other));
         assert_eq!(substance("cq-0-1 holds 1.5Gi"), "cq-#-# holds #");
     }

@@ -27,27 +27,41 @@ impl AdmissionState {
             self.cycle_breaker.due(now_ms, BTreeSet::new(), after);
             return;
         }
-        let by_slice: BTreeMap<&WorkloadKey, (i32, i64)> = upgrades.iter().map(|(s, _, p, t)| (s, (*p, *t))).collect();
+        let by_slice: BTreeMap<&WorkloadKey, (i32, i64)> =
+            upgrades.iter().map(|(s, _, p, t)| (s, (*p, *t))).collect();
         let mut waits_on: BTreeMap<WorkloadKey, BTreeSet<WorkloadKey>> = BTreeMap::new();
         for (slice, pending, _, _) in &upgrades {
-            let Some(e) = self.explanations.get(pending) else { continue };
+            let Some(e) = self.explanations.get(pending) else {
+                continue;
+            };
             for h in &e.holders {
-                let Some((ns, name)) = h.workload.split_once('/') else { continue };
+                let Some((ns, name)) = h.workload.split_once('/') else {
+                    continue;
+                };
                 let held_by = WorkloadKey::new(ns, name);
                 if held_by != *slice && by_slice.contains_key(&held_by) {
                     waits_on.entry(slice.clone()).or_default().insert(held_by);
                 }
             }
         }
-        for cycle in self.cycle_breaker.due(now_ms, wait_cycle::cycles(&waits_on), after) {
+        for cycle in self
+            .cycle_breaker
+            .due(now_ms, wait_cycle::cycles(&waits_on), after)
+        {
             let members: Vec<Upgrade> = cycle
                 .iter()
                 .filter_map(|k| {
                     let (priority, waiting_since) = *by_slice.get(k)?;
-                    Some(Upgrade { slice: k.clone(), priority, waiting_since })
+                    Some(Upgrade {
+                        slice: k.clone(),
+                        priority,
+                        waiting_since,
+                    })
                 })
                 .collect();
-            let Some(v) = wait_cycle::victim(&members) else { continue };
+            let Some(v) = wait_cycle::victim(&members) else {
+                continue;
+            };
             if !self.core.release_growth(&v.slice) {
                 continue;
             }
@@ -59,7 +73,11 @@ impl AdmissionState {
                 v.slice
             );
             tracing::warn!(workload = %v.slice, "{message}");
-            actions.push(Action::TakeGrowth { key: v.slice.clone(), reason: REASON.to_string(), message });
+            actions.push(Action::TakeGrowth {
+                key: v.slice.clone(),
+                reason: REASON.to_string(),
+                message,
+            });
         }
     }
 }

@@ -36,7 +36,10 @@ impl Explanations {
 
     /// No record for `key`, or one that says something else than `reason` and `message`.
     pub fn stale(&self, key: &WorkloadKey, reason: &str, message: &str) -> bool {
-        self.with(|m| m.get(key).is_none_or(|e| e.reason != reason || e.message != message))
+        self.with(|m| {
+            m.get(key)
+                .is_none_or(|e| e.reason != reason || e.message != message)
+        })
     }
 
     pub fn len(&self) -> usize {

@@ -48,9 +48,7 @@ pub fn apply(meta: &ObjectMeta, change: Change) -> Vec<String> {
 /// `ClusterQueueEmpty` is false).
 pub fn cluster_queue_in_use<'a>(cq: &str, mut workloads: impl Iterator<Item = &'a Workload>) -> bool {
     workloads.any(|w| {
-        !w.is_finished()
-            && w.has_quota_reservation()
-            && w.admission().is_some_and(|a| a.cluster_queue == cq)
+        !w.is_finished() && w.has_quota_reservation() && w.admission().is_some_and(|a| a.cluster_queue == cq)
     })
 }
 
@@ -86,7 +84,11 @@ mod tests {
             (meta(false, &[other]), true, Some(Change::Add)),
             (meta(false, &[RESOURCE_IN_USE_FINALIZER]), true, None),
             (meta(true, &[RESOURCE_IN_USE_FINALIZER]), true, None),
-            (meta(true, &[other, RESOURCE_IN_USE_FINALIZER]), false, Some(Change::Remove)),
+            (
+                meta(true, &[other, RESOURCE_IN_USE_FINALIZER]),
+                false,
+                Some(Change::Remove),
+            ),
             // Another controller's finalizer is not ours to add to a deleted object.
             (meta(true, &[other]), false, None),
         ];

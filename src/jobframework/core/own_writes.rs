@@ -27,7 +27,9 @@ impl OwnWrites {
         let Ok(mut m) = self.0.lock() else {
             return;
         };
-        let e = m.entry(key.clone()).or_insert_with(|| (Vec::new(), String::new()));
+        let e = m
+            .entry(key.clone())
+            .or_insert_with(|| (Vec::new(), String::new()));
         if !(e.0.iter().any(|v| v == before) || e.1 == before) {
             e.0.clear();
         }

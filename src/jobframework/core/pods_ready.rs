@@ -27,7 +27,10 @@ pub fn desired(wl: &Workload, pods_ready: bool) -> (bool, &'static str, &'static
     if !wl.is_admitted() {
         return (false, reason::WAIT_FOR_START, NOT_READY_MESSAGE);
     }
-    let current = wl.status.as_ref().and_then(|s| s.condition(condition::PODS_READY));
+    let current = wl
+        .status
+        .as_ref()
+        .and_then(|s| s.condition(condition::PODS_READY));
     let recovering = |r: &str| r == reason::WAIT_FOR_RECOVERY || r == reason::RECOVERED;
     if pods_ready {
         let why = if current.is_some_and(|c| recovering(&c.reason)) {
@@ -49,7 +52,10 @@ pub fn desired(wl: &Workload, pods_ready: bool) -> (bool, &'static str, &'static
 /// status and reason (Kueue rewrites only on a change of either).
 pub fn with_condition(wl: &Workload, pods_ready: bool, now: jiff::Timestamp) -> Option<WorkloadStatus> {
     let (status, why, message) = desired(wl, pods_ready);
-    let shown = wl.status.as_ref().and_then(|s| s.condition(condition::PODS_READY));
+    let shown = wl
+        .status
+        .as_ref()
+        .and_then(|s| s.condition(condition::PODS_READY));
     let want = if status { TRUE } else { FALSE };
     if shown.is_some_and(|c| c.status == want && c.reason == why) {
         return None;
@@ -57,7 +63,14 @@ pub fn with_condition(wl: &Workload, pods_ready: bool, now: jiff::Timestamp) -> 
     let mut s = status_of(wl);
     set_condition(
         &mut s.conditions,
-        cond(condition::PODS_READY, status, why, message, wl.metadata.generation, now),
+        cond(
+            condition::PODS_READY,
+            status,
+            why,
+            message,
+            wl.metadata.generation,
+            now,
+        ),
     );
     Some(s)
 }
@@ -70,13 +83,31 @@ pub fn deadline(wl: &Workload, cfg: &PodsReadyConfig) -> Option<(&'static str, i
     let ms = |d: std::time::Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
     match st.condition(condition::PODS_READY) {
         Some(c) if c.status == TRUE => None,
-        None => Some((reason::WAIT_FOR_START, admitted.last_transition_time.0.as_millisecond().saturating_add(ms(cfg.timeout)))),
-        Some(c) if c.reason == reason::WAIT_FOR_START || c.reason == LEGACY_REASON => {
-            Some((reason::WAIT_FOR_START, admitted.last_transition_time.0.as_millisecond().saturating_add(ms(cfg.timeout))))
-        }
+        None => Some((
+            reason::WAIT_FOR_START,
+            admitted
+                .last_transition_time
+                .0
+                .as_millisecond()
+                .saturating_add(ms(cfg.timeout)),
+        )),
+        Some(c) if c.reason == reason::WAIT_FOR_START || c.reason == LEGACY_REASON => Some((
+            reason::WAIT_FOR_START,
+            admitted
+                .last_transition_time
+                .0
+                .as_millisecond()
+                .saturating_add(ms(cfg.timeout)),
+        )),
         Some(c) if c.reason == reason::WAIT_FOR_RECOVERY => {
             let recovery = cfg.recovery_timeout?;
-            Some((reason::WAIT_FOR_RECOVERY, c.last_transition_time.0.as_millisecond().saturating_add(ms(recovery))))
+            Some((
+                reason::WAIT_FOR_RECOVERY,
+                c.last_transition_time
+                    .0
+                    .as_millisecond()
+                    .saturating_add(ms(recovery)),
+            ))
         }
         Some(_) => None,
     }
@@ -119,11 +150,14 @@ pub fn limit_reached(wl: &Workload, cfg: &PodsReadyConfig) -> bool {
         .and_then(|s| s.requeue_state.as_ref())
         .and_then(|r| r.count)
         .unwrap_or(0);
-    cfg.backoff_limit_count.is_some_and(|limit| count.saturating_add(1) > limit)
+    cfg.backoff_limit_count
+        .is_some_and(|limit| count.saturating_add(1) > limit)
 }
 
 /// Whether the workload is marked for deactivation (`DeactivationTarget=True`).
-pub fn deactivation_target(wl: &Workload) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+pub fn deactivation_target(
+    wl: &Workload,
+) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
     wl.status
         .as_ref()?
         .condition(condition::DEACTIVATION_TARGET)
@@ -132,14 +166,26 @@ pub fn deactivation_target(wl: &Workload) -> Option<&k8s_openapi::apimachinery::
 
 /// `DeactivationTarget=True` with `why` (`RequeuingLimitExceeded`, `AdmissionCheck`), or `None` when
 /// already marked.
-pub fn mark_for_deactivation(wl: &Workload, why: &str, message: &str, now: jiff::Timestamp) -> Option<WorkloadStatus> {
+pub fn mark_for_deactivation(
+    wl: &Workload,
+    why: &str,
+    message: &str,
+    now: jiff::Timestamp,
+) -> Option<WorkloadStatus> {
     if deactivation_target(wl).is_some() {
         return None;
     }
     let mut s = status_of(wl);
     set_condition(
         &mut s.conditions,
-        cond(condition::DEACTIVATION_TARGET, true, why, message, wl.metadata.generation, now),
+        cond(
+            condition::DEACTIVATION_TARGET,
+            true,
+            why,
+            message,
+            wl.metadata.generation,
+            now,
+        ),
     );
     Some(s)
 }
@@ -167,7 +213,10 @@ pub fn blocks_admission(wl: &Workload) -> bool {
     wl.has_quota_reservation()
         && !wl.is_finished()
         && wl.metadata.deletion_timestamp.is_none()
-        && !wl.status.as_ref().is_some_and(|s| s.condition_true(condition::PODS_READY))
+        && !wl
+            .status
+            .as_ref()
+            .is_some_and(|s| s.condition_true(condition::PODS_READY))
 }
 
 /// The queue-order time (ms) of a workload requeued after a PodsReady timeout, under the `Eviction`
@@ -192,13 +241,21 @@ pub fn first_ready(old: &Workload, new: &WorkloadStatus) -> bool {
     let started = |c: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition| {
         c.status == TRUE && c.reason == reason::STARTED
     };
-    let was = old.status.as_ref().and_then(|s| s.condition(condition::PODS_READY)).is_some_and(started);
+    let was = old
+        .status
+        .as_ref()
+        .and_then(|s| s.condition(condition::PODS_READY))
+        .is_some_and(started);
     !was && new.condition(condition::PODS_READY).is_some_and(started)
 }
 
 /// Kueue's time-to-ready waits at `ready_at`, in seconds: since the workload was queued (created, or
 /// last requeued) and since it was admitted (`None` without an Admitted condition).
-pub fn ready_waits(wl: &Workload, queued_since: jiff::Timestamp, ready_at: jiff::Timestamp) -> (f64, Option<f64>) {
+pub fn ready_waits(
+    wl: &Workload,
+    queued_since: jiff::Timestamp,
+    ready_at: jiff::Timestamp,
+) -> (f64, Option<f64>) {
     let secs = |from: jiff::Timestamp| ready_at.duration_since(from).as_secs_f64().max(0.0);
     let admitted = wl
         .status

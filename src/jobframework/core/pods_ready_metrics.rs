@@ -22,13 +22,19 @@ pub fn record_ready(m: &Metrics, old: &Workload, new: &WorkloadStatus, now: jiff
     let l = m.cq_priority(&cq, &pc);
     p.ready_wait_time_seconds.get_or_create(&l).observe(queued);
     if let Some(a) = admitted {
-        p.admitted_until_ready_wait_time_seconds.get_or_create(&l).observe(a);
+        p.admitted_until_ready_wait_time_seconds
+            .get_or_create(&l)
+            .observe(a);
     }
     if let Some((ns, lq)) = super::queue_status::local_queue_key(old) {
         let l = m.lq_priority(&ns, &lq, &pc);
-        p.local_queue_ready_wait_time_seconds.get_or_create(&l).observe(queued);
+        p.local_queue_ready_wait_time_seconds
+            .get_or_create(&l)
+            .observe(queued);
         if let Some(a) = admitted {
-            p.local_queue_admitted_until_ready_wait_time_seconds.get_or_create(&l).observe(a);
+            p.local_queue_admitted_until_ready_wait_time_seconds
+                .get_or_create(&l)
+                .observe(a);
         }
     }
 }
@@ -45,5 +51,8 @@ pub fn record_evicted(m: &Metrics, cq: &str, cause: &EvictionCause, status: &Wor
         underlying_cause: cause.by.preempted_reason().unwrap_or_default().to_string(),
         replica_role: m.role(),
     };
-    m.pods_ready.pods_ready_to_evicted_time_seconds.get_or_create(&l).observe(secs.max(0.0));
+    m.pods_ready
+        .pods_ready_to_evicted_time_seconds
+        .get_or_create(&l)
+        .observe(secs.max(0.0));
 }

@@ -6,11 +6,11 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use super::{deadline, desired, with_condition};
-use crate::jobframework::core::pods_ready;
-use crate::jobframework::core::sync::{self, Action, AdmissionState};
 use crate::api::conditions::new as cond;
 use crate::api::kueue::config::PodsReadyConfig;
 use crate::api::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Workload};
+use crate::jobframework::core::pods_ready;
+use crate::jobframework::core::sync::{self, Action, AdmissionState};
 
 const NOW: i64 = 1_800_000_000_000;
 
@@ -25,7 +25,11 @@ fn c(type_: &str, status: &str, reason: &str, ms: i64) -> Condition {
 }
 
 fn with(conds: Vec<Condition>) -> Workload {
-    let mut w = Workload::build("w", "ns").queue("lq").podset("main", 1, [("cpu", "1")]).reserve_quota("cq", "default").build();
+    let mut w = Workload::build("w", "ns")
+        .queue("lq")
+        .podset("main", 1, [("cpu", "1")])
+        .reserve_quota("cq", "default")
+        .build();
     let s = w.status.get_or_insert_with(Default::default);
     for x in conds {
         crate::api::conditions::set(&mut s.conditions, x);
@@ -47,9 +51,19 @@ fn cfg(timeout_min: u64, recovery_min: Option<u64>) -> PodsReadyConfig {
 fn admitted_not_ready_workload() {
     let minute = 60_000;
     let ago = NOW - minute;
-    type Case = (&'static str, Vec<Condition>, PodsReadyConfig, Option<(&'static str, i64)>);
+    type Case = (
+        &'static str,
+        Vec<Condition>,
+        PodsReadyConfig,
+        Option<(&'static str, i64)>,
+    );
     let cases: Vec<Case> = vec![
-        ("workload without Admitted condition; not counting", vec![], cfg(5, Some(5)), None),
+        (
+            "workload without Admitted condition; not counting",
+            vec![],
+            cfg(5, Some(5)),
+            None,
+        ),
         (
             "workload with Admitted=True, no PodsReady; counting",
             vec![c("Admitted", "True", "Admitted", ago)],
@@ -64,25 +78,37 @@ fn admitted_not_ready_workload() {
         ),
         (
             "with reason WaitForStart; counting since admitted.LastTransitionTime",
-            vec![c("Admitted", "True", "Admitted", ago), c("PodsReady", "False", "WaitForStart", NOW)],
+            vec![
+                c("Admitted", "True", "Admitted", ago),
+                c("PodsReady", "False", "WaitForStart", NOW),
+            ],
             cfg(5, Some(5)),
             Some(("WaitForStart", 4 * minute)),
         ),
         (
             "with reason PodsReady; counting since admitted.LastTransitionTime",
-            vec![c("Admitted", "True", "Admitted", ago), c("PodsReady", "False", "PodsReady", NOW)],
+            vec![
+                c("Admitted", "True", "Admitted", ago),
+                c("PodsReady", "False", "PodsReady", NOW),
+            ],
             cfg(5, Some(5)),
             Some(("WaitForStart", 4 * minute)),
         ),
         (
             "Admitted=True, PodsReady=False, Reason=WaitForRecovery",
-            vec![c("Admitted", "True", "Admitted", ago), c("PodsReady", "False", "WaitForRecovery", NOW)],
+            vec![
+                c("Admitted", "True", "Admitted", ago),
+                c("PodsReady", "False", "WaitForRecovery", NOW),
+            ],
             cfg(5, Some(3)),
             Some(("WaitForRecovery", 3 * minute)),
         ),
         (
             "Reason=WaitForRecovery, recoveryTimeout not configured",
-            vec![c("Admitted", "True", "Admitted", ago), c("PodsReady", "False", "WaitForRecovery", NOW)],
+            vec![
+                c("Admitted", "True", "Admitted", ago),
+                c("PodsReady", "False", "WaitForRecovery", NOW),
+            ],
             cfg(5, None),
             None,
         ),
@@ -100,7 +126,10 @@ fn admitted_not_ready_workload() {
         ),
         (
             "workload with Admitted=True, PodsReady=True; not counting",
-            vec![c("Admitted", "True", "Admitted", ago), c("PodsReady", "True", "Started", NOW)],
+            vec![
+                c("Admitted", "True", "Admitted", ago),
+                c("PodsReady", "True", "Started", NOW),
+            ],
             cfg(5, Some(5)),
             None,
         ),
@@ -116,7 +145,12 @@ fn admitted_not_ready_workload() {
 #[test]
 fn pods_ready_condition_follows_the_job() {
     let admitted = || c("Admitted", "True", "Admitted", NOW);
-    type Case = (&'static str, Vec<Condition>, bool, (bool, &'static str, &'static str));
+    type Case = (
+        &'static str,
+        Vec<Condition>,
+        bool,
+        (bool, &'static str, &'static str),
+    );
     let cases: Vec<Case> = vec![
         (
             "PodsReady=False before the workload is admitted",
@@ -167,12 +201,20 @@ fn pods_ready_condition_follows_the_job() {
         match with_condition(&w, ready, at(NOW + 1)) {
             Some(s) => {
                 let pr = s.condition("PodsReady").unwrap();
-                assert_eq!((pr.status == "True", pr.reason.as_str(), pr.message.as_str()), want, "{name}");
+                assert_eq!(
+                    (pr.status == "True", pr.reason.as_str(), pr.message.as_str()),
+                    want,
+                    "{name}"
+                );
             }
             // Same status and reason shown already: Kueue writes nothing.
             None => {
                 let pr = w.status.as_ref().unwrap().condition("PodsReady").unwrap();
-                assert_eq!((pr.status == "True", pr.reason.as_str()), (want.0, want.1), "{name}");
+                assert_eq!(
+                    (pr.status == "True", pr.reason.as_str()),
+                    (want.0, want.1),
+                    "{name}"
+                );
             }
         }
     }
@@ -188,21 +230,31 @@ fn the_requeue_limit_deactivates_on_the_requeue_past_it() {
     assert!(!pods_ready::limit_reached(&w, &c), "no limit: never");
     c.backoff_limit_count = Some(2);
     for (count, want) in [(None, false), (Some(1), false), (Some(2), true)] {
-        w.status.as_mut().unwrap().requeue_state = Some(crate::api::kueue::RequeueState { count, requeue_at: None });
+        w.status.as_mut().unwrap().requeue_state = Some(crate::api::kueue::RequeueState {
+            count,
+            requeue_at: None,
+        });
         assert_eq!(pods_ready::limit_reached(&w, &c), want, "{count:?}");
     }
     c.backoff_limit_count = Some(0);
     w.status.as_mut().unwrap().requeue_state = None;
-    assert!(pods_ready::limit_reached(&w, &c), "limit 0: deactivated at the first timeout");
+    assert!(
+        pods_ready::limit_reached(&w, &c),
+        "limit 0: deactivated at the first timeout"
+    );
 }
 
 fn snapshot(wls: Vec<Workload>) -> sync::Snapshot {
-    let mut q = ClusterQueue::build("cq").flavor("default", [("cpu", "4")]).build();
+    let mut q = ClusterQueue::build("cq")
+        .flavor("default", [("cpu", "4")])
+        .build();
     q.metadata.resource_version = Some("1".into());
     sync::Snapshot {
         cluster_queues: vec![Arc::new(q)],
         flavors: vec![Arc::new(ResourceFlavor::build("default").build())],
-        local_queues: vec![Arc::new(LocalQueue::build("lq", "ns").cluster_queue("cq").build())],
+        local_queues: vec![Arc::new(
+            LocalQueue::build("lq", "ns").cluster_queue("cq").build(),
+        )],
         workloads: wls.into_iter().map(Arc::new).collect(),
         ..Default::default()
     }
@@ -227,21 +279,35 @@ fn the_loop_times_out_an_admitted_workload_and_keeps_a_timer_before() {
     let w = admitted_at("w", NOW, vec![]);
     let before = st.step(&snapshot(vec![w.clone()]), NOW + 9_000);
     assert!(before.is_empty(), "{before:?}");
-    assert_eq!(st.pods_ready_deadline(), Some(NOW + 10_000), "a timer for the deadline");
+    assert_eq!(
+        st.pods_ready_deadline(),
+        Some(NOW + 10_000),
+        "a timer for the deadline"
+    );
     let after = st.step(&snapshot(vec![w.clone()]), NOW + 10_000);
     match &after[..] {
         [Action::Evict { key, cause, clear }] => {
             assert_eq!(key.name, "w");
-            assert_eq!(cause.by, crate::jobframework::core::conditions::EvictedBy::PodsReadyTimeout);
+            assert_eq!(
+                cause.by,
+                crate::jobframework::core::conditions::EvictedBy::PodsReadyTimeout
+            );
             assert_eq!(cause.message, "Exceeded the PodsReady timeout ns/w");
             assert!(*clear, "no job owns it: released at once");
         }
         other => panic!("{other:?}"),
     }
     let mut ready = w.clone();
-    crate::api::conditions::set(&mut ready.status.as_mut().unwrap().conditions, c("PodsReady", "True", "Started", NOW));
-    let mut st2 = AdmissionState::with_pods_ready(Some(PodsReadyConfig::with_timeout(Duration::from_secs(10))));
-    assert!(st2.step(&snapshot(vec![ready]), NOW + 60_000).is_empty(), "ready: never timed out");
+    crate::api::conditions::set(
+        &mut ready.status.as_mut().unwrap().conditions,
+        c("PodsReady", "True", "Started", NOW),
+    );
+    let mut st2 =
+        AdmissionState::with_pods_ready(Some(PodsReadyConfig::with_timeout(Duration::from_secs(10))));
+    assert!(
+        st2.step(&snapshot(vec![ready]), NOW + 60_000).is_empty(),
+        "ready: never timed out"
+    );
     assert_eq!(st2.pods_ready_deadline(), None);
     // Off (the default): no timer, no eviction.
     let mut off = AdmissionState::new();
@@ -256,14 +322,30 @@ fn the_loop_deactivates_past_the_requeue_limit() {
         ..PodsReadyConfig::with_timeout(Duration::from_secs(10))
     }));
     let mut w = admitted_at("w", NOW, vec![]);
-    w.status.as_mut().unwrap().requeue_state = Some(crate::api::kueue::RequeueState { count: Some(1), requeue_at: None });
+    w.status.as_mut().unwrap().requeue_state = Some(crate::api::kueue::RequeueState {
+        count: Some(1),
+        requeue_at: None,
+    });
     let actions = st.step(&snapshot(vec![w.clone()]), NOW + 10_000);
-    assert!(matches!(&actions[..], [Action::Deactivate { key, .. }] if key.name == "w"), "{actions:?}");
-    let marked = pods_ready::mark_for_deactivation(&w, crate::api::kueue::constants::reason::REQUEUING_LIMIT_EXCEEDED, pods_ready::LIMIT_EXCEEDED_MESSAGE, at(NOW)).unwrap();
+    assert!(
+        matches!(&actions[..], [Action::Deactivate { key, .. }] if key.name == "w"),
+        "{actions:?}"
+    );
+    let marked = pods_ready::mark_for_deactivation(
+        &w,
+        crate::api::kueue::constants::reason::REQUEUING_LIMIT_EXCEEDED,
+        pods_ready::LIMIT_EXCEEDED_MESSAGE,
+        at(NOW),
+    )
+    .unwrap();
     let dt = marked.condition("DeactivationTarget").unwrap();
     assert_eq!(
         (dt.status.as_str(), dt.reason.as_str(), dt.message.as_str()),
-        ("True", "RequeuingLimitExceeded", "exceeding the maximum number of re-queuing retries")
+        (
+            "True",
+            "RequeuingLimitExceeded",
+            "exceeding the maximum number of re-queuing retries"
+        )
     );
     // Once inactive, the eviction says why (Kueue's wording).
     w.status = Some(marked);
@@ -272,8 +354,14 @@ fn the_loop_deactivates_past_the_requeue_limit() {
     let actions = st.step(&snapshot(vec![w]), NOW + 11_000);
     match &actions[..] {
         [Action::Evict { cause, .. }] => {
-            assert_eq!(cause.by, crate::jobframework::core::conditions::EvictedBy::Deactivated);
-            assert_eq!(cause.message, "The workload is deactivated due to exceeding the maximum number of re-queuing retries");
+            assert_eq!(
+                cause.by,
+                crate::jobframework::core::conditions::EvictedBy::Deactivated
+            );
+            assert_eq!(
+                cause.message,
+                "The workload is deactivated due to exceeding the maximum number of re-queuing retries"
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -284,19 +372,33 @@ fn the_loop_deactivates_past_the_requeue_limit() {
 /// admission per cycle, and none while an admitted workload is not PodsReady.
 #[test]
 fn block_admission_admits_one_then_waits_for_pods_ready() {
-    let block = PodsReadyConfig { block_admission: true, ..PodsReadyConfig::with_timeout(Duration::from_secs(600)) };
+    let block = PodsReadyConfig {
+        block_admission: true,
+        ..PodsReadyConfig::with_timeout(Duration::from_secs(600))
+    };
     let pending = |name: &str, ms: i64| {
-        let mut w = Workload::build(name, "ns").queue("lq").podset("main", 1, [("cpu", "1")]).build();
+        let mut w = Workload::build(name, "ns")
+            .queue("lq")
+            .podset("main", 1, [("cpu", "1")])
+            .build();
         w.metadata.resource_version = Some("1".into());
         w.metadata.creation_timestamp = Some(Time(at(ms)));
         w
     };
     let mut st = AdmissionState::with_pods_ready(Some(block.clone()));
     let actions = st.step(&snapshot(vec![pending("a", NOW), pending("b", NOW + 1)]), NOW);
-    let admitted: Vec<&str> = actions.iter().filter_map(|a| match a { Action::Admit { key, .. } => Some(key.name.as_str()), _ => None }).collect();
+    let admitted: Vec<&str> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Admit { key, .. } => Some(key.name.as_str()),
+            _ => None,
+        })
+        .collect();
     assert_eq!(admitted, vec!["a"], "{actions:?}");
     assert!(
-        actions.iter().any(|a| matches!(a, Action::Pending { key, reason, message }
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::Pending { key, reason, message }
             if key.name == "b" && reason == "WaitingForPodsReady" && message == pods_ready::BLOCKED_MESSAGE)),
         "{actions:?}"
     );
@@ -304,16 +406,35 @@ fn block_admission_admits_one_then_waits_for_pods_ready() {
     let a = admitted_at("a", NOW, vec![]);
     let mut st = AdmissionState::with_pods_ready(Some(block));
     let actions = st.step(&snapshot(vec![a.clone(), pending("b", NOW + 1)]), NOW + 1000);
-    assert!(!actions.iter().any(|x| matches!(x, Action::Admit { .. })), "{actions:?}");
+    assert!(
+        !actions.iter().any(|x| matches!(x, Action::Admit { .. })),
+        "{actions:?}"
+    );
     let mut ready = a;
-    crate::api::conditions::set(&mut ready.status.as_mut().unwrap().conditions, c("PodsReady", "True", "Started", NOW));
+    crate::api::conditions::set(
+        &mut ready.status.as_mut().unwrap().conditions,
+        c("PodsReady", "True", "Started", NOW),
+    );
     ready.metadata.resource_version = Some("2".into());
     let actions = st.step(&snapshot(vec![ready, pending("b", NOW + 1)]), NOW + 2000);
-    assert!(actions.iter().any(|x| matches!(x, Action::Admit { key, .. } if key.name == "b")), "{actions:?}");
+    assert!(
+        actions
+            .iter()
+            .any(|x| matches!(x, Action::Admit { key, .. } if key.name == "b")),
+        "{actions:?}"
+    );
     // Without blockAdmission both go in one cycle.
-    let mut st = AdmissionState::with_pods_ready(Some(PodsReadyConfig::with_timeout(Duration::from_secs(600))));
+    let mut st =
+        AdmissionState::with_pods_ready(Some(PodsReadyConfig::with_timeout(Duration::from_secs(600))));
     let actions = st.step(&snapshot(vec![pending("a", NOW), pending("b", NOW + 1)]), NOW);
-    assert_eq!(actions.iter().filter(|a| matches!(a, Action::Admit { .. })).count(), 2, "{actions:?}");
+    assert_eq!(
+        actions
+            .iter()
+            .filter(|a| matches!(a, Action::Admit { .. }))
+            .count(),
+        2,
+        "{actions:?}"
+    );
 }
 
 /// When Kueue's time-to-ready histograms are observed (`reconciler.go`: PodsReady=True with reason
@@ -327,9 +448,20 @@ fn pods_ready_metrics_arithmetic() {
     let started = with_condition(&w, true, at(NOW + 5_000)).unwrap();
     assert!(pods_ready::first_ready(&w, &started));
     // Shown already, or a recovery: not a first readiness.
-    let shown = with(vec![admitted.clone(), c(condition::PODS_READY, "True", reason::STARTED, NOW + 5_000)]);
+    let shown = with(vec![
+        admitted.clone(),
+        c(condition::PODS_READY, "True", reason::STARTED, NOW + 5_000),
+    ]);
     assert!(!pods_ready::first_ready(&shown, &started));
-    let lost = with(vec![admitted.clone(), c(condition::PODS_READY, "False", reason::WAIT_FOR_RECOVERY, NOW + 6_000)]);
+    let lost = with(vec![
+        admitted.clone(),
+        c(
+            condition::PODS_READY,
+            "False",
+            reason::WAIT_FOR_RECOVERY,
+            NOW + 6_000,
+        ),
+    ]);
     let recovered = with_condition(&lost, true, at(NOW + 7_000)).unwrap();
     assert!(!pods_ready::first_ready(&lost, &recovered));
     // Not ready is never a readiness.
@@ -338,7 +470,10 @@ fn pods_ready_metrics_arithmetic() {
     // Queued 10 s before the admission, ready 5 s after it.
     let (queued, since_admitted) = pods_ready::ready_waits(&w, at(NOW - 10_000), at(NOW + 5_000));
     assert_eq!((queued, since_admitted), (15.0, Some(5.0)));
-    assert_eq!(pods_ready::ready_waits(&with(vec![]), at(NOW), at(NOW + 1_000)).1, None);
+    assert_eq!(
+        pods_ready::ready_waits(&with(vec![]), at(NOW), at(NOW + 1_000)).1,
+        None
+    );
     // Ready for 30 s, then evicted.
     let ready_then_evicted = with(vec![
         admitted.clone(),
@@ -351,9 +486,23 @@ fn pods_ready_metrics_arithmetic() {
     let never_ready = with(vec![
         admitted.clone(),
         c(condition::PODS_READY, "False", reason::WAIT_FOR_START, NOW),
-        c(condition::EVICTED, "True", reason::PODS_READY_TIMEOUT, NOW + 30_000),
+        c(
+            condition::EVICTED,
+            "True",
+            reason::PODS_READY_TIMEOUT,
+            NOW + 30_000,
+        ),
     ]);
-    assert_eq!(pods_ready::ready_to_evicted(&never_ready.status.clone().unwrap_or_default()), None);
-    let running = with(vec![admitted, c(condition::PODS_READY, "True", reason::STARTED, NOW)]);
-    assert_eq!(pods_ready::ready_to_evicted(&running.status.clone().unwrap_or_default()), None);
+    assert_eq!(
+        pods_ready::ready_to_evicted(&never_ready.status.clone().unwrap_or_default()),
+        None
+    );
+    let running = with(vec![
+        admitted,
+        c(condition::PODS_READY, "True", reason::STARTED, NOW),
+    ]);
+    assert_eq!(
+        pods_ready::ready_to_evicted(&running.status.clone().unwrap_or_default()),
+        None
+    );
 }

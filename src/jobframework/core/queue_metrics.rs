@@ -14,8 +14,9 @@ use super::sync::{AdmissionState, Snapshot};
 use crate::api::kueue::constants::condition;
 use crate::api::kueue::{ClusterQueue, LocalQueue, LocalQueueFlavorUsage, Workload};
 use crate::jobframework::metrics::{
-    CohortInfoLabels, CohortLabels, CohortPriorityLabels, CohortResourceLabels, CqCohortLabels, CqInfoLabels, CqLabels, CqPendingResourceLabels, CqPriorityLabels, CqResourceLabels,
-    CqStatusLabels, LqActiveLabels, LqLabels, LqPriorityLabels, LqResourceLabels, LqStatusLabels, Metrics, Role,
+    CohortInfoLabels, CohortLabels, CohortPriorityLabels, CohortResourceLabels, CqCohortLabels, CqInfoLabels,
+    CqLabels, CqPendingResourceLabels, CqPriorityLabels, CqResourceLabels, CqStatusLabels, LqActiveLabels,
+    LqLabels, LqPriorityLabels, LqResourceLabels, LqStatusLabels, Metrics, Role,
 };
 use crate::queue::ClusterQueueStatus as CoreStatus;
 use crate::queue::tree::{NodeKind, QuotaTree};
@@ -65,10 +66,18 @@ pub struct Transition {
 pub enum Counted {
     /// Kueue's `cohort_subtree_admitted_workloads_total`: once for each cohort above the workload's
     /// ClusterQueue.
-    Admitted { cohorts: Vec<String>, priority_class: String },
+    Admitted {
+        cohorts: Vec<String>,
+        priority_class: String,
+    },
     /// Kueue's `finished_workloads_total` and `execution_time_seconds` (Admitted to Finished, plus
     /// time run before earlier evictions), per ClusterQueue and LocalQueue.
-    Finished { cluster_queue: String, local_queue: Option<(String, String)>, priority_class: String, execution_seconds: Option<f64> },
+    Finished {
+        cluster_queue: String,
+        local_queue: Option<(String, String)>,
+        priority_class: String,
+        execution_seconds: Option<f64>,
+    },
 }
 
 fn count(n: usize) -> i64 {
@@ -77,13 +86,19 @@ fn count(n: usize) -> i64 {
 
 /// Kueue reports resources as floats in their base unit: CPU in cores, memory in bytes.
 fn amount(resource: &str, v: i64) -> f64 {
-    if resource == "cpu" { v as f64 / 1000.0 } else { v as f64 }
+    if resource == "cpu" {
+        v as f64 / 1000.0
+    } else {
+        v as f64
+    }
 }
 
 fn quantity(resource: &str, q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity) -> f64 {
     // Stored objects passed validation; a quantity that does not parse reports 0 rather than failing
     // the step.
-    crate::api::quantity::Quantity::parse(&q.0).map_or(0.0, |q| amount(resource, crate::api::quantity::resource_value(resource, &q)))
+    crate::api::quantity::Quantity::parse(&q.0).map_or(0.0, |q| {
+        amount(resource, crate::api::quantity::resource_value(resource, &q))
+    })
 }
 
 fn cq_resource(cq: &ClusterQueue, flavor: &str, resource: &str, role: Role) -> CqResourceLabels {
@@ -96,8 +111,22 @@ fn cq_resource(cq: &ClusterQueue, flavor: &str, resource: &str, role: Role) -> C
     }
 }
 
-fn core_usage(cq: &ClusterQueue, usage: &[crate::queue::FlavorUsage], role: Role) -> Vec<(CqResourceLabels, f64)> {
-    usage.iter().flat_map(|f| f.resources.iter().map(move |r| (cq_resource(cq, &f.name, &r.name, role), amount(&r.name, r.total.0)))).collect()
+fn core_usage(
+    cq: &ClusterQueue,
+    usage: &[crate::queue::FlavorUsage],
+    role: Role,
+) -> Vec<(CqResourceLabels, f64)> {
+    usage
+        .iter()
+        .flat_map(|f| {
+            f.resources.iter().map(move |r| {
+                (
+                    cq_resource(cq, &f.name, &r.name, role),
+                    amount(&r.name, r.total.0),
+                )
+            })
+        })
+        .collect()
 }
 
 fn lq_usage(lq: &LocalQueue, usage: &[LocalQueueFlavorUsage], role: Role) -> Vec<(LqResourceLabels, f64)> {
@@ -105,7 +134,13 @@ fn lq_usage(lq: &LocalQueue, usage: &[LocalQueueFlavorUsage], role: Role) -> Vec
         .iter()
         .flat_map(|f| {
             f.resources.iter().map(move |r| {
-                let l = LqResourceLabels { name: lq.name_any(), namespace: lq.namespace().unwrap_or_default(), flavor: f.name.clone(), resource: r.name.clone(), replica_role: role };
+                let l = LqResourceLabels {
+                    name: lq.name_any(),
+                    namespace: lq.namespace().unwrap_or_default(),
+                    flavor: f.name.clone(),
+                    resource: r.name.clone(),
+                    replica_role: role,
+                };
                 (l, r.total.as_ref().map_or(0.0, |q| quantity(&r.name, q)))
             })
         })
@@ -114,7 +149,9 @@ fn lq_usage(lq: &LocalQueue, usage: &[LocalQueueFlavorUsage], role: Role) -> Vec
 
 fn counts(wls: &[&Workload]) -> (usize, usize, usize, usize) {
     let live = || wls.iter().filter(|w| !w.is_finished());
-    let pending = live().filter(|w| w.spec.active() && !w.has_quota_reservation()).count();
+    let pending = live()
+        .filter(|w| w.spec.active() && !w.has_quota_reservation())
+        .count();
     let reserving = live().filter(|w| w.has_quota_reservation()).count();
     let admitted = live().filter(|w| w.is_admitted()).count();
     let finished = wls.iter().filter(|w| w.is_finished()).count();
@@ -122,7 +159,11 @@ fn counts(wls: &[&Workload]) -> (usize, usize, usize, usize) {
 }
 
 fn priority_class(wl: &Workload) -> String {
-    wl.spec.priority_class_ref.as_ref().map(|r| r.name.clone()).unwrap_or_default()
+    wl.spec
+        .priority_class_ref
+        .as_ref()
+        .map(|r| r.name.clone())
+        .unwrap_or_default()
 }
 
 /// The cohorts above a node, nearest first.
@@ -140,23 +181,53 @@ fn cohorts_above(tree: &QuotaTree, i: usize) -> Vec<String> {
 fn transitions(snap: &Snapshot, tree: &QuotaTree) -> Vec<Transition> {
     let mut out = Vec::new();
     for wl in &snap.workloads {
-        let Some(status) = wl.status.as_ref() else { continue };
-        let Some(cq) = wl.admission().map(|a| a.cluster_queue.clone()) else { continue };
-        let uid = wl.metadata.uid.clone().unwrap_or_else(|| format!("{}/{}", wl.namespace().unwrap_or_default(), wl.name_any()));
-        let admitted = status.condition(condition::ADMITTED).filter(|c| c.status == "True");
-        let finished = status.condition(condition::FINISHED).filter(|c| c.status == "True");
+        let Some(status) = wl.status.as_ref() else {
+            continue;
+        };
+        let Some(cq) = wl.admission().map(|a| a.cluster_queue.clone()) else {
+            continue;
+        };
+        let uid = wl
+            .metadata
+            .uid
+            .clone()
+            .unwrap_or_else(|| format!("{}/{}", wl.namespace().unwrap_or_default(), wl.name_any()));
+        let admitted = status
+            .condition(condition::ADMITTED)
+            .filter(|c| c.status == "True");
+        let finished = status
+            .condition(condition::FINISHED)
+            .filter(|c| c.status == "True");
         if let Some(a) = admitted {
             let cohorts = tree.cq(&cq).map(|i| cohorts_above(tree, i)).unwrap_or_default();
             let at = a.last_transition_time.0;
-            out.push(Transition { key: format!("admitted/{uid}/{}", at.as_second()), at, what: Counted::Admitted { cohorts, priority_class: priority_class(wl) } });
+            out.push(Transition {
+                key: format!("admitted/{uid}/{}", at.as_second()),
+                at,
+                what: Counted::Admitted {
+                    cohorts,
+                    priority_class: priority_class(wl),
+                },
+            });
         }
         if let Some(f) = finished {
             let past = f64::from(status.accumulated_past_execution_time_seconds.unwrap_or(0));
-            let execution_seconds = admitted.map(|a| past + f.last_transition_time.0.duration_since(a.last_transition_time.0).as_secs_f64());
+            let execution_seconds = admitted.map(|a| {
+                past + f
+                    .last_transition_time
+                    .0
+                    .duration_since(a.last_transition_time.0)
+                    .as_secs_f64()
+            });
             out.push(Transition {
                 key: format!("finished/{uid}"),
                 at: f.last_transition_time.0,
-                what: Counted::Finished { cluster_queue: cq, local_queue: local_queue_key(wl), priority_class: priority_class(wl), execution_seconds },
+                what: Counted::Finished {
+                    cluster_queue: cq,
+                    local_queue: local_queue_key(wl),
+                    priority_class: priority_class(wl),
+                    execution_seconds,
+                },
             });
         }
     }
@@ -166,19 +237,44 @@ fn transitions(snap: &Snapshot, tree: &QuotaTree) -> Vec<Transition> {
 /// Kueue's pending resource requests per ClusterQueue: every covered resource (0 when nothing
 /// waits) plus the requests of its pending workloads, before any flavor is chosen.
 fn resource_pending(snap: &Snapshot, role: Role) -> Vec<(CqPendingResourceLabels, f64)> {
-    let lq_cq: HashMap<(String, String), String> = snap.local_queues.iter().map(|l| ((l.namespace().unwrap_or_default(), l.name_any()), l.spec.cluster_queue().to_string())).collect();
+    let lq_cq: HashMap<(String, String), String> = snap
+        .local_queues
+        .iter()
+        .map(|l| {
+            (
+                (l.namespace().unwrap_or_default(), l.name_any()),
+                l.spec.cluster_queue().to_string(),
+            )
+        })
+        .collect();
     let mut pending: HashMap<String, std::collections::BTreeMap<String, i64>> = HashMap::new();
     for cq in &snap.cluster_queues {
         let e = pending.entry(cq.name_any()).or_default();
-        for r in cq.spec.resource_groups.iter().flatten().flat_map(|g| &g.covered_resources) {
+        for r in cq
+            .spec
+            .resource_groups
+            .iter()
+            .flatten()
+            .flat_map(|g| &g.covered_resources)
+        {
             e.entry(r.clone()).or_default();
         }
     }
-    for wl in snap.workloads.iter().filter(|w| !w.is_finished() && w.spec.active() && !w.has_quota_reservation()) {
-        let Some(cq) = local_queue_key(wl).and_then(|k| lq_cq.get(&k)) else { continue };
-        let Some(totals) = pending.get_mut(cq) else { continue };
+    for wl in snap
+        .workloads
+        .iter()
+        .filter(|w| !w.is_finished() && w.spec.active() && !w.has_quota_reservation())
+    {
+        let Some(cq) = local_queue_key(wl).and_then(|k| lq_cq.get(&k)) else {
+            continue;
+        };
+        let Some(totals) = pending.get_mut(cq) else {
+            continue;
+        };
         // A workload whose requests do not parse is refused by the admission loop; it adds nothing.
-        let Ok(model) = crate::queue::convert::workload_model(wl, cq, Default::default()) else { continue };
+        let Ok(model) = crate::queue::convert::workload_model(wl, cq, Default::default()) else {
+            continue;
+        };
         for ps in &model.podsets {
             for r in ps.requests.keys() {
                 *totals.entry(r.clone()).or_default() += ps.total(r).0;
@@ -187,7 +283,18 @@ fn resource_pending(snap: &Snapshot, role: Role) -> Vec<(CqPendingResourceLabels
     }
     let mut out: Vec<(CqPendingResourceLabels, f64)> = pending
         .into_iter()
-        .flat_map(|(cq, rs)| rs.into_iter().map(move |(r, v)| (CqPendingResourceLabels { cluster_queue: cq.clone(), resource: r.clone(), replica_role: role }, amount(&r, v))))
+        .flat_map(|(cq, rs)| {
+            rs.into_iter().map(move |(r, v)| {
+                (
+                    CqPendingResourceLabels {
+                        cluster_queue: cq.clone(),
+                        resource: r.clone(),
+                        replica_role: role,
+                    },
+                    amount(&r, v),
+                )
+            })
+        })
         .collect();
     out.sort_by(|a, b| (&a.0.cluster_queue, &a.0.resource).cmp(&(&b.0.cluster_queue, &b.0.resource)));
     out
@@ -202,18 +309,40 @@ fn cohort_gauges(g: &mut QueueGauges, tree: &QuotaTree, core: &HashMap<String, C
         let parent = n.parent.map(name).unwrap_or_default();
         let root = n.parent.map(|p| name(tree.root(p))).unwrap_or_default();
         match n.kind {
-            NodeKind::ClusterQueue => g.cq_info.push((CqInfoLabels { cluster_queue: n.name.clone(), parent_cohort: parent, root_cohort: root, replica_role: role }, 1)),
+            NodeKind::ClusterQueue => g.cq_info.push((
+                CqInfoLabels {
+                    cluster_queue: n.name.clone(),
+                    parent_cohort: parent,
+                    root_cohort: root,
+                    replica_role: role,
+                },
+                1,
+            )),
             NodeKind::Cohort if n.disabled.is_none() => {
                 let root = name(tree.root(i));
-                g.cohort_info.push((CohortInfoLabels { cohort: n.name.clone(), parent_cohort: parent, root_cohort: root, replica_role: role }, 1));
-                let label = |fr: &crate::queue::amount::FlavorResource| CohortResourceLabels { cohort: n.name.clone(), flavor: fr.flavor.clone(), resource: fr.resource.clone(), replica_role: role };
+                g.cohort_info.push((
+                    CohortInfoLabels {
+                        cohort: n.name.clone(),
+                        parent_cohort: parent,
+                        root_cohort: root,
+                        replica_role: role,
+                    },
+                    1,
+                ));
+                let label = |fr: &crate::queue::amount::FlavorResource| CohortResourceLabels {
+                    cohort: n.name.clone(),
+                    flavor: fr.flavor.clone(),
+                    resource: fr.resource.clone(),
+                    replica_role: role,
+                };
                 for (fr, q) in &n.subtree {
                     if q.0 > 0 {
                         g.cohort_quota.push((label(fr), amount(&fr.resource, q.0)));
                     }
                 }
                 let cqs = tree.cqs_under(i);
-                let mut reserved: std::collections::BTreeMap<&crate::queue::amount::FlavorResource, i64> = Default::default();
+                let mut reserved: std::collections::BTreeMap<&crate::queue::amount::FlavorResource, i64> =
+                    Default::default();
                 for &c in &cqs {
                     for (fr, v) in &tree.nodes[c].usage {
                         *reserved.entry(fr).or_default() += v.0;
@@ -224,8 +353,18 @@ fn cohort_gauges(g: &mut QueueGauges, tree: &QuotaTree, core: &HashMap<String, C
                         g.cohort_reservations.push((label(fr), amount(&fr.resource, v)));
                     }
                 }
-                let admitted: usize = cqs.iter().filter_map(|&c| core.get(&tree.nodes[c].name)).map(|s| s.admitted_workloads).sum();
-                g.cohort_admitted_active.push((CohortLabels { cohort: n.name.clone(), replica_role: role }, count(admitted)));
+                let admitted: usize = cqs
+                    .iter()
+                    .filter_map(|&c| core.get(&tree.nodes[c].name))
+                    .map(|s| s.admitted_workloads)
+                    .sum();
+                g.cohort_admitted_active.push((
+                    CohortLabels {
+                        cohort: n.name.clone(),
+                        replica_role: role,
+                    },
+                    count(admitted),
+                ));
             }
             NodeKind::Cohort => {}
         }
@@ -242,32 +381,68 @@ fn weighted_shares(g: &mut QueueGauges, state: &AdmissionState, role: Role) {
             NodeKind::ClusterQueue => {
                 if let Some(v) = state.core.cluster_queue_share(&n.name) {
                     let cohort = n.parent.map(|p| tree.nodes[p].name.clone()).unwrap_or_default();
-                    g.cq_weighted_share.push((CqCohortLabels { cluster_queue: n.name.clone(), cohort, replica_role: role }, value(v)));
+                    g.cq_weighted_share.push((
+                        CqCohortLabels {
+                            cluster_queue: n.name.clone(),
+                            cohort,
+                            replica_role: role,
+                        },
+                        value(v),
+                    ));
                 }
             }
             NodeKind::Cohort => {
                 if let Some(v) = state.core.cohort_share(&n.name) {
-                    g.cohort_weighted_share.push((CohortLabels { cohort: n.name.clone(), replica_role: role }, value(v)));
+                    g.cohort_weighted_share.push((
+                        CohortLabels {
+                            cohort: n.name.clone(),
+                            replica_role: role,
+                        },
+                        value(v),
+                    ));
                 }
             }
         }
     }
 }
 
-pub fn gauges(snap: &Snapshot, core: &HashMap<String, CoreStatus>, active: &HashMap<String, bool>, state: &AdmissionState, role: Role) -> QueueGauges {
+pub fn gauges(
+    snap: &Snapshot,
+    core: &HashMap<String, CoreStatus>,
+    active: &HashMap<String, bool>,
+    state: &AdmissionState,
+    role: Role,
+) -> QueueGauges {
     let mut g = QueueGauges::default();
     let tree = state.core.tree();
     g.preemption_skips = snap
         .cluster_queues
         .iter()
-        .filter_map(|cq| state.preemption_skips.get(&cq.name_any()).map(|n| (CqLabels { cluster_queue: cq.name_any(), replica_role: role }, count(*n))))
+        .filter_map(|cq| {
+            state.preemption_skips.get(&cq.name_any()).map(|n| {
+                (
+                    CqLabels {
+                        cluster_queue: cq.name_any(),
+                        replica_role: role,
+                    },
+                    count(*n),
+                )
+            })
+        })
         .collect();
     g.resource_pending = resource_pending(snap, role);
     g.transitions = transitions(snap, tree);
     cohort_gauges(&mut g, tree, core, role);
     weighted_shares(&mut g, state, role);
-    let cq_labels = |name: &str| CqLabels { cluster_queue: name.to_string(), replica_role: role };
-    let cq_status = |name: &str, status: &'static str| CqStatusLabels { cluster_queue: name.to_string(), status: Cow::Borrowed(status), replica_role: role };
+    let cq_labels = |name: &str| CqLabels {
+        cluster_queue: name.to_string(),
+        replica_role: role,
+    };
+    let cq_status = |name: &str, status: &'static str| CqStatusLabels {
+        cluster_queue: name.to_string(),
+        status: Cow::Borrowed(status),
+        replica_role: role,
+    };
     let mut finished_by_cq: HashMap<String, usize> = HashMap::new();
     for wl in snap.workloads.iter().filter(|w| w.is_finished()) {
         if let Some(a) = wl.admission() {
@@ -286,14 +461,20 @@ pub fn gauges(snap: &Snapshot, core: &HashMap<String, CoreStatus>, active: &Hash
         for s in ["pending", "active", "terminating"] {
             g.status.push((cq_status(&name, s), i64::from(s == state)));
         }
-        g.finished.push((cq_labels(&name), count(finished_by_cq.get(&name).copied().unwrap_or(0))));
+        g.finished.push((
+            cq_labels(&name),
+            count(finished_by_cq.get(&name).copied().unwrap_or(0)),
+        ));
         if let Some(c) = core.get(&name) {
             // Kueue's reportCQPendingWorkloads: an inactive ClusterQueue admits nothing, so all its
             // pending workloads are inadmissible.
             let is_active = active.get(&name).copied().unwrap_or(false);
             let queued = if is_active { c.active_pending_workloads } else { 0 };
             g.pending.push((cq_status(&name, "active"), count(queued)));
-            g.pending.push((cq_status(&name, "inadmissible"), count(c.pending_workloads.saturating_sub(queued))));
+            g.pending.push((
+                cq_status(&name, "inadmissible"),
+                count(c.pending_workloads.saturating_sub(queued)),
+            ));
             g.reserving.push((cq_labels(&name), count(c.reserving_workloads)));
             g.admitted.push((cq_labels(&name), count(c.admitted_workloads)));
             g.reservation.extend(core_usage(cq, &c.flavors_reservation, role));
@@ -305,8 +486,18 @@ pub fn gauges(snap: &Snapshot, core: &HashMap<String, CoreStatus>, active: &Hash
                     let l = cq_resource(cq, &flavor.name, &r.name, role);
                     g.nominal.push((l.clone(), quantity(&r.name, &r.nominal_quota)));
                     // Kueue reports an unset limit as +Inf (no limit).
-                    g.borrowing.push((l.clone(), r.borrowing_limit.as_ref().map_or(f64::INFINITY, |q| quantity(&r.name, q))));
-                    g.lending.push((l, r.lending_limit.as_ref().map_or(f64::INFINITY, |q| quantity(&r.name, q))));
+                    g.borrowing.push((
+                        l.clone(),
+                        r.borrowing_limit
+                            .as_ref()
+                            .map_or(f64::INFINITY, |q| quantity(&r.name, q)),
+                    ));
+                    g.lending.push((
+                        l,
+                        r.lending_limit
+                            .as_ref()
+                            .map_or(f64::INFINITY, |q| quantity(&r.name, q)),
+                    ));
                 }
             }
         }
@@ -319,30 +510,66 @@ pub fn gauges(snap: &Snapshot, core: &HashMap<String, CoreStatus>, active: &Hash
     }
     for lq in &snap.local_queues {
         let (ns, name) = (lq.namespace().unwrap_or_default(), lq.name_any());
-        let l = LqLabels { name: name.clone(), namespace: ns.clone(), replica_role: role };
-        let wls = by_lq.get(&(ns.clone(), name.clone())).map(Vec::as_slice).unwrap_or_default();
+        let l = LqLabels {
+            name: name.clone(),
+            namespace: ns.clone(),
+            replica_role: role,
+        };
+        let wls = by_lq
+            .get(&(ns.clone(), name.clone()))
+            .map(Vec::as_slice)
+            .unwrap_or_default();
         let (pending, reserving, admitted, finished) = counts(wls);
         // The core parks inadmissible workloads per ClusterQueue, not per LocalQueue: a LocalQueue's
         // pending workloads are all reported as active, unless its ClusterQueue is inactive (then
         // all inadmissible, as Kueue's reportLQPendingWorkloads).
         let cq_active = active.get(lq.spec.cluster_queue()).copied().unwrap_or(false);
         let (queued, parked) = if cq_active { (pending, 0) } else { (0, pending) };
-        g.lq_pending.push((LqStatusLabels { name: name.clone(), namespace: ns.clone(), status: Cow::Borrowed("active"), replica_role: role }, count(queued)));
-        g.lq_pending.push((LqStatusLabels { name: name.clone(), namespace: ns.clone(), status: Cow::Borrowed("inadmissible"), replica_role: role }, count(parked)));
+        g.lq_pending.push((
+            LqStatusLabels {
+                name: name.clone(),
+                namespace: ns.clone(),
+                status: Cow::Borrowed("active"),
+                replica_role: role,
+            },
+            count(queued),
+        ));
+        g.lq_pending.push((
+            LqStatusLabels {
+                name: name.clone(),
+                namespace: ns.clone(),
+                status: Cow::Borrowed("inadmissible"),
+                replica_role: role,
+            },
+            count(parked),
+        ));
         g.lq_reserving.push((l.clone(), count(reserving)));
         g.lq_admitted.push((l.clone(), count(admitted)));
         g.lq_finished.push((l, count(finished)));
-        let cond = lq.status.as_ref().and_then(|s| s.conditions.iter().find(|c| c.type_ == "Active")).map(|c| c.status.as_str());
+        let cond = lq
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Active"))
+            .map(|c| c.status.as_str());
         let state = match cond {
             Some("True") => "True",
             Some("False") => "False",
             _ => "Unknown",
         };
         for s in ["True", "False", "Unknown"] {
-            g.lq_status.push((LqActiveLabels { name: name.clone(), namespace: ns.clone(), active: Cow::Borrowed(s), replica_role: role }, i64::from(s == state)));
+            g.lq_status.push((
+                LqActiveLabels {
+                    name: name.clone(),
+                    namespace: ns.clone(),
+                    active: Cow::Borrowed(s),
+                    replica_role: role,
+                },
+                i64::from(s == state),
+            ));
         }
         if let Some(st) = &lq.status {
-            g.lq_reservation.extend(lq_usage(lq, &st.flavors_reservation, role));
+            g.lq_reservation
+                .extend(lq_usage(lq, &st.flavors_reservation, role));
             g.lq_usage.extend(lq_usage(lq, &st.flavors_usage, role));
         }
     }
@@ -354,7 +581,8 @@ pub fn report(m: &Metrics, g: QueueGauges) {
     let int = |gauge: &prometheus_client::metrics::gauge::Gauge, v: i64| {
         gauge.set(v);
     };
-    let float = |gauge: &prometheus_client::metrics::gauge::Gauge<f64, std::sync::atomic::AtomicU64>, v: f64| {
+    let float = |gauge: &prometheus_client::metrics::gauge::Gauge<f64, std::sync::atomic::AtomicU64>,
+                 v: f64| {
         gauge.set(v);
     };
     m.pending_workloads.replace(g.pending, int);
@@ -368,19 +596,26 @@ pub fn report(m: &Metrics, g: QueueGauges) {
     m.cluster_queue_borrowing_limit.replace(g.borrowing, float);
     m.cluster_queue_lending_limit.replace(g.lending, float);
     m.local_queue_pending_workloads.replace(g.lq_pending, int);
-    m.local_queue_reserving_active_workloads.replace(g.lq_reserving, int);
-    m.local_queue_admitted_active_workloads.replace(g.lq_admitted, int);
+    m.local_queue_reserving_active_workloads
+        .replace(g.lq_reserving, int);
+    m.local_queue_admitted_active_workloads
+        .replace(g.lq_admitted, int);
     m.local_queue_finished_workloads.replace(g.lq_finished, int);
     m.local_queue_status.replace(g.lq_status, int);
-    m.local_queue_resource_reservation.replace(g.lq_reservation, float);
+    m.local_queue_resource_reservation
+        .replace(g.lq_reservation, float);
     m.local_queue_resource_usage.replace(g.lq_usage, float);
-    m.admission_cycle_preemption_skips.replace(g.preemption_skips, int);
-    m.cluster_queue_resource_pending.replace(g.resource_pending, float);
+    m.admission_cycle_preemption_skips
+        .replace(g.preemption_skips, int);
+    m.cluster_queue_resource_pending
+        .replace(g.resource_pending, float);
     m.cluster_queue_info.replace(g.cq_info, int);
     m.cohort_info.replace(g.cohort_info, int);
     m.cohort_subtree_quota.replace(g.cohort_quota, float);
-    m.cohort_subtree_resource_reservations.replace(g.cohort_reservations, float);
-    m.cohort_subtree_admitted_active_workloads.replace(g.cohort_admitted_active, int);
+    m.cohort_subtree_resource_reservations
+        .replace(g.cohort_reservations, float);
+    m.cohort_subtree_admitted_active_workloads
+        .replace(g.cohort_admitted_active, int);
     m.cluster_queue_weighted_share.replace(g.cq_weighted_share, float);
     m.cohort_weighted_share.replace(g.cohort_weighted_share, float);
     count_transitions(m, g.transitions);
@@ -399,22 +634,47 @@ fn count_transitions(m: &Metrics, transitions: Vec<Transition>) {
             continue;
         }
         match t.what {
-            Counted::Admitted { cohorts, priority_class } => {
+            Counted::Admitted {
+                cohorts,
+                priority_class,
+            } => {
                 for cohort in cohorts {
-                    m.cohort_subtree_admitted_workloads_total.get_or_create(&CohortPriorityLabels { cohort, priority_class: priority_class.clone(), replica_role: role }).inc();
+                    m.cohort_subtree_admitted_workloads_total
+                        .get_or_create(&CohortPriorityLabels {
+                            cohort,
+                            priority_class: priority_class.clone(),
+                            replica_role: role,
+                        })
+                        .inc();
                 }
             }
-            Counted::Finished { cluster_queue, local_queue, priority_class, execution_seconds } => {
-                let cq = CqPriorityLabels { cluster_queue, priority_class: priority_class.clone(), replica_role: role };
+            Counted::Finished {
+                cluster_queue,
+                local_queue,
+                priority_class,
+                execution_seconds,
+            } => {
+                let cq = CqPriorityLabels {
+                    cluster_queue,
+                    priority_class: priority_class.clone(),
+                    replica_role: role,
+                };
                 m.finished_workloads_total.get_or_create(&cq).inc();
-                let lq = local_queue.map(|(namespace, name)| LqPriorityLabels { name, namespace, priority_class, replica_role: role });
+                let lq = local_queue.map(|(namespace, name)| LqPriorityLabels {
+                    name,
+                    namespace,
+                    priority_class,
+                    replica_role: role,
+                });
                 if let Some(l) = &lq {
                     m.local_queue_finished_workloads_total.get_or_create(l).inc();
                 }
                 if let Some(secs) = execution_seconds {
                     m.execution_time_seconds.get_or_create(&cq).observe(secs.max(0.0));
                     if let Some(l) = &lq {
-                        m.local_queue_execution_time_seconds.get_or_create(l).observe(secs.max(0.0));
+                        m.local_queue_execution_time_seconds
+                            .get_or_create(l)
+                            .observe(secs.max(0.0));
                     }
                 }
             }
@@ -437,10 +697,43 @@ mod tests {
     fn gauges_follow_kueue_and_deleted_queues_disappear() {
         let cq: ClusterQueue = serde_json::from_value(json!({"metadata": {"name": "cq"}, "spec": {"cohortName": "co", "resourceGroups": [{"coveredResources": ["cpu", "memory"],
             "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": "1500m", "borrowingLimit": "2"}, {"name": "memory", "nominalQuota": "1Gi"}]}]}]}})).unwrap();
-        let snap = Snapshot { admission_checks: vec![], cluster_queues: vec![Arc::new(cq)], cohorts: vec![], flavors: vec![], local_queues: vec![], workloads: vec![], namespaces: Default::default(), priority_classes: Default::default() };
-        let usage = vec![CoreFlavor { name: "f".into(), resources: vec![ResourceUsage { name: "cpu".into(), total: Amount(500), borrowed: Amount(0) }] }];
-        let core = HashMap::from([("cq".to_string(), CoreStatus { flavors_reservation: usage.clone(), flavors_usage: usage, pending_workloads: 3, active_pending_workloads: 1, reserving_workloads: 2, admitted_workloads: 2, inactive: None })]);
-        let g = gauges(&snap, &core, &HashMap::from([("cq".to_string(), true)]), &AdmissionState::new(), Role::Leader);
+        let snap = Snapshot {
+            admission_checks: vec![],
+            cluster_queues: vec![Arc::new(cq)],
+            cohorts: vec![],
+            flavors: vec![],
+            local_queues: vec![],
+            workloads: vec![],
+            namespaces: Default::default(),
+            priority_classes: Default::default(),
+        };
+        let usage = vec![CoreFlavor {
+            name: "f".into(),
+            resources: vec![ResourceUsage {
+                name: "cpu".into(),
+                total: Amount(500),
+                borrowed: Amount(0),
+            }],
+        }];
+        let core = HashMap::from([(
+            "cq".to_string(),
+            CoreStatus {
+                flavors_reservation: usage.clone(),
+                flavors_usage: usage,
+                pending_workloads: 3,
+                active_pending_workloads: 1,
+                reserving_workloads: 2,
+                admitted_workloads: 2,
+                inactive: None,
+            },
+        )]);
+        let g = gauges(
+            &snap,
+            &core,
+            &HashMap::from([("cq".to_string(), true)]),
+            &AdmissionState::new(),
+            Role::Leader,
+        );
         let m = Metrics::new();
         report(&m, g);
         let text = m.render();
@@ -460,12 +753,38 @@ mod tests {
         }
         // Kueue's reportCQPendingWorkloads: once the ClusterQueue is inactive, every pending workload
         // is inadmissible.
-        report(&m, gauges(&snap, &core, &HashMap::from([("cq".to_string(), false)]), &AdmissionState::new(), Role::Leader));
+        report(
+            &m,
+            gauges(
+                &snap,
+                &core,
+                &HashMap::from([("cq".to_string(), false)]),
+                &AdmissionState::new(),
+                Role::Leader,
+            ),
+        );
         let text = m.render();
         assert!(text.contains("kueue_pending_workloads{cluster_queue=\"cq\",status=\"inadmissible\",replica_role=\"leader\"} 3"), "{text}");
-        assert!(text.contains("kueue_pending_workloads{cluster_queue=\"cq\",status=\"active\",replica_role=\"leader\"} 0"), "{text}");
-        let empty = Snapshot { cluster_queues: vec![], ..snap };
-        report(&m, gauges(&empty, &HashMap::new(), &HashMap::new(), &AdmissionState::new(), Role::Leader));
+        assert!(
+            text.contains(
+                "kueue_pending_workloads{cluster_queue=\"cq\",status=\"active\",replica_role=\"leader\"} 0"
+            ),
+            "{text}"
+        );
+        let empty = Snapshot {
+            cluster_queues: vec![],
+            ..snap
+        };
+        report(
+            &m,
+            gauges(
+                &empty,
+                &HashMap::new(),
+                &HashMap::new(),
+                &AdmissionState::new(),
+                Role::Leader,
+            ),
+        );
         assert!(!m.render().contains("cluster_queue=\"cq\""), "{}", m.render());
     }
 
@@ -477,19 +796,46 @@ mod tests {
         let mut state = AdmissionState::new();
         let core = &mut state.core;
         core.upsert_cohort(CohortModel::build("root")).unwrap();
-        core.upsert_cohort(CohortModel::build("co").parent("root").weight(0.0)).unwrap();
-        core.upsert_cluster_queue(ClusterQueueModel::build("a").cohort("co").flavor("f", &[("cpu", 0)])).unwrap();
-        core.upsert_cluster_queue(ClusterQueueModel::build("b").cohort("root").flavor("f", &[("cpu", 4000)])).unwrap();
-        core.add_workload(WorkloadModel::build("ns", "w", "a").request(&[("cpu", 1000)])).unwrap();
-        let snap = Snapshot { admission_checks: vec![], cluster_queues: vec![], cohorts: vec![], flavors: vec![], local_queues: vec![], workloads: vec![], namespaces: Default::default(), priority_classes: Default::default() };
+        core.upsert_cohort(CohortModel::build("co").parent("root").weight(0.0))
+            .unwrap();
+        core.upsert_cluster_queue(
+            ClusterQueueModel::build("a")
+                .cohort("co")
+                .flavor("f", &[("cpu", 0)]),
+        )
+        .unwrap();
+        core.upsert_cluster_queue(
+            ClusterQueueModel::build("b")
+                .cohort("root")
+                .flavor("f", &[("cpu", 4000)]),
+        )
+        .unwrap();
+        core.add_workload(WorkloadModel::build("ns", "w", "a").request(&[("cpu", 1000)]))
+            .unwrap();
+        let snap = Snapshot {
+            admission_checks: vec![],
+            cluster_queues: vec![],
+            cohorts: vec![],
+            flavors: vec![],
+            local_queues: vec![],
+            workloads: vec![],
+            namespaces: Default::default(),
+            priority_classes: Default::default(),
+        };
         let m = Metrics::new();
-        report(&m, gauges(&snap, &HashMap::new(), &HashMap::new(), &state, Role::Leader));
+        report(
+            &m,
+            gauges(&snap, &HashMap::new(), &HashMap::new(), &state, Role::Leader),
+        );
         assert!(!m.render().contains("weighted_share{"), "{}", m.render());
         state.core.set_fair_sharing(Some(FairSharingConfig::default()));
         state.core.upsert_flavor(crate::queue::FlavorModel::build("f"));
         let res = state.core.schedule_cycle(1);
         assert_eq!(res.admissions.len(), 1, "{res:?}");
-        report(&m, gauges(&snap, &HashMap::new(), &HashMap::new(), &state, Role::Leader));
+        report(
+            &m,
+            gauges(&snap, &HashMap::new(), &HashMap::new(), &state, Role::Leader),
+        );
         let text = m.render();
         for want in [
             // a borrows 1 of the 4 CPU its cohort can draw: 1000 * 1/4.
@@ -511,13 +857,31 @@ mod tests {
         let finished = |key: &str, at: jiff::Timestamp| Transition {
             key: key.into(),
             at,
-            what: Counted::Finished { cluster_queue: "cq".into(), local_queue: Some(("ns".into(), "lq".into())), priority_class: String::new(), execution_seconds: Some(30.0) },
+            what: Counted::Finished {
+                cluster_queue: "cq".into(),
+                local_queue: Some(("ns".into(), "lq".into())),
+                priority_class: String::new(),
+                execution_seconds: Some(30.0),
+            },
         };
         let now = m.counting_since + jiff::SignedDuration::from_secs(5);
         let before = m.counting_since - jiff::SignedDuration::from_secs(5);
-        count_transitions(&m, vec![finished("finished/a", now), finished("finished/old", before)]);
-        count_transitions(&m, vec![finished("finished/a", now), finished("finished/old", before)]);
-        let admitted = Transition { key: "admitted/b/1".into(), at: now, what: Counted::Admitted { cohorts: vec!["co".into(), "root".into()], priority_class: "high".into() } };
+        count_transitions(
+            &m,
+            vec![finished("finished/a", now), finished("finished/old", before)],
+        );
+        count_transitions(
+            &m,
+            vec![finished("finished/a", now), finished("finished/old", before)],
+        );
+        let admitted = Transition {
+            key: "admitted/b/1".into(),
+            at: now,
+            what: Counted::Admitted {
+                cohorts: vec!["co".into(), "root".into()],
+                priority_class: "high".into(),
+            },
+        };
         count_transitions(&m, vec![finished("finished/a", now), admitted]);
         let text = m.render();
         for want in [

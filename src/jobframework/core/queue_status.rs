@@ -57,11 +57,17 @@ pub fn cluster_queue_active(
     }
     if !checks.missing.is_empty() {
         reasons.push(reason::ADMISSION_CHECK_NOT_FOUND);
-        messages.push(format!("references missing AdmissionCheck(s): {}", checks.missing.join(",")));
+        messages.push(format!(
+            "references missing AdmissionCheck(s): {}",
+            checks.missing.join(",")
+        ));
     }
     if !checks.inactive.is_empty() {
         reasons.push(reason::ADMISSION_CHECK_INACTIVE);
-        messages.push(format!("references inactive AdmissionCheck(s): {}", checks.inactive.join(",")));
+        messages.push(format!(
+            "references inactive AdmissionCheck(s): {}",
+            checks.inactive.join(",")
+        ));
     }
     if reasons.is_empty() {
         if let Some(m) = core_inactive {
@@ -115,18 +121,15 @@ pub fn cluster_queue(
 ) -> Option<ClusterQueueStatus> {
     let old = cq.status.clone().unwrap_or_default();
     let mut s = old.clone();
-    let (ok, why, msg) =
-        cluster_queue_active(cq, known_flavors, checks, core.and_then(|c| c.inactive.as_deref()));
+    let (ok, why, msg) = cluster_queue_active(
+        cq,
+        known_flavors,
+        checks,
+        core.and_then(|c| c.inactive.as_deref()),
+    );
     set_condition(
         &mut s.conditions,
-        cond(
-            condition::ACTIVE,
-            ok,
-            &why,
-            &msg,
-            cq.metadata.generation,
-            now,
-        ),
+        cond(condition::ACTIVE, ok, &why, &msg, cq.metadata.generation, now),
     );
     if let Some(c) = core {
         s.flavors_reservation = usage_api(&c.flavors_reservation);
@@ -142,10 +145,7 @@ pub fn cluster_queue(
 /// The LocalQueue a workload is queued in: `<namespace>/<spec.queueName>`.
 pub fn local_queue_key(wl: &Workload) -> Option<(String, String)> {
     let q = wl.spec.queue_name.as_deref().filter(|q| !q.is_empty())?;
-    Some((
-        wl.metadata.namespace.clone().unwrap_or_default(),
-        q.to_string(),
-    ))
+    Some((wl.metadata.namespace.clone().unwrap_or_default(), q.to_string()))
 }
 
 /// Desired LocalQueue status from the workloads queued in it; `None` when unchanged.
@@ -173,11 +173,7 @@ pub fn local_queue(
             "Can't submit new workloads to clusterQueue",
         )
     } else {
-        (
-            true,
-            reason::READY,
-            "Can submit new workloads to localQueue",
-        )
+        (true, reason::READY, "Can submit new workloads to localQueue")
     };
     set_condition(
         &mut s.conditions,
@@ -216,11 +212,7 @@ pub fn local_queue(
                     .entry(r.clone())
                     .or_default() += v;
                 if is_admitted {
-                    *used
-                        .entry(f.clone())
-                        .or_default()
-                        .entry(r.clone())
-                        .or_default() += v;
+                    *used.entry(f.clone()).or_default().entry(r.clone()).or_default() += v;
                 }
             }
         }
@@ -238,7 +230,10 @@ pub fn local_queue(
                         .covered_resources
                         .iter()
                         .map(|r| LocalQueueResourceUsage {
-                            total: Some(q(r, m.get(&f.name).and_then(|rs| rs.get(r)).copied().unwrap_or(0))),
+                            total: Some(q(
+                                r,
+                                m.get(&f.name).and_then(|rs| rs.get(r)).copied().unwrap_or(0),
+                            )),
                             name: r.clone(),
                         })
                         .collect(),
@@ -266,10 +261,7 @@ fn fair_sharing_status(precise: f64) -> FairSharingStatus {
 /// The Cohort status to write, if any: with fair sharing on (`share`), its weighted share;
 /// without, Kueue's cohort controller computes nothing and only clears a stale `fairSharing`
 /// (e.g. left by an earlier fair-sharing config).
-pub fn cohort(
-    c: &crate::api::kueue::Cohort,
-    share: Option<f64>,
-) -> Option<crate::api::kueue::CohortStatus> {
+pub fn cohort(c: &crate::api::kueue::Cohort, share: Option<f64>) -> Option<crate::api::kueue::CohortStatus> {
     let old = c.status.clone().unwrap_or_default();
     let mut s = old.clone();
     s.fair_sharing = share.map(fair_sharing_status);

@@ -6,12 +6,12 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::jobframework::events::QueuedRecorder;
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType};
-use crate::jobframework::events::QueuedRecorder;
 use kube::{Api, Client, Resource, ResourceExt};
-use futures::StreamExt;
 use tokio::sync::{Notify, watch};
 
 use super::caches::Caches;
@@ -24,8 +24,8 @@ use super::sync::{Action, AdmissionState, Snapshot, key_of};
 use super::write_backoff::{self, WriteBackoff};
 use crate::api::kueue::constants::{RESOURCE_IN_USE_FINALIZER, reason};
 use crate::api::kueue::{ClusterQueue, Cohort, LocalQueue, Workload, WorkloadStatus};
-use crate::queue::{WorkloadKey, convert};
 use crate::jobframework::metrics::Metrics;
+use crate::queue::{WorkloadKey, convert};
 
 /// Everything the loop needs.
 pub struct AdmissionLoop {
@@ -89,7 +89,13 @@ fn runs_of_one_kind(actions: Vec<Action>) -> Vec<Vec<Action>> {
     let mut runs: Vec<Vec<Action>> = Vec::new();
     for a in actions {
         match runs.last_mut() {
-            Some(run) if run.last().is_some_and(|l| std::mem::discriminant(l) == std::mem::discriminant(&a)) => run.push(a),
+            Some(run)
+                if run
+                    .last()
+                    .is_some_and(|l| std::mem::discriminant(l) == std::mem::discriminant(&a)) =>
+            {
+                run.push(a)
+            }
             _ => runs.push(vec![a]),
         }
     }
@@ -144,22 +150,30 @@ impl WriteRetries {
         let live: std::collections::HashSet<WorkloadKey> = snap.workloads.iter().map(|w| key_of(w)).collect();
         self.backoff.retain(|k| live.contains(k));
         self.pending_backoff.retain(|k| live.contains(k));
-        snap.workloads.retain(|w| w.admission().is_some() || !self.backoff.blocked(&key_of(w), t));
+        snap.workloads
+            .retain(|w| w.admission().is_some() || !self.backoff.blocked(&key_of(w), t));
     }
 }
 
 /// Only the workloads the actions name, looked up without allocating a key per workload.
 fn named_workloads(actions: &[Action], snap: &Snapshot) -> ByKey {
-    let wanted: std::collections::HashSet<(&str, &str)> = actions.iter().map(|a| {
-        let k = a.key();
-        (k.namespace.as_str(), k.name.as_str())
-    }).collect();
-    snap
-        .workloads
+    let wanted: std::collections::HashSet<(&str, &str)> = actions
+        .iter()
+        .map(|a| {
+            let k = a.key();
+            (k.namespace.as_str(), k.name.as_str())
+        })
+        .collect();
+    snap.workloads
         .iter()
         .filter_map(|w| {
-            let k = (w.metadata.namespace.as_deref().unwrap_or_default(), w.metadata.name.as_deref().unwrap_or_default());
-            wanted.contains(&k).then(|| (WorkloadKey::new(k.0, k.1), w.clone()))
+            let k = (
+                w.metadata.namespace.as_deref().unwrap_or_default(),
+                w.metadata.name.as_deref().unwrap_or_default(),
+            );
+            wanted
+                .contains(&k)
+                .then(|| (WorkloadKey::new(k.0, k.1), w.clone()))
         })
         .collect()
 }
@@ -201,7 +215,8 @@ impl AdmissionLoop {
             // Records of deleted workloads are dropped now and then (a pass over all of them).
             cycles = cycles.wrapping_add(1);
             if cycles.is_multiple_of(64) && !self.own_writes.is_empty() {
-                let live: std::collections::HashSet<WorkloadKey> = snap.workloads.iter().map(|w| key_of(w)).collect();
+                let live: std::collections::HashSet<WorkloadKey> =
+                    snap.workloads.iter().map(|w| key_of(w)).collect();
                 self.own_writes.retain(|k| live.contains(k));
             }
             tracing::trace!(workloads = snap.workloads.len(), "admission step");
@@ -216,7 +231,8 @@ impl AdmissionLoop {
             self.stats.add(Phase::Writes, written - stepped);
             // The gauges walk every workload: with many, at most once a second (scrapes come every
             // 15-30 s); with few, every cycle, so a scrape right after a change sees it.
-            let gauges = snap.workloads.len() < GAUGES_EVERY_CYCLE_BELOW || last_gauges.is_none_or(|t: Instant| t.elapsed() >= Duration::from_secs(1));
+            let gauges = snap.workloads.len() < GAUGES_EVERY_CYCLE_BELOW
+                || last_gauges.is_none_or(|t: Instant| t.elapsed() >= Duration::from_secs(1));
             if gauges {
                 last_gauges = Some(Instant::now());
             }
@@ -235,8 +251,11 @@ impl AdmissionLoop {
         let mut state = AdmissionState::with_pods_ready(self.pods_ready.clone())
             .with_admission_fair_sharing(self.admission_fair_sharing.as_ref());
         state.core.set_fair_sharing(self.fair_sharing.clone());
-        state.core.set_prioritize_preemptors(self.prioritize_preemptor_workloads);
-        state.cycle_break_after_ms = Some(i64::try_from(self.cycle_break_after.as_millis()).unwrap_or(i64::MAX));
+        state
+            .core
+            .set_prioritize_preemptors(self.prioritize_preemptor_workloads);
+        state.cycle_break_after_ms =
+            Some(i64::try_from(self.cycle_break_after.as_millis()).unwrap_or(i64::MAX));
         state.explanations = self.explanations.clone();
         state
     }
@@ -262,7 +281,13 @@ impl AdmissionLoop {
     /// successor's admission is written: finishing it after a failed write (a conflict, a deleted
     /// successor) would leave the job with no quota at all while its pods run (invariant I6). So
     /// finished slices go last, after every admission has its outcome.
-    async fn write_actions(&self, state: &mut AdmissionState, retries: &mut WriteRetries, snap: &Snapshot, actions: Vec<Action>) -> bool {
+    async fn write_actions(
+        &self,
+        state: &mut AdmissionState,
+        retries: &mut WriteRetries,
+        snap: &Snapshot,
+        actions: Vec<Action>,
+    ) -> bool {
         let by_key = named_workloads(&actions, snap);
         let withdrawn = self.withdraw_if_quota_moved(state, snap, &actions);
         let (finishes, first): (Vec<Action>, Vec<Action>) = actions
@@ -309,7 +334,12 @@ impl AdmissionLoop {
     /// next cycle, which runs at once, decides on the new one. This narrows the window in which an
     /// admission can be written against a quota already cut to the watch's own delivery lag (found by
     /// the seeded chaos runs, invariant I1). Returns the withdrawn admissions.
-    fn withdraw_if_quota_moved(&self, state: &mut AdmissionState, snap: &Snapshot, actions: &[Action]) -> BTreeSet<WorkloadKey> {
+    fn withdraw_if_quota_moved(
+        &self,
+        state: &mut AdmissionState,
+        snap: &Snapshot,
+        actions: &[Action],
+    ) -> BTreeSet<WorkloadKey> {
         let mut withdrawn: BTreeSet<WorkloadKey> = BTreeSet::new();
         if self.quota_moved(snap) {
             for a in actions {
@@ -319,7 +349,10 @@ impl AdmissionLoop {
                 }
             }
             if !withdrawn.is_empty() {
-                tracing::debug!(withdrawn = withdrawn.len(), "quota changed during the cycle; admissions withdrawn");
+                tracing::debug!(
+                    withdrawn = withdrawn.len(),
+                    "quota changed during the cycle; admissions withdrawn"
+                );
                 self.notify.notify_one();
             }
         }
@@ -353,7 +386,12 @@ impl AdmissionLoop {
                     state.forget(&k);
                     failed_admits.insert(k);
                 }
-                Outcome::AdmitFailed { key, cq, error, object } => {
+                Outcome::AdmitFailed {
+                    key,
+                    cq,
+                    error,
+                    object,
+                } => {
                     state.forget(&key);
                     self.admit_failed(&mut retries.backoff, &key, &cq, &error, &object);
                     failed_admits.insert(key);
@@ -365,7 +403,9 @@ impl AdmissionLoop {
 
     /// Kueue's admission attempt metrics for one cycle.
     fn record_attempt(&self, admitted: bool, started: std::time::Instant) {
-        let result = self.metrics.result(if admitted { "success" } else { "inadmissible" });
+        let result = self
+            .metrics
+            .result(if admitted { "success" } else { "inadmissible" });
         self.metrics.admission_attempts_total.get_or_create(&result).inc();
         self.metrics
             .admission_attempt_duration_seconds
@@ -404,36 +444,34 @@ impl AdmissionLoop {
                 ..
             } => return self.admit(&api, wl, key, admission, replaced, checks).await,
             Action::Evict { cause, clear, .. } => self.evict(state, &api, wl, cause, clear).await,
-            Action::TakeGrowth { reason: why, message, .. } => self.take_growth(&api, wl, &why, message).await,
+            Action::TakeGrowth {
+                reason: why, message, ..
+            } => self.take_growth(&api, wl, &why, message).await,
             Action::ClearReservation { .. } => {
                 if let Some(status) = conditions::clear_reservation(wl, now()) {
                     let _ = self.write(&api, wl, status).await;
                 }
             }
             Action::Pending {
-                reason: why,
-                message,
-                ..
+                reason: why, message, ..
             } => return self.write_pending(&api, wl, key, why, message).await,
             Action::FinishSlice { replaced_by, .. } => {
                 let msg = format!("Replaced by workload slice {replaced_by}");
-                if let Some(status) =
-                    conditions::finished(wl, reason::WORKLOAD_SLICE_REPLACED, &msg, now())
-                {
+                if let Some(status) = conditions::finished(wl, reason::WORKLOAD_SLICE_REPLACED, &msg, now()) {
                     let _ = self.write(&api, wl, status).await;
                 }
             }
             Action::Requeue {
-                reason: why,
-                message,
-                ..
+                reason: why, message, ..
             } => {
                 if let Some(status) = super::backoff::requeued(wl, &why, &message, now()) {
                     let _ = self.write(&api, wl, status).await;
                 }
             }
             Action::Checks { status, .. } => self.write_checks(&api, wl, status).await,
-            Action::Deactivate { reason: why, message, .. } => self.deactivate(&api, wl, &key, why, message).await,
+            Action::Deactivate {
+                reason: why, message, ..
+            } => self.deactivate(&api, wl, &key, why, message).await,
             Action::BackoffFinished { .. } => {
                 if let Some(status) = super::backoff::finished(wl, now()) {
                     let _ = self.write(&api, wl, status).await;
@@ -466,7 +504,13 @@ impl AdmissionLoop {
                     .creation_timestamp
                     .as_ref()
                     .map_or(0, |t| (now() - t.0).get_seconds());
-                self.event(&r, EventType::Normal, reason::QUOTA_RESERVED, format!("Quota reserved in ClusterQueue {cq}, wait time since queued was {waited}s")).await;
+                self.event(
+                    &r,
+                    EventType::Normal,
+                    reason::QUOTA_RESERVED,
+                    format!("Quota reserved in ClusterQueue {cq}, wait time since queued was {waited}s"),
+                )
+                .await;
                 // With admission checks to pass, admission comes later (`Action::Checks`).
                 if w.is_admitted() {
                     self.record_admitted(&w, &cq).await;
@@ -489,14 +533,23 @@ impl AdmissionLoop {
     }
 
     /// Marks a workload evicted (with `clear`, its reservation goes at once), with its event and metrics.
-    async fn evict(&self, state: &AdmissionState, api: &Api<Workload>, wl: &Arc<Workload>, cause: EvictionCause, clear: bool) {
+    async fn evict(
+        &self,
+        state: &AdmissionState,
+        api: &Api<Workload>,
+        wl: &Arc<Workload>,
+        cause: EvictionCause,
+        clear: bool,
+    ) {
         let Some(mut status) = conditions::evicted(wl, &cause, now()) else {
             return;
         };
         if cause.by == conditions::EvictedBy::Deactivated {
             // Kueue: deactivation ends the requeueing history and its mark.
             status.requeue_state = None;
-            status.conditions.retain(|c| c.type_ != crate::api::kueue::constants::condition::DEACTIVATION_TARGET);
+            status
+                .conditions
+                .retain(|c| c.type_ != crate::api::kueue::constants::condition::DEACTIVATION_TARGET);
         }
         if cause.by.backs_off() {
             status.requeue_state = Some(state.backoff.next_state(
@@ -529,8 +582,13 @@ impl AdmissionLoop {
             return;
         }
         // Kueue's victim event is `Preempted`; the message says only the growth is taken.
-        let what = if why == super::cycle_breaker::REASON { "GrowthReleased" } else { "Preempted" };
-        self.event(&wl.object_ref(&()), EventType::Normal, what, message.clone()).await;
+        let what = if why == super::cycle_breaker::REASON {
+            "GrowthReleased"
+        } else {
+            "Preempted"
+        };
+        self.event(&wl.object_ref(&()), EventType::Normal, what, message.clone())
+            .await;
         if let Some(o) = conditions::controller_owner(wl) {
             let job = ObjectReference {
                 api_version: Some(o.api_version.clone()),
@@ -544,23 +602,38 @@ impl AdmissionLoop {
                 "the growth of workload slice {} was taken ({why}); what serves keeps running and the upgrade waits for a new slice: {message}",
                 wl.name_any(),
             );
-            self.event(&job, EventType::Warning, "UpgradeGrowthPreempted", note).await;
+            self.event(&job, EventType::Warning, "UpgradeGrowthPreempted", note)
+                .await;
         }
     }
 
     /// Writes `QuotaReserved=False` with why the workload is pending, when that changed.
-    async fn write_pending(&self, api: &Api<Workload>, wl: &Arc<Workload>, key: WorkloadKey, why: String, message: String) -> Outcome {
+    async fn write_pending(
+        &self,
+        api: &Api<Workload>,
+        wl: &Arc<Workload>,
+        key: WorkloadKey,
+        why: String,
+        message: String,
+    ) -> Outcome {
         if let Some(status) = conditions::pending(wl, &why, &message, now()) {
             return match self.write_version(api, wl, status).await {
                 Ok(after) => {
                     // Remembered until the cache shows it: an admission decided on the
                     // copy it replaced may be written over it (`admit_with_retry`).
-                    self.own_writes.record(&key, &wl.resource_version().unwrap_or_default(), &after);
+                    self.own_writes
+                        .record(&key, &wl.resource_version().unwrap_or_default(), &after);
                     // Kueue's scheduler says why it could not admit as a Warning `Pending` event
                     // (what `kubectl describe workload` shows first); here once per new reason
                     // or message, not once per cycle.
                     if scheduler_verdict(&why) {
-                        self.event(&wl.object_ref(&()), EventType::Warning, "Pending", message.clone()).await;
+                        self.event(
+                            &wl.object_ref(&()),
+                            EventType::Warning,
+                            "Pending",
+                            message.clone(),
+                        )
+                        .await;
                     }
                     Outcome::PendingWritten(key)
                 }
@@ -583,10 +656,23 @@ impl AdmissionLoop {
     }
 
     /// Deactivates a workload (`spec.active=false`), marked with why.
-    async fn deactivate(&self, api: &Api<Workload>, wl: &Arc<Workload>, key: &WorkloadKey, why: &str, message: String) {
+    async fn deactivate(
+        &self,
+        api: &Api<Workload>,
+        wl: &Arc<Workload>,
+        key: &WorkloadKey,
+        why: &str,
+        message: String,
+    ) {
         if why == reason::ADMISSION_CHECK {
             let r = wl.object_ref(&());
-            self.event(&r, EventType::Warning, "AdmissionCheckRejected", format!("Deactivated due to {message}")).await;
+            self.event(
+                &r,
+                EventType::Warning,
+                "AdmissionCheckRejected",
+                format!("Deactivated due to {message}"),
+            )
+            .await;
         }
         if let Some(status) = super::pods_ready::mark_for_deactivation(wl, why, &message, now())
             && self.write(api, wl, status).await.is_err()
@@ -594,7 +680,10 @@ impl AdmissionLoop {
             return;
         }
         let patch = serde_json::json!({"spec": {"active": false}});
-        if let Err(e) = api.patch(&wl.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+        if let Err(e) = api
+            .patch(&wl.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
             tracing::debug!(workload = %key, error = %e, "deactivating failed; will retry");
         }
     }
@@ -607,13 +696,10 @@ impl AdmissionLoop {
             .filter(|f| *f != RESOURCE_IN_USE_FINALIZER)
             .cloned()
             .collect();
-        let patch = serde_json::json!({"metadata": {"finalizers": kept, "resourceVersion": wl.resource_version()}});
+        let patch =
+            serde_json::json!({"metadata": {"finalizers": kept, "resourceVersion": wl.resource_version()}});
         if let Err(e) = api
-            .patch(
-                &wl.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
+            .patch(&wl.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
             tracing::debug!(workload = %key, error = %e, "removing finalizer failed; will retry");
@@ -629,7 +715,9 @@ impl AdmissionLoop {
         {
             objs.iter().any(|o| {
                 let m = o.meta();
-                let now = store.get(&kube::runtime::reflector::ObjectRef::new(m.name.as_deref().unwrap_or_default()));
+                let now = store.get(&kube::runtime::reflector::ObjectRef::new(
+                    m.name.as_deref().unwrap_or_default(),
+                ));
                 now.is_none_or(|n| n.meta().uid != m.uid || n.meta().generation != m.generation)
             })
         }
@@ -652,7 +740,10 @@ impl AdmissionLoop {
         if permanent && failures == 1 {
             // Reported once per streak: retrying the same write cannot succeed.
             tracing::warn!(workload = %key, error = %e, retry_in = ?delay, "admission write refused; quota released");
-            let note = format!("Admission to ClusterQueue {cq} could not be written: {e}; quota released, retrying in {}s", delay.as_secs());
+            let note = format!(
+                "Admission to ClusterQueue {cq} could not be written: {e}; quota released, retrying in {}s",
+                delay.as_secs()
+            );
             self.recorder.publish(
                 Event {
                     type_: EventType::Warning,
@@ -675,11 +766,17 @@ impl AdmissionLoop {
         let waited = now().duration_since(queued_since(wl)).as_secs_f64().max(0.0);
         let l = m.cq_priority(cq, &pc);
         m.quota_reserved_workloads_total.get_or_create(&l).inc();
-        m.quota_reserved_wait_time_seconds.get_or_create(&l).observe(waited);
+        m.quota_reserved_wait_time_seconds
+            .get_or_create(&l)
+            .observe(waited);
         if let Some((ns, lq)) = queue_status::local_queue_key(wl) {
             let l = m.lq_priority(&ns, &lq, &pc);
-            m.local_queue_quota_reserved_workloads_total.get_or_create(&l).inc();
-            m.local_queue_quota_reserved_wait_time_seconds.get_or_create(&l).observe(waited);
+            m.local_queue_quota_reserved_workloads_total
+                .get_or_create(&l)
+                .inc();
+            m.local_queue_quota_reserved_wait_time_seconds
+                .get_or_create(&l)
+                .observe(waited);
         }
     }
 
@@ -700,12 +797,18 @@ impl AdmissionLoop {
         let l = m.cq_priority(cq, &pc);
         m.admitted_workloads_total.get_or_create(&l).inc();
         m.admission_wait_time_seconds.get_or_create(&l).observe(waited);
-        m.admission_checks_wait_time_seconds.get_or_create(&l).observe(checks_wait);
+        m.admission_checks_wait_time_seconds
+            .get_or_create(&l)
+            .observe(checks_wait);
         if let Some((ns, lq)) = queue_status::local_queue_key(wl) {
             let l = m.lq_priority(&ns, &lq, &pc);
             m.local_queue_admitted_workloads_total.get_or_create(&l).inc();
-            m.local_queue_admission_wait_time_seconds.get_or_create(&l).observe(waited);
-            m.local_queue_admission_checks_wait_time_seconds.get_or_create(&l).observe(checks_wait);
+            m.local_queue_admission_wait_time_seconds
+                .get_or_create(&l)
+                .observe(waited);
+            m.local_queue_admission_checks_wait_time_seconds
+                .get_or_create(&l)
+                .observe(checks_wait);
         }
         let r = wl.object_ref(&());
         self.event(
@@ -735,7 +838,10 @@ impl AdmissionLoop {
         m.evicted_workloads_total.get_or_create(&labels).inc();
         // Kueue counts a workload's first eviction once; one never evicted before has no Evicted
         // condition at all.
-        if wl.status.as_ref().is_none_or(|s| s.condition(crate::api::kueue::constants::condition::EVICTED).is_none()) {
+        if wl.status.as_ref().is_none_or(|s| {
+            s.condition(crate::api::kueue::constants::condition::EVICTED)
+                .is_none()
+        }) {
             m.evicted_workloads_once_total.get_or_create(&labels).inc();
         }
         if let Some((ns, lq)) = queue_status::local_queue_key(wl) {
@@ -760,13 +866,8 @@ impl AdmissionLoop {
                     replica_role: self.metrics.role(),
                 })
                 .inc();
-            self.event(
-                &r,
-                EventType::Normal,
-                reason::PREEMPTED,
-                cause.message.clone(),
-            )
-            .await;
+            self.event(&r, EventType::Normal, reason::PREEMPTED, cause.message.clone())
+                .await;
         }
         self.event(
             &r,
@@ -779,12 +880,22 @@ impl AdmissionLoop {
 
     /// Replaces the status at the cached resourceVersion. A conflict means the cache is behind: the
     /// next step sees the new object and decides again.
-    async fn write(&self, api: &Api<Workload>, wl: &Workload, status: WorkloadStatus) -> Result<(), kube::Error> {
+    async fn write(
+        &self,
+        api: &Api<Workload>,
+        wl: &Workload,
+        status: WorkloadStatus,
+    ) -> Result<(), kube::Error> {
         self.write_version(api, wl, status).await.map(|_| ())
     }
 
     /// Writes the status; returns the version it made.
-    async fn write_version(&self, api: &Api<Workload>, wl: &Workload, status: WorkloadStatus) -> Result<String, kube::Error> {
+    async fn write_version(
+        &self,
+        api: &Api<Workload>,
+        wl: &Workload,
+        status: WorkloadStatus,
+    ) -> Result<String, kube::Error> {
         let mut obj = wl.clone();
         obj.status = Some(status);
         match api
@@ -839,7 +950,8 @@ impl AdmissionLoop {
             }
         }
         let kept = finalizers::apply(meta, change);
-        let patch = serde_json::json!({"metadata": {"finalizers": kept, "resourceVersion": obj.resource_version()}});
+        let patch =
+            serde_json::json!({"metadata": {"finalizers": kept, "resourceVersion": obj.resource_version()}});
         let api: Api<K> = Api::all(self.client.clone());
         if let Err(e) = api
             .patch(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
@@ -855,11 +967,19 @@ impl AdmissionLoop {
         let api: Api<crate::api::kueue::AdmissionCheck> = Api::all(self.client.clone());
         for ac in &snap.admission_checks {
             let name = ac.name_any();
-            self.sync_finalizer(ac.as_ref(), || {
-                snap.cluster_queues.iter().any(|cq| super::checks::cluster_queue_checks(cq).contains_key(&name))
-            }, User::AdmissionCheck(&name))
+            self.sync_finalizer(
+                ac.as_ref(),
+                || {
+                    snap.cluster_queues
+                        .iter()
+                        .any(|cq| super::checks::cluster_queue_checks(cq).contains_key(&name))
+                },
+                User::AdmissionCheck(&name),
+            )
             .await;
-            if ac.spec.controller_name != crate::api::kueue::admission_check::AUTO_READY_CONTROLLER || ac.metadata.deletion_timestamp.is_some() {
+            if ac.spec.controller_name != crate::api::kueue::admission_check::AUTO_READY_CONTROLLER
+                || ac.metadata.deletion_timestamp.is_some()
+            {
                 continue;
             }
             if let Some(status) = super::checks::auto_ready_active(ac, t) {
@@ -888,10 +1008,14 @@ impl AdmissionLoop {
             let name = cq.name_any();
             let core = state.core.cluster_queue_status(&name);
             let check_problems = super::checks::cluster_queue_problems(cq, &known_checks);
-            self.sync_finalizer(cq.as_ref(), || {
-                core.as_ref().is_some_and(|c| c.reserving_workloads > 0)
-                    || finalizers::cluster_queue_in_use(&name, snap.workloads.iter().map(|w| w.as_ref()))
-            }, User::ClusterQueue(&name))
+            self.sync_finalizer(
+                cq.as_ref(),
+                || {
+                    core.as_ref().is_some_and(|c| c.reserving_workloads > 0)
+                        || finalizers::cluster_queue_in_use(&name, snap.workloads.iter().map(|w| w.as_ref()))
+                },
+                User::ClusterQueue(&name),
+            )
             .await;
             let (ok, ..) = queue_status::cluster_queue_active(
                 cq,
@@ -901,13 +1025,12 @@ impl AdmissionLoop {
             );
             active.insert(name.clone(), ok);
             let share = state.core.cluster_queue_share(&name);
-            if let Some(status) = queue_status::cluster_queue(cq, core.as_ref(), &flavors, &check_problems, t, share) {
+            if let Some(status) =
+                queue_status::cluster_queue(cq, core.as_ref(), &flavors, &check_problems, t, share)
+            {
                 let mut obj = (**cq).clone();
                 obj.status = Some(status);
-                if let Err(e) = cq_api
-                    .replace_status(&name, &PostParams::default(), &obj)
-                    .await
-                {
+                if let Err(e) = cq_api.replace_status(&name, &PostParams::default(), &obj).await {
                     tracing::debug!(cluster_queue = %name, error = %e, "status write failed; will retry");
                 }
             }
@@ -917,15 +1040,20 @@ impl AdmissionLoop {
         }
         for f in &snap.flavors {
             let name = f.name_any();
-            self.sync_finalizer(f.as_ref(), || {
-                finalizers::flavor_in_use(&name, snap.cluster_queues.iter().map(|c| c.as_ref()))
-            }, User::Flavor(&name))
+            self.sync_finalizer(
+                f.as_ref(),
+                || finalizers::flavor_in_use(&name, snap.cluster_queues.iter().map(|c| c.as_ref())),
+                User::Flavor(&name),
+            )
             .await;
         }
         self.write_admission_checks(snap, t).await;
         if gauges {
             super::admission_fair_sharing::report_usage(&self.metrics, &state.core);
-            super::queue_metrics::report(&self.metrics, super::queue_metrics::gauges(snap, &cores, &active, state, self.metrics.role()));
+            super::queue_metrics::report(
+                &self.metrics,
+                super::queue_metrics::gauges(snap, &cores, &active, state, self.metrics.role()),
+            );
         }
         let cohort_api: Api<Cohort> = Api::all(self.client.clone());
         for co in &snap.cohorts {
@@ -944,7 +1072,10 @@ impl AdmissionLoop {
         let mut by_lq: HashMap<(&str, &str), Vec<&Workload>> = HashMap::new();
         for wl in &snap.workloads {
             if let Some(q) = wl.spec.queue_name.as_deref().filter(|q| !q.is_empty()) {
-                by_lq.entry((wl.metadata.namespace.as_deref().unwrap_or_default(), q)).or_default().push(wl);
+                by_lq
+                    .entry((wl.metadata.namespace.as_deref().unwrap_or_default(), q))
+                    .or_default()
+                    .push(wl);
             }
         }
         for lq in &snap.local_queues {
@@ -959,13 +1090,8 @@ impl AdmissionLoop {
                 .get(&(ns.as_str(), lq.metadata.name.as_deref().unwrap_or_default()))
                 .map(Vec::as_slice)
                 .unwrap_or_default();
-            let desired = queue_status::local_queue(
-                lq,
-                cq,
-                active.get(cq_name).copied().unwrap_or(false),
-                wls,
-                t,
-            );
+            let desired =
+                queue_status::local_queue(lq, cq, active.get(cq_name).copied().unwrap_or(false), wls, t);
             if let Some(status) = super::admission_fair_sharing::status(lq, desired, &state.core) {
                 let api: Api<LocalQueue> = Api::namespaced(self.client.clone(), &ns);
                 let mut obj = (**lq).clone();
@@ -993,7 +1119,12 @@ async fn admit_with_retry(
     own: &super::own_writes::OwnWrites,
 ) -> Result<Workload, kube::Error> {
     let mut obj = wl.clone();
-    obj.status = Some(conditions::admitted_with_checks(wl, admission.clone(), checks, now()));
+    obj.status = Some(conditions::admitted_with_checks(
+        wl,
+        admission.clone(),
+        checks,
+        now(),
+    ));
     match api
         .replace_status(&wl.name_any(), &PostParams::default(), &obj)
         .await
@@ -1003,8 +1134,12 @@ async fn admit_with_retry(
             // The fresh copy differs only by our own pending write over the cached one (the
             // watch has not delivered it yet): nothing anyone else decided is overwritten.
             let cached = wl.resource_version().unwrap_or_default();
-            let ours = fresh.resource_version().is_some_and(|v| v != cached && own.version_for(&key_of(wl), &cached) == v);
-            let same = fresh.metadata.generation == wl.metadata.generation && fresh.spec == wl.spec && (fresh.status == wl.status || ours);
+            let ours = fresh
+                .resource_version()
+                .is_some_and(|v| v != cached && own.version_for(&key_of(wl), &cached) == v);
+            let same = fresh.metadata.generation == wl.metadata.generation
+                && fresh.spec == wl.spec
+                && (fresh.status == wl.status || ours);
             if !same
                 || fresh.admission().is_some()
                 || fresh.metadata.deletion_timestamp.is_some()
@@ -1035,7 +1170,9 @@ pub(crate) async fn in_use_live(client: &Client, user: User<'_>) -> Result<bool,
         }
         User::AdmissionCheck(name) => {
             let cqs = Api::<ClusterQueue>::all(client.clone()).list(&list).await?;
-            cqs.items.iter().any(|cq| super::checks::cluster_queue_checks(cq).contains_key(name))
+            cqs.items
+                .iter()
+                .any(|cq| super::checks::cluster_queue_checks(cq).contains_key(name))
         }
     })
 }
@@ -1055,5 +1192,12 @@ pub(crate) enum User<'a> {
 /// workload held out of the queue).
 fn scheduler_verdict(reason: &str) -> bool {
     use crate::queue::PendingReason as R;
-    [R::NoMatchingFlavor, R::WaitingForQuota, R::ExceedsMaxQuota, R::WaitingForPreemptedWorkloads].iter().any(|r| r.as_str() == reason)
+    [
+        R::NoMatchingFlavor,
+        R::WaitingForQuota,
+        R::ExceedsMaxQuota,
+        R::WaitingForPreemptedWorkloads,
+    ]
+    .iter()
+    .any(|r| r.as_str() == reason)
 }

@@ -89,7 +89,11 @@ impl CycleFigures {
             .iter()
             .map(|p| {
                 let d = self.phases[p.index()];
-                let share = if busy.is_zero() { 0.0 } else { 100.0 * d.as_secs_f64() / busy.as_secs_f64() };
+                let share = if busy.is_zero() {
+                    0.0
+                } else {
+                    100.0 * d.as_secs_f64() / busy.as_secs_f64()
+                };
                 format!("{} {:.1} s ({share:.0}%)", p.as_str(), d.as_secs_f64())
             })
             .collect();
@@ -119,7 +123,15 @@ mod tests {
         let f = s.clone().figures();
         assert_eq!(f.cycles, 2);
         assert_eq!(f.examined, 150);
-        assert_eq!(f.phases, [Duration::ZERO, Duration::from_millis(60), Duration::from_millis(10), Duration::ZERO]);
+        assert_eq!(
+            f.phases,
+            [
+                Duration::ZERO,
+                Duration::from_millis(60),
+                Duration::from_millis(10),
+                Duration::ZERO
+            ]
+        );
         let line = f.summary();
         assert!(line.contains("2 cycles"), "{line}");
         assert!(line.contains("step 0.1 s (86%)"), "{line}");

@@ -373,13 +373,18 @@ impl AdmissionState {
         let blocked = block && snap.workloads.iter().any(|w| pods_ready::blocks_admission(w));
         self.take_all(snap, &view, now_ms, &mut actions);
         let res = self.core.schedule_cycle(now_ms);
-        self.preemption_skips.extend(res.preemption_skips.iter().map(|(cq, n)| (cq.clone(), *n)));
+        self.preemption_skips
+            .extend(res.preemption_skips.iter().map(|(cq, n)| (cq.clone(), *n)));
         let withheld = self.admissions(res.admissions, (block, blocked), snap, &view, &mut actions);
         self.evictions(res.evictions, snap, &mut actions);
         for e in res.growth_taken {
             let by: super::conditions::EvictedBy = e.reason.into();
             let reason = by.preempted_reason().unwrap_or(reason::PREEMPTED).to_string();
-            actions.push(Action::TakeGrowth { key: e.key, reason, message: e.message });
+            actions.push(Action::TakeGrowth {
+                key: e.key,
+                reason,
+                message: e.message,
+            });
         }
         self.explain_pending(&res.pending, now_ms);
         self.break_wait_cycles(now_ms, &mut actions);
@@ -411,7 +416,12 @@ impl AdmissionState {
                 wl.metadata.name.as_deref().unwrap_or_default(),
             ));
             let class = view.classify(wl, now_ms);
-            let settles = matches!(class, Class::Gone { remove_finalizer: false }) && wl.metadata.deletion_timestamp.is_none();
+            let settles = matches!(
+                class,
+                Class::Gone {
+                    remove_finalizer: false
+                }
+            ) && wl.metadata.deletion_timestamp.is_none();
             let (checks, due) = view.checks_status(wl, &class, now);
             if let Some(at) = due {
                 self.checks_deadline = Some(self.checks_deadline.map_or(at, |d| d.min(at)));
@@ -475,7 +485,13 @@ impl AdmissionState {
                     .iter()
                     .find(|w| key_of(w) == a.key)
                     .and_then(|w| w.status.as_ref())
-                    .map(|s| s.admission_checks.iter().filter(|c| c.state == crate::api::kueue::CheckState::Ready).map(|c| c.name.as_str()).collect())
+                    .map(|s| {
+                        s.admission_checks
+                            .iter()
+                            .filter(|c| c.state == crate::api::kueue::CheckState::Ready)
+                            .map(|c| c.name.as_str())
+                            .collect()
+                    })
                     .unwrap_or_default();
                 if checks.iter().any(|c| !ready.contains(c.as_str())) {
                     withheld.insert(a.key.clone());
@@ -596,7 +612,11 @@ impl AdmissionState {
                 // Like Kueue's cache, a workload being deleted holds its quota until it is gone from
                 // the API (its finalizer removed): the API shows it reserved until then, and admitting
                 // into that quota first would show the ClusterQueue over it.
-                if wl.metadata.deletion_timestamp.is_some() && !wl.is_finished() && wl.admission().is_some() && wl.has_quota_reservation() {
+                if wl.metadata.deletion_timestamp.is_some()
+                    && !wl.is_finished()
+                    && wl.admission().is_some()
+                    && wl.has_quota_reservation()
+                {
                     self.account_reserved(&key, wl, snap, now_ms);
                     return;
                 }
@@ -606,10 +626,7 @@ impl AdmissionState {
             Class::Replaced { by, finish } => {
                 self.drop_workload(&key);
                 if finish {
-                    actions.push(Action::FinishSlice {
-                        key,
-                        replaced_by: by,
-                    });
+                    actions.push(Action::FinishSlice { key, replaced_by: by });
                 }
                 return;
             }
@@ -619,7 +636,12 @@ impl AdmissionState {
                 stop,
                 rejected,
             } => {
-                let reserved = Reserved { evicted, owned, stop, rejected };
+                let reserved = Reserved {
+                    evicted,
+                    owned,
+                    stop,
+                    rejected,
+                };
                 self.take_reserved(key, wl, reserved, checks, snap, now_ms, actions);
                 return;
             }
@@ -636,7 +658,12 @@ impl AdmissionState {
         &mut self,
         key: WorkloadKey,
         wl: &Workload,
-        Reserved { evicted, owned, stop, rejected }: Reserved,
+        Reserved {
+            evicted,
+            owned,
+            stop,
+            rejected,
+        }: Reserved,
         checks: Option<WorkloadStatus>,
         snap: &Snapshot,
         now_ms: i64,
@@ -650,13 +677,20 @@ impl AdmissionState {
             self.core.settle_admission(&key, now_ms);
         }
         if let Some(status) = checks {
-            actions.push(Action::Checks { key, status: Box::new(status) });
+            actions.push(Action::Checks {
+                key,
+                status: Box::new(status),
+            });
             return;
         }
         if let Some(message) = rejected
             && !evicted
         {
-            actions.push(Action::Deactivate { key, reason: reason::ADMISSION_CHECK, message });
+            actions.push(Action::Deactivate {
+                key,
+                reason: reason::ADMISSION_CHECK,
+                message,
+            });
             return;
         }
         let stop = match stop {
@@ -698,7 +732,10 @@ impl AdmissionState {
         if let Some(status) = checks {
             // Queued again once the write shows (a new resourceVersion).
             self.unqueue(&key);
-            actions.push(Action::Checks { key, status: Box::new(status) });
+            actions.push(Action::Checks {
+                key,
+                status: Box::new(status),
+            });
             return;
         }
         self.evicting.remove(&key);
@@ -706,7 +743,9 @@ impl AdmissionState {
             self.core.release(&key);
         }
         match waiting {
-            Class::Held { why: (reason, message) } => {
+            Class::Held {
+                why: (reason, message),
+            } => {
                 self.unqueue(&key);
                 actions.push(Action::Pending {
                     key,
@@ -738,7 +777,14 @@ impl AdmissionState {
 
     /// Queues a Workload into the core once per resourceVersion (and namespace labels); one the
     /// core cannot model is shown pending as misconfigured.
-    fn queue(&mut self, key: WorkloadKey, wl: &Workload, cluster_queue: &str, snap: &Snapshot, actions: &mut Vec<Action>) {
+    fn queue(
+        &mut self,
+        key: WorkloadKey,
+        wl: &Workload,
+        cluster_queue: &str,
+        snap: &Snapshot,
+        actions: &mut Vec<Action>,
+    ) {
         // The namespace's labels count too: relabelling a namespace requeues its
         // workloads, as Kueue does on namespace events.
         let seen = (rv(&wl.metadata), labels_fingerprint(snap, &key.namespace));
@@ -751,14 +797,16 @@ impl AdmissionState {
             None => self.shown.remove(&key),
         };
         let labels = namespace_labels(snap, &key.namespace);
-        let order = self.pods_ready.as_ref().and_then(|c| pods_ready::queue_order_ms(wl, c));
-        let added = convert::workload_model(wl, cluster_queue, labels)
-            .and_then(|mut m| {
-                if let Some(t) = order {
-                    m.timestamp = t;
-                }
-                self.core.add_workload(m)
-            });
+        let order = self
+            .pods_ready
+            .as_ref()
+            .and_then(|c| pods_ready::queue_order_ms(wl, c));
+        let added = convert::workload_model(wl, cluster_queue, labels).and_then(|mut m| {
+            if let Some(t) = order {
+                m.timestamp = t;
+            }
+            self.core.add_workload(m)
+        });
         if let Err(e) = added {
             actions.push(Action::Pending {
                 key,
@@ -770,7 +818,13 @@ impl AdmissionState {
 
     /// waitForPodsReady on a reserved workload not being evicted: the eviction past its timeout, a
     /// deactivation past `backoffLimitCount`, or its deadline kept for the loop's timer.
-    fn pods_ready_timeout(&mut self, key: &WorkloadKey, wl: &Workload, now_ms: i64, actions: &mut Vec<Action>) -> Option<EvictionCause> {
+    fn pods_ready_timeout(
+        &mut self,
+        key: &WorkloadKey,
+        wl: &Workload,
+        now_ms: i64,
+        actions: &mut Vec<Action>,
+    ) -> Option<EvictionCause> {
         match pods_ready::verdict(wl, self.pods_ready.as_ref()?, now_ms) {
             pods_ready::Verdict::Fine => None,
             pods_ready::Verdict::Until(at) => {
@@ -806,7 +860,8 @@ impl AdmissionState {
         }
         // The floor its job keeps when preemption takes its growth; one whose growth was taken
         // (before a restart) is held until its job has shrunk it back.
-        self.core.set_floor(key, crate::jobframework::slices::growth_floor(wl).as_ref());
+        self.core
+            .set_floor(key, crate::jobframework::slices::growth_floor(wl).as_ref());
         if crate::jobframework::slices::growth_preempted(wl) {
             self.core.mark_taking_growth(key);
         }
@@ -871,7 +926,10 @@ pub fn counted_pods(wl: &Workload) -> Option<Workload> {
     let a = wl.admission()?;
     let mut counted = wl.clone();
     for ps in &mut counted.spec.pod_sets {
-        let name = ps.name.as_deref().unwrap_or(crate::api::kueue::constants::DEFAULT_PODSET_NAME);
+        let name = ps
+            .name
+            .as_deref()
+            .unwrap_or(crate::api::kueue::constants::DEFAULT_PODSET_NAME);
         let spec = ps.count.unwrap_or(1);
         let admitted = a
             .pod_set_assignments
@@ -917,4 +975,3 @@ pub fn scaled_down(wl: &Workload) -> bool {
     }
     smaller
 }
-

@@ -31,9 +31,7 @@ fn snapshot(cqs: Vec<Arc<ClusterQueue>>, flavors: &[&str], wls: Vec<Arc<Workload
             .map(|f| Arc::new(ResourceFlavor::build(f).build()))
             .collect(),
         local_queues: vec![Arc::new(
-            LocalQueue::build("lq", "default")
-                .cluster_queue("cq")
-                .build(),
+            LocalQueue::build("lq", "default").cluster_queue("cq").build(),
         )],
         workloads: wls,
         ..Default::default()
@@ -45,10 +43,7 @@ fn cluster_queue_with_missing_flavor_steps_without_admitting() {
     let mut st = AdmissionState::new();
     let actions = st.step(&snapshot(vec![cq("cq", "4")], &[], vec![]), 0);
     assert!(actions.is_empty(), "{actions:?}");
-    let actions = st.step(
-        &snapshot(vec![cq("cq", "4")], &[], vec![wl("a", "1", "1")]),
-        0,
-    );
+    let actions = st.step(&snapshot(vec![cq("cq", "4")], &[], vec![wl("a", "1", "1")]), 0);
     // Kueue's scheduler: an inactive ClusterQueue leaves its workloads Suspended, "ClusterQueue
     // cq is inactive"; why (the missing flavor) is on the ClusterQueue's Active condition.
     assert!(
@@ -109,7 +104,11 @@ fn pending_writes_no_reservation_and_resource_requests() {
     let s = conditions::pending(&w, "WaitingForQuota", "short", t(0)).unwrap();
     let admitted = s.condition("Admitted").unwrap();
     assert_eq!(
-        (admitted.status.as_str(), admitted.reason.as_str(), admitted.message.as_str()),
+        (
+            admitted.status.as_str(),
+            admitted.reason.as_str(),
+            admitted.message.as_str()
+        ),
         ("False", "NoReservation", "The workload has no reservation")
     );
     assert_eq!(s.condition("QuotaReserved").unwrap().reason, "WaitingForQuota");
@@ -143,8 +142,7 @@ fn pending_is_written_only_when_what_it_says_changes_in_substance() {
     assert!(conditions::pending(&again, "WaitingForQuota", "cpu short by 1", t(9)).is_none());
     // Only the amount moved: not rewritten (the backlog would rewrite every pending workload per cycle).
     assert!(conditions::pending(&again, "WaitingForQuota", "cpu short by 2", t(9)).is_none());
-    let changed =
-        conditions::pending(&again, "WaitingForQuota", "memory short by 2", t(9)).unwrap();
+    let changed = conditions::pending(&again, "WaitingForQuota", "memory short by 2", t(9)).unwrap();
     // Same status: the transition time stays.
     assert_eq!(
         changed.conditions[0].last_transition_time,
@@ -190,7 +188,11 @@ fn cluster_queue_active_condition_reasons() {
         .stop_policy(StopPolicy::Hold)
         .build();
     // The queue, the flavors that exist, and (active, reason, message).
-    type Case<'a> = (ClusterQueue, &'a std::collections::BTreeSet<String>, (bool, &'a str, &'a str));
+    type Case<'a> = (
+        ClusterQueue,
+        &'a std::collections::BTreeSet<String>,
+        (bool, &'a str, &'a str),
+    );
     let cases: Vec<Case> = vec![
         (
             (*cq("cq", "1")).clone(),
@@ -239,11 +241,7 @@ fn step_admits_then_waits_for_the_api_before_releasing() {
     );
     // The cache has not caught up: the assumed admission still holds the quota.
     let b = wl("b", "2", "1");
-    let snap = snapshot(
-        vec![cq("cq", "4")],
-        &["default"],
-        vec![a.clone(), b.clone()],
-    );
+    let snap = snapshot(vec![cq("cq", "4")], &["default"], vec![a.clone(), b.clone()]);
     let actions = st.step(&snap, 1);
     assert!(
         matches!(&actions[..], [Action::Pending { key, reason, .. }] if key.name == "b" && reason == "WaitingForQuota"),
@@ -271,11 +269,18 @@ fn reserved_3_cpu(name: &str) -> Workload {
     let assignment = crate::api::kueue::PodSetAssignment {
         name: "main".into(),
         flavors: [("cpu".to_string(), "default".to_string())].into(),
-        resource_usage: [("cpu".to_string(), k8s_openapi::apimachinery::pkg::api::resource::Quantity("3".into()))].into(),
+        resource_usage: [(
+            "cpu".to_string(),
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity("3".into()),
+        )]
+        .into(),
         count: Some(1),
         ..Default::default()
     };
-    let adm = crate::api::kueue::Admission { cluster_queue: "cq".into(), pod_set_assignments: vec![assignment] };
+    let adm = crate::api::kueue::Admission {
+        cluster_queue: "cq".into(),
+        pod_set_assignments: vec![assignment],
+    };
     a.status = Some(conditions::admitted(&a, adm, t(0)));
     a
 }
@@ -304,18 +309,44 @@ fn a_workload_being_deleted_holds_its_quota_until_it_is_gone() {
     let mut st = AdmissionState::new();
     let mut a = reserved_3_cpu("a");
     let b = wl("b", "2", "1");
-    let actions = st.step(&snapshot(vec![cq("cq", "4")], &["default"], vec![Arc::new(a.clone()), b.clone()]), 0);
-    assert!(matches!(&actions[..], [Action::Pending { key, .. }] if key.name == "b"), "{actions:?}");
+    let actions = st.step(
+        &snapshot(
+            vec![cq("cq", "4")],
+            &["default"],
+            vec![Arc::new(a.clone()), b.clone()],
+        ),
+        0,
+    );
+    assert!(
+        matches!(&actions[..], [Action::Pending { key, .. }] if key.name == "b"),
+        "{actions:?}"
+    );
     // Its deletion starts: the finalizer goes, and the quota stays held.
     a.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t(1)));
     a.metadata.finalizers = Some(vec![RESOURCE_IN_USE_FINALIZER.into()]);
     a.metadata.resource_version = Some("2".into());
-    let actions = st.step(&snapshot(vec![cq("cq", "4")], &["default"], vec![Arc::new(a), b.clone()]), 1);
-    assert!(actions.iter().any(|x| matches!(x, Action::RemoveFinalizer { key } if key.name == "a")), "{actions:?}");
-    assert!(!actions.iter().any(|x| matches!(x, Action::Admit { .. })), "admitted into quota still shown reserved: {actions:?}");
+    let actions = st.step(
+        &snapshot(vec![cq("cq", "4")], &["default"], vec![Arc::new(a), b.clone()]),
+        1,
+    );
+    assert!(
+        actions
+            .iter()
+            .any(|x| matches!(x, Action::RemoveFinalizer { key } if key.name == "a")),
+        "{actions:?}"
+    );
+    assert!(
+        !actions.iter().any(|x| matches!(x, Action::Admit { .. })),
+        "admitted into quota still shown reserved: {actions:?}"
+    );
     // Gone from the API: now b fits.
     let actions = st.step(&snapshot(vec![cq("cq", "4")], &["default"], vec![b]), 2);
-    assert!(actions.iter().any(|x| matches!(x, Action::Admit { key, .. } if key.name == "b")), "{actions:?}");
+    assert!(
+        actions
+            .iter()
+            .any(|x| matches!(x, Action::Admit { key, .. } if key.name == "b")),
+        "{actions:?}"
+    );
 }
 
 #[test]
@@ -336,11 +367,7 @@ fn scaled_down_needs_an_elastic_workload_asking_for_fewer_pods() {
     let cases = [
         ("elastic, 3 -> 1", admitted(true, 3, 1), true),
         ("elastic, unchanged", admitted(true, 3, 3), false),
-        (
-            "elastic, grown (needs a slice)",
-            admitted(true, 3, 4),
-            false,
-        ),
+        ("elastic, grown (needs a slice)", admitted(true, 3, 4), false),
         ("not elastic", admitted(false, 3, 1), false),
         (
             "not admitted",
@@ -384,11 +411,7 @@ fn step_shrinks_an_elastic_workload_in_place_and_admits_into_the_freed_quota() {
     big.spec.pod_sets[0].count = Some(1);
     big.metadata.resource_version = Some("2".into());
     let actions = st.step(
-        &snapshot(
-            vec![cq("cq", "4")],
-            &["default"],
-            vec![Arc::new(big), waiting],
-        ),
+        &snapshot(vec![cq("cq", "4")], &["default"], vec![Arc::new(big), waiting]),
         1,
     );
     let psa = st
@@ -400,11 +423,7 @@ fn step_shrinks_an_elastic_workload_in_place_and_admits_into_the_freed_quota() {
     assert_eq!(psa.flavors.get("cpu").map(String::as_str), Some("default"));
     // Milli-cpu: 1 cpu left to the shrunk workload + 3 cpu admitted into the freed quota.
     assert_eq!(
-        st.core
-            .cq_usage("cq")
-            .values()
-            .next()
-            .map(|a| a.to_string()),
+        st.core.cq_usage("cq").values().next().map(|a| a.to_string()),
         Some("4000".into())
     );
     assert!(
@@ -440,10 +459,7 @@ fn backoff_doubles_from_the_base_and_stops_at_the_cap() {
     assert_eq!(s1.count, Some(1));
     assert_eq!(s1.requeue_at.as_ref().map(|x| x.0), Some(t(60)));
     let s2 = kueue.next_state(Some(&s1), t(100), 0.0);
-    assert_eq!(
-        (s2.count, s2.requeue_at.map(|x| x.0)),
-        (Some(2), Some(t(220)))
-    );
+    assert_eq!((s2.count, s2.requeue_at.map(|x| x.0)), (Some(2), Some(t(220))));
     assert!(conditions::EvictedBy::PodsReadyTimeout.backs_off());
     for r in [
         conditions::EvictedBy::Preempted(crate::queue::PreemptedReason::InClusterQueue),
@@ -513,12 +529,9 @@ fn a_workload_in_backoff_waits_for_requeue_at_then_is_released() {
 fn a_parked_workload_is_released_when_its_cause_is_gone() {
     let parked = |status: bool, why: &str| {
         let mut w = (*wl("p", "1", "1")).clone();
-        w.status
-            .get_or_insert_with(Default::default)
-            .conditions
-            .push(crate::api::kueue::builders::condition(
-                "Requeued", status, why, "m",
-            ));
+        w.status.get_or_insert_with(Default::default).conditions.push(
+            crate::api::kueue::builders::condition("Requeued", status, why, "m"),
+        );
         w
     };
     let cases = [
@@ -554,12 +567,7 @@ fn a_parked_workload_is_released_when_its_cause_is_gone() {
         ),
         ("backoff still running", in_backoff(t(10)), false, None),
         ("already requeued", parked(true, "Preempted"), false, None),
-        (
-            "unknown reason left alone",
-            parked(false, "Other"),
-            false,
-            None,
-        ),
+        ("unknown reason left alone", parked(false, "Other"), false, None),
         ("never evicted", (*wl("n", "1", "1")).clone(), false, None),
     ];
     for (name, w, cq_stopped, want) in cases {
@@ -583,11 +591,7 @@ fn only_preemption_requeues_at_once_when_the_reservation_is_cleared() {
             "Preempted",
             "True",
         ),
-        (
-            EvictedBy::ClusterQueueStopped,
-            "ClusterQueueStopped",
-            "False",
-        ),
+        (EvictedBy::ClusterQueueStopped, "ClusterQueueStopped", "False"),
         (EvictedBy::LocalQueueStopped, "LocalQueueStopped", "False"),
         (EvictedBy::Deactivated, "Deactivated", "False"),
         (EvictedBy::PodsReadyTimeout, "PodsReadyTimeout", "False"),
@@ -600,15 +604,15 @@ fn only_preemption_requeues_at_once_when_the_reservation_is_cleared() {
         e.status = conditions::evicted(&e, &cause, t(1));
         let s = conditions::clear_reservation(&e, t(2)).unwrap();
         let rq = s.condition("Requeued").unwrap();
-        assert_eq!(
-            (rq.status.as_str(), rq.reason.as_str()),
-            (want, why),
-            "{why}"
-        );
+        assert_eq!((rq.status.as_str(), rq.reason.as_str()), (want, why), "{why}");
         // Kueue (workload_controller.go, resolveGranularUnadmittedQuotaReservedCondition): a
         // deactivated workload's QuotaReserved=False says Deactivated.
         let qr = s.condition("QuotaReserved").unwrap();
-        let want_qr = if why == "Deactivated" { "Deactivated" } else { "Pending" };
+        let want_qr = if why == "Deactivated" {
+            "Deactivated"
+        } else {
+            "Pending"
+        };
         assert_eq!(qr.reason, want_qr, "{why}");
     }
 }
@@ -627,19 +631,22 @@ fn cohort_status_clears_a_stale_share_and_writes_it_with_fair_sharing() {
     let cases = [
         ("no status", with(None), None),
         ("empty status", with(Some(CohortStatus::default())), None),
-        (
-            "stale weighted share",
-            with(stale),
-            Some(CohortStatus::default()),
-        ),
+        ("stale weighted share", with(stale), Some(CohortStatus::default())),
     ];
     for (name, c, want) in cases {
         assert_eq!(super::queue_status::cohort(&c, None), want, "{name}");
     }
     // Fair sharing on: Kueue's WeightedShare rounding, +Inf as MaxInt64, no write when unchanged.
-    let share = |w: i64| Some(CohortStatus { fair_sharing: Some(FairSharingStatus { weighted_share: w }) });
+    let share = |w: i64| {
+        Some(CohortStatus {
+            fair_sharing: Some(FairSharingStatus { weighted_share: w }),
+        })
+    };
     assert_eq!(super::queue_status::cohort(&with(None), Some(2.5)), share(3));
-    assert_eq!(super::queue_status::cohort(&with(None), Some(f64::INFINITY)), share(i64::MAX));
+    assert_eq!(
+        super::queue_status::cohort(&with(None), Some(f64::INFINITY)),
+        share(i64::MAX)
+    );
     assert_eq!(super::queue_status::cohort(&with(share(3)), Some(2.1)), None);
 }
 
@@ -681,8 +688,7 @@ fn each_workload_is_classified_from_the_snapshot_alone() {
     use super::classify::{Class, View};
     use crate::api::kueue::constants::RESOURCE_IN_USE_FINALIZER;
     let mut deleted = (*wl("deleted", "1", "1")).clone();
-    deleted.metadata.deletion_timestamp =
-        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t(0)));
+    deleted.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t(0)));
     deleted.metadata.finalizers = Some(vec![RESOURCE_IN_USE_FINALIZER.into()]);
     let mut reserved = (*wl("reserved", "1", "1")).clone();
     reserved.status = Some(conditions::admitted(&reserved, admission("cq"), t(0)));

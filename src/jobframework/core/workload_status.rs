@@ -48,9 +48,7 @@ impl EvictedBy {
         Some(match r {
             PreemptedReason::InClusterQueue => reason::IN_CLUSTER_QUEUE,
             PreemptedReason::InCohortReclamation => reason::IN_COHORT_RECLAMATION,
-            PreemptedReason::InCohortReclaimWhileBorrowing => {
-                reason::IN_COHORT_RECLAIM_WHILE_BORROWING
-            }
+            PreemptedReason::InCohortReclaimWhileBorrowing => reason::IN_COHORT_RECLAIM_WHILE_BORROWING,
             PreemptedReason::InCohortFairSharing => reason::IN_COHORT_FAIR_SHARING,
         })
     }

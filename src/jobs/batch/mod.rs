@@ -10,7 +10,10 @@ use kube::core::GroupVersionKind;
 use crate::api::batch::{self as b, MANAGED_LABELS};
 use crate::api::kueue::constants::{DEFAULT_PODSET_NAME, label};
 use crate::api::kueue::{PodSet, ReclaimablePod, Workload};
-use crate::jobframework::{Finished, GenericJob, JobFrameworkError, JobKind, JobWithReclaimablePods, PodSetInfo, merge_into_template, restore_template};
+use crate::jobframework::{
+    Finished, GenericJob, JobFrameworkError, JobKind, JobWithReclaimablePods, PodSetInfo,
+    merge_into_template, restore_template,
+};
 
 /// A batch/v1 Job under Kueue's admission.
 pub struct BatchJob {
@@ -24,7 +27,10 @@ pub struct BatchJob {
 
 impl BatchJob {
     pub fn new(job: Job) -> Self {
-        BatchJob { job, admitted_template: None }
+        BatchJob {
+            job,
+            admitted_template: None,
+        }
     }
 
     /// The Job with its Workloads as read: a running elastic Job takes its pod template from the
@@ -35,13 +41,21 @@ impl BatchJob {
             .then(|| {
                 workloads
                     .iter()
-                    .filter(|w| !w.is_finished() && w.metadata.deletion_timestamp.is_none() && w.admission().is_some() && w.has_quota_reservation())
+                    .filter(|w| {
+                        !w.is_finished()
+                            && w.metadata.deletion_timestamp.is_none()
+                            && w.admission().is_some()
+                            && w.has_quota_reservation()
+                    })
                     .max_by_key(|w| w.metadata.creation_timestamp.as_ref().map(|t| t.0))
             })
             .flatten()
             .and_then(|w| w.spec.pod_sets.iter().find(|p| p.name() == DEFAULT_PODSET_NAME))
             .map(|p| p.template.clone());
-        BatchJob { job, admitted_template }
+        BatchJob {
+            job,
+            admitted_template,
+        }
     }
 
     fn spec(&self) -> k8s_openapi::api::batch::v1::JobSpec {
@@ -85,7 +99,12 @@ impl JobKind for BatchJob {
     const STOPS_IN_STEPS: bool = true;
 
     async fn after_suspend(mut suspended: Job, client: &kube::Client) -> Result<Job, kube::Error> {
-        if suspended.status.as_ref().and_then(|s| s.start_time.as_ref()).is_none() {
+        if suspended
+            .status
+            .as_ref()
+            .and_then(|s| s.start_time.as_ref())
+            .is_none()
+        {
             return Ok(suspended);
         }
         if let Some(status) = suspended.status.as_mut() {
@@ -93,7 +112,9 @@ impl JobKind for BatchJob {
         }
         let ns = suspended.metadata.namespace.clone().unwrap_or_default();
         let name = suspended.metadata.name.clone().unwrap_or_default();
-        kube::Api::<Job>::namespaced(client.clone(), &ns).replace_status(&name, &Default::default(), &suspended).await
+        kube::Api::<Job>::namespaced(client.clone(), &ns)
+            .replace_status(&name, &Default::default(), &suspended)
+            .await
     }
 }
 
@@ -116,7 +137,10 @@ impl GenericJob for BatchJob {
 
     fn run_with_podsets_info(&mut self, infos: &[PodSetInfo]) -> Result<(), JobFrameworkError> {
         let [info] = infos else {
-            return Err(JobFrameworkError::PodSetsInfoLength { want: 1, got: infos.len() });
+            return Err(JobFrameworkError::PodSetsInfoLength {
+                want: 1,
+                got: infos.len(),
+            });
         };
         if b::min_pods_count(&self.job.metadata).is_some() {
             self.set_parallelism(info.count);
@@ -126,7 +150,10 @@ impl GenericJob for BatchJob {
         // while its template still takes scheduling directives, so pods added later wait for a slice.
         let mut info = info.clone();
         if crate::api::kueue::is_elastic_job(&self.job.metadata) {
-            info.scheduling_gates.push(k8s_openapi::api::core::v1::PodSchedulingGate { name: label::ELASTIC_JOB_SCHEDULING_GATE.to_string() });
+            info.scheduling_gates
+                .push(k8s_openapi::api::core::v1::PodSchedulingGate {
+                    name: label::ELASTIC_JOB_SCHEDULING_GATE.to_string(),
+                });
         }
         let spec = self.job.spec.get_or_insert_with(Default::default);
         merge_into_template(
@@ -157,7 +184,11 @@ impl GenericJob for BatchJob {
                 info.labels.insert(key.to_string(), v.clone());
             }
         }
-        changed |= restore_template(meta, spec.template.spec.get_or_insert_with(Default::default), &info);
+        changed |= restore_template(
+            meta,
+            spec.template.spec.get_or_insert_with(Default::default),
+            &info,
+        );
         changed
     }
 
@@ -166,7 +197,10 @@ impl GenericJob for BatchJob {
         conditions
             .iter()
             .find(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
-            .map(|c| Finished { success: c.type_ != "Failed", message: c.message.clone().unwrap_or_default() })
+            .map(|c| Finished {
+                success: c.type_ != "Failed",
+                message: c.message.clone().unwrap_or_default(),
+            })
     }
 
     /// One podset `main`: the Job's template (a running elastic Job's as its admitted slice holds it)
@@ -174,7 +208,10 @@ impl GenericJob for BatchJob {
     /// `minCount`.
     fn pod_sets(&self) -> Result<Vec<PodSet>, JobFrameworkError> {
         let spec = self.spec();
-        let mut template = self.admitted_template.clone().unwrap_or_else(|| spec.template.clone());
+        let mut template = self
+            .admitted_template
+            .clone()
+            .unwrap_or_else(|| spec.template.clone());
         if let Some(labels) = template.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
             for key in MANAGED_LABELS {
                 labels.remove(key);
@@ -214,7 +251,11 @@ impl JobWithReclaimablePods for BatchJob {
         let parallelism = b::parallelism(&spec);
         let completions = spec.completions.unwrap_or(parallelism);
         let terminal = if spec.completion_mode.as_deref() == Some("Indexed") {
-            b::terminal_indexes_count(status.completed_indexes.as_deref().unwrap_or_default(), status.failed_indexes.as_deref().unwrap_or_default(), completions)
+            b::terminal_indexes_count(
+                status.completed_indexes.as_deref().unwrap_or_default(),
+                status.failed_indexes.as_deref().unwrap_or_default(),
+                completions,
+            )
         } else {
             status.succeeded.unwrap_or(0)
         };
@@ -225,7 +266,10 @@ impl JobWithReclaimablePods for BatchJob {
         if remaining >= parallelism {
             return Vec::new();
         }
-        vec![ReclaimablePod { name: DEFAULT_PODSET_NAME.to_string(), count: parallelism - remaining }]
+        vec![ReclaimablePod {
+            name: DEFAULT_PODSET_NAME.to_string(),
+            count: parallelism - remaining,
+        }]
     }
 }
 

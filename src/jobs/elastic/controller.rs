@@ -42,11 +42,18 @@ where
     };
     let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     // Every admitted pod carries its podset label; the chain's are told apart by their slice name.
-    let pods = pods_api.list(&ListParams::default().labels(label::PODSET)).await?.items;
+    let pods = pods_api
+        .list(&ListParams::default().labels(label::PODSET))
+        .await?
+        .items;
     for pod in pods_to_ungate(active, &pods) {
         let patch = guarded(pod, &ungated(pod)).map_err(|e| JobFrameworkError::Encode(e.to_string()))?;
         if let Some(p) = patch {
-            shell::ignore_not_found(pods_api.patch(&pod.name_any(), &PatchParams::default(), &Patch::Merge(&p)).await)?;
+            shell::ignore_not_found(
+                pods_api
+                    .patch(&pod.name_any(), &PatchParams::default(), &Patch::Merge(&p))
+                    .await,
+            )?;
             tracing::debug!(pod = %pod.name_any(), slice = %active.name_any(), "elastic-job gate lifted");
         }
     }
@@ -57,14 +64,30 @@ where
 /// Runs the ungater for jobs of kind `K` until `shutdown` completes.
 pub async fn run<K>(ctx: JobContext, shutdown: impl Future<Output = ()> + Send + Sync + 'static)
 where
-    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
 {
     let client = ctx.client.clone();
     let mut leader = ctx.leader.clone();
     let controller = Controller::new(Api::<K>::all(client.clone()), watcher::Config::default())
-        .owns(Api::<Pod>::all(client.clone()), watcher::Config::default().labels(label::PODSET))
+        .owns(
+            Api::<Pod>::all(client.clone()),
+            watcher::Config::default().labels(label::PODSET),
+        )
         .owns(Api::<Workload>::all(client.clone()), watcher::Config::default())
         .graceful_shutdown_on(shutdown)
         .reconcile_all_on(became_leader(&mut leader));
-    shell::run(controller, "elastic-job-ungater", reconcile::<K>, Arc::new(ctx), |_| Duration::from_secs(1)).await;
+    shell::run(
+        controller,
+        "elastic-job-ungater",
+        reconcile::<K>,
+        Arc::new(ctx),
+        |_| Duration::from_secs(1),
+    )
+    .await;
 }

@@ -21,20 +21,35 @@ use crate::jobframework::is_evicted;
 
 /// Kueue's `SliceName`: the chain's stable name (the first slice's), or the workload's own.
 pub fn slice_name(wl: &Workload) -> &str {
-    wl.metadata.annotations.as_ref().and_then(|a| a.get(label::WORKLOAD_SLICE_NAME)).map(String::as_str).unwrap_or_else(|| wl.metadata.name.as_deref().unwrap_or_default())
+    wl.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(label::WORKLOAD_SLICE_NAME))
+        .map(String::as_str)
+        .unwrap_or_else(|| wl.metadata.name.as_deref().unwrap_or_default())
 }
 
 /// The slice chain a pod belongs to: the slice-name annotation admission put on its template.
 pub fn pod_slice_name(pod: &Pod) -> Option<&str> {
-    pod.metadata.annotations.as_ref().and_then(|a| a.get(label::WORKLOAD_SLICE_NAME)).map(String::as_str)
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(label::WORKLOAD_SLICE_NAME))
+        .map(String::as_str)
 }
 
 pub fn has_gate(pod: &Pod) -> bool {
-    pod.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| g.iter().any(|g| g.name == label::ELASTIC_JOB_SCHEDULING_GATE))
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|g| g.iter().any(|g| g.name == label::ELASTIC_JOB_SCHEDULING_GATE))
 }
 
 fn is_terminated(pod: &Pod) -> bool {
-    matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
 }
 
 /// The job's active slice among its Workloads, if it may let pods through: the newest unfinished,
@@ -46,9 +61,14 @@ pub fn active_slice(workloads: &[Workload]) -> Option<&Workload> {
     // Oldest first, same-second ties by uid (Kueue's `FindNotFinishedWorkloads`).
     live.sort_by(|a, b| {
         let at = |w: &Workload| w.metadata.creation_timestamp.as_ref().map(|t| t.0);
-        at(a).cmp(&at(b)).then_with(|| a.metadata.uid.cmp(&b.metadata.uid))
+        at(a)
+            .cmp(&at(b))
+            .then_with(|| a.metadata.uid.cmp(&b.metadata.uid))
     });
-    let latest = live.into_iter().rev().find(|w| w.has_quota_reservation() && !is_evicted(w))?;
+    let latest = live
+        .into_iter()
+        .rev()
+        .find(|w| w.has_quota_reservation() && !is_evicted(w))?;
     (crate::api::kueue::is_elastic_job(&latest.metadata) && latest.is_admitted()).then_some(latest)
 }
 
@@ -58,11 +78,25 @@ pub fn active_slice(workloads: &[Workload]) -> Option<&Workload> {
 /// podsets.
 pub fn pods_to_ungate<'a>(active: &Workload, pods: &'a [Pod]) -> Vec<&'a Pod> {
     let chain = slice_name(active);
-    let granted: BTreeMap<&str, i64> = active.spec.pod_sets.iter().map(|p| (p.name(), i64::from(p.count()))).collect();
+    let granted: BTreeMap<&str, i64> = active
+        .spec
+        .pod_sets
+        .iter()
+        .map(|p| (p.name(), i64::from(p.count())))
+        .collect();
     let mut gated: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
     let mut ungated: BTreeMap<&str, i64> = BTreeMap::new();
-    for pod in pods.iter().filter(|p| pod_slice_name(p) == Some(chain) && !is_terminated(p)) {
-        let podset = pod.metadata.labels.as_ref().and_then(|l| l.get(label::PODSET)).map(String::as_str).unwrap_or_default();
+    for pod in pods
+        .iter()
+        .filter(|p| pod_slice_name(p) == Some(chain) && !is_terminated(p))
+    {
+        let podset = pod
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(label::PODSET))
+            .map(String::as_str)
+            .unwrap_or_default();
         if has_gate(pod) {
             gated.entry(podset).or_default().push(pod);
         } else {

@@ -15,7 +15,10 @@ fn slice(name: &str, podsets: &[(&str, i32)]) -> crate::api::kueue::builders::Wo
 }
 
 fn admitted(name: &str, podsets: &[(&str, i32)]) -> Workload {
-    slice(name, podsets).reserve_quota("cq", "flavor").admitted().build()
+    slice(name, podsets)
+        .reserve_quota("cq", "flavor")
+        .admitted()
+        .build()
 }
 
 /// A pod of chain `wl` in `podset` (no label when `None`), gated or not.
@@ -34,12 +37,24 @@ fn pod(name: &str, podset: Option<&str>, gated: bool, phase: Option<&str>) -> Po
 }
 
 fn names(pods: Vec<&Pod>) -> Vec<&str> {
-    pods.into_iter().filter_map(|p| p.metadata.name.as_deref()).collect()
+    pods.into_iter()
+        .filter_map(|p| p.metadata.name.as_deref())
+        .collect()
 }
 
 fn evicted(mut w: Workload) -> Workload {
     let status = w.status.get_or_insert_with(Default::default);
-    conditions::set(&mut status.conditions, conditions::new(condition::EVICTED, true, "Preempted", "preempted", None, jiff::Timestamp::UNIX_EPOCH));
+    conditions::set(
+        &mut status.conditions,
+        conditions::new(
+            condition::EVICTED,
+            true,
+            "Preempted",
+            "preempted",
+            None,
+            jiff::Timestamp::UNIX_EPOCH,
+        ),
+    );
     w
 }
 
@@ -47,14 +62,28 @@ fn evicted(mut w: Workload) -> Workload {
 fn pods_are_ungated_up_to_what_the_slice_grants_per_podset() {
     let one = admitted("wl", &[("main", 1)]);
     // "ungate single pod"
-    assert_eq!(names(pods_to_ungate(&one, &[pod("pod", Some("main"), true, None)])), vec!["pod"]);
+    assert_eq!(
+        names(pods_to_ungate(&one, &[pod("pod", Some("main"), true, None)])),
+        vec!["pod"]
+    );
     // "ungate multiple pods"
     let three = admitted("wl", &[("main", 3)]);
-    let pods = [pod("pod-0", Some("main"), true, None), pod("pod-1", Some("main"), true, None), pod("pod-2", Some("main"), true, None)];
-    assert_eq!(names(pods_to_ungate(&three, &pods)), vec!["pod-0", "pod-1", "pod-2"]);
+    let pods = [
+        pod("pod-0", Some("main"), true, None),
+        pod("pod-1", Some("main"), true, None),
+        pod("pod-2", Some("main"), true, None),
+    ];
+    assert_eq!(
+        names(pods_to_ungate(&three, &pods)),
+        vec!["pod-0", "pod-1", "pod-2"]
+    );
     // "skip already ungated pods": two granted, one already through.
     let two = admitted("wl", &[("main", 2)]);
-    let pods = [pod("pod-ungated", Some("main"), false, None), pod("pod-gated", Some("main"), true, None), pod("pod-gated-2", Some("main"), true, None)];
+    let pods = [
+        pod("pod-ungated", Some("main"), false, None),
+        pod("pod-gated", Some("main"), true, None),
+        pod("pod-gated-2", Some("main"), true, None),
+    ];
     assert_eq!(names(pods_to_ungate(&two, &pods)), vec!["pod-gated"]);
 
     let head_workers = admitted("wl", &[("head", 1), ("workers", 2)]);
@@ -66,10 +95,20 @@ fn pods_are_ungated_up_to_what_the_slice_grants_per_podset() {
         pod("worker-1", Some("workers"), true, None),
         pod("worker-2", Some("workers"), true, None),
     ];
-    assert_eq!(names(pods_to_ungate(&head_workers, &pods)), vec!["head-0", "worker-0", "worker-1"]);
+    assert_eq!(
+        names(pods_to_ungate(&head_workers, &pods)),
+        vec!["head-0", "worker-0", "worker-1"]
+    );
     // "do not share spare capacity between podsets"
-    let pods = [pod("head-running", Some("head"), false, None), pod("head-waiting", Some("head"), true, None), pod("worker-waiting", Some("workers"), true, None)];
-    assert_eq!(names(pods_to_ungate(&head_workers, &pods)), vec!["worker-waiting"]);
+    let pods = [
+        pod("head-running", Some("head"), false, None),
+        pod("head-waiting", Some("head"), true, None),
+        pod("worker-waiting", Some("workers"), true, None),
+    ];
+    assert_eq!(
+        names(pods_to_ungate(&head_workers, &pods)),
+        vec!["worker-waiting"]
+    );
     // "terminal pod frees capacity only in its podset"
     let pods = [
         pod("head-succeeded", Some("head"), false, Some("Succeeded")),
@@ -83,43 +122,90 @@ fn pods_are_ungated_up_to_what_the_slice_grants_per_podset() {
     assert!(pods_to_ungate(&head_workers, &[pod("pod", None, true, None)]).is_empty());
     // A pod of another chain is neither let through nor counted.
     let mut other = pod("other", Some("main"), true, None);
-    other.metadata.annotations = Some([(label::WORKLOAD_SLICE_NAME.to_string(), "another".to_string())].into());
+    other.metadata.annotations =
+        Some([(label::WORKLOAD_SLICE_NAME.to_string(), "another".to_string())].into());
     assert!(pods_to_ungate(&one, &[other]).is_empty());
 }
 
 #[test]
 fn ungating_takes_only_the_elastic_gate() {
     let mut p = pod("p", Some("main"), true, None);
-    p.spec.as_mut().unwrap().scheduling_gates.as_mut().unwrap().push(serde_json::from_value(json!({"name": "user/gate"})).unwrap());
+    p.spec
+        .as_mut()
+        .unwrap()
+        .scheduling_gates
+        .as_mut()
+        .unwrap()
+        .push(serde_json::from_value(json!({"name": "user/gate"})).unwrap());
     let gates = ungated(&p).spec.unwrap().scheduling_gates.unwrap();
-    assert_eq!(gates.iter().map(|g| g.name.as_str()).collect::<Vec<_>>(), vec!["user/gate"]);
-    assert!(ungated(&pod("q", Some("main"), true, None)).spec.unwrap().scheduling_gates.is_none());
+    assert_eq!(
+        gates.iter().map(|g| g.name.as_str()).collect::<Vec<_>>(),
+        vec!["user/gate"]
+    );
+    assert!(
+        ungated(&pod("q", Some("main"), true, None))
+            .spec
+            .unwrap()
+            .scheduling_gates
+            .is_none()
+    );
 }
 
 #[test]
 fn the_active_slice_is_the_newest_admitted_one_not_being_evicted() {
     let t = |s: i64| jiff::Timestamp::from_second(1_700_000_000 + s).unwrap();
-    let old = slice("wl", &[("main", 1)]).created_at(t(0)).reserve_quota("cq", "flavor").admitted().build();
-    let newer = slice("wl-2", &[("main", 3)]).annotation(label::WORKLOAD_SLICE_NAME, "wl").created_at(t(60)).reserve_quota("cq", "flavor").admitted().build();
-    assert_eq!(active_slice(&[old.clone(), newer.clone()]).and_then(|w| w.metadata.name.as_deref()), Some("wl-2"));
+    let old = slice("wl", &[("main", 1)])
+        .created_at(t(0))
+        .reserve_quota("cq", "flavor")
+        .admitted()
+        .build();
+    let newer = slice("wl-2", &[("main", 3)])
+        .annotation(label::WORKLOAD_SLICE_NAME, "wl")
+        .created_at(t(60))
+        .reserve_quota("cq", "flavor")
+        .admitted()
+        .build();
+    assert_eq!(
+        active_slice(&[old.clone(), newer.clone()]).and_then(|w| w.metadata.name.as_deref()),
+        Some("wl-2")
+    );
     assert_eq!(slice_name(&newer), "wl", "the chain keeps its first slice's name");
     // "an evicted slice does not set the ungating cap": the older one still holds its capacity.
     let both = [old.clone(), evicted(newer.clone())];
     let chosen = active_slice(&both).unwrap();
     assert_eq!(chosen.metadata.name.as_deref(), Some("wl"));
-    let pods = [pod("pod-0", Some("main"), true, None), pod("pod-1", Some("main"), true, None)];
+    let pods = [
+        pod("pod-0", Some("main"), true, None),
+        pod("pod-1", Some("main"), true, None),
+    ];
     assert_eq!(names(pods_to_ungate(chosen, &pods)), vec!["pod-0"]);
     // "keep pod gated while admission check is pending": quota alone does not open it.
     assert!(active_slice(&[slice("wl", &[("main", 1)]).reserve_quota("cq", "flavor").build()]).is_none());
     // A pending replacement beside the admitted slice grants nothing yet.
     let pending = slice("wl-3", &[("main", 5)]).created_at(t(120)).build();
-    assert_eq!(active_slice(&[old.clone(), pending]).and_then(|w| w.metadata.name.as_deref()), Some("wl"));
+    assert_eq!(
+        active_slice(&[old.clone(), pending]).and_then(|w| w.metadata.name.as_deref()),
+        Some("wl")
+    );
     // Finished (replaced) slices are not the chain's any more; a workload that is not elastic opens nothing.
     let mut finished = old.clone();
-    conditions::set(&mut finished.status.as_mut().unwrap().conditions, conditions::new(condition::FINISHED, true, "WorkloadSliceReplaced", "", None, t(0)));
+    conditions::set(
+        &mut finished.status.as_mut().unwrap().conditions,
+        conditions::new(condition::FINISHED, true, "WorkloadSliceReplaced", "", None, t(0)),
+    );
     assert!(active_slice(&[finished]).is_none());
-    assert!(active_slice(&[Workload::build("plain", "ns").podset("main", 1, [("cpu", "1")]).reserve_quota("cq", "f").admitted().build()]).is_none());
-    assert!(active_slice(&[evicted(old)]).is_none(), "\"Should stop ungating once the slice holding the reservation is evicted\"");
+    assert!(
+        active_slice(&[Workload::build("plain", "ns")
+            .podset("main", 1, [("cpu", "1")])
+            .reserve_quota("cq", "f")
+            .admitted()
+            .build()])
+        .is_none()
+    );
+    assert!(
+        active_slice(&[evicted(old)]).is_none(),
+        "\"Should stop ungating once the slice holding the reservation is evicted\""
+    );
 }
 
 // Kueue: test/integration/singlecluster/controller/jobs/job/job_controller_test.go, "Should ungate chain
@@ -129,9 +215,19 @@ fn the_active_slice_is_the_newest_admitted_one_not_being_evicted() {
 // slice left, nothing is let through.
 #[test]
 fn a_deleted_origin_slice_neither_strands_nor_frees_the_chains_pods() {
-    let survivor = slice("wl-2", &[("main", 2)]).annotation(label::WORKLOAD_SLICE_NAME, "wl").reserve_quota("cq", "flavor").admitted().build();
+    let survivor = slice("wl-2", &[("main", 2)])
+        .annotation(label::WORKLOAD_SLICE_NAME, "wl")
+        .reserve_quota("cq", "flavor")
+        .admitted()
+        .build();
     let only = [survivor];
     let active = active_slice(&only).unwrap();
-    assert_eq!(names(pods_to_ungate(active, &[pod("worker-0", Some("main"), true, None)])), vec!["worker-0"]);
+    assert_eq!(
+        names(pods_to_ungate(
+            active,
+            &[pod("worker-0", Some("main"), true, None)]
+        )),
+        vec!["worker-0"]
+    );
     assert!(active_slice(&[]).is_none());
 }

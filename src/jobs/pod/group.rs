@@ -24,7 +24,9 @@ use crate::api::kueue::constants::label;
 use crate::api::kueue::{PodSet, ReclaimablePod, Workload};
 use crate::api::pod as p;
 use crate::jobframework::workload::{WorkloadOptions, construct_workload};
-use crate::jobframework::{Finished, GenericJob, JobFrameworkError, JobWithReclaimablePods, PodSetInfo, Step, plan_managed};
+use crate::jobframework::{
+    Finished, GenericJob, JobFrameworkError, JobWithReclaimablePods, PodSetInfo, Step, plan_managed,
+};
 
 /// Kueue's annotation on a group's Workload.
 pub const IS_GROUP_WORKLOAD: &str = "kueue.x-k8s.io/is-group-workload";
@@ -43,7 +45,11 @@ pub struct PodGroup {
 
 /// Kueue's `isPodRunnableOrSucceeded`: not Failed, and not a deleted pod that never got a node.
 pub fn runnable_or_succeeded(pod: &Pod) -> bool {
-    let unbound = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty);
+    let unbound = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_none_or(str::is_empty);
     !(pod.metadata.deletion_timestamp.is_some() && unbound) && p::phase(pod) != "Failed"
 }
 
@@ -51,15 +57,36 @@ impl PodGroup {
     /// The group of `pods` (all with the group's label), checked as Kueue's `validatePodGroupMetadata`:
     /// the same queue and total count on every pod that has not failed.
     pub fn new(name: &str, pods: Vec<Pod>) -> Result<PodGroup, String> {
-        let first = pods.iter().find(|x| p::phase(x) != "Failed").or(pods.first()).ok_or_else(|| format!("pod group {name} has no pods"))?;
+        let first = pods
+            .iter()
+            .find(|x| p::phase(x) != "Failed")
+            .or(pods.first())
+            .ok_or_else(|| format!("pod group {name} has no pods"))?;
         let total = p::group_total_count(&first.metadata)?;
-        let queue = |x: &Pod| x.metadata.labels.as_ref().and_then(|l| l.get(label::QUEUE_NAME)).cloned();
+        let queue = |x: &Pod| {
+            x.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(label::QUEUE_NAME))
+                .cloned()
+        };
         for other in pods.iter().filter(|x| p::phase(x) != "Failed") {
             if queue(other) != queue(first) {
-                return Err(format!("pods '{}' and '{}' has different queue names: {}!={}", first.name_any(), other.name_any(), queue(first).unwrap_or_default(), queue(other).unwrap_or_default()));
+                return Err(format!(
+                    "pods '{}' and '{}' has different queue names: {}!={}",
+                    first.name_any(),
+                    other.name_any(),
+                    queue(first).unwrap_or_default(),
+                    queue(other).unwrap_or_default()
+                ));
             }
             if p::group_total_count(&other.metadata) != Ok(total) {
-                return Err(format!("pods '{}' and '{}' has different '{}' values", first.name_any(), other.name_any(), p::GROUP_TOTAL_COUNT_ANNOTATION));
+                return Err(format!(
+                    "pods '{}' and '{}' has different '{}' values",
+                    first.name_any(),
+                    other.name_any(),
+                    p::GROUP_TOTAL_COUNT_ANNOTATION
+                ));
             }
         }
         let meta = ObjectMeta {
@@ -69,7 +96,12 @@ impl PodGroup {
             labels: first.metadata.labels.clone(),
             ..Default::default()
         };
-        Ok(PodGroup { meta, pods, total, matched: None })
+        Ok(PodGroup {
+            meta,
+            pods,
+            total,
+            matched: None,
+        })
     }
 
     pub fn name(&self) -> &str {
@@ -85,12 +117,16 @@ impl PodGroup {
 
     /// Kueue's fast admission, asked by the group's pods.
     pub fn fast_admission(&self) -> bool {
-        self.pods.iter().any(|x| p::annotation_true(&x.metadata, p::GROUP_FAST_ADMISSION_ANNOTATION))
+        self.pods
+            .iter()
+            .any(|x| p::annotation_true(&x.metadata, p::GROUP_FAST_ADMISSION_ANNOTATION))
     }
 
     /// A serving group (Kueue's `isServing`).
     pub fn serving(&self) -> bool {
-        self.pods.iter().any(|x| p::annotation_true(&x.metadata, p::GROUP_SERVING_ANNOTATION))
+        self.pods
+            .iter()
+            .any(|x| p::annotation_true(&x.metadata, p::GROUP_SERVING_ANNOTATION))
     }
 
     /// The pods still match the group's Workload (set by [`PodGroup::match_workload`]).
@@ -112,17 +148,27 @@ impl PodGroup {
     /// pod's role, counted at the group's total.
     pub fn own_pod_sets(&self) -> Result<Vec<PodSet>, JobFrameworkError> {
         if self.fast_admission() {
-            let first = self.runnable().next().ok_or_else(|| JobFrameworkError::PodSets("failed to find a runnable pod in the group".into()))?;
+            let first = self.runnable().next().ok_or_else(|| {
+                JobFrameworkError::PodSets("failed to find a runnable pod in the group".into())
+            })?;
             return Ok(vec![pod_set(first, &p::role_hash(first), self.total)]);
         }
         let mut roles: BTreeMap<String, (Pod, i32)> = BTreeMap::new();
         for pod in self.runnable() {
-            roles.entry(p::role_hash(pod)).or_insert_with(|| (pod.clone(), 0)).1 += 1;
+            roles
+                .entry(p::role_hash(pod))
+                .or_insert_with(|| (pod.clone(), 0))
+                .1 += 1;
         }
         if roles.len() > MAX_ROLES {
-            return Err(JobFrameworkError::PodSets("pod group can't include more than 8 roles".into()));
+            return Err(JobFrameworkError::PodSets(
+                "pod group can't include more than 8 roles".into(),
+            ));
         }
-        Ok(roles.iter().map(|(role, (pod, n))| pod_set(pod, role, *n)).collect())
+        Ok(roles
+            .iter()
+            .map(|(role, (pod, n))| pod_set(pod, role, *n))
+            .collect())
     }
 
     /// Kueue's `equivalentToWorkload` for groups: the Workload is the group's and has every role the
@@ -133,7 +179,12 @@ impl PodGroup {
         let finished = wl.is_finished();
         let covered = wl.metadata.name.as_deref() == Some(self.name())
             && (finished || wl.spec.pod_sets.len() >= own.len())
-            && own.iter().all(|o| wl.spec.pod_sets.iter().any(|w| w.name() == o.name() && (finished || w.count() >= o.count())));
+            && own.iter().all(|o| {
+                wl.spec
+                    .pod_sets
+                    .iter()
+                    .any(|w| w.name() == o.name() && (finished || w.count() >= o.count()))
+            });
         self.matched = covered.then(|| wl.spec.pod_sets.clone());
         Ok(())
     }
@@ -142,7 +193,11 @@ impl PodGroup {
     pub fn with_all_owners(&self, wl: &Workload) -> Option<Workload> {
         let mut owners = wl.metadata.owner_references.clone().unwrap_or_default();
         let before = owners.len();
-        for x in self.pods.iter().filter(|x| x.metadata.deletion_timestamp.is_none()) {
+        for x in self
+            .pods
+            .iter()
+            .filter(|x| x.metadata.deletion_timestamp.is_none())
+        {
             let uid = x.metadata.uid.clone().unwrap_or_default();
             if !owners.iter().any(|o| o.uid == uid) {
                 owners.push(owner_of(x));
@@ -156,14 +211,20 @@ impl PodGroup {
     }
 
     /// The Workload for the group: named after it, owned by every pod, marked a group workload.
-    pub fn workload(&self, prio: crate::jobframework::priority::Priority) -> Result<Workload, JobFrameworkError> {
+    pub fn workload(
+        &self,
+        prio: crate::jobframework::priority::Priority,
+    ) -> Result<Workload, JobFrameworkError> {
         let mut wl = construct_workload(self, self.pod_sets()?, prio, &WorkloadOptions::default())?;
         wl.metadata.name = Some(self.name().to_string());
         if let Some(labels) = wl.metadata.labels.as_mut() {
             labels.remove(label::JOB_UID);
         }
         wl.metadata.labels = wl.metadata.labels.take().filter(|l| !l.is_empty());
-        wl.metadata.annotations.get_or_insert_with(Default::default).insert(IS_GROUP_WORKLOAD.to_string(), "true".to_string());
+        wl.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(IS_GROUP_WORKLOAD.to_string(), "true".to_string());
         wl.metadata.owner_references = Some(self.pods.iter().map(owner_of).collect());
         Ok(wl)
     }
@@ -171,9 +232,16 @@ impl PodGroup {
     /// The pods to ungate with their role's info (each gated pod, changed in memory).
     pub fn ungated(&self, infos: &[PodSetInfo]) -> Result<Vec<(Pod, Pod)>, JobFrameworkError> {
         let mut out = Vec::new();
-        for pod in self.pods.iter().filter(|x| p::is_gated(x) && x.metadata.deletion_timestamp.is_none()) {
+        for pod in self
+            .pods
+            .iter()
+            .filter(|x| p::is_gated(x) && x.metadata.deletion_timestamp.is_none())
+        {
             let role = p::role_hash(pod);
-            let info = infos.iter().find(|i| i.name == role).ok_or(JobFrameworkError::UnknownPodSet(role))?;
+            let info = infos
+                .iter()
+                .find(|i| i.name == role)
+                .ok_or(JobFrameworkError::UnknownPodSet(role))?;
             let mut after = pod.clone();
             ungate(&mut after, info)?;
             out.push((pod.clone(), after));
@@ -184,7 +252,13 @@ impl PodGroup {
 
 /// A pod as an owner of its group's Workload (not its controller: the Workload has many owners).
 fn owner_of(x: &Pod) -> OwnerReference {
-    OwnerReference { api_version: "v1".into(), kind: "Pod".into(), name: x.name_any(), uid: x.metadata.uid.clone().unwrap_or_default(), ..Default::default() }
+    OwnerReference {
+        api_version: "v1".into(),
+        kind: "Pod".into(),
+        name: x.name_any(),
+        uid: x.metadata.uid.clone().unwrap_or_default(),
+        ..Default::default()
+    }
 }
 
 impl GenericJob for PodGroup {
@@ -205,7 +279,11 @@ impl GenericJob for PodGroup {
 
     fn run_with_podsets_info(&mut self, infos: &[PodSetInfo]) -> Result<(), JobFrameworkError> {
         for (before, after) in self.ungated(infos)? {
-            if let Some(slot) = self.pods.iter_mut().find(|x| x.metadata.uid == before.metadata.uid) {
+            if let Some(slot) = self
+                .pods
+                .iter_mut()
+                .find(|x| x.metadata.uid == before.metadata.uid)
+            {
                 *slot = after;
             }
         }
@@ -225,9 +303,17 @@ impl GenericJob for PodGroup {
         }
         let succeeded = self.pods.iter().filter(|x| p::phase(x) == "Succeeded").count();
         let active = self.pods.iter().any(|x| !p::is_terminated(x));
-        let unretriable = self.pods.iter().any(|x| x.metadata.annotations.as_ref().and_then(|a| a.get(p::RETRIABLE_IN_GROUP_ANNOTATION)).is_some_and(|v| v == "false"));
-        (succeeded == self.total as usize || (!active && unretriable))
-            .then(|| Finished { success: true, message: format!("Pods succeeded: {succeeded}/{}.", self.total) })
+        let unretriable = self.pods.iter().any(|x| {
+            x.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(p::RETRIABLE_IN_GROUP_ANNOTATION))
+                .is_some_and(|v| v == "false")
+        });
+        (succeeded == self.total as usize || (!active && unretriable)).then(|| Finished {
+            success: true,
+            message: format!("Pods succeeded: {succeeded}/{}.", self.total),
+        })
     }
 
     /// Kueue's `constructGroupPodSets` (one podset per role hash, named by it, counting the runnable
@@ -295,7 +381,14 @@ impl PodGroup {
     pub fn trim(&mut self, wl: Option<&Workload>) -> Vec<Pod> {
         // A pod on its way out is no longer counted (it would push its replacement out as excess).
         let mut runnable: Vec<Pod> = self.pods.iter().filter(|x| active(x)).cloned().collect();
-        runnable.sort_by_key(|x| (!has_finalizer(x), p::is_gated(x), x.metadata.creation_timestamp.as_ref().map(|t| t.0), x.name_any()));
+        runnable.sort_by_key(|x| {
+            (
+                !has_finalizer(x),
+                p::is_gated(x),
+                x.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                x.name_any(),
+            )
+        });
         let (kept, excess): (Vec<Pod>, Vec<Pod>) = match wl {
             None => {
                 let total = self.total.max(0) as usize;
@@ -307,15 +400,22 @@ impl PodGroup {
                 let (mut kept, mut excess) = (Vec::new(), Vec::new());
                 for x in runnable {
                     let role = p::role_hash(&x);
-                    let Some(ps) = wl.spec.pod_sets.iter().find(|ps| ps.name() == role) else { continue };
+                    let Some(ps) = wl.spec.pod_sets.iter().find(|ps| ps.name() == role) else {
+                        continue;
+                    };
                     let n = seen.entry(role).or_default();
                     *n += 1;
-                    if *n <= ps.count() { kept.push(x) } else { excess.push(x) }
+                    if *n <= ps.count() {
+                        kept.push(x)
+                    } else {
+                        excess.push(x)
+                    }
                 }
                 (kept, excess)
             }
         };
-        self.pods.retain(|x| !active(x) || kept.iter().any(|k| k.metadata.uid == x.metadata.uid));
+        self.pods
+            .retain(|x| !active(x) || kept.iter().any(|k| k.metadata.uid == x.metadata.uid));
         excess
     }
 }
@@ -324,7 +424,11 @@ impl PodGroup {
 /// complete, nothing but waiting), and the pods whose finalizer can go.
 pub fn decide(group: &mut PodGroup, workload: Option<&Workload>) -> Result<Decision, JobFrameworkError> {
     let live = workload.filter(|w| w.metadata.deletion_timestamp.is_none() && !w.is_finished());
-    let excess = if live.is_some() || group.complete() { group.trim(live) } else { Vec::new() };
+    let excess = if live.is_some() || group.complete() {
+        group.trim(live)
+    } else {
+        Vec::new()
+    };
     if let Some(wl) = workload {
         group.match_workload(wl)?;
     }
@@ -344,9 +448,19 @@ pub fn decide(group: &mut PodGroup, workload: Option<&Workload>) -> Result<Decis
         // being deleted keeps its finalizer (so the Workload it owns stays) until its role has the
         // pods it counts without it.
         Some(wl) if !finished_wl => replaced_inactive(group, wl),
-        _ => group.pods.iter().filter(|x| has_finalizer(x)).filter(|x| finished_wl || finalizer_removable(x, &owned)).map(|x| x.name_any()).collect(),
+        _ => group
+            .pods
+            .iter()
+            .filter(|x| has_finalizer(x))
+            .filter(|x| finished_wl || finalizer_removable(x, &owned))
+            .map(|x| x.name_any())
+            .collect(),
     };
-    Ok(Decision { step, finalize, excess: excess.iter().map(|x| x.name_any()).collect() })
+    Ok(Decision {
+        step,
+        finalize,
+        excess: excess.iter().map(|x| x.name_any()).collect(),
+    })
 }
 
 /// A pod that can still run or succeeded and is not on its way out.
@@ -367,8 +481,15 @@ fn replaced_inactive(group: &PodGroup, wl: &Workload) -> Vec<String> {
     for ps in &wl.spec.pod_sets {
         let role = |x: &&Pod| p::role_hash(x) == ps.name();
         let active_n = group.pods.iter().filter(role).filter(|x| active(x)).count() as i32;
-        let inactive: Vec<&Pod> = group.pods.iter().filter(role).filter(|x| has_finalizer(x) && !active(x)).collect();
-        let n = (inactive.len() as i32).min(inactive.len() as i32 + active_n - ps.count()).max(0) as usize;
+        let inactive: Vec<&Pod> = group
+            .pods
+            .iter()
+            .filter(role)
+            .filter(|x| has_finalizer(x) && !active(x))
+            .collect();
+        let n = (inactive.len() as i32)
+            .min(inactive.len() as i32 + active_n - ps.count())
+            .max(0) as usize;
         out.extend(inactive.iter().take(n).map(|x| x.name_any()));
     }
     out

@@ -32,11 +32,17 @@ pub async fn run(ctx: JobContext, shutdown: impl Future<Output = ()> + Send + Sy
     let client = ctx.client.clone();
     let mut leader = ctx.leader.clone();
     let selector = format!("{},{}", super::managed_selector(), p::GROUP_NAME_LABEL);
-    let controller = Controller::new(Api::<Pod>::all(client.clone()), watcher::Config::default().labels(&selector))
-        .owns(Api::<Workload>::all(client.clone()), watcher::Config::default())
-        .graceful_shutdown_on(shutdown)
-        .reconcile_all_on(became_leader(&mut leader));
-    shell::run(controller, "podgroup", reconcile, Arc::new(ctx), |_| Duration::from_secs(1)).await;
+    let controller = Controller::new(
+        Api::<Pod>::all(client.clone()),
+        watcher::Config::default().labels(&selector),
+    )
+    .owns(Api::<Workload>::all(client.clone()), watcher::Config::default())
+    .graceful_shutdown_on(shutdown)
+    .reconcile_all_on(became_leader(&mut leader));
+    shell::run(controller, "podgroup", reconcile, Arc::new(ctx), |_| {
+        Duration::from_secs(1)
+    })
+    .await;
 }
 
 /// Reconciles the group of `pod` (every pod of a group wakes the same pass).
@@ -51,22 +57,43 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<JobContext>) -> Result<Action, Jo
     let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     let wl_api: Api<Workload> = Api::namespaced(ctx.client.clone(), &ns);
     let selector = format!("{}={name},{}", p::GROUP_NAME_LABEL, super::managed_selector());
-    let pods = pods_api.list(&ListParams::default().labels(&selector)).await?.items;
+    let pods = pods_api
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items;
     let workload = ignore_not_found(wl_api.get(&name).await)?;
     let obj_ref = pod.object_ref(&());
     let mut group = match PodGroup::new(&name, pods) {
         Ok(g) => g,
         Err(why) => {
-            shell::publish(&ctx.recorder, &obj_ref, EventType::Warning, "ErrWorkloadCompose", why).await;
+            shell::publish(
+                &ctx.recorder,
+                &obj_ref,
+                EventType::Warning,
+                "ErrWorkloadCompose",
+                why,
+            )
+            .await;
             return Ok(Action::requeue(Duration::from_secs(60)));
         }
     };
     let all_pods = group.pods.clone();
-    let Decision { step, finalize, excess } = match decide(&mut group, workload.as_ref()) {
+    let Decision {
+        step,
+        finalize,
+        excess,
+    } = match decide(&mut group, workload.as_ref()) {
         Ok(d) => d,
         // Podsets Kueue refuses (more than 8 roles): retrying cannot fix it; say so and wait.
         Err(JobFrameworkError::PodSets(why)) => {
-            shell::publish(&ctx.recorder, &obj_ref, EventType::Warning, "ErrWorkloadCompose", why).await;
+            shell::publish(
+                &ctx.recorder,
+                &obj_ref,
+                EventType::Warning,
+                "ErrWorkloadCompose",
+                why,
+            )
+            .await;
             return Ok(Action::requeue(Duration::from_secs(60)));
         }
         Err(e) => return Err(e.into()),
@@ -76,22 +103,41 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<JobContext>) -> Result<Action, Jo
         remove_finalizer(&ctx.client, x).await?;
         if x.metadata.deletion_timestamp.is_none() {
             ignore_not_found(pods_api.delete(&x.name_any(), &DeleteParams::default()).await)?;
-            shell::publish(&ctx.recorder, &x.object_ref(&()), EventType::Normal, "ExcessPodDeleted", "Excess pod deleted".to_string()).await;
+            shell::publish(
+                &ctx.recorder,
+                &x.object_ref(&()),
+                EventType::Normal,
+                "ExcessPodDeleted",
+                "Excess pod deleted".to_string(),
+            )
+            .await;
         }
     }
     tracing::debug!(group = %name, ?step, "pod group step");
     let active = group.is_active();
     // Kueue's `ensureWorkloadOwnedByAllMembers`: a replacement pod owns the group's Workload too.
-    if let Some(wl) = workload.as_ref().filter(|w| w.metadata.deletion_timestamp.is_none())
+    if let Some(wl) = workload
+        .as_ref()
+        .filter(|w| w.metadata.deletion_timestamp.is_none())
         && let Some(owned) = group.with_all_owners(wl)
     {
         wl_api.replace(&name, &PostParams::default(), &owned).await?;
-        let added = owned.metadata.owner_references.as_ref().map_or(0, Vec::len) - wl.metadata.owner_references.as_ref().map_or(0, Vec::len);
-        shell::publish(&ctx.recorder, &owned.object_ref(&()), EventType::Normal, "OwnerReferencesAdded", format!("Added {added} owner reference(s)")).await;
+        let added = owned.metadata.owner_references.as_ref().map_or(0, Vec::len)
+            - wl.metadata.owner_references.as_ref().map_or(0, Vec::len);
+        shell::publish(
+            &ctx.recorder,
+            &owned.object_ref(&()),
+            EventType::Normal,
+            "OwnerReferencesAdded",
+            format!("Added {added} owner reference(s)"),
+        )
+        .await;
         return Ok(Action::requeue(Duration::from_millis(100)));
     }
     // Kueue's `CustomWorkloadConditions`: the replacement condition is written first, on its own.
-    if let Some(wl) = workload.as_ref().filter(|w| w.metadata.deletion_timestamp.is_none() && group.matches_workload())
+    if let Some(wl) = workload
+        .as_ref()
+        .filter(|w| w.metadata.deletion_timestamp.is_none() && group.matches_workload())
         && let Some(status) = with_replacement_condition(&group, wl, &[], jiff::Timestamp::now())
     {
         let mut obj = wl.clone();
@@ -106,34 +152,76 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<JobContext>) -> Result<Action, Jo
             let wl = group.workload(prio)?;
             if ignore_already_exists(wl_api.create(&PostParams::default(), &wl).await)?.is_some() {
                 let note = format!("Created Workload: {ns}/{name}");
-                shell::publish(&ctx.recorder, &obj_ref, EventType::Normal, "CreatedWorkload", note).await;
+                shell::publish(
+                    &ctx.recorder,
+                    &obj_ref,
+                    EventType::Normal,
+                    "CreatedWorkload",
+                    note,
+                )
+                .await;
             }
         }
         Step::Start(wl_name) => {
-            let Some(wl) = workload.as_ref() else { return Ok(Action::requeue(Duration::from_secs(1))) };
+            let Some(wl) = workload.as_ref() else {
+                return Ok(Action::requeue(Duration::from_secs(1)));
+            };
             let flavors = flavors_by_name(&ctx.client).await?;
             let infos = podsets_info_from_status(wl, &flavors, InfoOptions::default())?;
-            let cq = wl.admission().map(|a| a.cluster_queue.clone()).unwrap_or_default();
+            let cq = wl
+                .admission()
+                .map(|a| a.cluster_queue.clone())
+                .unwrap_or_default();
             for (before, after) in group.ungated(&infos)? {
-                if let Some(patch) = crate::api::merge_patch::guarded(&before, &after).map_err(|e| JobFrameworkError::Encode(e.to_string()))? {
-                    pods_api.patch(&before.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
-                    shell::publish(&ctx.recorder, &before.object_ref(&()), EventType::Normal, "Started", format!("Admitted by clusterQueue {cq}")).await;
+                if let Some(patch) = crate::api::merge_patch::guarded(&before, &after)
+                    .map_err(|e| JobFrameworkError::Encode(e.to_string()))?
+                {
+                    pods_api
+                        .patch(&before.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+                        .await?;
+                    shell::publish(
+                        &ctx.recorder,
+                        &before.object_ref(&()),
+                        EventType::Normal,
+                        "Started",
+                        format!("Admitted by clusterQueue {cq}"),
+                    )
+                    .await;
                 }
             }
             tracing::debug!(workload = %wl_name, "pod group started");
         }
         Step::Stop(_) | Step::StopNotMatching(_) | Step::Suspend | Step::SuspendThenCreate => {
             let (why, text, msg) = match (&step, workload.as_ref()) {
-                (Step::StopNotMatching(_), _) => (StopReason::NoMatchingWorkload, StopReason::NoMatchingWorkload.as_str().to_string(), "No matching Workload".to_string()),
+                (Step::StopNotMatching(_), _) => (
+                    StopReason::NoMatchingWorkload,
+                    StopReason::NoMatchingWorkload.as_str().to_string(),
+                    "No matching Workload".to_string(),
+                ),
                 // Evicted: the core gives a group's quota back at once (the Workload has no controller
                 // owner), so the group may see it unreserved already; the pods still go for the eviction.
-                (Step::Stop(_), Some(wl)) | (Step::Suspend, Some(wl)) if wl.status.as_ref().is_some_and(|s| s.condition_true("Evicted")) => {
-                    let msg = wl.status.as_ref().and_then(|s| s.condition("Evicted")).map(|c| c.message.clone()).unwrap_or_default();
+                (Step::Stop(_), Some(wl)) | (Step::Suspend, Some(wl))
+                    if wl.status.as_ref().is_some_and(|s| s.condition_true("Evicted")) =>
+                {
+                    let msg = wl
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.condition("Evicted"))
+                        .map(|c| c.message.clone())
+                        .unwrap_or_default();
                     (StopReason::WorkloadEvicted, evicted_reason(wl), msg)
                 }
-                (Step::Suspend, _) => (StopReason::NotAdmitted, StopReason::NotAdmitted.as_str().to_string(), "Not admitted by cluster queue".to_string()),
+                (Step::Suspend, _) => (
+                    StopReason::NotAdmitted,
+                    StopReason::NotAdmitted.as_str().to_string(),
+                    "Not admitted by cluster queue".to_string(),
+                ),
                 // Kueue's words for a job running with no Workload.
-                _ => (StopReason::NoMatchingWorkload, StopReason::NoMatchingWorkload.as_str().to_string(), "Missing Workload; unable to restore pod templates".to_string()),
+                _ => (
+                    StopReason::NoMatchingWorkload,
+                    StopReason::NoMatchingWorkload.as_str().to_string(),
+                    "Missing Workload; unable to restore pod templates".to_string(),
+                ),
             };
             let mut stopped = Vec::new();
             for x in to_stop(&group.pods, why) {
@@ -166,13 +254,18 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<JobContext>) -> Result<Action, Jo
                 ignore_not_found(wl_api.delete(n, &DeleteParams::default()).await)?;
             }
         }
-        Step::Finish { name: wl_name, finished: done } => {
+        Step::Finish {
+            name: wl_name,
+            finished: done,
+        } => {
             if let Some(wl) = workload.as_ref()
                 && let Some(status) = finished(wl, reason::SUCCEEDED, &done.message, jiff::Timestamp::now())
             {
                 let mut obj = wl.clone();
                 obj.status = Some(status);
-                wl_api.replace_status(wl_name, &PostParams::default(), &obj).await?;
+                wl_api
+                    .replace_status(wl_name, &PostParams::default(), &obj)
+                    .await?;
             }
         }
         // The group's pods now name another queue (or, managed without one, name one at last).
@@ -180,7 +273,9 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<JobContext>) -> Result<Action, Jo
             // Kueue's `CustomQueueNameChange`: a serving group's Workload keeps its queue.
             if let Some(wl) = workload.as_ref().filter(|_| !group.serving()) {
                 let mut obj = wl.clone();
-                obj.spec.queue_name = crate::jobframework::queue_name(crate::jobframework::GenericJob::meta(&group)).map(str::to_string);
+                obj.spec.queue_name =
+                    crate::jobframework::queue_name(crate::jobframework::GenericJob::meta(&group))
+                        .map(str::to_string);
                 wl_api.replace(&name, &PostParams::default(), &obj).await?;
             }
         }
@@ -188,11 +283,17 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<JobContext>) -> Result<Action, Jo
             if let Some(wl) = workload.as_ref() {
                 let mut obj = wl.clone();
                 obj.status.get_or_insert_with(Default::default).reclaimable_pods = pods.clone();
-                wl_api.replace_status(wl_name, &PostParams::default(), &obj).await?;
+                wl_api
+                    .replace_status(wl_name, &PostParams::default(), &obj)
+                    .await?;
             }
         }
         // Groups have no workload slices.
-        Step::Ignore | Step::Nothing | Step::UpdateCounts(_) | Step::ReplacePodSets { .. } | Step::CreateSlice { .. } => {}
+        Step::Ignore
+        | Step::Nothing
+        | Step::UpdateCounts(_)
+        | Step::ReplacePodSets { .. }
+        | Step::CreateSlice { .. } => {}
     }
     for pod_name in finalize {
         if let Some(x) = group.pods.iter().find(|x| x.name_any() == pod_name) {

@@ -24,7 +24,8 @@ use crate::api::kueue::{PodSet, Workload};
 use crate::api::pod as p;
 use crate::jobframework::shell::ignore_not_found;
 use crate::jobframework::{
-    Finished, GenericJob, JobContext, JobFrameworkError, JobKind, JobWithSkip, PodSetInfo, StopReason, TopLevelJob, merge_into_template,
+    Finished, GenericJob, JobContext, JobFrameworkError, JobKind, JobWithSkip, PodSetInfo, StopReason,
+    TopLevelJob, merge_into_template,
 };
 
 /// A Pod under Kueue's admission.
@@ -65,7 +66,10 @@ pub fn ungate(pod: &mut Pod, info: &PodSetInfo) -> Result<(), JobFrameworkError>
 pub fn pod_set(pod: &Pod, name: &str, count: i32) -> PodSet {
     PodSet {
         name: Some(name.to_string()),
-        template: PodTemplateSpec { metadata: None, spec: pod.spec.clone() },
+        template: PodTemplateSpec {
+            metadata: None,
+            spec: pod.spec.clone(),
+        },
         count: Some(count),
         min_count: None,
         topology_request: None,
@@ -75,9 +79,17 @@ pub fn pod_set(pod: &Pod, name: &str, count: i32) -> PodSet {
 /// Whether a Pod's finalizer can go (Kueue's `Finalize` calls): it is being deleted, or it ended and
 /// none of its Workloads is still open.
 pub fn finalizer_removable(pod: &Pod, workloads: &[Workload]) -> bool {
-    let has = pod.metadata.finalizers.iter().flatten().any(|f| f == p::FINALIZER);
+    let has = pod
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == p::FINALIZER);
     has && (pod.metadata.deletion_timestamp.is_some()
-        || (p::is_terminated(pod) && workloads.iter().all(|w| w.is_finished() || w.metadata.deletion_timestamp.is_some())))
+        || (p::is_terminated(pod)
+            && workloads
+                .iter()
+                .all(|w| w.is_finished() || w.metadata.deletion_timestamp.is_some())))
 }
 
 /// Takes Kueue's finalizer off the Pod, guarded by the resourceVersion it was read at.
@@ -89,8 +101,18 @@ pub async fn remove_finalizer(client: &kube::Client, pod: &Pod) -> Result<(), ku
     let Some(patch) = crate::api::merge_patch::guarded(pod, &after).map_err(kube::Error::SerdeError)? else {
         return Ok(());
     };
-    let api: Api<Pod> = Api::namespaced(client.clone(), pod.metadata.namespace.as_deref().unwrap_or_default());
-    ignore_not_found(api.patch(&pod.metadata.name.clone().unwrap_or_default(), &PatchParams::default(), &Patch::Merge(&patch)).await)?;
+    let api: Api<Pod> = Api::namespaced(
+        client.clone(),
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+    );
+    ignore_not_found(
+        api.patch(
+            &pod.metadata.name.clone().unwrap_or_default(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await,
+    )?;
     Ok(())
 }
 
@@ -105,21 +127,38 @@ pub fn to_stop<'a>(pods: &'a [Pod], reason: StopReason) -> Vec<&'a Pod> {
 
 /// Kueue's stop of a Pod: a `TerminationTarget` condition saying why (`reason`: Kueue's stop reason
 /// text), then the delete.
-pub async fn stop_pod(client: &kube::Client, pod: &Pod, reason: &str, message: &str) -> Result<(), kube::Error> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), pod.metadata.namespace.as_deref().unwrap_or_default());
+pub async fn stop_pod(
+    client: &kube::Client,
+    pod: &Pod,
+    reason: &str,
+    message: &str,
+) -> Result<(), kube::Error> {
+    let api: Api<Pod> = Api::namespaced(
+        client.clone(),
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+    );
     let name = pod.metadata.name.clone().unwrap_or_default();
-    let mut conditions: Vec<PodCondition> = pod.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+    let mut conditions: Vec<PodCondition> = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
     conditions.retain(|c| c.type_ != p::TERMINATION_TARGET);
     conditions.push(PodCondition {
         type_: p::TERMINATION_TARGET.to_string(),
         status: "True".to_string(),
         reason: Some(reason.to_string()),
         message: Some(message.to_string()),
-        last_transition_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now())),
+        last_transition_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            jiff::Timestamp::now(),
+        )),
         ..Default::default()
     });
     let patch = serde_json::json!({"status": {"conditions": conditions}});
-    ignore_not_found(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await)?;
+    ignore_not_found(
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await,
+    )?;
     ignore_not_found(api.delete(&name, &DeleteParams::default()).await)?;
     Ok(())
 }
@@ -141,7 +180,13 @@ impl JobKind for PodJob {
 
     const STOPS_ITSELF: bool = true;
 
-    async fn stop_itself(&self, reason: StopReason, why: &str, message: &str, client: &kube::Client) -> Result<(), kube::Error> {
+    async fn stop_itself(
+        &self,
+        reason: StopReason,
+        why: &str,
+        message: &str,
+        client: &kube::Client,
+    ) -> Result<(), kube::Error> {
         for pod in to_stop(std::slice::from_ref(&self.pod), reason) {
             stop_pod(client, pod, why, message).await?;
         }
@@ -175,7 +220,10 @@ impl GenericJob for PodJob {
 
     fn run_with_podsets_info(&mut self, infos: &[PodSetInfo]) -> Result<(), JobFrameworkError> {
         let [info] = infos else {
-            return Err(JobFrameworkError::PodSetsInfoLength { want: 1, got: infos.len() });
+            return Err(JobFrameworkError::PodSetsInfoLength {
+                want: 1,
+                got: infos.len(),
+            });
         };
         ungate(&mut self.pod, info)
     }
@@ -188,7 +236,12 @@ impl GenericJob for PodJob {
     fn finished(&self) -> Option<Finished> {
         p::is_terminated(&self.pod).then(|| Finished {
             success: p::phase(&self.pod) == "Succeeded",
-            message: self.pod.status.as_ref().and_then(|s| s.message.clone()).unwrap_or_default(),
+            message: self
+                .pod
+                .status
+                .as_ref()
+                .and_then(|s| s.message.clone())
+                .unwrap_or_default(),
         })
     }
 
@@ -215,7 +268,10 @@ impl GenericJob for PodJob {
 
 /// The Pod's `Ready` condition is True.
 pub fn ready(pod: &Pod) -> bool {
-    pod.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// Kueue's `Skip`: a Pod the webhook did not mark is not Kueue's; a group's pods are the group
@@ -233,6 +289,6 @@ impl TopLevelJob for PodJob {
 }
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod replacement_tests;
+#[cfg(test)]
+mod tests;

@@ -37,7 +37,11 @@ pub fn absent_pods(group: &PodGroup, wl: &Workload, stopping: &[String]) -> i32 
         .pod_sets
         .iter()
         .map(|ps| {
-            let have = group.pods.iter().filter(|x| p::role_hash(x) == ps.name() && present(x, stopping)).count() as i32;
+            let have = group
+                .pods
+                .iter()
+                .filter(|x| p::role_hash(x) == ps.name() && present(x, stopping))
+                .count() as i32;
             if fast {
                 i32::from(ps.count() > 0 && have == 0)
             } else {
@@ -49,23 +53,41 @@ pub fn absent_pods(group: &PodGroup, wl: &Workload, stopping: &[String]) -> i32 
 
 /// The Workload's status with the condition brought up to date, or `None` when it already says so
 /// (or, never having been needed, is still absent).
-pub fn with_replacement_condition(group: &PodGroup, wl: &Workload, stopping: &[String], now: jiff::Timestamp) -> Option<WorkloadStatus> {
+pub fn with_replacement_condition(
+    group: &PodGroup,
+    wl: &Workload,
+    stopping: &[String],
+    now: jiff::Timestamp,
+) -> Option<WorkloadStatus> {
     let waiting = absent_pods(group, wl, stopping) > 0;
     let status = wl.status.clone().unwrap_or_default();
     let current = status.condition(condition::WAITING_FOR_REPLACEMENT_PODS);
     let (reason, message) = match (current, waiting) {
         (None, false) => return None,
         (_, false) => (PODS_READY.to_string(), "No pods need replacement".to_string()),
-        (_, true) => match status.condition(condition::EVICTED).filter(|c| c.status == conditions::TRUE) {
+        (_, true) => match status
+            .condition(condition::EVICTED)
+            .filter(|c| c.status == conditions::TRUE)
+        {
             Some(evicted) => (evicted.reason.clone(), evicted.message.clone()),
             // Already waiting (for an eviction since cleared, say): the reason stays.
             None => match current.filter(|c| c.status == conditions::TRUE) {
                 Some(c) => (c.reason.clone(), c.message.clone()),
-                None => (PODS_FAILED.to_string(), "Some Failed pods need replacement".to_string()),
+                None => (
+                    PODS_FAILED.to_string(),
+                    "Some Failed pods need replacement".to_string(),
+                ),
             },
         },
     };
     let mut out = status;
-    let c = conditions::new(condition::WAITING_FOR_REPLACEMENT_PODS, waiting, &reason, &message, wl.metadata.generation, now);
+    let c = conditions::new(
+        condition::WAITING_FOR_REPLACEMENT_PODS,
+        waiting,
+        &reason,
+        &message,
+        wl.metadata.generation,
+        now,
+    );
     conditions::set(&mut out.conditions, c).then_some(out)
 }

@@ -21,11 +21,17 @@ fn running(names: &[&str]) -> Vec<Pod> {
 
 /// The group's Workload (its podsets from these pods), reserved, maybe evicted.
 fn workload_of(pods: &[Pod], evicted: bool) -> Workload {
-    wl_for(PodGroup::new("g", pods.to_vec()).unwrap().pod_sets().unwrap(), true, evicted)
+    wl_for(
+        PodGroup::new("g", pods.to_vec()).unwrap().pod_sets().unwrap(),
+        true,
+        evicted,
+    )
 }
 
 fn replacement(status: &crate::api::kueue::WorkloadStatus) -> (String, String, String) {
-    let c = status.condition(condition::WAITING_FOR_REPLACEMENT_PODS).expect("the condition");
+    let c = status
+        .condition(condition::WAITING_FOR_REPLACEMENT_PODS)
+        .expect("the condition");
     (c.status.clone(), c.reason.clone(), c.message.clone())
 }
 
@@ -43,15 +49,30 @@ fn a_failed_pod_sets_the_condition_and_a_complete_group_writes_none() {
     let wl = workload_of(&pods, false);
     let group = PodGroup::new("g", pods.clone()).unwrap();
     assert_eq!(absent_pods(&group, &wl, &[]), 0);
-    assert_eq!(with_replacement_condition(&group, &wl, &[], NOW), None, "never needed: nothing written");
+    assert_eq!(
+        with_replacement_condition(&group, &wl, &[], NOW),
+        None,
+        "never needed: nothing written"
+    );
 
     let mut one_failed = pods;
     set_phase(&mut one_failed[0], "Failed", None);
     let group = PodGroup::new("g", one_failed).unwrap();
     assert_eq!(absent_pods(&group, &wl, &[]), 1);
     let status = with_replacement_condition(&group, &wl, &[], NOW).unwrap();
-    assert_eq!(replacement(&status), ("True".into(), "PodsFailed".into(), "Some Failed pods need replacement".into()));
-    assert_eq!(with_replacement_condition(&group, &with_status(wl, status), &[], NOW), None, "already says so");
+    assert_eq!(
+        replacement(&status),
+        (
+            "True".into(),
+            "PodsFailed".into(),
+            "Some Failed pods need replacement".into()
+        )
+    );
+    assert_eq!(
+        with_replacement_condition(&group, &with_status(wl, status), &[], NOW),
+        None,
+        "already says so"
+    );
 }
 
 // Kueue: integration "Using pod group" / "Should set WaitingForReplacementPod workload condition to false
@@ -65,10 +86,21 @@ fn an_evicted_group_waits_with_the_eviction_reason_until_replaced() {
     let evicted = workload_of(&pods, true);
     let group = PodGroup::new("g", pods.clone()).unwrap();
     let stopping: Vec<String> = vec!["a".into(), "b".into()];
-    assert_eq!(absent_pods(&group, &evicted, &stopping), 2, "the pods this pass deletes are missing");
+    assert_eq!(
+        absent_pods(&group, &evicted, &stopping),
+        2,
+        "the pods this pass deletes are missing"
+    );
     let status = with_replacement_condition(&group, &evicted, &stopping, NOW).unwrap();
     let evicted_cond = status.condition(condition::EVICTED).unwrap().clone();
-    assert_eq!(replacement(&status), ("True".into(), evicted_cond.reason.clone(), evicted_cond.message.clone()));
+    assert_eq!(
+        replacement(&status),
+        (
+            "True".into(),
+            evicted_cond.reason.clone(),
+            evicted_cond.message.clone()
+        )
+    );
     assert_eq!(evicted_cond.reason, "Preempted");
 
     // Bound pods seen with a deletion timestamp are missing too, unless they succeeded.
@@ -78,18 +110,38 @@ fn an_evicted_group_waits_with_the_eviction_reason_until_replaced() {
         x.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(NOW));
     }
     set_phase(&mut deleting[0], "Succeeded", None);
-    assert_eq!(absent_pods(&PodGroup::new("g", deleting).unwrap(), &evicted, &[]), 1);
+    assert_eq!(
+        absent_pods(&PodGroup::new("g", deleting).unwrap(), &evicted, &[]),
+        1
+    );
 
     // Re-admitted (no longer evicted) while still short: the condition keeps the eviction's words.
     let mut again = status.clone();
-    crate::api::conditions::set(&mut again.conditions, crate::api::conditions::new(condition::EVICTED, false, "QuotaReserved", "Previously: m", None, NOW));
+    crate::api::conditions::set(
+        &mut again.conditions,
+        crate::api::conditions::new(
+            condition::EVICTED,
+            false,
+            "QuotaReserved",
+            "Previously: m",
+            None,
+            NOW,
+        ),
+    );
     let readmitted = with_status(workload_of(&pods, false), again);
     let only_b = PodGroup::new("g", vec![pods[1].clone()]).unwrap();
     assert_eq!(with_replacement_condition(&only_b, &readmitted, &[], NOW), None);
 
     let replaced = PodGroup::new("g", vec![pods[1].clone(), member("a2", "1")]).unwrap();
     let status = with_replacement_condition(&replaced, &readmitted, &[], NOW).unwrap();
-    assert_eq!(replacement(&status), ("False".into(), "PodsReady".into(), "No pods need replacement".into()));
+    assert_eq!(
+        replacement(&status),
+        (
+            "False".into(),
+            "PodsReady".into(),
+            "No pods need replacement".into()
+        )
+    );
 }
 
 // Kueue: `constructGroupPodSetsFast` and `countAbsentPods` with `kueue.x-k8s.io/pod-group-fast-admission: "true"`: a role is missing
@@ -97,7 +149,12 @@ fn an_evicted_group_waits_with_the_eviction_reason_until_replaced() {
 #[test]
 fn with_fast_admission_a_role_waits_only_when_it_has_no_pod() {
     let fast = |name: &str| {
-        ungated(pod(name, "1", json!({p::GROUP_NAME_LABEL: "g"}), json!({p::GROUP_TOTAL_COUNT_ANNOTATION: "3", p::GROUP_FAST_ADMISSION_ANNOTATION: "true"})))
+        ungated(pod(
+            name,
+            "1",
+            json!({p::GROUP_NAME_LABEL: "g"}),
+            json!({p::GROUP_TOTAL_COUNT_ANNOTATION: "3", p::GROUP_FAST_ADMISSION_ANNOTATION: "true"}),
+        ))
     };
     let pods = vec![fast("a"), fast("b"), fast("c")];
     let wl = workload_of(&pods, false);
@@ -113,7 +170,10 @@ fn with_fast_admission_a_role_waits_only_when_it_has_no_pod() {
     assert_eq!(absent_pods(&one_left, &wl, &[]), 0);
     let mut failed = pods[0].clone();
     set_phase(&mut failed, "Failed", None);
-    assert_eq!(absent_pods(&PodGroup::new("g", vec![failed]).unwrap(), &wl, &[]), 1);
+    assert_eq!(
+        absent_pods(&PodGroup::new("g", vec![failed]).unwrap(), &wl, &[]),
+        1
+    );
 }
 
 // Kueue: pod_controller_test.go TestReconciler "workload is not finished if the pod in the group is
@@ -131,15 +191,29 @@ fn a_groups_succeeded_pods_are_reclaimable_unless_it_serves() {
     let role = p::role_hash(&pods[0]);
     let want = vec![ReclaimablePod { name: role, count: 1 }];
     let mut group = PodGroup::new("g", pods.clone()).unwrap();
-    assert_eq!(super::group::decide(&mut group, Some(&wl)).unwrap().step, Step::UpdateReclaimablePods { name: "g".into(), pods: want.clone() });
+    assert_eq!(
+        super::group::decide(&mut group, Some(&wl)).unwrap().step,
+        Step::UpdateReclaimablePods {
+            name: "g".into(),
+            pods: want.clone()
+        }
+    );
     wl.status.as_mut().unwrap().reclaimable_pods = want;
     let mut group = PodGroup::new("g", pods).unwrap();
     // Written: the pass goes on (a group with an ended pod reads suspended, so Start, which ungates
     // nothing here).
-    assert_eq!(super::group::decide(&mut group, Some(&wl)).unwrap().step, Step::Start("g".into()));
+    assert_eq!(
+        super::group::decide(&mut group, Some(&wl)).unwrap().step,
+        Step::Start("g".into())
+    );
 
     let serving = |name: &str| {
-        let mut x = ungated(pod(name, "1", json!({p::GROUP_NAME_LABEL: "s"}), json!({p::GROUP_TOTAL_COUNT_ANNOTATION: "2", p::GROUP_SERVING_ANNOTATION: "true"})));
+        let mut x = ungated(pod(
+            name,
+            "1",
+            json!({p::GROUP_NAME_LABEL: "s"}),
+            json!({p::GROUP_TOTAL_COUNT_ANNOTATION: "2", p::GROUP_SERVING_ANNOTATION: "true"}),
+        ));
         set_phase(&mut x, "Succeeded", None);
         x
     };
@@ -167,13 +241,32 @@ fn stopped_pods_keep_the_finalizer_until_replaced() {
         set_phase(x, "Failed", None);
     }
     let mut group = PodGroup::new("g", pods.clone()).unwrap();
-    assert!(super::group::decide(&mut group, Some(&wl)).unwrap().finalize.is_empty(), "kept while not replaced");
+    assert!(
+        super::group::decide(&mut group, Some(&wl))
+            .unwrap()
+            .finalize
+            .is_empty(),
+        "kept while not replaced"
+    );
     let mut with_one = pods.clone();
     with_one.push(member("a2", "1"));
     let mut group = PodGroup::new("g", with_one).unwrap();
-    assert_eq!(super::group::decide(&mut group, Some(&wl)).unwrap().finalize.len(), 1, "one replaced");
+    assert_eq!(
+        super::group::decide(&mut group, Some(&wl))
+            .unwrap()
+            .finalize
+            .len(),
+        1,
+        "one replaced"
+    );
     let mut with_two = pods;
     with_two.extend([member("a2", "1"), member("b2", "1")]);
     let mut group = PodGroup::new("g", with_two).unwrap();
-    assert_eq!(super::group::decide(&mut group, Some(&wl)).unwrap().finalize.len(), 2);
+    assert_eq!(
+        super::group::decide(&mut group, Some(&wl))
+            .unwrap()
+            .finalize
+            .len(),
+        2
+    );
 }

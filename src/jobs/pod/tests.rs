@@ -22,7 +22,13 @@ pub(super) fn pod(name: &str, cpu: &str, extra_labels: Value, annotations: Value
             v["metadata"]["labels"][k] = x.clone();
         }
     }
-    p::default_pod(&mut v, crate::api::kueue::config::Frameworks { pod: true, ..Default::default() });
+    p::default_pod(
+        &mut v,
+        crate::api::kueue::config::Frameworks {
+            pod: true,
+            ..Default::default()
+        },
+    );
     serde_json::from_value(v).unwrap()
 }
 
@@ -45,7 +51,10 @@ fn info(name: &str) -> PodSetInfo {
         name: name.into(),
         count: 1,
         node_selector: [("instance".to_string(), "on-demand".to_string())].into(),
-        tolerations: vec![serde_json::from_value(json!({"key": "spot", "operator": "Exists", "effect": "NoSchedule"})).unwrap()],
+        tolerations: vec![
+            serde_json::from_value(json!({"key": "spot", "operator": "Exists", "effect": "NoSchedule"}))
+                .unwrap(),
+        ],
         ..Default::default()
     }
 }
@@ -55,18 +64,47 @@ pub(super) fn wl_for(pod_sets: Vec<PodSet>, reserved: bool, evicted: bool) -> Wo
     w.spec.pod_sets = pod_sets;
     let now = jiff::Timestamp::UNIX_EPOCH;
     if reserved {
-        let assignments = w.spec.pod_sets.iter().map(|x| PodSetAssignment { name: x.name().into(), count: x.count, ..Default::default() }).collect();
-        w.status = Some(conditions::admitted(&w, Admission { cluster_queue: "cq".into(), pod_set_assignments: assignments }, now));
+        let assignments = w
+            .spec
+            .pod_sets
+            .iter()
+            .map(|x| PodSetAssignment {
+                name: x.name().into(),
+                count: x.count,
+                ..Default::default()
+            })
+            .collect();
+        w.status = Some(conditions::admitted(
+            &w,
+            Admission {
+                cluster_queue: "cq".into(),
+                pod_set_assignments: assignments,
+            },
+            now,
+        ));
     }
     if evicted {
-        let cause = conditions::EvictionCause { by: conditions::EvictedBy::Preempted(crate::queue::PreemptedReason::InClusterQueue), message: "m".into() };
+        let cause = conditions::EvictionCause {
+            by: conditions::EvictedBy::Preempted(crate::queue::PreemptedReason::InClusterQueue),
+            message: "m".into(),
+        };
         w.status = conditions::evicted(&w, &cause, now);
     }
     w
 }
 
 fn finished_wl(mut w: Workload) -> Workload {
-    w.status.get_or_insert_with(Default::default).conditions.push(crate::api::conditions::new("Finished", true, "Succeeded", "", None, jiff::Timestamp::UNIX_EPOCH));
+    w.status
+        .get_or_insert_with(Default::default)
+        .conditions
+        .push(crate::api::conditions::new(
+            "Finished",
+            true,
+            "Succeeded",
+            "",
+            None,
+            jiff::Timestamp::UNIX_EPOCH,
+        ));
     w
 }
 
@@ -79,7 +117,11 @@ fn a_single_pod_is_one_workload_of_one_main_pod() {
     let ps = j.pod_sets().unwrap();
     assert_eq!((ps.len(), ps[0].name(), ps[0].count()), (1, "main", 1));
     assert_eq!(ps[0].template.spec, j.pod.spec);
-    assert!(workload_name_for_job(&j, NameLength::Long).unwrap().starts_with("pod-p-"));
+    assert!(
+        workload_name_for_job(&j, NameLength::Long)
+            .unwrap()
+            .starts_with("pod-p-")
+    );
     assert_eq!(plan(&j, &[]).unwrap(), Step::CreateWorkload);
 }
 
@@ -96,11 +138,22 @@ fn admission_ungates_the_pod_with_the_flavors_node_selector_and_tolerations() {
     assert_eq!(spec.node_selector.unwrap()["instance"], "on-demand");
     assert_eq!(spec.tolerations.unwrap().len(), 1);
     assert!(!j.is_suspended());
-    assert!(matches!(j.run_with_podsets_info(&[info("a"), info("b")]), Err(JobFrameworkError::PodSetsInfoLength { want: 1, got: 2 })));
+    assert!(matches!(
+        j.run_with_podsets_info(&[info("a"), info("b")]),
+        Err(JobFrameworkError::PodSetsInfoLength { want: 1, got: 2 })
+    ));
 
     // Another gate the user set stays.
     let mut other = single();
-    other.pod.spec.as_mut().unwrap().scheduling_gates.as_mut().unwrap().push(serde_json::from_value(json!({"name": "user/gate"})).unwrap());
+    other
+        .pod
+        .spec
+        .as_mut()
+        .unwrap()
+        .scheduling_gates
+        .as_mut()
+        .unwrap()
+        .push(serde_json::from_value(json!({"name": "user/gate"})).unwrap());
     other.run_with_podsets_info(&[info("main")]).unwrap();
     assert_eq!(other.pod.spec.unwrap().scheduling_gates.unwrap().len(), 1);
 }
@@ -119,26 +172,102 @@ fn the_reconciler_runs_pods_in_kueues_order() {
     let ps = gated.pod_sets().unwrap();
     let cases: Vec<(&str, &PodJob, Vec<Workload>, Step)> = vec![
         ("gated, no workload", &gated, vec![], Step::CreateWorkload),
-        ("gated, pending", &gated, vec![wl_for(ps.clone(), false, false)], Step::Nothing),
-        ("gated, admitted", &gated, vec![wl_for(ps.clone(), true, false)], Step::Start("w".into())),
-        ("gated, evicted: nothing runs, quota goes", &gated, vec![wl_for(ps.clone(), true, true)], Step::Stop("w".into())),
-        ("running, admitted", &running, vec![wl_for(ps.clone(), true, false)], Step::Nothing),
-        ("running, evicted", &running, vec![wl_for(ps.clone(), true, true)], Step::Stop("w".into())),
+        (
+            "gated, pending",
+            &gated,
+            vec![wl_for(ps.clone(), false, false)],
+            Step::Nothing,
+        ),
+        (
+            "gated, admitted",
+            &gated,
+            vec![wl_for(ps.clone(), true, false)],
+            Step::Start("w".into()),
+        ),
+        (
+            "gated, evicted: nothing runs, quota goes",
+            &gated,
+            vec![wl_for(ps.clone(), true, true)],
+            Step::Stop("w".into()),
+        ),
+        (
+            "running, admitted",
+            &running,
+            vec![wl_for(ps.clone(), true, false)],
+            Step::Nothing,
+        ),
+        (
+            "running, evicted",
+            &running,
+            vec![wl_for(ps.clone(), true, true)],
+            Step::Stop("w".into()),
+        ),
         ("running, no workload", &running, vec![], Step::SuspendThenCreate),
-        ("running, not reserved", &running, vec![wl_for(ps.clone(), false, false)], Step::Suspend),
-        ("succeeded", &succeeded, vec![wl_for(ps.clone(), true, false)], Step::Finish { name: "w".into(), finished: Finished { success: true, message: String::new() } }),
-        ("failed", &failed, vec![wl_for(ps.clone(), true, false)], Step::Finish { name: "w".into(), finished: Finished { success: false, message: "OOMKilled".into() } }),
-        ("succeeded, finished", &succeeded, vec![finished_wl(wl_for(ps.clone(), true, false))], Step::Nothing),
+        (
+            "running, not reserved",
+            &running,
+            vec![wl_for(ps.clone(), false, false)],
+            Step::Suspend,
+        ),
+        (
+            "succeeded",
+            &succeeded,
+            vec![wl_for(ps.clone(), true, false)],
+            Step::Finish {
+                name: "w".into(),
+                finished: Finished {
+                    success: true,
+                    message: String::new(),
+                },
+            },
+        ),
+        (
+            "failed",
+            &failed,
+            vec![wl_for(ps.clone(), true, false)],
+            Step::Finish {
+                name: "w".into(),
+                finished: Finished {
+                    success: false,
+                    message: "OOMKilled".into(),
+                },
+            },
+        ),
+        (
+            "succeeded, finished",
+            &succeeded,
+            vec![finished_wl(wl_for(ps.clone(), true, false))],
+            Step::Nothing,
+        ),
     ];
     for (name, j, wls, want) in cases {
         let refs: Vec<&Workload> = wls.iter().collect();
         assert_eq!(plan(j, &refs).unwrap(), want, "{name}");
     }
     let mut unmanaged = single();
-    unmanaged.pod.metadata.labels.as_mut().unwrap().remove(p::MANAGED_LABEL);
-    assert_eq!(plan(&unmanaged, &[]).unwrap(), Step::Ignore, "Kueue's Skip: not marked by the webhook");
-    let member = PodJob::new(pod("m", "1", json!({p::GROUP_NAME_LABEL: "g"}), json!({p::GROUP_TOTAL_COUNT_ANNOTATION: "2"})));
-    assert_eq!(plan(&member, &[]).unwrap(), Step::Ignore, "a group's pod is the group's");
+    unmanaged
+        .pod
+        .metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .remove(p::MANAGED_LABEL);
+    assert_eq!(
+        plan(&unmanaged, &[]).unwrap(),
+        Step::Ignore,
+        "Kueue's Skip: not marked by the webhook"
+    );
+    let member = PodJob::new(pod(
+        "m",
+        "1",
+        json!({p::GROUP_NAME_LABEL: "g"}),
+        json!({p::GROUP_TOTAL_COUNT_ANNOTATION: "2"}),
+    ));
+    assert_eq!(
+        plan(&member, &[]).unwrap(),
+        Step::Ignore,
+        "a group's pod is the group's"
+    );
 }
 
 // Kueue: pod_controller.go Stop: pods already being deleted are left; gated or ended ones hold nothing
@@ -150,7 +279,9 @@ fn a_stop_deletes_only_pods_that_hold_something() {
     let mut ended = running.clone();
     set_phase(&mut ended, "Succeeded", None);
     let mut deleting = running.clone();
-    deleting.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH));
+    deleting.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        jiff::Timestamp::UNIX_EPOCH,
+    ));
     let pods = vec![gated, running, ended, deleting];
     assert_eq!(to_stop(&pods, StopReason::WorkloadEvicted).len(), 1);
     assert_eq!(to_stop(&pods, StopReason::WorkloadDeleted).len(), 3);
@@ -165,18 +296,28 @@ fn the_finalizer_goes_once_the_pod_is_done_with() {
     assert!(!finalizer_removable(&gated, &[open.clone()]));
     let mut ended = ungated(gated.clone());
     set_phase(&mut ended, "Succeeded", None);
-    assert!(!finalizer_removable(&ended, &[open.clone()]), "its Workload is not finished yet");
+    assert!(
+        !finalizer_removable(&ended, &[open.clone()]),
+        "its Workload is not finished yet"
+    );
     assert!(finalizer_removable(&ended, &[finished_wl(open.clone())]));
     assert!(finalizer_removable(&ended, &[]), "no Workload left to finish");
     let mut deleting = gated.clone();
-    deleting.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH));
+    deleting.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        jiff::Timestamp::UNIX_EPOCH,
+    ));
     assert!(finalizer_removable(&deleting, &[open]));
     deleting.metadata.finalizers = None;
     assert!(!finalizer_removable(&deleting, &[]), "nothing to remove");
 }
 
 pub(super) fn member(name: &str, cpu: &str) -> Pod {
-    pod(name, cpu, json!({p::GROUP_NAME_LABEL: "g"}), json!({p::GROUP_TOTAL_COUNT_ANNOTATION: "3"}))
+    pod(
+        name,
+        cpu,
+        json!({p::GROUP_NAME_LABEL: "g"}),
+        json!({p::GROUP_TOTAL_COUNT_ANNOTATION: "3"}),
+    )
 }
 
 // Kueue: pod_controller_test.go TestReconciler "if there's not enough non-failed pods in the group,
@@ -187,23 +328,54 @@ pub(super) fn member(name: &str, cpu: &str) -> Pod {
 fn a_group_waits_for_its_total_count_then_gets_one_workload_of_its_roles() {
     let two = PodGroup::new("g", vec![member("a", "1"), member("b", "1")]).unwrap();
     assert_eq!(two.total, 3);
-    assert_eq!(decide(&mut two.clone(), None).unwrap().step, Step::Nothing, "waits for the third pod");
+    assert_eq!(
+        decide(&mut two.clone(), None).unwrap().step,
+        Step::Nothing,
+        "waits for the third pod"
+    );
     let three = PodGroup::new("g", vec![member("a", "1"), member("b", "1"), member("c", "2")]).unwrap();
-    assert_eq!(decide(&mut three.clone(), None).unwrap().step, Step::CreateWorkload);
+    assert_eq!(
+        decide(&mut three.clone(), None).unwrap().step,
+        Step::CreateWorkload
+    );
     let ps = three.pod_sets().unwrap();
-    let mut want = vec![(p::role_hash(&member("a", "1")), 2), (p::role_hash(&member("c", "2")), 1)];
+    let mut want = vec![
+        (p::role_hash(&member("a", "1")), 2),
+        (p::role_hash(&member("c", "2")), 1),
+    ];
     want.sort();
-    assert_eq!(ps.iter().map(|x| (x.name().to_string(), x.count())).collect::<Vec<_>>(), want);
-    let prio = crate::jobframework::priority::Priority { class_ref: None, value: 0 };
+    assert_eq!(
+        ps.iter()
+            .map(|x| (x.name().to_string(), x.count()))
+            .collect::<Vec<_>>(),
+        want
+    );
+    let prio = crate::jobframework::priority::Priority {
+        class_ref: None,
+        value: 0,
+    };
     let wl = three.workload(prio).unwrap();
     assert_eq!(wl.metadata.name.as_deref(), Some("g"));
     assert_eq!(wl.metadata.owner_references.as_ref().unwrap().len(), 3);
-    assert_eq!(wl.metadata.annotations.as_ref().unwrap()[group::IS_GROUP_WORKLOAD], "true");
-    assert!(wl.metadata.labels.as_ref().is_none_or(|l| !l.contains_key(label::JOB_UID)));
+    assert_eq!(
+        wl.metadata.annotations.as_ref().unwrap()[group::IS_GROUP_WORKLOAD],
+        "true"
+    );
+    assert!(
+        wl.metadata
+            .labels
+            .as_ref()
+            .is_none_or(|l| !l.contains_key(label::JOB_UID))
+    );
     assert_eq!(wl.spec.queue_name.as_deref(), Some("lq"));
 
     let mut other_queue = member("d", "1");
-    other_queue.metadata.labels.as_mut().unwrap().insert(label::QUEUE_NAME.into(), "other".into());
+    other_queue
+        .metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert(label::QUEUE_NAME.into(), "other".into());
     let err = PodGroup::new("g", vec![member("a", "1"), other_queue]).unwrap_err();
     assert!(err.contains("different queue names"), "{err}");
 }
@@ -217,17 +389,35 @@ fn a_group_is_ungated_together_finishes_together_and_stops_together() {
     let group = PodGroup::new("g", pods.clone()).unwrap();
     let ps = group.pod_sets().unwrap();
     let admitted = wl_for(ps.clone(), true, false);
-    assert_eq!(decide(&mut group.clone(), Some(&admitted)).unwrap().step, Step::Start("w".into()));
+    assert_eq!(
+        decide(&mut group.clone(), Some(&admitted)).unwrap().step,
+        Step::Start("w".into())
+    );
     let infos: Vec<PodSetInfo> = ps.iter().map(|x| info(x.name())).collect();
     let changes = group.ungated(&infos).unwrap();
     assert_eq!(changes.len(), 3);
-    assert!(changes.iter().all(|(_, after)| !p::is_gated(after) && after.spec.as_ref().unwrap().node_selector.as_ref().unwrap()["instance"] == "on-demand"));
-    assert!(matches!(group.ungated(&infos[..1]), Err(JobFrameworkError::UnknownPodSet(_))), "a role the admission does not name");
+    assert!(changes.iter().all(|(_, after)| !p::is_gated(after)
+        && after.spec.as_ref().unwrap().node_selector.as_ref().unwrap()["instance"] == "on-demand"));
+    assert!(
+        matches!(
+            group.ungated(&infos[..1]),
+            Err(JobFrameworkError::UnknownPodSet(_))
+        ),
+        "a role the admission does not name"
+    );
 
     let running: Vec<Pod> = pods.iter().cloned().map(ungated).collect();
     let group = PodGroup::new("g", running.clone()).unwrap();
-    assert_eq!(decide(&mut group.clone(), Some(&admitted)).unwrap().step, Step::Nothing);
-    assert_eq!(decide(&mut group.clone(), Some(&wl_for(ps.clone(), true, true))).unwrap().step, Step::Stop("w".into()));
+    assert_eq!(
+        decide(&mut group.clone(), Some(&admitted)).unwrap().step,
+        Step::Nothing
+    );
+    assert_eq!(
+        decide(&mut group.clone(), Some(&wl_for(ps.clone(), true, true)))
+            .unwrap()
+            .step,
+        Step::Stop("w".into())
+    );
 
     let mut done = running.clone();
     for x in &mut done {
@@ -235,9 +425,23 @@ fn a_group_is_ungated_together_finishes_together_and_stops_together() {
     }
     let group = PodGroup::new("g", done.clone()).unwrap();
     let Decision { step, finalize, .. } = decide(&mut group.clone(), Some(&admitted)).unwrap();
-    assert_eq!(step, Step::Finish { name: "w".into(), finished: Finished { success: true, message: "Pods succeeded: 3/3.".into() } });
-    assert!(finalize.is_empty(), "finalizers stay until the Workload is finished");
-    let finalize = decide(&mut group.clone(), Some(&finished_wl(admitted.clone()))).unwrap().finalize;
+    assert_eq!(
+        step,
+        Step::Finish {
+            name: "w".into(),
+            finished: Finished {
+                success: true,
+                message: "Pods succeeded: 3/3.".into()
+            }
+        }
+    );
+    assert!(
+        finalize.is_empty(),
+        "finalizers stay until the Workload is finished"
+    );
+    let finalize = decide(&mut group.clone(), Some(&finished_wl(admitted.clone())))
+        .unwrap()
+        .finalize;
     assert_eq!(finalize.len(), 3);
 
     let mut partly = running;
@@ -252,7 +456,10 @@ fn a_group_is_ungated_together_finishes_together_and_stops_together() {
 // Workload.
 #[test]
 fn a_failed_pod_leaves_its_group_running_and_its_replacement_is_ungated() {
-    let pods: Vec<Pod> = vec![member("a", "1"), member("b", "1"), member("c", "1")].into_iter().map(ungated).collect();
+    let pods: Vec<Pod> = vec![member("a", "1"), member("b", "1"), member("c", "1")]
+        .into_iter()
+        .map(ungated)
+        .collect();
     let group = PodGroup::new("g", pods.clone()).unwrap();
     let admitted = wl_for(group.pod_sets().unwrap(), true, false);
     let mut named = admitted.clone();
@@ -262,7 +469,11 @@ fn a_failed_pod_leaves_its_group_running_and_its_replacement_is_ungated() {
     let mut group = PodGroup::new("g", one_failed.clone()).unwrap();
     // As in Kueue, an ended pod makes the group count as suspended, so it is started again: with no
     // pod gated that changes nothing, and nothing is stopped.
-    assert_eq!(decide(&mut group, Some(&named)).unwrap().step, Step::Start("g".into()), "the others keep running");
+    assert_eq!(
+        decide(&mut group, Some(&named)).unwrap().step,
+        Step::Start("g".into()),
+        "the others keep running"
+    );
     let infos: Vec<PodSetInfo> = named.spec.pod_sets.iter().map(|x| info(x.name())).collect();
     assert!(group.ungated(&infos).unwrap().is_empty());
 
@@ -272,7 +483,14 @@ fn a_failed_pod_leaves_its_group_running_and_its_replacement_is_ungated() {
     let step = decide(&mut group, Some(&named)).unwrap().step;
     assert_eq!(step, Step::Start("g".into()));
     let ungated = group.ungated(&infos).unwrap();
-    assert_eq!(ungated.iter().map(|(x, _)| x.metadata.name.clone().unwrap()).collect::<Vec<_>>(), vec!["a2"], "the replacement is ungated");
+    assert_eq!(
+        ungated
+            .iter()
+            .map(|(x, _)| x.metadata.name.clone().unwrap())
+            .collect::<Vec<_>>(),
+        vec!["a2"],
+        "the replacement is ungated"
+    );
 }
 
 // Kueue: pod_controller_test.go TestReconciler "replacement pods are owning the workload"
@@ -280,13 +498,32 @@ fn a_failed_pod_leaves_its_group_running_and_its_replacement_is_ungated() {
 #[test]
 fn a_replacement_pod_becomes_an_owner_of_the_groups_workload() {
     let group = PodGroup::new("g", vec![member("a", "1"), member("b", "1")]).unwrap();
-    let wl = group.workload(crate::jobframework::priority::Priority { class_ref: None, value: 0 }).unwrap();
+    let wl = group
+        .workload(crate::jobframework::priority::Priority {
+            class_ref: None,
+            value: 0,
+        })
+        .unwrap();
     assert!(group.with_all_owners(&wl).is_none(), "already owned by both");
     let bigger = PodGroup::new("g", vec![member("a", "1"), member("b", "1"), member("b2", "1")]).unwrap();
     let owned = bigger.with_all_owners(&wl).expect("b2 added");
-    let owners: Vec<&str> = owned.metadata.owner_references.iter().flatten().map(|o| o.name.as_str()).collect();
+    let owners: Vec<&str> = owned
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .map(|o| o.name.as_str())
+        .collect();
     assert_eq!(owners, vec!["a", "b", "b2"]);
-    assert!(owned.metadata.owner_references.iter().flatten().all(|o| o.controller.is_none()), "no pod controls the group's Workload");
+    assert!(
+        owned
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .all(|o| o.controller.is_none()),
+        "no pod controls the group's Workload"
+    );
 }
 
 // Kueue: pod_controller_test.go TestReconciler "excess pods before wl creation, youngest pods are
@@ -295,9 +532,16 @@ fn a_replacement_pod_becomes_an_owner_of_the_groups_workload() {
 #[test]
 fn pods_beyond_the_groups_count_are_the_youngest_and_deleted() {
     let at = |x: &mut Pod, secs: i64| {
-        x.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::from_second(secs).unwrap()));
+        x.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            jiff::Timestamp::from_second(secs).unwrap(),
+        ));
     };
-    let mut pods = vec![member("a", "1"), member("b", "1"), member("c", "1"), member("d", "1")];
+    let mut pods = vec![
+        member("a", "1"),
+        member("b", "1"),
+        member("c", "1"),
+        member("d", "1"),
+    ];
     for (i, x) in pods.iter_mut().enumerate() {
         at(x, 100 + i as i64);
     }
@@ -309,12 +553,20 @@ fn pods_beyond_the_groups_count_are_the_youngest_and_deleted() {
 
     // Admitted for three; a running group keeps its three, the gated newcomer is the excess.
     let mut running: Vec<Pod> = pods[..3].iter().cloned().map(ungated).collect();
-    let wl = wl_for(PodGroup::new("g", running.clone()).unwrap().pod_sets().unwrap(), true, false);
+    let wl = wl_for(
+        PodGroup::new("g", running.clone()).unwrap().pod_sets().unwrap(),
+        true,
+        false,
+    );
     let mut late = member("e", "1");
     at(&mut late, 50);
     running.push(late);
     let mut after = PodGroup::new("g", running).unwrap();
     let d = decide(&mut after, Some(&wl)).unwrap();
-    assert_eq!(d.excess, vec!["e"], "an ungated pod is kept over a gated one, however old");
+    assert_eq!(
+        d.excess,
+        vec!["e"],
+        "an ungated pod is kept over a gated one, however old"
+    );
     assert_eq!(d.step, Step::Nothing, "the rest runs on");
 }

@@ -108,10 +108,7 @@ fn partial_admission_single_variable_pod_set_preempt_first() {
         .iter()
         .map(|e| (e.key.name.as_str(), &e.reason))
         .collect();
-    assert_eq!(
-        ev,
-        [("old", &preempted(PreemptedReason::InClusterQueue))]
-    );
+    assert_eq!(ev, [("old", &preempted(PreemptedReason::InClusterQueue))]);
     let (reason, msg) = core.pending_reason(&k("new")).unwrap();
     assert_eq!(reason, PendingReason::WaitingForPreemptedWorkloads);
     assert_eq!(
@@ -177,8 +174,11 @@ fn zero_requests_get_a_flavor_when_covered() {
     let mut core = setup(&Scenario {
         cqs: vec![cq],
         pending: vec![
-            WorkloadModel::build("ns", "zero-gpu", "cq")
-                .podset(PodSetModel::build("main", 1, &[("cpu", 1), (GPU, 0), ("other", 0)])),
+            WorkloadModel::build("ns", "zero-gpu", "cq").podset(PodSetModel::build(
+                "main",
+                1,
+                &[("cpu", 1), (GPU, 0), ("other", 0)],
+            )),
             WorkloadModel::build("ns", "count-zero", "cq")
                 .podset(PodSetModel::build("main", 1, &[("cpu", 1)]))
                 .podset(PodSetModel::build("idle", 0, &[("cpu", 1), (GPU, 1)])),
@@ -222,7 +222,12 @@ fn cluster_queue_flavor_status_is_in_spec_order() {
     let got: Vec<(String, Vec<String>)> = st
         .flavors_usage
         .iter()
-        .map(|f| (f.name.clone(), f.resources.iter().map(|r| r.name.clone()).collect()))
+        .map(|f| {
+            (
+                f.name.clone(),
+                f.resources.iter().map(|r| r.name.clone()).collect(),
+            )
+        })
         .collect();
     let res = || vec!["cpu".to_string(), "memory".to_string()];
     assert_eq!(got, [("zeta".to_string(), res()), ("alpha".to_string(), res())]);

@@ -70,7 +70,10 @@ fn policy(within: WithinClusterQueue, reclaim: ReclaimWithinCohort) -> Preemptio
 
 /// A ClusterQueue with `cpu` of flavor `default` in `cohort`.
 fn cq(name: &str, cohort: Option<&str>, cpu: i64, w: f64, p: PreemptionPolicy) -> ClusterQueueModel {
-    let q = ClusterQueueModel::build(name).flavor("default", &[("cpu", cpu)]).preemption(p).weight(w);
+    let q = ClusterQueueModel::build(name)
+        .flavor("default", &[("cpu", cpu)])
+        .preemption(p)
+        .weight(w);
     match cohort {
         Some(c) => q.cohort(c),
         None => q,
@@ -108,7 +111,10 @@ fn base_cqs() -> Vec<ClusterQueueModel> {
         policy: BorrowWithinCohortPolicy::LowerPriority,
         max_priority_threshold: Some(-3),
     };
-    let mut v: Vec<ClusterQueueModel> = ["a", "b", "c"].iter().map(|n| cq(n, Some("all"), k(3), 1.0, p)).collect();
+    let mut v: Vec<ClusterQueueModel> = ["a", "b", "c"]
+        .iter()
+        .map(|n| cq(n, Some("all"), k(3), 1.0, p))
+        .collect();
     v.push(cq("preemptible", Some("all"), 0, 1.0, none()));
     v
 }
@@ -123,7 +129,10 @@ fn cases() -> Vec<Case> {
     let b6 = units(&["b1", "b2", "b3", "b4", "b5", "b6"], "b");
     let cat = |v: &[&Vec<Adm>]| v.iter().flat_map(|x| x.iter().cloned()).collect::<Vec<_>>();
     let weighted3 = |wa: f64, wb: f64, with_c: bool| {
-        let mut v = vec![cq("a", Some("all"), k(3), wa, any()), cq("b", Some("all"), k(3), wb, any())];
+        let mut v = vec![
+            cq("a", Some("all"), k(3), wa, any()),
+            cq("b", Some("all"), k(3), wb, any()),
+        ];
         if with_c {
             v.push(cq("c", Some("all"), k(3), 1.0, any()));
         }
@@ -137,7 +146,11 @@ fn cases() -> Vec<Case> {
         cq("e", Some("RIGHT"), k(1), 0.99, none()),
     ];
     let five = |q: &'static str, names: [&'static str; 5]| -> Vec<Adm> {
-        names.iter().enumerate().map(|(i, n)| (*n, q, i as i32 + 1, "default", 1000)).collect()
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (*n, q, i as i32 + 1, "default", 1000))
+            .collect()
     };
     vec![
         Case {
@@ -150,7 +163,12 @@ fn cases() -> Vec<Case> {
         // Attempts to preempt b1, but it's not enough.
         Case {
             name: "can reclaim from queue using less, if taking the latest workload from user using the most isn't enough",
-            admitted: sized(&[("a1", "a", k(3)), ("a2", "a", k(1)), ("b1", "b", k(2)), ("b2", "b", k(3))]),
+            admitted: sized(&[
+                ("a1", "a", k(3)),
+                ("a2", "a", k(1)),
+                ("b1", "b", k(2)),
+                ("b2", "b", k(3)),
+            ]),
             target: "c",
             cpu: k(3),
             want: vec![("a1", InCohortReclamation)],
@@ -179,7 +197,11 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "can't preempt when everyone under nominal",
-            admitted: cat(&[&a3, &units(&["b1", "b2", "b3"], "b"), &units(&["c1", "c2", "c3"], "c")]),
+            admitted: cat(&[
+                &a3,
+                &units(&["b1", "b2", "b3"], "b"),
+                &units(&["c1", "c2", "c3"], "c"),
+            ]),
             target: "c",
             ..case("")
         },
@@ -191,7 +213,10 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "can preempt lower priority workloads from same CQ",
-            admitted: cat(&[&with_prio(&[("a1_low", -1), ("a2_low", -1), ("a3", 0), ("a4", 0)], "a"), &b5]),
+            admitted: cat(&[
+                &with_prio(&[("a1_low", -1), ("a2_low", -1), ("a3", 0), ("a4", 0)], "a"),
+                &b5,
+            ]),
             cpu: k(2),
             want: vec![("a1_low", InClusterQueue), ("a2_low", InClusterQueue)],
             ..case("")
@@ -237,14 +262,24 @@ fn cases() -> Vec<Case> {
         // It would have been possible to preempt b1 under rule S2-b, but S2-a was possible first.
         Case {
             name: "prefer to preempt workloads that don't make the target CQ have the biggest share",
-            admitted: sized(&[("b1", "b", k(2)), ("b2", "b", k(1)), ("b3", "b", k(2)), ("c1", "c", k(1))]),
+            admitted: sized(&[
+                ("b1", "b", k(2)),
+                ("b2", "b", k(1)),
+                ("b3", "b", k(2)),
+                ("c1", "c", k(1)),
+            ]),
             cpu: 3500,
             want: vec![("b2", InCohortFairSharing)],
             ..case("")
         },
         Case {
             name: "preempt from different cluster queues if the end result has a smaller max share",
-            admitted: sized(&[("b1", "b", k(2)), ("b2", "b", 2500), ("c1", "c", k(2)), ("c2", "c", 2500)]),
+            admitted: sized(&[
+                ("b1", "b", k(2)),
+                ("b2", "b", 2500),
+                ("c1", "c", k(2)),
+                ("c2", "c", 2500),
+            ]),
             cpu: 3500,
             want: vec![("b1", InCohortFairSharing), ("c1", InCohortFairSharing)],
             ..case("")
@@ -264,21 +299,36 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "workloads under priority threshold not capriciously preempted",
-            admitted: cat(&[&a3, &units(&["b1", "b2", "b3"], "b"), &with_prio(&[("preemptible1", -3), ("preemptible2", -3), ("preemptible3", -3)], "preemptible")]),
+            admitted: cat(&[
+                &a3,
+                &units(&["b1", "b2", "b3"], "b"),
+                &with_prio(
+                    &[("preemptible1", -3), ("preemptible2", -3), ("preemptible3", -3)],
+                    "preemptible",
+                ),
+            ]),
             cpu: k(2),
             ..case("")
         },
         Case {
             name: "preempt lower priority first, even if big",
             strategies: vec![LessThanInitialShare],
-            admitted: vec![("a1", "a", 0, "default", k(3)), ("b_low", "b", 0, "default", k(5)), ("b_high", "b", 1, "default", k(1))],
+            admitted: vec![
+                ("a1", "a", 0, "default", k(3)),
+                ("b_low", "b", 0, "default", k(5)),
+                ("b_high", "b", 1, "default", k(1)),
+            ],
             want: vec![("b_low", InCohortFairSharing)],
             ..case("")
         },
         Case {
             name: "preempt workload that doesn't transfer the imbalance, even if high priority",
             strategies: vec![LessThanOrEqualToFinalShare],
-            admitted: vec![("a1", "a", 0, "default", k(3)), ("b_low", "b", 0, "default", k(5)), ("b_high", "b", 1, "default", k(1))],
+            admitted: vec![
+                ("a1", "a", 0, "default", k(3)),
+                ("b_low", "b", 0, "default", k(5)),
+                ("b_high", "b", 1, "default", k(1)),
+            ],
             want: vec![("b_high", InCohortFairSharing)],
             ..case("")
         },
@@ -295,7 +345,11 @@ fn cases() -> Vec<Case> {
             cqs: weighted3(1.0, 0.0, true),
             admitted: cat(&[&a3, &b6]),
             cpu: k(3),
-            want: vec![("b1", InCohortFairSharing), ("b2", InCohortFairSharing), ("b3", InCohortFairSharing)],
+            want: vec![
+                ("b1", InCohortFairSharing),
+                ("b2", InCohortFairSharing),
+                ("b3", InCohortFairSharing),
+            ],
             ..case("")
         },
         Case {
@@ -317,7 +371,13 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "can preempt within cluster queue when no cohort",
-            cqs: vec![cq("a", None, k(1), 1.0, policy(WithinClusterQueue::LowerPriority, ReclaimWithinCohort::Never))],
+            cqs: vec![cq(
+                "a",
+                None,
+                k(1),
+                1.0,
+                policy(WithinClusterQueue::LowerPriority, ReclaimWithinCohort::Never),
+            )],
             admitted: units(&["a1"], "a"),
             priority: 1000,
             want: vec![("a1", InClusterQueue)],
@@ -355,31 +415,60 @@ fn cases() -> Vec<Case> {
                 cq("a", Some("ROOT"), k(5), 10.0, any()),
                 ClusterQueueModel::build("b").cohort("RIGHT").weight(0.1),
             ],
-            cohorts: vec![cohort("ROOT", None, None, 1.0), cohort("RIGHT", Some("ROOT"), Some(k(1)), 0.1)],
-            admitted: cat(&[&with_prio(&[("a1", -1), ("a2", -1), ("a3", -1)], "a"), &with_prio(&[("b1", -1)], "b")]),
+            cohorts: vec![
+                cohort("ROOT", None, None, 1.0),
+                cohort("RIGHT", Some("ROOT"), Some(k(1)), 0.1),
+            ],
+            admitted: cat(&[
+                &with_prio(&[("a1", -1), ("a2", -1), ("a3", -1)], "a"),
+                &with_prio(&[("b1", -1)], "b"),
+            ]),
             cpu: k(5),
-            want: vec![("a1", InClusterQueue), ("a2", InClusterQueue), ("a3", InClusterQueue)],
+            want: vec![
+                ("a1", InClusterQueue),
+                ("a2", InClusterQueue),
+                ("a3", InClusterQueue),
+            ],
             ..case("")
         },
         Case {
             name: "forced to preempt within clusterqueue because borrowing workload too important",
             cqs: vec![
-                cq("a", Some("ROOT"), k(5), 10.0, policy(WithinClusterQueue::LowerPriority, ReclaimWithinCohort::LowerPriority)),
+                cq(
+                    "a",
+                    Some("ROOT"),
+                    k(5),
+                    10.0,
+                    policy(
+                        WithinClusterQueue::LowerPriority,
+                        ReclaimWithinCohort::LowerPriority,
+                    ),
+                ),
                 ClusterQueueModel::build("b").cohort("RIGHT").weight(0.1),
             ],
-            cohorts: vec![cohort("ROOT", None, None, 1.0), cohort("RIGHT", Some("ROOT"), Some(k(3)), 0.1)],
+            cohorts: vec![
+                cohort("ROOT", None, None, 1.0),
+                cohort("RIGHT", Some("ROOT"), Some(k(3)), 0.1),
+            ],
             admitted: cat(&[
                 &with_prio(&[("a1", -1), ("a2", -1), ("a3", -1)], "a"),
                 &vec![("b1", "b", 100, "default", k(4))],
             ]),
             cpu: k(4),
-            want: vec![("a1", InClusterQueue), ("a2", InClusterQueue), ("a3", InClusterQueue)],
+            want: vec![
+                ("a1", InClusterQueue),
+                ("a2", InClusterQueue),
+                ("a3", InClusterQueue),
+            ],
             ..case("")
         },
         // a under A/AA/AAA wants, b under B/BB/BBB uses, CCCC provides; A weighs more than B.
         Case {
             name: "deep preemption",
-            cqs: vec![cq("a", Some("AAA"), 0, 1.0, reclaim_any()), cq("b", Some("BBB"), 0, 1.0, none())],
+            cqs: vec![
+                cq("a", Some("AAA"), 0, 1.0, reclaim_any()),
+                cq("b", Some("BBB"), 0, 1.0, none()),
+            ],
             cohorts: vec![
                 cohort("ROOT", None, None, 1.0),
                 cohort("A", Some("ROOT"), None, 1.01),
@@ -399,14 +488,20 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "cq with zero weight can reclaim nominal quota",
-            cqs: vec![cq("a", Some("ROOT"), k(1), 0.0, reclaim_any()), cq("b", Some("ROOT"), 0, 1.0, none())],
+            cqs: vec![
+                cq("a", Some("ROOT"), k(1), 0.0, reclaim_any()),
+                cq("b", Some("ROOT"), 0, 1.0, none()),
+            ],
             admitted: units(&["b1"], "b"),
             want: vec![("b1", InCohortReclamation)],
             ..case("")
         },
         Case {
             name: "cohort with zero weight can reclaim nominal quota",
-            cqs: vec![cq("a", Some("A"), 0, 0.0, reclaim_any()), cq("b", Some("ROOT"), 0, 1.0, none())],
+            cqs: vec![
+                cq("a", Some("A"), 0, 0.0, reclaim_any()),
+                cq("b", Some("ROOT"), 0, 1.0, none()),
+            ],
             cohorts: vec![cohort("A", Some("ROOT"), Some(k(1)), 0.0)],
             admitted: units(&["b1"], "b"),
             want: vec![("b1", InCohortFairSharing)],
@@ -422,7 +517,10 @@ fn cases() -> Vec<Case> {
                     .flavor("premium", &[("cpu", k(3))])
                     .flavor("cheap", &[("cpu", 0)])
                     .preemption(reclaim_any()),
-                ClusterQueueModel::build("b").cohort("all").flavor("premium", &[("cpu", 0)]).flavor("cheap", &[("cpu", k(6))]),
+                ClusterQueueModel::build("b")
+                    .cohort("all")
+                    .flavor("premium", &[("cpu", 0)])
+                    .flavor("cheap", &[("cpu", k(6))]),
             ],
             admitted: vec![
                 ("a_prem1", "a", 0, "premium", 1000),
@@ -440,13 +538,19 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "zero weight borrowing preemptor cannot preempt from a borrowing CQ with a non-zero weight",
-            cqs: vec![cq("a", Some("all"), k(1), 0.0, reclaim_any()), cq("b", Some("all"), k(1), 1.0, none())],
+            cqs: vec![
+                cq("a", Some("all"), k(1), 0.0, reclaim_any()),
+                cq("b", Some("all"), k(1), 1.0, none()),
+            ],
             admitted: cat(&[&units(&["a1"], "a"), &units(&["b1", "b2"], "b")]),
             ..case("")
         },
         Case {
             name: "zero weight borrowing preemptor can preempt from a borrowing CQ which also has zero weight",
-            cqs: vec![cq("a", Some("all"), k(1), 0.0, reclaim_any()), cq("b", Some("all"), 0, 0.0, none())],
+            cqs: vec![
+                cq("a", Some("all"), k(1), 0.0, reclaim_any()),
+                cq("b", Some("all"), 0, 0.0, none()),
+            ],
             cohorts: vec![cohort("all", None, Some(k(3)), 1.0)],
             admitted: units(&["b1", "b2", "b3"], "b"),
             cpu: k(2),
@@ -455,7 +559,10 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "non-zero weight borrowing preemptor preempts from a borrowing CQ",
-            cqs: vec![cq("a", Some("all"), k(1), 1.0, reclaim_any()), cq("b", Some("all"), 0, 1.0, none())],
+            cqs: vec![
+                cq("a", Some("all"), k(1), 1.0, reclaim_any()),
+                cq("b", Some("all"), 0, 1.0, none()),
+            ],
             cohorts: vec![cohort("all", None, Some(k(3)), 1.0)],
             admitted: units(&["b1", "b2", "b3"], "b"),
             cpu: k(2),
@@ -483,13 +590,19 @@ fn cases() -> Vec<Case> {
         // TestFairPreemptionSkipsUnsatisfiableTournament, both weights: nothing is preempted.
         Case {
             name: "zero weight preemptor: share is +Inf and the tournament is skipped",
-            cqs: vec![cq("a", Some("all"), k(1), 0.0, reclaim_any()), cq("b", Some("all"), k(1), 1.0, none())],
+            cqs: vec![
+                cq("a", Some("all"), k(1), 0.0, reclaim_any()),
+                cq("b", Some("all"), k(1), 1.0, none()),
+            ],
             admitted: cat(&[&units(&["a1"], "a"), &units(&["b1", "b2"], "b")]),
             ..case("")
         },
         Case {
             name: "non-zero weight preemptor: share is finite so the tournament runs",
-            cqs: vec![cq("a", Some("all"), k(1), 1.0, reclaim_any()), cq("b", Some("all"), k(1), 1.0, none())],
+            cqs: vec![
+                cq("a", Some("all"), k(1), 1.0, reclaim_any()),
+                cq("b", Some("all"), k(1), 1.0, none()),
+            ],
             admitted: cat(&[&units(&["a1"], "a"), &units(&["b1", "b2"], "b")]),
             ..case("")
         },
@@ -497,7 +610,8 @@ fn cases() -> Vec<Case> {
 }
 
 fn run(c: &Case) -> Result<(), String> {
-    let cohorts: BTreeMap<String, CohortModel> = c.cohorts.iter().map(|x| (x.name.clone(), x.clone())).collect();
+    let cohorts: BTreeMap<String, CohortModel> =
+        c.cohorts.iter().map(|x| (x.name.clone(), x.clone())).collect();
     let mut tree = QuotaTree::build(&c.cqs, &cohorts);
     let idx = |t: &QuotaTree, n: &str| t.cq(n).ok_or_else(|| format!("no ClusterQueue {n}"));
     let keys: Vec<WorkloadKey> = c.admitted.iter().map(|a| WorkloadKey::new("", a.0)).collect();
@@ -549,7 +663,9 @@ fn run(c: &Case) -> Result<(), String> {
     let after: Vec<FrAmounts> = tree.nodes.iter().map(|n| n.usage.clone()).collect();
     // Zero entries may appear where usage went out and came back.
     let nonzero = |v: Vec<FrAmounts>| -> Vec<FrAmounts> {
-        v.into_iter().map(|m| m.into_iter().filter(|(_, a)| *a != Amount::ZERO).collect()).collect()
+        v.into_iter()
+            .map(|m| m.into_iter().filter(|(_, a)| *a != Amount::ZERO).collect())
+            .collect()
     };
     if nonzero(before) != nonzero(after) {
         return Err("the tree was modified".into());

@@ -83,11 +83,7 @@ pub(super) fn cpu(n: i64) -> Vec<(&'static str, &'static str, i64, bool)> {
     vec![("default", "cpu", n, true)]
 }
 
-pub(super) fn p(
-    within: Within,
-    reclaim: Reclaim,
-    borrow_threshold: Option<i32>,
-) -> PreemptionPolicy {
+pub(super) fn p(within: Within, reclaim: Reclaim, borrow_threshold: Option<i32>) -> PreemptionPolicy {
     PreemptionPolicy {
         within_cluster_queue: within,
         reclaim_within_cohort: reclaim,
@@ -178,18 +174,8 @@ pub(super) fn default_cqs() -> Vec<ClusterQueueModel> {
             &[("cpu", 10, None, None)],
             PreemptionPolicy::default(),
         ),
-        cq(
-            "lend1",
-            Some("cohort-lend"),
-            &[("cpu", 6, None, Some(4))],
-            lower,
-        ),
-        cq(
-            "lend2",
-            Some("cohort-lend"),
-            &[("cpu", 6, None, Some(2))],
-            lower,
-        ),
+        cq("lend1", Some("cohort-lend"), &[("cpu", 6, None, Some(4))], lower),
+        cq("lend2", Some("cohort-lend"), &[("cpu", 6, None, Some(2))], lower),
         cq(
             "a",
             Some("cohort-three"),
@@ -213,11 +199,8 @@ pub(super) fn default_cqs() -> Vec<ClusterQueueModel> {
 
 pub(super) fn run(c: Case) {
     let cqs = c.cqs.clone().unwrap_or_else(default_cqs);
-    let cohorts: BTreeMap<String, CohortModel> = c
-        .cohorts
-        .iter()
-        .map(|co| (co.name.clone(), co.clone()))
-        .collect();
+    let cohorts: BTreeMap<String, CohortModel> =
+        c.cohorts.iter().map(|co| (co.name.clone(), co.clone())).collect();
     let mut tree = QuotaTree::build(&cqs, &cohorts);
     let idx = |tree: &QuotaTree, name: &str| {
         tree.cq(name)
@@ -228,11 +211,7 @@ pub(super) fn run(c: Case) {
             .map(|(f, r, v)| (FlavorResource::new(*f, *r), Amount(*v)))
             .collect()
     };
-    let keys: Vec<WorkloadKey> = c
-        .admitted
-        .iter()
-        .map(|a| WorkloadKey::new("", a.name))
-        .collect();
+    let keys: Vec<WorkloadKey> = c.admitted.iter().map(|a| WorkloadKey::new("", a.name)).collect();
     let usages: Vec<FrAmounts> = c.admitted.iter().map(|a| amounts(&a.usage)).collect();
     for (a, u) in c.admitted.iter().zip(&usages) {
         let i = idx(&tree, a.cq);
@@ -316,12 +295,7 @@ fn preemption_within_cluster_queue_cases() {
         3,
         vec![("low", InClusterQueue), ("mid", InClusterQueue)],
     );
-    let two = || {
-        vec![
-            adm("low", "standalone", -1, 3),
-            adm("mid", "standalone", 0, 3),
-        ]
-    };
+    let two = || vec![adm("low", "standalone", -1, 3), adm("mid", "standalone", 0, 3)];
     standalone("no preemption for low priority", two(), -1, 1, vec![]);
     standalone("not enough low priority workloads", two(), 0, 4, vec![]);
     standalone(
@@ -571,10 +545,7 @@ fn preemption_in_cohort_cases() {
         ],
         0,
         4,
-        vec![
-            ("lend1-low", InClusterQueue),
-            ("lend2-low", InCohortReclamation),
-        ],
+        vec![("lend1-low", InClusterQueue), ("lend2-low", InCohortReclamation)],
     );
     lend1(
         "cannot preempt from other ClusterQueues if exceeds requestable quota including lending limit",

@@ -83,22 +83,8 @@ fn schedule_borrowing_cases() {
         )],
         pending: vec![
             one("eng-beta/new", "eng-beta", "one", 50, &[("cpu", c(1))]).at(-2),
-            one(
-                "eng-alpha/new-alpha",
-                "eng-alpha",
-                "one",
-                1,
-                &[("cpu", c(1))],
-            )
-            .at(-1),
-            one(
-                "eng-gamma/new-gamma",
-                "eng-gamma",
-                "one",
-                50,
-                &[("cpu", c(1))],
-            )
-            .at(0),
+            one("eng-alpha/new-alpha", "eng-alpha", "one", 1, &[("cpu", c(1))]).at(-1),
+            one("eng-gamma/new-gamma", "eng-gamma", "one", 50, &[("cpu", c(1))]).at(0),
         ],
         want_admitted: vec![
             ("eng-beta/new", "one*50 cpu=on-demand"),
@@ -177,22 +163,8 @@ fn schedule_borrowing_cases() {
             cq_in("best-effort", "root", &[("default", "cpu", 0, None)]),
         ],
         pending: vec![
-            one(
-                "eng-alpha/guaranteed",
-                "guaranteed",
-                "one",
-                1,
-                &[("cpu", c(4))],
-            )
-            .priority(0),
-            one(
-                "eng-alpha/best-effort",
-                "best-effort",
-                "one",
-                1,
-                &[("cpu", c(4))],
-            )
-            .priority(3),
+            one("eng-alpha/guaranteed", "guaranteed", "one", 1, &[("cpu", c(4))]).priority(0),
+            one("eng-alpha/best-effort", "best-effort", "one", 1, &[("cpu", c(4))]).priority(3),
         ],
         want_admitted: vec![("eng-alpha/guaranteed", "one*1 cpu=default")],
         want_pending: vec![("eng-alpha/best-effort", WaitingForQuota, "")],
@@ -222,10 +194,7 @@ fn schedule_borrowing_cases() {
             cq_in(
                 "cq2",
                 "cohort",
-                &[
-                    ("on-demand", "cpu", c(1), None),
-                    ("spot", "cpu", c(1), None),
-                ],
+                &[("on-demand", "cpu", c(1), None), ("spot", "cpu", c(1), None)],
             ),
         ],
         admitted: vec![admitted(
@@ -253,9 +222,7 @@ fn schedule_borrowing_cases() {
             main("eng-alpha/blocker", "preempt-attempts-cq", &[("cpu", c(1))]).priority(50),
             &["on-demand"],
         )],
-        pending: vec![
-            main("eng-alpha/test-wl", "preempt-attempts-cq", &[("cpu", c(1))]).priority(100),
-        ],
+        pending: vec![main("eng-alpha/test-wl", "preempt-attempts-cq", &[("cpu", c(1))]).priority(100)],
         want_admitted: vec![("eng-alpha/test-wl", "main*1 cpu=spot")],
         ..Default::default()
     });

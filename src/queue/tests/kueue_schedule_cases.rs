@@ -47,11 +47,7 @@ fn schedule_flavor_and_queueing_cases() {
         name: "flavors with mixed misconfiguration and insufficient quota",
         cqs: vec![custom("custom-cq", "on-demand", c(15))],
         admitted: vec![admitted(
-            main(
-                "sales/existing-on-demand-job",
-                "custom-cq",
-                &[("cpu", c(10))],
-            ),
+            main("sales/existing-on-demand-job", "custom-cq", &[("cpu", c(10))]),
             &["on-demand"],
         )],
         pending: vec![main("sales/new-job", "custom-cq", &[("cpu", c(10))])],
@@ -200,10 +196,7 @@ fn schedule_flavor_and_queueing_cases() {
     });
     run(Case {
         name: "workload exceeds lending limit when borrow in cohort",
-        admitted: vec![admitted(
-            main("lend/a", "lend-b", &[("cpu", c(2))]),
-            &["default"],
-        )],
+        admitted: vec![admitted(main("lend/a", "lend-b", &[("cpu", c(2))]), &["default"])],
         pending: vec![main("lend/b", "lend-b", &[("cpu", c(3))])],
         want_pending: vec![(
             "lend/b",
@@ -289,13 +282,7 @@ fn schedule_flavor_and_queueing_cases() {
             one("eng-beta/existing", "eng-beta", "one", 45, &[("cpu", c(1))]),
             &["on-demand"],
         )],
-        pending: vec![one(
-            "eng-alpha/new",
-            "eng-alpha",
-            "one",
-            60,
-            &[("cpu", c(1))],
-        )],
+        pending: vec![one("eng-alpha/new", "eng-alpha", "one", 60, &[("cpu", c(1))])],
         want_admitted: vec![("eng-alpha/new", "one*60 cpu=spot")],
         ..Default::default()
     });
@@ -336,11 +323,7 @@ fn schedule_flavor_and_queueing_cases() {
     // quota part (80 CPU only fit in spot by borrowing) is.
     run(Case {
         name: "pending admission check with nofit and fit flavors",
-        pending: vec![main(
-            "eng-beta/pending-check",
-            "eng-beta",
-            &[("cpu", c(80))],
-        )],
+        pending: vec![main("eng-beta/pending-check", "eng-beta", &[("cpu", c(80))])],
         want_admitted: vec![("eng-beta/pending-check", "main*1 cpu=spot")],
         ..Default::default()
     });

@@ -42,12 +42,7 @@ fn schedule_preemption_flavor_choice_cases() {
         want_evicted: vec![(
             "eng-beta/b1",
             InCohortReclamation,
-            msg(
-                RECLAIM,
-                "wl-preemptor",
-                "/other/other-alpha",
-                "/other/other-beta",
-            ),
+            msg(RECLAIM, "wl-preemptor", "/other/other-alpha", "/other/other-beta"),
         )],
         want_pending: vec![(
             "eng-alpha/preemptor",
@@ -88,12 +83,7 @@ fn schedule_preemption_flavor_choice_cases() {
             want_evicted: vec![(
                 "eng-alpha/a1",
                 InClusterQueue,
-                msg(
-                    PRIO,
-                    "wl-preemptor",
-                    "/other/other-alpha",
-                    "/other/other-alpha",
-                ),
+                msg(PRIO, "wl-preemptor", "/other/other-alpha", "/other/other-alpha"),
             )],
             want_pending: vec![("eng-alpha/preemptor", WaitingForPreemptedWorkloads, message)],
             ..Default::default()
@@ -102,38 +92,19 @@ fn schedule_preemption_flavor_choice_cases() {
     run(Case {
         name: "workload requiring reclaimation prioritized over wl in another full cq",
         cqs: vec![
-            other(
-                "CQ1",
-                "gpu",
-                &[("on-demand", 10)],
-                PreemptionPolicy::default(),
-            ),
+            other("CQ1", "gpu", &[("on-demand", 10)], PreemptionPolicy::default()),
             other(
                 "CQ2",
                 "gpu",
                 &[("on-demand", 10)],
                 policy(Within::Never, Reclaim::Any, Borrow::Never),
             ),
-            other(
-                "CQ3",
-                "gpu",
-                &[("on-demand", 0)],
-                PreemptionPolicy::default(),
-            ),
+            other("CQ3", "gpu", &[("on-demand", 0)], PreemptionPolicy::default()),
         ],
         admitted: vec![
-            admitted(
-                gpu("eng-alpha/Admitted-Workload-1", "CQ1", 5, 0),
-                &["on-demand"],
-            ),
-            admitted(
-                gpu("eng-gamma/Admitted-Workload-2", "CQ3", 5, 0),
-                &["on-demand"],
-            ),
-            admitted(
-                gpu("eng-gamma/Admitted-Workload-3", "CQ3", 5, 1),
-                &["on-demand"],
-            ),
+            admitted(gpu("eng-alpha/Admitted-Workload-1", "CQ1", 5, 0), &["on-demand"]),
+            admitted(gpu("eng-gamma/Admitted-Workload-2", "CQ3", 5, 0), &["on-demand"]),
+            admitted(gpu("eng-gamma/Admitted-Workload-3", "CQ3", 5, 1), &["on-demand"]),
         ],
         pending: vec![
             gpu("eng-alpha/WL1", "CQ1", 10, 0).at(0),
@@ -196,12 +167,7 @@ fn schedule_fungibility_preference_cases() {
         want_evicted: vec![(
             "default/low-pob",
             InClusterQueue,
-            msg(
-                PRIO,
-                "wl-high-pob",
-                "/pob-cohort/pob-cq",
-                "/pob-cohort/pob-cq",
-            ),
+            msg(PRIO, "wl-high-pob", "/pob-cohort/pob-cq", "/pob-cohort/pob-cq"),
         )],
         want_pending: vec![(
             "default/high-pob",
@@ -236,11 +202,7 @@ fn schedule_fungibility_preference_cases() {
             ClusterQueueModel::build("nopc-cq")
                 .cohort("nopc-mid")
                 .within(Within::LowerPriority)
-                .fungibility(fungibility(
-                    TryNextFlavor,
-                    TryNextFlavor,
-                    PreemptionOverBorrowing,
-                ))
+                .fungibility(fungibility(TryNextFlavor, TryNextFlavor, PreemptionOverBorrowing))
                 .flavor_limits("on-demand", &[("cpu", c(5), Some(0), None)])
                 .flavor("spot", &[("cpu", 0)]),
             ClusterQueueModel::build("nopc-sibling")

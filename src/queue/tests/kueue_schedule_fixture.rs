@@ -163,11 +163,7 @@ pub(super) fn main(key: &str, cq: &str, req: &[(&str, i64)]) -> WorkloadModel {
 }
 
 /// `ClusterQueue` in a cohort with one resource group of flavors with (nominal, borrowingLimit).
-pub(super) fn cq_in(
-    name: &str,
-    cohort: &str,
-    fl: &[(&str, &str, i64, Option<i64>)],
-) -> ClusterQueueModel {
+pub(super) fn cq_in(name: &str, cohort: &str, fl: &[(&str, &str, i64, Option<i64>)]) -> ClusterQueueModel {
     fl.iter().fold(
         ClusterQueueModel::build(name).cohort(cohort),
         |cq, (f, r, n, b)| cq.flavor_limits(f, &[(*r, *n, *b, None)]),
@@ -190,12 +186,7 @@ pub(super) const PRIO: &str = "prioritization in the ClusterQueue";
 pub(super) const RECLAIM: &str = "reclamation within the cohort";
 
 /// A ClusterQueue in cohort `other` with one flavor group over `res`: (flavor, nominal).
-pub(super) fn other(
-    name: &str,
-    res: &str,
-    fl: &[(&str, i64)],
-    p: PreemptionPolicy,
-) -> ClusterQueueModel {
+pub(super) fn other(name: &str, res: &str, fl: &[(&str, i64)], p: PreemptionPolicy) -> ClusterQueueModel {
     fl.iter().fold(
         ClusterQueueModel::build(name).cohort("other").preemption(p),
         |cq, (f, n)| cq.flavor(f, &[(res, *n)]),
@@ -255,16 +246,8 @@ pub(super) fn admission_of(w: &WorkloadModel, flavors: &[&str]) -> Admission {
             .map(|(ps, f)| PodSetAssignment {
                 name: ps.name.clone(),
                 count: ps.count,
-                flavors: ps
-                    .requests
-                    .keys()
-                    .map(|r| (r.clone(), f.to_string()))
-                    .collect(),
-                resource_usage: ps
-                    .requests
-                    .keys()
-                    .map(|r| (r.clone(), ps.total(r)))
-                    .collect(),
+                flavors: ps.requests.keys().map(|r| (r.clone(), f.to_string())).collect(),
+                resource_usage: ps.requests.keys().map(|r| (r.clone(), ps.total(r))).collect(),
             })
             .collect(),
     }
@@ -287,15 +270,8 @@ pub(super) fn setup(c: &Case) -> AdmissionCore {
             .unwrap_or_else(|e| panic!("{}: ClusterQueue {name}: {e}", c.name));
     }
     for Admitted(w, fl) in &c.admitted {
-        assert_eq!(
-            w.podsets.len(),
-            fl.len(),
-            "{}: flavors of {}",
-            c.name,
-            w.key
-        );
-        core.record_admitted(w.clone(), admission_of(w, fl), 0)
-            .unwrap();
+        assert_eq!(w.podsets.len(), fl.len(), "{}: flavors of {}", c.name, w.key);
+        core.record_admitted(w.clone(), admission_of(w, fl), 0).unwrap();
     }
     for w in &c.pending {
         core.add_workload(w.clone()).unwrap();

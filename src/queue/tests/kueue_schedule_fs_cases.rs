@@ -21,7 +21,9 @@ use WithinClusterQueue as Within;
 const FS: &str = "Fair Sharing within the cohort";
 
 fn on_demand(name: &str, cohort: &str, cpu: i64) -> ClusterQueueModel {
-    ClusterQueueModel::build(name).cohort(cohort).flavor("on-demand", &[("cpu", c(cpu))])
+    ClusterQueueModel::build(name)
+        .cohort(cohort)
+        .flavor("on-demand", &[("cpu", c(cpu))])
 }
 
 fn cohort_with(name: &str, parent: Option<&str>, flavor: &str, cpu: i64) -> CohortModel {
@@ -63,14 +65,23 @@ fn schedule_fair_sharing_ordering_cases() {
             "eng",
         )],
         admitted: vec![
-            admitted(one("eng-alpha/all_nominal", "eng-alpha", "one", 50, &[("cpu", c(1))]), &["on-demand"]),
-            admitted(one("eng-beta/borrowing", "eng-beta", "one", 55, &[("cpu", c(1))]), &["on-demand"]),
+            admitted(
+                one("eng-alpha/all_nominal", "eng-alpha", "one", 50, &[("cpu", c(1))]),
+                &["on-demand"],
+            ),
+            admitted(
+                one("eng-beta/borrowing", "eng-beta", "one", 55, &[("cpu", c(1))]),
+                &["on-demand"],
+            ),
         ],
         pending: vec![
             one("eng-beta/older_new", "eng-beta", "one", 1, &[("cpu", c(1))]).at(-60),
             one("eng-alpha/new", "eng-alpha", "one", 5, &[("cpu", c(1))]).at(0),
         ],
-        want_admitted: vec![("eng-alpha/new", "one*5 cpu=on-demand"), ("eng-beta/older_new", "one*1 cpu=spot")],
+        want_admitted: vec![
+            ("eng-alpha/new", "one*5 cpu=on-demand"),
+            ("eng-beta/older_new", "one*1 cpu=spot"),
+        ],
         ..Default::default()
     });
     // ROOT over COHORT-A (10: cq-a) and COHORT-B (cq-b 5, cq-c 0, using 10): wl-a keeps its
@@ -153,13 +164,20 @@ fn schedule_fair_sharing_ordering_cases() {
             admitted(alpha("od-admitted", "cq-b", 8), &["on-demand"]),
         ],
         pending: vec![alpha("wl-a", "cq-a", 4), alpha("wl-b", "cq-b", 4)],
-        want_admitted: vec![("eng-alpha/wl-a", "one*1 cpu=on-demand"), ("eng-alpha/wl-b", "one*1 cpu=spot")],
+        want_admitted: vec![
+            ("eng-alpha/wl-a", "one*1 cpu=on-demand"),
+            ("eng-alpha/wl-b", "one*1 cpu=spot"),
+        ],
         ..Default::default()
     });
     run(Case {
         name: "hierarchical fair sharing schedule workload which wins tournament",
         fair: true,
-        cohorts: vec![cohort_with("A", None, "on-demand", 200), bare("B", Some("A")), bare("C", Some("A"))],
+        cohorts: vec![
+            cohort_with("A", None, "on-demand", 200),
+            bare("B", Some("A")),
+            bare("C", Some("A")),
+        ],
         cqs: vec![
             on_demand("d", "B", 0),
             on_demand("e", "B", 0),
@@ -171,7 +189,12 @@ fn schedule_fair_sharing_ordering_cases() {
             admitted(alpha("e0", "e", 20), &["on-demand"]),
             admitted(alpha("g0", "g", 100), &["on-demand"]),
         ],
-        pending: vec![alpha("d1", "d", 70), alpha("e1", "e", 61), alpha("f1", "f", 1), alpha("g1", "g", 1)],
+        pending: vec![
+            alpha("d1", "d", 70),
+            alpha("e1", "e", 61),
+            alpha("f1", "f", 1),
+            alpha("g1", "g", 1),
+        ],
         want_admitted: vec![("eng-alpha/d1", "one*1 cpu=on-demand")],
         want_pending: vec![
             ("eng-alpha/e1", WaitingForQuota, ""),
@@ -192,10 +215,20 @@ fn schedule_fair_sharing_ordering_cases() {
         ..Default::default()
     });
     for (name, w) in [
-        ("fair sharing two queues with weight 0 schedules workload which borrows less", 0.0),
-        ("fair sharing two queues with high weight schedules workload which borrows less", 123456789.0),
+        (
+            "fair sharing two queues with weight 0 schedules workload which borrows less",
+            0.0,
+        ),
+        (
+            "fair sharing two queues with high weight schedules workload which borrows less",
+            123456789.0,
+        ),
     ] {
-        let q = |n: &str| on_demand(n, "A", 0).weight(w).preemption(p(Within::Never, Reclaim::Any));
+        let q = |n: &str| {
+            on_demand(n, "A", 0)
+                .weight(w)
+                .preemption(p(Within::Never, Reclaim::Any))
+        };
         run(Case {
             name,
             fair: true,
@@ -274,16 +307,18 @@ fn schedule_fair_sharing_ordering_cases() {
                     .flavor_limits("on-demand", &[("gpu", 5, None, None)])
                     .flavor_limits("spot", &[("gpu", 7, None, None)]),
             ],
-            cqs: vec![ClusterQueueModel::build("queue1")
-                .cohort("child-cohort")
-                .preemption(p(Within::LowerPriority, Reclaim::Any))
-                .fungibility(fungibility(
-                    FungibilityPolicy::TryNextFlavor,
-                    FungibilityPolicy::TryNextFlavor,
-                    FungibilityPreference::BorrowingOverPreemption,
-                ))
-                .flavor("on-demand", &gpu(3))
-                .flavor("spot", &gpu(3))],
+            cqs: vec![
+                ClusterQueueModel::build("queue1")
+                    .cohort("child-cohort")
+                    .preemption(p(Within::LowerPriority, Reclaim::Any))
+                    .fungibility(fungibility(
+                        FungibilityPolicy::TryNextFlavor,
+                        FungibilityPolicy::TryNextFlavor,
+                        FungibilityPreference::BorrowingOverPreemption,
+                    ))
+                    .flavor("on-demand", &gpu(3))
+                    .flavor("spot", &gpu(3)),
+            ],
             admitted: vec![
                 admitted(main("default/a1", "queue1", &gpu(8)), &["on-demand"]),
                 admitted(main("default/a2", "queue1", &gpu(3)), &["spot"]),
@@ -310,19 +345,36 @@ fn schedule_fair_sharing_preemption_cases() {
             "eng",
         )],
         admitted: {
-            let mut v = vec![admitted(main("eng-alpha/all_spot", "eng-alpha", &[("cpu", c(100))]), &["spot"])];
+            let mut v = vec![admitted(
+                main("eng-alpha/all_spot", "eng-alpha", &[("cpu", c(100))]),
+                &["spot"],
+            )];
             for n in ["alpha1", "alpha2", "alpha3", "alpha4"] {
-                v.push(admitted(main(&format!("eng-alpha/{n}"), "eng-alpha", &[("cpu", c(20))]), &["on-demand"]));
+                v.push(admitted(
+                    main(&format!("eng-alpha/{n}"), "eng-alpha", &[("cpu", c(20))]),
+                    &["on-demand"],
+                ));
             }
             for (n, cpu) in [("gamma1", 10), ("gamma2", 20), ("gamma3", 20), ("gamma4", 20)] {
-                v.push(admitted(main(&format!("eng-gamma/{n}"), "eng-gamma", &[("cpu", c(cpu))]), &["on-demand"]));
+                v.push(admitted(
+                    main(&format!("eng-gamma/{n}"), "eng-gamma", &[("cpu", c(cpu))]),
+                    &["on-demand"],
+                ));
             }
             v
         },
         pending: vec![preemptor("eng-beta/preemptor", "eng-beta", &[("cpu", c(30))])],
         want_evicted: vec![
-            ("eng-alpha/alpha1", InCohortReclamation, msg(RECLAIM, "wl-preemptor", beta_path, alpha_path)),
-            ("eng-gamma/gamma1", InCohortReclamation, msg(RECLAIM, "wl-preemptor", beta_path, "/eng/eng-gamma")),
+            (
+                "eng-alpha/alpha1",
+                InCohortReclamation,
+                msg(RECLAIM, "wl-preemptor", beta_path, alpha_path),
+            ),
+            (
+                "eng-gamma/gamma1",
+                InCohortReclamation,
+                msg(RECLAIM, "wl-preemptor", beta_path, "/eng/eng-gamma"),
+            ),
         ],
         want_pending: vec![(
             "eng-beta/preemptor",
@@ -332,7 +384,10 @@ fn schedule_fair_sharing_preemption_cases() {
         ..Default::default()
     });
     let other = |name: &str, pol: PreemptionPolicy, res: &[(&str, i64)]| {
-        ClusterQueueModel::build(name).cohort("other").preemption(pol).flavor("default", res)
+        ClusterQueueModel::build(name)
+            .cohort("other")
+            .preemption(pol)
+            .flavor("default", res)
     };
     let within = p(Within::LowerPriority, Reclaim::Never);
     // Kueue's fixture leaves reclaimWithinCohort unset (""), which its flavor assigner reads as
@@ -392,17 +447,48 @@ fn schedule_fair_sharing_preemption_cases() {
             other("resource-bank", PreemptionPolicy::default(), &[("cpu", c(9))]),
         ],
         admitted: vec![
-            admitted(main("eng-alpha/a1", "other-alpha", &[("alpha-resource", 1)]), &["default"]),
-            admitted(main("eng-beta/b1", "other-beta", &[("beta-resource", 1)]), &["default"]),
-            admitted(main("eng-gamma/c1", "other-gamma", &[("cpu", c(9)), ("gamma-resource", 1)]), &["default"]),
+            admitted(
+                main("eng-alpha/a1", "other-alpha", &[("alpha-resource", 1)]),
+                &["default"],
+            ),
+            admitted(
+                main("eng-beta/b1", "other-beta", &[("beta-resource", 1)]),
+                &["default"],
+            ),
+            admitted(
+                main(
+                    "eng-gamma/c1",
+                    "other-gamma",
+                    &[("cpu", c(9)), ("gamma-resource", 1)],
+                ),
+                &["default"],
+            ),
         ],
         pending: vec![
-            preemptor("eng-alpha/preemptor", "other-alpha", &[("cpu", c(3)), ("alpha-resource", 1)]).priority(100),
-            main("eng-beta/pretending-preemptor", "other-beta", &[("cpu", c(3)), ("beta-resource", 1)]).priority(99),
+            preemptor(
+                "eng-alpha/preemptor",
+                "other-alpha",
+                &[("cpu", c(3)), ("alpha-resource", 1)],
+            )
+            .priority(100),
+            main(
+                "eng-beta/pretending-preemptor",
+                "other-beta",
+                &[("cpu", c(3)), ("beta-resource", 1)],
+            )
+            .priority(99),
         ],
         want_evicted: vec![
-            ("eng-alpha/a1", InClusterQueue, msg(PRIO, "wl-preemptor", "/other/other-alpha", "/other/other-alpha")),
-            ("eng-gamma/c1", InCohortFairSharing, msg(FS, "wl-preemptor", "/other/other-alpha", "/other/other-gamma")),
+            (
+                "eng-alpha/a1",
+                InClusterQueue,
+                msg(PRIO, "wl-preemptor", "/other/other-alpha", "/other/other-alpha"),
+            ),
+            (
+                "eng-gamma/c1",
+                InCohortFairSharing,
+                msg(FS, "wl-preemptor", "/other/other-alpha", "/other/other-gamma"),
+            ),
         ],
         want_pending: vec![
             (
@@ -426,10 +512,16 @@ fn schedule_fair_sharing_preemption_cases() {
                 .preemption(p(Within::LowerPriority, Reclaim::LowerPriority))
                 .flavor("on-demand", &gpu(7))
                 .flavor("spot", &gpu(7)),
-            ClusterQueueModel::build("other-beta").cohort("other").flavor("on-demand", &gpu(3)).flavor("spot", &gpu(3)),
+            ClusterQueueModel::build("other-beta")
+                .cohort("other")
+                .flavor("on-demand", &gpu(3))
+                .flavor("spot", &gpu(3)),
         ],
         admitted: vec![
-            admitted(main("eng-alpha/a1", "other-alpha", &gpu(5)).priority(50), &["on-demand"]),
+            admitted(
+                main("eng-alpha/a1", "other-alpha", &gpu(5)).priority(50),
+                &["on-demand"],
+            ),
             admitted(main("eng-beta/b1", "other-beta", &gpu(5)).priority(50), &["spot"]),
         ],
         pending: vec![preemptor("eng-alpha/preemptor", "other-alpha", &gpu(8)).priority(100)],
@@ -448,11 +540,23 @@ fn schedule_fair_sharing_preemption_cases() {
     run(Case {
         name: "fair sharing: in-CQ preemption for CQ without cohort; repro for nil pointer panic",
         fair: true,
-        cqs: vec![ClusterQueueModel::build("no-cohort-cq")
-            .preemption(within)
-            .flavor("default", &[("cpu", c(4))])],
-        admitted: vec![admitted(main("default/nc-low", "no-cohort-cq", &[("cpu", c(4))]).priority(-1), &["default"])],
-        pending: vec![uids(main("default/nc-high", "no-cohort-cq", &[("cpu", c(4))]), "wl-nc-high", "job-nc-high").priority(100)],
+        cqs: vec![
+            ClusterQueueModel::build("no-cohort-cq")
+                .preemption(within)
+                .flavor("default", &[("cpu", c(4))]),
+        ],
+        admitted: vec![admitted(
+            main("default/nc-low", "no-cohort-cq", &[("cpu", c(4))]).priority(-1),
+            &["default"],
+        )],
+        pending: vec![
+            uids(
+                main("default/nc-high", "no-cohort-cq", &[("cpu", c(4))]),
+                "wl-nc-high",
+                "job-nc-high",
+            )
+            .priority(100),
+        ],
         want_evicted: vec![(
             "default/nc-low",
             InClusterQueue,
@@ -484,12 +588,24 @@ fn schedule_fair_sharing_preemption_cases() {
                 .flavor("on-demand", &[("cpu", 0)])
                 .flavor("spot", &[("cpu", c(5))]),
         ],
-        admitted: vec![admitted(main("default/fs-low-pob", "fs-pob-cq", &[("cpu", c(5))]).priority(-1), &["on-demand"])],
-        pending: vec![uids(main("default/fs-high-pob", "fs-pob-cq", &[("cpu", c(5))]), "wl-fs-high-pob", "job-fs-high-pob")],
+        admitted: vec![admitted(
+            main("default/fs-low-pob", "fs-pob-cq", &[("cpu", c(5))]).priority(-1),
+            &["on-demand"],
+        )],
+        pending: vec![uids(
+            main("default/fs-high-pob", "fs-pob-cq", &[("cpu", c(5))]),
+            "wl-fs-high-pob",
+            "job-fs-high-pob",
+        )],
         want_evicted: vec![(
             "default/fs-low-pob",
             InClusterQueue,
-            msg(PRIO, "wl-fs-high-pob", "/fs-pob-cohort/fs-pob-cq", "/fs-pob-cohort/fs-pob-cq"),
+            msg(
+                PRIO,
+                "wl-fs-high-pob",
+                "/fs-pob-cohort/fs-pob-cq",
+                "/fs-pob-cohort/fs-pob-cq",
+            ),
         )],
         want_pending: vec![(
             "default/fs-high-pob",

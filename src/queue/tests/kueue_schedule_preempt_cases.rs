@@ -33,11 +33,7 @@ fn schedule_preemption_cases() {
                 &["on-demand"],
             ),
         ],
-        pending: vec![preemptor(
-            "eng-beta/preemptor",
-            "eng-beta",
-            &[("cpu", c(20))],
-        )],
+        pending: vec![preemptor("eng-beta/preemptor", "eng-beta", &[("cpu", c(20))])],
         want_evicted: vec![
             (
                 "eng-alpha/borrower",
@@ -79,12 +75,7 @@ fn schedule_preemption_cases() {
         want_evicted: vec![(
             "eng-alpha/use-all",
             InCohortReclamation,
-            msg(
-                RECLAIM,
-                "wl-preemptor",
-                "/other/other-beta",
-                "/other/other-alpha",
-            ),
+            msg(RECLAIM, "wl-preemptor", "/other/other-beta", "/other/other-alpha"),
         )],
         want_pending: vec![
             (
@@ -180,12 +171,7 @@ fn schedule_preemption_cases() {
                 (
                     k,
                     InClusterQueue,
-                    msg(
-                        PRIO,
-                        "wl-incoming",
-                        "/other/other-alpha",
-                        "/other/other-alpha",
-                    ),
+                    msg(PRIO, "wl-incoming", "/other/other-alpha", "/other/other-alpha"),
                 )
             })
             .collect(),
@@ -267,12 +253,7 @@ fn schedule_preemption_cases() {
         want_evicted: vec![(
             "eng-beta/b1",
             InClusterQueue,
-            msg(
-                PRIO,
-                "wl-preemptor",
-                "/other/other-beta",
-                "/other/other-beta",
-            ),
+            msg(PRIO, "wl-preemptor", "/other/other-beta", "/other/other-beta"),
         )],
         want_pending: vec![(
             "eng-beta/preemptor",
@@ -299,29 +280,16 @@ fn schedule_preemption_cases() {
                 main("eng-alpha/a1", "other-alpha", &[("cpu", c(2))]),
                 &["default"],
             ),
-            admitted(
-                main("eng-beta/b1", "other-beta", &[("cpu", c(2))]),
-                &["default"],
-            ),
+            admitted(main("eng-beta/b1", "other-beta", &[("cpu", c(2))]), &["default"]),
         ],
         pending: vec![
             preemptor("eng-alpha/preemptor", "other-alpha", &[("cpu", c(3))]).priority(100),
-            main(
-                "eng-beta/pretending-preemptor",
-                "other-beta",
-                &[("cpu", c(3))],
-            )
-            .priority(99),
+            main("eng-beta/pretending-preemptor", "other-beta", &[("cpu", c(3))]).priority(99),
         ],
         want_evicted: vec![(
             "eng-alpha/a1",
             InClusterQueue,
-            msg(
-                PRIO,
-                "wl-preemptor",
-                "/other/other-alpha",
-                "/other/other-alpha",
-            ),
+            msg(PRIO, "wl-preemptor", "/other/other-alpha", "/other/other-alpha"),
         )],
         want_pending: vec![
             (
@@ -342,12 +310,7 @@ fn schedule_preemption_cases() {
                 .flavor("default", &[("cpu", c(4))]),
         ],
         admitted: vec![admitted(
-            main(
-                "sales/low-priority",
-                "preempt-zero-gpu-cq",
-                &[("cpu", c(4))],
-            )
-            .priority(-1),
+            main("sales/low-priority", "preempt-zero-gpu-cq", &[("cpu", c(4))]).priority(-1),
             &["default"],
         )],
         pending: vec![preemptor(

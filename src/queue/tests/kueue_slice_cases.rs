@@ -154,9 +154,9 @@ fn a_replacement_slice_reclaims_within_the_cohort() {
         )]
     );
     assert!(
-        r.evictions[0]
-            .message
-            .contains("due to reclamation within the cohort; preemptor path: /c/svc-cq; preemptee path: /c/batch-cq"),
+        r.evictions[0].message.contains(
+            "due to reclamation within the cohort; preemptor path: /c/svc-cq; preemptee path: /c/batch-cq"
+        ),
         "{}",
         r.evictions[0].message
     );

@@ -129,12 +129,21 @@ mod tests {
         assert_eq!(labels[c::LABEL_APP_NAME], "kuberay");
         assert_eq!(labels[c::LABEL_CREATED_BY], "kuberay-operator");
         let owner = &sa.metadata.owner_references.clone().unwrap_or_default()[0];
-        assert_eq!((owner.kind.as_str(), owner.controller), ("RayCluster", Some(true)));
+        assert_eq!(
+            (owner.kind.as_str(), owner.controller),
+            ("RayCluster", Some(true))
+        );
 
         let rules = role(&rc).rules.unwrap_or_default();
         let flat: Vec<(String, String, Vec<String>)> = rules
             .iter()
-            .map(|r| (r.api_groups.clone().unwrap_or_default().join(","), r.resources.clone().unwrap_or_default().join(","), r.verbs.clone()))
+            .map(|r| {
+                (
+                    r.api_groups.clone().unwrap_or_default().join(","),
+                    r.resources.clone().unwrap_or_default().join(","),
+                    r.verbs.clone(),
+                )
+            })
             .collect();
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         assert_eq!(
@@ -149,7 +158,14 @@ mod tests {
         assert_eq!(rb.role_ref.name, "raycluster-autoscaler");
         assert_eq!(rb.role_ref.kind, "Role");
         let subject = &rb.subjects.unwrap_or_default()[0];
-        assert_eq!((subject.kind.as_str(), subject.name.as_str(), subject.namespace.as_deref()), ("ServiceAccount", "raycluster-autoscaler", Some("ml")));
+        assert_eq!(
+            (
+                subject.kind.as_str(),
+                subject.name.as_str(),
+                subject.namespace.as_deref()
+            ),
+            ("ServiceAccount", "raycluster-autoscaler", Some("ml"))
+        );
     }
 
     /// KubeRay `common/rbac_test.go` TestBuildRoleBindingSubjectAndRoleRefName: the user's own

@@ -66,10 +66,7 @@ pub fn child_cluster(
     let rs_name = rs.metadata.name.clone().unwrap_or_default();
     let mut labels = rs.metadata.labels.clone().unwrap_or_default();
     labels.insert(c::LABEL_ORIGINATED_FROM_CR_NAME.into(), rs_name.clone());
-    labels.insert(
-        c::LABEL_ORIGINATED_FROM_CRD.into(),
-        c::CRD_RAY_SERVICE.into(),
-    );
+    labels.insert(c::LABEL_ORIGINATED_FROM_CRD.into(), c::CRD_RAY_SERVICE.into());
     let mut annotations = rs.metadata.annotations.clone().unwrap_or_default();
     annotations.insert(
         c::ANNOTATION_HASH_WITHOUT_REPLICAS.into(),
@@ -79,10 +76,7 @@ pub fn child_cluster(
         c::ANNOTATION_NUM_WORKER_GROUPS.into(),
         rs.spec.ray_cluster_config.worker_groups().len().to_string(),
     );
-    annotations.insert(
-        c::ANNOTATION_KUBERAY_VERSION.into(),
-        operator_version.into(),
-    );
+    annotations.insert(c::ANNOTATION_KUBERAY_VERSION.into(), operator_version.into());
     let mut spec = rs.spec.ray_cluster_config.clone();
     if pending_incremental {
         for g in spec.worker_group_specs.iter_mut().flatten() {
@@ -151,10 +145,7 @@ mod tests {
             ),
             ("x", "1", "v1.7.0")
         );
-        assert_eq!(
-            m.owner_references.as_ref().unwrap()[0].controller,
-            Some(true)
-        );
+        assert_eq!(m.owner_references.as_ref().unwrap()[0].controller, Some(true));
         assert_eq!(rc.spec.suspend, Some(true), "suspend is copied at creation");
         assert_eq!(rc.spec.worker_groups()[0].replicas, Some(2));
         assert_eq!(compare(&svc, &rc), SpecMatch::Same);

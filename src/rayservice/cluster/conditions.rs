@@ -18,12 +18,7 @@ pub struct ConditionPlan {
 }
 
 /// Merges `plan` into `existing` with apimachinery's `SetStatusCondition` semantics.
-pub fn merge_condition(
-    existing: &mut Vec<Condition>,
-    plan: &ConditionPlan,
-    now: &Time,
-    generation: i64,
-) {
+pub fn merge_condition(existing: &mut Vec<Condition>, plan: &ConditionPlan, now: &Time, generation: i64) {
     if plan.refresh {
         existing.retain(|c| c.type_ != plan.type_);
     }

@@ -167,7 +167,10 @@ mod tests {
         // An absent scaleStrategy, an empty one and one the autoscaler filled hash alike (KubeRay's is
         // a value struct); the chaos I4 check recomputes this hash on a live active cluster.
         let mut absent = base();
-        absent["workerGroupSpecs"][0].as_object_mut().unwrap().remove("scaleStrategy");
+        absent["workerGroupSpecs"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("scaleStrategy");
         let mut empty = base();
         empty["workerGroupSpecs"][0]["scaleStrategy"] = json!({});
         assert_eq!(hash_without_replicas_and_workers_to_delete(&spec(absent)), h);
@@ -212,10 +215,7 @@ mod tests {
         let same = head_pod_stamp(&h, "v1.7.0");
         let stale = head_pod_stamp("OLDHASH", "v1.7.0");
         let other_version = head_pod_stamp("OLDHASH", "v1.6.0");
-        assert_eq!(
-            recreate_decision(&rc, None, "v1.7.0"),
-            RecreateDecision::Keep
-        );
+        assert_eq!(recreate_decision(&rc, None, "v1.7.0"), RecreateDecision::Keep);
         assert_eq!(
             recreate_decision(&rc, Some(&same), "v1.7.0"),
             RecreateDecision::Keep

@@ -14,10 +14,7 @@ pub fn pod_labels(
     overrides: &BTreeMap<String, String>,
 ) -> BTreeMap<String, String> {
     let mut labels = BTreeMap::from([
-        (
-            c::LABEL_IS_RAY_NODE.to_string(),
-            c::IS_RAY_NODE_YES.to_string(),
-        ),
+        (c::LABEL_IS_RAY_NODE.to_string(), c::IS_RAY_NODE_YES.to_string()),
         (c::LABEL_CLUSTER.to_string(), cluster.to_string()),
         (c::LABEL_NODE_TYPE.to_string(), node_type.to_string()),
         (c::LABEL_GROUP.to_string(), group.to_string()),
@@ -25,14 +22,8 @@ pub fn pod_labels(
             c::LABEL_IDENTIFIER.to_string(),
             names::identifier(cluster, node_type),
         ),
-        (
-            c::LABEL_APP_NAME.to_string(),
-            c::APPLICATION_NAME.to_string(),
-        ),
-        (
-            c::LABEL_CREATED_BY.to_string(),
-            c::COMPONENT_NAME.to_string(),
-        ),
+        (c::LABEL_APP_NAME.to_string(), c::APPLICATION_NAME.to_string()),
+        (c::LABEL_CREATED_BY.to_string(), c::COMPONENT_NAME.to_string()),
     ]);
     for (k, v) in overrides {
         if k == c::LABEL_NODE_TYPE || k == c::LABEL_GROUP || k == c::LABEL_CLUSTER {
@@ -57,28 +48,23 @@ pub fn merge(
 pub fn head_service_selector(cluster: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         (c::LABEL_CLUSTER.to_string(), cluster.to_string()),
-        (
-            c::LABEL_NODE_TYPE.to_string(),
-            c::NODE_TYPE_HEAD.to_string(),
-        ),
+        (c::LABEL_NODE_TYPE.to_string(), c::NODE_TYPE_HEAD.to_string()),
         (
             c::LABEL_IDENTIFIER.to_string(),
             names::identifier(cluster, c::NODE_TYPE_HEAD),
         ),
-        (
-            c::LABEL_APP_NAME.to_string(),
-            c::APPLICATION_NAME.to_string(),
-        ),
-        (
-            c::LABEL_CREATED_BY.to_string(),
-            c::COMPONENT_NAME.to_string(),
-        ),
+        (c::LABEL_APP_NAME.to_string(), c::APPLICATION_NAME.to_string()),
+        (c::LABEL_CREATED_BY.to_string(), c::COMPONENT_NAME.to_string()),
     ])
 }
 
 /// The value of one label on a Pod, if set.
 pub fn pod_label<'a>(p: &'a k8s_openapi::api::core::v1::Pod, key: &str) -> Option<&'a str> {
-    p.metadata.labels.as_ref().and_then(|l| l.get(key)).map(String::as_str)
+    p.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .map(String::as_str)
 }
 
 /// Labels that mark an object as this RayService's (used to list its children).

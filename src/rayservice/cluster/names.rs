@@ -75,12 +75,7 @@ pub fn identifier(cluster: &str, node_type: &str) -> String {
 }
 
 /// FQDN of the head Service that workers and drivers dial: `<head-svc>.<ns>.svc.<domain>`.
-pub fn head_fqdn(
-    cluster: &str,
-    namespace: &str,
-    spec: &RayClusterSpec,
-    cluster_domain: &str,
-) -> String {
+pub fn head_fqdn(cluster: &str, namespace: &str, spec: &RayClusterSpec, cluster_domain: &str) -> String {
     format!(
         "{}.{namespace}.svc.{cluster_domain}",
         head_service_name(cluster, spec)

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EmptyDirVolumeSource, Pod, PodTemplateSpec, ResourceRequirements,
-    Volume, VolumeMount,
+    Container, ContainerPort, EmptyDirVolumeSource, Pod, PodTemplateSpec, ResourceRequirements, Volume,
+    VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -57,10 +57,7 @@ pub fn build_head_pod(cluster: &RayCluster, opts: &BuildOptions) -> Result<Pod, 
     startcmd::apply_group_resources(&mut params, head.resources.as_ref());
     startcmd::apply_group_labels(&mut params, head.labels.as_ref());
     let merged = labels::merge(
-        head.template
-            .metadata
-            .as_ref()
-            .and_then(|m| m.labels.as_ref()),
+        head.template.metadata.as_ref().and_then(|m| m.labels.as_ref()),
         head.labels.as_ref(),
     );
     meta.labels = Some(labels::pod_labels(
@@ -153,20 +150,13 @@ pub fn build_worker_pod(
     let mut template: PodTemplateSpec = wg.template.clone();
     let pod_spec = template.spec.get_or_insert_with(Default::default);
     let Some(ray) = pod_spec.containers.first().cloned() else {
-        return Err(BuildError::NoContainer(format!(
-            "{name} worker group {group}"
-        )));
+        return Err(BuildError::NoContainer(format!("{name} worker group {group}")));
     };
     if opts.inject_init_container {
         pod_spec
             .init_containers
             .get_or_insert_with(Vec::new)
-            .push(wait_gcs_container(
-                &ray,
-                &fqdn,
-                &head_port,
-                opts.login_shell,
-            ));
+            .push(wait_gcs_container(&ray, &fqdn, &head_port, opts.login_shell));
     }
     if spec.autoscaling_enabled()
         && spec.autoscaler_options.as_ref().and_then(|o| o.version) == Some(AutoscalerVersion::V2)
@@ -184,10 +174,7 @@ pub fn build_worker_pod(
     startcmd::apply_group_resources(&mut params, wg.resources.as_ref());
     startcmd::apply_group_labels(&mut params, wg.labels.as_ref());
     let merged = labels::merge(
-        wg.template
-            .metadata
-            .as_ref()
-            .and_then(|m| m.labels.as_ref()),
+        wg.template.metadata.as_ref().and_then(|m| m.labels.as_ref()),
         wg.labels.as_ref(),
     );
     let mut pod_labels = labels::pod_labels(c::NODE_TYPE_WORKER, &name, group, &merged);
@@ -197,14 +184,8 @@ pub fn build_worker_pod(
             slot.replica_index.to_string(),
         );
         if wg.num_of_hosts_or_default() > 1 {
-            pod_labels.insert(
-                c::LABEL_WORKER_REPLICA_NAME.into(),
-                slot.replica_name.clone(),
-            );
-            pod_labels.insert(
-                c::LABEL_REPLICA_HOST_INDEX.into(),
-                slot.host_index.to_string(),
-            );
+            pod_labels.insert(c::LABEL_WORKER_REPLICA_NAME.into(), slot.replica_name.clone());
+            pod_labels.insert(c::LABEL_REPLICA_HOST_INDEX.into(), slot.host_index.to_string());
         }
     }
     meta.labels = Some(pod_labels);
@@ -242,11 +223,7 @@ fn build_pod(
     if creator == Creator::RayService {
         // Workers serve as soon as their readiness probe (which includes the proxy) passes; the RayService
         // controller flips the head's label after checking its proxy.
-        let serve = if node == NodeType::Head {
-            "false"
-        } else {
-            "true"
-        };
+        let serve = if node == NodeType::Head { "false" } else { "true" };
         metadata
             .labels
             .get_or_insert_with(BTreeMap::new)
@@ -272,12 +249,7 @@ fn build_pod(
 
     let ray = &mut spec.containers[0];
     let mut user_cmd = String::new();
-    for part in ray
-        .command
-        .iter()
-        .flatten()
-        .chain(ray.args.iter().flatten())
-    {
+    for part in ray.command.iter().flatten().chain(ray.args.iter().flatten()) {
         user_cmd.push_str(&format!(" {part} "));
     }
     let ray_start = startcmd::ray_start_command(node, params, ray.resources.as_ref());

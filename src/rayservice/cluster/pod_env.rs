@@ -15,7 +15,8 @@ use super::startcmd::{NodeType, shell_command};
 use crate::api::ray::constants as c;
 use crate::api::ray::raycluster::AutoscalerOptions;
 
-const AUTOSCALER_START_CMD: &str = "ray kuberay-autoscaler --cluster-name $(RAY_CLUSTER_NAME) --cluster-namespace $(RAY_CLUSTER_NAMESPACE)";
+const AUTOSCALER_START_CMD: &str =
+    "ray kuberay-autoscaler --cluster-name $(RAY_CLUSTER_NAME) --cluster-namespace $(RAY_CLUSTER_NAMESPACE)";
 
 fn value(name: &str, v: &str) -> EnvVar {
     EnvVar {
@@ -283,11 +284,7 @@ pub(super) fn autoscaler_container(
 }
 
 fn parse_version(raw: &str) -> Option<(u64, u64, u64)> {
-    let core = raw
-        .trim()
-        .trim_start_matches('v')
-        .split(['-', '+'])
-        .next()?;
+    let core = raw.trim().trim_start_matches('v').split(['-', '+']).next()?;
     let mut it = core.split('.').map(|p| p.parse::<u64>().ok());
     let major = it.next()??;
     let minor = it.next()??;

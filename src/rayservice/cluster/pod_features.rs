@@ -4,9 +4,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, EnvVar, EnvVarSource, PersistentVolumeClaimVolumeSource, PodSpec,
-    ProjectedVolumeSource, SecretKeySelector, ServiceAccountTokenProjection, Volume, VolumeMount,
-    VolumeProjection,
+    Container, EnvVar, EnvVarSource, PersistentVolumeClaimVolumeSource, PodSpec, ProjectedVolumeSource,
+    SecretKeySelector, ServiceAccountTokenProjection, Volume, VolumeMount, VolumeProjection,
 };
 
 use super::names;
@@ -131,14 +130,12 @@ fn mount_rocksdb_store(
         .and_then(|o| o.storage.as_ref())
         .and_then(|s| s.sub_path.clone())
         .filter(|s| !s.is_empty());
-    ray.volume_mounts
-        .get_or_insert_with(Vec::new)
-        .push(VolumeMount {
-            name: GCS_STORAGE_VOLUME.into(),
-            mount_path: GCS_STORAGE_PATH.into(),
-            sub_path,
-            ..Default::default()
-        });
+    ray.volume_mounts.get_or_insert_with(Vec::new).push(VolumeMount {
+        name: GCS_STORAGE_VOLUME.into(),
+        mount_path: GCS_STORAGE_PATH.into(),
+        sub_path,
+        ..Default::default()
+    });
     volumes.get_or_insert_with(Vec::new).push(Volume {
         name: GCS_STORAGE_VOLUME.into(),
         persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
@@ -181,10 +178,7 @@ fn redis_address_and_credentials(
         Some(o) => {
             push(
                 ray,
-                plain(
-                    c::ENV_RAY_REDIS_ADDRESS,
-                    o.redis_address.as_deref().unwrap_or(""),
-                ),
+                plain(c::ENV_RAY_REDIS_ADDRESS, o.redis_address.as_deref().unwrap_or("")),
             );
             // Credentials travel as env vars (possibly from Secrets); the flags reference them.
             let creds = [

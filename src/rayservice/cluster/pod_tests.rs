@@ -73,10 +73,7 @@ fn head_pod_matches_kuberay() {
     assert_eq!(e["KUBERAY_GEN_RAY_START_CMD"], start);
     assert_eq!(e["RAY_ADDRESS"], "127.0.0.1:6379");
     assert_eq!(e["RAY_PORT"], "6379");
-    assert_eq!(
-        e["RAY_CLUSTER_NAME"],
-        "field:metadata.labels['ray.io/cluster']"
-    );
+    assert_eq!(e["RAY_CLUSTER_NAME"], "field:metadata.labels['ray.io/cluster']");
     assert_eq!(
         e["RAY_USAGE_STATS_EXTRA_TAGS"],
         "kuberay_version=v1.7.0;kuberay_crd=RayCluster"
@@ -100,10 +97,7 @@ fn head_pod_matches_kuberay() {
         .unwrap();
     let ed = shm.empty_dir.as_ref().unwrap();
     assert_eq!(
-        (
-            ed.medium.as_deref(),
-            ed.size_limit.as_ref().map(|q| q.0.as_str())
-        ),
+        (ed.medium.as_deref(), ed.size_limit.as_ref().map(|q| q.0.as_str())),
         (Some("Memory"), Some("5Gi"))
     );
     // Ray 2.52 predates the unified health endpoint: exec probes checking raylet and GCS.
@@ -117,26 +111,14 @@ fn head_pod_matches_kuberay() {
         (ready.timeout_seconds, ready.failure_threshold),
         (Some(5), Some(10))
     );
-    assert_eq!(
-        ray.liveness_probe.as_ref().unwrap().failure_threshold,
-        Some(120)
-    );
+    assert_eq!(ray.liveness_probe.as_ref().unwrap().failure_threshold, Some(120));
 }
 
 #[test]
 fn worker_pod_dials_the_head_service() {
     let rc = cluster(json!({}), json!({}));
-    let pod = build_worker_pod(
-        &rc,
-        "small",
-        &WorkerSlot::default(),
-        &BuildOptions::default(),
-    )
-    .unwrap();
-    assert_eq!(
-        pod.metadata.generate_name.as_deref(),
-        Some("rc-small-worker-")
-    );
+    let pod = build_worker_pod(&rc, "small", &WorkerSlot::default(), &BuildOptions::default()).unwrap();
+    assert_eq!(pod.metadata.generate_name.as_deref(), Some("rc-small-worker-"));
     assert_eq!(
         pod.metadata.labels.as_ref().unwrap()["ray.io/worker-group-replica-index"],
         "0"
@@ -158,12 +140,7 @@ fn worker_pod_dials_the_head_service() {
     );
     assert!(init.env.iter().flatten().any(|e| e.name == "FQ_RAY_IP"));
     assert!(matches!(
-        build_worker_pod(
-            &rc,
-            "nope",
-            &WorkerSlot::default(),
-            &BuildOptions::default()
-        ),
+        build_worker_pod(&rc, "nope", &WorkerSlot::default(), &BuildOptions::default()),
         Err(BuildError::NoSuchGroup(_))
     ));
 }
@@ -175,10 +152,7 @@ fn rayservice_pods_get_serve_labels_and_proxy_readiness() {
         json!({"ray.io/originated-from-crd": "RayService"}),
     );
     let head = build_head_pod(&rc, &BuildOptions::default()).unwrap();
-    assert_eq!(
-        head.metadata.labels.as_ref().unwrap()["ray.io/serve"],
-        "false"
-    );
+    assert_eq!(head.metadata.labels.as_ref().unwrap()["ray.io/serve"], "false");
     let hp = head.spec.as_ref().unwrap().containers[0]
         .readiness_probe
         .clone()
@@ -189,17 +163,8 @@ fn rayservice_pods_get_serve_labels_and_proxy_readiness() {
         "Ray >= 2.53 uses the unified endpoint"
     );
     assert!(env(&head).contains_key("RAY_SERVE_KV_TIMEOUT_S"));
-    let worker = build_worker_pod(
-        &rc,
-        "small",
-        &WorkerSlot::default(),
-        &BuildOptions::default(),
-    )
-    .unwrap();
-    assert_eq!(
-        worker.metadata.labels.as_ref().unwrap()["ray.io/serve"],
-        "true"
-    );
+    let worker = build_worker_pod(&rc, "small", &WorkerSlot::default(), &BuildOptions::default()).unwrap();
+    assert_eq!(worker.metadata.labels.as_ref().unwrap()["ray.io/serve"], "true");
     let wp = worker.spec.as_ref().unwrap().containers[0]
         .readiness_probe
         .clone()
@@ -240,10 +205,7 @@ fn user_commands_run_before_ray_start_and_can_opt_out() {
     let head = rc.spec.head_group_spec.template.spec.as_mut().unwrap();
     head.containers[0].command = Some(vec!["echo".into(), "hi".into()]);
     let pod = build_head_pod(&rc, &BuildOptions::default()).unwrap();
-    assert!(
-        pod.spec.unwrap().containers[0].args.as_ref().unwrap()[0]
-            .starts_with(" echo  hi  && ulimit -n")
-    );
+    assert!(pod.spec.unwrap().containers[0].args.as_ref().unwrap()[0].starts_with(" echo  hi  && ulimit -n"));
 
     rc.metadata.annotations = Some(BTreeMap::from([(
         "ray.io/overwrite-container-cmd".to_string(),
@@ -312,12 +274,10 @@ fn every_sample_cluster_builds() {
             Some("RayService") => doc["spec"]["rayClusterConfig"].clone(),
             _ => continue,
         };
-        let rc: RayCluster =
-            serde_json::from_value(json!({"apiVersion": "ray.io/v1", "kind": "RayCluster",
+        let rc: RayCluster = serde_json::from_value(json!({"apiVersion": "ray.io/v1", "kind": "RayCluster",
             "metadata": {"name": "c", "namespace": "ns"}, "spec": spec_value}))
-            .unwrap();
-        let head =
-            build_head_pod(&rc, &BuildOptions::default()).unwrap_or_else(|e| panic!("{file}: {e}"));
+        .unwrap();
+        let head = build_head_pod(&rc, &BuildOptions::default()).unwrap_or_else(|e| panic!("{file}: {e}"));
         assert!(
             head.spec.unwrap().containers[0].args.is_some() || file.contains("overwrite"),
             "{file}"
@@ -353,22 +313,10 @@ fn redis_fault_tolerance_wiring() {
     assert_eq!(e["RAY_external_storage_namespace"], "uid-1");
     assert!(e.contains_key("REDIS_PASSWORD"));
     assert!(e["KUBERAY_GEN_RAY_START_CMD"].contains(" --redis-password=$REDIS_PASSWORD "));
-    let worker = build_worker_pod(
-        &rc,
-        "small",
-        &WorkerSlot::default(),
-        &BuildOptions::default(),
-    )
-    .unwrap();
-    assert_eq!(
-        env(&worker)["RAY_gcs_rpc_server_reconnect_timeout_s"],
-        "600"
-    );
+    let worker = build_worker_pod(&rc, "small", &WorkerSlot::default(), &BuildOptions::default()).unwrap();
+    assert_eq!(env(&worker)["RAY_gcs_rpc_server_reconnect_timeout_s"], "600");
     let plain = build_head_pod(&cluster(json!({}), json!({})), &BuildOptions::default()).unwrap();
-    assert_eq!(
-        plain.metadata.annotations.unwrap()["ray.io/ft-enabled"],
-        "false"
-    );
+    assert_eq!(plain.metadata.annotations.unwrap()["ray.io/ft-enabled"], "false");
 }
 
 #[test]
@@ -380,10 +328,7 @@ fn embedded_fault_tolerance_mounts_the_pvc() {
     let head = build_head_pod(&rc, &BuildOptions::default()).unwrap();
     let e = env(&head);
     assert_eq!(
-        (
-            e["RAY_gcs_storage"].as_str(),
-            e["RAY_gcs_storage_path"].as_str()
-        ),
+        (e["RAY_gcs_storage"].as_str(), e["RAY_gcs_storage_path"].as_str()),
         ("rocksdb", "/data/gcs")
     );
     let spec = head.spec.unwrap();
@@ -430,20 +375,8 @@ fn token_auth_wiring() {
             .unwrap();
         assert_eq!((sel.name.as_str(), sel.key.as_str()), ("rc", "auth_token"));
     }
-    let worker = build_worker_pod(
-        &rc,
-        "small",
-        &WorkerSlot::default(),
-        &BuildOptions::default(),
-    )
-    .unwrap();
-    let init = &worker
-        .spec
-        .as_ref()
-        .unwrap()
-        .init_containers
-        .as_ref()
-        .unwrap()[0];
+    let worker = build_worker_pod(&rc, "small", &WorkerSlot::default(), &BuildOptions::default()).unwrap();
+    let init = &worker.spec.as_ref().unwrap().init_containers.as_ref().unwrap()[0];
     assert!(init.env.iter().flatten().any(|e| e.name == "RAY_AUTH_MODE"));
 
     let rc = cluster(

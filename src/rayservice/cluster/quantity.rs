@@ -11,7 +11,11 @@ pub fn parse_milli(raw: &str) -> Option<i128> {
 
 /// `Quantity.Value()`: whole units, rounded up (`"500m"` -> 1).
 pub fn ceil_units(milli: i128) -> i128 {
-    if milli >= 0 { (milli + 999) / 1000 } else { milli / 1000 }
+    if milli >= 0 {
+        (milli + 999) / 1000
+    } else {
+        milli / 1000
+    }
 }
 
 fn milli_i64(milli: i128) -> i64 {

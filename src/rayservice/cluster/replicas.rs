@@ -119,18 +119,9 @@ mod tests {
     #[test]
     fn replicas_are_clamped() {
         let cases = [
-            (
-                json!({"replicas": 3, "minReplicas": 1, "maxReplicas": 5}),
-                3,
-            ),
-            (
-                json!({"replicas": 0, "minReplicas": 1, "maxReplicas": 5}),
-                1,
-            ),
-            (
-                json!({"replicas": 9, "minReplicas": 1, "maxReplicas": 5}),
-                5,
-            ),
+            (json!({"replicas": 3, "minReplicas": 1, "maxReplicas": 5}), 3),
+            (json!({"replicas": 0, "minReplicas": 1, "maxReplicas": 5}), 1),
+            (json!({"replicas": 9, "minReplicas": 1, "maxReplicas": 5}), 5),
             (json!({"minReplicas": 2, "maxReplicas": 5}), 2),
             (json!({"replicas": 7}), 7),
             (json!({}), 0),
@@ -139,10 +130,7 @@ mod tests {
         for (v, want) in cases {
             assert_eq!(desired_replicas(&group(v.clone())), want, "{v}");
         }
-        assert_eq!(
-            desired_pods(&group(json!({"replicas": 2, "numOfHosts": 4}))),
-            8
-        );
+        assert_eq!(desired_pods(&group(json!({"replicas": 2, "numOfHosts": 4}))), 8);
     }
 
     #[test]

@@ -46,14 +46,8 @@ pub fn head_service(cluster: &RayCluster, opts: &BuildOptions) -> Result<Service
     if ports.is_empty() {
         ports = BTreeMap::from([
             (c::CLIENT_PORT_NAME.to_string(), c::DEFAULT_CLIENT_PORT),
-            (
-                c::GCS_SERVER_PORT_NAME.to_string(),
-                c::DEFAULT_GCS_SERVER_PORT,
-            ),
-            (
-                c::DASHBOARD_PORT_NAME.to_string(),
-                c::DEFAULT_DASHBOARD_PORT,
-            ),
+            (c::GCS_SERVER_PORT_NAME.to_string(), c::DEFAULT_GCS_SERVER_PORT),
+            (c::DASHBOARD_PORT_NAME.to_string(), c::DEFAULT_DASHBOARD_PORT),
             (c::METRICS_PORT_NAME.to_string(), c::DEFAULT_METRICS_PORT),
             (c::SERVING_PORT_NAME.to_string(), c::DEFAULT_SERVING_PORT),
         ]);
@@ -93,9 +87,7 @@ pub fn head_service(cluster: &RayCluster, opts: &BuildOptions) -> Result<Service
         meta.annotations
             .get_or_insert_with(BTreeMap::new)
             .extend(annotations);
-        meta.labels
-            .get_or_insert_with(BTreeMap::new)
-            .extend(selector);
+        meta.labels.get_or_insert_with(BTreeMap::new).extend(selector);
         if meta.name.as_deref().unwrap_or("").is_empty() {
             meta.name = Some(default_name);
         }
@@ -103,8 +95,7 @@ pub fn head_service(cluster: &RayCluster, opts: &BuildOptions) -> Result<Service
         return Ok(svc);
     }
 
-    let headless =
-        !opts.head_cluster_ip_service && service_type.as_deref().is_none_or(|t| t == "ClusterIP");
+    let headless = !opts.head_cluster_ip_service && service_type.as_deref().is_none_or(|t| t == "ClusterIP");
     Ok(Service {
         metadata: ObjectMeta {
             name: Some(default_name),
@@ -142,10 +133,7 @@ pub fn headless_worker_service(cluster: &RayCluster) -> Service {
             cluster_ip: Some("None".into()),
             selector: Some(BTreeMap::from([
                 (c::LABEL_CLUSTER.to_string(), name),
-                (
-                    c::LABEL_NODE_TYPE.to_string(),
-                    c::NODE_TYPE_WORKER.to_string(),
-                ),
+                (c::LABEL_NODE_TYPE.to_string(), c::NODE_TYPE_WORKER.to_string()),
             ])),
             type_: Some("ClusterIP".into()),
             publish_not_ready_addresses: Some(true),
@@ -271,10 +259,7 @@ mod tests {
         let rc = cluster(json!({"template": {}}));
         let s = headless_worker_service(&rc);
         assert_eq!(s.metadata.name.as_deref(), Some("rc-headless"));
-        assert_eq!(
-            s.spec.unwrap().selector.unwrap()["ray.io/node-type"],
-            "worker"
-        );
+        assert_eq!(s.spec.unwrap().selector.unwrap()["ray.io/node-type"], "worker");
         assert!(!needs_headless_service(&rc));
     }
 }

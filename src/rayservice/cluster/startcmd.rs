@@ -69,10 +69,7 @@ pub fn apply_group_resources(
 }
 
 /// Group-level Ray node labels become `--labels=k=v,...` (sorted).
-pub fn apply_group_labels(
-    params: &mut BTreeMap<String, String>,
-    labels: Option<&BTreeMap<String, String>>,
-) {
+pub fn apply_group_labels(params: &mut BTreeMap<String, String>, labels: Option<&BTreeMap<String, String>>) {
     let Some(labels) = labels.filter(|l| !l.is_empty()) else {
         return;
     };
@@ -81,12 +78,7 @@ pub fn apply_group_labels(
 }
 
 /// KubeRay's `setMissingRayStartParams`: worker `address`, head `dashboard-host`, metrics and agent ports, `block`.
-pub fn fill_missing(
-    params: &mut BTreeMap<String, String>,
-    node: NodeType,
-    head_port: &str,
-    head_fqdn: &str,
-) {
+pub fn fill_missing(params: &mut BTreeMap<String, String>, node: NodeType, head_port: &str, head_fqdn: &str) {
     match node {
         NodeType::Worker => {
             params
@@ -117,14 +109,13 @@ pub fn ray_start_command(
 ) -> String {
     let limits = resources.and_then(|r| r.limits.as_ref());
     let requests = resources.and_then(|r| r.requests.as_ref());
-    let amount = |list: Option<
-        &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
-    >,
-                  key: &str| {
-        list.and_then(|l| l.get(key))
-            .and_then(|q| parse_milli(&q.0))
-            .filter(|m| *m != 0)
-    };
+    let amount =
+        |list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+         key: &str| {
+            list.and_then(|l| l.get(key))
+                .and_then(|q| parse_milli(&q.0))
+                .filter(|m| *m != 0)
+        };
     if !params.contains_key("num-cpus")
         && let Some(cpu) = amount(limits, "cpu").or_else(|| amount(requests, "cpu"))
     {
@@ -171,15 +162,10 @@ fn add_accelerators(
         if !params.contains_key("num-gpus") && is_gpu_resource(key) {
             params.insert("num-gpus".into(), ceil_units(milli).to_string());
         }
-        if !custom_done
-            && let Some((_, ray)) = CUSTOM_ACCELERATORS.iter().find(|(k8s, _)| k8s == key)
-        {
+        if !custom_done && let Some((_, ray)) = CUSTOM_ACCELERATORS.iter().find(|(k8s, _)| k8s == key) {
             if !custom.contains_key(*ray) {
                 custom.insert((*ray).to_string(), number(milli));
-                params.insert(
-                    "resources".into(),
-                    format!("'{}'", Value::Object(custom.clone())),
-                );
+                params.insert("resources".into(), format!("'{}'", Value::Object(custom.clone())));
             }
             custom_done = true;
         }
@@ -212,9 +198,7 @@ pub fn is_gpu_resource(key: &str) -> bool {
         .and_then(|rest| rest.strip_suffix("gb"))
         .and_then(|rest| rest.split_once("g."))
         .is_some_and(|(a, b)| {
-            !a.is_empty()
-                && !b.is_empty()
-                && a.chars().chain(b.chars()).all(|ch| ch.is_ascii_digit())
+            !a.is_empty() && !b.is_empty() && a.chars().chain(b.chars()).all(|ch| ch.is_ascii_digit())
         })
 }
 
@@ -245,9 +229,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
     fn params(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
-        kv.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     fn res(limits: &[(&str, &str)], requests: &[(&str, &str)]) -> ResourceRequirements {
@@ -273,10 +255,7 @@ mod tests {
             ("disable-usage-stats", "false"),
             ("log-color", "false"),
         ]);
-        assert_eq!(
-            render_flags(&p),
-            " --block  --log-color=false  --num-cpus=1 "
-        );
+        assert_eq!(render_flags(&p), " --block  --log-color=false  --num-cpus=1 ");
     }
 
     #[test]
@@ -304,11 +283,7 @@ mod tests {
             "6380",
             "rc-head-svc.ns.svc.cluster.local",
         );
-        let cmd = ray_start_command(
-            NodeType::Worker,
-            &mut p,
-            Some(&res(&[("cpu", "500m")], &[])),
-        );
+        let cmd = ray_start_command(NodeType::Worker, &mut p, Some(&res(&[("cpu", "500m")], &[])));
         assert!(
             cmd.starts_with("ray start  --address=rc-head-svc.ns.svc.cluster.local:6380 "),
             "{cmd}"
@@ -337,10 +312,7 @@ mod tests {
         ray_start_command(
             NodeType::Worker,
             &mut p,
-            Some(&res(
-                &[("nvidia.com/gpu", "4"), ("google.com/tpu", "4")],
-                &[],
-            )),
+            Some(&res(&[("nvidia.com/gpu", "4"), ("google.com/tpu", "4")], &[])),
         );
         assert_eq!(p["num-gpus"], "4");
         assert_eq!(p["resources"], r#"'{"TPU":4}'"#);
@@ -350,10 +322,7 @@ mod tests {
             &mut p,
             Some(&res(&[("google.com/tpu", "4")], &[])),
         );
-        assert_eq!(
-            p["resources"], r#"'{"TPU": 8}'"#,
-            "an explicit TPU resource wins"
-        );
+        assert_eq!(p["resources"], r#"'{"TPU": 8}'"#, "an explicit TPU resource wins");
         assert!(is_gpu_resource("nvidia.com/mig-2g.32gb"));
         assert!(!is_gpu_resource("nvidia.com/mig-xg.32gb"));
     }

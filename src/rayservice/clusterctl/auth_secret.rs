@@ -92,9 +92,7 @@ mod tests {
     fn tokens_are_random_base64_of_32_bytes() {
         let (a, b) = (random_token(), random_token());
         assert_ne!(a, b);
-        let raw = base64::engine::general_purpose::STANDARD
-            .decode(&a)
-            .unwrap();
+        let raw = base64::engine::general_purpose::STANDARD.decode(&a).unwrap();
         assert_eq!(raw.len(), 32);
     }
 }

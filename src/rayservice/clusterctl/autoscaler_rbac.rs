@@ -35,7 +35,14 @@ pub async fn ensure(rc: &RayCluster, ns: &str, ctx: &Context) -> Result<(), Erro
             publish(ctx, rc, EventType::Warning, REASON_SA_NOT_FOUND, msg).await;
             return Err(Error::ServiceAccountNotFound(sa_name));
         }
-        create(ctx, rc, &sa_api, build::service_account(rc), "CreatedServiceAccount").await?;
+        create(
+            ctx,
+            rc,
+            &sa_api,
+            build::service_account(rc),
+            "CreatedServiceAccount",
+        )
+        .await?;
     }
     let roles: Api<Role> = Api::namespaced(ctx.client.clone(), ns);
     create_if_absent(ctx, rc, &roles, build::role(rc), "CreatedRole").await?;
@@ -43,7 +50,13 @@ pub async fn ensure(rc: &RayCluster, ns: &str, ctx: &Context) -> Result<(), Erro
     create_if_absent(ctx, rc, &bindings, build::role_binding(rc), "CreatedRoleBinding").await
 }
 
-async fn create_if_absent<K>(ctx: &Context, rc: &RayCluster, api: &Api<K>, obj: K, reason: &str) -> Result<(), Error>
+async fn create_if_absent<K>(
+    ctx: &Context,
+    rc: &RayCluster,
+    api: &Api<K>,
+    obj: K,
+    reason: &str,
+) -> Result<(), Error>
 where
     K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + Serialize + DeserializeOwned,
 {
@@ -61,7 +74,14 @@ where
     // Created concurrently (or by the user meanwhile): keep theirs, as KubeRay does.
     if shell::ignore_already_exists(api.create(&PostParams::default(), &obj).await)?.is_some() {
         let kind = K::kind(&());
-        publish(ctx, rc, EventType::Normal, reason, format!("Created {kind} {}/{name}", rc.namespace().unwrap_or_default())).await;
+        publish(
+            ctx,
+            rc,
+            EventType::Normal,
+            reason,
+            format!("Created {kind} {}/{name}", rc.namespace().unwrap_or_default()),
+        )
+        .await;
     }
     Ok(())
 }

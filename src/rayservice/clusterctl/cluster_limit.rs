@@ -52,13 +52,24 @@ mod tests {
         assert_eq!(apply(&mut s, MAX_CLUSTER_PODS), None, "at the limit: nothing");
         assert!(s.reason.is_none());
         let said = apply(&mut s, i64::from(i32::MAX)).expect("said when new");
-        assert!(said.contains("2147483647 pods") && said.contains("150000"), "{said}");
+        assert!(
+            said.contains("2147483647 pods") && said.contains("150000"),
+            "{said}"
+        );
         assert_eq!(apply(&mut s, i64::from(i32::MAX)), None, "not said twice");
         assert!(s.reason.as_deref().is_some_and(|r| r.starts_with(REASON_PREFIX)));
         assert_eq!(apply(&mut s, 4), None);
-        assert!(s.reason.is_none(), "cleared once the count is back within the limit");
+        assert!(
+            s.reason.is_none(),
+            "cleared once the count is back within the limit"
+        );
         s.reason = Some("CrashLoopBackOff: head pod h failed".into());
         assert_eq!(apply(&mut s, i64::from(i32::MAX)), None);
-        assert!(s.reason.as_deref().is_some_and(|r| r.starts_with("CrashLoopBackOff")), "the head's back-off is kept");
+        assert!(
+            s.reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with("CrashLoopBackOff")),
+            "the head's back-off is kept"
+        );
     }
 }

@@ -24,7 +24,9 @@ pub enum Error {
     Build(#[from] BuildError),
     #[error("RayCluster has no {0}")]
     MissingField(&'static str),
-    #[error("the head pod's ServiceAccount {0} does not exist; create it (the operator does not create a ServiceAccount the user named)")]
+    #[error(
+        "the head pod's ServiceAccount {0} does not exist; create it (the operator does not create a ServiceAccount the user named)"
+    )]
     ServiceAccountNotFound(String),
 }
 

@@ -17,32 +17,29 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
 use tracing::instrument;
 
-use super::lifecycle::{ClusterDecision, Facts, Phase, decide, facts, running_conditions};
 use super::head_backoff;
+use super::lifecycle::{ClusterDecision, Facts, Phase, decide, facts, running_conditions};
 use super::pods::{GroupView, PodAction, PodInputs, PodView, Recreate};
+use crate::api::kueue::Workload;
 use crate::api::merge_patch::merge_diff;
 use crate::api::ray::constants as c;
 use crate::api::ray::raycluster::{ClusterState, HeadInfo};
 use crate::api::ray::validation::validate_ray_cluster_with;
-use crate::api::kueue::Workload;
-use crate::jobframework::podset_info::{InfoOptions, PodSetInfo, flavors_by_name, merge_into_template, podsets_info_from_status, strip_template};
-use crate::rayservice::cluster::podsets::HEAD_PODSET;
 use crate::api::ray::{RayCluster, RayClusterStatus};
+use crate::jobframework::podset_info::{
+    InfoOptions, PodSetInfo, flavors_by_name, merge_into_template, podsets_info_from_status, strip_template,
+};
 use crate::jobframework::shell;
-use crate::rayservice::job::gate;
 use crate::rayservice::cluster::conditions::{ConditionPlan, FALSE, TRUE, merge_condition};
 use crate::rayservice::cluster::hash::{
-    RecreateDecision, hash_without_replicas_and_workers_to_delete, head_pod_stamp,
-    recreate_decision,
-};
-use crate::rayservice::cluster::pod::{WorkerSlot, build_head_pod, build_worker_pod};
-use crate::rayservice::cluster::replicas::{
-    desired_resources, worker_pod_bounds,
-};
-use crate::rayservice::cluster::service::{
-    head_service, headless_worker_service, needs_headless_service,
+    RecreateDecision, hash_without_replicas_and_workers_to_delete, head_pod_stamp, recreate_decision,
 };
 use crate::rayservice::cluster::names;
+use crate::rayservice::cluster::pod::{WorkerSlot, build_head_pod, build_worker_pod};
+use crate::rayservice::cluster::podsets::HEAD_PODSET;
+use crate::rayservice::cluster::replicas::{desired_resources, worker_pod_bounds};
+use crate::rayservice::cluster::service::{head_service, headless_worker_service, needs_headless_service};
+use crate::rayservice::job::gate;
 
 pub use super::context::{Config, Context, Error, publish};
 
@@ -54,12 +51,9 @@ pub async fn run(ctx: Arc<Context>) {
         c::NODE_TYPE_HEAD,
         c::NODE_TYPE_WORKER
     ));
-    let controller = Controller::new(
-        Api::<RayCluster>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .owns(Api::<Pod>::all(client.clone()), pods)
-    .owns(Api::<Service>::all(client.clone()), watcher::Config::default());
+    let controller = Controller::new(Api::<RayCluster>::all(client.clone()), watcher::Config::default())
+        .owns(Api::<Pod>::all(client.clone()), pods)
+        .owns(Api::<Service>::all(client.clone()), watcher::Config::default());
     // A workload slice admitted or evicted opens or closes the gate of the RayCluster that owns it, of
     // its RayService's children, or of its RayJob's cluster (an elastic job's new slice).
     let clusters = controller.store();
@@ -69,9 +63,17 @@ pub async fn run(ctx: Arc<Context>) {
         move |wl: Workload| {
             let ns = wl.namespace();
             let owners = |kind: &str| -> Vec<String> {
-                wl.owner_references().iter().filter(|o| o.kind == kind).map(|o| o.name.clone()).collect()
+                wl.owner_references()
+                    .iter()
+                    .filter(|o| o.kind == kind)
+                    .map(|o| o.name.clone())
+                    .collect()
             };
-            let (services, own, jobs) = (owners(c::CRD_RAY_SERVICE), owners(c::CRD_RAY_CLUSTER), owners(c::CRD_RAY_JOB));
+            let (services, own, jobs) = (
+                owners(c::CRD_RAY_SERVICE),
+                owners(c::CRD_RAY_CLUSTER),
+                owners(c::CRD_RAY_JOB),
+            );
             clusters
                 .state()
                 .into_iter()
@@ -106,9 +108,10 @@ impl shell::ReconcileError for Error {
 fn pod_view(p: &Pod) -> PodView {
     let status = p.status.as_ref();
     let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("");
-    let ready = status
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == crate::api::conditions::TRUE));
+    let ready = status.and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c.type_ == "Ready" && c.status == crate::api::conditions::TRUE)
+    });
     let never_restart = p.spec.as_ref().and_then(|s| s.restart_policy.as_deref()) == Some("Never");
     let ray_terminated = status
         .and_then(|s| s.container_statuses.as_ref())
@@ -140,7 +143,11 @@ fn quota_gated_condition(g: &gate::ClusterGate) -> ConditionPlan {
     ConditionPlan {
         type_: c::COND_QUOTA_GATED,
         status: if g.covered { FALSE } else { TRUE },
-        reason: if g.covered { c::REASON_WORKLOAD_SLICE_ADMITTED } else { c::REASON_WAITING_FOR_WORKLOAD_SLICE },
+        reason: if g.covered {
+            c::REASON_WORKLOAD_SLICE_ADMITTED
+        } else {
+            c::REASON_WAITING_FOR_WORKLOAD_SLICE
+        },
         message: g.message(),
         refresh: false,
     }
@@ -152,9 +159,7 @@ fn has_condition(rc: &RayCluster, type_: &str) -> bool {
 
 #[instrument(skip_all, fields(name = %rc.name_any(), ns = rc.namespace().unwrap_or_default()))]
 pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue, Error> {
-    let ns = rc
-        .namespace()
-        .ok_or(Error::MissingField("metadata.namespace"))?;
+    let ns = rc.namespace().ok_or(Error::MissingField("metadata.namespace"))?;
     let name = rc.name_any();
     if !crate::rayservice::cluster::is_ours_and_live(&rc) {
         return Ok(Requeue::await_change());
@@ -228,7 +233,6 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
     Ok(Requeue::requeue(head_wait.map_or(every, |w| w.min(every))))
 }
 
-
 /// The cluster to plan from; None when it is gone.
 ///
 /// The lifecycle conditions drive the destructive steps (Suspending deletes every pod, even when
@@ -275,8 +279,7 @@ fn decide_pods(
     config: &Config,
 ) -> ClusterDecision {
     let head_pod = pods.iter().find(|p| {
-        pod_label(p, c::LABEL_NODE_TYPE) == Some(c::NODE_TYPE_HEAD)
-            && p.metadata.deletion_timestamp.is_none()
+        pod_label(p, c::LABEL_NODE_TYPE) == Some(c::NODE_TYPE_HEAD) && p.metadata.deletion_timestamp.is_none()
     });
     let recreate = match recreate_decision(
         &admission.as_written,
@@ -418,16 +421,24 @@ async fn head_backoff_record(
         let Some(next) = head_backoff::after_failure(record.as_ref(), &failed.name, now) else {
             return Ok(record);
         };
-        api.patch(&rc.name_any(), &PatchParams::default(), &Patch::Merge(write(Value::String(next.encode()))))
-            .await?;
+        api.patch(
+            &rc.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(write(Value::String(next.encode()))),
+        )
+        .await?;
         let message = head_backoff::status_reason(Some(&next), false, now).unwrap_or_default();
         publish(ctx, rc, EventType::Warning, "HeadPodBackOff", message).await;
         return Ok(Some(next));
     }
     match record {
         Some(r) if head_backoff::resets(&r, head.is_some_and(|h| h.ready), now) => {
-            api.patch(&rc.name_any(), &PatchParams::default(), &Patch::Merge(write(Value::Null)))
-                .await?;
+            api.patch(
+                &rc.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(write(Value::Null)),
+            )
+            .await?;
             Ok(None)
         }
         other => Ok(other),
@@ -453,7 +464,6 @@ async fn ensure_auth_secret(rc: &RayCluster, ns: &str, ctx: &Context) -> Result<
     Ok(())
 }
 
-
 /// Head Service (always), headless worker Service (multi-host groups), `<cluster>-serve-svc` when the
 /// `ray.io/enable-serve-service` annotation asks for it. Created if absent, never rewritten.
 async fn ensure_services(
@@ -478,10 +488,7 @@ async fn ensure_services(
                 ..Default::default()
             },
             spec: Some(ServiceSpec {
-                selector: Some(BTreeMap::from([(
-                    c::LABEL_CLUSTER.to_string(),
-                    name.clone(),
-                )])),
+                selector: Some(BTreeMap::from([(c::LABEL_CLUSTER.to_string(), name.clone())])),
                 ports: Some(vec![ServicePort {
                     name: Some(c::SERVING_PORT_NAME.into()),
                     port: c::DEFAULT_SERVING_PORT,
@@ -533,9 +540,16 @@ struct AdmissionInfo {
     as_written: RayCluster,
 }
 
-async fn admission_info(ctx: &Context, rc: &RayCluster, g: Option<&gate::ClusterGate>) -> Result<AdmissionInfo, Error> {
+async fn admission_info(
+    ctx: &Context,
+    rc: &RayCluster,
+    g: Option<&gate::ClusterGate>,
+) -> Result<AdmissionInfo, Error> {
     let Some(wl) = g.and_then(|g| g.admitted.as_ref()) else {
-        return Ok(AdmissionInfo { per_group: BTreeMap::new(), as_written: rc.clone() });
+        return Ok(AdmissionInfo {
+            per_group: BTreeMap::new(),
+            as_written: rc.clone(),
+        });
     };
     let flavors = flavors_by_name(&ctx.client).await?;
     // An admission whose info cannot be built (a flavor deleted since) adds nothing; the job
@@ -546,29 +560,46 @@ async fn admission_info(ctx: &Context, rc: &RayCluster, g: Option<&gate::Cluster
         g.and_then(|g| g.podset_of.iter().find(|(_, p)| p.as_str() == podset))
             .map_or_else(|| podset.to_string(), |(group, _)| group.clone())
     };
-    let per_group: BTreeMap<String, PodSetInfo> = podsets_info_from_status(wl, &flavors, InfoOptions::default())
-        .unwrap_or_default()
-        .into_iter()
-        .map(|i| (group_of(&i.name), i))
-        .collect();
+    let per_group: BTreeMap<String, PodSetInfo> =
+        podsets_info_from_status(wl, &flavors, InfoOptions::default())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|i| (group_of(&i.name), i))
+            .collect();
     let mut as_written = rc.clone();
     let spec = &mut as_written.spec;
     let head = &mut spec.head_group_spec.template;
     let mut templates = vec![(HEAD_PODSET.to_string(), head)];
-    templates.extend(spec.worker_group_specs.iter_mut().flatten().map(|w| (w.group_name.to_lowercase(), &mut w.template)));
+    templates.extend(
+        spec.worker_group_specs
+            .iter_mut()
+            .flatten()
+            .map(|w| (w.group_name.to_lowercase(), &mut w.template)),
+    );
     for (group, t) in templates {
         if let Some(info) = per_group.get(&group) {
-            strip_template(t.metadata.get_or_insert_with(Default::default), t.spec.get_or_insert_with(Default::default), info);
+            strip_template(
+                t.metadata.get_or_insert_with(Default::default),
+                t.spec.get_or_insert_with(Default::default),
+                info,
+            );
         }
     }
-    Ok(AdmissionInfo { per_group, as_written })
+    Ok(AdmissionInfo {
+        per_group,
+        as_written,
+    })
 }
 
 /// A new pod of `group` gets what its admission says, whatever its template says now.
 fn with_admission_info(mut pod: Pod, group: &str, admission: &AdmissionInfo) -> Result<Pod, String> {
     if let Some(info) = admission.per_group.get(group) {
-        merge_into_template(&mut pod.metadata, pod.spec.get_or_insert_with(Default::default), info)
-            .map_err(|e| format!("the admitted Workload's podset info does not fit the pod template: {e}"))?;
+        merge_into_template(
+            &mut pod.metadata,
+            pod.spec.get_or_insert_with(Default::default),
+            info,
+        )
+        .map_err(|e| format!("the admitted Workload's podset info does not fit the pod template: {e}"))?;
     }
     Ok(pod)
 }
@@ -639,7 +670,8 @@ async fn execute_pods(
             },
             PodAction::RestampHead { name } => {
                 let hash = hash_without_replicas_and_workers_to_delete(&admission.as_written.spec);
-                let patch = json!({ "metadata": { "annotations": head_pod_stamp(&hash, &opts.kuberay_version) } });
+                let patch =
+                    json!({ "metadata": { "annotations": head_pod_stamp(&hash, &opts.kuberay_version) } });
                 api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
                     .await
                     .map(|_| ())

@@ -36,7 +36,11 @@ impl HeadRestarts {
         let count = it.next()?.parse().ok()?;
         let last_failure = it.next()?.parse().ok()?;
         let pod = it.next()?.to_owned();
-        Some(Self { count, last_failure, pod })
+        Some(Self {
+            count,
+            last_failure,
+            pod,
+        })
     }
 
     pub fn encode(&self) -> String {
@@ -45,7 +49,9 @@ impl HeadRestarts {
 
     /// When the next head pod may be created.
     pub fn next_create(&self) -> Timestamp {
-        self.last_failure.saturating_add(delay(self.count)).unwrap_or(self.last_failure)
+        self.last_failure
+            .saturating_add(delay(self.count))
+            .unwrap_or(self.last_failure)
     }
 }
 
@@ -64,8 +70,16 @@ pub fn delay(count: u32) -> SignedDuration {
 pub fn after_failure(prev: Option<&HeadRestarts>, pod: &str, now: Timestamp) -> Option<HeadRestarts> {
     match prev {
         Some(p) if p.pod == pod => None,
-        Some(p) => Some(HeadRestarts { count: p.count.saturating_add(1), last_failure: now, pod: pod.to_owned() }),
-        None => Some(HeadRestarts { count: 1, last_failure: now, pod: pod.to_owned() }),
+        Some(p) => Some(HeadRestarts {
+            count: p.count.saturating_add(1),
+            last_failure: now,
+            pod: pod.to_owned(),
+        }),
+        None => Some(HeadRestarts {
+            count: 1,
+            last_failure: now,
+            pod: pod.to_owned(),
+        }),
     }
 }
 
@@ -80,11 +94,17 @@ pub fn status_reason(r: Option<&HeadRestarts>, head_ready: bool, now: Timestamp)
     let r = r.filter(|_| !head_ready)?;
     let next = r.next_create();
     let when = if next > now {
-        format!("the next head pod is created at {next} ({}s back-off)", delay(r.count).as_secs())
+        format!(
+            "the next head pod is created at {next} ({}s back-off)",
+            delay(r.count).as_secs()
+        )
     } else {
         "a new head pod is being created".to_owned()
     };
-    Some(format!("{REASON_PREFIX} head pod {} failed ({} in a row); {when}", r.pod, r.count))
+    Some(format!(
+        "{REASON_PREFIX} head pod {} failed ({} in a row); {when}",
+        r.pod, r.count
+    ))
 }
 
 #[cfg(test)]
@@ -117,9 +137,19 @@ mod tests {
 
     #[test]
     fn the_record_round_trips_and_bad_text_is_no_record() {
-        let r = HeadRestarts { count: 3, last_failure: t("2026-11-25T04:00:00Z"), pod: "rc-head-x".into() };
+        let r = HeadRestarts {
+            count: 3,
+            last_failure: t("2026-11-25T04:00:00Z"),
+            pod: "rc-head-x".into(),
+        };
         assert_eq!(HeadRestarts::parse(&r.encode()), Some(r));
-        for bad in ["", "3", "x 2026-11-25T04:00:00Z p", "3 yesterday p", "3 2026-11-25T04:00:00Z"] {
+        for bad in [
+            "",
+            "3",
+            "x 2026-11-25T04:00:00Z p",
+            "3 yesterday p",
+            "3 2026-11-25T04:00:00Z",
+        ] {
             assert_eq!(HeadRestarts::parse(bad), None, "{bad:?}");
         }
     }
@@ -136,7 +166,11 @@ mod tests {
 
     #[test]
     fn ten_minutes_ready_resets_the_loop() {
-        let r = HeadRestarts { count: 4, last_failure: t("2026-11-25T04:00:00Z"), pod: "p".into() };
+        let r = HeadRestarts {
+            count: 4,
+            last_failure: t("2026-11-25T04:00:00Z"),
+            pod: "p".into(),
+        };
         assert!(!resets(&r, true, t("2026-11-25T04:09:59Z")));
         assert!(resets(&r, true, t("2026-11-25T04:10:00Z")));
         assert!(!resets(&r, false, t("2026-11-25T05:00:00Z")));
@@ -144,10 +178,18 @@ mod tests {
 
     #[test]
     fn the_status_reason_says_what_failed_and_when_the_next_head_comes() {
-        let r = HeadRestarts { count: 3, last_failure: t("2026-11-25T04:00:00Z"), pod: "rc-head-x".into() };
+        let r = HeadRestarts {
+            count: 3,
+            last_failure: t("2026-11-25T04:00:00Z"),
+            pod: "rc-head-x".into(),
+        };
         let reason = status_reason(Some(&r), false, t("2026-11-25T04:00:05Z")).unwrap();
         assert!(reason.starts_with(REASON_PREFIX), "{reason}");
-        assert!(reason.contains("rc-head-x failed (3 in a row)") && reason.contains("2026-11-25T04:00:20Z (20s back-off)"), "{reason}");
+        assert!(
+            reason.contains("rc-head-x failed (3 in a row)")
+                && reason.contains("2026-11-25T04:00:20Z (20s back-off)"),
+            "{reason}"
+        );
         assert_eq!(status_reason(Some(&r), true, t("2026-11-25T04:00:05Z")), None);
         assert_eq!(status_reason(None, false, t("2026-11-25T04:00:05Z")), None);
     }

@@ -29,12 +29,7 @@ pub struct ClusterDecision {
     pub conditions: Vec<ConditionPlan>,
 }
 
-fn cond(
-    type_: &'static str,
-    status: &'static str,
-    reason: &'static str,
-    message: &str,
-) -> ConditionPlan {
+fn cond(type_: &'static str, status: &'static str, reason: &'static str, message: &str) -> ConditionPlan {
     ConditionPlan {
         type_,
         status,
@@ -164,8 +159,7 @@ pub fn facts(pods: &[PodView], desired_workers: i64) -> Facts {
     let workers = live.iter().filter(|p| !p.head);
     let ready_workers = workers.clone().filter(|p| p.running && p.ready).count();
     let available_workers = workers.filter(|p| p.running).count();
-    let all_ready =
-        live.len() as i64 == desired_workers + 1 && live.iter().all(|p| p.running && p.ready);
+    let all_ready = live.len() as i64 == desired_workers + 1 && live.iter().all(|p| p.running && p.ready);
     Facts {
         ready_workers: i32::try_from(ready_workers).unwrap_or(i32::MAX),
         available_workers: i32::try_from(available_workers).unwrap_or(i32::MAX),

@@ -119,10 +119,7 @@ pub fn plan_pods(i: &PodInputs) -> Vec<PodAction> {
     let live: Vec<&PodView> = i.pods.iter().filter(|p| !p.deleting).collect();
     let allowed = |group: &str| i.quota.as_ref().map(|q| q.get(group).copied().unwrap_or(0));
     // Nothing covered at all (never admitted, or evicted): the gate is closed.
-    let closed = i
-        .quota
-        .as_ref()
-        .is_some_and(|q| q.values().all(|n| *n <= 0));
+    let closed = i.quota.as_ref().is_some_and(|q| q.values().all(|n| *n <= 0));
     if i.gated || closed {
         return if live.is_empty() {
             vec![]
@@ -140,9 +137,7 @@ pub fn plan_pods(i: &PodInputs) -> Vec<PodAction> {
                 reason: "the spec changed and upgradeStrategy is Recreate",
             }];
         }
-        (Recreate::Restamp, Some(h)) => out.push(PodAction::RestampHead {
-            name: h.name.clone(),
-        }),
+        (Recreate::Restamp, Some(h)) => out.push(PodAction::RestampHead { name: h.name.clone() }),
         _ => {}
     }
     let head_terminating = i.pods.iter().any(|p| p.head && p.deleting);
@@ -177,7 +172,11 @@ pub fn plan_pods(i: &PodInputs) -> Vec<PodAction> {
             Some(pods_allowed) => {
                 // A terminating pod holds its share of the reservation until it is gone: its
                 // replacement waits for it (DESIGN I2), where KubeRay alone would create it at once.
-                let terminating = i.pods.iter().filter(|p| p.deleting && !p.head && p.group == g.name).count();
+                let terminating = i
+                    .pods
+                    .iter()
+                    .filter(|p| p.deleting && !p.head && p.group == g.name)
+                    .count();
                 let terminating = i64::try_from(terminating).unwrap_or(i64::MAX);
                 let free = pods_allowed.saturating_sub(terminating).max(0);
                 let limit = usize::try_from(free).unwrap_or(0) / g.hosts.max(1);
@@ -248,10 +247,7 @@ fn plan_group(g: &GroupView, pods: &[&PodView], autoscaling: bool, out: &mut Vec
     // 2. workersToDelete (the autoscaler's or the user's choice), whole replicas for multi-host.
     let mut removed: BTreeSet<String> = BTreeSet::new();
     for (key, members) in &replicas {
-        if members
-            .iter()
-            .any(|p| g.workers_to_delete.contains(&p.name))
-        {
+        if members.iter().any(|p| g.workers_to_delete.contains(&p.name)) {
             removed.insert(key.clone());
             for p in members {
                 out.push(PodAction::DeletePod {
@@ -261,10 +257,8 @@ fn plan_group(g: &GroupView, pods: &[&PodView], autoscaling: bool, out: &mut Vec
             }
         }
     }
-    let remaining: Vec<(&String, &Vec<&PodView>)> = replicas
-        .iter()
-        .filter(|(k, _)| !removed.contains(*k))
-        .collect();
+    let remaining: Vec<(&String, &Vec<&PodView>)> =
+        replicas.iter().filter(|(k, _)| !removed.contains(*k)).collect();
     // 3. Scale to the desired count.
     if remaining.len() < g.replicas {
         let used: BTreeSet<usize> = remaining

@@ -296,10 +296,7 @@ fn suspend_machine() {
         vec![],
     );
     assert!(decide(false, true, false, &terminating).pods.is_empty());
-    assert_eq!(
-        decide(false, true, false, &terminating).phase,
-        Phase::Suspending
-    );
+    assert_eq!(decide(false, true, false, &terminating).phase, Phase::Suspending);
     // Gone: Suspended and no longer provisioned.
     let empty = inputs(vec![], vec![group("g", 1)]);
     let d = decide(true, true, false, &empty);
@@ -325,11 +322,22 @@ fn suspend_machine() {
     // lost, then suspended again. The stale Suspended status must not keep that head running.
     let stale = inputs(vec![head("h")], vec![group("g", 1)]);
     let d = decide(true, false, true, &stale);
-    assert_eq!((d.phase, d.conditions[0].type_, d.conditions[0].status), (Phase::Suspending, "RayClusterSuspending", "True"));
+    assert_eq!(
+        (d.phase, d.conditions[0].type_, d.conditions[0].status),
+        (Phase::Suspending, "RayClusterSuspending", "True")
+    );
     // Found by `chaos --scenario clusters` (seed 873): Suspended must turn False in the same write,
     // or the API refuses the status (both True) on every retry and the head runs on.
-    assert_eq!((d.conditions[1].type_, d.conditions[1].status), ("RayClusterSuspended", "False"));
-    assert_eq!(decide(true, true, false, &stale).pods, vec![PodAction::DeleteAll { reason: "the cluster is suspending" }]);
+    assert_eq!(
+        (d.conditions[1].type_, d.conditions[1].status),
+        ("RayClusterSuspended", "False")
+    );
+    assert_eq!(
+        decide(true, true, false, &stale).pods,
+        vec![PodAction::DeleteAll {
+            reason: "the cluster is suspending"
+        }]
+    );
     // Resume: pods planned in the same pass.
     let d = decide(false, false, true, &empty);
     assert_eq!(d.phase, Phase::Running);
@@ -351,15 +359,9 @@ fn facts_and_conditions() {
         },
     ];
     let f = facts(&pods, 2);
-    assert_eq!(
-        (f.ready_workers, f.available_workers, f.all_ready),
-        (1, 2, false)
-    );
+    assert_eq!((f.ready_workers, f.available_workers, f.all_ready), (1, 2, false));
     let c = running_conditions(&f, false);
-    assert_eq!(
-        (c[0].status, c[0].reason),
-        ("True", "HeadPodRunningAndReady")
-    );
+    assert_eq!((c[0].status, c[0].reason), ("True", "HeadPodRunningAndReady"));
     assert_eq!(
         (c[1].status, c[1].reason),
         ("False", "RayClusterPodsProvisioning")
@@ -414,10 +416,7 @@ mod properties {
         )
             .prop_map(|(pods, groups, gated, autoscaling, recreate)| {
                 let mut seen = std::collections::BTreeSet::new();
-                let pods = pods
-                    .into_iter()
-                    .filter(|p| seen.insert(p.name.clone()))
-                    .collect();
+                let pods = pods.into_iter().filter(|p| seen.insert(p.name.clone())).collect();
                 let groups = groups
                     .into_iter()
                     .enumerate()
@@ -489,12 +488,26 @@ fn huge_replica_counts_are_created_in_bounded_batches() {
     let huge = usize::try_from(i32::MAX).unwrap();
     let plan = plan_pods(&inputs(vec![head("h")], vec![group("g", huge)]));
     assert_eq!(created(&plan), MAX_PODS_PER_PASS);
-    let multi = GroupView { hosts: 64, ..group("m", huge) };
+    let multi = GroupView {
+        hosts: 64,
+        ..group("m", huge)
+    };
     let plan = plan_pods(&inputs(vec![head("h")], vec![multi]));
-    assert_eq!(created(&plan), (MAX_PODS_PER_PASS / 64) * 64, "whole replicas of 64 hosts");
-    let wide = GroupView { hosts: 2_000, ..group("w", huge) };
+    assert_eq!(
+        created(&plan),
+        (MAX_PODS_PER_PASS / 64) * 64,
+        "whole replicas of 64 hosts"
+    );
+    let wide = GroupView {
+        hosts: 2_000,
+        ..group("w", huge)
+    };
     let plan = plan_pods(&inputs(vec![head("h")], vec![wide]));
-    assert_eq!(created(&plan), 2_000, "one replica wider than a batch is still created whole");
+    assert_eq!(
+        created(&plan),
+        2_000,
+        "one replica wider than a batch is still created whole"
+    );
 }
 
 #[test]
@@ -504,7 +517,10 @@ fn status_patches_null_what_went_away() {
     let old = json!({"state": "suspended", "head": {"podName": "h", "podIP": "1.2.3.4", "serviceName": "s"}, "n": 1});
     let new = json!({"head": {"serviceName": "s"}, "n": 2});
     let patch = merge_diff(&old, &new);
-    assert_eq!(patch, json!({"state": null, "head": {"podName": null, "podIP": null}, "n": 2}));
+    assert_eq!(
+        patch,
+        json!({"state": null, "head": {"podName": null, "podIP": null}, "n": 2})
+    );
     let mut applied = old.clone();
     json_patch::merge(&mut applied, &patch);
     assert_eq!(applied, new);
@@ -529,8 +545,21 @@ fn a_quota_gated_replacement_waits_for_the_terminating_pod() {
         ..inputs(vec![head("h"), worker("w1", "g", 0)], vec![group("g", 2)])
     };
     let created = plan_pods(&after);
-    assert!(matches!(created.as_slice(), [PodAction::CreateWorkers { workers, .. }] if workers.len() == 1), "{created:?}");
+    assert!(
+        matches!(created.as_slice(), [PodAction::CreateWorkers { workers, .. }] if workers.len() == 1),
+        "{created:?}"
+    );
     // Without quota (not queue-managed), KubeRay's behaviour: replaced at once.
-    let plain = inputs(vec![head("h"), worker("w1", "g", 0), PodView { deleting: true, ..worker("w2", "g", 1) }], vec![group("g", 2)]);
+    let plain = inputs(
+        vec![
+            head("h"),
+            worker("w1", "g", 0),
+            PodView {
+                deleting: true,
+                ..worker("w2", "g", 1)
+            },
+        ],
+        vec![group("g", 2)],
+    );
     assert_eq!(plan_pods(&plain).len(), 1);
 }

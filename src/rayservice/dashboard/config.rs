@@ -18,18 +18,15 @@ impl ServeConfig {
     /// Parses `serveConfigV2`. Only the shape needed to build a body is checked here; Ray's schema
     /// validation (a 400 from the PUT) stays the authority on the rest.
     pub fn from_yaml(yaml: &str) -> Result<Self, DashboardError> {
-        let value: Value = serde_saphyr::from_str(yaml).map_err(|e| {
-            DashboardError::InvalidConfig(format!("serveConfigV2 is not valid YAML: {e}"))
-        })?;
+        let value: Value = serde_saphyr::from_str(yaml)
+            .map_err(|e| DashboardError::InvalidConfig(format!("serveConfigV2 is not valid YAML: {e}")))?;
         Self::from_json(value)
     }
 
     pub fn from_json(value: Value) -> Result<Self, DashboardError> {
         match value {
             Value::Object(root) => Ok(Self { root }),
-            Value::Null => Err(DashboardError::InvalidConfig(
-                "serveConfigV2 is empty".into(),
-            )),
+            Value::Null => Err(DashboardError::InvalidConfig("serveConfigV2 is empty".into())),
             other => Err(DashboardError::InvalidConfig(format!(
                 "serveConfigV2 must be a mapping with `applications`, got {}",
                 json_kind(&other)
@@ -84,18 +81,13 @@ impl ServeConfig {
     /// Returns a copy with `target_capacity` set (0–100 %). `None` leaves the user's value alone, as
     /// KubeRay does outside incremental upgrades. Note Serve resets the capacity to null when a PUT
     /// omits it.
-    pub fn with_target_capacity(
-        &self,
-        target_capacity: Option<f64>,
-    ) -> Result<Self, DashboardError> {
+    pub fn with_target_capacity(&self, target_capacity: Option<f64>) -> Result<Self, DashboardError> {
         let mut out = self.clone();
         if let Some(tc) = target_capacity {
             let number = serde_json::Number::from_f64(tc)
                 .filter(|_| (0.0..=100.0).contains(&tc))
                 .ok_or_else(|| {
-                    DashboardError::InvalidConfig(format!(
-                        "target_capacity must be within 0..=100, got {tc}"
-                    ))
+                    DashboardError::InvalidConfig(format!("target_capacity must be within 0..=100, got {tc}"))
                 })?;
             // Whole percentages are sent as integers, which is what users write in YAML.
             let value = if tc.fract() == 0.0 {
@@ -209,9 +201,7 @@ applications:
             Some(30.0)
         );
         assert_eq!(
-            user.with_target_capacity(Some(70.0))
-                .unwrap()
-                .target_capacity(),
+            user.with_target_capacity(Some(70.0)).unwrap().target_capacity(),
             Some(70.0)
         );
     }
@@ -253,11 +243,7 @@ applications:
             (4, Some(60.0), 2), // 2.4 -> 2
         ];
         for (n, tc, want) in cases {
-            assert_eq!(
-                capacity_adjusted_replicas(*n, *tc),
-                *want,
-                "n={n} tc={tc:?}"
-            );
+            assert_eq!(capacity_adjusted_replicas(*n, *tc), *want, "n={n} tc={tc:?}");
         }
     }
 }

@@ -62,10 +62,7 @@ impl DashboardError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            Self::Server { .. }
-                | Self::Timeout { .. }
-                | Self::Unreachable { .. }
-                | Self::Transport { .. }
+            Self::Server { .. } | Self::Timeout { .. } | Self::Unreachable { .. } | Self::Transport { .. }
         )
     }
 
@@ -118,12 +115,7 @@ mod tests {
     #[test]
     fn status_classification() {
         let cases: &[(u16, &str, &str, bool)] = &[
-            (
-                400,
-                "1 validation error for ServeDeploySchema",
-                "rejected",
-                false,
-            ),
+            (400, "1 validation error for ServeDeploySchema", "rejected", false),
             (
                 401,
                 "Unauthorized: Missing authentication token",
@@ -144,8 +136,7 @@ mod tests {
 
     #[test]
     fn rejected_keeps_rays_message() {
-        let e =
-            DashboardError::from_status(400, b"1 validation error\napplications.0.import_path\n");
+        let e = DashboardError::from_status(400, b"1 validation error\napplications.0.import_path\n");
         assert_eq!(
             e,
             DashboardError::Rejected {

@@ -62,13 +62,20 @@ impl HttpDashboard {
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
             .build(connector);
-        Self { client, options, api_server: None }
+        Self {
+            client,
+            options,
+            api_server: None,
+        }
     }
 
     /// A client that reaches every dashboard through `api`'s service proxy, as KubeRay's operator
     /// does with `--use-kubernetes-proxy` (for a manager outside the cluster network).
     pub fn through_api_server(api: kube::Client, options: HttpDashboardOptions) -> Self {
-        Self { api_server: Some(api), ..Self::new(options) }
+        Self {
+            api_server: Some(api),
+            ..Self::new(options)
+        }
     }
 
     /// Sends one request and returns the status and body, classifying transport failures.
@@ -81,14 +88,21 @@ impl HttpDashboard {
     ) -> Result<(StatusCode, Bytes), DashboardError> {
         if let Some(api) = &self.api_server {
             let path = super::kube_proxy::proxy_path(&endpoint.base_url, path_and_query)?;
-            let headers: Vec<(&str, String)> = endpoint.auth_token.iter().map(|t| (AUTH_HEADER, format!("Bearer {t}"))).collect();
-            let limits = super::kube_proxy::Limits { request_timeout: self.options.request_timeout, max_body_bytes: self.options.max_body_bytes };
+            let headers: Vec<(&str, String)> = endpoint
+                .auth_token
+                .iter()
+                .map(|t| (AUTH_HEADER, format!("Bearer {t}")))
+                .collect();
+            let limits = super::kube_proxy::Limits {
+                request_timeout: self.options.request_timeout,
+                max_body_bytes: self.options.max_body_bytes,
+            };
             return super::kube_proxy::send(api, limits, method, path, &headers, json_body).await;
         }
         let url = format!("{}{}", endpoint.base_url, path_and_query);
-        let uri: Uri = url.parse().map_err(|e| {
-            DashboardError::InvalidEndpoint(format!("{url:?} is not a valid URL: {e}"))
-        })?;
+        let uri: Uri = url
+            .parse()
+            .map_err(|e| DashboardError::InvalidEndpoint(format!("{url:?} is not a valid URL: {e}")))?;
         if uri.scheme_str() != Some("http") {
             return Err(DashboardError::InvalidEndpoint(format!(
                 "{url:?}: only http:// is supported"
@@ -261,8 +275,11 @@ impl super::jobs::RayJobsApi for HttpDashboard {
         request: &'a JobSubmitRequest,
     ) -> BoxFuture<'a, Result<JobSubmitResponse, DashboardError>> {
         async move {
-            let body = serde_json::to_vec(request).map_err(|e| DashboardError::InvalidConfig(e.to_string()))?;
-            let (status, resp) = self.send(endpoint, Method::POST, jobs::JOBS_PATH, Some(body)).await?;
+            let body =
+                serde_json::to_vec(request).map_err(|e| DashboardError::InvalidConfig(e.to_string()))?;
+            let (status, resp) = self
+                .send(endpoint, Method::POST, jobs::JOBS_PATH, Some(body))
+                .await?;
             check_status(status, &resp)?;
             jobs::decode(&resp)
         }
@@ -275,7 +292,9 @@ impl super::jobs::RayJobsApi for HttpDashboard {
         submission_id: &'a str,
     ) -> BoxFuture<'a, Result<Option<JobDetails>, DashboardError>> {
         async move {
-            let (status, body) = self.send(endpoint, Method::GET, &jobs::job_path(submission_id, ""), None).await?;
+            let (status, body) = self
+                .send(endpoint, Method::GET, &jobs::job_path(submission_id, ""), None)
+                .await?;
             if status == StatusCode::NOT_FOUND {
                 return Ok(None);
             }
@@ -305,7 +324,9 @@ impl super::jobs::RayJobsApi for HttpDashboard {
         submission_id: &'a str,
     ) -> BoxFuture<'a, Result<bool, DashboardError>> {
         async move {
-            let (status, body) = self.send(endpoint, Method::DELETE, &jobs::job_path(submission_id, ""), None).await?;
+            let (status, body) = self
+                .send(endpoint, Method::DELETE, &jobs::job_path(submission_id, ""), None)
+                .await?;
             check_status(status, &body)?;
             Ok(jobs::decode::<jobs::DeleteResponse>(&body)?.deleted)
         }

@@ -110,10 +110,7 @@ async fn serve_details_gets_declarative_and_decodes() {
     );
     let details = HttpDashboard::default().serve_details(&ep).await.unwrap();
     assert_eq!(stub.last().method, "GET");
-    assert_eq!(
-        stub.last().uri,
-        "/api/serve/applications/?api_type=declarative"
-    );
+    assert_eq!(stub.last().uri, "/api/serve/applications/?api_type=declarative");
     assert_eq!(
         details.applications["a"].status,
         crate::rayservice::dashboard::AppStatus::Deploying
@@ -123,10 +120,7 @@ async fn serve_details_gets_declarative_and_decodes() {
 #[tokio::test]
 async fn delete_sends_delete() {
     let (stub, ep) = serve_stub().await;
-    HttpDashboard::default()
-        .delete_applications(&ep)
-        .await
-        .unwrap();
+    HttpDashboard::default().delete_applications(&ep).await.unwrap();
     assert_eq!(stub.last().method, "DELETE");
     assert_eq!(stub.last().uri, "/api/serve/applications/");
 }
@@ -145,11 +139,7 @@ async fn error_statuses_are_classified() {
             "1 validation error for ServeDeploySchema\napplications.0.import_path\n  Field required",
             "rejected",
         ),
-        (
-            401,
-            "Unauthorized: Missing authentication token",
-            "unauthorized",
-        ),
+        (401, "Unauthorized: Missing authentication token", "unauthorized"),
         (404, "not found", "client_error"),
         (500, &traceback, "server_error"),
     ];
@@ -185,10 +175,7 @@ async fn error_statuses_are_classified() {
 async fn undecodable_body_is_a_decode_error() {
     let (stub, ep) = serve_stub().await;
     stub.reply(200, "<html>proxy says hi</html>");
-    let err = HttpDashboard::default()
-        .serve_details(&ep)
-        .await
-        .unwrap_err();
+    let err = HttpDashboard::default().serve_details(&ep).await.unwrap_err();
     assert_eq!(err.category(), "decode");
     assert!(err.to_string().contains("proxy says hi"), "{err}");
 }
@@ -262,33 +249,18 @@ async fn proxy_health_gets_healthz_on_the_proxy_url_without_token() {
     let client = HttpDashboard::default();
     let dashboard = DashboardEndpoint::new("http://127.0.0.1:9").with_token("t0k");
     stub.reply(200, "success");
-    assert!(
-        client
-            .proxy_healthy(&dashboard, &proxy.base_url)
-            .await
-            .unwrap()
-    );
+    assert!(client.proxy_healthy(&dashboard, &proxy.base_url).await.unwrap());
     let seen = stub.last();
-    assert_eq!(
-        (seen.method.as_str(), seen.uri.as_str()),
-        ("GET", "/-/healthz")
-    );
+    assert_eq!((seen.method.as_str(), seen.uri.as_str()), ("GET", "/-/healthz"));
     assert_eq!(seen.auth, None, "the proxy's health route takes no token");
     stub.reply(503, "This node is being drained.");
-    assert!(
-        !client
-            .proxy_healthy(&dashboard, &proxy.base_url)
-            .await
-            .unwrap()
-    );
+    assert!(!client.proxy_healthy(&dashboard, &proxy.base_url).await.unwrap());
     // Nothing listening: an error, which the controller reads as unhealthy.
     let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = closed.local_addr().unwrap();
     drop(closed);
     assert!(matches!(
-        client
-            .proxy_healthy(&dashboard, &format!("http://{addr}"))
-            .await,
+        client.proxy_healthy(&dashboard, &format!("http://{addr}")).await,
         Err(DashboardError::Unreachable { .. })
     ));
 }
@@ -307,26 +279,47 @@ async fn jobs_api_calls_and_answers() {
         runtime_env: Some(serde_json::json!({"pip": ["requests"]})),
         ..Default::default()
     };
-    let answer = client.submit_job(&ep.clone().with_token("t"), &request).await.unwrap();
+    let answer = client
+        .submit_job(&ep.clone().with_token("t"), &request)
+        .await
+        .unwrap();
     assert_eq!(answer.submission_id, "rj-abcde");
     let seen = stub.last();
-    assert_eq!((seen.method.as_str(), seen.uri.as_str(), seen.auth.as_deref()), ("POST", "/api/jobs/", Some("Bearer t")));
+    assert_eq!(
+        (seen.method.as_str(), seen.uri.as_str(), seen.auth.as_deref()),
+        ("POST", "/api/jobs/", Some("Bearer t"))
+    );
     let body: serde_json::Value = serde_json::from_slice(&seen.body).unwrap();
-    assert_eq!(body, serde_json::json!({"entrypoint": "sleep 1", "submission_id": "rj-abcde", "runtime_env": {"pip": ["requests"]}}));
+    assert_eq!(
+        body,
+        serde_json::json!({"entrypoint": "sleep 1", "submission_id": "rj-abcde", "runtime_env": {"pip": ["requests"]}})
+    );
 
-    stub.reply(200, r#"{"type": "SUBMISSION", "submission_id": "rj-abcde", "status": "RUNNING", "start_time": 5}"#);
+    stub.reply(
+        200,
+        r#"{"type": "SUBMISSION", "submission_id": "rj-abcde", "status": "RUNNING", "start_time": 5}"#,
+    );
     let info = client.job_info(&ep, "rj-abcde").await.unwrap().unwrap();
     assert_eq!((info.status.as_str(), info.start_time), ("RUNNING", Some(5)));
-    assert_eq!((stub.last().method.as_str(), stub.last().uri.as_str()), ("GET", "/api/jobs/rj-abcde"));
+    assert_eq!(
+        (stub.last().method.as_str(), stub.last().uri.as_str()),
+        ("GET", "/api/jobs/rj-abcde")
+    );
     stub.reply(404, "Job rj-abcde does not exist");
     assert_eq!(client.job_info(&ep, "rj-abcde").await.unwrap(), None);
 
     stub.reply(200, r#"{"stopped": true}"#);
     assert!(client.stop_job(&ep, "rj-abcde").await.unwrap());
-    assert_eq!((stub.last().method.as_str(), stub.last().uri.as_str()), ("POST", "/api/jobs/rj-abcde/stop"));
+    assert_eq!(
+        (stub.last().method.as_str(), stub.last().uri.as_str()),
+        ("POST", "/api/jobs/rj-abcde/stop")
+    );
     stub.reply(200, r#"{"deleted": true}"#);
     assert!(client.delete_job(&ep, "rj-abcde").await.unwrap());
-    assert_eq!((stub.last().method.as_str(), stub.last().uri.as_str()), ("DELETE", "/api/jobs/rj-abcde"));
+    assert_eq!(
+        (stub.last().method.as_str(), stub.last().uri.as_str()),
+        ("DELETE", "/api/jobs/rj-abcde")
+    );
     stub.reply(200, r#"{"logs": "hello\n"}"#);
     assert_eq!(client.job_logs(&ep, "rj-abcde").await.unwrap(), "hello\n");
     assert_eq!(stub.last().uri, "/api/jobs/rj-abcde/logs");
@@ -334,7 +327,13 @@ async fn jobs_api_calls_and_answers() {
     // A refused submission (duplicate id) is Ray's 400 with its message; a broken body is a decode error.
     stub.reply(400, "Job with submission_id rj-abcde already exists.");
     let err = client.submit_job(&ep, &request).await.unwrap_err();
-    assert!(matches!(&err, DashboardError::Rejected { message } if message.contains("already exists")), "{err:?}");
+    assert!(
+        matches!(&err, DashboardError::Rejected { message } if message.contains("already exists")),
+        "{err:?}"
+    );
     stub.reply(200, "<html>");
-    assert!(matches!(client.job_info(&ep, "rj-abcde").await, Err(DashboardError::Decode { .. })));
+    assert!(matches!(
+        client.job_info(&ep, "rj-abcde").await,
+        Err(DashboardError::Decode { .. })
+    ));
 }

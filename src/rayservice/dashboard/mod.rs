@@ -21,8 +21,7 @@ pub use error::DashboardError;
 pub use jobs::{JobDetails, JobSubmitRequest, RayJobsApi};
 pub use readiness::{ServeReadiness, deploy_failure_summary, serve_readiness, strip_ansi};
 pub use types::{
-    AppDetails, AppStatus, DeploymentDetails, DeploymentStatus, ReplicaDetails, ReplicaState,
-    ServeDetails,
+    AppDetails, AppStatus, DeploymentDetails, DeploymentStatus, ReplicaDetails, ReplicaState, ServeDetails,
 };
 
 /// Default port of the head Service's `dashboard` port.
@@ -56,12 +55,7 @@ impl DashboardEndpoint {
 
     /// The in-cluster URL KubeRay builds from a RayCluster's head Service:
     /// `http://<svc>.<ns>.svc.<domain>:<dashboard port>`.
-    pub fn for_head_service(
-        service: &str,
-        namespace: &str,
-        cluster_domain: &str,
-        port: u16,
-    ) -> Self {
+    pub fn for_head_service(service: &str, namespace: &str, cluster_domain: &str, port: u16) -> Self {
         Self::new(format!(
             "http://{service}.{namespace}.svc.{cluster_domain}:{port}"
         ))
@@ -73,10 +67,7 @@ impl std::fmt::Debug for DashboardEndpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DashboardEndpoint")
             .field("base_url", &self.base_url)
-            .field(
-                "auth_token",
-                &self.auth_token.as_ref().map(|_| "<redacted>"),
-            )
+            .field("auth_token", &self.auth_token.as_ref().map(|_| "<redacted>"))
             .finish()
     }
 }
@@ -138,10 +129,7 @@ mod tests {
             .base_url,
             "http://rs-abcde-head-svc.ml.svc.cluster.local:8265"
         );
-        let dbg = format!(
-            "{:?}",
-            DashboardEndpoint::new("http://h:1").with_token("secret")
-        );
+        let dbg = format!("{:?}", DashboardEndpoint::new("http://h:1").with_token("secret"));
         assert!(!dbg.contains("secret"), "{dbg}");
     }
 }

@@ -39,11 +39,7 @@ impl ServeReadiness {
         match self {
             Self::Ready => "all Serve applications are RUNNING with their target replicas".into(),
             Self::NotReady { reason } => reason.clone(),
-            Self::Failed {
-                app,
-                status,
-                message,
-            } => format!("application {app:?} is {status}: {message}"),
+            Self::Failed { app, status, message } => format!("application {app:?} is {status}: {message}"),
         }
     }
 }
@@ -280,16 +276,14 @@ mod tests {
 
     #[test]
     fn expected_apps_must_be_reported() {
-        let cfg = ServeConfig::from_yaml("applications:\n  - name: hello\n    import_path: a:b\n  - name: new\n    import_path: c:d\n").unwrap();
+        let cfg = ServeConfig::from_yaml(
+            "applications:\n  - name: hello\n    import_path: a:b\n  - name: new\n    import_path: c:d\n",
+        )
+        .unwrap();
         let v = json!({"applications": {"hello": app("RUNNING", json!({"Hello": dep("HEALTHY", 1, &["RUNNING"])}))}});
         let r = serve_readiness(&details(v.clone()), Some(&cfg));
-        assert!(
-            r.reason().contains("\"new\" is not reported"),
-            "{}",
-            r.reason()
-        );
-        let cfg = ServeConfig::from_yaml("applications:\n  - name: hello\n    import_path: a:b\n")
-            .unwrap();
+        assert!(r.reason().contains("\"new\" is not reported"), "{}", r.reason());
+        let cfg = ServeConfig::from_yaml("applications:\n  - name: hello\n    import_path: a:b\n").unwrap();
         assert!(serve_readiness(&details(v.clone()), Some(&cfg)).is_ready());
 
         // Capacity sent vs reported.
@@ -329,10 +323,7 @@ mod tests {
         let cases: &[(&str, &str)] = &[
             ("", ""),
             ("plain message", "plain message"),
-            (
-                "\u{1b}[31mValueError: red\u{1b}[0m\n\n   \n",
-                "ValueError: red",
-            ),
+            ("\u{1b}[31mValueError: red\u{1b}[0m\n\n   \n", "ValueError: red"),
             ("Error: x\n    ^^^^ ~~~\n", "Error: x"),
             ("dangling escape \u{1b}", "dangling escape"),
         ];

@@ -35,7 +35,14 @@ pub fn incremental_states(max_surge: i32, step: i32) -> Vec<(i32, i32)> {
     // Each move changes one percentage by at least 1, so 3 x 101 moves reach Done; the bound only
     // guards against a decision function that stops converging.
     for _ in 0..400 {
-        let p = Progress { gain_capacity: gain, lose_capacity: lose, traffic, gain_serving: true, interval_passed: true, traffic_settled: true };
+        let p = Progress {
+            gain_capacity: gain,
+            lose_capacity: lose,
+            traffic,
+            gain_serving: true,
+            interval_passed: true,
+            traffic_settled: true,
+        };
         match next_move(&p, &o) {
             Move::Traffic(t) => traffic = t,
             Move::Shrink(l) => lose = l,
@@ -53,16 +60,33 @@ pub fn incremental_states(max_surge: i32, step: i32) -> Vec<(i32, i32)> {
 /// among `children`. `None` otherwise (no upgrade, strategy `None`, or a cluster that cannot be sized).
 pub fn upgrade_claim(rs: &RayService, children: &[RayCluster]) -> Option<UpgradeClaim> {
     let pending_name = step::pending_cluster(rs)?;
-    let active_name = rs.status.as_ref()?.active_service_status.as_ref()?.ray_cluster_name.as_deref()?;
-    let live = |n: &str| children.iter().find(|c| c.name_any() == n && c.metadata.deletion_timestamp.is_none());
+    let active_name = rs
+        .status
+        .as_ref()?
+        .active_service_status
+        .as_ref()?
+        .ray_cluster_name
+        .as_deref()?;
+    let live = |n: &str| {
+        children
+            .iter()
+            .find(|c| c.name_any() == n && c.metadata.deletion_timestamp.is_none())
+    };
     let (pending, active) = (live(pending_name)?, live(active_name)?);
-    let states = match rs.spec.upgrade_type().unwrap_or(RayServiceUpgradeType::NewCluster) {
+    let states = match rs
+        .spec
+        .upgrade_type()
+        .unwrap_or(RayServiceUpgradeType::NewCluster)
+    {
         RayServiceUpgradeType::None => return None,
         RayServiceUpgradeType::NewCluster => vec![(100, 100)],
         RayServiceUpgradeType::NewClusterWithIncrementalUpgrade => {
             let o = rs.spec.cluster_upgrade_options();
             let surge = o.map_or(100, |o| o.max_surge_percent_or_default()).clamp(1, 100);
-            incremental_states(surge, o.and_then(|o| o.step_size_percent).unwrap_or(100).clamp(1, 100))
+            incremental_states(
+                surge,
+                o.and_then(|o| o.step_size_percent).unwrap_or(100).clamp(1, 100),
+            )
         }
     };
     let mut peak: BTreeMap<String, Amount> = BTreeMap::new();
@@ -91,7 +115,11 @@ fn serving_at(rc: &RayCluster, capacity: i32) -> RayCluster {
     for g in rc.spec.worker_group_specs.iter_mut().flatten() {
         let now = i64::from(desired_replicas(g));
         let scaled = (now * i64::from(capacity.max(0)) + 99) / 100;
-        g.replicas = Some(i32::try_from(scaled).unwrap_or(i32::MAX).max(g.min_replicas_or_default()));
+        g.replicas = Some(
+            i32::try_from(scaled)
+                .unwrap_or(i32::MAX)
+                .max(g.min_replicas_or_default()),
+        );
     }
     rc
 }
@@ -157,7 +185,10 @@ mod tests {
         let old = service("4", "1");
         let mut new = service("1", "3");
         if let Some(t) = strategy {
-            new.spec.upgrade_strategy.get_or_insert_with(Default::default).type_ = serde_json::from_value(json!(t)).ok();
+            new.spec
+                .upgrade_strategy
+                .get_or_insert_with(Default::default)
+                .type_ = serde_json::from_value(json!(t)).ok();
         }
         let mut active = child_cluster(&old, "rs-old", "", false);
         for g in active.spec.worker_group_specs.iter_mut().flatten() {

@@ -104,7 +104,9 @@ fn leaving_pods(rc: &RayCluster, group: &str) -> i64 {
         .find(|g| g.group_name.to_lowercase() == group)
         .map_or(0, |g| {
             let listed = i64::try_from(g.workers_to_delete().len()).unwrap_or(i64::MAX);
-            listed.min(i64::from(g.max_replicas_or_default().max(0)) * i64::from(g.num_of_hosts_or_default().max(1)))
+            listed.min(
+                i64::from(g.max_replicas_or_default().max(0)) * i64::from(g.num_of_hosts_or_default().max(1)),
+            )
         })
 }
 
@@ -114,7 +116,9 @@ fn leaving_pods(rc: &RayCluster, group: &str) -> i64 {
 /// them). Quota covers what runs, so a slice shrinks only once such pods are gone (I2).
 pub fn at_least_live(mut children: Vec<ChildDemand>, live: &LivePods) -> Vec<ChildDemand> {
     for child in &mut children {
-        let Some(groups) = live.get(&child.name) else { continue };
+        let Some(groups) = live.get(&child.name) else {
+            continue;
+        };
         for (id, n, _) in &mut child.pods {
             if let Some(&running) = groups.get(&id.group) {
                 *n = (*n).max(running);
@@ -164,9 +168,7 @@ pub fn podsets(children: &[ChildDemand]) -> Result<Vec<PodSet>, DemandError> {
         }
     }
     if merged.len() > MAX_PODSETS {
-        return Err(DemandError::TooManyPodSets {
-            count: merged.len(),
-        });
+        return Err(DemandError::TooManyPodSets { count: merged.len() });
     }
     let shapes = |group: &str| merged.iter().filter(|(m, _, _)| m.group == group).count();
     Ok(merged
@@ -263,7 +265,9 @@ pub fn podset_names(podsets: &[PodSet], child: &ChildDemand) -> BTreeMap<String,
         .pods
         .iter()
         .filter_map(|(id, _, _)| {
-            let ps = podsets.iter().find(|ps| podset_identity(ps).as_ref() == Some(id))?;
+            let ps = podsets
+                .iter()
+                .find(|ps| podset_identity(ps).as_ref() == Some(id))?;
             Some((id.group.clone(), ps.name.clone()?))
         })
         .collect()
@@ -307,7 +311,10 @@ pub type LivePods = BTreeMap<String, BTreeMap<String, i64>>;
 
 /// Counts live pods by the labels the RayCluster controller puts on them.
 pub fn live_pods<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> LivePods {
-    count_pods(pods.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()))
+    count_pods(
+        pods.into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none()),
+    )
 }
 
 /// Counts pods by the labels the RayCluster controller puts on them, terminating ones included: they
@@ -320,11 +327,17 @@ fn count_pods<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> LivePods {
     let mut out = LivePods::new();
     for p in pods {
         let labels = p.labels();
-        let Some(cluster) = labels.get(c::LABEL_CLUSTER) else { continue };
+        let Some(cluster) = labels.get(c::LABEL_CLUSTER) else {
+            continue;
+        };
         let group = if labels.get(c::LABEL_NODE_TYPE).map(String::as_str) == Some(c::NODE_TYPE_HEAD) {
             HEAD_PODSET.to_string()
         } else {
-            labels.get(c::LABEL_GROUP).cloned().unwrap_or_default().to_lowercase()
+            labels
+                .get(c::LABEL_GROUP)
+                .cloned()
+                .unwrap_or_default()
+                .to_lowercase()
         };
         *out.entry(cluster.clone()).or_default().entry(group).or_default() += 1;
     }
@@ -355,7 +368,13 @@ pub fn allowed_pods(
     let running = |child: &str, group: &str| live.get(child).and_then(|g| g.get(group)).copied().unwrap_or(0);
     let mut granted: Vec<Vec<i64>> = children
         .iter()
-        .map(|child| child.pods.iter().map(|(id, want, _)| take(id, (*want).min(running(&child.name, &id.group)))).collect())
+        .map(|child| {
+            child
+                .pods
+                .iter()
+                .map(|(id, want, _)| take(id, (*want).min(running(&child.name, &id.group))))
+                .collect()
+        })
         .collect();
     for (child, got) in children.iter().zip(granted.iter_mut()) {
         for ((id, want, _), g) in child.pods.iter().zip(got.iter_mut()) {

@@ -12,9 +12,9 @@ use super::demand::{self, ChildDemand, LivePods};
 use super::rayservice::{children_pods, load_children, service_demand};
 use crate::api::kueue::Workload;
 use crate::api::kueue::constants::condition;
+use crate::api::kueue::managed_jobs::ManagedJobs;
 use crate::api::ray::constants as c;
 use crate::api::ray::{RayCluster, RayService};
-use crate::api::kueue::managed_jobs::ManagedJobs;
 use crate::jobframework::interface::queue_name;
 use crate::jobframework::job_controller::owned_workloads;
 use crate::jobframework::manages;
@@ -55,7 +55,11 @@ pub fn queue_managed(rs: &RayService) -> bool {
 
 /// Whether Kueue manages the RayService (the job framework's [`manages`], the decision its job
 /// reconciler takes too): its clusters then run only under admitted quota.
-pub async fn service_managed(client: &Client, managed: &ManagedJobs, rs: &RayService) -> Result<bool, kube::Error> {
+pub async fn service_managed(
+    client: &Client,
+    managed: &ManagedJobs,
+    rs: &RayService,
+) -> Result<bool, kube::Error> {
     manages(client, managed, &rs.metadata).await
 }
 
@@ -81,7 +85,13 @@ pub fn decide(rs: &RayService, children: &[RayCluster], workloads: &[Workload], 
         .map(|d| d.name.clone())
         .collect();
     let exposed = admitted
-        .map(|w| demands.iter().filter(|d| may_lose_part(w, &d.name)).map(|d| d.name.clone()).collect())
+        .map(|w| {
+            demands
+                .iter()
+                .filter(|d| may_lose_part(w, &d.name))
+                .map(|d| d.name.clone())
+                .collect()
+        })
         .unwrap_or_default();
     let taken = super::growth::close_growth(rs, admitted, &mut allowed, &mut covered);
     let pending = match (pending_slice(workloads), taken) {
@@ -132,12 +142,25 @@ fn waits_for(w: &Workload) -> String {
             .iter()
             .flat_map(|s| s.admission_checks.iter())
             .filter(|c| c.state != crate::api::kueue::CheckState::Ready)
-            .map(|c| if c.message.is_empty() { format!("{} ({:?})", c.name, c.state) } else { format!("{} ({:?}: {})", c.name, c.state, c.message) })
+            .map(|c| {
+                if c.message.is_empty() {
+                    format!("{} ({:?})", c.name, c.state)
+                } else {
+                    format!("{} ({:?}: {})", c.name, c.state, c.message)
+                }
+            })
             .collect();
         return if checks.is_empty() {
-            format!("quota reserved in ClusterQueue {}; waiting for the Admitted condition", a.cluster_queue)
+            format!(
+                "quota reserved in ClusterQueue {}; waiting for the Admitted condition",
+                a.cluster_queue
+            )
         } else {
-            format!("quota reserved in ClusterQueue {}; waiting for admission checks: {}", a.cluster_queue, checks.join(", "))
+            format!(
+                "quota reserved in ClusterQueue {}; waiting for admission checks: {}",
+                a.cluster_queue,
+                checks.join(", ")
+            )
         };
     }
     w.status
@@ -170,10 +193,16 @@ pub fn own_job(rc: &RayCluster) -> bool {
 pub fn decide_standalone(rc: &RayCluster, workloads: &[Workload], live: &LivePods) -> ClusterGate {
     let waiting = pending_slice(workloads);
     let Ok(own) = demand::child_demand(rc, &Default::default()) else {
-        return ClusterGate { waiting, ..Default::default() };
+        return ClusterGate {
+            waiting,
+            ..Default::default()
+        };
     };
     let Some(child) = demand::at_least_live(vec![own], live).pop() else {
-        return ClusterGate { waiting, ..Default::default() };
+        return ClusterGate {
+            waiting,
+            ..Default::default()
+        };
     };
     let admitted = demand::admitted_slice(workloads);
     let allowed = demand::allowed_by_requests(admitted.map(|w| w.spec.pod_sets.as_slice()), &child);
@@ -215,7 +244,13 @@ pub fn parent_ray_job(rc: &RayCluster) -> Option<String> {
 /// Workload covers with the cluster's own requests (its podsets are the cluster's, plus a submitter's),
 /// whatever a user writes into the cluster afterwards. A RayJob that is not queue-managed leaves its
 /// cluster ungated; one that cannot be found covers nothing.
-async fn ray_job_cluster_gate(client: &Client, managed: &ManagedJobs, rc: &RayCluster, ns: &str, job: &str) -> Result<Option<ClusterGate>, kube::Error> {
+async fn ray_job_cluster_gate(
+    client: &Client,
+    managed: &ManagedJobs,
+    rc: &RayCluster,
+    ns: &str,
+    job: &str,
+) -> Result<Option<ClusterGate>, kube::Error> {
     let api: Api<crate::api::ray::RayJob> = Api::namespaced(client.clone(), ns);
     let Some(rj) = api.get_opt(job).await? else {
         return Ok(Some(ClusterGate::default()));
@@ -240,10 +275,9 @@ pub fn parent_service(rc: &RayCluster) -> Option<String> {
         .find(|o| o.controller == Some(true) && o.kind == c::CRD_RAY_SERVICE)
         .map(|o| o.name.clone());
     let labels = rc.labels();
-    let by_label = (labels.get(c::LABEL_ORIGINATED_FROM_CRD).map(String::as_str)
-        == Some(c::CRD_RAY_SERVICE))
-    .then(|| labels.get(c::LABEL_ORIGINATED_FROM_CR_NAME).cloned())
-    .flatten();
+    let by_label = (labels.get(c::LABEL_ORIGINATED_FROM_CRD).map(String::as_str) == Some(c::CRD_RAY_SERVICE))
+        .then(|| labels.get(c::LABEL_ORIGINATED_FROM_CR_NAME).cloned())
+        .flatten();
     by_owner.or(by_label)
 }
 
@@ -282,7 +316,11 @@ impl ClusterGate {
 /// The gate of `rc`, or `None` when `rc` is not quota-gated (neither managed itself nor the child of a
 /// managed RayService or RayJob; managed as the job reconciler decides it, [`manages`] under the
 /// configuration's `manageJobsWithoutQueueName`). A parent that cannot be found covers nothing.
-pub async fn cluster_gate(client: &Client, managed: &ManagedJobs, rc: &RayCluster) -> Result<Option<ClusterGate>, kube::Error> {
+pub async fn cluster_gate(
+    client: &Client,
+    managed: &ManagedJobs,
+    rc: &RayCluster,
+) -> Result<Option<ClusterGate>, kube::Error> {
     let ns = rc.namespace().unwrap_or_default();
     if let Some(job) = parent_ray_job(rc) {
         return ray_job_cluster_gate(client, managed, rc, &ns, &job).await;
@@ -324,8 +362,8 @@ mod standalone_tests {
     use super::*;
     use crate::api::kueue::constants::label;
     use crate::api::kueue::{Admission, PodSetAssignment};
-    use crate::jobframework::admission as conditions;
     use crate::jobframework::GenericJob;
+    use crate::jobframework::admission as conditions;
     use crate::rayservice::job::raycluster::RayClusterJob;
 
     fn rc(workers: i32, cpu: &str) -> RayCluster {
@@ -344,8 +382,24 @@ mod standalone_tests {
         let mut w = Workload::build("w", "default").queue("lq").build();
         w.spec.pod_sets = RayClusterJob::new(of.clone()).pod_sets().unwrap();
         if admitted {
-            let assignments = w.spec.pod_sets.iter().map(|p| PodSetAssignment { name: p.name().to_string(), count: p.count, ..Default::default() }).collect();
-            w.status = Some(conditions::admitted(&w, Admission { cluster_queue: "cq".into(), pod_set_assignments: assignments }, jiff::Timestamp::UNIX_EPOCH));
+            let assignments = w
+                .spec
+                .pod_sets
+                .iter()
+                .map(|p| PodSetAssignment {
+                    name: p.name().to_string(),
+                    count: p.count,
+                    ..Default::default()
+                })
+                .collect();
+            w.status = Some(conditions::admitted(
+                &w,
+                Admission {
+                    cluster_queue: "cq".into(),
+                    pod_set_assignments: assignments,
+                },
+                jiff::Timestamp::UNIX_EPOCH,
+            ));
         }
         w
     }
@@ -374,7 +428,12 @@ mod standalone_tests {
         assert_eq!(allowed(&g), vec![("head".into(), 0), ("workers".into(), 0)]);
         assert_eq!(g.waiting.map(|p| p.workload), Some("w".to_string()));
         // No workload at all.
-        assert!(decide_standalone(&rc(1, "1"), &[], &LivePods::new()).allowed.values().all(|n| *n == 0));
+        assert!(
+            decide_standalone(&rc(1, "1"), &[], &LivePods::new())
+                .allowed
+                .values()
+                .all(|n| *n == 0)
+        );
     }
 
     #[test]

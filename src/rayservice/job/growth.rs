@@ -48,9 +48,15 @@ pub fn switch_announced(rs: &RayService) -> bool {
     if pending.ray_cluster_name.as_deref().is_none_or(str::is_empty) {
         return false;
     }
-    let no_apps = rs.spec.serve_config_v2.as_deref().is_none_or(|c| c.trim().is_empty());
+    let no_apps = rs
+        .spec
+        .serve_config_v2
+        .as_deref()
+        .is_none_or(|c| c.trim().is_empty());
     match pending.applications.as_ref().filter(|a| !a.is_empty()) {
-        Some(apps) => apps.values().all(|a| a.status.as_deref() == Some(app_status::RUNNING)),
+        Some(apps) => apps
+            .values()
+            .all(|a| a.status.as_deref() == Some(app_status::RUNNING)),
         None => no_apps,
     }
 }
@@ -73,7 +79,11 @@ pub fn kept(rs: &RayService, children: &[&str]) -> Option<Vec<String>> {
 
 /// Per podset of `pod_sets`, the pods of the `kept` children it stands for (0 for the others);
 /// `None` when a kept pod has no podset (then no growth can be told apart: preempted whole).
-pub fn floor(children: &[ChildDemand], pod_sets: &[PodSet], kept: &[String]) -> Option<BTreeMap<String, i64>> {
+pub fn floor(
+    children: &[ChildDemand],
+    pod_sets: &[PodSet],
+    kept: &[String],
+) -> Option<BTreeMap<String, i64>> {
     let mut out: BTreeMap<String, i64> = pod_sets.iter().map(|p| (p.name().to_string(), 0)).collect();
     for child in children.iter().filter(|c| kept.contains(&c.name)) {
         let names = demand::podset_names(pod_sets, child);
@@ -96,7 +106,10 @@ pub struct Taken {
 pub fn taken(workloads: &[Workload]) -> Option<Taken> {
     demand::admitted_slice(workloads)
         .filter(|w| growth_preempted(w))
-        .map(|w| Taken { pod_sets: w.spec.pod_sets.clone(), keeps: growth_keeps(w) })
+        .map(|w| Taken {
+            pod_sets: w.spec.pod_sets.clone(),
+            keeps: growth_keeps(w),
+        })
 }
 
 /// What a slice whose growth was taken keeps: what it names, else the serving cluster.
@@ -106,7 +119,12 @@ fn keeps_of(rs: &RayService, keeps: Option<Vec<String>>) -> Vec<String> {
 
 /// The demand of the kept clusters alone, plus the pods the others still run until they are gone
 /// (quota covers what runs): what a slice whose growth was taken shrinks back to.
-pub fn kept_only(rs: &RayService, children: &[ChildDemand], live: &LivePods, taken: &Taken) -> Option<Vec<PodSet>> {
+pub fn kept_only(
+    rs: &RayService,
+    children: &[ChildDemand],
+    live: &LivePods,
+    taken: &Taken,
+) -> Option<Vec<PodSet>> {
     let kept = keeps_of(rs, taken.keeps.clone());
     if kept.is_empty() {
         return None;

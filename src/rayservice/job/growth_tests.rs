@@ -9,8 +9,8 @@ use super::demand::{self, LivePods};
 use super::rayservice::RayServiceJob;
 use crate::api::kueue::{Admission, PodSet, Workload};
 use crate::api::ray::{RayCluster, RayService};
-use crate::jobframework::admission as conditions;
 use crate::jobframework::GenericJob;
+use crate::jobframework::admission as conditions;
 use crate::jobframework::job_controller::{Step, plan};
 use crate::jobframework::slices::{GROWTH_FLOOR_ANNOTATION, GROWTH_KEEPS_ANNOTATION, format_floor};
 use crate::rayservice::cluster::BuildOptions;
@@ -58,7 +58,10 @@ fn taken_slice(pod_sets: Vec<PodSet>) -> Workload {
     let mut wl = Workload::build("rs-slice-1", "default").queue("lq").build();
     wl.spec.pod_sets = pod_sets;
     let now = jiff::Timestamp::UNIX_EPOCH;
-    let admission = Admission { cluster_queue: "cq".into(), pod_set_assignments: vec![] };
+    let admission = Admission {
+        cluster_queue: "cq".into(),
+        pod_set_assignments: vec![],
+    };
     wl.status = Some(conditions::admitted(&wl, admission, now));
     let mut tmp = wl.clone();
     tmp.status = conditions::growth_preempted(&wl, "InClusterQueue", "preempted", now);
@@ -68,12 +71,21 @@ fn taken_slice(pod_sets: Vec<PodSet>) -> Workload {
 fn pods(groups: &[(&str, &[(&str, i64)])]) -> LivePods {
     groups
         .iter()
-        .map(|(c, gs)| (c.to_string(), gs.iter().map(|(g, n)| (g.to_string(), *n)).collect::<BTreeMap<_, _>>()))
+        .map(|(c, gs)| {
+            (
+                c.to_string(),
+                gs.iter()
+                    .map(|(g, n)| (g.to_string(), *n))
+                    .collect::<BTreeMap<_, _>>(),
+            )
+        })
         .collect()
 }
 
 fn counts(ps: &[PodSet]) -> Vec<(String, i32)> {
-    ps.iter().map(|p| (p.name.clone().unwrap_or_default(), p.count())).collect()
+    ps.iter()
+        .map(|p| (p.name.clone().unwrap_or_default(), p.count()))
+        .collect()
 }
 
 fn job(rs: &RayService, children: &[RayCluster], live: LivePods, wl: &Workload) -> RayServiceJob {
@@ -97,14 +109,22 @@ fn an_incremental_upgrade_whose_growth_was_taken_asks_for_a_new_slice_after_shri
     for g in at_step[1].spec.worker_group_specs.iter_mut().flatten() {
         g.replicas = Some(1);
     }
-    let step_demand: Vec<_> = at_step.iter().map(|c| demand::child_demand(c, &opts).expect("demand")).collect();
+    let step_demand: Vec<_> = at_step
+        .iter()
+        .map(|c| demand::child_demand(c, &opts).expect("demand"))
+        .collect();
     let wl = taken_slice(demand::podsets(&step_demand).expect("podsets"));
-    assert_eq!(counts(&wl.spec.pod_sets), vec![("head".into(), 2), ("workers".into(), 2)]);
+    assert_eq!(
+        counts(&wl.spec.pod_sets),
+        vec![("head".into(), 2), ("workers".into(), 2)]
+    );
 
     // The pending cluster's pods are gone: shrink back to the serving cluster.
     let serving_only = pods(&[("rs-old", &[("head", 1), ("workers", 1)])]);
     let step = plan(&job(&rs, &children, serving_only.clone(), &wl), &[&wl]).expect("a step");
-    let Step::ReplacePodSets { pod_sets, .. } = step else { panic!("expected a shrink, got {step:?}") };
+    let Step::ReplacePodSets { pod_sets, .. } = step else {
+        panic!("expected a shrink, got {step:?}")
+    };
     assert_eq!(counts(&pod_sets), vec![("head".into(), 1), ("workers".into(), 1)]);
 
     // Shrunk (still GrowthPreempted until a new slice replaces it), the floor written as the job
@@ -112,25 +132,51 @@ fn an_incremental_upgrade_whose_growth_was_taken_asks_for_a_new_slice_after_shri
     let mut shrunk = wl.clone();
     shrunk.spec.pod_sets = pod_sets;
     let j = job(&rs, &children, serving_only.clone(), &shrunk);
-    let floor = j.growth_floor(&shrunk.spec.pod_sets).expect("a floor during the upgrade");
-    assert_eq!(floor, BTreeMap::from([("head".to_string(), 1), ("workers".to_string(), 1)]));
-    assert_eq!(j.growth_keeps(), Some(vec!["rs-old".to_string()]), "a slice written before it named what it keeps keeps the serving cluster");
+    let floor = j
+        .growth_floor(&shrunk.spec.pod_sets)
+        .expect("a floor during the upgrade");
+    assert_eq!(
+        floor,
+        BTreeMap::from([("head".to_string(), 1), ("workers".to_string(), 1)])
+    );
+    assert_eq!(
+        j.growth_keeps(),
+        Some(vec!["rs-old".to_string()]),
+        "a slice written before it named what it keeps keeps the serving cluster"
+    );
     let stale = shrunk.clone();
     let annotations = shrunk.metadata.annotations.get_or_insert_with(Default::default);
     annotations.insert(GROWTH_FLOOR_ANNOTATION.into(), format_floor(&floor));
     annotations.insert(GROWTH_KEEPS_ANNOTATION.into(), "rs-old".into());
     let step = plan(&j, &[&shrunk]).expect("a step");
-    assert_eq!(step, Step::CreateSlice { replaces: "rs-slice-1".into() });
+    assert_eq!(
+        step,
+        Step::CreateSlice {
+            replaces: "rs-slice-1".into()
+        }
+    );
 
     // A floor not written yet (or stale) is written first, also while the slice waits to grow: the
     // admission core holds a slice whose growth was taken until it is at its floor.
     let step = plan(&job(&rs, &children, serving_only, &stale), &[&stale]).expect("a step");
-    assert_eq!(step, Step::ReplacePodSets { name: "rs-slice-1".into(), pod_sets: stale.spec.pod_sets.clone() });
+    assert_eq!(
+        step,
+        Step::ReplacePodSets {
+            name: "rs-slice-1".into(),
+            pod_sets: stale.spec.pod_sets.clone()
+        }
+    );
 
     // Before the pending pods are gone, the pending cluster's growth waits for a slice too.
-    let all = pods(&[("rs-old", &[("head", 1), ("workers", 1)]), ("rs-new", &[("head", 1), ("workers", 1)])]);
+    let all = pods(&[
+        ("rs-old", &[("head", 1), ("workers", 1)]),
+        ("rs-new", &[("head", 1), ("workers", 1)]),
+    ]);
     let step = plan(&job(&rs, &children, all, &wl), &[&wl]).expect("a step");
-    assert!(matches!(step, Step::CreateSlice { .. } | Step::ReplacePodSets { .. }), "got {step:?}");
+    assert!(
+        matches!(step, Step::CreateSlice { .. } | Step::ReplacePodSets { .. }),
+        "got {step:?}"
+    );
 }
 
 /// `rs` with its pending cluster's Serve app reported as `app_status` (`None`: nothing reported).
@@ -152,26 +198,58 @@ fn kept_follows_the_upgrade_through_its_switch() {
     let (rs, _) = upgrading(1, 2);
     let both = ["rs-old", "rs-new"];
     let names = |k: Option<Vec<String>>| k.map(|v| v.join(","));
-    assert_eq!(names(super::growth::kept(&announced(rs.clone(), None), &both)), Some("rs-old".into()));
-    assert_eq!(names(super::growth::kept(&announced(rs.clone(), Some("DEPLOYING")), &both)), Some("rs-old".into()));
-    assert_eq!(names(super::growth::kept(&announced(rs.clone(), Some("DEPLOY_FAILED")), &both)), Some("rs-old".into()));
-    assert_eq!(names(super::growth::kept(&announced(rs.clone(), Some("RUNNING")), &both)), Some("rs-old,rs-new".into()));
+    assert_eq!(
+        names(super::growth::kept(&announced(rs.clone(), None), &both)),
+        Some("rs-old".into())
+    );
+    assert_eq!(
+        names(super::growth::kept(
+            &announced(rs.clone(), Some("DEPLOYING")),
+            &both
+        )),
+        Some("rs-old".into())
+    );
+    assert_eq!(
+        names(super::growth::kept(
+            &announced(rs.clone(), Some("DEPLOY_FAILED")),
+            &both
+        )),
+        Some("rs-old".into())
+    );
+    assert_eq!(
+        names(super::growth::kept(
+            &announced(rs.clone(), Some("RUNNING")),
+            &both
+        )),
+        Some("rs-old,rs-new".into())
+    );
     // Promoted: the new cluster serves, the old one waits for deletion and is growth.
     let mut promoted = rs.clone();
-    promoted.status = serde_json::from_value(json!({"activeServiceStatus": {"rayClusterName": "rs-new"}})).ok();
-    assert_eq!(names(super::growth::kept(&promoted, &both)), Some("rs-new".into()));
+    promoted.status =
+        serde_json::from_value(json!({"activeServiceStatus": {"rayClusterName": "rs-new"}})).ok();
+    assert_eq!(
+        names(super::growth::kept(&promoted, &both)),
+        Some("rs-new".into())
+    );
     // The old cluster deleted: the serving one alone is kept, so what the slice still holds for the
     // old one is growth; none serving: preempted whole.
-    assert_eq!(names(super::growth::kept(&promoted, &["rs-new"])), Some("rs-new".into()));
+    assert_eq!(
+        names(super::growth::kept(&promoted, &["rs-new"])),
+        Some("rs-new".into())
+    );
     let mut starting = rs.clone();
-    starting.status = serde_json::from_value(json!({"pendingServiceStatus": {"rayClusterName": "rs-new"}})).ok();
+    starting.status =
+        serde_json::from_value(json!({"pendingServiceStatus": {"rayClusterName": "rs-new"}})).ok();
     assert_eq!(super::growth::kept(&starting, &both), None);
 }
 
 fn admitted_slice(pod_sets: Vec<PodSet>, floor: &str, keeps: &str) -> Workload {
     let mut wl = Workload::build("rs-slice-1", "default").queue("lq").build();
     wl.spec.pod_sets = pod_sets;
-    let admission = Admission { cluster_queue: "cq".into(), pod_set_assignments: vec![] };
+    let admission = Admission {
+        cluster_queue: "cq".into(),
+        pod_set_assignments: vec![],
+    };
     wl.status = Some(conditions::admitted(&wl, admission, jiff::Timestamp::UNIX_EPOCH));
     let a = wl.metadata.annotations.get_or_insert_with(Default::default);
     a.insert(GROWTH_FLOOR_ANNOTATION.into(), floor.into());
@@ -186,27 +264,57 @@ fn admitted_slice(pod_sets: Vec<PodSet>, floor: &str, keeps: &str) -> Workload {
 fn an_announced_switch_moves_the_floor_onto_the_pending_cluster_first() {
     let (rs, children) = upgrading(2, 2);
     let opts = BuildOptions::default();
-    let demands: Vec<_> = children.iter().map(|c| demand::child_demand(c, &opts).expect("demand")).collect();
+    let demands: Vec<_> = children
+        .iter()
+        .map(|c| demand::child_demand(c, &opts).expect("demand"))
+        .collect();
     let pod_sets = demand::podsets(&demands).expect("podsets");
     assert_eq!(counts(&pod_sets), vec![("head".into(), 2), ("workers".into(), 4)]);
-    let live = pods(&[("rs-old", &[("head", 1), ("workers", 2)]), ("rs-new", &[("head", 1), ("workers", 2)])]);
+    let live = pods(&[
+        ("rs-old", &[("head", 1), ("workers", 2)]),
+        ("rs-new", &[("head", 1), ("workers", 2)]),
+    ]);
     let wl = admitted_slice(pod_sets.clone(), "head=1,workers=2", "rs-old");
-    let job = |rs: &RayService| RayServiceJob { rs: rs.clone(), children: children.clone(), live: live.clone(), slices: vec![], growth_taken: None };
+    let job = |rs: &RayService| RayServiceJob {
+        rs: rs.clone(),
+        children: children.clone(),
+        live: live.clone(),
+        slices: vec![],
+        growth_taken: None,
+    };
 
     // Not announced: the slice is as the job wants it, and the pending cluster is exposed.
     let waiting = announced(rs.clone(), Some("DEPLOYING"));
     assert_eq!(plan(&job(&waiting), &[&wl]).expect("a step"), Step::Nothing);
     let g = super::gate::decide(&waiting, &children, std::slice::from_ref(&wl), &live);
     assert_eq!(g.exposed.iter().collect::<Vec<_>>(), vec!["rs-new"]);
-    assert!(g.covered.contains("rs-new"), "covered: its pods may run, but no traffic moves onto it");
+    assert!(
+        g.covered.contains("rs-new"),
+        "covered: its pods may run, but no traffic moves onto it"
+    );
 
     // Announced: the floor is rewritten to keep both before any traffic moves.
     let ready = announced(rs.clone(), Some("RUNNING"));
     let j = job(&ready);
-    assert_eq!(j.growth_keeps(), Some(vec!["rs-old".to_string(), "rs-new".to_string()]));
-    assert_eq!(j.growth_floor(&pod_sets), Some(BTreeMap::from([("head".to_string(), 2), ("workers".to_string(), 4)])));
+    assert_eq!(
+        j.growth_keeps(),
+        Some(vec!["rs-old".to_string(), "rs-new".to_string()])
+    );
+    assert_eq!(
+        j.growth_floor(&pod_sets),
+        Some(BTreeMap::from([
+            ("head".to_string(), 2),
+            ("workers".to_string(), 4)
+        ]))
+    );
     let step = plan(&j, &[&wl]).expect("a step");
-    assert_eq!(step, Step::ReplacePodSets { name: "rs-slice-1".into(), pod_sets: pod_sets.clone() });
+    assert_eq!(
+        step,
+        Step::ReplacePodSets {
+            name: "rs-slice-1".into(),
+            pod_sets: pod_sets.clone()
+        }
+    );
     let kept_both = admitted_slice(pod_sets, "head=2,workers=4", "rs-old,rs-new");
     let g = super::gate::decide(&ready, &children, std::slice::from_ref(&kept_both), &live);
     assert!(g.exposed.is_empty(), "{:?}", g.exposed);
@@ -219,21 +327,43 @@ fn an_announced_switch_moves_the_floor_onto_the_pending_cluster_first() {
 fn a_slice_whose_growth_was_taken_keeps_what_it_named_whatever_the_status_says_since() {
     let (rs, children) = upgrading(2, 2);
     let opts = BuildOptions::default();
-    let demands: Vec<_> = children.iter().map(|c| demand::child_demand(c, &opts).expect("demand")).collect();
-    let live = pods(&[("rs-old", &[("head", 1), ("workers", 2)]), ("rs-new", &[("head", 1), ("workers", 2)])]);
-    let mut wl = admitted_slice(demand::podsets(&demands).expect("podsets"), "head=1,workers=2", "rs-old");
+    let demands: Vec<_> = children
+        .iter()
+        .map(|c| demand::child_demand(c, &opts).expect("demand"))
+        .collect();
+    let live = pods(&[
+        ("rs-old", &[("head", 1), ("workers", 2)]),
+        ("rs-new", &[("head", 1), ("workers", 2)]),
+    ]);
+    let mut wl = admitted_slice(
+        demand::podsets(&demands).expect("podsets"),
+        "head=1,workers=2",
+        "rs-old",
+    );
     let mut tmp = wl.clone();
-    tmp.status = conditions::growth_preempted(&wl, "InClusterQueue", "preempted", jiff::Timestamp::UNIX_EPOCH);
+    tmp.status =
+        conditions::growth_preempted(&wl, "InClusterQueue", "preempted", jiff::Timestamp::UNIX_EPOCH);
     wl.status = tmp.status;
     let mut promoted = rs.clone();
-    promoted.status = serde_json::from_value(json!({"activeServiceStatus": {"rayClusterName": "rs-new"}})).ok();
+    promoted.status =
+        serde_json::from_value(json!({"activeServiceStatus": {"rayClusterName": "rs-new"}})).ok();
     for rs in [&rs, &promoted] {
         let g = super::gate::decide(rs, &children, std::slice::from_ref(&wl), &live);
         assert_eq!(g.covered.iter().collect::<Vec<_>>(), vec!["rs-old"]);
         assert!(g.allowed["rs-new"].values().all(|n| *n == 0), "{:?}", g.allowed);
         assert!(g.exposed.contains("rs-new"));
-        let j = RayServiceJob { rs: rs.clone(), children: children.clone(), live: live.clone(), slices: vec![], growth_taken: super::growth::taken(std::slice::from_ref(&wl)) };
-        assert_eq!(j.growth_keeps(), Some(vec!["rs-old".to_string()]), "frozen once taken");
+        let j = RayServiceJob {
+            rs: rs.clone(),
+            children: children.clone(),
+            live: live.clone(),
+            slices: vec![],
+            growth_taken: super::growth::taken(std::slice::from_ref(&wl)),
+        };
+        assert_eq!(
+            j.growth_keeps(),
+            Some(vec!["rs-old".to_string()]),
+            "frozen once taken"
+        );
     }
 }
 
@@ -244,17 +374,34 @@ fn a_slice_whose_growth_was_taken_keeps_what_it_named_whatever_the_status_says_s
 fn a_lone_serving_cluster_is_the_floor_of_a_slice_still_holding_its_deleted_predecessor() {
     let (mut rs, children) = upgrading(1, 2);
     let opts = BuildOptions::default();
-    let both: Vec<_> = children.iter().map(|c| demand::child_demand(c, &opts).expect("demand")).collect();
+    let both: Vec<_> = children
+        .iter()
+        .map(|c| demand::child_demand(c, &opts).expect("demand"))
+        .collect();
     let mut wl = Workload::build("rs-slice-1", "default").queue("lq").build();
     wl.spec.pod_sets = demand::podsets(&both).expect("podsets");
-    assert_eq!(counts(&wl.spec.pod_sets), vec![("head".into(), 2), ("workers".into(), 3)]);
+    assert_eq!(
+        counts(&wl.spec.pod_sets),
+        vec![("head".into(), 2), ("workers".into(), 3)]
+    );
     rs.status = serde_json::from_value(json!({"activeServiceStatus": {"rayClusterName": "rs-new"}})).ok();
     let new_only = &children[1..];
     let live = pods(&[("rs-new", &[("head", 1), ("workers", 2)])]);
-    let j = RayServiceJob { rs, children: new_only.to_vec(), live, slices: vec!["rs-slice-1".into()], growth_taken: None };
+    let j = RayServiceJob {
+        rs,
+        children: new_only.to_vec(),
+        live,
+        slices: vec!["rs-slice-1".into()],
+        growth_taken: None,
+    };
     assert_eq!(j.growth_keeps(), Some(vec!["rs-new".to_string()]));
-    let floor = j.growth_floor(&wl.spec.pod_sets).expect("a floor: the serving cluster");
-    assert_eq!(floor, BTreeMap::from([("head".to_string(), 1), ("workers".to_string(), 2)]));
+    let floor = j
+        .growth_floor(&wl.spec.pod_sets)
+        .expect("a floor: the serving cluster");
+    assert_eq!(
+        floor,
+        BTreeMap::from([("head".to_string(), 1), ("workers".to_string(), 2)])
+    );
 }
 
 /// Chaos `hostile` seed 174: a user grew the serving cluster to three workers, its slice grew to
@@ -275,18 +422,26 @@ fn a_slice_shrinks_only_once_every_childs_controller_reports_its_current_spec() 
     let grown = vec![demand::child_demand(&at_three, &BuildOptions::default()).expect("demand")];
     let mut wl = Workload::build("rs-slice-1", "default").queue("lq").build();
     wl.spec.pod_sets = demand::podsets(&grown).expect("podsets");
-    let admission = Admission { cluster_queue: "cq".into(), pod_set_assignments: vec![] };
+    let admission = Admission {
+        cluster_queue: "cq".into(),
+        pod_set_assignments: vec![],
+    };
     wl.status = Some(conditions::admitted(&wl, admission, jiff::Timestamp::UNIX_EPOCH));
     let listed = pods(&[("rs-old", &[("head", 1), ("workers", 1)])]);
 
     let behind = job(&rs, std::slice::from_ref(&serving), listed.clone(), &wl);
     assert!(behind.shrink_waits());
     let step = plan(&behind, &[&wl]).expect("a step");
-    assert!(!matches!(step, Step::ReplacePodSets { .. } | Step::UpdateCounts(_)), "shrank under a controller still behind: {step:?}");
+    assert!(
+        !matches!(step, Step::ReplacePodSets { .. } | Step::UpdateCounts(_)),
+        "shrank under a controller still behind: {step:?}"
+    );
 
     serving.status = serde_json::from_value(json!({"observedGeneration": 3})).ok();
     let caught_up = job(&rs, std::slice::from_ref(&serving), listed, &wl);
     assert!(!caught_up.shrink_waits());
-    let Step::ReplacePodSets { pod_sets, .. } = plan(&caught_up, &[&wl]).expect("a step") else { panic!("expected the shrink") };
+    let Step::ReplacePodSets { pod_sets, .. } = plan(&caught_up, &[&wl]).expect("a step") else {
+        panic!("expected the shrink")
+    };
     assert_eq!(counts(&pod_sets), vec![("head".into(), 1), ("workers".into(), 1)]);
 }

@@ -24,8 +24,7 @@ pub fn managed_kinds() -> Vec<GroupVersionKind> {
     vec![gvk::<RayCluster>(), gvk::<RayService>(), gvk::<RayJob>()]
 }
 
-
-#[cfg(test)]
-mod tests;
 #[cfg(test)]
 mod growth_tests;
+#[cfg(test)]
+mod tests;

@@ -38,7 +38,11 @@ pub struct RayClusterJob {
 impl RayClusterJob {
     /// A cluster with no pods yet.
     pub fn new(rc: RayCluster) -> Self {
-        RayClusterJob { rc, pods: BTreeMap::new(), held: BTreeMap::new() }
+        RayClusterJob {
+            rc,
+            pods: BTreeMap::new(),
+            held: BTreeMap::new(),
+        }
     }
 }
 
@@ -46,7 +50,10 @@ impl RayClusterJob {
 /// `metadata.generation`. A cluster no controller reports on (no status, or no `observedGeneration`)
 /// has nothing to wait for.
 pub fn spec_observed(rc: &RayCluster) -> bool {
-    rc.status.as_ref().and_then(|s| s.observed_generation).is_none_or(|seen| Some(seen) == rc.metadata.generation)
+    rc.status
+        .as_ref()
+        .and_then(|s| s.observed_generation)
+        .is_none_or(|seen| Some(seen) == rc.metadata.generation)
 }
 
 /// The podset counts of the latest admitted slice of `workloads`, while `rc`'s controller has not
@@ -60,21 +67,39 @@ fn held_until_observed(rc: &RayCluster, workloads: &[Workload]) -> BTreeMap<Stri
         return BTreeMap::new();
     }
     demand::admitted_slice(workloads)
-        .map(|w| w.spec.pod_sets.iter().map(|p| (p.name().to_string(), i64::from(p.count()))).collect())
+        .map(|w| {
+            w.spec
+                .pod_sets
+                .iter()
+                .map(|p| (p.name().to_string(), i64::from(p.count())))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 impl JobKind for RayClusterJob {
     type Object = RayCluster;
 
-    async fn load(obj: &RayCluster, workloads: &[Workload], client: &kube::Client) -> Result<Self, kube::Error> {
+    async fn load(
+        obj: &RayCluster,
+        workloads: &[Workload],
+        client: &kube::Client,
+    ) -> Result<Self, kube::Error> {
         // Read before the pods are listed: a pass that observed the spec made its pods before.
         let held = held_until_observed(obj, workloads);
         let ns = obj.namespace().unwrap_or_default();
         let selector = format!("{}={}", c::LABEL_CLUSTER, obj.name_any());
-        let pods = Api::<Pod>::namespaced(client.clone(), &ns).list(&ListParams::default().labels(&selector)).await?;
-        let pods = demand::pods_until_gone(&pods.items).remove(&obj.name_any()).unwrap_or_default();
-        Ok(RayClusterJob { rc: obj.clone(), pods, held })
+        let pods = Api::<Pod>::namespaced(client.clone(), &ns)
+            .list(&ListParams::default().labels(&selector))
+            .await?;
+        let pods = demand::pods_until_gone(&pods.items)
+            .remove(&obj.name_any())
+            .unwrap_or_default();
+        Ok(RayClusterJob {
+            rc: obj.clone(),
+            pods,
+            held,
+        })
     }
 
     fn object(&self) -> &RayCluster {
@@ -82,7 +107,10 @@ impl JobKind for RayClusterJob {
     }
 
     /// The pods it owns going away, and its Workloads' admission, change what it may run.
-    fn watches(controller: kube::runtime::Controller<RayCluster>, client: &kube::Client) -> kube::runtime::Controller<RayCluster> {
+    fn watches(
+        controller: kube::runtime::Controller<RayCluster>,
+        client: &kube::Client,
+    ) -> kube::runtime::Controller<RayCluster> {
         controller.owns(
             Api::<Pod>::all(client.clone()),
             kube::runtime::watcher::Config::default().labels(c::LABEL_CLUSTER),
@@ -108,8 +136,7 @@ impl RayClusterJob {
 
 /// The podsets of a RayCluster, or an error naming what is wrong with its spec.
 pub fn raycluster_podsets(rc: &RayCluster) -> Result<Vec<PodSet>, JobFrameworkError> {
-    cluster_podsets(rc, &BuildOptions::default())
-        .map_err(|e| JobFrameworkError::PodSets(e.to_string()))
+    cluster_podsets(rc, &BuildOptions::default()).map_err(|e| JobFrameworkError::PodSets(e.to_string()))
 }
 
 impl GenericJob for RayClusterJob {
@@ -136,8 +163,7 @@ impl GenericJob for RayClusterJob {
     fn run_with_podsets_info(&mut self, infos: &[PodSetInfo]) -> Result<(), JobFrameworkError> {
         let spec = &mut self.rc.spec;
         let head = &mut spec.head_group_spec.template;
-        let mut templates: Vec<(&mut ObjectMeta, &mut k8s_openapi::api::core::v1::PodSpec)> =
-            Vec::new();
+        let mut templates: Vec<(&mut ObjectMeta, &mut k8s_openapi::api::core::v1::PodSpec)> = Vec::new();
         templates.push((
             head.metadata.get_or_insert_with(Default::default),
             head.spec.get_or_insert_with(Default::default),
@@ -233,7 +259,8 @@ pub fn suspension_acknowledged(rc: &RayCluster) -> bool {
     }
     let conds = s.conditions.as_deref();
     !is_true(conds, c::COND_RAY_CLUSTER_SUSPENDING)
-        && (is_true(conds, c::COND_RAY_CLUSTER_SUSPENDED) || find(conds, c::COND_RAY_CLUSTER_SUSPENDED).is_none())
+        && (is_true(conds, c::COND_RAY_CLUSTER_SUSPENDED)
+            || find(conds, c::COND_RAY_CLUSTER_SUSPENDED).is_none())
 }
 
 /// Every pod of the cluster Running and Ready, as its controller last counted them: the head
@@ -243,7 +270,10 @@ pub fn cluster_pods_ready(rc: &RayCluster) -> bool {
     let Some(s) = rc.status.as_ref() else {
         return false;
     };
-    let head = crate::api::conditions::is_true(s.conditions.as_deref(), crate::api::ray::constants::COND_HEAD_POD_READY);
+    let head = crate::api::conditions::is_true(
+        s.conditions.as_deref(),
+        crate::api::ray::constants::COND_HEAD_POD_READY,
+    );
     let current = s.observed_generation.is_some() && s.observed_generation == rc.metadata.generation;
     head && current && s.ready_worker_replicas.unwrap_or(0) >= s.desired_worker_replicas.unwrap_or(0)
 }
@@ -406,9 +436,7 @@ mod plan_tests {
         }
         if evicted {
             let cause = conditions::EvictionCause {
-                by: conditions::EvictedBy::Preempted(
-                    crate::queue::PreemptedReason::InClusterQueue,
-                ),
+                by: conditions::EvictedBy::Preempted(crate::queue::PreemptedReason::InClusterQueue),
                 message: "m".into(),
             };
             w.status = conditions::evicted(&w, &cause, now);
@@ -424,23 +452,21 @@ mod plan_tests {
         // Kueue compares podsets by count and container resources (an image or a name is not a podset
         // change): the other cluster asks for more CPU.
         let mut other = rc(true, true);
-        other.rc.spec.head_group_spec.template.spec.as_mut().unwrap().containers[0].resources =
-            serde_json::from_value(serde_json::json!({"requests": {"cpu": "2"}})).unwrap();
+        other
+            .rc
+            .spec
+            .head_group_spec
+            .template
+            .spec
+            .as_mut()
+            .unwrap()
+            .containers[0]
+            .resources = serde_json::from_value(serde_json::json!({"requests": {"cpu": "2"}})).unwrap();
         let other_wl = wl_for(&other, "w", false, false);
         let cases: Vec<(&str, &RayClusterJob, Vec<Workload>, Step)> = vec![
             ("no queue label", &unqueued, vec![], Step::Ignore),
-            (
-                "suspended, no workload",
-                &suspended,
-                vec![],
-                Step::CreateWorkload,
-            ),
-            (
-                "running, no workload",
-                &running,
-                vec![],
-                Step::SuspendThenCreate,
-            ),
+            ("suspended, no workload", &suspended, vec![], Step::CreateWorkload),
+            ("running, no workload", &running, vec![], Step::SuspendThenCreate),
             (
                 "duplicates",
                 &suspended,
@@ -505,8 +531,7 @@ mod plan_tests {
     fn elastic_jobs_resize_through_slices() {
         let elastic = |suspended: bool, workers: i32| {
             let mut j = rc(suspended, true);
-            j.rc.metadata.annotations =
-                Some([(label::ELASTIC_JOB.to_string(), "true".to_string())].into());
+            j.rc.metadata.annotations = Some([(label::ELASTIC_JOB.to_string(), "true".to_string())].into());
             j.rc.spec.worker_group_specs = Some(vec![serde_json::from_value(serde_json::json!({"groupName": "w", "replicas": workers, "template": {"spec": {"containers": [{"name": "w"}]}}})).unwrap()]);
             j
         };
@@ -601,8 +626,24 @@ mod mismatch_tests {
     fn admitted_for(j: &RayClusterJob) -> Workload {
         let mut w = Workload::build("w", "default").queue("lq").build();
         w.spec.pod_sets = j.pod_sets().unwrap();
-        let assignments = w.spec.pod_sets.iter().map(|p| PodSetAssignment { name: p.name().to_string(), count: p.count, ..Default::default() }).collect();
-        w.status = Some(conditions::admitted(&w, Admission { cluster_queue: "cq".into(), pod_set_assignments: assignments }, jiff::Timestamp::UNIX_EPOCH));
+        let assignments = w
+            .spec
+            .pod_sets
+            .iter()
+            .map(|p| PodSetAssignment {
+                name: p.name().to_string(),
+                count: p.count,
+                ..Default::default()
+            })
+            .collect();
+        w.status = Some(conditions::admitted(
+            &w,
+            Admission {
+                cluster_queue: "cq".into(),
+                pod_set_assignments: assignments,
+            },
+            jiff::Timestamp::UNIX_EPOCH,
+        ));
         w
     }
 
@@ -610,10 +651,22 @@ mod mismatch_tests {
     fn edits_of_counts_or_requests_stop_a_running_cluster_and_nothing_else_does() {
         let admitted = admitted_for(&job(false, 1, "1", 2));
         let mut image = job(false, 1, "1", 2);
-        image.rc.spec.worker_group_specs.as_mut().unwrap()[0].template.spec.as_mut().unwrap().containers[0].image = Some("ray:2".into());
+        image.rc.spec.worker_group_specs.as_mut().unwrap()[0]
+            .template
+            .spec
+            .as_mut()
+            .unwrap()
+            .containers[0]
+            .image = Some("ray:2".into());
         let mut tolerated = job(false, 1, "1", 2);
-        tolerated.rc.spec.worker_group_specs.as_mut().unwrap()[0].template.spec.as_mut().unwrap().tolerations =
-            Some(vec![serde_json::from_value(serde_json::json!({"key": "spot", "operator": "Exists"})).unwrap()]);
+        tolerated.rc.spec.worker_group_specs.as_mut().unwrap()[0]
+            .template
+            .spec
+            .as_mut()
+            .unwrap()
+            .tolerations = Some(vec![
+            serde_json::from_value(serde_json::json!({"key": "spot", "operator": "Exists"})).unwrap(),
+        ]);
         let mut elastic = job(false, 1, "2", 2);
         elastic.rc.metadata.annotations = Some([(label::ELASTIC_JOB.to_string(), "true".to_string())].into());
         let mut elastic_admitted = admitted.clone();
@@ -627,17 +680,72 @@ mod mismatch_tests {
         let mut stale_ack = job(true, 6, "1", 0);
         stale_ack.rc.metadata.generation = Some(3);
         let cases: Vec<(&str, RayClusterJob, &Workload, Step)> = vec![
-            ("replicas raised", job(false, 6, "1", 2), &admitted, Step::StopNotMatching("w".into())),
-            ("replicas lowered", job(false, 0, "1", 2), &admitted, Step::StopNotMatching("w".into())),
-            ("requests changed (Recreate to bigger workers)", job(false, 1, "2", 2), &admitted, Step::StopNotMatching("w".into())),
-            ("requests changed, Recreate between old and new pods: stopped before the Workload goes", job(false, 1, "2", 0), &admitted, Step::StopNotMatching("w".into())),
-            ("an image bump is no podset change", image, &admitted, Step::Nothing),
-            ("tolerations injected by admission are ignored", tolerated, &admitted, Step::Nothing),
-            ("stopped, pods still terminating: wait", job(true, 6, "1", 2), &admitted, Step::Nothing),
-            ("stopped, pods gone: the reservation goes", job(true, 6, "1", 0), &admitted, Step::DeleteWorkloads(vec!["w".into()])),
-            ("stopped, no pod listed, the cluster's controller still suspending: wait", unacknowledged, &admitted, Step::Nothing),
-            ("stopped, no pod listed, only an older generation reported suspended: wait", stale_ack, &admitted, Step::Nothing),
-            ("elastic, new requests: stopped as a plain job", elastic, &elastic_admitted, Step::StopNotMatching("w".into())),
+            (
+                "replicas raised",
+                job(false, 6, "1", 2),
+                &admitted,
+                Step::StopNotMatching("w".into()),
+            ),
+            (
+                "replicas lowered",
+                job(false, 0, "1", 2),
+                &admitted,
+                Step::StopNotMatching("w".into()),
+            ),
+            (
+                "requests changed (Recreate to bigger workers)",
+                job(false, 1, "2", 2),
+                &admitted,
+                Step::StopNotMatching("w".into()),
+            ),
+            (
+                "requests changed, Recreate between old and new pods: stopped before the Workload goes",
+                job(false, 1, "2", 0),
+                &admitted,
+                Step::StopNotMatching("w".into()),
+            ),
+            (
+                "an image bump is no podset change",
+                image,
+                &admitted,
+                Step::Nothing,
+            ),
+            (
+                "tolerations injected by admission are ignored",
+                tolerated,
+                &admitted,
+                Step::Nothing,
+            ),
+            (
+                "stopped, pods still terminating: wait",
+                job(true, 6, "1", 2),
+                &admitted,
+                Step::Nothing,
+            ),
+            (
+                "stopped, pods gone: the reservation goes",
+                job(true, 6, "1", 0),
+                &admitted,
+                Step::DeleteWorkloads(vec!["w".into()]),
+            ),
+            (
+                "stopped, no pod listed, the cluster's controller still suspending: wait",
+                unacknowledged,
+                &admitted,
+                Step::Nothing,
+            ),
+            (
+                "stopped, no pod listed, only an older generation reported suspended: wait",
+                stale_ack,
+                &admitted,
+                Step::Nothing,
+            ),
+            (
+                "elastic, new requests: stopped as a plain job",
+                elastic,
+                &elastic_admitted,
+                Step::StopNotMatching("w".into()),
+            ),
         ];
         for (name, j, wl, want) in cases {
             assert_eq!(plan(&j, &[wl]).unwrap(), want, "{name}");
@@ -657,7 +765,10 @@ mod mismatch_tests {
         j.rc.status = status(serde_json::json!({"observedGeneration": 1}));
         assert!(j.is_active(), "the controller has not seen the suspend yet");
         j.rc.status = status(serde_json::json!({"observedGeneration": 2}));
-        assert!(!j.is_active(), "a controller without suspend conditions has seen it");
+        assert!(
+            !j.is_active(),
+            "a controller without suspend conditions has seen it"
+        );
         let running = job(false, 1, "1", 0);
         assert!(!running.is_active(), "running with no pod yet");
     }
@@ -666,13 +777,27 @@ mod mismatch_tests {
     fn an_elastic_cluster_demands_at_least_the_pods_it_still_has() {
         let mut j = job(false, 1, "1", 4);
         j.rc.metadata.annotations = Some([(label::ELASTIC_JOB.to_string(), "true".to_string())].into());
-        let counts = |j: &RayClusterJob| j.pod_sets().unwrap().iter().map(|p| p.count()).collect::<Vec<_>>();
-        assert_eq!(counts(&j), vec![1, 3], "three workers run while the spec asks for one");
+        let counts = |j: &RayClusterJob| {
+            j.pod_sets()
+                .unwrap()
+                .iter()
+                .map(|p| p.count())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            counts(&j),
+            vec![1, 3],
+            "three workers run while the spec asks for one"
+        );
         j.pods.clear();
         assert_eq!(counts(&j), vec![1, 1]);
         assert!(!j.is_active(), "no pod left");
         let plain = job(false, 1, "1", 4);
-        assert_eq!(counts(&plain), vec![1, 1], "a plain cluster's podsets are its spec's");
+        assert_eq!(
+            counts(&plain),
+            vec![1, 1],
+            "a plain cluster's podsets are its spec's"
+        );
         assert!(plain.is_active());
     }
 
@@ -687,14 +812,27 @@ mod mismatch_tests {
         j.rc.metadata.generation = Some(3);
         j.rc.status = status(serde_json::json!({"observedGeneration": 2}));
         let slice = admitted_for(&job(false, 3, "1", 0));
-        let counts = |j: &RayClusterJob| j.pod_sets().unwrap().iter().map(|p| p.count()).collect::<Vec<_>>();
+        let counts = |j: &RayClusterJob| {
+            j.pod_sets()
+                .unwrap()
+                .iter()
+                .map(|p| p.count())
+                .collect::<Vec<_>>()
+        };
         j.held = super::held_until_observed(&j.rc, std::slice::from_ref(&slice));
-        assert_eq!(counts(&j), vec![1, 3], "generation 3 not observed: the slice's three workers are held");
+        assert_eq!(
+            counts(&j),
+            vec![1, 3],
+            "generation 3 not observed: the slice's three workers are held"
+        );
         j.rc.status = status(serde_json::json!({"observedGeneration": 3}));
         j.held = super::held_until_observed(&j.rc, std::slice::from_ref(&slice));
         assert_eq!(counts(&j), vec![1, 1], "observed: the one worker left");
         j.rc.status = None;
-        assert!(super::held_until_observed(&j.rc, std::slice::from_ref(&slice)).is_empty(), "no controller reports: nothing to wait for");
+        assert!(
+            super::held_until_observed(&j.rc, std::slice::from_ref(&slice)).is_empty(),
+            "no controller reports: nothing to wait for"
+        );
     }
 
     /// Found by `chaos --scenario clusters` (seed 3): a `workersToDelete` name whose pod is gone (the
@@ -703,10 +841,25 @@ mod mismatch_tests {
     fn a_stale_workers_to_delete_name_holds_nothing() {
         let mut j = job(false, 1, "1", 2);
         j.rc.metadata.annotations = Some([(label::ELASTIC_JOB.to_string(), "true".to_string())].into());
-        j.rc.spec.worker_group_specs.as_mut().unwrap()[0].scale_strategy = Some(serde_json::from_value(serde_json::json!({"workersToDelete": ["gone"]})).unwrap());
-        let counts = |j: &RayClusterJob| j.pod_sets().unwrap().iter().map(|p| p.count()).collect::<Vec<_>>();
-        assert_eq!(counts(&j), vec![1, 1], "the named pod is gone: only the one that runs counts");
+        j.rc.spec.worker_group_specs.as_mut().unwrap()[0].scale_strategy =
+            Some(serde_json::from_value(serde_json::json!({"workersToDelete": ["gone"]})).unwrap());
+        let counts = |j: &RayClusterJob| {
+            j.pod_sets()
+                .unwrap()
+                .iter()
+                .map(|p| p.count())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            counts(&j),
+            vec![1, 1],
+            "the named pod is gone: only the one that runs counts"
+        );
         j.pods.insert("w".into(), 2);
-        assert_eq!(counts(&j), vec![1, 2], "while the named pod still exists it counts");
+        assert_eq!(
+            counts(&j),
+            vec![1, 2],
+            "while the named pod still exists it counts"
+        );
     }
 }

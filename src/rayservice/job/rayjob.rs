@@ -23,8 +23,8 @@ use crate::api::ray::raycluster::ClusterState;
 use crate::api::ray::rayjob::{JobDeploymentStatus, JobStatus, JobSubmissionMode};
 use crate::api::ray::{RayCluster, RayJob};
 use crate::jobframework::{
-    ElasticWorkloadNameProvider, Finished, GenericJob, JobFrameworkError, JobKind, JobWithOnHold, JobWithSkip, PodSetInfo,
-    merge_all, restore_template, workload_slice_enabled,
+    ElasticWorkloadNameProvider, Finished, GenericJob, JobFrameworkError, JobKind, JobWithOnHold,
+    JobWithSkip, PodSetInfo, merge_all, restore_template, workload_slice_enabled,
 };
 use crate::rayservice::rayjob::controller::default_submitter_template;
 
@@ -46,14 +46,23 @@ impl RayJobJob {
 
 /// Kueue's condition for following the cluster: workload slicing on the job and the in-tree autoscaler.
 pub fn follows_autoscaler(job: &RayJob) -> bool {
-    workload_slice_enabled(&job.metadata) && job.spec.ray_cluster_spec.as_ref().is_some_and(|c| c.autoscaling_enabled())
+    workload_slice_enabled(&job.metadata)
+        && job
+            .spec
+            .ray_cluster_spec
+            .as_ref()
+            .is_some_and(|c| c.autoscaling_enabled())
 }
 
 impl JobKind for RayJobJob {
     type Object = RayJob;
 
     async fn load(obj: &RayJob, workloads: &[Workload], client: &kube::Client) -> Result<Self, kube::Error> {
-        let name = obj.status.as_ref().and_then(|s| s.ray_cluster_name.clone()).filter(|n| !n.is_empty());
+        let name = obj
+            .status
+            .as_ref()
+            .and_then(|s| s.ray_cluster_name.clone())
+            .filter(|n| !n.is_empty());
         let (Some(name), true) = (name, follows_autoscaler(obj)) else {
             return Ok(RayJobJob::new(obj.clone()));
         };
@@ -62,7 +71,10 @@ impl JobKind for RayJobJob {
             Some(rc) => Some(<RayClusterJob as JobKind>::load(&rc, workloads, client).await?),
             None => None,
         };
-        Ok(RayJobJob { job: obj.clone(), cluster })
+        Ok(RayJobJob {
+            job: obj.clone(),
+            cluster,
+        })
     }
 
     fn object(&self) -> &RayJob {
@@ -70,8 +82,14 @@ impl JobKind for RayJobJob {
     }
 
     /// The autoscaler writing the cluster's replicas changes an elastic job's demand.
-    fn watches(controller: kube::runtime::Controller<RayJob>, client: &kube::Client) -> kube::runtime::Controller<RayJob> {
-        controller.owns(Api::<RayCluster>::all(client.clone()), kube::runtime::watcher::Config::default())
+    fn watches(
+        controller: kube::runtime::Controller<RayJob>,
+        client: &kube::Client,
+    ) -> kube::runtime::Controller<RayJob> {
+        controller.owns(
+            Api::<RayCluster>::all(client.clone()),
+            kube::runtime::watcher::Config::default(),
+        )
     }
 }
 
@@ -88,20 +106,34 @@ impl RayJobJob {
         let cluster = spec.ray_cluster_spec.as_mut().ok_or_else(no_cluster_spec)?;
         let mut out = Vec::new();
         let head = &mut cluster.head_group_spec.template;
-        out.push((head.metadata.get_or_insert_with(Default::default), head.spec.get_or_insert_with(Default::default)));
+        out.push((
+            head.metadata.get_or_insert_with(Default::default),
+            head.spec.get_or_insert_with(Default::default),
+        ));
         for g in cluster.worker_group_specs.iter_mut().flatten() {
             let t = &mut g.template;
-            out.push((t.metadata.get_or_insert_with(Default::default), t.spec.get_or_insert_with(Default::default)));
+            out.push((
+                t.metadata.get_or_insert_with(Default::default),
+                t.spec.get_or_insert_with(Default::default),
+            ));
         }
         if k8s_job && let Some(t) = spec.submitter_pod_template.as_mut() {
-            out.push((t.metadata.get_or_insert_with(Default::default), t.spec.get_or_insert_with(Default::default)));
+            out.push((
+                t.metadata.get_or_insert_with(Default::default),
+                t.spec.get_or_insert_with(Default::default),
+            ));
         }
         Ok(out)
     }
 
     /// How many podsets there are (the submitter counts even with the default template).
     fn podset_count(&self) -> usize {
-        let workers = self.job.spec.ray_cluster_spec.as_ref().map_or(0, |c| c.worker_groups().len());
+        let workers = self
+            .job
+            .spec
+            .ray_cluster_spec
+            .as_ref()
+            .map_or(0, |c| c.worker_groups().len());
         1 + workers + usize::from(self.k8s_job_mode())
     }
 }
@@ -130,7 +162,10 @@ impl GenericJob for RayJobJob {
     fn run_with_podsets_info(&mut self, infos: &[PodSetInfo]) -> Result<(), JobFrameworkError> {
         let want = self.podset_count();
         if infos.len() != want {
-            return Err(JobFrameworkError::PodSetsInfoLength { want, got: infos.len() });
+            return Err(JobFrameworkError::PodSetsInfoLength {
+                want,
+                got: infos.len(),
+            });
         }
         let templates = self.templates()?;
         let n = templates.len();
@@ -143,7 +178,9 @@ impl GenericJob for RayJobJob {
         if infos.len() != self.podset_count() {
             return false;
         }
-        let Ok(templates) = self.templates() else { return false };
+        let Ok(templates) = self.templates() else {
+            return false;
+        };
         let mut changed = false;
         for ((meta, spec), info) in templates.into_iter().zip(infos) {
             changed |= restore_template(meta, spec, info);
@@ -164,11 +201,17 @@ impl GenericJob for RayJobJob {
     /// `head`, each worker group, and `submitter` in K8sJobMode (count 1; Kueue's default template when the
     /// user wrote none: 500m CPU and 200Mi requested). In SidecarMode the head podset holds the submitter.
     fn pod_sets(&self) -> Result<Vec<PodSet>, JobFrameworkError> {
-        let mut spec = self.job.spec.ray_cluster_spec.clone().ok_or_else(no_cluster_spec)?;
+        let mut spec = self
+            .job
+            .spec
+            .ray_cluster_spec
+            .clone()
+            .ok_or_else(no_cluster_spec)?;
         if self.job.spec.mode() == JobSubmissionMode::SidecarMode {
             // The submitter runs in the head pod: the head podset asks for it too.
             // The gate changes the script and restart policy, not what the head podset asks for.
-            crate::rayservice::rayjob::sidecar::add(&mut spec, &self.job, "", false).map_err(JobFrameworkError::PodSets)?;
+            crate::rayservice::rayjob::sidecar::add(&mut spec, &self.job, "", false)
+                .map_err(JobFrameworkError::PodSets)?;
         }
         let mut rc = RayCluster::new(self.job.metadata.name.as_deref().unwrap_or("rayjob"), spec);
         rc.metadata.namespace = self.job.metadata.namespace.clone();
@@ -180,11 +223,20 @@ impl GenericJob for RayJobJob {
                 .submitter_pod_template
                 .clone()
                 .unwrap_or_else(|| default_submitter_template(&self.job));
-            podsets.push(PodSet { name: Some(SUBMITTER_PODSET.into()), template, count: Some(1), ..Default::default() });
+            podsets.push(PodSet {
+                name: Some(SUBMITTER_PODSET.into()),
+                template,
+                count: Some(1),
+                ..Default::default()
+            });
         }
         if let Some(cluster) = &self.cluster {
             // Kueue's `UpdatePodSets`: the live cluster's counts, the job's templates.
-            let live: BTreeMap<String, i32> = cluster.elastic_pod_sets()?.iter().map(|p| (p.name().to_string(), p.count())).collect();
+            let live: BTreeMap<String, i32> = cluster
+                .elastic_pod_sets()?
+                .iter()
+                .map(|p| (p.name().to_string(), p.count()))
+                .collect();
             for ps in podsets.iter_mut().filter(|p| p.name() != SUBMITTER_PODSET) {
                 if let Some(n) = live.get(ps.name()) {
                     ps.count = Some(*n);
@@ -205,7 +257,12 @@ impl GenericJob for RayJobJob {
     }
 
     fn pods_ready(&self) -> bool {
-        self.job.status.as_ref().and_then(|s| s.ray_cluster_status.as_ref()).and_then(|s| s.state) == Some(ClusterState::Ready)
+        self.job
+            .status
+            .as_ref()
+            .and_then(|s| s.ray_cluster_status.as_ref())
+            .and_then(|s| s.state)
+            == Some(ClusterState::Ready)
     }
 
     fn as_with_skip(&self) -> Option<&dyn JobWithSkip> {
@@ -224,7 +281,11 @@ impl ElasticWorkloadNameProvider for RayJobJob {
     fn workload_name_extra(&self) -> String {
         let generation = self.job.metadata.generation.unwrap_or(0);
         match &self.cluster {
-            Some(c) => format!("{generation}_{}_{}", c.rc.name_any(), c.rc.metadata.generation.unwrap_or(0)),
+            Some(c) => format!(
+                "{generation}_{}_{}",
+                c.rc.name_any(),
+                c.rc.metadata.generation.unwrap_or(0)
+            ),
             None => generation.to_string(),
         }
     }
@@ -239,7 +300,8 @@ impl JobWithSkip for RayJobJob {
 
 impl JobWithOnHold for RayJobJob {
     fn is_on_hold(&self) -> bool {
-        self.job.status.as_ref().and_then(|s| s.job_deployment_status) == Some(JobDeploymentStatus::ValidationFailed)
+        self.job.status.as_ref().and_then(|s| s.job_deployment_status)
+            == Some(JobDeploymentStatus::ValidationFailed)
     }
 }
 
@@ -274,7 +336,11 @@ mod tests {
     }
 
     fn names_and_counts(j: &RayJobJob) -> Vec<(String, i32)> {
-        j.pod_sets().unwrap().iter().map(|p| (p.name.clone().unwrap_or_default(), p.count.unwrap_or(0))).collect()
+        j.pod_sets()
+            .unwrap()
+            .iter()
+            .map(|p| (p.name.clone().unwrap_or_default(), p.count.unwrap_or(0)))
+            .collect()
     }
 
     /// Kueue `pkg/controller/jobs/rayjob/rayjob_controller_test.go` `TestPodSets`: head, the worker groups
@@ -282,12 +348,30 @@ mod tests {
     #[test]
     fn podsets_are_head_workers_and_the_k8s_job_submitter() {
         let k8s = job("K8sJobMode", json!({}));
-        assert_eq!(names_and_counts(&k8s), vec![("head".into(), 1), ("small".into(), 2), (SUBMITTER_PODSET.into(), 1)]);
+        assert_eq!(
+            names_and_counts(&k8s),
+            vec![
+                ("head".into(), 1),
+                ("small".into(), 2),
+                (SUBMITTER_PODSET.into(), 1)
+            ]
+        );
         let submitter = k8s.pod_sets().unwrap().pop().unwrap();
-        let requests = submitter.template.spec.unwrap().containers[0].resources.clone().unwrap().requests.unwrap();
-        assert_eq!((requests["cpu"].0.as_str(), requests["memory"].0.as_str()), ("500m", "200Mi"));
+        let requests = submitter.template.spec.unwrap().containers[0]
+            .resources
+            .clone()
+            .unwrap()
+            .requests
+            .unwrap();
+        assert_eq!(
+            (requests["cpu"].0.as_str(), requests["memory"].0.as_str()),
+            ("500m", "200Mi")
+        );
         let http = job("HTTPMode", json!({}));
-        assert_eq!(names_and_counts(&http), vec![("head".into(), 1), ("small".into(), 2)]);
+        assert_eq!(
+            names_and_counts(&http),
+            vec![("head".into(), 1), ("small".into(), 2)]
+        );
     }
 
     /// Kueue `rayjob_controller_test.go` `TestGetCustomAnnotations` ("first call sets annotation with all
@@ -297,11 +381,14 @@ mod tests {
     /// elastic keeps its spec's counts.
     #[test]
     fn an_elastic_autoscaled_job_counts_its_live_clusters_workers() {
-        let mut j = job("K8sJobMode", json!({"rayClusterSpec": {
-            "enableInTreeAutoscaling": true,
-            "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "head", "image": "ray", "resources": {"requests": {"cpu": "1"}}}]}}},
-            "workerGroupSpecs": [{"groupName": "group1", "replicas": 1, "maxReplicas": 8, "rayStartParams": {}, "template": {"spec": {"containers": [{"name": "w", "image": "ray", "resources": {"requests": {"cpu": "1"}}}]}}}]
-        }}));
+        let mut j = job(
+            "K8sJobMode",
+            json!({"rayClusterSpec": {
+                "enableInTreeAutoscaling": true,
+                "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "head", "image": "ray", "resources": {"requests": {"cpu": "1"}}}]}}},
+                "workerGroupSpecs": [{"groupName": "group1", "replicas": 1, "maxReplicas": 8, "rayStartParams": {}, "template": {"spec": {"containers": [{"name": "w", "image": "ray", "resources": {"requests": {"cpu": "1"}}}]}}}]
+            }}),
+        );
         j.job.metadata.annotations = Some([(label::ELASTIC_JOB.to_string(), "true".to_string())].into());
         j.job.metadata.generation = Some(1);
         assert!(follows_autoscaler(&j.job));
@@ -310,41 +397,90 @@ mod tests {
         rc.spec.worker_group_specs.as_mut().unwrap()[0].replicas = Some(5);
         let before = j.workload_name_extra();
         j.cluster = Some(RayClusterJob::new(rc.clone()));
-        assert_eq!(names_and_counts(&j), vec![("head".into(), 1), ("group1".into(), 5), (SUBMITTER_PODSET.into(), 1)]);
-        assert_eq!((before.as_str(), j.workload_name_extra().as_str()), ("1", "1_rj-abcde_4"));
+        assert_eq!(
+            names_and_counts(&j),
+            vec![
+                ("head".into(), 1),
+                ("group1".into(), 5),
+                (SUBMITTER_PODSET.into(), 1)
+            ]
+        );
+        assert_eq!(
+            (before.as_str(), j.workload_name_extra().as_str()),
+            ("1", "1_rj-abcde_4")
+        );
         // The autoscaler scaled down to 2 while 3 workers still run: the demand holds 3 until they go.
         rc.spec.worker_group_specs.as_mut().unwrap()[0].replicas = Some(2);
-        j.cluster = Some(RayClusterJob { rc, pods: [("group1".to_string(), 3)].into(), held: Default::default() });
+        j.cluster = Some(RayClusterJob {
+            rc,
+            pods: [("group1".to_string(), 3)].into(),
+            held: Default::default(),
+        });
         assert_eq!(names_and_counts(&j)[1], ("group1".into(), 3));
         // Not elastic: the spec's count, whatever the cluster says.
         j.job.metadata.annotations = None;
         assert!(!follows_autoscaler(&j.job));
-        assert_eq!(names_and_counts(&RayJobJob::new(j.job.clone()))[1], ("group1".into(), 1));
+        assert_eq!(
+            names_and_counts(&RayJobJob::new(j.job.clone()))[1],
+            ("group1".into(), 1)
+        );
     }
 
     /// Kueue `TestRunWithPodSetsInfo`-style: admission writes each podset's node selector into its template
     /// and unsuspends; a wrong number of infos is refused; restore puts the templates back.
     #[test]
     fn admission_injects_flavors_and_unsuspends() {
-        let mut j = job("K8sJobMode", json!({"suspend": true, "submitterPodTemplate": {"spec": {"restartPolicy": "Never", "containers": [{"name": "s", "image": "ray"}]}}}));
+        let mut j = job(
+            "K8sJobMode",
+            json!({"suspend": true, "submitterPodTemplate": {"spec": {"restartPolicy": "Never", "containers": [{"name": "s", "image": "ray"}]}}}),
+        );
         let info = |name: &str| PodSetInfo {
             name: name.into(),
             node_selector: [("pool".to_string(), name.to_string())].into_iter().collect(),
             ..Default::default()
         };
-        assert!(j.run_with_podsets_info(&[info("head")]).is_err(), "one info per podset");
+        assert!(
+            j.run_with_podsets_info(&[info("head")]).is_err(),
+            "one info per podset"
+        );
         let infos = [info("head"), info("small"), info(SUBMITTER_PODSET)];
         j.run_with_podsets_info(&infos).unwrap();
         assert!(!j.is_suspended());
         let spec = &j.job.spec;
-        let selector = |t: &Option<PodSpec>| t.as_ref().and_then(|s| s.node_selector.clone()).unwrap_or_default();
+        let selector = |t: &Option<PodSpec>| {
+            t.as_ref()
+                .and_then(|s| s.node_selector.clone())
+                .unwrap_or_default()
+        };
         let cluster = spec.ray_cluster_spec.as_ref().unwrap();
         assert_eq!(selector(&cluster.head_group_spec.template.spec)["pool"], "head");
-        assert_eq!(selector(&cluster.worker_groups()[0].template.spec)["pool"], "small");
-        assert_eq!(selector(&spec.submitter_pod_template.as_ref().unwrap().spec)["pool"], SUBMITTER_PODSET);
-        let originals = [PodSetInfo::default(), PodSetInfo::default(), PodSetInfo::default()];
+        assert_eq!(
+            selector(&cluster.worker_groups()[0].template.spec)["pool"],
+            "small"
+        );
+        assert_eq!(
+            selector(&spec.submitter_pod_template.as_ref().unwrap().spec)["pool"],
+            SUBMITTER_PODSET
+        );
+        let originals = [
+            PodSetInfo::default(),
+            PodSetInfo::default(),
+            PodSetInfo::default(),
+        ];
         assert!(j.restore_podsets_info(&originals));
-        assert!(selector(&j.job.spec.ray_cluster_spec.as_ref().unwrap().head_group_spec.template.spec).is_empty());
+        assert!(
+            selector(
+                &j.job
+                    .spec
+                    .ray_cluster_spec
+                    .as_ref()
+                    .unwrap()
+                    .head_group_spec
+                    .template
+                    .spec
+            )
+            .is_empty()
+        );
     }
 
     /// Kueue `Finished`: Complete or Failed ends the job, a success only when the Ray job SUCCEEDED; the
@@ -353,20 +489,46 @@ mod tests {
     fn finished_active_and_skip_follow_kueue() {
         let mut j = job("HTTPMode", json!({}));
         assert!(j.finished().is_none() && !j.is_active());
-        j.job.status = Some(serde_json::from_value(json!({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"})).unwrap());
+        j.job.status = Some(
+            serde_json::from_value(json!({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"}))
+                .unwrap(),
+        );
         assert!(j.finished().is_none() && j.is_active());
-        j.job.status = Some(serde_json::from_value(json!({"jobDeploymentStatus": "Failed", "jobStatus": "FAILED", "message": "exit 1"})).unwrap());
-        assert_eq!(j.finished(), Some(Finished { success: false, message: "exit 1".into() }));
-        j.job.status = Some(serde_json::from_value(json!({"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"})).unwrap());
+        j.job.status = Some(
+            serde_json::from_value(
+                json!({"jobDeploymentStatus": "Failed", "jobStatus": "FAILED", "message": "exit 1"}),
+            )
+            .unwrap(),
+        );
+        assert_eq!(
+            j.finished(),
+            Some(Finished {
+                success: false,
+                message: "exit 1".into()
+            })
+        );
+        j.job.status = Some(
+            serde_json::from_value(json!({"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}))
+                .unwrap(),
+        );
         assert!(j.finished().is_some_and(|f| f.success));
         let mut wl = Workload::build("rayjob-rj-1", "default").queue("lq").build();
         wl.metadata.uid = Some("w".into());
-        assert!(matches!(plan(&j, &[&wl]), Ok(Step::Finish { .. })), "a finished job finishes its Workload");
+        assert!(
+            matches!(plan(&j, &[&wl]), Ok(Step::Finish { .. })),
+            "a finished job finishes its Workload"
+        );
         j.job.status = Some(serde_json::from_value(json!({"jobDeploymentStatus": "Suspended"})).unwrap());
         assert!(!j.is_active());
         // A RayJob on an existing cluster is not queue-managed: no Workload, not suspended.
-        let selected = job("HTTPMode", json!({"rayClusterSpec": null, "clusterSelector": {"ray.io/cluster": "shared"}}));
+        let selected = job(
+            "HTTPMode",
+            json!({"rayClusterSpec": null, "clusterSelector": {"ray.io/cluster": "shared"}}),
+        );
         assert_eq!(plan(&selected, &[]).unwrap(), Step::Ignore);
-        assert_eq!(plan(&job("HTTPMode", json!({"suspend": true})), &[]).unwrap(), Step::CreateWorkload);
+        assert_eq!(
+            plan(&job("HTTPMode", json!({"suspend": true})), &[]).unwrap(),
+            Step::CreateWorkload
+        );
     }
 }

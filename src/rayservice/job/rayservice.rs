@@ -3,7 +3,6 @@
 //! children. `spec.suspend` is the stop switch (KubeRay v1.7: suspending deletes every child and Service;
 //! resuming recreates them), so admission starts the service and eviction stops it whole.
 
-
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::ListParams;
@@ -15,9 +14,7 @@ use crate::api::kueue::{PodSet, Workload};
 use crate::api::ray::constants as c;
 use crate::api::ray::{RayCluster, RayService};
 use crate::jobframework::JobFrameworkError;
-use crate::jobframework::interface::{
-    DemandChange, ElasticWorkloadNameProvider, Finished, GenericJob,
-};
+use crate::jobframework::interface::{DemandChange, ElasticWorkloadNameProvider, Finished, GenericJob};
 use crate::jobframework::job_controller::JobKind;
 use crate::jobframework::podset_info::PodSetInfo;
 use crate::rayservice::cluster::BuildOptions;
@@ -90,10 +87,7 @@ fn created_at(rc: &RayCluster) -> Option<jiff::Timestamp> {
 }
 
 /// Lists the children of `rs` in gate order.
-pub async fn load_children(
-    client: &kube::Client,
-    rs: &RayService,
-) -> Result<Vec<RayCluster>, kube::Error> {
+pub async fn load_children(client: &kube::Client, rs: &RayService) -> Result<Vec<RayCluster>, kube::Error> {
     let ns = rs.namespace().unwrap_or_default();
     let api: Api<RayCluster> = Api::namespaced(client.clone(), &ns);
     let listed = api
@@ -129,13 +123,19 @@ pub fn service_demand(
 }
 
 /// The live pods of `children`, per child and group (one list, by the `ray.io/cluster` label).
-pub async fn children_pods(client: &kube::Client, ns: &str, children: &[RayCluster]) -> Result<LivePods, kube::Error> {
+pub async fn children_pods(
+    client: &kube::Client,
+    ns: &str,
+    children: &[RayCluster],
+) -> Result<LivePods, kube::Error> {
     if children.is_empty() {
         return Ok(LivePods::new());
     }
     let names: Vec<String> = children.iter().map(|c| c.name_any()).collect();
     let selector = format!("{} in ({})", c::LABEL_CLUSTER, names.join(","));
-    let pods = Api::<Pod>::namespaced(client.clone(), ns).list(&ListParams::default().labels(&selector)).await?;
+    let pods = Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels(&selector))
+        .await?;
     Ok(demand::live_pods(&pods.items))
 }
 
@@ -144,7 +144,12 @@ impl RayServiceJob {
     fn groups(&self) -> Vec<String> {
         let spec = &self.rs.spec.ray_cluster_config;
         std::iter::once(crate::rayservice::cluster::podsets::HEAD_PODSET.to_string())
-            .chain(spec.worker_group_specs.iter().flatten().map(|g| g.group_name.to_lowercase()))
+            .chain(
+                spec.worker_group_specs
+                    .iter()
+                    .flatten()
+                    .map(|g| g.group_name.to_lowercase()),
+            )
             .collect()
     }
 }
@@ -228,11 +233,18 @@ impl GenericJob for RayServiceJob {
     fn growth_keeps(&self) -> Option<Vec<String>> {
         match &self.growth_taken {
             Some(t) => Some(t.keeps.clone().unwrap_or_else(|| {
-                super::growth::active_cluster(&self.rs).map(str::to_string).into_iter().collect()
+                super::growth::active_cluster(&self.rs)
+                    .map(str::to_string)
+                    .into_iter()
+                    .collect()
             }))
             .filter(|k| !k.is_empty()),
             None => {
-                let names: Vec<&str> = self.children.iter().filter_map(|c| c.metadata.name.as_deref()).collect();
+                let names: Vec<&str> = self
+                    .children
+                    .iter()
+                    .filter_map(|c| c.metadata.name.as_deref())
+                    .collect();
                 super::growth::kept(&self.rs, &names)
             }
         }
@@ -250,7 +262,10 @@ impl GenericJob for RayServiceJob {
     /// serves is evicted at the timeout, as Kueue has it.
     fn pods_ready(&self) -> bool {
         !self.children.is_empty()
-            && crate::api::conditions::is_true(self.rs.status.as_ref().and_then(|s| s.conditions.as_deref()), c::COND_READY)
+            && crate::api::conditions::is_true(
+                self.rs.status.as_ref().and_then(|s| s.conditions.as_deref()),
+                c::COND_READY,
+            )
     }
 
     /// Every change of demand goes through slices: the upgrade's pending cluster is a scale-up of the
@@ -265,17 +280,12 @@ impl GenericJob for RayServiceJob {
     /// before the pods were listed, so once every child reports, its pods are all counted. A child
     /// being deleted, or another controller's, makes no pods here.
     fn shrink_waits(&self) -> bool {
-        self.children
-            .iter()
-            .any(|rc| crate::rayservice::cluster::is_ours_and_live(rc) && !super::raycluster::spec_observed(rc))
+        self.children.iter().any(|rc| {
+            crate::rayservice::cluster::is_ours_and_live(rc) && !super::raycluster::spec_observed(rc)
+        })
     }
 
-    fn compare_demand(
-        &self,
-        desired: &[PodSet],
-        workload: &[PodSet],
-        reserved: bool,
-    ) -> DemandChange {
+    fn compare_demand(&self, desired: &[PodSet], workload: &[PodSet], reserved: bool) -> DemandChange {
         demand::compare(desired, workload, reserved)
     }
 

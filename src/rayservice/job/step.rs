@@ -39,14 +39,28 @@ use crate::rayservice::dashboard::sim::schema::{CPU_UNITS, configured_replicas, 
 /// capacity-adjusted replica count times `ray_actor_options.num_cpus` (Serve's defaults: 1 replica,
 /// 1 CPU). The error names the field of `spec.serveConfigV2` at fault.
 pub fn serve_cpus(rs: &RayService, capacity: i32) -> Result<f64, String> {
-    let Some(yaml) = rs.spec.serve_config_v2.as_deref().filter(|s| !s.trim().is_empty()) else {
+    let Some(yaml) = rs
+        .spec
+        .serve_config_v2
+        .as_deref()
+        .filter(|s| !s.trim().is_empty())
+    else {
         return Ok(0.0);
     };
     let config = ServeConfig::from_yaml(yaml).map_err(|e| e.to_string())?;
     let mut units: u64 = 0;
-    let apps = config.as_json().get("applications").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+    let apps = config
+        .as_json()
+        .get("applications")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
     for (ai, app) in apps.iter().enumerate() {
-        let deployments = app.get("deployments").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+        let deployments = app
+            .get("deployments")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
         for (di, d) in deployments.iter().enumerate() {
             let at = |field: &str| format!("applications[{ai}].deployments[{di}].{field}");
             let n = configured_replicas(d).map_err(|m| format!("{}: {m}", at("num_replicas")))?;
@@ -68,7 +82,11 @@ pub fn sized_for(rs: &RayService, rc: &RayCluster, capacity: i32) -> Result<RayC
     let want = serve_cpus(rs, capacity)?;
     let cap = AutoscalerConfig::default().max_replicas_per_group;
     for s in autoscaler::plan(&rc.spec, want, cap) {
-        if let Some(g) = rc.spec.worker_group_specs.as_mut().and_then(|gs| gs.get_mut(s.index))
+        if let Some(g) = rc
+            .spec
+            .worker_group_specs
+            .as_mut()
+            .and_then(|gs| gs.get_mut(s.index))
             && s.to > desired_replicas(g)
         {
             g.replicas = Some(s.to);
@@ -80,7 +98,11 @@ pub fn sized_for(rs: &RayService, rc: &RayCluster, capacity: i32) -> Result<RayC
 /// The Serve capacity of a pending cluster's first step: `maxSurgePercent` (1 to 100) for an
 /// incremental upgrade, all of it for blue/green; `None` for a spec that replaces no cluster.
 pub fn first_step_capacity(rs: &RayService) -> Option<i32> {
-    match rs.spec.upgrade_type().unwrap_or(RayServiceUpgradeType::NewCluster) {
+    match rs
+        .spec
+        .upgrade_type()
+        .unwrap_or(RayServiceUpgradeType::NewCluster)
+    {
         RayServiceUpgradeType::None => None,
         RayServiceUpgradeType::NewCluster => Some(100),
         RayServiceUpgradeType::NewClusterWithIncrementalUpgrade => Some(

@@ -174,7 +174,10 @@ mod demand_and_gate {
     }
 
     fn demand(children: &[RayCluster]) -> Vec<ChildDemand> {
-        children.iter().map(|c| child_demand(c, &BuildOptions::default()).unwrap()).collect()
+        children
+            .iter()
+            .map(|c| child_demand(c, &BuildOptions::default()).unwrap())
+            .collect()
     }
 
     fn counts(ps: &[PodSet]) -> Vec<(String, i32)> {
@@ -194,7 +197,10 @@ mod demand_and_gate {
         let ps = podsets(&d).unwrap();
         let names: Vec<String> = ps.iter().map(|p| p.name.clone().unwrap()).collect();
         assert_eq!(names.len(), 3, "{names:?}");
-        assert!(names[0].starts_with("head-") && names[2].starts_with("head-") && names[0] != names[2], "{names:?}");
+        assert!(
+            names[0].starts_with("head-") && names[2].starts_with("head-") && names[0] != names[2],
+            "{names:?}"
+        );
         assert_eq!(names[1], "small");
         assert_eq!(counts(&ps).iter().map(|c| c.1).collect::<Vec<_>>(), vec![1, 2, 1]);
     }
@@ -205,10 +211,20 @@ mod demand_and_gate {
         let two = podsets(&demand(&[child("a", "2", 1, "x"), child("b", "2", 1, "y")])).unwrap();
         let resized = podsets(&demand(&[child("a", "2", 1, "x"), child("b", "3", 1, "x")])).unwrap();
         assert_eq!(compare(&one, &one, true), DemandChange::Same);
-        assert_eq!(compare(&two, &one, true), DemandChange::Grow, "a second cluster needs a slice");
-        assert_eq!(compare(&resized, &one, true), DemandChange::Grow, "a new shape needs a slice");
+        assert_eq!(
+            compare(&two, &one, true),
+            DemandChange::Grow,
+            "a second cluster needs a slice"
+        );
+        assert_eq!(
+            compare(&resized, &one, true),
+            DemandChange::Grow,
+            "a new shape needs a slice"
+        );
         match compare(&one, &two, true) {
-            DemandChange::PodSets(ps) => assert_eq!(counts(&ps), vec![("head".into(), 1), ("small".into(), 1)]),
+            DemandChange::PodSets(ps) => {
+                assert_eq!(counts(&ps), vec![("head".into(), 1), ("small".into(), 1)])
+            }
             other => panic!("old cluster gone: shrink in place, got {other:?}"),
         }
         // The new shape alone, against the slice holding both shapes: kept podsets, the old one at 0.
@@ -220,7 +236,11 @@ mod demand_and_gate {
             }
             other => panic!("expected a shrink keeping the podsets, got {other:?}"),
         }
-        assert_eq!(compare(&two, &one, false), DemandChange::PodSets(two.clone()), "pending: taken as is");
+        assert_eq!(
+            compare(&two, &one, false),
+            DemandChange::PodSets(two.clone()),
+            "pending: taken as is"
+        );
         assert_eq!(compare(&one, &one, false), DemandChange::Same);
     }
 
@@ -240,32 +260,70 @@ mod demand_and_gate {
         .unwrap();
         let owned = |name: &str| {
             let mut c = child(name, "1", 1, "x");
-            c.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time("2026-01-01T00:00:00Z".parse().unwrap()));
-            c.metadata.owner_references = Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
-                api_version: "ray.io/v1".into(), kind: "RayService".into(), name: "svc".into(), uid: "u1".into(), controller: Some(true), ..Default::default()
-            }]);
+            c.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                "2026-01-01T00:00:00Z".parse().unwrap(),
+            ));
+            c.metadata.owner_references = Some(vec![
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                    api_version: "ray.io/v1".into(),
+                    kind: "RayService".into(),
+                    name: "svc".into(),
+                    uid: "u1".into(),
+                    controller: Some(true),
+                    ..Default::default()
+                },
+            ]);
             c
         };
         let order = |rs: &crate::api::ray::RayService| -> Vec<String> {
-            children_in_gate_order(rs, vec![owned("svc-aaaaa"), owned("svc-zzzzz")]).iter().map(|c| c.metadata.name.clone().unwrap()).collect()
+            children_in_gate_order(rs, vec![owned("svc-aaaaa"), owned("svc-zzzzz")])
+                .iter()
+                .map(|c| c.metadata.name.clone().unwrap())
+                .collect()
         };
-        assert_eq!(order(&rs), vec!["svc-zzzzz", "svc-aaaaa"], "the dangling cluster first, the pending one last");
+        assert_eq!(
+            order(&rs),
+            vec!["svc-zzzzz", "svc-aaaaa"],
+            "the dangling cluster first, the pending one last"
+        );
         let mut serving = rs.clone();
         serving.status = serde_json::from_value(json!({"activeServiceStatus": {"rayClusterName": "svc-zzzzz"}, "pendingServiceStatus": {"rayClusterName": "svc-aaaaa"}})).unwrap();
-        assert_eq!(order(&serving), vec!["svc-zzzzz", "svc-aaaaa"], "the active cluster first");
+        assert_eq!(
+            order(&serving),
+            vec!["svc-zzzzz", "svc-aaaaa"],
+            "the active cluster first"
+        );
 
         // Seed 26: two dangling clusters made within one second (each upgrade left the previous
         // pending one behind); the older one runs pods and keeps its coverage, whatever the names.
         let stamped = |name: &str, at: &str| {
             let mut c = owned(name);
-            c.metadata.annotations.get_or_insert_with(Default::default).insert(crate::api::ray::constants::ANNOTATION_CREATED_AT.into(), at.into());
+            c.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(
+                    crate::api::ray::constants::ANNOTATION_CREATED_AT.into(),
+                    at.into(),
+                );
             c
         };
         let mut third = rs.clone();
-        third.status = serde_json::from_value(json!({"pendingServiceStatus": {"rayClusterName": "svc-mmmmm"}})).unwrap();
-        let listed = vec![stamped("svc-aaaaa", "2026-01-01T00:00:00.700000000Z"), stamped("svc-zzzzz", "2026-01-01T00:00:00.200000000Z"), stamped("svc-mmmmm", "2026-01-01T00:00:00.900000000Z")];
-        let names: Vec<String> = children_in_gate_order(&third, listed).iter().map(|c| c.metadata.name.clone().unwrap()).collect();
-        assert_eq!(names, vec!["svc-zzzzz", "svc-aaaaa", "svc-mmmmm"], "dangling by their stamps, the pending one last");
+        third.status =
+            serde_json::from_value(json!({"pendingServiceStatus": {"rayClusterName": "svc-mmmmm"}})).unwrap();
+        let listed = vec![
+            stamped("svc-aaaaa", "2026-01-01T00:00:00.700000000Z"),
+            stamped("svc-zzzzz", "2026-01-01T00:00:00.200000000Z"),
+            stamped("svc-mmmmm", "2026-01-01T00:00:00.900000000Z"),
+        ];
+        let names: Vec<String> = children_in_gate_order(&third, listed)
+            .iter()
+            .map(|c| c.metadata.name.clone().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            vec!["svc-zzzzz", "svc-aaaaa", "svc-mmmmm"],
+            "dangling by their stamps, the pending one last"
+        );
     }
 
     /// A scale-down releases quota only once its pods are gone: workers the autoscaler named in
@@ -274,11 +332,21 @@ mod demand_and_gate {
     fn workers_named_for_deletion_count_until_the_list_is_cleared() {
         let mut rc = child("a", "1", 2, "x");
         let wg = &mut rc.spec.worker_group_specs.as_mut().unwrap()[0];
-        wg.scale_strategy = Some(crate::api::ray::raycluster::ScaleStrategy { workers_to_delete: Some(vec!["a-small-worker-x".into()]) });
-        assert_eq!(counts(&podsets(&demand(&[rc.clone()])).unwrap()), vec![("head".into(), 1), ("small".into(), 3)]);
+        wg.scale_strategy = Some(crate::api::ray::raycluster::ScaleStrategy {
+            workers_to_delete: Some(vec!["a-small-worker-x".into()]),
+        });
+        assert_eq!(
+            counts(&podsets(&demand(&[rc.clone()])).unwrap()),
+            vec![("head".into(), 1), ("small".into(), 3)]
+        );
         let wg = &mut rc.spec.worker_group_specs.as_mut().unwrap()[0];
-        wg.scale_strategy = Some(crate::api::ray::raycluster::ScaleStrategy { workers_to_delete: Some(vec![]) });
-        assert_eq!(counts(&podsets(&demand(&[rc])).unwrap()), vec![("head".into(), 1), ("small".into(), 2)]);
+        wg.scale_strategy = Some(crate::api::ray::raycluster::ScaleStrategy {
+            workers_to_delete: Some(vec![]),
+        });
+        assert_eq!(
+            counts(&podsets(&demand(&[rc])).unwrap()),
+            vec![("head".into(), 1), ("small".into(), 2)]
+        );
     }
 
     /// Seen by the seeded chaos runs (seed 27) and in gated.rs: a service preempted mid-upgrade is
@@ -304,18 +372,30 @@ mod demand_and_gate {
         let mut wl = Workload::build("w", "default").queue("lq").build();
         wl.spec.pod_sets = podsets(&demand(&[a.clone(), b.clone()])).unwrap();
         let now = jiff::Timestamp::UNIX_EPOCH;
-        let admission = Admission { cluster_queue: "cq".into(), pod_set_assignments: vec![] };
+        let admission = Admission {
+            cluster_queue: "cq".into(),
+            pod_set_assignments: vec![],
+        };
         wl.status = Some(conditions::admitted(&wl, admission, now));
         let cause = conditions::EvictionCause {
             by: conditions::EvictedBy::Preempted(crate::queue::PreemptedReason::InClusterQueue),
             message: "preempted".into(),
         };
         wl.status = conditions::evicted(&wl, &cause, now);
-        let job = |children: Vec<RayCluster>| RayServiceJob { rs: rs.clone(), children, live: Default::default(), slices: vec![], growth_taken: None };
+        let job = |children: Vec<RayCluster>| RayServiceJob {
+            rs: rs.clone(),
+            children,
+            live: Default::default(),
+            slices: vec![],
+            growth_taken: None,
+        };
         // Child `a` deleted, `b` (and its pods) still there: stop and wait, keeping the reservation.
         assert_eq!(plan(&job(vec![b]), &[&wl]).unwrap(), Step::Stop("w".into()));
         // Every child gone: nothing runs, the Workload may go.
-        assert_eq!(plan(&job(vec![]), &[&wl]).unwrap(), Step::DeleteWorkloads(vec!["w".into()]));
+        assert_eq!(
+            plan(&job(vec![]), &[&wl]).unwrap(),
+            Step::DeleteWorkloads(vec!["w".into()])
+        );
     }
 
     #[test]
@@ -325,12 +405,18 @@ mod demand_and_gate {
         let old_slice = podsets(&d[..1]).unwrap();
         let allowed = allowed_pods(Some(&old_slice), &d, &LivePods::new());
         assert!(covers(&allowed["active"], &d[0]));
-        assert_eq!(allowed["pending"], BTreeMap::from([("head".to_string(), 0), ("small".to_string(), 0)]));
+        assert_eq!(
+            allowed["pending"],
+            BTreeMap::from([("head".to_string(), 0), ("small".to_string(), 0)])
+        );
         let new_slice = podsets(&d).unwrap();
         let allowed = allowed_pods(Some(&new_slice), &d, &LivePods::new());
         assert!(covers(&allowed["active"], &d[0]) && covers(&allowed["pending"], &d[1]));
         let none = allowed_pods(None, &d, &LivePods::new());
-        assert!(!covers(&none["active"], &d[0]), "no admitted slice covers nothing");
+        assert!(
+            !covers(&none["active"], &d[0]),
+            "no admitted slice covers nothing"
+        );
     }
 
     #[test]
@@ -343,7 +429,10 @@ mod demand_and_gate {
         old[1].count = Some(2);
         let allowed = allowed_pods(Some(&old), &d, &LivePods::new());
         assert!(covers(&allowed["active"], &d[0]));
-        assert_eq!(allowed["pending"]["head"], 0, "a 3-CPU head needs a slice with a 3-CPU podset");
+        assert_eq!(
+            allowed["pending"]["head"], 0,
+            "a 3-CPU head needs a slice with a 3-CPU podset"
+        );
     }
 
     /// Chaos seed 46 (I2, an incremental upgrade under the autoscaler): the slice was made while the old
@@ -356,11 +445,20 @@ mod demand_and_gate {
         let d = demand(&[child("old", "2", 2, "x"), child("new", "2", 2, "y")]);
         let live = LivePods::from([
             ("old".to_string(), BTreeMap::from([("head".to_string(), 1)])),
-            ("new".to_string(), BTreeMap::from([("head".to_string(), 1), ("small".to_string(), 2)])),
+            (
+                "new".to_string(),
+                BTreeMap::from([("head".to_string(), 1), ("small".to_string(), 2)]),
+            ),
         ]);
         let allowed = allowed_pods(Some(&slice), &d, &live);
-        assert_eq!(allowed["new"]["small"], 2, "the pods the new cluster runs stay covered");
-        assert_eq!(allowed["old"]["small"], 0, "the old cluster's growth waits for a larger slice");
+        assert_eq!(
+            allowed["new"]["small"], 2,
+            "the pods the new cluster runs stay covered"
+        );
+        assert_eq!(
+            allowed["old"]["small"], 0,
+            "the old cluster's growth waits for a larger slice"
+        );
         assert!(covers(&allowed["new"], &d[1]) && !covers(&allowed["old"], &d[0]));
         // With nothing running yet, the older child is still covered first.
         let allowed = allowed_pods(Some(&slice), &d, &LivePods::new());
@@ -375,28 +473,48 @@ mod demand_and_gate {
     #[test]
     fn a_group_running_more_pods_than_its_spec_keeps_their_quota() {
         let slice = podsets(&demand(&[child("c", "2", 2, "x")])).unwrap();
-        let live = LivePods::from([("c".to_string(), BTreeMap::from([("head".to_string(), 1), ("small".to_string(), 2)]))]);
+        let live = LivePods::from([(
+            "c".to_string(),
+            BTreeMap::from([("head".to_string(), 1), ("small".to_string(), 2)]),
+        )]);
         let spec_only = demand(&[child("c", "2", 1, "x")]);
         assert!(
-            matches!(compare(&podsets(&spec_only).unwrap(), &slice, true), DemandChange::PodSets(_)),
+            matches!(
+                compare(&podsets(&spec_only).unwrap(), &slice, true),
+                DemandChange::PodSets(_)
+            ),
             "from the spec alone the slice would shrink"
         );
         let d = at_least_live(spec_only, &live);
-        assert_eq!(counts(&podsets(&d).unwrap()), vec![("head".into(), 1), ("small".into(), 2)]);
+        assert_eq!(
+            counts(&podsets(&d).unwrap()),
+            vec![("head".into(), 1), ("small".into(), 2)]
+        );
         assert_eq!(compare(&podsets(&d).unwrap(), &slice, true), DemandChange::Same);
         assert_eq!(allowed_pods(Some(&slice), &d, &live)["c"]["small"], 2);
         // Once the surplus pod is gone, the demand is the spec's again and the slice may shrink.
-        let gone = LivePods::from([("c".to_string(), BTreeMap::from([("head".to_string(), 1), ("small".to_string(), 1)]))]);
+        let gone = LivePods::from([(
+            "c".to_string(),
+            BTreeMap::from([("head".to_string(), 1), ("small".to_string(), 1)]),
+        )]);
         let d = at_least_live(demand(&[child("c", "2", 1, "x")]), &gone);
-        assert!(matches!(compare(&podsets(&d).unwrap(), &slice, true), DemandChange::PodSets(_)));
+        assert!(matches!(
+            compare(&podsets(&d).unwrap(), &slice, true),
+            DemandChange::PodSets(_)
+        ));
     }
 
     #[test]
     fn more_shapes_than_kueues_podset_limit_is_refused_with_a_reason() {
         // Kueue v1beta2 allows 18 podsets per Workload: 18 head shapes plus the workers make 19.
-        let children: Vec<RayCluster> = (1..=18).map(|i| child(&format!("c{i}"), &i.to_string(), 1, "x")).collect();
+        let children: Vec<RayCluster> = (1..=18)
+            .map(|i| child(&format!("c{i}"), &i.to_string(), 1, "x"))
+            .collect();
         let err = podsets(&demand(&children)).unwrap_err();
-        assert!(err.to_string().contains("19 podsets") && err.to_string().contains("limit of 18"), "{err}");
+        assert!(
+            err.to_string().contains("19 podsets") && err.to_string().contains("limit of 18"),
+            "{err}"
+        );
         assert!(podsets(&demand(&children[..17])).is_ok(), "18 podsets fit");
     }
 
@@ -463,18 +581,43 @@ fn starting_a_service_leaves_its_templates_as_the_user_wrote_them() {
     }))
     .unwrap();
     let as_written = rs.spec.ray_cluster_config.clone();
-    let mut job = super::rayservice::RayServiceJob { rs, children: vec![], live: Default::default(), slices: vec![], growth_taken: None };
-    let mut head = PodSetInfo { name: "head".into(), count: 1, ..Default::default() };
-    head.annotations.insert(WORKLOAD_SLICE_NAME.into(), "rayservice-rs-new".into());
+    let mut job = super::rayservice::RayServiceJob {
+        rs,
+        children: vec![],
+        live: Default::default(),
+        slices: vec![],
+        growth_taken: None,
+    };
+    let mut head = PodSetInfo {
+        name: "head".into(),
+        count: 1,
+        ..Default::default()
+    };
+    head.annotations
+        .insert(WORKLOAD_SLICE_NAME.into(), "rayservice-rs-new".into());
     head.node_selector.insert("pool".into(), "a".into());
-    let workers = PodSetInfo { name: "small-1a2b3".into(), count: 2, ..Default::default() };
-    job.run_with_podsets_info(&[head.clone(), workers]).expect("started");
+    let workers = PodSetInfo {
+        name: "small-1a2b3".into(),
+        count: 2,
+        ..Default::default()
+    };
+    job.run_with_podsets_info(&[head.clone(), workers])
+        .expect("started");
     assert_eq!(job.rs.spec.suspend, Some(false));
-    assert_eq!(job.rs.spec.ray_cluster_config, as_written, "nothing written into spec.rayClusterConfig");
+    assert_eq!(
+        job.rs.spec.ray_cluster_config, as_written,
+        "nothing written into spec.rayClusterConfig"
+    );
     assert!(!job.restore_podsets_info(&[head]), "nothing to restore");
 
-    let unknown = PodSetInfo { name: "gpu".into(), count: 1, ..Default::default() };
-    assert!(matches!(job.run_with_podsets_info(&[unknown]), Err(JobFrameworkError::UnknownPodSet(n)) if n == "gpu"));
+    let unknown = PodSetInfo {
+        name: "gpu".into(),
+        count: 1,
+        ..Default::default()
+    };
+    assert!(
+        matches!(job.run_with_podsets_info(&[unknown]), Err(JobFrameworkError::UnknownPodSet(n)) if n == "gpu")
+    );
 }
 
 /// waitForPodsReady's signal from the Ray jobs: all of a cluster's pods Running and Ready, as the
@@ -486,8 +629,16 @@ fn ray_jobs_report_pods_ready_from_their_pods() {
     use super::raycluster::cluster_pods_ready;
     use super::rayservice::RayServiceJob;
     use crate::api::ray::RayService;
-    let rc = |name: &str, head: &str, ready: i32, desired: i32, gated: Option<&str>, observed: i64| -> RayCluster {
-        let mut conds = vec![json!({"type": "HeadPodReady", "status": head, "reason": "r", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"})];
+    let rc = |name: &str,
+              head: &str,
+              ready: i32,
+              desired: i32,
+              gated: Option<&str>,
+              observed: i64|
+     -> RayCluster {
+        let mut conds = vec![
+            json!({"type": "HeadPodReady", "status": head, "reason": "r", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}),
+        ];
         if let Some(g) = gated {
             conds.push(json!({"type": "QuotaGated", "status": g, "reason": "r", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}));
         }
@@ -502,9 +653,17 @@ fn ray_jobs_report_pods_ready_from_their_pods() {
     };
     let cases = [
         ("all ready", rc("a", "True", 2, 2, None, 2), true),
-        ("a worker not ready (state stays ready)", rc("a", "True", 1, 2, None, 2), false),
+        (
+            "a worker not ready (state stays ready)",
+            rc("a", "True", 1, 2, None, 2),
+            false,
+        ),
         ("head not ready", rc("a", "False", 2, 2, None, 2), false),
-        ("status of an older generation", rc("a", "True", 2, 2, None, 1), false),
+        (
+            "status of an older generation",
+            rc("a", "True", 2, 2, None, 1),
+            false,
+        ),
     ];
     for (name, cluster, want) in cases {
         assert_eq!(cluster_pods_ready(&cluster), want, "{name}");
@@ -512,7 +671,10 @@ fn ray_jobs_report_pods_ready_from_their_pods() {
     }
     let mut suspended = rc("a", "True", 2, 2, None, 2);
     suspended.spec.suspend = Some(true);
-    assert!(!RayClusterJob::new(suspended).pods_ready(), "a suspended cluster runs no pods");
+    assert!(
+        !RayClusterJob::new(suspended).pods_ready(),
+        "a suspended cluster runs no pods"
+    );
     let rs: RayService = serde_json::from_value(json!({
         "apiVersion": "ray.io/v1", "kind": "RayService",
         "metadata": {"name": "svc", "namespace": "default"},
@@ -521,18 +683,36 @@ fn ray_jobs_report_pods_ready_from_their_pods() {
     .unwrap();
     let with_ready = |status: &str| {
         let mut rs = rs.clone();
-        rs.status = Some(serde_json::from_value(json!({"conditions": [{"type": "Ready", "status": status,
-            "reason": "x", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]})).unwrap());
+        rs.status = Some(
+            serde_json::from_value(json!({"conditions": [{"type": "Ready", "status": status,
+            "reason": "x", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}))
+            .unwrap(),
+        );
         rs
     };
-    let job = |rs: RayService, children: Vec<RayCluster>| RayServiceJob { rs, children, live: Default::default(), slices: vec![], growth_taken: None };
+    let job = |rs: RayService, children: Vec<RayCluster>| RayServiceJob {
+        rs,
+        children,
+        live: Default::default(),
+        slices: vec![],
+        growth_taken: None,
+    };
     let serving = rc("svc-a", "True", 1, 1, Some("False"), 2);
     let broken_pending = rc("svc-b", "False", 0, 1, Some("False"), 2);
     // Kueue's RayService integration: the service's Ready condition, not its clusters' pods.
-    assert!(!job(with_ready("True"), vec![]).pods_ready(), "no cluster, no pods");
-    assert!(!job(rs.clone(), vec![serving.clone()]).pods_ready(), "no Ready condition yet");
+    assert!(
+        !job(with_ready("True"), vec![]).pods_ready(),
+        "no cluster, no pods"
+    );
+    assert!(
+        !job(rs.clone(), vec![serving.clone()]).pods_ready(),
+        "no Ready condition yet"
+    );
     assert!(job(with_ready("True"), vec![serving.clone()]).pods_ready());
-    assert!(!job(with_ready("False"), vec![serving.clone()]).pods_ready(), "a service not serving is not ready");
+    assert!(
+        !job(with_ready("False"), vec![serving.clone()]).pods_ready(),
+        "a service not serving is not ready"
+    );
     assert!(
         job(with_ready("True"), vec![serving, broken_pending]).pods_ready(),
         "a broken pending cluster does not make a serving service not ready"
@@ -553,7 +733,13 @@ fn a_new_slice_is_never_named_as_one_the_service_still_owns() {
             "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "h", "image": "ray"}]}}}}}}))
     .unwrap();
     let name_with = |owned: &[String]| {
-        let job = RayServiceJob { rs: rs.clone(), children: vec![], live: Default::default(), slices: owned.to_vec(), growth_taken: None };
+        let job = RayServiceJob {
+            rs: rs.clone(),
+            children: vec![],
+            live: Default::default(),
+            slices: owned.to_vec(),
+            growth_taken: None,
+        };
         workload_name_for_job(&job, Default::default()).unwrap()
     };
     let a = name_with(&[]);
@@ -563,5 +749,9 @@ fn a_new_slice_is_never_named_as_one_the_service_still_owns() {
     // The first (finished) slice removed: the next one is still new.
     let d = name_with(&[b.clone(), c.clone()]);
     assert!(![&a, &b, &c].contains(&&d), "{d}");
-    assert_eq!(name_with(&[c.clone(), b.clone()]), d, "the same slices, in any order, give the same name (a retried create)");
+    assert_eq!(
+        name_with(&[c.clone(), b.clone()]),
+        d,
+        "the same slices, in any order, give the same name (a retried create)"
+    );
 }

@@ -68,7 +68,10 @@ pub struct Context {
 
 impl Context {
     pub fn new(client: Client) -> Self {
-        let reporter = Reporter { controller: "raycronjob-controller".into(), instance: None };
+        let reporter = Reporter {
+            controller: "raycronjob-controller".into(),
+            instance: None,
+        };
         Self {
             recorder: Recorder::new(client.clone(), reporter),
             client,
@@ -83,25 +86,51 @@ impl Context {
 /// Runs the controller until the stream ends. It watches RayCronJobs only, as KubeRay's does: the
 /// RayJobs it creates run on their own.
 pub async fn run(ctx: Arc<Context>) {
-    let controller = Controller::new(Api::<RayCronJob>::all(ctx.client.clone()), watcher::Config::default());
+    let controller = Controller::new(
+        Api::<RayCronJob>::all(ctx.client.clone()),
+        watcher::Config::default(),
+    );
     shell::run(controller, "raycronjob", reconcile, ctx, |c| c.error_backoff).await;
 }
 
 #[instrument(skip_all, fields(name = %cron.name_any(), ns = cron.namespace().unwrap_or_default()))]
 pub async fn reconcile(cron: Arc<RayCronJob>, ctx: Arc<Context>) -> Result<Requeue, Error> {
     let ns = cron.namespace().ok_or(Error::NoNamespace)?;
-    let plan = decide(&Snapshot { cron: &cron, now: (ctx.clock)(), local: ctx.local.clone(), gates: ctx.gates });
+    let plan = decide(&Snapshot {
+        cron: &cron,
+        now: (ctx.clock)(),
+        local: ctx.local.clone(),
+        gates: ctx.gates,
+    });
     let me = cron.object_ref(&());
     if let Some(job) = &plan.create {
         let name = job.name_any();
-        match shell::ignore_already_exists(Api::<RayJob>::namespaced(ctx.client.clone(), &ns).create(&PostParams::default(), job).await) {
+        match shell::ignore_already_exists(
+            Api::<RayJob>::namespaced(ctx.client.clone(), &ns)
+                .create(&PostParams::default(), job)
+                .await,
+        ) {
             Ok(Some(_)) => {
-                shell::publish(&ctx.recorder, &me, KEventType::Normal, "CreatedRayJob", format!("Created RayJob {ns}/{name}")).await;
+                shell::publish(
+                    &ctx.recorder,
+                    &me,
+                    KEventType::Normal,
+                    "CreatedRayJob",
+                    format!("Created RayJob {ns}/{name}"),
+                )
+                .await;
             }
             // The RayJob of this schedule time exists: an earlier pass created it (KubeRay #4849).
             Ok(None) => tracing::debug!(rayjob = %name, "RayJob for this schedule time already exists"),
             Err(e) => {
-                shell::publish(&ctx.recorder, &me, KEventType::Warning, "FailedToCreateRayJob", format!("Failed to create RayJob {ns}/{name}: {e}")).await;
+                shell::publish(
+                    &ctx.recorder,
+                    &me,
+                    KEventType::Warning,
+                    "FailedToCreateRayJob",
+                    format!("Failed to create RayJob {ns}/{name}: {e}"),
+                )
+                .await;
                 return Err(e.into());
             }
         }

@@ -49,7 +49,11 @@ pub fn decide(s: &Snapshot) -> Plan {
     let cron = s.cron;
     let who = format!("{}/{}", cron.namespace().unwrap_or_default(), cron.name_any());
     let invalid = |message: String| Plan {
-        events: vec![Event { type_: EventType::Warning, reason: c::EVENT_INVALID_RAY_CRON_JOB_SPEC, message: format!("{who}: {message}") }],
+        events: vec![Event {
+            type_: EventType::Warning,
+            reason: c::EVENT_INVALID_RAY_CRON_JOB_SPEC,
+            message: format!("{who}: {message}"),
+        }],
         ..Plan::default()
     };
     if let Some(e) = validate_ray_cron_job_with(cron, s.gates).first() {
@@ -73,8 +77,17 @@ pub fn decide(s: &Snapshot) -> Plan {
     let earliest = earliest(cron, s.now);
     let Some(tick) = schedule.latest(earliest, s.now, &tz) else {
         return match schedule.next(earliest, &tz) {
-            Some(next) => Plan { requeue: Some(wait(s.now, next)), ..Plan::default() },
-            None => Plan { requeue: Some(MAX_REQUEUE), ..invalid(format!("schedule {:?} has no time in the next 5 years", cron.spec.schedule)) },
+            Some(next) => Plan {
+                requeue: Some(wait(s.now, next)),
+                ..Plan::default()
+            },
+            None => Plan {
+                requeue: Some(MAX_REQUEUE),
+                ..invalid(format!(
+                    "schedule {:?} has no time in the next 5 years",
+                    cron.spec.schedule
+                ))
+            },
         };
     };
     let mut events = Vec::new();
@@ -86,8 +99,15 @@ pub fn decide(s: &Snapshot) -> Plan {
             message: format!("too many missed start times: {missed}. Only the most recent, {tick}, creates a RayJob; check clock skew"),
         });
     }
-    let requeue = schedule.next(tick, &tz).map_or(MAX_REQUEUE, |next| wait(s.now, next));
-    Plan { create: Some(ray_job(cron, tick)), last_schedule_time: Some(tick), events, requeue: Some(requeue) }
+    let requeue = schedule
+        .next(tick, &tz)
+        .map_or(MAX_REQUEUE, |next| wait(s.now, next));
+    Plan {
+        create: Some(ray_job(cron, tick)),
+        last_schedule_time: Some(tick),
+        events,
+        requeue: Some(requeue),
+    }
 }
 
 fn zone(cron: &RayCronJob, local: &TimeZone) -> Result<TimeZone, String> {
@@ -100,13 +120,16 @@ fn zone(cron: &RayCronJob, local: &TimeZone) -> Result<TimeZone, String> {
 /// KubeRay: the last schedule time, or the creation time before the first.
 fn earliest(cron: &RayCronJob, now: Timestamp) -> Timestamp {
     let last = cron.status.as_ref().and_then(|s| s.last_schedule_time.as_ref());
-    last.or(cron.metadata.creation_timestamp.as_ref()).map_or(now, |t| t.0)
+    last.or(cron.metadata.creation_timestamp.as_ref())
+        .map_or(now, |t| t.0)
 }
 
 /// CronJob's estimate of the times missed since `earliest` (the gap between the first two times
 /// counted across the elapsed span: a division, however long the span).
 fn missed(schedule: &Schedule, tz: &TimeZone, earliest: Timestamp, now: Timestamp) -> i64 {
-    let Some(t1) = schedule.next(earliest, tz) else { return 0 };
+    let Some(t1) = schedule.next(earliest, tz) else {
+        return 0;
+    };
     let Some(t2) = schedule.next(t1, tz) else { return 1 };
     let between = t2.as_second().saturating_sub(t1.as_second()).max(1);
     now.as_second().saturating_sub(t1.as_second()) / between + 1
@@ -114,7 +137,9 @@ fn missed(schedule: &Schedule, tz: &TimeZone, earliest: Timestamp, now: Timestam
 
 fn wait(now: Timestamp, until: Timestamp) -> Duration {
     let d = until.duration_since(now);
-    Duration::try_from(d).unwrap_or(Duration::ZERO).clamp(Duration::from_millis(10), MAX_REQUEUE)
+    Duration::try_from(d)
+        .unwrap_or(Duration::ZERO)
+        .clamp(Duration::from_millis(10), MAX_REQUEUE)
 }
 
 /// KubeRay's `getRayJobName`: the RayCronJob's name and the schedule time in whole minutes since
@@ -136,7 +161,10 @@ pub fn ray_job(cron: &RayCronJob, tick: Timestamp) -> RayJob {
             labels.insert(key.to_string(), v.clone());
         }
     }
-    let annotations = BTreeMap::from([(c::ANNOTATION_CRON_JOB_SCHEDULED_TIMESTAMP.to_string(), tick.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())]);
+    let annotations = BTreeMap::from([(
+        c::ANNOTATION_CRON_JOB_SCHEDULED_TIMESTAMP.to_string(),
+        tick.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+    )]);
     let owner = OwnerReference {
         api_version: "ray.io/v1".into(),
         kind: c::CRD_RAY_CRON_JOB.into(),

@@ -16,13 +16,13 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 use tracing::instrument;
 
-pub use super::template::default_submitter_template;
 use super::decide::{Action, ClusterView, EventType, JobView, Snapshot, SubmitterView, decide};
+pub use super::template::default_submitter_template;
+use crate::api::ray::RayCluster;
 use crate::api::ray::constants as c;
 use crate::api::ray::raycluster::ClusterState;
 use crate::api::ray::rayjob::{JobSubmissionMode, RayJob};
 use crate::api::ray::validation::{RayFeatureGates, validate_ray_job_status, validate_ray_job_with};
-use crate::api::ray::RayCluster;
 use crate::jobframework::events::Recorder;
 use crate::jobframework::shell;
 use crate::rayservice::cluster::names;
@@ -39,9 +39,15 @@ pub enum Error {
     #[error("RayJob has no {0}")]
     MissingField(&'static str),
     #[error("submitting Ray job {submission_id}: {source}")]
-    Submit { submission_id: String, source: DashboardError },
+    Submit {
+        submission_id: String,
+        source: DashboardError,
+    },
     #[error("encoding {what}: {source}")]
-    Encode { what: &'static str, source: serde_json::Error },
+    Encode {
+        what: &'static str,
+        source: serde_json::Error,
+    },
     /// What the submitter's command needs from the spec cannot be built (KubeRay returns the error).
     #[error("{0}")]
     InvalidSpec(String),
@@ -98,8 +104,16 @@ pub struct Context {
 
 impl Context {
     pub fn new(client: Client, jobs: Arc<dyn RayJobsApi>) -> Self {
-        let reporter = Reporter { controller: "quotagate-rayjob".into(), instance: None };
-        Self { recorder: Recorder::new(client.clone(), reporter), client, jobs, config: Config::default() }
+        let reporter = Reporter {
+            controller: "quotagate-rayjob".into(),
+            instance: None,
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            jobs,
+            config: Config::default(),
+        }
     }
 }
 
@@ -137,7 +151,14 @@ pub async fn reconcile(job: Arc<RayJob>, ctx: Arc<Context>) -> Result<Requeue, E
             EventType::Normal => KEventType::Normal,
             EventType::Warning => KEventType::Warning,
         };
-        shell::publish(&ctx.recorder, &job.object_ref(&()), type_, e.reason, e.message.clone()).await;
+        shell::publish(
+            &ctx.recorder,
+            &job.object_ref(&()),
+            type_,
+            e.reason,
+            e.message.clone(),
+        )
+        .await;
     }
     if plan.actions.contains(&Action::DeleteSelf) || plan.actions.contains(&Action::RemoveFinalizer) {
         return Ok(Requeue::await_change());
@@ -145,7 +166,8 @@ pub async fn reconcile(job: Arc<RayJob>, ctx: Arc<Context>) -> Result<Requeue, E
     if let Some(status) = &plan.status {
         current.status = Some(status.clone());
         let api: Api<RayJob> = Api::namespaced(ctx.client.clone(), &ns);
-        api.replace_status(&current.name_any(), &PostParams::default(), &current).await?;
+        api.replace_status(&current.name_any(), &PostParams::default(), &current)
+            .await?;
     }
     Ok(match plan.requeue {
         Some(d) if d.is_zero() => Requeue::requeue(Duration::from_millis(10)),
@@ -163,9 +185,15 @@ fn dashboard_address(rc: &RayCluster, ns: &str, cfg: &Config) -> String {
 /// The endpoint to call, with the cluster's token when it uses token auth (a missing Secret is an
 /// unanswered call, retried).
 async fn endpoint(address: &str, rc: Option<&RayCluster>, ns: &str, ctx: &Context) -> DashboardEndpoint {
-    let url = if address.contains("://") { address.to_owned() } else { format!("http://{address}") };
+    let url = if address.contains("://") {
+        address.to_owned()
+    } else {
+        format!("http://{address}")
+    };
     let endpoint = DashboardEndpoint::new(url);
-    let Some(secret_name) = rc.and_then(auth::token_secret_name) else { return endpoint };
+    let Some(secret_name) = rc.and_then(auth::token_secret_name) else {
+        return endpoint;
+    };
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
     match secrets.get_opt(&secret_name).await {
         Ok(Some(secret)) => match auth::token_from_secret(&secret) {
@@ -212,11 +240,26 @@ async fn observe(job: &RayJob, ns: &str, ctx: &Context) -> Result<Snapshot, Erro
         match &cluster_name {
             Some(n) if rc.is_some() => {
                 let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(ctx.client.clone(), ns);
-                let selector = format!("{}={n},{}={}", c::LABEL_CLUSTER, c::LABEL_NODE_TYPE, c::NODE_TYPE_HEAD);
+                let selector = format!(
+                    "{}={n},{}={}",
+                    c::LABEL_CLUSTER,
+                    c::LABEL_NODE_TYPE,
+                    c::NODE_TYPE_HEAD
+                );
                 let restart_limit = ctx.config.gates.sidecar_submitter_restart.then(|| {
-                    job.spec.submitter_config.as_ref().and_then(|s| s.backoff_limit).unwrap_or(super::sidecar::DEFAULT_RESTART_LIMIT)
+                    job.spec
+                        .submitter_config
+                        .as_ref()
+                        .and_then(|s| s.backoff_limit)
+                        .unwrap_or(super::sidecar::DEFAULT_RESTART_LIMIT)
                 });
-                super::sidecar::view(&pods.list(&kube::api::ListParams::default().labels(&selector)).await?.items, restart_limit)
+                super::sidecar::view(
+                    &pods
+                        .list(&kube::api::ListParams::default().labels(&selector))
+                        .await?
+                        .items,
+                    restart_limit,
+                )
             }
             _ => SubmitterView::Absent,
         }
@@ -233,14 +276,21 @@ async fn observe(job: &RayJob, ns: &str, ctx: &Context) -> Result<Snapshot, Erro
     };
     let invalid = validate_ray_job_with(job, ctx.config.gates);
     let status_errors = validate_ray_job_status(job);
-    let spec_error = invalid.iter().find(|e| !status_errors.contains(e)).map(|e| e.to_string());
+    let spec_error = invalid
+        .iter()
+        .find(|e| !status_errors.contains(e))
+        .map(|e| e.to_string());
     Ok(Snapshot {
         now: Timestamp::now(),
         namespace: ns.to_owned(),
         name: job.name_any(),
         deleting: job.metadata.deletion_timestamp.is_some(),
         has_finalizer: job.finalizers().iter().any(|f| f == FINALIZER),
-        managed_externally: job.spec.managed_by.as_deref().is_some_and(|m| m != c::MANAGED_BY_KUBERAY),
+        managed_externally: job
+            .spec
+            .managed_by
+            .as_deref()
+            .is_some_and(|m| m != c::MANAGED_BY_KUBERAY),
         invalid: spec_error,
         invalid_status: status_errors.first().map(|e| e.to_string()),
         spec: job.spec.clone(),
@@ -256,11 +306,17 @@ async fn observe(job: &RayJob, ns: &str, ctx: &Context) -> Result<Snapshot, Erro
 }
 
 fn submitter_view(job: Option<&Job>) -> SubmitterView {
-    let Some(job) = job else { return SubmitterView::Absent };
+    let Some(job) = job else {
+        return SubmitterView::Absent;
+    };
     if job.metadata.deletion_timestamp.is_some() {
         return SubmitterView::Deleting;
     }
-    let conds = job.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or(&[]);
+    let conds = job
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or(&[]);
     let is_true = |t: &str| conds.iter().find(|c| c.type_ == t && c.status == "True");
     if let Some(f) = is_true("Failed") {
         return SubmitterView::Failed {
@@ -275,7 +331,9 @@ fn submitter_view(job: Option<&Job>) -> SubmitterView {
 }
 
 fn owner_ref(job: &RayJob) -> Result<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference, Error> {
-    let mut owner = job.controller_owner_ref(&()).ok_or(Error::MissingField("metadata.uid"))?;
+    let mut owner = job
+        .controller_owner_ref(&())
+        .ok_or(Error::MissingField("metadata.uid"))?;
     owner.block_owner_deletion = Some(true);
     Ok(owner)
 }
@@ -283,9 +341,17 @@ fn owner_ref(job: &RayJob) -> Result<k8s_openapi::apimachinery::pkg::apis::meta:
 /// KubeRay's `constructRayClusterForRayJob`: the job's labels and annotations, plus where it came from.
 /// `sidecar_restart` is the SidecarSubmitterRestart gate.
 pub fn build_cluster(job: &RayJob, name: &str, sidecar_restart: bool) -> Result<RayCluster, Error> {
-    let mut spec = job.spec.ray_cluster_spec.clone().ok_or(Error::MissingField("spec.rayClusterSpec"))?;
+    let mut spec = job
+        .spec
+        .ray_cluster_spec
+        .clone()
+        .ok_or(Error::MissingField("spec.rayClusterSpec"))?;
     if job.spec.mode() == JobSubmissionMode::SidecarMode {
-        let id = job.status.as_ref().and_then(|s| s.job_id.clone()).unwrap_or_default();
+        let id = job
+            .status
+            .as_ref()
+            .and_then(|s| s.job_id.clone())
+            .unwrap_or_default();
         super::sidecar::add(&mut spec, job, &id, sidecar_restart).map_err(Error::InvalidSpec)?;
     }
     let mut labels = job.labels().clone();
@@ -324,12 +390,23 @@ pub fn build_submitter(job: &RayJob) -> Result<Job, Error> {
         container.args = Some(vec![script]);
     }
     let env = container.env.get_or_insert_with(Vec::new);
-    for (name, value) in [("PYTHONUNBUFFERED", "1".to_string()), ("RAY_DASHBOARD_ADDRESS", address.clone()), ("RAY_JOB_SUBMISSION_ID", id.clone())] {
-        env.push(EnvVar { name: name.into(), value: Some(value), ..Default::default() });
+    for (name, value) in [
+        ("PYTHONUNBUFFERED", "1".to_string()),
+        ("RAY_DASHBOARD_ADDRESS", address.clone()),
+        ("RAY_JOB_SUBMISSION_ID", id.clone()),
+    ] {
+        env.push(EnvVar {
+            name: name.into(),
+            value: Some(value),
+            ..Default::default()
+        });
     }
     let labels = [
         (c::LABEL_ORIGINATED_FROM_CR_NAME.to_string(), job.name_any()),
-        (c::LABEL_ORIGINATED_FROM_CRD.to_string(), c::CRD_RAY_JOB.to_string()),
+        (
+            c::LABEL_ORIGINATED_FROM_CRD.to_string(),
+            c::CRD_RAY_JOB.to_string(),
+        ),
         (c::LABEL_CREATED_BY.to_string(), c::COMPONENT_NAME.to_string()),
     ];
     Ok(Job {
@@ -341,7 +418,13 @@ pub fn build_submitter(job: &RayJob) -> Result<Job, Error> {
             ..Default::default()
         },
         spec: Some(JobSpec {
-            backoff_limit: Some(job.spec.submitter_config.as_ref().and_then(|s| s.backoff_limit).unwrap_or(2)),
+            backoff_limit: Some(
+                job.spec
+                    .submitter_config
+                    .as_ref()
+                    .and_then(|s| s.backoff_limit)
+                    .unwrap_or(2),
+            ),
             template,
             ..Default::default()
         }),
@@ -351,11 +434,24 @@ pub fn build_submitter(job: &RayJob) -> Result<Job, Error> {
 
 /// The Jobs API request for the job (KubeRay's `ConvertRayJobToReq`).
 pub fn submit_request(job: &RayJob, submission_id: &str) -> Result<JobSubmitRequest, String> {
-    let runtime_env = match job.spec.runtime_env_yaml.as_deref().filter(|y| !y.trim().is_empty()) {
-        Some(yaml) => Some(serde_saphyr::from_str::<serde_json::Value>(yaml).map_err(|e| format!("spec.runtimeEnvYAML: {e}"))?),
+    let runtime_env = match job
+        .spec
+        .runtime_env_yaml
+        .as_deref()
+        .filter(|y| !y.trim().is_empty())
+    {
+        Some(yaml) => Some(
+            serde_saphyr::from_str::<serde_json::Value>(yaml)
+                .map_err(|e| format!("spec.runtimeEnvYAML: {e}"))?,
+        ),
         None => None,
     };
-    let entrypoint_resources = match job.spec.entrypoint_resources.as_deref().filter(|r| !r.trim().is_empty()) {
+    let entrypoint_resources = match job
+        .spec
+        .entrypoint_resources
+        .as_deref()
+        .filter(|r| !r.trim().is_empty())
+    {
         Some(r) => Some(serde_json::from_str(r).map_err(|e| format!("spec.entrypointResources: {e}"))?),
         None => None,
     };
@@ -390,15 +486,29 @@ async fn execute(
     let jobs_api: Api<RayJob> = Api::namespaced(client.clone(), ns);
     let clusters: Api<RayCluster> = Api::namespaced(client.clone(), ns);
     let submitters: Api<Job> = Api::namespaced(client.clone(), ns);
-    let background = DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..Default::default() };
+    let background = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        ..Default::default()
+    };
     match action {
         Action::AddFinalizer | Action::RemoveFinalizer => {
-            let mut finalizers: Vec<String> = current.finalizers().iter().filter(|f| *f != FINALIZER).cloned().collect();
+            let mut finalizers: Vec<String> = current
+                .finalizers()
+                .iter()
+                .filter(|f| *f != FINALIZER)
+                .cloned()
+                .collect();
             if *action == Action::AddFinalizer {
                 finalizers.push(FINALIZER.into());
             }
             let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": current.resource_version()}});
-            *current = jobs_api.patch(&current.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+            *current = jobs_api
+                .patch(
+                    &current.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await?;
         }
         Action::StopJob { submission_id } => {
             let address = s.status.dashboard_url.clone().unwrap_or_default();
@@ -417,7 +527,10 @@ async fn execute(
                 job.status.get_or_insert_with(Default::default).job_id = Some(id);
             }
             let rc = build_cluster(&job, name, ctx.config.gates.sidecar_submitter_restart)?;
-            ignore_status(clusters.create(&PostParams::default(), &rc).await.map(|_| ()), 409)?;
+            ignore_status(
+                clusters.create(&PostParams::default(), &rc).await.map(|_| ()),
+                409,
+            )?;
         }
         Action::DeleteCluster { name } => {
             ignore_status(clusters.delete(name, &background).await.map(|_| ()), 404)?;
@@ -429,9 +542,14 @@ async fn execute(
                     g.suspend = Some(true);
                 }
                 // Only the groups' suspend, guarded by the version read.
-                let patch = crate::api::merge_patch::guarded(&read, &rc).map_err(|source| Error::Encode { what: "the RayCluster", source })?;
+                let patch = crate::api::merge_patch::guarded(&read, &rc).map_err(|source| Error::Encode {
+                    what: "the RayCluster",
+                    source,
+                })?;
                 if let Some(patch) = patch {
-                    clusters.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+                    clusters
+                        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await?;
                 }
             }
         }
@@ -441,26 +559,46 @@ async fn execute(
                 with_status.status = Some(next.clone());
             }
             let job = build_submitter(&with_status)?;
-            ignore_status(submitters.create(&PostParams::default(), &job).await.map(|_| ()), 409)?;
+            ignore_status(
+                submitters.create(&PostParams::default(), &job).await.map(|_| ()),
+                409,
+            )?;
         }
         Action::DeleteSubmitter => {
-            ignore_status(submitters.delete(&current.name_any(), &background).await.map(|_| ()), 404)?;
+            ignore_status(
+                submitters
+                    .delete(&current.name_any(), &background)
+                    .await
+                    .map(|_| ()),
+                404,
+            )?;
         }
         Action::SubmitJob { submission_id } => {
             let address = s.status.dashboard_url.clone().unwrap_or_default();
-            let rc = clusters.get_opt(s.status.ray_cluster_name.as_deref().unwrap_or_default()).await?;
+            let rc = clusters
+                .get_opt(s.status.ray_cluster_name.as_deref().unwrap_or_default())
+                .await?;
             let ep = endpoint(&address, rc.as_ref(), ns, ctx).await;
-            let request = submit_request(current, submission_id)
-                .map_err(|reason| Error::Submit { submission_id: submission_id.clone(), source: DashboardError::InvalidConfig(reason) })?;
+            let request = submit_request(current, submission_id).map_err(|reason| Error::Submit {
+                submission_id: submission_id.clone(),
+                source: DashboardError::InvalidConfig(reason),
+            })?;
             match ctx.jobs.submit_job(&ep, &request).await {
                 Ok(_) => {}
                 // Already submitted by an earlier pass whose answer was lost: the next poll finds it.
                 Err(DashboardError::Rejected { message }) if message.contains("already exists") => {}
-                Err(source) => return Err(Error::Submit { submission_id: submission_id.clone(), source }),
+                Err(source) => {
+                    return Err(Error::Submit {
+                        submission_id: submission_id.clone(),
+                        source,
+                    });
+                }
             }
         }
         Action::ReconcileHeadService { cluster } => {
-            let Some(rc) = clusters.get_opt(cluster).await? else { return Ok(()) };
+            let Some(rc) = clusters.get_opt(cluster).await? else {
+                return Ok(());
+            };
             let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(ctx.client.clone(), ns);
             let (reason, verb, name) = match super::service::ensure(&services, current, &rc).await? {
                 super::service::Outcome::Created(name) => ("CreatedService", "Created", name),
@@ -468,10 +606,23 @@ async fn execute(
                 super::service::Outcome::Unchanged => return Ok(()),
             };
             let message = format!("{verb} the service {ns}/{name}");
-            shell::publish(&ctx.recorder, &current.object_ref(&()), KEventType::Normal, reason, message).await;
+            shell::publish(
+                &ctx.recorder,
+                &current.object_ref(&()),
+                KEventType::Normal,
+                reason,
+                message,
+            )
+            .await;
         }
         Action::DeleteSelf => {
-            ignore_status(jobs_api.delete(&current.name_any(), &background).await.map(|_| ()), 404)?;
+            ignore_status(
+                jobs_api
+                    .delete(&current.name_any(), &background)
+                    .await
+                    .map(|_| ()),
+                404,
+            )?;
         }
     }
     Ok(())
@@ -503,7 +654,13 @@ mod tests {
     fn the_cluster_carries_the_jobs_labels_and_owner() {
         let rc = build_cluster(&job(), "rj-xyz", false).unwrap();
         let labels = rc.metadata.labels.unwrap();
-        assert_eq!((labels["team"].as_str(), labels[c::LABEL_ORIGINATED_FROM_CRD].as_str()), ("a", "RayJob"));
+        assert_eq!(
+            (
+                labels["team"].as_str(),
+                labels[c::LABEL_ORIGINATED_FROM_CRD].as_str()
+            ),
+            ("a", "RayJob")
+        );
         assert_eq!(rc.metadata.annotations.unwrap()["note"], "x");
         let owner = &rc.metadata.owner_references.unwrap()[0];
         assert_eq!((owner.kind.as_str(), owner.controller), ("RayJob", Some(true)));
@@ -530,8 +687,17 @@ mod tests {
             " -- python -c \"import time; time.sleep(3)\" ; fi ; ray job logs",
         );
         assert!(script.contains(submit), "{script}\n{submit}");
-        let env: Vec<_> = c0.env.as_ref().unwrap().iter().map(|e| (e.name.as_str(), e.value.as_deref().unwrap_or(""))).collect();
-        assert!(env.contains(&("RAY_JOB_SUBMISSION_ID", "rj-abcde")) && env.contains(&("PYTHONUNBUFFERED", "1")), "{env:?}");
+        let env: Vec<_> = c0
+            .env
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|e| (e.name.as_str(), e.value.as_deref().unwrap_or("")))
+            .collect();
+        assert!(
+            env.contains(&("RAY_JOB_SUBMISSION_ID", "rj-abcde")) && env.contains(&("PYTHONUNBUFFERED", "1")),
+            "{env:?}"
+        );
     }
 
     /// KubeRay `ConvertRayJobToReq`: runtime env parsed from YAML, metadata and entrypoint resources passed.
@@ -544,6 +710,10 @@ mod tests {
         assert_eq!(req.entrypoint_resources.unwrap()["r"], 1.0);
         let mut bad = job();
         bad.spec.entrypoint_resources = Some("not json".into());
-        assert!(submit_request(&bad, "x").unwrap_err().contains("spec.entrypointResources"));
+        assert!(
+            submit_request(&bad, "x")
+                .unwrap_err()
+                .contains("spec.entrypointResources")
+        );
     }
 }

@@ -57,7 +57,10 @@ pub enum SubmitterView {
     /// Its `Complete` condition is True.
     Complete,
     /// Its `Failed` condition is True.
-    Failed { reason: String, message: String },
+    Failed {
+        reason: String,
+        message: String,
+    },
 }
 
 /// Everything a decision reads.
@@ -94,15 +97,27 @@ pub enum Action {
     AddFinalizer,
     RemoveFinalizer,
     /// Best effort before the finalizer goes: the Ray job may still run.
-    StopJob { submission_id: String },
-    CreateCluster { name: String },
-    DeleteCluster { name: String },
-    SuspendWorkerGroups { name: String },
+    StopJob {
+        submission_id: String,
+    },
+    CreateCluster {
+        name: String,
+    },
+    DeleteCluster {
+        name: String,
+    },
+    SuspendWorkerGroups {
+        name: String,
+    },
     CreateSubmitter,
     DeleteSubmitter,
-    SubmitJob { submission_id: String },
+    SubmitJob {
+        submission_id: String,
+    },
     /// Create `<job>-head-svc` or point it at this cluster (KubeRay's `reconcileServices`).
-    ReconcileHeadService { cluster: String },
+    ReconcileHeadService {
+        cluster: String,
+    },
     DeleteSelf,
 }
 
@@ -140,7 +155,9 @@ fn at(t: &Option<Time>) -> Option<Timestamp> {
 /// Until `deadline`, as a requeue delay (at least a tenth of a second so a due time is not missed).
 fn until(now: Timestamp, deadline: Timestamp) -> Duration {
     let left = deadline.duration_since(now);
-    Duration::try_from(left).unwrap_or(Duration::ZERO).max(Duration::from_millis(100))
+    Duration::try_from(left)
+        .unwrap_or(Duration::ZERO)
+        .max(Duration::from_millis(100))
 }
 
 /// One pass of the controller.
@@ -170,12 +187,18 @@ pub fn decide(s: &Snapshot) -> Plan {
         next.job_deployment_status = Some(D::ValidationFailed);
         next.reason = Some(JobFailedReason::ValidationFailed);
         next.message = Some(why.clone());
-        plan.events.push(warning("InvalidRayJobSpec", format!("The RayJob spec is invalid: {why}")));
+        plan.events.push(warning(
+            "InvalidRayJobSpec",
+            format!("The RayJob spec is invalid: {why}"),
+        ));
         plan.status = Some(next);
         return plan;
     }
     if let Some(why) = &s.invalid_status {
-        plan.events.push(warning("InvalidRayJobStatus", format!("The RayJob status is invalid: {why}")));
+        plan.events.push(warning(
+            "InvalidRayJobStatus",
+            format!("The RayJob status is invalid: {why}"),
+        ));
         plan.requeue = Some(DEFAULT_REQUEUE);
         return plan;
     }
@@ -203,7 +226,9 @@ pub fn decide(s: &Snapshot) -> Plan {
             None => return plan,
         },
         Some(D::Running) => {
-            let handled = suspending(s, &mut next) || deadline_passed(s, &mut next) || grace_period_passed(s, &mut next);
+            let handled = suspending(s, &mut next)
+                || deadline_passed(s, &mut next)
+                || grace_period_passed(s, &mut next);
             if !handled && !running(s, &mut next, &mut plan) {
                 return plan;
             }
@@ -228,7 +253,8 @@ pub fn decide(s: &Snapshot) -> Plan {
         Some(D::ValidationFailed) => return plan,
     }
     check_backoff_limit(&s.spec, &mut next);
-    if next.job_status != s.status.job_status || next.job_deployment_status != s.status.job_deployment_status {
+    if next.job_status != s.status.job_status || next.job_deployment_status != s.status.job_deployment_status
+    {
         if next.job_deployment_status.is_some_and(D::is_terminal) {
             next.end_time = Some(time(s.now));
         }
@@ -240,11 +266,19 @@ pub fn decide(s: &Snapshot) -> Plan {
 }
 
 fn warning(reason: &'static str, message: String) -> Event {
-    Event { type_: EventType::Warning, reason, message }
+    Event {
+        type_: EventType::Warning,
+        reason,
+        message,
+    }
 }
 
 fn normal(reason: &'static str, message: String) -> Event {
-    Event { type_: EventType::Normal, reason, message }
+    Event {
+        type_: EventType::Normal,
+        reason,
+        message,
+    }
 }
 
 /// KubeRay's `initRayJobStatusIfNeed`: fix the job id and cluster name before anything is created, so a
@@ -286,19 +320,29 @@ fn deadline_passed(s: &Snapshot, next: &mut RayJobStatus) -> bool {
     }
     next.job_deployment_status = Some(D::Failed);
     next.reason = Some(JobFailedReason::DeadlineExceeded);
-    next.message = Some(format!("The RayJob has passed the activeDeadlineSeconds. StartTime: {start}. ActiveDeadlineSeconds: {secs}"));
+    next.message = Some(format!(
+        "The RayJob has passed the activeDeadlineSeconds. StartTime: {start}. ActiveDeadlineSeconds: {secs}"
+    ));
     true
 }
 
 /// `checkTransitionGracePeriodAndUpdateStatusIfNeeded`: a Ray job that ended but whose deployment status
 /// did not follow (e.g. the submitter never finished) is ended after the grace period.
 fn grace_period_passed(s: &Snapshot, next: &mut RayJobStatus) -> bool {
-    let Some(job_status) = s.status.job_status.filter(|j| j.is_terminal()) else { return false };
-    let Some(ended) = s.status.ray_job_info.as_ref().and_then(|i| at(&i.end_time)) else { return false };
+    let Some(job_status) = s.status.job_status.filter(|j| j.is_terminal()) else {
+        return false;
+    };
+    let Some(ended) = s.status.ray_job_info.as_ref().and_then(|i| at(&i.end_time)) else {
+        return false;
+    };
     if s.now < ended + TRANSITION_GRACE_PERIOD {
         return false;
     }
-    next.job_deployment_status = Some(if job_status == JobStatus::Failed { D::Failed } else { D::Complete });
+    next.job_deployment_status = Some(if job_status == JobStatus::Failed {
+        D::Failed
+    } else {
+        D::Complete
+    });
     next.reason = Some(JobFailedReason::JobDeploymentStatusTransitionGracePeriodExceeded);
     next.message = Some("JobDeploymentStatus does not transition to Complete or Failed within the grace period after JobStatus reaches a terminal state.".into());
     true
@@ -312,13 +356,19 @@ fn ensure_cluster<'a>(s: &'a Snapshot, plan: &mut Plan) -> Option<&'a ClusterVie
         ClusterView::Absent if s.spec.uses_cluster_selector() => {
             plan.events.push(warning(
                 "FailedToGetRayCluster",
-                format!("the ClusterSelector mode was chosen but RayCluster {}/{name} does not exist", s.namespace),
+                format!(
+                    "the ClusterSelector mode was chosen but RayCluster {}/{name} does not exist",
+                    s.namespace
+                ),
             ));
             None
         }
         ClusterView::Absent => {
             plan.actions.push(Action::CreateCluster { name: name.clone() });
-            plan.events.push(normal("CreatedRayCluster", format!("Created RayCluster {}/{name}", s.namespace)));
+            plan.events.push(normal(
+                "CreatedRayCluster",
+                format!("Created RayCluster {}/{name}", s.namespace),
+            ));
             None
         }
         ClusterView::Deleting => None,
@@ -329,7 +379,10 @@ fn ensure_cluster<'a>(s: &'a Snapshot, plan: &mut Plan) -> Option<&'a ClusterVie
 /// Initializing: the cluster exists and is ready, its dashboard is known, the submitter is created.
 /// False when this pass waits.
 fn initialize(s: &Snapshot, next: &mut RayJobStatus, plan: &mut Plan) -> bool {
-    let Some(ClusterView::Present { ready, dashboard_url, .. }) = ensure_cluster(s, plan) else {
+    let Some(ClusterView::Present {
+        ready, dashboard_url, ..
+    }) = ensure_cluster(s, plan)
+    else {
         return false;
     };
     if next.dashboard_url.as_deref().unwrap_or("").is_empty() {
@@ -345,7 +398,10 @@ fn initialize(s: &Snapshot, next: &mut RayJobStatus, plan: &mut Plan) -> bool {
         }
         JobSubmissionMode::K8sJobMode if s.submitter == SubmitterView::Absent => {
             plan.actions.push(Action::CreateSubmitter);
-            plan.events.push(normal("CreatedRayJobSubmitter", format!("Created Kubernetes Job {}/{}", s.namespace, s.name)));
+            plan.events.push(normal(
+                "CreatedRayJobSubmitter",
+                format!("Created Kubernetes Job {}/{}", s.namespace, s.name),
+            ));
         }
         _ => {}
     }
@@ -356,22 +412,33 @@ fn initialize(s: &Snapshot, next: &mut RayJobStatus, plan: &mut Plan) -> bool {
 /// Running: poll the Ray job and follow it to its end. False when this pass waits.
 fn running(s: &Snapshot, next: &mut RayJobStatus, plan: &mut Plan) -> bool {
     // K8sJobMode's submitter Job, or SidecarMode's submitter container in the head pod.
-    let k8s_job = matches!(s.spec.mode(), JobSubmissionMode::K8sJobMode | JobSubmissionMode::SidecarMode);
+    let k8s_job = matches!(
+        s.spec.mode(),
+        JobSubmissionMode::K8sJobMode | JobSubmissionMode::SidecarMode
+    );
     if k8s_job && let SubmitterView::Failed { reason, message } = &s.submitter {
         next.job_deployment_status = Some(D::Failed);
         if s.status.job_status == Some(JobStatus::Failed) {
             next.reason = Some(JobFailedReason::AppFailed);
         } else {
             next.reason = Some(JobFailedReason::SubmissionFailed);
-            next.message = Some(format!("Job submission has failed. Reason: {reason}. Message: {message}"));
+            next.message = Some(format!(
+                "Job submission has failed. Reason: {reason}. Message: {message}"
+            ));
         }
         return true;
     }
-    let Some(ClusterView::Present { status: cluster_status, .. }) = ensure_cluster(s, plan) else {
+    let Some(ClusterView::Present {
+        status: cluster_status,
+        ..
+    }) = ensure_cluster(s, plan)
+    else {
         return false;
     };
     if !s.spec.uses_cluster_selector() {
-        plan.actions.push(Action::ReconcileHeadService { cluster: s.status.ray_cluster_name.clone().unwrap_or_default() });
+        plan.actions.push(Action::ReconcileHeadService {
+            cluster: s.status.ray_cluster_name.clone().unwrap_or_default(),
+        });
     }
     let info = match &s.job {
         JobView::Found(info) => info,
@@ -386,7 +453,10 @@ fn running(s: &Snapshot, next: &mut RayJobStatus, plan: &mut Plan) -> bool {
     let mut terminal = job_status.is_some_and(JobStatus::is_terminal);
     // KubeRay #1919: in K8sJobMode the submitter must have finished too (it tails the logs).
     if k8s_job {
-        terminal &= matches!(s.submitter, SubmitterView::Complete | SubmitterView::Failed { .. });
+        terminal &= matches!(
+            s.submitter,
+            SubmitterView::Complete | SubmitterView::Failed { .. }
+        );
     }
     next.job_deployment_status = Some(D::Running);
     next.reason = None;
@@ -407,7 +477,10 @@ fn running(s: &Snapshot, next: &mut RayJobStatus, plan: &mut Plan) -> bool {
             .and_then(|v| Timestamp::from_millisecond(v).ok())
             .map(time)
     };
-    let info_times = RayJobStatusInfo { start_time: ms(info.start_time), end_time: ms(info.end_time) };
+    let info_times = RayJobStatusInfo {
+        start_time: ms(info.start_time),
+        end_time: ms(info.end_time),
+    };
     next.ray_job_info = (info_times != RayJobStatusInfo::default()).then_some(info_times);
     true
 }
@@ -424,7 +497,10 @@ fn release(s: &Snapshot, next: &mut RayJobStatus, plan: &mut Plan) -> bool {
             ClusterView::Present { .. } => {
                 let name = s.status.ray_cluster_name.clone().unwrap_or_default();
                 plan.actions.push(Action::DeleteCluster { name: name.clone() });
-                plan.events.push(normal("DeletedRayCluster", format!("Deleted cluster {}/{name}", s.namespace)));
+                plan.events.push(normal(
+                    "DeletedRayCluster",
+                    format!("Deleted cluster {}/{name}", s.namespace),
+                ));
                 gone = false;
             }
         }
@@ -489,7 +565,11 @@ fn finished(s: &Snapshot, plan: &mut Plan) {
     let end = at(&s.status.end_time).unwrap_or(s.now);
     let selector = s.spec.uses_cluster_selector();
     let cluster = s.status.ray_cluster_name.clone().unwrap_or_default();
-    let strategy = s.spec.deletion_strategy.as_ref().filter(|_| s.deletion_policy_gate && !selector);
+    let strategy = s
+        .spec
+        .deletion_strategy
+        .as_ref()
+        .filter(|_| s.deletion_policy_gate && !selector);
     if let Some(strategy) = strategy {
         let rules = strategy.deletion_rules.as_deref().unwrap_or(&[]);
         // (policy, due) of every rule this ending triggers.
@@ -501,7 +581,10 @@ fn finished(s: &Snapshot, plan: &mut Plan) {
                 _ => None,
             };
             if let Some(policy) = legacy.and_then(|p| p.policy) {
-                triggered.push((policy, end + SignedDuration::from_secs(i64::from(s.spec.ttl_seconds().max(0)))));
+                triggered.push((
+                    policy,
+                    end + SignedDuration::from_secs(i64::from(s.spec.ttl_seconds().max(0))),
+                ));
             }
         } else {
             for rule in rules {
@@ -512,7 +595,10 @@ fn finished(s: &Snapshot, plan: &mut Plan) {
                     _ => false,
                 };
                 if matches {
-                    triggered.push((rule.policy, end + SignedDuration::from_secs(i64::from(c.ttl_seconds.unwrap_or(0).max(0)))));
+                    triggered.push((
+                        rule.policy,
+                        end + SignedDuration::from_secs(i64::from(c.ttl_seconds.unwrap_or(0).max(0))),
+                    ));
                 }
             }
         }
@@ -524,14 +610,32 @@ fn finished(s: &Snapshot, plan: &mut Plan) {
             DeletionPolicyType::DeleteWorkers => 1,
             DeletionPolicyType::DeleteNone => 0,
         };
-        let due = triggered.iter().filter(|(_, t)| *t <= s.now).map(|(p, _)| *p).max_by_key(|p| impact(*p));
+        let due = triggered
+            .iter()
+            .filter(|(_, t)| *t <= s.now)
+            .map(|(p, _)| *p)
+            .max_by_key(|p| impact(*p));
         match due {
             Some(DeletionPolicyType::DeleteSelf) => plan.actions.push(Action::DeleteSelf),
             Some(DeletionPolicyType::DeleteCluster) => delete_cluster(s, &cluster, plan),
             Some(DeletionPolicyType::DeleteWorkers) => {
-                if matches!(s.cluster, ClusterView::Present { workers_suspended: false, .. }) {
-                    plan.actions.push(Action::SuspendWorkerGroups { name: cluster.clone() });
-                    plan.events.push(normal("UpdatedRayCluster", format!("Set the `suspend` field to true for all worker groups in cluster {}/{cluster}", s.namespace)));
+                if matches!(
+                    s.cluster,
+                    ClusterView::Present {
+                        workers_suspended: false,
+                        ..
+                    }
+                ) {
+                    plan.actions.push(Action::SuspendWorkerGroups {
+                        name: cluster.clone(),
+                    });
+                    plan.events.push(normal(
+                        "UpdatedRayCluster",
+                        format!(
+                            "Set the `suspend` field to true for all worker groups in cluster {}/{cluster}",
+                            s.namespace
+                        ),
+                    ));
                 }
             }
             Some(DeletionPolicyType::DeleteNone) | None => {}
@@ -561,7 +665,12 @@ fn finished(s: &Snapshot, plan: &mut Plan) {
 
 fn delete_cluster(s: &Snapshot, name: &str, plan: &mut Plan) {
     if matches!(s.cluster, ClusterView::Present { .. }) {
-        plan.actions.push(Action::DeleteCluster { name: name.to_owned() });
-        plan.events.push(normal("DeletedRayCluster", format!("Deleted cluster {}/{name}", s.namespace)));
+        plan.actions.push(Action::DeleteCluster {
+            name: name.to_owned(),
+        });
+        plan.events.push(normal(
+            "DeletedRayCluster",
+            format!("Deleted cluster {}/{name}", s.namespace),
+        ));
     }
 }

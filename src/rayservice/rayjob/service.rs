@@ -22,9 +22,15 @@ pub fn build(job: &RayJob, cluster: &RayCluster) -> Result<Service, BuildError> 
     svc.metadata.namespace = job.namespace();
     svc.metadata.labels = Some(BTreeMap::from([
         (c::LABEL_ORIGINATED_FROM_CR_NAME.to_string(), name.clone()),
-        (c::LABEL_ORIGINATED_FROM_CRD.to_string(), c::CRD_RAY_JOB.to_string()),
+        (
+            c::LABEL_ORIGINATED_FROM_CRD.to_string(),
+            c::CRD_RAY_JOB.to_string(),
+        ),
         (c::LABEL_NODE_TYPE.to_string(), c::NODE_TYPE_HEAD.to_string()),
-        (c::LABEL_IDENTIFIER.to_string(), names::identifier(&name, c::NODE_TYPE_HEAD)),
+        (
+            c::LABEL_IDENTIFIER.to_string(),
+            names::identifier(&name, c::NODE_TYPE_HEAD),
+        ),
     ]));
     svc.metadata.owner_references = job.controller_owner_ref(&()).map(|o| vec![o]);
     Ok(svc)
@@ -46,7 +52,12 @@ pub async fn ensure(api: &Api<Service>, job: &RayJob, cluster: &RayCluster) -> R
         return Ok(Outcome::Unchanged);
     };
     let name = wanted.name_any();
-    let selects = |s: &Service| s.spec.as_ref().and_then(|s| s.selector.as_ref()).and_then(|s| s.get(c::LABEL_CLUSTER).cloned());
+    let selects = |s: &Service| {
+        s.spec
+            .as_ref()
+            .and_then(|s| s.selector.as_ref())
+            .and_then(|s| s.get(c::LABEL_CLUSTER).cloned())
+    };
     match api.get_opt(&name).await? {
         None => {
             api.create(&PostParams::default(), &wanted).await?;
@@ -98,6 +109,9 @@ mod tests {
         let ports: Vec<i32> = spec.ports.unwrap().iter().map(|p| p.port).collect();
         assert!(ports.contains(&8265) && ports.contains(&6379), "{ports:?}");
         let owner = &svc.metadata.owner_references.unwrap()[0];
-        assert_eq!((owner.kind.as_str(), owner.uid.as_str(), owner.controller), ("RayJob", "u1", Some(true)));
+        assert_eq!(
+            (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
+            ("RayJob", "u1", Some(true))
+        );
     }
 }

@@ -37,7 +37,12 @@ fn dashboard_port(spec: &RayClusterSpec) -> i32 {
 
 /// The submitter container for `job`, submitting under `job_id`; `restart` is the
 /// SidecarSubmitterRestart gate.
-pub fn container(job: &RayJob, spec: &RayClusterSpec, job_id: &str, restart: bool) -> Result<Container, String> {
+pub fn container(
+    job: &RayJob,
+    spec: &RayClusterSpec,
+    job_id: &str,
+    restart: bool,
+) -> Result<Container, String> {
     let port = dashboard_port(spec);
     let address = format!("127.0.0.1:{port}");
     let entrypoint = job.spec.entrypoint.as_deref().unwrap_or_default().trim();
@@ -55,15 +60,26 @@ pub fn container(job: &RayJob, spec: &RayClusterSpec, job_id: &str, restart: boo
         format!("{wait} ray job submit --address http://{address}{options} -- {entrypoint} ;")
     };
     let template = super::template::default_submitter_template(job);
-    let mut container = template.spec.and_then(|s| s.containers.into_iter().next()).unwrap_or_default();
+    let mut container = template
+        .spec
+        .and_then(|s| s.containers.into_iter().next())
+        .unwrap_or_default();
     container.name = SUBMITTER_CONTAINER.into();
     container.command = Some(vec!["/bin/bash".into(), "-ce".into(), "--".into()]);
     container.args = Some(vec![script]);
     container.env = Some(
-        [("PYTHONUNBUFFERED", "1".to_string()), ("RAY_DASHBOARD_ADDRESS", address), ("RAY_JOB_SUBMISSION_ID", job_id.to_string())]
-            .into_iter()
-            .map(|(name, value)| EnvVar { name: name.into(), value: Some(value), ..Default::default() })
-            .collect(),
+        [
+            ("PYTHONUNBUFFERED", "1".to_string()),
+            ("RAY_DASHBOARD_ADDRESS", address),
+            ("RAY_JOB_SUBMISSION_ID", job_id.to_string()),
+        ]
+        .into_iter()
+        .map(|(name, value)| EnvVar {
+            name: name.into(),
+            value: Some(value),
+            ..Default::default()
+        })
+        .collect(),
     );
     if restart {
         container.restart_policy = Some("OnFailure".into());
@@ -75,7 +91,11 @@ pub fn container(job: &RayJob, spec: &RayClusterSpec, job_id: &str, restart: boo
 /// submitter itself may, with `restart`, the SidecarSubmitterRestart gate).
 pub fn add(spec: &mut RayClusterSpec, job: &RayJob, job_id: &str, restart: bool) -> Result<(), String> {
     let sidecar = container(job, spec, job_id, restart)?;
-    let pod = spec.head_group_spec.template.spec.get_or_insert_with(Default::default);
+    let pod = spec
+        .head_group_spec
+        .template
+        .spec
+        .get_or_insert_with(Default::default);
     pod.containers.retain(|c| c.name != SUBMITTER_CONTAINER);
     pod.containers.push(sidecar);
     pod.restart_policy = Some("Never".into());
@@ -90,13 +110,23 @@ pub const DEFAULT_RESTART_LIMIT: i32 = 2;
 /// 0 is then a restart, and the submitter has failed only once it restarted that many times
 /// (KubeRay's `checkIsRestartCountExceeded`).
 pub fn view(pods: &[Pod], restart_limit: Option<i32>) -> SubmitterView {
-    let head = pods.iter().find(|p| p.labels().get(c::LABEL_NODE_TYPE).map(String::as_str) == Some(c::NODE_TYPE_HEAD));
-    let Some(head) = head else { return SubmitterView::Absent };
+    let head = pods
+        .iter()
+        .find(|p| p.labels().get(c::LABEL_NODE_TYPE).map(String::as_str) == Some(c::NODE_TYPE_HEAD));
+    let Some(head) = head else {
+        return SubmitterView::Absent;
+    };
     if head.metadata.deletion_timestamp.is_some() {
         return SubmitterView::Deleting;
     }
-    let status = head.status.as_ref().and_then(|s| s.container_statuses.as_ref()).and_then(|cs| cs.iter().find(|c| c.name == SUBMITTER_CONTAINER));
-    let terminated = status.and_then(|s| s.state.as_ref()).and_then(|s| s.terminated.as_ref());
+    let status = head
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.name == SUBMITTER_CONTAINER));
+    let terminated = status
+        .and_then(|s| s.state.as_ref())
+        .and_then(|s| s.terminated.as_ref());
     if let (Some(limit), Some(st)) = (restart_limit, status) {
         if terminated.is_some_and(|t| t.exit_code == 0) {
             return SubmitterView::Complete;
@@ -105,7 +135,9 @@ pub fn view(pods: &[Pod], restart_limit: Option<i32>) -> SubmitterView {
         if restarted && st.restart_count >= limit {
             return SubmitterView::Failed {
                 reason: "RestartCountExceeded".into(),
-                message: format!("Ray head pod submitter container {SUBMITTER_CONTAINER} terminated after exceeding the maximum restart count"),
+                message: format!(
+                    "Ray head pod submitter container {SUBMITTER_CONTAINER} terminated after exceeding the maximum restart count"
+                ),
             };
         }
         return SubmitterView::Active;
@@ -114,12 +146,15 @@ pub fn view(pods: &[Pod], restart_limit: Option<i32>) -> SubmitterView {
         Some(t) if t.exit_code == 0 => SubmitterView::Complete,
         Some(t) => SubmitterView::Failed {
             reason: t.reason.clone().unwrap_or_else(|| "Error".into()),
-            message: format!("container {SUBMITTER_CONTAINER} exited with code {}: {}", t.exit_code, t.message.clone().unwrap_or_default()),
+            message: format!(
+                "container {SUBMITTER_CONTAINER} exited with code {}: {}",
+                t.exit_code,
+                t.message.clone().unwrap_or_default()
+            ),
         },
         None => SubmitterView::Active,
     }
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -149,17 +184,42 @@ mod tests {
         add(&mut spec, &j, "rj-abcde", false).unwrap();
         let pod = spec.head_group_spec.template.spec.unwrap();
         assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
-        assert_eq!(pod.containers.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["ray-head", SUBMITTER_CONTAINER], "added once");
+        assert_eq!(
+            pod.containers.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+            ["ray-head", SUBMITTER_CONTAINER],
+            "added once"
+        );
         let sidecar = &pod.containers[1];
         assert_eq!(sidecar.image.as_deref(), Some("rayproject/ray:2.46.0"));
-        assert_eq!(sidecar.resources.as_ref().and_then(|r| r.requests.as_ref()).map(|r| r["cpu"].0.as_str()), Some("500m"));
+        assert_eq!(
+            sidecar
+                .resources
+                .as_ref()
+                .and_then(|r| r.requests.as_ref())
+                .map(|r| r["cpu"].0.as_str()),
+            Some("500m")
+        );
         let script = &sidecar.args.as_ref().unwrap()[0];
         assert!(script.starts_with("until wget"), "{script}");
-        assert!(script.contains("ray job submit --address http://127.0.0.1:8265 --submission-id rj-abcde -- python -c"), "{script}");
-        assert!(!script.contains("--no-wait") && !script.contains("ray job status"), "{script}");
-        assert_eq!(sidecar.restart_policy, None, "without the gate the container never restarts");
+        assert!(
+            script.contains(
+                "ray job submit --address http://127.0.0.1:8265 --submission-id rj-abcde -- python -c"
+            ),
+            "{script}"
+        );
+        assert!(
+            !script.contains("--no-wait") && !script.contains("ray job status"),
+            "{script}"
+        );
+        assert_eq!(
+            sidecar.restart_policy, None,
+            "without the gate the container never restarts"
+        );
         let sub = crate::rayservice::dashboard::sim::submitter::parse_container(sidecar).unwrap();
-        assert_eq!((sub.address.as_str(), sub.follows), ("http://127.0.0.1:8265", true));
+        assert_eq!(
+            (sub.address.as_str(), sub.follows),
+            ("http://127.0.0.1:8265", true)
+        );
         assert_eq!(sub.entrypoint, r#"python -c "import time; time.sleep(3)""#);
     }
 
@@ -173,10 +233,25 @@ mod tests {
         };
         assert_eq!(view(&[], None), SubmitterView::Absent);
         assert_eq!(view(&[pod(json!({"running": {}}))], None), SubmitterView::Active);
-        assert_eq!(view(&[pod(json!({"terminated": {"exitCode": 0}}))], None), SubmitterView::Complete);
-        assert!(matches!(view(&[pod(json!({"terminated": {"exitCode": 1, "reason": "Error"}}))], None), SubmitterView::Failed { .. }));
+        assert_eq!(
+            view(&[pod(json!({"terminated": {"exitCode": 0}}))], None),
+            SubmitterView::Complete
+        );
+        assert!(matches!(
+            view(
+                &[pod(json!({"terminated": {"exitCode": 1, "reason": "Error"}}))],
+                None
+            ),
+            SubmitterView::Failed { .. }
+        ));
         // With the gate on, an exit without restarts yet is a restart to come, not a failure.
-        assert_eq!(view(&[pod(json!({"terminated": {"exitCode": 1, "reason": "Error"}}))], Some(2)), SubmitterView::Active);
+        assert_eq!(
+            view(
+                &[pod(json!({"terminated": {"exitCode": 1, "reason": "Error"}}))],
+                Some(2)
+            ),
+            SubmitterView::Active
+        );
     }
 
     /// KubeRay `ray-operator/controllers/ray/common/job_test.go`
@@ -190,11 +265,18 @@ mod tests {
         let mut spec = j.spec.ray_cluster_spec.clone().unwrap();
         add(&mut spec, &j, "rj-abcde", true).unwrap();
         let pod = spec.head_group_spec.template.spec.unwrap();
-        assert_eq!(pod.restart_policy.as_deref(), Some("Never"), "the pod never restarts; its submitter container may");
+        assert_eq!(
+            pod.restart_policy.as_deref(),
+            Some("Never"),
+            "the pod never restarts; its submitter container may"
+        );
         let sidecar = &pod.containers[1];
         assert_eq!(sidecar.restart_policy.as_deref(), Some("OnFailure"));
         let script = &sidecar.args.as_ref().unwrap()[0];
-        let after_wait = script.split_once("done ; ").map(|(_, rest)| rest).unwrap_or_default();
+        let after_wait = script
+            .split_once("done ; ")
+            .map(|(_, rest)| rest)
+            .unwrap_or_default();
         assert_eq!(
             after_wait,
             "if ! ray job status --address http://127.0.0.1:8265 rj-abcde >/dev/null 2>&1 ; then ray job submit --address http://127.0.0.1:8265 --no-wait --submission-id rj-abcde -- python -c \"import time; time.sleep(3)\" ; fi ; ray job logs --address http://127.0.0.1:8265 --follow rj-abcde"
@@ -218,11 +300,31 @@ mod tests {
             }
             serde_json::from_value(json!({"metadata": {"name": "h", "labels": {"ray.io/node-type": "head"}}, "status": {"containerStatuses": [st]}})).unwrap()
         };
-        assert_eq!(view(&[pod(1, 1, true)], Some(2)), SubmitterView::Active, "restart count below limit of 2");
-        let SubmitterView::Failed { message, .. } = view(&[pod(2, 1, true)], Some(2)) else { panic!("restart count at limit of 2") };
-        assert_eq!(message, "Ray head pod submitter container ray-job-submitter terminated after exceeding the maximum restart count");
-        assert_eq!(view(&[pod(3, 0, true)], Some(2)), SubmitterView::Complete, "successful exit should not trigger failure");
-        assert_eq!(view(&[pod(5, 1, false)], Some(2)), SubmitterView::Active, "no termination recorded yet");
-        assert!(matches!(view(&[pod(1, 1, true)], Some(1)), SubmitterView::Failed { .. }), "submitterConfig.backoffLimit 1");
+        assert_eq!(
+            view(&[pod(1, 1, true)], Some(2)),
+            SubmitterView::Active,
+            "restart count below limit of 2"
+        );
+        let SubmitterView::Failed { message, .. } = view(&[pod(2, 1, true)], Some(2)) else {
+            panic!("restart count at limit of 2")
+        };
+        assert_eq!(
+            message,
+            "Ray head pod submitter container ray-job-submitter terminated after exceeding the maximum restart count"
+        );
+        assert_eq!(
+            view(&[pod(3, 0, true)], Some(2)),
+            SubmitterView::Complete,
+            "successful exit should not trigger failure"
+        );
+        assert_eq!(
+            view(&[pod(5, 1, false)], Some(2)),
+            SubmitterView::Active,
+            "no termination recorded yet"
+        );
+        assert!(
+            matches!(view(&[pod(1, 1, true)], Some(1)), SubmitterView::Failed { .. }),
+            "submitterConfig.backoffLimit 1"
+        );
     }
 }

@@ -12,7 +12,8 @@ pub fn options(job: &RayJob, job_id: &str) -> Result<String, String> {
     let mut out = String::new();
     let spec = &job.spec;
     if let Some(yaml) = spec.runtime_env_yaml.as_deref().filter(|y| !y.is_empty()) {
-        let env: serde_json::Value = serde_saphyr::from_str(yaml).map_err(|e| format!("spec.runtimeEnvYAML: {e}"))?;
+        let env: serde_json::Value =
+            serde_saphyr::from_str(yaml).map_err(|e| format!("spec.runtimeEnvYAML: {e}"))?;
         // An empty document is `null`, which KubeRay's YAMLToJSON also passes on as "null".
         out.push_str(&format!(" --runtime-env-json {}", go_quote(&env.to_string())));
     }
@@ -39,10 +40,17 @@ pub fn options(job: &RayJob, job_id: &str) -> Result<String, String> {
 /// KubeRay's `getMetadataJSONForSubmitCommand`: Ray takes `--metadata-json` from 2.6.0 on, so a
 /// `rayVersion` written below it (or not a version) is refused; none written is taken as recent.
 fn check_metadata_version(job: &RayJob) -> Result<(), String> {
-    let Some(rv) = job.spec.ray_cluster_spec.as_ref().and_then(|s| s.ray_version.as_deref()).filter(|v| !v.is_empty()) else {
+    let Some(rv) = job
+        .spec
+        .ray_cluster_spec
+        .as_ref()
+        .and_then(|s| s.ray_version.as_deref())
+        .filter(|v| !v.is_empty())
+    else {
         return Ok(());
     };
-    let parsed = parse_version(rv).ok_or_else(|| format!("spec.rayClusterSpec.rayVersion: failed to parse Ray version: {rv}"))?;
+    let parsed = parse_version(rv)
+        .ok_or_else(|| format!("spec.rayClusterSpec.rayVersion: failed to parse Ray version: {rv}"))?;
     if parsed < (2, 6, 0, true) {
         return Err("spec.metadata: the Ray version must be at least 2.6.0 to use the metadata field".into());
     }
@@ -137,7 +145,8 @@ mod tests {
     #[test]
     fn a_yaml_runtime_env_becomes_json() {
         let mut j = template();
-        j.spec.runtime_env_yaml = Some("working_dir: \"https://example.com/a.zip\"\npip: [\"python-multipart==0.0.6\"]\n".into());
+        j.spec.runtime_env_yaml =
+            Some("working_dir: \"https://example.com/a.zip\"\npip: [\"python-multipart==0.0.6\"]\n".into());
         j.spec.entrypoint_num_cpus = None;
         j.spec.entrypoint_num_gpus = None;
         j.spec.entrypoint_resources = None;
@@ -162,9 +171,20 @@ mod tests {
             }
             options(&j, "id")
         };
-        assert!(with_version(Some("not-a-version")).unwrap_err().contains("failed to parse Ray version"));
-        assert!(with_version(Some("2.5.0")).unwrap_err().contains("at least 2.6.0"));
-        assert!(with_version(Some("2.6.0-rc1")).is_err(), "a pre-release is below its release");
+        assert!(
+            with_version(Some("not-a-version"))
+                .unwrap_err()
+                .contains("failed to parse Ray version")
+        );
+        assert!(
+            with_version(Some("2.5.0"))
+                .unwrap_err()
+                .contains("at least 2.6.0")
+        );
+        assert!(
+            with_version(Some("2.6.0-rc1")).is_err(),
+            "a pre-release is below its release"
+        );
         assert!(with_version(None).unwrap().contains("--metadata-json"));
         assert!(with_version(Some("2.9")).unwrap().contains("--metadata-json"));
         let mut selector = template();
@@ -175,7 +195,12 @@ mod tests {
         if let Some(s) = old_no_metadata.spec.ray_cluster_spec.as_mut() {
             s.ray_version = Some("2.0.0".into());
         }
-        assert!(!options(&old_no_metadata, "id").unwrap().contains("--metadata-json"), "no metadata, no check");
+        assert!(
+            !options(&old_no_metadata, "id")
+                .unwrap()
+                .contains("--metadata-json"),
+            "no metadata, no check"
+        );
     }
 
     #[test]

@@ -23,8 +23,16 @@ pub fn default_submitter_template(job: &RayJob) -> PodTemplateSpec {
                 name: "ray-job-submitter".into(),
                 image,
                 resources: Some(ResourceRequirements {
-                    limits: Some([("cpu".to_string(), q("1")), ("memory".to_string(), q("1Gi"))].into_iter().collect()),
-                    requests: Some([("cpu".to_string(), q("500m")), ("memory".to_string(), q("200Mi"))].into_iter().collect()),
+                    limits: Some(
+                        [("cpu".to_string(), q("1")), ("memory".to_string(), q("1Gi"))]
+                            .into_iter()
+                            .collect(),
+                    ),
+                    requests: Some(
+                        [("cpu".to_string(), q("500m")), ("memory".to_string(), q("200Mi"))]
+                            .into_iter()
+                            .collect(),
+                    ),
                     ..Default::default()
                 }),
                 ..Default::default()
@@ -34,4 +42,3 @@ pub fn default_submitter_template(job: &RayJob) -> PodTemplateSpec {
         }),
     }
 }
-

@@ -56,14 +56,12 @@ pub(crate) fn step(s: &Snapshot, p: &mut Plan) {
     let mut pushed = push_serve_configs(s, serve_targets, &mut notes, p);
     // A cluster not given the desired config that lost its apps gets its own back (issue 47).
     let pushed_names: Vec<&str> = pushed.iter().map(String::as_str).collect();
-    let restored =
-        running::restore_own_configs([(active_obj, None), (pending_obj, None)], &pushed_names, p);
+    let restored = running::restore_own_configs([(active_obj, None), (pending_obj, None)], &pushed_names, p);
     pushed.extend(restored);
 
     // 6. Services follow the pending cluster once it is ready, else the active one. Once they point at
     //    the pending cluster they never swing back: that switch is the commit point of the upgrade.
-    let serve_on_pending =
-        pending.is_some() && !fresh && s.serve_service.as_deref() == pending.as_deref();
+    let serve_on_pending = pending.is_some() && !fresh && s.serve_service.as_deref() == pending.as_deref();
     let target = if serve_on_pending {
         pending.clone()
     } else {
@@ -173,12 +171,7 @@ fn point_services(s: &Snapshot, target: Option<&str>, p: &mut Plan) {
 
 /// The pending cluster becomes the active one; the old active is left to dangle and be deleted later.
 /// Returns the new active name.
-fn promote(
-    s: &Snapshot,
-    promoted: Option<String>,
-    old: Option<&str>,
-    p: &mut Plan,
-) -> Option<String> {
+fn promote(s: &Snapshot, promoted: Option<String>, old: Option<&str>, p: &mut Plan) -> Option<String> {
     if let (Some(new), Some(old)) = (&promoted, old) {
         p.event(
             EventType::Normal,
@@ -216,10 +209,7 @@ pub(super) fn spec_decision(s: &Snapshot, may_abandon: bool, notes: &mut Vec<Str
         }
         return match s.cluster(pending) {
             None => SpecDecision::Keep, // about to be created from the current spec
-            Some(c)
-                if s.desired.compare(c) == HashMatch::Different
-                    && s.strategy.prepares_new_cluster() =>
-            {
+            Some(c) if s.desired.compare(c) == HashMatch::Different && s.strategy.prepares_new_cluster() => {
                 SpecDecision::NewPending
             }
             Some(c) => match past_deadline(s, c).filter(|_| may_abandon && active.is_some()) {

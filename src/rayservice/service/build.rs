@@ -51,10 +51,7 @@ fn child_annotations(rs: &RayService, stamp: &Stamp) -> BTreeMap<String, String>
     // Our own bookkeeping on the RayService is not the child's business.
     ann.remove(schedule::ANNOTATION);
     ann.remove("kubectl.kubernetes.io/last-applied-configuration");
-    ann.insert(
-        c::ANNOTATION_HASH_WITHOUT_REPLICAS.into(),
-        stamp.hash.clone(),
-    );
+    ann.insert(c::ANNOTATION_HASH_WITHOUT_REPLICAS.into(), stamp.hash.clone());
     ann.insert(
         c::ANNOTATION_NUM_WORKER_GROUPS.into(),
         stamp.num_worker_groups.to_string(),
@@ -77,8 +74,7 @@ pub fn new_child(
     gated: bool,
     incremental: bool,
 ) -> RayCluster {
-    let mut rc =
-        crate::rayservice::cluster::child::child_cluster(rs, name, operator_version, incremental);
+    let mut rc = crate::rayservice::cluster::child::child_cluster(rs, name, operator_version, incremental);
     let annotations = rc.metadata.annotations.get_or_insert_with(BTreeMap::new);
     annotations.remove(schedule::ANNOTATION);
     annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
@@ -140,27 +136,16 @@ pub fn rayservice_head_service(
     cluster_head_svc: Option<&Service>,
 ) -> Service {
     let rs_name = rs.metadata.name.clone().unwrap_or_default();
-    let src = cluster_head_svc
-        .and_then(|s| s.spec.clone())
-        .unwrap_or_default();
+    let src = cluster_head_svc.and_then(|s| s.spec.clone()).unwrap_or_default();
     let selector = BTreeMap::from([
         (c::LABEL_CLUSTER.to_string(), cluster.to_string()),
-        (
-            c::LABEL_NODE_TYPE.to_string(),
-            c::NODE_TYPE_HEAD.to_string(),
-        ),
+        (c::LABEL_NODE_TYPE.to_string(), c::NODE_TYPE_HEAD.to_string()),
         (
             c::LABEL_IDENTIFIER.to_string(),
             format!("{cluster}-{}", c::NODE_TYPE_HEAD),
         ),
-        (
-            c::LABEL_APP_NAME.to_string(),
-            c::APPLICATION_NAME.to_string(),
-        ),
-        (
-            c::LABEL_CREATED_BY.to_string(),
-            c::COMPONENT_NAME.to_string(),
-        ),
+        (c::LABEL_APP_NAME.to_string(), c::APPLICATION_NAME.to_string()),
+        (c::LABEL_CREATED_BY.to_string(), c::COMPONENT_NAME.to_string()),
     ]);
     Service {
         metadata: owned_meta(
@@ -345,7 +330,11 @@ mod tests {
         }))
         .unwrap();
         let replicas = |incremental| {
-            new_child(&svc, "svc-abcde", "v1.7.0", false, incremental).spec.worker_group_specs.unwrap()[0].replicas
+            new_child(&svc, "svc-abcde", "v1.7.0", false, incremental)
+                .spec
+                .worker_group_specs
+                .unwrap()[0]
+                .replicas
         };
         assert_eq!(replicas(true), None);
         assert_eq!(replicas(false), Some(3));
@@ -421,10 +410,7 @@ mod tests {
         // Default: `<rs>-serve-svc`, detected serve ports, no annotations.
         assert_eq!(serve_service_name(&r), "svc-serve-svc");
         let plain = rayservice_serve_service(&r, "svc-b");
-        assert_eq!(
-            plain.spec.as_ref().unwrap().ports.as_ref().unwrap().len(),
-            2
-        );
+        assert_eq!(plain.spec.as_ref().unwrap().ports.as_ref().unwrap().len(), 2);
         assert!(plain.metadata.annotations.is_none());
 
         let mut custom = EmbeddedService::default();
@@ -480,11 +466,7 @@ mod tests {
             ports,
             vec![
                 (Some("serve".into()), 8000, None),
-                (
-                    Some("serve-grpc".into()),
-                    12345,
-                    Some("kubernetes.io/h2c".into())
-                ),
+                (Some("serve-grpc".into()), 12345, Some("kubernetes.io/h2c".into())),
             ],
             "a user port replaces the detected one of the same name"
         );

@@ -7,15 +7,14 @@ use super::snapshot::{PriorStatus, ServeObservation};
 // The strings live in the API constants (KubeRay's names, plus our `ServeDeployFailed`); these short
 // aliases keep the decision code readable.
 pub use crate::api::ray::constants::{
-    COND_READY as READY, COND_SUSPENDED as SUSPENDED, COND_SUSPENDING as SUSPENDING,
-    COND_ROLLBACK_IN_PROGRESS as ROLLBACK_IN_PROGRESS, COND_UPGRADE_IN_PROGRESS as UPGRADE_IN_PROGRESS,
+    COND_READY as READY, COND_ROLLBACK_IN_PROGRESS as ROLLBACK_IN_PROGRESS, COND_SUSPENDED as SUSPENDED,
+    COND_SUSPENDING as SUSPENDING, COND_UPGRADE_IN_PROGRESS as UPGRADE_IN_PROGRESS,
     REASON_BOTH_ACTIVE_PENDING_CLUSTERS_EXIST as BOTH_ACTIVE_PENDING_CLUSTERS_EXIST,
     REASON_INITIALIZING as INITIALIZING, REASON_INITIALIZING_TIMEOUT as INITIALIZING_TIMEOUT,
     REASON_NO_ACTIVE_CLUSTER as NO_ACTIVE_CLUSTER, REASON_NO_PENDING_CLUSTER as NO_PENDING_CLUSTER,
     REASON_NON_ZERO_SERVE_ENDPOINTS as NON_ZERO_SERVE_ENDPOINTS,
-    REASON_RAY_SERVICE_RESUMED as RAY_SERVICE_RESUMED,
-    REASON_SERVE_DEPLOY_FAILED as SERVE_DEPLOY_FAILED, REASON_SUSPEND_COMPLETE as SUSPEND_COMPLETE,
-    REASON_SUSPEND_IN_PROGRESS as SUSPEND_IN_PROGRESS,
+    REASON_RAY_SERVICE_RESUMED as RAY_SERVICE_RESUMED, REASON_SERVE_DEPLOY_FAILED as SERVE_DEPLOY_FAILED,
+    REASON_SUSPEND_COMPLETE as SUSPEND_COMPLETE, REASON_SUSPEND_IN_PROGRESS as SUSPEND_IN_PROGRESS,
     REASON_SUSPEND_REQUESTED as SUSPEND_REQUESTED, REASON_VALIDATION_FAILED as VALIDATION_FAILED,
     REASON_ZERO_SERVE_ENDPOINTS as ZERO_SERVE_ENDPOINTS,
 };
@@ -45,10 +44,7 @@ pub fn deploy_failure(cluster: &str, serve: &ServeObservation) -> Option<String>
 }
 
 /// Every DEPLOY_FAILED application of a cluster, worded as `deploy_failure` says it.
-pub fn failed_apps<'a>(
-    cluster: &'a str,
-    serve: &'a ServeObservation,
-) -> impl Iterator<Item = String> + 'a {
+pub fn failed_apps<'a>(cluster: &'a str, serve: &'a ServeObservation) -> impl Iterator<Item = String> + 'a {
     let apps = match serve {
         ServeObservation::Apps { apps, .. } => Some(apps),
         _ => None,
@@ -64,7 +60,10 @@ pub fn failed_apps<'a>(
                 .map(str::trim)
                 .find(|l| !l.is_empty())
                 .unwrap_or("no message from Serve");
-            format!("{cluster}: application {name} {}: {last}", AppStatus::DeployFailed)
+            format!(
+                "{cluster}: application {name} {}: {last}",
+                AppStatus::DeployFailed
+            )
         })
 }
 

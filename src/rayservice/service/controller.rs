@@ -4,13 +4,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::jobframework::events::Recorder;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::runtime::controller::Action as Requeue;
 use kube::runtime::events::{EventType as KEventType, Reporter};
-use crate::jobframework::events::Recorder;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::{Value, json};
@@ -18,27 +18,27 @@ use tracing::{info, instrument};
 
 use super::build::{self, Stamp};
 use super::error::Error;
-use super::observe::{self, REJECTED_CONFIG_ANNOTATION, SERVED_CONFIG_ANNOTATION, SERVED_CONFIG_TEXT_ANNOTATION};
+use super::observe::{
+    self, REJECTED_CONFIG_ANNOTATION, SERVED_CONFIG_ANNOTATION, SERVED_CONFIG_TEXT_ANNOTATION,
+};
 use super::plan::{Action, EventType, Plan};
 use super::snapshot::{
-    Admission, ChildCluster, DesiredCluster, IncrementalOptions, PriorStatus, ServeObservation, Snapshot, TrafficView,
-    UpgradeStrategy,
+    Admission, ChildCluster, DesiredCluster, IncrementalOptions, PriorStatus, ServeObservation, Snapshot,
+    TrafficView, UpgradeStrategy,
 };
 use super::{auth, duration, schedule, traffic};
 use crate::api::gateway::{Gateway, HTTPRoute};
+use crate::api::kueue::Workload;
 use crate::api::ray::constants as c;
 use crate::api::ray::constants::ANNOTATION_ADMISSION_GATED as GATE_ANNOTATION;
 use crate::api::ray::validation::{RayFeatureGates, validate_ray_service_with};
-use crate::api::kueue::Workload;
 use crate::api::ray::{RayCluster, RayService};
 use crate::jobframework::shell;
-use crate::rayservice::job::gate;
 use crate::rayservice::cluster::child::spec_for_hashing;
-use crate::rayservice::cluster::hash::{
-    hash_of_first_groups, hash_without_replicas_and_workers_to_delete,
-};
+use crate::rayservice::cluster::hash::{hash_of_first_groups, hash_without_replicas_and_workers_to_delete};
 use crate::rayservice::cluster::names;
 use crate::rayservice::dashboard::{DashboardEndpoint, DashboardError, RayDashboard, ServeConfig};
+use crate::rayservice::job::gate;
 
 /// Label that makes a RayService queue-managed (Kueue's).
 pub const QUEUE_NAME_LABEL: &str = "kueue.x-k8s.io/queue-name";
@@ -141,17 +141,11 @@ impl Context {
 /// Runs the controller until the stream ends (watches RayServices and the RayClusters and Services they own).
 pub async fn run(ctx: Arc<Context>) {
     let client = ctx.client.clone();
-    let mut controller = Controller::new(
-        Api::<RayService>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .owns(
-        Api::<RayCluster>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .owns(Api::<Service>::all(client.clone()), watcher::Config::default())
-    // A workload slice admitted (or waiting with a new reason) releases a held child or says why not.
-    .owns(Api::<Workload>::all(client.clone()), watcher::Config::default());
+    let mut controller = Controller::new(Api::<RayService>::all(client.clone()), watcher::Config::default())
+        .owns(Api::<RayCluster>::all(client.clone()), watcher::Config::default())
+        .owns(Api::<Service>::all(client.clone()), watcher::Config::default())
+        // A workload slice admitted (or waiting with a new reason) releases a held child or says why not.
+        .owns(Api::<Workload>::all(client.clone()), watcher::Config::default());
     // Gateway API objects are watched where the cluster serves them (incremental upgrades need them;
     // without the CRDs a watch would only fail and retry forever).
     if gateway_api_served(&client).await {
@@ -195,14 +189,8 @@ fn desired_cluster(rs: &RayService) -> DesiredCluster {
     let groups = spec.worker_groups().len();
     DesiredCluster {
         hash: hash_without_replicas_and_workers_to_delete(&spec),
-        prefix_hashes: (0..groups)
-            .map(|n| hash_of_first_groups(&spec, n))
-            .collect(),
-        serve_config_hash: rs
-            .spec
-            .serve_config_v2
-            .as_deref()
-            .map(observe::serve_config_hash),
+        prefix_hashes: (0..groups).map(|n| hash_of_first_groups(&spec, n)).collect(),
+        serve_config_hash: rs.spec.serve_config_v2.as_deref().map(observe::serve_config_hash),
     }
 }
 
@@ -217,13 +205,20 @@ fn stamp(rs: &RayService, ctx: &Context) -> Stamp {
 
 /// The RayCluster controller's `QuotaGated=False`: an admitted slice covers every pod of the cluster.
 fn quota_covered_in_status(rc: &RayCluster) -> bool {
-    crate::api::conditions::find(rc.status.as_ref().and_then(|s| s.conditions.as_deref()), c::COND_QUOTA_GATED)
-        .is_some_and(|c| c.status == crate::api::conditions::FALSE)
+    crate::api::conditions::find(
+        rc.status.as_ref().and_then(|s| s.conditions.as_deref()),
+        c::COND_QUOTA_GATED,
+    )
+    .is_some_and(|c| c.status == crate::api::conditions::FALSE)
 }
 
 /// Which children the quota admission covers, from the service's workload slices (not queue-managed:
 /// no gate), and why a waiting one waits.
-async fn admission(rs: &RayService, client: &Client, managed: &crate::api::kueue::managed_jobs::ManagedJobs) -> Result<Admission, Error> {
+async fn admission(
+    rs: &RayService,
+    client: &Client,
+    managed: &crate::api::kueue::managed_jobs::ManagedJobs,
+) -> Result<Admission, Error> {
     if !gate::service_managed(client, managed, rs).await? {
         return Ok(Admission::NotQueueManaged);
     }
@@ -266,9 +261,7 @@ fn validation_error(rs: &RayService, gates: RayFeatureGates) -> Option<String> {
 
 #[instrument(skip_all, fields(name = %rs.name_any(), ns = rs.namespace().unwrap_or_default()))]
 pub async fn reconcile(rs: Arc<RayService>, ctx: Arc<Context>) -> Result<Requeue, Error> {
-    let ns = rs
-        .namespace()
-        .ok_or(Error::MissingField("metadata.namespace"))?;
+    let ns = rs.namespace().ok_or(Error::MissingField("metadata.namespace"))?;
     let name = rs.name_any();
     let snapshot = observe_snapshot(&rs, &ns, &ctx).await?;
     let plan = super::plan(&snapshot);
@@ -302,9 +295,10 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
     // admitted slice covers it (QuotaGated=False): admission refuses the release before that.
     if let Admission::QueueManaged { admitted, .. } = &mut admission {
         admitted.retain(|name| {
-            clusters.iter().find(|rc| rc.name_any() == *name).is_none_or(|rc| {
-                rc.spec.suspend != Some(true) || quota_covered_in_status(rc)
-            })
+            clusters
+                .iter()
+                .find(|rc| rc.name_any() == *name)
+                .is_none_or(|rc| rc.spec.suspend != Some(true) || quota_covered_in_status(rc))
         });
     }
     let strategy = observe::strategy(&rs.spec, ctx.config.zero_downtime);
@@ -315,7 +309,19 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
     let mut children = Vec::with_capacity(clusters.len());
     let queue_managed = matches!(admission, Admission::QueueManaged { .. });
     for rc in &clusters {
-        children.push(observe_child(rc, &pods_api, queue_managed, &prior, invalid.as_ref(), expected.as_ref(), ns, ctx).await?);
+        children.push(
+            observe_child(
+                rc,
+                &pods_api,
+                queue_managed,
+                &prior,
+                invalid.as_ref(),
+                expected.as_ref(),
+                ns,
+                ctx,
+            )
+            .await?,
+        );
     }
     let selected = |svc: Option<Service>| svc.as_ref().and_then(build::selected_cluster);
     let head_service = selected(svc_api.get_opt(&build::head_service_name(&name)).await?);
@@ -369,26 +375,23 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
         invalid,
         suspend: rs.spec.is_suspended(),
         strategy,
-        deletion_delay: jiff::SignedDuration::from_secs(i64::from(
-            rs.spec.deletion_delay_seconds().max(0),
-        )),
+        deletion_delay: jiff::SignedDuration::from_secs(i64::from(rs.spec.deletion_delay_seconds().max(0))),
         initializing_timeout: rs
             .annotations()
             .get(c::ANNOTATION_INITIALIZING_TIMEOUT)
             .and_then(|v| duration::parse_timeout(v).ok()),
         upgrade_deadline: match rs.annotations().get(c::ANNOTATION_UPGRADE_DEADLINE) {
             Some(v) => duration::parse_timeout(v).ok(),
-            None => ctx.config.upgrade_deadline.and_then(|d| jiff::SignedDuration::try_from(d).ok()),
+            None => ctx
+                .config
+                .upgrade_deadline
+                .and_then(|d| jiff::SignedDuration::try_from(d).ok()),
         },
         failed_upgrade: rs.annotations().get(c::ANNOTATION_FAILED_UPGRADE).cloned(),
         exclude_head_from_serve: rs.spec.excludes_head_from_serve(),
         desired: desired_cluster(rs),
         status: prior,
-        deletion_schedule: schedule::decode(
-            rs.annotations()
-                .get(schedule::ANNOTATION)
-                .map(String::as_str),
-        ),
+        deletion_schedule: schedule::decode(rs.annotations().get(schedule::ANNOTATION).map(String::as_str)),
         clusters: children,
         head_service,
         serve_service,
@@ -424,8 +427,8 @@ async fn observe_child(
     if queue_managed && rc.spec.suspend == Some(true) {
         view.gated = true;
     }
-    let current = prior.active.as_deref() == Some(cname.as_str())
-        || prior.pending.as_deref() == Some(cname.as_str());
+    let current =
+        prior.active.as_deref() == Some(cname.as_str()) || prior.pending.as_deref() == Some(cname.as_str());
     if !current || view.gated {
         return Ok(view);
     }
@@ -441,20 +444,16 @@ async fn observe_child(
     };
     let dashboard = (ctx.dashboards)(&endpoint);
     if view.head_ready && invalid.is_none() {
-        let answer = tokio::time::timeout(
-            ctx.config.dashboard_timeout,
-            dashboard.serve_details(&endpoint),
-        )
-        .await;
+        let answer =
+            tokio::time::timeout(ctx.config.dashboard_timeout, dashboard.serve_details(&endpoint)).await;
         view.serve = match answer {
             Ok(result) => {
                 view.reported_capacity = result.as_ref().ok().and_then(observe::capacity_percent);
                 observe::serve_observation(result, expected)
             }
-            Err(_) => ServeObservation::Unreachable(format!(
-                "no answer within {:?}",
-                ctx.config.dashboard_timeout
-            )),
+            Err(_) => {
+                ServeObservation::Unreachable(format!("no answer within {:?}", ctx.config.dashboard_timeout))
+            }
         };
     }
     if let Some(ip) = observe::head_pod_ip(&pods) {
@@ -498,31 +497,25 @@ async fn observe_traffic(
         }
     }
     let port = observe::serve_port(&rs.spec.ray_cluster_config);
-    let view = traffic::view(rs, &options, gateway.as_ref(), route.as_ref(), serve_services, port);
+    let view = traffic::view(
+        rs,
+        &options,
+        gateway.as_ref(),
+        route.as_ref(),
+        serve_services,
+        port,
+    );
     Ok((options, view))
 }
 
-async fn execute(
-    rs: &RayService,
-    ns: &str,
-    name: &str,
-    plan: &Plan,
-    ctx: &Context,
-) -> Result<(), Error> {
+async fn execute(rs: &RayService, ns: &str, name: &str, plan: &Plan, ctx: &Context) -> Result<(), Error> {
     let reference = rs.object_ref(&());
     for ev in &plan.events {
         let type_ = match ev.type_ {
             EventType::Normal => KEventType::Normal,
             EventType::Warning => KEventType::Warning,
         };
-        shell::publish(
-            &ctx.recorder,
-            &reference,
-            type_,
-            ev.reason,
-            ev.message.clone(),
-        )
-        .await;
+        shell::publish(&ctx.recorder, &reference, type_, ev.reason, ev.message.clone()).await;
     }
     // Every write to the RayService names the resourceVersion its plan was made from, so a pass on a
     // stale cache conflicts and re-plans instead of overwriting a newer status (e.g. erasing a pending
@@ -605,7 +598,9 @@ fn failure_reason(action: &Action) -> &'static str {
         Action::CreateCluster { .. } => "FailedToCreateRayCluster",
         Action::UpdateCluster { .. } | Action::OpenGate { .. } => "FailedToUpdateRayCluster",
         Action::DeleteCluster { .. } => "FailedToDeleteRayCluster",
-        Action::PushServeConfig { .. } | Action::RestoreServeConfig { .. } => "FailedToUpdateServeApplications",
+        Action::PushServeConfig { .. } | Action::RestoreServeConfig { .. } => {
+            "FailedToUpdateServeApplications"
+        }
         Action::SetTargetCapacity { .. } => "FailedToUpdateTargetCapacity",
         Action::PointHeadService { .. } | Action::EnsureServeService { .. } => "FailedToUpdateService",
         Action::ApplyGateway => "FailedToUpdateGateway",
@@ -629,7 +624,14 @@ fn guarded(mut patch: Value, rv: &str) -> Value {
 }
 
 async fn created_event(ctx: &Context, rs: &RayService, reason: &'static str, message: String) {
-    shell::publish(&ctx.recorder, &rs.object_ref(&()), KEventType::Normal, reason, message).await;
+    shell::publish(
+        &ctx.recorder,
+        &rs.object_ref(&()),
+        KEventType::Normal,
+        reason,
+        message,
+    )
+    .await;
 }
 
 fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<(), Error> {
@@ -690,10 +692,7 @@ async fn act(
             ignore_not_found(rc_api.delete(cname, &dp).await)
         }
         Action::DeleteServices => {
-            for sname in [
-                build::head_service_name(name),
-                build::serve_service_name(rs),
-            ] {
+            for sname in [build::head_service_name(name), build::serve_service_name(rs)] {
                 ignore_not_found(svc_api.delete(&sname, &DeleteParams::default()).await)?;
             }
             Ok(())
@@ -703,16 +702,32 @@ async fn act(
 }
 
 /// Writes `quotagate.io/failed-upgrade` on the RayService, guarded like every write to it.
-async fn record_failed_upgrade(ns: &str, name: &str, hash: &str, ctx: &Context, rv: &mut String) -> Result<(), Error> {
+async fn record_failed_upgrade(
+    ns: &str,
+    name: &str,
+    hash: &str,
+    ctx: &Context,
+    rv: &mut String,
+) -> Result<(), Error> {
     let rs_api: Api<RayService> = Api::namespaced(ctx.client.clone(), ns);
-    let patch = guarded(json!({ "metadata": { "annotations": { c::ANNOTATION_FAILED_UPGRADE: hash } } }), rv);
+    let patch = guarded(
+        json!({ "metadata": { "annotations": { c::ANNOTATION_FAILED_UPGRADE: hash } } }),
+        rv,
+    );
     let updated = rs_api.patch(name, &PatchParams::default(), &merge(patch)).await?;
     *rv = updated.resource_version().unwrap_or_default();
     Ok(())
 }
 
 /// Adds or removes the RayService's finalizer (`action` says which).
-async fn set_finalizer(rs: &RayService, ns: &str, name: &str, action: &Action, ctx: &Context, rv: &mut String) -> Result<(), Error> {
+async fn set_finalizer(
+    rs: &RayService,
+    ns: &str,
+    name: &str,
+    action: &Action,
+    ctx: &Context,
+    rv: &mut String,
+) -> Result<(), Error> {
     let rs_api: Api<RayService> = Api::namespaced(ctx.client.clone(), ns);
     let mut finalizers: Vec<String> = rs
         .finalizers()
@@ -726,10 +741,7 @@ async fn set_finalizer(rs: &RayService, ns: &str, name: &str, action: &Action, c
     // Guarded by the resourceVersion the plan was made from, like every write to the
     // RayService itself: a pass on a stale cache must conflict, not overwrite.
     let patch = guarded(json!({ "metadata": { "finalizers": finalizers } }), rv);
-    match rs_api
-        .patch(name, &PatchParams::default(), &merge(patch))
-        .await
-    {
+    match rs_api.patch(name, &PatchParams::default(), &merge(patch)).await {
         Ok(updated) => {
             *rv = updated.resource_version().unwrap_or_default();
             Ok(())
@@ -739,32 +751,47 @@ async fn set_finalizer(rs: &RayService, ns: &str, name: &str, action: &Action, c
 }
 
 /// Creates a child RayCluster (gated while its upgrade waits for quota).
-async fn create_cluster(rs: &RayService, rc_api: &Api<RayCluster>, cname: &str, gated: bool, incremental: bool, ctx: &Context) -> Result<(), Error> {
-    let mut rc = build::new_child(
-        rs,
-        cname,
-        &ctx.config.operator_version,
-        gated,
-        incremental,
-    );
+async fn create_cluster(
+    rs: &RayService,
+    rc_api: &Api<RayCluster>,
+    cname: &str,
+    gated: bool,
+    incremental: bool,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let mut rc = build::new_child(rs, cname, &ctx.config.operator_version, gated, incremental);
     rc.annotations_mut().insert(
         crate::api::ray::constants::ANNOTATION_CREATED_AT.into(),
-        jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.9fZ").to_string(),
+        jiff::Timestamp::now()
+            .strftime("%Y-%m-%dT%H:%M:%S%.9fZ")
+            .to_string(),
     );
     // Created by a pass whose status write was lost: same name, nothing to do.
     shell::ignore_already_exists(rc_api.create(&PostParams::default(), &rc).await)?;
     Ok(())
 }
 
-async fn update_cluster(rs: &RayService, rc_api: &Api<RayCluster>, cname: &str, ctx: &Context) -> Result<(), Error> {
+async fn update_cluster(
+    rs: &RayService,
+    rc_api: &Api<RayCluster>,
+    cname: &str,
+    ctx: &Context,
+) -> Result<(), Error> {
     let existing = rc_api
         .get_opt(cname)
         .await?
         .ok_or_else(|| Error::ClusterGone(cname.to_string()))?;
     let updated = build::updated_child(&existing, rs, &stamp(rs, ctx));
     // Only what changed, guarded by the version read (as the PUT it replaces was).
-    if let Some(patch) = crate::api::merge_patch::guarded(&existing, &updated).map_err(|source| Error::Encode { what: "the RayCluster", source })? {
-        rc_api.patch(cname, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    if let Some(patch) =
+        crate::api::merge_patch::guarded(&existing, &updated).map_err(|source| Error::Encode {
+            what: "the RayCluster",
+            source,
+        })?
+    {
+        rc_api
+            .patch(cname, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
     }
     Ok(())
 }
@@ -841,9 +868,7 @@ async fn push_serve_config(
         }
         // Ray refused this config: record it (status and an event say why) instead of
         // failing the pass and re-sending the same broken config every few seconds.
-        Err(
-            source @ (DashboardError::Rejected { .. } | DashboardError::InvalidConfig(_)),
-        ) => {
+        Err(source @ (DashboardError::Rejected { .. } | DashboardError::InvalidConfig(_))) => {
             let message = source.to_string();
             let last = message
                 .lines()
@@ -887,8 +912,7 @@ async fn set_head_serve_label(pods_api: &Api<Pod>, cluster: &str, serving: bool)
         .await?
         .items
     {
-        let patch =
-            json!({ "metadata": { "labels": { c::LABEL_SERVE: serving.to_string() } } });
+        let patch = json!({ "metadata": { "labels": { c::LABEL_SERVE: serving.to_string() } } });
         ignore_not_found(
             pods_api
                 .patch(&pod.name_any(), &PatchParams::default(), &merge(patch))
@@ -899,18 +923,16 @@ async fn set_head_serve_label(pods_api: &Api<Pod>, cluster: &str, serving: bool)
 }
 
 /// Creates `<rs>-head-svc` (and, for `PointServices`, `<rs>-serve-svc`) or switches them to `cluster`.
-async fn point_services(rs: &RayService, svc_api: &Api<Service>, cluster: &str, action: &Action) -> Result<(), Error> {
+async fn point_services(
+    rs: &RayService,
+    svc_api: &Api<Service>,
+    cluster: &str,
+    action: &Action,
+) -> Result<(), Error> {
     let cluster_head = svc_api
-        .get_opt(&names::head_service_name(
-            cluster,
-            &rs.spec.ray_cluster_config,
-        ))
+        .get_opt(&names::head_service_name(cluster, &rs.spec.ray_cluster_config))
         .await?;
-    let mut wanted = vec![build::rayservice_head_service(
-        rs,
-        cluster,
-        cluster_head.as_ref(),
-    )];
+    let mut wanted = vec![build::rayservice_head_service(rs, cluster, cluster_head.as_ref())];
     if matches!(action, Action::PointServices { .. }) {
         wanted.push(build::rayservice_serve_service(rs, cluster));
     }
@@ -929,16 +951,19 @@ async fn point_services(rs: &RayService, svc_api: &Api<Service>, cluster: &str, 
                 if want.type_.is_some() {
                     spec.type_ = want.type_;
                 }
-                svc_api
-                    .replace(&sname, &PostParams::default(), &existing)
-                    .await?;
+                svc_api.replace(&sname, &PostParams::default(), &existing).await?;
             }
         }
     }
     Ok(())
 }
 
-async fn ensure_serve_service(rs: &RayService, rc_api: &Api<RayCluster>, svc_api: &Api<Service>, cluster: &str) -> Result<(), Error> {
+async fn ensure_serve_service(
+    rs: &RayService,
+    rc_api: &Api<RayCluster>,
+    svc_api: &Api<Service>,
+    cluster: &str,
+) -> Result<(), Error> {
     let rc = rc_api
         .get_opt(cluster)
         .await?
@@ -967,7 +992,12 @@ async fn apply_gateway(rs: &RayService, ns: &str, ctx: &Context) -> Result<(), E
     Ok(())
 }
 
-async fn set_route(rs: &RayService, ns: &str, backends: &[(String, i32)], ctx: &Context) -> Result<(), Error> {
+async fn set_route(
+    rs: &RayService,
+    ns: &str,
+    backends: &[(String, i32)],
+    ctx: &Context,
+) -> Result<(), Error> {
     let port = observe::serve_port(&rs.spec.ray_cluster_config);
     let wanted = traffic::httproute(rs, backends, port);
     let api: Api<HTTPRoute> = Api::namespaced(ctx.client.clone(), ns);
@@ -1002,7 +1032,9 @@ async fn restore_serve_config(
     let yaml = annotations
         .get(SERVED_CONFIG_TEXT_ANNOTATION)
         .filter(|text| annotations.get(SERVED_CONFIG_ANNOTATION) == Some(&observe::serve_config_hash(text)))
-        .ok_or(Error::MissingField("metadata.annotations[quotagate.io/served-config]"))?;
+        .ok_or(Error::MissingField(
+            "metadata.annotations[quotagate.io/served-config]",
+        ))?;
     let dashboard_error = |source| Error::Dashboard {
         cluster: cluster.to_string(),
         source,
@@ -1024,7 +1056,13 @@ async fn restore_serve_config(
 }
 
 /// Changes only Serve's `target_capacity` on a cluster: re-PUTs the config it already runs.
-async fn set_target_capacity(ns: &str, rc_api: &Api<RayCluster>, cluster: &str, percent: i32, ctx: &Context) -> Result<(), Error> {
+async fn set_target_capacity(
+    ns: &str,
+    rc_api: &Api<RayCluster>,
+    cluster: &str,
+    percent: i32,
+    ctx: &Context,
+) -> Result<(), Error> {
     let rc = rc_api
         .get_opt(cluster)
         .await?
@@ -1040,13 +1078,10 @@ async fn set_target_capacity(ns: &str, rc_api: &Api<RayCluster>, cluster: &str, 
         cluster: cluster.to_string(),
         source,
     };
-    let details = tokio::time::timeout(
-        ctx.config.dashboard_timeout,
-        dashboard.serve_details(&endpoint),
-    )
-    .await
-    .map_err(|_| timed_out())?
-    .map_err(dashboard_error)?;
+    let details = tokio::time::timeout(ctx.config.dashboard_timeout, dashboard.serve_details(&endpoint))
+        .await
+        .map_err(|_| timed_out())?
+        .map_err(dashboard_error)?;
     // The config this cluster already runs, so only its capacity changes.
     let running = ServeConfig::from_deployed(&details).map_err(dashboard_error)?;
     tokio::time::timeout(
@@ -1065,7 +1100,9 @@ mod conflict_tests {
 
     fn api_error(code: u16) -> Error {
         Error::Kube(kube::Error::Api(
-            kube::core::Status::failure("conflict", "Conflict").with_code(code).boxed(),
+            kube::core::Status::failure("conflict", "Conflict")
+                .with_code(code)
+                .boxed(),
         ))
     }
 

@@ -10,9 +10,7 @@ pub fn parse_timeout(value: &str) -> Result<SignedDuration, String> {
         return Err("empty duration".into());
     }
     let d = if v.bytes().all(|b| b.is_ascii_digit()) {
-        let secs: i64 = v
-            .parse()
-            .map_err(|_| format!("{v:?}: seconds out of range"))?;
+        let secs: i64 = v.parse().map_err(|_| format!("{v:?}: seconds out of range"))?;
         SignedDuration::from_secs(secs)
     } else {
         parse_go_duration(v)?

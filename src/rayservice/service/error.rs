@@ -9,10 +9,7 @@ pub enum Error {
     #[error("RayService has no {0}")]
     MissingField(&'static str),
     #[error("Serve config of RayCluster {cluster}: {source}")]
-    Dashboard {
-        cluster: String,
-        source: DashboardError,
-    },
+    Dashboard { cluster: String, source: DashboardError },
     #[error("Ray dashboard of RayCluster {cluster} did not answer within {secs}s")]
     DashboardTimeout { cluster: String, secs: u64 },
     #[error("auth token of RayCluster {cluster}: {reason}")]

@@ -11,14 +11,20 @@ use super::snapshot::*;
 use super::tests::{cond_of, pending_mut, running_apps, serving, upgrading};
 
 fn no_apps() -> ServeObservation {
-    ServeObservation::Apps { apps: BTreeMap::new(), ready: false }
+    ServeObservation::Apps {
+        apps: BTreeMap::new(),
+        ready: false,
+    }
 }
 
 fn restores(p: &Plan) -> Vec<(String, Option<i32>)> {
     p.actions
         .iter()
         .filter_map(|a| match a {
-            Action::RestoreServeConfig { cluster, target_capacity } => Some((cluster.clone(), *target_capacity)),
+            Action::RestoreServeConfig {
+                cluster,
+                target_capacity,
+            } => Some((cluster.clone(), *target_capacity)),
             _ => None,
         })
         .collect()
@@ -82,8 +88,16 @@ fn an_active_head_that_lost_its_apps_mid_upgrade_gets_its_own_config_back() {
     a.own_config_known = true;
     let p = plan(&s);
     assert_eq!(restores(&p), vec![("rs-a".to_string(), None)]);
-    assert!(pushes(&p).is_empty(), "the new config must not reach the active cluster: {:?}", p.actions);
-    assert!(p.events.iter().any(|e| e.reason == "UpdatedServeApplications" && e.message.contains("rs-a")));
+    assert!(
+        pushes(&p).is_empty(),
+        "the new config must not reach the active cluster: {:?}",
+        p.actions
+    );
+    assert!(
+        p.events
+            .iter()
+            .any(|e| e.reason == "UpdatedServeApplications" && e.message.contains("rs-a"))
+    );
 }
 
 /// The decision table of `restore_own_config`, on the active cluster of an upgrade.
@@ -96,7 +110,13 @@ fn restore_table() {
         (no_apps(), true, false, false, false), // head not ready: its dashboard is not asked
         (no_apps(), true, true, true, false),   // gated: no pods
         (running_apps("RUNNING", ""), true, true, false, false),
-        (ServeObservation::Unreachable("timeout".into()), true, true, false, false),
+        (
+            ServeObservation::Unreachable("timeout".into()),
+            true,
+            true,
+            false,
+            false,
+        ),
         (ServeObservation::NotQueried, true, true, false, false),
     ];
     for (serve, known, head_ready, gated, want) in table {
@@ -107,7 +127,10 @@ fn restore_table() {
         a.head_ready = head_ready;
         a.gated = gated;
         let restored = !restores(&plan(&s)).is_empty();
-        assert_eq!(restored, want, "{serve:?} known={known} head_ready={head_ready} gated={gated}");
+        assert_eq!(
+            restored, want,
+            "{serve:?} known={known} head_ready={head_ready} gated={gated}"
+        );
     }
 }
 
@@ -141,8 +164,16 @@ fn an_incremental_active_gets_its_config_back_at_its_capacity() {
     let mut s = upgrading_with_pending_up();
     s.strategy = UpgradeStrategy::NewClusterWithIncrementalUpgrade;
     s.incremental = Some((incremental_options(50, 25, 5), route_to_b(25)));
-    s.status.active_traffic = TrafficStatus { target_capacity: Some(75), traffic: Some(75), last_migrated: None };
-    s.status.pending_traffic = TrafficStatus { target_capacity: Some(50), traffic: Some(25), last_migrated: None };
+    s.status.active_traffic = TrafficStatus {
+        target_capacity: Some(75),
+        traffic: Some(75),
+        last_migrated: None,
+    };
+    s.status.pending_traffic = TrafficStatus {
+        target_capacity: Some(50),
+        traffic: Some(25),
+        last_migrated: None,
+    };
     let a = pending_mut(&mut s, "rs-a");
     a.serve = no_apps();
     a.own_config_known = true;
@@ -157,19 +188,31 @@ fn an_incremental_active_gets_its_config_back_at_its_capacity() {
 #[test]
 fn a_failing_new_version_warns_once_and_leaves_ready_true() {
     let mut s = upgrading_with_pending_up();
-    pending_mut(&mut s, "rs-b").serve = running_apps("DEPLOY_FAILED", "Traceback\nImportError: no module named foo\n");
+    pending_mut(&mut s, "rs-b").serve =
+        running_apps("DEPLOY_FAILED", "Traceback\nImportError: no module named foo\n");
     let p = plan(&s);
     assert_eq!(cond_of(&p, cond::READY).0, "True");
     let upgrade = cond_of(&p, cond::UPGRADE_IN_PROGRESS).2;
-    assert!(upgrade.contains("rs-b: application app DEPLOY_FAILED: ImportError: no module named foo"), "{upgrade}");
-    let warnings: Vec<_> = p.events.iter().filter(|e| e.type_ == EventType::Warning).collect();
+    assert!(
+        upgrade.contains("rs-b: application app DEPLOY_FAILED: ImportError: no module named foo"),
+        "{upgrade}"
+    );
+    let warnings: Vec<_> = p
+        .events
+        .iter()
+        .filter(|e| e.type_ == EventType::Warning)
+        .collect();
     assert_eq!(warnings.len(), 1, "{:?}", p.events);
     assert_eq!(warnings[0].reason, cond::SERVE_DEPLOY_FAILED);
     assert!(warnings[0].message.contains("ImportError"));
 
     s.status.failed_apps.insert(("rs-b".into(), "app".into()));
     let again = plan(&s);
-    assert!(again.events.iter().all(|e| e.type_ != EventType::Warning), "{:?}", again.events);
+    assert!(
+        again.events.iter().all(|e| e.type_ != EventType::Warning),
+        "{:?}",
+        again.events
+    );
 }
 
 /// With nothing serving, Ready is False and says why (unchanged).
@@ -177,10 +220,17 @@ fn a_failing_new_version_warns_once_and_leaves_ready_true() {
 fn with_no_endpoint_a_failure_makes_ready_false() {
     let mut s = upgrading_with_pending_up();
     s.serve_endpoints = 0;
-    s.status.conditions = vec![super::tests::cond_false(cond::READY, cond::ZERO_SERVE_ENDPOINTS, "2026-11-22T04:00:00Z")];
+    s.status.conditions = vec![super::tests::cond_false(
+        cond::READY,
+        cond::ZERO_SERVE_ENDPOINTS,
+        "2026-11-22T04:00:00Z",
+    )];
     pending_mut(&mut s, "rs-b").serve = running_apps("DEPLOY_FAILED", "boom");
     let (status, reason, message) = cond_of(&plan(&s), cond::READY);
-    assert_eq!((status.as_str(), reason.as_str()), ("False", cond::ZERO_SERVE_ENDPOINTS));
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", cond::ZERO_SERVE_ENDPOINTS)
+    );
     assert!(message.contains("boom"));
 }
 
@@ -189,12 +239,17 @@ fn with_no_endpoint_a_failure_makes_ready_false() {
 #[test]
 fn a_crash_looping_pending_head_is_named_in_the_upgrade_condition() {
     let mut s = upgrading();
-    pending_mut(&mut s, "rs-b").head_failing =
-        Some("CrashLoopBackOff: head pod rs-b-head-x failed (3 in a row); the next head pod is created at T".into());
+    pending_mut(&mut s, "rs-b").head_failing = Some(
+        "CrashLoopBackOff: head pod rs-b-head-x failed (3 in a row); the next head pod is created at T"
+            .into(),
+    );
     let p = plan(&s);
     assert_eq!(cond_of(&p, cond::READY).0, "True");
     let upgrade = cond_of(&p, cond::UPGRADE_IN_PROGRESS).2;
-    assert!(upgrade.contains("rs-b: CrashLoopBackOff: head pod rs-b-head-x failed (3 in a row)"), "{upgrade}");
+    assert!(
+        upgrade.contains("rs-b: CrashLoopBackOff: head pod rs-b-head-x failed (3 in a row)"),
+        "{upgrade}"
+    );
 }
 
 /// The RayService announces each head failure of its clusters once: a Warning event when the stored
@@ -208,13 +263,30 @@ fn a_head_failure_is_announced_on_the_rayservice_once() {
     let warned: Vec<_> = p.events.iter().filter(|e| e.reason == "HeadPodBackOff").collect();
     assert_eq!(warned.len(), 1, "{:?}", p.events);
     assert_eq!(warned[0].type_, EventType::Warning);
-    assert!(warned[0].message.starts_with("rs-b: CrashLoopBackOff: head pod rs-b-head-x failed (2 in a row)"));
+    assert!(
+        warned[0]
+            .message
+            .starts_with("rs-b: CrashLoopBackOff: head pod rs-b-head-x failed (2 in a row)")
+    );
 
-    let written = p.status.as_ref().unwrap().condition(cond::UPGRADE_IN_PROGRESS).unwrap().message.clone();
-    let mut prior = super::tests::cond_true(cond::UPGRADE_IN_PROGRESS, cond::BOTH_ACTIVE_PENDING_CLUSTERS_EXIST);
+    let written = p
+        .status
+        .as_ref()
+        .unwrap()
+        .condition(cond::UPGRADE_IN_PROGRESS)
+        .unwrap()
+        .message
+        .clone();
+    let mut prior = super::tests::cond_true(
+        cond::UPGRADE_IN_PROGRESS,
+        cond::BOTH_ACTIVE_PENDING_CLUSTERS_EXIST,
+    );
     prior.message = written;
     s.status.conditions.push(prior);
-    assert!(plan(&s).events.iter().all(|e| e.reason != "HeadPodBackOff"), "announced twice");
+    assert!(
+        plan(&s).events.iter().all(|e| e.reason != "HeadPodBackOff"),
+        "announced twice"
+    );
     // The next failure (3 in a row) is new.
     pending_mut(&mut s, "rs-b").head_failing = Some(why.replace("(2 in a row)", "(3 in a row)"));
     assert!(plan(&s).events.iter().any(|e| e.reason == "HeadPodBackOff"));
@@ -229,18 +301,44 @@ fn a_pending_cluster_past_the_upgrade_deadline_is_dropped_and_recorded() {
     s.upgrade_deadline = Some(jiff::SignedDuration::from_mins(10));
     pending_mut(&mut s, "rs-b").running_since = Some(super::tests::ts("2026-11-22T04:55:00Z"));
     let p = plan(&s);
-    assert_eq!(super::tests::names(&p), (Some("rs-a".into()), Some("rs-b".into())), "5 of 10 minutes: kept");
+    assert_eq!(
+        super::tests::names(&p),
+        (Some("rs-a".into()), Some("rs-b".into())),
+        "5 of 10 minutes: kept"
+    );
     assert!(p.events.iter().all(|e| e.type_ != EventType::Warning));
 
     pending_mut(&mut s, "rs-b").running_since = Some(super::tests::ts("2026-11-22T04:50:00Z"));
     let p = plan(&s);
     assert_eq!(super::tests::names(&p), (Some("rs-a".into()), None));
-    assert!(p.actions.contains(&Action::RecordFailedUpgrade { hash: "B".into() }), "{:?}", p.actions);
-    let warning = p.events.iter().find(|e| e.reason == "UpgradeDeadlineExceeded").expect("a Warning event");
+    assert!(
+        p.actions
+            .contains(&Action::RecordFailedUpgrade { hash: "B".into() }),
+        "{:?}",
+        p.actions
+    );
+    let warning = p
+        .events
+        .iter()
+        .find(|e| e.reason == "UpgradeDeadlineExceeded")
+        .expect("a Warning event");
     assert_eq!(warning.type_, EventType::Warning);
-    assert!(warning.message.contains("rs-b") && warning.message.contains("600s"), "{}", warning.message);
-    assert!(!p.actions.iter().any(|a| matches!(a, Action::PointServices { .. })), "the Services stay on rs-a");
-    assert!(cond_of(&p, cond::UPGRADE_IN_PROGRESS).2.contains("upgrade deadline"));
+    assert!(
+        warning.message.contains("rs-b") && warning.message.contains("600s"),
+        "{}",
+        warning.message
+    );
+    assert!(
+        !p.actions
+            .iter()
+            .any(|a| matches!(a, Action::PointServices { .. })),
+        "the Services stay on rs-a"
+    );
+    assert!(
+        cond_of(&p, cond::UPGRADE_IN_PROGRESS)
+            .2
+            .contains("upgrade deadline")
+    );
     assert_eq!(cond_of(&p, cond::READY).0, "True");
 }
 
@@ -260,8 +358,17 @@ fn the_upgrade_deadline_spares_gated_switched_and_unbounded_upgrades() {
     switched.serve_service = Some("rs-b".into());
     for (name, s) in [("unbounded", unbounded), ("gated", gated), ("switched", switched)] {
         let p = plan(&s);
-        assert!(!p.actions.iter().any(|a| matches!(a, Action::RecordFailedUpgrade { .. })), "{name}: {:?}", p.actions);
-        assert!(p.events.iter().all(|e| e.reason != "UpgradeDeadlineExceeded"), "{name}");
+        assert!(
+            !p.actions
+                .iter()
+                .any(|a| matches!(a, Action::RecordFailedUpgrade { .. })),
+            "{name}: {:?}",
+            p.actions
+        );
+        assert!(
+            p.events.iter().all(|e| e.reason != "UpgradeDeadlineExceeded"),
+            "{name}"
+        );
     }
 }
 
@@ -272,25 +379,46 @@ fn a_dropped_spec_is_not_retried_until_it_changes() {
     let mut s = upgrading();
     s.status.pending = None;
     s.failed_upgrade = Some("B".into());
-    s.deletion_schedule.insert("rs-b".into(), super::tests::ts("2026-11-22T06:00:00Z"));
+    s.deletion_schedule
+        .insert("rs-b".into(), super::tests::ts("2026-11-22T06:00:00Z"));
     let p = plan(&s);
     assert_eq!(super::tests::names(&p), (Some("rs-a".into()), None));
-    assert!(p.actions.contains(&Action::DeleteCluster { name: "rs-b".into() }), "{:?}", p.actions);
-    assert!(!p.actions.iter().any(|a| matches!(a, Action::CreateCluster { .. })));
+    assert!(
+        p.actions.contains(&Action::DeleteCluster { name: "rs-b".into() }),
+        "{:?}",
+        p.actions
+    );
+    assert!(
+        !p.actions
+            .iter()
+            .any(|a| matches!(a, Action::CreateCluster { .. }))
+    );
     let note = cond_of(&p, cond::UPGRADE_IN_PROGRESS).2;
     assert!(note.contains("quotagate.io/failed-upgrade"), "{note}");
 
     s.desired = super::tests::desired("C");
     let p = plan(&s);
-    assert_eq!(super::tests::names(&p), (Some("rs-a".into()), Some("rs-fresh".into())), "a new spec upgrades");
+    assert_eq!(
+        super::tests::names(&p),
+        (Some("rs-a".into()), Some("rs-fresh".into())),
+        "a new spec upgrades"
+    );
 }
 
 /// `upgrading()` as an incremental upgrade whose route gives the pending cluster `moved` percent.
 fn incremental_upgrading(moved: i32) -> Snapshot {
     let mut s = upgrading();
     s.strategy = UpgradeStrategy::NewClusterWithIncrementalUpgrade;
-    s.status.pending_traffic = TrafficStatus { target_capacity: Some(moved), traffic: Some(moved), last_migrated: None };
-    s.status.active_traffic = TrafficStatus { target_capacity: Some(100), traffic: Some(100 - moved), last_migrated: None };
+    s.status.pending_traffic = TrafficStatus {
+        target_capacity: Some(moved),
+        traffic: Some(moved),
+        last_migrated: None,
+    };
+    s.status.active_traffic = TrafficStatus {
+        target_capacity: Some(100),
+        traffic: Some(100 - moved),
+        last_migrated: None,
+    };
     s.incremental = Some((incremental_options(100, 20, 1), route_to_b(moved)));
     s.upgrade_deadline = Some(jiff::SignedDuration::from_mins(10));
     pending_mut(&mut s, "rs-b").running_since = Some(super::tests::ts("2026-11-22T01:00:00Z"));
@@ -302,7 +430,18 @@ fn incremental_upgrading(moved: i32) -> Snapshot {
 #[test]
 fn the_incremental_deadline_drops_only_before_anything_moved() {
     let p = plan(&incremental_upgrading(0));
-    assert!(p.actions.contains(&Action::RecordFailedUpgrade { hash: "B".into() }), "{:?}", p.actions);
+    assert!(
+        p.actions
+            .contains(&Action::RecordFailedUpgrade { hash: "B".into() }),
+        "{:?}",
+        p.actions
+    );
     let p = plan(&incremental_upgrading(20));
-    assert!(!p.actions.iter().any(|a| matches!(a, Action::RecordFailedUpgrade { .. })), "{:?}", p.actions);
+    assert!(
+        !p.actions
+            .iter()
+            .any(|a| matches!(a, Action::RecordFailedUpgrade { .. })),
+        "{:?}",
+        p.actions
+    );
 }

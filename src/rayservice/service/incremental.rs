@@ -112,9 +112,7 @@ fn capacity(c: Option<&ChildCluster>, stored: Option<i32>, default: i32) -> i32 
 
 fn reported(c: &ChildCluster) -> Option<i32> {
     match &c.serve {
-        ServeObservation::Apps { apps, .. } if !apps.is_empty() => {
-            Some(c.reported_capacity.unwrap_or(100))
-        }
+        ServeObservation::Apps { apps, .. } if !apps.is_empty() => Some(c.reported_capacity.unwrap_or(100)),
         _ => None,
     }
 }
@@ -137,7 +135,8 @@ pub(crate) fn step(s: &Snapshot, o: &IncrementalOptions, t: &TrafficView, p: &mu
     let (at, pt) = (s.status.active_traffic, s.status.pending_traffic);
 
     // 1. Rollback: the spec left the pending cluster's after traffic or capacity moved to it.
-    let (rolling_back, keep_spec, moved) = rollback(s, t, active_obj, stored_pending_obj, &active, &pending, p);
+    let (rolling_back, keep_spec, moved) =
+        rollback(s, t, active_obj, stored_pending_obj, &active, &pending, p);
     let decision = if rolling_back || keep_spec {
         SpecDecision::Keep
     } else {
@@ -195,7 +194,10 @@ pub(crate) fn step(s: &Snapshot, o: &IncrementalOptions, t: &TrafficView, p: &mu
     // it stands at (issue 47).
     let pushed_names: Vec<&str> = pushed.iter().map(String::as_str).collect();
     let restored = running::restore_own_configs(
-        [(active_obj, Some(levels.active_cap)), (pending_obj, Some(levels.pending_cap))],
+        [
+            (active_obj, Some(levels.active_cap)),
+            (pending_obj, Some(levels.pending_cap)),
+        ],
         &pushed_names,
         p,
     );
@@ -207,7 +209,17 @@ pub(crate) fn step(s: &Snapshot, o: &IncrementalOptions, t: &TrafficView, p: &mu
 
     // 7. The upgrade (or rollback) machine, one move per pass.
     let ended = match (active_obj, pending_obj) {
-        (Some(a), Some(pc)) => upgrade_move(s, o, t, (a, pc), rolling_back, &was_pushed, &mut levels, &mut notes, p),
+        (Some(a), Some(pc)) => upgrade_move(
+            s,
+            o,
+            t,
+            (a, pc),
+            rolling_back,
+            &was_pushed,
+            &mut levels,
+            &mut notes,
+            p,
+        ),
         _ => Ended::default(),
     };
 
@@ -223,7 +235,15 @@ pub(crate) fn step(s: &Snapshot, o: &IncrementalOptions, t: &TrafficView, p: &mu
     }
 
     // 9. Promotion, rollback completion, or the first cluster coming up.
-    settle_roles(s, &ended, (active_obj, pending_obj), &was_pushed, (&mut active, &mut pending), &mut levels, p);
+    settle_roles(
+        s,
+        &ended,
+        (active_obj, pending_obj),
+        &was_pushed,
+        (&mut active, &mut pending),
+        &mut levels,
+        p,
+    );
 
     // 10. The route: the active cluster, plus the pending one once its serve Service exists.
     let statuses = route(s, t, &active, &pending, &levels, (at, pt), p);
@@ -239,14 +259,7 @@ pub(crate) fn step(s: &Snapshot, o: &IncrementalOptions, t: &TrafficView, p: &mu
         .as_deref()
         .map(|n| running::service_status(s, n, traffic_of(n)));
     let rollback_cond = rollback_condition(rolling_back && !ended.rollback_done, &active, &pending);
-    running::status(
-        s,
-        active_status,
-        pending_status,
-        notes,
-        Some(rollback_cond),
-        p,
-    );
+    running::status(s, active_status, pending_status, notes, Some(rollback_cond), p);
 }
 
 /// Where capacity (Serve's `target_capacity`) and traffic (the active cluster's route weight) stand
@@ -422,7 +435,9 @@ fn upgrade_move(
         && t.backends.iter().any(|(n, _)| *n == pc.name);
     let blocker = if pc.gated {
         Some(match &s.admission {
-            Admission::QueueManaged { waiting: Some(why), .. } => format!("pending cluster {} is gated: {why}", pc.name),
+            Admission::QueueManaged {
+                waiting: Some(why), ..
+            } => format!("pending cluster {} is gated: {why}", pc.name),
             _ => format!("pending cluster {} waits for quota admission", pc.name),
         })
     } else if !rolling_back && !s.admission.may_take_traffic(&pc.name) {
@@ -440,22 +455,18 @@ fn upgrade_move(
     } else {
         None
     };
-    let Levels { active_cap, pending_cap, active_traffic } = *levels;
+    let Levels {
+        active_cap,
+        pending_cap,
+        active_traffic,
+    } = *levels;
     let pending_traffic = 100 - active_traffic;
     let last = last_move(s, t, a, pc);
     let interval_passed = last.is_none_or(|l| s.now >= l + o.interval);
     let (gain, lose) = if rolling_back { (a, pc) } else { (pc, a) };
     let progress = Progress {
-        gain_capacity: if rolling_back {
-            active_cap
-        } else {
-            pending_cap
-        },
-        lose_capacity: if rolling_back {
-            pending_cap
-        } else {
-            active_cap
-        },
+        gain_capacity: if rolling_back { active_cap } else { pending_cap },
+        lose_capacity: if rolling_back { pending_cap } else { active_cap },
         traffic: if rolling_back {
             active_traffic
         } else {
@@ -463,11 +474,7 @@ fn upgrade_move(
         },
         gain_serving: serving_at(
             gain,
-            if rolling_back {
-                active_cap
-            } else {
-                pending_cap
-            },
+            if rolling_back { active_cap } else { pending_cap },
             was_pushed(gain),
         ),
         interval_passed,
@@ -536,7 +543,11 @@ fn route(
     p: &mut Plan,
 ) -> Vec<(String, TrafficStatus)> {
     let mut statuses: Vec<(String, TrafficStatus)> = Vec::new();
-    let Levels { active_cap, pending_cap, active_traffic } = *levels;
+    let Levels {
+        active_cap,
+        pending_cap,
+        active_traffic,
+    } = *levels;
     if let Some(a) = active.as_deref().filter(|a| s.cluster(a).is_some()) {
         let mut backends = vec![(a.to_string(), active_traffic)];
         if let Some(pn) = pending.as_deref().filter(|n| t.serve_services.contains(*n)) {
@@ -585,7 +596,11 @@ fn route(
 }
 
 /// `RollbackInProgress`: true while a rollback runs (`in_progress`), naming the two clusters.
-fn rollback_condition(in_progress: bool, active: &Option<String>, pending: &Option<String>) -> super::plan::ConditionPlan {
+fn rollback_condition(
+    in_progress: bool,
+    active: &Option<String>,
+    pending: &Option<String>,
+) -> super::plan::ConditionPlan {
     if in_progress {
         cond::set(
             c::COND_ROLLBACK_IN_PROGRESS,
@@ -609,12 +624,7 @@ fn rollback_condition(in_progress: bool, active: &Option<String>, pending: &Opti
 
 /// When traffic last moved: the later of the two stored times, or now when the route's weights no
 /// longer match what status recorded (a move whose status write was lost: the interval restarts).
-fn last_move(
-    s: &Snapshot,
-    t: &TrafficView,
-    a: &ChildCluster,
-    pc: &ChildCluster,
-) -> Option<Timestamp> {
+fn last_move(s: &Snapshot, t: &TrafficView, a: &ChildCluster, pc: &ChildCluster) -> Option<Timestamp> {
     let (at, pt) = (s.status.active_traffic, s.status.pending_traffic);
     let unrecorded = t.route_exists
         && (at.traffic.is_some_and(|v| v != t.weight(&a.name))
@@ -637,12 +647,7 @@ fn end_of_second(t: Timestamp) -> Timestamp {
 
 /// A cluster's status bookkeeping after this pass: `lastTrafficMigratedTime` moves when its traffic
 /// changed from what status recorded.
-fn traffic_status(
-    s: &Snapshot,
-    prior: TrafficStatus,
-    capacity: i32,
-    traffic: i32,
-) -> TrafficStatus {
+fn traffic_status(s: &Snapshot, prior: TrafficStatus, capacity: i32, traffic: i32) -> TrafficStatus {
     let changed = prior.traffic != Some(traffic);
     TrafficStatus {
         target_capacity: Some(capacity),

@@ -14,8 +14,8 @@ use jiff::{SignedDuration, Timestamp};
 use super::incremental::{Move, Progress, next_move};
 use super::plan::{Action, Plan};
 use super::snapshot::{
-    Admission, AppView, ChildCluster, DesiredCluster, IncrementalOptions, PriorStatus,
-    ServeObservation, Snapshot, TrafficView, UpgradeStrategy,
+    Admission, AppView, ChildCluster, DesiredCluster, IncrementalOptions, PriorStatus, ServeObservation,
+    Snapshot, TrafficView, UpgradeStrategy,
 };
 
 const V: &str = "v1.7.0";
@@ -118,11 +118,9 @@ impl World {
             gateway_current: self.gateway,
             gateway_ready: self.gateway,
             route_exists: self.route.is_some(),
-            route_ready: self.route.is_some()
-                && backends.iter().all(|(c, _)| self.serve_svcs.contains(c)),
+            route_ready: self.route.is_some() && backends.iter().all(|(c, _)| self.serve_svcs.contains(c)),
             // The model's gateway takes every route change at once.
-            route_current: self.route.is_some()
-                && backends.iter().all(|(c, _)| self.serve_svcs.contains(c)),
+            route_current: self.route.is_some() && backends.iter().all(|(c, _)| self.serve_svcs.contains(c)),
             backends,
             route_shape_current: true,
             serve_services: self.serve_svcs.clone(),
@@ -185,9 +183,7 @@ impl World {
                     cluster,
                     target_capacity,
                 } => self.set_capacity(cluster, target_capacity.unwrap_or(100)),
-                Action::SetTargetCapacity { cluster, percent } => {
-                    self.set_capacity(cluster, *percent)
-                }
+                Action::SetTargetCapacity { cluster, percent } => self.set_capacity(cluster, *percent),
                 Action::EnsureServeService { cluster } => {
                     self.serve_svcs.insert(cluster.clone());
                 }
@@ -300,10 +296,7 @@ fn kuberay_e2e_progressions_are_monotone_spaced_and_end_promoted() {
             .filter(|(_, n, _)| *n == b)
             .map(|(t, _, v)| (*t, *v))
             .collect();
-        assert!(
-            !ups.is_empty(),
-            "{step}/{interval}/{surge}: no traffic step"
-        );
+        assert!(!ups.is_empty(), "{step}/{interval}/{surge}: no traffic step");
         let mut last: Option<(Timestamp, i32)> = None;
         for (t, v) in &ups {
             if let Some((lt, lv)) = last
@@ -375,9 +368,18 @@ fn no_traffic_moves_onto_a_pending_cluster_preemption_may_still_take() {
         w.pass();
     }
     let b = w.status.pending.clone().expect("an upgrade in progress");
-    let on_b = w.route.iter().flatten().find(|(n, _)| *n == b).map_or(0, |(_, v)| *v);
+    let on_b = w
+        .route
+        .iter()
+        .flatten()
+        .find(|(n, _)| *n == b)
+        .map_or(0, |(_, v)| *v);
     assert_eq!(on_b, 0, "no traffic on {b} while it may be taken: {:?}", w.route);
-    assert_eq!(w.clusters[&a].capacity, Some(100), "the active cluster keeps its capacity");
+    assert_eq!(
+        w.clusters[&a].capacity,
+        Some(100),
+        "the active cluster keeps its capacity"
+    );
     w.pending_exposed = false;
     w.run_until(400, |w| w.serving_alone().is_some_and(|n| n == b));
 }
@@ -387,9 +389,7 @@ fn rollback_a_b_a_moves_traffic_back_and_drops_the_pending() {
     let (mut w, a) = started(options(20, 1, 40));
     w.desired = "B".into();
     // Until some traffic is on the new cluster.
-    w.run_until(200, |w| {
-        w.status.pending_traffic.traffic.is_some_and(|t| t >= 40)
-    });
+    w.run_until(200, |w| w.status.pending_traffic.traffic.is_some_and(|t| t >= 40));
     let b = w.status.pending.clone().unwrap();
     w.desired = "A".into();
     let p = w.pass();
@@ -398,10 +398,7 @@ fn rollback_a_b_a_moves_traffic_back_and_drops_the_pending() {
         .as_ref()
         .and_then(|s| s.condition("RollbackInProgress"))
         .unwrap();
-    assert_eq!(
-        (rb.status, rb.reason),
-        ("True", "DesiredClusterSpecChanged")
-    );
+    assert_eq!((rb.status, rb.reason), ("True", "DesiredClusterSpecChanged"));
     w.moves.clear();
     w.run_until(400, |w| w.serving_alone().is_some_and(|n| n == a));
     // Traffic on the pending cluster only fell during the rollback.
@@ -420,9 +417,7 @@ fn rollback_a_b_a_moves_traffic_back_and_drops_the_pending() {
 fn rollback_a_b_c_rolls_back_then_upgrades_to_c() {
     let (mut w, a) = started(options(20, 1, 40));
     w.desired = "B".into();
-    w.run_until(200, |w| {
-        w.status.pending_traffic.traffic.is_some_and(|t| t >= 20)
-    });
+    w.run_until(200, |w| w.status.pending_traffic.traffic.is_some_and(|t| t >= 20));
     let b = w.status.pending.clone().unwrap();
     w.desired = "C".into();
     w.run_until(400, |w| w.status.pending.as_deref().is_some_and(|p| p != b));
@@ -487,9 +482,7 @@ fn a_route_changed_without_its_status_restarts_the_interval() {
     w.now += SignedDuration::from_secs(60);
     let p = w.pass();
     assert!(
-        !p.actions
-            .iter()
-            .any(|x| matches!(x, Action::SetRoute { .. })),
+        !p.actions.iter().any(|x| matches!(x, Action::SetRoute { .. })),
         "no move in the pass that notices: {:?}",
         p.actions
     );
@@ -533,19 +526,13 @@ fn next_move_table() {
         timer_only: true,
         ..o.clone()
     };
-    assert_eq!(
-        next_move(&p(30, 100, 0, false, true), &timer),
-        Move::Traffic(10)
-    );
+    assert_eq!(next_move(&p(30, 100, 0, false, true), &timer), Move::Traffic(10));
     // Capacity leaves the losing cluster only once its traffic has settled elsewhere.
     assert!(matches!(
         next_move(&p(30, 100, 30, true, false), &o),
         Move::Wait(_)
     ));
-    assert_eq!(
-        next_move(&p(30, 100, 30, true, false), &timer),
-        Move::Shrink(70)
-    );
+    assert_eq!(next_move(&p(30, 100, 30, true, false), &timer), Move::Shrink(70));
     // Capacity never leaves the losing cluster below the traffic it carries.
     assert_eq!(
         next_move(&p(30, 100, 20, true, false), &o),

@@ -13,11 +13,11 @@
 
 use std::time::Duration;
 
-use super::{bluegreen, incremental};
 use super::conditions::{self as cond, set};
 use super::plan::{Action, ConditionPlan, EventType, Plan, StatusPlan};
 use super::schedule::reap_dangling;
 use super::snapshot::Snapshot;
+use super::{bluegreen, incremental};
 
 /// KubeRay's `ServiceDefaultRequeueDuration`: poll while work is in flight.
 pub const REQUEUE: Duration = Duration::from_secs(2);
@@ -97,20 +97,11 @@ pub fn plan(s: &Snapshot) -> Plan {
         };
         reap_dangling(s, &[], &[], &mut p);
     } else if let Some(message) = initializing_timed_out(s) {
-        p.event(
-            EventType::Warning,
-            cond::INITIALIZING_TIMEOUT,
-            message.clone(),
-        );
+        p.event(EventType::Warning, cond::INITIALIZING_TIMEOUT, message.clone());
         p.status = Some(bare_status(
             s,
             vec![
-                set(
-                    cond::READY,
-                    cond::FALSE,
-                    cond::INITIALIZING_TIMEOUT,
-                    message,
-                ),
+                set(cond::READY, cond::FALSE, cond::INITIALIZING_TIMEOUT, message),
                 cond::upgrade(None, None, cond::INITIALIZING_TIMEOUT, None),
             ],
         ));
@@ -141,16 +132,11 @@ fn bare_status(s: &Snapshot, conditions: Vec<ConditionPlan>) -> StatusPlan {
 
 fn deleting(s: &Snapshot, p: &mut Plan) {
     for c in s.clusters.iter().filter(|c| !c.deleting) {
-        p.actions.push(Action::DeleteCluster {
-            name: c.name.clone(),
-        });
+        p.actions.push(Action::DeleteCluster { name: c.name.clone() });
         p.event(
             EventType::Normal,
             "DeletedRayCluster",
-            format!(
-                "deleting RayCluster {}: the RayService is being deleted",
-                c.name
-            ),
+            format!("deleting RayCluster {}: the RayService is being deleted", c.name),
         );
     }
     if s.clusters.is_empty() {
@@ -165,16 +151,11 @@ fn deleting(s: &Snapshot, p: &mut Plan) {
 /// Second and later passes of a suspend: runs to completion whatever `spec.suspend` says now.
 fn suspending(s: &Snapshot, p: &mut Plan) {
     for c in s.clusters.iter().filter(|c| !c.deleting) {
-        p.actions.push(Action::DeleteCluster {
-            name: c.name.clone(),
-        });
+        p.actions.push(Action::DeleteCluster { name: c.name.clone() });
         p.event(
             EventType::Normal,
             "DeletedRayCluster",
-            format!(
-                "deleting RayCluster {}: the RayService is suspending",
-                c.name
-            ),
+            format!("deleting RayCluster {}: the RayService is suspending", c.name),
         );
     }
     if s.head_service.is_some() || s.serve_service.is_some() {
@@ -201,9 +182,24 @@ fn suspending(s: &Snapshot, p: &mut Plan) {
             vec![
                 set(cond::SUSPENDING, cond::FALSE, cond::SUSPEND_COMPLETE, all_deleted),
                 set(cond::SUSPENDED, cond::TRUE, cond::SUSPEND_COMPLETE, all_deleted),
-                set(cond::READY, cond::FALSE, cond::SUSPEND_COMPLETE, "RayService is suspended."),
-                set(cond::UPGRADE_IN_PROGRESS, cond::FALSE, cond::SUSPEND_COMPLETE, NO_UPGRADE),
-                set(cond::ROLLBACK_IN_PROGRESS, cond::FALSE, cond::SUSPEND_COMPLETE, NO_ROLLBACK),
+                set(
+                    cond::READY,
+                    cond::FALSE,
+                    cond::SUSPEND_COMPLETE,
+                    "RayService is suspended.",
+                ),
+                set(
+                    cond::UPGRADE_IN_PROGRESS,
+                    cond::FALSE,
+                    cond::SUSPEND_COMPLETE,
+                    NO_UPGRADE,
+                ),
+                set(
+                    cond::ROLLBACK_IN_PROGRESS,
+                    cond::FALSE,
+                    cond::SUSPEND_COMPLETE,
+                    NO_ROLLBACK,
+                ),
             ],
         ));
         p.requeue = None;

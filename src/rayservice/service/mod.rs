@@ -16,19 +16,19 @@
 
 pub mod auth;
 mod bluegreen;
-pub mod incremental;
 pub mod build;
 pub mod conditions;
 pub mod controller;
 pub mod duration;
 pub mod error;
+pub mod incremental;
 pub mod lifecycle;
 pub mod observe;
 pub mod plan;
 mod running;
 pub mod schedule;
-pub mod traffic;
 pub mod snapshot;
+pub mod traffic;
 
 #[cfg(test)]
 mod failure_tests;
@@ -40,7 +40,6 @@ mod tests;
 pub use lifecycle::plan;
 pub use plan::{Action, EventPlan, EventType, Plan, ServiceStatusPlan, StatusPlan};
 pub use snapshot::{
-    Admission, AppView, ChildCluster, DesiredCluster, HashMatch, IncrementalOptions,
-    PriorCondition, PriorStatus, ServeObservation, Snapshot, TrafficStatus, TrafficView,
-    UpgradeStrategy,
+    Admission, AppView, ChildCluster, DesiredCluster, HashMatch, IncrementalOptions, PriorCondition,
+    PriorStatus, ServeObservation, Snapshot, TrafficStatus, TrafficView, UpgradeStrategy,
 };

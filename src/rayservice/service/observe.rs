@@ -11,14 +11,11 @@ use sha2::Digest;
 
 use super::plan::{ServiceStatusPlan, StatusPlan};
 use super::snapshot::{
-    AppView, ChildCluster, PriorCondition, PriorStatus, ServeObservation, TrafficStatus,
-    UpgradeStrategy,
+    AppView, ChildCluster, PriorCondition, PriorStatus, ServeObservation, TrafficStatus, UpgradeStrategy,
 };
 use crate::api::ray::constants as c;
 use crate::api::ray::constants::ANNOTATION_ADMISSION_GATED as GATE_ANNOTATION;
-use crate::api::ray::rayservice::{
-    AppStatus, RayServiceStatus, ServeDeploymentStatus, ServiceStatus,
-};
+use crate::api::ray::rayservice::{AppStatus, RayServiceStatus, ServeDeploymentStatus, ServiceStatus};
 use crate::api::ray::{RayCluster, RayServiceSpec, RayServiceStatuses};
 use crate::rayservice::dashboard::{DashboardError, ServeConfig, ServeDetails, serve_readiness};
 
@@ -46,9 +43,7 @@ pub fn strategy(spec: &RayServiceSpec, zero_downtime: bool) -> UpgradeStrategy {
     use crate::api::ray::rayservice::RayServiceUpgradeType as T;
     match spec.upgrade_type() {
         Some(T::NewCluster) => UpgradeStrategy::NewCluster,
-        Some(T::NewClusterWithIncrementalUpgrade) => {
-            UpgradeStrategy::NewClusterWithIncrementalUpgrade
-        }
+        Some(T::NewClusterWithIncrementalUpgrade) => UpgradeStrategy::NewClusterWithIncrementalUpgrade,
         Some(T::None) => UpgradeStrategy::None,
         None if zero_downtime => UpgradeStrategy::NewCluster,
         None => UpgradeStrategy::None,
@@ -100,20 +95,13 @@ pub fn serve_port(spec: &crate::api::ray::RayClusterSpec) -> i32 {
 /// A child cluster as the decisions see it. `pods` are the pods labelled `ray.io/cluster=<name>`; the
 /// shell fills in `proxy_healthy` after probing.
 pub fn child_view(rc: &RayCluster, pods: &[Pod], serve: ServeObservation) -> ChildCluster {
-    let ann = |k: &str| {
-        rc.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(k))
-            .cloned()
-    };
+    let ann = |k: &str| rc.metadata.annotations.as_ref().and_then(|a| a.get(k)).cloned();
     let head_ready = crate::api::conditions::is_true(
         rc.status.as_ref().and_then(|s| s.conditions.as_deref()),
         c::COND_HEAD_POD_READY,
     );
     let head = pods.iter().find(|p| {
-        pod_label(p, c::LABEL_NODE_TYPE) == Some(c::NODE_TYPE_HEAD)
-            && p.metadata.deletion_timestamp.is_none()
+        pod_label(p, c::LABEL_NODE_TYPE) == Some(c::NODE_TYPE_HEAD) && p.metadata.deletion_timestamp.is_none()
     });
     let gated = ann(GATE_ANNOTATION).is_some_and(|v| v == "true");
     ChildCluster {
@@ -126,10 +114,8 @@ pub fn child_view(rc: &RayCluster, pods: &[Pod], serve: ServeObservation) -> Chi
         own_config_known: ann(SERVED_CONFIG_TEXT_ANNOTATION)
             .is_some_and(|text| ann(SERVED_CONFIG_ANNOTATION) == Some(serve_config_hash(&text))),
         served_config_hash: ann(SERVED_CONFIG_ANNOTATION),
-        rejected_config: ann(REJECTED_CONFIG_ANNOTATION).and_then(|v| {
-            v.split_once(' ')
-                .map(|(h, m)| (h.to_string(), m.to_string()))
-        }),
+        rejected_config: ann(REJECTED_CONFIG_ANNOTATION)
+            .and_then(|v| v.split_once(' ').map(|(h, m)| (h.to_string(), m.to_string()))),
         serve,
         head_serve_label: head.map(|h| pod_label(h, c::LABEL_SERVE) == Some("true")),
         proxy_healthy: None,
@@ -232,7 +218,10 @@ pub fn prior_status(status: Option<&RayServiceStatuses>) -> PriorStatus {
         x.applications
             .iter()
             .flatten()
-            .filter(|(_, a)| a.status.as_deref() == Some(crate::rayservice::dashboard::types::AppStatus::DeployFailed.as_str()))
+            .filter(|(_, a)| {
+                a.status.as_deref()
+                    == Some(crate::rayservice::dashboard::types::AppStatus::DeployFailed.as_str())
+            })
             .map(|(app, _)| (cluster.clone(), app.clone()))
             .collect()
     };

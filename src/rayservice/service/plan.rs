@@ -141,12 +141,7 @@ pub struct Plan {
 }
 
 impl Plan {
-    pub(crate) fn event(
-        &mut self,
-        type_: EventType,
-        reason: &'static str,
-        message: impl Into<String>,
-    ) {
+    pub(crate) fn event(&mut self, type_: EventType, reason: &'static str, message: impl Into<String>) {
         self.events.push(EventPlan {
             type_,
             reason,

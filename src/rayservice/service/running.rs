@@ -4,18 +4,10 @@
 
 use super::conditions as cond;
 use super::plan::{Action, ConditionPlan, EventType, Plan, ServiceStatusPlan, StatusPlan};
-use super::snapshot::{
-    Admission, ChildCluster, HashMatch, ServeObservation, Snapshot, TrafficStatus,
-};
+use super::snapshot::{Admission, ChildCluster, HashMatch, ServeObservation, Snapshot, TrafficStatus};
 
 /// Creates the named cluster, gated when queue-managed and not yet admitted.
-pub(super) fn create_cluster(
-    s: &Snapshot,
-    name: &str,
-    has_active: bool,
-    incremental: bool,
-    p: &mut Plan,
-) {
+pub(super) fn create_cluster(s: &Snapshot, name: &str, has_active: bool, incremental: bool, p: &mut Plan) {
     let gated = s.admission.gate_new_cluster(name, has_active);
     p.actions.push(Action::CreateCluster {
         name: name.to_string(),
@@ -46,16 +38,16 @@ pub(super) fn open_gates<'a>(
             // Released once, not covered now (e.g. preemption took the upgrade's growth): say why.
             if s.status.pending.as_deref() == Some(c.name.as_str())
                 && !s.admission.admits(&c.name)
-                && let Admission::QueueManaged { waiting: Some(why), .. } = &s.admission
+                && let Admission::QueueManaged {
+                    waiting: Some(why), ..
+                } = &s.admission
             {
                 notes.push(format!("pending cluster {} waits: {why}", c.name));
             }
             continue;
         }
         if s.admission.admits(&c.name) {
-            p.actions.push(Action::OpenGate {
-                name: c.name.clone(),
-            });
+            p.actions.push(Action::OpenGate { name: c.name.clone() });
             p.event(
                 EventType::Normal,
                 "OpenedAdmissionGate",
@@ -81,9 +73,7 @@ pub(super) fn update_in_place<'a>(
     for c in clusters.into_iter().flatten() {
         let restamp = c.operator_version.as_deref() != Some(s.operator_version.as_str());
         if restamp || s.desired.compare(c) == HashMatch::Appended {
-            p.actions.push(Action::UpdateCluster {
-                name: c.name.clone(),
-            });
+            p.actions.push(Action::UpdateCluster { name: c.name.clone() });
             p.event(
                 EventType::Normal,
                 "UpdatedRayCluster",
@@ -130,12 +120,8 @@ pub(super) fn push_reason(s: &Snapshot, c: &ChildCluster) -> Option<&'static str
     match &c.serve {
         ServeObservation::Unreachable(_) => None,
         // Apps vanish when the head restarted without GCS fault tolerance.
-        ServeObservation::Apps { apps, .. } if apps.is_empty() => {
-            Some("the cluster reports no applications")
-        }
-        _ if c.served_config_hash.as_deref() != Some(wanted) => {
-            Some("new or changed serveConfigV2")
-        }
+        ServeObservation::Apps { apps, .. } if apps.is_empty() => Some("the cluster reports no applications"),
+        _ if c.served_config_hash.as_deref() != Some(wanted) => Some("new or changed serveConfigV2"),
         _ => None,
     }
 }
@@ -190,8 +176,14 @@ pub(super) fn rejection(s: &Snapshot, c: &ChildCluster) -> Option<String> {
 /// A Warning event for each application that has just failed (the stored status does not show it
 /// failed yet), so `kubectl describe` says what broke without anyone polling the status.
 fn failure_events(s: &Snapshot, named: [&Option<ServiceStatusPlan>; 2], p: &mut Plan) {
-    for c in named.into_iter().flatten().filter_map(|st| s.cluster(&st.cluster)) {
-        let ServeObservation::Apps { apps, .. } = &c.serve else { continue };
+    for c in named
+        .into_iter()
+        .flatten()
+        .filter_map(|st| s.cluster(&st.cluster))
+    {
+        let ServeObservation::Apps { apps, .. } = &c.serve else {
+            continue;
+        };
         for (app, view) in apps {
             let known = s.status.failed_apps.contains(&(c.name.clone(), app.clone()));
             if view.status != crate::rayservice::dashboard::types::AppStatus::DeployFailed || known {
@@ -208,11 +200,7 @@ fn failure_events(s: &Snapshot, named: [&Option<ServiceStatusPlan>; 2], p: &mut 
     }
 }
 
-pub(super) fn service_status(
-    s: &Snapshot,
-    name: &str,
-    traffic: Option<TrafficStatus>,
-) -> ServiceStatusPlan {
+pub(super) fn service_status(s: &Snapshot, name: &str, traffic: Option<TrafficStatus>) -> ServiceStatusPlan {
     let applications = match s.cluster(name).map(|c| &c.serve) {
         Some(ServeObservation::Apps { apps, .. }) => Some(apps.clone()),
         _ => None,
@@ -255,7 +243,11 @@ pub(super) fn status(
         .status
         .condition(cond::UPGRADE_IN_PROGRESS)
         .map_or("", |c| c.message.as_str());
-    for c in [&active, &pending].into_iter().flatten().filter_map(|st| s.cluster(&st.cluster)) {
+    for c in [&active, &pending]
+        .into_iter()
+        .flatten()
+        .filter_map(|st| s.cluster(&st.cluster))
+    {
         if let Some(why) = &c.head_failing {
             let note = format!("{}: {why}", c.name);
             // The failure itself, without the time of the next head.

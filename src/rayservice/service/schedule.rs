@@ -34,7 +34,11 @@ pub fn encode(schedule: &BTreeMap<String, Timestamp>) -> String {
 /// [`reap_dangling`] for a pass that ends with `active` and `pending` named: every other cluster is
 /// dangling, and the stored status says which were named before.
 pub(crate) fn reap_unnamed(s: &Snapshot, active: &Option<String>, pending: &Option<String>, plan: &mut Plan) {
-    let kept: Vec<&str> = [active, pending].into_iter().flatten().map(String::as_str).collect();
+    let kept: Vec<&str> = [active, pending]
+        .into_iter()
+        .flatten()
+        .map(String::as_str)
+        .collect();
     let was_named: Vec<&str> = [&s.status.active, &s.status.pending]
         .into_iter()
         .flatten()
@@ -65,9 +69,7 @@ pub(crate) fn reap_dangling(s: &Snapshot, kept: &[&str], was_named: &[&str], pla
                 .unwrap_or_else(|| s.now.checked_add(s.deletion_delay).unwrap_or(s.now))
         };
         if !was_named.contains(&c.name.as_str()) && s.now >= deadline {
-            plan.actions.push(Action::DeleteCluster {
-                name: c.name.clone(),
-            });
+            plan.actions.push(Action::DeleteCluster { name: c.name.clone() });
             plan.event(
                 EventType::Normal,
                 "DeletedRayCluster",

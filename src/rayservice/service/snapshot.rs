@@ -54,9 +54,7 @@ impl DesiredCluster {
             return HashMatch::Equal;
         }
         match cluster.num_worker_groups {
-            Some(n) if n < self.prefix_hashes.len() && self.prefix_hashes[n] == hash => {
-                HashMatch::Appended
-            }
+            Some(n) if n < self.prefix_hashes.len() && self.prefix_hashes[n] == hash => HashMatch::Appended,
             _ => HashMatch::Different,
         }
     }
@@ -208,7 +206,8 @@ impl PriorStatus {
         self.conditions.iter().find(|c| c.type_ == type_)
     }
     pub fn is_true(&self, type_: &str) -> bool {
-        self.condition(type_).is_some_and(|c| c.status == crate::api::conditions::TRUE)
+        self.condition(type_)
+            .is_some_and(|c| c.status == crate::api::conditions::TRUE)
     }
     pub fn reason_is(&self, type_: &str, reason: &str) -> bool {
         self.condition(type_).is_some_and(|c| c.reason == reason)

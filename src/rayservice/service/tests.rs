@@ -159,11 +159,7 @@ pub(super) fn cond_of(p: &Plan, type_: &str) -> (String, String, String) {
         .as_ref()
         .and_then(|s| s.condition(type_))
         .unwrap_or_else(|| panic!("no {type_} planned"));
-    (
-        c.status.to_string(),
-        c.reason.to_string(),
-        c.message.clone(),
-    )
+    (c.status.to_string(), c.reason.to_string(), c.message.clone())
 }
 
 fn reasons(p: &Plan) -> Vec<&'static str> {
@@ -318,10 +314,7 @@ fn steady_state_plans_no_writes() {
             "3 serve endpoint(s) ready".into()
         )
     );
-    assert_eq!(
-        cond_of(&p, cond::UPGRADE_IN_PROGRESS).1,
-        cond::NO_PENDING_CLUSTER
-    );
+    assert_eq!(cond_of(&p, cond::UPGRADE_IN_PROGRESS).1, cond::NO_PENDING_CLUSTER);
 }
 
 #[test]
@@ -347,21 +340,14 @@ fn appended_worker_groups_and_version_restamp_update_in_place() {
     s.desired = desired("A2");
     s.desired.prefix_hashes = vec!["x".into(), "y".into(), "A".into()]; // first 2 groups hash to A
     let p = plan(&s);
-    assert_eq!(
-        p.actions,
-        vec![Action::UpdateCluster {
-            name: "rs-a".into()
-        }]
-    );
+    assert_eq!(p.actions, vec![Action::UpdateCluster { name: "rs-a".into() }]);
     assert_eq!(names(&p), (Some("rs-a".into()), None));
 
     let mut s = serving();
     pending_mut(&mut s, "rs-a").operator_version = Some("v1.6.0".into());
     assert_eq!(
         plan(&s).actions,
-        vec![Action::UpdateCluster {
-            name: "rs-a".into()
-        }]
+        vec![Action::UpdateCluster { name: "rs-a".into() }]
     );
 }
 
@@ -397,10 +383,7 @@ fn strategy_none_ignores_cluster_changes_but_applies_serve_config() {
     assert_eq!(names(&p), (Some("rs-a".into()), None));
     let (_, reason, message) = cond_of(&p, cond::UPGRADE_IN_PROGRESS);
     assert_eq!(reason, cond::NO_PENDING_CLUSTER);
-    assert!(
-        message.contains("upgradeStrategy.type is None"),
-        "{message}"
-    );
+    assert!(message.contains("upgradeStrategy.type is None"), "{message}");
 }
 
 #[test]
@@ -445,10 +428,7 @@ fn ready_pending_gets_the_services_and_is_promoted_then_old_is_deleted_after_the
     assert_eq!(reasons(&p), ["UpdatedService", "PromotedPendingCluster"]);
     // The old active only gets its deadline now; no delete in the pass that un-names it.
     let deadline = now().checked_add(SignedDuration::from_secs(60)).unwrap();
-    assert_eq!(
-        p.schedule,
-        Some(BTreeMap::from([("rs-a".to_string(), deadline)]))
-    );
+    assert_eq!(p.schedule, Some(BTreeMap::from([("rs-a".to_string(), deadline)])));
 
     // Next pass after promotion, before the deadline: nothing; after it: delete.
     let mut next = serving();
@@ -464,12 +444,7 @@ fn ready_pending_gets_the_services_and_is_promoted_then_old_is_deleted_after_the
     assert!(p.schedule.is_none());
     next.now = deadline;
     let p = plan(&next);
-    assert_eq!(
-        p.actions,
-        vec![Action::DeleteCluster {
-            name: "rs-a".into()
-        }]
-    );
+    assert_eq!(p.actions, vec![Action::DeleteCluster { name: "rs-a".into() }]);
     assert_eq!(p.schedule, Some(BTreeMap::new()));
     assert_eq!(reasons(&p), ["DeletedRayCluster"]);
 }
@@ -609,12 +584,7 @@ fn queue_managed_pending_is_gated_until_admitted() {
         exposed: BTreeSet::new(),
     };
     let p = plan(&s);
-    assert_eq!(
-        p.actions,
-        vec![Action::OpenGate {
-            name: "rs-b".into()
-        }]
-    );
+    assert_eq!(p.actions, vec![Action::OpenGate { name: "rs-b".into() }]);
     assert!(!touches(&p, "rs-a"));
 }
 
@@ -638,14 +608,29 @@ fn a_ready_pending_cluster_preemption_may_still_take_gets_no_traffic() {
         b.proxy_healthy = Some(true);
         s
     };
-    let switched = |p: &Plan| p.actions.iter().any(|a| matches!(a, Action::PointServices { .. }));
+    let switched = |p: &Plan| {
+        p.actions
+            .iter()
+            .any(|a| matches!(a, Action::PointServices { .. }))
+    };
 
     let p = plan(&ready_pending(&["rs-b"]));
     assert!(!switched(&p), "{:?}", p.actions);
-    assert_eq!(names(&p), (Some("rs-a".into()), Some("rs-b".into())), "not promoted either");
+    assert_eq!(
+        names(&p),
+        (Some("rs-a".into()), Some("rs-b".into())),
+        "not promoted either"
+    );
     let message = cond_of(&p, cond::UPGRADE_IN_PROGRESS).2;
-    assert!(message.contains("traffic moves to it once its workload slice keeps it"), "{message}");
-    assert_eq!(cond_of(&p, cond::READY).0, "True", "the active cluster keeps serving");
+    assert!(
+        message.contains("traffic moves to it once its workload slice keeps it"),
+        "{message}"
+    );
+    assert_eq!(
+        cond_of(&p, cond::READY).0,
+        "True",
+        "the active cluster keeps serving"
+    );
 
     // Once the slice keeps it, the same pass switches and promotes, as without a queue.
     let p = plan(&ready_pending(&[]));
@@ -679,7 +664,11 @@ fn broken_serve_config_on_the_pending_keeps_the_active_serving() {
         message.ends_with("rs-b: application app DEPLOY_FAILED: ImportError: no module named foo"),
         "{message}"
     );
-    assert!(cond_of(&p, cond::UPGRADE_IN_PROGRESS).2.contains("DEPLOY_FAILED: ImportError"));
+    assert!(
+        cond_of(&p, cond::UPGRADE_IN_PROGRESS)
+            .2
+            .contains("DEPLOY_FAILED: ImportError")
+    );
     assert_eq!(p.status.as_ref().unwrap().num_serve_endpoints, 3);
     let pending_apps = p
         .status
@@ -704,7 +693,11 @@ fn broken_serve_config_on_the_active_reports_and_keeps_serving() {
     let p = plan(&s);
     assert!(p.actions.is_empty(), "{:?}", p.actions);
     assert_eq!(cond_of(&p, cond::READY).1, cond::NON_ZERO_SERVE_ENDPOINTS);
-    assert!(cond_of(&p, cond::UPGRADE_IN_PROGRESS).2.contains("ValueError: bad option"));
+    assert!(
+        cond_of(&p, cond::UPGRADE_IN_PROGRESS)
+            .2
+            .contains("ValueError: bad option")
+    );
     assert_eq!(p.status.as_ref().unwrap().num_serve_endpoints, 3);
 }
 
@@ -712,10 +705,8 @@ fn broken_serve_config_on_the_active_reports_and_keeps_serving() {
 fn config_rejected_by_ray_is_reported_and_not_resent_until_it_changes() {
     let mut s = serving();
     s.desired.serve_config_hash = Some("cfg2".into());
-    pending_mut(&mut s, "rs-a").rejected_config = Some((
-        "cfg2".into(),
-        "applications.0.import_path Field required".into(),
-    ));
+    pending_mut(&mut s, "rs-a").rejected_config =
+        Some(("cfg2".into(), "applications.0.import_path Field required".into()));
     let p = plan(&s);
     assert!(p.actions.is_empty(), "{:?}", p.actions);
     let (status, reason, message) = cond_of(&p, cond::READY);
@@ -750,10 +741,7 @@ fn broken_first_config_stays_initializing_with_the_error() {
     s.clusters = vec![a];
     let p = plan(&s);
     let (status, reason, message) = cond_of(&p, cond::READY);
-    assert_eq!(
-        (status.as_str(), reason.as_str()),
-        ("False", cond::INITIALIZING)
-    );
+    assert_eq!((status.as_str(), reason.as_str()), ("False", cond::INITIALIZING));
     assert!(message.contains("boom"));
 }
 
@@ -881,12 +869,8 @@ fn suspend_state_machine() {
     assert_eq!(
         p.actions,
         vec![
-            Action::DeleteCluster {
-                name: "rs-a".into()
-            },
-            Action::DeleteCluster {
-                name: "rs-b".into()
-            },
+            Action::DeleteCluster { name: "rs-a".into() },
+            Action::DeleteCluster { name: "rs-b".into() },
             Action::DeleteServices
         ]
     );
@@ -923,7 +907,11 @@ fn suspend_state_machine() {
     // KubeRay: Ready, UpgradeInProgress and RollbackInProgress all end False/SuspendComplete.
     for type_ in [cond::READY, cond::UPGRADE_IN_PROGRESS, cond::ROLLBACK_IN_PROGRESS] {
         let (status, reason, _) = cond_of(&p, type_);
-        assert_eq!((status.as_str(), reason.as_str()), ("False", cond::SUSPEND_COMPLETE), "{type_}");
+        assert_eq!(
+            (status.as_str(), reason.as_str()),
+            ("False", cond::SUSPEND_COMPLETE),
+            "{type_}"
+        );
     }
 
     // 4. Suspended and still suspend=true: nothing, no polling.
@@ -998,12 +986,7 @@ fn initializing_timeout_is_terminal() {
     t.clusters = vec![cluster("rs-a", "A")];
     t.deletion_schedule = BTreeMap::from([("rs-a".to_string(), now())]);
     let p = plan(&t);
-    assert_eq!(
-        p.actions,
-        vec![Action::DeleteCluster {
-            name: "rs-a".into()
-        }]
-    );
+    assert_eq!(p.actions, vec![Action::DeleteCluster { name: "rs-a".into() }]);
     assert!(p.status.is_none());
 }
 
@@ -1013,8 +996,7 @@ fn invalid_spec_creates_and_deletes_nothing() {
         s.invalid = Some("spec.rayClusterConfig.headGroupSpec.template: Required value".into());
         s.has_finalizer = false;
         s.clusters.push(cluster("rs-dangling", "Z"));
-        s.deletion_schedule =
-            BTreeMap::from([("rs-dangling".to_string(), ts("2026-01-01T00:00:00Z"))]);
+        s.deletion_schedule = BTreeMap::from([("rs-dangling".to_string(), ts("2026-01-01T00:00:00Z"))]);
         let p = plan(&s);
         assert!(p.actions.is_empty(), "{:?}", p.actions);
         assert!(p.schedule.is_none());
@@ -1037,12 +1019,8 @@ fn deletion_deletes_children_now_then_releases_the_finalizer() {
     assert_eq!(
         p.actions,
         vec![
-            Action::DeleteCluster {
-                name: "rs-a".into()
-            },
-            Action::DeleteCluster {
-                name: "rs-b".into()
-            }
+            Action::DeleteCluster { name: "rs-a".into() },
+            Action::DeleteCluster { name: "rs-b".into() }
         ]
     );
     s.clusters.iter_mut().for_each(|c| c.deleting = true);

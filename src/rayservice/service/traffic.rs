@@ -32,19 +32,12 @@ pub fn cluster_serve_service_name(cluster: &str) -> String {
 pub fn options(rs: &RayService) -> IncrementalOptions {
     let o = rs.spec.cluster_upgrade_options();
     IncrementalOptions {
-        max_surge: o
-            .map_or(100, |o| o.max_surge_percent_or_default())
-            .clamp(0, 100),
-        step: o
-            .and_then(|o| o.step_size_percent)
-            .unwrap_or(100)
-            .clamp(0, 100),
+        max_surge: o.map_or(100, |o| o.max_surge_percent_or_default()).clamp(0, 100),
+        step: o.and_then(|o| o.step_size_percent).unwrap_or(100).clamp(0, 100),
         interval: jiff::SignedDuration::from_secs(i64::from(
             o.and_then(|o| o.interval_seconds).unwrap_or(1).max(0),
         )),
-        gateway_class: o
-            .and_then(|o| o.gateway_class_name.clone())
-            .unwrap_or_default(),
+        gateway_class: o.and_then(|o| o.gateway_class_name.clone()).unwrap_or_default(),
         timer_only: false,
     }
 }

@@ -23,10 +23,15 @@ pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
 
 #[derive(Debug, thiserror::Error)]
 pub enum UiError {
-    #[error("--ui-addr {0} is not a loopback address: the view shows every ClusterQueue, Workload and RayService to whoever reaches it; pass --ui-allow-remote to serve it there anyway")]
+    #[error(
+        "--ui-addr {0} is not a loopback address: the view shows every ClusterQueue, Workload and RayService to whoever reaches it; pass --ui-allow-remote to serve it there anyway"
+    )]
     NotLoopback(SocketAddr),
     #[error("web view on {addr}: {source}")]
-    Bind { addr: SocketAddr, source: std::io::Error },
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
 }
 
 /// The view's bound listener, handed to the manager (bound early so the caller can print its address
@@ -44,17 +49,27 @@ impl UiListener {
             return Err(UiError::NotLoopback(addr));
         }
         let l = std::net::TcpListener::bind(addr).map_err(|source| UiError::Bind { addr, source })?;
-        l.set_nonblocking(true).map_err(|source| UiError::Bind { addr, source })?;
+        l.set_nonblocking(true)
+            .map_err(|source| UiError::Bind { addr, source })?;
         let bound = l.local_addr().map_err(|source| UiError::Bind { addr, source })?;
-        Ok(UiListener { addr: bound, listener: Arc::new(Mutex::new(Some(l))) })
+        Ok(UiListener {
+            addr: bound,
+            listener: Arc::new(Mutex::new(Some(l))),
+        })
     }
 
     /// The line to tell the user where the view is and who can reach it.
     pub fn announcement(&self) -> String {
         if self.addr.ip().is_loopback() {
-            format!("web view on http://{}/ (loopback only: open it on this machine, or tunnel to it with ssh -L)", self.addr)
+            format!(
+                "web view on http://{}/ (loopback only: open it on this machine, or tunnel to it with ssh -L)",
+                self.addr
+            )
         } else {
-            format!("web view on http://{}/ (NOT loopback: anyone who reaches this address sees every ClusterQueue, Workload and RayService)", self.addr)
+            format!(
+                "web view on http://{}/ (NOT loopback: anyone who reaches this address sees every ClusterQueue, Workload and RayService)",
+                self.addr
+            )
         }
     }
 

@@ -132,7 +132,11 @@ pub struct EventLine {
 impl EventLine {
     fn of(e: &Event) -> Option<(ObjectKey, EventLine)> {
         let r = e.regarding.as_ref()?;
-        let key = (r.kind.clone()?, r.namespace.clone().unwrap_or_default(), r.name.clone()?);
+        let key = (
+            r.kind.clone()?,
+            r.namespace.clone().unwrap_or_default(),
+            r.name.clone()?,
+        );
         let time = e
             .series
             .as_ref()
@@ -146,7 +150,12 @@ impl EventLine {
             type_: e.type_.clone().unwrap_or_default(),
             reason: e.reason.clone().unwrap_or_default(),
             note: e.note.clone().unwrap_or_default(),
-            count: e.series.as_ref().map(|s| s.count).or(e.deprecated_count).unwrap_or(1),
+            count: e
+                .series
+                .as_ref()
+                .map(|s| s.count)
+                .or(e.deprecated_count)
+                .unwrap_or(1),
         };
         Some((key, line))
     }
@@ -154,7 +163,10 @@ impl EventLine {
 
 /// The last few Events per object, fed by the view's own Event watcher (no store of every Event).
 #[derive(Clone, Default)]
-pub struct EventLog(Arc<Mutex<HashMap<ObjectKey, VecDeque<EventLine>>>>, Arc<Mutex<Option<String>>>);
+pub struct EventLog(
+    Arc<Mutex<HashMap<ObjectKey, VecDeque<EventLine>>>>,
+    Arc<Mutex<Option<String>>>,
+);
 
 impl EventLog {
     /// Why no Events are shown (the watcher gave up, e.g. the role may not list them).
@@ -170,7 +182,9 @@ impl EventLog {
 
     /// Records an Event, replacing an older copy of it (same uid: a series grew).
     pub fn record(&self, e: &Event) {
-        let Some((key, line)) = EventLine::of(e) else { return };
+        let Some((key, line)) = EventLine::of(e) else {
+            return;
+        };
         let Ok(mut map) = self.0.lock() else { return };
         if !map.contains_key(&key) && map.len() >= EVENT_OBJECTS {
             return;
@@ -186,7 +200,10 @@ impl EventLog {
 
     pub fn lines(&self) -> HashMap<ObjectKey, Vec<EventLine>> {
         match self.0.lock() {
-            Ok(map) => map.iter().map(|(k, v)| (k.clone(), v.iter().cloned().collect())).collect(),
+            Ok(map) => map
+                .iter()
+                .map(|(k, v)| (k.clone(), v.iter().cloned().collect()))
+                .collect(),
             Err(_) => HashMap::new(),
         }
     }
@@ -210,8 +227,21 @@ pub struct Sample {
 
 impl Sample {
     fn same_values(&self, o: &Sample) -> bool {
-        (self.active_capacity, self.active_traffic, self.pending_capacity, self.pending_traffic, self.upgrading, &self.active_cluster)
-            == (o.active_capacity, o.active_traffic, o.pending_capacity, o.pending_traffic, o.upgrading, &o.active_cluster)
+        (
+            self.active_capacity,
+            self.active_traffic,
+            self.pending_capacity,
+            self.pending_traffic,
+            self.upgrading,
+            &self.active_cluster,
+        ) == (
+            o.active_capacity,
+            o.active_traffic,
+            o.pending_capacity,
+            o.pending_traffic,
+            o.upgrading,
+            &o.active_cluster,
+        )
     }
 }
 
@@ -225,12 +255,18 @@ pub struct History {
 pub fn sample_of(rs: &RayService, t: f64) -> Sample {
     let st = rs.status.as_ref();
     let active = st.and_then(|s| s.active_service_status.as_ref());
-    let pending = st.and_then(|s| s.pending_service_status.as_ref()).filter(|p| p.ray_cluster_name.as_deref().is_some_and(|n| !n.is_empty()));
-    let active_cluster = active.and_then(|a| a.ray_cluster_name.clone()).filter(|n| !n.is_empty());
+    let pending = st
+        .and_then(|s| s.pending_service_status.as_ref())
+        .filter(|p| p.ray_cluster_name.as_deref().is_some_and(|n| !n.is_empty()));
+    let active_cluster = active
+        .and_then(|a| a.ray_cluster_name.clone())
+        .filter(|n| !n.is_empty());
     Sample {
         t,
         active_capacity: active.and_then(|a| a.target_capacity),
-        active_traffic: active.and_then(|a| a.traffic_routed_percent).or(active_cluster.as_ref().map(|_| 100)),
+        active_traffic: active
+            .and_then(|a| a.traffic_routed_percent)
+            .or(active_cluster.as_ref().map(|_| 100)),
         pending_capacity: pending.and_then(|p| p.target_capacity),
         pending_traffic: pending.map(|p| p.traffic_routed_percent.unwrap_or(0)),
         upgrading: pending.is_some(),
@@ -241,8 +277,10 @@ pub fn sample_of(rs: &RayService, t: f64) -> Sample {
 impl History {
     /// Adds a point per RayService whose values changed (and forgets deleted services).
     pub fn observe(&mut self, services: &[Arc<RayService>], t: f64) {
-        let live: BTreeMap<(String, String), &Arc<RayService>> =
-            services.iter().map(|rs| ((rs.namespace().unwrap_or_default(), rs.name_any()), rs)).collect();
+        let live: BTreeMap<(String, String), &Arc<RayService>> = services
+            .iter()
+            .map(|rs| ((rs.namespace().unwrap_or_default(), rs.name_any()), rs))
+            .collect();
         self.points.retain(|k, _| live.contains_key(k));
         for (key, rs) in live {
             if !self.points.contains_key(&key) && self.points.len() >= HISTORY_SERVICES {
@@ -269,7 +307,8 @@ mod tests {
     fn service(active_tc: i32, pending: Option<(i32, i32)>) -> RayService {
         let mut status = json!({"activeServiceStatus": {"rayClusterName": "a", "targetCapacity": active_tc, "trafficRoutedPercent": 100 - pending.map_or(0, |p| p.1)}});
         if let Some((tc, tr)) = pending {
-            status["pendingServiceStatus"] = json!({"rayClusterName": "b", "targetCapacity": tc, "trafficRoutedPercent": tr});
+            status["pendingServiceStatus"] =
+                json!({"rayClusterName": "b", "targetCapacity": tc, "trafficRoutedPercent": tr});
         }
         serde_json::from_value(json!({"apiVersion": "ray.io/v1", "kind": "RayService", "metadata": {"name": "s", "namespace": "ns"},
             "spec": {"rayClusterConfig": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": []}}}}}, "status": status}))
@@ -287,7 +326,10 @@ mod tests {
         assert_eq!(h.points[&key].len(), 2);
         assert_eq!(h.points[&key][1].pending_capacity, Some(50));
         for i in 0..(HISTORY_POINTS as i32 * 2) {
-            h.observe(&[Arc::new(service(100, Some((i % 100, i % 7))))], 3.0 + f64::from(i));
+            h.observe(
+                &[Arc::new(service(100, Some((i % 100, i % 7))))],
+                3.0 + f64::from(i),
+            );
         }
         assert_eq!(h.points[&key].len(), HISTORY_POINTS);
         h.observe(&[], 1000.0);
@@ -299,7 +341,10 @@ mod tests {
         let with_rv = |rv: &str| {
             let mut rs = service(100, None);
             rs.metadata.resource_version = Some(rv.to_string());
-            Snapshot { ray_services: vec![Arc::new(rs)], ..Default::default() }
+            Snapshot {
+                ray_services: vec![Arc::new(rs)],
+                ..Default::default()
+            }
         };
         assert_eq!(with_rv("1").fingerprint(), with_rv("1").fingerprint());
         assert_ne!(with_rv("1").fingerprint(), with_rv("2").fingerprint());
@@ -323,7 +368,11 @@ mod tests {
         let lines = log.lines();
         let got = &lines[&("RayService".to_string(), "ns".to_string(), "s".to_string())];
         assert_eq!(got.len(), EVENTS_PER_OBJECT);
-        assert_eq!(got.last().map(|l| l.reason.as_str()), Some("again"), "newest last, a re-sent event replaces its copy");
+        assert_eq!(
+            got.last().map(|l| l.reason.as_str()),
+            Some("again"),
+            "newest last, a re-sent event replaces its copy"
+        );
         assert_eq!(got.iter().filter(|l| l.uid == "u19").count(), 1);
     }
 }

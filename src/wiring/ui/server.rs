@@ -50,7 +50,12 @@ where
 
 /// Starts the view on `listener`: its watchers, the render loop and the HTTP server, all ending with
 /// `cancel`. A listener already taken (a second manager in the process) starts nothing.
-pub fn spawn(client: &Client, caches: &Caches, listener: &UiListener, cancel: CancellationToken) -> Vec<tokio::task::JoinHandle<()>> {
+pub fn spawn(
+    client: &Client,
+    caches: &Caches,
+    listener: &UiListener,
+    cancel: CancellationToken,
+) -> Vec<tokio::task::JoinHandle<()>> {
     let Some(std_listener) = listener.take() else {
         tracing::warn!(addr = %listener.addr, "web view already served by this process");
         return Vec::new();
@@ -58,7 +63,8 @@ pub fn spawn(client: &Client, caches: &Caches, listener: &UiListener, cancel: Ca
     let mut tasks = Vec::new();
     let events = EventLog::default();
     let log = events.clone();
-    let event_stream = watcher(Api::<Event>::all(client.clone()), watcher::Config::default()).default_backoff();
+    let event_stream =
+        watcher(Api::<Event>::all(client.clone()), watcher::Config::default()).default_backoff();
     tasks.push(tokio::spawn(async move {
         futures::pin_mut!(event_stream);
         while let Some(ev) = event_stream.next().await {
@@ -140,7 +146,8 @@ pub fn spawn(client: &Client, caches: &Caches, listener: &UiListener, cancel: Ca
 
 fn forbidden(e: &watcher::Error) -> bool {
     match e {
-        watcher::Error::InitialListFailed(kube::Error::Api(s)) | watcher::Error::WatchStartFailed(kube::Error::Api(s)) => s.is_forbidden(),
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s)) => s.is_forbidden(),
         watcher::Error::WatchError(s) => s.is_forbidden(),
         _ => false,
     }
@@ -156,8 +163,14 @@ impl Stores {
 fn router(state: AppState) -> Router {
     Router::new()
         .route("/", get(page))
-        .route("/app.js", get(|| async { ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], SCRIPT) }))
-        .route("/style.css", get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLE) }))
+        .route(
+            "/app.js",
+            get(|| async { ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], SCRIPT) }),
+        )
+        .route(
+            "/style.css",
+            get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLE) }),
+        )
         .route("/events", get(live))
         .route("/yaml", get(yaml))
         .layer(axum::middleware::map_response(harden))
@@ -168,18 +181,28 @@ fn router(state: AppState) -> Router {
 /// text, opened directly without JavaScript) is never sniffed as HTML.
 async fn harden(mut resp: Response) -> Response {
     let h = resp.headers_mut();
-    h.insert(header::X_CONTENT_TYPE_OPTIONS, header::HeaderValue::from_static("nosniff"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        header::HeaderValue::from_static("nosniff"),
+    );
     h.insert(
         header::CONTENT_SECURITY_POLICY,
         header::HeaderValue::from_static("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'"),
     );
-    h.insert(header::REFERRER_POLICY, header::HeaderValue::from_static("no-referrer"));
+    h.insert(
+        header::REFERRER_POLICY,
+        header::HeaderValue::from_static("no-referrer"),
+    );
     resp
 }
 
 async fn page(State(st): State<AppState>) -> Html<String> {
     let body = st.latest.borrow().clone();
-    let body = if body.is_empty() { "<div class=\"empty\">loading the caches…</div>".to_string() } else { body.to_string() };
+    let body = if body.is_empty() {
+        "<div class=\"empty\">loading the caches…</div>".to_string()
+    } else {
+        body.to_string()
+    };
     Html(PAGE.replacen("{{BODY}}", &body, 1))
 }
 
@@ -211,7 +234,10 @@ where
     K: Resource + Clone + serde::Serialize,
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
-    let obj = store.state().into_iter().find(|o| o.name_any() == r.name && o.namespace().unwrap_or_default() == r.ns)?;
+    let obj = store
+        .state()
+        .into_iter()
+        .find(|o| o.name_any() == r.name && o.namespace().unwrap_or_default() == r.ns)?;
     serde_json::to_value(&*obj).ok()
 }
 
@@ -227,17 +253,31 @@ async fn yaml(State(st): State<AppState>, Query(r): Query<ObjectRef>) -> Respons
         "RayService" => find(&s.ray_services, &r),
         "RayCluster" => find(&s.ray_clusters, &r),
         "RayJob" => find(&s.ray_jobs, &r),
-        _ => return (StatusCode::BAD_REQUEST, format!("kind {:?} is not shown by this view", r.kind)).into_response(),
+        _ => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("kind {:?} is not shown by this view", r.kind),
+            )
+                .into_response();
+        }
     };
     let Some(mut v) = found else {
-        return (StatusCode::NOT_FOUND, format!("{} {}/{} is not in the cache (deleted?)", r.kind, r.ns, r.name)).into_response();
+        return (
+            StatusCode::NOT_FOUND,
+            format!("{} {}/{} is not in the cache (deleted?)", r.kind, r.ns, r.name),
+        )
+            .into_response();
     };
     if let Some(m) = v.get_mut("metadata").and_then(|m| m.as_object_mut()) {
         m.remove("managedFields");
     }
     match serde_saphyr::to_string(&v) {
         Ok(y) => ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], y).into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot render YAML: {e}")).into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot render YAML: {e}"),
+        )
+            .into_response(),
     }
 }
 
@@ -246,14 +286,26 @@ mod tests {
     use super::*;
 
     fn status(code: u16, reason: &str) -> Box<kube::core::Status> {
-        Box::new(serde_json::from_value(serde_json::json!({"status": "Failure", "code": code, "reason": reason, "message": "m"})).unwrap())
+        Box::new(
+            serde_json::from_value(
+                serde_json::json!({"status": "Failure", "code": code, "reason": reason, "message": "m"}),
+            )
+            .unwrap(),
+        )
     }
 
     #[test]
     fn only_a_forbidden_list_or_watch_stops_the_event_watcher() {
-        assert!(forbidden(&watcher::Error::InitialListFailed(kube::Error::Api(status(403, "Forbidden")))));
+        assert!(forbidden(&watcher::Error::InitialListFailed(kube::Error::Api(
+            status(403, "Forbidden")
+        ))));
         assert!(forbidden(&watcher::Error::WatchError(status(403, "Forbidden"))));
-        assert!(!forbidden(&watcher::Error::InitialListFailed(kube::Error::Api(status(500, "InternalError")))));
-        assert!(!forbidden(&watcher::Error::WatchError(status(410, "Expired"))), "an expired watch is re-listed, not given up");
+        assert!(!forbidden(&watcher::Error::InitialListFailed(kube::Error::Api(
+            status(500, "InternalError")
+        ))));
+        assert!(
+            !forbidden(&watcher::Error::WatchError(status(410, "Expired"))),
+            "an expired watch is re-listed, not given up"
+        );
     }
 }

@@ -17,11 +17,21 @@ pub fn shortfall(wl: &Workload, cq: Option<&ClusterQueue>) -> Option<String> {
         return Some(c.message.clone());
     }
     let Some(cq) = cq else {
-        return Some(format!("its LocalQueue {:?} leads to no ClusterQueue", wl.spec.queue_name()));
+        return Some(format!(
+            "its LocalQueue {:?} leads to no ClusterQueue",
+            wl.spec.queue_name()
+        ));
     };
-    let active = cq.status.as_ref().and_then(|s| crate::api::conditions::find(Some(&s.conditions), "Active"));
+    let active = cq
+        .status
+        .as_ref()
+        .and_then(|s| crate::api::conditions::find(Some(&s.conditions), "Active"));
     match active {
-        Some(a) if a.status == FALSE => Some(format!("ClusterQueue {} is not active: {}", cq.metadata.name.as_deref().unwrap_or(""), a.message)),
+        Some(a) if a.status == FALSE => Some(format!(
+            "ClusterQueue {} is not active: {}",
+            cq.metadata.name.as_deref().unwrap_or(""),
+            a.message
+        )),
         _ => Some("waiting for the scheduler's next cycle".to_string()),
     }
 }

@@ -34,11 +34,24 @@ pub fn esc(s: &str) -> String {
 
 /// A link that opens the object's YAML (in a dialog with JavaScript, as a page without).
 fn obj_link(kind: &str, ns: &str, name: &str) -> String {
-    let enc = |s: &str| percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string();
+    let enc =
+        |s: &str| percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string();
     format!(
         "<a class=\"obj\" href=\"{}\" data-yaml=\"{}\">{}</a>",
-        esc(&format!("yaml?kind={}&ns={}&name={}", enc(kind), enc(ns), enc(name))),
-        esc(&format!("{kind} {}{name}", if ns.is_empty() { String::new() } else { format!("{ns}/") })),
+        esc(&format!(
+            "yaml?kind={}&ns={}&name={}",
+            enc(kind),
+            enc(ns),
+            enc(name)
+        )),
+        esc(&format!(
+            "{kind} {}{name}",
+            if ns.is_empty() {
+                String::new()
+            } else {
+                format!("{ns}/")
+            }
+        )),
         esc(name)
     )
 }
@@ -59,14 +72,21 @@ pub struct Usage {
 }
 
 fn amount(resource: &str, q: Option<&k8s_openapi::apimachinery::pkg::api::resource::Quantity>) -> i64 {
-    q.and_then(|q| Quantity::try_from(q).ok()).map(|q| resource_value(resource, &q)).unwrap_or(0)
+    q.and_then(|q| Quantity::try_from(q).ok())
+        .map(|q| resource_value(resource, &q))
+        .unwrap_or(0)
 }
 
 /// (flavor, resource, usage) for every quota the ClusterQueue's spec gives, in spec order.
 pub fn usage_rows(cq: &ClusterQueue) -> Vec<(String, String, Usage)> {
     let status = cq.status.as_ref();
     let find = |list: Option<&Vec<crate::api::kueue::FlavorUsage>>, flavor: &str, res: &str| {
-        list.into_iter().flatten().filter(|f| f.name == flavor).flat_map(|f| f.resources.iter()).find(|r| r.name == res).cloned()
+        list.into_iter()
+            .flatten()
+            .filter(|f| f.name == flavor)
+            .flat_map(|f| f.resources.iter())
+            .find(|r| r.name == res)
+            .cloned()
     };
     let mut rows = Vec::new();
     for group in cq.spec.resource_groups.iter().flatten() {
@@ -95,28 +115,66 @@ fn qty(resource: &str, v: i64) -> String {
 }
 
 fn pct(part: i64, whole: i64) -> f64 {
-    if whole <= 0 { 0.0 } else { (part.max(0) as f64 * 100.0 / whole as f64).clamp(0.0, 100.0) }
+    if whole <= 0 {
+        0.0
+    } else {
+        (part.max(0) as f64 * 100.0 / whole as f64).clamp(0.0, 100.0)
+    }
 }
 
 /// One usage bar: reserved (with the borrowed part marked) and in use, against nominal quota.
 fn bar(cq: &str, flavor: &str, res: &str, u: &Usage) -> String {
     let lendable = u.lending_limit.unwrap_or(u.nominal);
-    let cap = u.borrowing_limit.map(|b| u.nominal.saturating_add(b)).unwrap_or(u.nominal);
+    let cap = u
+        .borrowing_limit
+        .map(|b| u.nominal.saturating_add(b))
+        .unwrap_or(u.nominal);
     let scale = cap.max(u.reserved).max(u.in_use).max(u.nominal).max(1);
     let own = u.reserved.saturating_sub(u.borrowed);
-    let state = if u.borrowed > 0 { "borrowing" } else if u.reserved >= u.nominal && u.nominal > 0 { "full" } else { "ok" };
+    let state = if u.borrowed > 0 {
+        "borrowing"
+    } else if u.reserved >= u.nominal && u.nominal > 0 {
+        "full"
+    } else {
+        "ok"
+    };
     let mut s = String::new();
     let _ = write!(
         s,
         "<div class=\"usage\"><div class=\"bar {state}\" data-cq=\"{}\" data-flavor=\"{}\" data-resource=\"{}\" data-nominal=\"{}\" data-reserved=\"{}\" data-in-use=\"{}\" data-borrowed=\"{}\" title=\"{}\">",
-        esc(cq), esc(flavor), esc(res),
-        esc(&qty(res, u.nominal)), esc(&qty(res, u.reserved)), esc(&qty(res, u.in_use)), esc(&qty(res, u.borrowed)),
-        esc(&format!("{res} in {flavor}: reserved {} of nominal {}", qty(res, u.reserved), qty(res, u.nominal)))
+        esc(cq),
+        esc(flavor),
+        esc(res),
+        esc(&qty(res, u.nominal)),
+        esc(&qty(res, u.reserved)),
+        esc(&qty(res, u.in_use)),
+        esc(&qty(res, u.borrowed)),
+        esc(&format!(
+            "{res} in {flavor}: reserved {} of nominal {}",
+            qty(res, u.reserved),
+            qty(res, u.nominal)
+        ))
     );
-    let _ = write!(s, "<span class=\"seg reserved\" style=\"width:{:.1}%\"></span>", pct(own, scale));
-    let _ = write!(s, "<span class=\"seg borrowed\" style=\"width:{:.1}%\"></span>", pct(u.borrowed, scale));
-    let _ = write!(s, "<span class=\"inuse\" style=\"width:{:.1}%\"></span>", pct(u.in_use, scale));
-    let _ = write!(s, "<span class=\"nominal\" style=\"left:{:.1}%\"></span></div>", pct(u.nominal, scale));
+    let _ = write!(
+        s,
+        "<span class=\"seg reserved\" style=\"width:{:.1}%\"></span>",
+        pct(own, scale)
+    );
+    let _ = write!(
+        s,
+        "<span class=\"seg borrowed\" style=\"width:{:.1}%\"></span>",
+        pct(u.borrowed, scale)
+    );
+    let _ = write!(
+        s,
+        "<span class=\"inuse\" style=\"width:{:.1}%\"></span>",
+        pct(u.in_use, scale)
+    );
+    let _ = write!(
+        s,
+        "<span class=\"nominal\" style=\"left:{:.1}%\"></span></div>",
+        pct(u.nominal, scale)
+    );
     let _ = write!(
         s,
         "<div class=\"legend\"><b>{}</b> {} · reserved <b>{}</b> of nominal <b>{}</b> · in use {} · borrowed {} · lendable {}{}</div></div>",
@@ -127,7 +185,9 @@ fn bar(cq: &str, flavor: &str, res: &str, u: &Usage) -> String {
         esc(&qty(res, u.in_use)),
         esc(&qty(res, u.borrowed)),
         esc(&qty(res, lendable)),
-        u.borrowing_limit.map(|b| format!(" · may borrow {}", esc(&qty(res, b)))).unwrap_or_default()
+        u.borrowing_limit
+            .map(|b| format!(" · may borrow {}", esc(&qty(res, b))))
+            .unwrap_or_default()
     );
     s
 }
@@ -137,7 +197,10 @@ pub fn cq_state(cq: &ClusterQueue) -> (String, &'static str) {
     if let Some(p) = cq.spec.stop_policy.filter(|p| *p != StopPolicy::None) {
         return (format!("Stopped ({p:?})"), "stopped");
     }
-    let active = cq.status.as_ref().and_then(|s| find_cond(&s.conditions, "Active"));
+    let active = cq
+        .status
+        .as_ref()
+        .and_then(|s| find_cond(&s.conditions, "Active"));
     match active {
         Some(c) if c.status == TRUE => ("Active".into(), "active"),
         Some(c) => (format!("Inactive: {}", c.reason), "stopped"),
@@ -151,8 +214,12 @@ fn cluster_queue_card(snap: &Snapshot, cq: &ClusterQueue, queues: &QueueIndex) -
     let st = cq.status.as_ref();
     let mut s = format!(
         "<div class=\"cq\" id=\"cq-{}\" data-cq=\"{}\"><div class=\"head\">ClusterQueue {} <span class=\"pill {class}\">{}</span> <span class=\"counts\">pending <b>{}</b> · admitted <b>{}</b></span></div>",
-        esc(&name), esc(&name), obj_link("ClusterQueue", "", &name), esc(&state),
-        st.map_or(0, |s| s.pending_workloads), st.map_or(0, |s| s.admitted_workloads)
+        esc(&name),
+        esc(&name),
+        obj_link("ClusterQueue", "", &name),
+        esc(&state),
+        st.map_or(0, |s| s.pending_workloads),
+        st.map_or(0, |s| s.admitted_workloads)
     );
     for (flavor, res, u) in usage_rows(cq) {
         s.push_str(&bar(&name, &flavor, &res, &u));
@@ -194,28 +261,60 @@ fn quota_tree(snap: &Snapshot, queues: &QueueIndex) -> String {
         cohort_node(snap, queues, &parent, &root, &mut seen, &mut s);
     }
     // Cohorts in a parent cycle reach no root: show them flat, saying so.
-    for name in parent.keys().filter(|k| !seen.contains(*k)).cloned().collect::<Vec<_>>() {
-        let _ = write!(s, "<li class=\"warn\">Cohort {} is in a parent cycle</li>", esc(&name));
+    for name in parent
+        .keys()
+        .filter(|k| !seen.contains(*k))
+        .cloned()
+        .collect::<Vec<_>>()
+    {
+        let _ = write!(
+            s,
+            "<li class=\"warn\">Cohort {} is in a parent cycle</li>",
+            esc(&name)
+        );
         cohort_node(snap, queues, &parent, &name, &mut seen, &mut s);
     }
-    for cq in snap.cluster_queues.iter().filter(|q| q.spec.cohort_name.as_deref().is_none_or(str::is_empty)) {
+    for cq in snap
+        .cluster_queues
+        .iter()
+        .filter(|q| q.spec.cohort_name.as_deref().is_none_or(str::is_empty))
+    {
         let _ = write!(s, "<li>{}</li>", cluster_queue_card(snap, cq, queues));
     }
     s.push_str("</ul>");
     s
 }
 
-fn cohort_node(snap: &Snapshot, queues: &QueueIndex, parent: &BTreeMap<String, Option<String>>, name: &str, seen: &mut BTreeSet<String>, s: &mut String) {
+fn cohort_node(
+    snap: &Snapshot,
+    queues: &QueueIndex,
+    parent: &BTreeMap<String, Option<String>>,
+    name: &str,
+    seen: &mut BTreeSet<String>,
+    s: &mut String,
+) {
     if !seen.insert(name.to_string()) {
         return;
     }
     let explicit = snap.cohorts.iter().any(|c| c.name_any() == name);
-    let label = if explicit { obj_link("Cohort", "", name) } else { esc(name) };
+    let label = if explicit {
+        obj_link("Cohort", "", name)
+    } else {
+        esc(name)
+    };
     let _ = write!(s, "<li><div class=\"cohort\">Cohort {label}</div><ul>");
-    for child in parent.iter().filter(|(_, p)| p.as_deref() == Some(name)).map(|(k, _)| k.clone()) {
+    for child in parent
+        .iter()
+        .filter(|(_, p)| p.as_deref() == Some(name))
+        .map(|(k, _)| k.clone())
+    {
         cohort_node(snap, queues, parent, &child, seen, s);
     }
-    for cq in snap.cluster_queues.iter().filter(|q| q.spec.cohort_name.as_deref() == Some(name)) {
+    for cq in snap
+        .cluster_queues
+        .iter()
+        .filter(|q| q.spec.cohort_name.as_deref() == Some(name))
+    {
         let _ = write!(s, "<li>{}</li>", cluster_queue_card(snap, cq, queues));
     }
     s.push_str("</ul></li>");
@@ -233,15 +332,24 @@ impl<'a> QueueIndex<'a> {
         let lq_to_cq: HashMap<(String, String), String> = snap
             .local_queues
             .iter()
-            .filter_map(|lq| Some(((lq.namespace().unwrap_or_default(), lq.name_any()), lq.spec.cluster_queue.clone()?)))
+            .filter_map(|lq| {
+                Some((
+                    (lq.namespace().unwrap_or_default(), lq.name_any()),
+                    lq.spec.cluster_queue.clone()?,
+                ))
+            })
             .collect();
         let mut by_cq: HashMap<String, Vec<&Workload>> = HashMap::new();
         let mut unrouted = Vec::new();
         for wl in snap.workloads.iter().map(|w| &**w).filter(|w| !w.is_finished()) {
-            let cq = wl
-                .admission()
-                .map(|a| a.cluster_queue.clone())
-                .or_else(|| lq_to_cq.get(&(wl.namespace().unwrap_or_default(), wl.spec.queue_name().to_string())).cloned());
+            let cq = wl.admission().map(|a| a.cluster_queue.clone()).or_else(|| {
+                lq_to_cq
+                    .get(&(
+                        wl.namespace().unwrap_or_default(),
+                        wl.spec.queue_name().to_string(),
+                    ))
+                    .cloned()
+            });
             match cq {
                 Some(cq) => by_cq.entry(cq).or_default().push(wl),
                 None => unrouted.push(wl),
@@ -277,7 +385,9 @@ fn workload_table(wls: &[&Workload], cq: Option<&ClusterQueue>) -> String {
     if wls.is_empty() {
         return "<div class=\"empty\">no workloads</div>".into();
     }
-    let mut s = String::from("<table class=\"wls\"><tr><th>#</th><th>Workload</th><th>Priority</th><th>State</th><th>Why it waits</th></tr>");
+    let mut s = String::from(
+        "<table class=\"wls\"><tr><th>#</th><th>Workload</th><th>Priority</th><th>State</th><th>Why it waits</th></tr>",
+    );
     let mut position = 0;
     for wl in wls.iter().take(MAX_ROWS) {
         let ns = wl.namespace().unwrap_or_default();
@@ -288,9 +398,19 @@ fn workload_table(wls: &[&Workload], cq: Option<&ClusterQueue>) -> String {
             (String::new(), "QuotaReserved", "admitted")
         } else {
             position += 1;
-            (position.to_string(), if wl.spec.active() { "Pending" } else { "Deactivated" }, "pending")
+            (
+                position.to_string(),
+                if wl.spec.active() {
+                    "Pending"
+                } else {
+                    "Deactivated"
+                },
+                "pending",
+            )
         };
-        let why = shortfall(wl, cq).map(|m| format!("<span class=\"shortfall\">{}</span>", esc(&m))).unwrap_or_default();
+        let why = shortfall(wl, cq)
+            .map(|m| format!("<span class=\"shortfall\">{}</span>", esc(&m)))
+            .unwrap_or_default();
         let slice = wl
             .annotations()
             .get(WORKLOAD_SLICE_REPLACEMENT_FOR)
@@ -299,11 +419,18 @@ fn workload_table(wls: &[&Workload], cq: Option<&ClusterQueue>) -> String {
         let _ = write!(
             s,
             "<tr class=\"wl {class}\" data-workload=\"{}\" data-state=\"{}\"><td>{pos}</td><td>{}{slice}</td><td>{}</td><td>{state}</td><td>{why}</td></tr>",
-            esc(&name), state, obj_link("Workload", &ns, &name), wl.spec.priority()
+            esc(&name),
+            state,
+            obj_link("Workload", &ns, &name),
+            wl.spec.priority()
         );
     }
     if wls.len() > MAX_ROWS {
-        let _ = write!(s, "<tr class=\"more\"><td></td><td colspan=\"4\">and {} more not shown</td></tr>", wls.len() - MAX_ROWS);
+        let _ = write!(
+            s,
+            "<tr class=\"more\"><td></td><td colspan=\"4\">and {} more not shown</td></tr>",
+            wls.len() - MAX_ROWS
+        );
     }
     s.push_str("</table>");
     s
@@ -319,7 +446,11 @@ pub fn body(snap: &Snapshot, now: f64) -> String {
         s.push_str(&quota_tree(snap, &queues));
     }
     if !snap.flavors.is_empty() {
-        let fl: Vec<String> = snap.flavors.iter().map(|f| obj_link("ResourceFlavor", "", &f.name_any())).collect();
+        let fl: Vec<String> = snap
+            .flavors
+            .iter()
+            .map(|f| obj_link("ResourceFlavor", "", &f.name_any()))
+            .collect();
         let _ = write!(s, "<div class=\"lqs\">ResourceFlavors: {}</div>", fl.join(", "));
     }
     if !queues.unrouted.is_empty() {

@@ -1,14 +1,23 @@
 //! AdmissionCheck rules: Kueue's CRD limits and its immutable `controllerName`.
 
 use super::{IMMUTABLE_MSG, names};
-use crate::api::kueue::admission_check::{AdmissionCheck, AUTO_READY_CONTROLLER, READY_AFTER_SECONDS_ANNOTATION};
+use crate::api::kueue::admission_check::{
+    AUTO_READY_CONTROLLER, AdmissionCheck, READY_AFTER_SECONDS_ANNOTATION,
+};
 use crate::api::validation::{ErrorType, FieldError, Path};
 
 fn length(path: &Path, v: &str, max: usize, errs: &mut Vec<FieldError>) {
     if v.is_empty() {
-        errs.push(FieldError::required(path.as_str(), "must be at least 1 character"));
+        errs.push(FieldError::required(
+            path.as_str(),
+            "must be at least 1 character",
+        ));
     } else if v.len() > max {
-        errs.push(FieldError::new(path.as_str(), ErrorType::TooLong, format!("must be no more than {max} characters")));
+        errs.push(FieldError::new(
+            path.as_str(),
+            ErrorType::TooLong,
+            format!("must be no more than {max} characters"),
+        ));
     }
 }
 
@@ -23,7 +32,12 @@ fn is_kind(v: &str) -> bool {
 pub fn validate_admission_check(ac: &AdmissionCheck) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let path = Path::root("spec");
-    length(&path.child("controllerName"), &ac.spec.controller_name, 253, &mut errs);
+    length(
+        &path.child("controllerName"),
+        &ac.spec.controller_name,
+        253,
+        &mut errs,
+    );
     if let Some(p) = &ac.spec.parameters {
         let pp = path.child("parameters");
         length(&pp.child("apiGroup"), &p.api_group, 253, &mut errs);
@@ -32,7 +46,10 @@ pub fn validate_admission_check(ac: &AdmissionCheck) -> Vec<FieldError> {
         }
         length(&pp.child("kind"), &p.kind, 63, &mut errs);
         if !p.kind.is_empty() && !is_kind(&p.kind) {
-            errs.push(FieldError::invalid(pp.child("kind").as_str(), format!("{:?}: should match '^(?i)[a-z]([-a-z0-9]*[a-z0-9])?$'", p.kind)));
+            errs.push(FieldError::invalid(
+                pp.child("kind").as_str(),
+                format!("{:?}: should match '^(?i)[a-z]([-a-z0-9]*[a-z0-9])?$'", p.kind),
+            ));
         }
         length(&pp.child("name"), &p.name, 63, &mut errs);
         if !p.name.is_empty() {
@@ -40,7 +57,11 @@ pub fn validate_admission_check(ac: &AdmissionCheck) -> Vec<FieldError> {
         }
     }
     if ac.spec.controller_name == AUTO_READY_CONTROLLER
-        && let Some(v) = ac.metadata.annotations.as_ref().and_then(|a| a.get(READY_AFTER_SECONDS_ANNOTATION))
+        && let Some(v) = ac
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(READY_AFTER_SECONDS_ANNOTATION))
         && v.parse::<u32>().is_err()
     {
         errs.push(FieldError::invalid(

@@ -4,8 +4,13 @@ use std::collections::HashSet;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use super::{IMMUTABLE_MSG, names, non_negative, too_few, too_many, validate_fair_sharing, validate_taints, validate_tolerations};
-use crate::api::kueue::cluster_queue::{BorrowWithinCohortPolicy, ClusterQueue, FlavorFungibilityPolicy, PreemptionPolicy};
+use super::{
+    IMMUTABLE_MSG, names, non_negative, too_few, too_many, validate_fair_sharing, validate_taints,
+    validate_tolerations,
+};
+use crate::api::kueue::cluster_queue::{
+    BorrowWithinCohortPolicy, ClusterQueue, FlavorFungibilityPolicy, PreemptionPolicy,
+};
 use crate::api::kueue::cohort::Cohort;
 use crate::api::kueue::common::ResourceGroup;
 use crate::api::kueue::local_queue::LocalQueue;
@@ -30,15 +35,26 @@ pub fn validate_resource_flavor(rf: &ResourceFlavor) -> Vec<FieldError> {
         names::labels(&p, labels, &mut errs);
     }
     let taints = spec.node_taints();
-    errs.extend(too_many(&path.child("nodeTaints"), taints.len(), MAX_FLAVOR_ITEMS));
+    errs.extend(too_many(
+        &path.child("nodeTaints"),
+        taints.len(),
+        MAX_FLAVOR_ITEMS,
+    ));
     validate_taints(&path.child("nodeTaints"), taints, &mut errs);
     let tolerations = spec.tolerations();
-    errs.extend(too_many(&path.child("tolerations"), tolerations.len(), MAX_FLAVOR_ITEMS));
+    errs.extend(too_many(
+        &path.child("tolerations"),
+        tolerations.len(),
+        MAX_FLAVOR_ITEMS,
+    ));
     validate_tolerations(&path.child("tolerations"), tolerations, &mut errs);
     if let Some(topology) = &spec.topology_name {
         names::dns_subdomain(&path.child("topologyName"), topology, &mut errs);
         if spec.node_labels.as_ref().is_none_or(|l| l.is_empty()) {
-            errs.push(FieldError::required(path.child("nodeLabels").as_str(), "at least one nodeLabel is required when topology is set"));
+            errs.push(FieldError::required(
+                path.child("nodeLabels").as_str(),
+                "at least one nodeLabel is required when topology is set",
+            ));
         }
     }
     if let Some(weights) = &spec.resource_weights {
@@ -49,7 +65,10 @@ pub fn validate_resource_flavor(rf: &ResourceFlavor) -> Vec<FieldError> {
             if let Some(v) = non_negative(&p.key(name), w, &mut errs)
                 && v.is_zero()
             {
-                errs.push(FieldError::invalid(p.key(name).as_str(), "must be greater than 0"));
+                errs.push(FieldError::invalid(
+                    p.key(name).as_str(),
+                    "must be greater than 0",
+                ));
             }
         }
     }
@@ -60,7 +79,10 @@ pub fn validate_resource_flavor(rf: &ResourceFlavor) -> Vec<FieldError> {
 pub fn validate_resource_flavor_update(old: &ResourceFlavor, new: &ResourceFlavor) -> Vec<FieldError> {
     let mut errs = validate_resource_flavor(new);
     if old.spec().topology_name.is_some() && old.spec() != new.spec() {
-        errs.push(FieldError::invalid("spec", "resourceFlavorSpec are immutable when topologyName is set"));
+        errs.push(FieldError::invalid(
+            "spec",
+            "resourceFlavorSpec are immutable when topologyName is set",
+        ));
     }
     errs
 }
@@ -73,28 +95,54 @@ pub fn validate_cluster_queue(cq: &ClusterQueue) -> Vec<FieldError> {
         names::dns_subdomain(&path.child("cohortName"), cohort, &mut errs);
     }
     let groups = spec.resource_groups();
-    validate_resource_groups(&path.child("resourceGroups"), groups, Limits { has_parent: spec.cohort().is_some(), parent_word: "cohort", lending_within_nominal: true }, &mut errs);
+    validate_resource_groups(
+        &path.child("resourceGroups"),
+        groups,
+        Limits {
+            has_parent: spec.cohort().is_some(),
+            parent_word: "cohort",
+            lending_within_nominal: true,
+        },
+        &mut errs,
+    );
     if let Some(sel) = &spec.namespace_selector {
         validate_label_selector(&path.child("namespaceSelector"), sel, &mut errs);
     }
     if let Some(p) = &spec.preemption
         && p.reclaim_within_cohort() == PreemptionPolicy::Never
-        && p.borrow_within_cohort.as_ref().is_some_and(|b| b.policy() != BorrowWithinCohortPolicy::Never)
+        && p.borrow_within_cohort
+            .as_ref()
+            .is_some_and(|b| b.policy() != BorrowWithinCohortPolicy::Never)
     {
-        errs.push(FieldError::invalid(path.child("preemption").as_str(), "reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never"));
+        errs.push(FieldError::invalid(
+            path.child("preemption").as_str(),
+            "reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never",
+        ));
     }
     if let Some(p) = &spec.preemption {
         let pp = path.child("preemption");
-        if matches!(p.reclaim_within_cohort, Some(PreemptionPolicy::LowerOrNewerEqualPriority)) {
-            errs.push(FieldError::new(pp.child("reclaimWithinCohort").as_str(), ErrorType::NotSupported, "supported values: \"Never\", \"LowerPriority\", \"Any\""));
+        if matches!(
+            p.reclaim_within_cohort,
+            Some(PreemptionPolicy::LowerOrNewerEqualPriority)
+        ) {
+            errs.push(FieldError::new(
+                pp.child("reclaimWithinCohort").as_str(),
+                ErrorType::NotSupported,
+                "supported values: \"Never\", \"LowerPriority\", \"Any\"",
+            ));
         }
         if matches!(p.within_cluster_queue, Some(PreemptionPolicy::Any)) {
-            errs.push(FieldError::new(pp.child("withinClusterQueue").as_str(), ErrorType::NotSupported, "supported values: \"Never\", \"LowerPriority\", \"LowerOrNewerEqualPriority\""));
+            errs.push(FieldError::new(
+                pp.child("withinClusterQueue").as_str(),
+                ErrorType::NotSupported,
+                "supported values: \"Never\", \"LowerPriority\", \"LowerOrNewerEqualPriority\"",
+            ));
         }
     }
     if let Some(f) = &spec.flavor_fungibility
         && let Some(pref) = f.preference
-        && (f.when_can_borrow() != FlavorFungibilityPolicy::TryNextFlavor || f.when_can_preempt() != FlavorFungibilityPolicy::TryNextFlavor)
+        && (f.when_can_borrow() != FlavorFungibilityPolicy::TryNextFlavor
+            || f.when_can_preempt() != FlavorFungibilityPolicy::TryNextFlavor)
     {
         errs.push(FieldError::invalid(
             path.child("flavorFungibility").child("preference").as_str(),
@@ -107,15 +155,25 @@ pub fn validate_cluster_queue(cq: &ClusterQueue) -> Vec<FieldError> {
         let checks = &strategy.admission_checks;
         errs.extend(too_few(&p, checks.len(), 1));
         errs.extend(too_many(&p, checks.len(), 64));
-        let flavors: HashSet<&str> = groups.iter().flat_map(|g| g.flavors.iter().map(|f| f.name.as_str())).collect();
+        let flavors: HashSet<&str> = groups
+            .iter()
+            .flat_map(|g| g.flavors.iter().map(|f| f.name.as_str()))
+            .collect();
         let mut seen = HashSet::new();
         for (i, check) in checks.iter().enumerate() {
             let cp = p.index(i);
             if check.name.is_empty() || check.name.len() > 316 {
-                errs.push(FieldError::invalid(cp.child("name").as_str(), "must be 1 to 316 characters"));
+                errs.push(FieldError::invalid(
+                    cp.child("name").as_str(),
+                    "must be 1 to 316 characters",
+                ));
             }
             if !seen.insert(check.name.as_str()) {
-                errs.push(FieldError::new(cp.child("name").as_str(), ErrorType::Duplicate, format!("{:?}", check.name)));
+                errs.push(FieldError::new(
+                    cp.child("name").as_str(),
+                    ErrorType::Duplicate,
+                    format!("{:?}", check.name),
+                ));
             }
             let on = check.on_flavors.as_deref().unwrap_or_default();
             errs.extend(too_many(&cp.child("onFlavors"), on.len(), 64));
@@ -123,7 +181,11 @@ pub fn validate_cluster_queue(cq: &ClusterQueue) -> Vec<FieldError> {
                 if !flavors.contains(f.as_str()) {
                     let mut allowed: Vec<&str> = flavors.iter().copied().collect();
                     allowed.sort();
-                    errs.push(FieldError::new(cp.child("onFlavors").index(j).as_str(), ErrorType::NotSupported, format!("{f:?}: supported values: {allowed:?}")));
+                    errs.push(FieldError::new(
+                        cp.child("onFlavors").index(j).as_str(),
+                        ErrorType::NotSupported,
+                        format!("{f:?}: supported values: {allowed:?}"),
+                    ));
                 }
             }
         }
@@ -135,7 +197,10 @@ pub fn validate_cluster_queue(cq: &ClusterQueue) -> Vec<FieldError> {
 pub fn validate_cluster_queue_update(old: &ClusterQueue, new: &ClusterQueue) -> Vec<FieldError> {
     let mut errs = validate_cluster_queue(new);
     if old.spec.concurrent_admission_policy != new.spec.concurrent_admission_policy {
-        errs.push(FieldError::invalid("spec.concurrentAdmissionPolicy", IMMUTABLE_MSG));
+        errs.push(FieldError::invalid(
+            "spec.concurrentAdmissionPolicy",
+            IMMUTABLE_MSG,
+        ));
     }
     errs
 }
@@ -146,13 +211,29 @@ pub fn validate_cohort(cohort: &Cohort) -> Vec<FieldError> {
     if let Some(parent) = cohort.spec.parent() {
         names::dns_subdomain(&path.child("parentName"), parent, &mut errs);
         if cohort.metadata.name.as_deref() == Some(parent) {
-            errs.push(FieldError::invalid(path.child("parentName").as_str(), "a cohort cannot be its own parent"));
+            errs.push(FieldError::invalid(
+                path.child("parentName").as_str(),
+                "a cohort cannot be its own parent",
+            ));
         }
     }
-    validate_fair_sharing(&path.child("fairSharing"), cohort.spec.fair_sharing.as_ref(), &mut errs);
+    validate_fair_sharing(
+        &path.child("fairSharing"),
+        cohort.spec.fair_sharing.as_ref(),
+        &mut errs,
+    );
     // Kueue does not bound a cohort's lendingLimit by its nominal quota: a cohort lends its subtree's quota.
-    let limits = Limits { has_parent: cohort.spec.parent().is_some(), parent_word: "parent", lending_within_nominal: false };
-    validate_resource_groups(&path.child("resourceGroups"), cohort.spec.resource_groups(), limits, &mut errs);
+    let limits = Limits {
+        has_parent: cohort.spec.parent().is_some(),
+        parent_word: "parent",
+        lending_within_nominal: false,
+    };
+    validate_resource_groups(
+        &path.child("resourceGroups"),
+        cohort.spec.resource_groups(),
+        limits,
+        &mut errs,
+    );
     errs
 }
 
@@ -162,7 +243,11 @@ pub fn validate_local_queue(lq: &LocalQueue) -> Vec<FieldError> {
     if let Some(cq) = &lq.spec.cluster_queue {
         names::dns_subdomain(&path.child("clusterQueue"), cq, &mut errs);
     }
-    validate_fair_sharing(&path.child("fairSharing"), lq.spec.fair_sharing.as_ref(), &mut errs);
+    validate_fair_sharing(
+        &path.child("fairSharing"),
+        lq.spec.fair_sharing.as_ref(),
+        &mut errs,
+    );
     errs
 }
 
@@ -184,7 +269,12 @@ struct Limits {
     lending_within_nominal: bool,
 }
 
-fn validate_resource_groups(path: &Path, groups: &[ResourceGroup], limits: Limits, errs: &mut Vec<FieldError>) {
+fn validate_resource_groups(
+    path: &Path,
+    groups: &[ResourceGroup],
+    limits: Limits,
+    errs: &mut Vec<FieldError>,
+) {
     errs.extend(too_many(path, groups.len(), MAX_RESOURCE_GROUPS));
     let mut seen_resources = HashSet::new();
     let mut seen_flavors = HashSet::new();
@@ -192,11 +282,19 @@ fn validate_resource_groups(path: &Path, groups: &[ResourceGroup], limits: Limit
         let gp = path.index(i);
         let covered_path = gp.child("coveredResources");
         errs.extend(too_few(&covered_path, g.covered_resources.len(), 1));
-        errs.extend(too_many(&covered_path, g.covered_resources.len(), MAX_COVERED_RESOURCES));
+        errs.extend(too_many(
+            &covered_path,
+            g.covered_resources.len(),
+            MAX_COVERED_RESOURCES,
+        ));
         for (j, r) in g.covered_resources.iter().enumerate() {
             names::qualified_name(&covered_path.index(j), r, errs);
             if !seen_resources.insert(r.as_str()) {
-                errs.push(FieldError::new(covered_path.index(j).as_str(), ErrorType::Duplicate, format!("{r:?}: a resource can be covered by only one resource group")));
+                errs.push(FieldError::new(
+                    covered_path.index(j).as_str(),
+                    ErrorType::Duplicate,
+                    format!("{r:?}: a resource can be covered by only one resource group"),
+                ));
             }
         }
         let flavors_path = gp.child("flavors");
@@ -204,36 +302,60 @@ fn validate_resource_groups(path: &Path, groups: &[ResourceGroup], limits: Limit
         errs.extend(too_many(&flavors_path, g.flavors.len(), MAX_FLAVORS_PER_GROUP));
         let pairs: usize = g.flavors.iter().map(|f| f.resources.len()).sum();
         if pairs > MAX_FLAVOR_RESOURCE_PAIRS {
-            errs.push(FieldError::invalid(&gp, format!("number of flavor-resource combinations in a resourceGroup must be ≤ 512, got {pairs}")));
+            errs.push(FieldError::invalid(
+                &gp,
+                format!(
+                    "number of flavor-resource combinations in a resourceGroup must be ≤ 512, got {pairs}"
+                ),
+            ));
         }
         for (j, f) in g.flavors.iter().enumerate() {
             let fp = flavors_path.index(j);
             names::dns_subdomain(&fp.child("name"), &f.name, errs);
             if !seen_flavors.insert(f.name.as_str()) {
-                errs.push(FieldError::new(fp.child("name").as_str(), ErrorType::Duplicate, format!("{:?}: flavor names must be unique across resource groups", f.name)));
+                errs.push(FieldError::new(
+                    fp.child("name").as_str(),
+                    ErrorType::Duplicate,
+                    format!("{:?}: flavor names must be unique across resource groups", f.name),
+                ));
             }
             if f.resources.len() != g.covered_resources.len() {
-                errs.push(FieldError::invalid(fp.child("resources").as_str(), "flavors must have the same number of resources as the coveredResources"));
+                errs.push(FieldError::invalid(
+                    fp.child("resources").as_str(),
+                    "flavors must have the same number of resources as the coveredResources",
+                ));
             }
             for (k, rq) in f.resources.iter().enumerate() {
                 let rp = fp.child("resources").index(k);
                 if g.covered_resources.get(k) != Some(&rq.name) {
-                    errs.push(FieldError::invalid(rp.child("name").as_str(), format!("{:?}: must match the name in coveredResources", rq.name)));
+                    errs.push(FieldError::invalid(
+                        rp.child("name").as_str(),
+                        format!("{:?}: must match the name in coveredResources", rq.name),
+                    ));
                 }
                 let nominal = non_negative(&rp.child("nominalQuota"), &rq.nominal_quota, errs);
-                for (field, limit) in [("borrowingLimit", &rq.borrowing_limit), ("lendingLimit", &rq.lending_limit)] {
+                for (field, limit) in [
+                    ("borrowingLimit", &rq.borrowing_limit),
+                    ("lendingLimit", &rq.lending_limit),
+                ] {
                     let Some(limit) = limit else { continue };
                     let lp = rp.child(field);
                     let value = non_negative(&lp, limit, errs);
                     if !limits.has_parent {
-                        errs.push(FieldError::invalid(lp.as_str(), format!("{}: must be nil when {} is empty", limit.0, limits.parent_word)));
+                        errs.push(FieldError::invalid(
+                            lp.as_str(),
+                            format!("{}: must be nil when {} is empty", limit.0, limits.parent_word),
+                        ));
                     }
                     if field == "lendingLimit"
                         && limits.lending_within_nominal
                         && let (Some(v), Some(n)) = (value, nominal)
                         && v > n
                     {
-                        errs.push(FieldError::invalid(lp.as_str(), format!("{}: must be less than or equal to the nominalQuota", limit.0)));
+                        errs.push(FieldError::invalid(
+                            lp.as_str(),
+                            format!("{}: must be less than or equal to the nominalQuota", limit.0),
+                        ));
                     }
                 }
             }
@@ -241,7 +363,10 @@ fn validate_resource_groups(path: &Path, groups: &[ResourceGroup], limits: Limit
     }
     let total_flavors: usize = groups.iter().map(|g| g.flavors.len()).sum();
     if total_flavors > MAX_TOTAL_FLAVORS {
-        errs.push(FieldError::invalid(path, format!("total number of flavors across all resourceGroups must be ≤ 256, got {total_flavors}")));
+        errs.push(FieldError::invalid(
+            path,
+            format!("total number of flavors across all resourceGroups must be ≤ 256, got {total_flavors}"),
+        ));
     }
     let total_covered: usize = groups.iter().map(|g| g.covered_resources.len()).sum();
     if total_covered > MAX_TOTAL_COVERED {
@@ -259,10 +384,19 @@ fn validate_label_selector(path: &Path, sel: &LabelSelector, errs: &mut Vec<Fiel
         names::qualified_name(&p.child("key"), &e.key, errs);
         let n = e.values.as_ref().map_or(0, Vec::len);
         match e.operator.as_str() {
-            "In" | "NotIn" if n == 0 => errs.push(FieldError::required(p.child("values").as_str(), "must be specified when `operator` is 'In' or 'NotIn'")),
-            "Exists" | "DoesNotExist" if n > 0 => errs.push(FieldError::forbidden(p.child("values").as_str(), "may not be specified when `operator` is 'Exists' or 'DoesNotExist'")),
+            "In" | "NotIn" if n == 0 => errs.push(FieldError::required(
+                p.child("values").as_str(),
+                "must be specified when `operator` is 'In' or 'NotIn'",
+            )),
+            "Exists" | "DoesNotExist" if n > 0 => errs.push(FieldError::forbidden(
+                p.child("values").as_str(),
+                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+            )),
             "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
-            other => errs.push(FieldError::invalid(p.child("operator").as_str(), format!("{other:?}: not a valid selector operator"))),
+            other => errs.push(FieldError::invalid(
+                p.child("operator").as_str(),
+                format!("{other:?}: not a valid selector operator"),
+            )),
         }
     }
 }

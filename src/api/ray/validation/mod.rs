@@ -74,14 +74,10 @@ pub fn validate_ray_cluster_with(rc: &RayCluster, gates: RayFeatureGates) -> Vec
             .labels
             .as_ref()
             .and_then(|l| l.get(c::LABEL_ORIGINATED_FROM_CRD));
-        if let Some(creator) =
-            creator.filter(|c2| *c2 == c::CRD_RAY_JOB || *c2 == c::CRD_RAY_SERVICE)
-        {
+        if let Some(creator) = creator.filter(|c2| *c2 == c::CRD_RAY_JOB || *c2 == c::CRD_RAY_SERVICE) {
             errs.push(FieldError::forbidden(
                 &spec_path.child("upgradeStrategy"),
-                format!(
-                    "upgradeStrategy cannot be set when the RayCluster is created by {creator}"
-                ),
+                format!("upgradeStrategy cannot be set when the RayCluster is created by {creator}"),
             ));
         }
     }
@@ -141,9 +137,7 @@ pub fn validate_ray_service_with(rs: &RayService, gates: RayFeatureGates) -> Vec
         .unwrap_or(false)
     {
         errs.push(FieldError::forbidden(
-            &cluster_path
-                .child("authOptions")
-                .child("enableK8sTokenAuth"),
+            &cluster_path.child("authOptions").child("enableK8sTokenAuth"),
             "Kubernetes token auth is not supported for RayService",
         ));
     }
@@ -160,7 +154,11 @@ pub fn validate_ray_service_with(rs: &RayService, gates: RayFeatureGates) -> Vec
         .is_some_and(|s| s.metadata.name.as_deref().is_some_and(|n| !n.is_empty()))
     {
         errs.push(FieldError::forbidden(
-            &cluster_path.child("headGroupSpec").child("headService").child("metadata").child("name"),
+            &cluster_path
+                .child("headGroupSpec")
+                .child("headService")
+                .child("metadata")
+                .child("name"),
             "must not be set for a RayService: the operator names the head Service of each child cluster",
         ));
     }
@@ -186,10 +184,7 @@ pub fn validate_ray_service_with(rs: &RayService, gates: RayFeatureGates) -> Vec
     if spec.upgrade_type() == Some(RayServiceUpgradeType::NewClusterWithIncrementalUpgrade) {
         validate_incremental_upgrade(rs, &path, &mut errs);
     }
-    if let Some(config) = spec
-        .serve_config_v2
-        .as_deref()
-        .filter(|s| !s.trim().is_empty())
+    if let Some(config) = spec.serve_config_v2.as_deref().filter(|s| !s.trim().is_empty())
         && let Err(msg) = check_serve_config(config)
     {
         errs.push(FieldError::invalid(&path.child("serveConfigV2"), msg));
@@ -201,9 +196,7 @@ fn validate_incremental_upgrade(rs: &RayService, path: &Path, errs: &mut Vec<Fie
     let strategy = path.child("upgradeStrategy");
     if !rs.spec.ray_cluster_config.autoscaling_enabled() {
         errs.push(FieldError::required(
-            &path
-                .child("rayClusterConfig")
-                .child("enableInTreeAutoscaling"),
+            &path.child("rayClusterConfig").child("enableInTreeAutoscaling"),
             "the Ray autoscaler is required for NewClusterWithIncrementalUpgrade",
         ));
     }
@@ -256,11 +249,7 @@ fn validate_incremental_upgrade(rs: &RayService, path: &Path, errs: &mut Vec<Fie
     }
 }
 
-pub(super) fn validate_managed_by(
-    managed_by: Option<&str>,
-    path: &Path,
-    errs: &mut Vec<FieldError>,
-) {
+pub(super) fn validate_managed_by(managed_by: Option<&str>, path: &Path, errs: &mut Vec<FieldError>) {
     if let Some(m) = managed_by
         && m != c::MANAGED_BY_KUBERAY
         && m != c::MANAGED_BY_MULTIKUEUE
@@ -277,13 +266,7 @@ pub(super) fn validate_managed_by(
     }
 }
 
-fn validate_name(
-    name: Option<&str>,
-    max: usize,
-    kind: &str,
-    meta: &Path,
-    errs: &mut Vec<FieldError>,
-) {
+fn validate_name(name: Option<&str>, max: usize, kind: &str, meta: &Path, errs: &mut Vec<FieldError>) {
     let p = meta.child("name");
     let Some(name) = name.filter(|n| !n.is_empty()) else {
         errs.push(FieldError::required(&p, format!("{kind} name is required")));

@@ -50,11 +50,7 @@ fn container(c: &Container, path: &Path, errs: &mut Vec<FieldError>) {
 }
 
 /// Checks every container and init container of `template`; `path` names the template.
-pub(super) fn validate_pod_resources(
-    template: &PodTemplateSpec,
-    path: &Path,
-    errs: &mut Vec<FieldError>,
-) {
+pub(super) fn validate_pod_resources(template: &PodTemplateSpec, path: &Path, errs: &mut Vec<FieldError>) {
     let Some(spec) = &template.spec else { return };
     let spec_path = path.child("spec");
     for (i, c) in spec.containers.iter().enumerate() {

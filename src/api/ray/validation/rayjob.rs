@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 
 use super::super::constants as c;
-use super::super::rayjob::{DeletionPolicyType, JobDeploymentStatus, JobStatus, JobSubmissionMode, RayJob, RayJobSpec};
+use super::super::rayjob::{
+    DeletionPolicyType, JobDeploymentStatus, JobStatus, JobSubmissionMode, RayJob, RayJobSpec,
+};
 use super::{RayFeatureGates, validate_managed_by, validate_name, validate_ray_cluster_spec_with};
 use crate::api::validation::{ErrorType, FieldError, Path};
 
@@ -17,7 +19,13 @@ pub fn validate_ray_job(job: &RayJob) -> Vec<FieldError> {
 pub fn validate_ray_job_with(job: &RayJob, gates: RayFeatureGates) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let meta = Path::root("metadata");
-    validate_name(job.metadata.name.as_deref(), c::MAX_RAY_JOB_NAME_LENGTH, "RayJob", &meta, &mut errs);
+    validate_name(
+        job.metadata.name.as_deref(),
+        c::MAX_RAY_JOB_NAME_LENGTH,
+        "RayJob",
+        &meta,
+        &mut errs,
+    );
     errs.extend(validate_ray_job_spec(job, gates));
     errs.extend(validate_ray_job_status(job));
     errs
@@ -25,7 +33,8 @@ pub fn validate_ray_job_with(job: &RayJob, gates: RayFeatureGates) -> Vec<FieldE
 
 /// `ValidateRayJobStatus`: only InteractiveMode waits for a job id.
 pub fn validate_ray_job_status(job: &RayJob) -> Vec<FieldError> {
-    let waiting = job.status.as_ref().and_then(|s| s.job_deployment_status) == Some(JobDeploymentStatus::Waiting);
+    let waiting =
+        job.status.as_ref().and_then(|s| s.job_deployment_status) == Some(JobDeploymentStatus::Waiting);
     if waiting && job.spec.mode() != JobSubmissionMode::InteractiveMode {
         return vec![FieldError::invalid(
             "status.jobDeploymentStatus",
@@ -42,7 +51,12 @@ pub fn validate_ray_job_spec(job: &RayJob, gates: RayFeatureGates) -> Vec<FieldE
 }
 
 /// [`validate_ray_job_spec`] of a spec at `p` (a RayCronJob's `spec.jobTemplate`).
-pub(super) fn validate_spec_at(spec: &RayJobSpec, annotations: &BTreeMap<String, String>, p: &Path, gates: RayFeatureGates) -> Vec<FieldError> {
+pub(super) fn validate_spec_at(
+    spec: &RayJobSpec,
+    annotations: &BTreeMap<String, String>,
+    p: &Path,
+    gates: RayFeatureGates,
+) -> Vec<FieldError> {
     let p = p.clone();
     let mut errs = Vec::new();
     let suspend = spec.is_suspended();
@@ -54,15 +68,24 @@ pub(super) fn validate_spec_at(spec: &RayJobSpec, annotations: &BTreeMap<String,
         ));
     }
     if spec.ttl_seconds() < 0 {
-        errs.push(FieldError::invalid(&p.child("ttlSecondsAfterFinished"), "TTLSecondsAfterFinished must be a non-negative integer"));
+        errs.push(FieldError::invalid(
+            &p.child("ttlSecondsAfterFinished"),
+            "TTLSecondsAfterFinished must be a non-negative integer",
+        ));
     }
     validate_deletion(spec, gates, &p, &mut errs);
     let selector_mode = spec.uses_cluster_selector();
     if suspend && selector_mode {
-        errs.push(FieldError::invalid(&p.child("suspend"), "the ClusterSelector mode doesn't support the suspend operation"));
+        errs.push(FieldError::invalid(
+            &p.child("suspend"),
+            "the ClusterSelector mode doesn't support the suspend operation",
+        ));
     }
     if spec.ray_cluster_spec.is_none() && !selector_mode {
-        errs.push(FieldError::required(&p.child("rayClusterSpec"), "one of RayClusterSpec or ClusterSelector must be set"));
+        errs.push(FieldError::required(
+            &p.child("rayClusterSpec"),
+            "one of RayClusterSpec or ClusterSelector must be set",
+        ));
     }
     if selector_mode {
         if spec.selected_cluster().unwrap_or("").is_empty() {
@@ -72,19 +95,31 @@ pub(super) fn validate_spec_at(spec: &RayJobSpec, annotations: &BTreeMap<String,
             ));
         }
         if spec.mode() == JobSubmissionMode::SidecarMode {
-            errs.push(FieldError::forbidden(&p.child("clusterSelector"), "ClusterSelector is not supported in SidecarMode"));
+            errs.push(FieldError::forbidden(
+                &p.child("clusterSelector"),
+                "ClusterSelector is not supported in SidecarMode",
+            ));
         }
     }
     // KubeRay #3525: a retry keeps spec.jobId, so InteractiveMode cannot retry.
     if spec.mode() == JobSubmissionMode::InteractiveMode && spec.backoff_limit.is_some_and(|b| b > 0) {
-        errs.push(FieldError::invalid(&p.child("backoffLimit"), "BackoffLimit is incompatible with InteractiveMode"));
+        errs.push(FieldError::invalid(
+            &p.child("backoffLimit"),
+            "BackoffLimit is incompatible with InteractiveMode",
+        ));
     }
     if spec.mode() == JobSubmissionMode::SidecarMode {
         if spec.submitter_pod_template.is_some() {
-            errs.push(FieldError::forbidden(&p.child("submitterPodTemplate"), "Currently, SidecarMode doesn't support SubmitterPodTemplate"));
+            errs.push(FieldError::forbidden(
+                &p.child("submitterPodTemplate"),
+                "Currently, SidecarMode doesn't support SubmitterPodTemplate",
+            ));
         }
         if spec.submitter_config.is_some() {
-            errs.push(FieldError::forbidden(&p.child("submitterConfig"), "Currently, SidecarMode doesn't support SubmitterConfig"));
+            errs.push(FieldError::forbidden(
+                &p.child("submitterConfig"),
+                "Currently, SidecarMode doesn't support SubmitterConfig",
+            ));
         }
         let restart = spec
             .ray_cluster_spec
@@ -93,13 +128,22 @@ pub(super) fn validate_spec_at(spec: &RayJobSpec, annotations: &BTreeMap<String,
             .and_then(|s| s.restart_policy.as_deref());
         if restart.is_some_and(|r| !r.is_empty() && r != "Never") {
             errs.push(FieldError::invalid(
-                &p.child("rayClusterSpec").child("headGroupSpec").child("template").child("spec").child("restartPolicy"),
+                &p.child("rayClusterSpec")
+                    .child("headGroupSpec")
+                    .child("template")
+                    .child("spec")
+                    .child("restartPolicy"),
                 "restartPolicy for head Pod should be Never or unset when using SidecarMode",
             ));
         }
     }
     if let Some(cluster) = &spec.ray_cluster_spec {
-        errs.extend(validate_ray_cluster_spec_with(cluster, annotations, &p.child("rayClusterSpec"), gates));
+        errs.extend(validate_ray_cluster_spec_with(
+            cluster,
+            annotations,
+            &p.child("rayClusterSpec"),
+            gates,
+        ));
     }
     if let Some(yaml) = spec.runtime_env_yaml.as_deref().filter(|y| !y.trim().is_empty())
         && let Err(msg) = check_runtime_env(yaml)
@@ -107,10 +151,16 @@ pub(super) fn validate_spec_at(spec: &RayJobSpec, annotations: &BTreeMap<String,
         errs.push(FieldError::invalid(&p.child("runtimeEnvYAML"), msg));
     }
     if spec.active_deadline_seconds.is_some_and(|d| d <= 0) {
-        errs.push(FieldError::invalid(&p.child("activeDeadlineSeconds"), "activeDeadlineSeconds must be a positive integer"));
+        errs.push(FieldError::invalid(
+            &p.child("activeDeadlineSeconds"),
+            "activeDeadlineSeconds must be a positive integer",
+        ));
     }
     if spec.backoff_limit.is_some_and(|b| b < 0) {
-        errs.push(FieldError::invalid(&p.child("backoffLimit"), "backoffLimit must be a positive integer"));
+        errs.push(FieldError::invalid(
+            &p.child("backoffLimit"),
+            "backoffLimit must be a positive integer",
+        ));
     }
     validate_managed_by(spec.managed_by.as_deref(), &p, &mut errs);
     errs
@@ -135,23 +185,37 @@ fn validate_deletion(spec: &RayJobSpec, gates: RayFeatureGates, p: &Path, errs: 
             "a RayJob with shutdownAfterJobFinishes set to false cannot have TTLSecondsAfterFinished",
         ));
     }
-    let Some(strategy) = &spec.deletion_strategy else { return };
+    let Some(strategy) = &spec.deletion_strategy else {
+        return;
+    };
     let sp = p.child("deletionStrategy");
     if !gates.job_deletion_policy {
-        errs.push(FieldError::forbidden(&sp, "RayJobDeletionPolicy feature gate must be enabled to use DeletionStrategy"));
+        errs.push(FieldError::forbidden(
+            &sp,
+            "RayJobDeletionPolicy feature gate must be enabled to use DeletionStrategy",
+        ));
         return;
     }
     let legacy = strategy.on_success.is_some() || strategy.on_failure.is_some();
     let rules = strategy.deletion_rules.as_deref().unwrap_or(&[]);
     if !rules.is_empty() && shutdown {
-        errs.push(FieldError::invalid(&sp.child("deletionRules"), "spec.shutdownAfterJobFinishes and spec.deletionStrategy.deletionRules are mutually exclusive"));
+        errs.push(FieldError::invalid(
+            &sp.child("deletionRules"),
+            "spec.shutdownAfterJobFinishes and spec.deletionStrategy.deletionRules are mutually exclusive",
+        ));
     }
     if !rules.is_empty() && legacy {
-        errs.push(FieldError::invalid(&sp, "Cannot use both legacy onSuccess/onFailure fields and deletionRules simultaneously"));
+        errs.push(FieldError::invalid(
+            &sp,
+            "Cannot use both legacy onSuccess/onFailure fields and deletionRules simultaneously",
+        ));
         return;
     }
     let selector = spec.uses_cluster_selector();
-    let autoscaling = spec.ray_cluster_spec.as_ref().is_some_and(|c| c.autoscaling_enabled());
+    let autoscaling = spec
+        .ray_cluster_spec
+        .as_ref()
+        .is_some_and(|c| c.autoscaling_enabled());
     if legacy {
         let (Some(on_success), Some(on_failure)) = (&strategy.on_success, &strategy.on_failure) else {
             errs.push(FieldError::required(&sp, "both DeletionStrategy.OnSuccess and DeletionStrategy.OnFailure must be set when using the legacy deletion policy fields of DeletionStrategy"));
@@ -160,20 +224,34 @@ fn validate_deletion(spec: &RayJobSpec, gates: RayFeatureGates, p: &Path, errs: 
         let mut policies = Vec::new();
         for (field, policy) in [("onSuccess", on_success.policy), ("onFailure", on_failure.policy)] {
             match policy {
-                None => errs.push(FieldError::required(&sp.child(field).child("policy"), "the DeletionPolicyType cannot be unset when DeletionStrategy is enabled")),
+                None => errs.push(FieldError::required(
+                    &sp.child(field).child("policy"),
+                    "the DeletionPolicyType cannot be unset when DeletionStrategy is enabled",
+                )),
                 Some(pol) => policies.push((field, pol)),
             }
         }
         for (field, pol) in policies {
             let fp = sp.child(field).child("policy");
-            if selector && matches!(pol, DeletionPolicyType::DeleteCluster | DeletionPolicyType::DeleteWorkers) {
-                errs.push(FieldError::forbidden(&fp, format!("the ClusterSelector mode doesn't support DeletionStrategy={pol:?}")));
+            if selector
+                && matches!(
+                    pol,
+                    DeletionPolicyType::DeleteCluster | DeletionPolicyType::DeleteWorkers
+                )
+            {
+                errs.push(FieldError::forbidden(
+                    &fp,
+                    format!("the ClusterSelector mode doesn't support DeletionStrategy={pol:?}"),
+                ));
             }
             if pol == DeletionPolicyType::DeleteWorkers && autoscaling {
                 errs.push(FieldError::forbidden(&fp, "DeletionStrategy=DeleteWorkers currently does not support RayCluster with autoscaling enabled"));
             }
             if shutdown && pol == DeletionPolicyType::DeleteNone {
-                errs.push(FieldError::invalid(&fp, "shutdownAfterJobFinishes is set to 'true' while deletion policy is 'DeleteNone'"));
+                errs.push(FieldError::invalid(
+                    &fp,
+                    "shutdownAfterJobFinishes is set to 'true' while deletion policy is 'DeleteNone'",
+                ));
             }
         }
         return;
@@ -193,15 +271,26 @@ fn validate_deletion(spec: &RayJobSpec, gates: RayFeatureGates, p: &Path, errs: 
                 continue;
             }
             (None, None) => {
-                errs.push(FieldError::required(&rp.child("condition"), "the deletion condition requires either the JobStatus or the JobDeploymentStatus field."));
+                errs.push(FieldError::required(
+                    &rp.child("condition"),
+                    "the deletion condition requires either the JobStatus or the JobDeploymentStatus field.",
+                ));
                 continue;
             }
             (Some(s), None) if !matches!(s, JobStatus::Succeeded | JobStatus::Failed) => {
-                errs.push(FieldError::new(&rp.child("condition").child("jobStatus"), ErrorType::NotSupported, format!("{:?}: supported values: \"SUCCEEDED\", \"FAILED\"", s.as_str())));
+                errs.push(FieldError::new(
+                    &rp.child("condition").child("jobStatus"),
+                    ErrorType::NotSupported,
+                    format!("{:?}: supported values: \"SUCCEEDED\", \"FAILED\"", s.as_str()),
+                ));
                 continue;
             }
             (None, Some(d)) if d != JobDeploymentStatus::Failed => {
-                errs.push(FieldError::new(&rp.child("condition").child("jobDeploymentStatus"), ErrorType::NotSupported, format!("{:?}: supported values: \"Failed\"", d.as_str())));
+                errs.push(FieldError::new(
+                    &rp.child("condition").child("jobDeploymentStatus"),
+                    ErrorType::NotSupported,
+                    format!("{:?}: supported values: \"Failed\"", d.as_str()),
+                ));
                 continue;
             }
             (Some(s), None) => format!("JobStatus '{}'", s.as_str()),
@@ -209,31 +298,62 @@ fn validate_deletion(spec: &RayJobSpec, gates: RayFeatureGates, p: &Path, errs: 
         };
         let ttl = cond.ttl_seconds.unwrap_or(0);
         if ttl < 0 {
-            errs.push(FieldError::invalid(&rp.child("condition").child("ttlSeconds"), "TTLSeconds must be non-negative"));
+            errs.push(FieldError::invalid(
+                &rp.child("condition").child("ttlSeconds"),
+                "TTLSeconds must be non-negative",
+            ));
             continue;
         }
-        if selector && matches!(rule.policy, DeletionPolicyType::DeleteCluster | DeletionPolicyType::DeleteWorkers) {
-            errs.push(FieldError::forbidden(&rp.child("policy"), format!("DeletionPolicyType '{:?}' not supported when ClusterSelector is set", rule.policy)));
+        if selector
+            && matches!(
+                rule.policy,
+                DeletionPolicyType::DeleteCluster | DeletionPolicyType::DeleteWorkers
+            )
+        {
+            errs.push(FieldError::forbidden(
+                &rp.child("policy"),
+                format!(
+                    "DeletionPolicyType '{:?}' not supported when ClusterSelector is set",
+                    rule.policy
+                ),
+            ));
             continue;
         }
         if autoscaling && rule.policy == DeletionPolicyType::DeleteWorkers {
-            errs.push(FieldError::forbidden(&rp.child("policy"), "DeletionPolicyType 'DeleteWorkers' not supported with autoscaling enabled"));
+            errs.push(FieldError::forbidden(
+                &rp.child("policy"),
+                "DeletionPolicyType 'DeleteWorkers' not supported with autoscaling enabled",
+            ));
             continue;
         }
         let per = by_trigger.entry(trigger.clone()).or_default();
         if per.insert(rule.policy, ttl).is_some() {
-            errs.push(FieldError::new(&rp, ErrorType::Duplicate, format!("duplicate rule for DeletionPolicyType '{:?}' and {trigger}", rule.policy)));
+            errs.push(FieldError::new(
+                &rp,
+                ErrorType::Duplicate,
+                format!(
+                    "duplicate rule for DeletionPolicyType '{:?}' and {trigger}",
+                    rule.policy
+                ),
+            ));
         }
     }
     for (trigger, ttls) in &by_trigger {
-        let order = [DeletionPolicyType::DeleteWorkers, DeletionPolicyType::DeleteCluster, DeletionPolicyType::DeleteSelf];
+        let order = [
+            DeletionPolicyType::DeleteWorkers,
+            DeletionPolicyType::DeleteCluster,
+            DeletionPolicyType::DeleteSelf,
+        ];
         let mut prev: Option<(DeletionPolicyType, i32)> = None;
         for pol in order {
             let Some(&ttl) = ttls.get(&pol) else { continue };
             if let Some((pp, pt)) = prev
                 && ttl < pt
             {
-                errs.push(FieldError::invalid(&sp.child("deletionRules"), format!("for {trigger}: {pol:?} TTL ({ttl}) must be >= {pp:?} TTL ({pt})")));
+                errs.push(FieldError::invalid(
+                    &sp.child("deletionRules"),
+                    format!("for {trigger}: {pol:?} TTL ({ttl}) must be >= {pp:?} TTL ({pt})"),
+                ));
             }
             prev = Some((pol, ttl));
         }
@@ -256,7 +376,10 @@ mod tests {
     }
 
     fn gates(deletion_policy: bool) -> RayFeatureGates {
-        RayFeatureGates { job_deletion_policy: deletion_policy, ..RayFeatureGates::default() }
+        RayFeatureGates {
+            job_deletion_policy: deletion_policy,
+            ..RayFeatureGates::default()
+        }
     }
 
     /// KubeRay `ray-operator/controllers/ray/utils/validation_test.go`, `TestValidateRayJobSpec` (its
@@ -266,29 +389,121 @@ mod tests {
         let cluster = basic_cluster();
         let legacy = |on_success: &str, on_failure: &str| json!({"onSuccess": {"policy": on_success}, "onFailure": {"policy": on_failure}});
         let cases: Vec<(&str, Value, bool)> = vec![
-            ("one of RayClusterSpec or ClusterSelector must be set", json!({}), true),
-            ("not allowed to be suspended", json!({"suspend": true, "shutdownAfterJobFinishes": false, "rayClusterSpec": cluster}), true),
-            ("valid RayJob", json!({"suspend": true, "shutdownAfterJobFinishes": true, "rayClusterSpec": cluster}), false),
-            ("ClusterSelector mode doesn't support suspend", json!({"suspend": true, "shutdownAfterJobFinishes": true, "clusterSelector": {"key": "value"}}), true),
-            ("failed to unmarshal RuntimeEnvYAML", json!({"runtimeEnvYAML": "invalid_yaml_str", "rayClusterSpec": cluster}), true),
-            ("backoffLimit must be a positive integer", json!({"backoffLimit": -1, "rayClusterSpec": cluster}), true),
-            ("DeletionStrategy needs its gate", json!({"deletionStrategy": legacy("DeleteCluster", "DeleteCluster"), "shutdownAfterJobFinishes": true, "rayClusterSpec": cluster}), true),
-            ("BackoffLimit is incompatible with InteractiveMode", json!({"backoffLimit": 1, "submissionMode": "InteractiveMode", "rayClusterSpec": cluster}), true),
-            ("BackoffLimit 0 with InteractiveMode", json!({"backoffLimit": 0, "submissionMode": "InteractiveMode", "rayClusterSpec": cluster}), false),
-            ("BackoffLimit nil with InteractiveMode", json!({"submissionMode": "InteractiveMode", "rayClusterSpec": cluster}), false),
-            ("TTL without shutdown", json!({"ttlSecondsAfterFinished": 5, "rayClusterSpec": cluster}), true),
-            ("TTL with shutdown", json!({"ttlSecondsAfterFinished": 5, "shutdownAfterJobFinishes": true, "rayClusterSpec": cluster}), false),
-            ("negative TTL", json!({"ttlSecondsAfterFinished": -5, "shutdownAfterJobFinishes": true, "rayClusterSpec": cluster}), true),
-            ("SidecarMode", json!({"submissionMode": "SidecarMode", "rayClusterSpec": cluster}), false),
-            ("SidecarMode doesn't support SubmitterPodTemplate", json!({"submissionMode": "SidecarMode", "submitterPodTemplate": {"spec": {"containers": []}}, "rayClusterSpec": cluster}), true),
-            ("SidecarMode doesn't support SubmitterConfig", json!({"submissionMode": "SidecarMode", "submitterConfig": {"backoffLimit": 1}, "rayClusterSpec": cluster}), true),
-            ("SidecarMode head restartPolicy", json!({"submissionMode": "SidecarMode", "rayClusterSpec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"restartPolicy": "Always", "containers": [{"name": "h", "image": "ray"}]}}}}}), true),
-            ("SidecarMode doesn't support ClusterSelector", json!({"submissionMode": "SidecarMode", "clusterSelector": {"ray.io/cluster": "ray-cluster"}}), true),
-            ("no cluster name in ClusterSelector", json!({"clusterSelector": {"key": "value"}}), true),
-            ("empty cluster name in ClusterSelector", json!({"clusterSelector": {"ray.io/cluster": ""}}), true),
-            ("cluster name in ClusterSelector", json!({"clusterSelector": {"ray.io/cluster": "ray-cluster"}}), false),
-            ("non-positive activeDeadlineSeconds", json!({"activeDeadlineSeconds": 0, "rayClusterSpec": cluster}), true),
-            ("headGroupSpec should have at least one container", json!({"rayClusterSpec": {"headGroupSpec": {"template": {}}}}), true),
+            (
+                "one of RayClusterSpec or ClusterSelector must be set",
+                json!({}),
+                true,
+            ),
+            (
+                "not allowed to be suspended",
+                json!({"suspend": true, "shutdownAfterJobFinishes": false, "rayClusterSpec": cluster}),
+                true,
+            ),
+            (
+                "valid RayJob",
+                json!({"suspend": true, "shutdownAfterJobFinishes": true, "rayClusterSpec": cluster}),
+                false,
+            ),
+            (
+                "ClusterSelector mode doesn't support suspend",
+                json!({"suspend": true, "shutdownAfterJobFinishes": true, "clusterSelector": {"key": "value"}}),
+                true,
+            ),
+            (
+                "failed to unmarshal RuntimeEnvYAML",
+                json!({"runtimeEnvYAML": "invalid_yaml_str", "rayClusterSpec": cluster}),
+                true,
+            ),
+            (
+                "backoffLimit must be a positive integer",
+                json!({"backoffLimit": -1, "rayClusterSpec": cluster}),
+                true,
+            ),
+            (
+                "DeletionStrategy needs its gate",
+                json!({"deletionStrategy": legacy("DeleteCluster", "DeleteCluster"), "shutdownAfterJobFinishes": true, "rayClusterSpec": cluster}),
+                true,
+            ),
+            (
+                "BackoffLimit is incompatible with InteractiveMode",
+                json!({"backoffLimit": 1, "submissionMode": "InteractiveMode", "rayClusterSpec": cluster}),
+                true,
+            ),
+            (
+                "BackoffLimit 0 with InteractiveMode",
+                json!({"backoffLimit": 0, "submissionMode": "InteractiveMode", "rayClusterSpec": cluster}),
+                false,
+            ),
+            (
+                "BackoffLimit nil with InteractiveMode",
+                json!({"submissionMode": "InteractiveMode", "rayClusterSpec": cluster}),
+                false,
+            ),
+            (
+                "TTL without shutdown",
+                json!({"ttlSecondsAfterFinished": 5, "rayClusterSpec": cluster}),
+                true,
+            ),
+            (
+                "TTL with shutdown",
+                json!({"ttlSecondsAfterFinished": 5, "shutdownAfterJobFinishes": true, "rayClusterSpec": cluster}),
+                false,
+            ),
+            (
+                "negative TTL",
+                json!({"ttlSecondsAfterFinished": -5, "shutdownAfterJobFinishes": true, "rayClusterSpec": cluster}),
+                true,
+            ),
+            (
+                "SidecarMode",
+                json!({"submissionMode": "SidecarMode", "rayClusterSpec": cluster}),
+                false,
+            ),
+            (
+                "SidecarMode doesn't support SubmitterPodTemplate",
+                json!({"submissionMode": "SidecarMode", "submitterPodTemplate": {"spec": {"containers": []}}, "rayClusterSpec": cluster}),
+                true,
+            ),
+            (
+                "SidecarMode doesn't support SubmitterConfig",
+                json!({"submissionMode": "SidecarMode", "submitterConfig": {"backoffLimit": 1}, "rayClusterSpec": cluster}),
+                true,
+            ),
+            (
+                "SidecarMode head restartPolicy",
+                json!({"submissionMode": "SidecarMode", "rayClusterSpec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"restartPolicy": "Always", "containers": [{"name": "h", "image": "ray"}]}}}}}),
+                true,
+            ),
+            (
+                "SidecarMode doesn't support ClusterSelector",
+                json!({"submissionMode": "SidecarMode", "clusterSelector": {"ray.io/cluster": "ray-cluster"}}),
+                true,
+            ),
+            (
+                "no cluster name in ClusterSelector",
+                json!({"clusterSelector": {"key": "value"}}),
+                true,
+            ),
+            (
+                "empty cluster name in ClusterSelector",
+                json!({"clusterSelector": {"ray.io/cluster": ""}}),
+                true,
+            ),
+            (
+                "cluster name in ClusterSelector",
+                json!({"clusterSelector": {"ray.io/cluster": "ray-cluster"}}),
+                false,
+            ),
+            (
+                "non-positive activeDeadlineSeconds",
+                json!({"activeDeadlineSeconds": 0, "rayClusterSpec": cluster}),
+                true,
+            ),
+            (
+                "headGroupSpec should have at least one container",
+                json!({"rayClusterSpec": {"headGroupSpec": {"template": {}}}}),
+                true,
+            ),
         ];
         for (name, spec, want_error) in cases {
             let errs = validate_ray_job_spec(&job(spec), gates(false));
@@ -305,25 +520,101 @@ mod tests {
         let rule = |policy: &str, status: &str, ttl: i32| json!({"policy": policy, "condition": {"jobStatus": status, "ttlSeconds": ttl}});
         let rules = |r: Vec<Value>| json!({"deletionRules": r});
         let cases: Vec<(&str, Value, bool)> = vec![
-            ("ClusterSelector and DeleteCluster", json!({"deletionStrategy": legacy("DeleteCluster"), "clusterSelector": {"ray.io/cluster": "c"}}), true),
-            ("ClusterSelector and DeleteWorkers", json!({"deletionStrategy": legacy("DeleteWorkers"), "clusterSelector": {"ray.io/cluster": "c"}}), true),
-            ("DeleteWorkers with autoscaling", json!({"deletionStrategy": legacy("DeleteWorkers"), "rayClusterSpec": autoscaled}), true),
-            ("valid DeleteCluster", json!({"deletionStrategy": legacy("DeleteCluster"), "shutdownAfterJobFinishes": true, "rayClusterSpec": cluster}), false),
-            ("shutdown with DeleteNone", json!({"deletionStrategy": legacy("DeleteNone"), "shutdownAfterJobFinishes": true, "rayClusterSpec": cluster}), true),
-            ("OnSuccess unset", json!({"deletionStrategy": {"onFailure": {"policy": "DeleteNone"}}, "rayClusterSpec": cluster}), true),
-            ("OnFailure policy unset", json!({"deletionStrategy": {"onSuccess": {"policy": "DeleteNone"}, "onFailure": {}}, "rayClusterSpec": cluster}), true),
-            ("valid deletionRules", json!({"deletionStrategy": rules(vec![rule("DeleteSelf", "SUCCEEDED", 10)]), "rayClusterSpec": cluster}), false),
-            ("deletionRules with shutdown", json!({"deletionStrategy": rules(vec![rule("DeleteSelf", "SUCCEEDED", 10)]), "shutdownAfterJobFinishes": true, "rayClusterSpec": cluster}), true),
-            ("deletionRules with legacy", json!({"deletionStrategy": {"onSuccess": {"policy": "DeleteCluster"}, "deletionRules": [rule("DeleteSelf", "SUCCEEDED", 10)]}, "rayClusterSpec": cluster}), true),
-            ("empty DeletionStrategy", json!({"deletionStrategy": {}, "rayClusterSpec": cluster}), true),
-            ("empty deletionRules", json!({"deletionStrategy": rules(vec![]), "rayClusterSpec": cluster}), true),
-            ("duplicate rule", json!({"deletionStrategy": rules(vec![rule("DeleteSelf", "SUCCEEDED", 10), rule("DeleteSelf", "SUCCEEDED", 20)]), "rayClusterSpec": cluster}), true),
-            ("negative ttlSeconds", json!({"deletionStrategy": rules(vec![rule("DeleteSelf", "SUCCEEDED", -10)]), "rayClusterSpec": cluster}), true),
-            ("rules, ClusterSelector and DeleteWorkers", json!({"deletionStrategy": rules(vec![rule("DeleteWorkers", "SUCCEEDED", 10)]), "clusterSelector": {"ray.io/cluster": "c"}}), true),
-            ("rules with autoscaling and DeleteWorkers", json!({"deletionStrategy": rules(vec![rule("DeleteWorkers", "SUCCEEDED", 10)]), "rayClusterSpec": autoscaled}), true),
-            ("DeleteCluster before DeleteWorkers", json!({"deletionStrategy": rules(vec![rule("DeleteWorkers", "SUCCEEDED", 20), rule("DeleteCluster", "SUCCEEDED", 10)]), "rayClusterSpec": cluster}), true),
-            ("DeleteSelf before DeleteCluster", json!({"deletionStrategy": rules(vec![rule("DeleteCluster", "SUCCEEDED", 20), rule("DeleteSelf", "SUCCEEDED", 10)]), "rayClusterSpec": cluster}), true),
-            ("same TTLs per status are fine", json!({"deletionStrategy": rules(vec![rule("DeleteWorkers", "FAILED", 10), rule("DeleteCluster", "FAILED", 10), rule("DeleteSelf", "SUCCEEDED", 0)]), "rayClusterSpec": cluster}), false),
+            (
+                "ClusterSelector and DeleteCluster",
+                json!({"deletionStrategy": legacy("DeleteCluster"), "clusterSelector": {"ray.io/cluster": "c"}}),
+                true,
+            ),
+            (
+                "ClusterSelector and DeleteWorkers",
+                json!({"deletionStrategy": legacy("DeleteWorkers"), "clusterSelector": {"ray.io/cluster": "c"}}),
+                true,
+            ),
+            (
+                "DeleteWorkers with autoscaling",
+                json!({"deletionStrategy": legacy("DeleteWorkers"), "rayClusterSpec": autoscaled}),
+                true,
+            ),
+            (
+                "valid DeleteCluster",
+                json!({"deletionStrategy": legacy("DeleteCluster"), "shutdownAfterJobFinishes": true, "rayClusterSpec": cluster}),
+                false,
+            ),
+            (
+                "shutdown with DeleteNone",
+                json!({"deletionStrategy": legacy("DeleteNone"), "shutdownAfterJobFinishes": true, "rayClusterSpec": cluster}),
+                true,
+            ),
+            (
+                "OnSuccess unset",
+                json!({"deletionStrategy": {"onFailure": {"policy": "DeleteNone"}}, "rayClusterSpec": cluster}),
+                true,
+            ),
+            (
+                "OnFailure policy unset",
+                json!({"deletionStrategy": {"onSuccess": {"policy": "DeleteNone"}, "onFailure": {}}, "rayClusterSpec": cluster}),
+                true,
+            ),
+            (
+                "valid deletionRules",
+                json!({"deletionStrategy": rules(vec![rule("DeleteSelf", "SUCCEEDED", 10)]), "rayClusterSpec": cluster}),
+                false,
+            ),
+            (
+                "deletionRules with shutdown",
+                json!({"deletionStrategy": rules(vec![rule("DeleteSelf", "SUCCEEDED", 10)]), "shutdownAfterJobFinishes": true, "rayClusterSpec": cluster}),
+                true,
+            ),
+            (
+                "deletionRules with legacy",
+                json!({"deletionStrategy": {"onSuccess": {"policy": "DeleteCluster"}, "deletionRules": [rule("DeleteSelf", "SUCCEEDED", 10)]}, "rayClusterSpec": cluster}),
+                true,
+            ),
+            (
+                "empty DeletionStrategy",
+                json!({"deletionStrategy": {}, "rayClusterSpec": cluster}),
+                true,
+            ),
+            (
+                "empty deletionRules",
+                json!({"deletionStrategy": rules(vec![]), "rayClusterSpec": cluster}),
+                true,
+            ),
+            (
+                "duplicate rule",
+                json!({"deletionStrategy": rules(vec![rule("DeleteSelf", "SUCCEEDED", 10), rule("DeleteSelf", "SUCCEEDED", 20)]), "rayClusterSpec": cluster}),
+                true,
+            ),
+            (
+                "negative ttlSeconds",
+                json!({"deletionStrategy": rules(vec![rule("DeleteSelf", "SUCCEEDED", -10)]), "rayClusterSpec": cluster}),
+                true,
+            ),
+            (
+                "rules, ClusterSelector and DeleteWorkers",
+                json!({"deletionStrategy": rules(vec![rule("DeleteWorkers", "SUCCEEDED", 10)]), "clusterSelector": {"ray.io/cluster": "c"}}),
+                true,
+            ),
+            (
+                "rules with autoscaling and DeleteWorkers",
+                json!({"deletionStrategy": rules(vec![rule("DeleteWorkers", "SUCCEEDED", 10)]), "rayClusterSpec": autoscaled}),
+                true,
+            ),
+            (
+                "DeleteCluster before DeleteWorkers",
+                json!({"deletionStrategy": rules(vec![rule("DeleteWorkers", "SUCCEEDED", 20), rule("DeleteCluster", "SUCCEEDED", 10)]), "rayClusterSpec": cluster}),
+                true,
+            ),
+            (
+                "DeleteSelf before DeleteCluster",
+                json!({"deletionStrategy": rules(vec![rule("DeleteCluster", "SUCCEEDED", 20), rule("DeleteSelf", "SUCCEEDED", 10)]), "rayClusterSpec": cluster}),
+                true,
+            ),
+            (
+                "same TTLs per status are fine",
+                json!({"deletionStrategy": rules(vec![rule("DeleteWorkers", "FAILED", 10), rule("DeleteCluster", "FAILED", 10), rule("DeleteSelf", "SUCCEEDED", 0)]), "rayClusterSpec": cluster}),
+                false,
+            ),
         ];
         for (name, spec, want_error) in cases {
             let errs = validate_ray_job_spec(&job(spec), gates(true));
@@ -342,7 +633,11 @@ mod tests {
         let mut long = job(json!({"rayClusterSpec": basic_cluster()}));
         long.metadata.name = Some("a".repeat(48));
         let errs = validate_ray_job(&long);
-        assert!(errs.iter().any(|e| e.field == "metadata.name" && e.message.contains("47")), "{errs:?}");
+        assert!(
+            errs.iter()
+                .any(|e| e.field == "metadata.name" && e.message.contains("47")),
+            "{errs:?}"
+        );
         long.metadata.name = Some("Bad_Name".into());
         assert!(validate_ray_job(&long).iter().any(|e| e.field == "metadata.name"));
     }
@@ -350,7 +645,8 @@ mod tests {
     /// Kueue's RayJob sample (`../shared/manifests/kueue/jobs.ray-job-sample.yaml`) is valid as it is.
     #[test]
     fn the_shared_rayjob_sample_is_valid_and_round_trips() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/manifests/kueue/jobs.ray-job-sample.yaml");
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/manifests/kueue/jobs.ray-job-sample.yaml");
         let text = std::fs::read_to_string(path).unwrap();
         let docs = crate::api::manifest::load_documents(&text).unwrap();
         let rayjobs: Vec<&Value> = docs.iter().filter(|d| d["kind"] == "RayJob").collect();
@@ -358,9 +654,21 @@ mod tests {
         let report = crate::api::manifest::check_document(rayjobs[0]);
         assert_eq!(report.class, crate::api::manifest::DocClass::Managed);
         assert!(report.problems.is_empty(), "{:?}", report.problems);
-        let back = crate::api::manifest::round_trip_managed(rayjobs[0]).unwrap().unwrap();
+        let back = crate::api::manifest::round_trip_managed(rayjobs[0])
+            .unwrap()
+            .unwrap();
         let typed: RayJob = serde_json::from_value(back).unwrap();
-        assert_eq!(typed.spec.mode(), JobSubmissionMode::K8sJobMode, "submissionMode defaults to K8sJobMode");
-        assert!(typed.spec.runtime_env_yaml.as_deref().is_some_and(|y| y.contains("counter_name")));
+        assert_eq!(
+            typed.spec.mode(),
+            JobSubmissionMode::K8sJobMode,
+            "submissionMode defaults to K8sJobMode"
+        );
+        assert!(
+            typed
+                .spec
+                .runtime_env_yaml
+                .as_deref()
+                .is_some_and(|y| y.contains("counter_name"))
+        );
     }
 }

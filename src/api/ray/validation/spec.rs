@@ -9,7 +9,8 @@ use super::syntax::{is_label_value, is_qualified_name, parse_version};
 use super::{RayFeatureGates, validate_managed_by};
 use crate::api::ray::constants as c;
 use crate::api::ray::raycluster::{
-    AuthMode, AutoscalerVersion, GcsFaultToleranceBackend, GcsFaultToleranceOptions, RayClusterSpec, WorkerGroupSpec,
+    AuthMode, AutoscalerVersion, GcsFaultToleranceBackend, GcsFaultToleranceOptions, RayClusterSpec,
+    WorkerGroupSpec,
 };
 use crate::api::validation::{ErrorType, FieldError, Path};
 
@@ -47,10 +48,7 @@ pub fn validate_ray_cluster_spec_with(
     let head_container = head_containers.first();
     if head_container.is_none() {
         errs.push(FieldError::required(
-            &head_path
-                .child("template")
-                .child("spec")
-                .child("containers"),
+            &head_path.child("template").child("spec").child("containers"),
             "headGroupSpec should have at least one container",
         ));
     }
@@ -63,30 +61,32 @@ pub fn validate_ray_cluster_spec_with(
     let autoscaling = spec.autoscaling_enabled();
     let head_env = head_container.and_then(|c| c.env.as_deref()).unwrap_or(&[]);
     let v2_env_on = env_value(head_env, AUTOSCALER_V2_ENV).is_some_and(|v| v == "1" || v == "true");
-    let v2 = spec.autoscaler_options.as_ref().and_then(|o| o.version)
-        == Some(AutoscalerVersion::V2)
-        || v2_env_on;
+    let v2 =
+        spec.autoscaler_options.as_ref().and_then(|o| o.version) == Some(AutoscalerVersion::V2) || v2_env_on;
 
     let mut names = BTreeSet::new();
     for (i, wg) in spec.worker_groups().iter().enumerate() {
         let p = path.child("workerGroupSpecs").index(i);
-        validate_worker_group(wg, spec, autoscaling, v2, gates.job_deletion_policy, &p, &mut errs);
+        validate_worker_group(
+            wg,
+            spec,
+            autoscaling,
+            v2,
+            gates.job_deletion_policy,
+            &p,
+            &mut errs,
+        );
         if !wg.group_name.is_empty() && !names.insert(wg.group_name.as_str()) {
             errs.push(FieldError::new(
                 &p.child("groupName"),
                 ErrorType::Duplicate,
-                format!(
-                    "worker group name {:?} is used more than once",
-                    wg.group_name
-                ),
+                format!("worker group name {:?} is used more than once", wg.group_name),
             ));
         }
     }
 
     validate_gcs_ft(spec, annotations, head_container, path, gates, &mut errs);
-    if head_params
-        .get("redis-username")
-        .is_some_and(|v| !v.is_empty())
+    if head_params.get("redis-username").is_some_and(|v| !v.is_empty())
         || env_exists(head_env, c::ENV_REDIS_USERNAME)
     {
         errs.push(FieldError::forbidden(
@@ -100,16 +100,34 @@ pub fn validate_ray_cluster_spec_with(
     validate_managed_by(spec.managed_by.as_deref(), path, &mut errs);
 
     let gated = [
-        (spec.history_server_options.is_some(), gates.history_server, "historyServerOptions",
-            "RayClusterHistoryServer feature gate is not enabled", "the history server collector sidecar"),
-        (spec.network_policy.is_some(), gates.network_policy, "networkPolicy",
-            "spec.networkPolicy requires the RayClusterNetworkPolicy feature gate to be enabled", "NetworkPolicy isolation"),
-        (spec.tls_options.is_some(), gates.mtls, "tlsOptions",
-            "spec.tlsOptions requires the RayClusterMTLS feature gate to be enabled", "mTLS through cert-manager"),
+        (
+            spec.history_server_options.is_some(),
+            gates.history_server,
+            "historyServerOptions",
+            "RayClusterHistoryServer feature gate is not enabled",
+            "the history server collector sidecar",
+        ),
+        (
+            spec.network_policy.is_some(),
+            gates.network_policy,
+            "networkPolicy",
+            "spec.networkPolicy requires the RayClusterNetworkPolicy feature gate to be enabled",
+            "NetworkPolicy isolation",
+        ),
+        (
+            spec.tls_options.is_some(),
+            gates.mtls,
+            "tlsOptions",
+            "spec.tlsOptions requires the RayClusterMTLS feature gate to be enabled",
+            "mTLS through cert-manager",
+        ),
     ];
     for (set, gate_on, field, gate_off, feature) in gated {
         if set {
-            errs.push(FieldError::forbidden(&path.child(field), gated_message(gate_on, gate_off, feature)));
+            errs.push(FieldError::forbidden(
+                &path.child(field),
+                gated_message(gate_on, gate_off, feature),
+            ));
         }
     }
     errs
@@ -119,7 +137,9 @@ pub fn validate_ray_cluster_spec_with(
 /// saying the feature is what is missing (not the gate).
 fn gated_message(gate_on: bool, gate_off: &str, feature: &str) -> String {
     if gate_on {
-        format!("{feature} is not implemented by quotagate (its feature gate is on, but quotagate has no such feature)")
+        format!(
+            "{feature} is not implemented by quotagate (its feature gate is on, but quotagate has no such feature)"
+        )
     } else {
         gate_off.to_string()
     }
@@ -147,12 +167,7 @@ fn validate_worker_group(
             format!("worker group name {name:?} is reserved for the head group"),
         ));
     }
-    let containers = wg
-        .template
-        .spec
-        .as_ref()
-        .map(|s| s.containers.len())
-        .unwrap_or(0);
+    let containers = wg.template.spec.as_ref().map(|s| s.containers.len()).unwrap_or(0);
     if containers == 0 {
         errs.push(FieldError::required(
             &p.child("template").child("spec").child("containers"),
@@ -212,11 +227,27 @@ fn validate_worker_group(
         }
     }
     if let Some(prio) = wg.priority.filter(|p| *p != 0) {
-        let msg = match spec.ray_version.as_deref().filter(|v| !v.is_empty()).map(parse_version) {
-            None => Some("priority is set, but rayVersion was not specified; Ray 2.56.0 or later is required".to_string()),
-            Some(None) => Some(format!("priority is set, but rayVersion {:?} is not a version", spec.ray_version.as_deref().unwrap_or(""))),
-            Some(Some(v)) if v < (2, 56, 0) => Some(format!("priority is set, but the minimum Ray version is 2.56.0, got {}", spec.ray_version.as_deref().unwrap_or(""))),
-            Some(Some(_)) if !v2 => Some(format!("priority is set to {prio}, but autoscaler v2 is not enabled")),
+        let msg = match spec
+            .ray_version
+            .as_deref()
+            .filter(|v| !v.is_empty())
+            .map(parse_version)
+        {
+            None => Some(
+                "priority is set, but rayVersion was not specified; Ray 2.56.0 or later is required"
+                    .to_string(),
+            ),
+            Some(None) => Some(format!(
+                "priority is set, but rayVersion {:?} is not a version",
+                spec.ray_version.as_deref().unwrap_or("")
+            )),
+            Some(Some(v)) if v < (2, 56, 0) => Some(format!(
+                "priority is set, but the minimum Ray version is 2.56.0, got {}",
+                spec.ray_version.as_deref().unwrap_or("")
+            )),
+            Some(Some(_)) if !v2 => Some(format!(
+                "priority is set to {prio}, but autoscaler v2 is not enabled"
+            )),
             Some(Some(_)) => None,
         };
         if let Some(msg) = msg {
@@ -396,7 +427,11 @@ fn validate_rocksdb_options(
 ) {
     // With the gate on, the head pod mounts the user's claim as KubeRay does; an
     // operator-managed `<cluster>-gcs-pvc` is the part quotagate does not create.
-    let own_claim = opts.storage.as_ref().and_then(|s| s.claim_name.as_deref()).is_some_and(|n| !n.is_empty());
+    let own_claim = opts
+        .storage
+        .as_ref()
+        .and_then(|s| s.claim_name.as_deref())
+        .is_some_and(|n| !n.is_empty());
     if !gates.embedded_gcs_storage || !own_claim {
         errs.push(FieldError::forbidden(
             &opts_path.child("backend"),
@@ -459,7 +494,10 @@ fn validate_rocksdb_head(
         .child("containers")
         .index(0);
     if GCS_STORAGE_ENVS.iter().any(|v| env_exists(env, v)) {
-        errs.push(FieldError::forbidden(&container_path.child("env"), "RAY_gcs_storage and RAY_gcs_storage_path are managed by the operator with the rocksdb backend"));
+        errs.push(FieldError::forbidden(
+            &container_path.child("env"),
+            "RAY_gcs_storage and RAY_gcs_storage_path are managed by the operator with the rocksdb backend",
+        ));
     }
     let mounts = head.and_then(|c| c.volume_mounts.as_deref()).unwrap_or(&[]);
     if mounts
@@ -501,14 +539,10 @@ fn validate_autoscaler(
         .index(0)
         .child("env");
     if !autoscaling {
-        if let Some(v) =
-            env_value(head_env, AUTOSCALER_V2_ENV).filter(|v| *v == "1" || *v == "true")
-        {
+        if let Some(v) = env_value(head_env, AUTOSCALER_V2_ENV).filter(|v| *v == "1" || *v == "true") {
             errs.push(FieldError::invalid(
                 &head_env_path.clone(),
-                format!(
-                    "{AUTOSCALER_V2_ENV} cannot be {v:?} when enableInTreeAutoscaling is false"
-                ),
+                format!("{AUTOSCALER_V2_ENV} cannot be {v:?} when enableInTreeAutoscaling is false"),
             ));
         }
     } else {
@@ -539,8 +573,16 @@ fn validate_autoscaler(
             for (i, wg) in spec.worker_groups().iter().enumerate() {
                 if !never_or_unset(&wg.template) {
                     errs.push(FieldError::invalid(
-                        &path.child("workerGroupSpecs").index(i).child("template").child("spec").child("restartPolicy"),
-                        format!("restartPolicy for worker group {} must be Never or unset with autoscaler v2", wg.group_name),
+                        &path
+                            .child("workerGroupSpecs")
+                            .index(i)
+                            .child("template")
+                            .child("spec")
+                            .child("restartPolicy"),
+                        format!(
+                            "restartPolicy for worker group {} must be Never or unset with autoscaler v2",
+                            wg.group_name
+                        ),
                     ));
                 }
             }

@@ -59,9 +59,8 @@ pub(crate) fn is_dns1035_label(s: &str) -> bool {
 }
 
 pub(super) fn is_label_value(s: &str) -> bool {
-    static RE: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$").expect("static regex")
-    });
+    static RE: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$").expect("static regex"));
     s.len() <= 63 && RE.is_match(s)
 }
 

@@ -125,10 +125,7 @@ fn ray_cluster_rules() {
         ),
         (
             "no worker container",
-            vec![(
-                "spec.workerGroupSpecs.0.template.spec.containers",
-                json!([]),
-            )],
+            vec![("spec.workerGroupSpecs.0.template.spec.containers", json!([]))],
             "spec.workerGroupSpecs[0].template.spec.containers",
             ErrorType::Required,
             "at least one container",
@@ -195,10 +192,7 @@ fn ray_cluster_rules() {
         (
             "resources twice",
             vec![
-                (
-                    "spec.workerGroupSpecs.0.rayStartParams",
-                    json!({"num-cpus": "1"}),
-                ),
+                ("spec.workerGroupSpecs.0.rayStartParams", json!({"num-cpus": "1"})),
                 ("spec.workerGroupSpecs.0.resources", json!({"TPU": "4"})),
             ],
             "spec.workerGroupSpecs[0].resources",
@@ -207,10 +201,7 @@ fn ray_cluster_rules() {
         ),
         (
             "labels in rayStartParams",
-            vec![(
-                "spec.headGroupSpec.rayStartParams",
-                json!({"labels": "a=b"}),
-            )],
+            vec![("spec.headGroupSpec.rayStartParams", json!({"labels": "a=b"}))],
             "spec.headGroupSpec.rayStartParams[labels]",
             ErrorType::Forbidden,
             "labels field",
@@ -286,10 +277,7 @@ fn ray_cluster_rules() {
         (
             "redis-password with ft",
             vec![
-                (
-                    "spec.gcsFaultToleranceOptions",
-                    json!({"redisAddress": "r:6379"}),
-                ),
+                ("spec.gcsFaultToleranceOptions", json!({"redisAddress": "r:6379"})),
                 (
                     "spec.headGroupSpec.rayStartParams",
                     json!({"redis-password": "x"}),
@@ -302,10 +290,7 @@ fn ray_cluster_rules() {
         (
             "REDIS_PASSWORD env with ft",
             vec![
-                (
-                    "spec.gcsFaultToleranceOptions",
-                    json!({"redisAddress": "r:6379"}),
-                ),
+                ("spec.gcsFaultToleranceOptions", json!({"redisAddress": "r:6379"})),
                 (head_env, json!([{"name": "REDIS_PASSWORD", "value": "x"}])),
             ],
             "spec.headGroupSpec.template.spec.containers[0].env",
@@ -315,10 +300,7 @@ fn ray_cluster_rules() {
         (
             "external storage annotation with ft",
             vec![
-                (
-                    "spec.gcsFaultToleranceOptions",
-                    json!({"redisAddress": "r:6379"}),
-                ),
+                ("spec.gcsFaultToleranceOptions", json!({"redisAddress": "r:6379"})),
                 (
                     "metadata.annotations",
                     json!({"ray.io/external-storage-namespace": "ns"}),
@@ -340,10 +322,7 @@ fn ray_cluster_rules() {
         ),
         (
             "rocksdb needs gate",
-            vec![(
-                "spec.gcsFaultToleranceOptions",
-                json!({"backend": "rocksdb"}),
-            )],
+            vec![("spec.gcsFaultToleranceOptions", json!({"backend": "rocksdb"}))],
             "spec.gcsFaultToleranceOptions.backend",
             ErrorType::Forbidden,
             "feature gate",
@@ -619,10 +598,7 @@ fn ray_service_rules() {
         ),
         (
             "cluster rules apply under rayClusterConfig",
-            vec![(
-                "spec.rayClusterConfig.workerGroupSpecs.0.minReplicas",
-                json!(9),
-            )],
+            vec![("spec.rayClusterConfig.workerGroupSpecs.0.minReplicas", json!(9))],
             "spec.rayClusterConfig.workerGroupSpecs[0].minReplicas".into(),
             ErrorType::Invalid,
             "greater than maxReplicas",
@@ -772,11 +748,7 @@ fn absent_min_max_take_crd_defaults() {
         ("spec.workerGroupSpecs.0.maxReplicas", Value::Null),
         ("spec.workerGroupSpecs.0.minReplicas", json!(50)),
     ];
-    assert_eq!(
-        cluster_errors(&edits),
-        vec![],
-        "maxReplicas defaults to 2^31-1"
-    );
+    assert_eq!(cluster_errors(&edits), vec![], "maxReplicas defaults to 2^31-1");
     let edits = [
         ("spec.workerGroupSpecs.0.minReplicas", Value::Null),
         ("spec.workerGroupSpecs.0.maxReplicas", json!(0)),
@@ -811,16 +783,27 @@ fn embedded_gcs_sample_with_its_gate_on() {
         embedded_gcs_storage: true,
         ..RayFeatureGates::default()
     };
-    let errs =
-        validate_ray_cluster_spec_with(&rc.spec, &BTreeMap::new(), &Path::root("spec"), gates);
+    let errs = validate_ray_cluster_spec_with(&rc.spec, &BTreeMap::new(), &Path::root("spec"), gates);
     assert_eq!(errs.len(), 1, "{errs:?}");
-    assert!(errs[0].message.contains("not implemented by quotagate"), "{errs:?}");
-    assert!(!errs[0].message.contains("feature gate to be enabled"), "{errs:?}");
+    assert!(
+        errs[0].message.contains("not implemented by quotagate"),
+        "{errs:?}"
+    );
+    assert!(
+        !errs[0].message.contains("feature gate to be enabled"),
+        "{errs:?}"
+    );
     let mut own = rc.clone();
-    let storage = own.spec.gcs_fault_tolerance_options.as_mut().unwrap().storage.as_mut().unwrap();
+    let storage = own
+        .spec
+        .gcs_fault_tolerance_options
+        .as_mut()
+        .unwrap()
+        .storage
+        .as_mut()
+        .unwrap();
     *storage = serde_json::from_value(json!({"claimName": "my-gcs-pvc"})).unwrap();
-    let errs =
-        validate_ray_cluster_spec_with(&own.spec, &BTreeMap::new(), &Path::root("spec"), gates);
+    let errs = validate_ray_cluster_spec_with(&own.spec, &BTreeMap::new(), &Path::root("spec"), gates);
     assert_eq!(errs, vec![]);
 }
 
@@ -838,9 +821,18 @@ fn alpha_fields_gate_off_then_on() {
     )
     .unwrap();
     for (field, kuberay) in [
-        ("historyServerOptions", "RayClusterHistoryServer feature gate is not enabled"),
-        ("networkPolicy", "spec.networkPolicy requires the RayClusterNetworkPolicy feature gate to be enabled"),
-        ("tlsOptions", "spec.tlsOptions requires the RayClusterMTLS feature gate to be enabled"),
+        (
+            "historyServerOptions",
+            "RayClusterHistoryServer feature gate is not enabled",
+        ),
+        (
+            "networkPolicy",
+            "spec.networkPolicy requires the RayClusterNetworkPolicy feature gate to be enabled",
+        ),
+        (
+            "tlsOptions",
+            "spec.tlsOptions requires the RayClusterMTLS feature gate to be enabled",
+        ),
     ] {
         let rc = rc(field);
         let at = |gates| {
@@ -892,10 +884,7 @@ fn every_sample_validates_clean() {
             let only: Vec<_> = errs.iter().map(|e| (e.field.as_str(), e.kind)).collect();
             assert_eq!(
                 only,
-                [(
-                    "spec.gcsFaultToleranceOptions.backend",
-                    ErrorType::Forbidden
-                )],
+                [("spec.gcsFaultToleranceOptions.backend", ErrorType::Forbidden)],
                 "{file}"
             );
             continue;
@@ -915,5 +904,10 @@ fn worker_group_suspend_needs_the_job_deletion_policy_gate() {
     assert_eq!(at(RayFeatureGates::default()), vec![]);
     let off = crate::api::ray::features::parse("RayJobDeletionPolicy=false").unwrap();
     let errs = at(off);
-    assert!(errs.iter().any(|e| e.message.contains("can be suspended only when the RayJobDeletionPolicy feature gate is enabled")), "{errs:?}");
+    assert!(
+        errs.iter().any(|e| e
+            .message
+            .contains("can be suspended only when the RayJobDeletionPolicy feature gate is enabled")),
+        "{errs:?}"
+    );
 }

@@ -28,7 +28,8 @@ pub fn quota_us(milli: u64) -> u64 {
 }
 
 fn cpu_milli(q: Option<&k8s_openapi::apimachinery::pkg::api::resource::Quantity>) -> Option<u64> {
-    q.and_then(|q| Quantity::parse(&q.0).ok()).map(|q| u64::try_from(q.milli_value()).unwrap_or(0))
+    q.and_then(|q| Quantity::parse(&q.0).ok())
+        .map(|q| u64::try_from(q.milli_value()).unwrap_or(0))
 }
 
 /// The pod's CPU requests and, when every container has one, the sum of its CPU limits, in milli-CPUs.
@@ -40,7 +41,9 @@ pub fn pod_cpu(pod: &Pod) -> (u64, Option<u64>) {
         let r = c.resources.as_ref();
         let limit = cpu_milli(r.and_then(|r| r.limits.as_ref()).and_then(|l| l.get("cpu")));
         // A container with a limit and no request requests its limit (API defaulting).
-        let request = cpu_milli(r.and_then(|r| r.requests.as_ref()).and_then(|l| l.get("cpu"))).or(limit).unwrap_or(0);
+        let request = cpu_milli(r.and_then(|r| r.requests.as_ref()).and_then(|l| l.get("cpu")))
+            .or(limit)
+            .unwrap_or(0);
         requests = requests.saturating_add(request);
         limits = match (limits, limit) {
             (Some(sum), Some(l)) => Some(sum.saturating_add(l)),
@@ -65,7 +68,8 @@ impl Cpu {
     pub fn claim(block: u8, cpus: u32) -> Option<Cpu> {
         let root = Path::new(CPU_ROOT).join(format!("quotagate-{block}"));
         remove_tree(&root);
-        let made = std::fs::create_dir_all(&root).and_then(|()| write(&root, "cpu.shares", &shares(u64::from(cpus) * 1000).to_string()));
+        let made = std::fs::create_dir_all(&root)
+            .and_then(|()| write(&root, "cpu.shares", &shares(u64::from(cpus) * 1000).to_string()));
         match made {
             Ok(()) => Some(Cpu { root }),
             Err(e) => {
@@ -80,10 +84,13 @@ impl Cpu {
     pub fn pod(&self, name: &str, pod: &Pod) -> Option<PathBuf> {
         let dir = self.root.join(name);
         let (requests, limit) = pod_cpu(pod);
-        let made = std::fs::create_dir_all(&dir).and_then(|()| write(&dir, "cpu.shares", &shares(requests).to_string())).and_then(|()| match limit {
-            Some(l) => write(&dir, "cpu.cfs_period_us", &PERIOD_US.to_string()).and_then(|()| write(&dir, "cpu.cfs_quota_us", &quota_us(l).to_string())),
-            None => Ok(()),
-        });
+        let made = std::fs::create_dir_all(&dir)
+            .and_then(|()| write(&dir, "cpu.shares", &shares(requests).to_string()))
+            .and_then(|()| match limit {
+                Some(l) => write(&dir, "cpu.cfs_period_us", &PERIOD_US.to_string())
+                    .and_then(|()| write(&dir, "cpu.cfs_quota_us", &quota_us(l).to_string())),
+                None => Ok(()),
+            });
         match made {
             Ok(()) => Some(dir),
             Err(e) => {
@@ -150,16 +157,26 @@ mod tests {
 
     #[test]
     fn a_pods_cpu_is_the_sum_of_its_containers() {
-        let pod = |containers: serde_json::Value| -> Pod { serde_json::from_value(serde_json::json!({"spec": {"containers": containers}})).unwrap() };
+        let pod = |containers: serde_json::Value| -> Pod {
+            serde_json::from_value(serde_json::json!({"spec": {"containers": containers}})).unwrap()
+        };
         let both = pod(serde_json::json!([
             {"name": "ray-head", "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}},
             {"name": "autoscaler", "resources": {"requests": {"cpu": "500m"}, "limits": {"cpu": "500m"}}}]));
         assert_eq!(pod_cpu(&both), (1500, Some(1500)));
         let limit_only = pod(serde_json::json!([{"name": "c", "resources": {"limits": {"cpu": "2"}}}]));
-        assert_eq!(pod_cpu(&limit_only), (2000, Some(2000)), "the request defaults to the limit");
+        assert_eq!(
+            pod_cpu(&limit_only),
+            (2000, Some(2000)),
+            "the request defaults to the limit"
+        );
         let one_unlimited = pod(serde_json::json!([
             {"name": "a", "resources": {"requests": {"cpu": "250m"}, "limits": {"cpu": "1"}}},
             {"name": "b", "resources": {"requests": {"cpu": "250m"}}}]));
-        assert_eq!(pod_cpu(&one_unlimited), (500, None), "no pod-level quota when a container has no limit");
+        assert_eq!(
+            pod_cpu(&one_unlimited),
+            (500, None),
+            "no pod-level quota when a container has no limit"
+        );
     }
 }

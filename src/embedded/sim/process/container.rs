@@ -51,11 +51,18 @@ fn now() -> String {
 /// Exit code as the kubelet reports it: the code, or 128 + the signal that ended the process.
 fn exit_code(s: std::process::ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;
-    s.code().or_else(|| s.signal().map(|sig| 128 + sig)).unwrap_or(128)
+    s.code()
+        .or_else(|| s.signal().map(|sig| 128 + sig))
+        .unwrap_or(128)
 }
 
 async fn signal_group(pgid: u32, signal: &str) {
-    let _ = Command::new("kill").args([&format!("-{signal}"), "--", &format!("-{pgid}")]).stdout(Stdio::null()).stderr(Stdio::null()).status().await;
+    let _ = Command::new("kill")
+        .args([&format!("-{signal}"), "--", &format!("-{pgid}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .await;
 }
 
 /// SIGTERM to the group, SIGKILL after `grace`; returns the main process's exit code.
@@ -77,7 +84,11 @@ fn spawn(l: &Launch) -> Result<Child, String> {
     if let Some(dir) = l.log.parent() {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
-    let out = std::fs::OpenOptions::new().create(true).append(true).open(&l.log).map_err(|e| format!("{}: {e}", l.log.display()))?;
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&l.log)
+        .map_err(|e| format!("{}: {e}", l.log.display()))?;
     let err = out.try_clone().map_err(|e| e.to_string())?;
     Command::new("ip")
         .args(&l.argv)
@@ -99,7 +110,11 @@ struct Probing {
 
 impl Probing {
     fn new(spec: &Option<Spec>, started: Instant) -> Option<Probing> {
-        spec.as_ref().map(|s| Probing { spec: s.clone(), tally: Tally::default(), next: started + s.initial_delay })
+        spec.as_ref().map(|s| Probing {
+            spec: s.clone(),
+            tally: Tally::default(),
+            next: started + s.initial_delay,
+        })
     }
 }
 
@@ -135,7 +150,9 @@ pub async fn run(l: Launch, tx: mpsc::UnboundedSender<(usize, View)>, mut stop: 
         }
         let started_at = Instant::now();
         let started = now();
-        view.state = State::Running { started: started.clone() };
+        view.state = State::Running {
+            started: started.clone(),
+        };
         view.started = l.startup.is_none();
         view.ready = view.started && l.readiness.is_none();
         let _ = tx.send((l.index, view.clone()));
@@ -144,7 +161,14 @@ pub async fn run(l: Launch, tx: mpsc::UnboundedSender<(usize, View)>, mut stop: 
         let mut liveness = Probing::new(&l.liveness, started_at);
         let code = loop {
             // Startup first; readiness and liveness only once it passed.
-            let due = if !view.started { startup.as_ref().map(|p| p.next) } else { [&readiness, &liveness].iter().filter_map(|p| p.as_ref().map(|p| p.next)).min() };
+            let due = if !view.started {
+                startup.as_ref().map(|p| p.next)
+            } else {
+                [&readiness, &liveness]
+                    .iter()
+                    .filter_map(|p| p.as_ref().map(|p| p.next))
+                    .min()
+            };
             let sleep = async {
                 match due {
                     Some(at) => tokio::time::sleep_until(at).await,
@@ -209,7 +233,12 @@ pub async fn run(l: Launch, tx: mpsc::UnboundedSender<(usize, View)>, mut stop: 
                 }
             }
         };
-        let ended = State::Terminated { code, reason: reason(code).into(), started, finished: now() };
+        let ended = State::Terminated {
+            code,
+            reason: reason(code).into(),
+            started,
+            finished: now(),
+        };
         view.ready = false;
         view.started = false;
         if !restarts(&l.restart_policy, code) {
@@ -226,7 +255,15 @@ pub async fn run(l: Launch, tx: mpsc::UnboundedSender<(usize, View)>, mut stop: 
         view.state = if delay.is_zero() {
             ended
         } else {
-            State::waiting("CrashLoopBackOff", format!("back-off {}s restarting failed container={} pod={}", delay.as_secs(), l.name, l.pod))
+            State::waiting(
+                "CrashLoopBackOff",
+                format!(
+                    "back-off {}s restarting failed container={} pod={}",
+                    delay.as_secs(),
+                    l.name,
+                    l.pod
+                ),
+            )
         };
         let _ = tx.send((l.index, view.clone()));
         tokio::select! {
@@ -254,7 +291,15 @@ mod tests {
     #[test]
     fn backoff_as_the_kubelet() {
         let s = Duration::from_secs;
-        assert_eq!([0, 1, 2, 3, 4, 5, 6, 40].map(backoff), [s(0), s(10), s(20), s(40), s(80), s(160), s(300), s(300)]);
-        assert!(restarts("Always", 0) && restarts("OnFailure", 1) && !restarts("OnFailure", 0) && !restarts("Never", 1));
+        assert_eq!(
+            [0, 1, 2, 3, 4, 5, 6, 40].map(backoff),
+            [s(0), s(10), s(20), s(40), s(80), s(160), s(300), s(300)]
+        );
+        assert!(
+            restarts("Always", 0)
+                && restarts("OnFailure", 1)
+                && !restarts("OnFailure", 0)
+                && !restarts("Never", 1)
+        );
     }
 }

@@ -34,7 +34,9 @@ pub struct Sources {
 impl Sources {
     /// A Secret's `data` as text (bytes that are not UTF-8 are replaced: environment values here are text).
     pub fn decode_secret(data: &BTreeMap<String, k8s_openapi::ByteString>) -> BTreeMap<String, String> {
-        data.iter().map(|(k, v)| (k.clone(), String::from_utf8_lossy(&v.0).into_owned())).collect()
+        data.iter()
+            .map(|(k, v)| (k.clone(), String::from_utf8_lossy(&v.0).into_owned()))
+            .collect()
     }
 }
 
@@ -45,7 +47,10 @@ pub enum EnvError {
 }
 
 fn invalid(field: String, message: impl Into<String>) -> EnvError {
-    EnvError::Invalid { field, message: message.into() }
+    EnvError::Invalid {
+        field,
+        message: message.into(),
+    }
 }
 
 /// The ConfigMaps and Secrets a container's `env`/`envFrom` name: (is_secret, name).
@@ -91,16 +96,29 @@ pub fn resolve(
     for (i, from) in c.env_from.iter().flatten().enumerate() {
         let prefix = from.prefix.clone().unwrap_or_default();
         let (data, optional, what) = if let Some(r) = &from.config_map_ref {
-            (sources.config_maps.get(&r.name), r.optional == Some(true), format!("configmap {:?}", r.name))
+            (
+                sources.config_maps.get(&r.name),
+                r.optional == Some(true),
+                format!("configmap {:?}", r.name),
+            )
         } else if let Some(r) = &from.secret_ref {
-            (sources.secrets.get(&r.name), r.optional == Some(true), format!("secret {:?}", r.name))
+            (
+                sources.secrets.get(&r.name),
+                r.optional == Some(true),
+                format!("secret {:?}", r.name),
+            )
         } else {
             continue;
         };
         match data {
             Some(d) => vars.extend(d.iter().map(|(k, v)| (format!("{prefix}{k}"), v.clone()))),
             None if optional => {}
-            None => return Err(invalid(format!("{base}.envFrom[{i}]"), format!("{what} not found"))),
+            None => {
+                return Err(invalid(
+                    format!("{base}.envFrom[{i}]"),
+                    format!("{what} not found"),
+                ));
+            }
         }
     }
     for (i, e) in c.env.iter().flatten().enumerate() {
@@ -124,7 +142,12 @@ fn lookup(vars: &[(String, String)], name: &str) -> Option<String> {
 
 /// `command` + `args` with `$(VAR)` expanded against the container's environment.
 pub fn command_line(c: &Container, env: &[(String, String)]) -> Vec<String> {
-    c.command.iter().chain(c.args.iter()).flatten().map(|w| expand(w, &|name| lookup(env, name))).collect()
+    c.command
+        .iter()
+        .chain(c.args.iter())
+        .flatten()
+        .map(|w| expand(w, &|name| lookup(env, name)))
+        .collect()
 }
 
 /// `$(VAR)` becomes VAR's value when defined, `$$` becomes `$`; anything else stays as written
@@ -178,7 +201,10 @@ fn from_source(
 ) -> Result<Option<String>, EnvError> {
     if let Some(f) = &src.field_ref {
         return field_ref(pod, &f.field_path, addrs).map(Some).ok_or_else(|| {
-            invalid(format!("{field}.valueFrom.fieldRef.fieldPath"), format!("unsupported field {:?}", f.field_path))
+            invalid(
+                format!("{field}.valueFrom.fieldRef.fieldPath"),
+                format!("unsupported field {:?}", f.field_path),
+            )
         });
     }
     if let Some(r) = &src.resource_field_ref {
@@ -187,16 +213,32 @@ fn from_source(
             .map_err(|m| invalid(format!("{field}.valueFrom.resourceFieldRef"), m));
     }
     let (data, key, optional, what) = if let Some(r) = &src.config_map_key_ref {
-        (sources.config_maps.get(&r.name), &r.key, r.optional == Some(true), format!("configmap {:?}", r.name))
+        (
+            sources.config_maps.get(&r.name),
+            &r.key,
+            r.optional == Some(true),
+            format!("configmap {:?}", r.name),
+        )
     } else if let Some(r) = &src.secret_key_ref {
-        (sources.secrets.get(&r.name), &r.key, r.optional == Some(true), format!("secret {:?}", r.name))
+        (
+            sources.secrets.get(&r.name),
+            &r.key,
+            r.optional == Some(true),
+            format!("secret {:?}", r.name),
+        )
     } else {
-        return Err(invalid(format!("{field}.valueFrom"), "no source the process runtime supports"));
+        return Err(invalid(
+            format!("{field}.valueFrom"),
+            "no source the process runtime supports",
+        ));
     };
     match data.map(|d| d.get(key)) {
         Some(Some(v)) => Ok(Some(v.clone())),
         _ if optional => Ok(None),
-        Some(None) => Err(invalid(format!("{field}.valueFrom"), format!("couldn't find key {key} in {what}"))),
+        Some(None) => Err(invalid(
+            format!("{field}.valueFrom"),
+            format!("couldn't find key {key} in {what}"),
+        )),
         None => Err(invalid(format!("{field}.valueFrom"), format!("{what} not found"))),
     }
 }
@@ -213,18 +255,31 @@ fn field_ref(pod: &Pod, path: &str, addrs: &Addresses) -> Option<String> {
         "metadata.namespace" => m.namespace.clone().unwrap_or_default(),
         "metadata.uid" => m.uid.clone().unwrap_or_default(),
         "spec.nodeName" => addrs.node_name.clone(),
-        "spec.serviceAccountName" => pod.spec.as_ref().and_then(|s| s.service_account_name.clone()).unwrap_or_default(),
+        "spec.serviceAccountName" => pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.service_account_name.clone())
+            .unwrap_or_default(),
         "status.podIP" | "status.podIPs" => addrs.pod_ip.clone(),
         "status.hostIP" | "status.hostIPs" => addrs.host_ip.clone(),
         p if p.starts_with("metadata.labels['") => return keyed("metadata.labels['", m.labels.as_ref()),
-        p if p.starts_with("metadata.annotations['") => return keyed("metadata.annotations['", m.annotations.as_ref()),
+        p if p.starts_with("metadata.annotations['") => {
+            return keyed("metadata.annotations['", m.annotations.as_ref());
+        }
         _ => return None,
     })
 }
 
 /// `limits.cpu` etc. divided by `divisor`, rounded up; an unset limit reads the node's capacity.
-fn resource_ref(c: &Container, resource: &str, divisor: Option<&str>, node: NodeCapacity) -> Result<String, String> {
-    let (kind, name) = resource.split_once('.').ok_or_else(|| format!("unsupported resource {resource:?}"))?;
+fn resource_ref(
+    c: &Container,
+    resource: &str,
+    divisor: Option<&str>,
+    node: NodeCapacity,
+) -> Result<String, String> {
+    let (kind, name) = resource
+        .split_once('.')
+        .ok_or_else(|| format!("unsupported resource {resource:?}"))?;
     let res = c.resources.as_ref();
     let set = match kind {
         "limits" => res.and_then(|r| r.limits.as_ref()),
@@ -236,7 +291,10 @@ fn resource_ref(c: &Container, resource: &str, divisor: Option<&str>, node: Node
         Some(q) => Quantity::parse(&q.0).map_err(|e| format!("{resource}: {e}"))?,
         None => match name {
             "cpu" => Quantity::from_value(i64::from(node.cpu_cores), crate::api::quantity::Format::DecimalSi),
-            "memory" | "ephemeral-storage" => Quantity::from_value(i64::try_from(node.memory_bytes).unwrap_or(i64::MAX), crate::api::quantity::Format::DecimalSi),
+            "memory" | "ephemeral-storage" => Quantity::from_value(
+                i64::try_from(node.memory_bytes).unwrap_or(i64::MAX),
+                crate::api::quantity::Format::DecimalSi,
+            ),
             _ => return Err(format!("unsupported resource {resource:?}")),
         },
     };
@@ -283,7 +341,10 @@ mod tests {
             ("$VAR_A", "$VAR_A"),
             ("f000-$$VAR_A", "f000-$VAR_A"),
             ("$", "$"),
-            ("ulimit -n 65536; ray start --head", "ulimit -n 65536; ray start --head"),
+            (
+                "ulimit -n 65536; ray start --head",
+                "ulimit -n 65536; ray start --head",
+            ),
         ] {
             assert_eq!(expand(input, &get), want, "{input}");
         }
@@ -311,31 +372,75 @@ mod tests {
                 ]}]}
         }))
         .unwrap();
-        let addrs = Addresses { pod_ip: "10.244.130.2".into(), host_ip: "10.244.130.1".into(), node_name: "n".into() };
+        let addrs = Addresses {
+            pod_ip: "10.244.130.2".into(),
+            host_ip: "10.244.130.1".into(),
+            node_name: "n".into(),
+        };
         let mut sources = Sources::default();
-        sources.config_maps.insert("cm".into(), [("k".to_string(), "v".to_string())].into());
-        let node = NodeCapacity { cpu_cores: 2, memory_bytes: 1 << 30 };
-        let env = resolve(&pod, 0, &words(&[("PATH", "/venv/bin:/usr/bin")]), &addrs, &sources, node).unwrap();
+        sources
+            .config_maps
+            .insert("cm".into(), [("k".to_string(), "v".to_string())].into());
+        let node = NodeCapacity {
+            cpu_cores: 2,
+            memory_bytes: 1 << 30,
+        };
+        let env = resolve(
+            &pod,
+            0,
+            &words(&[("PATH", "/venv/bin:/usr/bin")]),
+            &addrs,
+            &sources,
+            node,
+        )
+        .unwrap();
         let get = |k: &str| lookup(&env, k);
         assert_eq!(get("PATH").as_deref(), Some("/venv/bin:/usr/bin"));
         assert_eq!(get("MY_POD_IP").as_deref(), Some("10.244.130.2"));
         assert_eq!(get("RAY_ADDRESS").as_deref(), Some("10.244.130.2:6379"));
-        assert_eq!(get("LATER").as_deref(), Some("$(NOT_YET)"), "only earlier variables expand");
+        assert_eq!(
+            get("LATER").as_deref(),
+            Some("$(NOT_YET)"),
+            "only earlier variables expand"
+        );
         assert_eq!(get("CPU").as_deref(), Some("2"), "1500m rounds up");
         assert_eq!(get("MEM_MI").as_deref(), Some("2048"));
-        assert_eq!(get("REQ_MEM").as_deref(), Some("1073741824"), "unset: the node's capacity");
+        assert_eq!(
+            get("REQ_MEM").as_deref(),
+            Some("1073741824"),
+            "unset: the node's capacity"
+        );
         assert_eq!(get("FROM_CM").as_deref(), Some("v"));
         assert_eq!(get("OPT"), None);
         assert_eq!(get("NS").as_deref(), Some("ns"));
         let c = &pod.spec.as_ref().unwrap().containers[0];
-        assert_eq!(command_line(c, &env), vec!["ray start --head --node-ip-address=10.244.130.2 --x=rc".to_string()]);
+        assert_eq!(
+            command_line(c, &env),
+            vec!["ray start --head --node-ip-address=10.244.130.2 --x=rc".to_string()]
+        );
 
         let missing = resolve(&pod, 0, &[], &addrs, &Sources::default(), node).unwrap_err();
-        assert_eq!(missing.to_string(), "spec.containers[0].env[8].valueFrom: configmap \"cm\" not found");
+        assert_eq!(
+            missing.to_string(),
+            "spec.containers[0].env[8].valueFrom: configmap \"cm\" not found"
+        );
         let mut bad = pod.clone();
-        bad.spec.as_mut().unwrap().containers[0].env.as_mut().unwrap()[0].value_from.as_mut().unwrap().field_ref.as_mut().unwrap().field_path = "spec.x".into();
+        bad.spec.as_mut().unwrap().containers[0].env.as_mut().unwrap()[0]
+            .value_from
+            .as_mut()
+            .unwrap()
+            .field_ref
+            .as_mut()
+            .unwrap()
+            .field_path = "spec.x".into();
         let err = resolve(&bad, 0, &[], &addrs, &sources, node).unwrap_err();
-        assert_eq!(err.to_string(), "spec.containers[0].env[0].valueFrom.fieldRef.fieldPath: unsupported field \"spec.x\"");
-        assert_eq!(referenced(c), vec![(false, "cm".to_string()), (true, "nope".to_string())]);
+        assert_eq!(
+            err.to_string(),
+            "spec.containers[0].env[0].valueFrom.fieldRef.fieldPath: unsupported field \"spec.x\""
+        );
+        assert_eq!(
+            referenced(c),
+            vec![(false, "cm".to_string()), (true, "nope".to_string())]
+        );
     }
 }

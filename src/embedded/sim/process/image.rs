@@ -32,7 +32,11 @@ fn is_autoscaler(c: &Container) -> bool {
 }
 
 pub fn runs(c: &Container) -> Runs {
-    if c.image.as_deref().is_some_and(is_ray_image) && !is_autoscaler(c) { Runs::Ray } else { Runs::Simulated }
+    if c.image.as_deref().is_some_and(is_ray_image) && !is_autoscaler(c) {
+        Runs::Ray
+    } else {
+        Runs::Simulated
+    }
 }
 
 /// A pod is the process runtime's when at least one of its containers runs as a process.
@@ -46,11 +50,25 @@ mod tests {
 
     #[test]
     fn ray_images_and_the_autoscaler() {
-        for yes in ["rayproject/ray:2.60.0", "rayproject/ray:2.60.0-gpu", "rayproject/ray:2.41.0-py311", "docker.io/rayproject/ray:latest",
-            "rayproject/ray", "rayproject/ray:2.60.0@sha256:abc", "localhost:5000/rayproject/ray:nightly"] {
+        for yes in [
+            "rayproject/ray:2.60.0",
+            "rayproject/ray:2.60.0-gpu",
+            "rayproject/ray:2.41.0-py311",
+            "docker.io/rayproject/ray:latest",
+            "rayproject/ray",
+            "rayproject/ray:2.60.0@sha256:abc",
+            "localhost:5000/rayproject/ray:nightly",
+        ] {
             assert!(is_ray_image(yes), "{yes}");
         }
-        for no in ["rayproject/ray-ml:2.9.0", "busybox", "myorg/rayproject/ray-custom:1", "python:3.11", "", "localhost:5000/ray:1"] {
+        for no in [
+            "rayproject/ray-ml:2.9.0",
+            "busybox",
+            "myorg/rayproject/ray-custom:1",
+            "python:3.11",
+            "",
+            "localhost:5000/ray:1",
+        ] {
             assert!(!is_ray_image(no), "{no}");
         }
         let c = |name: &str, image: &str, args: &[&str]| Container {
@@ -59,11 +77,31 @@ mod tests {
             args: Some(args.iter().map(|s| s.to_string()).collect()),
             ..Default::default()
         };
-        assert_eq!(runs(&c("ray-head", "rayproject/ray:2.60.0", &["ray start --head --block"])), Runs::Ray);
-        assert_eq!(runs(&c("autoscaler", "rayproject/ray:2.60.0", &[])), Runs::Simulated);
-        assert_eq!(runs(&c("sidecar", "rayproject/ray:2.60.0", &["ray kuberay-autoscaler --cluster-name x"])), Runs::Simulated);
+        assert_eq!(
+            runs(&c(
+                "ray-head",
+                "rayproject/ray:2.60.0",
+                &["ray start --head --block"]
+            )),
+            Runs::Ray
+        );
+        assert_eq!(
+            runs(&c("autoscaler", "rayproject/ray:2.60.0", &[])),
+            Runs::Simulated
+        );
+        assert_eq!(
+            runs(&c(
+                "sidecar",
+                "rayproject/ray:2.60.0",
+                &["ray kuberay-autoscaler --cluster-name x"]
+            )),
+            Runs::Simulated
+        );
         assert_eq!(runs(&c("app", "busybox", &["sleep 1"])), Runs::Simulated);
-        assert!(has_process(&[c("a", "busybox", &[]), c("ray-worker", "rayproject/ray:2.60.0-gpu", &[])]));
+        assert!(has_process(&[
+            c("a", "busybox", &[]),
+            c("ray-worker", "rayproject/ray:2.60.0-gpu", &[])
+        ]));
         assert!(!has_process(&[c("autoscaler", "rayproject/ray:2.60.0", &[])]));
     }
 }

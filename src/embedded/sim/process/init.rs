@@ -44,7 +44,8 @@ fn environment(x: &InitCtx<'_>, c: &Container) -> Result<Vec<(String, String)>, 
     if let Some(spec) = as_main.spec.as_mut() {
         spec.containers = vec![c.clone()];
     }
-    env::resolve(&as_main, 0, x.image_env, x.addrs, x.sources, x.node).map_err(|e| format!("init container {:?}: {e}", c.name))
+    env::resolve(&as_main, 0, x.image_env, x.addrs, x.sources, x.node)
+        .map_err(|e| format!("init container {:?}: {e}", c.name))
 }
 
 /// The init containers' views before any runs: a simulated one done at once, the rest waiting.
@@ -54,7 +55,16 @@ pub fn initial_views(pod: &Pod, now: &str) -> Vec<View> {
         .map(|c| {
             let image = c.image.clone().unwrap_or_default();
             if image::runs(c) == Runs::Simulated {
-                View::new(&c.name, &image, State::Terminated { code: 0, reason: "Completed".into(), started: now.into(), finished: now.into() })
+                View::new(
+                    &c.name,
+                    &image,
+                    State::Terminated {
+                        code: 0,
+                        reason: "Completed".into(),
+                        started: now.into(),
+                        finished: now.into(),
+                    },
+                )
             } else {
                 status::initializing(&c.name, &image)
             }
@@ -64,7 +74,13 @@ pub fn initial_views(pod: &Pod, now: &str) -> Vec<View> {
 
 /// Runs the init containers in order; `views` gets every change of their states.
 pub async fn run(x: InitCtx<'_>, stop: Stop, views: mpsc::UnboundedSender<Vec<View>>) -> InitResult {
-    let inits: Vec<Container> = x.pod.spec.iter().flat_map(|s| s.init_containers.iter().flatten()).cloned().collect();
+    let inits: Vec<Container> = x
+        .pod
+        .spec
+        .iter()
+        .flat_map(|s| s.init_containers.iter().flatten())
+        .cloned()
+        .collect();
     let spec = x.pod.spec.clone().unwrap_or_default();
     let mut shown = initial_views(x.pod, &crate::embedded::meta::now_rfc3339());
     for (i, c) in inits.iter().enumerate() {
@@ -77,20 +93,37 @@ pub async fn run(x: InitCtx<'_>, stop: Stop, views: mpsc::UnboundedSender<Vec<Vi
         };
         let command = env::command_line(c, &vars);
         if command.is_empty() {
-            return InitResult::Failed(format!("init container {:?} has no command and the image none either", c.name));
+            return InitResult::Failed(format!(
+                "init container {:?} has no command and the image none either",
+                c.name
+            ));
         }
-        let workdir = c.working_dir.clone().filter(|w| !w.is_empty()).unwrap_or_else(|| "/tmp".into());
+        let workdir = c
+            .working_dir
+            .clone()
+            .filter(|w| !w.is_empty())
+            .unwrap_or_else(|| "/tmp".into());
         let l = Launch {
             index: i,
             name: c.name.clone(),
             image: c.image.clone().unwrap_or_default(),
-            argv: launch::argv(&x.netns, x.dir, &launch::binds(&spec, c, x.dir), &workdir, &command),
+            argv: launch::argv(
+                &x.netns,
+                x.dir,
+                &launch::binds(&spec, c, x.dir),
+                &workdir,
+                &command,
+            ),
             env: vars,
             log: x.dir.log(&c.name),
             pod_ip: x.addrs.pod_ip.clone(),
             pod: x.key.clone(),
             // Init containers run until they succeed, whatever the pod's policy, except under Never.
-            restart_policy: if x.policy == "Never" { "Never".into() } else { "OnFailure".into() },
+            restart_policy: if x.policy == "Never" {
+                "Never".into()
+            } else {
+                "OnFailure".into()
+            },
             grace: x.grace,
             startup: None,
             readiness: None,
@@ -113,8 +146,15 @@ pub async fn run(x: InitCtx<'_>, stop: Stop, views: mpsc::UnboundedSender<Vec<Vi
         }
         match last {
             Some(State::Terminated { code: 0, .. }) => {}
-            Some(State::Terminated { code, .. }) => return InitResult::Failed(format!("init container {:?} exited with {code}", c.name)),
-            other => return InitResult::Failed(format!("init container {:?} did not complete: {other:?}", c.name)),
+            Some(State::Terminated { code, .. }) => {
+                return InitResult::Failed(format!("init container {:?} exited with {code}", c.name));
+            }
+            other => {
+                return InitResult::Failed(format!(
+                    "init container {:?} did not complete: {other:?}",
+                    c.name
+                ));
+            }
         }
     }
     InitResult::Done

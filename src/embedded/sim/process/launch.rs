@@ -46,7 +46,9 @@ impl PodDir {
 pub fn binds(spec: &PodSpec, c: &Container, dir: &PodDir) -> Vec<(PathBuf, String)> {
     let mut out = Vec::new();
     for m in c.volume_mounts.iter().flatten() {
-        let Some(v) = spec.volumes.iter().flatten().find(|v| v.name == m.name) else { continue };
+        let Some(v) = spec.volumes.iter().flatten().find(|v| v.name == m.name) else {
+            continue;
+        };
         let Some(e) = &v.empty_dir else { continue };
         if e.medium.as_deref() == Some("Memory") && m.mount_path.trim_end_matches('/') == "/dev/shm" {
             continue;
@@ -69,8 +71,17 @@ fn safe_sub_path(s: &str) -> bool {
 }
 
 /// The full argv: `ip netns exec NS /bin/sh -c PRELUDE qg-pod ARGS... COMMAND...`.
-pub fn argv(netns: &str, dir: &PodDir, binds: &[(PathBuf, String)], workdir: &str, command: &[String]) -> Vec<String> {
-    let mut v: Vec<String> = ["netns", "exec", netns, "/bin/sh", "-c", PRELUDE, "qg-pod"].iter().map(|s| s.to_string()).collect();
+pub fn argv(
+    netns: &str,
+    dir: &PodDir,
+    binds: &[(PathBuf, String)],
+    workdir: &str,
+    command: &[String],
+) -> Vec<String> {
+    let mut v: Vec<String> = ["netns", "exec", netns, "/bin/sh", "-c", PRELUDE, "qg-pod"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     v.push(path(&dir.tmp()));
     v.push(binds.len().to_string());
     for (src, dst) in binds {
@@ -103,19 +114,55 @@ mod tests {
         .unwrap();
         let dir = PodDir("/var/tmp/qg/p".into());
         let b = binds(&spec, &spec.containers[0], &dir);
-        assert_eq!(b, vec![(PathBuf::from("/var/tmp/qg/p/volumes/ray-logs"), "/tmp/ray".to_string())]);
-        let cmd = vec!["/bin/bash".to_string(), "-c".into(), "--".into(), "ray start --head --block".into()];
+        assert_eq!(
+            b,
+            vec![(
+                PathBuf::from("/var/tmp/qg/p/volumes/ray-logs"),
+                "/tmp/ray".to_string()
+            )]
+        );
+        let cmd = vec![
+            "/bin/bash".to_string(),
+            "-c".into(),
+            "--".into(),
+            "ray start --head --block".into(),
+        ];
         let a = argv("qg-130-2", &dir, &b[..1], "/tmp", &cmd);
         assert_eq!(&a[..3], &["netns", "exec", "qg-130-2"]);
-        assert_eq!(&a[6..], &["qg-pod", "/var/tmp/qg/p/tmp", "1", "/var/tmp/qg/p/volumes/ray-logs", "/tmp/ray", "/tmp",
-            "/bin/bash", "-c", "--", "ray start --head --block"]);
+        assert_eq!(
+            &a[6..],
+            &[
+                "qg-pod",
+                "/var/tmp/qg/p/tmp",
+                "1",
+                "/var/tmp/qg/p/volumes/ray-logs",
+                "/tmp/ray",
+                "/tmp",
+                "/bin/bash",
+                "-c",
+                "--",
+                "ray start --head --block"
+            ]
+        );
     }
 
     /// The prelude really runs: with `sh` and no namespaces, its argument handling ends in the command.
     #[test]
     fn prelude_passes_the_command_through() {
         let out = std::process::Command::new("/bin/sh")
-            .args(["-c", &PRELUDE.replace("mount --bind", "true"), "qg-pod", "/tmp", "1", "/a", "/tmp", "/", "echo", "a b", "$(c)"])
+            .args([
+                "-c",
+                &PRELUDE.replace("mount --bind", "true"),
+                "qg-pod",
+                "/tmp",
+                "1",
+                "/a",
+                "/tmp",
+                "/",
+                "echo",
+                "a b",
+                "$(c)",
+            ])
             .output()
             .unwrap();
         assert_eq!(String::from_utf8_lossy(&out.stdout), "a b $(c)\n");

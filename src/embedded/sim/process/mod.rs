@@ -20,9 +20,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use futures::StreamExt;
 use kube::runtime::controller::Action;
 use kube::runtime::watcher::{self, watcher};
 use serde_json::json;
@@ -49,7 +49,11 @@ pub struct ProcessConfig {
 
 impl Default for ProcessConfig {
     fn default() -> Self {
-        ProcessConfig { ray_venv: ".venv-ray".into(), state_dir: "/run/quotagate/pod-net".into(), work_dir: "/var/tmp/quotagate-pods".into() }
+        ProcessConfig {
+            ray_venv: ".venv-ray".into(),
+            state_dir: "/run/quotagate/pod-net".into(),
+            work_dir: "/var/tmp/quotagate-pods".into(),
+        }
     }
 }
 
@@ -90,39 +94,62 @@ pub struct ProcessRuntime {
 
 impl std::fmt::Debug for ProcessRuntime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ProcessRuntime").field("cfg", &self.cfg).field("subnet", &self.subnet.cidr()).finish_non_exhaustive()
+        f.debug_struct("ProcessRuntime")
+            .field("cfg", &self.cfg)
+            .field("subnet", &self.subnet.cidr())
+            .finish_non_exhaustive()
     }
 }
 
 /// The host's CPUs and memory, what a `resourceFieldRef` to an unset limit reads.
 fn node_capacity() -> env::NodeCapacity {
-    let cpu_cores = std::thread::available_parallelism().map(|n| u32::try_from(n.get()).unwrap_or(u32::MAX)).unwrap_or(1);
+    let cpu_cores = std::thread::available_parallelism()
+        .map(|n| u32::try_from(n.get()).unwrap_or(u32::MAX))
+        .unwrap_or(1);
     let memory_bytes = std::fs::read_to_string("/proc/meminfo")
         .ok()
-        .and_then(|m| m.lines().find(|l| l.starts_with("MemTotal:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|k| k.parse::<u64>().ok()))
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|k| k.parse::<u64>().ok())
+        })
         .map_or(0, |kib| kib.saturating_mul(1024));
-    env::NodeCapacity { cpu_cores, memory_bytes }
+    env::NodeCapacity {
+        cpu_cores,
+        memory_bytes,
+    }
 }
 
 /// What this host lacks to run the process runtime, each item naming the thing and how to get it
 /// (empty: nothing). Checked up front so that a user sees every missing piece at once.
 pub fn missing(cfg: &ProcessConfig) -> Vec<String> {
     let mut out = Vec::new();
-    let uid = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).and_then(|l| l.split_whitespace().nth(1).map(str::to_owned)));
+    let uid = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| {
+        s.lines()
+            .find(|l| l.starts_with("Uid:"))
+            .and_then(|l| l.split_whitespace().nth(1).map(str::to_owned))
+    });
     if uid.as_deref() != Some("0") {
-        out.push("root: pods get network namespaces of their own, which only root can make (run it with sudo)".into());
+        out.push(
+            "root: pods get network namespaces of their own, which only root can make (run it with sudo)"
+                .into(),
+        );
     }
     if let Err(e) = net::available() {
-        out.push(format!("iproute2's `ip netns` ({e}); on Debian or Ubuntu: apt-get install iproute2"));
+        out.push(format!(
+            "iproute2's `ip netns` ({e}); on Debian or Ubuntu: apt-get install iproute2"
+        ));
     }
     let nsenter = std::process::Command::new("nsenter").arg("--version").output();
     if nsenter.is_err() {
         out.push("util-linux's `nsenter`, which runs the pods' exec probes; on Debian or Ubuntu: apt-get install util-linux".into());
     }
     if !cfg.ray_venv.join("bin/ray").exists() {
-        out.push(format!("Ray Serve in a venv at {} (run scripts/install-ray.sh from the repository)", cfg.ray_venv.display()));
+        out.push(format!(
+            "Ray Serve in a venv at {} (run scripts/install-ray.sh from the repository)",
+            cfg.ray_venv.display()
+        ));
     }
     out
 }
@@ -130,7 +157,10 @@ pub fn missing(cfg: &ProcessConfig) -> Vec<String> {
 impl ProcessRuntime {
     /// Checks the venv, claims a pod network (removing what crashed runs left) and brings it up.
     pub fn start(cfg: ProcessConfig) -> Result<Arc<ProcessRuntime>, ProcessError> {
-        let venv = std::path::absolute(&cfg.ray_venv).map_err(|source| ProcessError::Io { path: cfg.ray_venv.clone(), source })?;
+        let venv = std::path::absolute(&cfg.ray_venv).map_err(|source| ProcessError::Io {
+            path: cfg.ray_venv.clone(),
+            source,
+        })?;
         if !venv.join("bin/ray").exists() {
             return Err(ProcessError::NoRay(cfg.ray_venv.clone()));
         }
@@ -140,16 +170,37 @@ impl ProcessRuntime {
         // This /24's lock is ours: any files under its directory are a crashed run's.
         let work = cfg.work_dir.join(subnet.block.to_string());
         let _ = std::fs::remove_dir_all(&work);
-        std::fs::create_dir_all(&work).map_err(|source| ProcessError::Io { path: work.clone(), source })?;
-        let path = format!("{}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", venv.join("bin").display());
+        std::fs::create_dir_all(&work).map_err(|source| ProcessError::Io {
+            path: work.clone(),
+            source,
+        })?;
+        let path = format!(
+            "{}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            venv.join("bin").display()
+        );
         // The rayproject/ray image's own variables, as a container runtime sets them from the image.
-        let image_env = vec![("PATH".into(), path), ("HOME".into(), "/tmp".into()), ("LANG".into(), "C.UTF-8".into()), ("VIRTUAL_ENV".into(), venv.display().to_string())];
+        let image_env = vec![
+            ("PATH".into(), path),
+            ("HOME".into(), "/tmp".into()),
+            ("LANG".into(), "C.UTF-8".into()),
+            ("VIRTUAL_ENV".into(), venv.display().to_string()),
+        ];
         let names = Arc::new(hosts::Names::new(NETNS_ETC));
         names.remove_leftovers(|n| n.starts_with(&subnet.netns_prefix()));
         tracing::info!(pod_network = %subnet.cidr(), bridge = %subnet.bridge(), ray = %venv.display(), "process runtime: rayproject/ray pods run as processes");
         let node = node_capacity();
         let cpu = cgroup::Cpu::claim(subnet.block, node.cpu_cores);
-        Ok(Arc::new(ProcessRuntime { cfg, subnet, work, host: Mutex::new(Some(host)), pods: Mutex::new(HashMap::new()), image_env, node, names, cpu }))
+        Ok(Arc::new(ProcessRuntime {
+            cfg,
+            subnet,
+            work,
+            host: Mutex::new(Some(host)),
+            pods: Mutex::new(HashMap::new()),
+            image_env,
+            node,
+            names,
+            cpu,
+        }))
     }
 
     /// This instance's pod network, e.g. `10.244.128.0/24`.
@@ -169,13 +220,17 @@ impl ProcessRuntime {
 
     /// Whether this runtime runs `pod` (one of its containers has a known image).
     pub fn runs(&self, pod: &Pod) -> bool {
-        pod.spec.as_ref().is_some_and(|s| image::has_process(&s.containers))
+        pod.spec
+            .as_ref()
+            .is_some_and(|s| image::has_process(&s.containers))
     }
 
     /// Network namespace names of the pods running now (by `namespace/name`), for tests and logs.
     pub fn namespaces(&self) -> BTreeMap<String, String> {
         let pods = self.pods.lock().unwrap_or_else(PoisonError::into_inner);
-        pods.values().map(|e| (e.key.clone(), self.subnet.netns(e.host))).collect()
+        pods.values()
+            .map(|e| (e.key.clone(), self.subnet.netns(e.host)))
+            .collect()
     }
 
     fn free_host(&self) -> Option<u8> {
@@ -185,9 +240,18 @@ impl ProcessRuntime {
     }
 
     /// The node agent's reconcile for a pod this runtime runs (not gated).
-    pub async fn reconcile(self: &Arc<Self>, pod: Arc<Pod>, client: &kube::Client, node_name: &str) -> Result<Action, SimError> {
+    pub async fn reconcile(
+        self: &Arc<Self>,
+        pod: Arc<Pod>,
+        client: &kube::Client,
+        node_name: &str,
+    ) -> Result<Action, SimError> {
         let meta = &pod.metadata;
-        let (ns, name, uid) = (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default(), meta.uid.clone().unwrap_or_default());
+        let (ns, name, uid) = (
+            meta.namespace.clone().unwrap_or_default(),
+            meta.name.clone().unwrap_or_default(),
+            meta.uid.clone().unwrap_or_default(),
+        );
         let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
         let running = {
             let pods = self.pods.lock().unwrap_or_else(PoisonError::into_inner);
@@ -201,11 +265,24 @@ impl ProcessRuntime {
                     .or_else(|| pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds))
                     .and_then(|s| u64::try_from(s).ok())
                     .unwrap_or(30);
-                stop.send_if_modified(|s| s.is_none().then(|| *s = Some(Duration::from_secs(grace))).is_some());
+                stop.send_if_modified(|s| {
+                    s.is_none()
+                        .then(|| *s = Some(Duration::from_secs(grace)))
+                        .is_some()
+                });
                 return Ok(Action::await_change());
             }
             if meta.finalizers.as_ref().is_none_or(Vec::is_empty) {
-                return match api.delete(&name, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await {
+                return match api
+                    .delete(
+                        &name,
+                        &DeleteParams {
+                            grace_period_seconds: Some(0),
+                            ..Default::default()
+                        },
+                    )
+                    .await
+                {
                     Ok(_) => Ok(Action::await_change()),
                     Err(kube::Error::Api(s)) if s.code == 404 => Ok(Action::await_change()),
                     Err(e) => Err(e.into()),
@@ -216,37 +293,81 @@ impl ProcessRuntime {
         if running.is_some() {
             return Ok(Action::await_change());
         }
-        match pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending") {
+        match pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .unwrap_or("Pending")
+        {
             "Pending" => self.launch(pod.clone(), client.clone(), node_name).await,
             "Running" => {
                 // Ours, but no process of this instance runs it: the quotagate that started it is gone.
                 let status = json!({"status": {"phase": "Failed", "reason": "ProcessLost",
                     "message": "the process runtime that ran this pod's containers is gone (quotagate restarted); its processes were stopped"}});
-                api.patch_status(&name, &PatchParams::default(), &Patch::Merge(status)).await?;
+                api.patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
+                    .await?;
                 Ok(Action::await_change())
             }
             _ => Ok(Action::await_change()),
         }
     }
 
-    async fn launch(self: &Arc<Self>, pod: Arc<Pod>, client: kube::Client, node_name: &str) -> Result<Action, SimError> {
+    async fn launch(
+        self: &Arc<Self>,
+        pod: Arc<Pod>,
+        client: kube::Client,
+        node_name: &str,
+    ) -> Result<Action, SimError> {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let Some(host) = self.free_host() else {
             tracing::warn!(pod_network = %self.subnet.cidr(), "process runtime: no free pod address; the pod waits");
             return Ok(Action::requeue(Duration::from_secs(5)));
         };
-        let key = format!("{}/{}", pod.metadata.namespace.as_deref().unwrap_or(""), pod.metadata.name.as_deref().unwrap_or(""));
+        let key = format!(
+            "{}/{}",
+            pod.metadata.namespace.as_deref().unwrap_or(""),
+            pod.metadata.name.as_deref().unwrap_or("")
+        );
         let short: String = uid.chars().filter(char::is_ascii_alphanumeric).take(12).collect();
-        let dir = PodDir(self.work.join(format!("{}_{}_{short}", pod.metadata.namespace.as_deref().unwrap_or(""), pod.metadata.name.as_deref().unwrap_or(""))));
+        let dir = PodDir(self.work.join(format!(
+            "{}_{}_{short}",
+            pod.metadata.namespace.as_deref().unwrap_or(""),
+            pod.metadata.name.as_deref().unwrap_or("")
+        )));
         let (stop, stop_rx) = watch::channel(None);
         {
             let mut pods = self.pods.lock().unwrap_or_else(PoisonError::into_inner);
-            let grace = pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).and_then(|s| u64::try_from(s).ok()).unwrap_or(30);
-            let entry = Entry { key: key.clone(), host, dir: dir.clone(), stop, grace: Duration::from_secs(grace), containers: pod::process_containers(&pod) };
+            let grace = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.termination_grace_period_seconds)
+                .and_then(|s| u64::try_from(s).ok())
+                .unwrap_or(30);
+            let entry = Entry {
+                key: key.clone(),
+                host,
+                dir: dir.clone(),
+                stop,
+                grace: Duration::from_secs(grace),
+                containers: pod::process_containers(&pod),
+            };
             pods.insert(uid.clone(), entry);
         }
-        let cgroup = self.cpu.as_ref().and_then(|c| c.pod(&format!("pod{short}"), &pod));
-        let ctx = pod::PodCtx { client: client.clone(), subnet: self.subnet, host, dir: dir.clone(), node_name: node_name.into(), image_env: self.image_env.clone(), node: self.node, names: self.names.clone(), cgroup };
+        let cgroup = self
+            .cpu
+            .as_ref()
+            .and_then(|c| c.pod(&format!("pod{short}"), &pod));
+        let ctx = pod::PodCtx {
+            client: client.clone(),
+            subnet: self.subnet,
+            host,
+            dir: dir.clone(),
+            node_name: node_name.into(),
+            image_env: self.image_env.clone(),
+            node: self.node,
+            names: self.names.clone(),
+            cgroup,
+        };
         let rt = self.clone();
         tokio::spawn(async move {
             let mut deleted = stop_rx.clone();
@@ -254,7 +375,10 @@ impl ProcessRuntime {
             tracing::info!(pod = %key, ?ended, "process runtime: pod ended");
             // A pod that ended on its own keeps its entry (its address, its logs) until it is deleted.
             let _ = deleted.wait_for(Option::is_some).await;
-            rt.pods.lock().unwrap_or_else(PoisonError::into_inner).remove(&uid);
+            rt.pods
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&uid);
             let _ = std::fs::remove_dir_all(&dir.0);
             // Deleted: now that its processes are gone, the pod object goes too.
             let api: Api<Pod> = Api::namespaced(client, pod.metadata.namespace.as_deref().unwrap_or(""));
@@ -264,7 +388,15 @@ impl ProcessRuntime {
                 && p.metadata.deletion_timestamp.is_some()
                 && p.metadata.finalizers.as_ref().is_none_or(Vec::is_empty)
             {
-                let _ = api.delete(&name, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await;
+                let _ = api
+                    .delete(
+                        &name,
+                        &DeleteParams {
+                            grace_period_seconds: Some(0),
+                            ..Default::default()
+                        },
+                    )
+                    .await;
             }
         });
         Ok(Action::await_change())
@@ -295,7 +427,8 @@ impl ProcessRuntime {
             let pods = self.pods.lock().unwrap_or_else(PoisonError::into_inner);
             for e in gone.iter().filter_map(|u| pods.get(u)) {
                 tracing::info!(pod = %e.key, "process runtime: the pod was removed; stopping its processes");
-                e.stop.send_if_modified(|s| s.is_none().then(|| *s = Some(e.grace)).is_some());
+                e.stop
+                    .send_if_modified(|s| s.is_none().then(|| *s = Some(e.grace)).is_some());
             }
         }
     }
@@ -311,7 +444,13 @@ impl ProcessRuntime {
         }
         // The supervisors remove their entries once their processes are gone.
         let deadline = tokio::time::Instant::now() + grace + Duration::from_secs(5);
-        while !self.pods.lock().unwrap_or_else(PoisonError::into_inner).is_empty() && tokio::time::Instant::now() < deadline {
+        while !self
+            .pods
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_empty()
+            && tokio::time::Instant::now() < deadline
+        {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         self.release();
@@ -325,7 +464,8 @@ impl ProcessRuntime {
             if let Some(c) = &self.cpu {
                 c.release();
             }
-            self.names.remove_leftovers(|n| n.starts_with(&self.subnet.netns_prefix()));
+            self.names
+                .remove_leftovers(|n| n.starts_with(&self.subnet.netns_prefix()));
             let _ = std::fs::remove_dir_all(&self.work);
             tracing::info!(pod_network = %self.subnet.cidr(), "process runtime: pod network removed");
         }

@@ -27,7 +27,9 @@ pub enum NetError {
     Ip { args: String, message: String },
     #[error("{path}: {source}")]
     State { path: PathBuf, source: std::io::Error },
-    #[error("every pod network 10.244.{FIRST_BLOCK}.0/24 to 10.244.{LAST_BLOCK}.0/24 is held by a live quotagate")]
+    #[error(
+        "every pod network 10.244.{FIRST_BLOCK}.0/24 to 10.244.{LAST_BLOCK}.0/24 is held by a live quotagate"
+    )]
     NoFreeBlock,
     #[error("no free pod address in {0}")]
     NoFreeAddress(String),
@@ -73,14 +75,19 @@ impl Subnet {
         let s = *self;
         let (ns, veth) = (s.netns(host), s.veth(host));
         // A namespace of this name can only be a leftover of this instance (a failed earlier setup).
-        if ip(&["netns", "list"])?.lines().any(|l| l.split_whitespace().next() == Some(ns.as_str())) {
+        if ip(&["netns", "list"])?
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some(ns.as_str()))
+        {
             remove_netns(&ns);
         }
         let addr = format!("{}/24", s.pod_ip(host));
         let gw = s.gateway().to_string();
         let result = (|| {
             ip(&["netns", "add", &ns])?;
-            ip(&["link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns", &ns])?;
+            ip(&[
+                "link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns", &ns,
+            ])?;
             ip(&["link", "set", &veth, "master", &s.bridge(), "up"])?;
             ip(&["-n", &ns, "addr", "add", &addr, "dev", "eth0"])?;
             ip(&["-n", &ns, "link", "set", "eth0", "up"])?;
@@ -116,11 +123,17 @@ pub struct Host {
 }
 
 pub fn ip(args: &[&str]) -> Result<String, NetError> {
-    let out = Command::new("ip").args(args).output().map_err(|e| NetError::Ip { args: args.join(" "), message: e.to_string() })?;
+    let out = Command::new("ip").args(args).output().map_err(|e| NetError::Ip {
+        args: args.join(" "),
+        message: e.to_string(),
+    })?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
-        Err(NetError::Ip { args: args.join(" "), message: String::from_utf8_lossy(&out.stderr).trim().to_owned() })
+        Err(NetError::Ip {
+            args: args.join(" "),
+            message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        })
     }
 }
 
@@ -131,7 +144,12 @@ pub fn available() -> Result<(), NetError> {
 
 /// Names of our namespaces and bridges now on the host.
 fn present() -> Result<(Vec<String>, Vec<String>), NetError> {
-    let ns = ip(&["netns", "list"])?.lines().filter_map(|l| l.split_whitespace().next()).filter(|n| n.starts_with("qg-")).map(String::from).collect();
+    let ns = ip(&["netns", "list"])?
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with("qg-"))
+        .map(String::from)
+        .collect();
     let bridges = ip(&["-o", "link", "show", "type", "bridge"])?
         .lines()
         .filter_map(|l| l.split(':').nth(1))
@@ -158,18 +176,30 @@ impl Host {
     /// Takes the first free /24 (removing leftovers of crashed runs on the way, for every index whose
     /// lock is free) and brings its bridge up.
     pub fn claim(state_dir: &Path) -> Result<Host, NetError> {
-        let state = |source| NetError::State { path: state_dir.to_owned(), source };
+        let state = |source| NetError::State {
+            path: state_dir.to_owned(),
+            source,
+        };
         std::fs::create_dir_all(state_dir).map_err(state)?;
         let (netns, bridges) = present()?;
         let mut claimed: Option<Host> = None;
         for block in FIRST_BLOCK..=LAST_BLOCK {
             let subnet = Subnet { block };
-            let leftovers = netns.iter().any(|n| Subnet::block_of_netns(n) == Some(block)) || bridges.iter().any(|b| Subnet::block_of_bridge(b) == Some(block));
+            let leftovers = netns.iter().any(|n| Subnet::block_of_netns(n) == Some(block))
+                || bridges.iter().any(|b| Subnet::block_of_bridge(b) == Some(block));
             if claimed.is_some() && !leftovers {
                 continue;
             }
             let lock_path = state_dir.join(format!("{block}.lock"));
-            let file = OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path).map_err(|source| NetError::State { path: lock_path.clone(), source })?;
+            let file = OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&lock_path)
+                .map_err(|source| NetError::State {
+                    path: lock_path.clone(),
+                    source,
+                })?;
             if file.try_lock().is_err() {
                 continue; // A live instance's.
             }
@@ -197,7 +227,10 @@ impl Host {
     /// Removes every namespace of this instance and its bridge, and gives the /24 up.
     pub fn release(self) {
         if let Ok((netns, _)) = present() {
-            for n in netns.iter().filter(|n| Subnet::block_of_netns(n) == Some(self.subnet.block)) {
+            for n in netns
+                .iter()
+                .filter(|n| Subnet::block_of_netns(n) == Some(self.subnet.block))
+            {
                 remove_netns(n);
             }
         }

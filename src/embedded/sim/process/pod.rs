@@ -48,11 +48,22 @@ pub enum Ended {
 }
 
 fn key(pod: &Pod) -> String {
-    format!("{}/{}", pod.metadata.namespace.as_deref().unwrap_or(""), pod.metadata.name.as_deref().unwrap_or(""))
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or(""),
+        pod.metadata.name.as_deref().unwrap_or("")
+    )
 }
 
 async fn write(api: &Api<Pod>, name: &str, status: Value) {
-    if let Err(e) = api.patch_status(name, &PatchParams::default(), &Patch::Merge(json!({"status": status}))).await {
+    if let Err(e) = api
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": status})),
+        )
+        .await
+    {
         tracing::debug!(pod = name, error = %e, "process runtime: status not written");
     }
 }
@@ -105,7 +116,9 @@ pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Durat
             make_dirs(&pod, &dir).map_err(|e| format!("{}: {e}", dir.0.display()))?;
             subnet.add_pod(host).map_err(|e| e.to_string())?;
             // Before any process starts: `ip netns exec` mounts the file as the pod's /etc/hosts.
-            names.add_pod(&subnet.netns(host), &ns, &name, subnet.pod_ip(host)).map_err(|e| format!("the pod's hosts file: {e}"))
+            names
+                .add_pod(&subnet.netns(host), &ns, &name, subnet.pod_ip(host))
+                .map_err(|e| format!("the pod's hosts file: {e}"))
         }
     })
     .await
@@ -120,22 +133,62 @@ pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Durat
         return Ended::Failed;
     }
     if spec.node_name.as_deref().is_none_or(str::is_empty) {
-        let _ = api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"nodeName": ctx.node_name}}))).await;
+        let _ = api
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"nodeName": ctx.node_name}})),
+            )
+            .await;
     }
 
-    let src = sources(&Api::namespaced(ctx.client.clone(), &ns), &Api::namespaced(ctx.client.clone(), &ns), &pod).await;
-    let addrs = Addresses { pod_ip: pod_ip.clone(), host_ip: host_ip.clone(), node_name: ctx.node_name.clone() };
-    let grace = Duration::from_secs(spec.termination_grace_period_seconds.and_then(|s| u64::try_from(s).ok()).unwrap_or(30));
-    let init = InitCtx { pod: &pod, netns: subnet.netns(host), dir: &ctx.dir, image_env: &ctx.image_env, addrs: &addrs, sources: &src, node: ctx.node, policy: &policy, grace, key: key(&pod), cgroup: ctx.cgroup.clone() };
+    let src = sources(
+        &Api::namespaced(ctx.client.clone(), &ns),
+        &Api::namespaced(ctx.client.clone(), &ns),
+        &pod,
+    )
+    .await;
+    let addrs = Addresses {
+        pod_ip: pod_ip.clone(),
+        host_ip: host_ip.clone(),
+        node_name: ctx.node_name.clone(),
+    };
+    let grace = Duration::from_secs(
+        spec.termination_grace_period_seconds
+            .and_then(|s| u64::try_from(s).ok())
+            .unwrap_or(30),
+    );
+    let init = InitCtx {
+        pod: &pod,
+        netns: subnet.netns(host),
+        dir: &ctx.dir,
+        image_env: &ctx.image_env,
+        addrs: &addrs,
+        sources: &src,
+        node: ctx.node,
+        policy: &policy,
+        grace,
+        key: key(&pod),
+        cgroup: ctx.cgroup.clone(),
+    };
     // While the init containers run, the pod shows them, and its containers waiting for them.
     let mut inits = init::initial_views(&pod, &started);
-    let waiting: Vec<View> = spec.containers.iter().map(|c| status::initializing(&c.name, c.image.as_deref().unwrap_or(""))).collect();
+    let waiting: Vec<View> = spec
+        .containers
+        .iter()
+        .map(|c| status::initializing(&c.name, c.image.as_deref().unwrap_or("")))
+        .collect();
     let (itx, mut irx) = mpsc::unbounded_channel::<Vec<View>>();
     let outcome = {
         let run = init::run(init, stop.clone(), itx);
         tokio::pin!(run);
         if !inits.is_empty() {
-            write(&api, &name, status::pod_status_with_inits(&waiting, &inits, &policy, &pod_ip, &host_ip, &started)).await;
+            write(
+                &api,
+                &name,
+                status::pod_status_with_inits(&waiting, &inits, &policy, &pod_ip, &host_ip, &started),
+            )
+            .await;
         }
         loop {
             tokio::select! {
@@ -175,19 +228,50 @@ pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Durat
     for (i, c) in spec.containers.iter().enumerate() {
         let img = c.image.clone().unwrap_or_default();
         if image::runs(c) == Runs::Simulated {
-            views.push(View { ready: true, started: true, ..View::new(&c.name, &img, State::Running { started: started.clone() }) });
+            views.push(View {
+                ready: true,
+                started: true,
+                ..View::new(
+                    &c.name,
+                    &img,
+                    State::Running {
+                        started: started.clone(),
+                    },
+                )
+            });
             continue;
         }
         match env::resolve(&pod, i, &ctx.image_env, &addrs, &src, ctx.node) {
-            Err(e) => views.push(View::new(&c.name, &img, State::waiting("CreateContainerConfigError", e.to_string()))),
+            Err(e) => views.push(View::new(
+                &c.name,
+                &img,
+                State::waiting("CreateContainerConfigError", e.to_string()),
+            )),
             Ok(vars) => {
                 let command = env::command_line(c, &vars);
                 if command.is_empty() {
-                    views.push(View::new(&c.name, &img, State::waiting("CreateContainerError", "the container has no command and the image none either")));
+                    views.push(View::new(
+                        &c.name,
+                        &img,
+                        State::waiting(
+                            "CreateContainerError",
+                            "the container has no command and the image none either",
+                        ),
+                    ));
                     continue;
                 }
-                let workdir = c.working_dir.clone().filter(|w| !w.is_empty()).unwrap_or_else(|| "/tmp".into());
-                let argv = launch::argv(&subnet.netns(host), &ctx.dir, &launch::binds(&spec, c, &ctx.dir), &workdir, &command);
+                let workdir = c
+                    .working_dir
+                    .clone()
+                    .filter(|w| !w.is_empty())
+                    .unwrap_or_else(|| "/tmp".into());
+                let argv = launch::argv(
+                    &subnet.netns(host),
+                    &ctx.dir,
+                    &launch::binds(&spec, c, &ctx.dir),
+                    &workdir,
+                    &command,
+                );
                 views.push(View::new(&c.name, &img, State::waiting("ContainerCreating", "")));
                 launches.push(Launch {
                     index: i,
@@ -208,7 +292,12 @@ pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Durat
             }
         }
     }
-    write(&api, &name, status::pod_status_with_inits(&views, &inits, &policy, &pod_ip, &host_ip, &started)).await;
+    write(
+        &api,
+        &name,
+        status::pod_status_with_inits(&views, &inits, &policy, &pod_ip, &host_ip, &started),
+    )
+    .await;
 
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut tasks = Vec::new();
@@ -246,7 +335,12 @@ pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Durat
             for (v, c) in views.iter_mut().zip(&spec.containers) {
                 if image::runs(c) == Runs::Simulated && matches!(v.state, State::Running { .. }) {
                     v.ready = false;
-                    v.state = State::Terminated { code: 0, reason: "Completed".into(), started: started.clone(), finished: now.clone() };
+                    v.state = State::Terminated {
+                        code: 0,
+                        reason: "Completed".into(),
+                        started: started.clone(),
+                        finished: now.clone(),
+                    };
                 }
             }
         }
@@ -261,7 +355,11 @@ pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Durat
     }
     teardown(&ctx).await;
     // The last container can end on the same stop before this loop saw it.
-    if stopping || stop.borrow().is_some() { Ended::Stopped } else { Ended::Finished }
+    if stopping || stop.borrow().is_some() {
+        Ended::Stopped
+    } else {
+        Ended::Finished
+    }
 }
 
 /// Removes the pod's namespace (killing what is left in it) and its hosts file.
@@ -279,5 +377,9 @@ async fn teardown(ctx: &PodCtx) {
 
 /// The names of a pod's containers by how they run, for the runtime's log lookup.
 pub fn process_containers(pod: &Pod) -> BTreeMap<String, bool> {
-    pod.spec.iter().flat_map(|s| s.containers.iter()).map(|c| (c.name.clone(), image::runs(c) == Runs::Ray)).collect()
+    pod.spec
+        .iter()
+        .flat_map(|s| s.containers.iter())
+        .map(|c| (c.name.clone(), image::runs(c) == Runs::Ray))
+        .collect()
 }

@@ -12,8 +12,15 @@ use tokio::process::Command;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Check {
     Exec(Vec<String>),
-    Http { port: u16, path: String, host: Option<String>, headers: Vec<(String, String)> },
-    Tcp { port: u16 },
+    Http {
+        port: u16,
+        path: String,
+        host: Option<String>,
+        headers: Vec<(String, String)>,
+    },
+    Tcp {
+        port: u16,
+    },
     /// What the runtime cannot run (gRPC, HTTPS, a port name the container does not declare).
     Unsupported(String),
 }
@@ -34,7 +41,9 @@ fn secs(v: Option<i32>, default: u64, min: u64) -> Duration {
 }
 
 fn count(v: Option<i32>, default: u32) -> u32 {
-    v.and_then(|s| u32::try_from(s).ok()).filter(|n| *n > 0).unwrap_or(default)
+    v.and_then(|s| u32::try_from(s).ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(default)
 }
 
 fn port(p: &IntOrString, c: &Container) -> Result<u16, String> {
@@ -55,12 +64,23 @@ pub fn spec(p: &Probe, c: &Container) -> Spec {
         Check::Exec(e.command.clone().unwrap_or_default())
     } else if let Some(h) = &p.http_get {
         match (port(&h.port, c), h.scheme.as_deref()) {
-            (Ok(_), Some("HTTPS")) => Check::Unsupported("HTTPS probes are not run by the process runtime".into()),
+            (Ok(_), Some("HTTPS")) => {
+                Check::Unsupported("HTTPS probes are not run by the process runtime".into())
+            }
             (Ok(port), _) => Check::Http {
                 port,
-                path: h.path.clone().filter(|p| p.starts_with('/')).unwrap_or_else(|| "/".into()),
+                path: h
+                    .path
+                    .clone()
+                    .filter(|p| p.starts_with('/'))
+                    .unwrap_or_else(|| "/".into()),
                 host: h.host.clone().filter(|h| !h.is_empty()),
-                headers: h.http_headers.iter().flatten().map(|x| (x.name.clone(), x.value.clone())).collect(),
+                headers: h
+                    .http_headers
+                    .iter()
+                    .flatten()
+                    .map(|x| (x.name.clone(), x.value.clone()))
+                    .collect(),
             },
             (Err(e), _) => Check::Unsupported(e),
         }
@@ -88,25 +108,45 @@ pub async fn run(check: &Check, pod_ip: &str, pid: u32, env: &[(String, String)]
         match check {
             Check::Exec(cmd) if !cmd.is_empty() => {
                 let mut c = Command::new("nsenter");
-                c.arg("-t").arg(pid.to_string()).args(["-n", "-m", "--"]).args(cmd);
+                c.arg("-t")
+                    .arg(pid.to_string())
+                    .args(["-n", "-m", "--"])
+                    .args(cmd);
                 c.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
-                c.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+                c.stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null());
                 c.kill_on_drop(true);
                 matches!(c.status().await, Ok(s) if s.success())
             }
             Check::Exec(_) | Check::Unsupported(_) => false,
             Check::Tcp { port } => tokio::net::TcpStream::connect((pod_ip, *port)).await.is_ok(),
-            Check::Http { port, path, host, headers } => http(pod_ip, *port, path, host.as_deref(), headers).await.is_some_and(|code| (200..400).contains(&code)),
+            Check::Http {
+                port,
+                path,
+                host,
+                headers,
+            } => http(pod_ip, *port, path, host.as_deref(), headers)
+                .await
+                .is_some_and(|code| (200..400).contains(&code)),
         }
     };
     tokio::time::timeout(timeout, attempt).await.unwrap_or(false)
 }
 
 /// The status code of one `GET`, read from at most the first KiB of the answer.
-async fn http(ip: &str, port: u16, path: &str, host: Option<&str>, headers: &[(String, String)]) -> Option<u16> {
+async fn http(
+    ip: &str,
+    port: u16,
+    path: &str,
+    host: Option<&str>,
+    headers: &[(String, String)],
+) -> Option<u16> {
     let mut s = tokio::net::TcpStream::connect((ip, port)).await.ok()?;
     let host_header = format!("{}:{port}", host.unwrap_or(ip));
-    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {host_header}\r\nUser-Agent: kube-probe/1.33\r\nAccept: */*\r\nConnection: close\r\n");
+    let mut req = format!(
+        "GET {path} HTTP/1.1\r\nHost: {host_header}\r\nUser-Agent: kube-probe/1.33\r\nAccept: */*\r\nConnection: close\r\n"
+    );
     for (k, v) in headers {
         // A header a user wrote must not split the request.
         if !k.contains(['\r', '\n']) && !v.contains(['\r', '\n']) {
@@ -168,17 +208,39 @@ mod tests {
 
     #[test]
     fn kuberay_probes_with_defaults() {
-        let c: Container = serde_json::from_value(json!({"name": "ray-head", "ports": [{"name": "dashboard", "containerPort": 8265}]})).unwrap();
+        let c: Container = serde_json::from_value(
+            json!({"name": "ray-head", "ports": [{"name": "dashboard", "containerPort": 8265}]}),
+        )
+        .unwrap();
         // KubeRay's head probes for Ray >= 2.53 (pod_env.rs set_probes).
         let http: Probe = serde_json::from_value(json!({"httpGet": {"path": "/api/healthz", "port": 52365},
             "initialDelaySeconds": 10, "timeoutSeconds": 5, "periodSeconds": 5, "successThreshold": 1, "failureThreshold": 10})).unwrap();
         let s = spec(&http, &c);
-        assert_eq!(s.check, Check::Http { port: 52365, path: "/api/healthz".into(), host: None, headers: vec![] });
-        assert_eq!((s.initial_delay, s.period, s.timeout, s.failure_threshold), (Duration::from_secs(10), Duration::from_secs(5), Duration::from_secs(5), 10));
+        assert_eq!(
+            s.check,
+            Check::Http {
+                port: 52365,
+                path: "/api/healthz".into(),
+                host: None,
+                headers: vec![]
+            }
+        );
+        assert_eq!(
+            (s.initial_delay, s.period, s.timeout, s.failure_threshold),
+            (
+                Duration::from_secs(10),
+                Duration::from_secs(5),
+                Duration::from_secs(5),
+                10
+            )
+        );
         let exec: Probe = serde_json::from_value(json!({"exec": {"command": ["bash", "-c", "wget -q -O- http://localhost:52365/api/local_raylet_healthz | grep success"]}})).unwrap();
         let s = spec(&exec, &c);
         assert!(matches!(s.check, Check::Exec(ref v) if v.len() == 3));
-        assert_eq!((s.period, s.timeout, s.success_threshold, s.failure_threshold), (Duration::from_secs(10), Duration::from_secs(1), 1, 3));
+        assert_eq!(
+            (s.period, s.timeout, s.success_threshold, s.failure_threshold),
+            (Duration::from_secs(10), Duration::from_secs(1), 1, 3)
+        );
         let named: Probe = serde_json::from_value(json!({"tcpSocket": {"port": "dashboard"}})).unwrap();
         assert_eq!(spec(&named, &c).check, Check::Tcp { port: 8265 });
         let unknown: Probe = serde_json::from_value(json!({"tcpSocket": {"port": "nope"}})).unwrap();
@@ -187,7 +249,14 @@ mod tests {
 
     #[test]
     fn thresholds_count_consecutive_results() {
-        let s = Spec { check: Check::Tcp { port: 1 }, initial_delay: Duration::ZERO, period: Duration::from_secs(1), timeout: Duration::from_secs(1), success_threshold: 2, failure_threshold: 3 };
+        let s = Spec {
+            check: Check::Tcp { port: 1 },
+            initial_delay: Duration::ZERO,
+            period: Duration::from_secs(1),
+            timeout: Duration::from_secs(1),
+            success_threshold: 2,
+            failure_threshold: 3,
+        };
         let mut t = Tally::default();
         assert_eq!(t.record(true, &s), None);
         assert_eq!(t.record(true, &s), Some(true));
@@ -208,16 +277,31 @@ mod tests {
             while let Ok((mut s, _)) = l.accept().await {
                 let mut buf = [0u8; 512];
                 let n = s.read(&mut buf).await.unwrap_or(0);
-                let code = if String::from_utf8_lossy(&buf[..n]).starts_with("GET /ok ") { "200 OK" } else { "503 Service Unavailable" };
-                let _ = s.write_all(format!("HTTP/1.1 {code}\r\ncontent-length: 0\r\n\r\n").as_bytes()).await;
+                let code = if String::from_utf8_lossy(&buf[..n]).starts_with("GET /ok ") {
+                    "200 OK"
+                } else {
+                    "503 Service Unavailable"
+                };
+                let _ = s
+                    .write_all(format!("HTTP/1.1 {code}\r\ncontent-length: 0\r\n\r\n").as_bytes())
+                    .await;
             }
         });
         let t = Duration::from_secs(2);
-        let http = |path: &str| Check::Http { port, path: path.into(), host: None, headers: vec![] };
+        let http = |path: &str| Check::Http {
+            port,
+            path: path.into(),
+            host: None,
+            headers: vec![],
+        };
         assert!(run(&http("/ok"), "127.0.0.1", 0, &[], t).await);
         assert!(!run(&http("/bad"), "127.0.0.1", 0, &[], t).await);
         assert!(run(&Check::Tcp { port }, "127.0.0.1", 0, &[], t).await);
-        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         assert!(!run(&Check::Tcp { port: closed }, "127.0.0.1", 0, &[], t).await);
         assert!(!run(&Check::Unsupported("x".into()), "127.0.0.1", 0, &[], t).await);
     }

@@ -7,22 +7,42 @@ use super::super::condition;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum State {
-    Waiting { reason: String, message: String },
-    Running { started: String },
-    Terminated { code: i32, reason: String, started: String, finished: String },
+    Waiting {
+        reason: String,
+        message: String,
+    },
+    Running {
+        started: String,
+    },
+    Terminated {
+        code: i32,
+        reason: String,
+        started: String,
+        finished: String,
+    },
 }
 
 impl State {
     pub fn waiting(reason: &str, message: impl Into<String>) -> State {
-        State::Waiting { reason: reason.into(), message: message.into() }
+        State::Waiting {
+            reason: reason.into(),
+            message: message.into(),
+        }
     }
 
     fn to_json(&self) -> Value {
         match self {
-            State::Waiting { reason, message } if message.is_empty() => json!({"waiting": {"reason": reason}}),
+            State::Waiting { reason, message } if message.is_empty() => {
+                json!({"waiting": {"reason": reason}})
+            }
             State::Waiting { reason, message } => json!({"waiting": {"reason": reason, "message": message}}),
             State::Running { started } => json!({"running": {"startedAt": started}}),
-            State::Terminated { code, reason, started, finished } => {
+            State::Terminated {
+                code,
+                reason,
+                started,
+                finished,
+            } => {
                 json!({"terminated": {"exitCode": code, "reason": reason, "startedAt": started, "finishedAt": finished}})
             }
         }
@@ -45,7 +65,15 @@ pub struct View {
 
 impl View {
     pub fn new(name: &str, image: &str, state: State) -> View {
-        View { name: name.into(), image: image.into(), state, last: None, restarts: 0, ready: false, started: false }
+        View {
+            name: name.into(),
+            image: image.into(),
+            state,
+            last: None,
+            restarts: 0,
+            ready: false,
+            started: false,
+        }
     }
 
     fn to_json(&self) -> Value {
@@ -92,7 +120,13 @@ pub fn phase(views: &[View], restart_policy: &str) -> &'static str {
 }
 
 /// The whole `status` to write, for a pod without init containers.
-pub fn pod_status(views: &[View], restart_policy: &str, pod_ip: &str, host_ip: &str, start_time: &str) -> Value {
+pub fn pod_status(
+    views: &[View],
+    restart_policy: &str,
+    pod_ip: &str,
+    host_ip: &str,
+    start_time: &str,
+) -> Value {
     pod_status_with_inits(views, &[], restart_policy, pod_ip, host_ip, start_time)
 }
 
@@ -103,21 +137,42 @@ pub fn initializing(name: &str, image: &str) -> View {
 
 /// The whole `status` to write: `inits` are the init containers' views (kubelet: `Initialized` is
 /// False, `ContainersNotInitialized`, until each has exited 0).
-pub fn pod_status_with_inits(views: &[View], inits: &[View], restart_policy: &str, pod_ip: &str, host_ip: &str, start_time: &str) -> Value {
+pub fn pod_status_with_inits(
+    views: &[View],
+    inits: &[View],
+    restart_policy: &str,
+    pod_ip: &str,
+    host_ip: &str,
+    start_time: &str,
+) -> Value {
     let phase = phase(views, restart_policy);
-    let unready: Vec<&str> = views.iter().filter(|v| !v.ready).map(|v| v.name.as_str()).collect();
-    let incomplete: Vec<&str> = inits.iter().filter(|v| !matches!(v.state, State::Terminated { code: 0, .. })).map(|v| v.name.as_str()).collect();
+    let unready: Vec<&str> = views
+        .iter()
+        .filter(|v| !v.ready)
+        .map(|v| v.name.as_str())
+        .collect();
+    let incomplete: Vec<&str> = inits
+        .iter()
+        .filter(|v| !matches!(v.state, State::Terminated { code: 0, .. }))
+        .map(|v| v.name.as_str())
+        .collect();
     let initialized = incomplete.is_empty();
     let ready = unready.is_empty() && phase == "Running" && initialized;
     let (reason, message) = match phase {
         "Succeeded" | "Failed" => ("PodCompleted", String::new()),
         _ if ready => ("", String::new()),
-        _ => ("ContainersNotReady", format!("containers with unready status: [{}]", unready.join(" "))),
+        _ => (
+            "ContainersNotReady",
+            format!("containers with unready status: [{}]", unready.join(" ")),
+        ),
     };
     let (init_reason, init_message) = if initialized {
         ("", String::new())
     } else {
-        ("ContainersNotInitialized", format!("containers with incomplete status: [{}]", incomplete.join(" ")))
+        (
+            "ContainersNotInitialized",
+            format!("containers with incomplete status: [{}]", incomplete.join(" ")),
+        )
     };
     let mut status = json!({
         "phase": phase,
@@ -151,7 +206,12 @@ mod tests {
         State::Running { started: "t0".into() }
     }
     fn end(code: i32) -> State {
-        State::Terminated { code, reason: if code == 0 { "Completed" } else { "Error" }.into(), started: "t0".into(), finished: "t1".into() }
+        State::Terminated {
+            code,
+            reason: if code == 0 { "Completed" } else { "Error" }.into(),
+            started: "t0".into(),
+            finished: "t1".into(),
+        }
     }
 
     /// Expectations of kubernetes pkg/kubelet/kubelet_pods_test.go (TestPodPhaseWithRestartAlways,
@@ -165,7 +225,11 @@ mod tests {
             (&[v(run()), v(run())], "Always", "Running"),
             (&[v(run()), v(end(0))], "Always", "Running"),
             (&[v(end(0)), v(end(1))], "Always", "Running"),
-            (&[v(run()), v(State::waiting("ContainerCreating", ""))], "Always", "Pending"),
+            (
+                &[v(run()), v(State::waiting("ContainerCreating", ""))],
+                "Always",
+                "Pending",
+            ),
             (&[restarting.clone()], "Always", "Running"),
             (&[v(end(0)), v(end(0))], "Never", "Succeeded"),
             (&[v(end(0)), v(end(137))], "Never", "Failed"),
@@ -183,23 +247,48 @@ mod tests {
     #[test]
     fn status_carries_ip_readiness_and_states() {
         let mut head = View::new("ray-head", "rayproject/ray:2.60.0", run());
-        let sidecar = View { ready: true, started: true, ..View::new("autoscaler", "rayproject/ray:2.60.0", run()) };
-        let s = pod_status(&[head.clone(), sidecar.clone()], "Always", "10.244.130.2", "10.244.130.1", "t0");
+        let sidecar = View {
+            ready: true,
+            started: true,
+            ..View::new("autoscaler", "rayproject/ray:2.60.0", run())
+        };
+        let s = pod_status(
+            &[head.clone(), sidecar.clone()],
+            "Always",
+            "10.244.130.2",
+            "10.244.130.1",
+            "t0",
+        );
         assert_eq!(s["phase"], "Running");
         assert_eq!(s["podIP"], "10.244.130.2");
         assert_eq!(s["conditions"][3]["type"], "Ready");
         assert_eq!(s["conditions"][3]["status"], "False");
-        assert_eq!(s["conditions"][3]["message"], "containers with unready status: [ray-head]");
+        assert_eq!(
+            s["conditions"][3]["message"],
+            "containers with unready status: [ray-head]"
+        );
         assert_eq!(s["containerStatuses"][0]["state"]["running"]["startedAt"], "t0");
         head.ready = true;
         head.restarts = 2;
         head.last = Some(end(137));
         let s = pod_status(&[head, sidecar], "Always", "10.244.130.2", "10.244.130.1", "t0");
-        assert_eq!((s["conditions"][2]["status"].as_str(), s["conditions"][3]["status"].as_str()), (Some("True"), Some("True")));
+        assert_eq!(
+            (
+                s["conditions"][2]["status"].as_str(),
+                s["conditions"][3]["status"].as_str()
+            ),
+            (Some("True"), Some("True"))
+        );
         assert_eq!(s["containerStatuses"][0]["restartCount"], 2);
-        assert_eq!(s["containerStatuses"][0]["lastState"]["terminated"]["exitCode"], 137);
+        assert_eq!(
+            s["containerStatuses"][0]["lastState"]["terminated"]["exitCode"],
+            137
+        );
         let done = pod_status(&[View::new("c", "i", end(3))], "Never", "", "10.244.130.1", "t0");
-        assert_eq!((done["phase"].as_str(), done["conditions"][3]["reason"].as_str()), (Some("Failed"), Some("PodCompleted")));
+        assert_eq!(
+            (done["phase"].as_str(), done["conditions"][3]["reason"].as_str()),
+            (Some("Failed"), Some("PodCompleted"))
+        );
         assert!(done.get("podIP").is_none());
         assert!(done.get("initContainerStatuses").is_none());
     }
@@ -211,18 +300,54 @@ mod tests {
     fn init_containers_show_in_their_own_statuses() {
         let worker = initializing("ray-worker", "rayproject/ray:2.60.0");
         let waiting = View::new("wait-gcs-ready", "rayproject/ray:2.60.0", run());
-        let s = pod_status_with_inits(&[worker], &[waiting], "Always", "10.244.130.3", "10.244.130.1", "t0");
+        let s = pod_status_with_inits(
+            &[worker],
+            &[waiting],
+            "Always",
+            "10.244.130.3",
+            "10.244.130.1",
+            "t0",
+        );
         assert_eq!(s["phase"], "Pending");
-        assert_eq!((s["conditions"][1]["type"].as_str(), s["conditions"][1]["status"].as_str()), (Some("Initialized"), Some("False")));
+        assert_eq!(
+            (
+                s["conditions"][1]["type"].as_str(),
+                s["conditions"][1]["status"].as_str()
+            ),
+            (Some("Initialized"), Some("False"))
+        );
         assert_eq!(s["conditions"][1]["reason"], "ContainersNotInitialized");
-        assert_eq!(s["conditions"][1]["message"], "containers with incomplete status: [wait-gcs-ready]");
-        assert_eq!(s["initContainerStatuses"][0]["state"]["running"]["startedAt"], "t0");
-        assert_eq!(s["containerStatuses"][0]["state"]["waiting"]["reason"], "PodInitializing");
-        let worker = View { ready: true, started: true, ..View::new("ray-worker", "rayproject/ray:2.60.0", run()) };
+        assert_eq!(
+            s["conditions"][1]["message"],
+            "containers with incomplete status: [wait-gcs-ready]"
+        );
+        assert_eq!(
+            s["initContainerStatuses"][0]["state"]["running"]["startedAt"],
+            "t0"
+        );
+        assert_eq!(
+            s["containerStatuses"][0]["state"]["waiting"]["reason"],
+            "PodInitializing"
+        );
+        let worker = View {
+            ready: true,
+            started: true,
+            ..View::new("ray-worker", "rayproject/ray:2.60.0", run())
+        };
         let done = View::new("wait-gcs-ready", "rayproject/ray:2.60.0", end(0));
         let s = pod_status_with_inits(&[worker], &[done], "Always", "10.244.130.3", "10.244.130.1", "t0");
-        assert_eq!((s["phase"].as_str(), s["conditions"][1]["status"].as_str(), s["conditions"][3]["status"].as_str()), (Some("Running"), Some("True"), Some("True")));
-        assert_eq!(s["initContainerStatuses"][0]["state"]["terminated"]["reason"], "Completed");
+        assert_eq!(
+            (
+                s["phase"].as_str(),
+                s["conditions"][1]["status"].as_str(),
+                s["conditions"][3]["status"].as_str()
+            ),
+            (Some("Running"), Some("True"), Some("True"))
+        );
+        assert_eq!(
+            s["initContainerStatuses"][0]["state"]["terminated"]["reason"],
+            "Completed"
+        );
         assert_eq!(s["initContainerStatuses"][0]["ready"], false);
     }
 }

@@ -24,7 +24,9 @@ pub fn pick(block: u8, taken: &HashSet<Ipv4Addr>, wanted: Option<Ipv4Addr>) -> O
     if let Some(w) = wanted.filter(|w| contains(block, *w) && !taken.contains(w)) {
         return Some(w);
     }
-    (FIRST..=LAST).map(|h| Ipv4Addr::new(10, 96, block, h)).find(|a| !taken.contains(a))
+    (FIRST..=LAST)
+        .map(|h| Ipv4Addr::new(10, 96, block, h))
+        .find(|a| !taken.contains(a))
 }
 
 #[cfg(test)]
@@ -37,10 +39,19 @@ mod tests {
         assert_eq!(pick(130, &taken, None), Some(Ipv4Addr::new(10, 96, 130, 2)));
         taken.insert(Ipv4Addr::new(10, 96, 130, 2));
         assert_eq!(pick(130, &taken, None), Some(Ipv4Addr::new(10, 96, 130, 3)));
-        assert_eq!(pick(130, &taken, Some(Ipv4Addr::new(10, 96, 130, 9))), Some(Ipv4Addr::new(10, 96, 130, 9)));
+        assert_eq!(
+            pick(130, &taken, Some(Ipv4Addr::new(10, 96, 130, 9))),
+            Some(Ipv4Addr::new(10, 96, 130, 9))
+        );
         // Another instance's range, or a taken address: not honoured.
-        assert_eq!(pick(130, &taken, Some(Ipv4Addr::new(10, 96, 131, 9))), Some(Ipv4Addr::new(10, 96, 130, 3)));
-        assert_eq!(pick(130, &taken, Some(Ipv4Addr::new(10, 96, 130, 2))), Some(Ipv4Addr::new(10, 96, 130, 3)));
+        assert_eq!(
+            pick(130, &taken, Some(Ipv4Addr::new(10, 96, 131, 9))),
+            Some(Ipv4Addr::new(10, 96, 130, 3))
+        );
+        assert_eq!(
+            pick(130, &taken, Some(Ipv4Addr::new(10, 96, 130, 2))),
+            Some(Ipv4Addr::new(10, 96, 130, 3))
+        );
         let full: HashSet<_> = (FIRST..=LAST).map(|h| Ipv4Addr::new(10, 96, 130, h)).collect();
         assert_eq!(pick(130, &full, None), None);
         assert_eq!(cidr(130), "10.96.130.0/24");

@@ -31,7 +31,12 @@ pub fn service_endpoints(backends: &Backends, service: &str, port: u16) -> Optio
     let (ports, targets) = b.get(service)?;
     let p = ports.iter().find(|p| u16::try_from(p.port).ok() == Some(port))?;
     let name = p.name.clone().unwrap_or_default();
-    Some(targets.get(&name).map(|(tp, ips)| ips.iter().map(|ip| SocketAddrV4::new(*ip, *tp)).collect()).unwrap_or_default())
+    Some(
+        targets
+            .get(&name)
+            .map(|(tp, ips)| ips.iter().map(|ip| SocketAddrV4::new(*ip, *tp)).collect())
+            .unwrap_or_default(),
+    )
 }
 
 /// Binds `addr` (a ClusterIP already on the bridge) and serves it until the task is aborted.
@@ -61,15 +66,21 @@ pub fn listen(addr: SocketAddrV4, service: String, backends: Backends) -> std::i
 async fn forward(mut conn: TcpStream, targets: Vec<SocketAddrV4>, start: usize, service: String) {
     let _ = conn.set_nodelay(true);
     for i in 0..targets.len() {
-        let Some(t) = targets.get(start.wrapping_add(i) % targets.len()) else { break };
+        let Some(t) = targets.get(start.wrapping_add(i) % targets.len()) else {
+            break;
+        };
         match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(t)).await {
             Ok(Ok(mut up)) => {
                 let _ = up.set_nodelay(true);
                 let _ = tokio::io::copy_bidirectional(&mut conn, &mut up).await;
                 return;
             }
-            Ok(Err(e)) => tracing::debug!(%service, endpoint = %t, error = %e, "service proxy: endpoint refused; trying the next"),
-            Err(_) => tracing::debug!(%service, endpoint = %t, "service proxy: endpoint did not accept in time; trying the next"),
+            Ok(Err(e)) => {
+                tracing::debug!(%service, endpoint = %t, error = %e, "service proxy: endpoint refused; trying the next")
+            }
+            Err(_) => {
+                tracing::debug!(%service, endpoint = %t, "service proxy: endpoint did not accept in time; trying the next")
+            }
         }
     }
     tracing::debug!(%service, "service proxy: no endpoint accepted; closing the connection");
@@ -112,8 +123,21 @@ mod tests {
         });
         let sp: ServicePort = serde_json::from_value(serde_json::json!({"name": "web", "port": 80})).unwrap();
         let backends: Backends = Arc::default();
-        let targets: Targets = BTreeMap::from([("web".to_string(), (port, vec![Ipv4Addr::new(127, 0, 0, 1), Ipv4Addr::new(127, 0, 0, 2), Ipv4Addr::new(127, 0, 0, 3)]))]);
-        backends.write().unwrap().insert("ns/s".into(), (vec![sp.clone()], targets));
+        let targets: Targets = BTreeMap::from([(
+            "web".to_string(),
+            (
+                port,
+                vec![
+                    Ipv4Addr::new(127, 0, 0, 1),
+                    Ipv4Addr::new(127, 0, 0, 2),
+                    Ipv4Addr::new(127, 0, 0, 3),
+                ],
+            ),
+        )]);
+        backends
+            .write()
+            .unwrap()
+            .insert("ns/s".into(), (vec![sp.clone()], targets));
         // The proxy listens on a free loopback port; the Service port it serves is 80.
         let probe = std::net::TcpListener::bind("127.0.0.4:0").unwrap();
         let addr = match probe.local_addr().unwrap() {

@@ -32,9 +32,9 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 
 use super::process::ProcessRuntime;
-use crate::api::gateway::{Gateway, HTTPRoute};
 use super::process::hosts::{Names, Record};
 use super::process::net::{self, Subnet};
+use crate::api::gateway::{Gateway, HTTPRoute};
 use forward::{Backends, Targets};
 
 /// A listener of one Service port (`service` is its `namespace/name`), or of a Gateway's HTTP port
@@ -73,7 +73,9 @@ pub struct ServiceProxy {
 
 impl std::fmt::Debug for ServiceProxy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServiceProxy").field("service_cidr", &alloc::cidr(self.subnet.block)).finish_non_exhaustive()
+        f.debug_struct("ServiceProxy")
+            .field("service_cidr", &alloc::cidr(self.subnet.block))
+            .finish_non_exhaustive()
     }
 }
 
@@ -87,7 +89,9 @@ fn key(ns: &str, name: &str) -> String {
 
 /// Whether a Service gets a ClusterIP (not headless, not ExternalName).
 fn wants_ip(svc: &Service) -> bool {
-    let Some(spec) = svc.spec.as_ref() else { return false };
+    let Some(spec) = svc.spec.as_ref() else {
+        return false;
+    };
     spec.type_.as_deref() != Some("ExternalName") && spec.cluster_ip.as_deref() != Some("None")
 }
 
@@ -105,11 +109,15 @@ fn slice_targets(slices: &[Arc<EndpointSlice>]) -> Targets {
             .flat_map(|e| e.addresses.iter().filter_map(|a| a.parse().ok()))
             .collect();
         for p in s.ports.iter().flatten() {
-            let Some(port) = p.port.and_then(|p| u16::try_from(p).ok()) else { continue };
+            let Some(port) = p.port.and_then(|p| u16::try_from(p).ok()) else {
+                continue;
+            };
             if p.protocol.as_deref().is_some_and(|pr| pr != "TCP") {
                 continue;
             }
-            let e = out.entry(p.name.clone().unwrap_or_default()).or_insert_with(|| (port, Vec::new()));
+            let e = out
+                .entry(p.name.clone().unwrap_or_default())
+                .or_insert_with(|| (port, Vec::new()));
             e.1.extend(ready.iter().copied());
         }
     }
@@ -125,17 +133,34 @@ impl ServiceProxy {
         let backends: Backends = Arc::new(RwLock::new(HashMap::new()));
         let tables: l7::Tables = Arc::default();
         let plane = l7::DataPlane::new(tables.clone(), backends.clone());
-        Arc::new(ServiceProxy { subnet: rt.subnet(), names: rt.names(), backends, tables, plane, state: Mutex::new(State::default()) })
+        Arc::new(ServiceProxy {
+            subnet: rt.subnet(),
+            names: rt.names(),
+            backends,
+            tables,
+            plane,
+            state: Mutex::new(State::default()),
+        })
     }
 
     /// The Gateway's address and listeners as the data plane serves them; None until it has an address.
     pub fn gateway(&self, ns: &str, name: &str) -> Option<GatewayState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner).gateways.get(&key(ns, name)).cloned()
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .gateways
+            .get(&key(ns, name))
+            .cloned()
     }
 
     /// The generation of the HTTPRoute the routing table holds now.
     pub fn route_generation(&self, ns: &str, name: &str) -> Option<i64> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner).routes.get(&key(ns, name)).copied()
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .routes
+            .get(&key(ns, name))
+            .copied()
     }
 
     /// Follows Services and EndpointSlices until dropped (then its listeners close).
@@ -146,24 +171,68 @@ impl ServiceProxy {
         let (eps_r, eps_w) = reflector::store::<EndpointSlice>();
         let (gw_r, gw_w) = reflector::store::<Gateway>();
         let (rt_r, rt_w) = reflector::store::<HTTPRoute>();
-        let svcs = reflector(svc_w, watcher(Api::<Service>::all(client.clone()), watcher::Config::default())).default_backoff().map(|_| ());
-        let eps = reflector(eps_w, watcher(Api::<EndpointSlice>::all(client.clone()), watcher::Config::default())).default_backoff().map(|_| ());
-        let gws = reflector(gw_w, watcher(Api::<Gateway>::all(client.clone()), watcher::Config::default())).default_backoff().map(|_| ());
-        let rts = reflector(rt_w, watcher(Api::<HTTPRoute>::all(client.clone()), watcher::Config::default())).default_backoff().map(|_| ());
-        let mut events = std::pin::pin!(futures::stream::select(futures::stream::select(svcs, eps), futures::stream::select(gws, rts)));
+        let svcs = reflector(
+            svc_w,
+            watcher(Api::<Service>::all(client.clone()), watcher::Config::default()),
+        )
+        .default_backoff()
+        .map(|_| ());
+        let eps = reflector(
+            eps_w,
+            watcher(
+                Api::<EndpointSlice>::all(client.clone()),
+                watcher::Config::default(),
+            ),
+        )
+        .default_backoff()
+        .map(|_| ());
+        let gws = reflector(
+            gw_w,
+            watcher(Api::<Gateway>::all(client.clone()), watcher::Config::default()),
+        )
+        .default_backoff()
+        .map(|_| ());
+        let rts = reflector(
+            rt_w,
+            watcher(Api::<HTTPRoute>::all(client.clone()), watcher::Config::default()),
+        )
+        .default_backoff()
+        .map(|_| ());
+        let mut events = std::pin::pin!(futures::stream::select(
+            futures::stream::select(svcs, eps),
+            futures::stream::select(gws, rts)
+        ));
         while events.next().await.is_some() {
             // Apply every event already waiting before one sync.
             while let Some(Some(())) = futures::FutureExt::now_or_never(events.next()) {}
-            let traffic = Traffic { gateways: gw_r.state(), routes: rt_r.state().iter().filter_map(|r| serde_json::to_value(&**r).ok()).collect() };
+            let traffic = Traffic {
+                gateways: gw_r.state(),
+                routes: rt_r
+                    .state()
+                    .iter()
+                    .filter_map(|r| serde_json::to_value(&**r).ok())
+                    .collect(),
+            };
             self.sync(&client, &svc_r.state(), &eps_r.state(), &traffic);
         }
     }
 
-    fn sync(&self, client: &kube::Client, services: &[Arc<Service>], slices: &[Arc<EndpointSlice>], traffic: &Traffic) {
+    fn sync(
+        &self,
+        client: &kube::Client,
+        services: &[Arc<Service>],
+        slices: &[Arc<EndpointSlice>],
+        traffic: &Traffic,
+    ) {
         let mut by_service: HashMap<String, Vec<Arc<EndpointSlice>>> = HashMap::new();
         for s in slices {
             let ns = s.metadata.namespace.clone().unwrap_or_default();
-            if let Some(svc) = s.metadata.labels.as_ref().and_then(|l| l.get("kubernetes.io/service-name")) {
+            if let Some(svc) = s
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("kubernetes.io/service-name"))
+            {
                 by_service.entry(key(&ns, svc)).or_default().push(s.clone());
             }
         }
@@ -173,18 +242,30 @@ impl ServiceProxy {
         let mut backends = HashMap::new();
         let mut live = HashSet::new();
         for svc in services {
-            let (Some(name), Some(uid)) = (svc.metadata.name.clone(), svc.metadata.uid.clone()) else { continue };
+            let (Some(name), Some(uid)) = (svc.metadata.name.clone(), svc.metadata.uid.clone()) else {
+                continue;
+            };
             let ns = svc.metadata.namespace.clone().unwrap_or_default();
             let k = key(&ns, &name);
             let targets = slice_targets(by_service.get(&k).map_or(&[][..], |v| &v[..]));
-            let process = targets.values().any(|(_, ips)| ips.iter().any(|ip| self.subnet.contains(*ip)));
+            let process = targets
+                .values()
+                .any(|(_, ips)| ips.iter().any(|ip| self.subnet.contains(*ip)));
             if !wants_ip(svc) {
                 // Headless: the name is the ready endpoints' addresses.
-                let mut ips: Vec<Ipv4Addr> = targets.values().flat_map(|(_, ips)| ips.iter().copied()).collect();
+                let mut ips: Vec<Ipv4Addr> = targets
+                    .values()
+                    .flat_map(|(_, ips)| ips.iter().copied())
+                    .collect();
                 ips.sort();
                 ips.dedup();
                 if !ips.is_empty() {
-                    records.push(Record { namespace: ns, name, ips, process });
+                    records.push(Record {
+                        namespace: ns,
+                        name,
+                        ips,
+                        process,
+                    });
                 }
                 continue;
             }
@@ -193,12 +274,18 @@ impl ServiceProxy {
                 Some((_, ip)) => *ip,
                 None => {
                     let taken: HashSet<Ipv4Addr> = state.ips.values().map(|(_, ip)| *ip).collect();
-                    let asked = svc.spec.as_ref().and_then(|s| s.cluster_ip.as_deref()).and_then(|s| s.parse().ok());
+                    let asked = svc
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.cluster_ip.as_deref())
+                        .and_then(|s| s.parse().ok());
                     let Some(ip) = alloc::pick(self.subnet.block, &taken, asked) else {
                         tracing::warn!(service = %k, range = %alloc::cidr(self.subnet.block), "service proxy: no free ClusterIP; the Service is not reachable");
                         continue;
                     };
-                    if let Err(e) = net::ip(&["addr", "add", &format!("{ip}/32"), "dev", &self.subnet.bridge()]) {
+                    if let Err(e) =
+                        net::ip(&["addr", "add", &format!("{ip}/32"), "dev", &self.subnet.bridge()])
+                    {
                         tracing::warn!(service = %k, %ip, error = %e, "service proxy: the ClusterIP could not be added to the bridge");
                         continue;
                     }
@@ -209,7 +296,12 @@ impl ServiceProxy {
                     ip
                 }
             };
-            records.push(Record { namespace: ns, name, ips: vec![ip], process });
+            records.push(Record {
+                namespace: ns,
+                name,
+                ips: vec![ip],
+                process,
+            });
             for p in svc.spec.iter().flat_map(|s| s.ports.iter().flatten()) {
                 if p.protocol.as_deref().is_some_and(|pr| pr != "TCP") {
                     continue;
@@ -217,7 +309,16 @@ impl ServiceProxy {
                 let Ok(port) = u16::try_from(p.port) else { continue };
                 wanted.insert(SocketAddrV4::new(ip, port), k.clone());
             }
-            backends.insert(k, (svc.spec.as_ref().and_then(|s| s.ports.clone()).unwrap_or_default(), targets));
+            backends.insert(
+                k,
+                (
+                    svc.spec
+                        .as_ref()
+                        .and_then(|s| s.ports.clone())
+                        .unwrap_or_default(),
+                    targets,
+                ),
+            );
         }
         *self.backends.write().unwrap_or_else(PoisonError::into_inner) = backends;
         let gateway_ips = self.sync_gateways(&mut state, traffic, &mut live, &mut wanted);
@@ -233,12 +334,18 @@ impl ServiceProxy {
             if state.listeners.contains_key(&addr) {
                 continue;
             }
-            let bound = if service.starts_with("gateway ") { self.plane.listen(addr) } else { forward::listen(addr, service.clone(), self.backends.clone()) };
+            let bound = if service.starts_with("gateway ") {
+                self.plane.listen(addr)
+            } else {
+                forward::listen(addr, service.clone(), self.backends.clone())
+            };
             match bound {
                 Ok(task) => {
                     state.listeners.insert(addr, Listener { service, task });
                 }
-                Err(e) => tracing::warn!(%service, %addr, error = %e, "service proxy: cannot listen on the ClusterIP"),
+                Err(e) => {
+                    tracing::warn!(%service, %addr, error = %e, "service proxy: cannot listen on the ClusterIP")
+                }
             }
         }
         let gone: Vec<String> = state.ips.keys().filter(|u| !live.contains(*u)).cloned().collect();
@@ -264,14 +371,26 @@ impl ServiceProxy {
 
     /// Gateways: an address each (from the ClusterIP range), their HTTP listeners wanted, the routing
     /// table rebuilt from the HTTPRoutes. Returns each Gateway's address and HTTP listener ports.
-    fn sync_gateways(&self, state: &mut State, traffic: &Traffic, live: &mut HashSet<String>, wanted: &mut HashMap<SocketAddrV4, String>) -> Vec<GatewayPorts> {
+    fn sync_gateways(
+        &self,
+        state: &mut State,
+        traffic: &Traffic,
+        live: &mut HashSet<String>,
+        wanted: &mut HashMap<SocketAddrV4, String>,
+    ) -> Vec<GatewayPorts> {
         let mut tables: HashMap<Ipv4Addr, Vec<routes::Listener>> = HashMap::new();
         let mut gateways = HashMap::new();
         let mut out = Vec::new();
-        let gw_json: Vec<serde_json::Value> = traffic.gateways.iter().filter_map(|g| serde_json::to_value(&**g).ok()).collect();
+        let gw_json: Vec<serde_json::Value> = traffic
+            .gateways
+            .iter()
+            .filter_map(|g| serde_json::to_value(&**g).ok())
+            .collect();
         let attached = routes::attached_routes(&gw_json, &traffic.routes);
         for (gw, v) in traffic.gateways.iter().zip(&gw_json) {
-            let (Some(name), Some(uid)) = (gw.metadata.name.clone(), gw.metadata.uid.clone()) else { continue };
+            let (Some(name), Some(uid)) = (gw.metadata.name.clone(), gw.metadata.uid.clone()) else {
+                continue;
+            };
             let ns = gw.metadata.namespace.clone().unwrap_or_default();
             let k = key(&ns, &name);
             live.insert(uid.clone());
@@ -283,7 +402,9 @@ impl ServiceProxy {
                         tracing::warn!(gateway = %k, range = %alloc::cidr(self.subnet.block), "gateway: no free address; the Gateway is not reachable");
                         continue;
                     };
-                    if let Err(e) = net::ip(&["addr", "add", &format!("{ip}/32"), "dev", &self.subnet.bridge()]) {
+                    if let Err(e) =
+                        net::ip(&["addr", "add", &format!("{ip}/32"), "dev", &self.subnet.bridge()])
+                    {
                         tracing::warn!(gateway = %k, %ip, error = %e, "gateway: the address could not be added to the bridge");
                         continue;
                     }
@@ -299,15 +420,28 @@ impl ServiceProxy {
             let mut listeners: BTreeMap<String, (bool, i32)> = BTreeMap::new();
             // Listeners of other protocols are reported, not served.
             for l in &gw.spec.listeners {
-                listeners.insert(l.name.clone(), (false, counts.and_then(|c| c.get(&l.name)).copied().unwrap_or(0)));
+                listeners.insert(
+                    l.name.clone(),
+                    (false, counts.and_then(|c| c.get(&l.name)).copied().unwrap_or(0)),
+                );
             }
             let ports: BTreeSet<u16> = ls.iter().map(|l| l.port).collect();
             for p in &ports {
                 wanted.insert(SocketAddrV4::new(ip, *p), gateway_key(&k));
             }
-            out.push((k.clone(), ip, ls.iter().map(|l| (l.name.clone(), l.port)).collect()));
+            out.push((
+                k.clone(),
+                ip,
+                ls.iter().map(|l| (l.name.clone(), l.port)).collect(),
+            ));
             tables.entry(ip).or_default().extend(ls);
-            gateways.insert(k, GatewayState { address: ip, listeners });
+            gateways.insert(
+                k,
+                GatewayState {
+                    address: ip,
+                    listeners,
+                },
+            );
         }
         *self.tables.write().unwrap_or_else(PoisonError::into_inner) = tables;
         state.gateways = gateways;
@@ -317,7 +451,12 @@ impl ServiceProxy {
             .filter_map(|r| {
                 let m = r.get("metadata")?;
                 let k = key(m.get("namespace")?.as_str()?, m.get("name")?.as_str()?);
-                Some((k, m.get("generation").and_then(serde_json::Value::as_i64).unwrap_or(0)))
+                Some((
+                    k,
+                    m.get("generation")
+                        .and_then(serde_json::Value::as_i64)
+                        .unwrap_or(0),
+                ))
             })
             .collect();
         out
@@ -357,7 +496,10 @@ fn record_cluster_ip(client: &kube::Client, ns: &str, name: &str, ip: Ipv4Addr) 
     let name = name.to_owned();
     tokio::spawn(async move {
         let patch = json!({"spec": {"clusterIP": ip.to_string(), "clusterIPs": [ip.to_string()]}});
-        if let Err(e) = api.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await {
+        if let Err(e) = api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
             tracing::debug!(service = %name, error = %e, "service proxy: clusterIP not written");
         }
     });
@@ -379,15 +521,25 @@ mod tests {
         .unwrap();
         let t = slice_targets(&[Arc::new(s)]);
         assert_eq!(t.len(), 1, "{t:?}");
-        assert_eq!(t["serve"], (8000, vec![Ipv4Addr::new(10, 244, 130, 2), Ipv4Addr::new(10, 244, 130, 3)]));
+        assert_eq!(
+            t["serve"],
+            (
+                8000,
+                vec![Ipv4Addr::new(10, 244, 130, 2), Ipv4Addr::new(10, 244, 130, 3)]
+            )
+        );
     }
 
     #[test]
     fn headless_and_external_names_get_no_cluster_ip() {
-        let svc = |spec: serde_json::Value| -> Service { serde_json::from_value(json!({"metadata": {"name": "s"}, "spec": spec})).unwrap() };
+        let svc = |spec: serde_json::Value| -> Service {
+            serde_json::from_value(json!({"metadata": {"name": "s"}, "spec": spec})).unwrap()
+        };
         assert!(wants_ip(&svc(json!({"ports": [{"port": 80}]}))));
         assert!(wants_ip(&svc(json!({"type": "NodePort"}))));
         assert!(!wants_ip(&svc(json!({"clusterIP": "None"}))));
-        assert!(!wants_ip(&svc(json!({"type": "ExternalName", "externalName": "x.example"}))));
+        assert!(!wants_ip(&svc(
+            json!({"type": "ExternalName", "externalName": "x.example"})
+        )));
     }
 }

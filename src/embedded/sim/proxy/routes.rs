@@ -76,11 +76,23 @@ pub fn listeners(gw: &Value) -> Vec<Listener> {
     let ns = s(gw, "/metadata/namespace").unwrap_or("").to_owned();
     let key = format!("{ns}/{}", s(gw, "/metadata/name").unwrap_or(""));
     let mut out = Vec::new();
-    for l in gw.pointer("/spec/listeners").and_then(Value::as_array).into_iter().flatten() {
+    for l in gw
+        .pointer("/spec/listeners")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         if s(l, "/protocol") != Some("HTTP") {
             continue;
         }
-        let Some(port) = l.get("port").and_then(Value::as_u64).and_then(|p| u16::try_from(p).ok()).filter(|p| *p > 0) else { continue };
+        let Some(port) = l
+            .get("port")
+            .and_then(Value::as_u64)
+            .and_then(|p| u16::try_from(p).ok())
+            .filter(|p| *p > 0)
+        else {
+            continue;
+        };
         let from = s(l, "/allowedRoutes/namespaces/from").unwrap_or("Same");
         out.push(Listener {
             gateway: key.clone(),
@@ -96,7 +108,10 @@ pub fn listeners(gw: &Value) -> Vec<Listener> {
 }
 
 fn parse_match(m: &Value) -> Match {
-    let path = match (s(m, "/path/type").unwrap_or("PathPrefix"), s(m, "/path/value").unwrap_or("/")) {
+    let path = match (
+        s(m, "/path/type").unwrap_or("PathPrefix"),
+        s(m, "/path/value").unwrap_or("/"),
+    ) {
         ("Exact", v) => PathMatch::Exact(v.to_owned()),
         ("PathPrefix", v) => PathMatch::Prefix(v.trim_end_matches('/').to_owned()),
         (other, _) => PathMatch::Unsupported(other.to_owned()),
@@ -108,37 +123,72 @@ fn parse_match(m: &Value) -> Match {
             .flatten()
             .map(|h| {
                 let name = s(h, "/name").unwrap_or("");
-                let name = if lower { name.to_ascii_lowercase() } else { name.to_owned() };
-                let value = (s(h, "/type").unwrap_or("Exact") == "Exact").then(|| s(h, "/value").unwrap_or("").to_owned());
+                let name = if lower {
+                    name.to_ascii_lowercase()
+                } else {
+                    name.to_owned()
+                };
+                let value = (s(h, "/type").unwrap_or("Exact") == "Exact")
+                    .then(|| s(h, "/value").unwrap_or("").to_owned());
                 (name, value)
             })
             .collect()
     };
-    Match { path, method: s(m, "/method").map(str::to_owned), headers: pairs("headers", true), query: pairs("queryParams", false) }
+    Match {
+        path,
+        method: s(m, "/method").map(str::to_owned),
+        headers: pairs("headers", true),
+        query: pairs("queryParams", false),
+    }
 }
 
 fn parse_backend(b: &Value, route_ns: &str) -> Backend {
-    let weight = b.get("weight").and_then(Value::as_u64).map_or(1, |w| u32::try_from(w.min(1_000_000)).unwrap_or(1_000_000));
+    let weight = b
+        .get("weight")
+        .and_then(Value::as_u64)
+        .map_or(1, |w| u32::try_from(w.min(1_000_000)).unwrap_or(1_000_000));
     let name = s(b, "/name").unwrap_or("");
     let ns = s(b, "/namespace").unwrap_or(route_ns);
-    let port = b.get("port").and_then(Value::as_u64).and_then(|p| u16::try_from(p).ok()).unwrap_or(0);
-    let invalid = if !matches!(s(b, "/group"), None | Some("")) || !matches!(s(b, "/kind"), None | Some("Service")) {
+    let port = b
+        .get("port")
+        .and_then(Value::as_u64)
+        .and_then(|p| u16::try_from(p).ok())
+        .unwrap_or(0);
+    let invalid = if !matches!(s(b, "/group"), None | Some(""))
+        || !matches!(s(b, "/kind"), None | Some("Service"))
+    {
         Some(format!("backendRef {name}: only core Services are supported"))
     } else if ns != route_ns {
-        Some(format!("backendRef {ns}/{name}: another namespace needs a ReferenceGrant, which this gateway does not read"))
+        Some(format!(
+            "backendRef {ns}/{name}: another namespace needs a ReferenceGrant, which this gateway does not read"
+        ))
     } else if port == 0 {
         Some(format!("backendRef {name}: port is required for a Service"))
     } else {
         None
     };
-    Backend { service: format!("{ns}/{name}"), port, weight, invalid }
+    Backend {
+        service: format!("{ns}/{name}"),
+        port,
+        weight,
+        invalid,
+    }
 }
 
 /// Attaches an HTTPRoute (as JSON) to the listeners it names.
 pub fn attach(route: &Value, listeners: &mut [Listener]) {
     let ns = s(route, "/metadata/namespace").unwrap_or("");
-    let order_key = (s(route, "/metadata/creationTimestamp").unwrap_or("").to_owned(), format!("{ns}/{}", s(route, "/metadata/name").unwrap_or("")));
-    let hostnames: Vec<String> = route.pointer("/spec/hostnames").and_then(Value::as_array).into_iter().flatten().filter_map(|h| h.as_str().map(str::to_ascii_lowercase)).collect();
+    let order_key = (
+        s(route, "/metadata/creationTimestamp").unwrap_or("").to_owned(),
+        format!("{ns}/{}", s(route, "/metadata/name").unwrap_or("")),
+    );
+    let hostnames: Vec<String> = route
+        .pointer("/spec/hostnames")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|h| h.as_str().map(str::to_ascii_lowercase))
+        .collect();
     let rules: Vec<Rule> = route
         .pointer("/spec/rules")
         .and_then(Value::as_array)
@@ -146,24 +196,55 @@ pub fn attach(route: &Value, listeners: &mut [Listener]) {
         .flatten()
         .enumerate()
         .map(|(i, r)| {
-            let mut matches: Vec<Match> = r.get("matches").and_then(Value::as_array).into_iter().flatten().map(parse_match).collect();
+            let mut matches: Vec<Match> = r
+                .get("matches")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(parse_match)
+                .collect();
             if matches.is_empty() {
                 matches.push(parse_match(&Value::Null));
             }
-            let backends = r.get("backendRefs").and_then(Value::as_array).into_iter().flatten().map(|b| parse_backend(b, ns)).collect();
-            Rule { matches, backends, order: (order_key.0.clone(), order_key.1.clone(), i), hostnames: hostnames.clone() }
+            let backends = r
+                .get("backendRefs")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|b| parse_backend(b, ns))
+                .collect();
+            Rule {
+                matches,
+                backends,
+                order: (order_key.0.clone(), order_key.1.clone(), i),
+                hostnames: hostnames.clone(),
+            }
         })
         .collect();
-    for p in route.pointer("/spec/parentRefs").and_then(Value::as_array).into_iter().flatten() {
-        if !matches!(s(p, "/group"), None | Some("gateway.networking.k8s.io")) || !matches!(s(p, "/kind"), None | Some("Gateway")) {
+    for p in route
+        .pointer("/spec/parentRefs")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if !matches!(s(p, "/group"), None | Some("gateway.networking.k8s.io"))
+            || !matches!(s(p, "/kind"), None | Some("Gateway"))
+        {
             continue;
         }
-        let gw = format!("{}/{}", s(p, "/namespace").unwrap_or(ns), s(p, "/name").unwrap_or(""));
+        let gw = format!(
+            "{}/{}",
+            s(p, "/namespace").unwrap_or(ns),
+            s(p, "/name").unwrap_or("")
+        );
         let section = s(p, "/sectionName");
         let port = p.get("port").and_then(Value::as_u64);
         for l in listeners.iter_mut().filter(|l| l.gateway == gw) {
             let allowed = l.namespace.as_deref().is_none_or(|n| n == ns);
-            if allowed && section.is_none_or(|sn| sn == l.name) && port.is_none_or(|pt| pt == u64::from(l.port)) {
+            if allowed
+                && section.is_none_or(|sn| sn == l.name)
+                && port.is_none_or(|pt| pt == u64::from(l.port))
+            {
                 l.rules.extend(rules.iter().cloned());
             }
         }
@@ -173,7 +254,11 @@ pub fn attach(route: &Value, listeners: &mut [Listener]) {
 /// Whether `host` matches a hostname pattern (`*.example.com` matches one or more labels before it).
 fn host_matches(pattern: &str, host: &str) -> bool {
     match pattern.strip_prefix("*.") {
-        Some(suffix) => host.len() > suffix.len() + 1 && host.ends_with(suffix) && host[..host.len() - suffix.len()].ends_with('.'),
+        Some(suffix) => {
+            host.len() > suffix.len() + 1
+                && host.ends_with(suffix)
+                && host[..host.len() - suffix.len()].ends_with('.')
+        }
         None => pattern.eq_ignore_ascii_case(host),
     }
 }
@@ -181,7 +266,13 @@ fn host_matches(pattern: &str, host: &str) -> bool {
 fn path_matches(m: &PathMatch, path: &str) -> bool {
     match m {
         PathMatch::Exact(v) => v == path,
-        PathMatch::Prefix(p) => p.is_empty() || path == p || path.strip_prefix(p.as_str()).is_some_and(|rest| rest.starts_with('/')),
+        PathMatch::Prefix(p) => {
+            p.is_empty()
+                || path == p
+                || path
+                    .strip_prefix(p.as_str())
+                    .is_some_and(|rest| rest.starts_with('/'))
+        }
         PathMatch::Unsupported(_) => false,
     }
 }
@@ -196,8 +287,16 @@ fn query_value<'a>(query: &'a str, name: &str) -> Option<&'a str> {
 fn matches(m: &Match, r: &Request<'_>) -> bool {
     path_matches(&m.path, r.path)
         && m.method.as_deref().is_none_or(|x| x == r.method)
-        && m.headers.iter().all(|(n, v)| v.as_ref().is_some_and(|v| r.headers.iter().any(|(hn, hv)| hn.eq_ignore_ascii_case(n) && hv == v)))
-        && m.query.iter().all(|(n, v)| v.as_deref().is_some_and(|v| query_value(r.query, n) == Some(v)))
+        && m.headers.iter().all(|(n, v)| {
+            v.as_ref().is_some_and(|v| {
+                r.headers
+                    .iter()
+                    .any(|(hn, hv)| hn.eq_ignore_ascii_case(n) && hv == v)
+            })
+        })
+        && m.query
+            .iter()
+            .all(|(n, v)| v.as_deref().is_some_and(|v| query_value(r.query, n) == Some(v)))
 }
 
 /// A match's precedence: exact path, prefix length, method, header count, query count.
@@ -211,18 +310,37 @@ fn rank(m: &Match) -> Rank {
         PathMatch::Prefix(p) => (0, p.len()),
         PathMatch::Unsupported(_) => (0, 0),
     };
-    (exact, len, u8::from(m.method.is_some()), m.headers.len(), m.query.len())
+    (
+        exact,
+        len,
+        u8::from(m.method.is_some()),
+        m.headers.len(),
+        m.query.len(),
+    )
 }
 
 /// The listener of the Gateway listening on `port` whose hostname `host` matches (most specific first),
 /// then the rule that matches the request best; None: no route (a 404).
 pub fn pick_rule<'a>(listeners: &'a [Listener], port: u16, r: &Request<'_>) -> Option<&'a Rule> {
-    let host = r.host.rsplit_once(':').filter(|(_, p)| p.chars().all(|c| c.is_ascii_digit())).map_or(r.host, |(h, _)| h).to_ascii_lowercase();
+    let host = r
+        .host
+        .rsplit_once(':')
+        .filter(|(_, p)| p.chars().all(|c| c.is_ascii_digit()))
+        .map_or(r.host, |(h, _)| h)
+        .to_ascii_lowercase();
     let listener = listeners
         .iter()
         .filter(|l| l.port == port && l.hostname.as_deref().is_none_or(|h| host_matches(h, &host)))
         // An exact hostname beats a wildcard, which beats none.
-        .max_by_key(|l| l.hostname.as_deref().map_or(0, |h| if h.starts_with("*.") { 1 + h.len() } else { 1000 + h.len() }))?;
+        .max_by_key(|l| {
+            l.hostname.as_deref().map_or(0, |h| {
+                if h.starts_with("*.") {
+                    1 + h.len()
+                } else {
+                    1000 + h.len()
+                }
+            })
+        })?;
     let mut best: Option<(&Rule, Rank)> = None;
     for rule in &listener.rules {
         if !rule.hostnames.is_empty() && !rule.hostnames.iter().any(|h| host_matches(h, &host)) {
@@ -265,7 +383,9 @@ pub fn attached_routes(gateways: &[Value], routes: &[Value]) -> BTreeMap<String,
     for gw in gateways {
         let mut ls = listeners(gw);
         for l in &ls {
-            out.entry(l.gateway.clone()).or_default().insert(l.name.clone(), 0);
+            out.entry(l.gateway.clone())
+                .or_default()
+                .insert(l.name.clone(), 0);
         }
         for route in routes {
             for l in ls.iter_mut() {
@@ -273,7 +393,10 @@ pub fn attached_routes(gateways: &[Value], routes: &[Value]) -> BTreeMap<String,
             }
             attach(route, &mut ls);
             for l in ls.iter().filter(|l| !l.rules.is_empty()) {
-                *out.entry(l.gateway.clone()).or_default().entry(l.name.clone()).or_default() += 1;
+                *out.entry(l.gateway.clone())
+                    .or_default()
+                    .entry(l.name.clone())
+                    .or_default() += 1;
             }
         }
     }
@@ -291,7 +414,13 @@ mod tests {
     }
 
     fn req<'a>(path: &'a str, headers: &'a [(String, String)]) -> Request<'a> {
-        Request { host: "10.96.1.2:80", method: "GET", path, query: "", headers }
+        Request {
+            host: "10.96.1.2:80",
+            method: "GET",
+            path,
+            query: "",
+            headers,
+        }
     }
 
     /// The route KubeRay writes during an incremental upgrade (research kuberay.md §3.1): one rule,
@@ -308,26 +437,48 @@ mod tests {
         attach(&route, &mut ls);
         let rule = pick_rule(&ls, 80, &req("/anything", &[])).unwrap();
         assert_eq!(total_weight(rule), 100);
-        let hits: Vec<&str> = (0..100).map(|i| pick_backend(rule, i).unwrap().service.as_str()).collect();
+        let hits: Vec<&str> = (0..100)
+            .map(|i| pick_backend(rule, i).unwrap().service.as_str())
+            .collect();
         assert_eq!(hits.iter().filter(|s| **s == "ns/a-serve-svc").count(), 70);
         assert_eq!(hits.iter().filter(|s| **s == "ns/b-serve-svc").count(), 30);
-        assert!(pick_rule(&ls, 81, &req("/", &[])).is_none(), "no listener on that port");
+        assert!(
+            pick_rule(&ls, 81, &req("/", &[])).is_none(),
+            "no listener on that port"
+        );
         assert_eq!(attached_routes(&[gw()], &[route])["ns/rs-gateway"]["http"], 1);
     }
 
     #[test]
     fn zero_weights_pick_nothing_and_missing_weight_is_one() {
         let mut ls = listeners(&gw());
-        attach(&json!({"metadata": {"name": "r", "namespace": "ns"}, "spec": {"parentRefs": [{"name": "rs-gateway"}],
-            "rules": [{"backendRefs": [{"name": "a", "port": 8000, "weight": 0}, {"name": "b", "port": 8000, "weight": 0}]}]}}), &mut ls);
+        attach(
+            &json!({"metadata": {"name": "r", "namespace": "ns"}, "spec": {"parentRefs": [{"name": "rs-gateway"}],
+            "rules": [{"backendRefs": [{"name": "a", "port": 8000, "weight": 0}, {"name": "b", "port": 8000, "weight": 0}]}]}}),
+            &mut ls,
+        );
         let rule = pick_rule(&ls, 80, &req("/", &[])).unwrap();
         assert_eq!(total_weight(rule), 0);
         assert!(pick_backend(rule, 0).is_none());
         let b = parse_backend(&json!({"name": "x", "port": 8000}), "ns");
         assert_eq!((b.weight, b.invalid), (1, None));
-        assert!(parse_backend(&json!({"name": "x", "port": 8000, "namespace": "other"}), "ns").invalid.is_some());
-        assert!(parse_backend(&json!({"name": "x"}), "ns").invalid.is_some(), "a Service backend needs a port");
-        assert!(parse_backend(&json!({"name": "x", "port": 1, "kind": "ServiceImport", "group": "multicluster.x-k8s.io"}), "ns").invalid.is_some());
+        assert!(
+            parse_backend(&json!({"name": "x", "port": 8000, "namespace": "other"}), "ns")
+                .invalid
+                .is_some()
+        );
+        assert!(
+            parse_backend(&json!({"name": "x"}), "ns").invalid.is_some(),
+            "a Service backend needs a port"
+        );
+        assert!(
+            parse_backend(
+                &json!({"name": "x", "port": 1, "kind": "ServiceImport", "group": "multicluster.x-k8s.io"}),
+                "ns"
+            )
+            .invalid
+            .is_some()
+        );
     }
 
     /// Precedence (Gateway API `HTTPRouteRule`): exact path over the longest prefix over a method over
@@ -336,30 +487,59 @@ mod tests {
     fn precedence_and_path_elements() {
         let mut ls = listeners(&gw());
         let b = |n: &str| json!([{"name": n, "port": 8000}]);
-        attach(&json!({"metadata": {"name": "r1", "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        attach(
+            &json!({"metadata": {"name": "r1", "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z"},
             "spec": {"parentRefs": [{"name": "rs-gateway", "sectionName": "http"}], "rules": [
                 {"matches": [{"path": {"type": "PathPrefix", "value": "/"}}], "backendRefs": b("root")},
                 {"matches": [{"path": {"type": "PathPrefix", "value": "/api/"}}], "backendRefs": b("api")},
                 {"matches": [{"path": {"type": "Exact", "value": "/api/v1"}}], "backendRefs": b("exact")},
                 {"matches": [{"path": {"type": "PathPrefix", "value": "/api"}, "headers": [{"name": "X-Canary", "value": "1"}]}], "backendRefs": b("canary")},
-                {"matches": [{"path": {"type": "RegularExpression", "value": ".*"}}], "backendRefs": b("regex")}]}}), &mut ls);
-        attach(&json!({"metadata": {"name": "r0", "namespace": "ns", "creationTimestamp": "2026-02-01T00:00:00Z"},
-            "spec": {"parentRefs": [{"name": "rs-gateway"}], "rules": [{"backendRefs": b("younger-root")}]}}), &mut ls);
-        let to = |path: &str, h: &[(String, String)]| pick_rule(&ls, 80, &req(path, h)).map(|r| r.backends[0].service.clone());
+                {"matches": [{"path": {"type": "RegularExpression", "value": ".*"}}], "backendRefs": b("regex")}]}}),
+            &mut ls,
+        );
+        attach(
+            &json!({"metadata": {"name": "r0", "namespace": "ns", "creationTimestamp": "2026-02-01T00:00:00Z"},
+            "spec": {"parentRefs": [{"name": "rs-gateway"}], "rules": [{"backendRefs": b("younger-root")}]}}),
+            &mut ls,
+        );
+        let to = |path: &str, h: &[(String, String)]| {
+            pick_rule(&ls, 80, &req(path, h)).map(|r| r.backends[0].service.clone())
+        };
         assert_eq!(to("/api/v1", &[]).as_deref(), Some("ns/exact"));
         assert_eq!(to("/api/v2", &[]).as_deref(), Some("ns/api"));
-        assert_eq!(to("/api", &[]).as_deref(), Some("ns/api"), "a trailing slash in a prefix does not matter");
-        assert_eq!(to("/apix", &[]).as_deref(), Some("ns/root"), "prefixes match whole elements");
-        assert_eq!(to("/api/v2", &[("x-canary".into(), "1".into())]).as_deref(), Some("ns/canary"), "a header match beats an equal prefix without");
-        assert_eq!(to("/zzz", &[]).as_deref(), Some("ns/root"), "the older route wins a tie");
-        assert!(!path_matches(&PathMatch::Unsupported("RegularExpression".into()), "/x"));
+        assert_eq!(
+            to("/api", &[]).as_deref(),
+            Some("ns/api"),
+            "a trailing slash in a prefix does not matter"
+        );
+        assert_eq!(
+            to("/apix", &[]).as_deref(),
+            Some("ns/root"),
+            "prefixes match whole elements"
+        );
+        assert_eq!(
+            to("/api/v2", &[("x-canary".into(), "1".into())]).as_deref(),
+            Some("ns/canary"),
+            "a header match beats an equal prefix without"
+        );
+        assert_eq!(
+            to("/zzz", &[]).as_deref(),
+            Some("ns/root"),
+            "the older route wins a tie"
+        );
+        assert!(!path_matches(
+            &PathMatch::Unsupported("RegularExpression".into()),
+            "/x"
+        ));
     }
 
     #[test]
     fn parents_sections_namespaces_and_hostnames() {
-        let mut ls = listeners(&json!({"metadata": {"name": "g", "namespace": "ns"}, "spec": {"listeners": [
+        let mut ls = listeners(
+            &json!({"metadata": {"name": "g", "namespace": "ns"}, "spec": {"listeners": [
             {"name": "web", "protocol": "HTTP", "port": 80, "hostname": "*.example.com"},
-            {"name": "any", "protocol": "HTTP", "port": 80, "allowedRoutes": {"namespaces": {"from": "All"}}}]}}));
+            {"name": "any", "protocol": "HTTP", "port": 80, "allowedRoutes": {"namespaces": {"from": "All"}}}]}}),
+        );
         let route = |ns: &str, section: Option<&str>, hosts: Value| {
             json!({"metadata": {"name": "r", "namespace": ns}, "spec": {"hostnames": hosts,
                 "parentRefs": [{"name": "g", "namespace": "ns", "sectionName": section}], "rules": [{"backendRefs": [{"name": format!("{ns}-svc"), "port": 1}]}]}})
@@ -367,14 +547,37 @@ mod tests {
         attach(&route("ns", Some("web"), json!([])), &mut ls);
         attach(&route("other", Some("web"), json!([])), &mut ls);
         attach(&route("other", None, json!(["only.example.org"])), &mut ls);
-        assert_eq!(ls[0].rules.len(), 1, "the web listener takes routes of its own namespace only");
+        assert_eq!(
+            ls[0].rules.len(),
+            1,
+            "the web listener takes routes of its own namespace only"
+        );
         assert_eq!(ls[1].rules.len(), 1, "from: All");
         let at = |host: &str| {
-            pick_rule(&ls, 80, &Request { host, method: "GET", path: "/", query: "", headers: &[] }).map(|r| r.backends[0].service.clone())
+            pick_rule(
+                &ls,
+                80,
+                &Request {
+                    host,
+                    method: "GET",
+                    path: "/",
+                    query: "",
+                    headers: &[],
+                },
+            )
+            .map(|r| r.backends[0].service.clone())
         };
-        assert_eq!(at("a.example.com").as_deref(), Some("ns/ns-svc"), "the wildcard listener is more specific");
+        assert_eq!(
+            at("a.example.com").as_deref(),
+            Some("ns/ns-svc"),
+            "the wildcard listener is more specific"
+        );
         assert_eq!(at("only.example.org:80").as_deref(), Some("other/other-svc"));
-        assert_eq!(at("example.com"), None, "a wildcard needs a label before it; the catch-all listener's route wants another host");
+        assert_eq!(
+            at("example.com"),
+            None,
+            "a wildcard needs a label before it; the catch-all listener's route wants another host"
+        );
         assert!(host_matches("*.example.com", "a.b.example.com"));
         assert!(!host_matches("*.example.com", "aexample.com"));
     }
@@ -382,9 +585,25 @@ mod tests {
     #[test]
     fn method_and_query_matches() {
         let mut ls = listeners(&gw());
-        attach(&json!({"metadata": {"name": "r", "namespace": "ns"}, "spec": {"parentRefs": [{"name": "rs-gateway"}], "rules": [
-            {"matches": [{"method": "POST", "queryParams": [{"name": "v", "value": "2"}]}], "backendRefs": [{"name": "post", "port": 1}]}]}}), &mut ls);
-        let r = |method: &str, query: &str| pick_rule(&ls, 80, &Request { host: "h", method, path: "/x", query, headers: &[] }).is_some();
+        attach(
+            &json!({"metadata": {"name": "r", "namespace": "ns"}, "spec": {"parentRefs": [{"name": "rs-gateway"}], "rules": [
+            {"matches": [{"method": "POST", "queryParams": [{"name": "v", "value": "2"}]}], "backendRefs": [{"name": "post", "port": 1}]}]}}),
+            &mut ls,
+        );
+        let r = |method: &str, query: &str| {
+            pick_rule(
+                &ls,
+                80,
+                &Request {
+                    host: "h",
+                    method,
+                    path: "/x",
+                    query,
+                    headers: &[],
+                },
+            )
+            .is_some()
+        };
         assert!(r("POST", "a=1&v=2"));
         assert!(!r("GET", "v=2"));
         assert!(!r("POST", "v=3"));

@@ -110,10 +110,7 @@ pub fn node_cpus(
     };
     let from_container = || {
         let amount = |list: Option<&BTreeMap<String, K8sQuantity>>| {
-            list?
-                .get("cpu")
-                .and_then(|q| parse(&q.0))
-                .filter(|m| *m > 0)
+            list?.get("cpu").and_then(|q| parse(&q.0)).filter(|m| *m > 0)
         };
         let res = container?;
         amount(res.limits.as_ref())
@@ -172,11 +169,7 @@ pub fn capacity(spec: &RayClusterSpec, pods: &[&Pod]) -> f64 {
                 return node_cpus(h.ray_start_params.as_ref(), h.resources.as_ref(), container);
             }
             let group = labels.get(c::LABEL_GROUP);
-            match spec
-                .worker_groups()
-                .iter()
-                .find(|g| Some(&g.group_name) == group)
-            {
+            match spec.worker_groups().iter().find(|g| Some(&g.group_name) == group) {
                 Some(g) => node_cpus(g.ray_start_params.as_ref(), g.resources.as_ref(), container),
                 None => node_cpus(None, None, container),
             }
@@ -240,7 +233,10 @@ pub fn plan_observed(spec: &RayClusterSpec, demand: Option<f64>, cap: i32) -> Ve
 /// Whether a cluster keeps its Serve apps when its head restarts (GCS fault tolerance).
 pub fn survives_head_restart(rc: &RayCluster) -> bool {
     rc.spec.gcs_fault_tolerance_options.is_some()
-        || rc.annotations().get(c::ANNOTATION_FT_ENABLED).is_some_and(|v| v == "true")
+        || rc
+            .annotations()
+            .get(c::ANNOTATION_FT_ENABLED)
+            .is_some_and(|v| v == "true")
 }
 
 /// The head pod's uid: the live head pod, not being deleted.
@@ -320,14 +316,25 @@ fn surplus(g: &crate::api::ray::WorkerGroupSpec, pods: &[&Pod], to: i32) -> Vec<
     let mut live: Vec<&Pod> = pods
         .iter()
         .copied()
-        .filter(|p| p.metadata.deletion_timestamp.is_none() && p.labels().get(c::LABEL_GROUP) == Some(&g.group_name))
+        .filter(|p| {
+            p.metadata.deletion_timestamp.is_none() && p.labels().get(c::LABEL_GROUP) == Some(&g.group_name)
+        })
         .collect();
     let keep = usize::try_from(to.max(0)).unwrap_or(0).saturating_mul(hosts);
     if live.len() <= keep {
         return Vec::new();
     }
-    live.sort_by_key(|p| (pod_is_ready(p), std::cmp::Reverse(p.metadata.creation_timestamp.clone()), std::cmp::Reverse(p.name_any())));
-    live.iter().take(live.len() - keep).map(|p| p.name_any()).collect()
+    live.sort_by_key(|p| {
+        (
+            pod_is_ready(p),
+            std::cmp::Reverse(p.metadata.creation_timestamp.clone()),
+            std::cmp::Reverse(p.name_any()),
+        )
+    });
+    live.iter()
+        .take(live.len() - keep)
+        .map(|p| p.name_any())
+        .collect()
 }
 
 /// The JSON patch writing `scales`, guarded by `test` ops on what it was computed from.
@@ -437,10 +444,7 @@ async fn step(
         let (ns, name) = (rc.namespace().unwrap_or_default(), rc.name_any());
         let url = url_of(rc);
         let mine = by_cluster.get(&(ns.clone(), name.as_str()));
-        sim.set_capacity(
-            &url,
-            Some(capacity(&rc.spec, mine.map_or(&[], Vec::as_slice))),
-        );
+        sim.set_capacity(&url, Some(capacity(&rc.spec, mine.map_or(&[], Vec::as_slice))));
         seen.insert((ns.clone(), name.clone()), (url.clone(), true));
         if rc.meta().deletion_timestamp.is_some() || rc.spec.is_suspended() {
             continue;
@@ -451,7 +455,9 @@ async fn step(
         if scales.is_empty() && extra.is_empty() {
             continue;
         }
-        let Value::Array(mut ops) = patch_for(&scales) else { continue };
+        let Value::Array(mut ops) = patch_for(&scales) else {
+            continue;
+        };
         ops.extend(extra);
         let patch = match serde_json::from_value::<json_patch::Patch>(Value::Array(ops)) {
             Ok(p) => p,

@@ -24,20 +24,10 @@ fn template(resources: Value) -> Value {
     json!({"spec": {"containers": [{"name": "ray", "image": "ray", "resources": resources}]}})
 }
 
-fn group(
-    name: &str,
-    cpus: &str,
-    min: Option<i32>,
-    max: Option<i32>,
-    replicas: Option<i32>,
-) -> Value {
+fn group(name: &str, cpus: &str, min: Option<i32>, max: Option<i32>, replicas: Option<i32>) -> Value {
     let mut g = json!({"groupName": name, "rayStartParams": {"num-cpus": cpus},
                        "template": template(json!({}))});
-    for (k, v) in [
-        ("minReplicas", min),
-        ("maxReplicas", max),
-        ("replicas", replicas),
-    ] {
+    for (k, v) in [("minReplicas", min), ("maxReplicas", max), ("replicas", replicas)] {
         if let Some(v) = v {
             g[k] = json!(v);
         }
@@ -73,12 +63,7 @@ fn node_cpus_follow_kuberay_precedence() {
         f64,
     );
     let cases: Vec<Case> = vec![
-        (
-            Some(params("0")),
-            Some(&group_res),
-            Some(limit4.clone()),
-            3.0,
-        ),
+        (Some(params("0")), Some(&group_res), Some(limit4.clone()), 3.0),
         (Some(params("0")), None, Some(limit4.clone()), 0.0),
         (Some(params("2")), None, None, 2.0),
         (None, None, Some(limit4), 4.0),
@@ -139,10 +124,7 @@ fn plans_fill_the_head_then_groups_in_order_within_bounds() {
             group("big", "4", Some(0), Some(10), None),
         ],
     );
-    assert_eq!(
-        tos(&plan(&s, 11.0, 100)),
-        [("small", 1), ("none", 2), ("big", 2)]
-    );
+    assert_eq!(tos(&plan(&s, 11.0, 100)), [("small", 1), ("none", 2), ("big", 2)]);
     // Multi-host replicas bring numOfHosts nodes each; suspended groups are skipped.
     let mut g = group("tpu", "2", Some(0), Some(8), None);
     g["numOfHosts"] = json!(2);
@@ -179,15 +161,7 @@ fn patches_test_what_they_were_computed_from() {
     );
 }
 
-fn pod(
-    ns: &str,
-    name: &str,
-    cluster: &str,
-    node: &str,
-    group: &str,
-    ready: bool,
-    res: Value,
-) -> Value {
+fn pod(ns: &str, name: &str, cluster: &str, node: &str, group: &str, ready: bool, res: Value) -> Value {
     let phase = if ready { "Running" } else { "Pending" };
     json!({"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": name, "namespace": ns, "labels": {
@@ -202,27 +176,11 @@ fn capacity_counts_ready_pods_with_their_groups_settings() {
     let mut deleting = pod("ns", "w3", "rs-a", "worker", "g", true, json!({}));
     deleting["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
     let pods: Vec<Pod> = [
-        pod(
-            "ns",
-            "h",
-            "rs-a",
-            "head",
-            "headgroup",
-            true,
-            cpu(Some("8"), None),
-        ),
+        pod("ns", "h", "rs-a", "head", "headgroup", true, cpu(Some("8"), None)),
         pod("ns", "w1", "rs-a", "worker", "g", true, json!({})),
         pod("ns", "w2", "rs-a", "worker", "g", false, json!({})),
         deleting,
-        pod(
-            "ns",
-            "w4",
-            "rs-a",
-            "worker",
-            "gone",
-            true,
-            cpu(None, Some("1")),
-        ),
+        pod("ns", "w4", "rs-a", "worker", "gone", true, cpu(None, Some("1"))),
     ]
     .into_iter()
     .map(|p| serde_json::from_value(p).unwrap())
@@ -232,8 +190,7 @@ fn capacity_counts_ready_pods_with_their_groups_settings() {
 }
 
 fn raycluster(ns: &str, name: &str, autoscaling: bool) -> Value {
-    let mut s =
-        serde_json::to_value(spec("0", vec![group("g", "1", Some(0), Some(4), None)])).unwrap();
+    let mut s = serde_json::to_value(spec("0", vec![group("g", "1", Some(0), Some(4), None)])).unwrap();
     s["enableInTreeAutoscaling"] = json!(autoscaling);
     json!({"apiVersion": "ray.io/v1", "kind": "RayCluster",
            "metadata": {"name": name, "namespace": ns}, "spec": s})
@@ -269,13 +226,8 @@ async fn the_loop_scales_workers_to_demand_and_capacity_follows_ready_pods() {
     let task = tokio::spawn(run(api.client(), sim.clone(), AutoscalerConfig::default()));
     let static_url = "http://static-head-svc.ns.svc.cluster.local:8265";
 
-    sim.deploy(&ep(), &config(vec![hello(3)]), None)
-        .await
-        .unwrap();
-    eventually(3 * S, "3 workers asked for", || {
-        replicas(&api, "rs-a") == Some(3)
-    })
-    .await;
+    sim.deploy(&ep(), &config(vec![hello(3)]), None).await.unwrap();
+    eventually(3 * S, "3 workers asked for", || replicas(&api, "rs-a") == Some(3)).await;
     // No worker is up: nothing runs, however long.
     tokio::time::sleep(5 * S).await;
     assert_eq!(sim.running_replicas(URL)["hello"], 0);
@@ -283,15 +235,10 @@ async fn the_loop_scales_workers_to_demand_and_capacity_follows_ready_pods() {
     for w in ["w1", "w2"] {
         api.put(pod("ns", w, "rs-a", "worker", "g", true, json!({})));
     }
-    eventually(3 * S, "2 running", || {
-        sim.running_replicas(URL)["hello"] == 2
-    })
-    .await;
+    eventually(3 * S, "2 running", || sim.running_replicas(URL)["hello"] == 2).await;
 
     // Demand falls to 1: down one replica per period.
-    sim.deploy(&ep(), &config(vec![hello(1)]), None)
-        .await
-        .unwrap();
+    sim.deploy(&ep(), &config(vec![hello(1)]), None).await.unwrap();
     eventually(2 * S, "scaled to 2", || replicas(&api, "rs-a") == Some(2)).await;
     eventually(2 * S, "scaled to 1", || replicas(&api, "rs-a") == Some(1)).await;
     // With two workers up for one wanted, the youngest (the name breaks the tie) is named for
@@ -312,9 +259,7 @@ async fn the_loop_scales_workers_to_demand_and_capacity_follows_ready_pods() {
     api.set_failing(true);
     tokio::time::sleep(2 * S).await;
     api.set_failing(false);
-    sim.deploy(&ep(), &config(vec![hello(4)]), None)
-        .await
-        .unwrap();
+    sim.deploy(&ep(), &config(vec![hello(4)]), None).await.unwrap();
     eventually(3 * S, "scaled to 4", || replicas(&api, "rs-a") == Some(4)).await;
 
     // The cluster goes away: forgotten, so back to the unknown capacity (0): its nodes went with it.
@@ -326,23 +271,15 @@ async fn the_loop_scales_workers_to_demand_and_capacity_follows_ready_pods() {
 
     // The cluster without the autoscaler was never patched and is unlimited.
     assert_eq!(replicas(&api, "static"), None);
-    let patches = api
-        .requests()
-        .iter()
-        .filter(|r| r.starts_with("PATCH"))
-        .count();
+    let patches = api.requests().iter().filter(|r| r.starts_with("PATCH")).count();
     assert!(
         (3..=8).contains(&patches),
         "{patches} patches: {:?}",
         api.requests()
     );
-    sim.deploy(
-        &DashboardEndpoint::new(static_url),
-        &config(vec![hello(2)]),
-        None,
-    )
-    .await
-    .unwrap();
+    sim.deploy(&DashboardEndpoint::new(static_url), &config(vec![hello(2)]), None)
+        .await
+        .unwrap();
     tokio::time::sleep(4 * S).await;
     assert_eq!(sim.running_replicas(static_url)["hello"], 2);
     task.abort();
@@ -352,7 +289,12 @@ async fn the_loop_scales_workers_to_demand_and_capacity_follows_ready_pods() {
 fn named(ops: &[Value]) -> Vec<(String, Value)> {
     ops.iter()
         .filter(|o| o["path"].as_str().is_some_and(|p| p.ends_with("/scaleStrategy")))
-        .map(|o| (o["path"].as_str().unwrap().to_string(), o["value"]["workersToDelete"].clone()))
+        .map(|o| {
+            (
+                o["path"].as_str().unwrap().to_string(),
+                o["value"]["workersToDelete"].clone(),
+            )
+        })
         .collect()
 }
 
@@ -363,24 +305,49 @@ fn named(ops: &[Value]) -> Vec<(String, Value)> {
 #[test]
 fn a_surplus_nobody_named_is_named_for_deletion() {
     let ns = "ns";
-    let worker = |name: &str| serde_json::from_value::<Pod>(pod(ns, name, "rc", "worker", "gpu", true, json!({}))).unwrap();
+    let worker = |name: &str| {
+        serde_json::from_value::<Pod>(pod(ns, name, "rc", "worker", "gpu", true, json!({}))).unwrap()
+    };
     let (w1, w2) = (worker("w1"), worker("w2"));
     let s = spec("0", vec![group("gpu", "1", Some(0), Some(4), Some(1))]);
     let (scales, ops) = name_leaving(&s, &[&w1, &w2], vec![]);
     assert!(scales.is_empty());
-    assert_eq!(named(&ops), vec![("/spec/workerGroupSpecs/0/scaleStrategy".to_string(), json!(["w2"]))]);
-    assert!(ops.contains(&json!({"op": "test", "path": "/spec/workerGroupSpecs/0/replicas", "value": 1})), "{ops:?}");
+    assert_eq!(
+        named(&ops),
+        vec![(
+            "/spec/workerGroupSpecs/0/scaleStrategy".to_string(),
+            json!(["w2"])
+        )]
+    );
+    assert!(
+        ops.contains(&json!({"op": "test", "path": "/spec/workerGroupSpecs/0/replicas", "value": 1})),
+        "{ops:?}"
+    );
     let (_, ops) = name_leaving(&s, &[&w1], vec![]);
     assert!(ops.is_empty(), "a group at its count: {ops:?}");
     let fixed = spec("0", vec![group("gpu", "1", None, None, Some(1))]);
     let (_, ops) = name_leaving(&fixed, &[&w1, &w2], vec![]);
-    assert!(ops.is_empty(), "a group without the autoscaler is the operator's to shrink: {ops:?}");
+    assert!(
+        ops.is_empty(),
+        "a group without the autoscaler is the operator's to shrink: {ops:?}"
+    );
     // A scale-down from 2 to 1 names its surplus once, with the scale kept.
     let two = spec("0", vec![group("gpu", "1", Some(0), Some(4), Some(2))]);
-    let down = Scale { index: 0, group: "gpu".into(), stored: Some(2), to: 1 };
+    let down = Scale {
+        index: 0,
+        group: "gpu".into(),
+        stored: Some(2),
+        to: 1,
+    };
     let (scales, ops) = name_leaving(&two, &[&w1, &w2], vec![down.clone()]);
     assert_eq!(scales, vec![down]);
-    assert_eq!(named(&ops), vec![("/spec/workerGroupSpecs/0/scaleStrategy".to_string(), json!(["w2"]))]);
+    assert_eq!(
+        named(&ops),
+        vec![(
+            "/spec/workerGroupSpecs/0/scaleStrategy".to_string(),
+            json!(["w2"])
+        )]
+    );
 }
 
 /// Issue 47: after a restart the autoscaler saw "zero demand" on a serving cluster it knew nothing

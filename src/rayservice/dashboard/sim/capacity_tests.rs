@@ -38,10 +38,7 @@ async fn replicas_wait_for_capacity_and_run_start_delay_after_it_appears() {
     sim.set_capacity(URL, Some(1.0));
     put(&sim, vec![hello(3)]).await;
     tokio::time::advance(3 * S).await;
-    assert_eq!(
-        states(&sim).await,
-        strs(&["RUNNING", "STARTING", "STARTING"])
-    );
+    assert_eq!(states(&sim).await, strs(&["RUNNING", "STARTING", "STARTING"]));
     let d = details(&sim).await;
     let app = &d.applications["hello"];
     assert_eq!(app.status, AppStatus::Deploying);
@@ -62,10 +59,7 @@ async fn replicas_wait_for_capacity_and_run_start_delay_after_it_appears() {
     assert_eq!(sim.running_replicas(URL), running("hello", 1));
     sim.set_capacity(URL, Some(3.0));
     tokio::time::advance(S).await;
-    assert_eq!(
-        states(&sim).await,
-        strs(&["RUNNING", "STARTING", "STARTING"])
-    );
+    assert_eq!(states(&sim).await, strs(&["RUNNING", "STARTING", "STARTING"]));
     tokio::time::advance(S).await;
     assert_eq!(states(&sim).await, strs(&["RUNNING", "RUNNING", "RUNNING"]));
     let d = details(&sim).await;
@@ -86,10 +80,7 @@ async fn shrinking_capacity_sends_the_youngest_back_to_starting() {
     let before = ids(&details(&sim).await);
 
     sim.set_capacity(URL, Some(2.0));
-    assert_eq!(
-        states(&sim).await,
-        strs(&["RUNNING", "RUNNING", "STARTING"])
-    );
+    assert_eq!(states(&sim).await, strs(&["RUNNING", "RUNNING", "STARTING"]));
     assert_eq!(
         ids(&details(&sim).await),
         before,
@@ -118,10 +109,7 @@ async fn a_downscale_stops_waiting_replicas_first_and_demand_drops_at_once() {
     put(&sim, vec![hello(3)]).await;
     tokio::time::advance(3 * S).await;
     put(&sim, vec![hello(1)]).await;
-    assert_eq!(
-        states(&sim).await,
-        strs(&["RUNNING", "STOPPING", "STOPPING"])
-    );
+    assert_eq!(states(&sim).await, strs(&["RUNNING", "STOPPING", "STOPPING"]));
     assert_eq!(sim.demand_cpus(URL), 1.0);
     tokio::time::advance(2 * S).await;
     assert_eq!(states(&sim).await, strs(&["RUNNING"]));
@@ -178,11 +166,7 @@ async fn num_cpus_sums_exactly_zero_needs_nothing_and_the_app_counts_its_weakest
     };
     // 0.1 * 3 = 0.3 exactly, then one 0.5 fits and the second does not.
     assert_eq!(
-        (
-            running_of("Hello"),
-            running_of("Router"),
-            running_of("Model")
-        ),
+        (running_of("Hello"), running_of("Router"), running_of("Model")),
         (3, 2, 1)
     );
     assert_eq!(sim.running_replicas(URL), running("hello", 1));
@@ -191,10 +175,7 @@ async fn num_cpus_sums_exactly_zero_needs_nothing_and_the_app_counts_its_weakest
     sim.set_capacity(URL, Some(0.0));
     assert_eq!(sim.running_replicas(URL), running("hello", 0));
     let d = details(&sim).await;
-    assert_eq!(
-        d.applications["hello"].deployments["Router"].replicas.len(),
-        2
-    );
+    assert_eq!(d.applications["hello"].deployments["Router"].replicas.len(), 2);
     assert!(
         d.applications["hello"].deployments["Router"]
             .replicas

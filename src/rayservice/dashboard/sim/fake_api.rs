@@ -19,12 +19,7 @@ pub(super) struct FakeApi {
 
 /// (plural, namespace, name) of an object, as its URL names it.
 fn ident(obj: &Value) -> (String, String, String) {
-    let s = |p: &str| {
-        obj.pointer(p)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned()
-    };
+    let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("").to_owned();
     (
         format!("{}s", s("/kind").to_lowercase()),
         s("/metadata/namespace"),
@@ -93,10 +88,7 @@ impl FakeApi {
             ns.to_owned(),
             name.to_owned(),
         );
-        Self::lock(&self.objects)
-            .iter()
-            .find(|o| ident(o) == id)
-            .cloned()
+        Self::lock(&self.objects).iter().find(|o| ident(o) == id).cloned()
     }
 
     /// Every request so far as "VERB plural".
@@ -115,11 +107,7 @@ impl FakeApi {
             let api = api.clone();
             async move {
                 let (parts, body) = req.into_parts();
-                let body = body
-                    .collect()
-                    .await
-                    .map(|b| b.to_bytes())
-                    .unwrap_or_default();
+                let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
                 let (code, value) = api.handle(&parts.method, &parts.uri, &body);
                 let resp = http::Response::builder()
                     .status(code)

@@ -16,7 +16,9 @@ use futures::future::BoxFuture;
 use tokio::time::Instant;
 
 use super::{RaySim, key};
-use crate::rayservice::dashboard::jobs::{JobDetails, JobSubmitRequest, JobSubmitResponse, RayJobsApi, job_path};
+use crate::rayservice::dashboard::jobs::{
+    JobDetails, JobSubmitRequest, JobSubmitResponse, RayJobsApi, job_path,
+};
 use crate::rayservice::dashboard::{DashboardEndpoint, DashboardError};
 
 /// PENDING -> RUNNING.
@@ -60,7 +62,9 @@ pub fn parse_entrypoint(entrypoint: &str) -> Script {
         }
     }
     let run_for = if understood {
-        Duration::try_from_secs_f64(seconds).unwrap_or(MAX_RUN).min(MAX_RUN)
+        Duration::try_from_secs_f64(seconds)
+            .unwrap_or(MAX_RUN)
+            .min(MAX_RUN)
     } else {
         DEFAULT_RUN
     };
@@ -71,7 +75,9 @@ pub fn parse_entrypoint(entrypoint: &str) -> Script {
 fn next_word(s: &str) -> Option<(&str, &str)> {
     let start = s.find(|c: char| c.is_ascii_alphabetic())?;
     let tail = &s[start..];
-    let end = tail.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(tail.len());
+    let end = tail
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(tail.len());
     Some((&tail[..end], &tail[end..]))
 }
 
@@ -79,7 +85,9 @@ fn next_word(s: &str) -> Option<(&str, &str)> {
 fn number_after(s: &str) -> Option<(f64, &str)> {
     let t = s.trim_start_matches([' ', '\t']);
     let t = t.strip_prefix('(').unwrap_or(t).trim_start();
-    let end = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let end = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
     let n: f64 = t[..end].parse().ok()?;
     n.is_finite().then_some((n, &t[end..]))
 }
@@ -107,7 +115,9 @@ impl SimJob {
         self.stopped_at.map_or(natural, |s| s.min(natural))
     }
     fn status(&self, now: Instant) -> &'static str {
-        let stopped = self.stopped_at.is_some_and(|s| s < self.running_at() + self.script.run_for);
+        let stopped = self
+            .stopped_at
+            .is_some_and(|s| s < self.running_at() + self.script.run_for);
         match () {
             _ if now >= self.ends_at() && stopped => "STOPPED",
             _ if now < self.running_at() => "PENDING",
@@ -121,16 +131,23 @@ impl SimJob {
     }
     fn wall_ms(&self, at: Instant) -> u64 {
         let since = at.saturating_duration_since(self.submitted);
-        self.submitted_ms.saturating_add(u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
+        self.submitted_ms
+            .saturating_add(u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
     }
     fn details(&self, id: &str, now: Instant) -> JobDetails {
         let status = self.status(now);
         let message = match status {
-            "PENDING" => "Job has not started yet. It may be waiting for the runtime environment to be set up.".to_string(),
+            "PENDING" => {
+                "Job has not started yet. It may be waiting for the runtime environment to be set up."
+                    .to_string()
+            }
             "RUNNING" => "Job is currently running.".to_string(),
             "SUCCEEDED" => "Job finished successfully.".to_string(),
             "STOPPED" => "Job was intentionally stopped.".to_string(),
-            _ => format!("Job entrypoint command failed with exit code {}", self.script.exit_code),
+            _ => format!(
+                "Job entrypoint command failed with exit code {}",
+                self.script.exit_code
+            ),
         };
         let started = now >= self.running_at();
         JobDetails {
@@ -151,7 +168,9 @@ impl SimJob {
 }
 
 fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 fn not_found(id: &str) -> DashboardError {
@@ -163,12 +182,21 @@ impl RaySim {
     pub fn job_status(&self, base_url: &str, submission_id: &str) -> Option<String> {
         let now = Instant::now();
         let state = self.lock();
-        state.clusters.get(&key(base_url))?.jobs.get(submission_id).map(|j| j.status(now).to_owned())
+        state
+            .clusters
+            .get(&key(base_url))?
+            .jobs
+            .get(submission_id)
+            .map(|j| j.status(now).to_owned())
     }
 
     /// Submission ids the head knows, in order.
     pub fn job_ids(&self, base_url: &str) -> Vec<String> {
-        self.lock().clusters.get(&key(base_url)).map(|c| c.jobs.keys().cloned().collect()).unwrap_or_default()
+        self.lock()
+            .clusters
+            .get(&key(base_url))
+            .map(|c| c.jobs.keys().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Runs `f` on the cluster's jobs after the usual reachability and auth checks.
@@ -195,14 +223,19 @@ impl RayJobsApi for RaySim {
         async move {
             self.with_jobs(endpoint, "/api/jobs/", |jobs, now| {
                 if request.entrypoint.trim().is_empty() {
-                    return Err(DashboardError::from_status(400, b"entrypoint must be a non-empty string"));
+                    return Err(DashboardError::from_status(
+                        400,
+                        b"entrypoint must be a non-empty string",
+                    ));
                 }
                 let id = match &request.submission_id {
                     Some(id) if !id.is_empty() => id.clone(),
                     _ => format!("raysubmit_{:016x}", now_ms().wrapping_add(jobs.len() as u64)),
                 };
                 if jobs.contains_key(&id) {
-                    let msg = format!("Job with submission_id {id} already exists. Please use a different submission_id.");
+                    let msg = format!(
+                        "Job with submission_id {id} already exists. Please use a different submission_id."
+                    );
                     return Err(DashboardError::from_status(400, msg.as_bytes()));
                 }
                 let job = SimJob {
@@ -213,7 +246,10 @@ impl RayJobsApi for RaySim {
                     stopped_at: None,
                 };
                 jobs.insert(id.clone(), job);
-                Ok(JobSubmitResponse { submission_id: id, job_id: None })
+                Ok(JobSubmitResponse {
+                    submission_id: id,
+                    job_id: None,
+                })
             })
         }
         .boxed()
@@ -239,7 +275,9 @@ impl RayJobsApi for RaySim {
     ) -> BoxFuture<'a, Result<bool, DashboardError>> {
         async move {
             self.with_jobs(endpoint, &job_path(submission_id, "/stop"), |jobs, now| {
-                let job = jobs.get_mut(submission_id).ok_or_else(|| not_found(submission_id))?;
+                let job = jobs
+                    .get_mut(submission_id)
+                    .ok_or_else(|| not_found(submission_id))?;
                 if job.terminal(now) {
                     return Ok(false);
                 }
@@ -279,10 +317,16 @@ impl RayJobsApi for RaySim {
                 let job = jobs.get(submission_id).ok_or_else(|| not_found(submission_id))?;
                 let mut logs = String::new();
                 if now >= job.running_at() {
-                    logs.push_str(&format!("Running entrypoint for job {submission_id}: {}\n", job.request.entrypoint));
+                    logs.push_str(&format!(
+                        "Running entrypoint for job {submission_id}: {}\n",
+                        job.request.entrypoint
+                    ));
                 }
                 if job.terminal(now) {
-                    logs.push_str(&format!("{}\n", job.details(submission_id, now).message.unwrap_or_default()));
+                    logs.push_str(&format!(
+                        "{}\n",
+                        job.details(submission_id, now).message.unwrap_or_default()
+                    ));
                 }
                 Ok(logs)
             })
@@ -298,13 +342,25 @@ mod tests {
 
     #[test]
     fn entrypoints_say_how_long_and_how_they_end() {
-        let s = |secs: u64, code: i64| Script { run_for: Duration::from_secs(secs), exit_code: code };
+        let s = |secs: u64, code: i64| Script {
+            run_for: Duration::from_secs(secs),
+            exit_code: code,
+        };
         assert_eq!(parse_entrypoint("sleep 3"), s(3, 0));
-        assert_eq!(parse_entrypoint(r#"python -c "import time; time.sleep(3)""#), s(3, 0));
+        assert_eq!(
+            parse_entrypoint(r#"python -c "import time; time.sleep(3)""#),
+            s(3, 0)
+        );
         assert_eq!(parse_entrypoint("sleep 1; sleep 2 && exit 4"), s(3, 4));
         assert_eq!(parse_entrypoint("exit 2; sleep 9"), s(0, 2));
-        assert_eq!(parse_entrypoint(r#"python -c "import sys; sys.exit(1)""#), s(0, 1));
-        assert_eq!(parse_entrypoint("python /home/ray/samples/sample_code.py").run_for, DEFAULT_RUN);
+        assert_eq!(
+            parse_entrypoint(r#"python -c "import sys; sys.exit(1)""#),
+            s(0, 1)
+        );
+        assert_eq!(
+            parse_entrypoint("python /home/ray/samples/sample_code.py").run_for,
+            DEFAULT_RUN
+        );
         assert_eq!(parse_entrypoint("sleep 99999999999999999999").run_for, MAX_RUN);
         assert_eq!(parse_entrypoint("sleep 0.5").run_for, Duration::from_millis(500));
     }
@@ -319,7 +375,9 @@ mod tests {
             ..Default::default()
         };
         sim.submit_job(&ep, &submit("ok", "sleep 2")).await.unwrap();
-        sim.submit_job(&ep, &submit("bad", "sleep 1; exit 3")).await.unwrap();
+        sim.submit_job(&ep, &submit("bad", "sleep 1; exit 3"))
+            .await
+            .unwrap();
         let dup = sim.submit_job(&ep, &submit("ok", "sleep 2")).await.unwrap_err();
         assert!(matches!(dup, DashboardError::Rejected { .. }), "{dup:?}");
         let status = |id: &'static str| {
@@ -330,7 +388,10 @@ mod tests {
         tokio::time::advance(Duration::from_millis(200)).await;
         assert_eq!(status("ok").await.as_deref(), Some("RUNNING"));
         let early = sim.delete_job(&ep, "ok").await.unwrap_err();
-        assert!(matches!(early, DashboardError::Rejected { .. }), "a running job cannot be deleted: {early:?}");
+        assert!(
+            matches!(early, DashboardError::Rejected { .. }),
+            "a running job cannot be deleted: {early:?}"
+        );
         tokio::time::advance(Duration::from_secs(1)).await;
         assert_eq!(status("bad").await.as_deref(), Some("FAILED"));
         assert_eq!(status("ok").await.as_deref(), Some("RUNNING"));
@@ -338,7 +399,10 @@ mod tests {
         let done = sim.job_info(&ep, "ok").await.unwrap().unwrap();
         assert_eq!(done.status, "SUCCEEDED");
         assert!(done.end_time.unwrap_or(0) >= done.start_time.unwrap_or(u64::MAX));
-        assert!(!sim.stop_job(&ep, "ok").await.unwrap(), "an ended job is not stopped");
+        assert!(
+            !sim.stop_job(&ep, "ok").await.unwrap(),
+            "an ended job is not stopped"
+        );
         assert!(sim.delete_job(&ep, "ok").await.unwrap());
         assert_eq!(status("ok").await, None);
         assert!(sim.job_logs(&ep, "bad").await.unwrap().contains("exit code 3"));
@@ -348,12 +412,23 @@ mod tests {
     async fn stop_ends_a_running_job_stopped() {
         let sim = RaySim::new(SimOptions::default());
         let ep = DashboardEndpoint::new("http://head:8265");
-        let req = JobSubmitRequest { entrypoint: "sleep 60".into(), submission_id: Some("j".into()), ..Default::default() };
+        let req = JobSubmitRequest {
+            entrypoint: "sleep 60".into(),
+            submission_id: Some("j".into()),
+            ..Default::default()
+        };
         sim.submit_job(&ep, &req).await.unwrap();
         tokio::time::advance(Duration::from_secs(1)).await;
         assert!(sim.stop_job(&ep, "j").await.unwrap());
-        assert_eq!(sim.job_status("http://head:8265", "j").as_deref(), Some("STOPPED"));
+        assert_eq!(
+            sim.job_status("http://head:8265", "j").as_deref(),
+            Some("STOPPED")
+        );
         sim.stop_cluster("http://head:8265");
-        assert_eq!(sim.job_info(&ep, "j").await.unwrap(), None, "a restarted head forgets its jobs");
+        assert_eq!(
+            sim.job_info(&ep, "j").await.unwrap(),
+            None,
+            "a restarted head forgets its jobs"
+        );
     }
 }

@@ -149,11 +149,8 @@ impl Splitter {
         // What floors left over goes to the largest credits (first on ties), one each.
         let mut left = n - out.iter().sum::<i128>();
         while left > 0 {
-            let (best, _) = self
-                .credit
-                .iter()
-                .enumerate()
-                .fold(
+            let (best, _) =
+                self.credit.iter().enumerate().fold(
                     (0, i128::MIN),
                     |acc, (i, &c)| if c > acc.1 { (i, c) } else { acc },
                 );
@@ -161,9 +158,7 @@ impl Splitter {
             self.credit[best] -= total;
             left -= 1;
         }
-        out.into_iter()
-            .map(|v| u64::try_from(v).unwrap_or(0))
-            .collect()
+        out.into_iter().map(|v| u64::try_from(v).unwrap_or(0)).collect()
     }
 }
 
@@ -223,12 +218,7 @@ enum Lookup {
     Missing(Instant),
 }
 
-async fn drive(
-    client: kube::Client,
-    sim: Arc<RaySim>,
-    cfg: LoadConfig,
-    counts: Arc<Mutex<LoadCounts>>,
-) {
+async fn drive(client: kube::Client, sim: Arc<RaySim>, cfg: LoadConfig, counts: Arc<Mutex<LoadCounts>>) {
     let routes = Api::<HTTPRoute>::namespaced(client.clone(), &cfg.namespace);
     let mut route: Vec<(String, String, u64)> = Vec::new();
     let mut refreshed: Option<Instant> = None;
@@ -275,13 +265,11 @@ async fn drive(
             }
             let failure = match cluster_of(svc) {
                 None => Some(REASON_NO_CLUSTER),
-                Some(cluster) => {
-                    match resolve(&client, &cfg, &mut clusters, ns, cluster, now).await {
-                        None => Some(REASON_NO_CLUSTER),
-                        Some(url) if sim.running_replicas(&url).values().any(|&r| r > 0) => None,
-                        Some(_) => Some(REASON_NO_REPLICA),
-                    }
-                }
+                Some(cluster) => match resolve(&client, &cfg, &mut clusters, ns, cluster, now).await {
+                    None => Some(REASON_NO_CLUSTER),
+                    Some(url) if sim.running_replicas(&url).values().any(|&r| r > 0) => None,
+                    Some(_) => Some(REASON_NO_REPLICA),
+                },
             };
             lock(&counts).record(Some(svc), share, failure);
         }
@@ -319,8 +307,7 @@ async fn resolve(
     };
     let service = head_service_name(cluster, &rc.spec);
     let url =
-        DashboardEndpoint::for_head_service(&service, ns, &cfg.cluster_domain, cfg.dashboard_port)
-            .base_url;
+        DashboardEndpoint::for_head_service(&service, ns, &cfg.cluster_domain, cfg.dashboard_port).base_url;
     cache.insert(key, Lookup::Found(url.clone()));
     Some(url)
 }

@@ -13,12 +13,7 @@ use crate::rayservice::dashboard::sim::tests::{S, config, ep, hello};
 
 #[test]
 fn each_backend_gets_its_exact_share_at_every_point() {
-    let cases: &[(&[u64], u64)] = &[
-        (&[90, 10], 1),
-        (&[1, 1, 1], 2),
-        (&[7, 0, 3], 5),
-        (&[33, 67], 7),
-    ];
+    let cases: &[(&[u64], u64)] = &[(&[90, 10], 1), (&[1, 1, 1], 2), (&[7, 0, 3], 5), (&[33, 67], 7)];
     for &(weights, per_tick) in cases {
         let mut s = Splitter::default();
         let total_w: u64 = weights.iter().sum();
@@ -73,8 +68,7 @@ fn backends_come_from_the_first_rule_with_gateway_defaults() {
             ("c-serve-svc".to_owned(), "other".to_owned(), 0),
         ]
     );
-    let empty: HTTPRoute =
-        serde_json::from_value(json!({"metadata": {"name": "r"}, "spec": {}})).unwrap();
+    let empty: HTTPRoute = serde_json::from_value(json!({"metadata": {"name": "r"}, "spec": {}})).unwrap();
     assert!(backends(&empty, "ns").is_empty());
     assert_eq!(cluster_of("rs-abcde-serve-svc"), Some("rs-abcde"));
     assert_eq!(cluster_of("-serve-svc"), None);
@@ -104,12 +98,7 @@ fn delta(a: &LoadCounts, b: &LoadCounts) -> Delta {
     let reasons = b
         .failed_by_reason
         .iter()
-        .map(|(k, n)| {
-            (
-                k.clone(),
-                n - a.failed_by_reason.get(k).copied().unwrap_or(0),
-            )
-        })
+        .map(|(k, n)| (k.clone(), n - a.failed_by_reason.get(k).copied().unwrap_or(0)))
         .filter(|(_, n)| *n > 0)
         .collect();
     (b.sent - a.sent, per, reasons)
@@ -127,15 +116,9 @@ async fn requests_follow_the_route_weights_and_fail_without_running_replicas() {
         ),
     ]);
     let sim = Arc::new(RaySim::new(SimOptions::default()));
-    sim.deploy(&ep(), &config(vec![hello(1)]), None)
-        .await
-        .unwrap();
+    sim.deploy(&ep(), &config(vec![hello(1)]), None).await.unwrap();
     let started = tokio::time::Instant::now();
-    let load = LoadGen::spawn(
-        api.client(),
-        sim.clone(),
-        LoadConfig::new("ns", "rs-httproute"),
-    );
+    let load = LoadGen::spawn(api.client(), sim.clone(), LoadConfig::new("ns", "rs-httproute"));
 
     // Replicas start at 3 s: before, every request fails; after, every one succeeds. Checks
     // happen 5 ms off the 10 ms ticks so no tick races them.
@@ -148,10 +131,7 @@ async fn requests_follow_the_route_weights_and_fail_without_running_replicas() {
     tokio::time::sleep(S).await;
     let (sent, per, reasons) = delta(&before, &load.counts());
     assert_eq!(sent, 100);
-    assert_eq!(
-        per,
-        BTreeMap::from([("rs-a-serve-svc".to_owned(), (100, 0))])
-    );
+    assert_eq!(per, BTreeMap::from([("rs-a-serve-svc".to_owned(), (100, 0))]));
     assert!(reasons.is_empty());
 
     // Half the traffic to a cluster without replicas: those fail.
@@ -166,10 +146,7 @@ async fn requests_follow_the_route_weights_and_fail_without_running_replicas() {
     assert_eq!(sent, 100);
     assert_eq!(per["rs-a-serve-svc"], (50, 0));
     assert_eq!(per["rs-b-serve-svc"], (0, 50));
-    assert_eq!(
-        reasons,
-        BTreeMap::from([(REASON_NO_REPLICA.to_owned(), 50)])
-    );
+    assert_eq!(reasons, BTreeMap::from([(REASON_NO_REPLICA.to_owned(), 50)]));
 
     // A backend that is no serve Service, or whose cluster is gone, fails as such.
     api.put(route(
@@ -180,16 +157,10 @@ async fn requests_follow_the_route_weights_and_fail_without_running_replicas() {
     let before = load.counts();
     tokio::time::sleep(S).await;
     let (_, _, reasons) = delta(&before, &load.counts());
-    assert_eq!(
-        reasons,
-        BTreeMap::from([(REASON_NO_CLUSTER.to_owned(), 100)])
-    );
+    assert_eq!(reasons, BTreeMap::from([(REASON_NO_CLUSTER.to_owned(), 100)]));
 
     // All weights 0, then no route at all.
-    api.put(route(
-        "ns",
-        json!([{"name": "rs-a-serve-svc", "weight": 0}]),
-    ));
+    api.put(route("ns", json!([{"name": "rs-a-serve-svc", "weight": 0}])));
     tokio::time::sleep(S / 5).await;
     api.remove("HTTPRoute", "ns", "rs-httproute");
     tokio::time::sleep(S / 5).await;
@@ -207,10 +178,7 @@ async fn requests_follow_the_route_weights_and_fail_without_running_replicas() {
     assert_eq!(load.counts(), last);
     assert_eq!(last.sent, last.ok + last.failed);
     let requests = api.requests();
-    let route_reads = requests
-        .iter()
-        .filter(|r| r.as_str() == "GET httproutes")
-        .count();
+    let route_reads = requests.iter().filter(|r| r.as_str() == "GET httproutes").count();
     let cluster_reads = requests
         .iter()
         .filter(|r| r.as_str() == "GET rayclusters")
@@ -220,8 +188,5 @@ async fn requests_follow_the_route_weights_and_fail_without_running_replicas() {
         route_reads as u128 <= most,
         "{route_reads} route reads in {ran:?}"
     );
-    assert!(
-        cluster_reads <= 15,
-        "{cluster_reads} cluster reads: {requests:?}"
-    );
+    assert!(cluster_reads <= 15, "{cluster_reads} cluster reads: {requests:?}");
 }

@@ -52,8 +52,8 @@ pub mod persist;
 mod placement;
 mod render;
 pub mod schema;
-pub mod submitter;
 mod state;
+pub mod submitter;
 mod wall_clock;
 
 use schema::{CPU_UNITS, to_cpu_units, validate};
@@ -218,10 +218,7 @@ impl RaySim {
     /// Accepted PUTs so far on this cluster (0 if unknown): lets controller tests check that an
     /// unchanged config is not re-sent.
     pub fn put_count(&self, base_url: &str) -> u64 {
-        self.lock()
-            .clusters
-            .get(&key(base_url))
-            .map_or(0, |c| c.puts)
+        self.lock().clusters.get(&key(base_url)).map_or(0, |c| c.puts)
     }
 
     /// The CPUs the cluster's RUNNING Ray nodes offer to Serve replicas; `None` is unlimited (the
@@ -256,7 +253,12 @@ impl RaySim {
     pub fn set_unknown_capacity(&self, cpus: Option<f64>) {
         let mut state = self.lock();
         state.unknown_capacity = cpus.map(to_cpu_units);
-        let keys: Vec<String> = state.clusters.keys().filter(|k| !state.capacities.contains_key(*k)).cloned().collect();
+        let keys: Vec<String> = state
+            .clusters
+            .keys()
+            .filter(|k| !state.capacities.contains_key(*k))
+            .cloned()
+            .collect();
         for k in keys {
             self.refit(&mut state, &k);
         }
@@ -486,6 +488,6 @@ mod capacity_tests;
 #[cfg(test)]
 mod fake_api;
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod persist_tests;
+#[cfg(test)]
+mod tests;

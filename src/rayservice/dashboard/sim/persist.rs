@@ -27,7 +27,10 @@ pub enum PersistError {
     #[error("reading the simulated Ray state {path}: {source}")]
     Read { path: PathBuf, source: std::io::Error },
     #[error("the simulated Ray state {path} is not valid: {source}")]
-    Parse { path: PathBuf, source: serde_json::Error },
+    Parse {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
     #[error("the simulated Ray state {path} has version {found}, this build reads version {VERSION}")]
     Version { path: PathBuf, found: u32 },
 }
@@ -47,7 +50,12 @@ impl<'a> SavedRef<'a> {
         failing_import_paths: &'a HashSet<String>,
         capacities: &'a HashMap<String, Option<u64>>,
     ) -> Self {
-        Self { version: VERSION, clusters, failing_import_paths, capacities }
+        Self {
+            version: VERSION,
+            clusters,
+            failing_import_paths,
+            capacities,
+        }
     }
 }
 
@@ -68,10 +76,15 @@ pub(super) fn load(dir: &Path) -> Result<Option<Saved>, PersistError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => return Err(PersistError::Read { path, source }),
     };
-    let saved: Saved =
-        serde_json::from_slice(&bytes).map_err(|source| PersistError::Parse { path: path.clone(), source })?;
+    let saved: Saved = serde_json::from_slice(&bytes).map_err(|source| PersistError::Parse {
+        path: path.clone(),
+        source,
+    })?;
     if saved.version != VERSION {
-        return Err(PersistError::Version { path, found: saved.version });
+        return Err(PersistError::Version {
+            path,
+            found: saved.version,
+        });
     }
     Ok(Some(saved))
 }

@@ -24,7 +24,10 @@ async fn a_restarted_process_finds_its_heads_as_they_were() {
     before.set_capacity(URL, Some(4.0));
     before.deploy(&ep(), &config(vec![hello(2)]), None).await.unwrap();
     tokio::time::advance(4 * S).await;
-    assert_eq!(before.running_replicas(URL), BTreeMap::from([("hello".to_owned(), 2)]));
+    assert_eq!(
+        before.running_replicas(URL),
+        BTreeMap::from([("hello".to_owned(), 2)])
+    );
     // The paused clock moved, the wall clock did not: write the state as it stands now, as the
     // saves of a real run (wall and monotonic time moving together) would have it.
     before.checkpoint();
@@ -32,7 +35,10 @@ async fn a_restarted_process_finds_its_heads_as_they_were() {
 
     let after = sim();
     assert_eq!(after.persist_in(&d).unwrap(), 1);
-    assert_eq!(after.running_replicas(URL), BTreeMap::from([("hello".to_owned(), 2)]));
+    assert_eq!(
+        after.running_replicas(URL),
+        BTreeMap::from([("hello".to_owned(), 2)])
+    );
     assert_eq!(after.put_count(URL), 1);
     assert_eq!(after.observed_demand_cpus(URL), Some(2.0));
     let app = &details(&after).await.applications["hello"];
@@ -50,9 +56,15 @@ async fn a_build_under_way_finishes_on_time_after_a_restart() {
     drop(before);
     let after = sim();
     after.persist_in(&d).unwrap();
-    assert_eq!(details(&after).await.applications["hello"].status, AppStatus::Deploying);
+    assert_eq!(
+        details(&after).await.applications["hello"].status,
+        AppStatus::Deploying
+    );
     tokio::time::advance(3 * S).await;
-    assert_eq!(after.running_replicas(URL), BTreeMap::from([("hello".to_owned(), 1)]));
+    assert_eq!(
+        after.running_replicas(URL),
+        BTreeMap::from([("hello".to_owned(), 1)])
+    );
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -97,9 +109,17 @@ async fn the_demand_of_an_app_building_its_first_version_is_unknown() {
     tokio::time::advance(4 * S).await;
     s.start_cluster(URL);
     s.deploy(&ep(), &config(vec![hello(2)]), None).await.unwrap();
-    assert_eq!(s.observed_demand_cpus(URL), None, "still building, no replica yet");
+    assert_eq!(
+        s.observed_demand_cpus(URL),
+        None,
+        "still building, no replica yet"
+    );
     tokio::time::advance(S + S / 2).await;
-    assert_eq!(s.observed_demand_cpus(URL), Some(2.0), "built: the replicas say the demand");
+    assert_eq!(
+        s.observed_demand_cpus(URL),
+        Some(2.0),
+        "built: the replicas say the demand"
+    );
 }
 
 /// The saved state is readable by its owner only, like every file of the data directory (issue 43).
@@ -112,7 +132,11 @@ async fn the_saved_state_is_owner_only() {
     s.persist_in(&d).unwrap();
     s.deploy(&ep(), &config(vec![hello(1)]), None).await.unwrap();
     s.checkpoint();
-    let files: Vec<_> = std::fs::read_dir(&d).unwrap().flatten().map(|e| e.path()).collect();
+    let files: Vec<_> = std::fs::read_dir(&d)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
     assert!(!files.is_empty(), "the state was written");
     for f in files {
         let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;

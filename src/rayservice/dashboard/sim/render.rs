@@ -5,7 +5,9 @@ use indexmap::IndexMap;
 use tokio::time::Instant;
 
 use super::schema::CPU_UNITS;
-use super::state::{Phase, SIM_MAX_REPLICAS, Scaling, SimApp, SimCluster, SimDeployment, SimReplica, running};
+use super::state::{
+    Phase, SIM_MAX_REPLICAS, Scaling, SimApp, SimCluster, SimDeployment, SimReplica, running,
+};
 use crate::rayservice::dashboard::{
     AppDetails, AppStatus, DeploymentDetails, DeploymentStatus, ReplicaDetails, ReplicaState, ServeDetails,
 };

@@ -162,11 +162,7 @@ fn import_path(loc: &str, a: &Map<String, Value>, errors: &mut Vec<FieldError>) 
             String::new()
         }
         None => {
-            errors.push((
-                format!("{loc}.import_path"),
-                "Field required".into(),
-                "missing",
-            ));
+            errors.push((format!("{loc}.import_path"), "Field required".into(), "missing"));
             String::new()
         }
     }
@@ -231,11 +227,7 @@ fn parse_deployments(
 }
 
 /// One deployment override at `dloc`: its name, replicas and CPU per replica, or the errors in them.
-fn parse_deployment(
-    dloc: &str,
-    d: &Value,
-    errors: &mut Vec<FieldError>,
-) -> Option<ParsedDeployment> {
+fn parse_deployment(dloc: &str, d: &Value, errors: &mut Vec<FieldError>) -> Option<ParsedDeployment> {
     let Some(name) = d.get("name").and_then(Value::as_str) else {
         errors.push((format!("{dloc}.name"), "Field required".into(), "missing"));
         return None;

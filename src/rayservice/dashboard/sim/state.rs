@@ -14,8 +14,8 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::SimOptions;
-use super::wall_clock::{instant, opt_instant};
 use super::schema::{ParsedApp, ParsedConfig, ParsedDeployment};
+use super::wall_clock::{instant, opt_instant};
 use crate::rayservice::dashboard::capacity_adjusted_replicas;
 
 #[derive(Serialize, Deserialize)]
@@ -60,7 +60,9 @@ pub(super) enum Phase {
         at: Instant,
         message: String,
     },
-    Failed { message: String },
+    Failed {
+        message: String,
+    },
     Live,
 }
 
@@ -139,10 +141,7 @@ impl SimCluster {
                 Some(existing)
                     if existing.code_key == app.code_key
                         && failure.is_none()
-                        && !matches!(
-                            existing.phase,
-                            Phase::Failing { .. } | Phase::Failed { .. }
-                        ) =>
+                        && !matches!(existing.phase, Phase::Failing { .. } | Phase::Failed { .. }) =>
                 {
                     existing.config = app.config;
                     existing.spec = app.deployments;
@@ -255,11 +254,7 @@ impl SimCluster {
         }
         self.next_replica = next;
         self.place(t, start_delay);
-        for d in self
-            .apps
-            .values_mut()
-            .flat_map(|a| a.deployments.values_mut())
-        {
+        for d in self.apps.values_mut().flat_map(|a| a.deployments.values_mut()) {
             let done = match d.scaling {
                 Some(Scaling::Up { .. }) => running(d, t) >= d.target,
                 Some(Scaling::Down { .. }) => !d.replicas.iter().any(|r| r.stopping),
@@ -313,13 +308,7 @@ pub(super) fn running(d: &SimDeployment, now: Instant) -> u32 {
 }
 
 /// A finished build: a new version of every deployment; old replicas serve until the new run.
-fn rebuild(
-    app: &mut SimApp,
-    tc: Option<f64>,
-    built_at: Instant,
-    start_delay: Duration,
-    next: &mut u64,
-) {
+fn rebuild(app: &mut SimApp, tc: Option<f64>, built_at: Instant, start_delay: Duration, next: &mut u64) {
     let running_at = built_at + start_delay;
     let mut deployments = IndexMap::new();
     for spec in &app.spec {
@@ -335,10 +324,8 @@ fn rebuild(
                 .collect(),
             None => Vec::new(),
         };
-        replicas.extend(
-            (0..target.min(SIM_MAX_REPLICAS))
-                .map(|_| new_replica(next, running_at, spec.cpu_units)),
-        );
+        replicas
+            .extend((0..target.min(SIM_MAX_REPLICAS)).map(|_| new_replica(next, running_at, spec.cpu_units)));
         deployments.insert(
             spec.name.clone(),
             SimDeployment {
@@ -356,14 +343,11 @@ fn scale_live(app: &mut SimApp, tc: Option<f64>, now: Instant, opts: &SimOptions
     let mut deployments = IndexMap::new();
     for spec in &app.spec {
         let target = capacity_adjusted_replicas(spec.replicas, tc);
-        let mut d = app
-            .deployments
-            .shift_remove(&spec.name)
-            .unwrap_or(SimDeployment {
-                target: 0,
-                replicas: Vec::new(),
-                scaling: None,
-            });
+        let mut d = app.deployments.shift_remove(&spec.name).unwrap_or(SimDeployment {
+            target: 0,
+            replicas: Vec::new(),
+            scaling: None,
+        });
         let current = d.replicas.iter().filter(|r| r.retire_at.is_none()).count();
         let current = u32::try_from(current).unwrap_or(u32::MAX);
         if target > current {

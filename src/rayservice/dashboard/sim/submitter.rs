@@ -64,9 +64,12 @@ impl SubmitOptions {
     fn read(opts: &[String]) -> SubmitOptions {
         let mut out = SubmitOptions::default();
         let mut fail = |flag: &str, e: &dyn std::fmt::Display| {
-            out.error.get_or_insert_with(|| format!("ray job submit: invalid value for '{flag}': {e}"));
+            out.error
+                .get_or_insert_with(|| format!("ray job submit: invalid value for '{flag}': {e}"));
         };
-        let json = |flag: &str| option(opts, flag).map(|v| serde_json::from_str::<Value>(&v).map_err(|e| e.to_string()));
+        let json = |flag: &str| {
+            option(opts, flag).map(|v| serde_json::from_str::<Value>(&v).map_err(|e| e.to_string()))
+        };
         let number = |flag: &str| option(opts, flag).map(|v| v.parse::<f64>().map_err(|e| e.to_string()));
         let mut runtime_env = None;
         match json("--runtime-env-json") {
@@ -75,13 +78,17 @@ impl SubmitOptions {
             None => {}
         }
         let mut metadata = None;
-        match json("--metadata-json").map(|r| r.and_then(|v| serde_json::from_value(v).map_err(|e| e.to_string()))) {
+        match json("--metadata-json")
+            .map(|r| r.and_then(|v| serde_json::from_value(v).map_err(|e| e.to_string())))
+        {
             Some(Ok(m)) => metadata = Some(m),
             Some(Err(e)) => fail("--metadata-json", &e),
             None => {}
         }
         let mut resources = None;
-        match json("--entrypoint-resources").map(|r| r.and_then(|v| serde_json::from_value(v).map_err(|e| e.to_string()))) {
+        match json("--entrypoint-resources")
+            .map(|r| r.and_then(|v| serde_json::from_value(v).map_err(|e| e.to_string())))
+        {
             Some(Ok(m)) => resources = Some(m),
             Some(Err(e)) => fail("--entrypoint-resources", &e),
             None => {}
@@ -98,7 +105,14 @@ impl SubmitOptions {
             Some(Err(e)) => fail("--entrypoint-num-gpus", &e),
             None => {}
         }
-        SubmitOptions { runtime_env, metadata, entrypoint_num_cpus: cpus, entrypoint_num_gpus: gpus, entrypoint_resources: resources, ..out }
+        SubmitOptions {
+            runtime_env,
+            metadata,
+            entrypoint_num_cpus: cpus,
+            entrypoint_num_gpus: gpus,
+            entrypoint_resources: resources,
+            ..out
+        }
     }
 }
 
@@ -114,7 +128,11 @@ struct Statement<'a> {
 fn statements(script: &str) -> Vec<Statement<'_>> {
     let mut out = Vec::new();
     let (mut start, mut quote, mut word, mut in_word) = (0, None::<char>, String::new(), false);
-    let mut current = Statement { words: Vec::new(), ends: Vec::new(), raw: "" };
+    let mut current = Statement {
+        words: Vec::new(),
+        ends: Vec::new(),
+        raw: "",
+    };
     let mut chars = script.char_indices().peekable();
     while let Some((i, ch)) = chars.next() {
         let end_word = |current: &mut Statement<'_>, word: &mut String, in_word: &mut bool| {
@@ -148,7 +166,14 @@ fn statements(script: &str) -> Vec<Statement<'_>> {
             (None, ';' | '\n') | (None, '&') if ch != '&' || chars.peek().is_some_and(|(_, n)| *n == '&') => {
                 end_word(&mut current, &mut word, &mut in_word);
                 current.raw = &script[start..i];
-                out.push(std::mem::replace(&mut current, Statement { words: Vec::new(), ends: Vec::new(), raw: "" }));
+                out.push(std::mem::replace(
+                    &mut current,
+                    Statement {
+                        words: Vec::new(),
+                        ends: Vec::new(),
+                        raw: "",
+                    },
+                ));
                 if ch == '&' {
                     chars.next();
                     start = i + 2;
@@ -170,7 +195,11 @@ fn statements(script: &str) -> Vec<Statement<'_>> {
     current.raw = &script[start..];
     out.push(current);
     for st in &mut out {
-        let skip = st.words.iter().take_while(|w| matches!(w.as_str(), "if" | "then" | "else" | "do" | "!")).count();
+        let skip = st
+            .words
+            .iter()
+            .take_while(|w| matches!(w.as_str(), "if" | "then" | "else" | "do" | "!"))
+            .count();
         st.words.drain(..skip);
         st.ends.drain(..skip);
     }
@@ -201,28 +230,52 @@ fn shell_script(argv: &[String]) -> Option<String> {
         return None;
     }
     let mut rest = argv[1..].iter().skip_while(|w| w.starts_with('-'));
-    let has_c = argv[1..].iter().take_while(|w| w.starts_with('-')).any(|w| !w.starts_with("--") && w.contains('c'));
+    let has_c = argv[1..]
+        .iter()
+        .take_while(|w| w.starts_with('-'))
+        .any(|w| !w.starts_with("--") && w.contains('c'));
     has_c.then(|| rest.next().cloned()).flatten()
 }
 
 /// The container's `ray job submit`, if its command runs one.
 pub fn parse_container(c: &Container) -> Option<Submission> {
-    let argv = [c.command.clone().unwrap_or_default(), c.args.clone().unwrap_or_default()].concat();
+    let argv = [
+        c.command.clone().unwrap_or_default(),
+        c.args.clone().unwrap_or_default(),
+    ]
+    .concat();
     let script = shell_script(&argv).unwrap_or_else(|| argv.join(" "));
     let lines = statements(&script);
-    let submit = lines.iter().find(|st| starts(&st.words, &["ray", "job", "submit"]))?;
+    let submit = lines
+        .iter()
+        .find(|st| starts(&st.words, &["ray", "job", "submit"]))?;
     // The entrypoint is the statement's text after `--`, as the shell would pass it on.
     let (opts, entry) = match submit.words.iter().position(|w| w == "--") {
-        Some(i) => (&submit.words[..i], submit.raw[submit.ends[i]..].trim().to_string()),
+        Some(i) => (
+            &submit.words[..i],
+            submit.raw[submit.ends[i]..].trim().to_string(),
+        ),
         None => (&submit.words[..], String::new()),
     };
-    let env = |name: &str| c.env.iter().flatten().find(|e| e.name == name).and_then(|e| e.value.clone());
-    let address = option(opts, "--address").or_else(|| env("RAY_DASHBOARD_ADDRESS")).or_else(|| env("RAY_ADDRESS"))?;
-    let address = if address.contains("://") { address } else { format!("http://{address}") };
+    let env = |name: &str| {
+        c.env
+            .iter()
+            .flatten()
+            .find(|e| e.name == name)
+            .and_then(|e| e.value.clone())
+    };
+    let address = option(opts, "--address")
+        .or_else(|| env("RAY_DASHBOARD_ADDRESS"))
+        .or_else(|| env("RAY_ADDRESS"))?;
+    let address = if address.contains("://") {
+        address
+    } else {
+        format!("http://{address}")
+    };
     let no_wait = opts.iter().any(|w| w == "--no-wait");
-    let follows_logs = lines
-        .iter()
-        .any(|st| starts(&st.words, &["ray", "job", "logs"]) && st.words.iter().any(|f| f == "--follow" || f == "-f"));
+    let follows_logs = lines.iter().any(|st| {
+        starts(&st.words, &["ray", "job", "logs"]) && st.words.iter().any(|f| f == "--follow" || f == "-f")
+    });
     Some(Submission {
         address,
         submission_id: option(opts, "--submission-id"),
@@ -234,7 +287,11 @@ pub fn parse_container(c: &Container) -> Option<Submission> {
 
 /// The pod's `ray job submit`: the first container running one.
 pub fn parse(pod: &Pod) -> Option<(String, Submission)> {
-    pod.spec.as_ref()?.containers.iter().find_map(|c| parse_container(c).map(|s| (c.name.clone(), s)))
+    pod.spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find_map(|c| parse_container(c).map(|s| (c.name.clone(), s)))
 }
 
 /// The pod's status once its submitter container `name` ended with `code`. Alone in its pod (K8sJobMode)
@@ -244,16 +301,27 @@ pub fn parse(pod: &Pod) -> Option<(String, Submission)> {
 /// is restarted instead, as the kubelet does: its restart count goes up, its last state is the failure,
 /// and it runs again.
 pub fn ended_container(pod: &Pod, name: &str, code: i32, message: &str) -> Value {
-    let spec_of = |n: &str| pod.spec.as_ref().and_then(|s| s.containers.iter().find(|c| c.name == n));
+    let spec_of = |n: &str| {
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.containers.iter().find(|c| c.name == n))
+    };
     if code != 0 && spec_of(name).is_some_and(|c| c.restart_policy.as_deref() == Some("OnFailure")) {
         return restarted(pod, name, code, message);
     }
-    let alone = pod.spec.as_ref().is_none_or(|s| s.containers.iter().all(|c| c.name == name));
+    let alone = pod
+        .spec
+        .as_ref()
+        .is_none_or(|s| s.containers.iter().all(|c| c.name == name));
     if alone {
         return ended(pod, code, message);
     }
     let now = jiff::Timestamp::now().to_string();
-    let current = pod.status.as_ref().and_then(|s| s.container_statuses.clone()).unwrap_or_default();
+    let current = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.clone())
+        .unwrap_or_default();
     let statuses: Vec<Value> = pod
         .spec
         .iter()
@@ -280,9 +348,16 @@ pub fn ended_container(pod: &Pod, name: &str, code: i32, message: &str) -> Value
 /// The pod's status with container `name` restarted after failing with `code` (the others as they are).
 fn restarted(pod: &Pod, name: &str, code: i32, message: &str) -> Value {
     let now = jiff::Timestamp::now().to_string();
-    let mut current = pod.status.as_ref().and_then(|s| s.container_statuses.clone()).unwrap_or_default();
+    let mut current = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.clone())
+        .unwrap_or_default();
     if !current.iter().any(|st| st.name == name) {
-        current.push(k8s_openapi::api::core::v1::ContainerStatus { name: name.to_string(), ..Default::default() });
+        current.push(k8s_openapi::api::core::v1::ContainerStatus {
+            name: name.to_string(),
+            ..Default::default()
+        });
     }
     let statuses: Vec<Value> = current
         .iter()
@@ -302,7 +377,10 @@ fn restarted(pod: &Pod, name: &str, code: i32, message: &str) -> Value {
 
 /// When the pod started (its `startTime`), else `now`.
 fn started(pod: &Pod, now: &str) -> String {
-    pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map_or_else(|| now.to_string(), |t| t.0.to_string())
+    pod.status
+        .as_ref()
+        .and_then(|s| s.start_time.as_ref())
+        .map_or_else(|| now.to_string(), |t| t.0.to_string())
 }
 
 /// The status of container `c` ended with `code`.
@@ -316,8 +394,14 @@ fn terminated(c: &Container, code: i32, message: &str, started: &str, now: &str)
 fn ended(pod: &Pod, code: i32, message: &str) -> Value {
     let now = jiff::Timestamp::now().to_string();
     let started = started(pod, &now);
-    let statuses: Vec<Value> = pod.spec.iter().flat_map(|s| s.containers.iter()).map(|c| terminated(c, code, message, &started, &now)).collect();
-    let cond = |t: &str| json!({"type": t, "status": "False", "reason": "PodCompleted", "lastTransitionTime": now});
+    let statuses: Vec<Value> = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.containers.iter())
+        .map(|c| terminated(c, code, message, &started, &now))
+        .collect();
+    let cond =
+        |t: &str| json!({"type": t, "status": "False", "reason": "PodCompleted", "lastTransitionTime": now});
     json!({
         "phase": if code == 0 { "Succeeded" } else { "Failed" },
         "conditions": [cond("ContainersReady"), cond("Ready")],
@@ -363,12 +447,20 @@ async fn step(jobs: &dyn RayJobsApi, sub: &Submission, known_id: Option<String>)
             (Step::End(0, format!("job {id} ended {}", d.status)), Some(id))
         }
         Ok(Some(_)) => (Step::Poll, Some(id)),
-        Ok(None) => (Step::End(1, format!("ray job logs: job {id} does not exist")), Some(id)),
+        Ok(None) => (
+            Step::End(1, format!("ray job logs: job {id} does not exist")),
+            Some(id),
+        ),
         Err(e) => (Step::End(1, format!("ray job logs: {e}")), Some(id)),
     }
 }
 
-async fn submit(jobs: &dyn RayJobsApi, endpoint: &DashboardEndpoint, sub: &Submission, id: Option<String>) -> Result<String, DashboardError> {
+async fn submit(
+    jobs: &dyn RayJobsApi,
+    endpoint: &DashboardEndpoint,
+    sub: &Submission,
+    id: Option<String>,
+) -> Result<String, DashboardError> {
     let o = &sub.options;
     let request = JobSubmitRequest {
         entrypoint: sub.entrypoint.clone(),
@@ -396,7 +488,9 @@ struct LoopError(#[from] kube::Error);
 async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, LoopError> {
     let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
     let uid = pod.metadata.uid.clone().unwrap_or_default();
-    let Some((container, mut sub)) = parse(&pod).filter(|_| running && pod.metadata.deletion_timestamp.is_none()) else {
+    let Some((container, mut sub)) =
+        parse(&pod).filter(|_| running && pod.metadata.deletion_timestamp.is_none())
+    else {
         ctx.ids.lock().unwrap_or_else(|p| p.into_inner()).remove(&uid);
         return Ok(Action::await_change());
     };
@@ -410,9 +504,23 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, LoopError> {
     if let Some(head) = loopback_to_head(&ctx.client, &pod, &ns, &sub.address).await? {
         sub.address = head;
     }
-    let known = ctx.ids.lock().unwrap_or_else(|p| p.into_inner()).get(&uid).cloned();
+    let known = ctx
+        .ids
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&uid)
+        .cloned();
     let (next, id) = match unresolved(&ctx.client, &ns, &sub.address).await? {
-        Some(host) => (Step::End(1, format!("ray job submit: failed to connect to {}: could not resolve host {host}", sub.address)), None),
+        Some(host) => (
+            Step::End(
+                1,
+                format!(
+                    "ray job submit: failed to connect to {}: could not resolve host {host}",
+                    sub.address
+                ),
+            ),
+            None,
+        ),
         None => step(ctx.sim.as_ref(), &sub, known).await,
     };
     match next {
@@ -426,7 +534,12 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, LoopError> {
             let name = pod.metadata.name.clone().unwrap_or_default();
             let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
             let status = ended_container(&pod, &container, code, &message);
-            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({"status": status}))).await?;
+            api.patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": status})),
+            )
+            .await?;
             ctx.ids.lock().unwrap_or_else(|p| p.into_inner()).remove(&uid);
             Ok(Action::await_change())
         }
@@ -445,9 +558,23 @@ fn has_ended(pod: &Pod, container: &str) -> bool {
 /// How long a restarted submitter still waits before it runs again (the kubelet's crash back-off,
 /// shortened to [`RESTART_BACKOFF`]), so a submitter that always fails does not spin.
 fn restart_backoff_left(pod: &Pod, container: &str) -> Option<Duration> {
-    let st = pod.status.as_ref()?.container_statuses.as_ref()?.iter().find(|c| c.name == container)?;
-    let failed_at = st.last_state.as_ref()?.terminated.as_ref()?.finished_at.as_ref()?.0;
-    let since = Duration::try_from(jiff::Timestamp::now().duration_since(failed_at)).unwrap_or(Duration::ZERO);
+    let st = pod
+        .status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == container)?;
+    let failed_at = st
+        .last_state
+        .as_ref()?
+        .terminated
+        .as_ref()?
+        .finished_at
+        .as_ref()?
+        .0;
+    let since =
+        Duration::try_from(jiff::Timestamp::now().duration_since(failed_at)).unwrap_or(Duration::ZERO);
     RESTART_BACKOFF.checked_sub(since).filter(|d| !d.is_zero())
 }
 
@@ -456,13 +583,25 @@ const RESTART_BACKOFF: Duration = Duration::from_secs(1);
 
 /// A submitter beside a Ray head (SidecarMode) talks to its own head on loopback: on the embedded
 /// cluster that head's dashboard is the one its head Service names, as the Ray operator calls it.
-async fn loopback_to_head(client: &kube::Client, pod: &Pod, ns: &str, address: &str) -> Result<Option<String>, kube::Error> {
-    let loopback = ["http://127.0.0.1:", "http://localhost:"].iter().find_map(|p| address.strip_prefix(p));
-    let (Some(port), Some(cluster)) = (loopback, pod.metadata.labels.as_ref().and_then(|l| l.get(c::LABEL_CLUSTER))) else {
+async fn loopback_to_head(
+    client: &kube::Client,
+    pod: &Pod,
+    ns: &str,
+    address: &str,
+) -> Result<Option<String>, kube::Error> {
+    let loopback = ["http://127.0.0.1:", "http://localhost:"]
+        .iter()
+        .find_map(|p| address.strip_prefix(p));
+    let (Some(port), Some(cluster)) = (
+        loopback,
+        pod.metadata.labels.as_ref().and_then(|l| l.get(c::LABEL_CLUSTER)),
+    ) else {
         return Ok(None);
     };
     let clusters: Api<RayCluster> = Api::namespaced(client.clone(), ns);
-    let Some(rc) = clusters.get_opt(cluster).await? else { return Ok(None) };
+    let Some(rc) = clusters.get_opt(cluster).await? else {
+        return Ok(None);
+    };
     let svc = crate::rayservice::cluster::names::head_service_name(cluster, &rc.spec);
     Ok(Some(format!("http://{svc}.{ns}.svc.cluster.local:{port}")))
 }
@@ -488,7 +627,10 @@ fn host_of(address: &str) -> &str {
     let rest = address.split_once("://").map_or(address, |(_, r)| r);
     let authority = rest.split('/').next().unwrap_or(rest);
     if authority.starts_with('[') {
-        return authority.split(']').next().map_or(authority, |h| &authority[..=h.len()]);
+        return authority
+            .split(']')
+            .next()
+            .map_or(authority, |h| &authority[..=h.len()]);
     }
     authority.rsplit_once(':').map_or(authority, |(h, _)| h)
 }
@@ -500,7 +642,9 @@ async fn unresolved(client: &kube::Client, ns: &str, address: &str) -> Result<Op
         None => Ok(Some(host.to_owned())),
         Some(None) => Ok(None),
         Some(Some((name, ns))) => {
-            let found = Api::<Service>::namespaced(client.clone(), ns).get_opt(name).await?;
+            let found = Api::<Service>::namespaced(client.clone(), ns)
+                .get_opt(name)
+                .await?;
             Ok(found.is_none().then(|| host.to_owned()))
         }
     }
@@ -508,9 +652,17 @@ async fn unresolved(client: &kube::Client, ns: &str, address: &str) -> Result<Op
 
 /// Runs until the pod stream ends (never, while the API is up).
 pub async fn run(client: kube::Client, sim: Arc<RaySim>) {
-    let ctx = Arc::new(Ctx { client: client.clone(), sim, ids: Mutex::new(HashMap::new()) });
+    let ctx = Arc::new(Ctx {
+        client: client.clone(),
+        sim,
+        ids: Mutex::new(HashMap::new()),
+    });
     Controller::new(Api::<Pod>::all(client), watcher::Config::default())
-        .run(reconcile, |_, _, _| Action::requeue(Duration::from_millis(200)), ctx)
+        .run(
+            reconcile,
+            |_, _, _| Action::requeue(Duration::from_millis(200)),
+            ctx,
+        )
         .for_each(|_| async {})
         .await;
 }

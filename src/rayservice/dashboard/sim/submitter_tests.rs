@@ -60,22 +60,51 @@ async fn the_submit_options_reach_the_jobs_api() {
     let sub = parse_container(&pod.containers[0]).expect("a ray job submit");
     assert_eq!(sub.entrypoint, "python -c 'print(1)'");
     let o = &sub.options;
-    assert_eq!(o.runtime_env, Some(json!({"env_vars": {"GREETING": "say \"hi\""}, "pip": ["requests"]})));
+    assert_eq!(
+        o.runtime_env,
+        Some(json!({"env_vars": {"GREETING": "say \"hi\""}, "pip": ["requests"]}))
+    );
     assert_eq!(o.metadata.as_ref().unwrap()["owner"], "me");
-    assert_eq!((o.entrypoint_num_cpus, o.entrypoint_num_gpus), (Some(0.5), Some(1.0)));
+    assert_eq!(
+        (o.entrypoint_num_cpus, o.entrypoint_num_gpus),
+        (Some(0.5), Some(1.0))
+    );
     assert_eq!(o.entrypoint_resources.as_ref().unwrap()["Custom_2"], 5.5);
     assert_eq!(o.error, None);
 
     let s = sim();
-    let sub = Submission { address: "http://head:8265".into(), ..sub };
+    let sub = Submission {
+        address: "http://head:8265".into(),
+        ..sub
+    };
     let (_, id) = step(&s, &sub, None).await;
-    let info = s.job_info(&DashboardEndpoint::new(String::from("http://head:8265")), id.as_deref().unwrap()).await.unwrap().unwrap();
+    let info = s
+        .job_info(
+            &DashboardEndpoint::new(String::from("http://head:8265")),
+            id.as_deref().unwrap(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(info.metadata.as_ref().map(|m| m["owner"].as_str()), Some("me"));
-    assert_eq!(info.runtime_env.as_ref().map(|e| e["pip"].clone()), Some(json!(["requests"])));
+    assert_eq!(
+        info.runtime_env.as_ref().map(|e| e["pip"].clone()),
+        Some(json!(["requests"]))
+    );
 
-    let bad = container(&["sh", "-c"], &["ray job submit --address http://head:8265 --metadata-json '{not json' -- echo hi"]);
+    let bad = container(
+        &["sh", "-c"],
+        &["ray job submit --address http://head:8265 --metadata-json '{not json' -- echo hi"],
+    );
     let bad = parse_container(&bad).unwrap();
-    assert!(bad.options.error.as_deref().is_some_and(|e| e.contains("--metadata-json")), "{:?}", bad.options);
+    assert!(
+        bad.options
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("--metadata-json")),
+        "{:?}",
+        bad.options
+    );
     let (next, _) = step(&s, &bad, None).await;
     assert!(matches!(next, Step::End(1, _)));
 }
@@ -83,26 +112,58 @@ async fn the_submit_options_reach_the_jobs_api() {
 #[test]
 fn a_hand_written_submit_is_read_too() {
     // `--no-wait` alone: the process ends once the job is accepted.
-    let c = container(&["sh", "-c"], &["ray job submit --address=10.0.0.2:8265 --no-wait -- sleep 5 && echo done"]);
+    let c = container(
+        &["sh", "-c"],
+        &["ray job submit --address=10.0.0.2:8265 --no-wait -- sleep 5 && echo done"],
+    );
     let sub = parse_container(&c).unwrap();
-    assert_eq!((sub.address.as_str(), sub.entrypoint.as_str(), sub.follows), ("http://10.0.0.2:8265", "sleep 5", false));
+    assert_eq!(
+        (sub.address.as_str(), sub.entrypoint.as_str(), sub.follows),
+        ("http://10.0.0.2:8265", "sleep 5", false)
+    );
     // Without `--no-wait` the CLI waits; the address may come from the environment.
     let mut c = container(&["ray", "job", "submit", "--", "python", "train.py"], &[]);
-    c.env = Some(vec![serde_json::from_value(json!({"name": "RAY_DASHBOARD_ADDRESS", "value": "head:8265"})).unwrap()]);
+    c.env = Some(vec![
+        serde_json::from_value(json!({"name": "RAY_DASHBOARD_ADDRESS", "value": "head:8265"})).unwrap(),
+    ]);
     let sub = parse_container(&c).unwrap();
-    assert_eq!((sub.address.as_str(), sub.entrypoint.as_str(), sub.follows, sub.submission_id), ("http://head:8265", "python train.py", true, None));
+    assert_eq!(
+        (
+            sub.address.as_str(),
+            sub.entrypoint.as_str(),
+            sub.follows,
+            sub.submission_id
+        ),
+        ("http://head:8265", "python train.py", true, None)
+    );
     // Not a submitter: no `ray job submit`, or no address anywhere.
     assert_eq!(parse_container(&container(&["sleep", "3"], &[])), None);
-    assert_eq!(parse_container(&container(&["sh", "-c", "echo 'ray job submit -- x'"], &[])), None);
-    assert_eq!(parse_container(&container(&["ray", "job", "submit", "--", "x"], &[])), None);
+    assert_eq!(
+        parse_container(&container(&["sh", "-c", "echo 'ray job submit -- x'"], &[])),
+        None
+    );
+    assert_eq!(
+        parse_container(&container(&["ray", "job", "submit", "--", "x"], &[])),
+        None
+    );
 }
 
 fn sim() -> RaySim {
-    RaySim::new(SimOptions { build_delay: Duration::ZERO, replica_start_delay: Duration::ZERO, ..SimOptions::default() })
+    RaySim::new(SimOptions {
+        build_delay: Duration::ZERO,
+        replica_start_delay: Duration::ZERO,
+        ..SimOptions::default()
+    })
 }
 
 fn submission(entrypoint: &str, follows: bool) -> Submission {
-    Submission { address: "http://head:8265".into(), submission_id: Some("rj-1".into()), entrypoint: entrypoint.into(), follows, options: SubmitOptions::default() }
+    Submission {
+        address: "http://head:8265".into(),
+        submission_id: Some("rj-1".into()),
+        entrypoint: entrypoint.into(),
+        follows,
+        options: SubmitOptions::default(),
+    }
 }
 
 /// Submitted once (a known id is not submitted again, as the script's `ray job status` check does),
@@ -119,11 +180,18 @@ async fn a_followed_job_is_submitted_once_and_the_pod_ends_with_the_job() {
     let (next, _) = step(&sim, &sub, id).await;
     assert_eq!(next, Step::End(0, "job rj-1 ended SUCCEEDED".into()));
 
-    let failing = Submission { submission_id: Some("rj-2".into()), ..submission("exit 3", true) };
+    let failing = Submission {
+        submission_id: Some("rj-2".into()),
+        ..submission("exit 3", true)
+    };
     let (_, id) = step(&sim, &failing, None).await;
     tokio::time::advance(Duration::from_secs(2)).await;
     let (next, _) = step(&sim, &failing, id).await;
-    assert_eq!(next, Step::End(0, "job rj-2 ended FAILED".into()), "ray job logs exits 0; Ray holds the job's end");
+    assert_eq!(
+        next,
+        Step::End(0, "job rj-2 ended FAILED".into()),
+        "ray job logs exits 0; Ray holds the job's end"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -132,10 +200,24 @@ async fn no_wait_ends_at_submission_and_a_refusal_fails_the_pod() {
     let (next, _) = step(&sim, &submission("sleep 60", false), None).await;
     assert_eq!(next, Step::End(0, "submitted rj-1".into()));
     let (next, _) = step(&sim, &submission("", false), Some("rj-9".into())).await;
-    assert!(matches!(&next, Step::End(1, m) if m.contains("entrypoint")), "{next:?}");
+    assert!(
+        matches!(&next, Step::End(1, m) if m.contains("entrypoint")),
+        "{next:?}"
+    );
     sim.set_reachable("http://head:8265", false);
-    let (next, _) = step(&sim, &Submission { submission_id: Some("rj-3".into()), ..submission("sleep 1", true) }, None).await;
-    assert!(matches!(&next, Step::End(1, m) if m.contains("ray job submit")), "{next:?}");
+    let (next, _) = step(
+        &sim,
+        &Submission {
+            submission_id: Some("rj-3".into()),
+            ..submission("sleep 1", true)
+        },
+        None,
+    )
+    .await;
+    assert!(
+        matches!(&next, Step::End(1, m) if m.contains("ray job submit")),
+        "{next:?}"
+    );
 }
 
 /// The kubelet with Kubernetes 1.35's per-container restart rules, as KubeRay's SidecarSubmitterRestart
@@ -158,19 +240,37 @@ fn a_failed_submitter_with_its_own_on_failure_policy_restarts() {
         }))
         .unwrap()
     };
-    let status = ended_container(&pod(Some("OnFailure")), "ray-job-submitter", 1, "ray job logs: closed");
+    let status = ended_container(
+        &pod(Some("OnFailure")),
+        "ray-job-submitter",
+        1,
+        "ray job logs: closed",
+    );
     let sub = &status["containerStatuses"][1];
     assert_eq!(sub["restartCount"], 2);
     assert!(sub["state"]["running"].is_object(), "{status}");
     assert_eq!(sub["lastState"]["terminated"]["exitCode"], 1);
-    assert_eq!(sub["lastState"]["terminated"]["startedAt"], "2026-01-01T00:00:00Z");
-    assert!(status["containerStatuses"][0]["state"]["running"].is_object(), "the head is untouched");
-    let restarted: Pod = serde_json::from_value(json!({"metadata": {"name": "h"}, "status": status})).unwrap();
+    assert_eq!(
+        sub["lastState"]["terminated"]["startedAt"],
+        "2026-01-01T00:00:00Z"
+    );
+    assert!(
+        status["containerStatuses"][0]["state"]["running"].is_object(),
+        "the head is untouched"
+    );
+    let restarted: Pod =
+        serde_json::from_value(json!({"metadata": {"name": "h"}, "status": status})).unwrap();
     assert!(!has_ended(&restarted, "ray-job-submitter"), "it runs again");
-    assert!(restart_backoff_left(&restarted, "ray-job-submitter").is_some(), "after the back-off");
+    assert!(
+        restart_backoff_left(&restarted, "ray-job-submitter").is_some(),
+        "after the back-off"
+    );
 
     let ended = ended_container(&pod(None), "ray-job-submitter", 1, "failed");
-    assert_eq!(ended["containerStatuses"][1]["state"]["terminated"]["exitCode"], 1);
+    assert_eq!(
+        ended["containerStatuses"][1]["state"]["terminated"]["exitCode"],
+        1
+    );
     let done = ended_container(&pod(Some("OnFailure")), "ray-job-submitter", 0, "job ended");
     assert_eq!(done["containerStatuses"][1]["state"]["terminated"]["exitCode"], 0);
 }
@@ -180,13 +280,29 @@ fn a_failed_submitter_with_its_own_on_failure_policy_restarts() {
 /// name whose Service does not exist) for the API to answer or not at all.
 #[test]
 fn addresses_resolve_as_a_pods_dns_would() {
-    assert_eq!(host_of("http://rc-head-svc.ns.svc.cluster.local:8265"), "rc-head-svc.ns.svc.cluster.local");
+    assert_eq!(
+        host_of("http://rc-head-svc.ns.svc.cluster.local:8265"),
+        "rc-head-svc.ns.svc.cluster.local"
+    );
     assert_eq!(host_of("do-not-exist:8265"), "do-not-exist");
     assert_eq!(host_of("http://[::1]:8265/api"), "[::1]");
-    assert_eq!(service_for("rc-head-svc.ns.svc.cluster.local", "default"), Some(Some(("rc-head-svc", "ns"))));
-    assert_eq!(service_for("rc-head-svc.ns", "default"), Some(Some(("rc-head-svc", "ns"))));
-    assert_eq!(service_for("do-not-exist", "default"), Some(Some(("do-not-exist", "default"))));
+    assert_eq!(
+        service_for("rc-head-svc.ns.svc.cluster.local", "default"),
+        Some(Some(("rc-head-svc", "ns")))
+    );
+    assert_eq!(
+        service_for("rc-head-svc.ns", "default"),
+        Some(Some(("rc-head-svc", "ns")))
+    );
+    assert_eq!(
+        service_for("do-not-exist", "default"),
+        Some(Some(("do-not-exist", "default")))
+    );
     assert_eq!(service_for("10.0.0.7", "default"), Some(None));
     assert_eq!(service_for("localhost", "default"), Some(None));
-    assert_eq!(service_for("ray.example.com", "default"), None, "no Service answers a name outside the cluster");
+    assert_eq!(
+        service_for("ray.example.com", "default"),
+        None,
+        "no Service answers a name outside the cluster"
+    );
 }

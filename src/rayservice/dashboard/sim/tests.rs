@@ -56,9 +56,7 @@ fn st(app: &str, dep: &str, target: u32, replicas: &[&str]) -> (String, String, 
 async fn first_deploy_goes_deploying_starting_running() {
     let sim = sim();
     assert!(details(&sim).await.applications.is_empty());
-    sim.deploy(&ep(), &config(vec![hello(2)]), None)
-        .await
-        .unwrap();
+    sim.deploy(&ep(), &config(vec![hello(2)]), None).await.unwrap();
     let d = details(&sim).await;
     assert_eq!(d.applications["hello"].status, AppStatus::Deploying);
     assert!(d.applications["hello"].deployments.is_empty());
@@ -108,10 +106,7 @@ async fn target_capacity_scales_like_serve() {
         "Downscaling from 2 to 1 replicas."
     );
     tokio::time::advance(2 * S).await;
-    assert_eq!(
-        hello_state(&sim).await,
-        st("RUNNING", "HEALTHY", 1, &["RUNNING"])
-    );
+    assert_eq!(hello_state(&sim).await, st("RUNNING", "HEALTHY", 1, &["RUNNING"]));
 
     // Upscale: one replica STARTING, app DEPLOYING until it runs.
     sim.deploy(&ep(), &config(vec![hello(2)]), Some(100.0))
@@ -140,9 +135,7 @@ async fn target_capacity_scales_like_serve() {
         (3, None, 3),
     ];
     for (n, tc, want) in cases {
-        sim.deploy(&ep(), &config(vec![hello(*n)]), *tc)
-            .await
-            .unwrap();
+        sim.deploy(&ep(), &config(vec![hello(*n)]), *tc).await.unwrap();
         tokio::time::advance(2 * S).await;
         let (app, _, target, replicas) = hello_state(&sim).await;
         assert_eq!(
@@ -197,10 +190,7 @@ async fn schema_errors_are_400_with_pydantic_like_text() {
             .unwrap_err();
         match err {
             DashboardError::Rejected { message } => {
-                assert!(
-                    message.contains("for ServeDeploySchema"),
-                    "{body}: {message}"
-                );
+                assert!(message.contains("for ServeDeploySchema"), "{body}: {message}");
                 assert!(message.contains(want), "{body}: {message}");
             }
             other => panic!("{body}: want Rejected, got {other:?}"),
@@ -228,8 +218,7 @@ async fn schema_errors_are_400_with_pydantic_like_text() {
 async fn bad_import_fails_later_with_a_traceback() {
     let sim = sim();
     running_hello(&sim, 1).await;
-    let broken =
-        json!({"name": "broken", "route_prefix": "/broken", "import_path": "no_such_module:app"});
+    let broken = json!({"name": "broken", "route_prefix": "/broken", "import_path": "no_such_module:app"});
     sim.deploy(&ep(), &config(vec![hello(1), broken]), None)
         .await
         .unwrap();
@@ -265,9 +254,7 @@ async fn in_place_failure_then_fix() {
     sim.fail_import_path("app:broken_app");
     let mut bad = hello(1);
     bad["import_path"] = json!("app:broken_app");
-    sim.deploy(&ep(), &config(vec![bad.clone()]), None)
-        .await
-        .unwrap();
+    sim.deploy(&ep(), &config(vec![bad.clone()]), None).await.unwrap();
     tokio::time::advance(3 * S).await;
     let d = details(&sim).await;
     let app = &d.applications["hello"];
@@ -279,14 +266,9 @@ async fn in_place_failure_then_fix() {
     assert_eq!(app.deployed_app_config, Some(bad));
     assert!(app.message.contains("No module named 'app'"));
 
-    sim.deploy(&ep(), &config(vec![hello(1)]), None)
-        .await
-        .unwrap();
+    sim.deploy(&ep(), &config(vec![hello(1)]), None).await.unwrap();
     tokio::time::advance(3 * S).await;
-    assert_eq!(
-        hello_state(&sim).await,
-        st("RUNNING", "HEALTHY", 1, &["RUNNING"])
-    );
+    assert_eq!(hello_state(&sim).await, st("RUNNING", "HEALTHY", 1, &["RUNNING"]));
 }
 
 #[tokio::test(start_paused = true)]
@@ -294,12 +276,8 @@ async fn failure_flag_is_per_cluster_and_clearable() {
     let sim = sim();
     let other = DashboardEndpoint::new("http://rs-b-head-svc.ns.svc.cluster.local:8265");
     sim.set_fail_deploys(URL, true);
-    sim.deploy(&ep(), &config(vec![hello(1)]), None)
-        .await
-        .unwrap();
-    sim.deploy(&other, &config(vec![hello(1)]), None)
-        .await
-        .unwrap();
+    sim.deploy(&ep(), &config(vec![hello(1)]), None).await.unwrap();
+    sim.deploy(&other, &config(vec![hello(1)]), None).await.unwrap();
     tokio::time::advance(3 * S).await;
     let d = details(&sim).await;
     assert_eq!(d.applications["hello"].status, AppStatus::DeployFailed);
@@ -312,9 +290,7 @@ async fn failure_flag_is_per_cluster_and_clearable() {
 
     // Clearing the flag and re-sending the same config recovers.
     sim.set_fail_deploys(URL, false);
-    sim.deploy(&ep(), &config(vec![hello(1)]), None)
-        .await
-        .unwrap();
+    sim.deploy(&ep(), &config(vec![hello(1)]), None).await.unwrap();
     tokio::time::advance(3 * S).await;
     assert!(serve_readiness(&details(&sim).await, None).is_ready());
     assert_eq!(sim.cluster_urls().len(), 2);
@@ -340,26 +316,19 @@ async fn code_change_rebuilds_while_old_replicas_serve() {
         st("DEPLOYING", "UPDATING", 1, &["RUNNING", "STARTING"])
     );
     tokio::time::advance(2 * S).await;
-    assert_eq!(
-        hello_state(&sim).await,
-        st("RUNNING", "HEALTHY", 1, &["RUNNING"])
-    );
+    assert_eq!(hello_state(&sim).await, st("RUNNING", "HEALTHY", 1, &["RUNNING"]));
     let new_id = details(&sim).await.applications["hello"].deployments["Hello"].replicas[0]
         .replica_id
         .clone();
     assert_ne!(old_id, new_id);
 
     // Re-sending an identical config restarts nothing.
-    sim.deploy(&ep(), &config(vec![hello(1)]), None)
-        .await
-        .unwrap();
+    sim.deploy(&ep(), &config(vec![hello(1)]), None).await.unwrap();
     tokio::time::advance(3 * S).await;
     let again = details(&sim).await.applications["hello"].deployments["Hello"].replicas[0]
         .replica_id
         .clone();
-    sim.deploy(&ep(), &config(vec![hello(1)]), None)
-        .await
-        .unwrap();
+    sim.deploy(&ep(), &config(vec![hello(1)]), None).await.unwrap();
     let d = details(&sim).await;
     assert_eq!(d.applications["hello"].status, AppStatus::Running);
     assert_eq!(
@@ -378,16 +347,10 @@ async fn declarative_puts_remove_unlisted_apps_and_delete_clears() {
         .unwrap();
     tokio::time::advance(3 * S).await;
     let d = details(&sim).await;
-    assert_eq!(
-        d.applications.keys().collect::<Vec<_>>(),
-        ["hello", "other"]
-    );
+    assert_eq!(d.applications.keys().collect::<Vec<_>>(), ["hello", "other"]);
     // No deployments listed: one named after the imported attribute.
     assert_eq!(
-        d.applications["other"]
-            .deployments
-            .keys()
-            .collect::<Vec<_>>(),
+        d.applications["other"].deployments.keys().collect::<Vec<_>>(),
         ["app"]
     );
     sim.deploy(&ep(), &config(vec![hello(1)]), Some(50.0))
@@ -433,11 +396,7 @@ async fn reachability_restart_and_auth() {
     );
 
     sim.set_auth_token(URL, Some("tok".into()));
-    let cases = [
-        (None, Some(401)),
-        (Some("nope"), Some(403)),
-        (Some("tok"), None),
-    ];
+    let cases = [(None, Some(401)), (Some("nope"), Some(403)), (Some("tok"), None)];
     for (token, want) in cases {
         let mut e = ep();
         e.auth_token = token.map(str::to_owned);
@@ -490,13 +449,8 @@ async fn proxy_is_healthy_once_an_app_runs_and_needs_no_token() {
     sim.set_auth_token(URL, Some("tok".into()));
     assert!(!sim.proxy_healthy(&ep(), proxy).await.unwrap());
     let authed = ep().with_token("tok");
-    sim.deploy(&authed, &config(vec![hello(1)]), None)
-        .await
-        .unwrap();
-    assert!(
-        !sim.proxy_healthy(&ep(), proxy).await.unwrap(),
-        "still deploying"
-    );
+    sim.deploy(&authed, &config(vec![hello(1)]), None).await.unwrap();
+    assert!(!sim.proxy_healthy(&ep(), proxy).await.unwrap(), "still deploying");
     tokio::time::advance(10 * S).await;
     assert!(sim.proxy_healthy(&ep(), proxy).await.unwrap());
     sim.set_reachable(URL, false);
@@ -509,19 +463,29 @@ async fn proxy_is_healthy_once_an_app_runs_and_needs_no_token() {
 #[tokio::test(start_paused = true)]
 async fn a_billion_replicas_stay_unscheduled_without_allocating_them() {
     let sim = sim();
-    sim.deploy(&ep(), &config(vec![hello(1_000_000_000)]), None).await.unwrap();
+    sim.deploy(&ep(), &config(vec![hello(1_000_000_000)]), None)
+        .await
+        .unwrap();
     tokio::time::advance(10 * S).await;
     let d = details(&sim).await;
     let dep = &d.applications["hello"].deployments["Hello"];
     assert_eq!(dep.target_num_replicas, Some(1_000_000_000));
-    assert_eq!(dep.replicas.len(), usize::try_from(state::SIM_MAX_REPLICAS).unwrap());
+    assert_eq!(
+        dep.replicas.len(),
+        usize::try_from(state::SIM_MAX_REPLICAS).unwrap()
+    );
     assert!(dep.message.contains("cannot be scheduled"), "{}", dep.message);
     assert!(!serve_readiness(&d, None).is_ready());
     // Scaling a running app up to the same absurd number is bounded the same way.
     let sim = super::RaySim::new(SimOptions::default());
     running_hello(&sim, 2).await;
-    sim.deploy(&ep(), &config(vec![hello(u32::MAX)]), None).await.unwrap();
+    sim.deploy(&ep(), &config(vec![hello(u32::MAX)]), None)
+        .await
+        .unwrap();
     tokio::time::advance(10 * S).await;
     let d = details(&sim).await;
-    assert_eq!(d.applications["hello"].deployments["Hello"].replicas.len(), usize::try_from(state::SIM_MAX_REPLICAS).unwrap());
+    assert_eq!(
+        d.applications["hello"].deployments["Hello"].replicas.len(),
+        usize::try_from(state::SIM_MAX_REPLICAS).unwrap()
+    );
 }

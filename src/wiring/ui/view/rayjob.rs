@@ -19,9 +19,19 @@ fn workload_of<'a>(snap: &'a Snapshot, job: &RayJob) -> Option<&'a Workload> {
         .workloads
         .iter()
         .map(|w| w.as_ref())
-        .filter(|w| w.namespace().unwrap_or_default() == ns && w.owner_references().iter().any(|o| o.kind == "RayJob" && o.name == name))
+        .filter(|w| {
+            w.namespace().unwrap_or_default() == ns
+                && w.owner_references()
+                    .iter()
+                    .any(|o| o.kind == "RayJob" && o.name == name)
+        })
         .collect();
-    owned.sort_by_key(|w| (!w.is_finished(), w.metadata.creation_timestamp.as_ref().map(|t| t.0)));
+    owned.sort_by_key(|w| {
+        (
+            !w.is_finished(),
+            w.metadata.creation_timestamp.as_ref().map(|t| t.0),
+        )
+    });
     owned.last().copied()
 }
 
@@ -33,15 +43,23 @@ fn quota_cell(snap: &Snapshot, job: &RayJob) -> String {
         return "no Workload (no queue label)".into();
     };
     let link = obj_link("Workload", &wl.namespace().unwrap_or_default(), &wl.name_any());
-    let cond = |t: &str| wl.status.as_ref().and_then(|s| s.conditions.iter().find(|c| c.type_ == t));
+    let cond = |t: &str| {
+        wl.status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == t))
+    };
     if wl.is_finished() {
-        let how = cond(condition::FINISHED).map(|c| c.reason.clone()).unwrap_or_default();
+        let how = cond(condition::FINISHED)
+            .map(|c| c.reason.clone())
+            .unwrap_or_default();
         return format!("{link}: finished ({})", esc(&how));
     }
     match wl.admission().filter(|_| wl.has_quota_reservation()) {
         Some(a) => format!("{link}: admitted by ClusterQueue {}", esc(&a.cluster_queue)),
         None => {
-            let why = cond(condition::QUOTA_RESERVED).map(|c| c.message.clone()).unwrap_or_else(|| "pending".into());
+            let why = cond(condition::QUOTA_RESERVED)
+                .map(|c| c.message.clone())
+                .unwrap_or_else(|| "pending".into());
             format!("{link}: <span class=\"why\">waiting: {}</span>", esc(&why))
         }
     }
@@ -52,18 +70,28 @@ pub fn ray_jobs(snap: &Snapshot) -> String {
     if snap.ray_jobs.is_empty() {
         return String::new();
     }
-    let mut s = String::from("<section><h2>RayJobs</h2><table class=\"rayjobs\"><tr><th>RayJob</th><th>deployment</th><th>job</th><th>cluster</th><th>quota</th></tr>");
+    let mut s = String::from(
+        "<section><h2>RayJobs</h2><table class=\"rayjobs\"><tr><th>RayJob</th><th>deployment</th><th>job</th><th>cluster</th><th>quota</th></tr>",
+    );
     for job in &snap.ray_jobs {
         let st = job.status.clone().unwrap_or_default();
         let ns = job.namespace().unwrap_or_default();
-        let cluster = st.ray_cluster_name.as_deref().filter(|n| !n.is_empty()).map_or_else(|| "-".to_string(), |n| obj_link("RayCluster", &ns, n));
+        let cluster = st
+            .ray_cluster_name
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .map_or_else(|| "-".to_string(), |n| obj_link("RayCluster", &ns, n));
         let _ = write!(
             s,
             "<tr class=\"rayjob\" data-rayjob=\"{}\"><td>{}</td><td>{}{}</td><td>{}</td><td>{cluster}</td><td>{}</td></tr>",
             esc(&job.name_any()),
             obj_link("RayJob", &ns, &job.name_any()),
             st.job_deployment_status.map_or("-", |d| d.as_str()),
-            if job.spec.is_suspended() { " (suspended)" } else { "" },
+            if job.spec.is_suspended() {
+                " (suspended)"
+            } else {
+                ""
+            },
             st.job_status.map_or("-", |j| j.as_str()),
             quota_cell(snap, job),
         );

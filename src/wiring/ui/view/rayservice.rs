@@ -16,26 +16,46 @@ use crate::wiring::ui::model::{EventLine, Sample, Snapshot};
 use crate::wiring::ui::shortfall::shortfall;
 
 fn quota_gate(rc: &RayCluster) -> Option<&Condition> {
-    rc.status.as_ref().and_then(|s| s.conditions.as_deref()).and_then(|c| find_cond(c, COND_QUOTA_GATED))
+    rc.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .and_then(|c| find_cond(c, COND_QUOTA_GATED))
 }
 
 /// The gate of a RayService's pending cluster: (open?, what it says).
 fn gate(snap: &Snapshot, rs: &RayService, pending: Option<&str>) -> (Option<bool>, String) {
     let ns = rs.namespace().unwrap_or_default();
-    let Some(pending) = pending else { return (None, "no upgrade in progress".into()) };
+    let Some(pending) = pending else {
+        return (None, "no upgrade in progress".into());
+    };
     if rs.labels().get(QUEUE_NAME_LABEL).is_none_or(|q| q.is_empty()) {
-        return (None, "none: not queue-managed (no kueue.x-k8s.io/queue-name label)".into());
+        return (
+            None,
+            "none: not queue-managed (no kueue.x-k8s.io/queue-name label)".into(),
+        );
     }
-    let rc = snap.ray_clusters.iter().map(|c| &**c).find(|c| c.namespace().as_deref() == Some(ns.as_str()) && c.name_any() == pending);
+    let rc = snap
+        .ray_clusters
+        .iter()
+        .map(|c| &**c)
+        .find(|c| c.namespace().as_deref() == Some(ns.as_str()) && c.name_any() == pending);
     let waiting: Vec<&Workload> = snap
         .workloads
         .iter()
         .map(|w| &**w)
-        .filter(|w| w.namespace().as_deref() == Some(ns.as_str()) && !w.is_finished() && !w.has_quota_reservation())
-        .filter(|w| w.owner_references().iter().any(|o| o.kind == "RayService" && o.name == rs.name_any()))
+        .filter(|w| {
+            w.namespace().as_deref() == Some(ns.as_str()) && !w.is_finished() && !w.has_quota_reservation()
+        })
+        .filter(|w| {
+            w.owner_references()
+                .iter()
+                .any(|o| o.kind == "RayService" && o.name == rs.name_any())
+        })
         .collect();
     // The pending cluster's condition decides; one on the service itself is the fallback.
-    let cond = rc.and_then(quota_gate).or_else(|| rs_condition(rs, COND_QUOTA_GATED));
+    let cond = rc
+        .and_then(quota_gate)
+        .or_else(|| rs_condition(rs, COND_QUOTA_GATED));
     let open = match cond {
         Some(c) if c.status == FALSE => Some(true),
         Some(c) if c.status == TRUE => Some(false),
@@ -48,17 +68,34 @@ fn gate(snap: &Snapshot, rs: &RayService, pending: Option<&str>) -> (Option<bool
         .map(|w| {
             let cq = snap.cluster_queues.iter().map(|q| &**q).find(|q| {
                 snap.local_queues.iter().any(|lq| {
-                    lq.namespace().as_deref() == Some(ns.as_str()) && lq.name_any() == w.spec.queue_name() && lq.spec.cluster_queue.as_deref() == Some(q.name_any().as_str())
+                    lq.namespace().as_deref() == Some(ns.as_str())
+                        && lq.name_any() == w.spec.queue_name()
+                        && lq.spec.cluster_queue.as_deref() == Some(q.name_any().as_str())
                 })
             });
-            let replaces = w.annotations().get(WORKLOAD_SLICE_REPLACEMENT_FOR).map(|r| format!(" (replaces {r})")).unwrap_or_default();
-            format!("waits for workload slice {}{replaces}: {}", w.name_any(), shortfall(w, cq).unwrap_or_default())
+            let replaces = w
+                .annotations()
+                .get(WORKLOAD_SLICE_REPLACEMENT_FOR)
+                .map(|r| format!(" (replaces {r})"))
+                .unwrap_or_default();
+            format!(
+                "waits for workload slice {}{replaces}: {}",
+                w.name_any(),
+                shortfall(w, cq).unwrap_or_default()
+            )
         })
         .collect();
     let text = match (open, cond) {
         (Some(true), _) => "open: an admitted workload slice covers the pending cluster".to_string(),
         (Some(false), _) if !slices.is_empty() => format!("closed: {}", slices.join("; ")),
-        (Some(false), Some(c)) => format!("closed: {}", if c.message.is_empty() { &c.reason } else { &c.message }),
+        (Some(false), Some(c)) => format!(
+            "closed: {}",
+            if c.message.is_empty() {
+                &c.reason
+            } else {
+                &c.message
+            }
+        ),
         _ if !slices.is_empty() => format!("not decided yet; {}", slices.join("; ")),
         _ => "not decided yet".to_string(),
     };
@@ -66,13 +103,19 @@ fn gate(snap: &Snapshot, rs: &RayService, pending: Option<&str>) -> (Option<bool
 }
 
 fn rs_condition<'a>(rs: &'a RayService, t: &str) -> Option<&'a Condition> {
-    rs.status.as_ref().and_then(|s| s.conditions.as_deref()).and_then(|c| find_cond(c, t))
+    rs.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .and_then(|c| find_cond(c, t))
 }
 
 /// Where the upgrade stands, from the status the operator wrote.
 fn phase(rs: &RayService, pending: Option<&str>, gate_open: Option<bool>) -> String {
     let st = rs.status.as_ref();
-    let pending_traffic = st.and_then(|s| s.pending_service_status.as_ref()).and_then(|p| p.traffic_routed_percent).unwrap_or(0);
+    let pending_traffic = st
+        .and_then(|s| s.pending_service_status.as_ref())
+        .and_then(|p| p.traffic_routed_percent)
+        .unwrap_or(0);
     let is_true = |t: &str| rs_condition(rs, t).is_some_and(|c| c.status == TRUE);
     if is_true(crate::api::ray::constants::COND_ROLLBACK_IN_PROGRESS) {
         return "Rolling back".into();
@@ -85,7 +128,9 @@ fn phase(rs: &RayService, pending: Option<&str>, gate_open: Option<bool>) -> Str
         (None, _) if ready => "Serving".into(),
         (None, _) => "Starting".into(),
         (Some(_), Some(false)) => "Upgrade gated: waiting for quota".into(),
-        (Some(_), _) if pending_traffic > 0 => format!("Moving traffic: {pending_traffic}% on the new cluster"),
+        (Some(_), _) if pending_traffic > 0 => {
+            format!("Moving traffic: {pending_traffic}% on the new cluster")
+        }
         (Some(_), Some(true)) => "Upgrade admitted: new cluster starting".into(),
         (Some(_), None) => "Upgrade: new cluster starting".into(),
     }
@@ -111,8 +156,12 @@ pub fn chart(points: &[Sample], now: f64) -> String {
                 Some(v) => {
                     let (px, py) = (x(p.t), y(v));
                     match last {
-                        Some(ly) => { let _ = write!(d, " L{px:.1},{ly:.1} L{px:.1},{py:.1}"); }
-                        None => { let _ = write!(d, " M{px:.1},{py:.1}"); }
+                        Some(ly) => {
+                            let _ = write!(d, " L{px:.1},{ly:.1} L{px:.1},{py:.1}");
+                        }
+                        None => {
+                            let _ = write!(d, " M{px:.1},{py:.1}");
+                        }
                     }
                     last = Some(py);
                 }
@@ -122,7 +171,11 @@ pub fn chart(points: &[Sample], now: f64) -> String {
         if let (Some(ly), Some(p)) = (last, points.last()) {
             let _ = write!(d, " L{:.1},{ly:.1}", x(now.max(p.t)));
         }
-        if d.is_empty() { String::new() } else { format!("<path class=\"{class}\" d=\"{}\"/>", d.trim()) }
+        if d.is_empty() {
+            String::new()
+        } else {
+            format!("<path class=\"{class}\" d=\"{}\"/>", d.trim())
+        }
     };
     format!(
         "<svg class=\"chart\" viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\" role=\"img\" aria-label=\"traffic and target capacity over the last {span:.0} s\">\
@@ -140,19 +193,37 @@ pub fn chart(points: &[Sample], now: f64) -> String {
 fn switches(points: &[Sample], x: &dyn Fn(f64) -> f64) -> String {
     let mut s = String::new();
     for w in points.windows(2) {
-        if w[0].active_cluster.is_some() && w[1].active_cluster.is_some() && w[0].active_cluster != w[1].active_cluster {
+        if w[0].active_cluster.is_some()
+            && w[1].active_cluster.is_some()
+            && w[0].active_cluster != w[1].active_cluster
+        {
             let px = x(w[1].t);
-            let _ = write!(s, "<line class=\"switch\" x1=\"{px:.1}\" y1=\"0\" x2=\"{px:.1}\" y2=\"80\"><title>switched to {}</title></line>", esc(w[1].active_cluster.as_deref().unwrap_or("")));
+            let _ = write!(
+                s,
+                "<line class=\"switch\" x1=\"{px:.1}\" y1=\"0\" x2=\"{px:.1}\" y2=\"80\"><title>switched to {}</title></line>",
+                esc(w[1].active_cluster.as_deref().unwrap_or(""))
+            );
         }
     }
     s
 }
 
-fn cluster_line(snap: &Snapshot, ns: &str, role: &str, st: Option<&crate::api::ray::rayservice::RayServiceStatus>) -> String {
-    let Some(name) = st.and_then(|s| s.ray_cluster_name.as_deref()).filter(|n| !n.is_empty()) else {
+fn cluster_line(
+    snap: &Snapshot,
+    ns: &str,
+    role: &str,
+    st: Option<&crate::api::ray::rayservice::RayServiceStatus>,
+) -> String {
+    let Some(name) = st
+        .and_then(|s| s.ray_cluster_name.as_deref())
+        .filter(|n| !n.is_empty())
+    else {
         return format!("<div class=\"cl\">{role} cluster: none</div>");
     };
-    let rc = snap.ray_clusters.iter().find(|c| c.namespace().as_deref() == Some(ns) && c.name_any() == name);
+    let rc = snap
+        .ray_clusters
+        .iter()
+        .find(|c| c.namespace().as_deref() == Some(ns) && c.name_any() == name);
     let state = rc
         .and_then(|c| c.status.as_ref())
         .and_then(|s| s.state)
@@ -165,17 +236,25 @@ fn cluster_line(snap: &Snapshot, ns: &str, role: &str, st: Option<&crate::api::r
         None if role == "active" => "all traffic".into(),
         None => "no traffic yet".into(),
     };
-    let capacity = st.and_then(|s| s.target_capacity).map(|v| format!(" · target capacity {v}%")).unwrap_or_default();
+    let capacity = st
+        .and_then(|s| s.target_capacity)
+        .map(|v| format!(" · target capacity {v}%"))
+        .unwrap_or_default();
     format!(
         "<div class=\"cl\" data-role=\"{role}\" data-cluster=\"{}\">{role} cluster {} <span class=\"note\">{}</span>{capacity} · {traffic}</div>",
-        esc(name), obj_link("RayCluster", ns, name), esc(&state)
+        esc(name),
+        obj_link("RayCluster", ns, name),
+        esc(&state)
     )
 }
 
 fn events_list(snap: &Snapshot, objects: &[(&str, &str, &str)]) -> String {
     let mut lines: Vec<(&str, &EventLine)> = Vec::new();
     for (kind, ns, name) in objects {
-        if let Some(ls) = snap.events.get(&(kind.to_string(), ns.to_string(), name.to_string())) {
+        if let Some(ls) = snap
+            .events
+            .get(&(kind.to_string(), ns.to_string(), name.to_string()))
+        {
             lines.extend(ls.iter().map(|l| (*name, l)));
         }
     }
@@ -186,13 +265,23 @@ fn events_list(snap: &Snapshot, objects: &[(&str, &str, &str)]) -> String {
     }
     let mut s = String::from("<ul class=\"events\">");
     for (obj, l) in lines {
-        let when = l.time.map(|t| t.strftime("%H:%M:%S").to_string()).unwrap_or_default();
-        let times = if l.count > 1 { format!(" (x{})", l.count) } else { String::new() };
+        let when = l
+            .time
+            .map(|t| t.strftime("%H:%M:%S").to_string())
+            .unwrap_or_default();
+        let times = if l.count > 1 {
+            format!(" (x{})", l.count)
+        } else {
+            String::new()
+        };
         let _ = write!(
             s,
             "<li class=\"{}\"><span class=\"note\">{}</span> {} <b>{}</b>{times}: {}</li>",
             if l.type_ == "Warning" { "warning" } else { "normal" },
-            esc(&when), esc(obj), esc(&l.reason), esc(&l.note)
+            esc(&when),
+            esc(obj),
+            esc(&l.reason),
+            esc(&l.note)
         );
     }
     s.push_str("</ul>");
@@ -205,28 +294,55 @@ pub(super) fn ray_service_card(snap: &Snapshot, rs: &RayService, now: f64) -> St
     let st = rs.status.as_ref();
     let active = st.and_then(|s| s.active_service_status.as_ref());
     let pending_st = st.and_then(|s| s.pending_service_status.as_ref());
-    let pending = pending_st.and_then(|p| p.ray_cluster_name.as_deref()).filter(|n| !n.is_empty());
+    let pending = pending_st
+        .and_then(|p| p.ray_cluster_name.as_deref())
+        .filter(|n| !n.is_empty());
     let (open, gate_text) = gate(snap, rs, pending);
-    let gate_class = match open { Some(true) => "open", Some(false) => "closed", None => "none" };
-    let queue = rs.labels().get(QUEUE_NAME_LABEL).map(|q| format!(" · LocalQueue {}", esc(q))).unwrap_or_default();
+    let gate_class = match open {
+        Some(true) => "open",
+        Some(false) => "closed",
+        None => "none",
+    };
+    let queue = rs
+        .labels()
+        .get(QUEUE_NAME_LABEL)
+        .map(|q| format!(" · LocalQueue {}", esc(q)))
+        .unwrap_or_default();
     // The operator's own words on the upgrade, on hover.
-    let detail = rs_condition(rs, crate::api::ray::constants::COND_UPGRADE_IN_PROGRESS).map(|c| c.message.as_str()).unwrap_or("");
+    let detail = rs_condition(rs, crate::api::ray::constants::COND_UPGRADE_IN_PROGRESS)
+        .map(|c| c.message.as_str())
+        .unwrap_or("");
     let mut s = format!(
         "<div class=\"rs\" data-rayservice=\"{}\"><div class=\"head\">RayService {}{queue} <span class=\"pill phase\" title=\"{}\">{}</span></div>",
-        esc(&name), obj_link("RayService", &ns, &name), esc(detail), esc(&phase(rs, pending, open))
+        esc(&name),
+        obj_link("RayService", &ns, &name),
+        esc(detail),
+        esc(&phase(rs, pending, open))
     );
     s.push_str(&cluster_line(snap, &ns, "active", active));
-    s.push_str(&cluster_line(snap, &ns, "pending", pending_st.filter(|_| pending.is_some())));
-    let _ = write!(s, "<div class=\"gate {gate_class}\" data-gate=\"{gate_class}\">gate: {}</div>", esc(&gate_text));
+    s.push_str(&cluster_line(
+        snap,
+        &ns,
+        "pending",
+        pending_st.filter(|_| pending.is_some()),
+    ));
+    let _ = write!(
+        s,
+        "<div class=\"gate {gate_class}\" data-gate=\"{gate_class}\">gate: {}</div>",
+        esc(&gate_text)
+    );
     if let Some(points) = snap.history.get(&(ns.clone(), name.clone())) {
         s.push_str(&chart(points, now));
     }
     let mut objects = vec![("RayService", ns.as_str(), name.as_str())];
-    for c in [active, pending_st].into_iter().flatten().filter_map(|s| s.ray_cluster_name.as_deref()) {
+    for c in [active, pending_st]
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.ray_cluster_name.as_deref())
+    {
         objects.push(("RayCluster", ns.as_str(), c));
     }
     s.push_str(&events_list(snap, &objects));
     s.push_str("</div>");
     s
 }
-

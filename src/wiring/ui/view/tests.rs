@@ -32,16 +32,27 @@ fn pending(name: &str, priority: i32, created: &str, message: &str) -> Workload 
 
 #[test]
 fn escapes_what_users_and_the_api_wrote() {
-    assert_eq!(esc("<a href=\"x\">'&'</a>\r"), "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;&#13;");
+    assert_eq!(
+        esc("<a href=\"x\">'&'</a>\r"),
+        "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;&#13;"
+    );
     let snap = Snapshot {
         cluster_queues: vec![Arc::new(cq("cq", None, "8", "6"))],
         local_queues: vec![Arc::new(lq("lq", "cq"))],
-        workloads: vec![Arc::new(pending("w", 0, "2026-01-01T00:00:00Z", "<img src=x onerror=alert(1)> needs 2 more cpu"))],
+        workloads: vec![Arc::new(pending(
+            "w",
+            0,
+            "2026-01-01T00:00:00Z",
+            "<img src=x onerror=alert(1)> needs 2 more cpu",
+        ))],
         ..Default::default()
     };
     let html = body(&snap, 0.0);
     assert!(!html.contains("<img"), "{html}");
-    assert!(html.contains("&lt;img src=x onerror=alert(1)&gt; needs 2 more cpu"), "{html}");
+    assert!(
+        html.contains("&lt;img src=x onerror=alert(1)&gt; needs 2 more cpu"),
+        "{html}"
+    );
 }
 
 #[test]
@@ -50,9 +61,15 @@ fn bar_carries_quota_and_usage_in_kubernetes_units() {
     assert_eq!(rows.len(), 1);
     let (flavor, res, u) = &rows[0];
     assert_eq!((flavor.as_str(), res.as_str()), ("f", "cpu"));
-    assert_eq!((u.nominal, u.reserved, u.in_use, u.borrowed), (8000, 6500, 6500, 0));
+    assert_eq!(
+        (u.nominal, u.reserved, u.in_use, u.borrowed),
+        (8000, 6500, 6500, 0)
+    );
     let html = bar("cq", flavor, res, u);
-    assert!(html.contains("data-nominal=\"8\"") && html.contains("data-reserved=\"6500m\""), "{html}");
+    assert!(
+        html.contains("data-nominal=\"8\"") && html.contains("data-reserved=\"6500m\""),
+        "{html}"
+    );
     assert!(html.contains("width:81.2%"), "6.5 of 8: {html}");
 }
 
@@ -62,15 +79,31 @@ fn pending_workloads_in_queue_order_with_positions_and_shortfall() {
     let snap = Snapshot {
         cluster_queues: vec![Arc::new(cq("cq", None, "8", "0"))],
         local_queues: vec![Arc::new(lq("lq", "cq"))],
-        workloads: vec![Arc::new(pending("late-high", 10, "2026-01-01T00:00:05Z", "needs 3 more")), Arc::new(pending("early-low", 0, "2026-01-01T00:00:00Z", "needs 1 more")), Arc::new(pending("early-high", 10, "2026-01-01T00:00:01Z", "needs 2 more"))],
+        workloads: vec![
+            Arc::new(pending("late-high", 10, "2026-01-01T00:00:05Z", "needs 3 more")),
+            Arc::new(pending("early-low", 0, "2026-01-01T00:00:00Z", "needs 1 more")),
+            Arc::new(pending("early-high", 10, "2026-01-01T00:00:01Z", "needs 2 more")),
+        ],
         ..Default::default()
     };
     let html = body(&snap, 0.0);
-    let at = |n: &str| html.find(&format!("data-workload=\"{n}\"")).unwrap_or_else(|| panic!("{n} missing: {html}"));
-    assert!(at("early-high") < at("late-high") && at("late-high") < at("early-low"), "{html}");
+    let at = |n: &str| {
+        html.find(&format!("data-workload=\"{n}\""))
+            .unwrap_or_else(|| panic!("{n} missing: {html}"))
+    };
+    assert!(
+        at("early-high") < at("late-high") && at("late-high") < at("early-low"),
+        "{html}"
+    );
     let row = &html[at("early-low")..];
-    assert!(row.starts_with("data-workload=\"early-low\" data-state=\"Pending\"><td>3</td>"), "{row}");
-    assert!(row.contains("<span class=\"shortfall\">needs 1 more</span>"), "{row}");
+    assert!(
+        row.starts_with("data-workload=\"early-low\" data-state=\"Pending\"><td>3</td>"),
+        "{row}"
+    );
+    assert!(
+        row.contains("<span class=\"shortfall\">needs 1 more</span>"),
+        "{row}"
+    );
 }
 
 #[test]
@@ -79,16 +112,30 @@ fn cohort_tree_nests_and_survives_a_parent_cycle() {
         serde_json::from_value(json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort", "metadata": {"name": name}, "spec": {"parentName": parent}})).unwrap()
     };
     let snap = Snapshot {
-        cluster_queues: vec![Arc::new(cq("a-cq", Some("team-a"), "4", "0")), Arc::new(cq("loner", None, "1", "0")), Arc::new(cq("c-cq", Some("x"), "1", "0"))],
-        cohorts: vec![Arc::new(cohort("team-a", "org")), Arc::new(cohort("x", "y")), Arc::new(cohort("y", "x"))],
+        cluster_queues: vec![
+            Arc::new(cq("a-cq", Some("team-a"), "4", "0")),
+            Arc::new(cq("loner", None, "1", "0")),
+            Arc::new(cq("c-cq", Some("x"), "1", "0")),
+        ],
+        cohorts: vec![
+            Arc::new(cohort("team-a", "org")),
+            Arc::new(cohort("x", "y")),
+            Arc::new(cohort("y", "x")),
+        ],
         ..Default::default()
     };
     let html = body(&snap, 0.0);
     let org = html.find("Cohort org").expect("the implicit root cohort");
     let team = html.find("team-a").unwrap();
-    assert!(org < team && team < html.find("data-cq=\"a-cq\"").unwrap(), "{html}");
+    assert!(
+        org < team && team < html.find("data-cq=\"a-cq\"").unwrap(),
+        "{html}"
+    );
     assert!(html.contains("is in a parent cycle"), "{html}");
-    assert!(html.contains("data-cq=\"c-cq\"") && html.contains("data-cq=\"loner\""), "{html}");
+    assert!(
+        html.contains("data-cq=\"c-cq\"") && html.contains("data-cq=\"loner\""),
+        "{html}"
+    );
 }
 
 #[test]
@@ -102,7 +149,10 @@ fn chart_draws_traffic_and_marks_the_switch() {
         upgrading: pending.is_some(),
         active_cluster: Some(active.to_string()),
     };
-    let svg = chart(&[s(0.0, "a", None), s(5.0, "a", Some(0)), s(9.0, "b", None)], 10.0);
+    let svg = chart(
+        &[s(0.0, "a", None), s(5.0, "a", Some(0)), s(9.0, "b", None)],
+        10.0,
+    );
     assert!(svg.contains("class=\"active traffic\""), "{svg}");
     assert!(svg.contains("class=\"pending traffic\""), "{svg}");
     assert_eq!(svg.matches("class=\"switch\"").count(), 1, "{svg}");
@@ -129,15 +179,29 @@ fn gated_cluster(status: &str) -> RayCluster {
 
 #[test]
 fn gate_follows_the_pending_clusters_condition_and_only_for_queue_managed_services() {
-    let snap = |rs: RayService, rc: RayCluster| Snapshot { ray_services: vec![Arc::new(rs)], ray_clusters: vec![Arc::new(rc)], ..Default::default() };
+    let snap = |rs: RayService, rc: RayCluster| Snapshot {
+        ray_services: vec![Arc::new(rs)],
+        ray_clusters: vec![Arc::new(rc)],
+        ..Default::default()
+    };
     let html = body(&snap(upgrading_service(Some("lq")), gated_cluster("True")), 0.0);
-    assert!(html.contains("data-gate=\"closed\"") && html.contains("no admitted workload slice covers this cluster"), "{html}");
+    assert!(
+        html.contains("data-gate=\"closed\"")
+            && html.contains("no admitted workload slice covers this cluster"),
+        "{html}"
+    );
     assert!(html.contains(">Upgrade gated: waiting for quota<"), "{html}");
     let html = body(&snap(upgrading_service(Some("lq")), gated_cluster("False")), 0.0);
-    assert!(html.contains("data-gate=\"open\"") && html.contains(">Upgrade admitted: new cluster starting<"), "{html}");
+    assert!(
+        html.contains("data-gate=\"open\"") && html.contains(">Upgrade admitted: new cluster starting<"),
+        "{html}"
+    );
     // KubeRay's own upgrade, no queue: there is no gate, and nothing waits for quota.
     let html = body(&snap(upgrading_service(None), gated_cluster("True")), 0.0);
-    assert!(html.contains("data-gate=\"none\"") && html.contains("not queue-managed"), "{html}");
+    assert!(
+        html.contains("data-gate=\"none\"") && html.contains("not queue-managed"),
+        "{html}"
+    );
     assert!(!html.contains("waiting for quota"), "{html}");
 }
 
@@ -147,7 +211,9 @@ fn a_long_queue_draws_its_head_only() {
     let snap = Snapshot {
         cluster_queues: vec![Arc::new(cq("cq", None, "1", "0"))],
         local_queues: vec![Arc::new(lq("lq", "cq"))],
-        workloads: (0..n).map(|i| Arc::new(pending(&format!("w{i:03}"), 0, "2026-01-01T00:00:00Z", "m"))).collect(),
+        workloads: (0..n)
+            .map(|i| Arc::new(pending(&format!("w{i:03}"), 0, "2026-01-01T00:00:00Z", "m")))
+            .collect(),
         ..Default::default()
     };
     let html = body(&snap, 0.0);
@@ -160,17 +226,27 @@ fn a_long_queue_draws_its_head_only() {
 #[test]
 fn ray_jobs_are_listed_with_their_quota_story() {
     let job = |name: &str, status: serde_json::Value| -> crate::api::ray::RayJob {
-        serde_json::from_value(json!({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": name, "namespace": "ns"},
-            "spec": {"entrypoint": "python t.py", "suspend": status.is_null()}, "status": status}))
+        serde_json::from_value(
+            json!({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"entrypoint": "python t.py", "suspend": status.is_null()}, "status": status}),
+        )
         .unwrap()
     };
-    let running = job("train", json!({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING", "rayClusterName": "train-x1"}));
+    let running = job(
+        "train",
+        json!({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING", "rayClusterName": "train-x1"}),
+    );
     let waiting = job("wait", serde_json::Value::Null);
     let mut admitted = pending("rayjob-train-1", 0, "2026-01-01T00:00:00Z", "");
     admitted.metadata.owner_references = Some(vec![serde_json::from_value(json!({"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "train", "uid": "u1", "controller": true})).unwrap()]);
     admitted.status = serde_json::from_value(json!({"admission": {"clusterQueue": "gpus", "podSetAssignments": []},
         "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]})).unwrap();
-    let mut queued = pending("rayjob-wait-1", 0, "2026-01-01T00:00:00Z", "couldn't assign flavors to pod set head: insufficient unused quota for nvidia.com/gpu");
+    let mut queued = pending(
+        "rayjob-wait-1",
+        0,
+        "2026-01-01T00:00:00Z",
+        "couldn't assign flavors to pod set head: insufficient unused quota for nvidia.com/gpu",
+    );
     queued.metadata.owner_references = Some(vec![serde_json::from_value(json!({"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "wait", "uid": "u2", "controller": true})).unwrap()]);
     let snap = Snapshot {
         ray_jobs: vec![Arc::new(running), Arc::new(waiting)],
@@ -179,10 +255,28 @@ fn ray_jobs_are_listed_with_their_quota_story() {
     };
     let html = body(&snap, 0.0);
     assert!(html.contains("<h2>RayJobs</h2>"), "{html}");
-    let row = |name: &str| html.split(&format!("data-rayjob=\"{name}\"")).nth(1).and_then(|r| r.split("</tr>").next()).unwrap_or_default().to_string();
+    let row = |name: &str| {
+        html.split(&format!("data-rayjob=\"{name}\""))
+            .nth(1)
+            .and_then(|r| r.split("</tr>").next())
+            .unwrap_or_default()
+            .to_string()
+    };
     let train = row("train");
-    assert!(train.contains("Running") && train.contains("RUNNING") && train.contains("train-x1") && train.contains("admitted by ClusterQueue gpus"), "{train}");
+    assert!(
+        train.contains("Running")
+            && train.contains("RUNNING")
+            && train.contains("train-x1")
+            && train.contains("admitted by ClusterQueue gpus"),
+        "{train}"
+    );
     let wait = row("wait");
-    assert!(wait.contains("(suspended)") && wait.contains("waiting: couldn&#39;t assign flavors to pod set head"), "{wait}");
-    assert!(!body(&Snapshot::default(), 0.0).contains("RayJobs"), "no section without RayJobs");
+    assert!(
+        wait.contains("(suspended)") && wait.contains("waiting: couldn&#39;t assign flavors to pod set head"),
+        "{wait}"
+    );
+    assert!(
+        !body(&Snapshot::default(), 0.0).contains("RayJobs"),
+        "no section without RayJobs"
+    );
 }
