@@ -18,6 +18,7 @@ mod contention;
 mod env;
 mod hostile;
 pub mod invariants;
+mod jitter;
 mod run;
 mod serving;
 mod standalone;
@@ -29,6 +30,7 @@ use std::time::Instant;
 
 use futures::StreamExt;
 
+pub use jitter::Timing;
 pub use run::RunStats;
 pub use world::Op;
 
@@ -107,9 +109,19 @@ pub async fn run_ops(seed: u64, ops: Option<&[Op]>) -> Result<RunStats, Failure>
 
 /// One run of `scenario`'s world for `seed`, then `ops` (the seed's own when `None`).
 pub async fn run_scenario(scenario: Scenario, seed: u64, ops: Option<&[Op]>) -> Result<RunStats, Failure> {
+    run_scenario_timed(scenario, seed, ops, Timing::Plain).await
+}
+
+/// `run_scenario` with `timing` (`Timing::Jitter`: under the seed's induced timing variation).
+pub async fn run_scenario_timed(
+    scenario: Scenario,
+    seed: u64,
+    ops: Option<&[Op]>,
+    timing: Timing,
+) -> Result<RunStats, Failure> {
     let (w, own) = generate(scenario, seed)?;
     // Boxed: a run's future is large, and a debug build's test thread has a small stack.
-    Box::pin(run::run(seed, &w, ops.unwrap_or(&own))).await
+    Box::pin(run::run(seed, &w, ops.unwrap_or(&own), timing)).await
 }
 
 /// One run of the seed's base world and actions (`world::generate_base`: one ClusterQueue, blue/green
@@ -117,17 +129,17 @@ pub async fn run_scenario(scenario: Scenario, seed: u64, ops: Option<&[Op]>) -> 
 /// broken Serve configs were added: a seed that found a bug then stays its regression test.
 pub async fn run_base(seed: u64) -> Result<RunStats, Failure> {
     let (w, own) = world::generate_base(seed);
-    Box::pin(run::run(seed, &w, &own)).await
+    Box::pin(run::run(seed, &w, &own, Timing::Plain)).await
 }
 
 /// Drops one action at a time, keeping each drop after which the run still fails the same way as
 /// `failure`, within `budget` re-runs. Returns the shortest list found.
 pub async fn shrink(seed: u64, list: Vec<Op>, failure: &Failure, budget: usize) -> Vec<Op> {
-    shrink_scenario(Scenario::Mixed, seed, list, failure, budget).await
+    shrink_scenario((Scenario::Mixed, Timing::Plain), seed, list, failure, budget).await
 }
 
 async fn shrink_scenario(
-    scenario: Scenario,
+    (scenario, timing): (Scenario, Timing),
     seed: u64,
     mut list: Vec<Op>,
     failure: &Failure,
@@ -139,7 +151,7 @@ async fn shrink_scenario(
         let mut shorter = list.clone();
         shorter.remove(i);
         runs += 1;
-        match run_scenario(scenario, seed, Some(&shorter)).await {
+        match run_scenario_timed(scenario, seed, Some(&shorter), timing).await {
             Err(f) if f.same_kind(failure) => list = shorter,
             _ => i += 1,
         }
@@ -156,9 +168,33 @@ pub struct Options {
     pub shrink: usize,
 }
 
-/// `run_many` of `scenario`.
-pub async fn run_many_scenario(scenario: Scenario, opts: &Options, progress: impl FnMut(&str)) -> Summary {
-    run_seeds(scenario, opts, progress).await
+/// `run_many` of `scenario`, under the timing `CHAOS_JITTER` asks for (`Timing::from_env`; an invalid
+/// value is a run error of its own).
+pub async fn run_many_scenario(
+    scenario: Scenario,
+    opts: &Options,
+    mut progress: impl FnMut(&str),
+) -> Summary {
+    match Timing::from_env() {
+        Ok(timing) => run_seeds((scenario, timing), opts, progress).await,
+        Err(e) => {
+            progress(&e);
+            Summary {
+                errors: 1,
+                ..Summary::default()
+            }
+        }
+    }
+}
+
+/// `run_many` of `scenario` under `timing`.
+pub async fn run_many_timed(
+    scenario: Scenario,
+    timing: Timing,
+    opts: &Options,
+    progress: impl FnMut(&str),
+) -> Summary {
+    run_seeds((scenario, timing), opts, progress).await
 }
 
 /// One failed seed, with the actions that failed and the shortest list that still failed.
@@ -197,7 +233,7 @@ pub struct Summary {
 
 impl Summary {
     pub fn passed(&self) -> bool {
-        self.failures.is_empty()
+        self.failures.is_empty() && self.errors == 0
     }
 }
 
@@ -221,18 +257,25 @@ impl fmt::Display for Summary {
 /// Runs every seed of `opts`, `jobs` at a time, telling `progress` one line per run; failures are
 /// shrunk afterwards, one at a time.
 pub async fn run_many(opts: &Options, progress: impl FnMut(&str)) -> Summary {
-    run_seeds(Scenario::Mixed, opts, progress).await
+    run_seeds((Scenario::Mixed, Timing::Plain), opts, progress).await
 }
 
-async fn run_seeds(scenario: Scenario, opts: &Options, mut progress: impl FnMut(&str)) -> Summary {
+async fn run_seeds(
+    (scenario, timing): (Scenario, Timing),
+    opts: &Options,
+    mut progress: impl FnMut(&str),
+) -> Summary {
     let start = Instant::now();
     let mut sum = Summary::default();
+    if timing == Timing::Jitter {
+        progress("timing: each run under its seed's induced jitter (worker stalls, slow API, pod starts)");
+    }
     let mut failed = Vec::new();
     let mut runs = futures::stream::iter(opts.seeds.clone())
         .map(|seed| async move {
             let t = Instant::now();
             let list = generate(scenario, seed).map(|(_, l)| l).unwrap_or_default();
-            let r = run_scenario(scenario, seed, Some(&list)).await;
+            let r = run_scenario_timed(scenario, seed, Some(&list), timing).await;
             (seed, list, r, t.elapsed().as_secs_f64())
         })
         .buffer_unordered(opts.jobs.max(1));
@@ -276,7 +319,7 @@ async fn run_seeds(scenario: Scenario, opts: &Options, mut progress: impl FnMut(
                 list.len(),
                 opts.shrink
             ));
-            shrink_scenario(scenario, seed, list.clone(), &failure, opts.shrink).await
+            shrink_scenario((scenario, timing), seed, list.clone(), &failure, opts.shrink).await
         } else {
             list.clone()
         };

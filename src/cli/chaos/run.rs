@@ -20,6 +20,7 @@ use super::Failure;
 use super::clusters::{cluster, cluster_name, edit};
 use super::env::{Env, resource_groups};
 use super::invariants::Invariants;
+use super::jitter::Timing;
 use super::world::{
     ClusterShape, HEAD_CPUS, NS, Op, Queue, Shape, VERSIONS, World, class_value, name, queue_names,
     serve_config, service,
@@ -558,10 +559,12 @@ impl Run {
                 .map(|c| format!("{}={}/{}", c.type_, c.status, c.reason))
                 .collect();
             out.push(format!(
-                "  Workload {} replaces={:?} podsets={:?} {}",
+                "  Workload {} replaces={:?} claim={:?} podsets={:?} {}",
                 w.name_any(),
                 w.annotations()
                     .get("kueue.x-k8s.io/workload-slice-replacement-for"),
+                w.annotations()
+                    .get(crate::api::kueue::constants::ANNOTATION_UPGRADE_CLAIM),
                 w.spec
                     .pod_sets
                     .iter()
@@ -720,9 +723,10 @@ pub struct RunStats {
 }
 
 /// One run of `world` with `list`. A failure says whether an invariant broke or liveness failed.
-pub(super) async fn run(seed: u64, w: &World, list: &[Op]) -> Result<RunStats, Failure> {
+pub(super) async fn run(seed: u64, w: &World, list: &[Op], timing: Timing) -> Result<RunStats, Failure> {
     let setup = |e: String| Failure::Setup(e);
-    let env = Env::start(Duration::from_millis(150)).await;
+    let env = Env::start(super::jitter::pod_start(timing, seed)).await;
+    let _jitter = super::jitter::start(timing, seed, &env.server);
     let inv = Invariants::start_with(env.client.clone(), w.no_serving_gap);
     env.queues(&w.queues, w.preemption)
         .await
@@ -765,6 +769,7 @@ pub(super) async fn run(seed: u64, w: &World, list: &[Op]) -> Result<RunStats, F
             .await
             .map_err(|e| setup(e.to_string()))?;
     }
+    tracing::debug!("chaos: seed {seed}: {w:?} actions {list:?}");
     let mut pace = super::world::pacing(seed);
     for op in list {
         run.apply(op).await.map_err(Failure::Setup)?;
