@@ -312,6 +312,15 @@ pub fn plan_managed(
         if let Some(r) = replacement {
             let r_name = r.metadata.name.clone().unwrap_or_default();
             match change {
+                // The claim the banker's check reads is written once, when the slice is made (it may
+                // go, never change): a waiting slice whose claim the job no longer makes is made again.
+                // Its podsets follow the demand in place, so they can match again while the claim
+                // still sizes the upgrade as it was (issue 67: a serving cluster grown by hand, then
+                // scaled back while the pending one grew, left a claim 1 CPU too big, and the check
+                // kept the slice waiting for good).
+                DemandChange::Grow if stale_claim(job, r) => {
+                    return Ok(Step::DeleteWorkloads(vec![r_name]));
+                }
                 // At most one pending replacement per chain (DESIGN I6): it follows the job's demand.
                 DemandChange::Grow => {
                     if job.compare_demand(&podsets, &r.spec.pod_sets, false) != DemandChange::Same {
@@ -419,6 +428,17 @@ fn admitted_counts(wl: &Workload) -> Vec<PodSet> {
         }
     }
     podsets
+}
+
+/// A waiting slice's upgrade claim (`ANNOTATION_UPGRADE_CLAIM`) differs from the one the job makes
+/// now: one it has and the job no longer makes, or none where the job makes one. Compared as parsed
+/// claims, so only what the banker's check reads counts; an unreadable claim is stale too.
+fn stale_claim(job: &dyn GenericJob, wl: &Workload) -> bool {
+    let written = crate::queue::convert::upgrade_claim(wl);
+    match (written, job.upgrade_claim()) {
+        (Ok(w), now) => w != now,
+        (Err(_), _) => true,
+    }
 }
 
 /// A job whose podsets no longer match its workload. A running job on a reservation is stopped (the

@@ -250,6 +250,12 @@ impl AdmissionCore {
             .iter()
             .map(|&i| &after[i])
             .find(|u| !was_stuck(&u.key))?;
+        // What the check saw, for a refusal that lasts (issue 67 was a claim gone stale).
+        tracing::debug!(
+            workload = %key,
+            "banker's check refuses: upgrades in flight before {before:?}, stranded {stuck_before:?}; with it {after:?}, stranded {:?}",
+            out.stranded
+        );
         let who = if &u.key == key {
             format!("{} (this one)", u.key)
         } else {

@@ -452,3 +452,61 @@ fn the_claim_annotation_round_trips_and_bad_ones_name_the_field() {
         assert!(e.contains(&field), "{bad}: {e}");
     }
 }
+
+/// Issue 67 (chaos `hostile` seed 257 under load), the state the check refused for good, as data (in
+/// milli-CPU): a 10-CPU ClusterQueue; svc-1 done at 3; svc-0 upgrading (surge 100%, each cluster 3.5
+/// at 2 workers) holds 6 (serving cluster whole, pending one at its first step) and its next slice
+/// asks 7. That slice was made while a user had grown the serving cluster to 3 workers: its claim
+/// says a peak of 8 (both clusters whole, the serving one at 3), where the upgrade as it is now needs
+/// 7. With the claim as written, the check sees it 1 CPU short once every other upgrade is done, with
+/// nothing left to free, word for word the message the stalled run reported; with the claim the job
+/// makes now it is admitted. The cause was the stale claim, not the check: the job now makes such a
+/// slice again (`rayservice::job::growth_tests::a_waiting_slice_whose_claim_the_job_no_longer_makes_is_made_again`).
+#[test]
+fn seed_257s_stale_claim_is_refused_and_its_current_claim_is_admitted() {
+    let k = |n: &str| WorkloadKey::new("default", n);
+    let pods = |name: &str, milli: i64| {
+        WorkloadModel::build("default", name, "cq").podset(PodSetModel::build(
+            "main",
+            milli / 500,
+            &[("cpu", 500)],
+        ))
+    };
+    for (peak, want) in [
+        (
+            8_000,
+            Some(
+                "admitting it could leave upgrade default/svc-0-2 (this one) unable to finish: it may still need 1 more cpu in flavor default beyond what it holds, and at most 0 would be free once every upgrade that can finish has",
+            ),
+        ),
+        (7_000, None),
+    ] {
+        let mut core = AdmissionCore::new();
+        core.upsert_flavor(FlavorModel::build("default"));
+        core.upsert_cluster_queue(ClusterQueueModel::build("cq").flavor("default", &[("cpu", 10_000)]))
+            .unwrap();
+        core.add_workload(pods("svc-1", 3_000)).unwrap();
+        core.add_workload(pods("svc-0-1", 6_000).upgrade(&[("cpu", 7_000, 3_500)]))
+            .unwrap();
+        assert_eq!(core.schedule_cycle(0).admissions.len(), 2);
+        core.add_workload(
+            pods("svc-0-2", 7_000)
+                .upgrade(&[("cpu", peak, 3_500)])
+                .replaces(&k("svc-0-1")),
+        )
+        .unwrap();
+        let r = core.schedule_cycle(1);
+        let admitted = r.admissions.iter().any(|a| a.key == k("svc-0-2"));
+        match want {
+            Some(msg) => {
+                assert!(!admitted, "peak {peak}");
+                assert_eq!(
+                    core.pending_reason(&k("svc-0-2")),
+                    Some((PendingReason::WaitingForQuota, msg)),
+                    "peak {peak}"
+                );
+            }
+            None => assert!(admitted, "peak {peak}: {:?}", core.pending_reason(&k("svc-0-2"))),
+        }
+    }
+}

@@ -445,3 +445,93 @@ fn a_slice_shrinks_only_once_every_childs_controller_reports_its_current_spec() 
     };
     assert_eq!(counts(&pod_sets), vec![("head".into(), 1), ("workers".into(), 1)]);
 }
+
+/// Issue 67 (chaos `hostile` seed 257 under load): the claim a waiting slice carries for the banker's
+/// check is written when the slice is made, and its podsets then follow the demand in place. A
+/// serving cluster grown by hand (3 workers) while the upgrade's next step waited made the slice with
+/// a claim sized for 3; the autoscaler took the serving cluster back to 2 as the pending one grew to
+/// 2, so the podsets matched again (4 workers either way) while the claim still asked 1 CPU more than
+/// the upgrade can ever need: in quota sized for the upgrade, the check kept it waiting for good. The
+/// job makes such a slice again, with the claim it makes now.
+#[test]
+fn a_waiting_slice_whose_claim_the_job_no_longer_makes_is_made_again() {
+    let opts = BuildOptions::default();
+    let demand_of = |children: &[RayCluster]| {
+        let d: Vec<_> = children
+            .iter()
+            .map(|c| demand::child_demand(c, &opts).expect("demand"))
+            .collect();
+        demand::podsets(&d).expect("podsets")
+    };
+    let claim_of = |rs: &RayService, children: &[RayCluster]| {
+        super::claim::upgrade_claim(rs, children).expect("an upgrade in flight")
+    };
+    // Admitted: the serving cluster at 2 workers, the pending one at its first step (1 worker).
+    let (rs, at_step) = upgrading(2, 1);
+    let mut admitted = Workload::build("rs-slice-1", "default").queue("lq").build();
+    admitted.spec.pod_sets = demand_of(&at_step);
+    admitted.status = Some(conditions::admitted(
+        &admitted,
+        Admission {
+            cluster_queue: "cq".into(),
+            pod_set_assignments: vec![],
+        },
+        jiff::Timestamp::UNIX_EPOCH,
+    ));
+    let j = job(&rs, &at_step, LivePods::default(), &admitted);
+    let floor = j.growth_floor(&admitted.spec.pod_sets).map(|f| format_floor(&f));
+    let a = admitted.metadata.annotations.get_or_insert_with(Default::default);
+    if let Some(f) = floor {
+        a.insert(GROWTH_FLOOR_ANNOTATION.into(), f);
+        a.insert(
+            GROWTH_KEEPS_ANNOTATION.into(),
+            j.growth_keeps().unwrap_or_default().join(","),
+        );
+    }
+
+    // The serving cluster grown by hand to 3: the next slice is made with the claim of that moment.
+    let (_, grown) = upgrading(3, 1);
+    let mut waiting = Workload::build("rs-slice-2", "default").queue("lq").build();
+    waiting.spec.pod_sets = demand_of(&grown);
+    crate::jobframework::workload::prepare_workload_slice(&mut waiting, &[&admitted]).expect("a slice");
+    let stale = claim_of(&rs, &grown);
+    waiting
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(
+            crate::api::kueue::constants::ANNOTATION_UPGRADE_CLAIM.into(),
+            crate::queue::convert::upgrade_claim_annotation(&stale),
+        );
+
+    // Back to 2 serving while the pending cluster grew to 2: the same podsets, a smaller claim.
+    let (_, now) = upgrading(2, 2);
+    assert_eq!(counts(&demand_of(&now)), counts(&waiting.spec.pod_sets));
+    let current = claim_of(&rs, &now);
+    let cpu = |c: &crate::queue::model::UpgradeClaim| c.peak.get("cpu").map(|a| a.0);
+    assert_eq!(
+        cpu(&stale).zip(cpu(&current)).map(|(s, c)| s - c),
+        Some(1000),
+        "the stale claim asks 1 CPU more: {stale:?} {current:?}"
+    );
+    let j = job(&rs, &now, LivePods::default(), &admitted);
+    assert_eq!(
+        plan(&j, &[&admitted, &waiting]).expect("a step"),
+        Step::DeleteWorkloads(vec!["rs-slice-2".into()])
+    );
+
+    // With the claim the job makes now, it waits as it is.
+    waiting
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(
+            crate::api::kueue::constants::ANNOTATION_UPGRADE_CLAIM.into(),
+            crate::queue::convert::upgrade_claim_annotation(&current),
+        );
+    let step = plan(&j, &[&admitted, &waiting]).expect("a step");
+    assert!(
+        !matches!(&step, Step::DeleteWorkloads(w) if w.contains(&"rs-slice-2".to_string())),
+        "got {step:?}"
+    );
+}
