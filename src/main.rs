@@ -857,15 +857,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .await?;
         return Ok(());
     }
-    let client = match &args.kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)?;
-            let config =
-                kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await?;
-            kube::Client::try_from(config)?
-        }
-        None => kube::Client::try_default().await?,
-    };
+    let client = quotagate::cli::kube_client(args.kubeconfig.as_deref())
+        .await
+        .map_err(anyhow::Error::msg)?;
     let port = config
         .as_ref()
         .and_then(|c| c.webhook.as_ref())

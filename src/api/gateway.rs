@@ -291,9 +291,23 @@ pub const COND_ACCEPTED: &str = "Accepted";
 pub const COND_PROGRAMMED: &str = "Programmed";
 pub const COND_RESOLVED_REFS: &str = "ResolvedRefs";
 
-/// CRDs the embedded API server serves for the Gateway API.
+/// The approval link upstream's Gateway API CRDs carry (its generator's `ApprovalLink`, unchanged since
+/// v1.2). A real kube-apiserver refuses a CRD in a `*.k8s.io` group without an
+/// `api-approved.kubernetes.io` annotation ("protected groups must have approval annotation").
+pub const GATEWAY_API_APPROVAL: &str = "https://github.com/kubernetes-sigs/gateway-api/pull/3328";
+
+/// CRDs the embedded API server serves for the Gateway API. `quotagate install-manifests` leaves them
+/// out (on a cluster they belong to the Gateway API's own install); `quotagate crds` lists them with
+/// upstream's approval annotation, so a cluster without the Gateway API accepts them too.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![GatewayClass::crd(), Gateway::crd(), HTTPRoute::crd()]
+    let mut crds = vec![GatewayClass::crd(), Gateway::crd(), HTTPRoute::crd()];
+    for crd in &mut crds {
+        crd.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert("api-approved.kubernetes.io".into(), GATEWAY_API_APPROVAL.into());
+    }
+    crds
 }
 
 /// True when a condition of this type has status "True".

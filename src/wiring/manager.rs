@@ -349,21 +349,27 @@ fn spawn_ray_operator_when_leader(
 }
 
 /// What ends the manager: `shutdown` (Ok), the lease loop (Err) or the admission loop ending (Ok,
-/// and true: its handle has given its output).
+/// and true: its handle has given its output). A lease loop that ended is taken out of `lease_task`:
+/// its handle has given its output too, and the lease is no longer this replica's to release (the
+/// API server going away ends it so, and awaiting it again in `stop` panicked).
 async fn wait_for_end(
     shutdown: impl Future<Output = ()>,
     lease_task: &mut Option<LeaseTask>,
     loop_task: &mut AbortOnDrop<()>,
 ) -> (Result<(), ManagerError>, bool) {
     tokio::pin!(shutdown);
-    tokio::select! {
-        _ = &mut shutdown => (Ok(()), false),
+    let (result, loop_ended, lease_ended) = tokio::select! {
+        _ = &mut shutdown => (Ok(()), false, false),
         r = async { match lease_task.as_mut() { Some(t) => t.await, None => std::future::pending().await } } => match r {
-            Ok(Err(e)) => (Err(ManagerError::Leader(e)), false),
-            _ => (Err(ManagerError::LeaderTaskDied), false),
+            Ok(Err(e)) => (Err(ManagerError::Leader(e)), false, true),
+            _ => (Err(ManagerError::LeaderTaskDied), false, true),
         },
-        _ = loop_task => (Ok(()), true),
+        _ = loop_task => (Ok(()), true, false),
+    };
+    if lease_ended {
+        *lease_task = None;
     }
+    (result, loop_ended)
 }
 
 /// Stops everything this replica started, after `cancel` was cancelled.
@@ -543,6 +549,44 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         metrics.num_alive_tasks()
+    }
+
+    /// The lease loop ending first (the API server went away: a leader-election round failed past the
+    /// renew deadline) ends the manager with the lease error, and stopping does not await the lease
+    /// loop's handle again: that panicked with "JoinHandle polled after completion" (exit 101) on a
+    /// real control plane's restart.
+    #[tokio::test]
+    async fn a_lease_loop_that_ended_first_stops_cleanly() {
+        let server = embedded_server();
+        let lost = AbortOnDrop(tokio::spawn(async {
+            Err(LeaderError::Lost("quotagate-leader".into()))
+        }));
+        let mut lease_task = Some(lost);
+        let mut loop_task = AbortOnDrop(tokio::spawn(std::future::pending::<()>()));
+        let (result, loop_ended) =
+            wait_for_end(std::future::pending(), &mut lease_task, &mut loop_task).await;
+        assert!(
+            matches!(result, Err(ManagerError::Leader(LeaderError::Lost(_)))),
+            "{result:?}"
+        );
+        assert!(!loop_ended);
+        assert!(
+            lease_task.is_none(),
+            "the ended lease loop is still to be awaited"
+        );
+        let stopped = tokio::time::timeout(
+            Duration::from_secs(10),
+            stop(
+                loop_task,
+                loop_ended,
+                lease_task,
+                Tasks::default(),
+                &server.client(),
+                &ManagerOptions::default(),
+            ),
+        )
+        .await;
+        assert!(stopped.is_ok(), "stop did not return");
     }
 
     /// A manager dropped mid-run (its task aborted, as a crash or the end of a chaos run does) stops
