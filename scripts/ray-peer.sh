@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Starts or stops a real Ray head (with the dashboard) on loopback, the peer used by
-# tests/ray_dashboard_real.rs. Recipe and pitfalls: ../shared/research/ray-peer.md §8.
+# tests/ray_dashboard_real.rs.
 #
 #   scripts/ray-peer.sh start   # prints the dashboard URL as the last line of stdout
 #   scripts/ray-peer.sh stop

@@ -23,4 +23,8 @@ if cargo tree -d --locked -e normal,build 2>/dev/null | grep -E '^(kube|k8s-open
   exit 1
 fi
 
+# The Rust habits CI keeps: formatted as rustfmt.toml says, and no clippy warning.
+cargo fmt --check
+cargo clippy --all-targets --locked -- -D warnings
+
 cargo test --locked --no-fail-fast "$@"

@@ -396,13 +396,13 @@ async fn sigkill_at_random_moments_loses_nothing_acknowledged_and_admits_once() 
         "seed {seed}: every Workload ran and finished"
     );
     // Every check above panics on a lost write, so reaching here means none was lost.
-    let s = seen.lock().unwrap();
+    let (creates, updates) = {
+        let s = seen.lock().unwrap();
+        (s.acked.len(), s.updates)
+    };
     println!(
-        "seed {seed}: {kills} kills; acknowledged writes: {} creates, {} status updates; lost: 0",
-        s.acked.len(),
-        s.updates
+        "seed {seed}: {kills} kills; acknowledged writes: {creates} creates, {updates} status updates; lost: 0"
     );
-    drop(s);
     server.child.start_kill().expect("SIGKILL");
     server.child.wait().await.expect("reap");
     let _ = std::fs::remove_dir_all(&dir);

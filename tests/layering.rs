@@ -1,6 +1,7 @@
-//! The layering of DESIGN.md, kept by a test: `api <- queue <- jobframework <- rayservice <- wiring`, and
-//! `embedded` on `api` only. Every `crate::<module>` path in `src/` (in `use` lines and inline paths alike)
-//! is checked against the table below; an import against the arrows fails with file and line.
+//! The layering of docs/design.md, kept by a test: `api <- queue <- jobframework <- rayservice <-
+//! wiring`, and `embedded` on `api` only. Every `crate::<module>` path in `src/` (whole `use` items,
+//! multi-line groups and inline paths alike) is checked against the table below; an import against the
+//! arrows fails with file and line.
 
 use std::path::{Path, PathBuf};
 
@@ -26,40 +27,17 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The `crate::<module>` names a line refers to, with comments stripped.
-fn crate_refs(line: &str) -> Vec<String> {
-    let code = line.split("//").next().unwrap_or("");
-    let mut refs = Vec::new();
-    let mut rest = code;
-    while let Some(i) = rest.find("crate::") {
-        let after = &rest[i + "crate::".len()..];
-        let name: String = after
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect();
-        if !name.is_empty() {
-            refs.push(name);
-        }
-        rest = after;
-    }
-    // `use crate::{a, b::c}` names several modules at once.
-    if let Some(i) = code.find("crate::{") {
-        let inner = &code[i + "crate::{".len()..];
-        for part in inner.split(',') {
-            let name: String = part
-                .trim()
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            if !name.is_empty() {
-                refs.push(name);
-            }
-        }
-    }
-    refs
+/// The code of a file with its `//` comments left out, line for line (so offsets keep their lines).
+fn without_comments(text: &str) -> String {
+    text.lines()
+        .map(|line| line.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
-/// Every `file:line: layer -> module` that breaks the table.
+/// Every `file:line: layer -> module` that breaks the table. Whole `use` items and inline paths are
+/// parsed, nested groups and all, so a module named on a continuation line of a multi-line group
+/// (`use crate::{\n    api::x,\n    wiring::y,\n};`) is checked, with the line it is named on.
 fn violations(src: &Path) -> Vec<String> {
     let mut files = Vec::new();
     rust_files(src, &mut files);
@@ -78,11 +56,15 @@ fn violations(src: &Path) -> Vec<String> {
             continue;
         };
         let text = std::fs::read_to_string(&file).expect("source file is readable");
-        for (n, line) in text.lines().enumerate() {
-            for module in crate_refs(line) {
-                if !allowed.contains(&module.as_str()) {
-                    out.push(format!("src/{}:{}: {layer} -> {module}", rel.display(), n + 1));
-                }
+        let code = without_comments(&text);
+        let mut seen = std::collections::BTreeSet::new();
+        for named in module_paths(&code, &[]) {
+            let Some(module) = named.path.first().filter(|_| named.from_crate) else {
+                continue;
+            };
+            let line = code[..named.at].matches('\n').count() + 1;
+            if !allowed.contains(&module.as_str()) && seen.insert((line, module.clone())) {
+                out.push(format!("src/{}:{line}: {layer} -> {module}", rel.display()));
             }
         }
     }
@@ -95,7 +77,7 @@ fn every_import_follows_the_layering() {
     let bad = violations(&src);
     assert!(
         bad.is_empty(),
-        "imports against DESIGN.md's layering (api <- queue <- jobframework <- rayservice, jobs <- wiring; embedded <- api only):\n{}",
+        "imports against the layering of docs/design.md (api <- queue <- jobframework <- rayservice, jobs <- wiring; embedded <- api only):\n{}",
         bad.join("\n")
     );
 }
@@ -121,13 +103,46 @@ fn the_checker_sees_an_upward_import() {
     );
 }
 
+#[test]
+fn the_checker_reads_a_multi_line_group() {
+    // The shape rustfmt gives a long `use crate::{…}`: the modules sit on continuation lines, nested
+    // groups and all.
+    let dir = std::env::temp_dir().join(format!("quotagate-layering-group-{}", std::process::id()));
+    let queue = dir.join("queue");
+    std::fs::create_dir_all(&queue).unwrap();
+    std::fs::write(
+        queue.join("grouped.rs"),
+        "use crate::{\n    api::workload::Workload,\n    jobframework::JobContext,\n    queue::{\n        cache::Cache,\n        snapshot::Snapshot,\n    },\n    // wiring::metrics in a comment is fine\n    rayservice::{gate, plan::{Plan, Step}},\n};\n",
+    )
+    .unwrap();
+    let bad = violations(&dir);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(
+        bad,
+        vec![
+            "src/queue/grouped.rs:3: queue -> jobframework".to_string(),
+            "src/queue/grouped.rs:9: queue -> rayservice".to_string(),
+        ]
+    );
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Module paths: which file of `src/` each `crate::…` / `super::…` path names.
 
+/// One path a `use` tree or inline path names.
+struct Named {
+    /// Byte offset of the first segment named below `crate::` / `super::` (in a group, the segment
+    /// before the brace), so a multi-line group reports each module on its own line.
+    at: usize,
+    /// Whether the path starts at `crate::` (else `super::`).
+    from_crate: bool,
+    /// The full path, e.g. `["jobframework", "core", "sync", "Snapshot"]`.
+    path: Vec<String>,
+}
+
 /// Every full path a `use` tree or inline path names, starting at `crate::` or `super::` (`super` resolved
-/// against `here`, the module path of the file), with the byte offset where it starts, e.g.
-/// `["jobframework", "core", "sync", "Snapshot"]`.
-fn module_paths(code: &str, here: &[String]) -> Vec<(usize, Vec<String>)> {
+/// against `here`, the module path of the file).
+fn module_paths(code: &str, here: &[String]) -> Vec<Named> {
     let mut out = Vec::new();
     let bytes = code.as_bytes();
     let mut i = 0;
@@ -155,8 +170,12 @@ fn module_paths(code: &str, here: &[String]) -> Vec<(usize, Vec<String>)> {
             j += "crate::".len();
         }
         let mut paths = Vec::new();
-        j = use_tree(code, j, &base, &mut paths);
-        out.extend(paths.into_iter().map(|p| (i, p)));
+        j = use_tree_at(code, j, &base, None, &mut paths);
+        out.extend(paths.into_iter().map(|(at, path)| Named {
+            at,
+            from_crate: kw == "crate::",
+            path,
+        }));
         i = j.max(i + 1);
     }
     out
@@ -169,7 +188,22 @@ fn skip_space(code: &str, at: usize) -> usize {
 
 /// Parses one use tree at `at` (`a::b::{c, d::e}` or `a::b`) below `base`, pushing each full path;
 /// returns where it ends.
-fn use_tree(code: &str, mut at: usize, base: &[String], out: &mut Vec<Vec<String>>) -> usize {
+fn use_tree(code: &str, at: usize, base: &[String], out: &mut Vec<Vec<String>>) -> usize {
+    let mut paths = Vec::new();
+    let end = use_tree_at(code, at, base, None, &mut paths);
+    out.extend(paths.into_iter().map(|(_, p)| p));
+    end
+}
+
+/// [`use_tree`], keeping with each path the offset of its first segment below the starting `base`
+/// (`first`, when the caller's prefix already named one).
+fn use_tree_at(
+    code: &str,
+    mut at: usize,
+    base: &[String],
+    mut first: Option<usize>,
+    out: &mut Vec<(usize, Vec<String>)>,
+) -> usize {
     let mut path = base.to_vec();
     loop {
         at = skip_space(code, at);
@@ -180,7 +214,7 @@ fn use_tree(code: &str, mut at: usize, base: &[String], out: &mut Vec<Vec<String
                 if code[at..].starts_with('}') {
                     return at + 1;
                 }
-                at = use_tree(code, at, &path, out);
+                at = use_tree_at(code, at, &path, first, out);
                 at = skip_space(code, at);
                 if code[at..].starts_with(',') {
                     at += 1;
@@ -199,6 +233,7 @@ fn use_tree(code: &str, mut at: usize, base: &[String], out: &mut Vec<Vec<String
         if name.is_empty() {
             break;
         }
+        first.get_or_insert(at);
         at += name.len();
         if name != "self" {
             path.push(name);
@@ -210,7 +245,7 @@ fn use_tree(code: &str, mut at: usize, base: &[String], out: &mut Vec<Vec<String
         }
     }
     if !path.is_empty() {
-        out.push(path);
+        out.push((first.unwrap_or(at), path));
     }
     at
 }
@@ -276,8 +311,8 @@ fn core_imports(src: &Path) -> Vec<String> {
         }
         let mut lines: Vec<usize> = module_paths(&s.code, &s.module)
             .into_iter()
-            .filter(|(_, p)| p.len() >= 2 && p[0] == "jobframework" && p[1] == "core")
-            .map(|(at, _)| s.code[..at].matches('\n').count() + 1)
+            .filter(|n| n.path.len() >= 2 && n.path[0] == "jobframework" && n.path[1] == "core")
+            .map(|n| s.code[..n.at].matches('\n').count() + 1)
             .collect();
         lines.dedup();
         out.extend(lines.into_iter().map(|n| format!("src/{}:{n}", s.rel.display())));
@@ -338,7 +373,7 @@ fn file_circles(src: &Path) -> Vec<String> {
             continue;
         }
         let folder = &s.module[..s.module.len() - 1];
-        for (_, path) in module_paths(&s.code, &s.module) {
+        for Named { path, .. } in module_paths(&s.code, &s.module) {
             // The longest prefix that is a module: a sibling file of the same folder is a tie.
             let prefixes = || (1..=path.len()).rev().map(|n| &path[..n]);
             let re_exported = prefixes().find_map(|p| aliases.get(p)).map(Vec::as_slice);

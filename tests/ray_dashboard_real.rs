@@ -1,5 +1,5 @@
-//! The dashboard client against a real Ray head (Ray Serve 2.60 on loopback, see
-//! ../shared/research/ray-peer.md), and the same scenarios against the simulator, so the simulator
+//! The dashboard client against a real Ray head (Ray Serve 2.60 on loopback, started by
+//! `scripts/ray-peer.sh`), and the same scenarios against the simulator, so the simulator
 //! is held to what real Ray does: the Serve API of the RayService controller and the Jobs API of the
 //! RayJob controller's HTTPMode.
 //!

@@ -46,13 +46,17 @@ fn any_value() -> impl Strategy<Value = Value> {
     })
 }
 
-/// Every document of the shared manifests (Kueue, KubeRay, Gateway samples), once.
+/// Every document of the manifest fixtures (Kueue, KubeRay, Gateway) and, where a checkout beside this
+/// one has them, the upstream samples, once.
 fn real_documents() -> &'static [Value] {
     static DOCS: std::sync::OnceLock<Vec<Value>> = std::sync::OnceLock::new();
     DOCS.get_or_init(|| {
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/manifests");
+        let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
         let mut files = Vec::new();
-        let mut dirs = vec![root];
+        let mut dirs = vec![
+            repo.join("tests/fixtures/manifests"),
+            repo.join("../shared/manifests"),
+        ];
         while let Some(d) = dirs.pop() {
             for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
                 let p = e.path();

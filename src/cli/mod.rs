@@ -1,12 +1,18 @@
-//! Command-line entry points that are more than wiring: `crds`, `validate`, `plan`, `explain`,
-//! kueuectl's `list`, `stop`, `resume`, `create`.
+//! The `quotagate` command line: its clap types (`args`), the dispatch from a parsed command line to
+//! a command (`dispatch`), and each command's body (`run`, `apiserver`, `demo`, `crds`, `validate`,
+//! `plan`, `explain`, kueuectl's `list`, `stop`, `resume`, `create`, ...).
 
+pub mod apiserver;
+pub mod args;
 pub mod chaos;
+pub mod demo;
+pub mod dispatch;
 pub mod explain;
 pub mod kueuectl;
 pub mod load;
 pub mod pending;
 pub mod plan;
+pub mod run;
 pub mod validate;
 
 use crate::api;

@@ -1037,12 +1037,6 @@ impl shell::ReconcileError for JobError {
     fn category(&self) -> &'static str {
         JobError::category(self)
     }
-    fn kube_error(&self) -> Option<&kube::Error> {
-        match self {
-            JobError::Kube(e) => Some(e),
-            _ => None,
-        }
-    }
 }
 
 /// Runs the job controller for kind `J` until `shutdown` completes.

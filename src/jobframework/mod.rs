@@ -1,4 +1,4 @@
-//! Kueue's job framework, for any job kind (see ../shared/DESIGN.md). It knows no job kind and imports
+//! Kueue's job framework, for any job kind (see docs/design.md). It knows no job kind and imports
 //! nothing of Ray: kinds live with their operator (`rayservice::job`; other kinds in folders of their own)
 //! and the wiring registers them.
 //!

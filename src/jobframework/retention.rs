@@ -72,10 +72,6 @@ impl super::shell::ReconcileError for RetentionError {
     fn category(&self) -> &'static str {
         "kube"
     }
-
-    fn kube_error(&self) -> Option<&kube::Error> {
-        Some(&self.0)
-    }
 }
 
 async fn reconcile(wl: Arc<Workload>, ctx: Arc<Ctx>) -> Result<Action, RetentionError> {

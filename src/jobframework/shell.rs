@@ -21,8 +21,11 @@ use serde::de::DeserializeOwned;
 pub trait ReconcileError: std::error::Error + Send + Sync + 'static {
     /// Low-cardinality label for logs and metrics.
     fn category(&self) -> &'static str;
-    /// The API error behind this one, if any.
-    fn kube_error(&self) -> Option<&kube::Error>;
+    /// The API error behind this one, if any: by default the error's direct source when that is a
+    /// `kube::Error` (what thiserror's `Kube(#[from] kube::Error)` variant gives).
+    fn kube_error(&self) -> Option<&kube::Error> {
+        self.source()?.downcast_ref::<kube::Error>()
+    }
 }
 
 /// A deleted object (404) or a write that lost a race (409) is normal between controllers: the next
@@ -185,6 +188,32 @@ mod tests {
         );
         assert!(ignore_already_exists::<()>(Err(api_error(500))).is_err());
         assert_eq!(ignore_not_found(Ok(1)).unwrap(), Some(1));
+    }
+
+    #[test]
+    fn the_api_error_is_found_as_the_direct_source_only() {
+        #[derive(Debug, thiserror::Error)]
+        enum E {
+            #[error("kube: {0}")]
+            Kube(#[from] kube::Error),
+            #[error("encoding: {source}")]
+            Encode { source: serde_json::Error },
+            #[error("no namespace")]
+            NoNamespace,
+        }
+        impl ReconcileError for E {
+            fn category(&self) -> &'static str {
+                "test"
+            }
+        }
+        let e = E::Kube(api_error(404));
+        assert!(e.kube_error().is_some_and(is_not_found));
+        assert!(is_expected(&e));
+        let encode = E::Encode {
+            source: serde_json::from_str::<u8>("x").unwrap_err(),
+        };
+        assert!(encode.kube_error().is_none());
+        assert!(E::NoNamespace.kube_error().is_none());
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The embedded Ray operator (see ../shared/DESIGN.md): pure building blocks (`cluster`), the RayCluster
+//! The embedded Ray operator (see docs/design.md): pure building blocks (`cluster`), the RayCluster
 //! controller where the quota gate is enforced (`clusterctl`), the RayService controller (`service`), the
 //! Ray dashboard client and its simulator (`dashboard`), the RayJob controller (`rayjob`), and RayCluster,
 //! RayService and RayJob as Kueue jobs with the gate rule (`job`).

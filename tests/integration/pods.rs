@@ -566,7 +566,7 @@ async fn a_preempted_pod_group_is_evicted_and_waits_for_replacement_pods() {
     let done = wait_for(&wls, "g", "finished", |w: &Workload| w.is_finished()).await;
     assert_eq!(done.metadata.uid, uid, "the same Workload, admitted again");
     assert_eq!(
-        condition(&done, condition::WAITING_FOR_REPLACEMENT_PODS).map(|(s, r, m)| (s, r, m)),
+        condition(&done, condition::WAITING_FOR_REPLACEMENT_PODS),
         Some((
             "False".to_string(),
             "PodsReady".to_string(),

@@ -421,7 +421,7 @@ async fn a_broken_upgrade_is_dropped_at_its_deadline_and_its_quota_released() {
             .iter()
             .map(|c| c.name_any())
             .collect();
-        assert_eq!(names, [a.clone()], "the failed spec was tried again");
+        assert_eq!(names, std::slice::from_ref(&a), "the failed spec was tried again");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // A fixed spec upgrades. The 3 s deadline was for the broken head; a healthy upgrade on a loaded

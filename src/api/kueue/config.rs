@@ -736,13 +736,12 @@ impl Configuration {
             .object_retention_policies
             .as_ref()
             .and_then(|o| o.workloads.as_ref())
+            && w.after_deactivated_by_kueue.is_some()
         {
-            if w.after_deactivated_by_kueue.is_some() {
-                return no(
-                    "objectRetentionPolicies.workloads.afterDeactivatedByKueue",
-                    "deleting deactivated workloads",
-                );
-            }
+            return no(
+                "objectRetentionPolicies.workloads.afterDeactivatedByKueue",
+                "deleting deactivated workloads",
+            );
         }
         Ok(())
     }

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::config::{Plan, RangeSpec};
 use super::runner::Measured;
 
-/// What Kueue published for a shipped config (`../shared/research/kueue.md` §6): mean wall, and per
+/// What Kueue published for a shipped config (Kueue's scheduler performance results): mean wall, and per
 /// class the mean time to admission, in ms; mean ClusterQueue usage in percent.
 pub struct Published {
     pub wall_ms: f64,

@@ -61,7 +61,7 @@ pub fn compute(job: &RayJob) -> Result<(JobPlan, Vec<crate::api::kueue::PodSet>)
             .map_err(|e| PlanError::Input(format!("podset {ps_name}: {e}")))?;
         for (r, v) in &per {
             let t = totals.entry(r.clone()).or_default();
-            *t = *t + v.times(i64::from(ps.count()));
+            *t += v.times(i64::from(ps.count()));
         }
         reports.push(PodSetReport {
             per_pod: per

@@ -118,7 +118,7 @@ pub async fn remove_finalizer(client: &kube::Client, pod: &Pod) -> Result<(), ku
 
 /// The Pods a stop deletes (Kueue's `Stop`): not already being deleted, and, unless the Workload is
 /// gone, not ended or still gated (those hold nothing).
-pub fn to_stop<'a>(pods: &'a [Pod], reason: StopReason) -> Vec<&'a Pod> {
+pub fn to_stop(pods: &[Pod], reason: StopReason) -> Vec<&Pod> {
     pods.iter()
         .filter(|pod| pod.metadata.deletion_timestamp.is_none())
         .filter(|pod| reason == StopReason::WorkloadDeleted || !p::is_suspended(pod))

@@ -293,11 +293,11 @@ fn a_stop_deletes_only_pods_that_hold_something() {
 fn the_finalizer_goes_once_the_pod_is_done_with() {
     let gated = single().pod;
     let open = wl_for(single().pod_sets().unwrap(), true, false);
-    assert!(!finalizer_removable(&gated, &[open.clone()]));
+    assert!(!finalizer_removable(&gated, std::slice::from_ref(&open)));
     let mut ended = ungated(gated.clone());
     set_phase(&mut ended, "Succeeded", None);
     assert!(
-        !finalizer_removable(&ended, &[open.clone()]),
+        !finalizer_removable(&ended, std::slice::from_ref(&open)),
         "its Workload is not finished yet"
     );
     assert!(finalizer_removable(&ended, &[finished_wl(open.clone())]));

@@ -97,12 +97,6 @@ impl shell::ReconcileError for Error {
     fn category(&self) -> &'static str {
         Error::category(self)
     }
-    fn kube_error(&self) -> Option<&kube::Error> {
-        match self {
-            Error::Kube(e) => Some(e),
-            _ => None,
-        }
-    }
 }
 
 fn pod_view(p: &Pod) -> PodView {

@@ -1,5 +1,6 @@
 //! Ray dashboard client: the calls KubeRay's RayService controller makes to deploy Ray Serve
-//! applications and read their status (../shared/research/kuberay.md §2.4, §2.5, §8).
+//! applications and read their status (KubeRay's dashboard HTTP client: `PUT` and `GET`
+//! `/api/serve/applications/`, the Jobs API for RayJob).
 //!
 //! `RayDashboard` is the seam: `http::HttpDashboard` talks to a real head, the embedded simulator
 //! (`crate::rayservice::dashboard::sim`) stands in for one in tests and demos. Both are keyed by the

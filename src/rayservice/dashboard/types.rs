@@ -2,7 +2,7 @@
 //!
 //! Only the fields the controller reads are modelled; Ray adds keys often (`target_groups`,
 //! `controller_health_metrics`, ...), so unknown fields are ignored and every field has a default.
-//! Real shapes: ../shared/research/ray-peer.md §5.
+//! Real shapes: `tests/ray_dashboard_real.rs` reads them from a real Ray head.
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};

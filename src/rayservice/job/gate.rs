@@ -124,7 +124,7 @@ fn pending_slice(workloads: &[Workload]) -> Option<PendingSlice> {
         .iter()
         .filter(|w| {
             !w.is_finished()
-                && !(w.has_quota_reservation() && w.is_admitted())
+                && (!w.has_quota_reservation() || !w.is_admitted())
                 && w.metadata.deletion_timestamp.is_none()
         })
         .max_by_key(|w| w.metadata.creation_timestamp.as_ref().map(|t| t.0))

@@ -743,7 +743,7 @@ fn a_new_slice_is_never_named_as_one_the_service_still_owns() {
         workload_name_for_job(&job, Default::default()).unwrap()
     };
     let a = name_with(&[]);
-    let b = name_with(&[a.clone()]);
+    let b = name_with(std::slice::from_ref(&a));
     let c = name_with(&[a.clone(), b.clone()]);
     assert!(a != b && b != c && a != c, "{a} {b} {c}");
     // The first (finished) slice removed: the next one is still new.

@@ -35,12 +35,6 @@ impl shell::ReconcileError for Error {
             Error::NoNamespace => "invalid_object",
         }
     }
-    fn kube_error(&self) -> Option<&kube::Error> {
-        match self {
-            Error::Kube(e) => Some(e),
-            Error::NoNamespace => None,
-        }
-    }
 }
 
 /// Where the controller reads the time: the system clock, or a test's (tokio's paused clock).

@@ -62,12 +62,6 @@ impl shell::ReconcileError for Error {
             Error::Encode { .. } => "encode",
         }
     }
-    fn kube_error(&self) -> Option<&kube::Error> {
-        match self {
-            Error::Kube(e) => Some(e),
-            _ => None,
-        }
-    }
 }
 
 #[derive(Clone, Debug)]

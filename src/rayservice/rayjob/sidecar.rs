@@ -32,7 +32,7 @@ fn dashboard_port(spec: &RayClusterSpec) -> i32 {
         .and_then(|s| s.containers.first())
         .and_then(|c| c.ports.as_ref())
         .and_then(|ps| ps.iter().find(|p| p.name.as_deref() == Some("dashboard")))
-        .map_or(i32::from(c::DEFAULT_DASHBOARD_PORT), |p| p.container_port)
+        .map_or(c::DEFAULT_DASHBOARD_PORT, |p| p.container_port)
 }
 
 /// The submitter container for `job`, submitting under `job_id`; `restart` is the

@@ -176,12 +176,6 @@ impl shell::ReconcileError for Error {
     fn category(&self) -> &'static str {
         Error::category(self)
     }
-    fn kube_error(&self) -> Option<&kube::Error> {
-        match self {
-            Error::Kube(e) => Some(e),
-            _ => None,
-        }
-    }
 }
 
 fn desired_cluster(rs: &RayService) -> DesiredCluster {

@@ -1,6 +1,6 @@
 //! Simulated Ray dashboard: one simulated Serve instance per dashboard endpoint, implementing the
 //! same `RayDashboard` trait as the HTTP client. Behaviour follows what a real Ray 2.60 head does
-//! (../shared/research/ray-peer.md §5–7):
+//! (`tests/ray_dashboard_real.rs` holds the simulator to a real head):
 //!
 //! * a PUT is validated synchronously (400 with a pydantic-like message); import errors surface
 //!   later, as DEPLOY_FAILED with a traceback-like message;
