@@ -7,6 +7,7 @@ pub mod aggregated;
 pub mod auth;
 pub mod builtin_schemas;
 pub mod cluster;
+pub mod connections;
 pub mod crd_schema;
 pub mod discovery;
 pub mod durable;
@@ -250,7 +251,7 @@ impl EmbeddedServer {
         self.sa_tokens.init_from(&creds.token);
         let router = listener::authenticated(self.clone(), creds.clone(), &limits);
         let handle = tokio::spawn(async move {
-            listener::serve_tls(listener, router, creds.tls.clone(), limits, cancel)
+            listener::serve_tls_authenticated(listener, router, creds.tls.clone(), limits, cancel)
                 .await
                 .map_err(ServeError::Serve)
         });
