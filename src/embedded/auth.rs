@@ -46,7 +46,7 @@ pub struct Credentials {
     pub ca_pem: String,
     /// The bearer token every request must carry.
     pub token: String,
-    /// The listener's TLS configuration (HTTP/1.1 only, as ALPN says).
+    /// The listener's TLS configuration (ALPN `h2`, `http/1.1`).
     pub tls: Arc<rustls::ServerConfig>,
     token_digest: [u8; 32],
 }

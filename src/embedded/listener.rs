@@ -36,36 +36,66 @@ struct Authn {
     server: Arc<super::EmbeddedServer>,
 }
 
-/// The admin token (no RBAC, as `system:masters`), or a ServiceAccount token this server issued
-/// (`satoken.rs`) whose ServiceAccount still exists with the same uid: the request then carries that
-/// ServiceAccount as its RBAC principal.
+/// Who a bearer token is: the admin token (no RBAC, as `system:masters`), or a ServiceAccount
+/// token this server issued (`satoken.rs`) whose ServiceAccount still exists with the same uid.
+enum Identity {
+    Admin,
+    ServiceAccount(super::rbac::Authorizer),
+}
+
+fn identify(srv: &super::EmbeddedServer, creds: &Credentials, auth: Option<&str>) -> Option<Identity> {
+    if creds.accepts(auth) {
+        return Some(Identity::Admin);
+    }
+    let claims = super::satoken::bearer(auth)
+        .and_then(|t| super::satoken::verify(&srv.sa_tokens, t, super::satoken::now_unix()))?;
+    let live = srv
+        .registry
+        .find("", "v1", "serviceaccounts")
+        .and_then(|info| srv.store.get(&info, Some(&claims.ns), &claims.name).ok())?;
+    if live.pointer("/metadata/uid").and_then(serde_json::Value::as_str) != Some(claims.uid.as_str()) {
+        return None;
+    }
+    let subject = super::review::Subject::authenticated(&claims.username(), &[]);
+    Some(Identity::ServiceAccount(super::review::authorizer_for(
+        &srv.store,
+        &srv.registry,
+        &subject,
+    )))
+}
+
+impl super::EmbeddedServer {
+    /// Whether the bearer token of `authorization` may `verb` the non-resource URL `path` (as
+    /// kube-apiserver's RBAC decides `get /metrics`): `None` when the token is not one this
+    /// server's listener accepts (or the listener does not serve yet).
+    pub fn bearer_may(&self, authorization: Option<&str>, verb: &str, path: &str) -> Option<bool> {
+        let creds = self.listener_creds.get()?;
+        match identify(self, creds, authorization)? {
+            Identity::Admin => Some(true),
+            Identity::ServiceAccount(authz) => Some(authz.allows_non_resource(verb, path)),
+        }
+    }
+}
+
+/// The admin token, or a live ServiceAccount's token: the request then carries that
+/// ServiceAccount as its RBAC principal. 401 otherwise.
 async fn require_token(State(authn): State<Arc<Authn>>, mut req: Request, next: Next) -> Response {
     let auth = req
         .headers()
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    if authn.creds.accepts(auth) {
-        trust(&req);
-        return next.run(req).await;
-    }
-    let srv = &authn.server;
-    let claims = super::satoken::bearer(auth)
-        .and_then(|t| super::satoken::verify(&srv.sa_tokens, t, super::satoken::now_unix()));
-    if let Some(claims) = claims {
-        let live = srv
-            .registry
-            .find("", "v1", "serviceaccounts")
-            .and_then(|info| srv.store.get(&info, Some(&claims.ns), &claims.name).ok());
-        if live.is_some_and(|sa| {
-            sa.pointer("/metadata/uid").and_then(serde_json::Value::as_str) == Some(claims.uid.as_str())
-        }) {
-            let subject = super::review::Subject::authenticated(&claims.username(), &[]);
-            let authz = super::review::authorizer_for(&srv.store, &srv.registry, &subject);
+    match identify(&authn.server, &authn.creds, auth) {
+        Some(Identity::Admin) => {
+            trust(&req);
+            return next.run(req).await;
+        }
+        Some(Identity::ServiceAccount(authz)) => {
             req.extensions_mut()
                 .insert(super::rbac::Principal(Arc::new(authz)));
             trust(&req);
             return next.run(req).await;
         }
+        None => {}
     }
     let body = Body::from(unauthorized().to_string());
     (
@@ -190,6 +220,11 @@ impl Default for ListenerLimits {
     }
 }
 
+/// The address the listener a request came through is bound to (`0.0.0.0:8081` for a wildcard
+/// bind), in every request's extensions: `/metrics` asks for credentials off loopback.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BoundAddr(pub SocketAddr);
+
 /// kube-apiserver's per-stream upload buffer and largest frame (`resourceBody99Percentile`): most
 /// POST bodies fit one frame; the connection's window is this times the streams.
 const HTTP2_STREAM_WINDOW: u32 = 256 * 1024;
@@ -215,6 +250,7 @@ enum Protocol {
 /// closes it (the listener's cancel, or eviction while untrusted), and its descriptor permit.
 struct Accepted {
     peer: SocketAddr,
+    bound: Option<SocketAddr>,
     limits: ListenerLimits,
     conn: Arc<Conn>,
     close: CancellationToken,
@@ -313,6 +349,7 @@ where
 {
     let descriptors = super::connections::descriptors();
     let untrusted = Untrusted::new(limits.max_untrusted_connections);
+    let bound = listener.local_addr().ok();
     let mut at_cap = false;
     loop {
         let permit = match descriptors.clone().try_acquire_owned() {
@@ -362,6 +399,7 @@ where
         let (conn, close, _) = untrusted.admit(&cancel);
         let accepted = Accepted {
             peer,
+            bound,
             limits: limits.clone(),
             conn,
             close,
@@ -514,6 +552,7 @@ async fn serve_connection<S>(
 {
     let Accepted {
         peer,
+        bound,
         limits,
         conn,
         close,
@@ -542,6 +581,9 @@ async fn serve_connection<S>(
             conn.trust();
         }
         req.extensions_mut().insert(conn.clone());
+        if let Some(addr) = bound {
+            req.extensions_mut().insert(BoundAddr(addr));
+        }
         let call = router.clone().oneshot(req.map(axum::body::Body::new));
         async move {
             let resp = match call.await {
