@@ -46,7 +46,7 @@ pub struct Credentials {
     pub ca_pem: String,
     /// The bearer token every request must carry.
     pub token: String,
-    /// The listener's TLS configuration (HTTP/1.1 only, as ALPN says).
+    /// The listener's TLS configuration (ALPN `h2`, `http/1.1`).
     pub tls: Arc<rustls::ServerConfig>,
     token_digest: [u8; 32],
 }
@@ -132,7 +132,8 @@ impl Credentials {
             .with_safe_default_protocol_versions()?
             .with_no_client_auth()
             .with_single_cert(chain, key_der)?;
-        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        // As kube-apiserver: HTTP/2 first, so clients multiplex their watches over one connection.
+        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
 
         Ok(Credentials {
             ca_pem: stored.ca_pem,

@@ -48,10 +48,11 @@ impl AdmissionHook for CrdSchemaAdmission {
             }
         }
         for (key, s) in props.into_iter().flatten() {
-            if !obj.contains_key(key) && !matches!(key.as_str(), "metadata" | "apiVersion" | "kind") {
-                if let Some(d) = s.get("default") {
-                    obj.insert(key.clone(), d.clone());
-                }
+            if !obj.contains_key(key)
+                && !matches!(key.as_str(), "metadata" | "apiVersion" | "kind")
+                && let Some(d) = s.get("default")
+            {
+                obj.insert(key.clone(), d.clone());
             }
         }
         for r in schema

@@ -103,3 +103,24 @@ fn the_hook_applies_a_real_crds_schema() {
         "spec.queueingStrategy: Unsupported value: \"Sometimes\": supported values: \"StrictFIFO\", \"BestEffortFIFO\""
     );
 }
+
+/// Where start-up CPU goes (issue "start-up under 100 ms"): prints the time to build every CRD,
+/// the registry from them, and the server. By hand, in a release build:
+/// `cargo test --release --lib startup_costs -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn startup_costs() {
+    let t = std::time::Instant::now();
+    let crds = crate::api::all_crds();
+    let crds_took = t.elapsed();
+    let t = std::time::Instant::now();
+    let registry = crate::embedded::Registry::new(&crds);
+    let registry_took = t.elapsed();
+    let t = std::time::Instant::now();
+    let _again = crate::embedded::Registry::new(&crds);
+    let again_took = t.elapsed();
+    println!(
+        "all_crds {crds_took:?}; Registry::new {registry_took:?} ({} resources); a second Registry::new {again_took:?}",
+        registry.all().len()
+    );
+}

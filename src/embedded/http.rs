@@ -441,8 +441,7 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
             // per event instead): a crash then never loses something a client has seen. While the
             // disk refuses writes (they are refused, see `durable.rs`), reads are answered from
             // memory, as etcd answers them under its NOSPACE alarm.
-            if !watching
-                && !(reading && srv.store.disk_alarm())
+            if !(watching || reading && srv.store.disk_alarm())
                 && let Err(e) = srv.store.synced_now().await
             {
                 return error(&e);

@@ -2,12 +2,19 @@
 //! checked for the bearer token before it reaches the router (401 otherwise, as a real API server
 //! answers an anonymous request when anonymous access is off). Every listener of the process
 //! (this one, health, metrics, web view) runs under [`ListenerLimits`], kube-apiserver's timeouts.
+//!
+//! HTTP/2 and HTTP/1.1 both (ALPN `h2`, `http/1.1`, as kube-apiserver offers them), so a client that
+//! speaks HTTP/2 (kubectl, client-go) multiplexes its watches over one connection. Sockets are not
+//! what limits a client that has authenticated: only connections not yet *trusted* (TLS handshake
+//! not done, or no authenticated request yet) are capped, the oldest closed first when a new one
+//! arrives past the cap, so bare sockets can never starve the clients that hold a token; their load
+//! is limited per request (the in-flight limits), as kube-apiserver's is.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -22,40 +29,73 @@ use axum::response::{IntoResponse, Response};
 use tokio_util::sync::CancellationToken;
 
 use super::auth::{Credentials, unauthorized};
+use super::connections::{Conn, Untrusted};
 
 struct Authn {
     creds: Arc<Credentials>,
     server: Arc<super::EmbeddedServer>,
 }
 
-/// The admin token (no RBAC, as `system:masters`), or a ServiceAccount token this server issued
-/// (`satoken.rs`) whose ServiceAccount still exists with the same uid: the request then carries that
-/// ServiceAccount as its RBAC principal.
+/// Who a bearer token is: the admin token (no RBAC, as `system:masters`), or a ServiceAccount
+/// token this server issued (`satoken.rs`) whose ServiceAccount still exists with the same uid.
+enum Identity {
+    Admin,
+    ServiceAccount(super::rbac::Authorizer),
+}
+
+fn identify(srv: &super::EmbeddedServer, creds: &Credentials, auth: Option<&str>) -> Option<Identity> {
+    if creds.accepts(auth) {
+        return Some(Identity::Admin);
+    }
+    let claims = super::satoken::bearer(auth)
+        .and_then(|t| super::satoken::verify(&srv.sa_tokens, t, super::satoken::now_unix()))?;
+    let live = srv
+        .registry
+        .find("", "v1", "serviceaccounts")
+        .and_then(|info| srv.store.get(&info, Some(&claims.ns), &claims.name).ok())?;
+    if live.pointer("/metadata/uid").and_then(serde_json::Value::as_str) != Some(claims.uid.as_str()) {
+        return None;
+    }
+    let subject = super::review::Subject::authenticated(&claims.username(), &[]);
+    Some(Identity::ServiceAccount(super::review::authorizer_for(
+        &srv.store,
+        &srv.registry,
+        &subject,
+    )))
+}
+
+impl super::EmbeddedServer {
+    /// Whether the bearer token of `authorization` may `verb` the non-resource URL `path` (as
+    /// kube-apiserver's RBAC decides `get /metrics`): `None` when the token is not one this
+    /// server's listener accepts (or the listener does not serve yet).
+    pub fn bearer_may(&self, authorization: Option<&str>, verb: &str, path: &str) -> Option<bool> {
+        let creds = self.listener_creds.get()?;
+        match identify(self, creds, authorization)? {
+            Identity::Admin => Some(true),
+            Identity::ServiceAccount(authz) => Some(authz.allows_non_resource(verb, path)),
+        }
+    }
+}
+
+/// The admin token, or a live ServiceAccount's token: the request then carries that
+/// ServiceAccount as its RBAC principal. 401 otherwise.
 async fn require_token(State(authn): State<Arc<Authn>>, mut req: Request, next: Next) -> Response {
     let auth = req
         .headers()
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    if authn.creds.accepts(auth) {
-        return next.run(req).await;
-    }
-    let srv = &authn.server;
-    let claims = super::satoken::bearer(auth)
-        .and_then(|t| super::satoken::verify(&srv.sa_tokens, t, super::satoken::now_unix()));
-    if let Some(claims) = claims {
-        let live = srv
-            .registry
-            .find("", "v1", "serviceaccounts")
-            .and_then(|info| srv.store.get(&info, Some(&claims.ns), &claims.name).ok());
-        if live.is_some_and(|sa| {
-            sa.pointer("/metadata/uid").and_then(serde_json::Value::as_str) == Some(claims.uid.as_str())
-        }) {
-            let subject = super::review::Subject::authenticated(&claims.username(), &[]);
-            let authz = super::review::authorizer_for(&srv.store, &srv.registry, &subject);
-            req.extensions_mut()
-                .insert(super::rbac::Principal(Arc::new(authz)));
+    match identify(&authn.server, &authn.creds, auth) {
+        Some(Identity::Admin) => {
+            trust(&req);
             return next.run(req).await;
         }
+        Some(Identity::ServiceAccount(authz)) => {
+            req.extensions_mut()
+                .insert(super::rbac::Principal(Arc::new(authz)));
+            trust(&req);
+            return next.run(req).await;
+        }
+        None => {}
     }
     let body = Body::from(unauthorized().to_string());
     (
@@ -64,6 +104,14 @@ async fn require_token(State(authn): State<Arc<Authn>>, mut req: Request, next: 
         body,
     )
         .into_response()
+}
+
+/// An authenticated request makes its connection trusted: no longer counted against
+/// [`ListenerLimits::max_connections`], never closed to make room.
+fn trust(req: &Request) {
+    if let Some(conn) = req.extensions().get::<Arc<Conn>>() {
+        conn.trust();
+    }
 }
 
 /// The server's router behind the token check, then the in-flight limits.
@@ -129,22 +177,29 @@ async fn limit_in_flight(State(limits): State<Arc<InFlightLimits>>, req: Request
 }
 
 /// The limits of kube-apiserver's secure serving (`SecureServingInfo.Serve`: `ReadHeaderTimeout`
-/// 32 s, `IdleTimeout` 90 s, `MaxHeaderBytes` 1 MiB), plus a cap on open connections, which it does
-/// not have but a process sharing a descriptor limit with its own store needs.
+/// 32 s, `IdleTimeout` 90 s, `MaxHeaderBytes` 1 MiB, `--http2-max-streams-per-connection`), plus a
+/// cap on connections not yet trusted, which it does not have but a process sharing a descriptor
+/// limit with its own store needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ListenerLimits {
     /// From a connection's accept, or from the first byte of a next request, until its headers are
-    /// in; a client that sends half its headers is cut off then.
+    /// in; a client that sends half its headers is cut off then. Over HTTP/2 it applies until the
+    /// first request, the idle timeout after it (later bytes are frames, not new requests).
     pub header_read_timeout: Duration,
     /// How long a keep-alive connection may sit with no request before it is closed. A request in
     /// flight (a watch included) is never idle.
     pub idle_timeout: Duration,
-    /// Bytes of request line and headers (431 beyond them).
+    /// Bytes of request line and headers (431 beyond them); HTTP/2's `SETTINGS_MAX_HEADER_LIST_SIZE`.
     pub max_header_bytes: usize,
-    /// Connections open at once; past it new ones wait in the kernel's accept queue and one log
-    /// line says so. Below the usual soft descriptor limit of 1,024, so the cap is what holds (with
-    /// room for the data directory's files and the other listeners), not a failing `accept`.
-    pub max_connections: usize,
+    /// Connections not yet trusted, open at once: in their TLS handshake, or with no authenticated
+    /// request yet on the API listener (no complete request yet on the others). Past it the oldest
+    /// of them is closed for the new one, and one log line a minute says so. Trusted connections
+    /// are not counted: they are bounded only by the process's descriptor limit less a reserve for
+    /// the data directory (`connections::descriptor_budget`), as kube-apiserver's are only by its.
+    pub max_untrusted_connections: usize,
+    /// Concurrent streams per HTTP/2 connection (kube-apiserver's
+    /// `--http2-max-streams-per-connection`, 100 by default there since CVE-2023-44487).
+    pub http2_max_streams_per_connection: u32,
     /// Read requests in flight at once on the API listener (429 past it; watches not counted).
     pub max_requests_inflight: usize,
     /// Mutating requests in flight at once on the API listener.
@@ -157,15 +212,54 @@ impl Default for ListenerLimits {
             header_read_timeout: Duration::from_secs(32),
             idle_timeout: Duration::from_secs(90),
             max_header_bytes: 1 << 20,
-            max_connections: 512,
+            max_untrusted_connections: 512,
+            http2_max_streams_per_connection: 100,
             max_requests_inflight: 400,
             max_mutating_requests_inflight: 200,
         }
     }
 }
 
+/// The address the listener a request came through is bound to (`0.0.0.0:8081` for a wildcard
+/// bind), in every request's extensions: `/metrics` asks for credentials off loopback.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BoundAddr(pub SocketAddr);
+
+/// kube-apiserver's per-stream upload buffer and largest frame (`resourceBody99Percentile`): most
+/// POST bodies fit one frame; the connection's window is this times the streams.
+const HTTP2_STREAM_WINDOW: u32 = 256 * 1024;
+
+/// When a connection becomes trusted (no longer closed to make room for a new one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TrustOn {
+    /// Once one of its requests is authenticated (the API listener: `require_token` says so).
+    Authentication,
+    /// Once a complete request has arrived (listeners without authentication).
+    Request,
+}
+
+/// What the TLS handshake agreed on (ALPN); `Either` without ALPN, told apart by the preface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Protocol {
+    Http1,
+    Http2,
+    Either,
+}
+
+/// An accepted connection's place: its limits, its entry among the untrusted ones, the token that
+/// closes it (the listener's cancel, or eviction while untrusted), and its descriptor permit.
+struct Accepted {
+    peer: SocketAddr,
+    bound: Option<SocketAddr>,
+    limits: ListenerLimits,
+    conn: Arc<Conn>,
+    close: CancellationToken,
+    _permit: OwnedSemaphorePermit,
+}
+
 /// Accepts TLS connections on `listener` and serves `router` on each until `cancel` fires; open
-/// connections (watches included) are closed then too.
+/// connections (watches included) are closed then too. A connection is trusted once a complete
+/// request has arrived on it (the webhook listener, whose caller holds no token of ours).
 pub async fn serve_tls(
     listener: tokio::net::TcpListener,
     router: axum::Router,
@@ -173,17 +267,38 @@ pub async fn serve_tls(
     limits: ListenerLimits,
     cancel: CancellationToken,
 ) -> std::io::Result<()> {
+    serve_tls_trusting(listener, router, tls, limits, cancel, TrustOn::Request).await
+}
+
+/// [`serve_tls`] for a router behind [`authenticated`]: a connection is trusted only once one of
+/// its requests carries a valid token.
+pub async fn serve_tls_authenticated(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    tls: Arc<rustls::ServerConfig>,
+    limits: ListenerLimits,
+    cancel: CancellationToken,
+) -> std::io::Result<()> {
+    serve_tls_trusting(listener, router, tls, limits, cancel, TrustOn::Authentication).await
+}
+
+async fn serve_tls_trusting(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    tls: Arc<rustls::ServerConfig>,
+    limits: ListenerLimits,
+    cancel: CancellationToken,
+    trust_on: TrustOn,
+) -> std::io::Result<()> {
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-    accept_loop(
-        listener,
-        limits,
-        cancel,
-        move |tcp, peer, limits, cancel, permit| {
-            let acceptor = acceptor.clone();
-            let router = router.clone();
-            async move {
-                let handshake = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp));
-                let stream = match handshake.await {
+    accept_loop(listener, limits, cancel, move |tcp, accepted| {
+        let acceptor = acceptor.clone();
+        let router = router.clone();
+        async move {
+            let peer = accepted.peer;
+            let handshake = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp));
+            let stream = tokio::select! {
+                r = handshake => match r {
                     Ok(Ok(s)) => s,
                     Ok(Err(e)) => {
                         tracing::debug!(%peer, error = %e, "TLS handshake failed");
@@ -193,12 +308,18 @@ pub async fn serve_tls(
                         tracing::debug!(%peer, "TLS handshake timed out");
                         return;
                     }
-                };
-                serve_connection(stream, peer, router, limits, cancel).await;
-                drop(permit);
-            }
-        },
-    )
+                },
+                _ = accepted.close.cancelled() => return,
+            };
+            let protocol = match stream.get_ref().1.alpn_protocol() {
+                Some(b"h2") => Protocol::Http2,
+                Some(_) => Protocol::Http1,
+                None => Protocol::Either,
+            };
+            tracing::debug!(%peer, ?protocol, "TLS handshake done");
+            serve_connection(stream, accepted, router, protocol, trust_on).await;
+        }
+    })
     .await
 }
 
@@ -209,18 +330,10 @@ pub async fn serve_plain(
     limits: ListenerLimits,
     cancel: CancellationToken,
 ) -> std::io::Result<()> {
-    accept_loop(
-        listener,
-        limits,
-        cancel,
-        move |tcp, peer, limits, cancel, permit| {
-            let router = router.clone();
-            async move {
-                serve_connection(tcp, peer, router, limits, cancel).await;
-                drop(permit);
-            }
-        },
-    )
+    accept_loop(listener, limits, cancel, move |tcp, accepted| {
+        let router = router.clone();
+        async move { serve_connection(tcp, accepted, router, Protocol::Http1, TrustOn::Request).await }
+    })
     .await
 }
 
@@ -231,28 +344,32 @@ async fn accept_loop<F, Fut>(
     on_connection: F,
 ) -> std::io::Result<()>
 where
-    F: Fn(tokio::net::TcpStream, SocketAddr, ListenerLimits, CancellationToken, OwnedSemaphorePermit) -> Fut,
+    F: Fn(tokio::net::TcpStream, Accepted) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
-    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let descriptors = super::connections::descriptors();
+    let untrusted = Untrusted::new(limits.max_untrusted_connections);
+    let bound = listener.local_addr().ok();
     let mut at_cap = false;
     loop {
-        let permit = match slots.clone().try_acquire_owned() {
+        let permit = match descriptors.clone().try_acquire_owned() {
             Ok(p) => {
                 at_cap = false;
                 p
             }
             Err(_) => {
-                if !at_cap {
+                // Out of descriptors for connections: an untrusted one makes room, else the new
+                // connection waits in the kernel's accept queue until one closes.
+                if !untrusted.close_oldest() && !at_cap {
                     at_cap = true;
                     tracing::warn!(
-                        limit = limits.max_connections,
-                        "open connections at the limit: new connections wait until one closes"
+                        limit = super::connections::descriptor_budget(),
+                        "open connections at the descriptor limit: new connections wait until one closes"
                     );
                 }
                 tokio::select! {
                     _ = cancel.cancelled() => return Ok(()),
-                    p = slots.clone().acquire_owned() => match p {
+                    p = descriptors.clone().acquire_owned() => match p {
                         Ok(p) => p,
                         Err(_) => return Ok(()),
                     },
@@ -264,8 +381,11 @@ where
             accepted = listener.accept() => match accepted {
                 Ok(x) => x,
                 Err(e) => {
-                    // Out of descriptors and the like: wait a little instead of spinning.
+                    // Out of descriptors (another part of the process holds them) and the like:
+                    // free one if an untrusted connection holds it, and wait a little instead of
+                    // spinning.
                     tracing::debug!(error = %e, "accept failed");
+                    untrusted.close_oldest();
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
@@ -276,7 +396,16 @@ where
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(%peer, error = %e, "setting TCP_NODELAY failed");
         }
-        tokio::spawn(on_connection(tcp, peer, limits.clone(), cancel.clone(), permit));
+        let (conn, close, _) = untrusted.admit(&cancel);
+        let accepted = Accepted {
+            peer,
+            bound,
+            limits: limits.clone(),
+            conn,
+            close,
+            _permit: permit,
+        };
+        tokio::spawn(on_connection(tcp, accepted));
     }
 }
 
@@ -287,6 +416,9 @@ struct Activity {
     in_flight: AtomicUsize,
     idle_since: AtomicU64,
     request_began: AtomicU64,
+    /// Serving HTTP/2: after the first request, the bytes that arrive are frames of any stream (or
+    /// pings), not the start of a next request, so only the idle timer applies.
+    http2: AtomicBool,
 }
 
 const NONE: u64 = u64::MAX;
@@ -302,7 +434,11 @@ impl Activity {
             return None;
         }
         let now = self.now();
-        let began = self.request_began.load(Ordering::Acquire);
+        let began = if self.http2.load(Ordering::Acquire) {
+            NONE
+        } else {
+            self.request_began.load(Ordering::Acquire)
+        };
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(NONE);
         if began != NONE {
             return (now.saturating_sub(began) >= ms(limits.header_read_timeout))
@@ -402,32 +538,52 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     }
 }
 
-/// Serves HTTP/1.1 on one connection until the client leaves, a timer of [`ListenerLimits`] ends
-/// it, or `cancel` fires.
+/// Serves HTTP/1.1 or HTTP/2 on one connection until the client leaves, a timer of
+/// [`ListenerLimits`] ends it, or its token fires (the listener's cancel; or room made for a new
+/// connection while this one is untrusted).
 async fn serve_connection<S>(
     stream: S,
-    peer: SocketAddr,
+    accepted: Accepted,
     router: axum::Router,
-    limits: ListenerLimits,
-    cancel: CancellationToken,
+    protocol: Protocol,
+    trust_on: TrustOn,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let Accepted {
+        peer,
+        bound,
+        limits,
+        conn,
+        close,
+        _permit,
+    } = accepted;
     // Headers are due from the accept on, as for every later request from its first byte.
     let activity = Arc::new(Activity {
         start: Instant::now(),
         in_flight: AtomicUsize::new(0),
         idle_since: AtomicU64::new(0),
         request_began: AtomicU64::new(0),
+        http2: AtomicBool::new(false),
     });
     let io = hyper_util::rt::TokioIo::new(Watched {
         inner: stream,
         activity: activity.clone(),
     });
     let tracked = activity.clone();
-    let service = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+    let service = hyper::service::service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
+        if req.version() == http::Version::HTTP_2 {
+            tracked.http2.store(true, Ordering::Release);
+        }
         tracked.in_flight.fetch_add(1, Ordering::AcqRel);
         let in_flight = InFlight(tracked.clone());
+        if trust_on == TrustOn::Request {
+            conn.trust();
+        }
+        req.extensions_mut().insert(conn.clone());
+        if let Some(addr) = bound {
+            req.extensions_mut().insert(BoundAddr(addr));
+        }
         let call = router.clone().oneshot(req.map(axum::body::Body::new));
         async move {
             let resp = match call.await {
@@ -442,11 +598,25 @@ async fn serve_connection<S>(
             }))
         }
     });
-    let mut builder = hyper::server::conn::http1::Builder::new();
+    let mut builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
     // The timers below replace hyper's own header timer, which would also count idle time.
     builder
+        .http1()
         .header_read_timeout(None)
         .max_buf_size(limits.max_header_bytes.max(8192));
+    let streams = limits.http2_max_streams_per_connection.max(1);
+    builder
+        .http2()
+        .max_concurrent_streams(streams)
+        .initial_stream_window_size(HTTP2_STREAM_WINDOW)
+        .initial_connection_window_size(HTTP2_STREAM_WINDOW.saturating_mul(streams).min(i32::MAX as u32))
+        .max_frame_size(HTTP2_STREAM_WINDOW)
+        .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX));
+    let builder = match protocol {
+        Protocol::Http1 => builder.http1_only(),
+        Protocol::Http2 => builder.http2_only(),
+        Protocol::Either => builder,
+    };
     let conn = builder.serve_connection(io, service);
     let tick = (limits.header_read_timeout.min(limits.idle_timeout) / 4)
         .clamp(Duration::from_millis(10), Duration::from_secs(1));
@@ -463,6 +633,6 @@ async fn serve_connection<S>(
             tracing::debug!(%peer, error = %e, "connection ended with an error");
         },
         why = timers => tracing::debug!(%peer, why, "closing the connection"),
-        _ = cancel.cancelled() => {}
+        _ = close.cancelled() => tracing::debug!(%peer, "connection closed (listener stopping, or room made)"),
     }
 }

@@ -7,6 +7,7 @@ pub mod aggregated;
 pub mod auth;
 pub mod builtin_schemas;
 pub mod cluster;
+pub mod connections;
 pub mod crd_schema;
 pub mod discovery;
 pub mod durable;
@@ -122,6 +123,9 @@ pub struct EmbeddedServer {
     pub sa_tokens: satoken::TokenKey,
     /// Pods the `services/proxy` subresource reaches other than by dialling them (`proxy.rs`).
     pub pod_networks: proxy::PodNetworks,
+    /// The listener's credentials once it serves (`spawn_tcp`): what [`EmbeddedServer::bearer_may`]
+    /// checks the admin token against.
+    pub(crate) listener_creds: std::sync::OnceLock<Arc<auth::Credentials>>,
 }
 
 fn registry_for(crds: &[CustomResourceDefinition], config: &ServerConfig) -> Registry {
@@ -153,6 +157,7 @@ impl EmbeddedServer {
             runtimes: logs::Runtimes::default(),
             sa_tokens: satoken::TokenKey::default(),
             pod_networks: proxy::PodNetworks::default(),
+            listener_creds: std::sync::OnceLock::new(),
         });
         for ns in ["default", "kube-system", "kube-public"] {
             serviceaccount::ensure_default(&srv.store, &srv.registry, ns);
@@ -182,6 +187,7 @@ impl EmbeddedServer {
             runtimes: logs::Runtimes::default(),
             sa_tokens: satoken::TokenKey::default(),
             pod_networks: proxy::PodNetworks::default(),
+            listener_creds: std::sync::OnceLock::new(),
         });
         for ns in ["default", "kube-system", "kube-public"] {
             serviceaccount::ensure_default(&srv.store, &srv.registry, ns);
@@ -248,9 +254,10 @@ impl EmbeddedServer {
         }
         let limits = self.config.listener.clone();
         self.sa_tokens.init_from(&creds.token);
+        let _ = self.listener_creds.set(creds.clone());
         let router = listener::authenticated(self.clone(), creds.clone(), &limits);
         let handle = tokio::spawn(async move {
-            listener::serve_tls(listener, router, creds.tls.clone(), limits, cancel)
+            listener::serve_tls_authenticated(listener, router, creds.tls.clone(), limits, cancel)
                 .await
                 .map_err(ServeError::Serve)
         });

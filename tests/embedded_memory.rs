@@ -1,0 +1,126 @@
+//! Memory per stored JSON byte (issue "memory bounded by what it stores"), measured before any
+//! rewrite: a counting allocator gives the live heap of each structure, divided by the objects'
+//! compact-JSON bytes (what the storage quota counts). Heap only: the allocator's own overhead and
+//! fragmentation (part of the 26–50 bytes of RSS per byte observed) come on top.
+//! `cargo test --release --test embedded_memory -- --nocapture` prints the figures.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicIsize, Ordering};
+
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+fn live() -> isize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// A pod of about 1.7 KB as compact JSON, like the issue's.
+fn pod(i: usize) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("pod-{i}"), "namespace": "default",
+            "labels": {"app": "ray", "ray.io/node-type": "worker", "ray.io/cluster": "rc-1", "ray.io/group": "small-group"},
+            "annotations": {"ray.io/ft-enabled": "false", "kueue.x-k8s.io/workload": "raycluster-rc-1-abcde"}},
+        "spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray:2.46.0",
+            "command": ["/bin/bash", "-lc", "--"],
+            "args": ["ulimit -n 65536; ray start --address=rc-1-head-svc.default.svc.cluster.local:6379 --block --num-cpus=1 --memory=2000000000 --metrics-export-port=8080"],
+            "env": [{"name": "RAY_IP", "value": "rc-1-head-svc"}, {"name": "FQ_RAY_IP", "value": "rc-1-head-svc.default.svc.cluster.local"},
+                    {"name": "RAY_CLUSTER_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['ray.io/cluster']"}}},
+                    {"name": "RAY_PORT", "value": "6379"}, {"name": "RAY_USAGE_STATS_ENABLED", "value": "0"}],
+            "ports": [{"containerPort": 8080, "name": "metrics", "protocol": "TCP"}],
+            "resources": {"limits": {"cpu": "1", "memory": "2Gi"}, "requests": {"cpu": "1", "memory": "2Gi"}},
+            "livenessProbe": {"exec": {"command": ["bash", "-c", "wget -T 2 -q -O- http://localhost:52365/api/local_raylet_healthz | grep success"]},
+                "initialDelaySeconds": 30, "periodSeconds": 5, "timeoutSeconds": 2, "failureThreshold": 120},
+            "volumeMounts": [{"mountPath": "/dev/shm", "name": "shared-mem"}]}],
+          "volumes": [{"name": "shared-mem", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}}],
+          "restartPolicy": "Never"}
+    })
+}
+
+fn configmap(i: usize) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": format!("cm-{i}"), "namespace": "default"},
+        "data": {"a": "x".repeat(800), "b": "y".repeat(800), "c": "small"}
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bytes_per_stored_json_byte() {
+    let n = 2000;
+    // 1. A serde_json::Value (preserve_order: an IndexMap per object) per object, nothing else.
+    let texts: Vec<Vec<u8>> = (0..n).map(|i| serde_json::to_vec(&pod(i)).unwrap()).collect();
+    let json: usize = texts.iter().map(Vec::len).sum();
+    let before = live();
+    let values: Vec<serde_json::Value> = texts.iter().map(|t| serde_json::from_slice(t).unwrap()).collect();
+    let value_bytes = live() - before;
+    println!(
+        "serde_json::Value of a pod: {:.1} heap bytes per JSON byte ({} pods, {} JSON bytes)",
+        value_bytes as f64 / json as f64,
+        n,
+        json
+    );
+    drop(values);
+
+    // 2. The store through the API, pods and ConfigMaps: objects, history, indexes.
+    let srv = quotagate::embedded::EmbeddedServer::new(&[], Arc::new(quotagate::embedded::AllowAll));
+    let client = srv.client();
+    let mut store_heap = 0isize;
+    for (kind, make) in [
+        ("pods", pod as fn(usize) -> serde_json::Value),
+        ("configmaps", configmap),
+    ] {
+        let resource = if kind == "pods" {
+            kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&())
+        } else {
+            kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&())
+        };
+        let api: kube::Api<kube::api::DynamicObject> =
+            kube::Api::namespaced_with(client.clone(), "default", &resource);
+        let before = live();
+        let mut stored = 0usize;
+        for i in 0..n {
+            let obj: kube::api::DynamicObject = serde_json::from_value(make(i)).unwrap();
+            let created = api.create(&Default::default(), &obj).await.unwrap();
+            stored += serde_json::to_vec(&created).unwrap().len();
+        }
+        let held = live() - before;
+        store_heap += held;
+        println!(
+            "store, {n} {kind}: {:.1} heap bytes per stored JSON byte ({} JSON bytes, {} heap bytes)",
+            held as f64 / stored as f64,
+            stored,
+            held
+        );
+    }
+    // 3. The watch history's share: the same store without it.
+    let before = live();
+    srv.store.compact();
+    let history = before - live();
+    println!("of which the watch history: {history} heap bytes");
+    // The history holds the stored objects' Arcs, not copies: a small share of the store.
+    assert!(
+        history < store_heap / 20,
+        "the watch history holds {history} heap bytes"
+    );
+}
