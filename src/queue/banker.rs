@@ -138,9 +138,7 @@ pub fn search(mut tree: QuotaTree, ups: &[Upgrade]) -> Outcome {
                 continue;
             }
             let rank = (u.releases_only(), u.room_left(&tree));
-            let better = best
-                .as_ref()
-                .is_none_or(|(_, b)| rank.0 > b.0 || (rank.0 == b.0 && rank.1 > b.1));
+            let better = best.as_ref().is_none_or(|(_, b)| rank > *b);
             if better {
                 best = Some((pos, rank));
             }

@@ -45,6 +45,7 @@ fn tree(cqs: &[ClusterQueueModel], cohorts: &[CohortModel], used: &[(usize, i64)
 fn search_table() {
     let one = [ClusterQueueModel::build("cq").flavor("default", &[("cpu", 20)])];
     // (name, in-flight upgrades as (held, peak, done), other usage, stranded)
+    #[allow(clippy::type_complexity)] // one table row: name, upgrades, other usage, stranded
     let cases: Vec<(&str, Vec<(i64, i64, i64)>, i64, Vec<usize>)> = vec![
         ("one whose claim fits", vec![(10, 12, 7)], 0, vec![]),
         ("one whose claim does not fit", vec![(10, 12, 7)], 9, vec![0]),

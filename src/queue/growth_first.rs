@@ -82,7 +82,7 @@ pub(super) fn minimal(
     let mut fit = false;
     for (i, part) in order {
         let c = &candidates[i];
-        if !valid(&*sim, i) {
+        if !valid(&sim, i) {
             continue;
         }
         let maps: Vec<&FrAmounts> = match (part, &growths[i]) {
@@ -99,7 +99,7 @@ pub(super) fn minimal(
             growth_out[i] = true;
         }
         removed.push((i, part, maps));
-        if fits(&*sim) {
+        if fits(&sim) {
             fit = true;
             break;
         }
@@ -121,7 +121,7 @@ pub(super) fn minimal(
         for m in maps {
             sim.put_back(candidates[*i].cq_idx, m);
         }
-        if fits(&*sim) {
+        if fits(&sim) {
             keep[k] = false;
         } else {
             for m in maps {

@@ -236,7 +236,7 @@ fn cohort_reclaim_takes_the_borrowers_growth_first() {
     // A: 3 serving + 2 growth, borrowing 3 of B's 4; 1 is free.
     let a: Adm = ("svc-a", "a", 0, 5, Some(3));
     assert_eq!(
-        targets(&cqs, &[cohort.clone()], &[a], ("b", 0, 3)),
+        targets(&cqs, std::slice::from_ref(&cohort), &[a], ("b", 0, 3)),
         want(&[("svc-a", InCohortReclamation, true)])
     );
     // B asks its whole nominal 4: A's growth (2) is not enough, A is reclaimed whole, as Kueue does.

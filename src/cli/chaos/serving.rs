@@ -835,9 +835,9 @@ mod tests {
                        "message": "Preempted to accommodate a workload (UID: p1, JobUID: j) due to prioritization in the ClusterQueue; preemptor path: /cq; preemptee path: /cq"}]},
         }));
         let mut s = Serving::default();
-        s.judge(&[urgent], &[rs.clone()], &[], &[cq("1000m")], &[]);
+        s.judge(&[urgent], std::slice::from_ref(&rs), &[], &[cq("1000m")], &[]);
         // The preemptor is gone when the eviction is seen.
-        s.judge(&[victim], &[rs.clone()], &[], &[cq("1000m")], &[]);
+        s.judge(&[victim], std::slice::from_ref(&rs), &[], &[cq("1000m")], &[]);
         assert_eq!(s.preemptions, 1);
         let e = s
             .excused
@@ -860,7 +860,9 @@ mod tests {
         if cohort {
             // cq-b borrows 1500m of cq's quota.
             cqs.insert("cq-b".to_string(), cq(2000, 3500));
-            cqs.get_mut("cq").map(|q| q.used = 2500);
+            if let Some(q) = cqs.get_mut("cq") {
+                q.used = 2500;
+            }
         }
         let up = |cq: &str, priority, growth| Upgrade {
             cq: cq.into(),

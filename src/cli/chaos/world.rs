@@ -429,6 +429,17 @@ pub(super) fn name(i: usize) -> String {
     format!("svc-{i}")
 }
 
+/// CPU (milli) of service `i` shaped `s` at steady state and at the peak of its upgrade, as `plan`
+/// sizes them.
+pub(super) fn sizes(i: usize, s: &Shape) -> Result<(i64, i64), String> {
+    use crate::cli::plan::phases;
+    let rs = service(&name(i), s).map_err(|e| e.to_string())?;
+    let cpu = |p: &phases::Phase| p.totals.get("cpu").map_or(0, |a| a.0);
+    let steady = phases::steady(&rs, "spec").map_err(|e| e.to_string())?;
+    let peak = phases::peak(&rs, &rs).map_err(|e| e.to_string())?;
+    Ok((cpu(&steady), cpu(&peak)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -464,15 +475,4 @@ mod tests {
         };
         assert_eq!((q.lent(2000), q.lent(4000)), (Some(2000), Some(3000)));
     }
-}
-
-/// CPU (milli) of service `i` shaped `s` at steady state and at the peak of its upgrade, as `plan`
-/// sizes them.
-pub(super) fn sizes(i: usize, s: &Shape) -> Result<(i64, i64), String> {
-    use crate::cli::plan::phases;
-    let rs = service(&name(i), s).map_err(|e| e.to_string())?;
-    let cpu = |p: &phases::Phase| p.totals.get("cpu").map_or(0, |a| a.0);
-    let steady = phases::steady(&rs, "spec").map_err(|e| e.to_string())?;
-    let peak = phases::peak(&rs, &rs).map_err(|e| e.to_string())?;
-    Ok((cpu(&steady), cpu(&peak)))
 }
