@@ -36,6 +36,10 @@ const SOURCES: &[(&str, &str)] = &[
         include_str!("../../config/rbac/cert_role.yaml"),
     ),
     (
+        "config/rbac/metrics_auth_role.yaml",
+        include_str!("../../config/rbac/metrics_auth_role.yaml"),
+    ),
+    (
         "config/webhook/manifests.yaml",
         include_str!("../../config/webhook/manifests.yaml"),
     ),

@@ -41,6 +41,9 @@ pub struct ManagerOptions {
     pub ray: Option<super::ray::Dashboards>,
     /// More series for `/metrics` (the embedded cluster's simulated load).
     pub extra_metrics: Option<health::ExtraMetrics>,
+    /// Who may read `/metrics` off loopback; `None` asks the API server (TokenReview, then
+    /// SubjectAccessReview), as kube-apiserver's delegated authorization does.
+    pub metrics_auth: Option<health::MetricsAuth>,
     /// KubeRay feature gates (`--feature-gates`): what the Ray controllers' validation accepts.
     pub ray_gates: crate::api::ray::validation::RayFeatureGates,
     /// `--upgrade-deadline`: the RayService controller's default upgrade deadline (`None`: off).
@@ -87,6 +90,7 @@ impl Default for ManagerOptions {
             resync: Duration::from_secs(1),
             ray: None,
             extra_metrics: None,
+            metrics_auth: None,
             ray_gates: Default::default(),
             upgrade_deadline: None,
             explanations: Default::default(),
@@ -136,7 +140,10 @@ pub async fn run_manager(
     let metrics = Arc::new(Metrics::new());
     let mut tasks = Tasks::default();
     let extra = extra_metrics(&client, &opts, &mut tasks);
-    let health = Health::new(metrics.clone()).with_extra(extra);
+    let auth = (opts.metrics_auth.clone()).unwrap_or_else(|| health::MetricsAuth::delegated(client.clone()));
+    let health = Health::new(metrics.clone())
+        .with_extra(extra)
+        .with_metrics_auth(Some(auth));
     if let Some(addr) = opts.health_addr {
         serve_health(addr, &client, &opts, &health, &cancel, &mut tasks).await?;
     }
@@ -459,6 +466,10 @@ pub async fn run_embedded_on(
 ) -> Result<(), ManagerError> {
     let cancel = CancellationToken::new();
     let _guard = cancel.clone().drop_guard();
+    // The embedded server has no TokenReview: its own tokens and RBAC decide who reads /metrics.
+    if opts.manager.metrics_auth.is_none() {
+        opts.manager.metrics_auth = Some(health::MetricsAuth::embedded(server.clone()));
+    }
     server.aggregated.mount(
         super::explain::GROUP,
         super::explain::router(opts.manager.explanations.clone()),
