@@ -196,41 +196,7 @@ fn endpoint_slice(name: &str, port: u16) -> String {
     )
 }
 
-const QUEUES: &str = r#"
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata:
-  name: default-flavor
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata:
-  name: cq
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu, memory]
-    flavors:
-    - name: default-flavor
-      resources:
-      - name: cpu
-        nominalQuota: 3
-      - name: memory
-        nominalQuota: 16Gi
----
-apiVersion: v1
-kind: Namespace
-metadata:
-  name: team
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata:
-  name: lq
-  namespace: team
-spec:
-  clusterQueue: cq
-"#;
+const QUEUES: &str = include_str!("fixtures/install/queues.yaml");
 
 /// Kueue's ClusterQueue webhook refuses `lendingLimit` above `nominalQuota`, and without a cohort
 /// (`pkg/webhooks/clusterqueue_webhook_test.go`, "lendingLimit should be less than or equal to nominalQuota").
