@@ -82,18 +82,23 @@ fn every_import_follows_the_layering() {
     );
 }
 
-#[test]
-fn the_checker_sees_an_upward_import() {
-    let dir = std::env::temp_dir().join(format!("quotagate-layering-{}", std::process::id()));
+/// The violations of one file written as `queue/<name>` in a scratch tree of its own.
+fn violations_in_queue(name: &str, text: &str) -> Vec<String> {
+    let dir = std::env::temp_dir().join(format!("quotagate-layering-{name}-{}", std::process::id()));
     let queue = dir.join("queue");
     std::fs::create_dir_all(&queue).unwrap();
-    std::fs::write(
-        queue.join("bad.rs"),
-        "// crate::wiring in a comment is fine\nuse crate::jobframework::JobContext;\nfn f() { crate::api::x(); }\nuse crate::{api, wiring::metrics};\n",
-    )
-    .unwrap();
+    std::fs::write(queue.join(name), text).unwrap();
     let bad = violations(&dir);
     std::fs::remove_dir_all(&dir).ok();
+    bad
+}
+
+#[test]
+fn the_checker_sees_an_upward_import() {
+    let bad = violations_in_queue(
+        "bad.rs",
+        "// crate::wiring in a comment is fine\nuse crate::jobframework::JobContext;\nfn f() { crate::api::x(); }\nuse crate::{api, wiring::metrics};\n",
+    );
     assert_eq!(
         bad,
         vec![
@@ -107,16 +112,10 @@ fn the_checker_sees_an_upward_import() {
 fn the_checker_reads_a_multi_line_group() {
     // The shape rustfmt gives a long `use crate::{…}`: the modules sit on continuation lines, nested
     // groups and all.
-    let dir = std::env::temp_dir().join(format!("quotagate-layering-group-{}", std::process::id()));
-    let queue = dir.join("queue");
-    std::fs::create_dir_all(&queue).unwrap();
-    std::fs::write(
-        queue.join("grouped.rs"),
+    let bad = violations_in_queue(
+        "grouped.rs",
         "use crate::{\n    api::workload::Workload,\n    jobframework::JobContext,\n    queue::{\n        cache::Cache,\n        snapshot::Snapshot,\n    },\n    // wiring::metrics in a comment is fine\n    rayservice::{gate, plan::{Plan, Step}},\n};\n",
-    )
-    .unwrap();
-    let bad = violations(&dir);
-    std::fs::remove_dir_all(&dir).ok();
+    );
     assert_eq!(
         bad,
         vec![
