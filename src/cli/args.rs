@@ -141,6 +141,10 @@ pub enum Command {
     Passthrough(crate::cli::kueuectl::passthrough::Commands),
     /// Run the controllers: quota admission, the RayCluster job integration and the Ray operator.
     Run(RunArgs),
+    /// A kubelet for any API server, with simulated pods: registers Nodes, heartbeats their Leases
+    /// and runs the pods the scheduler binds to them (Running and Ready, a pod IP), as the embedded
+    /// cluster's node does. For a control plane without nodes (scripts/control-plane.sh).
+    NodeAgent(crate::cli::node_agent::NodeAgentArgs),
     /// A scripted walk-through on the embedded cluster: quota admission of RayClusters, then a RayService
     /// blue/green upgrade. Prints each step and how long it took; exits 1 if a step does not happen.
     Demo {

@@ -73,6 +73,7 @@ pub fn main(cli: Cli) -> ExitCode {
     });
     match cli.command {
         Command::Run(args) => run_async(super::run::run(args)),
+        Command::NodeAgent(args) => run_async(super::node_agent::run(args)),
         Command::Demo {
             listen,
             kubeconfig_out,

@@ -10,6 +10,7 @@ pub mod dispatch;
 pub mod explain;
 pub mod kueuectl;
 pub mod load;
+pub mod node_agent;
 pub mod pending;
 pub mod plan;
 pub mod run;

@@ -30,6 +30,11 @@ pub struct NodeAgentConfig {
     pub fail_selector: Option<String>,
     /// Runs pods with a known image (`rayproject/ray`) as real processes; `None`: every pod simulated.
     pub runtime: Option<Arc<super::process::ProcessRuntime>>,
+    /// The kubelet's share of the work, for a cluster with a scheduler of its own (`quotagate
+    /// node-agent` against a real kube-scheduler): only pods bound to one of these nodes are run;
+    /// unbound and gated pods are the scheduler's, and the agent binds nothing. `None` (the embedded
+    /// cluster, which has no scheduler): every pod, bound by the agent to `node_name`.
+    pub kubelet_of: Option<Vec<String>>,
 }
 
 impl Default for NodeAgentConfig {
@@ -39,6 +44,7 @@ impl Default for NodeAgentConfig {
             start_delay: Duration::ZERO,
             fail_selector: None,
             runtime: None,
+            kubelet_of: None,
         }
     }
 }
@@ -253,6 +259,18 @@ fn finish(pod: &Pod, now: jiff::Timestamp) -> PodAction {
     }))
 }
 
+/// Whether this agent runs `pod`: every pod in the embedded cluster; as a kubelet, only the pods a
+/// scheduler bound to one of its nodes.
+pub fn runs_here(pod: &Pod, cfg: &NodeAgentConfig) -> bool {
+    let Some(nodes) = &cfg.kubelet_of else {
+        return true;
+    };
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|bound| nodes.iter().any(|n| n == bound))
+}
+
 struct Ctx {
     client: kube::Client,
     cfg: NodeAgentConfig,
@@ -271,6 +289,9 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, SimError> {
         .as_ref()
         .and_then(|s| s.scheduling_gates.as_ref())
         .is_some_and(|g| !g.is_empty());
+    if !runs_here(&pod, &ctx.cfg) {
+        return Ok(Action::await_change());
+    }
     if let Some(rt) = ctx.cfg.runtime.as_ref().filter(|rt| rt.runs(&pod))
         && (!gated || pod.metadata.deletion_timestamp.is_some())
     {
@@ -450,6 +471,26 @@ mod tests {
             decide(&pod(running), &cfg, &None, Duration::from_secs(9), "ip"),
             PodAction::Nothing
         );
+    }
+
+    #[test]
+    fn a_kubelet_runs_only_the_pods_bound_to_its_nodes() {
+        let embedded = NodeAgentConfig::default();
+        let kubelet = NodeAgentConfig {
+            kubelet_of: Some(vec!["n1".into(), "n2".into()]),
+            ..Default::default()
+        };
+        let unbound = pod(json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}));
+        let bound = |node: &str| {
+            pod(json!({"metadata": {"name": "p"}, "spec": {"nodeName": node, "containers": [{"name": "c"}]}}))
+        };
+        assert!(
+            runs_here(&unbound, &embedded),
+            "the embedded agent binds it itself"
+        );
+        assert!(!runs_here(&unbound, &kubelet), "unbound: the scheduler's");
+        assert!(runs_here(&bound("n2"), &kubelet));
+        assert!(!runs_here(&bound("other"), &kubelet), "another kubelet's");
     }
 
     #[test]

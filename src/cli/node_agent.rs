@@ -1,0 +1,367 @@
+//! `quotagate node-agent`: the embedded cluster's kubelet role as a process of its own, against any API
+//! server (issue 58). It registers Nodes with the capacity given, heartbeats their Leases in
+//! `kube-node-lease` as a kubelet does, and runs the pods a scheduler binds to them with the embedded
+//! cluster's simulated runtime (`embedded::sim::node` in its kubelet role: Running and Ready with a pod
+//! IP, `sleep`/`exit` commands ending their pods, terminating pods removed). Binding, Jobs' pods,
+//! EndpointSlices and garbage collection are the real kube-scheduler's and kube-controller-manager's,
+//! so the embedded cluster's scheduler, Job and endpoints simulators do not run here.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, OwnerReference};
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use super::args::parse_duration;
+use crate::api::quantity::Quantity;
+
+/// The field manager of the agent's Node and Lease writes (a kubelet's are its node's name).
+const FIELD_MANAGER: &str = "quotagate-node-agent";
+/// A kubelet's defaults: the Lease is renewed every 10 s and lasts 40 s.
+const LEASE_RENEW: Duration = Duration::from_secs(10);
+const LEASE_DURATION_SECONDS: i32 = 40;
+/// The Node's status (its Ready condition's heartbeat) is written again this often, as a kubelet's
+/// `nodeStatusReportFrequency` (5 min) would, only sooner.
+const STATUS_EVERY: u32 = 6;
+/// At most this many Nodes: each is a Lease written every 10 s.
+pub const MAX_NODES: u32 = 100;
+/// "Unlimited", as the embedded cluster's node is: what a Node offers unless `--capacity` says.
+pub const DEFAULT_CAPACITY: &str = "cpu=1k,memory=4Ti,pods=1k";
+
+/// Flags of `quotagate node-agent`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct NodeAgentArgs {
+    /// The API server's kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster). It needs
+    /// to create Nodes and Leases and to write pods' status.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// How many Nodes to register (1 to 100), named <--node-prefix>-1, -2, ...
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_NODES as i64))]
+    pub nodes: u32,
+    /// What each Node offers, as `name=quantity,...` (`cpu=8,memory=32Gi,pods=110`, extended
+    /// resources such as `nvidia.com/gpu=4` too); cpu, memory and pods not named keep their defaults
+    /// [default: cpu=1k,memory=4Ti,pods=1k].
+    #[arg(long, value_parser = parse_capacity)]
+    pub capacity: Option<Capacity>,
+    /// The Nodes' name prefix.
+    #[arg(long, default_value = "quotagate-node", value_parser = parse_node_prefix)]
+    pub node_prefix: String,
+    /// How long a bound pod takes to become Running and Ready.
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    pub pod_start_delay: Duration,
+}
+
+/// Resource name -> quantity, each checked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Capacity(pub BTreeMap<String, String>);
+
+/// `cpu=8,memory=32Gi`: every entry a resource name and a non-negative quantity.
+pub fn parse_capacity(s: &str) -> Result<Capacity, String> {
+    let mut out = BTreeMap::new();
+    for entry in s.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let Some((name, value)) = entry.split_once('=') else {
+            return Err(format!("{entry:?} is not name=quantity (e.g. cpu=8,memory=32Gi)"));
+        };
+        let (name, value) = (name.trim(), value.trim());
+        if name.is_empty()
+            || name.len() > 253
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '/'))
+        {
+            return Err(format!("{name:?} is not a resource name"));
+        }
+        let q = Quantity::parse(value).map_err(|e| format!("{name}={value}: {e}"))?;
+        if q.is_negative() {
+            return Err(format!("{name}={value}: a capacity cannot be negative"));
+        }
+        if out.insert(name.to_string(), value.to_string()).is_some() {
+            return Err(format!("{name} named twice"));
+        }
+    }
+    if out.is_empty() {
+        return Err("no resource given (e.g. cpu=8,memory=32Gi)".into());
+    }
+    Ok(Capacity(out))
+}
+
+/// A DNS label prefix short enough for `-100` after it.
+fn parse_node_prefix(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 59
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !s.starts_with('-')
+        && !s.ends_with('-');
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?}: a node name prefix is 1-59 lower-case letters, digits and '-', starting and ending with a letter or digit"
+        ))
+    }
+}
+
+impl NodeAgentArgs {
+    /// The defaults, overridden by what `--capacity` names.
+    fn capacity(&self) -> BTreeMap<String, String> {
+        let mut cap = parse_capacity(DEFAULT_CAPACITY).map(|c| c.0).unwrap_or_default();
+        if let Some(given) = &self.capacity {
+            cap.extend(given.0.clone());
+        }
+        cap
+    }
+
+    fn node_names(&self) -> Vec<String> {
+        (1..=self.nodes)
+            .map(|i| format!("{}-{i}", self.node_prefix))
+            .collect()
+    }
+}
+
+fn now() -> String {
+    crate::embedded::meta::now_rfc3339()
+}
+
+/// The Node as a kubelet registers it: its addresses, capacity, and Ready.
+fn node_object(name: &str, index: u32, capacity: &BTreeMap<String, String>) -> Value {
+    let now = now();
+    let condition = |type_: &str, status: &str, reason: &str, message: &str| {
+        json!({"type": type_, "status": status, "reason": reason, "message": message,
+               "lastHeartbeatTime": now, "lastTransitionTime": now})
+    };
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": std::env::consts::ARCH.replace("x86_64", "amd64").replace("aarch64", "arm64"),
+                "node.quotagate.io/agent": "simulated",
+            },
+        },
+        "status": {
+            "capacity": capacity,
+            "allocatable": capacity,
+            "addresses": [
+                // TEST-NET-1 (RFC 5737): nothing answers there; the pods are simulated.
+                {"type": "InternalIP", "address": format!("192.0.2.{}", index.min(254))},
+                {"type": "Hostname", "address": name},
+            ],
+            "conditions": [
+                condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "simulated node"),
+                condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "simulated node"),
+                condition("PIDPressure", "False", "KubeletHasSufficientPID", "simulated node"),
+                condition("Ready", "True", "KubeletReady", "quotagate node-agent is posting ready status"),
+            ],
+            "nodeInfo": {
+                "machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": "",
+                "osImage": "quotagate node-agent (simulated pods)",
+                "containerRuntimeVersion": "quotagate-sim://1",
+                "kubeletVersion": concat!("quotagate-", env!("CARGO_PKG_VERSION")),
+                "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": std::env::consts::ARCH,
+            },
+        },
+    })
+}
+
+/// Registers (or refreshes) the Node and its status; returns its uid, for the Lease's owner.
+async fn register(
+    nodes: &Api<Node>,
+    name: &str,
+    index: u32,
+    capacity: &BTreeMap<String, String>,
+) -> kube::Result<String> {
+    let obj = node_object(name, index, capacity);
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    let node = nodes.patch(name, &pp, &Patch::Apply(&obj)).await?;
+    // The status is a subresource: the object's apply above leaves it out.
+    nodes
+        .patch_status(
+            name,
+            &pp,
+            &Patch::Apply(&json!({"apiVersion": "v1", "kind": "Node", "status": obj["status"]})),
+        )
+        .await?;
+    Ok(node.metadata.uid.unwrap_or_default())
+}
+
+/// The node's Lease, renewed now.
+fn lease_object(name: &str, node_uid: &str) -> Lease {
+    Lease {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: Some("kube-node-lease".into()),
+            owner_references: (!node_uid.is_empty()).then(|| {
+                vec![OwnerReference {
+                    api_version: "v1".into(),
+                    kind: "Node".into(),
+                    name: name.to_string(),
+                    uid: node_uid.to_string(),
+                    ..Default::default()
+                }]
+            }),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some(name.to_string()),
+            lease_duration_seconds: Some(LEASE_DURATION_SECONDS),
+            renew_time: Some(MicroTime(jiff::Timestamp::now())),
+            ..Default::default()
+        }),
+    }
+}
+
+/// Keeps the Nodes registered and their Leases renewed, forever. A failed round is logged and retried
+/// at the next tick (a kubelet's Lease outlives a few missed renewals).
+async fn heartbeat(client: kube::Client, names: Vec<String>, capacity: BTreeMap<String, String>) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let leases: Api<Lease> = Api::namespaced(client, "kube-node-lease");
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    let mut uids: Vec<Option<String>> = vec![None; names.len()];
+    let mut tick = tokio::time::interval(LEASE_RENEW);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut round: u32 = 0;
+    loop {
+        tick.tick().await;
+        for (i, name) in names.iter().enumerate() {
+            let index = u32::try_from(i).unwrap_or(u32::MAX).saturating_add(1);
+            if uids[i].is_none() || round.is_multiple_of(STATUS_EVERY) {
+                match register(&nodes, name, index, &capacity).await {
+                    Ok(uid) => {
+                        if uids[i].is_none() {
+                            tracing::info!(node = %name, "node registered");
+                        }
+                        uids[i] = Some(uid);
+                    }
+                    Err(e) => {
+                        tracing::warn!(node = %name, error = %e, "node registration failed; retrying");
+                        continue;
+                    }
+                }
+            }
+            let lease = lease_object(name, uids[i].as_deref().unwrap_or(""));
+            if let Err(e) = leases.patch(name, &pp, &Patch::Apply(&lease)).await {
+                tracing::warn!(node = %name, error = %e, "lease renewal failed; retrying");
+                // The Node may have been deleted (its Lease with it): register it again.
+                uids[i] = None;
+            }
+        }
+        round = round.wrapping_add(1);
+    }
+}
+
+pub(crate) async fn run(args: NodeAgentArgs) -> anyhow::Result<()> {
+    let client = crate::cli::kube_client(args.kubeconfig.as_deref())
+        .await
+        .map_err(|e| match &args.kubeconfig {
+            Some(path) => anyhow::anyhow!("--kubeconfig {}: {e}", path.display()),
+            None => anyhow::anyhow!("no --kubeconfig given and none found: {e}"),
+        })?;
+    let names = args.node_names();
+    let capacity = args.capacity();
+    // Registered once before anything else, so that a kubeconfig without the rights fails at once.
+    let nodes: Api<Node> = Api::all(client.clone());
+    for (i, name) in names.iter().enumerate() {
+        register(&nodes, name, u32::try_from(i + 1).unwrap_or(u32::MAX), &capacity)
+            .await
+            .map_err(|e| anyhow::anyhow!("registering node {name}: {e}"))?;
+    }
+    tracing::info!(nodes = ?names, capacity = ?capacity, "node agent: nodes registered; running the pods bound to them");
+    let cfg = crate::embedded::sim::node::NodeAgentConfig {
+        node_name: names[0].clone(),
+        start_delay: args.pod_start_delay,
+        kubelet_of: Some(names.clone()),
+        ..Default::default()
+    };
+    tokio::select! {
+        _ = heartbeat(client.clone(), names, capacity) => {}
+        _ = crate::embedded::sim::node::run(client, cfg) => {}
+        _ = super::apiserver::shutdown_signal() => {
+            // As a kubelet: the Nodes stay; their Leases lapse and the node lifecycle controller
+            // marks them NotReady.
+            tracing::info!("node agent: stopping");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: NodeAgentArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<NodeAgentArgs, String> {
+        T::try_parse_from(std::iter::once("t").chain(args.iter().copied()))
+            .map(|t| t.a)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn capacity_defaults_and_overrides() {
+        let a = parse(&["--nodes", "3", "--capacity", "cpu=8, nvidia.com/gpu=2"]).unwrap();
+        assert_eq!(
+            a.node_names(),
+            ["quotagate-node-1", "quotagate-node-2", "quotagate-node-3"]
+        );
+        let cap = a.capacity();
+        assert_eq!(cap["cpu"], "8");
+        assert_eq!(cap["nvidia.com/gpu"], "2");
+        assert_eq!((cap["memory"].as_str(), cap["pods"].as_str()), ("4Ti", "1k"));
+        let d = parse(&[]).unwrap();
+        assert_eq!(d.node_names(), ["quotagate-node-1"]);
+        assert_eq!(d.capacity()["cpu"], "1k");
+    }
+
+    #[test]
+    fn bad_flags_name_the_flag() {
+        for (args, want) in [
+            (&["--nodes", "0"][..], "--nodes"),
+            (&["--nodes", "101"], "--nodes"),
+            (&["--nodes", "many"], "--nodes"),
+            (&["--capacity", "cpu=-1"], "cannot be negative"),
+            (&["--capacity", "cpu"], "is not name=quantity"),
+            (&["--capacity", "cpu=lots"], "cpu=lots"),
+            (&["--capacity", "cpu=1,cpu=2"], "cpu named twice"),
+            (&["--capacity", ""], "no resource given"),
+            (&["--capacity", "c p u=1"], "is not a resource name"),
+            (&["--node-prefix", "Node"], "node name prefix"),
+            (&["--pod-start-delay", "soon"], "--pod-start-delay"),
+        ] {
+            let err = parse(args).expect_err(&format!("{args:?} refused"));
+            assert!(err.contains(want), "{args:?}: {err}");
+            assert!(err.contains(args[0]), "{args:?} names its flag: {err}");
+        }
+    }
+
+    #[test]
+    fn the_node_offers_its_capacity_and_is_ready() {
+        let cap = parse(&["--capacity", "cpu=4"]).unwrap().capacity();
+        let n = node_object("n-1", 1, &cap);
+        assert_eq!(n["status"]["allocatable"]["cpu"], "4");
+        assert_eq!(n["status"]["capacity"]["pods"], "1k");
+        let ready = n["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Ready")
+            .unwrap();
+        assert_eq!(ready["status"], "True");
+        let lease = serde_json::to_value(lease_object("n-1", "u1")).unwrap();
+        assert_eq!(lease["spec"]["holderIdentity"], "n-1");
+        assert_eq!(lease["spec"]["leaseDurationSeconds"], 40);
+        assert_eq!(lease["metadata"]["ownerReferences"][0]["uid"], "u1");
+    }
+}
