@@ -421,6 +421,11 @@ pub struct RunArgs {
     /// --use-kubernetes-proxy` grants it).
     #[arg(long)]
     pub use_kubernetes_proxy: bool,
+    /// Answer the Ray operator's dashboard calls with the Ray dashboard simulator (as `--embedded`
+    /// does) instead of real Ray heads: for a cluster whose pods `quotagate node-agent` simulates,
+    /// where no Ray runs and no pod address is reachable.
+    #[arg(long, conflicts_with_all = ["embedded", "use_kubernetes_proxy", "no_ray_operator"])]
+    pub simulated_ray_dashboards: bool,
     /// KubeRay's feature gates, as `Name=true,...` (KubeRay v1.7 names and defaults; see README).
     #[arg(long, default_value = "", value_parser = crate::api::ray::features::parse)]
     pub feature_gates: RayFeatureGates,

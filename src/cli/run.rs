@@ -96,7 +96,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
             .map(fair_sharing_config),
         admission_fair_sharing: config.as_ref().and_then(|c| c.admission_fair_sharing()),
         ray: (!args.no_ray_operator).then(|| {
-            if args.embedded {
+            if args.embedded || args.simulated_ray_dashboards {
                 args.sim.dashboards()
             } else if args.use_kubernetes_proxy {
                 Dashboards::KubernetesProxy
