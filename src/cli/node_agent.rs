@@ -130,6 +130,12 @@ fn now() -> String {
 /// The Node as a kubelet registers it: its addresses, capacity, and Ready.
 fn node_object(name: &str, index: u32, capacity: &BTreeMap<String, String>) -> Value {
     let now = now();
+    // Go's names for the architecture, as a kubelet reports it.
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
     let condition = |type_: &str, status: &str, reason: &str, message: &str| {
         json!({"type": type_, "status": status, "reason": reason, "message": message,
                "lastHeartbeatTime": now, "lastTransitionTime": now})
@@ -142,7 +148,7 @@ fn node_object(name: &str, index: u32, capacity: &BTreeMap<String, String>) -> V
             "labels": {
                 "kubernetes.io/hostname": name,
                 "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": std::env::consts::ARCH.replace("x86_64", "amd64").replace("aarch64", "arm64"),
+                "kubernetes.io/arch": arch,
                 "node.quotagate.io/agent": "simulated",
             },
         },
@@ -165,7 +171,7 @@ fn node_object(name: &str, index: u32, capacity: &BTreeMap<String, String>) -> V
                 "osImage": "quotagate node-agent (simulated pods)",
                 "containerRuntimeVersion": "quotagate-sim://1",
                 "kubeletVersion": concat!("quotagate-", env!("CARGO_PKG_VERSION")),
-                "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": std::env::consts::ARCH,
+                "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": arch,
             },
         },
     })
@@ -278,6 +284,9 @@ pub(crate) async fn run(args: NodeAgentArgs) -> anyhow::Result<()> {
         node_name: names[0].clone(),
         start_delay: args.pod_start_delay,
         kubelet_of: Some(names.clone()),
+        // The shipped Deployment's image: shown Running and Ready, it would claim a manager (and
+        // webhook endpoints) that does not run.
+        images_not_run: vec!["quotagate".into()],
         ..Default::default()
     };
     tokio::select! {

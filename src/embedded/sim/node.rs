@@ -35,6 +35,10 @@ pub struct NodeAgentConfig {
     /// unbound and gated pods are the scheduler's, and the agent binds nothing. `None` (the embedded
     /// cluster, which has no scheduler): every pod, bound by the agent to `node_name`.
     pub kubelet_of: Option<Vec<String>>,
+    /// Images (repository names, without tag or digest) this agent cannot simulate: a pod with one
+    /// stays Pending, its container waiting (`ImageNotSimulated`), rather than showing a program
+    /// Running and Ready that does not run. Empty in the embedded cluster.
+    pub images_not_run: Vec<String>,
 }
 
 impl Default for NodeAgentConfig {
@@ -45,6 +49,7 @@ impl Default for NodeAgentConfig {
             fail_selector: None,
             runtime: None,
             kubelet_of: None,
+            images_not_run: Vec::new(),
         }
     }
 }
@@ -119,6 +124,9 @@ pub fn decide(
             )
         };
     }
+    if let Some(image) = not_run(pod, cfg) {
+        return not_simulated(pod, image);
+    }
     if waited < cfg.start_delay {
         return PodAction::Wait(cfg.start_delay - waited);
     }
@@ -162,6 +170,73 @@ pub fn decide(
         "containerStatuses": statuses,
     });
     PodAction::SetStatus(status)
+}
+
+/// The reason a pod's container waits when its image is one the agent does not simulate.
+pub const IMAGE_NOT_SIMULATED: &str = "ImageNotSimulated";
+
+/// `registry:5000/org/name:tag@sha256:...` -> `name`.
+fn repository_name(image: &str) -> &str {
+    let no_digest = image.split('@').next().unwrap_or(image);
+    let last = no_digest.rsplit('/').next().unwrap_or(no_digest);
+    last.split(':').next().unwrap_or(last)
+}
+
+/// The first image of `pod` that `cfg` does not run.
+fn not_run<'a>(pod: &'a Pod, cfg: &NodeAgentConfig) -> Option<&'a str> {
+    if cfg.images_not_run.is_empty() {
+        return None;
+    }
+    pod.spec.as_ref()?.containers.iter().find_map(|c| {
+        let image = c.image.as_deref()?;
+        cfg.images_not_run
+            .iter()
+            .any(|n| n == repository_name(image))
+            .then_some(image)
+    })
+}
+
+/// A bound pod whose image is not simulated: Pending, not ready, its containers waiting (said once).
+fn not_simulated(pod: &Pod, image: &str) -> PodAction {
+    let said = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.state
+                    .as_ref()
+                    .and_then(|s| s.waiting.as_ref())
+                    .is_some_and(|w| w.reason.as_deref() == Some(IMAGE_NOT_SIMULATED))
+            })
+        });
+    if said {
+        return PodAction::Nothing;
+    }
+    let message = format!("the node agent simulates pods and cannot run {image}");
+    let statuses: Vec<Value> = pod
+        .spec
+        .as_ref()
+        .map(|s| s.containers.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            json!({"name": c.name, "ready": false, "started": false, "restartCount": 0,
+                   "image": c.image.clone().unwrap_or_default(), "imageID": "",
+                   "state": {"waiting": {"reason": IMAGE_NOT_SIMULATED, "message": message}}})
+        })
+        .collect();
+    PodAction::SetStatus(json!({
+        "phase": "Pending",
+        "hostIP": "10.0.0.1",
+        "conditions": [
+            condition("PodScheduled", true, "", "", None),
+            condition("Initialized", true, "", "", None),
+            condition("ContainersReady", false, "ContainersNotReady", &message, None),
+            condition("Ready", false, "ContainersNotReady", &message, None),
+        ],
+        "containerStatuses": statuses,
+    }))
 }
 
 /// How a container's command ends: after this long, with this exit code.
@@ -491,6 +566,46 @@ mod tests {
         assert!(!runs_here(&unbound, &kubelet), "unbound: the scheduler's");
         assert!(runs_here(&bound("n2"), &kubelet));
         assert!(!runs_here(&bound("other"), &kubelet), "another kubelet's");
+    }
+
+    #[test]
+    fn an_image_not_simulated_waits_instead_of_running() {
+        let cfg = NodeAgentConfig {
+            images_not_run: vec!["quotagate".into()],
+            ..Default::default()
+        };
+        for image in [
+            "quotagate:0.1.0",
+            "ghcr.io/org/quotagate@sha256:ab",
+            "reg:5000/quotagate",
+        ] {
+            let p = pod(
+                json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n", "containers": [{"name": "manager", "image": image}]}, "status": {"phase": "Pending"}}),
+            );
+            let PodAction::SetStatus(s) = decide(&p, &cfg, &None, Duration::from_secs(9), "ip") else {
+                panic!("{image}: a status")
+            };
+            assert_eq!(s["phase"], "Pending", "{image}");
+            assert_eq!(s["conditions"][3]["status"], "False");
+            assert_eq!(
+                s["containerStatuses"][0]["state"]["waiting"]["reason"],
+                IMAGE_NOT_SIMULATED
+            );
+            let mut said = serde_json::to_value(&p).unwrap();
+            said["status"] = s;
+            assert_eq!(
+                decide(&pod(said), &cfg, &None, Duration::from_secs(9), "ip"),
+                PodAction::Nothing,
+                "said once"
+            );
+        }
+        let other = pod(
+            json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n", "containers": [{"name": "c", "image": "quotagate-demo:1"}]}, "status": {"phase": "Pending"}}),
+        );
+        match decide(&other, &cfg, &None, Duration::from_secs(9), "ip") {
+            PodAction::SetStatus(s) => assert_eq!(s["phase"], "Running"),
+            x => panic!("{x:?}"),
+        }
     }
 
     #[test]
