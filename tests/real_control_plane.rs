@@ -9,13 +9,28 @@
 //! without Go, or without kubectl (env QUOTAGATE_KUBECTL or .venv-kubectl/bin/kubectl), the test prints
 //! one line and skips; with `QUOTAGATE_REQUIRE_TOOLS=1` it fails instead.
 //!
-//! Webhooks: with no node agent yet, no pod runs, so the shipped Service `quotagate-webhook-service`
-//! has no endpoints, and an EndpointSlice may not point at the manager on loopback ("may not be in the
-//! loopback range"). With `failurePolicy: Fail` every Job and RayCluster create would then fail, so the
-//! test applies the install without its two webhook configurations, and the batch Job is created
-//! suspended (as Kueue's docs ask when its webhook is not in the path). A `url:` webhook would need the
-//! manager's certificate to name 127.0.0.1, which its cert management (for the Service's DNS names)
-//! does not.
+//! What runs: the install without its webhook configurations (below); the manager (`quotagate run
+//! --kubeconfig --simulated-ray-dashboards`) and the node agent (`quotagate node-agent --nodes 2`) as
+//! processes of their own; two Ready Nodes whose Leases are renewed; a queue-labelled batch Job admitted,
+//! resumed, its pods made by the real Job controller, bound by the real kube-scheduler, run to completion
+//! by the agent, its Workload `Finished`; then the POC's gated upgrade (config/samples/gated-upgrade): a
+//! 2-CPU RayService in a 3-CPU ClusterQueue Ready, its rayVersion bumped, the pending RayCluster with 0
+//! pods and the usage at 2 while the quota is 3, the quota raised to 4, the pending cluster admitted and
+//! switched to (the serve Service selects it, the real EndpointSlice controller lists its head), the old
+//! cluster and its pods gone, the usage back at 2, and the invariant watcher
+//! reporting no violation.
+//!
+//! Webhooks stay out of the install: the node agent's pods are simulated, so nothing serves the shipped
+//! Service's endpoints (the Deployment's own pods wait, `ImageNotSimulated`), and an EndpointSlice may
+//! not point at the manager on loopback ("may not be in the loopback range"). With `failurePolicy:
+//! Fail` every Job and RayCluster create would then fail, so the test applies the install without its
+//! two webhook configurations, and the batch Job is created suspended (as Kueue's docs ask when its
+//! webhook is not in the path). A `url:` webhook would need the manager's certificate to name
+//! 127.0.0.1, which its cert management (for the Service's DNS names) does not.
+//!
+//! Ray dashboards: the simulated pods run no Ray and their addresses reach nothing, so the manager
+//! answers its own dashboard calls with the Ray dashboard simulator (`--simulated-ray-dashboards`), as
+//! the embedded cluster does; the Serve status is the one simulated part of the upgrade.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -279,7 +294,7 @@ spec:
       containers:
       - name: pi
         image: busybox
-        command: ["true"]
+        command: ["sleep", "2"]
         resources:
           requests:
             cpu: "1"
@@ -295,8 +310,40 @@ fn managers(obj: &Value) -> Vec<String> {
         .collect()
 }
 
+/// `kubectl get` with a JSONPath, as text ("" when the object is not there).
+fn jsonpath(k: &Kubectl, args: &[&str], path: &str) -> String {
+    let mut a = args.to_vec();
+    let output = format!("jsonpath={path}");
+    a.extend(["-o", &output]);
+    let (ok, out, _) = k.run(&a, None);
+    if ok { out } else { String::new() }
+}
+
+/// Polls `f` until it gives a value, failing with `what` after `timeout`.
+fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(start.elapsed() < timeout, "{what}: not within {timeout:?}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn spawn_logged(mut cmd: Command, log: PathBuf) -> Proc {
+    let child = cmd
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("quotagate starts");
+    Proc { child, log }
+}
+
 #[test]
-fn install_and_admit_a_batch_job_on_a_real_control_plane() {
+fn install_a_batch_job_and_the_gated_upgrade_on_a_real_control_plane() {
+    let started = Instant::now();
     let Some(bin) = kubectl_path() else {
         return skip("kubectl not installed (scripts/install-kubectl.sh)");
     };
@@ -304,6 +351,7 @@ fn install_and_admit_a_batch_job_on_a_real_control_plane() {
         Ok(cp) => cp,
         Err(why) => return skip(&why),
     };
+    println!("control plane up after {:?}", started.elapsed());
     let k = Kubectl {
         bin,
         kubeconfig: cp.kubeconfig.clone(),
@@ -353,27 +401,92 @@ fn install_and_admit_a_batch_job_on_a_real_control_plane() {
             .is_some_and(|i| i.len() >= crd_count)
     );
 
-    // The manager as its own process, with the admin kubeconfig.
+    // The manager as its own process, with the admin kubeconfig; the Ray dashboards it calls are the
+    // simulator's (the node agent's pods run no Ray, and their addresses reach nothing).
     let dir = std::env::temp_dir().join(format!("quotagate-real-cp-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let log = dir.join("manager.log");
-    let child = Command::new(env!("CARGO_BIN_EXE_quotagate"))
-        .args(["run", "--kubeconfig"])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_quotagate"));
+    cmd.args(["run", "--kubeconfig"]).arg(&cp.kubeconfig).args([
+        "--health-addr",
+        "127.0.0.1:0",
+        "--webhook-addr",
+        "127.0.0.1:0",
+        "--identity",
+        "real-cp-test",
+        "--simulated-ray-dashboards",
+    ]);
+    let manager = spawn_logged(cmd, dir.join("manager.log"));
+
+    // The node agent: two Nodes of 4 CPU that the real scheduler binds pods to.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_quotagate"));
+    cmd.args(["node-agent", "--kubeconfig"])
         .arg(&cp.kubeconfig)
-        .args([
-            "--health-addr",
-            "127.0.0.1:0",
-            "--webhook-addr",
-            "127.0.0.1:0",
-            "--identity",
-            "real-cp-test",
-        ])
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("the manager starts");
-    let manager = Proc { child, log };
+        .args(["--nodes", "2", "--capacity", "cpu=4,memory=16Gi,pods=20"]);
+    let agent = spawn_logged(cmd, dir.join("node-agent.log"));
+    let nodes = k.wait_for(
+        &["get", "nodes"],
+        Duration::from_secs(60),
+        &format!("two Ready, untainted Nodes; node agent log:\n{}", agent.log()),
+        |v| {
+            let items = v["items"].as_array().cloned().unwrap_or_default();
+            items.len() == 2
+                && items.iter().all(|n| {
+                    // The TaintNodesByCondition admission plugin taints a new Node not-ready; the
+                    // node lifecycle controller lifts it once it sees the Ready condition.
+                    n["spec"]["taints"].as_array().is_none_or(Vec::is_empty)
+                        && n["status"]["conditions"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                })
+        },
+    );
+    assert_eq!(nodes["items"][0]["status"]["allocatable"]["cpu"], "4", "{nodes}");
+    assert_eq!(
+        jsonpath(
+            &k,
+            &["get", "lease", "quotagate-node-1", "-n", "kube-node-lease"],
+            "{.spec.holderIdentity}"
+        ),
+        "quotagate-node-1",
+        "the Node's Lease, heartbeated"
+    );
+
+    // The shipped Deployment's pods are bound too, but the agent cannot run quotagate's image: they
+    // wait (`ImageNotSimulated`) rather than claim a manager and webhook endpoints that are not there.
+    let waiting = k.wait_for(
+        &["get", "pods", "-n", "quotagate-system"],
+        Duration::from_secs(60),
+        "the Deployment's pods bound and waiting",
+        |v| {
+            v["items"].as_array().is_some_and(|p| {
+                !p.is_empty()
+                    && p.iter().all(|p| {
+                        p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"]
+                            == "ImageNotSimulated"
+                    })
+            })
+        },
+    );
+    for p in waiting["items"].as_array().into_iter().flatten() {
+        assert_eq!(p["status"]["phase"], "Pending", "{p}");
+    }
+    assert_eq!(
+        jsonpath(
+            &k,
+            &[
+                "get",
+                "deployment",
+                "quotagate-controller-manager",
+                "-n",
+                "quotagate-system"
+            ],
+            "{.status.conditions[?(@.type==\"Available\")].status}"
+        ),
+        "False",
+        "no replica of the shipped Deployment is available"
+    );
 
     k.ok(&["apply", "--server-side", "-f", "-"], Some(QUEUES));
     k.ok(&["create", "-f", "-"], Some(JOB));
@@ -403,8 +516,8 @@ fn install_and_admit_a_batch_job_on_a_real_control_plane() {
         managers(wl)
     );
 
-    // ...and unsuspends it; the real Job controller then starts it and creates its pods (Pending:
-    // there is no node yet).
+    // ...and unsuspends it; the real Job controller starts it and creates its pods, the real
+    // scheduler binds them to the agent's Nodes, the agent runs them (`sleep 2`) to completion.
     let job = k.wait_for(
         &["get", "job", "pi", "-n", "team"],
         Duration::from_secs(60),
@@ -420,15 +533,199 @@ fn install_and_admit_a_batch_job_on_a_real_control_plane() {
         !job_managers.iter().any(|m| m == "unknown"),
         "a write without a field manager: {job_managers:?}"
     );
-    k.wait_for(
+    let pods = k.wait_for(
         &["get", "pods", "-n", "team", "-l", "job-name=pi"],
         Duration::from_secs(60),
-        "the Job controller's pods",
-        |v| v["items"].as_array().is_some_and(|p| p.len() == 2),
+        "the Job controller's pods, bound by the scheduler",
+        |v| {
+            v["items"]
+                .as_array()
+                .is_some_and(|p| p.len() == 2 && p.iter().all(|p| p["spec"]["nodeName"].is_string()))
+        },
+    );
+    for p in pods["items"].as_array().into_iter().flatten() {
+        let node = p["spec"]["nodeName"].as_str().unwrap_or("");
+        assert!(node.starts_with("quotagate-node-"), "bound to {node}");
+    }
+    k.wait_for(
+        &["get", "job", "pi", "-n", "team"],
+        Duration::from_secs(60),
+        &format!("the Job complete; node agent log:\n{}", agent.log()),
+        |j| j["status"]["succeeded"] == 2,
+    );
+    k.wait_for(
+        &["get", "workloads", "-n", "team"],
+        Duration::from_secs(60),
+        "the Job's Workload Finished",
+        |v| {
+            v["items"].as_array().into_iter().flatten().any(|w| {
+                w["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["type"] == "Finished" && c["status"] == "True")
+            })
+        },
+    );
+    println!("batch Job done after {:?}", started.elapsed());
+
+    // The POC's gated upgrade (config/samples/gated-upgrade, POC-TESTING.md section 3), on real
+    // ground: a 2-CPU RayService in a 3-CPU ClusterQueue. The invariant watcher (the chaos and
+    // integration tests' one) checks I1-I6 on every Workload, RayCluster, Pod and ClusterQueue event.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let inv = rt.block_on(async {
+        let client = quotagate::cli::kube_client(Some(&cp.kubeconfig))
+            .await
+            .expect("a client for the admin kubeconfig");
+        quotagate::cli::chaos::invariants::Invariants::start(client)
+    });
+    let samples = root().join("config/samples/gated-upgrade");
+    for f in ["quota.yaml", "rayservice.yaml"] {
+        k.ok(
+            &["apply", "--server-side", "-f", samples.join(f).to_str().unwrap()],
+            None,
+        );
+    }
+    let poc = |path: &str| jsonpath(&k, &["get", "rayservice", "poc"], path);
+    let usage = || {
+        jsonpath(
+            &k,
+            &["get", "clusterqueue", "ray-cq"],
+            "{.status.flavorsUsage[0].resources[?(@.name==\"cpu\")].total}",
+        )
+    };
+    wait_until(
+        &format!(
+            "the RayService Ready; manager log:\n{}\nnode agent log:\n{}",
+            manager.log(),
+            agent.log()
+        ),
+        Duration::from_secs(120),
+        || (poc("{.status.conditions[?(@.type==\"Ready\")].status}") == "True").then_some(()),
+    );
+    let first = poc("{.status.activeServiceStatus.rayClusterName}");
+    assert!(!first.is_empty());
+    assert_eq!(usage(), "2", "the active cluster's 2 CPU");
+    println!("RayService Ready after {:?}", started.elapsed());
+
+    // The upgrade: both clusters need 4 CPU, the queue has 3; the pending cluster waits at the gate.
+    k.ok(
+        &[
+            "patch",
+            "rayservice",
+            "poc",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"rayClusterConfig":{"rayVersion":"2.47.0"}}}"#,
+        ],
+        None,
+    );
+    let pending = wait_until("the pending cluster", Duration::from_secs(60), || {
+        Some(poc("{.status.pendingServiceStatus.rayClusterName}")).filter(|p| !p.is_empty())
+    });
+    wait_until("the wait explained", Duration::from_secs(60), || {
+        poc("{.status.conditions[?(@.type==\"UpgradeInProgress\")].message}")
+            .contains("is gated: waiting for workload slice")
+            .then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let pods_of = |cluster: &str| {
+        jsonpath(
+            &k,
+            &["get", "pods", "-l", &format!("ray.io/cluster={cluster}")],
+            "{range .items[*]}{.metadata.name}{\"\\n\"}{end}",
+        )
+    };
+    assert_eq!(
+        poc("{.status.activeServiceStatus.rayClusterName}"),
+        first,
+        "no switch while the upgrade waits for quota"
+    );
+    assert!(
+        pods_of(&pending).trim().is_empty(),
+        "the pending cluster is gated: {}",
+        pods_of(&pending)
+    );
+    assert_eq!(usage(), "2", "the gated cluster holds no quota");
+    assert_eq!(
+        jsonpath(
+            &k,
+            &["get", "clusterqueue", "ray-cq"],
+            "{.spec.resourceGroups[0].flavors[0].resources[0].nominalQuota}"
+        ),
+        "3"
     );
 
-    let log = manager.log();
-    assert!(!log.contains("panicked"), "the manager panicked:\n{log}");
+    // Quota raised to 4: the pending cluster is admitted, its pods run, it takes the traffic and the
+    // old cluster goes; the usage settles at 2.
+    k.ok(&["patch", "clusterqueue", "ray-cq", "--type=json", "-p", r#"[{"op":"replace","path":"/spec/resourceGroups/0/flavors/0/resources/0/nominalQuota","value":"4"}]"#], None);
+    wait_until("the pending cluster's pods", Duration::from_secs(60), || {
+        (!pods_of(&pending).trim().is_empty()).then_some(())
+    });
+    wait_until(
+        &format!("the switch to the new cluster; manager log:\n{}", manager.log()),
+        Duration::from_secs(120),
+        || (poc("{.status.activeServiceStatus.rayClusterName}") == pending).then_some(()),
+    );
+    // The traffic: the serve Service selects the new cluster, and the real EndpointSlice controller
+    // lists the new cluster's head pod behind it.
+    assert_eq!(
+        jsonpath(
+            &k,
+            &["get", "service", "poc-serve-svc"],
+            "{.spec.selector.ray\\.io/cluster}"
+        ),
+        pending
+    );
+    wait_until(
+        "the serve Service's EndpointSlice on the new head",
+        Duration::from_secs(60),
+        || {
+            let targets = jsonpath(
+                &k,
+                &[
+                    "get",
+                    "endpointslices",
+                    "-l",
+                    "kubernetes.io/service-name=poc-serve-svc",
+                ],
+                "{range .items[*].endpoints[*]}{.targetRef.name}{\"\\n\"}{end}",
+            );
+            let lines: Vec<&str> = targets.lines().filter(|l| !l.is_empty()).collect();
+            (!lines.is_empty() && lines.iter().all(|l| l.starts_with(&pending))).then_some(())
+        },
+    );
+    wait_until("the old cluster deleted", Duration::from_secs(60), || {
+        let (_, out, err) = k.run(&["get", "raycluster", &first, "-o", "name"], None);
+        (out.trim().is_empty() && err.contains("NotFound")).then_some(())
+    });
+    wait_until("the old cluster's pods gone", Duration::from_secs(60), || {
+        pods_of(&first).trim().is_empty().then_some(())
+    });
+    wait_until("the usage settled at 2", Duration::from_secs(60), || {
+        (usage() == "2").then_some(())
+    });
+    assert_eq!(poc("{.status.conditions[?(@.type==\"Ready\")].status}"), "True");
+    println!("gated upgrade done after {:?}", started.elapsed());
+    let violations = inv.violations();
+    assert!(
+        violations.is_empty(),
+        "invariant violations:\n{}",
+        violations.join("\n")
+    );
+    assert!(inv.checks() > 0, "the invariant watcher ran no check");
+    drop(inv);
+    drop(rt);
+
+    for (who, p) in [("manager", &manager), ("node agent", &agent)] {
+        let log = p.log();
+        assert!(!log.contains("panicked"), "the {who} panicked:\n{log}");
+    }
     drop(manager);
+    drop(agent);
     let _ = std::fs::remove_dir_all(&dir);
 }
