@@ -552,6 +552,12 @@ fn a_gitops_reapply_of_an_admitted_raycluster_has_no_conflict_and_no_diff() {
         "the RayCluster unsuspended",
         |r| r["spec"]["suspend"] == false,
     );
+    // The user's unchanged re-apply: accepted, and no difference left.
+    let (ok, _, err) = k.run(&["apply", "--server-side", "-f", "-"], Some(RAYCLUSTER));
+    assert!(ok, "the re-apply failed: {err}");
+    let (same, diff, err) = k.run(&["diff", "--server-side", "-f", "-"], Some(RAYCLUSTER));
+    assert!(same, "kubectl diff --server-side found a difference: {diff}{err}");
+
     // No field of the templates is the manager's.
     let template_owners: Vec<String> = rc["metadata"]["managedFields"]
         .as_array()
@@ -564,12 +570,6 @@ fn a_gitops_reapply_of_an_admitted_raycluster_has_no_conflict_and_no_diff() {
         .filter_map(|m| m["manager"].as_str().map(str::to_string))
         .collect();
     assert_eq!(template_owners, vec!["kubectl".to_string()], "{rc}");
-
-    // The user's unchanged re-apply: accepted, and no difference left.
-    let (ok, _, err) = k.run(&["apply", "--server-side", "-f", "-"], Some(RAYCLUSTER));
-    assert!(ok, "the re-apply failed: {err}");
-    let (same, diff, err) = k.run(&["diff", "--server-side", "-f", "-"], Some(RAYCLUSTER));
-    assert!(same, "kubectl diff --server-side found a difference: {diff}{err}");
 
     let log = manager.log();
     assert!(!log.contains("panicked"), "the manager panicked:\n{log}");
