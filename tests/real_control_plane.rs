@@ -112,7 +112,10 @@ impl ControlPlane {
             });
         }
         control_plane_buildable()?;
-        let dir = std::env::temp_dir().join(format!("quotagate-real-cp-{}", std::process::id()));
+        // One directory (and so one control plane) per test: the tests of this binary run at once.
+        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("quotagate-real-cp-{}-{n}", std::process::id()));
         let out = script()
             .arg("up")
             .env("QUOTAGATE_CONTROL_PLANE_DIR", &dir)
@@ -727,5 +730,149 @@ fn install_a_batch_job_and_the_gated_upgrade_on_a_real_control_plane() {
     }
     drop(manager);
     drop(agent);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A queue-managed RayCluster as a GitOps repository holds it: no `suspend`, nothing of Kueue's but
+/// the queue label. Head and one worker of 1 CPU each: 2 of the queue's 3 CPU.
+const RAYCLUSTER: &str = r#"
+apiVersion: ray.io/v1
+kind: RayCluster
+metadata:
+  name: rc
+  namespace: team
+  labels:
+    kueue.x-k8s.io/queue-name: lq
+spec:
+  rayVersion: "2.46.0"
+  headGroupSpec:
+    rayStartParams: {}
+    template:
+      spec:
+        containers:
+        - name: ray-head
+          image: rayproject/ray:2.46.0
+          resources:
+            requests:
+              cpu: "1"
+              memory: 1Gi
+  workerGroupSpecs:
+  - groupName: workers
+    replicas: 1
+    minReplicas: 1
+    maxReplicas: 1
+    rayStartParams: {}
+    template:
+      spec:
+        containers:
+        - name: ray-worker
+          image: rayproject/ray:2.46.0
+          resources:
+            requests:
+              cpu: "1"
+              memory: 1Gi
+"#;
+
+/// Issue 58, the GitOps re-apply: after admission, the user's unchanged `kubectl apply --server-side`
+/// of a queue-managed RayCluster succeeds and `kubectl diff --server-side` finds nothing. Admission
+/// used to merge the podset label and the flavor's node selector into the pod templates; with
+/// `workerGroupSpecs` an atomic list, that write made the manager the owner of the whole list, and
+/// the re-apply failed with a conflict on `.spec.workerGroupSpecs`.
+#[test]
+fn a_gitops_reapply_of_an_admitted_raycluster_has_no_conflict_and_no_diff() {
+    let Some(bin) = kubectl_path() else {
+        return skip("kubectl not installed (scripts/install-kubectl.sh)");
+    };
+    let cp = match ControlPlane::start() {
+        Ok(cp) => cp,
+        Err(why) => return skip(&why),
+    };
+    let k = Kubectl {
+        bin,
+        kubeconfig: cp.kubeconfig.clone(),
+    };
+    let (install, _) = install_without_webhooks();
+    k.ok(&["apply", "--server-side", "-f", "-"], Some(&install));
+    k.ok(
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/rayclusters.ray.io",
+            "crd/workloads.kueue.x-k8s.io",
+            "crd/clusterqueues.kueue.x-k8s.io",
+            "crd/localqueues.kueue.x-k8s.io",
+        ],
+        None,
+    );
+    let dir = std::env::temp_dir().join(format!("quotagate-real-cp-gitops-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("manager.log");
+    let child = Command::new(env!("CARGO_BIN_EXE_quotagate"))
+        .args(["run", "--kubeconfig"])
+        .arg(&cp.kubeconfig)
+        .args([
+            "--health-addr",
+            "127.0.0.1:0",
+            "--webhook-addr",
+            "127.0.0.1:0",
+            "--identity",
+            "real-cp-gitops",
+        ])
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("the manager starts");
+    let manager = Proc { child, log };
+    k.ok(&["apply", "--server-side", "-f", "-"], Some(QUEUES));
+    k.ok(&["apply", "--server-side", "-f", "-"], Some(RAYCLUSTER));
+
+    // Admitted and running: its Workload holds quota and the cluster is unsuspended.
+    k.wait_for(
+        &["get", "workloads", "-n", "team"],
+        Duration::from_secs(90),
+        &format!(
+            "the RayCluster's Workload admitted; manager log:\n{}",
+            manager.log()
+        ),
+        |v| {
+            v["items"].as_array().into_iter().flatten().any(|w| {
+                w["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["type"] == "QuotaReserved" && c["status"] == "True")
+            })
+        },
+    );
+    let rc = k.wait_for(
+        &["get", "raycluster", "rc", "-n", "team"],
+        Duration::from_secs(60),
+        "the RayCluster unsuspended",
+        |r| r["spec"]["suspend"] == false,
+    );
+    // The user's unchanged re-apply: accepted, and no difference left.
+    let (ok, _, err) = k.run(&["apply", "--server-side", "-f", "-"], Some(RAYCLUSTER));
+    assert!(ok, "the re-apply failed: {err}");
+    let (same, diff, err) = k.run(&["diff", "--server-side", "-f", "-"], Some(RAYCLUSTER));
+    assert!(same, "kubectl diff --server-side found a difference: {diff}{err}");
+
+    // No field of the templates is the manager's.
+    let template_owners: Vec<String> = rc["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| {
+            let spec = &m["fieldsV1"]["f:spec"];
+            spec.get("f:workerGroupSpecs").is_some() || spec.get("f:headGroupSpec").is_some()
+        })
+        .filter_map(|m| m["manager"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(template_owners, vec!["kubectl".to_string()], "{rc}");
+
+    let log = manager.log();
+    assert!(!log.contains("panicked"), "the manager panicked:\n{log}");
+    drop(manager);
     let _ = std::fs::remove_dir_all(&dir);
 }

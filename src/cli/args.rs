@@ -201,9 +201,20 @@ pub enum Command {
         /// How many seeds, from --seed on.
         #[arg(long, default_value_t = 1)]
         runs: u64,
+        /// These seeds instead of --seed/--runs, comma-separated (e.g. `61,173,257`).
+        #[arg(long, value_delimiter = ',', num_args = 1.., conflicts_with_all = ["seed", "runs"])]
+        seeds: Vec<u64>,
+        /// Runs of each seed: the seeds are run once, then again, this many rounds in all, and one
+        /// summary line tallies every run.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        repeat: u64,
+        /// Each run under its seed's induced timing variation (worker stalls, slow API, pod start
+        /// delays), as a loaded machine times it; `CHAOS_JITTER=1` is the same.
+        #[arg(long)]
+        jitter: bool,
         /// Runs at once, each on its own embedded cluster.
-        #[arg(long, default_value_t = 4)]
-        jobs: usize,
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=64))]
+        jobs: u64,
         /// Re-runs allowed to shrink each failing seed's action list (0: no shrinking).
         #[arg(long, default_value_t = 40)]
         shrink: usize,

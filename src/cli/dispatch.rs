@@ -120,10 +120,23 @@ pub fn main(cli: Cli) -> ExitCode {
         Command::Chaos {
             seed,
             runs,
+            seeds,
+            repeat,
+            jitter,
             jobs,
             shrink,
             scenario,
-        } => run_async(chaos(seed, runs, jobs, shrink, scenario)),
+        } => run_async(chaos(
+            crate::cli::chaos::Options {
+                seeds: seed..seed.saturating_add(runs),
+                list: seeds,
+                repeat,
+                jobs: usize::try_from(jobs).unwrap_or(1),
+                shrink,
+            },
+            jitter,
+            scenario,
+        )),
         Command::Bench(BenchCommand::E2e {
             config,
             rangespec,
@@ -321,20 +334,21 @@ pub fn main(cli: Cli) -> ExitCode {
     }
 }
 
-/// `quotagate chaos`: a line per run, then the summary; an error when any run failed.
+/// `quotagate chaos`: a line per run, then the summary; an error when any run failed. `--jitter` or
+/// `CHAOS_JITTER=1` runs each under its seed's induced timing; an invalid `CHAOS_JITTER` is an error
+/// before any run, flag or not.
 async fn chaos(
-    seed: u64,
-    runs: u64,
-    jobs: usize,
-    shrink: usize,
+    opts: crate::cli::chaos::Options,
+    jitter: bool,
     scenario: crate::cli::chaos::Scenario,
 ) -> anyhow::Result<()> {
-    let opts = crate::cli::chaos::Options {
-        seeds: seed..seed.saturating_add(runs),
-        jobs,
-        shrink,
+    let env = crate::cli::chaos::Timing::from_env().map_err(anyhow::Error::msg)?;
+    let timing = if jitter {
+        crate::cli::chaos::Timing::Jitter
+    } else {
+        env
     };
-    let summary = crate::cli::chaos::run_many_scenario(scenario, &opts, |line| println!("{line}")).await;
+    let summary = crate::cli::chaos::run_many_timed(scenario, timing, &opts, |line| println!("{line}")).await;
     for f in &summary.failures {
         println!("{f}");
     }

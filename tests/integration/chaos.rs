@@ -23,11 +23,7 @@ async fn run_seeds(range: std::ops::Range<u64>) {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    let opts = Options {
-        seeds: seeds(range),
-        jobs: 4,
-        shrink,
-    };
+    let opts = Options::range(seeds(range), 4, shrink);
     let summary = run_many(&opts, |line| eprintln!("{line}")).await;
     let failures: Vec<String> = summary.failures.iter().map(ToString::to_string).collect();
     assert!(summary.passed(), "{summary}\n{}", failures.join("\n"));

@@ -1,5 +1,5 @@
 //! The job framework with RayCluster: one Workload per queue-labelled cluster, started on
-//! admission with the flavor's node labels, and deleting the cluster frees its quota.
+//! admission with the flavor's node labels on its pods, and deleting the cluster frees its quota.
 
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -40,8 +40,8 @@ fn owned_by<'a>(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raycluster_gets_one_workload_runs_when_admitted_and_frees_quota_when_deleted() {
-    let c = Cluster::start(Limits::default().cq("cq", 4000)).await;
-    // The flavor has a node label, which admission injects into the pod templates.
+    let c = Cluster::start_with_ray_operator(Limits::default().cq("cq", 4000)).await;
+    // The flavor has a node label, which admission puts on the pods (not into the templates).
     let rf: Api<ResourceFlavor> = Api::all(c.client.clone());
     rf.create(
         &PostParams::default(),
@@ -64,27 +64,48 @@ async fn raycluster_gets_one_workload_runs_when_admitted_and_frees_quota_when_de
         Some(true),
         "a queue-labelled cluster is created suspended"
     );
-    let first = wait_for(&rcs, "first", "running", |r| r.spec.suspend == Some(false)).await;
-    let head_sel = first
-        .spec
-        .head_group_spec
-        .template
-        .spec
-        .as_ref()
-        .unwrap()
-        .node_selector
-        .clone()
-        .unwrap();
-    assert_eq!(head_sel["pool"], "blue");
-    let labels = first.spec.worker_group_specs.as_ref().unwrap()[0]
-        .template
-        .metadata
-        .as_ref()
-        .unwrap()
-        .labels
-        .clone()
-        .unwrap();
-    assert_eq!(labels[label::PODSET], "workers");
+    let started = wait_for(&rcs, "first", "running", |r| r.spec.suspend == Some(false)).await;
+    // Issue 58: admission changes nothing in the spec but `suspend`. Kueue also merges each podset's
+    // node selector, tolerations and `kueue.x-k8s.io/podset` label into the templates; a write into
+    // `workerGroupSpecs`, an atomic list, would take the whole list from its owner, and the user's
+    // unchanged `kubectl apply --server-side` would then conflict.
+    let mut as_created = first.spec.clone();
+    as_created.suspend = Some(false);
+    assert_eq!(started.spec, as_created, "admission wrote into the spec");
+    // The pods carry what Kueue's templates would: the flavor's node selector and their podset.
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.client.clone(), "default");
+    let pods = loop {
+        let list = pods
+            .list(&ListParams::default().labels("ray.io/cluster=first"))
+            .await
+            .unwrap()
+            .items;
+        if list.len() == 3 {
+            break list;
+        }
+        c.quota.wait_any_event().await;
+    };
+    for p in &pods {
+        let sel = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_selector.clone())
+            .unwrap_or_default();
+        assert_eq!(
+            sel.get("pool").map(String::as_str),
+            Some("blue"),
+            "{}",
+            p.name_any()
+        );
+        let head = p.labels().get("ray.io/node-type").map(String::as_str) == Some("head");
+        assert_eq!(
+            p.labels().get(label::PODSET).map(String::as_str),
+            Some(if head { "head" } else { "workers" }),
+            "{}",
+            p.name_any()
+        );
+    }
+    let first = started;
     let wls = c.workloads();
     let all = wls.list(&Default::default()).await.unwrap().items;
     let mine = owned_by(&all, &first);
@@ -166,7 +187,8 @@ async fn preempted_raycluster_is_suspended_restored_and_requeued() {
         .get_or_insert_with(Default::default)
         .insert(label::PRIORITY_CLASS.to_string(), "high".to_string());
     rcs.create(&PostParams::default(), &high).await.unwrap();
-    // The low-priority cluster is stopped and its templates lose the flavor's node selector.
+    // The low-priority cluster is stopped; its templates never carried the flavor's node selector
+    // (issue 58: it goes on the pods), so none is left there.
     let low = wait_for(&rcs, "low", "suspended by preemption", |r| {
         r.spec.suspend == Some(true)
     })
@@ -555,7 +577,8 @@ async fn a_raycluster_takes_its_pods_priority_class_or_the_global_default() {
 /// Kueue `test/integration/singlecluster/controller/jobs/raycluster/raycluster_controller_test.go`,
 /// "Should reconcile RayClusters", the steps a job controller (not a webhook) decides: a second Workload
 /// the cluster owns that does not match it is deleted and the first kept; admission unsuspends the
-/// cluster with each podset's flavor as its node selector (head `on-demand`, workers `spot`) and the event
+/// cluster with each podset's flavor (head `on-demand`, workers `spot`; Kueue writes it into the templates
+/// as a node selector, quotagate onto the pods only, issue 58) and the event
 /// `Started` "Admitted by clusterQueue cluster-queue"; one more worker suspends it, removes the selectors
 /// and deletes the Workload ("Deleted not matching Workload: <ns>/<name>"); a Workload with the new count
 /// takes its name, and its admission unsuspends the cluster with the selectors again. Kueue sets the
@@ -625,15 +648,29 @@ async fn kueue_should_reconcile_rayclusters_and_stop_one_that_no_longer_matches(
             .unwrap_or_default()
     };
     let started = wait_for(&rcs, "test-job", "unsuspended", |r| r.spec.suspend == Some(false)).await;
-    assert_eq!(
-        selector(&started, false),
-        [(KEY.to_string(), "on-demand".to_string())].into()
-    );
-    assert_eq!(
-        selector(&started, true),
-        [(KEY.to_string(), "spot".to_string())].into()
-    );
-    assert!(reserved(&wls.get(&wl_name).await.unwrap()));
+    // Kueue writes each podset's flavor into its template as a node selector; quotagate puts it on the
+    // pods only (issue 58: a write into the atomic `workerGroupSpecs` takes it from the user), so the
+    // flavors are read from the admission and the templates stay as written.
+    let flavors = |w: &quotagate::api::kueue::Workload| -> Vec<(String, String)> {
+        w.status
+            .as_ref()
+            .and_then(|s| s.admission.as_ref())
+            .map(|a| {
+                a.pod_set_assignments
+                    .iter()
+                    .map(|p| (p.name.clone(), p.flavors.get("cpu").cloned().unwrap_or_default()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let by_podset = vec![
+        ("head".to_string(), "on-demand".to_string()),
+        ("workers".to_string(), "spot".to_string()),
+    ];
+    assert!(selector(&started, false).is_empty() && selector(&started, true).is_empty());
+    let admitted = wls.get(&wl_name).await.unwrap();
+    assert_eq!(flavors(&admitted), by_podset);
+    assert!(reserved(&admitted));
     wait_event(
         &c,
         "test-job",
@@ -678,15 +715,10 @@ async fn kueue_should_reconcile_rayclusters_and_stop_one_that_no_longer_matches(
         r.spec.suspend == Some(false)
     })
     .await;
-    assert_eq!(
-        selector(&restarted, false),
-        [(KEY.to_string(), "on-demand".to_string())].into()
-    );
-    assert_eq!(
-        selector(&restarted, true),
-        [(KEY.to_string(), "spot".to_string())].into()
-    );
-    assert!(reserved(&wls.get(&wl_name).await.unwrap()));
+    assert!(selector(&restarted, false).is_empty() && selector(&restarted, true).is_empty());
+    let admitted = wls.get(&wl_name).await.unwrap();
+    assert_eq!(flavors(&admitted), by_podset);
+    assert!(reserved(&admitted));
     c.quota.assert_safe();
 }
 

@@ -11,7 +11,7 @@
 //! - and pods start after a seeded delay, not the fixed one.
 //!
 //! What it cannot make is a reordering no loaded machine makes: every delay is one the real
-//! components may see. `CHAOS_JITTER=1` turns it on for `quotagate chaos`; the CI regression tests
+//! components may see. `quotagate chaos --jitter` (or `CHAOS_JITTER=1`) turns it on; the CI regression tests
 //! run their seeds under it.
 
 use std::sync::Arc;

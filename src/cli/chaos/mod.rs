@@ -162,28 +162,39 @@ async fn shrink_scenario(
 #[derive(Clone, Debug)]
 pub struct Options {
     pub seeds: std::ops::Range<u64>,
+    /// These seeds instead of `seeds` when not empty (`--seeds 61,173,257`).
+    pub list: Vec<u64>,
+    /// Rounds: every seed runs once per round, `repeat` rounds in all (0 counts as 1). The runs are
+    /// drawn one at a time, so a large count costs no memory.
+    pub repeat: u64,
     /// Runs at once, each on its own embedded cluster (they mostly wait on timers).
     pub jobs: usize,
     /// Re-runs allowed to shrink each failure (0: no shrinking).
     pub shrink: usize,
 }
 
-/// `run_many` of `scenario`, under the timing `CHAOS_JITTER` asks for (`Timing::from_env`; an invalid
-/// value is a run error of its own).
-pub async fn run_many_scenario(
-    scenario: Scenario,
-    opts: &Options,
-    mut progress: impl FnMut(&str),
-) -> Summary {
-    match Timing::from_env() {
-        Ok(timing) => run_seeds((scenario, timing), opts, progress).await,
-        Err(e) => {
-            progress(&e);
-            Summary {
-                errors: 1,
-                ..Summary::default()
-            }
+impl Options {
+    /// `seeds`, run once each, `jobs` at a time.
+    pub fn range(seeds: std::ops::Range<u64>, jobs: usize, shrink: usize) -> Options {
+        Options {
+            seeds,
+            list: Vec::new(),
+            repeat: 1,
+            jobs,
+            shrink,
         }
+    }
+
+    /// Every run, round after round: (round from 1, seed).
+    fn runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        (1..=self.repeat.max(1)).flat_map(move |round| {
+            let seeds: Box<dyn Iterator<Item = u64> + '_> = if self.list.is_empty() {
+                Box::new(self.seeds.clone())
+            } else {
+                Box::new(self.list.iter().copied())
+            };
+            seeds.map(move |seed| (round, seed))
+        })
     }
 }
 
@@ -271,15 +282,21 @@ async fn run_seeds(
         progress("timing: each run under its seed's induced jitter (worker stalls, slow API, pod starts)");
     }
     let mut failed = Vec::new();
-    let mut runs = futures::stream::iter(opts.seeds.clone())
-        .map(|seed| async move {
+    let rounds = opts.repeat > 1;
+    let mut runs = futures::stream::iter(opts.runs())
+        .map(|(round, seed)| async move {
             let t = Instant::now();
             let list = generate(scenario, seed).map(|(_, l)| l).unwrap_or_default();
             let r = run_scenario_timed(scenario, seed, Some(&list), timing).await;
-            (seed, list, r, t.elapsed().as_secs_f64())
+            (round, seed, list, r, t.elapsed().as_secs_f64())
         })
         .buffer_unordered(opts.jobs.max(1));
-    while let Some((seed, list, r, secs)) = runs.next().await {
+    while let Some((round, seed, list, r, secs)) = runs.next().await {
+        let seed_name = if rounds {
+            format!("{seed} (round {round})")
+        } else {
+            seed.to_string()
+        };
         sum.runs += 1;
         sum.actions += list.len();
         sum.faults += list.iter().filter(|o| o.is_fault()).count();
@@ -295,7 +312,7 @@ async fn run_seeds(
                     String::new()
                 };
                 progress(&format!(
-                    "seed {seed}: ok, {} actions ({} faults), {} checks{excused}, {secs:.1} s",
+                    "seed {seed_name}: ok, {} actions ({} faults), {} checks{excused}, {secs:.1} s",
                     stats.actions, stats.faults, stats.checks
                 ));
             }
@@ -305,15 +322,17 @@ async fn run_seeds(
                     Failure::Liveness(_) => sum.liveness += 1,
                     Failure::Setup(_) => sum.errors += 1,
                 }
-                progress(&format!("seed {seed}: FAILED, {f}"));
+                progress(&format!("seed {seed_name}: FAILED, {f}"));
                 failed.push((seed, list, f));
             }
         }
     }
     drop(runs);
     failed.sort_by_key(|(s, _, _)| *s);
+    let mut shrunk = std::collections::BTreeSet::new();
     for (seed, list, failure) in failed {
-        let shortest = if opts.shrink > 0 {
+        // A seed that failed in several rounds is shrunk once.
+        let shortest = if opts.shrink > 0 && shrunk.insert(seed) {
             progress(&format!(
                 "seed {seed}: shrinking {} actions (up to {} re-runs)",
                 list.len(),
@@ -332,4 +351,24 @@ async fn run_seeds(
     }
     sum.seconds = start.elapsed().as_secs_f64();
     sum
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seed_list_runs_round_after_round() {
+        let mut o = Options::range(5..7, 2, 0);
+        assert_eq!(o.runs().collect::<Vec<_>>(), vec![(1, 5), (1, 6)]);
+        o.list = vec![257, 61];
+        o.repeat = 2;
+        assert_eq!(
+            o.runs().collect::<Vec<_>>(),
+            vec![(1, 257), (1, 61), (2, 257), (2, 61)]
+        );
+        // Drawn lazily: a huge count is only a bound.
+        o.repeat = u64::MAX;
+        assert_eq!(o.runs().nth(5), Some((3, 61)));
+    }
 }

@@ -17,7 +17,7 @@ use crate::api::ray::RayCluster;
 use crate::jobframework::JobFrameworkError;
 use crate::jobframework::interface::{Finished, GenericJob};
 use crate::jobframework::job_controller::JobKind;
-use crate::jobframework::podset_info::{PodSetInfo, merge_all, restore_template};
+use crate::jobframework::podset_info::{PodSetInfo, merge_all};
 use crate::rayservice::cluster::BuildOptions;
 use crate::rayservice::cluster::podsets::cluster_podsets;
 
@@ -160,15 +160,23 @@ impl GenericJob for RayClusterJob {
         self.rc.spec.suspend = Some(true);
     }
 
+    /// Checks that the admission's info fits the cluster's templates (one per podset, no key set to
+    /// another value), then unsuspends it. Nothing of the admission is written into the spec, unlike
+    /// Kueue, which merges it into the pod templates: `workerGroupSpecs` is an atomic list, so one
+    /// write into a template makes our field manager the owner of the whole list, and the user's
+    /// unchanged `kubectl apply --server-side` then conflicts on `.spec.workerGroupSpecs` (issue 58).
+    /// The RayCluster controller puts each podset's node selector, tolerations, labels and
+    /// annotations on the pods it creates, from the admitted Workload (`gate::decide_standalone`), as
+    /// it does for a RayService's children.
     fn run_with_podsets_info(&mut self, infos: &[PodSetInfo]) -> Result<(), JobFrameworkError> {
-        let spec = &mut self.rc.spec;
-        let head = &mut spec.head_group_spec.template;
+        let mut probe = self.rc.spec.clone();
+        let head = &mut probe.head_group_spec.template;
         let mut templates: Vec<(&mut ObjectMeta, &mut k8s_openapi::api::core::v1::PodSpec)> = Vec::new();
         templates.push((
             head.metadata.get_or_insert_with(Default::default),
             head.spec.get_or_insert_with(Default::default),
         ));
-        for g in spec.worker_group_specs.iter_mut().flatten() {
+        for g in probe.worker_group_specs.iter_mut().flatten() {
             let t = &mut g.template;
             templates.push((
                 t.metadata.get_or_insert_with(Default::default),
@@ -176,35 +184,14 @@ impl GenericJob for RayClusterJob {
             ));
         }
         merge_all(templates.into_iter(), infos)?;
-        spec.suspend = Some(false);
+        self.rc.spec.suspend = Some(false);
         Ok(())
     }
 
-    fn restore_podsets_info(&mut self, infos: &[PodSetInfo]) -> bool {
-        let spec = &mut self.rc.spec;
-        let mut changed = false;
-        let head = &mut spec.head_group_spec.template;
-        if let Some(info) = infos.first() {
-            changed |= restore_template(
-                head.metadata.get_or_insert_with(Default::default),
-                head.spec.get_or_insert_with(Default::default),
-                info,
-            );
-        }
-        for (g, info) in spec
-            .worker_group_specs
-            .iter_mut()
-            .flatten()
-            .zip(infos.iter().skip(1))
-        {
-            let t = &mut g.template;
-            changed |= restore_template(
-                t.metadata.get_or_insert_with(Default::default),
-                t.spec.get_or_insert_with(Default::default),
-                info,
-            );
-        }
-        changed
+    /// Nothing to restore: `run_with_podsets_info` wrote nothing into the spec (writing the saved
+    /// originals back would also take the user's templates, and undo their edits since).
+    fn restore_podsets_info(&mut self, _infos: &[PodSetInfo]) -> bool {
+        false
     }
 
     fn finished(&self) -> Option<Finished> {
@@ -339,10 +326,13 @@ mod tests {
         assert_eq!(req["memory"].0, "512Mi");
     }
 
+    /// Issue 58: admission writes nothing into the user's templates (the RayCluster controller puts
+    /// the info on the pods), but still refuses info that does not fit them, as Kueue's merge does.
     #[test]
-    fn run_injects_flavor_info_and_unsuspends_and_restore_undoes_it() {
+    fn run_checks_the_info_and_unsuspends_without_writing_into_the_templates() {
         let mut job = RayClusterJob::new(cluster(false));
         job.suspend();
+        let before = job.rc.spec.clone();
         let info = |n: &str| PodSetInfo {
             name: n.into(),
             count: 1,
@@ -352,18 +342,24 @@ mod tests {
         let infos = vec![info("head"), info("small"), info("multi")];
         job.run_with_podsets_info(&infos).unwrap();
         assert!(!job.is_suspended());
-        let sel = job.rc.spec.worker_group_specs.as_ref().unwrap()[1]
-            .template
-            .spec
-            .as_ref()
-            .unwrap()
-            .node_selector
-            .clone()
-            .unwrap();
-        assert_eq!(sel["pool"], "a");
+        let mut after = job.rc.spec.clone();
+        after.suspend = before.suspend;
+        assert_eq!(after, before, "the templates are the user's");
         assert!(matches!(
             job.run_with_podsets_info(&infos[..2]),
             Err(JobFrameworkError::PodSetsInfoLength { want: 3, got: 2 })
+        ));
+        let mut mine = RayClusterJob::new(cluster(false));
+        mine.rc
+            .spec
+            .head_group_spec
+            .template
+            .spec
+            .get_or_insert_with(Default::default)
+            .node_selector = Some([("pool".to_string(), "mine".to_string())].into());
+        assert!(matches!(
+            mine.run_with_podsets_info(&infos),
+            Err(JobFrameworkError::PodSetUpdateConflict { .. })
         ));
         let originals: Vec<PodSetInfo> = RayClusterJob::new(cluster(false))
             .pod_sets()
@@ -371,19 +367,7 @@ mod tests {
             .iter()
             .map(PodSetInfo::from_podset)
             .collect();
-        assert!(job.restore_podsets_info(&originals));
-        assert!(
-            job.rc
-                .spec
-                .head_group_spec
-                .template
-                .spec
-                .as_ref()
-                .unwrap()
-                .node_selector
-                .as_ref()
-                .is_none_or(|s| s.is_empty())
-        );
+        assert!(!job.restore_podsets_info(&originals), "nothing to restore");
     }
 }
 
