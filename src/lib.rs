@@ -3,6 +3,7 @@
 //! Dependency direction is the layout: `api` <- `queue` <- `jobframework` <- `rayservice`, `jobs` <- wiring;
 //! `embedded` depends on `api` and serves everything else through `kube::Client`.
 
+pub mod admission;
 pub mod api;
 pub mod cli;
 pub mod embedded;

@@ -10,9 +10,13 @@ use std::path::{Path, PathBuf};
 const ALLOWED: &[(&str, &[&str])] = &[
     ("api", &["api"]),
     ("queue", &["api", "queue"]),
-    ("jobframework", &["api", "queue", "jobframework"]),
-    ("rayservice", &["api", "queue", "jobframework", "rayservice"]),
-    ("jobs", &["api", "queue", "jobframework", "jobs"]),
+    ("admission", &["api", "queue", "jobframework", "admission"]),
+    ("jobframework", &["api", "queue", "admission", "jobframework"]),
+    (
+        "rayservice",
+        &["api", "queue", "admission", "jobframework", "rayservice"],
+    ),
+    ("jobs", &["api", "queue", "admission", "jobframework", "jobs"]),
     ("embedded", &["api", "embedded"]),
 ];
 

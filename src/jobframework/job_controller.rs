@@ -25,13 +25,13 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use super::JobFrameworkError;
-use super::core::conditions::{self, is_evicted};
 use super::interface::{DemandChange, GenericJob, StopReason, queue_name};
 use super::podset_info::{InfoOptions, PodSetInfo, podsets_equivalent, podsets_info_from_status};
 use super::priority::{Priority, PrioritySource, priority_source, resolve_priority};
 use super::refusal;
 use super::shell;
 use super::workload::{WorkloadOptions, construct_workload, prepare_workload_slice};
+use crate::admission::{self as conditions, is_evicted};
 use crate::api::kueue::constants::{ANNOTATION_UPGRADE_CLAIM, label};
 use crate::api::kueue::managed_jobs::ManagedJobs;
 use crate::api::kueue::{PodSet, Workload, WorkloadPriorityClass};
@@ -173,7 +173,7 @@ fn split_chain<'a>(live: &mut Vec<&'a Workload>) -> Option<&'a Workload> {
         return None;
     }
     let replaces = |a: &Workload, b: &Workload| {
-        super::core::sync::replacement_for(a)
+        crate::admission::replacement_for(a)
             .is_some_and(|k| Some(k.name.as_str()) == b.metadata.name.as_deref())
     };
     if replaces(live[1], live[0]) {
@@ -189,11 +189,11 @@ fn split_chain<'a>(live: &mut Vec<&'a Workload>) -> Option<&'a Workload> {
 fn floor_annotations(job: &dyn GenericJob, wl: &Workload) -> [(&'static str, Option<String>); 2] {
     let floor = job
         .growth_floor(&wl.spec.pod_sets)
-        .map(|f| super::slices::format_floor(&f));
+        .map(|f| crate::admission::slices::format_floor(&f));
     let keeps = floor.as_ref().and(job.growth_keeps()).map(|k| k.join(","));
     [
-        (super::slices::GROWTH_FLOOR_ANNOTATION, floor),
-        (super::slices::GROWTH_KEEPS_ANNOTATION, keeps),
+        (crate::admission::slices::GROWTH_FLOOR_ANNOTATION, floor),
+        (crate::admission::slices::GROWTH_KEEPS_ANNOTATION, keeps),
     ]
 }
 
@@ -504,7 +504,7 @@ pub struct JobContext {
     /// Kueue's waitForPodsReady: keep each job's Workload `PodsReady` condition from its pods.
     pub wait_for_pods_ready: bool,
     /// Where waitForPodsReady's time-to-ready histograms are observed.
-    pub metrics: Arc<super::metrics::Metrics>,
+    pub metrics: Arc<crate::admission::metrics::Metrics>,
     /// `manageJobsWithoutQueueName` and `managedJobsNamespaceSelector`.
     pub managed_jobs: Arc<ManagedJobs>,
 }
@@ -1020,13 +1020,13 @@ impl<J: JobKind> Pass<'_, J> {
             .filter(|w| w.metadata.deletion_timestamp.is_none() && !w.is_finished() && shows(w))
         {
             let now = jiff::Timestamp::now();
-            if let Some(status) = super::core::pods_ready::with_condition(wl, ready, now) {
+            if let Some(status) = crate::admission::pods_ready_condition(wl, ready, now) {
                 let mut obj = wl.clone();
                 obj.status = Some(status.clone());
                 self.wl_api
                     .replace_status(&wl.name_any(), &PostParams::default(), &obj)
                     .await?;
-                super::core::pods_ready_metrics::record_ready(&self.ctx.metrics, wl, &status, now);
+                crate::admission::record_pods_ready(&self.ctx.metrics, wl, &status, now);
             }
         }
         Ok(())

@@ -22,9 +22,9 @@ use super::queue_status;
 use super::stats::Phase;
 use super::sync::{Action, AdmissionState, Snapshot, key_of};
 use super::write_backoff::{self, WriteBackoff};
+use crate::admission::metrics::Metrics;
 use crate::api::kueue::constants::{RESOURCE_IN_USE_FINALIZER, reason};
 use crate::api::kueue::{ClusterQueue, Cohort, LocalQueue, Workload, WorkloadStatus};
-use crate::jobframework::metrics::Metrics;
 use crate::queue::{WorkloadKey, convert};
 
 /// Everything the loop needs.
@@ -828,7 +828,7 @@ impl AdmissionLoop {
         let m = &self.metrics;
         let priority_class = priority_class(wl);
         let underlying_cause = conditions::underlying_cause(wl, cause.by);
-        let labels = crate::jobframework::metrics::EvictedLabels {
+        let labels = crate::admission::metrics::EvictedLabels {
             cluster_queue: cq.clone(),
             reason: cause.by.reason().to_string(),
             underlying_cause: underlying_cause.clone(),
@@ -846,7 +846,7 @@ impl AdmissionLoop {
         }
         if let Some((ns, lq)) = queue_status::local_queue_key(wl) {
             m.local_queue_evicted_workloads_total
-                .get_or_create(&crate::jobframework::metrics::LqEvictedLabels {
+                .get_or_create(&crate::admission::metrics::LqEvictedLabels {
                     name: lq,
                     namespace: ns,
                     reason: cause.by.reason().to_string(),
@@ -860,7 +860,7 @@ impl AdmissionLoop {
         if let Some(pr) = cause.by.preempted_reason() {
             self.metrics
                 .preempted_workloads_total
-                .get_or_create(&crate::jobframework::metrics::PreemptedLabels {
+                .get_or_create(&crate::admission::metrics::PreemptedLabels {
                     preempting_cluster_queue: cq,
                     reason: pr.to_string(),
                     replica_role: self.metrics.role(),
