@@ -7,16 +7,15 @@ use std::path::{Path, PathBuf};
 
 /// Which top-level modules each layer may name. One line per layer; a module not listed may use anything
 /// (the wiring: `main.rs`, `cli`, `wiring`).
+#[rustfmt::skip] // a table, one line per layer
 const ALLOWED: &[(&str, &[&str])] = &[
     ("api", &["api"]),
+    ("kit", &["kit"]),
     ("queue", &["api", "queue"]),
-    ("admission", &["api", "queue", "jobframework", "admission"]),
-    ("jobframework", &["api", "queue", "admission", "jobframework"]),
-    (
-        "rayservice",
-        &["api", "queue", "admission", "jobframework", "rayservice"],
-    ),
-    ("jobs", &["api", "queue", "admission", "jobframework", "jobs"]),
+    ("admission", &["api", "queue", "kit", "admission"]),
+    ("jobframework", &["api", "queue", "kit", "admission", "jobframework"]),
+    ("rayservice", &["api", "queue", "kit", "admission", "jobframework", "rayservice"]),
+    ("jobs", &["api", "queue", "kit", "admission", "jobframework", "jobs"]),
     ("embedded", &["api", "embedded"]),
 ];
 

@@ -10,7 +10,6 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::events::Recorder;
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -29,13 +28,14 @@ use super::interface::{DemandChange, GenericJob, StopReason, queue_name};
 use super::podset_info::{InfoOptions, PodSetInfo, podsets_equivalent, podsets_info_from_status};
 use super::priority::{Priority, PrioritySource, priority_source, resolve_priority};
 use super::refusal;
-use super::shell;
 use super::workload::{WorkloadOptions, construct_workload, prepare_workload_slice};
 use crate::admission::{self as conditions, is_evicted};
 use crate::api::kueue::constants::{ANNOTATION_UPGRADE_CLAIM, label};
 use crate::api::kueue::managed_jobs::ManagedJobs;
 use crate::api::kueue::{PodSet, Workload, WorkloadPriorityClass};
 use crate::api::merge_patch::guarded;
+use crate::kit::events::Recorder;
+use crate::kit::{RESYNC, became_leader, shell};
 
 /// A job kind the generic reconciler manages (Kueue's `IntegrationCallbacks`): the object it watches,
 /// how a job is loaded from it (with whatever the job reads from the cluster, e.g. its live children),
@@ -585,9 +585,6 @@ pub async fn owned_workloads(client: &Client, ns: &str, uid: &str) -> Result<Vec
         .collect())
 }
 
-/// How often a queue-managed job is reconciled with no event (see the end of `reconcile`).
-pub const RESYNC: Duration = Duration::from_secs(30);
-
 #[tracing::instrument(skip(obj, ctx), fields(name = %obj.name_any(), ns = obj.namespace().unwrap_or_default()))]
 pub async fn reconcile<J: JobKind>(obj: Arc<J::Object>, ctx: Arc<JobContext>) -> Result<Action, JobError> {
     if !*ctx.leader.borrow() {
@@ -1050,19 +1047,4 @@ pub async fn run<J: JobKind>(ctx: JobContext, shutdown: impl Future<Output = ()>
     // Becoming leader re-checks every job (the followers skipped their writes).
     let controller = controller.reconcile_all_on(became_leader(&mut leader));
     shell::run(controller, "job", reconcile::<J>, ctx, |_| Duration::from_secs(1)).await;
-}
-
-/// One item each time this replica becomes leader (for `Controller::reconcile_all_on`).
-pub(crate) fn became_leader(
-    leader: &mut watch::Receiver<bool>,
-) -> impl futures::Stream<Item = ()> + Send + Sync + 'static {
-    let rx = leader.clone();
-    futures::stream::unfold(rx, |mut rx| async move {
-        loop {
-            rx.changed().await.ok()?;
-            if *rx.borrow() {
-                return Some(((), rx));
-            }
-        }
-    })
 }

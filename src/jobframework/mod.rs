@@ -32,7 +32,7 @@
 //!   admission loop uses.
 //! - **Label readers**: [`queue_name`], [`workload_priority_class_name`], [`maximum_execution_time_seconds`],
 //!   [`workload_slice_enabled`].
-//! - The controller shell ([`shell`]) and event recorder ([`events`]) every controller runs with.
+//! - The controller shell and event recorder every controller runs with live below, in [`crate::kit`].
 //!
 //! The test doubles in `contract_tests.rs` sketch a batch Job, a Pod group and a RayJob written against
 //! this contract alone.
@@ -43,7 +43,6 @@
 //! [`priority`]) and refusals written onto jobs ([`refusal`]).
 
 pub mod error;
-pub mod events;
 pub mod interface;
 pub mod job_controller;
 pub mod names;
@@ -52,7 +51,6 @@ pub mod priority;
 pub mod reclaimable;
 pub mod refusal;
 pub mod retention;
-pub mod shell;
 pub mod workload;
 
 pub use crate::admission::slices::{is_evicted, replacement_for};

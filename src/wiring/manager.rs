@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::jobframework::events::Recorder;
+use crate::kit::events::Recorder;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::runtime::events::Reporter;
 use kube::{Api, Client};
@@ -212,7 +212,7 @@ pub async fn run_manager(
             rx.clone(),
         ));
     }
-    let (queued, events_task) = crate::jobframework::events::QueuedRecorder::spawn(recorder.clone(), 4096);
+    let (queued, events_task) = crate::kit::events::QueuedRecorder::spawn(recorder.clone(), 4096);
     tasks.push(events_task);
     let admission = AdmissionLoop {
         client: client.clone(),

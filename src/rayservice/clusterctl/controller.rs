@@ -29,7 +29,7 @@ use crate::api::ray::{RayCluster, RayClusterStatus};
 use crate::jobframework::podset_info::{
     InfoOptions, PodSetInfo, flavors_by_name, merge_into_template, podsets_info_from_status, strip_template,
 };
-use crate::jobframework::shell;
+use crate::kit::shell;
 use crate::rayservice::cluster::conditions::{ConditionPlan, FALSE, TRUE, merge_condition};
 use crate::rayservice::cluster::hash::{
     RecreateDecision, hash_without_replicas_and_workers_to_delete, head_pod_stamp, recreate_decision,

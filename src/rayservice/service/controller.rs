@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::jobframework::events::Recorder;
+use crate::kit::events::Recorder;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -33,7 +33,7 @@ use crate::api::ray::constants as c;
 use crate::api::ray::constants::ANNOTATION_ADMISSION_GATED as GATE_ANNOTATION;
 use crate::api::ray::validation::{RayFeatureGates, validate_ray_service_with};
 use crate::api::ray::{RayCluster, RayService};
-use crate::jobframework::shell;
+use crate::kit::shell;
 use crate::rayservice::cluster::child::spec_for_hashing;
 use crate::rayservice::cluster::hash::{hash_of_first_groups, hash_without_replicas_and_workers_to_delete};
 use crate::rayservice::cluster::names;
