@@ -17,7 +17,6 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
 use tracing::instrument;
 
-use super::head_backoff;
 use super::lifecycle::{ClusterDecision, Facts, Phase, decide, facts, running_conditions};
 use super::pods::{GroupView, PodAction, PodInputs, PodView, Recreate};
 use crate::api::kueue::Workload;
@@ -34,6 +33,7 @@ use crate::rayservice::cluster::conditions::{ConditionPlan, FALSE, TRUE, merge_c
 use crate::rayservice::cluster::hash::{
     RecreateDecision, hash_without_replicas_and_workers_to_delete, head_pod_stamp, recreate_decision,
 };
+use crate::rayservice::cluster::head_backoff;
 use crate::rayservice::cluster::names;
 use crate::rayservice::cluster::pod::{WorkerSlot, build_head_pod, build_worker_pod};
 use crate::rayservice::cluster::podsets::HEAD_PODSET;
