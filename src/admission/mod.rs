@@ -30,6 +30,7 @@ pub(crate) mod pods_ready_metrics;
 pub(crate) mod priorities;
 pub(crate) mod queue_metrics;
 pub(crate) mod queue_status;
+mod queues;
 pub(crate) mod run;
 pub mod slices;
 pub(crate) mod snapshot;
@@ -37,6 +38,7 @@ pub(crate) mod stats;
 pub(crate) mod sync;
 pub(crate) mod workload_status;
 pub(crate) mod write_backoff;
+mod writer;
 
 #[cfg(test)]
 mod checks_tests;
@@ -51,9 +53,9 @@ pub use cycle_breaker::BREAK_AFTER_MS as CYCLE_BREAK_AFTER_MS;
 pub use explanations::Explanations;
 pub use pods_ready::with_condition as pods_ready_condition;
 pub use pods_ready_metrics::record_ready as record_pods_ready;
-pub use run::AdmissionLoop;
 #[cfg(test)]
-pub(crate) use run::{User, in_use_live};
+pub(crate) use queues::{User, in_use_live};
+pub use run::AdmissionLoop;
 pub use slices::{is_evicted, replacement_for};
 pub use stats::{CycleFigures, CycleStats, Phase};
 pub use sync::{Action, AdmissionState, Snapshot, key_of};

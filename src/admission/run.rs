@@ -1,6 +1,7 @@
 //! The scheduler loop: wait for a cache change, step the admission state, execute the writes, then
 //! bring ClusterQueue and LocalQueue status up to date. Only the leader runs it; a follower keeps its
-//! caches warm and starts from scratch when it becomes leader.
+//! caches warm and starts from scratch when it becomes leader. The loop alone lives here: the writes to
+//! Workloads are the [`Writer`]'s (`writer.rs`), those to the queue objects the [`Queues`]' (`queues.rs`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -8,24 +9,17 @@ use std::time::{Duration, Instant};
 
 use crate::kit::events::QueuedRecorder;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::{Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::Client;
 use tokio::sync::{Notify, watch};
 
 use super::caches::Caches;
-use super::conditions::{self, EvictionCause};
-use super::finalizers;
-use super::metric_labels::{priority_class, queued_since};
-use super::queue_status;
+use super::queues::Queues;
 use super::stats::Phase;
 use super::sync::{Action, AdmissionState, Snapshot, key_of};
-use super::write_backoff::{self, WriteBackoff};
+use super::write_backoff::WriteBackoff;
+use super::writer::{ByKey, Outcome, Writer, now};
 use crate::admission::metrics::Metrics;
-use crate::api::kueue::constants::{RESOURCE_IN_USE_FINALIZER, reason};
-use crate::api::kueue::{ClusterQueue, Cohort, LocalQueue, Workload, WorkloadStatus};
-use crate::queue::{WorkloadKey, convert};
+use crate::queue::WorkloadKey;
 
 /// Everything the loop needs.
 pub struct AdmissionLoop {
@@ -65,25 +59,6 @@ const GAUGES_EVERY_CYCLE_BELOW: usize = 1000;
 /// Writes in flight at once within a cycle.
 const WRITE_CONCURRENCY: usize = 16;
 
-/// What one write leaves for the loop to remember.
-enum Outcome {
-    Done,
-    Admitted(WorkloadKey),
-    /// A pending status write failed (`true`: for good, a 4xx other than a conflict): it is written
-    /// again once its backoff expires.
-    PendingUnwritten(WorkloadKey, bool),
-    /// A pending status was written.
-    PendingWritten(WorkloadKey),
-    /// The workload to admit is no longer in the snapshot.
-    Vanished(WorkloadKey),
-    AdmitFailed {
-        key: WorkloadKey,
-        cq: String,
-        error: Box<kube::Error>,
-        object: Box<ObjectReference>,
-    },
-}
-
 /// Consecutive actions of one kind, in order.
 fn runs_of_one_kind(actions: Vec<Action>) -> Vec<Vec<Action>> {
     let mut runs: Vec<Vec<Action>> = Vec::new();
@@ -100,17 +75,6 @@ fn runs_of_one_kind(actions: Vec<Action>) -> Vec<Vec<Action>> {
         }
     }
     runs
-}
-
-/// The workloads a cycle's actions name.
-type ByKey = HashMap<WorkloadKey, Arc<Workload>>;
-
-fn now() -> jiff::Timestamp {
-    jiff::Timestamp::now()
-}
-
-fn wl_api(client: &Client, key: &WorkloadKey) -> Api<Workload> {
-    Api::namespaced(client.clone(), &key.namespace)
 }
 
 /// What the loop remembers about failed writes: admissions backing off, and failed pending-status writes,
@@ -177,7 +141,6 @@ fn named_workloads(actions: &[Action], snap: &Snapshot) -> ByKey {
         })
         .collect()
 }
-
 impl AdmissionLoop {
     pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
         let mut state = self.fresh_state();
@@ -236,8 +199,9 @@ impl AdmissionLoop {
             if gauges {
                 last_gauges = Some(Instant::now());
             }
-            self.write_queue_status(&state, &snap, gauges).await;
-            self.write_priorities(&snap).await;
+            let queues = self.queues();
+            queues.write_queue_status(&state, &snap, gauges).await;
+            queues.write_priorities(&snap).await;
             self.stats.add(Phase::QueueStatus, written.elapsed());
             if admitted {
                 // Kueue runs the next cycle at once after an admission.
@@ -274,6 +238,24 @@ impl AdmissionLoop {
         })
     }
 
+    /// The cycle's writes to Workloads, on this loop's client, recorder and metrics.
+    fn writer(&self) -> Writer<'_> {
+        Writer {
+            client: &self.client,
+            recorder: &self.recorder,
+            metrics: &self.metrics,
+            own_writes: &self.own_writes,
+        }
+    }
+
+    /// The writes to the queue objects, on this loop's client and metrics.
+    fn queues(&self) -> Queues<'_> {
+        Queues {
+            client: &self.client,
+            metrics: &self.metrics,
+        }
+    }
+
     /// Writes a cycle's actions; true when something was admitted.
     ///
     /// Writes run concurrently, bounded: one slow write no longer holds back the others, and the
@@ -289,6 +271,8 @@ impl AdmissionLoop {
         actions: Vec<Action>,
     ) -> bool {
         let by_key = named_workloads(&actions, snap);
+        let writer = self.writer();
+        let writer = &writer;
         let withdrawn = self.withdraw_if_quota_moved(state, snap, &actions);
         let (finishes, first): (Vec<Action>, Vec<Action>) = actions
             .into_iter()
@@ -302,7 +286,7 @@ impl AdmissionLoop {
             let st = &*state;
             let by_key = &by_key;
             let mut done: Vec<Outcome> = futures::stream::iter(run)
-                .map(|a| self.execute(st, a, by_key))
+                .map(|a| writer.execute(st, a, by_key))
                 .buffer_unordered(WRITE_CONCURRENCY)
                 .collect()
                 .await;
@@ -321,7 +305,7 @@ impl AdmissionLoop {
             let st = &*state;
             let by_key = &by_key;
             futures::stream::iter(finishes)
-                .map(|a| self.execute(st, a, by_key))
+                .map(|a| writer.execute(st, a, by_key))
                 .buffer_unordered(WRITE_CONCURRENCY)
                 .for_each(|_| async {})
                 .await;
@@ -393,7 +377,8 @@ impl AdmissionLoop {
                     object,
                 } => {
                     state.forget(&key);
-                    self.admit_failed(&mut retries.backoff, &key, &cq, &error, &object);
+                    self.writer()
+                        .admit_failed(&mut retries.backoff, &key, &cq, &error, &object);
                     failed_admits.insert(key);
                 }
             }
@@ -411,299 +396,6 @@ impl AdmissionLoop {
             .admission_attempt_duration_seconds
             .get_or_create(&result)
             .observe(started.elapsed().as_secs_f64());
-    }
-
-    /// Queues the event: the loop does not wait for it to be written.
-    async fn event(&self, obj: &ObjectReference, type_: EventType, why: &str, note: String) {
-        let ev = Event {
-            type_,
-            reason: why.to_string(),
-            note: Some(note),
-            action: why.to_string(),
-            secondary: None,
-        };
-        self.recorder.publish(ev, obj.clone());
-    }
-
-    /// Makes one write. Runs concurrently with the cycle's other writes, so it only reads the state;
-    /// what the loop must remember comes back as the outcome.
-    async fn execute(&self, state: &AdmissionState, action: Action, by_key: &ByKey) -> Outcome {
-        let key = action.key().clone();
-        let Some(wl) = by_key.get(&key) else {
-            return match action {
-                Action::Admit { .. } => Outcome::Vanished(key),
-                _ => Outcome::Done,
-            };
-        };
-        let api = wl_api(&self.client, &key);
-        match action {
-            Action::Admit {
-                admission,
-                replaced,
-                checks,
-                ..
-            } => return self.admit(&api, wl, key, admission, replaced, checks).await,
-            Action::Evict { cause, clear, .. } => self.evict(state, &api, wl, cause, clear).await,
-            Action::TakeGrowth {
-                reason: why, message, ..
-            } => self.take_growth(&api, wl, &why, message).await,
-            Action::ClearReservation { .. } => {
-                if let Some(status) = conditions::clear_reservation(wl, now()) {
-                    let _ = self.write(&api, wl, status).await;
-                }
-            }
-            Action::Pending {
-                reason: why, message, ..
-            } => return self.write_pending(&api, wl, key, why, message).await,
-            Action::FinishSlice { replaced_by, .. } => {
-                let msg = format!("Replaced by workload slice {replaced_by}");
-                if let Some(status) = conditions::finished(wl, reason::WORKLOAD_SLICE_REPLACED, &msg, now()) {
-                    let _ = self.write(&api, wl, status).await;
-                }
-            }
-            Action::Requeue {
-                reason: why, message, ..
-            } => {
-                if let Some(status) = super::backoff::requeued(wl, &why, &message, now()) {
-                    let _ = self.write(&api, wl, status).await;
-                }
-            }
-            Action::Checks { status, .. } => self.write_checks(&api, wl, status).await,
-            Action::Deactivate {
-                reason: why, message, ..
-            } => self.deactivate(&api, wl, &key, why, message).await,
-            Action::BackoffFinished { .. } => {
-                if let Some(status) = super::backoff::finished(wl, now()) {
-                    let _ = self.write(&api, wl, status).await;
-                }
-            }
-            Action::RemoveFinalizer { .. } => Self::remove_finalizer(&api, wl, &key).await,
-        }
-        Outcome::Done
-    }
-
-    /// Writes a quota reservation (and `Admitted` when no check stands between), with its event and
-    /// metrics.
-    async fn admit(
-        &self,
-        api: &Api<Workload>,
-        wl: &Arc<Workload>,
-        key: WorkloadKey,
-        admission: crate::queue::Admission,
-        replaced: Option<WorkloadKey>,
-        checks: BTreeSet<String>,
-    ) -> Outcome {
-        let admission = convert::admission_api(&admission);
-        let cq = admission.cluster_queue.clone();
-        match admit_with_retry(api, wl, admission, &checks, &self.own_writes).await {
-            Ok(w) => {
-                self.record_reservation(wl, &cq);
-                let r = w.object_ref(&());
-                let waited = wl
-                    .metadata
-                    .creation_timestamp
-                    .as_ref()
-                    .map_or(0, |t| (now() - t.0).get_seconds());
-                self.event(
-                    &r,
-                    EventType::Normal,
-                    reason::QUOTA_RESERVED,
-                    format!("Quota reserved in ClusterQueue {cq}, wait time since queued was {waited}s"),
-                )
-                .await;
-                // With admission checks to pass, admission comes later (`Action::Checks`).
-                if w.is_admitted() {
-                    self.record_admitted(&w, &cq).await;
-                }
-                if replaced.is_some() {
-                    self.metrics
-                        .replaced_workload_slices_total
-                        .get_or_create(&self.metrics.cq(&cq))
-                        .inc();
-                }
-                Outcome::Admitted(key)
-            }
-            Err(error) => Outcome::AdmitFailed {
-                key,
-                cq,
-                error: Box::new(error),
-                object: Box::new(wl.object_ref(&())),
-            },
-        }
-    }
-
-    /// Marks a workload evicted (with `clear`, its reservation goes at once), with its event and metrics.
-    async fn evict(
-        &self,
-        state: &AdmissionState,
-        api: &Api<Workload>,
-        wl: &Arc<Workload>,
-        cause: EvictionCause,
-        clear: bool,
-    ) {
-        let Some(mut status) = conditions::evicted(wl, &cause, now()) else {
-            return;
-        };
-        if cause.by == conditions::EvictedBy::Deactivated {
-            // Kueue: deactivation ends the requeueing history and its mark.
-            status.requeue_state = None;
-            status
-                .conditions
-                .retain(|c| c.type_ != crate::api::kueue::constants::condition::DEACTIVATION_TARGET);
-        }
-        if cause.by.backs_off() {
-            status.requeue_state = Some(state.backoff.next_state(
-                status.requeue_state.as_ref(),
-                now(),
-                rand::random::<f64>(),
-            ));
-        }
-        // As Kueue, from the status that shows the eviction, before the reservation goes.
-        let evicted = status.clone();
-        if clear {
-            let mut tmp = (**wl).clone();
-            tmp.status = Some(status.clone());
-            status = conditions::clear_reservation(&tmp, now()).unwrap_or(status);
-        }
-        if self.write(api, wl, status).await.is_ok() {
-            if let Some(a) = wl.admission() {
-                super::pods_ready_metrics::record_evicted(&self.metrics, &a.cluster_queue, &cause, &evicted);
-            }
-            self.record_eviction(wl, &cause).await;
-        }
-    }
-
-    /// Writes `GrowthPreempted=True`, with an event on the Workload and a Warning on its job.
-    async fn take_growth(&self, api: &Api<Workload>, wl: &Arc<Workload>, why: &str, message: String) {
-        let Some(status) = conditions::growth_preempted(wl, why, &message, now()) else {
-            return;
-        };
-        if self.write(api, wl, status).await.is_err() {
-            return;
-        }
-        // Kueue's victim event is `Preempted`; the message says only the growth is taken.
-        let what = if why == super::cycle_breaker::REASON {
-            "GrowthReleased"
-        } else {
-            "Preempted"
-        };
-        self.event(&wl.object_ref(&()), EventType::Normal, what, message.clone())
-            .await;
-        if let Some(o) = conditions::controller_owner(wl) {
-            let job = ObjectReference {
-                api_version: Some(o.api_version.clone()),
-                kind: Some(o.kind.clone()),
-                name: Some(o.name.clone()),
-                namespace: wl.metadata.namespace.clone(),
-                uid: Some(o.uid.clone()),
-                ..Default::default()
-            };
-            let note = format!(
-                "the growth of workload slice {} was taken ({why}); what serves keeps running and the upgrade waits for a new slice: {message}",
-                wl.name_any(),
-            );
-            self.event(&job, EventType::Warning, "UpgradeGrowthPreempted", note)
-                .await;
-        }
-    }
-
-    /// Writes `QuotaReserved=False` with why the workload is pending, when that changed.
-    async fn write_pending(
-        &self,
-        api: &Api<Workload>,
-        wl: &Arc<Workload>,
-        key: WorkloadKey,
-        why: String,
-        message: String,
-    ) -> Outcome {
-        if let Some(status) = conditions::pending(wl, &why, &message, now()) {
-            return match self.write_version(api, wl, status).await {
-                Ok(after) => {
-                    // Remembered until the cache shows it: an admission decided on the
-                    // copy it replaced may be written over it (`admit_with_retry`).
-                    self.own_writes
-                        .record(&key, &wl.resource_version().unwrap_or_default(), &after);
-                    // Kueue's scheduler says why it could not admit as a Warning `Pending` event
-                    // (what `kubectl describe workload` shows first); here once per new reason
-                    // or message, not once per cycle.
-                    if scheduler_verdict(&why) {
-                        self.event(
-                            &wl.object_ref(&()),
-                            EventType::Warning,
-                            "Pending",
-                            message.clone(),
-                        )
-                        .await;
-                    }
-                    Outcome::PendingWritten(key)
-                }
-                Err(e) => Outcome::PendingUnwritten(key, write_backoff::is_permanent(&e)),
-            };
-        }
-        Outcome::Done
-    }
-
-    /// Writes the admission checks' states, and counts the admission they complete.
-    async fn write_checks(&self, api: &Api<Workload>, wl: &Arc<Workload>, status: Box<WorkloadStatus>) {
-        let was_admitted = wl.is_admitted();
-        let becomes_admitted = status.condition_true(crate::api::kueue::constants::condition::ADMITTED);
-        if self.write(api, wl, *status.clone()).await.is_ok() && !was_admitted && becomes_admitted {
-            let mut w = (**wl).clone();
-            w.status = Some(*status);
-            let cq = w.admission().map(|a| a.cluster_queue.clone()).unwrap_or_default();
-            self.record_admitted(&w, &cq).await;
-        }
-    }
-
-    /// Deactivates a workload (`spec.active=false`), marked with why.
-    async fn deactivate(
-        &self,
-        api: &Api<Workload>,
-        wl: &Arc<Workload>,
-        key: &WorkloadKey,
-        why: &str,
-        message: String,
-    ) {
-        if why == reason::ADMISSION_CHECK {
-            let r = wl.object_ref(&());
-            self.event(
-                &r,
-                EventType::Warning,
-                "AdmissionCheckRejected",
-                format!("Deactivated due to {message}"),
-            )
-            .await;
-        }
-        if let Some(status) = super::pods_ready::mark_for_deactivation(wl, why, &message, now())
-            && self.write(api, wl, status).await.is_err()
-        {
-            return;
-        }
-        let patch = serde_json::json!({"spec": {"active": false}});
-        if let Err(e) = api
-            .patch(&wl.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            tracing::debug!(workload = %key, error = %e, "deactivating failed; will retry");
-        }
-    }
-
-    /// Removes the resource-in-use finalizer.
-    async fn remove_finalizer(api: &Api<Workload>, wl: &Arc<Workload>, key: &WorkloadKey) {
-        let kept: Vec<String> = wl
-            .finalizers()
-            .iter()
-            .filter(|f| *f != RESOURCE_IN_USE_FINALIZER)
-            .cloned()
-            .collect();
-        let patch =
-            serde_json::json!({"metadata": {"finalizers": kept, "resourceVersion": wl.resource_version()}});
-        if let Err(e) = api
-            .patch(&wl.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            tracing::debug!(workload = %key, error = %e, "removing finalizer failed; will retry");
-        }
     }
 
     /// A ClusterQueue, Cohort or ResourceFlavor of the snapshot has another spec in the cache now
@@ -725,479 +417,4 @@ impl AdmissionLoop {
             || moved(&self.caches.cohorts, &snap.cohorts)
             || moved(&self.caches.flavors, &snap.flavors)
     }
-
-    /// A refused admission write: the quota was released (`forget`); the workload backs off.
-    fn admit_failed(
-        &self,
-        backoff: &mut WriteBackoff,
-        key: &WorkloadKey,
-        cq: &str,
-        e: &kube::Error,
-        object: &ObjectReference,
-    ) {
-        let permanent = write_backoff::is_permanent(e);
-        let (failures, delay) = backoff.failed(key, permanent, Instant::now());
-        if permanent && failures == 1 {
-            // Reported once per streak: retrying the same write cannot succeed.
-            tracing::warn!(workload = %key, error = %e, retry_in = ?delay, "admission write refused; quota released");
-            let note = format!(
-                "Admission to ClusterQueue {cq} could not be written: {e}; quota released, retrying in {}s",
-                delay.as_secs()
-            );
-            self.recorder.publish(
-                Event {
-                    type_: EventType::Warning,
-                    reason: "AdmissionWriteFailed".to_string(),
-                    note: Some(note),
-                    action: "AdmissionWriteFailed".to_string(),
-                    secondary: None,
-                },
-                object.clone(),
-            );
-        } else {
-            tracing::info!(workload = %key, error = %e, failures, retry_in = ?delay, "admission write failed; quota released");
-        }
-    }
-
-    /// Kueue's quota-reservation counter and wait time, per ClusterQueue and LocalQueue.
-    fn record_reservation(&self, wl: &Workload, cq: &str) {
-        let m = &self.metrics;
-        let pc = priority_class(wl);
-        let waited = now().duration_since(queued_since(wl)).as_secs_f64().max(0.0);
-        let l = m.cq_priority(cq, &pc);
-        m.quota_reserved_workloads_total.get_or_create(&l).inc();
-        m.quota_reserved_wait_time_seconds
-            .get_or_create(&l)
-            .observe(waited);
-        if let Some((ns, lq)) = queue_status::local_queue_key(wl) {
-            let l = m.lq_priority(&ns, &lq, &pc);
-            m.local_queue_quota_reserved_workloads_total
-                .get_or_create(&l)
-                .inc();
-            m.local_queue_quota_reserved_wait_time_seconds
-                .get_or_create(&l)
-                .observe(waited);
-        }
-    }
-
-    /// `wl` (as written) just became Admitted: Kueue's admission counter, its wait since queued, the
-    /// admission checks' wait since the reservation (0 without checks: the same write), and the
-    /// `Admitted` event.
-    async fn record_admitted(&self, wl: &Workload, cq: &str) {
-        let m = &self.metrics;
-        let pc = priority_class(wl);
-        let t = now();
-        let waited = t.duration_since(queued_since(wl)).as_secs_f64().max(0.0);
-        let reserved_at = wl
-            .status
-            .as_ref()
-            .and_then(|s| s.condition(crate::api::kueue::constants::condition::QUOTA_RESERVED))
-            .map_or(t, |c| c.last_transition_time.0);
-        let checks_wait = t.duration_since(reserved_at).as_secs_f64().max(0.0);
-        let l = m.cq_priority(cq, &pc);
-        m.admitted_workloads_total.get_or_create(&l).inc();
-        m.admission_wait_time_seconds.get_or_create(&l).observe(waited);
-        m.admission_checks_wait_time_seconds
-            .get_or_create(&l)
-            .observe(checks_wait);
-        if let Some((ns, lq)) = queue_status::local_queue_key(wl) {
-            let l = m.lq_priority(&ns, &lq, &pc);
-            m.local_queue_admitted_workloads_total.get_or_create(&l).inc();
-            m.local_queue_admission_wait_time_seconds
-                .get_or_create(&l)
-                .observe(waited);
-            m.local_queue_admission_checks_wait_time_seconds
-                .get_or_create(&l)
-                .observe(checks_wait);
-        }
-        let r = wl.object_ref(&());
-        self.event(
-            &r,
-            EventType::Normal,
-            reason::ADMITTED,
-            format!("Admitted by ClusterQueue {cq}, wait time since reservation was {checks_wait:.0}s"),
-        )
-        .await;
-    }
-
-    async fn record_eviction(&self, wl: &Workload, cause: &EvictionCause) {
-        let cq = wl
-            .admission()
-            .map(|a| a.cluster_queue.clone())
-            .unwrap_or_default();
-        let m = &self.metrics;
-        let priority_class = priority_class(wl);
-        let underlying_cause = conditions::underlying_cause(wl, cause.by);
-        let labels = crate::admission::metrics::EvictedLabels {
-            cluster_queue: cq.clone(),
-            reason: cause.by.reason().to_string(),
-            underlying_cause: underlying_cause.clone(),
-            priority_class: priority_class.clone(),
-            replica_role: m.role(),
-        };
-        m.evicted_workloads_total.get_or_create(&labels).inc();
-        // Kueue counts a workload's first eviction once; one never evicted before has no Evicted
-        // condition at all.
-        if wl.status.as_ref().is_none_or(|s| {
-            s.condition(crate::api::kueue::constants::condition::EVICTED)
-                .is_none()
-        }) {
-            m.evicted_workloads_once_total.get_or_create(&labels).inc();
-        }
-        if let Some((ns, lq)) = queue_status::local_queue_key(wl) {
-            m.local_queue_evicted_workloads_total
-                .get_or_create(&crate::admission::metrics::LqEvictedLabels {
-                    name: lq,
-                    namespace: ns,
-                    reason: cause.by.reason().to_string(),
-                    underlying_cause,
-                    priority_class,
-                    replica_role: m.role(),
-                })
-                .inc();
-        }
-        let r = wl.object_ref(&());
-        if let Some(pr) = cause.by.preempted_reason() {
-            self.metrics
-                .preempted_workloads_total
-                .get_or_create(&crate::admission::metrics::PreemptedLabels {
-                    preempting_cluster_queue: cq,
-                    reason: pr.to_string(),
-                    replica_role: self.metrics.role(),
-                })
-                .inc();
-            self.event(&r, EventType::Normal, reason::PREEMPTED, cause.message.clone())
-                .await;
-        }
-        self.event(
-            &r,
-            EventType::Normal,
-            &format!("EvictedDueTo{}", cause.by.reason()),
-            cause.message.clone(),
-        )
-        .await;
-    }
-
-    /// Replaces the status at the cached resourceVersion. A conflict means the cache is behind: the
-    /// next step sees the new object and decides again.
-    async fn write(
-        &self,
-        api: &Api<Workload>,
-        wl: &Workload,
-        status: WorkloadStatus,
-    ) -> Result<(), kube::Error> {
-        self.write_version(api, wl, status).await.map(|_| ())
-    }
-
-    /// Writes the status; returns the version it made.
-    async fn write_version(
-        &self,
-        api: &Api<Workload>,
-        wl: &Workload,
-        status: WorkloadStatus,
-    ) -> Result<String, kube::Error> {
-        let mut obj = wl.clone();
-        obj.status = Some(status);
-        match api
-            .replace_status(&wl.name_any(), &PostParams::default(), &obj)
-            .await
-        {
-            Ok(w) => Ok(w.resource_version().unwrap_or_default()),
-            Err(e) => {
-                tracing::debug!(workload = %wl.name_any(), error = %e, "status write failed; will retry");
-                Err(e)
-            }
-        }
-    }
-
-    /// Brings `spec.priority` of workloads to their WorkloadPriorityClass's current value. A
-    /// conflict is left to the next cycle, which sees the fresh workload.
-    async fn write_priorities(&self, snap: &Snapshot) {
-        for (wl, value) in super::priorities::stale(snap) {
-            let api = wl_api(&self.client, &key_of(wl));
-            let patch = serde_json::json!({"metadata": {"resourceVersion": wl.resource_version()}, "spec": {"priority": value}});
-            if let Err(e) = api
-                .patch(&wl.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                tracing::debug!(workload = %wl.name_any(), error = %e, "priority update failed; will retry");
-            }
-        }
-    }
-
-    /// Adds Kueue's resource-in-use finalizer to a live ClusterQueue, ResourceFlavor or
-    /// AdmissionCheck, and releases a deleted one's once nothing uses it: `in_use` asks the caches,
-    /// and a release is confirmed against the API server first. The caches are one store per kind,
-    /// so the store that saw a flavor's deletion can be ahead of the one that has not yet seen the
-    /// ClusterQueue naming it; a release is final, so it waits for a read that cannot lag.
-    async fn sync_finalizer<K>(&self, obj: &K, in_use: impl FnOnce() -> bool, user: User<'_>)
-    where
-        K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-    {
-        let meta = obj.meta();
-        let in_use = meta.deletion_timestamp.is_some() && in_use();
-        let Some(change) = finalizers::decide(meta, in_use) else {
-            return;
-        };
-        if change == finalizers::Change::Remove {
-            match in_use_live(&self.client, user).await {
-                Ok(false) => {}
-                Ok(true) => return,
-                Err(e) => {
-                    tracing::debug!(kind = %K::kind(&()), name = %obj.name_any(), error = %e, "in-use check failed; will retry");
-                    return;
-                }
-            }
-        }
-        let kept = finalizers::apply(meta, change);
-        let patch =
-            serde_json::json!({"metadata": {"finalizers": kept, "resourceVersion": obj.resource_version()}});
-        let api: Api<K> = Api::all(self.client.clone());
-        if let Err(e) = api
-            .patch(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            tracing::debug!(kind = %K::kind(&()), name = %obj.name_any(), error = %e, "finalizer update failed; will retry");
-        }
-    }
-
-    /// Kueue's AdmissionCheck controller (the resource-in-use finalizer, held while a ClusterQueue
-    /// names the check), and the built-in check's controller marking its checks Active.
-    async fn write_admission_checks(&self, snap: &Snapshot, t: jiff::Timestamp) {
-        let api: Api<crate::api::kueue::AdmissionCheck> = Api::all(self.client.clone());
-        for ac in &snap.admission_checks {
-            let name = ac.name_any();
-            self.sync_finalizer(
-                ac.as_ref(),
-                || {
-                    snap.cluster_queues
-                        .iter()
-                        .any(|cq| super::checks::cluster_queue_checks(cq).contains_key(&name))
-                },
-                User::AdmissionCheck(&name),
-            )
-            .await;
-            if ac.spec.controller_name != crate::api::kueue::admission_check::AUTO_READY_CONTROLLER
-                || ac.metadata.deletion_timestamp.is_some()
-            {
-                continue;
-            }
-            if let Some(status) = super::checks::auto_ready_active(ac, t) {
-                let mut obj = (**ac).clone();
-                obj.status = Some(status);
-                if let Err(e) = api.replace_status(&name, &PostParams::default(), &obj).await {
-                    tracing::debug!(admission_check = %name, error = %e, "status write failed; will retry");
-                }
-            }
-        }
-    }
-
-    /// `gauges`: also recompute the queue gauges (a pass over every workload of the snapshot).
-    async fn write_queue_status(&self, state: &AdmissionState, snap: &Snapshot, gauges: bool) {
-        let t = now();
-        let flavors: BTreeSet<String> = snap
-            .flavors
-            .iter()
-            .filter_map(|f| f.metadata.name.clone())
-            .collect();
-        let mut active: HashMap<String, bool> = HashMap::new();
-        let mut cores: HashMap<String, crate::queue::ClusterQueueStatus> = HashMap::new();
-        let cq_api: Api<ClusterQueue> = Api::all(self.client.clone());
-        let known_checks = super::checks::known_checks(snap.admission_checks.iter().map(|c| c.as_ref()));
-        for cq in &snap.cluster_queues {
-            let name = cq.name_any();
-            let core = state.core.cluster_queue_status(&name);
-            let check_problems = super::checks::cluster_queue_problems(cq, &known_checks);
-            self.sync_finalizer(
-                cq.as_ref(),
-                || {
-                    core.as_ref().is_some_and(|c| c.reserving_workloads > 0)
-                        || finalizers::cluster_queue_in_use(&name, snap.workloads.iter().map(|w| w.as_ref()))
-                },
-                User::ClusterQueue(&name),
-            )
-            .await;
-            let (ok, ..) = queue_status::cluster_queue_active(
-                cq,
-                &flavors,
-                &check_problems,
-                core.as_ref().and_then(|c| c.inactive.as_deref()),
-            );
-            active.insert(name.clone(), ok);
-            let share = state.core.cluster_queue_share(&name);
-            if let Some(status) =
-                queue_status::cluster_queue(cq, core.as_ref(), &flavors, &check_problems, t, share)
-            {
-                let mut obj = (**cq).clone();
-                obj.status = Some(status);
-                if let Err(e) = cq_api.replace_status(&name, &PostParams::default(), &obj).await {
-                    tracing::debug!(cluster_queue = %name, error = %e, "status write failed; will retry");
-                }
-            }
-            if let Some(c) = core {
-                cores.insert(name, c);
-            }
-        }
-        for f in &snap.flavors {
-            let name = f.name_any();
-            self.sync_finalizer(
-                f.as_ref(),
-                || finalizers::flavor_in_use(&name, snap.cluster_queues.iter().map(|c| c.as_ref())),
-                User::Flavor(&name),
-            )
-            .await;
-        }
-        self.write_admission_checks(snap, t).await;
-        if gauges {
-            super::admission_fair_sharing::report_usage(&self.metrics, &state.core);
-            super::queue_metrics::report(
-                &self.metrics,
-                super::queue_metrics::gauges(snap, &cores, &active, state, self.metrics.role()),
-            );
-        }
-        let cohort_api: Api<Cohort> = Api::all(self.client.clone());
-        for co in &snap.cohorts {
-            if let Some(status) = queue_status::cohort(co, state.core.cohort_share(&co.name_any())) {
-                let mut obj = (**co).clone();
-                obj.status = Some(status);
-                if let Err(e) = cohort_api
-                    .replace_status(&co.name_any(), &PostParams::default(), &obj)
-                    .await
-                {
-                    tracing::debug!(cohort = %co.name_any(), error = %e, "status write failed; will retry");
-                }
-            }
-        }
-        // Keys borrowed from the snapshot: grouping every workload allocates no key.
-        let mut by_lq: HashMap<(&str, &str), Vec<&Workload>> = HashMap::new();
-        for wl in &snap.workloads {
-            if let Some(q) = wl.spec.queue_name.as_deref().filter(|q| !q.is_empty()) {
-                by_lq
-                    .entry((wl.metadata.namespace.as_deref().unwrap_or_default(), q))
-                    .or_default()
-                    .push(wl);
-            }
-        }
-        for lq in &snap.local_queues {
-            let ns = lq.namespace().unwrap_or_default();
-            let cq_name = lq.spec.cluster_queue();
-            let cq = snap
-                .cluster_queues
-                .iter()
-                .find(|c| c.name_any() == cq_name)
-                .map(|c| c.as_ref());
-            let wls = by_lq
-                .get(&(ns.as_str(), lq.metadata.name.as_deref().unwrap_or_default()))
-                .map(Vec::as_slice)
-                .unwrap_or_default();
-            let desired =
-                queue_status::local_queue(lq, cq, active.get(cq_name).copied().unwrap_or(false), wls, t);
-            if let Some(status) = super::admission_fair_sharing::status(lq, desired, &state.core) {
-                let api: Api<LocalQueue> = Api::namespaced(self.client.clone(), &ns);
-                let mut obj = (**lq).clone();
-                obj.status = Some(status);
-                if let Err(e) = api
-                    .replace_status(&lq.name_any(), &PostParams::default(), &obj)
-                    .await
-                {
-                    tracing::debug!(local_queue = %lq.name_any(), error = %e, "status write failed; will retry");
-                }
-            }
-        }
-    }
-}
-
-/// Writes the admission. On a conflict, re-reads once: if the workload is exactly as the decision saw
-/// it (spec and status; only its resourceVersion moved), the same admission is written on the fresh
-/// object; otherwise the error stands and the next cycle decides again on the fresh state (a status
-/// change such as a requeue backoff can make the workload ineligible).
-async fn admit_with_retry(
-    api: &Api<Workload>,
-    wl: &Workload,
-    admission: crate::api::kueue::Admission,
-    checks: &BTreeSet<String>,
-    own: &super::own_writes::OwnWrites,
-) -> Result<Workload, kube::Error> {
-    let mut obj = wl.clone();
-    obj.status = Some(conditions::admitted_with_checks(
-        wl,
-        admission.clone(),
-        checks,
-        now(),
-    ));
-    match api
-        .replace_status(&wl.name_any(), &PostParams::default(), &obj)
-        .await
-    {
-        Err(kube::Error::Api(s)) if s.code == 409 => {
-            let fresh = api.get(&wl.name_any()).await?;
-            // The fresh copy differs only by our own pending write over the cached one (the
-            // watch has not delivered it yet): nothing anyone else decided is overwritten.
-            let cached = wl.resource_version().unwrap_or_default();
-            let ours = fresh
-                .resource_version()
-                .is_some_and(|v| v != cached && own.version_for(&key_of(wl), &cached) == v);
-            let same = fresh.metadata.generation == wl.metadata.generation
-                && fresh.spec == wl.spec
-                && (fresh.status == wl.status || ours);
-            if !same
-                || fresh.admission().is_some()
-                || fresh.metadata.deletion_timestamp.is_some()
-                || fresh.is_finished()
-            {
-                return Err(kube::Error::Api(s));
-            }
-            let mut obj = fresh.clone();
-            obj.status = Some(conditions::admitted_with_checks(&fresh, admission, checks, now()));
-            api.replace_status(&fresh.name_any(), &PostParams::default(), &obj)
-                .await
-        }
-        other => other,
-    }
-}
-
-/// Whether `user` is still in use, read from the API server rather than the caches.
-pub(crate) async fn in_use_live(client: &Client, user: User<'_>) -> Result<bool, kube::Error> {
-    let list = kube::api::ListParams::default();
-    Ok(match user {
-        User::ClusterQueue(name) => {
-            let wls = Api::<Workload>::all(client.clone()).list(&list).await?;
-            finalizers::cluster_queue_in_use(name, wls.items.iter())
-        }
-        User::Flavor(name) => {
-            let cqs = Api::<ClusterQueue>::all(client.clone()).list(&list).await?;
-            finalizers::flavor_in_use(name, cqs.items.iter())
-        }
-        User::AdmissionCheck(name) => {
-            let cqs = Api::<ClusterQueue>::all(client.clone()).list(&list).await?;
-            cqs.items
-                .iter()
-                .any(|cq| super::checks::cluster_queue_checks(cq).contains_key(name))
-        }
-    })
-}
-
-/// What a resource-in-use finalizer guards, by name: the users to look for before releasing it.
-#[derive(Clone, Copy)]
-pub(crate) enum User<'a> {
-    /// Workloads holding quota in this ClusterQueue.
-    ClusterQueue(&'a str),
-    /// ClusterQueues referencing this ResourceFlavor.
-    Flavor(&'a str),
-    /// ClusterQueues naming this AdmissionCheck.
-    AdmissionCheck(&'a str),
-}
-
-/// A pending reason the scheduler gives after trying to admit (not "not evaluated yet", nor a
-/// workload held out of the queue).
-fn scheduler_verdict(reason: &str) -> bool {
-    use crate::queue::PendingReason as R;
-    [
-        R::NoMatchingFlavor,
-        R::WaitingForQuota,
-        R::ExceedsMaxQuota,
-        R::WaitingForPreemptedWorkloads,
-    ]
-    .iter()
-    .any(|r| r.as_str() == reason)
 }
