@@ -1,18 +1,24 @@
-//! The layering of docs/design.md, kept by a test: `api <- queue <- jobframework <- rayservice <-
-//! wiring`, and `embedded` on `api` only. Every `crate::<module>` path in `src/` (whole `use` items,
-//! multi-line groups and inline paths alike) is checked against the table below; an import against the
-//! arrows fails with file and line.
+//! The layering of docs/design.md, kept by a test: `api`, `kit` (the controller kit, nothing of ours
+//! below it) <- `queue` <- `admission` <- `jobframework` <- (`jobs`, `rayservice`) <- wiring, and
+//! `embedded` on `api` only. Every `crate::<module>` path in `src/` (whole `use` items, multi-line
+//! groups and inline paths alike) is checked against the table below; an import against the arrows
+//! fails with file and line. Below the table: the admission engine stays private to its folder, a few
+//! arrows inside a room are forbidden by name, and neither the files of one folder nor the sub-rooms of
+//! one room import each other in a circle.
 
 use std::path::{Path, PathBuf};
 
 /// Which top-level modules each layer may name. One line per layer; a module not listed may use anything
 /// (the wiring: `main.rs`, `cli`, `wiring`).
+#[rustfmt::skip] // a table, one line per layer
 const ALLOWED: &[(&str, &[&str])] = &[
     ("api", &["api"]),
+    ("kit", &["kit"]),
     ("queue", &["api", "queue"]),
-    ("jobframework", &["api", "queue", "jobframework"]),
-    ("rayservice", &["api", "queue", "jobframework", "rayservice"]),
-    ("jobs", &["api", "queue", "jobframework", "jobs"]),
+    ("admission", &["api", "queue", "kit", "admission"]),
+    ("jobframework", &["api", "queue", "kit", "admission", "jobframework"]),
+    ("rayservice", &["api", "queue", "kit", "admission", "jobframework", "rayservice"]),
+    ("jobs", &["api", "queue", "kit", "admission", "jobframework", "jobs"]),
     ("embedded", &["api", "embedded"]),
 ];
 
@@ -300,17 +306,28 @@ fn is_test_file(rel: &Path) -> bool {
     stem == "tests" || stem.ends_with("_tests") || rel.iter().any(|c| c == "tests")
 }
 
-/// Every `file:line` outside `src/jobframework/` that names `jobframework::core`: a kind, the wiring and
-/// the tools use what the framework exports at its top.
-fn core_imports(src: &Path) -> Vec<String> {
+/// The public modules of `src/admission/`; its other modules are the engine.
+const ADMISSION_FACE: &[&str] = &["metrics", "slices"];
+
+/// Every `file:line` outside `src/admission/` that names a module of the admission engine
+/// (`admission::sync`, `admission::run::…`): the job framework, the kinds, the wiring and the tools use
+/// what `admission` exports at its top, and its public modules `metrics` and `slices`.
+fn engine_imports(src: &Path) -> Vec<String> {
+    let all = sources(src);
+    let modules: std::collections::BTreeSet<Vec<String>> = all.iter().map(|s| s.module.clone()).collect();
     let mut out = Vec::new();
-    for s in sources(src) {
-        if s.module.first().map(String::as_str) == Some("jobframework") {
+    for s in &all {
+        if s.module.first().map(String::as_str) == Some("admission") {
             continue;
         }
         let mut lines: Vec<usize> = module_paths(&s.code, &s.module)
             .into_iter()
-            .filter(|n| n.path.len() >= 2 && n.path[0] == "jobframework" && n.path[1] == "core")
+            .filter(|n| {
+                n.path.len() >= 2
+                    && n.path[0] == "admission"
+                    && !ADMISSION_FACE.contains(&n.path[1].as_str())
+                    && modules.contains(&n.path[..2])
+            })
             .map(|n| s.code[..n.at].matches('\n').count() + 1)
             .collect();
         lines.dedup();
@@ -320,14 +337,123 @@ fn core_imports(src: &Path) -> Vec<String> {
 }
 
 #[test]
-fn nothing_outside_the_job_framework_imports_its_core() {
+fn nothing_outside_admission_imports_its_engine() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let bad = core_imports(&src);
+    let bad = engine_imports(&src);
     assert!(
         bad.is_empty(),
-        "`jobframework::core` is the framework's engine; use what `jobframework` exports at its top:\n{}",
+        "the admission engine is private to `src/admission/`; use what `admission` exports at its top (or its `metrics` / `slices`):\n{}",
         bad.join("\n")
     );
+}
+
+/// Arrows inside a room that the table above cannot say: (files under this folder of `src/`, may not
+/// name this `crate::` path, why).
+#[rustfmt::skip] // a table, one line per arrow
+const NEVER: &[(&str, &str, &str)] = &[
+    ("rayservice/service", "rayservice::job", "the RayService decisions are pure; the shell asks the gate"),
+    ("rayservice/service", "rayservice::servicectl", "the RayService decisions are pure; the shell sits above"),
+    ("rayservice/servicectl", "jobframework", "the Ray controllers run on kit, not on the job framework"),
+    ("rayservice/rayjob", "jobframework", "the Ray controllers run on kit, not on the job framework"),
+    ("rayservice/raycronjob", "jobframework", "the Ray controllers run on kit, not on the job framework"),
+    ("rayservice/cluster", "jobframework", "the pure RayCluster building blocks know no job framework"),
+    ("rayservice/dashboard", "jobframework", "the dashboard client knows no job framework"),
+];
+
+/// Every `file:line: from -> path (why)` that breaks [`NEVER`]; test files and test modules are left out.
+fn forbidden_arrows(src: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in sources(src) {
+        if is_test_file(&s.rel) {
+            continue;
+        }
+        let rel = s.rel.to_string_lossy().replace('\\', "/");
+        for (from, to, why) in NEVER {
+            if !rel.starts_with(&format!("{from}/")) {
+                continue;
+            }
+            let to: Vec<&str> = to.split("::").collect();
+            let mut lines: Vec<usize> = module_paths(&s.code, &s.module)
+                .into_iter()
+                .filter(|n| n.path.len() >= to.len() && n.path.iter().zip(&to).all(|(a, b)| a == b))
+                .map(|n| s.code[..n.at].matches('\n').count() + 1)
+                .collect();
+            lines.dedup();
+            out.extend(
+                lines
+                    .into_iter()
+                    .map(|n| format!("src/{rel}:{n}: {from} -> {} ({why})", to.join("::"))),
+            );
+        }
+    }
+    out
+}
+
+#[test]
+fn no_forbidden_arrow_inside_a_room() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let bad = forbidden_arrows(&src);
+    assert!(bad.is_empty(), "arrows the rooms forbid:\n{}", bad.join("\n"));
+}
+
+/// The strongly connected components of more than one node (Tarjan; deep enough for a few hundred files),
+/// each sorted, in order.
+fn strong_components(
+    edges: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+) -> Vec<Vec<String>> {
+    use std::collections::{BTreeMap, BTreeSet};
+    fn visit(
+        v: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        index: &mut BTreeMap<String, (usize, usize)>,
+        stack: &mut Vec<String>,
+        counter: &mut usize,
+        out: &mut Vec<Vec<String>>,
+    ) {
+        index.insert(v.to_string(), (*counter, *counter));
+        *counter += 1;
+        stack.push(v.to_string());
+        for w in edges.get(v).into_iter().flatten() {
+            if !index.contains_key(w) {
+                visit(w, edges, index, stack, counter, out);
+                let low = index[w].1.min(index[v].1);
+                if let Some(e) = index.get_mut(v) {
+                    e.1 = low;
+                }
+            } else if stack.contains(w) {
+                let low = index[w].0.min(index[v].1);
+                if let Some(e) = index.get_mut(v) {
+                    e.1 = low;
+                }
+            }
+        }
+        if index[v].0 == index[v].1 {
+            let mut comp = Vec::new();
+            while let Some(w) = stack.pop() {
+                let done = w == v;
+                comp.push(w);
+                if done {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                comp.sort();
+                out.push(comp);
+            }
+        }
+    }
+    let mut index = BTreeMap::new();
+    let mut stack = Vec::new();
+    let mut counter = 0;
+    let mut comps = Vec::new();
+    let nodes: Vec<String> = edges.keys().cloned().collect();
+    for v in &nodes {
+        if !index.contains_key(v) {
+            visit(v, edges, &mut index, &mut stack, &mut counter, &mut comps);
+        }
+    }
+    comps.sort();
+    comps
 }
 
 /// The circles of files that import each other inside one folder, each as `a.rs -> b.rs -> … -> a.rs`.
@@ -387,58 +513,7 @@ fn file_circles(src: &Path) -> Vec<String> {
             }
         }
     }
-    // Strongly connected components (Tarjan, iterative enough for a few hundred files).
-    fn visit(
-        v: &str,
-        edges: &BTreeMap<String, BTreeSet<String>>,
-        index: &mut BTreeMap<String, (usize, usize)>,
-        stack: &mut Vec<String>,
-        counter: &mut usize,
-        out: &mut Vec<Vec<String>>,
-    ) {
-        index.insert(v.to_string(), (*counter, *counter));
-        *counter += 1;
-        stack.push(v.to_string());
-        for w in edges.get(v).into_iter().flatten() {
-            if !index.contains_key(w) {
-                visit(w, edges, index, stack, counter, out);
-                let low = index[w].1.min(index[v].1);
-                if let Some(e) = index.get_mut(v) {
-                    e.1 = low;
-                }
-            } else if stack.contains(w) {
-                let low = index[w].0.min(index[v].1);
-                if let Some(e) = index.get_mut(v) {
-                    e.1 = low;
-                }
-            }
-        }
-        if index[v].0 == index[v].1 {
-            let mut comp = Vec::new();
-            while let Some(w) = stack.pop() {
-                let done = w == v;
-                comp.push(w);
-                if done {
-                    break;
-                }
-            }
-            if comp.len() > 1 {
-                comp.sort();
-                out.push(comp);
-            }
-        }
-    }
-    let mut index = BTreeMap::new();
-    let mut stack = Vec::new();
-    let mut counter = 0;
-    let mut comps = Vec::new();
-    let nodes: Vec<String> = edges.keys().cloned().collect();
-    for v in &nodes {
-        if !index.contains_key(v) {
-            visit(v, &edges, &mut index, &mut stack, &mut counter, &mut comps);
-        }
-    }
-    comps.sort();
+    let comps = strong_components(&edges);
     comps
         .iter()
         .map(|c| {
@@ -467,11 +542,79 @@ fn no_files_import_each_other_in_a_circle() {
     );
 }
 
+/// The circles between the sub-rooms of one top-level room (`rayservice/service/` and
+/// `rayservice/job/`, or a file such as `rayservice/metrics.rs`), each as `a -> b, b -> a`. The room's
+/// face (`rayservice/mod.rs`) takes no part; test files and test modules are left out.
+fn sub_room_circles(src: &Path) -> Vec<String> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let all = sources(src);
+    let modules: BTreeSet<Vec<String>> = all.iter().map(|s| s.module.clone()).collect();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for s in &all {
+        if s.module.len() < 2 || is_test_file(&s.rel) {
+            continue;
+        }
+        let (room, from) = (&s.module[0], &s.module[1]);
+        for Named { path, .. } in module_paths(&s.code, &s.module) {
+            let Some(target) = (2..=path.len())
+                .rev()
+                .map(|n| &path[..n])
+                .find(|p| modules.contains(*p))
+            else {
+                continue;
+            };
+            if target[0] == *room && target[1] != *from {
+                edges
+                    .entry(format!("{room}/{from}"))
+                    .or_default()
+                    .insert(format!("{room}/{}", target[1]));
+            }
+        }
+    }
+    strong_components(&edges)
+        .iter()
+        .map(|c| {
+            let ties: Vec<String> = c
+                .iter()
+                .flat_map(|a| {
+                    edges[a]
+                        .iter()
+                        .filter(|b| c.contains(b))
+                        .map(move |b| format!("{a} -> {b}"))
+                })
+                .collect();
+            ties.join(", ")
+        })
+        .collect()
+}
+
 #[test]
-fn the_checkers_see_a_core_import_and_a_circle() {
+fn no_sub_rooms_import_each_other_in_a_circle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let circles = sub_room_circles(&src);
+    assert!(
+        circles.is_empty(),
+        "sub-rooms of one room that import each other (the pure part below, its shell above):\n{}",
+        circles.join("\n")
+    );
+}
+
+#[test]
+fn the_checkers_see_an_engine_import_and_a_circle() {
     let dir = std::env::temp_dir().join(format!("quotagate-circles-{}", std::process::id()));
     let jobs = dir.join("jobs");
     std::fs::create_dir_all(&jobs).unwrap();
+    std::fs::create_dir_all(dir.join("admission")).unwrap();
+    for (name, text) in [
+        (
+            "mod.rs",
+            "pub mod metrics;\npub(crate) mod sync;\npub use sync::Snapshot;\n",
+        ),
+        ("sync.rs", "pub struct Snapshot;\npub fn replacement_for() {}\n"),
+        ("metrics.rs", "pub struct Metrics;\n"),
+    ] {
+        std::fs::write(dir.join("admission").join(name), text).unwrap();
+    }
     std::fs::write(
         jobs.join("mod.rs"),
         "pub mod a;\npub mod b;\npub mod c;\npub mod d;\npub mod e;\npub use d::{Core, other};\n",
@@ -479,12 +622,12 @@ fn the_checkers_see_a_core_import_and_a_circle() {
     .unwrap();
     std::fs::write(
         jobs.join("a.rs"),
-        "use super::b::Thing;\nuse crate::jobframework::{GenericJob, core::sync::replacement_for};\n",
+        "use super::b::Thing;\nuse crate::admission::{Snapshot, sync::replacement_for};\n",
     )
     .unwrap();
     std::fs::write(
         jobs.join("b.rs"),
-        "pub fn f() { super::a::g() }\n// super::c in a comment\n",
+        "pub fn f() { super::a::g() }\n// super::c in a comment\nuse crate::admission::metrics::Metrics;\n",
     )
     .unwrap();
     std::fs::write(
@@ -500,7 +643,7 @@ fn the_checkers_see_a_core_import_and_a_circle() {
     )
     .unwrap();
     let circles = file_circles(&dir);
-    let core = core_imports(&dir);
+    let engine = engine_imports(&dir);
     std::fs::remove_dir_all(&dir).ok();
     assert_eq!(
         circles,
@@ -509,5 +652,56 @@ fn the_checkers_see_a_core_import_and_a_circle() {
             "jobs/d.rs -> jobs/e.rs, jobs/e.rs -> jobs/d.rs".to_string(),
         ]
     );
-    assert_eq!(core, vec!["src/jobs/a.rs:2".to_string()]);
+    assert_eq!(engine, vec!["src/jobs/a.rs:2".to_string()]);
+}
+
+#[test]
+fn the_checkers_see_a_forbidden_arrow_and_a_sub_room_circle() {
+    let dir = std::env::temp_dir().join(format!("quotagate-rooms-{}", std::process::id()));
+    let ray = dir.join("rayservice");
+    for sub in ["service", "job", "rayjob"] {
+        std::fs::create_dir_all(ray.join(sub)).unwrap();
+    }
+    for (name, text) in [
+        (
+            "mod.rs",
+            "pub mod job;\npub mod metrics;\npub mod rayjob;\npub mod service;\n",
+        ),
+        ("metrics.rs", "use super::service::plan;\n"),
+        ("service/mod.rs", "pub mod plan;\n#[cfg(test)]\nmod tests;\n"),
+        (
+            "service/plan.rs",
+            "use crate::rayservice::job::gate::decide;\npub struct Plan;\n",
+        ),
+        (
+            "service/tests.rs",
+            "use crate::rayservice::job::gate;\nuse crate::jobframework::JobKind;\n",
+        ),
+        ("job/mod.rs", "pub mod gate;\n"),
+        (
+            "job/gate.rs",
+            "use super::super::service::plan::Plan;\npub fn decide() {}\n",
+        ),
+        ("rayjob/mod.rs", "pub mod controller;\n"),
+        (
+            "rayjob/controller.rs",
+            "use crate::jobframework::JobKind;\nuse crate::kit::shell;\n",
+        ),
+    ] {
+        std::fs::write(ray.join(name), text).unwrap();
+    }
+    let circles = sub_room_circles(&dir);
+    let forbidden = forbidden_arrows(&dir);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(
+        circles,
+        vec!["rayservice/job -> rayservice/service, rayservice/service -> rayservice/job".to_string()]
+    );
+    assert_eq!(
+        forbidden,
+        vec![
+            "src/rayservice/rayjob/controller.rs:1: rayservice/rayjob -> jobframework (the Ray controllers run on kit, not on the job framework)".to_string(),
+            "src/rayservice/service/plan.rs:1: rayservice/service -> rayservice::job (the RayService decisions are pure; the shell asks the gate)".to_string(),
+        ]
+    );
 }

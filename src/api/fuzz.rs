@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-use super::admission::{Operation, admit, default_object};
 use super::manifest::{check_document, load_documents};
+use super::on_write::{Operation, admit, default_object};
 use super::quantity::Quantity;
 
 /// Any JSON value a careless or hostile user could put at a field: huge and negative numbers,

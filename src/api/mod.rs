@@ -1,6 +1,5 @@
-//! API types (Kueue, KubeRay, Gateway API), quantities, validation and admission. No I/O.
+//! API types (Kueue, KubeRay, Gateway API), quantities, validation and defaulting on write. No I/O.
 
-pub mod admission;
 pub mod batch;
 pub mod conditions;
 #[cfg(test)]
@@ -11,6 +10,7 @@ pub mod kueue;
 pub mod manifest;
 pub mod merge_patch;
 pub mod names;
+pub mod on_write;
 pub mod pod;
 pub mod quantity;
 pub mod ray;

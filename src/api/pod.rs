@@ -580,7 +580,7 @@ mod tests {
 
     #[test]
     fn pods_are_judged_only_with_the_pod_framework() {
-        use crate::api::admission::{Operation, admit_for};
+        use crate::api::on_write::{Operation, admit_for};
         let mut queued = pod(json!({label::QUEUE_NAME: "lq"}), json!({}));
         assert!(
             admit_for(

@@ -54,7 +54,7 @@ impl AdmissionHook for AllowAll {
     }
 }
 
-/// quotagate's own admission (`api::admission::admit`): the same defaulting and validation the webhook
+/// quotagate's own admission (`api::on_write::admit`): the same defaulting and validation the webhook
 /// applies in a real cluster, so the embedded server rejects what a real cluster with quotagate would,
 /// under the same Ray feature gates (`Default`: KubeRay's defaults).
 #[derive(Clone, Debug, Default)]
@@ -86,11 +86,11 @@ impl AdmissionHook for QuotagateAdmission {
         ns: &JobNamespace,
     ) -> Result<(), Vec<FieldError>> {
         let op = match op {
-            Operation::Create => crate::api::admission::Operation::Create,
+            Operation::Create => crate::api::on_write::Operation::Create,
             // Status writes are validated as updates too: a real server checks the whole object's schema.
-            Operation::Update | Operation::UpdateStatus => crate::api::admission::Operation::Update,
+            Operation::Update | Operation::UpdateStatus => crate::api::on_write::Operation::Update,
         };
-        crate::api::admission::admit_in(op, new, old, self.gates, self.frameworks, &self.managed, ns)
+        crate::api::on_write::admit_in(op, new, old, self.gates, self.frameworks, &self.managed, ns)
     }
 }
 

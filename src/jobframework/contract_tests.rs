@@ -285,7 +285,7 @@ fn admitted_for(job: &dyn GenericJob, name: &str) -> Workload {
         cluster_queue: "cq".into(),
         pod_set_assignments: vec![],
     };
-    w.status = Some(framework::admission::admitted(
+    w.status = Some(crate::admission::admitted(
         &w,
         admission,
         jiff::Timestamp::UNIX_EPOCH,
@@ -409,13 +409,13 @@ fn slice_chain_queries_read_the_workload_alone() {
         Some("old".to_string())
     );
     assert_eq!(framework::replacement_for(&old), None);
-    let cause = framework::admission::EvictionCause {
-        by: framework::admission::EvictedBy::Preempted(crate::queue::PreemptedReason::InClusterQueue),
+    let cause = crate::admission::EvictionCause {
+        by: crate::admission::EvictedBy::Preempted(crate::queue::PreemptedReason::InClusterQueue),
         message: "m".into(),
     };
     assert!(!framework::is_evicted(&old));
     let mut evicted = old.clone();
-    evicted.status = framework::admission::evicted(&old, &cause, jiff::Timestamp::UNIX_EPOCH);
+    evicted.status = crate::admission::evicted(&old, &cause, jiff::Timestamp::UNIX_EPOCH);
     assert!(framework::is_evicted(&evicted));
     assert_eq!(
         framework::plan(&job, &[&evicted]).unwrap(),

@@ -10,7 +10,6 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::events::Recorder;
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -25,17 +24,18 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use super::JobFrameworkError;
-use super::core::conditions::{self, is_evicted};
 use super::interface::{DemandChange, GenericJob, StopReason, queue_name};
 use super::podset_info::{InfoOptions, PodSetInfo, podsets_equivalent, podsets_info_from_status};
 use super::priority::{Priority, PrioritySource, priority_source, resolve_priority};
 use super::refusal;
-use super::shell;
 use super::workload::{WorkloadOptions, construct_workload, prepare_workload_slice};
+use crate::admission::{self as conditions, is_evicted};
 use crate::api::kueue::constants::{ANNOTATION_UPGRADE_CLAIM, label};
 use crate::api::kueue::managed_jobs::ManagedJobs;
 use crate::api::kueue::{PodSet, Workload, WorkloadPriorityClass};
 use crate::api::merge_patch::guarded;
+use crate::kit::events::Recorder;
+use crate::kit::{RESYNC, became_leader, shell};
 
 /// A job kind the generic reconciler manages (Kueue's `IntegrationCallbacks`): the object it watches,
 /// how a job is loaded from it (with whatever the job reads from the cluster, e.g. its live children),
@@ -173,7 +173,7 @@ fn split_chain<'a>(live: &mut Vec<&'a Workload>) -> Option<&'a Workload> {
         return None;
     }
     let replaces = |a: &Workload, b: &Workload| {
-        super::core::sync::replacement_for(a)
+        crate::admission::replacement_for(a)
             .is_some_and(|k| Some(k.name.as_str()) == b.metadata.name.as_deref())
     };
     if replaces(live[1], live[0]) {
@@ -189,11 +189,11 @@ fn split_chain<'a>(live: &mut Vec<&'a Workload>) -> Option<&'a Workload> {
 fn floor_annotations(job: &dyn GenericJob, wl: &Workload) -> [(&'static str, Option<String>); 2] {
     let floor = job
         .growth_floor(&wl.spec.pod_sets)
-        .map(|f| super::slices::format_floor(&f));
+        .map(|f| crate::admission::slices::format_floor(&f));
     let keeps = floor.as_ref().and(job.growth_keeps()).map(|k| k.join(","));
     [
-        (super::slices::GROWTH_FLOOR_ANNOTATION, floor),
-        (super::slices::GROWTH_KEEPS_ANNOTATION, keeps),
+        (crate::admission::slices::GROWTH_FLOOR_ANNOTATION, floor),
+        (crate::admission::slices::GROWTH_KEEPS_ANNOTATION, keeps),
     ]
 }
 
@@ -504,7 +504,7 @@ pub struct JobContext {
     /// Kueue's waitForPodsReady: keep each job's Workload `PodsReady` condition from its pods.
     pub wait_for_pods_ready: bool,
     /// Where waitForPodsReady's time-to-ready histograms are observed.
-    pub metrics: Arc<super::metrics::Metrics>,
+    pub metrics: Arc<crate::admission::metrics::Metrics>,
     /// `manageJobsWithoutQueueName` and `managedJobsNamespaceSelector`.
     pub managed_jobs: Arc<ManagedJobs>,
 }
@@ -584,9 +584,6 @@ pub async fn owned_workloads(client: &Client, ns: &str, uid: &str) -> Result<Vec
         .filter(|w| w.metadata.owner_references.iter().flatten().any(|o| o.uid == uid))
         .collect())
 }
-
-/// How often a queue-managed job is reconciled with no event (see the end of `reconcile`).
-pub const RESYNC: Duration = Duration::from_secs(30);
 
 #[tracing::instrument(skip(obj, ctx), fields(name = %obj.name_any(), ns = obj.namespace().unwrap_or_default()))]
 pub async fn reconcile<J: JobKind>(obj: Arc<J::Object>, ctx: Arc<JobContext>) -> Result<Action, JobError> {
@@ -1020,13 +1017,13 @@ impl<J: JobKind> Pass<'_, J> {
             .filter(|w| w.metadata.deletion_timestamp.is_none() && !w.is_finished() && shows(w))
         {
             let now = jiff::Timestamp::now();
-            if let Some(status) = super::core::pods_ready::with_condition(wl, ready, now) {
+            if let Some(status) = crate::admission::pods_ready_condition(wl, ready, now) {
                 let mut obj = wl.clone();
                 obj.status = Some(status.clone());
                 self.wl_api
                     .replace_status(&wl.name_any(), &PostParams::default(), &obj)
                     .await?;
-                super::core::pods_ready_metrics::record_ready(&self.ctx.metrics, wl, &status, now);
+                crate::admission::record_pods_ready(&self.ctx.metrics, wl, &status, now);
             }
         }
         Ok(())
@@ -1050,19 +1047,4 @@ pub async fn run<J: JobKind>(ctx: JobContext, shutdown: impl Future<Output = ()>
     // Becoming leader re-checks every job (the followers skipped their writes).
     let controller = controller.reconcile_all_on(became_leader(&mut leader));
     shell::run(controller, "job", reconcile::<J>, ctx, |_| Duration::from_secs(1)).await;
-}
-
-/// One item each time this replica becomes leader (for `Controller::reconcile_all_on`).
-pub(crate) fn became_leader(
-    leader: &mut watch::Receiver<bool>,
-) -> impl futures::Stream<Item = ()> + Send + Sync + 'static {
-    let rx = leader.clone();
-    futures::stream::unfold(rx, |mut rx| async move {
-        loop {
-            rx.changed().await.ok()?;
-            if *rx.borrow() {
-                return Some(((), rx));
-            }
-        }
-    })
 }

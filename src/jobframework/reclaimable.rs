@@ -1,7 +1,7 @@
 //! Kueue's reconciler step 4 (`pkg/controller/jobframework/reconciler.go`): a job that reports
 //! reclaimable pods has them written into its Workload's `status.reclaimablePods`, each count capped
 //! at its podset's size (`LimitReclaimablePodsToPodSetSizes`), and written only when they differ as
-//! sets (`ReclaimablePodsAreEqual`). The quota accounting (`core::sync`) then leaves them out.
+//! sets (`ReclaimablePodsAreEqual`). The quota accounting (`admission::sync`) then leaves them out.
 
 use std::collections::BTreeMap;
 

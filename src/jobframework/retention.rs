@@ -68,7 +68,7 @@ struct Ctx {
 #[error("deleting a finished workload: {0}")]
 struct RetentionError(#[from] kube::Error);
 
-impl super::shell::ReconcileError for RetentionError {
+impl crate::kit::shell::ReconcileError for RetentionError {
     fn category(&self) -> &'static str {
         "kube"
     }
@@ -92,7 +92,7 @@ async fn reconcile(wl: Arc<Workload>, ctx: Arc<Ctx>) -> Result<Action, Retention
                 }),
                 ..Default::default()
             };
-            super::shell::ignore_not_found(api.delete(&wl.name_any(), &dp).await)?;
+            crate::kit::shell::ignore_not_found(api.delete(&wl.name_any(), &dp).await)?;
             tracing::info!(workload = %wl.name_any(), namespace = %wl.namespace().unwrap_or_default(), "deleted a finished workload: its retention period (objectRetentionPolicies.workloads.afterFinished) is over");
             Ok(Action::await_change())
         }
@@ -115,8 +115,8 @@ pub fn spawn(
     tokio::spawn(async move {
         // Becoming leader looks at every Workload again: a follower skipped them.
         let controller = Controller::new(api, watcher::Config::default())
-            .reconcile_all_on(super::job_controller::became_leader(&mut rx));
-        super::shell::run(controller, "workload-retention", reconcile, ctx, |_| {
+            .reconcile_all_on(crate::kit::became_leader(&mut rx));
+        crate::kit::shell::run(controller, "workload-retention", reconcile, ctx, |_| {
             Duration::from_secs(5)
         })
         .await;

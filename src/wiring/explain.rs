@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
 
-use crate::jobframework::admission::Explanations;
+use crate::admission::Explanations;
 use crate::queue::{Explanation, WorkloadKey};
 
 pub const GROUP: &str = "explain.quotagate.io";

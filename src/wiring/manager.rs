@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::jobframework::events::Recorder;
+use crate::kit::events::Recorder;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::runtime::events::Reporter;
 use kube::{Api, Client};
@@ -20,8 +20,8 @@ use super::health::{self, Health};
 use super::leader::{self, LeaderConfig, LeaderError};
 use super::metrics::{Metrics, Role};
 use super::tasks::{AbortOnDrop, Tasks};
+use crate::admission::{AdmissionLoop, Caches};
 use crate::embedded::{self, EmbeddedServer};
-use crate::jobframework::admission::{AdmissionLoop, Caches};
 use crate::jobframework::job_controller::JobContext;
 
 #[derive(Clone, Debug)]
@@ -49,11 +49,11 @@ pub struct ManagerOptions {
     /// `--upgrade-deadline`: the RayService controller's default upgrade deadline (`None`: off).
     pub upgrade_deadline: Option<Duration>,
     /// The scheduler's latest reasoning per pending workload, served for `quotagate explain`.
-    pub explanations: crate::jobframework::admission::Explanations,
+    pub explanations: crate::admission::Explanations,
     /// Serve the web view on this listener (`--ui-addr`).
     pub ui: Option<super::ui::UiListener>,
     /// Where the admission loop's time goes, phase by phase (read by `bench e2e`).
-    pub cycle_stats: crate::jobframework::admission::CycleStats,
+    pub cycle_stats: crate::admission::CycleStats,
     /// Kueue's waitForPodsReady (`--config`); `None`: off.
     pub pods_ready: Option<crate::api::kueue::config::PodsReadyConfig>,
     /// `objectRetentionPolicies.workloads.afterFinished`: finished Workloads are deleted this long
@@ -104,9 +104,7 @@ impl Default for ManagerOptions {
             webhook: None,
             frameworks: Default::default(),
             managed_jobs: Default::default(),
-            cycle_break_after: Duration::from_millis(
-                crate::jobframework::admission::CYCLE_BREAK_AFTER_MS.unsigned_abs(),
-            ),
+            cycle_break_after: Duration::from_millis(crate::admission::CYCLE_BREAK_AFTER_MS.unsigned_abs()),
         }
     }
 }
@@ -214,7 +212,7 @@ pub async fn run_manager(
             rx.clone(),
         ));
     }
-    let (queued, events_task) = crate::jobframework::events::QueuedRecorder::spawn(recorder.clone(), 4096);
+    let (queued, events_task) = crate::kit::events::QueuedRecorder::spawn(recorder.clone(), 4096);
     tasks.push(events_task);
     let admission = AdmissionLoop {
         client: client.clone(),
@@ -655,8 +653,8 @@ mod tests {
     /// resourceFlavor when the corresponding clusterQueue no longer uses the resourceFlavor").
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_finalizer_release_is_confirmed_against_the_api_server() {
+        use crate::admission::{User, in_use_live};
         use crate::api::kueue::{ClusterQueue, Workload};
-        use crate::jobframework::admission::{User, in_use_live};
         let server = embedded_server();
         let client = server.client();
         let cq = ClusterQueue::build("cq")
@@ -699,11 +697,7 @@ mod tests {
                 ..Default::default()
             }],
         };
-        wl.status = Some(crate::jobframework::admission::admitted(
-            &wl,
-            admission,
-            jiff::Timestamp::now(),
-        ));
+        wl.status = Some(crate::admission::admitted(&wl, admission, jiff::Timestamp::now()));
         wls.replace_status("w", &Default::default(), &wl).await.unwrap();
         assert!(in_use_live(&client, User::ClusterQueue("cq")).await.unwrap());
         assert!(!in_use_live(&client, User::ClusterQueue("other")).await.unwrap());

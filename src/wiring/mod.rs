@@ -2,7 +2,7 @@
 //! run`, `run --embedded`), the Ray operator start-up, the demo and the web view.
 
 pub mod leader;
-pub use crate::jobframework::metrics;
+pub use crate::admission::metrics;
 pub mod certs;
 pub mod demo;
 pub mod demo_real;

@@ -15,7 +15,7 @@ use crate::rayservice::dashboard::sim::{RaySim, SimOptions};
 use crate::rayservice::dashboard::{DashboardEndpoint, RayDashboard, RayJobsApi};
 use crate::rayservice::raycronjob::controller as cronctl;
 use crate::rayservice::rayjob::controller as rjctl;
-use crate::rayservice::service::controller::{self as rsctl, DashboardFactory};
+use crate::rayservice::servicectl::controller::{self as rsctl, DashboardFactory};
 
 /// Which Ray dashboard the RayService controller talks to.
 #[derive(Clone)]

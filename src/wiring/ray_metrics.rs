@@ -21,7 +21,7 @@ where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    crate::jobframework::admission::reflect_each(api, tasks, move |ev| match ev {
+    crate::admission::reflect_each(api, tasks, move |ev| match ev {
         Some(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => on(o, false),
         Some(watcher::Event::Delete(o)) => on(o, true),
         _ => {}

@@ -1,5 +1,5 @@
 //! The validating and defaulting webhook: AdmissionReview in, AdmissionReview out, over TLS. The
-//! decision is `api::admission::admit`, the same function the embedded API server calls in-process.
+//! decision is `api::on_write::admit`, the same function the embedded API server calls in-process.
 
 use crate::embedded::listener::ListenerLimits;
 use std::net::SocketAddr;
@@ -16,11 +16,11 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::Value;
 use thiserror::Error;
 
-use crate::api::admission::{Operation, admit_in};
 use crate::api::kueue::LocalQueue;
 use crate::api::kueue::config::Frameworks;
 use crate::api::kueue::constants::DEFAULT_LOCAL_QUEUE_NAME;
 use crate::api::kueue::managed_jobs::{JobNamespace, ManagedJobs};
+use crate::api::on_write::{Operation, admit_in};
 use crate::api::ray::validation::RayFeatureGates;
 use crate::api::validation::FieldError;
 use k8s_openapi::api::core::v1::Namespace;

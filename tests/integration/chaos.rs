@@ -41,7 +41,7 @@ async fn seeded_upgrade_runs_under_faults_keep_the_invariants_b() {
 
 /// Seed 23 of the first generator (one ClusterQueue, blue/green only): its burst of expired watches once
 /// stalled the RayService controller's triggers for a minute (kube-runtime's shared trigger backoff; see
-/// `jobframework::shell::TriggerBackoff`), so a service with an admitted Workload never got its cluster.
+/// `kit::shell::TriggerBackoff`), so a service with an admitted Workload never got its cluster.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn regression_seed_23_expired_watches_do_not_stall_the_triggers() {
     if let Err(f) = run_base(23).await {

@@ -1,5 +1,5 @@
 //! The cycle breaker end to end (issue 45 item 1's safety net, `queue/wait_cycle.rs`,
-//! `jobframework/core/cycle_breaker.rs`): a wait-for cycle between two upgrades that the banker's
+//! `admission/cycle_breaker.rs`): a wait-for cycle between two upgrades that the banker's
 //! check could not prevent, because the quota was cut after it had admitted both first steps. Each
 //! upgrade then waits for quota the other's admitted slice holds. Once the cycle has lasted
 //! `--cycle-break-after` (3 s here; 60 s by default), the growth of the younger upgrade (equal

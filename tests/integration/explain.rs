@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use kube::api::DeleteParams;
-use quotagate::jobframework::admission::Explanations;
+use quotagate::admission::Explanations;
 use quotagate::wiring::manager::{ManagerOptions, embedded_server};
 
 use super::support::*;

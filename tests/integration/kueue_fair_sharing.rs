@@ -526,7 +526,7 @@ async fn preempted(wls: &Api<Workload>, name: &str) -> Workload {
 async fn finish_eviction(wls: &Api<Workload>, name: &str) {
     let mut w = preempted(wls, name).await;
     loop {
-        let status = quotagate::jobframework::admission::clear_reservation(&w, jiff::Timestamp::now())
+        let status = quotagate::admission::clear_reservation(&w, jiff::Timestamp::now())
             .expect("an evicted Workload holding quota");
         w.status = Some(status);
         match wls.replace_status(name, &Default::default(), &w).await {

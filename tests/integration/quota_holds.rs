@@ -719,7 +719,7 @@ async fn recreate_clusters_survive_reapplies_and_resize_only_through_a_new_workl
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn elastic_growth_waits_for_its_slice_before_any_new_pod() {
     let (mut c, ledger) = setup("4", 4000).await;
-    let explanations = quotagate::jobframework::admission::Explanations::default();
+    let explanations = quotagate::admission::Explanations::default();
     c.server.aggregated.mount(
         quotagate::wiring::explain::GROUP,
         quotagate::wiring::explain::router(explanations.clone()),

@@ -15,7 +15,7 @@ use quotagate::embedded::{AllowAll, EmbeddedServer};
 use quotagate::rayservice::clusterctl::controller as clusterctl;
 use quotagate::rayservice::dashboard::sim::{RaySim, SimOptions};
 use quotagate::rayservice::dashboard::{DashboardEndpoint, RayDashboard};
-use quotagate::rayservice::service::controller::{self as rsctl, DashboardFactory};
+use quotagate::rayservice::servicectl::controller::{self as rsctl, DashboardFactory};
 use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;

@@ -31,7 +31,7 @@ use crate::rayservice::dashboard::sim::autoscaler::{self, AutoscalerConfig};
 use crate::rayservice::dashboard::sim::loadgen::{self, LoadConfig, LoadCounts, LoadGen};
 use crate::rayservice::dashboard::sim::{RaySim, SimOptions};
 use crate::rayservice::dashboard::{DEFAULT_DASHBOARD_PORT, DashboardEndpoint, RayDashboard};
-use crate::rayservice::service::controller::{self as rsctl, DashboardFactory};
+use crate::rayservice::servicectl::controller::{self as rsctl, DashboardFactory};
 use crate::wiring::manager::embedded_server;
 
 const NS: &str = "default";

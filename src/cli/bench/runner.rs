@@ -64,7 +64,7 @@ pub struct Measured {
     pub cpu: Option<Duration>,
     pub max_rss_kib: Option<u64>,
     /// The admission loop's cycles and time per phase over the run.
-    pub admission_loop: crate::jobframework::admission::CycleFigures,
+    pub admission_loop: crate::admission::CycleFigures,
 }
 
 type Records = Arc<Mutex<HashMap<(usize, String), Rec>>>;
@@ -278,7 +278,7 @@ pub async fn run(plan: &Plan, progress: bool) -> Result<Measured, String> {
     let client = counting_client(&server, by.clone());
     let cancel = CancellationToken::new();
     let _stop = cancel.clone().drop_guard();
-    let stats = crate::jobframework::admission::CycleStats::default();
+    let stats = crate::admission::CycleStats::default();
     let opts = ManagerOptions {
         leader_election: false,
         cycle_stats: stats.clone(),
@@ -520,14 +520,14 @@ async fn create_and_wait<T>(
 
 /// The loop's figures between two readings (the queues' set-up is not part of the run).
 fn since(
-    a: &crate::jobframework::admission::CycleFigures,
-    b: &crate::jobframework::admission::CycleFigures,
-) -> crate::jobframework::admission::CycleFigures {
+    a: &crate::admission::CycleFigures,
+    b: &crate::admission::CycleFigures,
+) -> crate::admission::CycleFigures {
     let mut phases = b.phases;
     for (p, q) in phases.iter_mut().zip(a.phases) {
         *p = p.saturating_sub(q);
     }
-    crate::jobframework::admission::CycleFigures {
+    crate::admission::CycleFigures {
         cycles: b.cycles - a.cycles.min(b.cycles),
         phases,
         examined: b.examined - a.examined.min(b.examined),

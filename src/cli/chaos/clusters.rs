@@ -294,7 +294,7 @@ mod tests {
                 let rc = cluster(&cluster_name(i), s).unwrap();
                 let mut v = serde_json::to_value(&rc).unwrap();
                 assert_eq!(
-                    crate::api::admission::admit(crate::api::admission::Operation::Create, &mut v, None),
+                    crate::api::on_write::admit(crate::api::on_write::Operation::Create, &mut v, None),
                     Ok(()),
                     "{s:?}"
                 );

@@ -310,7 +310,7 @@ impl Pool {
             // that took it: what it still holds is no growth another preemptor could take (its
             // pods going away would otherwise read as growth: seed 438).
             let taken = |c: &str| latest.status.as_ref().is_some_and(|s| s.condition_true(c));
-            if taken(condition::EVICTED) || taken(crate::jobframework::slices::GROWTH_PREEMPTED) {
+            if taken(condition::EVICTED) || taken(crate::admission::slices::GROWTH_PREEMPTED) {
                 continue;
             }
             // The serving cluster, and the pending one once the service said it is ready to take
@@ -324,7 +324,7 @@ impl Pool {
             // And what the slice says it keeps, which the core decides on: a pending cluster's Serve
             // applications report RUNNING, then DEPLOYING again while it scales (Ray 2.60), and the
             // keeps written in that moment may be all the core saw (seed 426).
-            let keeps = crate::jobframework::slices::growth_keeps(latest).unwrap_or_default();
+            let keeps = crate::admission::slices::growth_keeps(latest).unwrap_or_default();
             let mut names: Vec<&str> = [active.as_deref(), pending].into_iter().flatten().collect();
             for kept in &keeps {
                 if !names.contains(&kept.as_str()) {
@@ -1007,7 +1007,7 @@ mod tests {
         );
         assert_eq!(pool.without_serving("cq", 1000), (1000, 2000));
         // Evicted, or giving its growth back: nothing of it is growth for another preemptor.
-        for c in [condition::EVICTED, crate::jobframework::slices::GROWTH_PREEMPTED] {
+        for c in [condition::EVICTED, crate::admission::slices::GROWTH_PREEMPTED] {
             let evicted = slice()
                 .condition(crate::api::kueue::builders::condition(c, true, "Preempted", ""))
                 .build();
@@ -1114,12 +1114,8 @@ mod tests {
         ];
         let (urgent, evict) = (urgent(), evicted_by_p1);
         let (rss, cqs) = (std::slice::from_ref(&rs), std::slice::from_ref(&cq));
-        let keeping = || {
-            shop_slice().annotation(
-                crate::jobframework::slices::GROWTH_KEEPS_ANNOTATION,
-                "shop-a,shop-b",
-            )
-        };
+        let keeping =
+            || shop_slice().annotation(crate::admission::slices::GROWTH_KEEPS_ANNOTATION, "shop-a,shop-b");
         let mut kept = Serving::default();
         kept.judge(&[keeping().build(), urgent.clone()], rss, &[], cqs, &pods);
         kept.judge(&[evict(keeping()), urgent.clone()], rss, &[], cqs, &pods);

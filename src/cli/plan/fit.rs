@@ -10,10 +10,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{Api, ListParams};
 use serde_json::Value;
 
+use crate::admission::{Action, AdmissionState, Snapshot, key_of};
 use crate::api::kueue::constants::label::{QUEUE_NAME, WORKLOAD_SLICE_REPLACEMENT_FOR};
 use crate::api::kueue::{LocalQueue, LocalQueueSpec, PodSet, Workload, WorkloadSpec};
 use crate::api::ray::RayService;
-use crate::jobframework::admission::{Action, AdmissionState, Snapshot, key_of};
 use crate::queue::{Explanation, WorkloadKey};
 use crate::rayservice::job::demand::admitted_slice;
 

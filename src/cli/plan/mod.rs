@@ -15,9 +15,9 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
+use crate::admission::Snapshot;
 use crate::api::manifest::load_documents;
 use crate::api::ray::RayService;
-use crate::jobframework::admission::Snapshot;
 use crate::queue::amount::{Amount, FlavorResource};
 pub use render::{Output, render};
 

@@ -10,10 +10,10 @@ use std::fmt::Write as _;
 use super::fit::{self, Verdict};
 use super::render::{Output, table};
 use super::{PlanError, PodSetReport, show};
+use crate::admission::Snapshot;
 use crate::api::ray::RayJob;
 use crate::api::ray::rayjob::JobSubmissionMode;
 use crate::jobframework::GenericJob;
-use crate::jobframework::admission::Snapshot;
 use crate::queue::amount::Amount;
 use crate::rayservice::job::rayjob::RayJobJob;
 

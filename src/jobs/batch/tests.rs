@@ -2,9 +2,9 @@
 //! the cases observable without a cluster), and the generic reconciler's decisions for Jobs.
 
 use super::*;
+use crate::admission as conditions;
 use crate::api::kueue::constants::label;
 use crate::api::kueue::{Admission, PodSetAssignment};
-use crate::jobframework::admission as conditions;
 use crate::jobframework::names::NameLength;
 use crate::jobframework::workload::workload_name_for_job;
 use crate::jobframework::{Step, plan};

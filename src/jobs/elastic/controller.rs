@@ -20,9 +20,10 @@ use super::{active_slice, pods_to_ungate, ungated};
 use crate::api::kueue::Workload;
 use crate::api::kueue::constants::label;
 use crate::api::merge_patch::guarded;
-use crate::jobframework::job_controller::{JobError, RESYNC, became_leader};
-use crate::jobframework::shell;
+use crate::jobframework::job_controller::JobError;
 use crate::jobframework::{JobContext, JobFrameworkError, owned_workloads};
+use crate::kit::shell;
+use crate::kit::{RESYNC, became_leader};
 
 /// One pass for `job`: lifts the gate from the pods its active slice grants.
 pub async fn reconcile<K>(job: Arc<K>, ctx: Arc<JobContext>) -> Result<Action, JobError>

@@ -17,15 +17,16 @@ use kube::{Resource, ResourceExt};
 use super::group::{Decision, PodGroup, decide};
 use super::replacement::with_replacement_condition;
 use super::{remove_finalizer, stop_pod, to_stop};
+use crate::admission::{clear_reservation, finished};
 use crate::api::kueue::Workload;
 use crate::api::kueue::constants::reason;
 use crate::api::pod as p;
-use crate::jobframework::admission::{clear_reservation, finished};
-use crate::jobframework::job_controller::{JobError, became_leader, evicted_reason, priority};
+use crate::jobframework::job_controller::{JobError, evicted_reason, priority};
 use crate::jobframework::podset_info::{InfoOptions, flavors_by_name, podsets_info_from_status};
 use crate::jobframework::priority::priority_source;
-use crate::jobframework::shell::{self, ignore_already_exists, ignore_not_found};
 use crate::jobframework::{GenericJob, JobContext, JobFrameworkError, Step, StopReason};
+use crate::kit::became_leader;
+use crate::kit::shell::{self, ignore_already_exists, ignore_not_found};
 
 /// Runs the pod-group controller until `shutdown` completes.
 pub async fn run(ctx: JobContext, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
@@ -302,6 +303,6 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<JobContext>) -> Result<Action, Jo
     }
     Ok(match step {
         Step::Stop(_) | Step::StopNotMatching(_) if active => Action::requeue(Duration::from_secs(1)),
-        _ => Action::requeue(crate::jobframework::job_controller::RESYNC),
+        _ => Action::requeue(crate::kit::RESYNC),
     })
 }

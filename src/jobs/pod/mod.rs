@@ -22,11 +22,11 @@ use kube::runtime::watcher;
 use crate::api::kueue::constants::DEFAULT_PODSET_NAME;
 use crate::api::kueue::{PodSet, Workload};
 use crate::api::pod as p;
-use crate::jobframework::shell::ignore_not_found;
 use crate::jobframework::{
     Finished, GenericJob, JobContext, JobFrameworkError, JobKind, JobWithSkip, PodSetInfo, StopReason,
     TopLevelJob, merge_into_template,
 };
+use crate::kit::shell::ignore_not_found;
 
 /// A Pod under Kueue's admission.
 pub struct PodJob {

@@ -4,9 +4,9 @@
 
 use super::group::{Decision, PodGroup, decide};
 use super::*;
+use crate::admission as conditions;
 use crate::api::kueue::constants::label;
 use crate::api::kueue::{Admission, PodSetAssignment};
-use crate::jobframework::admission as conditions;
 use crate::jobframework::names::NameLength;
 use crate::jobframework::workload::workload_name_for_job;
 use crate::jobframework::{Step, plan};

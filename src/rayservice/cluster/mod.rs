@@ -5,6 +5,7 @@ pub mod autoscaler_rbac;
 pub mod child;
 pub mod conditions;
 pub mod hash;
+pub mod head_backoff;
 pub mod labels;
 pub mod names;
 pub mod pod;

@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 
 use super::context::{Context, Error, publish};
 use crate::api::ray::RayCluster;
-use crate::jobframework::shell;
+use crate::kit::shell;
 use crate::rayservice::cluster::autoscaler_rbac as build;
 use crate::rayservice::cluster::names;
 

@@ -12,8 +12,8 @@ use crate::api::kueue::managed_jobs::ManagedJobs;
 use crate::api::ray::RayCluster;
 use crate::api::ray::constants as c;
 use crate::api::ray::validation::RayFeatureGates;
-use crate::jobframework::events::Recorder;
-use crate::jobframework::shell;
+use crate::kit::events::Recorder;
+use crate::kit::shell;
 use crate::rayservice::cluster::{BuildError, BuildOptions};
 
 #[derive(Debug, thiserror::Error)]

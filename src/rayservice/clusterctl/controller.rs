@@ -17,7 +17,6 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
 use tracing::instrument;
 
-use super::head_backoff;
 use super::lifecycle::{ClusterDecision, Facts, Phase, decide, facts, running_conditions};
 use super::pods::{GroupView, PodAction, PodInputs, PodView, Recreate};
 use crate::api::kueue::Workload;
@@ -29,11 +28,12 @@ use crate::api::ray::{RayCluster, RayClusterStatus};
 use crate::jobframework::podset_info::{
     InfoOptions, PodSetInfo, flavors_by_name, merge_into_template, podsets_info_from_status, strip_template,
 };
-use crate::jobframework::shell;
+use crate::kit::shell;
 use crate::rayservice::cluster::conditions::{ConditionPlan, FALSE, TRUE, merge_condition};
 use crate::rayservice::cluster::hash::{
     RecreateDecision, hash_without_replicas_and_workers_to_delete, head_pod_stamp, recreate_decision,
 };
+use crate::rayservice::cluster::head_backoff;
 use crate::rayservice::cluster::names;
 use crate::rayservice::cluster::pod::{WorkerSlot, build_head_pod, build_worker_pod};
 use crate::rayservice::cluster::podsets::HEAD_PODSET;

@@ -6,7 +6,6 @@ pub mod autoscaler_rbac;
 pub mod cluster_limit;
 pub mod context;
 pub mod controller;
-pub mod head_backoff;
 pub mod lifecycle;
 pub mod pods;
 

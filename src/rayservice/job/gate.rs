@@ -10,6 +10,7 @@ use kube::{Client, ResourceExt};
 
 use super::demand::{self, ChildDemand, LivePods};
 use super::rayservice::{children_pods, load_children, service_demand};
+use crate::admission::slices::may_lose_part;
 use crate::api::kueue::Workload;
 use crate::api::kueue::constants::condition;
 use crate::api::kueue::managed_jobs::ManagedJobs;
@@ -18,7 +19,6 @@ use crate::api::ray::{RayCluster, RayService};
 use crate::jobframework::interface::queue_name;
 use crate::jobframework::job_controller::owned_workloads;
 use crate::jobframework::manages;
-use crate::jobframework::slices::may_lose_part;
 
 /// A slice waiting for quota, and Kueue's reason as its QuotaReserved condition states it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -360,10 +360,10 @@ pub async fn cluster_gate(
 #[cfg(test)]
 mod standalone_tests {
     use super::*;
+    use crate::admission as conditions;
     use crate::api::kueue::constants::label;
     use crate::api::kueue::{Admission, PodSetAssignment};
     use crate::jobframework::GenericJob;
-    use crate::jobframework::admission as conditions;
     use crate::rayservice::job::raycluster::RayClusterJob;
 
     fn rc(workers: i32, cpu: &str) -> RayCluster {

@@ -22,10 +22,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::demand::{self, ChildDemand, LivePods};
+use crate::admission::slices::{growth_keeps, growth_preempted};
 use crate::api::kueue::{PodSet, Workload};
 use crate::api::ray::RayService;
 use crate::api::ray::constants::app_status;
-use crate::jobframework::slices::{growth_keeps, growth_preempted};
 
 /// The serving (active) cluster's name, from the RayService's status.
 pub fn active_cluster(rs: &RayService) -> Option<&str> {
@@ -164,7 +164,7 @@ pub fn close_growth(
     let why = w
         .status
         .as_ref()
-        .and_then(|s| s.condition(crate::jobframework::slices::GROWTH_PREEMPTED))
+        .and_then(|s| s.condition(crate::admission::slices::GROWTH_PREEMPTED))
         .map(|c| c.reason.clone())
         .unwrap_or_default();
     Some(format!(

@@ -7,12 +7,12 @@ use serde_json::json;
 
 use super::demand::{self, LivePods};
 use super::rayservice::RayServiceJob;
+use crate::admission as conditions;
+use crate::admission::slices::{GROWTH_FLOOR_ANNOTATION, GROWTH_KEEPS_ANNOTATION, format_floor};
 use crate::api::kueue::{Admission, PodSet, Workload};
 use crate::api::ray::{RayCluster, RayService};
 use crate::jobframework::GenericJob;
-use crate::jobframework::admission as conditions;
 use crate::jobframework::job_controller::{Step, plan};
-use crate::jobframework::slices::{GROWTH_FLOOR_ANNOTATION, GROWTH_KEEPS_ANNOTATION, format_floor};
 use crate::rayservice::cluster::BuildOptions;
 use crate::rayservice::cluster::child::child_cluster;
 

@@ -375,9 +375,9 @@ mod tests {
 #[cfg(test)]
 mod plan_tests {
     use super::*;
+    use crate::admission as conditions;
     use crate::api::kueue::Admission;
     use crate::api::kueue::constants::label;
-    use crate::jobframework::admission as conditions;
     use crate::jobframework::job_controller::{Step, plan};
 
     fn rc(suspended: bool, queue: bool) -> RayClusterJob {
@@ -575,9 +575,9 @@ mod plan_tests {
 #[cfg(test)]
 mod mismatch_tests {
     use super::*;
+    use crate::admission as conditions;
     use crate::api::kueue::constants::label;
     use crate::api::kueue::{Admission, PodSetAssignment};
-    use crate::jobframework::admission as conditions;
     use crate::jobframework::job_controller::{Step, plan};
 
     fn job(suspended: bool, workers: i32, cpu: &str, pods: i64) -> RayClusterJob {

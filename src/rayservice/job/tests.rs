@@ -356,8 +356,8 @@ mod demand_and_gate {
     /// inactive: the evicted Workload is stopped (and waited on), not deleted.
     #[test]
     fn an_evicted_service_keeps_its_reservation_while_a_child_remains() {
+        use crate::admission as conditions;
         use crate::api::kueue::{Admission, Workload};
-        use crate::jobframework::admission as conditions;
         use crate::jobframework::job_controller::{Step, plan};
         use crate::rayservice::job::rayservice::RayServiceJob;
         let rs: crate::api::ray::RayService = serde_json::from_value(json!({

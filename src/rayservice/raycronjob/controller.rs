@@ -17,8 +17,8 @@ use tracing::instrument;
 use super::decide::{EventType, Snapshot, decide, to_time};
 use crate::api::ray::validation::RayFeatureGates;
 use crate::api::ray::{RayCronJob, RayJob};
-use crate::jobframework::events::Recorder;
-use crate::jobframework::shell;
+use crate::kit::events::Recorder;
+use crate::kit::shell;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -1,9 +1,9 @@
-//! RayService: decisions (pure) and the controller shell that executes them (`controller`).
+//! RayService: the decisions, pure; the controller shell that executes them is `rayservice::servicectl`.
 //!
 //! The controller reads a [`Snapshot`] (the RayService as data, its child RayClusters, what the Ray
 //! dashboard reported, the Services' selectors, the clock) and calls [`plan`], which returns a [`Plan`]:
 //! actions to execute in order, events to record, the status to write and the durable deletion schedule.
-//! Only `controller` performs I/O, so every transition is covered by table tests.
+//! Only the shell performs I/O, so every transition is covered by table tests.
 //!
 //! Layout: `lifecycle` decides which top-level phase applies (deleting, invalid, suspending, suspended,
 //! timed out, running); `bluegreen` is the per-strategy state machine for a running service
@@ -18,9 +18,7 @@ pub mod auth;
 mod bluegreen;
 pub mod build;
 pub mod conditions;
-pub mod controller;
 pub mod duration;
-pub mod error;
 pub mod incremental;
 pub mod lifecycle;
 pub mod observe;

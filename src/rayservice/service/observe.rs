@@ -126,7 +126,7 @@ pub fn child_view(rc: &RayCluster, pods: &[Pod], serve: ServeObservation) -> Chi
             .status
             .as_ref()
             .and_then(|s| s.reason.clone())
-            .filter(|r| r.starts_with(crate::rayservice::clusterctl::head_backoff::REASON_PREFIX)),
+            .filter(|r| r.starts_with(crate::rayservice::cluster::head_backoff::REASON_PREFIX)),
     }
 }
 

@@ -116,7 +116,7 @@ pub struct ChildCluster {
     pub proxy_healthy: Option<bool>,
     /// `deletionTimestamp` is set.
     pub deleting: bool,
-    /// The RayCluster's `status.reason` while its head crash-loops (`clusterctl::head_backoff`).
+    /// The RayCluster's `status.reason` while its head crash-loops (`cluster::head_backoff`).
     pub head_failing: Option<String>,
     /// Serve's `target_capacity` as the dashboard reported it this pass, rounded to a whole percent
     /// (`None`: unset, or not asked).

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::model::{EventLog, History, Stores};
 use super::{UiListener, view};
-use crate::jobframework::admission::Caches;
+use crate::admission::Caches;
 
 const PAGE: &str = include_str!("assets/page.html");
 const SCRIPT: &str = include_str!("assets/app.js");
@@ -45,7 +45,7 @@ where
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
     // The render loop reads the store by resource version; no per-event work.
-    crate::jobframework::admission::reflect_each(api, tasks, |_| {})
+    crate::admission::reflect_each(api, tasks, |_| {})
 }
 
 /// Starts the view on `listener`: its watchers, the render loop and the HTTP server, all ending with

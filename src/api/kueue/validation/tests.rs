@@ -1191,7 +1191,7 @@ fn admission_check_rules() {
     );
     // "Defaulting on creating", "All defaults": the admission chain leaves it as written, and refuses
     // a renamed controller on update as the API server's CEL rule does.
-    use crate::api::admission::{Operation, admit};
+    use crate::api::on_write::{Operation, admit};
     let written = serde_json::to_value(admission_check("ac-controller", None)).unwrap();
     let mut admitted = written.clone();
     admit(Operation::Create, &mut admitted, None).expect("valid");

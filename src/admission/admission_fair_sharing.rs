@@ -120,7 +120,7 @@ pub fn status(
 
 /// Kueue's `local_queue_admission_fair_sharing_usage`, one series per tracked LocalQueue (none
 /// while the feature is off).
-pub fn report_usage(m: &crate::jobframework::metrics::Metrics, core: &AdmissionCore) {
+pub fn report_usage(m: &crate::admission::metrics::Metrics, core: &AdmissionCore) {
     if core.admission_fair_sharing().is_none() {
         return;
     }
@@ -129,7 +129,7 @@ pub fn report_usage(m: &crate::jobframework::metrics::Metrics, core: &AdmissionC
         .local_queue_usages()
         .into_iter()
         .map(|(k, e, u)| {
-            let l = crate::jobframework::metrics::LqCqLabels {
+            let l = crate::admission::metrics::LqCqLabels {
                 name: k.name.clone(),
                 namespace: k.namespace.clone(),
                 cluster_queue: e.cluster_queue.clone(),

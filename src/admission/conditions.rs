@@ -7,7 +7,7 @@ use crate::api::quantity::resource_quantity;
 
 pub use super::workload_status::{EvictedBy, EvictionCause, set_condition};
 pub(super) use super::workload_status::{cond, status_of};
-pub use crate::jobframework::slices::is_evicted;
+pub use crate::admission::slices::is_evicted;
 
 /// Quota reserved in `admission.cluster_queue`, for a ClusterQueue without admission checks: see
 /// [`admitted_with_checks`].
@@ -286,7 +286,7 @@ pub fn growth_preempted(
     let g = wl.metadata.generation;
     let mut s = status_of(wl);
     let c = cond(
-        crate::jobframework::slices::GROWTH_PREEMPTED,
+        crate::admission::slices::GROWTH_PREEMPTED,
         true,
         why,
         message,

@@ -9,10 +9,10 @@ use std::collections::{BTreeMap, HashMap};
 use super::checks::{self, QueueChecks, Verdict};
 use super::conditions::{EvictedBy, EvictionCause, controller_owner, is_active, is_evicted, status_of};
 use super::snapshot::{Snapshot, key_of};
+use crate::admission::slices::replacement_for;
 use crate::api::kueue::constants::condition;
 use crate::api::kueue::constants::{RESOURCE_IN_USE_FINALIZER, reason};
 use crate::api::kueue::{LocalQueue, StopPolicy, Workload, WorkloadStatus};
-use crate::jobframework::slices::replacement_for;
 use crate::queue::WorkloadKey;
 
 /// One Workload's case.

@@ -4,8 +4,8 @@
 
 use super::conditions::EvictionCause;
 use super::pods_ready;
+use crate::admission::metrics::{CqEvictionLabels, Metrics};
 use crate::api::kueue::{Workload, WorkloadStatus};
-use crate::jobframework::metrics::{CqEvictionLabels, Metrics};
 
 /// The job controller wrote `new` over `old`: on a first readiness, the waits since queued and
 /// since admitted, per ClusterQueue and per LocalQueue.

@@ -1,10 +1,10 @@
-//! The RayService controller's I/O shell: read a snapshot, call [`plan`](super::plan), execute the
+//! The RayService controller's I/O shell: read a snapshot, call [`plan`](crate::rayservice::service::plan), execute the
 //! actions in order, write status and the deletion schedule, record events. Nothing is decided here.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::jobframework::events::Recorder;
+use crate::kit::events::Recorder;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -16,29 +16,29 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 use tracing::{info, instrument};
 
-use super::build::{self, Stamp};
 use super::error::Error;
-use super::observe::{
-    self, REJECTED_CONFIG_ANNOTATION, SERVED_CONFIG_ANNOTATION, SERVED_CONFIG_TEXT_ANNOTATION,
-};
-use super::plan::{Action, EventType, Plan};
-use super::snapshot::{
-    Admission, ChildCluster, DesiredCluster, IncrementalOptions, PriorStatus, ServeObservation, Snapshot,
-    TrafficView, UpgradeStrategy,
-};
-use super::{auth, duration, schedule, traffic};
 use crate::api::gateway::{Gateway, HTTPRoute};
 use crate::api::kueue::Workload;
 use crate::api::ray::constants as c;
 use crate::api::ray::constants::ANNOTATION_ADMISSION_GATED as GATE_ANNOTATION;
 use crate::api::ray::validation::{RayFeatureGates, validate_ray_service_with};
 use crate::api::ray::{RayCluster, RayService};
-use crate::jobframework::shell;
+use crate::kit::shell;
 use crate::rayservice::cluster::child::spec_for_hashing;
 use crate::rayservice::cluster::hash::{hash_of_first_groups, hash_without_replicas_and_workers_to_delete};
 use crate::rayservice::cluster::names;
 use crate::rayservice::dashboard::{DashboardEndpoint, DashboardError, RayDashboard, ServeConfig};
 use crate::rayservice::job::gate;
+use crate::rayservice::service::build::{self, Stamp};
+use crate::rayservice::service::observe::{
+    self, REJECTED_CONFIG_ANNOTATION, SERVED_CONFIG_ANNOTATION, SERVED_CONFIG_TEXT_ANNOTATION,
+};
+use crate::rayservice::service::plan::{Action, EventType, Plan};
+use crate::rayservice::service::snapshot::{
+    Admission, ChildCluster, DesiredCluster, IncrementalOptions, PriorStatus, ServeObservation, Snapshot,
+    TrafficView, UpgradeStrategy,
+};
+use crate::rayservice::service::{auth, duration, schedule, traffic};
 
 /// Label that makes a RayService queue-managed (Kueue's).
 pub const QUEUE_NAME_LABEL: &str = "kueue.x-k8s.io/queue-name";
@@ -80,7 +80,7 @@ impl Default for Config {
             dashboard_port: crate::rayservice::dashboard::DEFAULT_DASHBOARD_PORT,
             dashboard_timeout: Duration::from_secs(2),
             error_backoff: Duration::from_secs(5),
-            requeue: super::lifecycle::REQUEUE,
+            requeue: crate::rayservice::service::lifecycle::REQUEUE,
             incremental_timer_only: false,
             gates: RayFeatureGates::default(),
             upgrade_deadline: None,
@@ -258,7 +258,7 @@ pub async fn reconcile(rs: Arc<RayService>, ctx: Arc<Context>) -> Result<Requeue
     let ns = rs.namespace().ok_or(Error::MissingField("metadata.namespace"))?;
     let name = rs.name_any();
     let snapshot = observe_snapshot(&rs, &ns, &ctx).await?;
-    let plan = super::plan(&snapshot);
+    let plan = crate::rayservice::service::plan(&snapshot);
     execute(&rs, &ns, &name, &plan, &ctx).await?;
     Ok(match plan.requeue {
         Some(_) => Requeue::requeue(ctx.config.requeue),

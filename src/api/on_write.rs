@@ -1,6 +1,7 @@
-//! Admission in one place: defaulting and validation of quotagate's kinds on create and update. The
-//! webhook, the embedded API server and `quotagate validate` call these same functions, so an object is
-//! judged the same wherever it is written.
+//! On write, in one place: defaulting and validation of quotagate's kinds on create and update (the API
+//! server's sense of "admission"; quota admission is `crate::admission`). The webhook, the embedded API
+//! server and `quotagate validate` call these same functions, so an object is judged the same wherever
+//! it is written.
 
 use serde_json::Value;
 

@@ -20,7 +20,6 @@ use crate::api::kueue::{Workload, WorkloadStatus};
 use crate::queue::{self, AdmissionCore, WorkloadKey, convert};
 
 pub use super::snapshot::{Snapshot, key_of};
-pub use crate::jobframework::slices::replacement_for;
 
 /// What `Class::Reserved` carries: the Workload is evicted, a job owns it, a cause to stop it, and
 /// a rejecting admission check's message.
@@ -861,8 +860,8 @@ impl AdmissionState {
         // The floor its job keeps when preemption takes its growth; one whose growth was taken
         // (before a restart) is held until its job has shrunk it back.
         self.core
-            .set_floor(key, crate::jobframework::slices::growth_floor(wl).as_ref());
-        if crate::jobframework::slices::growth_preempted(wl) {
+            .set_floor(key, crate::admission::slices::growth_floor(wl).as_ref());
+        if crate::admission::slices::growth_preempted(wl) {
             self.core.mark_taking_growth(key);
         }
         // Like Kueue, status.admission stays as admitted (it is immutable); the usage counted is
@@ -947,7 +946,7 @@ pub fn counted_pods(wl: &Workload) -> Option<Workload> {
 /// more anywhere): Kueue shrinks such a slice in place instead of creating a new one, and counts
 /// only the spec's pods against the quota.
 pub fn scaled_down(wl: &Workload) -> bool {
-    if !crate::jobframework::interface::workload_slice_enabled(&wl.metadata) {
+    if !crate::api::kueue::is_elastic_job(&wl.metadata) {
         return false;
     }
     let Some(a) = wl.admission() else {

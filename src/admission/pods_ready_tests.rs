@@ -6,11 +6,11 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use super::{deadline, desired, with_condition};
+use crate::admission::pods_ready;
+use crate::admission::sync::{self, Action, AdmissionState};
 use crate::api::conditions::new as cond;
 use crate::api::kueue::config::PodsReadyConfig;
 use crate::api::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Workload};
-use crate::jobframework::core::pods_ready;
-use crate::jobframework::core::sync::{self, Action, AdmissionState};
 
 const NOW: i64 = 1_800_000_000_000;
 
@@ -290,7 +290,7 @@ fn the_loop_times_out_an_admitted_workload_and_keeps_a_timer_before() {
             assert_eq!(key.name, "w");
             assert_eq!(
                 cause.by,
-                crate::jobframework::core::conditions::EvictedBy::PodsReadyTimeout
+                crate::admission::conditions::EvictedBy::PodsReadyTimeout
             );
             assert_eq!(cause.message, "Exceeded the PodsReady timeout ns/w");
             assert!(*clear, "no job owns it: released at once");
@@ -354,10 +354,7 @@ fn the_loop_deactivates_past_the_requeue_limit() {
     let actions = st.step(&snapshot(vec![w]), NOW + 11_000);
     match &actions[..] {
         [Action::Evict { cause, .. }] => {
-            assert_eq!(
-                cause.by,
-                crate::jobframework::core::conditions::EvictedBy::Deactivated
-            );
+            assert_eq!(cause.by, crate::admission::conditions::EvictedBy::Deactivated);
             assert_eq!(
                 cause.message,
                 "The workload is deactivated due to exceeding the maximum number of re-queuing retries"

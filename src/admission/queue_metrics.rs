@@ -11,13 +11,13 @@ use kube::ResourceExt;
 
 use super::queue_status::local_queue_key;
 use super::sync::{AdmissionState, Snapshot};
-use crate::api::kueue::constants::condition;
-use crate::api::kueue::{ClusterQueue, LocalQueue, LocalQueueFlavorUsage, Workload};
-use crate::jobframework::metrics::{
+use crate::admission::metrics::{
     CohortInfoLabels, CohortLabels, CohortPriorityLabels, CohortResourceLabels, CqCohortLabels, CqInfoLabels,
     CqLabels, CqPendingResourceLabels, CqPriorityLabels, CqResourceLabels, CqStatusLabels, LqActiveLabels,
     LqLabels, LqPriorityLabels, LqResourceLabels, LqStatusLabels, Metrics, Role,
 };
+use crate::api::kueue::constants::condition;
+use crate::api::kueue::{ClusterQueue, LocalQueue, LocalQueueFlavorUsage, Workload};
 use crate::queue::ClusterQueueStatus as CoreStatus;
 use crate::queue::tree::{NodeKind, QuotaTree};
 

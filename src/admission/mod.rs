@@ -1,0 +1,61 @@
+//! The admission controller (see docs/design.md): the async shell around [`crate::queue`], doing the work
+//! of Kueue's scheduler I/O, workload controller, ClusterQueue / LocalQueue / ResourceFlavor controllers
+//! and the cache's assume / forget. ClusterQueue, Cohort, ResourceFlavor, LocalQueue and Workload changes
+//! reach the loop through reflector caches; it feeds the admission core ([`sync`]), runs a cycle, writes
+//! Workload conditions ([`conditions`]) and ClusterQueue / LocalQueue status ([`queue_status`]).
+//!
+//! # The face
+//!
+//! The wiring, the tools (`quotagate plan`, `bench`, `explain`, the web view) and the job framework use
+//! what this module exports at its top: the loop to start, the caches it reflects, what it explains and
+//! measures, the pure admission state `plan` simulates on, the Workload status writes (tests use them to
+//! stage an admitted or evicted Workload), plus two public modules: the metrics ([`metrics`]) and the
+//! slice-chain queries ([`slices`]). The engine's modules stay private to this folder (a test in
+//! `tests/layering.rs` fails on any import of them from outside it).
+
+pub(crate) mod admission_fair_sharing;
+pub(crate) mod backoff;
+pub(crate) mod caches;
+pub(crate) mod checks;
+mod classify;
+pub(crate) mod conditions;
+mod cycle_breaker;
+pub(crate) mod explanations;
+pub(crate) mod finalizers;
+pub(crate) mod metric_labels;
+pub mod metrics;
+pub(crate) mod own_writes;
+pub(crate) mod pods_ready;
+pub(crate) mod pods_ready_metrics;
+pub(crate) mod priorities;
+pub(crate) mod queue_metrics;
+pub(crate) mod queue_status;
+mod queues;
+pub(crate) mod run;
+pub mod slices;
+pub(crate) mod snapshot;
+pub(crate) mod stats;
+pub(crate) mod sync;
+pub(crate) mod workload_status;
+pub(crate) mod write_backoff;
+mod writer;
+
+#[cfg(test)]
+mod checks_tests;
+#[cfg(test)]
+mod tests;
+
+pub use caches::{Caches, reflect_each};
+pub use conditions::{
+    EvictedBy, EvictionCause, admitted, clear_reservation, evicted, finished, growth_preempted,
+};
+pub use cycle_breaker::BREAK_AFTER_MS as CYCLE_BREAK_AFTER_MS;
+pub use explanations::Explanations;
+pub use pods_ready::with_condition as pods_ready_condition;
+pub use pods_ready_metrics::record_ready as record_pods_ready;
+#[cfg(test)]
+pub(crate) use queues::{User, in_use_live};
+pub use run::AdmissionLoop;
+pub use slices::{is_evicted, replacement_for};
+pub use stats::{CycleFigures, CycleStats, Phase};
+pub use sync::{Action, AdmissionState, Snapshot, key_of};
