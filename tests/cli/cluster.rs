@@ -41,7 +41,7 @@ fn row(table: &str, first: &str) -> Vec<String> {
 /// KubeRay's samples as the other tests find them: the shared manifests next to the repository.
 const SAMPLE: &str = "../shared/manifests/kuberay/ray-service.sample.yaml";
 const INCREMENTAL: &str = "../shared/manifests/kuberay/ray-service.incremental-upgrade.yaml";
-const SETUP: &str = "../shared/manifests/kueue/admin.single-clusterqueue-setup.yaml";
+const SETUP: &str = "tests/fixtures/manifests/kueue/single-clusterqueue.yaml";
 
 /// The README's numbers, checked by hand there: the sample's head 2 CPU/2Gi + one worker 500m/2Gi,
 /// doubled by blue/green; Kueue's single-ClusterQueue setup (9 CPU, 36Gi) admits both.

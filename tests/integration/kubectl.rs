@@ -148,7 +148,7 @@ impl Running {
     async fn apply_setup(&self) {
         let setup = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../shared/manifests/kueue/admin.single-clusterqueue-setup.yaml"
+            "/tests/fixtures/manifests/kueue/single-clusterqueue.yaml"
         );
         let (ok, out) = self.kubectl(&["apply", "-f", setup]).await;
         assert!(ok, "{out}");

@@ -59,7 +59,7 @@ async fn kubectl_sees_a_job_wait_suspended_then_complete() {
     };
     let setup = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../shared/manifests/kueue/admin.single-clusterqueue-setup.yaml"
+        "/tests/fixtures/manifests/kueue/single-clusterqueue.yaml"
     );
     get(&run, &["apply", "-f", setup]).await;
     for (name, cpu, secs) in [("first", "9", 3), ("second", "1", 1)] {
@@ -167,7 +167,7 @@ async fn kubectl_scales_an_elastic_job_whose_new_pods_wait_gated_for_their_slice
     };
     let setup = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../shared/manifests/kueue/admin.single-clusterqueue-setup.yaml"
+        "/tests/fixtures/manifests/kueue/single-clusterqueue.yaml"
     );
     get(&run, &["apply", "-f", setup]).await;
     let kubeconfig = kube::config::Kubeconfig::read_from(run.dir.join("kubeconfig")).unwrap();

@@ -27,7 +27,7 @@ async fn kubectl_reads_pending_workloads_and_explanations() {
     let dir = run.dir.clone();
     let setup = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../shared/manifests/kueue/admin.single-clusterqueue-setup.yaml"
+        "/tests/fixtures/manifests/kueue/single-clusterqueue.yaml"
     );
     let (ok, out) = run.kubectl(&["apply", "-f", setup]).await;
     assert!(ok, "{out}");
