@@ -2,6 +2,7 @@
 
 pub mod admission;
 pub mod batch;
+pub mod compiled_crds;
 pub mod conditions;
 #[cfg(test)]
 mod fuzz;

@@ -436,7 +436,7 @@ pub fn embedded_server() -> Arc<EmbeddedServer> {
 /// `embedded_server` whose admission applies these KubeRay feature gates.
 pub fn embedded_server_with(gates: crate::api::ray::validation::RayFeatureGates) -> Arc<EmbeddedServer> {
     EmbeddedServer::new(
-        &crate::api::all_crds(),
+        &embedded::QuotagateCrds,
         Arc::new(embedded::QuotagateAdmission {
             gates,
             ..Default::default()
@@ -454,7 +454,7 @@ pub async fn run_embedded(
         frameworks: opts.manager.frameworks,
         managed: opts.manager.managed_jobs.clone(),
     };
-    let server = EmbeddedServer::new(&crate::api::all_crds(), Arc::new(admission));
+    let server = EmbeddedServer::new(&embedded::QuotagateCrds, Arc::new(admission));
     run_embedded_on(server, opts, shutdown).await
 }
 
