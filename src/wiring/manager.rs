@@ -537,7 +537,7 @@ fn storage_metrics(store: &embedded::store::Store) -> String {
     let (used, quota) = store.quota_usage();
     let alarm = u8::from(store.disk_alarm());
     format!(
-        "# HELP quotagate_embedded_storage_bytes Bytes of stored objects as compact JSON, as the storage quota counts them.\n\
+        "# HELP quotagate_embedded_storage_bytes Heap bytes the stored objects hold, as the storage quota counts them.\n\
          # TYPE quotagate_embedded_storage_bytes gauge\nquotagate_embedded_storage_bytes {used}\n\
          # HELP quotagate_embedded_storage_quota_bytes The storage quota (--storage-quota): past it, writes that grow the store are refused.\n\
          # TYPE quotagate_embedded_storage_quota_bytes gauge\nquotagate_embedded_storage_quota_bytes {quota}\n\
