@@ -1,5 +1,6 @@
 //! Start-up CPU of `quotagate apiserver` and `quotagate run --embedded` (the binary of this build:
-//! `cargo bench --bench startup` uses the release one). Prints figures; not a timed test.
+//! `cargo bench --bench startup` uses the release one; or `QUOTAGATE_BIN=target/release/quotagate cargo
+//! test --bench startup` measures that binary from a debug-built bench). Prints figures; not a timed test.
 //!
 //! Each command is started with `--listen 127.0.0.1:0 --kubeconfig-out FILE`; the kubeconfig appears
 //! once the listener serves. Printed: the wall time until then, the process's CPU (user + system,
@@ -11,6 +12,12 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// User + system CPU of `pid` in milliseconds (`/proc/PID/stat` fields 14 and 15, clock ticks).
+/// The binary measured: `QUOTAGATE_BIN` when set (a release binary measured by a bench built in
+/// another profile), else this build's.
+fn quotagate_bin() -> std::path::PathBuf {
+    std::env::var_os("QUOTAGATE_BIN").map_or_else(|| env!("CARGO_BIN_EXE_quotagate").into(), Into::into)
+}
+
 fn cpu_ms(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) is in parentheses and may hold spaces: count after its `)`.
@@ -24,7 +31,7 @@ fn cpu_ms(pid: u32) -> Option<u64> {
 fn one(name: &str, args: &[&str], dir: &Path) -> Result<(Duration, u64, u64), String> {
     let kubeconfig = dir.join(format!("{name}.kubeconfig"));
     let _ = std::fs::remove_file(&kubeconfig);
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_quotagate"));
+    let mut cmd = Command::new(quotagate_bin());
     cmd.args(args)
         .arg("--listen")
         .arg("127.0.0.1:0")
