@@ -2,7 +2,8 @@
 //! rewrite: a counting allocator gives the live heap of each structure, divided by the objects'
 //! compact-JSON bytes (what the storage quota counts). Heap only: the allocator's own overhead and
 //! fragmentation (part of the 26–50 bytes of RSS per byte observed) come on top.
-//! `cargo test --release --test embedded_memory -- --nocapture` prints the figures.
+//! `cargo test --release --test embedded_memory -- --nocapture` prints the figures, and checks that
+//! the storage quota counts about what the store holds.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
@@ -98,6 +99,7 @@ async fn bytes_per_stored_json_byte() {
         let api: kube::Api<kube::api::DynamicObject> =
             kube::Api::namespaced_with(client.clone(), "default", &resource);
         let before = live();
+        let counted_before = srv.store.quota_usage().0;
         let mut stored = 0usize;
         for i in 0..n {
             let obj: kube::api::DynamicObject = serde_json::from_value(make(i)).unwrap();
@@ -106,11 +108,19 @@ async fn bytes_per_stored_json_byte() {
         }
         let held = live() - before;
         store_heap += held;
+        let counted = srv.store.quota_usage().0 - counted_before;
         println!(
-            "store, {n} {kind}: {:.1} heap bytes per stored JSON byte ({} JSON bytes, {} heap bytes)",
+            "store, {n} {kind}: {:.1} heap bytes per stored JSON byte ({} JSON bytes, {} heap bytes); the quota counts {counted} bytes ({:.2} of the heap)",
             held as f64 / stored as f64,
             stored,
-            held
+            held,
+            counted as f64 / held as f64
+        );
+        // The storage quota counts what the store holds (`held_bytes`), not the JSON: within a
+        // third of what the allocator saw for objects, indexes and history together.
+        assert!(
+            (0.67..=1.33).contains(&(counted as f64 / held as f64)),
+            "{kind}: the quota counts {counted} bytes, the heap grew {held}"
         );
     }
     // 3. The watch history's share: the same store without it.

@@ -1,6 +1,7 @@
 //! API types (Kueue, KubeRay, Gateway API), quantities, validation and defaulting on write. No I/O.
 
 pub mod batch;
+pub mod compiled_crds;
 pub mod conditions;
 #[cfg(test)]
 mod fuzz;

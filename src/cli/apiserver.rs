@@ -46,7 +46,7 @@ pub(crate) fn embedded_server(
         config.store = l.store();
     }
     let server = EmbeddedServer::open(
-        &crate::api::all_crds(),
+        &crate::embedded::QuotagateCrds,
         Arc::new(QuotagateAdmission {
             frameworks,
             managed,
@@ -119,7 +119,7 @@ pub(crate) async fn apiserver(
     };
     // The CRDs still come with the server here (not only from the manifest) so the simulators,
     // which watch RayClusters, start; applying the manifest's CRDs over them changes nothing.
-    let cluster = EmbeddedCluster::start(&crate::api::all_crds(), hook, opts).await?;
+    let cluster = EmbeddedCluster::start(&crate::embedded::QuotagateCrds, hook, opts).await?;
     if simulated_heads {
         // Simulated Ray heads answer `services/proxy` (KubeRay's --use-kubernetes-proxy) as real ones would.
         let sim = crate::rayservice::dashboard::sim::RaySim::new(Default::default());

@@ -271,8 +271,9 @@ pub struct ApiLimitsArgs {
     /// Mutating requests served at once on the embedded API listener.
     #[arg(long, default_value_t = 200)]
     pub max_mutating_requests_inflight: usize,
-    /// Bytes of stored objects (as compact JSON) past which writes that grow the store are refused
-    /// with etcd's "database space exceeded"; reads, watches and deletes go on.
+    /// Bytes of memory the stored objects hold (parsed: about ten times a pod's compact JSON) past
+    /// which writes that grow the store are refused with etcd's "database space exceeded"; reads,
+    /// watches and deletes go on.
     #[arg(long, default_value_t = crate::embedded::store::DEFAULT_QUOTA_BYTES)]
     pub storage_quota: usize,
 }

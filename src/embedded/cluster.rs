@@ -3,7 +3,6 @@
 
 use super::sim::{self, SimConfig};
 use super::{AdmissionHook, EmbeddedServer, ServeError, ServerConfig};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -32,7 +31,7 @@ pub struct EmbeddedCluster {
 
 impl EmbeddedCluster {
     pub async fn start(
-        crds: &[CustomResourceDefinition],
+        crds: &(impl super::CrdSource + ?Sized),
         hook: Arc<dyn AdmissionHook>,
         opts: ClusterOptions,
     ) -> Result<Self, ServeError> {

@@ -30,7 +30,7 @@ impl AdmissionHook for CrdSchemaAdmission {
         if !refused.is_empty() {
             return Err(refused);
         }
-        let Some(schema) = resource.schema.as_deref() else {
+        let Some(schema) = resource.schema.as_ref().map(super::registry::CrdSchema::get) else {
             return Ok(());
         };
         let Some(obj) = new.as_object_mut() else {

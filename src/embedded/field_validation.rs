@@ -98,7 +98,12 @@ pub fn unknown(info: &ResourceInfo, value: &Value) -> Vec<String> {
     } else {
         super::builtin_schemas::builtin(&info.group, &info.version, &info.kind)
     };
-    if let Some(schema) = info.schema.as_deref().or(builtin) {
+    if let Some(schema) = info
+        .schema
+        .as_ref()
+        .map(super::registry::CrdSchema::get)
+        .or(builtin)
+    {
         unknown_fields(
             value,
             Schema {
@@ -328,7 +333,7 @@ mod tests {
             has_status: true,
             is_crd: true,
             printer_columns: vec![],
-            schema: schema.map(std::sync::Arc::new),
+            schema: schema.map(crate::embedded::CrdSchema::ready),
         }
     }
 

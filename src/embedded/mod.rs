@@ -47,10 +47,9 @@ pub use admission::{AdmissionHook, AllowAll, Operation, QuotagateAdmission};
 pub use cluster::{ClusterOptions, EmbeddedCluster};
 pub use error::ApiError;
 pub use faults::WriteMatch;
-pub use registry::{Registry, ResourceInfo};
+pub use registry::{CrdSchema, CrdSource, QuotagateCrds, Registry, ResourceInfo};
 pub use store::{Store, StoreConfig};
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -128,8 +127,8 @@ pub struct EmbeddedServer {
     pub(crate) listener_creds: std::sync::OnceLock<Arc<auth::Credentials>>,
 }
 
-fn registry_for(crds: &[CustomResourceDefinition], config: &ServerConfig) -> Registry {
-    let mut registry = Registry::new(crds);
+fn registry_for(crds: &(impl CrdSource + ?Sized), config: &ServerConfig) -> Registry {
+    let mut registry = crds.registry();
     if config.real_cluster {
         registry.serve_real_cluster_kinds();
     }
@@ -138,13 +137,13 @@ fn registry_for(crds: &[CustomResourceDefinition], config: &ServerConfig) -> Reg
 
 impl EmbeddedServer {
     /// Serves the built-in kinds plus every served version of `crds`; `hook` admits every write.
-    pub fn new(crds: &[CustomResourceDefinition], hook: Arc<dyn AdmissionHook>) -> Arc<Self> {
+    pub fn new(crds: &(impl CrdSource + ?Sized), hook: Arc<dyn AdmissionHook>) -> Arc<Self> {
         Self::with_config(crds, hook, ServerConfig::default())
     }
 
     /// An in-memory server with `config` (its `data_dir` is not used: see [`EmbeddedServer::open`]).
     pub fn with_config(
-        crds: &[CustomResourceDefinition],
+        crds: &(impl CrdSource + ?Sized),
         hook: Arc<dyn AdmissionHook>,
         config: ServerConfig,
     ) -> Arc<Self> {
@@ -170,7 +169,7 @@ impl EmbeddedServer {
     /// durable before it is answered), in memory otherwise. Refused when another process holds the
     /// directory, or its data is of another format or unreadable.
     pub fn open(
-        crds: &[CustomResourceDefinition],
+        crds: &(impl CrdSource + ?Sized),
         hook: Arc<dyn AdmissionHook>,
         config: ServerConfig,
     ) -> Result<Arc<Self>, durable::DurableError> {

@@ -33,7 +33,105 @@ pub struct ResourceInfo {
     pub printer_columns: Vec<PrinterColumn>,
     /// A CRD version's `openAPIV3Schema`, against which field validation finds undeclared fields
     /// (`field_validation.rs`); none for built-in kinds.
-    pub schema: Option<Arc<serde_json::Value>>,
+    pub schema: Option<CrdSchema>,
+}
+
+/// A CRD version's `openAPIV3Schema` as JSON: given, or compiled in and parsed on first use
+/// ([`Registry::compiled`]), so a server starts without paying for schemas nothing reads yet.
+#[derive(Clone)]
+pub struct CrdSchema(Arc<SchemaCell>);
+
+struct SchemaCell {
+    text: Option<crate::api::compiled_crds::SchemaText>,
+    value: std::sync::OnceLock<serde_json::Value>,
+}
+
+impl CrdSchema {
+    pub fn ready(value: serde_json::Value) -> Self {
+        CrdSchema(Arc::new(SchemaCell {
+            text: None,
+            value: value.into(),
+        }))
+    }
+
+    pub fn compiled(text: crate::api::compiled_crds::SchemaText) -> Self {
+        CrdSchema(Arc::new(SchemaCell {
+            text: Some(text),
+            value: std::sync::OnceLock::new(),
+        }))
+    }
+
+    /// The schema; a compiled one is parsed by the first caller. A compiled text that does not
+    /// parse (only a hand-edited `crds.json`, which a test refuses) reads as `{}`: no checks.
+    pub fn get(&self) -> &serde_json::Value {
+        self.0.value.get_or_init(|| {
+            let Some(text) = self.0.text else {
+                return serde_json::Value::Object(Default::default());
+            };
+            text.value().unwrap_or_else(|e| {
+                tracing::error!(crd = text.crd, version = text.version, "compiled CRD schema: {e}");
+                serde_json::Value::Object(Default::default())
+            })
+        })
+    }
+
+    /// Parsed already (tests: start-up leaves schemas unparsed).
+    pub fn is_parsed(&self) -> bool {
+        self.0.value.get().is_some()
+    }
+}
+
+impl PartialEq for CrdSchema {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl Eq for CrdSchema {}
+
+impl std::fmt::Debug for CrdSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.0.value.get(), self.0.text) {
+            (Some(v), _) => write!(f, "CrdSchema({v})"),
+            (None, Some(t)) => write!(f, "CrdSchema(compiled {} {}, unparsed)", t.crd, t.version),
+            (None, None) => write!(f, "CrdSchema(empty)"),
+        }
+    }
+}
+
+/// What a server serves beyond the built-in kinds: CRD objects (schemas converted now), or
+/// [`QuotagateCrds`].
+pub trait CrdSource {
+    fn registry(&self) -> Registry;
+}
+
+impl CrdSource for [CustomResourceDefinition] {
+    fn registry(&self) -> Registry {
+        Registry::new(self)
+    }
+}
+
+impl<const N: usize> CrdSource for [CustomResourceDefinition; N] {
+    fn registry(&self) -> Registry {
+        Registry::new(self)
+    }
+}
+
+impl CrdSource for Vec<CustomResourceDefinition> {
+    fn registry(&self) -> Registry {
+        Registry::new(self)
+    }
+}
+
+/// quotagate's own CRDs ([`crate::api::all_crds`]) as compiled into the binary: start-up parses
+/// only their names and versions, each schema on first use ([`Registry::compiled`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QuotagateCrds;
+
+impl CrdSource for QuotagateCrds {
+    fn registry(&self) -> Registry {
+        Registry::compiled()
+    }
 }
 
 impl ResourceInfo {
@@ -98,6 +196,34 @@ impl Registry {
         };
         for crd in crds {
             for info in from_crd(crd) {
+                r.add(info);
+            }
+        }
+        r
+    }
+
+    /// As `Registry::new(&crate::api::all_crds())`, from the compiled-in CRDs
+    /// (`api/compiled_crds.rs`) with each schema parsed on first use. Should the compiled text not
+    /// read (a test refuses that), the CRDs are generated instead.
+    pub fn compiled() -> Self {
+        let compiled = match crate::api::compiled_crds::compiled() {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!("{e}; generating the CRDs instead");
+                return Registry::new(&crate::api::all_crds());
+            }
+        };
+        let mut r = Registry {
+            resources: builtins().into_iter().map(Arc::new).collect(),
+        };
+        for crd in &compiled.heads {
+            let name = crd.metadata.name.as_deref().unwrap_or_default();
+            for mut info in from_crd(crd) {
+                info.schema = compiled
+                    .schemas
+                    .iter()
+                    .find(|s| s.crd == name && s.version == info.version)
+                    .map(|s| CrdSchema::compiled(*s));
                 r.add(info);
             }
         }
@@ -175,7 +301,7 @@ pub fn from_crd(crd: &CustomResourceDefinition) -> Vec<ResourceInfo> {
                 .as_ref()
                 .and_then(|s| s.open_api_v3_schema.as_ref())
                 .and_then(|s| serde_json::to_value(s).ok())
-                .map(Arc::new),
+                .map(CrdSchema::ready),
             printer_columns: v
                 .additional_printer_columns
                 .iter()

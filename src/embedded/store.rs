@@ -103,12 +103,12 @@ pub struct StoreConfig {
     /// history takes about five times this in memory (the end-to-end bench's peak RSS fell by 330 MiB
     /// when the default went from 64 to 16 MiB); 16 MiB is still seconds of the bench's busiest writes.
     pub history_bytes: usize,
-    /// The storage quota (`--storage-quota`): bytes of stored objects as compact JSON past which a
-    /// write that grows the store is refused, as etcd refuses writes past `--quota-backend-bytes`
+    /// The storage quota (`--storage-quota`): bytes of memory the stored objects hold
+    /// ([`held_bytes`]: parsed JSON, about ten times a pod's compact JSON) past which a write that
+    /// grows the store is refused, as etcd refuses writes past `--quota-backend-bytes`
     /// ("etcdserver: mvcc: database space exceeded"); reads, watches, deletes and writes that shrink
     /// keep working, and deleting below it resumes writes. etcd's default is 2 GiB on disk; ours is
-    /// 256 MiB because the objects live in memory as parsed JSON, about five times their compact
-    /// size, so 256 MiB of objects already costs over 1 GiB of RAM.
+    /// 256 MiB of memory, so a process stays under about 1 GiB whatever is stored (issue 60).
     pub quota_bytes: usize,
 }
 
@@ -133,7 +133,7 @@ fn space_exceeded() -> ApiError {
 /// The largest object the store keeps, as compact JSON: etcd's default request limit (1.5 MiB).
 pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
 
-pub use super::limits::json_len;
+pub use super::limits::{held_bytes, json_len};
 
 /// 413 for an object over [`MAX_OBJECT_BYTES`], naming its size; the size otherwise.
 fn sized(info: &ResourceInfo, obj: &Value) -> Result<usize, ApiError> {
@@ -183,7 +183,7 @@ struct Inner {
     tx: broadcast::Sender<Arc<WatchEvent>>,
     /// With `--data-dir`: where every committed change is recorded, in RV order.
     durable: Option<Arc<Durable>>,
-    /// Bytes of the stored objects as compact JSON, against `quota_bytes`.
+    /// Heap bytes the stored objects hold ([`held_bytes`]), against `quota_bytes`.
     stored_bytes: usize,
     quota_bytes: usize,
     /// Whether the quota refused a write since the store was last below it (one log line per episode).
@@ -320,7 +320,8 @@ impl Inner {
             .entry(key.clone())
             .or_default()
             .insert((ns, name), obj.clone());
-        self.stored_bytes = (self.stored_bytes + bytes).saturating_sub(old.as_deref().map_or(0, json_len));
+        self.stored_bytes =
+            (self.stored_bytes + held_bytes(&obj)).saturating_sub(old.as_deref().map_or(0, held_bytes));
         if let Some(old) = &old {
             for o in owner_uids(old) {
                 if let Some(set) = self.dependents.get_mut(&o) {
@@ -354,7 +355,7 @@ impl Inner {
             self.dependents.entry(o).or_default().insert(okey.clone());
         }
         self.by_uid.insert(meta_str(&obj, "uid").to_string(), okey);
-        self.stored_bytes += json_len(&obj);
+        self.stored_bytes += held_bytes(&obj);
         self.objects
             .entry(key)
             .or_default()
@@ -367,7 +368,7 @@ impl Inner {
             .objects
             .get_mut(key)?
             .remove(&(ns.to_string(), name.to_string()))?;
-        self.stored_bytes = self.stored_bytes.saturating_sub(json_len(&old));
+        self.stored_bytes = self.stored_bytes.saturating_sub(held_bytes(&old));
         self.rv += 1;
         let mut gone = (*old).clone();
         meta_mut(&mut gone).insert("resourceVersion".into(), json!(self.rv.to_string()));
@@ -768,7 +769,7 @@ impl Store {
         }
         self.admit(inner, Operation::Create, info, &mut obj, None)?;
         let bytes = sized(info, &obj)?;
-        inner.within_quota(0, bytes)?;
+        inner.within_quota(0, held_bytes(&obj))?;
         if dry_run {
             return Ok(Arc::new(obj));
         }
@@ -923,7 +924,7 @@ impl Store {
             return Ok(old.clone());
         }
         let bytes = sized(info, &next)?;
-        inner.within_quota(json_len(old), bytes)?;
+        inner.within_quota(held_bytes(old), held_bytes(&next))?;
         if dry_run {
             return Ok(Arc::new(next));
         }
@@ -1215,7 +1216,7 @@ impl Store {
         (inner.history.len(), inner.history_bytes)
     }
 
-    /// Bytes of stored objects as compact JSON, as the storage quota counts them, and the quota.
+    /// Heap bytes the stored objects hold ([`held_bytes`]), as the storage quota counts them, and the quota.
     pub fn quota_usage(&self) -> (usize, usize) {
         let inner = self.lock();
         (inner.stored_bytes, inner.quota_bytes)

@@ -434,7 +434,7 @@ pub fn embedded_server() -> Arc<EmbeddedServer> {
 /// `embedded_server` whose admission applies these KubeRay feature gates.
 pub fn embedded_server_with(gates: crate::api::ray::validation::RayFeatureGates) -> Arc<EmbeddedServer> {
     EmbeddedServer::new(
-        &crate::api::all_crds(),
+        &embedded::QuotagateCrds,
         Arc::new(embedded::QuotagateAdmission {
             gates,
             ..Default::default()
@@ -452,7 +452,7 @@ pub async fn run_embedded(
         frameworks: opts.manager.frameworks,
         managed: opts.manager.managed_jobs.clone(),
     };
-    let server = EmbeddedServer::new(&crate::api::all_crds(), Arc::new(admission));
+    let server = EmbeddedServer::new(&embedded::QuotagateCrds, Arc::new(admission));
     run_embedded_on(server, opts, shutdown).await
 }
 
@@ -535,7 +535,7 @@ fn storage_metrics(store: &embedded::store::Store) -> String {
     let (used, quota) = store.quota_usage();
     let alarm = u8::from(store.disk_alarm());
     format!(
-        "# HELP quotagate_embedded_storage_bytes Bytes of stored objects as compact JSON, as the storage quota counts them.\n\
+        "# HELP quotagate_embedded_storage_bytes Heap bytes the stored objects hold, as the storage quota counts them.\n\
          # TYPE quotagate_embedded_storage_bytes gauge\nquotagate_embedded_storage_bytes {used}\n\
          # HELP quotagate_embedded_storage_quota_bytes The storage quota (--storage-quota): past it, writes that grow the store are refused.\n\
          # TYPE quotagate_embedded_storage_quota_bytes gauge\nquotagate_embedded_storage_quota_bytes {quota}\n\
