@@ -1,11 +1,13 @@
 //! The command line's types: every subcommand and flag of `quotagate`, as clap reads them.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+use crate::api::quantity::Quantity;
 use crate::api::ray::validation::RayFeatureGates;
 use crate::wiring::ray::Dashboards;
 
@@ -144,7 +146,7 @@ pub enum Command {
     /// A kubelet for any API server, with simulated pods: registers Nodes, heartbeats their Leases
     /// and runs the pods the scheduler binds to them (Running and Ready, a pod IP), as the embedded
     /// cluster's node does. For a control plane without nodes (scripts/control-plane.sh).
-    NodeAgent(crate::cli::node_agent::NodeAgentArgs),
+    NodeAgent(NodeAgentArgs),
     /// A scripted walk-through on the embedded cluster: quota admission of RayClusters, then a RayService
     /// blue/green upgrade. Prints each step and how long it took; exits 1 if a step does not happen.
     Demo {
@@ -602,5 +604,86 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "m" => Ok(Duration::from_secs(n.saturating_mul(60))),
         "h" => Ok(Duration::from_secs(n.saturating_mul(3600))),
         _ => Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
+    }
+}
+
+// `quotagate node-agent` (its body in `node_agent.rs`).
+
+/// At most this many Nodes: each is a Lease written every 10 s.
+pub const MAX_NODES: u32 = 100;
+/// "Unlimited", as the embedded cluster's node is: what a Node offers unless `--capacity` says.
+pub const DEFAULT_CAPACITY: &str = "cpu=1k,memory=4Ti,pods=1k";
+
+/// Flags of `quotagate node-agent`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct NodeAgentArgs {
+    /// The API server's kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster). It needs
+    /// to create Nodes and Leases and to write pods' status.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// How many Nodes to register (1 to 100), named <--node-prefix>-1, -2, ...
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_NODES as i64))]
+    pub nodes: u32,
+    /// What each Node offers, as `name=quantity,...` (`cpu=8,memory=32Gi,pods=110`, extended
+    /// resources such as `nvidia.com/gpu=4` too); cpu, memory and pods not named keep their defaults
+    /// [default: cpu=1k,memory=4Ti,pods=1k].
+    #[arg(long, value_parser = parse_capacity)]
+    pub capacity: Option<Capacity>,
+    /// The Nodes' name prefix.
+    #[arg(long, default_value = "quotagate-node", value_parser = parse_node_prefix)]
+    pub node_prefix: String,
+    /// How long a bound pod takes to become Running and Ready.
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    pub pod_start_delay: Duration,
+}
+
+/// Resource name -> quantity, each checked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Capacity(pub BTreeMap<String, String>);
+
+/// `cpu=8,memory=32Gi`: every entry a resource name and a non-negative quantity.
+pub fn parse_capacity(s: &str) -> Result<Capacity, String> {
+    let mut out = BTreeMap::new();
+    for entry in s.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let Some((name, value)) = entry.split_once('=') else {
+            return Err(format!("{entry:?} is not name=quantity (e.g. cpu=8,memory=32Gi)"));
+        };
+        let (name, value) = (name.trim(), value.trim());
+        if name.is_empty()
+            || name.len() > 253
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '/'))
+        {
+            return Err(format!("{name:?} is not a resource name"));
+        }
+        let q = Quantity::parse(value).map_err(|e| format!("{name}={value}: {e}"))?;
+        if q.is_negative() {
+            return Err(format!("{name}={value}: a capacity cannot be negative"));
+        }
+        if out.insert(name.to_string(), value.to_string()).is_some() {
+            return Err(format!("{name} named twice"));
+        }
+    }
+    if out.is_empty() {
+        return Err("no resource given (e.g. cpu=8,memory=32Gi)".into());
+    }
+    Ok(Capacity(out))
+}
+
+/// A DNS label prefix short enough for `-100` after it.
+fn parse_node_prefix(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 59
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !s.starts_with('-')
+        && !s.ends_with('-');
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?}: a node name prefix is 1-59 lower-case letters, digits and '-', starting and ending with a letter or digit"
+        ))
     }
 }

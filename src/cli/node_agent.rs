@@ -7,7 +7,6 @@
 //! so the embedded cluster's scheduler, Job and endpoints simulators do not run here.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -16,8 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, OwnerReference};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::args::parse_duration;
-use crate::api::quantity::Quantity;
+use super::args::{DEFAULT_CAPACITY, NodeAgentArgs, parse_capacity};
 
 /// The field manager of the agent's Node and Lease writes (a kubelet's are its node's name).
 const FIELD_MANAGER: &str = "quotagate-node-agent";
@@ -27,85 +25,6 @@ const LEASE_DURATION_SECONDS: i32 = 40;
 /// The Node's status (its Ready condition's heartbeat) is written again this often, as a kubelet's
 /// `nodeStatusReportFrequency` (5 min) would, only sooner.
 const STATUS_EVERY: u32 = 6;
-/// At most this many Nodes: each is a Lease written every 10 s.
-pub const MAX_NODES: u32 = 100;
-/// "Unlimited", as the embedded cluster's node is: what a Node offers unless `--capacity` says.
-pub const DEFAULT_CAPACITY: &str = "cpu=1k,memory=4Ti,pods=1k";
-
-/// Flags of `quotagate node-agent`.
-#[derive(clap::Args, Clone, Debug)]
-pub struct NodeAgentArgs {
-    /// The API server's kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster). It needs
-    /// to create Nodes and Leases and to write pods' status.
-    #[arg(long, value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
-    /// How many Nodes to register (1 to 100), named <--node-prefix>-1, -2, ...
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_NODES as i64))]
-    pub nodes: u32,
-    /// What each Node offers, as `name=quantity,...` (`cpu=8,memory=32Gi,pods=110`, extended
-    /// resources such as `nvidia.com/gpu=4` too); cpu, memory and pods not named keep their defaults
-    /// [default: cpu=1k,memory=4Ti,pods=1k].
-    #[arg(long, value_parser = parse_capacity)]
-    pub capacity: Option<Capacity>,
-    /// The Nodes' name prefix.
-    #[arg(long, default_value = "quotagate-node", value_parser = parse_node_prefix)]
-    pub node_prefix: String,
-    /// How long a bound pod takes to become Running and Ready.
-    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
-    pub pod_start_delay: Duration,
-}
-
-/// Resource name -> quantity, each checked.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Capacity(pub BTreeMap<String, String>);
-
-/// `cpu=8,memory=32Gi`: every entry a resource name and a non-negative quantity.
-pub fn parse_capacity(s: &str) -> Result<Capacity, String> {
-    let mut out = BTreeMap::new();
-    for entry in s.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        let Some((name, value)) = entry.split_once('=') else {
-            return Err(format!("{entry:?} is not name=quantity (e.g. cpu=8,memory=32Gi)"));
-        };
-        let (name, value) = (name.trim(), value.trim());
-        if name.is_empty()
-            || name.len() > 253
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '/'))
-        {
-            return Err(format!("{name:?} is not a resource name"));
-        }
-        let q = Quantity::parse(value).map_err(|e| format!("{name}={value}: {e}"))?;
-        if q.is_negative() {
-            return Err(format!("{name}={value}: a capacity cannot be negative"));
-        }
-        if out.insert(name.to_string(), value.to_string()).is_some() {
-            return Err(format!("{name} named twice"));
-        }
-    }
-    if out.is_empty() {
-        return Err("no resource given (e.g. cpu=8,memory=32Gi)".into());
-    }
-    Ok(Capacity(out))
-}
-
-/// A DNS label prefix short enough for `-100` after it.
-fn parse_node_prefix(s: &str) -> Result<String, String> {
-    let ok = !s.is_empty()
-        && s.len() <= 59
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !s.starts_with('-')
-        && !s.ends_with('-');
-    if ok {
-        Ok(s.to_string())
-    } else {
-        Err(format!(
-            "{s:?}: a node name prefix is 1-59 lower-case letters, digits and '-', starting and ending with a letter or digit"
-        ))
-    }
-}
-
 impl NodeAgentArgs {
     /// The defaults, overridden by what `--capacity` names.
     fn capacity(&self) -> BTreeMap<String, String> {
