@@ -327,5 +327,14 @@ async fn the_feature_gate_starts_the_controller() {
         Default::default(),
     );
     wait_for_count(&client, &uid, 1, Duration::from_secs(20)).await;
-    assert!(last_schedule(&api.get("gated").await.unwrap()).is_some());
+    // The controller creates the RayJob first and writes `lastScheduleTime` after it (and after the
+    // event), so the status may trail the RayJob a moment, as KubeRay's envtest waits for it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while last_schedule(&api.get("gated").await.unwrap()).is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "lastScheduleTime not written within 10 s of the RayJob"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
