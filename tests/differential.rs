@@ -25,13 +25,18 @@
 //! one now matches, so the list stays true.
 
 mod differential {
+    pub mod compare;
+    pub mod crds;
     pub mod engine;
     pub mod expected;
+    pub mod options;
+    pub mod reads;
     pub mod sequences;
     pub mod values;
 }
 
-use differential::engine::{self, Ground, Outcome};
+use differential::compare::{self, Outcome};
+use differential::engine::Ground;
 use differential::expected::EXPECTED_DIFFERENCES;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -195,7 +200,7 @@ async fn embedded_and_real_api_servers_answer_alike() {
     for (i, (area, seq)) in all.iter().enumerate() {
         let ns = format!("diff-{i}");
         let (a, b) = tokio::join!(embedded.run(seq, &ns), real.run(seq, &ns));
-        results.push((area, seq.name, engine::compare(&a, &b)));
+        results.push((area, seq.name, compare::compare(&a, &b)));
     }
     let elapsed = started.elapsed();
 

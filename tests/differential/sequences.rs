@@ -37,37 +37,37 @@ pub fn areas() -> Vec<Area> {
         Area {
             name: "fieldValidation",
             source: "test/integration/apiserver/fieldvalidation_test.go",
-            sequences: field_validation,
+            sequences: super::options::field_validation,
         },
         Area {
             name: "dryRun",
             source: "test/integration/dryrun/dryrun_test.go",
-            sequences: dry_run,
+            sequences: super::options::dry_run,
         },
         Area {
             name: "subresources",
             source: "pkg/registry/*/strategy.go (status, scale, generation)",
-            sequences: subresources,
+            sequences: super::options::subresources,
         },
         Area {
             name: "deletion",
             source: "apiserver registry/generic/registry/store.go (finalizers, propagationPolicy, preconditions)",
-            sequences: deletion,
+            sequences: super::options::deletion,
         },
         Area {
             name: "selectors",
             source: "apimachinery pkg/labels, pkg/fields; pkg/registry/core/*/strategy.go field sets",
-            sequences: selectors,
+            sequences: super::reads::selectors,
         },
         Area {
             name: "pagination",
             source: "test/integration/apiserver/apiserver_test.go (TestListOptions, limit/continue)",
-            sequences: pagination,
+            sequences: super::reads::pagination,
         },
         Area {
             name: "watch",
             source: "apiserver storage/cacher; test/integration/apiserver/watchcache",
-            sequences: watches,
+            sequences: super::reads::watches,
         },
         Area {
             name: "core values",
@@ -82,12 +82,12 @@ pub fn areas() -> Vec<Area> {
         Area {
             name: "quotagate CRDs",
             source: "config/crd (Kueue v1beta2, KubeRay v1 schemas and CEL rules)",
-            sequences: values::crds,
+            sequences: super::crds::crds,
         },
         Area {
             name: "samples",
             source: "Kueue's and KubeRay's shared samples (../shared/manifests/)",
-            sequences: values::samples,
+            sequences: super::crds::samples,
         },
     ]
 }
@@ -101,12 +101,12 @@ pub fn cm(name: &str, data: Value) -> Value {
     c
 }
 
-fn cm_labels(name: &str, labels: Value) -> Value {
+pub fn cm_labels(name: &str, labels: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels},
         "data": {"a": "1"}})
 }
 
-fn at(base: &str, name: &str) -> String {
+pub fn at(base: &str, name: &str) -> String {
     format!("{base}/{name}")
 }
 
@@ -594,572 +594,6 @@ fn applies() -> Vec<Sequence> {
                 apply(&format!("{c1}?fieldManager=one&dryRun=All"), APPLY_CM),
                 get(&c1),
             ],
-        ),
-    ]
-}
-
-fn field_validation() -> Vec<Sequence> {
-    let unknown =
-        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c1"},"data":{"a":"1"},"dta":{"b":"2"}}"#;
-    let dup = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c1"},"data":{"a":"1"},"data":{"a":"2"}}"#;
-    let unknown_meta =
-        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c1","lables":{"a":"b"}}}"#;
-    let lq_unknown = r#"{"apiVersion":"kueue.x-k8s.io/v1beta2","kind":"LocalQueue","metadata":{"name":"lq"},"spec":{"clusterQueue":"cq","bogus":1}}"#;
-    let mut out = Vec::new();
-    for (mode, q) in [
-        ("default", ""),
-        ("Strict", "?fieldValidation=Strict"),
-        ("Warn", "?fieldValidation=Warn"),
-        ("Ignore", "?fieldValidation=Ignore"),
-    ] {
-        let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
-        out.push(seq(
-            leak(format!("unknown field, {mode}")),
-            vec![post_raw(&format!("{CM}{q}"), unknown), get(&at(CM, "c1"))],
-        ));
-        out.push(seq(
-            leak(format!("duplicate field, {mode}")),
-            vec![post_raw(&format!("{CM}{q}"), dup), get(&at(CM, "c1"))],
-        ));
-        out.push(seq(
-            leak(format!("unknown metadata field, {mode}")),
-            vec![post_raw(&format!("{CM}{q}"), unknown_meta)],
-        ));
-        out.push(seq(
-            leak(format!("unknown custom resource field, {mode}")),
-            vec![post_raw(&format!("{LQ}{q}"), lq_unknown), get(&at(LQ, "lq"))],
-        ));
-    }
-    out.push(seq(
-        "fieldValidation with a bad value",
-        vec![post(
-            &format!("{CM}?fieldValidation=Sometimes"),
-            cm("c1", json!({})),
-        )],
-    ));
-    out.push(seq(
-        "json patch adding an unknown field, Strict",
-        vec![
-            post(CM, cm("c1", json!({}))),
-            patch(
-                &format!("{}?fieldValidation=Strict", at(CM, "c1")),
-                JSON_PATCH,
-                json!([{"op": "add", "path": "/dta", "value": {}}]),
-            ),
-        ],
-    ));
-    out.push(seq(
-        "merge patch adding an unknown field, default",
-        vec![
-            post(CM, cm("c1", json!({}))),
-            patch(&at(CM, "c1"), MERGE, json!({"dta": {"x": "y"}})),
-        ],
-    ));
-    out.push(seq(
-        "apply with an unknown field, Strict",
-        vec![apply(
-            &format!("{}?fieldManager=one&fieldValidation=Strict", at(CM, "c1")),
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c1\ndta:\n  a: b\n",
-        )],
-    ));
-    out.push(seq(
-        "apply with a duplicate key, Strict",
-        vec![apply(
-            &format!("{}?fieldManager=one&fieldValidation=Strict", at(CM, "c1")),
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c1\ndata:\n  a: \"1\"\n  a: \"2\"\n",
-        )],
-    ));
-    out
-}
-
-fn dry_run() -> Vec<Sequence> {
-    let c1 = at(CM, "c1");
-    vec![
-        seq(
-            "dryRun create stores nothing",
-            vec![
-                post(&format!("{CM}?dryRun=All"), cm("c1", json!({"a": "1"}))),
-                get(&c1),
-            ],
-        ),
-        seq(
-            "dryRun with an invalid value",
-            vec![post(&format!("{CM}?dryRun=Some"), cm("c1", json!({})))],
-        ),
-        seq(
-            "dryRun update leaves the object",
-            vec![
-                post(CM, cm("c1", json!({"a": "1"}))),
-                put(&format!("{c1}?dryRun=All"), cm("c1", json!({"a": "2"}))),
-                get(&c1),
-            ],
-        ),
-        seq(
-            "dryRun patch leaves the object",
-            vec![
-                post(CM, cm("c1", json!({"a": "1"}))),
-                patch(&format!("{c1}?dryRun=All"), MERGE, json!({"data": {"a": "2"}})),
-                get(&c1),
-            ],
-        ),
-        seq(
-            "dryRun delete leaves the object",
-            vec![
-                post(CM, cm("c1", json!({"a": "1"}))),
-                delete(&format!("{c1}?dryRun=All")),
-                get(&c1),
-            ],
-        ),
-        seq(
-            "dryRun create of an invalid object is still refused",
-            vec![post(&format!("{CM}?dryRun=All"), cm("Bad_Name", json!({})))],
-        ),
-        seq(
-            "dryRun create with generateName",
-            vec![post(
-                &format!("{CM}?dryRun=All"),
-                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "g-"}}),
-            )],
-        ),
-    ]
-}
-
-fn subresources() -> Vec<Sequence> {
-    let lq = at(LQ, "lq");
-    let status = format!("{lq}/status");
-    vec![
-        seq(
-            "custom resource generation starts at 1 and spec updates bump it",
-            vec![
-                post(LQ, values::lq("lq")),
-                patch(&lq, MERGE, json!({"spec": {"clusterQueue": "cq2"}})),
-            ],
-        ),
-        seq(
-            "custom resource metadata update leaves generation",
-            vec![
-                post(LQ, values::lq("lq")),
-                patch(&lq, MERGE, json!({"metadata": {"labels": {"x": "y"}}})),
-            ],
-        ),
-        seq(
-            "status written through the main resource is ignored",
-            vec![
-                post(LQ, values::lq("lq")),
-                patch(&lq, MERGE, json!({"status": {"pendingWorkloads": 3}})),
-            ],
-        ),
-        seq(
-            "status subresource write leaves spec and generation",
-            vec![
-                post(LQ, values::lq("lq")),
-                patch(
-                    &status,
-                    MERGE,
-                    json!({"spec": {"clusterQueue": "zz"}, "status": {"pendingWorkloads": 3}}),
-                ),
-                get(&lq),
-            ],
-        ),
-        seq(
-            "status subresource get",
-            vec![post(LQ, values::lq("lq")), get(&status)],
-        ),
-        seq(
-            "status subresource of a missing object",
-            vec![get(&at(LQ, "nope/status"))],
-        ),
-        seq(
-            "status observedGeneration condition through the subresource",
-            vec![
-                post(LQ, values::lq("lq")),
-                patch(
-                    &status,
-                    MERGE,
-                    json!({"status": {"conditions": [{"type": "Active", "status": "True",
-                "reason": "Ready", "message": "m", "observedGeneration": 1,
-                "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}),
-                ),
-            ],
-        ),
-        seq(
-            "status condition without its required fields is Invalid",
-            vec![
-                post(LQ, values::lq("lq")),
-                patch(
-                    &status,
-                    MERGE,
-                    json!({"status": {"conditions": [{"type": "Active"}]}}),
-                ),
-            ],
-        ),
-        seq(
-            "configmap has no status subresource",
-            vec![post(CM, cm("c1", json!({}))), get(&at(CM, "c1/status"))],
-        ),
-        seq(
-            "deployment scale subresource get and update",
-            vec![
-                post(DEPLOYS, values::deployment()),
-                get(&at(DEPLOYS, "d/scale")),
-                patch(&at(DEPLOYS, "d/scale"), MERGE, json!({"spec": {"replicas": 3}})),
-            ],
-        ),
-        seq(
-            "job status subresource write",
-            vec![
-                setup(post(JOBS, values::job())),
-                patch(&at(JOBS, "j/status"), MERGE, json!({"status": {"active": 0}})),
-            ],
-        ),
-        seq(
-            "pod status subresource write of the phase",
-            vec![
-                setup(post(PODS, values::pod())),
-                patch(&at(PODS, "p/status"), MERGE, json!({"status": {"message": "m"}})),
-            ],
-        ),
-    ]
-}
-
-fn deletion() -> Vec<Sequence> {
-    let c1 = at(CM, "c1");
-    let fin = json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "c1", "finalizers": ["example.com/hold"]}});
-    vec![
-        seq(
-            "delete then get is NotFound",
-            vec![post(CM, cm("c1", json!({}))), delete(&c1), get(&c1)],
-        ),
-        seq(
-            "delete a missing object is NotFound",
-            vec![delete(&at(CM, "nope"))],
-        ),
-        seq(
-            "delete with a finalizer keeps the object",
-            vec![post(CM, fin.clone()), delete(&c1), get(&c1)],
-        ),
-        seq(
-            "removing the last finalizer of a deleted object removes it",
-            vec![
-                post(CM, fin.clone()),
-                delete(&c1),
-                patch(&c1, MERGE, json!({"metadata": {"finalizers": null}})),
-                get(&c1),
-            ],
-        ),
-        seq(
-            "a second delete of a finalizing object",
-            vec![post(CM, fin.clone()), delete(&c1), delete(&c1)],
-        ),
-        seq(
-            "adding a finalizer to a deleted object is refused",
-            vec![
-                post(CM, fin.clone()),
-                delete(&c1),
-                patch(
-                    &c1,
-                    MERGE,
-                    json!({"metadata": {"finalizers": ["example.com/hold", "example.com/more"]}}),
-                ),
-            ],
-        ),
-        seq(
-            "delete with a uid precondition that does not hold",
-            vec![
-                post(CM, cm("c1", json!({}))),
-                delete_with(
-                    &c1,
-                    json!({"kind": "DeleteOptions", "apiVersion": "v1",
-                "preconditions": {"uid": "00000000-0000-0000-0000-000000000000"}}),
-                ),
-            ],
-        ),
-        seq(
-            "delete with a resourceVersion precondition that holds",
-            vec![
-                post(CM, cm("c1", json!({}))),
-                delete_with(
-                    &c1,
-                    json!({"kind": "DeleteOptions", "apiVersion": "v1",
-                "preconditions": {"resourceVersion": "{rv}"}}),
-                ),
-            ],
-        ),
-        seq(
-            "delete with propagationPolicy Orphan adds the orphan finalizer",
-            vec![
-                post(CM, fin.clone()),
-                delete_with(
-                    &c1,
-                    json!({"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Orphan"}),
-                ),
-            ],
-        ),
-        seq(
-            "delete with propagationPolicy Foreground",
-            vec![
-                post(CM, fin.clone()),
-                delete_with(
-                    &c1,
-                    json!({"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground"}),
-                ),
-            ],
-        ),
-        seq(
-            "delete with an unknown propagationPolicy is refused",
-            vec![
-                post(CM, cm("c1", json!({}))),
-                delete(&format!("{c1}?propagationPolicy=Sometimes")),
-            ],
-        ),
-        seq(
-            "delete with gracePeriodSeconds negative",
-            vec![
-                post(CM, cm("c1", json!({}))),
-                delete(&format!("{c1}?gracePeriodSeconds=-5")),
-            ],
-        ),
-        seq(
-            "delete collection by label",
-            vec![
-                post(CM, cm_labels("c1", json!({"x": "a"}))),
-                post(CM, cm_labels("c2", json!({"x": "b"}))),
-                delete(&format!("{CM}?labelSelector=x=a")),
-                get(CM),
-            ],
-        ),
-        seq(
-            "delete of a job in the background",
-            vec![
-                setup(post(JOBS, values::job())),
-                delete(&format!("{}?propagationPolicy=Background", at(JOBS, "j"))),
-            ],
-        ),
-        seq(
-            "delete of a custom resource",
-            vec![
-                post(LQ, values::lq("lq")),
-                delete(&at(LQ, "lq")),
-                get(&at(LQ, "lq")),
-            ],
-        ),
-    ]
-}
-
-fn selectors() -> Vec<Sequence> {
-    let scene = || {
-        vec![
-            setup(post(CM, cm_labels("a1", json!({"app": "a", "tier": "web"})))),
-            setup(post(CM, cm_labels("a2", json!({"app": "a", "tier": "db"})))),
-            setup(post(CM, cm_labels("b1", json!({"app": "b"})))),
-        ]
-    };
-    let with = |q: &str| {
-        let mut s = scene();
-        s.push(get(&format!("{CM}?{q}")));
-        s
-    };
-    vec![
-        seq("labelSelector equality", with("labelSelector=app=a")),
-        seq("labelSelector inequality", with("labelSelector=app!=a")),
-        seq(
-            "labelSelector set-based in",
-            with("labelSelector=tier in (web,db)"),
-        ),
-        seq("labelSelector notin", with("labelSelector=tier notin (web)")),
-        seq("labelSelector exists", with("labelSelector=tier")),
-        seq("labelSelector does not exist", with("labelSelector=!tier")),
-        seq("labelSelector of two terms", with("labelSelector=app=a,tier=db")),
-        seq("labelSelector that does not parse", with("labelSelector=app==")),
-        seq(
-            "fieldSelector metadata.name",
-            with("fieldSelector=metadata.name=b1"),
-        ),
-        seq(
-            "fieldSelector metadata.name inequality",
-            with("fieldSelector=metadata.name!=b1"),
-        ),
-        seq(
-            "fieldSelector on an unsupported field",
-            with("fieldSelector=data.a=1"),
-        ),
-        seq(
-            "fieldSelector on a pod's status.phase",
-            vec![
-                setup(post(PODS, values::pod())),
-                get(&format!("{PODS}?fieldSelector=status.phase=Running")),
-            ],
-        ),
-        seq(
-            "fieldSelector on a secret's type",
-            vec![
-                setup(post(
-                    SECRETS,
-                    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s1"}, "type": "x/y"}),
-                )),
-                setup(post(
-                    SECRETS,
-                    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s2"}}),
-                )),
-                get(&format!("{SECRETS}?fieldSelector=type=x/y")),
-            ],
-        ),
-        seq(
-            "fieldSelector on a custom resource's metadata.namespace",
-            vec![
-                post(LQ, values::lq("lq")),
-                get(&format!("{LQ}?fieldSelector=metadata.namespace={{ns}}")),
-            ],
-        ),
-        seq(
-            "fieldSelector on a custom resource's spec field",
-            vec![
-                post(LQ, values::lq("lq")),
-                get(&format!("{LQ}?fieldSelector=spec.clusterQueue=cq")),
-            ],
-        ),
-    ]
-}
-
-fn pagination() -> Vec<Sequence> {
-    // Secrets, not ConfigMaps: the real controller-manager adds a ConfigMap to every namespace.
-    let secret =
-        |n: String| json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": n}, "type": "Opaque"});
-    let first = || {
-        (1..=5)
-            .map(|i| setup(post(SECRETS, secret(format!("s{i}")))))
-            .collect::<Vec<_>>()
-    };
-    let with = |more: Vec<Step>| {
-        let mut s = first();
-        s.extend(more);
-        s
-    };
-    vec![
-        seq(
-            "limit 2 gives a continue token and a remaining count",
-            with(vec![get(&format!("{SECRETS}?limit=2"))]),
-        ),
-        seq(
-            "continue reads the next page",
-            with(vec![
-                get(&format!("{SECRETS}?limit=2")),
-                get(&format!("{SECRETS}?limit=2&continue={{continue}}")),
-                get(&format!("{SECRETS}?limit=2&continue={{continue}}")),
-            ]),
-        ),
-        seq(
-            "a continue token that does not parse",
-            with(vec![get(&format!("{SECRETS}?limit=2&continue=bogus"))]),
-        ),
-        seq(
-            "limit 0 lists everything",
-            with(vec![get(&format!("{SECRETS}?limit=0"))]),
-        ),
-        seq(
-            "limit larger than the list",
-            with(vec![get(&format!("{SECRETS}?limit=50"))]),
-        ),
-        seq(
-            "limit with a label selector",
-            vec![
-                post(CM, cm_labels("a1", json!({"x": "1"}))),
-                post(CM, cm_labels("a2", json!({"x": "2"}))),
-                post(CM, cm_labels("a3", json!({"x": "1"}))),
-                get(&format!("{CM}?limit=1&labelSelector=x=1")),
-                get(&format!("{CM}?limit=1&labelSelector=x=1&continue={{continue}}")),
-            ],
-        ),
-        seq(
-            "resourceVersion 0 with limit",
-            with(vec![get(&format!("{SECRETS}?limit=2&resourceVersion=0"))]),
-        ),
-        seq(
-            "resourceVersionMatch without resourceVersion is refused",
-            with(vec![get(&format!("{SECRETS}?resourceVersionMatch=NotOlderThan"))]),
-        ),
-    ]
-}
-
-fn watches() -> Vec<Sequence> {
-    let c1 = at(CM, "c1");
-    vec![
-        seq(
-            "watch from a list's resourceVersion sees later writes",
-            vec![
-                get(CM),
-                setup(post(CM, cm("c1", json!({"a": "1"})))),
-                setup(patch(&c1, MERGE, json!({"data": {"a": "2"}}))),
-                setup(delete(&c1)),
-                watch(&format!("{CM}?resourceVersion={{rv@1}}")),
-            ],
-        ),
-        seq(
-            "watch from resourceVersion 0 starts with ADDED",
-            vec![
-                post(CM, cm("c1", json!({}))),
-                post(CM, cm("c2", json!({}))),
-                watch(&format!("{CM}?resourceVersion=0")),
-            ],
-        ),
-        seq(
-            "watch from an object's resourceVersion",
-            vec![
-                post(CM, cm("c1", json!({"a": "1"}))),
-                patch(&c1, MERGE, json!({"data": {"a": "2"}})),
-                patch(&c1, MERGE, json!({"data": {"a": "3"}})),
-                watch(&format!("{CM}?resourceVersion={{rv@1}}")),
-            ],
-        ),
-        seq(
-            "watch from a too old resourceVersion is Expired",
-            vec![
-                post(CM, cm("c1", json!({}))),
-                watch(&format!("{CM}?resourceVersion=1")),
-            ],
-        ),
-        seq(
-            "watch with a label selector",
-            vec![
-                setup(post(CM, cm_labels("a1", json!({"x": "1"})))),
-                setup(post(CM, cm_labels("a2", json!({"x": "2"})))),
-                watch(&format!("{CM}?resourceVersion=0&labelSelector=x=1")),
-            ],
-        ),
-        seq(
-            "watch with a field selector on the name",
-            vec![
-                post(CM, cm("c1", json!({}))),
-                post(CM, cm("c2", json!({}))),
-                watch(&format!("{CM}?resourceVersion=0&fieldSelector=metadata.name=c2")),
-            ],
-        ),
-        seq(
-            "watch with sendInitialEvents ends the initial events with a bookmark",
-            vec![
-                post(CM, cm("c1", json!({}))),
-                watch(&format!(
-                    "{CM}?sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"
-                )),
-            ],
-        ),
-        seq(
-            "watch with sendInitialEvents but no bookmarks is refused",
-            vec![watch(&format!(
-                "{CM}?sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
-            ))],
-        ),
-        seq(
-            "watch of custom resources from resourceVersion 0",
-            vec![
-                post(LQ, values::lq("lq")),
-                watch(&format!("{LQ}?resourceVersion=0")),
-            ],
-        ),
-        seq(
-            "watch with a resourceVersion that does not parse",
-            vec![watch(&format!("{CM}?resourceVersion=abc"))],
         ),
     ]
 }
