@@ -29,6 +29,7 @@ mod differential {
     pub mod crds;
     pub mod engine;
     pub mod expected;
+    pub mod kinds;
     pub mod options;
     pub mod reads;
     pub mod sequences;

@@ -121,8 +121,46 @@ impl Normaliser {
         }
     }
 
+    /// A Table: its columns (names, types, priorities; the descriptions are OpenAPI prose), and its rows
+    /// with the Age cell masked and each row's object normalised.
+    fn table(&mut self, v: &mut Value) {
+        let mut age = None;
+        if let Some(cols) = v.get_mut("columnDefinitions").and_then(Value::as_array_mut) {
+            for (i, c) in cols.iter_mut().enumerate() {
+                if c["name"] == "Age" {
+                    age = Some(i);
+                }
+                if let Some(o) = c.as_object_mut() {
+                    o.remove("description");
+                }
+            }
+        }
+        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut)
+            && m.contains_key("resourceVersion")
+        {
+            m.insert("resourceVersion".into(), json!("<list-rv>"));
+        }
+        if let Some(rows) = v.get_mut("rows").and_then(Value::as_array_mut) {
+            rows.retain(|r| r["object"]["metadata"]["name"] != ROOT_CA);
+            for r in rows.iter_mut() {
+                if let (Some(i), Some(cells)) = (age, r.get_mut("cells").and_then(Value::as_array_mut))
+                    && let Some(c) = cells.get_mut(i)
+                {
+                    *c = json!("<age>");
+                }
+                if let Some(o) = r.get_mut("object") {
+                    self.object(o);
+                }
+            }
+        }
+    }
+
     fn object(&mut self, v: &mut Value) {
         let kind = v["kind"].as_str().unwrap_or("").to_string();
+        if kind == "Table" {
+            self.table(v);
+            return;
+        }
         if kind.ends_with("List") || v.get("items").is_some_and(Value::is_array) {
             if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
                 if m.get("resourceVersion").is_some() {
@@ -190,6 +228,13 @@ impl Normaliser {
         ) && let Some(o) = v.as_object_mut()
         {
             o.remove("status");
+        }
+        if kind == "TokenRequest" {
+            for p in ["/status/token", "/status/expirationTimestamp"] {
+                if let Some(x) = v.pointer_mut(p) {
+                    *x = json!("<issued>");
+                }
+            }
         }
         if kind == "ServiceAccount"
             && let Some(o) = v.as_object_mut()

@@ -24,6 +24,10 @@ pub struct Step {
     pub managed: bool,
     /// A step that sets the scene: only its status code is compared.
     pub setup: bool,
+    /// The `Accept` header (JSON unless a step asks for a Table).
+    pub accept: &'static str,
+    /// More request headers (impersonation).
+    pub headers: Vec<(&'static str, String)>,
     /// List items are compared with their `kind` and `apiVersion` (elsewhere these are dropped, so
     /// that one difference does not repeat in every list).
     pub exact: bool,
@@ -63,6 +67,8 @@ fn step(method: &'static str, path: &str, ctype: &'static str, body: Option<Stri
         managed: false,
         setup: false,
         exact: false,
+        accept: JSON,
+        headers: Vec::new(),
     }
 }
 
@@ -122,6 +128,24 @@ pub fn exact(mut s: Step) -> Step {
     s
 }
 
+/// The `Accept` kubectl sends for `kubectl get`: a server-side Table.
+pub const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+
+/// `s` asking for a Table.
+pub fn table(mut s: Step) -> Step {
+    s.accept = TABLE;
+    s
+}
+
+/// `s` sent as `user` (kubectl's `--as`), with `groups`.
+pub fn as_user(mut s: Step, user: &str, groups: &[&str]) -> Step {
+    s.headers.push(("impersonate-user", user.to_string()));
+    for g in groups {
+        s.headers.push(("impersonate-group", g.to_string()));
+    }
+    s
+}
+
 pub fn seq(name: &'static str, steps: Vec<Step>) -> Sequence {
     Sequence { name, steps }
 }
@@ -151,11 +175,29 @@ impl Ground {
     }
 
     async fn raw(&self, method: &str, uri: &str, ctype: &str, body: Option<&str>, watch: bool) -> Raw {
-        let req = http::Request::builder()
+        self.send(method, uri, ctype, body, watch, JSON, &[]).await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn send(
+        &self,
+        method: &str,
+        uri: &str,
+        ctype: &str,
+        body: Option<&str>,
+        watch: bool,
+        accept: &str,
+        headers: &[(&'static str, String)],
+    ) -> Raw {
+        let mut req = http::Request::builder()
             .method(method)
             .uri(uri)
             .header("content-type", ctype)
-            .header("accept", "application/json")
+            .header("accept", accept);
+        for (k, v) in headers {
+            req = req.header(*k, v);
+        }
+        let req = req
             .body(kube::client::Body::from(body.unwrap_or("").as_bytes().to_vec()))
             .expect("request builds");
         let res = match tokio::time::timeout(Duration::from_secs(20), self.client.send(req)).await {
@@ -313,7 +355,17 @@ impl Ground {
             if query.split('&').any(|kv| kv == "resourceVersion=0") {
                 tokio::time::sleep(Duration::from_millis(300)).await;
             }
-            let raw = self.raw(s.method, &uri, s.ctype, body.as_deref(), s.watch).await;
+            let raw = self
+                .send(
+                    s.method,
+                    &uri,
+                    s.ctype,
+                    body.as_deref(),
+                    s.watch,
+                    s.accept,
+                    &s.headers,
+                )
+                .await;
             if s.watch {
                 out.push(norm.watch_answer(&raw));
                 continue;

@@ -311,6 +311,126 @@ pub const EXPECTED_DIFFERENCES: &[(&str, &str)] = &[
         r#"watch with a resourceVersion that does not parse"#,
         r#"wording: code: 400 BadRequest 'invalid resourceVersion 'abc'' | 500  'resourceVersion: Invalid value: 'abc': strconv.ParseUint: parsing 'abc': invalid syntax'"#,
     ),
+    // tables
+    (
+        r#"configmap table"#,
+        r#"behaviour: .object.columnDefinitions length: 2 | 3"#,
+    ),
+    (
+        r#"configmap table of one object"#,
+        r#"behaviour: .object.columnDefinitions length: 2 | 3"#,
+    ),
+    (
+        r#"configmap table without objects"#,
+        r#"behaviour: .object.columnDefinitions length: 2 | 3"#,
+    ),
+    (
+        r#"pod table"#,
+        r#"behaviour: .object.columnDefinitions length: 4 | 9"#,
+    ),
+    (
+        r#"secret table"#,
+        r#"behaviour: .object.columnDefinitions length: 2 | 4"#,
+    ),
+    (
+        r#"empty table"#,
+        r#"behaviour: .object.columnDefinitions length: 2 | 4"#,
+    ),
+    // events
+    (
+        r#"core event create and read back"#,
+        r#"behaviour: .object.eventTime: '<absent>' | null"#,
+    ),
+    (
+        r#"core event read through events.k8s.io"#,
+        r#"behaviour: .object.eventTime: '<absent>' | null"#,
+    ),
+    (
+        r#"events.k8s.io event create and read back"#,
+        r#"behaviour: .object.deprecatedFirstTimestamp: '<absent>' | null"#,
+    ),
+    (
+        r#"events.k8s.io event read through core v1"#,
+        r#"behaviour: .object.firstTimestamp: '<absent>' | null"#,
+    ),
+    (
+        r#"core events by involvedObject.name"#,
+        r#"behaviour: .object.items[0].eventTime: '<absent>' | null"#,
+    ),
+    (
+        r#"core events by reason and type"#,
+        r#"behaviour: .object.items[0].eventTime: '<absent>' | null"#,
+    ),
+    (
+        r#"events.k8s.io events by regarding.name"#,
+        r#"behaviour: .object.items[0].deprecatedFirstTimestamp: '<absent>' | null"#,
+    ),
+    (
+        r#"events.k8s.io event with a type Bogus"#,
+        r#"no value check: code: 201 (Event returned) | 422 Invalid 'Event 'e1' is invalid: type: Invalid value: '': has invalid value: Bogus'"#,
+    ),
+    (
+        r#"events.k8s.io event note longer than 1kB"#,
+        r#"no value check: code: 201 (Event returned) | 422 Invalid 'Event 'e1' is invalid: message: Invalid value: '': can have at most 1024 characters'"#,
+    ),
+    (
+        r#"core event update of the count"#,
+        r#"behaviour: .object.eventTime: '<absent>' | null"#,
+    ),
+    // rbac
+    (
+        r#"list denied to a user without a role"#,
+        r#"wording: .details: '<absent>' | {'kind':'configmaps'}"#,
+    ),
+    (
+        r#"get denied to a user without a role"#,
+        r#"wording: .details: '<absent>' | {'name':'c1','kind':'configmaps'}"#,
+    ),
+    (
+        r#"create denied to a user without a role"#,
+        r#"wording: .details: '<absent>' | {'kind':'configmaps'}"#,
+    ),
+    (
+        r#"cluster-scoped list denied"#,
+        r#"wording: .details: '<absent>' | {'kind':'namespaces'}"#,
+    ),
+    (
+        r#"custom resource list denied"#,
+        r#"wording: .details: '<absent>' | {'group':'kueue.x-k8s.io','kind':'localqueues'}"#,
+    ),
+    (
+        r#"a role binding grants list but not create"#,
+        r#"wording: .details: '<absent>' | {'kind':'configmaps'}"#,
+    ),
+    (
+        r#"a binding to another user grants nothing"#,
+        r#"wording: .details: '<absent>' | {'kind':'configmaps'}"#,
+    ),
+    (
+        r#"selfsubjectaccessreview allowed"#,
+        r#"behaviour: .object.status.reason: '<absent>' | 'RBAC: allowed by RoleBinding 'rb/<ns>' of Role 'r' to User 'jane''"#,
+    ),
+    (
+        r#"subjectaccessreview for another user"#,
+        r#"behaviour: .object.status.reason: '<absent>' | 'RBAC: allowed by RoleBinding 'rb/<ns>' of Role 'r' to User 'jane''"#,
+    ),
+    (
+        r#"subjectaccessreview without a user is Invalid"#,
+        r#"wording: .details.causes[0].message: 'Invalid value: at least one of user or group must be specified' | 'Invalid value: '': at least one of user or group must be specified'"#,
+    ),
+    (
+        r#"a role granting more than its creator holds is refused"#,
+        r#"wording: .details: '<absent>' | {'group':'rbac.authorization.k8s.io','kind':'roles'}"#,
+    ),
+    // tokens
+    (
+        r#"token request for the default service account"#,
+        r#"behaviour: .object.metadata.uid: '<absent>' | '<uid>'"#,
+    ),
+    (
+        r#"token request shorter than ten minutes is Invalid"#,
+        r#"wording: .details.causes[0].message: 'Invalid value: may not specify a duration less than 10 minutes' | 'Invalid value: 60: may not specify a duration less than 10 minutes'"#,
+    ),
     // core values
     (
         r#"pod valid"#,

@@ -70,6 +70,26 @@ pub fn areas() -> Vec<Area> {
             sequences: super::reads::watches,
         },
         Area {
+            name: "tables",
+            source: "staging/src/k8s.io/apiserver/pkg/endpoints/handlers/response.go (as=Table); printers",
+            sequences: super::kinds::tables,
+        },
+        Area {
+            name: "events",
+            source: "pkg/apis/core/validation/events.go; pkg/registry/core/event/strategy.go",
+            sequences: super::kinds::events,
+        },
+        Area {
+            name: "rbac",
+            source: "plugin/pkg/auth/authorizer/rbac; apiserver endpoints/filters/impersonation.go",
+            sequences: super::kinds::rbac,
+        },
+        Area {
+            name: "tokens",
+            source: "pkg/registry/core/serviceaccount/storage/token.go",
+            sequences: super::kinds::tokens,
+        },
+        Area {
             name: "core values",
             source: "pkg/apis/core/validation/validation.go",
             sequences: values::core,
