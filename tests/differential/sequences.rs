@@ -26,7 +26,7 @@ pub fn areas() -> Vec<Area> {
         },
         Area {
             name: "patch",
-            source: "apiserver handlers/patch.go; test/integration/apiserver/patch_test.go",
+            source: "apiserver endpoints/handlers/patch.go; test/integration/apiserver/patch_test.go",
             sequences: patches,
         },
         Area {
@@ -36,7 +36,7 @@ pub fn areas() -> Vec<Area> {
         },
         Area {
             name: "fieldValidation",
-            source: "test/integration/apiserver/fieldvalidation_test.go",
+            source: "test/integration/apiserver/field_validation_test.go",
             sequences: super::options::field_validation,
         },
         Area {
@@ -61,12 +61,12 @@ pub fn areas() -> Vec<Area> {
         },
         Area {
             name: "pagination",
-            source: "test/integration/apiserver/apiserver_test.go (TestListOptions, limit/continue)",
+            source: "test/integration/apiserver/apiserver_test.go (limit/continue pagination)",
             sequences: super::reads::pagination,
         },
         Area {
             name: "watch",
-            source: "apiserver storage/cacher; test/integration/apiserver/watchcache",
+            source: "apiserver pkg/storage/cacher; test/integration/apiserver/watchcache_test.go",
             sequences: super::reads::watches,
         },
         Area {
