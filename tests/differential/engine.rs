@@ -24,6 +24,9 @@ pub struct Step {
     pub managed: bool,
     /// A step that sets the scene: only its status code is compared.
     pub setup: bool,
+    /// A read repeated (every 200 ms, for up to 8 s) until the object is gone or has no owners; what
+    /// is compared is whether that happened.
+    pub eventually: Option<Eventually>,
     /// The `Accept` header (JSON unless a step asks for a Table).
     pub accept: &'static str,
     /// More request headers (impersonation).
@@ -69,7 +72,29 @@ fn step(method: &'static str, path: &str, ctype: &'static str, body: Option<Stri
         exact: false,
         accept: JSON,
         headers: Vec::new(),
+        eventually: None,
     }
+}
+
+/// What an `eventually` step waits for: the garbage collector's work on a real control plane.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Eventually {
+    Gone,
+    NoOwners,
+}
+
+/// A read of `path` until the object is gone (404).
+pub fn eventually_gone(path: &str) -> Step {
+    let mut s = step("GET", path, JSON, None);
+    s.eventually = Some(Eventually::Gone);
+    s
+}
+
+/// A read of `path` until the object has no `ownerReferences` left.
+pub fn eventually_orphaned(path: &str) -> Step {
+    let mut s = step("GET", path, JSON, None);
+    s.eventually = Some(Eventually::NoOwners);
+    s
 }
 
 pub fn get(path: &str) -> Step {
@@ -354,6 +379,31 @@ impl Ground {
             // trails the last write by a moment: give it that moment on both grounds.
             if query.split('&').any(|kv| kv == "resourceVersion=0") {
                 tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            if let Some(until) = s.eventually {
+                let start = std::time::Instant::now();
+                let done = loop {
+                    let r = self.raw("GET", &uri, JSON, None, false).await;
+                    let v: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+                    let done = match until {
+                        Eventually::Gone => r.code == 404,
+                        Eventually::NoOwners => {
+                            r.code == 200
+                                && v.pointer("/metadata/ownerReferences")
+                                    .and_then(Value::as_array)
+                                    .is_none_or(Vec::is_empty)
+                        }
+                    };
+                    if done || start.elapsed() > Duration::from_secs(8) {
+                        break done;
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                };
+                out.push(Answer {
+                    code: 200,
+                    view: json!({"eventually": format!("{until:?}"), "happened": done}),
+                });
+                continue;
             }
             let raw = self
                 .send(

@@ -276,6 +276,15 @@ pub const EXPECTED_DIFFERENCES: &[(&str, &str)] = &[
         r#"delete of a custom resource"#,
         r#"wording: .details: '<absent>' | {'name':'lq','group':'kueue.x-k8s.io','kind':'localqueues'}"#,
     ),
+    // garbage collection
+    (
+        r#"foreground deletion answers with the foregroundDeletion finalizer"#,
+        r#"behaviour: .object.metadata.deletionGracePeriodSeconds: '<absent>' | 0"#,
+    ),
+    (
+        r#"orphan deletion keeps the dependent without its owner"#,
+        r#"behaviour: after an Orphan delete kube-controller-manager's garbage collector strips the dependent's ownerReferences; embedded leaves them"#,
+    ),
     // selectors
     (
         r#"fieldSelector on an unsupported field"#,

@@ -353,3 +353,90 @@ pub fn deletion() -> Vec<Sequence> {
         ),
     ]
 }
+
+fn owned(name: &str, owner: &str, block: bool) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "ownerReferences": [{
+        "apiVersion": "v1", "kind": "ConfigMap", "name": owner, "uid": "{uid}",
+        "blockOwnerDeletion": block}]}, "data": {"a": "1"}})
+}
+
+/// The garbage collector by owner (kube-controller-manager's on the real ground): each sequence creates
+/// an owner, a dependent naming its uid, deletes the owner with a propagation policy and waits for the
+/// dependent's fate. Source: test/integration/garbagecollector/garbage_collector_test.go.
+pub fn garbage_collection() -> Vec<Sequence> {
+    let owner = at(CM, "owner");
+    let dep = at(CM, "dep");
+    let scene = |block: bool| {
+        vec![
+            setup(post(CM, cm("owner", json!({"a": "1"})))),
+            setup(post(CM, owned("dep", "owner", block))),
+        ]
+    };
+    let with = |block: bool, more: Vec<Step>| {
+        let mut s = scene(block);
+        s.extend(more);
+        s
+    };
+    vec![
+        seq(
+            "a dependent keeps its ownerReference",
+            with(false, vec![get(&dep)]),
+        ),
+        seq(
+            "background deletion removes the dependent",
+            with(
+                false,
+                vec![
+                    setup(delete(&format!("{owner}?propagationPolicy=Background"))),
+                    eventually_gone(&dep),
+                ],
+            ),
+        ),
+        seq(
+            "deletion without a policy removes the dependent",
+            with(false, vec![setup(delete(&owner)), eventually_gone(&dep)]),
+        ),
+        seq(
+            "foreground deletion answers with the foregroundDeletion finalizer",
+            with(
+                true,
+                vec![delete(&format!("{owner}?propagationPolicy=Foreground"))],
+            ),
+        ),
+        seq(
+            "foreground deletion removes the dependent then the owner",
+            with(
+                true,
+                vec![
+                    setup(delete(&format!("{owner}?propagationPolicy=Foreground"))),
+                    eventually_gone(&dep),
+                    eventually_gone(&owner),
+                ],
+            ),
+        ),
+        seq(
+            "orphan deletion keeps the dependent without its owner",
+            with(
+                false,
+                vec![
+                    setup(delete(&format!("{owner}?propagationPolicy=Orphan"))),
+                    eventually_gone(&owner),
+                    eventually_orphaned(&dep),
+                ],
+            ),
+        ),
+        seq(
+            "a dependent whose owner does not exist is collected",
+            vec![
+                setup(post(CM, cm("other", json!({"a": "1"})))),
+                setup(post(CM, {
+                    let mut d = owned("dep", "owner", false);
+                    d["metadata"]["ownerReferences"][0]["uid"] =
+                        json!("00000000-0000-0000-0000-000000000001");
+                    d
+                })),
+                eventually_gone(&dep),
+            ],
+        ),
+    ]
+}

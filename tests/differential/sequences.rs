@@ -55,6 +55,11 @@ pub fn areas() -> Vec<Area> {
             sequences: super::options::deletion,
         },
         Area {
+            name: "garbage collection",
+            source: "test/integration/garbagecollector/garbage_collector_test.go",
+            sequences: super::options::garbage_collection,
+        },
+        Area {
             name: "selectors",
             source: "apimachinery pkg/labels, pkg/fields; pkg/registry/core/*/strategy.go field sets",
             sequences: super::reads::selectors,
