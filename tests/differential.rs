@@ -141,6 +141,83 @@ impl Drop for ControlPlane {
     }
 }
 
+/// The embedded server with the CRDs' own admission, on loopback TCP with a kubeconfig of its own;
+/// it stops when the guard drops.
+async fn embedded_ground(name: &'static str) -> (Ground, tokio_util::sync::DropGuard) {
+    let dir = std::env::temp_dir().join(format!("quotagate-differential-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    let srv = quotagate::embedded::EmbeddedServer::new(
+        &quotagate::embedded::QuotagateCrds,
+        Arc::new(quotagate::embedded::crd_schema::CrdSchemaAdmission),
+    );
+    let cancel = tokio_util::sync::CancellationToken::new();
+    srv.spawn_tcp("127.0.0.1:0".parse().unwrap(), Some(&kubeconfig), cancel.clone())
+        .await
+        .expect("the embedded server listens");
+    let ground = Ground::from_kubeconfig(name, &kubeconfig).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    (ground, cancel.drop_guard())
+}
+
+/// Every sequence with its area, names checked unique.
+fn all_sequences(
+    areas: &[differential::engine::Area],
+) -> Vec<(&'static str, differential::engine::Sequence)> {
+    let mut all = Vec::new();
+    for area in areas {
+        for seq in (area.sequences)() {
+            all.push((area.name, seq));
+        }
+    }
+    let mut names: Vec<&str> = all.iter().map(|(_, s)| s.name).collect();
+    names.sort();
+    let n = names.len();
+    names.dedup();
+    assert_eq!(names.len(), n, "sequence names are unique");
+    all
+}
+
+/// Each sequence on both grounds at once, in namespace `diff-<index>`.
+async fn run_all(
+    all: &[(&'static str, differential::engine::Sequence)],
+    a: &Ground,
+    b: &Ground,
+) -> Vec<(&'static str, &'static str, Outcome)> {
+    let mut results = Vec::new();
+    for (i, (area, seq)) in all.iter().enumerate() {
+        let ns = format!("diff-{i}");
+        let (x, y) = tokio::join!(a.run(seq, &ns), b.run(seq, &ns));
+        results.push((*area, seq.name, compare::compare(&x, &y)));
+    }
+    results
+}
+
+/// The suite's own check: two embedded servers answer every sequence alike, so what the normalising
+/// leaves is the servers' behaviour, not the run's accidents (names, times, versions, order).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_embedded_servers_answer_alike() {
+    let (a, _stop_a) = embedded_ground("embedded-a").await;
+    let (b, _stop_b) = embedded_ground("embedded-b").await;
+    let areas = differential::sequences::areas();
+    let all = all_sequences(&areas);
+    let results = run_all(&all, &a, &b).await;
+    let differ: Vec<String> = results
+        .iter()
+        .filter_map(|(area, name, o)| match o {
+            Outcome::Match => None,
+            Outcome::Differ(d) | Outcome::Unsupported(d) => Some(format!("{area}/{name}: {d}")),
+        })
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "two embedded servers differ on {} sequences:\n{}",
+        differ.len(),
+        differ.join("\n")
+    );
+    println!("two embedded servers: {} sequences alike", results.len());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn embedded_and_real_api_servers_answer_alike() {
     let started = Instant::now();
@@ -158,20 +235,7 @@ async fn embedded_and_real_api_servers_answer_alike() {
     let version = real.version().await;
     assert!(version.starts_with("v1.36."), "server version {version}");
 
-    // The embedded server with the CRDs' own admission, on loopback TCP with its own kubeconfig.
-    let dir = std::env::temp_dir().join(format!("quotagate-differential-embedded-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    let srv = quotagate::embedded::EmbeddedServer::new(
-        &quotagate::embedded::QuotagateCrds,
-        Arc::new(quotagate::embedded::crd_schema::CrdSchemaAdmission),
-    );
-    let cancel = tokio_util::sync::CancellationToken::new();
-    let _stop = cancel.clone().drop_guard();
-    srv.spawn_tcp("127.0.0.1:0".parse().unwrap(), Some(&kubeconfig), cancel.clone())
-        .await
-        .expect("the embedded server listens");
-    let embedded = Ground::from_kubeconfig("embedded", &kubeconfig).await;
+    let (embedded, _stop) = embedded_ground("embedded").await;
 
     // quotagate's CRDs on the real server, Established and served before any sequence runs.
     real.install_crds(&quotagate::api::all_crds(), Duration::from_secs(60))
@@ -179,31 +243,17 @@ async fn embedded_and_real_api_servers_answer_alike() {
     println!("CRDs served after {:?}", started.elapsed());
 
     let areas = differential::sequences::areas();
-    let mut all = Vec::new();
-    for area in &areas {
-        for seq in (area.sequences)() {
-            all.push((area.name, seq));
-        }
-    }
+    let all = all_sequences(&areas);
     let names: Vec<&str> = all.iter().map(|(_, s)| s.name).collect();
-    let mut unique = names.clone();
-    unique.sort();
-    unique.dedup();
-    assert_eq!(unique.len(), names.len(), "sequence names are unique");
     for (name, _) in EXPECTED_DIFFERENCES {
         assert!(
             names.contains(name),
             "EXPECTED_DIFFERENCES names {name:?}, which is no sequence"
         );
     }
-
-    let mut results: Vec<(&str, &str, Outcome)> = Vec::new();
-    for (i, (area, seq)) in all.iter().enumerate() {
-        let ns = format!("diff-{i}");
-        let (a, b) = tokio::join!(embedded.run(seq, &ns), real.run(seq, &ns));
-        results.push((area, seq.name, compare::compare(&a, &b)));
-    }
-    let elapsed = started.elapsed();
+    let sequences_started = Instant::now();
+    let results = run_all(&all, &embedded, &real).await;
+    let (took, elapsed) = (sequences_started.elapsed(), started.elapsed());
 
     // The report: per area, then each difference.
     let mut per_area: BTreeMap<&str, [usize; 3]> = BTreeMap::new();
@@ -216,7 +266,7 @@ async fn embedded_and_real_api_servers_answer_alike() {
         }
     }
     println!(
-        "\nembedded vs kube-apiserver {version}: {} sequences in {elapsed:.0?}",
+        "\nembedded vs kube-apiserver {version}: {} sequences in {took:.0?} ({elapsed:.0?} since the test started)",
         results.len()
     );
     println!("| area | source | sequences | match | differ | unsupported on one side |");
@@ -283,5 +333,4 @@ async fn embedded_and_real_api_servers_answer_alike() {
         now_matching.is_empty(),
         "EXPECTED_DIFFERENCES lists sequences that now match (remove them): {now_matching:?}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -122,13 +122,13 @@ impl Normaliser {
     }
 
     /// A Table: its columns (names, types, priorities; the descriptions are OpenAPI prose), and its rows
-    /// with the Age cell masked and each row's object normalised.
+    /// with the Age (and every `date`) cell masked and each row's object normalised.
     fn table(&mut self, v: &mut Value) {
-        let mut age = None;
+        let mut ages = Vec::new();
         if let Some(cols) = v.get_mut("columnDefinitions").and_then(Value::as_array_mut) {
             for (i, c) in cols.iter_mut().enumerate() {
-                if c["name"] == "Age" {
-                    age = Some(i);
+                if c["name"] == "Age" || c["type"] == "date" {
+                    ages.push(i);
                 }
                 if let Some(o) = c.as_object_mut() {
                     o.remove("description");
@@ -143,10 +143,12 @@ impl Normaliser {
         if let Some(rows) = v.get_mut("rows").and_then(Value::as_array_mut) {
             rows.retain(|r| r["object"]["metadata"]["name"] != ROOT_CA);
             for r in rows.iter_mut() {
-                if let (Some(i), Some(cells)) = (age, r.get_mut("cells").and_then(Value::as_array_mut))
-                    && let Some(c) = cells.get_mut(i)
-                {
-                    *c = json!("<age>");
+                if let Some(cells) = r.get_mut("cells").and_then(Value::as_array_mut) {
+                    for &i in &ages {
+                        if let Some(c) = cells.get_mut(i) {
+                            *c = json!("<age>");
+                        }
+                    }
                 }
                 if let Some(o) = r.get_mut("object") {
                     self.object(o);
