@@ -3,7 +3,8 @@
 //! says what kind of gap it is: `no value check` (a built-in kind's validation the embedded server
 //! lacks), `no defaulting` (a field kube-apiserver defaults), `server-side apply` (field ownership and
 //! conflicts), `patch`, `unknown fields kept` (a real server drops them unless asked to refuse),
-//! `wording` (the same refusal, other words, code or details), `behaviour`, `not served`.
+//! `option check` (a request option kube-apiserver refuses), `wording` (the same refusal, other words,
+//! code or details), `behaviour`, `not served`.
 //!
 //! The test fails when one of these matches again (remove it) and when a sequence not listed here
 //! differs (fix it, or list it with its reason).
@@ -238,7 +239,7 @@ pub const EXPECTED_DIFFERENCES: &[(&str, &str)] = &[
     ),
     (
         r#"adding a finalizer to a deleted object is refused"#,
-        r#"no value check: code: 200 (ConfigMap returned) | 422 Invalid 'ConfigMap 'c1' is invalid: metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, fo…"#,
+        r#"behaviour: code: 200 (ConfigMap returned) | 422 Invalid 'ConfigMap 'c1' is invalid: metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, fo…"#,
     ),
     (
         r#"delete with a uid precondition that does not hold"#,
@@ -258,7 +259,7 @@ pub const EXPECTED_DIFFERENCES: &[(&str, &str)] = &[
     ),
     (
         r#"delete with an unknown propagationPolicy is refused"#,
-        r#"no value check: code: 200 (ConfigMap returned) | 422 Invalid 'DeleteOptions.meta.k8s.io '' is invalid: propagationPolicy: Unsupported value: 'Sometimes': supported values: 'Foreground', …"#,
+        r#"option check: code: 200 (ConfigMap returned) | 422 Invalid 'DeleteOptions.meta.k8s.io '' is invalid: propagationPolicy: Unsupported value: 'Sometimes': supported values: 'Foreground', …"#,
     ),
     (
         r#"delete with gracePeriodSeconds negative"#,
@@ -309,7 +310,7 @@ pub const EXPECTED_DIFFERENCES: &[(&str, &str)] = &[
     ),
     (
         r#"resourceVersionMatch without resourceVersion is refused"#,
-        r#"no value check: code: 200 (SecretList returned) | 422 Invalid 'ListOptions.meta.k8s.io '' is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVe…"#,
+        r#"option check: code: 200 (SecretList returned) | 422 Invalid 'ListOptions.meta.k8s.io '' is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVe…"#,
     ),
     // watch
     (
@@ -774,7 +775,7 @@ pub const EXPECTED_DIFFERENCES: &[(&str, &str)] = &[
     ),
     (
         r#"sample ray-service.high-throughput-gemma4 #0 RayService applied"#,
-        r#"no value check: code: 201 (RayService returned) | 422 Invalid 'RayService.ray.io 'ray-gemma4-e2b-it' is invalid: spec.rayClusterConfig.workerGroupSpecs[0].template.metadata: Invalid valu…"#,
+        r#"behaviour: a null template.metadata in an applied RayService is stored (201); kube-apiserver refuses it (422)"#,
     ),
     (
         r#"sample admin.minimal-cq #0 ClusterQueue created"#,
