@@ -1,4 +1,5 @@
-//! Issue 61: the differential suite. One list of request sequences (tests/differential/sequences.rs)
+//! Issue 61: the differential suite. One list of request sequences (tests/differential/, areas listed
+//! in sequences.rs)
 //! runs against two grounds, the embedded API server and a real kube-apiserver (the control plane of
 //! `scripts/control-plane.sh`), each sequence in a fresh namespace of the same name on both. Every
 //! response is normalised (uids, timestamps, resourceVersions mapped to the order they were first seen,
@@ -23,6 +24,10 @@
 //! the request), and each difference with its first differing field. `EXPECTED_DIFFERENCES` lists the
 //! known ones with a reason; the test fails when a sequence not listed there differs, and when a listed
 //! one now matches, so the list stays true.
+//!
+//! `two_embedded_servers_answer_alike` runs the same sequences against two embedded servers and wants
+//! them all to match: what the normalising leaves must be server behaviour, not the run's accidents.
+//! docs/embedded-fidelity.md keeps the last run's table.
 
 mod differential {
     pub mod compare;
