@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 bash scripts/install-kubectl.sh
 bash scripts/install-ray.sh
 bash scripts/install-chromium.sh
-# The real control plane of tests/real_control_plane.rs: built once from Go modules, then reused.
+# The real control plane of tests/real_control_plane.rs and tests/differential.rs: built once from Go
+# modules, then reused.
 bash scripts/control-plane.sh build
 # The process runtime's network namespaces (tests/embedded_process_runtime.rs), as root.
 if { ! command -v ip || ! command -v nsenter; } >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
