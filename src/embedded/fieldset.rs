@@ -355,7 +355,10 @@ impl<'a> Shape<'a> {
     fn atomic_map(&self) -> bool {
         match self {
             Shape::Crd(Some(s)) => s.get("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic"),
-            _ => false,
+            // `+mapType=atomic` (a Service's selector, a pod's nodeSelector) and `+structType=atomic`
+            // (LabelSelector) of the built-in kinds.
+            Shape::Builtin(_, f) => BUILTIN_ATOMIC.contains(f),
+            Shape::Crd(None) => false,
         }
     }
 
@@ -395,6 +398,14 @@ impl<'a> Shape<'a> {
     }
 }
 
+const BUILTIN_ATOMIC: &[&str] = &[
+    "selector",
+    "nodeSelector",
+    "labelSelector",
+    "namespaceSelector",
+    "podSelector",
+];
+
 /// Built-in field names are matched against a fixed table: keep the `&'static str` the table needs
 /// without allocating (names outside the table cannot be list fields that matter).
 fn key_static(key: &str) -> &'static str {
@@ -422,7 +433,12 @@ fn key_static(key: &str) -> &'static str {
         "finalizers",
         "metadata",
     ];
-    NAMES.iter().find(|n| **n == key).copied().unwrap_or("")
+    NAMES
+        .iter()
+        .chain(BUILTIN_ATOMIC)
+        .find(|n| **n == key)
+        .copied()
+        .unwrap_or("")
 }
 
 /// The path elements of a granular list's items, or `None` when the list must be handled as atomic

@@ -218,6 +218,32 @@ fn bare(obj: &Value) -> Value {
     o
 }
 
+/// A built-in object as kube-apiserver's Update tracking sees it, a Go struct turned back into JSON:
+/// `null` is no value, and `metadata`, `spec` and `status` (non-pointer structs) are always there, so
+/// their appearing is no change of their own.
+fn typed(info: &ResourceInfo, mut obj: Value) -> Value {
+    fn drop_nulls(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                m.retain(|_, c| !c.is_null());
+                m.values_mut().for_each(drop_nulls);
+            }
+            Value::Array(a) => a.iter_mut().for_each(drop_nulls),
+            _ => {}
+        }
+    }
+    if info.is_crd {
+        return obj;
+    }
+    drop_nulls(&mut obj);
+    if let Some(m) = obj.as_object_mut() {
+        for f in ["metadata", "spec", "status"] {
+            m.entry(f).or_insert_with(|| json!({}));
+        }
+    }
+    obj
+}
+
 struct Ctx<'a> {
     info: &'a ResourceInfo,
     walk: Walk<'a>,
@@ -311,9 +337,8 @@ pub fn update(
     if start.is_empty() && live.is_some() {
         return None;
     }
-    let empty = json!({});
-    let live = live.map_or(empty.clone(), bare);
-    encode(ctx.record_update(start, &live, &bare(new), now))
+    let live = typed(info, live.map_or(json!({}), bare));
+    encode(ctx.record_update(start, &live, &typed(info, bare(new)), now))
 }
 
 /// Server-side apply of `config` to `live` (`None`: the object is created). Returns the object to store

@@ -250,3 +250,24 @@ fn the_user_agent_names_the_manager() {
     );
     assert_eq!(manager_from_user_agent("myagent"), "myagent");
 }
+
+/// Real server (kubectl create namespace): `spec: {}` in the body is no field of the creator's; a
+/// Service's selector is an atomic map (`f:selector: {}`).
+#[test]
+fn built_in_structs_and_atomic_maps_as_the_real_server_tracks_them() {
+    let ns = builtins().into_iter().find(|i| i.plural == "namespaces").unwrap();
+    let body = json!({"metadata": {"name": "x"}, "spec": {}, "status": {}});
+    assert_eq!(
+        update(&ns, None, &body, Writer::new("kubectl-create", false), NOW),
+        None
+    );
+    let svc = builtins().into_iter().find(|i| i.plural == "services").unwrap();
+    let cfg = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s1"},
+        "spec": {"selector": {"a": "b"}, "ports": [{"port": 80, "targetPort": 8080}]}});
+    let out = applied(&svc, None, &cfg, "one").unwrap();
+    assert_eq!(
+        fields(&out)[0]["fieldsV1"],
+        json!({"f:spec": {"f:ports": {"k:{\"port\":80,\"protocol\":\"TCP\"}": {".": {}, "f:port": {}, "f:targetPort": {}}},
+            "f:selector": {}}})
+    );
+}
