@@ -271,3 +271,58 @@ fn built_in_structs_and_atomic_maps_as_the_real_server_tracks_them() {
             "f:selector": {}}})
     );
 }
+
+/// Through the store, as a request reaches it: apply creates, a second applier conflicts (409, nothing
+/// written), a re-apply of the same config writes nothing (same resourceVersion, as kube-apiserver
+/// ignores a change of timestamps alone), `force` takes over, and a merge patch joins as an Update.
+#[test]
+fn the_store_enforces_ownership_on_every_write() {
+    use crate::embedded::patch::PatchKind;
+    use crate::embedded::{AllowAll, EmbeddedServer};
+    let srv = EmbeddedServer::new(&[], std::sync::Arc::new(AllowAll));
+    let info = cm_info();
+    let apply_as = |manager: &str, force: bool, data: Value| {
+        let w = Writer {
+            force,
+            ..Writer::new(manager, false)
+        };
+        srv.store.patch(
+            &info,
+            Some("default"),
+            "cm1",
+            PatchKind::Apply,
+            cm(data),
+            false,
+            w,
+        )
+    };
+    let (created, was_created) = apply_as("one", false, json!({"a": "1"})).unwrap();
+    assert!(was_created);
+    assert_eq!(created["metadata"]["managedFields"][0]["manager"], "one");
+    let err = apply_as("two", false, json!({"a": "2"})).unwrap_err();
+    assert_eq!(err.code, 409);
+    let (again, _) = apply_as("one", false, json!({"a": "1"})).unwrap();
+    assert_eq!(
+        again["metadata"]["resourceVersion"],
+        created["metadata"]["resourceVersion"]
+    );
+    let (forced, _) = apply_as("two", true, json!({"a": "2"})).unwrap();
+    assert_eq!(forced["data"], json!({"a": "2"}));
+    assert_eq!(forced["metadata"]["managedFields"].as_array().unwrap().len(), 1);
+    let (patched, _) = srv
+        .store
+        .patch(
+            &info,
+            Some("default"),
+            "cm1",
+            PatchKind::Merge,
+            json!({"data": {"b": "3"}}),
+            false,
+            Writer::new("kubectl-patch", false),
+        )
+        .unwrap();
+    let list = &patched["metadata"]["managedFields"];
+    assert_eq!(list[1]["manager"], "kubectl-patch");
+    assert_eq!(list[1]["operation"], "Update");
+    assert_eq!(list[1]["fieldsV1"], json!({"f:data": {"f:b": {}}}));
+}
