@@ -141,6 +141,12 @@ impl ApiError {
         if !details.is_empty() {
             s["details"] = Value::Object(details);
         }
+        // Some refusals carry no reason (a strategic merge patch's unknown directive: 500, no reason).
+        if self.reason.is_empty()
+            && let Some(o) = s.as_object_mut()
+        {
+            o.remove("reason");
+        }
         s
     }
 }

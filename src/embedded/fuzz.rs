@@ -14,7 +14,8 @@ use tower::ServiceExt;
 
 use super::limits::json_len;
 use super::limits::{MAX_DEPTH, MAX_JSON_PATCH_COPY_BYTES, nested, within_depth};
-use super::patch::{apply, json_patch, merge_patch, strategic_merge};
+use super::managed_fields::{self, Writer};
+use super::patch::{json_patch, merge_patch, strategic_merge};
 use super::selector::{FieldSelector, LabelSelector};
 use super::{EmbeddedServer, QuotagateAdmission};
 
@@ -299,8 +300,12 @@ proptest! {
         let _ = json_patch(&mut doc, &ops);
         let _ = json_patch(&mut doc, &patch);
         merge_patch(&mut doc, &patch);
-        strategic_merge(&mut doc, &patch);
-        apply(&mut doc, &patch, previous.as_ref());
+        let _ = strategic_merge(&mut doc, &patch);
+        let info = super::registry::builtins().into_iter().find(|i| i.plural == "configmaps").unwrap();
+        let w = Writer::new("fuzz", false);
+        if let Ok(applied) = managed_fields::apply(&info, previous.as_ref(), &patch, w, "2026-01-01T00:00:00Z") {
+            let _ = managed_fields::apply(&info, Some(&applied), &doc, w, "2026-01-01T00:00:00Z");
+        }
     }
 
     /// Whatever a patch does, what comes out is within the nesting limit and grows by no more than the
@@ -314,7 +319,7 @@ proptest! {
         prop_assert!(json_len(&doc) <= before + MAX_JSON_PATCH_COPY_BYTES + json_len(&ops), "{outcome:?}");
         let mut merged = object();
         merge_patch(&mut merged, &doc);
-        strategic_merge(&mut merged, &doc);
+        let _ = strategic_merge(&mut merged, &doc);
         prop_assert!(within_depth(&merged));
     }
 

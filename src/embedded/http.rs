@@ -8,6 +8,7 @@ use super::escalation;
 use super::events;
 use super::field_validation;
 use super::logs;
+use super::managed_fields::Writer;
 use super::patch::PatchKind;
 use super::protobuf;
 use super::quota;
@@ -316,6 +317,7 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
     };
     let accept = header(header::ACCEPT);
     let content_type = header(header::CONTENT_TYPE);
+    let user_agent = header(header::USER_AGENT);
     let declared = parts
         .headers
         .get(header::CONTENT_LENGTH)
@@ -415,6 +417,8 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
                 query,
                 accept,
                 content_type,
+                user_agent,
+                replay: false,
                 body: &body,
                 method: parts.method,
             };
@@ -537,6 +541,9 @@ struct Req<'a> {
     query: Query,
     accept: String,
     content_type: String,
+    user_agent: String,
+    /// The object a webhook admitted, written again: its `managedFields` were computed by the dry run.
+    replay: bool,
     body: &'a [u8],
     method: Method,
 }
@@ -548,6 +555,14 @@ impl Req<'_> {
 
     fn ns(&self) -> Option<&str> {
         self.t.namespace.as_deref()
+    }
+
+    /// The field manager of this write: `fieldManager`, else the User-Agent's first part.
+    fn manager(&self) -> String {
+        match self.query.get("fieldManager") {
+            Some(m) => m.to_string(),
+            None => super::managed_fields::manager_from_user_agent(&self.user_agent),
+        }
     }
 
     fn as_table(&self) -> bool {
@@ -677,7 +692,14 @@ impl Req<'_> {
                 if info.group.is_empty() && info.plural == "resourcequotas" {
                     quota::validate(&obj)?;
                 }
-                let created = self.store().create(&info, self.ns(), obj, self.query.dry_run())?;
+                let manager = self.manager();
+                let w = Writer {
+                    given: self.replay,
+                    ..Writer::new(&manager, false)
+                };
+                let created = self
+                    .store()
+                    .create_by(&info, self.ns(), obj, self.query.dry_run(), w)?;
                 self.after_create(&info, &created);
                 Ok(with_warnings(self.object(201, created), &warnings))
             }
@@ -689,9 +711,14 @@ impl Req<'_> {
                 if info.group.is_empty() && info.plural == "resourcequotas" && !self.t.status {
                     quota::validate(&obj)?;
                 }
-                let updated =
-                    self.store()
-                        .update(&info, self.ns(), &n, obj, self.t.status, self.query.dry_run())?;
+                let manager = self.manager();
+                let w = Writer {
+                    given: self.replay,
+                    ..Writer::new(&manager, self.t.status)
+                };
+                let updated = self
+                    .store()
+                    .update_by(&info, self.ns(), &n, obj, self.query.dry_run(), w)?;
                 Ok(with_warnings(self.object(200, updated), &warnings))
             }
             (&Method::PATCH, Some(n)) => {
@@ -708,17 +735,14 @@ impl Req<'_> {
                     _ => self.validate_fields(&body)?,
                 };
                 let body = events::patch_to_storage(&info, kind, body);
-                let manager = self.query.get("fieldManager").unwrap_or("unknown");
-                let (obj, created) = self.store().patch(
-                    &info,
-                    self.ns(),
-                    &n,
-                    kind,
-                    body,
-                    self.t.status,
-                    manager,
-                    self.query.dry_run(),
-                )?;
+                let manager = self.manager();
+                let w = Writer {
+                    force: self.query.flag("force"),
+                    ..Writer::new(&manager, self.t.status)
+                };
+                let (obj, created) =
+                    self.store()
+                        .patch(&info, self.ns(), &n, kind, body, self.query.dry_run(), w)?;
                 if created {
                     self.after_create(&info, &obj);
                 }

@@ -17,12 +17,14 @@ pub mod event_fields;
 pub mod events;
 pub mod faults;
 pub mod field_validation;
+pub mod fieldset;
 #[cfg(test)]
 mod fuzz;
 mod http;
 pub mod limits;
 pub mod listener;
 pub mod logs;
+pub mod managed_fields;
 pub mod meta;
 pub mod patch;
 pub mod private;

@@ -7,10 +7,9 @@
 //!   and honour `$patch: delete`; `finalizers` merge as a set; `$patch: replace` replaces a map;
 //!   `$deleteFromPrimitiveList/<f>` removes values; `$setElementOrder/*` and `$retainKeys` are ignored.
 //!   Other lists are replaced. The merge keys come from a small table, not from the OpenAPI schema.
-//! - **apply** (server-side apply) is approximated without field ownership: the applied config is
-//!   deep-merged (maps merge, lists are replaced), and fields that the same field manager applied last
-//!   time but left out now are removed. There are no conflicts between managers (`force` is ignored)
-//!   and no `managedFields` are returned.
+//!   A `$patch` other than `replace`, `merge` or `delete` is refused with kube-apiserver's 500
+//!   (`unknown patch type: X in map: map[...]`).
+//! - **apply** (server-side apply) is `managed_fields.rs`: field ownership, conflicts, pruning.
 
 use serde_json::{Map, Value};
 
@@ -67,6 +66,9 @@ pub enum PatchError {
     TooDeepAt(usize),
     #[error("the patched object nests deeper than {MAX_DEPTH} levels: {TOO_DEEP}")]
     TooDeep,
+    /// kube-apiserver's wording, Go's `%v` of the map holding the directive.
+    #[error("unknown patch type: {0} in map: {1}")]
+    UnknownDirective(String, String),
 }
 
 impl PatchError {
@@ -76,6 +78,7 @@ impl PatchError {
         match self {
             PatchError::TooManyOperations(_) => 413,
             PatchError::BadJsonPatch(_) => 400,
+            PatchError::UnknownDirective(..) => 500,
             _ => 422,
         }
     }
@@ -138,8 +141,22 @@ pub fn json_patch(doc: &mut Value, body: &Value) -> Result<(), PatchError> {
     Ok(())
 }
 
-/// One operation, its error naming its index in the whole patch as the library would.
+/// One operation, its error naming its index in the whole patch as the library would. A `replace` of a
+/// missing key of an existing map adds it, as kube-apiserver's json-patch library does.
 fn apply_one(doc: &mut Value, op: &json_patch::PatchOperation, index: usize) -> Result<(), PatchError> {
+    let added;
+    let mut op = op;
+    if let json_patch::PatchOperation::Replace(r) = op
+        && doc.pointer(r.path.as_str()).is_none()
+        && let Some((parent, _)) = r.path.as_str().rsplit_once('/')
+        && doc.pointer(parent).is_some_and(Value::is_object)
+    {
+        added = json_patch::PatchOperation::Add(json_patch::AddOperation {
+            path: r.path.clone(),
+            value: r.value.clone(),
+        });
+        op = &added;
+    }
     json_patch::patch_unsafe(doc, std::slice::from_ref(op)).map_err(|e| {
         PatchError::JsonPatchFailed(format!(
             "operation '/{index}' failed at path '{}': {}",
@@ -171,8 +188,50 @@ fn merge_key(field: &str, sample: &Map<String, Value>) -> Option<&'static str> {
     }
 }
 
+/// Go's `%v` of a decoded JSON value: `map[a:1 b:map[c:x]]`, `[a b]`, `<nil>` (keys sorted).
+fn go_format(v: &Value) -> String {
+    match v {
+        Value::Null => "<nil>".into(),
+        Value::String(s) => s.clone(),
+        Value::Array(a) => format!("[{}]", a.iter().map(go_format).collect::<Vec<_>>().join(" ")),
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            let parts: Vec<String> = keys
+                .iter()
+                .map(|k| format!("{k}:{}", go_format(&m[*k])))
+                .collect();
+            format!("map[{}]", parts.join(" "))
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Refuses a `$patch` directive kube-apiserver does not know, anywhere in the patch.
+fn check_directives(patch: &Value) -> Result<(), PatchError> {
+    match patch {
+        Value::Object(m) => {
+            if let Some(d) = m.get("$patch") {
+                let known = matches!(d.as_str(), Some("replace" | "merge" | "delete"));
+                if !known {
+                    return Err(PatchError::UnknownDirective(go_format(d), go_format(patch)));
+                }
+            }
+            m.values().try_for_each(check_directives)
+        }
+        Value::Array(items) => items.iter().try_for_each(check_directives),
+        _ => Ok(()),
+    }
+}
+
 /// Strategic merge patch, approximated as documented at the top of this module.
-pub fn strategic_merge(doc: &mut Value, patch: &Value) {
+pub fn strategic_merge(doc: &mut Value, patch: &Value) -> Result<(), PatchError> {
+    check_directives(patch)?;
+    merge_strategic(doc, patch);
+    Ok(())
+}
+
+fn merge_strategic(doc: &mut Value, patch: &Value) {
     let Some(p) = patch.as_object() else {
         *doc = patch.clone();
         return;
@@ -201,7 +260,10 @@ pub fn strategic_merge(doc: &mut Value, patch: &Value) {
             Value::Null => {
                 d.remove(k);
             }
-            Value::Object(_) => strategic_merge(d.entry(k.clone()).or_insert(Value::Null), v),
+            Value::Object(o) if o.get("$patch").and_then(Value::as_str) == Some("delete") => {
+                d.remove(k);
+            }
+            Value::Object(_) => merge_strategic(d.entry(k.clone()).or_insert(Value::Null), v),
             Value::Array(items) => {
                 let merged = merge_list(k, d.get(k), items);
                 d.insert(k.clone(), merged);
@@ -244,61 +306,15 @@ fn merge_list(field: &str, current: Option<&Value>, items: &[Value]) -> Value {
                 out.remove(i);
             }
             (None, true) => {}
-            (Some(i), false) => strategic_merge(&mut out[i], item),
+            (Some(i), false) => merge_strategic(&mut out[i], item),
             (None, false) => {
                 let mut fresh = Value::Null;
-                strategic_merge(&mut fresh, item);
+                merge_strategic(&mut fresh, item);
                 out.push(fresh);
             }
         }
     }
     Value::Array(out)
-}
-
-/// Server-side apply approximation: deep merge of the applied config (lists replaced), then removal
-/// of fields `previous` (this manager's last applied config) had and `applied` no longer has.
-pub fn apply(doc: &mut Value, applied: &Value, previous: Option<&Value>) {
-    if let Some(prev) = previous {
-        prune(doc, prev, applied);
-    }
-    apply_merge(doc, applied);
-}
-
-fn apply_merge(doc: &mut Value, applied: &Value) {
-    match (doc.as_object_mut(), applied.as_object()) {
-        (Some(d), Some(a)) => {
-            for (k, v) in a {
-                if v.is_null() {
-                    d.remove(k);
-                } else if v.is_object() && d.get(k).is_some_and(Value::is_object) {
-                    if let Some(slot) = d.get_mut(k) {
-                        apply_merge(slot, v);
-                    }
-                } else {
-                    d.insert(k.clone(), v.clone());
-                }
-            }
-        }
-        _ => *doc = applied.clone(),
-    }
-}
-
-fn prune(doc: &mut Value, prev: &Value, new: &Value) {
-    let (Some(d), Some(p)) = (doc.as_object_mut(), prev.as_object()) else {
-        return;
-    };
-    for (k, pv) in p {
-        match new.get(k) {
-            None => {
-                d.remove(k);
-            }
-            Some(nv) => {
-                if let Some(slot) = d.get_mut(k) {
-                    prune(slot, pv, nv);
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]
@@ -445,20 +461,45 @@ mod tests {
         ];
         for (doc, patch, want) in cases {
             let mut d = doc.clone();
-            strategic_merge(&mut d, &patch);
+            strategic_merge(&mut d, &patch).unwrap();
             assert_eq!(d, want, "{doc} + {patch}");
         }
     }
 
+    /// kube-apiserver v1.36.3, measured: `{"$patch":"bogus","data":{"x":"1"}}` on a ConfigMap is a 500
+    /// with this message; `replace` of a missing key of an existing map adds it (200), one under a
+    /// missing map still fails.
     #[test]
-    fn apply_prunes_fields_the_manager_dropped() {
-        let mut doc = json!({"status": {"a": 1, "b": 2, "other": 9}});
-        apply(
-            &mut doc,
-            &json!({"status": {"a": 3}}),
-            Some(&json!({"status": {"a": 1, "b": 2}})),
+    fn unknown_directives_are_refused_and_replace_adds_a_missing_key() {
+        let mut doc = json!({"data": {"a": "1"}});
+        let err = strategic_merge(&mut doc, &json!({"$patch": "bogus", "data": {"x": "1"}})).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown patch type: bogus in map: map[$patch:bogus data:map[x:1]]"
         );
-        assert_eq!(doc, json!({"status": {"a": 3, "other": 9}}));
+        assert_eq!(err.code(), 500);
+        let err = strategic_merge(&mut doc, &json!({"data": {"$patch": "bogus"}})).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown patch type: bogus in map: map[$patch:bogus]"
+        );
+        assert_eq!(doc, json!({"data": {"a": "1"}}));
+        strategic_merge(&mut doc, &json!({"data": {"$patch": "delete"}})).unwrap();
+        assert_eq!(doc, json!({}));
+        let mut doc = json!({"data": {"a": "1"}});
+        json_patch(
+            &mut doc,
+            &json!([{"op": "replace", "path": "/data/nokey", "value": "v"}]),
+        )
+        .unwrap();
+        assert_eq!(doc, json!({"data": {"a": "1", "nokey": "v"}}));
+        assert!(
+            json_patch(
+                &mut doc,
+                &json!([{"op": "replace", "path": "/nothere/nokey", "value": "v"}])
+            )
+            .is_err()
+        );
     }
 
     #[test]
@@ -495,9 +536,7 @@ mod props {
         #[test]
         fn patches_never_panic(doc in json_value(), body in json_value()) {
             let mut d = doc.clone();
-            strategic_merge(&mut d, &body);
-            let mut d = doc.clone();
-            apply(&mut d, &body, Some(&doc));
+            let _ = strategic_merge(&mut d, &body);
             let mut d = doc;
             let _ = json_patch(&mut d, &body);
         }

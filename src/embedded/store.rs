@@ -6,6 +6,7 @@ use super::admission::{AdmissionHook, Operation};
 use super::durable::{self, Durable, DurableError, Op};
 use super::error::ApiError;
 use super::faults::Faults;
+use super::managed_fields::{self, Writer};
 use super::meta::{self, finalizers, is_deleting, meta_mut, meta_str};
 use super::patch::{self, PatchKind};
 use super::registry::{ResourceInfo, ResourceKey};
@@ -113,6 +114,10 @@ pub struct StoreConfig {
 }
 
 /// The storage quota's default (see [`StoreConfig::quota_bytes`]).
+/// The field manager of the server's own writes (a namespace's default ServiceAccount, a quota's
+/// status), as the real cluster's controllers name themselves.
+pub const INTERNAL_MANAGER: &str = "kube-controller-manager";
+
 pub const DEFAULT_QUOTA_BYTES: usize = 256 * 1024 * 1024;
 
 impl Default for StoreConfig {
@@ -161,6 +166,7 @@ fn patch_refused(e: patch::PatchError) -> ApiError {
             format!("Request entity too large: {e}"),
         ),
         400 => ApiError::bad_request(e.to_string()),
+        500 => ApiError::new(500, "", e.to_string()),
         code => ApiError::new(code, "Invalid", e.to_string()),
     }
 }
@@ -178,8 +184,6 @@ struct Inner {
     history_byte_limit: usize,
     /// Events with an RV at or below this are gone from history.
     compacted: u64,
-    /// Last config each field manager applied, per (uid, manager, status): SSA pruning.
-    applied: HashMap<(String, String, bool), Value>,
     tx: broadcast::Sender<Arc<WatchEvent>>,
     /// With `--data-dir`: where every committed change is recorded, in RV order.
     durable: Option<Arc<Durable>>,
@@ -381,7 +385,6 @@ impl Inner {
                 set.remove(&okey);
             }
         }
-        self.applied.retain(|(u, _, _), _| *u != uid);
         if let Some(d) = &self.durable {
             d.record(Op::Delete {
                 key: key.clone(),
@@ -550,7 +553,6 @@ impl Store {
             history_bytes: 0,
             history_byte_limit: config.history_bytes,
             compacted: 0,
-            applied: HashMap::new(),
             tx,
             durable: durable.clone(),
             stored_bytes: 0,
@@ -702,6 +704,7 @@ impl Store {
         Arc::new(o)
     }
 
+    /// A create by the server's own controllers (`managedFields` name [`INTERNAL_MANAGER`]).
     pub fn create(
         &self,
         info: &ResourceInfo,
@@ -709,8 +712,21 @@ impl Store {
         obj: Value,
         dry_run: bool,
     ) -> Result<Arc<Value>, ApiError> {
+        self.create_by(info, ns, obj, dry_run, Writer::new(INTERNAL_MANAGER, false))
+    }
+
+    /// A create by `w`, who becomes the owner of the fields it sets (`managed_fields.rs`).
+    pub fn create_by(
+        &self,
+        info: &ResourceInfo,
+        ns: Option<&str>,
+        obj: Value,
+        dry_run: bool,
+        w: Writer<'_>,
+    ) -> Result<Arc<Value>, ApiError> {
+        let fields = managed_fields::update(info, None, &obj, w, &meta::now_rfc3339());
         let mut inner = self.lock();
-        self.create_locked(&mut inner, info, ns, obj, dry_run)
+        self.create_locked(&mut inner, info, ns, obj, dry_run, fields)
     }
 
     fn create_locked(
@@ -720,6 +736,7 @@ impl Store {
         ns: Option<&str>,
         mut obj: Value,
         dry_run: bool,
+        fields: Option<Value>,
     ) -> Result<Arc<Value>, ApiError> {
         let ns = if info.namespaced {
             Some(ns.unwrap_or("default"))
@@ -751,6 +768,9 @@ impl Store {
                 }
             };
             meta_mut(&mut obj).insert("name".into(), json!(name));
+        }
+        if let Some(f) = fields {
+            meta_mut(&mut obj).insert("managedFields".into(), f);
         }
         let name = meta_str(&obj, "name").to_string();
         invalid_meta(info, &obj)?;
@@ -851,7 +871,7 @@ impl Store {
         })
     }
 
-    /// PUT. A stale `metadata.resourceVersion` is 409; CRDs require one, built-in kinds allow none.
+    /// An update by the server's own controllers (`managedFields` name [`INTERNAL_MANAGER`]).
     pub fn update(
         &self,
         info: &ResourceInfo,
@@ -861,6 +881,27 @@ impl Store {
         status: bool,
         dry_run: bool,
     ) -> Result<Arc<Value>, ApiError> {
+        self.update_by(
+            info,
+            ns,
+            name,
+            obj,
+            dry_run,
+            Writer::new(INTERNAL_MANAGER, status),
+        )
+    }
+
+    /// PUT. A stale `metadata.resourceVersion` is 409; CRDs require one, built-in kinds allow none.
+    pub fn update_by(
+        &self,
+        info: &ResourceInfo,
+        ns: Option<&str>,
+        name: &str,
+        obj: Value,
+        dry_run: bool,
+        w: Writer<'_>,
+    ) -> Result<Arc<Value>, ApiError> {
+        let status = w.status;
         let mut inner = self.lock();
         let ns = if info.namespaced {
             ns.unwrap_or("default")
@@ -897,9 +938,11 @@ impl Store {
                 &info.plural,
             ));
         }
-        self.commit_update(&mut inner, info, &old, obj, status, dry_run)
+        let fields = managed_fields::update(info, Some(&old), &obj, w, &meta::now_rfc3339());
+        self.commit_update(&mut inner, info, &old, obj, status, dry_run, fields)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn commit_update(
         &self,
         inner: &mut Inner,
@@ -908,9 +951,13 @@ impl Store {
         new: Value,
         status: bool,
         dry_run: bool,
+        fields: Option<Value>,
     ) -> Result<Arc<Value>, ApiError> {
         super::refusals::string_maps(info, &new)?;
         let mut next = meta::prepare_update(info, old, &new, status);
+        if let Some(f) = fields {
+            meta_mut(&mut next).insert("managedFields".into(), f);
+        }
         if !status {
             invalid_meta(info, &next)?;
         }
@@ -920,7 +967,7 @@ impl Store {
             Operation::Update
         };
         self.admit(inner, op, info, &mut next, Some(old))?;
-        if meta::same_content(&next, old) {
+        if managed_fields::same_but_times(&next, old) {
             return Ok(old.clone());
         }
         let bytes = sized(info, &next)?;
@@ -955,10 +1002,11 @@ impl Store {
         name: &str,
         kind: PatchKind,
         body: Value,
-        status: bool,
-        manager: &str,
         dry_run: bool,
+        w: Writer<'_>,
     ) -> Result<(Arc<Value>, bool), ApiError> {
+        let status = w.status;
+        let now = meta::now_rfc3339();
         let mut inner = self.lock();
         let nsk = if info.namespaced {
             ns.unwrap_or("default")
@@ -989,15 +1037,10 @@ impl Store {
         let old = match inner.lookup(&info.key(), nsk, name).cloned() {
             Some(o) => o,
             None if kind == PatchKind::Apply && !status => {
-                let mut obj = body.clone();
+                let mut obj = managed_fields::apply(info, None, &body, w, &now)?;
                 meta_mut(&mut obj).insert("name".into(), json!(name));
-                let created = self.create_locked(&mut inner, info, ns, obj, dry_run)?;
-                if !dry_run {
-                    inner.applied.insert(
-                        (meta_str(&created, "uid").to_string(), manager.to_string(), status),
-                        body,
-                    );
-                }
+                let fields = meta_mut(&mut obj).remove("managedFields");
+                let created = self.create_locked(&mut inner, info, ns, obj, dry_run, fields)?;
                 return Ok((created, true));
             }
             None => return Err(Self::not_found(info, name)),
@@ -1006,14 +1049,8 @@ impl Store {
         match kind {
             PatchKind::Json => patch::json_patch(&mut doc, &body).map_err(patch_refused)?,
             PatchKind::Merge => patch::merge_patch(&mut doc, &body),
-            PatchKind::Strategic => patch::strategic_merge(&mut doc, &body),
-            PatchKind::Apply => {
-                let akey = (meta_str(&old, "uid").to_string(), manager.to_string(), status);
-                patch::apply(&mut doc, &body, inner.applied.get(&akey));
-                if !dry_run {
-                    inner.applied.insert(akey, body.clone());
-                }
-            }
+            PatchKind::Strategic => patch::strategic_merge(&mut doc, &body).map_err(patch_refused)?,
+            PatchKind::Apply => doc = managed_fields::apply(info, Some(&old), &body, w, &now)?,
         }
         // Merge-type patches nest no deeper than the object or the body, both checked already; this
         // keeps the bound true whatever a patch type's rules become (README "Limits").
@@ -1034,8 +1071,12 @@ impl Store {
                 "metadata.name cannot be changed by a patch",
             ));
         }
+        let fields = match kind {
+            PatchKind::Apply => meta_mut(&mut doc).remove("managedFields"),
+            _ => managed_fields::update(info, Some(&old), &doc, w, &now),
+        };
         Ok((
-            self.commit_update(&mut inner, info, &old, doc, status, dry_run)?,
+            self.commit_update(&mut inner, info, &old, doc, status, dry_run, fields)?,
             false,
         ))
     }

@@ -8,6 +8,7 @@
 use super::super::webhooks;
 use super::{Query, Req, Target};
 use crate::embedded::error::ApiError;
+use crate::embedded::managed_fields::Writer;
 use crate::embedded::meta::meta_str;
 use crate::embedded::patch::PatchKind;
 use crate::embedded::store::Store;
@@ -37,16 +38,19 @@ impl Req<'_> {
                         &mut obj,
                     )?;
                 }
-                let created = self.store().create(info, self.ns(), obj, true)?;
+                let manager = self.manager();
+                let created =
+                    self.store()
+                        .create_by(info, self.ns(), obj, true, Writer::new(&manager, false))?;
                 Ok(((*created).clone(), None, true))
             }
             Method::PUT => {
                 let old = self.store().get(info, self.ns(), &name)?;
                 let obj = super::events::to_storage(info, self.decode_body()?);
                 super::refusals::type_meta(info, &obj)?;
-                let next = self
-                    .store()
-                    .update(info, self.ns(), &name, obj, self.t.status, true)?;
+                let manager = self.manager();
+                let w = Writer::new(&manager, self.t.status);
+                let next = self.store().update_by(info, self.ns(), &name, obj, true, w)?;
                 Ok(((*next).clone(), Some(old), false))
             }
             _ => {
@@ -55,10 +59,12 @@ impl Req<'_> {
                 })?;
                 let old = self.store().get(info, self.ns(), &name).ok();
                 let body = super::events::patch_to_storage(info, kind, self.decode_body()?);
-                let manager = self.query.get("fieldManager").unwrap_or("unknown");
-                let (obj, created) =
-                    self.store()
-                        .patch(info, self.ns(), &name, kind, body, self.t.status, manager, true)?;
+                let manager = self.manager();
+                let w = Writer {
+                    force: self.query.flag("force"),
+                    ..Writer::new(&manager, self.t.status)
+                };
+                let (obj, created) = self.store().patch(info, self.ns(), &name, kind, body, true, w)?;
                 Ok(((*obj).clone(), if created { None } else { old }, created))
             }
         }
@@ -123,6 +129,8 @@ impl Req<'_> {
                 query,
                 accept: self.accept.clone(),
                 content_type: "application/json".into(),
+                user_agent: self.user_agent.clone(),
+                replay: true,
                 body: &body,
                 method: method.clone(),
             };
