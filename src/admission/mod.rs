@@ -36,6 +36,7 @@ pub mod slices;
 pub(crate) mod snapshot;
 pub(crate) mod stats;
 pub(crate) mod sync;
+mod transition_metrics;
 pub(crate) mod workload_status;
 pub(crate) mod write_backoff;
 mod writer;
