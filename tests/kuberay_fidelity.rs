@@ -102,7 +102,7 @@ async fn alpha_fields_are_refused_by_gate_then_as_not_implemented() {
 fn validate_takes_kuberay_feature_gates() {
     let sample = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../shared/manifests/kuberay/ray-cluster.embedded-gcs-ft.yaml"
+        "/tests/fixtures/manifests/kuberay/ray-cluster.embedded-gcs-ft.yaml"
     );
     let run = |gates: &str| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_quotagate"))

@@ -1,5 +1,6 @@
 //! The KubeRay walkthrough of docs/kubectl.md, as a person runs it: `quotagate run --embedded --listen`, then the
-//! real kubectl applies KubeRay's ray-service.sample.yaml, waits for Ready, changes rayVersion and sees
+//! real kubectl applies a RayService in the shape of KubeRay's ray-service.sample.yaml
+//! (tests/fixtures/manifests/kuberay/ray-service.getting-started.yaml), waits for Ready, changes rayVersion and sees
 //! the blue/green upgrade switch to a new cluster. kubectl comes from QUOTAGATE_KUBECTL or
 //! .venv-kubectl/bin/kubectl; without it the test prints a skip line, or fails when QUOTAGATE_REQUIRE_TOOLS=1.
 
@@ -99,7 +100,7 @@ fn kuberay_sample_becomes_ready_and_upgrades_blue_green_with_kubectl() {
         &[
             "apply",
             "-f",
-            "../shared/manifests/kuberay/ray-service.sample.yaml",
+            "tests/fixtures/manifests/kuberay/ray-service.getting-started.yaml",
         ],
     );
     kubectl(

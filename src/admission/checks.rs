@@ -3,7 +3,7 @@
 //! the checks, and what a `Retry` or `Rejected` verdict does. The admission loop (`sync.rs`) decides
 //! with these; `run.rs` writes what they return.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -306,6 +306,19 @@ pub fn cluster_queue_problems(cq: &ClusterQueue, known: &KnownChecks) -> CheckPr
         }
     }
     p
+}
+
+/// The ClusterQueues of the snapshot whose admission checks are missing or inactive, by name, with
+/// what their checks lack (Kueue's cache marks them pending).
+pub(super) fn queue_problems(snap: &super::snapshot::Snapshot) -> HashMap<String, CheckProblems> {
+    let known = known_checks(snap.admission_checks.iter().map(|c| c.as_ref()));
+    snap.cluster_queues
+        .iter()
+        .filter_map(|cq| {
+            let problems = cluster_queue_problems(cq, &known);
+            (!problems.is_empty()).then(|| (cq.metadata.name.clone().unwrap_or_default(), problems))
+        })
+        .collect()
 }
 
 /// The built-in checks (`controllerName: quotagate.x-k8s.io/auto-ready`): name -> delay in seconds.

@@ -5,7 +5,9 @@
 //! then does with each case, given what it has assumed or is evicting, is in `sync.rs`.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
+use super::admission_fair_sharing::penalty_home;
 use super::checks::{self, QueueChecks, Verdict};
 use super::conditions::{EvictedBy, EvictionCause, controller_owner, is_active, is_evicted, status_of};
 use super::snapshot::{Snapshot, key_of};
@@ -14,6 +16,7 @@ use crate::api::kueue::constants::condition;
 use crate::api::kueue::constants::{RESOURCE_IN_USE_FINALIZER, reason};
 use crate::api::kueue::{LocalQueue, StopPolicy, Workload, WorkloadStatus};
 use crate::queue::WorkloadKey;
+use crate::queue::admission_fair_sharing::LocalQueueKey;
 
 /// One Workload's case.
 #[derive(Clone, Debug, PartialEq)]
@@ -46,6 +49,17 @@ pub(super) enum Class {
     },
     /// To be queued in this ClusterQueue.
     Queue { cluster_queue: String },
+}
+
+/// What a step reads of one Workload, once: its key and case, the admission check states to write
+/// first (`None`: the status already says them), when a delayed built-in check is next due, and the
+/// LocalQueue under which its entry penalty can still settle.
+pub(super) struct Seen {
+    pub(super) key: WorkloadKey,
+    pub(super) class: Class,
+    pub(super) checks: Option<WorkloadStatus>,
+    pub(super) due: Option<i64>,
+    pub(super) penalty_home: Option<LocalQueueKey>,
 }
 
 /// The objects around the Workloads of one snapshot.
@@ -114,6 +128,40 @@ impl<'a> View<'a> {
             .is_some_and(|q| q.spec.stop_policy() != StopPolicy::None)
     }
 
+    /// Every Workload of `snap` but those `settled` (already taken and unchanged), read at `now_ms`.
+    pub(super) fn read_all(
+        &self,
+        snap: &'a Snapshot,
+        settled: impl Fn(&Arc<Workload>) -> bool,
+        now_ms: i64,
+    ) -> Vec<(&'a Arc<Workload>, Seen)> {
+        let now = jiff::Timestamp::from_millisecond(now_ms).unwrap_or_else(|_| jiff::Timestamp::now());
+        let mut seen = Vec::new();
+        for wl in &snap.workloads {
+            if !settled(wl) {
+                seen.push((wl, self.read(wl, now_ms, now)));
+            }
+        }
+        seen
+    }
+
+    /// One Workload, classified, its check states synced, and keyed.
+    fn read(&self, wl: &Workload, now_ms: i64, now: jiff::Timestamp) -> Seen {
+        let class = self.classify(wl, now_ms);
+        let (checks, due) = self.checks_status(wl, &class, now);
+        let penalty_home = match class {
+            Class::Gone { .. } | Class::Replaced { .. } => None,
+            _ => penalty_home(wl),
+        };
+        Seen {
+            key: key_of(wl),
+            class,
+            checks,
+            due,
+            penalty_home,
+        }
+    }
+
     /// The case of `wl` at `now_ms`.
     pub(super) fn classify(&self, wl: &Workload, now_ms: i64) -> Class {
         let deleted = wl.metadata.deletion_timestamp.is_some();
@@ -121,8 +169,9 @@ impl<'a> View<'a> {
             let finalizer = wl
                 .metadata
                 .finalizers
+                .as_deref()
+                .unwrap_or_default()
                 .iter()
-                .flatten()
                 .any(|f| f == RESOURCE_IN_USE_FINALIZER);
             return Class::Gone {
                 remove_finalizer: deleted && finalizer,
@@ -142,11 +191,8 @@ impl<'a> View<'a> {
                 .as_ref()
                 .map(|s| s.admission_checks.as_slice())
                 .unwrap_or_default();
-            let verdict = if is_evicted(wl) {
-                None
-            } else {
-                checks::verdict(states)
-            };
+            let evicted = is_evicted(wl);
+            let verdict = if evicted { None } else { checks::verdict(states) };
             let stop = if !is_active(wl) {
                 Some(EvictionCause {
                     by: EvictedBy::Deactivated,
@@ -170,7 +216,7 @@ impl<'a> View<'a> {
                 _ => None,
             };
             return Class::Reserved {
-                evicted: is_evicted(wl),
+                evicted,
                 owned: controller_owner(wl).is_some(),
                 stop,
                 rejected,

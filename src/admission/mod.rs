@@ -13,17 +13,20 @@
 //! slice-chain queries ([`slices`]). The engine's modules stay private to this folder (a test in
 //! `tests/layering.rs` fails on any import of them from outside it).
 
+mod action;
 pub(crate) mod admission_fair_sharing;
 pub(crate) mod backoff;
 pub(crate) mod caches;
 pub(crate) mod checks;
 mod classify;
 pub(crate) mod conditions;
+mod config_sync;
 mod cycle_breaker;
 pub(crate) mod explanations;
 pub(crate) mod finalizers;
 pub(crate) mod metric_labels;
 pub mod metrics;
+mod outcome;
 pub(crate) mod own_writes;
 pub(crate) mod pods_ready;
 pub(crate) mod pods_ready_metrics;
@@ -36,6 +39,9 @@ pub mod slices;
 pub(crate) mod snapshot;
 pub(crate) mod stats;
 pub(crate) mod sync;
+mod take;
+mod transition_metrics;
+mod unconfirmed;
 pub(crate) mod workload_status;
 pub(crate) mod write_backoff;
 mod writer;

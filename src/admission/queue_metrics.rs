@@ -2,7 +2,8 @@
 //! reads; the cohort tree's info and subtree gauges) computed from one admission step: the snapshot,
 //! the core's per-ClusterQueue status and quota tree, and which ClusterQueues are active. Pure;
 //! `report` then rewrites every gauge family at once, so a deleted queue's series disappear as Kueue
-//! clears them. Admissions and finishes seen in the snapshot are counted there too, each once.
+//! clears them. Admissions and finishes seen in the snapshot are counted there too, each once
+//! (`transition_metrics`).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -11,12 +12,13 @@ use kube::ResourceExt;
 
 use super::queue_status::local_queue_key;
 use super::sync::{AdmissionState, Snapshot};
+pub(crate) use super::transition_metrics::Transition;
+use super::transition_metrics::{count_transitions, transitions};
 use crate::admission::metrics::{
-    CohortInfoLabels, CohortLabels, CohortPriorityLabels, CohortResourceLabels, CqCohortLabels, CqInfoLabels,
-    CqLabels, CqPendingResourceLabels, CqPriorityLabels, CqResourceLabels, CqStatusLabels, LqActiveLabels,
-    LqLabels, LqPriorityLabels, LqResourceLabels, LqStatusLabels, Metrics, Role,
+    CohortInfoLabels, CohortLabels, CohortResourceLabels, CqCohortLabels, CqInfoLabels, CqLabels,
+    CqPendingResourceLabels, CqResourceLabels, CqStatusLabels, LqActiveLabels, LqLabels, LqResourceLabels,
+    LqStatusLabels, Metrics, Role,
 };
-use crate::api::kueue::constants::condition;
 use crate::api::kueue::{ClusterQueue, LocalQueue, LocalQueueFlavorUsage, Workload};
 use crate::queue::ClusterQueueStatus as CoreStatus;
 use crate::queue::tree::{NodeKind, QuotaTree};
@@ -51,33 +53,6 @@ pub struct QueueGauges {
     pub cohort_weighted_share: Vec<(CohortLabels, f64)>,
     /// Every admission and finish the snapshot shows; `report` counts the ones not counted before.
     pub transitions: Vec<Transition>,
-}
-
-/// An admission or a finish, keyed so that it is counted once: by UID and, for an admission, the
-/// time of its `Admitted` condition (a re-admission after an eviction counts again).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Transition {
-    pub key: String,
-    pub at: jiff::Timestamp,
-    pub what: Counted,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub enum Counted {
-    /// Kueue's `cohort_subtree_admitted_workloads_total`: once for each cohort above the workload's
-    /// ClusterQueue.
-    Admitted {
-        cohorts: Vec<String>,
-        priority_class: String,
-    },
-    /// Kueue's `finished_workloads_total` and `execution_time_seconds` (Admitted to Finished, plus
-    /// time run before earlier evictions), per ClusterQueue and LocalQueue.
-    Finished {
-        cluster_queue: String,
-        local_queue: Option<(String, String)>,
-        priority_class: String,
-        execution_seconds: Option<f64>,
-    },
 }
 
 fn count(n: usize) -> i64 {
@@ -156,82 +131,6 @@ fn counts(wls: &[&Workload]) -> (usize, usize, usize, usize) {
     let admitted = live().filter(|w| w.is_admitted()).count();
     let finished = wls.iter().filter(|w| w.is_finished()).count();
     (pending, reserving, admitted, finished)
-}
-
-fn priority_class(wl: &Workload) -> String {
-    wl.spec
-        .priority_class_ref
-        .as_ref()
-        .map(|r| r.name.clone())
-        .unwrap_or_default()
-}
-
-/// The cohorts above a node, nearest first.
-fn cohorts_above(tree: &QuotaTree, i: usize) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = tree.nodes[i].parent;
-    while let Some(p) = cur {
-        out.push(tree.nodes[p].name.clone());
-        cur = tree.nodes[p].parent;
-    }
-    out
-}
-
-/// Admissions and finishes in the snapshot (see [`Transition`]).
-fn transitions(snap: &Snapshot, tree: &QuotaTree) -> Vec<Transition> {
-    let mut out = Vec::new();
-    for wl in &snap.workloads {
-        let Some(status) = wl.status.as_ref() else {
-            continue;
-        };
-        let Some(cq) = wl.admission().map(|a| a.cluster_queue.clone()) else {
-            continue;
-        };
-        let uid = wl
-            .metadata
-            .uid
-            .clone()
-            .unwrap_or_else(|| format!("{}/{}", wl.namespace().unwrap_or_default(), wl.name_any()));
-        let admitted = status
-            .condition(condition::ADMITTED)
-            .filter(|c| c.status == "True");
-        let finished = status
-            .condition(condition::FINISHED)
-            .filter(|c| c.status == "True");
-        if let Some(a) = admitted {
-            let cohorts = tree.cq(&cq).map(|i| cohorts_above(tree, i)).unwrap_or_default();
-            let at = a.last_transition_time.0;
-            out.push(Transition {
-                key: format!("admitted/{uid}/{}", at.as_second()),
-                at,
-                what: Counted::Admitted {
-                    cohorts,
-                    priority_class: priority_class(wl),
-                },
-            });
-        }
-        if let Some(f) = finished {
-            let past = f64::from(status.accumulated_past_execution_time_seconds.unwrap_or(0));
-            let execution_seconds = admitted.map(|a| {
-                past + f
-                    .last_transition_time
-                    .0
-                    .duration_since(a.last_transition_time.0)
-                    .as_secs_f64()
-            });
-            out.push(Transition {
-                key: format!("finished/{uid}"),
-                at: f.last_transition_time.0,
-                what: Counted::Finished {
-                    cluster_queue: cq,
-                    local_queue: local_queue_key(wl),
-                    priority_class: priority_class(wl),
-                    execution_seconds,
-                },
-            });
-        }
-    }
-    out
 }
 
 /// Kueue's pending resource requests per ClusterQueue: every covered resource (0 when nothing
@@ -621,277 +520,6 @@ pub fn report(m: &Metrics, g: QueueGauges) {
     count_transitions(m, g.transitions);
 }
 
-/// Counts each transition once: not counted before, and not before this process started counting.
-/// Keeps only the keys still in the snapshot, so the set stays as large as the workloads.
-fn count_transitions(m: &Metrics, transitions: Vec<Transition>) {
-    let mut counted = m.counted.lock().unwrap_or_else(|p| p.into_inner());
-    let mut now = std::collections::HashSet::with_capacity(transitions.len());
-    let role = m.role();
-    for t in transitions {
-        let fresh = !counted.contains(&t.key) && t.at >= m.counting_since;
-        now.insert(t.key);
-        if !fresh {
-            continue;
-        }
-        match t.what {
-            Counted::Admitted {
-                cohorts,
-                priority_class,
-            } => {
-                for cohort in cohorts {
-                    m.cohort_subtree_admitted_workloads_total
-                        .get_or_create(&CohortPriorityLabels {
-                            cohort,
-                            priority_class: priority_class.clone(),
-                            replica_role: role,
-                        })
-                        .inc();
-                }
-            }
-            Counted::Finished {
-                cluster_queue,
-                local_queue,
-                priority_class,
-                execution_seconds,
-            } => {
-                let cq = CqPriorityLabels {
-                    cluster_queue,
-                    priority_class: priority_class.clone(),
-                    replica_role: role,
-                };
-                m.finished_workloads_total.get_or_create(&cq).inc();
-                let lq = local_queue.map(|(namespace, name)| LqPriorityLabels {
-                    name,
-                    namespace,
-                    priority_class,
-                    replica_role: role,
-                });
-                if let Some(l) = &lq {
-                    m.local_queue_finished_workloads_total.get_or_create(l).inc();
-                }
-                if let Some(secs) = execution_seconds {
-                    m.execution_time_seconds.get_or_create(&cq).observe(secs.max(0.0));
-                    if let Some(l) = &lq {
-                        m.local_queue_execution_time_seconds
-                            .get_or_create(l)
-                            .observe(secs.max(0.0));
-                    }
-                }
-            }
-        }
-    }
-    *counted = now;
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::queue::Amount;
-    use crate::queue::{FlavorUsage as CoreFlavor, ResourceUsage};
-    use serde_json::json;
-    use std::sync::Arc;
-
-    // Kueue's metrics: a ClusterQueue reports its quota and usage per flavor and resource in base
-    // units, exactly one status series is 1, and a deleted queue's series go away.
-    #[test]
-    fn gauges_follow_kueue_and_deleted_queues_disappear() {
-        let cq: ClusterQueue = serde_json::from_value(json!({"metadata": {"name": "cq"}, "spec": {"cohortName": "co", "resourceGroups": [{"coveredResources": ["cpu", "memory"],
-            "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": "1500m", "borrowingLimit": "2"}, {"name": "memory", "nominalQuota": "1Gi"}]}]}]}})).unwrap();
-        let snap = Snapshot {
-            admission_checks: vec![],
-            cluster_queues: vec![Arc::new(cq)],
-            cohorts: vec![],
-            flavors: vec![],
-            local_queues: vec![],
-            workloads: vec![],
-            namespaces: Default::default(),
-            priority_classes: Default::default(),
-        };
-        let usage = vec![CoreFlavor {
-            name: "f".into(),
-            resources: vec![ResourceUsage {
-                name: "cpu".into(),
-                total: Amount(500),
-                borrowed: Amount(0),
-            }],
-        }];
-        let core = HashMap::from([(
-            "cq".to_string(),
-            CoreStatus {
-                flavors_reservation: usage.clone(),
-                flavors_usage: usage,
-                pending_workloads: 3,
-                active_pending_workloads: 1,
-                reserving_workloads: 2,
-                admitted_workloads: 2,
-                inactive: None,
-            },
-        )]);
-        let g = gauges(
-            &snap,
-            &core,
-            &HashMap::from([("cq".to_string(), true)]),
-            &AdmissionState::new(),
-            Role::Leader,
-        );
-        let m = Metrics::new();
-        report(&m, g);
-        let text = m.render();
-        for want in [
-            "kueue_cluster_queue_nominal_quota{cohort=\"co\",cluster_queue=\"cq\",flavor=\"f\",resource=\"cpu\",replica_role=\"leader\"} 1.5",
-            "kueue_cluster_queue_nominal_quota{cohort=\"co\",cluster_queue=\"cq\",flavor=\"f\",resource=\"memory\",replica_role=\"leader\"} 1073741824.0",
-            "kueue_cluster_queue_borrowing_limit{cohort=\"co\",cluster_queue=\"cq\",flavor=\"f\",resource=\"cpu\",replica_role=\"leader\"} 2.0",
-            // Kueue's reportResourceMetrics: an unset limit is +Inf (the encoder writes `inf`).
-            "kueue_cluster_queue_borrowing_limit{cohort=\"co\",cluster_queue=\"cq\",flavor=\"f\",resource=\"memory\",replica_role=\"leader\"} inf",
-            "kueue_cluster_queue_lending_limit{cohort=\"co\",cluster_queue=\"cq\",flavor=\"f\",resource=\"cpu\",replica_role=\"leader\"} inf",
-            "kueue_cluster_queue_resource_usage{cohort=\"co\",cluster_queue=\"cq\",flavor=\"f\",resource=\"cpu\",replica_role=\"leader\"} 0.5",
-            "kueue_pending_workloads{cluster_queue=\"cq\",status=\"inadmissible\",replica_role=\"leader\"} 2",
-            "kueue_cluster_queue_status{cluster_queue=\"cq\",status=\"active\",replica_role=\"leader\"} 1",
-            "kueue_cluster_queue_status{cluster_queue=\"cq\",status=\"pending\",replica_role=\"leader\"} 0",
-        ] {
-            assert!(text.contains(want), "missing {want} in\n{text}");
-        }
-        // Kueue's reportCQPendingWorkloads: once the ClusterQueue is inactive, every pending workload
-        // is inadmissible.
-        report(
-            &m,
-            gauges(
-                &snap,
-                &core,
-                &HashMap::from([("cq".to_string(), false)]),
-                &AdmissionState::new(),
-                Role::Leader,
-            ),
-        );
-        let text = m.render();
-        assert!(text.contains("kueue_pending_workloads{cluster_queue=\"cq\",status=\"inadmissible\",replica_role=\"leader\"} 3"), "{text}");
-        assert!(
-            text.contains(
-                "kueue_pending_workloads{cluster_queue=\"cq\",status=\"active\",replica_role=\"leader\"} 0"
-            ),
-            "{text}"
-        );
-        let empty = Snapshot {
-            cluster_queues: vec![],
-            ..snap
-        };
-        report(
-            &m,
-            gauges(
-                &empty,
-                &HashMap::new(),
-                &HashMap::new(),
-                &AdmissionState::new(),
-                Role::Leader,
-            ),
-        );
-        assert!(!m.render().contains("cluster_queue=\"cq\""), "{}", m.render());
-    }
-
-    // Kueue's kueue_cluster_queue_weighted_share / kueue_cohort_weighted_share: reported with fair
-    // sharing on only, 0 for a node within its quota, NaN for a zero weight that borrows.
-    #[test]
-    fn weighted_shares_only_with_fair_sharing() {
-        use crate::queue::{ClusterQueueModel, CohortModel, FairSharingConfig, WorkloadModel};
-        let mut state = AdmissionState::new();
-        let core = &mut state.core;
-        core.upsert_cohort(CohortModel::build("root")).unwrap();
-        core.upsert_cohort(CohortModel::build("co").parent("root").weight(0.0))
-            .unwrap();
-        core.upsert_cluster_queue(
-            ClusterQueueModel::build("a")
-                .cohort("co")
-                .flavor("f", &[("cpu", 0)]),
-        )
-        .unwrap();
-        core.upsert_cluster_queue(
-            ClusterQueueModel::build("b")
-                .cohort("root")
-                .flavor("f", &[("cpu", 4000)]),
-        )
-        .unwrap();
-        core.add_workload(WorkloadModel::build("ns", "w", "a").request(&[("cpu", 1000)]))
-            .unwrap();
-        let snap = Snapshot {
-            admission_checks: vec![],
-            cluster_queues: vec![],
-            cohorts: vec![],
-            flavors: vec![],
-            local_queues: vec![],
-            workloads: vec![],
-            namespaces: Default::default(),
-            priority_classes: Default::default(),
-        };
-        let m = Metrics::new();
-        report(
-            &m,
-            gauges(&snap, &HashMap::new(), &HashMap::new(), &state, Role::Leader),
-        );
-        assert!(!m.render().contains("weighted_share{"), "{}", m.render());
-        state.core.set_fair_sharing(Some(FairSharingConfig::default()));
-        state.core.upsert_flavor(crate::queue::FlavorModel::build("f"));
-        let res = state.core.schedule_cycle(1);
-        assert_eq!(res.admissions.len(), 1, "{res:?}");
-        report(
-            &m,
-            gauges(&snap, &HashMap::new(), &HashMap::new(), &state, Role::Leader),
-        );
-        let text = m.render();
-        for want in [
-            // a borrows 1 of the 4 CPU its cohort can draw: 1000 * 1/4.
-            "kueue_cluster_queue_weighted_share{cluster_queue=\"a\",cohort=\"co\",replica_role=\"leader\"} 250.0",
-            "kueue_cluster_queue_weighted_share{cluster_queue=\"b\",cohort=\"root\",replica_role=\"leader\"} 0.0",
-            "kueue_cohort_weighted_share{cohort=\"co\",replica_role=\"leader\"} NaN",
-            "kueue_cohort_weighted_share{cohort=\"root\",replica_role=\"leader\"} 0.0",
-        ] {
-            assert!(text.contains(want), "missing {want} in\n{text}");
-        }
-    }
-
-    // Kueue counts a finish on the workload controller's transition to Finished, once: the same
-    // finish seen in every later snapshot counts once, and one from before this process started
-    // counting was someone else's to count.
-    #[test]
-    fn each_transition_counts_once_and_only_from_the_start_on() {
-        let m = Metrics::new();
-        let finished = |key: &str, at: jiff::Timestamp| Transition {
-            key: key.into(),
-            at,
-            what: Counted::Finished {
-                cluster_queue: "cq".into(),
-                local_queue: Some(("ns".into(), "lq".into())),
-                priority_class: String::new(),
-                execution_seconds: Some(30.0),
-            },
-        };
-        let now = m.counting_since + jiff::SignedDuration::from_secs(5);
-        let before = m.counting_since - jiff::SignedDuration::from_secs(5);
-        count_transitions(
-            &m,
-            vec![finished("finished/a", now), finished("finished/old", before)],
-        );
-        count_transitions(
-            &m,
-            vec![finished("finished/a", now), finished("finished/old", before)],
-        );
-        let admitted = Transition {
-            key: "admitted/b/1".into(),
-            at: now,
-            what: Counted::Admitted {
-                cohorts: vec!["co".into(), "root".into()],
-                priority_class: "high".into(),
-            },
-        };
-        count_transitions(&m, vec![finished("finished/a", now), admitted]);
-        let text = m.render();
-        for want in [
-            "kueue_finished_workloads_total{cluster_queue=\"cq\",priority_class=\"\",replica_role=\"standalone\"} 1\n",
-            "kueue_local_queue_finished_workloads_total{name=\"lq\",namespace=\"ns\",priority_class=\"\",replica_role=\"standalone\"} 1\n",
-            "kueue_execution_time_seconds_count{cluster_queue=\"cq\",priority_class=\"\",replica_role=\"standalone\"} 1\n",
-            "kueue_cohort_subtree_admitted_workloads_total{cohort=\"root\",priority_class=\"high\",replica_role=\"standalone\"} 1\n",
-            "# TYPE kueue_finished_workloads_total unknown\n",
-        ] {
-            assert!(text.contains(want), "missing {want} in\n{text}");
-        }
-    }
-}
+#[path = "queue_metrics_tests.rs"]
+mod tests;

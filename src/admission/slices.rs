@@ -1,6 +1,7 @@
 //! The slice-chain queries a kind needs (Kueue's workload slices, `kueue.x-k8s.io/workload-slice-replacement-for`):
 //! which workload a scale-up slice replaces, and whether a workload is being evicted. Pure reads of the
-//! Workload object; the admission loop answers the same questions with these functions.
+//! Workload object; the admission loop answers the same questions with these functions, and counts an
+//! elastic slice scaled down in place (or with reclaimable pods) at what it still holds.
 
 use crate::api::kueue::Workload;
 use crate::api::kueue::constants::{condition, label};
@@ -95,4 +96,66 @@ pub fn may_lose_part(wl: &Workload, part: &str) -> bool {
     let keeps = growth_keeps(wl).unwrap_or_default();
     let kept = keeps.iter().any(|k| k == part);
     (growth_preempted(wl) || growth_floor(wl).is_some()) && !kept
+}
+
+/// The workload as its quota is to be counted, when that is less than `status.admission` holds:
+/// an elastic slice scaled down in place counts its spec's pods, and (Kueue's ReclaimablePods,
+/// `clusterqueue_controller_test.go` "Should update status when workloads have reclaimable pods")
+/// a podset's `status.reclaimablePods` are not counted.
+pub(crate) fn counted_pods(wl: &Workload) -> Option<Workload> {
+    let reclaimable = &wl.status.as_ref()?.reclaimable_pods;
+    if reclaimable.is_empty() {
+        return scaled_down(wl).then(|| wl.clone());
+    }
+    let a = wl.admission()?;
+    let mut counted = wl.clone();
+    for ps in &mut counted.spec.pod_sets {
+        let name = ps
+            .name
+            .as_deref()
+            .unwrap_or(crate::api::kueue::constants::DEFAULT_PODSET_NAME);
+        let spec = ps.count.unwrap_or(1);
+        let admitted = a
+            .pod_set_assignments
+            .iter()
+            .find(|p| p.name == name)
+            .and_then(|p| p.count)
+            .unwrap_or(spec);
+        let gone = reclaimable.iter().find(|r| r.name == name).map_or(0, |r| r.count);
+        ps.count = Some((spec.min(admitted) - gone).max(0));
+    }
+    Some(counted)
+}
+
+/// An elastic workload whose spec asks for fewer pods than `status.admission` holds (and for no
+/// more anywhere): Kueue shrinks such a slice in place instead of creating a new one, and counts
+/// only the spec's pods against the quota.
+pub(crate) fn scaled_down(wl: &Workload) -> bool {
+    if !crate::api::kueue::is_elastic_job(&wl.metadata) {
+        return false;
+    }
+    let Some(a) = wl.admission() else {
+        return false;
+    };
+    let mut smaller = false;
+    for ps in &wl.spec.pod_sets {
+        let name = ps
+            .name
+            .as_deref()
+            .unwrap_or(crate::api::kueue::constants::DEFAULT_PODSET_NAME);
+        let Some(admitted) = a
+            .pod_set_assignments
+            .iter()
+            .find(|p| p.name == name)
+            .and_then(|p| p.count)
+        else {
+            return false;
+        };
+        let want = ps.count.unwrap_or(1);
+        if want > admitted {
+            return false;
+        }
+        smaller |= want < admitted;
+    }
+    smaller
 }

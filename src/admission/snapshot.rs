@@ -29,3 +29,8 @@ pub fn key_of(wl: &Workload) -> WorkloadKey {
         wl.metadata.name.clone().unwrap_or_default(),
     )
 }
+
+/// An object's resourceVersion (empty when it has none).
+pub(super) fn rv(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+    meta.resource_version.clone().unwrap_or_default()
+}

@@ -379,7 +379,7 @@ fn scaled_down_needs_an_elastic_workload_asking_for_fewer_pods() {
         ),
     ];
     for (name, w, want) in cases {
-        assert_eq!(super::sync::scaled_down(&w), want, "{name}");
+        assert_eq!(super::slices::scaled_down(&w), want, "{name}");
     }
 }
 

@@ -569,7 +569,7 @@ mod tests {
 
         fn load<T: serde::de::DeserializeOwned>(file: &str, kind: &str) -> T {
             let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../shared/manifests/kueue")
+                .join("tests/fixtures/manifests/kueue")
                 .join(file);
             let text = std::fs::read_to_string(path).unwrap();
             let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).unwrap();
@@ -579,8 +579,8 @@ mod tests {
 
         #[test]
         fn real_manifest_admits_a_workload() {
-            let cq: ClusterQueue = load("admin.single-clusterqueue-setup.yaml", "ClusterQueue");
-            let rf: ResourceFlavor = load("admin.single-clusterqueue-setup.yaml", "ResourceFlavor");
+            let cq: ClusterQueue = load("single-clusterqueue.yaml", "ClusterQueue");
+            let rf: ResourceFlavor = load("single-clusterqueue.yaml", "ResourceFlavor");
             let cqm = ClusterQueueModel::try_from(&cq).unwrap();
             assert_eq!(
                 cqm.resource_groups[0].flavors[0].resources["cpu"].nominal,

@@ -38,9 +38,9 @@ fn row(table: &str, first: &str) -> Vec<String> {
         .unwrap_or_else(|| panic!("no row {first:?} in\n{table}"))
 }
 
-/// KubeRay's samples as the other tests find them: the shared manifests next to the repository.
-const SAMPLE: &str = "../shared/manifests/kuberay/ray-service.sample.yaml";
-const INCREMENTAL: &str = "../shared/manifests/kuberay/ray-service.incremental-upgrade.yaml";
+/// RayServices in the shapes KubeRay's getting-started and incremental-upgrade guides use.
+const SAMPLE: &str = "tests/fixtures/manifests/kuberay/ray-service.getting-started.yaml";
+const INCREMENTAL: &str = "tests/fixtures/manifests/kuberay/ray-service.incremental-istio.yaml";
 const SETUP: &str = "tests/fixtures/manifests/kueue/single-clusterqueue.yaml";
 
 /// The README's numbers, checked by hand there: the sample's head 2 CPU/2Gi + one worker 500m/2Gi,

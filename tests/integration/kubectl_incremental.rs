@@ -1,9 +1,10 @@
-//! KubeRay's sample `ray-service.incremental-upgrade.yaml` upgraded on `run_embedded` (simulated
+//! A RayService in the shape of KubeRay's incremental-upgrade sample
+//! (`tests/fixtures/manifests/kuberay/ray-service.incremental-istio.yaml`) upgraded on `run_embedded` (simulated
 //! nodes, gateway, Ray dashboards, in-tree autoscaler and a load through the route), driven and read
 //! only with the real kubectl, plus the load's counters from `/metrics`.
 //!
 //! Source: KubeRay `ray-operator/test/e2eincrementalupgrade/rayservice_incremental_upgrade_test.go`
-//! (Gateway `<rs>-gateway` of the sample's class, HTTPRoute `<rs>-httproute` whose weight on the new
+//! (Gateway `<rs>-gateway` of the service's class, HTTPRoute `<rs>-httproute` whose weight on the new
 //! cluster rises step by step, `targetCapacity`, `trafficRoutedPercent` and
 //! `lastTrafficMigratedTime` on the service statuses, promotion with 100/100 on the active status).
 //! Like that e2e, the sample's step, interval and surge are set for the test (25%, 1 s, 50%; the
@@ -60,7 +61,7 @@ async fn kubectl_upgrades_kuberays_incremental_sample_step_by_step() {
     };
     let sample = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../shared/manifests/kuberay/ray-service.incremental-upgrade.yaml"
+        "/tests/fixtures/manifests/kuberay/ray-service.incremental-istio.yaml"
     ))
     .unwrap();
     let sample = sample

@@ -378,21 +378,27 @@ async fn a_services_pods_carry_their_podsets_flavor_through_a_resized_upgrade() 
 }
 
 /// Issue 46 item 2, over every queue-managed manifest we ship or must load: the samples' three
-/// RayServices and Kueue's RayService, RayCluster and RayJob samples (`../shared/manifests/kueue/`;
-/// its batch Job sample uses `generateName`, which `kubectl apply` refuses, so it is not here).
+/// RayServices and a RayService, RayCluster and RayJob in the shapes of Kueue's samples
+/// (`tests/fixtures/manifests/kueue/*.user-queue.yaml`; Kueue's batch Job sample uses `generateName`,
+/// which `kubectl apply` refuses, so none is here).
 /// Applied, admitted and running, then `kubectl diff` exits 0 for each (for a RayJob it shows only
 /// what Kueue too writes into its templates, and the first re-apply taking it out restarts nothing), `kubectl apply` says `unchanged`, `kubectl apply --server-side` changes no
 /// generation, and in the next 15 s no cluster, Workload or pod is created or replaced. The RayJob's own cluster and pods run its job to the end
 /// meanwhile, so only its manifest's generation and diff are held.
 /// The kinds whose templates Kueue itself writes the admission into when it starts them.
-const KUEUE_WRITES_TEMPLATES: [&str; 1] = ["jobs.ray-job-sample.yaml"];
+const KUEUE_WRITES_TEMPLATES: [&str; 1] = ["ray-job.user-queue.yaml"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_queue_managed_manifest_reapplies_unchanged() {
     let Some(run) = Running::start_with_simulated_ray("reapply-all").await else {
         return;
     };
-    let shared = |f: &str| format!("{}/../shared/manifests/kueue/{f}", env!("CARGO_MANIFEST_DIR"));
+    let fixture = |f: &str| {
+        format!(
+            "{}/tests/fixtures/manifests/kueue/{f}",
+            env!("CARGO_MANIFEST_DIR")
+        )
+    };
     for q in [
         sample("quota.yaml"),
         sample("gated-upgrade/quota.yaml"),
@@ -411,9 +417,9 @@ async fn every_queue_managed_manifest_reapplies_unchanged() {
         sample("rayservice.yaml"),
         sample("gated-upgrade/rayservice.yaml"),
         sample("incremental/rayservice.yaml"),
-        shared("jobs.ray-service-sample.yaml"),
-        shared("jobs.ray-cluster-sample.yaml"),
-        shared("jobs.ray-job-sample.yaml"),
+        fixture("ray-service.user-queue.yaml"),
+        fixture("ray-cluster.user-queue.yaml"),
+        fixture("ray-job.user-queue.yaml"),
     ];
     for m in &manifests {
         get(&run, &["apply", "-f", m]).await;

@@ -1,5 +1,5 @@
-//! Issue 44's stall, replayed through the real kubectl on `run_embedded`: KubeRay's
-//! `ray-service.incremental-upgrade.yaml` under a queue (step and surge 25%, the in-tree autoscaler
+//! Issue 44's stall, replayed through the real kubectl on `run_embedded`: a RayService in the shape
+//! of KubeRay's incremental-upgrade sample (`ray-service.incremental-istio.yaml`) under a queue (step and surge 25%, the in-tree autoscaler
 //! on), the quota cut below one step, the upgrade started, every hostile edit the report made while
 //! it waited, then the quota raised to what the upgrade needs. Before the fix the growth of the
 //! pending cluster was never given a workload slice in 2 of 9 runs and the upgrade stalled for good
@@ -115,7 +115,7 @@ async fn hostile_edits_while_an_upgrade_waits_do_not_stall_it_once_quota_is_free
     s.apply("kueue.yaml", &kueue_setup("4")).await;
     let sample = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../shared/manifests/kuberay/ray-service.incremental-upgrade.yaml"
+        "/tests/fixtures/manifests/kuberay/ray-service.incremental-istio.yaml"
     ))
     .unwrap();
     let sample = sample

@@ -1,5 +1,6 @@
-//! `plan` on KubeRay's own samples (`ray-service.sample.yaml`, `ray-service.incremental-upgrade.yaml`)
-//! and Kueue's `admin.single-clusterqueue-setup.yaml`, each number worked out by hand in a comment.
+//! `plan` on RayServices in the shapes of KubeRay's getting-started and incremental-upgrade guides
+//! (`tests/fixtures/manifests/kuberay/ray-service.{getting-started,incremental-istio}.yaml`) and a quota
+//! in the shape of Kueue's single-ClusterQueue setup, each number worked out by hand in a comment.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use crate::api::kueue::Workload;
 
 fn manifest(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/manifests")
+        .join("tests/fixtures/manifests")
         .join(rel)
 }
 
@@ -37,10 +38,10 @@ fn queues(rel: &str) -> Snapshot {
 
 #[test]
 fn blue_green_sample_needs_both_clusters_at_peak() {
-    // ray-service.sample.yaml: head requests cpu 2, memory 2Gi; one small-group worker (replicas 1)
+    // ray-service.getting-started.yaml: head requests cpu 2, memory 2Gi; one small-group worker (replicas 1)
     // requests cpu 500m, memory 2Gi. Steady: 2 + 0.5 = 2.5 CPU, 2 + 2 = 4Gi. No upgradeStrategy:
     // KubeRay's default NewCluster (blue/green), so the peak is two such clusters: 5 CPU, 8Gi.
-    let rs = service("kuberay/ray-service.sample.yaml");
+    let rs = service("kuberay/ray-service.getting-started.yaml");
     let r = compute(&rs, &rs).unwrap();
     assert_eq!(r.strategy, "NewCluster");
     assert_eq!(r.steady.total["cpu"], "2500m");
@@ -61,7 +62,7 @@ fn blue_green_sample_needs_both_clusters_at_peak() {
 fn a_resized_target_spec_is_its_own_podset_at_peak() {
     // --to with the worker grown to 2 CPU and 3 replicas: peak = old (2 + 0.5) + new (2 + 3 x 2) = 10.5 CPU;
     // the two worker shapes stay separate podsets (exact accounting).
-    let from = service("kuberay/ray-service.sample.yaml");
+    let from = service("kuberay/ray-service.getting-started.yaml");
     let mut to = from.clone();
     let g = &mut to.spec.ray_cluster_config.worker_group_specs.as_mut().unwrap()[0];
     g.replicas = Some(3);
@@ -86,11 +87,11 @@ fn a_resized_target_spec_is_its_own_podset_at_peak() {
 
 #[test]
 fn incremental_sample_peak_is_active_plus_one_surge_step() {
-    // ray-service.incremental-upgrade.yaml: autoscaling on; head num-cpus 0 (no Serve replica on it),
+    // ray-service.incremental-istio.yaml: autoscaling on; head num-cpus 0 (no Serve replica on it),
     // requests cpu 1, memory 2Gi; small-group workers (min 0, max 4) offer 1 CPU each (their limit)
-    // and request cpu 500m, memory 1Gi. Serve at 100%: MangoStand 1 replica (autoscaling min) x 0.5
-    // + OrangeStand 1 x 0 + PearStand 1 x 0 + FruitMarket 1 x 0.5 = 1 CPU -> 1 worker.
-    let rs = service("kuberay/ray-service.incremental-upgrade.yaml");
+    // and request cpu 500m, memory 1Gi. Serve at 100%: Embedder 1 replica (autoscaling min) x 0.5
+    // + Cache 1 x 0 + Logger 1 x 0 + Ranker 1 x 0.5 = 1 CPU -> 1 worker.
+    let rs = service("kuberay/ray-service.incremental-istio.yaml");
     assert_eq!(serve_cpus(&rs, 100).unwrap(), 1.0);
     // At 10% Serve rounds each deployment's replicas half-up but keeps at least 1: still 1 CPU.
     assert_eq!(serve_cpus(&rs, 10).unwrap(), 1.0);
@@ -118,7 +119,7 @@ fn incremental_peak_is_smaller_than_blue_green_with_many_replicas() {
     // maxSurgePercent 20, workers up to 20: at 100% Serve needs 10.5 CPU -> 11 workers; a 20% step
     // needs Mango 1 x 0.5 + FruitMarket 2 x 1 = 2.5 CPU -> 3 workers. Peak: 11 + 3 = 14 workers,
     // not 22 as blue/green: 2 heads (2 x 1500m with the autoscaler sidecar) + 14 x 500m = 10 CPU.
-    let mut rs = service("kuberay/ray-service.incremental-upgrade.yaml");
+    let mut rs = service("kuberay/ray-service.incremental-istio.yaml");
     rs.spec.serve_config_v2 = Some(
         "applications:\n  - name: fruit_app\n    import_path: fruit.deployment_graph\n    deployments:\n      \
          - name: MangoStand\n        ray_actor_options: {num_cpus: 0.5}\n        autoscaling_config: {min_replicas: 1, max_replicas: 3}\n      \
@@ -151,7 +152,7 @@ fn incremental_peak_is_smaller_than_blue_green_with_many_replicas() {
 
 #[test]
 fn strategy_none_needs_nothing_extra() {
-    let mut rs = service("kuberay/ray-service.sample.yaml");
+    let mut rs = service("kuberay/ray-service.getting-started.yaml");
     rs.spec.upgrade_strategy = Some(serde_json::from_value(json!({"type": "None"})).unwrap());
     let r = compute(&rs, &rs).unwrap();
     assert_eq!(r.peak.total, r.steady.total);
@@ -177,10 +178,10 @@ fn incremental_states_follow_the_upgrades_own_moves() {
 
 #[test]
 fn kueues_single_clusterqueue_admits_the_sample_at_peak() {
-    // admin.single-clusterqueue-setup.yaml: cluster-queue has 9 CPU and 36Gi in default-flavor;
+    // single-clusterqueue.yaml: cluster-queue has 9 CPU and 36Gi in default-flavor;
     // the blue/green peak (5 CPU, 8Gi) fits.
-    let rs = service("kuberay/ray-service.sample.yaml");
-    let snap = queues("kueue/admin.single-clusterqueue-setup.yaml");
+    let rs = service("kuberay/ray-service.getting-started.yaml");
+    let snap = queues("kueue/single-clusterqueue.yaml");
     let mut r = compute(&rs, &rs).unwrap();
     check_against(&mut r, &snap, &rs, &rs, Some("cluster-queue"), 1_000).unwrap();
     let peak = r.peak.admission.as_ref().unwrap();
@@ -210,8 +211,8 @@ fn holder(cpu: &str, priority: i32) -> Workload {
 fn a_peak_that_does_not_fit_names_the_shortfall_and_the_holder() {
     // 9 CPU nominal, an admitted training job holds 6: 3 CPU left. Steady (2.5) fits; the peak (5)
     // is 2 CPU short, and the training job holds the quota. The ClusterQueue preempts nothing.
-    let rs = service("kuberay/ray-service.sample.yaml");
-    let mut snap = queues("kueue/admin.single-clusterqueue-setup.yaml");
+    let rs = service("kuberay/ray-service.getting-started.yaml");
+    let mut snap = queues("kueue/single-clusterqueue.yaml");
     snap.workloads.push(Arc::new(holder("6", 0)));
     let mut r = compute(&rs, &rs).unwrap();
     check_against(&mut r, &snap, &rs, &rs, Some("cluster-queue"), 1_000).unwrap();
@@ -254,8 +255,8 @@ fn a_peak_that_does_not_fit_names_the_shortfall_and_the_holder() {
 
 #[test]
 fn plan_refuses_input_it_cannot_use_with_a_clear_error() {
-    let rs = service("kuberay/ray-service.sample.yaml");
-    let mut snap = queues("kueue/admin.single-clusterqueue-setup.yaml");
+    let rs = service("kuberay/ray-service.getting-started.yaml");
+    let mut snap = queues("kueue/single-clusterqueue.yaml");
     let mut r = compute(&rs, &rs).unwrap();
     let e = check_against(&mut r, &snap, &rs, &rs, Some("no-such-cq"), 0).unwrap_err();
     assert_eq!(e.to_string(), "ClusterQueue no-such-cq does not exist");
@@ -269,7 +270,7 @@ fn plan_refuses_input_it_cannot_use_with_a_clear_error() {
             .to_string()
             .starts_with("document 0 (ClusterQueue)")
     );
-    let mut bad = service("kuberay/ray-service.incremental-upgrade.yaml");
+    let mut bad = service("kuberay/ray-service.incremental-istio.yaml");
     bad.spec.serve_config_v2 = Some(
         "applications:\n  - name: a\n    deployments:\n      - name: d\n        num_replicas: -3\n".into(),
     );
