@@ -4,8 +4,8 @@
 //! exclusive forms, `minLength`/`maxLength`, `pattern`, `minItems`/`maxItems`, `properties`,
 //! `additionalProperties`, `items`, the uniqueness of `x-kubernetes-list-type: set` items and of
 //! `map` items' keys), each refusal worded as the real server words it. `metadata`,
-//! `apiVersion` and `kind` are the server's own. Not modelled: CEL `x-kubernetes-validations`,
-//! `format`, `uniqueItems`, map-type checks, ratcheting of unchanged invalid values on
+//! `apiVersion` and `kind` are the server's own; then, on a structurally valid object, the CEL
+//! `x-kubernetes-validations` (`cel.rs`). Not modelled: `format`, `uniqueItems`, map-type checks, ratcheting of unchanged invalid values on
 //! update, pruning of unknown fields (the request's field validation refuses or warns instead), and
 //! defaulting happens at the store's write, after mutating webhooks (the real server defaults when it
 //! decodes the request, before them).
@@ -25,7 +25,7 @@ impl AdmissionHook for CrdSchemaAdmission {
         _: Operation,
         resource: &ResourceInfo,
         new: &mut Value,
-        _: Option<&Value>,
+        old: Option<&Value>,
     ) -> Result<(), Vec<FieldError>> {
         let refused = super::webhooks::refuse_match_conditions(resource, new);
         if !refused.is_empty() {
@@ -66,6 +66,11 @@ impl AdmissionHook for CrdSchemaAdmission {
             if !obj.contains_key(r) {
                 errors.push(FieldError::new(r, ErrorType::Required, ""));
             }
+        }
+        if errors.is_empty() {
+            // As kube-apiserver, the CEL rules run on a structurally valid object: its maxItems and
+            // maxLength bound their work.
+            super::cel::validate(schema, new, old, "", &mut errors);
         }
         if errors.is_empty() { Ok(()) } else { Err(errors) }
     }
