@@ -53,7 +53,9 @@ impl AdmissionHook for CrdSchemaAdmission {
                 && !matches!(key.as_str(), "metadata" | "apiVersion" | "kind")
                 && let Some(d) = s.get("default")
             {
-                obj.insert(key.clone(), d.clone());
+                let mut d = d.clone();
+                default(s, &mut d);
+                obj.insert(key.clone(), d);
             }
         }
         for r in schema
@@ -85,8 +87,12 @@ pub fn default(schema: &Value, value: &mut Value) {
                     match m.get_mut(k) {
                         Some(v) => default(s, v),
                         None => {
+                            // As kube-apiserver's structural defaulting, a default is itself
+                            // defaulted (`preemption: {}` gains `borrowWithinCohort.policy`).
                             if let Some(d) = s.get("default") {
-                                m.insert(k.clone(), d.clone());
+                                let mut d = d.clone();
+                                default(s, &mut d);
+                                m.insert(k.clone(), d);
                             }
                         }
                     }
@@ -152,8 +158,12 @@ pub fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldEr
                 &Value::String(got.into()),
                 format!("{path} in body must be of type integer,string: {:?}", got),
             ));
+            return;
         }
-        return;
+        // A string (a quantity) still meets the schema's `pattern` and lengths.
+        if !value.is_string() {
+            return;
+        }
     }
     if let Some(want) = schema.get("type").and_then(Value::as_str) {
         let fits = want == got || (want == "number" && got == "integer");

@@ -94,6 +94,12 @@ fn the_hook_applies_a_real_crds_schema() {
         .admit(Operation::Create, &info, &mut cq, None)
         .expect("an empty spec is valid");
     assert_eq!(cq["spec"]["queueingStrategy"], "BestEffortFIFO", "{cq}");
+    // Defaults are defaulted in turn, as kube-apiserver does: Kueue's preemption rule reads
+    // `borrowWithinCohort.policy` of the `{}` default (found by tests/install.rs).
+    assert_eq!(
+        cq["spec"]["preemption"]["borrowWithinCohort"]["policy"], "Never",
+        "{cq}"
+    );
     let mut bad = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"}, "spec": {"queueingStrategy": "Sometimes"}});
     let errs = CrdSchemaAdmission
         .admit(Operation::Create, &info, &mut bad, None)
@@ -158,6 +164,13 @@ fn the_hook_applies_kueues_markers() {
         admit("clusterqueues", cq(json!({"cohortName": "Not_A_Name"}))),
         [
             "spec.cohortName: Invalid value: \"Not_A_Name\": spec.cohortName in body should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$'"
+        ]
+    );
+    let quota = json!([{"coveredResources": ["cpu"], "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": "three"}]}]}]);
+    assert_eq!(
+        admit("clusterqueues", cq(json!({"resourceGroups": quota}))),
+        [
+            "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: Invalid value: \"three\": spec.resourceGroups[0].flavors[0].resources[0].nominalQuota in body should match '^(\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$'"
         ]
     );
     let wl = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "w", "namespace": "default"},
