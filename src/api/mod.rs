@@ -3,6 +3,7 @@
 pub mod batch;
 pub mod compiled_crds;
 pub mod conditions;
+pub mod crd_markers;
 #[cfg(test)]
 mod fuzz;
 pub mod gateway;

@@ -2,9 +2,10 @@
 //! (`CrdSchemaAdmission`): `default`s filled into objects that lack the field, then the structural
 //! checks (`type`, `x-kubernetes-int-or-string`, `required`, `enum`, `minimum`/`maximum` and their
 //! exclusive forms, `minLength`/`maxLength`, `pattern`, `minItems`/`maxItems`, `properties`,
-//! `additionalProperties`, `items`), each refusal worded as the real server words it. `metadata`,
-//! `apiVersion` and `kind` are the server's own. Not modelled: CEL `x-kubernetes-validations`,
-//! `format`, `uniqueItems`, list-type and map-type checks, ratcheting of unchanged invalid values on
+//! `additionalProperties`, `items`, the uniqueness of `x-kubernetes-list-type: set` items and of
+//! `map` items' keys), each refusal worded as the real server words it. `metadata`,
+//! `apiVersion` and `kind` are the server's own; then, on a structurally valid object, the CEL
+//! `x-kubernetes-validations` (`cel.rs`). Not modelled: `format`, `uniqueItems`, map-type checks, ratcheting of unchanged invalid values on
 //! update, pruning of unknown fields (the request's field validation refuses or warns instead), and
 //! defaulting happens at the store's write, after mutating webhooks (the real server defaults when it
 //! decodes the request, before them).
@@ -24,7 +25,7 @@ impl AdmissionHook for CrdSchemaAdmission {
         _: Operation,
         resource: &ResourceInfo,
         new: &mut Value,
-        _: Option<&Value>,
+        old: Option<&Value>,
     ) -> Result<(), Vec<FieldError>> {
         let refused = super::webhooks::refuse_match_conditions(resource, new);
         if !refused.is_empty() {
@@ -52,7 +53,9 @@ impl AdmissionHook for CrdSchemaAdmission {
                 && !matches!(key.as_str(), "metadata" | "apiVersion" | "kind")
                 && let Some(d) = s.get("default")
             {
-                obj.insert(key.clone(), d.clone());
+                let mut d = d.clone();
+                default(s, &mut d);
+                obj.insert(key.clone(), d);
             }
         }
         for r in schema
@@ -65,6 +68,11 @@ impl AdmissionHook for CrdSchemaAdmission {
             if !obj.contains_key(r) {
                 errors.push(FieldError::new(r, ErrorType::Required, ""));
             }
+        }
+        if errors.is_empty() {
+            // As kube-apiserver, the CEL rules run on a structurally valid object: its maxItems and
+            // maxLength bound their work.
+            super::cel::validate(schema, new, old, "", &mut errors);
         }
         if errors.is_empty() { Ok(()) } else { Err(errors) }
     }
@@ -79,8 +87,12 @@ pub fn default(schema: &Value, value: &mut Value) {
                     match m.get_mut(k) {
                         Some(v) => default(s, v),
                         None => {
+                            // As kube-apiserver's structural defaulting, a default is itself
+                            // defaulted (`preemption: {}` gains `borrowWithinCohort.policy`).
                             if let Some(d) = s.get("default") {
-                                m.insert(k.clone(), d.clone());
+                                let mut d = d.clone();
+                                default(s, &mut d);
+                                m.insert(k.clone(), d);
                             }
                         }
                     }
@@ -146,8 +158,12 @@ pub fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldEr
                 &Value::String(got.into()),
                 format!("{path} in body must be of type integer,string: {:?}", got),
             ));
+            return;
         }
-        return;
+        // A string (a quantity) still meets the schema's `pattern` and lengths.
+        if !value.is_string() {
+            return;
+        }
     }
     if let Some(want) = schema.get("type").and_then(Value::as_str) {
         let fits = want == got || (want == "number" && got == "integer");
@@ -257,9 +273,53 @@ pub fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldEr
                     check(s, v, &format!("{path}[{i}]"), errors);
                 }
             }
+            check_list_type(schema, items, path, errors);
         }
         Value::Object(m) => check_object(schema, m, path, errors),
         _ => {}
+    }
+}
+
+/// `x-kubernetes-list-type: set` and `map`: no two items equal, no two items with the same
+/// values of the `x-kubernetes-list-map-keys` (apiextensions' `listtype` validation). Each
+/// duplicate is reported once, at its own index, as kube-apiserver does.
+fn check_list_type(schema: &Value, items: &[Value], path: &str, errors: &mut Vec<FieldError>) {
+    let keys: Vec<&str> = match schema.get("x-kubernetes-list-type").and_then(Value::as_str) {
+        Some("set") => Vec::new(),
+        Some("map") => schema
+            .get("x-kubernetes-list-map-keys")
+            .and_then(Value::as_array)
+            .map(|k| k.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default(),
+        _ => return,
+    };
+    let is_map = !keys.is_empty();
+    let mut seen: Vec<Value> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let key = if is_map {
+            let Some(obj) = item.as_object() else { continue };
+            let mut key = Map::new();
+            for k in &keys {
+                // A missing key counts as its schema default (already filled in) or absent.
+                if let Some(v) = obj.get(*k) {
+                    key.insert((*k).to_string(), v.clone());
+                }
+            }
+            Value::Object(key)
+        } else {
+            item.clone()
+        };
+        if seen.contains(&key) {
+            // kube-apiserver 1.36 shows the item (set) or its keys (map) as JSON:
+            // `spec.resourceGroups[0].flavors[1]: Duplicate value: {"name":"default"}`.
+            errors.push(FieldError::new(
+                format!("{path}[{i}]"),
+                ErrorType::Duplicate,
+                key.to_string(),
+            ));
+        } else {
+            seen.push(key);
+        }
     }
 }
 

@@ -94,6 +94,12 @@ fn the_hook_applies_a_real_crds_schema() {
         .admit(Operation::Create, &info, &mut cq, None)
         .expect("an empty spec is valid");
     assert_eq!(cq["spec"]["queueingStrategy"], "BestEffortFIFO", "{cq}");
+    // Defaults are defaulted in turn, as kube-apiserver does: Kueue's preemption rule reads
+    // `borrowWithinCohort.policy` of the `{}` default (found by tests/install.rs).
+    assert_eq!(
+        cq["spec"]["preemption"]["borrowWithinCohort"]["policy"], "Never",
+        "{cq}"
+    );
     let mut bad = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"}, "spec": {"queueingStrategy": "Sometimes"}});
     let errs = CrdSchemaAdmission
         .admit(Operation::Create, &info, &mut bad, None)
@@ -101,6 +107,78 @@ fn the_hook_applies_a_real_crds_schema() {
     assert_eq!(
         errs[0].to_string(),
         "spec.queueingStrategy: Unsupported value: \"Sometimes\": supported values: \"StrictFIFO\", \"BestEffortFIFO\""
+    );
+}
+
+/// `x-kubernetes-list-type: map` and `set` refuse duplicates, worded as kube-apiserver v1.36.3
+/// answered `kubectl create` of a ClusterQueue with one flavor twice (issue 58):
+/// `spec.resourceGroups[0].flavors[1]: Duplicate value: {"name":"default"}`.
+#[test]
+fn list_maps_and_sets_refuse_duplicates() {
+    let schema = json!({"type": "object", "properties": {
+        "m": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["port", "protocol"],
+              "items": {"type": "object", "properties": {"port": {"type": "integer"}, "protocol": {"type": "string"}}}},
+        "s": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+        "a": {"type": "array", "x-kubernetes-list-type": "atomic", "items": {"type": "string"}}
+    }});
+    let ok = json!({"m": [{"port": 80, "protocol": "TCP"}, {"port": 80, "protocol": "UDP"}], "s": ["a", "b"], "a": ["x", "x"]});
+    assert!(errors(&schema, &ok).is_empty());
+    assert_eq!(
+        errors(
+            &schema,
+            &json!({"m": [{"port": 80, "protocol": "TCP"}, {"port": 81, "protocol": "TCP"}, {"protocol": "TCP", "port": 80}]})
+        ),
+        ["spec.m[2]: Duplicate value: {\"port\":80,\"protocol\":\"TCP\"}"]
+    );
+    assert_eq!(
+        errors(&schema, &json!({"s": ["a", "b", "a"]})),
+        ["spec.s[2]: Duplicate value: \"a\""]
+    );
+}
+
+/// The markers added to quotagate's CRDs (`api/crd_markers.rs`) hold on the embedded server as on
+/// kube-apiserver v1.36.3 (the messages are what it answered for the same objects).
+#[test]
+fn the_hook_applies_kueues_markers() {
+    let registry = crate::embedded::Registry::new(&crate::api::all_crds());
+    let admit = |plural: &str, mut obj: Value| {
+        let info = registry.find("kueue.x-k8s.io", "v1beta2", plural).unwrap();
+        CrdSchemaAdmission
+            .admit(Operation::Create, &info, &mut obj, None)
+            .err()
+            .unwrap_or_default()
+            .iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+    };
+    let flavor = json!({"name": "default", "resources": [{"name": "cpu", "nominalQuota": "3"}]});
+    let cq = |spec: Value| json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"}, "spec": spec});
+    assert_eq!(
+        admit(
+            "clusterqueues",
+            cq(json!({"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [flavor, flavor]}]}))
+        ),
+        ["spec.resourceGroups[0].flavors[1]: Duplicate value: {\"name\":\"default\"}"]
+    );
+    assert_eq!(
+        admit("clusterqueues", cq(json!({"cohortName": "Not_A_Name"}))),
+        [
+            "spec.cohortName: Invalid value: \"Not_A_Name\": spec.cohortName in body should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$'"
+        ]
+    );
+    let quota = json!([{"coveredResources": ["cpu"], "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": "three"}]}]}]);
+    assert_eq!(
+        admit("clusterqueues", cq(json!({"resourceGroups": quota}))),
+        [
+            "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: Invalid value: \"three\": spec.resourceGroups[0].flavors[0].resources[0].nominalQuota in body should match '^(\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$'"
+        ]
+    );
+    let wl = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "w", "namespace": "default"},
+        "spec": {"queueName": "q", "podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": [
+            {"name": "c", "image": "busybox"}, {"name": "c", "image": "busybox"}]}}}]}});
+    assert_eq!(
+        admit("workloads", wl),
+        ["spec.podSets[0].template.spec.containers[1]: Duplicate value: {\"name\":\"c\"}"]
     );
 }
 

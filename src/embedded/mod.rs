@@ -6,6 +6,7 @@ pub mod admission;
 pub mod aggregated;
 pub mod auth;
 pub mod builtin_schemas;
+pub mod cel;
 pub mod cluster;
 pub mod connections;
 pub mod crd_schema;

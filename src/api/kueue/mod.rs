@@ -34,7 +34,7 @@ pub use workload::*;
 
 /// Every Kueue CRD quotagate serves.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![
+    super::crd_markers::with_markers(vec![
         ResourceFlavor::crd(),
         ClusterQueue::crd(),
         Cohort::crd(),
@@ -43,5 +43,5 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         WorkloadPriorityClass::crd(),
         Topology::crd(),
         AdmissionCheck::crd(),
-    ]
+    ])
 }

@@ -24,10 +24,10 @@ use kube::CustomResourceExt;
 
 /// CRDs the embedded API server serves for KubeRay.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![
+    super::crd_markers::with_markers(vec![
         RayCluster::crd(),
         RayService::crd(),
         RayJob::crd(),
         RayCronJob::crd(),
-    ]
+    ])
 }
