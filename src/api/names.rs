@@ -35,7 +35,12 @@ pub fn dns_label(path: &Path, v: &str, errs: &mut Vec<FieldError>) {
         errs.push(too_long(path, 63));
     }
     if !DNS_LABEL.is_match(v) {
-        errs.push(FieldError::invalid(path, format!("{v:?}: {DNS_LABEL_MSG}")));
+        // apimachinery's `IsDNS1123Label` (v1.36): a valid subdomain that is no label has dots.
+        if DNS_SUBDOMAIN.is_match(v) {
+            errs.push(FieldError::invalid(path, format!("{v:?}: must not contain dots")));
+        } else {
+            errs.push(FieldError::invalid(path, format!("{v:?}: {DNS_LABEL_MSG}")));
+        }
     }
 }
 
