@@ -171,12 +171,14 @@ pub fn annotations(path: &Path, m: &serde_json::Map<String, serde_json::Value>, 
     }
 }
 
-/// Labels straight from an object's JSON metadata: keys are qualified names, values label values.
+/// Labels straight from an object's JSON metadata: keys are qualified names, values label values; both
+/// errors name the map itself, as apimachinery's `ValidateLabels` does (`metadata.labels: Invalid
+/// value: "bad value": ...`).
 pub fn label_map(path: &Path, m: &serde_json::Map<String, serde_json::Value>, errs: &mut Vec<FieldError>) {
     for (k, v) in m {
         qualified_name(path, k, errs);
         match v.as_str() {
-            Some(s) => label_value(&path.key(k), s, errs),
+            Some(s) => label_value(path, s, errs),
             None => errs.push(FieldError::invalid(
                 &path.key(k),
                 "a label value must be a string",

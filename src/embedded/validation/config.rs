@@ -60,7 +60,14 @@ pub fn validate_config_map(obj: &Value, errs: &mut Vec<FieldError>) {
 /// `ValidateSecret` (after `stringData` was folded into `data`): the keys, and the keys a typed secret
 /// must carry.
 pub fn validate_secret(obj: &Value, errs: &mut Vec<FieldError>) {
-    let data = keys(obj, "data");
+    // The store folds `stringData` in before this runs; `quotagate validate` reads the manifest as
+    // written, so its keys count here too.
+    let mut data = keys(obj, "data");
+    for k in keys(obj, "stringData") {
+        if !data.contains(&k) {
+            data.push(k);
+        }
+    }
     for k in &data {
         config_key(&Path::root("data").key(k), k, errs);
     }
