@@ -17,11 +17,20 @@ pub struct YamlError {
     pub message: String,
 }
 
+/// The deepest nesting of a document that is read (serde_json's limit, which the embedded server's
+/// request decoder keeps).
+pub const MAX_DEPTH: usize = 127;
+
 /// Splits a YAML stream into JSON documents; empty documents (a bare `---`) are dropped. Numbers are
 /// read as kubectl reads them (YAML 1.1: `defaultMode: 0777` is octal 511).
 pub fn load_documents(text: &str) -> Result<Vec<Value>, YamlError> {
     let mut opts = serde_saphyr::Options::default();
     opts.legacy_octal_numbers = true;
+    // The nesting the API server reads (its JSON decoder, and the embedded server's, stop past 127
+    // levels), where the YAML reader's own default stops at 64.
+    let mut budget = opts.budget.clone().unwrap_or_default();
+    budget.max_depth = MAX_DEPTH;
+    opts.budget = Some(budget);
     match serde_saphyr::from_multiple_with_options::<Value>(text, opts) {
         Ok(docs) => Ok(docs.into_iter().filter(|d| !d.is_null()).collect()),
         Err(e) => {

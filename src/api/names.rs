@@ -35,7 +35,12 @@ pub fn dns_label(path: &Path, v: &str, errs: &mut Vec<FieldError>) {
         errs.push(too_long(path, 63));
     }
     if !DNS_LABEL.is_match(v) {
-        errs.push(FieldError::invalid(path, format!("{v:?}: {DNS_LABEL_MSG}")));
+        // apimachinery's `IsDNS1123Label` (v1.36): a valid subdomain that is no label has dots.
+        if DNS_SUBDOMAIN.is_match(v) {
+            errs.push(FieldError::invalid(path, format!("{v:?}: must not contain dots")));
+        } else {
+            errs.push(FieldError::invalid(path, format!("{v:?}: {DNS_LABEL_MSG}")));
+        }
     }
 }
 
@@ -166,12 +171,14 @@ pub fn annotations(path: &Path, m: &serde_json::Map<String, serde_json::Value>, 
     }
 }
 
-/// Labels straight from an object's JSON metadata: keys are qualified names, values label values.
+/// Labels straight from an object's JSON metadata: keys are qualified names, values label values; both
+/// errors name the map itself, as apimachinery's `ValidateLabels` does (`metadata.labels: Invalid
+/// value: "bad value": ...`).
 pub fn label_map(path: &Path, m: &serde_json::Map<String, serde_json::Value>, errs: &mut Vec<FieldError>) {
     for (k, v) in m {
         qualified_name(path, k, errs);
         match v.as_str() {
-            Some(s) => label_value(&path.key(k), s, errs),
+            Some(s) => label_value(path, s, errs),
             None => errs.push(FieldError::invalid(
                 &path.key(k),
                 "a label value must be a string",

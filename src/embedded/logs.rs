@@ -252,7 +252,7 @@ mod tests {
     fn the_request_is_checked_as_the_real_server_checks_it() {
         let srv = EmbeddedServer::new(&[], Arc::new(AllowAll));
         let pods = srv.registry.find("", "v1", "pods").unwrap();
-        let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a"}, {"name": "b"}], "initContainers": [{"name": "init"}]}});
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "x"}], "initContainers": [{"name": "init", "image": "x"}]}});
         srv.store.create(&pods, Some("default"), pod, false).unwrap();
         let r = |pairs: &[(&str, &str)]| request(&srv.store, &srv.registry, "default", "p", &q(pairs));
         let missing = request(&srv.store, &srv.registry, "default", "nope", &[]).unwrap_err();

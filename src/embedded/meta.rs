@@ -269,8 +269,8 @@ pub fn prepare_update(info: &ResourceInfo, old: &Value, new: &Value, status_writ
 /// The name rule of a kind, as the real API server's registry strategies choose it.
 pub fn name_rule(info: &ResourceInfo) -> NameRule {
     match (info.group.as_str(), info.plural.as_str()) {
-        ("", "namespaces") => NameRule::Label,
-        ("", "services") => NameRule::Dns1035Label,
+        // kube-apiserver v1.36 names Services by RFC 1123 labels (`RelaxedServiceNameValidation`).
+        ("", "namespaces" | "services") => NameRule::Label,
         _ => NameRule::Subdomain,
     }
 }

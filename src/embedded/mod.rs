@@ -42,6 +42,7 @@ pub mod serviceaccount;
 pub mod sim;
 pub mod store;
 pub mod table;
+pub mod validation;
 pub mod watch;
 pub mod webhook_client;
 pub mod webhooks;

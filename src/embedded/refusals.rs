@@ -120,6 +120,18 @@ pub fn string_maps(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
                 if let Some(bad) = m.values().find(|v| !(v.is_string() || v.is_null())) {
                     return Err(refuse(field, bad, of));
                 }
+                // A byte map's values are base64, decoded by Go's `encoding/json` as it reads them.
+                if *of == "[]uint8"
+                    && let Some(at) = m
+                        .values()
+                        .filter_map(Value::as_str)
+                        .find_map(|s| super::validation::go_base64(s).err())
+                {
+                    return Err(ApiError::bad_request(format!(
+                        "{kind} in version \"{}\" cannot be handled as a {kind}: illegal base64 data at input byte {at}",
+                        info.version
+                    )));
+                }
             }
             Some(other) => return Err(refuse(field, other, &format!("map[string]{of}"))),
         }

@@ -207,14 +207,22 @@ pub struct Store {
 /// Namespaces the real API server refuses to delete.
 const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
 
-/// A 422 naming every metadata field that breaks the API server's object-metadata rules.
-fn invalid_meta(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
-    let errs = meta::validate_meta(info, obj);
+/// A 422 naming every metadata field that breaks the API server's object-metadata rules, then every
+/// value its kind's checks refuse (`validation`; on update, against the stored `old`).
+fn invalid_meta(info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+    let mut errs = meta::validate_meta(info, obj);
+    errs.extend(super::validation::validate(info, obj, old));
     if errs.is_empty() {
         return Ok(());
     }
     let name = meta_str(obj, "name");
-    Err(ApiError::invalid(&info.qualified_kind(), name, &errs).details(name, &info.group, &info.kind))
+    // An `events.k8s.io` Event is validated as the core Event it converts to, and named so.
+    let kind = if info.group == super::event_fields::EVENTS_GROUP {
+        info.kind.clone()
+    } else {
+        info.qualified_kind()
+    };
+    Err(ApiError::invalid(&kind, name, &errs).details(name, &info.group, &info.kind))
 }
 
 fn json_type(v: &Value) -> &'static str {
@@ -773,7 +781,7 @@ impl Store {
             meta_mut(&mut obj).insert("managedFields".into(), f);
         }
         let name = meta_str(&obj, "name").to_string();
-        invalid_meta(info, &obj)?;
+        invalid_meta(info, &obj, None)?;
         self.fault("create", info, &name, false)?;
         if let Some(ns) = ns
             && inner.lookup(&ns_key(), "", ns).is_none()
@@ -959,7 +967,7 @@ impl Store {
             meta_mut(&mut next).insert("managedFields".into(), f);
         }
         if !status {
-            invalid_meta(info, &next)?;
+            invalid_meta(info, &next, Some(old))?;
         }
         let op = if status {
             Operation::UpdateStatus

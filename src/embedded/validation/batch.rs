@@ -1,0 +1,57 @@
+//! Jobs, after kube-apiserver's `pkg/apis/batch/validation/validation.go` (`ValidateJob`,
+//! `validateJobSpec`, `ValidateJobSpecUpdate`): counts not negative, the completion mode, the pod
+//! template as a pod spec with a restart policy of `OnFailure` or `Never`, and what stays fixed.
+
+use serde_json::Value;
+
+use super::{invalid, non_negative, one_of, pod};
+use crate::api::validation::{FieldError, Path};
+
+pub fn validate_job(obj: &Value, old: Option<&Value>, errs: &mut Vec<FieldError>) {
+    let spec = obj.get("spec").unwrap_or(&Value::Null);
+    let path = Path::root("spec");
+    for field in [
+        "parallelism",
+        "completions",
+        "activeDeadlineSeconds",
+        "backoffLimit",
+        "ttlSecondsAfterFinished",
+    ] {
+        non_negative(spec, field, &path, errs);
+    }
+    one_of(spec, "completionMode", &path, &["NonIndexed", "Indexed"], errs);
+    let template_spec = spec.pointer("/template/spec").unwrap_or(&Value::Null);
+    let tpath = path.child("template").child("spec");
+    pod::validate_pod_spec(template_spec, &tpath, errs);
+    pod::template_restart_policy(template_spec, &tpath, errs);
+    if let Some(old) = old {
+        validate_update(spec, old.get("spec").unwrap_or(&Value::Null), &path, errs);
+    }
+}
+
+fn suspended(spec: &Value) -> bool {
+    spec.get("suspend").and_then(Value::as_bool) == Some(true)
+}
+
+/// `ValidateJobSpecUpdate`: the selector stays, and so does the completion count but for an elastic
+/// indexed Job (completions moving with parallelism). The template stays once the Job runs; while it is
+/// suspended the real server lets its scheduling directives change (what Kueue writes on admission),
+/// which this port allows as a whole.
+fn validate_update(new: &Value, old: &Value, path: &Path, errs: &mut Vec<FieldError>) {
+    let immutable = |field: &str, errs: &mut Vec<FieldError>| {
+        if let (Some(n), Some(o)) = (new.get(field), old.get(field))
+            && n != o
+        {
+            errs.push(invalid(&path.child(field), n, "field is immutable"));
+        }
+    };
+    immutable("selector", errs);
+    let elastic = new.get("completionMode").and_then(Value::as_str) == Some("Indexed")
+        && new.get("completions") == new.get("parallelism");
+    if !elastic {
+        immutable("completions", errs);
+    }
+    if !suspended(old) && !suspended(new) {
+        immutable("template", errs);
+    }
+}
