@@ -17,10 +17,10 @@ use serde_json::json;
 use tracing::instrument;
 
 use super::decide::{Action, ClusterView, EventType, JobView, Snapshot, SubmitterView, decide};
-pub use super::template::default_submitter_template;
+pub use super::template::{default_submitter_template, submitter_template_for};
 use crate::api::ray::RayCluster;
 use crate::api::ray::constants as c;
-use crate::api::ray::raycluster::ClusterState;
+use crate::api::ray::raycluster::{ClusterState, RayClusterSpec};
 use crate::api::ray::rayjob::{JobSubmissionMode, RayJob};
 use crate::api::ray::validation::{RayFeatureGates, validate_ray_job_status, validate_ray_job_with};
 use crate::kit::events::Recorder;
@@ -360,14 +360,16 @@ pub fn build_cluster(job: &RayJob, name: &str, sidecar_restart: bool) -> Result<
 }
 
 /// KubeRay's submitter Job (`createNewK8sJob` with `getSubmitterTemplate`): `ray job submit` with the job's
-/// id (so a resubmission is refused rather than doubled), then follow its logs.
-pub fn build_submitter(job: &RayJob) -> Result<Job, Error> {
+/// id (so a resubmission is refused rather than doubled), then follow its logs. `cluster` is the spec of
+/// the RayCluster the job runs on (KubeRay's `getSubmitterTemplate` reads the cluster object); without
+/// it the job's own `rayClusterSpec` stands in.
+pub fn build_submitter(job: &RayJob, cluster: Option<&RayClusterSpec>) -> Result<Job, Error> {
     let status = job.status.clone().unwrap_or_default();
     let address = status.dashboard_url.unwrap_or_default();
     let id = status.job_id.unwrap_or_default();
     let mut template = match &job.spec.submitter_pod_template {
         Some(t) => t.clone(),
-        None => default_submitter_template(job),
+        None => submitter_template_for(cluster.or(job.spec.ray_cluster_spec.as_ref())),
     };
     let spec = template.spec.get_or_insert_with(PodSpec::default);
     if spec.containers.is_empty() {
@@ -552,7 +554,17 @@ async fn execute(
             if let Some(next) = next {
                 with_status.status = Some(next.clone());
             }
-            let job = build_submitter(&with_status)?;
+            // The submitter's default image is the head's of the cluster the job runs on, which for a
+            // job that selects an existing cluster is only in that cluster.
+            let cluster_name = with_status
+                .status
+                .as_ref()
+                .and_then(|s| s.ray_cluster_name.clone());
+            let cluster = match cluster_name.filter(|n| !n.is_empty()) {
+                Some(n) => clusters.get_opt(&n).await?,
+                None => None,
+            };
+            let job = build_submitter(&with_status, cluster.as_ref().map(|c| &c.spec))?;
             ignore_status(
                 submitters.create(&PostParams::default(), &job).await.map(|_| ()),
                 409,
@@ -660,11 +672,28 @@ mod tests {
         assert_eq!((owner.kind.as_str(), owner.controller), ("RayJob", Some(true)));
     }
 
+    /// KubeRay `getSubmitterTemplate` reads the RayCluster object: a job that selects an existing cluster
+    /// (`clusterSelector`, no `rayClusterSpec`) gets that cluster's head image, so its submitter Job is
+    /// valid (kube-apiserver refuses a container without an image).
+    #[test]
+    fn a_selected_clusters_head_image_goes_to_the_submitter() {
+        let mut selecting = job();
+        let cluster = selecting.spec.ray_cluster_spec.take().unwrap();
+        let j = build_submitter(&selecting, Some(&cluster)).unwrap();
+        let pod = j.spec.unwrap().template.spec.unwrap();
+        assert_eq!(pod.containers[0].image.as_deref(), Some("rayproject/ray:2.9.0"));
+        let without = build_submitter(&selecting, None).unwrap();
+        assert_eq!(
+            without.spec.unwrap().template.spec.unwrap().containers[0].image,
+            None
+        );
+    }
+
     /// KubeRay `getSubmitterTemplate` / `createNewK8sJob`: the head's image, `ray job submit` with the job's
     /// id against the dashboard, the env KubeRay sets, backoff limit 2.
     #[test]
     fn the_submitter_job_submits_with_the_jobs_id() {
-        let j = build_submitter(&job()).unwrap();
+        let j = build_submitter(&job(), None).unwrap();
         let spec = j.spec.unwrap();
         assert_eq!(spec.backoff_limit, Some(2));
         let pod = spec.template.spec.unwrap();

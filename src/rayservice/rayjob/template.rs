@@ -4,14 +4,20 @@
 use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
+use crate::api::ray::raycluster::RayClusterSpec;
 use crate::api::ray::rayjob::RayJob;
 
-/// KubeRay's `GetDefaultSubmitterTemplate` (the head's image; 500m/200Mi requested, 1/1Gi limit).
+/// KubeRay's `GetDefaultSubmitterTemplate` (the head's image; 500m/200Mi requested, 1/1Gi limit), for
+/// the cluster the job's own `rayClusterSpec` describes.
 pub fn default_submitter_template(job: &RayJob) -> PodTemplateSpec {
-    let image = job
-        .spec
-        .ray_cluster_spec
-        .as_ref()
+    submitter_template_for(job.spec.ray_cluster_spec.as_ref())
+}
+
+/// The default submitter for the cluster the job runs on: KubeRay takes the image from the RayCluster
+/// object, so a job that selects an existing cluster (`clusterSelector`, no `rayClusterSpec`) gets that
+/// cluster's head image, not none.
+pub fn submitter_template_for(cluster: Option<&RayClusterSpec>) -> PodTemplateSpec {
+    let image = cluster
         .and_then(|s| s.head_group_spec.template.spec.as_ref())
         .and_then(|s| s.containers.first())
         .and_then(|c| c.image.clone());

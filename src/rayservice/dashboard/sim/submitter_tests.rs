@@ -29,7 +29,7 @@ fn job(entrypoint: &str) -> RayJob {
 #[test]
 fn kuberays_submitter_script_is_read_as_the_cli_would() {
     let entrypoint = r#"python -c "import time; time.sleep(3)""#;
-    let submitter = crate::rayservice::rayjob::controller::build_submitter(&job(entrypoint)).unwrap();
+    let submitter = crate::rayservice::rayjob::controller::build_submitter(&job(entrypoint), None).unwrap();
     let pod = submitter.spec.unwrap().template.spec.unwrap();
     let sub = parse_container(&pod.containers[0]).expect("a ray job submit");
     assert_eq!(
@@ -55,7 +55,7 @@ async fn the_submit_options_reach_the_jobs_api() {
     j.spec.entrypoint_num_cpus = Some(0.5);
     j.spec.entrypoint_num_gpus = Some(1.0);
     j.spec.entrypoint_resources = Some(r#"{"Custom_1": 1, "Custom_2": 5.5}"#.into());
-    let submitter = crate::rayservice::rayjob::controller::build_submitter(&j).unwrap();
+    let submitter = crate::rayservice::rayjob::controller::build_submitter(&j, None).unwrap();
     let pod = submitter.spec.unwrap().template.spec.unwrap();
     let sub = parse_container(&pod.containers[0]).expect("a ray job submit");
     assert_eq!(sub.entrypoint, "python -c 'print(1)'");
