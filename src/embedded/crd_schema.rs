@@ -69,9 +69,17 @@ impl AdmissionHook for CrdSchemaAdmission {
                 errors.push(FieldError::new(r, ErrorType::Required, ""));
             }
         }
-        if errors.is_empty() {
-            // As kube-apiserver, the CEL rules run on a structurally valid object: its maxItems and
-            // maxLength bound their work.
+        // As kube-apiserver (apiextensions' `hasBlockingErr`): a missing, unsupported, too long, too
+        // many or wrongly typed value stops the CEL rules, whose work the schema's bounds limit, and
+        // the refusal says so in one more cause; other schema errors let them run.
+        if errors.iter().any(blocks_cel) {
+            errors.push(FieldError::new(
+                "<nil>",
+                ErrorType::Invalid,
+                "null: some validation rules were not checked because the object was invalid; \
+                 correct the existing errors to complete validation",
+            ));
+        } else {
             super::cel::validate(schema, new, old, "", &mut errors);
         }
         if errors.is_empty() { Ok(()) } else { Err(errors) }
@@ -112,6 +120,13 @@ pub fn default(schema: &Value, value: &mut Value) {
         }
         _ => {}
     }
+}
+
+fn blocks_cel(e: &FieldError) -> bool {
+    matches!(
+        e.kind,
+        ErrorType::Required | ErrorType::NotSupported | ErrorType::TooLong | ErrorType::TooMany
+    ) || e.message.contains(" must be of type ")
 }
 
 fn type_name(v: &Value) -> &'static str {
@@ -262,9 +277,10 @@ pub fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldEr
             if let Some(min) = uint("minItems")
                 && n < min
             {
+                // kube-apiserver shows the list's length as the value.
                 errors.push(invalid(
                     path,
-                    value,
+                    &Value::from(n),
                     format!("{path} in body should have at least {min} items"),
                 ));
             }

@@ -182,6 +182,35 @@ fn the_hook_applies_kueues_markers() {
     );
 }
 
+/// apiextensions-apiserver's `hasBlockingErr`, as kube-apiserver v1.36.3 answered in the differential
+/// suite: an unsupported enum value stops the CEL rules and adds one cause saying so; a pattern
+/// mismatch does not stop them.
+#[test]
+fn a_blocking_schema_error_skips_the_cel_rules_and_says_so() {
+    let registry = crate::embedded::Registry::new(&crate::api::all_crds());
+    let info = registry
+        .find("kueue.x-k8s.io", "v1beta2", "clusterqueues")
+        .unwrap();
+    let mut cq = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+        "spec": {"queueingStrategy": "Bogus"}});
+    let errs: Vec<String> = CrdSchemaAdmission
+        .admit(Operation::Create, &info, &mut cq, None)
+        .unwrap_err()
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
+    assert_eq!(errs.len(), 2, "{errs:?}");
+    assert!(
+        errs[0].starts_with("spec.queueingStrategy: Unsupported value: \"Bogus\""),
+        "{errs:?}"
+    );
+    assert_eq!(
+        errs[1],
+        "<nil>: Invalid value: null: some validation rules were not checked because the object was \
+         invalid; correct the existing errors to complete validation"
+    );
+}
+
 /// Where start-up CPU goes (issue "start-up under 100 ms"): prints the time to build every CRD,
 /// the registry from them, and the server. By hand, in a release build:
 /// `cargo test --release --lib startup_costs -- --ignored --nocapture`.
