@@ -340,9 +340,23 @@ async fn kubectl_more_verbs() {
             .await,
         "8"
     );
-    let ssa = k
+    // `replace` made kubectl-replace the owner of spec.size: a server-side apply of another value
+    // conflicts, as on kube-apiserver, until the applier forces it.
+    let conflict = k
         .run_with(
             &["apply", "--server-side", "-f", "-"],
+            Some(&w.replace("size: 3", "size: 10")),
+        )
+        .await;
+    assert!(
+        !conflict.ok && conflict.stderr.contains("conflict with \"kubectl-replace\""),
+        "{}{}",
+        conflict.stdout,
+        conflict.stderr
+    );
+    let ssa = k
+        .run_with(
+            &["apply", "--server-side", "--force-conflicts", "-f", "-"],
             Some(&w.replace("size: 3", "size: 10")),
         )
         .await;
