@@ -147,6 +147,37 @@ pub fn with_markers(mut crds: Vec<CustomResourceDefinition>) -> Vec<CustomResour
     crds
 }
 
+/// A CRD as JSON, with its whole-number bounds written as integers. `JSONSchemaProps` keeps
+/// `minimum`/`maximum` as `f64`, so `minimum: 0` would print `0.0`; Kueue's and KubeRay's CRDs (and
+/// kustomize, re-reading ours) say `0`.
+pub fn to_value(crd: &CustomResourceDefinition) -> serde_json::Result<serde_json::Value> {
+    let mut v = serde_json::to_value(crd)?;
+    integral_bounds(&mut v);
+    Ok(v)
+}
+
+fn integral_bounds(v: &mut serde_json::Value) {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => {
+            for (k, child) in m.iter_mut() {
+                let bound = k == "minimum" || k == "maximum";
+                if let (true, Some(f)) = (bound, child.as_f64())
+                    && child.is_f64()
+                    && f.fract() == 0.0
+                    && f.abs() < 9.0e15
+                {
+                    *child = Value::from(f as i64);
+                } else {
+                    integral_bounds(child);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_bounds),
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 #[path = "crd_markers_tests.rs"]
 mod tests;

@@ -23,7 +23,12 @@ pub fn crds_yaml() -> Result<String, serde_saphyr::SerializeError> {
     let mut out = String::new();
     for crd in api::all_crds() {
         out.push_str("---\n");
-        out.push_str(&serde_saphyr::to_string(&crd)?);
+        // Whole-number bounds as integers, as Kueue's CRDs print them.
+        let text = match api::crd_markers::to_value(&crd) {
+            Ok(v) => serde_saphyr::to_string(&v)?,
+            Err(_) => serde_saphyr::to_string(&crd)?,
+        };
+        out.push_str(&text);
     }
     Ok(out)
 }

@@ -166,7 +166,7 @@ pub fn objects(opts: &InstallOptions) -> Result<Vec<Value>, InstallError> {
         if NOT_INSTALLED_GROUPS.contains(&crd.spec.group.as_str()) {
             continue;
         }
-        docs.push(serde_json::to_value(&crd).map_err(|e| InstallError::Render(e.to_string()))?);
+        docs.push(crate::api::crd_markers::to_value(&crd).map_err(|e| InstallError::Render(e.to_string()))?);
     }
     let extra = opts.use_kubernetes_proxy.then_some(KUBERNETES_PROXY_ROLE);
     for (file, text) in SOURCES.iter().copied().chain(extra) {
