@@ -199,12 +199,29 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
         head_wait.is_some(),
         &ctx.config,
     );
+    let (desired_workers, min_workers, max_workers) = worker_pod_bounds(&rc.spec);
+    // A count past the cluster limit is said before this pass's pods: they may fill the API server's
+    // storage, after which no status write lands (etcd refuses every growing write).
+    let mut said_early = rc.status.clone().unwrap_or_default();
+    let limit_said = super::cluster_limit::apply(&mut said_early, desired_workers);
+    if let Some(said) = &limit_said {
+        publish(
+            &ctx,
+            &rc,
+            EventType::Warning,
+            "ReplicasBeyondClusterLimit",
+            said.clone(),
+        )
+        .await;
+        if let Err(e) = write_status(&rc, &ns, &name, said_early, &ctx).await {
+            tracing::warn!(cluster = %name, error = %e, "could not say the cluster limit before creating pods");
+        }
+    }
     let failure = execute_pods(&rc, &admission, &decision.pods, &views, &pods_api, &ctx).await;
     if let Some((reason, msg)) = &failure {
         publish(&ctx, &rc, EventType::Warning, reason, msg.clone()).await;
     }
 
-    let (desired_workers, min_workers, max_workers) = worker_pod_bounds(&rc.spec);
     let f = facts(&views, desired_workers);
     let conditions = cluster_conditions(&rc, &decision, &f, cluster_gate.as_ref(), &ctx).await;
     let mut status = next_status(
@@ -218,9 +235,8 @@ pub async fn reconcile(rc: Arc<RayCluster>, ctx: Arc<Context>) -> Result<Requeue
     );
     let head_ready = views.iter().any(|p| p.head && !p.deleting && p.ready);
     set_backoff_reason(&mut status, backoff.as_ref(), head_ready, now);
-    if let Some(said) = super::cluster_limit::apply(&mut status, desired_workers) {
-        publish(&ctx, &rc, EventType::Warning, "ReplicasBeyondClusterLimit", said).await;
-    }
+    // Said once, above; this keeps (or clears) the reason in the pass's full status.
+    let _ = super::cluster_limit::apply(&mut status, desired_workers);
     write_status(&rc, &ns, &name, status, &ctx).await?;
     let every = requeue_period(&decision, failure.is_some(), &f, &ctx.config);
     // A head waiting out its back-off is created when the wait ends, not up to a period later.
