@@ -174,7 +174,48 @@ pub fn prepare_create(
         }
     }
     fold_string_data(info, obj);
+    super::defaults::apply(info, obj, true);
+    if info.group.is_empty() && info.plural == "pods" {
+        let qos = qos_class(obj);
+        if let Some(status) = obj.get_mut("status").and_then(Value::as_object_mut) {
+            status.insert("qosClass".into(), json!(qos));
+        }
+    }
     Ok(())
+}
+
+fn same_quantity(a: &Value, b: Option<&Value>) -> bool {
+    use crate::api::quantity::Quantity;
+    let parse = |v: &Value| v.as_str().and_then(|s| Quantity::parse(s).ok());
+    match (parse(a), b.and_then(parse)) {
+        (Some(x), Some(y)) => x == y,
+        _ => Some(a) == b,
+    }
+}
+
+/// A Pod's QoS class as `PrepareForCreate` records it: `Guaranteed` when every container limits CPU and
+/// memory at what it requests, `BestEffort` when none asks for either, `Burstable` otherwise.
+fn qos_class(pod: &Value) -> &'static str {
+    let containers = ["containers", "initContainers"]
+        .iter()
+        .filter_map(|f| pod.pointer(&format!("/spec/{f}")).and_then(Value::as_array))
+        .flatten();
+    let (mut any, mut guaranteed) = (false, true);
+    for c in containers {
+        let requests = c.pointer("/resources/requests").and_then(Value::as_object);
+        let limits = c.pointer("/resources/limits").and_then(Value::as_object);
+        for r in ["cpu", "memory"] {
+            let req = requests.and_then(|m| m.get(r));
+            let lim = limits.and_then(|m| m.get(r));
+            any |= req.is_some() || lim.is_some();
+            guaranteed &= lim.is_some() && req.is_none_or(|q| same_quantity(q, lim));
+        }
+    }
+    match (any, guaranteed) {
+        (false, _) => "BestEffort",
+        (true, true) => "Guaranteed",
+        (true, false) => "Burstable",
+    }
 }
 
 /// A Secret's `stringData` is write-only: the real server merges it into `data` (base64, a `stringData`
@@ -259,6 +300,9 @@ pub fn prepare_update(info: &ResourceInfo, old: &Value, new: &Value, status_writ
     }
     m.remove("managedFields");
     fold_string_data(info, &mut out);
+    if !status_write {
+        super::defaults::apply(info, &mut out, false);
+    }
     if tracks_generation(info) && spec_view(info, old) != spec_view(info, &out) {
         let g = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(0);
         meta_mut(&mut out).insert("generation".into(), json!(g + 1));

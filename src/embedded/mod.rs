@@ -10,6 +10,7 @@ pub mod cel;
 pub mod cluster;
 pub mod connections;
 pub mod crd_schema;
+pub mod defaults;
 pub mod discovery;
 pub mod durable;
 pub mod error;

@@ -776,6 +776,8 @@ impl Store {
                 }
             };
             meta_mut(&mut obj).insert("name".into(), json!(name));
+            // What waited for the name (a Job's generated labels carry it).
+            super::defaults::apply(info, &mut obj, true);
         }
         if let Some(f) = fields {
             meta_mut(&mut obj).insert("managedFields".into(), f);

@@ -189,6 +189,7 @@ impl Normaliser {
             }
             return;
         }
+        let mut generated = None;
         if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
             for k in ["uid", "creationTimestamp", "deletionTimestamp"] {
                 if m.contains_key(k) {
@@ -210,6 +211,7 @@ impl Normaliser {
                 && n.starts_with(g)
             {
                 let t = format!("{g}<suffix>");
+                generated = Some((n.to_string(), t.clone()));
                 m.insert("name".into(), json!(t));
             }
             if let Some(refs) = m.get_mut("ownerReferences").and_then(Value::as_array_mut) {
@@ -230,6 +232,12 @@ impl Normaliser {
         ) && let Some(o) = v.as_object_mut()
         {
             o.remove("status");
+            // Their status writes (kube-controller-manager's, at its own pace) move the resourceVersion.
+            if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut)
+                && m.contains_key("resourceVersion")
+            {
+                m.insert("resourceVersion".into(), json!("<rv written by controllers>"));
+            }
         }
         if kind == "TokenRequest" {
             for p in ["/status/token", "/status/expirationTimestamp"] {
@@ -266,7 +274,20 @@ impl Normaliser {
                 }
             }
         }
+        // A generated name copied into the object (a Job's `job-name` labels) is masked the same way.
+        if let Some((n, t)) = generated {
+            replace_string(v, &n, &t);
+        }
         timestamps(v);
+    }
+}
+
+fn replace_string(v: &mut Value, from: &str, to: &str) {
+    match v {
+        Value::String(s) if s == from => *s = to.to_string(),
+        Value::Object(o) => o.values_mut().for_each(|x| replace_string(x, from, to)),
+        Value::Array(a) => a.iter_mut().for_each(|x| replace_string(x, from, to)),
+        _ => {}
     }
 }
 

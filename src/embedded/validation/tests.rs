@@ -422,7 +422,9 @@ fn updates_keep_what_the_real_server_keeps() {
     s.create(
         &pods,
         Some("default"),
-        pod("pok", json!({"containers": [c(json!({}))]})),
+        // Tagged, so the image change below keeps the defaulted `imagePullPolicy` (an untagged image
+        // defaults to `Always`, a tagged one to `IfNotPresent`: a change the real server refuses).
+        pod("pok", json!({"containers": [c(json!({"image": "busybox:1"}))]})),
         false,
     )
     .expect("a valid pod");
@@ -434,7 +436,7 @@ fn updates_keep_what_the_real_server_keeps() {
     let e = update(
         &pods,
         "pok",
-        json!({"restartPolicy": "Never", "containers": [c(json!({}))]}),
+        json!({"restartPolicy": "Never", "containers": [c(json!({"image": "busybox:1"}))]}),
     )
     .unwrap_err();
     assert!(
