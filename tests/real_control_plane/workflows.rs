@@ -49,7 +49,8 @@ struct Ground {
 
 impl Ground {
     /// `None` when the tools are missing (the test skips, or fails under `QUOTAGATE_REQUIRE_TOOLS=1`).
-    fn start(name: &str, config: Option<&str>, capacity: &str) -> Option<Ground> {
+    /// `serving_gap` adds the watcher's I8: no RayService once serving stops serving.
+    fn start(name: &str, config: Option<&str>, capacity: &str, serving_gap: bool) -> Option<Ground> {
         let started = Instant::now();
         let Some(bin) = kubectl_path() else {
             skip("kubectl not installed (scripts/install-kubectl.sh)");
@@ -127,7 +128,7 @@ impl Ground {
             let client = quotagate::cli::kube_client(Some(&kubeconfig))
                 .await
                 .expect("a client for the admin kubeconfig");
-            quotagate::cli::chaos::invariants::Invariants::start(client)
+            quotagate::cli::chaos::invariants::Invariants::start_with(client, serving_gap)
         }));
         Some(g)
     }
@@ -473,7 +474,7 @@ fn cluster_gone(k: &Kubectl, name: &str) -> bool {
 
 #[test]
 fn workflows_two_upgrades_a_gitops_reapply_and_manager_restarts() {
-    let Some(mut g) = Ground::start("wf-upgrades", None, "cpu=8,memory=64Gi,pods=50") else {
+    let Some(mut g) = Ground::start("wf-upgrades", None, "cpu=8,memory=64Gi,pods=50", true) else {
         return;
     };
     apply(&g.k, SERVICE_QUEUE);
@@ -790,7 +791,7 @@ fn group_state(k: &Kubectl) -> String {
 
 #[test]
 fn workflows_a_rayjob_and_a_pod_group() {
-    let Some(g) = Ground::start("wf-batch", Some(POD_CONFIG), "cpu=4,memory=32Gi,pods=50") else {
+    let Some(g) = Ground::start("wf-batch", Some(POD_CONFIG), "cpu=4,memory=32Gi,pods=50", false) else {
         return;
     };
     apply(&g.k, BATCH_QUEUE);
