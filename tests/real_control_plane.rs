@@ -39,6 +39,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+#[path = "real_control_plane/workflows.rs"]
+mod workflows;
+
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }

@@ -170,6 +170,23 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
         (None, None) => None,
     };
     opts.webhook = certs.map(|certs| crate::wiring::webhook::WebhookServing { addr, certs });
-    manager::run_manager(client, opts, shutdown_signal()).await?;
+    // With simulated dashboards no Ray runs, so the Ray side the embedded cluster simulates runs here
+    // too, against the same simulator: the Ray CLI of RayJob submitter pods (their `ray job submit`,
+    // which the node agent leaves Running), the in-tree autoscaler and the load through HTTPRoutes.
+    // They write as this process's client (pod status, worker replicas): the admin kubeconfig of a
+    // test or a developer, not the shipped RBAC.
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let mut ray_sims = Vec::new();
+    if args.simulated_ray_dashboards
+        && let Some(sim) = opts.ray.as_ref().and_then(|d| d.sim()).cloned()
+    {
+        ray_sims = crate::wiring::raysim::spawn(client.clone(), sim, &args.sim.ray_sims(), cancel.clone()).0;
+    }
+    let result = manager::run_manager(client, opts, shutdown_signal()).await;
+    cancel.cancel();
+    for task in ray_sims {
+        let _ = task.await;
+    }
+    result?;
     Ok(())
 }
