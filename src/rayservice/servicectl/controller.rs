@@ -21,7 +21,7 @@ use crate::api::gateway::{Gateway, HTTPRoute};
 use crate::api::kueue::Workload;
 use crate::api::ray::constants as c;
 use crate::api::ray::constants::ANNOTATION_ADMISSION_GATED as GATE_ANNOTATION;
-use crate::api::ray::validation::{RayFeatureGates, validate_ray_service_with};
+use crate::api::ray::validation::{RayFeatureGates, ray_service_name_too_long, validate_ray_service_with};
 use crate::api::ray::{RayCluster, RayService};
 use crate::kit::shell;
 use crate::rayservice::cluster::child::spec_for_hashing;
@@ -233,7 +233,11 @@ async fn admission(
 }
 
 /// The first validation error, naming the field; `None` when the object is acceptable.
+/// A name over 47 characters is stored (as by KubeRay) and reported with KubeRay's message.
 fn validation_error(rs: &RayService, gates: RayFeatureGates) -> Option<String> {
+    if let Some(msg) = ray_service_name_too_long(&rs.name_any()) {
+        return Some(msg);
+    }
     if let Some(e) = validate_ray_service_with(rs, gates).first() {
         return Some(e.to_string());
     }
