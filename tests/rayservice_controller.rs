@@ -116,6 +116,50 @@ async fn blue_green_upgrade_switches_services_and_deletes_the_old_cluster_later_
     assert_eq!(h.cluster_names().await, vec![new]);
 }
 
+/// Issue 63: an upgrade whose new cluster cannot create its head pod (the ServiceAccount its head template
+/// names does not exist). The RayCluster says so (`ReplicaFailure=True/FailedCreateHeadPod`, as KubeRay);
+/// the RayService names the failure in `UpgradeInProgress` and with a Warning event, not only that the
+/// new cluster "is prepared", while the active cluster keeps serving.
+#[test]
+fn a_pending_cluster_without_its_service_account_is_named_in_the_rayservice() {
+    scenario(async {
+        let h = Harness::start();
+        let rs = create_and_wait_ready(&h, "nosa").await;
+        let old = active(&rs).unwrap();
+        h.patch_spec(
+            "nosa",
+            json!({ "rayClusterConfig": { "headGroupSpec": { "template": { "spec": {
+                "serviceAccountName": "missing-sa" } } } } }),
+        )
+        .await;
+        let rs = h
+            .wait_rs("nosa", "the failure named in UpgradeInProgress", |rs| {
+                cond(rs, "UpgradeInProgress").is_some_and(|c| c.message.contains("missing-sa"))
+            })
+            .await;
+        let new = pending(&rs).unwrap();
+        let upgrade = cond(&rs, "UpgradeInProgress").unwrap();
+        assert!(
+            upgrade.message.contains(&format!("{new}: ")),
+            "names the cluster: {}",
+            upgrade.message
+        );
+        assert_eq!(active(&rs).as_deref(), Some(old.as_str()));
+        assert!(is_true(&rs, "Ready"), "the active keeps serving");
+        let rc = h.clusters().get(&new).await.unwrap();
+        let failure = rc
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "ReplicaFailure"))
+            .map(|c| (c.status.clone(), c.reason.clone()));
+        assert_eq!(
+            failure,
+            Some(("True".to_string(), "FailedCreateHeadPod".to_string()))
+        );
+    });
+}
+
 /// Also KubeRay's e2e `e2erayservice/rayservice_suspend_test.go` TestRayServiceSuspendResume (what is
 /// observable without a curl pod): conditions at SuspendComplete, status reset, no RayCluster or Service
 /// originated from the RayService, then Ready again with Suspended=False/RayServiceResumed.
