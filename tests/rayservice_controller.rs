@@ -160,6 +160,32 @@ fn a_pending_cluster_without_its_service_account_is_named_in_the_rayservice() {
     });
 }
 
+/// The same with the in-tree autoscaler: KubeRay's RayCluster controller stops at the missing
+/// ServiceAccount with only an `AutoscalerServiceAccountNotFound` event (no condition); the RayService
+/// still names it.
+#[test]
+fn an_autoscaled_pending_cluster_without_its_service_account_is_named_in_the_rayservice() {
+    scenario(async {
+        let h = Harness::start();
+        create_and_wait_ready(&h, "nosa-as").await;
+        h.patch_spec(
+            "nosa-as",
+            json!({ "rayClusterConfig": { "enableInTreeAutoscaling": true, "headGroupSpec": { "template": {
+                "spec": { "serviceAccountName": "missing-sa" } } } } }),
+        )
+        .await;
+        let rs = h
+            .wait_rs("nosa-as", "the failure named in UpgradeInProgress", |rs| {
+                cond(rs, "UpgradeInProgress").is_some_and(|c| {
+                    c.message
+                        .contains("AutoscalerServiceAccountNotFound: ServiceAccount missing-sa")
+                })
+            })
+            .await;
+        assert!(is_true(&rs, "Ready"), "the active keeps serving");
+    });
+}
+
 /// Also KubeRay's e2e `e2erayservice/rayservice_suspend_test.go` TestRayServiceSuspendResume (what is
 /// observable without a curl pod): conditions at SuspendComplete, status reset, no RayCluster or Service
 /// originated from the RayService, then Ready again with Suspended=False/RayServiceResumed.
