@@ -705,6 +705,19 @@ async fn route_weights(h: &Harness, name: &str) -> Vec<(String, i32)> {
         .collect()
 }
 
+/// The route once an upgrade or rollback completed: polled for KubeRay's `TestTimeoutShort` (1 minute)
+/// until it holds one backend, and returned as it then stands.
+async fn final_route(h: &Harness, name: &str) -> Vec<(String, i32)> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let w = route_weights(h, name).await;
+        if w.len() == 1 || tokio::time::Instant::now() > deadline {
+            return w;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Source: KubeRay `ray-operator/test/e2eincrementalupgrade/rayservice_incremental_upgrade_test.go`
 /// (Gateway and HTTPRoute created, weights step until the new cluster has 100, status fields on both
 /// service statuses, promotion) — with a short interval so it runs in seconds. The restart half: the
@@ -793,20 +806,20 @@ async fn incremental_upgrade_body() {
         "traffic went back: {seen:?}"
     );
     assert!(seen.len() >= 2, "traffic moved in steps: {seen:?}");
+    // KubeRay's final route (e2eincrementalupgrade: "The HTTPRoute should now only have one backend
+    // after it completes", within TestTimeoutShort): the new cluster alone at weight 100, while the old
+    // cluster still waits out its deletion delay, and it stays so once the old cluster is gone.
+    assert_eq!(
+        final_route(&h, "inc").await,
+        vec![(format!("{new}-serve-svc"), 100)]
+    );
     poll_until(&h.clusters(), &old, |o| o.is_none())
         .await
         .expect("old cluster deleted after the delay");
-    let weights = {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let w = route_weights(&h, "inc").await;
-            if w.len() == 1 || tokio::time::Instant::now() > deadline {
-                break w;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    };
-    assert_eq!(weights, vec![(format!("{new}-serve-svc"), 100)]);
+    assert_eq!(
+        route_weights(&h, "inc").await,
+        vec![(format!("{new}-serve-svc"), 100)]
+    );
     let (sent, failed) = failed_requests(&h, "inc");
     assert!(sent > 100, "the load ran: {sent} requests");
     assert_eq!(
@@ -856,6 +869,12 @@ async fn incremental_rollback_body() {
         .await;
     assert_eq!(active(&rs).as_deref(), Some(old.as_str()));
     assert_eq!(traffic(&rs, false), Some((Some(100), Some(100))));
+    // `TestRayServiceIncrementalUpgradeRollbackMatrix`: once converged, one backend (the original
+    // cluster's, here at weight 100).
+    assert_eq!(
+        final_route(&h, "rb").await,
+        vec![(format!("{old}-serve-svc"), 100)]
+    );
     poll_until(&h.clusters(), &new, |o| o.is_none())
         .await
         .expect("the pending cluster deleted");
