@@ -116,6 +116,76 @@ async fn blue_green_upgrade_switches_services_and_deletes_the_old_cluster_later_
     assert_eq!(h.cluster_names().await, vec![new]);
 }
 
+/// Issue 63: an upgrade whose new cluster cannot create its head pod (the ServiceAccount its head template
+/// names does not exist). The RayCluster says so (`ReplicaFailure=True/FailedCreateHeadPod`, as KubeRay);
+/// the RayService names the failure in `UpgradeInProgress` and with a Warning event, not only that the
+/// new cluster "is prepared", while the active cluster keeps serving.
+#[test]
+fn a_pending_cluster_without_its_service_account_is_named_in_the_rayservice() {
+    scenario(async {
+        let h = Harness::start();
+        let rs = create_and_wait_ready(&h, "nosa").await;
+        let old = active(&rs).unwrap();
+        h.patch_spec(
+            "nosa",
+            json!({ "rayClusterConfig": { "headGroupSpec": { "template": { "spec": {
+                "serviceAccountName": "missing-sa" } } } } }),
+        )
+        .await;
+        let rs = h
+            .wait_rs("nosa", "the failure named in UpgradeInProgress", |rs| {
+                cond(rs, "UpgradeInProgress").is_some_and(|c| c.message.contains("missing-sa"))
+            })
+            .await;
+        let new = pending(&rs).unwrap();
+        let upgrade = cond(&rs, "UpgradeInProgress").unwrap();
+        assert!(
+            upgrade.message.contains(&format!("{new}: ")),
+            "names the cluster: {}",
+            upgrade.message
+        );
+        assert_eq!(active(&rs).as_deref(), Some(old.as_str()));
+        assert!(is_true(&rs, "Ready"), "the active keeps serving");
+        let rc = h.clusters().get(&new).await.unwrap();
+        let failure = rc
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "ReplicaFailure"))
+            .map(|c| (c.status.clone(), c.reason.clone()));
+        assert_eq!(
+            failure,
+            Some(("True".to_string(), "FailedCreateHeadPod".to_string()))
+        );
+    });
+}
+
+/// The same with the in-tree autoscaler: KubeRay's RayCluster controller stops at the missing
+/// ServiceAccount with only an `AutoscalerServiceAccountNotFound` event (no condition); the RayService
+/// still names it.
+#[test]
+fn an_autoscaled_pending_cluster_without_its_service_account_is_named_in_the_rayservice() {
+    scenario(async {
+        let h = Harness::start();
+        create_and_wait_ready(&h, "nosa-as").await;
+        h.patch_spec(
+            "nosa-as",
+            json!({ "rayClusterConfig": { "enableInTreeAutoscaling": true, "headGroupSpec": { "template": {
+                "spec": { "serviceAccountName": "missing-sa" } } } } }),
+        )
+        .await;
+        let rs = h
+            .wait_rs("nosa-as", "the failure named in UpgradeInProgress", |rs| {
+                cond(rs, "UpgradeInProgress").is_some_and(|c| {
+                    c.message
+                        .contains("AutoscalerServiceAccountNotFound: ServiceAccount missing-sa")
+                })
+            })
+            .await;
+        assert!(is_true(&rs, "Ready"), "the active keeps serving");
+    });
+}
+
 /// Also KubeRay's e2e `e2erayservice/rayservice_suspend_test.go` TestRayServiceSuspendResume (what is
 /// observable without a curl pod): conditions at SuspendComplete, status reset, no RayCluster or Service
 /// originated from the RayService, then Ready again with Suspended=False/RayServiceResumed.
@@ -635,6 +705,19 @@ async fn route_weights(h: &Harness, name: &str) -> Vec<(String, i32)> {
         .collect()
 }
 
+/// The route once an upgrade or rollback completed: polled for KubeRay's `TestTimeoutShort` (1 minute)
+/// until it holds one backend, and returned as it then stands.
+async fn final_route(h: &Harness, name: &str) -> Vec<(String, i32)> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let w = route_weights(h, name).await;
+        if w.len() == 1 || tokio::time::Instant::now() > deadline {
+            return w;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Source: KubeRay `ray-operator/test/e2eincrementalupgrade/rayservice_incremental_upgrade_test.go`
 /// (Gateway and HTTPRoute created, weights step until the new cluster has 100, status fields on both
 /// service statuses, promotion) — with a short interval so it runs in seconds. The restart half: the
@@ -723,20 +806,20 @@ async fn incremental_upgrade_body() {
         "traffic went back: {seen:?}"
     );
     assert!(seen.len() >= 2, "traffic moved in steps: {seen:?}");
+    // KubeRay's final route (e2eincrementalupgrade: "The HTTPRoute should now only have one backend
+    // after it completes", within TestTimeoutShort): the new cluster alone at weight 100, while the old
+    // cluster still waits out its deletion delay, and it stays so once the old cluster is gone.
+    assert_eq!(
+        final_route(&h, "inc").await,
+        vec![(format!("{new}-serve-svc"), 100)]
+    );
     poll_until(&h.clusters(), &old, |o| o.is_none())
         .await
         .expect("old cluster deleted after the delay");
-    let weights = {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let w = route_weights(&h, "inc").await;
-            if w.len() == 1 || tokio::time::Instant::now() > deadline {
-                break w;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    };
-    assert_eq!(weights, vec![(format!("{new}-serve-svc"), 100)]);
+    assert_eq!(
+        route_weights(&h, "inc").await,
+        vec![(format!("{new}-serve-svc"), 100)]
+    );
     let (sent, failed) = failed_requests(&h, "inc");
     assert!(sent > 100, "the load ran: {sent} requests");
     assert_eq!(
@@ -786,6 +869,12 @@ async fn incremental_rollback_body() {
         .await;
     assert_eq!(active(&rs).as_deref(), Some(old.as_str()));
     assert_eq!(traffic(&rs, false), Some((Some(100), Some(100))));
+    // `TestRayServiceIncrementalUpgradeRollbackMatrix`: once converged, one backend (the original
+    // cluster's, here at weight 100).
+    assert_eq!(
+        final_route(&h, "rb").await,
+        vec![(format!("{old}-serve-svc"), 100)]
+    );
     poll_until(&h.clusters(), &new, |o| o.is_none())
         .await
         .expect("the pending cluster deleted");

@@ -363,6 +363,9 @@ pub fn admit_in(
         spec.insert("suspend".to_string(), Value::Bool(true));
     }
     let mut errors = check_document_with(new, gates).problems;
+    if kind_of(new) == ("ray.io/v1", "RayService") {
+        errors.retain(|e| !super::ray::validation::ray_service_stored_anyway(e));
+    }
     // Kueue's job webhooks judge the job's spec; a write that leaves it alone (status, a label) is not
     // theirs to refuse, so a cluster stored before the webhook can still report why it waits.
     if op == Operation::Create || old.is_none_or(|o| o.get("spec") != new.get("spec")) {

@@ -379,6 +379,66 @@ async fn gated_upgrade_waits_for_quota_then_switches_and_settles() {
     s.c.quota.assert_safe();
 }
 
+/// Kueue v0.20's `RayServiceValidateUpgradeStrategy` (Beta, on by default; kubernetes-sigs/kueue #16094,
+/// CHANGELOG-0.20 "Actions Required"): a Kueue-managed RayService with a zero-downtime upgrade must carry
+/// `kueue.x-k8s.io/elastic-job: "true"` (with `ElasticJobsViaWorkloadSlices`) or set
+/// `spec.upgradeStrategy.type: None`. quotagate needs neither; a Kueue v0.20 manifest carrying the
+/// annotation (and an explicit `NewCluster`) applies unchanged and its upgrade is gated exactly as (a).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kueue_v020_elastic_job_rayservice_applies_unchanged_and_upgrades_the_same() {
+    let s = Scenario::start("3", 4000).await;
+    let mut rs = service("rs", "1", "2.46.0");
+    rs.metadata.annotations = Some([("kueue.x-k8s.io/elastic-job".to_string(), "true".to_string())].into());
+    rs.spec.upgrade_strategy = Some(serde_json::from_value(json!({"type": "NewCluster"})).unwrap());
+    let sent = rs.spec.clone();
+    let a = s.serving(rs).await;
+    let stored = s.services().get("rs").await.unwrap();
+    assert_eq!(
+        stored
+            .annotations()
+            .get("kueue.x-k8s.io/elastic-job")
+            .map(String::as_str),
+        Some("true"),
+        "the annotation is kept"
+    );
+    assert_eq!(
+        serde_json::to_value(&stored.spec.ray_cluster_config).unwrap(),
+        serde_json::to_value(&sent.ray_cluster_config).unwrap(),
+        "no scheduling gate or other change written into the templates"
+    );
+    s.wait_cq_cpu(2000).await;
+    assert_eq!(
+        s.workloads_of("rs").await.len(),
+        1,
+        "one workload for the service"
+    );
+
+    // As (a): the 4-CPU slice waits in a 3-CPU queue, the pending cluster runs nothing.
+    let p = s.gated_upgrade("rs", "2.47.0").await;
+    s.wait_rs("rs", "the wait explained in status", |r| {
+        r.status
+            .as_ref()
+            .and_then(|st| st.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .any(|c| {
+                c.type_ == "UpgradeInProgress" && c.message.contains("is gated: waiting for workload slice")
+            })
+    })
+    .await;
+    assert!(s.pods_of(&p).await.is_empty(), "a gated cluster runs no pod");
+    s.set_quota("4").await;
+    s.wait_rs("rs", "traffic on the new cluster", |r| {
+        active(r).as_deref() == Some(p.as_str()) && ready(r)
+    })
+    .await;
+    s.wait_gone(&a).await;
+    s.wait_cq_cpu(2000).await;
+    s.assert_children_have_no_workloads().await;
+    s.inv.assert_clean();
+    s.c.quota.assert_safe();
+}
+
 /// (b) A resource-changing upgrade reserves the true mix while both clusters live (old head 1 CPU + new
 /// head 2 CPU + two 1-CPU workers = 5), then settles at the new size (3).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -169,6 +169,24 @@ async fn quota_gated_incremental_upgrade_peaks_at_one_surge_step_and_drops_nothi
         (st.target_capacity, st.traffic_routed_percent),
         (Some(100), Some(100))
     );
+    // KubeRay's e2eincrementalupgrade: "The HTTPRoute should now only have one backend after it
+    // completes" (within its TestTimeoutShort): the new cluster alone at weight 100, before the old
+    // cluster's deletion delay ran out.
+    let routes: Api<quotagate::api::gateway::HTTPRoute> = Api::namespaced(s.c.client.clone(), "default");
+    let backends = poll("one backend on the route", || async {
+        let route = routes.get("rs-httproute").await.unwrap();
+        let refs: Vec<(String, Option<i32>)> = route
+            .spec
+            .rules
+            .unwrap_or_default()
+            .into_iter()
+            .flat_map(|r| r.backend_refs.unwrap_or_default())
+            .map(|b| (b.name, b.weight))
+            .collect();
+        (refs.len() == 1).then_some(refs)
+    })
+    .await;
+    assert_eq!(backends, vec![(format!("{new}-serve-svc"), Some(100))]);
     s.wait_gone(&old).await;
     s.wait_cq_cpu(5500).await;
 

@@ -330,35 +330,33 @@ fn suspend_during_an_upgrade() {
 }
 
 /// Source: `rayservice_validation_test.go` TestRayServiceValidation, "RayService name too long with 48
-/// characters". KubeRay (webhook off) stores it and reports Ready=False/ValidationFailed; quotagate
-/// refuses it at admission, naming the field (a deliberate difference, README "Differences from
-/// KubeRay", "Invalid objects"). Where admission is off, its controller reports as KubeRay does.
+/// characters": the apply succeeds and the RayService reports Ready=False/ValidationFailed, as KubeRay
+/// (webhook off, its default install) does, with `ValidateRayServiceMetadata`'s message; nothing is
+/// created (its clusters' names would pass 53 characters). Admission on, as a quotagate install runs.
 #[test]
-fn a_48_character_name_is_refused() {
+fn a_48_character_name_is_stored_and_fails_validation() {
     scenario(async {
         let name = "a".repeat(48);
         let h = Harness::start_admitted(true);
-        let err = h
-            .services()
-            .create(
-                &PostParams::default(),
-                &rayservice(&name, "rayproject/ray:2.46.0"),
-            )
-            .await;
-        let msg = err.expect_err("refused at admission").to_string();
-        assert!(msg.contains("metadata.name"), "{msg}");
-        drop(h);
-
-        let h = Harness::start();
         create(&h, &rayservice(&name, "rayproject/ray:2.46.0")).await;
         let rs = h
             .wait_rs(&name, "ValidationFailed", |rs| cond(rs, "Ready").is_some())
             .await;
         let ready = cond(&rs, "Ready").unwrap();
         assert_eq!(
-            (ready.status.as_str(), ready.reason.as_str()),
-            ("False", "ValidationFailed")
+            (
+                ready.status.as_str(),
+                ready.reason.as_str(),
+                ready.message.as_str()
+            ),
+            (
+                "False",
+                "ValidationFailed",
+                "The RayService metadata is invalid: RayService name should be no more than 47 characters"
+            )
         );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(originated_clusters(&h, &name).await.is_empty());
     });
 }
 

@@ -71,6 +71,9 @@ pub const REASON_HEAD_POD_NOT_FOUND: &str = "HeadPodNotFound";
 pub const REASON_HEAD_POD_RUNNING_AND_READY: &str = "HeadPodRunningAndReady";
 pub const REASON_UNKNOWN: &str = "Unknown";
 pub const REASON_FAILED_CREATE_HEAD_POD: &str = "FailedCreateHeadPod";
+/// KubeRay's event reason when the head template names a ServiceAccount that does not exist (with the
+/// in-tree autoscaler).
+pub const REASON_AUTOSCALER_SA_NOT_FOUND: &str = "AutoscalerServiceAccountNotFound";
 pub const REASON_FAILED_DELETE_HEAD_POD: &str = "FailedDeleteHeadPod";
 pub const REASON_FAILED_CREATE_WORKER_POD: &str = "FailedCreateWorkerPod";
 pub const REASON_FAILED_DELETE_WORKER_POD: &str = "FailedDeleteWorkerPod";

@@ -16,7 +16,7 @@ use crate::rayservice::cluster::autoscaler_rbac as build;
 use crate::rayservice::cluster::names;
 
 /// KubeRay's event reason when the head template names a ServiceAccount that does not exist.
-pub const REASON_SA_NOT_FOUND: &str = "AutoscalerServiceAccountNotFound";
+pub const REASON_SA_NOT_FOUND: &str = crate::api::ray::constants::REASON_AUTOSCALER_SA_NOT_FOUND;
 
 /// Nothing without in-tree autoscaling. A ServiceAccount the user named and did not create stops the
 /// reconcile (as in KubeRay: the head pod would be refused anyway) with a Warning event saying so.

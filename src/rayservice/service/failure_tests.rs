@@ -252,6 +252,45 @@ fn a_crash_looping_pending_head_is_named_in_the_upgrade_condition() {
     );
 }
 
+/// Issue 63: a pending cluster whose head pod cannot be created (its ServiceAccount is missing) says so
+/// on the RayCluster (`ReplicaFailure=True/FailedCreateHeadPod`, as KubeRay's RayCluster controller);
+/// the RayService names that failure in `UpgradeInProgress` with a Warning event, as it does for a
+/// crash-looping head, instead of only saying the cluster "is prepared" while it holds the surge.
+#[test]
+fn a_pending_cluster_that_cannot_create_its_head_is_named_in_the_upgrade_condition() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    let why = "pods \"rs-b-head\" is forbidden: error looking up service account default/ray-sa: serviceaccount \"ray-sa\" not found";
+    let mut rc = crate::api::ray::RayCluster::new("rs-b", Default::default());
+    rc.status = Some(crate::api::ray::RayClusterStatus {
+        conditions: Some(vec![Condition {
+            type_: "ReplicaFailure".into(),
+            status: "True".into(),
+            reason: "FailedCreateHeadPod".into(),
+            message: why.into(),
+            last_transition_time: Time(jiff::Timestamp::UNIX_EPOCH),
+            observed_generation: None,
+        }]),
+        ..Default::default()
+    });
+    let view = super::observe::child_view(&rc, &[], ServeObservation::NotQueried);
+    let said = format!("FailedCreateHeadPod: {why}");
+    assert_eq!(view.head_failing.as_deref(), Some(said.as_str()));
+
+    let mut s = upgrading();
+    pending_mut(&mut s, "rs-b").head_failing = view.head_failing;
+    let p = plan(&s);
+    assert_eq!(cond_of(&p, cond::READY).0, "True", "the active keeps serving");
+    let upgrade = cond_of(&p, cond::UPGRADE_IN_PROGRESS).2;
+    assert!(upgrade.contains(&format!("rs-b: {said}")), "{upgrade}");
+    let warned: Vec<_> = p
+        .events
+        .iter()
+        .filter(|e| e.reason == "FailedCreateHeadPod")
+        .collect();
+    assert_eq!(warned.len(), 1, "{:?}", p.events);
+    assert_eq!(warned[0].type_, EventType::Warning);
+}
+
 /// The RayService announces each head failure of its clusters once: a Warning event when the stored
 /// upgrade condition does not mention it yet, none once it does.
 #[test]

@@ -18,6 +18,7 @@ use super::plan::{Action, ConditionPlan, EventType, Plan, StatusPlan};
 use super::schedule::reap_dangling;
 use super::snapshot::Snapshot;
 use super::{bluegreen, incremental};
+use crate::api::ray::validation::RAY_SERVICE_METADATA_INVALID;
 
 /// KubeRay's `ServiceDefaultRequeueDuration`: poll while work is in flight.
 pub const REQUEUE: Duration = Duration::from_secs(2);
@@ -33,7 +34,13 @@ pub fn plan(s: &Snapshot) -> Plan {
         return p;
     }
     if let Some(err) = &s.invalid {
-        p.event(EventType::Warning, "InvalidRayServiceSpec", err.clone());
+        // KubeRay's event reasons: metadata errors apart from spec errors.
+        let reason = if err.starts_with(RAY_SERVICE_METADATA_INVALID) {
+            "InvalidRayServiceMetadata"
+        } else {
+            "InvalidRayServiceSpec"
+        };
+        p.event(EventType::Warning, reason, err.clone());
         p.status = Some(bare_status(
             s,
             vec![set(

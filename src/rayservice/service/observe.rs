@@ -122,12 +122,33 @@ pub fn child_view(rc: &RayCluster, pods: &[Pod], serve: ServeObservation) -> Chi
         deleting: rc.metadata.deletion_timestamp.is_some(),
         reported_capacity: None,
         running_since: if gated { None } else { running_since(rc) },
-        head_failing: rc
-            .status
-            .as_ref()
-            .and_then(|s| s.reason.clone())
-            .filter(|r| r.starts_with(crate::rayservice::cluster::head_backoff::REASON_PREFIX)),
+        head_failing: head_failure(rc),
     }
+}
+
+/// Why the cluster has no head: its head crash-loops (`status.reason`, `cluster::head_backoff`), or
+/// the head pod cannot be created (`ReplicaFailure=True/FailedCreateHeadPod`, e.g. the ServiceAccount
+/// its template names does not exist), as `FailedCreateHeadPod: <the API server's answer>`.
+fn head_failure(rc: &RayCluster) -> Option<String> {
+    let status = rc.status.as_ref()?;
+    if let Some(r) = status
+        .reason
+        .as_ref()
+        .filter(|r| r.starts_with(crate::rayservice::cluster::head_backoff::REASON_PREFIX))
+    {
+        return Some(r.clone());
+    }
+    status
+        .conditions
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .find(|x| {
+            x.type_ == c::COND_REPLICA_FAILURE
+                && x.status == "True"
+                && x.reason == c::REASON_FAILED_CREATE_HEAD_POD
+        })
+        .map(|x| format!("{}: {}", c::REASON_FAILED_CREATE_HEAD_POD, x.message))
 }
 
 /// When an ungated cluster's pods were first allowed: the `QuotaGated=False` transition, or its

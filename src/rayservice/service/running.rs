@@ -5,6 +5,7 @@
 use super::conditions as cond;
 use super::plan::{Action, ConditionPlan, EventType, Plan, ServiceStatusPlan, StatusPlan};
 use super::snapshot::{Admission, ChildCluster, HashMatch, ServeObservation, Snapshot, TrafficStatus};
+use crate::api::ray::constants::{REASON_AUTOSCALER_SA_NOT_FOUND, REASON_FAILED_CREATE_HEAD_POD};
 
 /// Creates the named cluster, gated when queue-managed and not yet admitted.
 pub(super) fn create_cluster(s: &Snapshot, name: &str, has_active: bool, incremental: bool, p: &mut Plan) {
@@ -237,8 +238,8 @@ pub(super) fn status(
     if let Some(f) = &failure {
         notes.push(f.clone());
     }
-    // A crash-looping head says so in the RayService too (issue 47), with a Warning event for each
-    // failure the stored upgrade condition does not mention yet.
+    // A crash-looping head, or one that cannot be created, says so in the RayService too (issues 47,
+    // 63), with a Warning event for each failure the stored upgrade condition does not mention yet.
     let said = s
         .status
         .condition(cond::UPGRADE_IN_PROGRESS)
@@ -253,7 +254,12 @@ pub(super) fn status(
             // The failure itself, without the time of the next head.
             let failure = note.split(';').next().unwrap_or(&note);
             if !said.contains(failure) {
-                p.event(EventType::Warning, "HeadPodBackOff", note.clone());
+                // A head that cannot be created is announced under its own reason.
+                let reason = [REASON_FAILED_CREATE_HEAD_POD, REASON_AUTOSCALER_SA_NOT_FOUND]
+                    .into_iter()
+                    .find(|r| why.starts_with(&format!("{r}:")))
+                    .unwrap_or("HeadPodBackOff");
+                p.event(EventType::Warning, reason, note.clone());
             }
             notes.push(note);
         }

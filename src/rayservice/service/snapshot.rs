@@ -116,7 +116,9 @@ pub struct ChildCluster {
     pub proxy_healthy: Option<bool>,
     /// `deletionTimestamp` is set.
     pub deleting: bool,
-    /// The RayCluster's `status.reason` while its head crash-loops (`cluster::head_backoff`).
+    /// Why it has no head: the RayCluster's `status.reason` while its head crash-loops
+    /// (`cluster::head_backoff`), or `FailedCreateHeadPod: <message>` from its `ReplicaFailure`
+    /// condition while the head pod cannot be created.
     pub head_failing: Option<String>,
     /// Serve's `target_capacity` as the dashboard reported it this pass, rounded to a whole percent
     /// (`None`: unset, or not asked).

@@ -1011,6 +1011,25 @@ fn invalid_spec_creates_and_deletes_nothing() {
     }
 }
 
+/// Source: KubeRay `rayservice_controller.go` Reconcile (`validateRayService`: metadata first, event
+/// reason `InvalidRayServiceMetadata`, `Ready=False/ValidationFailed` with the error's message) and
+/// `test/e2erayservice/rayservice_validation_test.go` ("RayService name too long with 48 characters").
+#[test]
+fn a_too_long_name_is_reported_as_kuberay_reports_it_and_creates_nothing() {
+    let msg = crate::api::ray::validation::ray_service_name_too_long(&"a".repeat(48)).unwrap();
+    let mut s = base();
+    s.invalid = Some(msg.clone());
+    s.has_finalizer = false;
+    let p = plan(&s);
+    assert!(p.actions.is_empty(), "{:?}", p.actions);
+    let (status, reason, message) = cond_of(&p, cond::READY);
+    assert_eq!(
+        (status.as_str(), reason.as_str(), message.as_str()),
+        ("False", cond::VALIDATION_FAILED, msg.as_str())
+    );
+    assert_eq!(reasons(&p), ["InvalidRayServiceMetadata"]);
+}
+
 #[test]
 fn deletion_deletes_children_now_then_releases_the_finalizer() {
     let mut s = upgrading();

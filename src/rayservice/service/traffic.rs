@@ -140,6 +140,32 @@ pub fn cluster_serve_service(rs: &RayService, rc: &RayCluster) -> Service {
     svc
 }
 
+/// A route's parents and rules with the Gateway API CRD's defaults filled in: the real CRD stores
+/// `group`/`kind` on parent and backend references, `weight: 1` and a `PathPrefix /` match, so a
+/// route the API server defaulted is the route we wrote (else every pass would rewrite it).
+fn with_defaults(spec: &HTTPRouteSpec) -> (Vec<ParentReference>, Vec<HTTPRouteRule>) {
+    let mut parents = spec.parent_refs.clone().unwrap_or_default();
+    for p in &mut parents {
+        p.group.get_or_insert_with(|| "gateway.networking.k8s.io".into());
+        p.kind.get_or_insert_with(|| "Gateway".into());
+    }
+    let mut rules = spec.rules.clone().unwrap_or_default();
+    for r in &mut rules {
+        let matches = r.matches.get_or_insert_with(|| vec![HTTPRouteMatch::default()]);
+        for m in matches {
+            let path = m.path.get_or_insert_with(Default::default);
+            path.type_.get_or_insert_with(|| "PathPrefix".into());
+            path.value.get_or_insert_with(|| "/".into());
+        }
+        for b in r.backend_refs.get_or_insert_with(Vec::new) {
+            b.group.get_or_insert_with(String::new);
+            b.kind.get_or_insert_with(|| "Service".into());
+            b.weight.get_or_insert(1);
+        }
+    }
+    (parents, rules)
+}
+
 /// What the Gateway API objects say, for the decisions. `route` backends are mapped to clusters by
 /// the exact Service name `<cluster>-serve-svc` (KubeRay matches by substring, which confuses
 /// `rs-a` with `rs-ab`).
@@ -168,7 +194,7 @@ pub fn view(
         .collect();
     let route_shape_current = route.is_some_and(|r| {
         let wanted = httproute(rs, &backends, serve_port);
-        r.spec.parent_refs == wanted.spec.parent_refs && r.spec.rules == wanted.spec.rules
+        with_defaults(&r.spec) == with_defaults(&wanted.spec)
     });
     TrafficView {
         gateway: gateway_name.clone(),
@@ -192,6 +218,38 @@ mod tests {
         let mut rs = RayService::new("svc", RayServiceSpec::default());
         rs.metadata.namespace = Some("ml".into());
         rs
+    }
+
+    /// The route as a real API server stores it, with the Gateway API CRD's defaults (group and kind of
+    /// each reference), is the route we wrote: its shape is current and nothing is rewritten.
+    #[test]
+    fn a_route_the_api_server_defaulted_is_current() {
+        let rs = rs();
+        let mut stored = httproute(&rs, &[("svc-a".into(), 100)], 8000);
+        for p in stored.spec.parent_refs.iter_mut().flatten() {
+            p.group = Some("gateway.networking.k8s.io".into());
+            p.kind = Some("Gateway".into());
+        }
+        for b in stored
+            .spec
+            .rules
+            .iter_mut()
+            .flatten()
+            .flat_map(|r| r.backend_refs.iter_mut().flatten())
+        {
+            b.group = Some(String::new());
+            b.kind = Some("Service".into());
+        }
+        let o = options(&rs);
+        let v = view(&rs, &o, None, Some(&stored), BTreeSet::new(), 8000);
+        assert!(v.route_shape_current);
+        let mut other = stored.clone();
+        other.spec.rules.as_mut().unwrap()[0]
+            .backend_refs
+            .as_mut()
+            .unwrap()[0]
+            .port = Some(9000);
+        assert!(!view(&rs, &o, None, Some(&other), BTreeSet::new(), 8000).route_shape_current);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::kit::events::Recorder;
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::runtime::controller::Action as Requeue;
@@ -21,11 +21,13 @@ use crate::api::gateway::{Gateway, HTTPRoute};
 use crate::api::kueue::Workload;
 use crate::api::ray::constants as c;
 use crate::api::ray::constants::ANNOTATION_ADMISSION_GATED as GATE_ANNOTATION;
-use crate::api::ray::validation::{RayFeatureGates, validate_ray_service_with};
+use crate::api::ray::validation::{RayFeatureGates, ray_service_name_too_long, validate_ray_service_with};
 use crate::api::ray::{RayCluster, RayService};
 use crate::kit::shell;
+use crate::rayservice::cluster::autoscaler_rbac as rbac;
 use crate::rayservice::cluster::child::spec_for_hashing;
 use crate::rayservice::cluster::hash::{hash_of_first_groups, hash_without_replicas_and_workers_to_delete};
+use crate::rayservice::cluster::labels::pod_label;
 use crate::rayservice::cluster::names;
 use crate::rayservice::dashboard::{DashboardEndpoint, DashboardError, RayDashboard, ServeConfig};
 use crate::rayservice::job::gate;
@@ -233,7 +235,11 @@ async fn admission(
 }
 
 /// The first validation error, naming the field; `None` when the object is acceptable.
+/// A name over 47 characters is stored (as by KubeRay) and reported with KubeRay's message.
 fn validation_error(rs: &RayService, gates: RayFeatureGates) -> Option<String> {
+    if let Some(msg) = ray_service_name_too_long(&rs.name_any()) {
+        return Some(msg);
+    }
     if let Some(e) = validate_ray_service_with(rs, gates).first() {
         return Some(e.to_string());
     }
@@ -397,6 +403,29 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
     })
 }
 
+/// A cluster without a head pod whose head template names a ServiceAccount that does not exist: its
+/// head cannot be created (with the in-tree autoscaler its RayCluster only has a Warning event, as in
+/// KubeRay, so the RayService looks). `AutoscalerServiceAccountNotFound: <why>` or
+/// `FailedCreateHeadPod: <why>`, as the RayService then names it.
+async fn missing_service_account(rc: &RayCluster, ns: &str, ctx: &Context) -> Result<Option<String>, Error> {
+    if !rbac::user_names_service_account(rc) {
+        return Ok(None);
+    }
+    let sa = rbac::service_account_name(rc);
+    let api: Api<ServiceAccount> = Api::namespaced(ctx.client.clone(), ns);
+    if api.get_opt(&sa).await?.is_some() {
+        return Ok(None);
+    }
+    let reason = if rc.spec.autoscaling_enabled() {
+        c::REASON_AUTOSCALER_SA_NOT_FOUND
+    } else {
+        c::REASON_FAILED_CREATE_HEAD_POD
+    };
+    Ok(Some(format!(
+        "{reason}: ServiceAccount {sa} named by the head pod template is not found; create it"
+    )))
+}
+
 /// What one child RayCluster shows: its pods, and for the active and pending clusters (once released)
 /// what its dashboard and Serve proxy answer.
 #[allow(clippy::too_many_arguments)]
@@ -425,6 +454,12 @@ async fn observe_child(
         prior.active.as_deref() == Some(cname.as_str()) || prior.pending.as_deref() == Some(cname.as_str());
     if !current || view.gated {
         return Ok(view);
+    }
+    let has_head = pods
+        .iter()
+        .any(|p| pod_label(p, c::LABEL_NODE_TYPE) == Some(c::NODE_TYPE_HEAD));
+    if view.head_failing.is_none() && !has_head {
+        view.head_failing = missing_service_account(rc, ns, ctx).await?;
     }
     let endpoint = match ctx.endpoint(rc, ns).await {
         Ok(e) => e,

@@ -106,6 +106,31 @@ pub fn validate_ray_service(rs: &RayService) -> Vec<FieldError> {
     validate_ray_service_with(rs, RayFeatureGates::default())
 }
 
+/// KubeRay's `ValidateRayServiceMetadata` prefix: its controller reports such errors with the event
+/// reason `InvalidRayServiceMetadata` (`InvalidRayServiceSpec` for the others).
+pub const RAY_SERVICE_METADATA_INVALID: &str = "The RayService metadata is invalid";
+
+/// KubeRay's message for a RayService name over 47 characters (`ValidateRayServiceMetadata`,
+/// `ray-operator/controllers/ray/utils/validation.go`), or `None` when the name fits.
+pub fn ray_service_name_too_long(name: &str) -> Option<String> {
+    (name.len() > c::MAX_RAY_SERVICE_NAME_LENGTH).then(|| {
+        format!(
+            "{RAY_SERVICE_METADATA_INVALID}: RayService name should be no more than {} characters",
+            c::MAX_RAY_SERVICE_NAME_LENGTH
+        )
+    })
+}
+
+/// Whether `e` is the one RayService rule an object may break and still be stored: the name length.
+/// KubeRay's CRD and its default install (webhook off) store a 48-character name and its controller
+/// reports `Ready=False/ValidationFailed` without creating anything
+/// (`ray-operator/test/e2erayservice/rayservice_validation_test.go`, "RayService name too long with 48
+/// characters"); quotagate does the same (docs/kuberay-compatibility.md). `quotagate validate` still
+/// lists it: the RayService would never run.
+pub fn ray_service_stored_anyway(e: &FieldError) -> bool {
+    e.field == "metadata.name" && e.kind == ErrorType::TooLong
+}
+
 /// Validates a RayService as KubeRay would with `gates` (`--feature-gates`).
 pub fn validate_ray_service_with(rs: &RayService, gates: RayFeatureGates) -> Vec<FieldError> {
     let mut errs = Vec::new();

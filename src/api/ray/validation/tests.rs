@@ -917,3 +917,33 @@ fn worker_group_suspend_needs_the_job_deletion_policy_gate() {
         "{errs:?}"
     );
 }
+
+/// Source: KubeRay `ray-operator/test/e2erayservice/rayservice_validation_test.go` TestRayServiceValidation,
+/// "RayService name too long with 48 characters": the apply succeeds (stored); the controller reports
+/// `ValidationFailed` with `ValidateRayServiceMetadata`'s message (`utils/validation.go`). 47 fits.
+#[test]
+fn a_48_character_rayservice_name_is_stored_and_reported_with_kuberays_message() {
+    let mut doc = base_service();
+    set(&mut doc, "metadata.name", json!("a".repeat(48)));
+    let rs: RayService = serde_json::from_value(doc).unwrap();
+    let errs = validate_ray_service(&rs);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(ray_service_stored_anyway(&errs[0]), "stored: {errs:?}");
+    let mut doc = serde_json::to_value(&rs).unwrap();
+    doc["metadata"]["namespace"] = json!("default");
+    assert_eq!(
+        crate::api::on_write::admit(crate::api::on_write::Operation::Create, &mut doc, None),
+        Ok(()),
+        "stored"
+    );
+    assert_eq!(
+        ray_service_name_too_long(&"a".repeat(48)).as_deref(),
+        Some("The RayService metadata is invalid: RayService name should be no more than 47 characters")
+    );
+    assert_eq!(ray_service_name_too_long(&"a".repeat(47)), None);
+    // The other name rule is not stored anyway.
+    let mut doc = base_service();
+    set(&mut doc, "metadata.name", json!("a_b"));
+    let rs: RayService = serde_json::from_value(doc).unwrap();
+    assert!(!validate_ray_service(&rs).iter().any(ray_service_stored_anyway));
+}
