@@ -156,26 +156,7 @@ pub fn pending_fingerprint(reason: &str, message: &str) -> u64 {
     h.finish()
 }
 
-/// The fingerprint of the pending status `wl` shows, when it shows all of it (QuotaReserved=False,
-/// Admitted=False/NoReservation and `status.resourceRequests`, no admission): what `pending` would
-/// leave unwritten.
-pub fn shown_pending(wl: &Workload) -> Option<u64> {
-    let st = wl.status.as_ref()?;
-    if st.admission.is_some() || st.resource_requests.is_empty() {
-        return None;
-    }
-    let no_reservation = st.conditions.iter().any(|c| {
-        c.type_ == condition::ADMITTED
-            && c.status == crate::api::conditions::FALSE
-            && c.reason == reason::NO_RESERVATION
-            && c.message == NO_RESERVATION_MESSAGE
-    });
-    let qr = st.condition(condition::QUOTA_RESERVED)?;
-    (no_reservation && qr.status == crate::api::conditions::FALSE)
-        .then(|| pending_fingerprint(&qr.reason, &qr.message))
-}
-
-const NO_RESERVATION_MESSAGE: &str = "The workload has no reservation";
+pub(super) const NO_RESERVATION_MESSAGE: &str = "The workload has no reservation";
 
 /// Each podset's total requests (count times a pod's), Kueue's `status.resourceRequests`. A
 /// podset whose template cannot be read is left out (admission reports that error).

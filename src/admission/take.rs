@@ -13,8 +13,9 @@ use super::slices::counted_pods;
 use super::snapshot::Snapshot;
 use super::snapshot::rv;
 use super::unconfirmed::Unconfirmed;
-use crate::api::kueue::config::PodsReadyConfig;
-use crate::api::kueue::constants::reason;
+use crate::api::conditions::TRUE;
+use crate::api::kueue::config::{PodsReadyConfig, RequeuingTimestamp};
+use crate::api::kueue::constants::{condition, reason};
 use crate::api::kueue::{Workload, WorkloadStatus};
 use crate::queue::{AdmissionCore, QueueError, WorkloadKey, WorkloadModel, convert};
 
@@ -296,11 +297,11 @@ impl Intake<'_> {
         }
         self.unconfirmed.queued_rv.insert(key.clone(), seen);
         let converted = model(wl, cluster_queue, snap);
-        match super::conditions::shown_pending(wl) {
+        match shown_pending(wl) {
             Some(said) => self.unconfirmed.shown.insert(key.clone(), said),
             None => self.unconfirmed.shown.remove(&key),
         };
-        let order = self.pods_ready.and_then(|c| pods_ready::queue_order_ms(wl, c));
+        let order = self.pods_ready.and_then(|c| queue_order_ms(wl, c));
         let added = converted.and_then(|mut m| {
             if let Some(t) = order {
                 m.timestamp = t;
@@ -343,13 +344,6 @@ impl Intake<'_> {
         let Some(a) = wl.admission() else {
             return;
         };
-        // What it holds, read first: the floor its job keeps when preemption takes its growth (one
-        // whose growth was taken before a restart is held until its job has shrunk it back), and,
-        // as in Kueue, the usage to count when it is less than status.admission (immutable) holds:
-        // the smaller spec counts or the pods not reclaimable, so the difference is free at once.
-        let floor = super::slices::growth_floor(wl);
-        let growth_preempted = super::slices::growth_preempted(wl);
-        let counted = if is_evicted(wl) { None } else { counted_pods(wl) };
         if !self.core.is_admitted(key) {
             let admitted = model(wl, &a.cluster_queue, snap)
                 .and_then(|m| Ok((m, convert::admission_model(a)?)))
@@ -358,6 +352,13 @@ impl Intake<'_> {
                 tracing::warn!(workload = %key, error = %e, "cannot account an admitted workload");
             }
         }
+        // What it holds: the floor its job keeps when preemption takes its growth (one whose
+        // growth was taken before a restart is held until its job has shrunk it back), and, as in
+        // Kueue, the usage to count when it is less than status.admission (immutable) holds: the
+        // smaller spec counts or the pods not reclaimable, so the difference is free at once.
+        let floor = super::slices::growth_floor(wl);
+        let growth_preempted = super::slices::growth_preempted(wl);
+        let counted = if is_evicted(wl) { None } else { counted_pods(wl) };
         self.core.set_floor(key, floor.as_ref());
         if growth_preempted {
             self.core.mark_taking_growth(key);
@@ -404,4 +405,34 @@ impl Intake<'_> {
         self.core.retain_entry_penalty(key, None);
         self.core.delete_workload(key);
     }
+}
+
+/// The fingerprint of the pending status `wl` shows, when it shows all of it (QuotaReserved=False,
+/// Admitted=False/NoReservation and `status.resourceRequests`, no admission): what `pending` would
+/// leave unwritten.
+fn shown_pending(wl: &Workload) -> Option<u64> {
+    let st = wl.status.as_ref()?;
+    if st.admission.is_some() || st.resource_requests.is_empty() {
+        return None;
+    }
+    let no_reservation = st.conditions.iter().any(|c| {
+        c.type_ == condition::ADMITTED
+            && c.status == crate::api::conditions::FALSE
+            && c.reason == reason::NO_RESERVATION
+            && c.message == super::conditions::NO_RESERVATION_MESSAGE
+    });
+    let qr = st.condition(condition::QUOTA_RESERVED)?;
+    (no_reservation && qr.status == crate::api::conditions::FALSE)
+        .then(|| super::conditions::pending_fingerprint(&qr.reason, &qr.message))
+}
+
+/// The queue-order time (ms) of a workload requeued after a PodsReady timeout, under the `Eviction`
+/// timestamp: its eviction, so it goes behind those already waiting. `None`: its creation.
+fn queue_order_ms(wl: &Workload, cfg: &PodsReadyConfig) -> Option<i64> {
+    if cfg.timestamp != RequeuingTimestamp::Eviction {
+        return None;
+    }
+    let c = wl.status.as_ref()?.condition(condition::EVICTED)?;
+    (c.status == TRUE && c.reason == reason::PODS_READY_TIMEOUT)
+        .then(|| c.last_transition_time.0.as_millisecond())
 }
