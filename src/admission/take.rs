@@ -17,7 +17,7 @@ use crate::api::conditions::TRUE;
 use crate::api::kueue::config::{PodsReadyConfig, RequeuingTimestamp};
 use crate::api::kueue::constants::{condition, reason};
 use crate::api::kueue::{Workload, WorkloadStatus};
-use crate::queue::{AdmissionCore, QueueError, WorkloadKey, WorkloadModel, convert};
+use crate::queue::{AdmissionCore, PendingReason, QueueError, WorkloadKey, WorkloadModel, convert};
 
 /// What `Class::Reserved` carries: the Workload is evicted, a job owns it, a cause to stop it, and
 /// a rejecting admission check's message.
@@ -258,11 +258,7 @@ impl Intake<'_> {
                 why: (reason, message),
             } => {
                 self.unqueue(&key);
-                self.actions.push(Action::Pending {
-                    key,
-                    reason: reason.into(),
-                    message,
-                });
+                self.actions.push(Action::Pending { key, reason, message });
             }
             Class::Waiting => self.unqueue(&key),
             // Kept out of the queue until requeueAt, then released by the write.
@@ -311,7 +307,7 @@ impl Intake<'_> {
         if let Err(e) = added {
             self.actions.push(Action::Pending {
                 key,
-                reason: reason::MISCONFIGURED.into(),
+                reason: PendingReason::Misconfigured,
                 message: e.to_string(),
             });
         }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use super::conditions;
 use super::sync::{Action, AdmissionState, Snapshot};
 use crate::api::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Workload};
+use crate::queue::PendingReason;
 
 fn cq(name: &str, cpu: &str) -> Arc<ClusterQueue> {
     let mut q = ClusterQueue::build(name)
@@ -740,17 +741,20 @@ fn each_workload_is_classified_from_the_snapshot_alone() {
         },
         // Kueue's `workload_controller_test.go`, "the queue is not defined in the workload".
         Class::Held {
-            why: ("Misconfigured", "LocalQueue  doesn't exist".into()),
+            why: (PendingReason::Misconfigured, "LocalQueue  doesn't exist".into()),
         },
         Class::Held {
-            why: ("Misconfigured", "LocalQueue nope doesn't exist".into()),
+            why: (
+                PendingReason::Misconfigured,
+                "LocalQueue nope doesn't exist".into(),
+            ),
         },
         Class::Queue {
             cluster_queue: "cq".into(),
         },
         // Kueue's workload controller: QuotaReserved=False, reason Deactivated.
         Class::Held {
-            why: ("Deactivated", "The workload is deactivated".into()),
+            why: (PendingReason::Deactivated, "The workload is deactivated".into()),
         },
     ];
     assert_eq!(got, want);

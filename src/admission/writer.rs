@@ -22,7 +22,7 @@ use super::write_backoff::{self, WriteBackoff};
 use crate::admission::metrics::Metrics;
 use crate::api::kueue::constants::{RESOURCE_IN_USE_FINALIZER, reason};
 use crate::api::kueue::{Workload, WorkloadStatus};
-use crate::queue::{WorkloadKey, convert};
+use crate::queue::{PendingReason, WorkloadKey, convert};
 
 /// What the writes use of the loop: its client, event recorder, metrics and record of its own writes.
 pub(super) struct Writer<'a> {
@@ -263,10 +263,10 @@ impl Writer<'_> {
         api: &Api<Workload>,
         wl: &Arc<Workload>,
         key: WorkloadKey,
-        why: String,
+        why: PendingReason,
         message: String,
     ) -> Outcome {
-        if let Some(status) = conditions::pending(wl, &why, &message, now()) {
+        if let Some(status) = conditions::pending(wl, why.as_str(), &message, now()) {
             return match self.write_version(api, wl, status).await {
                 Ok(after) => {
                     // Remembered until the cache shows it: an admission decided on the
@@ -276,7 +276,7 @@ impl Writer<'_> {
                     // Kueue's scheduler says why it could not admit as a Warning `Pending` event
                     // (what `kubectl describe workload` shows first); here once per new reason
                     // or message, not once per cycle.
-                    if scheduler_verdict(&why) {
+                    if why.is_scheduler_verdict() {
                         self.event(
                             &wl.object_ref(&()),
                             EventType::Warning,
@@ -588,18 +588,4 @@ async fn admit_with_retry(
         }
         other => other,
     }
-}
-
-/// A pending reason the scheduler gives after trying to admit (not "not evaluated yet", nor a
-/// workload held out of the queue).
-fn scheduler_verdict(reason: &str) -> bool {
-    use crate::queue::PendingReason as R;
-    [
-        R::NoMatchingFlavor,
-        R::WaitingForQuota,
-        R::ExceedsMaxQuota,
-        R::WaitingForPreemptedWorkloads,
-    ]
-    .iter()
-    .any(|r| r.as_str() == reason)
 }
