@@ -47,7 +47,15 @@ pub(crate) mod write_backoff;
 mod writer;
 
 #[cfg(test)]
+mod checks_afs_tests;
+#[cfg(test)]
+mod checks_step_tests;
+#[cfg(test)]
 mod checks_tests;
+#[cfg(test)]
+mod requeue_tests;
+#[cfg(test)]
+mod status_tests;
 #[cfg(test)]
 mod tests;
 
