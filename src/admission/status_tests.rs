@@ -1,6 +1,9 @@
 //! Status transitions of a Workload (admitted, pending, cleared) and of ClusterQueues and Cohorts.
 
+use std::sync::Arc;
+
 use super::conditions;
+use super::sync::{Action, AdmissionState};
 use super::tests::*;
 use crate::api::kueue::{ClusterQueue, Workload};
 
@@ -200,4 +203,42 @@ fn cohort_status_clears_a_stale_share_and_writes_it_with_fair_sharing() {
         share(i64::MAX)
     );
     assert_eq!(super::queue_status::cohort(&with(share(3)), Some(2.1)), None);
+}
+
+/// Kueue `pkg/scheduler/scheduler.go` `requeueAndUpdate`: `UnsetQuotaReservationWithCondition` is
+/// true whenever the `QuotaReserved=False` message changes, and the scheduler then writes the status
+/// and records a `Pending` event. A workload asking for more than its queue can ever hold keeps its
+/// reason when the quota is raised but not enough, and its message follows the new maximum; an
+/// unchanged message is not written again.
+#[test]
+fn a_pending_message_follows_a_raised_quota_while_its_reason_stays() {
+    let exceeds = |actions: &[Action]| match actions {
+        [Action::Pending { reason, message, .. }] if reason == "ExceedsMaxQuota" => message.clone(),
+        other => panic!("expected one ExceedsMaxQuota pending write: {other:?}"),
+    };
+    let big = wl("big", "4", "1");
+    let mut st = AdmissionState::new();
+    let first = exceeds(&st.step(&snapshot(vec![cq("cq", "3")], &["default"], vec![big.clone()]), 0));
+    assert!(first.contains("maximum capacity (3)"), "{first}");
+    // The API shows that message.
+    let mut shown = (*big).clone();
+    shown.status = conditions::pending(&big, "ExceedsMaxQuota", &first, t(0));
+    shown.metadata.resource_version = Some("2".into());
+    let shown = Arc::new(shown);
+    let mut raised = (*cq("cq", "3500m")).clone();
+    raised.metadata.resource_version = Some("2".into());
+    let raised = Arc::new(raised);
+    let snap = snapshot(vec![raised.clone()], &["default"], vec![shown.clone()]);
+    let second = exceeds(&st.step(&snap, 1000));
+    assert!(second.contains("maximum capacity (3500m)"), "{second}");
+    let written = conditions::pending(&shown, "ExceedsMaxQuota", &second, t(1)).expect("rewritten");
+    assert_eq!(written.condition("QuotaReserved").unwrap().message, second);
+    // Once the API shows the new message, nothing more is written.
+    let mut now_shown = (*shown).clone();
+    now_shown.status = Some(written);
+    now_shown.metadata.resource_version = Some("3".into());
+    let snap = snapshot(vec![raised], &["default"], vec![Arc::new(now_shown.clone())]);
+    let actions = st.step(&snap, 2000);
+    assert!(actions.is_empty(), "{actions:?}");
+    assert!(conditions::pending(&now_shown, "ExceedsMaxQuota", &second, t(2)).is_none());
 }
