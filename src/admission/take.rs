@@ -112,6 +112,7 @@ impl Intake<'_> {
         let Seen {
             key,
             class,
+            holds_quota,
             checks,
             penalty_home,
             ..
@@ -124,14 +125,8 @@ impl Intake<'_> {
                 if remove_finalizer {
                     self.actions.push(Action::RemoveFinalizer { key: key.clone() });
                 }
-                // Like Kueue's cache, a workload being deleted holds its quota until it is gone from
-                // the API (its finalizer removed): the API shows it reserved until then, and admitting
-                // into that quota first would show the ClusterQueue over it.
-                if wl.metadata.deletion_timestamp.is_some()
-                    && !wl.is_finished()
-                    && wl.admission().is_some()
-                    && wl.has_quota_reservation()
-                {
+                // Being deleted, it holds its quota until it is gone (`View::holds_quota`).
+                if holds_quota {
                     self.account_reserved(&key, wl, snap);
                     return;
                 }
