@@ -1,6 +1,6 @@
 //! The admission core: quota tree, pending queues, flavor assignment, preemption and workload
 //! slices, as Kueue's scheduler does them. Pure and synchronous: no clock, no I/O, no randomness;
-//! time comes in as an argument. See ../shared/DESIGN.md (invariants I1, I3, I6).
+//! time comes in as an argument. See docs/design.md (invariants I1, I3, I6).
 //!
 //! Entry point: [`AdmissionCore`]. Callers feed it ClusterQueues, Cohorts, ResourceFlavors and
 //! Workloads in the [`model`] types, call [`AdmissionCore::schedule_cycle`] and apply the
