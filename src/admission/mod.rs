@@ -44,6 +44,7 @@ mod transition_metrics;
 mod unconfirmed;
 pub(crate) mod workload_status;
 pub(crate) mod write_backoff;
+mod write_metrics;
 mod writer;
 
 #[cfg(test)]
