@@ -50,6 +50,8 @@ mod writer;
 #[cfg(test)]
 mod checks_afs_tests;
 #[cfg(test)]
+mod checks_slice_tests;
+#[cfg(test)]
 mod checks_step_tests;
 #[cfg(test)]
 mod checks_tests;
