@@ -4,14 +4,17 @@
 use super::conditions::{self, EvictionCause};
 use super::metric_labels::{priority_class, queued_since};
 use super::queue_status;
-use super::writer::now;
+
 use crate::admission::metrics::Metrics;
 use crate::api::kueue::Workload;
 
 /// Kueue's quota-reservation counter and wait time, per ClusterQueue and LocalQueue.
 pub(super) fn reservation(m: &Metrics, wl: &Workload, cq: &str) {
     let pc = priority_class(wl);
-    let waited = now().duration_since(queued_since(wl)).as_secs_f64().max(0.0);
+    let waited = jiff::Timestamp::now()
+        .duration_since(queued_since(wl))
+        .as_secs_f64()
+        .max(0.0);
     let l = m.cq_priority(cq, &pc);
     m.quota_reserved_workloads_total.get_or_create(&l).inc();
     m.quota_reserved_wait_time_seconds
@@ -32,7 +35,7 @@ pub(super) fn reservation(m: &Metrics, wl: &Workload, cq: &str) {
 /// admission checks' wait since the reservation (0 without checks: the same write), which it returns.
 pub(super) fn admitted(m: &Metrics, wl: &Workload, cq: &str) -> f64 {
     let pc = priority_class(wl);
-    let t = now();
+    let t = jiff::Timestamp::now();
     let waited = t.duration_since(queued_since(wl)).as_secs_f64().max(0.0);
     let reserved_at = wl
         .status
