@@ -57,7 +57,7 @@ pub(super) enum Class {
 pub(super) struct Seen {
     pub(super) key: WorkloadKey,
     pub(super) class: Class,
-    /// `Class::Gone` only: it is being deleted and still holds its own quota (see `holds_quota`).
+    /// `Class::Gone` only: it is being deleted and still holds its own quota (see `read`).
     pub(super) holds_quota: bool,
     pub(super) checks: Option<WorkloadStatus>,
     pub(super) due: Option<i64>,
@@ -156,7 +156,17 @@ impl<'a> View<'a> {
             _ => penalty_home(wl),
         };
         let key = key_of(wl);
-        let holds_quota = matches!(class, Class::Gone { .. }) && self.holds_quota(wl, &key);
+        // Like Kueue's cache, a Workload being deleted holds its quota until it is gone from the API
+        // (its finalizer removed): the API shows it reserved until then, and admitting into that
+        // quota first would show the ClusterQueue over it. But not a slice whose replacement holds
+        // quota: the replacement's reservation is the chain's (DESIGN I3, I6), and counting both
+        // showed the ClusterQueue over its quota, borrowing, with one admitted workload too many.
+        let holds_quota = matches!(class, Class::Gone { .. })
+            && wl.metadata.deletion_timestamp.is_some()
+            && !wl.is_finished()
+            && wl.admission().is_some()
+            && wl.has_quota_reservation()
+            && !self.replaced.contains_key(&key);
         Seen {
             key,
             holds_quota,
@@ -165,19 +175,6 @@ impl<'a> View<'a> {
             due,
             penalty_home,
         }
-    }
-
-    /// Like Kueue's cache, a Workload being deleted holds its quota until it is gone from the API
-    /// (its finalizer removed): the API shows it reserved until then, and admitting into that quota
-    /// first would show the ClusterQueue over it. But not a slice whose replacement holds quota:
-    /// the replacement's reservation is the chain's (DESIGN I3, I6), and counting both showed the
-    /// ClusterQueue over its quota, borrowing, with one admitted workload too many.
-    fn holds_quota(&self, wl: &Workload, key: &WorkloadKey) -> bool {
-        wl.metadata.deletion_timestamp.is_some()
-            && !wl.is_finished()
-            && wl.admission().is_some()
-            && wl.has_quota_reservation()
-            && !self.replaced.contains_key(key)
     }
 
     /// The case of `wl` at `now_ms`.

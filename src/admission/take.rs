@@ -125,7 +125,7 @@ impl Intake<'_> {
                 if remove_finalizer {
                     self.actions.push(Action::RemoveFinalizer { key: key.clone() });
                 }
-                // Being deleted, it holds its quota until it is gone (`View::holds_quota`).
+                // Being deleted, it holds its quota until it is gone (`Seen::holds_quota`).
                 if holds_quota {
                     self.account_reserved(&key, wl, snap);
                     return;
