@@ -36,9 +36,11 @@ pub enum Action {
         reason: String,
         message: String,
     },
+    /// Not reserved: `QuotaReserved=False` with `reason` (its API text written by the writer) and
+    /// `message`.
     Pending {
         key: WorkloadKey,
-        reason: String,
+        reason: queue::PendingReason,
         message: String,
     },
     FinishSlice {

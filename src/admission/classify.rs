@@ -12,11 +12,11 @@ use super::checks::{self, QueueChecks, Verdict};
 use super::conditions::{EvictedBy, EvictionCause, controller_owner, is_active, is_evicted, status_of};
 use super::snapshot::{Snapshot, key_of};
 use crate::admission::slices::replacement_for;
+use crate::api::kueue::constants::RESOURCE_IN_USE_FINALIZER;
 use crate::api::kueue::constants::condition;
-use crate::api::kueue::constants::{RESOURCE_IN_USE_FINALIZER, reason};
 use crate::api::kueue::{LocalQueue, StopPolicy, Workload, WorkloadStatus};
-use crate::queue::WorkloadKey;
 use crate::queue::admission_fair_sharing::LocalQueueKey;
+use crate::queue::{PendingReason, WorkloadKey};
 
 /// One Workload's case.
 #[derive(Clone, Debug, PartialEq)]
@@ -37,7 +37,7 @@ pub(super) enum Class {
         rejected: Option<String>,
     },
     /// Not reserved, and kept out of the queue; `why` is the pending reason and message to write.
-    Held { why: (&'static str, String) },
+    Held { why: (PendingReason, String) },
     /// Not reserved, kept out of the queue with nothing written: its job has pods to replace first.
     Waiting,
     /// In requeue backoff; `elapsed`: the backoff is over and `BackoffFinished` is to be written.
@@ -57,6 +57,8 @@ pub(super) enum Class {
 pub(super) struct Seen {
     pub(super) key: WorkloadKey,
     pub(super) class: Class,
+    /// `Class::Gone` only: it is being deleted and still holds its own quota (see `read`).
+    pub(super) holds_quota: bool,
     pub(super) checks: Option<WorkloadStatus>,
     pub(super) due: Option<i64>,
     pub(super) penalty_home: Option<LocalQueueKey>,
@@ -153,8 +155,21 @@ impl<'a> View<'a> {
             Class::Gone { .. } | Class::Replaced { .. } => None,
             _ => penalty_home(wl),
         };
+        let key = key_of(wl);
+        // Like Kueue's cache, a Workload being deleted holds its quota until it is gone from the API
+        // (its finalizer removed): the API shows it reserved until then, and admitting into that
+        // quota first would show the ClusterQueue over it. But not a slice whose replacement holds
+        // quota: the replacement's reservation is the chain's (DESIGN I3, I6), and counting both
+        // showed the ClusterQueue over its quota, borrowing, with one admitted workload too many.
+        let holds_quota = matches!(class, Class::Gone { .. })
+            && wl.metadata.deletion_timestamp.is_some()
+            && !wl.is_finished()
+            && wl.admission().is_some()
+            && wl.has_quota_reservation()
+            && !self.replaced.contains_key(&key);
         Seen {
-            key: key_of(wl),
+            key,
+            holds_quota,
             class,
             checks,
             due,
@@ -224,7 +239,7 @@ impl<'a> View<'a> {
         }
         if !is_active(wl) {
             return Class::Held {
-                why: (reason::DEACTIVATED, "The workload is deactivated".into()),
+                why: (PendingReason::Deactivated, "The workload is deactivated".into()),
             };
         }
         // Kueue's workload controller's words (`getQueueBlocker`), as its
@@ -233,13 +248,16 @@ impl<'a> View<'a> {
         let Some(lq) = lq else {
             let name = wl.spec.queue_name.as_deref().unwrap_or_default();
             return Class::Held {
-                why: (reason::MISCONFIGURED, format!("LocalQueue {name} doesn't exist")),
+                why: (
+                    PendingReason::Misconfigured,
+                    format!("LocalQueue {name} doesn't exist"),
+                ),
             };
         };
         if lq_stop != StopPolicy::None {
             let name = lq.metadata.name.as_deref().unwrap_or_default();
             return Class::Held {
-                why: (reason::SUSPENDED, format!("LocalQueue {name} is inactive")),
+                why: (PendingReason::Suspended, format!("LocalQueue {name} is inactive")),
             };
         }
         if let Some(at) = super::backoff::requeue_at(wl) {
@@ -260,7 +278,10 @@ impl<'a> View<'a> {
             .is_some_and(|s| checks::has_failed(&s.admission_checks))
         {
             return Class::Held {
-                why: (reason::PENDING_EVALUATION, checks::FAILED_MESSAGE.to_string()),
+                why: (
+                    PendingReason::PendingEvaluation,
+                    checks::FAILED_MESSAGE.to_string(),
+                ),
             };
         }
         // Kueue's `IsAdmissible`: a pod group missing pods waits for their replacements.

@@ -73,10 +73,11 @@ pub fn admitted_with_checks(
 /// with reason NoReservation, and `status.resourceRequests`. `None` when the workload already
 /// says that (Kueue #8095: don't rewrite unchanged pending status).
 pub fn pending(wl: &Workload, reason: &str, message: &str, now: jiff::Timestamp) -> Option<WorkloadStatus> {
-    // Rewritten only when what it says changes in substance: the amounts in a message move every
-    // cycle while the backlog drains, and a write per pending workload per cycle is what held the
-    // scheduler back (and woke every watcher of Workloads). Decided on the cached status as it is,
-    // before copying anything: every pending workload comes through here every cycle.
+    // Rewritten only when what it says changes (`same_words`): as Kueue, when the message changes,
+    // but the amounts of a message whose amounts move with usage every cycle while the backlog
+    // drains are left out, as a write per pending workload per cycle is what held the scheduler
+    // back (and woke every watcher of Workloads). Decided on the cached status as it is, before
+    // copying anything: every pending workload comes through here every cycle.
     if let Some(st) = &wl.status {
         if st.admission.is_some() {
             return None;
@@ -86,7 +87,7 @@ pub fn pending(wl: &Workload, reason: &str, message: &str, now: jiff::Timestamp)
                 c.type_ == t
                     && c.status == crate::api::conditions::FALSE
                     && c.reason == r
-                    && same_substance(&c.message, m)
+                    && same_words(r, &c.message, m)
             })
         };
         let deactivation_shown = reason != reason::DEACTIVATED
@@ -144,38 +145,43 @@ pub fn pending(wl: &Workload, reason: &str, message: &str, now: jiff::Timestamp)
     changed.then_some(s)
 }
 
-/// A pending status reduced to what matters for rewriting it: its reason and the words of its
-/// message (see `substance`), hashed.
+/// A pending status reduced to what matters for rewriting it (see `same_words`): its reason and its
+/// message, without the amounts where they move with usage, hashed.
 pub fn pending_fingerprint(reason: &str, message: &str) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     reason.hash(&mut h);
-    for ch in substance_chars(message) {
-        ch.hash(&mut h);
+    if amounts_move_with_usage(reason) {
+        for ch in substance_chars(message) {
+            ch.hash(&mut h);
+        }
+    } else {
+        message.hash(&mut h);
     }
     h.finish()
 }
 
-/// The fingerprint of the pending status `wl` shows, when it shows all of it (QuotaReserved=False,
-/// Admitted=False/NoReservation and `status.resourceRequests`, no admission): what `pending` would
-/// leave unwritten.
-pub fn shown_pending(wl: &Workload) -> Option<u64> {
-    let st = wl.status.as_ref()?;
-    if st.admission.is_some() || st.resource_requests.is_empty() {
-        return None;
-    }
-    let no_reservation = st.conditions.iter().any(|c| {
-        c.type_ == condition::ADMITTED
-            && c.status == crate::api::conditions::FALSE
-            && c.reason == reason::NO_RESERVATION
-            && c.message == NO_RESERVATION_MESSAGE
-    });
-    let qr = st.condition(condition::QUOTA_RESERVED)?;
-    (no_reservation && qr.status == crate::api::conditions::FALSE)
-        .then(|| pending_fingerprint(&qr.reason, &qr.message))
+/// A pending reason whose message states amounts that move with the queue's usage ("1 more
+/// needed"): they change whenever a workload of the queue or its cohort is admitted or finishes.
+/// The amounts of the other reasons' messages are the queue's limits ("maximum capacity (3)") or
+/// the workload's requests, which change only with the configuration or the workload.
+fn amounts_move_with_usage(reason: &str) -> bool {
+    reason == reason::WAITING_FOR_QUOTA || reason == reason::WAITING_FOR_PREEMPTED_WORKLOADS
 }
 
-const NO_RESERVATION_MESSAGE: &str = "The workload has no reservation";
+/// Whether a pending message `a` says what `b` says, for `reason`. Kueue's scheduler rewrites the
+/// condition (and records a `Pending` event) whenever the message changes (`requeueAndUpdate`,
+/// `UnsetQuotaReservationWithCondition`): so here, but where the amounts move with usage
+/// (`amounts_move_with_usage`), only a change of words counts.
+fn same_words(reason: &str, a: &str, b: &str) -> bool {
+    if amounts_move_with_usage(reason) {
+        same_substance(a, b)
+    } else {
+        a == b
+    }
+}
+
+pub(super) const NO_RESERVATION_MESSAGE: &str = "The workload has no reservation";
 
 /// Each podset's total requests (count times a pod's), Kueue's `status.resourceRequests`. A
 /// podset whose template cannot be read is left out (admission reports that error).

@@ -44,10 +44,21 @@ mod transition_metrics;
 mod unconfirmed;
 pub(crate) mod workload_status;
 pub(crate) mod write_backoff;
+mod write_metrics;
 mod writer;
 
 #[cfg(test)]
+mod checks_afs_tests;
+#[cfg(test)]
+mod checks_slice_tests;
+#[cfg(test)]
+mod checks_step_tests;
+#[cfg(test)]
 mod checks_tests;
+#[cfg(test)]
+mod requeue_tests;
+#[cfg(test)]
+mod status_tests;
 #[cfg(test)]
 mod tests;
 

@@ -44,7 +44,7 @@ impl Writes<'_> {
                 self.unconfirmed.forget(self.core, &a.key);
                 self.actions.push(Action::Pending {
                     key: a.key.clone(),
-                    reason: reason::WAITING_FOR_PODS_READY.into(),
+                    reason: queue::PendingReason::WaitingForPodsReady,
                     message: pods_ready::BLOCKED_MESSAGE.into(),
                 });
                 withheld.insert(a.key);
@@ -153,7 +153,7 @@ impl Writes<'_> {
             self.unconfirmed.shown.insert(p.key.clone(), said);
             self.actions.push(Action::Pending {
                 key: p.key,
-                reason: p.reason.as_str().to_string(),
+                reason: p.reason,
                 message: p.message,
             });
         }

@@ -9,7 +9,7 @@
 
 use super::workload_status::{EvictedBy, EvictionCause, cond, set_condition, status_of};
 use crate::api::conditions::{FALSE, TRUE};
-use crate::api::kueue::config::{PodsReadyConfig, RequeuingTimestamp};
+use crate::api::kueue::config::PodsReadyConfig;
 use crate::api::kueue::constants::{condition, reason};
 use crate::api::kueue::{Workload, WorkloadStatus};
 
@@ -217,17 +217,6 @@ pub fn blocks_admission(wl: &Workload) -> bool {
             .status
             .as_ref()
             .is_some_and(|s| s.condition_true(condition::PODS_READY))
-}
-
-/// The queue-order time (ms) of a workload requeued after a PodsReady timeout, under the `Eviction`
-/// timestamp: its eviction, so it goes behind those already waiting. `None`: its creation.
-pub fn queue_order_ms(wl: &Workload, cfg: &PodsReadyConfig) -> Option<i64> {
-    if cfg.timestamp != RequeuingTimestamp::Eviction {
-        return None;
-    }
-    let c = wl.status.as_ref()?.condition(condition::EVICTED)?;
-    (c.status == TRUE && c.reason == reason::PODS_READY_TIMEOUT)
-        .then(|| c.last_transition_time.0.as_millisecond())
 }
 
 #[cfg(test)]

@@ -13,10 +13,11 @@ use super::slices::counted_pods;
 use super::snapshot::Snapshot;
 use super::snapshot::rv;
 use super::unconfirmed::Unconfirmed;
-use crate::api::kueue::config::PodsReadyConfig;
-use crate::api::kueue::constants::reason;
+use crate::api::conditions::TRUE;
+use crate::api::kueue::config::{PodsReadyConfig, RequeuingTimestamp};
+use crate::api::kueue::constants::{condition, reason};
 use crate::api::kueue::{Workload, WorkloadStatus};
-use crate::queue::{AdmissionCore, QueueError, WorkloadKey, WorkloadModel, convert};
+use crate::queue::{AdmissionCore, PendingReason, QueueError, WorkloadKey, WorkloadModel, convert};
 
 /// What `Class::Reserved` carries: the Workload is evicted, a job owns it, a cause to stop it, and
 /// a rejecting admission check's message.
@@ -111,6 +112,7 @@ impl Intake<'_> {
         let Seen {
             key,
             class,
+            holds_quota,
             checks,
             penalty_home,
             ..
@@ -123,14 +125,8 @@ impl Intake<'_> {
                 if remove_finalizer {
                     self.actions.push(Action::RemoveFinalizer { key: key.clone() });
                 }
-                // Like Kueue's cache, a workload being deleted holds its quota until it is gone from
-                // the API (its finalizer removed): the API shows it reserved until then, and admitting
-                // into that quota first would show the ClusterQueue over it.
-                if wl.metadata.deletion_timestamp.is_some()
-                    && !wl.is_finished()
-                    && wl.admission().is_some()
-                    && wl.has_quota_reservation()
-                {
+                // Being deleted, it holds its quota until it is gone (`Seen::holds_quota`).
+                if holds_quota {
                     self.account_reserved(&key, wl, snap);
                     return;
                 }
@@ -257,11 +253,7 @@ impl Intake<'_> {
                 why: (reason, message),
             } => {
                 self.unqueue(&key);
-                self.actions.push(Action::Pending {
-                    key,
-                    reason: reason.into(),
-                    message,
-                });
+                self.actions.push(Action::Pending { key, reason, message });
             }
             Class::Waiting => self.unqueue(&key),
             // Kept out of the queue until requeueAt, then released by the write.
@@ -296,11 +288,11 @@ impl Intake<'_> {
         }
         self.unconfirmed.queued_rv.insert(key.clone(), seen);
         let converted = model(wl, cluster_queue, snap);
-        match super::conditions::shown_pending(wl) {
+        match shown_pending(wl) {
             Some(said) => self.unconfirmed.shown.insert(key.clone(), said),
             None => self.unconfirmed.shown.remove(&key),
         };
-        let order = self.pods_ready.and_then(|c| pods_ready::queue_order_ms(wl, c));
+        let order = self.pods_ready.and_then(|c| queue_order_ms(wl, c));
         let added = converted.and_then(|mut m| {
             if let Some(t) = order {
                 m.timestamp = t;
@@ -310,7 +302,7 @@ impl Intake<'_> {
         if let Err(e) = added {
             self.actions.push(Action::Pending {
                 key,
-                reason: reason::MISCONFIGURED.into(),
+                reason: PendingReason::Misconfigured,
                 message: e.to_string(),
             });
         }
@@ -343,13 +335,6 @@ impl Intake<'_> {
         let Some(a) = wl.admission() else {
             return;
         };
-        // What it holds, read first: the floor its job keeps when preemption takes its growth (one
-        // whose growth was taken before a restart is held until its job has shrunk it back), and,
-        // as in Kueue, the usage to count when it is less than status.admission (immutable) holds:
-        // the smaller spec counts or the pods not reclaimable, so the difference is free at once.
-        let floor = super::slices::growth_floor(wl);
-        let growth_preempted = super::slices::growth_preempted(wl);
-        let counted = if is_evicted(wl) { None } else { counted_pods(wl) };
         if !self.core.is_admitted(key) {
             let admitted = model(wl, &a.cluster_queue, snap)
                 .and_then(|m| Ok((m, convert::admission_model(a)?)))
@@ -358,6 +343,13 @@ impl Intake<'_> {
                 tracing::warn!(workload = %key, error = %e, "cannot account an admitted workload");
             }
         }
+        // What it holds: the floor its job keeps when preemption takes its growth (one whose
+        // growth was taken before a restart is held until its job has shrunk it back), and, as in
+        // Kueue, the usage to count when it is less than status.admission (immutable) holds: the
+        // smaller spec counts or the pods not reclaimable, so the difference is free at once.
+        let floor = super::slices::growth_floor(wl);
+        let growth_preempted = super::slices::growth_preempted(wl);
+        let counted = if is_evicted(wl) { None } else { counted_pods(wl) };
         self.core.set_floor(key, floor.as_ref());
         if growth_preempted {
             self.core.mark_taking_growth(key);
@@ -404,4 +396,34 @@ impl Intake<'_> {
         self.core.retain_entry_penalty(key, None);
         self.core.delete_workload(key);
     }
+}
+
+/// The fingerprint of the pending status `wl` shows, when it shows all of it (QuotaReserved=False,
+/// Admitted=False/NoReservation and `status.resourceRequests`, no admission): what `pending` would
+/// leave unwritten.
+fn shown_pending(wl: &Workload) -> Option<u64> {
+    let st = wl.status.as_ref()?;
+    if st.admission.is_some() || st.resource_requests.is_empty() {
+        return None;
+    }
+    let no_reservation = st.conditions.iter().any(|c| {
+        c.type_ == condition::ADMITTED
+            && c.status == crate::api::conditions::FALSE
+            && c.reason == reason::NO_RESERVATION
+            && c.message == super::conditions::NO_RESERVATION_MESSAGE
+    });
+    let qr = st.condition(condition::QUOTA_RESERVED)?;
+    (no_reservation && qr.status == crate::api::conditions::FALSE)
+        .then(|| super::conditions::pending_fingerprint(&qr.reason, &qr.message))
+}
+
+/// The queue-order time (ms) of a workload requeued after a PodsReady timeout, under the `Eviction`
+/// timestamp: its eviction, so it goes behind those already waiting. `None`: its creation.
+fn queue_order_ms(wl: &Workload, cfg: &PodsReadyConfig) -> Option<i64> {
+    if cfg.timestamp != RequeuingTimestamp::Eviction {
+        return None;
+    }
+    let c = wl.status.as_ref()?.condition(condition::EVICTED)?;
+    (c.status == TRUE && c.reason == reason::PODS_READY_TIMEOUT)
+        .then(|| c.last_transition_time.0.as_millisecond())
 }

@@ -14,15 +14,14 @@ use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client, Resource, ResourceExt};
 
 use super::conditions::{self, EvictionCause};
-use super::metric_labels::{priority_class, queued_since};
 use super::own_writes::OwnWrites;
-use super::queue_status;
 use super::sync::{Action, AdmissionState, key_of};
 use super::write_backoff::{self, WriteBackoff};
+use super::write_metrics;
 use crate::admission::metrics::Metrics;
 use crate::api::kueue::constants::{RESOURCE_IN_USE_FINALIZER, reason};
 use crate::api::kueue::{Workload, WorkloadStatus};
-use crate::queue::{WorkloadKey, convert};
+use crate::queue::{PendingReason, WorkloadKey, convert};
 
 /// What the writes use of the loop: its client, event recorder, metrics and record of its own writes.
 pub(super) struct Writer<'a> {
@@ -147,7 +146,7 @@ impl Writer<'_> {
         let cq = admission.cluster_queue.clone();
         match admit_with_retry(api, wl, admission, &checks, self.own_writes).await {
             Ok(w) => {
-                self.record_reservation(wl, &cq);
+                write_metrics::reservation(self.metrics, wl, &cq);
                 let r = w.object_ref(&());
                 let waited = wl
                     .metadata
@@ -263,10 +262,10 @@ impl Writer<'_> {
         api: &Api<Workload>,
         wl: &Arc<Workload>,
         key: WorkloadKey,
-        why: String,
+        why: PendingReason,
         message: String,
     ) -> Outcome {
-        if let Some(status) = conditions::pending(wl, &why, &message, now()) {
+        if let Some(status) = conditions::pending(wl, why.as_str(), &message, now()) {
             return match self.write_version(api, wl, status).await {
                 Ok(after) => {
                     // Remembered until the cache shows it: an admission decided on the
@@ -276,7 +275,7 @@ impl Writer<'_> {
                     // Kueue's scheduler says why it could not admit as a Warning `Pending` event
                     // (what `kubectl describe workload` shows first); here once per new reason
                     // or message, not once per cycle.
-                    if scheduler_verdict(&why) {
+                    if why.is_scheduler_verdict() {
                         self.event(
                             &wl.object_ref(&()),
                             EventType::Warning,
@@ -389,57 +388,9 @@ impl Writer<'_> {
         }
     }
 
-    /// Kueue's quota-reservation counter and wait time, per ClusterQueue and LocalQueue.
-    fn record_reservation(&self, wl: &Workload, cq: &str) {
-        let m = &self.metrics;
-        let pc = priority_class(wl);
-        let waited = now().duration_since(queued_since(wl)).as_secs_f64().max(0.0);
-        let l = m.cq_priority(cq, &pc);
-        m.quota_reserved_workloads_total.get_or_create(&l).inc();
-        m.quota_reserved_wait_time_seconds
-            .get_or_create(&l)
-            .observe(waited);
-        if let Some((ns, lq)) = queue_status::local_queue_key(wl) {
-            let l = m.lq_priority(&ns, &lq, &pc);
-            m.local_queue_quota_reserved_workloads_total
-                .get_or_create(&l)
-                .inc();
-            m.local_queue_quota_reserved_wait_time_seconds
-                .get_or_create(&l)
-                .observe(waited);
-        }
-    }
-
-    /// `wl` (as written) just became Admitted: Kueue's admission counter, its wait since queued, the
-    /// admission checks' wait since the reservation (0 without checks: the same write), and the
-    /// `Admitted` event.
+    /// `wl` (as written) just became Admitted: Kueue's admission metrics and the `Admitted` event.
     async fn record_admitted(&self, wl: &Workload, cq: &str) {
-        let m = &self.metrics;
-        let pc = priority_class(wl);
-        let t = now();
-        let waited = t.duration_since(queued_since(wl)).as_secs_f64().max(0.0);
-        let reserved_at = wl
-            .status
-            .as_ref()
-            .and_then(|s| s.condition(crate::api::kueue::constants::condition::QUOTA_RESERVED))
-            .map_or(t, |c| c.last_transition_time.0);
-        let checks_wait = t.duration_since(reserved_at).as_secs_f64().max(0.0);
-        let l = m.cq_priority(cq, &pc);
-        m.admitted_workloads_total.get_or_create(&l).inc();
-        m.admission_wait_time_seconds.get_or_create(&l).observe(waited);
-        m.admission_checks_wait_time_seconds
-            .get_or_create(&l)
-            .observe(checks_wait);
-        if let Some((ns, lq)) = queue_status::local_queue_key(wl) {
-            let l = m.lq_priority(&ns, &lq, &pc);
-            m.local_queue_admitted_workloads_total.get_or_create(&l).inc();
-            m.local_queue_admission_wait_time_seconds
-                .get_or_create(&l)
-                .observe(waited);
-            m.local_queue_admission_checks_wait_time_seconds
-                .get_or_create(&l)
-                .observe(checks_wait);
-        }
+        let checks_wait = write_metrics::admitted(self.metrics, wl, cq);
         let r = wl.object_ref(&());
         self.event(
             &r,
@@ -450,52 +401,11 @@ impl Writer<'_> {
         .await;
     }
 
+    /// `wl` is evicted for `cause`: Kueue's eviction (and preemption) metrics and events.
     async fn record_eviction(&self, wl: &Workload, cause: &EvictionCause) {
-        let cq = wl
-            .admission()
-            .map(|a| a.cluster_queue.clone())
-            .unwrap_or_default();
-        let m = &self.metrics;
-        let priority_class = priority_class(wl);
-        let underlying_cause = conditions::underlying_cause(wl, cause.by);
-        let labels = crate::admission::metrics::EvictedLabels {
-            cluster_queue: cq.clone(),
-            reason: cause.by.reason().to_string(),
-            underlying_cause: underlying_cause.clone(),
-            priority_class: priority_class.clone(),
-            replica_role: m.role(),
-        };
-        m.evicted_workloads_total.get_or_create(&labels).inc();
-        // Kueue counts a workload's first eviction once; one never evicted before has no Evicted
-        // condition at all.
-        if wl.status.as_ref().is_none_or(|s| {
-            s.condition(crate::api::kueue::constants::condition::EVICTED)
-                .is_none()
-        }) {
-            m.evicted_workloads_once_total.get_or_create(&labels).inc();
-        }
-        if let Some((ns, lq)) = queue_status::local_queue_key(wl) {
-            m.local_queue_evicted_workloads_total
-                .get_or_create(&crate::admission::metrics::LqEvictedLabels {
-                    name: lq,
-                    namespace: ns,
-                    reason: cause.by.reason().to_string(),
-                    underlying_cause,
-                    priority_class,
-                    replica_role: m.role(),
-                })
-                .inc();
-        }
+        write_metrics::eviction(self.metrics, wl, cause);
         let r = wl.object_ref(&());
-        if let Some(pr) = cause.by.preempted_reason() {
-            self.metrics
-                .preempted_workloads_total
-                .get_or_create(&crate::admission::metrics::PreemptedLabels {
-                    preempting_cluster_queue: cq,
-                    reason: pr.to_string(),
-                    replica_role: self.metrics.role(),
-                })
-                .inc();
+        if cause.by.preempted_reason().is_some() {
             self.event(&r, EventType::Normal, reason::PREEMPTED, cause.message.clone())
                 .await;
         }
@@ -588,18 +498,4 @@ async fn admit_with_retry(
         }
         other => other,
     }
-}
-
-/// A pending reason the scheduler gives after trying to admit (not "not evaluated yet", nor a
-/// workload held out of the queue).
-fn scheduler_verdict(reason: &str) -> bool {
-    use crate::queue::PendingReason as R;
-    [
-        R::NoMatchingFlavor,
-        R::WaitingForQuota,
-        R::ExceedsMaxQuota,
-        R::WaitingForPreemptedWorkloads,
-    ]
-    .iter()
-    .any(|r| r.as_str() == reason)
 }

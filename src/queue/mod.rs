@@ -1,6 +1,6 @@
 //! The admission core: quota tree, pending queues, flavor assignment, preemption and workload
 //! slices, as Kueue's scheduler does them. Pure and synchronous: no clock, no I/O, no randomness;
-//! time comes in as an argument. See ../shared/DESIGN.md (invariants I1, I3, I6).
+//! time comes in as an argument. See docs/design.md (invariants I1, I3, I6).
 //!
 //! Entry point: [`AdmissionCore`]. Callers feed it ClusterQueues, Cohorts, ResourceFlavors and
 //! Workloads in the [`model`] types, call [`AdmissionCore::schedule_cycle`] and apply the
@@ -83,7 +83,9 @@ pub use scheduler::{
 };
 pub use status::{ClusterQueueStatus, CohortStatus, FlavorUsage, ResourceUsage};
 
-/// Why a workload is still pending: Kueue's `QuotaReserved=False` reasons.
+/// Why a workload is still pending: Kueue's `QuotaReserved=False` reasons. The scheduler gives the
+/// first seven; the admission controller the last three, for a workload it holds out of the queue
+/// (deactivated, a failed admission check) or whose admission waits for other workloads' PodsReady.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PendingReason {
     /// Not evaluated yet.
@@ -94,6 +96,9 @@ pub enum PendingReason {
     WaitingForPreemptedWorkloads,
     Misconfigured,
     Suspended,
+    Deactivated,
+    PendingEvaluation,
+    WaitingForPodsReady,
 }
 
 impl PendingReason {
@@ -106,7 +111,41 @@ impl PendingReason {
             PendingReason::WaitingForPreemptedWorkloads => "WaitingForPreemptedWorkloads",
             PendingReason::Misconfigured => "Misconfigured",
             PendingReason::Suspended => "Suspended",
+            PendingReason::Deactivated => "Deactivated",
+            PendingReason::PendingEvaluation => "PendingEvaluation",
+            PendingReason::WaitingForPodsReady => "WaitingForPodsReady",
         }
+    }
+
+    /// A reason the scheduler gives after trying to admit: not "not evaluated yet", nor a workload
+    /// held out of the queue or misconfigured.
+    pub fn is_scheduler_verdict(self) -> bool {
+        matches!(
+            self,
+            PendingReason::NoMatchingFlavor
+                | PendingReason::WaitingForQuota
+                | PendingReason::ExceedsMaxQuota
+                | PendingReason::WaitingForPreemptedWorkloads
+        )
+    }
+}
+
+impl std::fmt::Display for PendingReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A reason reads as its API text: `reason == "WaitingForQuota"`.
+impl PartialEq<str> for PendingReason {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for PendingReason {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
     }
 }
 

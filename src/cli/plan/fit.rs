@@ -250,7 +250,7 @@ pub fn check(
                 return Verdict {
                     admitted: false,
                     flavors: BTreeMap::new(),
-                    reason,
+                    reason: reason.as_str().into(),
                     message,
                     explanation: state.explanations.remove(&key),
                 };
