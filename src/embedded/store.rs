@@ -42,8 +42,54 @@ pub struct WatchEvent {
     pub object: Arc<Value>,
     /// The object before a MODIFIED: lets a filtered watch turn "stopped matching" into DELETED.
     pub previous: Option<Arc<Value>>,
-    /// The object's size as compact JSON: what the history's byte bound counts.
+    /// The object's size as compact JSON.
     pub bytes: usize,
+}
+
+/// An event kept for watch replay: its objects as compact JSON, not parsed (a parsed pod takes about
+/// ten times its JSON), parsed again when a watch replays it. What the history's byte bound counts is
+/// then what it holds.
+struct Retained {
+    rv: u64,
+    key: ResourceKey,
+    type_: EventType,
+    object: Box<[u8]>,
+    previous: Option<Box<[u8]>>,
+}
+
+impl Retained {
+    fn new(ev: &WatchEvent) -> Self {
+        let json = |v: &Value| serde_json::to_vec(v).unwrap_or_default().into_boxed_slice();
+        Retained {
+            rv: ev.rv,
+            key: ev.key.clone(),
+            type_: ev.type_,
+            object: json(&ev.object),
+            previous: ev.previous.as_deref().map(json),
+        }
+    }
+
+    /// The JSON bytes held: what the history's byte bound counts.
+    fn bytes(&self) -> usize {
+        self.object.len() + self.previous.as_ref().map_or(0, |p| p.len())
+    }
+
+    /// The event as a watch sends it (None only if the bytes were not JSON, which they always are).
+    fn event(&self) -> Option<Arc<WatchEvent>> {
+        let object: Value = serde_json::from_slice(&self.object).ok()?;
+        let previous = match &self.previous {
+            Some(p) => Some(Arc::new(serde_json::from_slice::<Value>(p).ok()?)),
+            None => None,
+        };
+        Some(Arc::new(WatchEvent {
+            rv: self.rv,
+            key: self.key.clone(),
+            type_: self.type_,
+            object: Arc::new(object),
+            previous,
+            bytes: self.object.len(),
+        }))
+    }
 }
 
 /// Where a watch starts.
@@ -99,10 +145,11 @@ pub struct DeleteOptions {
 pub struct StoreConfig {
     /// Events kept for watch replay; older RVs get 410 Expired.
     pub history_limit: usize,
-    /// The same bound in bytes of the events' objects as compact JSON: a few large objects written
-    /// and deleted cannot hold memory that a count alone would let through. Held as parsed JSON, the
-    /// history takes about five times this in memory (the end-to-end bench's peak RSS fell by 330 MiB
-    /// when the default went from 64 to 16 MiB); 16 MiB is still seconds of the bench's busiest writes.
+    /// The same bound in bytes of the events' objects as compact JSON (a MODIFIED event's object and
+    /// the one it replaced): a few large objects written and deleted cannot hold memory that a count
+    /// alone would let through. The history holds them as that JSON ([`Retained`]), so this is about
+    /// what it takes in memory (it once held parsed objects, about ten times this); 32 MiB keeps
+    /// about as many events as the 16 MiB of objects alone did before previous objects were counted.
     pub history_bytes: usize,
     /// The storage quota (`--storage-quota`): bytes of memory the stored objects hold
     /// ([`held_bytes`]: parsed JSON, about ten times a pod's compact JSON) past which a write that
@@ -124,7 +171,7 @@ impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
             history_limit: 100_000,
-            history_bytes: 16 * 1024 * 1024,
+            history_bytes: 32 * 1024 * 1024,
             quota_bytes: DEFAULT_QUOTA_BYTES,
         }
     }
@@ -178,7 +225,7 @@ struct Inner {
     objects: HashMap<ResourceKey, BTreeMap<(String, String), Arc<Value>>>,
     by_uid: HashMap<String, ObjKey>,
     dependents: HashMap<String, BTreeSet<ObjKey>>,
-    history: VecDeque<Arc<WatchEvent>>,
+    history: VecDeque<Retained>,
     history_limit: usize,
     history_bytes: usize,
     history_byte_limit: usize,
@@ -288,24 +335,26 @@ impl Inner {
         type_: EventType,
         object: Arc<Value>,
         previous: Option<Arc<Value>>,
-        bytes: usize,
     ) {
-        let ev = Arc::new(WatchEvent {
+        let mut ev = WatchEvent {
             rv: self.rv,
             key: key.clone(),
             type_,
             object,
             previous,
-            bytes,
-        });
-        self.history.push_back(ev.clone());
-        self.history_bytes += bytes;
+            bytes: 0,
+        };
+        let kept = Retained::new(&ev);
+        ev.bytes = kept.object.len();
+        let ev = Arc::new(ev);
+        self.history_bytes += kept.bytes();
+        self.history.push_back(kept);
         while self.history.len() > self.history_limit
             || (self.history_bytes > self.history_byte_limit && self.history.len() > 1)
         {
             if let Some(old) = self.history.pop_front() {
                 self.compacted = old.rv;
-                self.history_bytes -= old.bytes;
+                self.history_bytes -= old.bytes();
             }
         }
         // No receivers is fine: nobody is watching.
@@ -313,13 +362,7 @@ impl Inner {
     }
 
     /// Stores `obj` under a fresh RV and emits ADDED or MODIFIED.
-    fn put(&mut self, key: &ResourceKey, obj: Value, type_: EventType) -> Arc<Value> {
-        let bytes = json_len(&obj);
-        self.put_sized(key, obj, type_, bytes)
-    }
-
-    /// [`Inner::put`] of an object whose JSON size the caller has measured.
-    fn put_sized(&mut self, key: &ResourceKey, mut obj: Value, type_: EventType, bytes: usize) -> Arc<Value> {
+    fn put(&mut self, key: &ResourceKey, mut obj: Value, type_: EventType) -> Arc<Value> {
         self.rv += 1;
         meta_mut(&mut obj).insert("resourceVersion".into(), json!(self.rv.to_string()));
         let ns = meta_str(&obj, "namespace").to_string();
@@ -354,7 +397,7 @@ impl Inner {
             });
         }
         self.by_uid.insert(uid, okey);
-        self.emit(key, type_, obj.clone(), old, bytes);
+        self.emit(key, type_, obj.clone(), old);
         obj
     }
 
@@ -401,8 +444,7 @@ impl Inner {
                 rv: self.rv,
             });
         }
-        let bytes = json_len(&gone);
-        self.emit(key, EventType::Deleted, gone.clone(), None, bytes);
+        self.emit(key, EventType::Deleted, gone.clone(), None);
         if cascade {
             self.collect_garbage(&uid);
             if *key == ns_key() {
@@ -796,13 +838,13 @@ impl Store {
             ));
         }
         self.admit(inner, Operation::Create, info, &mut obj, None)?;
-        let bytes = sized(info, &obj)?;
+        sized(info, &obj)?;
         inner.within_quota(0, held_bytes(&obj))?;
         if dry_run {
             return Ok(Arc::new(obj));
         }
         let owners = owner_uids(&obj);
-        let created = inner.put_sized(&key, obj, EventType::Added, bytes);
+        let created = inner.put(&key, obj, EventType::Added);
         // Kubernetes' garbage collector removes a dependent none of whose owners exists, also one made
         // after its owner went (a controller acting on a stale cache): the create succeeds, then it goes.
         if !owners.is_empty() && !owners.iter().any(|u| inner.by_uid.contains_key(u)) {
@@ -978,7 +1020,7 @@ impl Store {
         if managed_fields::same_but_times(&next, old) {
             return Ok(old.clone());
         }
-        let bytes = sized(info, &next)?;
+        sized(info, &next)?;
         inner.within_quota(held_bytes(old), held_bytes(&next))?;
         if dry_run {
             return Ok(Arc::new(next));
@@ -998,7 +1040,7 @@ impl Store {
                 .remove(&key, &ns, &name, true)
                 .unwrap_or_else(|| old.clone()));
         }
-        Ok(inner.put_sized(&key, next, EventType::Modified, bytes))
+        Ok(inner.put(&key, next, EventType::Modified))
     }
 
     /// PATCH of any kind. Apply creates a missing object. Returns (object, created).
@@ -1223,7 +1265,7 @@ impl Store {
             .history
             .range(start..)
             .filter(|e| e.key == *key)
-            .cloned()
+            .filter_map(Retained::event)
             .collect())
     }
 
