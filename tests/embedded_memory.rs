@@ -85,7 +85,7 @@ async fn bytes_per_stored_json_byte() {
     // 2. The store through the API, pods and ConfigMaps: objects, history, indexes.
     let srv = quotagate::embedded::EmbeddedServer::new(&[], Arc::new(quotagate::embedded::AllowAll));
     let client = srv.client();
-    let mut store_heap = 0isize;
+    let mut cms = None;
     for (kind, make) in [
         ("pods", pod as fn(usize) -> serde_json::Value),
         ("configmaps", configmap),
@@ -97,9 +97,10 @@ async fn bytes_per_stored_json_byte() {
         };
         let api: kube::Api<kube::api::DynamicObject> =
             kube::Api::namespaced_with(client.clone(), "default", &resource);
+        // An empty history, so what it holds after is this kind's.
+        srv.store.compact();
         let before = live();
         let counted_before = srv.store.quota_usage().0;
-        let history_before = srv.store.history_size().1;
         let mut stored = 0usize;
         let mut texts = Vec::with_capacity(n);
         for i in 0..n {
@@ -113,19 +114,22 @@ async fn bytes_per_stored_json_byte() {
         let texts_heap: usize = texts.iter().map(Vec::capacity).sum::<usize>()
             + texts.capacity() * std::mem::size_of::<Vec<u8>>();
         let held = live() - before - texts_heap as isize;
-        store_heap += held;
         let counted = srv.store.quota_usage().0 - counted_before;
+        // The watch history's share: what compacting it frees.
+        let (events, history_json) = srv.store.history_size();
+        let before_compact = live();
+        srv.store.compact();
+        let history = before_compact - live();
+        let objects = held - history;
         println!(
-            "store, {n} {kind}: {:.1} heap bytes per stored JSON byte ({} JSON bytes, {} heap bytes); the quota counts {counted} bytes ({:.2} of the heap)",
+            "store, {n} {kind}: {:.1} heap bytes per stored JSON byte ({} JSON bytes, {} heap bytes, {history} of them the watch history's {events} events counting {history_json} JSON bytes); the quota counts {counted} bytes ({:.2} of the heap less the history)",
             held as f64 / stored as f64,
             stored,
             held,
-            counted as f64 / held as f64
+            counted as f64 / objects as f64
         );
         // Per structure, per object: the stored object (the heap of the same objects parsed again),
-        // its watch history entry (the JSON bytes it holds) and the rest (index entries and keys).
-        let (_, history_json) = srv.store.history_size();
-        let history_grown = (history_json - history_before) as isize;
+        // its watch history entry, and the rest (index entries and keys).
         let before_parse = live();
         let parsed: Vec<serde_json::Value> =
             texts.iter().map(|t| serde_json::from_slice(t).unwrap()).collect();
@@ -136,31 +140,51 @@ async fn bytes_per_stored_json_byte() {
             "  per {kind} object: {:.0} JSON bytes; stored object {:.0} heap bytes, history entry {:.0} bytes, index entries and keys {:.0} bytes",
             per(stored as isize),
             per(object_heap),
-            per(history_grown),
-            per(held - object_heap - history_grown),
+            per(history),
+            per(objects - object_heap),
         );
         // The storage quota counts what the store holds (`held_bytes`), not the JSON: within a
-        // third of what the allocator saw for objects and indexes (the history, held as JSON, has
-        // its own bound, `StoreConfig::history_bytes`).
-        let objects = held - history_grown;
+        // third of what the allocator saw for objects and indexes (the history has its own bound,
+        // `StoreConfig::history_bytes`).
         assert!(
             (0.67..=1.33).contains(&(counted as f64 / objects as f64)),
             "{kind}: the quota counts {counted} bytes, the heap grew {held} ({objects} without the history)"
         );
+        // The history shares the stored versions with the store: no copies, a small fixed cost per
+        // event.
+        assert!(
+            (history as usize) < events * 256,
+            "{kind}: the watch history holds {history} heap bytes for {events} events"
+        );
+        if kind == "configmaps" {
+            cms = Some(api);
+        }
     }
-    // 3. The watch history's share: the same store without it.
+    // 3. Versions the store no longer holds: every ConfigMap changed once, so the history keeps the
+    // replaced versions (as compact JSON) and the new ones (shared with the store).
+    let api = cms.unwrap();
+    for i in 0..n {
+        let patch = serde_json::json!({"data": {"c": "changed"}});
+        api.patch(
+            &format!("cm-{i}"),
+            &Default::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
+    }
     let (events, history_json) = srv.store.history_size();
     let before = live();
     srv.store.compact();
     let history = before - live();
     println!(
-        "of which the watch history: {history} heap bytes for {events} events holding {history_json} JSON bytes ({:.2} heap bytes per JSON byte; store total {store_heap})",
+        "history after {n} configmap updates: {history} heap bytes for {events} events counting {history_json} JSON bytes ({:.2} heap bytes per counted JSON byte)",
         history as f64 / history_json as f64
     );
-    // The history holds its events as compact JSON, not parsed objects: about what its byte bound
-    // counts, plus a small fixed cost per event.
+    // The replaced versions are held as compact JSON (once: the event that made them and the one
+    // that replaced them share it), not parsed: at most about what the byte bound counts.
     assert!(
-        history as usize <= history_json + history_json / 10 + events * 128,
+        (history as usize) <= history_json + events * 256,
         "the watch history holds {history} heap bytes for {history_json} JSON bytes in {events} events"
     );
 }

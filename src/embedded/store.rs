@@ -46,37 +46,36 @@ pub struct WatchEvent {
     pub bytes: usize,
 }
 
-/// An event kept for watch replay: its objects as compact JSON, not parsed (a parsed pod takes about
-/// ten times its JSON), parsed again when a watch replays it. What the history's byte bound counts is
-/// then what it holds.
+/// An event kept for watch replay. While its object is the stored version it shares the store's
+/// `Arc` (no copy); once that version is replaced or deleted ([`Inner::retire`]) it keeps the compact
+/// JSON instead (a parsed pod takes about ten times its JSON), parsed again when a watch replays it.
+/// The object a MODIFIED replaced is that JSON too, shared with the earlier event when it is retained.
 struct Retained {
     rv: u64,
     key: ResourceKey,
     type_: EventType,
-    object: Box<[u8]>,
-    previous: Option<Box<[u8]>>,
+    object: Held,
+    previous: Option<Arc<[u8]>>,
+    /// What the history's byte bound counts: the object's and the previous object's compact JSON.
+    bytes: usize,
+}
+
+enum Held {
+    Stored(Arc<Value>),
+    Json(Arc<[u8]>),
+}
+
+fn to_json(v: &Value) -> Arc<[u8]> {
+    serde_json::to_vec(v).unwrap_or_default().into()
 }
 
 impl Retained {
-    fn new(ev: &WatchEvent) -> Self {
-        let json = |v: &Value| serde_json::to_vec(v).unwrap_or_default().into_boxed_slice();
-        Retained {
-            rv: ev.rv,
-            key: ev.key.clone(),
-            type_: ev.type_,
-            object: json(&ev.object),
-            previous: ev.previous.as_deref().map(json),
-        }
-    }
-
-    /// The JSON bytes held: what the history's byte bound counts.
-    fn bytes(&self) -> usize {
-        self.object.len() + self.previous.as_ref().map_or(0, |p| p.len())
-    }
-
     /// The event as a watch sends it (None only if the bytes were not JSON, which they always are).
     fn event(&self) -> Option<Arc<WatchEvent>> {
-        let object: Value = serde_json::from_slice(&self.object).ok()?;
+        let object = match &self.object {
+            Held::Stored(v) => v.clone(),
+            Held::Json(b) => Arc::new(serde_json::from_slice::<Value>(b).ok()?),
+        };
         let previous = match &self.previous {
             Some(p) => Some(Arc::new(serde_json::from_slice::<Value>(p).ok()?)),
             None => None,
@@ -85,9 +84,9 @@ impl Retained {
             rv: self.rv,
             key: self.key.clone(),
             type_: self.type_,
-            object: Arc::new(object),
+            object,
             previous,
-            bytes: self.object.len(),
+            bytes: self.bytes,
         }))
     }
 }
@@ -147,9 +146,10 @@ pub struct StoreConfig {
     pub history_limit: usize,
     /// The same bound in bytes of the events' objects as compact JSON (a MODIFIED event's object and
     /// the one it replaced): a few large objects written and deleted cannot hold memory that a count
-    /// alone would let through. The history holds them as that JSON ([`Retained`]), so this is about
-    /// what it takes in memory (it once held parsed objects, about ten times this); 32 MiB keeps
-    /// about as many events as the 16 MiB of objects alone did before previous objects were counted.
+    /// alone would let through. The history shares the stored versions with the store and holds
+    /// the others as that JSON ([`Retained`]), so this bounds what it takes in memory (it once held
+    /// every parsed version, about ten times this); 32 MiB keeps about as many events as the 16 MiB
+    /// of objects alone did before previous objects were counted.
     pub history_bytes: usize,
     /// The storage quota (`--storage-quota`): bytes of memory the stored objects hold
     /// ([`held_bytes`]: parsed JSON, about ten times a pod's compact JSON) past which a write that
@@ -329,32 +329,69 @@ impl Inner {
             .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
     }
 
+    /// The stored version `old` is being replaced or deleted: its retained event (the one at its RV)
+    /// keeps its JSON instead of sharing it, and the JSON is returned (for the next event's previous
+    /// object); None when that event is no longer retained (or the object was loaded from disk).
+    fn retire(&mut self, old: &Arc<Value>) -> Option<Arc<[u8]>> {
+        let rv: u64 = meta_str(old, "resourceVersion").parse().ok()?;
+        let i = self.history.partition_point(|e| e.rv < rv);
+        let e = self.history.get_mut(i).filter(|e| e.rv == rv)?;
+        match &e.object {
+            Held::Stored(v) if Arc::ptr_eq(v, old) => {
+                let json = to_json(old);
+                e.object = Held::Json(json.clone());
+                Some(json)
+            }
+            Held::Json(b) => Some(b.clone()),
+            Held::Stored(_) => None,
+        }
+    }
+
+    /// Emits an event. `stored`: `object` is the version now in the store (shared until retired);
+    /// otherwise (a DELETED event's copy) the history keeps its JSON at once. `previous`: the replaced
+    /// version, with its JSON when [`Inner::retire`] had it.
     fn emit(
         &mut self,
         key: &ResourceKey,
         type_: EventType,
         object: Arc<Value>,
-        previous: Option<Arc<Value>>,
+        stored: bool,
+        previous: Option<(Arc<Value>, Option<Arc<[u8]>>)>,
     ) {
-        let mut ev = WatchEvent {
+        let previous_json = previous
+            .as_ref()
+            .map(|(v, j)| j.clone().unwrap_or_else(|| to_json(v)));
+        let (held, len) = if stored {
+            (Held::Stored(object.clone()), json_len(&object))
+        } else {
+            let j = to_json(&object);
+            let n = j.len();
+            (Held::Json(j), n)
+        };
+        let kept = Retained {
+            rv: self.rv,
+            key: key.clone(),
+            type_,
+            object: held,
+            bytes: len + previous_json.as_ref().map_or(0, |p| p.len()),
+            previous: previous_json,
+        };
+        let ev = Arc::new(WatchEvent {
             rv: self.rv,
             key: key.clone(),
             type_,
             object,
-            previous,
-            bytes: 0,
-        };
-        let kept = Retained::new(&ev);
-        ev.bytes = kept.object.len();
-        let ev = Arc::new(ev);
-        self.history_bytes += kept.bytes();
+            previous: previous.map(|(v, _)| v),
+            bytes: len,
+        });
+        self.history_bytes += kept.bytes;
         self.history.push_back(kept);
         while self.history.len() > self.history_limit
             || (self.history_bytes > self.history_byte_limit && self.history.len() > 1)
         {
             if let Some(old) = self.history.pop_front() {
                 self.compacted = old.rv;
-                self.history_bytes -= old.bytes();
+                self.history_bytes -= old.bytes;
             }
         }
         // No receivers is fine: nobody is watching.
@@ -397,7 +434,11 @@ impl Inner {
             });
         }
         self.by_uid.insert(uid, okey);
-        self.emit(key, type_, obj.clone(), old);
+        let previous = old.map(|o| {
+            let json = self.retire(&o);
+            (o, json)
+        });
+        self.emit(key, type_, obj.clone(), true, previous);
         obj
     }
 
@@ -444,7 +485,8 @@ impl Inner {
                 rv: self.rv,
             });
         }
-        self.emit(key, EventType::Deleted, gone.clone(), None);
+        self.retire(&old);
+        self.emit(key, EventType::Deleted, gone.clone(), false, None);
         if cascade {
             self.collect_garbage(&uid);
             if *key == ns_key() {
@@ -1277,7 +1319,8 @@ impl Store {
     /// Fault: forget all history, so any watch resuming from an older RV gets 410 Expired.
     pub fn compact(&self) {
         let mut inner = self.lock();
-        inner.history.clear();
+        // Its slots freed too (what `tests/embedded_memory.rs` measures the history by).
+        inner.history = VecDeque::new();
         inner.history_bytes = 0;
         inner.compacted = inner.rv;
     }
