@@ -65,6 +65,9 @@ enum Held {
     Json(Arc<[u8]>),
 }
 
+/// A version a write replaced, with its JSON when the history already had it.
+type Replaced = (Arc<Value>, Option<Arc<[u8]>>);
+
 fn to_json(v: &Value) -> Arc<[u8]> {
     serde_json::to_vec(v).unwrap_or_default().into()
 }
@@ -147,7 +150,7 @@ pub struct StoreConfig {
     /// The same bound in bytes of the events' objects as compact JSON (a MODIFIED event's object and
     /// the one it replaced): a few large objects written and deleted cannot hold memory that a count
     /// alone would let through. The history shares the stored versions with the store and holds
-    /// the others as that JSON ([`Retained`]), so this bounds what it takes in memory (it once held
+    /// the others as that JSON (`Retained`), so this bounds what it takes in memory (it once held
     /// every parsed version, about ten times this); 32 MiB keeps about as many events as the 16 MiB
     /// of objects alone did before previous objects were counted.
     pub history_bytes: usize,
@@ -356,7 +359,7 @@ impl Inner {
         type_: EventType,
         object: Arc<Value>,
         stored: bool,
-        previous: Option<(Arc<Value>, Option<Arc<[u8]>>)>,
+        previous: Option<Replaced>,
     ) {
         let previous_json = previous
             .as_ref()
