@@ -5,7 +5,8 @@
 //! Three fresh processes: 5,000 pods of about 1.7 KB (the simulators off: the store alone), the same
 //! pods with the simulators on (the node agent starts them: status writes, watch caches), and 10,000
 //! ConfigMaps of about 1.7 KB. Each prints the growth of VmRSS (from /proc) over the idle server,
-//! divided by the created objects' compact JSON as the server returned them.
+//! divided by the created objects' compact JSON as the server returned them, and the time a LIST of
+//! them all takes (client side, decoding included).
 
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::{Value, json};
@@ -120,13 +121,28 @@ async fn run(
     tokio::time::sleep(Duration::from_secs(if simulators { 5 } else { 1 })).await;
     let after = rss_kib(pid).ok_or("reading /proc")?;
     let grown = after.saturating_sub(idle) * 1024;
+    // How fast the store answers a LIST of everything created (what a compact stored form must not
+    // slow down): the best of three, after the RSS is read.
+    let mut best = Duration::MAX;
+    let mut listed = 0;
+    for _ in 0..3 {
+        let t = Instant::now();
+        listed = api
+            .list(&Default::default())
+            .await
+            .map_err(|e| format!("listing {gvk_kind}: {e}"))?
+            .items
+            .len();
+        best = best.min(t.elapsed());
+    }
     Ok(format!(
-        "{name}: RSS {} MiB idle, {} MiB after; +{:.1} MiB for {:.1} MiB of JSON = {:.1} RSS bytes per stored JSON byte",
+        "{name}: RSS {} MiB idle, {} MiB after; +{:.1} MiB for {:.1} MiB of JSON = {:.1} RSS bytes per stored JSON byte; LIST of {listed} in {} ms (best of 3)",
         idle / 1024,
         after / 1024,
         grown as f64 / 1048576.0,
         json_bytes as f64 / 1048576.0,
-        grown as f64 / json_bytes as f64
+        grown as f64 / json_bytes as f64,
+        best.as_millis()
     ))
 }
 

@@ -42,8 +42,56 @@ pub struct WatchEvent {
     pub object: Arc<Value>,
     /// The object before a MODIFIED: lets a filtered watch turn "stopped matching" into DELETED.
     pub previous: Option<Arc<Value>>,
-    /// The object's size as compact JSON: what the history's byte bound counts.
+    /// The object's size as compact JSON.
     pub bytes: usize,
+}
+
+/// An event kept for watch replay. While its object is the stored version it shares the store's
+/// `Arc` (no copy); once that version is replaced or deleted ([`Inner::retire`]) it keeps the compact
+/// JSON instead (a parsed pod takes about ten times its JSON), parsed again when a watch replays it.
+/// The object a MODIFIED replaced is that JSON too, shared with the earlier event when it is retained.
+struct Retained {
+    rv: u64,
+    key: ResourceKey,
+    type_: EventType,
+    object: Held,
+    previous: Option<Arc<[u8]>>,
+    /// What the history's byte bound counts: the object's and the previous object's compact JSON.
+    bytes: usize,
+}
+
+enum Held {
+    Stored(Arc<Value>),
+    Json(Arc<[u8]>),
+}
+
+/// A version a write replaced, with its JSON when the history already had it.
+type Replaced = (Arc<Value>, Option<Arc<[u8]>>);
+
+fn to_json(v: &Value) -> Arc<[u8]> {
+    serde_json::to_vec(v).unwrap_or_default().into()
+}
+
+impl Retained {
+    /// The event as a watch sends it (None only if the bytes were not JSON, which they always are).
+    fn event(&self) -> Option<Arc<WatchEvent>> {
+        let object = match &self.object {
+            Held::Stored(v) => v.clone(),
+            Held::Json(b) => Arc::new(serde_json::from_slice::<Value>(b).ok()?),
+        };
+        let previous = match &self.previous {
+            Some(p) => Some(Arc::new(serde_json::from_slice::<Value>(p).ok()?)),
+            None => None,
+        };
+        Some(Arc::new(WatchEvent {
+            rv: self.rv,
+            key: self.key.clone(),
+            type_: self.type_,
+            object,
+            previous,
+            bytes: self.bytes,
+        }))
+    }
 }
 
 /// Where a watch starts.
@@ -99,10 +147,12 @@ pub struct DeleteOptions {
 pub struct StoreConfig {
     /// Events kept for watch replay; older RVs get 410 Expired.
     pub history_limit: usize,
-    /// The same bound in bytes of the events' objects as compact JSON: a few large objects written
-    /// and deleted cannot hold memory that a count alone would let through. Held as parsed JSON, the
-    /// history takes about five times this in memory (the end-to-end bench's peak RSS fell by 330 MiB
-    /// when the default went from 64 to 16 MiB); 16 MiB is still seconds of the bench's busiest writes.
+    /// The same bound in bytes of the events' objects as compact JSON (a MODIFIED event's object and
+    /// the one it replaced): a few large objects written and deleted cannot hold memory that a count
+    /// alone would let through. The history shares the stored versions with the store and holds
+    /// the others as that JSON (`Retained`), so this bounds what it takes in memory (it once held
+    /// every parsed version, about ten times this); 32 MiB keeps about as many events as the 16 MiB
+    /// of objects alone did before previous objects were counted.
     pub history_bytes: usize,
     /// The storage quota (`--storage-quota`): bytes of memory the stored objects hold
     /// ([`held_bytes`]: parsed JSON, about ten times a pod's compact JSON) past which a write that
@@ -124,7 +174,7 @@ impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
             history_limit: 100_000,
-            history_bytes: 16 * 1024 * 1024,
+            history_bytes: 32 * 1024 * 1024,
             quota_bytes: DEFAULT_QUOTA_BYTES,
         }
     }
@@ -178,7 +228,7 @@ struct Inner {
     objects: HashMap<ResourceKey, BTreeMap<(String, String), Arc<Value>>>,
     by_uid: HashMap<String, ObjKey>,
     dependents: HashMap<String, BTreeSet<ObjKey>>,
-    history: VecDeque<Arc<WatchEvent>>,
+    history: VecDeque<Retained>,
     history_limit: usize,
     history_bytes: usize,
     history_byte_limit: usize,
@@ -282,24 +332,63 @@ impl Inner {
             .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
     }
 
+    /// The stored version `old` is being replaced or deleted: its retained event (the one at its RV)
+    /// keeps its JSON instead of sharing it, and the JSON is returned (for the next event's previous
+    /// object); None when that event is no longer retained (or the object was loaded from disk).
+    fn retire(&mut self, old: &Arc<Value>) -> Option<Arc<[u8]>> {
+        let rv: u64 = meta_str(old, "resourceVersion").parse().ok()?;
+        let i = self.history.partition_point(|e| e.rv < rv);
+        let e = self.history.get_mut(i).filter(|e| e.rv == rv)?;
+        match &e.object {
+            Held::Stored(v) if Arc::ptr_eq(v, old) => {
+                let json = to_json(old);
+                e.object = Held::Json(json.clone());
+                Some(json)
+            }
+            Held::Json(b) => Some(b.clone()),
+            Held::Stored(_) => None,
+        }
+    }
+
+    /// Emits an event. `stored`: `object` is the version now in the store (shared until retired);
+    /// otherwise (a DELETED event's copy) the history keeps its JSON at once. `previous`: the replaced
+    /// version, with its JSON when [`Inner::retire`] had it.
     fn emit(
         &mut self,
         key: &ResourceKey,
         type_: EventType,
         object: Arc<Value>,
-        previous: Option<Arc<Value>>,
-        bytes: usize,
+        stored: bool,
+        previous: Option<Replaced>,
     ) {
+        let previous_json = previous
+            .as_ref()
+            .map(|(v, j)| j.clone().unwrap_or_else(|| to_json(v)));
+        let (held, len) = if stored {
+            (Held::Stored(object.clone()), json_len(&object))
+        } else {
+            let j = to_json(&object);
+            let n = j.len();
+            (Held::Json(j), n)
+        };
+        let kept = Retained {
+            rv: self.rv,
+            key: key.clone(),
+            type_,
+            object: held,
+            bytes: len + previous_json.as_ref().map_or(0, |p| p.len()),
+            previous: previous_json,
+        };
         let ev = Arc::new(WatchEvent {
             rv: self.rv,
             key: key.clone(),
             type_,
             object,
-            previous,
-            bytes,
+            previous: previous.map(|(v, _)| v),
+            bytes: len,
         });
-        self.history.push_back(ev.clone());
-        self.history_bytes += bytes;
+        self.history_bytes += kept.bytes;
+        self.history.push_back(kept);
         while self.history.len() > self.history_limit
             || (self.history_bytes > self.history_byte_limit && self.history.len() > 1)
         {
@@ -313,13 +402,7 @@ impl Inner {
     }
 
     /// Stores `obj` under a fresh RV and emits ADDED or MODIFIED.
-    fn put(&mut self, key: &ResourceKey, obj: Value, type_: EventType) -> Arc<Value> {
-        let bytes = json_len(&obj);
-        self.put_sized(key, obj, type_, bytes)
-    }
-
-    /// [`Inner::put`] of an object whose JSON size the caller has measured.
-    fn put_sized(&mut self, key: &ResourceKey, mut obj: Value, type_: EventType, bytes: usize) -> Arc<Value> {
+    fn put(&mut self, key: &ResourceKey, mut obj: Value, type_: EventType) -> Arc<Value> {
         self.rv += 1;
         meta_mut(&mut obj).insert("resourceVersion".into(), json!(self.rv.to_string()));
         let ns = meta_str(&obj, "namespace").to_string();
@@ -354,7 +437,11 @@ impl Inner {
             });
         }
         self.by_uid.insert(uid, okey);
-        self.emit(key, type_, obj.clone(), old, bytes);
+        let previous = old.map(|o| {
+            let json = self.retire(&o);
+            (o, json)
+        });
+        self.emit(key, type_, obj.clone(), true, previous);
         obj
     }
 
@@ -401,8 +488,8 @@ impl Inner {
                 rv: self.rv,
             });
         }
-        let bytes = json_len(&gone);
-        self.emit(key, EventType::Deleted, gone.clone(), None, bytes);
+        self.retire(&old);
+        self.emit(key, EventType::Deleted, gone.clone(), false, None);
         if cascade {
             self.collect_garbage(&uid);
             if *key == ns_key() {
@@ -798,13 +885,13 @@ impl Store {
             ));
         }
         self.admit(inner, Operation::Create, info, &mut obj, None)?;
-        let bytes = sized(info, &obj)?;
+        sized(info, &obj)?;
         inner.within_quota(0, held_bytes(&obj))?;
         if dry_run {
             return Ok(Arc::new(obj));
         }
         let owners = owner_uids(&obj);
-        let created = inner.put_sized(&key, obj, EventType::Added, bytes);
+        let created = inner.put(&key, obj, EventType::Added);
         // Kubernetes' garbage collector removes a dependent none of whose owners exists, also one made
         // after its owner went (a controller acting on a stale cache): the create succeeds, then it goes.
         if !owners.is_empty() && !owners.iter().any(|u| inner.by_uid.contains_key(u)) {
@@ -980,7 +1067,7 @@ impl Store {
         if managed_fields::same_but_times(&next, old) {
             return Ok(old.clone());
         }
-        let bytes = sized(info, &next)?;
+        sized(info, &next)?;
         inner.within_quota(held_bytes(old), held_bytes(&next))?;
         if dry_run {
             return Ok(Arc::new(next));
@@ -1000,7 +1087,7 @@ impl Store {
                 .remove(&key, &ns, &name, true)
                 .unwrap_or_else(|| old.clone()));
         }
-        Ok(inner.put_sized(&key, next, EventType::Modified, bytes))
+        Ok(inner.put(&key, next, EventType::Modified))
     }
 
     /// PATCH of any kind. Apply creates a missing object. Returns (object, created).
@@ -1225,7 +1312,7 @@ impl Store {
             .history
             .range(start..)
             .filter(|e| e.key == *key)
-            .cloned()
+            .filter_map(Retained::event)
             .collect())
     }
 
@@ -1237,7 +1324,8 @@ impl Store {
     /// Fault: forget all history, so any watch resuming from an older RV gets 410 Expired.
     pub fn compact(&self) {
         let mut inner = self.lock();
-        inner.history.clear();
+        // Its slots freed too (what `tests/embedded_memory.rs` measures the history by).
+        inner.history = VecDeque::new();
         inner.history_bytes = 0;
         inner.compacted = inner.rv;
     }
