@@ -32,6 +32,9 @@
 //! answers its own dashboard calls with the Ray dashboard simulator (`--simulated-ray-dashboards`), as
 //! the embedded cluster does; the Serve status is the one simulated part of the upgrade.
 
+#[path = "real_control_plane/install.rs"]
+mod install;
+
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -15,7 +15,11 @@ shift
 n=$1
 shift
 while [ "$n" -gt 0 ]; do
-  mkdir -p "$2"
+  if [ -f "$1" ]; then
+    [ -e "$2" ] || { mkdir -p "$(dirname "$2")"; : >"$2"; }
+  else
+    mkdir -p "$2"
+  fi
   mount --bind "$1" "$2"
   shift 2
   n=$((n - 1))
@@ -49,6 +53,20 @@ pub fn binds(spec: &PodSpec, c: &Container, dir: &PodDir) -> Vec<(PathBuf, Strin
         let Some(v) = spec.volumes.iter().flatten().find(|v| v.name == m.name) else {
             continue;
         };
+        if super::incluster::has_files(v) {
+            let mut src = dir.volume(&v.name);
+            if let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) {
+                if !safe_sub_path(sub) {
+                    continue;
+                }
+                src = src.join(sub);
+            }
+            // Written by the runtime when it makes them (`incluster::write_volumes`); else not mounted.
+            if src.exists() {
+                out.push((src, m.mount_path.clone()));
+            }
+            continue;
+        }
         let Some(e) = &v.empty_dir else { continue };
         if e.medium.as_deref() == Some("Memory") && m.mount_path.trim_end_matches('/') == "/dev/shm" {
             continue;
