@@ -261,3 +261,36 @@ pub fn forward_api(netns: &str, port: u16) -> std::io::Result<tokio::task::JoinH
         }
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_stay_inside_the_volume() {
+        let dir = std::env::temp_dir().join(format!("qg-incluster-test-{}", std::process::id()));
+        let data: std::collections::BTreeMap<String, Vec<u8>> =
+            [("ca.crt".to_string(), b"PEM".to_vec())].into();
+        write_items(&dir, &data, None, false).unwrap();
+        assert_eq!(std::fs::read(dir.join("ca.crt")).unwrap(), b"PEM");
+        let item = |key: &str, path: &str| k8s_openapi::api::core::v1::KeyToPath {
+            key: key.into(),
+            path: path.into(),
+            mode: None,
+        };
+        let escape = vec![item("ca.crt", "../../etc/x")];
+        assert!(
+            write_items(&dir, &data, Some(&escape), false)
+                .unwrap_err()
+                .contains("leaves the volume")
+        );
+        let missing = vec![item("other", "o")];
+        assert!(
+            write_items(&dir, &data, Some(&missing), false)
+                .unwrap_err()
+                .contains("no key \"other\"")
+        );
+        write_items(&dir, &data, Some(&missing), true).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

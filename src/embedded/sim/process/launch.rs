@@ -164,6 +164,41 @@ mod tests {
         );
     }
 
+    /// A configMap or projected volume is mounted once the runtime wrote its files
+    /// (`incluster::write_volumes`), a `subPath` file included; before that it is not.
+    #[test]
+    fn written_volumes_are_mounted() {
+        let spec: PodSpec = serde_json::from_value(json!({
+            "containers": [{"name": "manager", "volumeMounts": [
+                {"name": "cfg", "mountPath": "/controller_manager_config.yaml", "subPath": "config.yaml"},
+                {"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]}],
+            "volumes": [{"name": "cfg", "configMap": {"name": "c"}},
+                {"name": "kube-api-access", "projected": {"sources": []}}]
+        }))
+        .unwrap();
+        let root = std::env::temp_dir().join(format!("qg-launch-test-{}", std::process::id()));
+        let dir = PodDir(root.clone());
+        assert!(binds(&spec, &spec.containers[0], &dir).is_empty());
+        std::fs::create_dir_all(dir.volume("cfg")).unwrap();
+        std::fs::write(dir.volume("cfg").join("config.yaml"), "a: 1").unwrap();
+        std::fs::create_dir_all(dir.volume("kube-api-access")).unwrap();
+        let b = binds(&spec, &spec.containers[0], &dir);
+        let _ = std::fs::remove_dir_all(&root);
+        assert_eq!(
+            b,
+            vec![
+                (
+                    dir.volume("cfg").join("config.yaml"),
+                    "/controller_manager_config.yaml".to_string()
+                ),
+                (
+                    dir.volume("kube-api-access"),
+                    "/var/run/secrets/kubernetes.io/serviceaccount".to_string()
+                ),
+            ]
+        );
+    }
+
     /// The prelude really runs: with `sh` and no namespaces, its argument handling ends in the command.
     #[test]
     fn prelude_passes_the_command_through() {
