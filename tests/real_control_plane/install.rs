@@ -19,6 +19,21 @@ use serde_json::Value;
 
 use super::{ControlPlane, Kubectl, kubectl_path, quotagate, skip, spawn_logged, wait_until};
 
+/// The node agent, stopped with SIGTERM (its runtime then stops the pods' processes and removes their
+/// network namespaces, as SIGKILL would not), even when the test fails.
+struct Stopped(super::Proc);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let pid = self.0.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline && matches!(self.0.child.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
 fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
@@ -66,7 +81,8 @@ fn install_with_webhooks_through_the_service_and_the_manager_in_cluster() {
     cmd.args(["node-agent", "--kubeconfig"])
         .arg(&cp.kubeconfig)
         .args(["--runtime", "process"]);
-    let agent = spawn_logged(cmd, dir.join("node-agent.log"));
+    let agent = Stopped(spawn_logged(cmd, dir.join("node-agent.log")));
+    let agent = &agent.0;
 
     let ns = ["-n", "quotagate-system"];
     let deploy = k.wait_for(
