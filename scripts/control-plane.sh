@@ -204,7 +204,8 @@ cmd_up() {
     --client-ca-file "$RUN/pki/ca.crt" --authorization-mode Node,RBAC \
     --service-account-key-file "$RUN/pki/sa.pub" --service-account-signing-key-file "$RUN/pki/sa.key" \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
-    --service-cluster-ip-range 10.0.0.0/24 --allow-privileged=true
+    --service-cluster-ip-range 10.0.0.0/24 --allow-privileged=true \
+    --enable-aggregator-routing=true
   local deadline=$((SECONDS + 120))
   until api_ready; do
     if ! pid_alive "$RUN/kube-apiserver.pid" kube-apiserver || ! pid_alive "$RUN/etcd.pid" etcd; then

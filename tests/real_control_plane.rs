@@ -27,10 +27,15 @@
 //! two webhook configurations, and the batch Job is created suspended (as Kueue's docs ask when its
 //! webhook is not in the path). A `url:` webhook would need the manager's certificate to name
 //! 127.0.0.1, which its cert management (for the Service's DNS names) does not.
+//! The install with its webhooks, the manager in-cluster in pods that the node agent's process runtime
+//! runs, is `install.rs` beside this file.
 //!
 //! Ray dashboards: the simulated pods run no Ray and their addresses reach nothing, so the manager
 //! answers its own dashboard calls with the Ray dashboard simulator (`--simulated-ray-dashboards`), as
 //! the embedded cluster does; the Serve status is the one simulated part of the upgrade.
+
+#[path = "real_control_plane/install.rs"]
+mod install;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};

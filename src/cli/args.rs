@@ -635,6 +635,17 @@ pub struct NodeAgentArgs {
     /// How long a bound pod takes to become Running and Ready.
     #[arg(long, default_value = "500ms", value_parser = parse_duration)]
     pub pod_start_delay: Duration,
+    /// How bound pods run: `sim` (simulated: Running and Ready, nothing executes) or `process`:
+    /// quotagate's own image (the shipped Deployment) as this machine's `quotagate` binary and
+    /// `rayproject/ray` as real Ray, each pod in a network namespace with an address the API server
+    /// reaches, the in-cluster environment and its ServiceAccount's token (root and iproute2; see
+    /// docs/install.md); other pods stay simulated.
+    #[arg(long, value_enum, default_value = "sim")]
+    pub runtime: PodRuntime,
+    /// With --runtime process: the venv with Ray Serve (scripts/install-ray.sh); without one, only
+    /// Ray containers fail.
+    #[arg(long, default_value = ".venv-ray")]
+    pub ray_venv: PathBuf,
 }
 
 /// Resource name -> quantity, each checked.

@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, OwnerReference};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::args::{DEFAULT_CAPACITY, NodeAgentArgs, parse_capacity};
+use super::args::{DEFAULT_CAPACITY, NodeAgentArgs, PodRuntime, parse_capacity};
 
 /// The field manager of the agent's Node and Lease writes (a kubelet's are its node's name).
 const FIELD_MANAGER: &str = "quotagate-node-agent";
@@ -199,25 +199,86 @@ pub(crate) async fn run(args: NodeAgentArgs) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("registering node {name}: {e}"))?;
     }
     tracing::info!(nodes = ?names, capacity = ?capacity, "node agent: nodes registered; running the pods bound to them");
+    let runtime = match args.runtime {
+        PodRuntime::Sim => None,
+        PodRuntime::Process => Some(process_runtime(&args).await?),
+    };
     let cfg = crate::embedded::sim::node::NodeAgentConfig {
         node_name: names[0].clone(),
         start_delay: args.pod_start_delay,
         kubelet_of: Some(names.clone()),
         // The shipped Deployment's image: shown Running and Ready, it would claim a manager (and
-        // webhook endpoints) that does not run.
-        images_not_run: vec!["quotagate".into()],
+        // webhook endpoints) that does not run. The process runtime runs it.
+        images_not_run: if runtime.is_some() {
+            Vec::new()
+        } else {
+            vec!["quotagate".into()]
+        },
+        runtime: runtime.clone(),
         ..Default::default()
+    };
+    let removals = async {
+        match &runtime {
+            Some(rt) => rt.clone().follow_removals(client.clone()).await,
+            None => std::future::pending().await,
+        }
     };
     tokio::select! {
         _ = heartbeat(client.clone(), names, capacity) => {}
-        _ = crate::embedded::sim::node::run(client, cfg) => {}
+        _ = crate::embedded::sim::node::run(client.clone(), cfg) => {}
+        _ = removals => {}
         _ = super::apiserver::shutdown_signal() => {
             // As a kubelet: the Nodes stay; their Leases lapse and the node lifecycle controller
             // marks them NotReady.
             tracing::info!("node agent: stopping");
         }
     }
+    if let Some(rt) = runtime {
+        // The pods' processes stop and their network goes; the pod objects stay, as a kubelet's do.
+        rt.shutdown(Duration::from_secs(10)).await;
+    }
     Ok(())
+}
+
+/// The process runtime, given this binary for quotagate's image and the API server's loopback port.
+async fn process_runtime(
+    args: &NodeAgentArgs,
+) -> anyhow::Result<std::sync::Arc<crate::embedded::sim::process::ProcessRuntime>> {
+    use crate::embedded::sim::process::{ProcessConfig, ProcessRuntime, missing};
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| anyhow::anyhow!("--kubeconfig {}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                .await
+                .map_err(|e| anyhow::anyhow!("--kubeconfig {}: {e}", path.display()))?
+        }
+        None => kube::Config::infer().await?,
+    };
+    let url = &config.cluster_url;
+    let port = match (url.host(), url.port_u16()) {
+        (Some("127.0.0.1" | "localhost"), Some(port)) => port,
+        _ => anyhow::bail!(
+            "--runtime process: the API server is at {url}; pods reach it only on this machine's loopback (https://127.0.0.1:PORT)"
+        ),
+    };
+    let bin = std::env::current_exe().map_err(|e| anyhow::anyhow!("this quotagate binary: {e}"))?;
+    let cfg = ProcessConfig {
+        ray_venv: args.ray_venv.clone(),
+        quotagate: Some(bin),
+        api_port: Some(port),
+        ..Default::default()
+    };
+    let lacks = missing(&cfg);
+    if !lacks.is_empty() {
+        anyhow::bail!(
+            "--runtime process runs pods as processes and needs what this host lacks:\n  - {}",
+            lacks.join("\n  - ")
+        );
+    }
+    let rt = ProcessRuntime::start(cfg).map_err(|e| anyhow::anyhow!("--runtime process: {e}"))?;
+    tracing::info!(pod_network = %rt.pod_cidr(), "node agent: quotagate and rayproject/ray pods run as processes");
+    Ok(rt)
 }
 
 #[cfg(test)]
@@ -267,6 +328,7 @@ mod tests {
             (&["--capacity", "c p u=1"], "is not a resource name"),
             (&["--node-prefix", "Node"], "node name prefix"),
             (&["--pod-start-delay", "soon"], "--pod-start-delay"),
+            (&["--runtime", "docker"], "--runtime"),
         ] {
             let err = parse(args).expect_err(&format!("{args:?} refused"));
             assert!(err.contains(want), "{args:?}: {err}");

@@ -12,16 +12,30 @@ pub enum Runs {
     Ray,
     /// The node agent's simulation (running until the pod is deleted).
     Simulated,
+    /// quotagate's own image (`quotagate:TAG`, as `install-manifests` ships it): this machine's
+    /// `quotagate` binary with the container's command and args, when the runtime was given one.
+    Quotagate,
+}
+
+/// `quotagate:TAG` or `REGISTRY/.../quotagate:TAG`.
+pub fn is_quotagate_image(image: &str) -> bool {
+    let repo = repository(image);
+    repo == "quotagate" || repo.ends_with("/quotagate")
+}
+
+/// The repository: without digest and tag.
+fn repository(image: &str) -> &str {
+    let without_digest = image.split('@').next().unwrap_or(image);
+    match without_digest.rfind(':') {
+        Some(i) if i > without_digest.rfind('/').unwrap_or(0) => &without_digest[..i],
+        _ => without_digest,
+    }
 }
 
 /// `rayproject/ray:TAG`, with or without a registry (`docker.io/`, `quay.io/`...) and digest.
 pub fn is_ray_image(image: &str) -> bool {
-    let without_digest = image.split('@').next().unwrap_or(image);
     // The repository is everything before the tag's colon, which comes after the last slash.
-    let repo = match without_digest.rfind(':') {
-        Some(i) if i > without_digest.rfind('/').unwrap_or(0) => &without_digest[..i],
-        _ => without_digest,
-    };
+    let repo = repository(image);
     repo == "rayproject/ray" || repo.ends_with("/rayproject/ray")
 }
 
@@ -34,14 +48,19 @@ fn is_autoscaler(c: &Container) -> bool {
 pub fn runs(c: &Container) -> Runs {
     if c.image.as_deref().is_some_and(is_ray_image) && !is_autoscaler(c) {
         Runs::Ray
+    } else if c.image.as_deref().is_some_and(is_quotagate_image) {
+        Runs::Quotagate
     } else {
         Runs::Simulated
     }
 }
 
-/// A pod is the process runtime's when at least one of its containers runs as a process.
-pub fn has_process(containers: &[Container]) -> bool {
-    containers.iter().any(|c| runs(c) == Runs::Ray)
+/// A pod is the process runtime's when at least one of its containers runs as a process: a Ray one,
+/// or a quotagate one when the runtime runs those (`quotagate`).
+pub fn has_process(containers: &[Container], quotagate: bool) -> bool {
+    containers
+        .iter()
+        .any(|c| runs(c) == Runs::Ray || (quotagate && runs(c) == Runs::Quotagate))
 }
 
 #[cfg(test)]
@@ -98,10 +117,21 @@ mod tests {
             Runs::Simulated
         );
         assert_eq!(runs(&c("app", "busybox", &["sleep 1"])), Runs::Simulated);
-        assert!(has_process(&[
-            c("a", "busybox", &[]),
-            c("ray-worker", "rayproject/ray:2.60.0-gpu", &[])
-        ]));
-        assert!(!has_process(&[c("autoscaler", "rayproject/ray:2.60.0", &[])]));
+        assert!(has_process(
+            &[
+                c("a", "busybox", &[]),
+                c("ray-worker", "rayproject/ray:2.60.0-gpu", &[])
+            ],
+            false
+        ));
+        assert!(!has_process(
+            &[c("autoscaler", "rayproject/ray:2.60.0", &[])],
+            false
+        ));
+        let manager = c("manager", "registry.example/quotagate:0.1.0", &["run"]);
+        assert_eq!(runs(&manager), Runs::Quotagate);
+        assert!(!has_process(std::slice::from_ref(&manager), false));
+        assert!(has_process(&[manager], true));
+        assert!(!is_quotagate_image("quotagate-extras:1"));
     }
 }

@@ -15,7 +15,11 @@ shift
 n=$1
 shift
 while [ "$n" -gt 0 ]; do
-  mkdir -p "$2"
+  if [ -f "$1" ]; then
+    [ -e "$2" ] || { mkdir -p "$(dirname "$2")"; : >"$2"; }
+  else
+    mkdir -p "$2"
+  fi
   mount --bind "$1" "$2"
   shift 2
   n=$((n - 1))
@@ -49,6 +53,20 @@ pub fn binds(spec: &PodSpec, c: &Container, dir: &PodDir) -> Vec<(PathBuf, Strin
         let Some(v) = spec.volumes.iter().flatten().find(|v| v.name == m.name) else {
             continue;
         };
+        if super::incluster::has_files(v) {
+            let mut src = dir.volume(&v.name);
+            if let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) {
+                if !safe_sub_path(sub) {
+                    continue;
+                }
+                src = src.join(sub);
+            }
+            // Written by the runtime when it makes them (`incluster::write_volumes`); else not mounted.
+            if src.exists() {
+                out.push((src, m.mount_path.clone()));
+            }
+            continue;
+        }
         let Some(e) = &v.empty_dir else { continue };
         if e.medium.as_deref() == Some("Memory") && m.mount_path.trim_end_matches('/') == "/dev/shm" {
             continue;
@@ -142,6 +160,41 @@ mod tests {
                 "-c",
                 "--",
                 "ray start --head --block"
+            ]
+        );
+    }
+
+    /// A configMap or projected volume is mounted once the runtime wrote its files
+    /// (`incluster::write_volumes`), a `subPath` file included; before that it is not.
+    #[test]
+    fn written_volumes_are_mounted() {
+        let spec: PodSpec = serde_json::from_value(json!({
+            "containers": [{"name": "manager", "volumeMounts": [
+                {"name": "cfg", "mountPath": "/controller_manager_config.yaml", "subPath": "config.yaml"},
+                {"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]}],
+            "volumes": [{"name": "cfg", "configMap": {"name": "c"}},
+                {"name": "kube-api-access", "projected": {"sources": []}}]
+        }))
+        .unwrap();
+        let root = std::env::temp_dir().join(format!("qg-launch-test-{}", std::process::id()));
+        let dir = PodDir(root.clone());
+        assert!(binds(&spec, &spec.containers[0], &dir).is_empty());
+        std::fs::create_dir_all(dir.volume("cfg")).unwrap();
+        std::fs::write(dir.volume("cfg").join("config.yaml"), "a: 1").unwrap();
+        std::fs::create_dir_all(dir.volume("kube-api-access")).unwrap();
+        let b = binds(&spec, &spec.containers[0], &dir);
+        let _ = std::fs::remove_dir_all(&root);
+        assert_eq!(
+            b,
+            vec![
+                (
+                    dir.volume("cfg").join("config.yaml"),
+                    "/controller_manager_config.yaml".to_string()
+                ),
+                (
+                    dir.volume("kube-api-access"),
+                    "/var/run/secrets/kubernetes.io/serviceaccount".to_string()
+                ),
             ]
         );
     }

@@ -8,6 +8,7 @@ mod container;
 pub mod env;
 pub mod hosts;
 pub mod image;
+pub mod incluster;
 mod init;
 pub mod launch;
 pub mod net;
@@ -45,6 +46,12 @@ pub struct ProcessConfig {
     pub state_dir: PathBuf,
     /// Pods' files: their /tmp, emptyDir volumes and container output.
     pub work_dir: PathBuf,
+    /// This machine's `quotagate` binary: containers of quotagate's own image run as it (`quotagate
+    /// node-agent --runtime process`); `None`: they are simulated, as in the embedded cluster.
+    pub quotagate: Option<PathBuf>,
+    /// The API server's port on the host's loopback, given to the pods with the in-cluster
+    /// environment and their volumes' files (`incluster.rs`); `None` in the embedded cluster.
+    pub api_port: Option<u16>,
 }
 
 impl Default for ProcessConfig {
@@ -53,6 +60,8 @@ impl Default for ProcessConfig {
             ray_venv: ".venv-ray".into(),
             state_dir: "/run/quotagate/pod-net".into(),
             work_dir: "/var/tmp/quotagate-pods".into(),
+            quotagate: None,
+            api_port: None,
         }
     }
 }
@@ -145,7 +154,7 @@ pub fn missing(cfg: &ProcessConfig) -> Vec<String> {
     if nsenter.is_err() {
         out.push("util-linux's `nsenter`, which runs the pods' exec probes; on Debian or Ubuntu: apt-get install util-linux".into());
     }
-    if !cfg.ray_venv.join("bin/ray").exists() {
+    if !cfg.ray_venv.join("bin/ray").exists() && cfg.quotagate.is_none() {
         out.push(format!(
             "Ray Serve in a venv at {} (run scripts/install-ray.sh from the repository)",
             cfg.ray_venv.display()
@@ -162,7 +171,10 @@ impl ProcessRuntime {
             source,
         })?;
         if !venv.join("bin/ray").exists() {
-            return Err(ProcessError::NoRay(cfg.ray_venv.clone()));
+            if cfg.quotagate.is_none() {
+                return Err(ProcessError::NoRay(cfg.ray_venv.clone()));
+            }
+            tracing::warn!(ray = %venv.display(), "process runtime: no Ray there; rayproject/ray containers will fail to start (run scripts/install-ray.sh)");
         }
         net::available()?;
         let host = Host::claim(&cfg.state_dir)?;
@@ -222,7 +234,7 @@ impl ProcessRuntime {
     pub fn runs(&self, pod: &Pod) -> bool {
         pod.spec
             .as_ref()
-            .is_some_and(|s| image::has_process(&s.containers))
+            .is_some_and(|s| image::has_process(&s.containers, self.cfg.quotagate.is_some()))
     }
 
     /// Network namespace names of the pods running now (by `namespace/name`), for tests and logs.
@@ -367,6 +379,8 @@ impl ProcessRuntime {
             node: self.node,
             names: self.names.clone(),
             cgroup,
+            quotagate: self.cfg.quotagate.clone(),
+            api_port: self.cfg.api_port,
         };
         let rt = self.clone();
         tokio::spawn(async move {

@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, watch};
 use super::container::{self, Launch};
 use super::env::{self, Addresses, NodeCapacity, Sources};
 use super::image::{self, Runs};
+use super::incluster;
 use super::init::{self, InitCtx, InitResult};
 use super::launch::{self, PodDir};
 use super::net::Subnet;
@@ -34,6 +35,23 @@ pub struct PodCtx {
     pub names: std::sync::Arc<super::hosts::Names>,
     /// The pod's CPU group (`cgroup.rs`), when the host has one to give.
     pub cgroup: Option<std::path::PathBuf>,
+    /// This machine's `quotagate` binary, which runs containers of quotagate's image (`None`: those
+    /// are simulated).
+    pub quotagate: Option<std::path::PathBuf>,
+    /// The API server's port on the host's loopback, served at `127.0.0.1` in the pod's namespace with
+    /// the in-cluster environment (`None`: the embedded cluster, whose pods do not call it).
+    pub api_port: Option<u16>,
+}
+
+/// Aborts a task when dropped (the pod's API forwarder ends with its supervisor).
+struct AbortOnDrop(Option<tokio::task::JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(t) = &self.0 {
+            t.abort();
+        }
+    }
 }
 
 /// How a supervisor ended.
@@ -142,6 +160,36 @@ pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Durat
             .await;
     }
 
+    // The volumes' files and the API server inside the pod, before any container starts.
+    let mut forward = AbortOnDrop(None);
+    if ctx.api_port.is_some() || ctx.quotagate.is_some() {
+        let mounted = incluster::write_volumes(&ctx.client, &pod, &ctx.dir)
+            .await
+            .map_err(|e| ("FailedMount", e.to_string()));
+        let forwarded = match (mounted, ctx.api_port) {
+            (Ok(()), Some(port)) => incluster::forward_api(&subnet.netns(host), port)
+                .map(|t| forward.0 = Some(t))
+                .map_err(|e| {
+                    (
+                        "NetworkNotReady",
+                        format!("the API server at 127.0.0.1:{port} in the pod: {e}"),
+                    )
+                }),
+            (r, _) => r,
+        };
+        if let Err((reason, message)) = forwarded {
+            tracing::warn!(pod = %key(&pod), %message, "process runtime: the pod cannot start");
+            let mut s = status::pod_status(&[], &policy, &pod_ip, &host_ip, &started);
+            s["phase"] = json!("Failed");
+            s["reason"] = json!(reason);
+            s["message"] = json!(format!("process runtime: {message}"));
+            write(&api, &name, s).await;
+            let mut stop = stop.clone();
+            let _ = stop.wait_for(Option::is_some).await;
+            teardown(&ctx).await;
+            return Ended::Stopped;
+        }
+    }
     let src = sources(
         &Api::namespaced(ctx.client.clone(), &ns),
         &Api::namespaced(ctx.client.clone(), &ns),
@@ -227,7 +275,8 @@ pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Durat
     let mut launches = Vec::new();
     for (i, c) in spec.containers.iter().enumerate() {
         let img = c.image.clone().unwrap_or_default();
-        if image::runs(c) == Runs::Simulated {
+        let runs = image::runs(c);
+        if runs == Runs::Simulated || (runs == Runs::Quotagate && ctx.quotagate.is_none()) {
             views.push(View {
                 ready: true,
                 started: true,
@@ -247,8 +296,24 @@ pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Durat
                 &img,
                 State::waiting("CreateContainerConfigError", e.to_string()),
             )),
-            Ok(vars) => {
-                let command = env::command_line(c, &vars);
+            Ok(mut vars) => {
+                if let Some(port) = ctx.api_port {
+                    // What a kubelet sets from the `kubernetes` Service; here the API server's own
+                    // address, forwarded into the pod.
+                    vars.push(("KUBERNETES_SERVICE_HOST".into(), "127.0.0.1".into()));
+                    vars.push(("KUBERNETES_SERVICE_PORT".into(), port.to_string()));
+                    vars.push(("KUBERNETES_SERVICE_PORT_HTTPS".into(), port.to_string()));
+                }
+                let mut command = env::command_line(c, &vars);
+                if let (Runs::Quotagate, Some(bin)) = (runs, &ctx.quotagate) {
+                    // The image's entrypoint is the binary: `command` replaces it, `args` follow it.
+                    let bin = bin.to_string_lossy().into_owned();
+                    if c.command.as_ref().is_none_or(Vec::is_empty) {
+                        command.insert(0, bin);
+                    } else if let Some(first) = command.first_mut() {
+                        *first = bin;
+                    }
+                }
                 if command.is_empty() {
                     views.push(View::new(
                         &c.name,
@@ -333,7 +398,9 @@ pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Durat
         if stopping {
             let now = crate::embedded::meta::now_rfc3339();
             for (v, c) in views.iter_mut().zip(&spec.containers) {
-                if image::runs(c) == Runs::Simulated && matches!(v.state, State::Running { .. }) {
+                let simulated = image::runs(c) == Runs::Simulated
+                    || (image::runs(c) == Runs::Quotagate && ctx.quotagate.is_none());
+                if simulated && matches!(v.state, State::Running { .. }) {
                     v.ready = false;
                     v.state = State::Terminated {
                         code: 0,
@@ -380,6 +447,6 @@ pub fn process_containers(pod: &Pod) -> BTreeMap<String, bool> {
     pod.spec
         .iter()
         .flat_map(|s| s.containers.iter())
-        .map(|c| (c.name.clone(), image::runs(c) == Runs::Ray))
+        .map(|c| (c.name.clone(), image::runs(c) != Runs::Simulated))
         .collect()
 }
