@@ -45,106 +45,11 @@ use differential::compare::{self, Outcome};
 use differential::engine::Ground;
 use differential::expected::EXPECTED_DIFFERENCES;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn require_tools() -> bool {
-    std::env::var("QUOTAGATE_REQUIRE_TOOLS").is_ok_and(|v| v == "1")
-}
-
-fn skip(why: &str) {
-    if require_tools() {
-        panic!("QUOTAGATE_REQUIRE_TOOLS=1 but {why}");
-    }
-    println!("skipped: {why}");
-}
-
-fn script() -> Command {
-    let mut cmd = Command::new("bash");
-    cmd.arg(root().join("scripts/control-plane.sh"));
-    cmd
-}
-
-/// The four binaries are built, or Go is there to build them (as tests/real_control_plane.rs asks).
-fn control_plane_buildable() -> Result<(), String> {
-    let out = script().arg("bin-dir").output().map_err(|e| e.to_string())?;
-    let bin = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    let built = [
-        "etcd",
-        "kube-apiserver",
-        "kube-controller-manager",
-        "kube-scheduler",
-    ]
-    .iter()
-    .all(|c| bin.join(c).exists());
-    let go = Command::new("go")
-        .arg("version")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if built || go {
-        Ok(())
-    } else {
-        Err(
-            "the control-plane binaries are not built and Go is not installed \
-             (scripts/control-plane.sh build)"
-                .into(),
-        )
-    }
-}
-
-/// A control plane this test started (stopped on drop), or one it was given.
-struct ControlPlane {
-    kubeconfig: PathBuf,
-    owned: Option<PathBuf>,
-}
-
-impl ControlPlane {
-    fn start() -> Result<ControlPlane, String> {
-        if let Ok(k) = std::env::var("QUOTAGATE_REAL_KUBECONFIG") {
-            return Ok(ControlPlane {
-                kubeconfig: k.into(),
-                owned: None,
-            });
-        }
-        control_plane_buildable()?;
-        let dir = std::env::temp_dir().join(format!("quotagate-differential-{}", std::process::id()));
-        let out = script()
-            .arg("up")
-            .env("QUOTAGATE_CONTROL_PLANE_DIR", &dir)
-            .output()
-            .map_err(|e| e.to_string())?;
-        let cp = ControlPlane {
-            kubeconfig: dir.join("kubeconfig"),
-            owned: Some(dir),
-        };
-        if !out.status.success() {
-            return Err(format!(
-                "scripts/control-plane.sh up failed:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        Ok(cp)
-    }
-}
-
-impl Drop for ControlPlane {
-    fn drop(&mut self) {
-        if let Some(dir) = &self.owned {
-            let _ = script()
-                .arg("down")
-                .env("QUOTAGATE_CONTROL_PLANE_DIR", dir)
-                .status();
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    }
-}
+mod control_plane_support;
+use control_plane_support::{ControlPlane, skip};
 
 /// The embedded server with the CRDs' own admission, on loopback TCP with a kubeconfig of its own;
 /// it stops when the guard drops.
@@ -226,14 +131,12 @@ async fn two_embedded_servers_answer_alike() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn embedded_and_real_api_servers_answer_alike() {
     let started = Instant::now();
-    let cp = match tokio::task::spawn_blocking(ControlPlane::start).await.unwrap() {
+    let cp = match tokio::task::spawn_blocking(|| ControlPlane::start("differential"))
+        .await
+        .unwrap()
+    {
         Ok(cp) => cp,
-        Err(why) => {
-            if why.starts_with("scripts/control-plane.sh up failed") {
-                panic!("{why}");
-            }
-            return skip(&why);
-        }
+        Err(why) => return skip(&why),
     };
     println!("control plane up after {:?}", started.elapsed());
     let real = Ground::from_kubeconfig("kube-apiserver", &cp.kubeconfig).await;

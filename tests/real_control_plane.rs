@@ -38,7 +38,7 @@
 mod install;
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -47,118 +47,8 @@ use serde_json::Value;
 #[path = "real_control_plane/workflows.rs"]
 mod workflows;
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn require_tools() -> bool {
-    std::env::var("QUOTAGATE_REQUIRE_TOOLS").is_ok_and(|v| v == "1")
-}
-
-fn skip(why: &str) {
-    if require_tools() {
-        panic!("QUOTAGATE_REQUIRE_TOOLS=1 but {why}");
-    }
-    println!("skipped: {why}");
-}
-
-fn kubectl_path() -> Option<PathBuf> {
-    if let Ok(p) = std::env::var("QUOTAGATE_KUBECTL") {
-        return Some(PathBuf::from(p));
-    }
-    let p = root().join(".venv-kubectl/bin/kubectl");
-    p.exists().then_some(p)
-}
-
-fn script() -> Command {
-    let mut cmd = Command::new("bash");
-    cmd.arg(root().join("scripts/control-plane.sh"));
-    cmd
-}
-
-/// The four binaries are built, or Go is there to build them.
-fn control_plane_buildable() -> Result<(), String> {
-    let out = script().arg("bin-dir").output().map_err(|e| e.to_string())?;
-    let bin = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    let built = [
-        "etcd",
-        "kube-apiserver",
-        "kube-controller-manager",
-        "kube-scheduler",
-    ]
-    .iter()
-    .all(|c| bin.join(c).exists());
-    let go = Command::new("go")
-        .arg("version")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if built || go {
-        Ok(())
-    } else {
-        Err(
-            "the control-plane binaries are not built and Go is not installed \
-             (scripts/control-plane.sh build)"
-                .into(),
-        )
-    }
-}
-
-/// A control plane this test started (stopped on drop), or one it was given.
-struct ControlPlane {
-    kubeconfig: PathBuf,
-    /// The directory `up` ran in, when this test started it.
-    owned: Option<PathBuf>,
-}
-
-impl ControlPlane {
-    fn start() -> Result<ControlPlane, String> {
-        if let Ok(k) = std::env::var("QUOTAGATE_REAL_KUBECONFIG") {
-            return Ok(ControlPlane {
-                kubeconfig: k.into(),
-                owned: None,
-            });
-        }
-        control_plane_buildable()?;
-        // One directory (and so one control plane) per test: the tests of this binary run at once.
-        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("quotagate-real-cp-{}-{n}", std::process::id()));
-        let out = script()
-            .arg("up")
-            .env("QUOTAGATE_CONTROL_PLANE_DIR", &dir)
-            .output()
-            .map_err(|e| e.to_string())?;
-        let cp = ControlPlane {
-            kubeconfig: dir.join("kubeconfig"),
-            owned: Some(dir),
-        };
-        assert!(
-            out.status.success(),
-            "scripts/control-plane.sh up failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let env = String::from_utf8_lossy(&out.stdout);
-        assert_eq!(
-            env.trim(),
-            format!("export KUBECONFIG={}", cp.kubeconfig.display()),
-            "`up` ends with the line `env` prints"
-        );
-        Ok(cp)
-    }
-}
-
-impl Drop for ControlPlane {
-    fn drop(&mut self) {
-        if let Some(dir) = &self.owned {
-            let _ = script()
-                .arg("down")
-                .env("QUOTAGATE_CONTROL_PLANE_DIR", dir)
-                .status();
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    }
-}
+mod control_plane_support;
+use control_plane_support::{ControlPlane, kubectl_path, root, skip};
 
 /// A child process killed when dropped, its stderr in a file.
 struct Proc {
@@ -358,7 +248,7 @@ fn install_a_batch_job_and_the_gated_upgrade_on_a_real_control_plane() {
     let Some(bin) = kubectl_path() else {
         return skip("kubectl not installed (scripts/install-kubectl.sh)");
     };
-    let cp = match ControlPlane::start() {
+    let cp = match ControlPlane::start("real-cp") {
         Ok(cp) => cp,
         Err(why) => return skip(&why),
     };
@@ -791,7 +681,7 @@ fn a_gitops_reapply_of_an_admitted_raycluster_has_no_conflict_and_no_diff() {
     let Some(bin) = kubectl_path() else {
         return skip("kubectl not installed (scripts/install-kubectl.sh)");
     };
-    let cp = match ControlPlane::start() {
+    let cp = match ControlPlane::start("real-cp") {
         Ok(cp) => cp,
         Err(why) => return skip(&why),
     };

@@ -50,7 +50,7 @@ fn install_with_webhooks_through_the_service_and_the_manager_in_cluster() {
     if !is_root() {
         return skip("the node agent's process runtime needs root (network namespaces)");
     }
-    let cp = match ControlPlane::start() {
+    let cp = match ControlPlane::start("real-cp") {
         Ok(cp) => cp,
         Err(why) => return skip(&why),
     };

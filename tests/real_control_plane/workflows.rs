@@ -56,7 +56,7 @@ impl Ground {
             skip("kubectl not installed (scripts/install-kubectl.sh)");
             return None;
         };
-        let cp = match ControlPlane::start() {
+        let cp = match ControlPlane::start("real-cp") {
             Ok(cp) => cp,
             Err(why) => {
                 skip(&why);
