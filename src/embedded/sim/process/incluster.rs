@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, ServiceAccount, Volume}
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
-use super::launch::PodDir;
+use super::launch::{PodDir, has_files};
 
 /// A volume's files could not be made (the pod waits, as a kubelet's `FailedMount`, then fails).
 #[derive(Debug, thiserror::Error)]
@@ -179,11 +179,6 @@ async fn write_volume(client: &kube::Client, pod: &Pod, v: &Volume, dir: &Path) 
         }
     }
     Ok(())
-}
-
-/// Whether the runtime makes this volume's files (and so bind-mounts it).
-pub fn has_files(v: &Volume) -> bool {
-    v.config_map.is_some() || v.secret.is_some() || v.projected.is_some()
 }
 
 /// Writes every `configMap`, `secret` and `projected` volume of the pod, retrying for up to 30 s what

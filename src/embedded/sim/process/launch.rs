@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{Container, PodSpec};
+use k8s_openapi::api::core::v1::{Container, PodSpec, Volume};
 
 /// `$1`: the pod's /tmp; `$2`: how many (source, mount path) pairs follow; then the working
 /// directory; then the command.
@@ -44,6 +44,11 @@ impl PodDir {
     }
 }
 
+/// Whether the runtime makes this volume's files (`incluster::write_volumes`) and so bind-mounts it.
+pub fn has_files(v: &Volume) -> bool {
+    v.config_map.is_some() || v.secret.is_some() || v.projected.is_some()
+}
+
 /// The container's `emptyDir` mounts as (host directory, mount path). A memory-backed emptyDir at
 /// `/dev/shm` is the host's `/dev/shm` (Ray's object store files there have unique names); other
 /// volume kinds are not mounted.
@@ -53,7 +58,7 @@ pub fn binds(spec: &PodSpec, c: &Container, dir: &PodDir) -> Vec<(PathBuf, Strin
         let Some(v) = spec.volumes.iter().flatten().find(|v| v.name == m.name) else {
             continue;
         };
-        if super::incluster::has_files(v) {
+        if has_files(v) {
             let mut src = dir.volume(&v.name);
             if let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) {
                 if !safe_sub_path(sub) {
