@@ -76,11 +76,13 @@ fn step(method: &'static str, path: &str, ctype: &'static str, body: Option<Stri
     }
 }
 
-/// What an `eventually` step waits for: the garbage collector's work on a real control plane.
+/// What an `eventually` step waits for: the garbage collector's work on a real control plane, or its
+/// RBAC authorizer, which learns of a new binding from an informer a moment after the write.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Eventually {
     Gone,
     NoOwners,
+    Allowed,
 }
 
 /// A read of `path` until the object is gone (404).
@@ -94,6 +96,12 @@ pub fn eventually_gone(path: &str) -> Step {
 pub fn eventually_orphaned(path: &str) -> Step {
     let mut s = step("GET", path, JSON, None);
     s.eventually = Some(Eventually::NoOwners);
+    s
+}
+
+/// `s` (with its impersonation) repeated until it is no longer 403 Forbidden.
+pub fn eventually_allowed(mut s: Step) -> Step {
+    s.eventually = Some(Eventually::Allowed);
     s
 }
 
@@ -383,9 +391,16 @@ impl Ground {
             if let Some(until) = s.eventually {
                 let start = std::time::Instant::now();
                 let done = loop {
-                    let r = self.raw("GET", &uri, JSON, None, false).await;
+                    let r = match until {
+                        Eventually::Allowed => {
+                            self.send(s.method, &uri, JSON, body.as_deref(), false, JSON, &s.headers)
+                                .await
+                        }
+                        _ => self.raw("GET", &uri, JSON, None, false).await,
+                    };
                     let v: Value = serde_json::from_slice(&r.body).unwrap_or_default();
                     let done = match until {
+                        Eventually::Allowed => r.code != 403,
                         Eventually::Gone => r.code == 404,
                         Eventually::NoOwners => {
                             r.code == 200

@@ -205,6 +205,7 @@ pub fn rbac() -> Vec<Sequence> {
             vec![
                 setup(post(ROLES, role(&["get", "list"]))),
                 setup(post(BINDINGS, binding("jane"))),
+                eventually_allowed(jane(get(CM))),
                 jane(get(CM)),
             ],
         ),
@@ -213,6 +214,7 @@ pub fn rbac() -> Vec<Sequence> {
             vec![
                 setup(post(ROLES, role(&["get", "list"]))),
                 setup(post(BINDINGS, binding("jane"))),
+                eventually_allowed(jane(get(CM))),
                 jane(post(CM, cm("c1", json!({"a": "1"})))),
             ],
         ),
@@ -229,6 +231,7 @@ pub fn rbac() -> Vec<Sequence> {
             vec![
                 setup(post(ROLES, role(&["list"]))),
                 setup(post(BINDINGS, binding("jane"))),
+                eventually_allowed(jane(get(CM))),
                 jane(post(SSAR, ssar("list", "configmaps"))),
             ],
         ),
@@ -241,6 +244,7 @@ pub fn rbac() -> Vec<Sequence> {
             vec![
                 setup(post(ROLES, role(&["list"]))),
                 setup(post(BINDINGS, binding("jane"))),
+                eventually_allowed(jane(get(CM))),
                 post(
                     SARS,
                     json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
@@ -268,6 +272,7 @@ pub fn rbac() -> Vec<Sequence> {
                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
                     "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "jane"}]}),
                 )),
+                eventually_allowed(jane(get(CM))),
                 jane(post(
                     ROLES,
                     json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "big"},
