@@ -8,12 +8,9 @@ use super::conditions;
 use super::sync::{Action, AdmissionState};
 use crate::api::kueue::*;
 
-/// DESIGN I4/I6 with admission checks: a scale-up slice reserved on a queue with checks is not
-/// admitted yet, so the slice it replaces stays (admitted, its pods covered) and is finished only
-/// once the replacement is Admitted.
-#[test]
-fn a_replaced_slice_finishes_only_once_its_successor_passed_its_checks() {
-    let check = admission_check("check1", "ctrl", true);
+/// An admitted 2-pod slice `old` and its 3-pod replacement `new`, reserved on no queue yet, with
+/// `check1` Pending.
+fn old_and_scale_up() -> (Workload, Workload) {
     let mut old = Workload::build("old", "default")
         .queue("lq")
         .podset("main", 2, [("cpu", "1")])
@@ -34,6 +31,16 @@ fn a_replaced_slice_finishes_only_once_its_successor_passed_its_checks() {
         ..Default::default()
     });
     new.metadata.resource_version = Some("1".into());
+    (old, new)
+}
+
+/// DESIGN I4/I6 with admission checks: a scale-up slice reserved on a queue with checks is not
+/// admitted yet, so the slice it replaces stays (admitted, its pods covered) and is finished only
+/// once the replacement is Admitted.
+#[test]
+fn a_replaced_slice_finishes_only_once_its_successor_passed_its_checks() {
+    let check = admission_check("check1", "ctrl", true);
+    let (old, mut new) = old_and_scale_up();
     let mut st = AdmissionState::new();
     let actions = st.step(
         &snapshot(vec![check.clone()], vec![old.clone(), new.clone()]),
@@ -88,26 +95,7 @@ fn a_replaced_slice_finishes_only_once_its_successor_passed_its_checks() {
 #[test]
 fn a_replaced_slice_being_deleted_is_not_counted_beside_its_replacement() {
     let check = admission_check("check1", "ctrl", true);
-    let mut old = Workload::build("old", "default")
-        .queue("lq")
-        .podset("main", 2, [("cpu", "1")])
-        .reserve_quota("cq", "default")
-        .admitted()
-        .build();
-    old.metadata.resource_version = Some("1".into());
-    let mut new = Workload::build("new", "default")
-        .queue("lq")
-        .podset("main", 3, [("cpu", "1")])
-        .annotation(
-            crate::api::kueue::constants::label::WORKLOAD_SLICE_REPLACEMENT_FOR,
-            "default/old",
-        )
-        .build();
-    new.status = Some(WorkloadStatus {
-        admission_checks: vec![state("check1", CheckState::Pending)],
-        ..Default::default()
-    });
-    new.metadata.resource_version = Some("1".into());
+    let (mut old, mut new) = old_and_scale_up();
     let mut st = AdmissionState::new();
     let actions = st.step(
         &snapshot(vec![check.clone()], vec![old.clone(), new.clone()]),
