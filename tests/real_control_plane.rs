@@ -50,6 +50,28 @@ mod workflows;
 mod control_plane_support;
 use control_plane_support::{ControlPlane, kubectl_path, root, skip};
 
+/// kubectl on a control plane of this test's own (the times `started` counts from); `None`, after the
+/// skip line, when the tools are missing.
+fn kubectl_on_a_control_plane(name: &str, started: Instant) -> Option<(ControlPlane, Kubectl)> {
+    let Some(bin) = kubectl_path() else {
+        skip("kubectl not installed (scripts/install-kubectl.sh)");
+        return None;
+    };
+    let cp = match ControlPlane::start("real-cp") {
+        Ok(cp) => cp,
+        Err(why) => {
+            skip(&why);
+            return None;
+        }
+    };
+    println!("{name}: control plane up after {:?}", started.elapsed());
+    let k = Kubectl {
+        bin,
+        kubeconfig: cp.kubeconfig.clone(),
+    };
+    Some((cp, k))
+}
+
 /// A child process killed when dropped, its stderr in a file.
 struct Proc {
     child: Child,
@@ -245,17 +267,8 @@ fn spawn_logged(mut cmd: Command, log: PathBuf) -> Proc {
 #[test]
 fn install_a_batch_job_and_the_gated_upgrade_on_a_real_control_plane() {
     let started = Instant::now();
-    let Some(bin) = kubectl_path() else {
-        return skip("kubectl not installed (scripts/install-kubectl.sh)");
-    };
-    let cp = match ControlPlane::start("real-cp") {
-        Ok(cp) => cp,
-        Err(why) => return skip(&why),
-    };
-    println!("control plane up after {:?}", started.elapsed());
-    let k = Kubectl {
-        bin,
-        kubeconfig: cp.kubeconfig.clone(),
+    let Some((cp, k)) = kubectl_on_a_control_plane("install", started) else {
+        return;
     };
 
     // The server is the Kubernetes the control plane was built from.
@@ -678,16 +691,8 @@ spec:
 /// the re-apply failed with a conflict on `.spec.workerGroupSpecs`.
 #[test]
 fn a_gitops_reapply_of_an_admitted_raycluster_has_no_conflict_and_no_diff() {
-    let Some(bin) = kubectl_path() else {
-        return skip("kubectl not installed (scripts/install-kubectl.sh)");
-    };
-    let cp = match ControlPlane::start("real-cp") {
-        Ok(cp) => cp,
-        Err(why) => return skip(&why),
-    };
-    let k = Kubectl {
-        bin,
-        kubeconfig: cp.kubeconfig.clone(),
+    let Some((cp, k)) = kubectl_on_a_control_plane("gitops", Instant::now()) else {
+        return;
     };
     let (install, _) = install_without_webhooks();
     k.ok(&["apply", "--server-side", "-f", "-"], Some(&install));

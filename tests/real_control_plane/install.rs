@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::{ControlPlane, Kubectl, kubectl_path, quotagate, skip, spawn_logged, wait_until};
+use super::{kubectl_on_a_control_plane, quotagate, skip, spawn_logged, wait_until};
 
 /// The node agent, stopped with SIGTERM (its runtime then stops the pods' processes and removes their
 /// network namespaces, as SIGKILL would not), even when the test fails.
@@ -44,20 +44,11 @@ fn is_root() -> bool {
 #[test]
 fn install_with_webhooks_through_the_service_and_the_manager_in_cluster() {
     let started = Instant::now();
-    let Some(bin) = kubectl_path() else {
-        return skip("kubectl not installed (scripts/install-kubectl.sh)");
-    };
     if !is_root() {
         return skip("the node agent's process runtime needs root (network namespaces)");
     }
-    let cp = match ControlPlane::start("real-cp") {
-        Ok(cp) => cp,
-        Err(why) => return skip(&why),
-    };
-    println!("control plane up after {:?}", started.elapsed());
-    let k = Kubectl {
-        bin,
-        kubeconfig: cp.kubeconfig.clone(),
+    let Some((cp, k)) = kubectl_on_a_control_plane("install with webhooks", started) else {
+        return;
     };
 
     // The install exactly as shipped, webhook configurations included.

@@ -28,8 +28,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::{
-    ControlPlane, Kubectl, Proc, install_without_webhooks, jsonpath, kubectl_path, skip, spawn_logged,
-    wait_until,
+    ControlPlane, Kubectl, Proc, install_without_webhooks, jsonpath, kubectl_on_a_control_plane,
+    spawn_logged, wait_until,
 };
 
 /// A control plane with the install (no webhooks), a manager, a node agent and the invariant watcher.
@@ -52,22 +52,7 @@ impl Ground {
     /// `serving_gap` adds the watcher's I8: no RayService once serving stops serving.
     fn start(name: &str, config: Option<&str>, capacity: &str, serving_gap: bool) -> Option<Ground> {
         let started = Instant::now();
-        let Some(bin) = kubectl_path() else {
-            skip("kubectl not installed (scripts/install-kubectl.sh)");
-            return None;
-        };
-        let cp = match ControlPlane::start("real-cp") {
-            Ok(cp) => cp,
-            Err(why) => {
-                skip(&why);
-                return None;
-            }
-        };
-        println!("{name}: control plane up after {:?}", started.elapsed());
-        let k = Kubectl {
-            bin,
-            kubeconfig: cp.kubeconfig.clone(),
-        };
+        let (cp, k) = kubectl_on_a_control_plane(name, started)?;
         let (install, _) = install_without_webhooks();
         k.ok(&["apply", "--server-side", "-f", "-"], Some(&install));
         k.ok(
