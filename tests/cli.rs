@@ -62,9 +62,9 @@ fn kueue_rules_name_the_field() {
     assert_eq!(code, 1, "{out}");
     let want = [
         "document 0: ClusterQueue/team-a: spec.resourceGroups[0].flavors[0].resources[0].name: Invalid value: \"memory\": must match the name in coveredResources",
-        "spec.resourceGroups[0].flavors[0].resources[1].borrowingLimit: Invalid value: 5: must be nil when cohort is empty",
-        "spec.resourceGroups[0].flavors[0].resources[1].lendingLimit: Invalid value: 20: must be nil when cohort is empty",
-        "spec.resourceGroups[0].flavors[0].resources[1].lendingLimit: Invalid value: 20: must be less than or equal to the nominalQuota",
+        "spec.resourceGroups[0].flavors[0].resources[1].borrowingLimit: Invalid value: \"5\": must be nil when cohort is empty",
+        "spec.resourceGroups[0].flavors[0].resources[1].lendingLimit: Invalid value: \"20\": must be nil when cohort is empty",
+        "spec.resourceGroups[0].flavors[0].resources[1].lendingLimit: Invalid value: \"20\": must be less than or equal to the nominalQuota",
         "5 problem(s) in 1 document(s)",
     ];
     for w in want {

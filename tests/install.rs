@@ -444,7 +444,7 @@ fn install_manifest_two_in_cluster_managers_webhooks_and_failover() {
         "{out}"
     );
     assert!(
-        out.contains("lendingLimit: Invalid value: 2: must be less than or equal to the nominalQuota"),
+        out.contains("lendingLimit: Invalid value: \"2\": must be less than or equal to the nominalQuota"),
         "{out}"
     );
 

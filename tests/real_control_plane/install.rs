@@ -200,8 +200,10 @@ fn install_with_webhooks_through_the_service_and_the_manager_in_cluster() {
     // Kueue: `spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: Invalid value: "-3": must be
     // greater than or equal to 0` (pkg/webhooks/clusterqueue_webhook.go, validateResourceQuantity).
     assert!(
-        refusal.contains("spec.resourceGroups[0].flavors[0].resources[0].nominalQuota")
-            && refusal.contains("must be greater than or equal to 0"),
+        refusal.contains(
+            "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: Invalid value: \"-3\": \
+             must be greater than or equal to 0"
+        ),
         "{refusal}"
     );
 

@@ -65,9 +65,18 @@ fn parse_quantity(path: &Path, q: &WireQuantity, errs: &mut Vec<FieldError>) -> 
 fn non_negative(path: &Path, q: &WireQuantity, errs: &mut Vec<FieldError>) -> Option<Quantity> {
     let v = parse_quantity(path, q, errs)?;
     if v.is_negative() {
-        errs.push(FieldError::invalid(path, format!("{}: {NEGATIVE_MSG}", q.0)));
+        errs.push(FieldError::invalid(
+            path,
+            format!("{}: {NEGATIVE_MSG}", quoted(&v)),
+        ));
     }
     Some(v)
+}
+
+/// A quantity as Kueue's webhooks print it in `Invalid value: "-3"`: they pass the canonical string to
+/// `field.Invalid`, which quotes strings.
+pub(crate) fn quoted(v: &Quantity) -> String {
+    format!("{:?}", v.canonical())
 }
 
 /// Weight ≥ 0 and, when not 0, above 1n (Kueue: 0 means an infinite share).
@@ -79,11 +88,14 @@ fn validate_fair_sharing(path: &Path, fs: Option<&FairSharing>, errs: &mut Vec<F
         return;
     };
     if v.is_negative() {
-        errs.push(FieldError::invalid(path, format!("{}: {NEGATIVE_MSG}", w.0)));
+        errs.push(FieldError::invalid(
+            path,
+            format!("{}: {NEGATIVE_MSG}", quoted(&v)),
+        ));
     } else if !v.is_zero() && v <= Quantity::parse("1n").unwrap_or(Quantity::ZERO) {
         errs.push(FieldError::invalid(
             path,
-            format!("{}: When not 0, weight must be > 10e-9", w.0),
+            format!("{}: When not 0, weight must be > 10e-9", quoted(&v)),
         ));
     }
 }

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::{
-    IMMUTABLE_MSG, names, non_negative, too_few, too_many, validate_fair_sharing, validate_taints,
+    IMMUTABLE_MSG, names, non_negative, quoted, too_few, too_many, validate_fair_sharing, validate_taints,
     validate_tolerations,
 };
 use crate::api::kueue::cluster_queue::{
@@ -341,10 +341,11 @@ fn validate_resource_groups(
                     let Some(limit) = limit else { continue };
                     let lp = rp.child(field);
                     let value = non_negative(&lp, limit, errs);
+                    let shown = value.as_ref().map_or_else(|| format!("{:?}", limit.0), quoted);
                     if !limits.has_parent {
                         errs.push(FieldError::invalid(
                             lp.as_str(),
-                            format!("{}: must be nil when {} is empty", limit.0, limits.parent_word),
+                            format!("{shown}: must be nil when {} is empty", limits.parent_word),
                         ));
                     }
                     if field == "lendingLimit"
@@ -354,7 +355,7 @@ fn validate_resource_groups(
                     {
                         errs.push(FieldError::invalid(
                             lp.as_str(),
-                            format!("{}: must be less than or equal to the nominalQuota", limit.0),
+                            format!("{shown}: must be less than or equal to the nominalQuota"),
                         ));
                     }
                 }

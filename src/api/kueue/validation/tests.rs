@@ -125,7 +125,7 @@ fn cluster_queue_rules() {
             |c| quota(c).borrowing_limit = Some(q("1")),
             "spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit",
             Invalid,
-            "must be nil when cohort is empty",
+            "\"1\": must be nil when cohort is empty",
         ),
         (
             "lendingLimit without cohort",
@@ -142,14 +142,14 @@ fn cluster_queue_rules() {
             },
             "spec.resourceGroups[0].flavors[0].resources[0].lendingLimit",
             Invalid,
-            "must be less than or equal to the nominalQuota",
+            "\"10500m\": must be less than or equal to the nominalQuota",
         ),
         (
             "negative nominal quota",
             |c| quota(c).nominal_quota = q("-1"),
             "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota",
             Invalid,
-            "must be greater than or equal to 0",
+            "\"-1\": must be greater than or equal to 0",
         ),
         (
             "malformed nominal quota",
@@ -162,11 +162,12 @@ fn cluster_queue_rules() {
             "negative borrowing limit",
             |c| {
                 c.spec.cohort_name = Some("co".into());
-                quota(c).borrowing_limit = Some(q("-1"));
+                // Kueue prints the canonical form, quoted: `Invalid value: "-500m"`.
+                quota(c).borrowing_limit = Some(q("-0.5"));
             },
             "spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit",
             Invalid,
-            "must be greater than or equal to 0",
+            "\"-500m\": must be greater than or equal to 0",
         ),
         (
             "more than 16 resource groups",
