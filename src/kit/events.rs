@@ -239,12 +239,17 @@ pub fn truncate_note(note: &str) -> String {
 #[derive(Clone)]
 pub struct QueuedRecorder {
     tx: tokio::sync::mpsc::Sender<(Event, ObjectReference)>,
-    dropped: Arc<std::sync::atomic::AtomicU64>,
+    dropped: DroppedEvents,
 }
 
 impl QueuedRecorder {
-    /// Starts the publishing task; it ends once every clone of the returned sender is dropped.
-    pub fn spawn(recorder: Recorder, capacity: usize) -> (Self, tokio::task::JoinHandle<()>) {
+    /// Starts the publishing task; it ends once every clone of the returned sender is dropped. Drops
+    /// are counted in `dropped`, which the caller keeps to report them.
+    pub fn spawn(
+        recorder: Recorder,
+        capacity: usize,
+        dropped: DroppedEvents,
+    ) -> (Self, tokio::task::JoinHandle<()>) {
         let (tx, mut rx) = tokio::sync::mpsc::channel::<(Event, ObjectReference)>(capacity.max(1));
         let task = tokio::spawn(async move {
             while let Some((ev, obj)) = rx.recv().await {
@@ -253,28 +258,62 @@ impl QueuedRecorder {
                 }
             }
         });
-        (
-            QueuedRecorder {
-                tx,
-                dropped: Arc::default(),
-            },
-            task,
-        )
+        (QueuedRecorder { tx, dropped }, task)
     }
 
     pub fn publish(&self, ev: Event, regarding: ObjectReference) {
         if self.tx.try_send((ev, regarding)).is_err() {
-            let n = self.dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-            // Once per thousand, not per event: a flood of drops must not become a flood of logs.
-            if n % 1000 == 1 {
-                tracing::warn!(dropped = n, "event queue full; events dropped");
-            }
+            self.dropped.count_one();
         }
+    }
+}
+
+/// How many events the queue dropped. A flood of drops is one log line (the first) and a counter,
+/// `quotagate_events_dropped_total`; the manager logs the total once when it stops.
+#[derive(Clone, Debug, Default)]
+pub struct DroppedEvents(Arc<std::sync::atomic::AtomicU64>);
+
+impl DroppedEvents {
+    /// Counts a drop; true for the first one, which is logged.
+    fn count_one(&self) -> bool {
+        let first = self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0;
+        if first {
+            tracing::warn!(
+                "event queue full: events are being dropped; they are counted in \
+                 quotagate_events_dropped_total and their total is logged when the manager stops"
+            );
+        }
+        first
+    }
+
+    pub fn total(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The counter in the OpenMetrics text the metrics endpoint serves.
+    pub fn render(&self) -> String {
+        format!(
+            "# HELP quotagate_events_dropped Events not published because the event queue was full.\n\
+             # TYPE quotagate_events_dropped counter\n\
+             quotagate_events_dropped_total {}\n",
+            self.total()
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn dropped_events_are_logged_once_and_counted_in_the_metric() {
+        let d = super::DroppedEvents::default();
+        assert!(d.render().ends_with("quotagate_events_dropped_total 0\n"));
+        let firsts = (0..2500).filter(|_| d.clone().count_one()).count();
+        assert_eq!(firsts, 1, "only the first drop is logged");
+        assert_eq!(d.total(), 2500);
+        assert!(d.render().contains("# TYPE quotagate_events_dropped counter\n"));
+        assert!(d.render().ends_with("quotagate_events_dropped_total 2500\n"));
+    }
+
     #[test]
     fn a_long_note_is_cut_to_what_the_api_takes_on_a_character_boundary() {
         assert_eq!(super::truncate_note("short"), "short");

@@ -137,7 +137,8 @@ pub async fn run_manager(
     let _guard = cancel.clone().drop_guard();
     let metrics = Arc::new(Metrics::new());
     let mut tasks = Tasks::default();
-    let extra = extra_metrics(&client, &opts, &mut tasks);
+    let dropped_events = crate::kit::events::DroppedEvents::default();
+    let extra = with_dropped_events(extra_metrics(&client, &opts, &mut tasks), &dropped_events);
     let auth = (opts.metrics_auth.clone()).unwrap_or_else(|| health::MetricsAuth::delegated(client.clone()));
     let health = Health::new(metrics.clone())
         .with_extra(extra)
@@ -212,7 +213,8 @@ pub async fn run_manager(
             rx.clone(),
         ));
     }
-    let (queued, events_task) = crate::kit::events::QueuedRecorder::spawn(recorder.clone(), 4096);
+    let (queued, events_task) =
+        crate::kit::events::QueuedRecorder::spawn(recorder.clone(), 4096, dropped_events.clone());
     tasks.push(events_task);
     let admission = AdmissionLoop {
         client: client.clone(),
@@ -238,7 +240,28 @@ pub async fn run_manager(
     tracing::info!("manager shutting down");
     cancel.cancel();
     stop(loop_task, loop_ended, lease_task, tasks, &client, &opts).await;
+    if dropped_events.total() > 0 {
+        tracing::info!(
+            dropped = dropped_events.total(),
+            "events dropped while the event queue was full"
+        );
+    }
     result
+}
+
+/// The dropped-events counter served beside the other extra series.
+fn with_dropped_events(
+    extra: Option<health::ExtraMetrics>,
+    dropped: &crate::kit::events::DroppedEvents,
+) -> Option<health::ExtraMetrics> {
+    let dropped = dropped.clone();
+    Some(health::ExtraMetrics::new(move || {
+        let mut text = dropped.render();
+        if let Some(e) = &extra {
+            text.push_str(&e.render());
+        }
+        text
+    }))
 }
 
 /// With the Ray operator: KubeRay's metrics and the gate's, beside any extra series.

@@ -277,6 +277,8 @@ const CATALOGUE: &[(&str, &str, &[&str])] = &[
         "counter",
         &["name", "namespace"],
     ),
+    // Events the admission loop's bounded queue dropped: counted here, logged once (issue 62).
+    ("quotagate_events_dropped", "counter", &[]),
 ];
 
 fn free_port() -> SocketAddr {
@@ -456,6 +458,7 @@ async fn metrics_follow_kueue_and_kuberay_and_kubectl_shows_the_gate() {
         "kuberay_cluster_provisioned_duration_seconds",
         "kuberay_service_condition_upgrade_in_progress",
         "quotagate_raycluster_quota_gated",
+        "quotagate_events_dropped",
     ] {
         assert!(seen.contains(family), "no sample of {family}:\n{text}");
     }
