@@ -11,5 +11,7 @@ use clap::Parser;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    quotagate::cli::dispatch::main(quotagate::cli::args::Cli::parse())
+    // A link named `minimalkueue` is Kueue's perf runner's manager binary (cli/kueue_runner.rs).
+    let line = quotagate::cli::kueue_runner::command_line(std::env::args_os());
+    quotagate::cli::dispatch::main(quotagate::cli::args::Cli::parse_from(line))
 }

@@ -464,6 +464,8 @@ pub struct RunArgs {
     pub sim: SimArgs,
     #[command(flatten)]
     pub pods: RuntimeArgs,
+    #[command(flatten)]
+    pub minimal_kueue: super::kueue_runner::MinimalKueueArgs,
 }
 
 /// How the embedded cluster runs pods.

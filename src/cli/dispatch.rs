@@ -66,11 +66,21 @@ fn prints_own_output(command: &Command) -> bool {
 pub fn main(cli: Cli) -> ExitCode {
     // The demo prints its own story on stdout; controller logs would drown it.
     // So does a benchmark's table.
-    init_tracing(if prints_own_output(&cli.command) {
+    let level = match &cli.command {
+        Command::Run(args) => match args.minimal_kueue.log_level() {
+            Ok(level) => level,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        _ => None,
+    };
+    init_tracing(level.unwrap_or(if prints_own_output(&cli.command) {
         "warn"
     } else {
         "info"
-    });
+    }));
     match cli.command {
         Command::Run(args) => run_async(super::run::run(args)),
         Command::NodeAgent(args) => run_async(super::node_agent::run(args)),

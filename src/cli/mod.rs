@@ -8,6 +8,7 @@ pub mod chaos;
 pub mod demo;
 pub mod dispatch;
 pub mod explain;
+pub mod kueue_runner;
 pub mod kueuectl;
 pub mod load;
 pub mod node_agent;

@@ -57,6 +57,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     use crate::wiring::manager::{self, EmbeddedOptions, ManagerOptions};
     use crate::wiring::webhook::WebhookCerts;
+    args.minimal_kueue.log_ignored();
     let ui = args.ui.bind()?;
     if let Some(ui) = &ui {
         tracing::info!(addr = %ui.addr, "{}", ui.announcement());
@@ -73,6 +74,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
         ui,
         health_addr: args
             .health_addr
+            .or_else(|| (args.minimal_kueue.metrics_port).map(|p| SocketAddr::from(([127, 0, 0, 1], p))))
             .or_else(|| config.as_ref().and_then(|c| c.health_addr())),
         leader_election: args
             .leader_elect
