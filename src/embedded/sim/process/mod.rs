@@ -16,6 +16,7 @@ mod pod;
 pub mod probe;
 pub mod security;
 pub mod status;
+pub mod token;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;

@@ -194,9 +194,11 @@ pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Durat
 
     // The volumes' files and the API server inside the pod, before any container starts.
     let mut forward = AbortOnDrop(None);
+    let mut refresh = AbortOnDrop(None);
     if ctx.api_port.is_some() || ctx.quotagate.is_some() {
         let mounted = incluster::write_volumes(&ctx.client, &pod, &ctx.dir)
             .await
+            .map(|tokens| refresh.0 = incluster::refresh_tokens(&ctx.client, &pod, tokens))
             .map_err(|e| ("FailedMount", e.to_string()));
         let forwarded = match (mounted, ctx.api_port) {
             (Ok(()), Some(port)) => incluster::forward_api(&subnet.netns(host), port)
