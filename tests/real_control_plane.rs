@@ -28,7 +28,8 @@
 //! webhook is not in the path). A `url:` webhook would need the manager's certificate to name
 //! 127.0.0.1, which its cert management (for the Service's DNS names) does not.
 //! The install with its webhooks, the manager in-cluster in pods that the node agent's process runtime
-//! runs, is `install.rs` beside this file.
+//! runs, is `install.rs` beside this file; two such managers with the leader's process SIGKILLed
+//! mid-upgrade, `leader.rs`.
 //!
 //! Ray dashboards: the simulated pods run no Ray and their addresses reach nothing, so the manager
 //! answers its own dashboard calls with the Ray dashboard simulator (`--simulated-ray-dashboards`), as
@@ -47,8 +48,11 @@ use serde_json::Value;
 #[path = "real_control_plane/workflows.rs"]
 mod workflows;
 
+#[path = "real_control_plane/leader.rs"]
+mod leader;
+
 mod control_plane_support;
-use control_plane_support::{ControlPlane, kubectl_path, root, skip};
+use control_plane_support::{ControlPlane, is_root, kubectl_path, root, skip};
 
 /// kubectl on a control plane of this test's own (the times `started` counts from); `None`, after the
 /// skip line, when the tools are missing.
@@ -90,6 +94,21 @@ impl Drop for Proc {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A node agent stopped with SIGTERM (its process runtime then stops the pods' processes and removes
+/// their network namespaces, as SIGKILL would not), even when the test fails.
+struct Stopped(Proc);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let pid = self.0.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline && matches!(self.0.child.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(200));
+        }
     }
 }
 
@@ -172,16 +191,22 @@ fn quotagate(args: &[&str]) -> String {
 /// `quotagate install-manifests` as a stream of JSON documents, without the webhook configurations (see the module
 /// comment).
 fn install_without_webhooks() -> (String, usize) {
+    install_stream(|d| {
+        !matches!(
+            d["kind"].as_str(),
+            Some("ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration")
+        )
+    })
+}
+
+/// `quotagate install-manifests` as a stream of JSON documents, each document first given to `keep`,
+/// which may change it and drops it by returning false; with the number of CRDs kept.
+fn install_stream(mut keep: impl FnMut(&mut Value) -> bool) -> (String, usize) {
     let docs = quotagate::api::manifest::load_documents(&quotagate(&["install-manifests"]))
         .expect("the install manifest parses");
     let items: Vec<Value> = docs
         .into_iter()
-        .filter(|d| {
-            !matches!(
-                d["kind"].as_str(),
-                Some("ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration")
-            )
-        })
+        .filter_map(|mut d| keep(&mut d).then_some(d))
         .collect();
     let crds = items
         .iter()

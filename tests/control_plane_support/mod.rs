@@ -27,6 +27,33 @@ pub fn skip(why: &str) {
     println!("skipped: {why}");
 }
 
+/// Whether this test runs as root (the node agent's process runtime makes network namespaces).
+pub fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// The processes of the pod at `pod_ip` that the node agent's process runtime runs: those in its
+/// network namespace (`qg-B-H` for 10.244.B.H, `ip netns pids`). Empty when there are none.
+pub fn pod_processes(pod_ip: &str) -> Vec<u32> {
+    let parts: Vec<&str> = pod_ip.split('.').collect();
+    let [_, _, block, host] = parts[..] else {
+        return Vec::new();
+    };
+    let Ok(out) = Command::new("ip")
+        .args(["netns", "pids", &format!("qg-{block}-{host}")])
+        .output()
+    else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
 /// `QUOTAGATE_KUBECTL`, else the checkout's `.venv-kubectl/bin/kubectl` (scripts/install-kubectl.sh).
 pub fn kubectl_path() -> Option<PathBuf> {
     if let Ok(p) = std::env::var("QUOTAGATE_KUBECTL") {

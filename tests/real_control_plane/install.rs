@@ -17,29 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::{kubectl_on_a_control_plane, quotagate, skip, spawn_logged, wait_until};
-
-/// The node agent, stopped with SIGTERM (its runtime then stops the pods' processes and removes their
-/// network namespaces, as SIGKILL would not), even when the test fails.
-struct Stopped(super::Proc);
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        let pid = self.0.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline && matches!(self.0.child.try_wait(), Ok(None)) {
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
+use super::{Stopped, is_root, kubectl_on_a_control_plane, quotagate, skip, spawn_logged, wait_until};
 
 #[test]
 fn install_with_webhooks_through_the_service_and_the_manager_in_cluster() {

@@ -172,21 +172,12 @@ impl Ground {
         println!("{}: {id} leads after {:?}", self.name, self.started.elapsed());
     }
 
-    /// The ClusterQueue's CPU usage in millicores.
     fn cpu_usage(&self, cq: &str) -> i64 {
-        milli(&jsonpath(
-            &self.k,
-            &["get", "clusterqueue", cq],
-            "{.status.flavorsUsage[0].resources[?(@.name==\"cpu\")].total}",
-        ))
+        cpu_usage(&self.k, cq)
     }
 
     fn set_cpu_quota(&self, cq: &str, cpu: &str) {
-        let patch = format!(
-            r#"[{{"op":"replace","path":"/spec/resourceGroups/0/flavors/0/resources/0/nominalQuota","value":"{cpu}"}}]"#
-        );
-        self.k
-            .ok(&["patch", "clusterqueue", cq, "--type=json", "-p", &patch], None);
+        set_cpu_quota(&self.k, cq, cpu);
     }
 
     /// The invariant watcher saw no violation, and no process panicked.
@@ -212,6 +203,22 @@ impl Ground {
         self.manager = None;
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// The ClusterQueue's CPU usage in millicores.
+pub(super) fn cpu_usage(k: &Kubectl, cq: &str) -> i64 {
+    milli(&jsonpath(
+        k,
+        &["get", "clusterqueue", cq],
+        "{.status.flavorsUsage[0].resources[?(@.name==\"cpu\")].total}",
+    ))
+}
+
+pub(super) fn set_cpu_quota(k: &Kubectl, cq: &str, cpu: &str) {
+    let patch = format!(
+        r#"[{{"op":"replace","path":"/spec/resourceGroups/0/flavors/0/resources/0/nominalQuota","value":"{cpu}"}}]"#
+    );
+    k.ok(&["patch", "clusterqueue", cq, "--type=json", "-p", &patch], None);
 }
 
 fn conditions(obj: &Value) -> impl Iterator<Item = &Value> {
@@ -257,7 +264,7 @@ fn milli(q: &str) -> i64 {
 }
 
 /// `cluster -> pods` of the RayClusters in the default namespace.
-fn ray_pods(k: &Kubectl) -> std::collections::BTreeMap<String, usize> {
+pub(super) fn ray_pods(k: &Kubectl) -> std::collections::BTreeMap<String, usize> {
     let mut out = std::collections::BTreeMap::new();
     let listing = jsonpath(
         k,
@@ -274,7 +281,7 @@ fn ray_pods(k: &Kubectl) -> std::collections::BTreeMap<String, usize> {
 // Two upgrades through one queue, a GitOps re-apply, manager restarts mid-upgrade.
 
 /// Two services of 2 CPU plus one upgrade's surge (a new 2-CPU cluster): 6 CPU.
-const SERVICE_QUEUE: &str = r#"
+pub(super) const SERVICE_QUEUE: &str = r#"
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ResourceFlavor
 metadata:
@@ -307,7 +314,7 @@ spec:
 
 /// The POC's RayService (config/samples/gated-upgrade/rayservice.yaml) as a GitOps repository holds
 /// it, named `name` at `version`: head 1 CPU + one 1-CPU worker.
-fn rayservice(name: &str, version: &str) -> String {
+pub(super) fn rayservice(name: &str, version: &str) -> String {
     format!(
         r#"
 apiVersion: ray.io/v1
@@ -418,7 +425,7 @@ spec:
 "#;
 
 /// `active|pending` cluster names of a RayService.
-fn clusters_of(k: &Kubectl, svc: &str) -> (String, String) {
+pub(super) fn clusters_of(k: &Kubectl, svc: &str) -> (String, String) {
     let s = jsonpath(
         k,
         &["get", "rayservice", svc, "-n", "default"],
@@ -428,7 +435,7 @@ fn clusters_of(k: &Kubectl, svc: &str) -> (String, String) {
     (a.to_string(), p.to_string())
 }
 
-fn ready(k: &Kubectl, svc: &str) -> bool {
+pub(super) fn ready(k: &Kubectl, svc: &str) -> bool {
     jsonpath(
         k,
         &["get", "rayservice", svc, "-n", "default"],
@@ -436,7 +443,7 @@ fn ready(k: &Kubectl, svc: &str) -> bool {
     ) == "True"
 }
 
-fn apply(k: &Kubectl, manifest: &str) {
+pub(super) fn apply(k: &Kubectl, manifest: &str) {
     k.ok(&["apply", "--server-side", "-f", "-"], Some(manifest));
 }
 
@@ -452,7 +459,7 @@ fn reapply_has_no_diff(k: &Kubectl, what: &str, manifest: &str) {
     );
 }
 
-fn cluster_gone(k: &Kubectl, name: &str) -> bool {
+pub(super) fn cluster_gone(k: &Kubectl, name: &str) -> bool {
     let (_, out, err) = k.run(&["get", "raycluster", name, "-n", "default", "-o", "name"], None);
     out.trim().is_empty() && err.contains("NotFound")
 }

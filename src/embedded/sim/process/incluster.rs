@@ -8,11 +8,11 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, ServiceAccount, Volume};
-use kube::api::{Api, PostParams};
-use serde_json::{Value, json};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Volume};
+use kube::api::Api;
 
 use super::launch::{PodDir, has_files};
+use super::token::{self, TokenFile};
 
 /// A volume's files could not be made (the pod waits, as a kubelet's `FailedMount`, then fails).
 #[derive(Debug, thiserror::Error)]
@@ -75,38 +75,6 @@ fn config_map_data(cm: ConfigMap) -> std::collections::BTreeMap<String, Vec<u8>>
     out
 }
 
-/// A token for the pod's ServiceAccount, bound to the pod, as a kubelet requests it.
-async fn token(
-    client: &kube::Client,
-    pod: &Pod,
-    expiration: Option<i64>,
-    audience: Option<&str>,
-) -> Result<String, String> {
-    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-    let sa = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.service_account_name.as_deref())
-        .unwrap_or("default");
-    let mut spec = json!({
-        "expirationSeconds": expiration.unwrap_or(3607),
-        "boundObjectRef": {"apiVersion": "v1", "kind": "Pod",
-            "name": pod.metadata.name, "uid": pod.metadata.uid},
-    });
-    if let Some(a) = audience.filter(|a| !a.is_empty()) {
-        spec["audiences"] = json!([a]);
-    }
-    let body = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec});
-    let got: Value = Api::<ServiceAccount>::namespaced(client.clone(), ns)
-        .create_subresource("token", sa, &PostParams::default(), &body)
-        .await
-        .map_err(|e| format!("a token for ServiceAccount {ns}/{sa}: {e}"))?;
-    got["status"]["token"]
-        .as_str()
-        .map(str::to_owned)
-        .ok_or_else(|| format!("a token for ServiceAccount {ns}/{sa}: the answer has none"))
-}
-
 /// `metadata.namespace`, `metadata.name`, `metadata.uid` of the pod (what a downward API file reads).
 fn field(pod: &Pod, path: &str) -> Option<String> {
     match path {
@@ -118,7 +86,14 @@ fn field(pod: &Pod, path: &str) -> Option<String> {
 }
 
 /// Writes one volume's files into `dir.volume(name)`. `emptyDir` and other kinds: nothing to write.
-async fn write_volume(client: &kube::Client, pod: &Pod, v: &Volume, dir: &Path) -> Result<(), String> {
+/// The ServiceAccount tokens written go into `tokens`, for their refresh.
+async fn write_volume(
+    client: &kube::Client,
+    pod: &Pod,
+    v: &Volume,
+    dir: &Path,
+    tokens: &mut Vec<(TokenFile, token::Granted)>,
+) -> Result<(), String> {
     let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
     if let Some(src) = &v.config_map {
         let optional = src.optional.unwrap_or(false);
@@ -152,8 +127,17 @@ async fn write_volume(client: &kube::Client, pod: &Pod, v: &Volume, dir: &Path) 
     if let Some(p) = &v.projected {
         for s in p.sources.iter().flatten() {
             if let Some(t) = &s.service_account_token {
-                let tok = token(client, pod, t.expiration_seconds, t.audience.as_deref()).await?;
-                write_items(dir, &[(t.path.clone(), tok.into_bytes())].into(), None, false)?;
+                if t.path.starts_with('/') || t.path.split('/').any(|p| p == "..") {
+                    return Err(format!("item path {:?} leaves the volume", t.path));
+                }
+                let file = TokenFile {
+                    path: dir.join(&t.path),
+                    expiration_seconds: t.expiration_seconds.unwrap_or(token::DEFAULT_EXPIRATION),
+                    audience: t.audience.clone().filter(|a| !a.is_empty()),
+                };
+                let got = token::request(client, pod, &file).await?;
+                token::write_atomic(&file.path, got.token.as_bytes())?;
+                tokens.push((file, got));
             }
             if let Some(src) = &s.config_map {
                 let optional = src.optional.unwrap_or(false);
@@ -184,7 +168,13 @@ async fn write_volume(client: &kube::Client, pod: &Pod, v: &Volume, dir: &Path) 
 /// Writes every `configMap`, `secret` and `projected` volume of the pod, retrying for up to 30 s what
 /// is not there yet (`kube-root-ca.crt` is published by the controller manager a moment after the
 /// namespace is made), as a kubelet retries a mount.
-pub async fn write_volumes(client: &kube::Client, pod: &Pod, dir: &PodDir) -> Result<(), MountError> {
+/// The ServiceAccount token files written come back, for [`refresh_tokens`].
+pub async fn write_volumes(
+    client: &kube::Client,
+    pod: &Pod,
+    dir: &PodDir,
+) -> Result<Vec<(TokenFile, token::Granted)>, MountError> {
+    let mut tokens = Vec::new();
     for v in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
         if !has_files(v) {
             continue;
@@ -194,7 +184,8 @@ pub async fn write_volumes(client: &kube::Client, pod: &Pod, dir: &PodDir) -> Re
         loop {
             let r = async {
                 std::fs::create_dir_all(&target).map_err(|e| format!("{}: {e}", target.display()))?;
-                write_volume(client, pod, v, &target).await
+                tokens.retain(|(f, _): &(TokenFile, token::Granted)| !f.path.starts_with(&target));
+                write_volume(client, pod, v, &target, &mut tokens).await
             }
             .await;
             match r {
@@ -213,7 +204,30 @@ pub async fn write_volumes(client: &kube::Client, pod: &Pod, dir: &PodDir) -> Re
             }
         }
     }
-    Ok(())
+    Ok(tokens)
+}
+
+/// Keeps the pod's ServiceAccount tokens fresh (`token.rs`) until the task is aborted.
+pub fn refresh_tokens(
+    client: &kube::Client,
+    pod: &Pod,
+    tokens: Vec<(TokenFile, token::Granted)>,
+) -> Option<tokio::task::JoinHandle<()>> {
+    if tokens.is_empty() {
+        return None;
+    }
+    let (client, pod) = (client.clone(), pod.clone());
+    Some(tokio::spawn(async move {
+        let all = tokens.into_iter().map(|(file, first)| {
+            let (client, pod) = (client.clone(), pod.clone());
+            let path = file.path.clone();
+            token::keep_fresh(path, first, move || {
+                let (client, pod, file) = (client.clone(), pod.clone(), file.clone());
+                async move { token::request(&client, &pod, &file).await }
+            })
+        });
+        futures::future::join_all(all).await;
+    }))
 }
 
 /// A listener on `127.0.0.1:port` inside the network namespace `netns` (`ip netns` names it), made

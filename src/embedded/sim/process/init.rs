@@ -98,6 +98,11 @@ pub async fn run(x: InitCtx<'_>, stop: Stop, views: mpsc::UnboundedSender<Vec<Vi
                 c.name
             ));
         }
+        let binds = launch::binds(&spec, c, x.dir);
+        let (command, read_only) = match super::security::secure(x.pod, c, &binds, command) {
+            Ok(v) => v,
+            Err(message) => return InitResult::Failed(message),
+        };
         let workdir = c
             .working_dir
             .clone()
@@ -107,13 +112,7 @@ pub async fn run(x: InitCtx<'_>, stop: Stop, views: mpsc::UnboundedSender<Vec<Vi
             index: i,
             name: c.name.clone(),
             image: c.image.clone().unwrap_or_default(),
-            argv: launch::argv(
-                &x.netns,
-                x.dir,
-                &launch::binds(&spec, c, x.dir),
-                &workdir,
-                &command,
-            ),
+            argv: launch::argv(&x.netns, x.dir, &binds, &read_only, &workdir, &command),
             env: vars,
             log: x.dir.log(&c.name),
             pod_ip: x.addrs.pod_ip.clone(),

@@ -1,14 +1,15 @@
 //! The command line that runs one container as a process "in its pod": `ip netns exec` puts it in the
 //! pod's network namespace and a mount namespace of its own (whose mounts do not reach the host), where a
-//! small shell prelude gives it a private `/tmp` and the pod's `emptyDir` volumes, then execs the
+//! small shell prelude gives it a private `/tmp` and the pod's volumes, remounts read-only what must
+//! be (the root and `/tmp` under `readOnlyRootFilesystem`, `readOnly` volume mounts), then execs the
 //! container's command. Paths from the pod spec go in as arguments, never into the script's text.
 
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Container, PodSpec, Volume};
 
-/// `$1`: the pod's /tmp; `$2`: how many (source, mount path) pairs follow; then the working
-/// directory; then the command.
+/// `$1`: the pod's /tmp; `$2`: how many (source, mount path) pairs follow; then how many paths to
+/// remount read-only follow, and those; then the working directory; then the command.
 const PRELUDE: &str = r#"set -e
 mount --bind "$1" /tmp
 shift
@@ -22,6 +23,13 @@ while [ "$n" -gt 0 ]; do
   fi
   mount --bind "$1" "$2"
   shift 2
+  n=$((n - 1))
+done
+n=$1
+shift
+while [ "$n" -gt 0 ]; do
+  mount -o remount,bind,ro "$1"
+  shift
   n=$((n - 1))
 done
 cd "$1"
@@ -93,11 +101,28 @@ fn safe_sub_path(s: &str) -> bool {
     !s.starts_with('/') && !s.split('/').any(|p| p == "..")
 }
 
+/// What the container's mount namespace has read-only: the root and `/tmp` (the image's, here the
+/// pod's) under `readOnlyRootFilesystem`, and the `readOnly` volume mounts among `binds`.
+pub fn read_only(c: &Container, binds: &[(PathBuf, String)], root: bool) -> Vec<String> {
+    let mut out: Vec<String> = if root {
+        vec!["/".into(), "/tmp".into()]
+    } else {
+        Vec::new()
+    };
+    for m in c.volume_mounts.iter().flatten() {
+        if m.read_only == Some(true) && binds.iter().any(|(_, p)| *p == m.mount_path) {
+            out.push(m.mount_path.clone());
+        }
+    }
+    out
+}
+
 /// The full argv: `ip netns exec NS /bin/sh -c PRELUDE qg-pod ARGS... COMMAND...`.
 pub fn argv(
     netns: &str,
     dir: &PodDir,
     binds: &[(PathBuf, String)],
+    read_only: &[String],
     workdir: &str,
     command: &[String],
 ) -> Vec<String> {
@@ -111,6 +136,8 @@ pub fn argv(
         v.push(path(src));
         v.push(dst.clone());
     }
+    v.push(read_only.len().to_string());
+    v.extend(read_only.iter().cloned());
     v.push(workdir.to_owned());
     v.extend(command.iter().cloned());
     v
@@ -150,7 +177,7 @@ mod tests {
             "--".into(),
             "ray start --head --block".into(),
         ];
-        let a = argv("qg-130-2", &dir, &b[..1], "/tmp", &cmd);
+        let a = argv("qg-130-2", &dir, &b[..1], &[], "/tmp", &cmd);
         assert_eq!(&a[..3], &["netns", "exec", "qg-130-2"]);
         assert_eq!(
             &a[6..],
@@ -160,6 +187,7 @@ mod tests {
                 "1",
                 "/var/tmp/qg/p/volumes/ray-logs",
                 "/tmp/ray",
+                "0",
                 "/tmp",
                 "/bin/bash",
                 "-c",
@@ -210,12 +238,16 @@ mod tests {
         let out = std::process::Command::new("/bin/sh")
             .args([
                 "-c",
-                &PRELUDE.replace("mount --bind", "true"),
+                &PRELUDE
+                    .replace("mount --bind", "true")
+                    .replace("mount -o remount,bind,ro", "true"),
                 "qg-pod",
                 "/tmp",
                 "1",
                 "/a",
                 "/tmp",
+                "1",
+                "/",
                 "/",
                 "echo",
                 "a b",

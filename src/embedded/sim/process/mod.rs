@@ -14,7 +14,9 @@ pub mod launch;
 pub mod net;
 mod pod;
 pub mod probe;
+pub mod security;
 pub mod status;
+pub mod token;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
@@ -153,6 +155,9 @@ pub fn missing(cfg: &ProcessConfig) -> Vec<String> {
     let nsenter = std::process::Command::new("nsenter").arg("--version").output();
     if nsenter.is_err() {
         out.push("util-linux's `nsenter`, which runs the pods' exec probes; on Debian or Ubuntu: apt-get install util-linux".into());
+    }
+    if !std::path::Path::new(security::setpriv()).is_absolute() {
+        out.push("util-linux's `setpriv`, which gives the containers their securityContext's user and capabilities; on Debian or Ubuntu: apt-get install util-linux".into());
     }
     if !cfg.ray_venv.join("bin/ray").exists() && cfg.quotagate.is_none() {
         out.push(format!(

@@ -19,6 +19,7 @@ use super::init::{self, InitCtx, InitResult};
 use super::launch::{self, PodDir};
 use super::net::Subnet;
 use super::probe;
+use super::security;
 use super::status::{self, State, View};
 
 /// What a supervisor needs besides the pod.
@@ -106,12 +107,43 @@ async fn sources(api_cm: &Api<ConfigMap>, api_s: &Api<Secret>, pod: &Pod) -> Sou
     out
 }
 
+/// A Warning event on the pod from this node's kubelet part (written once; a failure is logged).
+async fn warn_event(client: &kube::Client, pod: &Pod, reason: &str, message: &str) {
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let name = pod.metadata.name.as_deref().unwrap_or("");
+    let now = crate::embedded::meta::now_rfc3339();
+    let event = json!({
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"generateName": format!("{name}."), "namespace": ns},
+        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": ns,
+            "uid": pod.metadata.uid},
+        "reason": reason, "message": message, "type": "Warning", "count": 1,
+        "firstTimestamp": now, "lastTimestamp": now,
+        "source": {"component": "kubelet", "host": pod.spec.as_ref().and_then(|s| s.node_name.clone())},
+    });
+    let api: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), ns);
+    match serde_json::from_value(event) {
+        Ok(e) => {
+            if let Err(err) = api.create(&kube::api::PostParams::default(), &e).await {
+                tracing::warn!(pod = name, error = %err, %message, "process runtime: event not written");
+            }
+        }
+        Err(err) => tracing::warn!(pod = name, error = %err, "process runtime: event not made"),
+    }
+    tracing::info!(pod = name, reason, message, "process runtime: pod event");
+}
+
+/// The pod's files. Its /tmp is the image's (mode 1777) and its `emptyDir` volumes are 0777, as a
+/// kubelet makes them, so that a container running as another user than root can write there.
 fn make_dirs(pod: &Pod, dir: &PodDir) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(dir.tmp())?;
+    std::fs::set_permissions(dir.tmp(), std::fs::Permissions::from_mode(0o1777))?;
     std::fs::create_dir_all(dir.0.join("logs"))?;
     for v in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
         if v.empty_dir.is_some() {
             std::fs::create_dir_all(dir.volume(&v.name))?;
+            std::fs::set_permissions(dir.volume(&v.name), std::fs::Permissions::from_mode(0o777))?;
         }
     }
     Ok(())
@@ -162,9 +194,11 @@ pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Durat
 
     // The volumes' files and the API server inside the pod, before any container starts.
     let mut forward = AbortOnDrop(None);
+    let mut refresh = AbortOnDrop(None);
     if ctx.api_port.is_some() || ctx.quotagate.is_some() {
         let mounted = incluster::write_volumes(&ctx.client, &pod, &ctx.dir)
             .await
+            .map(|tokens| refresh.0 = incluster::refresh_tokens(&ctx.client, &pod, tokens))
             .map_err(|e| ("FailedMount", e.to_string()));
         let forwarded = match (mounted, ctx.api_port) {
             (Ok(()), Some(port)) => incluster::forward_api(&subnet.netns(host), port)
@@ -330,10 +364,37 @@ pub async fn supervise(ctx: PodCtx, pod: Pod, stop: watch::Receiver<Option<Durat
                     .clone()
                     .filter(|w| !w.is_empty())
                     .unwrap_or_else(|| "/tmp".into());
+                let binds = launch::binds(&spec, c, &ctx.dir);
+                let (command, read_only) = match security::secure(&pod, c, &binds, command) {
+                    Ok(v) => v,
+                    Err(message) => {
+                        views.push(View::new(
+                            &c.name,
+                            &img,
+                            State::waiting("CreateContainerConfigError", message),
+                        ));
+                        continue;
+                    }
+                };
+                let unapplied = security::not_enforced(&pod, c);
+                if !unapplied.is_empty() {
+                    warn_event(
+                        &ctx.client,
+                        &pod,
+                        "SecurityContextNotEnforced",
+                        &format!(
+                            "container {}: the process runtime does not apply {}",
+                            c.name,
+                            unapplied.join("; ")
+                        ),
+                    )
+                    .await;
+                }
                 let argv = launch::argv(
                     &subnet.netns(host),
                     &ctx.dir,
-                    &launch::binds(&spec, c, &ctx.dir),
+                    &binds,
+                    &read_only,
                     &workdir,
                     &command,
                 );
