@@ -81,6 +81,9 @@ pub fn deadline(wl: &Workload, cfg: &PodsReadyConfig) -> Option<(&'static str, i
     let st = wl.status.as_ref()?;
     let admitted = st.condition(condition::ADMITTED).filter(|c| c.status == TRUE)?;
     let ms = |d: std::time::Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+    // Kueue v0.20 (KEP-4803): the workload's own `kueue.x-k8s.io/wait-for-pods-ready` timeouts
+    // under the `WorkloadLevelWaitForPodsReady` gate, each falling back to the cluster-wide one.
+    let (timeout, recovery_timeout) = cfg.timeouts_for(wl.metadata.annotations.as_ref());
     match st.condition(condition::PODS_READY) {
         Some(c) if c.status == TRUE => None,
         None => Some((
@@ -89,7 +92,7 @@ pub fn deadline(wl: &Workload, cfg: &PodsReadyConfig) -> Option<(&'static str, i
                 .last_transition_time
                 .0
                 .as_millisecond()
-                .saturating_add(ms(cfg.timeout)),
+                .saturating_add(ms(timeout)),
         )),
         Some(c) if c.reason == reason::WAIT_FOR_START || c.reason == LEGACY_REASON => Some((
             reason::WAIT_FOR_START,
@@ -97,10 +100,10 @@ pub fn deadline(wl: &Workload, cfg: &PodsReadyConfig) -> Option<(&'static str, i
                 .last_transition_time
                 .0
                 .as_millisecond()
-                .saturating_add(ms(cfg.timeout)),
+                .saturating_add(ms(timeout)),
         )),
         Some(c) if c.reason == reason::WAIT_FOR_RECOVERY => {
-            let recovery = cfg.recovery_timeout?;
+            let recovery = recovery_timeout?;
             Some((
                 reason::WAIT_FOR_RECOVERY,
                 c.last_transition_time

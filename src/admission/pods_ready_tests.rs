@@ -140,6 +140,100 @@ fn admitted_not_ready_workload() {
     }
 }
 
+/// Kueue v0.20's per-workload waitForPodsReady (KEP-4803, kueue#15503; its e2e expectations "A job
+/// with a per-workload timeout shorter / longer than the cluster wide timeout is evicted at per
+/// workload deadline"): with `WorkloadLevelWaitForPodsReady` on, the Workload's
+/// `kueue.x-k8s.io/wait-for-pods-ready` sets the deadline the eviction path uses; with the gate off
+/// (Kueue's default) or a malformed value, the cluster-wide timeouts apply.
+#[test]
+fn per_workload_timeout_sets_the_deadline() {
+    let minute = 60_000;
+    let ago = NOW - minute;
+    let annotated = |conds: Vec<Condition>, v: &str| {
+        let mut w = with(conds);
+        w.metadata.annotations = Some(
+            [(
+                crate::api::kueue::pods_ready_annotation::ANNOTATION.to_string(),
+                v.to_string(),
+            )]
+            .into(),
+        );
+        w
+    };
+    let gate_on = |t: u64, r: Option<u64>| PodsReadyConfig {
+        workload_level: Some(Duration::from_secs(7200)),
+        ..cfg(t, r)
+    };
+    let admitted = || vec![c("Admitted", "True", "Admitted", ago)];
+    let recovering = || {
+        vec![
+            c("Admitted", "True", "Admitted", ago),
+            c("PodsReady", "False", "WaitForRecovery", NOW),
+        ]
+    };
+    type Case = (
+        &'static str,
+        Workload,
+        PodsReadyConfig,
+        Option<(&'static str, i64)>,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "shorter than the cluster-wide timeout",
+            annotated(admitted(), r#"{"timeoutSeconds": 120}"#),
+            gate_on(5, Some(5)),
+            Some(("WaitForStart", minute)),
+        ),
+        (
+            "longer than the cluster-wide timeout",
+            annotated(admitted(), r#"{"timeoutSeconds": 3600}"#),
+            gate_on(5, Some(5)),
+            Some(("WaitForStart", 59 * minute)),
+        ),
+        (
+            "the gate off: the annotation is ignored",
+            annotated(admitted(), r#"{"timeoutSeconds": 120}"#),
+            cfg(5, Some(5)),
+            Some(("WaitForStart", 4 * minute)),
+        ),
+        (
+            "malformed: the cluster-wide timeout",
+            annotated(admitted(), r#"{"timeoutSeconds": "2m"}"#),
+            gate_on(5, Some(5)),
+            Some(("WaitForStart", 4 * minute)),
+        ),
+        (
+            "recovery: its own recoveryTimeoutSeconds",
+            annotated(
+                recovering(),
+                r#"{"timeoutSeconds": 120, "recoveryTimeoutSeconds": 30}"#,
+            ),
+            gate_on(5, Some(5)),
+            Some(("WaitForRecovery", minute / 2)),
+        ),
+        (
+            "recovery: the timeout alone also bounds recovery, even with recovery off cluster-wide",
+            annotated(recovering(), r#"{"timeoutSeconds": 120}"#),
+            gate_on(5, None),
+            Some(("WaitForRecovery", 2 * minute)),
+        ),
+    ];
+    for (name, wl, cfg, want) in cases {
+        let got = deadline(&wl, &cfg).map(|(why, at)| (why, (at - NOW).max(0)));
+        assert_eq!(got, want, "{name}");
+    }
+    // The eviction path: past its own (shorter) deadline, the verdict is PodsReadyTimeout.
+    let wl = annotated(admitted(), r#"{"timeoutSeconds": 30}"#);
+    assert!(matches!(
+        pods_ready::verdict(&wl, &gate_on(5, Some(5)), NOW),
+        pods_ready::Verdict::Evict(_)
+    ));
+    assert!(matches!(
+        pods_ready::verdict(&wl, &cfg(5, Some(5)), NOW),
+        pods_ready::Verdict::Until(_)
+    ));
+}
+
 /// `pkg/controller/jobs/job/job_controller_test.go`, the PodsReady cases of TestReconciler (the
 /// condition the job reconciler writes from the job's readiness).
 #[test]

@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::kueue::config::Frameworks;
 use super::kueue::constants::label;
 use super::kueue::managed_jobs::{JobNamespace, ManagedJobs};
+use super::kueue::pods_ready_annotation;
 use super::validation::{FieldError, Path};
 
 pub const API_VERSION: &str = "batch/v1";
@@ -425,10 +426,35 @@ pub fn admit_in(
             {
                 return Vec::new();
             }
-            validate_update(&job, &old)
+            let mut errs = validate_update(&job, &old);
+            if let Some(max) = pods_ready_max(&job, managed) {
+                errs.extend(pods_ready_annotation::validate_update(
+                    job.metadata.annotations.as_ref(),
+                    old.metadata.annotations.as_ref(),
+                    suspended(&old),
+                    max,
+                ));
+            }
+            errs
         }
-        _ => validate_create(&job),
+        _ => {
+            let mut errs = validate_create(&job);
+            if let Some(max) = pods_ready_max(&job, managed) {
+                errs.extend(pods_ready_annotation::validate(
+                    job.metadata.annotations.as_ref(),
+                    max,
+                ));
+            }
+            errs
+        }
     }
+}
+
+/// `maxTimeoutOnWorkload` when Kueue v0.20's `WorkloadLevelWaitForPodsReady` is on and the Job is
+/// Kueue's (it names a queue, or `manageJobsWithoutQueueName` takes it).
+fn pods_ready_max(job: &Job, managed: &ManagedJobs) -> Option<std::time::Duration> {
+    let max = managed.pods_ready_max_on_workload?;
+    (queue_name(&job.metadata).is_some() || managed.without_queue_name).then_some(max)
 }
 
 #[cfg(test)]
@@ -444,6 +470,52 @@ mod tests {
 
     fn parse(v: &Value) -> Job {
         serde_json::from_value(v.clone()).unwrap()
+    }
+
+    /// Kueue v0.20 (KEP-4803, kueue#15503): the Job webhook judges `kueue.x-k8s.io/wait-for-pods-ready`
+    /// only under the `WorkloadLevelWaitForPodsReady` gate, on create and on a change while running.
+    #[test]
+    fn the_wait_for_pods_ready_annotation_is_judged_under_its_gate() {
+        let gated = ManagedJobs {
+            pods_ready_max_on_workload: Some(std::time::Duration::from_secs(600)),
+            ..ManagedJobs::default()
+        };
+        let ns = JobNamespace::default();
+        let fw = Frameworks::default();
+        let with = |v: &str, suspend: bool| {
+            job(
+                json!({"kueue.x-k8s.io/queue-name": "lq"}),
+                json!({"kueue.x-k8s.io/wait-for-pods-ready": v}),
+                json!({"parallelism": 1, "suspend": suspend, "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}),
+            )
+        };
+        let msgs = |errs: Vec<FieldError>| -> Vec<String> {
+            errs.iter()
+                .map(|e| format!("{}: {}", e.field, e.message))
+                .collect()
+        };
+        let at = "metadata.annotations[kueue.x-k8s.io/wait-for-pods-ready]";
+        let mut big = with(r#"{"timeoutSeconds": 900}"#, true);
+        assert_eq!(
+            msgs(admit_in(true, &mut big, None, &gated, &ns, fw)),
+            [format!(
+                "{at}: timeoutSeconds: 900: must not exceed waitForPodsReady.maxTimeoutOnWorkload (600s)"
+            )]
+        );
+        // Kueue with the gate off does not read the annotation at all.
+        let mut big = with(r#"{"timeoutSeconds": 900}"#, true);
+        assert!(admit_in(true, &mut big, None, &ManagedJobs::default(), &ns, fw).is_empty());
+        let mut ok = with(r#"{"timeoutSeconds": 300}"#, true);
+        assert!(admit_in(true, &mut ok, None, &gated, &ns, fw).is_empty());
+        let running = with(r#"{"timeoutSeconds": 300}"#, false);
+        let mut changed = with(r#"{"timeoutSeconds": 200}"#, false);
+        assert_eq!(
+            msgs(admit_in(false, &mut changed, Some(&running), &gated, &ns, fw)),
+            [format!("{at}: field is immutable while the job is not suspended")]
+        );
+        let suspended = with(r#"{"timeoutSeconds": 300}"#, true);
+        let mut changed = with(r#"{"timeoutSeconds": 200}"#, true);
+        assert!(admit_in(false, &mut changed, Some(&suspended), &gated, &ns, fw).is_empty());
     }
 
     fn fields(errs: &[FieldError]) -> Vec<String> {

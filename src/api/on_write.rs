@@ -374,6 +374,18 @@ pub fn admit_in(
     if let (Operation::Update, Some(old)) = (op, old) {
         errors.extend(validate_update(new, old));
     }
+    // Kueue v0.20's `kueue.x-k8s.io/wait-for-pods-ready` on a Ray job Kueue manages (a RayCluster a
+    // RayService or RayJob owns is its parent's).
+    if let Some(max) = managed.pods_ready_max_on_workload
+        && !child
+        && is_ray_job(kind_of(new).0, kind_of(new).1)
+        && (queue_name(new).is_some() || managed.without_queue_name)
+    {
+        let old = old.filter(|_| op == Operation::Update);
+        errors.extend(super::kueue::pods_ready_annotation::validate_object(
+            new, old, max,
+        ));
+    }
     if errors.is_empty() { Ok(()) } else { Err(errors) }
 }
 

@@ -120,9 +120,11 @@ fn workload_rules_at_the_root_and_in_lists() {
     };
     let one = json!([{"name": "main", "count": 2}]);
     assert_eq!(refused(crd, wl(1, one.clone()), None), Vec::<String>::new());
+    // Kueue v0.20 (kueue#14720): `minimum: 0`.
+    assert_eq!(refused(crd, wl(0, one.clone()), None), Vec::<String>::new());
     assert_eq!(
         refused(crd, wl(3, one), None),
-        ["spec.podSets[0]: Invalid value: minCount should be positive and less or equal to count"]
+        ["spec.podSets[0]: Invalid value: minCount should be less or equal to count"]
     );
     assert_eq!(
         refused(

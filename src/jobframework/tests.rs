@@ -165,6 +165,11 @@ fn constructed_workload_carries_kueue_metadata() {
                 "60".to_string(),
             ),
             ("unrelated".to_string(), "y".to_string()),
+            // Kueue v0.20 (KEP-4803) copies the per-workload waitForPodsReady annotation.
+            (
+                "kueue.x-k8s.io/wait-for-pods-ready".to_string(),
+                r#"{"timeoutSeconds": 60}"#.to_string(),
+            ),
         ]
         .into(),
     );
@@ -203,7 +208,10 @@ fn constructed_workload_carries_kueue_metadata() {
             .unwrap()
             .keys()
             .collect::<Vec<_>>(),
-        ["provreq.kueue.x-k8s.io/maxRunDuration"]
+        [
+            "kueue.x-k8s.io/wait-for-pods-ready",
+            "provreq.kueue.x-k8s.io/maxRunDuration"
+        ]
     );
     assert_eq!(
         wl.metadata.finalizers.clone().unwrap(),

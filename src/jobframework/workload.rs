@@ -10,6 +10,7 @@ use super::interface::{GenericJob, maximum_execution_time_seconds, queue_name};
 use super::names::{NameLength, workload_name};
 use super::priority::Priority;
 use crate::api::kueue::constants::{RESOURCE_IN_USE_FINALIZER, label};
+use crate::api::kueue::pods_ready_annotation;
 use crate::api::kueue::{PodSet, Workload, WorkloadSpec};
 
 /// Annotations with this prefix are copied to the workload (ProvisioningRequest parameters).
@@ -95,7 +96,8 @@ pub fn construct_workload(
         .annotations
         .iter()
         .flatten()
-        .filter(|(k, _)| k.starts_with(PROV_REQ_ANNOTATION_PREFIX))
+        // Kueue v0.20 (KEP-4803) copies the job's `kueue.x-k8s.io/wait-for-pods-ready` too.
+        .filter(|(k, _)| k.starts_with(PROV_REQ_ANNOTATION_PREFIX) || *k == pods_ready_annotation::ANNOTATION)
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     let mut wl = Workload {

@@ -586,6 +586,7 @@ mod tests {
             managed: ManagedJobs {
                 without_queue_name: true,
                 namespace_selector: selector,
+                ..ManagedJobs::default()
             },
             namespaces: Some(NamespaceLookup {
                 namespaces,

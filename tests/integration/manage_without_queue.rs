@@ -26,6 +26,7 @@ fn managed() -> ManagedJobs {
         namespace_selector: managed_jobs::parse_selector(&serde_json::json!({"matchExpressions": [
             {"key": managed_jobs::NAMESPACE_NAME_LABEL, "operator": "NotIn", "values": ["unmanaged-ns"]}]}))
         .unwrap(),
+        ..ManagedJobs::default()
     }
 }
 

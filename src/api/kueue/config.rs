@@ -15,6 +15,7 @@ use serde_json::Value;
 
 pub use crate::api::goduration::{GoDuration, parse as parse_go_duration};
 pub use crate::api::kueue::managed_jobs::{self, ManagedJobs};
+use crate::api::kueue::pods_ready_annotation;
 
 pub const GROUP: &str = "config.kueue.x-k8s.io";
 pub const KIND: &str = "Configuration";
@@ -32,6 +33,9 @@ pub const DEFAULT_AFS_SAMPLING_INTERVAL: Duration = Duration::from_secs(5 * 60);
 
 /// The feature gate of admission fair sharing (beta, on by default since Kueue 0.15).
 pub const ADMISSION_FAIR_SHARING_GATE: &str = "AdmissionFairSharing";
+/// Kueue v0.20's alpha gate (off by default, KEP-4803): the `kueue.x-k8s.io/wait-for-pods-ready`
+/// annotation sets a job's own timeouts, up to `waitForPodsReady.maxTimeoutOnWorkload`.
+pub const WORKLOAD_LEVEL_WAIT_FOR_PODS_READY: &str = "WorkloadLevelWaitForPodsReady";
 /// Kueue's alpha gate (off by default): a preemptor waiting for its victims goes first.
 pub const PRIORITIZE_PREEMPTOR_WORKLOADS: &str = "PrioritizePreemptorWorkloads";
 
@@ -219,6 +223,9 @@ pub struct WaitForPodsReady {
     pub block_admission: Option<bool>,
     pub requeuing_strategy: Option<RequeuingStrategy>,
     pub recovery_timeout: Option<GoDuration>,
+    /// Kueue v0.20 (KEP-4803): the largest timeout a job's `kueue.x-k8s.io/wait-for-pods-ready`
+    /// annotation may ask for (2h when left out).
+    pub max_timeout_on_workload: Option<GoDuration>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -370,6 +377,9 @@ pub struct PodsReadyConfig {
     pub backoff_limit_count: Option<i32>,
     pub backoff_base_seconds: i32,
     pub backoff_max_seconds: i32,
+    /// With the `WorkloadLevelWaitForPodsReady` gate on: `maxTimeoutOnWorkload`, and a workload's
+    /// `kueue.x-k8s.io/wait-for-pods-ready` annotation overrides the timeouts above for it.
+    pub workload_level: Option<Duration>,
 }
 
 impl PodsReadyConfig {
@@ -383,6 +393,19 @@ impl PodsReadyConfig {
             backoff_limit_count: None,
             backoff_base_seconds: DEFAULT_BACKOFF_BASE_SECONDS,
             backoff_max_seconds: DEFAULT_BACKOFF_MAX_SECONDS,
+            workload_level: None,
+        }
+    }
+
+    /// The timeout and recovery timeout that apply to `wl`: its annotation's under the
+    /// `WorkloadLevelWaitForPodsReady` gate, each falling back to the cluster-wide one.
+    pub fn timeouts_for(
+        &self,
+        annotations: Option<&BTreeMap<String, String>>,
+    ) -> (Duration, Option<Duration>) {
+        match self.workload_level.and(pods_ready_annotation::of(annotations)) {
+            Some(w) => (w.timeout(self.timeout), w.recovery_timeout(self.recovery_timeout)),
+            None => (self.timeout, self.recovery_timeout),
         }
     }
 }
@@ -433,6 +456,21 @@ impl Configuration {
             .and_then(|g| g.get(name))
             .copied()
             .unwrap_or(false)
+    }
+
+    /// `maxTimeoutOnWorkload` when the `WorkloadLevelWaitForPodsReady` gate is on and waitForPodsReady
+    /// is (`None`: the annotation is ignored, as in Kueue with the gate off).
+    pub fn workload_level_max_timeout(&self) -> Option<Duration> {
+        if !self.gate(WORKLOAD_LEVEL_WAIT_FOR_PODS_READY) || !self.wait_for_pods_ready_enabled() {
+            return None;
+        }
+        let max = self
+            .wait_for_pods_ready
+            .as_ref()
+            .and_then(|w| w.max_timeout_on_workload)
+            .map(|d| d.value)
+            .filter(|d| !d.is_zero());
+        Some(max.unwrap_or(pods_ready_annotation::DEFAULT_MAX_TIMEOUT_ON_WORKLOAD))
     }
 
     /// Whether `featureGates.PrioritizePreemptorWorkloads` turns Kueue's gate on (off by default).
@@ -490,6 +528,7 @@ impl Configuration {
             backoff_limit_count: s.backoff_limit_count,
             backoff_base_seconds: s.backoff_base_seconds.unwrap_or(DEFAULT_BACKOFF_BASE_SECONDS),
             backoff_max_seconds: s.backoff_max_seconds.unwrap_or(DEFAULT_BACKOFF_MAX_SECONDS),
+            workload_level: self.workload_level_max_timeout(),
         })
     }
 
@@ -551,6 +590,7 @@ impl Configuration {
         Ok(ManagedJobs {
             without_queue_name: self.manage_jobs_without_queue_name == Some(true),
             namespace_selector,
+            pods_ready_max_on_workload: self.workload_level_max_timeout(),
         })
     }
 
@@ -602,6 +642,14 @@ impl Configuration {
     /// Kueue's own checks of the fields quotagate uses (`pkg/config/validation.go`).
     fn validate(&self) -> Result<(), ConfigError> {
         self.validate_integrations()?;
+        // KEP-4803: "Enabling DisableWaitForPodsReady and WorkloadLevelWaitForPodsReady feature
+        // gates is not allowed."
+        if self.gate(DISABLE_WAIT_FOR_PODS_READY) && self.gate(WORKLOAD_LEVEL_WAIT_FOR_PODS_READY) {
+            return Err(field(
+                "featureGates",
+                "DisableWaitForPodsReady and WorkloadLevelWaitForPodsReady cannot both be enabled",
+            ));
+        }
         self.managed_jobs_checked()?;
         if self.fair_sharing().is_some() {
             let p = "fairSharing.preemptionStrategies";
@@ -648,6 +696,11 @@ impl Configuration {
                 .is_some_and(|d| d.negative && !d.value.is_zero())
             {
                 return Err(field(&format!("{p}.recoveryTimeout"), NEGATIVE));
+            }
+            if w.max_timeout_on_workload
+                .is_some_and(|d| d.negative && !d.value.is_zero())
+            {
+                return Err(field(&format!("{p}.maxTimeoutOnWorkload"), NEGATIVE));
             }
             if let Some(s) = &w.requeuing_strategy {
                 for (name, v) in [
@@ -814,11 +867,12 @@ impl Configuration {
                         DISABLE_WAIT_FOR_PODS_READY,
                         ADMISSION_FAIR_SHARING_GATE,
                         PRIORITIZE_PREEMPTOR_WORKLOADS,
+                        WORKLOAD_LEVEL_WAIT_FOR_PODS_READY,
                     ]
                     .contains(&k.as_str())
                 })
             }),
-            "featureGates (other than DisableWaitForPodsReady, AdmissionFairSharing, PrioritizePreemptorWorkloads)",
+            "featureGates (other than DisableWaitForPodsReady, AdmissionFairSharing, PrioritizePreemptorWorkloads, WorkloadLevelWaitForPodsReady)",
         );
         out
     }

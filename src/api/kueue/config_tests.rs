@@ -134,11 +134,37 @@ fn wait_for_pods_ready_defaults_per_version() {
                 backoff_limit_count: Some(2),
                 backoff_base_seconds: 1,
                 backoff_max_seconds: 10,
+                workload_level: None,
             }),
         ),
         (
             "timeout 0s means the default",
             format!("{HEAD}waitForPodsReady:\n  timeout: 0s\n"),
+            Some(PodsReadyConfig::with_timeout(Duration::from_secs(1800))),
+        ),
+        (
+            // Kueue v0.20 (KEP-4803): the alpha gate turns the per-workload annotation on, capped
+            // by maxTimeoutOnWorkload (2h when left out).
+            "WorkloadLevelWaitForPodsReady with the default cap",
+            format!("{HEAD}featureGates:\n  WorkloadLevelWaitForPodsReady: true\n"),
+            Some(PodsReadyConfig {
+                workload_level: Some(Duration::from_secs(7200)),
+                ..PodsReadyConfig::with_timeout(Duration::from_secs(1800))
+            }),
+        ),
+        (
+            "WorkloadLevelWaitForPodsReady with maxTimeoutOnWorkload",
+            format!(
+                "{HEAD}featureGates:\n  WorkloadLevelWaitForPodsReady: true\nwaitForPodsReady:\n  maxTimeoutOnWorkload: 45m\n"
+            ),
+            Some(PodsReadyConfig {
+                workload_level: Some(Duration::from_secs(2700)),
+                ..PodsReadyConfig::with_timeout(Duration::from_secs(1800))
+            }),
+        ),
+        (
+            "maxTimeoutOnWorkload without the gate is read and unused (Kueue: gate off)",
+            format!("{HEAD}waitForPodsReady:\n  maxTimeoutOnWorkload: 45m\n"),
             Some(PodsReadyConfig::with_timeout(Duration::from_secs(1800))),
         ),
     ];
@@ -162,6 +188,18 @@ fn bad_fields_are_named_by_their_path() {
         (
             format!("{HEAD}waitForPodsReady:\n  recoveryTimeout: -1s\n"),
             "waitForPodsReady.recoveryTimeout: must be greater than or equal to 0",
+        ),
+        (
+            format!("{HEAD}waitForPodsReady:\n  maxTimeoutOnWorkload: -1h\n"),
+            "waitForPodsReady.maxTimeoutOnWorkload: must be greater than or equal to 0",
+        ),
+        (
+            // KEP-4803: "Enabling DisableWaitForPodsReady and WorkloadLevelWaitForPodsReady feature
+            // gates is not allowed."
+            format!(
+                "{HEAD}featureGates:\n  DisableWaitForPodsReady: true\n  WorkloadLevelWaitForPodsReady: true\n"
+            ),
+            "featureGates: DisableWaitForPodsReady and WorkloadLevelWaitForPodsReady cannot both be enabled",
         ),
         (
             format!("{HEAD}waitForPodsReady:\n  requeuingStrategy:\n    backoffLimitCount: -1\n"),

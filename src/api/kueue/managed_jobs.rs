@@ -27,6 +27,10 @@ pub struct ManagedJobs {
     /// `managedJobsNamespaceSelector`: the namespaces where jobs without a queue name are managed
     /// (and where Pods are, and where the `default` LocalQueue is defaulted).
     pub namespace_selector: LabelSelector,
+    /// Kueue v0.20's `WorkloadLevelWaitForPodsReady` gate on (with waitForPodsReady): the
+    /// configured `maxTimeoutOnWorkload`, up to which a job's `kueue.x-k8s.io/wait-for-pods-ready`
+    /// annotation may set its timeouts. `None`: the annotation is not judged (nor used).
+    pub pods_ready_max_on_workload: Option<std::time::Duration>,
 }
 
 impl Default for ManagedJobs {
@@ -34,6 +38,7 @@ impl Default for ManagedJobs {
         ManagedJobs {
             without_queue_name: false,
             namespace_selector: default_selector(None),
+            pods_ready_max_on_workload: None,
         }
     }
 }
@@ -224,6 +229,7 @@ mod tests {
         let picky = ManagedJobs {
             without_queue_name: true,
             namespace_selector: parse_selector(&json!({"matchLabels": {"kueue-managed": "true"}})).unwrap(),
+            ..ManagedJobs::default()
         };
         assert!(
             !picky.default_new_job(&mut job("team", None), &none),

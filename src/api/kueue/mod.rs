@@ -10,6 +10,7 @@ pub mod config;
 pub mod constants;
 pub mod local_queue;
 pub mod managed_jobs;
+pub mod pods_ready_annotation;
 pub mod priority_class;
 pub mod resource_flavor;
 pub mod topology;

@@ -122,7 +122,7 @@ pub struct PodSet {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = 1))]
     pub count: Option<i32>,
-    /// Smallest acceptable count for partial admission; only one podset may set it.
+    /// Smallest acceptable count (≥0) for partial admission; only one podset may set it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_count: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -73,6 +73,57 @@ fn partial_admission_multiple_variable_pod_sets() {
     );
 }
 
+/// Kueue v0.20 lets `minCount` be 0 (kueue#14720, KEP 420 "`.spec.podSets.minCount >= 0`"):
+/// Kueue's `PodSetReducer` then searches down to zero pods of that podset, so a driver that fits
+/// is admitted with no workers when the workers' quota is held by someone else.
+#[test]
+fn partial_admission_down_to_min_count_zero() {
+    let holder =
+        WorkloadModel::build("ns", "holder", "sales").podset(PodSetModel::build("w", 45, &[("cpu", 1)]));
+    let mut core = setup(&Scenario {
+        cqs: vec![sales()],
+        admitted: vec![(holder, "default", 1)],
+        pending: vec![
+            WorkloadModel::build("ns", "new", "sales")
+                .podset(PodSetModel::build("driver", 1, &[("cpu", 5)]))
+                .podset(PodSetModel::build("workers", 10, &[("cpu", 1)]).min_count(0)),
+        ],
+        ..Default::default()
+    });
+    let res = core.schedule_cycle(1);
+    assert_eq!(res.admissions.len(), 1, "{:?}", res.pending);
+    let a = &res.admissions[0].admission;
+    assert_eq!(counts(a), pairs(&[("driver", 1), ("workers", 0)]));
+    assert_eq!(
+        a.pod_set_assignments[1]
+            .resource_usage
+            .get("cpu")
+            .copied()
+            .unwrap_or_default(),
+        Amount(0)
+    );
+}
+
+/// A lone podset with `minCount: 0` and no free quota is admitted with zero pods (Kueue's reducer
+/// reaches the all-minimum counts, whose zero requests fit), holding nothing.
+#[test]
+fn partial_admission_of_a_lone_podset_to_zero_pods() {
+    let holder =
+        WorkloadModel::build("ns", "holder", "sales").podset(PodSetModel::build("w", 50, &[("cpu", 1)]));
+    let mut core = setup(&Scenario {
+        cqs: vec![sales()],
+        admitted: vec![(holder, "default", 1)],
+        pending: vec![
+            WorkloadModel::build("ns", "new", "sales")
+                .podset(PodSetModel::build("one", 4, &[("cpu", 2)]).min_count(0)),
+        ],
+        ..Default::default()
+    });
+    let res = core.schedule_cycle(1);
+    assert_eq!(res.admissions.len(), 1, "{:?}", res.pending);
+    assert_eq!(counts(&res.admissions[0].admission), pairs(&[("one", 0)]));
+}
+
 fn old_gpu_workload() -> (WorkloadModel, &'static str, i64) {
     let old = WorkloadModel::build("ns", "old", "eng-beta")
         .podset(PodSetModel::build("one", 10, &[(GPU, 1)]))

@@ -663,7 +663,16 @@ fn workload_rules() {
             |w| w.spec.pod_sets[0].min_count = Some(3),
             "spec.podSets[0].minCount",
             Invalid,
-            "minCount should be positive and less or equal to count",
+            "minCount should be less or equal to count",
+        ),
+        (
+            // Kueue v0.20 `test/integration/singlecluster/webhook/core/workload_test.go`
+            // "invalid podSet minCount (negative)" (the minimum is 0 since kueue#14720).
+            "negative minCount",
+            |w| w.spec.pod_sets[0].min_count = Some(-1),
+            "spec.podSets[0].minCount",
+            Invalid,
+            "-1: must be greater than or equal to 0",
         ),
         (
             "minCount on two podsets",
@@ -813,6 +822,14 @@ fn workload_rules() {
         check(case, validate_workload(&w), path, kind, rule);
     }
     assert_eq!(validate_workload(&wl()), vec![]);
+    // Kueue v0.20 (kueue#14720) `webhook/core/workload_test.go` "valid podSet minCount (zero with
+    // count zero)" and "(zero with count greater than zero)".
+    for count in [0, 3] {
+        let mut w = wl();
+        w.spec.pod_sets[0].count = Some(count);
+        w.spec.pod_sets[0].min_count = Some(0);
+        assert_eq!(validate_workload(&w), vec![], "minCount 0, count {count}");
+    }
     let admitted = Workload::build("w", "ns")
         .queue("lq")
         .podset("main", 2, [("cpu", "1")])

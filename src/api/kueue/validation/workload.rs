@@ -142,16 +142,18 @@ fn validate_podset(p: &Path, ps: &PodSet, errs: &mut Vec<FieldError>) {
         ));
     }
     if let Some(min) = ps.min_count {
-        if min < 1 {
+        // Kueue v0.20 (kueue#14720) lowered the minimum from 1 to 0: a podset may be admitted with
+        // no pods at all, as `count: 0` always could.
+        if min < 0 {
             errs.push(FieldError::invalid(
                 p.child("minCount").as_str(),
-                format!("{min}: must be greater than or equal to 1"),
+                format!("{min}: must be greater than or equal to 0"),
             ));
         }
         if min > count {
             errs.push(FieldError::invalid(
                 p.child("minCount").as_str(),
-                "minCount should be positive and less or equal to count",
+                "minCount should be less or equal to count",
             ));
         }
     }
