@@ -1,8 +1,10 @@
 //! The embedded cluster with nodes with capacity (`run --embedded --nodes 2 --node-capacity cpu=2
 //! --node-pool name=gpu,...`): Node objects as a kubelet registers them, and the scheduler binding a
 //! pod only where it fits, else leaving it Pending with kube-scheduler's `Unschedulable` condition and
-//! message (the wording of kube-scheduler v1.36.3's `FitError`, as in its plugin tests), and binding it
-//! once another pod ends.
+//! message, and binding it once another pod ends. Each message here is the one a real kube-scheduler
+//! v1.36.3 wrote for the same pods on the same nodes (`scripts/control-plane.sh up` with `quotagate
+//! node-agent --nodes 2 --node-capacity cpu=2,memory=8Gi --node-pool name=gpu,...` as below), and a
+//! pod waiting for room went to the node the deleted pod left, there as here.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -154,7 +156,7 @@ async fn a_pod_no_node_fits_stays_pending_until_another_ends() {
         .unwrap();
     assert_eq!(
         until_unschedulable(&pods, "huge").await,
-        "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+        "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu. no new claims to deallocate, preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     );
     // Two pods fill the plain nodes, one each (the least allocated node wins).
     for name in ["a", "b"] {
@@ -171,7 +173,7 @@ async fn a_pod_no_node_fits_stays_pending_until_another_ends() {
         .unwrap();
     assert_eq!(
         until_unschedulable(&pods, "c").await,
-        "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu. preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, 2 No preemption victims found for incoming pod."
+        "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu. no new claims to deallocate, preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, 2 No preemption victims found for incoming pod."
     );
     // `a` ends (deleted: its node agent removes it); `c` takes its room.
     pods.delete("a", &Default::default()).await.unwrap();
@@ -201,7 +203,7 @@ async fn gpu_pods_go_where_tolerated_selected_and_free() {
     .unwrap();
     assert_eq!(
         until_unschedulable(&pods, "untolerated").await,
-        "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+        "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient nvidia.com/gpu. no new claims to deallocate, preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     );
     // Tolerated and selected (a ResourceFlavor's nodeLabels and tolerations): the GPU node.
     pods.create(
@@ -228,7 +230,7 @@ async fn gpu_pods_go_where_tolerated_selected_and_free() {
     .unwrap();
     assert_eq!(
         until_unschedulable(&pods, "more").await,
-        "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling."
+        "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. no new claims to deallocate, preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling."
     );
     // Required node affinity away from the GPU node.
     let away = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
@@ -258,7 +260,7 @@ async fn gpu_pods_go_where_tolerated_selected_and_free() {
     .unwrap();
     assert_eq!(
         until_unschedulable(&pods, "h100").await,
-        "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+        "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector. no new claims to deallocate, preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     );
     cancel.cancel();
 }

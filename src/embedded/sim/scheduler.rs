@@ -8,7 +8,8 @@
 //! and not finished; the node's `pods` count). Among the nodes that fit, the least allocated (cpu and
 //! memory, `LeastAllocated`) wins; ties by name. A pod that fits nowhere stays Pending with
 //! `PodScheduled=False`, reason `Unschedulable` and kube-scheduler's message
-//! (`FitError.Error()` with the preemption post-filter's part); a gated pod is never bound
+//! (`FitError.Error()` with the post-filters' part: `DynamicResources`' and `DefaultPreemption`'s,
+//! checked against a real kube-scheduler v1.36.3 fed by `quotagate node-agent`); a gated pod is never bound
 //! (`PodScheduled=False`, `SchedulingGated`). Pods go by priority, then age (`PrioritySort`), and
 //! every pass starts over when a pod or node changes, so a pod that ends frees its node for the next.
 //!
@@ -37,6 +38,8 @@ pub const NODE_AFFINITY_MISMATCH: &str = "node(s) didn't match Pod's node affini
 pub const UNTOLERATED_TAINT: &str = "node(s) had untolerated taint(s)";
 /// `NodeUnschedulable`'s reason (`ErrReasonUnschedulable`).
 pub const NODE_UNSCHEDULABLE: &str = "node(s) were unschedulable";
+/// `DynamicResources`' post-filter message for a pod without resource claims.
+pub const NO_CLAIMS: &str = "no new claims to deallocate";
 /// `DefaultPreemption`'s, for a node with no lower-priority pod to evict.
 pub const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
 /// The preemption evaluator's, for a node no eviction can help (a filter other than resources failed,
@@ -370,8 +373,12 @@ pub fn schedule(pod: &Pod, nodes: &[NodeInfo]) -> Result<String, String> {
             }
         }
     }
+    // The post-filter plugins' messages, joined by ", ": `DynamicResources` (on in v1.36; a pod
+    // without resource claims has none to free) before `DefaultPreemption`.
     let mut msg = fit_error(nodes.len(), &reasons);
     msg.push(' ');
+    msg.push_str(NO_CLAIMS);
+    msg.push_str(", ");
     msg.push_str(&preemption_message(pod, &req, nodes, &verdicts));
     Err(msg)
 }

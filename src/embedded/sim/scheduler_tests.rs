@@ -351,12 +351,12 @@ fn the_message_is_kube_schedulers() {
     }
     assert_eq!(
         schedule(&cpu(500), &busy).unwrap_err(),
-        "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
+        "0/3 nodes are available: 3 Insufficient cpu. no new claims to deallocate, preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
     );
     // Larger than any node: preemption cannot help anywhere.
     assert_eq!(
         schedule(&cpu(2000), &nodes).unwrap_err(),
-        "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+        "0/3 nodes are available: 3 Insufficient cpu. no new claims to deallocate, preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     );
     // Mixed reasons, sorted as strings.
     let mut mixed = busy.clone();
@@ -371,13 +371,13 @@ fn the_message_is_kube_schedulers() {
     mixed[1].add(0, BTreeMap::from([("cpu".into(), 600)]));
     assert_eq!(
         schedule(&p, &mixed).unwrap_err(),
-        "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) had untolerated taint(s). preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling."
+        "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) had untolerated taint(s). no new claims to deallocate, preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling."
     );
     p2.spec.as_mut().unwrap().preemption_policy = Some("Never".into());
     assert!(
-        schedule(&p2, &mixed)
-            .unwrap_err()
-            .ends_with(". preemption: not eligible due to preemptionPolicy=Never."),
+        schedule(&p2, &mixed).unwrap_err().ends_with(
+            ". no new claims to deallocate, preemption: not eligible due to preemptionPolicy=Never."
+        ),
     );
     // Lower-priority pods that would make room: said, not evicted.
     let mut hi = cpu(500);
