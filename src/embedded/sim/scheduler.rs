@@ -586,6 +586,7 @@ pub async fn run(client: kube::Client, nodes: Vec<(String, NodePool)>) {
         }
     }
     tracing::info!(nodes = nodes.len(), "scheduler: nodes registered");
+    let ours: std::collections::HashSet<String> = nodes.iter().map(|(n, _)| n.clone()).collect();
 
     let changed = Arc::new(Notify::new());
     let (pods_r, pods_w) = reflector::store::<Pod>();
@@ -622,7 +623,14 @@ pub async fn run(client: kube::Client, nodes: Vec<(String, NodePool)>) {
             // A binding seen (or its pod gone) is no longer assumed.
             assumed.retain(|key, _| pods.iter().any(|p| pod_key(p) == *key && bound_to(p).is_none()));
             let mut failed = false;
-            for (pod, d) in pass(&pods, &nodes_r.state(), &assumed) {
+            // Only the nodes this cluster's agent is the kubelet of: a Node kept by --data-dir from an
+            // earlier start with other flags, or made with kubectl, has nobody to run its pods.
+            let mine: Vec<Arc<Node>> = nodes_r
+                .state()
+                .into_iter()
+                .filter(|n| n.metadata.name.as_ref().is_some_and(|name| ours.contains(name)))
+                .collect();
+            for (pod, d) in pass(&pods, &mine, &assumed) {
                 match write(&client, &pod, &d).await {
                     Ok(()) => {
                         if let Decision::Bind(node) = d {
