@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use crate::api::quantity::Quantity;
 use crate::api::ray::validation::RayFeatureGates;
 use crate::wiring::ray::Dashboards;
 
@@ -559,15 +558,47 @@ pub struct SimArgs {
     /// upgrades), counted in /metrics as quotagate_sim_requests_total; 0 sends none.
     #[arg(long, default_value_t = 20.0, value_parser = parse_rps)]
     pub sim_load_rps: f64,
+    /// Nodes with capacity instead of one unlimited node: this many Nodes (sim-node-1, -2, ...)
+    /// offering --node-capacity, and a scheduler that binds each pod only to a node where it fits
+    /// (requests, nodeSelector, required node affinity, taints and tolerations); a pod that fits
+    /// nowhere stays Pending, PodScheduled=False/Unschedulable with kube-scheduler's message. At most
+    /// 100 nodes with the pools.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=MAX_NODES as i64))]
+    pub nodes: Option<u32>,
+    /// With --nodes: what each of those Nodes offers, `name=quantity,...` (`cpu=8,memory=32Gi,
+    /// nvidia.com/gpu=4`); cpu, memory and pods not named stay unlimited (cpu=1k,memory=4Ti,pods=1k).
+    #[arg(long, value_parser = parse_capacity, requires = "nodes")]
+    pub node_capacity: Option<Capacity>,
+    /// A pool of Nodes (repeatable; with or without --nodes): `name=gpu,count=2,
+    /// capacity=cpu=8;nvidia.com/gpu=4,labels=k=v;k2=v2,taints=k=v:NoSchedule`, named sim-node-gpu-1,
+    /// ...; labelled node.quotagate.io/pool=NAME and kubernetes.io/hostname besides the labels given
+    /// (what a ResourceFlavor's nodeLabels select), tainted as given (what its nodeTaints name).
+    #[arg(long, value_parser = parse_node_pool)]
+    pub node_pool: Vec<NodePool>,
 }
 
 impl SimArgs {
-    pub fn sims(&self) -> crate::embedded::sim::SimConfig {
+    pub fn sims(&self) -> anyhow::Result<crate::embedded::sim::SimConfig> {
         let mut sims = crate::embedded::sim::SimConfig::default();
+        let nodes = self.node_list()?;
         if let Some(node) = sims.node.as_mut() {
             node.start_delay = self.pod_start_delay;
+            node.nodes = nodes;
         }
-        sims
+        Ok(sims)
+    }
+
+    /// Every node --nodes and --node-pool ask for, with its pool (empty: one unlimited node).
+    pub fn node_list(&self) -> anyhow::Result<Vec<(String, NodePool)>> {
+        let mut pools: Vec<NodePool> = self
+            .nodes
+            .map(|n| NodePool::plain(n, self.node_capacity.as_ref().map(|c| &c.0)))
+            .into_iter()
+            .collect();
+        pools.extend(self.node_pool.iter().cloned());
+        let nodes = crate::embedded::sim::nodes::expand(&pools, "sim-node")
+            .map_err(|e| anyhow::anyhow!("--nodes/--node-pool: {e}"))?;
+        Ok(nodes.into_iter().map(|(n, p)| (n, p.clone())).collect())
     }
     pub fn ray_sims(&self) -> crate::wiring::raysim::RaySimOptions {
         crate::wiring::raysim::RaySimOptions {
@@ -611,10 +642,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 // `quotagate node-agent` (its body in `node_agent.rs`).
 
-/// At most this many Nodes: each is a Lease written every 10 s.
-pub const MAX_NODES: u32 = 100;
-/// "Unlimited", as the embedded cluster's node is: what a Node offers unless `--capacity` says.
-pub const DEFAULT_CAPACITY: &str = "cpu=1k,memory=4Ti,pods=1k";
+pub use crate::embedded::sim::nodes::{DEFAULT_CAPACITY, MAX_NODES, NodePool};
 
 /// Flags of `quotagate node-agent`.
 #[derive(clap::Args, Clone, Debug)]
@@ -629,8 +657,14 @@ pub struct NodeAgentArgs {
     /// What each Node offers, as `name=quantity,...` (`cpu=8,memory=32Gi,pods=110`, extended
     /// resources such as `nvidia.com/gpu=4` too); cpu, memory and pods not named keep their defaults
     /// [default: cpu=1k,memory=4Ti,pods=1k].
-    #[arg(long, value_parser = parse_capacity)]
+    #[arg(long, alias = "node-capacity", value_parser = parse_capacity)]
     pub capacity: Option<Capacity>,
+    /// A pool of Nodes besides the --nodes ones (repeatable): `name=gpu,count=2,
+    /// capacity=cpu=8;nvidia.com/gpu=4,labels=k=v;k2=v2,taints=k=v:NoSchedule`, named
+    /// <--node-prefix>-gpu-1, ...; labelled node.quotagate.io/pool=NAME besides the labels given.
+    /// All nodes together: at most 100.
+    #[arg(long, value_parser = parse_node_pool)]
+    pub node_pool: Vec<NodePool>,
     /// The Nodes' name prefix.
     #[arg(long, default_value = "quotagate-node", value_parser = parse_node_prefix)]
     pub node_prefix: String,
@@ -656,32 +690,12 @@ pub struct Capacity(pub BTreeMap<String, String>);
 
 /// `cpu=8,memory=32Gi`: every entry a resource name and a non-negative quantity.
 pub fn parse_capacity(s: &str) -> Result<Capacity, String> {
-    let mut out = BTreeMap::new();
-    for entry in s.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        let Some((name, value)) = entry.split_once('=') else {
-            return Err(format!("{entry:?} is not name=quantity (e.g. cpu=8,memory=32Gi)"));
-        };
-        let (name, value) = (name.trim(), value.trim());
-        if name.is_empty()
-            || name.len() > 253
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '/'))
-        {
-            return Err(format!("{name:?} is not a resource name"));
-        }
-        let q = Quantity::parse(value).map_err(|e| format!("{name}={value}: {e}"))?;
-        if q.is_negative() {
-            return Err(format!("{name}={value}: a capacity cannot be negative"));
-        }
-        if out.insert(name.to_string(), value.to_string()).is_some() {
-            return Err(format!("{name} named twice"));
-        }
-    }
-    if out.is_empty() {
-        return Err("no resource given (e.g. cpu=8,memory=32Gi)".into());
-    }
-    Ok(Capacity(out))
+    crate::embedded::sim::nodes::parse_capacity(s, ',').map(Capacity)
+}
+
+/// `name=gpu,count=2,capacity=cpu=8;nvidia.com/gpu=4,labels=k=v,taints=k=v:NoSchedule`.
+pub fn parse_node_pool(s: &str) -> Result<NodePool, String> {
+    crate::embedded::sim::nodes::parse_pool(s)
 }
 
 /// A DNS label prefix short enough for `-100` after it.

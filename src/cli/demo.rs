@@ -55,7 +55,7 @@ pub(crate) async fn demo(
 ) -> anyhow::Result<()> {
     use crate::wiring::manager::{self, EmbeddedOptions, ManagerOptions};
     let step_timeout = step_timeout.unwrap_or(Duration::from_secs(if real.is_some() { 300 } else { 60 }));
-    let mut sims = sim.sims();
+    let mut sims = sim.sims()?;
     // Checked before anything else starts: a refusal leaves nothing behind.
     let real = match &real {
         Some(venv) => Some(real_ray(venv, &mut sims)?),

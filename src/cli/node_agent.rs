@@ -13,9 +13,10 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, OwnerReference};
 use kube::api::{Api, Patch, PatchParams};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::args::{DEFAULT_CAPACITY, NodeAgentArgs, PodRuntime, parse_capacity};
+use super::args::{NodeAgentArgs, PodRuntime};
+use crate::embedded::sim::nodes::{NodePool, expand, node_object, with_defaults};
 
 /// The field manager of the agent's Node and Lease writes (a kubelet's are its node's name).
 const FIELD_MANAGER: &str = "quotagate-node-agent";
@@ -28,82 +29,29 @@ const STATUS_EVERY: u32 = 6;
 impl NodeAgentArgs {
     /// The defaults, overridden by what `--capacity` names.
     fn capacity(&self) -> BTreeMap<String, String> {
-        let mut cap = parse_capacity(DEFAULT_CAPACITY).map(|c| c.0).unwrap_or_default();
-        if let Some(given) = &self.capacity {
-            cap.extend(given.0.clone());
-        }
-        cap
+        with_defaults(self.capacity.as_ref().map(|c| &c.0))
     }
 
+    /// The --nodes nodes, then every --node-pool's, each with its pool; at most `MAX_NODES` in all.
+    fn node_list(&self) -> anyhow::Result<Vec<(String, NodePool)>> {
+        let mut pools = vec![NodePool::plain(self.nodes, self.capacity.as_ref().map(|c| &c.0))];
+        pools.extend(self.node_pool.iter().cloned());
+        let nodes =
+            expand(&pools, &self.node_prefix).map_err(|e| anyhow::anyhow!("--nodes/--node-pool: {e}"))?;
+        Ok(nodes.into_iter().map(|(n, p)| (n, p.clone())).collect())
+    }
+
+    #[cfg(test)]
     fn node_names(&self) -> Vec<String> {
-        (1..=self.nodes)
-            .map(|i| format!("{}-{i}", self.node_prefix))
-            .collect()
+        self.node_list()
+            .map(|l| l.into_iter().map(|(n, _)| n).collect())
+            .unwrap_or_default()
     }
-}
-
-fn now() -> String {
-    crate::embedded::meta::now_rfc3339()
-}
-
-/// The Node as a kubelet registers it: its addresses, capacity, and Ready.
-fn node_object(name: &str, index: u32, capacity: &BTreeMap<String, String>) -> Value {
-    let now = now();
-    // Go's names for the architecture, as a kubelet reports it.
-    let arch = match std::env::consts::ARCH {
-        "x86_64" => "amd64",
-        "aarch64" => "arm64",
-        other => other,
-    };
-    let condition = |type_: &str, status: &str, reason: &str, message: &str| {
-        json!({"type": type_, "status": status, "reason": reason, "message": message,
-               "lastHeartbeatTime": now, "lastTransitionTime": now})
-    };
-    json!({
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": arch,
-                "node.quotagate.io/agent": "simulated",
-            },
-        },
-        "status": {
-            "capacity": capacity,
-            "allocatable": capacity,
-            "addresses": [
-                // TEST-NET-1 (RFC 5737): nothing answers there; the pods are simulated.
-                {"type": "InternalIP", "address": format!("192.0.2.{}", index.min(254))},
-                {"type": "Hostname", "address": name},
-            ],
-            "conditions": [
-                condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "simulated node"),
-                condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "simulated node"),
-                condition("PIDPressure", "False", "KubeletHasSufficientPID", "simulated node"),
-                condition("Ready", "True", "KubeletReady", "quotagate node-agent is posting ready status"),
-            ],
-            "nodeInfo": {
-                "machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": "",
-                "osImage": "quotagate node-agent (simulated pods)",
-                "containerRuntimeVersion": "quotagate-sim://1",
-                "kubeletVersion": concat!("quotagate-", env!("CARGO_PKG_VERSION")),
-                "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": arch,
-            },
-        },
-    })
 }
 
 /// Registers (or refreshes) the Node and its status; returns its uid, for the Lease's owner.
-async fn register(
-    nodes: &Api<Node>,
-    name: &str,
-    index: u32,
-    capacity: &BTreeMap<String, String>,
-) -> kube::Result<String> {
-    let obj = node_object(name, index, capacity);
+async fn register(nodes: &Api<Node>, name: &str, index: u32, pool: &NodePool) -> kube::Result<String> {
+    let obj = node_object(name, index, pool);
     let pp = PatchParams::apply(FIELD_MANAGER).force();
     let node = nodes.patch(name, &pp, &Patch::Apply(&obj)).await?;
     // The status is a subresource: the object's apply above leaves it out.
@@ -145,20 +93,20 @@ fn lease_object(name: &str, node_uid: &str) -> Lease {
 
 /// Keeps the Nodes registered and their Leases renewed, forever. A failed round is logged and retried
 /// at the next tick (a kubelet's Lease outlives a few missed renewals).
-async fn heartbeat(client: kube::Client, names: Vec<String>, capacity: BTreeMap<String, String>) {
-    let nodes: Api<Node> = Api::all(client.clone());
+async fn heartbeat(client: kube::Client, nodes: Vec<(String, NodePool)>) {
+    let node_api: Api<Node> = Api::all(client.clone());
     let leases: Api<Lease> = Api::namespaced(client, "kube-node-lease");
     let pp = PatchParams::apply(FIELD_MANAGER).force();
-    let mut uids: Vec<Option<String>> = vec![None; names.len()];
+    let mut uids: Vec<Option<String>> = vec![None; nodes.len()];
     let mut tick = tokio::time::interval(LEASE_RENEW);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut round: u32 = 0;
     loop {
         tick.tick().await;
-        for (i, name) in names.iter().enumerate() {
+        for (i, (name, pool)) in nodes.iter().enumerate() {
             let index = u32::try_from(i).unwrap_or(u32::MAX).saturating_add(1);
             if uids[i].is_none() || round.is_multiple_of(STATUS_EVERY) {
-                match register(&nodes, name, index, &capacity).await {
+                match register(&node_api, name, index, pool).await {
                     Ok(uid) => {
                         if uids[i].is_none() {
                             tracing::info!(node = %name, "node registered");
@@ -189,16 +137,16 @@ pub(crate) async fn run(args: NodeAgentArgs) -> anyhow::Result<()> {
             Some(path) => anyhow::anyhow!("--kubeconfig {}: {e}", path.display()),
             None => anyhow::anyhow!("no --kubeconfig given and none found: {e}"),
         })?;
-    let names = args.node_names();
-    let capacity = args.capacity();
+    let nodes = args.node_list()?;
+    let names: Vec<String> = nodes.iter().map(|(n, _)| n.clone()).collect();
     // Registered once before anything else, so that a kubeconfig without the rights fails at once.
-    let nodes: Api<Node> = Api::all(client.clone());
-    for (i, name) in names.iter().enumerate() {
-        register(&nodes, name, u32::try_from(i + 1).unwrap_or(u32::MAX), &capacity)
+    let node_api: Api<Node> = Api::all(client.clone());
+    for (i, (name, pool)) in nodes.iter().enumerate() {
+        register(&node_api, name, u32::try_from(i + 1).unwrap_or(u32::MAX), pool)
             .await
             .map_err(|e| anyhow::anyhow!("registering node {name}: {e}"))?;
     }
-    tracing::info!(nodes = ?names, capacity = ?capacity, "node agent: nodes registered; running the pods bound to them");
+    tracing::info!(nodes = ?names, capacity = ?args.capacity(), "node agent: nodes registered; running the pods bound to them");
     let runtime = match args.runtime {
         PodRuntime::Sim => None,
         PodRuntime::Process => Some(process_runtime(&args).await?),
@@ -224,7 +172,7 @@ pub(crate) async fn run(args: NodeAgentArgs) -> anyhow::Result<()> {
         }
     };
     tokio::select! {
-        _ = heartbeat(client.clone(), names, capacity) => {}
+        _ = heartbeat(client.clone(), nodes) => {}
         _ = crate::embedded::sim::node::run(client.clone(), cfg) => {}
         _ = removals => {}
         _ = super::apiserver::shutdown_signal() => {
@@ -315,6 +263,44 @@ mod tests {
     }
 
     #[test]
+    fn pools_add_labelled_tainted_nodes_under_the_prefix() {
+        let a = parse(&[
+            "--nodes",
+            "2",
+            "--node-capacity",
+            "cpu=4",
+            "--node-pool",
+            "name=gpu,count=2,capacity=nvidia.com/gpu=4,labels=accel=a100,taints=nvidia.com/gpu=present:NoSchedule",
+        ])
+        .unwrap();
+        assert_eq!(
+            a.node_names(),
+            [
+                "quotagate-node-1",
+                "quotagate-node-2",
+                "quotagate-node-gpu-1",
+                "quotagate-node-gpu-2"
+            ]
+        );
+        let nodes = a.node_list().unwrap();
+        assert_eq!(nodes[0].1.capacity["cpu"], "4", "--node-capacity is --capacity");
+        let gpu = node_object(&nodes[2].0, 3, &nodes[2].1);
+        assert_eq!(gpu["metadata"]["labels"]["accel"], "a100");
+        assert_eq!(gpu["spec"]["taints"][0]["effect"], "NoSchedule");
+        assert_eq!(gpu["status"]["allocatable"]["nvidia.com/gpu"], "4");
+        let too_many = parse(&["--nodes", "100", "--node-pool", "name=a"]).unwrap();
+        let err = too_many.node_list().unwrap_err().to_string();
+        assert!(
+            err.contains("--nodes/--node-pool") && err.contains("101 nodes"),
+            "{err}"
+        );
+        let err = parse(&["--node-pool", "name=gpu,count=lots"])
+            .map(|_| ())
+            .unwrap_err();
+        assert!(err.contains("--node-pool") && err.contains("count=lots"), "{err}");
+    }
+
+    #[test]
     fn bad_flags_name_the_flag() {
         for (args, want) in [
             (&["--nodes", "0"][..], "--nodes"),
@@ -338,8 +324,9 @@ mod tests {
 
     #[test]
     fn the_node_offers_its_capacity_and_is_ready() {
-        let cap = parse(&["--capacity", "cpu=4"]).unwrap().capacity();
-        let n = node_object("n-1", 1, &cap);
+        let a = parse(&["--capacity", "cpu=4"]).unwrap();
+        let nodes = a.node_list().unwrap();
+        let n = node_object(&nodes[0].0, 1, &nodes[0].1);
         assert_eq!(n["status"]["allocatable"]["cpu"], "4");
         assert_eq!(n["status"]["capacity"]["pods"], "1k");
         let ready = n["status"]["conditions"]

@@ -55,6 +55,11 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
     if args.pods.runtime == PodRuntime::Process && !args.embedded {
         anyhow::bail!("--runtime process runs the embedded cluster's pods: use it with --embedded");
     }
+    if !args.embedded && (args.sim.nodes.is_some() || !args.sim.node_pool.is_empty()) {
+        anyhow::bail!(
+            "--nodes and --node-pool give the embedded cluster its nodes: use them with --embedded (a real cluster's simulated nodes: `quotagate node-agent`)"
+        );
+    }
     use crate::wiring::manager::{self, EmbeddedOptions, ManagerOptions};
     use crate::wiring::webhook::WebhookCerts;
     args.minimal_kueue.log_ignored();
@@ -121,7 +126,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
         opts.identity = id.clone();
     }
     if args.embedded {
-        let mut sims = args.sim.sims();
+        let mut sims = args.sim.sims()?;
         args.pods.apply(&mut sims)?;
         let embedded = EmbeddedOptions {
             listen: args.listen,

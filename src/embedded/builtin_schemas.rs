@@ -21,6 +21,7 @@ static BUILTIN: LazyLock<BTreeMap<(&'static str, &'static str, &'static str), Va
     let mut m = BTreeMap::new();
     m.insert(("", "v1", "Namespace"), schema::<core::v1::Namespace>());
     m.insert(("", "v1", "Pod"), schema::<core::v1::Pod>());
+    m.insert(("", "v1", "Node"), schema::<core::v1::Node>());
     m.insert(("", "v1", "Service"), schema::<core::v1::Service>());
     m.insert(("", "v1", "Event"), schema::<core::v1::Event>());
     m.insert(("", "v1", "ConfigMap"), schema::<core::v1::ConfigMap>());

@@ -344,6 +344,16 @@ const BUILTINS: &[B] = &[
     B {
         group: "",
         version: "v1",
+        kind: "Node",
+        plural: "nodes",
+        short: &["no"],
+        categories: &[],
+        namespaced: false,
+        has_status: true,
+    },
+    B {
+        group: "",
+        version: "v1",
         kind: "Pod",
         plural: "pods",
         short: &["po"],

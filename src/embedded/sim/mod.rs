@@ -6,8 +6,10 @@ pub mod endpoints;
 pub mod gateway;
 pub mod job_controller;
 pub mod node;
+pub mod nodes;
 pub mod process;
 pub mod proxy;
+pub mod scheduler;
 
 use std::time::Duration;
 use tokio::task::JoinHandle;
@@ -37,6 +39,16 @@ pub fn spawn(client: kube::Client, config: &SimConfig, cancel: CancellationToken
     // With the process runtime, the Service proxy is also the Gateways' data plane.
     let mut plane = None;
     if let Some(n) = &config.node {
+        let mut n = n.clone();
+        if !n.nodes.is_empty() {
+            // Nodes with capacity: the scheduler binds, the agent is their kubelet.
+            n.kubelet_of = Some(n.nodes.iter().map(|(name, _)| name.clone()).collect());
+            handles.push(tokio::spawn(until(
+                cancel.clone(),
+                scheduler::run(client.clone(), n.nodes.clone()),
+            )));
+        }
+        let n = &n;
         handles.push(tokio::spawn(until(
             cancel.clone(),
             node::run(client.clone(), n.clone()),

@@ -39,6 +39,11 @@ pub struct NodeAgentConfig {
     /// stays Pending, its container waiting (`ImageNotSimulated`), rather than showing a program
     /// Running and Ready that does not run. Empty in the embedded cluster.
     pub images_not_run: Vec<String>,
+    /// Nodes with capacity (`--nodes`, `--node-pool`; name and pool): with any, the embedded cluster
+    /// registers them and runs its scheduler (`scheduler.rs`), which binds each pod only where it fits,
+    /// and this agent runs the pods bound to them. Empty (the default): no Node objects, every pod bound
+    /// to `node_name` at once, quota the only limit.
+    pub nodes: Vec<(String, super::nodes::NodePool)>,
 }
 
 impl Default for NodeAgentConfig {
@@ -50,6 +55,7 @@ impl Default for NodeAgentConfig {
             runtime: None,
             kubelet_of: None,
             images_not_run: Vec::new(),
+            nodes: Vec::new(),
         }
     }
 }
@@ -370,7 +376,14 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, SimError> {
     if let Some(rt) = ctx.cfg.runtime.as_ref().filter(|rt| rt.runs(&pod))
         && (!gated || pod.metadata.deletion_timestamp.is_some())
     {
-        return rt.reconcile(pod, &ctx.client, &ctx.cfg.node_name).await;
+        // The node the scheduler bound it to, else (no scheduler) this agent's own.
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| ctx.cfg.node_name.clone());
+        return rt.reconcile(pod, &ctx.client, &node).await;
     }
     let waited = {
         let mut seen = ctx.first_seen.lock().unwrap_or_else(|p| p.into_inner());
