@@ -26,7 +26,17 @@ pub fn apply(info: &ResourceInfo, obj: &mut Value, create: bool) {
         ("", "pods") => {
             pod(o);
             if create {
-                default_tolerations(obj_at(o, "spec"));
+                let spec = obj_at(o, "spec");
+                default_tolerations(spec);
+                // The pod strategy's `PrepareForCreate`: a negative grace period means "at once",
+                // which the kubelet takes as 1 s.
+                if spec
+                    .get("terminationGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+                    .is_some_and(|g| g < 0)
+                {
+                    spec.insert("terminationGracePeriodSeconds".into(), json!(1));
+                }
             }
         }
         ("batch", "jobs") => job(o),

@@ -267,18 +267,38 @@ const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"]
 /// value its kind's checks refuse (`validation`; on update, against the stored `old`).
 fn invalid_meta(info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
     let mut errs = meta::validate_meta(info, obj);
+    // `ValidateObjectMetaUpdate`: an object being deleted takes no new finalizer.
+    if let Some(old) = old.filter(|o| is_deleting(o)) {
+        let had = finalizers(old);
+        let mut added: Vec<String> = finalizers(obj).into_iter().filter(|f| !had.contains(f)).collect();
+        added.sort();
+        added.dedup();
+        if !added.is_empty() {
+            let list = added
+                .iter()
+                .map(|f| format!("{f:?}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            errs.push(crate::api::validation::FieldError::forbidden(
+                "metadata.finalizers",
+                format!(
+                    "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{list}}}"
+                ),
+            ));
+        }
+    }
     errs.extend(super::validation::validate(info, obj, old));
     if errs.is_empty() {
         return Ok(());
     }
     let name = meta_str(obj, "name");
     // An `events.k8s.io` Event is validated as the core Event it converts to, and named so.
-    let kind = if info.group == super::event_fields::EVENTS_GROUP {
-        info.kind.clone()
+    let (kind, group) = if info.group == super::event_fields::EVENTS_GROUP {
+        (info.kind.clone(), "")
     } else {
-        info.qualified_kind()
+        (info.qualified_kind(), info.group.as_str())
     };
-    Err(ApiError::invalid(&kind, name, &errs).details(name, &info.group, &info.kind))
+    Err(ApiError::invalid(&kind, name, &errs).details(name, group, &info.kind))
 }
 
 fn json_type(v: &Value) -> &'static str {
@@ -1116,6 +1136,8 @@ impl Store {
         sized(info, &next)?;
         inner.within_quota(held_bytes(old), held_bytes(&next))?;
         if dry_run {
+            // Nothing was written: the answer carries the stored version, as kube-apiserver's does.
+            meta_mut(&mut next).insert("resourceVersion".into(), json!(meta_str(old, "resourceVersion")));
             return Ok(Arc::new(next));
         }
         let key = info.key();
