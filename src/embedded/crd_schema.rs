@@ -6,7 +6,7 @@
 //! `map` items' keys), each refusal worded as the real server words it. `metadata`,
 //! `apiVersion` and `kind` are the server's own; then, on a structurally valid object, the CEL
 //! `x-kubernetes-validations` (`cel.rs`). Not modelled: `format`, `uniqueItems`, map-type checks, ratcheting of unchanged invalid values on
-//! update, pruning of unknown fields (the request's field validation refuses or warns instead), and
+//! update (unknown fields are pruned at the store's write, `prune.rs`), and
 //! defaulting happens at the store's write, after mutating webhooks (the real server defaults when it
 //! decodes the request, before them).
 

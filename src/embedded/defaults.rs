@@ -26,11 +26,93 @@ pub fn apply(info: &ResourceInfo, obj: &mut Value, create: bool) {
         ("", "pods") => {
             pod(o);
             if create {
-                default_tolerations(obj_at(o, "spec"));
+                let spec = obj_at(o, "spec");
+                default_tolerations(spec);
+                // The pod strategy's `PrepareForCreate`: a negative grace period means "at once",
+                // which the kubelet takes as 1 s.
+                if spec
+                    .get("terminationGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+                    .is_some_and(|g| g < 0)
+                {
+                    spec.insert("terminationGracePeriodSeconds".into(), json!(1));
+                }
             }
         }
         ("batch", "jobs") => job(o),
+        ("", "services") => {
+            service(obj_at(o, "spec"));
+            if create {
+                // `PrepareForCreate` starts the status empty; Go writes its `loadBalancer` struct.
+                o.insert("status".into(), json!({"loadBalancer": {}}));
+            }
+        }
         _ => {}
+    }
+}
+
+/// `SetDefaults_Service` (`pkg/apis/core/v1/defaults.go`): session affinity, type, each port's
+/// protocol and target port, the traffic policies, and a LoadBalancer's node ports. The addresses
+/// and node ports are the allocator's (`service_alloc.rs`).
+fn service(spec: &mut Map<String, Value>) {
+    set_default(spec, "sessionAffinity", json!("None"));
+    match spec.get("sessionAffinity").and_then(Value::as_str) {
+        Some("None") => {
+            spec.remove("sessionAffinityConfig");
+        }
+        Some("ClientIP") => {
+            let timeout = spec
+                .get("sessionAffinityConfig")
+                .and_then(|c| c.pointer("/clientIP/timeoutSeconds"))
+                .is_some_and(|t| !t.is_null());
+            if !timeout {
+                spec.insert(
+                    "sessionAffinityConfig".into(),
+                    json!({"clientIP": {"timeoutSeconds": 10800}}),
+                );
+            }
+        }
+        _ => {}
+    }
+    if spec.get("type").and_then(Value::as_str).is_none_or(str::is_empty) {
+        spec.insert("type".into(), json!("ClusterIP"));
+    }
+    for p in list_mut(spec, "ports") {
+        if p.get("protocol")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            p.insert("protocol".into(), json!("TCP"));
+        }
+        let unset = match p.get("targetPort") {
+            None | Some(Value::Null) => true,
+            Some(Value::String(s)) => s.is_empty(),
+            Some(v) => v.as_i64() == Some(0),
+        };
+        if unset && let Some(port) = p.get("port").cloned() {
+            p.insert("targetPort".into(), port);
+        }
+    }
+    let type_ = spec.get("type").and_then(Value::as_str).unwrap_or("").to_string();
+    let external_ips = spec
+        .get("externalIPs")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty());
+    let externally_accessible =
+        matches!(type_.as_str(), "NodePort" | "LoadBalancer") || (type_ == "ClusterIP" && external_ips);
+    if externally_accessible
+        && spec
+            .get("externalTrafficPolicy")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+    {
+        spec.insert("externalTrafficPolicy".into(), json!("Cluster"));
+    }
+    if matches!(type_.as_str(), "ClusterIP" | "NodePort" | "LoadBalancer") {
+        set_default(spec, "internalTrafficPolicy", json!("Cluster"));
+    }
+    if type_ == "LoadBalancer" {
+        set_default(spec, "allocateLoadBalancerNodePorts", json!(true));
     }
 }
 

@@ -78,7 +78,35 @@ pub fn to_version(group: &str, plural: &str, stored: &Value) -> Option<Value> {
     };
     out.insert("apiVersion".into(), json!(api_version(v)));
     out.insert("kind".into(), json!("Event"));
+    go_zero_values(&mut out, v);
     Some(Value::Object(out))
+}
+
+/// The fields Go's `encoding/json` writes even when unset, as each version's Go type has them: its
+/// times (`metav1.Time` and `MicroTime` write `null`), its struct-typed references and sources (`{}`:
+/// `omitempty` leaves a struct in) and, in core v1, the reporter's two strings (no `omitempty`).
+fn go_zero_values(out: &mut Map<String, Value>, v: Version) {
+    let zeros: &[(&str, Value)] = match v {
+        Version::Core => &[
+            ("involvedObject", json!({})),
+            ("source", json!({})),
+            ("firstTimestamp", Value::Null),
+            ("lastTimestamp", Value::Null),
+            ("eventTime", Value::Null),
+            ("reportingComponent", json!("")),
+            ("reportingInstance", json!("")),
+        ],
+        Version::EventsV1 => &[
+            ("eventTime", Value::Null),
+            ("regarding", json!({})),
+            ("deprecatedSource", json!({})),
+            ("deprecatedFirstTimestamp", Value::Null),
+            ("deprecatedLastTimestamp", Value::Null),
+        ],
+    };
+    for (field, zero) in zeros {
+        out.entry(*field).or_insert_with(|| zero.clone());
+    }
 }
 
 /// Drops the other version's names from an object already in `v`'s names.

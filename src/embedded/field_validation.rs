@@ -10,8 +10,7 @@
 //! structural schema, a built-in kind's (`builtin_schemas.rs`), and ObjectMeta's for every object's
 //! `metadata`; in full objects, in merge, strategic-merge and apply patch bodies (whose `$`
 //! directives are not fields), and in what a JSON patch makes of the stored object.
-//! Not done: unknown fields are not pruned from what is stored when they are accepted (a real server
-//! drops them).
+//! What is accepted is then pruned before it is stored (`prune.rs`), as a real server drops it.
 
 use std::collections::HashSet;
 use std::fmt;

@@ -813,6 +813,25 @@ impl Req<'_> {
 
     fn list_options(&self) -> Result<ListOptions, ApiError> {
         let bad = |e: super::selector::SelectorError| ApiError::bad_request(e.to_string());
+        // `ValidateListOptions`: a list's match rule needs a version to match against (a watch's
+        // is `sendInitialEvents`'s).
+        if !self.query.flag("watch")
+            && self
+                .query
+                .get("resourceVersionMatch")
+                .is_some_and(|m| !m.is_empty())
+            && self.query.get("resourceVersion").is_none_or(str::is_empty)
+        {
+            let fe = crate::api::validation::FieldError::forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden unless resourceVersion is provided",
+            );
+            return Err(ApiError::invalid("ListOptions.meta.k8s.io", "", &[fe]).details(
+                "",
+                "meta.k8s.io",
+                "ListOptions",
+            ));
+        }
         Ok(ListOptions {
             labels: LabelSelector::parse(self.query.get("labelSelector").unwrap_or("")).map_err(bad)?,
             fields: FieldSelector::parse(self.query.get("fieldSelector").unwrap_or(""))
@@ -841,7 +860,13 @@ impl Req<'_> {
         let mut md = json!({"resourceVersion": rv});
         if let Some(c) = &res.continue_token {
             md["continue"] = json!(c);
-            md["remainingItemCount"] = json!(res.remaining);
+            // Counted only when nothing filters the list, as kube-apiserver's storage counts it.
+            let filtered = ["labelSelector", "fieldSelector"]
+                .iter()
+                .any(|k| self.query.get(k).is_some_and(|v| !v.is_empty()));
+            if !filtered {
+                md["remainingItemCount"] = json!(res.remaining);
+            }
         }
         let items: Vec<Value> = res
             .items

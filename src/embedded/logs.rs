@@ -7,6 +7,7 @@
 //! `timestamps`, `tailLines`, `limitBytes`, `sinceSeconds`).
 
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use bytes::Bytes;
@@ -46,10 +47,24 @@ pub trait LogSource: Send + Sync {
 #[derive(Default)]
 pub struct Runtimes {
     sources: RwLock<Vec<Arc<dyn LogSource>>>,
+    /// The store's flag that leaves Services' ClusterIPs to the process runtime's Service proxy
+    /// (`service_alloc.rs`): the only runtime there is routes the addresses it hands out.
+    cluster_ips_elsewhere: Option<Arc<AtomicBool>>,
 }
 
 impl Runtimes {
+    /// The runtimes of the server over `store`.
+    pub fn for_store(store: &Store) -> Runtimes {
+        Runtimes {
+            sources: RwLock::default(),
+            cluster_ips_elsewhere: Some(store.cluster_ips_elsewhere()),
+        }
+    }
+
     pub fn register(&self, source: Arc<dyn LogSource>) {
+        if let Some(flag) = &self.cluster_ips_elsewhere {
+            flag.store(true, Ordering::Relaxed);
+        }
         self.sources
             .write()
             .unwrap_or_else(PoisonError::into_inner)

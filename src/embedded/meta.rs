@@ -174,6 +174,8 @@ pub fn prepare_create(
         }
     }
     fold_string_data(info, obj);
+    reencode_bytes(info, obj);
+    drop_empty_meta(obj);
     super::defaults::apply(info, obj, true);
     if info.group.is_empty() && info.plural == "pods" {
         let qos = qos_class(obj);
@@ -241,6 +243,61 @@ fn fold_string_data(info: &ResourceInfo, obj: &mut Value) {
     }
 }
 
+/// ObjectMeta's lists and maps are `omitempty`: an empty one is not written.
+fn drop_empty_meta(obj: &mut Value) {
+    let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    m.retain(|k, v| {
+        let empty = match v {
+            Value::Array(a) => a.is_empty(),
+            Value::Object(o) => o.is_empty(),
+            _ => false,
+        };
+        !(empty
+            && matches!(
+                k.as_str(),
+                "labels" | "annotations" | "finalizers" | "ownerReferences"
+            ))
+    });
+}
+
+/// A Secret's `data` and a ConfigMap's `binaryData` are bytes: the real server decodes the base64 a
+/// client sent (Go's decoder skips line breaks) and writes it again in one line. A value that does
+/// not decode is left to validation's refusal. An empty `data` or `binaryData` is not written.
+fn reencode_bytes(info: &ResourceInfo, obj: &mut Value) {
+    use base64::Engine as _;
+    let field = match (info.group.as_str(), info.plural.as_str()) {
+        ("", "secrets") => "data",
+        ("", "configmaps") => "binaryData",
+        _ => return,
+    };
+    // Go's `omitempty` writes no empty map.
+    for f in ["data", "binaryData"] {
+        if obj
+            .get(f)
+            .and_then(Value::as_object)
+            .is_some_and(|m| m.is_empty())
+            && let Some(o) = obj.as_object_mut()
+        {
+            o.remove(f);
+        }
+    }
+    let Some(map) = obj.get_mut(field).and_then(Value::as_object_mut) else {
+        return;
+    };
+    let engine = &base64::engine::general_purpose::STANDARD;
+    for v in map.values_mut() {
+        let Some(s) = v.as_str().filter(|s| s.contains(['\n', '\r'])) else {
+            continue;
+        };
+        let compact: String = s.chars().filter(|c| *c != '\n' && *c != '\r').collect();
+        if let Ok(bytes) = engine.decode(&compact) {
+            *v = json!(engine.encode(bytes));
+        }
+    }
+}
+
 /// The object to store for an update of `old` by `new`: a main-resource write keeps the stored status
 /// (when a status subresource exists), a `/status` write keeps everything but status. System metadata
 /// always comes from `old`; `generation` is bumped when the spec view changed.
@@ -300,6 +357,8 @@ pub fn prepare_update(info: &ResourceInfo, old: &Value, new: &Value, status_writ
     }
     m.remove("managedFields");
     fold_string_data(info, &mut out);
+    reencode_bytes(info, &mut out);
+    drop_empty_meta(&mut out);
     if !status_write {
         super::defaults::apply(info, &mut out, false);
     }

@@ -32,6 +32,7 @@ pub mod patch;
 pub mod private;
 pub mod protobuf;
 pub mod proxy;
+pub mod prune;
 pub mod quota;
 pub mod rbac;
 mod refusals;
@@ -39,6 +40,7 @@ pub mod registry;
 pub mod review;
 pub mod satoken;
 pub mod selector;
+pub mod service_alloc;
 pub mod serviceaccount;
 pub mod sim;
 pub mod store;
@@ -152,13 +154,14 @@ impl EmbeddedServer {
         hook: Arc<dyn AdmissionHook>,
         config: ServerConfig,
     ) -> Arc<Self> {
+        let store = Store::new(config.store.clone(), hook);
         let srv = Arc::new(EmbeddedServer {
             registry: Arc::new(registry_for(crds, &config)),
-            store: Arc::new(Store::new(config.store.clone(), hook)),
+            runtimes: logs::Runtimes::for_store(&store),
+            store: Arc::new(store),
             config,
             aggregated: aggregated::Aggregated::default(),
             quota_lock: std::sync::Mutex::new(()),
-            runtimes: logs::Runtimes::default(),
             sa_tokens: satoken::TokenKey::default(),
             pod_networks: proxy::PodNetworks::default(),
             listener_creds: std::sync::OnceLock::new(),
@@ -184,11 +187,11 @@ impl EmbeddedServer {
         };
         let srv = Arc::new(EmbeddedServer {
             registry: Arc::new(registry_for(crds, &config)),
+            runtimes: logs::Runtimes::for_store(&store),
             store: Arc::new(store),
             config,
             aggregated: aggregated::Aggregated::default(),
             quota_lock: std::sync::Mutex::new(()),
-            runtimes: logs::Runtimes::default(),
             sa_tokens: satoken::TokenKey::default(),
             pod_networks: proxy::PodNetworks::default(),
             listener_creds: std::sync::OnceLock::new(),

@@ -9,11 +9,14 @@ use super::faults::Faults;
 use super::managed_fields::{self, Writer};
 use super::meta::{self, finalizers, is_deleting, meta_mut, meta_str};
 use super::patch::{self, PatchKind};
+use super::prune;
 use super::registry::{ResourceInfo, ResourceKey};
 use super::selector::{FieldSelector, LabelSelector};
+use super::service_alloc;
 use base64::Engine;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::{broadcast, watch};
 
@@ -252,6 +255,9 @@ pub struct Store {
     closer: watch::Sender<u64>,
     admission: Arc<dyn AdmissionHook>,
     pub faults: Faults,
+    /// Set when a process runtime is registered: its Service proxy hands out the ClusterIPs
+    /// (`service_alloc.rs`), not this store.
+    cluster_ips_elsewhere: Arc<AtomicBool>,
 }
 
 /// Namespaces the real API server refuses to delete.
@@ -261,18 +267,38 @@ const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"]
 /// value its kind's checks refuse (`validation`; on update, against the stored `old`).
 fn invalid_meta(info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
     let mut errs = meta::validate_meta(info, obj);
+    // `ValidateObjectMetaUpdate`: an object being deleted takes no new finalizer.
+    if let Some(old) = old.filter(|o| is_deleting(o)) {
+        let had = finalizers(old);
+        let mut added: Vec<String> = finalizers(obj).into_iter().filter(|f| !had.contains(f)).collect();
+        added.sort();
+        added.dedup();
+        if !added.is_empty() {
+            let list = added
+                .iter()
+                .map(|f| format!("{f:?}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            errs.push(crate::api::validation::FieldError::forbidden(
+                "metadata.finalizers",
+                format!(
+                    "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{list}}}"
+                ),
+            ));
+        }
+    }
     errs.extend(super::validation::validate(info, obj, old));
     if errs.is_empty() {
         return Ok(());
     }
     let name = meta_str(obj, "name");
     // An `events.k8s.io` Event is validated as the core Event it converts to, and named so.
-    let kind = if info.group == super::event_fields::EVENTS_GROUP {
-        info.kind.clone()
+    let (kind, group) = if info.group == super::event_fields::EVENTS_GROUP {
+        (info.kind.clone(), "")
     } else {
-        info.qualified_kind()
+        (info.qualified_kind(), info.group.as_str())
     };
-    Err(ApiError::invalid(&kind, name, &errs).details(name, &info.group, &info.kind))
+    Err(ApiError::invalid(&kind, name, &errs).details(name, group, &info.kind))
 }
 
 fn json_type(v: &Value) -> &'static str {
@@ -325,7 +351,25 @@ fn owner_uids(obj: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+fn is_service(info: &ResourceInfo) -> bool {
+    info.group.is_empty() && info.plural == "services"
+}
+
 impl Inner {
+    /// The addresses and node ports the stored Services hold, but `except`'s.
+    fn services_taken(&self, except: Option<&Arc<Value>>) -> service_alloc::Taken {
+        let key = ResourceKey {
+            group: String::new(),
+            plural: "services".into(),
+        };
+        let services = self.objects.get(&key).into_iter().flat_map(|m| m.values());
+        service_alloc::Taken::of(
+            services
+                .filter(|s| except.is_none_or(|e| !Arc::ptr_eq(s, e)))
+                .map(|s| &**s),
+        )
+    }
+
     fn lookup(&self, key: &ResourceKey, ns: &str, name: &str) -> Option<&Arc<Value>> {
         self.objects
             .get(key)
@@ -670,6 +714,7 @@ impl Store {
             closer,
             admission,
             faults: Faults::default(),
+            cluster_ips_elsewhere: Arc::new(AtomicBool::new(false)),
         };
         // A real cluster starts with these namespaces.
         for ns in ["default", "kube-system", "kube-public"] {
@@ -691,6 +736,12 @@ impl Store {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding the lock cannot leave a half-written object (writes are single inserts).
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The flag that, once set, leaves Services' ClusterIPs to another allocator (a process
+    /// runtime's Service proxy, `logs::Runtimes::register`).
+    pub fn cluster_ips_elsewhere(&self) -> Arc<AtomicBool> {
+        self.cluster_ips_elsewhere.clone()
     }
 
     pub fn resource_version(&self) -> u64 {
@@ -819,6 +870,8 @@ impl Store {
         dry_run: bool,
         w: Writer<'_>,
     ) -> Result<Arc<Value>, ApiError> {
+        let mut obj = obj;
+        prune::prune(info, &mut obj);
         let fields = managed_fields::update(info, None, &obj, w, &meta::now_rfc3339());
         let mut inner = self.lock();
         self.create_locked(&mut inner, info, ns, obj, dry_run, fields)
@@ -871,6 +924,12 @@ impl Store {
         }
         let name = meta_str(&obj, "name").to_string();
         invalid_meta(info, &obj, None)?;
+        if is_service(info) {
+            let taken = inner.services_taken(None);
+            let pick = !self.cluster_ips_elsewhere.load(Ordering::Relaxed);
+            service_alloc::on_create(&mut obj, &taken, pick)
+                .map_err(|e| service_alloc::refused(&name, &e))?;
+        }
         self.fault("create", info, &name, false)?;
         if let Some(ns) = ns
             && inner.lookup(&ns_key(), "", ns).is_none()
@@ -1035,6 +1094,8 @@ impl Store {
                 &info.plural,
             ));
         }
+        let mut obj = obj;
+        prune::prune(info, &mut obj);
         let fields = managed_fields::update(info, Some(&old), &obj, w, &meta::now_rfc3339());
         self.commit_update(&mut inner, info, &old, obj, status, dry_run, fields)
     }
@@ -1052,6 +1113,11 @@ impl Store {
     ) -> Result<Arc<Value>, ApiError> {
         super::refusals::string_maps(info, &new)?;
         let mut next = meta::prepare_update(info, old, &new, status);
+        if !status && is_service(info) {
+            let taken = inner.services_taken(Some(old));
+            service_alloc::on_update(old, &mut next, &taken)
+                .map_err(|e| service_alloc::refused(meta_str(old, "name"), &e))?;
+        }
         if let Some(f) = fields {
             meta_mut(&mut next).insert("managedFields".into(), f);
         }
@@ -1070,6 +1136,8 @@ impl Store {
         sized(info, &next)?;
         inner.within_quota(held_bytes(old), held_bytes(&next))?;
         if dry_run {
+            // Nothing was written: the answer carries the stored version, as kube-apiserver's does.
+            meta_mut(&mut next).insert("resourceVersion".into(), json!(meta_str(old, "resourceVersion")));
             return Ok(Arc::new(next));
         }
         let key = info.key();
@@ -1131,6 +1199,11 @@ impl Store {
             }
         }
         self.fault("patch", info, name, status)?;
+        // An applied configuration owns only the fields that are kept.
+        let mut body = body;
+        if kind == PatchKind::Apply {
+            prune::prune(info, &mut body);
+        }
         let old = match inner.lookup(&info.key(), nsk, name).cloned() {
             Some(o) => o,
             None if kind == PatchKind::Apply && !status => {
@@ -1154,6 +1227,7 @@ impl Store {
         if !super::limits::within_depth(&doc) {
             return Err(patch_refused(patch::PatchError::TooDeep));
         }
+        prune::prune(info, &mut doc);
         meta::check_identity(info, &old, &doc)?;
         // A resourceVersion written by the patch is a precondition, as on the real server.
         if meta_str(&doc, "resourceVersion") != meta_str(&old, "resourceVersion") {

@@ -480,7 +480,7 @@ async fn webhooks_are_called_over_tls_and_their_answers_applied() {
         (Some("hello"), Some("ok"))
     );
     let ev2: k8s_openapi::api::core::v1::Event = serde_json::from_value(
-        json!({"metadata": {"name": "e2"}, "message": "m", "involvedObject": {"name": "ok"}}),
+        json!({"metadata": {"name": "e2"}, "message": "m", "involvedObject": {"name": "ok", "namespace": "team"}}),
     )
     .unwrap();
     let made = core.create(&PostParams::default(), &ev2).await.unwrap();

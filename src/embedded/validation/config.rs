@@ -40,7 +40,28 @@ fn keys<'a>(obj: &'a Value, field: &str) -> Vec<&'a String> {
         .unwrap_or_default()
 }
 
-pub fn validate_config_map(obj: &Value, errs: &mut Vec<FieldError>) {
+/// `ValidateConfigMapUpdate` and `ValidateSecretUpdate`: once `immutable` is set, it stays, and so
+/// do the data fields.
+fn immutable_data(obj: &Value, old: &Value, fields: &[&str], errs: &mut Vec<FieldError>) {
+    if old.get("immutable").and_then(Value::as_bool) != Some(true) {
+        return;
+    }
+    const WHY: &str = "field is immutable when `immutable` is set";
+    if obj.get("immutable").and_then(Value::as_bool) != Some(true) {
+        errs.push(FieldError::forbidden("immutable", WHY));
+    }
+    let present = |v: &Value, f: &str| v.get(f).filter(|d| !d.is_null()).cloned();
+    for f in fields {
+        if present(obj, f) != present(old, f) {
+            errs.push(FieldError::forbidden(*f, WHY));
+        }
+    }
+}
+
+pub fn validate_config_map(obj: &Value, old: Option<&Value>, errs: &mut Vec<FieldError>) {
+    if let Some(old) = old {
+        immutable_data(obj, old, &["data", "binaryData"], errs);
+    }
     let data = keys(obj, "data");
     for k in &data {
         config_key(&Path::root("data").key(k), k, errs);
@@ -59,7 +80,24 @@ pub fn validate_config_map(obj: &Value, errs: &mut Vec<FieldError>) {
 
 /// `ValidateSecret` (after `stringData` was folded into `data`): the keys, and the keys a typed secret
 /// must carry.
-pub fn validate_secret(obj: &Value, errs: &mut Vec<FieldError>) {
+pub fn validate_secret(obj: &Value, old: Option<&Value>, errs: &mut Vec<FieldError>) {
+    if let Some(old) = old {
+        // `ValidateImmutableField` on the type (both defaulted to `Opaque`).
+        let type_of = |v: &Value| {
+            str_at(v, "type")
+                .filter(|t| !t.is_empty())
+                .unwrap_or("Opaque")
+                .to_string()
+        };
+        if type_of(obj) != type_of(old) {
+            errs.push(invalid(
+                &Path::root("type"),
+                &json!(type_of(obj)),
+                "field is immutable",
+            ));
+        }
+        immutable_data(obj, old, &["data"], errs);
+    }
     // The store folds `stringData` in before this runs; `quotagate validate` reads the manifest as
     // written, so its keys count here too.
     let mut data = keys(obj, "data");

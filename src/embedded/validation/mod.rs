@@ -4,9 +4,9 @@
 //! field path, the error type (`FieldValueInvalid`, `FieldValueNotSupported`, ...) and the message as
 //! kube-apiserver v1.36 words them.
 //!
-//! The embedded server does not default built-in objects the way the real one does (no `restartPolicy:
-//! Always`, no `protocol: TCP`), so a field the real server would have defaulted is checked only when it
-//! is present, except where the default itself is refused (a Job template's `restartPolicy`).
+//! The store defaults built-in objects before these run (`defaults.rs`); `quotagate validate` reads
+//! manifests as written, so a field the real server would have defaulted is checked only when it is
+//! present, except where the default itself is refused (a Job template's `restartPolicy`).
 
 use serde_json::Value;
 
@@ -33,8 +33,8 @@ pub fn validate(info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fi
     match (info.group.as_str(), info.plural.as_str()) {
         ("", "pods") => pod::validate_pod(obj, old, &mut errs),
         ("", "services") => service::validate_service(obj, old, &mut errs),
-        ("", "configmaps") => config::validate_config_map(obj, &mut errs),
-        ("", "secrets") => config::validate_secret(obj, &mut errs),
+        ("", "configmaps") => config::validate_config_map(obj, old, &mut errs),
+        ("", "secrets") => config::validate_secret(obj, old, &mut errs),
         ("", "events") => events::validate_core_event(obj, &mut errs),
         ("events.k8s.io", "events") => events::validate_events_event(obj, &mut errs),
         ("batch", "jobs") => batch::validate_job(obj, old, &mut errs),

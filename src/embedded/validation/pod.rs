@@ -46,6 +46,21 @@ pub fn validate_pod_spec(spec: &Value, path: &Path, errs: &mut Vec<FieldError>) 
     }
     one_of(spec, "restartPolicy", path, &RESTART_POLICIES, errs);
     one_of(spec, "dnsPolicy", path, &DNS_POLICIES, errs);
+    // `validateTolerations`: the operator, when given.
+    for (i, t) in list_at(spec, "tolerations").iter().enumerate() {
+        if str_at(t, "operator").is_some_and(|o| !o.is_empty()) {
+            one_of(
+                t,
+                "operator",
+                &path.child("tolerations").index(i),
+                &["Equal", "Exists"],
+                errs,
+            );
+        }
+    }
+    if let Some(h) = str_at(spec, "hostname").filter(|h| !h.is_empty()) {
+        names::dns_label(&path.child("hostname"), h, errs);
+    }
     if let Some(sel) = spec.get("nodeSelector").and_then(Value::as_object) {
         // `ValidateLabels` names the map itself for both keys and values.
         let p = path.child("nodeSelector");
@@ -88,6 +103,12 @@ fn validate_container(c: &Value, path: &Path, names: &mut BTreeSet<String>, errs
         ));
     }
     one_of(c, "imagePullPolicy", path, &PULL_POLICIES, errs);
+    // `ValidateEnv`: every variable has a name.
+    for (i, e) in list_at(c, "env").iter().enumerate() {
+        if str_at(e, "name").unwrap_or_default().is_empty() {
+            errs.push(required(&path.child("env").index(i).child("name"), ""));
+        }
+    }
     validate_ports(list_at(c, "ports"), &path.child("ports"), errs);
     if let Some(res) = c.get("resources") {
         validate_resources(res, &path.child("resources"), errs);
