@@ -29,6 +29,7 @@
 //! 127.0.0.1, which its cert management (for the Service's DNS names) does not.
 //! The install with its webhooks, the manager in-cluster in pods that the node agent's process runtime
 //! runs, is `install.rs` beside this file.
+//! The Helm chart with the real helm (install, upgrade, uninstall) on that same path is `helm.rs`.
 //!
 //! Ray dashboards: the simulated pods run no Ray and their addresses reach nothing, so the manager
 //! answers its own dashboard calls with the Ray dashboard simulator (`--simulated-ray-dashboards`), as
@@ -36,6 +37,9 @@
 
 #[path = "real_control_plane/install.rs"]
 mod install;
+
+#[path = "real_control_plane/helm.rs"]
+mod helm;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;

@@ -21,7 +21,7 @@ use super::{kubectl_on_a_control_plane, quotagate, skip, spawn_logged, wait_unti
 
 /// The node agent, stopped with SIGTERM (its runtime then stops the pods' processes and removes their
 /// network namespaces, as SIGKILL would not), even when the test fails.
-struct Stopped(super::Proc);
+pub(super) struct Stopped(pub(super) super::Proc);
 
 impl Drop for Stopped {
     fn drop(&mut self) {
@@ -34,7 +34,7 @@ impl Drop for Stopped {
     }
 }
 
-fn is_root() -> bool {
+pub(super) fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
