@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command of the README: installs the outside tools the tests talk to (real kubectl, a real Ray
-# head, headless Chromium), then runs every test. Safe to run again: installs are skipped when already there.
+# head, headless Chromium, helm), then runs every test. Safe to run again: installs are skipped when already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +10,9 @@ bash scripts/install-chromium.sh
 # The real control plane of tests/real_control_plane.rs and tests/differential.rs: built once from Go
 # modules, then reused.
 bash scripts/control-plane.sh build
+# The real helm of tests/helm_chart.rs and tests/real_control_plane/helm.rs: built once from its Go
+# module into the same cache, then reused.
+bash scripts/install-helm.sh
 # The process runtime's network namespaces (tests/embedded_process_runtime.rs), as root.
 if { ! command -v ip || ! command -v nsenter; } >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   apt-get update -qq && apt-get install -y -qq iproute2 util-linux

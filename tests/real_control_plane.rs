@@ -30,6 +30,7 @@
 //! The install with its webhooks, the manager in-cluster in pods that the node agent's process runtime
 //! runs, is `install.rs` beside this file; two such managers with the leader's process SIGKILLed
 //! mid-upgrade, `leader.rs`.
+//! The Helm chart with the real helm (install, upgrade, uninstall) on that same path is `helm.rs`.
 //!
 //! Ray dashboards: the simulated pods run no Ray and their addresses reach nothing, so the manager
 //! answers its own dashboard calls with the Ray dashboard simulator (`--simulated-ray-dashboards`), as
@@ -37,6 +38,9 @@
 
 #[path = "real_control_plane/install.rs"]
 mod install;
+
+#[path = "real_control_plane/helm.rs"]
+mod helm;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;

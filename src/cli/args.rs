@@ -49,6 +49,20 @@ pub enum Command {
         /// --use-kubernetes-proxy, with the `services/proxy` grant); off by default, as in KubeRay.
         #[arg(long)]
         use_kubernetes_proxy: bool,
+        /// The manager container's resources, as YAML or JSON (`{requests: {cpu: 200m}}`; `{}`
+        /// leaves them out); default: config/manager's.
+        #[arg(long, value_name = "YAML")]
+        resources: Option<String>,
+        /// The manager pod's nodeSelector, as YAML or JSON (`{pool: system}`).
+        #[arg(long, value_name = "YAML")]
+        node_selector: Option<String>,
+        /// The manager pod's tolerations, as a YAML or JSON list (`[{key: dedicated, operator: Exists}]`).
+        #[arg(long, value_name = "YAML")]
+        tolerations: Option<String>,
+        /// Write the Helm chart (charts/quotagate) into DIR instead of printing the manifest: the same
+        /// objects, with values for these flags (the chart's files are generated, never edited).
+        #[arg(long, value_name = "DIR", conflicts_with_all = ["image", "namespace", "replicas", "log_level", "config", "use_kubernetes_proxy", "resources", "node_selector", "tolerations"])]
+        helm_chart: Option<PathBuf>,
     },
     /// Check manifests offline: every problem with file, document, kind/name and field path.
     Validate {

@@ -328,17 +328,49 @@ pub fn main(cli: Cli) -> ExitCode {
             log_level,
             config,
             use_kubernetes_proxy,
-        } => install_manifests(
-            InstallOptions {
-                image,
-                namespace,
-                replicas,
-                log_level,
-                config: String::new(),
-                use_kubernetes_proxy,
-            },
-            config,
-        ),
+            resources,
+            node_selector,
+            tolerations,
+            helm_chart,
+        } => {
+            if let Some(dir) = helm_chart {
+                return write_helm_chart(&dir);
+            }
+            let parsed = (|| -> Result<_, String> {
+                Ok((
+                    resources.map(|t| yaml_flag("--resources", &t)).transpose()?,
+                    node_selector
+                        .map(|t| yaml_flag("--node-selector", &t))
+                        .transpose()?
+                        .unwrap_or_default(),
+                    tolerations
+                        .map(|t| yaml_flag("--tolerations", &t))
+                        .transpose()?
+                        .unwrap_or_default(),
+                ))
+            })();
+            let (resources, node_selector, tolerations) = match parsed {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            install_manifests(
+                InstallOptions {
+                    image,
+                    namespace,
+                    replicas,
+                    log_level,
+                    config: String::new(),
+                    use_kubernetes_proxy,
+                    resources,
+                    node_selector,
+                    tolerations,
+                },
+                config,
+            )
+        }
         Command::Crds => print_crds(),
         Command::Validate { files, feature_gates } => validate(&files, feature_gates),
     }
@@ -388,6 +420,34 @@ async fn pending_workloads(
         .map_err(anyhow::Error::msg)?;
     print!("{}", crate::cli::pending::run(&client, &queue).await?);
     Ok(())
+}
+
+/// A flag's YAML (or JSON) value as `T`, the error naming the flag and the field.
+fn yaml_flag<T: serde::de::DeserializeOwned>(flag: &str, text: &str) -> Result<T, String> {
+    serde_saphyr::from_str(text).map_err(|e| format!("{flag} {text:?}: {e}"))
+}
+
+/// `quotagate install-manifests --helm-chart DIR`: the chart's files, written into DIR.
+fn write_helm_chart(dir: &std::path::Path) -> ExitCode {
+    let files = match crate::wiring::helm::chart() {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    for (path, text) in files {
+        let target = dir.join(&path);
+        let written = target
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&target, text));
+        if let Err(e) = written {
+            eprintln!("error: --helm-chart {}: {e}", target.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 /// `quotagate install-manifests`: everything a cluster needs, as YAML on stdout.

@@ -3,6 +3,9 @@
 //! source, compiled in) and the CRDs the binary generates; the flags change what Kueue's overlays and
 //! Helm values change: image, namespace, replicas, log level and the Kueue `Configuration`.
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
 use serde_json::Value;
 
 use crate::api::kueue::config::Configuration;
@@ -87,7 +90,7 @@ const ORDER: &[&str] = &[
 /// release): installing ours would replace theirs.
 const NOT_INSTALLED_GROUPS: &[&str] = &["gateway.networking.k8s.io"];
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct InstallOptions {
     pub image: String,
     pub namespace: String,
@@ -99,6 +102,13 @@ pub struct InstallOptions {
     /// The manager reaches Ray dashboards through the API server (`--use-kubernetes-proxy`, off by
     /// default as in KubeRay), with the `services/proxy` grant that needs.
     pub use_kubernetes_proxy: bool,
+    /// The manager container's resources instead of `config/manager/manager.yaml`'s (an empty one
+    /// leaves the field out, as the chart's `with` does).
+    pub resources: Option<ResourceRequirements>,
+    /// The manager pod's node selector (none when empty).
+    pub node_selector: BTreeMap<String, String>,
+    /// The manager pod's tolerations (none when empty).
+    pub tolerations: Vec<Toleration>,
 }
 
 impl Default for InstallOptions {
@@ -110,6 +120,9 @@ impl Default for InstallOptions {
             log_level: "info".to_string(),
             config: DEFAULT_CONFIG.to_string(),
             use_kubernetes_proxy: false,
+            resources: None,
+            node_selector: BTreeMap::new(),
+            tolerations: Vec::new(),
         }
     }
 }
@@ -292,11 +305,28 @@ fn apply(d: &mut Value, opts: &InstallOptions) {
         }
         "Deployment" => {
             d["spec"]["replicas"] = Value::from(opts.replicas);
+            if let Some(pod) = d
+                .pointer_mut("/spec/template/spec")
+                .and_then(Value::as_object_mut)
+            {
+                if !opts.node_selector.is_empty() {
+                    pod.insert("nodeSelector".into(), serde_json::json!(opts.node_selector));
+                }
+                if !opts.tolerations.is_empty() {
+                    pod.insert("tolerations".into(), serde_json::json!(opts.tolerations));
+                }
+            }
             let containers = d
                 .pointer_mut("/spec/template/spec/containers")
                 .and_then(Value::as_array_mut);
             for c in containers.into_iter().flatten() {
                 c["image"] = Value::String(opts.image.clone());
+                if let (Some(r), Some(c)) = (&opts.resources, c.as_object_mut()) {
+                    match serde_json::json!(r) {
+                        Value::Object(o) if o.is_empty() => c.remove("resources"),
+                        v => c.insert("resources".into(), v),
+                    };
+                }
                 if opts.use_kubernetes_proxy
                     && let Some(args) = c.get_mut("args").and_then(Value::as_array_mut)
                 {
@@ -325,6 +355,8 @@ fn apply(d: &mut Value, opts: &InstallOptions) {
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
     use super::*;
 
     fn find<'a>(docs: &'a [Value], kind_: &str, name: &str) -> &'a Value {
@@ -379,6 +411,16 @@ mod tests {
             log_level: "quotagate=debug,info".into(),
             config: "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n".into(),
             use_kubernetes_proxy: true,
+            resources: Some(ResourceRequirements {
+                limits: Some([("cpu".to_string(), Quantity("2".into()))].into()),
+                ..Default::default()
+            }),
+            node_selector: [("pool".to_string(), "system".to_string())].into(),
+            tolerations: vec![Toleration {
+                key: Some("dedicated".into()),
+                operator: Some("Exists".into()),
+                ..Default::default()
+            }],
         };
         let docs = objects(&opts).unwrap();
         let text = serde_json::to_string(&docs).unwrap();
@@ -392,6 +434,13 @@ mod tests {
         assert_eq!(dep["spec"]["replicas"], 3);
         let c = &dep["spec"]["template"]["spec"]["containers"][0];
         assert_eq!(c["image"], "registry.example/quotagate:1.2");
+        assert_eq!(c["resources"], serde_json::json!({"limits": {"cpu": "2"}}));
+        let pod = &dep["spec"]["template"]["spec"];
+        assert_eq!(pod["nodeSelector"], serde_json::json!({"pool": "system"}));
+        assert_eq!(
+            pod["tolerations"],
+            serde_json::json!([{"key": "dedicated", "operator": "Exists"}])
+        );
         assert!(
             c["env"]
                 .as_array()

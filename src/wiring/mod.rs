@@ -9,6 +9,7 @@ pub mod demo_real;
 pub mod explain;
 pub mod frameworks;
 pub mod health;
+pub mod helm;
 pub mod install;
 pub mod manager;
 pub mod ray;

@@ -1,4 +1,5 @@
-//! What the real-ground tests share (`tests/real_control_plane.rs`, `tests/differential.rs`): finding
+//! What the real-ground tests share (`tests/real_control_plane.rs`, `tests/differential.rs`,
+//! `tests/helm_chart.rs`): finding
 //! the tools, skipping without them, and a control plane of `scripts/control-plane.sh` started in a
 //! directory of the test's own and stopped when it drops.
 //!
@@ -60,6 +61,23 @@ pub fn kubectl_path() -> Option<PathBuf> {
         return Some(PathBuf::from(p));
     }
     let p = root().join(".venv-kubectl/bin/kubectl");
+    p.exists().then_some(p)
+}
+
+/// QUOTAGATE_HELM, else where scripts/install-helm.sh puts helm v3.22.0.
+pub fn helm_path() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("QUOTAGATE_HELM") {
+        return Some(PathBuf::from(p));
+    }
+    let cache = std::env::var_os("QUOTAGATE_HELM_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let base = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+            Some(base.join("quotagate/helm/v3.22.0"))
+        })?;
+    let p = cache.join("bin/helm");
     p.exists().then_some(p)
 }
 
