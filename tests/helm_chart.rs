@@ -241,6 +241,28 @@ fn helm_template_renders_what_install_manifests_prints() {
         json!({"useKubernetesProxy": true}),
         &["--use-kubernetes-proxy"],
     );
+    // Flags for the manager beyond the values (quotagate's own value: neither Kueue's chart nor
+    // KubeRay's has one), after the proxy flag, in their order.
+    same_objects(
+        &helm,
+        "manager-extra-args-with-proxy",
+        "quotagate-system",
+        json!({"useKubernetesProxy": true, "controllerManager": {"manager": {
+            "extraArgs": ["--upgrade-deadline=30m", "--feature-gates=RayServiceIncrementalUpgrade=false"]}}}),
+        &[
+            "--use-kubernetes-proxy",
+            "--manager-arg",
+            "--upgrade-deadline=30m",
+            "--manager-arg=--feature-gates=RayServiceIncrementalUpgrade=false",
+        ],
+    );
+    same_objects(
+        &helm,
+        "manager-extra-args",
+        "quotagate-system",
+        json!({"controllerManager": {"manager": {"extraArgs": ["--simulated-ray-dashboards"]}}}),
+        &["--manager-arg", "--simulated-ray-dashboards"],
+    );
     let resources =
         json!({"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}});
     let node_selector = json!({"node-role.kubernetes.io/control-plane": "", "pool": "system"});
@@ -279,6 +301,8 @@ fn helm_template_renders_what_install_manifests_prints() {
 fn bad_values_and_flags_are_refused_with_their_names() {
     let (ok, _, err) = quotagate(&["install-manifests", "--tolerations", "{key: x}"]);
     assert!(!ok && err.contains("--tolerations"), "{err}");
+    let (ok, _, err) = quotagate(&["install-manifests", "--manager-arg", " "]);
+    assert!(!ok && err.contains("--manager-arg \" \""), "{err}");
     let Some(helm) = helm_or_skip() else { return };
     for (set, says) in [
         ("controllerManager.replicas=many", "/controllerManager/replicas"),
@@ -295,4 +319,16 @@ fn bad_values_and_flags_are_refused_with_their_names() {
         let (ok, _, err) = run(cmd);
         assert!(!ok && err.contains(says), "--set-string {set}: {err}");
     }
+    let mut cmd = Command::new(&helm);
+    cmd.args(["template", "quotagate"])
+        .arg(root().join("charts/quotagate"))
+        .args([
+            "--set-json",
+            r#"controllerManager.manager.extraArgs=["--a", " "]"#,
+        ]);
+    let (ok, _, err) = run(cmd);
+    assert!(
+        !ok && err.contains("/controllerManager/manager/extraArgs/1"),
+        "extraArgs with a blank flag: {err}"
+    );
 }

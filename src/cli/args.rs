@@ -59,9 +59,13 @@ pub enum Command {
         /// The manager pod's tolerations, as a YAML or JSON list (`[{key: dedicated, operator: Exists}]`).
         #[arg(long, value_name = "YAML")]
         tolerations: Option<String>,
+        /// A flag appended to the manager container's args (repeatable, in order; `run`'s flags:
+        /// `--manager-arg=--upgrade-deadline=30m`).
+        #[arg(long = "manager-arg", value_name = "ARG", allow_hyphen_values = true)]
+        manager_args: Vec<String>,
         /// Write the Helm chart (charts/quotagate) into DIR instead of printing the manifest: the same
         /// objects, with values for these flags (the chart's files are generated, never edited).
-        #[arg(long, value_name = "DIR", conflicts_with_all = ["image", "namespace", "replicas", "log_level", "config", "use_kubernetes_proxy", "resources", "node_selector", "tolerations"])]
+        #[arg(long, value_name = "DIR", conflicts_with_all = ["image", "namespace", "replicas", "log_level", "config", "use_kubernetes_proxy", "resources", "node_selector", "tolerations", "manager_args"])]
         helm_chart: Option<PathBuf>,
     },
     /// Check manifests offline: every problem with file, document, kind/name and field path.

@@ -331,6 +331,7 @@ pub fn main(cli: Cli) -> ExitCode {
             resources,
             node_selector,
             tolerations,
+            manager_args,
             helm_chart,
         } => {
             if let Some(dir) = helm_chart {
@@ -367,6 +368,7 @@ pub fn main(cli: Cli) -> ExitCode {
                     resources,
                     node_selector,
                     tolerations,
+                    extra_args: manager_args,
                 },
                 config,
             )

@@ -10,6 +10,8 @@
 //! (`controllerManager.replicas`, `controllerManager.manager.image.repository`/`tag`,
 //! `controllerManager.manager.resources`, `controllerManager.nodeSelector`/`tolerations`,
 //! `managerConfig.controllerManagerConfigYaml`); the namespace is the release's, as in Kueue's chart.
+//! `controllerManager.manager.extraArgs` (`--manager-arg`) is quotagate's own: neither Kueue's chart
+//! nor KubeRay's `kuberay-operator` has a value for the manager's other flags.
 //! The CRDs go to `crds/`, which Helm installs before the templates and never upgrades or deletes,
 //! without their schemas' descriptions (`without_descriptions`: Helm's release must fit in 1 MiB).
 
@@ -26,6 +28,7 @@ const CONFIG: &str = "QGMARKCONFIG";
 const RESOURCES: &str = "QGMARKRESOURCES";
 const NODE_SELECTOR: &str = "QGMARKNODESELECTOR";
 const TOLERATIONS: &str = "QGMARKTOLERATIONS";
+const EXTRA_ARGS: &str = "QGMARKEXTRAARGS";
 
 /// Markers standing for a scalar, and the expression that replaces them.
 const SCALARS: &[(&str, &str)] = &[
@@ -51,6 +54,10 @@ const OPTIONAL: &[(&str, &str)] = &[
     (NODE_SELECTOR, ".Values.controllerManager.nodeSelector"),
     (TOLERATIONS, ".Values.controllerManager.tolerations"),
 ];
+
+/// Markers standing for list items, each replaced by one item per element of the list (Helm's
+/// `range`).
+const ITEMS: &[(&str, &str)] = &[(EXTRA_ARGS, ".Values.controllerManager.manager.extraArgs")];
 
 const POD_INTEGRATION: &str = r#"(eq (include "quotagate.podIntegration" .) "true")"#;
 const PROXY: &str = ".Values.useKubernetesProxy";
@@ -95,7 +102,8 @@ const SCHEMA: &str = r#"{
               "required": ["repository", "tag"]
             },
             "logLevel": {"type": "string", "minLength": 1},
-            "resources": {"type": "object"}
+            "resources": {"type": "object"},
+            "extraArgs": {"type": "array", "items": {"type": "string", "pattern": "^[^\\r\\n]*\\S[^\\r\\n]*$"}}
           },
           "required": ["image", "logLevel"]
         },
@@ -154,6 +162,9 @@ fn mark(d: &mut Value) {
             for c in containers.into_iter().flatten() {
                 c["image"] = Value::from(IMAGE_MARK);
                 c["resources"] = Value::from(RESOURCES);
+                if let Some(args) = c.get_mut("args").and_then(Value::as_array_mut) {
+                    args.push(Value::from(EXTRA_ARGS));
+                }
                 for e in c
                     .get_mut("env")
                     .and_then(Value::as_array_mut)
@@ -188,7 +199,7 @@ fn check_markers(v: &Value, at: &str) -> Result<(), InstallError> {
 }
 
 fn is_marker(s: &str) -> bool {
-    SCALARS.iter().chain(OPTIONAL).any(|(m, _)| *m == s)
+    SCALARS.iter().chain(OPTIONAL).chain(ITEMS).any(|(m, _)| *m == s)
 }
 
 /// The YAML of one object with its markers replaced by template expressions.
@@ -202,6 +213,15 @@ fn template(d: &Value) -> Result<String, InstallError> {
             let key = line.trim().strip_suffix(m)?.strip_suffix(": ")?;
             Some((key, expr))
         });
+        let items = ITEMS
+            .iter()
+            .find(|(m, _)| line.trim().strip_prefix("- ") == Some(*m));
+        if let Some((_, expr)) = items {
+            out.push_str(&format!(
+                "{indent}{{{{- range {expr} }}}}\n{indent}- {{{{ toString . | toJson }}}}\n{indent}{{{{- end }}}}\n"
+            ));
+            continue;
+        }
         if let Some((key, expr)) = optional {
             out.push_str(&format!(
                 "{indent}{{{{- with {expr} }}}}\n{indent}{key}: {{{{ toJson . }}}}\n{indent}{{{{- end }}}}\n"
@@ -386,6 +406,9 @@ fn values() -> Result<String, InstallError> {
          \x20   # -- The manager container's resources (`--resources`; `null` leaves them out, as\n\
          \x20   # `--resources {{}}` does: Helm merges a `{{}}` into these defaults).\n\
          \x20   resources:\n{resources_yaml}\
+         \x20   # -- Flags appended to the manager container's args, after the shipped ones (`--manager-arg`,\n\
+         \x20   # repeatable): `run`'s flags the values above do not cover, e.g. `--upgrade-deadline=30m`.\n\
+         \x20   extraArgs: []\n\
          \x20 # -- The manager pod's nodeSelector (`--node-selector`).\n\
          \x20 nodeSelector: {{}}\n\
          \x20 # -- The manager pod's tolerations (`--tolerations`).\n\
@@ -430,6 +453,7 @@ mod tests {
             "{{- with .Values.controllerManager.manager.resources }}",
             "{{- with .Values.controllerManager.nodeSelector }}",
             "{{- with .Values.controllerManager.tolerations }}",
+            "{{- range .Values.controllerManager.manager.extraArgs }}",
             "{{- if .Values.useKubernetesProxy }}",
             "--use-kubernetes-proxy",
         ] {

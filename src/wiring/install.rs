@@ -109,6 +109,10 @@ pub struct InstallOptions {
     pub node_selector: BTreeMap<String, String>,
     /// The manager pod's tolerations (none when empty).
     pub tolerations: Vec<Toleration>,
+    /// Flags appended to the manager container's args, after the shipped ones (`--manager-arg`,
+    /// repeatable): `run`'s flags the other settings do not cover (`--simulated-ray-dashboards`,
+    /// `--upgrade-deadline=30m`).
+    pub extra_args: Vec<String>,
 }
 
 impl Default for InstallOptions {
@@ -123,6 +127,7 @@ impl Default for InstallOptions {
             resources: None,
             node_selector: BTreeMap::new(),
             tolerations: Vec::new(),
+            extra_args: Vec::new(),
         }
     }
 }
@@ -141,6 +146,8 @@ pub enum InstallError {
     LogLevel(String, String),
     #[error("--config: {0}")]
     Config(String),
+    #[error("--manager-arg {0:?}: blank, or holds a line break")]
+    ManagerArg(String),
     #[error("{file}: {detail}")]
     Source { file: &'static str, detail: String },
     #[error("rendering YAML: {0}")]
@@ -162,6 +169,13 @@ impl InstallOptions {
         }
         if self.replicas > 100 {
             return Err(InstallError::Replicas(self.replicas));
+        }
+        if let Some(a) = self
+            .extra_args
+            .iter()
+            .find(|a| a.trim().is_empty() || a.contains(['\n', '\r']))
+        {
+            return Err(InstallError::ManagerArg(a.clone()));
         }
         tracing_subscriber::EnvFilter::try_new(&self.log_level)
             .map_err(|e| InstallError::LogLevel(self.log_level.clone(), e.to_string()))?;
@@ -332,6 +346,9 @@ fn apply(d: &mut Value, opts: &InstallOptions) {
                 {
                     args.push(Value::from("--use-kubernetes-proxy"));
                 }
+                if let Some(args) = c.get_mut("args").and_then(Value::as_array_mut) {
+                    args.extend(opts.extra_args.iter().cloned().map(Value::from));
+                }
                 for e in c
                     .get_mut("env")
                     .and_then(Value::as_array_mut)
@@ -421,6 +438,10 @@ mod tests {
                 operator: Some("Exists".into()),
                 ..Default::default()
             }],
+            extra_args: vec![
+                "--simulated-ray-dashboards".into(),
+                "--upgrade-deadline=30m".into(),
+            ],
         };
         let docs = objects(&opts).unwrap();
         let text = serde_json::to_string(&docs).unwrap();
@@ -450,9 +471,17 @@ mod tests {
         );
         let crb = find(&docs, "ClusterRoleBinding", "quotagate-manager-rolebinding");
         assert_eq!(crb["subjects"][0]["namespace"], "platform");
+        // The shipped args, the proxy flag, then the extra args in their order.
         assert_eq!(
-            c["args"].as_array().unwrap().last(),
-            Some(&Value::from("--use-kubernetes-proxy"))
+            c["args"],
+            serde_json::json!([
+                "run",
+                "--leader-elect=true",
+                "--config=/controller_manager_config.yaml",
+                "--use-kubernetes-proxy",
+                "--simulated-ray-dashboards",
+                "--upgrade-deadline=30m"
+            ])
         );
         let proxy = find(
             &docs,
@@ -497,6 +526,8 @@ mod tests {
         assert!(bad(|o| o.image = "a b".into()).starts_with("--image"));
         assert!(bad(|o| o.replicas = 1000).starts_with("--replicas 1000"));
         assert!(bad(|o| o.log_level = "quotagate=loud".into()).starts_with("--log-level"));
+        assert!(bad(|o| o.extra_args = vec!["--a".into(), " ".into()]).starts_with("--manager-arg \" \""));
+        assert!(bad(|o| o.extra_args = vec!["--a\n--b".into()]).starts_with("--manager-arg"));
         let e = bad(|o| {
             o.config = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nresources:\n  transformations:\n  - input: x\n".into()
         });
