@@ -30,7 +30,8 @@
 //! The install with its webhooks, the manager in-cluster in pods that the node agent's process runtime
 //! runs, is `install.rs` beside this file; two such managers with the leader's process SIGKILLed
 //! mid-upgrade, `leader.rs`.
-//! The Helm chart with the real helm (install, upgrade, uninstall) on that same path is `helm.rs`.
+//! The Helm chart with the real helm on that same path (install, two gated RayService upgrades under
+//! the chart's managers, a `helm upgrade` in the middle of the second, uninstall) is `helm.rs`.
 //!
 //! Ray dashboards: the simulated pods run no Ray and their addresses reach nothing, so the manager
 //! answers its own dashboard calls with the Ray dashboard simulator (`--simulated-ray-dashboards`), as

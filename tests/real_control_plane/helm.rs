@@ -1,23 +1,41 @@
 //! Issue 66 on real ground: the chart (`charts/quotagate`) with the real helm v3.22.0
-//! (scripts/install-helm.sh) against the real control plane, the manager in-cluster as `install.rs`
-//! runs it (`quotagate node-agent --runtime process` runs the Deployment's pods as this machine's
-//! quotagate binary): `helm install --create-namespace --wait` (CRDs from `crds/`, then the
-//! templates), the webhook serving through the Service (Kueue's refusal of a negative quota), `helm
-//! upgrade --wait` of the chart with changed values (a new log level rolls the pods, one replica
-//! fewer), the webhook still serving, and `helm uninstall --wait` removing every templated object and
-//! keeping the CRDs (Helm never deletes `crds/`).
+//! (scripts/install-helm.sh) against the real control plane, the manager in-cluster as `leader.rs`
+//! runs it: `quotagate node-agent --runtime process` runs the Deployment's pods as this machine's
+//! quotagate binary on its one Node, which the chart's `controllerManager.nodeSelector` picks, and a
+//! second, simulated node agent runs the Ray pods; the managers answer their Ray dashboard calls with
+//! the simulator, through the chart's `controllerManager.manager.extraArgs:
+//! [--simulated-ray-dashboards]` (this machine may have no Ray).
+//!
+//! `helm install --create-namespace --wait` (CRDs from `crds/`, then the templates); the webhook
+//! serving through the Service (Kueue's refusal of a negative quota); a RayService in a queue that
+//! holds only its running cluster, its upgrade waiting at the gate with no pod for the new cluster,
+//! the quota raised and the upgrade complete. Then a second upgrade waits at the gate, and `helm
+//! upgrade --wait` of the chart (a new log level rolls the pods, one replica fewer) runs in the middle
+//! of it: the RayService stays Ready with its serve Service's endpoints on the serving cluster at
+//! every poll (and the invariant watcher's I8, no serving gap, watches throughout), the gate holds
+//! under the new pods, the Lease goes to a new pod, and with the quota raised the upgrade completes
+//! under it. `helm uninstall --wait` removes every templated object and keeps the CRDs (Helm never
+//! deletes `crds/`).
 //!
 //! Needs root and helm (env QUOTAGATE_HELM or the script's cache) besides the parent's tools; without
 //! them the test prints one line and skips (fails with `QUOTAGATE_REQUIRE_TOOLS=1`).
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use super::control_plane_support::helm_path;
-use super::{Kubectl, kubectl_on_a_control_plane, root, skip, spawn_logged, wait_until};
-use super::{Stopped, is_root};
+use serde_json::json;
 
+use super::control_plane_support::helm_path;
+use super::leader::{PROCESS_NODE, leader, manager_and_ray_agents};
+use super::workflows::{
+    SERVICE_QUEUE, apply, cluster_gone, clusters_of, cpu_usage, ray_pods, rayservice, ready, set_cpu_quota,
+    upgrade_gated,
+};
+use super::{Kubectl, is_root, jsonpath, kubectl_on_a_control_plane, root, skip, wait_until};
+
+#[derive(Clone)]
 struct Helm {
     bin: PathBuf,
     kubeconfig: PathBuf,
@@ -59,8 +77,96 @@ fn webhook_refuses(k: &Kubectl) -> String {
     refusal.trim().to_string()
 }
 
+/// `svc` serves: Ready, its serve Service selecting one of `clusters`, and the real EndpointSlice
+/// controller listing a ready head of that cluster behind it; else what is missing.
+fn serving(k: &Kubectl, svc: &str, clusters: &[&str]) -> Result<(), String> {
+    if !ready(k, svc) {
+        return Err(format!("{svc} not Ready"));
+    }
+    let service = format!("{svc}-serve-svc");
+    let selected = jsonpath(
+        k,
+        &["get", "service", &service, "-n", "default"],
+        "{.spec.selector.ray\\.io/cluster}",
+    );
+    if !clusters.contains(&selected.as_str()) {
+        return Err(format!("{service} selects {selected:?}, not one of {clusters:?}"));
+    }
+    let label = format!("kubernetes.io/service-name={service}");
+    let slices = k
+        .json(&["get", "endpointslices", "-n", "default", "-l", &label])
+        .unwrap_or_default();
+    let heads: Vec<&str> = slices["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["endpoints"].as_array().into_iter().flatten())
+        .filter(|e| e["conditions"]["ready"] == true)
+        .filter_map(|e| e["targetRef"]["name"].as_str())
+        .collect();
+    if !heads.iter().any(|h| h.starts_with(&format!("{selected}-"))) {
+        return Err(format!(
+            "{service} has no ready endpoint on {selected}: {heads:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// [`serving`], asserted: at every poll of the upgrades.
+fn assert_serving(k: &Kubectl, svc: &str, clusters: &[&str]) {
+    if let Err(e) = serving(k, svc, clusters) {
+        panic!("{e}");
+    }
+}
+
+/// The gated upgrade from `active` to `pending`, admitted: polled until the service switched and the
+/// old cluster is gone, serving at every poll; the usage back at the one cluster's 2 CPU.
+fn upgrade_completes(k: &Kubectl, svc: &str, active: &str, pending: &str) -> usize {
+    let mut polls = 0;
+    wait_until(
+        &format!("{svc}'s switch to {pending}"),
+        Duration::from_secs(180),
+        || {
+            assert_serving(k, svc, &[active, pending]);
+            polls += 1;
+            (clusters_of(k, svc) == (pending.to_string(), String::new())).then_some(())
+        },
+    );
+    wait_until("the old cluster deleted", Duration::from_secs(60), || {
+        assert_serving(k, svc, &[pending]);
+        polls += 1;
+        cluster_gone(k, active).then_some(())
+    });
+    wait_until("the usage settled at 2 CPU", Duration::from_secs(60), || {
+        (cpu_usage(k, "svc-cq") == 2000).then_some(())
+    });
+    assert_serving(k, svc, &[pending]);
+    polls
+}
+
+/// The names of the manager's pods, terminating ones aside.
+fn manager_pods(k: &Kubectl, ns: &str) -> BTreeSet<String> {
+    let pods = k
+        .json(&[
+            "get",
+            "pods",
+            "-n",
+            ns,
+            "-l",
+            "control-plane=quotagate-controller-manager",
+        ])
+        .unwrap_or_default();
+    pods["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
 #[test]
-fn helm_install_upgrade_and_uninstall_on_a_real_control_plane() {
+fn helm_install_gated_upgrades_a_helm_upgrade_mid_upgrade_and_uninstall_on_a_real_control_plane() {
     let started = Instant::now();
     if !is_root() {
         return skip("the node agent's process runtime needs root (network namespaces)");
@@ -81,11 +187,18 @@ fn helm_install_upgrade_and_uninstall_on_a_real_control_plane() {
 
     let dir = std::env::temp_dir().join(format!("quotagate-real-cp-helm-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_quotagate"));
-    cmd.args(["node-agent", "--kubeconfig"])
-        .arg(&cp.kubeconfig)
-        .args(["--runtime", "process"]);
-    let agent = Stopped(spawn_logged(cmd, dir.join("node-agent.log")));
+    let (agent, sim) = manager_and_ray_agents(&cp.kubeconfig, &dir);
+    // The values a user sets: the managers on the process runtime's Node, the dashboards simulated.
+    let values = dir.join("values.yaml");
+    std::fs::write(
+        &values,
+        json!({"controllerManager": {
+            "nodeSelector": {"kubernetes.io/hostname": PROCESS_NODE},
+            "manager": {"extraArgs": ["--simulated-ray-dashboards"]}}})
+        .to_string(),
+    )
+    .unwrap();
+    let values = values.to_str().unwrap();
 
     // helm install --wait: the Deployment's pods run the manager and get Ready (they only do once they
     // serve the webhook with the certificate the leader wrote).
@@ -96,6 +209,8 @@ fn helm_install_upgrade_and_uninstall_on_a_real_control_plane() {
         "--namespace",
         ns,
         "--create-namespace",
+        "-f",
+        values,
         "--wait",
         "--timeout",
         "5m",
@@ -121,25 +236,112 @@ fn helm_install_upgrade_and_uninstall_on_a_real_control_plane() {
         deploy["metadata"]["annotations"]["meta.helm.sh/release-name"], "quotagate",
         "{deploy}"
     );
+    let args = &deploy["spec"]["template"]["spec"]["containers"][0]["args"];
+    println!("the manager's args: {args}");
+    assert_eq!(
+        args.as_array().and_then(|a| a.last()),
+        Some(&json!("--simulated-ray-dashboards"))
+    );
     println!("after install: {}", webhook_refuses(&k));
 
-    // helm upgrade with changed values: the pods roll (a new RUST_LOG), one replica fewer; --wait
-    // returns when the new pods are Ready, and the webhook goes on serving.
-    let out = helm.ok(&[
-        "upgrade",
-        "quotagate",
-        chart,
-        "--namespace",
-        ns,
-        "--wait",
-        "--timeout",
-        "5m",
-        "--set",
-        "controllerManager.replicas=1",
-        "--set",
-        "controllerManager.manager.logLevel=quotagate=debug\\,info",
-    ]);
-    println!("helm upgrade after {:?}:\n{out}", started.elapsed());
+    // The invariant watcher, I8 (no serving gap) included, from here to the uninstall.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let inv = rt.block_on(async {
+        let client = quotagate::cli::kube_client(Some(&cp.kubeconfig))
+            .await
+            .expect("a client for the admin kubeconfig");
+        quotagate::cli::chaos::invariants::Invariants::start_with(client, true)
+    });
+
+    // A RayService in a queue that holds it and not a second cluster: its upgrade waits at the gate
+    // with no pod for the new cluster until the quota is raised, then completes.
+    apply(&k, SERVICE_QUEUE);
+    set_cpu_quota(&k, "svc-cq", "2");
+    apply(&k, &rayservice("svc-a", "2.46.0"));
+    wait_until(
+        &format!("the RayService Ready; sim agent log:\n{}", sim.log()),
+        Duration::from_secs(180),
+        || ready(&k, "svc-a").then_some(()),
+    );
+    let first = clusters_of(&k, "svc-a").0;
+    wait_until(
+        "svc-a serving, the usage at 2 CPU",
+        Duration::from_secs(60),
+        || (cpu_usage(&k, "svc-cq") == 2000 && serving(&k, "svc-a", &[&first]).is_ok()).then_some(()),
+    );
+    println!("svc-a Ready on {first} after {:?}", started.elapsed());
+    let pending = upgrade_gated(&k, "svc-a", "2.47.0");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(clusters_of(&k, "svc-a"), (first.clone(), pending.clone()));
+    assert_eq!(ray_pods(&k).get(&pending), None, "the gated cluster has pods");
+    assert_eq!(cpu_usage(&k, "svc-cq"), 2000);
+    assert_serving(&k, "svc-a", &[&first]);
+    println!(
+        "gated upgrade 1: {pending} pending with 0 pods, usage 2 CPU of 2, after {:?}",
+        started.elapsed()
+    );
+    set_cpu_quota(&k, "svc-cq", "4");
+    let polls = upgrade_completes(&k, "svc-a", &first, &pending);
+    println!(
+        "gated upgrade 1 completed on {pending} after {:?}, serving at each of {polls} polls",
+        started.elapsed()
+    );
+
+    // The second upgrade waits at the gate; helm upgrade of the chart runs in the middle of it.
+    set_cpu_quota(&k, "svc-cq", "2");
+    let active = pending;
+    let pending = upgrade_gated(&k, "svc-a", "2.48.0");
+    let old_pods = manager_pods(&k, ns);
+    let old_leader = leader(&k);
+    println!("gated upgrade 2: {pending} pending with 0 pods; managers {old_pods:?}, {old_leader} leads");
+    let upgrade = {
+        let helm = helm.clone();
+        let (chart, values) = (chart.to_string(), values.to_string());
+        std::thread::spawn(move || {
+            helm.ok(&[
+                "upgrade",
+                "quotagate",
+                &chart,
+                "--namespace",
+                ns,
+                "-f",
+                &values,
+                "--wait",
+                "--timeout",
+                "5m",
+                "--set",
+                "controllerManager.replicas=1",
+                "--set",
+                "controllerManager.manager.logLevel=quotagate=debug\\,info",
+            ])
+        })
+    };
+    let helm_started = Instant::now();
+    let (mut polls, mut leaders) = (0, BTreeSet::new());
+    while !upgrade.is_finished() {
+        assert_serving(&k, "svc-a", &[&active]);
+        assert_eq!(clusters_of(&k, "svc-a"), (active.clone(), pending.clone()));
+        assert_eq!(ray_pods(&k).get(&pending), None, "the gated cluster has pods");
+        leaders.insert(leader(&k));
+        polls += 1;
+        assert!(
+            helm_started.elapsed() < Duration::from_secs(330),
+            "helm upgrade did not return; node agent log:\n{}",
+            agent.0.log()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let out = upgrade.join().expect("helm upgrade");
+    println!(
+        "helm upgrade after {:?} ({:?} mid-upgrade; svc-a serving at each of {polls} polls, Lease \
+         holders seen {leaders:?}):\n{out}",
+        started.elapsed(),
+        helm_started.elapsed()
+    );
     assert!(
         out.contains("STATUS: deployed") && out.contains("REVISION: 2"),
         "{out}"
@@ -161,7 +363,45 @@ fn helm_install_upgrade_and_uninstall_on_a_real_control_plane() {
             .any(|v| v["name"] == "RUST_LOG" && v["value"] == "quotagate=debug,info")),
         "{env}"
     );
-    println!("after upgrade: {}", webhook_refuses(&k));
+    // The new pod leads (the old ones' Lease released or expired), and the gate holds under it.
+    let new_leader = wait_until("a new pod holding the Lease", Duration::from_secs(120), || {
+        assert_serving(&k, "svc-a", &[&active]);
+        let now = manager_pods(&k, ns);
+        let holder = leader(&k);
+        (now.len() == 1 && now.is_disjoint(&old_pods) && now.contains(&holder)).then_some(holder)
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(clusters_of(&k, "svc-a"), (active.clone(), pending.clone()));
+    assert_eq!(ray_pods(&k).get(&pending), None, "the gated cluster has pods");
+    assert_eq!(cpu_usage(&k, "svc-cq"), 2000);
+    println!("after upgrade: {new_leader} leads; {}", webhook_refuses(&k));
+
+    // The quota for the surge: the upgrade completes under the new pod.
+    set_cpu_quota(&k, "svc-cq", "4");
+    let polls = upgrade_completes(&k, "svc-a", &active, &pending);
+    assert_eq!(
+        jsonpath(
+            &k,
+            &["get", "raycluster", &pending, "-n", "default"],
+            "{.spec.rayVersion}"
+        ),
+        "2.48.0"
+    );
+    assert_eq!(leader(&k), new_leader, "the Lease stayed with the new pod");
+    println!(
+        "gated upgrade 2 completed on {pending} under {new_leader} after {:?}, serving at each of \
+         {polls} polls",
+        started.elapsed()
+    );
+    let violations = inv.violations();
+    assert!(
+        violations.is_empty(),
+        "invariant violations:\n{}",
+        violations.join("\n")
+    );
+    println!("{} invariant checks (I8 included), 0 violations", inv.checks());
+    assert!(inv.checks() > 0, "the invariant watcher ran no check");
+    drop(inv);
 
     // helm uninstall: every templated object goes, the CRDs stay.
     let out = helm.ok(&[
@@ -203,9 +443,13 @@ fn helm_install_upgrade_and_uninstall_on_a_real_control_plane() {
     let releases = helm.ok(&["list", "--all-namespaces", "-q"]);
     assert!(releases.trim().is_empty(), "{releases}");
 
-    let log = agent.0.log();
-    assert!(!log.contains("cannot start"), "{log}");
+    for (who, log) in [("node agent", agent.0.log()), ("sim agent", sim.log())] {
+        assert!(!log.contains("cannot start"), "the {who}: {log}");
+        assert!(!log.contains("panicked"), "the {who} panicked:\n{log}");
+    }
+    drop(sim);
     drop(agent);
+    drop(rt);
     let _ = std::fs::remove_dir_all(&dir);
     println!("helm test done in {:?}", started.elapsed());
 }

@@ -17,6 +17,7 @@
 //!
 //! Needs root (network namespaces); without it the test prints one line and skips.
 
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -25,17 +26,46 @@ use serde_json::Value;
 use super::control_plane_support::pod_processes;
 use super::workflows::{
     SERVICE_QUEUE, apply, cluster_gone, clusters_of, cpu_usage, ray_pods, rayservice, ready, set_cpu_quota,
+    upgrade_gated,
 };
 use super::{
-    Kubectl, Stopped, install_stream, is_root, jsonpath, kubectl_on_a_control_plane, skip, spawn_logged,
-    wait_until,
+    Kubectl, Proc, Stopped, install_stream, is_root, jsonpath, kubectl_on_a_control_plane, skip,
+    spawn_logged, wait_until,
 };
 
 const NS: [&str; 2] = ["-n", "quotagate-system"];
 /// The process runtime's Node: 1 CPU holds both managers (100m each) and no 1-CPU Ray pod.
-const PROCESS_NODE: &str = "qg-proc-1";
+pub(super) const PROCESS_NODE: &str = "qg-proc-1";
 
-fn leader(k: &Kubectl) -> String {
+/// The node agents for in-cluster managers running RayServices: the process runtime's one Node
+/// (`PROCESS_NODE`), which runs the managers' pods as this machine's `quotagate` binary, and two
+/// simulated Nodes of 8 CPU for the Ray pods; their logs in `dir`.
+pub(super) fn manager_and_ray_agents(kubeconfig: &Path, dir: &Path) -> (Stopped, Proc) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_quotagate"));
+    cmd.args(["node-agent", "--kubeconfig"]).arg(kubeconfig).args([
+        "--runtime",
+        "process",
+        "--nodes",
+        "1",
+        "--node-prefix",
+        "qg-proc",
+        "--capacity",
+        "cpu=1,memory=4Gi,pods=10",
+    ]);
+    let agent = Stopped(spawn_logged(cmd, dir.join("node-agent.log")));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_quotagate"));
+    cmd.args(["node-agent", "--kubeconfig"]).arg(kubeconfig).args([
+        "--nodes",
+        "2",
+        "--capacity",
+        "cpu=8,memory=64Gi,pods=50",
+    ]);
+    let sim = spawn_logged(cmd, dir.join("sim-agent.log"));
+    (agent, sim)
+}
+
+/// The holder of the managers' Lease.
+pub(super) fn leader(k: &Kubectl) -> String {
     jsonpath(
         k,
         &["get", "lease", "quotagate-leader", NS[0], NS[1]],
@@ -75,26 +105,8 @@ fn leader_pod_killed_mid_upgrade_and_the_other_replica_completes_it() {
 
     let dir = std::env::temp_dir().join(format!("quotagate-real-cp-leader-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_quotagate"));
-    cmd.args(["node-agent", "--kubeconfig"])
-        .arg(&cp.kubeconfig)
-        .args([
-            "--runtime",
-            "process",
-            "--nodes",
-            "1",
-            "--node-prefix",
-            "qg-proc",
-            "--capacity",
-            "cpu=1,memory=4Gi,pods=10",
-        ]);
-    let agent = Stopped(spawn_logged(cmd, dir.join("node-agent.log")));
+    let (agent, sim) = manager_and_ray_agents(&cp.kubeconfig, &dir);
     let agent = &agent.0;
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_quotagate"));
-    cmd.args(["node-agent", "--kubeconfig"])
-        .arg(&cp.kubeconfig)
-        .args(["--nodes", "2", "--capacity", "cpu=8,memory=64Gi,pods=50"]);
-    let sim = spawn_logged(cmd, dir.join("sim-agent.log"));
 
     let deploy = k.wait_for(
         &["get", "deployment", "quotagate-controller-manager", NS[0], NS[1]],
@@ -227,20 +239,7 @@ fn leader_pod_killed_mid_upgrade_and_the_other_replica_completes_it() {
         || ready(&k, "svc-a").then_some(()),
     );
     let active = clusters_of(&k, "svc-a").0;
-    apply(&k, &rayservice("svc-a", "2.47.0"));
-    let pending = wait_until("the pending cluster", Duration::from_secs(60), || {
-        Some(clusters_of(&k, "svc-a").1).filter(|p| !p.is_empty())
-    });
-    wait_until("the upgrade gated", Duration::from_secs(60), || {
-        jsonpath(
-            &k,
-            &["get", "rayservice", "svc-a", "-n", "default"],
-            "{.status.conditions[?(@.type==\"UpgradeInProgress\")].message}",
-        )
-        .contains("is gated: waiting for workload slice")
-        .then_some(())
-    });
-    assert_eq!(ray_pods(&k).get(&pending), None, "the gated cluster has pods");
+    let pending = upgrade_gated(&k, "svc-a", "2.47.0");
     println!("leader: upgrade gated after {:?}", started.elapsed());
 
     // SIGKILL the leader's process, on each restart, until the other replica holds the Lease.

@@ -459,6 +459,28 @@ fn reapply_has_no_diff(k: &Kubectl, what: &str, manifest: &str) {
     );
 }
 
+/// The RayService `svc` (in a queue without room for a second cluster) applied at `version`: its
+/// pending cluster, once the upgrade waits at the gate with no pod.
+pub(super) fn upgrade_gated(k: &Kubectl, svc: &str, version: &str) -> String {
+    apply(k, &rayservice(svc, version));
+    let pending = wait_until(
+        &format!("{svc}'s pending cluster"),
+        Duration::from_secs(60),
+        || Some(clusters_of(k, svc).1).filter(|p| !p.is_empty()),
+    );
+    wait_until(&format!("{svc}'s upgrade gated"), Duration::from_secs(60), || {
+        jsonpath(
+            k,
+            &["get", "rayservice", svc, "-n", "default"],
+            "{.status.conditions[?(@.type==\"UpgradeInProgress\")].message}",
+        )
+        .contains("is gated: waiting for workload slice")
+        .then_some(())
+    });
+    assert_eq!(ray_pods(k).get(&pending), None, "the gated cluster has pods");
+    pending
+}
+
 pub(super) fn cluster_gone(k: &Kubectl, name: &str) -> bool {
     let (_, out, err) = k.run(&["get", "raycluster", name, "-n", "default", "-o", "name"], None);
     out.trim().is_empty() && err.contains("NotFound")
@@ -591,20 +613,7 @@ fn workflows_two_upgrades_a_gitops_reapply_and_manager_restarts() {
     // upgrade waits at the gate; the manager is killed there.
     g.set_cpu_quota("svc-cq", "4");
     let active = clusters_of(&g.k, "svc-a").0;
-    apply(&g.k, &rayservice("svc-a", "2.48.0"));
-    let pending = wait_until("svc-a's pending cluster", Duration::from_secs(60), || {
-        Some(clusters_of(&g.k, "svc-a").1).filter(|p| !p.is_empty())
-    });
-    wait_until("svc-a's upgrade gated", Duration::from_secs(60), || {
-        jsonpath(
-            &g.k,
-            &["get", "rayservice", "svc-a", "-n", "default"],
-            "{.status.conditions[?(@.type==\"UpgradeInProgress\")].message}",
-        )
-        .contains("is gated: waiting for workload slice")
-        .then_some(())
-    });
-    assert_eq!(ray_pods(&g.k).get(&pending), None, "the gated cluster has pods");
+    let pending = upgrade_gated(&g.k, "svc-a", "2.48.0");
     g.restart_manager(2);
     // The new manager keeps the one pending cluster, still gated, the service still served by the old.
     std::thread::sleep(Duration::from_secs(3));
