@@ -103,22 +103,13 @@ pub fn unknown(info: &ResourceInfo, value: &Value) -> Vec<String> {
         .map(super::registry::CrdSchema::get)
         .or(builtin)
     {
-        unknown_fields(
-            value,
-            Schema {
-                node: schema,
-                doc: schema,
-            },
-            &mut String::new(),
-            true,
-            &mut out,
-        );
+        unknown_fields(value, Schema::root(schema), &mut String::new(), true, &mut out);
     }
     if let Some(meta) = value.get("metadata") {
         let m = super::builtin_schemas::object_meta();
         unknown_fields(
             meta,
-            Schema { node: m, doc: m },
+            Schema::root(m),
             &mut "metadata".to_string(),
             false,
             &mut out,
@@ -216,16 +207,25 @@ impl<'de> Visitor<'de> for Walk<'_> {
     }
 }
 
-/// A schema node and the document it belongs to (whose `$defs` its `$ref`s name).
+/// A schema node and the document it belongs to (whose `$defs` its `$ref`s name); pruning
+/// (`prune.rs`) walks the same schemas.
 #[derive(Clone, Copy)]
-struct Schema<'a> {
-    node: &'a Value,
+pub(super) struct Schema<'a> {
+    pub(super) node: &'a Value,
     doc: &'a Value,
 }
 
 impl<'a> Schema<'a> {
+    /// A whole schema document, at its root.
+    pub(super) fn root(doc: &'a Value) -> Schema<'a> {
+        Schema { node: doc, doc }
+    }
+    /// Whether the node sets the boolean extension `name` (`x-kubernetes-...`) to true.
+    pub(super) fn flag(self, name: &str) -> bool {
+        self.node.get(name) == Some(&Value::Bool(true))
+    }
     /// The node a `$ref` (`#/$defs/<name>`) points at, followed a few times; the node itself without one.
-    fn resolved(self) -> Schema<'a> {
+    pub(super) fn resolved(self) -> Schema<'a> {
         let mut node = self.node;
         for _ in 0..8 {
             let Some(name) = node
@@ -242,7 +242,7 @@ impl<'a> Schema<'a> {
         }
         Schema { node, doc: self.doc }
     }
-    fn at(self, node: &'a Value) -> Schema<'a> {
+    pub(super) fn at(self, node: &'a Value) -> Schema<'a> {
         Schema { node, doc: self.doc }
     }
 }
@@ -253,9 +253,7 @@ impl<'a> Schema<'a> {
 /// is bounded by the server's depth limit on every body (`limits.rs`).
 fn unknown_fields(value: &Value, schema: Schema, path: &mut String, root: bool, out: &mut Vec<String>) {
     let schema = schema.resolved();
-    if out.len() >= MAX_FINDINGS
-        || schema.node.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true))
-    {
+    if out.len() >= MAX_FINDINGS || schema.flag("x-kubernetes-preserve-unknown-fields") {
         return;
     }
     match value {

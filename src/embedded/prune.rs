@@ -18,6 +18,7 @@
 
 use serde_json::Value;
 
+use super::field_validation::Schema;
 use super::registry::ResourceInfo;
 
 /// Drops from `obj` (an object of `info`'s kind, in its stored form) every field its schema does not
@@ -36,7 +37,7 @@ pub fn prune(info: &ResourceInfo, obj: &mut Value) {
         Rules::GoType
     };
     match schema {
-        Some(s) => walk(obj, Schema { node: s, doc: s }, rules, true),
+        Some(s) => walk(obj, Schema::root(s), rules, true),
         None => meta(obj),
     }
 }
@@ -50,44 +51,11 @@ enum Rules {
     GoType,
 }
 
-#[derive(Clone, Copy)]
-struct Schema<'a> {
-    node: &'a Value,
-    doc: &'a Value,
-}
-
-impl<'a> Schema<'a> {
-    /// The node a `$ref` (`#/$defs/<name>`) points at, followed a few times.
-    fn resolved(self) -> Schema<'a> {
-        let mut node = self.node;
-        for _ in 0..8 {
-            let Some(name) = node
-                .get("$ref")
-                .and_then(Value::as_str)
-                .and_then(|r| r.strip_prefix("#/$defs/"))
-            else {
-                break;
-            };
-            match self.doc.get("$defs").and_then(|d| d.get(name)) {
-                Some(target) => node = target,
-                None => break,
-            }
-        }
-        Schema { node, doc: self.doc }
-    }
-    fn at(self, node: &'a Value) -> Schema<'a> {
-        Schema { node, doc: self.doc }
-    }
-    fn flag(self, name: &str) -> bool {
-        self.node.get(name) == Some(&Value::Bool(true))
-    }
-}
-
 /// `metadata` of `obj`, if an object, pruned against ObjectMeta.
 fn meta(obj: &mut Value) {
     if let Some(m) = obj.get_mut("metadata") {
         let s = super::builtin_schemas::object_meta();
-        walk(m, Schema { node: s, doc: s }, Rules::GoType, false);
+        walk(m, Schema::root(s), Rules::GoType, false);
     }
 }
 
