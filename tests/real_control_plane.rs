@@ -284,6 +284,30 @@ fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>
     }
 }
 
+/// A runtime of two workers for what a test runs beside the control plane (the invariant watcher).
+fn watcher_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// The invariant watcher (the chaos and integration tests' one) on the control plane of `kubeconfig`,
+/// checking I1-I6 on every Workload, RayCluster, Pod and ClusterQueue event; `serving_gap` adds I8.
+fn watch_invariants(
+    rt: &tokio::runtime::Runtime,
+    kubeconfig: &std::path::Path,
+    serving_gap: bool,
+) -> quotagate::cli::chaos::invariants::Invariants {
+    rt.block_on(async {
+        let client = quotagate::cli::kube_client(Some(kubeconfig))
+            .await
+            .expect("a client for the admin kubeconfig");
+        quotagate::cli::chaos::invariants::Invariants::start_with(client, serving_gap)
+    })
+}
+
 fn spawn_logged(mut cmd: Command, log: PathBuf) -> Proc {
     let child = cmd
         .env("RUST_LOG", "info")
@@ -516,17 +540,8 @@ fn install_a_batch_job_and_the_gated_upgrade_on_a_real_control_plane() {
     // The POC's gated upgrade (config/samples/gated-upgrade, POC-TESTING.md section 3), on real
     // ground: a 2-CPU RayService in a 3-CPU ClusterQueue. The invariant watcher (the chaos and
     // integration tests' one) checks I1-I6 on every Workload, RayCluster, Pod and ClusterQueue event.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let inv = rt.block_on(async {
-        let client = quotagate::cli::kube_client(Some(&cp.kubeconfig))
-            .await
-            .expect("a client for the admin kubeconfig");
-        quotagate::cli::chaos::invariants::Invariants::start(client)
-    });
+    let rt = watcher_runtime();
+    let inv = watch_invariants(&rt, &cp.kubeconfig, false);
     let samples = root().join("config/samples/gated-upgrade");
     for f in ["quota.yaml", "rayservice.yaml"] {
         k.ok(

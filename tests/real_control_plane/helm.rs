@@ -33,7 +33,10 @@ use super::workflows::{
     SERVICE_QUEUE, apply, cluster_gone, clusters_of, cpu_usage, ray_pods, rayservice, ready, set_cpu_quota,
     upgrade_gated,
 };
-use super::{Kubectl, is_root, jsonpath, kubectl_on_a_control_plane, root, skip, wait_until};
+use super::{
+    Kubectl, is_root, jsonpath, kubectl_on_a_control_plane, root, skip, wait_until, watch_invariants,
+    watcher_runtime,
+};
 
 #[derive(Clone)]
 struct Helm {
@@ -245,17 +248,8 @@ fn helm_install_gated_upgrades_a_helm_upgrade_mid_upgrade_and_uninstall_on_a_rea
     println!("after install: {}", webhook_refuses(&k));
 
     // The invariant watcher, I8 (no serving gap) included, from here to the uninstall.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let inv = rt.block_on(async {
-        let client = quotagate::cli::kube_client(Some(&cp.kubeconfig))
-            .await
-            .expect("a client for the admin kubeconfig");
-        quotagate::cli::chaos::invariants::Invariants::start_with(client, true)
-    });
+    let rt = watcher_runtime();
+    let inv = watch_invariants(&rt, &cp.kubeconfig, true);
 
     // A RayService in a queue that holds it and not a second cluster: its upgrade waits at the gate
     // with no pod for the new cluster until the quota is raised, then completes.

@@ -29,7 +29,7 @@ use serde_json::Value;
 
 use super::{
     ControlPlane, Kubectl, Proc, install_without_webhooks, jsonpath, kubectl_on_a_control_plane,
-    spawn_logged, wait_until,
+    spawn_logged, wait_until, watch_invariants, watcher_runtime,
 };
 
 /// A control plane with the install (no webhooks), a manager, a node agent and the invariant watcher.
@@ -77,11 +77,7 @@ impl Ground {
             .arg(&cp.kubeconfig)
             .args(["--nodes", "2", "--capacity", capacity]);
         let agent = spawn_logged(cmd, dir.join("node-agent.log"));
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = watcher_runtime();
         let mut g = Ground {
             inv: None,
             rt,
@@ -108,13 +104,7 @@ impl Ground {
                     })
             },
         );
-        let kubeconfig = g.cp.kubeconfig.clone();
-        g.inv = Some(g.rt.block_on(async {
-            let client = quotagate::cli::kube_client(Some(&kubeconfig))
-                .await
-                .expect("a client for the admin kubeconfig");
-            quotagate::cli::chaos::invariants::Invariants::start_with(client, serving_gap)
-        }));
+        g.inv = Some(watch_invariants(&g.rt, &g.cp.kubeconfig, serving_gap));
         Some(g)
     }
 
