@@ -358,12 +358,23 @@ fn helm_install_gated_upgrades_a_helm_upgrade_mid_upgrade_and_uninstall_on_a_rea
         "{env}"
     );
     // The new pod leads (the old ones' Lease released or expired), and the gate holds under it.
-    let new_leader = wait_until("a new pod holding the Lease", Duration::from_secs(120), || {
+    // Once in three full runs this took longer than 120 s; the panic says what it saw.
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let new_leader = loop {
         assert_serving(&k, "svc-a", &[&active]);
         let now = manager_pods(&k, ns);
         let holder = leader(&k);
-        (now.len() == 1 && now.is_disjoint(&old_pods) && now.contains(&holder)).then_some(holder)
-    });
+        if now.len() == 1 && now.is_disjoint(&old_pods) && now.contains(&holder) {
+            break holder;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a new pod holding the Lease: not within 240 s; manager pods {now:?} (before the upgrade \
+             {old_pods:?}), Lease holder {holder:?}; node agent log:\n{}",
+            agent.0.log()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(clusters_of(&k, "svc-a"), (active.clone(), pending.clone()));
     assert_eq!(ray_pods(&k).get(&pending), None, "the gated cluster has pods");
