@@ -990,6 +990,7 @@ impl Store {
         let ns = if info.namespaced { ns } else { None };
         let mut items = Vec::new();
         let mut remaining = 0usize;
+        let mut more = false;
         let mut last: Option<(String, String)> = None;
         if let Some(m) = inner.objects.get(&info.key()) {
             type Entries<'a> = Box<dyn Iterator<Item = (&'a (String, String), &'a Arc<Value>)> + 'a>;
@@ -1003,18 +1004,23 @@ impl Store {
                 if ns.is_some_and(|n| n != ons) {
                     continue;
                 }
-                if !opts.labels.matches(obj) || !opts.fields.matches(obj) {
+                let full = opts.limit.is_some_and(|l| l > 0 && items.len() >= l);
+                let selected = opts.labels.matches(obj) && opts.fields.matches(obj);
+                // Once the page is full, kube-apiserver's storage hands out a continue token while
+                // any object is left unscanned, whether or not it matches the selectors.
+                if full {
+                    more = true;
+                    remaining += usize::from(selected);
                     continue;
                 }
-                if opts.limit.is_some_and(|l| l > 0 && items.len() >= l) {
-                    remaining += 1;
+                if !selected {
                     continue;
                 }
                 last = Some((ons.clone(), oname.clone()));
                 items.push(obj.clone());
             }
         }
-        let continue_token = if remaining > 0 {
+        let continue_token = if more {
             last.map(|(n, name)| encode_continue(rv, &n, &name))
         } else {
             None

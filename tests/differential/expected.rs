@@ -166,10 +166,6 @@ pub const EXPECTED_DIFFERENCES: &[(&str, &str)] = &[
         r#"wording: .message: 'continue key is not valid: bogus' | 'invalid continue token: continue key is not valid: illegal base64 data at input byte 4'"#,
     ),
     (
-        r#"limit with a label selector"#,
-        r#"behaviour: step 5 .object.metadata.continue: '<absent>' | '<continue>': kube-apiserver's page of a label-selected list carries a continue token while unscanned objects remain (kube-root-ca.crt), embedded's ends with the last match"#,
-    ),
-    (
         r#"resourceVersion 0 with limit"#,
         r#"deliberate: kube-apiserver serves resourceVersion=0 from its watch cache and ignores limit (5 items); the embedded server has no watch cache and honours limit (2), which the API allows either way"#,
     ),

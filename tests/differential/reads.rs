@@ -125,7 +125,11 @@ pub fn pagination() -> Vec<Sequence> {
                 post(CM, cm_labels("a1", json!({"x": "1"}))),
                 post(CM, cm_labels("a2", json!({"x": "2"}))),
                 post(CM, cm_labels("a3", json!({"x": "1"}))),
+                // a4 does not match; it stays unscanned after a3, so the second page carries a
+                // continue token on both servers, whenever the namespace's kube-root-ca.crt lands.
+                post(CM, cm_labels("a4", json!({"x": "2"}))),
                 get(&format!("{CM}?limit=1&labelSelector=x=1")),
+                get(&format!("{CM}?limit=1&labelSelector=x=1&continue={{continue}}")),
                 get(&format!("{CM}?limit=1&labelSelector=x=1&continue={{continue}}")),
             ],
         ),
