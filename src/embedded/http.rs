@@ -249,7 +249,7 @@ fn authorize(
         name: t.name.clone(),
         namespace: t.namespace.clone(),
     };
-    let forbidden = |a: &rbac::Access| denied(authz.forbidden_message(a));
+    let forbidden = |a: &rbac::Access| denied(authz.forbidden(a));
     if !authz.allows(&access) {
         return Err(forbidden(&access));
     }
@@ -479,7 +479,7 @@ fn pod_log(srv: &EmbeddedServer, parts: &http::request::Parts, t: &Target) -> Re
             namespace: Some(namespace.clone()),
         };
         if !authz.allows(&a) {
-            return Err(ApiError::new(403, "Forbidden", authz.forbidden_message(&a)));
+            return Err(authz.forbidden(&a));
         }
     }
     let query: Vec<(String, String)> =
@@ -522,7 +522,7 @@ fn token(
             namespace: Some(namespace.clone()),
         };
         if !authz.allows(&a) {
-            return Err(denied(authz.forbidden_message(&a)));
+            return Err(denied(authz.forbidden(&a)));
         }
     }
     let sa = srv.store.get(&t.info, Some(&namespace), &name)?;
@@ -530,9 +530,9 @@ fn token(
 }
 
 /// An RBAC refusal, logged by the server as kube-apiserver's audit log would show it.
-fn denied(message: String) -> ApiError {
-    tracing::warn!(target: "quotagate::embedded::rbac", "RBAC denied: {message}");
-    ApiError::new(403, "Forbidden", message)
+fn denied(e: ApiError) -> ApiError {
+    tracing::warn!(target: "quotagate::embedded::rbac", "RBAC denied: {}", e.message);
+    e
 }
 
 struct Req<'a> {
@@ -639,6 +639,47 @@ impl Req<'_> {
             return ok(code, &table::table(&self.t.info, &[&obj], "", None));
         }
         ok(code, &Store::at_version(&self.t.info, obj))
+    }
+
+    /// kube-apiserver's answer to a delete: the object while its deletion is pending (finalizers, a
+    /// grace period) or when its storage returns deleted objects (`ReturnDeletedObject`: pods,
+    /// services, service accounts, quotas, namespaces, storage classes); otherwise, the object gone,
+    /// a `Status` of `Success` naming it.
+    fn deleted(&self, info: &ResourceInfo, obj: Arc<Value>) -> Response {
+        const RETURN_DELETED: [(&str, &str); 6] = [
+            ("", "pods"),
+            ("", "services"),
+            ("", "serviceaccounts"),
+            ("", "resourcequotas"),
+            ("", "namespaces"),
+            ("storage.k8s.io", "storageclasses"),
+        ];
+        let pending = obj.pointer("/metadata/deletionTimestamp").is_some();
+        if pending
+            || RETURN_DELETED
+                .iter()
+                .any(|(g, p)| info.group == *g && info.plural == *p)
+        {
+            return self.object(200, obj);
+        }
+        let mut details = json!({
+            "name": obj.pointer("/metadata/name").cloned().unwrap_or(Value::Null),
+            "kind": info.plural,
+            "uid": obj.pointer("/metadata/uid").cloned().unwrap_or(Value::Null),
+        });
+        if !info.group.is_empty() {
+            details["group"] = json!(info.group);
+        }
+        ok(
+            200,
+            &json!({
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Success",
+                "details": details,
+            }),
+        )
     }
 
     /// Serves the request; a write that can change a ResourceQuota's usage (any write to pods or
@@ -753,7 +794,8 @@ impl Req<'_> {
             }
             (&Method::DELETE, Some(n)) => {
                 let opts = self.delete_options()?;
-                Ok(self.object(200, self.store().delete(&info, self.ns(), &n, &opts)?))
+                let obj = self.store().delete(&info, self.ns(), &n, &opts)?;
+                Ok(self.deleted(&info, obj))
             }
             // Namespaces have no deletecollection verb on the real server.
             (&Method::DELETE, None) if info.group.is_empty() && info.plural == "namespaces" => {

@@ -15,6 +15,8 @@ use std::sync::Mutex;
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use serde_json::Value;
 
+use super::error::ApiError;
+
 /// One request as RBAC sees it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Access {
@@ -186,6 +188,17 @@ impl Authorizer {
         format!(
             "{subject}: User \"{}\" cannot {} {what} in API group \"{}\"{scope}",
             self.user, a.verb, a.group
+        )
+    }
+
+    /// The real server's refusal of a denied request: its message, and details naming the group, the
+    /// resource (without the subresource) and the object, as `apierrors.NewForbidden` fills them.
+    pub fn forbidden(&self, a: &Access) -> ApiError {
+        let resource = a.resource.split_once('/').map_or(a.resource.as_str(), |(r, _)| r);
+        ApiError::new(403, "Forbidden", self.forbidden_message(a)).details(
+            a.name.as_deref().unwrap_or_default(),
+            &a.group,
+            resource,
         )
     }
 

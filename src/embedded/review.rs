@@ -265,7 +265,7 @@ pub fn principal(
             namespace: None,
         }));
         if let Some(denied) = wanted.iter().find(|a| !authz.allows(a)) {
-            return Err(ApiError::new(403, "Forbidden", authz.forbidden_message(denied)));
+            return Err(authz.forbidden(denied));
         }
     }
     Ok(Some(Arc::new(authorizer_for(
@@ -394,7 +394,7 @@ pub fn serve(
             if let Some(a) = authz
                 && !a.allows(&access)
             {
-                return Err(ApiError::new(403, "Forbidden", a.forbidden_message(&access)));
+                return Err(a.forbidden(&access));
             }
             if let (Some(url_ns), Some(ns)) = (
                 url_namespace,

@@ -514,6 +514,11 @@ impl Inner {
         self.stored_bytes = self.stored_bytes.saturating_sub(held_bytes(&old));
         self.rv += 1;
         let mut gone = (*old).clone();
+        // Pods are always deleted gracefully on the real server: one removed at once (unscheduled,
+        // or a grace period of 0) leaves with a deletionTimestamp and a grace period of 0.
+        if key.group.is_empty() && key.plural == "pods" && !is_deleting(&gone) {
+            mark_deleting(&mut gone, 0);
+        }
         meta_mut(&mut gone).insert("resourceVersion".into(), json!(self.rv.to_string()));
         let gone = Arc::new(gone);
         let uid = meta_str(&old, "uid").to_string();

@@ -351,6 +351,35 @@ pub fn deletion() -> Vec<Sequence> {
                 get(&at(LQ, "lq")),
             ],
         ),
+        // Kinds whose storage returns the deleted object (`ReturnDeletedObject`) and one whose does not.
+        seq(
+            "delete of an unscheduled pod returns the pod",
+            vec![post(PODS, values::pod()), delete(&at(PODS, "p"))],
+        ),
+        seq(
+            "delete of a service returns the service",
+            vec![post(SVCS, values::service()), delete(&at(SVCS, "s"))],
+        ),
+        seq(
+            "delete of a service account returns it",
+            vec![
+                post(
+                    "/api/v1/namespaces/{ns}/serviceaccounts",
+                    json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "sa"}}),
+                ),
+                delete("/api/v1/namespaces/{ns}/serviceaccounts/sa"),
+            ],
+        ),
+        seq(
+            "delete of a secret is a Success status",
+            vec![
+                post(
+                    SECRETS,
+                    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}),
+                ),
+                delete(&at(SECRETS, "s")),
+            ],
+        ),
     ]
 }
 

@@ -30,7 +30,7 @@ pub fn deployment() -> Value {
             "containers": [{"name": "c", "image": "busybox"}]}}}})
 }
 
-fn service() -> Value {
+pub fn service() -> Value {
     json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {
         "selector": {"app": "x"}, "ports": [{"port": 80}]}})
 }

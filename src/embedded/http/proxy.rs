@@ -101,7 +101,7 @@ pub(super) async fn serve(
             namespace: Some(p.namespace.clone()),
         };
         if !authz.allows(&a) {
-            return Err(super::denied(authz.forbidden_message(&a)));
+            return Err(super::denied(authz.forbidden(&a)));
         }
     }
     let target = proxy::resolve(&srv.store, &srv.registry, &p.namespace, name, port)?;
