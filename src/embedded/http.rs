@@ -636,9 +636,28 @@ impl Req<'_> {
 
     fn object(&self, code: u16, obj: Arc<Value>) -> Response {
         if self.as_table() && self.method == Method::GET {
-            return ok(code, &table::table(&self.t.info, &[&obj], "", None));
+            let t = table::table(&self.t.info, &[&obj], "", None);
+            return ok(code, &self.include_object(t, &[&obj]));
         }
         ok(code, &Store::at_version(&self.t.info, obj))
+    }
+
+    /// A Table's rows carry what `includeObject` asks: `Metadata` (the default), `None` or `Object`.
+    fn include_object(&self, mut t: Value, objs: &[&Value]) -> Value {
+        let mode = self.query.get("includeObject").unwrap_or("Metadata");
+        if mode != "None" && mode != "Object" {
+            return t;
+        }
+        if let Some(rows) = t.get_mut("rows").and_then(Value::as_array_mut) {
+            for (row, obj) in rows.iter_mut().zip(objs) {
+                row["object"] = if mode == "None" {
+                    Value::Null
+                } else {
+                    (*Store::at_version(&self.t.info, Arc::new((*obj).clone()))).clone()
+                };
+            }
+        }
+        t
     }
 
     /// kube-apiserver's answer to a delete: the object while its deletion is pending (finalizers, a
@@ -894,10 +913,8 @@ impl Req<'_> {
         let rv = res.rv.to_string();
         if self.as_table() {
             let objs: Vec<&Value> = res.items.iter().map(|o| &**o).collect();
-            return Ok(ok(
-                200,
-                &table::table(&self.t.info, &objs, &rv, res.continue_token.as_deref()),
-            ));
+            let t = table::table(&self.t.info, &objs, &rv, res.continue_token.as_deref());
+            return Ok(ok(200, &self.include_object(t, &objs)));
         }
         let mut md = json!({"resourceVersion": rv});
         if let Some(c) = &res.continue_token {

@@ -29,6 +29,8 @@ pub mod logs;
 pub mod managed_fields;
 pub mod meta;
 pub mod patch;
+pub mod printers;
+mod printers_status;
 pub mod private;
 pub mod protobuf;
 pub mod proxy;

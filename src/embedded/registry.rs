@@ -574,18 +574,7 @@ const BUILTINS: &[B] = &[
     },
 ];
 
-fn col(name: &str, type_: &str, json_path: &str) -> PrinterColumn {
-    PrinterColumn {
-        name: name.into(),
-        type_: type_.into(),
-        format: String::new(),
-        json_path: json_path.into(),
-        priority: 0,
-        description: String::new(),
-    }
-}
-
-/// The built-in kinds quotagate touches. Pods get kubectl's familiar columns; the others Name + Age.
+/// The built-in kinds quotagate touches (their Tables: `printers.rs`).
 pub fn builtins() -> Vec<ResourceInfo> {
     BUILTINS.iter().map(info_of).collect()
 }
@@ -630,27 +619,6 @@ fn info_of(b: &B) -> ResourceInfo {
         has_status: b.has_status,
         is_crd: false,
         schema: None,
-        printer_columns: match b.plural {
-            "pods" => vec![
-                col("Status", "string", ".status.phase"),
-                col("IP", "string", ".status.podIP"),
-                col("Age", "date", ".metadata.creationTimestamp"),
-            ],
-            "jobs" => vec![
-                col("Succeeded", "integer", ".status.succeeded"),
-                col("Age", "date", ".metadata.creationTimestamp"),
-            ],
-            "namespaces" => vec![
-                col("Status", "string", ".status.phase"),
-                col("Age", "date", ".metadata.creationTimestamp"),
-            ],
-            "priorityclasses" => vec![
-                col("Value", "integer", ".value"),
-                col("Global-Default", "boolean", ".globalDefault"),
-                col("Age", "date", ".metadata.creationTimestamp"),
-                col("PreemptionPolicy", "string", ".preemptionPolicy"),
-            ],
-            _ => Vec::new(),
-        },
+        printer_columns: Vec::new(),
     }
 }

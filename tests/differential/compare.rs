@@ -124,11 +124,14 @@ impl Normaliser {
     /// A Table: its columns (names, types, priorities; the descriptions are OpenAPI prose), and its rows
     /// with the Age (and every `date`) cell masked and each row's object normalised.
     fn table(&mut self, v: &mut Value) {
-        let mut ages = Vec::new();
+        let (mut ages, mut ips) = (Vec::new(), Vec::new());
         if let Some(cols) = v.get_mut("columnDefinitions").and_then(Value::as_array_mut) {
             for (i, c) in cols.iter_mut().enumerate() {
                 if c["name"] == "Age" || c["type"] == "date" {
                     ages.push(i);
+                }
+                if c["name"] == "Cluster-IP" || c["name"] == "IP" {
+                    ips.push(i);
                 }
                 if let Some(o) = c.as_object_mut() {
                     o.remove("description");
@@ -141,12 +144,24 @@ impl Normaliser {
             m.insert("resourceVersion".into(), json!("<list-rv>"));
         }
         if let Some(rows) = v.get_mut("rows").and_then(Value::as_array_mut) {
-            rows.retain(|r| r["object"]["metadata"]["name"] != ROOT_CA);
+            // The namespace's kube-root-ca.crt, by its object or (includeObject=None) its name cell.
+            rows.retain(|r| r["object"]["metadata"]["name"] != ROOT_CA && r["cells"][0] != ROOT_CA);
             for r in rows.iter_mut() {
                 if let Some(cells) = r.get_mut("cells").and_then(Value::as_array_mut) {
                     for &i in &ages {
                         if let Some(c) = cells.get_mut(i) {
                             *c = json!("<age>");
+                        }
+                    }
+                    for &i in &ips {
+                        if let Some(c) = cells.get_mut(i) {
+                            *c = json!("<ip>");
+                        }
+                    }
+                    // Uids in a cell (a Job's selector names its controller-uid).
+                    for c in cells.iter_mut() {
+                        if let Some(s) = c.as_str() {
+                            *c = json!(message(s));
                         }
                     }
                 }

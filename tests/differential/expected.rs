@@ -154,31 +154,6 @@ pub const EXPECTED_DIFFERENCES: &[(&str, &str)] = &[
         r#"watch with a resourceVersion that does not parse"#,
         r#"deliberate: kube-apiserver answers a malformed resourceVersion with 500 (its storage layer's parse error); the embedded server says 400 BadRequest, a client's error"#,
     ),
-    // tables
-    (
-        r#"configmap table"#,
-        r#"behaviour: .object.columnDefinitions length: 2 | 3"#,
-    ),
-    (
-        r#"configmap table of one object"#,
-        r#"behaviour: .object.columnDefinitions length: 2 | 3"#,
-    ),
-    (
-        r#"configmap table without objects"#,
-        r#"behaviour: .object.columnDefinitions length: 2 | 3"#,
-    ),
-    (
-        r#"pod table"#,
-        r#"behaviour: .object.columnDefinitions length: 4 | 9"#,
-    ),
-    (
-        r#"secret table"#,
-        r#"behaviour: .object.columnDefinitions length: 2 | 4"#,
-    ),
-    (
-        r#"empty table"#,
-        r#"behaviour: .object.columnDefinitions length: 2 | 4"#,
-    ),
     // events
     // rbac
     (

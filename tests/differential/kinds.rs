@@ -68,6 +68,26 @@ pub fn tables() -> Vec<Sequence> {
             ],
         ),
         seq("empty table", vec![table(get(SECRETS))]),
+        seq(
+            "service table",
+            vec![setup(post(SVCS, values::service())), table(get(SVCS))],
+        ),
+        seq(
+            "namespace table of one object",
+            vec![table(get("/api/v1/namespaces/{ns}"))],
+        ),
+        seq(
+            "role table is the generic one",
+            vec![setup(post(ROLES, role(&["get"]))), table(get(ROLES))],
+        ),
+        seq(
+            "rolebinding table",
+            vec![
+                setup(post(ROLES, role(&["get"]))),
+                setup(post(BINDINGS, binding("jane"))),
+                table(get(BINDINGS)),
+            ],
+        ),
     ]
 }
 
