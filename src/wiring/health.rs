@@ -280,7 +280,7 @@ pub async fn serve(
     health: Health,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let listener = crate::embedded::listener::bind(addr).await?;
     let cancel = tokio_util::sync::CancellationToken::new();
     let stop = cancel.clone();
     tokio::spawn(async move {
