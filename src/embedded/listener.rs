@@ -797,3 +797,41 @@ async fn serve_connection<S>(
         _ = close.cancelled() => tracing::debug!(%peer, "connection closed (listener stopping, or room made)"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each connection is counted at its stage until it ends; the totals keep what was served, and
+    /// `/metrics` shows the open ones and the counter under OpenMetrics' names.
+    #[test]
+    fn connections_are_counted_by_stage_until_they_end() {
+        let stats = ListenerStats::new(&ListenerLimits::default());
+        let handshake = stats.enter(Stage::Handshake);
+        let h2 = stats.enter(Stage::Http2);
+        let http1 = stats.enter(Stage::Http1);
+        let open = stats.snapshot();
+        assert_eq!(
+            (open.handshake, open.http2, open.http1, open.no_alpn),
+            (1, 1, 1, 0)
+        );
+        assert_eq!((open.http2_total, open.http1_total), (1, 1));
+        drop(handshake);
+        drop(h2);
+        let _again = stats.enter(Stage::Http2);
+        let open = stats.snapshot();
+        assert_eq!((open.handshake, open.http2, open.http1), (0, 1, 1));
+        assert_eq!(open.http2_total, 2, "{open:?}");
+        drop(http1);
+        let text = stats.snapshot().render();
+        for line in [
+            "quotagate_embedded_connections{stage=\"h2\"} 1\n",
+            "quotagate_embedded_connections{stage=\"http/1.1\"} 0\n",
+            "quotagate_embedded_connections{stage=\"handshake\"} 0\n",
+            "# TYPE quotagate_embedded_untrusted_connections_closed counter\n",
+            "quotagate_embedded_untrusted_connections_closed_total 0\n",
+        ] {
+            assert!(text.contains(line), "{line:?} missing from:\n{text}");
+        }
+    }
+}
