@@ -1,6 +1,7 @@
 //! Which of a listener's connections may be closed to make room: those not yet trusted (TLS
-//! handshake not done, or no authenticated request yet), oldest first. Trusted connections are
-//! bounded only by the process's descriptor budget, shared by every listener.
+//! handshake not done, or no authenticated request yet), oldest first, and among them those still
+//! in their TLS handshake (bare sockets) before those past it. Trusted connections are bounded only
+//! by the process's descriptor budget, shared by every listener.
 //!
 //! kube-apiserver caps no sockets and is a Go program, which raises its soft descriptor limit to the
 //! hard one at start; we keep a cap so that bare sockets cannot take the descriptors the data
@@ -61,8 +62,36 @@ pub fn descriptors() -> Arc<Semaphore> {
 pub struct Untrusted {
     cap: usize,
     next: AtomicU64,
-    open: Mutex<BTreeMap<u64, CancellationToken>>,
+    /// Untrusted connections closed to make room, since the listener started.
+    closed: AtomicU64,
+    open: Mutex<Open>,
     warned: Mutex<Option<Instant>>,
+}
+
+/// The untrusted connections by id (ids grow with arrival, so the first is the oldest): in their
+/// TLS handshake, or past it with no authenticated request yet. A flood of bare sockets (no TLS)
+/// closes only bare sockets, so a client past its handshake is safe from it; closing one past the
+/// handshake takes connections that finish theirs, which costs the server's CPU as much as the
+/// client's and so paces itself.
+#[derive(Default)]
+struct Open {
+    bare: BTreeMap<u64, CancellationToken>,
+    secured: BTreeMap<u64, CancellationToken>,
+}
+
+impl Open {
+    fn len(&self) -> usize {
+        self.bare.len() + self.secured.len()
+    }
+
+    /// The oldest bare socket other than `newest` (the arrival being made room for: it is not
+    /// closed in favour of older ones), else the oldest connection past its handshake.
+    fn pop_oldest(&mut self, newest: Option<u64>) -> Option<CancellationToken> {
+        match self.bare.first_key_value() {
+            Some((&id, _)) if Some(id) != newest => self.bare.pop_first().map(|(_, t)| t),
+            _ => self.secured.pop_first().map(|(_, t)| t),
+        }
+    }
 }
 
 /// One connection's place in [`Untrusted`]; it leaves when trusted or dropped.
@@ -83,6 +112,16 @@ impl Conn {
     pub fn is_trusted(&self) -> bool {
         self.trusted.load(Ordering::Acquire)
     }
+
+    /// The connection's TLS handshake is done: from now on bare sockets no longer close it.
+    pub fn secured(&self) {
+        if !self.is_trusted() {
+            let mut open = self.pool.lock();
+            if let Some(token) = open.bare.remove(&self.id) {
+                open.secured.insert(self.id, token);
+            }
+        }
+    }
 }
 
 impl Drop for Conn {
@@ -98,18 +137,22 @@ impl Untrusted {
         Arc::new(Untrusted {
             cap: cap.max(1),
             next: AtomicU64::new(0),
-            open: Mutex::new(BTreeMap::new()),
+            closed: AtomicU64::new(0),
+            open: Mutex::new(Open::default()),
             warned: Mutex::new(None),
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, CancellationToken>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Open> {
         // Nothing panics while holding the lock; a poisoned map is still a consistent map.
         self.open.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn remove(&self, id: u64) {
-        self.lock().remove(&id);
+        let mut open = self.lock();
+        if open.bare.remove(&id).is_none() {
+            open.secured.remove(&id);
+        }
     }
 
     /// How many untrusted connections are open.
@@ -121,6 +164,11 @@ impl Untrusted {
         self.len() == 0
     }
 
+    /// How many untrusted connections were closed to make room, since the listener started.
+    pub fn closed_for_room(&self) -> u64 {
+        self.closed.load(Ordering::Relaxed)
+    }
+
     /// A new connection, untrusted, closed by its token (a child of `parent`). Past the cap the
     /// oldest untrusted connections are closed; returns how many.
     pub fn admit(self: &Arc<Self>, parent: &CancellationToken) -> (Arc<Conn>, CancellationToken, usize) {
@@ -129,15 +177,19 @@ impl Untrusted {
         let mut closed = 0;
         {
             let mut open = self.lock();
-            open.insert(id, token.clone());
+            open.bare.insert(id, token.clone());
             while open.len() > self.cap {
-                if let Some((_, oldest)) = open.pop_first() {
-                    oldest.cancel();
-                    closed += 1;
+                match open.pop_oldest(Some(id)) {
+                    Some(oldest) => {
+                        oldest.cancel();
+                        closed += 1;
+                    }
+                    None => break,
                 }
             }
         }
         if closed > 0 {
+            self.closed.fetch_add(closed as u64, Ordering::Relaxed);
             self.warn_at_most_once_a_minute();
         }
         let conn = Arc::new(Conn {
@@ -150,8 +202,12 @@ impl Untrusted {
 
     /// Closes the oldest untrusted connection, if there is one.
     pub fn close_oldest(&self) -> bool {
-        let oldest = self.lock().pop_first();
-        oldest.map(|(_, t)| t.cancel()).is_some()
+        let oldest = self.lock().pop_oldest(None);
+        let closed = oldest.map(|t| t.cancel()).is_some();
+        if closed {
+            self.closed.fetch_add(1, Ordering::Relaxed);
+        }
+        closed
     }
 
     fn warn_at_most_once_a_minute(&self) {
@@ -207,7 +263,45 @@ mod tests {
         assert!(pool.close_oldest());
         assert!(tc.is_cancelled());
         assert_eq!(pool.len(), 1);
+        assert_eq!(pool.closed_for_room(), 2);
         parent.cancel();
         assert!(td.is_cancelled());
+    }
+
+    /// Bare sockets close bare sockets: a connection past its TLS handshake is closed for room only
+    /// when no bare socket but the newest arrival is left.
+    #[test]
+    fn bare_sockets_close_bare_sockets_before_handshaken_ones() {
+        let parent = CancellationToken::new();
+        let pool = Untrusted::new(3);
+        let (client, t_client, _) = pool.admit(&parent);
+        client.secured();
+        let mut bare = Vec::new();
+        for _ in 0..10 {
+            let (c, t, _) = pool.admit(&parent);
+            bare.push((c, t));
+        }
+        assert!(
+            !t_client.is_cancelled(),
+            "a flood of bare sockets closed a handshaken connection"
+        );
+        assert_eq!(pool.len(), 3);
+        assert_eq!(bare.iter().filter(|(_, t)| !t.is_cancelled()).count(), 2);
+        // Two more get through their handshakes (each arrival closes the oldest bare socket).
+        let (a, _ta, _) = pool.admit(&parent);
+        a.secured();
+        let (b, _tb, _) = pool.admit(&parent);
+        b.secured();
+        assert!(!t_client.is_cancelled());
+        assert!(bare.iter().all(|(_, t)| t.is_cancelled()));
+        // Only handshaken connections besides the arrival: the oldest of them goes, not the arrival.
+        let (_c, tc, _) = pool.admit(&parent);
+        assert!(
+            t_client.is_cancelled(),
+            "the oldest handshaken connection stayed past the cap"
+        );
+        assert!(!tc.is_cancelled(), "the arrival was closed for older connections");
+        assert_eq!(pool.len(), 3);
+        assert_eq!(pool.closed_for_room(), 8 + 2 + 1);
     }
 }

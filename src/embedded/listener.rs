@@ -220,6 +220,117 @@ impl Default for ListenerLimits {
     }
 }
 
+/// What one listener holds open, by where each connection stands; `/metrics` shows the API
+/// listener's (`quotagate_embedded_connections`), and tests read it to see that kubectl's calls
+/// share HTTP/2 connections.
+pub struct ListenerStats {
+    untrusted: Arc<Untrusted>,
+    open: [AtomicUsize; 4],
+    served: [AtomicU64; 4],
+}
+
+/// Where a connection stands: in its TLS handshake, or served over what ALPN agreed on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    Handshake = 0,
+    Http1 = 1,
+    Http2 = 2,
+    /// TLS without ALPN: HTTP/1.1 or HTTP/2, told apart by the preface.
+    NoAlpn = 3,
+}
+
+/// A snapshot of [`ListenerStats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpenConnections {
+    /// Accepted, TLS handshake not done.
+    pub handshake: usize,
+    /// Served over HTTP/1.1 (ALPN `http/1.1`, or a plain listener).
+    pub http1: usize,
+    /// Served over HTTP/2 (ALPN `h2`).
+    pub http2: usize,
+    /// TLS without ALPN.
+    pub no_alpn: usize,
+    /// Of all these, not yet trusted (closed first to make room).
+    pub untrusted: usize,
+    /// Connections served over HTTP/1.1, HTTP/2 and without ALPN since the listener started.
+    pub http1_total: u64,
+    pub http2_total: u64,
+    pub no_alpn_total: u64,
+    /// Untrusted connections closed to make room since the listener started.
+    pub closed_for_room_total: u64,
+}
+
+impl ListenerStats {
+    pub fn new(limits: &ListenerLimits) -> Arc<Self> {
+        Arc::new(ListenerStats {
+            untrusted: Untrusted::new(limits.max_untrusted_connections),
+            open: Default::default(),
+            served: Default::default(),
+        })
+    }
+
+    pub fn snapshot(&self) -> OpenConnections {
+        let open = |s: Stage| self.open[s as usize].load(Ordering::Relaxed);
+        let served = |s: Stage| self.served[s as usize].load(Ordering::Relaxed);
+        OpenConnections {
+            handshake: open(Stage::Handshake),
+            http1: open(Stage::Http1),
+            http2: open(Stage::Http2),
+            no_alpn: open(Stage::NoAlpn),
+            untrusted: self.untrusted.len(),
+            http1_total: served(Stage::Http1),
+            http2_total: served(Stage::Http2),
+            no_alpn_total: served(Stage::NoAlpn),
+            closed_for_room_total: self.untrusted.closed_for_room(),
+        }
+    }
+
+    /// Counts a connection at `stage` until the guard is dropped.
+    fn enter(self: &Arc<Self>, stage: Stage) -> AtStage {
+        self.open[stage as usize].fetch_add(1, Ordering::Relaxed);
+        if stage != Stage::Handshake {
+            self.served[stage as usize].fetch_add(1, Ordering::Relaxed);
+        }
+        AtStage {
+            stats: self.clone(),
+            stage,
+        }
+    }
+}
+
+/// One connection counted at its stage in [`ListenerStats`].
+struct AtStage {
+    stats: Arc<ListenerStats>,
+    stage: Stage,
+}
+
+impl Drop for AtStage {
+    fn drop(&mut self) {
+        self.stats.open[self.stage as usize].fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl OpenConnections {
+    /// The series `/metrics` shows for the API listener, in the text format.
+    pub fn render(&self) -> String {
+        format!(
+            "# HELP quotagate_embedded_connections Connections open on the API listener, by stage (TLS handshake, or the protocol ALPN agreed on).\n\
+             # TYPE quotagate_embedded_connections gauge\n\
+             quotagate_embedded_connections{{stage=\"handshake\"}} {}\n\
+             quotagate_embedded_connections{{stage=\"http/1.1\"}} {}\n\
+             quotagate_embedded_connections{{stage=\"h2\"}} {}\n\
+             quotagate_embedded_connections{{stage=\"no-alpn\"}} {}\n\
+             # HELP quotagate_embedded_untrusted_connections Connections on the API listener with no authenticated request yet (TLS handshake included).\n\
+             # TYPE quotagate_embedded_untrusted_connections gauge\n\
+             quotagate_embedded_untrusted_connections {}\n\
+             # HELP quotagate_embedded_untrusted_connections_closed Untrusted connections closed to make room for new ones.\n\
+             # TYPE quotagate_embedded_untrusted_connections_closed counter\n\
+             quotagate_embedded_untrusted_connections_closed_total {}\n",
+            self.handshake, self.http1, self.http2, self.no_alpn, self.untrusted, self.closed_for_room_total
+        )
+    }
+}
+
 /// The address the listener a request came through is bound to (`0.0.0.0:8081` for a wildcard
 /// bind), in every request's extensions: `/metrics` asks for credentials off loopback.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -250,11 +361,37 @@ enum Protocol {
 /// closes it (the listener's cancel, or eviction while untrusted), and its descriptor permit.
 struct Accepted {
     peer: SocketAddr,
+    stats: Arc<ListenerStats>,
     bound: Option<SocketAddr>,
     limits: ListenerLimits,
     conn: Arc<Conn>,
     close: CancellationToken,
     _permit: OwnedSemaphorePermit,
+}
+
+/// Binds `addr` for one of the listeners above with the kernel's largest accept queue
+/// (`net.core.somaxconn`, as Go's `net.Listen` uses it, so kube-apiserver too), not the 128 of
+/// `std` and tokio: a flood of bare connections that outpaces the accept loop for a moment fills a
+/// queue of 128 at once, and every client whose SYN is dropped then waits a second for its retry.
+pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(accept_backlog())
+}
+
+/// `net.core.somaxconn` (4,096 when it cannot be read, the kernel's default since 5.4), at most
+/// 65,535 as Go caps it.
+fn accept_backlog() -> u32 {
+    std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|t| t.trim().parse::<u32>().ok())
+        .unwrap_or(4096)
+        .clamp(128, 65535)
 }
 
 /// Accepts TLS connections on `listener` and serves `router` on each until `cancel` fires; open
@@ -267,19 +404,31 @@ pub async fn serve_tls(
     limits: ListenerLimits,
     cancel: CancellationToken,
 ) -> std::io::Result<()> {
-    serve_tls_trusting(listener, router, tls, limits, cancel, TrustOn::Request).await
+    let stats = ListenerStats::new(&limits);
+    serve_tls_trusting(listener, router, tls, limits, stats, cancel, TrustOn::Request).await
 }
 
 /// [`serve_tls`] for a router behind [`authenticated`]: a connection is trusted only once one of
-/// its requests carries a valid token.
+/// its requests carries a valid token. `stats` counts its connections (made with the same
+/// `limits`).
 pub async fn serve_tls_authenticated(
     listener: tokio::net::TcpListener,
     router: axum::Router,
     tls: Arc<rustls::ServerConfig>,
     limits: ListenerLimits,
+    stats: Arc<ListenerStats>,
     cancel: CancellationToken,
 ) -> std::io::Result<()> {
-    serve_tls_trusting(listener, router, tls, limits, cancel, TrustOn::Authentication).await
+    serve_tls_trusting(
+        listener,
+        router,
+        tls,
+        limits,
+        stats,
+        cancel,
+        TrustOn::Authentication,
+    )
+    .await
 }
 
 async fn serve_tls_trusting(
@@ -287,15 +436,17 @@ async fn serve_tls_trusting(
     router: axum::Router,
     tls: Arc<rustls::ServerConfig>,
     limits: ListenerLimits,
+    stats: Arc<ListenerStats>,
     cancel: CancellationToken,
     trust_on: TrustOn,
 ) -> std::io::Result<()> {
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-    accept_loop(listener, limits, cancel, move |tcp, accepted| {
+    accept_loop(listener, limits, stats, cancel, move |tcp, accepted| {
         let acceptor = acceptor.clone();
         let router = router.clone();
         async move {
             let peer = accepted.peer;
+            let in_handshake = accepted.stats.enter(Stage::Handshake);
             let handshake = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp));
             let stream = tokio::select! {
                 r = handshake => match r {
@@ -311,12 +462,15 @@ async fn serve_tls_trusting(
                 },
                 _ = accepted.close.cancelled() => return,
             };
-            let protocol = match stream.get_ref().1.alpn_protocol() {
-                Some(b"h2") => Protocol::Http2,
-                Some(_) => Protocol::Http1,
-                None => Protocol::Either,
+            drop(in_handshake);
+            accepted.conn.secured();
+            let (protocol, stage) = match stream.get_ref().1.alpn_protocol() {
+                Some(b"h2") => (Protocol::Http2, Stage::Http2),
+                Some(_) => (Protocol::Http1, Stage::Http1),
+                None => (Protocol::Either, Stage::NoAlpn),
             };
             tracing::debug!(%peer, ?protocol, "TLS handshake done");
+            let _serving = accepted.stats.enter(stage);
             serve_connection(stream, accepted, router, protocol, trust_on).await;
         }
     })
@@ -330,9 +484,13 @@ pub async fn serve_plain(
     limits: ListenerLimits,
     cancel: CancellationToken,
 ) -> std::io::Result<()> {
-    accept_loop(listener, limits, cancel, move |tcp, accepted| {
+    let stats = ListenerStats::new(&limits);
+    accept_loop(listener, limits, stats, cancel, move |tcp, accepted| {
         let router = router.clone();
-        async move { serve_connection(tcp, accepted, router, Protocol::Http1, TrustOn::Request).await }
+        async move {
+            let _serving = accepted.stats.enter(Stage::Http1);
+            serve_connection(tcp, accepted, router, Protocol::Http1, TrustOn::Request).await
+        }
     })
     .await
 }
@@ -340,6 +498,7 @@ pub async fn serve_plain(
 async fn accept_loop<F, Fut>(
     listener: tokio::net::TcpListener,
     limits: ListenerLimits,
+    stats: Arc<ListenerStats>,
     cancel: CancellationToken,
     on_connection: F,
 ) -> std::io::Result<()>
@@ -348,7 +507,7 @@ where
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     let descriptors = super::connections::descriptors();
-    let untrusted = Untrusted::new(limits.max_untrusted_connections);
+    let untrusted = stats.untrusted.clone();
     let bound = listener.local_addr().ok();
     let mut at_cap = false;
     loop {
@@ -399,6 +558,7 @@ where
         let (conn, close, _) = untrusted.admit(&cancel);
         let accepted = Accepted {
             peer,
+            stats: stats.clone(),
             bound,
             limits: limits.clone(),
             conn,
@@ -552,6 +712,7 @@ async fn serve_connection<S>(
 {
     let Accepted {
         peer,
+        stats: _,
         bound,
         limits,
         conn,
@@ -634,5 +795,43 @@ async fn serve_connection<S>(
         },
         why = timers => tracing::debug!(%peer, why, "closing the connection"),
         _ = close.cancelled() => tracing::debug!(%peer, "connection closed (listener stopping, or room made)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each connection is counted at its stage until it ends; the totals keep what was served, and
+    /// `/metrics` shows the open ones and the counter under OpenMetrics' names.
+    #[test]
+    fn connections_are_counted_by_stage_until_they_end() {
+        let stats = ListenerStats::new(&ListenerLimits::default());
+        let handshake = stats.enter(Stage::Handshake);
+        let h2 = stats.enter(Stage::Http2);
+        let http1 = stats.enter(Stage::Http1);
+        let open = stats.snapshot();
+        assert_eq!(
+            (open.handshake, open.http2, open.http1, open.no_alpn),
+            (1, 1, 1, 0)
+        );
+        assert_eq!((open.http2_total, open.http1_total), (1, 1));
+        drop(handshake);
+        drop(h2);
+        let _again = stats.enter(Stage::Http2);
+        let open = stats.snapshot();
+        assert_eq!((open.handshake, open.http2, open.http1), (0, 1, 1));
+        assert_eq!(open.http2_total, 2, "{open:?}");
+        drop(http1);
+        let text = stats.snapshot().render();
+        for line in [
+            "quotagate_embedded_connections{stage=\"h2\"} 1\n",
+            "quotagate_embedded_connections{stage=\"http/1.1\"} 0\n",
+            "quotagate_embedded_connections{stage=\"handshake\"} 0\n",
+            "# TYPE quotagate_embedded_untrusted_connections_closed counter\n",
+            "quotagate_embedded_untrusted_connections_closed_total 0\n",
+        ] {
+            assert!(text.contains(line), "{line:?} missing from:\n{text}");
+        }
     }
 }

@@ -134,6 +134,8 @@ pub struct EmbeddedServer {
     /// The listener's credentials once it serves (`spawn_tcp`): what [`EmbeddedServer::bearer_may`]
     /// checks the admin token against.
     pub(crate) listener_creds: std::sync::OnceLock<Arc<auth::Credentials>>,
+    /// The listener's connections once it serves (`spawn_tcp`): [`EmbeddedServer::connections`].
+    listener_stats: std::sync::OnceLock<Arc<listener::ListenerStats>>,
 }
 
 fn registry_for(crds: &(impl CrdSource + ?Sized), config: &ServerConfig) -> Registry {
@@ -167,6 +169,7 @@ impl EmbeddedServer {
             sa_tokens: satoken::TokenKey::default(),
             pod_networks: proxy::PodNetworks::default(),
             listener_creds: std::sync::OnceLock::new(),
+            listener_stats: std::sync::OnceLock::new(),
         });
         for ns in ["default", "kube-system", "kube-public"] {
             serviceaccount::ensure_default(&srv.store, &srv.registry, ns);
@@ -197,6 +200,7 @@ impl EmbeddedServer {
             sa_tokens: satoken::TokenKey::default(),
             pod_networks: proxy::PodNetworks::default(),
             listener_creds: std::sync::OnceLock::new(),
+            listener_stats: std::sync::OnceLock::new(),
         });
         for ns in ["default", "kube-system", "kube-public"] {
             serviceaccount::ensure_default(&srv.store, &srv.registry, ns);
@@ -230,6 +234,12 @@ impl EmbeddedServer {
         kube::Client::new(service, "default")
     }
 
+    /// What the loopback listener holds open (None before `spawn_tcp`): HTTP/2 connections, HTTP/1.1
+    /// ones, TLS handshakes, the untrusted among them.
+    pub fn connections(&self) -> Option<listener::OpenConnections> {
+        self.listener_stats.get().map(|s| s.snapshot())
+    }
+
     /// Binds `listen` (loopback only; port 0 picks one) and serves it over TLS with fresh
     /// credentials (`auth`): a self-signed CA and a bearer token, written only into the kubeconfig
     /// at `kubeconfig_out` (mode 0600); without it nobody can authenticate. Serves in a background
@@ -247,7 +257,7 @@ impl EmbeddedServer {
             Some(dir) => auth::Credentials::load_or_generate(dir)?,
             None => auth::Credentials::generate()?,
         });
-        let listener = tokio::net::TcpListener::bind(listen)
+        let listener = listener::bind(listen)
             .await
             .map_err(|source| ServeError::Bind { addr: listen, source })?;
         let addr = listener
@@ -265,8 +275,12 @@ impl EmbeddedServer {
         self.sa_tokens.init_from(&creds.token);
         let _ = self.listener_creds.set(creds.clone());
         let router = listener::authenticated(self.clone(), creds.clone(), &limits);
+        let stats = self
+            .listener_stats
+            .get_or_init(|| listener::ListenerStats::new(&limits))
+            .clone();
         let handle = tokio::spawn(async move {
-            listener::serve_tls_authenticated(listener, router, creds.tls.clone(), limits, cancel)
+            listener::serve_tls_authenticated(listener, router, creds.tls.clone(), limits, stats, cancel)
                 .await
                 .map_err(ServeError::Serve)
         });

@@ -280,7 +280,7 @@ pub async fn serve(
     health: Health,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let listener = crate::embedded::listener::bind(addr).await?;
     let cancel = tokio_util::sync::CancellationToken::new();
     let stop = cancel.clone();
     tokio::spawn(async move {
@@ -405,5 +405,66 @@ mod tests {
         let (lo, stop3) = serve_on("127.0.0.1:0", closed).await;
         let _stop3 = stop3.drop_guard();
         assert_eq!(status_over_tcp(lo, "/metrics", None).await, 200);
+    }
+
+    /// The RBAC half of kube-apiserver's rule: a ServiceAccount's token is refused (403) until a
+    /// ClusterRole bound to it allows `get` on the `/metrics` non-resource URL, then served.
+    #[tokio::test]
+    async fn metrics_off_loopback_follow_rbac_on_the_non_resource_url() {
+        let srv = crate::embedded::EmbeddedServer::new(&[], Arc::new(crate::embedded::AllowAll));
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let _guard = cancel.clone().drop_guard();
+        srv.spawn_tcp("127.0.0.1:0".parse().unwrap(), None, cancel.clone())
+            .await
+            .unwrap();
+        let client = srv.client();
+        let post = |path: &str, body: serde_json::Value| {
+            http::Request::post(path)
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .body(serde_json::to_vec(&body).unwrap())
+                .unwrap()
+        };
+        let issued: serde_json::Value = client
+            .request(post(
+                "/api/v1/namespaces/default/serviceaccounts/default/token",
+                serde_json::json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}),
+            ))
+            .await
+            .unwrap();
+        let sa_token = issued["status"]["token"].as_str().unwrap().to_string();
+        let h =
+            Health::new(Arc::new(Metrics::new())).with_metrics_auth(Some(MetricsAuth::embedded(srv.clone())));
+        let (wild, stop) = serve_on("0.0.0.0:0", h).await;
+        let _stop = stop.drop_guard();
+        assert_eq!(status_over_tcp(wild, "/metrics", Some(&sa_token)).await, 403);
+        assert_eq!(status_over_tcp(wild, "/healthz", Some(&sa_token)).await, 200);
+
+        // A role for another URL is not enough.
+        let role = |name: &str, url: &str| {
+            serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": name}, "rules": [{"nonResourceURLs": [url], "verbs": ["get"]}]})
+        };
+        let binding = |role: &str| {
+            serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": role}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "default"}]})
+        };
+        let rbac = "/apis/rbac.authorization.k8s.io/v1";
+        for (name, url) in [("healthz-reader", "/healthz"), ("metrics-reader", "/metrics")] {
+            let _: serde_json::Value = client
+                .request(post(&format!("{rbac}/clusterroles"), role(name, url)))
+                .await
+                .unwrap();
+            let _: serde_json::Value = client
+                .request(post(&format!("{rbac}/clusterrolebindings"), binding(name)))
+                .await
+                .unwrap();
+            let want = if url == "/metrics" { 200 } else { 403 };
+            assert_eq!(
+                status_over_tcp(wild, "/metrics", Some(&sa_token)).await,
+                want,
+                "after {name}"
+            );
+        }
     }
 }

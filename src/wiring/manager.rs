@@ -290,7 +290,7 @@ async fn serve_health(
     cancel: &CancellationToken,
     tasks: &mut Tasks,
 ) -> Result<(), ManagerError> {
-    let listener = tokio::net::TcpListener::bind(addr)
+    let listener = crate::embedded::listener::bind(addr)
         .await
         .map_err(|source| ManagerError::Health { addr, source })?;
     let router = health::router(health.clone())
@@ -534,6 +534,7 @@ pub async fn run_embedded_on(
     // The embedded server's storage beside whatever else is served (etcd's database size, quota and
     // NOSPACE alarm, under names of our own).
     let store = server.store.clone();
+    let connections = server.clone();
     let before = opts.manager.extra_metrics.take();
     opts.manager.extra_metrics = Some(health::ExtraMetrics::new(move || {
         let mut text = before
@@ -541,6 +542,9 @@ pub async fn run_embedded_on(
             .map(health::ExtraMetrics::render)
             .unwrap_or_default();
         text.push_str(&storage_metrics(&store));
+        if let Some(open) = connections.connections() {
+            text.push_str(&open.render());
+        }
         text
     }));
     let result = run_manager(server.client(), opts.manager, shutdown).await;

@@ -395,7 +395,7 @@ pub async fn serve_with(
     shutdown: impl std::future::Future<Output = ()>,
     extra: Router,
 ) -> Result<(), WebhookError> {
-    let listener = tokio::net::TcpListener::bind(addr)
+    let listener = crate::embedded::listener::bind(addr)
         .await
         .map_err(|source| WebhookError::Bind { addr, source })?;
     let _ = bound.send(listener.local_addr().unwrap_or(addr));
