@@ -429,8 +429,16 @@ async fn stop(
         let _ = t.await;
         let api: Api<Lease> = Api::namespaced(client.clone(), &opts.lease_namespace);
         let cfg = LeaderConfig::new(&opts.lease_name, &opts.identity);
-        if let Err(e) = leader::release(&api, &cfg).await {
-            tracing::info!(error = %e, "could not release the lease; it runs out instead");
+        // Bounded as a round is: a request that never answers must not hold the exit until the
+        // kubelet's SIGKILL.
+        let budget = leader::round_budget(&cfg, None, tokio::time::Instant::now());
+        match tokio::time::timeout(budget, leader::release(&api, &cfg)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::info!(error = %e, "could not release the lease; it runs out instead"),
+            Err(_) => tracing::info!(
+                ?budget,
+                "could not release the lease in time; it runs out instead"
+            ),
         }
     }
 }
