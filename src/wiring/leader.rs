@@ -89,6 +89,31 @@ pub fn next_spec(
     }
 }
 
+/// A candidate's identity as controller-runtime makes it: `<prefix>_<UUID>`, the UUID (version 4) new
+/// at each start, so a restarted process is a new candidate that waits out (or is handed) its previous
+/// incarnation's lease instead of renewing it at once as if it had never stopped. The prefix (a pod's
+/// name in a pod, where controller-runtime takes the host name) keeps `kubectl get lease` readable.
+pub fn unique_identity(prefix: &str) -> String {
+    let mut b: [u8; 16] = rand::random();
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{prefix}_{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+/// The readable part of a holder identity: what precedes the first `_` (a pod's or host's name, which
+/// cannot hold one), or the whole identity when it has none (one given with `--identity`).
+pub fn identity_prefix(identity: &str) -> &str {
+    identity.split_once('_').map_or(identity, |(p, _)| p)
+}
+
 #[derive(Clone, Debug)]
 pub struct LeaderConfig {
     pub lease_name: String,
@@ -305,6 +330,27 @@ mod tests {
                 Duration::from_secs(15)
             )
             .is_none()
+        );
+    }
+
+    /// controller-runtime's `id = hostname + "_" + uuid.NewUUID()` (pkg/leaderelection): unique per
+    /// start, its prefix readable.
+    #[test]
+    fn identities_are_unique_per_start_with_a_readable_prefix() {
+        let (a, b) = (unique_identity("pod-1"), unique_identity("pod-1"));
+        assert_ne!(a, b, "two starts of one pod are two candidates");
+        assert_eq!(identity_prefix(&a), "pod-1");
+        let uuid = a.strip_prefix("pod-1_").unwrap();
+        let groups: Vec<usize> = uuid.split('-').map(str::len).collect();
+        assert_eq!(groups, [8, 4, 4, 4, 12], "{uuid}");
+        assert!(uuid.chars().all(|c| c == '-' || c.is_ascii_hexdigit()), "{uuid}");
+        assert_eq!(&uuid[14..15], "4", "a version 4 UUID: {uuid}");
+        assert_eq!(identity_prefix("m0"), "m0");
+        // A restarted process does not renew its previous incarnation's unexpired lease as its own.
+        let now = Timestamp::now();
+        assert_eq!(
+            decide(Some(&spec(&a, 1, 15, now)), &b, now),
+            Decision::Follow { holder: a.clone() }
         );
     }
 

@@ -32,7 +32,8 @@ pub struct ManagerOptions {
     pub leader_election: bool,
     pub lease_namespace: String,
     pub lease_name: String,
-    /// This replica's identity in the Lease (defaults to the host name plus a random suffix).
+    /// This replica's identity in the Lease (defaults to `$POD_NAME`, else the host name, `_` and a
+    /// UUID new at each start: controller-runtime's form).
     pub identity: String,
     /// How often the admission loop runs without a cache change.
     pub resync: Duration,
@@ -80,13 +81,17 @@ pub struct ManagerOptions {
 
 impl Default for ManagerOptions {
     fn default() -> Self {
-        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "quotagate".to_string());
+        let host = ["POD_NAME", "HOSTNAME"]
+            .iter()
+            .filter_map(|v| std::env::var(v).ok())
+            .find(|v| !v.is_empty())
+            .unwrap_or_else(|| "quotagate".to_string());
         ManagerOptions {
             health_addr: None,
             leader_election: true,
             lease_namespace: "default".to_string(),
             lease_name: "quotagate-leader".to_string(),
-            identity: format!("{host}-{:08x}", rand::random::<u32>()),
+            identity: leader::unique_identity(&host),
             resync: Duration::from_secs(1),
             ray: None,
             extra_metrics: None,

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::control_plane_support::helm_path;
-use super::leader::{PROCESS_NODE, leader, manager_and_ray_agents};
+use super::leader::{PROCESS_NODE, leader, manager_and_ray_agents, pod_of};
 use super::workflows::{
     SERVICE_QUEUE, apply, cluster_gone, clusters_of, cpu_usage, ray_pods, rayservice, ready, set_cpu_quota,
     upgrade_gated,
@@ -364,7 +364,7 @@ fn helm_install_gated_upgrades_a_helm_upgrade_mid_upgrade_and_uninstall_on_a_rea
         assert_serving(&k, "svc-a", &[&active]);
         let now = manager_pods(&k, ns);
         let holder = leader(&k);
-        if now.len() == 1 && now.is_disjoint(&old_pods) && now.contains(&holder) {
+        if now.len() == 1 && now.is_disjoint(&old_pods) && now.contains(pod_of(&holder)) {
             break holder;
         }
         assert!(
