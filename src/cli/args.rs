@@ -427,8 +427,9 @@ pub struct RunArgs {
     /// The Lease's name [default: quotagate-leader].
     #[arg(long)]
     pub lease_name: Option<String>,
-    /// This replica's identity in the Lease.
-    #[arg(long, env = "POD_NAME")]
+    /// This replica's identity in the Lease [default: $POD_NAME (else the host name), `_` and a UUID
+    /// new at each start, as controller-runtime's, so a restarted container is a new candidate].
+    #[arg(long)]
     pub identity: Option<String>,
     /// Serve the validating/defaulting webhook over TLS with tls.crt and tls.key from this directory
     /// (cert-manager's). Without it the manager makes and renews its own certificate (the Kueue

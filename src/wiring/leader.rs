@@ -89,6 +89,31 @@ pub fn next_spec(
     }
 }
 
+/// A candidate's identity as controller-runtime makes it: `<prefix>_<UUID>`, the UUID (version 4) new
+/// at each start, so a restarted process is a new candidate that waits out (or is handed) its previous
+/// incarnation's lease instead of renewing it at once as if it had never stopped. The prefix (a pod's
+/// name in a pod, where controller-runtime takes the host name) keeps `kubectl get lease` readable.
+pub fn unique_identity(prefix: &str) -> String {
+    let mut b: [u8; 16] = rand::random();
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{prefix}_{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+/// The readable part of a holder identity: what precedes the first `_` (a pod's or host's name, which
+/// cannot hold one), or the whole identity when it has none (one given with `--identity`).
+pub fn identity_prefix(identity: &str) -> &str {
+    identity.split_once('_').map_or(identity, |(p, _)| p)
+}
+
 #[derive(Clone, Debug)]
 pub struct LeaderConfig {
     pub lease_name: String,
@@ -186,27 +211,52 @@ pub async fn release(api: &Api<Lease>, cfg: &LeaderConfig) -> Result<(), kube::E
     }
 }
 
+/// How long one round may take. client-go gives its lock's client a timeout of half the renew deadline
+/// (`resourcelock.NewFromKubeconfig`) and bounds a leader's renewal by the renew deadline; without a
+/// bound, a request that never answers (kube's client has no read timeout) or that the client retries
+/// (up to 15 times on 429, 503 and 504, its back-off growing towards 1000 s) stalls the election: a
+/// follower never takes a lease given up or run out, a leader never notices it lost its lease.
+/// A leader's round ends by its renew deadline; a follower's after half of it (1 s at least).
+pub fn round_budget(
+    cfg: &LeaderConfig,
+    last_renew: Option<tokio::time::Instant>,
+    now: tokio::time::Instant,
+) -> Duration {
+    let per_round = (cfg.renew_deadline / 2).max(Duration::from_secs(1));
+    match last_renew {
+        Some(t) => per_round.min((t + cfg.renew_deadline).saturating_duration_since(now)),
+        None => per_round,
+    }
+}
+
 /// Runs the election until leadership is lost (an error: the process should exit, as controller-runtime
 /// does, so no stale leader keeps writing) or every receiver is dropped.
 pub async fn run(api: Api<Lease>, cfg: LeaderConfig, tx: watch::Sender<bool>) -> Result<(), LeaderError> {
     let mut last_renew: Option<tokio::time::Instant> = None;
     loop {
-        let ok = match round(&api, &cfg).await {
-            Ok(held) => held,
-            Err(e) => {
+        let started = tokio::time::Instant::now();
+        let budget = round_budget(&cfg, last_renew, started);
+        let ok = match tokio::time::timeout(budget, round(&api, &cfg)).await {
+            Ok(Ok(held)) => held,
+            Ok(Err(e)) => {
                 tracing::warn!(error = %e, lease = %cfg.lease_name, "leader election round failed");
+                false
+            }
+            Err(_) => {
+                tracing::warn!(lease = %cfg.lease_name, ?budget, "leader election round did not complete in time");
                 false
             }
         };
         let now = tokio::time::Instant::now();
         if ok {
-            last_renew = Some(now);
+            // The renewTime written is at most this old: others count the lease from it.
+            last_renew = Some(started);
             if !*tx.borrow() {
                 tracing::info!(identity = %cfg.identity, lease = %cfg.lease_name, "became leader");
             }
             tx.send(true).map_err(|_| LeaderError::Closed)?;
         } else if let Some(t) = last_renew
-            && now.duration_since(t) > cfg.renew_deadline
+            && now.duration_since(t) >= cfg.renew_deadline
         {
             let _ = tx.send(false);
             return Err(LeaderError::Lost(cfg.lease_name.clone()));
@@ -283,6 +333,27 @@ mod tests {
         );
     }
 
+    /// controller-runtime's `id = hostname + "_" + uuid.NewUUID()` (pkg/leaderelection): unique per
+    /// start, its prefix readable.
+    #[test]
+    fn identities_are_unique_per_start_with_a_readable_prefix() {
+        let (a, b) = (unique_identity("pod-1"), unique_identity("pod-1"));
+        assert_ne!(a, b, "two starts of one pod are two candidates");
+        assert_eq!(identity_prefix(&a), "pod-1");
+        let uuid = a.strip_prefix("pod-1_").unwrap();
+        let groups: Vec<usize> = uuid.split('-').map(str::len).collect();
+        assert_eq!(groups, [8, 4, 4, 4, 12], "{uuid}");
+        assert!(uuid.chars().all(|c| c == '-' || c.is_ascii_hexdigit()), "{uuid}");
+        assert_eq!(&uuid[14..15], "4", "a version 4 UUID: {uuid}");
+        assert_eq!(identity_prefix("m0"), "m0");
+        // A restarted process does not renew its previous incarnation's unexpired lease as its own.
+        let now = Timestamp::now();
+        assert_eq!(
+            decide(Some(&spec(&a, 1, 15, now)), &b, now),
+            Decision::Follow { holder: a.clone() }
+        );
+    }
+
     #[test]
     fn releasing_hands_the_lease_to_the_next_round() {
         let now = Timestamp::now();
@@ -305,5 +376,122 @@ mod tests {
         )
         .unwrap();
         assert_eq!(taken.holder_identity.as_deref(), Some("other"));
+    }
+
+    /// A client of `server` whose requests, while `hang` is set, never answer (a dead connection,
+    /// which kube's client, with no read timeout, waits on for good); each such request is counted.
+    fn hanging_client(
+        server: &std::sync::Arc<crate::embedded::EmbeddedServer>,
+        hang: std::sync::Arc<std::sync::atomic::AtomicBool>,
+        hung: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    ) -> kube::Client {
+        use std::sync::atomic::Ordering::SeqCst;
+        let router = server.router();
+        let svc = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+            let router = router.clone();
+            let hang = hang.load(SeqCst);
+            let hung = hung.clone();
+            async move {
+                if hang {
+                    hung.fetch_add(1, SeqCst);
+                    std::future::pending::<()>().await;
+                }
+                tower::ServiceExt::oneshot(router, req).await
+            }
+        });
+        kube::Client::new(svc, "default")
+    }
+
+    fn quick(identity: &str) -> LeaderConfig {
+        LeaderConfig {
+            renew_deadline: Duration::from_secs(2),
+            retry_period: Duration::from_millis(100),
+            ..LeaderConfig::new("quotagate-leader", identity)
+        }
+    }
+
+    /// The helm test's flake (issue 66): the new pod did not lead within 120 s of a rolling update.
+    /// A round that never answers must not stall a follower: the old leader gives the lease up (as
+    /// a pod stopped by a Deployment's rollout does), and the follower takes it within a round's
+    /// budget and a retry, although its round in flight at that moment never answers.
+    #[tokio::test]
+    async fn a_request_that_never_answers_does_not_keep_a_follower_from_a_released_lease() {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+        let server = crate::wiring::manager::embedded_server();
+        let leases: Api<Lease> = Api::namespaced(server.client(), "default");
+        let old = quick("old_1");
+        assert!(
+            round(&leases, &old).await.unwrap(),
+            "the old replica takes the lease"
+        );
+        let hang = std::sync::Arc::new(AtomicBool::new(false));
+        let hung = std::sync::Arc::new(AtomicUsize::new(0));
+        let api = Api::namespaced(hanging_client(&server, hang.clone(), hung.clone()), "default");
+        let (tx, mut rx) = watch::channel(false);
+        let follower = crate::wiring::tasks::AbortOnDrop(tokio::spawn(run(api, quick("new_1"), tx)));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!*rx.borrow(), "the follower took a held lease");
+        hang.store(true, SeqCst);
+        while hung.load(SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        release(&leases, &old).await.unwrap();
+        hang.store(false, SeqCst);
+        let released = std::time::Instant::now();
+        let led = tokio::time::timeout(Duration::from_secs(20), rx.wait_for(|l| *l)).await;
+        assert!(
+            led.is_ok(),
+            "the follower did not take the released lease within 20 s: its round never ended"
+        );
+        let took = released.elapsed();
+        // A round's budget (1 s) and a retry (0.1 s), with room for a loaded machine.
+        assert!(
+            took < Duration::from_secs(5),
+            "took the lease {took:?} after its release"
+        );
+        let holder = leases
+            .get("quotagate-leader")
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .holder_identity;
+        assert_eq!(holder.as_deref(), Some("new_1"));
+        drop(follower);
+    }
+
+    /// A leader whose renewals never answer steps down by its renew deadline (client-go's), before
+    /// the lease runs out for the others, instead of leading on while another replica takes over.
+    #[tokio::test]
+    async fn a_leader_whose_renewals_never_answer_steps_down_by_the_renew_deadline() {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+        let server = crate::wiring::manager::embedded_server();
+        let (hang, hung) = (
+            std::sync::Arc::new(AtomicBool::new(false)),
+            std::sync::Arc::new(AtomicUsize::new(0)),
+        );
+        let api = Api::namespaced(hanging_client(&server, hang.clone(), hung.clone()), "default");
+        let (tx, mut rx) = watch::channel(false);
+        let cfg = quick("leader_1");
+        let task = tokio::spawn(run(api, cfg.clone(), tx));
+        tokio::time::timeout(Duration::from_secs(10), rx.wait_for(|l| *l))
+            .await
+            .expect("leads")
+            .unwrap();
+        hang.store(true, SeqCst);
+        let hanging = std::time::Instant::now();
+        let ended = tokio::time::timeout(Duration::from_secs(20), task).await;
+        let Ok(Ok(Err(LeaderError::Lost(_)))) = ended else {
+            panic!("the leader did not step down within 20 s: {ended:?}");
+        };
+        let took = hanging.elapsed();
+        assert!(!*rx.borrow(), "still says it leads");
+        assert!(hung.load(SeqCst) >= 1);
+        // Its last renewal was at most a retry before the hang: out by the renew deadline, well
+        // before the lease (15 s) runs out for the others.
+        assert!(
+            took <= cfg.renew_deadline + Duration::from_secs(2),
+            "stepped down {took:?} after its renewals stopped answering"
+        );
     }
 }

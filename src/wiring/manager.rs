@@ -32,7 +32,8 @@ pub struct ManagerOptions {
     pub leader_election: bool,
     pub lease_namespace: String,
     pub lease_name: String,
-    /// This replica's identity in the Lease (defaults to the host name plus a random suffix).
+    /// This replica's identity in the Lease (defaults to `$POD_NAME`, else the host name, `_` and a
+    /// UUID new at each start: controller-runtime's form).
     pub identity: String,
     /// How often the admission loop runs without a cache change.
     pub resync: Duration,
@@ -80,13 +81,17 @@ pub struct ManagerOptions {
 
 impl Default for ManagerOptions {
     fn default() -> Self {
-        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "quotagate".to_string());
+        let host = ["POD_NAME", "HOSTNAME"]
+            .iter()
+            .filter_map(|v| std::env::var(v).ok())
+            .find(|v| !v.is_empty())
+            .unwrap_or_else(|| "quotagate".to_string());
         ManagerOptions {
             health_addr: None,
             leader_election: true,
             lease_namespace: "default".to_string(),
             lease_name: "quotagate-leader".to_string(),
-            identity: format!("{host}-{:08x}", rand::random::<u32>()),
+            identity: leader::unique_identity(&host),
             resync: Duration::from_secs(1),
             ray: None,
             extra_metrics: None,
@@ -429,8 +434,16 @@ async fn stop(
         let _ = t.await;
         let api: Api<Lease> = Api::namespaced(client.clone(), &opts.lease_namespace);
         let cfg = LeaderConfig::new(&opts.lease_name, &opts.identity);
-        if let Err(e) = leader::release(&api, &cfg).await {
-            tracing::info!(error = %e, "could not release the lease; it runs out instead");
+        // Bounded as a round is: a request that never answers must not hold the exit until the
+        // kubelet's SIGKILL.
+        let budget = leader::round_budget(&cfg, None, tokio::time::Instant::now());
+        match tokio::time::timeout(budget, leader::release(&api, &cfg)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::info!(error = %e, "could not release the lease; it runs out instead"),
+            Err(_) => tracing::info!(
+                ?budget,
+                "could not release the lease in time; it runs out instead"
+            ),
         }
     }
 }

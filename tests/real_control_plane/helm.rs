@@ -13,9 +13,11 @@
 //! upgrade --wait` of the chart (a new log level rolls the pods, one replica fewer) runs in the middle
 //! of it: the RayService stays Ready with its serve Service's endpoints on the serving cluster at
 //! every poll (and the invariant watcher's I8, no serving gap, watches throughout), the gate holds
-//! under the new pods, the Lease goes to a new pod, and with the quota raised the upgrade completes
-//! under it. `helm uninstall --wait` removes every templated object and keeps the CRDs (Helm never
-//! deletes `crds/`).
+//! under the new pods, the Lease goes to a new pod's manager, the managers never without a leader for
+//! longer than a lease takes to run out (each handover measured from the Lease's own times: a round
+//! of leader election without a time bound could leave them leaderless for minutes), and with the
+//! quota raised the upgrade completes under it. `helm uninstall --wait` removes every templated
+//! object and keeps the CRDs (Helm never deletes `crds/`).
 //!
 //! Needs root and helm (env QUOTAGATE_HELM or the script's cache) besides the parent's tools; without
 //! them the test prints one line and skips (fails with `QUOTAGATE_REQUIRE_TOOLS=1`).
@@ -28,7 +30,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::control_plane_support::helm_path;
-use super::leader::{PROCESS_NODE, leader, manager_and_ray_agents};
+use super::leader::{PROCESS_NODE, manager_and_ray_agents, pod_of};
 use super::workflows::{
     SERVICE_QUEUE, apply, cluster_gone, clusters_of, cpu_usage, ray_pods, rayservice, ready, set_cpu_quota,
     upgrade_gated,
@@ -107,12 +109,24 @@ fn serving(k: &Kubectl, svc: &str, clusters: &[&str]) -> Result<(), String> {
         .filter(|e| e["conditions"]["ready"] == true)
         .filter_map(|e| e["targetRef"]["name"].as_str())
         .collect();
-    if !heads.iter().any(|h| h.starts_with(&format!("{selected}-"))) {
-        return Err(format!(
-            "{service} has no ready endpoint on {selected}: {heads:?}"
-        ));
+    let on = |cluster: &str| heads.iter().any(|h| h.starts_with(&format!("{cluster}-")));
+    if on(&selected) {
+        return Ok(());
     }
-    Ok(())
+    // Two reads, not one: the switch may fall between them, the EndpointSlice controller following the
+    // new selector before the slices were read (seen once in four runs under load). The selector read
+    // again says whether the slices are the switched Service's.
+    let now = jsonpath(
+        k,
+        &["get", "service", &service, "-n", "default"],
+        "{.spec.selector.ray\\.io/cluster}",
+    );
+    if now != selected && clusters.contains(&now.as_str()) && on(&now) {
+        return Ok(());
+    }
+    Err(format!(
+        "{service} has no ready endpoint on {selected} (then {now}): {heads:?}"
+    ))
 }
 
 /// [`serving`], asserted: at every poll of the upgrades.
@@ -145,6 +159,56 @@ fn upgrade_completes(k: &Kubectl, svc: &str, active: &str, pending: &str) -> usi
     });
     assert_serving(k, svc, &[pending]);
     polls
+}
+
+/// The managers' Lease as polled: holder, acquireTime and renewTime at each poll, to measure how long
+/// the managers were without a leader across the chart's rollout.
+#[derive(Default)]
+struct LeaseLog(Vec<(String, Option<jiff::Timestamp>, Option<jiff::Timestamp>)>);
+
+impl LeaseLog {
+    /// Polls the Lease; returns its holder ("" when none holds it, as after a release).
+    fn poll(&mut self, k: &Kubectl) -> String {
+        let Some(l) = k.json(&["get", "lease", "quotagate-leader", "-n", "quotagate-system"]) else {
+            return String::new();
+        };
+        let time = |f: &str| l["spec"][f].as_str().and_then(|t| t.parse().ok());
+        let holder = l["spec"]["holderIdentity"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        self.0
+            .push((holder.clone(), time("acquireTime"), time("renewTime")));
+        holder
+    }
+
+    fn holders(&self) -> BTreeSet<&str> {
+        self.0.iter().map(|(h, ..)| h.as_str()).collect()
+    }
+
+    /// Each acquisition seen after another holder's (or a release's) renewal: the holder and the time
+    /// from the latest renewal seen under someone else to its acquireTime. That is the time without a
+    /// leader, or more by at most the time between two polls.
+    fn handovers(&self) -> Vec<(String, Duration)> {
+        let mut out: Vec<(String, Duration)> = Vec::new();
+        for (holder, acquired, _) in &self.0 {
+            let Some(acquired) = acquired.filter(|_| !holder.is_empty()) else {
+                continue;
+            };
+            if out.iter().any(|(h, _)| h == holder) {
+                continue;
+            }
+            let before = (self.0.iter())
+                .filter(|(h, _, r)| h != holder && r.is_some_and(|r| r <= acquired))
+                .filter_map(|(_, _, r)| *r)
+                .max();
+            if let Some(before) = before {
+                let gap = acquired.duration_since(before).unsigned_abs();
+                out.push((holder.clone(), gap));
+            }
+        }
+        out
+    }
 }
 
 /// The names of the manager's pods, terminating ones aside.
@@ -290,7 +354,8 @@ fn helm_install_gated_upgrades_a_helm_upgrade_mid_upgrade_and_uninstall_on_a_rea
     let active = pending;
     let pending = upgrade_gated(&k, "svc-a", "2.48.0");
     let old_pods = manager_pods(&k, ns);
-    let old_leader = leader(&k);
+    let mut lease = LeaseLog::default();
+    let old_leader = lease.poll(&k);
     println!("gated upgrade 2: {pending} pending with 0 pods; managers {old_pods:?}, {old_leader} leads");
     let upgrade = {
         let helm = helm.clone();
@@ -315,12 +380,12 @@ fn helm_install_gated_upgrades_a_helm_upgrade_mid_upgrade_and_uninstall_on_a_rea
         })
     };
     let helm_started = Instant::now();
-    let (mut polls, mut leaders) = (0, BTreeSet::new());
+    let mut polls = 0;
     while !upgrade.is_finished() {
         assert_serving(&k, "svc-a", &[&active]);
         assert_eq!(clusters_of(&k, "svc-a"), (active.clone(), pending.clone()));
         assert_eq!(ray_pods(&k).get(&pending), None, "the gated cluster has pods");
-        leaders.insert(leader(&k));
+        lease.poll(&k);
         polls += 1;
         assert!(
             helm_started.elapsed() < Duration::from_secs(330),
@@ -332,9 +397,10 @@ fn helm_install_gated_upgrades_a_helm_upgrade_mid_upgrade_and_uninstall_on_a_rea
     let out = upgrade.join().expect("helm upgrade");
     println!(
         "helm upgrade after {:?} ({:?} mid-upgrade; svc-a serving at each of {polls} polls, Lease \
-         holders seen {leaders:?}):\n{out}",
+         holders seen {:?}):\n{out}",
         started.elapsed(),
-        helm_started.elapsed()
+        helm_started.elapsed(),
+        lease.holders()
     );
     assert!(
         out.contains("STATUS: deployed") && out.contains("REVISION: 2"),
@@ -363,8 +429,8 @@ fn helm_install_gated_upgrades_a_helm_upgrade_mid_upgrade_and_uninstall_on_a_rea
     let new_leader = loop {
         assert_serving(&k, "svc-a", &[&active]);
         let now = manager_pods(&k, ns);
-        let holder = leader(&k);
-        if now.len() == 1 && now.is_disjoint(&old_pods) && now.contains(&holder) {
+        let holder = lease.poll(&k);
+        if now.len() == 1 && now.is_disjoint(&old_pods) && now.contains(pod_of(&holder)) {
             break holder;
         }
         assert!(
@@ -375,6 +441,22 @@ fn helm_install_gated_upgrades_a_helm_upgrade_mid_upgrade_and_uninstall_on_a_rea
         );
         std::thread::sleep(Duration::from_millis(500));
     };
+    // Never without a leader for longer than a killed leader's lease takes to run out and a retry
+    // (15 s + 2 s; a leader stopped by the rollout releases its lease, and the next takes it within
+    // the 2 s retry), with room for the time between polls on a loaded machine. A round that stalls
+    // (a request without an answer, the client's retries of 429/503/504) shows here as minutes.
+    let handovers = lease.handovers();
+    println!("Lease handovers (time without a leader): {handovers:?}");
+    assert!(
+        handovers.iter().any(|(h, _)| *h == new_leader),
+        "the new leader's acquisition not seen: {handovers:?}"
+    );
+    for (holder, gap) in &handovers {
+        assert!(
+            *gap <= Duration::from_secs(30),
+            "{holder} took the Lease {gap:?} after the previous leader's last renewal seen"
+        );
+    }
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(clusters_of(&k, "svc-a"), (active.clone(), pending.clone()));
     assert_eq!(ray_pods(&k).get(&pending), None, "the gated cluster has pods");
@@ -392,7 +474,11 @@ fn helm_install_gated_upgrades_a_helm_upgrade_mid_upgrade_and_uninstall_on_a_rea
         ),
         "2.48.0"
     );
-    assert_eq!(leader(&k), new_leader, "the Lease stayed with the new pod");
+    assert_eq!(
+        lease.poll(&k),
+        new_leader,
+        "the Lease stayed with the new pod's manager (a restart would take a new identity)"
+    );
     println!(
         "gated upgrade 2 completed on {pending} under {new_leader} after {:?}, serving at each of \
          {polls} polls",

@@ -9,10 +9,11 @@
 //! A RayService is upgraded through a ClusterQueue that holds only the running cluster, so the upgrade
 //! waits at the gate. There the process of the pod holding the Lease is killed with SIGKILL, as a
 //! node's OOM killer would: the runtime reports the container terminated (`lastState.terminated`,
-//! exit code 137) and restarts it (`restartCount`) with the kubelet's back-off. A restarted container
-//! has the same identity (its pod's name) and takes its Lease straight back, so the kill is repeated
-//! on each restart, a container that is OOM-killed as it starts, until the back-off outlasts the
-//! Lease and the other replica takes it. The new leader keeps the gate: the pending cluster has 0 pods
+//! exit code 137) and restarts it (`restartCount`) with the kubelet's back-off. The Lease's identity
+//! is controller-runtime's (the pod's name, `_` and a UUID new at each start), so the restarted
+//! container is a new candidate: it does not renew its killed incarnation's Lease but waits it out
+//! with the other replica, and either may take it. The kill is repeated on each restart until the
+//! other replica's pod holds the Lease. The new leader keeps the gate: the pending cluster has 0 pods
 //! and the usage stays at the active cluster's. The quota is raised and the upgrade completes.
 //!
 //! Needs root (network namespaces); without it the test prints one line and skips.
@@ -64,13 +65,18 @@ pub(super) fn manager_and_ray_agents(kubeconfig: &Path, dir: &Path) -> (Stopped,
     (agent, sim)
 }
 
-/// The holder of the managers' Lease.
+/// The holder of the managers' Lease: `<pod>_<UUID>`, the UUID new at each start of a manager.
 pub(super) fn leader(k: &Kubectl) -> String {
     jsonpath(
         k,
         &["get", "lease", "quotagate-leader", NS[0], NS[1]],
         "{.spec.holderIdentity}",
     )
+}
+
+/// The pod of a holder identity (controller-runtime's `<hostname>_<UUID>`, the pod's name first).
+pub(super) fn pod_of(holder: &str) -> &str {
+    holder.split_once('_').map_or(holder, |(pod, _)| pod)
 }
 
 fn pod(k: &Kubectl, name: &str) -> Option<Value> {
@@ -120,9 +126,14 @@ fn leader_pod_killed_mid_upgrade_and_the_other_replica_completes_it() {
         deploy["status"]["readyReplicas"],
         deploy["spec"]["replicas"]
     );
-    let first = wait_until("the leader Lease", Duration::from_secs(60), || {
+    let first_holder = wait_until("the leader Lease", Duration::from_secs(60), || {
         Some(leader(&k)).filter(|h| h.starts_with("quotagate-controller-manager-"))
     });
+    let first = pod_of(&first_holder).to_owned();
+    assert!(
+        pod(&k, &first).is_some() && first_holder.len() == first.len() + 37,
+        "the holder {first_holder}: a pod's name, `_` and a UUID"
+    );
     // The webhooks serve before anything queue-managed is made (a fresh caBundle takes a moment).
     k.wait_for(
         &[
@@ -138,7 +149,7 @@ fn leader_pod_killed_mid_upgrade_and_the_other_replica_completes_it() {
                 .is_some_and(|w| w.iter().all(|h| h["clientConfig"]["caBundle"].is_string()))
         },
     );
-    println!("leader: {first} leads after {:?}", started.elapsed());
+    println!("leader: {first_holder} leads after {:?}", started.elapsed());
 
     // The Deployment's securityContext holds in the pods: the manager runs as the image's user
     // (65532), with no capability and no_new_privs, on a read-only root; the seccomp profile it asks
@@ -242,7 +253,7 @@ fn leader_pod_killed_mid_upgrade_and_the_other_replica_completes_it() {
     let pending = upgrade_gated(&k, "svc-a", "2.47.0");
     println!("leader: upgrade gated after {:?}", started.elapsed());
 
-    // SIGKILL the leader's process, on each restart, until the other replica holds the Lease.
+    // SIGKILL the leader's process, on each restart, until the other replica's pod holds the Lease.
     let killed_at = Instant::now();
     let mut kills = 0;
     let mut last_pid = None;
@@ -254,7 +265,7 @@ fn leader_pod_killed_mid_upgrade_and_the_other_replica_completes_it() {
         Duration::from_secs(120),
         || {
             let holder = leader(&k);
-            if !holder.is_empty() && holder != first {
+            if !holder.is_empty() && pod_of(&holder) != first {
                 return Some(holder);
             }
             let pids = pod_processes(&ip);
