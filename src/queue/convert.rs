@@ -13,6 +13,7 @@ use super::model::{
 };
 use super::model::{PodSetModel, Requirement, SelectorOp, Taint, TaintEffect, Toleration};
 use super::requests::pod_requests;
+use super::tas::{Placement, TopologyRequest};
 use crate::api::kueue;
 use crate::api::quantity::{Quantity, resource_value};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
@@ -328,6 +329,7 @@ impl TryFrom<&kueue::ResourceFlavor> for FlavorModel {
         let mut out = FlavorModel {
             name: name_of(&f.metadata)?,
             node_labels: spec.node_labels.unwrap_or_default(),
+            topology: spec.topology_name.clone(),
             ..Default::default()
         };
         for (i, t) in spec.node_taints.iter().flatten().enumerate() {
@@ -359,6 +361,7 @@ pub fn workload_model(
         let count = i64::from(ps.count.unwrap_or(1));
         let mut model = podset_from_template(&format!("spec.podSets[{i}]"), &ps_name, count, &ps.template)?;
         model.min_count = ps.min_count.map(i64::from);
+        model.topology = ps.topology_request.as_ref().map(topology_request);
         podsets.push(model);
     }
     let replacement_for = w
@@ -392,6 +395,17 @@ pub fn workload_model(
         replacement_for,
         upgrade: upgrade_claim(w)?,
     })
+}
+
+/// The model of a podset's `topologyRequest` (the parts placement reads).
+fn topology_request(r: &kueue::PodSetTopologyRequest) -> TopologyRequest {
+    TopologyRequest {
+        required: r.required.clone(),
+        preferred: r.preferred.clone(),
+        unconstrained: r.unconstrained == Some(true),
+        slice_topology: r.pod_set_slice_required_topology.clone(),
+        slice_size: r.pod_set_slice_size,
+    }
 }
 
 /// The claim an upgrade's slice carries (`quotagate.io/upgrade-claim`), if any.
@@ -465,6 +479,10 @@ pub fn admission_model(a: &kueue::Admission) -> Result<Admission, QueueError> {
             flavors: psa.flavors.clone(),
             resource_usage: usage,
             count: i64::from(psa.count.unwrap_or(0)),
+            topology: psa.topology_assignment.as_ref().map(|ta| Placement {
+                levels: ta.levels.clone(),
+                domains: kueue::tas::decode_assignment(ta),
+            }),
         });
     }
     Ok(out)
@@ -486,6 +504,10 @@ pub fn admission_api(a: &Admission) -> kueue::Admission {
                     .map(|(r, v)| (r.clone(), crate::api::quantity::resource_quantity(r, v.0).into()))
                     .collect(),
                 count: i32::try_from(p.count).ok(),
+                topology_assignment: p
+                    .topology
+                    .as_ref()
+                    .map(|t| kueue::tas::encode_assignment(&t.levels, &t.domains)),
                 ..Default::default()
             })
             .collect(),

@@ -18,7 +18,10 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use super::amount::Amount;
-use super::model::{PodSetModel, Requirement, Taint, TaintEffect, Toleration};
+use super::model::{
+    Admission, FlavorModel, PodSetAssignment, PodSetModel, Requirement, Taint, TaintEffect, Toleration,
+    WorkloadModel,
+};
 use super::requests::Requests;
 use crate::api::kueue::tas::{DomainAssignment, HOSTNAME_LABEL};
 
@@ -645,6 +648,110 @@ impl Run<'_> {
             }
         }
         out
+    }
+}
+
+/// What the core knows of the cluster for TAS: each Topology's levels by name, and the Nodes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TasCluster {
+    pub topologies: BTreeMap<String, Vec<String>>,
+    pub nodes: Vec<TasNode>,
+}
+
+impl TasCluster {
+    /// The snapshot of a TAS flavor: its Topology over the Nodes carrying the flavor's node labels,
+    /// with what `admitted` podsets placed in this flavor hold.
+    fn snapshot<'a>(
+        &self,
+        flavor: &FlavorModel,
+        topology: &str,
+        admitted: impl Iterator<Item = (&'a WorkloadModel, &'a Admission)>,
+    ) -> Result<TasSnapshot, String> {
+        let levels = self.topologies.get(topology).ok_or_else(|| {
+            format!(
+                "there is no Topology {topology:?} for TAS flavor {:?}",
+                flavor.name
+            )
+        })?;
+        let nodes: Vec<TasNode> = self
+            .nodes
+            .iter()
+            .filter(|n| flavor.node_labels.iter().all(|(k, v)| n.labels.get(k) == Some(v)))
+            .cloned()
+            .collect();
+        let mut s = TasSnapshot::new(topology, levels, &nodes);
+        for (w, a) in admitted {
+            for psa in &a.pod_set_assignments {
+                let (Some(p), true) = (&psa.topology, psa.flavors.values().any(|f| *f == flavor.name)) else {
+                    continue;
+                };
+                if let Some(ps) = w.podsets.iter().find(|ps| ps.name == psa.name) {
+                    s.add_usage(p, &ps.requests);
+                }
+            }
+        }
+        Ok(s)
+    }
+
+    /// Places every podset of `w` assigned to a TAS flavor (Kueue's `FindTopologyAssignmentsForWorkload`
+    /// after a Fit): sets each one's placement, or says why a podset has none, in Kueue's words.
+    /// `tas_only`: the ClusterQueue's flavors all name a topology, so podsets that ask for nothing
+    /// are placed as unconstrained.
+    pub fn place_workload<'a>(
+        &self,
+        flavors: &BTreeMap<String, FlavorModel>,
+        tas_only: bool,
+        w: &WorkloadModel,
+        podsets: &mut [PodSetAssignment],
+        admitted: impl Iterator<Item = (&'a WorkloadModel, &'a Admission)> + Clone,
+    ) -> Result<(), String> {
+        let mut snapshots: BTreeMap<String, TasSnapshot> = BTreeMap::new();
+        for psa in podsets.iter_mut() {
+            let Some(ps) = w.podsets.iter().find(|ps| ps.name == psa.name) else {
+                continue;
+            };
+            let req = ps.topology.clone().unwrap_or_default();
+            let implied = !req.is_explicit() && tas_only;
+            if !req.is_explicit() && !implied {
+                continue;
+            }
+            let mut tas: Vec<&FlavorModel> = psa
+                .flavors
+                .values()
+                .filter_map(|f| flavors.get(f))
+                .filter(|f| f.topology.is_some())
+                .collect();
+            tas.sort_by(|a, b| a.name.cmp(&b.name));
+            tas.dedup_by(|a, b| a.name == b.name);
+            let flavor = match tas.as_slice() {
+                [] => continue,
+                [one] => *one,
+                many => {
+                    let names: Vec<&str> = many.iter().map(|f| f.name.as_str()).collect();
+                    return Err(format!(
+                        "couldn't assign flavors to pod set {}: more than one TAS flavor assigned: {names:?}",
+                        ps.name
+                    ));
+                }
+            };
+            if psa.count == 0 {
+                continue;
+            }
+            let topology = flavor.topology.clone().unwrap_or_default();
+            let snap = match snapshots.entry(flavor.name.clone()) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => e.insert(
+                    self.snapshot(flavor, &topology, admitted.clone())
+                        .map_err(|m| format!("couldn't assign flavors to pod set {}: {m}", ps.name))?,
+                ),
+            };
+            let placement = snap
+                .place(ps, &req, implied, psa.count)
+                .map_err(|m| format!("couldn't assign flavors to pod set {}: {m}", ps.name))?;
+            snap.add_usage(&placement, &ps.requests);
+            psa.topology = Some(placement);
+        }
+        Ok(())
     }
 }
 

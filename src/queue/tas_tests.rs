@@ -420,3 +420,104 @@ fn requests_for_levels_the_topology_lacks_are_refused_by_name() {
         Err("topology level not specified".into())
     );
 }
+
+mod core {
+    //! The admission core with a TAS flavor, as Kueue's integration test
+    //! (`test/integration/singlecluster/tas/tas_test.go`, "should not admit workload which does not
+    //! fit to the required topology domain" / "should admit workload which fits in a required
+    //! topology domain"): quota is ample, racks are the limit.
+    use super::*;
+    use crate::queue::{
+        AdmissionCore, ClusterQueueModel, FlavorModel, PendingReason, WorkloadKey, WorkloadModel,
+    };
+
+    fn core(nodes: Vec<TasNode>) -> AdmissionCore {
+        let mut c = AdmissionCore::new();
+        c.upsert_cluster_queue(ClusterQueueModel::build("cq").flavor("tas", &[("cpu", 100_000)]))
+            .unwrap();
+        c.upsert_flavor(FlavorModel::build("tas").with_topology("default"));
+        c.set_tas_cluster(TasCluster {
+            topologies: [("default".to_string(), two())].into(),
+            nodes,
+        });
+        c
+    }
+
+    fn wl(name: &str, count: i64, req: TopologyRequest) -> WorkloadModel {
+        WorkloadModel::build("ns", name, "cq")
+            .podset(PodSetModel::build("main", count, &[("cpu", 1000)]).with_topology(req))
+    }
+
+    #[test]
+    fn a_required_rack_admits_into_one_rack_or_waits_naming_why() {
+        let mut c = core(default_nodes());
+        c.add_workload(wl("a", 3, required(RACK))).unwrap();
+        c.add_workload(wl("b", 3, required(RACK)).at(1)).unwrap();
+        let res = c.schedule_cycle(1);
+        assert_eq!(res.admissions.len(), 1, "{res:?}");
+        let a = &res.admissions[0];
+        assert_eq!(a.key, WorkloadKey::new("ns", "a"));
+        let p = a.admission.pod_set_assignments[0].topology.clone().unwrap();
+        assert_eq!(p.levels, two());
+        assert_eq!(
+            p.domains,
+            vec![DomainAssignment {
+                values: levels(&["b1", "r2"]),
+                count: 3
+            }]
+        );
+        let (reason, msg) = c.pending_reason(&WorkloadKey::new("ns", "b")).unwrap();
+        assert_eq!(reason, PendingReason::Pending);
+        assert_eq!(
+            msg,
+            r#"couldn't assign flavors to pod set main: topology "default" allows to fit only 2 out of 3 pod(s). Total nodes: 4; excluded: resource "cpu": 1"#
+        );
+        // The API form round-trips through the model.
+        let api = crate::queue::convert::admission_api(&a.admission);
+        assert_eq!(crate::queue::convert::admission_model(&api).unwrap(), a.admission);
+        // When a finishes, b gets its rack.
+        c.release(&WorkloadKey::new("ns", "a"));
+        let res = c.schedule_cycle(2);
+        assert_eq!(res.admissions.len(), 1, "{res:?}");
+        let p = res.admissions[0].admission.pod_set_assignments[0]
+            .topology
+            .clone()
+            .unwrap();
+        assert_eq!(
+            p.domains,
+            vec![DomainAssignment {
+                values: levels(&["b1", "r2"]),
+                count: 3
+            }]
+        );
+    }
+
+    #[test]
+    fn a_podset_without_a_request_does_not_take_a_tas_flavor_unless_the_queue_is_tas_only() {
+        // TAS-only ClusterQueue: placed as unconstrained (Kueue's implied TAS).
+        let mut c = core(default_nodes());
+        c.add_workload(
+            WorkloadModel::build("ns", "plain", "cq").podset(PodSetModel::build("main", 2, &[("cpu", 1000)])),
+        )
+        .unwrap();
+        let res = c.schedule_cycle(1);
+        assert_eq!(res.admissions.len(), 1, "{res:?}");
+        assert!(
+            res.admissions[0].admission.pod_set_assignments[0]
+                .topology
+                .is_some()
+        );
+        // A podset asking for TAS where no flavor has a topology is refused by the flavor.
+        let mut c = AdmissionCore::new();
+        c.upsert_cluster_queue(ClusterQueueModel::build("cq").flavor("plain", &[("cpu", 100_000)]))
+            .unwrap();
+        c.upsert_flavor(FlavorModel::build("plain"));
+        c.add_workload(wl("t", 1, required(RACK))).unwrap();
+        c.schedule_cycle(1);
+        let (_, msg) = c.pending_reason(&WorkloadKey::new("ns", "t")).unwrap();
+        assert!(
+            msg.contains(r#"Flavor "plain" does not support TopologyAwareScheduling"#),
+            "{msg}"
+        );
+    }
+}
