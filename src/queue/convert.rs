@@ -13,7 +13,7 @@ use super::model::{
 };
 use super::model::{PodSetModel, Requirement, SelectorOp, Taint, TaintEffect, Toleration};
 use super::requests::pod_requests;
-use super::tas::{Placement, TopologyRequest};
+use super::tas::{Placement, TasNode, TopologyRequest};
 use crate::api::kueue;
 use crate::api::quantity::{Quantity, resource_value};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
@@ -394,6 +394,37 @@ pub fn workload_model(
         namespace_labels,
         replacement_for,
         upgrade: upgrade_claim(w)?,
+    })
+}
+
+/// A Node as TAS sees it: labels, allocatable, taints, and whether new pods may land (Ready and
+/// not cordoned).
+pub fn tas_node(n: &k8s_openapi::api::core::v1::Node) -> Result<TasNode, QueueError> {
+    let mut allocatable = BTreeMap::new();
+    let status = n.status.as_ref();
+    for (r, q) in status.and_then(|s| s.allocatable.as_ref()).into_iter().flatten() {
+        allocatable.insert(r.clone(), amount(&format!("status.allocatable[{r}]"), r, q)?);
+    }
+    let spec = n.spec.as_ref();
+    let mut taints = Vec::new();
+    for (i, t) in spec
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        taints.push(taint(&format!("spec.taints[{i}]"), t)?);
+    }
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    let cordoned = spec.and_then(|s| s.unschedulable).unwrap_or(false);
+    Ok(TasNode {
+        name: n.metadata.name.clone().unwrap_or_default(),
+        labels: n.metadata.labels.clone().unwrap_or_default(),
+        allocatable,
+        taints,
+        schedulable: ready && !cordoned,
     })
 }
 

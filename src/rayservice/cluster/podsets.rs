@@ -10,18 +10,24 @@ use super::pod::{WorkerSlot, build_head_pod, build_worker_pod};
 use super::replicas::desired_pods;
 use super::{BuildError, BuildOptions};
 use crate::api::kueue::PodSet;
+use crate::api::kueue::tas::podset_topology_request;
 use crate::api::ray::RayCluster;
 
 /// Podset name of the head group.
 pub const HEAD_PODSET: &str = "head";
 
-fn podset(name: String, count: i32, template: PodTemplateSpec) -> PodSet {
-    PodSet {
+/// A podset; its topology request read from the template's TAS annotations (Kueue's
+/// `NewPodSetTopologyRequest(&template.ObjectMeta).Build()` for the head and each worker group).
+fn podset(name: String, count: i32, template: PodTemplateSpec) -> Result<PodSet, BuildError> {
+    let topology_request = podset_topology_request(template.metadata.as_ref(), None)
+        .map_err(|e| BuildError::TopologyRequest(format!("podset {name}"), e))?;
+    Ok(PodSet {
         name: Some(name),
         template,
         count: Some(count),
+        topology_request,
         ..Default::default()
-    }
+    })
 }
 
 /// The head podset (count 1) and one per worker group (count = the worker pods the controller keeps:
@@ -36,7 +42,7 @@ pub fn cluster_podsets(rc: &RayCluster, opts: &BuildOptions) -> Result<Vec<PodSe
             metadata: spec.head_group_spec.template.metadata.clone(),
             spec: head.spec,
         },
-    )];
+    )?];
     for g in spec.worker_groups() {
         let slot = WorkerSlot {
             replica_index: 0,
@@ -52,7 +58,7 @@ pub fn cluster_podsets(rc: &RayCluster, opts: &BuildOptions) -> Result<Vec<PodSe
                 metadata: g.template.metadata.clone(),
                 spec: pod.spec,
             },
-        ));
+        )?);
     }
     Ok(out)
 }
