@@ -114,7 +114,8 @@ fn annotations_become_the_topology_request() {
 #[test]
 fn webhook_refuses_bad_annotations_naming_the_field() {
     let p = Path::root("spec").child("template").child("metadata");
-    let cases: Vec<(Vec<(&str, &str)>, Vec<&str>)> = vec![
+    type Annotations<'a> = Vec<(&'a str, &'a str)>;
+    let cases: Vec<(Annotations, Vec<&str>)> = vec![
         (
             vec![(REQUIRED_TOPOLOGY, "rack"), (PREFERRED_TOPOLOGY, "block")],
             vec![
