@@ -465,6 +465,14 @@ mod tests {
             fields(&mut unqueued).is_empty(),
             "not Kueue's business without a queue"
         );
+        // Kueue's raycluster webhook `ValidateTASPodSetRequest` on each group's template.
+        let mut tas = cluster(serde_json::json!({}), false, 2);
+        tas["spec"]["workerGroupSpecs"][1]["template"]["metadata"] = serde_json::json!({"annotations": {
+            kueue::tas::SLICE_SIZE: "2"}});
+        assert_eq!(
+            fields(&mut tas),
+            vec!["spec.workerGroupSpecs[1].template.metadata.annotations[kueue.x-k8s.io/podset-slice-size]"]
+        );
     }
 
     // Kueue: pkg/controller/jobframework/validation.go validatedUpdateForEnabledWorkloadSlice (the

@@ -536,6 +536,10 @@ impl AdmissionCore {
             let mut psa = super::model::PodSetAssignment {
                 name: ps.name.clone(),
                 count: ps.count,
+                // Its pods stay where they are: the placement keeps its first `count` pods.
+                topology: old_ps
+                    .and_then(|p| p.topology.as_ref())
+                    .map(|t| t.truncated(ps.count)),
                 ..Default::default()
             };
             for r in ps.requests.keys() {

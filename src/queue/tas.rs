@@ -71,6 +71,30 @@ pub struct Placement {
     pub domains: Vec<DomainAssignment>,
 }
 
+impl Placement {
+    /// The first `count` pods of the placement, in its domain order (Kueue's `TruncateAssignment`,
+    /// for a workload that shrinks in place).
+    pub fn truncated(&self, count: i64) -> Placement {
+        let mut left = count.max(0);
+        let mut domains = Vec::new();
+        for d in &self.domains {
+            if left <= 0 {
+                break;
+            }
+            let take = i64::from(d.count).min(left);
+            left -= take;
+            domains.push(DomainAssignment {
+                values: d.values.clone(),
+                count: i32::try_from(take).unwrap_or(i32::MAX),
+            });
+        }
+        Placement {
+            levels: self.levels.clone(),
+            domains,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 struct Domain {
     /// The label values from the top level down to this domain's level.

@@ -521,3 +521,54 @@ mod core {
         );
     }
 }
+
+// Kueue pkg/cache/scheduler/tas_flavor_snapshot_test.go, `TestTruncateAssignment`.
+#[test]
+fn truncation_keeps_the_first_pods_in_assignment_order() {
+    let p = |d: &[(&str, i32)]| Placement {
+        levels: levels(&[HOST]),
+        domains: d
+            .iter()
+            .map(|(v, c)| DomainAssignment {
+                values: levels(&[v]),
+                count: *c,
+            })
+            .collect(),
+    };
+    let cases = [
+        ("truncate to zero", p(&[("node-a", 2)]), 0, p(&[])),
+        (
+            "no truncation needed",
+            p(&[("node-a", 2), ("node-b", 1)]),
+            3,
+            p(&[("node-a", 2), ("node-b", 1)]),
+        ),
+        (
+            "truncate to single domain",
+            p(&[("node-a", 3), ("node-b", 2)]),
+            3,
+            p(&[("node-a", 3)]),
+        ),
+        (
+            "truncation preserves assignment order not lex order",
+            p(&[("node-z", 3), ("node-a", 2)]),
+            3,
+            p(&[("node-z", 3)]),
+        ),
+        (
+            "partial domain truncation",
+            p(&[("node-a", 3), ("node-b", 3)]),
+            4,
+            p(&[("node-a", 3), ("node-b", 1)]),
+        ),
+        (
+            "truncate within first domain",
+            p(&[("node-a", 5), ("node-b", 3)]),
+            2,
+            p(&[("node-a", 2)]),
+        ),
+    ];
+    for (name, have, count, want) in cases {
+        assert_eq!(have.truncated(count), want, "{name}");
+    }
+}
