@@ -6,7 +6,7 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use futures::{Future, StreamExt};
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::runtime::reflector::{self, Store, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
@@ -15,7 +15,8 @@ use tokio::sync::Notify;
 
 use super::sync::Snapshot;
 use crate::api::kueue::{
-    AdmissionCheck, ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload, WorkloadPriorityClass,
+    AdmissionCheck, ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology, Workload,
+    WorkloadPriorityClass,
 };
 
 #[derive(Clone)]
@@ -28,6 +29,9 @@ pub struct Caches {
     pub namespaces: Store<Namespace>,
     pub priority_classes: Store<WorkloadPriorityClass>,
     pub admission_checks: Store<AdmissionCheck>,
+    /// For topology-aware scheduling: the Topologies and the Nodes their domains are made of.
+    pub topologies: Store<Topology>,
+    pub nodes: Store<Node>,
 }
 
 /// Reflects `api` into a store and hands every watch event to `on` after the store took it, `None`
@@ -81,7 +85,9 @@ impl Caches {
             workloads: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
             namespaces: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
             priority_classes: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
-            admission_checks: reflect(Api::all(client.clone()), notify, &mut tasks),
+            admission_checks: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
+            topologies: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
+            nodes: reflect(Api::all(client.clone()), notify, &mut tasks),
         };
         (caches, tasks)
     }
@@ -98,6 +104,8 @@ impl Caches {
             let _ = c.namespaces.wait_until_ready().await;
             let _ = c.priority_classes.wait_until_ready().await;
             let _ = c.admission_checks.wait_until_ready().await;
+            let _ = c.topologies.wait_until_ready().await;
+            let _ = c.nodes.wait_until_ready().await;
         }
     }
 
@@ -140,6 +148,8 @@ impl Caches {
                 .map(|p| (p.metadata.name.clone().unwrap_or_default(), p.spec.value))
                 .collect(),
             admission_checks: self.admission_checks.state(),
+            topologies: self.topologies.state(),
+            nodes: self.nodes.state(),
         }
     }
 }

@@ -121,6 +121,7 @@ pub(super) fn sync_config(
             },
         );
     }
+    core.set_tas_cluster(tas_cluster(snap, errors));
     let gone: Vec<ConfigKey> = mirror
         .versions
         .keys()
@@ -135,6 +136,41 @@ pub(super) fn sync_config(
             ConfigKind::ResourceFlavor => core.delete_flavor(&name),
         };
     }
+}
+
+/// The Topologies and Nodes for the TAS flavors; empty while no flavor names a topology, so Node
+/// changes (heartbeats included) cost nothing then. A Node that does not convert is left out, its
+/// error kept under "Node <name>".
+fn tas_cluster(snap: &Snapshot, errors: &mut BTreeMap<String, String>) -> queue::tas::TasCluster {
+    errors.retain(|k, _| !k.starts_with("Node "));
+    let tas = snap
+        .flavors
+        .iter()
+        .any(|f| f.spec.as_ref().is_some_and(|s| s.topology_name.is_some()));
+    if !tas {
+        return queue::tas::TasCluster::default();
+    }
+    let topologies = snap
+        .topologies
+        .iter()
+        .map(|t| {
+            let levels = t.spec.levels.iter().map(|l| l.node_label.clone()).collect();
+            (t.metadata.name.clone().unwrap_or_default(), levels)
+        })
+        .collect();
+    let mut nodes = Vec::new();
+    for n in &snap.nodes {
+        match queue::convert::tas_node(n) {
+            Ok(node) => nodes.push(node),
+            Err(e) => {
+                errors.insert(
+                    format!("Node {}", n.metadata.name.as_deref().unwrap_or_default()),
+                    e.to_string(),
+                );
+            }
+        }
+    }
+    queue::tas::TasCluster { topologies, nodes }
 }
 
 /// Takes one configuration object into the core when its version changed; a conversion or model

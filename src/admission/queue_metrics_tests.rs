@@ -22,6 +22,8 @@ fn gauges_follow_kueue_and_deleted_queues_disappear() {
         workloads: vec![],
         namespaces: Default::default(),
         priority_classes: Default::default(),
+        topologies: vec![],
+        nodes: vec![],
     };
     let usage = vec![CoreFlavor {
         name: "f".into(),
@@ -142,6 +144,8 @@ fn weighted_shares_only_with_fair_sharing() {
         workloads: vec![],
         namespaces: Default::default(),
         priority_classes: Default::default(),
+        topologies: vec![],
+        nodes: vec![],
     };
     let m = Metrics::new();
     report(

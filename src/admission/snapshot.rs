@@ -4,7 +4,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::api::kueue::{AdmissionCheck, ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload};
+use k8s_openapi::api::core::v1::Node;
+
+use crate::api::kueue::{
+    AdmissionCheck, ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology, Workload,
+};
 use crate::queue::WorkloadKey;
 
 /// What the caches hold at one moment.
@@ -20,6 +24,8 @@ pub struct Snapshot {
     /// WorkloadPriorityClass values by name.
     pub priority_classes: BTreeMap<String, i32>,
     pub admission_checks: Vec<Arc<AdmissionCheck>>,
+    pub topologies: Vec<Arc<Topology>>,
+    pub nodes: Vec<Arc<Node>>,
 }
 
 /// A Workload's key: its namespace and name.

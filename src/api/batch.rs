@@ -269,6 +269,19 @@ pub fn validate_create(job: &Job) -> Vec<FieldError> {
     }
     errs.extend(validate_partial_admission(job));
     errs.extend(validate_sync_completions(job));
+    // Kueue's `validateTopologyRequest`: the template's TAS annotations.
+    let template = job.spec.as_ref().and_then(|s| s.template.metadata.as_ref());
+    let meta_path = Path::root("spec").child("template").child("metadata");
+    errs.extend(super::kueue::tas::validate_tas_podset_request(
+        &meta_path, template,
+    ));
+    if let Some(spec) = &job.spec {
+        errs.extend(super::kueue::tas::validate_slice_size_upper_bound(
+            &meta_path,
+            template,
+            pods_count(spec),
+        ));
+    }
     errs
 }
 

@@ -71,7 +71,6 @@ const FOREIGN_KINDS: &[(&str, &str)] = &[
     ("kueue.x-k8s.io", "MultiKueueConfig"),
     ("kueue.x-k8s.io", "MultiKueueCluster"),
     ("kueue.x-k8s.io", "ProvisioningRequestConfig"),
-    ("kueue.x-k8s.io", "Topology"),
 ];
 
 fn group_of(api_version: &str) -> &str {
@@ -132,6 +131,7 @@ kinds! {
     kueue::Workload => |o, _| kueue::validation::validate_workload(o),
     kueue::WorkloadPriorityClass => |o, _| kueue::validation::validate_workload_priority_class(o),
     kueue::AdmissionCheck => |o, _| kueue::validation::validate_admission_check(o),
+    kueue::Topology => |o, _| kueue::tas::validate_topology(o),
     ray::RayCluster => ray::validation::validate_ray_cluster_with,
     ray::RayService => ray::validation::validate_ray_service_with,
     ray::RayJob => ray::validation::validate_ray_job_with,

@@ -210,6 +210,35 @@ fn validate_queue_managed_cluster(obj: &Value, without_queue_name: bool) -> Vec<
             format!("{groups}: must have at most 7 items"),
         ));
     }
+    errs.extend(validate_tas_templates(obj, "/spec", &spec));
+    errs
+}
+
+/// Kueue's `ValidateTASPodSetRequest` on a Ray cluster spec's head and worker group templates
+/// (`cluster` points at the spec in `obj`, `path` names it).
+fn validate_tas_templates(obj: &Value, cluster: &str, path: &Path) -> Vec<FieldError> {
+    let meta = |p: &str| -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta> {
+        obj.pointer(p)
+            .and_then(|m| serde_json::from_value(m.clone()).ok())
+    };
+    let mut errs = kueue::tas::validate_tas_podset_request(
+        &path.child("headGroupSpec").child("template").child("metadata"),
+        meta(&format!("{cluster}/headGroupSpec/template/metadata")).as_ref(),
+    );
+    let groups = obj
+        .pointer(&format!("{cluster}/workerGroupSpecs"))
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    for i in 0..groups {
+        errs.extend(kueue::tas::validate_tas_podset_request(
+            &path
+                .child("workerGroupSpecs")
+                .index(i)
+                .child("template")
+                .child("metadata"),
+            meta(&format!("{cluster}/workerGroupSpecs/{i}/template/metadata")).as_ref(),
+        ));
+    }
     errs
 }
 
@@ -276,6 +305,11 @@ fn validate_queue_managed_ray_job(obj: &Value) -> Vec<FieldError> {
             format!("{groups}: must have at most 7 items"),
         ));
     }
+    errs.extend(validate_tas_templates(
+        obj,
+        "/spec/rayClusterSpec",
+        &spec.child("rayClusterSpec"),
+    ));
     errs
 }
 
@@ -430,6 +464,14 @@ mod tests {
         assert!(
             fields(&mut unqueued).is_empty(),
             "not Kueue's business without a queue"
+        );
+        // Kueue's raycluster webhook `ValidateTASPodSetRequest` on each group's template.
+        let mut tas = cluster(serde_json::json!({}), false, 2);
+        tas["spec"]["workerGroupSpecs"][1]["template"]["metadata"] = serde_json::json!({"annotations": {
+            kueue::tas::SLICE_SIZE: "2"}});
+        assert_eq!(
+            fields(&mut tas),
+            vec!["spec.workerGroupSpecs[1].template.metadata.annotations[kueue.x-k8s.io/podset-slice-size]"]
         );
     }
 

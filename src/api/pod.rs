@@ -248,7 +248,8 @@ fn annotations_path(key: &str) -> Path {
 /// Kueue's `validateCommon` plus `ValidateJobOnCreate`'s queue-name rule.
 pub fn validate_create(pod: &Pod) -> Vec<FieldError> {
     let meta = &pod.metadata;
-    let mut errs = Vec::new();
+    // Kueue's `validateTopologyRequest`: the Pod's own TAS annotations.
+    let mut errs = super::kueue::tas::validate_tas_podset_request(&Path::root("metadata"), Some(meta));
     if let Some(q) = label_of(meta, label::QUEUE_NAME).filter(|q| !q.is_empty()) {
         super::names::dns_subdomain(&labels_path(label::QUEUE_NAME), q, &mut errs);
     }

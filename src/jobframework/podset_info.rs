@@ -53,6 +53,20 @@ impl PodSetInfo {
             }
             info.tolerations.extend(spec.tolerations().iter().cloned());
         }
+        // Topology-aware placement: the pods go to the domain they were placed in. The labels of
+        // every level on which all domains agree become node selectors (all of them for a single
+        // domain), so a required level always holds; spreading pods over several domains of one
+        // level pod by pod (Kueue's topology ungater) is not done.
+        if let Some(ta) = &assignment.topology_assignment {
+            let domains = crate::api::kueue::tas::decode_assignment(ta);
+            if let Some(first) = domains.first() {
+                for (i, level) in ta.levels.iter().enumerate() {
+                    if domains.iter().all(|d| d.values[i] == first.values[i]) {
+                        info.node_selector.insert(level.clone(), first.values[i].clone());
+                    }
+                }
+            }
+        }
         Ok(info)
     }
 

@@ -567,6 +567,7 @@ fn preemption_takes_the_busier_local_queue_first() {
                     flavors: [("cpu".to_string(), "default".to_string())].into(),
                     resource_usage: [("cpu".to_string(), crate::queue::Amount(cpu))].into(),
                     count: 1,
+                    topology: None,
                 }],
             };
             core.record_admitted(w, a, 0).unwrap_or_else(|e| panic!("{e}"));

@@ -13,6 +13,7 @@ use super::model::{
 };
 use super::model::{PodSetModel, Requirement, SelectorOp, Taint, TaintEffect, Toleration};
 use super::requests::pod_requests;
+use super::tas::{Placement, TasNode, TopologyRequest};
 use crate::api::kueue;
 use crate::api::quantity::{Quantity, resource_value};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
@@ -328,6 +329,7 @@ impl TryFrom<&kueue::ResourceFlavor> for FlavorModel {
         let mut out = FlavorModel {
             name: name_of(&f.metadata)?,
             node_labels: spec.node_labels.unwrap_or_default(),
+            topology: spec.topology_name.clone(),
             ..Default::default()
         };
         for (i, t) in spec.node_taints.iter().flatten().enumerate() {
@@ -359,6 +361,7 @@ pub fn workload_model(
         let count = i64::from(ps.count.unwrap_or(1));
         let mut model = podset_from_template(&format!("spec.podSets[{i}]"), &ps_name, count, &ps.template)?;
         model.min_count = ps.min_count.map(i64::from);
+        model.topology = ps.topology_request.as_ref().map(topology_request);
         podsets.push(model);
     }
     let replacement_for = w
@@ -392,6 +395,48 @@ pub fn workload_model(
         replacement_for,
         upgrade: upgrade_claim(w)?,
     })
+}
+
+/// A Node as TAS sees it: labels, allocatable, taints, and whether new pods may land (Ready and
+/// not cordoned).
+pub fn tas_node(n: &k8s_openapi::api::core::v1::Node) -> Result<TasNode, QueueError> {
+    let mut allocatable = BTreeMap::new();
+    let status = n.status.as_ref();
+    for (r, q) in status.and_then(|s| s.allocatable.as_ref()).into_iter().flatten() {
+        allocatable.insert(r.clone(), amount(&format!("status.allocatable[{r}]"), r, q)?);
+    }
+    let spec = n.spec.as_ref();
+    let mut taints = Vec::new();
+    for (i, t) in spec
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        taints.push(taint(&format!("spec.taints[{i}]"), t)?);
+    }
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    let cordoned = spec.and_then(|s| s.unschedulable).unwrap_or(false);
+    Ok(TasNode {
+        name: n.metadata.name.clone().unwrap_or_default(),
+        labels: n.metadata.labels.clone().unwrap_or_default(),
+        allocatable,
+        taints,
+        schedulable: ready && !cordoned,
+    })
+}
+
+/// The model of a podset's `topologyRequest` (the parts placement reads).
+fn topology_request(r: &kueue::PodSetTopologyRequest) -> TopologyRequest {
+    TopologyRequest {
+        required: r.required.clone(),
+        preferred: r.preferred.clone(),
+        unconstrained: r.unconstrained == Some(true),
+        slice_topology: r.pod_set_slice_required_topology.clone(),
+        slice_size: r.pod_set_slice_size,
+    }
 }
 
 /// The claim an upgrade's slice carries (`quotagate.io/upgrade-claim`), if any.
@@ -465,6 +510,10 @@ pub fn admission_model(a: &kueue::Admission) -> Result<Admission, QueueError> {
             flavors: psa.flavors.clone(),
             resource_usage: usage,
             count: i64::from(psa.count.unwrap_or(0)),
+            topology: psa.topology_assignment.as_ref().map(|ta| Placement {
+                levels: ta.levels.clone(),
+                domains: kueue::tas::decode_assignment(ta),
+            }),
         });
     }
     Ok(out)
@@ -486,6 +535,10 @@ pub fn admission_api(a: &Admission) -> kueue::Admission {
                     .map(|(r, v)| (r.clone(), crate::api::quantity::resource_quantity(r, v.0).into()))
                     .collect(),
                 count: i32::try_from(p.count).ok(),
+                topology_assignment: p
+                    .topology
+                    .as_ref()
+                    .map(|t| kueue::tas::encode_assignment(&t.levels, &t.domains)),
                 ..Default::default()
             })
             .collect(),

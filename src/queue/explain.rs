@@ -560,6 +560,7 @@ mod tests {
                 count: ps.count,
                 flavors: [("cpu".to_string(), "default".to_string())].into(),
                 resource_usage: [("cpu".to_string(), ps.total("cpu"))].into(),
+                topology: None,
             }],
         };
         core.record_admitted(w, a, 0).unwrap();

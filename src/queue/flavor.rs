@@ -234,10 +234,28 @@ impl AssignCtx<'_> {
         FitOutcome::NoFit(PendingReason::WaitingForQuota, msg, Some(short))
     }
 
+    /// Every flavor of the ClusterQueue names a topology (Kueue's `IsTASOnly`): its workloads use
+    /// TAS even without asking.
+    pub fn tas_only(&self) -> bool {
+        let mut flavors = self.cq.resource_groups.iter().flat_map(|g| &g.flavors).peekable();
+        flavors.peek().is_some()
+            && flavors.all(|fq| self.flavors.get(&fq.name).is_some_and(|f| f.topology.is_some()))
+    }
+
     fn eligible(&self, group: &ResourceGroup, flavor: &str, ps: &PodSetModel) -> Result<(), String> {
         let Some(f) = self.flavors.get(flavor) else {
             return Err(format!("flavor {flavor} not found"));
         };
+        // Kueue's `checkPodSetAndFlavorMatchForTAS`.
+        if ps.topology.as_ref().is_some_and(|t| t.is_explicit()) {
+            if f.topology.is_none() {
+                return Err(format!(
+                    "Flavor {flavor:?} does not support TopologyAwareScheduling"
+                ));
+            }
+        } else if f.topology.is_some() && !self.tas_only() {
+            return Err(format!("Flavor {flavor:?} supports only TopologyAwareScheduling"));
+        }
         for t in &f.node_taints {
             if t.effect == TaintEffect::PreferNoSchedule {
                 continue;

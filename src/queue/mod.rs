@@ -25,6 +25,7 @@ pub mod requests;
 mod scheduler;
 mod simulate;
 mod status;
+pub mod tas;
 pub mod tree;
 pub mod wait_cycle;
 

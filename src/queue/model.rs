@@ -314,6 +314,8 @@ pub struct FlavorModel {
     pub node_labels: BTreeMap<String, String>,
     pub node_taints: Vec<Taint>,
     pub tolerations: Vec<Toleration>,
+    /// `spec.topologyName`: a TAS flavor, whose podsets are placed over that Topology's domains.
+    pub topology: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -328,6 +330,8 @@ pub struct PodSetModel {
     /// Required node affinity: terms are ORed, requirements inside a term ANDed.
     pub affinity_terms: Vec<Vec<Requirement>>,
     pub tolerations: Vec<Toleration>,
+    /// `topologyRequest`: where its pods go in a TAS flavor's topology.
+    pub topology: Option<super::tas::TopologyRequest>,
 }
 
 impl PodSetModel {
@@ -349,6 +353,8 @@ pub struct PodSetAssignment {
     /// resource -> total amount for `count` pods
     pub resource_usage: BTreeMap<String, Amount>,
     pub count: i64,
+    /// In a TAS flavor: the domains its pods go to.
+    pub topology: Option<super::tas::Placement>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -516,6 +522,10 @@ impl FlavorModel {
         self.node_labels.insert(k.to_string(), v.to_string());
         self
     }
+    pub fn with_topology(mut self, topology: &str) -> Self {
+        self.topology = Some(topology.to_string());
+        self
+    }
     pub fn taint(mut self, k: &str, v: &str, effect: TaintEffect) -> Self {
         self.node_taints.push(Taint {
             key: k.to_string(),
@@ -540,6 +550,10 @@ impl PodSetModel {
     }
     pub fn min_count(mut self, min: i64) -> Self {
         self.min_count = Some(min);
+        self
+    }
+    pub fn with_topology(mut self, req: super::tas::TopologyRequest) -> Self {
+        self.topology = Some(req);
         self
     }
     pub fn selector(mut self, k: &str, v: &str) -> Self {

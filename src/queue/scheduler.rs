@@ -150,6 +150,8 @@ pub struct AdmissionCore {
     /// for its victims goes before other ClusterQueues' heads, and keeps its quota for the cycle
     /// when it finds no victim left.
     prioritize_preemptors: bool,
+    /// Topologies and Nodes, for placing podsets in TAS flavors.
+    tas: super::tas::TasCluster,
 }
 
 type ShapeKey = (usize, i32, u64);
@@ -319,6 +321,14 @@ impl AdmissionCore {
     pub fn upsert_flavor(&mut self, f: FlavorModel) {
         self.flavors.insert(f.name.clone(), f);
         self.requeue_everything = true;
+    }
+
+    /// The Topologies and Nodes TAS flavors place over; a change requeues every parked workload.
+    pub fn set_tas_cluster(&mut self, tas: super::tas::TasCluster) {
+        if self.tas != tas {
+            self.tas = tas;
+            self.requeue_everything = true;
+        }
     }
 
     pub fn delete_flavor(&mut self, name: &str) {
@@ -526,6 +536,10 @@ impl AdmissionCore {
             let mut psa = super::model::PodSetAssignment {
                 name: ps.name.clone(),
                 count: ps.count,
+                // Its pods stay where they are: the placement keeps its first `count` pods.
+                topology: old_ps
+                    .and_then(|p| p.topology.as_ref())
+                    .map(|t| t.truncated(ps.count)),
                 ..Default::default()
             };
             for r in ps.requests.keys() {
@@ -1003,8 +1017,26 @@ impl AdmissionCore {
             }),
             fair_sharing: self.fair_sharing.is_some(),
         };
-        let assignment = assign(&ctx, w);
+        let mut assignment = assign(&ctx, w);
+        let tas_only = ctx.tas_only();
         drop(sim);
+        if assignment.mode == Mode::Fit {
+            let admitted = self
+                .admitted
+                .values()
+                .filter(|a| Some(&a.model.key) != w.replacement_for.as_ref())
+                .map(|a| (&a.model, &a.admission));
+            if let Err(message) =
+                self.tas
+                    .place_workload(&self.flavors, tas_only, w, &mut assignment.podsets, admitted)
+            {
+                // Kueue: a podset with no room in its topology does not fit (it waits, or preempts
+                // when quota is short too); preemption that frees a domain is not done here.
+                assignment.mode = Mode::NoFit;
+                assignment.reason = PendingReason::Pending;
+                assignment.message = message;
+            }
+        }
         Ok(Entry {
             order: head.clone(),
             cq: cq_name,
@@ -1409,7 +1441,17 @@ impl AdmissionCore {
                     }),
                     fair_sharing: self.fair_sharing.is_some(),
                 };
-                assign(&ctx, &trial)
+                let mut a = assign(&ctx, &trial);
+                let admitted = self.admitted.values().map(|a| (&a.model, &a.admission));
+                if a.mode == Mode::Fit
+                    && self
+                        .tas
+                        .place_workload(&self.flavors, ctx.tas_only(), &trial, &mut a.podsets, admitted)
+                        .is_err()
+                {
+                    a.mode = Mode::NoFit;
+                }
+                a
             };
             match assignment.mode {
                 Mode::Fit => Some((assignment, Vec::new())),

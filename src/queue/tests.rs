@@ -43,6 +43,7 @@ pub(super) fn admission_in(w: &WorkloadModel, cq: &str, flavor: &str) -> Admissi
                     .map(|r| (r.clone(), flavor.to_string()))
                     .collect(),
                 resource_usage: ps.requests.keys().map(|r| (r.clone(), ps.total(r))).collect(),
+                topology: None,
             })
             .collect(),
     }

@@ -45,5 +45,6 @@ mod restart_traffic;
 mod scenarios;
 mod stall;
 mod support;
+mod tas;
 mod upgrade_failures;
 mod visibility;

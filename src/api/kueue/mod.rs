@@ -13,6 +13,7 @@ pub mod managed_jobs;
 pub mod pods_ready_annotation;
 pub mod priority_class;
 pub mod resource_flavor;
+pub mod tas;
 pub mod topology;
 pub mod validation;
 pub mod workload;

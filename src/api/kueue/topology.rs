@@ -1,5 +1,5 @@
-//! Topology (TAS): ordered node-label levels. Typed so Kueue manifests using it round-trip;
-//! topology-aware scheduling itself is not implemented.
+//! Topology (TAS): ordered node-label levels, widest first. Its rules are in `tas.rs`; placement
+//! over it in `queue/tas.rs`.
 
 use kube::CustomResource;
 use schemars::JsonSchema;

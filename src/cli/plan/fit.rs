@@ -77,6 +77,8 @@ pub fn add_documents(snap: &mut Snapshot, docs: &[(usize, Value)]) -> Result<(),
             "ResourceFlavor" => snap.flavors.push(parse(index, "ResourceFlavor", doc)?),
             "LocalQueue" => snap.local_queues.push(parse(index, "LocalQueue", doc)?),
             "Workload" => snap.workloads.push(parse(index, "Workload", doc)?),
+            "Topology" => snap.topologies.push(parse(index, "Topology", doc)?),
+            "Node" => snap.nodes.push(parse(index, "Node", doc)?),
             _ => {}
         }
     }
@@ -96,10 +98,22 @@ pub async fn load_live(client: &kube::Client) -> Result<Snapshot, FitError> {
             .map_err(|source| FitError::List { kind, source })?;
         Ok(list.items.into_iter().map(Arc::new).collect())
     }
+    let flavors: Vec<Arc<crate::api::kueue::ResourceFlavor>> = all(client, "ResourceFlavors").await?;
+    // Nodes only matter (and are only read) when a flavor is topology-aware.
+    let tas = flavors
+        .iter()
+        .any(|f| f.spec.as_ref().is_some_and(|s| s.topology_name.is_some()));
+    let (topologies, nodes) = if tas {
+        (all(client, "Topologies").await?, all(client, "Nodes").await?)
+    } else {
+        (Vec::new(), Vec::new())
+    };
     Ok(Snapshot {
         cluster_queues: all(client, "ClusterQueues").await?,
         cohorts: all(client, "Cohorts").await?,
-        flavors: all(client, "ResourceFlavors").await?,
+        flavors,
+        topologies,
+        nodes,
         local_queues: all(client, "LocalQueues").await?,
         workloads: all(client, "Workloads").await?,
         namespaces: BTreeMap::new(),

@@ -219,10 +219,15 @@ impl GenericJob for BatchJob {
         }
         Ok(vec![PodSet {
             name: Some(DEFAULT_PODSET_NAME.to_string()),
-            template,
             count: Some(b::pods_count(&spec)),
             min_count: b::min_pods_count(&self.job.metadata),
-            topology_request: None,
+            // Kueue: the template's TAS annotations, with the completion index as the pod index.
+            topology_request: crate::api::kueue::tas::podset_topology_request(
+                template.metadata.as_ref(),
+                Some(crate::api::kueue::tas::JOB_COMPLETION_INDEX),
+            )
+            .map_err(JobFrameworkError::PodSets)?,
+            template,
         }])
     }
 

@@ -72,7 +72,14 @@ pub fn pod_set(pod: &Pod, name: &str, count: i32) -> PodSet {
         },
         count: Some(count),
         min_count: None,
-        topology_request: None,
+        // Kueue: the Pod's TAS annotations, with the group index as the pod index. Unparseable
+        // annotations never get here: the Pod webhook refuses them (`validate_create`).
+        topology_request: crate::api::kueue::tas::podset_topology_request(
+            Some(&pod.metadata),
+            Some(crate::api::kueue::tas::POD_GROUP_POD_INDEX),
+        )
+        .ok()
+        .flatten(),
     }
 }
 

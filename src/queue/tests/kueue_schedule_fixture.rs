@@ -248,6 +248,7 @@ pub(super) fn admission_of(w: &WorkloadModel, flavors: &[&str]) -> Admission {
                 count: ps.count,
                 flavors: ps.requests.keys().map(|r| (r.clone(), f.to_string())).collect(),
                 resource_usage: ps.requests.keys().map(|r| (r.clone(), ps.total(r))).collect(),
+                topology: None,
             })
             .collect(),
     }

@@ -35,6 +35,9 @@ pub enum BuildError {
     NoContainer(String),
     #[error("worker group {0:?} does not exist in the RayCluster spec")]
     NoSuchGroup(String),
+    /// A pod template's TAS annotations do not parse (the webhook refuses them first).
+    #[error("{0}: {1}")]
+    TopologyRequest(String, String),
 }
 
 impl BuildError {
@@ -43,6 +46,7 @@ impl BuildError {
         match self {
             BuildError::NoContainer(_) => "no_container",
             BuildError::NoSuchGroup(_) => "no_such_group",
+            BuildError::TopologyRequest(..) => "topology_request",
         }
     }
 }

@@ -1,0 +1,784 @@
+//! Topology-aware placement, as Kueue's `TASFlavorSnapshot` (`pkg/cache/scheduler/tas_flavor_snapshot.go`)
+//! does it for a flavor that names a Topology: the Nodes of the flavor grouped into a tree of
+//! domains (one level per node label of the Topology), each leaf's free capacity (allocatable minus
+//! what admitted TAS workloads' assignments hold there), and for a podset the domains its pods go to.
+//!
+//! - required level: all pods (or all slices) in one domain of that level, or no placement;
+//! - preferred level: one domain of that level if one has room, else one of the level above, and so
+//!   on; at the top, the fewest domains greedily (Kueue's BestFit);
+//! - unconstrained (explicit, implied by a TAS-only ClusterQueue, or slices only): anywhere,
+//!   filling the domains with the least free room first (Kueue's LeastFreeCapacity, TASProfileMixed
+//!   being on by default).
+//!
+//! Then each chosen domain's pods are spread over its children down to the lowest level, each time
+//! over as few children as possible. Not ported: leader/worker podset groups, multi-layer slices,
+//! balanced placement (alpha), preferred node affinity scoring, node replacement, non-TAS pods' usage.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+use super::amount::Amount;
+use super::model::{
+    Admission, FlavorModel, PodSetAssignment, PodSetModel, Requirement, Taint, TaintEffect, Toleration,
+    WorkloadModel,
+};
+use super::requests::Requests;
+use crate::api::kueue::tas::{DomainAssignment, HOSTNAME_LABEL};
+
+/// The resource every pod takes one of on its node (`.status.allocatable.pods`).
+pub const PODS: &str = "pods";
+
+/// A Node as TAS sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TasNode {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    /// `.status.allocatable` in accounting units, `pods` included.
+    pub allocatable: Requests,
+    pub taints: Vec<Taint>,
+    /// Ready and not cordoned (`spec.unschedulable`).
+    pub schedulable: bool,
+}
+
+/// A podset's topology request (`spec.podSets[].topologyRequest`), the parts placement reads.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TopologyRequest {
+    pub required: Option<String>,
+    pub preferred: Option<String>,
+    pub unconstrained: bool,
+    pub slice_topology: Option<String>,
+    pub slice_size: Option<i32>,
+}
+
+impl TopologyRequest {
+    /// The podset asks for TAS itself (Kueue's `IsExplicitlyRequestingTAS`).
+    pub fn is_explicit(&self) -> bool {
+        self.required.is_some()
+            || self.preferred.is_some()
+            || self.unconstrained
+            || self.slice_topology.is_some()
+    }
+    fn slice_only(&self) -> bool {
+        self.required.is_none() && self.preferred.is_none() && self.slice_topology.is_some()
+    }
+}
+
+/// A placement: the levels it names (only the lowest when that is `kubernetes.io/hostname`, else
+/// all) and the domains with their pod counts, in domain order (Kueue's `utiltas.TopologyAssignment`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Placement {
+    pub levels: Vec<String>,
+    pub domains: Vec<DomainAssignment>,
+}
+
+impl Placement {
+    /// The first `count` pods of the placement, in its domain order (Kueue's `TruncateAssignment`,
+    /// for a workload that shrinks in place).
+    pub fn truncated(&self, count: i64) -> Placement {
+        let mut left = count.max(0);
+        let mut domains = Vec::new();
+        for d in &self.domains {
+            if left <= 0 {
+                break;
+            }
+            let take = i64::from(d.count).min(left);
+            left -= take;
+            domains.push(DomainAssignment {
+                values: d.values.clone(),
+                count: i32::try_from(take).unwrap_or(i32::MAX),
+            });
+        }
+        Placement {
+            levels: self.levels.clone(),
+            domains,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct Domain {
+    /// The label values from the top level down to this domain's level.
+    values: Vec<String>,
+    children: Vec<usize>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Leaf {
+    domain: usize,
+    /// Allocatable summed over the leaf's nodes.
+    free: Requests,
+    /// Held by admitted TAS assignments.
+    usage: Requests,
+    /// Only for a hostname leaf (one node): what the scheduler's filters read.
+    labels: BTreeMap<String, String>,
+    taints: Vec<Taint>,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct State {
+    pods: i64,
+    slices: i64,
+}
+
+/// One flavor's topology: its domain tree and the usage on it.
+#[derive(Clone, Debug)]
+pub struct TasSnapshot {
+    topology: String,
+    levels: Vec<String>,
+    lowest_is_host: bool,
+    domains: Vec<Domain>,
+    per_level: Vec<Vec<usize>>,
+    roots: Vec<usize>,
+    leaves: Vec<Leaf>,
+    /// leaf values (all levels) -> leaf index
+    leaf_index: BTreeMap<Vec<String>, usize>,
+}
+
+/// Why nodes were left out, for the not-fit message (Kueue's `tasExclusionStats`).
+#[derive(Default)]
+struct Exclusions {
+    total: usize,
+    node_selector: usize,
+    affinity: usize,
+    taints: BTreeMap<String, usize>,
+    resources: BTreeMap<String, usize>,
+}
+
+impl Exclusions {
+    fn any(&self) -> bool {
+        self.node_selector > 0 || self.affinity > 0 || !self.taints.is_empty() || !self.resources.is_empty()
+    }
+    fn reasons(&self) -> String {
+        let mut r = Vec::new();
+        if self.node_selector > 0 {
+            r.push(format!("nodeSelector: {}", self.node_selector));
+        }
+        if self.affinity > 0 {
+            r.push(format!("affinity: {}", self.affinity));
+        }
+        for (t, n) in &self.taints {
+            r.push(format!("taint {t:?}: {n}"));
+        }
+        for (res, n) in &self.resources {
+            r.push(format!("resource {res:?}: {n}"));
+        }
+        r.sort();
+        r.join(", ")
+    }
+}
+
+fn taint_text(t: &Taint) -> String {
+    let effect = match t.effect {
+        TaintEffect::NoSchedule => "NoSchedule",
+        TaintEffect::PreferNoSchedule => "PreferNoSchedule",
+        TaintEffect::NoExecute => "NoExecute",
+    };
+    if t.value.is_empty() {
+        format!("{}:{effect}", t.key)
+    } else {
+        format!("{}={}:{effect}", t.key, t.value)
+    }
+}
+
+/// `requests.CountInWithLimitingResource`: how many pods of `per_pod` fit in `free`, and the
+/// resource that limits it (ties to the alphabetically first).
+fn count_in(per_pod: &Requests, free: &Requests) -> (i64, Option<String>) {
+    let mut best: Option<(i64, &str)> = None;
+    for (r, req) in per_pod {
+        if req.0 <= 0 {
+            continue;
+        }
+        let have = free.get(r).copied().unwrap_or_default().0.max(0);
+        let n = have / req.0;
+        if best.is_none_or(|(b, _)| n < b) {
+            best = Some((n, r));
+        }
+    }
+    match best {
+        Some((n, r)) => (n, Some(r.to_string())),
+        None => (i64::MAX, None),
+    }
+}
+
+fn sub(a: &mut Requests, b: &Requests) {
+    for (r, v) in b {
+        let e = a.entry(r.clone()).or_default();
+        *e = Amount(e.0.saturating_sub(v.0));
+    }
+}
+
+fn add(a: &mut Requests, b: &Requests, times: i64) {
+    for (r, v) in b {
+        let e = a.entry(r.clone()).or_default();
+        *e = Amount(e.0.saturating_add(v.0.saturating_mul(times)));
+    }
+}
+
+impl TasSnapshot {
+    /// The tree of `nodes` that carry every level's label and are schedulable. Nodes not matching the
+    /// flavor's node labels should be left out by the caller (Kueue's snapshot holds only those).
+    pub fn new(topology: &str, levels: &[String], nodes: &[TasNode]) -> TasSnapshot {
+        let lowest_is_host = levels.last().is_some_and(|l| l == HOSTNAME_LABEL);
+        let mut s = TasSnapshot {
+            topology: topology.to_string(),
+            levels: levels.to_vec(),
+            lowest_is_host,
+            domains: Vec::new(),
+            per_level: vec![Vec::new(); levels.len()],
+            roots: Vec::new(),
+            leaves: Vec::new(),
+            leaf_index: BTreeMap::new(),
+        };
+        if levels.is_empty() {
+            return s;
+        }
+        let mut index: BTreeMap<Vec<String>, usize> = BTreeMap::new();
+        for node in nodes.iter().filter(|n| n.schedulable) {
+            let Some(values) = levels
+                .iter()
+                .map(|l| node.labels.get(l).cloned())
+                .collect::<Option<Vec<String>>>()
+            else {
+                continue;
+            };
+            let mut parent: Option<usize> = None;
+            for depth in 0..levels.len() {
+                let key = values[..=depth].to_vec();
+                let id = match index.get(&key) {
+                    Some(id) => *id,
+                    None => {
+                        let id = s.domains.len();
+                        s.domains.push(Domain {
+                            values: key.clone(),
+                            children: Vec::new(),
+                        });
+                        index.insert(key, id);
+                        s.per_level[depth].push(id);
+                        match parent {
+                            Some(p) => s.domains[p].children.push(id),
+                            None => s.roots.push(id),
+                        }
+                        id
+                    }
+                };
+                parent = Some(id);
+            }
+            let leaf_domain = parent.unwrap_or_default();
+            let leaf = match s.leaf_index.get(&values) {
+                Some(l) => *l,
+                None => {
+                    s.leaves.push(Leaf {
+                        domain: leaf_domain,
+                        ..Default::default()
+                    });
+                    s.leaf_index.insert(values.clone(), s.leaves.len() - 1);
+                    s.leaves.len() - 1
+                }
+            };
+            let leaf = &mut s.leaves[leaf];
+            add(&mut leaf.free, &node.allocatable, 1);
+            if lowest_is_host {
+                leaf.labels = node.labels.clone();
+                leaf.taints = node.taints.clone();
+            }
+        }
+        s
+    }
+
+    pub fn levels(&self) -> &[String] {
+        &self.levels
+    }
+
+    /// Whether the topology has the level a request names (Kueue's `HasLevel`).
+    pub fn has_level(&self, req: &TopologyRequest) -> bool {
+        let named = [&req.required, &req.preferred, &req.slice_topology];
+        named
+            .iter()
+            .all(|l| l.as_ref().is_none_or(|l| self.levels.contains(l)))
+    }
+
+    fn leaf_of(&self, levels: &[String], values: &[String]) -> Option<usize> {
+        if levels.len() == self.levels.len() && levels == self.levels.as_slice() {
+            return self.leaf_index.get(values).copied();
+        }
+        // A hostname-only assignment: the leaf whose last value is that host.
+        if self.lowest_is_host && levels.len() == 1 && levels[0] == HOSTNAME_LABEL {
+            return self
+                .leaf_index
+                .iter()
+                .find(|(k, _)| k.last() == values.last())
+                .map(|(_, l)| *l);
+        }
+        None
+    }
+
+    /// Counts what an admitted placement holds: `count` pods of `per_pod` (plus one `pods` each) per
+    /// domain. Domains not (or no longer) in the tree are skipped.
+    pub fn add_usage(&mut self, placement: &Placement, per_pod: &Requests) {
+        for d in &placement.domains {
+            if let Some(l) = self.leaf_of(&placement.levels, &d.values) {
+                let usage = &mut self.leaves[l].usage;
+                add(usage, per_pod, i64::from(d.count));
+                add(
+                    usage,
+                    &Requests::from([(PODS.to_string(), Amount(1))]),
+                    i64::from(d.count),
+                );
+            }
+        }
+    }
+
+    /// Free capacity per leaf domain (its values at every level) after the admitted usage.
+    pub fn free_per_leaf(&self) -> BTreeMap<Vec<String>, Requests> {
+        self.leaf_index
+            .iter()
+            .map(|(k, l)| {
+                let mut free = self.leaves[*l].free.clone();
+                sub(&mut free, &self.leaves[*l].usage);
+                (k.clone(), free)
+            })
+            .collect()
+    }
+
+    fn not_fit(&self, fit: i64, total: i64, slice_size: i64, ex: &Exclusions) -> String {
+        let unit = if slice_size == 1 { "pod" } else { "slice" };
+        let mut m = if fit == 0 {
+            format!(
+                "topology {:?} doesn't allow to fit any of {total} {unit}(s)",
+                self.topology
+            )
+        } else {
+            format!(
+                "topology {:?} allows to fit only {fit} out of {total} {unit}(s)",
+                self.topology
+            )
+        };
+        if ex.any() {
+            m.push_str(&format!(
+                ". Total nodes: {}; excluded: {}",
+                ex.total,
+                ex.reasons()
+            ));
+        }
+        m
+    }
+
+    /// Where `count` pods of `ps` go, or why they cannot (Kueue's `findTopologyAssignment`, without
+    /// leaders). `implied`: the podset asked for nothing but its ClusterQueue is TAS-only.
+    pub fn place(
+        &self,
+        ps: &PodSetModel,
+        req: &TopologyRequest,
+        implied: bool,
+        count: i64,
+    ) -> Result<Placement, String> {
+        let mut run = Run {
+            s: self,
+            st: vec![State::default(); self.domains.len()],
+            unconstrained: req.unconstrained || implied || req.slice_only(),
+        };
+        let slice_size = match (&req.slice_topology, req.slice_size) {
+            (None, _) => 1,
+            (Some(_), Some(n)) if n > 0 => i64::from(n),
+            (Some(_), _) => return Err("slice topology requested, but slice size not provided".into()),
+        };
+        let highest = self.levels.first().cloned().unwrap_or_default();
+        let lowest = self.levels.last().cloned().unwrap_or_default();
+        let key = if let Some(l) = req.required.as_ref().or(req.preferred.as_ref()) {
+            l.clone()
+        } else if req.slice_only() {
+            highest
+        } else if req.unconstrained || implied {
+            lowest.clone()
+        } else {
+            return Err("topology level not specified".into());
+        };
+        let level_of = |k: &str| self.levels.iter().position(|l| l == k);
+        let requested = level_of(&key).ok_or_else(|| format!("no requested topology level: {key}"))?;
+        let slice_key = req.slice_topology.clone().unwrap_or(lowest);
+        let slice_level = level_of(&slice_key)
+            .ok_or_else(|| format!("no requested topology level for slices: {slice_key}"))?;
+        if requested > slice_level {
+            return Err(format!(
+                "podset slice topology {slice_key} is above the podset topology {key}"
+            ));
+        }
+        let mut per_pod = ps.requests.clone();
+        add(&mut per_pod, &Requests::from([(PODS.to_string(), Amount(1))]), 1);
+        let ex = run.fill_in_counts(ps, &per_pod, slice_size, slice_level);
+        let required = req.required.is_some();
+        let (fit_level, fit) =
+            run.find_level_with_fit_domains(requested, count, slice_size, required, &ex)?;
+        let mut fit = run.update_counts_to_minimum(&fit, count, slice_size, true);
+        let last = self.levels.len() - 1;
+        let mut level = fit_level;
+        while level < last.min(slice_level) {
+            let lower: Vec<usize> = fit
+                .iter()
+                .flat_map(|d| self.domains[*d].children.clone())
+                .collect();
+            let lower = run.sorted(&lower);
+            fit = run.update_counts_to_minimum(&lower, count, slice_size, true);
+            level += 1;
+        }
+        while level < last {
+            let mut next = Vec::new();
+            for d in &fit {
+                let children = run.sorted(&self.domains[*d].children);
+                let pods = run.st[*d].pods;
+                next.extend(run.update_counts_to_minimum(&children, pods, 1, false));
+            }
+            fit = next;
+            level += 1;
+        }
+        fit.sort_by(|a, b| self.domains[*a].values.cmp(&self.domains[*b].values));
+        let from = if self.lowest_is_host { last } else { 0 };
+        let domains: Vec<DomainAssignment> = fit
+            .iter()
+            .filter(|d| run.st[**d].pods > 0)
+            .map(|d| DomainAssignment {
+                values: self.domains[*d].values[from..].to_vec(),
+                count: i32::try_from(run.st[*d].pods).unwrap_or(i32::MAX),
+            })
+            .collect();
+        let placed: i64 = domains.iter().map(|d| i64::from(d.count)).sum();
+        if placed != count {
+            // Kueue logs "unexpected remainingCount" here; never admit a partial placement.
+            return Err(self.not_fit(placed.min(count), count, 1, &ex));
+        }
+        Ok(Placement {
+            levels: self.levels[from..].to_vec(),
+            domains,
+        })
+    }
+}
+
+/// One placement attempt's per-domain counts.
+struct Run<'a> {
+    s: &'a TasSnapshot,
+    st: Vec<State>,
+    unconstrained: bool,
+}
+
+fn tolerated(tolerations: &[Toleration], t: &Taint) -> bool {
+    t.effect == TaintEffect::PreferNoSchedule || tolerations.iter().any(|tol| tol.tolerates(t))
+}
+
+fn affinity_matches(terms: &[Vec<Requirement>], labels: &BTreeMap<String, String>) -> bool {
+    terms.is_empty() || terms.iter().any(|term| term.iter().all(|r| r.matches(labels)))
+}
+
+impl Run<'_> {
+    fn best_fit(&self) -> bool {
+        !self.unconstrained
+    }
+
+    /// Kueue's `fillInCounts`: pods (and slices) that fit in each leaf, rolled up the tree.
+    fn fill_in_counts(
+        &mut self,
+        ps: &PodSetModel,
+        per_pod: &Requests,
+        slice_size: i64,
+        slice_level: usize,
+    ) -> Exclusions {
+        let mut ex = Exclusions {
+            total: self.s.leaves.len(),
+            ..Default::default()
+        };
+        for leaf in &self.s.leaves {
+            if self.s.lowest_is_host {
+                // The scheduler's filters, in its order: taints, node selector, affinity.
+                if let Some(t) = leaf.taints.iter().find(|t| !tolerated(&ps.tolerations, t)) {
+                    *ex.taints.entry(taint_text(t)).or_default() += 1;
+                    continue;
+                }
+                if ps
+                    .node_selector
+                    .iter()
+                    .any(|(k, v)| leaf.labels.get(k) != Some(v))
+                {
+                    ex.node_selector += 1;
+                    continue;
+                }
+                if !affinity_matches(&ps.affinity_terms, &leaf.labels) {
+                    ex.affinity += 1;
+                    continue;
+                }
+            }
+            let mut free = leaf.free.clone();
+            sub(&mut free, &leaf.usage);
+            let (n, limiting) = count_in(per_pod, &free);
+            if n == 0
+                && let Some(r) = limiting
+            {
+                *ex.resources.entry(r).or_default() += 1;
+            }
+            self.st[leaf.domain].pods = n.min(i64::from(i32::MAX));
+        }
+        for root in self.s.roots.clone() {
+            self.roll_up(root, slice_size, slice_level, 0);
+        }
+        ex
+    }
+
+    fn roll_up(&mut self, d: usize, slice_size: i64, slice_level: usize, level: usize) {
+        let children = self.s.domains[d].children.clone();
+        if children.is_empty() {
+            if level == slice_level {
+                self.st[d].slices = self.st[d].pods / slice_size;
+            }
+            return;
+        }
+        let (mut pods, mut slices) = (0i64, 0i64);
+        for c in children {
+            self.roll_up(c, slice_size, slice_level, level + 1);
+            pods = pods.saturating_add(self.st[c].pods);
+            slices = slices.saturating_add(self.st[c].slices);
+        }
+        self.st[d].pods = pods;
+        self.st[d].slices = if level == slice_level {
+            pods / slice_size
+        } else {
+            slices
+        };
+    }
+
+    /// Kueue's `sortedDomains`: by slices (most first for BestFit, fewest first for
+    /// LeastFreeCapacity), then pods ascending, then label values.
+    fn sorted(&self, domains: &[usize]) -> Vec<usize> {
+        let mut out = domains.to_vec();
+        out.sort_by(|a, b| {
+            let (sa, sb) = (self.st[*a], self.st[*b]);
+            let by_slices = if self.unconstrained {
+                sa.slices.cmp(&sb.slices)
+            } else {
+                sb.slices.cmp(&sa.slices)
+            };
+            by_slices
+                .then(sa.pods.cmp(&sb.pods))
+                .then_with(|| self.s.domains[*a].values.cmp(&self.s.domains[*b].values))
+        });
+        out
+    }
+
+    /// Kueue's `findBestFitDomainBy`: the first domain with the smallest count still >= `needed`;
+    /// the first domain when none has enough.
+    fn best_fit_by(&self, domains: &[usize], needed: i64, count: impl Fn(&State) -> i64) -> usize {
+        let mut best: Option<(usize, i64)> = None;
+        for d in domains {
+            let c = count(&self.st[*d]);
+            if c >= needed && best.is_none_or(|(_, b)| c.cmp(&b) == Ordering::Less) {
+                best = Some((*d, c));
+            }
+        }
+        best.map_or(domains[0], |(d, _)| d)
+    }
+
+    /// Kueue's `findLevelWithFitDomains`: the level at or above `level` with domains holding all
+    /// slices (one domain, unless not even the top level has one and the request is not required).
+    fn find_level_with_fit_domains(
+        &self,
+        level: usize,
+        count: i64,
+        slice_size: i64,
+        required: bool,
+        ex: &Exclusions,
+    ) -> Result<(usize, Vec<usize>), String> {
+        let domains = &self.s.per_level[level];
+        if domains.is_empty() {
+            return Err(format!("no topology domains at level: {}", self.s.levels[level]));
+        }
+        let sorted = self.sorted(domains);
+        let mut top = sorted[0];
+        let slices = count / slice_size;
+        if self.best_fit() && self.st[top].slices >= slices {
+            top = self.best_fit_by(&sorted, slices, |s| s.slices);
+        }
+        if !self.best_fit() {
+            if let Some(d) = sorted.iter().find(|d| self.st[**d].slices >= slices) {
+                return Ok((level, vec![*d]));
+            }
+            if required {
+                let max = self.st[sorted[sorted.len() - 1]].pods;
+                return Err(self.s.not_fit(max, slices, slice_size, ex));
+            }
+        }
+        if self.st[top].slices >= slices {
+            return Ok((level, vec![top]));
+        }
+        if required {
+            return Err(self.s.not_fit(self.st[top].slices, slices, slice_size, ex));
+        }
+        if level > 0 && !self.unconstrained {
+            return self.find_level_with_fit_domains(level - 1, count, slice_size, required, ex);
+        }
+        let mut results = Vec::new();
+        let mut remaining = slices;
+        for i in 0..sorted.len() {
+            if remaining <= 0 {
+                break;
+            }
+            let mut d = sorted[i];
+            if self.best_fit() && self.st[d].slices >= remaining {
+                d = self.best_fit_by(&sorted[i..], remaining, |s| s.slices);
+            }
+            results.push(d);
+            remaining -= self.st[d].slices;
+        }
+        if remaining > 0 {
+            return Err(self.s.not_fit(slices - remaining, slices, slice_size, ex));
+        }
+        Ok((level, results))
+    }
+
+    /// Kueue's `updateCountsToMinimumGeneric` without leaders: takes domains in order until `count`
+    /// pods (or `count / slice_size` slices) are placed, the last one by best fit, and sets each taken
+    /// domain's count to what it gets.
+    fn update_counts_to_minimum(
+        &mut self,
+        domains: &[usize],
+        count: i64,
+        slice_size: i64,
+        slices: bool,
+    ) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut remaining = if slices { count / slice_size } else { count };
+        for i in 0..domains.len() {
+            let mut d = domains[i];
+            if slices {
+                if self.best_fit() && self.st[d].slices >= remaining {
+                    d = self.best_fit_by(&domains[i..], remaining, |s| s.slices);
+                }
+                let st = &mut self.st[d];
+                out.push(d);
+                if st.slices >= remaining {
+                    st.pods = remaining * slice_size;
+                    st.slices = remaining;
+                    return out;
+                }
+                st.pods = st.slices * slice_size;
+                remaining -= st.slices;
+            } else {
+                if self.best_fit() && self.st[d].pods >= remaining {
+                    d = self.best_fit_by(&domains[i..], remaining, |s| s.pods);
+                }
+                let st = &mut self.st[d];
+                out.push(d);
+                if st.pods >= remaining {
+                    st.pods = remaining;
+                    return out;
+                }
+                remaining -= st.pods;
+            }
+        }
+        out
+    }
+}
+
+/// What the core knows of the cluster for TAS: each Topology's levels by name, and the Nodes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TasCluster {
+    pub topologies: BTreeMap<String, Vec<String>>,
+    pub nodes: Vec<TasNode>,
+}
+
+impl TasCluster {
+    /// The snapshot of a TAS flavor: its Topology over the Nodes carrying the flavor's node labels,
+    /// with what `admitted` podsets placed in this flavor hold.
+    fn snapshot<'a>(
+        &self,
+        flavor: &FlavorModel,
+        topology: &str,
+        admitted: impl Iterator<Item = (&'a WorkloadModel, &'a Admission)>,
+    ) -> Result<TasSnapshot, String> {
+        let levels = self.topologies.get(topology).ok_or_else(|| {
+            format!(
+                "there is no Topology {topology:?} for TAS flavor {:?}",
+                flavor.name
+            )
+        })?;
+        let nodes: Vec<TasNode> = self
+            .nodes
+            .iter()
+            .filter(|n| flavor.node_labels.iter().all(|(k, v)| n.labels.get(k) == Some(v)))
+            .cloned()
+            .collect();
+        let mut s = TasSnapshot::new(topology, levels, &nodes);
+        for (w, a) in admitted {
+            for psa in &a.pod_set_assignments {
+                let (Some(p), true) = (&psa.topology, psa.flavors.values().any(|f| *f == flavor.name)) else {
+                    continue;
+                };
+                if let Some(ps) = w.podsets.iter().find(|ps| ps.name == psa.name) {
+                    s.add_usage(p, &ps.requests);
+                }
+            }
+        }
+        Ok(s)
+    }
+
+    /// Places every podset of `w` assigned to a TAS flavor (Kueue's `FindTopologyAssignmentsForWorkload`
+    /// after a Fit): sets each one's placement, or says why a podset has none, in Kueue's words.
+    /// `tas_only`: the ClusterQueue's flavors all name a topology, so podsets that ask for nothing
+    /// are placed as unconstrained.
+    pub fn place_workload<'a>(
+        &self,
+        flavors: &BTreeMap<String, FlavorModel>,
+        tas_only: bool,
+        w: &WorkloadModel,
+        podsets: &mut [PodSetAssignment],
+        admitted: impl Iterator<Item = (&'a WorkloadModel, &'a Admission)> + Clone,
+    ) -> Result<(), String> {
+        let mut snapshots: BTreeMap<String, TasSnapshot> = BTreeMap::new();
+        for psa in podsets.iter_mut() {
+            let Some(ps) = w.podsets.iter().find(|ps| ps.name == psa.name) else {
+                continue;
+            };
+            let req = ps.topology.clone().unwrap_or_default();
+            let implied = !req.is_explicit() && tas_only;
+            if !req.is_explicit() && !implied {
+                continue;
+            }
+            let mut tas: Vec<&FlavorModel> = psa
+                .flavors
+                .values()
+                .filter_map(|f| flavors.get(f))
+                .filter(|f| f.topology.is_some())
+                .collect();
+            tas.sort_by(|a, b| a.name.cmp(&b.name));
+            tas.dedup_by(|a, b| a.name == b.name);
+            let flavor = match tas.as_slice() {
+                [] => continue,
+                [one] => *one,
+                many => {
+                    let names: Vec<&str> = many.iter().map(|f| f.name.as_str()).collect();
+                    return Err(format!(
+                        "couldn't assign flavors to pod set {}: more than one TAS flavor assigned: {names:?}",
+                        ps.name
+                    ));
+                }
+            };
+            if psa.count == 0 {
+                continue;
+            }
+            let topology = flavor.topology.clone().unwrap_or_default();
+            let snap = match snapshots.entry(flavor.name.clone()) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => e.insert(
+                    self.snapshot(flavor, &topology, admitted.clone())
+                        .map_err(|m| format!("couldn't assign flavors to pod set {}: {m}", ps.name))?,
+                ),
+            };
+            let placement = snap
+                .place(ps, &req, implied, psa.count)
+                .map_err(|m| format!("couldn't assign flavors to pod set {}: {m}", ps.name))?;
+            snap.add_usage(&placement, &ps.requests);
+            psa.topology = Some(placement);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "tas_tests.rs"]
+mod tests;

@@ -1,0 +1,574 @@
+//! Kueue's placement expectations, ported from `pkg/cache/scheduler/tas_cache_test.go`
+//! (`TestFindTopologyAssignments`, which drives `tas_flavor_snapshot.go`); each case keeps Kueue's name.
+//! Requests are per pod in accounting units (cpu in milli, memory in bytes), as Kueue's test writes them.
+
+use super::*;
+
+const BLOCK: &str = "cloud.com/topology-block";
+const RACK: &str = "cloud.com/topology-rack";
+const HOST: &str = "kubernetes.io/hostname";
+const GI: i64 = 1 << 30;
+
+fn node(name: &str, labels: &[(&str, &str)], cpu_milli: i64, memory: i64, pods: i64) -> TasNode {
+    let mut allocatable = Requests::from([
+        ("cpu".to_string(), Amount(cpu_milli)),
+        (PODS.to_string(), Amount(pods)),
+    ]);
+    if memory > 0 {
+        allocatable.insert("memory".into(), Amount(memory));
+    }
+    TasNode {
+        name: name.into(),
+        labels: labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        allocatable,
+        taints: Vec::new(),
+        schedulable: true,
+    }
+}
+
+fn brh(b: &str, r: &str, h: &str, cpu_milli: i64, memory: i64, pods: i64) -> TasNode {
+    node(
+        &format!("{b}-{r}-{h}"),
+        &[(BLOCK, b), (RACK, r), (HOST, h)],
+        cpu_milli,
+        memory,
+        pods,
+    )
+}
+
+//      b1                   b2
+//   /      \             /      \
+//  r1       r2          r1       r2
+//  |      /  |  \       |         |
+//  x3    x5  x1  x6     x2       x4
+fn default_nodes() -> Vec<TasNode> {
+    vec![
+        brh("b1", "r1", "x3", 1000, GI, 10),
+        brh("b1", "r2", "x5", 1000, GI, 10),
+        brh("b1", "r2", "x1", 1000, GI, 10),
+        brh("b1", "r2", "x6", 1000, GI, 10),
+        brh("b2", "r1", "x2", 1000, GI, 10),
+        brh("b2", "r2", "x4", 2000, 4 * GI, 40),
+    ]
+}
+
+//       b1           b2
+//       |             |
+//       r1           r1
+//     /  |  \       /  \
+//   x3  x5  x1     x6  x2
+fn scattered_nodes() -> Vec<TasNode> {
+    vec![
+        brh("b1", "r1", "x3", 4000, GI, 10),
+        brh("b1", "r1", "x5", 1000, GI, 10),
+        brh("b1", "r1", "x1", 1000, GI, 10),
+        brh("b2", "r1", "x6", 2000, GI, 10),
+        brh("b2", "r1", "x2", 1000, GI, 10),
+    ]
+}
+
+fn binary_trees_nodes() -> Vec<TasNode> {
+    [
+        ("b1", "r1", "x3"),
+        ("b1", "r1", "x5"),
+        ("b1", "r2", "x1"),
+        ("b1", "r2", "x6"),
+        ("b2", "r1", "x2"),
+        ("b2", "r1", "x4"),
+        ("b2", "r2", "x7"),
+        ("b2", "r2", "x8"),
+    ]
+    .iter()
+    .map(|(b, r, h)| brh(b, r, h, 1000, GI, 10))
+    .collect()
+}
+
+fn levels(l: &[&str]) -> Vec<String> {
+    l.iter().map(|s| s.to_string()).collect()
+}
+
+fn three() -> Vec<String> {
+    levels(&[BLOCK, RACK, HOST])
+}
+
+fn two() -> Vec<String> {
+    levels(&[BLOCK, RACK])
+}
+
+fn podset(count: i64, requests: &[(&str, i64)]) -> PodSetModel {
+    PodSetModel {
+        name: "main".into(),
+        count,
+        requests: requests
+            .iter()
+            .map(|(r, v)| (r.to_string(), Amount(*v)))
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn required(l: &str) -> TopologyRequest {
+    TopologyRequest {
+        required: Some(l.into()),
+        ..Default::default()
+    }
+}
+
+fn preferred(l: &str) -> TopologyRequest {
+    TopologyRequest {
+        preferred: Some(l.into()),
+        ..Default::default()
+    }
+}
+
+fn unconstrained() -> TopologyRequest {
+    TopologyRequest {
+        unconstrained: true,
+        ..Default::default()
+    }
+}
+
+fn place(
+    nodes: &[TasNode],
+    lv: &[String],
+    req: &TopologyRequest,
+    count: i64,
+    cpu: i64,
+) -> Result<Vec<(String, i32)>, String> {
+    let s = TasSnapshot::new("default", lv, nodes);
+    let p = s.place(&podset(count, &[("cpu", cpu)]), req, false, count)?;
+    Ok(p.domains.iter().map(|d| (d.values.join("/"), d.count)).collect())
+}
+
+fn want(d: &[(&str, i32)]) -> Result<Vec<(String, i32)>, String> {
+    Ok(d.iter().map(|(v, c)| (v.to_string(), *c)).collect())
+}
+
+#[test]
+fn minimize_the_number_of_used_racks_before_optimizing_the_number_of_nodes() {
+    // Kueue: "minimize the number of used racks before optimizing the number of nodes; BestFit"
+    let nodes = vec![
+        brh("b1", "r1", "x3", 2000, 0, 10),
+        brh("b1", "r2", "x5", 2000, 0, 20),
+        brh("b1", "r3", "x1", 1000, 0, 10),
+        brh("b1", "r3", "x6", 1000, 0, 10),
+        brh("b1", "r3", "x2", 1000, 0, 10),
+        brh("b1", "r3", "x4", 1000, 0, 10),
+    ];
+    assert_eq!(
+        place(&nodes, &three(), &required(BLOCK), 4, 1000),
+        want(&[("x1", 1), ("x2", 1), ("x4", 1), ("x6", 1)])
+    );
+}
+
+#[test]
+fn choose_the_node_that_can_accommodate_all_pods() {
+    // Kueue: "choose the node that can accommodate all Pods"
+    let nodes = vec![
+        brh("b1", "r1", "x3", 2000, 0, 10),
+        brh("b1", "r1", "x5", 1000, 0, 10),
+        brh("b1", "r1", "x1", 1000, 0, 10),
+    ];
+    assert_eq!(
+        place(&nodes, &three(), &required(BLOCK), 2, 1000),
+        want(&[("x3", 2)])
+    );
+}
+
+#[test]
+fn unconstrained_fills_the_least_free_hosts_first() {
+    let scattered = want(&[("x1", 1), ("x3", 1), ("x5", 1), ("x2", 1), ("x6", 2)]);
+    // Kueue: "no annotation; implied default to unconstrained; 6 pods fit into hosts scattered across
+    // the whole datacenter even they could fit into single rack; BestFit"
+    let s = TasSnapshot::new("default", &three(), &scattered_nodes());
+    let p = s
+        .place(&podset(6, &[("cpu", 1000)]), &TopologyRequest::default(), true, 6)
+        .unwrap();
+    let got: Vec<(String, i32)> = p.domains.iter().map(|d| (d.values.join("/"), d.count)).collect();
+    assert_eq!(Ok(got), scattered);
+    assert_eq!(p.levels, levels(&[HOST]));
+    // Kueue: "unconstrained; 6 pods fit into hosts scattered across the whole datacenter even they
+    // could fit into single rack; BestFit"
+    assert_eq!(
+        place(&scattered_nodes(), &three(), &unconstrained(), 6, 1000),
+        scattered
+    );
+    // Kueue: "unconstrained; a single pod fits into each host; BestFit" (and the LeastFreeCapacity twin)
+    assert_eq!(
+        place(&default_nodes(), &three(), &unconstrained(), 1, 1000),
+        want(&[("x3", 1)])
+    );
+}
+
+#[test]
+fn required_levels_on_three_level_topologies() {
+    // Kueue: "block required; 4 pods fit into one host each; BestFit"
+    assert_eq!(
+        place(&binary_trees_nodes(), &three(), &required(BLOCK), 4, 1000),
+        want(&[("x3", 1), ("x5", 1), ("x1", 1), ("x6", 1)])
+    );
+    // Kueue: "host required; single Pod fits in the host; BestFit"
+    assert_eq!(
+        place(&default_nodes(), &three(), &required(HOST), 1, 1000),
+        want(&[("x3", 1)])
+    );
+}
+
+#[test]
+fn required_levels_on_two_level_topologies() {
+    let n = default_nodes();
+    // Kueue: "rack required; single Pod fits in a rack; BestFit"
+    assert_eq!(place(&n, &two(), &required(RACK), 1, 1000), want(&[("b1/r1", 1)]));
+    // Kueue: "rack required; multiple Pods fit in a rack; BestFit"
+    assert_eq!(place(&n, &two(), &required(RACK), 3, 1000), want(&[("b1/r2", 3)]));
+    // Kueue: "rack required; multiple Pods fit in some racks; BestFit"
+    assert_eq!(place(&n, &two(), &required(RACK), 2, 1000), want(&[("b2/r2", 2)]));
+    // Kueue: "rack required; too many pods to fit in any rack; BestFit"
+    assert_eq!(
+        place(&n, &two(), &required(RACK), 4, 1000),
+        Err(r#"topology "default" allows to fit only 3 out of 4 pod(s)"#.to_string())
+    );
+    // Kueue: "block required; single Pod fits in a block and a single rack; BestFit"
+    assert_eq!(
+        place(&n, &two(), &required(BLOCK), 1, 1000),
+        want(&[("b2/r1", 1)])
+    );
+    // Kueue: "block required; Pods fit in a block spread across two racks; BestFit"
+    assert_eq!(
+        place(&n, &two(), &required(BLOCK), 4, 1000),
+        want(&[("b1/r1", 1), ("b1/r2", 3)])
+    );
+    // Kueue: "block required; single Pod which cannot be split; BestFit"
+    assert_eq!(
+        place(&n, &two(), &required(BLOCK), 1, 4000),
+        Err(r#"topology "default" doesn't allow to fit any of 1 pod(s). Total nodes: 4; excluded: resource "cpu": 4"#.to_string())
+    );
+    // Kueue: "block required; too many Pods to fit requested; BestFit"
+    assert_eq!(
+        place(&n, &two(), &required(BLOCK), 5, 1000),
+        Err(r#"topology "default" allows to fit only 4 out of 5 pod(s)"#.to_string())
+    );
+    // Kueue: "rack required; single Pod requiring memory; BestFit"
+    let s = TasSnapshot::new("default", &two(), &n);
+    let p = s
+        .place(&podset(4, &[("memory", 1024)]), &required(RACK), false, 4)
+        .unwrap();
+    assert_eq!(
+        p.domains,
+        vec![DomainAssignment {
+            values: levels(&["b1", "r1"]),
+            count: 4
+        }]
+    );
+}
+
+#[test]
+fn preferred_levels_fall_back_upwards_then_to_the_fewest_domains() {
+    let n = default_nodes();
+    // Kueue: "rack preferred; but only block can accommodate the workload; BestFit"
+    assert_eq!(
+        place(&n, &two(), &preferred(RACK), 4, 1000),
+        want(&[("b1/r1", 1), ("b1/r2", 3)])
+    );
+    let spread = want(&[("b1/r1", 1), ("b1/r2", 3), ("b2/r2", 2)]);
+    // Kueue: "rack preferred; but only multiple blocks can accommodate the workload; BestFit"
+    assert_eq!(place(&n, &two(), &preferred(RACK), 6, 1000), spread);
+    // Kueue: "block preferred; but only multiple blocks can accommodate the workload; BestFit"
+    assert_eq!(place(&n, &two(), &preferred(BLOCK), 6, 1000), spread);
+    // Kueue: "block preferred; but the workload cannot be accommodate in entire topology; BestFit"
+    assert_eq!(
+        place(&n, &two(), &preferred(BLOCK), 10, 1000),
+        Err(r#"topology "default" allows to fit only 7 out of 10 pod(s)"#.to_string())
+    );
+    // Kueue: "block preferred; Pods fit in 2 blocks; BestFit"
+    let blocks = vec![
+        node("b1", &[(BLOCK, "b1")], 2000, 0, 20),
+        node("b2", &[(BLOCK, "b2")], 1000, 0, 10),
+        node("b3", &[(BLOCK, "b3")], 4000, 0, 40),
+    ];
+    assert_eq!(
+        place(&blocks, &levels(&[BLOCK]), &preferred(BLOCK), 5, 1000),
+        want(&[("b2", 1), ("b3", 4)])
+    );
+}
+
+#[test]
+fn slices_are_placed_whole_inside_their_level() {
+    // Kueue: "block required for podset; host required for slices; BestFit"
+    let nodes = vec![
+        brh("b1", "r1", "x3", 3000, 0, 10),
+        brh("b1", "r1", "x5", 3000, 0, 10),
+        brh("b1", "r1", "x1", 3000, 0, 10),
+    ];
+    let req = TopologyRequest {
+        required: Some(BLOCK.into()),
+        slice_topology: Some(HOST.into()),
+        slice_size: Some(2),
+        ..Default::default()
+    };
+    assert_eq!(
+        place(&nodes, &three(), &req, 6, 1000),
+        want(&[("x1", 2), ("x3", 2), ("x5", 2)])
+    );
+    let no_size = TopologyRequest {
+        slice_size: None,
+        ..req
+    };
+    assert_eq!(
+        place(&nodes, &three(), &no_size, 6, 1000),
+        Err("slice topology requested, but slice size not provided".into())
+    );
+}
+
+#[test]
+fn nodes_filtered_out_are_counted_in_the_message() {
+    let host_only = levels(&[HOST]);
+    // Kueue: "skip node which has untolerated taint; BestFit"
+    let mut x3 = node("x3", &[("zone", "zone-a"), (HOST, "x3")], 1000, GI, 10);
+    x3.taints.push(Taint {
+        key: "example.com/gpu".into(),
+        value: "present".into(),
+        effect: TaintEffect::NoSchedule,
+    });
+    assert_eq!(
+        place(std::slice::from_ref(&x3), &host_only, &required(HOST), 1, 1000),
+        Err(r#"topology "default" doesn't allow to fit any of 1 pod(s). Total nodes: 1; excluded: taint "example.com/gpu=present:NoSchedule": 1"#.into())
+    );
+    // Kueue: "detailed failure message with exclusion stats"
+    let mut x1 = node("x1", &[(HOST, "x1")], 1000, 0, 10);
+    x1.taints.push(Taint {
+        key: "key".into(),
+        value: "value".into(),
+        effect: TaintEffect::NoSchedule,
+    });
+    let nodes = vec![
+        x1,
+        node("x2", &[(HOST, "x2"), ("zone", "zone-b")], 1000, 0, 10),
+        node("x3", &[(HOST, "x3"), ("zone", "zone-b")], 1000, 0, 10),
+        node("x4", &[(HOST, "x4"), ("zone", "zone-a")], 500, 0, 10),
+    ];
+    let s = TasSnapshot::new("default", &host_only, &nodes);
+    let mut ps = podset(1, &[("cpu", 1000)]);
+    ps.node_selector.insert("zone".into(), "zone-a".into());
+    assert_eq!(
+        s.place(&ps, &required(HOST), false, 1),
+        Err(r#"topology "default" doesn't allow to fit any of 1 pod(s). Total nodes: 4; excluded: nodeSelector: 2, resource "cpu": 1, taint "key=value:NoSchedule": 1"#.into())
+    );
+    // Kueue: "no assignment as node is unschedulable; BestFit"
+    let mut cordoned = node("x3", &[("zone", "zone-a"), (HOST, "x3")], 1000, GI, 10);
+    cordoned.schedulable = false;
+    assert_eq!(
+        place(&[cordoned], &host_only, &required(HOST), 1, 1000),
+        Err("no topology domains at level: kubernetes.io/hostname".into())
+    );
+}
+
+// Ours: what admitted assignments hold is not free for the next one (Kueue's `addTASUsage`).
+#[test]
+fn admitted_usage_takes_room_from_its_domains() {
+    let n = default_nodes();
+    let mut s = TasSnapshot::new("default", &two(), &n);
+    let ps = podset(3, &[("cpu", 1000)]);
+    let first = s.place(&ps, &required(RACK), false, 3).unwrap();
+    assert_eq!(
+        first.domains,
+        vec![DomainAssignment {
+            values: levels(&["b1", "r2"]),
+            count: 3
+        }]
+    );
+    s.add_usage(&first, &ps.requests);
+    // b1/r2 is full now; no other rack holds 3.
+    assert_eq!(
+        s.place(&ps, &required(RACK), false, 3),
+        Err(r#"topology "default" allows to fit only 2 out of 3 pod(s). Total nodes: 4; excluded: resource "cpu": 1"#.into())
+    );
+    let two_pods = podset(2, &[("cpu", 1000)]);
+    let p = s.place(&two_pods, &required(RACK), false, 2).unwrap();
+    assert_eq!(
+        p.domains,
+        vec![DomainAssignment {
+            values: levels(&["b2", "r2"]),
+            count: 2
+        }]
+    );
+    // A hostname-only assignment is found by its host.
+    let mut hosts = TasSnapshot::new("default", &three(), &n);
+    let p = hosts.place(&ps, &required(RACK), false, 3).unwrap();
+    assert_eq!(p.levels, levels(&[HOST]));
+    hosts.add_usage(&p, &ps.requests);
+    let free = hosts.free_per_leaf();
+    assert_eq!(free[&levels(&["b1", "r2", "x1"])]["cpu"], Amount(0));
+    assert_eq!(free[&levels(&["b1", "r2", "x1"])][PODS], Amount(9));
+}
+
+#[test]
+fn requests_for_levels_the_topology_lacks_are_refused_by_name() {
+    let n = default_nodes();
+    assert_eq!(
+        place(&n, &two(), &required("cloud.com/zone"), 1, 1000),
+        Err("no requested topology level: cloud.com/zone".into())
+    );
+    let s = TasSnapshot::new("default", &two(), &n);
+    assert!(!s.has_level(&required("cloud.com/zone")));
+    assert!(s.has_level(&required(RACK)));
+    assert_eq!(
+        place(&n, &two(), &TopologyRequest::default(), 1, 1000),
+        Err("topology level not specified".into())
+    );
+}
+
+mod core {
+    //! The admission core with a TAS flavor, as Kueue's integration test
+    //! (`test/integration/singlecluster/tas/tas_test.go`, "should not admit workload which does not
+    //! fit to the required topology domain" / "should admit workload which fits in a required
+    //! topology domain"): quota is ample, racks are the limit.
+    use super::*;
+    use crate::queue::{
+        AdmissionCore, ClusterQueueModel, FlavorModel, PendingReason, WorkloadKey, WorkloadModel,
+    };
+
+    fn core(nodes: Vec<TasNode>) -> AdmissionCore {
+        let mut c = AdmissionCore::new();
+        c.upsert_cluster_queue(ClusterQueueModel::build("cq").flavor("tas", &[("cpu", 100_000)]))
+            .unwrap();
+        c.upsert_flavor(FlavorModel::build("tas").with_topology("default"));
+        c.set_tas_cluster(TasCluster {
+            topologies: [("default".to_string(), two())].into(),
+            nodes,
+        });
+        c
+    }
+
+    fn wl(name: &str, count: i64, req: TopologyRequest) -> WorkloadModel {
+        WorkloadModel::build("ns", name, "cq")
+            .podset(PodSetModel::build("main", count, &[("cpu", 1000)]).with_topology(req))
+    }
+
+    #[test]
+    fn a_required_rack_admits_into_one_rack_or_waits_naming_why() {
+        let mut c = core(default_nodes());
+        c.add_workload(wl("a", 3, required(RACK))).unwrap();
+        c.add_workload(wl("b", 3, required(RACK)).at(1)).unwrap();
+        let res = c.schedule_cycle(1);
+        assert_eq!(res.admissions.len(), 1, "{res:?}");
+        let a = &res.admissions[0];
+        assert_eq!(a.key, WorkloadKey::new("ns", "a"));
+        let p = a.admission.pod_set_assignments[0].topology.clone().unwrap();
+        assert_eq!(p.levels, two());
+        assert_eq!(
+            p.domains,
+            vec![DomainAssignment {
+                values: levels(&["b1", "r2"]),
+                count: 3
+            }]
+        );
+        let (reason, msg) = c.pending_reason(&WorkloadKey::new("ns", "b")).unwrap();
+        assert_eq!(reason, PendingReason::Pending);
+        assert_eq!(
+            msg,
+            r#"couldn't assign flavors to pod set main: topology "default" allows to fit only 2 out of 3 pod(s). Total nodes: 4; excluded: resource "cpu": 1"#
+        );
+        // The API form round-trips through the model.
+        let api = crate::queue::convert::admission_api(&a.admission);
+        assert_eq!(crate::queue::convert::admission_model(&api).unwrap(), a.admission);
+        // When a finishes, b gets its rack.
+        c.release(&WorkloadKey::new("ns", "a"));
+        let res = c.schedule_cycle(2);
+        assert_eq!(res.admissions.len(), 1, "{res:?}");
+        let p = res.admissions[0].admission.pod_set_assignments[0]
+            .topology
+            .clone()
+            .unwrap();
+        assert_eq!(
+            p.domains,
+            vec![DomainAssignment {
+                values: levels(&["b1", "r2"]),
+                count: 3
+            }]
+        );
+    }
+
+    #[test]
+    fn a_podset_without_a_request_does_not_take_a_tas_flavor_unless_the_queue_is_tas_only() {
+        // TAS-only ClusterQueue: placed as unconstrained (Kueue's implied TAS).
+        let mut c = core(default_nodes());
+        c.add_workload(
+            WorkloadModel::build("ns", "plain", "cq").podset(PodSetModel::build("main", 2, &[("cpu", 1000)])),
+        )
+        .unwrap();
+        let res = c.schedule_cycle(1);
+        assert_eq!(res.admissions.len(), 1, "{res:?}");
+        assert!(
+            res.admissions[0].admission.pod_set_assignments[0]
+                .topology
+                .is_some()
+        );
+        // A podset asking for TAS where no flavor has a topology is refused by the flavor.
+        let mut c = AdmissionCore::new();
+        c.upsert_cluster_queue(ClusterQueueModel::build("cq").flavor("plain", &[("cpu", 100_000)]))
+            .unwrap();
+        c.upsert_flavor(FlavorModel::build("plain"));
+        c.add_workload(wl("t", 1, required(RACK))).unwrap();
+        c.schedule_cycle(1);
+        let (_, msg) = c.pending_reason(&WorkloadKey::new("ns", "t")).unwrap();
+        assert!(
+            msg.contains(r#"Flavor "plain" does not support TopologyAwareScheduling"#),
+            "{msg}"
+        );
+    }
+}
+
+// Kueue pkg/cache/scheduler/tas_flavor_snapshot_test.go, `TestTruncateAssignment`.
+#[test]
+fn truncation_keeps_the_first_pods_in_assignment_order() {
+    let p = |d: &[(&str, i32)]| Placement {
+        levels: levels(&[HOST]),
+        domains: d
+            .iter()
+            .map(|(v, c)| DomainAssignment {
+                values: levels(&[v]),
+                count: *c,
+            })
+            .collect(),
+    };
+    let cases = [
+        ("truncate to zero", p(&[("node-a", 2)]), 0, p(&[])),
+        (
+            "no truncation needed",
+            p(&[("node-a", 2), ("node-b", 1)]),
+            3,
+            p(&[("node-a", 2), ("node-b", 1)]),
+        ),
+        (
+            "truncate to single domain",
+            p(&[("node-a", 3), ("node-b", 2)]),
+            3,
+            p(&[("node-a", 3)]),
+        ),
+        (
+            "truncation preserves assignment order not lex order",
+            p(&[("node-z", 3), ("node-a", 2)]),
+            3,
+            p(&[("node-z", 3)]),
+        ),
+        (
+            "partial domain truncation",
+            p(&[("node-a", 3), ("node-b", 3)]),
+            4,
+            p(&[("node-a", 3), ("node-b", 1)]),
+        ),
+        (
+            "truncate within first domain",
+            p(&[("node-a", 5), ("node-b", 3)]),
+            2,
+            p(&[("node-a", 2)]),
+        ),
+    ];
+    for (name, have, count, want) in cases {
+        assert_eq!(have.truncated(count), want, "{name}");
+    }
+}

@@ -1,0 +1,199 @@
+//! Topology-aware scheduling end to end on the embedded cluster with nodes in racks: a Topology, a
+//! ResourceFlavor naming it, and batch Jobs whose pod template asks for
+//! `kueue.x-k8s.io/podset-required-topology`. Kueue: test/integration/singlecluster/tas/tas_test.go,
+//! "should admit workload which fits in a required topology domain" and "should not admit workload
+//! which does not fit to the required topology domain"; here the pods then run, inside the rack.
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ListParams, PostParams};
+use quotagate::api::kueue::constants::label;
+use quotagate::api::kueue::tas::{REQUIRED_TOPOLOGY, decode_assignment};
+use quotagate::api::kueue::{ClusterQueue, ResourceFlavor, Topology, TopologyLevel, TopologySpec, Workload};
+use quotagate::embedded::sim::{self, SimConfig, node, nodes};
+use quotagate::jobframework::names::NameLength;
+use quotagate::jobframework::workload::workload_name_for_job;
+use quotagate::jobs::batch::BatchJob;
+
+use crate::support::*;
+
+const RACK: &str = "cloud.provider.com/topology-rack";
+
+fn job(name: &str, pods: i32, command: &str) -> Job {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": "default", "labels": {label::QUEUE_NAME: "lq"}},
+        "spec": {"parallelism": pods, "completions": pods, "template": {
+            "metadata": {"annotations": {REQUIRED_TOPOLOGY: RACK}},
+            "spec": {"restartPolicy": "Never", "containers": [
+                {"name": "c", "image": "busybox", "command": ["sh", "-c", command],
+                 "resources": {"requests": {"cpu": "1"}}}]}}}
+    }))
+    .unwrap()
+}
+
+async fn workload_of(c: &Cluster, name: &str) -> String {
+    let jobs: Api<Job> = Api::namespaced(c.client.clone(), "default");
+    let stored = jobs.get(name).await.unwrap();
+    workload_name_for_job(&BatchJob::new(stored), NameLength::Long).unwrap()
+}
+
+/// rack-a: two nodes of 2 cpu; rack-b: one node of 2 cpu; all in the flavor's node group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_required_rack_lands_in_one_rack_or_waits_naming_why() {
+    let c = Cluster::start(Limits::default().cq("cq", 100_000)).await;
+    let pools = vec![
+        nodes::parse_pool(&format!(
+            "name=rack-a,count=2,capacity=cpu=2,labels={RACK}=rack-a;group=tas"
+        ))
+        .unwrap(),
+        nodes::parse_pool(&format!(
+            "name=rack-b,count=1,capacity=cpu=2,labels={RACK}=rack-b;group=tas"
+        ))
+        .unwrap(),
+    ];
+    let list = nodes::expand(&pools, "sim-node").unwrap();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    sim::spawn(
+        c.client.clone(),
+        &SimConfig {
+            node: Some(node::NodeAgentConfig {
+                nodes: list.into_iter().map(|(n, p)| (n, p.clone())).collect(),
+                ..Default::default()
+            }),
+            gateway: None,
+            endpoints: false,
+        },
+        cancel.clone(),
+    );
+    let _sims = cancel.drop_guard();
+    let topologies: Api<Topology> = Api::all(c.client.clone());
+    topologies
+        .create(
+            &PostParams::default(),
+            &Topology::new(
+                "default",
+                TopologySpec {
+                    levels: vec![TopologyLevel {
+                        node_label: RACK.into(),
+                    }],
+                },
+            ),
+        )
+        .await
+        .unwrap();
+    let rf: Api<ResourceFlavor> = Api::all(c.client.clone());
+    rf.create(
+        &PostParams::default(),
+        &ResourceFlavor::build("tas-flavor")
+            .node_label("group", "tas")
+            .topology("default")
+            .build(),
+    )
+    .await
+    .unwrap();
+    c.cluster_queue(with_all_namespaces(
+        ClusterQueue::build("cq")
+            .flavor("tas-flavor", [("cpu", "100")])
+            .build(),
+    ))
+    .await;
+    c.local_queue("lq", "cq").await;
+    let jobs: Api<Job> = Api::namespaced(c.client.clone(), "default");
+    let wls = c.workloads();
+
+    // 4 pods of 1 cpu: only rack-a (4 cpu) holds them all.
+    jobs.create(&PostParams::default(), &job("big", 4, "sleep 4"))
+        .await
+        .unwrap();
+    let big = workload_of(&c, "big").await;
+    let wl = wait_for(&wls, &big, "admitted", |w: &Workload| reserved(w)).await;
+    let psa = &wl.admission().unwrap().pod_set_assignments[0];
+    let ta = psa.topology_assignment.as_ref().expect("a topologyAssignment");
+    assert_eq!(ta.levels, vec![RACK.to_string()]);
+    let domains = decode_assignment(ta);
+    assert_eq!(domains.len(), 1, "{ta:?}");
+    assert_eq!((domains[0].values[0].as_str(), domains[0].count), ("rack-a", 4));
+
+    // Its pods run with the rack's node selector, on rack-a's nodes only.
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+    let rack_a: Vec<String> = {
+        let nodes: Api<Node> = Api::all(c.client.clone());
+        nodes
+            .list(&ListParams::default().labels(&format!("{RACK}=rack-a")))
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|n| n.metadata.name)
+            .collect()
+    };
+    assert_eq!(rack_a.len(), 2);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let list = pods
+            .list(&ListParams::default().labels("batch.kubernetes.io/job-name=big"))
+            .await
+            .unwrap();
+        let bound: Vec<String> = list
+            .items
+            .iter()
+            .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+            .collect();
+        if bound.len() == 4 {
+            for p in &list.items {
+                let spec = p.spec.as_ref().unwrap();
+                assert_eq!(
+                    spec.node_selector
+                        .as_ref()
+                        .and_then(|s| s.get(RACK))
+                        .map(String::as_str),
+                    Some("rack-a"),
+                    "pod {:?}",
+                    p.metadata.name
+                );
+            }
+            assert!(
+                bound.iter().all(|n| rack_a.contains(n)),
+                "{bound:?} outside {rack_a:?}"
+            );
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "pods of big not all bound: {bound:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+
+    // 3 more pods: rack-a is full, rack-b holds 2; quota is ample, the rack is not.
+    jobs.create(&PostParams::default(), &job("next", 3, "sleep 1"))
+        .await
+        .unwrap();
+    let next = workload_of(&c, "next").await;
+    let wl = wait_for(&wls, &next, "pending with a reason", |w: &Workload| {
+        condition(w, "QuotaReserved").is_some_and(|(s, _, m)| s == "False" && m.contains("topology"))
+    })
+    .await;
+    let (_, reason, message) = condition(&wl, "QuotaReserved").unwrap();
+    assert_eq!(reason, "Pending");
+    assert_eq!(
+        message,
+        r#"couldn't assign flavors to pod set main: topology "default" allows to fit only 2 out of 3 pod(s). Total nodes: 2; excluded: resource "cpu": 1"#
+    );
+    let j = jobs.get("next").await.unwrap();
+    assert_eq!(j.spec.unwrap().suspend, Some(true), "the Job waits suspended");
+
+    // When big finishes, rack-a is free again and next lands there.
+    let wl = wait_for(&wls, &next, "admitted after big finished", |w: &Workload| {
+        reserved(w)
+    })
+    .await;
+    let ta = wl.admission().unwrap().pod_set_assignments[0]
+        .topology_assignment
+        .clone()
+        .unwrap();
+    let domains = decode_assignment(&ta);
+    assert_eq!(domains.len(), 1);
+    assert_eq!((domains[0].values[0].as_str(), domains[0].count), ("rack-a", 3));
+}
