@@ -94,9 +94,7 @@ impl Writer<'_> {
                 if quota.moved() {
                     return Outcome::Withdrawn(key);
                 }
-                return self
-                    .admit(&api, wl, key, admission, replaced, checks, quota)
-                    .await;
+                return self.admit(wl, key, admission, replaced, checks, quota).await;
             }
             Action::Evict { cause, clear, .. } => self.evict(state, &api, wl, cause, clear).await,
             Action::TakeGrowth {
@@ -153,7 +151,6 @@ impl Writer<'_> {
     /// metrics.
     async fn admit(
         &self,
-        api: &Api<Workload>,
         wl: &Arc<Workload>,
         key: WorkloadKey,
         admission: crate::queue::Admission,
@@ -163,7 +160,8 @@ impl Writer<'_> {
     ) -> Outcome {
         let admission = convert::admission_api(&admission);
         let cq = admission.cluster_queue.clone();
-        let written = admit_with_retry(api, wl, admission, &checks, self.own_writes, quota).await;
+        let api = wl_api(self.client, &key);
+        let written = admit_with_retry(&api, wl, admission, &checks, self.own_writes, quota).await;
         match written {
             Err(Retry::QuotaMoved) => Outcome::Withdrawn(key),
             Ok(w) => {
