@@ -34,6 +34,7 @@ pub(crate) mod priorities;
 pub(crate) mod queue_metrics;
 pub(crate) mod queue_status;
 mod queues;
+mod quota_seen;
 pub(crate) mod run;
 pub mod slices;
 pub(crate) mod snapshot;

@@ -14,6 +14,7 @@ use tokio::sync::{Notify, watch};
 
 use super::caches::Caches;
 use super::queues::Queues;
+use super::quota_seen::QuotaSeen;
 use super::stats::Phase;
 use super::sync::{Action, AdmissionState, Snapshot, key_of};
 use super::write_backoff::WriteBackoff;
@@ -248,6 +249,14 @@ impl AdmissionLoop {
         }
     }
 
+    /// The quota `snap`'s decisions read, against this loop's caches.
+    fn quota_seen<'a>(&'a self, snap: &'a Snapshot) -> QuotaSeen<'a> {
+        QuotaSeen {
+            caches: &self.caches,
+            snap,
+        }
+    }
+
     /// The writes to the queue objects, on this loop's client and metrics.
     fn queues(&self) -> Queues<'_> {
         Queues {
@@ -281,12 +290,23 @@ impl AdmissionLoop {
         // Concurrent only within a run of one kind: across kinds the order is the step's (the
         // job controllers react to each write, and the seeded chaos runs broke invariants I1 and
         // I2 when an eviction could land before the admission decided ahead of it).
+        // Each admission is held once more against the quota just before it is written: the runs
+        // written before it (and its own conflict's re-read) take time, and a cut may arrive
+        // meanwhile. A run of admissions is first held against the quota the API server shows (the
+        // cache may not have heard of a cut yet), then each one against the cache.
+        let quota = self.quota_seen(snap);
         let mut outcomes: Vec<Outcome> = Vec::new();
         for run in runs_of_one_kind(first) {
+            if matches!(run.first(), Some(Action::Admit { .. }))
+                && quota.moved_on_server(&self.client).await == Some(true)
+            {
+                outcomes.extend(run.iter().map(|a| Outcome::Withdrawn(a.key().clone())));
+                continue;
+            }
             let st = &*state;
             let by_key = &by_key;
             let mut done: Vec<Outcome> = futures::stream::iter(run)
-                .map(|a| writer.execute(st, a, by_key))
+                .map(|a| writer.execute(st, a, by_key, quota))
                 .buffer_unordered(WRITE_CONCURRENCY)
                 .collect()
                 .await;
@@ -305,7 +325,7 @@ impl AdmissionLoop {
             let st = &*state;
             let by_key = &by_key;
             futures::stream::iter(finishes)
-                .map(|a| writer.execute(st, a, by_key))
+                .map(|a| writer.execute(st, a, by_key, quota))
                 .buffer_unordered(WRITE_CONCURRENCY)
                 .for_each(|_| async {})
                 .await;
@@ -317,7 +337,8 @@ impl AdmissionLoop {
     /// decided against the old quota, so none is written; their workloads go back to the queue and the
     /// next cycle, which runs at once, decides on the new one. This narrows the window in which an
     /// admission can be written against a quota already cut to the watch's own delivery lag (found by
-    /// the seeded chaos runs, invariant I1). Returns the withdrawn admissions.
+    /// the seeded chaos runs, invariant I1); each admission is held against the quota again just
+    /// before its write (`Writer::execute`). Returns the withdrawn admissions.
     fn withdraw_if_quota_moved(
         &self,
         state: &mut AdmissionState,
@@ -325,7 +346,7 @@ impl AdmissionLoop {
         actions: &[Action],
     ) -> BTreeSet<WorkloadKey> {
         let mut withdrawn: BTreeSet<WorkloadKey> = BTreeSet::new();
-        if self.quota_moved(snap) {
+        if self.quota_seen(snap).moved() {
             for a in actions {
                 if let Action::Admit { key, .. } = a {
                     state.forget(key);
@@ -370,6 +391,16 @@ impl AdmissionLoop {
                     state.forget(&k);
                     failed_admits.insert(k);
                 }
+                // Decided on a quota that changed before it could be written: back to the queue,
+                // with no backoff (nothing failed). The next cycle runs when the change's watch event
+                // wakes the loop (already, when the cache showed it), not at once: while the cache
+                // has not heard of a change the API server shows, a cycle at once would decide on
+                // the old quota again.
+                Outcome::Withdrawn(k) => {
+                    tracing::debug!(workload = %k, "quota changed before the admission was written; withdrawn");
+                    state.forget(&k);
+                    failed_admits.insert(k);
+                }
                 Outcome::AdmitFailed {
                     key,
                     cq,
@@ -397,24 +428,8 @@ impl AdmissionLoop {
             .get_or_create(&result)
             .observe(started.elapsed().as_secs_f64());
     }
-
-    /// A ClusterQueue, Cohort or ResourceFlavor of the snapshot has another spec in the cache now
-    /// (or is gone). A few objects; compared by uid and generation.
-    fn quota_moved(&self, snap: &Snapshot) -> bool {
-        fn moved<K>(store: &kube::runtime::reflector::Store<K>, objs: &[Arc<K>]) -> bool
-        where
-            K: kube::Resource<DynamicType = ()> + Clone + 'static,
-        {
-            objs.iter().any(|o| {
-                let m = o.meta();
-                let now = store.get(&kube::runtime::reflector::ObjectRef::new(
-                    m.name.as_deref().unwrap_or_default(),
-                ));
-                now.is_none_or(|n| n.meta().uid != m.uid || n.meta().generation != m.generation)
-            })
-        }
-        moved(&self.caches.cluster_queues, &snap.cluster_queues)
-            || moved(&self.caches.cohorts, &snap.cohorts)
-            || moved(&self.caches.flavors, &snap.flavors)
-    }
 }
+
+#[cfg(test)]
+#[path = "run_tests.rs"]
+mod tests;

@@ -15,6 +15,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 
 use super::conditions::{self, EvictionCause};
 use super::own_writes::OwnWrites;
+use super::quota_seen::QuotaSeen;
 use super::sync::{Action, AdmissionState, key_of};
 use super::write_backoff::{self, WriteBackoff};
 use super::write_metrics;
@@ -42,6 +43,9 @@ pub(super) enum Outcome {
     PendingWritten(WorkloadKey),
     /// The workload to admit is no longer in the snapshot.
     Vanished(WorkloadKey),
+    /// The admission was decided on a quota that changed before it was written (`QuotaSeen`): not
+    /// written.
+    Withdrawn(WorkloadKey),
     AdmitFailed {
         key: WorkloadKey,
         cq: String,
@@ -63,8 +67,15 @@ pub(super) fn wl_api(client: &Client, key: &WorkloadKey) -> Api<Workload> {
 
 impl Writer<'_> {
     /// Makes one write. Runs concurrently with the cycle's other writes, so it only reads the state;
-    /// what the loop must remember comes back as the outcome.
-    pub(super) async fn execute(&self, state: &AdmissionState, action: Action, by_key: &ByKey) -> Outcome {
+    /// what the loop must remember comes back as the outcome. An admission is written only while the
+    /// quota it was decided on (`quota`) still stands.
+    pub(super) async fn execute(
+        &self,
+        state: &AdmissionState,
+        action: Action,
+        by_key: &ByKey,
+        quota: QuotaSeen<'_>,
+    ) -> Outcome {
         let key = action.key().clone();
         let Some(wl) = by_key.get(&key) else {
             return match action {
@@ -79,7 +90,12 @@ impl Writer<'_> {
                 replaced,
                 checks,
                 ..
-            } => return self.admit(&api, wl, key, admission, replaced, checks).await,
+            } => {
+                if quota.moved() {
+                    return Outcome::Withdrawn(key);
+                }
+                return self.admit(wl, key, admission, replaced, checks, quota).await;
+            }
             Action::Evict { cause, clear, .. } => self.evict(state, &api, wl, cause, clear).await,
             Action::TakeGrowth {
                 reason: why, message, ..
@@ -135,16 +151,19 @@ impl Writer<'_> {
     /// metrics.
     async fn admit(
         &self,
-        api: &Api<Workload>,
         wl: &Arc<Workload>,
         key: WorkloadKey,
         admission: crate::queue::Admission,
         replaced: Option<WorkloadKey>,
         checks: BTreeSet<String>,
+        quota: QuotaSeen<'_>,
     ) -> Outcome {
         let admission = convert::admission_api(&admission);
         let cq = admission.cluster_queue.clone();
-        match admit_with_retry(api, wl, admission, &checks, self.own_writes).await {
+        let api = wl_api(self.client, &key);
+        let written = admit_with_retry(&api, wl, admission, &checks, self.own_writes, quota).await;
+        match written {
+            Err(Retry::QuotaMoved) => Outcome::Withdrawn(key),
             Ok(w) => {
                 write_metrics::reservation(self.metrics, wl, &cq);
                 let r = w.object_ref(&());
@@ -172,7 +191,7 @@ impl Writer<'_> {
                 }
                 Outcome::Admitted(key)
             }
-            Err(error) => Outcome::AdmitFailed {
+            Err(Retry::Failed(error)) => Outcome::AdmitFailed {
                 key,
                 cq,
                 error: Box::new(error),
@@ -451,17 +470,32 @@ impl Writer<'_> {
     }
 }
 
+/// Why an admission was not written.
+enum Retry {
+    Failed(kube::Error),
+    /// The quota it was decided on changed while the conflict was re-read.
+    QuotaMoved,
+}
+
+impl From<kube::Error> for Retry {
+    fn from(e: kube::Error) -> Self {
+        Retry::Failed(e)
+    }
+}
+
 /// Writes the admission. On a conflict, re-reads once: if the workload is exactly as the decision saw
-/// it (spec and status; only its resourceVersion moved), the same admission is written on the fresh
-/// object; otherwise the error stands and the next cycle decides again on the fresh state (a status
-/// change such as a requeue backoff can make the workload ineligible).
+/// it (spec and status; only its resourceVersion moved) and the quota it was decided on still stands,
+/// the same admission is written on the fresh object; otherwise the error stands and the next cycle
+/// decides again on the fresh state (a status change such as a requeue backoff can make the workload
+/// ineligible).
 async fn admit_with_retry(
     api: &Api<Workload>,
     wl: &Workload,
     admission: crate::api::kueue::Admission,
     checks: &BTreeSet<String>,
     own: &super::own_writes::OwnWrites,
-) -> Result<Workload, kube::Error> {
+    quota: QuotaSeen<'_>,
+) -> Result<Workload, Retry> {
     let mut obj = wl.clone();
     obj.status = Some(conditions::admitted_with_checks(
         wl,
@@ -489,13 +523,17 @@ async fn admit_with_retry(
                 || fresh.metadata.deletion_timestamp.is_some()
                 || fresh.is_finished()
             {
-                return Err(kube::Error::Api(s));
+                return Err(Retry::Failed(kube::Error::Api(s)));
+            }
+            if quota.moved() {
+                return Err(Retry::QuotaMoved);
             }
             let mut obj = fresh.clone();
             obj.status = Some(conditions::admitted_with_checks(&fresh, admission, checks, now()));
-            api.replace_status(&fresh.name_any(), &PostParams::default(), &obj)
-                .await
+            Ok(api
+                .replace_status(&fresh.name_any(), &PostParams::default(), &obj)
+                .await?)
         }
-        other => other,
+        other => Ok(other?),
     }
 }
