@@ -166,6 +166,8 @@ async fn cycle_with_cut(cut_at: CutAt) -> (Vec<(String, bool)>, bool, Vec<Action
         namespaces: reflector::store().0,
         priority_classes: reflector::store().0,
         admission_checks: reflector::store().0,
+        topologies: reflector::store().0,
+        nodes: reflector::store().0,
     };
     let reporter = kube::runtime::events::Reporter {
         controller: "test".into(),
