@@ -847,6 +847,11 @@ impl Req<'_> {
         } else {
             self.decode_body()?
         };
+        let propagation = body
+            .get("propagationPolicy")
+            .and_then(Value::as_str)
+            .or(self.query.get("propagationPolicy"));
+        refusals::propagation_policy(propagation)?;
         Ok(DeleteOptions {
             propagation: body
                 .get("propagationPolicy")

@@ -474,6 +474,37 @@ pub fn check_identity(info: &ResourceInfo, old: &Value, new: &Value) -> Result<(
             "the namespace of the provided object does not match the namespace sent on the request",
         ));
     }
+    // ValidateNoNewFinalizers: an object being deleted may lose finalizers, never gain one.
+    if old.pointer("/metadata/deletionTimestamp").is_some() {
+        let finalizers = |v: &Value| -> std::collections::BTreeSet<String> {
+            v.pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect()
+        };
+        let was = finalizers(old);
+        let extra: Vec<String> = finalizers(new)
+            .difference(&was)
+            .map(|f| format!("{f:?}"))
+            .collect();
+        if !extra.is_empty() {
+            let fe = FieldError::forbidden(
+                "metadata.finalizers",
+                format!(
+                    "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                    extra.join(", ")
+                ),
+            );
+            // kube-apiserver checks the metadata twice (the strategy and the generic update) and
+            // lists both causes; the message names the error once.
+            let mut e = ApiError::invalid(&info.qualified_kind(), name, std::slice::from_ref(&fe));
+            e.details.causes.extend(e.details.causes.clone());
+            return Err(e.details(name, &info.group, &info.kind));
+        }
+    }
     let new_uid = meta_str(new, "uid");
     if !new_uid.is_empty() && new_uid != meta_str(old, "uid") {
         let fe = FieldError::invalid("metadata.uid", format!("{new_uid:?}: field is immutable"));

@@ -41,6 +41,21 @@ pub fn dry_run(method: &Method, value: Option<&str>) -> Result<(), ApiError> {
     }
 }
 
+/// A delete's `propagationPolicy` is one of the three the API defines (`ValidateDeleteOptions`).
+pub fn propagation_policy(value: Option<&str>) -> Result<(), ApiError> {
+    match value {
+        None | Some("Foreground" | "Background" | "Orphan") => Ok(()),
+        Some(v) => Err(invalid_options(
+            &Method::DELETE,
+            FieldError::new(
+                "propagationPolicy",
+                ErrorType::NotSupported,
+                format!("{v:?}: supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""),
+            ),
+        )),
+    }
+}
+
 /// Server-side apply needs a field manager (`ValidatePatchOptions`): kubectl sends one, a hand-made
 /// request must too.
 pub fn field_manager(manager: Option<&str>) -> Result<(), ApiError> {

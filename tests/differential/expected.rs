@@ -95,10 +95,6 @@ pub const EXPECTED_DIFFERENCES: &[(&str, &str)] = &[
         r#"behaviour: the patch that removes the last finalizer answers with the object before the removal on embedded, the final object on kube-apiserver"#,
     ),
     (
-        r#"adding a finalizer to a deleted object is refused"#,
-        r#"behaviour: code: 200 (ConfigMap returned) | 422 Invalid 'ConfigMap 'c1' is invalid: metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, fo…"#,
-    ),
-    (
         r#"delete with a uid precondition that does not hold"#,
         r#"wording: .details.kind: 'configmaps' | 'ConfigMap'"#,
     ),
@@ -111,17 +107,13 @@ pub const EXPECTED_DIFFERENCES: &[(&str, &str)] = &[
         r#"behaviour: kube-apiserver adds the foregroundDeletion finalizer; embedded does not"#,
     ),
     (
-        r#"delete with an unknown propagationPolicy is refused"#,
-        r#"option check: code: 200 (ConfigMap returned) | 422 Invalid 'DeleteOptions.meta.k8s.io '' is invalid: propagationPolicy: Unsupported value: 'Sometimes': supported values: 'Foreground', …"#,
-    ),
-    (
         r#"delete collection by label"#,
         r#"behaviour: deletecollection returns the deleted items at their last stored resourceVersion on kube-apiserver, at a new one on embedded"#,
     ),
     // garbage collection
     (
         r#"foreground deletion answers with the foregroundDeletion finalizer"#,
-        r#"behaviour: .object.metadata.deletionGracePeriodSeconds: '<absent>' | 0"#,
+        r#"behaviour: kube-apiserver adds the foregroundDeletion finalizer and answers with the pending object; embedded deletes owner and dependents at once and answers a Success status"#,
     ),
     (
         r#"orphan deletion keeps the dependent without its owner"#,
