@@ -258,7 +258,20 @@ pub fn check_document_with(doc: &Value, gates: RayFeatureGates) -> DocReport {
         let foreign = FOREIGN_KINDS
             .iter()
             .any(|(g, k)| *g == group && *k == report.kind);
-        if ours && !foreign {
+        let served = ["v1beta2", "v1", "v1beta1", "v1alpha1"]
+            .iter()
+            .map(|v| format!("{group}/{v}"))
+            .find(|av| managed(av, &report.kind).is_some());
+        if let (true, Some(served)) = (ours && !foreign, served) {
+            report.problems.push(FieldError::new(
+                "apiVersion",
+                super::validation::ErrorType::NotSupported,
+                format!(
+                    "{:?}: quotagate serves kind {:?} as {served} only",
+                    report.api_version, report.kind
+                ),
+            ));
+        } else if ours && !foreign {
             report.problems.push(FieldError::new(
                 "kind",
                 super::validation::ErrorType::NotSupported,
