@@ -3,6 +3,7 @@
 //! TCP port for kubectl. See `README.md` beside this file for where it differs from a real server.
 
 pub mod admission;
+mod ages;
 pub mod aggregated;
 pub mod auth;
 pub mod builtin_schemas;

@@ -4,9 +4,10 @@
 //! Columns and cells follow kubernetes `pkg/printers/internalversion` (v1.36), observed against
 //! kube-apiserver by the differential suite.
 
+use super::ages::age;
 use super::event_fields::text;
+use super::printers_status::containers_images_selector;
 use super::registry::ResourceInfo;
-use super::table::age;
 use serde_json::{Value, json};
 
 /// A column: name, type, priority (the `Name` column has format `name`).
@@ -220,63 +221,6 @@ fn len(o: &Value, field: &str) -> usize {
     }
 }
 
-/// `Containers`, `Images`, `Selector` (the wide columns of jobs and deployments).
-pub(super) fn containers_images_selector(o: &Value, spec: &str) -> Vec<Value> {
-    let containers = o
-        .pointer(&format!("{spec}/containers"))
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let names: Vec<&str> = containers.iter().map(|c| text(c, "/name")).collect();
-    let images: Vec<&str> = containers.iter().map(|c| text(c, "/image")).collect();
-    vec![
-        json!(names.join(",")),
-        json!(images.join(",")),
-        json!(label_selector(o.pointer("/spec/selector"))),
-    ]
-}
-
-/// `metav1.FormatLabelSelector`: `a=b,c in (d,e)`, `<none>` for no selector.
-pub(super) fn label_selector(sel: Option<&Value>) -> String {
-    let Some(sel) = sel.filter(|s| s.is_object()) else {
-        return "<none>".into();
-    };
-    let mut parts: Vec<String> = sel
-        .get("matchLabels")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                .collect()
-        })
-        .unwrap_or_default();
-    for e in sel
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let key = text(e, "/key");
-        let values: Vec<&str> = e
-            .get("values")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        parts.push(match text(e, "/operator") {
-            "In" => format!("{key} in ({})", values.join(",")),
-            "NotIn" => format!("{key} notin ({})", values.join(",")),
-            "Exists" => key.to_string(),
-            "DoesNotExist" => format!("!{key}"),
-            op => format!("{key} {op}"),
-        });
-    }
-    if parts.is_empty() {
-        "<none>".into()
-    } else {
-        parts.join(",")
-    }
-}
-
 /// `Request` and `Limit`: `resource: used/hard` for each resource of `status.hard` (empty until the
 /// quota controller has counted), sorted, `limits.*` in the second.
 fn quota(o: &Value) -> (String, String) {
@@ -387,13 +331,5 @@ mod tests {
         );
         let fresh = json!({"spec": {"hard": {"pods": "3"}}});
         assert_eq!(quota(&fresh), (String::new(), String::new()));
-    }
-
-    #[test]
-    fn label_selectors_print_as_kubectl_does() {
-        let sel = json!({"matchLabels": {"a": "b"}, "matchExpressions": [
-            {"key": "c", "operator": "In", "values": ["d", "e"]}, {"key": "f", "operator": "DoesNotExist"}]});
-        assert_eq!(label_selector(Some(&sel)), "a=b,c in (d,e),!f");
-        assert_eq!(label_selector(None), "<none>");
     }
 }

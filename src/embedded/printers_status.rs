@@ -1,8 +1,8 @@
 //! The cells of the built-in printers that summarise a status: pods (`READY`, `STATUS`, `RESTARTS`),
 //! nodes, services and jobs, as kubernetes `pkg/printers/internalversion` (v1.36) computes them.
 
+use super::ages::{age, human_duration};
 use super::event_fields::text;
-use super::table::{age, human_duration};
 use serde_json::{Value, json};
 
 fn list<'a>(o: &'a Value, path: &str) -> &'a [Value] {
@@ -301,11 +301,65 @@ pub fn job(o: &Value, created: String) -> Vec<Value> {
         (Some(s), Some(e)) => human_duration(e.as_second() - s.as_second()),
     };
     let mut cells = vec![json!(status), json!(completions), json!(duration), json!(created)];
-    cells.extend(super::printers::containers_images_selector(
-        o,
-        "/spec/template/spec",
-    ));
+    cells.extend(containers_images_selector(o, "/spec/template/spec"));
     cells
+}
+
+/// `Containers`, `Images`, `Selector` (the wide columns of jobs and deployments).
+pub(super) fn containers_images_selector(o: &Value, spec: &str) -> Vec<Value> {
+    let containers = o
+        .pointer(&format!("{spec}/containers"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let names: Vec<&str> = containers.iter().map(|c| text(c, "/name")).collect();
+    let images: Vec<&str> = containers.iter().map(|c| text(c, "/image")).collect();
+    vec![
+        json!(names.join(",")),
+        json!(images.join(",")),
+        json!(label_selector(o.pointer("/spec/selector"))),
+    ]
+}
+
+/// `metav1.FormatLabelSelector`: `a=b,c in (d,e)`, `<none>` for no selector.
+pub(super) fn label_selector(sel: Option<&Value>) -> String {
+    let Some(sel) = sel.filter(|s| s.is_object()) else {
+        return "<none>".into();
+    };
+    let mut parts: Vec<String> = sel
+        .get("matchLabels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect()
+        })
+        .unwrap_or_default();
+    for e in sel
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let key = text(e, "/key");
+        let values: Vec<&str> = e
+            .get("values")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        parts.push(match text(e, "/operator") {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.to_string(),
+            "DoesNotExist" => format!("!{key}"),
+            op => format!("{key} {op}"),
+        });
+    }
+    if parts.is_empty() {
+        "<none>".into()
+    } else {
+        parts.join(",")
+    }
 }
 
 #[cfg(test)]
@@ -380,5 +434,13 @@ mod tests {
         assert_eq!(c[2], "<none>");
         assert_eq!(c[3], "80:30080/TCP,53/UDP");
         assert_eq!(c[5], "app=x");
+    }
+
+    #[test]
+    fn label_selectors_print_as_kubectl_does() {
+        let sel = json!({"matchLabels": {"a": "b"}, "matchExpressions": [
+            {"key": "c", "operator": "In", "values": ["d", "e"]}, {"key": "f", "operator": "DoesNotExist"}]});
+        assert_eq!(label_selector(Some(&sel)), "a=b,c in (d,e),!f");
+        assert_eq!(label_selector(None), "<none>");
     }
 }

@@ -26,6 +26,7 @@ mod scheduler;
 mod simulate;
 mod status;
 pub mod tas;
+pub mod topology;
 pub mod tree;
 pub mod wait_cycle;
 

@@ -331,7 +331,7 @@ pub struct PodSetModel {
     pub affinity_terms: Vec<Vec<Requirement>>,
     pub tolerations: Vec<Toleration>,
     /// `topologyRequest`: where its pods go in a TAS flavor's topology.
-    pub topology: Option<super::tas::TopologyRequest>,
+    pub topology: Option<super::topology::TopologyRequest>,
 }
 
 impl PodSetModel {
@@ -354,7 +354,7 @@ pub struct PodSetAssignment {
     pub resource_usage: BTreeMap<String, Amount>,
     pub count: i64,
     /// In a TAS flavor: the domains its pods go to.
-    pub topology: Option<super::tas::Placement>,
+    pub topology: Option<super::topology::Placement>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -552,7 +552,7 @@ impl PodSetModel {
         self.min_count = Some(min);
         self
     }
-    pub fn with_topology(mut self, req: super::tas::TopologyRequest) -> Self {
+    pub fn with_topology(mut self, req: super::topology::TopologyRequest) -> Self {
         self.topology = Some(req);
         self
     }

@@ -25,6 +25,8 @@ use super::model::{
 use super::requests::Requests;
 use crate::api::kueue::tas::{DomainAssignment, HOSTNAME_LABEL};
 
+pub use super::topology::{Placement, TopologyRequest};
+
 /// The resource every pod takes one of on its node (`.status.allocatable.pods`).
 pub const PODS: &str = "pods";
 
@@ -38,61 +40,6 @@ pub struct TasNode {
     pub taints: Vec<Taint>,
     /// Ready and not cordoned (`spec.unschedulable`).
     pub schedulable: bool,
-}
-
-/// A podset's topology request (`spec.podSets[].topologyRequest`), the parts placement reads.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct TopologyRequest {
-    pub required: Option<String>,
-    pub preferred: Option<String>,
-    pub unconstrained: bool,
-    pub slice_topology: Option<String>,
-    pub slice_size: Option<i32>,
-}
-
-impl TopologyRequest {
-    /// The podset asks for TAS itself (Kueue's `IsExplicitlyRequestingTAS`).
-    pub fn is_explicit(&self) -> bool {
-        self.required.is_some()
-            || self.preferred.is_some()
-            || self.unconstrained
-            || self.slice_topology.is_some()
-    }
-    fn slice_only(&self) -> bool {
-        self.required.is_none() && self.preferred.is_none() && self.slice_topology.is_some()
-    }
-}
-
-/// A placement: the levels it names (only the lowest when that is `kubernetes.io/hostname`, else
-/// all) and the domains with their pod counts, in domain order (Kueue's `utiltas.TopologyAssignment`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Placement {
-    pub levels: Vec<String>,
-    pub domains: Vec<DomainAssignment>,
-}
-
-impl Placement {
-    /// The first `count` pods of the placement, in its domain order (Kueue's `TruncateAssignment`,
-    /// for a workload that shrinks in place).
-    pub fn truncated(&self, count: i64) -> Placement {
-        let mut left = count.max(0);
-        let mut domains = Vec::new();
-        for d in &self.domains {
-            if left <= 0 {
-                break;
-            }
-            let take = i64::from(d.count).min(left);
-            left -= take;
-            domains.push(DomainAssignment {
-                values: d.values.clone(),
-                count: i32::try_from(take).unwrap_or(i32::MAX),
-            });
-        }
-        Placement {
-            levels: self.levels.clone(),
-            domains,
-        }
-    }
 }
 
 #[derive(Clone, Debug, Default)]
