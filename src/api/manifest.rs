@@ -258,27 +258,32 @@ pub fn check_document_with(doc: &Value, gates: RayFeatureGates) -> DocReport {
         let foreign = FOREIGN_KINDS
             .iter()
             .any(|(g, k)| *g == group && *k == report.kind);
-        let served = ["v1beta2", "v1", "v1beta1", "v1alpha1"]
-            .iter()
-            .map(|v| format!("{group}/{v}"))
-            .find(|av| managed(av, &report.kind).is_some());
-        if let (true, Some(served)) = (ours && !foreign, served) {
-            report.problems.push(FieldError::new(
-                "apiVersion",
-                super::validation::ErrorType::NotSupported,
-                format!(
-                    "{:?}: quotagate serves kind {:?} as {served} only",
-                    report.api_version, report.kind
+        if ours && !foreign {
+            // One of our kinds in a version we do not serve, or a kind neither API defines.
+            let served = ["v1beta2", "v1", "v1beta1", "v1alpha1"]
+                .iter()
+                .map(|v| format!("{group}/{v}"))
+                .find(|av| managed(av, &report.kind).is_some());
+            let (field, message) = match served {
+                Some(served) => (
+                    "apiVersion",
+                    format!(
+                        "{:?}: quotagate serves kind {:?} as {served} only",
+                        report.api_version, report.kind
+                    ),
                 ),
-            ));
-        } else if ours && !foreign {
-            report.problems.push(FieldError::new(
-                "kind",
-                super::validation::ErrorType::NotSupported,
-                format!(
-                    "{} does not define kind {:?} (neither Kueue nor KubeRay has it)",
-                    report.api_version, report.kind
+                None => (
+                    "kind",
+                    format!(
+                        "{} does not define kind {:?} (neither Kueue nor KubeRay has it)",
+                        report.api_version, report.kind
+                    ),
                 ),
+            };
+            report.problems.push(FieldError::new(
+                field,
+                super::validation::ErrorType::NotSupported,
+                message,
             ));
         } else {
             report.class = DocClass::NotManaged;
