@@ -576,7 +576,7 @@ mod listener {
     mod many_clients {
         use super::*;
         use bytes::Bytes;
-        use http_body_util::{BodyExt, Empty};
+        use http_body_util::Empty;
         use std::sync::Arc;
         use std::time::{Duration, Instant};
 
@@ -695,19 +695,7 @@ mod listener {
             .await
             .unwrap();
             let began = Instant::now();
-            for body in &mut watches {
-                let mut got = Vec::new();
-                while !String::from_utf8_lossy(&got).contains("seen-by-all") {
-                    let frame = tokio::time::timeout(Duration::from_secs(30), body.frame())
-                        .await
-                        .expect("a watch event within 30 s")
-                        .expect("the watch is still open")
-                        .unwrap();
-                    if let Ok(data) = frame.into_data() {
-                        got.extend_from_slice(&data);
-                    }
-                }
-            }
+            super::embedded_support::read_each_until(&mut watches, "seen-by-all").await;
             println!("the event reached all 1,000 watches in {:?}", began.elapsed());
             drop(bare);
             assert!(

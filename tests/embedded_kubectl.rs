@@ -796,19 +796,7 @@ mod many_clients {
             "{saw:?}"
         );
         let began = Instant::now();
-        for body in &mut watches {
-            let mut got = Vec::new();
-            while !String::from_utf8_lossy(&got).contains("\"c18\"") {
-                let frame = tokio::time::timeout(Duration::from_secs(30), body.frame())
-                    .await
-                    .expect("a watch event within 30 s")
-                    .expect("the watch is still open")
-                    .unwrap();
-                if let Ok(data) = frame.into_data() {
-                    got.extend_from_slice(&data);
-                }
-            }
-        }
+        super::embedded_support::read_each_until(&mut watches, "\"c18\"").await;
         println!("the last create reached all 300 watches in {:?}", began.elapsed());
         let open = k.srv.connections().unwrap();
         println!("at the end: {open:?}");

@@ -94,3 +94,24 @@ pub fn peak_rss_kib(child: &tokio::process::Child) -> u64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .expect("VmHWM")
 }
+
+/// Reads each watch body in turn until what it has sent contains `needle` (each frame within 30 s).
+pub async fn read_each_until<B>(watches: &mut [B], needle: &str)
+where
+    B: hyper::body::Body<Data = hyper::body::Bytes> + Unpin,
+    B::Error: std::fmt::Debug,
+{
+    for body in watches {
+        let mut got = Vec::new();
+        while !String::from_utf8_lossy(&got).contains(needle) {
+            let frame = tokio::time::timeout(Duration::from_secs(30), http_body_util::BodyExt::frame(body))
+                .await
+                .expect("a watch event within 30 s")
+                .expect("the watch is still open")
+                .unwrap();
+            if let Ok(data) = frame.into_data() {
+                got.extend_from_slice(&data);
+            }
+        }
+    }
+}
