@@ -23,7 +23,9 @@ pub enum LeaderError {
 /// What this candidate should do with the lease it just read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Decision {
-    /// Nobody holds a valid lease: take it (create when missing, else replace with transitions + 1).
+    /// Nobody holds a valid lease: take it (create when missing, else replace with transitions + 1,
+    /// whether it was run out, released or never held, as client-go counts every acquisition by a
+    /// candidate that was not the leader).
     Acquire,
     /// We hold it: bump renewTime.
     Renew,
@@ -65,6 +67,7 @@ pub fn next_spec(
     now: Timestamp,
     duration: Duration,
 ) -> Option<LeaseSpec> {
+    let spec_existed = old.is_some();
     let old = old.cloned().unwrap_or_default();
     match decision {
         Decision::Follow { .. } => None,
@@ -73,16 +76,16 @@ pub fn next_spec(
             ..old
         }),
         Decision::Acquire => {
-            let taken_from_someone = old
-                .holder_identity
-                .as_deref()
-                .is_some_and(|h| !h.is_empty() && h != me);
+            // client-go's `tryAcquireOrRenew`: a candidate that is not the leader adds one to the
+            // transitions of the record it read, even one released (holder empty) or its own stale
+            // one; only a Lease created anew starts at 0.
+            let existed = spec_existed;
             Some(LeaseSpec {
                 holder_identity: Some(me.to_string()),
                 lease_duration_seconds: Some(duration.as_secs().max(1) as i32),
                 acquire_time: Some(MicroTime(now)),
                 renew_time: Some(MicroTime(now)),
-                lease_transitions: Some(old.lease_transitions.unwrap_or(0) + i32::from(taken_from_someone)),
+                lease_transitions: Some(old.lease_transitions.unwrap_or(0) + i32::from(existed)),
                 ..old
             })
         }
@@ -182,8 +185,9 @@ pub fn released_spec(old: Option<&LeaseSpec>, me: &str, now: Timestamp) -> Optio
     if old.holder_identity.as_deref() != Some(me) {
         return None;
     }
+    // client-go's `release` writes the holder as an empty string, not absent.
     Some(LeaseSpec {
-        holder_identity: None,
+        holder_identity: Some(String::new()),
         lease_duration_seconds: Some(1),
         renew_time: Some(MicroTime(now)),
         acquire_time: Some(MicroTime(now)),
@@ -364,7 +368,7 @@ mod tests {
             "only the holder releases"
         );
         let released = released_spec(Some(&held), "me", now).unwrap();
-        assert_eq!(released.holder_identity, None);
+        assert_eq!(released.holder_identity.as_deref(), Some(""));
         assert_eq!(released.lease_transitions, held.lease_transitions);
         assert_eq!(decide(Some(&released), "other", now), Decision::Acquire);
         let taken = next_spec(
@@ -376,6 +380,37 @@ mod tests {
         )
         .unwrap();
         assert_eq!(taken.holder_identity.as_deref(), Some("other"));
+        // client-go counts the acquisition of a released lease as a transition.
+        assert_eq!(
+            taken.lease_transitions,
+            Some(held.lease_transitions.unwrap_or(0) + 1)
+        );
+    }
+
+    /// client-go `leaderelection_test.go` (TestTryAcquireOrRenew): a new Lease starts at 0 transitions;
+    /// each acquisition by a non-leader adds one, run out or released alike, renewals add none.
+    #[test]
+    fn a_created_lease_starts_at_zero_and_each_acquisition_counts() {
+        let now = Timestamp::from_second(1_800_000_000).unwrap();
+        let d = Duration::from_secs(15);
+        let created = next_spec(None, &Decision::Acquire, "a", now, d).unwrap();
+        assert_eq!(created.lease_transitions, Some(0));
+        let released = released_spec(Some(&created), "a", now).unwrap();
+        let by_b = next_spec(Some(&released), &Decision::Acquire, "b", now, d).unwrap();
+        assert_eq!(by_b.lease_transitions, Some(1));
+        let stale = spec("b", 60, 15, now);
+        let by_c = next_spec(
+            Some(&LeaseSpec {
+                lease_transitions: Some(1),
+                ..stale
+            }),
+            &Decision::Acquire,
+            "c",
+            now,
+            d,
+        )
+        .unwrap();
+        assert_eq!(by_c.lease_transitions, Some(2));
     }
 
     /// A client of `server` whose requests, while `hang` is set, never answer (a dead connection,

@@ -123,7 +123,11 @@ fn install_with_webhooks_through_the_service_and_the_manager_in_cluster() {
         &["get", "lease", "quotagate-leader", ns[0], ns[1]],
         Duration::from_secs(60),
         "the leader Lease",
-        |l| l["spec"]["holderIdentity"].is_string(),
+        |l| {
+            l["spec"]["holderIdentity"]
+                .as_str()
+                .is_some_and(|h| !h.is_empty())
+        },
     );
     // controller-runtime's identity: the pod's name, `_` and a UUID new at each start.
     let holder = lease["spec"]["holderIdentity"].as_str().unwrap_or("").to_owned();
