@@ -304,6 +304,77 @@ async fn owner_references_cascade_in_background() {
     );
 }
 
+/// kube-apiserver adds the garbage collector's finalizer for an Orphan or Foreground delete and answers
+/// with the pending owner (`registry/generic/registry/store.go`); the collector then orphans the
+/// dependents, or deletes them and lets the owner go (`garbagecollector_test.go`'s orphan and
+/// foreground cases). A batch/v1 Job deleted with no policy orphans (its strategy's default).
+#[tokio::test]
+async fn orphan_and_foreground_deletes_hold_the_owner_on_the_collectors_finalizer() {
+    let srv = server();
+    let owners: Api<ConfigMap> = Api::namespaced(srv.client(), "default");
+    for (policy, finalizer) in [
+        (kube::api::PropagationPolicy::Orphan, "orphan"),
+        (kube::api::PropagationPolicy::Foreground, "foregroundDeletion"),
+    ] {
+        let owner = owners.create(&PostParams::default(), &cm("owner")).await.unwrap();
+        let oref = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+            "uid": owner.metadata.uid.clone().unwrap(), "blockOwnerDeletion": true}]);
+        let dep: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": "dep", "ownerReferences": oref}})).unwrap();
+        owners.create(&PostParams::default(), &dep).await.unwrap();
+        let dp = DeleteParams {
+            propagation_policy: Some(policy.clone()),
+            ..DeleteParams::default()
+        };
+        let answer = owners.delete("owner", &dp).await.unwrap();
+        let pending = answer.left().expect("the pending owner, not a Status");
+        assert_eq!(
+            pending.metadata.finalizers.as_deref(),
+            Some(&[finalizer.to_string()][..]),
+            "{policy:?}"
+        );
+        assert!(pending.metadata.deletion_timestamp.is_some(), "{policy:?}");
+        assert!(
+            owners.get_opt("owner").await.unwrap().is_none(),
+            "{policy:?}: the owner goes"
+        );
+        let dep = owners.get_opt("dep").await.unwrap();
+        match policy {
+            kube::api::PropagationPolicy::Orphan => {
+                let dep = dep.expect("an orphaned dependent stays");
+                assert_eq!(dep.metadata.owner_references, None, "its owner reference is gone");
+                owners.delete("dep", &DeleteParams::default()).await.unwrap();
+            }
+            _ => assert!(dep.is_none(), "a foreground delete takes the dependent first"),
+        }
+    }
+    // A finalizer of someone else's keeps the owner after the collector's is done.
+    let mut held = cm("held");
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    owners.create(&PostParams::default(), &held).await.unwrap();
+    let dp = DeleteParams {
+        propagation_policy: Some(kube::api::PropagationPolicy::Orphan),
+        ..DeleteParams::default()
+    };
+    let answer = owners.delete("held", &dp).await.unwrap().left().unwrap();
+    assert_eq!(
+        answer.metadata.finalizers.unwrap(),
+        ["example.com/hold", "orphan"],
+        "the answer carries both"
+    );
+    let now = owners.get("held").await.unwrap();
+    assert_eq!(now.metadata.finalizers.unwrap(), ["example.com/hold"]);
+    owners
+        .patch(
+            "held",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    assert!(owners.get_opt("held").await.unwrap().is_none());
+}
+
 #[tokio::test]
 async fn label_and_field_selectors() {
     let srv = server();

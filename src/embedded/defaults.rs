@@ -154,16 +154,7 @@ fn pod(o: &mut Map<String, Value>) {
         }
     }
     set_default(spec, "enableServiceLinks", json!(true));
-    // The `Priority` admission plugin, for a pod that names no class (a named class's value is the
-    // class's, read where the classes are).
-    if spec
-        .get("priorityClassName")
-        .and_then(Value::as_str)
-        .is_none_or(str::is_empty)
-    {
-        set_default(spec, "priority", json!(0));
-        set_default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
-    }
+    // `priority` and `preemptionPolicy` are the `Priority` admission plugin's (`priority.rs`).
 }
 
 /// The `DefaultTolerationSeconds` admission plugin: a new pod tolerates a node that is not ready or
@@ -504,8 +495,6 @@ mod tests {
         assert_eq!(spec["schedulerName"], "default-scheduler");
         assert_eq!(spec["terminationGracePeriodSeconds"], 30);
         assert_eq!(spec["enableServiceLinks"], true);
-        assert_eq!(spec["priority"], 0);
-        assert_eq!(spec["preemptionPolicy"], "PreemptLowerPriority");
         assert_eq!(spec["volumes"][0]["emptyDir"], json!({}));
         assert_eq!(spec["volumes"][1]["secret"]["defaultMode"], 420);
         let keys: Vec<_> = spec["tolerations"]

@@ -814,7 +814,10 @@ impl Req<'_> {
             (&Method::DELETE, Some(n)) => {
                 let opts = self.delete_options()?;
                 let obj = self.store().delete(&info, self.ns(), &n, &opts)?;
-                Ok(self.deleted(&info, obj))
+                Ok(with_warnings(
+                    self.deleted(&info, obj),
+                    &super::gc::delete_warnings(&info, &opts),
+                ))
             }
             // Namespaces have no deletecollection verb on the real server.
             (&Method::DELETE, None) if info.group.is_empty() && info.plural == "namespaces" => {
@@ -858,6 +861,10 @@ impl Req<'_> {
                 .and_then(Value::as_str)
                 .or(self.query.get("propagationPolicy"))
                 .map(String::from),
+            orphan_dependents: body
+                .get("orphanDependents")
+                .and_then(Value::as_bool)
+                .or_else(|| self.query.get("orphanDependents").and_then(|o| o.parse().ok())),
             grace_period_seconds: body
                 .get("gracePeriodSeconds")
                 .and_then(Value::as_i64)
@@ -958,9 +965,12 @@ impl Req<'_> {
             }
         }
         let rv = self.store().resource_version().to_string();
-        Ok(ok(
-            200,
-            &json!({"kind": format!("{}List", self.t.info.kind), "apiVersion": self.t.info.api_version(), "metadata": {"resourceVersion": rv}, "items": items}),
+        Ok(with_warnings(
+            ok(
+                200,
+                &json!({"kind": format!("{}List", self.t.info.kind), "apiVersion": self.t.info.api_version(), "metadata": {"resourceVersion": rv}, "items": items}),
+            ),
+            &super::gc::delete_warnings(&self.t.info, &dopts),
         ))
     }
 

@@ -23,6 +23,7 @@ pub mod field_validation;
 pub mod fieldset;
 #[cfg(test)]
 mod fuzz;
+pub mod gc;
 mod http;
 pub mod limits;
 pub mod listener;
@@ -32,6 +33,7 @@ pub mod meta;
 pub mod patch;
 pub mod printers;
 mod printers_status;
+mod priority;
 pub mod private;
 pub mod protobuf;
 pub mod proxy;

@@ -6,6 +6,7 @@ use super::admission::{AdmissionHook, Operation};
 use super::durable::{self, Durable, DurableError, Op};
 use super::error::ApiError;
 use super::faults::Faults;
+use super::gc;
 use super::managed_fields::{self, Writer};
 use super::meta::{self, finalizers, is_deleting, meta_mut, meta_str};
 use super::patch::{self, PatchKind};
@@ -135,8 +136,10 @@ pub struct ListResult {
 
 #[derive(Clone, Debug, Default)]
 pub struct DeleteOptions {
-    /// "Background" (default), "Foreground" (treated like Background) or "Orphan".
+    /// "Background", "Foreground" or "Orphan"; none: the kind's default (`gc.rs`).
     pub propagation: Option<String>,
+    /// The deprecated `orphanDependents`, which wins over `propagation` when set.
+    pub orphan_dependents: Option<bool>,
     pub grace_period_seconds: Option<i64>,
     pub dry_run: bool,
     /// `preconditions.uid`: the delete is refused (409) unless the stored object has this uid.
@@ -245,6 +248,9 @@ struct Inner {
     quota_bytes: usize,
     /// Whether the quota refused a write since the store was last below it (one log line per episode).
     over_quota: bool,
+    /// Owners whose dependents the collector is deleting now: a dependent's removal does not start
+    /// another turn for them (which would recurse once per dependent).
+    collecting: BTreeSet<String>,
 }
 
 pub struct Store {
@@ -314,6 +320,13 @@ fn json_type(v: &Value) -> &'static str {
 
 use crate::api::kueue::constants::DEFAULT_LOCAL_QUEUE_NAME;
 use crate::api::kueue::managed_jobs::JobNamespace;
+
+fn priority_class_key() -> ResourceKey {
+    ResourceKey {
+        group: "scheduling.k8s.io".into(),
+        plural: "priorityclasses".into(),
+    }
+}
 
 fn ns_key() -> ResourceKey {
     ResourceKey {
@@ -539,6 +552,12 @@ impl Inner {
         }
         self.retire(&old);
         self.emit(key, EventType::Deleted, gone.clone(), false, None);
+        // An owner deleted in the foreground waits for this dependent: it may go now.
+        for o in owner_uids(&old) {
+            if let Some((k, n, m)) = self.by_uid.get(&o).cloned() {
+                self.collect_finalizers(&k, &n, &m);
+            }
+        }
         if cascade {
             self.collect_garbage(&uid);
             if *key == ns_key() {
@@ -563,6 +582,92 @@ impl Inner {
                 continue;
             }
             self.delete_now(&k, &ns, &name, &obj, true);
+        }
+    }
+
+    /// The garbage collector's turn on an object being deleted with its `orphan` or
+    /// `foregroundDeletion` finalizer (`gc.rs`): orphan the dependents, or delete them and wait for
+    /// those that block; then drop the finalizer, and the object when it was the last.
+    fn collect_finalizers(&mut self, key: &ResourceKey, ns: &str, name: &str) {
+        let Some(obj) = self.lookup(key, ns, name).cloned() else {
+            return;
+        };
+        let have = finalizers(&obj);
+        if !is_deleting(&obj) || !have.iter().any(|f| f == gc::ORPHAN || f == gc::FOREGROUND) {
+            return;
+        }
+        let uid = meta_str(&obj, "uid").to_string();
+        if !self.collecting.insert(uid.clone()) {
+            return;
+        }
+        let deps: Vec<ObjKey> = self
+            .dependents
+            .get(&uid)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default();
+        let mut next = have.clone();
+        if have.iter().any(|f| f == gc::ORPHAN) {
+            for (k, dns, dname) in &deps {
+                let orphaned = self.lookup(k, dns, dname).and_then(|d| gc::orphaned(d, &uid));
+                if let Some(d) = orphaned {
+                    self.put(k, d, EventType::Modified);
+                }
+            }
+            next.retain(|f| f != gc::ORPHAN);
+        } else {
+            for (k, dns, dname) in &deps {
+                if let Some(d) = self.lookup(k, dns, dname).cloned()
+                    && !is_deleting(&d)
+                {
+                    self.delete_dependent(k, dns, dname, &d);
+                }
+            }
+            let blocked = self.dependents.get(&uid).is_some_and(|s| {
+                s.iter()
+                    .any(|(k, n, m)| self.lookup(k, n, m).is_some_and(|d| gc::blocks(d, &uid)))
+            });
+            if !blocked {
+                next.retain(|f| f != gc::FOREGROUND);
+            }
+        }
+        self.collecting.remove(&uid);
+        // The object may be gone already: a dependent's removal came back here for it.
+        let Some(now) = self.lookup(key, ns, name).cloned() else {
+            return;
+        };
+        if next == have || finalizers(&now) != have {
+            return;
+        }
+        let grace = now
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        if next.is_empty() && grace == 0 {
+            self.remove(key, ns, name, true);
+        } else {
+            self.put(key, gc::with_finalizers(&now, &next), EventType::Modified);
+        }
+    }
+
+    /// The collector's delete of a dependent of an owner deleted in the foreground: a pod bound to a
+    /// node terminates gracefully, anything else as a background delete.
+    fn delete_dependent(&mut self, key: &ResourceKey, ns: &str, name: &str, obj: &Arc<Value>) {
+        let bound = key.group.is_empty()
+            && key.plural == "pods"
+            && obj
+                .pointer("/spec/nodeName")
+                .and_then(Value::as_str)
+                .is_some_and(|n| !n.is_empty());
+        let grace = obj
+            .pointer("/spec/terminationGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(30);
+        if bound && grace > 0 {
+            let mut marked = (**obj).clone();
+            mark_deleting(&mut marked, grace);
+            self.put(key, marked, EventType::Modified);
+        } else {
+            self.delete_now(key, ns, name, obj, true);
         }
     }
 
@@ -699,6 +804,7 @@ impl Store {
             compacted: 0,
             tx,
             durable: durable.clone(),
+            collecting: BTreeSet::new(),
             stored_bytes: 0,
             quota_bytes: config.quota_bytes,
             over_quota: false,
@@ -928,6 +1034,19 @@ impl Store {
             meta_mut(&mut obj).insert("managedFields".into(), f);
         }
         let name = meta_str(&obj, "name").to_string();
+        if info.group.is_empty() && info.plural == "pods" {
+            let pcs = priority_class_key();
+            let classes = inner.objects.get(&pcs);
+            super::priority::on_create(
+                &mut obj,
+                |n| {
+                    classes
+                        .and_then(|m| m.get(&(String::new(), n.to_string())))
+                        .map(|v| &**v)
+                },
+                classes.into_iter().flat_map(|m| m.values()).map(|v| &**v),
+            )?;
+        }
         invalid_meta(info, &obj, None)?;
         if is_service(info) {
             let taken = inner.services_taken(None);
@@ -1132,6 +1251,9 @@ impl Store {
         if let Some(f) = fields {
             meta_mut(&mut next).insert("managedFields".into(), f);
         }
+        if !status && info.group.is_empty() && info.plural == "pods" {
+            super::priority::on_update(&mut next, old);
+        }
         if !status {
             invalid_meta(info, &next, Some(old))?;
         }
@@ -1294,6 +1416,36 @@ impl Store {
             return Ok(obj);
         }
         let cascade = opts.propagation.as_deref() != Some("Orphan");
+        // The garbage collector's finalizers as the delete asks (`orphan`, `foregroundDeletion`): the
+        // object waits on them, and the collector's steps run once they are stored.
+        let obj = match gc::finalizers_after_delete(info, opts, &finalizers(&obj)) {
+            Some(next) if is_deleting(&obj) => {
+                let out = inner.put(&key, gc::with_finalizers(&obj, &next), EventType::Modified);
+                inner.collect_finalizers(&key, nsk, name);
+                return Ok(out);
+            }
+            Some(next) => Arc::new(gc::with_finalizers(&obj, &next)),
+            None => obj,
+        };
+        let out = self.delete_stored(&mut inner, info, nsk, name, obj, opts, cascade);
+        inner.collect_finalizers(&key, nsk, name);
+        Ok(out)
+    }
+
+    /// A delete once its finalizers are decided: a pod bound to a node terminates gracefully,
+    /// anything else goes now or waits on its finalizers.
+    #[allow(clippy::too_many_arguments)]
+    fn delete_stored(
+        &self,
+        inner: &mut Inner,
+        info: &ResourceInfo,
+        nsk: &str,
+        name: &str,
+        obj: Arc<Value>,
+        opts: &DeleteOptions,
+        cascade: bool,
+    ) -> Arc<Value> {
+        let key = info.key();
         // A pod bound to a node terminates gracefully: the node agent removes it.
         if info.plural == "pods"
             && !obj
@@ -1312,13 +1464,13 @@ impl Store {
             if grace > 0 && !is_deleting(&obj) {
                 let mut marked = (*obj).clone();
                 mark_deleting(&mut marked, grace);
-                return Ok(inner.put(&key, marked, EventType::Modified));
+                return inner.put(&key, marked, EventType::Modified);
             }
             if grace == 0 && finalizers(&obj).is_empty() {
-                return Ok(inner.remove(&key, nsk, name, cascade).unwrap_or(obj));
+                return inner.remove(&key, nsk, name, cascade).unwrap_or(obj);
             }
         }
-        Ok(inner.delete_now(&key, nsk, name, &obj, cascade))
+        inner.delete_now(&key, nsk, name, &obj, cascade)
     }
 
     /// The real server's delete preconditions: a mismatch is a 409 Conflict naming both values.

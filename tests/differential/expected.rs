@@ -99,26 +99,10 @@ pub const EXPECTED_DIFFERENCES: &[(&str, &str)] = &[
         r#"wording: .details.kind: 'configmaps' | 'ConfigMap'"#,
     ),
     (
-        r#"delete with propagationPolicy Orphan adds the orphan finalizer"#,
-        r#"behaviour: kube-apiserver adds the orphan finalizer (for the garbage collector); embedded does not"#,
-    ),
-    (
-        r#"delete with propagationPolicy Foreground"#,
-        r#"behaviour: kube-apiserver adds the foregroundDeletion finalizer; embedded does not"#,
-    ),
-    (
         r#"delete collection by label"#,
         r#"behaviour: deletecollection returns the deleted items at their last stored resourceVersion on kube-apiserver, at a new one on embedded"#,
     ),
     // garbage collection
-    (
-        r#"foreground deletion answers with the foregroundDeletion finalizer"#,
-        r#"behaviour: kube-apiserver adds the foregroundDeletion finalizer and answers with the pending object; embedded deletes owner and dependents at once and answers a Success status"#,
-    ),
-    (
-        r#"orphan deletion keeps the dependent without its owner"#,
-        r#"behaviour: after an Orphan delete kube-controller-manager's garbage collector strips the dependent's ownerReferences; embedded leaves them"#,
-    ),
     // selectors
     (
         r#"fieldSelector on an unsupported field"#,
@@ -181,10 +165,6 @@ pub const EXPECTED_DIFFERENCES: &[(&str, &str)] = &[
     (
         r#"pod with a volumeMount of no volume"#,
         r#"no value check: code: 201 (Pod returned) | 422 Invalid 'Pod 'p' is invalid: spec.containers[0].volumeMounts[0].name: Not found: 'v''"#,
-    ),
-    (
-        r#"pod with priority set by hand"#,
-        r#"no value check: code: 201 (Pod returned) | 403 Forbidden 'pods 'p' is forbidden: the integer value of priority (<rv>) must not be provided in pod spec; priority admission controller com…"#,
     ),
     (
         r#"pod image update is allowed, other spec updates are refused"#,

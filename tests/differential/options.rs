@@ -344,6 +344,10 @@ pub fn deletion() -> Vec<Sequence> {
             ],
         ),
         seq(
+            "delete of a job with no policy orphans: the orphan finalizer",
+            vec![setup(post(JOBS, values::job())), delete(&at(JOBS, "j"))],
+        ),
+        seq(
             "delete of a custom resource",
             vec![
                 post(LQ, values::lq("lq")),
@@ -449,6 +453,20 @@ pub fn garbage_collection() -> Vec<Sequence> {
                 false,
                 vec![
                     setup(delete(&format!("{owner}?propagationPolicy=Orphan"))),
+                    eventually_gone(&owner),
+                    eventually_orphaned(&dep),
+                ],
+            ),
+        ),
+        seq(
+            "orphanDependents true keeps the dependent without its owner",
+            with(
+                true,
+                vec![
+                    delete_with(
+                        &owner,
+                        json!({"kind": "DeleteOptions", "apiVersion": "v1", "orphanDependents": true}),
+                    ),
                     eventually_gone(&owner),
                     eventually_orphaned(&dep),
                 ],
