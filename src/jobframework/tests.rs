@@ -364,14 +364,16 @@ fn the_default_workload_priority_class_is_taken_as_kueue_defaults_it() {
     let no_label = TestJob::new(&[]);
     let labelled = TestJob::new(&[(label::PRIORITY_CLASS, "high")]);
     let wpc = |n: &str| PrioritySource::WorkloadPriorityClass(n.to_string());
-    let cases: [(
-        &str,
-        &TestJob,
-        &[WorkloadPriorityClass],
+    // (case, job, classes, gate, owner managed, want)
+    type Case<'a> = (
+        &'a str,
+        &'a TestJob,
+        &'a [WorkloadPriorityClass],
         bool,
         bool,
         PrioritySource,
-    ); 5] = [
+    );
+    let cases: [Case<'_>; 5] = [
         (
             "feature gate enabled, no label, default WPC exists",
             &no_label,
