@@ -131,6 +131,7 @@ pub struct Metrics {
     pub evicted_workloads_total: Family<EvictedLabels, Counter>,
     pub evicted_workloads_once_total: Family<EvictedLabels, Counter>,
     pub preempted_workloads_total: Family<PreemptedLabels, Counter>,
+    pub preemption_target_recomputations_total: Family<CqResultLabels, Counter>,
     pub replaced_workload_slices_total: Family<CqLabels, Counter>,
     pub reserving_active_workloads: GaugeSet<CqLabels, Gauge>,
     pub admitted_active_workloads: GaugeSet<CqLabels, Gauge>,
@@ -239,6 +240,7 @@ impl Metrics {
             evicted_workloads_total: Family::default(),
             evicted_workloads_once_total: Family::default(),
             preempted_workloads_total: Family::default(),
+            preemption_target_recomputations_total: Family::default(),
             replaced_workload_slices_total: Family::default(),
             reserving_active_workloads: GaugeSet::new(),
             admitted_active_workloads: GaugeSet::new(),
@@ -342,6 +344,11 @@ impl Metrics {
             "preempted_workloads",
             "The number of preempted workloads per preempting_cluster_queue and reason",
             self.preempted_workloads_total.clone(),
+        );
+        r.register(
+            "preemption_target_recomputations",
+            "The total number of preemption target recomputations triggered when a workload's preemption targets overlap with targets selected by another workload in the same scheduling cycle. The label 'result' can have the following values: 'new_targets' means the recomputation resolved the overlap by selecting non-overlapping targets; 'deferred_fit' means the workload will fit only after earlier preemptions in the cycle complete; 'skipped' means recomputation produced neither a deferred fit nor a fit with non-overlapping targets, including cases where overlap is removed but the workload still fails the fit check",
+            self.preemption_target_recomputations_total.clone(),
         );
         r.register(
             "replaced_workload_slices",

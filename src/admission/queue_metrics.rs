@@ -16,8 +16,8 @@ pub(crate) use super::transition_metrics::Transition;
 use super::transition_metrics::{count_transitions, transitions};
 use crate::admission::metrics::{
     CohortInfoLabels, CohortLabels, CohortResourceLabels, CqCohortLabels, CqInfoLabels, CqLabels,
-    CqPendingResourceLabels, CqResourceLabels, CqStatusLabels, LqActiveLabels, LqLabels, LqResourceLabels,
-    LqStatusLabels, Metrics, Role,
+    CqPendingResourceLabels, CqResourceLabels, CqResultLabels, CqStatusLabels, LqActiveLabels, LqLabels,
+    LqResourceLabels, LqStatusLabels, Metrics, Role,
 };
 use crate::api::kueue::{ClusterQueue, LocalQueue, LocalQueueFlavorUsage, Workload};
 use crate::queue::ClusterQueueStatus as CoreStatus;
@@ -43,6 +43,8 @@ pub struct QueueGauges {
     pub lq_reservation: Vec<(LqResourceLabels, f64)>,
     pub lq_usage: Vec<(LqResourceLabels, f64)>,
     pub preemption_skips: Vec<(CqLabels, i64)>,
+    /// Recomputations since the last report, to add to the counter.
+    pub recomputations: Vec<(CqResultLabels, u64)>,
     pub resource_pending: Vec<(CqPendingResourceLabels, f64)>,
     pub cq_info: Vec<(CqInfoLabels, i64)>,
     pub cohort_info: Vec<(CohortInfoLabels, i64)>,
@@ -329,6 +331,22 @@ pub fn gauges(
             })
         })
         .collect();
+    g.recomputations = std::mem::take(
+        &mut *state
+            .preemption_target_recomputations
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    )
+    .into_iter()
+    .map(|((cq, result), n)| {
+        let labels = CqResultLabels {
+            cluster_queue: cq,
+            result: result.as_str().into(),
+            replica_role: role,
+        };
+        (labels, n)
+    })
+    .collect();
     g.resource_pending = resource_pending(snap, role);
     g.transitions = transitions(snap, tree);
     cohort_gauges(&mut g, tree, core, role);
@@ -506,6 +524,11 @@ pub fn report(m: &Metrics, g: QueueGauges) {
     m.local_queue_resource_usage.replace(g.lq_usage, float);
     m.admission_cycle_preemption_skips
         .replace(g.preemption_skips, int);
+    for (labels, n) in g.recomputations {
+        m.preemption_target_recomputations_total
+            .get_or_create(&labels)
+            .inc_by(n);
+    }
     m.cluster_queue_resource_pending
         .replace(g.resource_pending, float);
     m.cluster_queue_info.replace(g.cq_info, int);

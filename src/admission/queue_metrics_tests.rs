@@ -219,3 +219,71 @@ fn each_transition_counts_once_and_only_from_the_start_on() {
         assert!(text.contains(want), "missing {want} in\n{text}");
     }
 }
+
+// Kueue: pkg/metrics/metrics_test.go TestReportAndCleanupPreemptionTargetRecomputations (the
+// report half): one series per ClusterQueue and result, each recomputation counted once however
+// often the gauges are taken.
+#[test]
+fn preemption_target_recomputations_are_counted_once_per_result() {
+    use crate::queue::Recomputation;
+    let state = AdmissionState::new();
+    let snap = Snapshot {
+        admission_checks: vec![],
+        cluster_queues: vec![],
+        cohorts: vec![],
+        flavors: vec![],
+        local_queues: vec![],
+        workloads: vec![],
+        namespaces: Default::default(),
+        priority_classes: Default::default(),
+        topologies: vec![],
+        nodes: vec![],
+    };
+    let add = |cq: &str, r: Recomputation, n: u64| {
+        *state
+            .preemption_target_recomputations
+            .lock()
+            .unwrap()
+            .entry((cq.to_string(), r))
+            .or_default() += n;
+    };
+    add("cluster_queue1", Recomputation::NewTargets, 1);
+    add("cluster_queue1", Recomputation::DeferredFit, 1);
+    add("cluster_queue1", Recomputation::Skipped, 1);
+    let m = Metrics::new();
+    let take = || {
+        report(
+            &m,
+            gauges(&snap, &HashMap::new(), &HashMap::new(), &state, Role::Leader),
+        )
+    };
+    take();
+    take();
+    let series = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with("kueue_preemption_target_recomputations_total{"))
+            .map(String::from)
+            .collect()
+    };
+    let text = m.render();
+    assert!(
+        text.contains("# TYPE kueue_preemption_target_recomputations counter"),
+        "{text}"
+    );
+    assert_eq!(series(&text).len(), 3, "one series per result:\n{text}");
+    for result in ["new_targets", "deferred_fit", "skipped"] {
+        let want = format!(
+            "kueue_preemption_target_recomputations_total{{cluster_queue=\"cluster_queue1\",result=\"{result}\",replica_role=\"leader\"}} 1"
+        );
+        assert!(text.contains(&want), "missing {want} in\n{text}");
+    }
+    add("cluster_queue1", Recomputation::Skipped, 2);
+    take();
+    assert!(
+        m.render().contains(
+            "kueue_preemption_target_recomputations_total{cluster_queue=\"cluster_queue1\",result=\"skipped\",replica_role=\"leader\"} 3"
+        ),
+        "{}",
+        m.render()
+    );
+}

@@ -51,6 +51,10 @@ pub struct AdmissionState {
     /// Kueue's `admission_cycle_preemption_skips`: per ClusterQueue, the count of the last cycle that
     /// skipped one of its preemptors (Kueue sets the gauge only for those).
     pub preemption_skips: BTreeMap<String, usize>,
+    /// Kueue's `preemption_target_recomputations_total`: per ClusterQueue and result, the
+    /// recomputations of the cycles since the metrics last took them (`queue_metrics::gauges`).
+    pub preemption_target_recomputations:
+        std::sync::Mutex<BTreeMap<(String, crate::queue::Recomputation), u64>>,
     pub(super) cycles: u64,
     /// When every pending workload's record was last redone (ms).
     pub(super) explained_at: Option<i64>,
@@ -166,6 +170,15 @@ impl AdmissionState {
         let res = self.core.schedule_cycle(now_ms);
         self.preemption_skips
             .extend(res.preemption_skips.iter().map(|(cq, n)| (cq.clone(), *n)));
+        if !res.preemption_target_recomputations.is_empty() {
+            let mut untaken = self
+                .preemption_target_recomputations
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for (k, n) in &res.preemption_target_recomputations {
+                *untaken.entry(k.clone()).or_default() += u64::try_from(*n).unwrap_or(u64::MAX);
+            }
+        }
         // 5. Its results as writes; wait-for cycles among upgrades broken.
         let mut writes = self.writes(&mut actions);
         let withheld = writes.admissions(res.admissions, (block, blocked), snap, &view);

@@ -26,7 +26,9 @@ use tokio::sync::watch;
 use super::JobFrameworkError;
 use super::interface::{DemandChange, GenericJob, StopReason, queue_name};
 use super::podset_info::{InfoOptions, PodSetInfo, podsets_equivalent, podsets_info_from_status};
-use super::priority::{Priority, PrioritySource, priority_source, resolve_priority};
+use super::priority::{
+    Priority, PrioritySource, default_workload_priority_class, priority_source, resolve_priority,
+};
 use super::refusal;
 use super::workload::{WorkloadOptions, construct_workload, prepare_workload_slice};
 use crate::admission::{self as conditions, is_evicted};
@@ -560,6 +562,9 @@ pub async fn priority(ctx: &JobContext, source: PrioritySource) -> Result<Priori
         .list(&ListParams::default())
         .await?
         .items;
+    // A job whose owner is a managed job never reaches here (its parent's Workload covers it).
+    let gate = ctx.managed_jobs.default_workload_priority_class;
+    let source = default_workload_priority_class(source, gate, false, &wpcs);
     // Kueue reads pod PriorityClasses only when the job names one or none (the global default).
     let pcs = match source {
         PrioritySource::WorkloadPriorityClass(_) => Vec::new(),

@@ -1,11 +1,14 @@
 //! A job's priority, resolved as Kueue does: the `kueue.x-k8s.io/priority-class` label names a
 //! WorkloadPriorityClass; else the job's own PriorityClass (custom capability, then the first
 //! podset's `priorityClassName`); else the cluster's global-default PriorityClass; else 0.
+//! Under Kueue v0.20's `WorkloadPriorityClassDefaulting` gate a job naming no WorkloadPriorityClass
+//! takes the one named `default` first, when it exists ([`default_workload_priority_class`]).
 
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
 use super::JobFrameworkError;
 use super::interface::{GenericJob, workload_priority_class_name};
+use crate::api::kueue::constants::DEFAULT_WORKLOAD_PRIORITY_CLASS_NAME;
 use crate::api::kueue::{PodSet, PriorityClassRef, WorkloadPriorityClass};
 
 /// Priority of workloads whose job names no class and when no global default exists.
@@ -40,6 +43,30 @@ pub fn priority_source(job: &dyn GenericJob, podsets: &[PodSet]) -> PrioritySour
         })
         .find(|n| !n.is_empty())
         .map_or(PrioritySource::Default, PrioritySource::PriorityClass)
+}
+
+/// Kueue's `ApplyDefaultWorkloadPriorityClass` (`jobframework/defaults.go`, KEP-10765): with the
+/// `WorkloadPriorityClassDefaulting` gate on, a job that names no WorkloadPriorityClass, and whose
+/// owner is not a managed job, takes the WorkloadPriorityClass named `default` when one exists, ahead
+/// of any pod PriorityClass. Kueue writes the label on the job in its webhook; quotagate applies the
+/// same rule where the Workload's priority is decided, so the Workload is the same.
+pub fn default_workload_priority_class(
+    source: PrioritySource,
+    gate: bool,
+    owner_managed: bool,
+    workload_classes: &[WorkloadPriorityClass],
+) -> PrioritySource {
+    if !gate || owner_managed || matches!(source, PrioritySource::WorkloadPriorityClass(_)) {
+        return source;
+    }
+    let exists = workload_classes
+        .iter()
+        .any(|c| c.metadata.name.as_deref() == Some(DEFAULT_WORKLOAD_PRIORITY_CLASS_NAME));
+    if exists {
+        PrioritySource::WorkloadPriorityClass(DEFAULT_WORKLOAD_PRIORITY_CLASS_NAME.to_string())
+    } else {
+        source
+    }
 }
 
 /// The resolved priority and the class it came from.

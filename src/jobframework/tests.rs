@@ -353,6 +353,98 @@ fn priority_resolution_follows_kueue_order() {
     );
 }
 
+// Kueue: pkg/controller/jobframework/defaults_test.go TestApplyDefaultWorkloadPriorityClass, each
+// case by its name (the label Kueue's webhook writes is the class the Workload takes here).
+#[test]
+fn the_default_workload_priority_class_is_taken_as_kueue_defaults_it() {
+    let default_wpc = [
+        workload_priority_class("default", 100),
+        workload_priority_class("high", 1000),
+    ];
+    let no_label = TestJob::new(&[]);
+    let labelled = TestJob::new(&[(label::PRIORITY_CLASS, "high")]);
+    let wpc = |n: &str| PrioritySource::WorkloadPriorityClass(n.to_string());
+    // (case, job, classes, gate, owner managed, want)
+    type Case<'a> = (
+        &'a str,
+        &'a TestJob,
+        &'a [WorkloadPriorityClass],
+        bool,
+        bool,
+        PrioritySource,
+    );
+    let cases: [Case<'_>; 5] = [
+        (
+            "feature gate enabled, no label, default WPC exists",
+            &no_label,
+            &default_wpc,
+            true,
+            false,
+            wpc("default"),
+        ),
+        (
+            "feature gate disabled, no label, default WPC exists",
+            &no_label,
+            &default_wpc,
+            false,
+            false,
+            PrioritySource::Default,
+        ),
+        (
+            "feature gate enabled, label already set",
+            &labelled,
+            &default_wpc,
+            true,
+            false,
+            wpc("high"),
+        ),
+        (
+            "feature gate enabled, no label, default WPC does not exist",
+            &no_label,
+            &default_wpc[1..],
+            true,
+            false,
+            PrioritySource::Default,
+        ),
+        (
+            "feature gate enabled, owner managed by kueue",
+            &no_label,
+            &default_wpc,
+            true,
+            true,
+            PrioritySource::Default,
+        ),
+    ];
+    for (case, job, classes, gate, owner_managed, want) in cases {
+        let podsets = job.pod_sets().unwrap();
+        let source = priority_source(job, &podsets);
+        assert_eq!(
+            default_workload_priority_class(source, gate, owner_managed, classes),
+            want,
+            "{case}"
+        );
+    }
+    // KEP-10765: the default class goes ahead of the pod's own PriorityClass, and the Workload
+    // carries its value and reference.
+    let mut with_pc = TestJob::new(&[]);
+    with_pc.podsets[0]
+        .template
+        .spec
+        .as_mut()
+        .unwrap()
+        .priority_class_name = Some("pod-high".into());
+    let podsets = with_pc.pod_sets().unwrap();
+    let source =
+        default_workload_priority_class(priority_source(&with_pc, &podsets), true, false, &default_wpc);
+    assert_eq!(
+        resolve_priority(&source, &default_wpc, &[pod_class("pod-high", 500, false)]),
+        Ok(Priority {
+            class_ref: Some(PriorityClassRef::workload_priority_class("default")),
+            value: 100,
+        })
+    );
+}
+
 fn admitted(flavor_of: &[(&str, &str)]) -> Workload {
     let mut wl = Workload::build("job-sample-abcde", "team-a")
         .queue("user-queue")

@@ -65,6 +65,9 @@ pub struct AssignCtx<'a> {
     pub flavors: &'a BTreeMap<String, FlavorModel>,
     /// resource -> flavor the replaced slice holds; a replacement must keep it.
     pub forced: Option<&'a BTreeMap<String, String>>,
+    /// resource -> flavors of the first assignment of this cycle (Kueue's `NominationMapping`):
+    /// an assignment computed again after preemption targets overlapped keeps to them.
+    pub nominated: Option<&'a BTreeMap<String, BTreeSet<String>>>,
     /// Kueue's preemption oracle (`SimulatePreemption`): for `val` of a flavor-resource that
     /// only fits by preempting, whether victims exist (in the ClusterQueue or only elsewhere in
     /// the cohort) and the borrowing level once they are gone. Without it every such flavor
@@ -502,6 +505,19 @@ fn search_group(
         {
             search.notes.push(format!(
                 "could not assign {} flavor since the original workload is assigned: {ff}",
+                fq.name
+            ));
+            search.reasons.push(PendingReason::NoMatchingFlavor);
+            continue;
+        }
+        // Kueue's `shouldSkipBasedOnNominationMapping`, in its words.
+        if let Some(r) = ctx.nominated.and_then(|n| {
+            rs.iter()
+                .map(|(r, _)| r.as_str())
+                .find(|r| n.get(*r).is_some_and(|fs| !fs.contains(&fq.name)))
+        }) {
+            search.notes.push(format!(
+                "skipping flavor {} as it is not found in the nomination mapping for resource {r}",
                 fq.name
             ));
             search.reasons.push(PendingReason::NoMatchingFlavor);

@@ -49,6 +49,9 @@ mod kueue_preemption_cases;
 #[path = "tests/kueue_preemption_more_cases.rs"]
 mod kueue_preemption_more_cases;
 #[cfg(test)]
+#[path = "tests/kueue_recompute_preemption_cases.rs"]
+mod kueue_recompute_preemption_cases;
+#[cfg(test)]
 #[path = "tests/kueue_schedule_borrow_cases.rs"]
 mod kueue_schedule_borrow_cases;
 #[cfg(test)]
@@ -82,6 +85,7 @@ pub use model::*;
 pub use preemption::PreemptedReason;
 pub use scheduler::{
     AdmissionCore, AdmissionResult, CycleResult, Eviction, EvictionReason, FinishedSlice, PendingStatus,
+    Recomputation,
 };
 pub use status::{ClusterQueueStatus, CohortStatus, FlavorUsage, ResourceUsage};
 

@@ -116,7 +116,38 @@ pub struct CycleResult {
     /// Per ClusterQueue, preemptors skipped because another of this cycle claimed their victims
     /// (Kueue's `admission_cycle_preemption_skips`).
     pub preemption_skips: BTreeMap<String, usize>,
+    /// Per ClusterQueue and result, preemptors whose victims another of the cycle had claimed and
+    /// whose assignment was computed again (Kueue's `preemption_target_recomputations_total`).
+    pub preemption_target_recomputations: BTreeMap<(String, Recomputation), usize>,
 }
+
+/// What computing a preemptor's assignment again gave, when another preemptor of the cycle had
+/// claimed some of its victims (Kueue's `PreemptionTargetRecomputationResult`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Recomputation {
+    /// Victims none of the cycle's other preemptors claimed, after which it fits.
+    NewTargets,
+    /// It fits once the preemptions of the cycle complete: it waits for them.
+    DeferredFit,
+    /// Neither: it waits for the next cycle.
+    Skipped,
+}
+
+impl Recomputation {
+    /// Kueue's value of the `result` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Recomputation::NewTargets => "new_targets",
+            Recomputation::DeferredFit => "deferred_fit",
+            Recomputation::Skipped => "skipped",
+        }
+    }
+}
+
+/// Kueue's message for a preemptor that fits once the cycle's preemptions complete.
+pub const DEFERRED_FIT_MESSAGE: &str = "Workload has overlapping preemption targets with another workload, but will fit after these preemptions complete";
+/// Kueue's message for a preemptor skipped because its victims are another's of the cycle.
+pub const OVERLAP_SKIP_MESSAGE: &str = "Workload has overlapping preemption targets with another workload";
 
 #[derive(Default)]
 pub struct AdmissionCore {
@@ -150,6 +181,9 @@ pub struct AdmissionCore {
     /// for its victims goes before other ClusterQueues' heads, and keeps its quota for the cycle
     /// when it finds no victim left.
     prioritize_preemptors: bool,
+    /// Kueue's `RecomputeAssignmentUponPreemptionTargetsOverlap` gate turned off (it is on by
+    /// default): a preemptor whose victims another of the cycle claimed is skipped, not recomputed.
+    overlap_skip_only: bool,
     /// Topologies and Nodes, for placing podsets in TAS flavors.
     tas: super::tas::TasCluster,
 }
@@ -280,6 +314,11 @@ impl AdmissionCore {
     /// Kueue's `PrioritizePreemptorWorkloads` feature gate.
     pub fn set_prioritize_preemptors(&mut self, on: bool) {
         self.prioritize_preemptors = on;
+    }
+
+    /// Kueue's `RecomputeAssignmentUponPreemptionTargetsOverlap` feature gate (beta, on by default).
+    pub fn set_recompute_on_overlap(&mut self, on: bool) {
+        self.overlap_skip_only = !on;
     }
 
     /// Whether `e` is its ClusterQueue's waiting preemptor and the gate puts such workloads first.
@@ -1010,6 +1049,7 @@ impl AdmissionCore {
             cq,
             flavors: &self.flavors,
             forced: old.as_ref().map(|(_, f)| f),
+            nominated: None,
             oracle: Some(&|fr, val| {
                 let held = (&self.admitted, &self.admitted_by_cq);
                 let fs = self.fair_sharing.as_ref();
@@ -1122,8 +1162,8 @@ impl AdmissionCore {
     /// otherwise its victims are evicted and it holds its growth for the cycle.
     fn preempt(
         &mut self,
-        e: Entry,
-        targets: Vec<super::preemption::Target>,
+        mut e: Entry,
+        mut targets: Vec<super::preemption::Target>,
         old: Option<&(WorkloadKey, FrAmounts)>,
         key: &WorkloadKey,
         strict: bool,
@@ -1149,15 +1189,21 @@ impl AdmissionCore {
             c.blocked_by = Some(key.clone());
         }
         if targets.iter().any(|t| cy.targets.contains(&t.key)) {
-            // Another preemptor of this cycle already claimed these victims; retry next cycle.
-            *cy.res.preemption_skips.entry(e.cq.clone()).or_default() += 1;
-            self.set_pending(
-                key,
-                PendingReason::WaitingForQuota,
-                "waiting for workloads preempted in this cycle".into(),
-                false,
-            );
-            return;
+            if self.overlap_skip_only {
+                // Another preemptor of this cycle already claimed these victims; retry next cycle.
+                *cy.res.preemption_skips.entry(e.cq.clone()).or_default() += 1;
+                self.set_pending(
+                    key,
+                    PendingReason::WaitingForQuota,
+                    OVERLAP_SKIP_MESSAGE.into(),
+                    false,
+                );
+                return;
+            }
+            match self.recompute_on_overlap(&mut e, old, key, strict, cy) {
+                Some(t) => targets = t,
+                None => return,
+            }
         }
         if !self.fits_after_preemptions(&e, &targets, cy, old) {
             // Kueue: quota an earlier preemptor of this cycle holds is gone; preempting
@@ -1198,6 +1244,138 @@ impl AdmissionCore {
             ),
             false,
         );
+    }
+
+    /// Kueue's `updateAssignmentIfNeeded` when preemption targets overlap (the "hero workload"):
+    /// another preemptor of the cycle claimed some of `e`'s victims, so its assignment is computed
+    /// again as if every victim of the cycle were gone, keeping to the flavors it was nominated.
+    /// If it then fits, it only fits once those preemptions complete: it holds its quota for the
+    /// cycle and waits (`DeferredFit`). If it must preempt and finds victims no one claimed after
+    /// which it fits, those are returned to be preempted (`NewTargets`). Otherwise it waits for the
+    /// next cycle as before (`Skipped`). Each outcome is counted per ClusterQueue.
+    fn recompute_on_overlap(
+        &mut self,
+        e: &mut Entry,
+        old: Option<&(WorkloadKey, FrAmounts)>,
+        key: &WorkloadKey,
+        strict: bool,
+        cy: &mut Cycle,
+    ) -> Option<Vec<super::preemption::Target>> {
+        let nominated = nomination(&e.assignment);
+        let victims = self.cycle_victims(cy, &[], None);
+        for (i, u) in &victims {
+            self.tree.remove_all(*i, u);
+        }
+        let assignment = self.assign_again(e, old, &nominated, &cy.targets);
+        let targets = match assignment.mode {
+            Mode::Preempt => {
+                let probe = Entry {
+                    order: e.order.clone(),
+                    cq: e.cq.clone(),
+                    cq_idx: e.cq_idx,
+                    assignment,
+                    cached: false,
+                    cache_as: None,
+                };
+                let t = self.preemption_targets_except(&probe, old, &cy.targets);
+                e.assignment = probe.assignment;
+                t
+            }
+            _ => {
+                e.assignment = assignment;
+                Vec::new()
+            }
+        };
+        for (i, u) in &victims {
+            self.tree.add_all(*i, u);
+        }
+        let (result, targets) = match e.assignment.mode {
+            Mode::Fit => {
+                // Kueue adds its usage to the cycle's snapshot: later heads cannot take it.
+                let held = growth(&e.assignment.usage, old.map(|(_, u)| u));
+                self.reserve(e.cq_idx, held, cy);
+                self.set_pending(
+                    key,
+                    PendingReason::WaitingForPreemptedWorkloads,
+                    DEFERRED_FIT_MESSAGE.into(),
+                    false,
+                );
+                (Recomputation::DeferredFit, None)
+            }
+            Mode::Preempt if !targets.is_empty() && self.fits_after_preemptions(e, &targets, cy, old) => {
+                (Recomputation::NewTargets, Some(targets))
+            }
+            Mode::NoFit => {
+                let msg = e.assignment.message.clone();
+                self.fail(key, e.assignment.reason, msg, strict, cy, &e.cq);
+                (Recomputation::Skipped, None)
+            }
+            Mode::Preempt if targets.is_empty() => {
+                let msg = e.assignment.message.clone();
+                self.fail(key, PendingReason::WaitingForQuota, msg, strict, cy, &e.cq);
+                (Recomputation::Skipped, None)
+            }
+            Mode::Preempt => {
+                *cy.res.preemption_skips.entry(e.cq.clone()).or_default() += 1;
+                self.set_pending(
+                    key,
+                    PendingReason::WaitingForQuota,
+                    "Workload no longer fits after processing another workload".into(),
+                    false,
+                );
+                (Recomputation::Skipped, None)
+            }
+        };
+        *cy.res
+            .preemption_target_recomputations
+            .entry((e.cq.clone(), result))
+            .or_default() += 1;
+        targets
+    }
+
+    /// `e`'s assignment computed again on the tree as it stands, keeping to the `nominated`
+    /// flavors, with the workloads in `gone` no longer candidates for preemption.
+    fn assign_again(
+        &mut self,
+        e: &Entry,
+        old: Option<&(WorkloadKey, FrAmounts)>,
+        nominated: &BTreeMap<String, BTreeSet<String>>,
+        gone: &HashSet<WorkloadKey>,
+    ) -> Assignment {
+        let (Some(p), Some(cq)) = (self.pending.get(&e.order.key), self.cqs.get(&e.cq)) else {
+            return Assignment::no_fit(PendingReason::Misconfigured, "workload vanished".into());
+        };
+        let w = &p.model;
+        let forced = self.replaced_slice(w).map(|o| forced_flavors(&o.admission));
+        let by_cq: BTreeMap<String, BTreeSet<WorkloadKey>> = self
+            .admitted_by_cq
+            .iter()
+            .map(|(n, ks)| {
+                (
+                    n.clone(),
+                    ks.iter().filter(|k| !gone.contains(*k)).cloned().collect(),
+                )
+            })
+            .collect();
+        let replaced = w.replacement_for.clone();
+        let cq_idx = e.cq_idx;
+        let sim = self.tree.without_usage(cq_idx, old.map(|(_, u)| u));
+        let base: &QuotaTree = &sim;
+        let ctx = AssignCtx {
+            tree: base,
+            cq_idx,
+            cq,
+            flavors: &self.flavors,
+            forced: forced.as_ref(),
+            nominated: Some(nominated),
+            oracle: Some(&|fr, val| {
+                let held = (&self.admitted, &by_cq);
+                let fs = self.fair_sharing.as_ref();
+                simulate_preemption(held, base, (cq_idx, cq), w, (fr, val), replaced.as_ref(), fs)
+            }),
+            fair_sharing: self.fair_sharing.is_some(),
+        };
+        assign(&ctx, w)
     }
 
     /// Claims `targets` for this cycle and evicts each one not already being evicted, with
@@ -1320,8 +1498,26 @@ impl AdmissionCore {
         cy: &Cycle,
         replaced: Option<&(WorkloadKey, FrAmounts)>,
     ) -> bool {
-        let victims: Vec<(usize, FrAmounts)> = cy
-            .targets
+        let victims = self.cycle_victims(cy, targets, replaced);
+        for (i, u) in &victims {
+            self.tree.remove_all(*i, u);
+        }
+        let fits = self.tree.fits(e.cq_idx, &e.assignment.usage);
+        for (i, u) in &victims {
+            self.tree.add_all(*i, u);
+        }
+        fits
+    }
+
+    /// What every victim of this cycle (and `targets`, and the slice `replaced`) gives back, per
+    /// ClusterQueue index.
+    fn cycle_victims(
+        &self,
+        cy: &Cycle,
+        targets: &[super::preemption::Target],
+        replaced: Option<&(WorkloadKey, FrAmounts)>,
+    ) -> Vec<(usize, FrAmounts)> {
+        cy.targets
             .iter()
             .chain(targets.iter().map(|t| &t.key))
             .chain(replaced.map(|(k, _)| k))
@@ -1339,15 +1535,7 @@ impl AdmissionCore {
                 };
                 Some((self.tree.cq(&a.admission.cluster_queue)?, freed))
             })
-            .collect();
-        for (i, u) in &victims {
-            self.tree.remove_all(*i, u);
-        }
-        let fits = self.tree.fits(e.cq_idx, &e.assignment.usage);
-        for (i, u) in &victims {
-            self.tree.add_all(*i, u);
-        }
-        fits
+            .collect()
     }
 
     /// Kueue's `reserveCapacityForUnreclaimablePreempt`: a head that needs preemption but has no
@@ -1435,6 +1623,7 @@ impl AdmissionCore {
                     cq: &cq,
                     flavors: &self.flavors,
                     forced: None,
+                    nominated: None,
                     oracle: Some(&|fr, val| {
                         let fs = self.fair_sharing.as_ref();
                         simulate_preemption(held, tree, (e.cq_idx, &cq), &trial, (fr, val), None, fs)
@@ -1480,6 +1669,16 @@ impl AdmissionCore {
         e: &Entry,
         replaced: Option<&(WorkloadKey, FrAmounts)>,
     ) -> Vec<super::preemption::Target> {
+        self.preemption_targets_except(e, replaced, &HashSet::new())
+    }
+
+    /// `preemption_targets` with the workloads in `gone` no longer candidates.
+    fn preemption_targets_except(
+        &mut self,
+        e: &Entry,
+        replaced: Option<&(WorkloadKey, FrAmounts)>,
+        gone: &HashSet<WorkloadKey>,
+    ) -> Vec<super::preemption::Target> {
         let Some(p) = self.pending.get(&e.order.key) else {
             return Vec::new();
         };
@@ -1507,7 +1706,7 @@ impl AdmissionCore {
             }
             let name = &tree.nodes[ci].name;
             for k in self.admitted_by_cq.get(name).into_iter().flatten() {
-                if Some(k) == replaced.map(|(k, _)| k) {
+                if Some(k) == replaced.map(|(k, _)| k) || gone.contains(k) {
                     continue;
                 }
                 if let Some(a) = self.admitted.get(k) {
@@ -1611,6 +1810,17 @@ fn growth(usage: &FrAmounts, replaced: Option<&FrAmounts>) -> FrAmounts {
         })
         .filter(|(_, v)| *v > Amount::ZERO)
         .collect()
+}
+
+/// resource -> the flavors an assignment chose for it (Kueue's `NominationMapping`, over podsets).
+fn nomination(a: &Assignment) -> BTreeMap<String, BTreeSet<String>> {
+    let mut m: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for ps in &a.podsets {
+        for (r, f) in &ps.flavors {
+            m.entry(r.clone()).or_default().insert(f.clone());
+        }
+    }
+    m
 }
 
 /// resource -> flavor held by a slice; its replacement keeps them.

@@ -1178,44 +1178,61 @@ fn guaranteed_cohort_quota_is_reclaimed_from_best_effort() {
 
 /// Kueue's scheduler skips a preemptor whose targets another preemptor of the same cycle already
 /// claimed, and counts it per ClusterQueue (pkg/scheduler/scheduler.go `skippedPreemptions`, reported
-/// as `admission_cycle_preemption_skips`): two ClusterQueues reclaiming from one borrower.
+/// as `admission_cycle_preemption_skips`): two ClusterQueues reclaiming from one borrower. That is
+/// with the `RecomputeAssignmentUponPreemptionTargetsOverlap` gate off, as Kueue's "multiple
+/// preemptions skip overlapping preemption targets" sets it; with it on (Kueue v0.20's default) the
+/// second fits once the shared victim is gone, so it waits for it instead (`deferred_fit`).
 #[test]
 fn a_preemptor_whose_victims_are_claimed_is_skipped_and_counted() {
     let reclaim = |cq: ClusterQueueModel| cq.reclaim(ReclaimWithinCohort::Any);
-    let mut core = setup(&Scenario {
-        cqs: vec![
-            reclaim(
-                ClusterQueueModel::build("a")
+    for recompute in [false, true] {
+        let mut core = setup(&Scenario {
+            cqs: vec![
+                reclaim(
+                    ClusterQueueModel::build("a")
+                        .cohort("c")
+                        .flavor("default", &[("cpu", 2)]),
+                ),
+                reclaim(
+                    ClusterQueueModel::build("b")
+                        .cohort("c")
+                        .flavor("default", &[("cpu", 2)]),
+                ),
+                ClusterQueueModel::build("borrower")
                     .cohort("c")
-                    .flavor("default", &[("cpu", 2)]),
-            ),
-            reclaim(
-                ClusterQueueModel::build("b")
-                    .cohort("c")
-                    .flavor("default", &[("cpu", 2)]),
-            ),
-            ClusterQueueModel::build("borrower")
-                .cohort("c")
-                .flavor("default", &[("cpu", 0)]),
-        ],
-        admitted: vec![(wl("v", "borrower", 4), "default", 0)],
-        pending: vec![wl("wa", "a", 2).at(1), wl("wb", "b", 2).at(2)],
-        ..Default::default()
-    });
-    let r = core.schedule_cycle(3);
-    let evicted: Vec<&str> = r.evictions.iter().map(|e| e.key.name.as_str()).collect();
-    assert_eq!(evicted, ["v"], "one preemption of the shared victim");
-    assert_eq!(
-        r.preemption_skips.values().sum::<usize>(),
-        1,
-        "{:?}",
-        r.preemption_skips
-    );
-    assert!(
-        r.preemption_skips.keys().all(|cq| cq == "a" || cq == "b"),
-        "{:?}",
-        r.preemption_skips
-    );
+                    .flavor("default", &[("cpu", 0)]),
+            ],
+            admitted: vec![(wl("v", "borrower", 4), "default", 0)],
+            pending: vec![wl("wa", "a", 2).at(1), wl("wb", "b", 2).at(2)],
+            ..Default::default()
+        });
+        core.set_recompute_on_overlap(recompute);
+        let r = core.schedule_cycle(3);
+        let evicted: Vec<&str> = r.evictions.iter().map(|e| e.key.name.as_str()).collect();
+        assert_eq!(evicted, ["v"], "one preemption of the shared victim");
+        let skips = r.preemption_skips.values().sum::<usize>();
+        let recomputed: Vec<(String, &str, usize)> = r
+            .preemption_target_recomputations
+            .iter()
+            .map(|((cq, res), n)| (cq.clone(), res.as_str(), *n))
+            .collect();
+        if recompute {
+            assert_eq!(skips, 0, "{:?}", r.preemption_skips);
+            assert_eq!(recomputed, [("b".to_string(), "deferred_fit", 1)]);
+            assert_eq!(
+                core.pending_reason(&k("wb")).map(|(r, _)| r),
+                Some(PendingReason::WaitingForPreemptedWorkloads)
+            );
+        } else {
+            assert_eq!(skips, 1, "{:?}", r.preemption_skips);
+            assert!(recomputed.is_empty(), "{recomputed:?}");
+            assert!(
+                r.preemption_skips.keys().all(|cq| cq == "a" || cq == "b"),
+                "{:?}",
+                r.preemption_skips
+            );
+        }
+    }
 }
 
 /// Kueue's `fair_sharing_test.go` "ClusterQueue head is ineligible for admission due to

@@ -174,6 +174,11 @@ const CATALOGUE: &[(&str, &str, &[&str])] = &[
         &["cluster_queue", "replica_role"],
     ),
     (
+        "kueue_preemption_target_recomputations",
+        "counter",
+        &["cluster_queue", "result", "replica_role"],
+    ),
+    (
         "kueue_cluster_queue_resource_pending",
         "gauge",
         &["cluster_queue", "resource", "replica_role"],

@@ -19,6 +19,14 @@ pub struct CqLabels {
     pub replica_role: Role,
 }
 
+/// Per ClusterQueue and outcome (Kueue's `preemption_target_recomputations_total`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct CqResultLabels {
+    pub cluster_queue: String,
+    pub result: Cow<'static, str>,
+    pub replica_role: Role,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct CqStatusLabels {
     pub cluster_queue: String,

@@ -38,6 +38,12 @@ pub const ADMISSION_FAIR_SHARING_GATE: &str = "AdmissionFairSharing";
 pub const WORKLOAD_LEVEL_WAIT_FOR_PODS_READY: &str = "WorkloadLevelWaitForPodsReady";
 /// Kueue's alpha gate (off by default): a preemptor waiting for its victims goes first.
 pub const PRIORITIZE_PREEMPTOR_WORKLOADS: &str = "PrioritizePreemptorWorkloads";
+/// Kueue v0.20's beta gate (on by default, KEP-10765): a job naming no WorkloadPriorityClass gets
+/// the one named `default`, when it exists.
+pub const WORKLOAD_PRIORITY_CLASS_DEFAULTING: &str = "WorkloadPriorityClassDefaulting";
+/// Kueue v0.20's beta gate (on by default): a preemptor whose victims another preemptor of the
+/// cycle already took computes its assignment again as if they were gone (the "hero workload").
+pub const RECOMPUTE_UPON_PREEMPTION_TARGETS_OVERLAP: &str = "RecomputeAssignmentUponPreemptionTargetsOverlap";
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ConfigError {
@@ -451,11 +457,27 @@ impl Configuration {
     }
 
     fn gate(&self, name: &str) -> bool {
+        self.gate_or(name, false)
+    }
+
+    /// A gate as configured, else Kueue's default for it.
+    fn gate_or(&self, name: &str, default: bool) -> bool {
         self.feature_gates
             .as_ref()
             .and_then(|g| g.get(name))
             .copied()
-            .unwrap_or(false)
+            .unwrap_or(default)
+    }
+
+    /// Whether `featureGates.WorkloadPriorityClassDefaulting` is on (on by default, as in Kueue v0.20).
+    pub fn workload_priority_class_defaulting(&self) -> bool {
+        self.gate_or(WORKLOAD_PRIORITY_CLASS_DEFAULTING, true)
+    }
+
+    /// Whether `featureGates.RecomputeAssignmentUponPreemptionTargetsOverlap` is on (on by default,
+    /// as in Kueue v0.20).
+    pub fn recompute_upon_preemption_targets_overlap(&self) -> bool {
+        self.gate_or(RECOMPUTE_UPON_PREEMPTION_TARGETS_OVERLAP, true)
     }
 
     /// `maxTimeoutOnWorkload` when the `WorkloadLevelWaitForPodsReady` gate is on and waitForPodsReady
@@ -591,6 +613,7 @@ impl Configuration {
             without_queue_name: self.manage_jobs_without_queue_name == Some(true),
             namespace_selector,
             pods_ready_max_on_workload: self.workload_level_max_timeout(),
+            default_workload_priority_class: self.workload_priority_class_defaulting(),
         })
     }
 
@@ -868,11 +891,12 @@ impl Configuration {
                         ADMISSION_FAIR_SHARING_GATE,
                         PRIORITIZE_PREEMPTOR_WORKLOADS,
                         WORKLOAD_LEVEL_WAIT_FOR_PODS_READY,
+                        WORKLOAD_PRIORITY_CLASS_DEFAULTING,
                     ]
                     .contains(&k.as_str())
                 })
             }),
-            "featureGates (other than DisableWaitForPodsReady, AdmissionFairSharing, PrioritizePreemptorWorkloads, WorkloadLevelWaitForPodsReady)",
+            "featureGates (other than DisableWaitForPodsReady, AdmissionFairSharing, PrioritizePreemptorWorkloads, WorkloadLevelWaitForPodsReady, WorkloadPriorityClassDefaulting)",
         );
         out
     }

@@ -467,6 +467,31 @@ fn the_prioritize_preemptor_workloads_gate_is_read_from_feature_gates() {
     }
 }
 
+/// Kueue v0.20's beta gates `WorkloadPriorityClassDefaulting` and
+/// `RecomputeAssignmentUponPreemptionTargetsOverlap` (`pkg/features/kube_features.go`: both
+/// `Default: true` from 0.20): on unless the file turns them off. The first is read by the job
+/// controllers (not listed as ignored).
+#[test]
+fn the_kueue_v0_20_beta_gates_are_on_unless_turned_off() {
+    let parse = |t: &str| Configuration::parse(t).unwrap_or_else(|e| panic!("{t}: {e}"));
+    let plain = parse(HEAD);
+    assert!(plain.workload_priority_class_defaulting());
+    assert!(plain.managed_jobs().default_workload_priority_class);
+    assert!(plain.recompute_upon_preemption_targets_overlap());
+    for (value, on) in [("true", true), ("false", false)] {
+        let cfg = parse(&format!(
+            "{HEAD}featureGates:\n  WorkloadPriorityClassDefaulting: {value}\n"
+        ));
+        assert_eq!(cfg.workload_priority_class_defaulting(), on, "{value}");
+        assert_eq!(cfg.managed_jobs().default_workload_priority_class, on, "{value}");
+        assert!(cfg.ignored().is_empty(), "{value}: {:?}", cfg.ignored());
+        let cfg = parse(&format!(
+            "{HEAD}featureGates:\n  RecomputeAssignmentUponPreemptionTargetsOverlap: {value}\n"
+        ));
+        assert_eq!(cfg.recompute_upon_preemption_targets_overlap(), on, "{value}");
+    }
+}
+
 /// `integrations.frameworks` picks the job kinds (Kueue's `pkg/config/validation.go`
 /// `validateIntegrations`: an unregistered name is NotSupported, a repeated one Duplicate). Without
 /// the list: Kueue's default `batch/job` plus the Ray kinds.

@@ -9,6 +9,9 @@ pub const API_VERSION: &str = "kueue.x-k8s.io/v1beta2";
 pub const DEFAULT_PODSET_NAME: &str = "main";
 /// LocalQueue name assumed by Kueue's default-LocalQueue feature.
 pub const DEFAULT_LOCAL_QUEUE_NAME: &str = "default";
+/// WorkloadPriorityClass a job naming none gets under the `WorkloadPriorityClassDefaulting` gate
+/// (Kueue's `constants.DefaultWorkloadPriorityClassName`), when it exists.
+pub const DEFAULT_WORKLOAD_PRIORITY_CLASS_NAME: &str = "default";
 /// Finalizer Kueue puts on flavors, queues and workloads that are in use.
 pub const RESOURCE_IN_USE_FINALIZER: &str = "kueue.x-k8s.io/resource-in-use";
 /// quotagate's own: on a slice of an upgrade in flight, what the chain may still hold (`peak`) and

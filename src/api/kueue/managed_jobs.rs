@@ -31,6 +31,9 @@ pub struct ManagedJobs {
     /// configured `maxTimeoutOnWorkload`, up to which a job's `kueue.x-k8s.io/wait-for-pods-ready`
     /// annotation may set its timeouts. `None`: the annotation is not judged (nor used).
     pub pods_ready_max_on_workload: Option<std::time::Duration>,
+    /// Kueue v0.20's `WorkloadPriorityClassDefaulting` gate (on by default): a job naming no
+    /// WorkloadPriorityClass takes the one named `default`, when it exists.
+    pub default_workload_priority_class: bool,
 }
 
 impl Default for ManagedJobs {
@@ -39,6 +42,7 @@ impl Default for ManagedJobs {
             without_queue_name: false,
             namespace_selector: default_selector(None),
             pods_ready_max_on_workload: None,
+            default_workload_priority_class: true,
         }
     }
 }

@@ -217,6 +217,8 @@ pub(super) struct Case {
     pub want_pending: Vec<(&'static str, PendingReason, &'static str)>,
     /// Kueue's `enableFairSharing` (default strategies).
     pub fair: bool,
+    /// Kueue's `featureGates`: `RecomputeAssignmentUponPreemptionTargetsOverlap: false`.
+    pub no_recompute_on_overlap: bool,
 }
 
 fn key_of(s: &str) -> WorkloadKey {
@@ -259,6 +261,7 @@ pub(super) fn setup(c: &Case) -> AdmissionCore {
     if c.fair {
         core.set_fair_sharing(Some(FairSharingConfig::default()));
     }
+    core.set_recompute_on_overlap(!c.no_recompute_on_overlap);
     for f in flavors() {
         core.upsert_flavor(f);
     }

@@ -434,12 +434,11 @@ fn schedule_fair_sharing_preemption_cases() {
             .collect(),
         ..Default::default()
     });
-    // Kueue's message for the skipped one is "Workload has overlapping preemption targets with
-    // another workload"; quotagate's says the same in its own words, so only the reason is checked.
     let any = p(Within::LowerPriority, Reclaim::Any);
     run(Case {
         name: "multiple preemptions skip overlapping preemption targets",
         fair: true,
+        no_recompute_on_overlap: true,
         cqs: vec![
             other("other-alpha", any, &[("cpu", 0), ("alpha-resource", 1)]),
             other("other-beta", any, &[("cpu", 0), ("beta-resource", 1)]),
@@ -496,7 +495,11 @@ fn schedule_fair_sharing_preemption_cases() {
                 WaitingForPreemptedWorkloads,
                 "couldn't assign flavors to pod set main: insufficient unused quota for alpha-resource in flavor default, 1 more needed, insufficient unused quota for cpu in flavor default, 3 more needed. Pending the preemption of 2 workload(s)",
             ),
-            ("eng-beta/pretending-preemptor", WaitingForQuota, ""),
+            (
+                "eng-beta/pretending-preemptor",
+                WaitingForQuota,
+                "Workload has overlapping preemption targets with another workload",
+            ),
         ],
         ..Default::default()
     });
