@@ -13,7 +13,14 @@
 use serde_json::Value;
 
 use super::registry::ResourceInfo;
-use super::store::DeleteOptions;
+
+/// What a delete asks of the dependents: its `propagationPolicy` and the deprecated
+/// `orphanDependents`, which wins when set.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Asked<'a> {
+    pub propagation: Option<&'a str>,
+    pub orphan_dependents: Option<bool>,
+}
 
 pub const ORPHAN: &str = "orphan";
 pub const FOREGROUND: &str = "foregroundDeletion";
@@ -36,7 +43,7 @@ fn default_policy(info: &ResourceInfo) -> Default {
     }
 }
 
-fn should_orphan(info: &ResourceInfo, opts: &DeleteOptions, finalizers: &[String]) -> bool {
+fn should_orphan(info: &ResourceInfo, opts: Asked, finalizers: &[String]) -> bool {
     let default = default_policy(info);
     if default == Default::Unsupported {
         return false;
@@ -44,7 +51,7 @@ fn should_orphan(info: &ResourceInfo, opts: &DeleteOptions, finalizers: &[String
     if let Some(orphan) = opts.orphan_dependents {
         return orphan;
     }
-    match opts.propagation.as_deref() {
+    match opts.propagation {
         Some("Orphan") => return true,
         Some("Background" | "Foreground") => return false,
         _ => {}
@@ -59,7 +66,7 @@ fn should_orphan(info: &ResourceInfo, opts: &DeleteOptions, finalizers: &[String
     default == Default::Orphan
 }
 
-fn should_delete_in_foreground(info: &ResourceInfo, opts: &DeleteOptions, finalizers: &[String]) -> bool {
+fn should_delete_in_foreground(info: &ResourceInfo, opts: Asked, finalizers: &[String]) -> bool {
     if default_policy(info) == Default::Unsupported {
         return false;
     }
@@ -67,7 +74,7 @@ fn should_delete_in_foreground(info: &ResourceInfo, opts: &DeleteOptions, finali
     if opts.orphan_dependents.is_some() {
         return false;
     }
-    match opts.propagation.as_deref() {
+    match opts.propagation {
         Some("Foreground") => return true,
         Some("Background" | "Orphan") => return false,
         _ => {}
@@ -79,7 +86,7 @@ fn should_delete_in_foreground(info: &ResourceInfo, opts: &DeleteOptions, finali
 /// the two garbage-collector finalizers dropped and then added back as the delete asks.
 pub fn finalizers_after_delete(
     info: &ResourceInfo,
-    opts: &DeleteOptions,
+    opts: Asked,
     finalizers: &[String],
 ) -> Option<Vec<String>> {
     let mut next: Vec<String> = finalizers
@@ -100,7 +107,7 @@ pub fn finalizers_after_delete(
 
 /// The warning kube-apiserver's Job storage sends with a delete that names no policy, since a batch/v1
 /// Job then orphans its pods (`registry/batch/job/storage`).
-pub fn delete_warnings(info: &ResourceInfo, opts: &DeleteOptions) -> Vec<String> {
+pub fn delete_warnings(info: &ResourceInfo, opts: Asked) -> Vec<String> {
     let job = info.group == "batch" && info.plural == "jobs";
     if job && opts.propagation.is_none() && opts.orphan_dependents.is_none() {
         return vec![
@@ -172,11 +179,10 @@ mod tests {
             .expect("served")
     }
 
-    fn opts(propagation: Option<&str>, orphan: Option<bool>) -> DeleteOptions {
-        DeleteOptions {
-            propagation: propagation.map(String::from),
+    fn opts(propagation: Option<&str>, orphan: Option<bool>) -> Asked<'_> {
+        Asked {
+            propagation,
             orphan_dependents: orphan,
-            ..DeleteOptions::default()
         }
     }
 
@@ -197,12 +203,7 @@ mod tests {
         let (x, y, o, f) = ("foo.com/x", "bar.com/y", ORPHAN, FOREGROUND);
         let t = Some(true);
         let n = Some(false);
-        type Case<'a> = (
-            &'a ResourceInfo,
-            DeleteOptions,
-            Vec<&'a str>,
-            Option<Vec<&'a str>>,
-        );
+        type Case<'a> = (&'a ResourceInfo, Asked<'a>, Vec<&'a str>, Option<Vec<&'a str>>);
         let cases: Vec<Case> = vec![
             // orphanDependents: true
             (&del, opts(None, t), vec![x, o, y], None),
@@ -242,7 +243,7 @@ mod tests {
         for (info, o, have, want) in cases {
             let have = s(&have);
             assert_eq!(
-                finalizers_after_delete(info, &o, &have),
+                finalizers_after_delete(info, o, &have),
                 want.map(|w| s(&w)),
                 "{}/{} {:?} {:?} {have:?}",
                 info.group,

@@ -816,7 +816,7 @@ impl Req<'_> {
                 let obj = self.store().delete(&info, self.ns(), &n, &opts)?;
                 Ok(with_warnings(
                     self.deleted(&info, obj),
-                    &super::gc::delete_warnings(&info, &opts),
+                    &super::gc::delete_warnings(&info, opts.asked()),
                 ))
             }
             // Namespaces have no deletecollection verb on the real server.
@@ -970,7 +970,7 @@ impl Req<'_> {
                 200,
                 &json!({"kind": format!("{}List", self.t.info.kind), "apiVersion": self.t.info.api_version(), "metadata": {"resourceVersion": rv}, "items": items}),
             ),
-            &super::gc::delete_warnings(&self.t.info, &dopts),
+            &super::gc::delete_warnings(&self.t.info, dopts.asked()),
         ))
     }
 

@@ -149,6 +149,16 @@ pub struct DeleteOptions {
     pub resource_version: Option<String>,
 }
 
+impl DeleteOptions {
+    /// What the delete asks of the object's dependents (`gc.rs`).
+    pub fn asked(&self) -> gc::Asked<'_> {
+        gc::Asked {
+            propagation: self.propagation.as_deref(),
+            orphan_dependents: self.orphan_dependents,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct StoreConfig {
     /// Events kept for watch replay; older RVs get 410 Expired.
@@ -1418,7 +1428,7 @@ impl Store {
         let cascade = opts.propagation.as_deref() != Some("Orphan");
         // The garbage collector's finalizers as the delete asks (`orphan`, `foregroundDeletion`): the
         // object waits on them, and the collector's steps run once they are stored.
-        let obj = match gc::finalizers_after_delete(info, opts, &finalizers(&obj)) {
+        let obj = match gc::finalizers_after_delete(info, opts.asked(), &finalizers(&obj)) {
             Some(next) if is_deleting(&obj) => {
                 let out = inner.put(&key, gc::with_finalizers(&obj, &next), EventType::Modified);
                 inner.collect_finalizers(&key, nsk, name);
