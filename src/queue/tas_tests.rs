@@ -436,10 +436,7 @@ mod core {
         c.upsert_cluster_queue(ClusterQueueModel::build("cq").flavor("tas", &[("cpu", 100_000)]))
             .unwrap();
         c.upsert_flavor(FlavorModel::build("tas").with_topology("default"));
-        c.set_tas_cluster(TasCluster {
-            topologies: [("default".to_string(), two())].into(),
-            nodes,
-        });
+        c.set_tas_cluster(TasCluster::new([("default".to_string(), two())].into(), nodes));
         c
     }
 
