@@ -151,7 +151,7 @@ pub struct AdmissionCore {
     /// when it finds no victim left.
     prioritize_preemptors: bool,
     /// Topologies and Nodes, for placing podsets in TAS flavors.
-    tas: super::tas::TasCluster,
+    pub(super) tas: super::tas::TasCluster,
 }
 
 type ShapeKey = (usize, i32, u64);

@@ -797,6 +797,112 @@ impl TasCluster {
     }
 }
 
+/// Domains `explain` lists per podset, most room first.
+pub const MAX_EXPLAINED_DOMAINS: usize = 5;
+
+/// What `explain` shows of a podset of a pending workload in a TAS flavor: what it asks, where it
+/// would go now or why it cannot (Kueue's message), and the domains of its level with most room.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TopologyView {
+    pub podset: String,
+    pub flavor: String,
+    pub topology: String,
+    /// `required <level>`, `preferred <level>`, `unconstrained`, then `, slices of N in <level>`.
+    pub request: String,
+    /// The level of `roomiest`.
+    pub level: String,
+    /// Where the pods would go now: each domain (its values joined by `/`) and its pods.
+    pub placement: Vec<(String, i32)>,
+    /// Why they fit nowhere (Kueue's message); empty when they fit.
+    pub no_fit: String,
+    /// The domains at `level` with most room now: each and how many of the podset's pods fit in it.
+    pub roomiest: Vec<(String, i64)>,
+}
+
+fn request_text(req: &TopologyRequest, implied: bool) -> String {
+    let mut t = match (&req.required, &req.preferred) {
+        (Some(l), _) => format!("required {l}"),
+        (None, Some(l)) => format!("preferred {l}"),
+        _ if implied => "unconstrained (implied: every flavor of the ClusterQueue is TAS)".to_string(),
+        _ => "unconstrained".to_string(),
+    };
+    if let Some(l) = &req.slice_topology {
+        t.push_str(&format!(", slices of {} in {l}", req.slice_size.unwrap_or(0)));
+    }
+    t
+}
+
+impl TasCluster {
+    /// The topology view of podset `ps` in TAS flavor `flavor` (`None` when the podset asks for no
+    /// TAS and the ClusterQueue is not TAS-only, or the flavor names no topology), with what
+    /// `admitted` holds counted.
+    pub fn explain_podset<'a>(
+        &self,
+        flavor: &FlavorModel,
+        tas_only: bool,
+        ps: &PodSetModel,
+        admitted: impl Iterator<Item = (&'a WorkloadModel, &'a Admission)>,
+    ) -> Option<TopologyView> {
+        let req = ps.topology.clone().unwrap_or_default();
+        let implied = !req.is_explicit() && tas_only;
+        if !req.is_explicit() && !implied {
+            return None;
+        }
+        let topology = flavor.topology.clone()?;
+        let mut view = TopologyView {
+            podset: ps.name.clone(),
+            flavor: flavor.name.clone(),
+            topology: topology.clone(),
+            request: request_text(&req, implied),
+            level: String::new(),
+            placement: Vec::new(),
+            no_fit: String::new(),
+            roomiest: Vec::new(),
+        };
+        let snap = match self.snapshot(flavor, &topology, admitted) {
+            Ok(s) => s,
+            Err(m) => {
+                view.no_fit = m;
+                return Some(view);
+            }
+        };
+        let level = req
+            .required
+            .as_ref()
+            .or(req.preferred.as_ref())
+            .or(req.slice_topology.as_ref())
+            .and_then(|l| snap.levels.iter().position(|x| x == l))
+            .unwrap_or(snap.levels.len().saturating_sub(1));
+        view.level = snap.levels.get(level).cloned().unwrap_or_default();
+        match snap.place(ps, &req, implied, ps.count) {
+            Ok(p) => {
+                view.placement = p.domains.iter().map(|d| (d.values.join("/"), d.count)).collect();
+            }
+            Err(m) => view.no_fit = m,
+        }
+        if snap.levels.is_empty() {
+            return Some(view);
+        }
+        let mut run = Run {
+            s: &snap,
+            st: vec![State::default(); snap.domains.len()],
+            unconstrained: false,
+        };
+        let mut per_pod = ps.requests.clone();
+        add(&mut per_pod, &Requests::from([(PODS.to_string(), Amount(1))]), 1);
+        run.fill_in_counts(ps, &per_pod, 1, snap.levels.len() - 1);
+        let mut room: Vec<(String, i64)> = snap.per_level[level]
+            .iter()
+            .map(|d| (snap.domains[*d].values.join("/"), run.st[*d].pods))
+            .collect();
+        room.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        room.truncate(MAX_EXPLAINED_DOMAINS);
+        view.roomiest = room;
+        Some(view)
+    }
+}
+
 #[cfg(test)]
 #[path = "tas_tests.rs"]
 mod tests;
