@@ -25,7 +25,7 @@ use crate::api::kueue::{
     ClusterQueue, ClusterQueuePreemption, FlavorQuotas, LocalQueue, ResourceFlavor, Topology, TopologyLevel,
     TopologySpec, Workload,
 };
-use crate::wiring::manager::{ManagerOptions, embedded_server, run_manager};
+use crate::wiring::manager::{ManagerOptions, run_manager};
 
 /// Kueue's generator labels: the runtime and the class of a workload.
 pub const RUNNING_TIME_LABEL: &str = "kueue.x-k8s.io/performance-scheduler-running-ms";
@@ -450,9 +450,26 @@ fn is_admitted(w: &Workload) -> bool {
     w.is_admitted() && !w.is_finished()
 }
 
+/// The store quota of the run's API server: Kueue's runner stores its workloads in envtest's etcd
+/// (2 GiB backend quota by default); every workload the run creates stays until the end, and the
+/// `tas` config's full run (15,000 workloads, 640 Nodes, their Events) was refused writes at the
+/// embedded server's default 256 MiB of parsed objects.
+pub const BENCH_STORE_QUOTA_BYTES: usize = 1024 * 1024 * 1024;
+
+/// The embedded API server `embedded_server` makes, with room for every workload of the run.
+fn bench_server() -> Arc<crate::embedded::EmbeddedServer> {
+    let mut config = crate::embedded::ServerConfig::default();
+    config.store.quota_bytes = BENCH_STORE_QUOTA_BYTES;
+    crate::embedded::EmbeddedServer::with_config(
+        &crate::embedded::QuotagateCrds,
+        Arc::new(crate::embedded::QuotagateAdmission::default()),
+        config,
+    )
+}
+
 /// Runs `plan` to the last finish. `progress` draws a line on stderr (only on a terminal).
 pub async fn run(plan: &Plan, progress: bool) -> Result<Measured, String> {
-    let server = embedded_server();
+    let server = bench_server();
     let by = Arc::new(Mutex::new(BTreeMap::new()));
     let client = counting_client(&server, by.clone());
     let cancel = CancellationToken::new();
