@@ -349,7 +349,13 @@ fn check_placement(w: &Workload, c: TasCheck, levels: usize, hosts: &Hosts, tall
             tally.miscounted += 1;
             return;
         };
-        for _ in 0..d.count.max(0).min(10_000) {
+        // Never more pods than the podset has: a miscount stops here, before allocating.
+        let n = i64::from(d.count.max(0));
+        if pods.len() as i64 + n > c.pods {
+            tally.miscounted += 1;
+            return;
+        }
+        for _ in 0..n {
             pods.push(full.clone());
         }
     }
